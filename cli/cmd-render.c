@@ -1,0 +1,12 @@
+/* gitcd render: under construction in this tree; replaced by its owner. */
+#include <stdio.h>
+
+#include "cli/cli.h"
+
+int cmd_render(int argc, char **argv)
+{
+        (void)argc;
+        (void)argv;
+        fprintf(stderr, "gitcd: render is not built yet\n");
+        return EXIT_FAIL;
+}

@@ -1,0 +1,84 @@
+/*
+ * Rendering: a validated EtcdCluster plus a membership plan -> the
+ * Kubernetes objects that run it. Pure: no I/O, no clock, no randomness;
+ * the same input gives the same objects byte for byte.
+ *
+ * Both targets consume these objects. The Kubernetes target applies them;
+ * the local target runs each member Pod's etcd container command as a
+ * local process. Addresses are part of the plan, so the same renderer
+ * serves headless-Service DNS names (Kubernetes) and 127.0.0.1 ports (local).
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "spec/model.h"
+
+/* Standard ports on Kubernetes. */
+#define ETCD_CLIENT_PORT  2379
+#define ETCD_PEER_PORT    2380
+#define ETCD_METRICS_PORT 2381
+
+/* Label keys gitcd puts on every object it renders. */
+#define LABEL_CLUSTER          "gitcd.io/cluster"
+#define LABEL_MEMBER           "gitcd.io/member"
+#define LABEL_ROLE             "gitcd.io/role" /* "voter" | "learner" */
+#define LABEL_MANAGED_BY_VALUE "gitcd"
+
+typedef struct member_plan {
+        char *name; /* "<cluster>-<ordinal>", never reused in a cluster */
+        int ordinal;
+        bool learner;
+        char *peer_url;   /* advertised, e.g. http://c-0.c-headless.ns.svc.cluster.local:2380 */
+        char *client_url; /* advertised */
+        char *listen_peer_url;       /* e.g. http://0.0.0.0:2380 */
+        char *listen_client_url;     /* e.g. http://0.0.0.0:2379 */
+        char *listen_metrics_url;    /* e.g. http://0.0.0.0:2381 */
+        char *initial_cluster;       /* "name=peerURL,..." this member starts with */
+        char *initial_cluster_state; /* "new" (seed) | "existing" (joiner) */
+        char *data_dir;              /* inside the Pod (Kubernetes) or on the host (local) */
+        char *tls_dir;               /* where client/ peer/ operator/ certificate folders are */
+} member_plan;
+
+typedef struct membership_plan {
+        member_plan *members;
+        size_t n;
+        size_t alloc;
+        char *cluster_token; /* --initial-cluster-token */
+} membership_plan;
+
+/* Names gitcd gives the shared objects of a cluster. */
+char *render_headless_service_name(const etcd_cluster *c);    /* "<name>-headless" */
+char *render_client_service_name(const etcd_cluster *c);      /* "<name>" */
+char *render_member_name(const etcd_cluster *c, int ordinal); /* "<name>-<ordinal>" */
+
+/*
+ * The plan for the steady state a fresh cluster converges to on
+ * Kubernetes: replicas voters with ordinals 0..replicas-1 (one dormant
+ * member when paused), the seed started "new" with itself, each later
+ * member "existing" with the members before it, headless-Service DNS names
+ * under cluster_domain ("cluster.local").
+ */
+membership_plan *membership_plan_steady(const etcd_cluster *c, const char *cluster_domain);
+void membership_plan_free(membership_plan *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(membership_plan *, membership_plan_free);
+member_plan *membership_plan_add(membership_plan *p); /* zeroed entry to fill */
+
+/* The etcd container command line for one member: argv[0] "etcd", then flags; NULL-terminated. */
+char **render_member_command(const etcd_cluster *c, const membership_plan *p, size_t idx);
+void render_strv_free(char **v);
+
+/* Per-member objects. */
+json_t *render_member_pod(const etcd_cluster *c, const membership_plan *p, size_t idx);
+/* NULL for medium: Memory (the Pod gets an emptyDir instead). */
+json_t *render_member_pvc(const etcd_cluster *c, const membership_plan *p, size_t idx);
+
+/* Shared objects: headless Service, client Service, PodDisruptionBudget, Certificates. */
+json_t *render_shared_objects(const etcd_cluster *c, const membership_plan *p);
+
+/*
+ * Every object for the cluster in a fixed order: Services, PDB, TLS
+ * objects, then each member's PVC and Pod. A JSON array.
+ */
+json_t *render_cluster(const etcd_cluster *c, const membership_plan *p);

@@ -1,0 +1,243 @@
+/*
+ * The EtcdCluster model: what every dialect is parsed into, what render/
+ * turns into Kubernetes objects, what the state store keeps (as normalized
+ * JSON) and what the reconciler drives toward.
+ *
+ * Five dialects map onto this one model (docs/api.md has the field-by-field
+ * table). The model always holds defaults filled in, so two specs that mean
+ * the same thing compare equal through spec_to_json().
+ *
+ * Ownership: an etcd_cluster owns every string and JSON value in it;
+ * etcd_cluster_free() releases all of it.
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/diag.h"
+#include "util/macro.h"
+
+#define GITCD_API_VERSION               "gitcd.io/v1alpha1"
+#define GITCD_DEFAULT_VERSION           "3.5.16"
+#define GITCD_DEFAULT_REPOSITORY        "quay.io/coreos/etcd"
+#define GITCD_DEFAULT_REPLICAS          3
+#define GITCD_DEFAULT_STORAGE_SIZE      "1Gi"
+#define GITCD_DEFAULT_PROGRESS_DEADLINE 600
+#define GITCD_MAX_RECOMMENDED_REPLICAS  7
+
+typedef enum spec_dialect {
+        DIALECT_GITCD,      /* gitcd.io/v1alpha1 */
+        DIALECT_COREOS,     /* etcd.database.coreos.com/v1beta2 */
+        DIALECT_ETCDIO,     /* operator.etcd.io/v1alpha1 */
+        DIALECT_IMPROBABLE, /* etcd.improbable.io/v1alpha1 */
+        DIALECT_COZYSTACK,  /* etcd-operator.cozystack.io/v1alpha2 */
+} spec_dialect;
+
+const char *dialect_api_version(spec_dialect d);
+/* Short name for messages: "gitcd", "coreos", "etcd-io", "improbable", "cozystack". */
+const char *dialect_name(spec_dialect d);
+
+typedef struct semver {
+        int major;
+        int minor;
+        int patch;
+} semver;
+
+/* "3.5.16" or "v3.5.16" -> {3,5,16}; -EINVAL otherwise (no pre-release suffixes). */
+int semver_parse(const char *s, semver *ret);
+int semver_cmp(const semver *a, const semver *b);
+
+typedef struct kv {
+        char *key;
+        char *value;
+} kv;
+
+/* An ordered string map (labels, annotations, extra flags). Keys are unique. */
+typedef struct kv_list {
+        kv *items;
+        size_t n;
+        size_t alloc;
+} kv_list;
+
+/* Set key (replacing an existing value). */
+void kv_set(kv_list *l, const char *key, const char *value);
+const char *kv_get(const kv_list *l, const char *key);
+void kv_list_release(kv_list *l);
+
+typedef enum storage_medium { MEDIUM_DISK, MEDIUM_MEMORY } storage_medium;
+
+typedef struct storage_spec {
+        storage_medium medium;
+        char *size;          /* Kubernetes quantity as written, e.g. "10Gi" */
+        int64_t size_bytes;  /* parsed */
+        char *storage_class; /* NULL: the cluster's default class */
+} storage_spec;
+
+typedef enum tls_provider {
+        TLS_PROVIDER_NONE,         /* plain HTTP on both surfaces */
+        TLS_PROVIDER_AUTO,         /* gitcd issues a CA and leaf certificates */
+        TLS_PROVIDER_CERT_MANAGER, /* cert-manager Certificates from issuers */
+        TLS_PROVIDER_SECRETS,      /* the user supplies Secrets */
+} tls_provider;
+
+const char *tls_provider_name(tls_provider p); /* "none", "auto", "cert-manager", "secrets" */
+
+typedef struct issuer_ref {
+        char *name;  /* NULL when unset */
+        char *kind;  /* "Issuer" (default) or "ClusterIssuer" */
+        char *group; /* default "cert-manager.io" */
+} issuer_ref;
+
+typedef struct tls_surface_spec {
+        bool enabled;
+        /* secrets provider: a kubernetes.io/tls Secret with tls.crt, tls.key and ca.crt */
+        char *secret;
+        /* cert-manager provider: the issuer for this surface's certificates */
+        issuer_ref issuer;
+} tls_surface_spec;
+
+typedef struct tls_spec {
+        tls_provider provider;
+        tls_surface_spec client; /* client-facing server certificate */
+        tls_surface_spec peer;   /* member-to-member certificate */
+        /* the client identity gitcd itself uses toward etcd when client TLS is on */
+        char *operator_client_secret;      /* secrets provider */
+        issuer_ref operator_client_issuer; /* cert-manager provider */
+        char *ca_bundle_secret;            /* optional extra trust bundle */
+        int validity_days;                 /* auto: leaf lifetime, default 90 */
+        int renew_before_days;             /* auto: rotate this long before expiry, default 30 */
+} tls_spec;
+
+typedef struct auth_spec {
+        bool enabled;
+        char *
+            root_credentials_secret; /* Secret with "username"/"password"; NULL: gitcd creates one */
+} auth_spec;
+
+typedef struct etcd_options {
+        char *quota_backend;             /* quantity as written; NULL: etcd's default (2 GiB) */
+        int64_t quota_backend_bytes;     /* 0 when unset */
+        char *auto_compaction_mode;      /* "periodic" | "revision" | NULL */
+        char *auto_compaction_retention; /* "1h", "1000", ... | NULL */
+        int64_t snapshot_count;          /* 0 when unset */
+        int heartbeat_interval_ms;       /* 0 when unset (etcd: 100) */
+        int election_timeout_ms;         /* 0 when unset (etcd: 1000) */
+        kv_list extra_flags;             /* flag name without "--" -> value */
+} etcd_options;
+
+typedef enum destination_kind { DEST_NONE, DEST_PVC, DEST_S3, DEST_LOCAL } destination_kind;
+
+typedef struct s3_location {
+        char *endpoint;
+        char *bucket;
+        char *key; /* object key (restore) or key prefix (snapshots) */
+        char *region;
+        bool force_path_style;
+        char *credentials_secret;
+} s3_location;
+
+typedef struct storage_location {
+        destination_kind kind;
+        char *claim_name; /* DEST_PVC */
+        char *sub_path;   /* DEST_PVC: folder (snapshots) or file (restore) */
+        s3_location s3;   /* DEST_S3 */
+        char *path; /* DEST_LOCAL: a directory (snapshots) or file (restore) on the gitcd host */
+} storage_location;
+
+typedef struct snapshot_spec {
+        bool enabled;
+        char *schedule;               /* 5-field cron expression */
+        int retention_count;          /* keep this many newest; default 7 */
+        int64_t retention_max_age_ms; /* 0: no age limit */
+        storage_location destination;
+} snapshot_spec;
+
+typedef struct defrag_spec {
+        bool enabled;
+        char *schedule;                 /* cron; NULL: only thresholds */
+        char *free_space_above;         /* quantity as written, NULL when unset */
+        int64_t free_space_above_bytes; /* defrag when dbSize - dbSizeInUse exceeds this */
+        int quota_usage_above_percent;  /* defrag when dbSize/quota exceeds this; 0 unset */
+} defrag_spec;
+
+typedef struct restore_spec {
+        bool enabled;
+        storage_location source; /* bootstrap.restore.source */
+} restore_spec;
+
+/* Where a field was written, for diagnostics from later stages (transitions, plan). */
+typedef struct spec_loc {
+        char *path; /* "spec.replicas", "spec.storage.size", ... (native names) */
+        int line;
+        int col;
+} spec_loc;
+
+typedef struct etcd_cluster {
+        spec_dialect dialect;
+        char *api_version; /* as written */
+        char *kind;        /* "EtcdCluster" */
+
+        char *name;
+        char *namespace_; /* default "default" */
+        kv_list labels;
+        kv_list annotations;
+
+        char *file; /* source file (or path inside a Git tree) */
+        int line;   /* the document's start */
+        int col;
+        spec_loc *locs;
+        size_t n_locs;
+        size_t alloc_locs;
+
+        int replicas; /* 0 = paused */
+        char *version;
+        semver ver;
+        char *repository;
+
+        storage_spec storage;
+        tls_spec tls;
+        auth_spec auth;
+
+        /* Kubernetes structures passed through as written (NULL when unset). */
+        json_t *resources;
+        json_t *affinity;
+        json_t *topology_spread_constraints;
+        json_t *node_selector;
+        json_t *tolerations;
+
+        kv_list additional_labels;      /* additionalMetadata.labels */
+        kv_list additional_annotations; /* additionalMetadata.annotations */
+        kv_list pod_labels;             /* podTemplate.metadata.labels */
+        kv_list pod_annotations;        /* podTemplate.metadata.annotations */
+
+        etcd_options options;
+        int progress_deadline_seconds; /* default 600 */
+        snapshot_spec snapshots;
+        defrag_spec defrag;
+        restore_spec restore;
+} etcd_cluster;
+
+etcd_cluster *etcd_cluster_new(void);
+void etcd_cluster_free(etcd_cluster *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(etcd_cluster *, etcd_cluster_free);
+
+/* Record / look up where a field was written. Lookups fall back to the document. */
+void etcd_cluster_set_loc(etcd_cluster *c, const char *path, int line, int col);
+void etcd_cluster_loc(const etcd_cluster *c, const char *path, int *ret_line, int *ret_col);
+
+/* "namespace/name", newly allocated. */
+char *etcd_cluster_id(const etcd_cluster *c);
+
+/* An ordered set of clusters, as loaded from files or a Git tree. */
+typedef struct cluster_set {
+        etcd_cluster **items;
+        size_t n;
+        size_t alloc;
+} cluster_set;
+
+void cluster_set_add(cluster_set *s, etcd_cluster *c); /* takes ownership */
+etcd_cluster *cluster_set_find(const cluster_set *s, const char *namespace_, const char *name);
+void cluster_set_release(cluster_set *s);

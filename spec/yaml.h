@@ -1,0 +1,90 @@
+/*
+ * The YAML loader: libyaml events -> a small tree of nodes that keeps the
+ * source position (line, column) of every node, so validation can point at
+ * the exact place of a problem. Also the deterministic YAML emitter used by
+ * `gitcd render -o yaml`.
+ *
+ * Hostile input is bounded by yaml_limits: file size, document count,
+ * nesting depth and the total number of nodes after alias expansion (a
+ * "billion laughs" file is a diagnostic, not an out-of-memory).
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util/diag.h"
+#include "util/strbuf.h"
+
+typedef enum ynode_kind { YNODE_SCALAR, YNODE_MAP, YNODE_SEQ } ynode_kind;
+
+typedef struct ynode ynode;
+struct ynode {
+        ynode_kind kind;
+        int line;  /* 1-based */
+        int col;   /* 1-based */
+        char *tag; /* explicit tag ("!!str", "tag:yaml.org,2002:int"), or NULL */
+        /* YNODE_SCALAR */
+        char *str;   /* NUL-terminated value */
+        size_t len;  /* bytes in str (the value may contain NUL) */
+        bool quoted; /* single/double quoted or block scalar: always a string */
+        /* YNODE_MAP: keys[i] -> values[i]; YNODE_SEQ: values[i] */
+        ynode **keys;
+        ynode **values;
+        size_t n;
+};
+
+typedef struct yaml_limits {
+        size_t max_file_bytes; /* default 4 MiB */
+        size_t max_documents;  /* default 1000 */
+        size_t max_depth;      /* default 64 */
+        size_t max_nodes;      /* default 1,000,000, counted after alias expansion */
+} yaml_limits;
+
+extern const yaml_limits yaml_default_limits;
+
+typedef struct ydoc {
+        char *file;
+        int index;   /* 0-based document number in the file */
+        int line;    /* where the document starts */
+        ynode *root; /* NULL for an empty document */
+} ydoc;
+
+typedef struct ydoc_list {
+        ydoc *docs;
+        size_t n;
+        size_t alloc;
+} ydoc_list;
+
+/*
+ * Parse a buffer holding one or more YAML documents, appending them to out.
+ * Syntax errors and limit violations become diagnostics (file:line:col) and
+ * the function returns -EINVAL; documents parsed before the error are kept.
+ * Duplicate keys in a mapping are errors. lim may be NULL for the defaults.
+ */
+int yaml_parse(const char *file, const char *buf, size_t len, const yaml_limits *lim,
+               ydoc_list *out, diag_list *diags);
+/* Read and parse a file; an unreadable or oversized file is a diagnostic and -errno. */
+int yaml_load_file(const char *path, const yaml_limits *lim, ydoc_list *out, diag_list *diags);
+void ydoc_list_release(ydoc_list *l);
+
+/* Map lookup by key; NULL when absent or when map is not a mapping. */
+ynode *ynode_get(const ynode *map, const char *key);
+/* A plain scalar "", "~", "null", "Null", "NULL". */
+bool ynode_is_null(const ynode *n);
+/* "mapping", "sequence", "string", "integer", "number", "boolean", "null": for messages. */
+const char *ynode_type_name(const ynode *n);
+/*
+ * Convert to JSON with the YAML 1.2 core schema for plain scalars (integers,
+ * floats, true/false, null); quoted scalars stay strings. Used for pass-
+ * through Kubernetes structures such as affinity and tolerations.
+ */
+json_t *ynode_to_json(const ynode *n);
+
+/*
+ * Emit a JSON value as YAML, deterministically: object keys in their order,
+ * strings quoted wherever a plain scalar would read back as another type.
+ * Each call appends one document (starting with "---" when `document_start`).
+ */
+int yaml_emit_json(const json_t *value, bool document_start, strbuf *out);

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The style test: every C file in the tree is formatted as .clang-format says.
+set -u
+root=${GITCD_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+cd "$root" || exit 1
+cf=$(command -v clang-format || command -v clang-format-14 || true)
+if [ -z "$cf" ]; then
+  echo "clang-format not installed"; exit 77
+fi
+files=$(git ls-files -co --exclude-standard -- '*.c' '*.h' 2>/dev/null | grep -v '^build' || true)
+[ -n "$files" ] || files=$(find . -name '*.[ch]' -not -path './build*')
+bad=0
+for f in $files; do
+  [ -f "$f" ] || continue
+  if ! "$cf" --dry-run --Werror "$f" >/dev/null 2>&1; then
+    echo "not formatted: $f (run: $cf -i $f)"
+    bad=1
+  fi
+done
+exit $bad

@@ -1,0 +1,232 @@
+/*
+ * File-system helpers; see util/fs.h. Paths are plain C strings; nothing
+ * here logs.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/fs.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+int read_file(const char *path, size_t max_size, char **ret_data, size_t *ret_len)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (S_ISDIR(st.st_mode))
+                return -EISDIR;
+        if (S_ISREG(st.st_mode) && (size_t)st.st_size > max_size)
+                return -EFBIG;
+        strbuf sb = STRBUF_INIT;
+        char chunk[65536];
+        for (;;) {
+                ssize_t r = read(fd, chunk, sizeof(chunk));
+                if (r < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        int e = -errno;
+                        sb_release(&sb);
+                        return e;
+                }
+                if (r == 0)
+                        break;
+                if (sb.len + (size_t)r > max_size) {
+                        sb_release(&sb);
+                        return -EFBIG;
+                }
+                sb_append_len(&sb, chunk, (size_t)r);
+        }
+        *ret_len = sb.len;
+        *ret_data = sb_detach(&sb);
+        return 0;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode)
+{
+        _cleanup_free_ char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+        if (fd < 0)
+                return -errno;
+        const char *p = data;
+        size_t left = len;
+        while (left > 0) {
+                ssize_t w = write(fd, p, left);
+                if (w < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        int e = -errno;
+                        close(fd);
+                        unlink(tmp);
+                        return e;
+                }
+                p += w;
+                left -= (size_t)w;
+        }
+        if (fsync(fd) < 0 || close(fd) < 0) {
+                int e = -errno;
+                unlink(tmp);
+                return e;
+        }
+        if (rename(tmp, path) < 0) {
+                int e = -errno;
+                unlink(tmp);
+                return e;
+        }
+        return 0;
+}
+
+int mkdir_p(const char *path, mode_t mode)
+{
+        _cleanup_free_ char *p = xstrdup(path);
+        size_t len = strlen(p);
+        while (len > 1 && p[len - 1] == '/')
+                p[--len] = '\0';
+        for (char *s = p + 1; *s; s++) {
+                if (*s != '/')
+                        continue;
+                *s = '\0';
+                if (mkdir(p, mode) < 0 && errno != EEXIST)
+                        return -errno;
+                *s = '/';
+        }
+        if (mkdir(p, mode) < 0 && errno != EEXIST)
+                return -errno;
+        return path_is_dir(p) ? 0 : -ENOTDIR;
+}
+
+int rm_rf(const char *path)
+{
+        struct stat st;
+        if (lstat(path, &st) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISDIR(st.st_mode))
+                return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+        DIR *d = opendir(path);
+        if (!d)
+                return -errno;
+        int r = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                _cleanup_free_ char *child = path_join(path, de->d_name);
+                int k = rm_rf(child);
+                if (k < 0 && r == 0)
+                        r = k;
+        }
+        closedir(d);
+        if (rmdir(path) < 0 && errno != ENOENT && r == 0)
+                r = -errno;
+        return r;
+}
+
+bool path_exists(const char *path)
+{
+        return access(path, F_OK) == 0;
+}
+
+bool path_is_dir(const char *path)
+{
+        struct stat st;
+        return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+char *path_join(const char *a, const char *b)
+{
+        size_t la = strlen(a);
+        if (la > 0 && a[la - 1] == '/')
+                return xasprintf("%s%s", a, b);
+        return xasprintf("%s/%s", a, b);
+}
+
+void path_list_add(path_list *l, const char *path)
+{
+        l->paths = xgrow(l->paths, &l->alloc, l->n + 1, sizeof(char *));
+        l->paths[l->n++] = xstrdup(path);
+}
+
+void path_list_release(path_list *l)
+{
+        for (size_t i = 0; i < l->n; i++)
+                free(l->paths[i]);
+        free(l->paths);
+        l->paths = NULL;
+        l->n = l->alloc = 0;
+}
+
+static bool has_suffix(const char *name, const char *const *suffixes)
+{
+        size_t ln = strlen(name);
+        for (size_t i = 0; suffixes && suffixes[i]; i++) {
+                size_t ls = strlen(suffixes[i]);
+                if (ln > ls && streq(name + ln - ls, suffixes[i]))
+                        return true;
+        }
+        return false;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int walk(const char *dir, const char *const *suffixes, path_list *out, int depth)
+{
+        if (depth > 64)
+                return -ELOOP;
+        DIR *d = opendir(dir);
+        if (!d)
+                return -errno;
+        path_list names = {0};
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.')
+                        path_list_add(&names, de->d_name);
+        closedir(d);
+        qsort(names.paths, names.n, sizeof(char *), cmp_str);
+        int r = 0;
+        for (size_t i = 0; i < names.n && r == 0; i++) {
+                _cleanup_free_ char *child = path_join(dir, names.paths[i]);
+                struct stat st;
+                if (stat(child, &st) < 0)
+                        continue; /* dangling link */
+                if (S_ISDIR(st.st_mode))
+                        r = walk(child, suffixes, out, depth + 1);
+                else if (S_ISREG(st.st_mode) && has_suffix(names.paths[i], suffixes))
+                        path_list_add(out, child);
+        }
+        path_list_release(&names);
+        return r;
+}
+
+int expand_paths(char *const *paths, size_t n, const char *const *suffixes, path_list *out,
+                 const char **ret_bad_path)
+{
+        for (size_t i = 0; i < n; i++) {
+                struct stat st;
+                if (stat(paths[i], &st) < 0) {
+                        if (ret_bad_path)
+                                *ret_bad_path = paths[i];
+                        return -errno;
+                }
+                if (S_ISDIR(st.st_mode)) {
+                        int r = walk(paths[i], suffixes, out, 0);
+                        if (r < 0) {
+                                if (ret_bad_path)
+                                        *ret_bad_path = paths[i];
+                                return r;
+                        }
+                } else
+                        path_list_add(out, paths[i]);
+        }
+        return 0;
+}

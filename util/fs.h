@@ -1,0 +1,38 @@
+/*
+ * File-system helpers shared by the CLI, the state store and the local
+ * target. All return 0 or a negative errno.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct path_list {
+        char **paths;
+        size_t n;
+        size_t alloc;
+} path_list;
+
+/* Read a whole file; -EFBIG if it is larger than max_size bytes. The result is NUL-terminated. */
+int read_file(const char *path, size_t max_size, char **ret_data, size_t *ret_len);
+/* Write data to path atomically (temporary file, fsync, rename). */
+int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode);
+/* mkdir -p with the given mode for created directories. */
+int mkdir_p(const char *path, mode_t mode);
+/* rm -rf; a missing path is not an error. */
+int rm_rf(const char *path);
+bool path_exists(const char *path);
+bool path_is_dir(const char *path);
+char *path_join(const char *a, const char *b);
+/*
+ * Expand files and directories into the sorted list of files ending in one
+ * of the given suffixes (e.g. ".yaml", ".yml"). Directories are walked
+ * recursively; hidden entries (".git") are skipped; symlinks to files are
+ * followed. A path named directly is always kept, whatever its suffix.
+ * -ENOENT for a missing path (which is reported through ret_bad_path).
+ */
+int expand_paths(char *const *paths, size_t n, const char *const *suffixes, path_list *out,
+                 const char **ret_bad_path);
+void path_list_add(path_list *l, const char *path);
+void path_list_release(path_list *l);
