@@ -17,6 +17,9 @@ struct command {
 static const struct command commands[] = {
     {"validate", cmd_validate, "check EtcdCluster files and print every problem"},
     {"render", cmd_render, "print the Kubernetes objects for EtcdCluster files"},
+    {"plan", cmd_plan, "show what applying a source would change, without touching anything"},
+    {"apply", cmd_apply, "reconcile the clusters in a source until they converge"},
+    {"run", cmd_run, "run the reconciler as a daemon"},
     {"etcd", cmd_etcd, "talk to an etcd cluster directly (members, status, snapshot, ...)"},
     {"log", cmd_log, "show the audit log: who changed what, when, and what it did"},
     {"status", cmd_status, "show clusters, members and conditions from the state store"},

@@ -24,9 +24,17 @@ int log_level_from_string(const char *s, enum log_level *ret_level)
         return -EINVAL;
 }
 
+static bool explicit_level;
+
 void log_set_level(enum log_level level)
 {
         current_level = (int)level;
+        explicit_level = true;
+}
+
+bool log_level_is_explicit(void)
+{
+        return explicit_level || getenv("GITCD_LOG_LEVEL") != NULL;
 }
 
 enum log_level log_get_level(void)

@@ -59,8 +59,12 @@ static inline void closep(int *fd)
 
 #define streq(a, b)     (strcmp((a), (b)) == 0)
 #define strneq(a, b, n) (strncmp((a), (b), (n)) == 0)
-#define streq_ptr(a, b) ((a) == (b) || ((a) && (b) && strcmp((a), (b)) == 0))
-#define isempty(s)      (!(s) || !*(s))
+/* Equal strings, where NULL equals only NULL. */
+static inline int streq_ptr(const char *a, const char *b)
+{
+        return a == b || (a && b && strcmp(a, b) == 0);
+}
+#define isempty(s) (!(s) || !*(s))
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
