@@ -1,0 +1,130 @@
+/*
+ * The etcd command line of one member. The same vector is the member Pod's
+ * container `command` and what the local target executes, so a cluster
+ * run by the tests on loopback starts exactly as it would on Kubernetes.
+ *
+ * Flags come in one fixed order, each as a single "--flag=value" word, and
+ * only when their value is set (etcd's own default applies otherwise):
+ *
+ *   etcd
+ *   --name --data-dir
+ *   --listen-client-urls --advertise-client-urls
+ *   --listen-peer-urls --initial-advertise-peer-urls
+ *   --listen-metrics-urls
+ *   --initial-cluster --initial-cluster-state --initial-cluster-token
+ *   --quota-backend-bytes --auto-compaction-mode --auto-compaction-retention
+ *   --snapshot-count --heartbeat-interval --election-timeout
+ *   client TLS: --cert-file --key-file --trusted-ca-file --client-cert-auth=true
+ *   peer TLS:   --peer-cert-file --peer-key-file --peer-trusted-ca-file
+ *               --peer-client-cert-auth=true
+ *   the user's extra flags, sorted by name ("--k=v", or "--k" for an empty value)
+ *
+ * Extra flags are sorted so that two specs listing them in a different
+ * order render the same Pod (etcd does not care about flag order).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "render/render-internal.h"
+#include "render/render.h"
+#include "util/xalloc.h"
+
+typedef struct strv {
+        char **v;
+        size_t n;
+        size_t alloc;
+} strv;
+
+static void strv_push(strv *s, char *owned)
+{
+        s->v = xgrow(s->v, &s->alloc, s->n + 2, sizeof(char *));
+        s->v[s->n++] = owned;
+        s->v[s->n] = NULL;
+}
+
+static void flag_str(strv *s, const char *flag, const char *value)
+{
+        if (!isempty(value))
+                strv_push(s, xasprintf("--%s=%s", flag, value));
+}
+
+static void flag_int(strv *s, const char *flag, long long value)
+{
+        if (value > 0)
+                strv_push(s, xasprintf("--%s=%lld", flag, value));
+}
+
+static void flag_tls_file(strv *s, const etcd_cluster *c, const member_plan *m, const char *flag,
+                          const char *subdir, const char *file)
+{
+        char *path = render_tls_file(c, m, subdir, file);
+        flag_str(s, flag, path);
+        free(path);
+}
+
+static int cmp_kv(const void *a, const void *b)
+{
+        return strcmp((*(const kv *const *)a)->key, (*(const kv *const *)b)->key);
+}
+
+char **render_member_command(const etcd_cluster *c, const membership_plan *p, size_t idx)
+{
+        if (idx >= p->n)
+                return NULL;
+        const member_plan *m = &p->members[idx];
+        const etcd_options *o = &c->options;
+        strv s = {NULL, 0, 0};
+
+        strv_push(&s, xstrdup("etcd"));
+        flag_str(&s, "name", m->name);
+        flag_str(&s, "data-dir", m->data_dir);
+        flag_str(&s, "listen-client-urls", m->listen_client_url);
+        flag_str(&s, "advertise-client-urls", m->client_url);
+        flag_str(&s, "listen-peer-urls", m->listen_peer_url);
+        flag_str(&s, "initial-advertise-peer-urls", m->peer_url);
+        flag_str(&s, "listen-metrics-urls", m->listen_metrics_url);
+        flag_str(&s, "initial-cluster", m->initial_cluster);
+        flag_str(&s, "initial-cluster-state", m->initial_cluster_state);
+        flag_str(&s, "initial-cluster-token", p->cluster_token);
+        flag_int(&s, "quota-backend-bytes", o->quota_backend_bytes);
+        flag_str(&s, "auto-compaction-mode", o->auto_compaction_mode);
+        flag_str(&s, "auto-compaction-retention", o->auto_compaction_retention);
+        flag_int(&s, "snapshot-count", o->snapshot_count);
+        flag_int(&s, "heartbeat-interval", o->heartbeat_interval_ms);
+        flag_int(&s, "election-timeout", o->election_timeout_ms);
+        if (render_client_tls(c)) {
+                flag_tls_file(&s, c, m, "cert-file", TLS_SUBDIR_CLIENT, "tls.crt");
+                flag_tls_file(&s, c, m, "key-file", TLS_SUBDIR_CLIENT, "tls.key");
+                flag_tls_file(&s, c, m, "trusted-ca-file", TLS_SUBDIR_CLIENT, "ca.crt");
+                flag_str(&s, "client-cert-auth", "true");
+        }
+        if (render_peer_tls(c)) {
+                flag_tls_file(&s, c, m, "peer-cert-file", TLS_SUBDIR_PEER, "tls.crt");
+                flag_tls_file(&s, c, m, "peer-key-file", TLS_SUBDIR_PEER, "tls.key");
+                flag_tls_file(&s, c, m, "peer-trusted-ca-file", TLS_SUBDIR_PEER, "ca.crt");
+                flag_str(&s, "peer-client-cert-auth", "true");
+        }
+
+        size_t n = o->extra_flags.n;
+        const kv **extra = xcalloc(n ? n : 1, sizeof(kv *));
+        for (size_t i = 0; i < n; i++)
+                extra[i] = &o->extra_flags.items[i];
+        qsort(extra, n, sizeof(kv *), cmp_kv);
+        for (size_t i = 0; i < n; i++) {
+                if (isempty(extra[i]->value))
+                        strv_push(&s, xasprintf("--%s", extra[i]->key));
+                else
+                        strv_push(&s, xasprintf("--%s=%s", extra[i]->key, extra[i]->value));
+        }
+        free(extra);
+        return s.v;
+}
+
+void render_strv_free(char **v)
+{
+        if (!v)
+                return;
+        for (char **i = v; *i; i++)
+                free(*i);
+        free(v);
+}

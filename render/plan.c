@@ -1,0 +1,110 @@
+/*
+ * Membership plans: who the members of a cluster are and how each one
+ * starts (name, addresses, initial cluster, state, token, folders).
+ *
+ * The reconciler and the targets build plans for the cluster as it really
+ * is (learners, replacements, local ports); render only reads them. The
+ * one plan render builds itself is the steady state of a fresh cluster on
+ * Kubernetes, used by `gitcd render`: replicas voters with ordinals
+ * 0..replicas-1, the seed started "new" with only itself, each later member
+ * "existing" with the members before it plus itself (the order a one-at-a-
+ * time bootstrap adds them in). A paused cluster (replicas 0) keeps exactly
+ * one dormant member, ordinal 0, whose volume holds the data; render
+ * gives it a volume but no Pod.
+ *
+ * The cluster token is "<namespace>-<name>": stable across renders and
+ * restarts, distinct between clusters that share a network.
+ */
+#include <string.h>
+
+#include "render/render-internal.h"
+#include "render/render.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+char *render_headless_service_name(const etcd_cluster *c)
+{
+        return xasprintf("%s-headless", c->name);
+}
+
+char *render_client_service_name(const etcd_cluster *c)
+{
+        return xstrdup(c->name);
+}
+
+char *render_member_name(const etcd_cluster *c, int ordinal)
+{
+        return xasprintf("%s-%d", c->name, ordinal);
+}
+
+member_plan *membership_plan_add(membership_plan *p)
+{
+        p->members = xgrow(p->members, &p->alloc, p->n + 1, sizeof(member_plan));
+        member_plan *m = &p->members[p->n++];
+        memset(m, 0, sizeof(*m));
+        return m;
+}
+
+static void member_plan_release(member_plan *m)
+{
+        free(m->name);
+        free(m->peer_url);
+        free(m->client_url);
+        free(m->listen_peer_url);
+        free(m->listen_client_url);
+        free(m->listen_metrics_url);
+        free(m->initial_cluster);
+        free(m->initial_cluster_state);
+        free(m->data_dir);
+        free(m->tls_dir);
+}
+
+void membership_plan_free(membership_plan *p)
+{
+        if (!p)
+                return;
+        for (size_t i = 0; i < p->n; i++)
+                member_plan_release(&p->members[i]);
+        free(p->members);
+        free(p->cluster_token);
+        free(p);
+}
+
+membership_plan *membership_plan_steady(const etcd_cluster *c, const char *cluster_domain)
+{
+        const char *domain =
+            isempty(cluster_domain) ? RENDER_DEFAULT_CLUSTER_DOMAIN : cluster_domain;
+        const char *ns = render_namespace(c);
+        const char *peer_scheme = render_peer_tls(c) ? "https" : "http";
+        const char *client_scheme = render_client_tls(c) ? "https" : "http";
+        int n = c->replicas > 0 ? c->replicas : 1;
+        _cleanup_free_ char *headless = render_headless_service_name(c);
+        strbuf initial = STRBUF_INIT;
+
+        membership_plan *p = XNEW(membership_plan);
+        p->cluster_token = xasprintf("%s-%s", ns, c->name);
+        for (int i = 0; i < n; i++) {
+                member_plan *m = membership_plan_add(p);
+                m->name = render_member_name(c, i);
+                m->ordinal = i;
+                m->learner = false;
+                _cleanup_free_ char *host =
+                    xasprintf("%s.%s.%s.svc.%s", m->name, headless, ns, domain);
+                m->peer_url = xasprintf("%s://%s:%d", peer_scheme, host, ETCD_PEER_PORT);
+                m->client_url = xasprintf("%s://%s:%d", client_scheme, host, ETCD_CLIENT_PORT);
+                m->listen_peer_url = xasprintf("%s://0.0.0.0:%d", peer_scheme, ETCD_PEER_PORT);
+                m->listen_client_url =
+                    xasprintf("%s://0.0.0.0:%d", client_scheme, ETCD_CLIENT_PORT);
+                /* Plain HTTP: health and metrics only, so probes need no certificates. */
+                m->listen_metrics_url = xasprintf("http://0.0.0.0:%d", ETCD_METRICS_PORT);
+                if (i > 0)
+                        sb_appendc(&initial, ',');
+                sb_printf(&initial, "%s=%s", m->name, m->peer_url);
+                m->initial_cluster = xstrdup(sb_str(&initial));
+                m->initial_cluster_state = xstrdup(i == 0 ? "new" : "existing");
+                m->data_dir = xstrdup(RENDER_STEADY_DATA_DIR);
+                m->tls_dir = xstrdup(RENDER_STEADY_TLS_DIR);
+        }
+        sb_release(&initial);
+        return p;
+}
