@@ -97,3 +97,11 @@ void harness_untrack_pid(pid_t pid);
 
 /* A fresh temporary directory under $TMPDIR, removed at exit. */
 char *harness_tmpdir(const char *prefix);
+
+/*
+ * Stop every running member gracefully: SIGTERM to all followers at once,
+ * then to the leader (found through /metrics), each waited for up to 10 s
+ * (SIGKILL after that). Stopping a leader while its peers shut down makes
+ * etcd wait 7 s for a leadership transfer; this order avoids it. 0 or -errno.
+ */
+int harness_cluster_stop(harness_cluster *c);

@@ -1,0 +1,403 @@
+/*
+ * Tests for pki/: a CA, a server and a client certificate form a chain that
+ * OpenSSL verifies (in-process with X509_verify_cert and with the real
+ * `openssl verify` command on the written files), carry the SANs, key
+ * usages and extensions etcd and Go expect, round-trip through PEM files
+ * (keys with mode 0600), and bad requests or files are refused with a clear
+ * message instead of OpenSSL's raw error text.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <openssl/bn.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include "pki/pki.h"
+#include "util/fs.h"
+#include "util/macro.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+#define DAY_MS (24LL * 3600 * 1000)
+
+typedef struct fixture {
+        char *dir;
+        pki_key *ca_key;
+        pki_cert *ca;
+        pki_key *server_key;
+        pki_cert *server;
+        pki_key *client_key;
+        pki_cert *client;
+} fixture;
+
+static const char *const server_dns[] = {"localhost", "etcd-0.etcd.default.svc", NULL};
+static const char *const server_ips[] = {"127.0.0.1", "::1", NULL};
+
+static int setup(void **state)
+{
+        fixture *f = XNEW(fixture);
+        f->dir = xstrdup("/tmp/gitcd-test-pki-XXXXXX");
+        const char *tmp = getenv("TMPDIR");
+        if (!isempty(tmp)) {
+                free(f->dir);
+                f->dir = xasprintf("%s/gitcd-test-pki-XXXXXX", tmp);
+        }
+        assert_non_null(mkdtemp(f->dir));
+        assert_int_equal(pki_ca_create("gitcd test CA", 30, &f->ca_key, &f->ca), 0);
+        pki_cert_request server = {
+            .cn = "etcd-server",
+            .dns_names = server_dns,
+            .ip_addresses = server_ips,
+            .days = 10,
+            .server = true,
+            .client = true,
+        };
+        assert_int_equal(pki_cert_issue(f->ca, f->ca_key, &server, &f->server_key, &f->server), 0);
+        pki_cert_request client = {.cn = "root", .days = 10, .client = true};
+        assert_int_equal(pki_cert_issue(f->ca, f->ca_key, &client, &f->client_key, &f->client), 0);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state)
+{
+        fixture *f = *state;
+        (void)rm_rf(f->dir);
+        free(f->dir);
+        pki_key_free(f->ca_key);
+        pki_cert_free(f->ca);
+        pki_key_free(f->server_key);
+        pki_cert_free(f->server);
+        pki_key_free(f->client_key);
+        pki_cert_free(f->client);
+        free(f);
+        return 0;
+}
+
+/* X509_verify_cert of leaf against ca for an SSL purpose; the verify error or 0. */
+static int verify_for(const pki_cert *ca, const pki_cert *leaf, int purpose)
+{
+        X509_STORE *store = X509_STORE_new();
+        X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+        assert_non_null(store);
+        assert_non_null(ctx);
+        assert_int_equal(X509_STORE_add_cert(store, pki_cert_x509(ca)), 1);
+        assert_int_equal(X509_STORE_CTX_init(ctx, store, pki_cert_x509(leaf), NULL), 1);
+        assert_int_equal(X509_STORE_CTX_set_purpose(ctx, purpose), 1);
+        int ok = X509_verify_cert(ctx);
+        int err = ok == 1 ? 0 : X509_STORE_CTX_get_error(ctx);
+        if (ok != 1 && err == 0)
+                err = -1;
+        X509_STORE_CTX_free(ctx);
+        X509_STORE_free(store);
+        return err;
+}
+
+static void test_chain_verifies(void **state)
+{
+        fixture *f = *state;
+        assert_int_equal(verify_for(f->ca, f->server, X509_PURPOSE_SSL_SERVER), 0);
+        assert_int_equal(verify_for(f->ca, f->server, X509_PURPOSE_SSL_CLIENT), 0);
+        assert_int_equal(verify_for(f->ca, f->client, X509_PURPOSE_SSL_CLIENT), 0);
+        /* A client-only certificate must not pass as a server. */
+        assert_int_not_equal(verify_for(f->ca, f->client, X509_PURPOSE_SSL_SERVER), 0);
+
+        assert_int_equal(pki_cert_verify(f->ca, f->server), 0);
+        assert_int_equal(pki_cert_verify(f->ca, f->client), 0);
+
+        /* Another CA does not vouch for these. */
+        pki_key *other_key = NULL;
+        pki_cert *other = NULL;
+        assert_int_equal(pki_ca_create("another CA", 1, &other_key, &other), 0);
+        assert_int_not_equal(verify_for(other, f->server, X509_PURPOSE_SSL_SERVER), 0);
+        assert_int_equal(pki_cert_verify(other, f->server), -EKEYREJECTED);
+        assert_non_null(strstr(pki_last_error(), "does not verify"));
+        pki_cert_free(other);
+        pki_key_free(other_key);
+}
+
+static void test_ca_extensions(void **state)
+{
+        fixture *f = *state;
+        X509 *ca = pki_cert_x509(f->ca);
+        assert_true(pki_cert_is_ca(f->ca));
+        assert_false(pki_cert_is_ca(f->server));
+        assert_false(pki_cert_is_ca(f->client));
+
+        int idx = X509_get_ext_by_NID(ca, NID_basic_constraints, -1);
+        assert_true(idx >= 0);
+        assert_int_equal(X509_EXTENSION_get_critical(X509_get_ext(ca, idx)), 1);
+        idx = X509_get_ext_by_NID(ca, NID_key_usage, -1);
+        assert_true(idx >= 0);
+        assert_int_equal(X509_EXTENSION_get_critical(X509_get_ext(ca, idx)), 1);
+        assert_int_equal(X509_get_key_usage(ca), KU_KEY_CERT_SIGN | KU_CRL_SIGN);
+
+        /* Key identifiers: the leaf's authority key id is the CA's subject key id. */
+        const ASN1_OCTET_STRING *ca_skid = X509_get0_subject_key_id(ca);
+        assert_non_null(ca_skid);
+        assert_non_null(X509_get0_authority_key_id(ca));
+        const ASN1_OCTET_STRING *leaf_akid = X509_get0_authority_key_id(pki_cert_x509(f->server));
+        assert_non_null(leaf_akid);
+        assert_int_equal(ASN1_OCTET_STRING_cmp(ca_skid, leaf_akid), 0);
+        assert_non_null(X509_get0_subject_key_id(pki_cert_x509(f->server)));
+
+        /* ECDSA P-256 keys, SHA-256 signatures. */
+        EVP_PKEY *pk = pki_key_evp(f->server_key);
+        assert_int_equal(EVP_PKEY_get_base_id(pk), EVP_PKEY_EC);
+        assert_int_equal(EVP_PKEY_get_bits(pk), 256);
+        assert_int_equal(X509_get_signature_nid(pki_cert_x509(f->server)), NID_ecdsa_with_SHA256);
+        assert_true(pki_key_matches(f->server_key, f->server));
+        assert_false(pki_key_matches(f->client_key, f->server));
+
+        _cleanup_free_ char *cn = NULL;
+        assert_int_equal(pki_cert_common_name(f->client, &cn), 0);
+        assert_string_equal(cn, "root");
+}
+
+static void test_sans_and_ekus(void **state)
+{
+        fixture *f = *state;
+        char **dns = NULL, **ips = NULL;
+        assert_int_equal(pki_cert_sans(f->server, &dns, &ips), 0);
+        assert_non_null(dns[0]);
+        assert_string_equal(dns[0], "localhost");
+        assert_string_equal(dns[1], "etcd-0.etcd.default.svc");
+        assert_null(dns[2]);
+        assert_string_equal(ips[0], "127.0.0.1");
+        assert_string_equal(ips[1], "::1");
+        assert_null(ips[2]);
+        pki_strv_free(dns);
+        pki_strv_free(ips);
+
+        /* The client certificate has no SANs at all. */
+        assert_int_equal(pki_cert_sans(f->client, &dns, &ips), 0);
+        assert_null(dns[0]);
+        assert_null(ips[0]);
+        pki_strv_free(dns);
+        pki_strv_free(ips);
+
+        X509 *server = pki_cert_x509(f->server);
+        X509 *client = pki_cert_x509(f->client);
+        assert_int_equal(X509_get_extended_key_usage(server), XKU_SSL_SERVER | XKU_SSL_CLIENT);
+        assert_int_equal(X509_get_extended_key_usage(client), XKU_SSL_CLIENT);
+        assert_int_equal(X509_get_key_usage(server), KU_DIGITAL_SIGNATURE);
+        assert_int_equal(X509_check_host(server, "localhost", 0, 0, NULL), 1);
+        assert_int_equal(X509_check_ip_asc(server, "127.0.0.1", 0), 1);
+        assert_int_equal(X509_check_ip_asc(server, "10.0.0.1", 0), 0);
+}
+
+static void test_serials_and_validity(void **state)
+{
+        fixture *f = *state;
+        BIGNUM *a = ASN1_INTEGER_to_BN(X509_get0_serialNumber(pki_cert_x509(f->server)), NULL);
+        BIGNUM *b = ASN1_INTEGER_to_BN(X509_get0_serialNumber(pki_cert_x509(f->client)), NULL);
+        assert_non_null(a);
+        assert_non_null(b);
+        assert_false(BN_is_negative(a));
+        assert_true(BN_num_bits(a) >= 120);
+        assert_int_not_equal(BN_cmp(a, b), 0);
+        BN_free(a);
+        BN_free(b);
+
+        int64_t now = now_wall_ms(), not_after = 0, not_before = 0;
+        assert_int_equal(pki_cert_not_after(f->server, &not_after), 0);
+        assert_int_equal(pki_cert_not_before(f->server, &not_before), 0);
+        assert_true(not_before <= now);
+        assert_true(not_after > now + 10 * DAY_MS - 3600 * 1000);
+        assert_true(not_after <= now + 10 * DAY_MS + 3600 * 1000);
+        assert_int_equal(pki_cert_not_after(f->ca, &not_after), 0);
+        assert_true(not_after > now + 29 * DAY_MS);
+}
+
+/* Run a command; its exit status (or -1). */
+static int run(const char *const *argv)
+{
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                execvp(argv[0], (char *const *)argv);
+                _exit(127);
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static mode_t file_mode(const char *path)
+{
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        return st.st_mode & 07777;
+}
+
+static void test_files(void **state)
+{
+        fixture *f = *state;
+        _cleanup_free_ char *ca_crt = path_join(f->dir, "ca.crt");
+        _cleanup_free_ char *ca_key = path_join(f->dir, "ca.key");
+        _cleanup_free_ char *srv_crt = path_join(f->dir, "server.crt");
+        _cleanup_free_ char *srv_key = path_join(f->dir, "server.key");
+        _cleanup_free_ char *cli_crt = path_join(f->dir, "client.crt");
+        _cleanup_free_ char *cli_key = path_join(f->dir, "client.key");
+        assert_int_equal(pki_write_pem(ca_crt, ca_key, f->ca, f->ca_key), 0);
+        assert_int_equal(pki_write_pem(srv_crt, srv_key, f->server, f->server_key), 0);
+        assert_int_equal(pki_write_pem(cli_crt, cli_key, f->client, f->client_key), 0);
+
+        assert_int_equal(file_mode(ca_key), 0600);
+        assert_int_equal(file_mode(srv_key), 0600);
+        assert_int_equal(file_mode(cli_key), 0600);
+        assert_int_equal(file_mode(srv_crt) & 0600, 0600);
+        /* Rewriting an existing key keeps it private. */
+        assert_int_equal(chmod(srv_key, 0644), 0);
+        assert_int_equal(pki_write_pem(NULL, srv_key, NULL, f->server_key), 0);
+        assert_int_equal(file_mode(srv_key), 0600);
+
+        /* The real openssl command agrees. */
+        const char *verify[] = {"openssl", "verify", "-CAfile", ca_crt, srv_crt, cli_crt, NULL};
+        assert_int_equal(run(verify), 0);
+        const char *as_server[] = {"openssl", "verify", "-purpose", "sslserver",
+                                   "-CAfile", ca_crt,   srv_crt,    NULL};
+        assert_int_equal(run(as_server), 0);
+        const char *client_as_server[] = {"openssl", "verify", "-purpose", "sslserver",
+                                          "-CAfile", ca_crt,   cli_crt,    NULL};
+        assert_int_not_equal(run(client_as_server), 0);
+        const char *key_check[] = {"openssl", "pkey", "-in", srv_key, "-noout", NULL};
+        assert_int_equal(run(key_check), 0);
+
+        /* And loading gives back the same certificate and a matching key. */
+        pki_cert *loaded = NULL;
+        pki_key *key = NULL;
+        assert_int_equal(pki_cert_load(srv_crt, &loaded), 0);
+        assert_int_equal(X509_cmp(pki_cert_x509(loaded), pki_cert_x509(f->server)), 0);
+        assert_int_equal(pki_key_load(srv_key, &key), 0);
+        assert_true(pki_key_matches(key, loaded));
+        assert_int_equal(pki_cert_verify(f->ca, loaded), 0);
+        pki_cert_free(loaded);
+        pki_key_free(key);
+
+        /* PEM text in memory round-trips too. */
+        _cleanup_free_ char *pem = NULL;
+        assert_int_equal(pki_cert_to_pem(f->client, &pem), 0);
+        assert_true(strneq(pem, "-----BEGIN CERTIFICATE-----", 27));
+        assert_int_equal(pki_cert_from_pem(pem, strlen(pem), "client PEM", &loaded), 0);
+        assert_int_equal(X509_cmp(pki_cert_x509(loaded), pki_cert_x509(f->client)), 0);
+        pki_cert_free(loaded);
+        char *key_pem = NULL;
+        assert_int_equal(pki_key_to_pem(f->client_key, &key_pem), 0);
+        assert_true(strneq(key_pem, "-----BEGIN PRIVATE KEY-----", 27));
+        free(key_pem);
+}
+
+static void test_bad_requests(void **state)
+{
+        fixture *f = *state;
+        pki_key *k = NULL;
+        pki_cert *c = NULL;
+        assert_int_equal(pki_ca_create("", 10, &k, &c), -EINVAL);
+        assert_non_null(strstr(pki_last_error(), "common name"));
+        assert_int_equal(pki_ca_create("x", 0, &k, &c), -EINVAL);
+        assert_non_null(strstr(pki_last_error(), "days"));
+        assert_int_equal(pki_ca_create("x", PKI_MAX_DAYS + 1, &k, &c), -EINVAL);
+        char long_cn[80];
+        memset(long_cn, 'a', sizeof(long_cn) - 1);
+        long_cn[sizeof(long_cn) - 1] = '\0';
+        assert_int_equal(pki_ca_create(long_cn, 10, &k, &c), -EINVAL);
+        assert_int_equal(pki_ca_create("bad\ncn", 10, &k, &c), -EINVAL);
+        assert_null(k);
+        assert_null(c);
+
+        const char *bad_ip[] = {"300.1.1.1", NULL};
+        pki_cert_request req = {.cn = "x", .ip_addresses = bad_ip, .days = 1, .server = true};
+        assert_int_equal(pki_cert_issue(f->ca, f->ca_key, &req, &k, &c), -EINVAL);
+        assert_non_null(strstr(pki_last_error(), "300.1.1.1"));
+
+        const char *const bad_dns[][2] = {{"a,IP:1.2.3.4", NULL},
+                                          {"foo bar", NULL},
+                                          {"-lead.example", NULL},
+                                          {"a..b", NULL},
+                                          {"", NULL}};
+        for (size_t i = 0; i < ARRAY_SIZE(bad_dns); i++) {
+                pki_cert_request r = {
+                    .cn = "x", .dns_names = bad_dns[i], .days = 1, .client = true};
+                assert_int_equal(pki_cert_issue(f->ca, f->ca_key, &r, &k, &c), -EINVAL);
+                assert_non_null(strstr(pki_last_error(), "DNS name"));
+        }
+        const char *wild[] = {"*.etcd.svc", NULL};
+        pki_cert_request ok = {.cn = "x", .dns_names = wild, .days = 1, .server = true};
+        assert_int_equal(pki_cert_issue(f->ca, f->ca_key, &ok, &k, &c), 0);
+        pki_cert_free(c);
+        pki_key_free(k);
+        k = NULL;
+        c = NULL;
+
+        pki_cert_request neither = {.cn = "x", .days = 1};
+        assert_int_equal(pki_cert_issue(f->ca, f->ca_key, &neither, &k, &c), -EINVAL);
+        /* A CA certificate with somebody else's key is refused. */
+        pki_cert_request fine = {.cn = "x", .days = 1, .client = true};
+        assert_int_equal(pki_cert_issue(f->ca, f->server_key, &fine, &k, &c), -EINVAL);
+        assert_null(k);
+        assert_null(c);
+}
+
+static void test_bad_files(void **state)
+{
+        fixture *f = *state;
+        pki_cert *c = NULL;
+        pki_key *k = NULL;
+        _cleanup_free_ char *missing = path_join(f->dir, "missing.crt");
+        assert_int_equal(pki_cert_load(missing, &c), -ENOENT);
+        assert_non_null(strstr(pki_last_error(), missing));
+
+        _cleanup_free_ char *junk = path_join(f->dir, "junk.pem");
+        const char *text = "-----BEGIN CERTIFICATE-----\nnot base64 at all\n"
+                           "-----END CERTIFICATE-----\n";
+        assert_int_equal(write_file_atomic(junk, text, strlen(text), 0644), 0);
+        assert_int_equal(pki_cert_load(junk, &c), -EBADMSG);
+        assert_non_null(strstr(pki_last_error(), "not a PEM certificate"));
+        /* OpenSSL's own error strings never leak. */
+        assert_null(strstr(pki_last_error(), "error:"));
+        assert_int_equal(pki_key_load(junk, &k), -EBADMSG);
+        assert_null(strstr(pki_last_error(), "error:"));
+
+        /* A certificate is not a key, and an encrypted key is refused, not prompted for. */
+        _cleanup_free_ char *crt = path_join(f->dir, "only.crt");
+        assert_int_equal(pki_write_pem(crt, NULL, f->client, NULL), 0);
+        assert_int_equal(pki_key_load(crt, &k), -EBADMSG);
+        _cleanup_free_ char *enc = path_join(f->dir, "enc.key");
+        const char *genkey[] = {"openssl", "genpkey",  "-algorithm",
+                                "EC",      "-pkeyopt", "ec_paramgen_curve:P-256",
+                                "-aes256", "-pass",    "pass:secret-passphrase",
+                                "-out",    enc,        NULL};
+        assert_int_equal(run(genkey), 0);
+        assert_int_equal(pki_key_load(enc, &k), -EBADMSG);
+        assert_null(strstr(pki_last_error(), "secret-passphrase"));
+        assert_null(c);
+        assert_null(k);
+
+        /* Writing into a folder that does not exist fails cleanly. */
+        _cleanup_free_ char *nowhere = path_join(f->dir, "no/such/dir/x.crt");
+        assert_int_equal(pki_write_pem(nowhere, NULL, f->client, NULL), -ENOENT);
+        assert_non_null(strstr(pki_last_error(), "cannot write"));
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_chain_verifies), cmocka_unit_test(test_ca_extensions),
+            cmocka_unit_test(test_sans_and_ekus),  cmocka_unit_test(test_serials_and_validity),
+            cmocka_unit_test(test_files),          cmocka_unit_test(test_bad_requests),
+            cmocka_unit_test(test_bad_files),
+        };
+        return cmocka_run_group_tests(tests, setup, teardown);
+}
