@@ -1,12 +1,690 @@
-/* gitcd etcd: under construction in this tree; replaced by its owner. */
+/*
+ * gitcd etcd: a debugging window onto a live etcd cluster through gitcd's
+ * own client (etcd/client.h), the same code the reconciler uses. Commands
+ * mirror etcdctl's names and output shapes where that helps people who know
+ * etcdctl (member IDs in hex, "OK" after a put), and every command can print
+ * JSON for scripts. Flags may appear anywhere on the line.
+ *
+ * The password comes from --user name:password or GITCD_ETCD_PASSWORD and
+ * is never printed, not even in errors.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "etcd/client.h"
+#include "util/macro.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+enum output { OUT_TABLE, OUT_JSON };
+
+struct etcd_cli {
+        etcd_client_opts opts;
+        char *user; /* owned copies: --user may carry the password */
+        char *password;
+        enum output out;
+        bool prefix;
+        bool learner;
+        const char *peer_urls;
+};
+
+static void usage(FILE *f)
+{
+        fprintf(f, "usage: gitcd etcd [options] <command> [args]\n\n"
+                   "Talk to an etcd cluster directly with gitcd's own client.\n\n"
+                   "Commands:\n"
+                   "  member list                              list members (IDs in hex)\n"
+                   "  member add NAME --peer-urls URL[,URL] [--learner]\n"
+                   "                                           add a member (a learner with "
+                   "--learner)\n"
+                   "  member remove ID                         remove a member\n"
+                   "  member promote ID                        promote a learner to a voter\n"
+                   "  member update ID --peer-urls URL[,URL]   change a member's peer URLs\n"
+                   "  status                                   status of every endpoint\n"
+                   "  put KEY VALUE                            store a value\n"
+                   "  get KEY [--prefix]                       read a key (or a prefix)\n"
+                   "  del KEY [--prefix]                       delete a key (or a prefix)\n"
+                   "  snapshot save FILE                       stream a snapshot into FILE\n"
+                   "  defrag                                   defragment every endpoint\n"
+                   "  move-leader ID                           hand leadership to member ID\n"
+                   "  alarm list | alarm disarm                show or clear alarms\n\n"
+                   "Options:\n"
+                   "  --endpoints URLS    comma-separated client URLs (default "
+                   "$GITCD_ETCD_ENDPOINTS,\n"
+                   "                      else http://127.0.0.1:2379)\n"
+                   "  --cacert FILE       CA bundle to verify https:// endpoints\n"
+                   "  --cert FILE         client certificate (mTLS)\n"
+                   "  --key FILE          client key (mTLS)\n"
+                   "  --user NAME[:PASS]  authenticate; the password may also come from\n"
+                   "                      $GITCD_ETCD_PASSWORD\n"
+                   "  -o, --output FMT    table (default) or json\n"
+                   "  --timeout DUR       deadline of each call (default 5s)\n"
+                   "  --prefix            get/del: every key starting with KEY\n"
+                   "  --learner           member add: add as a learner\n"
+                   "  --peer-urls URLS    member add/update: the member's peer URLs\n"
+                   "  -h, --help          show this help\n");
+}
+
+static int fail(etcd_client *c, const char *what, int r)
+{
+        const char *msg = c ? etcd_client_last_error(c) : "";
+        fprintf(stderr, "gitcd: etcd %s: %s\n", what, *msg ? msg : etcd_strerror(r));
+        return EXIT_FAIL;
+}
+
+static void dump_json(json_t *j)
+{
+        char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (s)
+                puts(s);
+        free(s);
+        json_decref(j);
+}
+
+static json_t *json_strings(char *const *v, size_t n)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(a, json_string(v[i]));
+        return a;
+}
+
+static json_t *json_hex(uint64_t id)
+{
+        char buf[17];
+        etcd_member_id_format(id, buf);
+        return json_string(buf);
+}
+
+static json_t *member_json(const etcd_member *m)
+{
+        json_t *o = json_object();
+        json_object_set_new(o, "id", json_hex(m->id));
+        json_object_set_new(o, "name", json_string(m->name));
+        json_object_set_new(o, "peerURLs", json_strings(m->peer_urls, m->n_peer_urls));
+        json_object_set_new(o, "clientURLs", json_strings(m->client_urls, m->n_client_urls));
+        json_object_set_new(o, "isLearner", json_boolean(m->is_learner));
+        return o;
+}
+
+static json_t *members_json(const etcd_members *l)
+{
+        json_t *o = json_object();
+        json_object_set_new(o, "clusterID", json_hex(l->cluster_id));
+        json_t *a = json_array();
+        for (size_t i = 0; i < l->n; i++)
+                json_array_append_new(a, member_json(&l->members[i]));
+        json_object_set_new(o, "members", a);
+        return o;
+}
+
+static char *join(char *const *v, size_t n)
+{
+        size_t len = 1;
+        for (size_t i = 0; i < n; i++)
+                len += strlen(v[i]) + 1;
+        char *s = xcalloc(1, len);
+        for (size_t i = 0; i < n; i++) {
+                if (i)
+                        strcat(s, ",");
+                strcat(s, v[i]);
+        }
+        return s;
+}
+
+static int parse_id(const char *s, uint64_t *ret)
+{
+        if (etcd_member_id_parse(s, ret) < 0) {
+                fprintf(stderr,
+                        "gitcd: etcd: '%s' is not a member ID (16 hex digits, as "
+                        "`gitcd etcd member list` prints)\n",
+                        s);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* Split "a,b,c" into a NULL-terminated array of copies. */
+static char **split_commas(const char *s, size_t *ret_n)
+{
+        size_t n = 0;
+        char **v = NULL;
+        const char *p = s;
+        while (*p) {
+                const char *comma = strchr(p, ',');
+                size_t len = comma ? (size_t)(comma - p) : strlen(p);
+                if (len > 0) {
+                        v = xrealloc(v, (n + 2) * sizeof(char *));
+                        v[n++] = xstrndup(p, len);
+                        v[n] = NULL;
+                }
+                if (!comma)
+                        break;
+                p = comma + 1;
+        }
+        *ret_n = n;
+        return v;
+}
+
+static void free_strv(char **v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                free(v[i]);
+        free(v);
+}
+
+static int do_member(struct etcd_cli *cli, etcd_client *c, int argc, char **argv)
+{
+        if (argc < 1) {
+                fprintf(stderr, "gitcd: etcd member: expected list, add, remove, promote or "
+                                "update\n");
+                return EXIT_USAGE;
+        }
+        const char *sub = argv[0];
+        int r;
+        if (streq(sub, "list")) {
+                if (argc != 1)
+                        goto extra;
+                etcd_members *l = NULL;
+                r = etcd_member_list(c, &l);
+                if (r < 0)
+                        return fail(c, "member list", r);
+                if (cli->out == OUT_JSON) {
+                        dump_json(members_json(l));
+                } else {
+                        printf("%-16s  %-9s  %-12s  %-28s  %-28s  %s\n", "ID", "STATUS", "NAME",
+                               "PEER ADDRS", "CLIENT ADDRS", "IS LEARNER");
+                        for (size_t i = 0; i < l->n; i++) {
+                                const etcd_member *m = &l->members[i];
+                                char id[17];
+                                etcd_member_id_format(m->id, id);
+                                char *peers = join(m->peer_urls, m->n_peer_urls);
+                                char *clients = join(m->client_urls, m->n_client_urls);
+                                printf("%-16s  %-9s  %-12s  %-28s  %-28s  %s\n", id,
+                                       isempty(m->name) ? "unstarted" : "started", m->name, peers,
+                                       clients, m->is_learner ? "true" : "false");
+                                free(peers);
+                                free(clients);
+                        }
+                }
+                etcd_members_free(l);
+                return EXIT_OK;
+        }
+        if (streq(sub, "add")) {
+                if (argc != 2) {
+                        fprintf(stderr, "gitcd: etcd member add: expected NAME\n");
+                        return EXIT_USAGE;
+                }
+                if (isempty(cli->peer_urls)) {
+                        fprintf(stderr, "gitcd: etcd member add: --peer-urls is required\n");
+                        return EXIT_USAGE;
+                }
+                size_t n = 0;
+                char **urls = split_commas(cli->peer_urls, &n);
+                uint64_t id = 0;
+                etcd_members *l = NULL;
+                r = etcd_member_add(c, (const char *const *)urls, n, cli->learner, &id, &l);
+                free_strv(urls, n);
+                if (r < 0)
+                        return fail(c, "member add", r);
+                char idbuf[17], cidbuf[17];
+                etcd_member_id_format(id, idbuf);
+                etcd_member_id_format(l->cluster_id, cidbuf);
+                if (cli->out == OUT_JSON) {
+                        json_t *o = members_json(l);
+                        json_object_set_new(o, "added", json_string(idbuf));
+                        dump_json(o);
+                } else {
+                        printf("Member %s added to cluster %s\n\n", idbuf, cidbuf);
+                        printf("ETCD_NAME=\"%s\"\nETCD_INITIAL_CLUSTER=\"", argv[1]);
+                        bool first = true;
+                        for (size_t i = 0; i < l->n; i++) {
+                                const etcd_member *m = &l->members[i];
+                                const char *name = m->id == id ? argv[1] : m->name;
+                                if (isempty(name))
+                                        continue;
+                                for (size_t j = 0; j < m->n_peer_urls; j++) {
+                                        printf("%s%s=%s", first ? "" : ",", name, m->peer_urls[j]);
+                                        first = false;
+                                }
+                        }
+                        printf("\"\nETCD_INITIAL_CLUSTER_STATE=\"existing\"\n");
+                }
+                etcd_members_free(l);
+                return EXIT_OK;
+        }
+        if (streq(sub, "remove") || streq(sub, "promote") || streq(sub, "update")) {
+                if (argc != 2) {
+                        fprintf(stderr, "gitcd: etcd member %s: expected one member ID\n", sub);
+                        return EXIT_USAGE;
+                }
+                uint64_t id;
+                if (parse_id(argv[1], &id) < 0)
+                        return EXIT_USAGE;
+                char idbuf[17];
+                etcd_member_id_format(id, idbuf);
+                if (streq(sub, "remove")) {
+                        r = etcd_member_remove(c, id);
+                        if (r < 0)
+                                return fail(c, "member remove", r);
+                        printf("Member %s removed\n", idbuf);
+                } else if (streq(sub, "promote")) {
+                        r = etcd_member_promote(c, id);
+                        if (r < 0)
+                                return fail(c, "member promote", r);
+                        printf("Member %s promoted\n", idbuf);
+                } else {
+                        if (isempty(cli->peer_urls)) {
+                                fprintf(stderr,
+                                        "gitcd: etcd member update: --peer-urls is required\n");
+                                return EXIT_USAGE;
+                        }
+                        size_t n = 0;
+                        char **urls = split_commas(cli->peer_urls, &n);
+                        r = etcd_member_update(c, id, (const char *const *)urls, n);
+                        free_strv(urls, n);
+                        if (r < 0)
+                                return fail(c, "member update", r);
+                        printf("Member %s updated\n", idbuf);
+                }
+                return EXIT_OK;
+        }
+        fprintf(stderr, "gitcd: etcd member: unknown command '%s'\n", sub);
+        return EXIT_USAGE;
+extra:
+        fprintf(stderr, "gitcd: etcd member %s: unexpected argument '%s'\n", sub, argv[1]);
+        return EXIT_USAGE;
+}
+
+static void human_size(int64_t n, char *buf, size_t size)
+{
+        const char *units[] = {"B", "kB", "MB", "GB", "TB"};
+        double v = (double)n;
+        size_t u = 0;
+        while (v >= 1000 && u + 1 < ARRAY_SIZE(units)) {
+                v /= 1000;
+                u++;
+        }
+        if (u == 0)
+                snprintf(buf, size, "%" PRId64 " B", n);
+        else
+                snprintf(buf, size, "%.1f %s", v, units[u]);
+}
+
+static int do_status(struct etcd_cli *cli, etcd_client *c)
+{
+        int ret = EXIT_OK;
+        json_t *arr = cli->out == OUT_JSON ? json_array() : NULL;
+        if (!arr)
+                printf("%-26s  %-16s  %-8s  %-9s  %-9s  %-9s  %-10s  %-9s  %-10s  %s\n", "ENDPOINT",
+                       "ID", "VERSION", "DB SIZE", "IN USE", "IS LEADER", "IS LEARNER", "RAFT TERM",
+                       "RAFT INDEX", "ERRORS");
+        for (size_t i = 0; i < etcd_client_endpoint_count(c); i++) {
+                const char *ep = etcd_client_endpoint(c, i);
+                etcd_endpoint_status *s = NULL;
+                int r = etcd_status(c, ep, &s);
+                if (r < 0) {
+                        fail(c, "status", r);
+                        ret = EXIT_FAIL;
+                        continue;
+                }
+                char id[17], leader[17];
+                etcd_member_id_format(s->member_id, id);
+                etcd_member_id_format(s->leader, leader);
+                char *errs = join(s->errors, s->n_errors);
+                if (arr) {
+                        json_t *o = json_object();
+                        json_object_set_new(o, "endpoint", json_string(ep));
+                        json_object_set_new(o, "id", json_string(id));
+                        json_object_set_new(o, "version", json_string(s->version));
+                        json_object_set_new(o, "dbSize", json_integer(s->db_size));
+                        json_object_set_new(o, "dbSizeInUse", json_integer(s->db_size_in_use));
+                        json_object_set_new(o, "leader", json_string(leader));
+                        json_object_set_new(o, "isLeader", json_boolean(s->leader == s->member_id));
+                        json_object_set_new(o, "isLearner", json_boolean(s->is_learner));
+                        json_object_set_new(o, "raftTerm", json_integer((json_int_t)s->raft_term));
+                        json_object_set_new(o, "raftIndex",
+                                            json_integer((json_int_t)s->raft_index));
+                        json_object_set_new(o, "raftAppliedIndex",
+                                            json_integer((json_int_t)s->raft_applied_index));
+                        json_object_set_new(o, "errors", json_strings(s->errors, s->n_errors));
+                        json_array_append_new(arr, o);
+                } else {
+                        char db[32], inuse[32];
+                        human_size(s->db_size, db, sizeof(db));
+                        human_size(s->db_size_in_use, inuse, sizeof(inuse));
+                        printf("%-26s  %-16s  %-8s  %-9s  %-9s  %-9s  %-10s  %-9" PRIu64
+                               "  %-10" PRIu64 "  %s\n",
+                               ep, id, s->version, db, inuse,
+                               s->leader == s->member_id ? "true" : "false",
+                               s->is_learner ? "true" : "false", s->raft_term, s->raft_index, errs);
+                }
+                free(errs);
+                etcd_endpoint_status_free(s);
+        }
+        if (arr)
+                dump_json(arr);
+        return ret;
+}
+
+static json_t *bytes_json(const char *s, size_t len)
+{
+        json_t *j = json_stringn(s, len);
+        return j ? j : json_null(); /* not UTF-8: shown as null */
+}
+
+static int do_get(struct etcd_cli *cli, etcd_client *c, const char *key)
+{
+        etcd_kv_list *l = NULL;
+        int r = etcd_get(c, key, cli->prefix, &l);
+        if (r < 0)
+                return fail(c, "get", r);
+        if (cli->out == OUT_JSON) {
+                json_t *o = json_object();
+                json_object_set_new(o, "revision", json_integer(l->revision));
+                json_t *a = json_array();
+                for (size_t i = 0; i < l->n; i++) {
+                        const etcd_kv *kv = &l->kvs[i];
+                        json_t *k = json_object();
+                        json_object_set_new(k, "key", bytes_json(kv->key, kv->key_len));
+                        json_object_set_new(k, "value", bytes_json(kv->value, kv->value_len));
+                        json_object_set_new(k, "createRevision", json_integer(kv->create_revision));
+                        json_object_set_new(k, "modRevision", json_integer(kv->mod_revision));
+                        json_object_set_new(k, "version", json_integer(kv->version));
+                        json_array_append_new(a, k);
+                }
+                json_object_set_new(o, "kvs", a);
+                dump_json(o);
+        } else {
+                for (size_t i = 0; i < l->n; i++) {
+                        fwrite(l->kvs[i].key, 1, l->kvs[i].key_len, stdout);
+                        putchar('\n');
+                        fwrite(l->kvs[i].value, 1, l->kvs[i].value_len, stdout);
+                        putchar('\n');
+                }
+        }
+        etcd_kv_list_free(l);
+        return EXIT_OK;
+}
+
+static int do_defrag(etcd_client *c)
+{
+        int ret = EXIT_OK;
+        for (size_t i = 0; i < etcd_client_endpoint_count(c); i++) {
+                const char *ep = etcd_client_endpoint(c, i);
+                int r = etcd_defragment(c, ep);
+                if (r < 0) {
+                        fail(c, "defrag", r);
+                        ret = EXIT_FAIL;
+                        continue;
+                }
+                printf("Finished defragmenting etcd member[%s]\n", ep);
+        }
+        return ret;
+}
+
+static int do_alarm(struct etcd_cli *cli, etcd_client *c, int argc, char **argv)
+{
+        if (argc != 1 || !(streq(argv[0], "list") || streq(argv[0], "disarm"))) {
+                fprintf(stderr, "gitcd: etcd alarm: expected list or disarm\n");
+                return EXIT_USAGE;
+        }
+        etcd_alarm *a = NULL;
+        size_t n = 0;
+        int r = etcd_alarm_list(c, &a, &n);
+        if (r < 0)
+                return fail(c, "alarm list", r);
+        json_t *arr = cli->out == OUT_JSON ? json_array() : NULL;
+        for (size_t i = 0; i < n; i++) {
+                const char *type = a[i].type == ETCD_ALARM_NOSPACE   ? "NOSPACE"
+                                   : a[i].type == ETCD_ALARM_CORRUPT ? "CORRUPT"
+                                                                     : "NONE";
+                char id[17];
+                etcd_member_id_format(a[i].member_id, id);
+                if (streq(argv[0], "disarm")) {
+                        r = etcd_alarm_disarm(c, a[i].member_id, a[i].type);
+                        if (r < 0) {
+                                free(a);
+                                json_decref(arr);
+                                return fail(c, "alarm disarm", r);
+                        }
+                }
+                if (arr) {
+                        json_t *o = json_object();
+                        json_object_set_new(o, "memberID", json_string(id));
+                        json_object_set_new(o, "alarm", json_string(type));
+                        json_array_append_new(arr, o);
+                } else {
+                        printf("%smemberID:%s alarm:%s\n",
+                               streq(argv[0], "disarm") ? "disarmed " : "", id, type);
+                }
+        }
+        if (arr)
+                dump_json(arr);
+        free(a);
+        return EXIT_OK;
+}
+
+static int run(struct etcd_cli *cli, etcd_client *c, int argc, char **argv)
+{
+        const char *cmd = argv[0];
+        int r;
+        if (streq(cmd, "member"))
+                return do_member(cli, c, argc - 1, argv + 1);
+        if (streq(cmd, "status")) {
+                if (argc != 1)
+                        goto usage;
+                return do_status(cli, c);
+        }
+        if (streq(cmd, "put")) {
+                if (argc != 3)
+                        goto usage;
+                r = etcd_put(c, argv[1], argv[2], strlen(argv[2]), NULL);
+                if (r < 0)
+                        return fail(c, "put", r);
+                puts("OK");
+                return EXIT_OK;
+        }
+        if (streq(cmd, "get")) {
+                if (argc != 2)
+                        goto usage;
+                return do_get(cli, c, argv[1]);
+        }
+        if (streq(cmd, "del")) {
+                if (argc != 2)
+                        goto usage;
+                int64_t n = 0;
+                r = etcd_delete(c, argv[1], cli->prefix, &n);
+                if (r < 0)
+                        return fail(c, "del", r);
+                printf("%" PRId64 "\n", n);
+                return EXIT_OK;
+        }
+        if (streq(cmd, "snapshot")) {
+                if (argc != 3 || !streq(argv[1], "save"))
+                        goto usage;
+                etcd_snapshot_info info;
+                r = etcd_snapshot_save(c, NULL, argv[2], &info);
+                if (r < 0)
+                        return fail(c, "snapshot save", r);
+                if (cli->out == OUT_JSON) {
+                        json_t *o = json_object();
+                        json_object_set_new(o, "path", json_string(argv[2]));
+                        json_object_set_new(o, "size", json_integer((json_int_t)info.size));
+                        json_object_set_new(o, "revision", json_integer(info.revision));
+                        json_object_set_new(o, "sha256Verified", json_true());
+                        dump_json(o);
+                } else {
+                        printf("Snapshot saved at %s (%" PRIu64 " bytes, sha256 verified)\n",
+                               argv[2], info.size);
+                }
+                return EXIT_OK;
+        }
+        if (streq(cmd, "defrag")) {
+                if (argc != 1)
+                        goto usage;
+                return do_defrag(c);
+        }
+        if (streq(cmd, "move-leader")) {
+                if (argc != 2)
+                        goto usage;
+                uint64_t id;
+                if (parse_id(argv[1], &id) < 0)
+                        return EXIT_USAGE;
+                r = etcd_move_leader(c, id);
+                if (r < 0)
+                        return fail(c, "move-leader", r);
+                printf("Leadership transferred to %s\n", argv[1]);
+                return EXIT_OK;
+        }
+        if (streq(cmd, "alarm"))
+                return do_alarm(cli, c, argc - 1, argv + 1);
+        fprintf(stderr, "gitcd: etcd: unknown command '%s'\n", cmd);
+        usage(stderr);
+        return EXIT_USAGE;
+usage:
+        fprintf(stderr, "gitcd: etcd %s: wrong arguments (see gitcd etcd --help)\n", cmd);
+        return EXIT_USAGE;
+}
 
 int cmd_etcd(int argc, char **argv)
 {
-        (void)argc;
-        (void)argv;
-        fprintf(stderr, "gitcd: etcd is not built yet\n");
-        return EXIT_FAIL;
+        enum {
+                OPT_ENDPOINTS = 256,
+                OPT_CACERT,
+                OPT_CERT,
+                OPT_KEY,
+                OPT_USER,
+                OPT_TIMEOUT,
+                OPT_PREFIX,
+                OPT_LEARNER,
+                OPT_PEER_URLS
+        };
+        static const struct option longopts[] = {
+            {"endpoints", required_argument, NULL, OPT_ENDPOINTS},
+            {"cacert", required_argument, NULL, OPT_CACERT},
+            {"cert", required_argument, NULL, OPT_CERT},
+            {"key", required_argument, NULL, OPT_KEY},
+            {"user", required_argument, NULL, OPT_USER},
+            {"output", required_argument, NULL, 'o'},
+            {"timeout", required_argument, NULL, OPT_TIMEOUT},
+            {"prefix", no_argument, NULL, OPT_PREFIX},
+            {"learner", no_argument, NULL, OPT_LEARNER},
+            {"peer-urls", required_argument, NULL, OPT_PEER_URLS},
+            {"help", no_argument, NULL, 'h'},
+            {},
+        };
+        struct etcd_cli cli = {.out = OUT_TABLE};
+        const char *env_ep = getenv("GITCD_ETCD_ENDPOINTS");
+        cli.opts.endpoints = isempty(env_ep) ? "http://127.0.0.1:2379" : env_ep;
+        int ret = EXIT_USAGE;
+        etcd_client *c = NULL;
+        int opt;
+
+        optind = 0; /* reset getopt: argv[0] is the subcommand name */
+        while ((opt = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
+                switch (opt) {
+                case OPT_ENDPOINTS:
+                        cli.opts.endpoints = optarg;
+                        break;
+                case OPT_CACERT:
+                        cli.opts.cacert = optarg;
+                        break;
+                case OPT_CERT:
+                        cli.opts.cert = optarg;
+                        break;
+                case OPT_KEY:
+                        cli.opts.key = optarg;
+                        break;
+                case OPT_USER: {
+                        free(cli.user);
+                        const char *colon = strchr(optarg, ':');
+                        if (colon) {
+                                cli.user = xstrndup(optarg, (size_t)(colon - optarg));
+                                free(cli.password);
+                                cli.password = xstrdup(colon + 1);
+                        } else {
+                                cli.user = xstrdup(optarg);
+                        }
+                        break;
+                }
+                case 'o':
+                        if (streq(optarg, "json"))
+                                cli.out = OUT_JSON;
+                        else if (streq(optarg, "table"))
+                                cli.out = OUT_TABLE;
+                        else {
+                                fprintf(stderr, "gitcd: etcd: --output takes table or json\n");
+                                goto out;
+                        }
+                        break;
+                case OPT_TIMEOUT: {
+                        int64_t ms;
+                        if (parse_duration_ms(optarg, &ms) < 0 || ms <= 0 || ms > INT32_MAX) {
+                                fprintf(stderr, "gitcd: etcd: --timeout takes a duration such "
+                                                "as 5s or 500ms\n");
+                                goto out;
+                        }
+                        cli.opts.call_timeout_ms = (int)ms;
+                        cli.opts.dial_timeout_ms = (int)MIN(ms, 2000);
+                        break;
+                }
+                case OPT_PREFIX:
+                        cli.prefix = true;
+                        break;
+                case OPT_LEARNER:
+                        cli.learner = true;
+                        break;
+                case OPT_PEER_URLS:
+                        cli.peer_urls = optarg;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        ret = EXIT_OK;
+                        goto out;
+                default:
+                        usage(stderr);
+                        goto out;
+                }
+        }
+        if (optind >= argc) {
+                usage(stderr);
+                goto out;
+        }
+        if (cli.user && !cli.password) {
+                const char *pw = getenv("GITCD_ETCD_PASSWORD");
+                if (!pw) {
+                        fprintf(stderr,
+                                "gitcd: etcd: --user %s needs a password: use --user "
+                                "NAME:PASSWORD or set GITCD_ETCD_PASSWORD\n",
+                                cli.user);
+                        goto out;
+                }
+                cli.password = xstrdup(pw);
+        }
+        cli.opts.user = cli.user;
+        cli.opts.password = cli.password;
+        int r = etcd_client_new(&cli.opts, &c);
+        if (r < 0) {
+                fprintf(stderr,
+                        "gitcd: etcd: --endpoints '%s' is not a list of http:// or "
+                        "https:// URLs\n",
+                        cli.opts.endpoints);
+                goto out;
+        }
+        ret = run(&cli, c, argc - optind, argv + optind);
+out:
+        etcd_client_free(c);
+        free(cli.user);
+        if (cli.password) {
+                explicit_bzero(cli.password, strlen(cli.password));
+                free(cli.password);
+        }
+        return ret;
 }

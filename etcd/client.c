@@ -1,0 +1,1325 @@
+/*
+ * The etcd client: typed calls on top of etcd/grpc.c, with endpoint
+ * fail-over, authentication and error messages a person can act on.
+ *
+ * Design decisions to know:
+ *  - Every call goes through rpc_any() (cluster-wide: any member may
+ *    answer) or rpc_at() (one named member). Both share one deadline for
+ *    the whole call, fail-overs included, so a dead or silent endpoint can
+ *    never make a call wait longer than opts.call_timeout_ms.
+ *  - Fail-over happens only when the request cannot have been acted on
+ *    (connection refused, or no byte came back in time) or when a learner
+ *    refused the call; an error etcd itself returned is final. A read may
+ *    spend only half of the remaining time on one endpoint while others
+ *    are left; a write keeps the whole deadline, so a write that timed out
+ *    is never sent again (a MemberAdd never runs twice because of a retry
+ *    here). After a fail-over the next call starts on the next endpoint.
+ *  - With a user configured, the client authenticates lazily on the first
+ *    call and once more when etcd says the token is invalid or stale.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "etcd/client.h"
+#include "etcd/grpc.h"
+#include "etcd/rpc.pb-c.h"
+#include "util/log.h"
+#include "util/macro.h"
+#include "util/strbuf.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+#define MAX_MESSAGE (64u * 1024u * 1024u)
+
+struct endpoint {
+        char *url;
+        grpc_conn *conn; /* opened on first use */
+};
+
+struct etcd_client {
+        struct endpoint *eps; /* the configured endpoints */
+        size_t n_eps;
+        struct endpoint *extra; /* members reached by URL (status, move-leader) */
+        size_t n_extra;
+        size_t extra_alloc;
+        size_t preferred; /* index of the endpoint that answered last */
+
+        grpc_tls_opts tls;
+        char *cacert;
+        char *cert;
+        char *key;
+        char *user;
+        char *password;
+        char *token;
+        bool auth_not_enabled; /* Authenticate said auth is off: send no token */
+
+        int call_timeout_ms;
+        int dial_timeout_ms;
+        int snapshot_timeout_ms;
+        char *last_error;
+};
+
+/* ---- small helpers ---- */
+
+static void wipe_free(char *s)
+{
+        if (!s)
+                return;
+        explicit_bzero(s, strlen(s));
+        free(s);
+}
+
+static void set_error(etcd_client *c, const char *fmt, ...) _printf_(2, 3);
+static void set_error(etcd_client *c, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        free(c->last_error);
+        c->last_error = xvasprintf(fmt, ap);
+        va_end(ap);
+}
+
+static void clear_error(etcd_client *c)
+{
+        free(c->last_error);
+        c->last_error = NULL;
+}
+
+const char *etcd_client_last_error(const etcd_client *c)
+{
+        return c && c->last_error ? c->last_error : "";
+}
+
+size_t etcd_client_endpoint_count(const etcd_client *c)
+{
+        return c->n_eps;
+}
+
+const char *etcd_client_endpoint(const etcd_client *c, size_t i)
+{
+        return i < c->n_eps ? c->eps[i].url : NULL;
+}
+
+void etcd_member_id_format(uint64_t id, char buf[static 17])
+{
+        snprintf(buf, 17, "%016llx", (unsigned long long)id);
+        /* etcdctl prints without leading zeros */
+        size_t z = 0;
+        while (buf[z] == '0' && buf[z + 1] != '\0')
+                z++;
+        memmove(buf, buf + z, 17 - z);
+}
+
+int etcd_member_id_parse(const char *s, uint64_t *ret_id)
+{
+        if (isempty(s))
+                return -EINVAL;
+        if (strneq(s, "0x", 2) || strneq(s, "0X", 2))
+                s += 2;
+        if (!*s || strlen(s) > 16)
+                return -EINVAL;
+        for (const char *p = s; *p; p++)
+                if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') ||
+                      (*p >= 'A' && *p <= 'F')))
+                        return -EINVAL;
+        *ret_id = strtoull(s, NULL, 16);
+        return 0;
+}
+
+static const char *method_name(const char *path)
+{
+        const char *s = strrchr(path, '/');
+        return s ? s + 1 : path;
+}
+
+/* What a person can do about an error, or NULL. */
+static const char *hint(int r)
+{
+        switch (r) {
+        case ETCD_ERR_MEMBER_NOT_IN_SYNC:
+                return "the learner has not caught up with the leader yet; retry shortly";
+        case ETCD_ERR_TOO_MANY_LEARNERS:
+                return "promote or remove the pending learner first";
+        case ETCD_ERR_PEER_URL_EXISTS:
+                return "another member already uses that peer URL";
+        case ETCD_ERR_MEMBER_NOT_FOUND:
+                return "check the ID with `gitcd etcd member list`";
+        case ETCD_ERR_MEMBER_NOT_LEARNER:
+                return "only learners can be promoted";
+        case ETCD_ERR_UNHEALTHY:
+        case ETCD_ERR_NOT_ENOUGH_STARTED:
+                return "the change could cost quorum; wait until every member is healthy";
+        case ETCD_ERR_NO_LEADER:
+                return "the cluster has no leader: is a quorum of members running?";
+        case ETCD_ERR_AUTH_FAILED:
+                return "check the user name and password";
+        case ETCD_ERR_PERMISSION_DENIED:
+                return "the user lacks a role that allows this call";
+        case ETCD_ERR_UNAUTHENTICATED:
+                return "authentication is enabled: pass --user";
+        case ETCD_ERR_NOSPACE:
+                return "the database quota is full: compact, defragment, then disarm the alarm";
+        case ETCD_ERR_REQUEST_TOO_LARGE:
+                return "etcd accepts requests up to --max-request-bytes (1.5 MiB by default)";
+        case ETCD_ERR_BAD_LEADER_TRANSFEREE:
+                return "the target must be a started voting member";
+        case ETCD_ERR_UNIMPLEMENTED:
+                return "this etcd version does not have the call";
+        default:
+                return NULL;
+        }
+}
+
+static void set_call_error(etcd_client *c, const char *path, const char *url, int r,
+                           const grpc_result *res)
+{
+        const char *h = hint(r);
+        if (res->detail)
+                set_error(c, "%s: %s", method_name(path), res->detail);
+        else if (res->grpc_message)
+                set_error(c, "%s via %s: %s%s%s", method_name(path), url, res->grpc_message,
+                          h ? " (" : "", h ? h : "");
+        else
+                set_error(c, "%s via %s: %s%s%s", method_name(path), url, etcd_strerror(r),
+                          h ? " (" : "", h ? h : "");
+        if (!res->detail && h) {
+                char *m = xasprintf("%s)", c->last_error);
+                free(c->last_error);
+                c->last_error = m;
+        }
+}
+
+/* ---- construction ---- */
+
+static char *normalize_url(const char *s, size_t len, bool tls)
+{
+        while (len > 0 && (s[0] == ' ' || s[0] == '\t')) {
+                s++;
+                len--;
+        }
+        while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t' || s[len - 1] == '/'))
+                len--;
+        if (len == 0)
+                return NULL;
+        if ((len > 7 && strneq(s, "http://", 7)) || (len > 8 && strneq(s, "https://", 8)))
+                return xstrndup(s, len);
+        if (memmem(s, len, "://", 3))
+                return NULL; /* some other scheme */
+        return xasprintf("%s%.*s", tls ? "https://" : "http://", (int)len, s);
+}
+
+int etcd_client_new(const etcd_client_opts *opts, etcd_client **ret_client)
+{
+        if (!opts || isempty(opts->endpoints))
+                return -EINVAL;
+        bool tls = !isempty(opts->cacert) || !isempty(opts->cert);
+        etcd_client *c = XNEW(etcd_client);
+        const char *p = opts->endpoints;
+        while (*p) {
+                const char *comma = strchr(p, ',');
+                size_t len = comma ? (size_t)(comma - p) : strlen(p);
+                char *url = normalize_url(p, len, tls);
+                if (!url) {
+                        etcd_client_free(c);
+                        return -EINVAL;
+                }
+                c->eps = xrealloc(c->eps, (c->n_eps + 1) * sizeof(*c->eps));
+                c->eps[c->n_eps++] = (struct endpoint){.url = url};
+                if (!comma)
+                        break;
+                p = comma + 1;
+        }
+        if (c->n_eps == 0) {
+                etcd_client_free(c);
+                return -EINVAL;
+        }
+        c->cacert = xstrdup_null(isempty(opts->cacert) ? NULL : opts->cacert);
+        c->cert = xstrdup_null(isempty(opts->cert) ? NULL : opts->cert);
+        c->key = xstrdup_null(isempty(opts->key) ? NULL : opts->key);
+        c->tls = (grpc_tls_opts){.cacert = c->cacert, .cert = c->cert, .key = c->key};
+        c->user = xstrdup_null(isempty(opts->user) ? NULL : opts->user);
+        c->password = xstrdup_null(opts->password);
+        c->call_timeout_ms = opts->call_timeout_ms > 0 ? opts->call_timeout_ms : 5000;
+        c->dial_timeout_ms = opts->dial_timeout_ms > 0 ? opts->dial_timeout_ms : 2000;
+        c->snapshot_timeout_ms = opts->snapshot_timeout_ms > 0 ? opts->snapshot_timeout_ms : 600000;
+        *ret_client = c;
+        return 0;
+}
+
+void etcd_client_free(etcd_client *c)
+{
+        if (!c)
+                return;
+        for (size_t i = 0; i < c->n_eps; i++) {
+                grpc_conn_free(c->eps[i].conn);
+                free(c->eps[i].url);
+        }
+        for (size_t i = 0; i < c->n_extra; i++) {
+                grpc_conn_free(c->extra[i].conn);
+                free(c->extra[i].url);
+        }
+        free(c->eps);
+        free(c->extra);
+        free(c->cacert);
+        free(c->cert);
+        free(c->key);
+        free(c->user);
+        wipe_free(c->password);
+        wipe_free(c->token);
+        free(c->last_error);
+        free(c);
+}
+
+static int endpoint_conn(etcd_client *c, struct endpoint *ep)
+{
+        if (ep->conn)
+                return 0;
+        return grpc_conn_new(ep->url, &c->tls, &ep->conn);
+}
+
+/* The endpoint for a URL: a configured one, or an extra one kept for reuse. */
+static struct endpoint *endpoint_for_url(etcd_client *c, const char *url_in)
+{
+        _cleanup_free_ char *url = normalize_url(url_in, strlen(url_in), c->cacert || c->cert);
+        if (!url)
+                return NULL;
+        for (size_t i = 0; i < c->n_eps; i++)
+                if (streq(c->eps[i].url, url))
+                        return &c->eps[i];
+        for (size_t i = 0; i < c->n_extra; i++)
+                if (streq(c->extra[i].url, url))
+                        return &c->extra[i];
+        c->extra = xgrow(c->extra, &c->extra_alloc, c->n_extra + 1, sizeof(*c->extra));
+        c->extra[c->n_extra] = (struct endpoint){.url = TAKE_PTR(url)};
+        return &c->extra[c->n_extra++];
+}
+
+/* ---- one call on one endpoint ---- */
+
+struct unary_buf {
+        uint8_t *data;
+        size_t len;
+        bool got;
+};
+
+static int collect_unary(const uint8_t *msg, size_t len, void *userdata)
+{
+        struct unary_buf *b = userdata;
+        if (b->got)
+                return ETCD_ERR_PROTOCOL; /* a unary call answers once */
+        b->data = xmalloc(len ? len : 1);
+        if (len)
+                memcpy(b->data, msg, len);
+        b->len = len;
+        b->got = true;
+        return 0;
+}
+
+struct call {
+        const char *path;
+        const ProtobufCMessage *req;
+        const ProtobufCMessageDescriptor *resp_desc; /* unary: decode into *ret_resp */
+        ProtobufCMessage *resp;
+        grpc_msg_fn stream_fn; /* streaming: each message goes here instead */
+        void *stream_ud;
+        int64_t deadline;         /* monotonic ms, for the whole call */
+        bool read_only;           /* safe to cut short and repeat on another endpoint */
+        int64_t attempt_deadline; /* for the current endpoint; set by rpc_any() */
+};
+
+/* The deadline of the current attempt. */
+static int64_t attempt_deadline(const struct call *call)
+{
+        if (call->attempt_deadline > 0 && call->attempt_deadline < call->deadline)
+                return call->attempt_deadline;
+        return call->deadline;
+}
+
+static int rpc_raw(etcd_client *c, struct endpoint *ep, struct call *call, const char *token,
+                   grpc_result *res)
+{
+        int64_t left = attempt_deadline(call) - now_mono_ms();
+        *res = (grpc_result){.grpc_status = -1};
+        if (left <= 0) {
+                res->detail = xasprintf("deadline passed before %s could be tried", ep->url);
+                return ETCD_ERR_TIMEOUT;
+        }
+        int r = endpoint_conn(c, ep);
+        if (r < 0) {
+                res->detail = xasprintf("invalid endpoint URL %s", ep->url);
+                return r;
+        }
+        size_t len = protobuf_c_message_get_packed_size(call->req);
+        uint8_t *buf = xmalloc(len ? len : 1);
+        protobuf_c_message_pack(call->req, buf);
+        grpc_call_opts o = {
+            .token = token,
+            .timeout_ms = left,
+            .connect_timeout_ms = c->dial_timeout_ms,
+            .max_message = MAX_MESSAGE,
+        };
+        struct unary_buf ub = {0};
+        r = grpc_call(ep->conn, call->path, buf, len, &o,
+                      call->stream_fn ? call->stream_fn : collect_unary,
+                      call->stream_fn ? call->stream_ud : &ub, res);
+        free(buf);
+        if (r == 0 && call->resp_desc) {
+                call->resp = protobuf_c_message_unpack(call->resp_desc, NULL, ub.len, ub.data);
+                if (!call->resp) {
+                        res->detail = xasprintf("%s sent a response gitcd cannot decode", ep->url);
+                        r = ETCD_ERR_PROTOCOL;
+                }
+        }
+        free(ub.data);
+        return r;
+}
+
+static int authenticate(etcd_client *c, struct endpoint *ep, int64_t deadline, grpc_result *res)
+{
+        Etcdserverpb__AuthenticateRequest req = ETCDSERVERPB__AUTHENTICATE_REQUEST__INIT;
+        req.name = c->user;
+        req.password = c->password ? c->password : (char *)"";
+        struct call call = {
+            .path = "/etcdserverpb.Auth/Authenticate",
+            .req = &req.base,
+            .resp_desc = &etcdserverpb__authenticate_response__descriptor,
+            .deadline = deadline,
+        };
+        int r = rpc_raw(c, ep, &call, NULL, res);
+        if (r == ETCD_ERR_AUTH_NOT_ENABLED) {
+                c->auth_not_enabled = true;
+                grpc_result_release(res);
+                *res = (grpc_result){.grpc_status = -1};
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        Etcdserverpb__AuthenticateResponse *resp = (void *)call.resp;
+        wipe_free(c->token);
+        c->token = xstrdup(resp->token ? resp->token : "");
+        explicit_bzero(resp->token, resp->token ? strlen(resp->token) : 0);
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        return 0;
+}
+
+/* One call on one endpoint, authenticating first (and once more on a stale token). */
+static int rpc_once(etcd_client *c, struct endpoint *ep, struct call *call, grpc_result *res)
+{
+        bool fresh = false;
+        int r;
+        if (c->user && !c->token && !c->auth_not_enabled) {
+                r = authenticate(c, ep, attempt_deadline(call), res);
+                if (r < 0)
+                        return r;
+                grpc_result_release(res);
+                fresh = true;
+        }
+        r = rpc_raw(c, ep, call, c->auth_not_enabled ? NULL : c->token, res);
+        /* a stale token, or auth switched on since we found it off */
+        bool again =
+            r == ETCD_ERR_INVALID_TOKEN || (r == ETCD_ERR_UNAUTHENTICATED && c->auth_not_enabled);
+        if (again && c->user && !fresh) {
+                log_debug("etcd: token refused by %s; authenticating again", ep->url);
+                grpc_result_release(res);
+                wipe_free(c->token);
+                c->token = NULL;
+                c->auth_not_enabled = false;
+                r = authenticate(c, ep, attempt_deadline(call), res);
+                if (r < 0)
+                        return r;
+                grpc_result_release(res);
+                r = rpc_raw(c, ep, call, c->auth_not_enabled ? NULL : c->token, res);
+        }
+        return r;
+}
+
+static void set_auth_error(etcd_client *c, const char *url, int r, const grpc_result *res)
+{
+        if (r == ETCD_ERR_AUTH_FAILED)
+                set_error(c, "authenticating as user '%s' via %s: wrong user name or password",
+                          c->user, url);
+        else
+                set_call_error(c, "/etcdserverpb.Auth/Authenticate", url, r, res);
+}
+
+static bool should_fail_over(int r, const grpc_result *res)
+{
+        return res->failover_ok || r == ETCD_ERR_LEARNER_NOT_SUPPORTED;
+}
+
+static void report(etcd_client *c, struct call *call, struct endpoint *ep, int r,
+                   const grpc_result *res)
+{
+        if (r == ETCD_ERR_AUTH_FAILED)
+                set_auth_error(c, ep->url, r, res);
+        else
+                set_call_error(c, call->path, ep->url, r, res);
+}
+
+/*
+ * A cluster-wide call: the preferred endpoint first, then the others. A read
+ * gets at most half of the remaining time on an endpoint while others are
+ * left, so one hung member cannot eat the whole deadline. A write keeps the
+ * whole deadline on the endpoint it was sent to: if that endpoint times out
+ * there is no time left to send it again, so it is never applied twice.
+ */
+static int rpc_any(etcd_client *c, struct call *call, int64_t timeout_ms)
+{
+        call->deadline = now_mono_ms() + timeout_ms;
+        int last = ETCD_ERR_UNREACHABLE;
+        /* "cannot connect to any endpoint" only when no TCP connection could be made */
+        bool all_unreachable = true;
+        for (size_t k = 0; k < c->n_eps; k++) {
+                size_t i = (c->preferred + k) % c->n_eps;
+                struct endpoint *ep = &c->eps[i];
+                grpc_result res;
+                int64_t now = now_mono_ms();
+                call->attempt_deadline = call->read_only && k + 1 < c->n_eps
+                                             ? now + MAX((call->deadline - now) / 2, 1)
+                                             : 0;
+                int r = rpc_once(c, ep, call, &res);
+                call->attempt_deadline = 0;
+                if (r == 0) {
+                        c->preferred = i;
+                        grpc_result_release(&res);
+                        clear_error(c);
+                        return 0;
+                }
+                last = r;
+                if (!res.no_connection)
+                        all_unreachable = false;
+                report(c, call, ep, r, &res);
+                bool again = should_fail_over(r, &res) && now_mono_ms() < call->deadline;
+                log_debug("etcd: %s via %s failed (%s)%s", method_name(call->path), ep->url,
+                          etcd_strerror(r), again ? ", trying the next endpoint" : "");
+                if (should_fail_over(r, &res))
+                        c->preferred = (i + 1) % c->n_eps; /* start elsewhere next time */
+                grpc_result_release(&res);
+                if (!again)
+                        return r;
+        }
+        if (all_unreachable) {
+                strbuf sb = STRBUF_INIT;
+                for (size_t i = 0; i < c->n_eps; i++)
+                        sb_printf(&sb, "%s%s", i ? ", " : "", c->eps[i].url);
+                set_error(c,
+                          "%s: cannot connect to any etcd endpoint (%s): check that etcd is "
+                          "running there and that --endpoints is right",
+                          method_name(call->path), sb_str(&sb));
+                sb_release(&sb);
+        }
+        return last;
+}
+
+/* A call to one named member. */
+static int rpc_at(etcd_client *c, const char *url, struct call *call, int64_t timeout_ms)
+{
+        if (!url)
+                return rpc_any(c, call, timeout_ms);
+        struct endpoint *ep = endpoint_for_url(c, url);
+        if (!ep) {
+                set_error(c, "%s: invalid endpoint URL '%s'", method_name(call->path), url);
+                return -EINVAL;
+        }
+        call->deadline = now_mono_ms() + timeout_ms;
+        grpc_result res;
+        int r = rpc_once(c, ep, call, &res);
+        if (r == 0)
+                clear_error(c);
+        else
+                report(c, call, ep, r, &res);
+        grpc_result_release(&res);
+        return r;
+}
+
+#define UNARY(path_, req_, desc_)                                                                  \
+        (struct call)                                                                              \
+        {                                                                                          \
+                .path = (path_), .req = &(req_).base, .resp_desc = &(desc_),                       \
+        }
+#define READ(path_, req_, desc_)                                                                   \
+        (struct call)                                                                              \
+        {                                                                                          \
+                .path = (path_), .req = &(req_).base, .resp_desc = &(desc_), .read_only = true,    \
+        }
+
+/* ---- Cluster ---- */
+
+static void member_from_pb(etcd_member *m, const Etcdserverpb__Member *pb)
+{
+        m->id = pb->id;
+        m->name = xstrdup(pb->name ? pb->name : "");
+        m->n_peer_urls = pb->n_peerurls;
+        m->peer_urls = xcalloc(pb->n_peerurls + 1, sizeof(char *));
+        for (size_t i = 0; i < pb->n_peerurls; i++)
+                m->peer_urls[i] = xstrdup(pb->peerurls[i]);
+        m->n_client_urls = pb->n_clienturls;
+        m->client_urls = xcalloc(pb->n_clienturls + 1, sizeof(char *));
+        for (size_t i = 0; i < pb->n_clienturls; i++)
+                m->client_urls[i] = xstrdup(pb->clienturls[i]);
+        m->is_learner = pb->islearner;
+}
+
+static etcd_members *list_from_pb(const Etcdserverpb__ResponseHeader *h,
+                                  Etcdserverpb__Member *const *members, size_t n)
+{
+        etcd_members *l = XNEW(etcd_members);
+        if (h) {
+                l->cluster_id = h->cluster_id;
+                l->responder_id = h->member_id;
+        }
+        l->members = xcalloc(n ? n : 1, sizeof(etcd_member));
+        l->n = n;
+        for (size_t i = 0; i < n; i++)
+                member_from_pb(&l->members[i], members[i]);
+        return l;
+}
+
+void etcd_members_free(etcd_members *l)
+{
+        if (!l)
+                return;
+        for (size_t i = 0; i < l->n; i++) {
+                etcd_member *m = &l->members[i];
+                free(m->name);
+                for (size_t j = 0; j < m->n_peer_urls; j++)
+                        free(m->peer_urls[j]);
+                for (size_t j = 0; j < m->n_client_urls; j++)
+                        free(m->client_urls[j]);
+                free(m->peer_urls);
+                free(m->client_urls);
+        }
+        free(l->members);
+        free(l);
+}
+
+const etcd_member *etcd_members_find(const etcd_members *l, uint64_t id)
+{
+        for (size_t i = 0; l && i < l->n; i++)
+                if (l->members[i].id == id)
+                        return &l->members[i];
+        return NULL;
+}
+
+int etcd_member_list(etcd_client *c, etcd_members **ret_list)
+{
+        Etcdserverpb__MemberListRequest req = ETCDSERVERPB__MEMBER_LIST_REQUEST__INIT;
+        struct call call = READ("/etcdserverpb.Cluster/MemberList", req,
+                                etcdserverpb__member_list_response__descriptor);
+        int r = rpc_any(c, &call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        Etcdserverpb__MemberListResponse *resp = (void *)call.resp;
+        *ret_list = list_from_pb(resp->header, resp->members, resp->n_members);
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        return 0;
+}
+
+static int check_urls(etcd_client *c, const char *what, const char *const *urls, size_t n)
+{
+        if (n == 0) {
+                set_error(c, "%s: at least one peer URL is needed", what);
+                return -EINVAL;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (isempty(urls[i]) ||
+                    !(strneq(urls[i], "http://", 7) || strneq(urls[i], "https://", 8))) {
+                        set_error(c, "%s: peer URL '%s' must start with http:// or https://", what,
+                                  urls[i] ? urls[i] : "");
+                        return -EINVAL;
+                }
+        return 0;
+}
+
+int etcd_member_add(etcd_client *c, const char *const *peer_urls, size_t n_peer_urls,
+                    bool is_learner, uint64_t *ret_id, etcd_members **ret_list)
+{
+        int r = check_urls(c, "MemberAdd", peer_urls, n_peer_urls);
+        if (r < 0)
+                return r;
+        Etcdserverpb__MemberAddRequest req = ETCDSERVERPB__MEMBER_ADD_REQUEST__INIT;
+        req.peerurls = (char **)peer_urls;
+        req.n_peerurls = n_peer_urls;
+        req.islearner = is_learner;
+        struct call call = UNARY("/etcdserverpb.Cluster/MemberAdd", req,
+                                 etcdserverpb__member_add_response__descriptor);
+        r = rpc_any(c, &call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        Etcdserverpb__MemberAddResponse *resp = (void *)call.resp;
+        if (ret_id)
+                *ret_id = resp->member ? resp->member->id : 0;
+        if (ret_list)
+                *ret_list = list_from_pb(resp->header, resp->members, resp->n_members);
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        return 0;
+}
+
+int etcd_member_remove(etcd_client *c, uint64_t id)
+{
+        Etcdserverpb__MemberRemoveRequest req = ETCDSERVERPB__MEMBER_REMOVE_REQUEST__INIT;
+        req.id = id;
+        struct call call = UNARY("/etcdserverpb.Cluster/MemberRemove", req,
+                                 etcdserverpb__member_remove_response__descriptor);
+        int r = rpc_any(c, &call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        return 0;
+}
+
+int etcd_member_update(etcd_client *c, uint64_t id, const char *const *peer_urls,
+                       size_t n_peer_urls)
+{
+        int r = check_urls(c, "MemberUpdate", peer_urls, n_peer_urls);
+        if (r < 0)
+                return r;
+        Etcdserverpb__MemberUpdateRequest req = ETCDSERVERPB__MEMBER_UPDATE_REQUEST__INIT;
+        req.id = id;
+        req.peerurls = (char **)peer_urls;
+        req.n_peerurls = n_peer_urls;
+        struct call call = UNARY("/etcdserverpb.Cluster/MemberUpdate", req,
+                                 etcdserverpb__member_update_response__descriptor);
+        r = rpc_any(c, &call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        return 0;
+}
+
+int etcd_member_promote(etcd_client *c, uint64_t id)
+{
+        Etcdserverpb__MemberPromoteRequest req = ETCDSERVERPB__MEMBER_PROMOTE_REQUEST__INIT;
+        req.id = id;
+        struct call call = UNARY("/etcdserverpb.Cluster/MemberPromote", req,
+                                 etcdserverpb__member_promote_response__descriptor);
+        int r = rpc_any(c, &call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        return 0;
+}
+
+/* ---- Maintenance ---- */
+
+void etcd_endpoint_status_free(etcd_endpoint_status *s)
+{
+        if (!s)
+                return;
+        free(s->endpoint);
+        free(s->version);
+        for (size_t i = 0; i < s->n_errors; i++)
+                free(s->errors[i]);
+        free(s->errors);
+        free(s);
+}
+
+int etcd_status(etcd_client *c, const char *endpoint, etcd_endpoint_status **ret_status)
+{
+        Etcdserverpb__StatusRequest req = ETCDSERVERPB__STATUS_REQUEST__INIT;
+        struct call call = READ("/etcdserverpb.Maintenance/Status", req,
+                                etcdserverpb__status_response__descriptor);
+        int r = rpc_at(c, endpoint, &call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        Etcdserverpb__StatusResponse *resp = (void *)call.resp;
+        etcd_endpoint_status *s = XNEW(etcd_endpoint_status);
+        s->endpoint = xstrdup(endpoint ? endpoint : c->eps[c->preferred].url);
+        s->version = xstrdup(resp->version ? resp->version : "");
+        s->db_size = resp->dbsize;
+        s->db_size_in_use = resp->dbsizeinuse;
+        s->leader = resp->leader;
+        s->raft_index = resp->raftindex;
+        s->raft_applied_index = resp->raftappliedindex;
+        s->raft_term = resp->raftterm;
+        s->is_learner = resp->islearner;
+        if (resp->header) {
+                s->member_id = resp->header->member_id;
+                s->cluster_id = resp->header->cluster_id;
+        }
+        s->n_errors = resp->n_errors;
+        s->errors = xcalloc(resp->n_errors + 1, sizeof(char *));
+        for (size_t i = 0; i < resp->n_errors; i++)
+                s->errors[i] = xstrdup(resp->errors[i]);
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        *ret_status = s;
+        return 0;
+}
+
+static int alarm_call(etcd_client *c, Etcdserverpb__AlarmRequest *req,
+                      Etcdserverpb__AlarmResponse **ret_resp)
+{
+        struct call call = UNARY("/etcdserverpb.Maintenance/Alarm", *req,
+                                 etcdserverpb__alarm_response__descriptor);
+        call.read_only = req->action == ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__GET;
+        int r = rpc_any(c, &call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        *ret_resp = (void *)call.resp;
+        return 0;
+}
+
+int etcd_alarm_list(etcd_client *c, etcd_alarm **ret_alarms, size_t *ret_n)
+{
+        Etcdserverpb__AlarmRequest req = ETCDSERVERPB__ALARM_REQUEST__INIT;
+        req.action = ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__GET;
+        Etcdserverpb__AlarmResponse *resp;
+        int r = alarm_call(c, &req, &resp);
+        if (r < 0)
+                return r;
+        etcd_alarm *a = NULL;
+        if (resp->n_alarms) {
+                a = xcalloc(resp->n_alarms, sizeof(*a));
+                for (size_t i = 0; i < resp->n_alarms; i++) {
+                        a[i].member_id = resp->alarms[i]->memberid;
+                        a[i].type = (etcd_alarm_type)resp->alarms[i]->alarm;
+                }
+        }
+        *ret_n = resp->n_alarms;
+        *ret_alarms = a;
+        protobuf_c_message_free_unpacked(&resp->base, NULL);
+        return 0;
+}
+
+static int alarm_change(etcd_client *c, Etcdserverpb__AlarmRequest__AlarmAction action,
+                        uint64_t member_id, etcd_alarm_type type)
+{
+        Etcdserverpb__AlarmRequest req = ETCDSERVERPB__ALARM_REQUEST__INIT;
+        req.action = action;
+        req.memberid = member_id;
+        req.alarm = (Etcdserverpb__AlarmType)type;
+        Etcdserverpb__AlarmResponse *resp;
+        int r = alarm_call(c, &req, &resp);
+        if (r < 0)
+                return r;
+        protobuf_c_message_free_unpacked(&resp->base, NULL);
+        return 0;
+}
+
+int etcd_alarm_disarm(etcd_client *c, uint64_t member_id, etcd_alarm_type type)
+{
+        return alarm_change(c, ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__DEACTIVATE, member_id,
+                            type);
+}
+
+int etcd_alarm_activate(etcd_client *c, uint64_t member_id, etcd_alarm_type type)
+{
+        return alarm_change(c, ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__ACTIVATE, member_id,
+                            type);
+}
+
+int etcd_defragment(etcd_client *c, const char *endpoint)
+{
+        Etcdserverpb__DefragmentRequest req = ETCDSERVERPB__DEFRAGMENT_REQUEST__INIT;
+        struct call call = UNARY("/etcdserverpb.Maintenance/Defragment", req,
+                                 etcdserverpb__defragment_response__descriptor);
+        /* Defragmenting a large database takes a while: allow more than a plain call. */
+        int r = rpc_at(c, endpoint, &call, MAX(c->call_timeout_ms, 60000));
+        if (r < 0)
+                return r;
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        return 0;
+}
+
+int etcd_move_leader(etcd_client *c, uint64_t target_id)
+{
+        etcd_endpoint_status *st = NULL;
+        etcd_members *l = NULL;
+        int r = etcd_status(c, NULL, &st);
+        if (r < 0)
+                return r;
+        uint64_t leader = st->leader;
+        etcd_endpoint_status_free(st);
+        if (leader == 0) {
+                set_error(c, "MoveLeader: the cluster has no leader: is a quorum of members "
+                             "running?");
+                return ETCD_ERR_NO_LEADER;
+        }
+        if (leader == target_id) {
+                clear_error(c);
+                return 0;
+        }
+        r = etcd_member_list(c, &l);
+        if (r < 0)
+                return r;
+        const etcd_member *m = etcd_members_find(l, leader);
+        if (!m || m->n_client_urls == 0) {
+                char id[17];
+                etcd_member_id_format(leader, id);
+                set_error(c, "MoveLeader: the leader %s advertises no client URL", id);
+                etcd_members_free(l);
+                return ETCD_ERR_UNAVAILABLE;
+        }
+        Etcdserverpb__MoveLeaderRequest req = ETCDSERVERPB__MOVE_LEADER_REQUEST__INIT;
+        req.targetid = target_id;
+        struct call call = UNARY("/etcdserverpb.Maintenance/MoveLeader", req,
+                                 etcdserverpb__move_leader_response__descriptor);
+        r = rpc_at(c, m->client_urls[0], &call, c->call_timeout_ms);
+        etcd_members_free(l);
+        if (r < 0)
+                return r;
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        return 0;
+}
+
+int etcd_hash_kv(etcd_client *c, const char *endpoint, int64_t revision, uint32_t *ret_hash,
+                 int64_t *ret_compact_revision)
+{
+        Etcdserverpb__HashKVRequest req = ETCDSERVERPB__HASH_KVREQUEST__INIT;
+        req.revision = revision;
+        struct call call = READ("/etcdserverpb.Maintenance/HashKV", req,
+                                etcdserverpb__hash_kvresponse__descriptor);
+        int r = rpc_at(c, endpoint, &call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        Etcdserverpb__HashKVResponse *resp = (void *)call.resp;
+        if (ret_hash)
+                *ret_hash = resp->hash;
+        if (ret_compact_revision)
+                *ret_compact_revision = resp->compact_revision;
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        return 0;
+}
+
+/* Snapshot: decode each streamed message, pass the blob on, hash all but the last 32 bytes. */
+struct snap_state {
+        etcd_snapshot_fn fn;
+        void *userdata;
+        EVP_MD_CTX *sha;
+        uint8_t tail[32];
+        size_t tail_len;
+        uint64_t size;
+        int64_t revision;
+        bool got_header;
+};
+
+static int snap_feed(struct snap_state *st, const uint8_t *data, size_t len)
+{
+        if (len == 0)
+                return 0;
+        int r = st->fn(data, len, st->userdata);
+        if (r < 0)
+                return r;
+        st->size += len;
+        if (st->tail_len + len <= sizeof(st->tail)) {
+                memcpy(st->tail + st->tail_len, data, len);
+                st->tail_len += len;
+                return 0;
+        }
+        size_t to_hash = st->tail_len + len - sizeof(st->tail);
+        size_t from_tail = MIN(to_hash, st->tail_len);
+        size_t from_data = to_hash - from_tail;
+        EVP_DigestUpdate(st->sha, st->tail, from_tail);
+        EVP_DigestUpdate(st->sha, data, from_data);
+        memmove(st->tail, st->tail + from_tail, st->tail_len - from_tail);
+        st->tail_len -= from_tail;
+        memcpy(st->tail + st->tail_len, data + from_data, len - from_data);
+        st->tail_len += len - from_data;
+        return 0;
+}
+
+static int snap_msg(const uint8_t *msg, size_t len, void *userdata)
+{
+        struct snap_state *st = userdata;
+        Etcdserverpb__SnapshotResponse *resp =
+            etcdserverpb__snapshot_response__unpack(NULL, len, msg);
+        if (!resp)
+                return ETCD_ERR_PROTOCOL;
+        if (!st->got_header && resp->header) {
+                st->revision = resp->header->revision;
+                st->got_header = true;
+        }
+        int r = snap_feed(st, resp->blob.data, resp->blob.len);
+        etcdserverpb__snapshot_response__free_unpacked(resp, NULL);
+        return r;
+}
+
+int etcd_snapshot(etcd_client *c, const char *endpoint, etcd_snapshot_fn fn, void *userdata,
+                  etcd_snapshot_info *ret_info)
+{
+        if (!fn)
+                return -EINVAL;
+        struct snap_state st = {.fn = fn, .userdata = userdata, .sha = EVP_MD_CTX_new()};
+        if (!st.sha || EVP_DigestInit_ex(st.sha, EVP_sha256(), NULL) != 1)
+                abort(); /* out of memory, as xmalloc would */
+        Etcdserverpb__SnapshotRequest req = ETCDSERVERPB__SNAPSHOT_REQUEST__INIT;
+        struct call call = {
+            .path = "/etcdserverpb.Maintenance/Snapshot",
+            .req = &req.base,
+            .stream_fn = snap_msg,
+            .stream_ud = &st,
+        };
+        int r = rpc_at(c, endpoint, &call, c->snapshot_timeout_ms);
+        if (r == 0) {
+                uint8_t digest[32];
+                unsigned int dlen = 0;
+                EVP_DigestFinal_ex(st.sha, digest, &dlen);
+                bool ok = st.tail_len == 32 && memcmp(digest, st.tail, 32) == 0;
+                if (!ok) {
+                        set_error(c,
+                                  "Snapshot: the sha256 etcd appended does not match the "
+                                  "%llu bytes received; the snapshot is damaged",
+                                  (unsigned long long)st.size);
+                        r = ETCD_ERR_SNAPSHOT_CHECKSUM;
+                } else if (ret_info) {
+                        *ret_info = (etcd_snapshot_info){
+                            .size = st.size, .revision = st.revision, .checksum_ok = true};
+                }
+        }
+        EVP_MD_CTX_free(st.sha);
+        return r;
+}
+
+struct file_sink {
+        int fd;
+        int err;
+};
+
+static int write_sink(const void *data, size_t len, void *userdata)
+{
+        struct file_sink *s = userdata;
+        const uint8_t *p = data;
+        while (len > 0) {
+                ssize_t w = write(s->fd, p, len);
+                if (w < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        s->err = -errno;
+                        return s->err;
+                }
+                p += w;
+                len -= (size_t)w;
+        }
+        return 0;
+}
+
+int etcd_snapshot_save(etcd_client *c, const char *endpoint, const char *path,
+                       etcd_snapshot_info *ret_info)
+{
+        if (isempty(path))
+                return -EINVAL;
+        char *part = xasprintf("%s.part", path);
+        struct file_sink sink = {.fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
+        etcd_snapshot_info info = {0};
+        int r;
+        if (sink.fd < 0) {
+                r = -errno;
+                set_error(c, "Snapshot: cannot create %s: %s", part, strerror(-r));
+                goto out;
+        }
+        r = etcd_snapshot(c, endpoint, write_sink, &sink, &info);
+        if (r < 0) {
+                if (sink.err < 0)
+                        set_error(c, "Snapshot: cannot write %s: %s", part, strerror(-sink.err));
+                goto out;
+        }
+        if (fsync(sink.fd) < 0 || close(sink.fd) < 0) {
+                r = -errno;
+                sink.fd = -1;
+                set_error(c, "Snapshot: cannot write %s: %s", part, strerror(-r));
+                goto out;
+        }
+        sink.fd = -1;
+        if (rename(part, path) < 0) {
+                r = -errno;
+                set_error(c, "Snapshot: cannot rename %s to %s: %s", part, path, strerror(-r));
+                goto out;
+        }
+        if (ret_info)
+                *ret_info = info;
+        r = 0;
+out:
+        if (sink.fd >= 0)
+                close(sink.fd);
+        if (r < 0)
+                unlink(part);
+        free(part);
+        return r;
+}
+
+/* ---- KV ---- */
+
+void etcd_kv_list_free(etcd_kv_list *l)
+{
+        if (!l)
+                return;
+        for (size_t i = 0; i < l->n; i++) {
+                free(l->kvs[i].key);
+                free(l->kvs[i].value);
+        }
+        free(l->kvs);
+        free(l);
+}
+
+static ProtobufCBinaryData bytes_of(const void *p, size_t n)
+{
+        return (ProtobufCBinaryData){.len = n, .data = (uint8_t *)p};
+}
+
+/* The end of the range of keys starting with prefix (etcd's "prefix + 1"); newly allocated. */
+static uint8_t *prefix_end(const char *key, size_t *ret_len)
+{
+        size_t n = strlen(key);
+        uint8_t *end = xmalloc(n + 1);
+        memcpy(end, key, n);
+        while (n > 0) {
+                if (end[n - 1] < 0xff) {
+                        end[n - 1]++;
+                        *ret_len = n;
+                        return end;
+                }
+                n--;
+        }
+        end[0] = 0; /* every key: "\0" means "to the end" */
+        *ret_len = 1;
+        return end;
+}
+
+static int check_key(etcd_client *c, const char *what, const char *key)
+{
+        if (isempty(key)) {
+                set_error(c, "%s: the key must not be empty", what);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static char *dup_bytes(const ProtobufCBinaryData *b)
+{
+        char *s = xmalloc(b->len + 1);
+        if (b->len)
+                memcpy(s, b->data, b->len);
+        s[b->len] = '\0';
+        return s;
+}
+
+int etcd_put(etcd_client *c, const char *key, const void *value, size_t value_len,
+             int64_t *ret_revision)
+{
+        int r = check_key(c, "Put", key);
+        if (r < 0)
+                return r;
+        Etcdserverpb__PutRequest req = ETCDSERVERPB__PUT_REQUEST__INIT;
+        req.key = bytes_of(key, strlen(key));
+        req.value = bytes_of(value, value_len);
+        struct call call =
+            UNARY("/etcdserverpb.KV/Put", req, etcdserverpb__put_response__descriptor);
+        r = rpc_any(c, &call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        Etcdserverpb__PutResponse *resp = (void *)call.resp;
+        if (ret_revision)
+                *ret_revision = resp->header ? resp->header->revision : 0;
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        return 0;
+}
+
+int etcd_get(etcd_client *c, const char *key, bool prefix, etcd_kv_list **ret_list)
+{
+        int r = check_key(c, "Range", key);
+        if (r < 0)
+                return r;
+        Etcdserverpb__RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
+        _cleanup_free_ uint8_t *end = NULL;
+        size_t end_len = 0;
+        req.key = bytes_of(key, strlen(key));
+        if (prefix) {
+                end = prefix_end(key, &end_len);
+                req.range_end = bytes_of(end, end_len);
+        }
+        struct call call =
+            READ("/etcdserverpb.KV/Range", req, etcdserverpb__range_response__descriptor);
+        r = rpc_any(c, &call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        Etcdserverpb__RangeResponse *resp = (void *)call.resp;
+        etcd_kv_list *l = XNEW(etcd_kv_list);
+        l->revision = resp->header ? resp->header->revision : 0;
+        l->more = resp->more;
+        l->n = resp->n_kvs;
+        l->kvs = xcalloc(resp->n_kvs ? resp->n_kvs : 1, sizeof(etcd_kv));
+        for (size_t i = 0; i < resp->n_kvs; i++) {
+                const Mvccpb__KeyValue *kv = resp->kvs[i];
+                l->kvs[i] = (etcd_kv){
+                    .key = dup_bytes(&kv->key),
+                    .key_len = kv->key.len,
+                    .value = dup_bytes(&kv->value),
+                    .value_len = kv->value.len,
+                    .create_revision = kv->create_revision,
+                    .mod_revision = kv->mod_revision,
+                    .version = kv->version,
+                    .lease = kv->lease,
+                };
+        }
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        *ret_list = l;
+        return 0;
+}
+
+int etcd_delete(etcd_client *c, const char *key, bool prefix, int64_t *ret_deleted)
+{
+        int r = check_key(c, "DeleteRange", key);
+        if (r < 0)
+                return r;
+        Etcdserverpb__DeleteRangeRequest req = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+        _cleanup_free_ uint8_t *end = NULL;
+        size_t end_len = 0;
+        req.key = bytes_of(key, strlen(key));
+        if (prefix) {
+                end = prefix_end(key, &end_len);
+                req.range_end = bytes_of(end, end_len);
+        }
+        struct call call = UNARY("/etcdserverpb.KV/DeleteRange", req,
+                                 etcdserverpb__delete_range_response__descriptor);
+        r = rpc_any(c, &call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        Etcdserverpb__DeleteRangeResponse *resp = (void *)call.resp;
+        if (ret_deleted)
+                *ret_deleted = resp->deleted;
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        return 0;
+}
+
+int etcd_txn_put_if(etcd_client *c, const char *key, int64_t expected_mod_revision,
+                    const void *value, size_t value_len, bool *ret_succeeded)
+{
+        int r = check_key(c, "Txn", key);
+        if (r < 0)
+                return r;
+        Etcdserverpb__Compare cmp = ETCDSERVERPB__COMPARE__INIT;
+        cmp.result = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
+        cmp.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__MOD;
+        cmp.key = bytes_of(key, strlen(key));
+        cmp.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_MOD_REVISION;
+        cmp.mod_revision = expected_mod_revision;
+        Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
+        put.key = bytes_of(key, strlen(key));
+        put.value = bytes_of(value, value_len);
+        Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT;
+        op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+        op.request_put = &put;
+        Etcdserverpb__Compare *cmps[] = {&cmp};
+        Etcdserverpb__RequestOp *ops[] = {&op};
+        Etcdserverpb__TxnRequest req = ETCDSERVERPB__TXN_REQUEST__INIT;
+        req.compare = cmps;
+        req.n_compare = 1;
+        req.success = ops;
+        req.n_success = 1;
+        struct call call =
+            UNARY("/etcdserverpb.KV/Txn", req, etcdserverpb__txn_response__descriptor);
+        r = rpc_any(c, &call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        Etcdserverpb__TxnResponse *resp = (void *)call.resp;
+        if (ret_succeeded)
+                *ret_succeeded = resp->succeeded;
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        return 0;
+}
+
+int etcd_compact(etcd_client *c, int64_t revision, bool physical)
+{
+        Etcdserverpb__CompactionRequest req = ETCDSERVERPB__COMPACTION_REQUEST__INIT;
+        req.revision = revision;
+        req.physical = physical;
+        struct call call =
+            UNARY("/etcdserverpb.KV/Compact", req, etcdserverpb__compaction_response__descriptor);
+        int r = rpc_any(c, &call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        return 0;
+}
+
+/* ---- Auth ---- */
+
+static int simple_call(etcd_client *c, struct call *call)
+{
+        int r = rpc_any(c, call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        protobuf_c_message_free_unpacked(call->resp, NULL);
+        return 0;
+}
+
+int etcd_auth_enable(etcd_client *c)
+{
+        Etcdserverpb__AuthEnableRequest req = ETCDSERVERPB__AUTH_ENABLE_REQUEST__INIT;
+        struct call call = UNARY("/etcdserverpb.Auth/AuthEnable", req,
+                                 etcdserverpb__auth_enable_response__descriptor);
+        int r = simple_call(c, &call);
+        if (r == 0)
+                c->auth_not_enabled = false; /* authenticate on the next call */
+        return r;
+}
+
+int etcd_auth_disable(etcd_client *c)
+{
+        Etcdserverpb__AuthDisableRequest req = ETCDSERVERPB__AUTH_DISABLE_REQUEST__INIT;
+        struct call call = UNARY("/etcdserverpb.Auth/AuthDisable", req,
+                                 etcdserverpb__auth_disable_response__descriptor);
+        return simple_call(c, &call);
+}
+
+int etcd_auth_status(etcd_client *c, bool *ret_enabled)
+{
+        Etcdserverpb__AuthStatusRequest req = ETCDSERVERPB__AUTH_STATUS_REQUEST__INIT;
+        struct call call = READ("/etcdserverpb.Auth/AuthStatus", req,
+                                etcdserverpb__auth_status_response__descriptor);
+        int r = rpc_any(c, &call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        Etcdserverpb__AuthStatusResponse *resp = (void *)call.resp;
+        *ret_enabled = resp->enabled;
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        return 0;
+}
+
+int etcd_user_add(etcd_client *c, const char *name, const char *password)
+{
+        if (isempty(name)) {
+                set_error(c, "UserAdd: the user name must not be empty");
+                return -EINVAL;
+        }
+        Etcdserverpb__AuthUserAddRequest req = ETCDSERVERPB__AUTH_USER_ADD_REQUEST__INIT;
+        req.name = (char *)name;
+        req.password = (char *)(password ? password : "");
+        struct call call = UNARY("/etcdserverpb.Auth/UserAdd", req,
+                                 etcdserverpb__auth_user_add_response__descriptor);
+        return simple_call(c, &call);
+}
+
+int etcd_role_add(etcd_client *c, const char *name)
+{
+        if (isempty(name)) {
+                set_error(c, "RoleAdd: the role name must not be empty");
+                return -EINVAL;
+        }
+        Etcdserverpb__AuthRoleAddRequest req = ETCDSERVERPB__AUTH_ROLE_ADD_REQUEST__INIT;
+        req.name = (char *)name;
+        struct call call = UNARY("/etcdserverpb.Auth/RoleAdd", req,
+                                 etcdserverpb__auth_role_add_response__descriptor);
+        return simple_call(c, &call);
+}
+
+int etcd_user_grant_role(etcd_client *c, const char *user, const char *role)
+{
+        if (isempty(user) || isempty(role)) {
+                set_error(c, "UserGrantRole: user and role must not be empty");
+                return -EINVAL;
+        }
+        Etcdserverpb__AuthUserGrantRoleRequest req =
+            ETCDSERVERPB__AUTH_USER_GRANT_ROLE_REQUEST__INIT;
+        req.user = (char *)user;
+        req.role = (char *)role;
+        struct call call = UNARY("/etcdserverpb.Auth/UserGrantRole", req,
+                                 etcdserverpb__auth_user_grant_role_response__descriptor);
+        return simple_call(c, &call);
+}
