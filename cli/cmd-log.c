@@ -1,12 +1,405 @@
-/* gitcd log: under construction in this tree; replaced by its owner. */
+/*
+ * gitcd log: the audit log from the state store, newest first.
+ *
+ * The table is for people at a terminal: it fits the terminal's width (100
+ * columns when stdout is not a terminal) by truncating the free-text reason
+ * last, and every text field is stripped of control characters, because
+ * authors and reasons come from Git commits and must not be able to drive
+ * the terminal. `-o json` is for programs: one object per line with stable
+ * field names. The database is opened read-only; this never creates state.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "state/state.h"
+#include "util/macro.h"
+#include "util/strbuf.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+static void usage(FILE *out)
+{
+        fprintf(out,
+                "usage: gitcd log [options]\n\n"
+                "Show the audit log (who changed what, when, and what it did), newest first.\n\n"
+                "Options:\n"
+                "  --cluster NS/NAME   only events of this cluster\n"
+                "  --since WHEN        only events since a duration ago (30m, 2h, 7d) or a\n"
+                "                      date (2026-11-01, 2026-11-01T12:00:00Z)\n"
+                "  --commit SHA        only events caused by this commit (4+ hex digits)\n"
+                "  --action ACTION     only this action (e.g. member.add-learner)\n"
+                "  --limit N           at most N events\n"
+                "  -o, --output FMT    table (default) or json (one object per line)\n"
+                "  --state PATH        the state database (default: $GITCD_STATE_DIR/state.db,\n"
+                "                      else ./.gitcd/state.db)\n"
+                "  -h, --help          show this help\n");
+}
+
+/* "2026-11-01", "2026-11-01T12:00:00Z", "2026-11-01T12:00:00+02:00" -> epoch ms. */
+static int parse_date_ms(const char *s, int64_t *ret_ms)
+{
+        struct tm tm = {0};
+        const char *end = strptime(s, "%Y-%m-%d", &tm);
+        if (!end)
+                return -EINVAL;
+        long offset = 0;
+        if (*end == 'T' || *end == ' ') {
+                end = strptime(end + 1, "%H:%M:%S", &tm);
+                if (!end)
+                        return -EINVAL;
+                if (*end == '.') /* fractional seconds are ignored */
+                        for (end++; isdigit((unsigned char)*end); end++)
+                                ;
+                if (*end == 'Z' || *end == 'z')
+                        end++;
+                else if (*end == '+' || *end == '-') {
+                        int hh, mm, n = 0;
+                        if (sscanf(end + 1, "%2d:%2d%n", &hh, &mm, &n) != 2 || n != 5)
+                                return -EINVAL;
+                        offset = (hh * 60L + mm) * 60L * (*end == '+' ? 1 : -1);
+                        end += 1 + n;
+                }
+        }
+        if (*end != '\0')
+                return -EINVAL;
+        time_t t = timegm(&tm);
+        if (t == (time_t)-1)
+                return -EINVAL;
+        *ret_ms = ((int64_t)t - offset) * 1000;
+        return 0;
+}
+
+static int parse_since(const char *s, int64_t now_ms, int64_t *ret_ms)
+{
+        int64_t d;
+        if (parse_duration_ms(s, &d) == 0) {
+                *ret_ms = now_ms - d;
+                return 0;
+        }
+        return parse_date_ms(s, ret_ms);
+}
+
+static bool hex_prefix(const char *s)
+{
+        size_t n = strlen(s);
+        if (n < 4 || n > 64)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!isxdigit((unsigned char)s[i]))
+                        return false;
+        return true;
+}
+
+/* Printable copy: control characters become spaces; at most max code points ("..." if cut). */
+static char *cell(const char *s, size_t max)
+{
+        strbuf sb = STRBUF_INIT;
+        size_t cps = 0, total = 0;
+        for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++)
+                if ((*p & 0xc0) != 0x80)
+                        total++;
+        bool cut = total > max;
+        size_t keep = cut ? (max >= 3 ? max - 3 : 0) : max;
+        for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+                bool lead = (*p & 0xc0) != 0x80;
+                if (lead && cps == keep)
+                        break;
+                if (lead)
+                        cps++;
+                sb_appendc(&sb, (*p < 0x20 || *p == 0x7f) ? ' ' : (char)*p);
+        }
+        if (cut)
+                sb_append(&sb, max >= 3 ? "..." : "");
+        if (!s || !*s)
+                sb_append(&sb, "-");
+        return sb_detach(&sb);
+}
+
+static size_t width_of(const char *s)
+{
+        size_t n = 0;
+        for (; *s; s++)
+                if ((*s & 0xc0) != 0x80)
+                        n++;
+        return n;
+}
+
+static void pad(strbuf *sb, const char *s, size_t w)
+{
+        sb_append(sb, s);
+        for (size_t n = width_of(s); n < w; n++)
+                sb_appendc(sb, ' ');
+        sb_append(sb, "  ");
+}
+
+static size_t terminal_width(void)
+{
+        struct winsize ws;
+        if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+                return ws.ws_col;
+        return 100;
+}
+
+/* The author's name without the email, which is in the json output. */
+static char *author_name(const char *author)
+{
+        if (!author)
+                return NULL;
+        const char *lt = strchr(author, '<');
+        if (!lt || lt == author)
+                return xstrdup(author);
+        size_t n = (size_t)(lt - author);
+        while (n > 0 && author[n - 1] == ' ')
+                n--;
+        return xstrndup(author, n);
+}
+
+/* Recent events by age ("5m ago"); older ones like ls -l: "Nov 19 12:39", or "2025-11-19". */
+static void time_cell(int64_t t, int64_t now, char *buf, size_t size)
+{
+        if (now - t < 24 * 3600 * 1000LL && now >= t) {
+                char age[32];
+                format_age(now - t, age, sizeof(age));
+                snprintf(buf, size, "%s ago", age);
+                return;
+        }
+        time_t tt = (time_t)(t / 1000), tn = (time_t)(now / 1000);
+        struct tm tm, tmn;
+        gmtime_r(&tt, &tm);
+        gmtime_r(&tn, &tmn);
+        strftime(buf, size, tm.tm_year == tmn.tm_year ? "%b %d %H:%M" : "%Y-%m-%d", &tm);
+}
+
+enum { COL_TIME, COL_CLUSTER, COL_ACTION, COL_OUTCOME, COL_COMMIT, COL_AUTHOR, N_COLS };
+
+#define REASON_MIN 20
+
+static void print_table(const state_audit_list *l, int64_t now)
+{
+        static const char *const heads[N_COLS] = {"TIME",    "CLUSTER", "ACTION",
+                                                  "OUTCOME", "COMMIT",  "AUTHOR"};
+        static const size_t caps[N_COLS] = {12, 32, 26, 10, 8, 20};
+        /* when the terminal is narrow, these give up width first, down to mins */
+        static const int shrink_order[] = {COL_AUTHOR, COL_CLUSTER, COL_ACTION};
+        static const size_t mins[N_COLS] = {12, 12, 14, 7, 8, 8};
+        size_t w[N_COLS];
+        for (int c = 0; c < N_COLS; c++)
+                w[c] = strlen(heads[c]);
+        char **raw = xcalloc(l->n * N_COLS, sizeof(char *));
+        for (size_t i = 0; i < l->n; i++) {
+                const state_audit_event *ev = l->items[i];
+                char t[40], short_commit[9] = "";
+                time_cell(ev->time_ms, now, t, sizeof(t));
+                if (ev->commit)
+                        snprintf(short_commit, sizeof(short_commit), "%s", ev->commit);
+                char **row = raw + i * N_COLS;
+                row[COL_TIME] = xstrdup(t);
+                row[COL_CLUSTER] = xstrdup_null(ev->cluster);
+                row[COL_ACTION] = xstrdup_null(ev->action);
+                row[COL_OUTCOME] = xstrdup_null(ev->outcome);
+                row[COL_COMMIT] = xstrdup(short_commit);
+                row[COL_AUTHOR] = author_name(ev->author);
+                for (int c = 0; c < N_COLS; c++) {
+                        _cleanup_free_ char *cut = cell(row[c], caps[c]);
+                        w[c] = MAX(w[c], width_of(cut));
+                }
+        }
+        size_t total = terminal_width(), used = 0;
+        for (int c = 0; c < N_COLS; c++)
+                used += w[c] + 2;
+        for (size_t k = 0; k < ARRAY_SIZE(shrink_order) && used + REASON_MIN > total; k++) {
+                int c = shrink_order[k];
+                size_t give = MIN(w[c] - MIN(w[c], mins[c]), used + REASON_MIN - total);
+                w[c] -= give;
+                used -= give;
+        }
+        size_t reason_w = total > used + 10 ? total - used : 10;
+
+        strbuf sb = STRBUF_INIT;
+        for (int c = 0; c < N_COLS; c++)
+                pad(&sb, heads[c], w[c]);
+        sb_append(&sb, "REASON\n");
+        for (size_t i = 0; i < l->n; i++) {
+                for (int c = 0; c < N_COLS; c++) {
+                        _cleanup_free_ char *x = cell(raw[i * N_COLS + c], w[c]);
+                        pad(&sb, x, w[c]);
+                        free(raw[i * N_COLS + c]);
+                }
+                _cleanup_free_ char *reason = cell(l->items[i]->reason, reason_w);
+                sb_append(&sb, reason);
+                sb_appendc(&sb, '\n');
+                fputs(sb_str(&sb), stdout);
+                sb_reset(&sb);
+        }
+        fputs(sb_str(&sb), stdout);
+        sb_release(&sb);
+        free(raw);
+}
+
+static json_t *json_str_or_null(const char *s)
+{
+        return s ? json_string(s) : json_null();
+}
+
+static json_t *json_value_or_null(const char *text)
+{
+        json_t *j = text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+        return j ? j : json_null();
+}
+
+static void print_json(const state_audit_list *l)
+{
+        for (size_t i = 0; i < l->n; i++) {
+                const state_audit_event *ev = l->items[i];
+                char t[40];
+                format_rfc3339(ev->time_ms, t, sizeof(t));
+                json_t *o = json_object();
+                json_object_set_new(o, "time", json_string(t));
+                json_object_set_new(o, "cluster", json_str_or_null(ev->cluster));
+                json_object_set_new(o, "commit", json_str_or_null(ev->commit));
+                json_object_set_new(o, "author", json_str_or_null(ev->author));
+                json_object_set_new(o, "action", json_str_or_null(ev->action));
+                json_object_set_new(o, "reason", json_str_or_null(ev->reason));
+                json_object_set_new(o, "before", json_value_or_null(ev->before_json));
+                json_object_set_new(o, "after", json_value_or_null(ev->after_json));
+                json_object_set_new(o, "outcome", json_str_or_null(ev->outcome));
+                json_object_set_new(o, "duration_ms", json_integer(ev->duration_ms));
+                char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+                if (s)
+                        puts(s);
+                free(s);
+                json_decref(o);
+        }
+}
+
+enum { OPT_CLUSTER = 256, OPT_SINCE, OPT_COMMIT, OPT_ACTION, OPT_LIMIT, OPT_STATE };
 
 int cmd_log(int argc, char **argv)
 {
-        (void)argc;
-        (void)argv;
-        fprintf(stderr, "gitcd: log is not built yet\n");
-        return EXIT_FAIL;
+        static const struct option options[] = {
+            {"cluster", required_argument, NULL, OPT_CLUSTER},
+            {"since", required_argument, NULL, OPT_SINCE},
+            {"commit", required_argument, NULL, OPT_COMMIT},
+            {"action", required_argument, NULL, OPT_ACTION},
+            {"limit", required_argument, NULL, OPT_LIMIT},
+            {"output", required_argument, NULL, 'o'},
+            {"state", required_argument, NULL, OPT_STATE},
+            {"help", no_argument, NULL, 'h'},
+            {0},
+        };
+        state_audit_filter filter = {0};
+        const char *state_flag = NULL;
+        bool json = false;
+        int64_t now = now_wall_ms();
+        int opt;
+        optind = 0;
+        while ((opt = getopt_long(argc, argv, "+o:h", options, NULL)) != -1) {
+                switch (opt) {
+                case OPT_CLUSTER:
+                        if (!state_cluster_name_valid(optarg)) {
+                                fprintf(stderr,
+                                        "gitcd log: --cluster takes namespace/name, not '%s'\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        filter.cluster = optarg;
+                        break;
+                case OPT_SINCE:
+                        if (parse_since(optarg, now, &filter.since_ms) < 0) {
+                                fprintf(stderr,
+                                        "gitcd log: --since takes a duration (30m, 2h, 7d) or a "
+                                        "date (2026-11-01, 2026-11-01T12:00:00Z), not '%s'\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case OPT_COMMIT:
+                        if (!hex_prefix(optarg)) {
+                                fprintf(stderr,
+                                        "gitcd log: --commit takes at least 4 hex digits of a "
+                                        "commit id, not '%s'\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        filter.commit_prefix = optarg;
+                        break;
+                case OPT_ACTION:
+                        filter.action = optarg;
+                        break;
+                case OPT_LIMIT: {
+                        char *end;
+                        errno = 0;
+                        long long n = strtoll(optarg, &end, 10);
+                        if (errno || *end || end == optarg || n < 1) {
+                                fprintf(stderr,
+                                        "gitcd log: --limit takes a positive number, not '%s'\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        filter.limit = (size_t)n;
+                        break;
+                }
+                case 'o':
+                        if (streq(optarg, "json"))
+                                json = true;
+                        else if (streq(optarg, "table"))
+                                json = false;
+                        else {
+                                fprintf(stderr, "gitcd log: -o takes table or json, not '%s'\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case OPT_STATE:
+                        state_flag = optarg;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return EXIT_OK;
+                default:
+                        usage(stderr);
+                        return EXIT_USAGE;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "gitcd log: unexpected argument '%s'\n", argv[optind]);
+                usage(stderr);
+                return EXIT_USAGE;
+        }
+
+        _cleanup_free_ char *path = cli_state_path(state_flag);
+        state_db *db = NULL;
+        int r = state_open(path, STATE_OPEN_READ_ONLY, &db);
+        if (r < 0) {
+                fprintf(stderr, "gitcd log: %s\n", state_last_error());
+                return EXIT_FAIL;
+        }
+        state_audit_list l = {0};
+        r = state_audit_query(db, &filter, &l);
+        if (r < 0) {
+                fprintf(stderr, "gitcd log: %s\n", state_last_error());
+                state_close(db);
+                return EXIT_FAIL;
+        }
+        if (json)
+                print_json(&l);
+        else if (l.n == 0)
+                fprintf(stderr, "gitcd log: no events match\n");
+        else
+                print_table(&l, now);
+        state_audit_list_release(&l);
+        state_close(db);
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+                fprintf(stderr, "gitcd log: writing the output failed\n");
+                return EXIT_FAIL;
+        }
+        return EXIT_OK;
 }

@@ -1,12 +1,395 @@
-/* gitcd status: under construction in this tree; replaced by its owner. */
+/*
+ * gitcd status: what the state store knows about each cluster, as the
+ * reconciler last recorded it.
+ *
+ * Without an argument: one line per cluster. With NS/NAME: that line, then
+ * the desired and latched specs, its members and its conditions in full.
+ * READY counts current members whose last observed state is "ready"
+ * against the desired replicas. The database is opened read-only, so this
+ * is safe to run next to a running reconciler; it shows the last committed
+ * state, never a half-written one. Text from the store is stripped of
+ * control characters before it reaches the terminal.
+ */
+#include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "state/state.h"
+#include "util/macro.h"
+#include "util/strbuf.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+static void usage(FILE *out)
+{
+        fprintf(out, "usage: gitcd status [NS/NAME] [options]\n\n"
+                     "Show clusters from the state store; for one cluster also its members and\n"
+                     "conditions.\n\n"
+                     "Options:\n"
+                     "  -o, --output FMT    table (default) or json\n"
+                     "  --state PATH        the state database (default: "
+                     "$GITCD_STATE_DIR/state.db,\n"
+                     "                      else ./.gitcd/state.db)\n"
+                     "  -h, --help          show this help\n");
+}
+
+/* A printable copy: control characters become spaces, empty becomes "-". */
+static char *clean(const char *s)
+{
+        if (isempty(s))
+                return xstrdup("-");
+        char *c = xstrdup(s);
+        for (unsigned char *p = (unsigned char *)c; *p; p++)
+                if (*p < 0x20 || *p == 0x7f)
+                        *p = ' ';
+        return c;
+}
+
+typedef struct table {
+        size_t cols;
+        char **cells; /* rows * cols */
+        size_t rows;
+        size_t alloc;
+} table;
+
+static void table_add(table *t, const char *const *row)
+{
+        t->cells = xgrow(t->cells, &t->alloc, (t->rows + 1) * t->cols, sizeof(char *));
+        for (size_t c = 0; c < t->cols; c++)
+                t->cells[t->rows * t->cols + c] = clean(row[c]);
+        t->rows++;
+}
+
+static size_t text_width(const char *s)
+{
+        size_t n = 0;
+        for (; *s; s++)
+                if ((*s & 0xc0) != 0x80)
+                        n++;
+        return n;
+}
+
+static void table_print(table *t, const char *indent)
+{
+        size_t *w = xcalloc(t->cols, sizeof(size_t));
+        for (size_t i = 0; i < t->rows * t->cols; i++)
+                w[i % t->cols] = MAX(w[i % t->cols], text_width(t->cells[i]));
+        strbuf sb = STRBUF_INIT;
+        for (size_t r = 0; r < t->rows; r++) {
+                sb_append(&sb, indent);
+                for (size_t c = 0; c < t->cols; c++) {
+                        const char *s = t->cells[r * t->cols + c];
+                        sb_append(&sb, s);
+                        if (c + 1 < t->cols)
+                                for (size_t n = text_width(s); n < w[c] + 2; n++)
+                                        sb_appendc(&sb, ' ');
+                }
+                sb_appendc(&sb, '\n');
+        }
+        fputs(sb_str(&sb), stdout);
+        sb_release(&sb);
+        for (size_t i = 0; i < t->rows * t->cols; i++)
+                free(t->cells[i]);
+        free(t->cells);
+        free(w);
+        t->cells = NULL;
+        t->rows = t->alloc = 0;
+}
+
+static size_t ready_members(const state_member_list *ml)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < ml->n; i++)
+                if (streq_ptr(ml->items[i]->state, "ready") && !ml->items[i]->dormant)
+                        n++;
+        return n;
+}
+
+static char *conditions_short(const state_cluster *c)
+{
+        strbuf sb = STRBUF_INIT;
+        for (size_t i = 0; i < c->n_conditions; i++)
+                sb_printf(&sb, "%s%s=%s", i ? "," : "", c->conditions[i].type,
+                          c->conditions[i].status);
+        return sb_detach(&sb);
+}
+
+static const char *cluster_version(const state_cluster *c)
+{
+        return c->version ? c->version : c->desired_version;
+}
+
+static void cluster_row(table *t, const state_cluster *c, const state_member_list *ml, int64_t now)
+{
+        char ready[48], age[32];
+        size_t want = c->desired_replicas >= 0 ? (size_t)c->desired_replicas : ml->n;
+        snprintf(ready, sizeof(ready), "%zu/%zu", ready_members(ml), want);
+        format_age(now - c->created_ms, age, sizeof(age));
+        _cleanup_free_ char *conds = conditions_short(c);
+        const char *row[] = {c->name, ready, cluster_version(c), c->cluster_id, c->phase,
+                             age,     conds};
+        table_add(t, row);
+}
+
+static const char *const cluster_heads[] = {"NAME",  "READY", "VERSION",   "CLUSTER ID",
+                                            "PHASE", "AGE",   "CONDITIONS"};
+
+static const char *member_role(const state_member *m)
+{
+        if (m->dormant)
+                return "dormant";
+        return m->learner ? "learner" : "voter";
+}
+
+static void print_detail(const state_cluster *c, const state_member_list *ml, int64_t now)
+{
+        table t = {.cols = ARRAY_SIZE(cluster_heads)};
+        table_add(&t, cluster_heads);
+        cluster_row(&t, c, ml, now);
+        table_print(&t, "");
+
+        char when[40];
+        _cleanup_free_ char *commit = clean(c->desired_commit);
+        _cleanup_free_ char *hash = clean(c->desired_hash);
+        printf("\nDesired:   commit %.12s, spec %.12s\n", commit, hash);
+        if (c->observed_hash) {
+                _cleanup_free_ char *ohash = clean(c->observed_hash);
+                printf("Target:    spec %.12s%s\n", ohash,
+                       streq_ptr(c->observed_hash, c->desired_hash)
+                           ? " (up to date)"
+                           : " (differs from the desired spec)");
+        } else
+                printf("Target:    none latched yet\n");
+        if (c->progress_deadline_ms > 0) {
+                format_rfc3339(c->progress_deadline_ms, when, sizeof(when));
+                printf("Deadline:  %s%s\n", when,
+                       now > c->progress_deadline_ms ? " (exceeded)" : "");
+        }
+
+        printf("\nMembers:\n");
+        if (ml->n == 0)
+                printf("  (none)\n");
+        else {
+                table m = {.cols = 6};
+                const char *heads[] = {"NAME", "ID", "ROLE", "VERSION", "PEER URL", "STATE"};
+                table_add(&m, heads);
+                for (size_t i = 0; i < ml->n; i++) {
+                        const state_member *x = ml->items[i];
+                        bool leads = c->leader && streq(c->leader, x->name);
+                        _cleanup_free_ char *role =
+                            xasprintf("%s%s%s", member_role(x), leads ? " (leader)" : "",
+                                      x->seed && !x->dormant ? " (seed)" : "");
+                        const char *row[] = {x->name,    x->member_id, role,
+                                             x->version, x->peer_url,  x->state};
+                        table_add(&m, row);
+                }
+                table_print(&m, "  ");
+        }
+
+        printf("\nConditions:\n");
+        if (c->n_conditions == 0)
+                printf("  (none)\n");
+        else {
+                table k = {.cols = 5};
+                const char *heads[] = {"TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"};
+                table_add(&k, heads);
+                for (size_t i = 0; i < c->n_conditions; i++) {
+                        const state_condition *x = &c->conditions[i];
+                        format_rfc3339(x->last_transition_ms, when, sizeof(when));
+                        const char *row[] = {x->type, x->status, x->reason, when, x->message};
+                        table_add(&k, row);
+                }
+                table_print(&k, "  ");
+        }
+}
+
+static json_t *jstr(const char *s)
+{
+        return s ? json_string(s) : json_null();
+}
+
+static json_t *jtime(int64_t ms)
+{
+        char buf[40];
+        if (ms <= 0)
+                return json_null();
+        format_rfc3339(ms, buf, sizeof(buf));
+        return json_string(buf);
+}
+
+static json_t *cluster_json(const state_cluster *c, const state_member_list *ml)
+{
+        json_t *o = json_object();
+        json_object_set_new(o, "name", jstr(c->name));
+        json_object_set_new(o, "phase", jstr(c->phase));
+        json_object_set_new(o, "cluster_id", jstr(c->cluster_id));
+        json_object_set_new(o, "version", jstr(cluster_version(c)));
+        json_object_set_new(o, "ready", json_integer((json_int_t)ready_members(ml)));
+        json_object_set_new(o, "replicas",
+                            c->desired_replicas >= 0 ? json_integer(c->desired_replicas)
+                                                     : json_null());
+        json_object_set_new(o, "created", jtime(c->created_ms));
+        json_object_set_new(o, "desired_commit", jstr(c->desired_commit));
+        json_object_set_new(o, "desired_hash", jstr(c->desired_hash));
+        json_object_set_new(o, "observed_hash", jstr(c->observed_hash));
+        json_object_set_new(o, "progress_deadline", jtime(c->progress_deadline_ms));
+        json_t *conds = json_array();
+        for (size_t i = 0; i < c->n_conditions; i++) {
+                const state_condition *x = &c->conditions[i];
+                json_t *k = json_object();
+                json_object_set_new(k, "type", jstr(x->type));
+                json_object_set_new(k, "status", jstr(x->status));
+                json_object_set_new(k, "reason", jstr(x->reason));
+                json_object_set_new(k, "message", jstr(x->message));
+                json_object_set_new(k, "last_transition_time", jtime(x->last_transition_ms));
+                json_array_append_new(conds, k);
+        }
+        json_object_set_new(o, "conditions", conds);
+        json_t *members = json_array();
+        for (size_t i = 0; i < ml->n; i++) {
+                const state_member *x = ml->items[i];
+                json_t *m = json_object();
+                json_object_set_new(m, "name", jstr(x->name));
+                json_object_set_new(m, "id", jstr(x->member_id));
+                json_object_set_new(m, "role", json_string(member_role(x)));
+                json_object_set_new(m, "seed", json_boolean(x->seed));
+                json_object_set_new(m, "leader",
+                                    json_boolean(c->leader && streq(c->leader, x->name)));
+                json_object_set_new(m, "version", jstr(x->version));
+                json_object_set_new(m, "peer_url", jstr(x->peer_url));
+                json_object_set_new(m, "client_url", jstr(x->client_url));
+                json_object_set_new(m, "state", jstr(x->state));
+                json_array_append_new(members, m);
+        }
+        json_object_set_new(o, "members", members);
+        json_object_set_new(o, "leader", jstr(c->leader));
+        return o;
+}
+
+static void print_json_line(json_t *o)
+{
+        char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (s)
+                puts(s);
+        free(s);
+        json_decref(o);
+}
+
+static int show(state_db *db, const char *name, bool json)
+{
+        state_cluster_list cl = {0};
+        int r;
+        if (name) {
+                state_cluster *c = NULL;
+                r = state_cluster_get(db, name, &c);
+                if (r < 0)
+                        return r;
+                cl.items = xmalloc(sizeof(*cl.items));
+                cl.items[0] = c;
+                cl.n = 1;
+        } else {
+                r = state_cluster_list_all(db, &cl);
+                if (r < 0)
+                        return r;
+        }
+        int64_t now = now_wall_ms();
+        table t = {.cols = ARRAY_SIZE(cluster_heads)};
+        if (!json && !name) {
+                if (cl.n == 0)
+                        fprintf(stderr, "gitcd status: no clusters in %s\n", state_path(db));
+                else
+                        table_add(&t, cluster_heads);
+        }
+        for (size_t i = 0; i < cl.n && r >= 0; i++) {
+                state_member_list ml = {0};
+                r = state_member_list_for(db, cl.items[i]->name, false, &ml);
+                if (r < 0)
+                        break;
+                if (json)
+                        print_json_line(cluster_json(cl.items[i], &ml));
+                else if (name)
+                        print_detail(cl.items[i], &ml, now);
+                else
+                        cluster_row(&t, cl.items[i], &ml, now);
+                state_member_list_release(&ml);
+        }
+        if (t.rows > 0)
+                table_print(&t, "");
+        free(t.cells);
+        state_cluster_list_release(&cl);
+        return r;
+}
+
+enum { OPT_STATE = 256 };
 
 int cmd_status(int argc, char **argv)
 {
-        (void)argc;
-        (void)argv;
-        fprintf(stderr, "gitcd: status is not built yet\n");
-        return EXIT_FAIL;
+        static const struct option options[] = {
+            {"output", required_argument, NULL, 'o'},
+            {"state", required_argument, NULL, OPT_STATE},
+            {"help", no_argument, NULL, 'h'},
+            {0},
+        };
+        const char *state_flag = NULL;
+        bool json = false;
+        int opt;
+        optind = 0;
+        while ((opt = getopt_long(argc, argv, "o:h", options, NULL)) != -1) {
+                switch (opt) {
+                case 'o':
+                        if (streq(optarg, "json"))
+                                json = true;
+                        else if (streq(optarg, "table"))
+                                json = false;
+                        else {
+                                fprintf(stderr, "gitcd status: -o takes table or json, not '%s'\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case OPT_STATE:
+                        state_flag = optarg;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return EXIT_OK;
+                default:
+                        usage(stderr);
+                        return EXIT_USAGE;
+                }
+        }
+        const char *name = NULL;
+        if (optind < argc)
+                name = argv[optind++];
+        if (optind < argc) {
+                fprintf(stderr, "gitcd status: unexpected argument '%s'\n", argv[optind]);
+                usage(stderr);
+                return EXIT_USAGE;
+        }
+        if (name && !state_cluster_name_valid(name)) {
+                fprintf(stderr, "gitcd status: clusters are named namespace/name, not '%s'\n",
+                        name);
+                return EXIT_USAGE;
+        }
+
+        _cleanup_free_ char *path = cli_state_path(state_flag);
+        state_db *db = NULL;
+        int r = state_open(path, STATE_OPEN_READ_ONLY, &db);
+        /* one snapshot for the clusters and their members */
+        if (r >= 0)
+                r = state_begin(db);
+        if (r >= 0) {
+                r = show(db, name, json);
+                (void)state_rollback(db);
+        }
+        if (r < 0)
+                fprintf(stderr, "gitcd status: %s\n", state_last_error());
+        state_close(db);
+        if (r >= 0 && (fflush(stdout) != 0 || ferror(stdout))) {
+                fprintf(stderr, "gitcd status: writing the output failed\n");
+                return EXIT_FAIL;
+        }
+        return r < 0 ? EXIT_FAIL : EXIT_OK;
 }

@@ -1,0 +1,61 @@
+/*
+ * Helpers shared by the files of state/ (not part of the API): the handle,
+ * the sqlite3 adapter that turns result codes into -errno plus a message,
+ * statement preparation with bound parameters, and transactions.
+ *
+ * Every statement is a constant SQL string with `?` parameters bound by
+ * db_bind() from a small format ("s" text or NULL, "i" int64, "d" int,
+ * "b" bool); no SQL is ever built from data.
+ */
+#pragma once
+
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "state/state.h"
+#include "util/macro.h"
+
+struct state_db {
+        sqlite3 *sql;
+        char *path;
+        bool read_only;
+        int depth; /* open state_begin() levels */
+};
+
+/* The migrations (schema.c): migration i takes user_version i to i + 1. */
+extern const char *const state_migrations[];
+extern const int state_n_migrations;
+#define STATE_APPLICATION_ID 0x67697463 /* "gitc" */
+
+/* Set the thread's last error ("state PATH: what: detail"); returns r. */
+int db_fail(const state_db *db, int r, const char *what, const char *fmt, ...) _printf_(4, 5);
+/* Convert a sqlite3 result code into -errno and set the last error. */
+int db_error(const state_db *db, int rc, const char *what);
+
+/* Prepare sql and bind parameters per fmt. */
+int db_prepare(state_db *db, const char *what, const char *sql, sqlite3_stmt **ret_stmt,
+               const char *fmt, ...);
+/* Step once: 1 for a row, 0 when done, or -errno. */
+int db_step(state_db *db, sqlite3_stmt *st, const char *what);
+/* Prepare, bind, run to completion; returns the number of rows changed or -errno. */
+int db_run(state_db *db, const char *what, const char *sql, const char *fmt, ...);
+/* Run a statement without parameters (PRAGMA, BEGIN, migrations). */
+int db_exec(state_db *db, const char *what, const char *sql);
+
+/* End a write begun with state_begin(): commit when r >= 0, else roll back. Returns r or -errno. */
+int db_end(state_db *db, int r);
+
+/* Column helpers: a copy of the text (NULL for SQL NULL). */
+char *db_col_text(sqlite3_stmt *st, int col);
+
+static inline void sqlite3_finalizep(sqlite3_stmt **st)
+{
+        if (*st)
+                sqlite3_finalize(*st);
+}
+#define _cleanup_stmt_ _cleanup_(sqlite3_finalizep)
+
+/* 0 when the cluster exists, else -ENOENT with a message (records.c). */
+int db_cluster_exists(state_db *db, const char *cluster, const char *what);

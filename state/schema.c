@@ -1,0 +1,139 @@
+/*
+ * The schema of the state database, as numbered migrations.
+ *
+ * Migration i takes PRAGMA user_version from i to i + 1. db.c applies each
+ * one in its own transaction together with the version bump, so a database
+ * is always exactly at one version. Migrations are append-only: a released
+ * step is never edited; a change to the schema is a new step at the end
+ * (tests/state/test-migrations.c opens a database created at every earlier
+ * version). docs/state.md describes the tables for people using sqlite3.
+ *
+ * The audit log is append-only by trigger: UPDATE always fails, and DELETE
+ * fails unless the row's id is covered by a row in audit_retention, which
+ * state_audit_prune() inserts and removes inside its own transaction (so a
+ * grant is never visible to anyone else). ids come from AUTOINCREMENT and
+ * are never reused, so "oldest" is "lowest id".
+ */
+#include "state/internal.h"
+
+const char *const state_migrations[] = {
+    /* 1: revisions, clusters, conditions, members */
+    "PRAGMA application_id = 1734964323;\n" /* 0x67697463 "gitc" */
+    "CREATE TABLE revisions (\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  repository TEXT NOT NULL,\n"
+    "  ref TEXT NOT NULL,\n"
+    "  commit_id TEXT NOT NULL,\n"
+    "  author_name TEXT,\n"
+    "  author_email TEXT,\n"
+    "  committer TEXT,\n"
+    "  commit_time_ms INTEGER,\n"
+    "  message TEXT,\n"
+    "  fetched_ms INTEGER NOT NULL,\n"
+    "  signature_verified INTEGER NOT NULL DEFAULT 0,\n"
+    "  signature_key TEXT,\n"
+    "  UNIQUE (repository, ref, commit_id)\n"
+    ");\n"
+    "CREATE INDEX revisions_commit ON revisions (commit_id);\n"
+    "CREATE TABLE clusters (\n"
+    "  name TEXT PRIMARY KEY,\n"
+    "  created_ms INTEGER NOT NULL,\n"
+    "  updated_ms INTEGER NOT NULL,\n"
+    "  desired_json TEXT,\n"
+    "  desired_hash TEXT,\n"
+    "  desired_commit TEXT,\n"
+    "  desired_ms INTEGER,\n"
+    "  observed_json TEXT,\n"
+    "  observed_hash TEXT,\n"
+    "  progress_deadline_ms INTEGER,\n"
+    "  cluster_id TEXT CHECK (cluster_id IS NULL OR (length(cluster_id) = 16\n"
+    "                         AND cluster_id NOT GLOB '*[^0-9a-f]*')),\n"
+    "  phase TEXT,\n"
+    "  version TEXT\n"
+    ");\n"
+    "CREATE TABLE conditions (\n"
+    "  cluster TEXT NOT NULL REFERENCES clusters (name) ON DELETE CASCADE,\n"
+    "  type TEXT NOT NULL,\n"
+    "  status TEXT NOT NULL CHECK (status IN ('True', 'False', 'Unknown')),\n"
+    "  reason TEXT,\n"
+    "  message TEXT,\n"
+    "  last_transition_ms INTEGER NOT NULL,\n"
+    "  PRIMARY KEY (cluster, type)\n"
+    ");\n"
+    "CREATE TABLE members (\n"
+    "  cluster TEXT NOT NULL REFERENCES clusters (name) ON DELETE CASCADE,\n"
+    "  name TEXT NOT NULL,\n"
+    "  ordinal INTEGER NOT NULL,\n"
+    "  member_id TEXT CHECK (member_id IS NULL OR (length(member_id) = 16\n"
+    "                        AND member_id NOT GLOB '*[^0-9a-f]*')),\n"
+    "  peer_url TEXT,\n"
+    "  client_url TEXT,\n"
+    "  learner INTEGER NOT NULL DEFAULT 0,\n"
+    "  version TEXT,\n"
+    "  seed INTEGER NOT NULL DEFAULT 0,\n"
+    "  dormant INTEGER NOT NULL DEFAULT 0,\n"
+    "  state TEXT,\n"
+    "  runtime TEXT CHECK (runtime IS NULL OR json_valid(runtime)),\n"
+    "  created_ms INTEGER NOT NULL,\n"
+    "  removed_ms INTEGER,\n"
+    "  PRIMARY KEY (cluster, name)\n"
+    ");\n",
+
+    /* 2: the operations journal and the append-only audit log */
+    "CREATE TABLE operations (\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  cluster TEXT NOT NULL,\n"
+    "  kind TEXT NOT NULL,\n"
+    "  subject TEXT,\n"
+    "  payload TEXT CHECK (payload IS NULL OR json_valid(payload)),\n"
+    "  state TEXT NOT NULL DEFAULT 'pending'\n"
+    "        CHECK (state IN ('pending', 'done', 'failed', 'abandoned')),\n"
+    "  started_ms INTEGER NOT NULL,\n"
+    "  finished_ms INTEGER,\n"
+    "  error TEXT\n"
+    ");\n"
+    "CREATE INDEX operations_pending ON operations (cluster) WHERE state = 'pending';\n"
+    "CREATE TRIGGER operations_final BEFORE UPDATE ON operations\n"
+    "  WHEN OLD.state <> 'pending'\n"
+    "  BEGIN SELECT RAISE(ABORT, 'operation already finished'); END;\n"
+    "CREATE TABLE audit (\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  time_ms INTEGER NOT NULL,\n"
+    "  cluster TEXT,\n"
+    "  commit_id TEXT,\n"
+    "  author TEXT,\n"
+    "  action TEXT NOT NULL,\n"
+    "  reason TEXT,\n"
+    "  before TEXT CHECK (before IS NULL OR json_valid(before)),\n"
+    "  after TEXT CHECK (after IS NULL OR json_valid(after)),\n"
+    "  outcome TEXT,\n"
+    "  duration_ms INTEGER\n"
+    ");\n"
+    "CREATE INDEX audit_time ON audit (time_ms);\n"
+    "CREATE INDEX audit_cluster ON audit (cluster, id);\n"
+    "CREATE INDEX audit_commit ON audit (commit_id);\n"
+    "CREATE TABLE audit_retention (upto INTEGER NOT NULL);\n"
+    "CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit\n"
+    "  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;\n"
+    "CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit\n"
+    "  WHEN NOT EXISTS (SELECT 1 FROM audit_retention WHERE OLD.id <= upto)\n"
+    "  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;\n",
+
+    /* 3: applied objects (the inventory used for pruning) */
+    "CREATE TABLE objects (\n"
+    "  cluster TEXT NOT NULL REFERENCES clusters (name) ON DELETE CASCADE,\n"
+    "  kind TEXT NOT NULL,\n"
+    "  namespace TEXT NOT NULL DEFAULT '',\n"
+    "  name TEXT NOT NULL,\n"
+    "  hash TEXT NOT NULL,\n"
+    "  commit_id TEXT,\n"
+    "  applied_ms INTEGER NOT NULL,\n"
+    "  PRIMARY KEY (cluster, kind, namespace, name)\n"
+    ");\n"
+    "CREATE INDEX audit_action ON audit (action, id);\n",
+
+    /* 4: the member that leads, as the reconciler last saw it */
+    "ALTER TABLE clusters ADD COLUMN leader TEXT;\n",
+};
+
+const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

@@ -1,0 +1,274 @@
+/*
+ * The audit log: secrets are scrubbed or refused, the database itself keeps
+ * the log append-only, retention is the only way rows leave, and queries
+ * filter and order the way `gitcd log` presents them.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "tests/state/state-test.h"
+
+#define T0   1790000000000LL
+#define HOUR (3600 * 1000LL)
+
+static state_db *open_rw(const char *path)
+{
+        state_db *db = NULL;
+        assert_int_equal(state_open(path, STATE_OPEN_READ_WRITE, &db), 0);
+        return db;
+}
+
+static size_t count_events(state_db *db)
+{
+        state_audit_list l = {0};
+        assert_int_equal(state_audit_query(db, NULL, &l), 0);
+        size_t n = l.n;
+        state_audit_list_release(&l);
+        return n;
+}
+
+static void test_secret_keys(void **state)
+{
+        (void)state;
+        assert_true(state_key_looks_secret("password"));
+        assert_true(state_key_looks_secret("rootPassword"));
+        assert_true(state_key_looks_secret("token"));
+        assert_true(state_key_looks_secret("AccessToken"));
+        assert_true(state_key_looks_secret("client_secret"));
+        assert_true(state_key_looks_secret("credentials"));
+        assert_true(state_key_looks_secret("key"));
+        assert_true(state_key_looks_secret("privateKey"));
+        assert_true(state_key_looks_secret("tls.key"));
+        assert_false(state_key_looks_secret("replicas"));
+        assert_false(state_key_looks_secret("keyId"));
+        assert_false(state_key_looks_secret("version"));
+        assert_false(state_key_looks_secret(""));
+        assert_true(state_text_has_private_key("x -----BEGIN RSA PRIVATE KEY-----\nabc"));
+        assert_true(state_text_has_private_key("-----BEGIN OPENSSH PRIVATE KEY-----"));
+        assert_true(state_text_has_private_key("-----BEGIN ENCRYPTED PRIVATE KEY-----"));
+        assert_false(state_text_has_private_key("-----BEGIN CERTIFICATE-----\nMIIB"));
+        assert_false(state_text_has_private_key("-----BEGIN PUBLIC KEY-----"));
+        assert_false(state_text_has_private_key(NULL));
+}
+
+static void test_scrubbing(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *path = test_db_path();
+        state_db *db = open_rw(path);
+        state_audit_event ev = {
+            .time_ms = T0,
+            .cluster = "prod/main",
+            .action = "spec.applied",
+            .before_json = "{\"replicas\":3,\"auth\":{\"rootPassword\":\"hunter2\"}}",
+            .after_json = "{\"replicas\":5,\"tls\":{\"key\":\"c2VjcmV0\",\"keyId\":\"k1\"},"
+                          "\"s3\":[{\"token\":\"t0k3n\",\"bucket\":\"b\"}],"
+                          "\"apiKey\":{\"nested\":\"x\"},\"password\":null}",
+            .outcome = "success",
+        };
+        int64_t id = 0;
+        assert_int_equal(state_audit_append(db, &ev, &id), 0);
+        assert_true(id > 0);
+        state_audit_list l = {0};
+        assert_int_equal(state_audit_query(db, NULL, &l), 0);
+        assert_int_equal(l.n, 1);
+        const char *before = l.items[0]->before_json, *after = l.items[0]->after_json;
+        assert_null(strstr(before, "hunter2"));
+        assert_non_null(strstr(before, "\"rootPassword\":\"[redacted]\""));
+        assert_non_null(strstr(before, "\"replicas\":3"));
+        assert_null(strstr(after, "c2VjcmV0"));
+        assert_null(strstr(after, "t0k3n"));
+        assert_null(strstr(after, "nested"));
+        assert_non_null(strstr(after, "\"keyId\":\"k1\""));
+        assert_non_null(strstr(after, "\"bucket\":\"b\""));
+        assert_non_null(strstr(after, "\"password\":null"));
+        state_audit_list_release(&l);
+
+        /* a JSON string summary is fine; text that is not JSON is refused */
+        ev.before_json = "\"3 voters\"";
+        ev.after_json = NULL;
+        assert_int_equal(state_audit_append(db, &ev, NULL), 0);
+        ev.before_json = "3 voters";
+        assert_int_equal(state_audit_append(db, &ev, NULL), -EINVAL);
+        assert_non_null(strstr(state_last_error(), "not JSON"));
+        ev.before_json = NULL;
+        ev.action = NULL;
+        assert_int_equal(state_audit_append(db, &ev, NULL), -EINVAL);
+
+        /* a private key anywhere is refused, and never echoed in the error */
+        static const char *pem = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"
+                                 "-----END PRIVATE KEY-----\n";
+        _cleanup_free_ char *as_json = xasprintf("{\"note\":\"%s\"}", "-----BEGIN PRIVATE "
+                                                                      "KEY-----\\nMIIEvQIBADAN");
+        ev.action = "spec.applied";
+        ev.reason = (char *)pem;
+        assert_int_equal(state_audit_append(db, &ev, NULL), -EPERM);
+        assert_null(strstr(state_last_error(), "MIIEvQ"));
+        assert_non_null(strstr(state_last_error(), "private key"));
+        ev.reason = NULL;
+        ev.after_json = as_json;
+        assert_int_equal(state_audit_append(db, &ev, NULL), -EPERM);
+        /* escaped in JSON so that the raw text does not show it */
+        ev.after_json = "{\"note\":\"-----BEGIN \\u0050RIVATE KEY-----\"}";
+        assert_int_equal(state_audit_append(db, &ev, NULL), -EPERM);
+        assert_int_equal(count_events(db), 2);
+        state_close(db);
+}
+
+static void test_append_only(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *path = test_db_path();
+        state_db *db = open_rw(path);
+        state_audit_event ev = {.time_ms = T0, .action = "member.remove", .outcome = "success"};
+        assert_int_equal(state_audit_append(db, &ev, NULL), 0);
+        state_close(db);
+
+        sqlite3 *raw;
+        assert_int_equal(sqlite3_open(path, &raw), SQLITE_OK);
+        static const char *const attempts[] = {
+            "UPDATE audit SET outcome = 'failure'",
+            "DELETE FROM audit",
+            "DELETE FROM audit WHERE id = 1",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(attempts); i++) {
+                char *err = NULL;
+                assert_int_not_equal(sqlite3_exec(raw, attempts[i], NULL, NULL, &err), SQLITE_OK);
+                assert_non_null(strstr(err, "append-only"));
+                sqlite3_free(err);
+        }
+        sqlite3_close(raw);
+        db = open_rw(path);
+        state_audit_list l = {0};
+        assert_int_equal(state_audit_query(db, NULL, &l), 0);
+        assert_int_equal(l.n, 1);
+        assert_string_equal(l.items[0]->outcome, "success");
+        state_audit_list_release(&l);
+        state_close(db);
+}
+
+static void test_retention(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *path = test_db_path();
+        state_db *db = open_rw(path);
+        /* 10 events, one per hour, T0 .. T0 + 9h */
+        for (int i = 0; i < 10; i++) {
+                char reason[32];
+                snprintf(reason, sizeof(reason), "event %d", i);
+                state_audit_event ev = {
+                    .time_ms = T0 + i * HOUR, .action = "member.promote", .reason = reason};
+                assert_int_equal(state_audit_append(db, &ev, NULL), 0);
+        }
+        /* nothing older than 24 h at T0 + 10 h */
+        assert_int_equal(state_audit_prune(db, 24 * HOUR, 0, T0 + 10 * HOUR), 0);
+        /* keep the last 4 h: events 6..9 remain */
+        assert_int_equal(state_audit_prune(db, 4 * HOUR + 1, 0, T0 + 10 * HOUR), 6);
+        assert_int_equal(count_events(db), 4);
+        /* keep at most 3 rows: event 6 goes */
+        assert_int_equal(state_audit_prune(db, 0, 3, T0 + 10 * HOUR), 1);
+        assert_int_equal(state_audit_prune(db, 0, 3, T0 + 10 * HOUR), 0);
+        state_audit_list l = {0};
+        assert_int_equal(state_audit_query(db, NULL, &l), 0);
+        assert_int_equal(l.n, 3);
+        assert_string_equal(l.items[0]->reason, "event 9");
+        assert_string_equal(l.items[2]->reason, "event 7");
+        int64_t last_id = l.items[0]->id;
+        state_audit_list_release(&l);
+        /* retention leaves no grant behind: the log is append-only again */
+        state_close(db);
+        sqlite3 *raw;
+        assert_int_equal(sqlite3_open(path, &raw), SQLITE_OK);
+        char *err = NULL;
+        assert_int_not_equal(sqlite3_exec(raw, "DELETE FROM audit", NULL, NULL, &err), SQLITE_OK);
+        sqlite3_free(err);
+        sqlite3_close(raw);
+        /* ids are never reused */
+        db = open_rw(path);
+        int64_t id;
+        state_audit_event ev = {.time_ms = T0 + 11 * HOUR, .action = "member.promote"};
+        assert_int_equal(state_audit_append(db, &ev, &id), 0);
+        assert_true(id > last_id);
+        state_close(db);
+}
+
+static void test_query_filters(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *path = test_db_path();
+        state_db *db = open_rw(path);
+        struct {
+                int64_t t;
+                const char *cluster, *commit, *action;
+        } rows[] = {
+            {T0, "prod/main", "aaaa1111bbbb", "member.add-learner"},
+            {T0 + HOUR, "prod/main", "aaaa1111bbbb", "member.promote"},
+            {T0 + 2 * HOUR, "dev/aux", "ccccdddd0000", "spec.rejected"},
+            {T0 + 3 * HOUR, "prod/main", "aaaa2222ffff", "member.remove"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+                state_audit_event ev = {.time_ms = rows[i].t,
+                                        .cluster = (char *)rows[i].cluster,
+                                        .commit = (char *)rows[i].commit,
+                                        .action = (char *)rows[i].action};
+                assert_int_equal(state_audit_append(db, &ev, NULL), 0);
+        }
+        state_audit_list l = {0};
+        assert_int_equal(state_audit_query(db, NULL, &l), 0);
+        assert_int_equal(l.n, 4);
+        assert_string_equal(l.items[0]->action, "member.remove"); /* newest first */
+        state_audit_list_release(&l);
+
+        state_audit_filter f = {.cluster = "prod/main"};
+        assert_int_equal(state_audit_query(db, &f, &l), 0);
+        assert_int_equal(l.n, 3);
+        state_audit_list_release(&l);
+        f = (state_audit_filter){.commit_prefix = "AAAA1111"};
+        assert_int_equal(state_audit_query(db, &f, &l), 0);
+        assert_int_equal(l.n, 2);
+        state_audit_list_release(&l);
+        f = (state_audit_filter){.commit_prefix = "aaaa"};
+        assert_int_equal(state_audit_query(db, &f, &l), 0);
+        assert_int_equal(l.n, 3);
+        state_audit_list_release(&l);
+        f = (state_audit_filter){.since_ms = T0 + HOUR, .cluster = "prod/main"};
+        assert_int_equal(state_audit_query(db, &f, &l), 0);
+        assert_int_equal(l.n, 2);
+        state_audit_list_release(&l);
+        f = (state_audit_filter){.action = "spec.rejected"};
+        assert_int_equal(state_audit_query(db, &f, &l), 0);
+        assert_int_equal(l.n, 1);
+        assert_string_equal(l.items[0]->cluster, "dev/aux");
+        state_audit_list_release(&l);
+        f = (state_audit_filter){.limit = 2};
+        assert_int_equal(state_audit_query(db, &f, &l), 0);
+        assert_int_equal(l.n, 2);
+        assert_string_equal(l.items[1]->cluster, "dev/aux");
+        state_audit_list_release(&l);
+        f = (state_audit_filter){.commit_prefix = "aaa"};
+        assert_int_equal(state_audit_query(db, &f, &l), -EINVAL);
+        f = (state_audit_filter){.commit_prefix = "aaaz"};
+        assert_int_equal(state_audit_query(db, &f, &l), -EINVAL);
+        f = (state_audit_filter){.commit_prefix = "%' OR 1=1 --"};
+        assert_int_equal(state_audit_query(db, &f, &l), -EINVAL);
+        f = (state_audit_filter){.cluster = "x' OR '1'='1"};
+        assert_int_equal(state_audit_query(db, &f, &l), 0);
+        assert_int_equal(l.n, 0);
+        state_audit_list_release(&l);
+        state_close(db);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_secret_keys),   cmocka_unit_test(test_scrubbing),
+            cmocka_unit_test(test_append_only),   cmocka_unit_test(test_retention),
+            cmocka_unit_test(test_query_filters),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
