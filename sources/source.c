@@ -1,0 +1,523 @@
+/*
+ * Sources (see source.h): option checking, the plain-directory reader, and
+ * the revision type. Git work is delegated to git.c.
+ *
+ * Design decision: source_open() checks everything that can be checked
+ * without the network (missing files, conflicting options, SSH without
+ * known_hosts, credentials over plain HTTP) so a misconfiguration is
+ * reported once, up front, instead of at every poll. The options are copied:
+ * the caller's strings need not outlive the call. A plain directory is read
+ * with the same rules as a Git tree (YAML only, hidden entries ignored,
+ * symlinks and oversized files skipped with a note) so switching a source
+ * between a checkout and its repository never changes what is read.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <openssl/sha.h>
+
+#include "sources/git.h"
+#include "sources/revision.h"
+#include "sources/source.h"
+#include "sources/sshwire.h"
+#include "sources/url.h"
+#include "util/fs.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+#define SSH_KEY_MAX_SIZE (64u * 1024u)
+
+typedef enum source_kind { SOURCE_DIRECTORY, SOURCE_GIT } source_kind;
+
+struct source {
+        source_kind kind;
+        source_opts opts; /* deep copy */
+        source_url url;
+        char *root;        /* directory sources: absolute path */
+        char *mirror_path; /* Git sources */
+        char *subpath;     /* normalised: no leading or trailing '/', NULL for the root */
+        char *error;
+        size_t read_total; /* bytes read by the current directory fetch */
+        bool git_initialised;
+};
+
+bool source_name_is_yaml(const char *name)
+{
+        size_t n = strlen(name);
+
+        return (n > 5 && streq(name + n - 5, ".yaml")) || (n > 4 && streq(name + n - 4, ".yml"));
+}
+
+void revision_add_file(source_revision *r, const char *path, char *content, size_t len)
+{
+        r->files = xrealloc(r->files, (r->n_files + 1) * sizeof(*r->files));
+        r->files[r->n_files++] = (source_file){xstrdup(path), content, len};
+}
+
+void revision_add_note(source_revision *r, const char *path, const char *reason_fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, reason_fmt);
+        r->notes = xrealloc(r->notes, (r->n_notes + 1) * sizeof(*r->notes));
+        r->notes[r->n_notes++] = (source_note){xstrdup(path), xvasprintf(reason_fmt, ap)};
+        va_end(ap);
+}
+
+static int cmp_file(const void *a, const void *b)
+{
+        return strcmp(((const source_file *)a)->path, ((const source_file *)b)->path);
+}
+
+static int cmp_note(const void *a, const void *b)
+{
+        return strcmp(((const source_note *)a)->path, ((const source_note *)b)->path);
+}
+
+void revision_sort(source_revision *r)
+{
+        if (r->n_files > 1)
+                qsort(r->files, r->n_files, sizeof(*r->files), cmp_file);
+        if (r->n_notes > 1)
+                qsort(r->notes, r->n_notes, sizeof(*r->notes), cmp_note);
+}
+
+static void person_release(source_person *p)
+{
+        free(p->name);
+        free(p->email);
+}
+
+void source_revision_free(source_revision *r)
+{
+        if (!r)
+                return;
+        free(r->repository);
+        free(r->ref);
+        person_release(&r->author);
+        person_release(&r->committer);
+        free(r->message);
+        free(r->signature_reason);
+        free(r->signer_fingerprint);
+        free(r->signer_identity);
+        for (size_t i = 0; i < r->n_files; i++) {
+                free(r->files[i].path);
+                free(r->files[i].content);
+        }
+        free(r->files);
+        for (size_t i = 0; i < r->n_notes; i++) {
+                free(r->notes[i].path);
+                free(r->notes[i].reason);
+        }
+        free(r->notes);
+        free(r);
+}
+
+static void opts_copy(source_opts *dst, const source_opts *src)
+{
+        *dst = *src;
+        dst->url_or_path = xstrdup_null(src->url_or_path);
+        dst->ref = xstrdup_null(src->ref);
+        dst->subpath = xstrdup_null(src->subpath);
+        dst->cache_dir = xstrdup_null(src->cache_dir);
+        dst->ssh_key_path = xstrdup_null(src->ssh_key_path);
+        dst->ssh_key_passphrase_file = xstrdup_null(src->ssh_key_passphrase_file);
+        dst->ssh_key_passphrase_env = xstrdup_null(src->ssh_key_passphrase_env);
+        dst->known_hosts_path = xstrdup_null(src->known_hosts_path);
+        dst->https_ca_file = xstrdup_null(src->https_ca_file);
+        dst->https_token_file = xstrdup_null(src->https_token_file);
+        dst->https_token_env = xstrdup_null(src->https_token_env);
+        dst->https_username = xstrdup_null(src->https_username);
+        dst->allowed_signers_path = xstrdup_null(src->allowed_signers_path);
+        if (dst->max_file_size == 0)
+                dst->max_file_size = SOURCE_DEFAULT_MAX_FILE_SIZE;
+        if (dst->max_total_size == 0)
+                dst->max_total_size = SOURCE_DEFAULT_MAX_TOTAL_SIZE;
+}
+
+static void opts_release(source_opts *o)
+{
+        free((char *)o->url_or_path);
+        free((char *)o->ref);
+        free((char *)o->subpath);
+        free((char *)o->cache_dir);
+        free((char *)o->ssh_key_path);
+        free((char *)o->ssh_key_passphrase_file);
+        free((char *)o->ssh_key_passphrase_env);
+        free((char *)o->known_hosts_path);
+        free((char *)o->https_ca_file);
+        free((char *)o->https_token_file);
+        free((char *)o->https_token_env);
+        free((char *)o->https_username);
+        free((char *)o->allowed_signers_path);
+}
+
+void source_free(source *s)
+{
+        if (!s)
+                return;
+        opts_release(&s->opts);
+        source_url_release(&s->url);
+        free(s->root);
+        free(s->mirror_path);
+        free(s->subpath);
+        free(s->error);
+        if (s->git_initialised)
+                git_adapter_shutdown();
+        free(s);
+}
+
+static int set_error(source *s, int r, const char *fmt, ...) _printf_(3, 4);
+static int set_error(source *s, int r, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        free(s->error);
+        s->error = xvasprintf(fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+/* "a//b/" -> "a/b"; "" or "/" -> NULL; -EINVAL for ".." or "." components. */
+static int normalise_subpath(const char *in, char **ret)
+{
+        strbuf sb = STRBUF_INIT;
+
+        for (const char *p = in; p && *p;) {
+                size_t n = strcspn(p, "/");
+
+                if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.')) {
+                        sb_release(&sb);
+                        return -EINVAL;
+                }
+                if (n > 0) {
+                        if (sb.len)
+                                sb_appendc(&sb, '/');
+                        sb_append_len(&sb, p, n);
+                }
+                p += n;
+                while (*p == '/')
+                        p++;
+        }
+        *ret = sb.len ? sb_detach(&sb) : NULL;
+        sb_release(&sb);
+        return 0;
+}
+
+static int check_readable(source *s, const char *what, const char *path)
+{
+        if (path && access(path, R_OK) < 0)
+                return set_error(s, -errno == -ENOENT ? -ENOENT : -EACCES, "cannot read %s %s: %m",
+                                 what, path);
+        return 0;
+}
+
+/* An encrypted key without a passphrase would only fail at every poll: say so now. */
+static int check_private_key(source *s)
+{
+        const source_opts *o = &s->opts;
+        _cleanup_free_ char *text = NULL;
+        size_t len;
+        int r;
+
+        r = read_file(o->ssh_key_path, SSH_KEY_MAX_SIZE, &text, &len);
+        if (r < 0)
+                return set_error(s, r, "cannot read SSH key %s: %s", o->ssh_key_path, strerror(-r));
+        r = ssh_private_key_encrypted(text, len);
+        explicit_bzero(text, len);
+        if (r < 0)
+                return set_error(s, -EINVAL, "%s is not an SSH private key (OpenSSH or PEM format)",
+                                 o->ssh_key_path);
+        if (r > 0 && !o->ssh_key_passphrase_file && !o->ssh_key_passphrase_env)
+                return set_error(s, -EINVAL,
+                                 "SSH key %s is protected by a passphrase: give it with "
+                                 "ssh_key_passphrase_file or ssh_key_passphrase_env",
+                                 o->ssh_key_path);
+        return 0;
+}
+
+static int check_git_opts(source *s)
+{
+        const source_opts *o = &s->opts;
+        int r;
+
+        if (isempty(o->cache_dir))
+                return set_error(s, -EINVAL, "a Git source needs a cache directory");
+        if (o->verify_signatures && isempty(o->allowed_signers_path))
+                return set_error(s, -EINVAL, "verifying signatures needs an allowed_signers file");
+        if ((r = check_readable(s, "allowed_signers file", o->allowed_signers_path)) < 0)
+                return r;
+        if (o->ssh_key_passphrase_file && o->ssh_key_passphrase_env)
+                return set_error(s, -EINVAL,
+                                 "give the SSH key passphrase as a file or as an "
+                                 "environment variable, not both");
+        if (o->https_token_file && o->https_token_env)
+                return set_error(s, -EINVAL,
+                                 "give the HTTPS token as a file or as an "
+                                 "environment variable, not both");
+
+        if (s->url.kind == SOURCE_URL_SSH) {
+                if (isempty(o->known_hosts_path))
+                        return set_error(s, -EINVAL,
+                                         "an SSH source needs a known_hosts file: host keys are "
+                                         "always checked");
+                if ((r = check_readable(s, "known_hosts file", o->known_hosts_path)) < 0)
+                        return r;
+                if (!o->use_ssh_agent && isempty(o->ssh_key_path))
+                        return set_error(s, -EINVAL,
+                                         "an SSH source needs a private key file or the SSH "
+                                         "agent");
+                if (o->use_ssh_agent && isempty(getenv("SSH_AUTH_SOCK")))
+                        return set_error(s, -EINVAL,
+                                         "the SSH agent is requested but SSH_AUTH_SOCK is not set");
+                if ((r = check_readable(s, "SSH key", o->use_ssh_agent ? NULL : o->ssh_key_path)) <
+                    0)
+                        return r;
+                if ((r = check_readable(s, "passphrase file", o->ssh_key_passphrase_file)) < 0)
+                        return r;
+                if (!o->use_ssh_agent && (r = check_private_key(s)) < 0)
+                        return r;
+                if (o->ssh_key_passphrase_env && !getenv(o->ssh_key_passphrase_env))
+                        return set_error(s, -EINVAL, "environment variable %s is not set",
+                                         o->ssh_key_passphrase_env);
+        }
+        if (s->url.kind == SOURCE_URL_HTTP &&
+            (o->https_token_file || o->https_token_env || s->url.password))
+                return set_error(s, -EINVAL,
+                                 "refusing to send credentials over plain http:// (use "
+                                 "https://)");
+        if (s->url.kind == SOURCE_URL_HTTPS) {
+                if ((r = check_readable(s, "CA file", o->https_ca_file)) < 0)
+                        return r;
+                if ((r = check_readable(s, "token file", o->https_token_file)) < 0)
+                        return r;
+                if (o->https_token_env && !getenv(o->https_token_env))
+                        return set_error(s, -EINVAL, "environment variable %s is not set",
+                                         o->https_token_env);
+        }
+        return 0;
+}
+
+static char *mirror_name(const char *url)
+{
+        uint8_t md[SHA256_DIGEST_LENGTH];
+        char hex[33];
+
+        SHA256((const uint8_t *)url, strlen(url), md);
+        for (size_t i = 0; i < 16; i++)
+                snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        return xasprintf("%s.git", hex);
+}
+
+static int open_source(source *s, const source_opts *opts)
+{
+        _cleanup_free_ char *err = NULL;
+        int r;
+
+        if (!opts || isempty(opts->url_or_path))
+                return set_error(s, -EINVAL, "no source location given");
+        opts_copy(&s->opts, opts);
+        r = source_url_parse(opts->url_or_path, &s->url, &err);
+        if (r < 0)
+                return set_error(s, r, "%s", err);
+        if (normalise_subpath(opts->subpath, &s->subpath) < 0)
+                return set_error(s, -EINVAL, "path \"%s\" must not contain \".\" or \"..\"",
+                                 opts->subpath);
+
+        git_adapter_init();
+        s->git_initialised = true;
+
+        if (s->url.kind == SOURCE_URL_LOCAL) {
+                _cleanup_free_ char *abs = realpath(s->url.path, NULL);
+
+                if (!abs)
+                        return set_error(s, -errno, "cannot open %s: %m", s->url.path);
+                if (!path_is_dir(abs))
+                        return set_error(s, -ENOTDIR, "%s is not a directory", abs);
+                if (opts->plain_directory || !git_adapter_is_repository(abs)) {
+                        s->kind = SOURCE_DIRECTORY;
+                        if (opts->ref)
+                                return set_error(s, -EINVAL,
+                                                 "%s is a plain directory: a ref needs a Git "
+                                                 "repository",
+                                                 abs);
+                        if (opts->verify_signatures)
+                                return set_error(s, -EINVAL,
+                                                 "%s is a plain directory: verifying signatures "
+                                                 "needs a Git repository",
+                                                 abs);
+                        s->root = TAKE_PTR(abs);
+                        return 0;
+                }
+                free(s->url.fetch_url);
+                free(s->url.display);
+                s->url.fetch_url = xstrdup(abs);
+                s->url.display = xstrdup(abs);
+        }
+        s->kind = SOURCE_GIT;
+        r = check_git_opts(s);
+        if (r < 0)
+                return r;
+        {
+                _cleanup_free_ char *name = mirror_name(s->url.display);
+
+                s->mirror_path = path_join(opts->cache_dir, name);
+        }
+        return 0;
+}
+
+int source_open(const source_opts *opts, source **ret, char **ret_error)
+{
+        source *s = XNEW(source);
+        int r;
+
+        r = open_source(s, opts);
+        if (r < 0) {
+                if (ret_error)
+                        *ret_error = TAKE_PTR(s->error);
+                source_free(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+const char *source_last_error(const source *s)
+{
+        return s && s->error ? s->error : "";
+}
+
+const char *source_display_url(const source *s)
+{
+        return s->kind == SOURCE_DIRECTORY ? s->root : s->url.display;
+}
+
+const char *source_mirror_path(const source *s)
+{
+        return s->mirror_path;
+}
+
+static int read_dir(source *s, source_revision *rev, const char *dir, const char *rel,
+                    unsigned depth);
+
+static int read_dir_entry(source *s, source_revision *rev, const char *dir, const char *rel,
+                          const char *name, unsigned depth)
+{
+        _cleanup_free_ char *full = path_join(dir, name);
+        _cleanup_free_ char *path = isempty(rel) ? xstrdup(name) : xasprintf("%s/%s", rel, name);
+        struct stat st;
+        char *data;
+        size_t len;
+        int r;
+
+        if (name[0] == '.')
+                return 0;
+        if (lstat(full, &st) < 0)
+                return set_error(s, -errno, "cannot read %s: %m", full);
+        if (S_ISDIR(st.st_mode))
+                return read_dir(s, rev, full, path, depth + 1);
+        if (!source_name_is_yaml(name))
+                return 0;
+        if (S_ISLNK(st.st_mode)) {
+                revision_add_note(rev, path, "symbolic link (not followed)");
+                return 0;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                revision_add_note(rev, path, "not a regular file");
+                return 0;
+        }
+        if ((size_t)st.st_size > s->opts.max_file_size) {
+                revision_add_note(rev, path, "larger than %zu bytes (%lld)", s->opts.max_file_size,
+                                  (long long)st.st_size);
+                return 0;
+        }
+        if (rev->n_files >= SOURCE_MAX_FILES)
+                return set_error(s, -EFBIG, "more than %u YAML files under %s", SOURCE_MAX_FILES,
+                                 s->root);
+        if ((size_t)st.st_size > s->opts.max_total_size - s->read_total)
+                return set_error(s, -EFBIG, "the YAML files under %s add up to more than %zu bytes",
+                                 s->root, s->opts.max_total_size);
+        r = read_file(full, s->opts.max_file_size, &data, &len);
+        if (r < 0)
+                return set_error(s, r, "cannot read %s: %s", full, strerror(-r));
+        s->read_total += len;
+        revision_add_file(rev, path, data, len);
+        return 0;
+}
+
+/* Walk a directory with the same rules as a Git tree (see the top of this file). */
+static int read_dir(source *s, source_revision *rev, const char *dir, const char *rel,
+                    unsigned depth)
+{
+        struct dirent **entries = NULL;
+        int n, r = 0;
+
+        if (depth > SOURCE_MAX_DEPTH)
+                return set_error(s, -EFBIG, "folders nested deeper than %u levels at %s",
+                                 SOURCE_MAX_DEPTH, dir);
+        n = scandir(dir, &entries, NULL, alphasort);
+        if (n < 0)
+                return set_error(s, -errno, "cannot read folder %s: %m", dir);
+        for (int i = 0; i < n; i++) {
+                if (r >= 0)
+                        r = read_dir_entry(s, rev, dir, rel, entries[i]->d_name, depth);
+                free(entries[i]);
+        }
+        free(entries);
+        return r;
+}
+
+static int fetch_directory(source *s, source_revision *rev)
+{
+        _cleanup_free_ char *dir = s->subpath ? path_join(s->root, s->subpath) : xstrdup(s->root);
+        struct stat st;
+
+        if (stat(dir, &st) < 0)
+                return set_error(s, -errno == -ENOENT ? -ENOENT : -EIO, "cannot open %s: %m", dir);
+        if (!S_ISDIR(st.st_mode))
+                return set_error(s, -ENOTDIR, "%s is not a folder", dir);
+        rev->repository = xstrdup(s->root);
+        rev->fetch_skipped = true;
+        s->read_total = 0;
+        rev->message = xstrdup("");
+        return read_dir(s, rev, dir, s->subpath ? s->subpath : "", 0);
+}
+
+int source_fetch(source *s, source_revision **ret)
+{
+        _cleanup_(source_revision_freep) source_revision *rev = XNEW(source_revision);
+        _cleanup_free_ char *err = NULL;
+        int r;
+
+        free(s->error);
+        s->error = NULL;
+        if (s->kind == SOURCE_DIRECTORY) {
+                r = fetch_directory(s, rev);
+                if (r < 0)
+                        return r;
+                revision_sort(rev);
+                *ret = TAKE_PTR(rev);
+                return 0;
+        }
+
+        r = mkdir_p(s->opts.cache_dir, 0700);
+        if (r < 0)
+                return set_error(s, r, "cannot create cache directory %s: %s", s->opts.cache_dir,
+                                 strerror(-r));
+        rev->repository = xstrdup(s->url.display);
+        r = git_adapter_fetch(&s->opts, &s->url, s->mirror_path, s->subpath, rev, &err);
+        if (r == -EPERM) {
+                set_error(s, r, "%s", err);
+                *ret = TAKE_PTR(rev);
+                return r;
+        }
+        if (r < 0)
+                return set_error(s, r, "%s: %s", s->url.display, err ? err : "failed");
+        *ret = TAKE_PTR(rev);
+        return 0;
+}

@@ -1,0 +1,144 @@
+/*
+ * Sources: where gitcd reads EtcdCluster definitions from.
+ *
+ * A source is either a plain local directory (read as is, no Git involved:
+ * for CI on a checkout) or a Git repository reached through a local path,
+ * file://, ssh:// (or scp-like user@host:path) or https://. Git sources are
+ * mirrored into a bare repository per source inside a cache directory and
+ * fetched incrementally; files are read straight from the commit's tree.
+ *
+ * source_fetch() returns a source_revision: the commit, who made it, whether
+ * its signature was verified, and the YAML files under the chosen path.
+ * Errors are a negative errno plus a message from source_last_error(); the
+ * message never contains credentials.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SOURCE_DEFAULT_MAX_FILE_SIZE  (4u * 1024u * 1024u)
+#define SOURCE_DEFAULT_MAX_TOTAL_SIZE (256u * 1024u * 1024u)
+#define SOURCE_MAX_FILES              100000u /* more YAML files: -EFBIG */
+#define SOURCE_MAX_DEPTH              64u     /* deeper folders: -EFBIG */
+
+typedef struct source_opts {
+        const char
+            *url_or_path;      /* directory, repository path, file://, ssh://, scp-like, https:// */
+        const char *ref;       /* branch, tag or 40-hex commit id; NULL: the remote's HEAD */
+        const char *subpath;   /* folder inside the repository or directory; NULL: the root */
+        const char *cache_dir; /* holds one bare mirror per Git source; required for Git */
+        bool plain_directory;  /* read a local directory as files even if it is a checkout */
+        size_t max_file_size;  /* files larger than this are skipped; 0: 4 MiB */
+        size_t max_total_size; /* all files together; more fails with -EFBIG; 0: 256 MiB */
+
+        /* SSH */
+        const char *ssh_key_path;            /* private key file */
+        const char *ssh_key_passphrase_file; /* file holding the key's passphrase */
+        const char *ssh_key_passphrase_env;  /* or the name of an environment variable */
+        bool use_ssh_agent;                  /* authenticate with $SSH_AUTH_SOCK */
+        const char *known_hosts_path;        /* required for SSH; host keys are checked strictly */
+
+        /* HTTPS */
+        const char *https_ca_file;    /* PEM bundle; NULL: the system's trust store */
+        const char *https_token_file; /* file holding a token or password */
+        const char *https_token_env;  /* or the name of an environment variable */
+        const char *https_username;   /* NULL: "git" (a token usually ignores the name) */
+
+        /* Signed commits */
+        bool verify_signatures;
+        const char *allowed_signers_path; /* OpenSSH allowed_signers format */
+} source_opts;
+
+typedef struct source_person {
+        char *name;
+        char *email;
+        int64_t time;       /* seconds since the epoch */
+        int offset_minutes; /* time-zone offset */
+} source_person;
+
+typedef struct source_file {
+        char *path; /* inside the repository (or directory), '/'-separated */
+        char *content;
+        size_t len;
+} source_file;
+
+typedef struct source_note {
+        char *path;
+        char *reason; /* "symbolic link", "submodule", "larger than 4194304 bytes" */
+} source_note;
+
+typedef struct source_revision {
+        char *repository;   /* URL without credentials, or the directory's absolute path */
+        char *ref;          /* the ref asked for, resolved: "refs/heads/main", or NULL */
+        char commit_id[41]; /* 40 hex digits; "" for a plain directory */
+        source_person author;
+        source_person committer;
+        char *message;
+
+        bool signature_checked;   /* verify_signatures was on */
+        bool signature_verified;  /* a trusted key made a valid signature */
+        char *signature_reason;   /* why not verified (or what was verified) */
+        char *signer_fingerprint; /* "SHA256:..." of the signing key, when known */
+        char *signer_identity;    /* principals from allowed_signers, when trusted */
+
+        source_file *files; /* sorted by path */
+        size_t n_files;
+        source_note *notes; /* skipped entries, sorted by path */
+        size_t n_notes;
+
+        /* How the mirror was updated by this fetch. */
+        bool fetch_skipped;        /* the remote ref was unchanged: nothing downloaded */
+        unsigned received_objects; /* objects downloaded */
+        size_t received_bytes;
+} source_revision;
+
+typedef struct source source;
+
+/*
+ * Check the options and classify the location. Nothing is fetched yet.
+ * -EINVAL for unusable options (the message says which), -ENOENT for a
+ * missing local path. On failure *ret_error (if given) receives the message,
+ * to be freed by the caller.
+ */
+int source_open(const source_opts *opts, source **ret, char **ret_error);
+void source_free(source *s);
+
+/*
+ * Fetch (for Git) and read the revision. Returns 0 with *ret filled, or:
+ *   -EPERM   verify_signatures is on and the commit (or tag) is unsigned,
+ *            signed by an untrusted key or the signature is invalid. *ret
+ *            is still filled (signature_verified = false, signature_reason
+ *            says why) so the caller can record the refused revision and
+ *            keep applying the last good one.
+ *   -ENOENT  the ref or the subpath does not exist
+ *   -EFBIG   the files under the subpath add up to more than max_total_size,
+ *            or there are more than SOURCE_MAX_FILES, or folders nest deeper
+ *            than SOURCE_MAX_DEPTH
+ *   -EACCES  authentication or host-key verification failed
+ *   -EIO     the transfer failed
+ * Other failures leave *ret untouched. The message is in source_last_error().
+ */
+int source_fetch(source *s, source_revision **ret);
+
+/* The message of the last failure, or "" when there was none. */
+const char *source_last_error(const source *s);
+/* The location without credentials (for logs and records). */
+const char *source_display_url(const source *s);
+/* The bare mirror's path for a Git source; NULL for a directory. */
+const char *source_mirror_path(const source *s);
+
+void source_revision_free(source_revision *r);
+
+/* "https://user:secret@host/x" -> "https://host/x"; scp-like and ssh keep the user. */
+char *source_redact_url(const char *url);
+
+static inline void source_freep(source **s)
+{
+        source_free(*s);
+}
+static inline void source_revision_freep(source_revision **r)
+{
+        source_revision_free(*r);
+}

@@ -1,0 +1,304 @@
+/*
+ * Signed commits and tags: commits signed by the real git with SSH keys of
+ * every supported type (ed25519, ECDSA nistp256/384/521, RSA) made by the
+ * real ssh-keygen, by an untrusted key, by a key restricted to another
+ * namespace or expired, unsigned and tampered ones. Only a valid signature
+ * by a trusted key passes, and every verdict is cross-checked with
+ * `git verify-commit` / `git verify-tag` using the same allowed_signers file.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sources/source.h"
+#include "tests/sources/gitfix.h"
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+static char *repo, *cache, *keys, *allowed;
+
+static const char *const trusted_keys[][2] = {
+    /* file name, ssh-keygen arguments */
+    {"ed25519", "-t ed25519"},       {"ecdsa256", "-t ecdsa -b 256"},
+    {"ecdsa384", "-t ecdsa -b 384"}, {"ecdsa521", "-t ecdsa -b 521"},
+    {"rsa", "-t rsa -b 2048"},
+};
+
+static char *pubkey(const char *name)
+{
+        return fix_sh_out("cat '%s/%s.pub'", keys, name);
+}
+
+static int group_setup(void **state)
+{
+        fix_init();
+        repo = fix_tmpdir("signed");
+        cache = fix_tmpdir("cache");
+        keys = fix_tmpdir("keys");
+        allowed = xasprintf("%s/allowed_signers", keys);
+        for (size_t i = 0; i < ARRAY_SIZE(trusted_keys); i++)
+                if (fix_sh("ssh-keygen -q %s -N '' -C %s -f '%s/%s'", trusted_keys[i][1],
+                           trusted_keys[i][0], keys, trusted_keys[i][0]) != 0)
+                        return -1;
+        if (fix_sh("ssh-keygen -q -t ed25519 -N '' -f '%s/untrusted'", keys) != 0 ||
+            fix_sh("ssh-keygen -q -t ed25519 -N '' -f '%s/filesonly'", keys) != 0 ||
+            fix_sh("ssh-keygen -q -t ed25519 -N '' -f '%s/expired'", keys) != 0 ||
+            fix_sh("ssh-keygen -q -t ed25519 -N '' -f '%s/future'", keys) != 0)
+                return -1;
+        /* allowed_signers: principals [options] key */
+        {
+                _cleanup_free_ char *a = pubkey("ed25519"), *b = pubkey("ecdsa256");
+                _cleanup_free_ char *c = pubkey("ecdsa384"), *d = pubkey("ecdsa521");
+                _cleanup_free_ char *e = pubkey("rsa"), *f = pubkey("filesonly");
+                _cleanup_free_ char *g = pubkey("expired"), *h = pubkey("future");
+                _cleanup_free_ char *text = NULL;
+
+                text = xasprintf("# trusted signers\n"
+                                 "ada@example.org,release@example.org %s\n"
+                                 "ecdsa@example.org namespaces=\"git,file\" %s\n"
+                                 "\n"
+                                 "ecdsa384@example.org %s\n"
+                                 "ecdsa521@example.org %s\n"
+                                 "rsa@example.org %s\n"
+                                 "files@example.org namespaces=\"file\" %s\n"
+                                 "old@example.org valid-before=\"20200101\" %s\n"
+                                 "new@example.org valid-after=\"20300101\" %s\n",
+                                 a, b, c, d, e, f, g, h);
+                fix_write(keys, "allowed_signers", text);
+        }
+        if (fix_sh("git init -q '%s'", repo) != 0)
+                return -1;
+        return 0;
+}
+
+static int group_teardown(void **state)
+{
+        free(repo);
+        free(cache);
+        free(keys);
+        free(allowed);
+        fix_cleanup();
+        return 0;
+}
+
+/* Commit a change signed with key (NULL: unsigned); returns the commit id. */
+static char *signed_commit(const char *key, const char *message)
+{
+        static unsigned n;
+        _cleanup_free_ char *name = xasprintf("f%u.yaml", n++);
+
+        fix_write(repo, name, "x: 1\n");
+        if (!key)
+                return fix_commit(repo, message);
+        if (fix_sh("cd '%s' && git add -A && git -c gpg.format=ssh -c user.signingkey='%s/%s' "
+                   "commit -q -S -m '%s'",
+                   repo, keys, key, message) != 0)
+                return NULL;
+        return fix_sh_out("cd '%s' && git rev-parse HEAD", repo);
+}
+
+static bool git_verifies(const char *what, const char *id)
+{
+        return fix_sh_quiet("cd '%s' && git -c gpg.ssh.allowedSignersFile='%s' verify-%s %s "
+                            ">/dev/null 2>&1",
+                            repo, allowed, what, id) == 0;
+}
+
+/* Fetch the revision at ref with verification on; returns source_fetch's result. */
+static int fetch_verified(const char *ref, source_revision **ret, char **ret_msg)
+{
+        source_opts o = {
+            .url_or_path = repo,
+            .cache_dir = cache,
+            .ref = ref,
+            .verify_signatures = true,
+            .allowed_signers_path = allowed,
+        };
+        _cleanup_(source_freep) source *s = NULL;
+        int r;
+
+        r = source_open(&o, &s, NULL);
+        assert_int_equal(r, 0);
+        r = source_fetch(s, ret);
+        *ret_msg = xstrdup(source_last_error(s));
+        return r;
+}
+
+static void test_trusted_key_types(void **state)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(trusted_keys); i++) {
+                _cleanup_free_ char *id = signed_commit(trusted_keys[i][0], "signed");
+                _cleanup_free_ char *msg = NULL, *fp = NULL;
+                _cleanup_(source_revision_freep) source_revision *rev = NULL;
+                int r;
+
+                assert_non_null(id);
+                r = fetch_verified(id, &rev, &msg);
+                if (r != 0)
+                        fail_msg("%s: %s", trusted_keys[i][0], msg);
+                assert_true(rev->signature_checked);
+                assert_true(rev->signature_verified);
+                fp = fix_sh_out("ssh-keygen -lf '%s/%s.pub' | cut -d' ' -f2", keys,
+                                trusted_keys[i][0]);
+                assert_string_equal(rev->signer_fingerprint, fp);
+                assert_non_null(rev->signer_identity);
+                assert_non_null(strstr(rev->signature_reason, "good"));
+                assert_true(git_verifies("commit", id));
+        }
+}
+
+static void test_principals(void **state)
+{
+        _cleanup_free_ char *id = signed_commit("ed25519", "by ada");
+        _cleanup_free_ char *msg = NULL;
+        _cleanup_(source_revision_freep) source_revision *rev = NULL;
+
+        assert_int_equal(fetch_verified(id, &rev, &msg), 0);
+        assert_string_equal(rev->signer_identity, "ada@example.org,release@example.org");
+}
+
+/* A refused commit: -EPERM, the revision still filled, git agrees. */
+static void expect_refused(const char *id, const char *reason_part)
+{
+        _cleanup_free_ char *msg = NULL;
+        _cleanup_(source_revision_freep) source_revision *rev = NULL;
+
+        assert_int_equal(fetch_verified(id, &rev, &msg), -EPERM);
+        assert_non_null(rev);
+        assert_string_equal(rev->commit_id, id);
+        assert_true(rev->n_files > 0);
+        assert_true(rev->signature_checked);
+        assert_false(rev->signature_verified);
+        if (!strstr(rev->signature_reason, reason_part))
+                fail_msg("reason \"%s\" lacks \"%s\"", rev->signature_reason, reason_part);
+        assert_non_null(strstr(msg, "is not signed by a trusted key"));
+        assert_non_null(strstr(msg, reason_part));
+        assert_false(git_verifies("commit", id));
+}
+
+static void test_untrusted_key(void **state)
+{
+        _cleanup_free_ char *id = signed_commit("untrusted", "untrusted");
+        _cleanup_free_ char *fp =
+            fix_sh_out("ssh-keygen -lf '%s/untrusted.pub' | cut -d' ' -f2", keys);
+
+        expect_refused(id, "which is not in the allowed signers");
+        expect_refused(id, fp);
+}
+
+static void test_unsigned(void **state)
+{
+        _cleanup_free_ char *id = signed_commit(NULL, "unsigned");
+
+        expect_refused(id, "the commit is not signed");
+}
+
+static void test_namespace_and_expiry(void **state)
+{
+        _cleanup_free_ char *a = signed_commit("filesonly", "wrong namespace");
+        _cleanup_free_ char *b = signed_commit("expired", "expired key");
+        _cleanup_free_ char *c = signed_commit("future", "not yet valid key");
+
+        expect_refused(a, "namespace");
+        expect_refused(b, "only valid before 20200101");
+        expect_refused(c, "only valid after 20300101");
+}
+
+static void test_tampered(void **state)
+{
+        _cleanup_free_ char *id = signed_commit("ed25519", "original message");
+        _cleanup_free_ char *forged = NULL;
+
+        /* same signature header, different content */
+        forged = fix_sh_out("cd '%s' && git cat-file commit %s | sed 's/original message/forged "
+                            "message/' | git hash-object -t commit -w --stdin",
+                            repo, id);
+        assert_non_null(forged);
+        assert_int_equal(strlen(forged), 40);
+        assert_int_equal(fix_sh("cd '%s' && git branch forged %s", repo, forged), 0);
+        expect_refused(forged, "invalid ssh-ed25519 signature");
+}
+
+static void test_signed_tag(void **state)
+{
+        _cleanup_free_ char *signed_id = signed_commit("ecdsa521", "signed, tagged lightly");
+        _cleanup_free_ char *id = signed_commit(NULL, "tagged but unsigned commit");
+        _cleanup_free_ char *msg = NULL;
+        source_revision *rev = NULL;
+
+        assert_int_equal(fix_sh("cd '%s' && git -c gpg.format=ssh -c user.signingkey='%s/rsa' "
+                                "tag -s v1 -m 'release 1' && git tag -a v2 -m unsigned && "
+                                "git -c gpg.format=ssh -c user.signingkey='%s/untrusted' "
+                                "tag -s v3 -m untrusted",
+                                repo, keys, keys),
+                         0);
+        /* the annotated tag's signature is what counts for a tag ref */
+        assert_int_equal(fetch_verified("v1", &rev, &msg), 0);
+        assert_string_equal(rev->commit_id, id);
+        assert_true(rev->signature_verified);
+        assert_string_equal(rev->signer_identity, "rsa@example.org");
+        assert_true(git_verifies("tag", "v1"));
+        source_revision_free(rev);
+        free(msg);
+
+        /* a lightweight tag has no signature of its own: the commit's counts */
+        assert_int_equal(fix_sh("cd '%s' && git tag light %s", repo, signed_id), 0);
+        assert_int_equal(fetch_verified("light", &rev, &msg), 0);
+        assert_string_equal(rev->commit_id, signed_id);
+        assert_true(rev->signature_verified);
+        source_revision_free(rev);
+        free(msg);
+
+        assert_int_equal(fetch_verified("v2", &rev, &msg), -EPERM);
+        assert_non_null(strstr(rev->signature_reason, "the tag is not signed"));
+        assert_false(git_verifies("tag", "v2"));
+        source_revision_free(rev);
+        free(msg);
+
+        assert_int_equal(fetch_verified("v3", &rev, &msg), -EPERM);
+        assert_non_null(strstr(rev->signature_reason, "not in the allowed signers"));
+        assert_false(git_verifies("tag", "v3"));
+        source_revision_free(rev);
+        free(msg);
+        msg = NULL;
+}
+
+static void test_missing_allowed_signers(void **state)
+{
+        source_opts o = {
+            .url_or_path = repo,
+            .cache_dir = cache,
+            .verify_signatures = true,
+        };
+        source *s = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        assert_int_equal(source_open(&o, &s, &err), -EINVAL);
+        assert_non_null(strstr(err, "allowed_signers"));
+        free(err);
+        o.allowed_signers_path = "/nonexistent/allowed_signers";
+        assert_int_equal(source_open(&o, &s, &err), -ENOENT);
+        assert_non_null(strstr(err, "/nonexistent/allowed_signers"));
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_trusted_key_types),
+            cmocka_unit_test(test_principals),
+            cmocka_unit_test(test_untrusted_key),
+            cmocka_unit_test(test_unsigned),
+            cmocka_unit_test(test_namespace_and_expiry),
+            cmocka_unit_test(test_tampered),
+            cmocka_unit_test(test_signed_tag),
+            cmocka_unit_test(test_missing_allowed_signers),
+        };
+
+        return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
