@@ -1,0 +1,111 @@
+/*
+ * Deciding the next step for one cluster: a pure function from what the
+ * spec wants and what was observed (etcd's member list, the target's view
+ * of each member, the state store's records) to ONE safe step.
+ *
+ * The act side (reconciler/reconcile.c) performs the step, journaling the
+ * intent first, then observes again. Because the observation is rebuilt
+ * from the world on every pass, the same pass repeated is harmless, and a
+ * crash between any two steps resumes from what etcd and the target say.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "target/target.h"
+
+typedef struct obs_member {
+        const char *name;
+        int ordinal;
+        /* From the state store. */
+        bool recorded;
+        bool dormant; /* stopped on purpose by a pause */
+        /* From etcd's member list (valid when the list was read). */
+        bool in_etcd;
+        uint64_t id;
+        bool learner;
+        bool unstarted; /* listed by etcd but never started (empty name) */
+        /* From the target. */
+        member_runtime_state runtime;
+        /* From the member's Status call; NULL when it did not answer. */
+        const char *version;
+        /* The command it runs differs from the one the spec renders (version, flags). */
+        bool outdated;
+} obs_member;
+
+typedef struct observation {
+        obs_member *members;
+        size_t n;
+        bool etcd_listed;   /* the member list was read from a voter */
+        uint64_t leader_id; /* 0: no leader seen */
+        bool bootstrapped;  /* the cluster has formed once (a cluster ID is recorded) */
+        int next_ordinal;   /* the counter that only grows: the next member's ordinal */
+} observation;
+
+typedef struct desired {
+        int replicas; /* 0 = paused */
+} desired;
+
+typedef enum step_kind {
+        STEP_CONVERGED,      /* nothing to do */
+        STEP_WAIT,           /* something is in flight or broken; look again after an event */
+        STEP_START_SEED,     /* create the first member alone (initial-cluster-state new) */
+        STEP_ADD_LEARNER,    /* MemberAdd(isLearner) for member `name` (a new ordinal) */
+        STEP_START_MEMBER,   /* start a member etcd already knows (or a dormant/stopped one) */
+        STEP_PROMOTE,        /* MemberPromote(member_id) */
+        STEP_MOVE_LEADER,    /* MoveLeader(to member_id) away from the member about to go */
+        STEP_REMOVE_MEMBER,  /* MemberRemove(member_id) before its process and data go */
+        STEP_DELETE_MEMBER,  /* stop the process of a member etcd no longer has; delete its data */
+        STEP_STOP_MEMBER,    /* pause: stop the last member, keeping its data */
+        STEP_RESTART_MEMBER, /* roll one member onto its new command (upgrade, flags) */
+} step_kind;
+
+const char *step_kind_name(step_kind k); /* "add-learner", ... (audit action suffixes) */
+
+/* Reasons, shared with the Progressing/Degraded/Available conditions. */
+#define REASON_QUORUM_HEALTHY   "QuorumHealthy"
+#define REASON_QUORUM_LOST      "QuorumLost"
+#define REASON_PAUSED           "Paused"
+#define REASON_WAITING_FOR_SEED "WaitingForSeed"
+#define REASON_SCALING_UP       "ScalingUp"
+#define REASON_SCALING_DOWN     "ScalingDown"
+#define REASON_REPLACING_MEMBER "ReplacingMember"
+#define REASON_UPGRADING        "Upgrading"
+#define REASON_RECOVERING       "RecoveringMember"
+
+typedef struct step {
+        step_kind kind;
+        const char *member; /* the member the step is about (points into the observation) */
+        int ordinal;        /* STEP_ADD_LEARNER, STEP_START_SEED: the new member's ordinal */
+        uint64_t member_id; /* etcd ID for PROMOTE / REMOVE / MOVE_LEADER (target) */
+        const char *reason; /* one of REASON_* */
+        char message[192];  /* a sentence for people and the audit log */
+} step;
+
+/*
+ * The decision. Rules, first match wins:
+ *  1. nothing exists and replicas > 0: start the seed;
+ *  2. the seed is not up yet: wait (WaitingForSeed);
+ *  3. fewer healthy voters than a quorum: wait (QuorumLost) — no
+ *     membership change, no deletion, ever;
+ *  4. a member etcd knows but that never started: start it;
+ *  5. a started learner: promote it (one learner at a time);
+ *  6. a member etcd dropped whose process or data remains: delete it;
+ *  7. a member whose data is lost, or that crash-loops: remove it from
+ *     etcd (replacement), only while the others keep quorum;
+ *  8. a recorded member whose process is stopped or absent (not paused):
+ *     start it again with its data;
+ *  9. fewer members than wanted: add a learner;
+ * 10. more voters than wanted (or paused with more than one): move leadership
+ *     away from the newest, then remove it;
+ * 11. paused with one member left: stop it;
+ * 12. a member running an outdated command: restart it, followers first,
+ *     leader last after moving leadership away;
+ * 13. otherwise converged.
+ */
+void decide(const desired *want, const observation *obs, step *ret_step);
+
+/* Voters etcd lists, and how many of them the target reports ready. */
+void observation_voters(const observation *obs, int *ret_voters, int *ret_healthy);

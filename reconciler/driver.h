@@ -1,0 +1,68 @@
+/*
+ * The driver: what `gitcd apply` and `gitcd run` share. It pulls a
+ * revision from a source, records it, parses the EtcdCluster definitions in
+ * it, offers each to the reconciler, reports orphans (and prunes them when
+ * asked), and runs reconciler passes over every cluster until they converge
+ * or fail, waking on target events instead of fixed requeues.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "reconciler/reconcile.h"
+#include "sources/source.h"
+#include "spec/model.h"
+#include "state/state.h"
+#include "target/target.h"
+#include "util/diag.h"
+
+typedef struct driver driver;
+
+/* Called after every pass that did something or changed what it waits for. */
+typedef void (*driver_progress_fn)(const char *cluster, const pass_result *res, void *userdata);
+
+typedef struct driver_opts {
+        state_db *db;   /* required */
+        target *target; /* required */
+        source *src;    /* required */
+        bool prune;     /* stop members of clusters removed from the source (data kept) */
+        driver_progress_fn progress;
+        void *userdata;
+} driver_opts;
+
+int driver_new(const driver_opts *opts, driver **ret);
+void driver_free(driver *d);
+DEFINE_TRIVIAL_CLEANUP_FUNC(driver *, driver_free);
+
+/*
+ * Fetch and take in the source's current revision. Diagnostics for invalid
+ * documents go to diags. Returns:
+ *   1        a new revision was taken in (or the first one)
+ *   0        the revision was the one already taken in
+ *  -EPERM    the revision's signature was refused: recorded and audited;
+ *            the last good revision stays in force
+ *  -EINVAL   some documents are invalid: they are audited and skipped; the
+ *            valid clusters were still offered; no orphan is pruned
+ *  other     the source could not be read (message in driver_last_error)
+ */
+int driver_sync(driver *d, diag_list *diags);
+
+typedef struct driver_summary {
+        int clusters;
+        int converged;
+        int failed;
+        int waiting;
+        int wait_ms; /* when to look again at the latest, with no event */
+} driver_summary;
+
+/*
+ * Run passes over every cluster of the current revision until each is
+ * converged, failed or waiting; never blocks for long. 0 or -errno.
+ */
+int driver_step(driver *d, driver_summary *ret);
+
+/* Clusters of the current revision ("ns/name"), in order. */
+size_t driver_cluster_count(const driver *d);
+const char *driver_cluster_name(const driver *d, size_t i);
+const char *driver_last_error(const driver *d);

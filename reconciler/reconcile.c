@@ -1,0 +1,1331 @@
+/*
+ * The reconciler's act side: observe, decide (decide.c), act, record.
+ *
+ * Every pass rebuilds the observation from the world: the state store's
+ * member records, the target's status of each member, and etcd's member
+ * list. The journal says what was in flight; the world says what happened.
+ * Every effect is preceded by an intent in the journal and followed by its
+ * outcome and an audit event, so `gitcd log` tells what gitcd did and a
+ * restart after a crash at any point converges from what it finds:
+ *
+ *   - a member planned but never added to etcd: decide() deletes it;
+ *   - a learner added to etcd but never started: decide() starts it;
+ *   - a promotion done but not recorded: the member list says voter;
+ *   - a member removed from etcd whose process still runs: decide() deletes it.
+ *
+ * Member records keep, in their runtime JSON, the initial cluster a member
+ * was first started with and the command line it runs, so a restart of an
+ * unchanged member renders the same command, and a changed spec is seen as
+ * an "outdated" member to roll one at a time.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "etcd/client.h"
+#include "reconciler/reconcile.h"
+#include "render/layout.h"
+#include "render/render.h"
+#include "spec/spec.h"
+#include "util/failpoint.h"
+#include "util/log.h"
+#include "util/strbuf.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+#define POLL_IN_FLIGHT_MS 200
+#define POLL_PROMOTE_MS   250
+#define POLL_RETRY_MS     1000
+/*
+ * etcd refuses MemberAdd ("unhealthy cluster") until every voter has been
+ * connected for its health interval (5 s) after the previous change.
+ */
+#define ETCD_HEALTH_INTERVAL_MS 5000
+
+typedef struct cluster_ctx {
+        char *name; /* "ns/name" */
+        char *latched_hash;
+        etcd_cluster *latched;
+        char *rejected_hash; /* desired spec refused by the transition rules */
+        char *rejected_message;
+        etcd_client *client;
+        char *client_endpoints;
+        int64_t add_not_before; /* monotonic ms: etcd's health interval after a change */
+        bool journal_checked;   /* operations left pending by an earlier run were closed */
+} cluster_ctx;
+
+struct reconciler {
+        reconciler_opts opts;
+        cluster_ctx *ctx;
+        size_t n_ctx;
+        size_t alloc_ctx;
+};
+
+/* One member as observed, owning its strings (decide's obs_member points into these). */
+typedef struct member_view {
+        state_member *rec; /* NULL for members only etcd knows */
+        char *name;
+        int ordinal;
+        const etcd_member *em;
+        target_member_status ts;
+        char *command; /* rendered now, joined with spaces */
+} member_view;
+
+typedef struct world {
+        state_cluster *sc;
+        state_member_list records;
+        state_member_list all_records; /* including removed ones: ordinals are never reused */
+        etcd_members *etcd;
+        uint64_t leader;
+        member_view *views;
+        size_t n;
+        obs_member *obs_members;
+        observation obs;
+        int healthy_voters;
+        int voters;
+} world;
+
+const char *pass_outcome_name(pass_outcome o)
+{
+        switch (o) {
+        case PASS_CONVERGED:
+                return "converged";
+        case PASS_PROGRESSED:
+                return "progressed";
+        case PASS_WAITING:
+                return "waiting";
+        case PASS_FAILED:
+                return "failed";
+        }
+        return "unknown";
+}
+
+static int64_t wall(const reconciler *r)
+{
+        return r->opts.wall_ms ? r->opts.wall_ms() : now_wall_ms();
+}
+
+static int64_t mono(const reconciler *r)
+{
+        return r->opts.mono_ms ? r->opts.mono_ms() : now_mono_ms();
+}
+
+int reconciler_new(const reconciler_opts *opts, reconciler **ret)
+{
+        if (!opts || !opts->db || !opts->target)
+                return -EINVAL;
+        reconciler *r = XNEW(reconciler);
+        r->opts = *opts;
+        if (r->opts.etcd_timeout_ms <= 0)
+                r->opts.etcd_timeout_ms = 3000;
+        *ret = r;
+        return 0;
+}
+
+static void ctx_release(cluster_ctx *x)
+{
+        free(x->name);
+        free(x->latched_hash);
+        etcd_cluster_free(x->latched);
+        free(x->rejected_hash);
+        free(x->rejected_message);
+        etcd_client_free(x->client);
+        free(x->client_endpoints);
+}
+
+void reconciler_free(reconciler *r)
+{
+        if (!r)
+                return;
+        for (size_t i = 0; i < r->n_ctx; i++)
+                ctx_release(&r->ctx[i]);
+        free(r->ctx);
+        free(r);
+}
+
+static cluster_ctx *ctx_get(reconciler *r, const char *name)
+{
+        for (size_t i = 0; i < r->n_ctx; i++)
+                if (streq(r->ctx[i].name, name))
+                        return &r->ctx[i];
+        r->ctx = xgrow(r->ctx, &r->alloc_ctx, r->n_ctx + 1, sizeof(cluster_ctx));
+        cluster_ctx *x = &r->ctx[r->n_ctx++];
+        memset(x, 0, sizeof(*x));
+        x->name = xstrdup(name);
+        return x;
+}
+
+/* ---- small helpers ------------------------------------------------------- */
+
+/* IDs in the state store are exactly 16 hex digits (etcdctl drops leading zeros). */
+static void id_hex16(uint64_t id, char buf[static 17])
+{
+        snprintf(buf, 17, "%016" PRIx64, id);
+}
+
+static char *summary_json(const etcd_cluster *c)
+{
+        if (!c)
+                return NULL;
+        json_t *j = json_pack("{s:i, s:s}", "replicas", c->replicas, "version", c->version);
+        char *s = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        return s;
+}
+
+static void audit(reconciler *r, const char *cluster, const char *action, const char *reason,
+                  const char *before, const char *after, const char *outcome, int64_t duration_ms,
+                  const char *commit, const char *author)
+{
+        state_audit_event ev = {
+            .time_ms = wall(r),
+            .cluster = (char *)cluster,
+            .commit = (char *)commit,
+            .author = (char *)author,
+            .action = (char *)action,
+            .reason = (char *)reason,
+            .before_json = (char *)before,
+            .after_json = (char *)after,
+            .outcome = (char *)outcome,
+            .duration_ms = duration_ms,
+        };
+        int k = state_audit_append(r->opts.db, &ev, NULL);
+        if (k < 0)
+                log_warn("%s: could not write the audit event %s: %s", cluster, action,
+                         state_last_error());
+}
+
+/* The commit and author behind the latched spec, for audit events. */
+static void origin_of(reconciler *r, const state_cluster *sc, char **ret_commit, char **ret_author)
+{
+        *ret_commit = NULL;
+        *ret_author = NULL;
+        if (!sc || isempty(sc->desired_commit))
+                return;
+        *ret_commit = xstrdup(sc->desired_commit);
+        state_revision *rev = NULL;
+        if (state_revision_get(r->opts.db, sc->desired_commit, &rev) == 0 && rev) {
+                if (rev->author_name)
+                        *ret_author = xasprintf("%s <%s>", rev->author_name,
+                                                rev->author_email ? rev->author_email : "");
+                state_revision_free(rev);
+        }
+}
+
+static char *join_strv(char **v)
+{
+        strbuf sb = STRBUF_INIT;
+        for (size_t i = 0; v && v[i]; i++) {
+                if (i)
+                        sb_appendc(&sb, ' ');
+                sb_append(&sb, v[i]);
+        }
+        return sb_detach(&sb);
+}
+
+static const char *runtime_get(const state_member *m, const char *key, char *buf, size_t size)
+{
+        buf[0] = '\0';
+        if (!m || isempty(m->runtime_json))
+                return NULL;
+        json_t *j = json_loads(m->runtime_json, 0, NULL);
+        const char *v = j ? json_string_value(json_object_get(j, key)) : NULL;
+        if (v)
+                snprintf(buf, size, "%s", v);
+        json_decref(j);
+        return v ? buf : NULL;
+}
+
+static char *runtime_make(const char *initial_cluster, const char *state, const char *command)
+{
+        json_t *j = json_pack("{s:s, s:s, s:s}", "initial_cluster", initial_cluster,
+                              "initial_cluster_state", state, "command", command ? command : "");
+        char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(j);
+        return s;
+}
+
+/*
+ * The plan entry to start member `name`: addresses from the target,
+ * initial cluster and state as recorded when the member was created.
+ */
+static int member_start_plan(reconciler *r, const etcd_cluster *c, const state_member *rec,
+                             membership_plan **ret_plan)
+{
+        membership_plan *p = XNEW(membership_plan);
+        p->cluster_token = xasprintf("%s-%s", c->namespace_, c->name);
+        member_plan *mp = membership_plan_add(p);
+        mp->name = xstrdup(rec->name);
+        mp->ordinal = rec->ordinal;
+        mp->learner = rec->learner;
+        int k = r->opts.target->ops->plan_member(r->opts.target, c, mp);
+        if (k < 0) {
+                membership_plan_free(p);
+                return k;
+        }
+        char buf[8192];
+        const char *ic = runtime_get(rec, "initial_cluster", buf, sizeof(buf));
+        mp->initial_cluster = xstrdup(ic ? ic : "");
+        char sbuf[32];
+        const char *st = runtime_get(rec, "initial_cluster_state", sbuf, sizeof(sbuf));
+        mp->initial_cluster_state = xstrdup(st ? st : "existing");
+        *ret_plan = p;
+        return 0;
+}
+
+static char *member_command(reconciler *r, const etcd_cluster *c, const state_member *rec)
+{
+        membership_plan *p = NULL;
+        if (member_start_plan(r, c, rec, &p) < 0)
+                return NULL;
+        char **argv = render_member_command(c, p, 0);
+        char *s = join_strv(argv);
+        render_strv_free(argv);
+        membership_plan_free(p);
+        return s;
+}
+
+/* ---- observation --------------------------------------------------------- */
+
+static void world_release(world *w)
+{
+        state_cluster_free(w->sc);
+        state_member_list_release(&w->records);
+        state_member_list_release(&w->all_records);
+        etcd_members_free(w->etcd);
+        for (size_t i = 0; i < w->n; i++) {
+                free(w->views[i].name);
+                free(w->views[i].command);
+                target_member_status_release(&w->views[i].ts);
+        }
+        free(w->views);
+        free(w->obs_members);
+        memset(w, 0, sizeof(*w));
+}
+
+static bool etcd_member_has_peer(const etcd_member *em, const char *peer)
+{
+        for (size_t i = 0; peer && i < em->n_peer_urls; i++)
+                if (streq(em->peer_urls[i], peer))
+                        return true;
+        return false;
+}
+
+/* gitcd's own client identity for a cluster with client TLS: a member's operator folder. */
+static void client_tls_files(reconciler *r, const etcd_cluster *c, const state_member_list *recs,
+                             char **ret_ca, char **ret_cert, char **ret_key)
+{
+        *ret_ca = *ret_cert = *ret_key = NULL;
+        if (c->tls.provider == TLS_PROVIDER_NONE || !c->tls.client.enabled || recs->n == 0)
+                return;
+        member_plan mp = {0};
+        mp.name = recs->items[0]->name;
+        mp.ordinal = recs->items[0]->ordinal;
+        if (r->opts.target->ops->plan_member(r->opts.target, c, &mp) >= 0 && mp.tls_dir) {
+                *ret_ca = xasprintf("%s/%s/ca.crt", mp.tls_dir, TLS_SUBDIR_OPERATOR);
+                *ret_cert = xasprintf("%s/%s/tls.crt", mp.tls_dir, TLS_SUBDIR_OPERATOR);
+                *ret_key = xasprintf("%s/%s/tls.key", mp.tls_dir, TLS_SUBDIR_OPERATOR);
+        }
+        free(mp.peer_url);
+        free(mp.client_url);
+        free(mp.listen_peer_url);
+        free(mp.listen_client_url);
+        free(mp.listen_metrics_url);
+        free(mp.data_dir);
+        free(mp.tls_dir);
+}
+
+static etcd_client *cluster_client(reconciler *r, cluster_ctx *x, const etcd_cluster *c,
+                                   const state_member_list *recs)
+{
+        strbuf eps = STRBUF_INIT;
+        for (size_t i = 0; i < recs->n; i++) {
+                const state_member *m = recs->items[i];
+                if (isempty(m->client_url))
+                        continue;
+                if (eps.len)
+                        sb_appendc(&eps, ',');
+                sb_append(&eps, m->client_url);
+        }
+        if (eps.len == 0) {
+                sb_release(&eps);
+                return NULL;
+        }
+        if (x->client && streq_ptr(x->client_endpoints, sb_str(&eps))) {
+                sb_release(&eps);
+                return x->client;
+        }
+        etcd_client_free(x->client);
+        x->client = NULL;
+        free(x->client_endpoints);
+        x->client_endpoints = sb_detach(&eps);
+        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
+        client_tls_files(r, c, recs, &ca, &cert, &key);
+        etcd_client_opts o = {
+            .endpoints = x->client_endpoints,
+            .cacert = ca,
+            .cert = cert,
+            .key = key,
+            .call_timeout_ms = r->opts.etcd_timeout_ms,
+            .dial_timeout_ms = 1000,
+        };
+        if (etcd_client_new(&o, &x->client) < 0)
+                x->client = NULL;
+        return x->client;
+}
+
+static member_view *view_add(world *w, size_t *alloc)
+{
+        w->views = xgrow(w->views, alloc, w->n + 1, sizeof(member_view));
+        member_view *v = &w->views[w->n++];
+        memset(v, 0, sizeof(*v));
+        return v;
+}
+
+static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w)
+{
+        int k = state_member_list_for(r->opts.db, x->name, false, &w->records);
+        if (k < 0)
+                return k;
+        k = state_member_list_for(r->opts.db, x->name, true, &w->all_records);
+        if (k < 0)
+                return k;
+
+        etcd_client *cl = cluster_client(r, x, c, &w->records);
+        if (cl && etcd_member_list(cl, &w->etcd) == 0) {
+                etcd_endpoint_status *st = NULL;
+                if (etcd_status(cl, NULL, &st) == 0) {
+                        w->leader = st->leader;
+                        etcd_endpoint_status_free(st);
+                }
+        } else
+                w->etcd = NULL;
+
+        size_t alloc = 0;
+        bool *matched = w->etcd ? xcalloc(w->etcd->n + 1, sizeof(bool)) : NULL;
+        for (size_t i = 0; i < w->records.n; i++) {
+                state_member *rec = w->records.items[i];
+                member_view *v = view_add(w, &alloc);
+                v->rec = rec;
+                v->name = xstrdup(rec->name);
+                v->ordinal = rec->ordinal;
+                for (size_t j = 0; w->etcd && j < w->etcd->n; j++) {
+                        const etcd_member *em = &w->etcd->members[j];
+                        if (matched[j])
+                                continue;
+                        if ((!isempty(em->name) && streq(em->name, rec->name)) ||
+                            etcd_member_has_peer(em, rec->peer_url)) {
+                                v->em = em;
+                                matched[j] = true;
+                                break;
+                        }
+                }
+                (void)r->opts.target->ops->member_status(r->opts.target, c, rec->name, &v->ts);
+                v->command = member_command(r, c, rec);
+        }
+        for (size_t j = 0; w->etcd && j < w->etcd->n; j++) {
+                if (matched[j])
+                        continue;
+                const etcd_member *em = &w->etcd->members[j];
+                member_view *v = view_add(w, &alloc);
+                v->name = xstrdup(em->name ? em->name : "");
+                v->ordinal = -1;
+                v->em = em;
+                v->ts.state = MEMBER_ABSENT;
+        }
+        free(matched);
+
+        int max_ordinal = -1;
+        for (size_t i = 0; i < w->all_records.n; i++) {
+                const state_member *m = w->all_records.items[i];
+                /* A member etcd never accepted leaves no peer URL behind: its ordinal is free. */
+                if (m->removed_ms && isempty(m->member_id))
+                        continue;
+                max_ordinal = MAX(max_ordinal, m->ordinal);
+        }
+
+        w->obs_members = xcalloc(w->n + 1, sizeof(obs_member));
+        for (size_t i = 0; i < w->n; i++) {
+                member_view *v = &w->views[i];
+                obs_member *o = &w->obs_members[i];
+                char buf[8192];
+                o->name = v->name;
+                o->ordinal = v->ordinal;
+                o->recorded = v->rec != NULL;
+                o->dormant = v->rec && v->rec->dormant;
+                o->in_etcd = v->em != NULL;
+                o->id = v->em ? v->em->id : 0;
+                o->learner = v->em && v->em->is_learner;
+                o->unstarted = v->em && isempty(v->em->name);
+                o->runtime = v->ts.state;
+                const char *cmd = runtime_get(v->rec, "command", buf, sizeof(buf));
+                /* The command (flags) or the binary (version) it runs is not what the spec says. */
+                o->outdated = v->rec && ((cmd && v->command && !streq(cmd, v->command)) ||
+                                         (v->rec->version && !streq(v->rec->version, c->version)));
+        }
+        w->obs.members = w->obs_members;
+        w->obs.n = w->n;
+        w->obs.etcd_listed = w->etcd != NULL;
+        w->obs.leader_id = w->leader;
+        w->obs.bootstrapped = w->sc && !isempty(w->sc->cluster_id);
+        w->obs.next_ordinal = max_ordinal + 1;
+        observation_voters(&w->obs, &w->voters, &w->healthy_voters);
+        return 0;
+}
+
+/* Update recorded facts the world told us: member IDs, learner flags, cluster ID. */
+static void record_observed(reconciler *r, cluster_ctx *x, world *w)
+{
+        int64_t now = wall(r);
+        if (w->etcd && w->etcd->cluster_id && w->sc) {
+                char id[17];
+                id_hex16(w->etcd->cluster_id, id);
+                if (!w->sc->cluster_id || !streq(w->sc->cluster_id, id)) {
+                        (void)state_cluster_set_id(r->opts.db, x->name, id, now);
+                        free(w->sc->cluster_id);
+                        w->sc->cluster_id = xstrdup(id);
+                        w->obs.bootstrapped = true;
+                }
+        }
+        const char *leader = NULL;
+        for (size_t i = 0; i < w->n; i++)
+                if (w->leader && w->views[i].em && w->views[i].em->id == w->leader)
+                        leader = w->views[i].name;
+        if (w->sc && w->etcd && !streq_ptr(w->sc->leader, leader))
+                (void)state_cluster_set_leader(r->opts.db, x->name, leader, now);
+        for (size_t i = 0; i < w->n; i++) {
+                member_view *v = &w->views[i];
+                if (!v->rec)
+                        continue;
+                bool changed = false;
+                char id[17] = "";
+                if (v->em) {
+                        id_hex16(v->em->id, id);
+                        if (!v->rec->member_id || !streq(v->rec->member_id, id)) {
+                                free(v->rec->member_id);
+                                v->rec->member_id = xstrdup(id);
+                                changed = true;
+                        }
+                        if (v->rec->learner != v->em->is_learner) {
+                                v->rec->learner = v->em->is_learner;
+                                changed = true;
+                        }
+                }
+                const char *sname = member_runtime_state_name(v->ts.state);
+                if (!streq_ptr(v->rec->state, sname)) {
+                        free(v->rec->state);
+                        v->rec->state = xstrdup(sname);
+                        changed = true;
+                }
+                if (changed)
+                        (void)state_member_put(r->opts.db, v->rec, now);
+        }
+}
+
+/* ---- acting -------------------------------------------------------------- */
+
+typedef struct act_ctx {
+        reconciler *r;
+        cluster_ctx *x;
+        const etcd_cluster *c;
+        world *w;
+        const step *s;
+        char *commit;
+        char *author;
+        pass_result *res;
+} act_ctx;
+
+static member_view *view_by_name(world *w, const char *name)
+{
+        for (size_t i = 0; name && i < w->n; i++)
+                if (streq(w->views[i].name, name))
+                        return &w->views[i];
+        return NULL;
+}
+
+static int journal_begin(act_ctx *a, const char *kind, const char *subject, const char *payload,
+                         int64_t *ret_id)
+{
+        int k =
+            state_op_begin(a->r->opts.db, a->x->name, kind, subject, payload, wall(a->r), ret_id);
+        if (k < 0)
+                log_error("%s: cannot journal %s %s: %s", a->x->name, kind, subject,
+                          state_last_error());
+        return k;
+}
+
+static void journal_end(act_ctx *a, int64_t id, int result, const char *error)
+{
+        (void)state_op_finish(a->r->opts.db, id, result < 0 ? STATE_OP_FAILED : STATE_OP_DONE,
+                              result < 0 ? error : NULL, wall(a->r));
+}
+
+/* Finish: journal outcome, audit, and the pass result. */
+static int finish(act_ctx *a, int64_t op, const char *action, int result, const char *error,
+                  int64_t started)
+{
+        journal_end(a, op, result, error);
+        const char *who = a->res->member[0] ? a->res->member : a->s->member;
+        _cleanup_free_ char *subject = who ? xasprintf("{\"member\":\"%s\"}", who) : NULL;
+        audit(a->r, a->x->name, action, result < 0 ? error : a->s->message, NULL, subject,
+              result < 0 ? "failure" : "success", mono(a->r) - started, a->commit, a->author);
+        if (result < 0) {
+                log_warn("%s: %s failed: %s", a->x->name, action, error);
+                a->res->outcome = PASS_WAITING;
+                a->res->poll_ms = POLL_RETRY_MS;
+                snprintf(a->res->message, sizeof(a->res->message), "%s failed: %s", action, error);
+                return 0;
+        }
+        log_info("%s: %s", a->x->name, a->s->message);
+        a->res->outcome = PASS_PROGRESSED;
+        return 0;
+}
+
+static int new_member_record(act_ctx *a, int ordinal, bool seed, bool learner,
+                             const char *initial_cluster_extra, state_member **ret)
+{
+        const etcd_cluster *c = a->c;
+        _cleanup_free_ char *name = render_member_name(c, ordinal);
+        member_plan mp = {0};
+        mp.name = name;
+        mp.ordinal = ordinal;
+        int k = a->r->opts.target->ops->plan_member(a->r->opts.target, c, &mp);
+        if (k < 0)
+                return k;
+        _cleanup_free_ char *ic =
+            initial_cluster_extra ? xasprintf("%s,%s=%s", initial_cluster_extra, name, mp.peer_url)
+                                  : xasprintf("%s=%s", name, mp.peer_url);
+        state_member *m = XNEW(state_member);
+        m->cluster = xstrdup(a->x->name);
+        m->name = xstrdup(name);
+        m->ordinal = ordinal;
+        m->peer_url = xstrdup_null(mp.peer_url);
+        m->client_url = xstrdup_null(mp.client_url);
+        m->learner = learner;
+        m->seed = seed;
+        m->version = xstrdup(c->version);
+        m->state = xstrdup("absent");
+        m->runtime_json = runtime_make(ic, seed ? "new" : "existing", "");
+        free(mp.peer_url);
+        free(mp.client_url);
+        free(mp.listen_peer_url);
+        free(mp.listen_client_url);
+        free(mp.listen_metrics_url);
+        free(mp.data_dir);
+        free(mp.tls_dir);
+        k = state_member_put(a->r->opts.db, m, wall(a->r));
+        if (k < 0) {
+                state_member_free(m);
+                return k;
+        }
+        *ret = m;
+        return 0;
+}
+
+/* Start (or restart onto its current command) a recorded member; records the command. */
+static int start_member(act_ctx *a, state_member *rec, char *err, size_t errsize)
+{
+        target *t = a->r->opts.target;
+        membership_plan *p = NULL;
+        int k = member_start_plan(a->r, a->c, rec, &p);
+        if (k >= 0)
+                k = t->ops->ensure_shared(t, a->c, p);
+        if (k >= 0)
+                k = t->ops->ensure_member(t, a->c, p, 0);
+        if (k < 0) {
+                snprintf(err, errsize, "%s", target_last_error(t));
+                membership_plan_free(p);
+                return k;
+        }
+        char **argv = render_member_command(a->c, p, 0);
+        _cleanup_free_ char *cmd = join_strv(argv);
+        render_strv_free(argv);
+        char ic[8192], st[32];
+        runtime_get(rec, "initial_cluster", ic, sizeof(ic));
+        runtime_get(rec, "initial_cluster_state", st, sizeof(st));
+        free(rec->runtime_json);
+        rec->runtime_json = runtime_make(ic, st[0] ? st : "existing", cmd);
+        rec->dormant = false;
+        free(rec->version);
+        rec->version = xstrdup(a->c->version);
+        membership_plan_free(p);
+        k = state_member_put(a->r->opts.db, rec, wall(a->r));
+        if (k < 0)
+                snprintf(err, errsize, "%s", state_last_error());
+        return k;
+}
+
+static int act_start_seed(act_ctx *a)
+{
+        int64_t t0 = mono(a->r), op;
+        state_member *rec = NULL;
+        char err[512] = "";
+        int k = new_member_record(a, a->s->ordinal, true, false, NULL, &rec);
+        if (k < 0)
+                return k;
+        snprintf(a->res->member, sizeof(a->res->member), "%s", rec->name);
+        FAILPOINT("start-seed.after-record");
+        k = journal_begin(a, "member.start-seed", rec->name, NULL, &op);
+        if (k >= 0) {
+                k = start_member(a, rec, err, sizeof(err));
+                FAILPOINT("start-seed.after-start");
+                finish(a, op, "member.start-seed", k, err, t0);
+                k = 0;
+        }
+        state_member_free(rec);
+        return k;
+}
+
+static char *started_initial_cluster(world *w)
+{
+        strbuf sb = STRBUF_INIT;
+        for (size_t i = 0; w->etcd && i < w->etcd->n; i++) {
+                const etcd_member *em = &w->etcd->members[i];
+                if (isempty(em->name) || em->n_peer_urls == 0)
+                        continue;
+                if (sb.len)
+                        sb_appendc(&sb, ',');
+                sb_printf(&sb, "%s=%s", em->name, em->peer_urls[0]);
+        }
+        return sb_detach(&sb);
+}
+
+static int act_add_learner(act_ctx *a)
+{
+        int64_t t0 = mono(a->r), op;
+        state_member *rec = NULL;
+        _cleanup_free_ char *ic = started_initial_cluster(a->w);
+        int k = new_member_record(a, a->s->ordinal, false, true, ic, &rec);
+        if (k < 0)
+                return k;
+        snprintf(a->res->member, sizeof(a->res->member), "%s", rec->name);
+        _cleanup_free_ char *payload = xasprintf("{\"peer_url\":\"%s\"}", rec->peer_url);
+        FAILPOINT("add-learner.after-record");
+        k = journal_begin(a, "member.add-learner", rec->name, payload, &op);
+        if (k >= 0) {
+                const char *urls[] = {rec->peer_url};
+                uint64_t id = 0;
+                FAILPOINT("add-learner.after-journal");
+                k = etcd_member_add(a->x->client, urls, 1, true, &id, NULL);
+                FAILPOINT("add-learner.after-etcd");
+                if (k >= 0) {
+                        char hex[17];
+                        id_hex16(id, hex);
+                        free(rec->member_id);
+                        rec->member_id = xstrdup(hex);
+                        (void)state_member_put(a->r->opts.db, rec, wall(a->r));
+                }
+                if (k == ETCD_ERR_UNHEALTHY || k == ETCD_ERR_TOO_MANY_LEARNERS) {
+                        /*
+                         * Expected: etcd accepts a new member only once every voter has been
+                         * connected for its health interval. Not a failure: wait and retry.
+                         */
+                        (void)state_op_finish(a->r->opts.db, op, STATE_OP_ABANDONED,
+                                              etcd_client_last_error(a->x->client), wall(a->r));
+                        a->res->outcome = PASS_WAITING;
+                        a->res->poll_ms = POLL_RETRY_MS;
+                        a->x->add_not_before = mono(a->r) + POLL_RETRY_MS;
+                        snprintf(a->res->message, sizeof(a->res->message),
+                                 "waiting for etcd to accept a new member (every voter must be "
+                                 "connected for 5 s)");
+                } else
+                        finish(a, op, "member.add-learner", k,
+                               k < 0 ? etcd_client_last_error(a->x->client) : NULL, t0);
+                if (k < 0) {
+                        /* etcd did not take it: forget the planned member and its ports. */
+                        target *t = a->r->opts.target;
+                        (void)t->ops->remove_member(t, a->c, rec->name, false);
+                        (void)state_member_mark_removed(a->r->opts.db, a->x->name, rec->name,
+                                                        wall(a->r));
+                }
+                k = 0;
+        }
+        state_member_free(rec);
+        return k;
+}
+
+static int act_simple_etcd(act_ctx *a, const char *action)
+{
+        int64_t t0 = mono(a->r), op;
+        etcd_client *cl = a->x->client;
+        char hex[17];
+        etcd_member_id_format(a->s->member_id, hex);
+        int k = journal_begin(a, action, a->s->member ? a->s->member : hex, NULL, &op);
+        if (k < 0)
+                return k;
+        FAILPOINT(a->s->kind == STEP_PROMOTE         ? "promote.before-etcd"
+                  : a->s->kind == STEP_REMOVE_MEMBER ? "remove.before-etcd"
+                                                     : "move-leader.before-etcd");
+        switch (a->s->kind) {
+        case STEP_PROMOTE:
+                k = etcd_member_promote(cl, a->s->member_id);
+                FAILPOINT("promote.after-etcd");
+                if (k == ETCD_ERR_MEMBER_NOT_IN_SYNC) {
+                        /* Expected while the learner catches up: not a failure. */
+                        (void)state_op_finish(a->r->opts.db, op, STATE_OP_ABANDONED,
+                                              "learner not in sync yet", wall(a->r));
+                        a->res->outcome = PASS_WAITING;
+                        a->res->poll_ms = POLL_PROMOTE_MS;
+                        snprintf(a->res->message, sizeof(a->res->message),
+                                 "waiting for learner %s to catch up", a->s->member);
+                        return 0;
+                }
+                break;
+        case STEP_MOVE_LEADER:
+                k = etcd_move_leader(cl, a->s->member_id);
+                FAILPOINT("move-leader.after-etcd");
+                break;
+        case STEP_REMOVE_MEMBER:
+                k = etcd_member_remove(cl, a->s->member_id);
+                FAILPOINT("remove.after-etcd");
+                if (k == ETCD_ERR_MEMBER_NOT_FOUND)
+                        k = 0; /* already gone: idempotent */
+                if (k == ETCD_ERR_UNHEALTHY) {
+                        /* etcd's own guard: the others must be connected for 5 s. Wait. */
+                        (void)state_op_finish(a->r->opts.db, op, STATE_OP_ABANDONED,
+                                              etcd_client_last_error(cl), wall(a->r));
+                        a->res->outcome = PASS_WAITING;
+                        a->res->poll_ms = POLL_RETRY_MS;
+                        a->x->add_not_before = mono(a->r) + POLL_RETRY_MS;
+                        snprintf(a->res->message, sizeof(a->res->message),
+                                 "waiting for etcd to accept removing %s (the others must be "
+                                 "connected for 5 s)",
+                                 a->s->member);
+                        return 0;
+                }
+                break;
+        default:
+                k = -EINVAL;
+        }
+        /* A new voter must be connected for etcd's health interval before the next add. */
+        if (k >= 0 && a->s->kind == STEP_PROMOTE)
+                a->x->add_not_before = mono(a->r) + ETCD_HEALTH_INTERVAL_MS;
+        if (k >= 0 && a->s->kind == STEP_PROMOTE) {
+                member_view *v = view_by_name(a->w, a->s->member);
+                if (v && v->rec) {
+                        v->rec->learner = false;
+                        (void)state_member_put(a->r->opts.db, v->rec, wall(a->r));
+                }
+        }
+        return finish(a, op, action, k, k < 0 ? etcd_client_last_error(cl) : NULL, t0);
+}
+
+static int act_target(act_ctx *a, const char *action)
+{
+        int64_t t0 = mono(a->r), op;
+        target *t = a->r->opts.target;
+        member_view *v = view_by_name(a->w, a->s->member);
+        char err[512] = "";
+        int k = journal_begin(a, action, a->s->member, NULL, &op);
+        if (k < 0)
+                return k;
+        switch (a->s->kind) {
+        case STEP_START_MEMBER:
+        case STEP_RESTART_MEMBER:
+                FAILPOINT("start.before-target");
+                k = v && v->rec ? start_member(a, v->rec, err, sizeof(err)) : -ENOENT;
+                FAILPOINT("start.after-target");
+                break;
+        case STEP_DELETE_MEMBER:
+                k = t->ops->remove_member(t, a->c, a->s->member, false);
+                FAILPOINT("delete.after-target");
+                if (k >= 0)
+                        k = state_member_mark_removed(a->r->opts.db, a->x->name, a->s->member,
+                                                      wall(a->r));
+                if (k < 0 && !err[0])
+                        snprintf(err, sizeof(err), "%s", target_last_error(t));
+                break;
+        case STEP_STOP_MEMBER:
+                k = t->ops->stop_member(t, a->c, a->s->member);
+                FAILPOINT("stop.after-target");
+                if (k >= 0 && v && v->rec) {
+                        v->rec->dormant = true;
+                        k = state_member_put(a->r->opts.db, v->rec, wall(a->r));
+                }
+                if (k < 0 && !err[0])
+                        snprintf(err, sizeof(err), "%s", target_last_error(t));
+                break;
+        default:
+                k = -EINVAL;
+        }
+        if (k < 0 && !err[0])
+                snprintf(err, sizeof(err), "%s", strerror(-k));
+        return finish(a, op, action, k, err, t0);
+}
+
+/* Members the target holds that neither the store nor etcd knows: leftovers of a crash. */
+static void remove_target_strays(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w)
+{
+        target *t = r->opts.target;
+        char **names = NULL;
+        size_t n = 0;
+        if (t->ops->list_members(t, c->namespace_, c->name, &names, &n) < 0)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                bool known = false;
+                for (size_t j = 0; j < w->all_records.n && !known; j++)
+                        known = streq(w->all_records.items[j]->name, names[i]);
+                bool removed = false;
+                for (size_t j = 0; j < w->all_records.n; j++)
+                        if (streq(w->all_records.items[j]->name, names[i]) &&
+                            w->all_records.items[j]->removed_ms)
+                                removed = true;
+                if (!known || removed) {
+                        int64_t op;
+                        if (state_op_begin(r->opts.db, x->name, "member.delete", names[i],
+                                           "{\"reason\":\"not recorded\"}", wall(r), &op) >= 0) {
+                                int k = t->ops->remove_member(t, c, names[i], false);
+                                (void)state_op_finish(r->opts.db, op,
+                                                      k < 0 ? STATE_OP_FAILED : STATE_OP_DONE,
+                                                      k < 0 ? target_last_error(t) : NULL, wall(r));
+                                log_info("%s: removed leftover member %s", x->name, names[i]);
+                        }
+                }
+                free(names[i]);
+        }
+        free(names);
+}
+
+/*
+ * Operations an earlier gitcd left pending (it crashed or was killed
+ * mid-step). The observation that follows says what actually happened, so
+ * each one is closed as abandoned and audited; nothing is replayed blindly.
+ */
+/* When the last membership change happened (from the audit log), for etcd's health interval. */
+static void init_add_pacing(reconciler *r, cluster_ctx *x)
+{
+        static const char *const actions[] = {"member.promote", "member.start", "member.restart"};
+        int64_t last = 0;
+        for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
+                state_audit_filter f = {.cluster = x->name, .action = actions[i], .limit = 1};
+                state_audit_list l = {0};
+                if (state_audit_query(r->opts.db, &f, &l) == 0 && l.n > 0)
+                        last = MAX(last, l.items[0]->time_ms);
+                state_audit_list_release(&l);
+        }
+        int64_t wait = last + ETCD_HEALTH_INTERVAL_MS - wall(r);
+        if (wait > 0)
+                x->add_not_before = mono(r) + MIN(wait, (int64_t)ETCD_HEALTH_INTERVAL_MS);
+}
+
+static void recover_journal(reconciler *r, cluster_ctx *x)
+{
+        if (x->journal_checked)
+                return;
+        init_add_pacing(r, x);
+        state_op_list l = {0};
+        if (state_op_list_pending(r->opts.db, x->name, &l) < 0)
+                return;
+        for (size_t i = 0; i < l.n; i++) {
+                const state_op *op = l.items[i];
+                _cleanup_free_ char *why =
+                    xasprintf("%s %s was in flight when gitcd stopped; re-observed", op->kind,
+                              op->subject ? op->subject : "");
+                audit(r, x->name, "journal.recovered", why, NULL, op->payload_json, "success", 0,
+                      NULL, NULL);
+                log_info("%s: %s", x->name, why);
+        }
+        if (l.n)
+                (void)state_op_abandon_pending(r->opts.db, x->name,
+                                               "gitcd restarted; the cluster was observed again",
+                                               wall(r));
+        state_op_list_release(&l);
+        x->journal_checked = true;
+}
+
+/* ---- conditions ---------------------------------------------------------- */
+
+static void set_cond(reconciler *r, const char *cluster, const char *type, bool status,
+                     const char *reason, const char *message, const char *commit,
+                     const char *author)
+{
+        int k = state_cluster_set_condition(r->opts.db, cluster, type, status ? "True" : "False",
+                                            reason, message, wall(r));
+        if (k == 1) {
+                _cleanup_free_ char *after =
+                    xasprintf("{\"type\":\"%s\",\"status\":\"%s\",\"reason\":\"%s\"}", type,
+                              status ? "True" : "False", reason);
+                audit(r, cluster, "condition.changed", message, NULL, after, "success", 0, commit,
+                      author);
+        }
+}
+
+static void update_conditions(reconciler *r, cluster_ctx *x, world *w, const step *s,
+                              const char *commit, const char *author)
+{
+        const char *cl = x->name;
+        bool quorum = w->obs.etcd_listed && w->healthy_voters >= w->voters / 2 + 1 && w->voters > 0;
+        bool paused = s->reason && streq(s->reason, REASON_PAUSED);
+        char msg[192];
+        snprintf(msg, sizeof(msg), "%d of %d voters healthy", w->healthy_voters, w->voters);
+        if (paused)
+                set_cond(r, cl, "Available", false, REASON_PAUSED, "paused: replicas is 0", commit,
+                         author);
+        else if (quorum)
+                set_cond(r, cl, "Available", true, REASON_QUORUM_HEALTHY, msg, commit, author);
+        else if (!w->obs.bootstrapped)
+                set_cond(r, cl, "Available", false, REASON_WAITING_FOR_SEED,
+                         "the cluster has not formed yet", commit, author);
+        else
+                set_cond(r, cl, "Available", false, REASON_QUORUM_LOST, msg, commit, author);
+
+        bool converged = s->kind == STEP_CONVERGED;
+        set_cond(r, cl, "Progressing", !converged, s->reason ? s->reason : REASON_QUORUM_HEALTHY,
+                 s->message, commit, author);
+        bool degraded = !paused && w->obs.bootstrapped && w->healthy_voters < w->voters;
+        if (x->rejected_hash)
+                set_cond(r, cl, "Degraded", true, "SpecRejected", x->rejected_message, commit,
+                         author);
+        else
+                set_cond(r, cl, "Degraded", degraded || (!quorum && w->obs.bootstrapped && !paused),
+                         degraded ? (quorum ? "MemberUnhealthy" : REASON_QUORUM_LOST)
+                                  : REASON_QUORUM_HEALTHY,
+                         msg, commit, author);
+
+        const char *phase = paused                 ? "Paused"
+                            : !w->obs.bootstrapped ? "Bootstrapping"
+                            : !quorum              ? "QuorumLost"
+                            : converged            ? "Running"
+                                                   : "Progressing";
+        (void)state_cluster_set_phase(r->opts.db, cl, phase, wall(r));
+}
+
+/* ---- the pass ------------------------------------------------------------ */
+
+static int latch(reconciler *r, cluster_ctx *x, state_cluster *sc)
+{
+        if (!sc->desired_json)
+                return -ENOENT;
+        bool relatch = !streq_ptr(sc->observed_hash, sc->desired_hash);
+        if (relatch || !x->latched || !streq_ptr(x->latched_hash, sc->observed_hash)) {
+                const char *json = relatch ? sc->desired_json : sc->observed_json;
+                const char *hash = relatch ? sc->desired_hash : sc->observed_hash;
+                json_t *j = json_loads(json, 0, NULL);
+                diag_list d = DIAG_LIST_INIT;
+                etcd_cluster *c = NULL;
+                int k = j ? spec_from_json(j, x->name, &c, &d) : -EINVAL;
+                json_decref(j);
+                diag_list_release(&d);
+                if (k < 0)
+                        return -EBADMSG;
+                etcd_cluster_free(x->latched);
+                x->latched = c;
+                free(x->latched_hash);
+                x->latched_hash = xstrdup(hash);
+                if (relatch) {
+                        int64_t deadline = wall(r) + (int64_t)c->progress_deadline_seconds * 1000;
+                        k = state_cluster_latch(r->opts.db, x->name, json, hash, deadline, wall(r));
+                        if (k < 0)
+                                return k;
+                        free(sc->observed_hash);
+                        sc->observed_hash = xstrdup(hash);
+                        sc->progress_deadline_ms = deadline;
+                        /* A new target ends any terminal state of the previous one. */
+                        (void)state_cluster_set_condition(r->opts.db, x->name, "Progressing",
+                                                          "True", "SpecChanged",
+                                                          "working toward the new spec", wall(r));
+                        return 1;
+                }
+        }
+        return 0;
+}
+
+static const state_condition *find_cond(const state_cluster *sc, const char *type)
+{
+        for (size_t i = 0; i < sc->n_conditions; i++)
+                if (streq(sc->conditions[i].type, type))
+                        return &sc->conditions[i];
+        return NULL;
+}
+
+int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
+{
+        memset(res, 0, sizeof(*res));
+        cluster_ctx *x = ctx_get(r, cluster);
+        world w = {0};
+        int k = state_cluster_get(r->opts.db, cluster, &w.sc);
+        if (k < 0)
+                return k;
+        k = latch(r, x, w.sc);
+        if (k < 0) {
+                snprintf(res->message, sizeof(res->message), "cannot latch the spec: %s",
+                         k == -EBADMSG ? "the stored spec does not parse" : state_last_error());
+                world_release(&w);
+                return k;
+        }
+        const etcd_cluster *c = x->latched;
+        _cleanup_free_ char *commit = NULL;
+        _cleanup_free_ char *author = NULL;
+        origin_of(r, w.sc, &commit, &author);
+
+        /* Terminal until the spec changes: the deadline passed for this latch. */
+        const state_condition *prog = find_cond(w.sc, "Progressing");
+        if (k == 0 && prog && streq(prog->status, "False") &&
+            (streq_ptr(prog->reason, "DeadlineExceeded") ||
+             streq_ptr(prog->reason, "BootstrapFailed")) &&
+            w.sc->progress_deadline_ms > 0) {
+                res->outcome = PASS_FAILED;
+                snprintf(res->reason, sizeof(res->reason), "%s", prog->reason);
+                snprintf(res->message, sizeof(res->message), "%s", prog->message);
+                world_release(&w);
+                return 0;
+        }
+
+        if ((c->tls.provider == TLS_PROVIDER_SECRETS ||
+             c->tls.provider == TLS_PROVIDER_CERT_MANAGER) &&
+            streq(r->opts.target->ops->name, "local")) {
+                res->outcome = PASS_FAILED;
+                snprintf(res->reason, sizeof(res->reason), "Unsupported");
+                snprintf(res->message, sizeof(res->message),
+                         "tls.provider %s needs Kubernetes; on the local target use "
+                         "tls.provider auto",
+                         tls_provider_name(c->tls.provider));
+                world_release(&w);
+                return 0;
+        }
+
+        /* The first pass of this process: time gitcd was not running does not count. */
+        bool first_pass = !x->journal_checked;
+        recover_journal(r, x);
+        (void)r->opts.target->ops->tick(r->opts.target);
+        k = observe(r, x, c, &w);
+        if (k < 0) {
+                snprintf(res->message, sizeof(res->message), "cannot observe: %s",
+                         state_last_error());
+                world_release(&w);
+                return k;
+        }
+        record_observed(r, x, &w);
+        remove_target_strays(r, x, c, &w);
+
+        desired want = {.replicas = c->replicas};
+        step s;
+        decide(&want, &w.obs, &s);
+        res->step = s.kind;
+        snprintf(res->member, sizeof(res->member), "%s", s.member ? s.member : "");
+        snprintf(res->reason, sizeof(res->reason), "%s", s.reason ? s.reason : "");
+        snprintf(res->message, sizeof(res->message), "%s", s.message);
+        update_conditions(r, x, &w, &s, commit, author);
+
+        int64_t now = wall(r);
+        if (s.kind == STEP_CONVERGED) {
+                if (w.sc->progress_deadline_ms)
+                        (void)state_cluster_latch(r->opts.db, cluster,
+                                                  w.sc->observed_json ? w.sc->observed_json
+                                                                      : w.sc->desired_json,
+                                                  x->latched_hash, 0, now);
+                res->outcome = PASS_CONVERGED;
+                world_release(&w);
+                return 0;
+        }
+        if (w.sc->progress_deadline_ms == 0 || (first_pass && now > w.sc->progress_deadline_ms)) {
+                /* Work after convergence (a replacement, a restart) gets a fresh deadline. */
+                (void)state_cluster_latch(
+                    r->opts.db, cluster,
+                    w.sc->observed_json ? w.sc->observed_json : w.sc->desired_json, x->latched_hash,
+                    now + (int64_t)c->progress_deadline_seconds * 1000, now);
+        } else if (now > w.sc->progress_deadline_ms) {
+                const char *reason = w.obs.bootstrapped ? "DeadlineExceeded" : "BootstrapFailed";
+                char msg[256];
+                snprintf(msg, sizeof(msg), "no convergence within %ds: %s",
+                         c->progress_deadline_seconds, s.message);
+                set_cond(r, cluster, "Progressing", false, reason, msg, commit, author);
+                set_cond(r, cluster, "Degraded", true, reason, msg, commit, author);
+                audit(r, cluster, "deadline.exceeded", msg, NULL, NULL, "failure", 0, commit,
+                      author);
+                log_error("%s: %s", cluster, msg);
+                res->outcome = PASS_FAILED;
+                snprintf(res->reason, sizeof(res->reason), "%s", reason);
+                snprintf(res->message, sizeof(res->message), "%s", msg);
+                world_release(&w);
+                return 0;
+        }
+
+        act_ctx a = {r, x, c, &w, &s, commit, author, res};
+        /* Audit actions are "member." plus the step's name: member.promote, member.remove... */
+        _cleanup_free_ char *action = xasprintf("member.%s", step_kind_name(s.kind));
+        switch (s.kind) {
+        case STEP_WAIT:
+                res->outcome = PASS_WAITING;
+                res->poll_ms = POLL_IN_FLIGHT_MS;
+                k = 0;
+                break;
+        case STEP_START_SEED:
+                k = act_start_seed(&a);
+                break;
+        case STEP_ADD_LEARNER:
+                if (mono(r) < x->add_not_before) {
+                        res->outcome = PASS_WAITING;
+                        res->poll_ms = (int)(x->add_not_before - mono(r));
+                        snprintf(res->message, sizeof(res->message),
+                                 "%s after etcd's health interval", s.message);
+                        k = 0;
+                        break;
+                }
+                k = x->client ? act_add_learner(&a) : -ENOTCONN;
+                break;
+        case STEP_PROMOTE:
+        case STEP_MOVE_LEADER:
+        case STEP_REMOVE_MEMBER:
+                k = act_simple_etcd(&a, action);
+                break;
+        case STEP_START_MEMBER:
+        case STEP_RESTART_MEMBER:
+        case STEP_DELETE_MEMBER:
+        case STEP_STOP_MEMBER:
+                k = act_target(&a, action);
+                break;
+        case STEP_CONVERGED:
+                break;
+        }
+        world_release(&w);
+        if (k < 0 && res->outcome != PASS_WAITING) {
+                res->outcome = PASS_WAITING;
+                res->poll_ms = POLL_RETRY_MS;
+                if (!res->message[0])
+                        snprintf(res->message, sizeof(res->message), "%s", strerror(-k));
+        }
+        return 0;
+}
+
+/* ---- desired specs, orphans, prune --------------------------------------- */
+
+int reconciler_offer(reconciler *r, const etcd_cluster *c, const reconcile_origin *origin)
+{
+        _cleanup_free_ char *id = etcd_cluster_id(c);
+        _cleanup_free_ char *hash = spec_hash(c);
+        cluster_ctx *x = ctx_get(r, id);
+        const char *commit = origin ? origin->commit : NULL;
+        const char *author = origin ? origin->author : NULL;
+
+        state_cluster *sc = NULL;
+        int k = state_cluster_get(r->opts.db, id, &sc);
+        if (k < 0 && k != -ENOENT)
+                return k;
+        if (sc && streq_ptr(sc->desired_hash, hash)) {
+                free(x->rejected_hash);
+                x->rejected_hash = NULL;
+                state_cluster_free(sc);
+                return 0;
+        }
+        if (x->rejected_hash && streq(x->rejected_hash, hash)) {
+                state_cluster_free(sc);
+                return 0; /* already refused and recorded */
+        }
+
+        /* Transition rules against the spec gitcd has accepted last. */
+        etcd_cluster *prev = NULL;
+        if (sc && sc->desired_json) {
+                json_t *j = json_loads(sc->desired_json, 0, NULL);
+                diag_list d = DIAG_LIST_INIT;
+                if (j)
+                        (void)spec_from_json(j, id, &prev, &d);
+                json_decref(j);
+                diag_list_release(&d);
+        }
+        _cleanup_free_ char *before = summary_json(prev);
+        _cleanup_free_ char *after = summary_json(c);
+        if (prev) {
+                diag_list d = DIAG_LIST_INIT;
+                if (spec_check_transition(prev, c, &d) < 0) {
+                        strbuf why = STRBUF_INIT;
+                        for (size_t i = 0; i < d.n; i++) {
+                                if (d.items[i].severity != DIAG_ERROR)
+                                        continue;
+                                _cleanup_free_ char *line = diag_format(&d.items[i]);
+                                if (why.len)
+                                        sb_append(&why, "; ");
+                                sb_append(&why, line);
+                        }
+                        free(x->rejected_hash);
+                        free(x->rejected_message);
+                        x->rejected_hash = xstrdup(hash);
+                        x->rejected_message = sb_detach(&why);
+                        audit(r, id, "spec.rejected", x->rejected_message, before, after,
+                              "rejected", 0, commit, author);
+                        log_error("%s: new spec rejected: %s", id, x->rejected_message);
+                        diag_list_release(&d);
+                        etcd_cluster_free(prev);
+                        state_cluster_free(sc);
+                        return 0;
+                }
+                diag_list_release(&d);
+        }
+        etcd_cluster_free(prev);
+        state_cluster_free(sc);
+        free(x->rejected_hash);
+        x->rejected_hash = NULL;
+
+        json_t *j = spec_to_json(c);
+        char *json = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(j);
+        k = state_cluster_set_desired(r->opts.db, id, json, hash, commit, wall(r));
+        free(json);
+        if (k < 0)
+                return k;
+        if (k > 0) {
+                audit(r, id, "spec.accepted", NULL, before, after, "success", 0, commit, author);
+                log_info("%s: accepted spec (replicas %d, version %s)", id, c->replicas,
+                         c->version);
+        }
+        return 0;
+}
+
+int reconciler_orphans(reconciler *r, const cluster_set *present, char ***ret_names, size_t *ret_n)
+{
+        state_cluster_list l = {0};
+        int k = state_cluster_list_all(r->opts.db, &l);
+        if (k < 0)
+                return k;
+        char **names = NULL;
+        size_t n = 0, alloc = 0;
+        for (size_t i = 0; i < l.n; i++) {
+                bool found = false;
+                for (size_t j = 0; j < present->n && !found; j++) {
+                        _cleanup_free_ char *id = etcd_cluster_id(present->items[j]);
+                        found = streq(id, l.items[i]->name);
+                }
+                if (!found) {
+                        names = xgrow(names, &alloc, n + 1, sizeof(char *));
+                        names[n++] = xstrdup(l.items[i]->name);
+                }
+        }
+        state_cluster_list_release(&l);
+        *ret_names = names;
+        *ret_n = n;
+        return 0;
+}
+
+int reconciler_prune(reconciler *r, const char *cluster)
+{
+        cluster_ctx *x = ctx_get(r, cluster);
+        state_cluster *sc = NULL;
+        int k = state_cluster_get(r->opts.db, cluster, &sc);
+        if (k < 0)
+                return k;
+        k = latch(r, x, sc);
+        if (k < 0 || !x->latched) {
+                state_cluster_free(sc);
+                return k < 0 ? k : -ENOENT;
+        }
+        state_member_list l = {0};
+        k = state_member_list_for(r->opts.db, cluster, false, &l);
+        for (size_t i = 0; k >= 0 && i < l.n; i++) {
+                int64_t op;
+                if (state_op_begin(r->opts.db, cluster, "member.stop", l.items[i]->name,
+                                   "{\"reason\":\"prune\"}", wall(r), &op) < 0)
+                        continue;
+                int s =
+                    r->opts.target->ops->stop_member(r->opts.target, x->latched, l.items[i]->name);
+                (void)state_op_finish(r->opts.db, op, s < 0 ? STATE_OP_FAILED : STATE_OP_DONE,
+                                      s < 0 ? target_last_error(r->opts.target) : NULL, wall(r));
+        }
+        state_member_list_release(&l);
+        (void)state_cluster_set_phase(r->opts.db, cluster, "Pruned", wall(r));
+        audit(r, cluster, "cluster.pruned", "removed from the source; members stopped, data kept",
+              NULL, NULL, "success", 0, NULL, NULL);
+        state_cluster_free(sc);
+        return 0;
+}

@@ -1,0 +1,83 @@
+/*
+ * The reconciler: for each cluster, observe (etcd's member list, the
+ * target's view of every member, the state store), decide one safe step
+ * (reconciler/decide.h), act (journal the intent, perform it, record the
+ * outcome and an audit event), and keep conditions and the progress
+ * deadline up to date.
+ *
+ * The reconciler latches the spec it works toward (the "observed" spec in
+ * the state store) with a progress deadline. A new desired spec is latched
+ * at the next step boundary, after the transition rules accept it; a
+ * refused one is recorded (audit `spec.rejected`, condition SpecRejected)
+ * and the last accepted spec stays in force. Once the deadline passes
+ * without convergence the cluster is terminal (DeadlineExceeded, or
+ * BootstrapFailed before the first quorum) until the spec changes again.
+ *
+ * One reconciler drives any number of clusters; a problem in one never
+ * stops the others.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "reconciler/decide.h"
+#include "spec/model.h"
+#include "state/state.h"
+#include "target/target.h"
+
+typedef struct reconciler reconciler;
+
+typedef struct reconciler_opts {
+        state_db *db;        /* required */
+        target *target;      /* required */
+        int etcd_timeout_ms; /* one etcd call; default 3000 */
+        /* Clocks (injected for tests); NULL: the real ones (util/timeutil.h). */
+        int64_t (*wall_ms)(void);
+        int64_t (*mono_ms)(void);
+} reconciler_opts;
+
+/* Where a desired spec came from, for the audit log. */
+typedef struct reconcile_origin {
+        const char *commit; /* commit id, or NULL for a plain directory */
+        const char *author; /* "Name <email>", or NULL */
+} reconcile_origin;
+
+typedef enum pass_outcome {
+        PASS_CONVERGED,  /* nothing left to do */
+        PASS_PROGRESSED, /* a step was taken: pass again at once */
+        PASS_WAITING,    /* something is in flight: pass again after an event or poll_ms */
+        PASS_FAILED, /* terminal (deadline exceeded, rejected first spec) until the spec changes */
+} pass_outcome;
+
+const char *pass_outcome_name(pass_outcome o);
+
+typedef struct pass_result {
+        pass_outcome outcome;
+        step_kind step;
+        char member[64];
+        char reason[48];
+        char message[256];
+        int poll_ms; /* PASS_WAITING: look again after at most this long */
+} pass_result;
+
+int reconciler_new(const reconciler_opts *opts, reconciler **ret);
+void reconciler_free(reconciler *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(reconciler *, reconciler_free);
+
+/*
+ * Offer the desired spec of a cluster (from a source revision). Records it
+ * in the state store when it changed (audit `spec.accepted` or
+ * `spec.rejected` with the transition rule's reason). 0, or -errno on a
+ * state store failure.
+ */
+int reconciler_offer(reconciler *r, const etcd_cluster *c, const reconcile_origin *origin);
+
+/* One pass for one cluster ("namespace/name"). 0, or -errno when the pass could not run. */
+int reconciler_pass(reconciler *r, const char *cluster, pass_result *ret);
+
+/* Names of clusters the store knows that are missing from `present`; for orphan reports. */
+int reconciler_orphans(reconciler *r, const cluster_set *present, char ***ret_names, size_t *ret_n);
+
+/* Stop every member of an orphaned cluster, keeping data (prune). Audited. */
+int reconciler_prune(reconciler *r, const char *cluster);

@@ -1,0 +1,304 @@
+/*
+ * End-to-end helpers; see e2e.h.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/e2e/e2e.h"
+#include "tests/harness/harness.h"
+#include "util/fs.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+#define MAX_ENVS 8
+static e2e *live[MAX_ENVS];
+
+static void kill_pidfiles(const char *dir, int depth)
+{
+        if (depth > 6)
+                return;
+        DIR *d = opendir(dir);
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                char *p = path_join(dir, de->d_name);
+                if (streq(de->d_name, "pid")) {
+                        char *data = NULL;
+                        size_t len = 0;
+                        if (read_file(p, 64, &data, &len) == 0) {
+                                pid_t pid = (pid_t)atoi(data);
+                                if (pid > 1)
+                                        kill(pid, SIGKILL);
+                                free(data);
+                        }
+                } else if (path_is_dir(p))
+                        kill_pidfiles(p, depth + 1);
+                free(p);
+        }
+        closedir(d);
+}
+
+void e2e_kill_members(e2e *e)
+{
+        kill_pidfiles(e->state_dir, 0);
+}
+
+static void kill_all_at_exit(void)
+{
+        for (int i = 0; i < MAX_ENVS; i++)
+                if (live[i])
+                        kill_pidfiles(live[i]->state_dir, 0);
+}
+
+static void on_fatal(int sig)
+{
+        kill_all_at_exit();
+        signal(sig, SIG_DFL);
+        raise(sig);
+}
+
+e2e *e2e_new(void)
+{
+        static bool hooked;
+        if (!hooked) {
+                atexit(kill_all_at_exit);
+                signal(SIGABRT, on_fatal);
+                signal(SIGTERM, on_fatal);
+                signal(SIGINT, on_fatal);
+                hooked = true;
+        }
+        e2e *e = XNEW(e2e);
+        e->root = harness_tmpdir("gitcd-e2e");
+        assert_non_null(e->root);
+        e->source = path_join(e->root, "source");
+        e->state_dir = path_join(e->root, "state");
+        assert_int_equal(mkdir_p(e->source, 0755), 0);
+        e->bin = getenv("GITCD_BIN");
+        assert_non_null(e->bin);
+        for (int i = 0; i < MAX_ENVS; i++)
+                if (!live[i]) {
+                        live[i] = e;
+                        break;
+                }
+        return e;
+}
+
+void e2e_free(e2e *e)
+{
+        if (!e)
+                return;
+        e2e_kill_members(e);
+        for (int i = 0; i < MAX_ENVS; i++)
+                if (live[i] == e)
+                        live[i] = NULL;
+        usleep(100 * 1000);
+        (void)rm_rf(e->root);
+        free(e->root);
+        free(e->source);
+        free(e->state_dir);
+        free(e);
+}
+
+void e2e_write_file(e2e *e, const char *file, const char *text)
+{
+        char *p = path_join(e->source, file);
+        assert_int_equal(write_file_atomic(p, text, strlen(text), 0644), 0);
+        free(p);
+}
+
+void e2e_write_cluster(e2e *e, const char *file, const char *name, int replicas,
+                       const char *version)
+{
+        char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
+                               "kind: EtcdCluster\n"
+                               "metadata:\n"
+                               "  name: %s\n"
+                               "  namespace: default\n"
+                               "spec:\n"
+                               "  replicas: %d\n"
+                               "  version: \"%s\"\n"
+                               "  progressDeadlineSeconds: 120\n",
+                               name, replicas, version);
+        e2e_write_file(e, file, text);
+        free(text);
+}
+
+static int run_argv(e2e *e, const char *failpoint, char **argv, char **ret_stdout)
+{
+        int out[2] = {-1, -1};
+        if (ret_stdout)
+                assert_int_equal(pipe(out), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                setenv("GITCD_STATE_DIR", e->state_dir, 1);
+                setenv("NO_COLOR", "1", 1);
+                if (failpoint)
+                        setenv("GITCD_FAILPOINT", failpoint, 1);
+                else
+                        unsetenv("GITCD_FAILPOINT");
+                if (ret_stdout) {
+                        dup2(out[1], STDOUT_FILENO);
+                        close(out[0]);
+                        close(out[1]);
+                } else {
+                        int devnull = open("/dev/null", O_WRONLY);
+                        if (getenv("GITCD_E2E_VERBOSE") == NULL)
+                                dup2(devnull, STDOUT_FILENO);
+                }
+                execv(e->bin, argv);
+                _exit(127);
+        }
+        strbuf sb = STRBUF_INIT;
+        if (ret_stdout) {
+                close(out[1]);
+                char buf[4096];
+                ssize_t n;
+                while ((n = read(out[0], buf, sizeof(buf))) > 0)
+                        sb_append_len(&sb, buf, (size_t)n);
+                close(out[0]);
+        }
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        if (ret_stdout)
+                *ret_stdout = sb_detach(&sb);
+        if (WIFSIGNALED(status))
+                return 128 + WTERMSIG(status);
+        return WEXITSTATUS(status);
+}
+
+int e2e_apply(e2e *e, const char *failpoint, int timeout_s)
+{
+        char t[32];
+        snprintf(t, sizeof(t), "%ds", timeout_s);
+        char *argv[] = {(char *)e->bin, "apply", "-q", "--source", e->source, "--timeout", t, NULL};
+        return run_argv(e, failpoint, argv, NULL);
+}
+
+int e2e_run(e2e *e, char **ret_stdout, const char *arg, ...)
+{
+        char *argv[32];
+        int n = 0;
+        argv[n++] = (char *)e->bin;
+        va_list ap;
+        va_start(ap, arg);
+        for (const char *a = arg; a && n < 31; a = va_arg(ap, const char *))
+                argv[n++] = (char *)a;
+        va_end(ap);
+        argv[n] = NULL;
+        return run_argv(e, NULL, argv, ret_stdout);
+}
+
+json_t *e2e_status(e2e *e, const char *name)
+{
+        char *id = xasprintf("default/%s", name);
+        char *out = NULL;
+        int k = e2e_run(e, &out, "status", "-o", "json", id, NULL);
+        free(id);
+        assert_int_equal(k, 0);
+        json_error_t err;
+        json_t *j = json_loads(out, 0, &err);
+        if (!j)
+                fail_msg("status output is not JSON: %s", out);
+        free(out);
+        return j;
+}
+
+char *e2e_endpoints(e2e *e, const char *name)
+{
+        json_t *st = e2e_status(e, name);
+        strbuf sb = STRBUF_INIT;
+        size_t i;
+        json_t *m;
+        json_array_foreach(json_object_get(st, "members"), i, m)
+        {
+                const char *u = json_string_value(json_object_get(m, "client_url"));
+                if (!u)
+                        continue;
+                if (sb.len)
+                        sb_appendc(&sb, ',');
+                sb_append(&sb, u);
+        }
+        json_decref(st);
+        return sb_detach(&sb);
+}
+
+etcd_client *e2e_client(e2e *e, const char *name)
+{
+        char *eps = e2e_endpoints(e, name);
+        etcd_client_opts o = {.endpoints = eps, .call_timeout_ms = 5000, .dial_timeout_ms = 1000};
+        etcd_client *c = NULL;
+        assert_int_equal(etcd_client_new(&o, &c), 0);
+        free(eps);
+        return c;
+}
+
+etcd_members *e2e_members(e2e *e, const char *name)
+{
+        etcd_client *c = e2e_client(e, name);
+        etcd_members *l = NULL;
+        int k = etcd_member_list(c, &l);
+        if (k < 0)
+                fail_msg("member list: %s", etcd_client_last_error(c));
+        etcd_client_free(c);
+        return l;
+}
+
+int e2e_audit_count(e2e *e, const char *name, const char *action)
+{
+        char *id = xasprintf("default/%s", name);
+        char *out = NULL;
+        int k = e2e_run(e, &out, "log", "-o", "json", "--cluster", id, "--action", action, NULL);
+        free(id);
+        assert_int_equal(k, 0);
+        int n = 0;
+        for (const char *p = out; (p = strchr(p, '\n')); p++)
+                n++;
+        free(out);
+        return n;
+}
+
+char *e2e_member_dir(e2e *e, const char *name, const char *member)
+{
+        return xasprintf("%s/clusters/default/%s/%s", e->state_dir, name, member);
+}
+
+pid_t e2e_member_pid(e2e *e, const char *name, const char *member)
+{
+        char *dir = e2e_member_dir(e, name, member);
+        char *p = path_join(dir, "pid");
+        char *data = NULL;
+        size_t len = 0;
+        pid_t pid = 0;
+        if (read_file(p, 64, &data, &len) == 0) {
+                pid = (pid_t)atoi(data);
+                free(data);
+        }
+        free(p);
+        free(dir);
+        if (pid > 0 && kill(pid, 0) < 0)
+                pid = 0;
+        return pid;
+}
+
+bool e2e_have_version(const char *version)
+{
+        return harness_have_etcd(version);
+}

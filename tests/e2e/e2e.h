@@ -1,0 +1,63 @@
+/*
+ * End-to-end test helpers: drive the real `gitcd` binary (GITCD_BIN) the
+ * way a user does — EtcdCluster files in a source folder, `gitcd apply`,
+ * `gitcd status -o json` — against real etcd processes on the local
+ * target, and check the result through gitcd's own etcd client.
+ *
+ * Every etcd process gitcd starts is found through the pid files under the
+ * test's state folder and killed at teardown (and at exit, even when a test
+ * fails), so no member outlives the test.
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "etcd/client.h"
+
+typedef struct e2e {
+        char *root;      /* temporary folder */
+        char *source;    /* root/source: the EtcdCluster files */
+        char *state_dir; /* root/state: GITCD_STATE_DIR */
+        const char *bin; /* gitcd */
+} e2e;
+
+e2e *e2e_new(void);
+/* Kill every member process, remove the folders. */
+void e2e_free(e2e *e);
+
+/* Write source/<file> with a native EtcdCluster named `name` in namespace default. */
+void e2e_write_cluster(e2e *e, const char *file, const char *name, int replicas,
+                       const char *version);
+/* Write source/<file> with the given text. */
+void e2e_write_file(e2e *e, const char *file, const char *text);
+
+/*
+ * Run `gitcd apply --source <source> --timeout <timeout_s>s` with
+ * GITCD_STATE_DIR set and, when failpoint is not NULL, GITCD_FAILPOINT.
+ * Returns the exit status, or 128+signal when it was killed.
+ */
+int e2e_apply(e2e *e, const char *failpoint, int timeout_s);
+/* Run gitcd with arguments (NULL-terminated) and capture stdout; returns the exit status. */
+int e2e_run(e2e *e, char **ret_stdout, const char *arg, ...) __attribute__((sentinel));
+
+/* `gitcd status -o json default/<name>`, parsed. */
+json_t *e2e_status(e2e *e, const char *name);
+/* Comma-separated client URLs of the cluster's members, from status. */
+char *e2e_endpoints(e2e *e, const char *name);
+/* A client for the cluster (endpoints from status). */
+etcd_client *e2e_client(e2e *e, const char *name);
+/* The member list through the client; asserts it is readable. */
+etcd_members *e2e_members(e2e *e, const char *name);
+/* Count of actions in the audit log (gitcd log -o json --action A). */
+int e2e_audit_count(e2e *e, const char *name, const char *action);
+/* The pid of a member's etcd process (from its pid file), 0 when none. */
+pid_t e2e_member_pid(e2e *e, const char *name, const char *member);
+/* The member folder: <state>/clusters/default/<name>/<member>. */
+char *e2e_member_dir(e2e *e, const char *name, const char *member);
+/* Kill every etcd process started under this test's state folder. */
+void e2e_kill_members(e2e *e);
+/* Whether an etcd version's binaries are installed. */
+bool e2e_have_version(const char *version);
