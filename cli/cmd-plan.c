@@ -1,0 +1,238 @@
+/*
+ * gitcd plan: show what taking in a source's revision would change,
+ * without touching any etcd, target or state.
+ *
+ * Design decision: the state database is opened read-only (a missing one
+ * means nothing was applied yet), and a Git source is mirrored into a
+ * temporary cache removed on exit unless --cache-dir names one, so running
+ * a plan in CI or beside a running daemon writes nothing of gitcd's.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/runner.h"
+#include "plan/plan.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/xalloc.h"
+
+static void usage(FILE *out)
+{
+        fprintf(out,
+                "usage: gitcd plan --source SRC [--ref R] [--path P] [--state DB]\n"
+                "                  [-o text|json] [--detailed-exitcode] [options]\n\n"
+                "Compare the EtcdClusters at SRC's revision with what the state store says\n"
+                "gitcd has accepted, and show every cluster to create, change or delete,\n"
+                "field by field, with the steps that will follow, and every rejected\n"
+                "document or transition with its location. Nothing is touched: the state\n"
+                "database is only read (a missing one means nothing was applied yet) and\n"
+                "no etcd member or target is contacted.\n\n"
+                "  -o, --output FORMAT      text (default) or json\n"
+                "  --detailed-exitcode      exit 2 when there are changes (0 when none)\n"
+                "  -v, --verbose            also list unchanged clusters\n"
+                "  --plain-directory        read SRC as files on disk even when it is a\n"
+                "                           Git checkout (the working tree as it is)\n"
+                "  --prune                  plan removed clusters as stopped (data kept),\n"
+                "                           as `gitcd apply --prune` would\n"
+                "  -h, --help               show this help\n\n"
+                "%s\n"
+                "A Git source is mirrored into a temporary folder removed on exit, unless\n"
+                "--cache-dir names a cache to reuse. --target and --etcd-dir are accepted\n"
+                "and ignored: a plan never contacts a target.\n\n"
+                "Exit status: 0 no errors (with --detailed-exitcode: and no changes);\n"
+                "1 errors or rejections; 2 changes pending (only with --detailed-exitcode);\n"
+                "64 bad usage.\n",
+                runner_options_help);
+}
+
+static char *default_known_hosts(void)
+{
+        const char *home = getenv("HOME");
+        return home ? xasprintf("%s/.ssh/known_hosts", home) : NULL;
+}
+
+/* Read what the state store has accepted; -ENOENT (no database) is "nothing yet". */
+static int read_applied(const char *path, state_cluster_list *ret, bool *ret_exists)
+{
+        state_db *db = NULL;
+        *ret_exists = false;
+        if (!path_exists(path))
+                return 0;
+        int k = state_open(path, STATE_OPEN_READ_ONLY, &db);
+        if (k == -ENOENT)
+                return 0;
+        if (k < 0) {
+                fprintf(stderr, "gitcd plan: %s\n", state_last_error());
+                return k;
+        }
+        k = state_cluster_list_all(db, ret);
+        if (k < 0)
+                fprintf(stderr, "gitcd plan: %s\n", state_last_error());
+        state_close(db);
+        *ret_exists = k >= 0;
+        return k < 0 ? k : 0;
+}
+
+/* A temporary folder removed (with its contents) when it goes out of scope. */
+static void tmpdir_removep(char **dir)
+{
+        if (*dir)
+                (void)rm_rf(*dir);
+        free(*dir);
+}
+
+static int fetch(const runner_flags *f, bool plain, source_revision **ret)
+{
+        source_opts so = f->src;
+        so.plain_directory = plain;
+        _cleanup_(tmpdir_removep) char *tmp = NULL;
+        if (f->cache_dir) {
+                so.cache_dir = f->cache_dir;
+        } else {
+                const char *t = getenv("TMPDIR");
+                char *dir = xasprintf("%s/gitcd-plan-XXXXXX", isempty(t) ? "/tmp" : t);
+                if (!mkdtemp(dir)) {
+                        int k = -errno;
+                        fprintf(stderr, "gitcd plan: cannot create a temporary folder %s: %s\n",
+                                dir, strerror(-k));
+                        free(dir);
+                        return k;
+                }
+                so.cache_dir = tmp = dir;
+        }
+        _cleanup_free_ char *kh = NULL;
+        if (!so.known_hosts_path)
+                so.known_hosts_path = kh = default_known_hosts();
+
+        _cleanup_(source_freep) source *src = NULL;
+        _cleanup_free_ char *err = NULL;
+        int k = source_open(&so, &src, &err);
+        if (k < 0) {
+                fprintf(stderr, "gitcd plan: %s\n", err ? err : strerror(-k));
+                return k;
+        }
+        _cleanup_(source_revision_freep) source_revision *rev = NULL;
+        k = source_fetch(src, &rev);
+        if (k == -EPERM && rev) {
+                fprintf(stderr,
+                        "gitcd plan: commit %s refused: %s; gitcd would keep applying the last "
+                        "good revision\n",
+                        rev->commit_id,
+                        rev->signature_reason ? rev->signature_reason : "signature not verified");
+                return k;
+        }
+        if (k < 0) {
+                fprintf(stderr, "gitcd plan: %s\n", source_last_error(src));
+                return k;
+        }
+        *ret = TAKE_PTR(rev);
+        return 0;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+        runner_flags f = {0};
+        bool json = false, detailed = false, verbose = false, plain = false;
+        enum { OPT_DETAILED = RUNNER_OPT_LAST + 1, OPT_PLAIN };
+        static const struct option own[] = {
+            {"help", no_argument, NULL, 'h'},
+            {"output", required_argument, NULL, 'o'},
+            {"verbose", no_argument, NULL, 'v'},
+            {"detailed-exitcode", no_argument, NULL, OPT_DETAILED},
+            {"plain-directory", no_argument, NULL, OPT_PLAIN},
+        };
+        _cleanup_free_ struct option *opts = runner_options(own, ARRAY_SIZE(own));
+        optind = 1;
+        int c;
+        while ((c = getopt_long(argc, argv, "ho:v", opts, NULL)) != -1) {
+                if (runner_flag(&f, c, optarg))
+                        continue;
+                switch (c) {
+                case 'h':
+                        usage(stdout);
+                        return EXIT_OK;
+                case 'o':
+                        if (streq(optarg, "json"))
+                                json = true;
+                        else if (streq(optarg, "text"))
+                                json = false;
+                        else {
+                                fprintf(stderr, "gitcd plan: -o takes text or json\n");
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case 'v':
+                        verbose = true;
+                        break;
+                case OPT_DETAILED:
+                        detailed = true;
+                        break;
+                case OPT_PLAIN:
+                        plain = true;
+                        break;
+                default:
+                        usage(stderr);
+                        return EXIT_USAGE;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "gitcd plan: unexpected argument '%s'\n", argv[optind]);
+                return EXIT_USAGE;
+        }
+        if (isempty(f.src.url_or_path)) {
+                fprintf(stderr, "gitcd plan: --source is required\n");
+                usage(stderr);
+                return EXIT_USAGE;
+        }
+        if (f.src.verify_signatures && isempty(f.src.allowed_signers_path)) {
+                fprintf(stderr, "gitcd plan: --verify-signatures needs --allowed-signers FILE\n");
+                return EXIT_USAGE;
+        }
+        if (!log_level_is_explicit())
+                log_set_level(LOG_WARN);
+
+        _cleanup_free_ char *state_path = cli_state_path(f.state);
+        state_cluster_list applied = {0};
+        bool have_state = false;
+        if (read_applied(state_path, &applied, &have_state) < 0)
+                return EXIT_FAIL;
+
+        _cleanup_(source_revision_freep) source_revision *rev = NULL;
+        if (fetch(&f, plain, &rev) < 0) {
+                state_cluster_list_release(&applied);
+                return EXIT_FAIL;
+        }
+
+        plan_input in = {.rev = rev, .applied = have_state ? &applied : NULL, .prune = f.prune};
+        _cleanup_(plan_freep) plan *p = NULL;
+        int k = plan_compute(&in, &p);
+        state_cluster_list_release(&applied);
+        if (k < 0) {
+                fprintf(stderr, "gitcd plan: %s\n", strerror(-k));
+                return EXIT_FAIL;
+        }
+
+        if (json) {
+                json_t *j = plan_to_json(p, rev);
+                json_object_set_new(
+                    j, "state", json_pack("{s:s,s:b}", "path", state_path, "exists", have_state));
+                json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                fputc('\n', stdout);
+                json_decref(j);
+        } else {
+                if (!have_state)
+                        printf("No state database at %s: nothing applied yet.\n", state_path);
+                plan_print_opts po = {.color = cli_color(), .verbose = verbose, .show_diag = true};
+                plan_print_text(p, rev, &po, stdout);
+        }
+        fflush(stdout);
+        if (plan_has_errors(p))
+                return EXIT_FAIL;
+        if (detailed && plan_has_changes(p))
+                return EXIT_CHANGES;
+        return EXIT_OK;
+}

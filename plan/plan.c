@@ -1,0 +1,730 @@
+/*
+ * Plans (see plan.h): the revision parsed with the driver's rules, each
+ * cluster compared with the spec gitcd accepted last, and the result printed
+ * for people or tools.
+ *
+ * Design decision: the comparison is made on the normalized JSON form
+ * (spec_to_json) of both sides, the same form the state store keeps, so a
+ * dialect change or a reordered file is "unchanged" and every reported
+ * change is a real one. The steps are derived from the two specs alone
+ * (replicas, version, flags), following the reconciler's order of rules:
+ * membership changes first, one at a time, then rolling restarts. They say
+ * what will happen, not which member: members are chosen by the
+ * reconciler when it acts. Invalid documents are attributed to the cluster
+ * they name (found in the YAML when the model could not be built), so a
+ * rejection is shown under the cluster it concerns, with its location.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+#include <strings.h>
+
+#include "plan/plan.h"
+#include "spec/spec.h"
+#include "spec/yaml.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+static const char *const action_names[] = {
+    [PLAN_CREATE] = "create",     [PLAN_UPDATE] = "update",       [PLAN_DELETE] = "delete",
+    [PLAN_REJECTED] = "rejected", [PLAN_UNCHANGED] = "unchanged",
+};
+
+const char *plan_action_name(plan_action a)
+{
+        return (size_t)a < ARRAY_SIZE(action_names) ? action_names[a] : "unknown";
+}
+
+/* ---- building items ------------------------------------------------------ */
+
+static plan_item *item_add(plan *p, const char *name, plan_action action)
+{
+        p->items = xrealloc(p->items, (p->n + 1) * sizeof(*p->items));
+        plan_item *it = &p->items[p->n++];
+        memset(it, 0, sizeof(*it));
+        it->name = xstrdup(name);
+        it->action = action;
+        it->diags = (diag_list)DIAG_LIST_INIT;
+        return it;
+}
+
+static plan_item *item_find(plan *p, const char *name)
+{
+        for (size_t i = 0; i < p->n; i++)
+                if (streq(p->items[i].name, name))
+                        return &p->items[i];
+        return NULL;
+}
+
+static void strv_add(char ***v, size_t *n, const char *fmt, ...) _printf_(3, 4);
+static void strv_add(char ***v, size_t *n, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        *v = xrealloc(*v, (*n + 1) * sizeof(char *));
+        (*v)[(*n)++] = xvasprintf(fmt, ap);
+        va_end(ap);
+}
+
+#define STEP(it, ...) strv_add(&(it)->steps, &(it)->n_steps, __VA_ARGS__)
+#define NOTE(it, ...) strv_add(&(it)->notes, &(it)->n_notes, __VA_ARGS__)
+
+static void item_release(plan_item *it)
+{
+        free(it->name);
+        free(it->file);
+        for (size_t i = 0; i < it->n_changes; i++) {
+                free(it->changes[i].path);
+                json_decref(it->changes[i].from);
+                json_decref(it->changes[i].to);
+        }
+        free(it->changes);
+        for (size_t i = 0; i < it->n_steps; i++)
+                free(it->steps[i]);
+        free(it->steps);
+        for (size_t i = 0; i < it->n_notes; i++)
+                free(it->notes[i]);
+        free(it->notes);
+        diag_list_release(&it->diags);
+}
+
+void plan_free(plan *p)
+{
+        if (!p)
+                return;
+        for (size_t i = 0; i < p->n; i++)
+                item_release(&p->items[i]);
+        free(p->items);
+        diag_list_release(&p->diags);
+        free(p);
+}
+
+/* ---- the field-by-field diff ------------------------------------------- */
+
+static bool key_looks_secret(const char *key)
+{
+        static const char *const words[] = {"password", "token", "secret", "key", "credential"};
+        for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+                if (strcasestr(key, words[i]))
+                        return true;
+        return false;
+}
+
+/* "a.b" + "c" -> "a.b.c"; keys that would be ambiguous are quoted: a["x.y"]. */
+static char *path_child(const char *prefix, const char *key)
+{
+        bool plain = *key && !strpbrk(key, ".[]\" ");
+        if (plain)
+                return isempty(prefix) ? xstrdup(key) : xasprintf("%s.%s", prefix, key);
+        return xasprintf("%s[\"%s\"]", prefix ? prefix : "", key);
+}
+
+static void change_add(plan_item *it, const char *path, const json_t *from, const json_t *to,
+                       bool secret)
+{
+        it->changes = xrealloc(it->changes, (it->n_changes + 1) * sizeof(*it->changes));
+        it->changes[it->n_changes++] = (plan_change){
+            .path = xstrdup(path),
+            .from = from ? json_deep_copy(from) : NULL,
+            .to = to ? json_deep_copy(to) : NULL,
+            .redacted = secret,
+        };
+}
+
+static void diff_json(plan_item *it, const char *path, const json_t *a, const json_t *b,
+                      bool secret)
+{
+        bool ao = json_is_object(a), bo = json_is_object(b);
+        if ((ao || !a) && (bo || !b) && (a || b)) {
+                const char *key;
+                json_t *v;
+                if (a)
+                        json_object_foreach((json_t *)a, key, v)
+                        {
+                                _cleanup_free_ char *p = path_child(path, key);
+                                diff_json(it, p, v, b ? json_object_get(b, key) : NULL,
+                                          secret || key_looks_secret(key));
+                        }
+                if (b)
+                        json_object_foreach((json_t *)b, key, v)
+                        {
+                                if (a && json_object_get(a, key))
+                                        continue;
+                                _cleanup_free_ char *p = path_child(path, key);
+                                diff_json(it, p, NULL, v, secret || key_looks_secret(key));
+                        }
+                return;
+        }
+        if (a && b && json_equal((json_t *)a, (json_t *)b))
+                return;
+        change_add(it, path, a, b, secret);
+}
+
+static int cmp_change(const void *x, const void *y)
+{
+        return strcmp(((const plan_change *)x)->path, ((const plan_change *)y)->path);
+}
+
+static bool changed_under(const plan_item *it, const char *prefix)
+{
+        size_t n = strlen(prefix);
+        for (size_t i = 0; i < it->n_changes; i++) {
+                const char *p = it->changes[i].path;
+                if (strneq(p, prefix, n) && (p[n] == '\0' || p[n] == '.' || p[n] == '['))
+                        return true;
+        }
+        return false;
+}
+
+/* ---- steps ---------------------------------------------------------------- */
+
+static const char *plural(int n, const char *one, const char *many)
+{
+        return n == 1 ? one : many;
+}
+
+static void steps_add_learners(plan_item *it, int n)
+{
+        STEP(it, "add %d %s one at a time, each promoted to voter once it has started", n,
+             plural(n, "learner", "learners"));
+}
+
+static void steps_create(plan_item *it, const etcd_cluster *c)
+{
+        if (c->replicas == 0) {
+                STEP(it, "record the cluster as paused: no member is started");
+                return;
+        }
+        if (c->replicas == 1) {
+                STEP(it, "start its single member on etcd %s", c->version);
+                return;
+        }
+        STEP(it, "start the seed member alone on etcd %s", c->version);
+        steps_add_learners(it, c->replicas - 1);
+}
+
+static void steps_update(plan_item *it, const etcd_cluster *prev, const etcd_cluster *next)
+{
+        int p = prev->replicas, n = next->replicas;
+        bool version = !streq_ptr(prev->version, next->version);
+        bool flags = changed_under(it, "spec.options");
+
+        if (p > 0 && n > p) {
+                steps_add_learners(it, n - p);
+        } else if (p > 0 && n > 0 && n < p) {
+                STEP(it, "remove %d %s one at a time, newest first, moving leadership away first",
+                     p - n, plural(p - n, "member", "members"));
+        } else if (p > 0 && n == 0) {
+                if (p > 1)
+                        STEP(it,
+                             "scale down to 1 member (remove %d, newest first, moving leadership "
+                             "away first), then stop it; data kept",
+                             p - 1);
+                else
+                        STEP(it, "stop the only member; data kept");
+        } else if (p == 0 && n > 0) {
+                STEP(it, "resume: start the stopped member again with its data");
+                if (n > 1)
+                        steps_add_learners(it, n - 1);
+        }
+
+        /* Members that exist before and after roll onto the new command. */
+        int keep = p == 0 ? 0 : MIN(p, n);
+        if (keep > 0 && (version || flags)) {
+                if (version)
+                        STEP(it,
+                             "restart %d %s one at a time on %s, followers first, the leader "
+                             "last",
+                             keep, plural(keep, "member", "members"), next->version);
+                else
+                        STEP(it,
+                             "restart %d %s one at a time with the new flags, followers first, "
+                             "the leader last",
+                             keep, plural(keep, "member", "members"));
+        }
+        if (it->n_steps == 0) {
+                if (n == 0)
+                        STEP(it, "record the new settings; the paused member starts with them "
+                                 "when resumed");
+                else
+                        STEP(it, "apply the changed settings to the cluster's objects; no member "
+                                 "restarts");
+        }
+}
+
+/* ---- comparing one cluster ---------------------------------------------- */
+
+static const state_cluster *applied_find(const state_cluster_list *l, const char *id)
+{
+        for (size_t i = 0; l && i < l->n; i++)
+                if (streq(l->items[i]->name, id))
+                        return l->items[i];
+        return NULL;
+}
+
+/*
+ * The reconciler latches the accepted spec (observed_hash) when it takes
+ * it up, and clears the progress deadline once the cluster converged: either
+ * one missing means the accepted spec is not fully applied yet.
+ */
+static void note_in_progress(plan_item *it, const state_cluster *sc)
+{
+        if (!sc->desired_hash)
+                return;
+        _cleanup_free_ char *from =
+            sc->desired_commit ? xasprintf("the spec accepted from commit %.7s", sc->desired_commit)
+                               : xstrdup("the accepted spec");
+        if (!streq_ptr(sc->observed_hash, sc->desired_hash))
+                NOTE(it, "still being applied: the reconciler has not yet taken up %s", from);
+        else if (sc->progress_deadline_ms > 0)
+                NOTE(it,
+                     "still being applied: the reconciler is working towards %s (not "
+                     "converged yet)",
+                     from);
+}
+
+static void plan_cluster(plan *p, const etcd_cluster *c, const state_cluster *sc)
+{
+        _cleanup_free_ char *id = etcd_cluster_id(c);
+        json_auto_t *next = spec_to_json(c);
+        json_auto_t *prev_json =
+            sc && sc->desired_json ? json_loads(sc->desired_json, 0, NULL) : NULL;
+
+        plan_item *it = item_add(p, id, PLAN_CREATE);
+        it->file = xstrdup_null(c->file);
+        it->line = c->line;
+        if (!prev_json) {
+                steps_create(it, c);
+                return;
+        }
+        if (json_equal(prev_json, next)) {
+                it->action = PLAN_UNCHANGED;
+                note_in_progress(it, sc);
+                return;
+        }
+
+        _cleanup_(etcd_cluster_freep) etcd_cluster *prev = NULL;
+        diag_list ignore = DIAG_LIST_INIT;
+        int k = spec_from_json(prev_json, id, &prev, &ignore);
+        diag_list_release(&ignore);
+        it->action = PLAN_UPDATE;
+        diff_json(it, NULL, prev_json, next, false);
+        if (it->n_changes > 1)
+                qsort(it->changes, it->n_changes, sizeof(*it->changes), cmp_change);
+        if (k < 0) {
+                /* A record this gitcd cannot read back: the reconciler takes the new spec as is. */
+                NOTE(it, "the recorded spec could not be read back; the new spec replaces it");
+        } else if (spec_check_transition(prev, c, &it->diags) < 0) {
+                it->action = PLAN_REJECTED;
+                NOTE(it, "the last accepted spec stays in force");
+        } else {
+                steps_update(it, prev, c);
+        }
+        note_in_progress(it, sc);
+}
+
+static void plan_removed(plan *p, const state_cluster *sc, bool prune, bool revision_has_errors)
+{
+        const char *phase = sc->phase ? sc->phase : "";
+        plan_item *it = item_add(p, sc->name, PLAN_DELETE);
+        if (revision_has_errors) {
+                it->action = PLAN_UNCHANGED;
+                NOTE(it, "not in the valid documents of this revision; nothing is removed while "
+                         "the revision has invalid documents");
+                return;
+        }
+        if (streq(phase, "Pruned")) {
+                it->action = PLAN_UNCHANGED;
+                NOTE(it, "pruned earlier: members stopped; data is kept");
+                return;
+        }
+        if (!prune) {
+                if (streq(phase, "Orphaned"))
+                        it->action = PLAN_UNCHANGED;
+                NOTE(it, "orphaned: members keep running (use --prune to stop them; data is "
+                         "kept)");
+                return;
+        }
+        int n = sc->desired_replicas;
+        if (n > 0)
+                STEP(it, "stop its %d %s; data is kept", n, plural(n, "member", "members"));
+        else
+                STEP(it, "stop its members; data is kept");
+}
+
+/* ---- attributing diagnostics to clusters -------------------------------- */
+
+typedef struct file_docs {
+        const char *file;
+        ydoc_list docs;
+        bool parsed;
+} file_docs;
+
+static const char *scalar(const ynode *n)
+{
+        return n && n->kind == YNODE_SCALAR && !isempty(n->str) ? n->str : NULL;
+}
+
+/* The "namespace/name" the document at `line` of file names, or NULL. */
+static char *owner_of(file_docs *fd, const source_revision *rev, const char *file, int line)
+{
+        if (!file || line <= 0)
+                return NULL;
+        const source_file *sf = NULL;
+        for (size_t i = 0; i < rev->n_files && !sf; i++)
+                if (streq(rev->files[i].path, file))
+                        sf = &rev->files[i];
+        if (!sf)
+                return NULL;
+        size_t i = sf - rev->files;
+        if (!fd[i].parsed) {
+                diag_list ignore = DIAG_LIST_INIT;
+                fd[i].file = sf->path;
+                (void)yaml_parse(sf->path, sf->content, sf->len, NULL, &fd[i].docs, &ignore);
+                diag_list_release(&ignore);
+                fd[i].parsed = true;
+        }
+        const ydoc *doc = NULL;
+        for (size_t d = 0; d < fd[i].docs.n; d++)
+                if (fd[i].docs.docs[d].line <= line)
+                        doc = &fd[i].docs.docs[d];
+        if (!doc || !doc->root)
+                return NULL;
+        const ynode *meta = ynode_get(doc->root, "metadata");
+        const char *name = scalar(ynode_get(meta, "name"));
+        const char *ns = scalar(ynode_get(meta, "namespace"));
+        if (!name)
+                return NULL;
+        return xasprintf("%s/%s", ns ? ns : "default", name);
+}
+
+static void diag_copy(diag_list *dst, const diag *d)
+{
+        diag_add(dst, d->severity, d->file, d->line, d->col, "%s", d->message);
+}
+
+static void attribute_diags(plan *p, const source_revision *rev, const diag_list *diags)
+{
+        file_docs *fd = xcalloc(rev->n_files + 1, sizeof(*fd));
+        char **dest = xcalloc(diags->n + 1, sizeof(char *)); /* where each error went */
+        /* Errors first: they make the rejected items the other diagnostics join. */
+        for (int pass = 0; pass < 2; pass++)
+                for (size_t i = 0; i < diags->n; i++) {
+                        const diag *d = &diags->items[i];
+                        if ((d->severity == DIAG_ERROR) != (pass == 0))
+                                continue;
+                        _cleanup_free_ char *owner = owner_of(fd, rev, d->file, d->line);
+                        const char *name = owner ? owner : d->file ? d->file : "(revision)";
+                        /* A note right after an error explains that error: keep them together. */
+                        if (pass == 1 && i > 0 && dest[i - 1] &&
+                            streq_ptr(diags->items[i - 1].file, d->file))
+                                name = dest[i - 1];
+                        plan_item *it = item_find(p, name);
+                        if (it && d->severity == DIAG_ERROR && it->action != PLAN_REJECTED) {
+                                /*
+                                 * A valid cluster has no errors: the document that does
+                                 * was not read far enough to be told apart (a syntax error
+                                 * after it in the same file). Report it under the file.
+                                 */
+                                name = d->file ? d->file : "(revision)";
+                                it = item_find(p, name);
+                        }
+                        if (!it && d->severity == DIAG_ERROR) {
+                                it = item_add(p, name, PLAN_REJECTED);
+                                it->file = xstrdup_null(d->file);
+                                it->line = d->line;
+                        }
+                        if (d->severity == DIAG_ERROR)
+                                dest[i] = xstrdup(name);
+                        diag_copy(it ? &it->diags : &p->diags, d);
+                }
+        for (size_t i = 0; i < p->n; i++)
+                diag_sort(&p->items[i].diags);
+        for (size_t i = 0; i < diags->n; i++)
+                free(dest[i]);
+        free(dest);
+        for (size_t i = 0; i < rev->n_files; i++)
+                ydoc_list_release(&fd[i].docs);
+        free(fd);
+}
+
+/* ---- the plan ----------------------------------------------------------- */
+
+static int cmp_item(const void *x, const void *y)
+{
+        return strcmp(((const plan_item *)x)->name, ((const plan_item *)y)->name);
+}
+
+int plan_compute(const plan_input *in, plan **ret)
+{
+        if (!in || !in->rev || !ret)
+                return -EINVAL;
+        const source_revision *rev = in->rev;
+        plan *p = XNEW(plan);
+        p->diags = (diag_list)DIAG_LIST_INIT;
+
+        /* The driver's rules: every file parsed, invalid documents and duplicates out. */
+        cluster_set set = {0};
+        diag_list diags = DIAG_LIST_INIT;
+        bool errors = false;
+        for (size_t i = 0; i < rev->n_files; i++)
+                if (spec_load_buffer(rev->files[i].path, rev->files[i].content, rev->files[i].len,
+                                     &set, &diags) < 0)
+                        errors = true;
+        if (spec_check_duplicates(&set, &diags) < 0)
+                errors = true;
+        for (size_t i = 0; i < rev->n_notes; i++)
+                diag_add(&diags, DIAG_NOTE, rev->notes[i].path, 0, 0, "skipped: %s",
+                         rev->notes[i].reason);
+
+        for (size_t i = 0; i < set.n; i++) {
+                _cleanup_free_ char *id = etcd_cluster_id(set.items[i]);
+                if (item_find(p, id))
+                        continue;
+                bool twice = false;
+                for (size_t j = i + 1; j < set.n && !twice; j++)
+                        twice = streq_ptr(set.items[i]->name, set.items[j]->name) &&
+                                streq_ptr(set.items[i]->namespace_, set.items[j]->namespace_);
+                if (twice) {
+                        /* Defined twice: neither definition is taken in. */
+                        plan_item *it = item_add(p, id, PLAN_REJECTED);
+                        it->file = xstrdup_null(set.items[i]->file);
+                        it->line = set.items[i]->line;
+                        continue;
+                }
+                plan_cluster(p, set.items[i], applied_find(in->applied, id));
+        }
+        attribute_diags(p, rev, &diags);
+
+        for (size_t i = 0; in->applied && i < in->applied->n; i++) {
+                const state_cluster *sc = in->applied->items[i];
+                if (!item_find(p, sc->name))
+                        plan_removed(p, sc, in->prune, errors);
+        }
+
+        if (p->n > 1)
+                qsort(p->items, p->n, sizeof(*p->items), cmp_item);
+        for (size_t i = 0; i < p->n; i++) {
+                switch (p->items[i].action) {
+                case PLAN_CREATE:
+                        p->n_create++;
+                        break;
+                case PLAN_UPDATE:
+                        p->n_update++;
+                        break;
+                case PLAN_DELETE:
+                        p->n_delete++;
+                        break;
+                case PLAN_REJECTED:
+                        p->n_rejected++;
+                        break;
+                case PLAN_UNCHANGED:
+                        p->n_unchanged++;
+                        break;
+                }
+        }
+        diag_list_release(&diags);
+        cluster_set_release(&set);
+        *ret = p;
+        return 0;
+}
+
+bool plan_has_changes(const plan *p)
+{
+        return p->n_create + p->n_update + p->n_delete > 0;
+}
+
+bool plan_has_errors(const plan *p)
+{
+        if (p->n_rejected > 0 || diag_has_errors(&p->diags))
+                return true;
+        for (size_t i = 0; i < p->n; i++)
+                if (diag_has_errors(&p->items[i].diags))
+                        return true;
+        return false;
+}
+
+/* ---- printing ------------------------------------------------------------ */
+
+/* A value for people: strings bare, the rest as compact JSON; absent is "(none)". */
+static char *value_text(const json_t *v, bool redacted)
+{
+        if (!v)
+                return xstrdup("(none)");
+        if (redacted)
+                return xstrdup("(redacted)");
+        if (json_is_string(v))
+                return xstrdup(json_string_value(v));
+        char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_SORT_KEYS);
+        return s ? s : xstrdup("?");
+}
+
+#define C_RESET   "\033[0m"
+#define C_GREEN   "\033[32m"
+#define C_YELLOW  "\033[33m"
+#define C_RED     "\033[31m"
+#define C_BOLDRED "\033[1;31m"
+#define C_DIM     "\033[2m"
+
+static void print_item(const plan_item *it, const plan_print_opts *o, FILE *out)
+{
+        static const char marks[] = {
+            [PLAN_CREATE] = '+',   [PLAN_UPDATE] = '~',    [PLAN_DELETE] = '-',
+            [PLAN_REJECTED] = '!', [PLAN_UNCHANGED] = '=',
+        };
+        static const char *const colors[] = {
+            [PLAN_CREATE] = C_GREEN,     [PLAN_UPDATE] = C_YELLOW, [PLAN_DELETE] = C_RED,
+            [PLAN_REJECTED] = C_BOLDRED, [PLAN_UNCHANGED] = C_DIM,
+        };
+        const char *on = o->color ? colors[it->action] : "";
+        const char *off = o->color ? C_RESET : "";
+
+        fprintf(out, "%s%c %s %s%s", on, marks[it->action], plan_action_name(it->action), it->name,
+                off);
+        if (it->file && it->action != PLAN_REJECTED)
+                fprintf(out, "  (%s:%d)", it->file, it->line);
+        fputc('\n', out);
+        for (size_t i = 0; i < it->n_changes; i++) {
+                const plan_change *c = &it->changes[i];
+                _cleanup_free_ char *from = value_text(c->from, c->redacted);
+                _cleanup_free_ char *to = value_text(c->to, c->redacted);
+                fprintf(out, "    %s: %s → %s\n", c->path, from, to);
+        }
+        for (size_t i = 0; i < it->diags.n; i++) {
+                _cleanup_free_ char *line = diag_format(&it->diags.items[i]);
+                fprintf(out, "    %s\n", line);
+        }
+        for (size_t i = 0; i < it->n_notes; i++)
+                fprintf(out, "    %s\n", it->notes[i]);
+        if (it->n_steps > 0) {
+                fprintf(out, "    Steps:\n");
+                for (size_t i = 0; i < it->n_steps; i++)
+                        fprintf(out, "      %zu. %s\n", i + 1, it->steps[i]);
+        }
+}
+
+static void first_line(const char *s, strbuf *out)
+{
+        if (!s)
+                return;
+        sb_append_len(out, s, strcspn(s, "\n"));
+}
+
+void plan_print_text(const plan *p, const source_revision *rev, const plan_print_opts *o, FILE *out)
+{
+        if (rev->commit_id[0]) {
+                strbuf msg = STRBUF_INIT;
+                first_line(rev->message, &msg);
+                fprintf(out, "Revision %.12s", rev->commit_id);
+                if (rev->ref)
+                        fprintf(out, " (%s)", rev->ref);
+                fprintf(out, " of %s\n", rev->repository ? rev->repository : "?");
+                fprintf(out, "  by %s <%s>: %s\n", rev->author.name ? rev->author.name : "",
+                        rev->author.email ? rev->author.email : "", sb_str(&msg));
+                sb_release(&msg);
+        } else {
+                fprintf(out, "Directory %s\n", rev->repository ? rev->repository : "?");
+        }
+        fputc('\n', out);
+
+        bool listed = false;
+        for (size_t i = 0; i < p->n; i++) {
+                const plan_item *it = &p->items[i];
+                if (it->action == PLAN_UNCHANGED && !o->verbose && it->n_notes == 0)
+                        continue;
+                print_item(it, o, out);
+                listed = true;
+        }
+        if (o->show_diag && p->diags.n > 0) {
+                if (listed)
+                        fputc('\n', out);
+                diag_print(&p->diags, out);
+                listed = true;
+        }
+        if (listed)
+                fputc('\n', out);
+        if (!plan_has_changes(p) && p->n_rejected == 0)
+                fprintf(out, "No changes: nothing to create, change or delete.\n");
+        fprintf(out, "Plan: %d to create, %d to change, %d to delete, %d rejected.\n", p->n_create,
+                p->n_update, p->n_delete, p->n_rejected);
+}
+
+static json_t *json_str_or_null(const char *s)
+{
+        return s ? json_string(s) : json_null();
+}
+
+static json_t *person_json(const source_person *pp)
+{
+        if (!pp->name && !pp->email)
+                return json_null();
+        return json_pack("{s:o,s:o,s:I}", "name", json_str_or_null(pp->name), "email",
+                         json_str_or_null(pp->email), "time", (json_int_t)pp->time);
+}
+
+static json_t *diags_json(const diag_list *l)
+{
+        static const char *const sev[] = {"note", "warning", "error"};
+        json_t *a = json_array();
+        for (size_t i = 0; i < l->n; i++) {
+                const diag *d = &l->items[i];
+                _cleanup_free_ char *text = diag_format(d);
+                json_array_append_new(
+                    a, json_pack("{s:s,s:o,s:i,s:i,s:s,s:s}", "severity", sev[d->severity], "file",
+                                 json_str_or_null(d->file), "line", d->line, "column", d->col,
+                                 "message", d->message, "text", text));
+        }
+        return a;
+}
+
+static json_t *strv_json(char **v, size_t n)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(a, json_string(v[i]));
+        return a;
+}
+
+static json_t *change_value(const json_t *v, bool redacted)
+{
+        if (!v)
+                return json_null();
+        if (redacted)
+                return json_string("(redacted)");
+        return json_deep_copy(v);
+}
+
+json_t *plan_to_json(const plan *p, const source_revision *rev)
+{
+        json_t *r =
+            json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "repository", json_str_or_null(rev->repository),
+                      "ref", json_str_or_null(rev->ref), "commit",
+                      rev->commit_id[0] ? json_string(rev->commit_id) : json_null(), "author",
+                      person_json(&rev->author), "committer", person_json(&rev->committer),
+                      "message", json_str_or_null(rev->message));
+        json_t *clusters = json_array();
+        for (size_t i = 0; i < p->n; i++) {
+                const plan_item *it = &p->items[i];
+                json_t *changes = json_array();
+                for (size_t c = 0; c < it->n_changes; c++) {
+                        const plan_change *ch = &it->changes[c];
+                        json_array_append_new(
+                            changes, json_pack("{s:s,s:o,s:o,s:b}", "path", ch->path, "from",
+                                               change_value(ch->from, ch->redacted), "to",
+                                               change_value(ch->to, ch->redacted), "redacted",
+                                               ch->redacted));
+                }
+                json_array_append_new(
+                    clusters, json_pack("{s:s,s:s,s:o,s:i,s:o,s:o,s:o,s:o}", "name", it->name,
+                                        "action", plan_action_name(it->action), "file",
+                                        json_str_or_null(it->file), "line", it->line, "changes",
+                                        changes, "steps", strv_json(it->steps, it->n_steps),
+                                        "notes", strv_json(it->notes, it->n_notes), "diagnostics",
+                                        diags_json(&it->diags)));
+        }
+        json_t *summary = json_pack("{s:i,s:i,s:i,s:i,s:i,s:b}", "create", p->n_create, "update",
+                                    p->n_update, "delete", p->n_delete, "rejected", p->n_rejected,
+                                    "unchanged", p->n_unchanged, "changes", plan_has_changes(p));
+        return json_pack("{s:o,s:o,s:o,s:o}", "revision", r, "clusters", clusters, "diagnostics",
+                         diags_json(&p->diags), "summary", summary);
+}

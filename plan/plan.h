@@ -1,0 +1,95 @@
+/*
+ * Plans: what taking in a source revision would change, computed without
+ * touching any etcd, target or state.
+ *
+ * plan_compute() is pure: it takes the revision (files already read by a
+ * source) and the clusters the state store has accepted, parses the
+ * revision with the same rules as the driver (invalid documents and
+ * duplicates rejected, the rest still planned), and classifies every
+ * cluster as create, update, delete, rejected or unchanged. Updates carry
+ * a field-by-field diff of the normalized specs (secret-looking values
+ * redacted) and the steps the reconciler will take. The printers turn a
+ * plan into text for people or JSON for tools (docs/plan.md).
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "sources/source.h"
+#include "state/state.h"
+#include "util/diag.h"
+
+typedef enum plan_action {
+        PLAN_CREATE,
+        PLAN_UPDATE,
+        PLAN_DELETE,
+        PLAN_REJECTED,
+        PLAN_UNCHANGED,
+} plan_action;
+
+/* "create", "update", "delete", "rejected", "unchanged" (the JSON names). */
+const char *plan_action_name(plan_action a);
+
+typedef struct plan_change {
+        char *path;    /* "spec.replicas", "metadata.labels.team", ... */
+        json_t *from;  /* NULL: absent before */
+        json_t *to;    /* NULL: absent after */
+        bool redacted; /* a secret-looking key: values are never shown */
+} plan_change;
+
+typedef struct plan_item {
+        char *name; /* "namespace/name"; for a document without a name, its file */
+        plan_action action;
+        char *file; /* where it is defined in the revision (NULL for a delete) */
+        int line;
+        plan_change *changes; /* sorted by path */
+        size_t n_changes;
+        char **steps; /* what the reconciler will do, in order */
+        size_t n_steps;
+        char **notes; /* remarks: "still being applied", "kept: ..." */
+        size_t n_notes;
+        diag_list diags; /* the reasons for a rejection; warnings for the others */
+} plan_item;
+
+typedef struct plan {
+        plan_item *items; /* sorted by name */
+        size_t n;
+        diag_list diags; /* problems not tied to one cluster (skipped files, ...) */
+        int n_create, n_update, n_delete, n_rejected, n_unchanged;
+} plan;
+
+typedef struct plan_input {
+        const source_revision *rev;        /* required */
+        const state_cluster_list *applied; /* NULL: nothing applied yet */
+        bool prune;                        /* clusters removed from the source are stopped */
+} plan_input;
+
+/*
+ * Compute the plan. Returns 0 (rejections are part of the plan, not an
+ * error) or -EINVAL for a missing revision.
+ */
+int plan_compute(const plan_input *in, plan **ret);
+void plan_free(plan *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(plan *, plan_free);
+
+/* True when taking the revision in would create, change or delete something. */
+bool plan_has_changes(const plan *p);
+/* True when a document or a transition was rejected (or any error diagnostic). */
+bool plan_has_errors(const plan *p);
+
+typedef struct plan_print_opts {
+        bool color;     /* ANSI colours */
+        bool verbose;   /* also list unchanged clusters */
+        bool show_diag; /* print unassigned diagnostics (skipped files) */
+} plan_print_opts;
+
+/* The human-readable plan, ending with "Plan: N to create, ...". */
+void plan_print_text(const plan *p, const source_revision *rev, const plan_print_opts *o,
+                     FILE *out);
+/*
+ * The plan for tools: {"revision": {...}, "clusters": [...], "diagnostics":
+ * [...], "summary": {...}}; see docs/plan.md for every field.
+ */
+json_t *plan_to_json(const plan *p, const source_revision *rev);

@@ -1,0 +1,198 @@
+/*
+ * plan_compute() as a pure function: a revision built in memory and the
+ * accepted specs as the state store would return them. Covers what the
+ * command-line tests do not reach cheaply: flag-only restarts, changes
+ * while paused, nested and array values, redaction in both outputs, a
+ * duplicate of an applied cluster, pruned clusters and the summary.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "plan/plan.h"
+#include "sources/revision.h"
+#include "spec/spec.h"
+#include "util/xalloc.h"
+
+static source_revision *revision(const char *const *paths, const char *const *texts, size_t n)
+{
+        source_revision *r = XNEW(source_revision);
+        r->repository = xstrdup("/srv/clusters");
+        for (size_t i = 0; i < n; i++)
+                revision_add_file(r, paths[i], xstrdup(texts[i]), strlen(texts[i]));
+        revision_sort(r);
+        return r;
+}
+
+/* An accepted (and, with latched, applied) record made from YAML. */
+static state_cluster *accepted(const char *yaml, bool latched, const char *phase)
+{
+        cluster_set set = {0};
+        diag_list d = DIAG_LIST_INIT;
+        assert_int_equal(spec_load_buffer("old.yaml", yaml, strlen(yaml), &set, &d), 0);
+        assert_int_equal(set.n, 1);
+        state_cluster *sc = XNEW(state_cluster);
+        sc->name = etcd_cluster_id(set.items[0]);
+        json_t *j = spec_to_json(set.items[0]);
+        sc->desired_json = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(j);
+        sc->desired_hash = spec_hash(set.items[0]);
+        sc->observed_hash = latched ? xstrdup(sc->desired_hash) : NULL;
+        sc->desired_commit = xstrdup("0123456789abcdef0123456789abcdef01234567");
+        sc->desired_replicas = set.items[0]->replicas;
+        sc->phase = xstrdup_null(phase);
+        cluster_set_release(&set);
+        diag_list_release(&d);
+        return sc;
+}
+
+static const plan_item *item(const plan *p, const char *name)
+{
+        for (size_t i = 0; i < p->n; i++)
+                if (streq(p->items[i].name, name))
+                        return &p->items[i];
+        fail_msg("no item %s", name);
+        return NULL;
+}
+
+static bool has_step(const plan_item *it, const char *text)
+{
+        for (size_t i = 0; i < it->n_steps; i++)
+                if (strstr(it->steps[i], text))
+                        return true;
+        return false;
+}
+
+#define LABELED(name, pw)                                                                          \
+        "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: " name               \
+        "\n  labels:\n    db-password: " pw "\nspec:\n"
+#define HEAD(name)                                                                                 \
+        "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: " name "\nspec:\n"
+
+static void test_model(void **state)
+{
+        (void)state;
+        const char *paths[] = {"c/flags.yaml", "c/paused.yaml", "c/nested.yaml", "c/d1.yaml",
+                               "c/d2.yaml"};
+        const char *now[] = {
+            LABELED("flags", "new-hunter2") "  replicas: 3\n  options:\n    extraFlags:\n"
+                                            "      max-txn-ops: \"256\"\n",
+            HEAD("paused") "  replicas: 0\n  version: \"3.5.16\"\n",
+            HEAD("nested") "  replicas: 3\n  resources:\n    requests:\n      cpu: 500m\n"
+                           "  tolerations:\n    - key: dedicated\n      operator: Exists\n",
+            HEAD("dup") "  replicas: 1\n",
+            HEAD("dup") "  replicas: 5\n",
+        };
+        source_revision *rev = revision(paths, now, 5);
+
+        state_cluster *items[] = {
+            accepted(LABELED("flags", "old-hunter2") "  replicas: 3\n  options:\n    extraFlags:\n"
+                                                     "      max-txn-ops: \"128\"\n",
+                     true, "Running"),
+            accepted(HEAD("paused") "  replicas: 0\n  version: \"3.5.10\"\n", true, "Paused"),
+            accepted(HEAD("nested") "  replicas: 3\n", false, "Running"),
+            accepted(HEAD("dup") "  replicas: 1\n", true, "Running"),
+            accepted(HEAD("gone") "  replicas: 3\n", true, "Pruned"),
+        };
+        items[1]->progress_deadline_ms = 5000; /* latched, not converged yet */
+        state_cluster_list applied = {.items = items, .n = 5};
+        plan *p = NULL;
+        plan_input in = {.rev = rev, .applied = &applied, .prune = true};
+        assert_int_equal(plan_compute(&in, &p), 0);
+
+        const plan_item *f = item(p, "default/flags");
+        assert_int_equal(f->action, PLAN_UPDATE);
+        assert_int_equal(f->n_changes, 2);
+        assert_string_equal(f->changes[0].path, "metadata.labels.db-password");
+        assert_true(f->changes[0].redacted);
+        assert_string_equal(f->changes[1].path, "spec.options.extraFlags.max-txn-ops");
+        assert_false(f->changes[1].redacted);
+        assert_true(has_step(f, "restart 3 members one at a time with the new flags"));
+
+        const plan_item *ps = item(p, "default/paused");
+        assert_int_equal(ps->action, PLAN_UPDATE);
+        assert_int_equal(ps->n_steps, 1);
+        assert_true(has_step(ps, "the paused member starts with them when resumed"));
+        assert_int_equal(ps->n_notes, 1);
+        assert_non_null(strstr(ps->notes[0], "still being applied: the reconciler is working"));
+
+        const plan_item *n = item(p, "default/nested");
+        assert_int_equal(n->action, PLAN_UPDATE);
+        assert_string_equal(n->changes[0].path, "spec.resources.requests.cpu");
+        assert_null(n->changes[0].from);
+        assert_string_equal(json_string_value(n->changes[0].to), "500m");
+        assert_string_equal(n->changes[1].path, "spec.tolerations");
+        assert_true(json_is_array(n->changes[1].to));
+        assert_true(has_step(n, "no member restarts"));
+        assert_int_equal(n->n_notes, 1);
+        assert_non_null(strstr(n->notes[0], "still being applied"));
+        assert_non_null(strstr(n->notes[0], "0123456"));
+
+        const plan_item *d = item(p, "default/dup");
+        assert_int_equal(d->action, PLAN_REJECTED);
+        assert_int_equal(d->n_steps, 0);
+        assert_int_equal(d->n_changes, 0);
+        assert_true(diag_has_errors(&d->diags));
+
+        assert_int_equal(item(p, "default/gone")->action, PLAN_UNCHANGED);
+
+        assert_int_equal(p->n_update, 3);
+        assert_int_equal(p->n_rejected, 1);
+        assert_int_equal(p->n_unchanged, 1);
+        assert_true(plan_has_changes(p));
+        assert_true(plan_has_errors(p));
+
+        /* Neither output shows a redacted value. */
+        json_t *j = plan_to_json(p, rev);
+        char *dump = json_dumps(j, 0);
+        assert_null(strstr(dump, "hunter2"));
+        assert_non_null(strstr(dump, "\"(redacted)\""));
+        free(dump);
+        json_decref(j);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&text, &len);
+        plan_print_opts po = {.verbose = true};
+        plan_print_text(p, rev, &po, mem);
+        fclose(mem);
+        assert_null(strstr(text, "hunter2"));
+        assert_non_null(strstr(text, "metadata.labels.db-password: (redacted) → "
+                                     "(redacted)"));
+        assert_non_null(strstr(text, "Plan: 0 to create, 3 to change, 0 to delete, 1 rejected."));
+        free(text);
+
+        plan_free(p);
+        for (size_t i = 0; i < 5; i++)
+                state_cluster_free(items[i]);
+        source_revision_free(rev);
+}
+
+static void test_empty(void **state)
+{
+        (void)state;
+        source_revision *rev = revision(NULL, NULL, 0);
+        plan *p = NULL;
+        plan_input in = {.rev = rev};
+        assert_int_equal(plan_compute(&in, &p), 0);
+        assert_false(plan_has_changes(p));
+        assert_false(plan_has_errors(p));
+        plan_free(p);
+        plan_free(NULL);
+        assert_int_equal(plan_compute(&(plan_input){0}, &p), -EINVAL);
+        source_revision_free(rev);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_model),
+            cmocka_unit_test(test_empty),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
