@@ -71,6 +71,12 @@ static void read_metadata(reader *r, const ynode *root)
                                  "letters, digits and '-', starting and ending with a letter or "
                                  "digit)",
                                  c->name);
+                else if (!(c->name[0] >= 'a' && c->name[0] <= 'z'))
+                        rd_error(r, v,
+                                 "metadata.name: \"%s\" must start with a letter: gitcd names "
+                                 "a Service after the cluster, and Service names are DNS-1035 "
+                                 "labels",
+                                 c->name);
                 else if (len > GITCD_MAX_NAME_LEN)
                         rd_error(r, v,
                                  "metadata.name: \"%s\" is %zu characters; at most %d fit so "

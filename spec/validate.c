@@ -338,6 +338,16 @@ static void check_object_names(reader *r)
         check_location_names(r, "spec.bootstrap.restore.source", &c->restore.source);
 }
 
+/* Keys under gitcd.io/ are gitcd's own: render sets them and drops the user's. */
+static void check_reserved_keys(reader *r, const char *native, const kv_list *l)
+{
+        for (size_t i = 0; i < l->n; i++)
+                if (strneq(l->items[i].key, "gitcd.io/", 9))
+                        rd_diag_at(r, DIAG_WARNING, native,
+                                   "%s: \"%s\" is reserved for gitcd and is ignored",
+                                   rd_name(r, native), l->items[i].key);
+}
+
 void spec_validate(reader *r)
 {
         etcd_cluster *c = r->c;
@@ -364,4 +374,8 @@ void spec_validate(reader *r)
         check_options(r);
         check_schedules(r);
         check_object_names(r);
+        check_reserved_keys(r, "spec.additionalMetadata.labels", &c->additional_labels);
+        check_reserved_keys(r, "spec.additionalMetadata.annotations", &c->additional_annotations);
+        check_reserved_keys(r, "spec.podTemplate.metadata.labels", &c->pod_labels);
+        check_reserved_keys(r, "spec.podTemplate.metadata.annotations", &c->pod_annotations);
 }
