@@ -762,6 +762,8 @@ static int act_simple_etcd(act_ctx *a, const char *action)
         case STEP_PROMOTE:
                 k = etcd_member_promote(cl, a->s->member_id);
                 FAILPOINT("promote.after-etcd");
+                if (k == ETCD_ERR_MEMBER_NOT_LEARNER)
+                        k = 0; /* promoted already (a lagging member list): idempotent */
                 if (k == ETCD_ERR_MEMBER_NOT_IN_SYNC) {
                         /* Expected while the learner catches up: not a failure. */
                         (void)state_op_finish(a->r->opts.db, op, STATE_OP_ABANDONED,
