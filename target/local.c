@@ -818,8 +818,11 @@ static int list_subdirs(const char *path, char ***ret, size_t *ret_n)
         return 0;
 }
 
-/* Every port recorded in a member.json under state_dir. */
-static void collect_used_ports(local_target *lt, port_set *used)
+/* Call fn for every <namespace>/<cluster>/<member> folder under state_dir/clusters. */
+static void for_each_member_dir(local_target *lt,
+                                void (*fn)(local_target *lt, const char *ns, const char *cluster,
+                                           const char *member, void *userdata),
+                                void *userdata)
 {
         _cleanup_free_ char *root = xasprintf("%s/clusters", lt->state_dir);
         _cleanup_(strv_freep) char **nss = NULL;
@@ -838,19 +841,31 @@ static void collect_used_ports(local_target *lt, port_set *used)
                         size_t n_m = 0;
                         if (list_subdirs(cldir, &mems, &n_m) < 0)
                                 continue;
-                        for (size_t k = 0; k < n_m; k++) {
-                                local_member *m = find_loaded(lt, nss[i], cls[j], mems[k]);
-                                _cleanup_(local_member_freep) local_member *tmp = NULL;
-                                if (!m && member_load(lt, nss[i], cls[j], mems[k], &tmp) == 0)
-                                        m = tmp;
-                                if (!m)
-                                        continue;
-                                port_set_add(used, m->client_port);
-                                port_set_add(used, m->peer_port);
-                                port_set_add(used, m->metrics_port);
-                        }
+                        for (size_t k = 0; k < n_m; k++)
+                                fn(lt, nss[i], cls[j], mems[k], userdata);
                 }
         }
+}
+
+static void add_member_ports(local_target *lt, const char *ns, const char *cluster,
+                             const char *member, void *userdata)
+{
+        port_set *used = userdata;
+        local_member *m = find_loaded(lt, ns, cluster, member);
+        _cleanup_(local_member_freep) local_member *tmp = NULL;
+        if (!m && member_load(lt, ns, cluster, member, &tmp) == 0)
+                m = tmp;
+        if (!m)
+                return;
+        port_set_add(used, m->client_port);
+        port_set_add(used, m->peer_port);
+        port_set_add(used, m->metrics_port);
+}
+
+/* Every port recorded in a member.json under state_dir. */
+static void collect_used_ports(local_target *lt, port_set *used)
+{
+        for_each_member_dir(lt, add_member_ports, used);
 }
 
 static int pick_port(port_set *used, unsigned *cursor)
@@ -1368,32 +1383,18 @@ static const target_ops local_ops = {
     .free = local_free,
 };
 
+static void adopt_member(local_target *lt, const char *ns, const char *cluster, const char *member,
+                         void *userdata)
+{
+        (void)userdata;
+        local_member *m = NULL;
+        (void)get_member(lt, ns, cluster, member, &m);
+}
+
 /* Load every member recorded under state_dir, adopting the running ones. */
 static void adopt_all(local_target *lt)
 {
-        _cleanup_free_ char *root = xasprintf("%s/clusters", lt->state_dir);
-        _cleanup_(strv_freep) char **nss = NULL;
-        size_t n_ns = 0;
-        if (list_subdirs(root, &nss, &n_ns) < 0)
-                return;
-        for (size_t i = 0; i < n_ns; i++) {
-                _cleanup_free_ char *nsdir = path_join(root, nss[i]);
-                _cleanup_(strv_freep) char **cls = NULL;
-                size_t n_cl = 0;
-                if (list_subdirs(nsdir, &cls, &n_cl) < 0)
-                        continue;
-                for (size_t j = 0; j < n_cl; j++) {
-                        _cleanup_free_ char *cldir = path_join(nsdir, cls[j]);
-                        _cleanup_(strv_freep) char **mems = NULL;
-                        size_t n_m = 0;
-                        if (list_subdirs(cldir, &mems, &n_m) < 0)
-                                continue;
-                        for (size_t k = 0; k < n_m; k++) {
-                                local_member *m = NULL;
-                                (void)get_member(lt, nss[i], cls[j], mems[k], &m);
-                        }
-                }
-        }
+        for_each_member_dir(lt, adopt_member, NULL);
 }
 
 int local_target_new(const local_target_opts *opts, target **ret)
