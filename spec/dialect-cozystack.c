@@ -112,38 +112,15 @@ void read_spec_cozystack(reader *r, const ynode *spec)
                 c->replicas = (int)v;
         rd_string(r, spec, "spec", "version", NULL, &c->version);
         const ynode *m = NULL;
-        if (rd_map(r, spec, "spec", "storage", NULL, &m)) {
-                static const char *const k[] = {"size", "medium", "storageClassName", NULL};
-                rd_keys(r, m, "spec.storage", k, NULL);
-                rd_quantity(r, m, "spec.storage", "size", NULL, &c->storage.size,
-                            &c->storage.size_bytes);
-                static const char *const media[] = {"Disk", "Memory", NULL};
-                int med;
-                if (rd_enum(r, m, "spec.storage", "medium", NULL, media, &med))
-                        c->storage.medium = (storage_medium)med;
-                rd_string(r, m, "spec.storage", "storageClassName", NULL,
-                          &c->storage.storage_class);
-        }
+        native_read_storage(r, spec);
         if (rd_map(r, spec, "spec", "tls", NULL, &m))
                 read_tls(r, m);
-        if (rd_map(r, spec, "spec", "auth", NULL, &m)) {
-                static const char *const k[] = {"enabled", "rootCredentialsSecretRef", NULL};
-                rd_keys(r, m, "spec.auth", k, NULL);
-                rd_bool(r, m, "spec.auth", "enabled", NULL, &c->auth.enabled);
-                rd_ref(r, m, "spec.auth", "rootCredentialsSecretRef", NULL,
-                       &c->auth.root_credentials_secret);
-        }
+        native_read_auth(r, spec);
         rd_json(r, spec, "spec", "resources", NULL, true, &c->resources);
         rd_json(r, spec, "spec", "affinity", NULL, true, &c->affinity);
         rd_json(r, spec, "spec", "topologySpreadConstraints", NULL, false,
                 &c->topology_spread_constraints);
-        if (rd_map(r, spec, "spec", "additionalMetadata", NULL, &m)) {
-                static const char *const k[] = {"labels", "annotations", NULL};
-                rd_keys(r, m, "spec.additionalMetadata", k, NULL);
-                rd_kv(r, m, "spec.additionalMetadata", "labels", NULL, true, &c->additional_labels);
-                rd_kv(r, m, "spec.additionalMetadata", "annotations", NULL, false,
-                      &c->additional_annotations);
-        }
+        native_read_additional_metadata(r, spec);
         if (rd_int(r, spec, "spec", "progressDeadlineSeconds", NULL, INT32_MIN, INT32_MAX, &v))
                 c->progress_deadline_seconds = (int)v;
         const ynode *b = NULL, *restore = NULL, *src = NULL;

@@ -33,3 +33,10 @@ const char *closest_word(const char *word, const char *const *candidates);
 /* The largest metadata.name that leaves room for "<name>-headless" in 63 characters. */
 #define GITCD_MAX_NAME_LEN (63 - 9)
 #define GITCD_MAX_REPLICAS 99
+
+/* Readers of native-shaped blocks that other dialects share (spec/native.c). */
+struct reader;
+struct ynode;
+void native_read_storage(struct reader *r, const struct ynode *spec);
+void native_read_auth(struct reader *r, const struct ynode *spec);
+void native_read_additional_metadata(struct reader *r, const struct ynode *spec);

@@ -374,6 +374,54 @@ static void read_bootstrap(reader *r, const ynode *spec)
                 rd_error(r, restore, "spec.bootstrap.restore.source is required");
 }
 
+/*
+ * spec.storage, spec.auth and spec.additionalMetadata in the native shape,
+ * which cozystack's dialect shares field for field.
+ */
+void native_read_storage(reader *r, const ynode *spec)
+{
+        etcd_cluster *c = r->c;
+        const ynode *m = NULL;
+        if (rd_map(r, spec, "spec", "storage", NULL, &m)) {
+                static const char *const k[] = {"size", "medium", "storageClassName", NULL};
+                rd_keys(r, m, "spec.storage", k, NULL);
+                rd_quantity(r, m, "spec.storage", "size", NULL, &c->storage.size,
+                            &c->storage.size_bytes);
+                static const char *const media[] = {"Disk", "Memory", NULL};
+                int med;
+                if (rd_enum(r, m, "spec.storage", "medium", NULL, media, &med))
+                        c->storage.medium = (storage_medium)med;
+                rd_string(r, m, "spec.storage", "storageClassName", NULL,
+                          &c->storage.storage_class);
+        }
+}
+
+void native_read_auth(reader *r, const ynode *spec)
+{
+        etcd_cluster *c = r->c;
+        const ynode *m = NULL;
+        if (rd_map(r, spec, "spec", "auth", NULL, &m)) {
+                static const char *const k[] = {"enabled", "rootCredentialsSecretRef", NULL};
+                rd_keys(r, m, "spec.auth", k, NULL);
+                rd_bool(r, m, "spec.auth", "enabled", NULL, &c->auth.enabled);
+                rd_ref(r, m, "spec.auth", "rootCredentialsSecretRef", NULL,
+                       &c->auth.root_credentials_secret);
+        }
+}
+
+void native_read_additional_metadata(reader *r, const ynode *spec)
+{
+        etcd_cluster *c = r->c;
+        const ynode *m = NULL;
+        if (rd_map(r, spec, "spec", "additionalMetadata", NULL, &m)) {
+                static const char *const k[] = {"labels", "annotations", NULL};
+                rd_keys(r, m, "spec.additionalMetadata", k, NULL);
+                rd_kv(r, m, "spec.additionalMetadata", "labels", NULL, true, &c->additional_labels);
+                rd_kv(r, m, "spec.additionalMetadata", "annotations", NULL, false,
+                      &c->additional_annotations);
+        }
+}
+
 void read_spec_gitcd(reader *r, const ynode *spec)
 {
         etcd_cluster *c = r->c;
@@ -407,39 +455,16 @@ void read_spec_gitcd(reader *r, const ynode *spec)
         rd_string(r, spec, "spec", "repository", NULL, &c->repository);
 
         const ynode *m = NULL;
-        if (rd_map(r, spec, "spec", "storage", NULL, &m)) {
-                static const char *const k[] = {"size", "medium", "storageClassName", NULL};
-                rd_keys(r, m, "spec.storage", k, NULL);
-                rd_quantity(r, m, "spec.storage", "size", NULL, &c->storage.size,
-                            &c->storage.size_bytes);
-                static const char *const media[] = {"Disk", "Memory", NULL};
-                int med;
-                if (rd_enum(r, m, "spec.storage", "medium", NULL, media, &med))
-                        c->storage.medium = (storage_medium)med;
-                rd_string(r, m, "spec.storage", "storageClassName", NULL,
-                          &c->storage.storage_class);
-        }
+        native_read_storage(r, spec);
         read_tls(r, spec);
-        if (rd_map(r, spec, "spec", "auth", NULL, &m)) {
-                static const char *const k[] = {"enabled", "rootCredentialsSecretRef", NULL};
-                rd_keys(r, m, "spec.auth", k, NULL);
-                rd_bool(r, m, "spec.auth", "enabled", NULL, &c->auth.enabled);
-                rd_ref(r, m, "spec.auth", "rootCredentialsSecretRef", NULL,
-                       &c->auth.root_credentials_secret);
-        }
+        native_read_auth(r, spec);
         rd_json(r, spec, "spec", "resources", NULL, true, &c->resources);
         rd_json(r, spec, "spec", "affinity", NULL, true, &c->affinity);
         rd_json(r, spec, "spec", "topologySpreadConstraints", NULL, false,
                 &c->topology_spread_constraints);
         rd_json(r, spec, "spec", "nodeSelector", NULL, true, &c->node_selector);
         rd_json(r, spec, "spec", "tolerations", NULL, false, &c->tolerations);
-        if (rd_map(r, spec, "spec", "additionalMetadata", NULL, &m)) {
-                static const char *const k[] = {"labels", "annotations", NULL};
-                rd_keys(r, m, "spec.additionalMetadata", k, NULL);
-                rd_kv(r, m, "spec.additionalMetadata", "labels", NULL, true, &c->additional_labels);
-                rd_kv(r, m, "spec.additionalMetadata", "annotations", NULL, false,
-                      &c->additional_annotations);
-        }
+        native_read_additional_metadata(r, spec);
         if (rd_map(r, spec, "spec", "podTemplate", NULL, &m)) {
                 static const char *const k[] = {"metadata", NULL};
                 const ynode *pm = NULL;
