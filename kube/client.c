@@ -58,6 +58,19 @@ static const struct kind_entry {
     {"v1", "Secret", {"", "v1", "secrets", true}},
     {"v1", "ConfigMap", {"", "v1", "configmaps", true}},
     {"v1", "Namespace", {"", "v1", "namespaces", false}},
+    {"v1", "Node", {"", "v1", "nodes", false}},
+    {"v1", "ServiceAccount", {"", "v1", "serviceaccounts", true}},
+    {"apps/v1", "Deployment", {"apps", "v1", "deployments", true}},
+    {"rbac.authorization.k8s.io/v1", "Role", {"rbac.authorization.k8s.io", "v1", "roles", true}},
+    {"rbac.authorization.k8s.io/v1",
+     "RoleBinding",
+     {"rbac.authorization.k8s.io", "v1", "rolebindings", true}},
+    {"rbac.authorization.k8s.io/v1",
+     "ClusterRole",
+     {"rbac.authorization.k8s.io", "v1", "clusterroles", false}},
+    {"rbac.authorization.k8s.io/v1",
+     "ClusterRoleBinding",
+     {"rbac.authorization.k8s.io", "v1", "clusterrolebindings", false}},
     {"policy/v1", "PodDisruptionBudget", {"policy", "v1", "poddisruptionbudgets", true}},
     {"policy/v1beta1", "PodDisruptionBudget", {"policy", "v1beta1", "poddisruptionbudgets", true}},
     {"cert-manager.io/v1", "Certificate", {"cert-manager.io", "v1", "certificates", true}},
@@ -738,6 +751,41 @@ int kube_get_path(kube_client *c, const char *path, json_t **ret_obj)
         if (r < 0)
                 return r;
         return parse_body(c, &rq, &body, ret_obj);
+}
+
+int kube_request(kube_client *c, const char *method, const char *path, const char *content_type,
+                 const json_t *body, const char *verb, const char *resource, const char *ns,
+                 json_t **ret_obj)
+{
+        _cleanup_free_ char *text = NULL;
+        struct req rq = {.method = method,
+                         .path = path,
+                         .content_type = content_type,
+                         .verb = verb ? verb : "request",
+                         .resource = resource ? resource : path,
+                         .ns = ns};
+        strbuf resp = STRBUF_INIT;
+        int r;
+
+        if (isempty(method) || isempty(path) || path[0] != '/')
+                return set_error(c, -EINVAL, "invalid request: method and an absolute path needed");
+        if (body) {
+                text = json_dumps(body, JSON_COMPACT);
+                if (!text)
+                        return set_error(c, -EINVAL, "cannot %s %s: the body is not valid JSON",
+                                         rq.verb, rq.resource);
+                rq.body = text;
+                if (!rq.content_type)
+                        rq.content_type = "application/json";
+        }
+        r = request(c, &rq, &resp);
+        if (r < 0)
+                return r;
+        if (!ret_obj) {
+                sb_release(&resp);
+                return 0;
+        }
+        return parse_body(c, &rq, &resp, ret_obj);
 }
 
 int kube_get(kube_client *c, const kube_gvr *gvr, const char *ns, const char *name,

@@ -103,6 +103,17 @@ int kube_get(kube_client *c, const kube_gvr *gvr, const char *ns, const char *na
 int kube_list(kube_client *c, const kube_gvr *gvr, const char *ns, const char *label_selector,
               json_t **ret_items, char **ret_resource_version);
 /*
+ * Any other request: method ("POST", "PUT", "PATCH", "DELETE", "GET") on an
+ * absolute path with its query, with an optional JSON body sent as
+ * content_type (NULL = "application/json"; "application/merge-patch+json"
+ * for a merge patch). verb, resource and ns only word the error message
+ * ("patch", "pods/status \"a-0\"", "db"). ret_obj (may be NULL) gets the
+ * response body. Same retries and error mapping as every other call.
+ */
+int kube_request(kube_client *c, const char *method, const char *path, const char *content_type,
+                 const json_t *body, const char *verb, const char *resource, const char *ns,
+                 json_t **ret_obj);
+/*
  * Server-side apply of obj with the given field manager (NULL = "gitcd").
  * force=false keeps other managers' fields: a conflict is -EBUSY with a
  * message naming the manager and the fields. dry_run asks the server to

@@ -46,7 +46,11 @@ static void test_url_mapping(void **state)
                     "/apis/cert-manager.io/v1/namespaces/db/certificates/etcd-peer");
         assert_path("v1", "Pod", NULL, NULL, "/api/v1/pods");
 
-        assert_int_equal(kube_gvr_for_kind("apps/v1", "Deployment", &gvr), -ENOENT);
+        assert_path("apps/v1", "Deployment", "gitcd", "gitcd",
+                    "/apis/apps/v1/namespaces/gitcd/deployments/gitcd");
+        assert_path("rbac.authorization.k8s.io/v1", "ClusterRole", NULL, "gitcd",
+                    "/apis/rbac.authorization.k8s.io/v1/clusterroles/gitcd");
+        assert_int_equal(kube_gvr_for_kind("apps/v1", "StatefulSet", &gvr), -ENOENT);
         assert_int_equal(kube_gvr_for_kind("v1", "pod", &gvr), -ENOENT);
         assert_int_equal(kube_gvr_for_kind("v1", "Pod", &gvr), 0);
         assert_int_equal(kube_resource_path(&gvr, "db", "Bad_Name", &path), -EINVAL);
