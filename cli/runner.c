@@ -34,6 +34,9 @@ const struct option runner_long_options[] = {
     {"verify-signatures", no_argument, NULL, RUNNER_OPT_VERIFY},
     {"allowed-signers", required_argument, NULL, RUNNER_OPT_ALLOWED_SIGNERS},
     {"prune", no_argument, NULL, RUNNER_OPT_PRUNE},
+    {"kubeconfig", required_argument, NULL, RUNNER_OPT_KUBECONFIG},
+    {"context", required_argument, NULL, RUNNER_OPT_CONTEXT},
+    {"cluster-domain", required_argument, NULL, RUNNER_OPT_CLUSTER_DOMAIN},
 };
 const size_t runner_n_long_options = sizeof(runner_long_options) / sizeof(runner_long_options[0]);
 
@@ -127,6 +130,15 @@ bool runner_flag(runner_flags *f, int opt, const char *arg)
                 return true;
         case RUNNER_OPT_PRUNE:
                 f->prune = true;
+                return true;
+        case RUNNER_OPT_KUBECONFIG:
+                f->kubeconfig = arg;
+                return true;
+        case RUNNER_OPT_CONTEXT:
+                f->kube_context = arg;
+                return true;
+        case RUNNER_OPT_CLUSTER_DOMAIN:
+                f->cluster_domain = arg;
                 return true;
         default:
                 return false;

@@ -15,10 +15,13 @@
 
 typedef struct runner_flags {
         source_opts src;
-        const char *state;     /* --state */
-        const char *target;    /* --target: "local" (default) */
-        const char *etcd_dir;  /* --etcd-dir */
-        const char *cache_dir; /* --cache-dir */
+        const char *state;          /* --state */
+        const char *target;         /* --target: "local" (default) or "kubernetes" */
+        const char *kubeconfig;     /* --kubeconfig (kubernetes target) */
+        const char *kube_context;   /* --context */
+        const char *cluster_domain; /* --cluster-domain (default cluster.local) */
+        const char *etcd_dir;       /* --etcd-dir */
+        const char *cache_dir;      /* --cache-dir */
         bool prune;
 } runner_flags;
 
@@ -43,6 +46,9 @@ enum {
         RUNNER_OPT_VERIFY,
         RUNNER_OPT_ALLOWED_SIGNERS,
         RUNNER_OPT_PRUNE,
+        RUNNER_OPT_KUBECONFIG,
+        RUNNER_OPT_CONTEXT,
+        RUNNER_OPT_CLUSTER_DOMAIN,
         RUNNER_OPT_LAST,
 };
 
