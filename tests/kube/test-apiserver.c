@@ -29,6 +29,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "kube/adapt.h"
 #include "kube/client.h"
 #include "pki/pki.h"
 #include "tests/harness/harness.h"
@@ -314,6 +315,19 @@ static void test_discovery(void **state)
         free(v);
         assert_int_equal(kube_has_resource(admin, "policy", "v1beta1", "poddisruptionbudgets"), 1);
         assert_int_equal(kube_has_resource(admin, "cert-manager.io", "v1", "certificates"), 0);
+        /* a rendered policy/v1 PodDisruptionBudget becomes policy/v1beta1 here */
+        json_t *pdb = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "policy/v1", "kind",
+                                "PodDisruptionBudget", "metadata", "name", "etcd");
+        char *err = NULL;
+        assert_int_equal(kube_adapt_object(admin, pdb, &err), 0);
+        assert_string_equal(json_string_value(json_object_get(pdb, "apiVersion")),
+                            "policy/v1beta1");
+        json_object_set_new(pdb, "apiVersion", json_string("cert-manager.io/v1"));
+        json_object_set_new(pdb, "kind", json_string("Certificate"));
+        assert_int_equal(kube_adapt_object(admin, pdb, &err), -ENOENT);
+        assert_non_null(strstr(err, "does not serve certificates in group cert-manager.io"));
+        free(err);
+        json_decref(pdb);
         /* kube-apiserver offers HTTP/2 over TLS (ALPN). */
         assert_int_equal(kube_client_http_version(admin), 2);
 }
