@@ -481,3 +481,12 @@ int kube_config_read_token(const kube_config *cfg, char **ret_token, char **ret_
         explicit_bzero(data, len);
         return 0;
 }
+
+int kube_config_resolve(const char *path, const char *context, kube_config **ret_config,
+                        char **ret_error)
+{
+        if (isempty(path) && isempty(context) && !isempty(getenv("KUBERNETES_SERVICE_HOST")))
+                return kube_config_in_cluster(NULL, ret_config, ret_error);
+        return kube_config_load(isempty(path) ? NULL : path, isempty(context) ? NULL : context,
+                                ret_config, ret_error);
+}

@@ -70,6 +70,15 @@ int kube_config_load(const char *path, const char *context, kube_config **ret_co
  */
 int kube_config_in_cluster(const char *base, kube_config **ret_config, char **ret_error);
 
+/*
+ * What gitcd uses when run with --kubeconfig PATH and --context NAME (both
+ * may be NULL): the file when a path or a context is given; else the
+ * in-cluster configuration when KUBERNETES_SERVICE_HOST is set (gitcd runs
+ * in a Pod); else kube_config_default_path().
+ */
+int kube_config_resolve(const char *path, const char *context, kube_config **ret_config,
+                        char **ret_error);
+
 /* The bearer token: the inline token, or the token file read now (trimmed). NULL = none. */
 int kube_config_read_token(const kube_config *cfg, char **ret_token, char **ret_error);
 
