@@ -139,9 +139,11 @@ void e2e_write_cluster(e2e *e, const char *file, const char *name, int replicas,
         free(text);
 }
 
-static int run_argv(e2e *e, const char *failpoint, char **argv, char **ret_stdout)
+static int run_argv(e2e *e, const char *failpoint, char **argv, char **ret_stdout,
+                    char **ret_stderr)
 {
         int out[2] = {-1, -1};
+        _cleanup_free_ char *err_path = ret_stderr ? path_join(e->root, "stderr.txt") : NULL;
         if (ret_stdout)
                 assert_int_equal(pipe(out), 0);
         pid_t pid = fork();
@@ -149,6 +151,13 @@ static int run_argv(e2e *e, const char *failpoint, char **argv, char **ret_stdou
         if (pid == 0) {
                 setenv("GITCD_STATE_DIR", e->state_dir, 1);
                 setenv("NO_COLOR", "1", 1);
+                if (err_path) {
+                        int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+                        if (fd < 0)
+                                _exit(126);
+                        dup2(fd, STDERR_FILENO);
+                        close(fd);
+                }
                 if (failpoint)
                         setenv("GITCD_FAILPOINT", failpoint, 1);
                 else
@@ -179,6 +188,13 @@ static int run_argv(e2e *e, const char *failpoint, char **argv, char **ret_stdou
                 ;
         if (ret_stdout)
                 *ret_stdout = sb_detach(&sb);
+        if (ret_stderr) {
+                size_t len = 0;
+                *ret_stderr = NULL;
+                if (read_file(err_path, 1 << 20, ret_stderr, &len) < 0)
+                        *ret_stderr = xstrdup("");
+                (void)unlink(err_path);
+        }
         if (WIFSIGNALED(status))
                 return 128 + WTERMSIG(status);
         return WEXITSTATUS(status);
@@ -189,21 +205,31 @@ int e2e_apply(e2e *e, const char *failpoint, int timeout_s)
         char t[32];
         snprintf(t, sizeof(t), "%ds", timeout_s);
         char *argv[] = {(char *)e->bin, "apply", "-q", "--source", e->source, "--timeout", t, NULL};
-        return run_argv(e, failpoint, argv, NULL);
+        return run_argv(e, failpoint, argv, NULL, NULL);
+}
+
+int e2e_runv(e2e *e, char **ret_stdout, char **ret_stderr, const char *const *args)
+{
+        char *argv[64];
+        int n = 0;
+        argv[n++] = (char *)e->bin;
+        for (size_t i = 0; args[i] && n < 63; i++)
+                argv[n++] = (char *)args[i];
+        argv[n] = NULL;
+        return run_argv(e, NULL, argv, ret_stdout, ret_stderr);
 }
 
 int e2e_run(e2e *e, char **ret_stdout, const char *arg, ...)
 {
-        char *argv[32];
-        int n = 0;
-        argv[n++] = (char *)e->bin;
+        const char *args[64];
+        size_t n = 0;
         va_list ap;
         va_start(ap, arg);
-        for (const char *a = arg; a && n < 31; a = va_arg(ap, const char *))
-                argv[n++] = (char *)a;
+        for (const char *a = arg; a && n < 63; a = va_arg(ap, const char *))
+                args[n++] = a;
         va_end(ap);
-        argv[n] = NULL;
-        return run_argv(e, NULL, argv, ret_stdout);
+        args[n] = NULL;
+        return e2e_runv(e, ret_stdout, NULL, args);
 }
 
 json_t *e2e_status(e2e *e, const char *name)

@@ -40,6 +40,11 @@ void e2e_write_file(e2e *e, const char *file, const char *text);
  * Returns the exit status, or 128+signal when it was killed.
  */
 int e2e_apply(e2e *e, const char *failpoint, int timeout_s);
+/*
+ * Run gitcd with a NULL-terminated argument vector; stdout and stderr are
+ * captured when ret_stdout / ret_stderr are not NULL. Returns the exit status.
+ */
+int e2e_runv(e2e *e, char **ret_stdout, char **ret_stderr, const char *const *args);
 /* Run gitcd with arguments (NULL-terminated) and capture stdout; returns the exit status. */
 int e2e_run(e2e *e, char **ret_stdout, const char *arg, ...) __attribute__((sentinel));
 
