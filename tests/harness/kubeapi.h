@@ -115,3 +115,8 @@ int nodesim_start(const kubeapi *k, const char *node, const char *work_dir, cons
 void nodesim_free(nodesim *s);
 /* The address the simulator gave a Pod, NULL if none yet (newly allocated). */
 char *nodesim_pod_address(const nodesim *s, const char *ns, const char *pod);
+/*
+ * The process id of a Pod's running container (its process group leader),
+ * 0 when none runs. As seen at the simulator's last pass (every ~0.4 s).
+ */
+pid_t nodesim_pod_pid(const nodesim *s, const char *ns, const char *pod);

@@ -3,19 +3,17 @@
  * beside a real etcd: discovery (policy/v1beta1 is the PodDisruptionBudget
  * version of 1.20), server-side apply twice (the second changes nothing),
  * dry run, a field owned by another manager, list by label, watch from a
- * list's resourceVersion, delete, and an RBAC denial with a token that has
- * no permissions.
+ * list's resourceVersion, delete, an RBAC denial with a token that has
+ * no permissions, the identity of the "gitcd" context, and objects and
+ * clients surviving an apiserver restart (kubeapi_pause/kubeapi_resume).
  *
  * The client is configured from a real kubeconfig file (CA as
- * certificate-authority-data, a bearer token). One apiserver serves every
- * case. Without the kube-apiserver binary ($GITCD_KUBE_APISERVER or
- * ~/.cache/gitcd/kube/v1.20.2/kube-apiserver, built by
- * scripts/build-kube-apiserver) the test is skipped (exit 77).
+ * certificate-authority-data, a bearer token). One apiserver, started by
+ * tests/harness/kubeapi.c, serves every case. Without the kube-apiserver
+ * binary ($GITCD_KUBE_APISERVER or ~/.cache/gitcd/kube/v1.20.2/kube-apiserver,
+ * built by scripts/build-kube-apiserver) the test is skipped (exit 77).
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -23,245 +21,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "kube/adapt.h"
 #include "kube/client.h"
-#include "pki/pki.h"
 #include "tests/harness/harness.h"
+#include "tests/harness/kubeapi.h"
 #include "util/fs.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
-#define NS "gitcd-test"
+#define NS KUBEAPI_NAMESPACE
 
-static char *apiserver_bin;
-static harness_cluster *etcd;
-static char *tmp, *log_path, *kubeconfig;
-static pid_t apiserver_pid;
+static kubeapi *api;
 static kube_client *admin, *limited;
-
-static char *find_apiserver(void)
-{
-        const char *env = getenv("GITCD_KUBE_APISERVER");
-        const char *home = getenv("HOME");
-        char *p;
-
-        if (!isempty(env))
-                return access(env, X_OK) == 0 ? xstrdup(env) : NULL;
-        /* Where scripts/build-kube-apiserver puts it: the same cache as scripts/setup. */
-        const char *cache = getenv("GITCD_CACHE_DIR");
-        const char *xdg = getenv("XDG_CACHE_HOME");
-        if (!isempty(cache))
-                p = xasprintf("%s/kube/v1.20.2/kube-apiserver", cache);
-        else if (!isempty(xdg))
-                p = xasprintf("%s/gitcd/kube/v1.20.2/kube-apiserver", xdg);
-        else if (!isempty(home))
-                p = xasprintf("%s/.cache/gitcd/kube/v1.20.2/kube-apiserver", home);
-        else
-                return NULL;
-        if (access(p, X_OK) == 0)
-                return p;
-        free(p);
-        return NULL;
-}
-
-static char *base64(const char *s)
-{
-        size_t n = strlen(s);
-        char *out = xmalloc(4 * ((n + 2) / 3) + 1);
-
-        EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n);
-        return out;
-}
-
-static char *write_text(const char *name, const char *text)
-{
-        char *p = path_join(tmp, name);
-        assert_int_equal(write_file_atomic(p, text, strlen(text), 0600), 0);
-        return p;
-}
-
-/* The public half of a PEM private key, for --service-account-key-file. */
-static void write_public_key(const char *key_path, const char *pub_path)
-{
-        FILE *in = fopen(key_path, "r"), *out;
-        EVP_PKEY *pkey;
-
-        assert_non_null(in);
-        pkey = PEM_read_PrivateKey(in, NULL, NULL, NULL);
-        fclose(in);
-        assert_non_null(pkey);
-        out = fopen(pub_path, "w");
-        assert_non_null(out);
-        assert_int_equal(PEM_write_PUBKEY(out, pkey), 1);
-        fclose(out);
-        EVP_PKEY_free(pkey);
-}
-
-static void write_pki(int port)
-{
-        const char *const ips[] = {"127.0.0.1", NULL};
-        const char *const dns[] = {"localhost", NULL};
-        pki_cert_request req = {.cn = "kube-apiserver",
-                                .dns_names = dns,
-                                .ip_addresses = ips,
-                                .days = 1,
-                                .server = true};
-        pki_key *ca_key = NULL, *key = NULL, *sa_key = NULL;
-        pki_cert *ca = NULL, *cert = NULL;
-        _cleanup_free_ char *ca_pem = NULL, *ca_b64 = NULL, *config = NULL;
-        _cleanup_free_ char *p1 = path_join(tmp, "ca.crt"), *p2 = path_join(tmp, "server.crt"),
-                            *p3 = path_join(tmp, "server.key"), *p4 = path_join(tmp, "sa.key"),
-                            *p5 = path_join(tmp, "sa.pub");
-
-        assert_int_equal(pki_ca_create("kube-ca", 1, &ca_key, &ca), 0);
-        assert_int_equal(pki_cert_issue(ca, ca_key, &req, &key, &cert), 0);
-        assert_int_equal(pki_key_generate(&sa_key), 0);
-        assert_int_equal(pki_write_pem(p1, NULL, ca, NULL), 0);
-        assert_int_equal(pki_write_pem(p2, p3, cert, key), 0);
-        assert_int_equal(pki_write_pem(NULL, p4, NULL, sa_key), 0);
-        write_public_key(p4, p5);
-        free(write_text("tokens.csv", "admin-token,admin,1,\"system:masters\"\n"
-                                      "limited-token,limited,2\n"));
-
-        assert_int_equal(pki_cert_to_pem(ca, &ca_pem), 0);
-        ca_b64 = base64(ca_pem);
-        config =
-            xasprintf("apiVersion: v1\nkind: Config\ncurrent-context: admin\n"
-                      "clusters:\n- name: local\n  cluster:\n"
-                      "    server: https://127.0.0.1:%d\n"
-                      "    certificate-authority-data: %s\n"
-                      "users:\n- name: admin\n  user: {token: admin-token}\n"
-                      "- name: limited\n  user: {tokenFile: limited.token}\n"
-                      "contexts:\n"
-                      "- name: admin\n  context: {cluster: local, user: admin, namespace: " NS "}\n"
-                      "- name: limited\n  context: {cluster: local, user: limited, "
-                      "namespace: " NS "}\n",
-                      port, ca_b64);
-        kubeconfig = write_text("kubeconfig", config);
-        free(write_text("limited.token", "limited-token\n"));
-        pki_key_free(ca_key);
-        pki_key_free(key);
-        pki_key_free(sa_key);
-        pki_cert_free(ca);
-        pki_cert_free(cert);
-}
-
-static void start_apiserver(int port)
-{
-        char *argv[40];
-        size_t n = 0;
-        int fd;
-
-        log_path = path_join(tmp, "kube-apiserver.log");
-        argv[n++] = apiserver_bin;
-        argv[n++] = xasprintf("--etcd-servers=%s", etcd->endpoints);
-        argv[n++] = xasprintf("--secure-port=%d", port);
-        argv[n++] = xstrdup("--bind-address=127.0.0.1");
-        argv[n++] = xstrdup("--advertise-address=127.0.0.1");
-        argv[n++] = xstrdup("--insecure-port=0");
-        argv[n++] = xstrdup("--endpoint-reconciler-type=none");
-        argv[n++] = xstrdup("--disable-admission-plugins=ServiceAccount");
-        argv[n++] = xasprintf("--tls-cert-file=%s/server.crt", tmp);
-        argv[n++] = xasprintf("--tls-private-key-file=%s/server.key", tmp);
-        argv[n++] = xasprintf("--client-ca-file=%s/ca.crt", tmp);
-        argv[n++] = xasprintf("--service-account-key-file=%s/sa.pub", tmp);
-        argv[n++] = xasprintf("--service-account-signing-key-file=%s/sa.key", tmp);
-        argv[n++] = xstrdup("--service-account-issuer=https://kubernetes.default.svc");
-        argv[n++] = xstrdup("--api-audiences=https://kubernetes.default.svc");
-        argv[n++] = xasprintf("--token-auth-file=%s/tokens.csv", tmp);
-        argv[n++] = xstrdup("--authorization-mode=RBAC");
-        argv[n++] = xstrdup("--service-cluster-ip-range=10.96.0.0/24");
-        argv[n++] = xasprintf("--cert-dir=%s/certs", tmp);
-        argv[n++] = xstrdup("--etcd-prefix=/gitcd-kube-test");
-        argv[n] = NULL;
-
-        fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        assert_true(fd >= 0);
-        apiserver_pid = fork();
-        assert_true(apiserver_pid >= 0);
-        if (apiserver_pid == 0) {
-                /* kube-apiserver never outlives the test, however the test ends. */
-                prctl(PR_SET_PDEATHSIG, SIGKILL);
-                dup2(fd, 1);
-                dup2(fd, 2);
-                execv(apiserver_bin, argv);
-                _exit(127);
-        }
-        harness_track_pid(apiserver_pid);
-        close(fd);
-        for (size_t i = 1; i < n; i++)
-                free(argv[i]);
-}
-
-static void print_log_tail(void)
-{
-        _cleanup_free_ char *data = NULL;
-        size_t len = 0;
-
-        if (read_file(log_path, 64u << 20, &data, &len) == 0)
-                fprintf(stderr, "--- kube-apiserver log (end) ---\n%s\n",
-                        len > 4000 ? data + len - 4000 : data);
-}
-
-/* Ready when the admin client can read the "default" namespace (bootstrap done). */
-static void wait_ready(void)
-{
-        kube_gvr ns = {"", "v1", "namespaces", false};
-        time_t deadline = time(NULL) + 120;
-        int status;
-
-        for (;;) {
-                json_t *obj = NULL;
-                if (kube_get(admin, &ns, NULL, "default", &obj) == 0) {
-                        json_decref(obj);
-                        return;
-                }
-                if (waitpid(apiserver_pid, &status, WNOHANG) == apiserver_pid) {
-                        harness_untrack_pid(apiserver_pid);
-                        apiserver_pid = 0;
-                        print_log_tail();
-                        fail_msg("kube-apiserver exited during start-up");
-                }
-                if (time(NULL) > deadline) {
-                        print_log_tail();
-                        fail_msg("kube-apiserver not ready after 120 s: %s",
-                                 kube_client_last_error(admin));
-                }
-                usleep(250 * 1000);
-        }
-}
-
-static kube_client *client_for(const char *context)
-{
-        kube_config *cfg = NULL;
-        kube_client *c = NULL;
-        char *err = NULL;
-
-        if (kube_config_load(kubeconfig, context, &cfg, &err) < 0)
-                fail_msg("%s", err);
-        assert_int_equal(kube_client_new(cfg, &c, &err), 0);
-        kube_config_free(cfg);
-        return c;
-}
 
 static int setup(void **state)
 {
-        harness_opts opts = {.version = harness_have_etcd("3.4.23") ? "3.4.23" : "3.5.16"};
-        int port = harness_free_port();
+        int r = kubeapi_start(&api);
 
-        tmp = harness_tmpdir("gitcd-kube-apiserver");
-        assert_int_equal(harness_cluster_start(&opts, &etcd), 0);
-        write_pki(port);
-        start_apiserver(port);
-        admin = client_for("admin");
-        limited = client_for("limited");
-        wait_ready();
+        if (r == -ENOENT) {
+                /* Checked in main(); only a race with a removed binary gets here. */
+                fail_msg("kube-apiserver or etcd 3.5.16 missing");
+        }
+        assert_int_equal(r, 0);
+        admin = kubeapi_client(api, "admin");
+        limited = kubeapi_client(api, "limited");
         return 0;
 }
 
@@ -269,20 +56,7 @@ static int teardown(void **state)
 {
         kube_client_free(admin);
         kube_client_free(limited);
-        if (apiserver_pid > 0) {
-                /* SIGTERM, and SIGKILL if it has not exited after 20 s. */
-                kill(apiserver_pid, SIGTERM);
-                for (int i = 0; waitpid(apiserver_pid, NULL, WNOHANG) == 0; i++) {
-                        if (i == 200)
-                                kill(apiserver_pid, SIGKILL);
-                        usleep(100 * 1000);
-                }
-                harness_untrack_pid(apiserver_pid);
-        }
-        harness_cluster_free(etcd);
-        free(log_path);
-        free(kubeconfig);
-        free(tmp);
+        kubeapi_free(api);
         return 0;
 }
 
@@ -491,27 +265,55 @@ static void test_rbac_denial(void **state)
         json_decref(cm);
 }
 
+/* The gitcd context authenticates as gitcd's ServiceAccount (no RBAC objects here yet). */
+static void test_gitcd_identity(void **state)
+{
+        kube_client *gitcd = kubeapi_client(api, "gitcd");
+        kube_gvr pods = {"", "v1", "pods", true};
+        json_t *items = NULL;
+
+        assert_int_equal(kube_list(gitcd, &pods, NS, NULL, &items, NULL), -EACCES);
+        assert_non_null(
+            strstr(kube_client_last_error(gitcd), "User \"system:serviceaccount:gitcd:gitcd\""));
+        kube_client_free(gitcd);
+}
+
+/* Objects survive an apiserver restart on the same port; clients reconnect. */
+static void test_pause_resume(void **state)
+{
+        kube_gvr cms = {"", "v1", "configmaps", true};
+        json_t *cm = config_map("survivor", NULL, "1"), *got = NULL;
+
+        assert_int_equal(kube_apply(admin, cm, NULL, false, false, NULL), 0);
+        kubeapi_pause(api);
+        assert_int_equal(kube_get(admin, &cms, NS, "survivor", &got), -EIO);
+        kubeapi_resume(api);
+        assert_int_equal(kube_get(admin, &cms, NS, "survivor", &got), 0);
+        json_decref(got);
+        json_decref(cm);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_discovery),         cmocka_unit_test(test_apply_idempotent),
             cmocka_unit_test(test_rendered_kinds),    cmocka_unit_test(test_conflict),
             cmocka_unit_test(test_list_watch_delete), cmocka_unit_test(test_rbac_denial),
+            cmocka_unit_test(test_gitcd_identity),    cmocka_unit_test(test_pause_resume),
         };
 
-        apiserver_bin = find_apiserver();
-        if (!apiserver_bin) {
+        char *bin = kubeapi_find_binary();
+
+        if (!bin) {
                 printf("skipped: no kube-apiserver (set GITCD_KUBE_APISERVER or run "
                        "scripts/build-kube-apiserver to build "
                        "~/.cache/gitcd/kube/v1.20.2/kube-apiserver)\n");
                 return 77;
         }
-        if (!harness_have_etcd("3.4.23") && !harness_have_etcd("3.5.16")) {
-                printf("skipped: no etcd binary\n");
-                free(apiserver_bin);
+        free(bin);
+        if (!harness_have_etcd("3.5.16")) {
+                printf("skipped: no etcd 3.5.16 binary\n");
                 return 77;
         }
-        int r = cmocka_run_group_tests(tests, setup, teardown);
-        free(apiserver_bin);
-        return r;
+        return cmocka_run_group_tests(tests, setup, teardown);
 }
