@@ -6,6 +6,11 @@
  * means nothing was applied yet), and a Git source is mirrored into a
  * temporary cache removed on exit unless --cache-dir names one, so running
  * a plan in CI or beside a running daemon writes nothing of gitcd's.
+ *
+ * With --target kubernetes the plan also reads the API server (GET, LIST
+ * and dry-run applies only: plan/drift.h) and reports, per cluster taken
+ * in, how the live objects differ from what gitcd would apply. Without it
+ * no target is contacted.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -15,7 +20,11 @@
 
 #include "cli/cli.h"
 #include "cli/runner.h"
+#include "kube/client.h"
+#include "kube/kubeconfig.h"
+#include "plan/drift.h"
 #include "plan/plan.h"
+#include "spec/spec.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/xalloc.h"
@@ -24,7 +33,8 @@ static void usage(FILE *out)
 {
         fprintf(out,
                 "usage: gitcd plan --source SRC [--ref R] [--path P] [--state DB]\n"
-                "                  [-o text|json] [--detailed-exitcode] [options]\n\n"
+                "                  [-o text|json] [--detailed-exitcode] [options]\n"
+                "                  [--target kubernetes [--kubeconfig F] [--context C]]\n\n"
                 "Compare the EtcdClusters at SRC's revision with what the state store says\n"
                 "gitcd has accepted, and show every cluster to create, change or delete,\n"
                 "field by field, with the steps that will follow, and every rejected\n"
@@ -40,11 +50,17 @@ static void usage(FILE *out)
                 "                           as `gitcd apply --prune` would\n"
                 "  -h, --help               show this help\n\n"
                 "%s\n"
+                "With --target kubernetes the plan also reads the API server (GET, LIST and\n"
+                "dry-run applies only) and reports per cluster how the live objects differ\n"
+                "from what gitcd would apply: missing, drift: <fields>, not managed by gitcd,\n"
+                "would prune; and the live Pods and PVCs against spec.replicas and\n"
+                "spec.version (docs/kubernetes.md).\n\n"
                 "A Git source is mirrored into a temporary folder removed on exit, unless\n"
-                "--cache-dir names a cache to reuse. --target and --etcd-dir are accepted\n"
-                "and ignored: a plan never contacts a target.\n\n"
-                "Exit status: 0 no errors (with --detailed-exitcode: and no changes);\n"
-                "1 errors or rejections; 2 changes pending (only with --detailed-exitcode);\n"
+                "--cache-dir names a cache to reuse. --etcd-dir and any other --target are\n"
+                "accepted and ignored: only --target kubernetes contacts a target.\n\n"
+                "Exit status: 0 no errors (with --detailed-exitcode: and no changes or drift);\n"
+                "1 errors, rejections, an object not managed by gitcd, or an unreadable API\n"
+                "server; 2 changes or drift pending (only with --detailed-exitcode);\n"
                 "64 bad usage.\n",
                 runner_options_help);
 }
@@ -133,6 +149,74 @@ static int fetch(const runner_flags *f, bool plain, source_revision **ret)
         return 0;
 }
 
+static void kube_config_freep(kube_config **cfg)
+{
+        kube_config_free(*cfg);
+}
+
+/* The clusters a plan takes in (not rejected), parsed again with the driver's rules. */
+static void clusters_taken_in(const source_revision *rev, const plan *p, cluster_set *ret)
+{
+        cluster_set set = {0};
+        diag_list diags = DIAG_LIST_INIT;
+        for (size_t i = 0; i < rev->n_files; i++)
+                (void)spec_load_buffer(rev->files[i].path, rev->files[i].content, rev->files[i].len,
+                                       &set, &diags);
+        diag_list_release(&diags);
+        for (size_t i = 0; i < set.n; i++) {
+                _cleanup_free_ char *id = etcd_cluster_id(set.items[i]);
+                bool take = false;
+                for (size_t j = 0; j < p->n; j++)
+                        if (streq(p->items[j].name, id))
+                                take = p->items[j].action != PLAN_REJECTED;
+                if (take) {
+                        cluster_set_add(ret, set.items[i]);
+                        set.items[i] = NULL;
+                }
+        }
+        cluster_set_release(&set);
+}
+
+/*
+ * Compare the clusters with the live objects on the API server. Prints a
+ * clear error and returns -errno when the server cannot be read.
+ */
+static int kube_drift(const runner_flags *f, const source_revision *rev, const plan *p,
+                      drift_report **ret, kube_config **ret_cfg)
+{
+        kube_config *cfg = NULL;
+        kube_client *kc = NULL;
+        cluster_set set = {0};
+        char *err = NULL;
+        int k = kube_config_resolve(f->kubeconfig, f->kube_context, &cfg, &err);
+        if (k < 0) {
+                fprintf(stderr, "gitcd plan: %s\n", err ? err : strerror(-k));
+                goto out;
+        }
+        if (cfg->insecure_skip_tls_verify)
+                fprintf(stderr, "gitcd plan: warning: TLS verification of %s is off (%s)\n",
+                        cfg->server, cfg->source);
+        k = kube_client_new(cfg, &kc, &err);
+        if (k < 0) {
+                fprintf(stderr, "gitcd plan: %s\n", err ? err : strerror(-k));
+                goto out;
+        }
+        clusters_taken_in(rev, p, &set);
+        k = drift_compute(kc, set.items, set.n, f->cluster_domain, ret, &err);
+        if (k < 0) {
+                fprintf(stderr, "gitcd plan: Kubernetes API server %s: %s\n", cfg->server,
+                        !isempty(err) ? err : strerror(-k));
+                goto out;
+        }
+        *ret_cfg = TAKE_PTR(cfg);
+out:
+        cluster_set_release(&set);
+        kube_client_free(kc);
+        kube_config_free(cfg);
+        free(err);
+        return k;
+}
+
 int cmd_plan(int argc, char **argv)
 {
         runner_flags f = {0};
@@ -216,10 +300,22 @@ int cmd_plan(int argc, char **argv)
                 return EXIT_FAIL;
         }
 
+        _cleanup_(drift_report_freep) drift_report *drift = NULL;
+        _cleanup_(kube_config_freep) kube_config *kcfg = NULL;
+        if (streq_ptr(f.target, "kubernetes") && kube_drift(&f, rev, p, &drift, &kcfg) < 0)
+                return EXIT_FAIL;
+        const char *server = kcfg ? kcfg->server : NULL;
+
         if (json) {
                 json_t *j = plan_to_json(p, rev);
                 json_object_set_new(
                     j, "state", json_pack("{s:s,s:b}", "path", state_path, "exists", have_state));
+                if (drift) {
+                        json_object_set_new(j, "kubernetes",
+                                            drift_to_json(drift, server, kcfg->context));
+                        json_object_set_new(json_object_get(j, "summary"), "drift",
+                                            json_boolean(drift_has_changes(drift)));
+                }
                 json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 fputc('\n', stdout);
                 json_decref(j);
@@ -228,11 +324,13 @@ int cmd_plan(int argc, char **argv)
                         printf("No state database at %s: nothing applied yet.\n", state_path);
                 plan_print_opts po = {.color = cli_color(), .verbose = verbose, .show_diag = true};
                 plan_print_text(p, rev, &po, stdout);
+                if (drift)
+                        drift_print_text(drift, server, po.color, stdout);
         }
         fflush(stdout);
-        if (plan_has_errors(p))
+        if (plan_has_errors(p) || (drift && drift_has_errors(drift)))
                 return EXIT_FAIL;
-        if (detailed && plan_has_changes(p))
+        if (detailed && (plan_has_changes(p) || (drift && drift_has_changes(drift))))
                 return EXIT_CHANGES;
         return EXIT_OK;
 }

@@ -1,0 +1,617 @@
+/*
+ * Drift between the objects gitcd would apply on Kubernetes and the live
+ * ones, for `gitcd plan --target kubernetes`.
+ *
+ * Design decision: the server says what an apply would store. Comparing
+ * the rendered object with the live one directly would report every field
+ * the server defaults (sessionAffinity, ipFamilies, ...) and miss fields
+ * gitcd set before and no longer renders. A server-side apply with
+ * dryRun=All answers both: its result is exactly the object the real apply
+ * would store, so the drift is the difference between that result and the
+ * live object, minus status and the metadata the server maintains. Only
+ * when the server refuses the apply (a field owned by another manager:
+ * gitcd never forces) do we fall back to comparing the rendered fields
+ * with the live values, to still name the paths.
+ *
+ * Nothing here writes: GET, LIST and dry-run PATCH only.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube/adapt.h"
+#include "plan/drift.h"
+#include "render/render.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+#define MANAGED_BY "app.kubernetes.io/managed-by"
+
+const char *drift_state_name(drift_state s)
+{
+        switch (s) {
+        case DRIFT_IN_SYNC:
+                return "in-sync";
+        case DRIFT_MISSING:
+                return "missing";
+        case DRIFT_CHANGED:
+                return "drift";
+        case DRIFT_CONFLICT:
+                return "conflict";
+        case DRIFT_UNMANAGED:
+                return "not-managed";
+        case DRIFT_PRUNE:
+                return "prune";
+        case DRIFT_UNSUPPORTED:
+                return "unsupported";
+        }
+        return "unknown";
+}
+
+/* ---- pure comparison ------------------------------------------------------ */
+
+typedef struct path_list {
+        char **v;
+        size_t n, alloc;
+} path_list;
+
+static void path_add(path_list *l, const char *path)
+{
+        l->v = xgrow(l->v, &l->alloc, l->n + 1, sizeof(*l->v));
+        l->v[l->n++] = xstrdup(path);
+}
+
+static char *path_key(const char *prefix, const char *key)
+{
+        bool plain = key[strcspn(key, "./[]\"")] == '\0' && *key;
+        if (plain)
+                return isempty(prefix) ? xstrdup(key) : xasprintf("%s.%s", prefix, key);
+        return xasprintf("%s[\"%s\"]", prefix ? prefix : "", key);
+}
+
+static bool ignored(const char *path)
+{
+        static const char *const skip[] = {
+            "status",
+            "metadata.managedFields",
+            "metadata.resourceVersion",
+            "metadata.generation",
+            "metadata.creationTimestamp",
+            "metadata.uid",
+            "metadata.selfLink",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(skip); i++)
+                if (streq(path, skip[i]))
+                        return true;
+        return false;
+}
+
+static void diff_rec(const json_t *a, const json_t *b, const char *path, bool subset,
+                     path_list *out)
+{
+        if (path && ignored(path))
+                return;
+        if (json_is_object(a) && json_is_object(b)) {
+                const char *key;
+                json_t *va;
+                json_object_foreach((json_t *)a, key, va)
+                {
+                        _cleanup_free_ char *p = path_key(path, key);
+                        json_t *vb = json_object_get(b, key);
+                        if (!vb) {
+                                if (!ignored(p))
+                                        path_add(out, p);
+                                continue;
+                        }
+                        diff_rec(va, vb, p, subset, out);
+                }
+                if (subset)
+                        return;
+                json_t *vb;
+                json_object_foreach((json_t *)b, key, vb)
+                {
+                        if (json_object_get(a, key))
+                                continue;
+                        _cleanup_free_ char *p = path_key(path, key);
+                        if (!ignored(p))
+                                path_add(out, p);
+                }
+                return;
+        }
+        if (json_is_array(a) && json_is_array(b) && json_array_size(a) == json_array_size(b)) {
+                for (size_t i = 0; i < json_array_size(a); i++) {
+                        _cleanup_free_ char *p = xasprintf("%s[%zu]", path ? path : "", i);
+                        diff_rec(json_array_get(a, i), json_array_get(b, i), p, subset, out);
+                }
+                return;
+        }
+        if (!json_equal((json_t *)a, (json_t *)b))
+                path_add(out, path ? path : "(object)");
+}
+
+void drift_diff(const json_t *before, const json_t *after, char ***ret_paths, size_t *ret_n)
+{
+        path_list l = {0};
+        diff_rec(after, before, NULL, false, &l);
+        *ret_paths = l.v;
+        *ret_n = l.n;
+}
+
+void drift_diff_subset(const json_t *want, const json_t *live, char ***ret_paths, size_t *ret_n)
+{
+        path_list l = {0};
+        diff_rec(want, live, NULL, true, &l);
+        *ret_paths = l.v;
+        *ret_n = l.n;
+}
+
+/* ---- the report ----------------------------------------------------------- */
+
+static void strv_free(char **v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                free(v[i]);
+        free(v);
+}
+
+void drift_report_free(drift_report *r)
+{
+        if (!r)
+                return;
+        for (size_t i = 0; i < r->n; i++) {
+                drift_cluster *dc = &r->items[i];
+                for (size_t j = 0; j < dc->n_objects; j++) {
+                        drift_object *o = &dc->objects[j];
+                        free(o->api_version);
+                        free(o->kind);
+                        free(o->name);
+                        free(o->message);
+                        strv_free(o->paths, o->n_paths);
+                }
+                free(dc->objects);
+                free(dc->name);
+                free(dc->version);
+                strv_free(dc->stale, dc->n_stale);
+        }
+        free(r->items);
+        free(r);
+}
+
+static bool members_differ(const drift_cluster *dc)
+{
+        return dc->pods != dc->want_pods || dc->pvcs != dc->want_pvcs || dc->n_stale > 0;
+}
+
+bool drift_has_changes(const drift_report *r)
+{
+        return r->n_missing + r->n_changed + r->n_prune + r->n_members > 0;
+}
+
+bool drift_has_errors(const drift_report *r)
+{
+        return r->n_unmanaged + r->n_unsupported > 0;
+}
+
+static drift_object *object_add(drift_cluster *dc, const json_t *obj, drift_state state)
+{
+        dc->objects =
+            xgrow(dc->objects, &dc->alloc_objects, dc->n_objects + 1, sizeof(*dc->objects));
+        drift_object *o = &dc->objects[dc->n_objects++];
+        o->api_version = xstrdup_null(json_string_value(json_object_get(obj, "apiVersion")));
+        o->kind = xstrdup_null(json_string_value(json_object_get(obj, "kind")));
+        o->name = xstrdup_null(
+            json_string_value(json_object_get(json_object_get(obj, "metadata"), "name")));
+        o->state = state;
+        return o;
+}
+
+static const char *label_of(const json_t *obj, const char *key)
+{
+        json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
+        return json_string_value(json_object_get(labels, key));
+}
+
+static int fail(kube_client *kc, int k, char **ret_error)
+{
+        if (ret_error)
+                *ret_error = xstrdup(kube_client_last_error(kc));
+        return k;
+}
+
+/* One shared object: adapt, GET, dry-run apply, compare. Fatal errors only are returned. */
+static int check_object(kube_client *kc, drift_cluster *dc, json_t *obj, char **ret_error)
+{
+        _cleanup_free_ char *why = NULL;
+        int k = kube_adapt_object(kc, obj, &why);
+        if (k == -ENOENT) {
+                drift_object *o = object_add(dc, obj, DRIFT_UNSUPPORTED);
+                o->message = TAKE_PTR(why);
+                return 0;
+        }
+        if (k < 0) {
+                if (ret_error)
+                        *ret_error = TAKE_PTR(why);
+                return k;
+        }
+
+        const char *ns =
+            json_string_value(json_object_get(json_object_get(obj, "metadata"), "namespace"));
+        const char *name =
+            json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+        kube_gvr gvr;
+        k = kube_gvr_for_kind(json_string_value(json_object_get(obj, "apiVersion")),
+                              json_string_value(json_object_get(obj, "kind")), &gvr);
+        if (k < 0) {
+                if (ret_error)
+                        *ret_error = xasprintf("unknown kind in rendered object \"%s\"", name);
+                return k;
+        }
+
+        json_t *live = NULL;
+        k = kube_get(kc, &gvr, ns, name, &live);
+        if (k == -ENOENT) {
+                /* A dry-run create still tells whether the server would take the object. */
+                k = kube_apply(kc, obj, NULL, false, true, NULL);
+                if (k == -EACCES || k == -EIO)
+                        return fail(kc, k, ret_error);
+                drift_object *o = object_add(dc, obj, DRIFT_MISSING);
+                if (k < 0)
+                        o->message = xstrdup(kube_client_last_error(kc));
+                return 0;
+        }
+        if (k < 0)
+                return fail(kc, k, ret_error);
+
+        const char *owner = label_of(live, MANAGED_BY);
+        if (!streq_ptr(owner, LABEL_MANAGED_BY_VALUE)) {
+                object_add(dc, obj, DRIFT_UNMANAGED);
+                json_decref(live);
+                return 0;
+        }
+
+        json_t *result = NULL;
+        k = kube_apply(kc, obj, NULL, false, true, &result);
+        if (k == -EBUSY || k == -EINVAL) {
+                drift_object *o = object_add(dc, obj, DRIFT_CONFLICT);
+                o->message = xstrdup(kube_client_last_error(kc));
+                drift_diff_subset(obj, live, &o->paths, &o->n_paths);
+                json_decref(live);
+                return 0;
+        }
+        if (k < 0) {
+                json_decref(live);
+                return fail(kc, k, ret_error);
+        }
+        char **paths = NULL;
+        size_t n = 0;
+        drift_diff(live, result, &paths, &n);
+        drift_object *o = object_add(dc, obj, n > 0 ? DRIFT_CHANGED : DRIFT_IN_SYNC);
+        o->paths = paths;
+        o->n_paths = n;
+        json_decref(result);
+        json_decref(live);
+        return 0;
+}
+
+static bool rendered_has(const json_t *objs, const char *kind, const char *name)
+{
+        size_t i;
+        json_t *o;
+        json_array_foreach(objs, i, o)
+        {
+                if (streq_ptr(json_string_value(json_object_get(o, "kind")), kind) &&
+                    streq_ptr(
+                        json_string_value(json_object_get(json_object_get(o, "metadata"), "name")),
+                        name))
+                        return true;
+        }
+        return false;
+}
+
+/* Objects of one kind labelled for the cluster and managed by gitcd but not rendered. */
+static int check_prune(kube_client *kc, drift_cluster *dc, const kube_gvr *gvr, const char *kind,
+                       const char *ns, const char *selector, const json_t *rendered,
+                       char **ret_error)
+{
+        json_t *items = NULL;
+        int k = kube_list(kc, gvr, ns, selector, &items, NULL);
+        if (k < 0)
+                return fail(kc, k, ret_error);
+        size_t i;
+        json_t *it;
+        json_array_foreach(items, i, it)
+        {
+                const char *name =
+                    json_string_value(json_object_get(json_object_get(it, "metadata"), "name"));
+                if (!name || rendered_has(rendered, kind, name))
+                        continue;
+                drift_object *o = object_add(dc, it, DRIFT_PRUNE);
+                /* List items carry no apiVersion/kind: take them from the query. */
+                free(o->kind);
+                o->kind = xstrdup(kind);
+                free(o->api_version);
+                o->api_version = isempty(gvr->group) ? xstrdup(gvr->version)
+                                                     : xasprintf("%s/%s", gvr->group, gvr->version);
+        }
+        json_decref(items);
+        return 0;
+}
+
+/* "quay.io/coreos/etcd:v3.5.16" -> does its tag name version? */
+static bool image_matches(const char *image, const char *version)
+{
+        const char *colon = image ? strrchr(image, ':') : NULL;
+        if (!colon || strchr(colon, '/'))
+                return false;
+        semver a, b;
+        if (semver_parse(colon + 1, &a) < 0 || semver_parse(version, &b) < 0)
+                return false;
+        return semver_cmp(&a, &b) == 0;
+}
+
+static const char *etcd_image(const json_t *pod)
+{
+        json_t *containers = json_object_get(json_object_get(pod, "spec"), "containers");
+        size_t i;
+        json_t *ct;
+        json_array_foreach(containers, i, ct)
+        {
+                if (streq_ptr(json_string_value(json_object_get(ct, "name")), "etcd"))
+                        return json_string_value(json_object_get(ct, "image"));
+        }
+        return json_string_value(json_object_get(json_array_get(containers, 0), "image"));
+}
+
+static int check_members(kube_client *kc, drift_cluster *dc, const etcd_cluster *c, const char *ns,
+                         const char *selector, char **ret_error)
+{
+        const kube_gvr pods = {"", "v1", "pods", true};
+        const kube_gvr pvcs = {"", "v1", "persistentvolumeclaims", true};
+        json_t *items = NULL;
+        int k = kube_list(kc, &pods, ns, selector, &items, NULL);
+        if (k < 0)
+                return fail(kc, k, ret_error);
+        dc->pods = (int)json_array_size(items);
+        size_t i;
+        json_t *pod;
+        size_t alloc = 0;
+        json_array_foreach(items, i, pod)
+        {
+                const char *image = etcd_image(pod);
+                if (image_matches(image, c->version))
+                        continue;
+                dc->stale = xgrow(dc->stale, &alloc, dc->n_stale + 1, sizeof(*dc->stale));
+                dc->stale[dc->n_stale++] = xasprintf(
+                    "%s: %s",
+                    json_string_value(json_object_get(json_object_get(pod, "metadata"), "name")),
+                    image ? image : "(no image)");
+        }
+        json_decref(items);
+
+        k = kube_list(kc, &pvcs, ns, selector, &items, NULL);
+        if (k < 0)
+                return fail(kc, k, ret_error);
+        dc->pvcs = (int)json_array_size(items);
+        json_decref(items);
+        return 0;
+}
+
+static int check_cluster(kube_client *kc, const etcd_cluster *c, const char *cluster_domain,
+                         drift_cluster *dc, char **ret_error)
+{
+        _cleanup_(membership_plan_freep) membership_plan *mp =
+            membership_plan_steady(c, cluster_domain);
+        _cleanup_(json_decrefp) json_t *shared = render_shared_objects(c, mp);
+        _cleanup_(json_decrefp) json_t *all = render_cluster(c, mp);
+        const char *ns = isempty(c->namespace_) ? "default" : c->namespace_;
+        _cleanup_free_ char *selector =
+            xasprintf(LABEL_CLUSTER "=%s," MANAGED_BY "=%s", c->name, LABEL_MANAGED_BY_VALUE);
+        int k;
+
+        dc->name = etcd_cluster_id(c);
+        dc->replicas = c->replicas;
+        dc->version = xstrdup_null(c->version);
+        size_t i;
+        json_t *o;
+        json_array_foreach(all, i, o)
+        {
+                const char *kind = json_string_value(json_object_get(o, "kind"));
+                if (streq_ptr(kind, "Pod"))
+                        dc->want_pods++;
+                else if (streq_ptr(kind, "PersistentVolumeClaim"))
+                        dc->want_pvcs++;
+        }
+
+        json_array_foreach(shared, i, o)
+        {
+                k = check_object(kc, dc, o, ret_error);
+                if (k < 0)
+                        return k;
+        }
+
+        /* What is labelled for the cluster but no longer rendered. */
+        const kube_gvr services = {"", "v1", "services", true};
+        k = check_prune(kc, dc, &services, "Service", ns, selector, shared, ret_error);
+        if (k < 0)
+                return k;
+        static const struct {
+                const char *group, *resource, *kind;
+        } groups[] = {
+            {"policy", "poddisruptionbudgets", "PodDisruptionBudget"},
+            {"cert-manager.io", "certificates", "Certificate"},
+        };
+        for (size_t g = 0; g < ARRAY_SIZE(groups); g++) {
+                _cleanup_free_ char *version = NULL;
+                k = kube_preferred_version(kc, groups[g].group, groups[g].resource, &version);
+                if (k == -ENOENT)
+                        continue; /* not served: nothing of that kind can exist */
+                if (k < 0)
+                        return fail(kc, k, ret_error);
+                const kube_gvr gvr = {groups[g].group, version, groups[g].resource, true};
+                k = check_prune(kc, dc, &gvr, groups[g].kind, ns, selector, shared, ret_error);
+                if (k < 0)
+                        return k;
+        }
+
+        return check_members(kc, dc, c, ns, selector, ret_error);
+}
+
+int drift_compute(kube_client *kc, etcd_cluster *const *clusters, size_t n,
+                  const char *cluster_domain, drift_report **ret, char **ret_error)
+{
+        _cleanup_(drift_report_freep) drift_report *r = XNEW(drift_report);
+        r->items = xcalloc(n ? n : 1, sizeof(*r->items));
+        for (size_t i = 0; i < n; i++) {
+                drift_cluster *dc = &r->items[r->n++];
+                int k =
+                    check_cluster(kc, clusters[i],
+                                  cluster_domain ? cluster_domain : "cluster.local", dc, ret_error);
+                if (k < 0)
+                        return k;
+                for (size_t j = 0; j < dc->n_objects; j++) {
+                        switch (dc->objects[j].state) {
+                        case DRIFT_MISSING:
+                                r->n_missing++;
+                                break;
+                        case DRIFT_CHANGED:
+                        case DRIFT_CONFLICT:
+                                r->n_changed++;
+                                break;
+                        case DRIFT_UNMANAGED:
+                                r->n_unmanaged++;
+                                break;
+                        case DRIFT_PRUNE:
+                                r->n_prune++;
+                                break;
+                        case DRIFT_UNSUPPORTED:
+                                r->n_unsupported++;
+                                break;
+                        case DRIFT_IN_SYNC:
+                                break;
+                        }
+                }
+                if (members_differ(dc))
+                        r->n_members++;
+        }
+        *ret = TAKE_PTR(r);
+        return 0;
+}
+
+/* ---- printing ------------------------------------------------------------- */
+
+static void join_paths(const drift_object *o, strbuf *sb)
+{
+        for (size_t i = 0; i < o->n_paths; i++)
+                sb_printf(sb, "%s%s", i ? ", " : "", o->paths[i]);
+}
+
+static bool cluster_clean(const drift_cluster *dc)
+{
+        for (size_t i = 0; i < dc->n_objects; i++)
+                if (dc->objects[i].state != DRIFT_IN_SYNC)
+                        return false;
+        return !members_differ(dc);
+}
+
+void drift_print_text(const drift_report *r, const char *server, bool color, FILE *out)
+{
+        const char *red = color ? "\033[31m" : "", *yellow = color ? "\033[33m" : "",
+                   *green = color ? "\033[32m" : "", *reset = color ? "\033[0m" : "";
+
+        fprintf(out, "\nKubernetes drift (%s):\n", server ? server : "?");
+        for (size_t i = 0; i < r->n; i++) {
+                const drift_cluster *dc = &r->items[i];
+                if (cluster_clean(dc)) {
+                        fprintf(out, "%s= %s: no drift%s\n", green, dc->name, reset);
+                        continue;
+                }
+                fprintf(out, "%s~ %s%s\n", yellow, dc->name, reset);
+                for (size_t j = 0; j < dc->n_objects; j++) {
+                        const drift_object *o = &dc->objects[j];
+                        _cleanup_(sb_release) strbuf sb = STRBUF_INIT;
+                        switch (o->state) {
+                        case DRIFT_IN_SYNC:
+                                continue;
+                        case DRIFT_MISSING:
+                                sb_append(&sb, "missing (would be created)");
+                                break;
+                        case DRIFT_CHANGED:
+                                sb_append(&sb, "drift: ");
+                                join_paths(o, &sb);
+                                break;
+                        case DRIFT_CONFLICT:
+                                sb_append(&sb, "drift: ");
+                                join_paths(o, &sb);
+                                sb_append(&sb, " (the server refuses gitcd's apply)");
+                                break;
+                        case DRIFT_UNMANAGED:
+                                sb_printf(&sb,
+                                          "%snot managed by gitcd%s (no %s=gitcd label: "
+                                          "gitcd will refuse to change it)",
+                                          red, reset, MANAGED_BY);
+                                break;
+                        case DRIFT_PRUNE:
+                                sb_append(&sb, "would prune (labelled for the cluster, "
+                                               "no longer rendered)");
+                                break;
+                        case DRIFT_UNSUPPORTED:
+                                sb_printf(&sb, "%scannot be applied%s", red, reset);
+                                break;
+                        }
+                        fprintf(out, "    %s %s: %s\n", o->kind, o->name, sb_str(&sb));
+                        if (o->message)
+                                fprintf(out, "      %s\n", o->message);
+                }
+                if (dc->pods != dc->want_pods || dc->pvcs != dc->want_pvcs)
+                        fprintf(out,
+                                "    members: %d Pods, %d PVCs live; spec.replicas %d wants "
+                                "%d Pods, %d PVCs\n",
+                                dc->pods, dc->pvcs, dc->replicas, dc->want_pods, dc->want_pvcs);
+                for (size_t j = 0; j < dc->n_stale; j++)
+                        fprintf(out, "    Pod %s, not spec.version %s\n", dc->stale[j],
+                                dc->version ? dc->version : "?");
+        }
+        fprintf(out,
+                "Drift: %d to create, %d to change, %d to prune, %d not managed by gitcd, "
+                "%d with other members.\n",
+                r->n_missing, r->n_changed, r->n_prune, r->n_unmanaged, r->n_members);
+}
+
+static json_t *strv_json(char **v, size_t n)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(a, json_string(v[i]));
+        return a;
+}
+
+json_t *drift_to_json(const drift_report *r, const char *server, const char *context)
+{
+        json_t *clusters = json_array();
+        for (size_t i = 0; i < r->n; i++) {
+                const drift_cluster *dc = &r->items[i];
+                json_t *objs = json_array();
+                for (size_t j = 0; j < dc->n_objects; j++) {
+                        const drift_object *o = &dc->objects[j];
+                        json_array_append_new(objs, json_pack("{s:s?, s:s?, s:s?, s:s, s:o, s:s?}",
+                                                              "apiVersion", o->api_version, "kind",
+                                                              o->kind, "name", o->name, "state",
+                                                              drift_state_name(o->state), "paths",
+                                                              strv_json(o->paths, o->n_paths),
+                                                              "message", o->message));
+                }
+                json_t *members = json_pack(
+                    "{s:i, s:s?, s:i, s:i, s:i, s:i, s:o}", "replicas", dc->replicas, "version",
+                    dc->version, "pods", dc->pods, "pvcs", dc->pvcs, "wantPods", dc->want_pods,
+                    "wantPvcs", dc->want_pvcs, "otherVersion", strv_json(dc->stale, dc->n_stale));
+                json_array_append_new(clusters, json_pack("{s:s, s:b, s:o, s:o}", "name", dc->name,
+                                                          "drift", !cluster_clean(dc), "objects",
+                                                          objs, "members", members));
+        }
+        json_t *summary = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "create", r->n_missing,
+                                    "change", r->n_changed, "prune", r->n_prune, "notManaged",
+                                    r->n_unmanaged, "unsupported", r->n_unsupported, "members",
+                                    r->n_members, "drift", drift_has_changes(r));
+        return json_pack("{s:s?, s:s?, s:o, s:o}", "server", server, "context", context, "clusters",
+                         clusters, "summary", summary);
+}
