@@ -10,6 +10,8 @@
 
 #include "cli/cli.h"
 #include "cli/runner.h"
+#include "kube/kubeconfig.h"
+#include "target/kubernetes.h"
 #include "target/local.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
@@ -57,7 +59,13 @@ const char runner_options_help[] =
     "State and target:\n"
     "  --state PATH             state database (default: $GITCD_STATE_DIR/state.db or\n"
     "                           ./.gitcd/state.db); members of the local target live beside it\n"
-    "  --target local           where members run (the local target is the default)\n"
+    "  --target TARGET          where members run: local (the default), etcd processes\n"
+    "                           on this host; or kubernetes, Pods through an API server\n"
+    "  --kubeconfig FILE        kubernetes target: the kubeconfig (default: in-cluster\n"
+    "                           configuration inside a Pod, else $KUBECONFIG or ~/.kube/config)\n"
+    "  --context NAME           kubernetes target: the kubeconfig context (default: current)\n"
+    "  --cluster-domain DOMAIN  kubernetes target: the DNS domain of Services\n"
+    "                           (default: cluster.local)\n"
     "  --etcd-dir DIR           etcd binaries as DIR/<version>/etcd (default: $GITCD_ETCD_DIR,\n"
     "                           then ~/.cache/gitcd/etcd, then etcd on PATH)\n"
     "  --prune                  stop the members of clusters removed from the source\n"
@@ -151,6 +159,46 @@ static char *default_known_hosts(void)
         return home ? xasprintf("%s/.ssh/known_hosts", home) : NULL;
 }
 
+static int open_local(const runner_flags *f, const char *state_dir, target **ret)
+{
+        local_target_opts lo = {.state_dir = state_dir, .etcd_dir = f->etcd_dir};
+        int k = local_target_new(&lo, ret);
+        if (k < 0)
+                fprintf(stderr, "gitcd: cannot set up the local target in %s: %s\n", state_dir,
+                        strerror(-k));
+        return k;
+}
+
+/*
+ * The kubernetes target: --kubeconfig (and --context), else the in-cluster
+ * configuration inside a Pod, else $KUBECONFIG or ~/.kube/config.
+ */
+static int open_kubernetes(const runner_flags *f, const char *state_dir, target **ret)
+{
+        kube_config *cfg = NULL;
+        char *err = NULL;
+        int k = kube_config_resolve(f->kubeconfig, f->kube_context, &cfg, &err);
+        if (k < 0) {
+                fprintf(stderr, "gitcd: cannot load the Kubernetes configuration: %s\n",
+                        err ? err : strerror(-k));
+                free(err);
+                return k;
+        }
+        if (cfg->insecure_skip_tls_verify)
+                fprintf(stderr,
+                        "gitcd: warning: insecure-skip-tls-verify is set for %s (%s): the "
+                        "API server's certificate is not checked\n",
+                        cfg->server, cfg->source);
+        kubernetes_target_opts ko = {
+            .config = cfg, .state_dir = state_dir, .cluster_domain = f->cluster_domain};
+        k = kubernetes_target_new(&ko, ret);
+        if (k < 0)
+                fprintf(stderr, "gitcd: cannot set up the kubernetes target for %s: %s\n",
+                        cfg->server, strerror(-k));
+        kube_config_free(cfg);
+        return k;
+}
+
 int runner_open(const runner_flags *f, driver_progress_fn progress, void *userdata, runner *r)
 {
         memset(r, 0, sizeof(*r));
@@ -158,8 +206,15 @@ int runner_open(const runner_flags *f, driver_progress_fn progress, void *userda
                 fprintf(stderr, "gitcd: --source is required\n");
                 return -EINVAL;
         }
-        if (f->target && !streq(f->target, "local")) {
-                fprintf(stderr, "gitcd: unknown target '%s' (available: local)\n", f->target);
+        if (f->target && !streq(f->target, "local") && !streq(f->target, "kubernetes")) {
+                fprintf(stderr, "gitcd: unknown target '%s' (available: local, kubernetes)\n",
+                        f->target);
+                return -EINVAL;
+        }
+        bool kube = f->target && streq(f->target, "kubernetes");
+        if (!kube && (f->kubeconfig || f->kube_context || f->cluster_domain)) {
+                fprintf(stderr, "gitcd: --kubeconfig, --context and --cluster-domain need "
+                                "--target kubernetes\n");
                 return -EINVAL;
         }
         if (f->src.verify_signatures && isempty(f->src.allowed_signers_path)) {
@@ -181,11 +236,9 @@ int runner_open(const runner_flags *f, driver_progress_fn progress, void *userda
                 free(r->state_dir);
                 r->state_dir = abs;
         }
-        local_target_opts lo = {.state_dir = r->state_dir, .etcd_dir = f->etcd_dir};
-        k = local_target_new(&lo, &r->target);
+        k = kube ? open_kubernetes(f, r->state_dir, &r->target)
+                 : open_local(f, r->state_dir, &r->target);
         if (k < 0) {
-                fprintf(stderr, "gitcd: cannot set up the local target in %s: %s\n", r->state_dir,
-                        strerror(-k));
                 runner_close(r);
                 return k;
         }

@@ -318,7 +318,16 @@ static void client_tls_files(reconciler *r, const etcd_cluster *c, const state_m
                              char **ret_ca, char **ret_cert, char **ret_key)
 {
         *ret_ca = *ret_cert = *ret_key = NULL;
-        if (c->tls.provider == TLS_PROVIDER_NONE || !c->tls.client.enabled || recs->n == 0)
+        if (c->tls.provider == TLS_PROVIDER_NONE || !c->tls.client.enabled)
+                return;
+        target *t = r->opts.target;
+        if (t->ops->client_tls) {
+                if (t->ops->client_tls(t, c, ret_ca, ret_cert, ret_key) < 0)
+                        log_warn("%s/%s: no client certificate for gitcd: %s", c->namespace_,
+                                 c->name, target_last_error(t));
+                return;
+        }
+        if (recs->n == 0)
                 return;
         member_plan mp = {0};
         mp.name = recs->items[0]->name;
@@ -858,6 +867,42 @@ static int act_target(act_ctx *a, const char *action)
 }
 
 /* Members the target holds that neither the store nor etcd knows: leftovers of a crash. */
+/*
+ * Keep the cluster-wide objects (Services, PodDisruptionBudget, TLS
+ * material) in step with the members as they are now: every recorded
+ * member with its role as etcd reports it. Steps pass only the member they
+ * start; this pass-level call is what updates the PDB after a promotion or
+ * a removal. Only with a fresh member list, so roles are known. A failure
+ * is logged and the step goes on: members keep running either way.
+ */
+static void sync_shared(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w)
+{
+        target *t = r->opts.target;
+        if (!w->etcd || w->records.n == 0)
+                return;
+        membership_plan *p = XNEW(membership_plan);
+        p->cluster_token = xasprintf("%s-%s", c->namespace_, c->name);
+        for (size_t i = 0; i < w->records.n; i++) {
+                const state_member *rec = w->records.items[i];
+                member_plan *mp = membership_plan_add(p);
+                mp->name = xstrdup(rec->name);
+                mp->ordinal = rec->ordinal;
+                mp->learner = rec->learner;
+                if (t->ops->plan_member(t, c, mp) < 0) {
+                        membership_plan_free(p);
+                        return;
+                }
+                char buf[8192], sbuf[32];
+                const char *ic = runtime_get(rec, "initial_cluster", buf, sizeof(buf));
+                const char *st = runtime_get(rec, "initial_cluster_state", sbuf, sizeof(sbuf));
+                mp->initial_cluster = xstrdup(ic ? ic : "");
+                mp->initial_cluster_state = xstrdup(st ? st : "existing");
+        }
+        if (t->ops->ensure_shared(t, c, p) < 0)
+                log_warn("%s: cannot update the shared objects: %s", x->name, target_last_error(t));
+        membership_plan_free(p);
+}
+
 static void remove_target_strays(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w)
 {
         target *t = r->opts.target;
@@ -1101,6 +1146,7 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
         }
         record_observed(r, x, &w);
         remove_target_strays(r, x, c, &w);
+        sync_shared(r, x, c, &w);
 
         desired want = {.replicas = c->replicas};
         step s;

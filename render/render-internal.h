@@ -38,13 +38,6 @@ bool render_paused(const etcd_cluster *c);
 bool render_client_tls(const etcd_cluster *c);
 bool render_peer_tls(const etcd_cluster *c);
 
-/*
- * The Secret mounted for a TLS folder (TLS_SUBDIR_*): the user's Secret
- * (provider secrets), or "<name>-client-tls" / "-peer-tls" /
- * "-operator-tls" (providers auto and cert-manager). NULL when that
- * folder is not mounted. Newly allocated.
- */
-char *render_tls_secret_name(const etcd_cluster *c, const char *subdir);
 /* "<tls_dir>/<subdir>/<file>" with subdir ca-bundle replacing ca.crt when set. */
 char *render_tls_file(const etcd_cluster *c, const member_plan *m, const char *subdir,
                       const char *file);

@@ -69,6 +69,14 @@ member_plan *membership_plan_add(membership_plan *p); /* zeroed entry to fill */
 char **render_member_command(const etcd_cluster *c, const membership_plan *p, size_t idx);
 void render_strv_free(char **v);
 
+/*
+ * The Secret mounted for a TLS folder (TLS_SUBDIR_*): the user's Secret
+ * (provider secrets), or "<name>-client-tls" / "-peer-tls" /
+ * "-operator-tls" (providers auto and cert-manager). NULL when that
+ * folder is not mounted. Newly allocated.
+ */
+char *render_tls_secret_name(const etcd_cluster *c, const char *subdir);
+
 /* Per-member objects. */
 json_t *render_member_pod(const etcd_cluster *c, const membership_plan *p, size_t idx);
 /* NULL for medium: Memory (the Pod gets an emptyDir instead). */

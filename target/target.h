@@ -2,7 +2,7 @@
  * A target is where members run: an operation table, in the style of
  * Redis's rio. The reconciler calls these operations and never knows
  * which target it drives. Two implementations: target/local.c (etcd
- * processes on this host: the embedded default) and, later,
+ * processes on this host: the embedded default) and
  * target/kubernetes.c (Pods and PVCs through a kube-apiserver). Both
  * consume the same rendered objects (render/render.h): the local target
  * runs the member Pod's etcd container command as a process.
@@ -91,6 +91,16 @@ typedef struct target_ops {
          * timeout_ms passes. Returns 1 when an event arrived, 0 on timeout.
          */
         int (*wait_event)(target *t, int timeout_ms);
+
+        /*
+         * Optional (NULL: the operator/ folder under a planned member's
+         * tls_dir). gitcd's own client identity for a cluster with client
+         * TLS: paths of the CA, certificate and key files to dial members
+         * with. All three NULL (and 0) when the cluster has no client TLS.
+         * The caller frees the strings.
+         */
+        int (*client_tls)(target *t, const etcd_cluster *c, char **ret_ca, char **ret_cert,
+                          char **ret_key);
 
         void (*free)(target *t);
 } target_ops;
