@@ -100,6 +100,13 @@ int kube_base64_decode(const char *in, char **ret_data, size_t *ret_len)
         return 0;
 }
 
+char *kube_base64_encode(const void *data, size_t len)
+{
+        char *out = xmalloc(4 * ((len + 2) / 3) + 1);
+        EVP_EncodeBlock((unsigned char *)out, data, (int)len);
+        return out;
+}
+
 char *kube_config_default_path(void)
 {
         const char *env = getenv("KUBECONFIG");

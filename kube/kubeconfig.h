@@ -89,3 +89,5 @@ void kube_config_free(kube_config *cfg);
  * buffer. -EINVAL for anything that is not base64.
  */
 int kube_base64_decode(const char *in, char **ret_data, size_t *ret_len);
+/* Standard base64 with padding, no line breaks (Secret data). Newly allocated. */
+char *kube_base64_encode(const void *data, size_t len);

@@ -73,6 +73,7 @@
 #define DELETE_EXTRA_MS       15000
 #define POLL_MS               250
 #define CA_DAYS               3650
+#define SHARED_RECHECK_MS     (60 * 1000) /* re-check unchanged shared objects this often */
 
 static const kube_gvr GVR_PODS = {"", "v1", "pods", true};
 static const kube_gvr GVR_PVCS = {"", "v1", "persistentvolumeclaims", true};
@@ -84,6 +85,13 @@ typedef struct state_seen {
         member_runtime_state state;
         int64_t since_mono;
 } state_seen;
+
+/* A cluster's shared objects as last applied and checked, so converged passes cost no calls. */
+typedef struct shared_mark {
+        char *key;  /* ns/cluster */
+        char *hash; /* of the objects applied and the member roles */
+        int64_t at_mono;
+} shared_mark;
 
 typedef struct kubernetes_target {
         target base;
@@ -106,6 +114,10 @@ typedef struct kubernetes_target {
         state_seen *seen;
         size_t n_seen;
         size_t alloc_seen;
+
+        shared_mark *marks; /* what ensure_shared last applied, per cluster */
+        size_t n_marks;
+        size_t alloc_marks;
 } kubernetes_target;
 
 static kubernetes_target *KT(target *t)
@@ -226,27 +238,6 @@ static char *json_hash(const json_t *o)
         }
         free(text);
         return xasprintf("%016llx", (unsigned long long)h);
-}
-
-static char *base64_encode(const char *data, size_t len)
-{
-        static const char tbl[] =
-            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        char *out = xmalloc(4 * ((len + 2) / 3) + 1);
-        size_t o = 0;
-        for (size_t i = 0; i < len; i += 3) {
-                uint32_t v = (uint32_t)(unsigned char)data[i] << 16;
-                if (i + 1 < len)
-                        v |= (uint32_t)(unsigned char)data[i + 1] << 8;
-                if (i + 2 < len)
-                        v |= (uint32_t)(unsigned char)data[i + 2];
-                out[o++] = tbl[(v >> 18) & 63];
-                out[o++] = tbl[(v >> 12) & 63];
-                out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
-                out[o++] = i + 2 < len ? tbl[v & 63] : '=';
-        }
-        out[o] = '\0';
-        return out;
 }
 
 /* "Service db/x", for messages. */
@@ -626,7 +617,7 @@ static int tls_secret(kubernetes_target *kt, const char *dir, const char *name,
                         json_decref(data);
                         return target_fail(&kt->base, r, "cannot read %s: %s", path, strerror(-r));
                 }
-                char *b64 = base64_encode(content, len);
+                char *b64 = kube_base64_encode(content, len);
                 explicit_bzero(content, len);
                 free(content);
                 json_object_set_new(data, files[i], json_string(b64));
@@ -984,6 +975,73 @@ static int preflight_cluster(kubernetes_target *kt, const json_t *shared, const 
         return r;
 }
 
+static shared_mark *find_mark(kubernetes_target *kt, const char *key)
+{
+        for (size_t i = 0; i < kt->n_marks; i++)
+                if (streq(kt->marks[i].key, key))
+                        return &kt->marks[i];
+        kt->marks = xgrow(kt->marks, &kt->alloc_marks, kt->n_marks + 1, sizeof(shared_mark));
+        shared_mark *m = &kt->marks[kt->n_marks++];
+        *m = (shared_mark){.key = xstrdup(key)};
+        return m;
+}
+
+/* The roles of the plan's members, "a-0=voter,a-1=learner", for the shared mark. */
+static char *plan_roles(const membership_plan *p)
+{
+        strbuf sb = STRBUF_INIT;
+        for (size_t i = 0; p && i < p->n; i++)
+                sb_printf(&sb, "%s=%s,", p->members[i].name,
+                          p->members[i].learner ? "learner" : "voter");
+        return sb_detach(&sb);
+}
+
+/*
+ * A member Pod's role label follows etcd: a learner promoted to voter is
+ * relabelled in place (a merge patch of that one label; labels are
+ * mutable), so the client Service and the PodDisruptionBudget, which select
+ * voters, cover it from then on.
+ */
+static int sync_roles(kubernetes_target *kt, const etcd_cluster *c, const membership_plan *p)
+{
+        const char *ns = ns_of(c);
+        _cleanup_free_ char *sel = xasprintf("%s=%s,%s=%s", LABEL_KEY_MANAGED_BY,
+                                             LABEL_MANAGED_BY_VALUE, LABEL_CLUSTER, c->name);
+        json_t *items = NULL;
+        int r = kube_list(kt->kc, &GVR_PODS, ns, sel, &items, NULL);
+        if (r < 0)
+                return kube_fail(kt, r);
+        size_t i;
+        json_t *o;
+        json_array_foreach(items, i, o)
+        {
+                const char *member = obj_label(o, LABEL_MEMBER);
+                const member_plan *mp = NULL;
+                for (size_t j = 0; member && j < p->n && !mp; j++)
+                        if (streq(p->members[j].name, member))
+                                mp = &p->members[j];
+                if (!mp || obj_terminating(o) || !managed_by_gitcd(o))
+                        continue;
+                const char *want = mp->learner ? "learner" : "voter";
+                if (streq_ptr(obj_label(o, LABEL_ROLE), want))
+                        continue;
+                _cleanup_free_ char *path =
+                    xasprintf("/api/v1/namespaces/%s/pods/%s?fieldManager=gitcd", ns, obj_name(o));
+                _cleanup_free_ char *what = xasprintf("pods \"%s\"", obj_name(o));
+                json_t *body = json_pack("{s:{s:{s:s}}}", "metadata", "labels", LABEL_ROLE, want);
+                r = kube_request(kt->kc, "PATCH", path, "application/merge-patch+json", body,
+                                 "patch", what, ns, NULL);
+                json_decref(body);
+                if (r < 0 && r != -ENOENT) {
+                        json_decref(items);
+                        return kube_fail(kt, r);
+                }
+                log_debug("kubernetes target: %s/%s is now a %s", ns, obj_name(o), want);
+        }
+        json_decref(items);
+        return 0;
+}
+
 static int kt_ensure_shared(target *t, const etcd_cluster *c, const membership_plan *p)
 {
         kubernetes_target *kt = KT(t);
@@ -1020,6 +1078,16 @@ static int kt_ensure_shared(target *t, const etcd_cluster *c, const membership_p
                 kt->preflighted[kt->n_preflighted++] = TAKE_PTR(key);
         }
 
+        /* Nothing changed since the last full check, and it is recent: no calls at all. */
+        _cleanup_free_ char *roles = plan_roles(p);
+        _cleanup_free_ char *shared_hash = json_hash(shared);
+        _cleanup_free_ char *mark_hash = xasprintf("%s/%s", shared_hash, roles);
+        _cleanup_free_ char *mark_key = xasprintf("%s/%s", ns, c->name);
+        shared_mark *mark = find_mark(kt, mark_key);
+        int64_t now = now_mono_ms();
+        if (streq_ptr(mark->hash, mark_hash) && now - mark->at_mono < SHARED_RECHECK_MS)
+                return 0;
+
         size_t i;
         json_t *o;
         json_array_foreach(shared, i, o)
@@ -1032,7 +1100,14 @@ static int kt_ensure_shared(target *t, const etcd_cluster *c, const membership_p
                 if (r < 0)
                         return r;
         }
-        return prune(kt, c, shared);
+        r = prune(kt, c, shared);
+        if (r >= 0)
+                r = sync_roles(kt, c, p);
+        if (r < 0)
+                return r;
+        set_str(&mark->hash, TAKE_PTR(mark_hash));
+        mark->at_mono = now;
+        return 0;
 }
 
 static int kt_ensure_member(target *t, const etcd_cluster *c, const membership_plan *p, size_t idx)
@@ -1609,6 +1684,11 @@ static void kt_free(target *t)
         for (size_t i = 0; i < kt->n_seen; i++)
                 free(kt->seen[i].key);
         free(kt->seen);
+        for (size_t i = 0; i < kt->n_marks; i++) {
+                free(kt->marks[i].key);
+                free(kt->marks[i].hash);
+        }
+        free(kt->marks);
         free(kt);
 }
 

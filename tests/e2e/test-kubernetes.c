@@ -7,7 +7,8 @@
  * binds, with exactly those permissions.
  *
  * In order, on one cluster: bootstrap 3 (Pods, PVCs, Services and a
- * policy/v1beta1 PodDisruptionBudget, all accepted by the server); scale to
+ * policy/v1beta1 PodDisruptionBudget, all accepted by the server; promoted
+ * members relabelled as voters); scale to
  * 5 and back to 3 with every written key read back and the PDB following
  * the voter count; a member Pod deleted (recreated, same member ID); a
  * member's PVC lost (member replaced, quorum kept); the API server stopped
@@ -173,6 +174,11 @@ static void assert_pods_ready(size_t n)
                 }
                 if (!ready)
                         fail_msg("Pod %s is not Ready", meta_str(p, "name"));
+                /* promoted learners are relabelled: the client Service and PDB select voters */
+                const char *role = json_string_value(json_object_get(
+                    json_object_get(json_object_get(p, "metadata"), "labels"), "gitcd.io/role"));
+                if (!streq_ptr(role, "voter"))
+                        fail_msg("Pod %s has role %s", meta_str(p, "name"), role ? role : "(none)");
         }
         json_decref(items);
 }
