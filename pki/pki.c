@@ -693,3 +693,76 @@ out:
         ERR_clear_error();
         return r;
 }
+
+/* ---- keys and certificates kept in folders ---- */
+
+static bool strv_has(char **v, const char *s)
+{
+        for (size_t i = 0; v && v[i]; i++)
+                if (streq(v[i], s))
+                        return true;
+        return false;
+}
+
+int pki_ca_load_or_create(const char *dir, const char *cn, int days, pki_key **ret_key,
+                          pki_cert **ret_cert)
+{
+        _cleanup_free_ char *crt = path_join(dir, "ca.crt");
+        _cleanup_free_ char *key = path_join(dir, "ca.key");
+        pki_key *k = NULL;
+        pki_cert *cert = NULL;
+        int r;
+
+        if (path_exists(crt) || path_exists(key)) {
+                r = pki_cert_load(crt, &cert);
+                if (r >= 0)
+                        r = pki_key_load(key, &k);
+                if (r >= 0 && !pki_key_matches(k, cert))
+                        r = fail(-EBADMSG, "%s does not belong to %s", key, crt);
+        } else {
+                r = mkdir_p(dir, 0700);
+                if (r < 0)
+                        r = fail(r, "cannot create %s: %s", dir, strerror(-r));
+                if (r >= 0)
+                        r = pki_ca_create(cn, days, &k, &cert);
+                if (r >= 0)
+                        r = pki_write_pem(crt, key, cert, k);
+        }
+        if (r < 0) {
+                pki_key_free(k);
+                pki_cert_free(cert);
+                return r;
+        }
+        *ret_key = k;
+        *ret_cert = cert;
+        return 0;
+}
+
+bool pki_leaf_is_current(const char *dir, const pki_cert *ca, const char *const *dns,
+                         const char *const *ips, int renew_days)
+{
+        _cleanup_free_ char *crt = path_join(dir, "tls.crt");
+        _cleanup_free_ char *key = path_join(dir, "tls.key");
+        _cleanup_free_ char *cacrt = path_join(dir, "ca.crt");
+        pki_cert *cert = NULL;
+        pki_key *k = NULL;
+        char **have_dns = NULL, **have_ips = NULL;
+        int64_t not_after = 0;
+        bool ok;
+
+        ok = path_exists(cacrt) && pki_cert_load(crt, &cert) >= 0 && pki_key_load(key, &k) >= 0 &&
+             pki_key_matches(k, cert) && pki_cert_verify(ca, cert) >= 0 &&
+             pki_cert_not_after(cert, &not_after) >= 0 &&
+             not_after - (int64_t)time(NULL) * 1000 > (int64_t)renew_days * 86400 * 1000;
+        if (ok && (dns || ips))
+                ok = pki_cert_sans(cert, &have_dns, &have_ips) >= 0;
+        for (size_t i = 0; ok && dns && dns[i]; i++)
+                ok = strv_has(have_dns, dns[i]);
+        for (size_t i = 0; ok && ips && ips[i]; i++)
+                ok = strv_has(have_ips, ips[i]);
+        pki_strv_free(have_dns);
+        pki_strv_free(have_ips);
+        pki_key_free(k);
+        pki_cert_free(cert);
+        return ok;
+}

@@ -96,6 +96,21 @@ bool pki_key_matches(const pki_key *k, const pki_cert *c);
  */
 int pki_cert_verify(const pki_cert *ca, const pki_cert *cert);
 
+/*
+ * A CA kept on disk as <dir>/ca.crt and <dir>/ca.key: loaded, or created
+ * on first use (folder 0700, key 0600) with the given commonName and
+ * lifetime. -EBADMSG when the key does not belong to the certificate.
+ */
+int pki_ca_load_or_create(const char *dir, const char *cn, int days, pki_key **ret_key,
+                          pki_cert **ret_cert);
+/*
+ * Whether <dir> holds a usable leaf from ca: tls.crt with its tls.key,
+ * ca.crt beside them, signed by ca, valid for more than renew_days yet, and
+ * carrying every DNS and IP SAN listed (dns / ips may be NULL).
+ */
+bool pki_leaf_is_current(const char *dir, const pki_cert *ca, const char *const *dns,
+                         const char *const *ips, int renew_days);
+
 /* Borrowed OpenSSL handles (valid as long as the pki object). */
 struct x509_st *pki_cert_x509(const pki_cert *c);
 struct evp_pkey_st *pki_key_evp(const pki_key *k);

@@ -479,75 +479,11 @@ static int ensure_ca(kubernetes_target *kt, const etcd_cluster *c, const char *c
                      pki_key **ret_key, pki_cert **ret_cert)
 {
         _cleanup_free_ char *dir = path_join(cdir, "pki");
-        _cleanup_free_ char *crt = path_join(dir, "ca.crt");
-        _cleanup_free_ char *key = path_join(dir, "ca.key");
-        _cleanup_(pki_key_freep) pki_key *k = NULL;
-        _cleanup_(pki_cert_freep) pki_cert *cert = NULL;
-        int r;
-        if (path_exists(crt) || path_exists(key)) {
-                r = pki_cert_load(crt, &cert);
-                if (r >= 0)
-                        r = pki_key_load(key, &k);
-                if (r < 0)
-                        return pki_fail(kt, r, "the cluster CA", dir);
-                if (!pki_key_matches(k, cert))
-                        return target_fail(&kt->base, -EBADMSG,
-                                           "the cluster CA in %s: ca.key does not belong to ca.crt",
-                                           dir);
-        } else {
-                r = mkdir_p(dir, 0700);
-                if (r < 0)
-                        return target_fail(&kt->base, r, "cannot create %s: %s", dir, strerror(-r));
-                _cleanup_free_ char *cn = xasprintf("gitcd %.20s/%.30s etcd CA", ns_of(c), c->name);
-                r = pki_ca_create(cn, CA_DAYS, &k, &cert);
-                if (r >= 0)
-                        r = pki_write_pem(crt, key, cert, k);
-                if (r < 0)
-                        return pki_fail(kt, r, "cannot create the cluster CA", dir);
-        }
-        *ret_key = TAKE_PTR(k);
-        *ret_cert = TAKE_PTR(cert);
+        _cleanup_free_ char *cn = xasprintf("gitcd %.20s/%.30s etcd CA", ns_of(c), c->name);
+        int r = pki_ca_load_or_create(dir, cn, CA_DAYS, ret_key, ret_cert);
+        if (r < 0)
+                return pki_fail(kt, r, "the cluster CA", dir);
         return 0;
-}
-
-static bool strv_has(char **v, const char *s)
-{
-        for (size_t i = 0; v && v[i]; i++)
-                if (streq(v[i], s))
-                        return true;
-        return false;
-}
-
-/* Does <dir> hold a certificate from this CA, with these names, valid for a while yet? */
-static bool leaf_is_current(const char *dir, const pki_cert *ca, const char *const *dns,
-                            const char *const *ips, int renew_days)
-{
-        _cleanup_free_ char *crt = path_join(dir, "tls.crt");
-        _cleanup_free_ char *key = path_join(dir, "tls.key");
-        _cleanup_free_ char *cacrt = path_join(dir, "ca.crt");
-        if (!path_exists(cacrt))
-                return false;
-        _cleanup_(pki_cert_freep) pki_cert *cert = NULL;
-        _cleanup_(pki_key_freep) pki_key *k = NULL;
-        if (pki_cert_load(crt, &cert) < 0 || pki_key_load(key, &k) < 0)
-                return false;
-        if (!pki_key_matches(k, cert) || pki_cert_verify(ca, cert) < 0)
-                return false;
-        int64_t not_after = 0;
-        if (pki_cert_not_after(cert, &not_after) < 0 ||
-            not_after - now_wall_ms() <= (int64_t)renew_days * 86400 * 1000)
-                return false;
-        char **have_dns = NULL, **have_ips = NULL;
-        if (pki_cert_sans(cert, &have_dns, &have_ips) < 0)
-                return false;
-        bool ok = true;
-        for (size_t i = 0; dns && dns[i] && ok; i++)
-                ok = strv_has(have_dns, dns[i]);
-        for (size_t i = 0; ips && ips[i] && ok; i++)
-                ok = strv_has(have_ips, ips[i]);
-        pki_strv_free(have_dns);
-        pki_strv_free(have_ips);
-        return ok;
 }
 
 /* A JSON array of strings as a NULL-terminated vector of borrowed strings. */
@@ -679,7 +615,7 @@ static int tls_auto(kubernetes_target *kt, const etcd_cluster *c, const membersh
                 _cleanup_free_ char *dir = path_join(tls, leaves[i].sub);
                 const char *const *want_dns = leaves[i].server ? dns : NULL;
                 const char *const *want_ips = leaves[i].server ? ips : NULL;
-                if (!leaf_is_current(dir, ca_cert, want_dns, want_ips, renew)) {
+                if (!pki_leaf_is_current(dir, ca_cert, want_dns, want_ips, renew)) {
                         pki_cert_request req = {
                             .cn = leaves[i].server ? c->name : "root",
                             .dns_names = want_dns,
@@ -869,25 +805,24 @@ static int prune(kubernetes_target *kt, const etcd_cluster *c, const json_t *kee
         r = prune_kind(kt, c, &GVR_SECRETS, "Secret", keep);
         if (r < 0)
                 return r;
-        _cleanup_free_ char *pdb_version = NULL;
-        r = kube_preferred_version(kt->kc, "policy", "poddisruptionbudgets", &pdb_version);
-        if (r >= 0) {
-                kube_gvr pdb = {"policy", pdb_version, "poddisruptionbudgets", true};
-                r = prune_kind(kt, c, &pdb, "PodDisruptionBudget", keep);
+        /* Kinds whose group version the server chooses (or does not serve at all). */
+        static const struct {
+                const char *group, *resource, *kind;
+        } served[] = {
+            {"policy", "poddisruptionbudgets", "PodDisruptionBudget"},
+            {"cert-manager.io", "certificates", "Certificate"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(served); i++) {
+                _cleanup_free_ char *version = NULL;
+                r = kube_preferred_version(kt->kc, served[i].group, served[i].resource, &version);
+                if (r == -ENOENT)
+                        continue;
+                if (r < 0)
+                        return kube_fail(kt, r);
+                kube_gvr gvr = {served[i].group, version, served[i].resource, true};
+                r = prune_kind(kt, c, &gvr, served[i].kind, keep);
                 if (r < 0)
                         return r;
-        } else if (r != -ENOENT) {
-                return kube_fail(kt, r);
-        }
-        _cleanup_free_ char *cm_version = NULL;
-        r = kube_preferred_version(kt->kc, "cert-manager.io", "certificates", &cm_version);
-        if (r >= 0) {
-                kube_gvr cert = {"cert-manager.io", cm_version, "certificates", true};
-                r = prune_kind(kt, c, &cert, "Certificate", keep);
-                if (r < 0)
-                        return r;
-        } else if (r != -ENOENT) {
-                return kube_fail(kt, r);
         }
         return 0;
 }

@@ -40,60 +40,16 @@ static int fail(char **ret_error, int err, const char *fmt, ...)
         return err;
 }
 
-/* Load the cluster CA, creating it on first use. */
+/* Load the cluster CA from <cluster dir>/pki, creating it on first use. */
 static int ensure_ca(const char *cluster_dir, const etcd_cluster *c, pki_key **ret_key,
                      pki_cert **ret_cert, char **ret_error)
 {
         _cleanup_free_ char *dir = path_join(cluster_dir, "pki");
-        _cleanup_free_ char *crt = path_join(dir, "ca.crt");
-        _cleanup_free_ char *key = path_join(dir, "ca.key");
-        _cleanup_(pki_key_freep) pki_key *k = NULL;
-        _cleanup_(pki_cert_freep) pki_cert *cert = NULL;
-        if (path_exists(crt) || path_exists(key)) {
-                int r = pki_cert_load(crt, &cert);
-                if (r >= 0)
-                        r = pki_key_load(key, &k);
-                if (r < 0)
-                        return fail(ret_error, r, "cluster CA in %s: %s", dir, pki_last_error());
-                if (!pki_key_matches(k, cert))
-                        return fail(ret_error, -EBADMSG,
-                                    "cluster CA in %s: ca.key does not belong to ca.crt", dir);
-        } else {
-                int r = mkdir_p(dir, 0700);
-                if (r < 0)
-                        return fail(ret_error, r, "cannot create %s: %s", dir, strerror(-r));
-                _cleanup_free_ char *cn =
-                    xasprintf("gitcd %.20s/%.30s etcd CA", c->namespace_, c->name);
-                r = pki_ca_create(cn, CA_DAYS, &k, &cert);
-                if (r >= 0)
-                        r = pki_write_pem(crt, key, cert, k);
-                if (r < 0)
-                        return fail(ret_error, r, "cannot create the cluster CA in %s: %s", dir,
-                                    pki_last_error());
-        }
-        *ret_key = TAKE_PTR(k);
-        *ret_cert = TAKE_PTR(cert);
+        _cleanup_free_ char *cn = xasprintf("gitcd %.20s/%.30s etcd CA", c->namespace_, c->name);
+        int r = pki_ca_load_or_create(dir, cn, CA_DAYS, ret_key, ret_cert);
+        if (r < 0)
+                return fail(ret_error, r, "cluster CA in %s: %s", dir, pki_last_error());
         return 0;
-}
-
-/* Is <dir>/tls.crt + tls.key a usable certificate from this CA for a while yet? */
-static bool leaf_is_current(const char *dir, const pki_cert *ca, int renew_before_days)
-{
-        _cleanup_free_ char *crt = path_join(dir, "tls.crt");
-        _cleanup_free_ char *key = path_join(dir, "tls.key");
-        _cleanup_free_ char *cacrt = path_join(dir, "ca.crt");
-        if (!path_exists(cacrt))
-                return false;
-        _cleanup_(pki_cert_freep) pki_cert *cert = NULL;
-        _cleanup_(pki_key_freep) pki_key *k = NULL;
-        if (pki_cert_load(crt, &cert) < 0 || pki_key_load(key, &k) < 0)
-                return false;
-        if (!pki_key_matches(k, cert) || pki_cert_verify(ca, cert) < 0)
-                return false;
-        int64_t not_after = 0;
-        if (pki_cert_not_after(cert, &not_after) < 0)
-                return false;
-        return not_after - now_wall_ms() > (int64_t)renew_before_days * 86400 * 1000;
 }
 
 /* "https://127.0.0.1:2379" -> "127.0.0.1" (newly allocated; NULL when there is no host). */
@@ -191,7 +147,7 @@ int local_tls_ensure(const char *cluster_dir, const etcd_cluster *c, const membe
                         if (!leaves[j].on)
                                 continue;
                         _cleanup_free_ char *dir = path_join(mp->tls_dir, leaves[j].sub);
-                        if (leaf_is_current(dir, ca_cert, renew))
+                        if (pki_leaf_is_current(dir, ca_cert, NULL, NULL, renew))
                                 continue;
                         r = issue_leaf(dir, ca_cert, ca_key, ca_pem, leaves[j].cn, leaves[j].url,
                                        leaves[j].server, days, ret_error);

@@ -299,6 +299,60 @@ static void test_files(void **state)
         free(key_pem);
 }
 
+/* A CA kept in a folder, and the check that a leaf folder is still good. */
+static void test_folders(void **state)
+{
+        fixture *f = *state;
+        _cleanup_free_ char *ca_dir = path_join(f->dir, "ca-store");
+        _cleanup_free_ char *leaf = path_join(f->dir, "leaf");
+        pki_key *k1 = NULL, *k2 = NULL;
+        pki_cert *c1 = NULL, *c2 = NULL;
+
+        /* created on first use, loaded (the same CA) afterwards */
+        assert_int_equal(pki_ca_load_or_create(ca_dir, "store CA", 30, &k1, &c1), 0);
+        _cleanup_free_ char *key_path = path_join(ca_dir, "ca.key");
+        assert_int_equal(file_mode(key_path), 0600);
+        assert_int_equal(pki_ca_load_or_create(ca_dir, "other", 30, &k2, &c2), 0);
+        assert_int_equal(X509_cmp(pki_cert_x509(c1), pki_cert_x509(c2)), 0);
+        assert_true(pki_key_matches(k2, c1));
+        pki_key_free(k2);
+        pki_cert_free(c2);
+        k2 = NULL;
+        c2 = NULL;
+
+        /* a leaf from it: current, with its names; not for other names, another CA, or soon */
+        assert_int_equal(mkdir_p(leaf, 0700), 0);
+        _cleanup_free_ char *crt = path_join(leaf, "tls.crt");
+        _cleanup_free_ char *key = path_join(leaf, "tls.key");
+        _cleanup_free_ char *cacrt = path_join(leaf, "ca.crt");
+        const char *const dns[] = {"a.example", NULL};
+        const char *const ips[] = {"127.0.0.1", NULL};
+        pki_cert_request req = {
+            .cn = "a", .dns_names = dns, .ip_addresses = ips, .days = 10, .server = true};
+        assert_int_equal(pki_cert_issue(c1, k1, &req, &k2, &c2), 0);
+        assert_int_equal(pki_write_pem(crt, key, c2, k2), 0);
+        assert_false(pki_leaf_is_current(leaf, c1, NULL, NULL, 1)); /* no ca.crt yet */
+        assert_int_equal(pki_write_pem(cacrt, NULL, c1, NULL), 0);
+        assert_true(pki_leaf_is_current(leaf, c1, NULL, NULL, 1));
+        assert_true(pki_leaf_is_current(leaf, c1, dns, ips, 1));
+        const char *const other_dns[] = {"b.example", NULL};
+        assert_false(pki_leaf_is_current(leaf, c1, other_dns, NULL, 1));
+        assert_false(pki_leaf_is_current(leaf, f->ca, NULL, NULL, 1));
+        assert_false(pki_leaf_is_current(leaf, c1, NULL, NULL, 20)); /* renew window reached */
+
+        /* a CA key that does not belong to its certificate is refused */
+        assert_int_equal(pki_write_pem(NULL, key_path, NULL, k2), 0);
+        pki_key *k3 = NULL;
+        pki_cert *c3 = NULL;
+        assert_int_equal(pki_ca_load_or_create(ca_dir, "store CA", 30, &k3, &c3), -EBADMSG);
+        assert_non_null(strstr(pki_last_error(), "does not belong"));
+        assert_null(k3);
+        pki_key_free(k1);
+        pki_cert_free(c1);
+        pki_key_free(k2);
+        pki_cert_free(c2);
+}
+
 static void test_bad_requests(void **state)
 {
         fixture *f = *state;
@@ -397,7 +451,7 @@ int main(void)
             cmocka_unit_test(test_chain_verifies), cmocka_unit_test(test_ca_extensions),
             cmocka_unit_test(test_sans_and_ekus),  cmocka_unit_test(test_serials_and_validity),
             cmocka_unit_test(test_files),          cmocka_unit_test(test_bad_requests),
-            cmocka_unit_test(test_bad_files),
+            cmocka_unit_test(test_bad_files),      cmocka_unit_test(test_folders),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
