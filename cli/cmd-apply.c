@@ -39,10 +39,11 @@ static int64_t start_ms;
 static void progress(const char *cluster, const pass_result *res, void *userdata)
 {
         bool quiet = *(bool *)userdata;
-        if (quiet && res->outcome != PASS_FAILED)
+        bool failed = res->outcome == PASS_FAILED || res->outcome == PASS_BLOCKED;
+        if (quiet && !failed)
                 return;
         double t = (double)(now_mono_ms() - start_ms) / 1000.0;
-        const char *mark = res->outcome == PASS_FAILED      ? "✗"
+        const char *mark = failed                           ? "✗"
                            : res->outcome == PASS_CONVERGED ? "✓"
                            : res->outcome == PASS_WAITING   ? "…"
                                                             : "→";

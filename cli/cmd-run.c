@@ -46,7 +46,8 @@ static void usage(FILE *out)
 static void progress(const char *cluster, const pass_result *res, void *userdata)
 {
         (void)userdata;
-        enum log_level l = res->outcome == PASS_FAILED ? LOG_ERROR : LOG_INFO;
+        enum log_level l =
+            res->outcome == PASS_FAILED || res->outcome == PASS_BLOCKED ? LOG_ERROR : LOG_INFO;
         log_msg(l, "%s: %s: %s", cluster, pass_outcome_name(res->outcome), res->message);
 }
 

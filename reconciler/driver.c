@@ -287,6 +287,7 @@ int driver_step(driver *d, driver_summary *ret)
                         sum.converged++;
                         break;
                 case PASS_FAILED:
+                case PASS_BLOCKED:
                         sum.failed++;
                         break;
                 default:

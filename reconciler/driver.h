@@ -51,7 +51,7 @@ int driver_sync(driver *d, diag_list *diags);
 typedef struct driver_summary {
         int clusters;
         int converged;
-        int failed;
+        int failed; /* failed, or blocked until a person acts (PASS_BLOCKED) */
         int waiting;
         int wait_ms; /* when to look again at the latest, with no event */
 } driver_summary;

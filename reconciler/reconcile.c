@@ -38,6 +38,7 @@
 #define POLL_IN_FLIGHT_MS 200
 #define POLL_PROMOTE_MS   250
 #define POLL_RETRY_MS     1000
+#define POLL_BLOCKED_MS   30000 /* a step the target refused (RBAC, ownership) */
 /*
  * etcd refuses MemberAdd ("unhealthy cluster") until every voter has been
  * connected for its health interval (5 s) after the previous change.
@@ -54,6 +55,8 @@ typedef struct cluster_ctx {
         char *client_endpoints;
         int64_t add_not_before; /* monotonic ms: etcd's health interval after a change */
         bool journal_checked;   /* operations left pending by an earlier run were closed */
+        int64_t blocked_until;  /* monotonic ms: a refused step is not tried before */
+        char blocked_message[256];
 } cluster_ctx;
 
 struct reconciler {
@@ -98,6 +101,8 @@ const char *pass_outcome_name(pass_outcome o)
                 return "waiting";
         case PASS_FAILED:
                 return "failed";
+        case PASS_BLOCKED:
+                return "blocked";
         }
         return "unknown";
 }
@@ -585,6 +590,14 @@ static int finish(act_ctx *a, int64_t op, const char *action, int result, const 
                 a->res->outcome = PASS_WAITING;
                 a->res->poll_ms = POLL_RETRY_MS;
                 snprintf(a->res->message, sizeof(a->res->message), "%s failed: %s", action, error);
+                /* Refused, not failed: retrying at once cannot help until a person acts. */
+                if (result == -EACCES || result == -EEXIST) {
+                        a->res->outcome = PASS_BLOCKED;
+                        a->res->poll_ms = POLL_BLOCKED_MS;
+                        a->x->blocked_until = mono(a->r) + POLL_BLOCKED_MS;
+                        snprintf(a->x->blocked_message, sizeof(a->x->blocked_message), "%s",
+                                 a->res->message);
+                }
                 return 0;
         }
         log_info("%s: %s", a->x->name, a->s->message);
@@ -1132,6 +1145,16 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                 world_release(&w);
                 return 0;
         }
+
+        /* A step the target refused: not again before the pause is over. */
+        if (x->blocked_until && mono(r) < x->blocked_until) {
+                res->outcome = PASS_BLOCKED;
+                res->poll_ms = (int)(x->blocked_until - mono(r));
+                snprintf(res->message, sizeof(res->message), "%s", x->blocked_message);
+                world_release(&w);
+                return 0;
+        }
+        x->blocked_until = 0;
 
         /* The first pass of this process: time gitcd was not running does not count. */
         bool first_pass = !x->journal_checked;

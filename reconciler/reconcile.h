@@ -48,6 +48,12 @@ typedef enum pass_outcome {
         PASS_PROGRESSED, /* a step was taken: pass again at once */
         PASS_WAITING,    /* something is in flight: pass again after an event or poll_ms */
         PASS_FAILED, /* terminal (deadline exceeded, rejected first spec) until the spec changes */
+        /*
+         * A person must act: the target refused the step (permissions, a name
+         * held by an object gitcd does not own). The step is tried again every
+         * 30 s in case it was fixed; `gitcd apply` reports it and exits.
+         */
+        PASS_BLOCKED,
 } pass_outcome;
 
 const char *pass_outcome_name(pass_outcome o);

@@ -14,7 +14,8 @@
  * member's PVC lost (member replaced, quorum kept); the API server stopped
  * and restarted while `gitcd run` scales up (gitcd resumes and converges).
  * Then, on a second cluster, gitcd without permissions: a clear error naming
- * what is forbidden, and nothing half-applied.
+ * what is forbidden, nothing half-applied, and the same apply going through
+ * once a RoleBinding grants what deploy/rbac.yaml grants.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -420,6 +421,24 @@ static void test_rbac_denied(void **state)
         assert_int_equal(count(&pvcs, "kd"), 0);
         assert_int_equal(count(&services, "kd"), 0);
         assert_int_equal(count(&pdbs, "kd"), 0);
+
+        /* once RBAC grants what deploy/rbac.yaml grants, the same apply goes through */
+        json_t *binding =
+            json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s, s:s}, s:[{s:s, s:s, s:s}]}", "apiVersion",
+                      "rbac.authorization.k8s.io/v1", "kind", "RoleBinding", "metadata", "name",
+                      "limited-gitcd", "roleRef", "apiGroup", "rbac.authorization.k8s.io", "kind",
+                      "ClusterRole", "name", "gitcd", "subjects", "apiGroup",
+                      "rbac.authorization.k8s.io", "kind", "User", "name", "limited");
+        json_object_set_new(json_object_get(binding, "metadata"), "namespace", json_string(NS));
+        if (kube_apply(admin, binding, "e2e", false, false, NULL) < 0)
+                fail_msg("RoleBinding: %s", kube_client_last_error(admin));
+        json_decref(binding);
+        err = NULL;
+        k = kube_apply_as(e, "limited", &err);
+        if (k != 0)
+                fail_msg("gitcd apply after the RBAC fix exited %d: %s", k, err);
+        free(err);
+        assert_int_equal(count(&pods, "kd"), 1);
         e2e_free(e);
 }
 
