@@ -14,6 +14,7 @@
 #include "spec/internal.h"
 #include "spec/reader.h"
 #include "spec/spec.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 void rd_diag(reader *r, enum diag_severity sev, const ynode *at, const char *fmt, ...)
@@ -435,40 +436,8 @@ bool rd_ref(reader *r, const ynode *map, const char *parent, const char *key, co
 
 int duration_parse_ms(const char *s, int64_t *ret_ms)
 {
-        const char *p = s;
-        int64_t total = 0;
-        if (!s || !*s)
+        /* The spec wants a unit on every number: a bare "30" is not a duration there. */
+        if (isempty(s) || s[strspn(s, "0123456789")] == '\0')
                 return -EINVAL;
-        while (*p) {
-                if (!isdigit((unsigned char)*p))
-                        return -EINVAL;
-                int64_t v = 0;
-                while (isdigit((unsigned char)*p)) {
-                        v = v * 10 + (*p++ - '0');
-                        if (v > 1000000000)
-                                return -ERANGE;
-                }
-                int64_t unit;
-                if (strneq(p, "ms", 2)) {
-                        unit = 1;
-                        p += 2;
-                } else if (*p == 's') {
-                        unit = 1000;
-                        p++;
-                } else if (*p == 'm') {
-                        unit = 60 * 1000;
-                        p++;
-                } else if (*p == 'h') {
-                        unit = 3600 * 1000;
-                        p++;
-                } else if (*p == 'd') {
-                        unit = 24 * 3600 * 1000;
-                        p++;
-                } else {
-                        return -EINVAL;
-                }
-                total += v * unit;
-        }
-        *ret_ms = total;
-        return 0;
+        return parse_duration_ms(s, ret_ms);
 }

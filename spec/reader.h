@@ -91,7 +91,10 @@ bool rd_json(reader *r, const ynode *map, const char *parent, const char *key, c
 bool rd_ref(reader *r, const ynode *map, const char *parent, const char *key, const char *native,
             char **ret);
 
-/* Go-style duration ("90s", "1h30m", "7d") -> milliseconds. 0 or -EINVAL. */
+/*
+ * Go-style duration ("90s", "1h30m", "7d") -> milliseconds: util's
+ * parse_duration_ms() without its bare-seconds form. 0, -EINVAL or -ERANGE.
+ */
 int duration_parse_ms(const char *s, int64_t *ret_ms);
 
 /* The per-dialect spec readers (spec/native.c, spec/dialect-*.c). */

@@ -243,13 +243,4 @@ void state_audit_event_free(state_audit_event *ev)
         free(ev);
 }
 
-void state_audit_list_release(state_audit_list *l)
-{
-        if (!l)
-                return;
-        for (size_t i = 0; i < l->n; i++)
-                state_audit_event_free(l->items[i]);
-        free(l->items);
-        l->items = NULL;
-        l->n = 0;
-}
+DEFINE_STATE_LIST_RELEASE(state_audit_list, state_audit_event_free)

@@ -59,3 +59,19 @@ static inline void sqlite3_finalizep(sqlite3_stmt **st)
 
 /* 0 when the cluster exists, else -ENOENT with a message (records.c). */
 int db_cluster_exists(state_db *db, const char *cluster, const char *what);
+
+/*
+ * The release function of a result list type T_list whose items are freed
+ * with free_fn: void T_list_release(T_list *l), NULL-safe, leaving l empty.
+ */
+#define DEFINE_STATE_LIST_RELEASE(list_type, free_fn)                                              \
+        void list_type##_release(list_type *l)                                                     \
+        {                                                                                          \
+                if (!l)                                                                            \
+                        return;                                                                    \
+                for (size_t i = 0; i < l->n; i++)                                                  \
+                        free_fn(l->items[i]);                                                      \
+                free(l->items);                                                                    \
+                l->items = NULL;                                                                   \
+                l->n = 0;                                                                          \
+        }

@@ -175,13 +175,4 @@ void state_op_free(state_op *op)
         free(op);
 }
 
-void state_op_list_release(state_op_list *l)
-{
-        if (!l)
-                return;
-        for (size_t i = 0; i < l->n; i++)
-                state_op_free(l->items[i]);
-        free(l->items);
-        l->items = NULL;
-        l->n = 0;
-}
+DEFINE_STATE_LIST_RELEASE(state_op_list, state_op_free)

@@ -523,16 +523,7 @@ void state_cluster_free(state_cluster *c)
         free(c);
 }
 
-void state_cluster_list_release(state_cluster_list *l)
-{
-        if (!l)
-                return;
-        for (size_t i = 0; i < l->n; i++)
-                state_cluster_free(l->items[i]);
-        free(l->items);
-        l->items = NULL;
-        l->n = 0;
-}
+DEFINE_STATE_LIST_RELEASE(state_cluster_list, state_cluster_free)
 
 /* ---- members ---- */
 
@@ -668,16 +659,7 @@ void state_member_free(state_member *m)
         free(m);
 }
 
-void state_member_list_release(state_member_list *l)
-{
-        if (!l)
-                return;
-        for (size_t i = 0; i < l->n; i++)
-                state_member_free(l->items[i]);
-        free(l->items);
-        l->items = NULL;
-        l->n = 0;
-}
+DEFINE_STATE_LIST_RELEASE(state_member_list, state_member_free)
 
 /* ---- applied objects ---- */
 
@@ -763,13 +745,4 @@ void state_object_free(state_object *o)
         free(o);
 }
 
-void state_object_list_release(state_object_list *l)
-{
-        if (!l)
-                return;
-        for (size_t i = 0; i < l->n; i++)
-                state_object_free(l->items[i]);
-        free(l->items);
-        l->items = NULL;
-        l->n = 0;
-}
+DEFINE_STATE_LIST_RELEASE(state_object_list, state_object_free)
