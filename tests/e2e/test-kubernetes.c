@@ -13,7 +13,9 @@
  * the voter count; a member Pod deleted (recreated, same member ID); a
  * member's PVC lost (member replaced, quorum kept); the API server stopped
  * and restarted while `gitcd run` scales up (gitcd resumes and converges).
- * Then, on a second cluster, gitcd without permissions: a clear error naming
+ * Then a cluster with tls.provider auto (gitcd's CA, certificates in
+ * Secrets, members reached over TLS by their DNS names) and, on a third
+ * cluster, gitcd without permissions: a clear error naming
  * what is forbidden, nothing half-applied, and the same apply going through
  * once a RoleBinding grants what deploy/rbac.yaml grants.
  */
@@ -404,6 +406,62 @@ static void test_apiserver_restart(void **state)
         check_keys(env, "boot", 20);
 }
 
+/* tls.provider auto: gitcd is the CA, members get their certificates from Secrets. */
+static void test_tls_auto(void **state)
+{
+        (void)state;
+        e2e *e = e2e_new();
+        e2e_write_file(e, "tls.yaml",
+                       "apiVersion: gitcd.io/v1alpha1\n"
+                       "kind: EtcdCluster\n"
+                       "metadata:\n"
+                       "  name: kt\n"
+                       "  namespace: " NS "\n"
+                       "spec:\n"
+                       "  replicas: 3\n"
+                       "  version: \"" VERSION "\"\n"
+                       "  progressDeadlineSeconds: 120\n"
+                       "  tls:\n"
+                       "    provider: auto\n"
+                       "    client:\n"
+                       "      enabled: true\n"
+                       "    peer:\n"
+                       "      enabled: true\n");
+        apply_ok(e);
+        const kube_gvr secrets = {"", "v1", "secrets", true};
+        static const char *const names[] = {"kt-client-tls", "kt-peer-tls", "kt-operator-tls"};
+        for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+                json_t *sec = get(&secrets, names[i]);
+                if (!sec)
+                        fail_msg("Secret %s missing", names[i]);
+                assert_string_equal(json_string_value(json_object_get(sec, "type")),
+                                    "kubernetes.io/tls");
+                json_decref(sec);
+        }
+        /* the members answer over TLS, by their DNS names, to gitcd's client identity */
+        _cleanup_free_ char *eps = e2e_endpoints(e, "kt");
+        assert_true(strneq(eps, "https://", 8));
+        _cleanup_free_ char *dir = xasprintf("%s/kubernetes/" NS "/kt/tls/operator", e->state_dir);
+        _cleanup_free_ char *ca = path_join(dir, "ca.crt");
+        _cleanup_free_ char *crt = path_join(dir, "tls.crt");
+        _cleanup_free_ char *key = path_join(dir, "tls.key");
+        etcd_client_opts o = {.endpoints = eps, .cacert = ca, .cert = crt, .key = key};
+        etcd_client *c = NULL;
+        assert_int_equal(etcd_client_new(&o, &c), 0);
+        etcd_members *l = NULL;
+        if (etcd_member_list(c, &l) < 0)
+                fail_msg("member list over TLS: %s", etcd_client_last_error(c));
+        assert_int_equal(l->n, 3);
+        for (size_t i = 0; i < l->n; i++) {
+                assert_false(l->members[i].is_learner);
+                assert_true(strneq(l->members[i].peer_urls[0], "https://", 8));
+        }
+        etcd_members_free(l);
+        assert_int_equal(etcd_put(c, "tls", "yes", 3, NULL), 0);
+        etcd_client_free(c);
+        e2e_free(e);
+}
+
 static void test_rbac_denied(void **state)
 {
         (void)state;
@@ -469,7 +527,8 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_bootstrap),         cmocka_unit_test(test_scale),
             cmocka_unit_test(test_pod_deleted),       cmocka_unit_test(test_pvc_lost),
-            cmocka_unit_test(test_apiserver_restart), cmocka_unit_test(test_rbac_denied),
+            cmocka_unit_test(test_apiserver_restart), cmocka_unit_test(test_tls_auto),
+            cmocka_unit_test(test_rbac_denied),
         };
         int failed = cmocka_run_group_tests(tests, NULL, NULL);
 
