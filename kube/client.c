@@ -488,7 +488,8 @@ struct req {
         /* Streaming: called with each complete line of a 200 response. */
         int (*on_line)(const char *line, size_t len, void *userdata);
         void *userdata;
-        int timeout_ms; /* 0 = KUBE_CALL_TIMEOUT_MS; -1 = none */
+        int timeout_ms;           /* 0 = KUBE_CALL_TIMEOUT_MS; -1 = none */
+        bool timeout_ends_stream; /* a streaming request's timeout is its normal end */
 };
 
 struct resp {
@@ -672,6 +673,10 @@ static int request(kube_client *c, const struct req *rq, strbuf *ret_body)
                         return set_error(c, -EPROTO,
                                          "cannot %s %s: the response is larger than %u MiB",
                                          rq->verb, rq->resource, KUBE_MAX_BODY >> 20);
+                }
+                if (cc == CURLE_OPERATION_TIMEDOUT && rq->timeout_ends_stream) {
+                        sb_release(&rs.body);
+                        return 0;
                 }
                 if (cc != CURLE_OK) {
                         if (!transient(cc) || rs.delivered > 0 || attempt >= KUBE_TRIES) {
@@ -968,8 +973,10 @@ static int on_watch_line(const char *line, size_t len, void *userdata)
         return r;
 }
 
-int kube_watch(kube_client *c, const kube_gvr *gvr, const char *ns, const char *label_selector,
-               const char *resource_version, int timeout_seconds, kube_watch_fn fn, void *userdata)
+/* A watch that the server ends after server_secs (0: its default) and we end after client_ms. */
+static int watch(kube_client *c, const kube_gvr *gvr, const char *ns, const char *label_selector,
+                 const char *resource_version, int server_secs, int client_ms, kube_watch_fn fn,
+                 void *userdata)
 {
         _cleanup_free_ char *path = NULL;
         strbuf url = STRBUF_INIT;
@@ -988,8 +995,8 @@ int kube_watch(kube_client *c, const kube_gvr *gvr, const char *ns, const char *
                 add_query(&url, "resourceVersion", resource_version);
         if (!isempty(label_selector))
                 add_query(&url, "labelSelector", label_selector);
-        if (timeout_seconds > 0) {
-                snprintf(num, sizeof(num), "%d", timeout_seconds);
+        if (server_secs > 0) {
+                snprintf(num, sizeof(num), "%d", server_secs);
                 add_query(&url, "timeoutSeconds", num);
         }
         rq.path = sb_str(&url);
@@ -997,7 +1004,11 @@ int kube_watch(kube_client *c, const kube_gvr *gvr, const char *ns, const char *
         rq.ns = gvr->namespaced ? ns : NULL;
         rq.on_line = on_watch_line;
         rq.userdata = &ws;
-        rq.timeout_ms = timeout_seconds > 0 ? (timeout_seconds + 30) * 1000 : -1;
+        if (client_ms > 0) {
+                rq.timeout_ms = client_ms;
+                rq.timeout_ends_stream = true;
+        } else
+                rq.timeout_ms = server_secs > 0 ? (server_secs + 30) * 1000 : -1;
         r = request(c, &rq, NULL);
         sb_release(&url);
         if (ws.error < 0)
@@ -1005,6 +1016,22 @@ int kube_watch(kube_client *c, const kube_gvr *gvr, const char *ns, const char *
         if (r == 0)
                 sb_reset(&c->error);
         return r;
+}
+
+int kube_watch(kube_client *c, const kube_gvr *gvr, const char *ns, const char *label_selector,
+               const char *resource_version, int timeout_seconds, kube_watch_fn fn, void *userdata)
+{
+        return watch(c, gvr, ns, label_selector, resource_version, timeout_seconds, 0, fn,
+                     userdata);
+}
+
+int kube_watch_for(kube_client *c, const kube_gvr *gvr, const char *ns, const char *label_selector,
+                   const char *resource_version, int timeout_ms, kube_watch_fn fn, void *userdata)
+{
+        if (timeout_ms <= 0)
+                return 0;
+        return watch(c, gvr, ns, label_selector, resource_version, (timeout_ms + 999) / 1000,
+                     timeout_ms, fn, userdata);
 }
 
 /* ---- discovery ---- */

@@ -149,6 +149,16 @@ typedef int (*kube_watch_fn)(const char *type, const json_t *object, void *userd
 int kube_watch(kube_client *c, const kube_gvr *gvr, const char *ns, const char *label_selector,
                const char *resource_version, int timeout_seconds, kube_watch_fn fn, void *userdata);
 
+/*
+ * The same watch, ended by us after timeout_ms (milliseconds; the server
+ * is asked to end it at the next whole second): 0 when the time ran out or
+ * the server ended it, the callback's value when it stopped the watch, and
+ * the errors of kube_watch. For "wait until something changes or this much
+ * time passes" loops.
+ */
+int kube_watch_for(kube_client *c, const kube_gvr *gvr, const char *ns, const char *label_selector,
+                   const char *resource_version, int timeout_ms, kube_watch_fn fn, void *userdata);
+
 /* ---- discovery ---- */
 
 /*

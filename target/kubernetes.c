@@ -73,6 +73,7 @@
 #define DELETE_EXTRA_MS       15000
 #define POLL_MS               250
 #define CA_DAYS               3650
+#define WATCH_MIN_MS          50          /* shorter waits just sleep */
 #define SHARED_RECHECK_MS     (60 * 1000) /* re-check unchanged shared objects this often */
 
 static const kube_gvr GVR_PODS = {"", "v1", "pods", true};
@@ -1477,8 +1478,8 @@ static int on_watch_event(const char *type, const json_t *object, void *userdata
 static int kt_wait_event(target *t, int timeout_ms)
 {
         kubernetes_target *kt = KT(t);
-        int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_mono_ms() + timeout_ms;
-        if (kt->n_namespaces == 0 || (timeout_ms >= 0 && timeout_ms < 1000)) {
+        int64_t deadline = now_mono_ms() + (timeout_ms < 0 ? 60000 : timeout_ms);
+        if (kt->n_namespaces == 0 || timeout_ms < WATCH_MIN_MS) {
                 sleep_ms(timeout_ms < 0 ? 1000 : timeout_ms);
                 return 0;
         }
@@ -1489,42 +1490,35 @@ static int kt_wait_event(target *t, int timeout_ms)
         }
         const char *ns = *scope ? scope : NULL;
         _cleanup_free_ char *sel = xasprintf("%s=%s", LABEL_KEY_MANAGED_BY, LABEL_MANAGED_BY_VALUE);
-        for (;;) {
+        int r = 0;
+        if (!kt->watch_rv) {
+                json_t *items = NULL;
+                char *rv = NULL;
+                r = kube_list(kt->wc, &GVR_PODS, ns, sel, &items, &rv);
+                json_decref(items);
+                if (r >= 0)
+                        kt->watch_rv = rv;
+        }
+        while (r >= 0) {
                 int64_t left = deadline - now_mono_ms();
-                if (left < 1000) {
+                if (left < WATCH_MIN_MS) {
                         sleep_ms(left);
                         return 0;
                 }
-                int r = 0;
-                if (!kt->watch_rv) {
-                        json_t *items = NULL;
-                        char *rv = NULL;
-                        r = kube_list(kt->wc, &GVR_PODS, ns, sel, &items, &rv);
-                        json_decref(items);
-                        if (r >= 0)
-                                kt->watch_rv = rv;
+                r = kube_watch_for(kt->wc, &GVR_PODS, ns, sel, kt->watch_rv, (int)left,
+                                   on_watch_event, kt);
+                if (r > 0)
+                        return 1;
+                if (r == -ESTALE) {
+                        /* Too old: list again; something may have changed meanwhile. */
+                        set_str(&kt->watch_rv, NULL);
+                        return 1;
                 }
-                if (r >= 0) {
-                        int secs = left > 60000 ? 60 : (int)(left / 1000);
-                        r = kube_watch(kt->wc, &GVR_PODS, ns, sel, kt->watch_rv, secs,
-                                       on_watch_event, kt);
-                        if (r > 0)
-                                return 1;
-                        if (r == 0)
-                                continue; /* the server ended the stream: on to the deadline */
-                        if (r == -ESTALE) {
-                                /* Too old: list again; something may have changed meanwhile. */
-                                set_str(&kt->watch_rv, NULL);
-                                return 1;
-                        }
-                }
-                /* -EACCES, -EIO: the next reconciler pass observes the world anyway. */
-                log_debug("kubernetes target: cannot watch Pods: %s",
-                          kube_client_last_error(kt->wc));
-                left = deadline - now_mono_ms();
-                sleep_ms(timeout_ms < 0 ? 5000 : left);
-                return 0;
         }
+        /* -EACCES, -EIO: the next reconciler pass observes the world anyway. */
+        log_debug("kubernetes target: cannot watch Pods: %s", kube_client_last_error(kt->wc));
+        sleep_ms(deadline - now_mono_ms());
+        return 0;
 }
 
 /* Read one key of a Secret's data into <dir>/<file> (0600). */

@@ -239,6 +239,26 @@ static void test_list_watch_delete(void **state)
         assert_int_equal(kube_watch(admin, &cms, NS, "app=listed", rv, 30, on_event, &seen), 1);
         assert_string_equal(seen.type, "ADDED");
         free(seen.type);
+        seen.type = NULL;
+
+        /* kube_watch_for: the same change ends it at once; with nothing new, its time runs out */
+        assert_int_equal(kube_watch_for(admin, &cms, NS, "app=listed", rv, 30000, on_event, &seen),
+                         1);
+        assert_string_equal(seen.type, "ADDED");
+        free(seen.type);
+        seen.type = NULL;
+        json_t *now_items = NULL;
+        _cleanup_free_ char *now_rv = NULL;
+        assert_int_equal(kube_list(admin, &cms, NS, "app=listed", &now_items, &now_rv), 0);
+        json_decref(now_items);
+        assert_int_equal(
+            kube_watch_for(admin, &cms, NS, "app=listed", now_rv, 300, on_event, &seen), 0);
+        assert_null(seen.type);
+        assert_string_equal(kube_client_last_error(admin), "");
+        /* and the client is usable right after */
+        assert_int_equal(kube_get(admin, &cms, NS, "labelled-b", &obj), 0);
+        json_decref(obj);
+        obj = NULL;
 
         assert_int_equal(kube_delete(admin, &cms, NS, "labelled-a", "Background"), 0);
         assert_int_equal(kube_get(admin, &cms, NS, "labelled-a", &obj), -ENOENT);
