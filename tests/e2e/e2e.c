@@ -21,6 +21,7 @@
 #include "tests/harness/harness.h"
 #include "util/fs.h"
 #include "util/strbuf.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 #define MAX_ENVS 8
@@ -230,6 +231,50 @@ int e2e_run(e2e *e, char **ret_stdout, const char *arg, ...)
         va_end(ap);
         args[n] = NULL;
         return e2e_runv(e, ret_stdout, NULL, args);
+}
+
+pid_t e2e_start_daemon(e2e *e, const char *const *extra_args)
+{
+        const char *argv[48] = {e->bin, "run", "--source", e->source, "--interval", "1s"};
+        size_t n = 6;
+        for (size_t i = 0; extra_args && extra_args[i] && n < ARRAY_SIZE(argv) - 1; i++)
+                argv[n++] = extra_args[i];
+        argv[n] = NULL;
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                setenv("GITCD_STATE_DIR", e->state_dir, 1);
+                char *log = xasprintf("%s/daemon.log", e->root);
+                if (!freopen(log, "w", stderr) || !freopen("/dev/null", "w", stdout))
+                        _exit(126);
+                execv(e->bin, (char **)argv);
+                _exit(127);
+        }
+        harness_track_pid(pid);
+        return pid;
+}
+
+bool e2e_wait_ready(e2e *e, const char *name, int n, int timeout_s)
+{
+        int64_t end = now_mono_ms() + timeout_s * 1000;
+        _cleanup_free_ char *id = xasprintf("default/%s", name);
+        while (now_mono_ms() < end) {
+                char *out = NULL;
+                if (e2e_run(e, &out, "status", "-o", "json", id, NULL) == 0) {
+                        json_t *j = json_loads(out, 0, NULL);
+                        int ready = (int)json_integer_value(json_object_get(j, "ready"));
+                        const char *phase = json_string_value(json_object_get(j, "phase"));
+                        bool ok = ready == n && streq_ptr(phase, "Running");
+                        json_decref(j);
+                        if (ok) {
+                                free(out);
+                                return true;
+                        }
+                }
+                free(out);
+                usleep(200 * 1000);
+        }
+        return false;
 }
 
 json_t *e2e_status(e2e *e, const char *name)

@@ -48,6 +48,14 @@ int e2e_runv(e2e *e, char **ret_stdout, char **ret_stderr, const char *const *ar
 /* Run gitcd with arguments (NULL-terminated) and capture stdout; returns the exit status. */
 int e2e_run(e2e *e, char **ret_stdout, const char *arg, ...) __attribute__((sentinel));
 
+/*
+ * Start `gitcd run --source <source> --interval 1s` plus extra_args
+ * (NULL-terminated, may be NULL) in the background, its stderr in
+ * <root>/daemon.log; tracked for teardown. Returns its pid.
+ */
+pid_t e2e_start_daemon(e2e *e, const char *const *extra_args);
+/* Poll `gitcd status` until default/<name> is Running with n ready members; false on timeout. */
+bool e2e_wait_ready(e2e *e, const char *name, int n, int timeout_s);
 /* `gitcd status -o json default/<name>`, parsed. */
 json_t *e2e_status(e2e *e, const char *name);
 /* Comma-separated client URLs of the cluster's members, from status. */

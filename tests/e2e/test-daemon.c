@@ -22,49 +22,6 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-static pid_t start_daemon(e2e *e)
-{
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-                setenv("GITCD_STATE_DIR", e->state_dir, 1);
-                char *log = xasprintf("%s/daemon.log", e->root);
-                if (!freopen(log, "w", stderr) || !freopen("/dev/null", "w", stdout))
-                        _exit(126);
-                execl(e->bin, e->bin, "run", "--source", e->source, "--interval", "1s",
-                      (char *)NULL);
-                _exit(127);
-        }
-        harness_track_pid(pid);
-        return pid;
-}
-
-/* Wait until `gitcd status` shows the cluster converged with n ready members. */
-static bool wait_ready(e2e *e, const char *name, int n, int timeout_s)
-{
-        int64_t end = now_mono_ms() + timeout_s * 1000;
-        while (now_mono_ms() < end) {
-                char *id = xasprintf("default/%s", name);
-                char *out = NULL;
-                int k = e2e_run(e, &out, "status", "-o", "json", id, NULL);
-                free(id);
-                if (k == 0) {
-                        json_t *j = json_loads(out, 0, NULL);
-                        int ready = (int)json_integer_value(json_object_get(j, "ready"));
-                        const char *phase = json_string_value(json_object_get(j, "phase"));
-                        bool ok = ready == n && phase && strcmp(phase, "Running") == 0;
-                        json_decref(j);
-                        if (ok) {
-                                free(out);
-                                return true;
-                        }
-                }
-                free(out);
-                usleep(200 * 1000);
-        }
-        return false;
-}
-
 static void test_daemon(void **state)
 {
         (void)state;
@@ -72,14 +29,14 @@ static void test_daemon(void **state)
                 skip();
         e2e *e = e2e_new();
         e2e_write_cluster(e, "a.yaml", "alpha", 1, "3.5.16");
-        pid_t d = start_daemon(e);
-        assert_true(wait_ready(e, "alpha", 1, 60));
+        pid_t d = e2e_start_daemon(e, NULL);
+        assert_true(e2e_wait_ready(e, "alpha", 1, 60));
 
         /* New file and an edit, taken in by polling. */
         e2e_write_cluster(e, "b.yaml", "beta", 1, "3.5.16");
         e2e_write_cluster(e, "a.yaml", "alpha", 3, "3.5.16");
-        assert_true(wait_ready(e, "beta", 1, 60));
-        assert_true(wait_ready(e, "alpha", 3, 90));
+        assert_true(e2e_wait_ready(e, "beta", 1, 60));
+        assert_true(e2e_wait_ready(e, "alpha", 3, 90));
 
         /* A member dies: restarted by the daemon, same member. */
         pid_t m = e2e_member_pid(e, "alpha", "alpha-1");
@@ -91,7 +48,7 @@ static void test_daemon(void **state)
                ((m2 = e2e_member_pid(e, "alpha", "alpha-1")) == 0 || m2 == m))
                 usleep(50 * 1000);
         assert_true(m2 > 0 && m2 != m);
-        assert_true(wait_ready(e, "alpha", 3, 60));
+        assert_true(e2e_wait_ready(e, "alpha", 3, 60));
         assert_int_equal(e2e_audit_count(e, "alpha", "member.remove"), 0);
 
         /* SIGHUP re-reads the configuration files; the daemon carries on. */

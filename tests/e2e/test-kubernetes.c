@@ -243,48 +243,6 @@ static void apply_yaml_file(const char *rel)
         diag_list_release(&diags);
 }
 
-static pid_t start_daemon(e2e *e)
-{
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-                setenv("GITCD_STATE_DIR", e->state_dir, 1);
-                char *log = xasprintf("%s/daemon.log", e->root);
-                if (!freopen(log, "w", stderr) || !freopen("/dev/null", "w", stdout))
-                        _exit(126);
-                execl(e->bin, e->bin, "run", "--source", e->source, "--interval", "1s", "--target",
-                      "kubernetes", "--kubeconfig", kubeapi_kubeconfig(api), "--context", "gitcd",
-                      (char *)NULL);
-                _exit(127);
-        }
-        harness_track_pid(pid);
-        return pid;
-}
-
-/* `gitcd status` shows the cluster Running with n ready members. */
-static bool wait_ready(e2e *e, int n, int timeout_s)
-{
-        int64_t end = now_mono_ms() + timeout_s * 1000;
-        while (now_mono_ms() < end) {
-                char *out = NULL;
-                int k = e2e_run(e, &out, "status", "-o", "json", NS "/" CLUSTER, NULL);
-                if (k == 0) {
-                        json_t *j = json_loads(out, 0, NULL);
-                        int ready = (int)json_integer_value(json_object_get(j, "ready"));
-                        const char *phase = json_string_value(json_object_get(j, "phase"));
-                        bool ok = ready == n && streq_ptr(phase, "Running");
-                        json_decref(j);
-                        if (ok) {
-                                free(out);
-                                return true;
-                        }
-                }
-                free(out);
-                usleep(500 * 1000);
-        }
-        return false;
-}
-
 /* ---- the cases ---------------------------------------------------------- */
 
 static void test_bootstrap(void **state)
@@ -386,7 +344,10 @@ static void test_apiserver_restart(void **state)
 {
         (void)state;
         write_cluster(env, CLUSTER, 5);
-        pid_t d = start_daemon(env);
+        const char *const args[] = {
+            "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(api), "--context",
+            "gitcd",    NULL};
+        pid_t d = e2e_start_daemon(env, args);
         /* stop the API server as soon as the scale-up has started */
         int64_t end = now_mono_ms() + 120 * 1000;
         while (count(&pods, CLUSTER) < 4 && now_mono_ms() < end)
@@ -395,7 +356,7 @@ static void test_apiserver_restart(void **state)
         kubeapi_pause(api);
         sleep(4);
         kubeapi_resume(api);
-        assert_true(wait_ready(env, 5, 240));
+        assert_true(e2e_wait_ready(env, CLUSTER, 5, 240));
         assert_int_equal(kill(d, SIGTERM), 0);
         int status = 0;
         assert_int_equal(waitpid(d, &status, 0), d);
