@@ -87,7 +87,8 @@ typedef struct nodesim nodesim;
  *   - maps its volumes to folders under work_dir: a PVC claim to
  *     volumes/<ns>/<claim> (which lives as long as the PVC object does; the
  *     folder is removed when the PVC is deleted), an emptyDir to a folder of
- *     the Pod, a Secret to a folder holding its decoded keys (mode 0400);
+ *     the Pod, a Secret to a folder holding its decoded keys (the volume's
+ *     defaultMode; 0644, Kubernetes' default, when unset);
  *   - runs the etcd container's command as a local process: argv[0] "etcd"
  *     becomes the binary for the image tag's version
  *     (~/.cache/gitcd/etcd/<version>/etcd; the tag "v3.5.16" -> 3.5.16),
