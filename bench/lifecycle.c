@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "reconciler/driver.h"
-#include "target/local.h"
+#include "targets/local.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/timeutil.h"

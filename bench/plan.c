@@ -22,7 +22,7 @@
 
 #include "plan/plan.h"
 #include "sources/source.h"
-#include "spec/spec.h"
+#include "api/spec.h"
 #include "state/state.h"
 #include "util/fs.h"
 #include "util/timeutil.h"

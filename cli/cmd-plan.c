@@ -24,7 +24,7 @@
 #include "kube/kubeconfig.h"
 #include "plan/drift.h"
 #include "plan/plan.h"
-#include "spec/spec.h"
+#include "api/spec.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/xalloc.h"

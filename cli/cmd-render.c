@@ -15,8 +15,8 @@
 
 #include "cli/cli.h"
 #include "render/render.h"
-#include "spec/spec.h"
-#include "spec/yaml.h"
+#include "api/spec.h"
+#include "api/yaml.h"
 #include "util/diag.h"
 #include "util/macro.h"
 #include "util/strbuf.h"

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "spec/spec.h"
+#include "api/spec.h"
 
 static void usage(FILE *out)
 {

@@ -11,8 +11,8 @@
 #include "cli/cli.h"
 #include "cli/runner.h"
 #include "kube/kubeconfig.h"
-#include "target/kubernetes.h"
-#include "target/local.h"
+#include "targets/kubernetes.h"
+#include "targets/local.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 

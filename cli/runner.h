@@ -11,7 +11,7 @@
 #include "reconciler/driver.h"
 #include "sources/source.h"
 #include "state/state.h"
-#include "target/target.h"
+#include "targets/target.h"
 
 typedef struct runner_flags {
         source_opts src;

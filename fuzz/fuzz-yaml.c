@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spec/spec.h"
-#include "spec/yaml.h"
+#include "api/spec.h"
+#include "api/yaml.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,7 +1,7 @@
 /*
  * Kubeconfig and in-cluster configuration for the Kubernetes client.
  *
- * The file is read with the project's YAML loader (spec/yaml.h) and turned
+ * The file is read with the project's YAML loader (api/yaml.h) and turned
  * into JSON, so the kubeconfig structure is walked with jansson; there is no
  * YAML handling here. Only the first file of a $KUBECONFIG list is read:
  * gitcd does not merge kubeconfig files the way kubectl does, and says so in
@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "spec/yaml.h"
+#include "api/yaml.h"
 #include "util/diag.h"
 #include "util/fs.h"
 #include "util/macro.h"

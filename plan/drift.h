@@ -19,7 +19,7 @@
 #include <stdio.h>
 
 #include "kube/client.h"
-#include "spec/model.h"
+#include "api/model.h"
 
 typedef enum drift_state {
         DRIFT_IN_SYNC,     /* the apply would change nothing */

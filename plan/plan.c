@@ -20,8 +20,8 @@
 #include <strings.h>
 
 #include "plan/plan.h"
-#include "spec/spec.h"
-#include "spec/yaml.h"
+#include "api/spec.h"
+#include "api/yaml.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 

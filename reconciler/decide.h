@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "target/target.h"
+#include "targets/target.h"
 
 typedef struct obs_member {
         const char *name;

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "reconciler/driver.h"
-#include "spec/spec.h"
+#include "api/spec.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"

@@ -12,9 +12,9 @@
 
 #include "reconciler/reconcile.h"
 #include "sources/source.h"
-#include "spec/model.h"
+#include "api/model.h"
 #include "state/state.h"
-#include "target/target.h"
+#include "targets/target.h"
 #include "util/diag.h"
 
 typedef struct driver driver;

@@ -28,7 +28,7 @@
 #include "reconciler/reconcile.h"
 #include "render/layout.h"
 #include "render/render.h"
-#include "spec/spec.h"
+#include "api/spec.h"
 #include "util/failpoint.h"
 #include "util/log.h"
 #include "util/strbuf.h"

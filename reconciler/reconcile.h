@@ -22,9 +22,9 @@
 #include <stdint.h>
 
 #include "reconciler/decide.h"
-#include "spec/model.h"
+#include "api/model.h"
 #include "state/state.h"
-#include "target/target.h"
+#include "targets/target.h"
 
 typedef struct reconciler reconciler;
 

@@ -32,7 +32,7 @@
 
 #include "render/render-internal.h"
 #include "render/render.h"
-#include "spec/spec.h"
+#include "api/spec.h"
 #include "util/xalloc.h"
 
 #define TERMINATION_GRACE_SECONDS 60

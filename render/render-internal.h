@@ -10,7 +10,7 @@
 
 #include "render/layout.h"
 #include "render/render.h"
-#include "spec/model.h"
+#include "api/model.h"
 
 /* Label keys from the Kubernetes recommended set. */
 #define LABEL_APP_NAME       "app.kubernetes.io/name"

@@ -13,7 +13,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "spec/model.h"
+#include "api/model.h"
 
 /* Standard ports on Kubernetes. */
 #define ETCD_CLIENT_PORT  2379

@@ -2,7 +2,7 @@
  * Allocation that cannot fail. gitcd treats an out-of-memory condition as
  * fatal (like git does): the process aborts with a message rather than
  * threading -ENOMEM through every string operation. Limits on input sizes
- * (see spec/yaml.h) keep memory bounded for hostile inputs.
+ * (see api/yaml.h) keep memory bounded for hostile inputs.
  */
 #pragma once
 

@@ -33,7 +33,7 @@
 #include <cmocka.h>
 
 #include "kube/client.h"
-#include "spec/yaml.h"
+#include "api/yaml.h"
 #include "tests/e2e/e2e.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/kubeapi.h"

@@ -31,7 +31,7 @@
 
 #include "etcd/client.h"
 #include "render/render.h"
-#include "spec/spec.h"
+#include "api/spec.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/kubeapi.h"
 #include "util/fs.h"

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "sources/source.h"
-#include "spec/spec.h"
+#include "api/spec.h"
 #include "state/state.h"
 #include "tests/plan/plan-fixture.h"
 #include "util/fs.h"

@@ -24,7 +24,7 @@
 #include "kube/client.h"
 #include "plan/drift.h"
 #include "render/render.h"
-#include "spec/spec.h"
+#include "api/spec.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/kubeapi.h"
 #include "tests/plan/plan-fixture.h"

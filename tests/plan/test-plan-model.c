@@ -17,7 +17,7 @@
 
 #include "plan/plan.h"
 #include "sources/revision.h"
-#include "spec/spec.h"
+#include "api/spec.h"
 #include "util/xalloc.h"
 
 static source_revision *revision(const char *const *paths, const char *const *texts, size_t n)

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "spec/spec.h"
+#include "api/spec.h"
 #include "util/strbuf.h"
 
 static inline bool k8s_dns1035_label(const char *s)

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "render/render.h"
-#include "spec/model.h"
+#include "api/model.h"
 #include "util/xalloc.h"
 
 /* A native cluster with the parser's defaults: version 3.5.16, 1Gi on disk, no TLS. */

@@ -20,7 +20,7 @@
 
 #include "k8s-check.h"
 #include "render-fixture.h"
-#include "spec/yaml.h"
+#include "api/yaml.h"
 #include "util/fs.h"
 #include "util/macro.h"
 

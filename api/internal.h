@@ -1,0 +1,42 @@
+/*
+ * Helpers shared by the spec/ files and their tests, not part of the
+ * module's public contract (api/spec.h): syntax checks for cron
+ * schedules and Kubernetes label keys and values, the "did you mean"
+ * suggestion, and the limits on names and replica counts.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "api/model.h"
+#include "api/yaml.h"
+#include "util/diag.h"
+
+/*
+ * A standard 5-field cron expression (minute hour day-of-month month
+ * day-of-week; lists, ranges, steps, names jan-dec and sun-sat).
+ * 0, or -EINVAL with a newly allocated explanation in *ret_why.
+ */
+int cron_check(const char *expr, char **ret_why);
+
+/* Kubernetes qualified name (label/annotation key): [prefix/]name. */
+bool k8s_qualified_name_valid(const char *s);
+/* Kubernetes label value: empty, or <= 63 of [A-Za-z0-9-_.] with alnum ends. */
+bool k8s_label_value_valid(const char *s);
+
+/* Levenshtein distance (bytes, case-insensitive). */
+size_t edit_distance(const char *a, const char *b);
+/* The closest of the candidates (NULL-terminated), or NULL when none is close. */
+const char *closest_word(const char *word, const char *const *candidates);
+
+/* The largest metadata.name that leaves room for "<name>-headless" in 63 characters. */
+#define GITCD_MAX_NAME_LEN (63 - 9)
+#define GITCD_MAX_REPLICAS 99
+
+/* Readers of native-shaped blocks that other dialects share (api/native.c). */
+struct reader;
+struct ynode;
+void native_read_storage(struct reader *r, const struct ynode *spec);
+void native_read_auth(struct reader *r, const struct ynode *spec);
+void native_read_additional_metadata(struct reader *r, const struct ynode *spec);

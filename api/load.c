@@ -1,0 +1,325 @@
+/*
+ * Loading EtcdCluster documents: files and directories -> YAML documents ->
+ * one dialect reader per apiVersion -> defaults -> validation -> the set.
+ *
+ * Design: every document gets its own diagnostics list; a document with an
+ * error is dropped but the others are still read, and every problem of a
+ * run is reported in one go. Kinds that are not EtcdCluster are skipped
+ * with a note, so a whole GitOps folder (Deployments, Secrets, ...) can be
+ * pointed at without noise turning into failure.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/internal.h"
+#include "api/reader.h"
+#include "api/spec.h"
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+static const struct {
+        spec_dialect dialect;
+        void (*read)(reader *r, const ynode *spec);
+        const char *const *other_kinds; /* other kinds of that API group, not read yet */
+} dialects[] = {
+    {DIALECT_GITCD, read_spec_gitcd, NULL},
+    {DIALECT_COREOS, read_spec_coreos, (const char *const[]){"EtcdBackup", "EtcdRestore", NULL}},
+    {DIALECT_ETCDIO, read_spec_etcdio,
+     (const char *const[]){"EtcdBackup", "EtcdRestore", "EtcdMember", "EtcdMirror", NULL}},
+    {DIALECT_IMPROBABLE, read_spec_improbable,
+     (const char *const[]){"EtcdBackup", "EtcdBackupSchedule", "EtcdRestore", "EtcdPeer", NULL}},
+    {DIALECT_COZYSTACK, read_spec_cozystack, (const char *const[]){"EtcdSnapshot", NULL}},
+};
+
+static const char *scalar_string(const ynode *n)
+{
+        if (n && n->kind == YNODE_SCALAR && streq(ynode_type_name(n), "string"))
+                return n->str;
+        return NULL;
+}
+
+static void read_metadata(reader *r, const ynode *root)
+{
+        etcd_cluster *c = r->c;
+        const ynode *meta = NULL;
+        if (!rd_map(r, root, "", "metadata", NULL, &meta)) {
+                if (!rd_get(root, "metadata", NULL))
+                        rd_error(r, NULL, "metadata.name is required");
+                return;
+        }
+        static const char *const known[] = {"name", "namespace", "labels", "annotations", NULL};
+        static const char *const ignored[] = {"generateName",
+                                              "uid",
+                                              "resourceVersion",
+                                              "generation",
+                                              "creationTimestamp",
+                                              "deletionTimestamp",
+                                              "managedFields",
+                                              "finalizers",
+                                              "ownerReferences",
+                                              "selfLink",
+                                              NULL};
+        rd_keys(r, meta, "metadata", known, ignored);
+
+        if (rd_string(r, meta, "metadata", "name", NULL, &c->name)) {
+                const ynode *v = rd_get(meta, "name", NULL);
+                size_t len = strlen(c->name);
+                if (!dns1123_label_valid(c->name))
+                        rd_error(r, v,
+                                 "metadata.name: \"%s\" is not a DNS-1123 label (lower-case "
+                                 "letters, digits and '-', starting and ending with a letter or "
+                                 "digit)",
+                                 c->name);
+                else if (!(c->name[0] >= 'a' && c->name[0] <= 'z'))
+                        rd_error(r, v,
+                                 "metadata.name: \"%s\" must start with a letter: gitcd names "
+                                 "a Service after the cluster, and Service names are DNS-1035 "
+                                 "labels",
+                                 c->name);
+                else if (len > GITCD_MAX_NAME_LEN)
+                        rd_error(r, v,
+                                 "metadata.name: \"%s\" is %zu characters; at most %d fit so "
+                                 "that \"<name>-headless\" and member names stay within 63",
+                                 c->name, len, GITCD_MAX_NAME_LEN);
+        } else if (!rd_get(meta, "name", NULL)) {
+                rd_error(r, meta, "metadata.name is required");
+        }
+        if (rd_string(r, meta, "metadata", "namespace", NULL, &c->namespace_) &&
+            !dns1123_label_valid(c->namespace_))
+                rd_error(r, rd_get(meta, "namespace", NULL),
+                         "metadata.namespace: \"%s\" is not a DNS-1123 label", c->namespace_);
+        rd_kv(r, meta, "metadata", "labels", NULL, true, &c->labels);
+        rd_kv(r, meta, "metadata", "annotations", NULL, false, &c->annotations);
+}
+
+/* One EtcdCluster document of a known dialect. */
+static etcd_cluster *read_cluster(const char *file, const ydoc *doc, spec_dialect d,
+                                  diag_list *diags)
+{
+        const ynode *root = doc->root;
+        etcd_cluster *c = etcd_cluster_new();
+        c->dialect = d;
+        c->file = xstrdup(file ? file : "<input>");
+        c->line = root->line;
+        c->col = root->col;
+        c->api_version = xstrdup(dialect_api_version(d));
+        c->kind = xstrdup("EtcdCluster");
+
+        reader r = {.file = file, .diags = diags, .c = c};
+        static const char *const known[] = {"apiVersion", "kind", "metadata", "spec", NULL};
+        static const char *const ignored[] = {"status", NULL};
+        rd_keys(&r, root, "", known, ignored);
+        read_metadata(&r, root);
+
+        const ynode *spec = NULL;
+        if (rd_map(&r, root, "", "spec", NULL, &spec) || !rd_get(root, "spec", NULL)) {
+                for (size_t i = 0; i < ARRAY_SIZE(dialects); i++)
+                        if (dialects[i].dialect == d)
+                                dialects[i].read(&r, spec);
+        }
+        spec_fill_defaults(c);
+        spec_validate(&r);
+        kv_list_release(&r.names);
+        return c;
+}
+
+static void load_document(const char *file, const ydoc *doc, cluster_set *out, diag_list *diags)
+{
+        const ynode *root = doc->root;
+        reader r = {.file = file, .diags = diags, .c = NULL};
+        if (!root)
+                return;
+        if (root->kind != YNODE_MAP) {
+                rd_error(&r, root,
+                         "a document must be a mapping (apiVersion, kind, metadata, "
+                         "spec), got %s %s",
+                         streq(ynode_type_name(root), "integer") ? "an" : "a",
+                         ynode_type_name(root));
+                return;
+        }
+        const ynode *av = ynode_get(root, "apiVersion");
+        const ynode *kind = ynode_get(root, "kind");
+        const char *av_s = scalar_string(av), *kind_s = scalar_string(kind);
+        bool bad = false;
+        if (!av || ynode_is_null(av)) {
+                rd_error(&r, root, "document has no apiVersion");
+                bad = true;
+        } else if (!av_s) {
+                rd_type_error(&r, av, "apiVersion", "a string");
+                bad = true;
+        }
+        if (!kind || ynode_is_null(kind)) {
+                rd_error(&r, root, "document has no kind");
+                bad = true;
+        } else if (!kind_s) {
+                rd_type_error(&r, kind, "kind", "a string");
+                bad = true;
+        }
+        if (bad)
+                return;
+
+        const ynode *meta = ynode_get(root, "metadata");
+        const char *name = scalar_string(ynode_get(meta, "name"));
+        _cleanup_free_ char *what =
+            name ? xasprintf("%s %s \"%s\"", av_s, kind_s, name) : xasprintf("%s %s", av_s, kind_s);
+
+        for (size_t i = 0; i < ARRAY_SIZE(dialects); i++) {
+                if (!streq(av_s, dialect_api_version(dialects[i].dialect)))
+                        continue;
+                if (streq(kind_s, "EtcdCluster")) {
+                        diag_list mine = DIAG_LIST_INIT;
+                        etcd_cluster *c = read_cluster(file, doc, dialects[i].dialect, &mine);
+                        if (diag_has_errors(&mine))
+                                etcd_cluster_free(c);
+                        else
+                                cluster_set_add(out, c);
+                        diag_move(diags, &mine);
+                        return;
+                }
+                const char *const *others = dialects[i].other_kinds;
+                for (size_t j = 0; others && others[j]; j++) {
+                        if (streq(kind_s, others[j])) {
+                                rd_note(&r, root,
+                                        "skipping %s (%s resources are not read by gitcd yet)",
+                                        what, kind_s);
+                                return;
+                        }
+                }
+                if (dialects[i].dialect == DIALECT_GITCD) {
+                        static const char *const kinds[] = {"EtcdCluster", NULL};
+                        const char *best = closest_word(kind_s, kinds);
+                        if (best)
+                                rd_error(&r, kind,
+                                         "unknown kind \"%s\" in %s; did you mean \"%s\"?", kind_s,
+                                         av_s, best);
+                        else
+                                rd_error(&r, kind,
+                                         "unknown kind \"%s\" in %s (gitcd reads "
+                                         "EtcdCluster)",
+                                         kind_s, av_s);
+                        return;
+                }
+                rd_note(&r, root, "skipping %s (not an EtcdCluster)", what);
+                return;
+        }
+
+        if (streq(kind_s, "EtcdCluster")) {
+                const char *all[ARRAY_SIZE(dialects) + 1];
+                for (size_t i = 0; i < ARRAY_SIZE(dialects); i++)
+                        all[i] = dialect_api_version(dialects[i].dialect);
+                all[ARRAY_SIZE(dialects)] = NULL;
+                const char *best = closest_word(av_s, all);
+                if (best)
+                        rd_error(&r, av,
+                                 "unknown apiVersion \"%s\" for EtcdCluster; did you "
+                                 "mean \"%s\"?",
+                                 av_s, best);
+                else
+                        rd_error(&r, av,
+                                 "unknown apiVersion \"%s\" for EtcdCluster (gitcd reads %s, %s, "
+                                 "%s, %s and %s)",
+                                 av_s, all[0], all[1], all[2], all[3], all[4]);
+                return;
+        }
+        rd_note(&r, root, "skipping %s (not an EtcdCluster)", what);
+}
+
+int spec_load_buffer(const char *file, const char *buf, size_t len, cluster_set *out,
+                     diag_list *diags)
+{
+        ydoc_list docs = {0};
+        diag_list mine = DIAG_LIST_INIT;
+        yaml_parse(file, buf, len, NULL, &docs, &mine);
+        for (size_t i = 0; i < docs.n; i++)
+                load_document(file, &docs.docs[i], out, &mine);
+        ydoc_list_release(&docs);
+        bool errors = diag_has_errors(&mine);
+        diag_move(diags, &mine);
+        return errors ? -EINVAL : 0;
+}
+
+int spec_check_duplicates(const cluster_set *set, diag_list *diags)
+{
+        int r = 0;
+        for (size_t i = 0; i < set->n; i++) {
+                const etcd_cluster *b = set->items[i];
+                for (size_t j = 0; j < i; j++) {
+                        const etcd_cluster *a = set->items[j];
+                        if (!streq_ptr(a->namespace_, b->namespace_) ||
+                            !streq_ptr(a->name, b->name))
+                                continue;
+                        _cleanup_free_ char *id = etcd_cluster_id(b);
+                        int al, ac, bl, bc;
+                        etcd_cluster_loc(a, "metadata.name", &al, &ac);
+                        etcd_cluster_loc(b, "metadata.name", &bl, &bc);
+                        diag_add(diags, DIAG_ERROR, b->file, bl, bc,
+                                 "cluster %s is defined twice; first defined at %s:%d:%d", id,
+                                 a->file, al, ac);
+                        diag_add(diags, DIAG_NOTE, a->file, al, ac,
+                                 "cluster %s is defined again at %s:%d:%d", id, b->file, bl, bc);
+                        r = -EINVAL;
+                        break;
+                }
+        }
+        return r;
+}
+
+/* Expand each path on its own, so one missing path does not hide the others. */
+static int expand_all(char *const *paths, size_t n, path_list *out, diag_list *diags)
+{
+        static const char *const suffixes[] = {".yaml", ".yml", NULL};
+        int ret = 0;
+        for (size_t i = 0; i < n; i++) {
+                path_list one = {0};
+                const char *bad = NULL;
+                int r = expand_paths(&paths[i], 1, suffixes, &one, &bad);
+                if (r < 0) {
+                        diag_add(diags, DIAG_ERROR, bad ? bad : paths[i], 0, 0, "%s",
+                                 r == -ENOENT ? "no such file or directory" : strerror(-r));
+                        if (ret == 0)
+                                ret = r;
+                }
+                for (size_t j = 0; j < one.n; j++) {
+                        /* The same file named twice (directly and through a folder) is read once. */
+                        _cleanup_free_ char *real = realpath(one.paths[j], NULL);
+                        bool seen = false;
+                        for (size_t k = 0; k < out->n && !seen; k++) {
+                                _cleanup_free_ char *other = realpath(out->paths[k], NULL);
+                                seen = streq(out->paths[k], one.paths[j]) ||
+                                       (real && other && streq(real, other));
+                        }
+                        if (!seen)
+                                path_list_add(out, one.paths[j]);
+                }
+                path_list_release(&one);
+        }
+        return ret;
+}
+
+int spec_load_paths(char *const *paths, size_t n, cluster_set *out, diag_list *diags)
+{
+        path_list files = {0};
+        int missing = expand_all(paths, n, &files, diags);
+        cluster_set loaded = {0};
+        bool errors = missing < 0;
+        for (size_t i = 0; i < files.n; i++) {
+                ydoc_list docs = {0};
+                diag_list mine = DIAG_LIST_INIT;
+                yaml_load_file(files.paths[i], NULL, &docs, &mine);
+                for (size_t j = 0; j < docs.n; j++)
+                        load_document(files.paths[i], &docs.docs[j], &loaded, &mine);
+                ydoc_list_release(&docs);
+                errors |= diag_has_errors(&mine);
+                diag_move(diags, &mine);
+        }
+        path_list_release(&files);
+        if (spec_check_duplicates(&loaded, diags) < 0)
+                errors = true;
+        for (size_t i = 0; i < loaded.n; i++)
+                cluster_set_add(out, loaded.items[i]);
+        free(loaded.items);
+        if (missing == -ENOENT)
+                return -ENOENT;
+        return errors ? -EINVAL : 0;
+}

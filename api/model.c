@@ -1,0 +1,301 @@
+/*
+ * The EtcdCluster model: constructors, destructors and the small value
+ * types (semver, kv_list, cluster_set) every stage shares.
+ *
+ * Design: the model owns all of its strings and JSON values, so freeing a
+ * cluster is one call; locations (spec_loc) are kept per native field path
+ * so later stages (transitions, plans) can point at the line a user wrote,
+ * whatever dialect the document used.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/model.h"
+#include "util/xalloc.h"
+
+const char *dialect_api_version(spec_dialect d)
+{
+        switch (d) {
+        case DIALECT_GITCD:
+                return GITCD_API_VERSION;
+        case DIALECT_COREOS:
+                return "etcd.database.coreos.com/v1beta2";
+        case DIALECT_ETCDIO:
+                return "operator.etcd.io/v1alpha1";
+        case DIALECT_IMPROBABLE:
+                return "etcd.improbable.io/v1alpha1";
+        case DIALECT_COZYSTACK:
+                return "etcd-operator.cozystack.io/v1alpha2";
+        }
+        return "unknown";
+}
+
+const char *dialect_name(spec_dialect d)
+{
+        switch (d) {
+        case DIALECT_GITCD:
+                return "gitcd";
+        case DIALECT_COREOS:
+                return "coreos";
+        case DIALECT_ETCDIO:
+                return "etcd-io";
+        case DIALECT_IMPROBABLE:
+                return "improbable";
+        case DIALECT_COZYSTACK:
+                return "cozystack";
+        }
+        return "unknown";
+}
+
+const char *tls_provider_name(tls_provider p)
+{
+        switch (p) {
+        case TLS_PROVIDER_NONE:
+                return "none";
+        case TLS_PROVIDER_AUTO:
+                return "auto";
+        case TLS_PROVIDER_CERT_MANAGER:
+                return "cert-manager";
+        case TLS_PROVIDER_SECRETS:
+                return "secrets";
+        }
+        return "none";
+}
+
+/* A decimal number without sign or leading zeros (except "0"), at most 9 digits. */
+static int parse_component(const char *s, const char **ret_end, int *ret)
+{
+        const char *p = s;
+        int v = 0;
+        if (*p < '0' || *p > '9')
+                return -EINVAL;
+        if (*p == '0' && p[1] >= '0' && p[1] <= '9')
+                return -EINVAL;
+        while (*p >= '0' && *p <= '9') {
+                if (p - s >= 9)
+                        return -EINVAL;
+                v = v * 10 + (*p - '0');
+                p++;
+        }
+        *ret_end = p;
+        *ret = v;
+        return 0;
+}
+
+int semver_parse(const char *s, semver *ret)
+{
+        semver v;
+        const char *p = s;
+        if (!s)
+                return -EINVAL;
+        if (*p == 'v')
+                p++;
+        if (parse_component(p, &p, &v.major) < 0 || *p++ != '.')
+                return -EINVAL;
+        if (parse_component(p, &p, &v.minor) < 0 || *p++ != '.')
+                return -EINVAL;
+        if (parse_component(p, &p, &v.patch) < 0 || *p != '\0')
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+int semver_cmp(const semver *a, const semver *b)
+{
+        if (a->major != b->major)
+                return a->major < b->major ? -1 : 1;
+        if (a->minor != b->minor)
+                return a->minor < b->minor ? -1 : 1;
+        if (a->patch != b->patch)
+                return a->patch < b->patch ? -1 : 1;
+        return 0;
+}
+
+void kv_set(kv_list *l, const char *key, const char *value)
+{
+        for (size_t i = 0; i < l->n; i++) {
+                if (streq(l->items[i].key, key)) {
+                        free(l->items[i].value);
+                        l->items[i].value = xstrdup(value);
+                        return;
+                }
+        }
+        l->items = xgrow(l->items, &l->alloc, l->n + 1, sizeof(kv));
+        l->items[l->n].key = xstrdup(key);
+        l->items[l->n].value = xstrdup(value);
+        l->n++;
+}
+
+const char *kv_get(const kv_list *l, const char *key)
+{
+        for (size_t i = 0; i < l->n; i++)
+                if (streq(l->items[i].key, key))
+                        return l->items[i].value;
+        return NULL;
+}
+
+void kv_list_release(kv_list *l)
+{
+        for (size_t i = 0; i < l->n; i++) {
+                free(l->items[i].key);
+                free(l->items[i].value);
+        }
+        free(l->items);
+        l->items = NULL;
+        l->n = l->alloc = 0;
+}
+
+etcd_cluster *etcd_cluster_new(void)
+{
+        etcd_cluster *c = XNEW(etcd_cluster);
+        c->dialect = DIALECT_GITCD;
+        c->replicas = GITCD_DEFAULT_REPLICAS;
+        c->progress_deadline_seconds = GITCD_DEFAULT_PROGRESS_DEADLINE;
+        c->storage.medium = MEDIUM_DISK;
+        c->tls.provider = TLS_PROVIDER_NONE;
+        c->tls.validity_days = 90;
+        c->tls.renew_before_days = 30;
+        c->snapshots.retention_count = 7;
+        return c;
+}
+
+static void issuer_ref_release(issuer_ref *r)
+{
+        free(r->name);
+        free(r->kind);
+        free(r->group);
+        memset(r, 0, sizeof(*r));
+}
+
+static void surface_release(tls_surface_spec *s)
+{
+        free(s->secret);
+        issuer_ref_release(&s->issuer);
+}
+
+static void location_release(storage_location *l)
+{
+        free(l->claim_name);
+        free(l->sub_path);
+        free(l->s3.endpoint);
+        free(l->s3.bucket);
+        free(l->s3.key);
+        free(l->s3.region);
+        free(l->s3.credentials_secret);
+        free(l->path);
+        memset(l, 0, sizeof(*l));
+}
+
+void etcd_cluster_free(etcd_cluster *c)
+{
+        if (!c)
+                return;
+        free(c->api_version);
+        free(c->kind);
+        free(c->name);
+        free(c->namespace_);
+        kv_list_release(&c->labels);
+        kv_list_release(&c->annotations);
+        free(c->file);
+        for (size_t i = 0; i < c->n_locs; i++)
+                free(c->locs[i].path);
+        free(c->locs);
+        free(c->version);
+        free(c->repository);
+        free(c->storage.size);
+        free(c->storage.storage_class);
+        surface_release(&c->tls.client);
+        surface_release(&c->tls.peer);
+        free(c->tls.operator_client_secret);
+        issuer_ref_release(&c->tls.operator_client_issuer);
+        free(c->tls.ca_bundle_secret);
+        free(c->auth.root_credentials_secret);
+        json_decref(c->resources);
+        json_decref(c->affinity);
+        json_decref(c->topology_spread_constraints);
+        json_decref(c->node_selector);
+        json_decref(c->tolerations);
+        kv_list_release(&c->additional_labels);
+        kv_list_release(&c->additional_annotations);
+        kv_list_release(&c->pod_labels);
+        kv_list_release(&c->pod_annotations);
+        free(c->options.quota_backend);
+        free(c->options.auto_compaction_mode);
+        free(c->options.auto_compaction_retention);
+        kv_list_release(&c->options.extra_flags);
+        free(c->snapshots.schedule);
+        location_release(&c->snapshots.destination);
+        free(c->defrag.schedule);
+        free(c->defrag.free_space_above);
+        location_release(&c->restore.source);
+        free(c);
+}
+
+void etcd_cluster_set_loc(etcd_cluster *c, const char *path, int line, int col)
+{
+        for (size_t i = 0; i < c->n_locs; i++) {
+                if (streq(c->locs[i].path, path)) {
+                        c->locs[i].line = line;
+                        c->locs[i].col = col;
+                        return;
+                }
+        }
+        c->locs = xgrow(c->locs, &c->alloc_locs, c->n_locs + 1, sizeof(spec_loc));
+        c->locs[c->n_locs].path = xstrdup(path);
+        c->locs[c->n_locs].line = line;
+        c->locs[c->n_locs].col = col;
+        c->n_locs++;
+}
+
+void etcd_cluster_loc(const etcd_cluster *c, const char *path, int *ret_line, int *ret_col)
+{
+        /* The field itself, else its nearest recorded parent, else the document. */
+        _cleanup_free_ char *p = xstrdup(path ? path : "");
+        for (;;) {
+                for (size_t i = 0; i < c->n_locs; i++) {
+                        if (streq(c->locs[i].path, p)) {
+                                *ret_line = c->locs[i].line;
+                                *ret_col = c->locs[i].col;
+                                return;
+                        }
+                }
+                char *dot = strrchr(p, '.');
+                if (!dot)
+                        break;
+                *dot = '\0';
+        }
+        *ret_line = c->line;
+        *ret_col = c->col;
+}
+
+char *etcd_cluster_id(const etcd_cluster *c)
+{
+        return xasprintf("%s/%s", c->namespace_ ? c->namespace_ : "default",
+                         c->name ? c->name : "");
+}
+
+void cluster_set_add(cluster_set *s, etcd_cluster *c)
+{
+        s->items = xgrow(s->items, &s->alloc, s->n + 1, sizeof(etcd_cluster *));
+        s->items[s->n++] = c;
+}
+
+etcd_cluster *cluster_set_find(const cluster_set *s, const char *namespace_, const char *name)
+{
+        for (size_t i = 0; i < s->n; i++) {
+                etcd_cluster *c = s->items[i];
+                if (streq_ptr(c->namespace_, namespace_) && streq_ptr(c->name, name))
+                        return c;
+        }
+        return NULL;
+}
+
+void cluster_set_release(cluster_set *s)
+{
+        for (size_t i = 0; i < s->n; i++)
+                etcd_cluster_free(s->items[i]);
+        free(s->items);
+        s->items = NULL;
+        s->n = s->alloc = 0;
+}

@@ -1,0 +1,487 @@
+/*
+ * The native dialect, gitcd.io/v1alpha1: every field of the model has a
+ * native spelling here (docs/api.md documents each one), and the other
+ * dialects reuse its sub-readers (locations, issuers, etcd flags).
+ *
+ * Design: readers only check shape and types and store what was written;
+ * defaults and cross-field rules live in api/validate.c so they apply the
+ * same way to all five dialects.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/internal.h"
+#include "api/reader.h"
+#include "api/spec.h"
+#include "util/xalloc.h"
+
+void read_issuer(reader *r, const ynode *map, const char *parent, const char *key,
+                 const char *native, issuer_ref *out)
+{
+        const ynode *m = NULL;
+        if (!rd_map(r, map, parent, key, native, &m))
+                return;
+        _cleanup_free_ char *path = rd_join(parent, key);
+        _cleanup_free_ char *nat_kind = rd_join(native, "kind");
+        _cleanup_free_ char *nat_group = rd_join(native, "group");
+        static const char *const known[] = {"name", "kind", "group", NULL};
+        rd_keys(r, m, path, known, NULL);
+        if (!rd_string(r, m, path, "name", native, &out->name) && !rd_get(m, "name", NULL))
+                rd_error(r, m, "%s.name is required", path);
+        static const char *const kinds[] = {"Issuer", "ClusterIssuer", NULL};
+        int k;
+        if (rd_enum(r, m, path, "kind", nat_kind, kinds, &k)) {
+                free(out->kind);
+                out->kind = xstrdup(kinds[k]);
+        }
+        rd_string(r, m, path, "group", nat_group, &out->group);
+}
+
+void read_location(reader *r, const ynode *map, const char *path, const char *native, bool restore,
+                   storage_location *out)
+{
+        static const char *const known[] = {"pvc", "s3", "local", NULL};
+        rd_keys(r, map, path, known, NULL);
+        int n = 0;
+        const ynode *m = NULL;
+        _cleanup_free_ char *pvc = rd_join(path, "pvc");
+        _cleanup_free_ char *s3 = rd_join(path, "s3");
+        _cleanup_free_ char *local = rd_join(path, "local");
+        _cleanup_free_ char *npvc = rd_join(native, "pvc");
+        _cleanup_free_ char *ns3 = rd_join(native, "s3");
+        _cleanup_free_ char *nlocal = rd_join(native, "local");
+
+        if (rd_map(r, map, path, "pvc", npvc, &m)) {
+                static const char *const k[] = {"claimName", "subPath", NULL};
+                _cleanup_free_ char *n1 = rd_join(npvc, "claimName");
+                _cleanup_free_ char *n2 = rd_join(npvc, "subPath");
+                rd_keys(r, m, pvc, k, NULL);
+                out->kind = DEST_PVC;
+                if (!rd_string(r, m, pvc, "claimName", n1, &out->claim_name) &&
+                    !rd_get(m, "claimName", NULL))
+                        rd_error(r, m, "%s.claimName is required", pvc);
+                if (rd_string(r, m, pvc, "subPath", n2, &out->sub_path) &&
+                    (out->sub_path[0] == '/' || strstr(out->sub_path, "..")))
+                        rd_error(r, rd_get(m, "subPath", NULL),
+                                 "%s.subPath: \"%s\" must be a relative path without \"..\"", pvc,
+                                 out->sub_path);
+                if (restore && !out->sub_path)
+                        rd_error(r, m, "%s.subPath is required (the snapshot file to restore)",
+                                 pvc);
+                n++;
+        }
+        if (rd_map(r, map, path, "s3", ns3, &m)) {
+                static const char *const k[] = {
+                    "endpoint", "bucket", "key", "region", "forcePathStyle", "credentialsSecretRef",
+                    NULL};
+                rd_keys(r, m, s3, k, NULL);
+                out->kind = DEST_S3;
+                _cleanup_free_ char *n1 = rd_join(ns3, "endpoint");
+                _cleanup_free_ char *n2 = rd_join(ns3, "bucket");
+                _cleanup_free_ char *n3 = rd_join(ns3, "key");
+                _cleanup_free_ char *n4 = rd_join(ns3, "region");
+                _cleanup_free_ char *n5 = rd_join(ns3, "forcePathStyle");
+                _cleanup_free_ char *n6 = rd_join(ns3, "credentialsSecretRef");
+                rd_string(r, m, s3, "endpoint", n1, &out->s3.endpoint);
+                if (!rd_string(r, m, s3, "bucket", n2, &out->s3.bucket) &&
+                    !rd_get(m, "bucket", NULL))
+                        rd_error(r, m, "%s.bucket is required", s3);
+                if (!rd_string(r, m, s3, "key", n3, &out->s3.key) && restore &&
+                    !rd_get(m, "key", NULL))
+                        rd_error(r, m, "%s.key is required (the snapshot object to restore)", s3);
+                rd_string(r, m, s3, "region", n4, &out->s3.region);
+                rd_bool(r, m, s3, "forcePathStyle", n5, &out->s3.force_path_style);
+                if (!rd_ref(r, m, s3, "credentialsSecretRef", n6, &out->s3.credentials_secret) &&
+                    !rd_get(m, "credentialsSecretRef", NULL))
+                        rd_error(r, m, "%s.credentialsSecretRef is required", s3);
+                n++;
+        }
+        if (rd_map(r, map, path, "local", nlocal, &m)) {
+                static const char *const k[] = {"path", NULL};
+                _cleanup_free_ char *n1 = rd_join(nlocal, "path");
+                rd_keys(r, m, local, k, NULL);
+                out->kind = DEST_LOCAL;
+                if (rd_string(r, m, local, "path", n1, &out->path)) {
+                        if (out->path[0] != '/')
+                                rd_error(r, rd_get(m, "path", NULL),
+                                         "%s.path: \"%s\" must be an absolute path", local,
+                                         out->path);
+                } else if (!rd_get(m, "path", NULL)) {
+                        rd_error(r, m, "%s.path is required", local);
+                }
+                n++;
+        }
+        if (n == 0)
+                rd_error(r, map, "%s needs one of pvc, s3 or local", path);
+        else if (n > 1)
+                rd_error(r, map, "%s: set only one of pvc, s3 or local", path);
+}
+
+/* ---- etcd flags ---- */
+
+/* Flags gitcd sets itself, and the field that controls each. */
+static const struct {
+        const char *flag;
+        bool prefix;
+        const char *field;
+} owned_flags[] = {
+    {"name", false, "metadata.name (gitcd names the members)"},
+    {"data-dir", false, "spec.storage"},
+    {"wal-dir", false, "spec.storage"},
+    {"initial-cluster", true, "spec.replicas (gitcd manages membership)"},
+    {"discovery", true, "spec.replicas (gitcd manages membership)"},
+    {"listen-", true, "spec.tls (gitcd sets listen addresses)"},
+    {"advertise-client-urls", false, "spec.tls (gitcd sets advertised addresses)"},
+    {"initial-advertise-peer-urls", false, "spec.tls (gitcd sets advertised addresses)"},
+    {"cert-file", false, "spec.tls.client"},
+    {"key-file", false, "spec.tls.client"},
+    {"trusted-ca-file", false, "spec.tls.client"},
+    {"client-cert-auth", false, "spec.tls.client"},
+    {"client-crl-file", false, "spec.tls.client"},
+    {"auto-tls", false, "spec.tls.provider"},
+    {"peer-", true, "spec.tls.peer"},
+    {"quota-backend-bytes", false, "spec.options.quotaBackendBytes"},
+    {"auto-compaction-mode", false, "spec.options.autoCompactionMode"},
+    {"auto-compaction-retention", false, "spec.options.autoCompactionRetention"},
+    {"snapshot-count", false, "spec.options.snapshotCount"},
+    {"heartbeat-interval", false, "spec.options.heartbeatInterval"},
+    {"election-timeout", false, "spec.options.electionTimeout"},
+};
+
+const char *etcd_flag_owner(const char *flag)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(owned_flags); i++) {
+                size_t n = strlen(owned_flags[i].flag);
+                if (owned_flags[i].prefix ? strneq(flag, owned_flags[i].flag, n)
+                                          : streq(flag, owned_flags[i].flag))
+                        return owned_flags[i].field;
+        }
+        return NULL;
+}
+
+void apply_etcd_flag(reader *r, const ynode *at, const char *path, const char *flag,
+                     const char *value)
+{
+        etcd_cluster *c = r->c;
+        etcd_options *o = &c->options;
+        _cleanup_free_ char *native = xasprintf("spec.options.extraFlags.%s", flag);
+        rd_record(r, native, path, NULL, at);
+        if (isempty(flag) || flag[0] == '-' || strchr(flag, '=') || strchr(flag, ' ')) {
+                rd_error(r, at, "%s: \"%s\" is not an etcd flag name", path, flag);
+                return;
+        }
+        kv_set(&o->extra_flags, flag, value ? value : "");
+}
+
+/* ---- the native spec ---- */
+
+static void read_tls_surface(reader *r, const ynode *tls, const char *key, tls_surface_spec *s,
+                             int *ret_enabled)
+{
+        const ynode *m = NULL;
+        _cleanup_free_ char *path = xasprintf("spec.tls.%s", key);
+        if (!rd_map(r, tls, "spec.tls", key, NULL, &m))
+                return;
+        static const char *const known[] = {"enabled", "secretRef", "issuerRef", NULL};
+        rd_keys(r, m, path, known, NULL);
+        _cleanup_free_ char *n_iss = rd_join(path, "issuerRef");
+        bool en;
+        if (rd_bool(r, m, path, "enabled", NULL, &en))
+                *ret_enabled = en;
+        rd_ref(r, m, path, "secretRef", NULL, &s->secret);
+        read_issuer(r, m, path, "issuerRef", n_iss, &s->issuer);
+}
+
+static void read_tls(reader *r, const ynode *spec)
+{
+        etcd_cluster *c = r->c;
+        const ynode *tls = NULL;
+        if (!rd_map(r, spec, "spec", "tls", NULL, &tls))
+                return;
+        static const char *const known[] = {
+            "provider", "client", "peer", "operatorClient", "auto", "caBundleSecretRef", NULL};
+        rd_keys(r, tls, "spec.tls", known, NULL);
+        static const char *const providers[] = {"none", "auto", "cert-manager", "secrets", NULL};
+        int p;
+        if (rd_enum(r, tls, "spec.tls", "provider", NULL, providers, &p))
+                c->tls.provider = (tls_provider)p;
+        else if (!rd_get(tls, "provider", NULL))
+                rd_error(r, tls,
+                         "spec.tls.provider is required (none, auto, cert-manager or "
+                         "secrets)");
+        int client = -1, peer = -1;
+        read_tls_surface(r, tls, "client", &c->tls.client, &client);
+        read_tls_surface(r, tls, "peer", &c->tls.peer, &peer);
+        c->tls.client.enabled = c->tls.provider != TLS_PROVIDER_NONE && client != 0;
+        c->tls.peer.enabled = c->tls.provider != TLS_PROVIDER_NONE && peer != 0;
+        if (c->tls.provider == TLS_PROVIDER_NONE && (client == 1 || peer == 1))
+                rd_diag_at(r, DIAG_ERROR, client == 1 ? "spec.tls.client" : "spec.tls.peer",
+                           "spec.tls.%s.enabled is true but spec.tls.provider is none; choose a "
+                           "provider (auto, cert-manager or secrets)",
+                           client == 1 ? "client" : "peer");
+
+        const ynode *m = NULL;
+        if (rd_map(r, tls, "spec.tls", "operatorClient", NULL, &m)) {
+                static const char *const k[] = {"secretRef", "issuerRef", NULL};
+                rd_keys(r, m, "spec.tls.operatorClient", k, NULL);
+                rd_ref(r, m, "spec.tls.operatorClient", "secretRef", NULL,
+                       &c->tls.operator_client_secret);
+                read_issuer(r, m, "spec.tls.operatorClient", "issuerRef",
+                            "spec.tls.operatorClient.issuerRef", &c->tls.operator_client_issuer);
+        }
+        if (rd_map(r, tls, "spec.tls", "auto", NULL, &m)) {
+                static const char *const k[] = {"validityDays", "renewBeforeDays", NULL};
+                rd_keys(r, m, "spec.tls.auto", k, NULL);
+                int64_t v;
+                if (rd_int(r, m, "spec.tls.auto", "validityDays", NULL, 1, 3650, &v))
+                        c->tls.validity_days = (int)v;
+                if (rd_int(r, m, "spec.tls.auto", "renewBeforeDays", NULL, 1, 3650, &v))
+                        c->tls.renew_before_days = (int)v;
+        }
+        rd_ref(r, tls, "spec.tls", "caBundleSecretRef", NULL, &c->tls.ca_bundle_secret);
+}
+
+static void read_options(reader *r, const ynode *spec)
+{
+        etcd_options *o = &r->c->options;
+        const ynode *m = NULL;
+        const char *P = "spec.options";
+        if (!rd_map(r, spec, "spec", "options", NULL, &m))
+                return;
+        static const char *const known[] = {"quotaBackendBytes",
+                                            "autoCompactionMode",
+                                            "autoCompactionRetention",
+                                            "snapshotCount",
+                                            "heartbeatInterval",
+                                            "electionTimeout",
+                                            "extraFlags",
+                                            NULL};
+        rd_keys(r, m, P, known, NULL);
+        rd_quantity(r, m, P, "quotaBackendBytes", NULL, &o->quota_backend, &o->quota_backend_bytes);
+        static const char *const modes[] = {"periodic", "revision", NULL};
+        int mode;
+        if (rd_enum(r, m, P, "autoCompactionMode", NULL, modes, &mode)) {
+                free(o->auto_compaction_mode);
+                o->auto_compaction_mode = xstrdup(modes[mode]);
+        }
+        rd_scalar(r, m, P, "autoCompactionRetention", NULL, &o->auto_compaction_retention);
+        int64_t v;
+        if (rd_int(r, m, P, "snapshotCount", NULL, 1, INT64_MAX, &v))
+                o->snapshot_count = v;
+        if (rd_int(r, m, P, "heartbeatInterval", NULL, 1, INT32_MAX, &v))
+                o->heartbeat_interval_ms = (int)v;
+        if (rd_int(r, m, P, "electionTimeout", NULL, 1, INT32_MAX, &v))
+                o->election_timeout_ms = (int)v;
+
+        const ynode *flags = NULL;
+        if (rd_map(r, m, P, "extraFlags", NULL, &flags)) {
+                for (size_t i = 0; i < flags->n; i++) {
+                        const ynode *k = flags->keys[i], *val = flags->values[i];
+                        const char *name = k->str ? k->str : "";
+                        _cleanup_free_ char *path = xasprintf("spec.options.extraFlags.%s", name);
+                        if (strneq(name, "--", 2)) {
+                                rd_error(r, k, "%s: write the flag name without \"--\"", path);
+                                continue;
+                        }
+                        if (val->kind != YNODE_SCALAR) {
+                                rd_type_error(r, val, path, "a string");
+                                continue;
+                        }
+                        apply_etcd_flag(r, ynode_is_null(val) ? k : val, path, name,
+                                        ynode_is_null(val) ? "" : val->str);
+                }
+        }
+}
+
+static void read_snapshots(reader *r, const ynode *spec)
+{
+        snapshot_spec *s = &r->c->snapshots;
+        const ynode *m = NULL;
+        const char *P = "spec.snapshots";
+        if (!rd_map(r, spec, "spec", "snapshots", NULL, &m))
+                return;
+        static const char *const known[] = {"enabled", "schedule", "retention", "destination",
+                                            NULL};
+        rd_keys(r, m, P, known, NULL);
+        s->enabled = true;
+        if (!rd_bool(r, m, P, "enabled", NULL, &s->enabled) && rd_get(m, "enabled", NULL))
+                s->enabled = false; /* reported; do not pile up follow-on errors */
+        rd_string(r, m, P, "schedule", NULL, &s->schedule);
+        const ynode *ret = NULL;
+        if (rd_map(r, m, P, "retention", NULL, &ret)) {
+                static const char *const k[] = {"count", "maxAge", NULL};
+                rd_keys(r, ret, "spec.snapshots.retention", k, NULL);
+                int64_t v;
+                if (rd_int(r, ret, "spec.snapshots.retention", "count", NULL, INT32_MIN, INT32_MAX,
+                           &v))
+                        s->retention_count = (int)v;
+                _cleanup_free_ char *age = NULL;
+                if (rd_string(r, ret, "spec.snapshots.retention", "maxAge", NULL, &age)) {
+                        int64_t ms;
+                        if (duration_parse_ms(age, &ms) < 0 || ms <= 0)
+                                rd_error(r, rd_get(ret, "maxAge", NULL),
+                                         "spec.snapshots.retention.maxAge: \"%s\" is not a "
+                                         "positive duration (for example 168h or 7d)",
+                                         age);
+                        else
+                                s->retention_max_age_ms = ms;
+                }
+        }
+        const ynode *dest = NULL;
+        if (rd_map(r, m, P, "destination", NULL, &dest))
+                read_location(r, dest, "spec.snapshots.destination", "spec.snapshots.destination",
+                              false, &s->destination);
+}
+
+static void read_defrag(reader *r, const ynode *spec)
+{
+        defrag_spec *d = &r->c->defrag;
+        const ynode *m = NULL;
+        const char *P = "spec.defrag";
+        if (!rd_map(r, spec, "spec", "defrag", NULL, &m))
+                return;
+        static const char *const known[] = {"enabled", "schedule", "freeSpaceAbove",
+                                            "quotaUsageAbovePercent", NULL};
+        rd_keys(r, m, P, known, NULL);
+        d->enabled = true;
+        if (!rd_bool(r, m, P, "enabled", NULL, &d->enabled) && rd_get(m, "enabled", NULL))
+                d->enabled = false;
+        rd_string(r, m, P, "schedule", NULL, &d->schedule);
+        rd_quantity(r, m, P, "freeSpaceAbove", NULL, &d->free_space_above,
+                    &d->free_space_above_bytes);
+        int64_t v;
+        if (rd_int(r, m, P, "quotaUsageAbovePercent", NULL, 1, 100, &v))
+                d->quota_usage_above_percent = (int)v;
+}
+
+static void read_bootstrap(reader *r, const ynode *spec)
+{
+        const ynode *b = NULL, *restore = NULL, *src = NULL;
+        if (!rd_map(r, spec, "spec", "bootstrap", NULL, &b))
+                return;
+        static const char *const kb[] = {"restore", NULL};
+        rd_keys(r, b, "spec.bootstrap", kb, NULL);
+        if (!rd_map(r, b, "spec.bootstrap", "restore", NULL, &restore))
+                return;
+        static const char *const kr[] = {"source", NULL};
+        rd_keys(r, restore, "spec.bootstrap.restore", kr, NULL);
+        r->c->restore.enabled = true;
+        if (rd_map(r, restore, "spec.bootstrap.restore", "source", NULL, &src))
+                read_location(r, src, "spec.bootstrap.restore.source",
+                              "spec.bootstrap.restore.source", true, &r->c->restore.source);
+        else if (!rd_get(restore, "source", NULL))
+                rd_error(r, restore, "spec.bootstrap.restore.source is required");
+}
+
+/*
+ * spec.storage, spec.auth and spec.additionalMetadata in the native shape,
+ * which cozystack's dialect shares field for field.
+ */
+void native_read_storage(reader *r, const ynode *spec)
+{
+        etcd_cluster *c = r->c;
+        const ynode *m = NULL;
+        if (rd_map(r, spec, "spec", "storage", NULL, &m)) {
+                static const char *const k[] = {"size", "medium", "storageClassName", NULL};
+                rd_keys(r, m, "spec.storage", k, NULL);
+                rd_quantity(r, m, "spec.storage", "size", NULL, &c->storage.size,
+                            &c->storage.size_bytes);
+                static const char *const media[] = {"Disk", "Memory", NULL};
+                int med;
+                if (rd_enum(r, m, "spec.storage", "medium", NULL, media, &med))
+                        c->storage.medium = (storage_medium)med;
+                rd_string(r, m, "spec.storage", "storageClassName", NULL,
+                          &c->storage.storage_class);
+        }
+}
+
+void native_read_auth(reader *r, const ynode *spec)
+{
+        etcd_cluster *c = r->c;
+        const ynode *m = NULL;
+        if (rd_map(r, spec, "spec", "auth", NULL, &m)) {
+                static const char *const k[] = {"enabled", "rootCredentialsSecretRef", NULL};
+                rd_keys(r, m, "spec.auth", k, NULL);
+                rd_bool(r, m, "spec.auth", "enabled", NULL, &c->auth.enabled);
+                rd_ref(r, m, "spec.auth", "rootCredentialsSecretRef", NULL,
+                       &c->auth.root_credentials_secret);
+        }
+}
+
+void native_read_additional_metadata(reader *r, const ynode *spec)
+{
+        etcd_cluster *c = r->c;
+        const ynode *m = NULL;
+        if (rd_map(r, spec, "spec", "additionalMetadata", NULL, &m)) {
+                static const char *const k[] = {"labels", "annotations", NULL};
+                rd_keys(r, m, "spec.additionalMetadata", k, NULL);
+                rd_kv(r, m, "spec.additionalMetadata", "labels", NULL, true, &c->additional_labels);
+                rd_kv(r, m, "spec.additionalMetadata", "annotations", NULL, false,
+                      &c->additional_annotations);
+        }
+}
+
+void read_spec_gitcd(reader *r, const ynode *spec)
+{
+        etcd_cluster *c = r->c;
+        if (!spec)
+                return;
+        static const char *const known[] = {"replicas",
+                                            "version",
+                                            "repository",
+                                            "storage",
+                                            "tls",
+                                            "auth",
+                                            "resources",
+                                            "affinity",
+                                            "topologySpreadConstraints",
+                                            "nodeSelector",
+                                            "tolerations",
+                                            "additionalMetadata",
+                                            "podTemplate",
+                                            "options",
+                                            "progressDeadlineSeconds",
+                                            "snapshots",
+                                            "defrag",
+                                            "bootstrap",
+                                            NULL};
+        rd_keys(r, spec, "spec", known, NULL);
+
+        int64_t v;
+        if (rd_int(r, spec, "spec", "replicas", NULL, INT32_MIN, INT32_MAX, &v))
+                c->replicas = (int)v;
+        rd_string(r, spec, "spec", "version", NULL, &c->version);
+        rd_string(r, spec, "spec", "repository", NULL, &c->repository);
+
+        const ynode *m = NULL;
+        native_read_storage(r, spec);
+        read_tls(r, spec);
+        native_read_auth(r, spec);
+        rd_json(r, spec, "spec", "resources", NULL, true, &c->resources);
+        rd_json(r, spec, "spec", "affinity", NULL, true, &c->affinity);
+        rd_json(r, spec, "spec", "topologySpreadConstraints", NULL, false,
+                &c->topology_spread_constraints);
+        rd_json(r, spec, "spec", "nodeSelector", NULL, true, &c->node_selector);
+        rd_json(r, spec, "spec", "tolerations", NULL, false, &c->tolerations);
+        native_read_additional_metadata(r, spec);
+        if (rd_map(r, spec, "spec", "podTemplate", NULL, &m)) {
+                static const char *const k[] = {"metadata", NULL};
+                const ynode *pm = NULL;
+                rd_keys(r, m, "spec.podTemplate", k, NULL);
+                if (rd_map(r, m, "spec.podTemplate", "metadata", NULL, &pm)) {
+                        static const char *const km[] = {"labels", "annotations", NULL};
+                        rd_keys(r, pm, "spec.podTemplate.metadata", km, NULL);
+                        rd_kv(r, pm, "spec.podTemplate.metadata", "labels", NULL, true,
+                              &c->pod_labels);
+                        rd_kv(r, pm, "spec.podTemplate.metadata", "annotations", NULL, false,
+                              &c->pod_annotations);
+                }
+        }
+        read_options(r, spec);
+        if (rd_int(r, spec, "spec", "progressDeadlineSeconds", NULL, INT32_MIN, INT32_MAX, &v))
+                c->progress_deadline_seconds = (int)v;
+        read_snapshots(r, spec);
+        read_defrag(r, spec);
+        read_bootstrap(r, spec);
+}

@@ -1,0 +1,262 @@
+/*
+ * The normalized form of an EtcdCluster: native field names, every default
+ * filled in, keys in one fixed order. It is what the state store keeps,
+ * what `spec_hash` digests and how two specs from different dialects are
+ * compared.
+ *
+ * Design: reading the normalized form back goes through the ordinary
+ * loader (JSON is YAML), so there is exactly one parser and one set of
+ * rules; a stored spec that no longer validates is reported like any file.
+ */
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/internal.h"
+#include "api/spec.h"
+#include "util/xalloc.h"
+
+static json_t *kv_json(const kv_list *l)
+{
+        json_t *o = json_object();
+        for (size_t i = 0; i < l->n; i++)
+                json_object_set_new(o, l->items[i].key, json_string(l->items[i].value));
+        return o;
+}
+
+static void set_str(json_t *o, const char *key, const char *v)
+{
+        if (v)
+                json_object_set_new(o, key, json_string(v));
+}
+
+static json_t *ref_json(const char *name)
+{
+        return json_pack("{s:s}", "name", name);
+}
+
+static void set_ref(json_t *o, const char *key, const char *name)
+{
+        if (name)
+                json_object_set_new(o, key, ref_json(name));
+}
+
+static void set_issuer(json_t *o, const char *key, const issuer_ref *i)
+{
+        if (!i->name)
+                return;
+        json_t *j = json_object();
+        set_str(j, "name", i->name);
+        set_str(j, "kind", i->kind);
+        set_str(j, "group", i->group);
+        json_object_set_new(o, key, j);
+}
+
+static void set_copy(json_t *o, const char *key, const json_t *v)
+{
+        if (v)
+                json_object_set_new(o, key, json_deep_copy(v));
+}
+
+static json_t *location_json(const storage_location *l)
+{
+        json_t *o = json_object();
+        json_t *j = json_object();
+        switch (l->kind) {
+        case DEST_PVC:
+                set_str(j, "claimName", l->claim_name);
+                set_str(j, "subPath", l->sub_path);
+                json_object_set_new(o, "pvc", j);
+                break;
+        case DEST_S3:
+                set_str(j, "endpoint", l->s3.endpoint);
+                set_str(j, "bucket", l->s3.bucket);
+                set_str(j, "key", l->s3.key);
+                set_str(j, "region", l->s3.region);
+                json_object_set_new(j, "forcePathStyle", json_boolean(l->s3.force_path_style));
+                set_ref(j, "credentialsSecretRef", l->s3.credentials_secret);
+                json_object_set_new(o, "s3", j);
+                break;
+        case DEST_LOCAL:
+                set_str(j, "path", l->path);
+                json_object_set_new(o, "local", j);
+                break;
+        case DEST_NONE:
+                json_decref(j);
+                break;
+        }
+        return o;
+}
+
+static char *duration_text(int64_t ms)
+{
+        if (ms % 3600000 == 0)
+                return xasprintf("%lldh", (long long)(ms / 3600000));
+        if (ms % 60000 == 0)
+                return xasprintf("%lldm", (long long)(ms / 60000));
+        if (ms % 1000 == 0)
+                return xasprintf("%llds", (long long)(ms / 1000));
+        return xasprintf("%lldms", (long long)ms);
+}
+
+static json_t *tls_json(const tls_spec *t)
+{
+        json_t *o = json_object();
+        json_object_set_new(o, "provider", json_string(tls_provider_name(t->provider)));
+        if (t->provider == TLS_PROVIDER_NONE)
+                return o;
+        const tls_surface_spec *s[2] = {&t->client, &t->peer};
+        static const char *const names[2] = {"client", "peer"};
+        for (size_t i = 0; i < 2; i++) {
+                json_t *j = json_object();
+                json_object_set_new(j, "enabled", json_boolean(s[i]->enabled));
+                set_ref(j, "secretRef", s[i]->secret);
+                set_issuer(j, "issuerRef", &s[i]->issuer);
+                json_object_set_new(o, names[i], j);
+        }
+        if (t->operator_client_secret || t->operator_client_issuer.name) {
+                json_t *j = json_object();
+                set_ref(j, "secretRef", t->operator_client_secret);
+                set_issuer(j, "issuerRef", &t->operator_client_issuer);
+                json_object_set_new(o, "operatorClient", j);
+        }
+        set_ref(o, "caBundleSecretRef", t->ca_bundle_secret);
+        if (t->provider == TLS_PROVIDER_AUTO)
+                json_object_set_new(o, "auto",
+                                    json_pack("{s:i,s:i}", "validityDays", t->validity_days,
+                                              "renewBeforeDays", t->renew_before_days));
+        return o;
+}
+
+json_t *spec_to_json(const etcd_cluster *c)
+{
+        json_t *meta = json_object();
+        set_str(meta, "name", c->name);
+        set_str(meta, "namespace", c->namespace_ ? c->namespace_ : "default");
+        json_object_set_new(meta, "labels", kv_json(&c->labels));
+        json_object_set_new(meta, "annotations", kv_json(&c->annotations));
+
+        json_t *spec = json_object();
+        json_object_set_new(spec, "replicas", json_integer(c->replicas));
+        set_str(spec, "version", c->version ? c->version : GITCD_DEFAULT_VERSION);
+        set_str(spec, "repository", c->repository ? c->repository : GITCD_DEFAULT_REPOSITORY);
+
+        json_t *st = json_object();
+        set_str(st, "size", c->storage.size ? c->storage.size : GITCD_DEFAULT_STORAGE_SIZE);
+        set_str(st, "medium", c->storage.medium == MEDIUM_MEMORY ? "Memory" : "Disk");
+        set_str(st, "storageClassName", c->storage.storage_class);
+        json_object_set_new(spec, "storage", st);
+
+        json_object_set_new(spec, "tls", tls_json(&c->tls));
+
+        json_t *auth = json_object();
+        json_object_set_new(auth, "enabled", json_boolean(c->auth.enabled));
+        set_ref(auth, "rootCredentialsSecretRef", c->auth.root_credentials_secret);
+        json_object_set_new(spec, "auth", auth);
+
+        set_copy(spec, "resources", c->resources);
+        set_copy(spec, "affinity", c->affinity);
+        set_copy(spec, "topologySpreadConstraints", c->topology_spread_constraints);
+        set_copy(spec, "nodeSelector", c->node_selector);
+        set_copy(spec, "tolerations", c->tolerations);
+
+        json_object_set_new(spec, "additionalMetadata",
+                            json_pack("{s:o,s:o}", "labels", kv_json(&c->additional_labels),
+                                      "annotations", kv_json(&c->additional_annotations)));
+        json_object_set_new(spec, "podTemplate",
+                            json_pack("{s:{s:o,s:o}}", "metadata", "labels",
+                                      kv_json(&c->pod_labels), "annotations",
+                                      kv_json(&c->pod_annotations)));
+
+        const etcd_options *o = &c->options;
+        json_t *opt = json_object();
+        set_str(opt, "quotaBackendBytes", o->quota_backend);
+        set_str(opt, "autoCompactionMode", o->auto_compaction_mode);
+        set_str(opt, "autoCompactionRetention", o->auto_compaction_retention);
+        if (o->snapshot_count)
+                json_object_set_new(opt, "snapshotCount", json_integer(o->snapshot_count));
+        if (o->heartbeat_interval_ms)
+                json_object_set_new(opt, "heartbeatInterval",
+                                    json_integer(o->heartbeat_interval_ms));
+        if (o->election_timeout_ms)
+                json_object_set_new(opt, "electionTimeout", json_integer(o->election_timeout_ms));
+        json_object_set_new(opt, "extraFlags", kv_json(&o->extra_flags));
+        json_object_set_new(spec, "options", opt);
+
+        json_object_set_new(spec, "progressDeadlineSeconds",
+                            json_integer(c->progress_deadline_seconds));
+
+        const snapshot_spec *s = &c->snapshots;
+        json_t *snap = json_object();
+        json_object_set_new(snap, "enabled", json_boolean(s->enabled));
+        set_str(snap, "schedule", s->schedule);
+        json_t *ret = json_object();
+        json_object_set_new(ret, "count", json_integer(s->retention_count));
+        if (s->retention_max_age_ms > 0) {
+                _cleanup_free_ char *age = duration_text(s->retention_max_age_ms);
+                set_str(ret, "maxAge", age);
+        }
+        json_object_set_new(snap, "retention", ret);
+        if (s->destination.kind != DEST_NONE)
+                json_object_set_new(snap, "destination", location_json(&s->destination));
+        json_object_set_new(spec, "snapshots", snap);
+
+        const defrag_spec *d = &c->defrag;
+        json_t *df = json_object();
+        json_object_set_new(df, "enabled", json_boolean(d->enabled));
+        set_str(df, "schedule", d->schedule);
+        set_str(df, "freeSpaceAbove", d->free_space_above);
+        if (d->quota_usage_above_percent)
+                json_object_set_new(df, "quotaUsageAbovePercent",
+                                    json_integer(d->quota_usage_above_percent));
+        json_object_set_new(spec, "defrag", df);
+
+        if (c->restore.enabled)
+                json_object_set_new(
+                    spec, "bootstrap",
+                    json_pack("{s:{s:o}}", "restore", "source", location_json(&c->restore.source)));
+
+        return json_pack("{s:s,s:s,s:o,s:o}", "apiVersion", GITCD_API_VERSION, "kind",
+                         "EtcdCluster", "metadata", meta, "spec", spec);
+}
+
+int spec_from_json(const json_t *j, const char *origin, etcd_cluster **ret, diag_list *diags)
+{
+        if (!j || !json_is_object(j)) {
+                diag_add(diags, DIAG_ERROR, origin, 0, 0, "the stored spec is not a JSON object");
+                return -EINVAL;
+        }
+        _cleanup_free_ char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (!text) {
+                diag_add(diags, DIAG_ERROR, origin, 0, 0, "the stored spec cannot be serialized");
+                return -EINVAL;
+        }
+        cluster_set set = {0};
+        int r = spec_load_buffer(origin, text, strlen(text), &set, diags);
+        if (r < 0 || set.n != 1) {
+                if (r >= 0)
+                        diag_add(diags, DIAG_ERROR, origin, 0, 0,
+                                 "the stored spec is not one EtcdCluster");
+                cluster_set_release(&set);
+                return -EINVAL;
+        }
+        *ret = set.items[0];
+        free(set.items);
+        return 0;
+}
+
+char *spec_hash(const etcd_cluster *c)
+{
+        json_t *j = spec_to_json(c);
+        _cleanup_free_ char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(j);
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int n = 0;
+        if (!text || EVP_Digest(text, strlen(text), md, &n, EVP_sha256(), NULL) != 1)
+                abort(); /* only on out-of-memory, which gitcd treats as fatal */
+        char *hex = xmalloc(2 * n + 1);
+        for (unsigned int i = 0; i < n; i++)
+                snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        return hex;
+}

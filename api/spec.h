@@ -1,0 +1,66 @@
+/*
+ * Loading, validating and comparing EtcdCluster definitions.
+ *
+ * Every function here is pure except spec_load_paths() (which reads files).
+ * Problems in the input are diagnostics, never errno: a caller prints all
+ * of them. A document with any error is not added to the set; the other
+ * documents still are, so one bad file never hides the good ones.
+ */
+#pragma once
+
+#include <jansson.h>
+
+#include "api/model.h"
+#include "api/yaml.h"
+#include "util/diag.h"
+
+/*
+ * Parse one buffer of YAML (one or more documents). EtcdCluster documents
+ * of every known dialect are validated and appended to out; documents of
+ * other kinds are skipped with a note. Returns 0, or -EINVAL when any
+ * error diagnostic was added.
+ */
+int spec_load_buffer(const char *file, const char *buf, size_t len, cluster_set *out,
+                     diag_list *diags);
+
+/*
+ * Load files and directories (recursively, *.yaml and *.yml, sorted).
+ * Also reports clusters defined twice (namespace/name) across all inputs,
+ * naming both places. Returns 0, -EINVAL on any error diagnostic, or
+ * -ENOENT when a path does not exist (also a diagnostic).
+ */
+int spec_load_paths(char *const *paths, size_t n, cluster_set *out, diag_list *diags);
+
+/* Report duplicate namespace/name pairs in a set (both places named). 0 or -EINVAL. */
+int spec_check_duplicates(const cluster_set *set, diag_list *diags);
+
+/*
+ * The normalized native form: {"apiVersion": "gitcd.io/v1alpha1",
+ * "kind": "EtcdCluster", "metadata": {...}, "spec": {...}} with every
+ * default filled in and keys in a fixed order. Two specs that mean the same
+ * compare equal here, whatever their dialect.
+ */
+json_t *spec_to_json(const etcd_cluster *c);
+/* Parse the normalized form back (e.g. from the state store). 0 or -EINVAL. */
+int spec_from_json(const json_t *j, const char *origin, etcd_cluster **ret, diag_list *diags);
+/* sha256 of the compact, key-sorted normalized JSON, as 64 hex digits. */
+char *spec_hash(const etcd_cluster *c);
+
+/*
+ * Transition rules between the accepted spec and a new one (pure):
+ * storage medium immutable; storage size never shrinks; TLS and auth
+ * immutable after creation; version moves by patch or one minor up, never
+ * a major change; downgrades only one minor where etcd supports it
+ * (3.6 -> 3.5). Each refusal is an error diagnostic located at the field in
+ * `next`, saying why and what to do instead. Returns 0 or -EPERM.
+ */
+int spec_check_transition(const etcd_cluster *prev, const etcd_cluster *next, diag_list *diags);
+
+/* Kubernetes quantity ("1Gi", "500M", "0.5", "100m") -> bytes (rounded up). 0 or -EINVAL. */
+int quantity_parse(const char *s, int64_t *ret_value);
+/* Kubernetes quantity of CPU ("2", "500m", "1.5") -> millicores. 0 or -EINVAL. */
+int quantity_parse_millis(const char *s, int64_t *ret_millis);
+/* RFC 1123 DNS label (<= 63, [a-z0-9-], alnum at both ends). */
+bool dns1123_label_valid(const char *s);
+/* RFC 1123 subdomain (<= 253, dot-separated labels). */
+bool dns1123_subdomain_valid(const char *s);

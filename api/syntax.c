@@ -1,0 +1,385 @@
+/*
+ * Syntax of the small value types an EtcdCluster is made of: Kubernetes
+ * quantities, DNS-1123 names, label keys and values, cron schedules, and
+ * the edit distance used for "did you mean" suggestions.
+ *
+ * Design: quantities are computed exactly with 128-bit integers (a
+ * numerator and a power-of-ten denominator) and rounded up at the end, the
+ * way Kubernetes rounds a quantity to whole bytes; no floating point, so
+ * "0.1Gi" means the same on every machine.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/internal.h"
+#include "api/spec.h"
+#include "util/xalloc.h"
+
+typedef unsigned __int128 u128;
+
+#define U128_LIMIT (((u128)1) << 120)
+
+/*
+ * Parse sign, digits, fraction and suffix; the value is
+ * num / den, scaled by `scale` (1 for bytes, 1000 for millis).
+ */
+static int quantity_parse_scaled(const char *s, u128 scale, int64_t *ret)
+{
+        const char *p = s;
+        u128 num = 0, den = 1;
+        size_t digits = 0;
+
+        if (!s || !*s)
+                return -EINVAL;
+        bool negative = false;
+        if (*p == '+' || *p == '-')
+                negative = *p++ == '-';
+        if (!isdigit((unsigned char)*p) && !(*p == '.' && isdigit((unsigned char)p[1])))
+                return -EINVAL;
+        while (isdigit((unsigned char)*p)) {
+                if (++digits > 30)
+                        return -ERANGE;
+                num = num * 10 + (u128)(*p++ - '0');
+        }
+        if (*p == '.') {
+                p++;
+                if (!isdigit((unsigned char)*p))
+                        return -EINVAL;
+                while (isdigit((unsigned char)*p)) {
+                        if (++digits > 30)
+                                return -ERANGE;
+                        num = num * 10 + (u128)(*p++ - '0');
+                        den *= 10;
+                }
+        }
+
+        static const struct {
+                const char *suffix;
+                int shift; /* power of two */
+                int exp10; /* power of ten */
+        } suffixes[] = {
+            {"Ki", 10, 0}, {"Mi", 20, 0}, {"Gi", 30, 0}, {"Ti", 40, 0},
+            {"Pi", 50, 0}, {"Ei", 60, 0}, {"n", 0, -9},  {"u", 0, -6},
+            {"m", 0, -3},  {"k", 0, 3},   {"M", 0, 6},   {"G", 0, 9},
+            {"T", 0, 12},  {"P", 0, 15},  {"E", 0, 18},  {"", 0, 0},
+        };
+        int shift = 0, exp10 = 0;
+        bool found = false;
+        if (*p == 'e' || *p == 'E') {
+                /* Decimal exponent: e3, E-2. ("E" alone is exa, handled below.) */
+                const char *q = p + 1;
+                bool eneg = false;
+                if (*q == '+' || *q == '-')
+                        eneg = *q++ == '-';
+                if (isdigit((unsigned char)*q)) {
+                        int e = 0;
+                        while (isdigit((unsigned char)*q)) {
+                                e = e * 10 + (*q++ - '0');
+                                if (e > 40)
+                                        return -ERANGE;
+                        }
+                        if (*q != '\0')
+                                return -EINVAL;
+                        exp10 = eneg ? -e : e;
+                        found = true;
+                }
+        }
+        for (size_t i = 0; !found && i < ARRAY_SIZE(suffixes); i++) {
+                if (streq(p, suffixes[i].suffix)) {
+                        shift = suffixes[i].shift;
+                        exp10 = suffixes[i].exp10;
+                        found = true;
+                }
+        }
+        if (!found)
+                return -EINVAL;
+        if (negative && num != 0)
+                return -ERANGE;
+
+        num *= scale;
+        for (int i = 0; i < shift; i++) {
+                num <<= 1;
+                if (num >= U128_LIMIT)
+                        return -ERANGE;
+        }
+        for (int i = 0; i < exp10; i++) {
+                num *= 10;
+                if (num >= U128_LIMIT)
+                        return -ERANGE;
+        }
+        for (int i = 0; i > exp10; i--) {
+                den *= 10;
+                if (den >= U128_LIMIT)
+                        return -ERANGE;
+        }
+        u128 v = (num + den - 1) / den;
+        if (v > (u128)INT64_MAX)
+                return -ERANGE;
+        *ret = (int64_t)v;
+        return 0;
+}
+
+int quantity_parse(const char *s, int64_t *ret_value)
+{
+        return quantity_parse_scaled(s, 1, ret_value);
+}
+
+int quantity_parse_millis(const char *s, int64_t *ret_millis)
+{
+        return quantity_parse_scaled(s, 1000, ret_millis);
+}
+
+static bool is_lower_alnum(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+static bool label_span_valid(const char *s, size_t n)
+{
+        if (n == 0 || n > 63)
+                return false;
+        if (!is_lower_alnum(s[0]) || !is_lower_alnum(s[n - 1]))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!is_lower_alnum(s[i]) && s[i] != '-')
+                        return false;
+        return true;
+}
+
+bool dns1123_label_valid(const char *s)
+{
+        return s && label_span_valid(s, strlen(s));
+}
+
+bool dns1123_subdomain_valid(const char *s)
+{
+        if (!s)
+                return false;
+        size_t n = strlen(s);
+        if (n == 0 || n > 253)
+                return false;
+        const char *p = s;
+        for (;;) {
+                const char *dot = strchr(p, '.');
+                size_t len = dot ? (size_t)(dot - p) : strlen(p);
+                if (!label_span_valid(p, len))
+                        return false;
+                if (!dot)
+                        return true;
+                p = dot + 1;
+        }
+}
+
+static bool is_alnum(char c)
+{
+        return isalnum((unsigned char)c) && (unsigned char)c < 128;
+}
+
+static bool name_part_valid(const char *s, size_t n)
+{
+        if (n == 0 || n > 63 || !is_alnum(s[0]) || !is_alnum(s[n - 1]))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!is_alnum(s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+                        return false;
+        return true;
+}
+
+bool k8s_qualified_name_valid(const char *s)
+{
+        if (!s)
+                return false;
+        const char *slash = strchr(s, '/');
+        if (!slash)
+                return name_part_valid(s, strlen(s));
+        _cleanup_free_ char *prefix = xstrndup(s, (size_t)(slash - s));
+        return dns1123_subdomain_valid(prefix) && name_part_valid(slash + 1, strlen(slash + 1));
+}
+
+bool k8s_label_value_valid(const char *s)
+{
+        return s && (*s == '\0' || name_part_valid(s, strlen(s)));
+}
+
+size_t edit_distance(const char *a, const char *b)
+{
+        size_t la = strlen(a), lb = strlen(b);
+        if (la > 64 || lb > 64)
+                return SIZE_MAX;
+        size_t row[65];
+        for (size_t j = 0; j <= lb; j++)
+                row[j] = j;
+        for (size_t i = 1; i <= la; i++) {
+                size_t diag_prev = row[0];
+                row[0] = i;
+                for (size_t j = 1; j <= lb; j++) {
+                        size_t up = row[j];
+                        size_t cost =
+                            tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1])
+                                ? 0
+                                : 1;
+                        size_t best = diag_prev + cost;
+                        if (row[j] + 1 < best)
+                                best = row[j] + 1;
+                        if (row[j - 1] + 1 < best)
+                                best = row[j - 1] + 1;
+                        row[j] = best;
+                        diag_prev = up;
+                }
+        }
+        return row[lb];
+}
+
+const char *closest_word(const char *word, const char *const *candidates)
+{
+        const char *best = NULL;
+        size_t best_d = SIZE_MAX;
+        size_t len = strlen(word);
+        size_t limit = len <= 4 ? 1 : len <= 8 ? 2 : 3;
+        for (size_t i = 0; candidates[i]; i++) {
+                size_t d = edit_distance(word, candidates[i]);
+                if (d < best_d) {
+                        best_d = d;
+                        best = candidates[i];
+                }
+        }
+        return best_d <= limit ? best : NULL;
+}
+
+/* ---- cron ---- */
+
+static const char *const month_names[] = {"jan", "feb", "mar", "apr", "may", "jun",
+                                          "jul", "aug", "sep", "oct", "nov", "dec"};
+static const char *const dow_names[] = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"};
+
+typedef struct cron_field {
+        const char *what;
+        int min;
+        int max;
+        const char *const *names; /* names[i] means min + i */
+        size_t n_names;
+} cron_field;
+
+static const cron_field cron_fields[5] = {
+    {"minute", 0, 59, NULL, 0},          {"hour", 0, 23, NULL, 0},
+    {"day of month", 1, 31, NULL, 0},    {"month", 1, 12, month_names, 12},
+    {"day of week", 0, 7, dow_names, 7},
+};
+
+/* A number or a name at *pp; advances. -EINVAL when neither. */
+static int cron_value(const cron_field *f, const char **pp, int *ret)
+{
+        const char *p = *pp;
+        if (isdigit((unsigned char)*p)) {
+                int v = 0;
+                while (isdigit((unsigned char)*p)) {
+                        v = v * 10 + (*p++ - '0');
+                        if (v > 1000)
+                                return -EINVAL;
+                }
+                *pp = p;
+                *ret = v;
+                return 0;
+        }
+        for (size_t i = 0; i < f->n_names; i++) {
+                if (strncasecmp(p, f->names[i], 3) == 0) {
+                        *pp = p + 3;
+                        *ret = f->min + (int)i;
+                        if (f->names == dow_names)
+                                *ret = (int)i;
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
+/*
+ * One list item ("*", "5", "1-5", "mon-fri", each optionally "/step").
+ * 0; -EINVAL when malformed; -ERANGE when out of range (or backwards, with
+ * *ret_backwards set).
+ */
+static int cron_check_item(const cron_field *f, const char *item, bool *ret_backwards)
+{
+        const char *p = item;
+        if (*p == '*') {
+                p++;
+        } else {
+                int lo, hi;
+                if (cron_value(f, &p, &lo) < 0)
+                        return -EINVAL;
+                hi = lo;
+                if (*p == '-') {
+                        p++;
+                        if (cron_value(f, &p, &hi) < 0)
+                                return -EINVAL;
+                }
+                if (lo < f->min || lo > f->max || hi < f->min || hi > f->max)
+                        return -ERANGE;
+                if (hi < lo) {
+                        *ret_backwards = true;
+                        return -ERANGE;
+                }
+        }
+        if (*p == '/') {
+                p++;
+                int step;
+                if (!isdigit((unsigned char)*p) || cron_value(f, &p, &step) < 0 || step < 1 ||
+                    step > f->max)
+                        return -EINVAL;
+        }
+        return *p == '\0' ? 0 : -EINVAL;
+}
+
+static int cron_check_field(const cron_field *f, const char *text, char **ret_why)
+{
+        size_t n = strlen(text);
+        if (n == 0 || text[0] == ',' || text[n - 1] == ',' || strstr(text, ",,")) {
+                *ret_why = xasprintf("%s field \"%s\" is not valid", f->what, text);
+                return -EINVAL;
+        }
+        _cleanup_free_ char *copy = xstrdup(text);
+        char *save = NULL;
+        for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+                bool backwards = false;
+                int r = cron_check_item(f, item, &backwards);
+                if (r == 0)
+                        continue;
+                if (backwards)
+                        *ret_why = xasprintf("%s range \"%s\" runs backwards", f->what, item);
+                else if (r == -ERANGE)
+                        *ret_why = xasprintf("%s \"%s\" is out of range %d-%d", f->what, item,
+                                             f->min, f->max);
+                else
+                        *ret_why = xasprintf("%s field \"%s\" is not valid", f->what, text);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+int cron_check(const char *expr, char **ret_why)
+{
+        char *fields[6];
+        size_t n = 0;
+        _cleanup_free_ char *copy = xstrdup(expr ? expr : "");
+        char *save = NULL;
+        for (char *t = strtok_r(copy, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
+                if (n == 6)
+                        break;
+                fields[n++] = t;
+        }
+        if (n != 5) {
+                *ret_why = xasprintf("a cron schedule has 5 fields (minute hour day-of-month "
+                                     "month day-of-week), got %s%zu",
+                                     n == 6 ? "more than " : "", n == 6 ? (size_t)5 : n);
+                return -EINVAL;
+        }
+        for (size_t i = 0; i < 5; i++) {
+                int r = cron_check_field(&cron_fields[i], fields[i], ret_why);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}

@@ -1,0 +1,160 @@
+/*
+ * Transition rules between the accepted spec of a cluster and a new one.
+ *
+ * Some changes cannot be applied to a running cluster safely: the storage
+ * medium and TLS/auth settings are fixed at creation, volumes only grow,
+ * and etcd moves between versions one minor at a time (downgrades only
+ * 3.6 -> 3.5). This file is pure: it compares two models and explains
+ * each refusal at the place the new value was written, with what to do
+ * instead.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/spec.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+typedef struct ctx {
+        const etcd_cluster *next;
+        diag_list *diags;
+        int refused;
+} ctx;
+
+static void refuse(ctx *x, const char *path, const char *fmt, ...) _printf_(3, 4);
+static void refuse(ctx *x, const char *path, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *msg = xvasprintf(fmt, ap);
+        va_end(ap);
+        int line = 0, col = 0;
+        etcd_cluster_loc(x->next, path, &line, &col);
+        diag_add(x->diags, DIAG_ERROR, x->next->file, line, col, "%s: %s", path, msg);
+        x->refused++;
+}
+
+static const char *or_none(const char *s)
+{
+        return s ? s : "(none)";
+}
+
+#define FIXED_TLS                                                                                  \
+        "TLS settings are fixed when a cluster is created; create a new cluster with the new "     \
+        "settings and restore a snapshot into it"
+#define FIXED_AUTH                                                                                 \
+        "auth settings are fixed when a cluster is created; create a new cluster with the new "    \
+        "settings and restore a snapshot into it"
+
+static void check_string(ctx *x, const char *path, const char *a, const char *b, const char *why)
+{
+        if (!streq_ptr(a, b))
+                refuse(x, path, "%s → %s: %s", or_none(a), or_none(b), why);
+}
+
+static void check_issuer(ctx *x, const char *path, const issuer_ref *a, const issuer_ref *b)
+{
+        if (streq_ptr(a->name, b->name) && streq_ptr(a->kind, b->kind) &&
+            streq_ptr(a->group, b->group))
+                return;
+        refuse(x, path, "%s %s → %s %s: %s", a->kind ? a->kind : "", or_none(a->name),
+               b->kind ? b->kind : "", or_none(b->name), FIXED_TLS);
+}
+
+static void check_surface(ctx *x, const char *name, const tls_surface_spec *a,
+                          const tls_surface_spec *b)
+{
+        _cleanup_free_ char *pe = xasprintf("spec.tls.%s.enabled", name);
+        _cleanup_free_ char *ps = xasprintf("spec.tls.%s.secretRef", name);
+        _cleanup_free_ char *pi = xasprintf("spec.tls.%s.issuerRef", name);
+        if (a->enabled != b->enabled)
+                refuse(x, pe, "%s → %s: %s", a->enabled ? "true" : "false",
+                       b->enabled ? "true" : "false", FIXED_TLS);
+        check_string(x, ps, a->secret, b->secret, FIXED_TLS);
+        check_issuer(x, pi, &a->issuer, &b->issuer);
+}
+
+static void check_tls(ctx *x, const tls_spec *a, const tls_spec *b)
+{
+        if (a->provider != b->provider) {
+                refuse(x, "spec.tls.provider", "%s → %s: %s", tls_provider_name(a->provider),
+                       tls_provider_name(b->provider), FIXED_TLS);
+                return;
+        }
+        check_surface(x, "client", &a->client, &b->client);
+        check_surface(x, "peer", &a->peer, &b->peer);
+        check_string(x, "spec.tls.operatorClient.secretRef", a->operator_client_secret,
+                     b->operator_client_secret, FIXED_TLS);
+        check_issuer(x, "spec.tls.operatorClient.issuerRef", &a->operator_client_issuer,
+                     &b->operator_client_issuer);
+        check_string(x, "spec.tls.caBundleSecretRef", a->ca_bundle_secret, b->ca_bundle_secret,
+                     FIXED_TLS);
+}
+
+static void check_version(ctx *x, const etcd_cluster *prev, const etcd_cluster *next)
+{
+        semver a, b;
+        if (semver_parse(prev->version, &a) < 0 || semver_parse(next->version, &b) < 0)
+                return; /* validation reports unparseable versions */
+        const char *p = "spec.version";
+        const char *va = prev->version, *vb = next->version;
+        if (a.major != b.major) {
+                refuse(x, p,
+                       "%s → %s changes the major version; etcd has no in-place path "
+                       "between major versions (create a new cluster and restore a snapshot "
+                       "into it)",
+                       va, vb);
+                return;
+        }
+        if (b.minor > a.minor + 1) {
+                strbuf steps = STRBUF_INIT;
+                for (int m = a.minor + 1; m < b.minor; m++)
+                        sb_printf(&steps, "%s%d.%d.x", m == a.minor + 1 ? "" : ", then to ",
+                                  a.major, m);
+                refuse(x, p, "%s → %s skips minor %d.%d; upgrade to %s first, then to %d.%d.x", va,
+                       vb, a.major, a.minor + 1, sb_str(&steps), b.major, b.minor);
+                sb_release(&steps);
+                return;
+        }
+        if (b.minor < a.minor) {
+                if (a.minor - b.minor > 1) {
+                        refuse(x, p,
+                               "%s → %s downgrades more than one minor version; etcd "
+                               "downgrades one minor at a time and only from 3.6 to 3.5",
+                               va, vb);
+                        return;
+                }
+                if (!(a.major == 3 && a.minor == 6 && b.minor == 5))
+                        refuse(x, p,
+                               "%s → %s is a downgrade etcd does not support (only 3.6 → 3.5 "
+                               "can be downgraded in place); keep %d.%d.x, or create a new "
+                               "%d.%d cluster and restore a snapshot into it",
+                               va, vb, a.major, a.minor, b.major, b.minor);
+        }
+}
+
+int spec_check_transition(const etcd_cluster *prev, const etcd_cluster *next, diag_list *diags)
+{
+        ctx x = {.next = next, .diags = diags};
+        if (prev->storage.medium != next->storage.medium)
+                refuse(&x, "spec.storage.medium",
+                       "%s → %s: the storage medium is fixed when a cluster is created; create a "
+                       "new cluster and restore a snapshot into it",
+                       prev->storage.medium == MEDIUM_MEMORY ? "Memory" : "Disk",
+                       next->storage.medium == MEDIUM_MEMORY ? "Memory" : "Disk");
+        else if (next->storage.size_bytes < prev->storage.size_bytes)
+                refuse(&x, "spec.storage.size",
+                       "%s → %s shrinks the volumes; volumes can only grow (keep %s or more)",
+                       prev->storage.size, next->storage.size, prev->storage.size);
+        check_tls(&x, &prev->tls, &next->tls);
+        if (prev->auth.enabled != next->auth.enabled)
+                refuse(&x, "spec.auth.enabled", "%s → %s: %s",
+                       prev->auth.enabled ? "true" : "false", next->auth.enabled ? "true" : "false",
+                       FIXED_AUTH);
+        check_string(&x, "spec.auth.rootCredentialsSecretRef", prev->auth.root_credentials_secret,
+                     next->auth.root_credentials_secret, FIXED_AUTH);
+        check_version(&x, prev, next);
+        return x.refused ? -EPERM : 0;
+}

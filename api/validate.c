@@ -1,0 +1,381 @@
+/*
+ * Defaults and the semantic rules of an EtcdCluster, shared by all five
+ * dialects: replica counts, versions, storage, TLS provider requirements,
+ * schedules, etcd timing, and flags gitcd owns.
+ *
+ * Design: rules run on the model, after defaults are filled, so one rule
+ * covers every dialect; each message names the field as the user spelled
+ * it (rd_name) and points at where it was written (the recorded location).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/internal.h"
+#include "api/reader.h"
+#include "api/spec.h"
+#include "util/xalloc.h"
+
+#define QUOTA_SUGGESTED_MAX  (8LL << 30)
+#define ETCD_MAX_ELECTION_MS 50000
+
+static void default_issuer(issuer_ref *i)
+{
+        if (!i->name)
+                return;
+        if (!i->kind)
+                i->kind = xstrdup("Issuer");
+        if (!i->group)
+                i->group = xstrdup("cert-manager.io");
+}
+
+static void copy_issuer(issuer_ref *dst, const issuer_ref *src)
+{
+        free(dst->name);
+        free(dst->kind);
+        free(dst->group);
+        dst->name = xstrdup_null(src->name);
+        dst->kind = xstrdup_null(src->kind);
+        dst->group = xstrdup_null(src->group);
+}
+
+void spec_fill_defaults(etcd_cluster *c)
+{
+        if (!c->namespace_)
+                c->namespace_ = xstrdup("default");
+        if (!c->version)
+                c->version = xstrdup(GITCD_DEFAULT_VERSION);
+        if (semver_parse(c->version, &c->ver) < 0)
+                memset(&c->ver, 0, sizeof(c->ver));
+        if (!c->repository)
+                c->repository = xstrdup(GITCD_DEFAULT_REPOSITORY);
+        if (!c->storage.size) {
+                c->storage.size = xstrdup(GITCD_DEFAULT_STORAGE_SIZE);
+                (void)quantity_parse(c->storage.size, &c->storage.size_bytes);
+        }
+        tls_spec *t = &c->tls;
+        if (t->provider == TLS_PROVIDER_NONE) {
+                t->client.enabled = false;
+                t->peer.enabled = false;
+        }
+        default_issuer(&t->client.issuer);
+        default_issuer(&t->peer.issuer);
+        if (t->provider == TLS_PROVIDER_CERT_MANAGER && t->client.enabled &&
+            !t->operator_client_issuer.name && t->client.issuer.name)
+                copy_issuer(&t->operator_client_issuer, &t->client.issuer);
+        default_issuer(&t->operator_client_issuer);
+        if (c->options.auto_compaction_retention && !c->options.auto_compaction_mode)
+                c->options.auto_compaction_mode = xstrdup("periodic");
+}
+
+static void check_version(reader *r)
+{
+        etcd_cluster *c = r->c;
+        const char *name = rd_name(r, "spec.version");
+        const char *v = c->version;
+        semver sv;
+        if (semver_parse(v, &sv) < 0) {
+                const char *s = v[0] == 'v' ? v + 1 : v;
+                if (strpbrk(s, "-+") && strspn(s, "0123456789.") > 0)
+                        rd_diag_at(r, DIAG_ERROR, "spec.version",
+                                   "%s: \"%s\" has a pre-release or build suffix; gitcd runs "
+                                   "etcd releases only (for example %s)",
+                                   name, v, GITCD_DEFAULT_VERSION);
+                else
+                        rd_diag_at(r, DIAG_ERROR, "spec.version",
+                                   "%s: \"%s\" is not a version; write MAJOR.MINOR.PATCH (for "
+                                   "example %s)",
+                                   name, v, GITCD_DEFAULT_VERSION);
+                return;
+        }
+        if (sv.major != 3 || sv.minor < 4 || sv.minor > 6)
+                rd_diag_at(r, DIAG_ERROR, "spec.version",
+                           "%s: etcd %d.%d.%d is not supported; gitcd supports etcd 3.4, 3.5 "
+                           "and 3.6",
+                           name, sv.major, sv.minor, sv.patch);
+}
+
+static void check_replicas(reader *r)
+{
+        etcd_cluster *c = r->c;
+        const char *name = rd_name(r, "spec.replicas");
+        if (c->replicas < 0 || c->replicas > GITCD_MAX_REPLICAS) {
+                rd_diag_at(r, DIAG_ERROR, "spec.replicas",
+                           "%s: %d is out of range (0 to %d; 0 pauses the cluster)", name,
+                           c->replicas, GITCD_MAX_REPLICAS);
+                return;
+        }
+        if (c->replicas > GITCD_MAX_RECOMMENDED_REPLICAS)
+                rd_diag_at(r, DIAG_WARNING, "spec.replicas",
+                           "%s: %d members is more than the recommended %d; every write waits "
+                           "for a majority, so more members make writes slower",
+                           name, c->replicas, GITCD_MAX_RECOMMENDED_REPLICAS);
+        else if (c->replicas > 0 && c->replicas % 2 == 0)
+                rd_diag_at(r, DIAG_WARNING, "spec.replicas",
+                           "%s: an even count (%d) tolerates no more failures than %d members; "
+                           "use an odd number",
+                           name, c->replicas, c->replicas - 1);
+}
+
+static void check_storage(reader *r)
+{
+        etcd_cluster *c = r->c;
+        if (c->storage.size_bytes <= 0)
+                rd_diag_at(r, DIAG_ERROR, "spec.storage.size", "%s: must be greater than zero",
+                           rd_name(r, "spec.storage.size"));
+        if (c->storage.medium == MEDIUM_MEMORY && c->replicas == 0)
+                rd_diag_at(r, DIAG_ERROR, "spec.storage.medium",
+                           "%s: Memory with %s: 0 is not allowed; a paused in-memory cluster "
+                           "loses its data (use medium: Disk to pause)",
+                           rd_name(r, "spec.storage.medium"), rd_name(r, "spec.replicas"));
+}
+
+static void surface_needs(reader *r, const char *surface, const tls_surface_spec *s)
+{
+        etcd_cluster *c = r->c;
+        _cleanup_free_ char *p = xasprintf("spec.tls.%s", surface);
+        _cleanup_free_ char *psec = xasprintf("spec.tls.%s.secretRef", surface);
+        _cleanup_free_ char *piss = xasprintf("spec.tls.%s.issuerRef", surface);
+        if (s->enabled && c->tls.provider == TLS_PROVIDER_SECRETS && !s->secret)
+                rd_diag_at(r, DIAG_ERROR, p,
+                           "%s: the secrets provider needs a Secret for the %s surface (%s)",
+                           rd_name(r, "spec.tls.provider"), surface, rd_name(r, psec));
+        if (s->enabled && c->tls.provider == TLS_PROVIDER_CERT_MANAGER && !s->issuer.name)
+                rd_diag_at(r, DIAG_ERROR, p,
+                           "%s: the cert-manager provider needs an issuerRef for the %s "
+                           "surface (%s)",
+                           rd_name(r, "spec.tls.provider"), surface, rd_name(r, piss));
+        if (s->secret && (c->tls.provider != TLS_PROVIDER_SECRETS || !s->enabled))
+                rd_diag_at(r, DIAG_ERROR, psec,
+                           "%s is only used by the secrets provider on an enabled surface (the "
+                           "provider is %s)",
+                           rd_name(r, psec), tls_provider_name(c->tls.provider));
+        if (s->issuer.name && (c->tls.provider != TLS_PROVIDER_CERT_MANAGER || !s->enabled))
+                rd_diag_at(r, DIAG_ERROR, piss,
+                           "%s is only used by the cert-manager provider on an enabled surface "
+                           "(the provider is %s)",
+                           rd_name(r, piss), tls_provider_name(c->tls.provider));
+}
+
+static void check_tls(reader *r)
+{
+        etcd_cluster *c = r->c;
+        tls_spec *t = &c->tls;
+        surface_needs(r, "client", &t->client);
+        surface_needs(r, "peer", &t->peer);
+        const char *osec = "spec.tls.operatorClient.secretRef";
+        const char *oiss = "spec.tls.operatorClient.issuerRef";
+        if (t->provider == TLS_PROVIDER_SECRETS && t->client.enabled && !t->operator_client_secret)
+                rd_diag_at(r, DIAG_ERROR, "spec.tls.client",
+                           "%s: the secrets provider needs a client certificate Secret for gitcd "
+                           "itself (%s)",
+                           rd_name(r, "spec.tls.provider"), rd_name(r, osec));
+        if (t->operator_client_secret &&
+            (t->provider != TLS_PROVIDER_SECRETS || !t->client.enabled))
+                rd_diag_at(r, DIAG_ERROR, osec,
+                           "%s is only used by the secrets provider with client TLS (the "
+                           "provider is %s)",
+                           rd_name(r, osec), tls_provider_name(t->provider));
+        if (t->operator_client_issuer.name &&
+            (t->provider != TLS_PROVIDER_CERT_MANAGER || !t->client.enabled))
+                rd_diag_at(r, DIAG_ERROR, oiss,
+                           "%s is only used by the cert-manager provider with client TLS (the "
+                           "provider is %s)",
+                           rd_name(r, oiss), tls_provider_name(t->provider));
+        if (t->provider == TLS_PROVIDER_AUTO && t->renew_before_days >= t->validity_days)
+                rd_diag_at(r, DIAG_ERROR, "spec.tls.auto.renewBeforeDays",
+                           "%s: %d days must be less than the certificate lifetime (%s: %d "
+                           "days)",
+                           rd_name(r, "spec.tls.auto.renewBeforeDays"), t->renew_before_days,
+                           rd_name(r, "spec.tls.auto.validityDays"), t->validity_days);
+        if (t->ca_bundle_secret && t->provider == TLS_PROVIDER_NONE)
+                rd_diag_at(r, DIAG_ERROR, "spec.tls.caBundleSecretRef",
+                           "%s is set but the TLS provider is none",
+                           rd_name(r, "spec.tls.caBundleSecretRef"));
+}
+
+static void check_options(reader *r)
+{
+        etcd_cluster *c = r->c;
+        etcd_options *o = &c->options;
+        if (o->quota_backend && o->quota_backend_bytes <= 0)
+                rd_diag_at(r, DIAG_ERROR, "spec.options.quotaBackendBytes",
+                           "%s: must be greater than zero",
+                           rd_name(r, "spec.options.quotaBackendBytes"));
+        else if (o->quota_backend_bytes > QUOTA_SUGGESTED_MAX)
+                rd_diag_at(r, DIAG_WARNING, "spec.options.quotaBackendBytes",
+                           "%s: %s is above etcd's suggested maximum of 8Gi",
+                           rd_name(r, "spec.options.quotaBackendBytes"), o->quota_backend);
+
+        const char *ret = o->auto_compaction_retention;
+        if (ret) {
+                const char *rn = rd_name(r, "spec.options.autoCompactionRetention");
+                int64_t v;
+                bool digits = ret[0] && strspn(ret, "0123456789") == strlen(ret);
+                if (streq(o->auto_compaction_mode, "revision") && !digits)
+                        rd_diag_at(r, DIAG_ERROR, "spec.options.autoCompactionRetention",
+                                   "%s: \"%s\" must be a number of revisions in revision mode", rn,
+                                   ret);
+                else if (!digits && (duration_parse_ms(ret, &v) < 0 || v <= 0))
+                        rd_diag_at(r, DIAG_ERROR, "spec.options.autoCompactionRetention",
+                                   "%s: \"%s\" is not a duration (for example 1h or 30m) or a "
+                                   "number of hours",
+                                   rn, ret);
+        }
+
+        int hb = o->heartbeat_interval_ms ? o->heartbeat_interval_ms : 100;
+        int el = o->election_timeout_ms ? o->election_timeout_ms : 1000;
+        const char *hbn = rd_name(r, "spec.options.heartbeatInterval");
+        const char *eln = rd_name(r, "spec.options.electionTimeout");
+        if ((o->heartbeat_interval_ms || o->election_timeout_ms) && (int64_t)el < 5LL * hb)
+                rd_diag_at(r, DIAG_ERROR,
+                           o->election_timeout_ms ? "spec.options.electionTimeout"
+                                                  : "spec.options.heartbeatInterval",
+                           "%s: %d ms is less than 5 × %s (%d ms); etcd requires the election "
+                           "timeout to be at least five heartbeats",
+                           eln, el, hbn, hb);
+        else if (el > ETCD_MAX_ELECTION_MS)
+                rd_diag_at(r, DIAG_ERROR, "spec.options.electionTimeout",
+                           "%s: %d ms is above etcd's maximum of %d ms", eln, el,
+                           ETCD_MAX_ELECTION_MS);
+
+        for (size_t i = 0; i < o->extra_flags.n; i++) {
+                const char *flag = o->extra_flags.items[i].key;
+                const char *owner = etcd_flag_owner(flag);
+                if (!owner)
+                        continue;
+                _cleanup_free_ char *native = xasprintf("spec.options.extraFlags.%s", flag);
+                rd_diag_at(r, DIAG_ERROR, native, "%s: --%s is set by gitcd; use %s instead",
+                           rd_name(r, native), flag, owner);
+        }
+}
+
+static bool written(const etcd_cluster *c, const char *native)
+{
+        for (size_t i = 0; i < c->n_locs; i++)
+                if (streq(c->locs[i].path, native))
+                        return true;
+        return false;
+}
+
+static void check_cron(reader *r, const char *native, const char *expr)
+{
+        _cleanup_free_ char *why = NULL;
+        if (cron_check(expr, &why) < 0)
+                rd_diag_at(r, DIAG_ERROR, native, "%s: \"%s\": %s", rd_name(r, native), expr, why);
+}
+
+static void check_schedules(reader *r)
+{
+        etcd_cluster *c = r->c;
+        snapshot_spec *s = &c->snapshots;
+        if (s->schedule)
+                check_cron(r, "spec.snapshots.schedule", s->schedule);
+        if (s->enabled && !s->schedule && !written(c, "spec.snapshots.schedule"))
+                rd_diag_at(r, DIAG_ERROR, "spec.snapshots", "%s.schedule is required",
+                           rd_name(r, "spec.snapshots"));
+        if (s->enabled && s->destination.kind == DEST_NONE &&
+            !written(c, "spec.snapshots.destination"))
+                rd_diag_at(r, DIAG_ERROR, "spec.snapshots", "%s.destination is required",
+                           rd_name(r, "spec.snapshots"));
+        if (s->retention_count < 1)
+                rd_diag_at(r, DIAG_ERROR, "spec.snapshots.retention.count",
+                           "%s: %d must be at least 1",
+                           rd_name(r, "spec.snapshots.retention.count"), s->retention_count);
+
+        defrag_spec *d = &c->defrag;
+        if (d->schedule)
+                check_cron(r, "spec.defrag.schedule", d->schedule);
+        if (d->free_space_above && d->free_space_above_bytes <= 0)
+                rd_diag_at(r, DIAG_ERROR, "spec.defrag.freeSpaceAbove",
+                           "%s: must be greater than zero",
+                           rd_name(r, "spec.defrag.freeSpaceAbove"));
+        if (d->enabled && !d->schedule && !d->free_space_above && !d->quota_usage_above_percent &&
+            !written(c, "spec.defrag.schedule") && !written(c, "spec.defrag.freeSpaceAbove") &&
+            !written(c, "spec.defrag.quotaUsageAbovePercent"))
+                rd_diag_at(r, DIAG_ERROR, "spec.defrag",
+                           "%s needs a schedule, freeSpaceAbove or quotaUsageAbovePercent",
+                           rd_name(r, "spec.defrag"));
+}
+
+static void check_object_name(reader *r, const char *native, const char *name)
+{
+        if (name && !dns1123_subdomain_valid(name))
+                rd_diag_at(r, DIAG_ERROR, native,
+                           "%s: \"%s\" is not a valid Kubernetes object name (DNS-1123 "
+                           "subdomain)",
+                           rd_name(r, native), name);
+}
+
+static void check_location_names(reader *r, const char *native, const storage_location *l)
+{
+        _cleanup_free_ char *claim = xasprintf("%s.pvc.claimName", native);
+        _cleanup_free_ char *cred = xasprintf("%s.s3.credentialsSecretRef", native);
+        check_object_name(r, claim, l->claim_name);
+        check_object_name(r, cred, l->s3.credentials_secret);
+}
+
+/* Every name that refers to another Kubernetes object must be a valid object name. */
+static void check_object_names(reader *r)
+{
+        etcd_cluster *c = r->c;
+        tls_spec *t = &c->tls;
+        check_object_name(r, "spec.storage.storageClassName", c->storage.storage_class);
+        check_object_name(r, "spec.tls.client.secretRef", t->client.secret);
+        check_object_name(r, "spec.tls.peer.secretRef", t->peer.secret);
+        check_object_name(r, "spec.tls.operatorClient.secretRef", t->operator_client_secret);
+        check_object_name(r, "spec.tls.caBundleSecretRef", t->ca_bundle_secret);
+        check_object_name(r, "spec.tls.client.issuerRef", t->client.issuer.name);
+        /* One issuer written once for both surfaces (etcd-io) is reported once. */
+        if (!streq_ptr(t->peer.issuer.name, t->client.issuer.name) ||
+            !streq(rd_name(r, "spec.tls.peer.issuerRef"), rd_name(r, "spec.tls.client.issuerRef")))
+                check_object_name(r, "spec.tls.peer.issuerRef", t->peer.issuer.name);
+        if (!streq_ptr(t->operator_client_issuer.name, t->client.issuer.name))
+                check_object_name(r, "spec.tls.operatorClient.issuerRef",
+                                  t->operator_client_issuer.name);
+        check_object_name(r, "spec.auth.rootCredentialsSecretRef", c->auth.root_credentials_secret);
+        check_location_names(r, "spec.snapshots.destination", &c->snapshots.destination);
+        check_location_names(r, "spec.bootstrap.restore.source", &c->restore.source);
+}
+
+/* Keys under gitcd.io/ are gitcd's own: render sets them and drops the user's. */
+static void check_reserved_keys(reader *r, const char *native, const kv_list *l)
+{
+        for (size_t i = 0; i < l->n; i++)
+                if (strneq(l->items[i].key, "gitcd.io/", 9))
+                        rd_diag_at(r, DIAG_WARNING, native,
+                                   "%s: \"%s\" is reserved for gitcd and is ignored",
+                                   rd_name(r, native), l->items[i].key);
+}
+
+void spec_validate(reader *r)
+{
+        etcd_cluster *c = r->c;
+        check_replicas(r);
+        check_version(r);
+        check_storage(r);
+        if (!r->tls_failed)
+                check_tls(r);
+        if (c->auth.enabled && !c->tls.client.enabled)
+                rd_diag_at(r, DIAG_WARNING, "spec.auth.enabled",
+                           "%s: without client TLS the root password crosses the network in "
+                           "clear text",
+                           rd_name(r, "spec.auth.enabled"));
+        if (c->auth.root_credentials_secret && !c->auth.enabled)
+                rd_diag_at(r, DIAG_ERROR, "spec.auth.rootCredentialsSecretRef",
+                           "%s is set but %s is false",
+                           rd_name(r, "spec.auth.rootCredentialsSecretRef"),
+                           rd_name(r, "spec.auth.enabled"));
+        if (c->progress_deadline_seconds <= 0)
+                rd_diag_at(r, DIAG_ERROR, "spec.progressDeadlineSeconds",
+                           "%s: %d must be greater than zero",
+                           rd_name(r, "spec.progressDeadlineSeconds"),
+                           c->progress_deadline_seconds);
+        check_options(r);
+        check_schedules(r);
+        check_object_names(r);
+        check_reserved_keys(r, "spec.additionalMetadata.labels", &c->additional_labels);
+        check_reserved_keys(r, "spec.additionalMetadata.annotations", &c->additional_annotations);
+        check_reserved_keys(r, "spec.podTemplate.metadata.labels", &c->pod_labels);
+        check_reserved_keys(r, "spec.podTemplate.metadata.annotations", &c->pod_annotations);
+}

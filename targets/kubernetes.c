@@ -1,0 +1,1668 @@
+/*
+ * The Kubernetes target: members are the rendered Pods and PVCs, applied
+ * to a kube-apiserver through kube/client.h (layout on disk and the
+ * operations' specifics: targets/kubernetes.h).
+ *
+ * Decisions a reader needs:
+ * - Every write is a server-side apply with field manager "gitcd", never
+ *   forced, of an object fitted to the server (kube_adapt_object: PDB
+ *   policy/v1beta1 on 1.20). gitcd never deletes or changes an object that
+ *   lacks app.kubernetes.io/managed-by=gitcd: a GET precedes every apply,
+ *   and a name held by a foreign object is an error naming it.
+ * - Nothing half-applied: before the first write for a spec (per rendered
+ *   spec hash, per process) every object of render_cluster() for the
+ *   steady plan (Services, PDB, TLS objects, each member's PVC and Pod) is
+ *   dry-run applied; a live Pod whose spec will change is dry-run deleted
+ *   instead, as Pod specs are immutable. The first failure (an RBAC 403
+ *   names verb, resource and namespace) is returned and nothing is written.
+ * - Shared objects come from the steady plan of the spec, not from the
+ *   partial plan the reconciler passes when it starts one member: Services
+ *   and certificates then never change with the members (certificates cover
+ *   every member through the headless-Service wildcard). Only the PDB's
+ *   maxUnavailable follows the voters of the passed plan (fit_pdb).
+ * - Pod specs are immutable, so a Pod carries gitcd.io/pod-hash, a hash of
+ *   its rendered spec. A live Pod with another hash is deleted and awaited
+ *   (terminationGracePeriodSeconds + 15 s) before the new one is applied.
+ *   Labels and annotations (the role label on promotion) change in place.
+ * - Data identity: a member first seen Ready records its PVC's UID in
+ *   <state>/kubernetes/<ns>/<cluster>/<member>.json. A missing,
+ *   terminating or different PVC afterwards is MEMBER_DATA_LOST, and
+ *   ensure_member refuses (-ESTALE): it must be replaced, not restarted on
+ *   an empty volume. With storage.medium Memory a member without a Pod is
+ *   ABSENT (its data died with it).
+ * - Two clients: one for calls, one for watches (a client is
+ *   single-threaded and a watch holds its connection). wait_event watches
+ *   gitcd's Pods in the namespaces this target has touched (one: that one;
+ *   several: all) from the last resourceVersion and returns on the first
+ *   change; -ESTALE relists (and reports a change); on -EACCES/-EIO it
+ *   sleeps out the timeout and returns 0, as the reconciler observes the
+ *   world on every pass anyway.
+ * - tls.provider auto: gitcd is the CA (pki/), keeps it under state_dir,
+ *   issues one certificate per surface whose names are exactly those render
+ *   gives cert-manager, and applies them as kubernetes.io/tls Secrets.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdint.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kube/adapt.h"
+#include "kube/client.h"
+#include "pki/pki.h"
+#include "render/layout.h"
+#include "render/render.h"
+#include "targets/kubernetes.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/strbuf.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+#define LABEL_KEY_MANAGED_BY  "app.kubernetes.io/managed-by"
+#define LABEL_KEY_COMPONENT   "app.kubernetes.io/component"
+#define ANNOTATION_POD_HASH   "gitcd.io/pod-hash"
+#define ANNOTATION_REMOVED    "gitcd.io/removed-from"
+#define RECORD_MAX            65536
+#define SECRET_MAX            (1024 * 1024)
+#define DEFAULT_GRACE_SECONDS 30
+#define DELETE_EXTRA_MS       15000
+#define POLL_MS               250
+#define CA_DAYS               3650
+#define WATCH_MIN_MS          50          /* shorter waits just sleep */
+#define SHARED_RECHECK_MS     (60 * 1000) /* re-check unchanged shared objects this often */
+
+static const kube_gvr GVR_PODS = {"", "v1", "pods", true};
+static const kube_gvr GVR_PVCS = {"", "v1", "persistentvolumeclaims", true};
+static const kube_gvr GVR_SERVICES = {"", "v1", "services", true};
+static const kube_gvr GVR_SECRETS = {"", "v1", "secrets", true};
+
+typedef struct state_seen {
+        char *key; /* ns/cluster/member */
+        member_runtime_state state;
+        int64_t since_mono;
+} state_seen;
+
+/* A cluster's shared objects as last applied and checked, so converged passes cost no calls. */
+typedef struct shared_mark {
+        char *key;  /* ns/cluster */
+        char *hash; /* of the objects applied and the member roles */
+        int64_t at_mono;
+} shared_mark;
+
+typedef struct kubernetes_target {
+        target base;
+        kube_client *kc; /* calls */
+        kube_client *wc; /* watches */
+        char *state_dir;
+        char *domain;
+        int volume_delete_wait_ms;
+
+        char **namespaces; /* touched so far, for wait_event */
+        size_t n_namespaces;
+        size_t alloc_namespaces;
+        char *watch_scope; /* the namespace watched, "" for all */
+        char *watch_rv;
+
+        char **preflighted; /* "ns/cluster/hash" of specs dry-run already */
+        size_t n_preflighted;
+        size_t alloc_preflighted;
+
+        state_seen *seen;
+        size_t n_seen;
+        size_t alloc_seen;
+
+        shared_mark *marks; /* what ensure_shared last applied, per cluster */
+        size_t n_marks;
+        size_t alloc_marks;
+} kubernetes_target;
+
+static kubernetes_target *KT(target *t)
+{
+        return (kubernetes_target *)t;
+}
+
+/* --- small helpers ----------------------------------------------------- */
+
+static void set_str(char **slot, char *value)
+{
+        free(*slot);
+        *slot = value;
+}
+
+static void strv_free(char **v)
+{
+        for (size_t i = 0; v && v[i]; i++)
+                free(v[i]);
+        free(v);
+}
+
+static void sleep_ms(int64_t ms)
+{
+        if (ms <= 0)
+                return;
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
+static const char *ns_of(const etcd_cluster *c)
+{
+        return isempty(c->namespace_) ? "default" : c->namespace_;
+}
+
+/* A name used as one path component: no separators, no dot names. */
+static bool valid_component(const char *s)
+{
+        return !isempty(s) && !strchr(s, '/') && s[0] != '.';
+}
+
+static bool client_tls_on(const etcd_cluster *c)
+{
+        return c->tls.provider != TLS_PROVIDER_NONE && c->tls.client.enabled;
+}
+
+static bool peer_tls_on(const etcd_cluster *c)
+{
+        return c->tls.provider != TLS_PROVIDER_NONE && c->tls.peer.enabled;
+}
+
+static json_t *metadata(const json_t *obj)
+{
+        return json_object_get(obj, "metadata");
+}
+
+static const char *obj_name(const json_t *obj)
+{
+        return json_string_value(json_object_get(metadata(obj), "name"));
+}
+
+static const char *obj_kind(const json_t *obj)
+{
+        return json_string_value(json_object_get(obj, "kind"));
+}
+
+static const char *obj_label(const json_t *obj, const char *key)
+{
+        return json_string_value(json_object_get(json_object_get(metadata(obj), "labels"), key));
+}
+
+static const char *obj_annotation(const json_t *obj, const char *key)
+{
+        return json_string_value(
+            json_object_get(json_object_get(metadata(obj), "annotations"), key));
+}
+
+static const char *obj_uid(const json_t *obj)
+{
+        return json_string_value(json_object_get(metadata(obj), "uid"));
+}
+
+static bool obj_terminating(const json_t *obj)
+{
+        json_t *ts = json_object_get(metadata(obj), "deletionTimestamp");
+        return ts && !json_is_null(ts);
+}
+
+static bool managed_by_gitcd(const json_t *obj)
+{
+        return streq_ptr(obj_label(obj, LABEL_KEY_MANAGED_BY), LABEL_MANAGED_BY_VALUE);
+}
+
+static char *pvc_name(const char *member)
+{
+        return xasprintf("data-%s", member);
+}
+
+static void note_namespace(kubernetes_target *kt, const char *ns)
+{
+        for (size_t i = 0; i < kt->n_namespaces; i++)
+                if (streq(kt->namespaces[i], ns))
+                        return;
+        kt->namespaces =
+            xgrow(kt->namespaces, &kt->alloc_namespaces, kt->n_namespaces + 1, sizeof(char *));
+        kt->namespaces[kt->n_namespaces++] = xstrdup(ns);
+}
+
+/* FNV-1a 64 of the object dumped with sorted keys, as 16 hex digits. */
+static char *json_hash(const json_t *o)
+{
+        char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+        uint64_t h = 1469598103934665603ULL;
+        for (const char *p = text ? text : ""; *p; p++) {
+                h ^= (unsigned char)*p;
+                h *= 1099511628211ULL;
+        }
+        free(text);
+        return xasprintf("%016llx", (unsigned long long)h);
+}
+
+/* "Service db/x", for messages. */
+static char *describe(const json_t *obj)
+{
+        const char *ns = json_string_value(json_object_get(metadata(obj), "namespace"));
+        return xasprintf("%s %s/%s", obj_kind(obj) ?: "object", ns ?: "?", obj_name(obj) ?: "?");
+}
+
+/* --- member records ---------------------------------------------------- */
+
+typedef struct member_record {
+        bool exists;
+        bool initialized;
+        bool stopped;
+        char *pvc_uid;
+} member_record;
+
+static void member_record_release(member_record *r)
+{
+        free(r->pvc_uid);
+        *r = (member_record){0};
+}
+
+static char *cluster_dir(kubernetes_target *kt, const char *ns, const char *cluster)
+{
+        return xasprintf("%s/kubernetes/%s/%s", kt->state_dir, ns, cluster);
+}
+
+static int record_path(kubernetes_target *kt, const char *ns, const char *cluster,
+                       const char *member, char **ret)
+{
+        if (!valid_component(ns) || !valid_component(cluster) || !valid_component(member))
+                return target_fail(&kt->base, -EINVAL, "invalid member name \"%s/%s/%s\"", ns,
+                                   cluster, member);
+        *ret = xasprintf("%s/kubernetes/%s/%s/%s.json", kt->state_dir, ns, cluster, member);
+        return 0;
+}
+
+/* The record of a member; an empty one (exists false) when there is none. */
+static int record_load(kubernetes_target *kt, const char *ns, const char *cluster,
+                       const char *member, member_record *ret)
+{
+        _cleanup_free_ char *path = NULL;
+        int r = record_path(kt, ns, cluster, member, &path);
+        if (r < 0)
+                return r;
+        *ret = (member_record){0};
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        r = read_file(path, RECORD_MAX, &data, &len);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return target_fail(&kt->base, r, "cannot read %s: %s", path, strerror(-r));
+        json_t *o = json_loadb(data, len, 0, NULL);
+        if (!json_is_object(o)) {
+                json_decref(o);
+                return target_fail(&kt->base, -EBADMSG, "cannot read %s: not a JSON object", path);
+        }
+        ret->exists = true;
+        ret->initialized = json_is_true(json_object_get(o, "initialized"));
+        ret->stopped = json_is_true(json_object_get(o, "stopped"));
+        ret->pvc_uid = xstrdup_null(json_string_value(json_object_get(o, "pvcUID")));
+        json_decref(o);
+        return 0;
+}
+
+static int record_save(kubernetes_target *kt, const char *ns, const char *cluster,
+                       const char *member, const member_record *rec)
+{
+        _cleanup_free_ char *path = NULL;
+        int r = record_path(kt, ns, cluster, member, &path);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *dir = cluster_dir(kt, ns, cluster);
+        r = mkdir_p(dir, 0700);
+        if (r < 0)
+                return target_fail(&kt->base, r, "cannot create %s: %s", dir, strerror(-r));
+        json_t *o = json_object();
+        if (rec->pvc_uid)
+                json_object_set_new(o, "pvcUID", json_string(rec->pvc_uid));
+        json_object_set_new(o, "initialized", json_boolean(rec->initialized));
+        json_object_set_new(o, "stopped", json_boolean(rec->stopped));
+        char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        json_decref(o);
+        strbuf sb = STRBUF_INIT;
+        sb_append(&sb, text ? text : "{}");
+        sb_appendc(&sb, '\n');
+        free(text);
+        r = write_file_atomic(path, sb.buf, sb.len, 0644);
+        sb_release(&sb);
+        if (r < 0)
+                return target_fail(&kt->base, r, "cannot write %s: %s", path, strerror(-r));
+        return 0;
+}
+
+static void record_remove(kubernetes_target *kt, const char *ns, const char *cluster,
+                          const char *member)
+{
+        _cleanup_free_ char *path = NULL;
+        if (record_path(kt, ns, cluster, member, &path) == 0)
+                (void)unlink(path);
+}
+
+/* --- API calls ----------------------------------------------------------- */
+
+/* Fail with the kube client's message, which names verb, resource and namespace. */
+static int kube_fail(kubernetes_target *kt, int r)
+{
+        const char *msg = kube_client_last_error(kt->kc);
+        return target_fail(&kt->base, r, "%s", isempty(msg) ? strerror(-r) : msg);
+}
+
+static int gvr_of(kubernetes_target *kt, const json_t *obj, kube_gvr *ret)
+{
+        const char *av = json_string_value(json_object_get(obj, "apiVersion"));
+        const char *kind = obj_kind(obj);
+        if (!av || !kind || kube_gvr_for_kind(av, kind, ret) < 0)
+                return target_fail(&kt->base, -EINVAL, "kind %s %s is not one gitcd knows",
+                                   av ?: "?", kind ?: "?");
+        return 0;
+}
+
+static int adapt(kubernetes_target *kt, json_t *obj)
+{
+        _cleanup_free_ char *err = NULL;
+        int r = kube_adapt_object(kt->kc, obj, &err);
+        if (r < 0)
+                return target_fail(&kt->base, r, "%s", err ? err : strerror(-r));
+        return 0;
+}
+
+/*
+ * GET the live object for a rendered one. *ret_live is NULL when it does not
+ * exist. -EEXIST (with a message naming it) when it exists without gitcd's
+ * managed-by label: gitcd never touches such an object.
+ */
+static int get_owned(kubernetes_target *kt, const json_t *obj, json_t **ret_live)
+{
+        kube_gvr gvr;
+        int r = gvr_of(kt, obj, &gvr);
+        if (r < 0)
+                return r;
+        const char *ns = json_string_value(json_object_get(metadata(obj), "namespace"));
+        json_t *live = NULL;
+        r = kube_get(kt->kc, &gvr, ns, obj_name(obj), &live);
+        if (r == -ENOENT) {
+                *ret_live = NULL;
+                return 0;
+        }
+        if (r < 0)
+                return kube_fail(kt, r);
+        if (!managed_by_gitcd(live)) {
+                json_decref(live);
+                _cleanup_free_ char *d = describe(obj);
+                return target_fail(&kt->base, -EEXIST, "%s exists and is not managed by gitcd", d);
+        }
+        *ret_live = live;
+        return 0;
+}
+
+static int apply(kubernetes_target *kt, const json_t *obj, bool dry_run)
+{
+        int r = kube_apply(kt->kc, obj, "gitcd", false, dry_run, NULL);
+        if (r < 0)
+                return kube_fail(kt, r);
+        return 0;
+}
+
+/*
+ * Wait until the object is gone, polling GET, for at most timeout_ms.
+ * -ETIMEDOUT with a message when it is still there.
+ */
+static int wait_gone(kubernetes_target *kt, const kube_gvr *gvr, const char *ns, const char *name,
+                     int64_t timeout_ms)
+{
+        int64_t deadline = now_mono_ms() + timeout_ms;
+        for (;;) {
+                json_t *live = NULL;
+                int r = kube_get(kt->kc, gvr, ns, name, &live);
+                json_decref(live);
+                if (r == -ENOENT)
+                        return 0;
+                if (r < 0)
+                        return kube_fail(kt, r);
+                if (now_mono_ms() >= deadline)
+                        return target_fail(&kt->base, -ETIMEDOUT,
+                                           "%s %s/%s is still there %lld s after its deletion",
+                                           gvr->resource, ns, name, (long long)(timeout_ms / 1000));
+                sleep_ms(POLL_MS);
+        }
+}
+
+static int64_t pod_delete_timeout_ms(const json_t *live)
+{
+        json_t *g = json_object_get(json_object_get(live, "spec"), "terminationGracePeriodSeconds");
+        int64_t secs = json_is_integer(g) ? json_integer_value(g) : DEFAULT_GRACE_SECONDS;
+        if (secs < 0)
+                secs = DEFAULT_GRACE_SECONDS;
+        return secs * 1000 + DELETE_EXTRA_MS;
+}
+
+/* Delete a Pod (Background) and wait until it is gone. A missing Pod is fine. */
+static int delete_pod(kubernetes_target *kt, const char *ns, const char *name)
+{
+        json_t *live = NULL;
+        int r = kube_get(kt->kc, &GVR_PODS, ns, name, &live);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return kube_fail(kt, r);
+        int64_t timeout = pod_delete_timeout_ms(live);
+        bool managed = managed_by_gitcd(live);
+        bool terminating = obj_terminating(live);
+        json_decref(live);
+        if (!managed)
+                return target_fail(&kt->base, -EEXIST,
+                                   "Pod %s/%s exists and is not managed by gitcd", ns, name);
+        if (!terminating) {
+                r = kube_delete(kt->kc, &GVR_PODS, ns, name, "Background");
+                if (r < 0 && r != -ENOENT)
+                        return kube_fail(kt, r);
+        }
+        return wait_gone(kt, &GVR_PODS, ns, name, timeout);
+}
+
+/* --- TLS (provider auto) -------------------------------------------------- */
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(pki_key *, pki_key_free);
+DEFINE_TRIVIAL_CLEANUP_FUNC(pki_cert *, pki_cert_free);
+
+static int pki_fail(kubernetes_target *kt, int r, const char *what, const char *where)
+{
+        return target_fail(&kt->base, r, "%s in %s: %s", what, where, pki_last_error());
+}
+
+static int ensure_ca(kubernetes_target *kt, const etcd_cluster *c, const char *cdir,
+                     pki_key **ret_key, pki_cert **ret_cert)
+{
+        _cleanup_free_ char *dir = path_join(cdir, "pki");
+        _cleanup_free_ char *cn = xasprintf("gitcd %.20s/%.30s etcd CA", ns_of(c), c->name);
+        int r = pki_ca_load_or_create(dir, cn, CA_DAYS, ret_key, ret_cert);
+        if (r < 0)
+                return pki_fail(kt, r, "the cluster CA", dir);
+        return 0;
+}
+
+/* A JSON array of strings as a NULL-terminated vector of borrowed strings. */
+static const char **borrow_strv(const json_t *arr)
+{
+        size_t n = json_array_size(arr);
+        const char **v = xcalloc(n + 1, sizeof(char *));
+        for (size_t i = 0; i < n; i++)
+                v[i] = json_string_value(json_array_get(arr, i));
+        return v;
+}
+
+/*
+ * The names server certificates carry: exactly those render gives the
+ * cert-manager Certificates (rendered here for a copy of the spec with that
+ * provider; render reads the spec and never keeps it).
+ */
+static void server_names(const etcd_cluster *c, const membership_plan *steady, json_t **ret_dns,
+                         json_t **ret_ips)
+{
+        etcd_cluster tmp = *c;
+        tmp.tls.provider = TLS_PROVIDER_CERT_MANAGER;
+        json_t *objs = render_shared_objects(&tmp, steady);
+        *ret_dns = json_array();
+        *ret_ips = json_array();
+        size_t i;
+        json_t *o;
+        json_array_foreach(objs, i, o)
+        {
+                if (!streq_ptr(obj_kind(o), "Certificate"))
+                        continue;
+                json_t *spec = json_object_get(o, "spec");
+                json_t *dns = json_object_get(spec, "dnsNames");
+                if (json_array_size(dns) > 0) {
+                        json_array_extend(*ret_dns, dns);
+                        json_array_extend(*ret_ips, json_object_get(spec, "ipAddresses"));
+                        break;
+                }
+        }
+        json_decref(objs);
+}
+
+static int write_secret_file(kubernetes_target *kt, const char *dir, const char *file,
+                             const char *data, size_t len)
+{
+        _cleanup_free_ char *path = path_join(dir, file);
+        int r = mkdir_p(dir, 0700);
+        if (r >= 0)
+                r = write_file_atomic(path, data, len, 0600);
+        if (r < 0)
+                return target_fail(&kt->base, r, "cannot write %s: %s", path, strerror(-r));
+        return 0;
+}
+
+/* A kubernetes.io/tls Secret from the files in dir, labelled like the cluster's objects. */
+static int tls_secret(kubernetes_target *kt, const char *dir, const char *name,
+                      const json_t *labels, json_t **ret)
+{
+        static const char *const files[] = {"tls.crt", "tls.key", "ca.crt"};
+        json_t *data = json_object();
+        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                _cleanup_free_ char *path = path_join(dir, files[i]);
+                char *content = NULL;
+                size_t len = 0;
+                int r = read_file(path, SECRET_MAX, &content, &len);
+                if (r < 0) {
+                        json_decref(data);
+                        return target_fail(&kt->base, r, "cannot read %s: %s", path, strerror(-r));
+                }
+                char *b64 = kube_base64_encode(content, len);
+                explicit_bzero(content, len);
+                free(content);
+                json_object_set_new(data, files[i], json_string(b64));
+                free(b64);
+        }
+        json_t *lab = json_deep_copy(labels);
+        json_object_set_new(lab, LABEL_KEY_COMPONENT, json_string("tls"));
+        json_t *md = json_pack("{s:s, s:o}", "name", name, "labels", lab);
+        json_t *s = json_pack("{s:s, s:s, s:o, s:s, s:o}", "apiVersion", "v1", "kind", "Secret",
+                              "metadata", md, "type", "kubernetes.io/tls", "data", data);
+        *ret = s;
+        return 0;
+}
+
+/*
+ * tls.provider auto: the CA and one certificate per surface under
+ * <cluster dir>, (re)issued when missing, stale or naming other hosts; the
+ * Secrets that carry them are appended to out.
+ */
+static int tls_auto(kubernetes_target *kt, const etcd_cluster *c, const membership_plan *steady,
+                    const json_t *labels, json_t *out)
+{
+        bool client = client_tls_on(c), peer = peer_tls_on(c);
+        if (c->tls.provider != TLS_PROVIDER_AUTO || (!client && !peer))
+                return 0;
+        _cleanup_free_ char *cdir = cluster_dir(kt, ns_of(c), c->name);
+        _cleanup_(pki_key_freep) pki_key *ca_key = NULL;
+        _cleanup_(pki_cert_freep) pki_cert *ca_cert = NULL;
+        int r = ensure_ca(kt, c, cdir, &ca_key, &ca_cert);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *ca_pem = NULL;
+        r = pki_cert_to_pem(ca_cert, &ca_pem);
+        if (r < 0)
+                return pki_fail(kt, r, "the cluster CA", cdir);
+        int days = c->tls.validity_days > 0 ? c->tls.validity_days : 90;
+        int renew = c->tls.renew_before_days > 0 ? c->tls.renew_before_days : 30;
+        if (renew >= days)
+                renew = days / 3;
+
+        json_t *dns_j = NULL, *ips_j = NULL;
+        server_names(c, steady, &dns_j, &ips_j);
+        _cleanup_free_ const char **dns = borrow_strv(dns_j);
+        _cleanup_free_ const char **ips = borrow_strv(ips_j);
+        struct {
+                const char *sub;
+                bool on;
+                bool server;
+        } leaves[] = {
+            {TLS_SUBDIR_CLIENT, client, true},
+            {TLS_SUBDIR_PEER, peer, true},
+            {TLS_SUBDIR_OPERATOR, client, false},
+        };
+        r = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(leaves) && r >= 0; i++) {
+                if (!leaves[i].on)
+                        continue;
+                _cleanup_free_ char *tls = path_join(cdir, "tls");
+                _cleanup_free_ char *dir = path_join(tls, leaves[i].sub);
+                const char *const *want_dns = leaves[i].server ? dns : NULL;
+                const char *const *want_ips = leaves[i].server ? ips : NULL;
+                if (!pki_leaf_is_current(dir, ca_cert, want_dns, want_ips, renew)) {
+                        pki_cert_request req = {
+                            .cn = leaves[i].server ? c->name : "root",
+                            .dns_names = want_dns,
+                            .ip_addresses = want_ips,
+                            .days = days,
+                            .server = leaves[i].server,
+                            .client = true,
+                        };
+                        _cleanup_(pki_key_freep) pki_key *k = NULL;
+                        _cleanup_(pki_cert_freep) pki_cert *cert = NULL;
+                        _cleanup_free_ char *crt = path_join(dir, "tls.crt");
+                        _cleanup_free_ char *key = path_join(dir, "tls.key");
+                        r = mkdir_p(dir, 0700);
+                        if (r >= 0)
+                                r = pki_cert_issue(ca_cert, ca_key, &req, &k, &cert);
+                        if (r >= 0)
+                                r = pki_write_pem(crt, key, cert, k);
+                        if (r < 0) {
+                                r = pki_fail(kt, r, "cannot issue the certificate", dir);
+                                break;
+                        }
+                        r = write_secret_file(kt, dir, "ca.crt", ca_pem, strlen(ca_pem));
+                        if (r < 0)
+                                break;
+                        log_debug("kubernetes target: issued %s/%s %s certificate", ns_of(c),
+                                  c->name, leaves[i].sub);
+                }
+                _cleanup_free_ char *name = render_tls_secret_name(c, leaves[i].sub);
+                json_t *secret = NULL;
+                r = tls_secret(kt, dir, name, labels, &secret);
+                if (r >= 0) {
+                        json_object_set_new(metadata(secret), "namespace", json_string(ns_of(c)));
+                        json_array_append_new(out, secret);
+                }
+        }
+        json_decref(dns_j);
+        json_decref(ips_j);
+        return r < 0 ? r : 0;
+}
+
+/* --- preflight and prune ---------------------------------------------------- */
+
+static bool is_member_kind(const json_t *obj)
+{
+        const char *k = obj_kind(obj);
+        return streq_ptr(k, "Pod") || streq_ptr(k, "PersistentVolumeClaim");
+}
+
+static void set_pod_hash(json_t *pod)
+{
+        _cleanup_free_ char *hash = json_hash(json_object_get(pod, "spec"));
+        json_t *md = metadata(pod);
+        json_t *ann = json_object_get(md, "annotations");
+        if (!json_is_object(ann)) {
+                ann = json_object();
+                json_object_set_new(md, "annotations", ann);
+        }
+        json_object_set_new(ann, ANNOTATION_POD_HASH, json_string(hash));
+}
+
+/* Dry-run DELETE of a Pod: may gitcd delete it? */
+static int dry_run_delete_pod(kubernetes_target *kt, const char *ns, const char *name)
+{
+        _cleanup_free_ char *path = NULL;
+        int r = kube_resource_path(&GVR_PODS, ns, name, &path);
+        if (r < 0)
+                return target_fail(&kt->base, r, "invalid Pod name %s/%s", ns, name);
+        _cleanup_free_ char *full = xasprintf("%s?dryRun=All", path);
+        _cleanup_free_ char *what = xasprintf("pods \"%s\"", name);
+        r = kube_request(kt->kc, "DELETE", full, NULL, NULL, "delete", what, ns, NULL);
+        if (r < 0 && r != -ENOENT)
+                return kube_fail(kt, r);
+        return 0;
+}
+
+/*
+ * Dry-run every object (adapted, Pods with their hash). The first failure
+ * is returned; nothing is written.
+ */
+static int preflight(kubernetes_target *kt, json_t *objs)
+{
+        size_t i;
+        json_t *obj;
+        json_array_foreach(objs, i, obj)
+        {
+                json_t *live = NULL;
+                int r;
+                if (streq_ptr(obj_kind(obj), "Pod")) {
+                        r = get_owned(kt, obj, &live);
+                        if (r < 0)
+                                return r;
+                        if (live && obj_terminating(live)) {
+                                r = 0;
+                        } else if (live && !streq_ptr(obj_annotation(live, ANNOTATION_POD_HASH),
+                                                      obj_annotation(obj, ANNOTATION_POD_HASH))) {
+                                const char *ns =
+                                    json_string_value(json_object_get(metadata(obj), "namespace"));
+                                r = dry_run_delete_pod(kt, ns, obj_name(obj));
+                        } else {
+                                r = apply(kt, obj, true);
+                        }
+                        json_decref(live);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                r = apply(kt, obj, true);
+                if (r < 0 && r != -EACCES) {
+                        /* A foreign object of that name explains more than the apply error. */
+                        _cleanup_free_ char *msg = xstrdup(target_last_error(&kt->base));
+                        int o = get_owned(kt, obj, &live);
+                        json_decref(live);
+                        if (o < 0)
+                                return o;
+                        return target_fail(&kt->base, r, "%s", msg);
+                }
+                if (r < 0)
+                        return r;
+                r = get_owned(kt, obj, &live);
+                json_decref(live);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static bool in_set(const json_t *keep, const char *kind, const char *name)
+{
+        size_t i;
+        json_t *o;
+        json_array_foreach(keep, i, o) if (streq_ptr(obj_kind(o), kind) &&
+                                           streq_ptr(obj_name(o), name)) return true;
+        return false;
+}
+
+/* Is name one of the Secret names gitcd creates for a cluster (tls.provider auto)? */
+static bool is_gitcd_secret_name(const etcd_cluster *c, const char *name)
+{
+        static const char *const subs[] = {TLS_SUBDIR_CLIENT, TLS_SUBDIR_PEER, TLS_SUBDIR_OPERATOR};
+        for (size_t i = 0; i < ARRAY_SIZE(subs); i++) {
+                _cleanup_free_ char *n = xasprintf("%s-%s-tls", c->name, subs[i]);
+                if (streq(n, name))
+                        return true;
+        }
+        return false;
+}
+
+static int prune_kind(kubernetes_target *kt, const etcd_cluster *c, const kube_gvr *gvr,
+                      const char *kind, const json_t *keep)
+{
+        const char *ns = ns_of(c);
+        _cleanup_free_ char *sel = xasprintf("%s=%s,%s=%s", LABEL_KEY_MANAGED_BY,
+                                             LABEL_MANAGED_BY_VALUE, LABEL_CLUSTER, c->name);
+        json_t *items = NULL;
+        int r = kube_list(kt->kc, gvr, ns, sel, &items, NULL);
+        if (r < 0)
+                return kube_fail(kt, r);
+        size_t i;
+        json_t *o;
+        json_array_foreach(items, i, o)
+        {
+                const char *name = obj_name(o);
+                if (!name || !managed_by_gitcd(o) ||
+                    !streq_ptr(obj_label(o, LABEL_CLUSTER), c->name))
+                        continue;
+                if (in_set(keep, kind, name))
+                        continue;
+                if (streq(kind, "Secret") && !is_gitcd_secret_name(c, name))
+                        continue;
+                log_debug("kubernetes target: pruning %s %s/%s", kind, ns, name);
+                r = kube_delete(kt->kc, gvr, ns, name, "Background");
+                if (r < 0 && r != -ENOENT) {
+                        json_decref(items);
+                        return kube_fail(kt, r);
+                }
+        }
+        json_decref(items);
+        return 0;
+}
+
+/* Delete gitcd's shared objects of the cluster that keep does not hold. */
+static int prune(kubernetes_target *kt, const etcd_cluster *c, const json_t *keep)
+{
+        int r = prune_kind(kt, c, &GVR_SERVICES, "Service", keep);
+        if (r < 0)
+                return r;
+        r = prune_kind(kt, c, &GVR_SECRETS, "Secret", keep);
+        if (r < 0)
+                return r;
+        /* Kinds whose group version the server chooses (or does not serve at all). */
+        static const struct {
+                const char *group, *resource, *kind;
+        } served[] = {
+            {"policy", "poddisruptionbudgets", "PodDisruptionBudget"},
+            {"cert-manager.io", "certificates", "Certificate"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(served); i++) {
+                _cleanup_free_ char *version = NULL;
+                r = kube_preferred_version(kt->kc, served[i].group, served[i].resource, &version);
+                if (r == -ENOENT)
+                        continue;
+                if (r < 0)
+                        return kube_fail(kt, r);
+                kube_gvr gvr = {served[i].group, version, served[i].resource, true};
+                r = prune_kind(kt, c, &gvr, served[i].kind, keep);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* --- operations -------------------------------------------------------------- */
+
+static int kt_plan_member(target *t, const etcd_cluster *c, member_plan *mp)
+{
+        kubernetes_target *kt = KT(t);
+        if (isempty(mp->name))
+                return target_fail(t, -EINVAL, "member plan without a name");
+        const char *ns = ns_of(c);
+        const char *peer_scheme = peer_tls_on(c) ? "https" : "http";
+        const char *client_scheme = client_tls_on(c) ? "https" : "http";
+        _cleanup_free_ char *headless = render_headless_service_name(c);
+        /* The format of membership_plan_steady (render/plan.c). */
+        _cleanup_free_ char *host =
+            xasprintf("%s.%s.%s.svc.%s", mp->name, headless, ns, kt->domain);
+        set_str(&mp->peer_url, xasprintf("%s://%s:%d", peer_scheme, host, ETCD_PEER_PORT));
+        set_str(&mp->client_url, xasprintf("%s://%s:%d", client_scheme, host, ETCD_CLIENT_PORT));
+        set_str(&mp->listen_peer_url, xasprintf("%s://0.0.0.0:%d", peer_scheme, ETCD_PEER_PORT));
+        set_str(&mp->listen_client_url,
+                xasprintf("%s://0.0.0.0:%d", client_scheme, ETCD_CLIENT_PORT));
+        set_str(&mp->listen_metrics_url, xasprintf("http://0.0.0.0:%d", ETCD_METRICS_PORT));
+        set_str(&mp->data_dir, xstrdup(RENDER_STEADY_DATA_DIR));
+        set_str(&mp->tls_dir, xstrdup(RENDER_STEADY_TLS_DIR));
+        return 0;
+}
+
+/* Adapt every object of an array, setting the pod hash on Pods. */
+static int adapt_all(kubernetes_target *kt, json_t *objs)
+{
+        size_t i;
+        json_t *o;
+        json_array_foreach(objs, i, o)
+        {
+                int r = adapt(kt, o);
+                if (r < 0)
+                        return r;
+                if (streq_ptr(obj_kind(o), "Pod"))
+                        set_pod_hash(o);
+        }
+        return 0;
+}
+
+static bool preflight_done(kubernetes_target *kt, const char *key)
+{
+        for (size_t i = 0; i < kt->n_preflighted; i++)
+                if (streq(kt->preflighted[i], key))
+                        return true;
+        return false;
+}
+
+/*
+ * The PodDisruptionBudget counts the voters of the plan the reconciler
+ * passes (every recorded member with its role on each pass; only the
+ * member being started within a step, which tightens the budget until the
+ * pass ends), never more than a quorum of them can lose: during a scale-up
+ * the spec's replicas would allow evicting more voters than the running
+ * cluster survives.
+ */
+static void fit_pdb(json_t *shared, const membership_plan *p)
+{
+        size_t voters = 0;
+        for (size_t i = 0; p && i < p->n; i++)
+                if (!p->members[i].learner)
+                        voters++;
+        json_int_t max = voters > 0 ? (json_int_t)((voters - 1) / 2) : 0;
+        size_t i;
+        json_t *o;
+        json_array_foreach(shared, i, o) if (streq_ptr(obj_kind(o), "PodDisruptionBudget"))
+            json_object_set_new(json_object_get(o, "spec"), "maxUnavailable", json_integer(max));
+}
+
+/* The first write for a spec: dry-run everything the cluster needs, TLS Secrets included. */
+static int preflight_cluster(kubernetes_target *kt, const json_t *shared, const json_t *all)
+{
+        json_t *check = json_array();
+        size_t i;
+        json_t *o;
+        json_array_foreach(shared, i, o) json_array_append(check, o);
+        json_array_foreach(all, i, o) if (is_member_kind(o)) json_array_append(check, o);
+        int r = preflight(kt, check);
+        json_decref(check);
+        return r;
+}
+
+static shared_mark *find_mark(kubernetes_target *kt, const char *key)
+{
+        for (size_t i = 0; i < kt->n_marks; i++)
+                if (streq(kt->marks[i].key, key))
+                        return &kt->marks[i];
+        kt->marks = xgrow(kt->marks, &kt->alloc_marks, kt->n_marks + 1, sizeof(shared_mark));
+        shared_mark *m = &kt->marks[kt->n_marks++];
+        *m = (shared_mark){.key = xstrdup(key)};
+        return m;
+}
+
+/* The roles of the plan's members, "a-0=voter,a-1=learner", for the shared mark. */
+static char *plan_roles(const membership_plan *p)
+{
+        strbuf sb = STRBUF_INIT;
+        for (size_t i = 0; p && i < p->n; i++)
+                sb_printf(&sb, "%s=%s,", p->members[i].name,
+                          p->members[i].learner ? "learner" : "voter");
+        return sb_detach(&sb);
+}
+
+/*
+ * A member Pod's role label follows etcd: a learner promoted to voter is
+ * relabelled in place (a merge patch of that one label; labels are
+ * mutable), so the client Service and the PodDisruptionBudget, which select
+ * voters, cover it from then on.
+ */
+static int sync_roles(kubernetes_target *kt, const etcd_cluster *c, const membership_plan *p)
+{
+        const char *ns = ns_of(c);
+        _cleanup_free_ char *sel = xasprintf("%s=%s,%s=%s", LABEL_KEY_MANAGED_BY,
+                                             LABEL_MANAGED_BY_VALUE, LABEL_CLUSTER, c->name);
+        json_t *items = NULL;
+        int r = kube_list(kt->kc, &GVR_PODS, ns, sel, &items, NULL);
+        if (r < 0)
+                return kube_fail(kt, r);
+        size_t i;
+        json_t *o;
+        json_array_foreach(items, i, o)
+        {
+                const char *member = obj_label(o, LABEL_MEMBER);
+                const member_plan *mp = NULL;
+                for (size_t j = 0; member && j < p->n && !mp; j++)
+                        if (streq(p->members[j].name, member))
+                                mp = &p->members[j];
+                if (!mp || obj_terminating(o) || !managed_by_gitcd(o))
+                        continue;
+                const char *want = mp->learner ? "learner" : "voter";
+                if (streq_ptr(obj_label(o, LABEL_ROLE), want))
+                        continue;
+                _cleanup_free_ char *path =
+                    xasprintf("/api/v1/namespaces/%s/pods/%s?fieldManager=gitcd", ns, obj_name(o));
+                _cleanup_free_ char *what = xasprintf("pods \"%s\"", obj_name(o));
+                json_t *body = json_pack("{s:{s:{s:s}}}", "metadata", "labels", LABEL_ROLE, want);
+                r = kube_request(kt->kc, "PATCH", path, "application/merge-patch+json", body,
+                                 "patch", what, ns, NULL);
+                json_decref(body);
+                if (r < 0 && r != -ENOENT) {
+                        json_decref(items);
+                        return kube_fail(kt, r);
+                }
+                log_debug("kubernetes target: %s/%s is now a %s", ns, obj_name(o), want);
+        }
+        json_decref(items);
+        return 0;
+}
+
+static int kt_ensure_shared(target *t, const etcd_cluster *c, const membership_plan *p)
+{
+        kubernetes_target *kt = KT(t);
+        const char *ns = ns_of(c);
+        if (!valid_component(ns) || !valid_component(c->name))
+                return target_fail(t, -EINVAL, "invalid cluster name \"%s/%s\"", ns, c->name);
+        note_namespace(kt, ns);
+        _cleanup_(membership_plan_freep) membership_plan *steady =
+            membership_plan_steady(c, kt->domain);
+        _cleanup_(json_decrefp) json_t *all = render_cluster(c, steady);
+        _cleanup_(json_decrefp) json_t *shared = render_shared_objects(c, steady);
+        _cleanup_free_ char *hash = json_hash(all);
+        _cleanup_(json_decrefp) json_t *labels =
+            json_deep_copy(json_object_get(metadata(json_array_get(shared, 0)), "labels"));
+        fit_pdb(shared, p);
+        int r = tls_auto(kt, c, steady, labels, shared);
+        if (r >= 0)
+                r = adapt_all(kt, shared);
+        if (r >= 0)
+                r = adapt_all(kt, all);
+        if (r < 0)
+                return r;
+
+        _cleanup_free_ char *key = xasprintf("%s/%s/%s", ns, c->name, hash);
+        if (!preflight_done(kt, key)) {
+                r = preflight_cluster(kt, shared, all);
+                if (r < 0) {
+                        _cleanup_free_ char *msg = xstrdup(target_last_error(t));
+                        return target_fail(t, r, "cluster %s/%s: nothing applied: %s", ns, c->name,
+                                           msg);
+                }
+                kt->preflighted = xgrow(kt->preflighted, &kt->alloc_preflighted,
+                                        kt->n_preflighted + 1, sizeof(char *));
+                kt->preflighted[kt->n_preflighted++] = TAKE_PTR(key);
+        }
+
+        /* Nothing changed since the last full check, and it is recent: no calls at all. */
+        _cleanup_free_ char *roles = plan_roles(p);
+        _cleanup_free_ char *shared_hash = json_hash(shared);
+        _cleanup_free_ char *mark_hash = xasprintf("%s/%s", shared_hash, roles);
+        _cleanup_free_ char *mark_key = xasprintf("%s/%s", ns, c->name);
+        shared_mark *mark = find_mark(kt, mark_key);
+        int64_t now = now_mono_ms();
+        if (streq_ptr(mark->hash, mark_hash) && now - mark->at_mono < SHARED_RECHECK_MS)
+                return 0;
+
+        size_t i;
+        json_t *o;
+        json_array_foreach(shared, i, o)
+        {
+                json_t *live = NULL;
+                r = get_owned(kt, o, &live);
+                json_decref(live);
+                if (r >= 0)
+                        r = apply(kt, o, false);
+                if (r < 0)
+                        return r;
+        }
+        r = prune(kt, c, shared);
+        if (r >= 0)
+                r = sync_roles(kt, c, p);
+        if (r < 0)
+                return r;
+        set_str(&mark->hash, TAKE_PTR(mark_hash));
+        mark->at_mono = now;
+        return 0;
+}
+
+static int kt_ensure_member(target *t, const etcd_cluster *c, const membership_plan *p, size_t idx)
+{
+        kubernetes_target *kt = KT(t);
+        if (idx >= p->n)
+                return target_fail(t, -EINVAL, "member index %zu out of range", idx);
+        const member_plan *mp = &p->members[idx];
+        const char *ns = ns_of(c);
+        if (isempty(mp->name))
+                return target_fail(t, -EINVAL, "member plan without a name");
+        note_namespace(kt, ns);
+        member_record rec = {0};
+        int r = record_load(kt, ns, c->name, mp->name, &rec);
+        if (r < 0)
+                return r;
+        json_t *pvc = render_member_pvc(c, p, idx);
+        json_t *pod = render_member_pod(c, p, idx);
+        json_t *live = NULL;
+        if (!pod) {
+                r = target_fail(t, -EINVAL, "member %s: no Pod rendered", mp->name);
+                goto out;
+        }
+        if (pvc) {
+                r = adapt(kt, pvc);
+                if (r >= 0)
+                        r = get_owned(kt, pvc, &live);
+                if (r < 0)
+                        goto out;
+                if (rec.initialized && !isempty(rec.pvc_uid) &&
+                    (!live || obj_terminating(live) || !streq_ptr(obj_uid(live), rec.pvc_uid))) {
+                        r = target_fail(t, -ESTALE,
+                                        "member %s: its PersistentVolumeClaim %s is %s; it cannot "
+                                        "rejoin with the same identity and must be replaced",
+                                        mp->name, obj_name(pvc),
+                                        !live                   ? "gone"
+                                        : obj_terminating(live) ? "being deleted"
+                                                                : "a new one");
+                        goto out;
+                }
+                json_decref(live);
+                live = NULL;
+                r = apply(kt, pvc, false);
+                if (r < 0)
+                        goto out;
+        }
+
+        r = adapt(kt, pod);
+        if (r < 0)
+                goto out;
+        set_pod_hash(pod);
+        r = get_owned(kt, pod, &live);
+        if (r < 0)
+                goto out;
+        /* A Pod that ended (evicted, node lost: phase Failed) never runs again: replace it. */
+        const char *phase =
+            json_string_value(json_object_get(json_object_get(live, "status"), "phase"));
+        bool ended = streq_ptr(phase, "Failed") || streq_ptr(phase, "Succeeded");
+        if (live && (obj_terminating(live) || ended ||
+                     !streq_ptr(obj_annotation(live, ANNOTATION_POD_HASH),
+                                obj_annotation(pod, ANNOTATION_POD_HASH)))) {
+                if (!obj_terminating(live))
+                        log_debug("kubernetes target: member %s/%s/%s %s; recreating its Pod", ns,
+                                  c->name, mp->name, ended ? "ended" : "has another spec");
+                r = delete_pod(kt, ns, mp->name);
+                if (r < 0)
+                        goto out;
+        }
+        r = apply(kt, pod, false);
+        if (r >= 0 && rec.exists && rec.stopped) {
+                rec.stopped = false;
+                r = record_save(kt, ns, c->name, mp->name, &rec);
+        }
+out:
+        json_decref(live);
+        json_decref(pvc);
+        json_decref(pod);
+        member_record_release(&rec);
+        return r < 0 ? r : 0;
+}
+
+static int kt_stop_member(target *t, const etcd_cluster *c, const char *member)
+{
+        kubernetes_target *kt = KT(t);
+        const char *ns = ns_of(c);
+        member_record rec = {0};
+        int r = record_load(kt, ns, c->name, member, &rec);
+        if (r < 0)
+                return r;
+        note_namespace(kt, ns);
+        r = delete_pod(kt, ns, member);
+        if (r >= 0 && !rec.stopped) {
+                rec.stopped = true;
+                r = record_save(kt, ns, c->name, member, &rec);
+        }
+        member_record_release(&rec);
+        return r < 0 ? r : 0;
+}
+
+/* Keep a removed member's volume: take it out of the cluster's labels so nothing lists it. */
+static int detach_pvc(kubernetes_target *kt, const char *ns, const char *cluster,
+                      const char *member, const char *name)
+{
+        _cleanup_free_ char *path = NULL;
+        int r = kube_resource_path(&GVR_PVCS, ns, name, &path);
+        if (r < 0)
+                return target_fail(&kt->base, r, "invalid name %s/%s", ns, name);
+        _cleanup_free_ char *from = xasprintf("%s/%s", cluster, member);
+        json_t *patch =
+            json_pack("{s:{s:{s:n, s:n}, s:{s:s}}}", "metadata", "labels", LABEL_CLUSTER,
+                      LABEL_MEMBER, "annotations", ANNOTATION_REMOVED, from);
+        _cleanup_free_ char *what = xasprintf("persistentvolumeclaims \"%s\"", name);
+        r = kube_request(kt->kc, "PATCH", path, "application/merge-patch+json", patch, "patch",
+                         what, ns, NULL);
+        json_decref(patch);
+        if (r < 0 && r != -ENOENT)
+                return kube_fail(kt, r);
+        return 0;
+}
+
+/*
+ * Delete a member's PVC and wait (bounded) until it is gone, so a removed
+ * member is really gone when the call returns. One still held by its
+ * protection finalizer after the wait is left to finish on its own.
+ */
+static int delete_pvc(kubernetes_target *kt, const char *ns, const char *name)
+{
+        int r = kube_delete(kt->kc, &GVR_PVCS, ns, name, "Background");
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return kube_fail(kt, r);
+        int64_t deadline = now_mono_ms() + kt->volume_delete_wait_ms;
+        while (now_mono_ms() < deadline) {
+                json_t *live = NULL;
+                r = kube_get(kt->kc, &GVR_PVCS, ns, name, &live);
+                json_decref(live);
+                if (r == -ENOENT)
+                        return 0;
+                if (r < 0)
+                        return kube_fail(kt, r);
+                sleep_ms(POLL_MS);
+        }
+        log_debug("kubernetes target: PersistentVolumeClaim %s/%s is still being deleted", ns,
+                  name);
+        return 0;
+}
+
+static int kt_remove_member(target *t, const etcd_cluster *c, const char *member, bool keep_data)
+{
+        kubernetes_target *kt = KT(t);
+        const char *ns = ns_of(c);
+        _cleanup_free_ char *rpath = NULL;
+        int r = record_path(kt, ns, c->name, member, &rpath);
+        if (r < 0)
+                return r;
+        note_namespace(kt, ns);
+        r = delete_pod(kt, ns, member);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *claim = pvc_name(member);
+        json_t *live = NULL;
+        r = kube_get(kt->kc, &GVR_PVCS, ns, claim, &live);
+        if (r >= 0) {
+                bool managed = managed_by_gitcd(live);
+                json_decref(live);
+                if (!managed)
+                        return target_fail(t, -EEXIST,
+                                           "PersistentVolumeClaim %s/%s exists and is not "
+                                           "managed by gitcd",
+                                           ns, claim);
+                if (keep_data)
+                        r = detach_pvc(kt, ns, c->name, member, claim);
+                else
+                        r = delete_pvc(kt, ns, claim);
+                if (r < 0)
+                        return r;
+        } else if (r != -ENOENT) {
+                return kube_fail(kt, r);
+        }
+        record_remove(kt, ns, c->name, member);
+        return 0;
+}
+
+/* Container facts of a Pod: restarts, CrashLoopBackOff, the first waiting reason. */
+static void container_facts(const json_t *pod, int *ret_restarts, bool *ret_crash_loop,
+                            const char **ret_waiting)
+{
+        json_t *statuses = json_object_get(json_object_get(pod, "status"), "containerStatuses");
+        size_t i;
+        json_t *cs;
+        *ret_restarts = 0;
+        *ret_crash_loop = false;
+        *ret_waiting = NULL;
+        json_array_foreach(statuses, i, cs)
+        {
+                *ret_restarts += (int)json_integer_value(json_object_get(cs, "restartCount"));
+                const char *reason = json_string_value(json_object_get(
+                    json_object_get(json_object_get(cs, "state"), "waiting"), "reason"));
+                if (streq_ptr(reason, "CrashLoopBackOff"))
+                        *ret_crash_loop = true;
+                if (reason && !*ret_waiting)
+                        *ret_waiting = reason;
+        }
+}
+
+static bool pod_ready(const json_t *pod)
+{
+        json_t *conds = json_object_get(json_object_get(pod, "status"), "conditions");
+        size_t i;
+        json_t *cd;
+        json_array_foreach(conds, i, cd)
+        {
+                if (streq_ptr(json_string_value(json_object_get(cd, "type")), "Ready"))
+                        return streq_ptr(json_string_value(json_object_get(cd, "status")), "True");
+        }
+        return false;
+}
+
+static int64_t state_since(kubernetes_target *kt, const char *ns, const char *cluster,
+                           const char *member, member_runtime_state s)
+{
+        _cleanup_free_ char *key = xasprintf("%s/%s/%s", ns, cluster, member);
+        int64_t now = now_mono_ms();
+        for (size_t i = 0; i < kt->n_seen; i++) {
+                state_seen *e = &kt->seen[i];
+                if (!streq(e->key, key))
+                        continue;
+                if (e->state != s) {
+                        e->state = s;
+                        e->since_mono = now;
+                }
+                return e->since_mono;
+        }
+        kt->seen = xgrow(kt->seen, &kt->alloc_seen, kt->n_seen + 1, sizeof(state_seen));
+        kt->seen[kt->n_seen++] = (state_seen){.key = TAKE_PTR(key), .state = s, .since_mono = now};
+        return now;
+}
+
+static int kt_member_status(target *t, const etcd_cluster *c, const char *member,
+                            target_member_status *ret_status)
+{
+        kubernetes_target *kt = KT(t);
+        const char *ns = ns_of(c);
+        member_record rec = {0};
+        int r = record_load(kt, ns, c->name, member, &rec);
+        if (r < 0)
+                return r;
+        note_namespace(kt, ns);
+        bool memory = c->storage.medium == MEDIUM_MEMORY;
+        json_t *pod = NULL, *pvc = NULL;
+        r = kube_get(kt->kc, &GVR_PODS, ns, member, &pod);
+        if (r < 0 && r != -ENOENT) {
+                r = kube_fail(kt, r);
+                goto out;
+        }
+        if (!memory) {
+                char *claim = pvc_name(member);
+                r = kube_get(kt->kc, &GVR_PVCS, ns, claim, &pvc);
+                free(claim);
+                if (r < 0 && r != -ENOENT) {
+                        r = kube_fail(kt, r);
+                        goto out;
+                }
+                /* A volume kept by remove_member(keep_data) belongs to no member. */
+                if (pvc && !streq_ptr(obj_label(pvc, LABEL_MEMBER), member)) {
+                        json_decref(pvc);
+                        pvc = NULL;
+                }
+        }
+        r = 0;
+
+        member_runtime_state state;
+        char *detail = NULL;
+        int restarts = 0;
+        bool pvc_lost = !memory && rec.initialized && !isempty(rec.pvc_uid) &&
+                        (!pvc || obj_terminating(pvc) || !streq_ptr(obj_uid(pvc), rec.pvc_uid));
+        if (pvc_lost) {
+                state = MEMBER_DATA_LOST;
+                detail = xasprintf("PersistentVolumeClaim data-%s is %s", member,
+                                   !pvc                   ? "gone"
+                                   : obj_terminating(pvc) ? "being deleted"
+                                                          : "not the one it ran with");
+        } else if (!pod) {
+                if (memory) {
+                        state = MEMBER_ABSENT;
+                        detail = xstrdup(rec.initialized ? "Pod gone; its in-memory data too"
+                                                         : "no Pod");
+                } else if (pvc && !obj_terminating(pvc)) {
+                        state = MEMBER_STOPPED;
+                        detail = xstrdup(rec.stopped ? "stopped" : "Pod deleted");
+                } else {
+                        state = MEMBER_ABSENT;
+                        detail = xstrdup("no Pod and no PersistentVolumeClaim");
+                }
+        } else {
+                bool crash_loop;
+                const char *waiting;
+                container_facts(pod, &restarts, &crash_loop, &waiting);
+                const char *phase =
+                    json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+                if (obj_terminating(pod)) {
+                        state = MEMBER_STARTING;
+                        detail = xstrdup("terminating");
+                } else if (streq_ptr(phase, "Failed")) {
+                        state = MEMBER_CRASHED;
+                        const char *reason = json_string_value(
+                            json_object_get(json_object_get(pod, "status"), "reason"));
+                        detail = xasprintf("Pod failed%s%s", reason ? ": " : "", reason ?: "");
+                } else if (crash_loop) {
+                        state = MEMBER_CRASH_LOOP;
+                        detail = xasprintf("CrashLoopBackOff after %d restarts", restarts);
+                } else if (streq_ptr(phase, "Running") && pod_ready(pod)) {
+                        state = MEMBER_READY;
+                        detail = xstrdup("Running and Ready");
+                        const char *uid = pvc ? obj_uid(pvc) : NULL;
+                        if (!rec.initialized || (uid && !streq_ptr(uid, rec.pvc_uid))) {
+                                rec.initialized = true;
+                                if (uid)
+                                        set_str(&rec.pvc_uid, xstrdup(uid));
+                                rec.stopped = false;
+                                if (record_save(kt, ns, c->name, member, &rec) < 0)
+                                        log_warn("kubernetes target: %s", target_last_error(t));
+                        }
+                } else {
+                        state = MEMBER_STARTING;
+                        detail = xasprintf(
+                            "%s%s%s", phase ? phase : "Pending",
+                            waiting ? ": " : (streq_ptr(phase, "Running") ? ", not Ready" : ""),
+                            waiting ?: "");
+                }
+        }
+        *ret_status = (target_member_status){
+            .state = state,
+            .restarts = restarts,
+            .state_since_ms = state_since(kt, ns, c->name, member, state),
+            .detail = detail,
+        };
+out:
+        json_decref(pod);
+        json_decref(pvc);
+        member_record_release(&rec);
+        return r;
+}
+
+static void add_name(char ***v, size_t *n, size_t *alloc, const char *name)
+{
+        if (isempty(name))
+                return;
+        for (size_t i = 0; i < *n; i++)
+                if (streq((*v)[i], name))
+                        return;
+        *v = xgrow(*v, alloc, *n + 2, sizeof(char *));
+        (*v)[(*n)++] = xstrdup(name);
+        (*v)[*n] = NULL;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int kt_list_members(target *t, const char *namespace_, const char *cluster,
+                           char ***ret_names, size_t *ret_n)
+{
+        kubernetes_target *kt = KT(t);
+        if (!valid_component(namespace_) || !valid_component(cluster))
+                return target_fail(t, -EINVAL, "invalid cluster name \"%s/%s\"", namespace_,
+                                   cluster);
+        note_namespace(kt, namespace_);
+        _cleanup_free_ char *sel = xasprintf("%s=%s,%s=%s", LABEL_KEY_MANAGED_BY,
+                                             LABEL_MANAGED_BY_VALUE, LABEL_CLUSTER, cluster);
+        char **names = NULL;
+        size_t n = 0, alloc = 0;
+        const kube_gvr *kinds[] = {&GVR_PODS, &GVR_PVCS};
+        for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
+                json_t *items = NULL;
+                int r = kube_list(kt->kc, kinds[k], namespace_, sel, &items, NULL);
+                if (r < 0) {
+                        strv_free(names);
+                        return kube_fail(kt, r);
+                }
+                size_t i;
+                json_t *o;
+                json_array_foreach(items, i, o)
+                {
+                        /* A volume on its way out (its member removed) holds no member. */
+                        if (kinds[k] == &GVR_PVCS && obj_terminating(o))
+                                continue;
+                        add_name(&names, &n, &alloc, obj_label(o, LABEL_MEMBER));
+                }
+                json_decref(items);
+        }
+        _cleanup_free_ char *dir = cluster_dir(kt, namespace_, cluster);
+        DIR *d = opendir(dir);
+        if (d) {
+                struct dirent *e;
+                while ((e = readdir(d))) {
+                        size_t l = strlen(e->d_name);
+                        if (e->d_name[0] == '.' || l <= 5 || !streq(e->d_name + l - 5, ".json"))
+                                continue;
+                        _cleanup_free_ char *name = xstrndup(e->d_name, l - 5);
+                        add_name(&names, &n, &alloc, name);
+                }
+                closedir(d);
+        }
+        if (!names)
+                names = xcalloc(1, sizeof(char *));
+        qsort(names, n, sizeof(char *), cmp_str);
+        *ret_names = names;
+        *ret_n = n;
+        return 0;
+}
+
+static int kt_tick(target *t)
+{
+        (void)t;
+        return 0;
+}
+
+static int on_watch_event(const char *type, const json_t *object, void *userdata)
+{
+        kubernetes_target *kt = userdata;
+        const char *rv = json_string_value(json_object_get(metadata(object), "resourceVersion"));
+        if (rv)
+                set_str(&kt->watch_rv, xstrdup(rv));
+        if (streq_ptr(type, "BOOKMARK"))
+                return 0;
+        return 1;
+}
+
+static int kt_wait_event(target *t, int timeout_ms)
+{
+        kubernetes_target *kt = KT(t);
+        int64_t deadline = now_mono_ms() + (timeout_ms < 0 ? 60000 : timeout_ms);
+        if (kt->n_namespaces == 0 || timeout_ms < WATCH_MIN_MS) {
+                sleep_ms(timeout_ms < 0 ? 1000 : timeout_ms);
+                return 0;
+        }
+        const char *scope = kt->n_namespaces == 1 ? kt->namespaces[0] : "";
+        if (!streq_ptr(kt->watch_scope, scope)) {
+                set_str(&kt->watch_scope, xstrdup(scope));
+                set_str(&kt->watch_rv, NULL);
+        }
+        const char *ns = *scope ? scope : NULL;
+        _cleanup_free_ char *sel = xasprintf("%s=%s", LABEL_KEY_MANAGED_BY, LABEL_MANAGED_BY_VALUE);
+        int r = 0;
+        if (!kt->watch_rv) {
+                json_t *items = NULL;
+                char *rv = NULL;
+                r = kube_list(kt->wc, &GVR_PODS, ns, sel, &items, &rv);
+                json_decref(items);
+                if (r >= 0)
+                        kt->watch_rv = rv;
+        }
+        while (r >= 0) {
+                int64_t left = deadline - now_mono_ms();
+                if (left < WATCH_MIN_MS) {
+                        sleep_ms(left);
+                        return 0;
+                }
+                r = kube_watch_for(kt->wc, &GVR_PODS, ns, sel, kt->watch_rv, (int)left,
+                                   on_watch_event, kt);
+                if (r > 0)
+                        return 1;
+                if (r == -ESTALE) {
+                        /* Too old: list again; something may have changed meanwhile. */
+                        set_str(&kt->watch_rv, NULL);
+                        return 1;
+                }
+        }
+        /* -EACCES, -EIO: the next reconciler pass observes the world anyway. */
+        log_debug("kubernetes target: cannot watch Pods: %s", kube_client_last_error(kt->wc));
+        sleep_ms(deadline - now_mono_ms());
+        return 0;
+}
+
+/* Read one key of a Secret's data into <dir>/<file> (0600). */
+static int secret_key_to_file(kubernetes_target *kt, const json_t *secret, const char *key,
+                              const char *dir, const char *file)
+{
+        const char *b64 = json_string_value(json_object_get(json_object_get(secret, "data"), key));
+        if (!b64)
+                return target_fail(&kt->base, -ENOENT, "Secret %s has no key %s",
+                                   obj_name(secret) ?: "?", key);
+        char *data = NULL;
+        size_t len = 0;
+        int r = kube_base64_decode(b64, &data, &len);
+        if (r < 0)
+                return target_fail(&kt->base, r, "Secret %s: key %s is not valid base64",
+                                   obj_name(secret) ?: "?", key);
+        r = write_secret_file(kt, dir, file, data, len);
+        explicit_bzero(data, len);
+        free(data);
+        return r;
+}
+
+static int read_secret(kubernetes_target *kt, const char *ns, const char *name, json_t **ret)
+{
+        int r = kube_get(kt->kc, &GVR_SECRETS, ns, name, ret);
+        if (r < 0)
+                return kube_fail(kt, r);
+        return 0;
+}
+
+static int kt_client_tls(target *t, const etcd_cluster *c, char **ret_ca, char **ret_cert,
+                         char **ret_key)
+{
+        kubernetes_target *kt = KT(t);
+        *ret_ca = *ret_cert = *ret_key = NULL;
+        if (!client_tls_on(c))
+                return 0;
+        const char *ns = ns_of(c);
+        if (!valid_component(ns) || !valid_component(c->name))
+                return target_fail(t, -EINVAL, "invalid cluster name \"%s/%s\"", ns, c->name);
+        _cleanup_free_ char *cdir = cluster_dir(kt, ns, c->name);
+        _cleanup_free_ char *dir = NULL;
+        int r = 0;
+        if (c->tls.provider == TLS_PROVIDER_AUTO) {
+                dir = xasprintf("%s/tls/%s", cdir, TLS_SUBDIR_OPERATOR);
+        } else {
+                dir = path_join(cdir, TLS_SUBDIR_OPERATOR);
+                _cleanup_free_ char *name = render_tls_secret_name(c, TLS_SUBDIR_OPERATOR);
+                if (!name)
+                        return target_fail(t, -EINVAL,
+                                           "cluster %s/%s: no operator client Secret is named", ns,
+                                           c->name);
+                json_t *secret = NULL;
+                r = read_secret(kt, ns, name, &secret);
+                if (r >= 0)
+                        r = secret_key_to_file(kt, secret, "tls.crt", dir, "tls.crt");
+                if (r >= 0)
+                        r = secret_key_to_file(kt, secret, "tls.key", dir, "tls.key");
+                if (r >= 0 && isempty(c->tls.ca_bundle_secret))
+                        r = secret_key_to_file(kt, secret, "ca.crt", dir, "ca.crt");
+                json_decref(secret);
+                if (r >= 0 && !isempty(c->tls.ca_bundle_secret)) {
+                        r = read_secret(kt, ns, c->tls.ca_bundle_secret, &secret);
+                        if (r >= 0)
+                                r = secret_key_to_file(kt, secret, "ca.crt", dir, "ca.crt");
+                        json_decref(secret);
+                }
+                if (r < 0)
+                        return r;
+        }
+        *ret_ca = path_join(dir, "ca.crt");
+        *ret_cert = path_join(dir, "tls.crt");
+        *ret_key = path_join(dir, "tls.key");
+        return 0;
+}
+
+static void kt_free(target *t)
+{
+        kubernetes_target *kt = KT(t);
+        kube_client_free(kt->kc);
+        kube_client_free(kt->wc);
+        free(kt->state_dir);
+        free(kt->domain);
+        for (size_t i = 0; i < kt->n_namespaces; i++)
+                free(kt->namespaces[i]);
+        free(kt->namespaces);
+        free(kt->watch_scope);
+        free(kt->watch_rv);
+        for (size_t i = 0; i < kt->n_preflighted; i++)
+                free(kt->preflighted[i]);
+        free(kt->preflighted);
+        for (size_t i = 0; i < kt->n_seen; i++)
+                free(kt->seen[i].key);
+        free(kt->seen);
+        for (size_t i = 0; i < kt->n_marks; i++) {
+                free(kt->marks[i].key);
+                free(kt->marks[i].hash);
+        }
+        free(kt->marks);
+        free(kt);
+}
+
+static const target_ops kubernetes_ops = {
+    .name = "kubernetes",
+    .plan_member = kt_plan_member,
+    .ensure_shared = kt_ensure_shared,
+    .ensure_member = kt_ensure_member,
+    .stop_member = kt_stop_member,
+    .remove_member = kt_remove_member,
+    .member_status = kt_member_status,
+    .list_members = kt_list_members,
+    .tick = kt_tick,
+    .wait_event = kt_wait_event,
+    .client_tls = kt_client_tls,
+    .free = kt_free,
+};
+
+int kubernetes_target_new(const kubernetes_target_opts *opts, target **ret)
+{
+        if (!opts || !opts->config || isempty(opts->state_dir))
+                return -EINVAL;
+        int r = mkdir_p(opts->state_dir, 0700);
+        if (r < 0)
+                return r;
+        char *abs_state = realpath(opts->state_dir, NULL);
+        if (!abs_state)
+                return -errno;
+        kubernetes_target *kt = XNEW(kubernetes_target);
+        kt->base.ops = &kubernetes_ops;
+        kt->state_dir = abs_state;
+        kt->volume_delete_wait_ms =
+            opts->volume_delete_wait_ms > 0 ? opts->volume_delete_wait_ms : 30000;
+        kt->domain = xstrdup(isempty(opts->cluster_domain) ? RENDER_DEFAULT_CLUSTER_DOMAIN
+                                                           : opts->cluster_domain);
+        char *err = NULL;
+        r = kube_client_new(opts->config, &kt->kc, &err);
+        if (r >= 0)
+                r = kube_client_new(opts->config, &kt->wc, &err);
+        if (r < 0) {
+                log_error("kubernetes target: %s", err ? err : strerror(-r));
+                free(err);
+                kt_free(&kt->base);
+                return r;
+        }
+        *ret = &kt->base;
+        return 0;
+}

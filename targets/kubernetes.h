@@ -1,0 +1,71 @@
+/*
+ * The Kubernetes target: every etcd member is a bare Pod with a
+ * PersistentVolumeClaim, applied to a kube-apiserver with server-side apply
+ * (field manager "gitcd", never forced). The objects are exactly the
+ * rendered ones (render/render.h), fitted to the server's API versions
+ * (kube/adapt.h).
+ *
+ * On disk, under opts.state_dir:
+ *
+ *   kubernetes/<namespace>/<cluster>/
+ *       <member>.json           pvc_uid, initialized, stopped (written when
+ *                               the member is first seen Ready)
+ *       pki/ca.crt, ca.key      the cluster CA (tls.provider auto)
+ *       tls/client|peer|operator/  the issued certificates (auto), copied
+ *                               into the "<cluster>-<surface>-tls" Secrets
+ *       operator/               gitcd's client identity read from the
+ *                               operator Secret (providers secrets and
+ *                               cert-manager), mode 0600
+ */
+#pragma once
+
+#include "kube/kubeconfig.h"
+#include "targets/target.h"
+
+typedef struct kubernetes_target_opts {
+        /* Required: where the API server is and how to authenticate (copied). */
+        const kube_config *config;
+        /* Required: folder for the member records and TLS files. */
+        const char *state_dir;
+        /* DNS domain of the cluster's Services; NULL = RENDER_DEFAULT_CLUSTER_DOMAIN. */
+        const char *cluster_domain;
+        /*
+         * remove_member waits this long for a deleted PVC to be gone (its
+         * kubernetes.io/pvc-protection finalizer is lifted once no Pod uses
+         * it); a PVC still there then is left to finish on its own. 0: 30 s.
+         */
+        int volume_delete_wait_ms;
+} kubernetes_target_opts;
+
+/*
+ * Behaviour of the operations (targets/target.h) specific to this target:
+ *   plan_member    headless-Service DNS names under the cluster domain on the
+ *                  standard ports, listening on 0.0.0.0; data in
+ *                  RENDER_STEADY_DATA_DIR, certificates in RENDER_STEADY_TLS_DIR.
+ *   ensure_shared  the first time a spec is seen (per process), dry-runs every
+ *                  object of the cluster first and writes nothing when one
+ *                  fails (-EACCES for RBAC, -EEXIST for a name held by an
+ *                  object gitcd does not manage); then applies the Services,
+ *                  the PodDisruptionBudget (maxUnavailable from the voters of
+ *                  the plan passed), Certificates or (auto) the TLS Secrets,
+ *                  and deletes gitcd's shared objects of the cluster that are
+ *                  no longer rendered.
+ *   ensure_member  PVC then Pod; a live Pod whose gitcd.io/pod-hash differs,
+ *                  or that ended (phase Failed), is deleted and awaited
+ *                  (-ETIMEDOUT) before the new one is applied; -ESTALE when
+ *                  an initialized member's PVC is gone or replaced.
+ *   remove_member  Pod (awaited), then the PVC (awaited up to
+ *                  volume_delete_wait_ms), then the record; keep_data
+ *                  detaches the PVC from the cluster's labels instead.
+ *   list_members   a NULL-terminated, sorted array; free each name and the array.
+ *   wait_event     watches gitcd's Pods; 1 on the first change, 0 on timeout
+ *                  (also when the watch cannot be made: it then just sleeps).
+ *   client_tls     auto: the issued operator files; secrets / cert-manager:
+ *                  the operator Secret's keys written to operator/.
+ */
+
+/*
+ * -EINVAL without config or state_dir; -errno when the state folder cannot
+ * be created or the client cannot be made (a message is logged).
+ */
+int kubernetes_target_new(const kubernetes_target_opts *opts, target **ret);

@@ -1,0 +1,28 @@
+/*
+ * Starting and recognising processes, for the local target (targets/process.c).
+ * All return 0 or a negative errno unless said otherwise.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/*
+ * Start argv[0] (a path) with argv, detached: its own session and process
+ * group, working directory dir (when not NULL), stdin /dev/null, stdout and
+ * stderr appended to log_path (/dev/null when NULL), no other descriptor,
+ * and our environment without ETCD_* / ETCDCTL_* variables (etcd would
+ * read them as flags). Returns once exec succeeded, with the pid of what is
+ * our child; the errno of a failed exec (-ENOENT, -EACCES) otherwise.
+ */
+int process_spawn_detached(const char *dir, const char *log_path, char *const *argv,
+                           pid_t *ret_pid);
+
+/* Run argv to completion and return its stdout+stderr (first 64 KiB). -EIO on non-zero exit. */
+int process_run_capture(char *const *argv, char **ret_out);
+
+/* True when /proc/<pid>/cmdline is exactly argv (a zombie's is empty: never). */
+bool process_cmdline_is(pid_t pid, char *const *argv);
+
+/* A process (not this one) whose command line is exactly argv; 0 when none. */
+pid_t process_find(char *const *argv);

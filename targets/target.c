@@ -1,0 +1,73 @@
+/*
+ * The small pieces every target shares: state names for messages and
+ * status output, status release, and the last-error slot that each
+ * operation fills before returning a negative errno.
+ *
+ * Design: the error message lives in the target object (not in a global),
+ * so two targets in one process never overwrite each other's explanation.
+ * target_free() dispatches to the implementation and then releases the
+ * common part.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "targets/target.h"
+#include "util/xalloc.h"
+
+const char *member_runtime_state_name(member_runtime_state s)
+{
+        switch (s) {
+        case MEMBER_ABSENT:
+                return "absent";
+        case MEMBER_STOPPED:
+                return "stopped";
+        case MEMBER_STARTING:
+                return "starting";
+        case MEMBER_READY:
+                return "ready";
+        case MEMBER_CRASHED:
+                return "crashed";
+        case MEMBER_CRASH_LOOP:
+                return "crash-loop";
+        case MEMBER_DATA_LOST:
+                return "data-lost";
+        }
+        return "unknown";
+}
+
+void target_member_status_release(target_member_status *s)
+{
+        if (!s)
+                return;
+        free(s->detail);
+        s->detail = NULL;
+}
+
+const char *target_last_error(const target *t)
+{
+        if (!t || !t->last_error)
+                return "";
+        return t->last_error;
+}
+
+int target_fail(target *t, int err, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        char *msg = xvasprintf(fmt, ap);
+        va_end(ap);
+        free(t->last_error);
+        t->last_error = msg;
+        return err;
+}
+
+void target_free(target *t)
+{
+        if (!t)
+                return;
+        char *err = t->last_error;
+        t->last_error = NULL;
+        if (t->ops && t->ops->free)
+                t->ops->free(t);
+        free(err);
+}

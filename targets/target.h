@@ -1,0 +1,117 @@
+/*
+ * A target is where members run: an operation table, in the style of
+ * Redis's rio. The reconciler calls these operations and never knows
+ * which target it drives. Two implementations: targets/local.c (etcd
+ * processes on this host: the embedded default) and
+ * targets/kubernetes.c (Pods and PVCs through a kube-apiserver). Both
+ * consume the same rendered objects (render/render.h): the local target
+ * runs the member Pod's etcd container command as a process.
+ *
+ * Every operation is idempotent: calling it twice has the effect of
+ * calling it once. Operations return 0 or a negative errno and leave a
+ * human message in target_last_error().
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "render/render.h"
+#include "api/model.h"
+
+typedef enum member_runtime_state {
+        MEMBER_ABSENT,     /* nothing: no process and no data */
+        MEMBER_STOPPED,    /* data kept, not running (paused / dormant / stopped on purpose) */
+        MEMBER_STARTING,   /* running, not healthy yet */
+        MEMBER_READY,      /* running and answering health checks */
+        MEMBER_CRASHED,    /* exited on its own; the target restarts it with backoff */
+        MEMBER_CRASH_LOOP, /* restarted too often in a short window */
+        MEMBER_DATA_LOST,  /* it ran before but its data is gone or unusable */
+} member_runtime_state;
+
+const char *member_runtime_state_name(member_runtime_state s); /* "absent", "ready", ... */
+
+typedef struct target_member_status {
+        member_runtime_state state;
+        int restarts;           /* restarts since the member was (re)created */
+        int64_t state_since_ms; /* monotonic time the state was entered, when known */
+        pid_t pid;              /* local target: the etcd process, 0 when not running */
+        char *detail;           /* short human explanation ("exit status 2", "data dir missing") */
+} target_member_status;
+
+void target_member_status_release(target_member_status *s);
+
+typedef struct target target;
+
+typedef struct target_ops {
+        const char *name; /* "local", "kubernetes" */
+
+        /*
+         * Fill the target-specific fields of a new member's plan entry: its
+         * advertised and listen URLs, data_dir and tls_dir. mp->name and
+         * mp->ordinal are set by the caller. The local target allocates
+         * 127.0.0.1 ports and records them, so the same member always gets
+         * the same ports back (also after a gitcd restart).
+         */
+        int (*plan_member)(target *t, const etcd_cluster *c, member_plan *mp);
+
+        /* Create or update the cluster-wide objects (Services, PDB, TLS material). */
+        int (*ensure_shared)(target *t, const etcd_cluster *c, const membership_plan *p);
+
+        /*
+         * Make member idx of the plan run: create its volume and start it
+         * (or leave it running when it already runs with the same command).
+         */
+        int (*ensure_member)(target *t, const etcd_cluster *c, const membership_plan *p,
+                             size_t idx);
+
+        /* Stop a member, keeping its data (pause, dormant member). */
+        int (*stop_member)(target *t, const etcd_cluster *c, const char *member);
+
+        /* Stop a member and delete it; its data goes too unless keep_data. */
+        int (*remove_member)(target *t, const etcd_cluster *c, const char *member, bool keep_data);
+
+        /* Report one member's runtime state. Unknown members are MEMBER_ABSENT. */
+        int (*member_status)(target *t, const etcd_cluster *c, const char *member,
+                             target_member_status *ret_status);
+
+        /* Names of every member the target holds for the cluster (running or not). */
+        int (*list_members)(target *t, const char *namespace_, const char *cluster,
+                            char ***ret_names, size_t *ret_n);
+
+        /*
+         * Housekeeping: restart crashed members whose backoff elapsed, reap
+         * exits. Called on every reconciler pass and after wait_event.
+         */
+        int (*tick)(target *t);
+
+        /*
+         * Block until something changes (a member process exits, ...) or
+         * timeout_ms passes. Returns 1 when an event arrived, 0 on timeout.
+         */
+        int (*wait_event)(target *t, int timeout_ms);
+
+        /*
+         * Optional (NULL: the operator/ folder under a planned member's
+         * tls_dir). gitcd's own client identity for a cluster with client
+         * TLS: paths of the CA, certificate and key files to dial members
+         * with. All three NULL (and 0) when the cluster has no client TLS.
+         * The caller frees the strings.
+         */
+        int (*client_tls)(target *t, const etcd_cluster *c, char **ret_ca, char **ret_cert,
+                          char **ret_key);
+
+        void (*free)(target *t);
+} target_ops;
+
+struct target {
+        const target_ops *ops;
+        char *last_error;
+};
+
+const char *target_last_error(const target *t);
+/* Set the message (printf-style) and return err, for `return target_fail(t, -EIO, ...)`. */
+int target_fail(target *t, int err, const char *fmt, ...) _printf_(3, 4);
+void target_free(target *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(target *, target_free);

@@ -1,0 +1,406 @@
+/*
+ * Each dialect maps onto the model field by field: the examples in
+ * examples/ are loaded and every field they set is checked, and the same
+ * cluster written in each dialect normalizes to the same JSON wherever the
+ * dialects can say the same thing.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "api/spec.h"
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+static cluster_set set;
+static diag_list diags;
+
+static void print_diags(const diag_list *l)
+{
+        for (size_t i = 0; i < l->n; i++) {
+                char *s = diag_format(&l->items[i]);
+                print_message("%s\n", s);
+                free(s);
+        }
+}
+
+/* Load one example file; exactly one cluster, no errors. */
+static etcd_cluster *load_example(const char *rel)
+{
+        char *root = getenv("GITCD_SOURCE_ROOT");
+        assert_non_null(root);
+        char *path = path_join(root, rel);
+        char *paths[] = {path};
+        cluster_set_release(&set);
+        diag_list_release(&diags);
+        int r = spec_load_paths(paths, 1, &set, &diags);
+        free(path);
+        if (r != 0)
+                print_diags(&diags);
+        assert_int_equal(r, 0);
+        assert_int_equal(set.n, 1);
+        return set.items[0];
+}
+
+static etcd_cluster *load_text(const char *text)
+{
+        cluster_set_release(&set);
+        diag_list_release(&diags);
+        int r = spec_load_buffer("test.yaml", text, strlen(text), &set, &diags);
+        if (r != 0)
+                print_diags(&diags);
+        assert_int_equal(r, 0);
+        assert_int_equal(set.n, 1);
+        return set.items[0];
+}
+
+static size_t count(enum diag_severity sev)
+{
+        return diag_count(&diags, sev);
+}
+
+static void assert_json_str(const json_t *j, const char *path, const char *want)
+{
+        json_t *v = json_object_get(j, path);
+        assert_non_null(v);
+        assert_string_equal(json_string_value(v), want);
+}
+
+static void test_native_full(void **state)
+{
+        etcd_cluster *c = load_example("examples/full/etcd.yaml");
+        assert_int_equal(count(DIAG_WARNING), 0);
+        assert_int_equal(c->dialect, DIALECT_GITCD);
+        assert_string_equal(c->name, "orders");
+        assert_string_equal(c->namespace_, "storage");
+        assert_string_equal(kv_get(&c->labels, "team"), "payments");
+        assert_string_equal(kv_get(&c->annotations, "gitcd.io/owner"),
+                            "payments-oncall@example.com");
+        assert_int_equal(c->replicas, 5);
+        assert_string_equal(c->version, "3.5.16");
+        assert_int_equal(c->ver.minor, 5);
+        assert_string_equal(c->repository, "quay.io/coreos/etcd");
+        assert_string_equal(c->storage.size, "20Gi");
+        assert_int_equal(c->storage.size_bytes, 20LL << 30);
+        assert_int_equal(c->storage.medium, MEDIUM_DISK);
+        assert_string_equal(c->storage.storage_class, "fast-ssd");
+
+        assert_int_equal(c->tls.provider, TLS_PROVIDER_CERT_MANAGER);
+        assert_true(c->tls.client.enabled);
+        assert_true(c->tls.peer.enabled);
+        assert_string_equal(c->tls.client.issuer.name, "etcd-ca");
+        assert_string_equal(c->tls.client.issuer.kind, "ClusterIssuer");
+        assert_string_equal(c->tls.client.issuer.group, "cert-manager.io");
+        assert_string_equal(c->tls.peer.issuer.name, "etcd-peer-ca");
+        assert_string_equal(c->tls.operator_client_issuer.name, "etcd-ca");
+        assert_null(c->tls.client.secret);
+        assert_string_equal(c->tls.ca_bundle_secret, "corporate-ca-bundle");
+
+        assert_true(c->auth.enabled);
+        assert_string_equal(c->auth.root_credentials_secret, "orders-etcd-root");
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(c->resources, "limits"), "cpu")),
+            "2");
+        assert_non_null(json_object_get(c->affinity, "podAntiAffinity"));
+        assert_int_equal(json_array_size(c->topology_spread_constraints), 1);
+        assert_json_str(c->node_selector, "node-role.example.com/storage", "true");
+        assert_int_equal(json_array_size(c->tolerations), 1);
+        assert_string_equal(kv_get(&c->additional_labels, "cost-center"), "cc-1234");
+        assert_string_equal(kv_get(&c->additional_annotations, "example.com/contact"), "payments");
+        assert_string_equal(kv_get(&c->pod_labels, "sidecar.istio.io/inject"), "false");
+        assert_string_equal(kv_get(&c->pod_annotations, "prometheus.io/scrape"), "true");
+
+        assert_string_equal(c->options.quota_backend, "8Gi");
+        assert_int_equal(c->options.quota_backend_bytes, 8LL << 30);
+        assert_string_equal(c->options.auto_compaction_mode, "periodic");
+        assert_string_equal(c->options.auto_compaction_retention, "1h");
+        assert_int_equal(c->options.snapshot_count, 50000);
+        assert_int_equal(c->options.heartbeat_interval_ms, 100);
+        assert_int_equal(c->options.election_timeout_ms, 1000);
+        assert_int_equal(c->options.extra_flags.n, 2);
+        assert_string_equal(kv_get(&c->options.extra_flags, "max-request-bytes"), "1572864");
+        assert_int_equal(c->progress_deadline_seconds, 900);
+
+        assert_true(c->snapshots.enabled);
+        assert_string_equal(c->snapshots.schedule, "15 */6 * * *");
+        assert_int_equal(c->snapshots.retention_count, 14);
+        assert_int_equal(c->snapshots.retention_max_age_ms, 7LL * 24 * 3600 * 1000);
+        assert_int_equal(c->snapshots.destination.kind, DEST_S3);
+        assert_string_equal(c->snapshots.destination.s3.bucket, "etcd-backups");
+        assert_string_equal(c->snapshots.destination.s3.key, "orders/");
+        assert_string_equal(c->snapshots.destination.s3.region, "eu-west-1");
+        assert_false(c->snapshots.destination.s3.force_path_style);
+        assert_string_equal(c->snapshots.destination.s3.credentials_secret, "etcd-backup-s3");
+
+        assert_true(c->defrag.enabled);
+        assert_string_equal(c->defrag.schedule, "30 3 * * sun");
+        assert_int_equal(c->defrag.free_space_above_bytes, 512LL << 20);
+        assert_int_equal(c->defrag.quota_usage_above_percent, 80);
+
+        assert_true(c->restore.enabled);
+        assert_int_equal(c->restore.source.kind, DEST_S3);
+        assert_string_equal(c->restore.source.s3.key, "orders/2026-11-01T00-15-00Z.db");
+
+        /* Locations point at what was written. */
+        int line, col;
+        etcd_cluster_loc(c, "spec.replicas", &line, &col);
+        assert_int_equal(line, 13);
+        assert_int_equal(col, 13);
+        etcd_cluster_loc(c, "spec.storage.size", &line, &col);
+        assert_int_equal(line, 17);
+}
+
+static void test_native_defaults(void **state)
+{
+        etcd_cluster *c = load_text("apiVersion: gitcd.io/v1alpha1\n"
+                                    "kind: EtcdCluster\n"
+                                    "metadata:\n"
+                                    "  name: tiny\n");
+        assert_string_equal(c->namespace_, "default");
+        assert_int_equal(c->replicas, GITCD_DEFAULT_REPLICAS);
+        assert_string_equal(c->version, GITCD_DEFAULT_VERSION);
+        assert_string_equal(c->repository, GITCD_DEFAULT_REPOSITORY);
+        assert_string_equal(c->storage.size, GITCD_DEFAULT_STORAGE_SIZE);
+        assert_int_equal(c->storage.size_bytes, 1LL << 30);
+        assert_int_equal(c->tls.provider, TLS_PROVIDER_NONE);
+        assert_false(c->tls.client.enabled);
+        assert_false(c->auth.enabled);
+        assert_int_equal(c->progress_deadline_seconds, 600);
+        assert_false(c->snapshots.enabled);
+        assert_int_equal(c->snapshots.retention_count, 7);
+        assert_false(c->defrag.enabled);
+        assert_false(c->restore.enabled);
+        assert_null(c->affinity);
+        assert_int_equal(diags.n, 0);
+}
+
+static void test_coreos(void **state)
+{
+        etcd_cluster *c = load_example("examples/dialects/coreos.yaml");
+        assert_int_equal(c->dialect, DIALECT_COREOS);
+        assert_int_equal(count(DIAG_WARNING), 1); /* spec.pod.busyboxImage */
+        assert_non_null(strstr(diags.items[0].message, "spec.pod.busyboxImage is not supported"));
+        assert_string_equal(c->name, "coreos-example");
+        assert_int_equal(c->replicas, 3);
+        assert_string_equal(c->version, "3.5.16");
+        assert_string_equal(c->repository, "quay.io/coreos/etcd");
+        assert_string_equal(kv_get(&c->pod_labels, "team"), "platform");
+        assert_json_str(c->node_selector, "kubernetes.io/os", "linux");
+        assert_non_null(json_object_get(c->resources, "requests"));
+        /* antiAffinity: true -> required anti-affinity over hostnames */
+        json_t *req = json_object_get(json_object_get(c->affinity, "podAntiAffinity"),
+                                      "requiredDuringSchedulingIgnoredDuringExecution");
+        assert_int_equal(json_array_size(req), 1);
+        assert_json_str(json_array_get(req, 0), "topologyKey", "kubernetes.io/hostname");
+        assert_string_equal(c->storage.size, "1Gi");
+        assert_string_equal(c->storage.storage_class, "standard");
+        assert_int_equal(c->tls.provider, TLS_PROVIDER_SECRETS);
+        assert_string_equal(c->tls.peer.secret, "etcd-peer-tls");
+        assert_string_equal(c->tls.client.secret, "etcd-server-tls");
+        assert_string_equal(c->tls.operator_client_secret, "etcd-client-tls");
+        assert_true(c->tls.peer.enabled && c->tls.client.enabled);
+}
+
+static void test_coreos_paused_is_not_replicas_zero(void **state)
+{
+        etcd_cluster *c = load_text("apiVersion: etcd.database.coreos.com/v1beta2\n"
+                                    "kind: EtcdCluster\n"
+                                    "metadata:\n"
+                                    "  name: p\n"
+                                    "spec:\n"
+                                    "  size: 3\n"
+                                    "  version: 3.5.16\n"
+                                    "  paused: true\n");
+        assert_int_equal(c->replicas, 3);
+        assert_int_equal(count(DIAG_WARNING), 1);
+        assert_non_null(strstr(diags.items[0].message, "spec.paused is not supported by gitcd"));
+}
+
+static void test_etcdio(void **state)
+{
+        etcd_cluster *c = load_example("examples/dialects/etcd-io.yaml");
+        assert_int_equal(c->dialect, DIALECT_ETCDIO);
+        assert_int_equal(count(DIAG_WARNING), 0);
+        assert_int_equal(c->replicas, 3);
+        assert_string_equal(c->repository, "quay.io/coreos/etcd");
+        assert_string_equal(c->storage.size, "1Gi");
+        assert_string_equal(c->storage.storage_class, "standard");
+        assert_int_equal(c->options.quota_backend_bytes, 4294967296LL);
+        assert_string_equal(c->options.auto_compaction_mode, "periodic");
+        assert_string_equal(c->options.auto_compaction_retention, "1h");
+        assert_int_equal(c->options.extra_flags.n, 1);
+        assert_string_equal(kv_get(&c->options.extra_flags, "max-request-bytes"), "1572864");
+        assert_int_equal(c->tls.provider, TLS_PROVIDER_CERT_MANAGER);
+        assert_string_equal(c->tls.client.issuer.name, "etcd-ca");
+        assert_string_equal(c->tls.client.issuer.kind, "ClusterIssuer");
+        assert_string_equal(c->tls.peer.issuer.name, "etcd-ca");
+        assert_string_equal(c->tls.operator_client_issuer.name, "etcd-ca");
+        assert_string_equal(c->tls.ca_bundle_secret, "etcd-ca-bundle");
+        assert_string_equal(kv_get(&c->pod_labels, "team"), "platform");
+        assert_json_str(c->node_selector, "kubernetes.io/os", "linux");
+}
+
+static void test_etcdio_size_and_provider_cfg(void **state)
+{
+        etcd_cluster *c = load_text("apiVersion: operator.etcd.io/v1alpha1\n"
+                                    "kind: EtcdCluster\n"
+                                    "metadata:\n"
+                                    "  name: old\n"
+                                    "spec:\n"
+                                    "  size: 5\n"
+                                    "  version: 3.6.0\n"
+                                    "  tls:\n"
+                                    "    provider: auto\n"
+                                    "    providerCfg:\n"
+                                    "      autoCfg:\n"
+                                    "        validityDuration: 100d\n"
+                                    "        commonName: etcd\n");
+        assert_int_equal(c->replicas, 5);
+        assert_int_equal(c->tls.provider, TLS_PROVIDER_AUTO);
+        assert_int_equal(c->tls.validity_days, 100);
+        assert_int_equal(count(DIAG_WARNING), 1); /* commonName is ignored */
+}
+
+static void test_improbable(void **state)
+{
+        etcd_cluster *c = load_example("examples/dialects/improbable.yaml");
+        assert_int_equal(c->dialect, DIALECT_IMPROBABLE);
+        assert_int_equal(count(DIAG_WARNING), 0);
+        assert_int_equal(count(DIAG_NOTE), 1); /* the EtcdBackupSchedule is skipped */
+        assert_non_null(strstr(diags.items[0].message, "skipping etcd.improbable.io/v1alpha1 "
+                                                       "EtcdBackupSchedule"));
+        assert_int_equal(c->replicas, 3);
+        assert_string_equal(c->storage.size, "1Gi");
+        assert_string_equal(c->storage.storage_class, "standard");
+        assert_string_equal(kv_get(&c->pod_annotations, "prometheus.io/scrape"), "true");
+        assert_non_null(json_object_get(c->resources, "limits"));
+        assert_non_null(json_object_get(c->affinity, "podAntiAffinity"));
+}
+
+static void test_cozystack(void **state)
+{
+        etcd_cluster *c = load_example("examples/dialects/cozystack.yaml");
+        assert_int_equal(c->dialect, DIALECT_COZYSTACK);
+        assert_int_equal(diags.n, 0);
+        assert_int_equal(c->replicas, 3);
+        assert_string_equal(c->storage.size, "1Gi");
+        assert_int_equal(c->tls.provider, TLS_PROVIDER_SECRETS);
+        assert_string_equal(c->tls.client.secret, "cozystack-example-server-tls");
+        assert_string_equal(c->tls.operator_client_secret, "cozystack-example-client-tls");
+        assert_string_equal(c->tls.peer.secret, "cozystack-example-peer-tls");
+        assert_true(c->auth.enabled);
+        assert_string_equal(c->auth.root_credentials_secret, "cozystack-example-root");
+        assert_string_equal(kv_get(&c->additional_labels, "team"), "platform");
+        assert_int_equal(c->progress_deadline_seconds, 600);
+}
+
+static void test_cozystack_pause_and_memory(void **state)
+{
+        etcd_cluster *c = load_text("apiVersion: etcd-operator.cozystack.io/v1alpha2\n"
+                                    "kind: EtcdCluster\n"
+                                    "metadata:\n"
+                                    "  name: paused\n"
+                                    "spec:\n"
+                                    "  replicas: 0\n"
+                                    "  version: 3.6.11\n"
+                                    "  tls:\n"
+                                    "    peer:\n"
+                                    "      certManager:\n"
+                                    "        issuerRef: {name: peer-ca, kind: ClusterIssuer}\n"
+                                    "  bootstrap:\n"
+                                    "    restore:\n"
+                                    "      source:\n"
+                                    "        pvc: {claimName: backups, subPath: snap.db}\n");
+        assert_int_equal(c->replicas, 0);
+        assert_int_equal(c->tls.provider, TLS_PROVIDER_CERT_MANAGER);
+        assert_true(c->tls.peer.enabled);
+        assert_false(c->tls.client.enabled);
+        assert_string_equal(c->tls.peer.issuer.kind, "ClusterIssuer");
+        assert_true(c->restore.enabled);
+        assert_int_equal(c->restore.source.kind, DEST_PVC);
+        assert_string_equal(c->restore.source.sub_path, "snap.db");
+}
+
+/* The same three-member cluster in every dialect. */
+static const char *const same_cluster[] = {
+    "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: same\n"
+    "spec:\n  replicas: 3\n  version: 3.5.16\n  storage:\n    size: 2Gi\n"
+    "    storageClassName: ssd\n  resources:\n    requests: {cpu: 500m}\n"
+    "  affinity:\n    nodeAffinity: {}\n",
+    "apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdCluster\nmetadata:\n"
+    "  name: same\n  namespace: default\nspec:\n  size: 3\n  version: 3.5.16\n"
+    "  pod:\n    resources:\n      requests: {cpu: 500m}\n    affinity:\n"
+    "      nodeAffinity: {}\n    persistentVolumeClaimSpec:\n"
+    "      storageClassName: ssd\n      resources: {requests: {storage: 2Gi}}\n",
+    "apiVersion: operator.etcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: same\n"
+    "spec:\n  replicas: 3\n  version: 3.5.16\n  storageSpec:\n"
+    "    volumeSizeRequest: 2Gi\n    storageClassName: ssd\n  podTemplate:\n    spec:\n"
+    "      resources:\n        requests: {cpu: 500m}\n      affinity:\n"
+    "        nodeAffinity: {}\n",
+    "apiVersion: etcd.improbable.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: same\n"
+    "spec:\n  replicas: 3\n  version: 3.5.16\n  storage:\n    volumeClaimTemplate:\n"
+    "      storageClassName: ssd\n      resources:\n        requests:\n"
+    "          storage: 2Gi\n  podTemplate:\n    resources:\n      requests: {cpu: 500m}\n"
+    "    affinity:\n      nodeAffinity: {}\n",
+    "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n"
+    "  name: same\nspec:\n  replicas: 3\n  version: 3.5.16\n  storage:\n    size: 2Gi\n"
+    "    storageClassName: ssd\n  resources:\n    requests: {cpu: 500m}\n  affinity:\n"
+    "    nodeAffinity: {}\n",
+};
+
+static void test_dialects_normalize_alike(void **state)
+{
+        char *first = NULL, *first_hash = NULL;
+        for (size_t i = 0; i < ARRAY_SIZE(same_cluster); i++) {
+                etcd_cluster *c = load_text(same_cluster[i]);
+                assert_int_equal(diags.n, 0);
+                json_t *j = spec_to_json(c);
+                char *s = json_dumps(j, JSON_INDENT(2));
+                char *h = spec_hash(c);
+                json_decref(j);
+                if (!first) {
+                        first = s;
+                        first_hash = h;
+                        continue;
+                }
+                if (!streq(first, s))
+                        print_message("dialect %s differs:\n%s\nvs\n%s\n", dialect_name(c->dialect),
+                                      s, first);
+                assert_string_equal(s, first);
+                assert_string_equal(h, first_hash);
+                free(s);
+                free(h);
+        }
+        free(first);
+        free(first_hash);
+}
+
+static int teardown(void **state)
+{
+        cluster_set_release(&set);
+        diag_list_release(&diags);
+        return 0;
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_native_full),
+            cmocka_unit_test(test_native_defaults),
+            cmocka_unit_test(test_coreos),
+            cmocka_unit_test(test_coreos_paused_is_not_replicas_zero),
+            cmocka_unit_test(test_etcdio),
+            cmocka_unit_test(test_etcdio_size_and_provider_cfg),
+            cmocka_unit_test(test_improbable),
+            cmocka_unit_test(test_cozystack),
+            cmocka_unit_test(test_cozystack_pause_and_memory),
+            cmocka_unit_test(test_dialects_normalize_alike),
+        };
+        return cmocka_run_group_tests(tests, NULL, teardown);
+}

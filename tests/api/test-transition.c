@@ -1,0 +1,221 @@
+/*
+ * Transition rules between an accepted spec and a new one: each rule is
+ * exercised both ways (allowed and refused), and refusals are checked word
+ * for word, including where they point (the field in the new spec).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "api/spec.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+/* A native cluster named t with the given spec body (YAML lines under spec:). */
+static etcd_cluster *load(const char *file, const char *spec)
+{
+        char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                               "metadata:\n  name: t\nspec:\n%s",
+                               spec);
+        cluster_set set = {0};
+        diag_list diags = DIAG_LIST_INIT;
+        int r = spec_load_buffer(file, text, strlen(text), &set, &diags);
+        for (size_t i = 0; i < diags.n; i++) {
+                char *s = diag_format(&diags.items[i]);
+                print_message("%s\n", s);
+                free(s);
+        }
+        assert_int_equal(r, 0);
+        assert_int_equal(set.n, 1);
+        etcd_cluster *c = set.items[0];
+        free(set.items);
+        diag_list_release(&diags);
+        free(text);
+        return c;
+}
+
+/* Check prev -> next; `want` is NULL (allowed) or the exact diagnostic lines. */
+static void check(const char *prev_spec, const char *next_spec, const char *want)
+{
+        etcd_cluster *prev = load("prev.yaml", prev_spec);
+        etcd_cluster *next = load("next.yaml", next_spec);
+        diag_list diags = DIAG_LIST_INIT;
+        int r = spec_check_transition(prev, next, &diags);
+        strbuf got = STRBUF_INIT;
+        for (size_t i = 0; i < diags.n; i++) {
+                char *s = diag_format(&diags.items[i]);
+                sb_printf(&got, "%s\n", s);
+                free(s);
+        }
+        if (!want) {
+                assert_string_equal(sb_str(&got), "");
+                assert_int_equal(r, 0);
+        } else {
+                assert_string_equal(sb_str(&got), want);
+                assert_int_equal(r, -EPERM);
+        }
+        sb_release(&got);
+        diag_list_release(&diags);
+        etcd_cluster_free(prev);
+        etcd_cluster_free(next);
+}
+
+static void test_version_patch_and_minor(void **state)
+{
+        check("  version: 3.5.15\n", "  version: 3.5.16\n", NULL);
+        check("  version: 3.5.16\n", "  version: 3.5.15\n", NULL); /* patch downgrade */
+        check("  version: 3.4.23\n", "  version: 3.5.16\n", NULL);
+        check("  version: 3.5.16\n", "  version: 3.6.0\n", NULL);
+        check("  version: 3.6.1\n", "  version: 3.5.16\n", NULL); /* etcd supports 3.6 -> 3.5 */
+        check("  version: 3.5.16\n", "  replicas: 5\n  version: 3.5.16\n", NULL);
+}
+
+static void test_version_refused(void **state)
+{
+        check("  version: 3.4.23\n", "  version: 3.6.0\n",
+              "next.yaml:6:12: error: spec.version: 3.4.23 → 3.6.0 skips minor 3.5; upgrade to "
+              "3.5.x first, then to 3.6.x\n");
+        check("  version: 3.5.16\n", "  version: 3.4.23\n",
+              "next.yaml:6:12: error: spec.version: 3.5.16 → 3.4.23 is a downgrade etcd does not "
+              "support (only 3.6 → 3.5 can be downgraded in place); keep 3.5.x, or create a new "
+              "3.4 cluster and restore a snapshot into it\n");
+        check("  version: 3.6.0\n", "  version: 3.4.23\n",
+              "next.yaml:6:12: error: spec.version: 3.6.0 → 3.4.23 downgrades more than one minor "
+              "version; etcd downgrades one minor at a time and only from 3.6 to 3.5\n");
+}
+
+static void test_version_major(void **state)
+{
+        /* Major changes cannot be written in a valid spec; check the rule on the model. */
+        etcd_cluster *prev = load("prev.yaml", "  version: 3.5.16\n");
+        etcd_cluster *next = load("next.yaml", "  version: 3.5.16\n");
+        free(next->version);
+        next->version = xstrdup("4.0.0");
+        diag_list diags = DIAG_LIST_INIT;
+        assert_int_equal(spec_check_transition(prev, next, &diags), -EPERM);
+        assert_int_equal(diags.n, 1);
+        assert_string_equal(diags.items[0].message,
+                            "spec.version: 3.5.16 → 4.0.0 changes the major version; etcd has no "
+                            "in-place path between major versions (create a new cluster and "
+                            "restore a snapshot into it)");
+        diag_list_release(&diags);
+        etcd_cluster_free(prev);
+        etcd_cluster_free(next);
+}
+
+static void test_storage(void **state)
+{
+        check("  storage: {size: 1Gi}\n", "  storage: {size: 2Gi}\n", NULL);
+        check("  storage: {size: 1Gi}\n", "  storage: {size: 1073741824}\n", NULL);
+        check("  storage:\n    size: 10Gi\n", "  storage:\n    size: 5Gi\n",
+              "next.yaml:7:11: error: spec.storage.size: 10Gi → 5Gi shrinks the volumes; volumes "
+              "can only grow (keep 10Gi or more)\n");
+        check("  storage:\n    medium: Disk\n", "  storage:\n    medium: Memory\n",
+              "next.yaml:7:13: error: spec.storage.medium: Disk → Memory: the storage medium is "
+              "fixed when a cluster is created; create a new cluster and restore a snapshot into "
+              "it\n");
+        check("  storage: {storageClassName: a}\n", "  storage: {storageClassName: a}\n", NULL);
+}
+
+static void test_tls(void **state)
+{
+        const char *auto_tls = "  tls:\n    provider: auto\n";
+        check(auto_tls, auto_tls, NULL);
+        check("  replicas: 3\n", auto_tls,
+              "next.yaml:7:15: error: spec.tls.provider: none → auto: TLS settings are fixed "
+              "when a cluster is created; create a new cluster with the new settings and restore "
+              "a snapshot into it\n");
+        check(auto_tls, "  tls:\n    provider: auto\n    peer:\n      enabled: false\n",
+              "next.yaml:9:16: error: spec.tls.peer.enabled: true → false: TLS settings are fixed "
+              "when a cluster is created; create a new cluster with the new settings and restore "
+              "a snapshot into it\n");
+        const char *cm = "  tls:\n    provider: cert-manager\n    client:\n"
+                         "      issuerRef: {name: a}\n    peer:\n      issuerRef: {name: a}\n";
+        const char *cm2 = "  tls:\n    provider: cert-manager\n    client:\n"
+                          "      issuerRef: {name: a}\n    peer:\n"
+                          "      issuerRef: {name: b, kind: ClusterIssuer}\n";
+        check(cm, cm, NULL);
+        check(cm, cm2,
+              "next.yaml:11:25: error: spec.tls.peer.issuerRef: Issuer a → ClusterIssuer b: TLS "
+              "settings are fixed when a cluster is created; create a new cluster with the new "
+              "settings and restore a snapshot into it\n");
+        /* A pure auto-renewal setting is not part of the identity: validity may change. */
+        check(auto_tls, "  tls:\n    provider: auto\n    auto: {validityDays: 60}\n", NULL);
+}
+
+static void test_tls_secrets(void **state)
+{
+        const char *a = "  tls:\n    provider: secrets\n    client:\n      secretRef: {name: s1}\n"
+                        "    peer:\n      secretRef: {name: p1}\n    operatorClient:\n"
+                        "      secretRef: {name: c1}\n";
+        const char *b = "  tls:\n    provider: secrets\n    client:\n      secretRef: {name: s2}\n"
+                        "    peer:\n      secretRef: {name: p1}\n    operatorClient:\n"
+                        "      secretRef: {name: c2}\n    caBundleSecretRef: {name: bundle}\n";
+        check(a, a, NULL);
+        check(a, b,
+              "next.yaml:9:25: error: spec.tls.client.secretRef: s1 → s2: TLS settings are fixed "
+              "when a cluster is created; create a new cluster with the new settings and restore "
+              "a snapshot into it\n"
+              "next.yaml:13:25: error: spec.tls.operatorClient.secretRef: c1 → c2: TLS settings "
+              "are fixed when a cluster is created; create a new cluster with the new settings "
+              "and restore a snapshot into it\n"
+              "next.yaml:14:31: error: spec.tls.caBundleSecretRef: (none) → bundle: TLS settings "
+              "are fixed when a cluster is created; create a new cluster with the new settings "
+              "and restore a snapshot into it\n");
+}
+
+static void test_other_changes_allowed(void **state)
+{
+        check("  replicas: 3\n  resources: {requests: {cpu: 100m}}\n",
+              "  replicas: 0\n  resources: {requests: {cpu: 2}}\n  options:\n"
+              "    quotaBackendBytes: 4Gi\n  snapshots:\n    schedule: '0 * * * *'\n"
+              "    destination: {local: {path: /backups}}\n  progressDeadlineSeconds: 60\n",
+              NULL);
+}
+
+static void test_auth(void **state)
+{
+        check("  auth: {enabled: false}\n", "  auth: {enabled: false}\n", NULL);
+        check("  auth:\n    enabled: false\n", "  auth:\n    enabled: true\n",
+              "next.yaml:7:14: error: spec.auth.enabled: false → true: auth settings are fixed "
+              "when a cluster is created; create a new cluster with the new settings and restore "
+              "a snapshot into it\n");
+        check("  auth: {enabled: true, rootCredentialsSecretRef: {name: a}}\n",
+              "  auth: {enabled: true, rootCredentialsSecretRef: {name: b}}\n",
+              "next.yaml:6:58: error: spec.auth.rootCredentialsSecretRef: a → b: auth settings are "
+              "fixed when a cluster is created; create a new cluster with the new settings and "
+              "restore a snapshot into it\n");
+}
+
+static void test_several_refusals_at_once(void **state)
+{
+        check("  version: 3.4.23\n  storage:\n    size: 2Gi\n",
+              "  version: 3.6.0\n  storage:\n    size: 1Gi\n",
+              "next.yaml:8:11: error: spec.storage.size: 2Gi → 1Gi shrinks the volumes; volumes "
+              "can only grow (keep 2Gi or more)\n"
+              "next.yaml:6:12: error: spec.version: 3.4.23 → 3.6.0 skips minor 3.5; upgrade to "
+              "3.5.x first, then to 3.6.x\n");
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_version_patch_and_minor),
+            cmocka_unit_test(test_version_refused),
+            cmocka_unit_test(test_version_major),
+            cmocka_unit_test(test_storage),
+            cmocka_unit_test(test_tls),
+            cmocka_unit_test(test_tls_secrets),
+            cmocka_unit_test(test_other_changes_allowed),
+            cmocka_unit_test(test_auth),
+            cmocka_unit_test(test_several_refusals_at_once),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,614 @@
+/*
+ * The Kubernetes target against a real kube-apiserver v1.20.2 (with its
+ * own etcd) on loopback: no kubelet, so the test plays the kubelet's part
+ * where a case needs it (marking a Pod Ready through the status
+ * subresource). A Pod without a node is deleted at once, which is what lets
+ * the recreate and remove cases run without a node.
+ *
+ * One apiserver serves every case; each case uses its own cluster name so
+ * the cases do not see each other's objects. Without the kube-apiserver
+ * binary the test is skipped (exit 77).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kube/client.h"
+#include "kube/kubeconfig.h"
+#include "render/layout.h"
+#include "render/render.h"
+#include "api/spec.h"
+#include "targets/kubernetes.h"
+#include "tests/harness/harness.h"
+#include "tests/harness/kubeapi.h"
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+#define NS KUBEAPI_NAMESPACE
+
+static kubeapi *api;
+static kube_client *admin;
+static char *state_dir;
+static target *kt;
+
+static const kube_gvr GVR_PODS = {"", "v1", "pods", true};
+static const kube_gvr GVR_PVCS = {"", "v1", "persistentvolumeclaims", true};
+static const kube_gvr GVR_SERVICES = {"", "v1", "services", true};
+static const kube_gvr GVR_PDB = {"policy", "v1beta1", "poddisruptionbudgets", true};
+
+static target *new_target(const char *context)
+{
+        kube_config *cfg = NULL;
+        char *err = NULL;
+        int r = kube_config_load(kubeapi_kubeconfig(api), context, &cfg, &err);
+        if (r < 0)
+                fail_msg("kubeconfig: %s", err);
+        /* No controller lifts the PVC protection finalizer here: do not wait for it. */
+        kubernetes_target_opts o = {
+            .config = cfg, .state_dir = state_dir, .volume_delete_wait_ms = 500};
+        target *t = NULL;
+        assert_int_equal(kubernetes_target_new(&o, &t), 0);
+        kube_config_free(cfg);
+        return t;
+}
+
+static etcd_cluster *load_cluster(const char *name, int replicas, const char *extra)
+{
+        _cleanup_free_ char *yaml = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
+                                              "kind: EtcdCluster\n"
+                                              "metadata:\n"
+                                              "  name: %s\n"
+                                              "  namespace: " NS "\n"
+                                              "spec:\n"
+                                              "  replicas: %d\n"
+                                              "  version: \"3.5.16\"\n"
+                                              "%s",
+                                              name, replicas, extra);
+        cluster_set set = {0};
+        diag_list diags = DIAG_LIST_INIT;
+        int r = spec_load_buffer("test.yaml", yaml, strlen(yaml), &set, &diags);
+        if (r < 0)
+                diag_print(&diags, stderr);
+        assert_int_equal(r, 0);
+        assert_int_equal(set.n, 1);
+        etcd_cluster *c = set.items[0];
+        set.n = 0;
+        cluster_set_release(&set);
+        diag_list_release(&diags);
+        return c;
+}
+
+/* The steady plan with each member's target fields filled by the target. */
+static membership_plan *plan_for(const etcd_cluster *c)
+{
+        membership_plan *p = membership_plan_steady(c, NULL);
+        for (size_t i = 0; i < p->n; i++)
+                assert_int_equal(kt->ops->plan_member(kt, c, &p->members[i]), 0);
+        return p;
+}
+
+static json_t *get(const kube_gvr *gvr, const char *name)
+{
+        json_t *o = NULL;
+        int r = kube_get(admin, gvr, NS, name, &o);
+        if (r == -ENOENT)
+                return NULL;
+        if (r < 0)
+                fail_msg("get %s %s: %s", gvr->resource, name, kube_client_last_error(admin));
+        return o;
+}
+
+static const char *md_str(const json_t *o, const char *key)
+{
+        return json_string_value(json_object_get(json_object_get(o, "metadata"), key));
+}
+
+static char *rv(const kube_gvr *gvr, const char *name)
+{
+        json_t *o = get(gvr, name);
+        assert_non_null(o);
+        char *v = xstrdup(md_str(o, "resourceVersion"));
+        json_decref(o);
+        return v;
+}
+
+static char *uid(const kube_gvr *gvr, const char *name)
+{
+        json_t *o = get(gvr, name);
+        if (!o)
+                return NULL;
+        char *v = xstrdup(md_str(o, "uid"));
+        json_decref(o);
+        return v;
+}
+
+/* Gone, or on its way out (the PVC protection finalizer has no controller here). */
+static bool gone(const kube_gvr *gvr, const char *name)
+{
+        json_t *o = get(gvr, name);
+        bool g = !o || json_object_get(json_object_get(o, "metadata"), "deletionTimestamp");
+        json_decref(o);
+        return g;
+}
+
+static void mark_ready(const char *pod)
+{
+        _cleanup_free_ char *path = xasprintf("/api/v1/namespaces/%s/pods/%s/status", NS, pod);
+        json_t *body = json_pack("{s:{s:s, s:[{s:s, s:s}]}}", "status", "phase", "Running",
+                                 "conditions", "type", "Ready", "status", "True");
+        int r = kube_request(admin, "PATCH", path, "application/merge-patch+json", body, "patch",
+                             "pods/status", NS, NULL);
+        json_decref(body);
+        if (r < 0)
+                fail_msg("mark ready: %s", kube_client_last_error(admin));
+}
+
+static member_runtime_state status_of(const etcd_cluster *c, const char *member)
+{
+        target_member_status st = {0};
+        int r = kt->ops->member_status(kt, c, member, &st);
+        if (r < 0)
+                fail_msg("member_status: %s", target_last_error(kt));
+        member_runtime_state s = st.state;
+        target_member_status_release(&st);
+        return s;
+}
+
+static bool listed(const etcd_cluster *c, const char *member)
+{
+        char **names = NULL;
+        size_t n = 0;
+        assert_int_equal(kt->ops->list_members(kt, c->namespace_, c->name, &names, &n), 0);
+        bool found = false;
+        for (size_t i = 0; i < n; i++) {
+                found = found || streq(names[i], member);
+                free(names[i]);
+        }
+        free(names);
+        return found;
+}
+
+static int setup(void **state)
+{
+        (void)state;
+        int r = kubeapi_start(&api);
+        if (r == -ENOENT) {
+                fprintf(stderr, "kube-apiserver not found: skipping\n");
+                exit(77);
+        }
+        assert_int_equal(r, 0);
+        admin = kubeapi_client(api, "admin");
+        state_dir = xasprintf("%s/gitcd-state", kubeapi_dir(api));
+        kt = new_target("admin");
+        return 0;
+}
+
+static int teardown(void **state)
+{
+        (void)state;
+        target_free(kt);
+        kube_client_free(admin);
+        kubeapi_free(api);
+        free(state_dir);
+        return 0;
+}
+
+static void test_plan_member(void **state)
+{
+        (void)state;
+        etcd_cluster *c = load_cluster("plan", 3, "");
+        member_plan mp = {0};
+        mp.name = xstrdup("plan-1");
+        mp.ordinal = 1;
+        assert_int_equal(kt->ops->plan_member(kt, c, &mp), 0);
+        assert_string_equal(mp.peer_url,
+                            "http://plan-1.plan-headless." NS ".svc.cluster.local:2380");
+        assert_string_equal(mp.client_url,
+                            "http://plan-1.plan-headless." NS ".svc.cluster.local:2379");
+        assert_string_equal(mp.listen_peer_url, "http://0.0.0.0:2380");
+        assert_string_equal(mp.listen_client_url, "http://0.0.0.0:2379");
+        assert_string_equal(mp.listen_metrics_url, "http://0.0.0.0:2381");
+        assert_string_equal(mp.data_dir, RENDER_STEADY_DATA_DIR);
+        assert_string_equal(mp.tls_dir, RENDER_STEADY_TLS_DIR);
+
+        /* The same as render's steady plan, and the same again on a second call. */
+        membership_plan *steady = membership_plan_steady(c, NULL);
+        assert_string_equal(mp.peer_url, steady->members[1].peer_url);
+        assert_string_equal(mp.client_url, steady->members[1].client_url);
+        _cleanup_free_ char *before = xstrdup(mp.peer_url);
+        assert_int_equal(kt->ops->plan_member(kt, c, &mp), 0);
+        assert_string_equal(mp.peer_url, before);
+        membership_plan_free(steady);
+
+        free(mp.name);
+        free(mp.peer_url);
+        free(mp.client_url);
+        free(mp.listen_peer_url);
+        free(mp.listen_client_url);
+        free(mp.listen_metrics_url);
+        free(mp.data_dir);
+        free(mp.tls_dir);
+        etcd_cluster_free(c);
+}
+
+static void test_shared_idempotent(void **state)
+{
+        (void)state;
+        etcd_cluster *c = load_cluster("shared", 3, "");
+        membership_plan *p = plan_for(c);
+        int r = kt->ops->ensure_shared(kt, c, p);
+        if (r < 0)
+                fail_msg("ensure_shared: %s", target_last_error(kt));
+
+        json_t *pdb = get(&GVR_PDB, "shared");
+        assert_non_null(pdb);
+        assert_string_equal(json_string_value(json_object_get(pdb, "apiVersion")),
+                            "policy/v1beta1");
+        assert_int_equal(
+            json_integer_value(json_object_get(json_object_get(pdb, "spec"), "maxUnavailable")), 1);
+        json_decref(pdb);
+        _cleanup_free_ char *rv_headless = rv(&GVR_SERVICES, "shared-headless");
+        _cleanup_free_ char *rv_client = rv(&GVR_SERVICES, "shared");
+        _cleanup_free_ char *rv_pdb = rv(&GVR_PDB, "shared");
+
+        assert_int_equal(kt->ops->ensure_shared(kt, c, p), 0);
+        _cleanup_free_ char *rv_headless2 = rv(&GVR_SERVICES, "shared-headless");
+        _cleanup_free_ char *rv_client2 = rv(&GVR_SERVICES, "shared");
+        _cleanup_free_ char *rv_pdb2 = rv(&GVR_PDB, "shared");
+        assert_string_equal(rv_headless, rv_headless2);
+        assert_string_equal(rv_client, rv_client2);
+        assert_string_equal(rv_pdb, rv_pdb2);
+
+        /* A plan with one voter (a step starting a member): the budget allows no eviction. */
+        p->n = 1;
+        assert_int_equal(kt->ops->ensure_shared(kt, c, p), 0);
+        p->n = 3;
+        pdb = get(&GVR_PDB, "shared");
+        assert_int_equal(
+            json_integer_value(json_object_get(json_object_get(pdb, "spec"), "maxUnavailable")), 0);
+        json_decref(pdb);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
+static void test_member_lifecycle(void **state)
+{
+        (void)state;
+        etcd_cluster *c = load_cluster("life", 3, "");
+        membership_plan *p = plan_for(c);
+        assert_int_equal(status_of(c, "life-0"), MEMBER_ABSENT);
+        assert_false(listed(c, "life-0"));
+        /* Start watching now, so the changes below are events. */
+        assert_int_equal(kt->ops->wait_event(kt, 1000), 0);
+
+        int r = kt->ops->ensure_shared(kt, c, p);
+        if (r >= 0)
+                r = kt->ops->ensure_member(kt, c, p, 0);
+        if (r < 0)
+                fail_msg("ensure: %s", target_last_error(kt));
+        json_t *pod = get(&GVR_PODS, "life-0");
+        assert_non_null(pod);
+        const char *hash = json_string_value(json_object_get(
+            json_object_get(json_object_get(pod, "metadata"), "annotations"), "gitcd.io/pod-hash"));
+        assert_non_null(hash);
+        assert_int_equal(strlen(hash), 16);
+        json_decref(pod);
+        json_t *pvc = get(&GVR_PVCS, "data-life-0");
+        assert_non_null(pvc);
+        json_decref(pvc);
+        assert_true(listed(c, "life-0"));
+        assert_int_equal(status_of(c, "life-0"), MEMBER_STARTING);
+        assert_int_equal(kt->ops->wait_event(kt, 5000), 1);
+
+        /* Ready through the status subresource, as a kubelet would report it. */
+        mark_ready("life-0");
+        assert_int_equal(status_of(c, "life-0"), MEMBER_READY);
+        _cleanup_free_ char *record = xasprintf("%s/kubernetes/" NS "/life/life-0.json", state_dir);
+        assert_true(path_exists(record));
+
+        /* Same spec: the Pod stays. */
+        _cleanup_free_ char *uid1 = uid(&GVR_PODS, "life-0");
+        assert_int_equal(kt->ops->ensure_member(kt, c, p, 0), 0);
+        _cleanup_free_ char *uid2 = uid(&GVR_PODS, "life-0");
+        assert_string_equal(uid1, uid2);
+        assert_int_equal(status_of(c, "life-0"), MEMBER_READY);
+
+        /* Another spec: the Pod is recreated (no node: the delete is immediate). */
+        etcd_cluster *c2 = load_cluster("life", 3,
+                                        "  resources:\n"
+                                        "    limits:\n"
+                                        "      cpu: \"2\"\n");
+        r = kt->ops->ensure_member(kt, c2, p, 0);
+        if (r < 0)
+                fail_msg("ensure changed: %s", target_last_error(kt));
+        _cleanup_free_ char *uid3 = uid(&GVR_PODS, "life-0");
+        assert_non_null(uid3);
+        assert_string_not_equal(uid1, uid3);
+        assert_int_equal(status_of(c2, "life-0"), MEMBER_STARTING);
+
+        /* Stopped: the Pod goes, the volume stays. */
+        assert_int_equal(kt->ops->stop_member(kt, c2, "life-0"), 0);
+        assert_null(get(&GVR_PODS, "life-0"));
+        assert_int_equal(status_of(c2, "life-0"), MEMBER_STOPPED);
+        assert_true(listed(c2, "life-0"));
+
+        /* Removed: Pod, then PVC, then the record. */
+        assert_int_equal(kt->ops->ensure_member(kt, c2, p, 0), 0);
+        json_t *again = get(&GVR_PODS, "life-0");
+        assert_non_null(again);
+        json_decref(again);
+        assert_int_equal(kt->ops->remove_member(kt, c2, "life-0", false), 0);
+        assert_null(get(&GVR_PODS, "life-0"));
+        assert_true(gone(&GVR_PVCS, "data-life-0"));
+        assert_false(path_exists(record));
+
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        etcd_cluster_free(c2);
+}
+
+static void test_data_lost(void **state)
+{
+        (void)state;
+        etcd_cluster *c = load_cluster("lost", 1, "");
+        membership_plan *p = plan_for(c);
+        int r = kt->ops->ensure_shared(kt, c, p);
+        if (r >= 0)
+                r = kt->ops->ensure_member(kt, c, p, 0);
+        if (r < 0)
+                fail_msg("ensure: %s", target_last_error(kt));
+        mark_ready("lost-0");
+        assert_int_equal(status_of(c, "lost-0"), MEMBER_READY);
+
+        /* The volume goes (terminating, or gone): the member's data is lost. */
+        assert_int_equal(kube_delete(admin, &GVR_PVCS, NS, "data-lost-0", NULL), 0);
+        assert_int_equal(status_of(c, "lost-0"), MEMBER_DATA_LOST);
+        assert_int_equal(kt->ops->ensure_member(kt, c, p, 0), -ESTALE);
+        assert_non_null(strstr(target_last_error(kt), "must be replaced"));
+
+        assert_int_equal(kt->ops->remove_member(kt, c, "lost-0", false), 0);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
+/* keep_data: the Pod goes, the volume stays but leaves the cluster (nothing lists it). */
+static void test_remove_keep_data(void **state)
+{
+        (void)state;
+        etcd_cluster *c = load_cluster("keep", 1, "");
+        membership_plan *p = plan_for(c);
+        int r = kt->ops->ensure_member(kt, c, p, 0);
+        if (r < 0)
+                fail_msg("ensure: %s", target_last_error(kt));
+        assert_true(listed(c, "keep-0"));
+        assert_int_equal(kt->ops->remove_member(kt, c, "keep-0", true), 0);
+        assert_null(get(&GVR_PODS, "keep-0"));
+        json_t *pvc = get(&GVR_PVCS, "data-keep-0");
+        assert_non_null(pvc);
+        json_t *md = json_object_get(pvc, "metadata");
+        assert_null(json_object_get(json_object_get(md, "labels"), "gitcd.io/cluster"));
+        assert_string_equal(json_string_value(json_object_get(json_object_get(md, "annotations"),
+                                                              "gitcd.io/removed-from")),
+                            "keep/keep-0");
+        json_decref(pvc);
+        assert_false(listed(c, "keep-0"));
+        assert_int_equal(status_of(c, "keep-0"), MEMBER_ABSENT);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
+static void apply_service(const char *name, bool managed)
+{
+        json_t *labels = json_pack("{s:s}", "gitcd.io/cluster", "prune");
+        if (managed)
+                json_object_set_new(labels, "app.kubernetes.io/managed-by", json_string("gitcd"));
+        json_t *svc = json_pack("{s:s, s:s, s:{s:s, s:s, s:o}, s:{s:[{s:i, s:s}]}}", "apiVersion",
+                                "v1", "kind", "Service", "metadata", "name", name, "namespace", NS,
+                                "labels", labels, "spec", "ports", "port", 80, "protocol", "TCP");
+        int r = kube_apply(admin, svc, "test", false, false, NULL);
+        json_decref(svc);
+        if (r < 0)
+                fail_msg("apply service: %s", kube_client_last_error(admin));
+}
+
+static void test_prune(void **state)
+{
+        (void)state;
+        etcd_cluster *c = load_cluster("prune", 1, "");
+        membership_plan *p = plan_for(c);
+        apply_service("prune-old", true);
+        apply_service("prune-mine", false);
+        int r = kt->ops->ensure_shared(kt, c, p);
+        if (r < 0)
+                fail_msg("ensure_shared: %s", target_last_error(kt));
+        assert_true(gone(&GVR_SERVICES, "prune-old"));
+        json_t *mine = get(&GVR_SERVICES, "prune-mine");
+        assert_non_null(mine);
+        json_decref(mine);
+        json_t *headless = get(&GVR_SERVICES, "prune-headless");
+        assert_non_null(headless);
+        json_decref(headless);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
+static void test_name_taken(void **state)
+{
+        (void)state;
+        etcd_cluster *c = load_cluster("taken", 1, "");
+        membership_plan *p = plan_for(c);
+        json_t *svc = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:[{s:i, s:s}]}}", "apiVersion", "v1",
+                                "kind", "Service", "metadata", "name", "taken-headless",
+                                "namespace", NS, "spec", "ports", "port", 80, "protocol", "TCP");
+        assert_int_equal(kube_apply(admin, svc, "someone", false, false, NULL), 0);
+        json_decref(svc);
+
+        assert_int_equal(kt->ops->ensure_shared(kt, c, p), -EEXIST);
+        const char *msg = target_last_error(kt);
+        assert_non_null(strstr(msg, "Service " NS "/taken-headless exists and is not managed by "
+                                    "gitcd"));
+        /* Nothing else was written. */
+        assert_null(get(&GVR_SERVICES, "taken"));
+        json_t *still = get(&GVR_SERVICES, "taken-headless");
+        assert_non_null(still);
+        assert_null(json_object_get(json_object_get(json_object_get(still, "metadata"), "labels"),
+                                    "app.kubernetes.io/managed-by"));
+        json_decref(still);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
+static const kube_gvr GVR_SECRETS = {"", "v1", "secrets", true};
+
+/* tls.provider auto: gitcd's CA and certificates in kubernetes.io/tls Secrets, applied once. */
+static void test_tls_auto(void **state)
+{
+        (void)state;
+        etcd_cluster *c = load_cluster("secure", 3,
+                                       "  tls:\n"
+                                       "    provider: auto\n"
+                                       "    client:\n"
+                                       "      enabled: true\n"
+                                       "    peer:\n"
+                                       "      enabled: true\n");
+        membership_plan *p = plan_for(c);
+        assert_true(strneq(p->members[0].client_url, "https://", 8));
+        int r = kt->ops->ensure_shared(kt, c, p);
+        if (r < 0)
+                fail_msg("ensure_shared: %s", target_last_error(kt));
+        static const char *const names[] = {"secure-client-tls", "secure-peer-tls",
+                                            "secure-operator-tls"};
+        char *rvs[3];
+        for (size_t i = 0; i < 3; i++) {
+                json_t *s = get(&GVR_SECRETS, names[i]);
+                assert_non_null(s);
+                assert_string_equal(json_string_value(json_object_get(s, "type")),
+                                    "kubernetes.io/tls");
+                json_t *data = json_object_get(s, "data");
+                assert_non_null(json_object_get(data, "tls.crt"));
+                assert_non_null(json_object_get(data, "tls.key"));
+                assert_non_null(json_object_get(data, "ca.crt"));
+                assert_string_equal(md_str(s, "name"), names[i]);
+                rvs[i] = xstrdup(md_str(s, "resourceVersion"));
+                json_decref(s);
+        }
+
+        /* Unchanged certificates: the Secrets are not written again. */
+        assert_int_equal(kt->ops->ensure_shared(kt, c, p), 0);
+        for (size_t i = 0; i < 3; i++) {
+                _cleanup_free_ char *again = rv(&GVR_SECRETS, names[i]);
+                assert_string_equal(rvs[i], again);
+                free(rvs[i]);
+        }
+
+        /* gitcd's own client files. */
+        char *ca = NULL, *cert = NULL, *key = NULL;
+        assert_non_null(kt->ops->client_tls);
+        assert_int_equal(kt->ops->client_tls(kt, c, &ca, &cert, &key), 0);
+        assert_true(path_exists(ca));
+        assert_true(path_exists(cert));
+        assert_true(path_exists(key));
+        free(ca);
+        free(cert);
+        free(key);
+
+        /* TLS off: the Secrets gitcd made are pruned. */
+        etcd_cluster *plain = load_cluster("secure", 3, "");
+        assert_int_equal(kt->ops->ensure_shared(kt, plain, p), 0);
+        for (size_t i = 0; i < 3; i++)
+                assert_true(gone(&GVR_SECRETS, names[i]));
+        etcd_cluster_free(plain);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
+/* tls.provider secrets: the operator identity is read from the user's Secret. */
+static void test_tls_secrets_client(void **state)
+{
+        (void)state;
+        etcd_cluster *c = load_cluster("usersec", 1,
+                                       "  tls:\n"
+                                       "    provider: secrets\n"
+                                       "    client:\n"
+                                       "      secretRef:\n"
+                                       "        name: usersec-server\n"
+                                       "    peer:\n"
+                                       "      secretRef:\n"
+                                       "        name: usersec-peer\n"
+                                       "    operatorClient:\n"
+                                       "      secretRef:\n"
+                                       "        name: usersec-op\n");
+        json_t *secret = json_pack("{s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s}}", "apiVersion",
+                                   "v1", "kind", "Secret", "type", "kubernetes.io/tls", "metadata",
+                                   "name", "usersec-op", "namespace", NS, "data", "tls.crt",
+                                   "Y2VydA==", "tls.key", "a2V5", "ca.crt", "Y2E=");
+        assert_int_equal(kube_apply(admin, secret, "test", false, false, NULL), 0);
+        json_decref(secret);
+        char *ca = NULL, *cert = NULL, *key = NULL;
+        int r = kt->ops->client_tls(kt, c, &ca, &cert, &key);
+        if (r < 0)
+                fail_msg("client_tls: %s", target_last_error(kt));
+        char *data = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(cert, 1024, &data, &len), 0);
+        assert_string_equal(data, "cert");
+        free(data);
+        assert_int_equal(read_file(key, 1024, &data, &len), 0);
+        assert_string_equal(data, "key");
+        free(data);
+        struct stat st;
+        assert_int_equal(stat(key, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0600);
+        free(ca);
+        free(cert);
+        free(key);
+        etcd_cluster_free(c);
+}
+
+static void test_rbac_nothing_applied(void **state)
+{
+        (void)state;
+        target *limited = new_target("limited");
+        etcd_cluster *c = load_cluster("rbac", 3, "");
+        membership_plan *p = membership_plan_steady(c, NULL);
+        for (size_t i = 0; i < p->n; i++)
+                assert_int_equal(limited->ops->plan_member(limited, c, &p->members[i]), 0);
+        assert_int_equal(limited->ops->ensure_shared(limited, c, p), -EACCES);
+        const char *msg = target_last_error(limited);
+        assert_non_null(strstr(msg, "forbidden"));
+        assert_non_null(strstr(msg, "patch"));
+        assert_non_null(strstr(msg, "services"));
+        assert_non_null(strstr(msg, "nothing applied"));
+
+        json_t *items = NULL;
+        const kube_gvr *kinds[] = {&GVR_SERVICES, &GVR_PDB, &GVR_PODS, &GVR_PVCS};
+        for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+                assert_int_equal(
+                    kube_list(admin, kinds[i], NS, "gitcd.io/cluster=rbac", &items, NULL), 0);
+                assert_int_equal(json_array_size(items), 0);
+                json_decref(items);
+        }
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(limited);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_plan_member),        cmocka_unit_test(test_shared_idempotent),
+            cmocka_unit_test(test_member_lifecycle),   cmocka_unit_test(test_data_lost),
+            cmocka_unit_test(test_remove_keep_data),   cmocka_unit_test(test_prune),
+            cmocka_unit_test(test_name_taken),         cmocka_unit_test(test_tls_auto),
+            cmocka_unit_test(test_tls_secrets_client), cmocka_unit_test(test_rbac_nothing_applied),
+        };
+        return cmocka_run_group_tests(tests, setup, teardown);
+}
