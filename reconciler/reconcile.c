@@ -51,7 +51,7 @@ typedef struct cluster_ctx {
         etcd_cluster *latched;
         char *rejected_hash; /* desired spec refused by the transition rules */
         char *rejected_message;
-        etcd_client *client;
+        etcd_conn *client;
         char *client_endpoints;
         int64_t add_not_before; /* monotonic ms: etcd's health interval after a change */
         bool journal_checked;   /* operations left pending by an earlier run were closed */
@@ -125,18 +125,21 @@ int reconciler_new(const reconciler_opts *opts, reconciler **ret)
         r->opts = *opts;
         if (r->opts.etcd_timeout_ms <= 0)
                 r->opts.etcd_timeout_ms = 3000;
+        if (!r->opts.etcd)
+                r->opts.etcd = &etcd_membership_real;
         *ret = r;
         return 0;
 }
 
-static void ctx_release(cluster_ctx *x)
+static void ctx_release(const reconciler *r, cluster_ctx *x)
 {
         free(x->name);
         free(x->latched_hash);
         etcd_cluster_free(x->latched);
         free(x->rejected_hash);
         free(x->rejected_message);
-        etcd_client_free(x->client);
+        if (x->client)
+                r->opts.etcd->disconnect(x->client);
         free(x->client_endpoints);
 }
 
@@ -145,7 +148,7 @@ void reconciler_free(reconciler *r)
         if (!r)
                 return;
         for (size_t i = 0; i < r->n_ctx; i++)
-                ctx_release(&r->ctx[i]);
+                ctx_release(r, &r->ctx[i]);
         free(r->ctx);
         free(r);
 }
@@ -351,8 +354,8 @@ static void client_tls_files(reconciler *r, const etcd_cluster *c, const state_m
         free(mp.tls_dir);
 }
 
-static etcd_client *cluster_client(reconciler *r, cluster_ctx *x, const etcd_cluster *c,
-                                   const state_member_list *recs)
+static etcd_conn *cluster_client(reconciler *r, cluster_ctx *x, const etcd_cluster *c,
+                                 const state_member_list *recs)
 {
         strbuf eps = STRBUF_INIT;
         for (size_t i = 0; i < recs->n; i++) {
@@ -371,21 +374,21 @@ static etcd_client *cluster_client(reconciler *r, cluster_ctx *x, const etcd_clu
                 sb_release(&eps);
                 return x->client;
         }
-        etcd_client_free(x->client);
+        if (x->client)
+                r->opts.etcd->disconnect(x->client);
         x->client = NULL;
         free(x->client_endpoints);
         x->client_endpoints = sb_detach(&eps);
         _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
         client_tls_files(r, c, recs, &ca, &cert, &key);
-        etcd_client_opts o = {
+        etcd_conn_opts o = {
             .endpoints = x->client_endpoints,
             .cacert = ca,
             .cert = cert,
             .key = key,
             .call_timeout_ms = r->opts.etcd_timeout_ms,
-            .dial_timeout_ms = 1000,
         };
-        if (etcd_client_new(&o, &x->client) < 0)
+        if (r->opts.etcd->connect(r->opts.etcd_userdata, &o, &x->client) < 0)
                 x->client = NULL;
         return x->client;
 }
@@ -407,13 +410,11 @@ static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *
         if (k < 0)
                 return k;
 
-        etcd_client *cl = cluster_client(r, x, c, &w->records);
-        if (cl && etcd_member_list(cl, &w->etcd) == 0) {
-                etcd_endpoint_status *st = NULL;
-                if (etcd_status(cl, NULL, &st) == 0) {
-                        w->leader = st->leader;
-                        etcd_endpoint_status_free(st);
-                }
+        etcd_conn *cl = cluster_client(r, x, c, &w->records);
+        if (cl && r->opts.etcd->member_list(cl, &w->etcd) == 0) {
+                uint64_t leader = 0;
+                if (r->opts.etcd->leader(cl, &leader) == 0)
+                        w->leader = leader;
         } else
                 w->etcd = NULL;
 
@@ -727,10 +728,10 @@ static int act_add_learner(act_ctx *a)
         FAILPOINT("add-learner.after-record");
         k = journal_begin(a, "member.add-learner", rec->name, payload, &op);
         if (k >= 0) {
-                const char *urls[] = {rec->peer_url};
+                const etcd_membership_ops *eo = a->r->opts.etcd;
                 uint64_t id = 0;
                 FAILPOINT("add-learner.after-journal");
-                k = etcd_member_add(a->x->client, urls, 1, true, &id, NULL);
+                k = eo->add_learner(a->x->client, rec->peer_url, &id);
                 FAILPOINT("add-learner.after-etcd");
                 if (k >= 0) {
                         char hex[17];
@@ -745,7 +746,7 @@ static int act_add_learner(act_ctx *a)
                          * connected for its health interval. Not a failure: wait and retry.
                          */
                         (void)state_op_finish(a->r->opts.db, op, STATE_OP_ABANDONED,
-                                              etcd_client_last_error(a->x->client), wall(a->r));
+                                              eo->last_error(a->x->client), wall(a->r));
                         a->res->outcome = PASS_WAITING;
                         a->res->poll_ms = POLL_RETRY_MS;
                         a->x->add_not_before = mono(a->r) + POLL_RETRY_MS;
@@ -754,7 +755,7 @@ static int act_add_learner(act_ctx *a)
                                  "connected for 5 s)");
                 } else
                         finish(a, op, "member.add-learner", k,
-                               k < 0 ? etcd_client_last_error(a->x->client) : NULL, t0);
+                               k < 0 ? eo->last_error(a->x->client) : NULL, t0);
                 if (k < 0) {
                         /* etcd did not take it: forget the planned member and its ports. */
                         target *t = a->r->opts.target;
@@ -771,7 +772,8 @@ static int act_add_learner(act_ctx *a)
 static int act_simple_etcd(act_ctx *a, const char *action)
 {
         int64_t t0 = mono(a->r), op;
-        etcd_client *cl = a->x->client;
+        etcd_conn *cl = a->x->client;
+        const etcd_membership_ops *eo = a->r->opts.etcd;
         char hex[17];
         etcd_member_id_format(a->s->member_id, hex);
         int k = journal_begin(a, action, a->s->member ? a->s->member : hex, NULL, &op);
@@ -782,7 +784,7 @@ static int act_simple_etcd(act_ctx *a, const char *action)
                                                      : "move-leader.before-etcd");
         switch (a->s->kind) {
         case STEP_PROMOTE:
-                k = etcd_member_promote(cl, a->s->member_id);
+                k = eo->promote(cl, a->s->member_id);
                 FAILPOINT("promote.after-etcd");
                 if (k == ETCD_ERR_MEMBER_NOT_LEARNER)
                         k = 0; /* promoted already (a lagging member list): idempotent */
@@ -798,18 +800,18 @@ static int act_simple_etcd(act_ctx *a, const char *action)
                 }
                 break;
         case STEP_MOVE_LEADER:
-                k = etcd_move_leader(cl, a->s->member_id);
+                k = eo->move_leader(cl, a->s->member_id);
                 FAILPOINT("move-leader.after-etcd");
                 break;
         case STEP_REMOVE_MEMBER:
-                k = etcd_member_remove(cl, a->s->member_id);
+                k = eo->remove(cl, a->s->member_id);
                 FAILPOINT("remove.after-etcd");
                 if (k == ETCD_ERR_MEMBER_NOT_FOUND)
                         k = 0; /* already gone: idempotent */
                 if (k == ETCD_ERR_UNHEALTHY) {
                         /* etcd's own guard: the others must be connected for 5 s. Wait. */
                         (void)state_op_finish(a->r->opts.db, op, STATE_OP_ABANDONED,
-                                              etcd_client_last_error(cl), wall(a->r));
+                                              eo->last_error(cl), wall(a->r));
                         a->res->outcome = PASS_WAITING;
                         a->res->poll_ms = POLL_RETRY_MS;
                         a->x->add_not_before = mono(a->r) + POLL_RETRY_MS;
@@ -833,7 +835,7 @@ static int act_simple_etcd(act_ctx *a, const char *action)
                         (void)state_member_put(a->r->opts.db, v->rec, wall(a->r));
                 }
         }
-        return finish(a, op, action, k, k < 0 ? etcd_client_last_error(cl) : NULL, t0);
+        return finish(a, op, action, k, k < 0 ? eo->last_error(cl) : NULL, t0);
 }
 
 static int act_target(act_ctx *a, const char *action)

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "reconciler/decide.h"
+#include "reconciler/etcd-ops.h"
 #include "api/model.h"
 #include "state/state.h"
 #include "targets/target.h"
@@ -32,6 +33,9 @@ typedef struct reconciler_opts {
         state_db *db;        /* required */
         target *target;      /* required */
         int etcd_timeout_ms; /* one etcd call; default 3000 */
+        /* etcd's membership API; NULL: the real client (etcd_membership_real). */
+        const etcd_membership_ops *etcd;
+        void *etcd_userdata; /* passed to etcd->connect */
         /* Clocks (injected for tests); NULL: the real ones (util/timeutil.h). */
         int64_t (*wall_ms)(void);
         int64_t (*mono_ms)(void);

@@ -1,0 +1,56 @@
+/*
+ * The seam between the reconciler and etcd's membership API: the handful
+ * of calls a reconciler pass makes (member list, leader, MemberAdd as a
+ * learner, MemberPromote, MemberRemove, MoveLeader), as an operation table
+ * in the style of the target's (targets/target.h).
+ *
+ * The default table (etcd_membership_real) drives the real client
+ * (etcd/client.h). Tests pass their own table in reconciler_opts to run
+ * whole lifecycles against an in-memory model of etcd's membership rules,
+ * without processes or sockets.
+ *
+ * Errors are the client's: 0 or a negative etcd_err / errno
+ * (etcd/errors.h), with a sentence for a person in last_error().
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "etcd/client.h"
+#include "etcd/errors.h"
+
+/* One cluster's connection: endpoints and gitcd's client identity. */
+typedef struct etcd_conn etcd_conn;
+
+typedef struct etcd_conn_opts {
+        const char *endpoints; /* comma-separated client URLs of the recorded members */
+        const char *cacert;    /* client TLS files, or NULL */
+        const char *cert;
+        const char *key;
+        int call_timeout_ms;
+} etcd_conn_opts;
+
+typedef struct etcd_membership_ops {
+        /* Make a connection (no network yet). -EINVAL for unusable endpoints. */
+        int (*connect)(void *userdata, const etcd_conn_opts *o, etcd_conn **ret_conn);
+        void (*disconnect)(etcd_conn *conn);
+
+        int (*member_list)(etcd_conn *conn, etcd_members **ret_list);
+        /* The leader's member ID as one member reports it (0: none known). */
+        int (*leader)(etcd_conn *conn, uint64_t *ret_leader);
+        /* Expected: ETCD_ERR_PEER_URL_EXISTS, _TOO_MANY_LEARNERS, _UNHEALTHY. */
+        int (*add_learner)(etcd_conn *conn, const char *peer_url, uint64_t *ret_id);
+        /* Expected: ETCD_ERR_MEMBER_NOT_IN_SYNC (retry later), _MEMBER_NOT_LEARNER. */
+        int (*promote)(etcd_conn *conn, uint64_t id);
+        /* Expected: ETCD_ERR_MEMBER_NOT_FOUND, _UNHEALTHY, _NOT_ENOUGH_STARTED. */
+        int (*remove)(etcd_conn *conn, uint64_t id);
+        /* Expected: ETCD_ERR_BAD_LEADER_TRANSFEREE, _NO_LEADER. */
+        int (*move_leader)(etcd_conn *conn, uint64_t to_id);
+
+        /* The message of the last failed call on conn ("" after a success). */
+        const char *(*last_error)(const etcd_conn *conn);
+} etcd_membership_ops;
+
+/* The real etcd client (etcd/client.h); userdata is unused. */
+extern const etcd_membership_ops etcd_membership_real;

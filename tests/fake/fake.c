@@ -1,0 +1,773 @@
+/*
+ * The fake world (tests/fake/fake.h): an in-memory target and the etcd
+ * membership its member processes form. One cluster per world.
+ *
+ * Decisions: every fact lives in the shared fake_world (fixed arrays, so
+ * it can sit in a MAP_SHARED mapping and survive a killed child); the
+ * target and the etcd side only read and write it. A process is "up"
+ * (connected, counted for quorum) while it runs and its data is intact.
+ * Health and the leader are recomputed from the world on every call, so
+ * there is no hidden state to go stale.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "render/render.h"
+#include "tests/fake/fake.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+static fake_world *current;
+
+fake_world *fake_world_new(void)
+{
+        void *p = mmap(NULL, sizeof(fake_world), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                       -1, 0);
+        if (p == MAP_FAILED)
+                abort();
+        fake_world *w = p;
+        memset(w, 0, sizeof(*w));
+        w->now_ms = 1000000;
+        w->next_id = 0x8e9e05c52164694dULL;
+        w->learner_sync_ms = 300;
+        return w;
+}
+
+void fake_world_free(fake_world *w)
+{
+        if (!w)
+                return;
+        if (current == w)
+                current = NULL;
+        munmap(w, sizeof(*w));
+}
+
+void fake_world_make_current(fake_world *w)
+{
+        current = w;
+}
+
+int64_t fake_clock_ms(void)
+{
+        return current ? current->now_ms : 0;
+}
+
+static void copy(char *dst, size_t size, const char *src)
+{
+        size_t n = src ? strlen(src) : 0;
+        if (n >= size)
+                abort(); /* the fake's limits are the test's: never truncate */
+        memcpy(dst, src ? src : "", n + 1);
+}
+
+/* ---- queries ------------------------------------------------------------- */
+
+fake_proc *fake_proc_find(fake_world *w, const char *name)
+{
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                if (w->procs[i].present && streq(w->procs[i].name, name))
+                        return &w->procs[i];
+        return NULL;
+}
+
+static fake_etcd_member *member_by_id(fake_world *w, uint64_t id)
+{
+        for (size_t i = 0; id && i < FAKE_MAX_MEMBERS; i++)
+                if (w->members[i].used && w->members[i].id == id)
+                        return &w->members[i];
+        return NULL;
+}
+
+static fake_etcd_member *member_by_peer(fake_world *w, const char *peer)
+{
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                if (w->members[i].used && streq(w->members[i].peer_url, peer))
+                        return &w->members[i];
+        return NULL;
+}
+
+const fake_etcd_member *fake_etcd_find(const fake_world *w, const char *name)
+{
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                if (w->members[i].used && streq(w->members[i].name, name))
+                        return &w->members[i];
+        return NULL;
+}
+
+/* The running, intact process that is etcd member id. */
+static fake_proc *proc_up(fake_world *w, uint64_t id)
+{
+        for (size_t i = 0; id && i < FAKE_MAX_MEMBERS; i++) {
+                fake_proc *p = &w->procs[i];
+                if (p->present && p->running && !p->lost && p->etcd_id == id)
+                        return p;
+        }
+        return NULL;
+}
+
+size_t fake_etcd_count(const fake_world *w, size_t *ret_learners)
+{
+        size_t n = 0, l = 0;
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                if (w->members[i].used) {
+                        n++;
+                        l += w->members[i].learner;
+                }
+        if (ret_learners)
+                *ret_learners = l;
+        return n;
+}
+
+size_t fake_procs_present(const fake_world *w)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                n += w->procs[i].present;
+        return n;
+}
+
+size_t fake_procs_running(const fake_world *w)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                n += w->procs[i].present && w->procs[i].running;
+        return n;
+}
+
+/* Voters, voters up, and voters up for the whole health interval. */
+static void voters(fake_world *w, int *ret_voters, int *ret_up, int *ret_healthy)
+{
+        int n = 0, up = 0, healthy = 0;
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++) {
+                const fake_etcd_member *m = &w->members[i];
+                if (!m->used || m->learner)
+                        continue;
+                n++;
+                fake_proc *p = proc_up(w, m->id);
+                if (p) {
+                        up++;
+                        if (p->running_since_ms <= w->now_ms - FAKE_HEALTH_MS)
+                                healthy++;
+                }
+        }
+        *ret_voters = n;
+        *ret_up = up;
+        if (ret_healthy)
+                *ret_healthy = healthy;
+}
+
+/* Raft in one line: a quorum of voters up elects the lowest ID, and keeps a leader that is up. */
+static void elect(fake_world *w)
+{
+        int n, up;
+        voters(w, &n, &up, NULL);
+        if (n == 0 || up < n / 2 + 1) {
+                w->leader = 0;
+                return;
+        }
+        const fake_etcd_member *l = member_by_id(w, w->leader);
+        if (l && !l->learner && proc_up(w, l->id))
+                return;
+        uint64_t best = 0;
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++) {
+                const fake_etcd_member *m = &w->members[i];
+                if (m->used && !m->learner && proc_up(w, m->id) && (!best || m->id < best))
+                        best = m->id;
+        }
+        w->leader = best;
+}
+
+/* ---- processes ----------------------------------------------------------- */
+
+static void proc_exit(fake_proc *p)
+{
+        p->running = false;
+        p->crashed = true;
+}
+
+/* Start the process: it joins etcd the way etcd does, or exits at once. */
+static void proc_start(fake_world *w, fake_proc *p)
+{
+        p->starts++;
+        p->stopped = false;
+        p->crashed = false;
+        p->running = true;
+        p->running_since_ms = w->now_ms;
+        if (p->broken)
+                return proc_exit(p);
+        if (p->has_data) {
+                /* Rejoins with its identity; a member etcd removed shuts down. */
+                if (!member_by_id(w, p->etcd_id))
+                        proc_exit(p);
+                return;
+        }
+        fake_etcd_member *m = member_by_peer(w, p->peer_url);
+        if (streq(p->initial_state, "new") && w->cluster_id == 0 && !m) {
+                for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                        if (!w->members[i].used) {
+                                m = &w->members[i];
+                                break;
+                        }
+                if (!m)
+                        abort();
+                memset(m, 0, sizeof(*m));
+                m->used = true;
+                m->id = w->next_id;
+                w->next_id += 0x1111;
+                copy(m->peer_url, sizeof(m->peer_url), p->peer_url);
+                w->cluster_id = 0xcdf818194e3a8c32ULL;
+        } else if (!streq(p->initial_state, "existing") || !m || m->name[0]) {
+                return proc_exit(p); /* a cluster ID or member mismatch: etcd exits */
+        }
+        copy(m->name, sizeof(m->name), p->name);
+        copy(m->client_url, sizeof(m->client_url), p->client_url);
+        p->etcd_id = m->id;
+        p->has_data = true;
+        p->initialized = true;
+}
+
+void fake_world_advance(fake_world *w, int64_t ms)
+{
+        w->now_ms += ms;
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++) {
+                fake_proc *p = &w->procs[i];
+                if (p->present && p->crashed && !p->stopped && !p->lost) {
+                        p->restarts++;
+                        proc_start(w, p);
+                }
+        }
+}
+
+void fake_kill(fake_world *w, const char *name, bool broken)
+{
+        fake_proc *p = fake_proc_find(w, name);
+        if (!p)
+                return;
+        p->broken = broken;
+        if (p->running)
+                proc_exit(p);
+}
+
+void fake_heal(fake_world *w, const char *name)
+{
+        fake_proc *p = fake_proc_find(w, name);
+        if (p)
+                p->broken = false;
+}
+
+void fake_lose_data(fake_world *w, const char *name)
+{
+        fake_proc *p = fake_proc_find(w, name);
+        if (!p)
+                return;
+        p->lost = true;
+        p->has_data = false;
+        if (p->running)
+                proc_exit(p);
+}
+
+/* ---- the target ---------------------------------------------------------- */
+
+typedef struct fake_target {
+        target base;
+        fake_world *w;
+} fake_target;
+
+static fake_world *W(target *t)
+{
+        return ((fake_target *)t)->w;
+}
+
+static int check_cluster(target *t, const char *ns, const char *cluster)
+{
+        fake_world *w = W(t);
+        if (!w->cluster[0]) {
+                copy(w->ns, sizeof(w->ns), ns);
+                copy(w->cluster, sizeof(w->cluster), cluster);
+        }
+        if (!streq(w->ns, ns) || !streq(w->cluster, cluster))
+                return target_fail(t, -EINVAL, "the fake target holds one cluster (%s/%s)", w->ns,
+                                   w->cluster);
+        return 0;
+}
+
+static fake_proc *proc_get(target *t, const char *name)
+{
+        fake_world *w = W(t);
+        fake_proc *p = fake_proc_find(w, name);
+        if (p)
+                return p;
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                if (!w->procs[i].present) {
+                        p = &w->procs[i];
+                        memset(p, 0, sizeof(*p));
+                        p->present = true;
+                        copy(p->name, sizeof(p->name), name);
+                        return p;
+                }
+        abort();
+}
+
+static int fake_plan_member(target *t, const etcd_cluster *c, member_plan *mp)
+{
+        if (!mp->name)
+                return target_fail(t, -EINVAL, "member plan without a name");
+        int k = check_cluster(t, c->namespace_, c->name);
+        if (k < 0)
+                return k;
+        fake_proc *p = proc_get(t, mp->name);
+        free(mp->peer_url);
+        mp->peer_url = xasprintf("http://%s.fake:2380", mp->name);
+        free(mp->client_url);
+        mp->client_url = xasprintf("http://%s.fake:2379", mp->name);
+        free(mp->listen_peer_url);
+        mp->listen_peer_url = xstrdup(mp->peer_url);
+        free(mp->listen_client_url);
+        mp->listen_client_url = xstrdup(mp->client_url);
+        free(mp->listen_metrics_url);
+        mp->listen_metrics_url = xasprintf("http://%s.fake:2381", mp->name);
+        free(mp->data_dir);
+        mp->data_dir = xasprintf("/fake/%s/data", mp->name);
+        free(mp->tls_dir);
+        mp->tls_dir = xasprintf("/fake/%s/tls", mp->name);
+        copy(p->peer_url, sizeof(p->peer_url), mp->peer_url);
+        copy(p->client_url, sizeof(p->client_url), mp->client_url);
+        return 0;
+}
+
+static int fake_ensure_shared(target *t, const etcd_cluster *c, const membership_plan *p)
+{
+        (void)p;
+        int k = check_cluster(t, c->namespace_, c->name);
+        if (k < 0)
+                return k;
+        W(t)->shared_syncs++;
+        return 0;
+}
+
+/* FNV-1a over the command, arguments separated by NUL. */
+static uint64_t command_hash(char **argv, size_t *ret_len)
+{
+        uint64_t h = 0xcbf29ce484222325ULL;
+        size_t len = 0;
+        for (size_t i = 0; argv && argv[i]; i++)
+                for (const char *s = argv[i];; s++) {
+                        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+                        len++;
+                        if (!*s)
+                                break;
+                }
+        *ret_len = len;
+        return h;
+}
+
+static int fake_ensure_member(target *t, const etcd_cluster *c, const membership_plan *plan,
+                              size_t idx)
+{
+        fake_world *w = W(t);
+        if (idx >= plan->n)
+                return target_fail(t, -EINVAL, "member index %zu out of range", idx);
+        const member_plan *mp = &plan->members[idx];
+        int k = check_cluster(t, c->namespace_, c->name);
+        if (k < 0)
+                return k;
+        char **argv = render_member_command(c, plan, idx);
+        size_t len = 0;
+        uint64_t h = command_hash(argv, &len);
+        render_strv_free(argv);
+
+        fake_proc *p = proc_get(t, mp->name);
+        if (p->initialized && p->lost)
+                return target_fail(t, -ESTALE,
+                                   "member %s: its data directory is gone; it cannot rejoin "
+                                   "with the same identity and must be replaced",
+                                   mp->name);
+        bool same = p->command_hash == h && p->command_len == len;
+        if (p->running && same)
+                return 0;
+        if (!p->running && p->crashed && !p->stopped && same)
+                return 0; /* waiting out its backoff: the supervision restarts it */
+        p->running = false;
+        p->lost = false;
+        p->command_hash = h;
+        p->command_len = len;
+        copy(p->peer_url, sizeof(p->peer_url), mp->peer_url);
+        copy(p->client_url, sizeof(p->client_url), mp->client_url);
+        copy(p->initial_state, sizeof(p->initial_state), mp->initial_cluster_state);
+        proc_start(w, p);
+        return 0;
+}
+
+static int fake_stop_member(target *t, const etcd_cluster *c, const char *member)
+{
+        (void)c;
+        fake_proc *p = fake_proc_find(W(t), member);
+        if (!p)
+                return 0;
+        p->running = false;
+        p->crashed = false;
+        p->stopped = true;
+        return 0;
+}
+
+static int fake_remove_member(target *t, const etcd_cluster *c, const char *member, bool keep_data)
+{
+        (void)c;
+        (void)keep_data;
+        fake_proc *p = fake_proc_find(W(t), member);
+        if (p)
+                memset(p, 0, sizeof(*p));
+        return 0;
+}
+
+static int fake_member_status(target *t, const etcd_cluster *c, const char *member,
+                              target_member_status *ret)
+{
+        (void)c;
+        fake_world *w = W(t);
+        elect(w);
+        fake_proc *p = fake_proc_find(w, member);
+        member_runtime_state s;
+        if (!p)
+                s = MEMBER_ABSENT;
+        else if (p->initialized && p->lost)
+                s = MEMBER_DATA_LOST;
+        else if (p->running)
+                s = w->leader && member_by_id(w, p->etcd_id) ? MEMBER_READY : MEMBER_STARTING;
+        else if (p->crashed)
+                s = p->restarts >= 5 ? MEMBER_CRASH_LOOP : MEMBER_CRASHED;
+        else if (!p->has_data)
+                s = MEMBER_ABSENT;
+        else
+                s = MEMBER_STOPPED;
+        *ret = (target_member_status){
+            .state = s,
+            .restarts = p ? p->restarts : 0,
+            .state_since_ms = w->now_ms,
+            .detail = xstrdup(member_runtime_state_name(s)),
+        };
+        return 0;
+}
+
+static int fake_list_members(target *t, const char *ns, const char *cluster, char ***ret_names,
+                             size_t *ret_n)
+{
+        fake_world *w = W(t);
+        char **names = xcalloc(FAKE_MAX_MEMBERS + 1, sizeof(char *));
+        size_t n = 0;
+        if (streq(w->ns, ns) && streq(w->cluster, cluster))
+                for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                        if (w->procs[i].present)
+                                names[n++] = xstrdup(w->procs[i].name);
+        *ret_names = names;
+        *ret_n = n;
+        return 0;
+}
+
+static int fake_tick(target *t)
+{
+        (void)t;
+        return 0;
+}
+
+static int fake_wait_event(target *t, int timeout_ms)
+{
+        (void)t;
+        (void)timeout_ms;
+        return 0;
+}
+
+static int fake_client_tls(target *t, const etcd_cluster *c, char **ret_ca, char **ret_cert,
+                           char **ret_key)
+{
+        (void)t;
+        (void)c;
+        *ret_ca = *ret_cert = *ret_key = NULL;
+        return 0;
+}
+
+static void fake_free(target *t)
+{
+        free(t);
+}
+
+static const target_ops fake_target_ops = {
+    .name = "fake",
+    .plan_member = fake_plan_member,
+    .ensure_shared = fake_ensure_shared,
+    .ensure_member = fake_ensure_member,
+    .stop_member = fake_stop_member,
+    .remove_member = fake_remove_member,
+    .member_status = fake_member_status,
+    .list_members = fake_list_members,
+    .tick = fake_tick,
+    .wait_event = fake_wait_event,
+    .client_tls = fake_client_tls,
+    .free = fake_free,
+};
+
+int fake_target_new(fake_world *w, target **ret)
+{
+        fake_target *ft = XNEW(fake_target);
+        ft->base.ops = &fake_target_ops;
+        ft->w = w;
+        *ret = &ft->base;
+        return 0;
+}
+
+/* ---- etcd's membership API ----------------------------------------------- */
+
+struct etcd_conn {
+        fake_world *w;
+        char **endpoints;
+        char *error;
+};
+
+static int fail(etcd_conn *c, int err, const char *fmt, ...) _printf_(3, 4);
+static int fail(etcd_conn *c, int err, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        free(c->error);
+        c->error = xvasprintf(fmt, ap);
+        va_end(ap);
+        return err;
+}
+
+static int ok(etcd_conn *c)
+{
+        free(c->error);
+        c->error = NULL;
+        return 0;
+}
+
+static int fe_connect(void *userdata, const etcd_conn_opts *o, etcd_conn **ret)
+{
+        if (isempty(o->endpoints))
+                return -EINVAL;
+        etcd_conn *c = XNEW(etcd_conn);
+        c->w = userdata;
+        size_t n = 1;
+        for (const char *s = o->endpoints; *s; s++)
+                n += *s == ',';
+        c->endpoints = xcalloc(n + 1, sizeof(char *));
+        const char *s = o->endpoints;
+        for (size_t i = 0; i < n; i++) {
+                const char *e = strchr(s, ',');
+                size_t l = e ? (size_t)(e - s) : strlen(s);
+                c->endpoints[i] = xstrndup(s, l);
+                s += l + (e ? 1 : 0);
+        }
+        *ret = c;
+        return 0;
+}
+
+static void fe_disconnect(etcd_conn *c)
+{
+        if (!c)
+                return;
+        for (size_t i = 0; c->endpoints[i]; i++)
+                free(c->endpoints[i]);
+        free(c->endpoints);
+        free(c->error);
+        free(c);
+}
+
+/* Some endpoint is a member that runs and answers. */
+static int reach(etcd_conn *c)
+{
+        fake_world *w = c->w;
+        elect(w);
+        for (size_t i = 0; c->endpoints[i]; i++)
+                for (size_t j = 0; j < FAKE_MAX_MEMBERS; j++) {
+                        const fake_etcd_member *m = &w->members[j];
+                        if (m->used && streq(m->client_url, c->endpoints[i]) && proc_up(w, m->id))
+                                return 0;
+                }
+        return fail(c, ETCD_ERR_UNREACHABLE, "cannot connect to any etcd endpoint");
+}
+
+static int need_leader(etcd_conn *c)
+{
+        int k = reach(c);
+        if (k < 0)
+                return k;
+        if (!c->w->leader)
+                return fail(c, ETCD_ERR_TIMEOUT, "etcdserver: request timed out (no leader)");
+        return 0;
+}
+
+static int fe_member_list(etcd_conn *c, etcd_members **ret)
+{
+        int k = reach(c);
+        if (k < 0)
+                return k;
+        fake_world *w = c->w;
+        etcd_members *l = XNEW(etcd_members);
+        l->cluster_id = w->cluster_id;
+        l->members = xcalloc(FAKE_MAX_MEMBERS, sizeof(etcd_member));
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++) {
+                const fake_etcd_member *m = &w->members[i];
+                if (!m->used)
+                        continue;
+                etcd_member *e = &l->members[l->n++];
+                e->id = m->id;
+                e->name = xstrdup(m->name);
+                e->is_learner = m->learner;
+                e->peer_urls = xcalloc(1, sizeof(char *));
+                e->peer_urls[0] = xstrdup(m->peer_url);
+                e->n_peer_urls = 1;
+                if (m->name[0]) {
+                        e->client_urls = xcalloc(1, sizeof(char *));
+                        e->client_urls[0] = xstrdup(m->client_url);
+                        e->n_client_urls = 1;
+                }
+        }
+        *ret = l;
+        return ok(c);
+}
+
+static int fe_leader(etcd_conn *c, uint64_t *ret)
+{
+        int k = reach(c);
+        if (k < 0)
+                return k;
+        *ret = c->w->leader;
+        return ok(c);
+}
+
+static int fe_add_learner(etcd_conn *c, const char *peer_url, uint64_t *ret_id)
+{
+        fake_world *w = c->w;
+        int k = need_leader(c);
+        if (k < 0)
+                return k;
+        if (w->fail_next_add) {
+                k = w->fail_next_add;
+                w->fail_next_add = 0;
+                return fail(c, k, "etcdserver: injected MemberAdd failure");
+        }
+        if (member_by_peer(w, peer_url))
+                return fail(c, ETCD_ERR_PEER_URL_EXISTS, "etcdserver: Peer URLs already exists");
+        size_t learners = 0;
+        (void)fake_etcd_count(w, &learners);
+        if (learners >= 1)
+                return fail(c, ETCD_ERR_TOO_MANY_LEARNERS, "etcdserver: too many learner members");
+        int n, up, healthy;
+        voters(w, &n, &up, &healthy);
+        if (healthy < n)
+                return fail(c, ETCD_ERR_UNHEALTHY, "etcdserver: unhealthy cluster");
+        fake_etcd_member *m = NULL;
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS && !m; i++)
+                if (!w->members[i].used)
+                        m = &w->members[i];
+        if (!m)
+                abort();
+        memset(m, 0, sizeof(*m));
+        m->used = true;
+        m->id = w->next_id;
+        w->next_id += 0x1111;
+        m->learner = true;
+        copy(m->peer_url, sizeof(m->peer_url), peer_url);
+        w->adds++;
+        *ret_id = m->id;
+        return ok(c);
+}
+
+static int fe_promote(etcd_conn *c, uint64_t id)
+{
+        fake_world *w = c->w;
+        int k = need_leader(c);
+        if (k < 0)
+                return k;
+        fake_etcd_member *m = member_by_id(w, id);
+        if (!m)
+                return fail(c, ETCD_ERR_MEMBER_NOT_FOUND, "etcdserver: member not found");
+        if (!m->learner)
+                return fail(c, ETCD_ERR_MEMBER_NOT_LEARNER,
+                            "etcdserver: can only promote a learner member");
+        fake_proc *p = proc_up(w, id);
+        if (!p || p->running_since_ms + w->learner_sync_ms > w->now_ms)
+                return fail(c, ETCD_ERR_MEMBER_NOT_IN_SYNC,
+                            "etcdserver: can only promote a learner member which is in sync "
+                            "with leader");
+        m->learner = false;
+        w->promotes++;
+        return ok(c);
+}
+
+static int fe_remove(etcd_conn *c, uint64_t id)
+{
+        fake_world *w = c->w;
+        int k = need_leader(c);
+        if (k < 0)
+                return k;
+        fake_etcd_member *m = member_by_id(w, id);
+        if (!m)
+                return fail(c, ETCD_ERR_MEMBER_NOT_FOUND, "etcdserver: member not found");
+        if (!m->learner) {
+                int n = 0, started = 0;
+                for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++) {
+                        const fake_etcd_member *o = &w->members[i];
+                        if (!o->used || o->learner)
+                                continue;
+                        n++;
+                        if (o->id != id && o->name[0])
+                                started++;
+                }
+                if (started < (n - 1) / 2 + 1)
+                        return fail(c, ETCD_ERR_NOT_ENOUGH_STARTED,
+                                    "etcdserver: re-configuration failed due to not enough "
+                                    "started members");
+                if (proc_up(w, id)) {
+                        int up, healthy;
+                        voters(w, &n, &up, &healthy);
+                        if (healthy - 1 < 1 + (n - 1) / 2)
+                                return fail(c, ETCD_ERR_UNHEALTHY, "etcdserver: unhealthy cluster");
+                }
+        }
+        fake_proc *p = proc_up(w, id);
+        if (p)
+                proc_exit(p); /* etcd shuts down a member removed from the cluster */
+        memset(m, 0, sizeof(*m));
+        w->removes++;
+        elect(w);
+        return ok(c);
+}
+
+static int fe_move_leader(etcd_conn *c, uint64_t to)
+{
+        fake_world *w = c->w;
+        int k = reach(c);
+        if (k < 0)
+                return k;
+        if (!w->leader)
+                return fail(c, ETCD_ERR_NO_LEADER, "etcdserver: no leader");
+        const fake_etcd_member *m = member_by_id(w, to);
+        if (!m || m->learner || !proc_up(w, to))
+                return fail(c, ETCD_ERR_BAD_LEADER_TRANSFEREE, "etcdserver: bad leader transferee");
+        if (w->leader != to)
+                w->leader_moves++;
+        w->leader = to;
+        return ok(c);
+}
+
+static const char *fe_last_error(const etcd_conn *c)
+{
+        return c->error ? c->error : "";
+}
+
+const etcd_membership_ops fake_etcd_ops = {
+    .connect = fe_connect,
+    .disconnect = fe_disconnect,
+    .member_list = fe_member_list,
+    .leader = fe_leader,
+    .add_learner = fe_add_learner,
+    .promote = fe_promote,
+    .remove = fe_remove,
+    .move_leader = fe_move_leader,
+    .last_error = fe_last_error,
+};

@@ -1,0 +1,108 @@
+/*
+ * A fake world for reconciler tests: an in-memory target (target_ops)
+ * whose "processes" form an in-memory etcd membership, reached through
+ * the reconciler's etcd seam (reconciler/etcd-ops.h). No process, socket
+ * or disk: a whole lifecycle runs in milliseconds.
+ *
+ * The membership follows etcd's own refusal rules (v3.5, strict reconfig
+ * check on):
+ *   - MemberAdd: refused while a learner exists (max-learners 1,
+ *     TOO_MANY_LEARNERS), for a peer URL already listed (PEER_URL_EXISTS),
+ *     and unless every voter has been connected for the health interval
+ *     (5 s, UNHEALTHY);
+ *   - MemberPromote: only a learner (MEMBER_NOT_LEARNER) that has been
+ *     running long enough to catch up (MEMBER_NOT_IN_SYNC);
+ *   - MemberRemove of a voter: refused when the started voters left would
+ *     not be a quorum (NOT_ENOUGH_STARTED) or when the connected voters
+ *     left would not be (UNHEALTHY); a removed member's process exits;
+ *   - any change needs a leader, which needs a quorum of voters up.
+ * A member process joins the membership the way etcd does: "new" with no
+ * cluster yet forms it, "existing" takes the unstarted member listed with
+ * its peer URL; anything else exits at once.
+ *
+ * The world lives in a shared anonymous mapping, so a test can fork a
+ * child that runs reconciler passes until a failpoint kills it and then
+ * see exactly the effects that happened before the kill.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "reconciler/etcd-ops.h"
+#include "targets/target.h"
+
+#define FAKE_MAX_MEMBERS 16
+#define FAKE_NAME_MAX    64
+#define FAKE_URL_MAX     128
+#define FAKE_HEALTH_MS   5000 /* etcd's health interval */
+
+typedef struct fake_etcd_member {
+        bool used;
+        uint64_t id;
+        char name[FAKE_NAME_MAX]; /* "" until the member first started */
+        char peer_url[FAKE_URL_MAX];
+        char client_url[FAKE_URL_MAX];
+        bool learner;
+} fake_etcd_member;
+
+typedef struct fake_proc {
+        bool present; /* the target holds this member (planned at least) */
+        char name[FAKE_NAME_MAX];
+        char peer_url[FAKE_URL_MAX];
+        char client_url[FAKE_URL_MAX];
+        char initial_state[16]; /* "new" | "existing", as last started */
+        uint64_t command_hash;  /* of the command last started */
+        size_t command_len;
+        uint64_t etcd_id; /* the etcd member this process is, 0 before it joined */
+        bool has_data;
+        bool initialized; /* joined etcd once */
+        bool running;
+        bool stopped; /* stopped on purpose */
+        bool crashed; /* exited on its own */
+        bool broken;  /* test hook: every start exits at once (host down) */
+        bool lost;    /* test hook: its data directory is gone */
+        int64_t running_since_ms;
+        int starts; /* process starts, restarts included */
+        int restarts;
+} fake_proc;
+
+typedef struct fake_world {
+        int64_t now_ms; /* the clock of the world and the reconciler */
+        uint64_t cluster_id;
+        uint64_t leader;
+        uint64_t next_id;
+        char ns[FAKE_NAME_MAX];
+        char cluster[FAKE_NAME_MAX];
+        fake_etcd_member members[FAKE_MAX_MEMBERS];
+        fake_proc procs[FAKE_MAX_MEMBERS];
+        int learner_sync_ms; /* how long a learner runs before it is in sync (default 300) */
+        int fail_next_add;   /* test hook: MemberAdd fails once with this etcd error */
+        /* Counters of calls that changed something, for assertions. */
+        int adds, promotes, removes, leader_moves;
+        int shared_syncs;
+} fake_world;
+
+/* A world in shared memory (survives in the parent when a forked child is killed). */
+fake_world *fake_world_new(void);
+void fake_world_free(fake_world *w);
+
+/* The clock to give reconciler_opts (reads the world last made current). */
+void fake_world_make_current(fake_world *w);
+int64_t fake_clock_ms(void);
+/* Advance the clock and let crashed processes restart (the target's own supervision). */
+void fake_world_advance(fake_world *w, int64_t ms);
+
+/* The target and the etcd operations over the world. */
+int fake_target_new(fake_world *w, target **ret);
+extern const etcd_membership_ops fake_etcd_ops;
+
+/* Test hooks and queries. */
+fake_proc *fake_proc_find(fake_world *w, const char *name);
+const fake_etcd_member *fake_etcd_find(const fake_world *w, const char *name);
+void fake_kill(fake_world *w, const char *name, bool broken); /* the process dies */
+void fake_heal(fake_world *w, const char *name);              /* its host is back */
+void fake_lose_data(fake_world *w, const char *name);         /* its data dir is gone */
+size_t fake_etcd_count(const fake_world *w, size_t *ret_learners);
+size_t fake_procs_present(const fake_world *w);
+size_t fake_procs_running(const fake_world *w);

@@ -1,0 +1,441 @@
+/*
+ * Whole cluster lifecycles through reconciler_pass, against the fake
+ * world (tests/fake/fake.h): an in-memory target and etcd membership with
+ * etcd's refusal rules. Each test is what an operator would watch:
+ * bootstrap 3, scale 3 -> 5 -> 3, pause and resume, a member whose data
+ * is lost gets replaced, a cluster that lost quorum is left alone, and
+ * gitcd killed at every step boundary converges when started again.
+ *
+ * The clock is the world's; a waiting pass advances it by the poll time
+ * the reconciler asked for, so etcd's 5 s health interval costs nothing.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "api/spec.h"
+#include "reconciler/reconcile.h"
+#include "tests/fake/fake.h"
+#include "util/fs.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+#define CLUSTER    "default/demo"
+#define MAX_PASSES 400
+
+typedef struct fx {
+        char *dir;
+        char *db_path;
+        fake_world *w;
+        state_db *db;
+        target *t;
+        reconciler *r;
+} fx;
+
+static void fx_open(fx *f)
+{
+        assert_int_equal(state_open(f->db_path, STATE_OPEN_READ_WRITE, &f->db), 0);
+        assert_int_equal(fake_target_new(f->w, &f->t), 0);
+        fake_world_make_current(f->w);
+        reconciler_opts o = {
+            .db = f->db,
+            .target = f->t,
+            .etcd = &fake_etcd_ops,
+            .etcd_userdata = f->w,
+            .wall_ms = fake_clock_ms,
+            .mono_ms = fake_clock_ms,
+        };
+        assert_int_equal(reconciler_new(&o, &f->r), 0);
+}
+
+/* What a gitcd exit does to this process's handles (the world keeps running). */
+static void fx_close(fx *f)
+{
+        reconciler_free(f->r);
+        f->r = NULL;
+        target_free(f->t);
+        f->t = NULL;
+        state_close(f->db);
+        f->db = NULL;
+}
+
+static int setup(void **state)
+{
+        fx *f = XNEW(fx);
+        char tmpl[] = "/tmp/gitcd-lifecycle-XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        f->dir = xstrdup(tmpl);
+        f->db_path = xasprintf("%s/state.db", f->dir);
+        f->w = fake_world_new();
+        fx_open(f);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state)
+{
+        fx *f = *state;
+        fx_close(f);
+        fake_world_free(f->w);
+        (void)rm_rf(f->dir);
+        free(f->dir);
+        free(f->db_path);
+        free(f);
+        return 0;
+}
+
+/* Offer the spec "demo" with replicas and n_flags extra flags (each a long value). */
+static void offer_flags(fx *f, int replicas, int n_flags)
+{
+        strbuf y = STRBUF_INIT;
+        sb_printf(&y,
+                  "apiVersion: gitcd.io/v1alpha1\n"
+                  "kind: EtcdCluster\n"
+                  "metadata:\n  name: demo\n  namespace: default\n"
+                  "spec:\n  replicas: %d\n  version: \"3.5.16\"\n  storage:\n    size: 1Gi\n",
+                  replicas);
+        if (n_flags > 0) {
+                sb_append(&y, "  options:\n    extraFlags:\n");
+                for (int i = 0; i < n_flags; i++) {
+                        sb_printf(&y, "      experimental-flag-%03d: \"", i);
+                        for (int j = 0; j < 100; j++)
+                                sb_appendc(&y, (char)('a' + (i + j) % 26));
+                        sb_append(&y, "\"\n");
+                }
+        }
+        cluster_set set = {0};
+        diag_list d = DIAG_LIST_INIT;
+        int k = spec_load_buffer("demo.yaml", sb_str(&y), y.len, &set, &d);
+        for (size_t i = 0; k < 0 && i < d.n; i++)
+                fprintf(stderr, "%s\n", d.items[i].message);
+        assert_int_equal(k, 0);
+        assert_int_equal(set.n, 1);
+        assert_int_equal(reconciler_offer(f->r, set.items[0], NULL), 0);
+        cluster_set_release(&set);
+        diag_list_release(&d);
+        sb_release(&y);
+}
+
+static void offer(fx *f, int replicas)
+{
+        offer_flags(f, replicas, 0);
+}
+
+/* Pass until converged (or failed, or out of passes); waiting passes advance the clock. */
+static pass_outcome converge_n(fx *f, int max_passes, pass_result *ret)
+{
+        pass_result res = {0};
+        for (int i = 0; i < max_passes; i++) {
+                assert_int_equal(reconciler_pass(f->r, CLUSTER, &res), 0);
+                if (res.outcome == PASS_CONVERGED || res.outcome == PASS_FAILED)
+                        break;
+                if (res.outcome != PASS_PROGRESSED)
+                        fake_world_advance(f->w, res.poll_ms > 0 ? res.poll_ms : 200);
+        }
+        if (ret)
+                *ret = res;
+        return res.outcome;
+}
+
+static void converge(fx *f)
+{
+        pass_result res;
+        pass_outcome o = converge_n(f, MAX_PASSES, &res);
+        if (o != PASS_CONVERGED)
+                fprintf(stderr, "not converged: %s %s: %s\n", pass_outcome_name(o), res.reason,
+                        res.message);
+        assert_int_equal(o, PASS_CONVERGED);
+}
+
+/* The cluster is exactly `replicas` healthy voters, each recorded, named and running. */
+static void assert_cluster(fx *f, int replicas)
+{
+        size_t learners = 0;
+        assert_int_equal(fake_etcd_count(f->w, &learners), (size_t)replicas);
+        assert_int_equal(learners, 0);
+        assert_int_equal(fake_procs_running(f->w), (size_t)replicas);
+        assert_int_equal(fake_procs_present(f->w), (size_t)replicas);
+        state_member_list l = {0};
+        assert_int_equal(state_member_list_for(f->db, CLUSTER, false, &l), 0);
+        assert_int_equal(l.n, (size_t)replicas);
+        for (size_t i = 0; i < l.n; i++) {
+                const fake_etcd_member *m = fake_etcd_find(f->w, l.items[i]->name);
+                assert_non_null(m);
+                assert_false(m->learner);
+                fake_proc *p = fake_proc_find(f->w, l.items[i]->name);
+                assert_non_null(p);
+                assert_true(p->running);
+        }
+        state_member_list_release(&l);
+}
+
+static int audit_count(fx *f, const char *action)
+{
+        state_audit_filter flt = {.cluster = CLUSTER, .action = action};
+        state_audit_list l = {0};
+        assert_int_equal(state_audit_query(f->db, &flt, &l), 0);
+        int n = (int)l.n;
+        state_audit_list_release(&l);
+        return n;
+}
+
+static int total_starts(fx *f)
+{
+        int n = 0;
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                if (f->w->procs[i].present)
+                        n += f->w->procs[i].starts;
+        return n;
+}
+
+/* ---- lifecycles ---------------------------------------------------------- */
+
+static void test_bootstrap_three(void **state)
+{
+        fx *f = *state;
+        offer(f, 3);
+        converge(f);
+        assert_cluster(f, 3);
+        /* One member at a time: a seed, then two learners promoted. */
+        assert_int_equal(f->w->adds, 2);
+        assert_int_equal(f->w->promotes, 2);
+        assert_int_equal(f->w->removes, 0);
+        assert_non_null(fake_etcd_find(f->w, "demo-0"));
+        assert_non_null(fake_etcd_find(f->w, "demo-2"));
+
+        /* Converged means nothing more to do: another pass changes nothing. */
+        int starts = total_starts(f);
+        pass_result res;
+        assert_int_equal(converge_n(f, 1, &res), PASS_CONVERGED);
+        assert_int_equal(total_starts(f), starts);
+
+        state_cluster *sc = NULL;
+        assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
+        assert_string_equal(sc->phase, "Running");
+        assert_non_null(sc->cluster_id);
+        state_cluster_free(sc);
+}
+
+static void test_scale_up_and_down(void **state)
+{
+        fx *f = *state;
+        offer(f, 3);
+        converge(f);
+        offer(f, 5);
+        converge(f);
+        assert_cluster(f, 5);
+        assert_int_equal(f->w->adds, 4);
+        offer(f, 3);
+        converge(f);
+        assert_cluster(f, 3);
+        assert_int_equal(f->w->removes, 2);
+        /* Scale-down removes the newest members; the first three stay. */
+        assert_non_null(fake_etcd_find(f->w, "demo-0"));
+        assert_non_null(fake_etcd_find(f->w, "demo-1"));
+        assert_non_null(fake_etcd_find(f->w, "demo-2"));
+        assert_null(fake_etcd_find(f->w, "demo-3"));
+        assert_null(fake_etcd_find(f->w, "demo-4"));
+        assert_int_equal(audit_count(f, "member.remove"), 2);
+}
+
+static void test_pause_and_resume(void **state)
+{
+        fx *f = *state;
+        offer(f, 3);
+        converge(f);
+        offer(f, 0);
+        converge(f);
+        /* Paused: one dormant member keeps the data, nothing runs. */
+        assert_int_equal(fake_etcd_count(f->w, NULL), 1);
+        assert_int_equal(fake_procs_running(f->w), 0);
+        assert_int_equal(fake_procs_present(f->w), 1);
+        fake_proc *p = fake_proc_find(f->w, "demo-0");
+        assert_non_null(p);
+        assert_true(p->has_data);
+        state_cluster *sc = NULL;
+        assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
+        assert_string_equal(sc->phase, "Paused");
+        state_cluster_free(sc);
+
+        offer(f, 3);
+        converge(f);
+        assert_cluster(f, 3);
+        /* The dormant member came back with its identity: the cluster was never re-formed. */
+        assert_non_null(fake_etcd_find(f->w, "demo-0"));
+}
+
+static void test_data_lost_is_replaced(void **state)
+{
+        fx *f = *state;
+        offer(f, 3);
+        converge(f);
+        uint64_t lost_id = fake_etcd_find(f->w, "demo-1")->id;
+        fake_lose_data(f->w, "demo-1");
+        converge(f);
+        assert_cluster(f, 3);
+        /* The lost member left etcd and the target; a new ordinal took its place. */
+        assert_null(fake_etcd_find(f->w, "demo-1"));
+        assert_null(fake_proc_find(f->w, "demo-1"));
+        assert_non_null(fake_etcd_find(f->w, "demo-3"));
+        assert_int_not_equal(fake_etcd_find(f->w, "demo-3")->id, lost_id);
+        assert_int_equal(f->w->removes, 1);
+}
+
+static void test_quorum_loss_removes_nothing(void **state)
+{
+        fx *f = *state;
+        offer(f, 3);
+        converge(f);
+        /* Two of three hosts go down: every restart exits at once. */
+        fake_kill(f->w, "demo-1", true);
+        fake_kill(f->w, "demo-2", true);
+        pass_result res;
+        assert_int_equal(converge_n(f, 60, &res), PASS_WAITING);
+        assert_int_equal(fake_etcd_count(f->w, NULL), 3);
+        assert_int_equal(fake_procs_present(f->w), 3);
+        assert_int_equal(f->w->removes, 0);
+        assert_int_equal(f->w->adds, 2);
+        assert_int_equal(audit_count(f, "member.delete"), 0);
+        state_cluster *sc = NULL;
+        assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
+        assert_string_equal(sc->phase, "QuorumLost");
+        state_cluster_free(sc);
+
+        /* The hosts come back: the same three members, nothing replaced. */
+        fake_heal(f->w, "demo-1");
+        fake_heal(f->w, "demo-2");
+        converge(f);
+        assert_cluster(f, 3);
+        assert_int_equal(f->w->removes, 0);
+        assert_non_null(fake_etcd_find(f->w, "demo-1"));
+        assert_non_null(fake_etcd_find(f->w, "demo-2"));
+}
+
+/* ---- crash points -------------------------------------------------------- */
+
+enum scenario {
+        BOOTSTRAP,  /* nothing -> 3 */
+        SCALE_DOWN, /* 3 -> 1 */
+        REPLACE,    /* 3 with one member's data lost */
+        PAUSE,      /* 3 -> 0 */
+};
+
+static const struct crash_case {
+        const char *failpoint;
+        enum scenario scenario;
+} crash_cases[] = {
+    {"start-seed.after-record", BOOTSTRAP},
+    {"start-seed.after-start", BOOTSTRAP},
+    {"add-learner.after-record", BOOTSTRAP},
+    {"add-learner.after-journal", BOOTSTRAP},
+    {"add-learner.after-etcd", BOOTSTRAP},
+    {"start.before-target", BOOTSTRAP},
+    {"start.after-target", BOOTSTRAP},
+    {"promote.before-etcd", BOOTSTRAP},
+    {"promote.after-etcd", BOOTSTRAP},
+    {"remove.before-etcd", SCALE_DOWN},
+    {"remove.after-etcd", SCALE_DOWN},
+    {"delete.after-target", SCALE_DOWN},
+    {"move-leader.after-etcd", SCALE_DOWN},
+    {"remove.after-etcd", REPLACE},
+    {"add-learner.after-etcd", REPLACE},
+    {"delete.after-target", REPLACE},
+    {"stop.after-target", PAUSE},
+};
+
+/* Run passes in a child that the failpoint kills; the world keeps what happened before. */
+static void run_until_killed(fx *f, const char *failpoint)
+{
+        fx_close(f);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                setenv("GITCD_FAILPOINT", failpoint, 1);
+                fx_open(f);
+                (void)converge_n(f, MAX_PASSES, NULL);
+                _exit(0); /* the failpoint was never reached */
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        if (!WIFSIGNALED(status))
+                fprintf(stderr, "failpoint %s was not reached\n", failpoint);
+        assert_true(WIFSIGNALED(status));
+        assert_int_equal(WTERMSIG(status), SIGKILL);
+        fx_open(f);
+}
+
+static void crash_case(fx *f, const struct crash_case *cc)
+{
+        int want = 3;
+        switch (cc->scenario) {
+        case BOOTSTRAP:
+                offer(f, 3);
+                break;
+        case SCALE_DOWN:
+                offer(f, 3);
+                converge(f);
+                /* The newest member leads: scale-down moves leadership first. */
+                f->w->leader = fake_etcd_find(f->w, "demo-2")->id;
+                offer(f, 1);
+                want = 1;
+                break;
+        case REPLACE:
+                offer(f, 3);
+                converge(f);
+                fake_lose_data(f->w, "demo-1");
+                break;
+        case PAUSE:
+                offer(f, 3);
+                converge(f);
+                offer(f, 0);
+                want = 0;
+                break;
+        }
+        run_until_killed(f, cc->failpoint);
+        converge(f);
+        if (want > 0) {
+                assert_cluster(f, want);
+        } else {
+                assert_int_equal(fake_etcd_count(f->w, NULL), 1);
+                assert_int_equal(fake_procs_running(f->w), 0);
+                assert_int_equal(fake_procs_present(f->w), 1);
+        }
+        /* The operation the crash interrupted is closed and audited, never left pending. */
+        state_op_list l = {0};
+        assert_int_equal(state_op_list_pending(f->db, CLUSTER, &l), 0);
+        assert_int_equal(l.n, 0);
+        state_op_list_release(&l);
+}
+
+static void test_crash_points(void **state)
+{
+        (void)state;
+        for (size_t i = 0; i < sizeof(crash_cases) / sizeof(crash_cases[0]); i++) {
+                void *st = NULL;
+                setup(&st);
+                crash_case(st, &crash_cases[i]);
+                teardown(&st);
+        }
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test_setup_teardown(test_bootstrap_three, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_scale_up_and_down, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_pause_and_resume, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_data_lost_is_replaced, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_quorum_loss_removes_nothing, setup, teardown),
+            cmocka_unit_test(test_crash_points),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
