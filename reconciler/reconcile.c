@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "etcd/client.h"
+#include "reconciler/membership.h"
 #include "reconciler/reconcile.h"
 #include "render/layout.h"
 #include "render/render.h"
@@ -233,17 +234,16 @@ static char *join_strv(char **v)
         return sb_detach(&sb);
 }
 
-static const char *runtime_get(const state_member *m, const char *key, char *buf, size_t size)
+/* A string field of a record's runtime JSON (heap copy), or NULL. */
+static char *runtime_get(const state_member *m, const char *key)
 {
-        buf[0] = '\0';
         if (!m || isempty(m->runtime_json))
                 return NULL;
         json_t *j = json_loads(m->runtime_json, 0, NULL);
         const char *v = j ? json_string_value(json_object_get(j, key)) : NULL;
-        if (v)
-                snprintf(buf, size, "%s", v);
+        char *s = v ? xstrdup(v) : NULL;
         json_decref(j);
-        return v ? buf : NULL;
+        return s;
 }
 
 static char *runtime_make(const char *initial_cluster, const char *state, const char *command)
@@ -255,35 +255,14 @@ static char *runtime_make(const char *initial_cluster, const char *state, const 
         return s;
 }
 
-/*
- * The plan entry to start member `name`: addresses from the target,
- * initial cluster and state as recorded when the member was created.
- */
-static int member_start_plan(reconciler *r, const etcd_cluster *c, const state_member *rec,
+/* The plan to start one recorded member (reconciler/membership.h). */
+static int member_start_plan(reconciler *r, const etcd_cluster *c, state_member *rec,
                              membership_plan **ret_plan)
 {
-        membership_plan *p = XNEW(membership_plan);
-        p->cluster_token = xasprintf("%s-%s", c->namespace_, c->name);
-        member_plan *mp = membership_plan_add(p);
-        mp->name = xstrdup(rec->name);
-        mp->ordinal = rec->ordinal;
-        mp->learner = rec->learner;
-        int k = r->opts.target->ops->plan_member(r->opts.target, c, mp);
-        if (k < 0) {
-                membership_plan_free(p);
-                return k;
-        }
-        char buf[8192];
-        const char *ic = runtime_get(rec, "initial_cluster", buf, sizeof(buf));
-        mp->initial_cluster = xstrdup(ic ? ic : "");
-        char sbuf[32];
-        const char *st = runtime_get(rec, "initial_cluster_state", sbuf, sizeof(sbuf));
-        mp->initial_cluster_state = xstrdup(st ? st : "existing");
-        *ret_plan = p;
-        return 0;
+        return membership_plan_for_records(r->opts.target, c, &rec, 1, ret_plan);
 }
 
-static char *member_command(reconciler *r, const etcd_cluster *c, const state_member *rec)
+static char *member_command(reconciler *r, const etcd_cluster *c, state_member *rec)
 {
         membership_plan *p = NULL;
         if (member_start_plan(r, c, rec, &p) < 0)
@@ -337,21 +316,15 @@ static void client_tls_files(reconciler *r, const etcd_cluster *c, const state_m
         }
         if (recs->n == 0)
                 return;
-        member_plan mp = {0};
-        mp.name = recs->items[0]->name;
-        mp.ordinal = recs->items[0]->ordinal;
-        if (r->opts.target->ops->plan_member(r->opts.target, c, &mp) >= 0 && mp.tls_dir) {
-                *ret_ca = xasprintf("%s/%s/ca.crt", mp.tls_dir, TLS_SUBDIR_OPERATOR);
-                *ret_cert = xasprintf("%s/%s/tls.crt", mp.tls_dir, TLS_SUBDIR_OPERATOR);
-                *ret_key = xasprintf("%s/%s/tls.key", mp.tls_dir, TLS_SUBDIR_OPERATOR);
+        _cleanup_(membership_plan_freep) membership_plan *p = NULL;
+        if (membership_plan_for_records(t, c, recs->items, 1, &p) < 0)
+                return;
+        const char *tls_dir = p->members[0].tls_dir;
+        if (tls_dir) {
+                *ret_ca = xasprintf("%s/%s/ca.crt", tls_dir, TLS_SUBDIR_OPERATOR);
+                *ret_cert = xasprintf("%s/%s/tls.crt", tls_dir, TLS_SUBDIR_OPERATOR);
+                *ret_key = xasprintf("%s/%s/tls.key", tls_dir, TLS_SUBDIR_OPERATOR);
         }
-        free(mp.peer_url);
-        free(mp.client_url);
-        free(mp.listen_peer_url);
-        free(mp.listen_client_url);
-        free(mp.listen_metrics_url);
-        free(mp.data_dir);
-        free(mp.tls_dir);
 }
 
 static etcd_conn *cluster_client(reconciler *r, cluster_ctx *x, const etcd_cluster *c,
@@ -465,7 +438,6 @@ static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *
         for (size_t i = 0; i < w->n; i++) {
                 member_view *v = &w->views[i];
                 obs_member *o = &w->obs_members[i];
-                char buf[8192];
                 o->name = v->name;
                 o->ordinal = v->ordinal;
                 o->recorded = v->rec != NULL;
@@ -475,7 +447,7 @@ static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *
                 o->learner = v->em && v->em->is_learner;
                 o->unstarted = v->em && isempty(v->em->name);
                 o->runtime = v->ts.state;
-                const char *cmd = runtime_get(v->rec, "command", buf, sizeof(buf));
+                _cleanup_free_ char *cmd = runtime_get(v->rec, "command");
                 /* The command (flags) or the binary (version) it runs is not what the spec says. */
                 o->outdated = v->rec && ((cmd && v->command && !streq(cmd, v->command)) ||
                                          (v->rec->version && !streq(v->rec->version, c->version)));
@@ -611,33 +583,25 @@ static int new_member_record(act_ctx *a, int ordinal, bool seed, bool learner,
 {
         const etcd_cluster *c = a->c;
         _cleanup_free_ char *name = render_member_name(c, ordinal);
-        member_plan mp = {0};
-        mp.name = name;
-        mp.ordinal = ordinal;
-        int k = a->r->opts.target->ops->plan_member(a->r->opts.target, c, &mp);
+        _cleanup_(membership_plan_freep) membership_plan *p = membership_plan_new(c);
+        int k = membership_plan_append(p, a->r->opts.target, c, name, ordinal, learner, NULL, NULL);
         if (k < 0)
                 return k;
+        const member_plan *mp = &p->members[0];
         _cleanup_free_ char *ic =
-            initial_cluster_extra ? xasprintf("%s,%s=%s", initial_cluster_extra, name, mp.peer_url)
-                                  : xasprintf("%s=%s", name, mp.peer_url);
+            initial_cluster_extra ? xasprintf("%s,%s=%s", initial_cluster_extra, name, mp->peer_url)
+                                  : xasprintf("%s=%s", name, mp->peer_url);
         state_member *m = XNEW(state_member);
         m->cluster = xstrdup(a->x->name);
         m->name = xstrdup(name);
         m->ordinal = ordinal;
-        m->peer_url = xstrdup_null(mp.peer_url);
-        m->client_url = xstrdup_null(mp.client_url);
+        m->peer_url = xstrdup_null(mp->peer_url);
+        m->client_url = xstrdup_null(mp->client_url);
         m->learner = learner;
         m->seed = seed;
         m->version = xstrdup(c->version);
         m->state = xstrdup("absent");
         m->runtime_json = runtime_make(ic, seed ? "new" : "existing", "");
-        free(mp.peer_url);
-        free(mp.client_url);
-        free(mp.listen_peer_url);
-        free(mp.listen_client_url);
-        free(mp.listen_metrics_url);
-        free(mp.data_dir);
-        free(mp.tls_dir);
         k = state_member_put(a->r->opts.db, m, wall(a->r));
         if (k < 0) {
                 state_member_free(m);
@@ -665,11 +629,10 @@ static int start_member(act_ctx *a, state_member *rec, char *err, size_t errsize
         char **argv = render_member_command(a->c, p, 0);
         _cleanup_free_ char *cmd = join_strv(argv);
         render_strv_free(argv);
-        char ic[8192], st[32];
-        runtime_get(rec, "initial_cluster", ic, sizeof(ic));
-        runtime_get(rec, "initial_cluster_state", st, sizeof(st));
+        /* The plan carries the initial cluster and state as recorded. */
         free(rec->runtime_json);
-        rec->runtime_json = runtime_make(ic, st[0] ? st : "existing", cmd);
+        rec->runtime_json =
+            runtime_make(p->members[0].initial_cluster, p->members[0].initial_cluster_state, cmd);
         rec->dormant = false;
         free(rec->version);
         rec->version = xstrdup(a->c->version);
@@ -895,27 +858,11 @@ static void sync_shared(reconciler *r, cluster_ctx *x, const etcd_cluster *c, wo
         target *t = r->opts.target;
         if (!w->etcd || w->records.n == 0)
                 return;
-        membership_plan *p = XNEW(membership_plan);
-        p->cluster_token = xasprintf("%s-%s", c->namespace_, c->name);
-        for (size_t i = 0; i < w->records.n; i++) {
-                const state_member *rec = w->records.items[i];
-                member_plan *mp = membership_plan_add(p);
-                mp->name = xstrdup(rec->name);
-                mp->ordinal = rec->ordinal;
-                mp->learner = rec->learner;
-                if (t->ops->plan_member(t, c, mp) < 0) {
-                        membership_plan_free(p);
-                        return;
-                }
-                char buf[8192], sbuf[32];
-                const char *ic = runtime_get(rec, "initial_cluster", buf, sizeof(buf));
-                const char *st = runtime_get(rec, "initial_cluster_state", sbuf, sizeof(sbuf));
-                mp->initial_cluster = xstrdup(ic ? ic : "");
-                mp->initial_cluster_state = xstrdup(st ? st : "existing");
-        }
+        _cleanup_(membership_plan_freep) membership_plan *p = NULL;
+        if (membership_plan_for_records(t, c, w->records.items, w->records.n, &p) < 0)
+                return;
         if (t->ops->ensure_shared(t, c, p) < 0)
                 log_warn("%s: cannot update the shared objects: %s", x->name, target_last_error(t));
-        membership_plan_free(p);
 }
 
 static void remove_target_strays(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w)

@@ -45,8 +45,10 @@ member_plan *membership_plan_add(membership_plan *p)
         return m;
 }
 
-static void member_plan_release(member_plan *m)
+void member_plan_release(member_plan *m)
 {
+        if (!m)
+                return;
         free(m->name);
         free(m->peer_url);
         free(m->client_url);
@@ -57,6 +59,19 @@ static void member_plan_release(member_plan *m)
         free(m->initial_cluster_state);
         free(m->data_dir);
         free(m->tls_dir);
+        memset(m, 0, sizeof(*m));
+}
+
+char *membership_cluster_token(const etcd_cluster *c)
+{
+        return xasprintf("%s-%s", render_namespace(c), c->name);
+}
+
+membership_plan *membership_plan_new(const etcd_cluster *c)
+{
+        membership_plan *p = XNEW(membership_plan);
+        p->cluster_token = membership_cluster_token(c);
+        return p;
 }
 
 void membership_plan_free(membership_plan *p)
@@ -81,8 +96,7 @@ membership_plan *membership_plan_steady(const etcd_cluster *c, const char *clust
         _cleanup_free_ char *headless = render_headless_service_name(c);
         strbuf initial = STRBUF_INIT;
 
-        membership_plan *p = XNEW(membership_plan);
-        p->cluster_token = xasprintf("%s-%s", ns, c->name);
+        membership_plan *p = membership_plan_new(c);
         for (int i = 0; i < n; i++) {
                 member_plan *m = membership_plan_add(p);
                 m->name = render_member_name(c, i);

@@ -53,6 +53,12 @@ char *render_headless_service_name(const etcd_cluster *c);    /* "<name>-headles
 char *render_client_service_name(const etcd_cluster *c);      /* "<name>" */
 char *render_member_name(const etcd_cluster *c, int ordinal); /* "<name>-<ordinal>" */
 
+/* "<namespace>-<name>": the --initial-cluster-token of every member. Newly allocated. */
+char *membership_cluster_token(const etcd_cluster *c);
+
+/* An empty plan for cluster c (its token set), to fill with membership_plan_add(). */
+membership_plan *membership_plan_new(const etcd_cluster *c);
+
 /*
  * The plan for the steady state a fresh cluster converges to on
  * Kubernetes: replicas voters with ordinals 0..replicas-1 (one dormant
@@ -64,6 +70,8 @@ membership_plan *membership_plan_steady(const etcd_cluster *c, const char *clust
 void membership_plan_free(membership_plan *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(membership_plan *, membership_plan_free);
 member_plan *membership_plan_add(membership_plan *p); /* zeroed entry to fill */
+/* Free the strings of one entry (not the entry itself); the entry is zeroed. */
+void member_plan_release(member_plan *m);
 
 /* The etcd container command line for one member: argv[0] "etcd", then flags; NULL-terminated. */
 char **render_member_command(const etcd_cluster *c, const membership_plan *p, size_t idx);

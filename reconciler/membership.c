@@ -1,0 +1,63 @@
+/*
+ * The membership plan builder (reconciler/membership.h). Decision: a plan
+ * is never assembled by hand elsewhere; callers ask for the members they
+ * need and free the plan with membership_plan_free(), so a field added to
+ * member_plan is filled and freed in exactly one place.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <jansson.h>
+
+#include "reconciler/membership.h"
+#include "util/xalloc.h"
+
+int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c, const char *name,
+                           int ordinal, bool learner, const char *initial_cluster,
+                           const char *initial_state)
+{
+        assert(p && t && c && name);
+        member_plan *mp = membership_plan_add(p);
+        mp->name = xstrdup(name);
+        mp->ordinal = ordinal;
+        mp->learner = learner;
+        int k = t->ops->plan_member(t, c, mp);
+        if (k < 0) {
+                member_plan_release(mp);
+                p->n--;
+                return k;
+        }
+        mp->initial_cluster = xstrdup(initial_cluster ? initial_cluster : "");
+        mp->initial_cluster_state = xstrdup(initial_state ? initial_state : "existing");
+        return 0;
+}
+
+void member_record_initial(const state_member *rec, char **ret_initial_cluster,
+                           char **ret_initial_state)
+{
+        *ret_initial_cluster = *ret_initial_state = NULL;
+        if (!rec || isempty(rec->runtime_json))
+                return;
+        json_t *j = json_loads(rec->runtime_json, 0, NULL);
+        const char *ic = json_string_value(json_object_get(j, "initial_cluster"));
+        const char *st = json_string_value(json_object_get(j, "initial_cluster_state"));
+        *ret_initial_cluster = ic ? xstrdup(ic) : NULL;
+        *ret_initial_state = st && *st ? xstrdup(st) : NULL;
+        json_decref(j);
+}
+
+int membership_plan_for_records(target *t, const etcd_cluster *c, state_member *const *recs,
+                                size_t n, membership_plan **ret_plan)
+{
+        _cleanup_(membership_plan_freep) membership_plan *p = membership_plan_new(c);
+        for (size_t i = 0; i < n; i++) {
+                const state_member *rec = recs[i];
+                _cleanup_free_ char *ic = NULL, *st = NULL;
+                member_record_initial(rec, &ic, &st);
+                int k =
+                    membership_plan_append(p, t, c, rec->name, rec->ordinal, rec->learner, ic, st);
+                if (k < 0)
+                        return k;
+        }
+        *ret_plan = TAKE_PTR(p);
+        return 0;
+}

@@ -1,0 +1,41 @@
+/*
+ * The membership plan of a cluster as gitcd runs it: the one builder the
+ * reconciler uses for every plan it hands to a target (a member to start,
+ * the shared objects of all members, the addresses of a new member,
+ * gitcd's own client identity).
+ *
+ * Each entry takes its name, ordinal and role from the member record, its
+ * addresses and folders from the target (plan_member), and the initial
+ * cluster and state the member was first started with from the record,
+ * so an unchanged member always renders the same command.
+ */
+#pragma once
+
+#include <stddef.h>
+
+#include "render/render.h"
+#include "state/state.h"
+#include "targets/target.h"
+
+/*
+ * Append one member to p: addresses and folders from the target, started
+ * with initial_cluster (NULL: "") and initial_state (NULL: "existing").
+ * 0, or the target's error (target_last_error()) with p unchanged.
+ */
+int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c, const char *name,
+                           int ordinal, bool learner, const char *initial_cluster,
+                           const char *initial_state);
+
+/*
+ * The plan of n recorded members, in the order given. 0, or the target's
+ * error. Free with membership_plan_free().
+ */
+int membership_plan_for_records(target *t, const etcd_cluster *c, state_member *const *recs,
+                                size_t n, membership_plan **ret_plan);
+
+/*
+ * The initial cluster and state a recorded member was created with (heap
+ * strings; NULL when the record has none).
+ */
+void member_record_initial(const state_member *rec, char **ret_initial_cluster,
+                           char **ret_initial_state);
