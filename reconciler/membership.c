@@ -28,6 +28,7 @@ int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c,
         }
         mp->initial_cluster = xstrdup(initial_cluster ? initial_cluster : "");
         mp->initial_cluster_state = xstrdup(initial_state ? initial_state : "existing");
+        mp->config_hash = render_member_config_hash(c, p, p->n - 1);
         return 0;
 }
 

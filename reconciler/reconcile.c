@@ -14,10 +14,14 @@
  *   - a member removed from etcd whose process still runs: decide() deletes it.
  *
  * Member records keep, in their runtime JSON, the initial cluster a member
- * was first started with and the command line it runs, so a restart of an
- * unchanged member renders the same command, and a changed spec is seen as
- * an "outdated" member to roll one at a time.
+ * was first started with, so a restart of an unchanged member renders the
+ * same command. "Outdated" is one value: the config hash of the member as
+ * the spec renders it now (render_member_config_hash(), carried by the
+ * plan) against the hash the target reports its member was started with
+ * (the record's, when the target reports none). A changed spec is thus
+ * seen as an outdated member to roll one at a time.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -74,7 +78,8 @@ typedef struct member_view {
         int ordinal;
         const etcd_member *em;
         target_member_status ts;
-        char *command; /* rendered now, joined with spaces */
+        char *want_hash; /* config hash of the member as the spec renders it now */
+        char *command;   /* rendered now, joined with spaces: only for a legacy record */
 } member_view;
 
 typedef struct world {
@@ -246,10 +251,12 @@ static char *runtime_get(const state_member *m, const char *key)
         return s;
 }
 
-static char *runtime_make(const char *initial_cluster, const char *state, const char *command)
+static char *runtime_make(const char *initial_cluster, const char *state, const char *config_hash)
 {
-        json_t *j = json_pack("{s:s, s:s, s:s}", "initial_cluster", initial_cluster,
-                              "initial_cluster_state", state, "command", command ? command : "");
+        json_t *j = json_pack("{s:s, s:s}", "initial_cluster", initial_cluster,
+                              "initial_cluster_state", state);
+        if (config_hash)
+                json_object_set_new(j, "config_hash", json_string(config_hash));
         char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
         json_decref(j);
         return s;
@@ -262,16 +269,39 @@ static int member_start_plan(reconciler *r, const etcd_cluster *c, state_member 
         return membership_plan_for_records(r->opts.target, c, &rec, 1, ret_plan);
 }
 
-static char *member_command(reconciler *r, const etcd_cluster *c, state_member *rec)
+/*
+ * What the member of rec should run now: its config hash and, only for a
+ * record written by an older gitcd that kept the command line instead of a
+ * hash, that command line.
+ */
+static void member_wanted(reconciler *r, const etcd_cluster *c, state_member *rec, member_view *v)
 {
-        membership_plan *p = NULL;
+        _cleanup_(membership_plan_freep) membership_plan *p = NULL;
         if (member_start_plan(r, c, rec, &p) < 0)
-                return NULL;
-        char **argv = render_member_command(c, p, 0);
-        char *s = join_strv(argv);
-        render_strv_free(argv);
-        membership_plan_free(p);
-        return s;
+                return;
+        v->want_hash = xstrdup_null(p->members[0].config_hash);
+        _cleanup_free_ char *legacy = runtime_get(rec, "command");
+        if (!isempty(legacy)) {
+                char **argv = render_member_command(c, p, 0);
+                v->command = join_strv(argv);
+                render_strv_free(argv);
+        }
+}
+
+/* Does the member run something else than the spec renders now (flags, version)? */
+static bool member_outdated(const member_view *v, const etcd_cluster *c)
+{
+        if (!v->rec)
+                return false;
+        if (v->rec->version && !streq(v->rec->version, c->version))
+                return true;
+        _cleanup_free_ char *recorded = runtime_get(v->rec, "config_hash");
+        const char *started = v->ts.config_hash ? v->ts.config_hash : recorded;
+        if (started)
+                return v->want_hash && !streq(started, v->want_hash);
+        /* A member started by an older gitcd: compare the command line it recorded. */
+        _cleanup_free_ char *cmd = runtime_get(v->rec, "command");
+        return !isempty(cmd) && v->command && !streq(cmd, v->command);
 }
 
 /* ---- observation --------------------------------------------------------- */
@@ -285,6 +315,7 @@ static void world_release(world *w)
         for (size_t i = 0; i < w->n; i++) {
                 free(w->views[i].name);
                 free(w->views[i].command);
+                free(w->views[i].want_hash);
                 target_member_status_release(&w->views[i].ts);
         }
         free(w->views);
@@ -411,7 +442,7 @@ static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *
                         }
                 }
                 (void)r->opts.target->ops->member_status(r->opts.target, c, rec->name, &v->ts);
-                v->command = member_command(r, c, rec);
+                member_wanted(r, c, rec, v);
         }
         for (size_t j = 0; w->etcd && j < w->etcd->n; j++) {
                 if (matched[j])
@@ -447,10 +478,7 @@ static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *
                 o->learner = v->em && v->em->is_learner;
                 o->unstarted = v->em && isempty(v->em->name);
                 o->runtime = v->ts.state;
-                _cleanup_free_ char *cmd = runtime_get(v->rec, "command");
-                /* The command (flags) or the binary (version) it runs is not what the spec says. */
-                o->outdated = v->rec && ((cmd && v->command && !streq(cmd, v->command)) ||
-                                         (v->rec->version && !streq(v->rec->version, c->version)));
+                o->outdated = member_outdated(v, c);
         }
         w->obs.members = w->obs_members;
         w->obs.n = w->n;
@@ -601,7 +629,7 @@ static int new_member_record(act_ctx *a, int ordinal, bool seed, bool learner,
         m->seed = seed;
         m->version = xstrdup(c->version);
         m->state = xstrdup("absent");
-        m->runtime_json = runtime_make(ic, seed ? "new" : "existing", "");
+        m->runtime_json = runtime_make(ic, seed ? "new" : "existing", NULL);
         k = state_member_put(a->r->opts.db, m, wall(a->r));
         if (k < 0) {
                 state_member_free(m);
@@ -611,7 +639,7 @@ static int new_member_record(act_ctx *a, int ordinal, bool seed, bool learner,
         return 0;
 }
 
-/* Start (or restart onto its current command) a recorded member; records the command. */
+/* Start (or restart onto its current command) a recorded member; records its config hash. */
 static int start_member(act_ctx *a, state_member *rec, char *err, size_t errsize)
 {
         target *t = a->r->opts.target;
@@ -626,13 +654,11 @@ static int start_member(act_ctx *a, state_member *rec, char *err, size_t errsize
                 membership_plan_free(p);
                 return k;
         }
-        char **argv = render_member_command(a->c, p, 0);
-        _cleanup_free_ char *cmd = join_strv(argv);
-        render_strv_free(argv);
         /* The plan carries the initial cluster and state as recorded. */
         free(rec->runtime_json);
         rec->runtime_json =
-            runtime_make(p->members[0].initial_cluster, p->members[0].initial_cluster_state, cmd);
+            runtime_make(p->members[0].initial_cluster, p->members[0].initial_cluster_state,
+                         p->members[0].config_hash);
         rec->dormant = false;
         free(rec->version);
         rec->version = xstrdup(a->c->version);

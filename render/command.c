@@ -21,7 +21,13 @@
  *
  * Extra flags are sorted so that two specs listing them in a different
  * order render the same Pod (etcd does not care about flag order).
+ *
+ * render_member_config_hash() is the one definition of "outdated": sha256
+ * over the version and this vector (each word NUL-terminated, so no
+ * length limit and no ambiguity between words).
  */
+#include <openssl/evp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,4 +133,28 @@ void render_strv_free(char **v)
         for (char **i = v; *i; i++)
                 free(*i);
         free(v);
+}
+
+char *render_member_config_hash(const etcd_cluster *c, const membership_plan *p, size_t idx)
+{
+        char **argv = render_member_command(c, p, idx);
+        if (!argv)
+                return NULL;
+        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+        if (!ctx)
+                abort();
+        (void)EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+        const char *version = c->version ? c->version : "";
+        (void)EVP_DigestUpdate(ctx, version, strlen(version) + 1);
+        for (size_t i = 0; argv[i]; i++)
+                (void)EVP_DigestUpdate(ctx, argv[i], strlen(argv[i]) + 1);
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int len = 0;
+        (void)EVP_DigestFinal_ex(ctx, md, &len);
+        EVP_MD_CTX_free(ctx);
+        render_strv_free(argv);
+        char *hex = xmalloc(2 * len + 1);
+        for (unsigned int i = 0; i < len; i++)
+                snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        return hex;
 }

@@ -59,6 +59,7 @@ void member_plan_release(member_plan *m)
         free(m->initial_cluster_state);
         free(m->data_dir);
         free(m->tls_dir);
+        free(m->config_hash);
         memset(m, 0, sizeof(*m));
 }
 
@@ -118,6 +119,7 @@ membership_plan *membership_plan_steady(const etcd_cluster *c, const char *clust
                 m->initial_cluster_state = xstrdup(i == 0 ? "new" : "existing");
                 m->data_dir = xstrdup(RENDER_STEADY_DATA_DIR);
                 m->tls_dir = xstrdup(RENDER_STEADY_TLS_DIR);
+                m->config_hash = render_member_config_hash(c, p, p->n - 1);
         }
         sb_release(&initial);
         return p;

@@ -39,6 +39,7 @@ typedef struct member_plan {
         char *initial_cluster_state; /* "new" (seed) | "existing" (joiner) */
         char *data_dir;              /* inside the Pod (Kubernetes) or on the host (local) */
         char *tls_dir;               /* where client/ peer/ operator/ certificate folders are */
+        char *config_hash; /* render_member_config_hash() of this entry, NULL when not computed */
 } member_plan;
 
 typedef struct membership_plan {
@@ -76,6 +77,15 @@ void member_plan_release(member_plan *m);
 /* The etcd container command line for one member: argv[0] "etcd", then flags; NULL-terminated. */
 char **render_member_command(const etcd_cluster *c, const membership_plan *p, size_t idx);
 void render_strv_free(char **v);
+
+/*
+ * "Outdated" in one value: a hash of what one member runs (the etcd
+ * version and its rendered command), as 64 hex digits. The plan builders
+ * store it in member_plan.config_hash; targets store the hash a member was
+ * started with and report it (target_member_status.config_hash); a
+ * running member whose hash differs from the desired one is outdated.
+ */
+char *render_member_config_hash(const etcd_cluster *c, const membership_plan *p, size_t idx);
 
 /*
  * The Secret mounted for a TLS folder (TLS_SUBDIR_*): the user's Secret

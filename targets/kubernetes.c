@@ -63,18 +63,20 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-#define LABEL_KEY_MANAGED_BY  "app.kubernetes.io/managed-by"
-#define LABEL_KEY_COMPONENT   "app.kubernetes.io/component"
-#define ANNOTATION_POD_HASH   "gitcd.io/pod-hash"
-#define ANNOTATION_REMOVED    "gitcd.io/removed-from"
-#define RECORD_MAX            65536
-#define SECRET_MAX            (1024 * 1024)
-#define DEFAULT_GRACE_SECONDS 30
-#define DELETE_EXTRA_MS       15000
-#define POLL_MS               250
-#define CA_DAYS               3650
-#define WATCH_MIN_MS          50          /* shorter waits just sleep */
-#define SHARED_RECHECK_MS     (60 * 1000) /* re-check unchanged shared objects this often */
+#define LABEL_KEY_MANAGED_BY "app.kubernetes.io/managed-by"
+#define LABEL_KEY_COMPONENT  "app.kubernetes.io/component"
+#define ANNOTATION_POD_HASH  "gitcd.io/pod-hash"
+/* member_plan.config_hash the Pod was created with: what member_status reports. */
+#define ANNOTATION_CONFIG_HASH "gitcd.io/config-hash"
+#define ANNOTATION_REMOVED     "gitcd.io/removed-from"
+#define RECORD_MAX             65536
+#define SECRET_MAX             (1024 * 1024)
+#define DEFAULT_GRACE_SECONDS  30
+#define DELETE_EXTRA_MS        15000
+#define POLL_MS                250
+#define CA_DAYS                3650
+#define WATCH_MIN_MS           50          /* shorter waits just sleep */
+#define SHARED_RECHECK_MS      (60 * 1000) /* re-check unchanged shared objects this often */
 
 static const kube_gvr GVR_PODS = {"", "v1", "pods", true};
 static const kube_gvr GVR_PVCS = {"", "v1", "persistentvolumeclaims", true};
@@ -665,16 +667,21 @@ static bool is_member_kind(const json_t *obj)
         return streq_ptr(k, "Pod") || streq_ptr(k, "PersistentVolumeClaim");
 }
 
-static void set_pod_hash(json_t *pod)
+static void set_annotation(json_t *obj, const char *key, const char *value)
 {
-        _cleanup_free_ char *hash = json_hash(json_object_get(pod, "spec"));
-        json_t *md = metadata(pod);
+        json_t *md = metadata(obj);
         json_t *ann = json_object_get(md, "annotations");
         if (!json_is_object(ann)) {
                 ann = json_object();
                 json_object_set_new(md, "annotations", ann);
         }
-        json_object_set_new(ann, ANNOTATION_POD_HASH, json_string(hash));
+        json_object_set_new(ann, key, json_string(value));
+}
+
+static void set_pod_hash(json_t *pod)
+{
+        _cleanup_free_ char *hash = json_hash(json_object_get(pod, "spec"));
+        set_annotation(pod, ANNOTATION_POD_HASH, hash);
 }
 
 /* Dry-run DELETE of a Pod: may gitcd delete it? */
@@ -1095,6 +1102,8 @@ static int kt_ensure_member(target *t, const etcd_cluster *c, const membership_p
         if (r < 0)
                 goto out;
         set_pod_hash(pod);
+        if (mp->config_hash)
+                set_annotation(pod, ANNOTATION_CONFIG_HASH, mp->config_hash);
         r = get_owned(kt, pod, &live);
         if (r < 0)
                 goto out;
@@ -1380,6 +1389,7 @@ static int kt_member_status(target *t, const etcd_cluster *c, const char *member
             .state = state,
             .restarts = restarts,
             .state_since_ms = state_since(kt, ns, c->name, member, state),
+            .config_hash = pod ? xstrdup_null(obj_annotation(pod, ANNOTATION_CONFIG_HASH)) : NULL,
             .detail = detail,
         };
 out:

@@ -67,7 +67,8 @@ typedef struct local_member {
         int metrics_port;
         char *client_url; /* advertised, for health checks */
         char *tls_dir;
-        char **command; /* last started; argv[0] is the binary */
+        char **command;    /* last started; argv[0] is the binary */
+        char *config_hash; /* the plan's config hash it was last started with, or NULL */
         char *version;
         int64_t created_ms;
         bool initialized; /* seen ready once */
@@ -169,6 +170,7 @@ static void local_member_free(local_member *m)
         free(m->client_url);
         free(m->tls_dir);
         strv_free(m->command);
+        free(m->config_hash);
         free(m->version);
         free(m->last_exit);
         free(m);
@@ -224,6 +226,8 @@ static int member_save(local_member *m)
                         json_array_append_new(cmd, json_string(m->command[i]));
                 json_object_set_new(o, "command", cmd);
         }
+        if (m->config_hash)
+                json_object_set_new(o, "configHash", json_string(m->config_hash));
         if (m->version)
                 json_object_set_new(o, "version", json_string(m->version));
         char buf[64];
@@ -290,6 +294,7 @@ static int member_load(local_target *lt, const char *ns, const char *cluster, co
                         m->command[i] = xstrdup(s ? s : "");
                 }
         }
+        m->config_hash = xstrdup_null(json_str(o, "configHash"));
         m->version = xstrdup_null(json_str(o, "version"));
         m->created_ms = json_integer_value(json_object_get(o, "createdMs"));
         m->initialized = json_is_true(json_object_get(o, "initialized"));
@@ -1100,8 +1105,18 @@ static int local_ensure_member(target *t, const etcd_cluster *c, const membershi
                                    "with the same identity and must be replaced",
                                    m->name);
         if (m->pid) {
-                if (process_cmdline_is(m->pid, argv))
+                if (process_cmdline_is(m->pid, argv)) {
+                        /* Running this very command (started by an older gitcd): note its hash. */
+                        if (mp->config_hash && !streq_ptr(m->config_hash, mp->config_hash)) {
+                                set_str(&m->config_hash, xstrdup(mp->config_hash));
+                                r = member_save(m);
+                                if (r < 0)
+                                        return target_fail(
+                                            t, r, "member %s: cannot write member.json: %s",
+                                            m->name, strerror(-r));
+                        }
                         return 0;
+                }
                 log_debug("local target: member %s runs an older command; restarting it", m->name);
                 r = stop_process(lt, m);
                 if (r < 0)
@@ -1113,6 +1128,7 @@ static int local_ensure_member(target *t, const etcd_cluster *c, const membershi
 
         strv_free(m->command);
         m->command = strv_copy(argv);
+        set_str(&m->config_hash, xstrdup_null(mp->config_hash));
         set_str(&m->version, xstrdup(c->version));
         if (mp->client_url)
                 set_str(&m->client_url, xstrdup(mp->client_url));
@@ -1248,6 +1264,7 @@ static int local_member_status(target *t, const etcd_cluster *c, const char *mem
             .restarts = m->restarts,
             .state_since_ms = m->state_since_mono,
             .pid = m->pid,
+            .config_hash = xstrdup_null(m->config_hash),
             .detail = detail,
         };
         return 0;

@@ -41,6 +41,8 @@ void target_member_status_release(target_member_status *s)
                 return;
         free(s->detail);
         s->detail = NULL;
+        free(s->config_hash);
+        s->config_hash = NULL;
 }
 
 const char *target_last_error(const target *t)

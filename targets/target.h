@@ -37,7 +37,9 @@ typedef struct target_member_status {
         int restarts;           /* restarts since the member was (re)created */
         int64_t state_since_ms; /* monotonic time the state was entered, when known */
         pid_t pid;              /* local target: the etcd process, 0 when not running */
-        char *detail;           /* short human explanation ("exit status 2", "data dir missing") */
+        /* member_plan.config_hash it was last started with; NULL when unknown. */
+        char *config_hash;
+        char *detail; /* short human explanation ("exit status 2", "data dir missing") */
 } target_member_status;
 
 void target_member_status_release(target_member_status *s);

@@ -394,6 +394,7 @@ static int fake_ensure_member(target *t, const etcd_cluster *c, const membership
         p->lost = false;
         p->command_hash = h;
         p->command_len = len;
+        copy(p->config_hash, sizeof(p->config_hash), mp->config_hash);
         copy(p->peer_url, sizeof(p->peer_url), mp->peer_url);
         copy(p->client_url, sizeof(p->client_url), mp->client_url);
         copy(p->initial_state, sizeof(p->initial_state), mp->initial_cluster_state);
@@ -446,6 +447,7 @@ static int fake_member_status(target *t, const etcd_cluster *c, const char *memb
         *ret = (target_member_status){
             .state = s,
             .restarts = p ? p->restarts : 0,
+            .config_hash = p && p->config_hash[0] ? xstrdup(p->config_hash) : NULL,
             .state_since_ms = w->now_ms,
             .detail = xstrdup(member_runtime_state_name(s)),
         };

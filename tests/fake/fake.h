@@ -52,6 +52,7 @@ typedef struct fake_proc {
         char peer_url[FAKE_URL_MAX];
         char client_url[FAKE_URL_MAX];
         char initial_state[16]; /* "new" | "existing", as last started */
+        char config_hash[72];   /* member_plan.config_hash it was last started with */
         uint64_t command_hash;  /* of the command last started */
         size_t command_len;
         uint64_t etcd_id; /* the etcd member this process is, 0 before it joined */

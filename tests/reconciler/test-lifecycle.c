@@ -93,8 +93,11 @@ static int teardown(void **state)
         return 0;
 }
 
-/* Offer the spec "demo" with replicas and n_flags extra flags (each a long value). */
-static void offer_flags(fx *f, int replicas, int n_flags)
+/*
+ * Offer the spec "demo" with replicas, n_flags extra flags (each a long
+ * value) and extra lines under spec (or NULL).
+ */
+static void offer_spec(fx *f, int replicas, int n_flags, const char *extra)
 {
         strbuf y = STRBUF_INIT;
         sb_printf(&y,
@@ -103,6 +106,8 @@ static void offer_flags(fx *f, int replicas, int n_flags)
                   "metadata:\n  name: demo\n  namespace: default\n"
                   "spec:\n  replicas: %d\n  version: \"3.5.16\"\n  storage:\n    size: 1Gi\n",
                   replicas);
+        if (extra)
+                sb_append(&y, extra);
         if (n_flags > 0) {
                 sb_append(&y, "  options:\n    extraFlags:\n");
                 for (int i = 0; i < n_flags; i++) {
@@ -123,6 +128,11 @@ static void offer_flags(fx *f, int replicas, int n_flags)
         cluster_set_release(&set);
         diag_list_release(&d);
         sb_release(&y);
+}
+
+static void offer_flags(fx *f, int replicas, int n_flags)
+{
+        offer_spec(f, replicas, n_flags, NULL);
 }
 
 static void offer(fx *f, int replicas)
@@ -320,6 +330,44 @@ static void test_quorum_loss_removes_nothing(void **state)
         assert_non_null(fake_etcd_find(f->w, "demo-2"));
 }
 
+/* A changed flag makes every member outdated: each restarts once, followers first. */
+static void test_flag_change_rolls_each_member_once(void **state)
+{
+        fx *f = *state;
+        offer(f, 3);
+        converge(f);
+        assert_int_equal(total_starts(f), 3);
+        offer_flags(f, 3, 1);
+        converge(f);
+        assert_cluster(f, 3);
+        assert_int_equal(total_starts(f), 6);
+        assert_int_equal(audit_count(f, "member.restart"), 3);
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                if (f->w->procs[i].present)
+                        assert_int_equal(f->w->procs[i].starts, 2);
+}
+
+/*
+ * A member command longer than 8 KiB (many extra flags) converges: each
+ * member starts once and is never seen as outdated afterwards.
+ */
+static void test_long_command_converges_without_restarts(void **state)
+{
+        fx *f = *state;
+        offer_flags(f, 3, 100);
+        converge(f);
+        assert_cluster(f, 3);
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                if (f->w->procs[i].present) {
+                        assert_true(f->w->procs[i].command_len > 8192);
+                        assert_int_equal(f->w->procs[i].starts, 1);
+                }
+        pass_result res;
+        assert_int_equal(converge_n(f, 3, &res), PASS_CONVERGED);
+        assert_int_equal(total_starts(f), 3);
+        assert_int_equal(audit_count(f, "member.restart"), 0);
+}
+
 /* ---- crash points -------------------------------------------------------- */
 
 enum scenario {
@@ -435,6 +483,10 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_pause_and_resume, setup, teardown),
             cmocka_unit_test_setup_teardown(test_data_lost_is_replaced, setup, teardown),
             cmocka_unit_test_setup_teardown(test_quorum_loss_removes_nothing, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_flag_change_rolls_each_member_once, setup,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(test_long_command_converges_without_restarts, setup,
+                                            teardown),
             cmocka_unit_test(test_crash_points),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
