@@ -94,6 +94,8 @@ typedef struct world {
         observation obs;
         int healthy_voters;
         int voters;
+        char *commit; /* the commit and author behind the latched spec, for audit events */
+        char *author;
 } world;
 
 const char *pass_outcome_name(pass_outcome o)
@@ -320,6 +322,8 @@ static void world_release(world *w)
         }
         free(w->views);
         free(w->obs_members);
+        free(w->commit);
+        free(w->author);
         memset(w, 0, sizeof(*w));
 }
 
@@ -972,6 +976,135 @@ static void recover_journal(reconciler *r, cluster_ctx *x)
 
 /* ---- conditions ---------------------------------------------------------- */
 
+/* Every reason a condition can give; names are what the store and `gitcd status` show. */
+typedef enum cond_reason {
+        CR_QUORUM_HEALTHY,
+        CR_QUORUM_LOST,
+        CR_PAUSED,
+        CR_WAITING_FOR_SEED,
+        CR_SCALING_UP,
+        CR_SCALING_DOWN,
+        CR_REPLACING_MEMBER,
+        CR_UPGRADING,
+        CR_RECOVERING,
+        CR_MEMBER_UNHEALTHY,
+        CR_SPEC_REJECTED,
+        CR_DEADLINE_EXCEEDED,
+        CR_BOOTSTRAP_FAILED,
+        _CR_MAX,
+} cond_reason;
+
+static const char *const cond_reason_names[_CR_MAX] = {
+    [CR_QUORUM_HEALTHY] = REASON_QUORUM_HEALTHY,
+    [CR_QUORUM_LOST] = REASON_QUORUM_LOST,
+    [CR_PAUSED] = REASON_PAUSED,
+    [CR_WAITING_FOR_SEED] = REASON_WAITING_FOR_SEED,
+    [CR_SCALING_UP] = REASON_SCALING_UP,
+    [CR_SCALING_DOWN] = REASON_SCALING_DOWN,
+    [CR_REPLACING_MEMBER] = REASON_REPLACING_MEMBER,
+    [CR_UPGRADING] = REASON_UPGRADING,
+    [CR_RECOVERING] = REASON_RECOVERING,
+    [CR_MEMBER_UNHEALTHY] = "MemberUnhealthy",
+    [CR_SPEC_REJECTED] = "SpecRejected",
+    [CR_DEADLINE_EXCEEDED] = "DeadlineExceeded",
+    [CR_BOOTSTRAP_FAILED] = "BootstrapFailed",
+};
+
+static const char *cond_reason_name(cond_reason r)
+{
+        assert(r >= 0 && r < _CR_MAX && cond_reason_names[r]);
+        return cond_reason_names[r];
+}
+
+/* The typed form of a step's reason (decide.h's REASON_*); NULL: quorum healthy. */
+static cond_reason cond_reason_of_step(const step *s)
+{
+        if (!s->reason)
+                return CR_QUORUM_HEALTHY;
+        for (int i = 0; i < _CR_MAX; i++)
+                if (streq(cond_reason_names[i], s->reason))
+                        return (cond_reason)i;
+        assert(!"decide() gave a reason the conditions do not know");
+        return CR_QUORUM_HEALTHY;
+}
+
+/* The facts every condition is judged from, gathered once per pass. */
+typedef struct pass_facts {
+        bool quorum;
+        bool paused;
+        bool bootstrapped;
+        bool converged;
+        int healthy_voters;
+        int voters;
+        const step *s;
+        const char *rejected_message; /* non-NULL: the desired spec was refused */
+        char *health;                 /* "N of M voters healthy" */
+} pass_facts;
+
+typedef struct condition_check {
+        const char *type;
+        bool status;
+        cond_reason reason;
+        const char *message;
+} condition_check;
+
+static condition_check check_available(const pass_facts *f)
+{
+        condition_check c = {.type = "Available"};
+        if (f->paused) {
+                c.reason = CR_PAUSED;
+                c.message = "paused: replicas is 0";
+        } else if (f->quorum) {
+                c.status = true;
+                c.reason = CR_QUORUM_HEALTHY;
+                c.message = f->health;
+        } else if (!f->bootstrapped) {
+                c.reason = CR_WAITING_FOR_SEED;
+                c.message = "the cluster has not formed yet";
+        } else {
+                c.reason = CR_QUORUM_LOST;
+                c.message = f->health;
+        }
+        return c;
+}
+
+static condition_check check_progressing(const pass_facts *f)
+{
+        return (condition_check){
+            .type = "Progressing",
+            .status = !f->converged,
+            .reason = cond_reason_of_step(f->s),
+            .message = f->s->message,
+        };
+}
+
+static condition_check check_degraded(const pass_facts *f)
+{
+        condition_check c = {.type = "Degraded", .message = f->health};
+        if (f->rejected_message) {
+                c.status = true;
+                c.reason = CR_SPEC_REJECTED;
+                c.message = f->rejected_message;
+                return c;
+        }
+        bool unhealthy = !f->paused && f->bootstrapped && f->healthy_voters < f->voters;
+        c.status = unhealthy || (!f->quorum && f->bootstrapped && !f->paused);
+        c.reason = !unhealthy  ? CR_QUORUM_HEALTHY
+                   : f->quorum ? CR_MEMBER_UNHEALTHY
+                               : CR_QUORUM_LOST;
+        return c;
+}
+
+static const char *phase_of(const pass_facts *f)
+{
+        return f->paused          ? "Paused"
+               : !f->bootstrapped ? "Bootstrapping"
+               : !f->quorum       ? "QuorumLost"
+               : f->converged     ? "Running"
+                                  : "Progressing";
+}
+
+/* Store a condition; its change (status) is audited. */
 static void set_cond(reconciler *r, const char *cluster, const char *type, bool status,
                      const char *reason, const char *message, const char *commit,
                      const char *author)
@@ -987,44 +1120,35 @@ static void set_cond(reconciler *r, const char *cluster, const char *type, bool 
         }
 }
 
-static void update_conditions(reconciler *r, cluster_ctx *x, world *w, const step *s,
-                              const char *commit, const char *author)
+static void store_check(reconciler *r, const char *cluster, const world *w,
+                        const condition_check *c)
 {
-        const char *cl = x->name;
-        bool quorum = w->obs.etcd_listed && w->healthy_voters >= w->voters / 2 + 1 && w->voters > 0;
-        bool paused = s->reason && streq(s->reason, REASON_PAUSED);
-        char msg[192];
-        snprintf(msg, sizeof(msg), "%d of %d voters healthy", w->healthy_voters, w->voters);
-        if (paused)
-                set_cond(r, cl, "Available", false, REASON_PAUSED, "paused: replicas is 0", commit,
-                         author);
-        else if (quorum)
-                set_cond(r, cl, "Available", true, REASON_QUORUM_HEALTHY, msg, commit, author);
-        else if (!w->obs.bootstrapped)
-                set_cond(r, cl, "Available", false, REASON_WAITING_FOR_SEED,
-                         "the cluster has not formed yet", commit, author);
-        else
-                set_cond(r, cl, "Available", false, REASON_QUORUM_LOST, msg, commit, author);
+        set_cond(r, cluster, c->type, c->status, cond_reason_name(c->reason), c->message, w->commit,
+                 w->author);
+}
 
-        bool converged = s->kind == STEP_CONVERGED;
-        set_cond(r, cl, "Progressing", !converged, s->reason ? s->reason : REASON_QUORUM_HEALTHY,
-                 s->message, commit, author);
-        bool degraded = !paused && w->obs.bootstrapped && w->healthy_voters < w->voters;
-        if (x->rejected_hash)
-                set_cond(r, cl, "Degraded", true, "SpecRejected", x->rejected_message, commit,
-                         author);
-        else
-                set_cond(r, cl, "Degraded", degraded || (!quorum && w->obs.bootstrapped && !paused),
-                         degraded ? (quorum ? "MemberUnhealthy" : REASON_QUORUM_LOST)
-                                  : REASON_QUORUM_HEALTHY,
-                         msg, commit, author);
-
-        const char *phase = paused                 ? "Paused"
-                            : !w->obs.bootstrapped ? "Bootstrapping"
-                            : !quorum              ? "QuorumLost"
-                            : converged            ? "Running"
-                                                   : "Progressing";
-        (void)state_cluster_set_phase(r->opts.db, cl, phase, wall(r));
+static void update_conditions(reconciler *r, cluster_ctx *x, const world *w, const step *s)
+{
+        pass_facts f = {
+            .quorum = w->obs.etcd_listed && w->healthy_voters >= w->voters / 2 + 1 && w->voters > 0,
+            .paused = s->reason && streq(s->reason, REASON_PAUSED),
+            .bootstrapped = w->obs.bootstrapped,
+            .converged = s->kind == STEP_CONVERGED,
+            .healthy_voters = w->healthy_voters,
+            .voters = w->voters,
+            .s = s,
+            .rejected_message = x->rejected_hash ? x->rejected_message : NULL,
+            .health = xasprintf("%d of %d voters healthy", w->healthy_voters, w->voters),
+        };
+        const condition_check checks[] = {
+            check_available(&f),
+            check_progressing(&f),
+            check_degraded(&f),
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(checks); i++)
+                store_check(r, x->name, w, &checks[i]);
+        (void)state_cluster_set_phase(r->opts.db, x->name, phase_of(&f), wall(r));
+        free(f.health);
 }
 
 /* ---- the pass ------------------------------------------------------------ */
@@ -1057,7 +1181,13 @@ static int latch(reconciler *r, cluster_ctx *x, state_cluster *sc)
                         free(sc->observed_hash);
                         sc->observed_hash = xstrdup(hash);
                         sc->progress_deadline_ms = deadline;
-                        /* A new target ends any terminal state of the previous one. */
+                        /* A new latched spec ends any terminal state of the previous one. */
+                        k = state_cluster_set_terminal(r->opts.db, x->name, NULL, NULL, wall(r));
+                        if (k < 0)
+                                return k;
+                        free(sc->terminal_reason);
+                        free(sc->terminal_message);
+                        sc->terminal_reason = sc->terminal_message = NULL;
                         (void)state_cluster_set_condition(r->opts.db, x->name, "Progressing",
                                                           "True", "SpecChanged",
                                                           "working toward the new spec", wall(r));
@@ -1067,44 +1197,32 @@ static int latch(reconciler *r, cluster_ctx *x, state_cluster *sc)
         return 0;
 }
 
-static const state_condition *find_cond(const state_cluster *sc, const char *type)
+/*
+ * Before observing: latch the spec, and end the pass at once when the
+ * cluster is terminal, asks for what the target cannot do, or waits out a
+ * refused step. 1: go on; 0: the pass ends with res filled; -errno.
+ */
+static int pass_begin(reconciler *r, cluster_ctx *x, world *w, pass_result *res)
 {
-        for (size_t i = 0; i < sc->n_conditions; i++)
-                if (streq(sc->conditions[i].type, type))
-                        return &sc->conditions[i];
-        return NULL;
-}
-
-int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
-{
-        memset(res, 0, sizeof(*res));
-        cluster_ctx *x = ctx_get(r, cluster);
-        world w = {0};
-        int k = state_cluster_get(r->opts.db, cluster, &w.sc);
+        int k = state_cluster_get(r->opts.db, x->name, &w->sc);
         if (k < 0)
                 return k;
-        k = latch(r, x, w.sc);
+        k = latch(r, x, w->sc);
         if (k < 0) {
                 snprintf(res->message, sizeof(res->message), "cannot latch the spec: %s",
                          k == -EBADMSG ? "the stored spec does not parse" : state_last_error());
-                world_release(&w);
                 return k;
         }
+        assert(x->latched);
         const etcd_cluster *c = x->latched;
-        _cleanup_free_ char *commit = NULL;
-        _cleanup_free_ char *author = NULL;
-        origin_of(r, w.sc, &commit, &author);
+        origin_of(r, w->sc, &w->commit, &w->author);
 
-        /* Terminal until the spec changes: the deadline passed for this latch. */
-        const state_condition *prog = find_cond(w.sc, "Progressing");
-        if (k == 0 && prog && streq(prog->status, "False") &&
-            (streq_ptr(prog->reason, "DeadlineExceeded") ||
-             streq_ptr(prog->reason, "BootstrapFailed")) &&
-            w.sc->progress_deadline_ms > 0) {
+        /* Terminal until the spec changes: stored as such when the deadline passed. */
+        if (w->sc->terminal_reason) {
                 res->outcome = PASS_FAILED;
-                snprintf(res->reason, sizeof(res->reason), "%s", prog->reason);
-                snprintf(res->message, sizeof(res->message), "%s", prog->message);
-                world_release(&w);
+                snprintf(res->reason, sizeof(res->reason), "%s", w->sc->terminal_reason);
+                snprintf(res->message, sizeof(res->message), "%s",
+                         w->sc->terminal_message ? w->sc->terminal_message : "");
                 return 0;
         }
 
@@ -1117,7 +1235,6 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                          "tls.provider %s needs Kubernetes; on the local target use "
                          "tls.provider auto",
                          tls_provider_name(c->tls.provider));
-                world_release(&w);
                 return 0;
         }
 
@@ -1126,25 +1243,141 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                 res->outcome = PASS_BLOCKED;
                 res->poll_ms = (int)(x->blocked_until - mono(r));
                 snprintf(res->message, sizeof(res->message), "%s", x->blocked_message);
-                world_release(&w);
                 return 0;
         }
         x->blocked_until = 0;
+        return 1;
+}
 
-        /* The first pass of this process: time gitcd was not running does not count. */
-        bool first_pass = !x->journal_checked;
+/* Observe the world: the journal left by an earlier run, the target, etcd, the records. */
+static int pass_observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w,
+                        pass_result *res)
+{
         recover_journal(r, x);
         (void)r->opts.target->ops->tick(r->opts.target);
-        k = observe(r, x, c, &w);
+        int k = observe(r, x, c, w);
         if (k < 0) {
                 snprintf(res->message, sizeof(res->message), "cannot observe: %s",
                          state_last_error());
-                world_release(&w);
                 return k;
         }
-        record_observed(r, x, &w);
-        remove_target_strays(r, x, c, &w);
-        sync_shared(r, x, c, &w);
+        record_observed(r, x, w);
+        remove_target_strays(r, x, c, w);
+        sync_shared(r, x, c, w);
+        return 0;
+}
+
+/*
+ * The progress deadline. Converged: cleared. Work after convergence (a
+ * replacement, a restart), or the first pass of this process past the
+ * deadline (time gitcd was not running does not count): a fresh deadline.
+ * Past it: the latched spec is given up on and the cluster is terminal
+ * (stored as such) until a new spec is latched. 1: go on and act; 0: the
+ * pass ends with res filled.
+ */
+static int pass_deadline(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w,
+                         const step *s, bool first_pass, pass_result *res)
+{
+        int64_t now = wall(r);
+        const char *latched_json =
+            w->sc->observed_json ? w->sc->observed_json : w->sc->desired_json;
+        if (s->kind == STEP_CONVERGED) {
+                if (w->sc->progress_deadline_ms)
+                        (void)state_cluster_latch(r->opts.db, x->name, latched_json,
+                                                  x->latched_hash, 0, now);
+                res->outcome = PASS_CONVERGED;
+                return 0;
+        }
+        if (w->sc->progress_deadline_ms == 0 || (first_pass && now > w->sc->progress_deadline_ms)) {
+                (void)state_cluster_latch(r->opts.db, x->name, latched_json, x->latched_hash,
+                                          now + (int64_t)c->progress_deadline_seconds * 1000, now);
+                return 1;
+        }
+        if (now <= w->sc->progress_deadline_ms)
+                return 1;
+
+        cond_reason why = w->obs.bootstrapped ? CR_DEADLINE_EXCEEDED : CR_BOOTSTRAP_FAILED;
+        const char *reason = cond_reason_name(why);
+        _cleanup_free_ char *msg =
+            xasprintf("no convergence within %ds: %s", c->progress_deadline_seconds, s->message);
+        set_cond(r, x->name, "Progressing", false, reason, msg, w->commit, w->author);
+        set_cond(r, x->name, "Degraded", true, reason, msg, w->commit, w->author);
+        if (state_cluster_set_terminal(r->opts.db, x->name, reason, msg, now) < 0)
+                log_warn("%s: cannot record the terminal state: %s", x->name, state_last_error());
+        audit(r, x->name, "deadline.exceeded", msg, NULL, NULL, "failure", 0, w->commit, w->author);
+        log_error("%s: %s", x->name, msg);
+        res->outcome = PASS_FAILED;
+        snprintf(res->reason, sizeof(res->reason), "%s", reason);
+        snprintf(res->message, sizeof(res->message), "%s", msg);
+        return 0;
+}
+
+/* Take the step decide() chose. 0 (res says how it went), or -errno when it could not start. */
+static int pass_act(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w, const step *s,
+                    pass_result *res)
+{
+        act_ctx a = {r, x, c, w, s, w->commit, w->author, res};
+        /* Audit actions are "member." plus the step's name: member.promote, member.remove... */
+        _cleanup_free_ char *action = xasprintf("member.%s", step_kind_name(s->kind));
+        switch (s->kind) {
+        case STEP_WAIT:
+                res->outcome = PASS_WAITING;
+                res->poll_ms = POLL_IN_FLIGHT_MS;
+                return 0;
+        case STEP_START_SEED:
+                return act_start_seed(&a);
+        case STEP_ADD_LEARNER:
+                if (mono(r) < x->add_not_before) {
+                        res->outcome = PASS_WAITING;
+                        res->poll_ms = (int)(x->add_not_before - mono(r));
+                        snprintf(res->message, sizeof(res->message),
+                                 "%s after etcd's health interval", s->message);
+                        return 0;
+                }
+                return x->client ? act_add_learner(&a) : -ENOTCONN;
+        case STEP_PROMOTE:
+        case STEP_MOVE_LEADER:
+        case STEP_REMOVE_MEMBER:
+                assert(s->member_id != 0);
+                return act_simple_etcd(&a, action);
+        case STEP_START_MEMBER:
+        case STEP_RESTART_MEMBER:
+        case STEP_DELETE_MEMBER:
+        case STEP_STOP_MEMBER:
+                assert(s->member);
+                return act_target(&a, action);
+        case STEP_CONVERGED:
+                break;
+        }
+        assert(!"pass_act: a converged step is handled by pass_deadline");
+        return 0;
+}
+
+static void world_releasep(world *w)
+{
+        world_release(w);
+}
+
+/*
+ * One pass: begin (latch; terminal, unsupported, blocked), observe, decide,
+ * conditions, deadline, act. Each returns early with the pass result filled.
+ */
+int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
+{
+        memset(res, 0, sizeof(*res));
+        cluster_ctx *x = ctx_get(r, cluster);
+        _cleanup_(world_releasep) world w = {0};
+        int k = pass_begin(r, x, &w, res);
+        if (k <= 0)
+                return k;
+        const etcd_cluster *c = x->latched;
+
+        /* The first pass of this process: time gitcd was not running does not count. */
+        bool first_pass = !x->journal_checked;
+        k = pass_observe(r, x, c, &w, res);
+        if (k < 0)
+                return k;
+        assert(w.obs.n == w.n);
 
         desired want = {.replicas = c->replicas};
         step s;
@@ -1153,80 +1386,11 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
         snprintf(res->member, sizeof(res->member), "%s", s.member ? s.member : "");
         snprintf(res->reason, sizeof(res->reason), "%s", s.reason ? s.reason : "");
         snprintf(res->message, sizeof(res->message), "%s", s.message);
-        update_conditions(r, x, &w, &s, commit, author);
+        update_conditions(r, x, &w, &s);
 
-        int64_t now = wall(r);
-        if (s.kind == STEP_CONVERGED) {
-                if (w.sc->progress_deadline_ms)
-                        (void)state_cluster_latch(r->opts.db, cluster,
-                                                  w.sc->observed_json ? w.sc->observed_json
-                                                                      : w.sc->desired_json,
-                                                  x->latched_hash, 0, now);
-                res->outcome = PASS_CONVERGED;
-                world_release(&w);
+        if (pass_deadline(r, x, c, &w, &s, first_pass, res) == 0)
                 return 0;
-        }
-        if (w.sc->progress_deadline_ms == 0 || (first_pass && now > w.sc->progress_deadline_ms)) {
-                /* Work after convergence (a replacement, a restart) gets a fresh deadline. */
-                (void)state_cluster_latch(
-                    r->opts.db, cluster,
-                    w.sc->observed_json ? w.sc->observed_json : w.sc->desired_json, x->latched_hash,
-                    now + (int64_t)c->progress_deadline_seconds * 1000, now);
-        } else if (now > w.sc->progress_deadline_ms) {
-                const char *reason = w.obs.bootstrapped ? "DeadlineExceeded" : "BootstrapFailed";
-                char msg[256];
-                snprintf(msg, sizeof(msg), "no convergence within %ds: %s",
-                         c->progress_deadline_seconds, s.message);
-                set_cond(r, cluster, "Progressing", false, reason, msg, commit, author);
-                set_cond(r, cluster, "Degraded", true, reason, msg, commit, author);
-                audit(r, cluster, "deadline.exceeded", msg, NULL, NULL, "failure", 0, commit,
-                      author);
-                log_error("%s: %s", cluster, msg);
-                res->outcome = PASS_FAILED;
-                snprintf(res->reason, sizeof(res->reason), "%s", reason);
-                snprintf(res->message, sizeof(res->message), "%s", msg);
-                world_release(&w);
-                return 0;
-        }
-
-        act_ctx a = {r, x, c, &w, &s, commit, author, res};
-        /* Audit actions are "member." plus the step's name: member.promote, member.remove... */
-        _cleanup_free_ char *action = xasprintf("member.%s", step_kind_name(s.kind));
-        switch (s.kind) {
-        case STEP_WAIT:
-                res->outcome = PASS_WAITING;
-                res->poll_ms = POLL_IN_FLIGHT_MS;
-                k = 0;
-                break;
-        case STEP_START_SEED:
-                k = act_start_seed(&a);
-                break;
-        case STEP_ADD_LEARNER:
-                if (mono(r) < x->add_not_before) {
-                        res->outcome = PASS_WAITING;
-                        res->poll_ms = (int)(x->add_not_before - mono(r));
-                        snprintf(res->message, sizeof(res->message),
-                                 "%s after etcd's health interval", s.message);
-                        k = 0;
-                        break;
-                }
-                k = x->client ? act_add_learner(&a) : -ENOTCONN;
-                break;
-        case STEP_PROMOTE:
-        case STEP_MOVE_LEADER:
-        case STEP_REMOVE_MEMBER:
-                k = act_simple_etcd(&a, action);
-                break;
-        case STEP_START_MEMBER:
-        case STEP_RESTART_MEMBER:
-        case STEP_DELETE_MEMBER:
-        case STEP_STOP_MEMBER:
-                k = act_target(&a, action);
-                break;
-        case STEP_CONVERGED:
-                break;
-        }
-        world_release(&w);
+        k = pass_act(r, x, c, &w, &s, res);
         if (k < 0 && res->outcome != PASS_WAITING) {
                 res->outcome = PASS_WAITING;
                 res->poll_ms = POLL_RETRY_MS;

@@ -332,6 +332,22 @@ int state_cluster_set_leader(state_db *db, const char *cluster, const char *memb
         return db_end(db, cluster_update(db, what, cluster, r));
 }
 
+int state_cluster_set_terminal(state_db *db, const char *cluster, const char *reason,
+                               const char *message, int64_t now_ms)
+{
+        const char *what = "recording the terminal state";
+        if (!reason && message)
+                return db_fail(db, -EINVAL, what, "a terminal message needs a reason");
+        int r = state_begin(db);
+        if (r < 0)
+                return r;
+        r = db_run(db, what,
+                   "UPDATE clusters SET terminal_reason = ?, terminal_message = ?, updated_ms = ? "
+                   "WHERE name = ?",
+                   "ssis", reason, message, now_ms, cluster);
+        return db_end(db, cluster_update(db, what, cluster, r));
+}
+
 int state_cluster_set_version(state_db *db, const char *cluster, const char *version,
                               int64_t now_ms)
 {
@@ -395,7 +411,8 @@ int state_cluster_delete(state_db *db, const char *cluster)
 
 #define CLUSTER_COLUMNS                                                                            \
         "name, created_ms, updated_ms, desired_json, desired_hash, desired_commit, desired_ms, "   \
-        "observed_json, observed_hash, progress_deadline_ms, cluster_id, phase, version, leader"
+        "observed_json, observed_hash, progress_deadline_ms, cluster_id, phase, version, leader, " \
+        "terminal_reason, terminal_message"
 
 static state_cluster *cluster_from_row(sqlite3_stmt *st)
 {
@@ -414,6 +431,8 @@ static state_cluster *cluster_from_row(sqlite3_stmt *st)
         c->phase = db_col_text(st, 11);
         c->version = db_col_text(st, 12);
         c->leader = db_col_text(st, 13);
+        c->terminal_reason = db_col_text(st, 14);
+        c->terminal_message = db_col_text(st, 15);
         c->desired_replicas = -1;
         json_t *j = c->desired_json ? json_loads(c->desired_json, 0, NULL) : NULL;
         json_t *spec = json_object_get(j, "spec");
@@ -513,6 +532,8 @@ void state_cluster_free(state_cluster *c)
         free(c->phase);
         free(c->version);
         free(c->leader);
+        free(c->terminal_reason);
+        free(c->terminal_message);
         for (size_t i = 0; i < c->n_conditions; i++) {
                 free(c->conditions[i].type);
                 free(c->conditions[i].status);

@@ -134,6 +134,23 @@ const char *const state_migrations[] = {
 
     /* 4: the member that leads, as the reconciler last saw it */
     "ALTER TABLE clusters ADD COLUMN leader TEXT;\n",
+
+    /*
+     * 5: a terminal state stored as such (the reason the latched spec was
+     * given up on), instead of recovered from the Progressing condition;
+     * a cluster already terminal keeps its state across the upgrade.
+     */
+    "ALTER TABLE clusters ADD COLUMN terminal_reason TEXT;\n"
+    "ALTER TABLE clusters ADD COLUMN terminal_message TEXT;\n"
+    "UPDATE clusters SET\n"
+    "  terminal_reason = (SELECT reason FROM conditions c WHERE c.cluster = clusters.name\n"
+    "    AND c.type = 'Progressing' AND c.status = 'False'\n"
+    "    AND c.reason IN ('DeadlineExceeded', 'BootstrapFailed')),\n"
+    "  terminal_message = (SELECT message FROM conditions c WHERE c.cluster = clusters.name\n"
+    "    AND c.type = 'Progressing' AND c.status = 'False'\n"
+    "    AND c.reason IN ('DeadlineExceeded', 'BootstrapFailed'))\n"
+    "WHERE progress_deadline_ms > 0;\n",
+
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

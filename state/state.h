@@ -121,10 +121,16 @@ typedef struct state_cluster {
         int64_t desired_ms;
         int desired_replicas; /* from desired_json spec.replicas; -1 if absent */
         char *desired_version;
-        /* latched target: what the reconciler is working towards */
+        /* latched spec: what the reconciler is working towards */
         char *observed_json;
         char *observed_hash;
         int64_t progress_deadline_ms; /* 0 = none */
+        /*
+         * Terminal: the latched spec was given up on ("DeadlineExceeded",
+         * "BootstrapFailed"), until a new spec is latched. NULL otherwise.
+         */
+        char *terminal_reason;
+        char *terminal_message;
         /* what the reconciler saw */
         char *cluster_id; /* 16 hex digits, or NULL before bootstrap */
         char *phase;      /* "Pending", "Bootstrapping", "Running", "Paused", ... */
@@ -155,6 +161,9 @@ int state_cluster_set_id(state_db *db, const char *cluster, const char *cluster_
 int state_cluster_set_phase(state_db *db, const char *cluster, const char *phase, int64_t now_ms);
 int state_cluster_set_version(state_db *db, const char *cluster, const char *version,
                               int64_t now_ms);
+/* Record (reason non-NULL) or clear (NULL, NULL) the terminal state. -EINVAL, -ENOENT. */
+int state_cluster_set_terminal(state_db *db, const char *cluster, const char *reason,
+                               const char *message, int64_t now_ms);
 /* Record the member that leads (NULL: none known). -ENOENT. */
 int state_cluster_set_leader(state_db *db, const char *cluster, const char *member, int64_t now_ms);
 /*

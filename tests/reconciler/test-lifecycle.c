@@ -368,6 +368,46 @@ static void test_long_command_converges_without_restarts(void **state)
         assert_int_equal(audit_count(f, "member.restart"), 0);
 }
 
+/*
+ * A spec that cannot converge before its deadline is given up on, and the
+ * cluster stays terminal (also across a restart of gitcd) until a new
+ * spec is latched.
+ */
+static void test_deadline_is_terminal_until_the_spec_changes(void **state)
+{
+        fx *f = *state;
+        offer_spec(f, 3, 0, "  progressDeadlineSeconds: 60\n");
+        converge(f);
+        /* A learner that never catches up: scale-up to 4 cannot finish. */
+        f->w->learner_sync_ms = 1000 * 1000 * 1000;
+        offer_spec(f, 4, 0, "  progressDeadlineSeconds: 60\n");
+        pass_result res;
+        assert_int_equal(converge_n(f, MAX_PASSES, &res), PASS_FAILED);
+        assert_string_equal(res.reason, "DeadlineExceeded");
+        state_cluster *sc = NULL;
+        assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
+        assert_string_equal(sc->terminal_reason, "DeadlineExceeded");
+        state_cluster_free(sc);
+
+        /* gitcd restarts: still terminal, and nothing is tried. */
+        fx_close(f);
+        fx_open(f);
+        int adds = f->w->adds, promotes = f->w->promotes;
+        assert_int_equal(converge_n(f, 3, &res), PASS_FAILED);
+        assert_string_equal(res.reason, "DeadlineExceeded");
+        assert_int_equal(f->w->adds, adds);
+        assert_int_equal(f->w->promotes, promotes);
+
+        /* A new spec ends it. */
+        f->w->learner_sync_ms = 300;
+        offer_spec(f, 4, 0, "  progressDeadlineSeconds: 120\n");
+        converge(f);
+        assert_cluster(f, 4);
+        assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
+        assert_null(sc->terminal_reason);
+        state_cluster_free(sc);
+}
+
 /* ---- crash points -------------------------------------------------------- */
 
 enum scenario {
@@ -486,6 +526,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_flag_change_rolls_each_member_once, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_long_command_converges_without_restarts, setup,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(test_deadline_is_terminal_until_the_spec_changes, setup,
                                             teardown),
             cmocka_unit_test(test_crash_points),
         };

@@ -118,6 +118,39 @@ static void test_every_earlier_version(void **state)
         assert_int_equal(state_open_at_version("/nonexistent/x.db", latest + 1, &db), -EINVAL);
 }
 
+/* A cluster terminal before schema 5 (Progressing False, DeadlineExceeded) stays terminal. */
+static void test_terminal_state_survives_migration_5(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *path = test_db_path();
+        state_db *db = NULL;
+        assert_int_equal(state_open_at_version(path, 4, &db), 0);
+        state_close(db);
+        exec_sql(path, "INSERT INTO clusters (name, created_ms, updated_ms, progress_deadline_ms) "
+                       "VALUES ('prod/stuck', 1, 1, 5), ('prod/fine', 1, 1, 5);"
+                       "INSERT INTO conditions VALUES ('prod/stuck', 'Progressing', 'False', "
+                       "'DeadlineExceeded', 'no convergence within 60s: x', 7);"
+                       "INSERT INTO conditions VALUES ('prod/fine', 'Progressing', 'True', "
+                       "'ScalingUp', 'add a learner', 7);");
+        assert_int_equal(state_open(path, STATE_OPEN_READ_WRITE, &db), 0);
+        state_cluster *c = NULL;
+        assert_int_equal(state_cluster_get(db, "prod/stuck", &c), 0);
+        assert_string_equal(c->terminal_reason, "DeadlineExceeded");
+        assert_string_equal(c->terminal_message, "no convergence within 60s: x");
+        state_cluster_free(c);
+        assert_int_equal(state_cluster_get(db, "prod/fine", &c), 0);
+        assert_null(c->terminal_reason);
+        state_cluster_free(c);
+        /* Cleared like any other field. */
+        assert_int_equal(state_cluster_set_terminal(db, "prod/stuck", NULL, NULL, T0), 0);
+        assert_int_equal(state_cluster_get(db, "prod/stuck", &c), 0);
+        assert_null(c->terminal_reason);
+        state_cluster_free(c);
+        assert_int_equal(state_cluster_set_terminal(db, "prod/none", "DeadlineExceeded", "m", T0),
+                         -ENOENT);
+        state_close(db);
+}
+
 static void test_newer_schema_is_refused(void **state)
 {
         (void)state;
@@ -149,6 +182,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_every_earlier_version),
+            cmocka_unit_test(test_terminal_state_survives_migration_5),
             cmocka_unit_test(test_newer_schema_is_refused),
             cmocka_unit_test(test_other_programs_database_is_refused),
         };
