@@ -6,7 +6,6 @@
  */
 #include <assert.h>
 #include <errno.h>
-#include <jansson.h>
 
 #include "reconciler/membership.h"
 #include "util/xalloc.h"
@@ -32,30 +31,14 @@ int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c,
         return 0;
 }
 
-void member_record_initial(const state_member *rec, char **ret_initial_cluster,
-                           char **ret_initial_state)
-{
-        *ret_initial_cluster = *ret_initial_state = NULL;
-        if (!rec || isempty(rec->runtime_json))
-                return;
-        json_t *j = json_loads(rec->runtime_json, 0, NULL);
-        const char *ic = json_string_value(json_object_get(j, "initial_cluster"));
-        const char *st = json_string_value(json_object_get(j, "initial_cluster_state"));
-        *ret_initial_cluster = ic ? xstrdup(ic) : NULL;
-        *ret_initial_state = st && *st ? xstrdup(st) : NULL;
-        json_decref(j);
-}
-
 int membership_plan_for_records(target *t, const etcd_cluster *c, state_member *const *recs,
                                 size_t n, membership_plan **ret_plan)
 {
         _cleanup_(membership_plan_freep) membership_plan *p = membership_plan_new(c);
         for (size_t i = 0; i < n; i++) {
                 const state_member *rec = recs[i];
-                _cleanup_free_ char *ic = NULL, *st = NULL;
-                member_record_initial(rec, &ic, &st);
-                int k =
-                    membership_plan_append(p, t, c, rec->name, rec->ordinal, rec->learner, ic, st);
+                int k = membership_plan_append(p, t, c, rec->name, rec->ordinal, rec->learner,
+                                               rec->initial_cluster, rec->initial_cluster_state);
                 if (k < 0)
                         return k;
         }

@@ -32,10 +32,3 @@ int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c,
  */
 int membership_plan_for_records(target *t, const etcd_cluster *c, state_member *const *recs,
                                 size_t n, membership_plan **ret_plan);
-
-/*
- * The initial cluster and state a recorded member was created with (heap
- * strings; NULL when the record has none).
- */
-void member_record_initial(const state_member *rec, char **ret_initial_cluster,
-                           char **ret_initial_state);

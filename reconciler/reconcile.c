@@ -13,9 +13,9 @@
  *   - a promotion done but not recorded: the member list says voter;
  *   - a member removed from etcd whose process still runs: decide() deletes it.
  *
- * Member records keep, in their runtime JSON, the initial cluster a member
- * was first started with, so a restart of an unchanged member renders the
- * same command. "Outdated" is one value: the config hash of the member as
+ * Member records (state/state.h) keep the initial cluster a member was
+ * first started with, so a restart of an unchanged member renders the same
+ * command. "Outdated" is one value: the config hash of the member as
  * the spec renders it now (render_member_config_hash(), carried by the
  * plan) against the hash the target reports its member was started with
  * (the record's, when the target reports none). A changed spec is thus
@@ -241,7 +241,7 @@ static char *join_strv(char **v)
         return sb_detach(&sb);
 }
 
-/* A string field of a record's runtime JSON (heap copy), or NULL. */
+/* A string field of a record's runtime JSON (heap copy), or NULL: what an older gitcd kept. */
 static char *runtime_get(const state_member *m, const char *key)
 {
         if (!m || isempty(m->runtime_json))
@@ -249,17 +249,6 @@ static char *runtime_get(const state_member *m, const char *key)
         json_t *j = json_loads(m->runtime_json, 0, NULL);
         const char *v = j ? json_string_value(json_object_get(j, key)) : NULL;
         char *s = v ? xstrdup(v) : NULL;
-        json_decref(j);
-        return s;
-}
-
-static char *runtime_make(const char *initial_cluster, const char *state, const char *config_hash)
-{
-        json_t *j = json_pack("{s:s, s:s}", "initial_cluster", initial_cluster,
-                              "initial_cluster_state", state);
-        if (config_hash)
-                json_object_set_new(j, "config_hash", json_string(config_hash));
-        char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
         json_decref(j);
         return s;
 }
@@ -297,8 +286,7 @@ static bool member_outdated(const member_view *v, const etcd_cluster *c)
                 return false;
         if (v->rec->version && !streq(v->rec->version, c->version))
                 return true;
-        _cleanup_free_ char *recorded = runtime_get(v->rec, "config_hash");
-        const char *started = v->ts.config_hash ? v->ts.config_hash : recorded;
+        const char *started = v->ts.config_hash ? v->ts.config_hash : v->rec->config_hash;
         if (started)
                 return v->want_hash && !streq(started, v->want_hash);
         /* A member started by an older gitcd: compare the command line it recorded. */
@@ -531,6 +519,11 @@ static void record_observed(reconciler *r, cluster_ctx *x, world *w)
                                 v->rec->learner = v->em->is_learner;
                                 changed = true;
                         }
+                        /* Listed with its name: it has started and joined once. */
+                        if (!v->rec->initialized && !isempty(v->em->name)) {
+                                v->rec->initialized = true;
+                                changed = true;
+                        }
                 }
                 const char *sname = member_runtime_state_name(v->ts.state);
                 if (!streq_ptr(v->rec->state, sname)) {
@@ -633,7 +626,8 @@ static int new_member_record(act_ctx *a, int ordinal, bool seed, bool learner,
         m->seed = seed;
         m->version = xstrdup(c->version);
         m->state = xstrdup("absent");
-        m->runtime_json = runtime_make(ic, seed ? "new" : "existing", NULL);
+        m->initial_cluster = TAKE_PTR(ic);
+        m->initial_cluster_state = xstrdup(seed ? "new" : "existing");
         k = state_member_put(a->r->opts.db, m, wall(a->r));
         if (k < 0) {
                 state_member_free(m);
@@ -658,11 +652,11 @@ static int start_member(act_ctx *a, state_member *rec, char *err, size_t errsize
                 membership_plan_free(p);
                 return k;
         }
-        /* The plan carries the initial cluster and state as recorded. */
+        free(rec->config_hash);
+        rec->config_hash = xstrdup_null(p->members[0].config_hash);
+        /* What an older gitcd kept in the runtime JSON (its command line) is superseded. */
         free(rec->runtime_json);
-        rec->runtime_json =
-            runtime_make(p->members[0].initial_cluster, p->members[0].initial_cluster_state,
-                         p->members[0].config_hash);
+        rec->runtime_json = NULL;
         rec->dormant = false;
         free(rec->version);
         rec->version = xstrdup(a->c->version);

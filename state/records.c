@@ -1,6 +1,6 @@
 /*
  * Typed records of the state store: source revisions, clusters with their
- * desired spec, latched target and conditions, members and applied objects.
+ * desired spec, latched spec and conditions, members and applied objects.
  *
  * The rule that matters here is the one for conditions: lastTransitionTime
  * moves only when a condition's status changes, however often the
@@ -560,6 +560,12 @@ int state_member_put(state_db *db, const state_member *m, int64_t now_ms)
         if (m->runtime_json && !json_object_text(m->runtime_json))
                 return db_fail(db, -EINVAL, what, "the runtime of member %s is not a JSON object",
                                m->name);
+        if (m->initial_cluster_state && !streq(m->initial_cluster_state, "new") &&
+            !streq(m->initial_cluster_state, "existing"))
+                return db_fail(db, -EINVAL, what,
+                               "the initial cluster state of member %s is \"new\" or "
+                               "\"existing\", not \"%s\"",
+                               m->name, m->initial_cluster_state);
         int r = state_begin(db);
         if (r < 0)
                 return r;
@@ -568,17 +574,22 @@ int state_member_put(state_db *db, const state_member *m, int64_t now_ms)
                 r = db_run(db, what,
                            "INSERT INTO members (cluster, name, ordinal, member_id, peer_url, "
                            "client_url, learner, version, seed, dormant, state, runtime, "
-                           "created_ms, removed_ms) "
+                           "created_ms, removed_ms, initialized, initial_cluster, "
+                           "initial_cluster_state, config_hash) "
                            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-                           "NULLIF(?14, 0)) "
+                           "NULLIF(?14, 0), ?15, ?16, ?17, ?18) "
                            "ON CONFLICT (cluster, name) DO UPDATE SET ordinal = ?3, "
                            "member_id = ?4, peer_url = ?5, client_url = ?6, learner = ?7, "
                            "version = ?8, seed = ?9, dormant = ?10, state = ?11, runtime = ?12, "
-                           "removed_ms = NULLIF(?14, 0)",
-                           "ssdsssbsbbssii", m->cluster, m->name, m->ordinal, m->member_id,
+                           "removed_ms = NULLIF(?14, 0), initialized = ?15, "
+                           "initial_cluster = ?16, initial_cluster_state = ?17, "
+                           "config_hash = ?18",
+                           "ssdsssbsbbssiibsss", m->cluster, m->name, m->ordinal, m->member_id,
                            m->peer_url, m->client_url, (int)m->learner, m->version, (int)m->seed,
                            (int)m->dormant, m->state, m->runtime_json,
-                           m->created_ms ? m->created_ms : now_ms, m->removed_ms);
+                           m->created_ms ? m->created_ms : now_ms, m->removed_ms,
+                           (int)m->initialized, m->initial_cluster, m->initial_cluster_state,
+                           m->config_hash);
         return db_end(db, r < 0 ? r : 0);
 }
 
@@ -599,7 +610,8 @@ int state_member_mark_removed(state_db *db, const char *cluster, const char *nam
 
 #define MEMBER_COLUMNS                                                                             \
         "cluster, name, ordinal, member_id, peer_url, client_url, learner, version, seed, "        \
-        "dormant, state, runtime, created_ms, removed_ms"
+        "dormant, state, runtime, created_ms, removed_ms, initialized, initial_cluster, "          \
+        "initial_cluster_state, config_hash"
 
 static state_member *member_from_row(sqlite3_stmt *st)
 {
@@ -618,6 +630,10 @@ static state_member *member_from_row(sqlite3_stmt *st)
         m->runtime_json = db_col_text(st, 11);
         m->created_ms = sqlite3_column_int64(st, 12);
         m->removed_ms = sqlite3_column_int64(st, 13);
+        m->initialized = sqlite3_column_int(st, 14) != 0;
+        m->initial_cluster = db_col_text(st, 15);
+        m->initial_cluster_state = db_col_text(st, 16);
+        m->config_hash = db_col_text(st, 17);
         return m;
 }
 
@@ -676,6 +692,9 @@ void state_member_free(state_member *m)
         free(m->client_url);
         free(m->version);
         free(m->state);
+        free(m->initial_cluster);
+        free(m->initial_cluster_state);
+        free(m->config_hash);
         free(m->runtime_json);
         free(m);
 }

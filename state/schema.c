@@ -151,6 +151,27 @@ const char *const state_migrations[] = {
     "    AND c.reason IN ('DeadlineExceeded', 'BootstrapFailed'))\n"
     "WHERE progress_deadline_ms > 0;\n",
 
+    /*
+     * 6: the member record in real columns: the initial cluster and state a
+     * member was created with, the config hash it was last started with,
+     * and whether it has joined etcd. They move out of the runtime JSON,
+     * which keeps only what an older gitcd wrote there (its command line).
+     */
+    "ALTER TABLE members ADD COLUMN initial_cluster TEXT;\n"
+    "ALTER TABLE members ADD COLUMN initial_cluster_state TEXT\n"
+    "  CHECK (initial_cluster_state IS NULL OR initial_cluster_state IN ('new', 'existing'));\n"
+    "ALTER TABLE members ADD COLUMN config_hash TEXT;\n"
+    "ALTER TABLE members ADD COLUMN initialized INTEGER NOT NULL DEFAULT 0;\n"
+    "UPDATE members SET\n"
+    "  initial_cluster = json_extract(runtime, '$.initial_cluster'),\n"
+    "  initial_cluster_state = CASE json_extract(runtime, '$.initial_cluster_state')\n"
+    "    WHEN 'new' THEN 'new' WHEN 'existing' THEN 'existing' END,\n"
+    "  config_hash = json_extract(runtime, '$.config_hash'),\n"
+    "  runtime = json_remove(runtime, '$.initial_cluster', '$.initial_cluster_state',\n"
+    "                        '$.config_hash')\n"
+    "WHERE runtime IS NOT NULL AND json_valid(runtime);\n"
+    "UPDATE members SET initialized = 1 WHERE member_id IS NOT NULL AND state IN\n"
+    "  ('starting', 'ready', 'stopped', 'crashed', 'crash-loop', 'data-lost');\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

@@ -198,9 +198,13 @@ typedef struct state_member {
         bool learner;
         char *version;
         bool seed;
-        bool dormant;
-        char *state;        /* last observed: absent|starting|ready|crashed|data-lost */
-        char *runtime_json; /* target-specific: pid, ports, data dir (a JSON object) */
+        bool dormant;                /* stopped on purpose (pause): kept with its data */
+        bool initialized;            /* has started once and joined etcd (listed with its name) */
+        char *state;                 /* last observed: absent|starting|ready|crashed|data-lost */
+        char *initial_cluster;       /* --initial-cluster it was created with */
+        char *initial_cluster_state; /* "new" (seed) | "existing"; NULL: existing */
+        char *config_hash;           /* member_plan.config_hash it was last started with, or NULL */
+        char *runtime_json; /* a JSON object: only what an older gitcd kept there ("command") */
         int64_t created_ms;
         int64_t removed_ms; /* 0 while a member */
 } state_member;

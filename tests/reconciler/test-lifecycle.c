@@ -184,6 +184,11 @@ static void assert_cluster(fx *f, int replicas)
                 fake_proc *p = fake_proc_find(f->w, l.items[i]->name);
                 assert_non_null(p);
                 assert_true(p->running);
+                /* The record holds the member's facts: joined, how it started, what it runs. */
+                assert_true(l.items[i]->initialized);
+                assert_non_null(l.items[i]->initial_cluster);
+                assert_non_null(l.items[i]->initial_cluster_state);
+                assert_string_equal(l.items[i]->config_hash, p->config_hash);
         }
         state_member_list_release(&l);
 }

@@ -151,6 +151,50 @@ static void test_terminal_state_survives_migration_5(void **state)
         state_close(db);
 }
 
+/* Schema 6: the member facts kept in the runtime JSON move to their own columns. */
+static void test_member_record_columns_migration_6(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *path = test_db_path();
+        state_db *db = NULL;
+        assert_int_equal(state_open_at_version(path, 5, &db), 0);
+        state_close(db);
+        exec_sql(path,
+                 "INSERT INTO clusters (name, created_ms, updated_ms) VALUES ('prod/main', 1, 1);"
+                 "INSERT INTO members (cluster, name, ordinal, member_id, state, runtime, "
+                 "created_ms) VALUES ('prod/main', 'main-1', 1, 'fedcba9876543210', 'ready', "
+                 "'{\"initial_cluster\":\"main-0=http://a:2380,main-1=http://b:2380\","
+                 "\"initial_cluster_state\":\"existing\",\"command\":\"etcd --name=main-1\"}', "
+                 "1), ('prod/main', 'main-2', 2, NULL, 'absent', NULL, 1);");
+        assert_int_equal(state_open(path, STATE_OPEN_READ_WRITE, &db), 0);
+        state_member *m = NULL;
+        assert_int_equal(state_member_get(db, "prod/main", "main-1", &m), 0);
+        assert_string_equal(m->initial_cluster, "main-0=http://a:2380,main-1=http://b:2380");
+        assert_string_equal(m->initial_cluster_state, "existing");
+        assert_true(m->initialized);
+        assert_null(m->config_hash);
+        /* Only what an older gitcd kept there is left in the runtime JSON. */
+        assert_string_equal(m->runtime_json, "{\"command\":\"etcd --name=main-1\"}");
+        state_member_free(m);
+        assert_int_equal(state_member_get(db, "prod/main", "main-2", &m), 0);
+        assert_false(m->initialized);
+        assert_null(m->initial_cluster);
+        /* Written and read back like any other column. */
+        free(m->config_hash);
+        m->config_hash = xstrdup("abc");
+        m->initial_cluster_state = xstrdup("new");
+        assert_int_equal(state_member_put(db, m, T0), 0);
+        state_member_free(m);
+        assert_int_equal(state_member_get(db, "prod/main", "main-2", &m), 0);
+        assert_string_equal(m->config_hash, "abc");
+        assert_string_equal(m->initial_cluster_state, "new");
+        free(m->initial_cluster_state);
+        m->initial_cluster_state = xstrdup("sideways");
+        assert_int_equal(state_member_put(db, m, T0), -EINVAL);
+        state_member_free(m);
+        state_close(db);
+}
+
 static void test_newer_schema_is_refused(void **state)
 {
         (void)state;
@@ -183,6 +227,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_every_earlier_version),
             cmocka_unit_test(test_terminal_state_survives_migration_5),
+            cmocka_unit_test(test_member_record_columns_migration_6),
             cmocka_unit_test(test_newer_schema_is_refused),
             cmocka_unit_test(test_other_programs_database_is_refused),
         };
