@@ -17,10 +17,12 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/bn.h>
 #include <openssl/err.h>
@@ -31,6 +33,7 @@
 #include <openssl/x509v3.h>
 
 #include "pki/pki.h"
+#include "util/failpoint.h"
 #include "util/fs.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
@@ -65,6 +68,15 @@ static int _printf_(2, 3) fail(int err, const char *fmt, ...)
         vsnprintf(last_error, sizeof(last_error), fmt, ap);
         va_end(ap);
         ERR_clear_error();
+        return err;
+}
+
+int pki_error(int err, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(last_error, sizeof(last_error), fmt, ap);
+        va_end(ap);
         return err;
 }
 
@@ -704,31 +716,43 @@ static bool strv_has(char **v, const char *s)
         return false;
 }
 
-int pki_ca_load_or_create(const char *dir, const char *cn, int days, pki_key **ret_key,
-                          pki_cert **ret_cert)
+/* Write a new CA into a fresh sibling folder, then rename it to dir: both files or neither. */
+static int ca_create_atomic(const char *dir, const char *cn, int days, pki_key **ret_key,
+                            pki_cert **ret_cert)
 {
-        _cleanup_free_ char *crt = path_join(dir, "ca.crt");
-        _cleanup_free_ char *key = path_join(dir, "ca.key");
+        _cleanup_free_ char *tmp = xasprintf("%s.new", dir);
+        _cleanup_free_ char *tmp_crt = path_join(tmp, "ca.crt");
+        _cleanup_free_ char *tmp_key = path_join(tmp, "ca.key");
         pki_key *k = NULL;
         pki_cert *cert = NULL;
-        int r;
-
-        if (path_exists(crt) || path_exists(key)) {
-                r = pki_cert_load(crt, &cert);
-                if (r >= 0)
-                        r = pki_key_load(key, &k);
-                if (r >= 0 && !pki_key_matches(k, cert))
-                        r = fail(-EBADMSG, "%s does not belong to %s", key, crt);
-        } else {
-                r = mkdir_p(dir, 0700);
-                if (r < 0)
-                        r = fail(r, "cannot create %s: %s", dir, strerror(-r));
-                if (r >= 0)
-                        r = pki_ca_create(cn, days, &k, &cert);
-                if (r >= 0)
-                        r = pki_write_pem(crt, key, cert, k);
+        int r = rm_rf(tmp); /* what a writer killed earlier left */
+        if (r >= 0)
+                r = mkdir_p(tmp, 0700);
+        if (r < 0)
+                return fail(r, "cannot create %s: %s", tmp, strerror(-r));
+        r = pki_ca_create(cn, days, &k, &cert);
+        if (r >= 0)
+                r = pki_write_pem(tmp_crt, NULL, cert, NULL);
+        FAILPOINT("pki.ca.between-files");
+        if (r >= 0)
+                r = pki_write_pem(NULL, tmp_key, NULL, k);
+        if (r >= 0 && rmdir(dir) < 0 && errno != ENOENT)
+                r = fail(-errno, "cannot replace %s: %s", dir, strerror(errno));
+        if (r >= 0 && rename(tmp, dir) < 0)
+                r = fail(-errno, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
+        if (r >= 0) {
+                _cleanup_free_ char *parent = xstrdup(dir);
+                char *slash = strrchr(parent, '/');
+                if (slash)
+                        *slash = '\0';
+                int fd = open(slash ? parent : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (fd >= 0) {
+                        (void)fsync(fd);
+                        close(fd);
+                }
         }
         if (r < 0) {
+                (void)rm_rf(tmp);
                 pki_key_free(k);
                 pki_cert_free(cert);
                 return r;
@@ -736,6 +760,54 @@ int pki_ca_load_or_create(const char *dir, const char *cn, int days, pki_key **r
         *ret_key = k;
         *ret_cert = cert;
         return 0;
+}
+
+int pki_ca_open(const char *dir, const char *cn, int days, bool members_depend, pki_key **ret_key,
+                pki_cert **ret_cert)
+{
+        _cleanup_free_ char *crt = path_join(dir, "ca.crt");
+        _cleanup_free_ char *key = path_join(dir, "ca.key");
+        bool have_crt = path_exists(crt), have_key = path_exists(key);
+
+        if (have_crt && have_key) {
+                pki_key *k = NULL;
+                pki_cert *cert = NULL;
+                int r = pki_cert_load(crt, &cert);
+                if (r >= 0)
+                        r = pki_key_load(key, &k);
+                if (r >= 0 && !pki_key_matches(k, cert))
+                        r = fail(-EBADMSG, "%s does not belong to %s", key, crt);
+                if (r < 0) {
+                        pki_key_free(k);
+                        pki_cert_free(cert);
+                        return r;
+                }
+                *ret_key = k;
+                *ret_cert = cert;
+                return 0;
+        }
+        if (have_crt || have_key) {
+                /* Half a CA (a writer killed between the two files): absent, unless relied on. */
+                if (members_depend)
+                        return fail(-EBADMSG,
+                                    "the CA in %s is incomplete (%s without %s) and members hold "
+                                    "certificates it signed; restore %s, or remove %s and every "
+                                    "member's certificates to issue a new CA",
+                                    dir, have_crt ? "ca.crt" : "ca.key",
+                                    have_crt ? "ca.key" : "ca.crt", have_crt ? "ca.key" : "ca.crt",
+                                    dir);
+                int r = rm_rf(dir);
+                if (r < 0)
+                        return fail(r, "cannot remove the incomplete CA in %s: %s", dir,
+                                    strerror(-r));
+        }
+        return ca_create_atomic(dir, cn, days, ret_key, ret_cert);
+}
+
+int pki_ca_load_or_create(const char *dir, const char *cn, int days, pki_key **ret_key,
+                          pki_cert **ret_cert)
+{
+        return pki_ca_open(dir, cn, days, true, ret_key, ret_cert);
 }
 
 bool pki_leaf_is_current(const char *dir, const pki_cert *ca, const char *const *dns,

@@ -38,6 +38,8 @@ typedef struct pki_cert_request {
 
 /* The message for the last failure in this thread ("" when none). */
 const char *pki_last_error(void);
+/* Set that message (for pki's own modules) and return err. */
+int pki_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A new ECDSA P-256 key. */
 int pki_key_generate(pki_key **ret);
@@ -99,8 +101,15 @@ int pki_cert_verify(const pki_cert *ca, const pki_cert *cert);
 /*
  * A CA kept on disk as <dir>/ca.crt and <dir>/ca.key: loaded, or created
  * on first use (folder 0700, key 0600) with the given commonName and
- * lifetime. -EBADMSG when the key does not belong to the certificate.
+ * lifetime. The two files become visible together: a new CA is written
+ * into <dir>.new and renamed to <dir>. A lone ca.crt or ca.key (left by a
+ * writer killed between the files) counts as absent and is replaced, unless
+ * members_depend (members hold certificates it signed): then -EBADMSG with
+ * what to do. -EBADMSG also when the key does not belong to the certificate.
  */
+int pki_ca_open(const char *dir, const char *cn, int days, bool members_depend, pki_key **ret_key,
+                pki_cert **ret_cert);
+/* pki_ca_open() assuming members depend on the CA: never replaces half a CA. */
 int pki_ca_load_or_create(const char *dir, const char *cn, int days, pki_key **ret_key,
                           pki_cert **ret_cert);
 /*

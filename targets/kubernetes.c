@@ -53,7 +53,7 @@
 
 #include "kube/adapt.h"
 #include "kube/client.h"
-#include "pki/pki.h"
+#include "pki/auto.h"
 #include "render/layout.h"
 #include "render/render.h"
 #include "targets/kubernetes.h"
@@ -74,7 +74,6 @@
 #define DEFAULT_GRACE_SECONDS  30
 #define DELETE_EXTRA_MS        15000
 #define POLL_MS                250
-#define CA_DAYS                3650
 #define WATCH_MIN_MS           50          /* shorter waits just sleep */
 #define SHARED_RECHECK_MS      (60 * 1000) /* re-check unchanged shared objects this often */
 
@@ -470,23 +469,9 @@ static int delete_pod(kubernetes_target *kt, const char *ns, const char *name)
 
 /* --- TLS (provider auto) -------------------------------------------------- */
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(pki_key *, pki_key_free);
-DEFINE_TRIVIAL_CLEANUP_FUNC(pki_cert *, pki_cert_free);
-
 static int pki_fail(kubernetes_target *kt, int r, const char *what, const char *where)
 {
         return target_fail(&kt->base, r, "%s in %s: %s", what, where, pki_last_error());
-}
-
-static int ensure_ca(kubernetes_target *kt, const etcd_cluster *c, const char *cdir,
-                     pki_key **ret_key, pki_cert **ret_cert)
-{
-        _cleanup_free_ char *dir = path_join(cdir, "pki");
-        _cleanup_free_ char *cn = xasprintf("gitcd %.20s/%.30s etcd CA", ns_of(c), c->name);
-        int r = pki_ca_load_or_create(dir, cn, CA_DAYS, ret_key, ret_cert);
-        if (r < 0)
-                return pki_fail(kt, r, "the cluster CA", dir);
-        return 0;
 }
 
 /* A JSON array of strings as a NULL-terminated vector of borrowed strings. */
@@ -583,19 +568,18 @@ static int tls_auto(kubernetes_target *kt, const etcd_cluster *c, const membersh
         if (c->tls.provider != TLS_PROVIDER_AUTO || (!client && !peer))
                 return 0;
         _cleanup_free_ char *cdir = cluster_dir(kt, ns_of(c), c->name);
-        _cleanup_(pki_key_freep) pki_key *ca_key = NULL;
-        _cleanup_(pki_cert_freep) pki_cert *ca_cert = NULL;
-        int r = ensure_ca(kt, c, cdir, &ca_key, &ca_cert);
-        if (r < 0)
-                return r;
-        _cleanup_free_ char *ca_pem = NULL;
-        r = pki_cert_to_pem(ca_cert, &ca_pem);
+        _cleanup_free_ char *tls = path_join(cdir, "tls");
+        static const char *const subdirs[] = {TLS_SUBDIR_CLIENT, TLS_SUBDIR_PEER,
+                                              TLS_SUBDIR_OPERATOR};
+        bool depend = false;
+        for (size_t i = 0; i < ARRAY_SIZE(subdirs) && !depend; i++) {
+                _cleanup_free_ char *dir = path_join(tls, subdirs[i]);
+                depend = pki_auto_leaf_exists(dir);
+        }
+        _cleanup_(pki_auto_freep) pki_auto *a = NULL;
+        int r = pki_auto_open(cdir, c, depend, &a);
         if (r < 0)
                 return pki_fail(kt, r, "the cluster CA", cdir);
-        int days = c->tls.validity_days > 0 ? c->tls.validity_days : 90;
-        int renew = c->tls.renew_before_days > 0 ? c->tls.renew_before_days : 30;
-        if (renew >= days)
-                renew = days / 3;
 
         json_t *dns_j = NULL, *ips_j = NULL;
         server_names(c, steady, &dns_j, &ips_j);
@@ -614,38 +598,18 @@ static int tls_auto(kubernetes_target *kt, const etcd_cluster *c, const membersh
         for (size_t i = 0; i < ARRAY_SIZE(leaves) && r >= 0; i++) {
                 if (!leaves[i].on)
                         continue;
-                _cleanup_free_ char *tls = path_join(cdir, "tls");
                 _cleanup_free_ char *dir = path_join(tls, leaves[i].sub);
                 const char *const *want_dns = leaves[i].server ? dns : NULL;
                 const char *const *want_ips = leaves[i].server ? ips : NULL;
-                if (!pki_leaf_is_current(dir, ca_cert, want_dns, want_ips, renew)) {
-                        pki_cert_request req = {
-                            .cn = leaves[i].server ? c->name : "root",
-                            .dns_names = want_dns,
-                            .ip_addresses = want_ips,
-                            .days = days,
-                            .server = leaves[i].server,
-                            .client = true,
-                        };
-                        _cleanup_(pki_key_freep) pki_key *k = NULL;
-                        _cleanup_(pki_cert_freep) pki_cert *cert = NULL;
-                        _cleanup_free_ char *crt = path_join(dir, "tls.crt");
-                        _cleanup_free_ char *key = path_join(dir, "tls.key");
-                        r = mkdir_p(dir, 0700);
-                        if (r >= 0)
-                                r = pki_cert_issue(ca_cert, ca_key, &req, &k, &cert);
-                        if (r >= 0)
-                                r = pki_write_pem(crt, key, cert, k);
-                        if (r < 0) {
-                                r = pki_fail(kt, r, "cannot issue the certificate", dir);
-                                break;
-                        }
-                        r = write_secret_file(kt, dir, "ca.crt", ca_pem, strlen(ca_pem));
-                        if (r < 0)
-                                break;
+                r = pki_auto_leaf(a, dir, leaves[i].server ? c->name : "root", want_dns, want_ips,
+                                  leaves[i].server);
+                if (r < 0) {
+                        r = pki_fail(kt, r, "cannot issue the certificate", dir);
+                        break;
+                }
+                if (r > 0)
                         log_debug("kubernetes target: issued %s/%s %s certificate", ns_of(c),
                                   c->name, leaves[i].sub);
-                }
                 _cleanup_free_ char *name = render_tls_secret_name(c, leaves[i].sub);
                 json_t *secret = NULL;
                 r = tls_secret(kt, dir, name, labels, &secret);

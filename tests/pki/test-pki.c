@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +24,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "pki/auto.h"
 #include "pki/pki.h"
 #include "util/fs.h"
 #include "util/macro.h"
@@ -445,13 +447,121 @@ static void test_bad_files(void **state)
         assert_non_null(strstr(pki_last_error(), "cannot write"));
 }
 
+/* Half a CA (a writer killed between ca.crt and ca.key) is absent unless members rely on it. */
+static void test_half_a_ca(void **state)
+{
+        fixture *f = *state;
+        pki_key *k = NULL;
+        pki_cert *c = NULL;
+        for (int lone = 0; lone < 2; lone++) {
+                _cleanup_free_ char *dir = xasprintf("%s/half-%d", f->dir, lone);
+                _cleanup_free_ char *crt = path_join(dir, "ca.crt");
+                _cleanup_free_ char *key = path_join(dir, "ca.key");
+                assert_int_equal(mkdir_p(dir, 0700), 0);
+                if (lone == 0)
+                        assert_int_equal(pki_write_pem(crt, NULL, f->ca, NULL), 0);
+                else
+                        assert_int_equal(pki_write_pem(NULL, key, NULL, f->ca_key), 0);
+
+                /* Members hold certificates it signed: a clear error, nothing replaced. */
+                assert_int_equal(pki_ca_open(dir, "half CA", 30, true, &k, &c), -EBADMSG);
+                assert_non_null(strstr(pki_last_error(), "incomplete"));
+                assert_true(path_exists(lone == 0 ? crt : key));
+                assert_false(path_exists(lone == 0 ? key : crt));
+
+                /* Nobody relies on it: a new, whole CA. */
+                assert_int_equal(pki_ca_open(dir, "half CA", 30, false, &k, &c), 0);
+                assert_true(path_exists(crt) && path_exists(key));
+                assert_true(pki_key_matches(k, c));
+                assert_int_not_equal(X509_cmp(pki_cert_x509(c), pki_cert_x509(f->ca)), 0);
+                pki_key_free(k);
+                pki_cert_free(c);
+                k = NULL;
+                c = NULL;
+        }
+}
+
+/*
+ * The CA writer killed between its two files (failpoint, SIGKILL): no half
+ * CA is ever visible, so the next start creates a whole one even when
+ * members depend on the folder.
+ */
+static void test_ca_writer_killed_between_files(void **state)
+{
+        fixture *f = *state;
+        _cleanup_free_ char *dir = path_join(f->dir, "killed");
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                setenv("GITCD_FAILPOINT", "pki.ca.between-files", 1);
+                pki_key *k = NULL;
+                pki_cert *c = NULL;
+                (void)pki_ca_open(dir, "killed CA", 30, false, &k, &c);
+                _exit(0);
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status));
+        assert_int_equal(WTERMSIG(status), SIGKILL);
+        _cleanup_free_ char *crt = path_join(dir, "ca.crt");
+        _cleanup_free_ char *key = path_join(dir, "ca.key");
+        assert_false(path_exists(crt));
+        assert_false(path_exists(key));
+
+        pki_key *k = NULL;
+        pki_cert *c = NULL;
+        assert_int_equal(pki_ca_open(dir, "killed CA", 30, true, &k, &c), 0);
+        assert_true(path_exists(crt) && path_exists(key));
+        assert_true(pki_key_matches(k, c));
+        _cleanup_free_ char *tmp = xasprintf("%s.new", dir);
+        assert_false(path_exists(tmp));
+        pki_key_free(k);
+        pki_cert_free(c);
+}
+
+/* The auto-TLS module: a leaf is issued once, kept while current, reissued for other names. */
+static void test_auto_leaves(void **state)
+{
+        fixture *f = *state;
+        etcd_cluster *c = etcd_cluster_new();
+        c->namespace_ = xstrdup("prod");
+        c->name = xstrdup("main");
+        _cleanup_free_ char *cdir = path_join(f->dir, "cluster");
+        _cleanup_free_ char *leaf = path_join(cdir, "tls/client");
+        pki_auto *a = NULL;
+        assert_int_equal(pki_auto_open(cdir, c, false, &a), 0);
+        const char *const dns[] = {"main-0.example", NULL};
+        const char *const ips[] = {"127.0.0.1", NULL};
+        assert_false(pki_auto_leaf_exists(leaf));
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", dns, ips, true), 1);
+        assert_true(pki_auto_leaf_exists(leaf));
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", dns, ips, true), 0);
+        const char *const other[] = {"main-1.example", NULL};
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", other, ips, true), 1);
+        assert_true(strstr(pki_auto_ca_pem(a), "BEGIN CERTIFICATE") != NULL);
+        pki_auto_free(a);
+        /* The same CA next time. */
+        a = NULL;
+        assert_int_equal(pki_auto_open(cdir, c, true, &a), 0);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", other, ips, true), 0);
+        pki_auto_free(a);
+        etcd_cluster_free(c);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_chain_verifies), cmocka_unit_test(test_ca_extensions),
-            cmocka_unit_test(test_sans_and_ekus),  cmocka_unit_test(test_serials_and_validity),
-            cmocka_unit_test(test_files),          cmocka_unit_test(test_bad_requests),
-            cmocka_unit_test(test_bad_files),      cmocka_unit_test(test_folders),
+            cmocka_unit_test(test_chain_verifies),
+            cmocka_unit_test(test_ca_extensions),
+            cmocka_unit_test(test_sans_and_ekus),
+            cmocka_unit_test(test_serials_and_validity),
+            cmocka_unit_test(test_files),
+            cmocka_unit_test(test_bad_requests),
+            cmocka_unit_test(test_bad_files),
+            cmocka_unit_test(test_folders),
+            cmocka_unit_test(test_half_a_ca),
+            cmocka_unit_test(test_ca_writer_killed_between_files),
+            cmocka_unit_test(test_auto_leaves),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

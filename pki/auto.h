@@ -1,0 +1,43 @@
+/*
+ * `tls.provider: auto`, for every target: gitcd is the cluster's CA. The
+ * CA lives once per cluster under <cluster dir>/pki/ and outlives its
+ * members; a target asks for each leaf it needs (a folder with tls.crt,
+ * tls.key and ca.crt, as render/layout.h lays them out) and copies the
+ * folder where its members read it (local: the member's tls_dir;
+ * Kubernetes: a Secret).
+ */
+#pragma once
+
+#include <stdbool.h>
+
+#include "api/model.h"
+#include "pki/pki.h"
+
+typedef struct pki_auto pki_auto;
+
+/*
+ * Open the cluster CA in <cluster_dir>/pki, creating it on first use (see
+ * pki_ca_open() for half-written CAs and members_depend). validity and
+ * renewal come from the spec (tls.validityDays, tls.renewBeforeDays).
+ * Errors as pki_ca_open(), message in pki_last_error().
+ */
+int pki_auto_open(const char *cluster_dir, const etcd_cluster *c, bool members_depend,
+                  pki_auto **ret);
+void pki_auto_free(pki_auto *a);
+DEFINE_TRIVIAL_CLEANUP_FUNC(pki_auto *, pki_auto_free);
+
+/* The CA certificate, PEM. */
+const char *pki_auto_ca_pem(const pki_auto *a);
+
+/*
+ * Make <dir> hold a current leaf: signed by the cluster CA, not within the
+ * renewal window, carrying every DNS name and IP address asked for (the
+ * name check: a certificate naming other hosts is reissued). A server leaf
+ * is also good for clients (etcd's peers are both). Returns 1 when it was
+ * (re)issued, 0 when it was current, or a negative errno.
+ */
+int pki_auto_leaf(pki_auto *a, const char *dir, const char *cn, const char *const *dns,
+                  const char *const *ips, bool server);
+
+/* Does <dir> hold a leaf certificate (tls.crt)? For members_depend. */
+bool pki_auto_leaf_exists(const char *dir);
