@@ -19,7 +19,7 @@ int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c,
         mp->name = xstrdup(name);
         mp->ordinal = ordinal;
         mp->learner = learner;
-        int k = t->ops->plan_member(t, c, mp);
+        int k = t->ops->place_member(t, c, mp);
         if (k < 0) {
                 member_plan_release(mp);
                 p->n--;

@@ -5,7 +5,7 @@
  * gitcd's own client identity).
  *
  * Each entry takes its name, ordinal and role from the member record, its
- * addresses and folders from the target (plan_member), and the initial
+ * addresses and folders from the target (place_member), and the initial
  * cluster and state the member was first started with from the record,
  * so an unchanged member always renders the same command.
  */

@@ -127,7 +127,8 @@ static int64_t mono(const reconciler *r)
 
 int reconciler_new(const reconciler_opts *opts, reconciler **ret)
 {
-        if (!opts || !opts->db || !opts->target)
+        if (!opts || !opts->db || !opts->target || !opts->target->ops->client_tls ||
+            !opts->target->ops->place_member)
                 return -EINVAL;
         reconciler *r = XNEW(reconciler);
         r->opts = *opts;
@@ -323,31 +324,17 @@ static bool etcd_member_has_peer(const etcd_member *em, const char *peer)
         return false;
 }
 
-/* gitcd's own client identity for a cluster with client TLS: a member's operator folder. */
-static void client_tls_files(reconciler *r, const etcd_cluster *c, const state_member_list *recs,
-                             char **ret_ca, char **ret_cert, char **ret_key)
+/* gitcd's own client identity for a cluster with client TLS: the target knows where it is. */
+static void client_tls_files(reconciler *r, const etcd_cluster *c, char **ret_ca, char **ret_cert,
+                             char **ret_key)
 {
         *ret_ca = *ret_cert = *ret_key = NULL;
         if (c->tls.provider == TLS_PROVIDER_NONE || !c->tls.client.enabled)
                 return;
         target *t = r->opts.target;
-        if (t->ops->client_tls) {
-                if (t->ops->client_tls(t, c, ret_ca, ret_cert, ret_key) < 0)
-                        log_warn("%s/%s: no client certificate for gitcd: %s", c->namespace_,
-                                 c->name, target_last_error(t));
-                return;
-        }
-        if (recs->n == 0)
-                return;
-        _cleanup_(membership_plan_freep) membership_plan *p = NULL;
-        if (membership_plan_for_records(t, c, recs->items, 1, &p) < 0)
-                return;
-        const char *tls_dir = p->members[0].tls_dir;
-        if (tls_dir) {
-                *ret_ca = xasprintf("%s/%s/ca.crt", tls_dir, TLS_SUBDIR_OPERATOR);
-                *ret_cert = xasprintf("%s/%s/tls.crt", tls_dir, TLS_SUBDIR_OPERATOR);
-                *ret_key = xasprintf("%s/%s/tls.key", tls_dir, TLS_SUBDIR_OPERATOR);
-        }
+        if (t->ops->client_tls(t, c, ret_ca, ret_cert, ret_key) < 0)
+                log_warn("%s/%s: no client certificate for gitcd: %s", c->namespace_, c->name,
+                         target_last_error(t));
 }
 
 static etcd_conn *cluster_client(reconciler *r, cluster_ctx *x, const etcd_cluster *c,
@@ -376,7 +363,7 @@ static etcd_conn *cluster_client(reconciler *r, cluster_ctx *x, const etcd_clust
         free(x->client_endpoints);
         x->client_endpoints = sb_detach(&eps);
         _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
-        client_tls_files(r, c, recs, &ca, &cert, &key);
+        client_tls_files(r, c, &ca, &cert, &key);
         etcd_conn_opts o = {
             .endpoints = x->client_endpoints,
             .cacert = ca,
@@ -1220,15 +1207,16 @@ static int pass_begin(reconciler *r, cluster_ctx *x, world *w, pass_result *res)
                 return 0;
         }
 
+        const target_ops *ops = r->opts.target->ops;
         if ((c->tls.provider == TLS_PROVIDER_SECRETS ||
              c->tls.provider == TLS_PROVIDER_CERT_MANAGER) &&
-            streq(r->opts.target->ops->name, "local")) {
+            !(ops->caps & TARGET_CAP_TLS_FROM_SECRETS)) {
                 res->outcome = PASS_FAILED;
                 snprintf(res->reason, sizeof(res->reason), "Unsupported");
                 snprintf(res->message, sizeof(res->message),
-                         "tls.provider %s needs Kubernetes; on the local target use "
+                         "tls.provider %s needs Kubernetes; on the %s target use "
                          "tls.provider auto",
-                         tls_provider_name(c->tls.provider));
+                         tls_provider_name(c->tls.provider), ops->name);
                 return 0;
         }
 

@@ -801,7 +801,7 @@ static int prune(kubernetes_target *kt, const etcd_cluster *c, const json_t *kee
 
 /* --- operations -------------------------------------------------------------- */
 
-static int kt_plan_member(target *t, const etcd_cluster *c, member_plan *mp)
+static int kt_place_member(target *t, const etcd_cluster *c, member_plan *mp)
 {
         kubernetes_target *kt = KT(t);
         if (isempty(mp->name))
@@ -1597,7 +1597,8 @@ static void kt_free(target *t)
 
 static const target_ops kubernetes_ops = {
     .name = "kubernetes",
-    .plan_member = kt_plan_member,
+    .caps = TARGET_CAP_TLS_FROM_SECRETS,
+    .place_member = kt_place_member,
     .ensure_shared = kt_ensure_shared,
     .ensure_member = kt_ensure_member,
     .stop_member = kt_stop_member,

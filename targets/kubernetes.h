@@ -39,7 +39,7 @@ typedef struct kubernetes_target_opts {
 
 /*
  * Behaviour of the operations (targets/target.h) specific to this target:
- *   plan_member    headless-Service DNS names under the cluster domain on the
+ *   place_member    headless-Service DNS names under the cluster domain on the
  *                  standard ports, listening on 0.0.0.0; data in
  *                  RENDER_STEADY_DATA_DIR, certificates in RENDER_STEADY_TLS_DIR.
  *   ensure_shared  the first time a spec is seen (per process), dry-runs every

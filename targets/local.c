@@ -931,7 +931,7 @@ static void set_str(char **slot, char *value)
         *slot = value;
 }
 
-static int local_plan_member(target *t, const etcd_cluster *c, member_plan *mp)
+static int local_place_member(target *t, const etcd_cluster *c, member_plan *mp)
 {
         local_target *lt = LT(t);
         if (!mp->name)
@@ -1263,7 +1263,6 @@ static int local_member_status(target *t, const etcd_cluster *c, const char *mem
             .state = state,
             .restarts = m->restarts,
             .state_since_ms = m->state_since_mono,
-            .pid = m->pid,
             .config_hash = xstrdup_null(m->config_hash),
             .detail = detail,
         };
@@ -1386,9 +1385,51 @@ static void local_free(target *t)
         curl_global_cleanup();
 }
 
+/*
+ * gitcd's client identity: the operator/ folder of a member of the cluster
+ * (each member's is issued from the cluster CA), the first in name order
+ * that has one. None yet: no client TLS identity (NULLs).
+ */
+static int local_client_tls(target *t, const etcd_cluster *c, char **ret_ca, char **ret_cert,
+                            char **ret_key)
+{
+        *ret_ca = *ret_cert = *ret_key = NULL;
+        if (c->tls.provider == TLS_PROVIDER_NONE || !c->tls.client.enabled)
+                return 0;
+        char **names = NULL;
+        size_t n = 0;
+        int r = local_list_members(t, c->namespace_, c->name, &names, &n);
+        if (r < 0)
+                return r;
+        local_target *lt = LT(t);
+        _cleanup_free_ char *cdir = cluster_dir(lt, c->namespace_, c->name);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *op = xasprintf("%s/%s/tls/%s", cdir, names[i], "operator");
+                _cleanup_free_ char *cert = path_join(op, "tls.crt");
+                if (!*ret_ca && path_exists(cert)) {
+                        *ret_ca = path_join(op, "ca.crt");
+                        *ret_cert = TAKE_PTR(cert);
+                        *ret_key = path_join(op, "tls.key");
+                }
+        }
+        strv_free(names);
+        return 0;
+}
+
+/* The etcd process of a member, 0 when it does not run (for tests and diagnostics). */
+pid_t local_target_member_pid(target *t, const char *ns, const char *cluster, const char *member)
+{
+        local_target *lt = LT(t);
+        local_member *m = NULL;
+        if (get_member(lt, ns, cluster, member, &m) < 0)
+                return 0;
+        poll_exit(lt, m);
+        return m->pid;
+}
+
 static const target_ops local_ops = {
     .name = "local",
-    .plan_member = local_plan_member,
+    .place_member = local_place_member,
     .ensure_shared = local_ensure_shared,
     .ensure_member = local_ensure_member,
     .stop_member = local_stop_member,
@@ -1397,6 +1438,7 @@ static const target_ops local_ops = {
     .list_members = local_list_members,
     .tick = local_tick,
     .wait_event = local_wait_event,
+    .client_tls = local_client_tls,
     .free = local_free,
 };
 

@@ -58,7 +58,7 @@ typedef struct local_target_opts {
 
 /*
  * Behaviour of the operations (targets/target.h) specific to this target:
- *   plan_member    allocates client, peer and metrics ports on 127.0.0.1 (from
+ *   place_member    allocates client, peer and metrics ports on 127.0.0.1 (from
  *                  20000-31999, not recorded for any other member, bindable now)
  *                  and records them in member.json at once; https when the
  *                  cluster's TLS surface is on (metrics stay http).
@@ -74,7 +74,12 @@ typedef struct local_target_opts {
  *                  before the member directory is deleted.
  *   list_members   a NULL-terminated, sorted array; free each name and the array.
  *   wait_event     also returns 1 when a crashed member's restart falls due.
+ *   client_tls     the operator/ folder of the first member (in name order)
+ *                  that has one.
  */
 
 /* -EINVAL without state_dir; -errno when the state directory cannot be created. */
 int local_target_new(const local_target_opts *opts, target **ret);
+
+/* The etcd process of a member, 0 when it does not run (tests, diagnostics). */
+pid_t local_target_member_pid(target *t, const char *ns, const char *cluster, const char *member);

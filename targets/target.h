@@ -36,7 +36,6 @@ typedef struct target_member_status {
         member_runtime_state state;
         int restarts;           /* restarts since the member was (re)created */
         int64_t state_since_ms; /* monotonic time the state was entered, when known */
-        pid_t pid;              /* local target: the etcd process, 0 when not running */
         /* member_plan.config_hash it was last started with; NULL when unknown. */
         char *config_hash;
         char *detail; /* short human explanation ("exit status 2", "data dir missing") */
@@ -46,17 +45,28 @@ void target_member_status_release(target_member_status *s);
 
 typedef struct target target;
 
+/*
+ * What a target can do beyond the operations every target has; the
+ * reconciler asks these instead of branching on the target's name.
+ */
+enum {
+        /* Mount TLS material from Kubernetes Secrets (tls.provider secrets, cert-manager). */
+        TARGET_CAP_TLS_FROM_SECRETS = 1u << 0,
+};
+
 typedef struct target_ops {
-        const char *name; /* "local", "kubernetes" */
+        const char *name; /* "local", "kubernetes": for messages only */
+        unsigned caps;    /* TARGET_CAP_* */
 
         /*
-         * Fill the target-specific fields of a new member's plan entry: its
+         * Place a new member: fill the target-specific fields of its plan
+         * entry, its
          * advertised and listen URLs, data_dir and tls_dir. mp->name and
          * mp->ordinal are set by the caller. The local target allocates
          * 127.0.0.1 ports and records them, so the same member always gets
          * the same ports back (also after a gitcd restart).
          */
-        int (*plan_member)(target *t, const etcd_cluster *c, member_plan *mp);
+        int (*place_member)(target *t, const etcd_cluster *c, member_plan *mp);
 
         /* Create or update the cluster-wide objects (Services, PDB, TLS material). */
         int (*ensure_shared)(target *t, const etcd_cluster *c, const membership_plan *p);
@@ -95,11 +105,12 @@ typedef struct target_ops {
         int (*wait_event)(target *t, int timeout_ms);
 
         /*
-         * Optional (NULL: the operator/ folder under a planned member's
-         * tls_dir). gitcd's own client identity for a cluster with client
-         * TLS: paths of the CA, certificate and key files to dial members
-         * with. All three NULL (and 0) when the cluster has no client TLS.
-         * The caller frees the strings.
+         * gitcd's own client identity for a cluster with client TLS: paths
+         * of the CA, certificate and key files to dial members with, on the
+         * host gitcd runs on. All three NULL (and 0) when the cluster has no
+         * client TLS or no identity was issued yet. The caller frees the
+         * strings. Required: only the target knows where its members'
+         * material is.
          */
         int (*client_tls)(target *t, const etcd_cluster *c, char **ret_ca, char **ret_cert,
                           char **ret_key);

@@ -311,7 +311,7 @@ static fake_proc *proc_get(target *t, const char *name)
         abort();
 }
 
-static int fake_plan_member(target *t, const etcd_cluster *c, member_plan *mp)
+static int fake_place_member(target *t, const etcd_cluster *c, member_plan *mp)
 {
         if (!mp->name)
                 return target_fail(t, -EINVAL, "member plan without a name");
@@ -498,7 +498,7 @@ static void fake_free(target *t)
 
 static const target_ops fake_target_ops = {
     .name = "fake",
-    .plan_member = fake_plan_member,
+    .place_member = fake_place_member,
     .ensure_shared = fake_ensure_shared,
     .ensure_member = fake_ensure_member,
     .stop_member = fake_stop_member,

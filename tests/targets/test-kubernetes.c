@@ -91,7 +91,7 @@ static membership_plan *plan_for(const etcd_cluster *c)
 {
         membership_plan *p = membership_plan_steady(c, NULL);
         for (size_t i = 0; i < p->n; i++)
-                assert_int_equal(kt->ops->plan_member(kt, c, &p->members[i]), 0);
+                assert_int_equal(kt->ops->place_member(kt, c, &p->members[i]), 0);
         return p;
 }
 
@@ -201,14 +201,14 @@ static int teardown(void **state)
         return 0;
 }
 
-static void test_plan_member(void **state)
+static void test_place_member(void **state)
 {
         (void)state;
         etcd_cluster *c = load_cluster("plan", 3, "");
         member_plan mp = {0};
         mp.name = xstrdup("plan-1");
         mp.ordinal = 1;
-        assert_int_equal(kt->ops->plan_member(kt, c, &mp), 0);
+        assert_int_equal(kt->ops->place_member(kt, c, &mp), 0);
         assert_string_equal(mp.peer_url,
                             "http://plan-1.plan-headless." NS ".svc.cluster.local:2380");
         assert_string_equal(mp.client_url,
@@ -224,7 +224,7 @@ static void test_plan_member(void **state)
         assert_string_equal(mp.peer_url, steady->members[1].peer_url);
         assert_string_equal(mp.client_url, steady->members[1].client_url);
         _cleanup_free_ char *before = xstrdup(mp.peer_url);
-        assert_int_equal(kt->ops->plan_member(kt, c, &mp), 0);
+        assert_int_equal(kt->ops->place_member(kt, c, &mp), 0);
         assert_string_equal(mp.peer_url, before);
         membership_plan_free(steady);
 
@@ -580,7 +580,7 @@ static void test_rbac_nothing_applied(void **state)
         etcd_cluster *c = load_cluster("rbac", 3, "");
         membership_plan *p = membership_plan_steady(c, NULL);
         for (size_t i = 0; i < p->n; i++)
-                assert_int_equal(limited->ops->plan_member(limited, c, &p->members[i]), 0);
+                assert_int_equal(limited->ops->place_member(limited, c, &p->members[i]), 0);
         assert_int_equal(limited->ops->ensure_shared(limited, c, p), -EACCES);
         const char *msg = target_last_error(limited);
         assert_non_null(strstr(msg, "forbidden"));
@@ -604,7 +604,7 @@ static void test_rbac_nothing_applied(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_plan_member),        cmocka_unit_test(test_shared_idempotent),
+            cmocka_unit_test(test_place_member),       cmocka_unit_test(test_shared_idempotent),
             cmocka_unit_test(test_member_lifecycle),   cmocka_unit_test(test_data_lost),
             cmocka_unit_test(test_remove_keep_data),   cmocka_unit_test(test_prune),
             cmocka_unit_test(test_name_taken),         cmocka_unit_test(test_tls_auto),

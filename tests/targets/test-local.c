@@ -1,7 +1,7 @@
 /*
  * The local target against real etcd (3.5.16 and 3.4.23): members as
  * supervised processes. The membership plan is built by hand here, the way
- * the reconciler will build it: plan_member() for addresses, then the
+ * the reconciler will build it: place_member() for addresses, then the
  * initial cluster filled in from every member's peer URL.
  *
  * Every process the target starts is recorded (pid files and statuses) and
@@ -178,13 +178,13 @@ static int fixture_teardown(void **state)
 }
 
 /* Add n members to the plan, all "new" with each other (a static bootstrap). */
-static void plan_members(fixture *f, size_t n)
+static void place_members(fixture *f, size_t n)
 {
         for (size_t i = 0; i < n; i++) {
                 member_plan *mp = membership_plan_add(f->plan);
                 mp->name = xasprintf("%s-%zu", f->cluster->name, i);
                 mp->ordinal = (int)i;
-                assert_int_equal(f->t->ops->plan_member(f->t, f->cluster, mp), 0);
+                assert_int_equal(f->t->ops->place_member(f->t, f->cluster, mp), 0);
         }
         strbuf ic = STRBUF_INIT;
         for (size_t i = 0; i < f->plan->n; i++)
@@ -200,11 +200,15 @@ static void plan_members(fixture *f, size_t n)
         sb_release(&ic);
 }
 
+/* The member's etcd process (the local target's own fact, not in the shared status). */
+#define PID(f, member)                                                                             \
+        local_target_member_pid((f)->t, (f)->cluster->namespace_, (f)->cluster->name, (member))
+
 static target_member_status status_of(fixture *f, const char *member)
 {
         target_member_status s = {0};
         assert_int_equal(f->t->ops->member_status(f->t, f->cluster, member, &s), 0);
-        track(s.pid);
+        track(PID(f, member));
         return s;
 }
 
@@ -308,7 +312,7 @@ static void test_lifecycle(void **state)
         etcd_cluster *c = f->cluster;
 
         /* Plan: 127.0.0.1 ports, stable across calls and target instances. */
-        plan_members(f, 1);
+        place_members(f, 1);
         member_plan *mp = &f->plan->members[0];
         const char *name = mp->name;
         assert_true(strneq(mp->client_url, "http://127.0.0.1:", 17));
@@ -318,12 +322,12 @@ static void test_lifecycle(void **state)
         assert_string_not_equal(mp->client_url + 17, mp->peer_url + 17);
         _cleanup_free_ char *client_url = xstrdup(mp->client_url);
         _cleanup_free_ char *peer_url = xstrdup(mp->peer_url);
-        assert_int_equal(t->ops->plan_member(t, c, mp), 0);
+        assert_int_equal(t->ops->place_member(t, c, mp), 0);
         assert_string_equal(mp->client_url, client_url);
         {
                 target *t2 = new_target(f);
                 member_plan again = {.name = (char *)name};
-                assert_int_equal(t2->ops->plan_member(t2, c, &again), 0);
+                assert_int_equal(t2->ops->place_member(t2, c, &again), 0);
                 assert_string_equal(again.client_url, client_url);
                 assert_string_equal(again.peer_url, peer_url);
                 again.name = NULL;
@@ -344,7 +348,7 @@ static void test_lifecycle(void **state)
         assert_int_equal(t->ops->ensure_member(t, c, f->plan, 0), 0);
         s = status_of(f, name);
         assert_true(s.state == MEMBER_STARTING || s.state == MEMBER_READY);
-        pid_t pid = s.pid;
+        pid_t pid = PID(f, name);
         assert_true(pid > 0);
         target_member_status_release(&s);
         _cleanup_free_ char *cmdline = proc_cmdline(pid);
@@ -359,7 +363,7 @@ static void test_lifecycle(void **state)
         assert_non_null(strstr(cmdline, want_bin));
         assert_int_equal(getsid(pid), pid); /* its own session */
         s = wait_state(f, name, MEMBER_READY, START_TIMEOUT_MS);
-        assert_int_equal(s.pid, pid);
+        assert_int_equal(PID(f, name), pid);
         target_member_status_release(&s);
         _cleanup_free_ char *id = member_id(client_url);
 
@@ -367,7 +371,7 @@ static void test_lifecycle(void **state)
         assert_int_equal(t->ops->ensure_member(t, c, f->plan, 0), 0);
         s = status_of(f, name);
         assert_int_equal(s.state, MEMBER_READY);
-        assert_int_equal(s.pid, pid);
+        assert_int_equal(PID(f, name), pid);
         target_member_status_release(&s);
 
         /* kill -9: the exit is seen at once, well before the 1 s backoff. */
@@ -379,7 +383,7 @@ static void test_lifecycle(void **state)
         assert_true(seen < 900); /* the backoff is 1000 ms */
         s = status_of(f, name);
         assert_int_equal(s.state, MEMBER_CRASHED);
-        assert_int_equal(s.pid, 0);
+        assert_int_equal(PID(f, name), 0);
         assert_non_null(strstr(s.detail, "signal 9"));
         target_member_status_release(&s);
         /* ensure_member during the backoff leaves the restart to tick(). */
@@ -388,9 +392,9 @@ static void test_lifecycle(void **state)
         assert_int_equal(s.state, MEMBER_CRASHED);
         target_member_status_release(&s);
         s = wait_state(f, name, MEMBER_READY, START_TIMEOUT_MS);
-        assert_true(s.pid > 0 && s.pid != pid);
+        assert_true(PID(f, name) > 0 && PID(f, name) != pid);
         assert_int_equal(s.restarts, 1);
-        pid = s.pid;
+        pid = PID(f, name);
         target_member_status_release(&s);
         _cleanup_free_ char *id2 = member_id(client_url);
         assert_string_equal(id, id2); /* same data, same member */
@@ -400,11 +404,11 @@ static void test_lifecycle(void **state)
         t = f->t = new_target(f);
         s = status_of(f, name);
         assert_int_equal(s.state, MEMBER_READY);
-        assert_int_equal(s.pid, pid);
+        assert_int_equal(PID(f, name), pid);
         target_member_status_release(&s);
         assert_int_equal(t->ops->ensure_member(t, c, f->plan, 0), 0);
         s = status_of(f, name);
-        assert_int_equal(s.pid, pid);
+        assert_int_equal(PID(f, name), pid);
         target_member_status_release(&s);
         /* Without its pid file (lost between fork and recording), /proc still finds it. */
         target_free(t);
@@ -415,7 +419,7 @@ static void test_lifecycle(void **state)
         t = f->t = new_target(f);
         s = status_of(f, name);
         assert_int_equal(s.state, MEMBER_READY);
-        assert_int_equal(s.pid, pid);
+        assert_int_equal(PID(f, name), pid);
         target_member_status_release(&s);
         assert_true(path_exists(pid_file));
         /* ... and supervises it: its death is an event too. */
@@ -427,7 +431,7 @@ static void test_lifecycle(void **state)
         assert_int_equal(s.state, MEMBER_CRASHED);
         target_member_status_release(&s);
         s = wait_state(f, name, MEMBER_READY, START_TIMEOUT_MS);
-        pid = s.pid;
+        pid = PID(f, name);
         target_member_status_release(&s);
 
         /* A changed spec (different command) restarts it with the new command. */
@@ -436,8 +440,8 @@ static void test_lifecycle(void **state)
         free(old_token);
         assert_int_equal(t->ops->ensure_member(t, c, f->plan, 0), 0);
         s = wait_state(f, name, MEMBER_READY, START_TIMEOUT_MS);
-        assert_true(s.pid != pid);
-        pid = s.pid;
+        assert_true(PID(f, name) != pid);
+        pid = PID(f, name);
         target_member_status_release(&s);
         _cleanup_free_ char *cmdline2 = proc_cmdline(pid);
         assert_non_null(strstr(cmdline2, "-changed"));
@@ -447,7 +451,7 @@ static void test_lifecycle(void **state)
         assert_int_equal(kill(pid, 0), -1);
         s = status_of(f, name);
         assert_int_equal(s.state, MEMBER_STOPPED);
-        assert_int_equal(s.pid, 0);
+        assert_int_equal(PID(f, name), 0);
         target_member_status_release(&s);
         assert_int_equal(t->ops->wait_event(t, 1500), 0);
         assert_true(t->ops->tick(t) >= 0);
@@ -473,7 +477,7 @@ static void test_lifecycle(void **state)
         assert_non_null(strstr(target_last_error(t), name));
         s = status_of(f, name);
         assert_int_equal(s.state, MEMBER_DATA_LOST);
-        assert_int_equal(s.pid, 0);
+        assert_int_equal(PID(f, name), 0);
         target_member_status_release(&s);
 
         /* Listed while it exists; remove deletes its directory. */
@@ -531,7 +535,7 @@ static pid_t parent_of(pid_t pid)
 static void test_adopt_orphan(void **state)
 {
         fixture *f = *state;
-        plan_members(f, 1);
+        place_members(f, 1);
         const char *name = f->plan->members[0].name;
 
         /* Another gitcd process starts the member and exits. */
@@ -554,7 +558,7 @@ static void test_adopt_orphan(void **state)
         target_free(f->t);
         f->t = new_target(f);
         target_member_status s = wait_state(f, name, MEMBER_READY, START_TIMEOUT_MS);
-        pid_t pid = s.pid;
+        pid_t pid = PID(f, name);
         target_member_status_release(&s);
         assert_true(pid > 0);
         assert_true(parent_of(pid) != getpid());
@@ -567,9 +571,9 @@ static void test_adopt_orphan(void **state)
         assert_non_null(strstr(s.detail, "status unknown"));
         target_member_status_release(&s);
         s = wait_state(f, name, MEMBER_READY, START_TIMEOUT_MS);
-        assert_true(s.pid != pid);
-        assert_int_equal(parent_of(s.pid), getpid());
-        pid = s.pid;
+        assert_true(PID(f, name) != pid);
+        assert_int_equal(parent_of(PID(f, name)), getpid());
+        pid = PID(f, name);
         target_member_status_release(&s);
 
         /* It dies while no gitcd runs: the next target finds it CRASHED and restarts it. */
@@ -580,10 +584,10 @@ static void test_adopt_orphan(void **state)
         f->t = new_target(f);
         s = status_of(f, name);
         assert_int_equal(s.state, MEMBER_CRASHED);
-        assert_int_equal(s.pid, 0);
+        assert_int_equal(PID(f, name), 0);
         target_member_status_release(&s);
         s = wait_state(f, name, MEMBER_READY, START_TIMEOUT_MS);
-        pid = s.pid;
+        pid = PID(f, name);
         target_member_status_release(&s);
 
         /* A process that ignores SIGTERM (here: stopped) is killed after the grace period. */
@@ -619,12 +623,12 @@ static void test_upgrade(void **state)
 {
         fixture *f = *state;
         target *t = f->t;
-        plan_members(f, 1);
+        place_members(f, 1);
         const char *name = f->plan->members[0].name;
         const char *url = f->plan->members[0].client_url;
         assert_int_equal(t->ops->ensure_member(t, f->cluster, f->plan, 0), 0);
         target_member_status s = wait_state(f, name, MEMBER_READY, START_TIMEOUT_MS);
-        pid_t old_pid = s.pid;
+        pid_t old_pid = PID(f, name);
         target_member_status_release(&s);
         _cleanup_free_ char *id = member_id(url);
 
@@ -632,9 +636,9 @@ static void test_upgrade(void **state)
         f->cluster = load_cluster("upgrade", "3.5.16", 1);
         assert_int_equal(t->ops->ensure_member(t, f->cluster, f->plan, 0), 0);
         s = wait_state(f, name, MEMBER_READY, START_TIMEOUT_MS);
-        assert_true(s.pid != old_pid);
+        assert_true(PID(f, name) != old_pid);
         assert_int_equal(s.restarts, 0); /* asked for: not a crash */
-        _cleanup_free_ char *cmdline = proc_cmdline(s.pid);
+        _cleanup_free_ char *cmdline = proc_cmdline(PID(f, name));
         target_member_status_release(&s);
         assert_non_null(strstr(cmdline, "/3.5.16/etcd "));
         _cleanup_free_ char *id2 = member_id(url);
@@ -675,7 +679,7 @@ static void test_tls_auto(void **state)
         fixture *f = *state;
         target *t = f->t;
         etcd_cluster *c = f->cluster;
-        plan_members(f, 1);
+        place_members(f, 1);
         member_plan *mp = &f->plan->members[0];
         assert_true(strneq(mp->client_url, "https://127.0.0.1:", 18));
         assert_true(strneq(mp->peer_url, "https://127.0.0.1:", 18));
@@ -705,7 +709,7 @@ static void test_tls_auto(void **state)
         /* The member serves TLS with client-certificate auth; health uses the operator cert. */
         assert_int_equal(t->ops->ensure_member(t, c, f->plan, 0), 0);
         target_member_status s = wait_state(f, mp->name, MEMBER_READY, START_TIMEOUT_MS);
-        _cleanup_free_ char *cmdline = proc_cmdline(s.pid);
+        _cleanup_free_ char *cmdline = proc_cmdline(PID(f, mp->name));
         target_member_status_release(&s);
         _cleanup_free_ char *want = xasprintf("--cert-file=%s", crt_path);
         assert_non_null(strstr(cmdline, want));
@@ -744,7 +748,7 @@ static void test_crash_loop(void **state)
         fixture *f = *state;
         target *t = f->t;
         etcd_cluster *c = f->cluster;
-        plan_members(f, 1);
+        place_members(f, 1);
         member_plan *mp = &f->plan->members[0];
 
         /* A version that is nowhere: a clear error, and nothing changes. */
@@ -785,7 +789,7 @@ static void test_crash_loop(void **state)
         assert_int_equal(t->ops->wait_event(t, 300), 0);
         assert_true(t->ops->tick(t) >= 0);
         s = status_of(f, mp->name);
-        assert_int_equal(s.pid, 0);
+        assert_int_equal(PID(f, mp->name), 0);
         assert_int_equal(s.state, MEMBER_STOPPED);
         target_member_status_release(&s);
 
@@ -817,7 +821,7 @@ static void test_three_members(void **state)
         target *t = f->t;
         etcd_cluster *c = f->cluster;
         c->replicas = 3;
-        plan_members(f, 3);
+        place_members(f, 3);
         for (size_t i = 0; i < 3; i++)
                 for (size_t j = 0; j < i; j++)
                         assert_string_not_equal(f->plan->members[i].client_url,
@@ -853,7 +857,7 @@ static void test_three_members(void **state)
                 if (!done && now_mono_ms() > deadline)
                         print_error("still %s (%s)\n", member_runtime_state_name(s.state),
                                     s.detail);
-                assert_true(s.pid > 0);
+                assert_true(PID(f, f->plan->members[0].name) > 0);
                 target_member_status_release(&s);
                 if (done)
                         break;
