@@ -24,6 +24,7 @@
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/strbuf.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 #define KUBE_TRIES            5
@@ -573,14 +574,6 @@ static bool transient(CURLcode cc)
         }
 }
 
-static void sleep_ms(long ms)
-{
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
-}
-
 /* One attempt. Returns the CURLcode; the response lands in rs. */
 static CURLcode perform(kube_client *c, const struct req *rq, struct resp *rs, char *errbuf)
 {
@@ -726,7 +719,7 @@ static int request(kube_client *c, const struct req *rq, strbuf *ret_body)
                 }
                 sb_release(&rs.body);
                 if (retry) {
-                        sleep_ms(backoff);
+                        msleep(backoff);
                         backoff = MIN(backoff * 2, KUBE_BACKOFF_MAX_MS);
                 }
         }

@@ -329,7 +329,7 @@ static void client_tls_files(reconciler *r, const etcd_cluster *c, char **ret_ca
                              char **ret_key)
 {
         *ret_ca = *ret_cert = *ret_key = NULL;
-        if (c->tls.provider == TLS_PROVIDER_NONE || !c->tls.client.enabled)
+        if (!render_client_tls(c))
                 return;
         target *t = r->opts.target;
         if (t->ops->client_tls(t, c, ret_ca, ret_cert, ret_key) < 0)

@@ -10,6 +10,7 @@
  */
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "targets/target.h"
 #include "util/xalloc.h"
@@ -43,6 +44,11 @@ void target_member_status_release(target_member_status *s)
         s->detail = NULL;
         free(s->config_hash);
         s->config_hash = NULL;
+}
+
+bool target_name_is_component(const char *s)
+{
+        return !isempty(s) && !strchr(s, '/') && s[0] != '.';
 }
 
 const char *target_last_error(const target *t)

@@ -124,6 +124,8 @@ struct target {
 };
 
 const char *target_last_error(const target *t);
+/* A name a target may use as one path component: not empty, no '/', not starting with '.'. */
+bool target_name_is_component(const char *s);
 /* Set the message (printf-style) and return err, for `return target_fail(t, -EIO, ...)`. */
 int target_fail(target *t, int err, const char *fmt, ...) _printf_(3, 4);
 void target_free(target *t);
