@@ -35,6 +35,31 @@ int spec_load_paths(char *const *paths, size_t n, cluster_set *out, diag_list *d
 int spec_check_duplicates(const cluster_set *set, diag_list *diags);
 
 /*
+ * Fields gitcd reads and validates but does not act on yet (spec.auth,
+ * spec.snapshots, spec.defrag, spec.bootstrap.restore, in whatever dialect):
+ * the one list of them lives in api/unsupported.c. A field written
+ * explicitly off (auth.enabled: false) is not "used".
+ */
+typedef enum spec_unsupported_mode {
+        SPEC_UNSUPPORTED_WARN,   /* validate: a warning that apply, run and plan refuse it */
+        SPEC_UNSUPPORTED_CREATE, /* an error: the cluster is not created */
+        SPEC_UNSUPPORTED_CHANGE, /* an error: the existing cluster is not changed */
+} spec_unsupported_mode;
+
+/* One diagnostic per such field that c uses, at file:line:col; returns how many. */
+size_t spec_check_unsupported(const etcd_cluster *c, spec_unsupported_mode mode, diag_list *diags);
+
+/*
+ * The rule `apply`, `run` and `plan` share: every cluster of set that uses a
+ * field not supported yet is removed from the set (and freed), with an error
+ * per field. exists(id) (NULL: nothing exists yet) tells whether the cluster
+ * "namespace/name" was applied before, which picks "not created" or "not
+ * changed". Returns 0, or -EOPNOTSUPP when a cluster was refused.
+ */
+int spec_refuse_unsupported(cluster_set *set, bool (*exists)(const char *id, void *userdata),
+                            void *userdata, diag_list *diags);
+
+/*
  * The normalized native form: {"apiVersion": "gitcd.io/v1alpha1",
  * "kind": "EtcdCluster", "metadata": {...}, "spec": {...}} with every
  * default filled in and keys in a fixed order. Two specs that mean the same

@@ -79,6 +79,9 @@ int cmd_validate(int argc, char **argv)
         cluster_set set = {0};
         diag_list diags = DIAG_LIST_INIT;
         spec_load_paths(argv + optind, (size_t)(argc - optind), &set, &diags);
+        /* A valid file that apply would refuse is still valid: a warning, not an error. */
+        for (size_t i = 0; i < set.n; i++)
+                (void)spec_check_unsupported(set.items[i], SPEC_UNSUPPORTED_WARN, &diags);
         diag_sort(&diags);
         for (size_t i = 0; i < diags.n; i++) {
                 if (quiet && diags.items[i].severity == DIAG_NOTE)

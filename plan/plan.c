@@ -262,6 +262,11 @@ static const state_cluster *applied_find(const state_cluster_list *l, const char
         return NULL;
 }
 
+static bool applied_exists(const char *id, void *userdata)
+{
+        return applied_find(userdata, id) != NULL;
+}
+
 /*
  * The reconciler latches the accepted spec (observed_hash) when it takes
  * it up, and clears the progress deadline once the cluster converged: either
@@ -463,7 +468,10 @@ int plan_compute(const plan_input *in, plan **ret)
         plan *p = XNEW(plan);
         p->diags = (diag_list)DIAG_LIST_INIT;
 
-        /* The driver's rules: every file parsed, invalid documents and duplicates out. */
+        /*
+         * The driver's rules: every file parsed; invalid documents, duplicates and
+         * clusters that use a field not supported yet out.
+         */
         cluster_set set = {0};
         diag_list diags = DIAG_LIST_INIT;
         bool errors = false;
@@ -472,6 +480,8 @@ int plan_compute(const plan_input *in, plan **ret)
                                      &set, &diags) < 0)
                         errors = true;
         if (spec_check_duplicates(&set, &diags) < 0)
+                errors = true;
+        if (spec_refuse_unsupported(&set, applied_exists, (void *)in->applied, &diags) < 0)
                 errors = true;
         for (size_t i = 0; i < rev->n_notes; i++)
                 diag_add(&diags, DIAG_NOTE, rev->notes[i].path, 0, 0, "skipped: %s",

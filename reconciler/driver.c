@@ -161,6 +161,16 @@ static void report_orphan(driver *d, const char *cluster, const source_revision 
                     rev, "success");
 }
 
+/* Whether a cluster was taken in before (for spec_refuse_unsupported's message). */
+static bool cluster_exists(const char *id, void *userdata)
+{
+        driver *d = userdata;
+        state_cluster *sc = NULL;
+        bool found = state_cluster_get(d->opts.db, id, &sc) == 0;
+        state_cluster_free(sc);
+        return found;
+}
+
 int driver_sync(driver *d, diag_list *diags)
 {
         _cleanup_(source_revision_freep) source_revision *rev = NULL;
@@ -195,6 +205,8 @@ int driver_sync(driver *d, diag_list *diags)
                                      &set, &local) < 0)
                         errors = true;
         if (spec_check_duplicates(&set, &local) < 0)
+                errors = true;
+        if (spec_refuse_unsupported(&set, cluster_exists, d, &local) < 0)
                 errors = true;
         for (size_t i = 0; i < rev->n_notes; i++)
                 diag_add(&local, DIAG_NOTE, rev->notes[i].path, 0, 0, "skipped: %s",
