@@ -24,8 +24,10 @@ int spec_load_buffer(const char *file, const char *buf, size_t len, cluster_set 
                      diag_list *diags);
 
 /*
- * Load files and directories (recursively, *.yaml and *.yml, sorted).
- * Also reports clusters defined twice (namespace/name) across all inputs,
+ * Load files and directories (recursively, *.yaml and *.yml, sorted). A
+ * file found in a directory whose documents have neither apiVersion nor
+ * kind (a CI workflow) is skipped with a note; a file named in paths is
+ * always checked. Also reports clusters defined twice (namespace/name) across all inputs,
  * naming both places. Returns 0, -EINVAL on any error diagnostic, or
  * -ENOENT when a path does not exist (also a diagnostic).
  */
