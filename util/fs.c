@@ -2,9 +2,12 @@
  * File-system helpers; see util/fs.h. Paths are plain C strings; nothing
  * here logs.
  */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -229,4 +232,50 @@ int expand_paths(char *const *paths, size_t n, const char *const *suffixes, path
                         path_list_add(out, paths[i]);
         }
         return 0;
+}
+
+/* The pid written in a lock file, 0 when unreadable. */
+static pid_t lock_file_pid(int fd)
+{
+        char buf[32] = {0};
+        ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+        if (n <= 0)
+                return 0;
+        long v = strtol(buf, NULL, 10);
+        return v > 0 && v < INT32_MAX ? (pid_t)v : 0;
+}
+
+int lock_file_try(const char *path, int *ret_fd, pid_t *ret_holder)
+{
+        assert(path && ret_fd);
+        _cleanup_close_ int fd =
+            open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+        if (fd < 0)
+                return -errno;
+        /* A lock released between the two calls below is simply tried again. */
+        for (int attempt = 0; attempt < 3; attempt++) {
+                struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+                if (fcntl(fd, F_SETLK, &fl) == 0) {
+                        char pid[32];
+                        int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+                        if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+                                return -errno;
+                        *ret_fd = fd;
+                        fd = -1;
+                        return 0;
+                }
+                if (errno != EAGAIN && errno != EACCES)
+                        return -errno;
+                struct flock q = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+                if (fcntl(fd, F_GETLK, &q) < 0)
+                        return -errno;
+                if (q.l_type == F_UNLCK)
+                        continue;
+                if (ret_holder)
+                        *ret_holder = q.l_pid > 0 ? q.l_pid : lock_file_pid(fd);
+                return -EAGAIN;
+        }
+        if (ret_holder)
+                *ret_holder = lock_file_pid(fd);
+        return -EAGAIN;
 }

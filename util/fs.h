@@ -34,5 +34,14 @@ char *path_join(const char *a, const char *b);
  */
 int expand_paths(char *const *paths, size_t n, const char *const *suffixes, path_list *out,
                  const char **ret_bad_path);
+/*
+ * Take an exclusive lock on path (a POSIX record lock on a file created
+ * 0600 when missing; a symlink is refused) without waiting, and write this
+ * process's pid into it. On success *ret_fd holds the lock until it is
+ * closed or the process exits; the lock is not inherited by children.
+ * -EAGAIN when another process holds it (its pid in *ret_holder, 0 when
+ * unknown), or another -errno.
+ */
+int lock_file_try(const char *path, int *ret_fd, pid_t *ret_holder);
 void path_list_add(path_list *l, const char *path);
 void path_list_release(path_list *l);
