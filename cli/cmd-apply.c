@@ -127,7 +127,10 @@ int cmd_apply(int argc, char **argv)
                 return EXIT_FAIL;
         }
         if (driver_cluster_count(r.drv) == 0) {
-                printf("no EtcdCluster definitions in %s\n", f.src.url_or_path);
+                if (rejected)
+                        printf("no EtcdCluster in %s was taken in\n", f.src.url_or_path);
+                else
+                        printf("no EtcdCluster definitions in %s\n", f.src.url_or_path);
                 runner_close(&r);
                 return rejected ? EXIT_FAIL : EXIT_OK;
         }
