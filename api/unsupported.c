@@ -60,6 +60,14 @@ static const struct {
      "remove spec.bootstrap.restore", uses_restore},
 };
 
+static bool uses_any(const etcd_cluster *c)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(unsupported); i++)
+                if (unsupported[i].used(c))
+                        return true;
+        return false;
+}
+
 size_t spec_check_unsupported(const etcd_cluster *c, spec_unsupported_mode mode, diag_list *diags)
 {
         assert(c);
@@ -91,16 +99,19 @@ int spec_refuse_unsupported(cluster_set *set, bool (*exists)(const char *id, voi
         int r = 0;
         for (size_t i = 0; i < set->n; i++) {
                 etcd_cluster *c = set->items[i];
+                if (!uses_any(c)) {
+                        set->items[kept++] = c;
+                        continue;
+                }
                 _cleanup_free_ char *id = etcd_cluster_id(c);
                 spec_unsupported_mode mode = exists && exists(id, userdata)
                                                  ? SPEC_UNSUPPORTED_CHANGE
                                                  : SPEC_UNSUPPORTED_CREATE;
-                if (spec_check_unsupported(c, mode, diags) > 0) {
-                        etcd_cluster_free(c);
-                        r = -EOPNOTSUPP;
-                        continue;
-                }
-                set->items[kept++] = c;
+                size_t n = spec_check_unsupported(c, mode, diags);
+                assert(n > 0);
+                (void)n;
+                etcd_cluster_free(c);
+                r = -EOPNOTSUPP;
         }
         set->n = kept;
         return r;
