@@ -305,23 +305,26 @@ static pid_t lock_file_pid(int fd)
 int lock_file_try(const char *path, int *ret_fd, pid_t *ret_holder)
 {
         assert(path && ret_fd);
-        _cleanup_close_ int fd =
-            open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
         if (fd < 0)
                 return -errno;
+        int k;
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
         if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
-                if (errno != EAGAIN && errno != EACCES)
-                        return -errno;
-                if (ret_holder)
+                k = errno == EAGAIN || errno == EACCES ? -EAGAIN : -errno;
+                if (k == -EAGAIN && ret_holder)
                         *ret_holder = lock_file_pid(fd);
-                return -EAGAIN;
+                goto fail;
         }
         char pid[32];
         int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-        if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
-                return -errno;
+        if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+                k = errno ? -errno : -EIO;
+                goto fail;
+        }
         *ret_fd = fd;
-        fd = -1;
         return 0;
+fail:
+        close(fd);
+        return k;
 }
