@@ -10,6 +10,11 @@
  * with the same rules as a Git tree (YAML only, hidden entries ignored,
  * symlinks and oversized files skipped with a note) so switching a source
  * between a checkout and its repository never changes what is read.
+ *
+ * A refused revision is remembered for as long as the remote's head stays
+ * on it (and allowed_signers is unchanged): a poll then costs one listing
+ * of the remote's refs and returns the same refusal, marked as repeated, so
+ * the caller does not audit it again.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +26,7 @@
 #include <openssl/sha.h>
 
 #include "sources/git.h"
+#include "sources/heads.h"
 #include "sources/revision.h"
 #include "sources/source.h"
 #include "sources/sshwire.h"
@@ -39,83 +45,20 @@ struct source {
         source_url url;
         char *root;        /* directory sources: absolute path */
         char *mirror_path; /* Git sources */
+        char *heads_path;  /* Git sources: the last applied commit per ref (heads.h) */
         char *subpath;     /* normalised: no leading or trailing '/', NULL for the root */
         char *error;
+        /*
+         * The last refused revision (without files), its message, and the
+         * allowed_signers file as it was then: while the head stays the
+         * same and the file unchanged, the refusal is repeated, not redone.
+         */
+        source_revision *refused;
+        char *refused_error;
+        struct stat refused_signers;
         size_t read_total; /* bytes read by the current directory fetch */
         bool git_initialised;
 };
-
-bool source_name_is_yaml(const char *name)
-{
-        size_t n = strlen(name);
-
-        return (n > 5 && streq(name + n - 5, ".yaml")) || (n > 4 && streq(name + n - 4, ".yml"));
-}
-
-void revision_add_file(source_revision *r, const char *path, char *content, size_t len)
-{
-        r->files = xrealloc(r->files, (r->n_files + 1) * sizeof(*r->files));
-        r->files[r->n_files++] = (source_file){xstrdup(path), content, len};
-}
-
-void revision_add_note(source_revision *r, const char *path, const char *reason_fmt, ...)
-{
-        va_list ap;
-
-        va_start(ap, reason_fmt);
-        r->notes = xrealloc(r->notes, (r->n_notes + 1) * sizeof(*r->notes));
-        r->notes[r->n_notes++] = (source_note){xstrdup(path), xvasprintf(reason_fmt, ap)};
-        va_end(ap);
-}
-
-static int cmp_file(const void *a, const void *b)
-{
-        return strcmp(((const source_file *)a)->path, ((const source_file *)b)->path);
-}
-
-static int cmp_note(const void *a, const void *b)
-{
-        return strcmp(((const source_note *)a)->path, ((const source_note *)b)->path);
-}
-
-void revision_sort(source_revision *r)
-{
-        if (r->n_files > 1)
-                qsort(r->files, r->n_files, sizeof(*r->files), cmp_file);
-        if (r->n_notes > 1)
-                qsort(r->notes, r->n_notes, sizeof(*r->notes), cmp_note);
-}
-
-static void person_release(source_person *p)
-{
-        free(p->name);
-        free(p->email);
-}
-
-void source_revision_free(source_revision *r)
-{
-        if (!r)
-                return;
-        free(r->repository);
-        free(r->ref);
-        person_release(&r->author);
-        person_release(&r->committer);
-        free(r->message);
-        free(r->signature_reason);
-        free(r->signer_fingerprint);
-        free(r->signer_identity);
-        for (size_t i = 0; i < r->n_files; i++) {
-                free(r->files[i].path);
-                free(r->files[i].content);
-        }
-        free(r->files);
-        for (size_t i = 0; i < r->n_notes; i++) {
-                free(r->notes[i].path);
-                free(r->notes[i].reason);
-        }
-        free(r->notes);
-        free(r);
-}
 
 static void opts_copy(source_opts *dst, const source_opts *src)
 {
@@ -137,6 +80,12 @@ static void opts_copy(source_opts *dst, const source_opts *src)
                 dst->max_file_size = SOURCE_DEFAULT_MAX_FILE_SIZE;
         if (dst->max_total_size == 0)
                 dst->max_total_size = SOURCE_DEFAULT_MAX_TOTAL_SIZE;
+        if (dst->fetch_timeout_s == 0)
+                dst->fetch_timeout_s = SOURCE_DEFAULT_FETCH_TIMEOUT_S;
+        if (dst->max_fetch_bytes == 0)
+                dst->max_fetch_bytes = SOURCE_DEFAULT_MAX_FETCH_BYTES;
+        if (dst->max_fetch_objects == 0)
+                dst->max_fetch_objects = SOURCE_DEFAULT_MAX_FETCH_OBJECTS;
 }
 
 static void opts_release(source_opts *o)
@@ -164,8 +113,11 @@ void source_free(source *s)
         source_url_release(&s->url);
         free(s->root);
         free(s->mirror_path);
+        free(s->heads_path);
         free(s->subpath);
         free(s->error);
+        source_revision_free(s->refused);
+        free(s->refused_error);
         if (s->git_initialised)
                 git_adapter_shutdown();
         free(s);
@@ -303,7 +255,8 @@ static int check_git_opts(source *s)
         return 0;
 }
 
-static char *mirror_name(const char *url)
+/* <sha256(url)[0:32]> followed by suffix. */
+static char *mirror_name(const char *url, const char *suffix)
 {
         uint8_t md[SHA256_DIGEST_LENGTH];
         char hex[33];
@@ -311,7 +264,7 @@ static char *mirror_name(const char *url)
         SHA256((const uint8_t *)url, strlen(url), md);
         for (size_t i = 0; i < 16; i++)
                 snprintf(hex + 2 * i, 3, "%02x", md[i]);
-        return xasprintf("%s.git", hex);
+        return xasprintf("%s%s", hex, suffix);
 }
 
 static int open_source(source *s, const source_opts *opts)
@@ -364,9 +317,11 @@ static int open_source(source *s, const source_opts *opts)
         if (r < 0)
                 return r;
         {
-                _cleanup_free_ char *name = mirror_name(s->url.display);
+                _cleanup_free_ char *name = mirror_name(s->url.display, ".git");
+                _cleanup_free_ char *heads = mirror_name(s->url.display, ".heads");
 
                 s->mirror_path = path_join(opts->cache_dir, name);
+                s->heads_path = path_join(opts->cache_dir, heads);
         }
         return 0;
 }
@@ -488,10 +443,37 @@ static int fetch_directory(source *s, source_revision *rev)
         return read_dir(s, rev, dir, s->subpath ? s->subpath : "", 0);
 }
 
+static void forget_refusal(source *s)
+{
+        source_revision_free(TAKE_PTR(s->refused));
+        free(TAKE_PTR(s->refused_error));
+}
+
+/* Whether allowed_signers is still the file the remembered refusal was judged with. */
+static bool same_signers(const source *s)
+{
+        struct stat st;
+
+        if (!s->opts.allowed_signers_path)
+                return true;
+        if (stat(s->opts.allowed_signers_path, &st) < 0)
+                return false;
+        return st.st_ino == s->refused_signers.st_ino && st.st_size == s->refused_signers.st_size &&
+               st.st_mtim.tv_sec == s->refused_signers.st_mtim.tv_sec &&
+               st.st_mtim.tv_nsec == s->refused_signers.st_mtim.tv_nsec;
+}
+
 int source_fetch(source *s, source_revision **ret)
 {
         _cleanup_(source_revision_freep) source_revision *rev = XNEW(source_revision);
         _cleanup_free_ char *err = NULL;
+        git_fetch_request req = {
+            .opts = &s->opts,
+            .url = &s->url,
+            .mirror_path = s->mirror_path,
+            .subpath = s->subpath,
+            .heads_path = s->heads_path,
+        };
         int r;
 
         free(s->error);
@@ -510,14 +492,46 @@ int source_fetch(source *s, source_revision **ret)
                 return set_error(s, r, "cannot create cache directory %s: %s", s->opts.cache_dir,
                                  strerror(-r));
         rev->repository = xstrdup(s->url.display);
-        r = git_adapter_fetch(&s->opts, &s->url, s->mirror_path, s->subpath, rev, &err);
+        if (s->refused && !same_signers(s))
+                forget_refusal(s);
+        req.refused_head = s->refused ? s->refused->commit_id : NULL;
+        r = git_adapter_fetch(&req, rev, &err);
+        if (r == 1) {
+                /* Still the head refused before: the same verdict, not evaluated again. */
+                source_revision *again = revision_copy_header(s->refused);
+
+                again->refusal_repeated = true;
+                again->fetch_skipped = rev->fetch_skipped;
+                set_error(s, -EPERM, "%s", s->refused_error);
+                *ret = again;
+                return -EPERM;
+        }
         if (r == -EPERM) {
+                forget_refusal(s);
+                s->refused = revision_copy_header(rev);
+                s->refused_error = xstrdup(err);
+                if (s->opts.allowed_signers_path)
+                        (void)stat(s->opts.allowed_signers_path, &s->refused_signers);
                 set_error(s, r, "%s", err);
                 *ret = TAKE_PTR(rev);
                 return r;
         }
         if (r < 0)
                 return set_error(s, r, "%s: %s", s->url.display, err ? err : "failed");
+        forget_refusal(s);
         *ret = TAKE_PTR(rev);
+        return 0;
+}
+
+int source_mark_applied(source *s, const source_revision *rev)
+{
+        int r;
+
+        if (s->kind != SOURCE_GIT || !rev->ref || !rev->commit_id[0])
+                return 0;
+        r = heads_set(s->heads_path, rev->ref, rev->commit_id);
+        if (r < 0)
+                return set_error(s, r, "cannot record the applied commit in %s: %s", s->heads_path,
+                                 strerror(-r));
         return 0;
 }
