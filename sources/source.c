@@ -224,9 +224,15 @@ static int check_git_opts(source *s)
                         return set_error(s, -EINVAL,
                                          "an SSH source needs a private key file or the SSH "
                                          "agent");
-                if (o->use_ssh_agent && isempty(getenv("SSH_AUTH_SOCK")))
-                        return set_error(s, -EINVAL,
-                                         "the SSH agent is requested but SSH_AUTH_SOCK is not set");
+                if (o->use_ssh_agent) {
+                        const char *sock =
+                            getenv("SSH_AUTH_SOCK"); /* read once: isempty() reads twice */
+
+                        if (isempty(sock))
+                                return set_error(s, -EINVAL,
+                                                 "the SSH agent is requested but SSH_AUTH_SOCK is "
+                                                 "not set");
+                }
                 if ((r = check_readable(s, "SSH key", o->use_ssh_agent ? NULL : o->ssh_key_path)) <
                     0)
                         return r;
