@@ -932,25 +932,28 @@ static char *report_field(const char *report, const char *key, bool rest)
         return NULL;
 }
 
-static int remove_lock_file(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+static int remove_leftover(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
         size_t n = strlen(path);
 
         (void)st;
-        (void)ftw;
-        if (flag == FTW_F && n > 5 && streq(path + n - 5, ".lock"))
+        if (flag != FTW_F)
+                return 0;
+        if ((n > 5 && streq(path + n - 5, ".lock")) ||
+            strneq(path + ftw->base, "pack_git2_", strlen("pack_git2_")))
                 (void)unlink(path);
         return 0;
 }
 
 /*
  * A killed fetch may leave lock files (refs/heads/x.lock, packed-refs.lock)
- * that would make every later fetch fail. We hold the mirror's flock, so no
- * other gitcd is writing: remove them.
+ * that would make every later fetch fail, and a half-written pack
+ * (objects/pack/pack_git2_*). We hold the mirror's flock, so no other gitcd
+ * is writing: remove them.
  */
 static void remove_stale_locks(const char *mirror_path)
 {
-        (void)nftw(mirror_path, remove_lock_file, 16, FTW_PHYS);
+        (void)nftw(mirror_path, remove_leftover, 16, FTW_PHYS);
 }
 
 /*
