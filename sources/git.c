@@ -29,8 +29,8 @@
  *   network timeout, so a server that accepts and then stalls would block
  *   forever, and a socket-level timeout would need a transport of our own
  *   for each protocol. The child shares the mirror (under our flock) and
- *   reports back through a pipe; after a kill, stale ref lock files are
- *   removed. The size budget (bytes, objects) is enforced in the child by
+ *   reports back through a pipe; after a kill, stale lock files and the
+ *   half-written pack are removed. The size budget (bytes, objects) is enforced in the child by
  *   the transfer-progress callback.
  * - Redirects: libgit2 follows none to another host (follow_redirects
  *   NONE), the TLS certificate callback refuses any host other than the
@@ -244,15 +244,13 @@ static bool same_server(const source_url *configured, const char *url)
         _cleanup_free_ char *err = NULL;
         bool same;
 
-        if (!url)
-                return false;
-        if (source_url_parse(url, &u, &err) < 0)
+        if (configured->kind == SOURCE_URL_LOCAL || configured->kind == SOURCE_URL_FILE)
+                return true; /* no server: libgit2 asks for no credentials */
+        if (!url || source_url_parse(url, &u, &err) < 0)
                 return false;
         same = u.kind == configured->kind && streq_ptr(u.host, configured->host) &&
                (u.port ? u.port : default_port(u.kind)) ==
                    (configured->port ? configured->port : default_port(configured->kind));
-        if (configured->kind == SOURCE_URL_LOCAL || configured->kind == SOURCE_URL_FILE)
-                same = true; /* no server, no credentials asked */
         source_url_release(&u);
         return same;
 }
@@ -513,10 +511,7 @@ static int rw_open_tree(void *userdata, const uint8_t id[TREE_WALK_ID_SIZE], voi
 
         git_oid_fromraw(&oid, id);
         if (git_tree_lookup(&tree, rw->repo, &oid) < 0) {
-                char hex[GIT_OID_HEXSZ + 1];
-
-                git_oid_tostr(hex, sizeof(hex), &oid);
-                *ret_error = xasprintf("cannot read tree %s: %s", hex, git_message());
+                *ret_error = xstrdup(git_message());
                 return -EIO;
         }
         *ret_tree = tree;
@@ -550,11 +545,11 @@ static int rw_blob_size(void *userdata, const uint8_t id[TREE_WALK_ID_SIZE], siz
 
         git_oid_fromraw(&oid, id);
         if (git_odb_read_header(ret_size, &type, rw->odb, &oid) < 0) {
-                *ret_error = xasprintf("cannot read a file: %s", git_message());
+                *ret_error = xstrdup(git_message());
                 return -EIO;
         }
         if (type != GIT_OBJECT_BLOB) {
-                *ret_error = xstrdup("a file entry does not name a blob");
+                *ret_error = xstrdup("the entry does not name a blob");
                 return -EIO;
         }
         return 0;
@@ -571,7 +566,7 @@ static int rw_blob_read(void *userdata, const uint8_t id[TREE_WALK_ID_SIZE], cha
 
         git_oid_fromraw(&oid, id);
         if (git_blob_lookup(&blob, rw->repo, &oid) < 0) {
-                *ret_error = xasprintf("cannot read a file: %s", git_message());
+                *ret_error = xstrdup(git_message());
                 return -EIO;
         }
         size = (size_t)git_blob_rawsize(blob);

@@ -87,6 +87,17 @@ typedef struct walk {
         char *error;
 } walk;
 
+/* Name the path in an operation's error: "cannot read <what> <path>: <error>". */
+static int op_failed(walk *w, int r, const char *what, const char *path)
+{
+        char *e = w->error;
+
+        w->error = xasprintf("cannot read %s %s: %s", what, isempty(path) ? "/" : path,
+                             e ? e : "unknown error");
+        free(e);
+        return r;
+}
+
 static char *join(const char *prefix, const char *name)
 {
         return isempty(prefix) ? xstrdup(name) : xasprintf("%s/%s", prefix, name);
@@ -100,7 +111,7 @@ static int walk_blob(walk *w, const tree_walk_entry *e, const char *path)
 
         r = w->ops->blob_size(w->userdata, e->id, &size, &w->error);
         if (r < 0)
-                return r;
+                return op_failed(w, r, "file", path);
         if (size > w->lim.max_file_size) {
                 revision_add_note(w->rev, path, "larger than %zu bytes (%zu)", w->lim.max_file_size,
                                   size);
@@ -117,7 +128,7 @@ static int walk_blob(walk *w, const tree_walk_entry *e, const char *path)
         }
         r = w->ops->blob_read(w->userdata, e->id, &content, &len, &w->error);
         if (r < 0)
-                return r;
+                return op_failed(w, r, "file", path);
         if (len > w->lim.max_file_size || len > w->lim.max_total_size - w->total) {
                 /* The object store said otherwise before: trust neither. */
                 free(content);
@@ -149,7 +160,7 @@ static int walk_tree(walk *w, const uint8_t *id, const char *prefix, unsigned de
         }
         r = w->ops->open_tree(w->userdata, id, &tree, &n, &w->error);
         if (r < 0)
-                return r;
+                return op_failed(w, r, "folder", prefix);
         for (size_t i = 0; i < n && r >= 0; i++) {
                 tree_walk_entry e;
                 _cleanup_free_ char *path = NULL;

@@ -181,8 +181,9 @@ static int mt_open_tree(void *userdata, const uint8_t id[TREE_WALK_ID_SIZE], voi
         memtree *t = userdata;
         unsigned n;
 
-        if (!read_id(id, 't', &n) || n >= MEMTREE_MAX_TREES || !t->named[n]) {
-                *ret_error = xstrdup("cannot read a tree: no such object");
+        if (!read_id(id, 't', &n) || n >= MEMTREE_MAX_TREES || !t->named[n] ||
+            (n != 0 && t->count[n] == 0)) {
+                *ret_error = xstrdup("no such object");
                 return -EIO;
         }
         *ret_tree = (void *)((uintptr_t)n + 1);
@@ -212,7 +213,7 @@ static void mt_close_tree(void *userdata, void *tree)
 static int blob(memtree *t, const uint8_t id[TREE_WALK_ID_SIZE], unsigned *ret, char **ret_error)
 {
         if (!read_id(id, 'b', ret) || *ret >= t->n_blobs) {
-                *ret_error = xstrdup("cannot read a file: no such object");
+                *ret_error = xstrdup("no such object");
                 return -EIO;
         }
         return 0;

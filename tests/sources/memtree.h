@@ -9,8 +9,9 @@
  * mode 40000 <rest> is the number of the tree the entry names (which may be
  * named any number of times, so a description can be a tree bomb), for the
  * other modes <rest> is the blob's content ("\n" in it is a newline). Lines
- * that do not parse are ignored; a tree that is named but never described
- * is empty. Numbers go up to MEMTREE_MAX_TREES - 1.
+ * that do not parse are ignored; a tree other than the root that is named
+ * but never described is a missing object (reading it fails, as in a
+ * damaged repository). Numbers go up to MEMTREE_MAX_TREES - 1.
  */
 #pragma once
 

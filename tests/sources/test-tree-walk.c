@@ -134,12 +134,23 @@ static void test_too_much_yaml(void **state)
         source_revision_free(rev);
 }
 
+static void test_missing_object(void **state)
+{
+        tree_walk_limits lim = {0};
+        _cleanup_free_ char *err = NULL;
+        source_revision *rev;
+
+        assert_int_equal(walk("0 40000 clusters 1\n1 40000 gone 2\n", &lim, &rev, &err), -EIO);
+        assert_string_equal(err, "cannot read folder clusters/gone: no such object");
+        source_revision_free(rev);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_ordinary_tree), cmocka_unit_test(test_too_many_entries),
             cmocka_unit_test(test_tree_bomb),     cmocka_unit_test(test_self_and_depth),
-            cmocka_unit_test(test_too_much_yaml),
+            cmocka_unit_test(test_too_much_yaml), cmocka_unit_test(test_missing_object),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
