@@ -1226,7 +1226,8 @@ static int set_trust(const char *ca_file, char **ret_error)
         return 0;
 }
 
-int git_adapter_fetch(const git_fetch_request *req, source_revision *rev, char **ret_error)
+int git_adapter_fetch(const git_fetch_request *req, source_revision *rev, char ret_head[41],
+                      char **ret_error)
 {
         const source_opts *opts = req->opts;
         const source_url *url = req->url;
@@ -1262,15 +1263,11 @@ int git_adapter_fetch(const git_fetch_request *req, source_revision *rev, char *
         rev->fetch_skipped = res.skipped;
         rev->received_objects = res.objects;
         rev->received_bytes = res.bytes;
-        if (req->refused_head) {
-                char hex[GIT_OID_HEXSZ + 1];
-
-                git_oid_tostr(hex, sizeof(hex), &res.oid);
-                if (streq(hex, req->refused_head)) {
-                        /* The head that was refused is still the head: nothing new to judge. */
-                        rev->ref = TAKE_PTR(res.refname);
-                        return 1;
-                }
+        git_oid_tostr(ret_head, GIT_OID_HEXSZ + 1, &res.oid);
+        if (req->refused_head && streq(ret_head, req->refused_head)) {
+                /* The ref still names what was refused: nothing new to judge. */
+                rev->ref = TAKE_PTR(res.refname);
+                return 1;
         }
         r = git_repository_open_bare(&repo, req->mirror_path);
         if (r < 0)

@@ -23,7 +23,8 @@ typedef struct git_fetch_request {
         const char *mirror_path;
         const char *subpath;      /* normalised, or NULL for the root */
         const char *heads_path;   /* the last applied commit per ref (heads.h) */
-        const char *refused_head; /* 40 hex: the head the previous fetch refused, or NULL */
+        const char *refused_head; /* 40 hex: the object the ref named when the previous
+                                     fetch refused it, or NULL */
 } git_fetch_request;
 
 /*
@@ -31,9 +32,12 @@ typedef struct git_fetch_request {
  * network part runs in a child process under a watchdog) and fill rev
  * (whose repository field is already set) with the commit opts->ref names:
  * first its description and signature verdict, then the rollback check,
- * and only for an accepted commit its files under subpath. Returns 0;
- * 1 when the head is still refused_head (rev holds only ref and commit_id,
- * nothing was evaluated); or a negative errno with *ret_error set (see
- * source_fetch() for the codes; for -EPERM rev is described, without files).
+ * and only for an accepted commit its files under subpath. ret_head gets
+ * the id of the object the ref names (an annotated tag's own id, else the
+ * commit's). Returns 0; 1 when that is still refused_head (rev holds only
+ * ref and the fetch statistics, nothing was evaluated); or a negative errno
+ * with *ret_error set (see source_fetch() for the codes; for -EPERM rev is
+ * described, without files, and ret_head is set).
  */
-int git_adapter_fetch(const git_fetch_request *req, source_revision *rev, char **ret_error);
+int git_adapter_fetch(const git_fetch_request *req, source_revision *rev, char ret_head[41],
+                      char **ret_error);

@@ -11,10 +11,11 @@
  * symlinks and oversized files skipped with a note) so switching a source
  * between a checkout and its repository never changes what is read.
  *
- * A refused revision is remembered for as long as the remote's head stays
- * on it (and allowed_signers is unchanged): a poll then costs one listing
- * of the remote's refs and returns the same refusal, marked as repeated, so
- * the caller does not audit it again.
+ * A refused revision is remembered for as long as the remote's ref names
+ * the same object (and allowed_signers and the applied-heads file are
+ * unchanged): a poll then costs one listing of the remote's refs and
+ * returns the same refusal, marked as repeated, so the caller does not
+ * audit it again.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -39,6 +40,15 @@
 
 typedef enum source_kind { SOURCE_DIRECTORY, SOURCE_GIT } source_kind;
 
+/* Enough of a file's stat to notice that it was replaced or edited. */
+typedef struct file_stamp {
+        bool exists;
+        dev_t dev;
+        ino_t ino;
+        off_t size;
+        struct timespec mtime;
+} file_stamp;
+
 struct source {
         source_kind kind;
         source_opts opts; /* deep copy */
@@ -55,7 +65,8 @@ struct source {
          */
         source_revision *refused;
         char *refused_error;
-        struct stat refused_signers;
+        char refused_head[41]; /* the object the ref named (a tag's, or the commit's) */
+        file_stamp refused_signers, refused_heads;
         size_t read_total; /* bytes read by the current directory fetch */
         bool git_initialised;
 };
@@ -455,24 +466,38 @@ static void forget_refusal(source *s)
         free(TAKE_PTR(s->refused_error));
 }
 
-/* Whether allowed_signers is still the file the remembered refusal was judged with. */
-static bool same_signers(const source *s)
+static file_stamp stamp(const char *path)
 {
         struct stat st;
 
-        if (!s->opts.allowed_signers_path)
-                return true;
-        if (stat(s->opts.allowed_signers_path, &st) < 0)
-                return false;
-        return st.st_ino == s->refused_signers.st_ino && st.st_size == s->refused_signers.st_size &&
-               st.st_mtim.tv_sec == s->refused_signers.st_mtim.tv_sec &&
-               st.st_mtim.tv_nsec == s->refused_signers.st_mtim.tv_nsec;
+        if (!path || stat(path, &st) < 0)
+                return (file_stamp){0};
+        return (file_stamp){true, st.st_dev, st.st_ino, st.st_size, st.st_mtim};
+}
+
+static bool same_stamp(file_stamp a, file_stamp b)
+{
+        return a.exists == b.exists && a.dev == b.dev && a.ino == b.ino && a.size == b.size &&
+               a.mtime.tv_sec == b.mtime.tv_sec && a.mtime.tv_nsec == b.mtime.tv_nsec;
+}
+
+/*
+ * Whether the remembered refusal still holds as far as files go: the
+ * allowed_signers file and the applied-heads file are the ones it was
+ * judged with (an operator may have edited the first, or accepted a
+ * rollback with another gitcd and so changed the second).
+ */
+static bool refusal_still_judged(const source *s)
+{
+        return same_stamp(stamp(s->opts.allowed_signers_path), s->refused_signers) &&
+               same_stamp(stamp(s->heads_path), s->refused_heads);
 }
 
 int source_fetch(source *s, source_revision **ret)
 {
         _cleanup_(source_revision_freep) source_revision *rev = XNEW(source_revision);
         _cleanup_free_ char *err = NULL;
+        char head[41] = "";
         git_fetch_request req = {
             .opts = &s->opts,
             .url = &s->url,
@@ -498,10 +523,10 @@ int source_fetch(source *s, source_revision **ret)
                 return set_error(s, r, "cannot create cache directory %s: %s", s->opts.cache_dir,
                                  strerror(-r));
         rev->repository = xstrdup(s->url.display);
-        if (s->refused && !same_signers(s))
+        if (s->refused && !refusal_still_judged(s))
                 forget_refusal(s);
-        req.refused_head = s->refused ? s->refused->commit_id : NULL;
-        r = git_adapter_fetch(&req, rev, &err);
+        req.refused_head = s->refused ? s->refused_head : NULL;
+        r = git_adapter_fetch(&req, rev, head, &err);
         if (r == 1) {
                 /* Still the head refused before: the same verdict, not evaluated again. */
                 source_revision *again = revision_copy_header(s->refused);
@@ -516,8 +541,9 @@ int source_fetch(source *s, source_revision **ret)
                 forget_refusal(s);
                 s->refused = revision_copy_header(rev);
                 s->refused_error = xstrdup(err);
-                if (s->opts.allowed_signers_path)
-                        (void)stat(s->opts.allowed_signers_path, &s->refused_signers);
+                memcpy(s->refused_head, head, sizeof(head));
+                s->refused_signers = stamp(s->opts.allowed_signers_path);
+                s->refused_heads = stamp(s->heads_path);
                 set_error(s, r, "%s", err);
                 *ret = TAKE_PTR(rev);
                 return r;

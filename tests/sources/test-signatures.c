@@ -360,7 +360,41 @@ static void test_rollback(void **state)
         source_revision_free(rev);
         free(msg);
 
-        /* the operator accepts it explicitly */
+        /*
+         * A daemon polling the same source repeats its refusal until the
+         * operator accepts the rollback with another gitcd: then it judges
+         * the head again and takes it.
+         */
+        {
+                source_opts o = {
+                    .url_or_path = repo,
+                    .cache_dir = cache,
+                    .ref = "release",
+                    .verify_signatures = true,
+                    .allowed_signers_path = allowed,
+                };
+                _cleanup_(source_freep) source *daemon = NULL;
+
+                assert_int_equal(source_open(&o, &daemon, NULL), 0);
+                assert_int_equal(source_fetch(daemon, &rev), -EPERM);
+                source_revision_free(rev);
+                assert_int_equal(source_fetch(daemon, &rev), -EPERM);
+                assert_true(rev->refusal_repeated);
+                source_revision_free(rev);
+
+                /* the operator accepts it explicitly */
+                assert_int_equal(fetch_opts("release", true, true, &rev, &msg), 0);
+                assert_string_equal(rev->commit_id, old);
+                assert_true(rev->n_files > 0);
+                source_revision_free(rev);
+                free(msg);
+
+                assert_int_equal(source_fetch(daemon, &rev), 0);
+                assert_string_equal(rev->commit_id, old);
+                source_revision_free(rev);
+        }
+
+        /* accepting it again changes nothing */
         assert_int_equal(fetch_opts("release", true, true, &rev, &msg), 0);
         assert_string_equal(rev->commit_id, old);
         assert_true(rev->n_files > 0);
@@ -399,6 +433,38 @@ static void test_tag_name_mismatch(void **state)
         assert_int_equal(rev->n_files, 0);
         source_revision_free(rev);
         free(msg);
+
+        /*
+         * The same source, polling: once r9 is a signed tag of its own (on the
+         * same commit), it is judged again and accepted; the refusal was of
+         * the object the ref named, not of the commit.
+         */
+        {
+                source_opts o = {
+                    .url_or_path = repo,
+                    .cache_dir = cache,
+                    .ref = "r9",
+                    .verify_signatures = true,
+                    .allowed_signers_path = allowed,
+                };
+                _cleanup_(source_freep) source *s = NULL;
+
+                assert_int_equal(source_open(&o, &s, NULL), 0);
+                assert_int_equal(source_fetch(s, &rev), -EPERM);
+                source_revision_free(rev);
+                assert_int_equal(source_fetch(s, &rev), -EPERM);
+                assert_true(rev->refusal_repeated);
+                source_revision_free(rev);
+                assert_int_equal(fix_sh("cd '%s' && git tag -d r9 >/dev/null && "
+                                        "git -c gpg.format=ssh -c user.signingkey='%s/ed25519' "
+                                        "tag -s r9 -m 'release r9' r1^{commit}",
+                                        repo, keys),
+                                 0);
+                assert_int_equal(source_fetch(s, &rev), 0);
+                assert_string_equal(rev->commit_id, id);
+                assert_true(rev->signature_verified);
+                source_revision_free(rev);
+        }
 }
 
 /*
