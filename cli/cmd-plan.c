@@ -143,7 +143,9 @@ static int fetch(const runner_flags *f, bool plain, source_revision **ret)
                         "gitcd plan: commit %s refused: %s; gitcd would keep applying the last "
                         "good revision\n",
                         rev->commit_id,
-                        rev->signature_reason ? rev->signature_reason : "signature not verified");
+                        rev->refusal            ? rev->refusal
+                        : rev->signature_reason ? rev->signature_reason
+                                                : "signature not verified");
                 return k;
         }
         if (k < 0) {

@@ -38,6 +38,7 @@ const struct option runner_long_options[] = {
     {"username", required_argument, NULL, RUNNER_OPT_USERNAME},
     {"verify-signatures", no_argument, NULL, RUNNER_OPT_VERIFY},
     {"allowed-signers", required_argument, NULL, RUNNER_OPT_ALLOWED_SIGNERS},
+    {"allow-rollback", no_argument, NULL, RUNNER_OPT_ALLOW_ROLLBACK},
     {"prune", no_argument, NULL, RUNNER_OPT_PRUNE},
     {"kubeconfig", required_argument, NULL, RUNNER_OPT_KUBECONFIG},
     {"context", required_argument, NULL, RUNNER_OPT_CONTEXT},
@@ -59,6 +60,9 @@ const char runner_options_help[] =
     "  --token-file FILE        token or password for https://, or --token-env VAR;\n"
     "                           --username NAME\n"
     "  --verify-signatures      apply only commits signed by a key in --allowed-signers FILE\n"
+    "  --allow-rollback         accept a head that does not descend from the last commit\n"
+    "                           applied from the ref (refused by default; see\n"
+    "                           docs/security.md)\n"
     "State and target:\n"
     "  --state PATH             state database (default: $GITCD_STATE_DIR/state.db or\n"
     "                           ./.gitcd/state.db); members of the local target live beside it\n"
@@ -138,6 +142,9 @@ bool runner_flag(runner_flags *f, int opt, const char *arg)
                 return true;
         case RUNNER_OPT_ALLOWED_SIGNERS:
                 f->src.allowed_signers_path = arg;
+                return true;
+        case RUNNER_OPT_ALLOW_ROLLBACK:
+                f->src.allow_rollback = true;
                 return true;
         case RUNNER_OPT_PRUNE:
                 f->prune = true;
