@@ -10,6 +10,7 @@
  * event could not be written during the command, the command exits 1 even
  * if everything else went well (state_audit_append() counts the failures).
  */
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -93,12 +94,14 @@ typedef struct argv_copies {
 } argv_copies;
 
 /* Give the parser a private copy of argv[i] and blank the original with mask. */
-static void replace_arg(char **argv, int i, argv_copies *copies, char *masked_copy)
+static void replace_arg(char **argv, int i, argv_copies *copies, const char *masked_copy)
 {
+        char *orig = argv[i];
+        assert(orig && masked_copy && strlen(orig) == strlen(masked_copy));
         copies->v = xrealloc(copies->v, (copies->n + 1) * sizeof(char *));
-        copies->v[copies->n++] = xstrdup(argv[i]);
+        copies->v[copies->n++] = xstrdup(orig);
         /* the original bytes are what /proc/PID/cmdline shows */
-        memcpy(argv[i], masked_copy, strlen(masked_copy));
+        memcpy(orig, masked_copy, strlen(masked_copy));
         argv[i] = copies->v[copies->n - 1];
 }
 
