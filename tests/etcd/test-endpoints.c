@@ -10,8 +10,8 @@
  *    configured scheme, so neither the token nor the password can go
  *    anywhere else;
  *  - a grpc-message with control characters is shown escaped;
- *  - a password on the command line is gone from /proc/PID/cmdline while
- *    the command runs, with a warning.
+ *  - a password on the command line (--user NAME:PASS, a URL) is gone from
+ *    /proc/PID/cmdline while the command runs, with a warning.
  *
  * The etcd member is started here rather than by the harness because it
  * needs an --advertise-client-urls of its own; it is tracked by the harness
@@ -204,17 +204,17 @@ static void fake_stop(fake_server *s)
         free(s);
 }
 
-/* Wait for a silent server's next connection (bounded, so a broken test cannot hang). */
-static bool silent_wait_connection(fake_server *s)
+/*
+ * Wait for a silent server's next connection (bounded, so a broken test
+ * cannot hang) and return it, still open: the client keeps waiting until
+ * the caller closes it.
+ */
+static int silent_wait_connection(fake_server *s)
 {
         struct pollfd p = {.fd = s->fd, .events = POLLIN};
         if (poll(&p, 1, 30000) <= 0)
-                return false;
-        int c = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC);
-        if (c < 0)
-                return false;
-        close(c);
-        return true;
+                return -1;
+        return accept4(s->fd, NULL, NULL, SOCK_CLOEXEC);
 }
 
 /* ---- the etcd member and the gitcd binary ---- */
@@ -491,12 +491,14 @@ static void test_password_wiped_from_argv(void **state)
                               "--user", "root:top-secret-pw", "member",    "list",      NULL};
         pid_t pid = spawn_gitcd(args);
         /* once it has connected, the command runs: argv was handled long before */
-        assert_true(silent_wait_connection(silent));
-        _cleanup_free_ char *cmdline = cmdline_of(pid);
+        int conn = silent_wait_connection(silent);
+        assert_true(conn >= 0);
+        char *cmdline = cmdline_of(pid);
         assert_null(strstr(cmdline, "top-secret-pw"));
         assert_non_null(strstr(cmdline, "--user root:"));
         assert_non_null(strstr(cmdline, "member list"));
         kill(pid, SIGTERM);
+        close(conn);
         struct run r = wait_gitcd(pid);
         assert_non_null(strstr(r.err, "--user"));
         assert_non_null(strstr(r.err, "GITCD_ETCD_PASSWORD"));
@@ -516,6 +518,27 @@ static void test_password_wiped_from_argv(void **state)
         assert_non_null(strstr(r.err, "password in a URL"));
         run_release(&r);
 
+        /* a password in a source URL, while gitcd apply waits for the (silent) remote */
+        _cleanup_free_ char *state_dir = xasprintf("%s/state", tmp);
+        _cleanup_free_ char *source =
+            xasprintf("https://ci:src-secret-pw@127.0.0.1:%d/repo.git", silent->port);
+        setenv("GITCD_STATE_DIR", state_dir, 1);
+        const char *apply[] = {"apply", "--source", source, "--timeout", "20s", NULL};
+        pid = spawn_gitcd(apply);
+        unsetenv("GITCD_STATE_DIR");
+        conn = silent_wait_connection(silent);
+        assert_true(conn >= 0);
+        free(cmdline);
+        cmdline = cmdline_of(pid);
+        assert_null(strstr(cmdline, "src-secret-pw"));
+        assert_non_null(strstr(cmdline, "https://ci:*************@127.0.0.1:"));
+        kill(pid, SIGTERM);
+        close(conn);
+        r = wait_gitcd(pid);
+        assert_non_null(strstr(r.err, "password in a URL"));
+        assert_null(strstr(r.err, "src-secret-pw"));
+        run_release(&r);
+
         /* the documented ways: a file, or the environment; no warning */
         _cleanup_free_ char *pwfile = xasprintf("%s/pw", tmp);
         assert_int_equal(write_file_atomic(pwfile, "from-file-pw\n", 13, 0600), 0);
@@ -526,6 +549,7 @@ static void test_password_wiped_from_argv(void **state)
         assert_int_equal(r.status, 0); /* auth is off: the credentials are not needed */
         assert_null(strstr(r.err, "warn"));
         run_release(&r);
+        free(cmdline);
         fake_stop(silent);
 }
 
