@@ -578,7 +578,8 @@ static int rpc_at(etcd_client *c, const char *url, struct call *call, int64_t ti
                 set_error(c,
                           "%s: '%s' is not one of the configured endpoints (%s); gitcd talks "
                           "only to those, with the scheme given there",
-                          method_name(call->path), url, list);
+                          method_name(call->path),
+                          strchr(url, '@') ? "(a URL with user info)" : url, list);
                 return -EINVAL;
         }
         return rpc_on(c, ep, call, timeout_ms);
