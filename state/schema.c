@@ -134,6 +134,16 @@ const char *const state_migrations[] = {
 
     /* 4: the member that leads, as the reconciler last saw it */
     "ALTER TABLE clusters ADD COLUMN leader TEXT;\n",
+
+    /* 5: audit events that could not be written (one row: a count and the last one),
+     * kept apart from the audit table so that a broken append still leaves a trace */
+    "CREATE TABLE audit_failures (\n"
+    "  id INTEGER PRIMARY KEY CHECK (id = 1),\n"
+    "  count INTEGER NOT NULL,\n"
+    "  last_ms INTEGER NOT NULL,\n"
+    "  last_action TEXT,\n"
+    "  last_error TEXT\n"
+    ");\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

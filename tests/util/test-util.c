@@ -1,6 +1,6 @@
 /*
- * Unit tests for util/: strings, diagnostics, durations and the file
- * helpers the CLI uses to expand paths.
+ * Unit tests for util/: strings, escaping of untrusted text, diagnostics,
+ * durations and the file helpers the CLI uses to expand paths.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "util/diag.h"
+#include "util/escape.h"
 #include "util/fs.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -60,13 +61,18 @@ static void test_diag_format_and_sort(void **state)
         s = diag_format(&l.items[3]);
         assert_string_equal(s, "c.yaml: note: skipped");
         free(s);
+        /* a file name or a quoted value from a commit stays on one line */
+        diag_add(&l, DIAG_ERROR, "evil\n::error::x.yaml", 1, 1, "bad value \"\033[2J\"");
+        s = diag_format(&l.items[4]);
+        assert_string_equal(s, "evil\\n::error::x.yaml:1:1: error: bad value \"\\x1b[2J\"");
+        free(s);
 
         diag_list m = DIAG_LIST_INIT;
         diag_add(&m, DIAG_ERROR, NULL, 1, 1, "x");
         diag_move(&l, &m);
-        assert_int_equal(l.n, 5);
+        assert_int_equal(l.n, 6);
         assert_int_equal(m.n, 0);
-        assert_string_equal(l.items[4].file, "<input>");
+        assert_string_equal(l.items[5].file, "<input>");
         diag_list_release(&l);
         diag_list_release(&m);
 }
@@ -303,10 +309,46 @@ static void test_lock_file(void **state)
         assert_int_equal(rm_rf(tmpl), 0);
 }
 
+static void check_escape(const char *in, const char *want)
+{
+        _cleanup_free_ char *got = str_escape(in);
+        assert_string_equal(got, want);
+        assert_int_equal(str_needs_escape(in), !streq(in, want));
+        /* escaping is idempotent: a second layer changes nothing */
+        _cleanup_free_ char *again = str_escape(got);
+        assert_string_equal(again, got);
+        assert_false(str_needs_escape(got));
+}
+
+static void test_escape(void **state)
+{
+        (void)state;
+        check_escape("plain text, ünïcödé ✓ 🙂", "plain text, ünïcödé ✓ 🙂");
+        check_escape("", "");
+        check_escape("Eve\033[31m\nforged", "Eve\\x1b[31m\\nforged");
+        check_escape("a\tb\rc\x7f\x01", "a\\tb\\rc\\x7f\\x01");
+        check_escape("back\\slash \\n stays", "back\\slash \\n stays");
+        /* C1 controls (CSI is U+009B) and bytes that are not UTF-8 */
+        check_escape("x\xc2\x9b"
+                     "31m",
+                     "x\\u009b31m");
+        check_escape("bad \xff\xc3 utf8 \xe2\x82", "bad \\xff\\xc3 utf8 \\xe2\\x82");
+        check_escape("overlong \xc0\xaf", "overlong \\xc0\\xaf");
+        check_escape("surrogate \xed\xa0\x80", "surrogate \\xed\\xa0\\x80");
+        assert_null(str_escape(NULL));
+        assert_false(str_needs_escape(NULL));
+        /* with a length: a NUL inside is escaped too */
+        strbuf sb = STRBUF_INIT;
+        sb_append_escaped(&sb, "a\0b", 3);
+        assert_string_equal(sb_str(&sb), "a\\x00b");
+        sb_release(&sb);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_strbuf),
+            cmocka_unit_test(test_escape),
             cmocka_unit_test(test_diag_format_and_sort),
             cmocka_unit_test(test_duration),
             cmocka_unit_test(test_fs),
