@@ -403,7 +403,8 @@ static int authenticate(etcd_client *c, struct endpoint *ep, int64_t deadline, g
         Etcdserverpb__AuthenticateResponse *resp = (void *)call.resp;
         wipe_free(c->token);
         c->token = xstrdup(resp->token ? resp->token : "");
-        explicit_bzero(resp->token, resp->token ? strlen(resp->token) : 0);
+        if (resp->token)
+                explicit_bzero(resp->token, strlen(resp->token));
         protobuf_c_message_free_unpacked(call.resp, NULL);
         return 0;
 }

@@ -192,7 +192,8 @@ static int walk(const char *dir, const char *const *suffixes, path_list *out, in
                 if (de->d_name[0] != '.')
                         path_list_add(&names, de->d_name);
         closedir(d);
-        qsort(names.paths, names.n, sizeof(char *), cmp_str);
+        if (names.n > 1) /* an empty folder has no array at all: qsort(NULL) is undefined */
+                qsort(names.paths, names.n, sizeof(char *), cmp_str);
         int r = 0;
         for (size_t i = 0; i < names.n && r == 0; i++) {
                 _cleanup_free_ char *child = path_join(dir, names.paths[i]);

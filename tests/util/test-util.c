@@ -144,6 +144,15 @@ static void test_fs(void **state)
         assert_ptr_equal(bad, missing);
         path_list_release(&l);
 
+        /* An empty folder expands to nothing (and sorts no entries). */
+        char *empty = path_join(tmpl, "empty");
+        assert_int_equal(mkdir_p(empty, 0755), 0);
+        char *eargs[] = {empty};
+        assert_int_equal(expand_paths(eargs, 1, suffixes, &l, NULL), 0);
+        assert_int_equal(l.n, 0);
+        path_list_release(&l);
+        free(empty);
+
         assert_int_equal(rm_rf(tmpl), 0);
         assert_false(path_exists(tmpl));
         assert_int_equal(rm_rf(tmpl), 0);
