@@ -247,8 +247,10 @@ int runner_open(const runner_flags *f, driver_progress_fn progress, void *userda
             f->cache_dir ? xstrdup(f->cache_dir) : path_join(r->state_dir, "cache");
         so.cache_dir = cache;
         _cleanup_free_ char *kh = NULL;
-        if (!so.known_hosts_path)
-                so.known_hosts_path = kh = default_known_hosts();
+        if (!so.known_hosts_path) {
+                kh = default_known_hosts();
+                so.known_hosts_path = kh;
+        }
         char *err = NULL;
         k = source_open(&so, &r->src, &err);
         if (k < 0) {
