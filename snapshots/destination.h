@@ -69,10 +69,15 @@ void dest_object_release(dest_object *o);
  * AWS_CA_BUNDLE) from gitcd's environment are used. A target that read the
  * Secret itself (Kubernetes) hands its data in through `credentials`.
  */
+struct s3_config;
 typedef struct snapshot_dest_context {
         const char *state_dir;             /* gitcd's state folder; NULL: no Secret folders */
         const char *namespace_;            /* the cluster's namespace; NULL: "default" */
         const s3_credentials *credentials; /* NULL: resolve as described above */
+        /* S3 client tuning (snapshots/s3.h): part size, multipart threshold, retries,
+         * callbacks, extra name resolution; its endpoint, bucket, region, addressing
+         * and credentials are ignored (they come from the location). NULL: defaults. */
+        const struct s3_config *s3_tuning;
 } snapshot_dest_context;
 
 /*
