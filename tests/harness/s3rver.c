@@ -41,10 +41,13 @@ char *harness_s3rver_path(void)
         if (!isempty(env)) {
                 p = xstrdup(env);
         } else {
-                const char *cache = getenv("GITCD_CACHE_DIR");
-                if (!isempty(cache)) {
-                        p = xasprintf("%s/s3rver/%s/node_modules/.bin/s3rver", cache,
-                                      HARNESS_S3RVER_VERSION);
+                /* The cache scripts/setup fills: $GITCD_CACHE_DIR, else $XDG_CACHE_HOME/gitcd,
+                 * else ~/.cache/gitcd. */
+                _cleanup_free_ char *cache = NULL;
+                if (!isempty(getenv("GITCD_CACHE_DIR"))) {
+                        cache = xstrdup(getenv("GITCD_CACHE_DIR"));
+                } else if (!isempty(getenv("XDG_CACHE_HOME"))) {
+                        cache = xasprintf("%s/gitcd", getenv("XDG_CACHE_HOME"));
                 } else {
                         const char *home = getenv("HOME");
                         if (isempty(home)) {
@@ -53,9 +56,10 @@ char *harness_s3rver_path(void)
                                         return NULL;
                                 home = pw->pw_dir;
                         }
-                        p = xasprintf("%s/.cache/gitcd/s3rver/%s/node_modules/.bin/s3rver", home,
-                                      HARNESS_S3RVER_VERSION);
+                        cache = xasprintf("%s/.cache/gitcd", home);
                 }
+                p = xasprintf("%s/s3rver/%s/node_modules/.bin/s3rver", cache,
+                              HARNESS_S3RVER_VERSION);
         }
         return access(p, X_OK) == 0 ? TAKE_PTR(p) : NULL;
 }
