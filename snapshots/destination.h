@@ -99,7 +99,10 @@ int snapshot_source_open(const storage_location *loc, const snapshot_dest_contex
 void snapshot_dest_free(snapshot_dest *d);
 DEFINE_TRIVIAL_CLEANUP_FUNC(snapshot_dest *, snapshot_dest_free);
 
-/* Upload a local file as key, replacing it; sha256_hex (64 hex digits) is stored with it when non-NULL. */
+/*
+ * Upload a local file as key, replacing it; sha256_hex (64 lowercase hex digits)
+ * is stored with it when non-NULL.
+ */
 int snapshot_dest_put_file(snapshot_dest *d, const char *key, const char *path,
                            const char *sha256_hex, char **ret_error);
 /* Download key into path (written as path.part, fsynced, renamed; 0600). -ENOENT when absent. */

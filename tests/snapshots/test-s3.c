@@ -382,7 +382,8 @@ static void test_wrong_credentials(void **state)
 
 static void test_https_with_custom_ca(void **state)
 {
-        if (!harness_s3rver_path())
+        _cleanup_free_ char *bin = harness_s3rver_path();
+        if (!bin)
                 skip();
         harness_s3rver *tls = NULL;
         harness_s3rver_opts o = {.tls = true};
