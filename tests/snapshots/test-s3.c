@@ -309,6 +309,31 @@ static void test_upload_cut_midway(void **state)
         free(err);
 }
 
+/*
+ * A single PUT cut the same way fails with a clear error. (Whether a half
+ * object is left is the server's business: S3 stores an object only when its
+ * PUT completed, but s3rver streams the body into place and keeps the part it
+ * got, so no absence is asserted here; the multipart case above is the one
+ * gitcd controls.)
+ */
+static void test_single_put_cut_midway(void **state)
+{
+        NEED_SERVER();
+        cut k = {.kill_after = 2 * 1024 * 1024};
+        s3_config cfg = {.max_attempts = 2, .on_progress = kill_midway, .userdata = &k};
+        _cleanup_(s3_client_freep) s3_client *c = client_for(server, &cfg);
+        _cleanup_free_ char *src = make_file("cut1.db", 8 * 1024 * 1024, 9);
+        char *err = NULL;
+        int r = s3_put_file(c, "cut/single.db", src, NULL, &err);
+        assert_true(k.killed);
+        assert_true(r == -ECONNREFUSED || r == -EIO);
+        assert_non_null(strstr(err, "s3://snaps/cut/single.db: upload of"));
+        assert_non_null(strstr(err, "after 2 attempts"));
+        assert_no_secret(err);
+        free(err);
+        assert_int_equal(harness_s3rver_restart(server), 0);
+}
+
 static void test_retries_until_server_is_back(void **state)
 {
         NEED_SERVER();
@@ -405,6 +430,35 @@ static void test_https_with_custom_ca(void **state)
         assert_true(same_content(src, out));
         s3_client_free(c);
 
+        /* Through the destination seam: the CA bundle comes from the Secret folder's ca.crt. */
+        _cleanup_free_ char *state_dir = path_join(tmp, "state-tls");
+        _cleanup_free_ char *secret_dir = path_join(state_dir, "secrets/default/tls-creds");
+        assert_int_equal(mkdir_p(secret_dir, 0700), 0);
+        _cleanup_free_ char *f1 = path_join(secret_dir, "accessKeyID");
+        _cleanup_free_ char *f2 = path_join(secret_dir, "secretAccessKey");
+        _cleanup_free_ char *f3 = path_join(secret_dir, "ca.crt");
+        char *pem = NULL;
+        size_t pem_len = 0;
+        assert_int_equal(read_file(tls->ca_file, 1 << 20, &pem, &pem_len), 0);
+        assert_int_equal(write_file_atomic(f1, "S3RVER", 6, 0600), 0);
+        assert_int_equal(write_file_atomic(f2, SECRET, strlen(SECRET), 0600), 0);
+        assert_int_equal(write_file_atomic(f3, pem, pem_len, 0644), 0);
+        free(pem);
+        storage_location loc = {.kind = DEST_S3};
+        loc.s3.endpoint = tls->endpoint_ip;
+        loc.s3.bucket = tls->bucket;
+        loc.s3.force_path_style = true;
+        loc.s3.credentials_secret = (char *)"tls-creds";
+        snapshot_dest_context ctx = {.state_dir = state_dir};
+        snapshot_dest *d = NULL;
+        assert_int_equal(snapshot_dest_open(&loc, &ctx, &d, &err), 0);
+        assert_int_equal(snapshot_dest_put_file(d, "seam.db", src, NULL, &err), 0);
+        dest_object obj = {0};
+        assert_int_equal(snapshot_dest_stat(d, "seam.db", &obj, &err), 0);
+        assert_int_equal(obj.size, 70000);
+        dest_object_release(&obj);
+        snapshot_dest_free(d);
+
         /* Without the CA: refused at once, and the message says why. */
         cfg.credentials = &creds;
         cfg.max_attempts = 3;
@@ -461,6 +515,7 @@ int main(void)
             cmocka_unit_test(test_destination_roundtrip),
             cmocka_unit_test(test_multipart_small_parts),
             cmocka_unit_test(test_upload_cut_midway),
+            cmocka_unit_test(test_single_put_cut_midway),
             cmocka_unit_test(test_retries_until_server_is_back),
             cmocka_unit_test(test_virtual_hosted_style),
             cmocka_unit_test(test_wrong_credentials),
