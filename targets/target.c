@@ -58,7 +58,7 @@ const char *target_last_error(const target *t)
         return t->last_error;
 }
 
-int target_fail(target *t, int err, const char *fmt, ...)
+int(target_fail)(target *t, int err, const char *fmt, ...)
 {
         va_list ap;
         va_start(ap, fmt);
