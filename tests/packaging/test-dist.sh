@@ -32,11 +32,11 @@ version=$(cat "$root/.tarball-version")
 t0=$(date +%s)
 meson setup "$tmp/build" "$root" --buildtype=debugoptimized -Dwerror=true >"$tmp/setup.log" 2>&1 ||
   { cat "$tmp/setup.log"; fail "meson setup from the tarball"; }
-ninja -C "$tmp/build" -j "${GITCD_TEST_JOBS:-2}" >"$tmp/build.log" 2>&1 ||
+nice ninja -C "$tmp/build" -j "${GITCD_TEST_JOBS:-2}" >"$tmp/build.log" 2>&1 ||
   { tail -n 40 "$tmp/build.log"; fail "the build from the tarball"; }
 out=$("$tmp/build/cli/gitcd" --version)
 [ "$out" = "gitcd $version" ] || fail "gitcd --version says '$out', the tarball is $version"
-meson test -C "$tmp/build" --no-rebuild --suite unit --print-errorlogs \
+nice meson test -C "$tmp/build" --no-rebuild --suite unit --print-errorlogs \
   --num-processes "${GITCD_TEST_JOBS:-2}" >"$tmp/test.log" 2>&1 ||
   { tail -n 60 "$tmp/test.log"; fail "unit tests from the tarball"; }
 grep -E '^(Ok|Fail|Skipped):' "$tmp/test.log"

@@ -2,8 +2,9 @@
 # The release facts agree, and the version comes from the Git tag.
 #
 # 1. meson.build's project version, the newest entry of CHANGELOG.md and
-#    of debian/changelog name the same release; LICENSE is the license
-#    meson.build declares (Apache-2.0).
+#    of debian/changelog, and the image tag deploy/deployment.yaml runs
+#    name the same release; LICENSE is the license meson.build declares
+#    (Apache-2.0).
 # 2. packaging/version, in a scratch repository: a tag v1.2.3 gives 1.2.3,
 #    a commit later 1.2.3-1-g<id>, uncommitted changes add -dirty; without
 #    Git it reads .tarball-version, then falls back to the given version;
@@ -23,7 +24,9 @@ debian=$(sed -n '1s/^gitcd (\([^)]*\)).*/\1/p' "$src/debian/changelog")
 grep -q "license: 'Apache-2.0'" "$src/meson.build" || fail "meson.build does not declare Apache-2.0"
 grep -q 'Apache License' "$src/LICENSE" && grep -q 'Version 2.0, January 2004' "$src/LICENSE" &&
   grep -q 'END OF TERMS AND CONDITIONS' "$src/LICENSE" || fail "LICENSE is not the Apache-2.0 text"
-echo "release $project: meson.build, CHANGELOG.md, debian/changelog and LICENSE agree"
+image=$(sed -n 's/^ *image: *\(.*\)$/\1/p' "$src/deploy/deployment.yaml")
+[ "$image" = "gitcd:$project" ] || fail "deploy/deployment.yaml runs '$image', the image the build makes is gitcd:$project"
+echo "release $project: meson.build, CHANGELOG.md, debian/changelog, LICENSE and deploy/ agree"
 
 command -v git >/dev/null 2>&1 || { echo "no git: the tag checks are skipped"; exit 77; }
 tmp=$(mktemp -d)
