@@ -85,7 +85,11 @@ pid_t process_find(char *const *argv)
         return found;
 }
 
-/* The environment etcd gets: ours without ETCD_* / ETCDCTL_* (etcd reads them as flags). */
+/*
+ * The environment etcd gets: ours without ETCD_* / ETCDCTL_* (etcd reads them
+ * as flags) and without systemd's NOTIFY_SOCKET / WATCHDOG_* (etcd would send
+ * its own READY=1 to gitcd's service manager).
+ */
 static char **child_environment(void)
 {
         size_t n = 0;
@@ -94,7 +98,8 @@ static char **child_environment(void)
         char **env = xcalloc(n + 1, sizeof(char *));
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
-                if (strneq(environ[i], "ETCD_", 5) || strneq(environ[i], "ETCDCTL_", 8))
+                if (strneq(environ[i], "ETCD_", 5) || strneq(environ[i], "ETCDCTL_", 8) ||
+                    strneq(environ[i], "NOTIFY_SOCKET=", 14) || strneq(environ[i], "WATCHDOG_", 9))
                         continue;
                 env[k++] = xstrdup(environ[i]);
         }
