@@ -1,10 +1,16 @@
 /*
- * gitcd run: the daemon. Polls the source every --interval, takes in new
+ * gitcd run: the daemon. Polls each source at its interval, takes in new
  * revisions, and reconciles continuously, waking at once when a member
  * process changes state. SIGTERM or SIGINT finish the current step and exit
- * cleanly (members keep running); SIGHUP re-reads the files named on the
- * command line (known_hosts, allowed_signers, keys) and polls the source at
- * once.
+ * cleanly (members keep running).
+ *
+ * Settings come from the configuration file (--config, or
+ * /etc/gitcd/gitcd.yaml when present) with the flags on top. SIGHUP reads
+ * the file again between two steps, so no step is cut short: a valid file
+ * replaces the settings (sources, targets, credentials files) and every
+ * source is polled at once; an invalid one is reported with file:line:col
+ * and the settings in force stay as they are. The state path is fixed for
+ * the life of the process (the lock is held on it).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -14,6 +20,7 @@
 
 #include "cli/cli.h"
 #include "cli/runner.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/timeutil.h"
 
@@ -31,15 +38,22 @@ static void on_signal(int sig)
 static void usage(FILE *out)
 {
         fprintf(out,
-                "usage: gitcd run --source SRC [options]\n\n"
-                "Run the reconciler as a daemon: poll SRC, take in new revisions and keep\n"
-                "every cluster converged. The daemon's documented configuration keeps its\n"
+                "usage: gitcd run --source SRC [options]\n"
+                "       gitcd run [--config FILE] [options]\n\n"
+                "Run the reconciler as a daemon: poll the sources, take in new revisions and\n"
+                "keep every cluster converged. The daemon's documented configuration keeps its\n"
                 "state in /var/lib/gitcd/state.db (--state).\n\n"
-                "  --interval D             how often to poll the source (default 30s)\n"
+                "  --config FILE            the daemon's configuration file (default:\n"
+                "                           " OPS_CONFIG_DEFAULT_PATH " when present); flags\n"
+                "                           override it, --source replaces its sources\n"
+                "                           (docs/operating.md)\n"
+                "  --interval D             how often to poll a source (default 30s)\n"
                 "  -h, --help               show this help\n\n"
                 "%s\n"
                 "Signals: SIGTERM/SIGINT finish the current step and exit 0; SIGHUP\n"
-                "re-reads the files named by the options and polls the source at once.\n"
+                "reads the configuration file again (an invalid one is reported and the\n"
+                "settings in force stay), re-reads the files it names and polls every\n"
+                "source at once.\n"
                 "The daemon holds a lock in the state folder while it runs: another\n"
                 "apply or run on the same state exits 1; plan, status and log still read.\n",
                 runner_options_help);
@@ -53,14 +67,69 @@ static void progress(const char *cluster, const pass_result *res, void *userdata
         log_msg(l, "%s: %s: %s", cluster, pass_outcome_name(res->outcome), res->message);
 }
 
+static void log_diags(diag_list *diags)
+{
+        diag_sort(diags);
+        for (size_t i = 0; i < diags->n; i++) {
+                _cleanup_free_ char *line = diag_format(&diags->items[i]);
+                log_msg(diags->items[i].severity == DIAG_ERROR ? LOG_ERROR : LOG_WARN, "%s", line);
+        }
+}
+
+static void apply_log_level(const ops_config *c)
+{
+        enum log_level l;
+        if (c->log_level && !log_level_is_explicit() &&
+            log_level_from_string(c->log_level, &l) == 0)
+                log_set_level(l);
+}
+
+static void sync_source(runner *r, size_t i)
+{
+        runner_source *rs = &r->sources[i];
+        diag_list diags = DIAG_LIST_INIT;
+        int k = runner_sync(r, i, &diags);
+        log_diags(&diags);
+        diag_list_release(&diags);
+        if (k < 0 && k != -EINVAL && k != -EPERM)
+                log_error("source %s: %s (retrying in %llds)", rs->conf->name,
+                          driver_last_error(rs->drv), (long long)(rs->interval_ms / 1000));
+        rs->next_sync_ms = now_mono_ms() + rs->interval_ms;
+}
+
+/* SIGHUP: the new settings, or NULL when the file is invalid (the old ones stay). */
+static ops_config *reload(const runner_flags *f, const char *config, int64_t interval_ms,
+                          const ops_config *old)
+{
+        diag_list diags = DIAG_LIST_INIT;
+        ops_config *c = NULL;
+        int k = runner_settings(f, config, interval_ms, &c, &diags);
+        if (k < 0) {
+                log_diags(&diags);
+                diag_list_release(&diags);
+                log_error("SIGHUP: %s is invalid; the configuration in force stays unchanged",
+                          config ? config : "the command line");
+                return NULL;
+        }
+        diag_list_release(&diags);
+        if (!streq_ptr(c->state, old->state))
+                log_warn("SIGHUP: the state path cannot change while running; restart gitcd "
+                         "to use the new one");
+        log_info("SIGHUP: %s read; %zu source(s); polling every source now",
+                 config ? config : "configuration", c->n_sources);
+        return c;
+}
+
 int cmd_run(int argc, char **argv)
 {
         runner_flags f = {0};
-        int64_t interval_ms = 30 * 1000;
-        enum { OPT_INTERVAL = RUNNER_OPT_LAST + 1 };
+        int64_t interval_ms = 0;
+        const char *config = NULL;
+        enum { OPT_INTERVAL = RUNNER_OPT_LAST + 1, OPT_CONFIG };
         static const struct option own[] = {
             {"help", no_argument, NULL, 'h'},
             {"interval", required_argument, NULL, OPT_INTERVAL},
+            {"config", required_argument, NULL, OPT_CONFIG},
         };
         _cleanup_free_ struct option *opts = runner_options(own, ARRAY_SIZE(own));
         optind = 1;
@@ -79,15 +148,30 @@ int cmd_run(int argc, char **argv)
                                 return EXIT_USAGE;
                         }
                         break;
+                case OPT_CONFIG:
+                        config = optarg;
+                        break;
                 default:
                         usage(stderr);
                         return EXIT_USAGE;
                 }
         }
-        if (optind < argc || !f.src.url_or_path) {
+        if (!config && path_exists(OPS_CONFIG_DEFAULT_PATH))
+                config = OPS_CONFIG_DEFAULT_PATH;
+        if (optind < argc || (!f.src.url_or_path && !config)) {
                 usage(stderr);
                 return EXIT_USAGE;
         }
+
+        _cleanup_(ops_config_freep) ops_config *cfg = NULL;
+        diag_list diags = DIAG_LIST_INIT;
+        int k = runner_settings(&f, config, interval_ms, &cfg, &diags);
+        diag_sort(&diags);
+        diag_print(&diags, stderr);
+        diag_list_release(&diags);
+        if (k < 0)
+                return EXIT_FAIL;
+        apply_log_level(cfg);
 
         struct sigaction sa = {0};
         sa.sa_handler = on_signal;
@@ -97,47 +181,51 @@ int cmd_run(int argc, char **argv)
         sigaction(SIGHUP, &sa, NULL);
 
         runner r;
-        if (runner_open(&f, progress, NULL, &r) < 0)
+        if (runner_open_config(cfg, progress, NULL, &r) < 0)
                 return EXIT_FAIL;
-        log_info("gitcd %s running: source %s, state %s, polling every %llds", GITCD_VERSION,
-                 source_display_url(r.src), r.state_path, (long long)(interval_ms / 1000));
+        if (r.n_sources == 1)
+                log_info("gitcd %s running: source %s, state %s, polling every %llds",
+                         GITCD_VERSION, source_display_url(r.src), r.state_path,
+                         (long long)(r.sources[0].interval_ms / 1000));
+        else
+                log_info("gitcd %s running: %zu sources (%s), state %s", GITCD_VERSION, r.n_sources,
+                         config, r.state_path);
 
-        int64_t next_sync = 0;
         while (!got_term) {
                 if (got_hup) {
                         got_hup = 0;
-                        log_info("SIGHUP: re-reading configuration files and polling the source");
-                        if (runner_reopen(&f, progress, NULL, &r) < 0)
-                                return EXIT_FAIL;
-                        next_sync = 0;
-                }
-                int64_t now = now_mono_ms();
-                if (now >= next_sync) {
-                        diag_list diags = DIAG_LIST_INIT;
-                        int k = driver_sync(r.drv, &diags);
-                        diag_sort(&diags);
-                        for (size_t i = 0; i < diags.n; i++) {
-                                _cleanup_free_ char *line = diag_format(&diags.items[i]);
-                                log_msg(diags.items[i].severity == DIAG_ERROR ? LOG_ERROR
-                                                                              : LOG_WARN,
-                                        "%s", line);
+                        ops_config *fresh = reload(&f, config, interval_ms, cfg);
+                        if (fresh) {
+                                apply_log_level(fresh);
+                                k = runner_reopen(fresh, progress, NULL, &r);
+                                ops_config_free(cfg);
+                                cfg = fresh;
+                        } else {
+                                k = runner_reopen(cfg, progress, NULL, &r);
                         }
-                        diag_list_release(&diags);
-                        if (k < 0 && k != -EINVAL && k != -EPERM)
-                                log_error("source: %s (retrying in %llds)",
-                                          driver_last_error(r.drv),
-                                          (long long)(interval_ms / 1000));
-                        next_sync = now_mono_ms() + interval_ms;
+                        if (k < 0)
+                                return EXIT_FAIL;
                 }
-                driver_summary sum = {0};
-                (void)driver_step(r.drv, &sum);
+                for (size_t i = 0; i < r.n_sources; i++)
+                        if (now_mono_ms() >= r.sources[i].next_sync_ms && !got_term)
+                                sync_source(&r, i);
+                int64_t w = 1000;
+                for (size_t i = 0; i < r.n_sources && !got_term; i++) {
+                        driver_summary sum = {0};
+                        (void)driver_step(r.sources[i].drv, &sum);
+                        if (sum.waiting)
+                                w = MIN(w, (int64_t)sum.wait_ms);
+                        w = MIN(w, r.sources[i].next_sync_ms - now_mono_ms());
+                }
                 if (got_term)
                         break;
-                int64_t until_sync = next_sync - now_mono_ms();
-                int64_t w = sum.waiting ? sum.wait_ms : until_sync;
-                w = MIN(w, until_sync);
-                if (w > 0)
-                        (void)r.target->ops->wait_event(r.target, (int)MIN(w, (int64_t)1000));
+                if (w > 0) {
+                        /* Several targets: wait on the first, look at the others at once. */
+                        (void)r.target->ops->wait_event(r.target, (int)w);
+                        for (size_t i = 0; i < ARRAY_SIZE(r.targets); i++)
+                                if (r.targets[i] && r.targets[i] != r.target)
+                                        (void)r.targets[i]->ops->wait_event(r.targets[i], 0);
+                }
         }
         log_info("stopping; members keep running");
         runner_close(&r);

@@ -1,0 +1,16 @@
+/*
+ * Small helpers the operations tests share on top of tests/e2e/e2e.h:
+ * writing files outside the source folder and waiting for a log line.
+ */
+#pragma once
+
+#include <stdbool.h>
+
+#include "tests/e2e/e2e.h"
+
+/* Write <root>/<rel> (folders created); returns the absolute path, newly allocated. */
+char *ops_test_write(e2e *e, const char *rel, const char *text);
+/* Write a native EtcdCluster named `name` (namespace default) to <root>/<rel>. */
+char *ops_test_write_cluster(e2e *e, const char *rel, const char *name, int replicas);
+/* Wait until <root>/<log> contains `needle`; false after timeout_s. */
+bool ops_test_wait_log(e2e *e, const char *log, const char *needle, int timeout_s);
