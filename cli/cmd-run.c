@@ -11,6 +11,10 @@
  * source is polled at once; an invalid one is reported with file:line:col
  * and the settings in force stay as they are. The state path is fixed for
  * the life of the process (the lock is held on it).
+ *
+ * With --listen (or listen: in the file) the daemon serves /metrics,
+ * /healthz and /readyz from libmicrohttpd's own thread (ops/http.h); the
+ * loop below only reports fetches to the metrics registry.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -20,6 +24,8 @@
 
 #include "cli/cli.h"
 #include "cli/runner.h"
+#include "ops/http.h"
+#include "ops/metrics.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/timeutil.h"
@@ -48,6 +54,11 @@ static void usage(FILE *out)
                 "                           override it, --source replaces its sources\n"
                 "                           (docs/operating.md)\n"
                 "  --interval D             how often to poll a source (default 30s)\n"
+                "  --listen ADDR            serve /metrics, /healthz and /readyz on ADDR\n"
+                "                           (host:port, [v6]:port or :port)\n"
+                "  --listen-token-file FILE require \"Authorization: Bearer <token>\"\n"
+                "  --tls-cert FILE          serve https with this certificate and\n"
+                "  --tls-key FILE           this key (PEM)\n"
                 "  -h, --help               show this help\n\n"
                 "%s\n"
                 "Signals: SIGTERM/SIGINT finish the current step and exit 0; SIGHUP\n"
@@ -88,10 +99,16 @@ static void sync_source(runner *r, size_t i)
 {
         runner_source *rs = &r->sources[i];
         diag_list diags = DIAG_LIST_INIT;
+        int64_t t0 = now_mono_ms();
         int k = runner_sync(r, i, &diags);
+        ops_metrics_fetch(rs->conf->name, k >= 0 || k == -EINVAL || k == -EPERM,
+                          now_mono_ms() - t0);
         log_diags(&diags);
         diag_list_release(&diags);
-        if (k < 0 && k != -EINVAL && k != -EPERM)
+        if (k < 0 && k != -EINVAL && k != -EPERM && r->n_sources == 1)
+                log_error("source: %s (retrying in %llds)", driver_last_error(rs->drv),
+                          (long long)(rs->interval_ms / 1000));
+        else if (k < 0 && k != -EINVAL && k != -EPERM)
                 log_error("source %s: %s (retrying in %llds)", rs->conf->name,
                           driver_last_error(rs->drv), (long long)(rs->interval_ms / 1000));
         rs->next_sync_ms = now_mono_ms() + rs->interval_ms;
@@ -120,16 +137,50 @@ static ops_config *reload(const runner_flags *f, const char *config, int64_t int
         return c;
 }
 
+static int start_http(const ops_config *c, const char *state_path, ops_http **ret)
+{
+        *ret = NULL;
+        if (!c->listen)
+                return 0;
+        ops_http_opts o = {.listen = c->listen,
+                           .tls_cert_file = c->tls_cert_file,
+                           .tls_key_file = c->tls_key_file,
+                           .token_file = c->token_file,
+                           .state_path = state_path};
+        char *err = NULL;
+        int k = ops_http_start(&o, ret, &err);
+        if (k < 0) {
+                log_error("%s", err ? err : strerror(-k));
+                free(err);
+                return k;
+        }
+        log_info("serving /metrics, /healthz and /readyz on %s://%s (port %d)%s",
+                 c->tls_cert_file ? "https" : "http", c->listen, ops_http_port(*ret),
+                 c->token_file ? " with a bearer token" : "");
+        return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
         runner_flags f = {0};
         int64_t interval_ms = 0;
         const char *config = NULL;
-        enum { OPT_INTERVAL = RUNNER_OPT_LAST + 1, OPT_CONFIG };
+        enum {
+                OPT_INTERVAL = RUNNER_OPT_LAST + 1,
+                OPT_CONFIG,
+                OPT_LISTEN,
+                OPT_LISTEN_TOKEN_FILE,
+                OPT_TLS_CERT,
+                OPT_TLS_KEY
+        };
         static const struct option own[] = {
             {"help", no_argument, NULL, 'h'},
             {"interval", required_argument, NULL, OPT_INTERVAL},
             {"config", required_argument, NULL, OPT_CONFIG},
+            {"listen", required_argument, NULL, OPT_LISTEN},
+            {"listen-token-file", required_argument, NULL, OPT_LISTEN_TOKEN_FILE},
+            {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+            {"tls-key", required_argument, NULL, OPT_TLS_KEY},
         };
         _cleanup_free_ struct option *opts = runner_options(own, ARRAY_SIZE(own));
         optind = 1;
@@ -150,6 +201,18 @@ int cmd_run(int argc, char **argv)
                         break;
                 case OPT_CONFIG:
                         config = optarg;
+                        break;
+                case OPT_LISTEN:
+                        f.listen = optarg;
+                        break;
+                case OPT_LISTEN_TOKEN_FILE:
+                        f.listen_token_file = optarg;
+                        break;
+                case OPT_TLS_CERT:
+                        f.listen_tls_cert = optarg;
+                        break;
+                case OPT_TLS_KEY:
+                        f.listen_tls_key = optarg;
                         break;
                 default:
                         usage(stderr);
@@ -183,6 +246,11 @@ int cmd_run(int argc, char **argv)
         runner r;
         if (runner_open_config(cfg, progress, NULL, &r) < 0)
                 return EXIT_FAIL;
+        ops_http *http = NULL;
+        if (start_http(cfg, r.state_path, &http) < 0) {
+                runner_close(&r);
+                return EXIT_FAIL;
+        }
         if (r.n_sources == 1)
                 log_info("gitcd %s running: source %s, state %s, polling every %llds",
                          GITCD_VERSION, source_display_url(r.src), r.state_path,
@@ -198,13 +266,21 @@ int cmd_run(int argc, char **argv)
                         if (fresh) {
                                 apply_log_level(fresh);
                                 k = runner_reopen(fresh, progress, NULL, &r);
+                                /* The endpoints restart with the new address, TLS and token. */
+                                ops_http_stop(http);
+                                http = NULL;
+                                if (k >= 0 && start_http(fresh, r.state_path, &http) < 0)
+                                        log_error("SIGHUP: the HTTP endpoints stay down until "
+                                                  "the next reload");
                                 ops_config_free(cfg);
                                 cfg = fresh;
                         } else {
                                 k = runner_reopen(cfg, progress, NULL, &r);
                         }
-                        if (k < 0)
+                        if (k < 0) {
+                                ops_http_stop(http);
                                 return EXIT_FAIL;
+                        }
                 }
                 for (size_t i = 0; i < r.n_sources; i++)
                         if (now_mono_ms() >= r.sources[i].next_sync_ms && !got_term)
@@ -228,6 +304,7 @@ int cmd_run(int argc, char **argv)
                 }
         }
         log_info("stopping; members keep running");
+        ops_http_stop(http);
         runner_close(&r);
         return EXIT_OK;
 }

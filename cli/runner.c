@@ -23,6 +23,7 @@
 #include "cli/cli.h"
 #include "cli/runner.h"
 #include "kube/kubeconfig.h"
+#include "ops/metrics.h"
 #include "targets/kubernetes.h"
 #include "targets/local.h"
 #include "util/fs.h"
@@ -516,6 +517,7 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                                      .prune = c->prune,
                                      .progress = progress,
                                      .userdata = userdata,
+                                     .pass_done = ops_metrics_pass,
                                      .claim = c->n_sources > 1 ? claim : NULL,
                                      .claim_userdata = rs};
                 k = driver_new(&dopts, &rs->drv);
@@ -524,6 +526,10 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                         return k;
                 }
         }
+        _cleanup_free_ const char **names = xcalloc(c->n_sources, sizeof(char *));
+        for (size_t i = 0; i < c->n_sources; i++)
+                names[i] = c->sources[i].name;
+        ops_metrics_set_sources(names, c->n_sources);
         r->target = r->sources[0].target;
         r->src = r->sources[0].src;
         r->drv = r->sources[0].drv;

@@ -293,7 +293,10 @@ int driver_step(driver *d, driver_summary *ret)
                     !d->opts.claim(d->clusters[i], DRIVER_CLAIM_PASS, d->opts.claim_userdata))
                         continue;
                 for (int n = 0; n < MAX_PASSES_PER_STEP; n++) {
+                        int64_t t0 = now_mono_ms();
                         k = reconciler_pass(d->rec, d->clusters[i], &res);
+                        if (k >= 0 && d->opts.pass_done)
+                                d->opts.pass_done(d->clusters[i], &res, now_mono_ms() - t0);
                         if (k < 0 || res.outcome != PASS_PROGRESSED)
                                 break;
                         if (d->opts.progress)

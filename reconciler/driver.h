@@ -43,6 +43,8 @@ typedef struct driver_opts {
         bool prune;     /* stop members of clusters removed from the source (data kept) */
         driver_progress_fn progress;
         void *userdata;
+        /* Called after every pass that ran, with how long it took (metrics). */
+        void (*pass_done)(const char *cluster, const pass_result *res, int64_t duration_ms);
         driver_claim_fn claim; /* NULL: this source owns every cluster */
         void *claim_userdata;
 } driver_opts;

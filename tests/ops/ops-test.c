@@ -2,6 +2,7 @@
  * Helpers for the operations tests (see ops-test.h).
  */
 #include <libgen.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,9 +11,11 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <curl/curl.h>
 
 #include "tests/ops/ops-test.h"
 #include "util/fs.h"
+#include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -52,4 +55,51 @@ bool ops_test_wait_log(e2e *e, const char *log, const char *needle, int timeout_
         _cleanup_free_ char *text = e2e_read_log(e, log);
         fprintf(stderr, "--- %s (waiting for \"%s\") ---\n%s\n", log, needle, text);
         return false;
+}
+
+static size_t collect(char *data, size_t size, size_t n, void *userdata)
+{
+        sb_append_len(userdata, data, size * n);
+        return size * n;
+}
+
+long ops_test_get(const char *url, const char *token, char **ret_body)
+{
+        CURL *c = curl_easy_init();
+        assert_non_null(c);
+        strbuf body = STRBUF_INIT;
+        struct curl_slist *h = NULL;
+        _cleanup_free_ char *auth = token ? xasprintf("Authorization: Bearer %s", token) : NULL;
+        if (auth)
+                h = curl_slist_append(h, auth);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+        long status = 0;
+        if (curl_easy_perform(c) == CURLE_OK)
+                curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+        if (ret_body)
+                *ret_body = sb_detach(&body);
+        else
+                sb_release(&body);
+        return status;
+}
+
+double ops_test_metric(const char *text, const char *series)
+{
+        size_t n = strlen(series);
+        for (const char *p = text; p && *p;) {
+                if (strncmp(p, series, n) == 0 && p[n] == ' ')
+                        return strtod(p + n + 1, NULL);
+                p = strchr(p, '\n');
+                if (p)
+                        p++;
+        }
+        return -1;
 }
