@@ -26,9 +26,11 @@
 #include "cli/runner.h"
 #include "ops/http.h"
 #include "ops/metrics.h"
+#include "ops/notify.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/timeutil.h"
+#include "util/xalloc.h"
 
 static volatile sig_atomic_t got_term;
 static volatile sig_atomic_t got_hup;
@@ -70,12 +72,65 @@ static void usage(FILE *out)
                 runner_options_help);
 }
 
+/* What the progress callback needs to notify: the queue and the last outcome sent per cluster. */
+typedef struct notify_ctx {
+        ops_notifier *notifier;
+        runner *r;
+        char **clusters;
+        pass_outcome *sent;
+        size_t n;
+} notify_ctx;
+
+/* A cluster converged, failed or is blocked: one notification per change of outcome. */
+static void notify_outcome(notify_ctx *nc, const char *cluster, const pass_result *res)
+{
+        if (!nc->notifier || !nc->r->db)
+                return;
+        if (res->outcome != PASS_CONVERGED && res->outcome != PASS_FAILED &&
+            res->outcome != PASS_BLOCKED)
+                return;
+        size_t i = 0;
+        while (i < nc->n && !streq(nc->clusters[i], cluster))
+                i++;
+        if (i == nc->n) {
+                nc->clusters = xrealloc(nc->clusters, (nc->n + 1) * sizeof(char *));
+                nc->sent = xrealloc(nc->sent, (nc->n + 1) * sizeof(pass_outcome));
+                nc->clusters[nc->n] = xstrdup(cluster);
+                nc->sent[nc->n] = PASS_PROGRESSED;
+                nc->n++;
+        } else if (nc->sent[i] == res->outcome) {
+                return;
+        }
+        nc->sent[i] = res->outcome;
+        state_cluster *sc = NULL;
+        (void)state_cluster_get(nc->r->db, cluster, &sc);
+        ops_event ev = {
+            .severity = res->outcome == PASS_CONVERGED ? OPS_SEV_INFO : OPS_SEV_CRITICAL,
+            .event = res->outcome == PASS_CONVERGED ? "cluster.converged"
+                     : res->outcome == PASS_FAILED  ? "cluster.failed"
+                                                    : "cluster.blocked",
+            .cluster = cluster,
+            .message = res->message,
+            .commit = sc ? sc->desired_commit : NULL,
+        };
+        (void)ops_notify(nc->notifier, nc->r->db, &ev);
+        state_cluster_free(sc);
+}
+
+static void notify_ctx_release(notify_ctx *nc)
+{
+        for (size_t i = 0; i < nc->n; i++)
+                free(nc->clusters[i]);
+        free(nc->clusters);
+        free(nc->sent);
+}
+
 static void progress(const char *cluster, const pass_result *res, void *userdata)
 {
-        (void)userdata;
         enum log_level l =
             res->outcome == PASS_FAILED || res->outcome == PASS_BLOCKED ? LOG_ERROR : LOG_INFO;
         log_msg(l, "%s: %s: %s", cluster, pass_outcome_name(res->outcome), res->message);
+        notify_outcome(userdata, cluster, res);
 }
 
 static void log_diags(diag_list *diags)
@@ -244,8 +299,11 @@ int cmd_run(int argc, char **argv)
         sigaction(SIGHUP, &sa, NULL);
 
         runner r;
-        if (runner_open_config(cfg, progress, NULL, &r) < 0)
+        notify_ctx nc = {.r = &r};
+        if (runner_open_config(cfg, progress, &nc, &r) < 0)
                 return EXIT_FAIL;
+        if (cfg->n_webhooks > 0 && ops_notifier_start(r.state_path, cfg, &nc.notifier) < 0)
+                log_error("notifications: cannot start the sender; none will be sent");
         ops_http *http = NULL;
         if (start_http(cfg, r.state_path, &http) < 0) {
                 runner_close(&r);
@@ -265,7 +323,11 @@ int cmd_run(int argc, char **argv)
                         ops_config *fresh = reload(&f, config, interval_ms, cfg);
                         if (fresh) {
                                 apply_log_level(fresh);
-                                k = runner_reopen(fresh, progress, NULL, &r);
+                                k = runner_reopen(fresh, progress, &nc, &r);
+                                if (!nc.notifier && fresh->n_webhooks > 0 &&
+                                    ops_notifier_start(r.state_path, fresh, &nc.notifier) < 0)
+                                        log_error("notifications: cannot start the sender");
+                                ops_notifier_configure(nc.notifier, fresh);
                                 /* The endpoints restart with the new address, TLS and token. */
                                 ops_http_stop(http);
                                 http = NULL;
@@ -275,10 +337,12 @@ int cmd_run(int argc, char **argv)
                                 ops_config_free(cfg);
                                 cfg = fresh;
                         } else {
-                                k = runner_reopen(cfg, progress, NULL, &r);
+                                k = runner_reopen(cfg, progress, &nc, &r);
                         }
                         if (k < 0) {
                                 ops_http_stop(http);
+                                ops_notifier_stop(nc.notifier);
+                                notify_ctx_release(&nc);
                                 return EXIT_FAIL;
                         }
                 }
@@ -305,6 +369,8 @@ int cmd_run(int argc, char **argv)
         }
         log_info("stopping; members keep running");
         ops_http_stop(http);
+        ops_notifier_stop(nc.notifier);
+        notify_ctx_release(&nc);
         runner_close(&r);
         return EXIT_OK;
 }

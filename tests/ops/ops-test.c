@@ -1,7 +1,9 @@
 /*
  * Helpers for the operations tests (see ops-test.h).
  */
+#include <arpa/inet.h>
 #include <libgen.h>
+#include <netinet/in.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +13,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <microhttpd.h>
+#include <pthread.h>
 #include <curl/curl.h>
 
 #include "tests/ops/ops-test.h"
@@ -102,4 +106,162 @@ double ops_test_metric(const char *text, const char *series)
                         p++;
         }
         return -1;
+}
+
+/* ---- the webhook receiver -------------------------------------------------- */
+
+struct ops_receiver {
+        struct MHD_Daemon *mhd;
+        pthread_mutex_t lock;
+        int fail_left;
+        ops_request *reqs;
+        size_t n;
+};
+
+typedef struct upload {
+        strbuf body;
+} upload;
+
+static char *dup_header(struct MHD_Connection *c, const char *name)
+{
+        const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+        return v ? xstrdup(v) : NULL;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *data,
+                                  size_t *size, void **con_cls)
+{
+        ops_receiver *r = cls;
+        (void)version;
+        upload *u = *con_cls;
+        if (!u) {
+                u = xcalloc(1, sizeof(upload));
+                *con_cls = u;
+                return MHD_YES;
+        }
+        if (*size) {
+                sb_append_len(&u->body, data, *size);
+                *size = 0;
+                return MHD_YES;
+        }
+        pthread_mutex_lock(&r->lock);
+        unsigned status = MHD_HTTP_OK;
+        if (r->fail_left > 0) {
+                r->fail_left--;
+                status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        }
+        r->reqs = xrealloc(r->reqs, (r->n + 1) * sizeof(ops_request));
+        ops_request *q = &r->reqs[r->n++];
+        memset(q, 0, sizeof(*q));
+        q->path = xstrdup(url);
+        q->body = xstrdup(sb_str(&u->body));
+        q->signature = dup_header(conn, "X-Gitcd-Signature-256");
+        q->event = dup_header(conn, "X-Gitcd-Event");
+        _cleanup_free_ char *d = dup_header(conn, "X-Gitcd-Delivery");
+        q->delivery = d ? strtol(d, NULL, 10) : -1;
+        q->status = streq(method, "POST") ? status : MHD_HTTP_METHOD_NOT_ALLOWED;
+        status = q->status;
+        pthread_mutex_unlock(&r->lock);
+        struct MHD_Response *resp =
+            MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        enum MHD_Result ret = MHD_queue_response(conn, status, resp);
+        MHD_destroy_response(resp);
+        return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode code)
+{
+        (void)cls, (void)conn, (void)code;
+        upload *u = *con_cls;
+        if (u) {
+                sb_release(&u->body);
+                free(u);
+        }
+        *con_cls = NULL;
+}
+
+ops_receiver *ops_receiver_start(int port, int fail_first)
+{
+        ops_receiver *r = xcalloc(1, sizeof(ops_receiver));
+        pthread_mutex_init(&r->lock, NULL);
+        r->fail_left = fail_first;
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        r->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, (uint16_t)port, NULL, NULL,
+                                  on_request, r, MHD_OPTION_SOCK_ADDR, &sa,
+                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
+        assert_non_null(r->mhd);
+        return r;
+}
+
+static void request_release(ops_request *q)
+{
+        free(q->path);
+        free(q->body);
+        free(q->signature);
+        free(q->event);
+}
+
+void ops_request_free(ops_request *q)
+{
+        if (q)
+                request_release(q);
+        free(q);
+}
+
+void ops_request_list_free(ops_request *l, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                request_release(&l[i]);
+        free(l);
+}
+
+static void request_copy(ops_request *dst, const ops_request *src)
+{
+        *dst = *src;
+        dst->path = xstrdup(src->path);
+        dst->body = xstrdup(src->body);
+        dst->signature = src->signature ? xstrdup(src->signature) : NULL;
+        dst->event = src->event ? xstrdup(src->event) : NULL;
+}
+
+ops_request *ops_receiver_requests(ops_receiver *r, size_t *ret_n)
+{
+        pthread_mutex_lock(&r->lock);
+        ops_request *l = xcalloc(r->n + 1, sizeof(ops_request));
+        for (size_t i = 0; i < r->n; i++)
+                request_copy(&l[i], &r->reqs[i]);
+        *ret_n = r->n;
+        pthread_mutex_unlock(&r->lock);
+        return l;
+}
+
+ops_request *ops_receiver_wait(ops_receiver *r, long delivery, int timeout_s)
+{
+        int64_t t0 = now_mono_ms();
+        while (now_mono_ms() - t0 < (int64_t)timeout_s * 1000) {
+                pthread_mutex_lock(&r->lock);
+                for (size_t i = 0; i < r->n; i++)
+                        if (r->reqs[i].delivery == delivery && r->reqs[i].status == 200) {
+                                ops_request *q = xcalloc(1, sizeof(ops_request));
+                                request_copy(q, &r->reqs[i]);
+                                pthread_mutex_unlock(&r->lock);
+                                return q;
+                        }
+                pthread_mutex_unlock(&r->lock);
+                usleep(50 * 1000);
+        }
+        return NULL;
+}
+
+void ops_receiver_stop(ops_receiver *r)
+{
+        if (!r)
+                return;
+        MHD_stop_daemon(r->mhd);
+        ops_request_list_free(r->reqs, r->n);
+        pthread_mutex_destroy(&r->lock);
+        free(r);
 }

@@ -26,3 +26,25 @@ long ops_test_get(const char *url, const char *token, char **ret_body);
  * name with its labels exactly as gitcd writes them. -1 when absent.
  */
 double ops_test_metric(const char *text, const char *series);
+
+/* A webhook receiver on 127.0.0.1 (libmicrohttpd) that records every POST. */
+typedef struct ops_request {
+        char *path;
+        char *body;
+        char *signature; /* X-Gitcd-Signature-256, or NULL */
+        char *event;     /* X-Gitcd-Event */
+        long delivery;   /* X-Gitcd-Delivery */
+        unsigned status; /* what the receiver answered */
+} ops_request;
+
+typedef struct ops_receiver ops_receiver;
+
+/* Listen on port; the first fail_first requests are answered 503. */
+ops_receiver *ops_receiver_start(int port, int fail_first);
+void ops_receiver_stop(ops_receiver *r);
+/* Wait until a request with this delivery id was answered 200; a copy of it, or NULL on timeout. */
+ops_request *ops_receiver_wait(ops_receiver *r, long delivery, int timeout_s);
+/* Every request so far (copies; free with ops_request_list_free). */
+ops_request *ops_receiver_requests(ops_receiver *r, size_t *ret_n);
+void ops_request_free(ops_request *q);
+void ops_request_list_free(ops_request *l, size_t n);

@@ -1,0 +1,168 @@
+/*
+ * Webhook notifications through the real binary and a real local receiver
+ * (libmicrohttpd): a cluster converges while the receiver is down, gitcd is
+ * killed with the notification still queued, and after a restart the
+ * receiver (answering 503 twice before it recovers) gets it with a valid
+ * HMAC-SHA256 signature; the Slack-format webhook gets its own payload;
+ * severity and cluster filters keep the others quiet; the webhook secret
+ * is in no payload, no log line and not in the state store.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "ops/notify.h"
+#include "tests/e2e/e2e.h"
+#include "tests/harness/harness.h"
+#include "tests/ops/ops-test.h"
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+#define SECRET "whsec-4f1b9c-never-in-a-payload"
+
+static int64_t sql_count(e2e *e, const char *where)
+{
+        _cleanup_free_ char *cmd =
+            xasprintf("sqlite3 %s/state.db \"SELECT count(*) FROM notifications WHERE %s\"",
+                      e->state_dir, where);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        long long n = -1;
+        assert_int_equal(fscanf(p, "%lld", &n), 1);
+        pclose(p);
+        return n;
+}
+
+static void check_signature(const ops_request *q)
+{
+        assert_non_null(q->signature);
+        _cleanup_free_ char *hex =
+            ops_hmac_sha256_hex(SECRET, strlen(SECRET), q->body, strlen(q->body));
+        _cleanup_free_ char *want = xasprintf("sha256=%s", hex);
+        assert_string_equal(q->signature, want);
+        /* And a body changed on the way would not verify. */
+        _cleanup_free_ char *other = ops_hmac_sha256_hex(SECRET, strlen(SECRET), "{}", 2);
+        assert_string_not_equal(hex, other);
+}
+
+static void test_webhooks(void **state)
+{
+        (void)state;
+        if (!e2e_have_version("3.5.16"))
+                skip();
+        e2e *e = e2e_new();
+        e2e_write_cluster(e, "a.yaml", "alpha", 1, "3.5.16");
+        int port = harness_free_port();
+        _cleanup_free_ char *secret = ops_test_write(e, "hook.secret", SECRET "\n");
+        _cleanup_free_ char *text = xasprintf("interval: 1s\n"
+                                              "sources:\n"
+                                              "  - name: main\n"
+                                              "    url: %s\n"
+                                              "notifications:\n"
+                                              "  webhooks:\n"
+                                              "    - name: generic\n"
+                                              "      url: http://127.0.0.1:%d/generic\n"
+                                              "      secretFile: %s\n"
+                                              "    - name: chat\n"
+                                              "      url: http://127.0.0.1:%d/slack\n"
+                                              "      format: slack\n"
+                                              "    - name: critical-only\n"
+                                              "      url: http://127.0.0.1:%d/critical\n"
+                                              "      minSeverity: critical\n"
+                                              "    - name: beta-only\n"
+                                              "      url: http://127.0.0.1:%d/beta\n"
+                                              "      clusters: [default/beta]\n",
+                                              e->source, port, secret, port, port, port);
+        _cleanup_free_ char *cfg = ops_test_write(e, "gitcd.yaml", text);
+        const char *args[] = {"run", "--config", cfg, NULL};
+
+        /* The receiver is down: the first attempt fails and the row stays queued. */
+        pid_t d = e2e_start(e, args, "daemon1.log");
+        assert_true(e2e_wait_ready(e, "alpha", 1, 60));
+        assert_true(ops_test_wait_log(e, "daemon1.log",
+                                      "(cluster.converged) to webhook generic failed", 30));
+        assert_true(
+            ops_test_wait_log(e, "daemon1.log", "(cluster.converged) to webhook chat failed", 30));
+        /* Killed without a chance to clean up: the queue is in the state store. */
+        assert_int_equal(kill(d, SIGKILL), 0);
+        e2e_wait_exit(d);
+        assert_int_equal(sql_count(e, "delivered_ms IS NULL AND expired_ms IS NULL"), 2);
+        assert_int_equal(sql_count(e, "webhook IN ('critical-only', 'beta-only')"), 0);
+
+        /* The receiver comes back, answering 503 twice first; gitcd restarts. */
+        ops_receiver *rcv = ops_receiver_start(port, 2);
+        d = e2e_start(e, args, "daemon2.log");
+        ops_request *generic = ops_receiver_wait(rcv, 1, 60);
+        ops_request *chat = ops_receiver_wait(rcv, 2, 60);
+        assert_non_null(generic);
+        assert_non_null(chat);
+
+        assert_string_equal(generic->path, "/generic");
+        assert_string_equal(generic->event, "cluster.converged");
+        check_signature(generic);
+        json_error_t jerr;
+        json_t *body = json_loads(generic->body, 0, &jerr);
+        assert_non_null(body);
+        assert_string_equal(json_string_value(json_object_get(body, "event")), "cluster.converged");
+        assert_string_equal(json_string_value(json_object_get(body, "severity")), "info");
+        assert_string_equal(json_string_value(json_object_get(body, "cluster")), "default/alpha");
+        assert_string_equal(json_string_value(json_object_get(body, "namespace")), "default");
+        assert_string_equal(json_string_value(json_object_get(body, "name")), "alpha");
+        json_decref(body);
+
+        assert_string_equal(chat->path, "/slack");
+        assert_null(chat->signature);
+        body = json_loads(chat->body, 0, &jerr);
+        assert_non_null(body);
+        const char *t = json_string_value(json_object_get(body, "text"));
+        assert_non_null(t);
+        assert_non_null(strstr(t, "default/alpha"));
+        json_decref(body);
+
+        /* The 503s were retried, not dropped; filters kept the other webhooks quiet. */
+        size_t n = 0;
+        ops_request *all = ops_receiver_requests(rcv, &n);
+        int refused = 0;
+        for (size_t i = 0; i < n; i++) {
+                refused += all[i].status == 503;
+                assert_null(strstr(all[i].body, SECRET));
+                assert_string_not_equal(all[i].path, "/critical");
+                assert_string_not_equal(all[i].path, "/beta");
+        }
+        assert_int_equal(refused, 2);
+        ops_request_list_free(all, n);
+        assert_int_equal(sql_count(e, "webhook IN ('critical-only', 'beta-only')"), 0);
+        assert_int_equal(sql_count(e, "id IN (1, 2) AND delivered_ms IS NOT NULL"), 2);
+
+        assert_int_equal(kill(d, SIGTERM), 0);
+        assert_int_equal(e2e_wait_exit(d), 0);
+
+        /* The secret is in no log and nowhere in the state store. */
+        _cleanup_free_ char *log1 = e2e_read_log(e, "daemon1.log");
+        _cleanup_free_ char *log2 = e2e_read_log(e, "daemon2.log");
+        assert_null(strstr(log1, SECRET));
+        assert_null(strstr(log2, SECRET));
+        _cleanup_free_ char *grep = xasprintf("grep -rqa '%s' %s", SECRET, e->state_dir);
+        assert_int_not_equal(system(grep), 0);
+
+        ops_request_free(generic);
+        ops_request_free(chat);
+        ops_receiver_stop(rcv);
+        e2e_free(e);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_webhooks),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
