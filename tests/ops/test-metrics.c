@@ -224,9 +224,71 @@ static void test_tls(void **state)
         e2e_free(e);
 }
 
+/* A cluster with TLS: each member's certificates and when they expire, as openssl reads them. */
+static void test_certificates(void **state)
+{
+        (void)state;
+        if (!e2e_have_version("3.5.16"))
+                skip();
+        e2e *e = e2e_new();
+        e2e_write_file(e, "t.yaml",
+                       "apiVersion: gitcd.io/v1alpha1\n"
+                       "kind: EtcdCluster\n"
+                       "metadata:\n"
+                       "  name: sec\n"
+                       "  namespace: default\n"
+                       "spec:\n"
+                       "  replicas: 1\n"
+                       "  version: \"3.5.16\"\n"
+                       "  progressDeadlineSeconds: 120\n"
+                       "  tls:\n"
+                       "    provider: auto\n");
+        assert_int_equal(e2e_apply(e, NULL, 120), 0);
+        int port = harness_free_port();
+        _cleanup_free_ char *listen = xasprintf("127.0.0.1:%d", port);
+        const char *args[] = {"run", "--source", e->source, "--listen", listen, NULL};
+        pid_t d = e2e_start(e, args, "daemon.log");
+        _cleanup_free_ char *base = xasprintf("http://127.0.0.1:%d", port);
+        _cleanup_free_ char *url = xasprintf("%s/metrics", base);
+        char *body = NULL;
+        int64_t t0 = now_mono_ms();
+        while (ops_test_get(url, NULL, &body) != 200 && now_mono_ms() - t0 < 30000) {
+                free(body);
+                body = NULL;
+                usleep(50 * 1000);
+        }
+        assert_non_null(body);
+        _cleanup_free_ char *dir = e2e_member_dir(e, "sec", "sec-0");
+        static const char *const surfaces[] = {"client", "peer"};
+        for (size_t i = 0; i < ARRAY_SIZE(surfaces); i++) {
+                _cleanup_free_ char *labels =
+                    xasprintf("namespace=\"default\",cluster=\"sec\",member=\"sec-0\","
+                              "surface=\"%s\"",
+                              surfaces[i]);
+                double not_after =
+                    metric(body, "gitcd_certificate_not_after_timestamp_seconds", labels);
+                assert_true(not_after > 0);
+                long left = (long)(not_after - (double)now_wall_ms() / 1000.0);
+                /* openssl agrees: valid a minute before that time, expired a minute after. */
+                _cleanup_free_ char *ok =
+                    xasprintf("openssl x509 -noout -checkend %ld -in %s/tls/%s/tls.crt >/dev/null",
+                              left - 60, dir, surfaces[i]);
+                _cleanup_free_ char *gone =
+                    xasprintf("openssl x509 -noout -checkend %ld -in %s/tls/%s/tls.crt >/dev/null",
+                              left + 60, dir, surfaces[i]);
+                assert_int_equal(system(ok), 0);
+                assert_int_not_equal(system(gone), 0);
+        }
+        free(body);
+        assert_int_equal(kill(d, SIGTERM), 0);
+        assert_int_equal(e2e_wait_exit(d), 0);
+        e2e_free(e);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_certificates),
             cmocka_unit_test(test_tls),
             cmocka_unit_test(test_metrics),
         };
