@@ -79,6 +79,10 @@ typedef struct notify_ctx {
         char **clusters;
         pass_outcome *sent;
         size_t n;
+        char **conflicts; /* conflicts notified, while they last */
+        size_t n_conflicts;
+        char **refusals; /* per source: the refusal notified last, or NULL */
+        size_t n_refusals;
 } notify_ctx;
 
 /* A cluster converged, failed or is blocked: one notification per change of outcome. */
@@ -123,6 +127,80 @@ static void notify_ctx_release(notify_ctx *nc)
                 free(nc->clusters[i]);
         free(nc->clusters);
         free(nc->sent);
+        for (size_t i = 0; i < nc->n_conflicts; i++)
+                free(nc->conflicts[i]);
+        free(nc->conflicts);
+        for (size_t i = 0; i < nc->n_refusals; i++)
+                free(nc->refusals[i]);
+        free(nc->refusals);
+}
+
+/* The sources change on reload: what was notified per source starts over. */
+static void notify_forget_sources(notify_ctx *nc)
+{
+        for (size_t i = 0; i < nc->n_refusals; i++)
+                free(nc->refusals[i]);
+        free(nc->refusals);
+        nc->refusals = NULL;
+        nc->n_refusals = 0;
+}
+
+static bool strv_has(char *const *v, size_t n, const char *s)
+{
+        for (size_t i = 0; i < n; i++)
+                if (v[i] && streq(v[i], s))
+                        return true;
+        return false;
+}
+
+/* New conflicts between sources are notified once each (again if they come back later). */
+static void notify_conflicts(notify_ctx *nc)
+{
+        runner *r = nc->r;
+        for (size_t i = 0; i < nc->n_conflicts;) {
+                if (strv_has(r->conflicts, r->n_conflicts, nc->conflicts[i])) {
+                        i++;
+                        continue;
+                }
+                free(nc->conflicts[i]);
+                nc->conflicts[i] = nc->conflicts[--nc->n_conflicts];
+        }
+        for (size_t i = 0; i < r->n_conflicts; i++) {
+                if (strv_has(nc->conflicts, nc->n_conflicts, r->conflicts[i]))
+                        continue;
+                nc->conflicts = xrealloc(nc->conflicts, (nc->n_conflicts + 1) * sizeof(char *));
+                nc->conflicts[nc->n_conflicts++] = xstrdup(r->conflicts[i]);
+                ops_event ev = {.severity = OPS_SEV_WARNING,
+                                .event = "cluster.conflict",
+                                .cluster = r->conflicts[i],
+                                .message = "defined by two sources; refused until only one "
+                                           "defines it"};
+                (void)ops_notify(nc->notifier, r->db, &ev);
+        }
+}
+
+/* A refused revision (signature, rollback, tag name) is notified once per refusal. */
+static void notify_refusal(notify_ctx *nc, size_t idx, int k, const char *why)
+{
+        if (nc->n_refusals < nc->r->n_sources) {
+                nc->refusals = xrealloc(nc->refusals, nc->r->n_sources * sizeof(char *));
+                for (size_t i = nc->n_refusals; i < nc->r->n_sources; i++)
+                        nc->refusals[i] = NULL;
+                nc->n_refusals = nc->r->n_sources;
+        }
+        if (k != -EPERM) {
+                if (k >= 0) {
+                        free(nc->refusals[idx]);
+                        nc->refusals[idx] = NULL;
+                }
+                return;
+        }
+        if (isempty(why) || streq_ptr(nc->refusals[idx], why))
+                return;
+        free(nc->refusals[idx]);
+        nc->refusals[idx] = xstrdup(why);
+        ops_event ev = {.severity = OPS_SEV_WARNING, .event = "revision.rejected", .message = why};
+        (void)ops_notify(nc->notifier, nc->r->db, &ev);
 }
 
 static void progress(const char *cluster, const pass_result *res, void *userdata)
@@ -150,7 +228,7 @@ static void apply_log_level(const ops_config *c)
                 log_set_level(l);
 }
 
-static void sync_source(runner *r, size_t i)
+static void sync_source(runner *r, size_t i, notify_ctx *nc)
 {
         runner_source *rs = &r->sources[i];
         diag_list diags = DIAG_LIST_INIT;
@@ -158,6 +236,10 @@ static void sync_source(runner *r, size_t i)
         int k = runner_sync(r, i, &diags);
         ops_metrics_fetch(rs->conf->name, k >= 0 || k == -EINVAL || k == -EPERM,
                           now_mono_ms() - t0);
+        if (nc->notifier) {
+                notify_refusal(nc, i, k, driver_last_error(rs->drv));
+                notify_conflicts(nc);
+        }
         log_diags(&diags);
         diag_list_release(&diags);
         if (k < 0 && k != -EINVAL && k != -EPERM && r->n_sources == 1)
@@ -323,6 +405,7 @@ int cmd_run(int argc, char **argv)
                         ops_config *fresh = reload(&f, config, interval_ms, cfg);
                         if (fresh) {
                                 apply_log_level(fresh);
+                                notify_forget_sources(&nc);
                                 k = runner_reopen(fresh, progress, &nc, &r);
                                 if (!nc.notifier && fresh->n_webhooks > 0 &&
                                     ops_notifier_start(r.state_path, fresh, &nc.notifier) < 0)
@@ -348,7 +431,7 @@ int cmd_run(int argc, char **argv)
                 }
                 for (size_t i = 0; i < r.n_sources; i++)
                         if (now_mono_ms() >= r.sources[i].next_sync_ms && !got_term)
-                                sync_source(&r, i);
+                                sync_source(&r, i, &nc);
                 int64_t w = 1000;
                 for (size_t i = 0; i < r.n_sources && !got_term; i++) {
                         driver_summary sum = {0};

@@ -1,11 +1,12 @@
 /*
  * Webhook notifications through the real binary and a real local receiver
- * (libmicrohttpd): a cluster converges while the receiver is down, gitcd is
- * killed with the notification still queued, and after a restart the
- * receiver (answering 503 twice before it recovers) gets it with a valid
- * HMAC-SHA256 signature; the Slack-format webhook gets its own payload;
- * severity and cluster filters keep the others quiet; the webhook secret
- * is in no payload, no log line and not in the state store.
+ * (libmicrohttpd): a cluster converges and two sources define one cluster
+ * while the receiver is down, gitcd is killed with the notifications still
+ * queued, and after a restart the receiver (answering 503 twice before it
+ * recovers) gets every one of them, signed with HMAC-SHA256; the
+ * Slack-format webhook gets its own payload; severity and cluster filters
+ * keep the others quiet; the webhook secret is in no payload, no log line
+ * and not in the state store.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -24,6 +25,7 @@
 #include "tests/harness/harness.h"
 #include "tests/ops/ops-test.h"
 #include "util/fs.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 #define SECRET "whsec-4f1b9c-never-in-a-payload"
@@ -60,12 +62,16 @@ static void test_webhooks(void **state)
                 skip();
         e2e *e = e2e_new();
         e2e_write_cluster(e, "a.yaml", "alpha", 1, "3.5.16");
+        e2e_write_cluster(e, "dup.yaml", "dup", 1, "3.5.16");
+        free(ops_test_write_cluster(e, "second/dup.yaml", "dup", 1));
         int port = harness_free_port();
         _cleanup_free_ char *secret = ops_test_write(e, "hook.secret", SECRET "\n");
         _cleanup_free_ char *text = xasprintf("interval: 1s\n"
                                               "sources:\n"
                                               "  - name: main\n"
                                               "    url: %s\n"
+                                              "  - name: second\n"
+                                              "    url: %s/second\n"
                                               "notifications:\n"
                                               "  webhooks:\n"
                                               "    - name: generic\n"
@@ -80,7 +86,7 @@ static void test_webhooks(void **state)
                                               "    - name: beta-only\n"
                                               "      url: http://127.0.0.1:%d/beta\n"
                                               "      clusters: [default/beta]\n",
-                                              e->source, port, secret, port, port, port);
+                                              e->source, e->root, port, secret, port, port, port);
         _cleanup_free_ char *cfg = ops_test_write(e, "gitcd.yaml", text);
         const char *args[] = {"run", "--config", cfg, NULL};
 
@@ -91,41 +97,65 @@ static void test_webhooks(void **state)
                                       "(cluster.converged) to webhook generic failed", 30));
         assert_true(
             ops_test_wait_log(e, "daemon1.log", "(cluster.converged) to webhook chat failed", 30));
+        assert_true(ops_test_wait_log(e, "daemon1.log",
+                                      "(cluster.conflict) to webhook generic failed", 30));
         /* Killed without a chance to clean up: the queue is in the state store. */
         assert_int_equal(kill(d, SIGKILL), 0);
         e2e_wait_exit(d);
-        assert_int_equal(sql_count(e, "delivered_ms IS NULL AND expired_ms IS NULL"), 2);
+        int64_t queued = sql_count(e, "1");
+        assert_true(queued >= 4);
+        assert_int_equal(sql_count(e, "delivered_ms IS NULL AND expired_ms IS NULL"), queued);
+        /* Filters: critical-only wants none of these, beta-only no other cluster. */
         assert_int_equal(sql_count(e, "webhook IN ('critical-only', 'beta-only')"), 0);
 
         /* The receiver comes back, answering 503 twice first; gitcd restarts. */
         ops_receiver *rcv = ops_receiver_start(port, 2);
         d = e2e_start(e, args, "daemon2.log");
-        ops_request *generic = ops_receiver_wait(rcv, 1, 60);
-        ops_request *chat = ops_receiver_wait(rcv, 2, 60);
-        assert_non_null(generic);
-        assert_non_null(chat);
-
-        assert_string_equal(generic->path, "/generic");
-        assert_string_equal(generic->event, "cluster.converged");
-        check_signature(generic);
-        json_error_t jerr;
-        json_t *body = json_loads(generic->body, 0, &jerr);
-        assert_non_null(body);
-        assert_string_equal(json_string_value(json_object_get(body, "event")), "cluster.converged");
-        assert_string_equal(json_string_value(json_object_get(body, "severity")), "info");
-        assert_string_equal(json_string_value(json_object_get(body, "cluster")), "default/alpha");
-        assert_string_equal(json_string_value(json_object_get(body, "namespace")), "default");
-        assert_string_equal(json_string_value(json_object_get(body, "name")), "alpha");
-        json_decref(body);
-
-        assert_string_equal(chat->path, "/slack");
-        assert_null(chat->signature);
-        body = json_loads(chat->body, 0, &jerr);
-        assert_non_null(body);
-        const char *t = json_string_value(json_object_get(body, "text"));
-        assert_non_null(t);
-        assert_non_null(strstr(t, "default/alpha"));
-        json_decref(body);
+        bool converged = false, conflict = false, slack = false;
+        for (long id = 1; id <= queued; id++) {
+                ops_request *q = ops_receiver_wait(rcv, id, 60);
+                if (!q)
+                        fail_msg("notification %ld queued before the restart never arrived", id);
+                json_error_t jerr;
+                json_t *body = json_loads(q->body, 0, &jerr);
+                assert_non_null(body);
+                if (streq(q->path, "/generic")) {
+                        check_signature(q);
+                        const char *ev = json_string_value(json_object_get(body, "event"));
+                        assert_string_equal(q->event, ev);
+                        if (streq(ev, "cluster.converged")) {
+                                converged = true;
+                                assert_string_equal(
+                                    json_string_value(json_object_get(body, "severity")), "info");
+                                assert_string_equal(
+                                    json_string_value(json_object_get(body, "cluster")),
+                                    "default/alpha");
+                                assert_string_equal(
+                                    json_string_value(json_object_get(body, "namespace")),
+                                    "default");
+                                assert_string_equal(
+                                    json_string_value(json_object_get(body, "name")), "alpha");
+                        } else {
+                                assert_string_equal(ev, "cluster.conflict");
+                                assert_string_equal(
+                                    json_string_value(json_object_get(body, "severity")),
+                                    "warning");
+                                assert_string_equal(
+                                    json_string_value(json_object_get(body, "cluster")),
+                                    "default/dup");
+                                conflict = true;
+                        }
+                } else {
+                        assert_string_equal(q->path, "/slack");
+                        assert_null(q->signature);
+                        const char *t = json_string_value(json_object_get(body, "text"));
+                        assert_non_null(t);
+                        slack = slack || strstr(t, "default/alpha") != NULL;
+                }
+                json_decref(body);
+                ops_request_free(q);
+        }
+        assert_true(converged && conflict && slack);
 
         /* The 503s were retried, not dropped; filters kept the other webhooks quiet. */
         size_t n = 0;
@@ -140,7 +170,6 @@ static void test_webhooks(void **state)
         assert_int_equal(refused, 2);
         ops_request_list_free(all, n);
         assert_int_equal(sql_count(e, "webhook IN ('critical-only', 'beta-only')"), 0);
-        assert_int_equal(sql_count(e, "id IN (1, 2) AND delivered_ms IS NOT NULL"), 2);
 
         assert_int_equal(kill(d, SIGTERM), 0);
         assert_int_equal(e2e_wait_exit(d), 0);
@@ -153,8 +182,71 @@ static void test_webhooks(void **state)
         _cleanup_free_ char *grep = xasprintf("grep -rqa '%s' %s", SECRET, e->state_dir);
         assert_int_not_equal(system(grep), 0);
 
-        ops_request_free(generic);
-        ops_request_free(chat);
+        ops_receiver_stop(rcv);
+        e2e_free(e);
+}
+
+static void git(const char *repo, const char *cmd)
+{
+        _cleanup_free_ char *c =
+            xasprintf("git -C %s -c user.name=t -c user.email=t@example.com %s", repo, cmd);
+        assert_int_equal(system(c), 0);
+}
+
+/* A rollback of the branch is refused, and the refusal is notified once, as a warning. */
+static void test_refusal(void **state)
+{
+        (void)state;
+        if (!e2e_have_version("3.5.16"))
+                skip();
+        e2e *e = e2e_new();
+        _cleanup_free_ char *repo = path_join(e->root, "repo");
+        _cleanup_free_ char *init = xasprintf("git init -q -b main %s", repo);
+        assert_int_equal(system(init), 0);
+        free(ops_test_write_cluster(e, "repo/a.yaml", "alpha", 1));
+        git(repo, "add -A");
+        git(repo, "commit -q -m one");
+        free(ops_test_write(e, "repo/README", "two\n"));
+        git(repo, "add -A");
+        git(repo, "commit -q -m two");
+        int port = harness_free_port();
+        ops_receiver *rcv = ops_receiver_start(port, 0);
+        _cleanup_free_ char *text = xasprintf("interval: 1s\n"
+                                              "sources:\n"
+                                              "  - name: main\n"
+                                              "    url: file://%s\n"
+                                              "    ref: main\n"
+                                              "notifications:\n"
+                                              "  webhooks:\n"
+                                              "    - name: warnings\n"
+                                              "      url: http://127.0.0.1:%d/w\n"
+                                              "      minSeverity: warning\n",
+                                              repo, port);
+        _cleanup_free_ char *cfg = ops_test_write(e, "gitcd.yaml", text);
+        const char *args[] = {"run", "--config", cfg, NULL};
+        pid_t d = e2e_start(e, args, "daemon.log");
+        assert_true(e2e_wait_ready(e, "alpha", 1, 60));
+        git(repo, "reset -q --hard HEAD~1");
+        ops_request *q = ops_receiver_wait(rcv, 1, 60);
+        assert_non_null(q);
+        json_error_t jerr;
+        json_t *body = json_loads(q->body, 0, &jerr);
+        assert_non_null(body);
+        assert_string_equal(json_string_value(json_object_get(body, "event")), "revision.rejected");
+        assert_string_equal(json_string_value(json_object_get(body, "severity")), "warning");
+        assert_non_null(strstr(json_string_value(json_object_get(body, "message")), "refused"));
+        json_decref(body);
+        ops_request_free(q);
+        /* Polled again and again, the same refusal is not notified twice. */
+        assert_true(ops_test_wait_log(e, "daemon.log", "refused", 10));
+        int64_t t0 = now_mono_ms();
+        while (now_mono_ms() - t0 < 3000)
+                usleep(100 * 1000);
+        assert_int_equal(sql_count(e, "event = 'revision.rejected'"), 1);
+        /* The info event (alpha converged) was filtered out. */
+        assert_int_equal(sql_count(e, "1"), 1);
+        assert_int_equal(kill(d, SIGTERM), 0);
+        assert_int_equal(e2e_wait_exit(d), 0);
         ops_receiver_stop(rcv);
         e2e_free(e);
 }
@@ -162,6 +254,7 @@ static void test_webhooks(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_refusal),
             cmocka_unit_test(test_webhooks),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
