@@ -118,6 +118,12 @@ static void notify_outcome(notify_ctx *nc, const char *cluster, const pass_resul
             .commit = sc ? sc->desired_commit : NULL,
         };
         (void)ops_notify(nc->notifier, nc->r->db, &ev);
+        const runner_source *rs = runner_source_for(nc->r, cluster);
+        if (rs && sc && sc->desired_commit)
+                (void)ops_notify_commit_status(
+                    nc->notifier, nc->r->db, rs->conf->name, sc->desired_commit, cluster,
+                    res->outcome == PASS_CONVERGED ? OPS_COMMIT_APPLIED : OPS_COMMIT_FAILED,
+                    res->outcome == PASS_CONVERGED ? "applied" : res->message);
         state_cluster_free(sc);
 }
 
@@ -384,7 +390,8 @@ int cmd_run(int argc, char **argv)
         notify_ctx nc = {.r = &r};
         if (runner_open_config(cfg, progress, &nc, &r) < 0)
                 return EXIT_FAIL;
-        if (cfg->n_webhooks > 0 && ops_notifier_start(r.state_path, cfg, &nc.notifier) < 0)
+        if (ops_config_has_notifications(cfg) &&
+            ops_notifier_start(r.state_path, cfg, &nc.notifier) < 0)
                 log_error("notifications: cannot start the sender; none will be sent");
         ops_http *http = NULL;
         if (start_http(cfg, r.state_path, &http) < 0) {
@@ -407,7 +414,7 @@ int cmd_run(int argc, char **argv)
                                 apply_log_level(fresh);
                                 notify_forget_sources(&nc);
                                 k = runner_reopen(fresh, progress, &nc, &r);
-                                if (!nc.notifier && fresh->n_webhooks > 0 &&
+                                if (!nc.notifier && ops_config_has_notifications(fresh) &&
                                     ops_notifier_start(r.state_path, fresh, &nc.notifier) < 0)
                                         log_error("notifications: cannot start the sender");
                                 ops_notifier_configure(nc.notifier, fresh);

@@ -592,6 +592,16 @@ int runner_sync(runner *r, size_t i, diag_list *diags)
         return k;
 }
 
+const runner_source *runner_source_for(const runner *r, const char *cluster)
+{
+        if (r->n_sources == 1)
+                return &r->sources[0];
+        for (size_t i = 0; i < r->n_sources; i++)
+                if (list_has(r->sources[i].defines, r->sources[i].n_defines, cluster))
+                        return &r->sources[i];
+        return NULL;
+}
+
 int runner_open_config(const ops_config *c, driver_progress_fn progress, void *userdata, runner *r)
 {
         memset(r, 0, sizeof(*r));

@@ -143,5 +143,7 @@ int runner_reopen(const ops_config *cfg, driver_progress_fn progress, void *user
  * defines (the conflicts between sources). Returns what driver_sync does.
  */
 int runner_sync(runner *r, size_t i, diag_list *diags);
+/* The source that defines a cluster (the only one when there is one), or NULL. */
+const runner_source *runner_source_for(const runner *r, const char *cluster);
 /* Close everything and release the lock. */
 void runner_close(runner *r);

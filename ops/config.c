@@ -190,6 +190,56 @@ static void parse_signatures(parser *p, const ynode *m, source_opts *so)
                 err(p, m, "signatures: verify needs allowedSigners FILE");
 }
 
+static void parse_commit_status(parser *p, const ynode *m, ops_commit_status *cs)
+{
+        if (!want_map(p, m, "commitStatus"))
+                return;
+        for (size_t i = 0; i < m->n; i++) {
+                const char *k = m->keys[i]->str;
+                const ynode *v = m->values[i];
+                if (streq(k, "provider")) {
+                        const char *f = str(p, v, k);
+                        if (f && streq(f, "github"))
+                                cs->forge = OPS_FORGE_GITHUB;
+                        else if (f && streq(f, "gitlab"))
+                                cs->forge = OPS_FORGE_GITLAB;
+                        else if (f && streq(f, "gitea"))
+                                cs->forge = OPS_FORGE_GITEA;
+                        else if (f)
+                                err(p, v, "unknown provider '%s' (github, gitlab, gitea)", f);
+                } else if (streq(k, "api")) {
+                        cs->api = str(p, v, k);
+                        if (cs->api && strncmp(cs->api, "http://", 7) != 0 &&
+                            strncmp(cs->api, "https://", 8) != 0)
+                                err(p, v, "api must start with http:// or https://");
+                } else if (streq(k, "repository")) {
+                        cs->repository = str(p, v, k);
+                } else if (streq(k, "tokenFile")) {
+                        cs->token_file = str(p, v, k);
+                } else if (streq(k, "context")) {
+                        cs->context = str(p, v, k);
+                } else if (streq(k, "token")) {
+                        err(p, m->keys[i], "secrets are not kept in this file; use tokenFile");
+                } else {
+                        err(p, m->keys[i], "unknown key '%s' in commitStatus", k);
+                }
+        }
+        if (cs->forge == OPS_FORGE_NONE)
+                err(p, m, "commitStatus needs a provider (github, gitlab, gitea)");
+        if (!cs->repository)
+                err(p, m, "commitStatus needs a repository");
+        if (!cs->token_file)
+                err(p, m, "commitStatus needs a tokenFile");
+        if (!cs->api && cs->forge == OPS_FORGE_GITEA)
+                err(p, m, "commitStatus: gitea needs the api URL (https://HOST/api/v1)");
+        if (!cs->api && cs->forge == OPS_FORGE_GITHUB)
+                cs->api = "https://api.github.com";
+        if (!cs->api && cs->forge == OPS_FORGE_GITLAB)
+                cs->api = "https://gitlab.com/api/v4";
+        if (!cs->context)
+                cs->context = "gitcd";
+}
+
 static void parse_source(parser *p, const ynode *m, ops_source *s)
 {
         if (!want_map(p, m, "a source"))
@@ -213,6 +263,8 @@ static void parse_source(parser *p, const ynode *m, ops_source *s)
                         parse_credentials(p, v, &s->src);
                 else if (streq(k, "signatures"))
                         parse_signatures(p, v, &s->src);
+                else if (streq(k, "commitStatus"))
+                        parse_commit_status(p, v, &s->status);
                 else
                         err(p, m->keys[i], "unknown key '%s' in a source", k);
         }

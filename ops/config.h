@@ -15,11 +15,28 @@
 
 #define OPS_CONFIG_DEFAULT_PATH "/etc/gitcd/gitcd.yaml"
 
+typedef enum ops_forge {
+        OPS_FORGE_NONE = 0,
+        OPS_FORGE_GITHUB,
+        OPS_FORGE_GITLAB,
+        OPS_FORGE_GITEA
+} ops_forge;
+
+/* Commit statuses posted on the source's forge for each cluster's result. */
+typedef struct ops_commit_status {
+        ops_forge forge;        /* OPS_FORGE_NONE: none posted */
+        const char *api;        /* API base URL (github: https://api.github.com) */
+        const char *repository; /* "owner/name" (gitlab: the project's path or id) */
+        const char *token_file; /* the API token */
+        const char *context;    /* status name prefix; default "gitcd" */
+} ops_commit_status;
+
 typedef struct ops_source {
-        const char *name;    /* unique; "default" for the one source of the flags */
-        source_opts src;     /* strings owned by the ops_config */
-        int64_t interval_ms; /* 0: the daemon's interval */
-        const char *target;  /* "local" or "kubernetes"; NULL: the daemon's target */
+        const char *name;         /* unique; "default" for the one source of the flags */
+        source_opts src;          /* strings owned by the ops_config */
+        int64_t interval_ms;      /* 0: the daemon's interval */
+        const char *target;       /* "local" or "kubernetes"; NULL: the daemon's target */
+        ops_commit_status status; /* forge NONE: no commit statuses */
 } ops_source;
 
 typedef enum ops_severity { OPS_SEV_INFO = 0, OPS_SEV_WARNING, OPS_SEV_CRITICAL } ops_severity;

@@ -31,6 +31,7 @@
 #include "state/notify-queue.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -48,6 +49,11 @@ typedef struct hook {
         char **clusters;
         size_t n_clusters;
         int64_t max_age_ms;
+        /* Commit statuses of a source ("commit-status/<source>"): */
+        ops_forge forge; /* OPS_FORGE_NONE for a webhook */
+        char *token_file;
+        char *repository;
+        char *context;
 } hook;
 
 struct ops_notifier {
@@ -81,6 +87,9 @@ static void hooks_free(hook *h, size_t n)
                 free(h[i].url);
                 free(h[i].secret_file);
                 free(h[i].ca_file);
+                free(h[i].token_file);
+                free(h[i].repository);
+                free(h[i].context);
                 for (size_t j = 0; j < h[i].n_clusters; j++)
                         free(h[i].clusters[j]);
                 free(h[i].clusters);
@@ -90,7 +99,7 @@ static void hooks_free(hook *h, size_t n)
 
 static hook *hooks_copy(const ops_config *cfg, size_t *ret_n)
 {
-        hook *h = xcalloc(cfg->n_webhooks + 1, sizeof(hook));
+        hook *h = xcalloc(cfg->n_webhooks + cfg->n_sources + 1, sizeof(hook));
         for (size_t i = 0; i < cfg->n_webhooks; i++) {
                 const ops_webhook *w = &cfg->webhooks[i];
                 h[i].name = xstrdup(w->name);
@@ -104,7 +113,21 @@ static hook *hooks_copy(const ops_config *cfg, size_t *ret_n)
                 for (size_t j = 0; j < w->n_clusters; j++)
                         h[i].clusters[h[i].n_clusters++] = xstrdup(w->clusters[j]);
         }
-        *ret_n = cfg->n_webhooks;
+        size_t n = cfg->n_webhooks;
+        for (size_t i = 0; i < cfg->n_sources; i++) {
+                const ops_commit_status *cs = &cfg->sources[i].status;
+                if (cs->forge == OPS_FORGE_NONE)
+                        continue;
+                h[n].name = xasprintf("commit-status/%s", cfg->sources[i].name);
+                h[n].url = xstrdup(cs->api);
+                h[n].forge = cs->forge;
+                h[n].token_file = xstrdup(cs->token_file);
+                h[n].repository = xstrdup(cs->repository);
+                h[n].context = xstrdup(cs->context);
+                h[n].max_age_ms = 24LL * 3600 * 1000;
+                n++;
+        }
+        *ret_n = n;
         return h;
 }
 
@@ -174,7 +197,7 @@ int ops_notify(ops_notifier *n, state_db *db, const ops_event *ev)
         pthread_mutex_lock(&n->lock);
         for (size_t i = 0; i < n->n_hooks && k >= 0; i++) {
                 const hook *h = &n->hooks[i];
-                if (!wants(h, ev))
+                if (h->forge != OPS_FORGE_NONE || !wants(h, ev))
                         continue;
                 _cleanup_free_ char *body = payload(h, ev, now);
                 state_notification row = {
@@ -202,6 +225,87 @@ int ops_notify(ops_notifier *n, state_db *db, const ops_event *ev)
         return queued;
 }
 
+/* GitLab takes the project as one path segment: "group/name" -> "group%2Fname". */
+static char *url_segment(const char *s)
+{
+        strbuf sb = STRBUF_INIT;
+        for (const char *p = s; *p; p++) {
+                unsigned char ch = (unsigned char)*p;
+                if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || strchr("-._~", ch))
+                        sb_appendc(&sb, (char)ch);
+                else
+                        sb_printf(&sb, "%%%02X", ch);
+        }
+        return sb_detach(&sb);
+}
+
+int ops_notify_commit_status(ops_notifier *n, state_db *db, const char *source_name,
+                             const char *commit, const char *cluster, ops_commit_state state,
+                             const char *description)
+{
+        if (!n || !commit || !*commit)
+                return 0;
+        _cleanup_free_ char *name = xasprintf("commit-status/%s", source_name);
+        int64_t now = now_wall_ms();
+        int k = 0, queued = 0;
+        pthread_mutex_lock(&n->lock);
+        for (size_t i = 0; i < n->n_hooks && k >= 0; i++) {
+                const hook *h = &n->hooks[i];
+                if (h->forge == OPS_FORGE_NONE || !streq(h->name, name))
+                        continue;
+                static const char *const github[] = {"success", "failure", "pending"};
+                static const char *const gitlab[] = {"success", "failed", "running"};
+                _cleanup_free_ char *ctx = xasprintf("%s/%s", h->context, cluster);
+                /* GitHub cuts descriptions at 140 characters. */
+                _cleanup_free_ char *desc = xstrndup(description ? description : "", 140);
+                json_t *o = json_object();
+                _cleanup_free_ char *url = NULL;
+                if (h->forge == OPS_FORGE_GITLAB) {
+                        _cleanup_free_ char *project = url_segment(h->repository);
+                        url = xasprintf("%s/projects/%s/statuses/%s", h->url, project, commit);
+                        json_object_set_new(o, "state", json_string(gitlab[state]));
+                        json_object_set_new(o, "name", json_string(ctx));
+                } else {
+                        url = xasprintf("%s/repos/%s/statuses/%s", h->url, h->repository, commit);
+                        json_object_set_new(o, "state", json_string(github[state]));
+                        json_object_set_new(o, "context", json_string(ctx));
+                }
+                json_object_set_new(o, "description", json_string(desc));
+                _cleanup_free_ char *body = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+                json_decref(o);
+                state_notification row = {
+                    .webhook = h->name,
+                    .url = url,
+                    .event = "commit.status",
+                    .cluster = (char *)cluster,
+                    .severity = "info",
+                    .payload = body,
+                    .created_ms = now,
+                    .expires_ms = now + h->max_age_ms,
+                    .next_attempt_ms = now,
+                };
+                k = state_notify_enqueue(db, &row, NULL);
+                queued += k >= 0;
+        }
+        pthread_mutex_unlock(&n->lock);
+        if (k < 0)
+                return k;
+        if (queued)
+                wake(n);
+        return queued;
+}
+
+bool ops_config_has_notifications(const ops_config *cfg)
+{
+        if (cfg->n_webhooks > 0)
+                return true;
+        for (size_t i = 0; i < cfg->n_sources; i++)
+                if (cfg->sources[i].status.forge != OPS_FORGE_NONE)
+                        return true;
+        return false;
+}
+
 /* ---- the sender ----------------------------------------------------------- */
 
 static int abort_on_stop(void *userdata, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
@@ -227,7 +331,29 @@ static int post(ops_notifier *n, const hook *h, const state_notification *row, c
         hdrs = curl_slist_append(hdrs, delivery);
         hdrs = curl_slist_append(hdrs, event);
         _cleanup_free_ char *sig = NULL;
-        if (h->secret_file) {
+        _cleanup_free_ char *auth = NULL;
+        if (h->forge != OPS_FORGE_NONE) {
+                char *token = NULL;
+                size_t len = 0;
+                int k = read_file(h->token_file, 64 * 1024, &token, &len);
+                if (k < 0) {
+                        curl_slist_free_all(hdrs);
+                        *ret_error = xasprintf("cannot read the token file %s: %s", h->token_file,
+                                               strerror(-k));
+                        return k;
+                }
+                token[strcspn(token, "\r\n")] = 0;
+                auth = xasprintf("%s%s",
+                                 h->forge == OPS_FORGE_GITLAB  ? "PRIVATE-TOKEN: "
+                                 : h->forge == OPS_FORGE_GITEA ? "Authorization: token "
+                                                               : "Authorization: Bearer ",
+                                 token);
+                OPENSSL_cleanse(token, len);
+                free(token);
+                hdrs = curl_slist_append(hdrs, auth);
+                if (h->forge == OPS_FORGE_GITHUB)
+                        hdrs = curl_slist_append(hdrs, "Accept: application/vnd.github+json");
+        } else if (h->secret_file) {
                 char *secret = NULL;
                 size_t len = 0;
                 int k = read_file(h->secret_file, 64 * 1024, &secret, &len);
@@ -271,6 +397,8 @@ static int post(ops_notifier *n, const hook *h, const state_notification *row, c
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
         curl_easy_cleanup(c);
         curl_slist_free_all(hdrs);
+        if (auth)
+                OPENSSL_cleanse(auth, strlen(auth));
         if (rc != CURLE_OK) {
                 *ret_error = xstrdup(curl_easy_strerror(rc));
                 return -EIO;
@@ -300,7 +428,9 @@ static bool hook_get(ops_notifier *n, const char *name, hook *ret)
                         *ret = (hook){.name = xstrdup(name),
                                       .url = xstrdup(n->hooks[i].url),
                                       .secret_file = xstrdup_null(n->hooks[i].secret_file),
-                                      .ca_file = xstrdup_null(n->hooks[i].ca_file)};
+                                      .ca_file = xstrdup_null(n->hooks[i].ca_file),
+                                      .forge = n->hooks[i].forge,
+                                      .token_file = xstrdup_null(n->hooks[i].token_file)};
                         found = true;
                         break;
                 }
@@ -352,6 +482,7 @@ static void send_due(ops_notifier *n, state_db *db)
                 free(h.url);
                 free(h.secret_file);
                 free(h.ca_file);
+                free(h.token_file);
         }
         state_notification_list_release(&due);
 }

@@ -11,6 +11,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ops/config.h"
@@ -42,6 +43,24 @@ void ops_notifier_configure(ops_notifier *n, const ops_config *cfg);
  * or -errno from the state store.
  */
 int ops_notify(ops_notifier *n, state_db *db, const ops_event *ev);
+typedef enum ops_commit_state {
+        OPS_COMMIT_APPLIED = 0, /* github/gitea "success", gitlab "success" */
+        OPS_COMMIT_FAILED,      /* "failure" / "failed" */
+        OPS_COMMIT_PENDING,     /* "pending" / "running" */
+} ops_commit_state;
+
+/*
+ * Queue a commit status for a cluster's result on the commit it was
+ * reconciled to, when `source` has commitStatus in the configuration (the
+ * status is named "<context>/<ns/name>"). The API token is read when
+ * sending, never stored. Returns how many were queued (0 or 1), or -errno.
+ */
+int ops_notify_commit_status(ops_notifier *n, state_db *db, const char *source_name,
+                             const char *commit, const char *cluster, ops_commit_state state,
+                             const char *description);
+/* Whether cfg asks for any webhook or commit status (a sender is needed). */
+bool ops_config_has_notifications(const ops_config *cfg);
+
 /* Stop the sender (an attempt in flight is cut short); NULL is a no-op. */
 void ops_notifier_stop(ops_notifier *n);
 

@@ -158,6 +158,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         q->body = xstrdup(sb_str(&u->body));
         q->signature = dup_header(conn, "X-Gitcd-Signature-256");
         q->event = dup_header(conn, "X-Gitcd-Event");
+        q->authorization = dup_header(conn, "Authorization");
+        q->private_token = dup_header(conn, "PRIVATE-TOKEN");
         _cleanup_free_ char *d = dup_header(conn, "X-Gitcd-Delivery");
         q->delivery = d ? strtol(d, NULL, 10) : -1;
         q->status = streq(method, "POST") ? status : MHD_HTTP_METHOD_NOT_ALLOWED;
@@ -202,6 +204,8 @@ static void request_release(ops_request *q)
         free(q->body);
         free(q->signature);
         free(q->event);
+        free(q->authorization);
+        free(q->private_token);
 }
 
 void ops_request_free(ops_request *q)
@@ -225,6 +229,8 @@ static void request_copy(ops_request *dst, const ops_request *src)
         dst->body = xstrdup(src->body);
         dst->signature = src->signature ? xstrdup(src->signature) : NULL;
         dst->event = src->event ? xstrdup(src->event) : NULL;
+        dst->authorization = src->authorization ? xstrdup(src->authorization) : NULL;
+        dst->private_token = src->private_token ? xstrdup(src->private_token) : NULL;
 }
 
 ops_request *ops_receiver_requests(ops_receiver *r, size_t *ret_n)

@@ -31,10 +31,12 @@ double ops_test_metric(const char *text, const char *series);
 typedef struct ops_request {
         char *path;
         char *body;
-        char *signature; /* X-Gitcd-Signature-256, or NULL */
-        char *event;     /* X-Gitcd-Event */
-        long delivery;   /* X-Gitcd-Delivery */
-        unsigned status; /* what the receiver answered */
+        char *signature;     /* X-Gitcd-Signature-256, or NULL */
+        char *event;         /* X-Gitcd-Event */
+        long delivery;       /* X-Gitcd-Delivery */
+        char *authorization; /* Authorization, or NULL */
+        char *private_token; /* PRIVATE-TOKEN (GitLab), or NULL */
+        unsigned status;     /* what the receiver answered */
 } ops_request;
 
 typedef struct ops_receiver ops_receiver;

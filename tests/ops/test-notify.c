@@ -251,9 +251,117 @@ static void test_refusal(void **state)
         e2e_free(e);
 }
 
+static char *head_of(const char *repo)
+{
+        _cleanup_free_ char *cmd = xasprintf("git -C %s rev-parse HEAD", repo);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        char sha[64] = "";
+        assert_non_null(fgets(sha, sizeof(sha), p));
+        pclose(p);
+        sha[strcspn(sha, "\n")] = 0;
+        return xstrdup(sha);
+}
+
+static char *make_repo(e2e *e, const char *name, const char *cluster)
+{
+        char *repo = path_join(e->root, name);
+        _cleanup_free_ char *init = xasprintf("git init -q -b main %s", repo);
+        assert_int_equal(system(init), 0);
+        _cleanup_free_ char *file = xasprintf("%s/c.yaml", name);
+        free(ops_test_write_cluster(e, file, cluster, 1));
+        git(repo, "add -A");
+        git(repo, "commit -q -m add");
+        return repo;
+}
+
+/* Commit statuses on a GitHub-style and a GitLab-style API (a local receiver plays both). */
+static void test_commit_status(void **state)
+{
+        (void)state;
+        if (!e2e_have_version("3.5.16"))
+                skip();
+        e2e *e = e2e_new();
+        _cleanup_free_ char *hub = make_repo(e, "hub", "alpha");
+        _cleanup_free_ char *lab = make_repo(e, "lab", "beta");
+        _cleanup_free_ char *hub_sha = head_of(hub);
+        _cleanup_free_ char *lab_sha = head_of(lab);
+        _cleanup_free_ char *tok = ops_test_write(e, "api.token", "ghp-token-never-in-a-body\n");
+        int port = harness_free_port();
+        ops_receiver *rcv = ops_receiver_start(port, 0);
+        _cleanup_free_ char *text = xasprintf("interval: 1s\n"
+                                              "sources:\n"
+                                              "  - name: hub\n"
+                                              "    url: file://%s\n"
+                                              "    commitStatus:\n"
+                                              "      provider: github\n"
+                                              "      api: http://127.0.0.1:%d\n"
+                                              "      repository: acme/etcd\n"
+                                              "      tokenFile: %s\n"
+                                              "  - name: lab\n"
+                                              "    url: file://%s\n"
+                                              "    commitStatus:\n"
+                                              "      provider: gitlab\n"
+                                              "      api: http://127.0.0.1:%d/api/v4\n"
+                                              "      repository: acme/etcd-lab\n"
+                                              "      tokenFile: %s\n",
+                                              hub, port, tok, lab, port, tok);
+        _cleanup_free_ char *cfg = ops_test_write(e, "gitcd.yaml", text);
+        const char *args[] = {"run", "--config", cfg, NULL};
+        pid_t d = e2e_start(e, args, "daemon.log");
+        assert_true(e2e_wait_ready(e, "alpha", 1, 60));
+        assert_true(e2e_wait_ready(e, "beta", 1, 60));
+        ops_request *a = ops_receiver_wait(rcv, 1, 60);
+        ops_request *b = ops_receiver_wait(rcv, 2, 60);
+        assert_non_null(a);
+        assert_non_null(b);
+        ops_request *gh = strstr(a->path, "/repos/") ? a : b;
+        ops_request *gl = gh == a ? b : a;
+
+        _cleanup_free_ char *gh_path = xasprintf("/repos/acme/etcd/statuses/%s", hub_sha);
+        assert_string_equal(gh->path, gh_path);
+        assert_string_equal(gh->authorization, "Bearer ghp-token-never-in-a-body");
+        json_error_t jerr;
+        json_t *o = json_loads(gh->body, 0, &jerr);
+        assert_non_null(o);
+        assert_string_equal(json_string_value(json_object_get(o, "state")), "success");
+        assert_string_equal(json_string_value(json_object_get(o, "context")),
+                            "gitcd/default/alpha");
+        assert_string_equal(json_string_value(json_object_get(o, "description")), "applied");
+        json_decref(o);
+
+        _cleanup_free_ char *gl_path =
+            xasprintf("/api/v4/projects/acme%%2Fetcd-lab/statuses/%s", lab_sha);
+        /* libmicrohttpd hands the path over decoded. */
+        _cleanup_free_ char *gl_decoded =
+            xasprintf("/api/v4/projects/acme/etcd-lab/statuses/%s", lab_sha);
+        assert_true(streq(gl->path, gl_path) || streq(gl->path, gl_decoded));
+        assert_string_equal(gl->private_token, "ghp-token-never-in-a-body");
+        assert_null(gl->authorization);
+        o = json_loads(gl->body, 0, &jerr);
+        assert_non_null(o);
+        assert_string_equal(json_string_value(json_object_get(o, "state")), "success");
+        assert_string_equal(json_string_value(json_object_get(o, "name")), "gitcd/default/beta");
+        json_decref(o);
+        assert_null(strstr(gh->body, "ghp-token"));
+        assert_null(strstr(gl->body, "ghp-token"));
+
+        ops_request_free(a);
+        ops_request_free(b);
+        assert_int_equal(kill(d, SIGTERM), 0);
+        assert_int_equal(e2e_wait_exit(d), 0);
+        _cleanup_free_ char *log = e2e_read_log(e, "daemon.log");
+        assert_null(strstr(log, "ghp-token"));
+        _cleanup_free_ char *grep = xasprintf("grep -rqa ghp-token %s", e->state_dir);
+        assert_int_not_equal(system(grep), 0);
+        ops_receiver_stop(rcv);
+        e2e_free(e);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_commit_status),
             cmocka_unit_test(test_refusal),
             cmocka_unit_test(test_webhooks),
         };
