@@ -414,6 +414,16 @@ int cmd_run(int argc, char **argv)
                                 apply_log_level(fresh);
                                 notify_forget_sources(&nc);
                                 k = runner_reopen(fresh, progress, &nc, &r);
+                                if (k < 0) {
+                                        /* Valid, but it cannot be opened: the old settings stay. */
+                                        log_error("SIGHUP: %s cannot be put in force; the "
+                                                  "configuration in force stays unchanged",
+                                                  config ? config : "the configuration");
+                                        ops_config_free(fresh);
+                                        fresh = NULL;
+                                }
+                        }
+                        if (fresh) {
                                 if (!nc.notifier && ops_config_has_notifications(fresh) &&
                                     ops_notifier_start(r.state_path, fresh, &nc.notifier) < 0)
                                         log_error("notifications: cannot start the sender");
@@ -430,6 +440,7 @@ int cmd_run(int argc, char **argv)
                                 k = runner_reopen(cfg, progress, &nc, &r);
                         }
                         if (k < 0) {
+                                runner_close(&r);
                                 ops_http_stop(http);
                                 ops_notifier_stop(nc.notifier);
                                 notify_ctx_release(&nc);

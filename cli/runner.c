@@ -655,7 +655,7 @@ int runner_reopen(const ops_config *c, driver_progress_fn progress, void *userda
         close_parts(r);
         int k = open_parts(c, progress, userdata, r);
         if (k < 0)
-                runner_close(r);
+                close_parts(r);
         return k;
 }
 

@@ -134,8 +134,8 @@ int runner_open_config(const ops_config *cfg, driver_progress_fn progress, void 
 /*
  * Close and open again everything but the lock (gitcd run on SIGHUP, with
  * the settings just read), so no other process can slip in between. The
- * state path stays the one opened first. On failure r is closed, lock
- * included.
+ * state path stays the one opened first. On failure everything but the
+ * lock is closed: open again (with other settings) or runner_close().
  */
 int runner_reopen(const ops_config *cfg, driver_progress_fn progress, void *userdata, runner *r);
 /*

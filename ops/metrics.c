@@ -10,10 +10,11 @@
  * leader it follows), so a scrape never waits for a pass and a pass never
  * waits for a scrape. Members reached over https:// are not asked (the
  * operator's client certificate belongs to the target); their sizes are
- * left out and the leader comes from the state store.
+ * left out and, when no member can be asked, the leader comes from the
+ * state store.
  *
  * Counters live as long as the process; "leader changes" counts the
- * changes of leader gitcd saw, at scrapes and passes alike.
+ * changes of the recorded leader seen from one scrape to the next.
  */
 #include <assert.h>
 #include <errno.h>
@@ -330,7 +331,12 @@ static void put_registry(scrape *s)
         pthread_mutex_unlock(&lock);
 }
 
-/* Ask each member reached over http:// for its status; the leader any of them knows. */
+/*
+ * Ask each member reached over http:// for its status; whether any of them
+ * knows a leader. *ret_asked: some member could be asked (a member that
+ * does not answer counts: a cluster whose members are all down has no
+ * leader, whatever the state store last recorded).
+ */
 static bool put_member_status(scrape *s, const char *cluster, const state_member_list *ml,
                               bool *ret_asked)
 {
@@ -340,6 +346,7 @@ static bool put_member_status(scrape *s, const char *cluster, const state_member
                 const state_member *m = ml->items[i];
                 if (isempty(m->client_url) || strncmp(m->client_url, "http://", 7) != 0)
                         continue;
+                *ret_asked = true;
                 etcd_client_opts o = {
                     .endpoints = m->client_url, .call_timeout_ms = 1000, .dial_timeout_ms = 500};
                 etcd_client *c = NULL;
@@ -347,7 +354,6 @@ static bool put_member_status(scrape *s, const char *cluster, const state_member
                         continue;
                 etcd_endpoint_status *st = NULL;
                 if (etcd_status(c, m->client_url, &st) == 0) {
-                        *ret_asked = true;
                         _cleanup_free_ char *ml_ = xasprintf("member=\"%s\"", m->name);
                         put_cluster(s, "gitcd_member_db_size_bytes", cluster, ml_,
                                     (double)st->db_size);

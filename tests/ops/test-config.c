@@ -1,9 +1,9 @@
 /*
  * The daemon's configuration file through the real binary: two sources
  * feeding one state, a cluster both define refused for that cluster only,
- * file:line:col errors, flags over the file, and SIGHUP: a bad file keeps
- * the settings in force, a good one takes a new source in without a
- * restart.
+ * file:line:col errors, flags over the file, and SIGHUP: a bad file (or
+ * one naming a source that cannot be opened) keeps the settings in force,
+ * a good one takes a new source in without a restart.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -95,6 +95,15 @@ static void test_two_sources(void **state)
         _cleanup_free_ char *log = e2e_read_log(e, "daemon.log");
         assert_non_null(strstr(log, where));
         assert_int_equal(waitpid(d, NULL, WNOHANG), 0);
+
+        /* A valid file whose new source cannot be opened: the settings in force stay. */
+        _cleanup_free_ char *unopenable =
+            xasprintf("%s  - name: gone\n    url: %s/does-not-exist\n", text, e->root);
+        free(ops_test_write(e, "gitcd.yaml", unopenable));
+        assert_int_equal(kill(d, SIGHUP), 0);
+        assert_true(ops_test_wait_log(e, "daemon.log", "cannot be put in force", 30));
+        assert_int_equal(waitpid(d, NULL, WNOHANG), 0);
+        assert_true(e2e_wait_ready(e, "alpha", 1, 30));
 
         /* A good file with a third source: taken in without a restart. */
         _cleanup_free_ char *good =
