@@ -13,6 +13,8 @@
  *   else, or no answer within 10s, is retried.
  * - The sender opens the store itself and never holds a transaction across
  *   a request, so the daemon's writes never wait for a receiver.
+ * - Delivered and expired rows are kept 7 days (to look at with sqlite3),
+ *   then forgotten.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -38,6 +40,8 @@
 #define SEND_TIMEOUT_S 10
 #define MAX_BACKOFF_MS (5 * 60 * 1000)
 #define BATCH          16
+#define KEEP_DONE_MS   (7LL * 24 * 3600 * 1000) /* delivered or expired rows kept this long */
+#define PRUNE_EVERY_MS (10LL * 60 * 1000)
 
 typedef struct hook {
         char *name;
@@ -491,12 +495,17 @@ static void *sender(void *userdata)
 {
         ops_notifier *n = userdata;
         state_db *db = NULL;
+        int64_t pruned_ms = 0;
         while (!atomic_load(&n->stop)) {
                 if (!db && state_open(n->state_path, STATE_OPEN_READ_WRITE, &db) < 0) {
                         log_warn("notifications: %s", state_last_error());
                         db = NULL;
                 }
                 int64_t wait_ms = 1000;
+                if (db && now_mono_ms() - pruned_ms >= PRUNE_EVERY_MS) {
+                        (void)state_notify_prune(db, now_wall_ms() - KEEP_DONE_MS);
+                        pruned_ms = now_mono_ms();
+                }
                 if (db) {
                         send_due(n, db);
                         int64_t next = 0;

@@ -133,6 +133,13 @@ int state_notify_expire(state_db *db, int64_t id, int64_t now_ms, const char *er
                                   "isi", now_ms, error, id));
 }
 
+int state_notify_prune(state_db *db, int64_t before_ms)
+{
+        return db_run(db, "forget old notifications",
+                      "DELETE FROM notifications WHERE coalesce(delivered_ms, expired_ms) < ?", "i",
+                      before_ms);
+}
+
 int state_notify_pending(state_db *db, int64_t *ret_n)
 {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;

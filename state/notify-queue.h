@@ -41,6 +41,8 @@ int state_notify_next_due(state_db *db, int64_t *ret_ms);
 int state_notify_delivered(state_db *db, int64_t id, int64_t now_ms);
 int state_notify_retry(state_db *db, int64_t id, int64_t next_attempt_ms, const char *error);
 int state_notify_expire(state_db *db, int64_t id, int64_t now_ms, const char *error);
+/* Forget rows delivered or expired before before_ms; how many went, or -errno. */
+int state_notify_prune(state_db *db, int64_t before_ms);
 /* How many are pending (neither delivered nor expired). */
 int state_notify_pending(state_db *db, int64_t *ret_n);
 
