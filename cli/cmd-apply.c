@@ -1,17 +1,30 @@
 /*
  * gitcd apply: take in the source's revision and reconcile every cluster in
- * it until each converges or fails, printing one line per step. The exit
- * status is 0 when every cluster converged, 1 otherwise.
+ * it until each converges or fails. The exit status is 0 when every cluster
+ * converged, 1 otherwise.
+ *
+ * Three ways to show progress (-o/--output):
+ * - tty (the default on a terminal): one line per cluster -- its state,
+ *   the current step, members ready/desired, elapsed time -- redrawn in
+ *   place with ANSI cursor movements, cut to the terminal's width;
+ * - plain (the default when stdout is not a terminal): one timestamped line
+ *   per step, scrolling, as before;
+ * - json: one JSON object per line and event, for tools.
+ * The final summary line is the same in tty and plain.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/runner.h"
 #include "util/log.h"
+#include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -26,6 +39,10 @@ static void usage(FILE *out)
                 "  --no-wait                take in the revision, act while steps complete\n"
                 "                           at once, then exit without waiting\n"
                 "  --timeout D              give up after D (default 10m; e.g. 90s, 5m)\n"
+                "  -o, --output FMT         tty: one line per cluster, redrawn in place (the\n"
+                "                           default on a terminal); plain: timestamped lines\n"
+                "                           (the default otherwise); json: one JSON event per\n"
+                "                           line\n"
                 "  -q, --quiet              print only errors and the summary\n"
                 "  -h, --help               show this help\n\n"
                 "%s\n"
@@ -36,32 +53,237 @@ static void usage(FILE *out)
                 runner_options_help);
 }
 
-static int64_t start_ms;
+typedef enum output { OUTPUT_TTY, OUTPUT_PLAIN, OUTPUT_JSON } output;
+
+/* The last thing known about a cluster, for the tty display. */
+typedef struct row {
+        char *cluster;
+        pass_outcome outcome;
+        char *message;
+        char *phase;
+        int ready;
+        int desired;
+        int64_t done_ms; /* when it converged or failed (its elapsed time stops); 0 */
+} row;
+
+typedef struct display {
+        output mode;
+        bool quiet;
+        int64_t start_ms;
+        runner *r;
+        row *rows;
+        size_t n_rows;
+        size_t drawn; /* lines on screen from the last redraw */
+} display;
+
+static const char *mark(pass_outcome o)
+{
+        switch (o) {
+        case PASS_FAILED:
+        case PASS_BLOCKED:
+                return "✗";
+        case PASS_CONVERGED:
+                return "✓";
+        case PASS_WAITING:
+                return "…";
+        default:
+                return "→";
+        }
+}
+
+/* Members ready and desired, and the phase, as the state store has them now. */
+static void facts(display *d, row *w)
+{
+        state_cluster *sc = NULL;
+        if (d->r->db && state_cluster_get(d->r->db, w->cluster, &sc) == 0) {
+                w->desired = sc->desired_replicas;
+                free(w->phase);
+                w->phase = xstrdup_null(sc->phase);
+        }
+        state_cluster_free(sc);
+        state_member_list ml = {0};
+        if (d->r->db && state_member_list_for(d->r->db, w->cluster, false, &ml) == 0) {
+                w->ready = 0;
+                for (size_t i = 0; i < ml.n; i++)
+                        w->ready += ml.items[i]->state && streq(ml.items[i]->state, "ready");
+        }
+        state_member_list_release(&ml);
+}
+
+static row *row_for(display *d, const char *cluster)
+{
+        for (size_t i = 0; i < d->n_rows; i++)
+                if (streq(d->rows[i].cluster, cluster))
+                        return &d->rows[i];
+        d->rows = xrealloc(d->rows, (d->n_rows + 1) * sizeof(row));
+        row *w = &d->rows[d->n_rows++];
+        memset(w, 0, sizeof(*w));
+        w->cluster = xstrdup(cluster);
+        w->outcome = PASS_WAITING;
+        w->message = xstrdup("");
+        w->desired = -1;
+        return w;
+}
+
+static int term_width(void)
+{
+        struct winsize ws;
+        if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+                return ws.ws_col;
+        const char *c = getenv("COLUMNS");
+        return c && atoi(c) > 0 ? atoi(c) : 80;
+}
+
+/* Append s to sb, at most `cols` columns (UTF-8 aware); returns the columns used. */
+static int append_cols(strbuf *sb, const char *s, int cols)
+{
+        int used = 0;
+        for (const char *p = s; *p && used < cols; used++) {
+                const char *q = p + 1;
+                while ((*q & 0xC0) == 0x80)
+                        q++;
+                /* Control characters never reach the terminal. */
+                if ((unsigned char)*p < 0x20)
+                        sb_appendc(sb, ' ');
+                else
+                        sb_append_len(sb, p, (size_t)(q - p));
+                p = q;
+        }
+        return used;
+}
+
+static void redraw(display *d)
+{
+        int width = term_width();
+        size_t name_w = 0;
+        for (size_t i = 0; i < d->n_rows; i++)
+                name_w = MAX(name_w, strlen(d->rows[i].cluster));
+        name_w = MIN(name_w, (size_t)32);
+        int64_t now = now_mono_ms();
+        strbuf out = STRBUF_INIT;
+        if (d->drawn)
+                sb_printf(&out, "\r\033[%zuA", d->drawn);
+        for (size_t i = 0; i < d->n_rows; i++) {
+                row *w = &d->rows[i];
+                char ready[32];
+                if (w->desired >= 0)
+                        snprintf(ready, sizeof(ready), "%d/%d", w->ready, w->desired);
+                else
+                        snprintf(ready, sizeof(ready), "-");
+                double t = (double)((w->done_ms ? w->done_ms : now) - d->start_ms) / 1000.0;
+                _cleanup_free_ char *head =
+                    xasprintf("%-*.*s %-13.13s %5s %6.1fs ", (int)name_w, (int)name_w, w->cluster,
+                              w->phase ? w->phase : pass_outcome_name(w->outcome), ready, t);
+                sb_append(&out, "\033[2K");
+                int used = append_cols(&out, mark(w->outcome), 1);
+                sb_appendc(&out, ' ');
+                used++;
+                used += append_cols(&out, head, width - 1 - used);
+                append_cols(&out, w->message, width - 1 - used);
+                sb_appendc(&out, '\n');
+        }
+        fputs(sb_str(&out), stdout);
+        fflush(stdout);
+        sb_release(&out);
+        d->drawn = d->n_rows;
+}
+
+static void print_json(display *d, const char *cluster, const pass_result *res, row *w)
+{
+        char when[64];
+        format_rfc3339(now_wall_ms(), when, sizeof(when));
+        json_t *o = json_object();
+        json_object_set_new(o, "time", json_string(when));
+        json_object_set_new(o, "elapsed_ms", json_integer(now_mono_ms() - d->start_ms));
+        json_object_set_new(o, "event", json_string("pass"));
+        json_object_set_new(o, "cluster", json_string(cluster));
+        json_object_set_new(o, "outcome", json_string(pass_outcome_name(res->outcome)));
+        json_object_set_new(o, "step", json_string(step_kind_name(res->step)));
+        if (res->member[0])
+                json_object_set_new(o, "member", json_string(res->member));
+        json_object_set_new(o, "message", json_string(res->message));
+        if (w->phase)
+                json_object_set_new(o, "phase", json_string(w->phase));
+        json_object_set_new(o, "ready", json_integer(w->ready));
+        if (w->desired >= 0)
+                json_object_set_new(o, "desired", json_integer(w->desired));
+        char *s = json_dumps(o, JSON_COMPACT);
+        printf("%s\n", s);
+        fflush(stdout);
+        free(s);
+        json_decref(o);
+}
 
 static void progress(const char *cluster, const pass_result *res, void *userdata)
 {
-        bool quiet = *(bool *)userdata;
+        display *d = userdata;
         bool failed = res->outcome == PASS_FAILED || res->outcome == PASS_BLOCKED;
-        if (quiet && !failed)
+        row *w = row_for(d, cluster);
+        w->outcome = res->outcome;
+        free(w->message);
+        w->message = xstrdup(res->message);
+        bool done = res->outcome == PASS_CONVERGED || failed;
+        if (done && !w->done_ms)
+                w->done_ms = now_mono_ms();
+        else if (!done)
+                w->done_ms = 0;
+        if (d->mode != OUTPUT_PLAIN)
+                facts(d, w);
+        switch (d->mode) {
+        case OUTPUT_JSON:
+                print_json(d, cluster, res, w);
                 return;
-        double t = (double)(now_mono_ms() - start_ms) / 1000.0;
-        const char *mark = failed                           ? "✗"
-                           : res->outcome == PASS_CONVERGED ? "✓"
-                           : res->outcome == PASS_WAITING   ? "…"
-                                                            : "→";
-        printf("[%6.1fs] %s %s: %s\n", t, mark, cluster, res->message);
+        case OUTPUT_TTY:
+                if (!d->quiet || failed)
+                        redraw(d);
+                return;
+        case OUTPUT_PLAIN:
+                break;
+        }
+        if (d->quiet && !failed)
+                return;
+        double t = (double)(now_mono_ms() - d->start_ms) / 1000.0;
+        printf("[%6.1fs] %s %s: %s\n", t, mark(res->outcome), cluster, res->message);
         fflush(stdout);
+}
+
+static void display_release(display *d)
+{
+        for (size_t i = 0; i < d->n_rows; i++) {
+                free(d->rows[i].cluster);
+                free(d->rows[i].message);
+                free(d->rows[i].phase);
+        }
+        free(d->rows);
+}
+
+static void print_summary(display *d, const driver_summary *sum)
+{
+        double t = (double)(now_mono_ms() - d->start_ms) / 1000.0;
+        if (d->mode == OUTPUT_JSON) {
+                printf("{\"event\":\"summary\",\"clusters\":%d,\"converged\":%d,\"failed\":%d,"
+                       "\"not_converged\":%d,\"elapsed_ms\":%lld}\n",
+                       sum->clusters, sum->converged, sum->failed, sum->waiting,
+                       (long long)(now_mono_ms() - d->start_ms));
+                return;
+        }
+        printf("%d converged, %d failed, %d not converged (%.1fs)\n", sum->converged, sum->failed,
+               sum->waiting, t);
 }
 
 int cmd_apply(int argc, char **argv)
 {
         runner_flags f = {0};
-        bool wait = true, quiet = false;
+        bool wait = true;
+        display d = {.mode = isatty(STDOUT_FILENO) && !streq_ptr(getenv("TERM"), "dumb")
+                                 ? OUTPUT_TTY
+                                 : OUTPUT_PLAIN};
         int64_t timeout_ms = 10 * 60 * 1000;
         enum { OPT_WAIT = RUNNER_OPT_LAST + 1, OPT_NO_WAIT, OPT_TIMEOUT };
         static const struct option own[] = {
             {"help", no_argument, NULL, 'h'},
             {"quiet", no_argument, NULL, 'q'},
+            {"output", required_argument, NULL, 'o'},
             {"wait", no_argument, NULL, OPT_WAIT},
             {"no-wait", no_argument, NULL, OPT_NO_WAIT},
             {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -69,7 +291,7 @@ int cmd_apply(int argc, char **argv)
         _cleanup_free_ struct option *opts = runner_options(own, ARRAY_SIZE(own));
         optind = 1;
         int c;
-        while ((c = getopt_long(argc, argv, "hq", opts, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, "hqo:", opts, NULL)) != -1) {
                 if (runner_flag(&f, c, optarg))
                         continue;
                 switch (c) {
@@ -77,7 +299,21 @@ int cmd_apply(int argc, char **argv)
                         usage(stdout);
                         return EXIT_OK;
                 case 'q':
-                        quiet = true;
+                        d.quiet = true;
+                        break;
+                case 'o':
+                        if (streq(optarg, "tty"))
+                                d.mode = OUTPUT_TTY;
+                        else if (streq(optarg, "plain"))
+                                d.mode = OUTPUT_PLAIN;
+                        else if (streq(optarg, "json"))
+                                d.mode = OUTPUT_JSON;
+                        else {
+                                fprintf(stderr,
+                                        "gitcd apply: -o takes tty, plain or json, not '%s'\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
                         break;
                 case OPT_WAIT:
                         wait = true;
@@ -110,9 +346,10 @@ int cmd_apply(int argc, char **argv)
         /* The progress lines tell the story; library logging only for warnings. */
         if (!log_level_is_explicit())
                 log_set_level(LOG_WARN);
-        start_ms = now_mono_ms();
+        d.start_ms = now_mono_ms();
         runner r;
-        if (runner_open(&f, progress, &quiet, &r) < 0)
+        d.r = &r;
+        if (runner_open(&f, progress, &d, &r) < 0)
                 return EXIT_FAIL;
 
         diag_list diags = DIAG_LIST_INIT;
@@ -124,6 +361,7 @@ int cmd_apply(int argc, char **argv)
         if (k < 0 && k != -EINVAL) {
                 fprintf(stderr, "gitcd apply: %s\n", driver_last_error(r.drv));
                 runner_close(&r);
+                display_release(&d);
                 return EXIT_FAIL;
         }
         if (driver_cluster_count(r.drv) == 0) {
@@ -132,11 +370,17 @@ int cmd_apply(int argc, char **argv)
                 else
                         printf("no EtcdCluster definitions in %s\n", f.src.url_or_path);
                 runner_close(&r);
+                display_release(&d);
                 return rejected ? EXIT_FAIL : EXIT_OK;
         }
+        /* On a terminal every cluster has its line from the start. */
+        for (size_t i = 0; d.mode == OUTPUT_TTY && i < driver_cluster_count(r.drv); i++)
+                facts(&d, row_for(&d, driver_cluster_name(r.drv, i)));
+        if (d.mode == OUTPUT_TTY && !d.quiet)
+                redraw(&d);
 
         driver_summary sum = {0};
-        int64_t deadline = start_ms + timeout_ms;
+        int64_t deadline = d.start_ms + timeout_ms;
         for (;;) {
                 k = driver_step(r.drv, &sum);
                 if (k < 0 || sum.waiting == 0 || !wait)
@@ -145,13 +389,25 @@ int cmd_apply(int argc, char **argv)
                 if (left <= 0)
                         break;
                 int w = (int)MIN((int64_t)sum.wait_ms, left);
+                /* The elapsed times on a terminal move on at least every second. */
+                if (d.mode == OUTPUT_TTY)
+                        w = MIN(w, 1000);
                 if (w > 0)
                         (void)r.target->ops->wait_event(r.target, w);
+                if (d.mode == OUTPUT_TTY && !d.quiet) {
+                        for (size_t i = 0; i < d.n_rows; i++)
+                                facts(&d, &d.rows[i]);
+                        redraw(&d);
+                }
         }
-        double t = (double)(now_mono_ms() - start_ms) / 1000.0;
-        printf("%d converged, %d failed, %d not converged (%.1fs)\n", sum.converged, sum.failed,
-               sum.waiting, t);
+        if (d.mode == OUTPUT_TTY && !d.quiet) {
+                for (size_t i = 0; i < d.n_rows; i++)
+                        facts(&d, &d.rows[i]);
+                redraw(&d);
+        }
+        print_summary(&d, &sum);
         runner_close(&r);
+        display_release(&d);
         if (sum.waiting > 0 && wait)
                 fprintf(stderr, "gitcd apply: timed out; `gitcd status` shows where each "
                                 "cluster stands\n");

@@ -1,10 +1,20 @@
 /*
- * gitcd run: the daemon. Polls the source every --interval, takes in new
+ * gitcd run: the daemon. Polls each source at its interval, takes in new
  * revisions, and reconciles continuously, waking at once when a member
  * process changes state. SIGTERM or SIGINT finish the current step and exit
- * cleanly (members keep running); SIGHUP re-reads the files named on the
- * command line (known_hosts, allowed_signers, keys) and polls the source at
- * once.
+ * cleanly (members keep running).
+ *
+ * Settings come from the configuration file (--config, or
+ * /etc/gitcd/gitcd.yaml when present) with the flags on top. SIGHUP reads
+ * the file again between two steps, so no step is cut short: a valid file
+ * replaces the settings (sources, targets, credentials files) and every
+ * source is polled at once; an invalid one is reported with file:line:col
+ * and the settings in force stay as they are. The state path is fixed for
+ * the life of the process (the lock is held on it).
+ *
+ * With --listen (or listen: in the file) the daemon serves /metrics,
+ * /healthz and /readyz from libmicrohttpd's own thread (ops/http.h); the
+ * loop below only reports fetches to the metrics registry.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -15,8 +25,13 @@
 #include "cli/cli.h"
 #include "cli/notify-systemd.h"
 #include "cli/runner.h"
+#include "ops/http.h"
+#include "ops/metrics.h"
+#include "ops/notify.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/timeutil.h"
+#include "util/xalloc.h"
 
 static volatile sig_atomic_t got_term;
 static volatile sig_atomic_t got_hup;
@@ -32,36 +47,284 @@ static void on_signal(int sig)
 static void usage(FILE *out)
 {
         fprintf(out,
-                "usage: gitcd run --source SRC [options]\n\n"
-                "Run the reconciler as a daemon: poll SRC, take in new revisions and keep\n"
-                "every cluster converged. The daemon's documented configuration keeps its\n"
+                "usage: gitcd run --source SRC [options]\n"
+                "       gitcd run [--config FILE] [options]\n\n"
+                "Run the reconciler as a daemon: poll the sources, take in new revisions and\n"
+                "keep every cluster converged. The daemon's documented configuration keeps its\n"
                 "state in /var/lib/gitcd/state.db (--state).\n\n"
-                "  --interval D             how often to poll the source (default 30s)\n"
+                "  --config FILE            the daemon's configuration file (default:\n"
+                "                           " OPS_CONFIG_DEFAULT_PATH " when present); flags\n"
+                "                           override it, --source replaces its sources\n"
+                "                           (docs/operating.md)\n"
+                "  --interval D             how often to poll a source (default 30s)\n"
+                "  --listen ADDR            serve /metrics, /healthz and /readyz on ADDR\n"
+                "                           (host:port, [v6]:port or :port)\n"
+                "  --listen-token-file FILE require \"Authorization: Bearer <token>\"\n"
+                "  --tls-cert FILE          serve https with this certificate and\n"
+                "  --tls-key FILE           this key (PEM)\n"
                 "  -h, --help               show this help\n\n"
                 "%s\n"
                 "Signals: SIGTERM/SIGINT finish the current step and exit 0; SIGHUP\n"
-                "re-reads the files named by the options and polls the source at once.\n"
+                "reads the configuration file again (an invalid one is reported and the\n"
+                "settings in force stay), re-reads the files it names and polls every\n"
+                "source at once.\n"
                 "The daemon holds a lock in the state folder while it runs: another\n"
                 "apply or run on the same state exits 1; plan, status and log still read.\n",
                 runner_options_help);
 }
 
+/* What the progress callback needs to notify: the queue and the last outcome sent per cluster. */
+typedef struct notify_ctx {
+        ops_notifier *notifier;
+        runner *r;
+        char **clusters;
+        pass_outcome *sent;
+        size_t n;
+        char **conflicts; /* conflicts notified, while they last */
+        size_t n_conflicts;
+        char **refusals; /* per source: the refusal notified last, or NULL */
+        size_t n_refusals;
+} notify_ctx;
+
+/* A cluster converged, failed or is blocked: one notification per change of outcome. */
+static void notify_outcome(notify_ctx *nc, const char *cluster, const pass_result *res)
+{
+        if (!nc->notifier || !nc->r->db)
+                return;
+        if (res->outcome != PASS_CONVERGED && res->outcome != PASS_FAILED &&
+            res->outcome != PASS_BLOCKED)
+                return;
+        size_t i = 0;
+        while (i < nc->n && !streq(nc->clusters[i], cluster))
+                i++;
+        if (i == nc->n) {
+                nc->clusters = xrealloc(nc->clusters, (nc->n + 1) * sizeof(char *));
+                nc->sent = xrealloc(nc->sent, (nc->n + 1) * sizeof(pass_outcome));
+                nc->clusters[nc->n] = xstrdup(cluster);
+                nc->sent[nc->n] = PASS_PROGRESSED;
+                nc->n++;
+        } else if (nc->sent[i] == res->outcome) {
+                return;
+        }
+        nc->sent[i] = res->outcome;
+        state_cluster *sc = NULL;
+        (void)state_cluster_get(nc->r->db, cluster, &sc);
+        ops_event ev = {
+            .severity = res->outcome == PASS_CONVERGED ? OPS_SEV_INFO : OPS_SEV_CRITICAL,
+            .event = res->outcome == PASS_CONVERGED ? "cluster.converged"
+                     : res->outcome == PASS_FAILED  ? "cluster.failed"
+                                                    : "cluster.blocked",
+            .cluster = cluster,
+            .message = res->message,
+            .commit = sc ? sc->desired_commit : NULL,
+        };
+        (void)ops_notify(nc->notifier, nc->r->db, &ev);
+        const runner_source *rs = runner_source_for(nc->r, cluster);
+        if (rs && sc && sc->desired_commit)
+                (void)ops_notify_commit_status(
+                    nc->notifier, nc->r->db, rs->conf->name, sc->desired_commit, cluster,
+                    res->outcome == PASS_CONVERGED ? OPS_COMMIT_APPLIED : OPS_COMMIT_FAILED,
+                    res->outcome == PASS_CONVERGED ? "applied" : res->message);
+        state_cluster_free(sc);
+}
+
+static void notify_ctx_release(notify_ctx *nc)
+{
+        for (size_t i = 0; i < nc->n; i++)
+                free(nc->clusters[i]);
+        free(nc->clusters);
+        free(nc->sent);
+        for (size_t i = 0; i < nc->n_conflicts; i++)
+                free(nc->conflicts[i]);
+        free(nc->conflicts);
+        for (size_t i = 0; i < nc->n_refusals; i++)
+                free(nc->refusals[i]);
+        free(nc->refusals);
+}
+
+/* The sources change on reload: what was notified per source starts over. */
+static void notify_forget_sources(notify_ctx *nc)
+{
+        for (size_t i = 0; i < nc->n_refusals; i++)
+                free(nc->refusals[i]);
+        free(nc->refusals);
+        nc->refusals = NULL;
+        nc->n_refusals = 0;
+}
+
+static bool strv_has(char *const *v, size_t n, const char *s)
+{
+        for (size_t i = 0; i < n; i++)
+                if (v[i] && streq(v[i], s))
+                        return true;
+        return false;
+}
+
+/* New conflicts between sources are notified once each (again if they come back later). */
+static void notify_conflicts(notify_ctx *nc)
+{
+        runner *r = nc->r;
+        for (size_t i = 0; i < nc->n_conflicts;) {
+                if (strv_has(r->conflicts, r->n_conflicts, nc->conflicts[i])) {
+                        i++;
+                        continue;
+                }
+                free(nc->conflicts[i]);
+                nc->conflicts[i] = nc->conflicts[--nc->n_conflicts];
+        }
+        for (size_t i = 0; i < r->n_conflicts; i++) {
+                if (strv_has(nc->conflicts, nc->n_conflicts, r->conflicts[i]))
+                        continue;
+                nc->conflicts = xrealloc(nc->conflicts, (nc->n_conflicts + 1) * sizeof(char *));
+                nc->conflicts[nc->n_conflicts++] = xstrdup(r->conflicts[i]);
+                ops_event ev = {.severity = OPS_SEV_WARNING,
+                                .event = "cluster.conflict",
+                                .cluster = r->conflicts[i],
+                                .message = "defined by two sources; refused until only one "
+                                           "defines it"};
+                (void)ops_notify(nc->notifier, r->db, &ev);
+        }
+}
+
+/* A refused revision (signature, rollback, tag name) is notified once per refusal. */
+static void notify_refusal(notify_ctx *nc, size_t idx, int k, const char *why)
+{
+        if (nc->n_refusals < nc->r->n_sources) {
+                nc->refusals = xrealloc(nc->refusals, nc->r->n_sources * sizeof(char *));
+                for (size_t i = nc->n_refusals; i < nc->r->n_sources; i++)
+                        nc->refusals[i] = NULL;
+                nc->n_refusals = nc->r->n_sources;
+        }
+        if (k != -EPERM) {
+                if (k >= 0) {
+                        free(nc->refusals[idx]);
+                        nc->refusals[idx] = NULL;
+                }
+                return;
+        }
+        if (isempty(why) || streq_ptr(nc->refusals[idx], why))
+                return;
+        free(nc->refusals[idx]);
+        nc->refusals[idx] = xstrdup(why);
+        ops_event ev = {.severity = OPS_SEV_WARNING, .event = "revision.rejected", .message = why};
+        (void)ops_notify(nc->notifier, nc->r->db, &ev);
+}
+
 static void progress(const char *cluster, const pass_result *res, void *userdata)
 {
-        (void)userdata;
         enum log_level l =
             res->outcome == PASS_FAILED || res->outcome == PASS_BLOCKED ? LOG_ERROR : LOG_INFO;
         log_msg(l, "%s: %s: %s", cluster, pass_outcome_name(res->outcome), res->message);
+        notify_outcome(userdata, cluster, res);
+}
+
+static void log_diags(diag_list *diags)
+{
+        diag_sort(diags);
+        for (size_t i = 0; i < diags->n; i++) {
+                _cleanup_free_ char *line = diag_format(&diags->items[i]);
+                log_msg(diags->items[i].severity == DIAG_ERROR ? LOG_ERROR : LOG_WARN, "%s", line);
+        }
+}
+
+static void apply_log_level(const ops_config *c)
+{
+        enum log_level l;
+        if (c->log_level && !log_level_is_explicit() &&
+            log_level_from_string(c->log_level, &l) == 0)
+                log_set_level(l);
+}
+
+static void sync_source(runner *r, size_t i, notify_ctx *nc)
+{
+        runner_source *rs = &r->sources[i];
+        diag_list diags = DIAG_LIST_INIT;
+        int64_t t0 = now_mono_ms();
+        int k = runner_sync(r, i, &diags);
+        ops_metrics_fetch(rs->conf->name, k >= 0 || k == -EINVAL || k == -EPERM,
+                          now_mono_ms() - t0);
+        if (nc->notifier) {
+                notify_refusal(nc, i, k, driver_last_error(rs->drv));
+                notify_conflicts(nc);
+        }
+        log_diags(&diags);
+        diag_list_release(&diags);
+        if (k < 0 && k != -EINVAL && k != -EPERM && r->n_sources == 1)
+                log_error("source: %s (retrying in %llds)", driver_last_error(rs->drv),
+                          (long long)(rs->interval_ms / 1000));
+        else if (k < 0 && k != -EINVAL && k != -EPERM)
+                log_error("source %s: %s (retrying in %llds)", rs->conf->name,
+                          driver_last_error(rs->drv), (long long)(rs->interval_ms / 1000));
+        rs->next_sync_ms = now_mono_ms() + rs->interval_ms;
+}
+
+/* SIGHUP: the new settings, or NULL when the file is invalid (the old ones stay). */
+static ops_config *reload(const runner_flags *f, const char *config, int64_t interval_ms,
+                          const ops_config *old)
+{
+        diag_list diags = DIAG_LIST_INIT;
+        ops_config *c = NULL;
+        int k = runner_settings(f, config, interval_ms, &c, &diags);
+        if (k < 0) {
+                log_diags(&diags);
+                diag_list_release(&diags);
+                log_error("SIGHUP: %s is invalid; the configuration in force stays unchanged",
+                          config ? config : "the command line");
+                return NULL;
+        }
+        diag_list_release(&diags);
+        if (!streq_ptr(c->state, old->state))
+                log_warn("SIGHUP: the state path cannot change while running; restart gitcd "
+                         "to use the new one");
+        log_info("SIGHUP: %s read; %zu source(s); polling every source now",
+                 config ? config : "configuration", c->n_sources);
+        return c;
+}
+
+static int start_http(const ops_config *c, const char *state_path, ops_http **ret)
+{
+        *ret = NULL;
+        if (!c->listen)
+                return 0;
+        ops_http_opts o = {.listen = c->listen,
+                           .tls_cert_file = c->tls_cert_file,
+                           .tls_key_file = c->tls_key_file,
+                           .token_file = c->token_file,
+                           .state_path = state_path};
+        char *err = NULL;
+        int k = ops_http_start(&o, ret, &err);
+        if (k < 0) {
+                log_error("%s", err ? err : strerror(-k));
+                free(err);
+                return k;
+        }
+        log_info("serving /metrics, /healthz and /readyz on %s://%s (port %d)%s",
+                 c->tls_cert_file ? "https" : "http", c->listen, ops_http_port(*ret),
+                 c->token_file ? " with a bearer token" : "");
+        return 0;
 }
 
 int cmd_run(int argc, char **argv)
 {
         runner_flags f = {0};
-        int64_t interval_ms = 30 * 1000;
-        enum { OPT_INTERVAL = RUNNER_OPT_LAST + 1 };
+        int64_t interval_ms = 0;
+        const char *config = NULL;
+        enum {
+                OPT_INTERVAL = RUNNER_OPT_LAST + 1,
+                OPT_CONFIG,
+                OPT_LISTEN,
+                OPT_LISTEN_TOKEN_FILE,
+                OPT_TLS_CERT,
+                OPT_TLS_KEY
+        };
         static const struct option own[] = {
             {"help", no_argument, NULL, 'h'},
             {"interval", required_argument, NULL, OPT_INTERVAL},
+            {"config", required_argument, NULL, OPT_CONFIG},
+            {"listen", required_argument, NULL, OPT_LISTEN},
+            {"listen-token-file", required_argument, NULL, OPT_LISTEN_TOKEN_FILE},
+            {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+            {"tls-key", required_argument, NULL, OPT_TLS_KEY},
         };
         _cleanup_free_ struct option *opts = runner_options(own, ARRAY_SIZE(own));
         optind = 1;
@@ -80,15 +343,42 @@ int cmd_run(int argc, char **argv)
                                 return EXIT_USAGE;
                         }
                         break;
+                case OPT_CONFIG:
+                        config = optarg;
+                        break;
+                case OPT_LISTEN:
+                        f.listen = optarg;
+                        break;
+                case OPT_LISTEN_TOKEN_FILE:
+                        f.listen_token_file = optarg;
+                        break;
+                case OPT_TLS_CERT:
+                        f.listen_tls_cert = optarg;
+                        break;
+                case OPT_TLS_KEY:
+                        f.listen_tls_key = optarg;
+                        break;
                 default:
                         usage(stderr);
                         return EXIT_USAGE;
                 }
         }
-        if (optind < argc || !f.src.url_or_path) {
+        if (!config && path_exists(OPS_CONFIG_DEFAULT_PATH))
+                config = OPS_CONFIG_DEFAULT_PATH;
+        if (optind < argc || (!f.src.url_or_path && !config)) {
                 usage(stderr);
                 return EXIT_USAGE;
         }
+
+        _cleanup_(ops_config_freep) ops_config *cfg = NULL;
+        diag_list diags = DIAG_LIST_INIT;
+        int k = runner_settings(&f, config, interval_ms, &cfg, &diags);
+        diag_sort(&diags);
+        diag_print(&diags, stderr);
+        diag_list_release(&diags);
+        if (k < 0)
+                return EXIT_FAIL;
+        apply_log_level(cfg);
 
         struct sigaction sa = {0};
         sa.sa_handler = on_signal;
@@ -98,52 +388,94 @@ int cmd_run(int argc, char **argv)
         sigaction(SIGHUP, &sa, NULL);
 
         runner r;
-        if (runner_open(&f, progress, NULL, &r) < 0)
+        notify_ctx nc = {.r = &r};
+        if (runner_open_config(cfg, progress, &nc, &r) < 0)
                 return EXIT_FAIL;
-        log_info("gitcd %s running: source %s, state %s, polling every %llds", GITCD_VERSION,
-                 source_display_url(r.src), r.state_path, (long long)(interval_ms / 1000));
+        if (ops_config_has_notifications(cfg) &&
+            ops_notifier_start(r.state_path, cfg, &nc.notifier) < 0)
+                log_error("notifications: cannot start the sender; none will be sent");
+        ops_http *http = NULL;
+        if (start_http(cfg, r.state_path, &http) < 0) {
+                runner_close(&r);
+                return EXIT_FAIL;
+        }
+        if (r.n_sources == 1)
+                log_info("gitcd %s running: source %s, state %s, polling every %llds",
+                         GITCD_VERSION, source_display_url(r.src), r.state_path,
+                         (long long)(r.sources[0].interval_ms / 1000));
+        else
+                log_info("gitcd %s running: %zu sources (%s), state %s", GITCD_VERSION, r.n_sources,
+                         config, r.state_path);
 
-        int64_t next_sync = 0;
         while (!got_term) {
                 service_notify_watchdog();
                 if (got_hup) {
                         got_hup = 0;
-                        log_info("SIGHUP: re-reading configuration files and polling the source");
-                        if (runner_reopen(&f, progress, NULL, &r) < 0)
-                                return EXIT_FAIL;
-                        next_sync = 0;
-                }
-                int64_t now = now_mono_ms();
-                if (now >= next_sync) {
-                        diag_list diags = DIAG_LIST_INIT;
-                        int k = driver_sync(r.drv, &diags);
-                        diag_sort(&diags);
-                        for (size_t i = 0; i < diags.n; i++) {
-                                _cleanup_free_ char *line = diag_format(&diags.items[i]);
-                                log_msg(diags.items[i].severity == DIAG_ERROR ? LOG_ERROR
-                                                                              : LOG_WARN,
-                                        "%s", line);
+                        ops_config *fresh = reload(&f, config, interval_ms, cfg);
+                        if (fresh) {
+                                apply_log_level(fresh);
+                                notify_forget_sources(&nc);
+                                k = runner_reopen(fresh, progress, &nc, &r);
+                                if (k < 0) {
+                                        /* Valid, but it cannot be opened: the old settings stay. */
+                                        log_error("SIGHUP: %s cannot be put in force; the "
+                                                  "configuration in force stays unchanged",
+                                                  config ? config : "the configuration");
+                                        ops_config_free(fresh);
+                                        fresh = NULL;
+                                }
                         }
-                        diag_list_release(&diags);
-                        if (k < 0 && k != -EINVAL && k != -EPERM)
-                                log_error("source: %s (retrying in %llds)",
-                                          driver_last_error(r.drv),
-                                          (long long)(interval_ms / 1000));
-                        next_sync = now_mono_ms() + interval_ms;
+                        if (fresh) {
+                                if (!nc.notifier && ops_config_has_notifications(fresh) &&
+                                    ops_notifier_start(r.state_path, fresh, &nc.notifier) < 0)
+                                        log_error("notifications: cannot start the sender");
+                                ops_notifier_configure(nc.notifier, fresh);
+                                /* The endpoints restart with the new address, TLS and token. */
+                                ops_http_stop(http);
+                                http = NULL;
+                                if (k >= 0 && start_http(fresh, r.state_path, &http) < 0)
+                                        log_error("SIGHUP: the HTTP endpoints stay down until "
+                                                  "the next reload");
+                                ops_config_free(cfg);
+                                cfg = fresh;
+                        } else {
+                                k = runner_reopen(cfg, progress, &nc, &r);
+                        }
+                        if (k < 0) {
+                                runner_close(&r);
+                                ops_http_stop(http);
+                                ops_notifier_stop(nc.notifier);
+                                notify_ctx_release(&nc);
+                                return EXIT_FAIL;
+                        }
                 }
-                driver_summary sum = {0};
-                (void)driver_step(r.drv, &sum);
+                for (size_t i = 0; i < r.n_sources; i++)
+                        if (now_mono_ms() >= r.sources[i].next_sync_ms && !got_term)
+                                sync_source(&r, i, &nc);
+                int64_t w = 1000;
+                for (size_t i = 0; i < r.n_sources && !got_term; i++) {
+                        driver_summary sum = {0};
+                        (void)driver_step(r.sources[i].drv, &sum);
+                        if (sum.waiting)
+                                w = MIN(w, (int64_t)sum.wait_ms);
+                        w = MIN(w, r.sources[i].next_sync_ms - now_mono_ms());
+                }
                 service_notify_ready();
                 if (got_term)
                         break;
-                int64_t until_sync = next_sync - now_mono_ms();
-                int64_t w = sum.waiting ? sum.wait_ms : until_sync;
-                w = MIN(w, until_sync);
-                if (w > 0)
-                        (void)r.target->ops->wait_event(r.target, (int)MIN(w, (int64_t)1000));
+                if (w > 0) {
+                        /* Several targets: wait on the first, look at the others at once. */
+                        (void)r.target->ops->wait_event(r.target, (int)w);
+                        for (size_t i = 0; i < ARRAY_SIZE(r.targets); i++)
+                                if (r.targets[i] && r.targets[i] != r.target)
+                                        (void)r.targets[i]->ops->wait_event(r.targets[i], 0);
+                }
         }
         service_notify_stopping();
         log_info("stopping; members keep running");
+        ops_http_stop(http);
+        ops_notifier_stop(nc.notifier);
+        notify_ctx_release(&nc);
         runner_close(&r);
         return EXIT_OK;
 }

@@ -1,7 +1,16 @@
 /*
- * Shared set-up for the commands that reconcile: flags, then the lock on
- * the state directory, state store, target, source and driver, each failure
- * reported once with what to do.
+ * Shared set-up for the commands that reconcile: flags (and for the daemon
+ * its configuration file), then the lock on the state directory, state
+ * store, targets, sources and their drivers, each failure reported once with
+ * what to do.
+ *
+ * Several sources feed one state store, each through a driver of its own.
+ * Which source may act on a cluster is decided here (driver_claim_fn): the
+ * one whose revision defines it. A cluster two sources define is a
+ * conflict: reported once, and neither source acts on it until one of them
+ * stops defining it (a new revision, or SIGHUP). No source orphans a
+ * cluster another source defines, nor anything before every source has
+ * been read once.
  */
 #include <assert.h>
 #include <errno.h>
@@ -14,9 +23,12 @@
 #include "cli/cli.h"
 #include "cli/runner.h"
 #include "kube/kubeconfig.h"
+#include "ops/metrics.h"
 #include "targets/kubernetes.h"
 #include "targets/local.h"
 #include "util/fs.h"
+#include "util/log.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 const struct option runner_long_options[] = {
@@ -169,9 +181,9 @@ static char *default_known_hosts(void)
         return home ? xasprintf("%s/.ssh/known_hosts", home) : NULL;
 }
 
-static int open_local(const runner_flags *f, const char *state_dir, target **ret)
+static int open_local(const ops_config *c, const char *state_dir, target **ret)
 {
-        local_target_opts lo = {.state_dir = state_dir, .etcd_dir = f->etcd_dir};
+        local_target_opts lo = {.state_dir = state_dir, .etcd_dir = c->etcd_dir};
         int k = local_target_new(&lo, ret);
         if (k < 0)
                 fprintf(stderr, "gitcd: cannot set up the local target in %s: %s\n", state_dir,
@@ -183,11 +195,11 @@ static int open_local(const runner_flags *f, const char *state_dir, target **ret
  * The kubernetes target: --kubeconfig (and --context), else the in-cluster
  * configuration inside a Pod, else $KUBECONFIG or ~/.kube/config.
  */
-static int open_kubernetes(const runner_flags *f, const char *state_dir, target **ret)
+static int open_kubernetes(const ops_config *c, const char *state_dir, target **ret)
 {
         kube_config *cfg = NULL;
         char *err = NULL;
-        int k = kube_config_resolve(f->kubeconfig, f->kube_context, &cfg, &err);
+        int k = kube_config_resolve(c->kubeconfig, c->kube_context, &cfg, &err);
         if (k < 0) {
                 fprintf(stderr, "gitcd: cannot load the Kubernetes configuration: %s\n",
                         err ? err : strerror(-k));
@@ -200,7 +212,7 @@ static int open_kubernetes(const runner_flags *f, const char *state_dir, target 
                         "API server's certificate is not checked\n",
                         cfg->server, cfg->source);
         kubernetes_target_opts ko = {
-            .config = cfg, .state_dir = state_dir, .cluster_domain = f->cluster_domain};
+            .config = cfg, .state_dir = state_dir, .cluster_domain = c->cluster_domain};
         k = kubernetes_target_new(&ko, ret);
         if (k < 0)
                 fprintf(stderr, "gitcd: cannot set up the kubernetes target for %s: %s\n",
@@ -209,27 +221,140 @@ static int open_kubernetes(const runner_flags *f, const char *state_dir, target 
         return k;
 }
 
-static int check_flags(const runner_flags *f)
+static const char *source_target(const ops_config *c, const ops_source *s)
 {
-        if (isempty(f->src.url_or_path)) {
+        return s->target ? s->target : c->target ? c->target : "local";
+}
+
+static int check_settings(const ops_config *c)
+{
+        if (c->n_sources == 0) {
                 fprintf(stderr, "gitcd: --source is required\n");
                 return -EINVAL;
         }
-        if (f->target && !streq(f->target, "local") && !streq(f->target, "kubernetes")) {
+        if (c->target && !streq(c->target, "local") && !streq(c->target, "kubernetes")) {
                 fprintf(stderr, "gitcd: unknown target '%s' (available: local, kubernetes)\n",
-                        f->target);
+                        c->target);
                 return -EINVAL;
         }
-        bool kube = f->target && streq(f->target, "kubernetes");
-        if (!kube && (f->kubeconfig || f->kube_context || f->cluster_domain)) {
+        bool kube = false;
+        for (size_t i = 0; i < c->n_sources; i++) {
+                const ops_source *s = &c->sources[i];
+                kube = kube || streq(source_target(c, s), "kubernetes");
+                if (isempty(s->src.url_or_path)) {
+                        fprintf(stderr, "gitcd: source %s has no url\n", s->name);
+                        return -EINVAL;
+                }
+                if (s->src.verify_signatures && isempty(s->src.allowed_signers_path)) {
+                        fprintf(stderr,
+                                "gitcd: --verify-signatures needs --allowed-signers FILE\n");
+                        return -EINVAL;
+                }
+        }
+        if (!kube && (c->kubeconfig || c->kube_context || c->cluster_domain)) {
                 fprintf(stderr, "gitcd: --kubeconfig, --context and --cluster-domain need "
                                 "--target kubernetes\n");
                 return -EINVAL;
         }
-        if (f->src.verify_signatures && isempty(f->src.allowed_signers_path)) {
-                fprintf(stderr, "gitcd: --verify-signatures needs --allowed-signers FILE\n");
+        return 0;
+}
+
+/* Whether any source flag other than --source was given. */
+static bool source_flags_given(const source_opts *o)
+{
+        return o->ref || o->subpath || o->ssh_key_path || o->ssh_key_passphrase_file ||
+               o->ssh_key_passphrase_env || o->use_ssh_agent || o->known_hosts_path ||
+               o->https_ca_file || o->https_token_file || o->https_token_env || o->https_username ||
+               o->verify_signatures || o->allowed_signers_path || o->allow_rollback;
+}
+
+/* Flags given on the command line amend a source of the file. */
+static void amend_source(source_opts *dst, const source_opts *o)
+{
+#define AMEND(field)                                                                               \
+        if (o->field)                                                                              \
+        dst->field = o->field
+        AMEND(ref);
+        AMEND(subpath);
+        AMEND(ssh_key_path);
+        AMEND(ssh_key_passphrase_file);
+        AMEND(ssh_key_passphrase_env);
+        AMEND(use_ssh_agent);
+        AMEND(known_hosts_path);
+        AMEND(https_ca_file);
+        AMEND(https_token_file);
+        AMEND(https_token_env);
+        AMEND(https_username);
+        AMEND(verify_signatures);
+        AMEND(allowed_signers_path);
+        AMEND(allow_rollback);
+#undef AMEND
+}
+
+int runner_settings(const runner_flags *f, const char *config, int64_t interval_ms,
+                    ops_config **ret, diag_list *diags)
+{
+        _cleanup_(ops_config_freep) ops_config *c = NULL;
+        if (config) {
+                int k = ops_config_load(config, &c, diags);
+                if (k < 0)
+                        return k;
+        } else {
+                c = ops_config_new();
+        }
+        if (f->src.url_or_path) {
+                free(c->sources);
+                c->sources = XNEW(ops_source);
+                c->n_sources = 1;
+                c->sources[0].name = "default";
+                c->sources[0].src = f->src;
+        } else if (source_flags_given(&f->src)) {
+                if (c->n_sources != 1) {
+                        fprintf(stderr, "gitcd: source flags such as --ref need --source when "
+                                        "the configuration has several sources\n");
+                        return -EINVAL;
+                }
+                amend_source(&c->sources[0].src, &f->src);
+        }
+        if (f->state)
+                c->state = f->state;
+        if (f->target)
+                c->target = f->target;
+        if (f->kubeconfig)
+                c->kubeconfig = f->kubeconfig;
+        if (f->kube_context)
+                c->kube_context = f->kube_context;
+        if (f->cluster_domain)
+                c->cluster_domain = f->cluster_domain;
+        if (f->etcd_dir)
+                c->etcd_dir = f->etcd_dir;
+        if (f->cache_dir)
+                c->cache_dir = f->cache_dir;
+        if (f->prune)
+                c->prune = true;
+        if (interval_ms > 0)
+                c->interval_ms = interval_ms;
+        if (f->listen)
+                c->listen = f->listen;
+        if (f->listen_token_file)
+                c->token_file = f->listen_token_file;
+        if (f->listen_tls_cert)
+                c->tls_cert_file = f->listen_tls_cert;
+        if (f->listen_tls_key)
+                c->tls_key_file = f->listen_tls_key;
+        if (!c->tls_cert_file != !c->tls_key_file) {
+                fprintf(stderr, "gitcd: --tls-cert and --tls-key go together\n");
                 return -EINVAL;
         }
+        if (c->interval_ms <= 0)
+                c->interval_ms = 30 * 1000;
+        for (size_t i = 0; i < c->n_sources; i++)
+                if (c->sources[i].interval_ms <= 0)
+                        c->sources[i].interval_ms = c->interval_ms;
+        int k = check_settings(c);
+        if (k < 0)
+                return k;
+        *ret = TAKE_PTR(c);
         return 0;
 }
 
@@ -267,54 +392,167 @@ static int lock_state(runner *r)
         return k;
 }
 
-/* Everything but the lock: the state store, the target, the source and the driver. */
-static int open_parts(const runner_flags *f, driver_progress_fn progress, void *userdata, runner *r)
+static bool list_has(char *const *l, size_t n, const char *s)
 {
-        bool kube = f->target && streq(f->target, "kubernetes");
+        for (size_t i = 0; i < n; i++)
+                if (streq(l[i], s))
+                        return true;
+        return false;
+}
+
+static void list_add(char ***l, size_t *n, const char *s)
+{
+        *l = xrealloc(*l, (*n + 1) * sizeof(char *));
+        (*l)[(*n)++] = xstrdup(s);
+}
+
+static void list_free(char ***l, size_t *n)
+{
+        for (size_t i = 0; i < *n; i++)
+                free((*l)[i]);
+        free(*l);
+        *l = NULL;
+        *n = 0;
+}
+
+/* Another source than `self` defines the cluster. */
+static const runner_source *other_definer(const runner *r, size_t self, const char *cluster)
+{
+        for (size_t i = 0; i < r->n_sources; i++)
+                if (i != self && list_has(r->sources[i].defines, r->sources[i].n_defines, cluster))
+                        return &r->sources[i];
+        return NULL;
+}
+
+static void report_conflict(runner *r, const char *cluster, const runner_source *a,
+                            const runner_source *b)
+{
+        if (list_has(r->conflicts, r->n_conflicts, cluster))
+                return;
+        list_add(&r->conflicts, &r->n_conflicts, cluster);
+        log_error("%s: defined by two sources, %s and %s; refused until only one defines it",
+                  cluster, a->conf->name, b->conf->name);
+        _cleanup_free_ char *why =
+            xasprintf("defined by sources %s and %s", a->conf->name, b->conf->name);
+        state_audit_event ev = {.time_ms = now_wall_ms(),
+                                .cluster = (char *)cluster,
+                                .action = "cluster.conflict",
+                                .reason = why,
+                                .outcome = "rejected"};
+        (void)state_audit_append(r->db, &ev, NULL);
+}
+
+static bool claim(const char *cluster, driver_claim what, void *userdata)
+{
+        runner_source *self = userdata;
+        runner *r = self->owner;
+        size_t index = (size_t)(self - r->sources);
+        const runner_source *other = other_definer(r, index, cluster);
+        switch (what) {
+        case DRIVER_CLAIM_DEFINE:
+                list_add(&self->pending, &self->n_pending, cluster);
+                if (other)
+                        report_conflict(r, cluster, other, self);
+                return !other;
+        case DRIVER_CLAIM_PASS:
+                if (other)
+                        report_conflict(r, cluster, self, other);
+                return !other;
+        case DRIVER_CLAIM_ORPHAN:
+                for (size_t i = 0; i < r->n_sources; i++)
+                        if (!r->sources[i].synced && i != index)
+                                return false;
+                return !other;
+        }
+        return false;
+}
+
+/* Everything but the lock: the state store, the targets, the sources and their drivers. */
+static int open_parts(const ops_config *c, driver_progress_fn progress, void *userdata, runner *r)
+{
         int k = state_open(r->state_path, STATE_OPEN_READ_WRITE, &r->db);
         if (k < 0) {
                 fprintf(stderr, "gitcd: %s\n", state_last_error());
                 return k;
         }
-        k = kube ? open_kubernetes(f, r->state_dir, &r->target)
-                 : open_local(f, r->state_dir, &r->target);
-        if (k < 0)
-                return k;
-        source_opts so = f->src;
-        _cleanup_free_ char *cache =
-            f->cache_dir ? xstrdup(f->cache_dir) : path_join(r->state_dir, "cache");
-        so.cache_dir = cache;
-        _cleanup_free_ char *kh = NULL;
-        if (!so.known_hosts_path) {
-                kh = default_known_hosts();
-                so.known_hosts_path = kh;
+        r->sources = xcalloc(c->n_sources, sizeof(runner_source));
+        r->n_sources = c->n_sources;
+        for (size_t i = 0; i < c->n_sources; i++) {
+                runner_source *rs = &r->sources[i];
+                rs->conf = &c->sources[i];
+                rs->interval_ms = rs->conf->interval_ms > 0 ? rs->conf->interval_ms : 30000;
+                bool kube = streq(source_target(c, rs->conf), "kubernetes");
+                target **t = &r->targets[kube ? 1 : 0];
+                if (!*t) {
+                        k = kube ? open_kubernetes(c, r->state_dir, t)
+                                 : open_local(c, r->state_dir, t);
+                        if (k < 0)
+                                return k;
+                }
+                rs->target = *t;
+                source_opts so = rs->conf->src;
+                _cleanup_free_ char *cache =
+                    c->cache_dir ? xstrdup(c->cache_dir) : path_join(r->state_dir, "cache");
+                so.cache_dir = cache;
+                _cleanup_free_ char *kh = NULL;
+                if (!so.known_hosts_path) {
+                        kh = default_known_hosts();
+                        so.known_hosts_path = kh;
+                }
+                char *err = NULL;
+                k = source_open(&so, &rs->src, &err);
+                if (k < 0) {
+                        if (c->n_sources > 1)
+                                fprintf(stderr, "gitcd: source %s: %s\n", rs->conf->name,
+                                        err ? err : strerror(-k));
+                        else
+                                fprintf(stderr, "gitcd: %s\n", err ? err : strerror(-k));
+                        free(err);
+                        return k;
+                }
+                rs->owner = r;
+                driver_opts dopts = {.db = r->db,
+                                     .target = rs->target,
+                                     .src = rs->src,
+                                     .prune = c->prune,
+                                     .progress = progress,
+                                     .userdata = userdata,
+                                     .pass_done = ops_metrics_pass,
+                                     .claim = c->n_sources > 1 ? claim : NULL,
+                                     .claim_userdata = rs};
+                k = driver_new(&dopts, &rs->drv);
+                if (k < 0) {
+                        fprintf(stderr, "gitcd: %s\n", strerror(-k));
+                        return k;
+                }
         }
-        char *err = NULL;
-        k = source_open(&so, &r->src, &err);
-        if (k < 0) {
-                fprintf(stderr, "gitcd: %s\n", err ? err : strerror(-k));
-                free(err);
-                return k;
-        }
-        driver_opts dopts = {.db = r->db,
-                             .target = r->target,
-                             .src = r->src,
-                             .prune = f->prune,
-                             .progress = progress,
-                             .userdata = userdata};
-        k = driver_new(&dopts, &r->drv);
-        if (k < 0) {
-                fprintf(stderr, "gitcd: %s\n", strerror(-k));
-                return k;
-        }
+        _cleanup_free_ const char **names = xcalloc(c->n_sources, sizeof(char *));
+        for (size_t i = 0; i < c->n_sources; i++)
+                names[i] = c->sources[i].name;
+        ops_metrics_set_sources(names, c->n_sources);
+        r->target = r->sources[0].target;
+        r->src = r->sources[0].src;
+        r->drv = r->sources[0].drv;
         return 0;
 }
 
 static void close_parts(runner *r)
 {
-        driver_free(r->drv);
-        source_free(r->src);
-        target_free(r->target);
+        for (size_t i = 0; i < r->n_sources; i++) {
+                runner_source *rs = &r->sources[i];
+                driver_free(rs->drv);
+                source_free(rs->src);
+                list_free(&rs->defines, &rs->n_defines);
+                list_free(&rs->pending, &rs->n_pending);
+        }
+        free(r->sources);
+        r->sources = NULL;
+        r->n_sources = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(r->targets); i++) {
+                target_free(r->targets[i]);
+                r->targets[i] = NULL;
+        }
+        list_free(&r->conflicts, &r->n_conflicts);
         state_close(r->db);
         r->drv = NULL;
         r->src = NULL;
@@ -322,14 +560,56 @@ static void close_parts(runner *r)
         r->db = NULL;
 }
 
-int runner_open(const runner_flags *f, driver_progress_fn progress, void *userdata, runner *r)
+int runner_sync(runner *r, size_t i, diag_list *diags)
+{
+        assert(i < r->n_sources);
+        runner_source *rs = &r->sources[i];
+        list_free(&rs->pending, &rs->n_pending);
+        int k = driver_sync(rs->drv, diags);
+        if (k == 1 || k == -EINVAL) {
+                list_free(&rs->defines, &rs->n_defines);
+                rs->defines = TAKE_PTR(rs->pending);
+                rs->n_defines = rs->n_pending;
+                rs->n_pending = 0;
+                rs->synced = true;
+                /* A conflict no source has any more is reported again if it comes back. */
+                for (size_t j = 0; j < r->n_conflicts;) {
+                        const char *cl = r->conflicts[j];
+                        size_t n = 0;
+                        for (size_t s = 0; s < r->n_sources; s++)
+                                n += list_has(r->sources[s].defines, r->sources[s].n_defines, cl);
+                        if (n < 2) {
+                                free(r->conflicts[j]);
+                                r->conflicts[j] = r->conflicts[--r->n_conflicts];
+                        } else {
+                                j++;
+                        }
+                }
+        } else if (k == 0) {
+                rs->synced = true;
+        }
+        list_free(&rs->pending, &rs->n_pending);
+        return k;
+}
+
+const runner_source *runner_source_for(const runner *r, const char *cluster)
+{
+        if (r->n_sources == 1)
+                return &r->sources[0];
+        for (size_t i = 0; i < r->n_sources; i++)
+                if (list_has(r->sources[i].defines, r->sources[i].n_defines, cluster))
+                        return &r->sources[i];
+        return NULL;
+}
+
+int runner_open_config(const ops_config *c, driver_progress_fn progress, void *userdata, runner *r)
 {
         memset(r, 0, sizeof(*r));
         r->lock_fd = -1;
-        int k = check_flags(f);
+        int k = check_settings(c);
         if (k < 0)
                 return k;
-        r->state_path = cli_state_path(f->state);
+        r->state_path = cli_state_path(c->state);
         _cleanup_free_ char *copy = xstrdup(r->state_path);
         r->state_dir = xstrdup(dirname(copy));
         k = lock_state(r);
@@ -343,19 +623,39 @@ int runner_open(const runner_flags *f, driver_progress_fn progress, void *userda
                 free(r->state_dir);
                 r->state_dir = abs;
         }
-        k = open_parts(f, progress, userdata, r);
+        k = open_parts(c, progress, userdata, r);
         if (k < 0)
                 runner_close(r);
         return k;
 }
 
-int runner_reopen(const runner_flags *f, driver_progress_fn progress, void *userdata, runner *r)
+int runner_open(const runner_flags *f, driver_progress_fn progress, void *userdata, runner *r)
+{
+        ops_config *c = NULL;
+        diag_list diags = DIAG_LIST_INIT;
+        int k = runner_settings(f, NULL, 0, &c, &diags);
+        diag_list_release(&diags);
+        if (k < 0) {
+                memset(r, 0, sizeof(*r));
+                r->lock_fd = -1;
+                return k;
+        }
+        k = runner_open_config(c, progress, userdata, r);
+        if (k < 0) {
+                ops_config_free(c);
+                return k;
+        }
+        r->own_cfg = c;
+        return 0;
+}
+
+int runner_reopen(const ops_config *c, driver_progress_fn progress, void *userdata, runner *r)
 {
         assert(r->lock_fd >= 0);
         close_parts(r);
-        int k = open_parts(f, progress, userdata, r);
+        int k = open_parts(c, progress, userdata, r);
         if (k < 0)
-                runner_close(r);
+                close_parts(r);
         return k;
 }
 
@@ -366,6 +666,7 @@ void runner_close(runner *r)
                 close(r->lock_fd);
         free(r->state_path);
         free(r->state_dir);
+        ops_config_free(r->own_cfg);
         memset(r, 0, sizeof(*r));
         r->lock_fd = -1;
 }

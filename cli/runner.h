@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <stdbool.h>
 
+#include "ops/config.h"
 #include "reconciler/driver.h"
 #include "sources/source.h"
 #include "state/state.h"
@@ -23,6 +24,11 @@ typedef struct runner_flags {
         const char *etcd_dir;       /* --etcd-dir */
         const char *cache_dir;      /* --cache-dir */
         bool prune;
+        /* gitcd run only */
+        const char *listen;            /* --listen host:port */
+        const char *listen_token_file; /* --listen-token-file */
+        const char *listen_tls_cert;   /* --tls-cert */
+        const char *listen_tls_key;    /* --tls-key */
 } runner_flags;
 
 /* getopt_long option ids shared by the commands (values above 1000). */
@@ -72,15 +78,48 @@ bool runner_flag(runner_flags *f, int opt, const char *arg);
 /* The lock file apply and run hold in the state directory (see runner_open). */
 #define RUNNER_LOCK_FILE "gitcd.lock"
 
+/* One source of the daemon, with its own driver. */
+typedef struct runner_source {
+        struct runner *owner;
+        const ops_source *conf;
+        source *src;
+        driver *drv;
+        target *target;       /* borrowed from the runner */
+        int64_t interval_ms;  /* how often run polls it */
+        int64_t next_sync_ms; /* monotonic; 0: at once */
+        bool synced;          /* a revision was taken in */
+        char **defines;       /* clusters its current revision defines */
+        size_t n_defines;
+        char **pending; /* while driver_sync runs */
+        size_t n_pending;
+} runner_source;
+
 typedef struct runner {
         int lock_fd; /* holds RUNNER_LOCK_FILE; -1 when closed */
         state_db *db;
+        target *targets[2]; /* local, kubernetes: opened when a source needs it */
+        runner_source *sources;
+        size_t n_sources;
+        /* The first source's, for the commands that take one (apply). */
         target *target;
         source *src;
         driver *drv;
         char *state_path;
         char *state_dir;
+        ops_config *own_cfg; /* built from flags by runner_open */
+        char **conflicts;    /* clusters defined by two sources, reported once */
+        size_t n_conflicts;
 } runner;
+
+/*
+ * The daemon's settings: the configuration file (when `config` is not NULL)
+ * with the flags on top. A --source on the command line replaces the file's
+ * sources with that one; other source flags amend the file's source when it
+ * has exactly one. Problems in the file are diagnostics; a bad combination
+ * of flags is printed. -EINVAL on either.
+ */
+int runner_settings(const runner_flags *f, const char *config, int64_t interval_ms,
+                    ops_config **ret, diag_list *diags);
 
 /*
  * Take the exclusive lock on the state directory, then open the state
@@ -89,10 +128,22 @@ typedef struct runner {
  * ("another gitcd (pid N) holds DIR").
  */
 int runner_open(const runner_flags *f, driver_progress_fn progress, void *userdata, runner *ret);
+/* The same from settings (runner_settings), which must outlive the runner. */
+int runner_open_config(const ops_config *cfg, driver_progress_fn progress, void *userdata,
+                       runner *ret);
 /*
- * Close and open again everything but the lock (gitcd run on SIGHUP), so no
- * other process can slip in between. On failure r is closed, lock included.
+ * Close and open again everything but the lock (gitcd run on SIGHUP, with
+ * the settings just read), so no other process can slip in between. The
+ * state path stays the one opened first. On failure everything but the
+ * lock is closed: open again (with other settings) or runner_close().
  */
-int runner_reopen(const runner_flags *f, driver_progress_fn progress, void *userdata, runner *r);
+int runner_reopen(const ops_config *cfg, driver_progress_fn progress, void *userdata, runner *r);
+/*
+ * driver_sync() for source i, keeping track of which clusters each source
+ * defines (the conflicts between sources). Returns what driver_sync does.
+ */
+int runner_sync(runner *r, size_t i, diag_list *diags);
+/* The source that defines a cluster (the only one when there is one), or NULL. */
+const runner_source *runner_source_for(const runner *r, const char *cluster);
 /* Close everything and release the lock. */
 void runner_close(runner *r);

@@ -253,6 +253,9 @@ int driver_sync(driver *d, diag_list *diags)
                         }
                 if (dup)
                         continue;
+                if (d->opts.claim &&
+                    !d->opts.claim(id, DRIVER_CLAIM_DEFINE, d->opts.claim_userdata))
+                        continue;
                 k = reconciler_offer(d->rec, set.items[i], &origin);
                 if (k < 0) {
                         log_error("%s: cannot record the desired spec: %s", id, state_last_error());
@@ -266,7 +269,9 @@ int driver_sync(driver *d, diag_list *diags)
                 size_t n = 0;
                 if (reconciler_orphans(d->rec, &set, &orphans, &n) >= 0) {
                         for (size_t i = 0; i < n; i++) {
-                                report_orphan(d, orphans[i], rev);
+                                if (!d->opts.claim || d->opts.claim(orphans[i], DRIVER_CLAIM_ORPHAN,
+                                                                    d->opts.claim_userdata))
+                                        report_orphan(d, orphans[i], rev);
                                 free(orphans[i]);
                         }
                         free(orphans);
@@ -284,8 +289,14 @@ int driver_step(driver *d, driver_summary *ret)
         for (size_t i = 0; i < d->n_clusters; i++) {
                 pass_result res = {0};
                 int k = 0;
+                if (d->opts.claim &&
+                    !d->opts.claim(d->clusters[i], DRIVER_CLAIM_PASS, d->opts.claim_userdata))
+                        continue;
                 for (int n = 0; n < MAX_PASSES_PER_STEP; n++) {
+                        int64_t t0 = now_mono_ms();
                         k = reconciler_pass(d->rec, d->clusters[i], &res);
+                        if (k >= 0 && d->opts.pass_done)
+                                d->opts.pass_done(d->clusters[i], &res, now_mono_ms() - t0);
                         if (k < 0 || res.outcome != PASS_PROGRESSED)
                                 break;
                         if (d->opts.progress)

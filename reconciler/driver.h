@@ -22,6 +22,20 @@ typedef struct driver driver;
 /* Called after every pass that did something or changed what it waits for. */
 typedef void (*driver_progress_fn)(const char *cluster, const pass_result *res, void *userdata);
 
+/*
+ * When several sources feed one state (gitcd run --config), the daemon
+ * decides which source may act on a cluster: DEFINE when a revision of this
+ * source defines it (false: not offered), PASS before each pass (false:
+ * skipped), ORPHAN before orphaning or pruning one this source no longer
+ * defines (false: left alone, another source has it).
+ */
+typedef enum driver_claim {
+        DRIVER_CLAIM_DEFINE,
+        DRIVER_CLAIM_PASS,
+        DRIVER_CLAIM_ORPHAN
+} driver_claim;
+typedef bool (*driver_claim_fn)(const char *cluster, driver_claim what, void *userdata);
+
 typedef struct driver_opts {
         state_db *db;   /* required */
         target *target; /* required */
@@ -29,6 +43,10 @@ typedef struct driver_opts {
         bool prune;     /* stop members of clusters removed from the source (data kept) */
         driver_progress_fn progress;
         void *userdata;
+        /* Called after every pass that ran, with how long it took (metrics). */
+        void (*pass_done)(const char *cluster, const pass_result *res, int64_t duration_ms);
+        driver_claim_fn claim; /* NULL: this source owns every cluster */
+        void *claim_userdata;
 } driver_opts;
 
 int driver_new(const driver_opts *opts, driver **ret);

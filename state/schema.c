@@ -182,6 +182,26 @@ const char *const state_migrations[] = {
     "WHERE runtime IS NOT NULL AND json_valid(runtime);\n"
     "UPDATE members SET initialized = 1 WHERE member_id IS NOT NULL AND state IN\n"
     "  ('starting', 'ready', 'stopped', 'crashed', 'crash-loop', 'data-lost');\n",
+
+    /* 8: the queue of outgoing notifications (notify-queue.c) */
+    "CREATE TABLE notifications (\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  webhook TEXT NOT NULL,\n"
+    "  url TEXT NOT NULL,\n"
+    "  event TEXT NOT NULL,\n"
+    "  cluster TEXT,\n"
+    "  severity TEXT NOT NULL,\n"
+    "  payload TEXT NOT NULL,\n"
+    "  created_ms INTEGER NOT NULL,\n"
+    "  expires_ms INTEGER NOT NULL,\n"
+    "  next_attempt_ms INTEGER NOT NULL,\n"
+    "  attempts INTEGER NOT NULL DEFAULT 0,\n"
+    "  last_error TEXT,\n"
+    "  delivered_ms INTEGER,\n"
+    "  expired_ms INTEGER\n"
+    ");\n"
+    "CREATE INDEX notifications_pending ON notifications (next_attempt_ms)\n"
+    "  WHERE delivered_ms IS NULL AND expired_ms IS NULL;\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

@@ -1,0 +1,530 @@
+/*
+ * The daemon configuration file, read through the project's one YAML loader
+ * (api/yaml.h) so every problem points at file:line:col like a spec does.
+ *
+ * Decisions: keys are camelCase like the EtcdCluster specs; an unknown key
+ * is an error (a misspelt "verifySignatures" must not silently turn signature
+ * checks off); every problem in the file is reported, not just the first.
+ * Secrets are never in the file itself: credentials, tokens and webhook
+ * secrets are named by the files that hold them. The parsed form only holds
+ * strings owned by the ops_config, so a reload builds a complete new one and
+ * swaps it in, or keeps the old one whole.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/yaml.h"
+#include "ops/config.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+ops_config *ops_config_new(void)
+{
+        return XNEW(ops_config);
+}
+
+const char *ops_config_strdup(ops_config *cfg, const char *s)
+{
+        if (!s)
+                return NULL;
+        cfg->owned = xrealloc(cfg->owned, (cfg->n_owned + 1) * sizeof(char *));
+        cfg->owned[cfg->n_owned] = xstrdup(s);
+        return cfg->owned[cfg->n_owned++];
+}
+
+void ops_config_free(ops_config *cfg)
+{
+        if (!cfg)
+                return;
+        for (size_t i = 0; i < cfg->n_owned; i++)
+                free(cfg->owned[i]);
+        free(cfg->owned);
+        for (size_t i = 0; i < cfg->n_webhooks; i++)
+                free(cfg->webhooks[i].clusters);
+        free(cfg->webhooks);
+        free(cfg->sources);
+        free(cfg->file);
+        free(cfg);
+}
+
+static const char *const severity_names[] = {"info", "warning", "critical"};
+
+const char *ops_severity_name(ops_severity s)
+{
+        assert(s <= OPS_SEV_CRITICAL);
+        return severity_names[s];
+}
+
+int ops_severity_from_string(const char *s, ops_severity *ret)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(severity_names); i++)
+                if (s && streq(s, severity_names[i])) {
+                        *ret = (ops_severity)i;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+typedef struct parser {
+        ops_config *cfg;
+        const char *file;
+        diag_list *diags;
+} parser;
+
+static void err(parser *p, const ynode *n, const char *fmt, ...) _printf_(3, 4);
+static void err(parser *p, const ynode *n, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *msg = xvasprintf(fmt, ap);
+        va_end(ap);
+        diag_add(p->diags, DIAG_ERROR, p->file, n ? n->line : 0, n ? n->col : 0, "%s", msg);
+}
+
+static bool want_map(parser *p, const ynode *n, const char *what)
+{
+        if (n->kind == YNODE_MAP)
+                return true;
+        err(p, n, "%s must be a mapping, not %s", what, ynode_type_name(n));
+        return false;
+}
+
+static const char *str(parser *p, const ynode *n, const char *key)
+{
+        if (n->kind != YNODE_SCALAR || ynode_is_null(n) || n->len == 0) {
+                err(p, n, "%s must be a non-empty string, not %s", key, ynode_type_name(n));
+                return NULL;
+        }
+        if (strlen(n->str) != n->len) {
+                err(p, n, "%s contains a NUL byte", key);
+                return NULL;
+        }
+        return ops_config_strdup(p->cfg, n->str);
+}
+
+static bool boolean(parser *p, const ynode *n, const char *key)
+{
+        if (n->kind == YNODE_SCALAR && !n->quoted &&
+            (streq(n->str, "true") || streq(n->str, "false")))
+                return streq(n->str, "true");
+        err(p, n, "%s must be true or false", key);
+        return false;
+}
+
+static int64_t duration(parser *p, const ynode *n, const char *key, int64_t min_ms)
+{
+        int64_t ms = 0;
+        if (n->kind != YNODE_SCALAR || parse_duration_ms(n->str, &ms) < 0 || ms < min_ms) {
+                err(p, n, "%s must be a duration of at least %llds (e.g. 30s, 5m)", key,
+                    (long long)(min_ms / 1000));
+                return 0;
+        }
+        return ms;
+}
+
+static const char *target_name(parser *p, const ynode *n)
+{
+        const char *t = str(p, n, "target");
+        if (t && !streq(t, "local") && !streq(t, "kubernetes")) {
+                err(p, n, "unknown target '%s' (available: local, kubernetes)", t);
+                return NULL;
+        }
+        return t;
+}
+
+static void parse_credentials(parser *p, const ynode *m, source_opts *so)
+{
+        if (!want_map(p, m, "credentials"))
+                return;
+        for (size_t i = 0; i < m->n; i++) {
+                const char *k = m->keys[i]->str;
+                const ynode *v = m->values[i];
+                if (streq(k, "sshKey"))
+                        so->ssh_key_path = str(p, v, k);
+                else if (streq(k, "sshPassphraseFile"))
+                        so->ssh_key_passphrase_file = str(p, v, k);
+                else if (streq(k, "sshPassphraseEnv"))
+                        so->ssh_key_passphrase_env = str(p, v, k);
+                else if (streq(k, "sshAgent"))
+                        so->use_ssh_agent = boolean(p, v, k);
+                else if (streq(k, "knownHosts"))
+                        so->known_hosts_path = str(p, v, k);
+                else if (streq(k, "httpsCA"))
+                        so->https_ca_file = str(p, v, k);
+                else if (streq(k, "tokenFile"))
+                        so->https_token_file = str(p, v, k);
+                else if (streq(k, "tokenEnv"))
+                        so->https_token_env = str(p, v, k);
+                else if (streq(k, "username"))
+                        so->https_username = str(p, v, k);
+                else if (streq(k, "token") || streq(k, "password") || streq(k, "passphrase"))
+                        err(p, m->keys[i],
+                            "%s: secrets are not kept in this file; name the file that holds "
+                            "it (tokenFile, sshPassphraseFile)",
+                            k);
+                else
+                        err(p, m->keys[i], "unknown key '%s' in credentials", k);
+        }
+}
+
+static void parse_signatures(parser *p, const ynode *m, source_opts *so)
+{
+        if (!want_map(p, m, "signatures"))
+                return;
+        for (size_t i = 0; i < m->n; i++) {
+                const char *k = m->keys[i]->str;
+                const ynode *v = m->values[i];
+                if (streq(k, "verify"))
+                        so->verify_signatures = boolean(p, v, k);
+                else if (streq(k, "allowedSigners"))
+                        so->allowed_signers_path = str(p, v, k);
+                else if (streq(k, "allowRollback"))
+                        so->allow_rollback = boolean(p, v, k);
+                else
+                        err(p, m->keys[i], "unknown key '%s' in signatures", k);
+        }
+        if (so->verify_signatures && !so->allowed_signers_path)
+                err(p, m, "signatures: verify needs allowedSigners FILE");
+}
+
+static void parse_commit_status(parser *p, const ynode *m, ops_commit_status *cs)
+{
+        if (!want_map(p, m, "commitStatus"))
+                return;
+        for (size_t i = 0; i < m->n; i++) {
+                const char *k = m->keys[i]->str;
+                const ynode *v = m->values[i];
+                if (streq(k, "provider")) {
+                        const char *f = str(p, v, k);
+                        if (f && streq(f, "github"))
+                                cs->forge = OPS_FORGE_GITHUB;
+                        else if (f && streq(f, "gitlab"))
+                                cs->forge = OPS_FORGE_GITLAB;
+                        else if (f && streq(f, "gitea"))
+                                cs->forge = OPS_FORGE_GITEA;
+                        else if (f)
+                                err(p, v, "unknown provider '%s' (github, gitlab, gitea)", f);
+                } else if (streq(k, "api")) {
+                        cs->api = str(p, v, k);
+                        if (cs->api && strncmp(cs->api, "http://", 7) != 0 &&
+                            strncmp(cs->api, "https://", 8) != 0)
+                                err(p, v, "api must start with http:// or https://");
+                } else if (streq(k, "repository")) {
+                        cs->repository = str(p, v, k);
+                } else if (streq(k, "tokenFile")) {
+                        cs->token_file = str(p, v, k);
+                } else if (streq(k, "context")) {
+                        cs->context = str(p, v, k);
+                } else if (streq(k, "token")) {
+                        err(p, m->keys[i], "secrets are not kept in this file; use tokenFile");
+                } else {
+                        err(p, m->keys[i], "unknown key '%s' in commitStatus", k);
+                }
+        }
+        if (cs->forge == OPS_FORGE_NONE)
+                err(p, m, "commitStatus needs a provider (github, gitlab, gitea)");
+        if (!cs->repository)
+                err(p, m, "commitStatus needs a repository");
+        if (!cs->token_file)
+                err(p, m, "commitStatus needs a tokenFile");
+        if (!cs->api && cs->forge == OPS_FORGE_GITEA)
+                err(p, m, "commitStatus: gitea needs the api URL (https://HOST/api/v1)");
+        if (!cs->api && cs->forge == OPS_FORGE_GITHUB)
+                cs->api = "https://api.github.com";
+        if (!cs->api && cs->forge == OPS_FORGE_GITLAB)
+                cs->api = "https://gitlab.com/api/v4";
+        if (!cs->context)
+                cs->context = "gitcd";
+}
+
+static void parse_source(parser *p, const ynode *m, ops_source *s)
+{
+        if (!want_map(p, m, "a source"))
+                return;
+        for (size_t i = 0; i < m->n; i++) {
+                const char *k = m->keys[i]->str;
+                const ynode *v = m->values[i];
+                if (streq(k, "name"))
+                        s->name = str(p, v, k);
+                else if (streq(k, "url"))
+                        s->src.url_or_path = str(p, v, k);
+                else if (streq(k, "ref"))
+                        s->src.ref = str(p, v, k);
+                else if (streq(k, "path"))
+                        s->src.subpath = str(p, v, k);
+                else if (streq(k, "interval"))
+                        s->interval_ms = duration(p, v, k, 1000);
+                else if (streq(k, "target"))
+                        s->target = target_name(p, v);
+                else if (streq(k, "credentials"))
+                        parse_credentials(p, v, &s->src);
+                else if (streq(k, "signatures"))
+                        parse_signatures(p, v, &s->src);
+                else if (streq(k, "commitStatus"))
+                        parse_commit_status(p, v, &s->status);
+                else
+                        err(p, m->keys[i], "unknown key '%s' in a source", k);
+        }
+        if (!s->name)
+                err(p, m, "a source needs a name");
+        if (!s->src.url_or_path)
+                err(p, m, "source %s needs a url", s->name ? s->name : "");
+}
+
+static void parse_sources(parser *p, const ynode *seq)
+{
+        ops_config *c = p->cfg;
+        if (seq->kind != YNODE_SEQ) {
+                err(p, seq, "sources must be a sequence, not %s", ynode_type_name(seq));
+                return;
+        }
+        c->sources = xcalloc(seq->n + 1, sizeof(ops_source));
+        for (size_t i = 0; i < seq->n; i++) {
+                ops_source *s = &c->sources[c->n_sources++];
+                parse_source(p, seq->values[i], s);
+                for (size_t j = 0; s->name && j + 1 < c->n_sources; j++)
+                        if (c->sources[j].name && streq(c->sources[j].name, s->name))
+                                err(p, seq->values[i], "a second source named '%s'", s->name);
+        }
+}
+
+static void parse_listen(parser *p, const ynode *m)
+{
+        ops_config *c = p->cfg;
+        if (m->kind == YNODE_SCALAR) {
+                c->listen = str(p, m, "listen");
+                return;
+        }
+        if (!want_map(p, m, "listen"))
+                return;
+        for (size_t i = 0; i < m->n; i++) {
+                const char *k = m->keys[i]->str;
+                const ynode *v = m->values[i];
+                if (streq(k, "address"))
+                        c->listen = str(p, v, k);
+                else if (streq(k, "tlsCert"))
+                        c->tls_cert_file = str(p, v, k);
+                else if (streq(k, "tlsKey"))
+                        c->tls_key_file = str(p, v, k);
+                else if (streq(k, "tokenFile"))
+                        c->token_file = str(p, v, k);
+                else
+                        err(p, m->keys[i], "unknown key '%s' in listen", k);
+        }
+        if (!c->listen)
+                err(p, m, "listen needs an address (host:port)");
+        if (!c->tls_cert_file != !c->tls_key_file)
+                err(p, m, "listen: tlsCert and tlsKey go together");
+}
+
+static void parse_webhook(parser *p, const ynode *m, ops_webhook *w)
+{
+        w->max_age_ms = 24LL * 3600 * 1000;
+        if (!want_map(p, m, "a webhook"))
+                return;
+        for (size_t i = 0; i < m->n; i++) {
+                const char *k = m->keys[i]->str;
+                const ynode *v = m->values[i];
+                if (streq(k, "name")) {
+                        w->name = str(p, v, k);
+                } else if (streq(k, "url")) {
+                        w->url = str(p, v, k);
+                        if (w->url && strncmp(w->url, "http://", 7) != 0 &&
+                            strncmp(w->url, "https://", 8) != 0)
+                                err(p, v, "url must start with http:// or https://");
+                } else if (streq(k, "format")) {
+                        const char *f = str(p, v, k);
+                        if (f && streq(f, "slack"))
+                                w->format = OPS_WEBHOOK_SLACK;
+                        else if (f && !streq(f, "json"))
+                                err(p, v, "unknown format '%s' (available: json, slack)", f);
+                } else if (streq(k, "secretFile")) {
+                        w->secret_file = str(p, v, k);
+                } else if (streq(k, "caFile")) {
+                        w->ca_file = str(p, v, k);
+                } else if (streq(k, "minSeverity")) {
+                        const char *s = str(p, v, k);
+                        if (s && ops_severity_from_string(s, &w->min_severity) < 0)
+                                err(p, v, "unknown severity '%s' (info, warning, critical)", s);
+                } else if (streq(k, "maxAge")) {
+                        w->max_age_ms = duration(p, v, k, 1000);
+                } else if (streq(k, "clusters")) {
+                        if (v->kind != YNODE_SEQ) {
+                                err(p, v, "clusters must be a sequence of namespace/name");
+                                continue;
+                        }
+                        w->clusters = xcalloc(v->n + 1, sizeof(char *));
+                        for (size_t j = 0; j < v->n; j++) {
+                                const char *c = str(p, v->values[j], "a cluster");
+                                if (c && !strchr(c, '/'))
+                                        err(p, v->values[j], "a cluster is namespace/name");
+                                if (c)
+                                        w->clusters[w->n_clusters++] = c;
+                        }
+                } else if (streq(k, "secret")) {
+                        err(p, m->keys[i], "secrets are not kept in this file; use secretFile");
+                } else {
+                        err(p, m->keys[i], "unknown key '%s' in a webhook", k);
+                }
+        }
+        if (!w->name)
+                err(p, m, "a webhook needs a name");
+        if (!w->url)
+                err(p, m, "webhook %s needs a url", w->name ? w->name : "");
+}
+
+static void parse_notifications(parser *p, const ynode *m)
+{
+        ops_config *c = p->cfg;
+        if (!want_map(p, m, "notifications"))
+                return;
+        for (size_t i = 0; i < m->n; i++) {
+                const char *k = m->keys[i]->str;
+                const ynode *v = m->values[i];
+                if (!streq(k, "webhooks")) {
+                        err(p, m->keys[i], "unknown key '%s' in notifications", k);
+                        continue;
+                }
+                if (v->kind != YNODE_SEQ) {
+                        err(p, v, "webhooks must be a sequence");
+                        continue;
+                }
+                c->webhooks = xcalloc(v->n + 1, sizeof(ops_webhook));
+                for (size_t j = 0; j < v->n; j++) {
+                        ops_webhook *w = &c->webhooks[c->n_webhooks++];
+                        parse_webhook(p, v->values[j], w);
+                        for (size_t l = 0; w->name && l + 1 < c->n_webhooks; l++)
+                                if (c->webhooks[l].name && streq(c->webhooks[l].name, w->name))
+                                        err(p, v->values[j], "a second webhook named '%s'",
+                                            w->name);
+                }
+        }
+}
+
+static void parse_kubernetes(parser *p, const ynode *m)
+{
+        ops_config *c = p->cfg;
+        if (!want_map(p, m, "kubernetes"))
+                return;
+        for (size_t i = 0; i < m->n; i++) {
+                const char *k = m->keys[i]->str;
+                const ynode *v = m->values[i];
+                if (streq(k, "kubeconfig"))
+                        c->kubeconfig = str(p, v, k);
+                else if (streq(k, "context"))
+                        c->kube_context = str(p, v, k);
+                else if (streq(k, "clusterDomain"))
+                        c->cluster_domain = str(p, v, k);
+                else
+                        err(p, m->keys[i], "unknown key '%s' in kubernetes", k);
+        }
+}
+
+static void parse_log(parser *p, const ynode *m)
+{
+        if (!want_map(p, m, "log"))
+                return;
+        for (size_t i = 0; i < m->n; i++) {
+                const char *k = m->keys[i]->str;
+                const ynode *v = m->values[i];
+                if (streq(k, "level")) {
+                        const char *l = str(p, v, k);
+                        if (l && !streq(l, "debug") && !streq(l, "info") && !streq(l, "warn") &&
+                            !streq(l, "error"))
+                                err(p, v, "unknown log level '%s' (debug, info, warn, error)", l);
+                        else
+                                p->cfg->log_level = l;
+                } else {
+                        err(p, m->keys[i], "unknown key '%s' in log", k);
+                }
+        }
+}
+
+static void parse_root(parser *p, const ynode *root)
+{
+        ops_config *c = p->cfg;
+        if (!want_map(p, root, "the configuration"))
+                return;
+        for (size_t i = 0; i < root->n; i++) {
+                const char *k = root->keys[i]->str;
+                const ynode *v = root->values[i];
+                if (streq(k, "state"))
+                        c->state = str(p, v, k);
+                else if (streq(k, "target"))
+                        c->target = target_name(p, v);
+                else if (streq(k, "etcdDir"))
+                        c->etcd_dir = str(p, v, k);
+                else if (streq(k, "cacheDir"))
+                        c->cache_dir = str(p, v, k);
+                else if (streq(k, "prune"))
+                        c->prune = boolean(p, v, k);
+                else if (streq(k, "interval"))
+                        c->interval_ms = duration(p, v, k, 1000);
+                else if (streq(k, "kubernetes"))
+                        parse_kubernetes(p, v);
+                else if (streq(k, "listen"))
+                        parse_listen(p, v);
+                else if (streq(k, "sources"))
+                        parse_sources(p, v);
+                else if (streq(k, "notifications"))
+                        parse_notifications(p, v);
+                else if (streq(k, "log"))
+                        parse_log(p, v);
+                else
+                        err(p, root->keys[i], "unknown key '%s'", k);
+        }
+        if (c->n_sources == 0)
+                err(p, root, "the configuration names no sources");
+}
+
+static int parse_docs(const char *path, ydoc_list *docs, diag_list *local, ops_config **ret,
+                      diag_list *diags)
+{
+        ops_config *cfg = ops_config_new();
+        cfg->file = xstrdup(path);
+        parser p = {.cfg = cfg, .file = path, .diags = local};
+        if (docs->n != 1 || !docs->docs[0].root)
+                diag_add(local, DIAG_ERROR, path, docs->n > 1 ? docs->docs[1].line : 0, 0,
+                         "the configuration is one YAML document");
+        else
+                parse_root(&p, docs->docs[0].root);
+        ydoc_list_release(docs);
+        bool bad = diag_has_errors(local);
+        diag_move(diags, local);
+        if (bad) {
+                ops_config_free(cfg);
+                return -EINVAL;
+        }
+        *ret = cfg;
+        return 0;
+}
+
+int ops_config_load_buffer(const char *path, const char *buf, size_t len, ops_config **ret,
+                           diag_list *diags)
+{
+        ydoc_list docs = {0};
+        diag_list local = DIAG_LIST_INIT;
+        int k = yaml_parse(path, buf, len, NULL, &docs, &local);
+        if (k < 0) {
+                diag_move(diags, &local);
+                ydoc_list_release(&docs);
+                return k;
+        }
+        return parse_docs(path, &docs, &local, ret, diags);
+}
+
+int ops_config_load(const char *path, ops_config **ret, diag_list *diags)
+{
+        ydoc_list docs = {0};
+        diag_list local = DIAG_LIST_INIT;
+        int k = yaml_load_file(path, NULL, &docs, &local);
+        if (k < 0) {
+                diag_move(diags, &local);
+                ydoc_list_release(&docs);
+                return k;
+        }
+        return parse_docs(path, &docs, &local, ret, diags);
+}

@@ -1,0 +1,102 @@
+/*
+ * The daemon's own configuration file (`gitcd run --config FILE`, default
+ * /etc/gitcd/gitcd.yaml when present): what the command-line flags hold,
+ * plus several sources, the listen address, notifications and logging.
+ * docs/operating.md describes every key.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sources/source.h"
+#include "util/diag.h"
+
+#define OPS_CONFIG_DEFAULT_PATH "/etc/gitcd/gitcd.yaml"
+
+typedef enum ops_forge {
+        OPS_FORGE_NONE = 0,
+        OPS_FORGE_GITHUB,
+        OPS_FORGE_GITLAB,
+        OPS_FORGE_GITEA
+} ops_forge;
+
+/* Commit statuses posted on the source's forge for each cluster's result. */
+typedef struct ops_commit_status {
+        ops_forge forge;        /* OPS_FORGE_NONE: none posted */
+        const char *api;        /* API base URL (github: https://api.github.com) */
+        const char *repository; /* "owner/name" (gitlab: the project's path or id) */
+        const char *token_file; /* the API token */
+        const char *context;    /* status name prefix; default "gitcd" */
+} ops_commit_status;
+
+typedef struct ops_source {
+        const char *name;         /* unique; "default" for the one source of the flags */
+        source_opts src;          /* strings owned by the ops_config */
+        int64_t interval_ms;      /* 0: the daemon's interval */
+        const char *target;       /* "local" or "kubernetes"; NULL: the daemon's target */
+        ops_commit_status status; /* forge NONE: no commit statuses */
+} ops_source;
+
+typedef enum ops_severity { OPS_SEV_INFO = 0, OPS_SEV_WARNING, OPS_SEV_CRITICAL } ops_severity;
+
+typedef enum ops_webhook_format { OPS_WEBHOOK_JSON = 0, OPS_WEBHOOK_SLACK } ops_webhook_format;
+
+typedef struct ops_webhook {
+        const char *name;
+        const char *url;
+        ops_webhook_format format;
+        const char *secret_file; /* HMAC-SHA256 key (json format); NULL: unsigned */
+        const char *ca_file;     /* for https:// receivers; NULL: the system's */
+        ops_severity min_severity;
+        const char **clusters; /* "ns/name" filters; none: every cluster */
+        size_t n_clusters;
+        int64_t max_age_ms; /* undelivered after this: expired */
+} ops_webhook;
+
+typedef struct ops_config {
+        char *file; /* where it was read from; NULL for flags only */
+        const char *state;
+        const char *target;
+        const char *kubeconfig;
+        const char *kube_context;
+        const char *cluster_domain;
+        const char *etcd_dir;
+        const char *cache_dir;
+        bool prune;
+        int64_t interval_ms; /* 0: the default */
+        const char *log_level;
+
+        const char *listen;        /* host:port; NULL: no HTTP endpoints */
+        const char *tls_cert_file; /* both or neither */
+        const char *tls_key_file;
+        const char *token_file; /* bearer token required on every endpoint */
+
+        ops_source *sources;
+        size_t n_sources;
+        ops_webhook *webhooks;
+        size_t n_webhooks;
+
+        char **owned; /* every string above */
+        size_t n_owned;
+} ops_config;
+
+/*
+ * Read and validate a configuration file. Every problem is a diagnostic
+ * (file:line:col) in diags, and the function returns -EINVAL; -ENOENT and
+ * other -errno when the file cannot be read (also a diagnostic).
+ */
+int ops_config_load(const char *path, ops_config **ret, diag_list *diags);
+/* The same from a buffer (path names it in diagnostics). */
+int ops_config_load_buffer(const char *path, const char *buf, size_t len, ops_config **ret,
+                           diag_list *diags);
+/* An empty configuration, to be filled from flags. */
+ops_config *ops_config_new(void);
+/* A copy of s owned by cfg (NULL stays NULL). */
+const char *ops_config_strdup(ops_config *cfg, const char *s);
+void ops_config_free(ops_config *cfg);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ops_config *, ops_config_free);
+
+const char *ops_severity_name(ops_severity s);
+int ops_severity_from_string(const char *s, ops_severity *ret);

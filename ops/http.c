@@ -1,0 +1,251 @@
+/*
+ * The HTTP endpoints of the daemon (see http.h) on libmicrohttpd, which
+ * runs its own listening thread: a request never waits for a reconciler
+ * pass, and a pass never waits for a scrape. Each request that needs the
+ * state store opens its own connection (SQLite connections are not shared
+ * across threads here).
+ *
+ * The bearer token is compared in constant time and never logged; a
+ * missing or wrong token is 401 with a WWW-Authenticate header.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <microhttpd.h>
+#include <openssl/crypto.h>
+
+#include "ops/http.h"
+#include "ops/metrics.h"
+#include "state/state.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+#define MAX_FILE_BYTES (1024 * 1024)
+
+struct ops_http {
+        struct MHD_Daemon *mhd;
+        char *state_path;
+        char *token; /* NULL: none */
+        char *cert_pem;
+        char *key_pem;
+        int port;
+};
+
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *type,
+                             char *body)
+{
+        struct MHD_Response *r =
+            MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+        if (!r) {
+                free(body);
+                return MHD_NO;
+        }
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+        if (status == MHD_HTTP_UNAUTHORIZED)
+                MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                        "Bearer realm=\"gitcd\"");
+        enum MHD_Result ret = MHD_queue_response(conn, status, r);
+        MHD_destroy_response(r);
+        return ret;
+}
+
+static bool authorized(const ops_http *h, struct MHD_Connection *conn)
+{
+        if (!h->token)
+                return true;
+        const char *auth =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
+                return false;
+        const char *given = auth + 7;
+        size_t n = strlen(h->token);
+        return strlen(given) == n && CRYPTO_memcmp(given, h->token, n) == 0;
+}
+
+/* Why the daemon is not ready, or NULL when it is. */
+static char *not_ready(const ops_http *h)
+{
+        if (!ops_metrics_sources_read())
+                return xstrdup("a source was not read yet\n");
+        state_db *db = NULL;
+        int k = state_open(h->state_path, STATE_OPEN_READ_WRITE, &db);
+        if (k >= 0) {
+                k = state_begin(db);
+                if (k >= 0)
+                        (void)state_rollback(db);
+        }
+        state_close(db);
+        if (k < 0)
+                return xasprintf("the state store is not writable: %s\n", strerror(-k));
+        return NULL;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload_data,
+                              size_t *upload_data_size, void **con_cls)
+{
+        ops_http *h = cls;
+        (void)version;
+        (void)upload_data;
+        (void)con_cls;
+        if (*upload_data_size)
+                return MHD_NO;
+        if (!streq(method, "GET") && !streq(method, "HEAD"))
+                return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
+                             xstrdup("only GET and HEAD\n"));
+        if (!authorized(h, conn))
+                return reply(conn, MHD_HTTP_UNAUTHORIZED, "text/plain",
+                             xstrdup("a bearer token is required\n"));
+        if (streq(url, "/healthz"))
+                return reply(conn, MHD_HTTP_OK, "text/plain", xstrdup("ok\n"));
+        if (streq(url, "/readyz")) {
+                char *why = not_ready(h);
+                if (why)
+                        return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", why);
+                return reply(conn, MHD_HTTP_OK, "text/plain", xstrdup("ready\n"));
+        }
+        if (streq(url, "/metrics")) {
+                strbuf out = STRBUF_INIT;
+                _cleanup_free_ char *why = not_ready(h);
+                sb_printf(&out,
+                          "# HELP gitcd_ready 1 when every source was read and the state "
+                          "store is writable.\n# TYPE gitcd_ready gauge\ngitcd_ready %d\n",
+                          why ? 0 : 1);
+                if (ops_metrics_render(h->state_path, &out) < 0)
+                        log_debug("metrics: the state store could not be read");
+                return reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
+                             sb_detach(&out));
+        }
+        return reply(conn, MHD_HTTP_NOT_FOUND, "text/plain",
+                     xstrdup("not found; try /metrics, /healthz or /readyz\n"));
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+        (void)cls;
+        _cleanup_free_ char *msg = xvasprintf(fmt, ap);
+        size_t n = strlen(msg);
+        while (n && msg[n - 1] == '\n')
+                msg[--n] = 0;
+        log_debug("http: %s", msg);
+}
+
+/* "host:port", "[v6]:port", ":port". */
+static int parse_listen(const char *listen, struct addrinfo **ret)
+{
+        const char *colon = strrchr(listen, ':');
+        if (!colon || !colon[1])
+                return -EINVAL;
+        _cleanup_free_ char *host = xstrndup(listen, (size_t)(colon - listen));
+        if (host[0] == '[') {
+                size_t n = strlen(host);
+                if (n < 2 || host[n - 1] != ']')
+                        return -EINVAL;
+                memmove(host, host + 1, n - 2);
+                host[n - 2] = 0;
+        }
+        for (const char *p = colon + 1; *p; p++)
+                if (*p < '0' || *p > '9')
+                        return -EINVAL;
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+        if (getaddrinfo(*host ? host : NULL, colon + 1, &hints, ret) != 0)
+                return -EINVAL;
+        return 0;
+}
+
+static int read_text(const char *path, char **ret, char **ret_err, const char *what)
+{
+        size_t len = 0;
+        char *data = NULL;
+        int k = read_file(path, MAX_FILE_BYTES, &data, &len);
+        if (k < 0) {
+                *ret_err = xasprintf("cannot read the %s %s: %s", what, path, strerror(-k));
+                return k;
+        }
+        *ret = data;
+        return 0;
+}
+
+int ops_http_start(const ops_http_opts *o, ops_http **ret, char **ret_err)
+{
+        ops_http *h = XNEW(ops_http);
+        h->state_path = xstrdup(o->state_path);
+        int k = 0;
+        if (o->token_file) {
+                k = read_text(o->token_file, &h->token, ret_err, "token file");
+                if (k < 0)
+                        goto fail;
+                h->token[strcspn(h->token, "\r\n")] = 0;
+                if (!*h->token) {
+                        *ret_err = xasprintf("the token file %s is empty", o->token_file);
+                        k = -EINVAL;
+                        goto fail;
+                }
+        }
+        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+        if (o->tls_cert_file) {
+                k = read_text(o->tls_cert_file, &h->cert_pem, ret_err, "TLS certificate");
+                if (k >= 0)
+                        k = read_text(o->tls_key_file, &h->key_pem, ret_err, "TLS key");
+                if (k < 0)
+                        goto fail;
+                flags |= MHD_USE_TLS;
+        }
+        struct addrinfo *ai = NULL;
+        k = parse_listen(o->listen, &ai);
+        if (k < 0) {
+                *ret_err =
+                    xasprintf("--listen %s: expected host:port, [v6]:port or :port", o->listen);
+                goto fail;
+        }
+        if (ai->ai_family == AF_INET6)
+                flags |= MHD_USE_IPv6;
+        h->mhd = MHD_start_daemon(
+            flags, 0, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+            h->cert_pem ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, h->cert_pem,
+            MHD_OPTION_HTTPS_MEM_KEY, h->key_pem, MHD_OPTION_END);
+        freeaddrinfo(ai);
+        if (!h->mhd) {
+                *ret_err = xasprintf("cannot listen on %s (address in use, not local, or a "
+                                     "TLS certificate and key that do not load)",
+                                     o->listen);
+                k = -EADDRNOTAVAIL;
+                goto fail;
+        }
+        const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
+        h->port = info ? info->port : 0;
+        *ret = h;
+        return 0;
+fail:
+        ops_http_stop(h);
+        return k;
+}
+
+int ops_http_port(const ops_http *h)
+{
+        return h->port;
+}
+
+void ops_http_stop(ops_http *h)
+{
+        if (!h)
+                return;
+        if (h->mhd)
+                MHD_stop_daemon(h->mhd);
+        if (h->token)
+                OPENSSL_cleanse(h->token, strlen(h->token));
+        free(h->token);
+        free(h->cert_pem);
+        if (h->key_pem)
+                OPENSSL_cleanse(h->key_pem, strlen(h->key_pem));
+        free(h->key_pem);
+        free(h->state_path);
+        free(h);
+}

@@ -1,0 +1,34 @@
+/*
+ * The daemon's HTTP endpoints (`gitcd run --listen ADDR`), served by
+ * libmicrohttpd on a thread of its own:
+ *
+ *   /metrics  the Prometheus text format (ops/metrics.h)
+ *   /healthz  200 while the process serves requests
+ *   /readyz   200 once every source was read and the state store takes a
+ *             write transaction; 503 with the reason otherwise
+ *
+ * Optional TLS (certificate and key files) and an optional bearer token
+ * (read from a file) required on every endpoint.
+ */
+#pragma once
+
+typedef struct ops_http ops_http;
+
+typedef struct ops_http_opts {
+        const char *listen;        /* "host:port", "[v6]:port" or ":port" (every address) */
+        const char *tls_cert_file; /* PEM; with tls_key_file, serve https */
+        const char *tls_key_file;
+        const char *token_file; /* NULL: no token */
+        const char *state_path; /* the state store scraped and checked */
+} ops_http_opts;
+
+/*
+ * Start serving. -EINVAL for an address that is not host:port, -errno when
+ * a file cannot be read or the address cannot be bound; ret_err says which
+ * (newly allocated, no secret in it).
+ */
+int ops_http_start(const ops_http_opts *opts, ops_http **ret, char **ret_err);
+/* The port bound (useful with port 0). */
+int ops_http_port(const ops_http *h);
+/* Stop serving; ops_http_stop(NULL) is a no-op. */
+void ops_http_stop(ops_http *h);

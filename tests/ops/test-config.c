@@ -1,0 +1,152 @@
+/*
+ * The daemon's configuration file through the real binary: two sources
+ * feeding one state, a cluster both define refused for that cluster only,
+ * file:line:col errors, flags over the file, and SIGHUP: a bad file (or
+ * one naming a source that cannot be opened) keeps the settings in force,
+ * a good one takes a new source in without a restart.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/e2e/e2e.h"
+#include "tests/harness/harness.h"
+#include "tests/ops/ops-test.h"
+#include "util/xalloc.h"
+
+static void test_bad_file(void **state)
+{
+        (void)state;
+        e2e *e = e2e_new();
+        _cleanup_free_ char *cfg = ops_test_write(e, "gitcd.yaml",
+                                                  "sources:\n"
+                                                  "  - name: a\n"
+                                                  "    url: /nowhere\n"
+                                                  "    credentials:\n"
+                                                  "      token: hunter2\n"
+                                                  "  - name: b\n"
+                                                  "    interval: soon\n"
+                                                  "listen: {address: 127.0.0.1:1, tlsCert: c}\n");
+        char *err = NULL;
+        const char *args[] = {"run", "--config", cfg, NULL};
+        assert_int_equal(e2e_runv(e, NULL, &err, args), 1);
+        _cleanup_free_ char *l5 = xasprintf("%s:5:7: error: token: secrets are not kept", cfg);
+        _cleanup_free_ char *l6 = xasprintf("%s:6:5: error: source b needs a url", cfg);
+        _cleanup_free_ char *l7 = xasprintf("%s:7:15: error: interval must be a duration", cfg);
+        _cleanup_free_ char *l8 = xasprintf("%s:8:9: error: listen: tlsCert and tlsKey", cfg);
+        assert_non_null(strstr(err, l5));
+        assert_non_null(strstr(err, l6));
+        assert_non_null(strstr(err, l7));
+        assert_non_null(strstr(err, l8));
+        assert_null(strstr(err, "hunter2"));
+        free(err);
+        e2e_free(e);
+}
+
+static void test_two_sources(void **state)
+{
+        (void)state;
+        if (!e2e_have_version("3.5.16"))
+                skip();
+        e2e *e = e2e_new();
+        free(ops_test_write_cluster(e, "one/alpha.yaml", "alpha", 1));
+        free(ops_test_write_cluster(e, "one/shared.yaml", "shared", 1));
+        free(ops_test_write_cluster(e, "two/beta.yaml", "beta", 1));
+        free(ops_test_write_cluster(e, "two/shared.yaml", "shared", 1));
+        free(ops_test_write_cluster(e, "three/gamma.yaml", "gamma", 1));
+        _cleanup_free_ char *text = xasprintf("interval: 1s\n"
+                                              "log: {level: info}\n"
+                                              "sources:\n"
+                                              "  - name: one\n"
+                                              "    url: %s/one\n"
+                                              "  - name: two\n"
+                                              "    url: %s/two\n",
+                                              e->root, e->root);
+        _cleanup_free_ char *cfg = ops_test_write(e, "gitcd.yaml", text);
+        const char *args[] = {"run", "--config", cfg, NULL};
+        pid_t d = e2e_start(e, args, "daemon.log");
+        assert_true(e2e_wait_ready(e, "alpha", 1, 60));
+        assert_true(e2e_wait_ready(e, "beta", 1, 60));
+        assert_true(ops_test_wait_log(e, "daemon.log",
+                                      "default/shared: defined by two sources, one and two", 30));
+        /* The conflict is refused for that cluster only: no member was started for it. */
+        assert_true(e2e_member_pid(e, "alpha", "alpha-0") > 0);
+        assert_int_equal(e2e_member_pid(e, "shared", "shared-0"), 0);
+        assert_int_equal(e2e_audit_count(e, "shared", "cluster.conflict"), 1);
+        /* Neither source orphans the other's clusters. */
+        assert_int_equal(e2e_audit_count(e, "alpha", "cluster.orphaned"), 0);
+        assert_int_equal(e2e_audit_count(e, "beta", "cluster.orphaned"), 0);
+
+        /* SIGHUP with a broken file: reported, the settings in force stay. */
+        _cleanup_free_ char *bad = xasprintf("%ssources: [\n", text);
+        free(ops_test_write(e, "gitcd.yaml", bad));
+        assert_int_equal(kill(d, SIGHUP), 0);
+        assert_true(ops_test_wait_log(
+            e, "daemon.log", "is invalid; the configuration in force stays unchanged", 30));
+        _cleanup_free_ char *where = xasprintf("%s:", cfg);
+        _cleanup_free_ char *log = e2e_read_log(e, "daemon.log");
+        assert_non_null(strstr(log, where));
+        assert_int_equal(waitpid(d, NULL, WNOHANG), 0);
+
+        /* A valid file whose new source cannot be opened: the settings in force stay. */
+        _cleanup_free_ char *unopenable =
+            xasprintf("%s  - name: gone\n    url: %s/does-not-exist\n", text, e->root);
+        free(ops_test_write(e, "gitcd.yaml", unopenable));
+        assert_int_equal(kill(d, SIGHUP), 0);
+        assert_true(ops_test_wait_log(e, "daemon.log", "cannot be put in force", 30));
+        assert_int_equal(waitpid(d, NULL, WNOHANG), 0);
+        assert_true(e2e_wait_ready(e, "alpha", 1, 30));
+
+        /* A good file with a third source: taken in without a restart. */
+        _cleanup_free_ char *good =
+            xasprintf("%s  - name: three\n    url: %s/three\n", text, e->root);
+        free(ops_test_write(e, "gitcd.yaml", good));
+        assert_int_equal(kill(d, SIGHUP), 0);
+        assert_true(e2e_wait_ready(e, "gamma", 1, 60));
+        assert_true(e2e_wait_ready(e, "alpha", 1, 10));
+
+        assert_int_equal(kill(d, SIGTERM), 0);
+        assert_int_equal(e2e_wait_exit(d), 0);
+        e2e_free(e);
+}
+
+/* --source on the command line replaces the file's sources; --state wins over the file's. */
+static void test_flags_override(void **state)
+{
+        (void)state;
+        if (!e2e_have_version("3.5.16"))
+                skip();
+        e2e *e = e2e_new();
+        e2e_write_cluster(e, "a.yaml", "alpha", 1, "3.5.16");
+        _cleanup_free_ char *text = xasprintf("state: /nonexistent/dir/state.db\n"
+                                              "sources:\n"
+                                              "  - name: elsewhere\n"
+                                              "    url: /nonexistent/source\n");
+        _cleanup_free_ char *cfg = ops_test_write(e, "gitcd.yaml", text);
+        _cleanup_free_ char *st = xasprintf("%s/state.db", e->state_dir);
+        const char *args[] = {"run",     "--config", cfg,          "--source", e->source,
+                              "--state", st,         "--interval", "1s",       NULL};
+        pid_t d = e2e_start(e, args, "daemon.log");
+        assert_true(e2e_wait_ready(e, "alpha", 1, 60));
+        assert_int_equal(kill(d, SIGTERM), 0);
+        assert_int_equal(e2e_wait_exit(d), 0);
+        e2e_free(e);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_bad_file),
+            cmocka_unit_test(test_flags_override),
+            cmocka_unit_test(test_two_sources),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

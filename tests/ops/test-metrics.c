@@ -1,0 +1,296 @@
+/*
+ * gitcd run --listen through the real binary: /healthz, /readyz before the
+ * source can be read and after, a bearer token (401 without it), and
+ * /metrics scraped during a real scale-up from 1 to 3 members, its values
+ * checked against what etcd itself says (member list and status through
+ * gitcd's etcd client) and against the audit log.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "etcd/client.h"
+#include "tests/e2e/e2e.h"
+#include "tests/harness/harness.h"
+#include "tests/ops/ops-test.h"
+#include "util/fs.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+#define TOKEN "s3cret-scrape-token"
+
+static double metric(const char *text, const char *name, const char *labels)
+{
+        _cleanup_free_ char *series = xasprintf("%s{%s}", name, labels);
+        return ops_test_metric(text, series);
+}
+
+static void commit(const char *repo)
+{
+        _cleanup_free_ char *cmd =
+            xasprintf("git -C %s add -A && git -C %s -c user.name=t -c user.email=t@example.com "
+                      "commit -q -m change",
+                      repo, repo);
+        assert_int_equal(system(cmd), 0);
+}
+
+static char *scrape(const char *base)
+{
+        _cleanup_free_ char *url = xasprintf("%s/metrics", base);
+        char *body = NULL;
+        assert_int_equal(ops_test_get(url, TOKEN, &body), 200);
+        return body;
+}
+
+static void test_metrics(void **state)
+{
+        (void)state;
+        if (!e2e_have_version("3.5.16"))
+                skip();
+        e2e *e = e2e_new();
+        int port = harness_free_port();
+        _cleanup_free_ char *listen = xasprintf("127.0.0.1:%d", port);
+        _cleanup_free_ char *base = xasprintf("http://127.0.0.1:%d", port);
+        _cleanup_free_ char *tok = ops_test_write(e, "token", TOKEN "\n");
+        /* A repository without the branch yet: the daemon is alive but not ready. */
+        _cleanup_free_ char *repo = path_join(e->root, "repo");
+        _cleanup_free_ char *init = xasprintf("git init -q -b main %s", repo);
+        assert_int_equal(system(init), 0);
+        _cleanup_free_ char *src = xasprintf("file://%s", repo);
+        const char *args[] = {"run",        "--source", src,        "--ref", "main",
+                              "--interval", "1s",       "--listen", listen,  "--listen-token-file",
+                              tok,          NULL};
+        pid_t d = e2e_start(e, args, "daemon.log");
+        _cleanup_free_ char *healthz = xasprintf("%s/healthz", base);
+        _cleanup_free_ char *readyz = xasprintf("%s/readyz", base);
+        int64_t t0 = now_mono_ms();
+        while (ops_test_get(healthz, TOKEN, NULL) != 200 && now_mono_ms() - t0 < 30000)
+                usleep(50 * 1000);
+        assert_int_equal(ops_test_get(healthz, TOKEN, NULL), 200);
+        char *body = NULL;
+        assert_int_equal(ops_test_get(readyz, TOKEN, &body), 503);
+        assert_non_null(strstr(body, "source was not read"));
+        free(body);
+        /* The failed fetches are counted. */
+        double errors = 0;
+        t0 = now_mono_ms();
+        while (errors < 1 && now_mono_ms() - t0 < 30000) {
+                body = scrape(base);
+                assert_true(ops_test_metric(body, "gitcd_ready") == 0);
+                errors =
+                    ops_test_metric(body, "gitcd_source_fetch_errors_total{source=\"default\"}");
+                free(body);
+                usleep(50 * 1000);
+        }
+        assert_true(errors >= 1);
+
+        /* Without the token, or with a wrong one: 401, and nothing leaks. */
+        _cleanup_free_ char *murl = xasprintf("%s/metrics", base);
+        assert_int_equal(ops_test_get(murl, NULL, &body), 401);
+        assert_null(strstr(body, "gitcd_"));
+        free(body);
+        assert_int_equal(ops_test_get(murl, "wrong", NULL), 401);
+        assert_int_equal(ops_test_get(readyz, NULL, NULL), 401);
+
+        /* The branch appears: ready once it was read. */
+        free(ops_test_write_cluster(e, "repo/alpha.yaml", "alpha", 1));
+        commit(repo);
+        t0 = now_mono_ms();
+        while (ops_test_get(readyz, TOKEN, NULL) != 200 && now_mono_ms() - t0 < 30000)
+                usleep(100 * 1000);
+        assert_int_equal(ops_test_get(readyz, TOKEN, NULL), 200);
+        assert_true(e2e_wait_ready(e, "alpha", 1, 60));
+
+        /* Scale up to 3, scraping all the way. */
+        free(ops_test_write_cluster(e, "repo/alpha.yaml", "alpha", 3));
+        commit(repo);
+        const char *cl = "namespace=\"default\",cluster=\"alpha\"";
+        t0 = now_mono_ms();
+        bool done = false;
+        while (!done && now_mono_ms() - t0 < 120000) {
+                body = scrape(base);
+                double desired = metric(body, "gitcd_cluster_members_desired", cl);
+                double voters = metric(body, "gitcd_cluster_members_voters", cl);
+                double learners = metric(body, "gitcd_cluster_members_learners", cl);
+                /* One membership change at a time: never more than one learner. */
+                assert_true(voters >= 1 && voters <= 3);
+                assert_true(learners >= 0 && learners <= 1);
+                done = desired == 3 && voters == 3 &&
+                       metric(body, "gitcd_cluster_members_running", cl) == 3 &&
+                       metric(body, "gitcd_cluster_condition",
+                              "namespace=\"default\",cluster=\"alpha\",type=\"Progressing\","
+                              "status=\"False\"") == 1;
+                free(body);
+                usleep(200 * 1000);
+        }
+        assert_true(done);
+        assert_true(e2e_wait_ready(e, "alpha", 3, 60));
+
+        /* Against etcd: the member list, the leader, and each member's database. */
+        body = scrape(base);
+        etcd_members *ml = e2e_members(e, "alpha");
+        int voters = 0, learners = 0;
+        for (size_t i = 0; i < ml->n; i++) {
+                if (ml->members[i].is_learner)
+                        learners++;
+                else
+                        voters++;
+        }
+        etcd_members_free(ml);
+        assert_int_equal(voters, 3);
+        assert_true(metric(body, "gitcd_cluster_members_voters", cl) == voters);
+        assert_true(metric(body, "gitcd_cluster_members_learners", cl) == learners);
+        assert_true(metric(body, "gitcd_cluster_leader_present", cl) == 1);
+        etcd_client *c = e2e_client(e, "alpha");
+        for (int i = 0; i < 3; i++) {
+                _cleanup_free_ char *name = xasprintf("alpha-%d", i);
+                _cleanup_free_ char *dir = e2e_member_dir(e, "alpha", name);
+                _cleanup_free_ char *labels = xasprintf("%s,member=\"%s\"", cl, name);
+                double size = metric(body, "gitcd_member_db_size_bytes", labels);
+                assert_true(size > 0);
+                /* etcd's own answer for the same member (idle: nothing writes). */
+                json_t *st = e2e_status(e, "alpha");
+                json_t *members = json_object_get(st, "members");
+                const char *url = NULL;
+                size_t j;
+                json_t *m;
+                json_array_foreach(
+                    members, j, m) if (streq(json_string_value(json_object_get(m, "name")), name))
+                    url = json_string_value(json_object_get(m, "client_url"));
+                assert_non_null(url);
+                etcd_endpoint_status *es = NULL;
+                assert_int_equal(etcd_status(c, url, &es), 0);
+                assert_true(size == (double)es->db_size);
+                assert_true(metric(body, "gitcd_member_db_size_in_use_bytes", labels) ==
+                            (double)es->db_size_in_use);
+                etcd_endpoint_status_free(es);
+                json_decref(st);
+        }
+        etcd_client_free(c);
+        /* Steps against the audit log: two learners added, two promoted. */
+        _cleanup_free_ char *add = xasprintf("%s,kind=\"add-learner\",result=\"progressed\"", cl);
+        _cleanup_free_ char *pro = xasprintf("%s,kind=\"promote\",result=\"progressed\"", cl);
+        assert_true(metric(body, "gitcd_steps_total", add) ==
+                    e2e_audit_count(e, "alpha", "member.add-learner"));
+        assert_true(metric(body, "gitcd_steps_total", pro) ==
+                    e2e_audit_count(e, "alpha", "member.promote"));
+        assert_true(metric(body, "gitcd_steps_total", add) == 2);
+        assert_true(metric(body, "gitcd_reconcile_pass_duration_seconds_count", cl) >= 1);
+        assert_true(ops_test_metric(body, "gitcd_ready") == 1);
+        assert_true(ops_test_metric(
+                        body, "gitcd_source_last_read_timestamp_seconds{source=\"default\"}") > 0);
+        assert_null(strstr(body, TOKEN));
+        free(body);
+
+        assert_int_equal(kill(d, SIGTERM), 0);
+        assert_int_equal(e2e_wait_exit(d), 0);
+        e2e_free(e);
+}
+
+/* --tls-cert/--tls-key: the endpoints answer over https only. */
+static void test_tls(void **state)
+{
+        (void)state;
+        e2e *e = e2e_new();
+        e2e_write_file(e, "README", "no clusters here\n");
+        _cleanup_free_ char *gen = xasprintf(
+            "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 "
+            "-subj /CN=localhost -keyout %s/tls.key -out %s/tls.crt 2>/dev/null",
+            e->root, e->root);
+        assert_int_equal(system(gen), 0);
+        _cleanup_free_ char *crt = path_join(e->root, "tls.crt");
+        _cleanup_free_ char *key = path_join(e->root, "tls.key");
+        int port = harness_free_port();
+        _cleanup_free_ char *listen = xasprintf("127.0.0.1:%d", port);
+        const char *args[] = {"run",        "--source", e->source,   "--listen", listen,
+                              "--tls-cert", crt,        "--tls-key", key,        NULL};
+        pid_t d = e2e_start(e, args, "daemon.log");
+        _cleanup_free_ char *https = xasprintf("https://127.0.0.1:%d/healthz", port);
+        _cleanup_free_ char *http = xasprintf("http://127.0.0.1:%d/healthz", port);
+        int64_t t0 = now_mono_ms();
+        while (ops_test_get(https, NULL, NULL) != 200 && now_mono_ms() - t0 < 30000)
+                usleep(50 * 1000);
+        assert_int_equal(ops_test_get(https, NULL, NULL), 200);
+        assert_int_not_equal(ops_test_get(http, NULL, NULL), 200);
+        assert_int_equal(kill(d, SIGTERM), 0);
+        assert_int_equal(e2e_wait_exit(d), 0);
+        e2e_free(e);
+}
+
+/* A cluster with TLS: each member's certificates and when they expire, as openssl reads them. */
+static void test_certificates(void **state)
+{
+        (void)state;
+        if (!e2e_have_version("3.5.16"))
+                skip();
+        e2e *e = e2e_new();
+        e2e_write_file(e, "t.yaml",
+                       "apiVersion: gitcd.io/v1alpha1\n"
+                       "kind: EtcdCluster\n"
+                       "metadata:\n"
+                       "  name: sec\n"
+                       "  namespace: default\n"
+                       "spec:\n"
+                       "  replicas: 1\n"
+                       "  version: \"3.5.16\"\n"
+                       "  progressDeadlineSeconds: 120\n"
+                       "  tls:\n"
+                       "    provider: auto\n");
+        assert_int_equal(e2e_apply(e, NULL, 120), 0);
+        int port = harness_free_port();
+        _cleanup_free_ char *listen = xasprintf("127.0.0.1:%d", port);
+        const char *args[] = {"run", "--source", e->source, "--listen", listen, NULL};
+        pid_t d = e2e_start(e, args, "daemon.log");
+        _cleanup_free_ char *base = xasprintf("http://127.0.0.1:%d", port);
+        _cleanup_free_ char *url = xasprintf("%s/metrics", base);
+        char *body = NULL;
+        int64_t t0 = now_mono_ms();
+        while (ops_test_get(url, NULL, &body) != 200 && now_mono_ms() - t0 < 30000) {
+                free(body);
+                body = NULL;
+                usleep(50 * 1000);
+        }
+        assert_non_null(body);
+        _cleanup_free_ char *dir = e2e_member_dir(e, "sec", "sec-0");
+        static const char *const surfaces[] = {"client", "peer"};
+        for (size_t i = 0; i < ARRAY_SIZE(surfaces); i++) {
+                _cleanup_free_ char *labels =
+                    xasprintf("namespace=\"default\",cluster=\"sec\",member=\"sec-0\","
+                              "surface=\"%s\"",
+                              surfaces[i]);
+                double not_after =
+                    metric(body, "gitcd_certificate_not_after_timestamp_seconds", labels);
+                assert_true(not_after > 0);
+                long left = (long)(not_after - (double)now_wall_ms() / 1000.0);
+                /* openssl agrees: valid a minute before that time, expired a minute after. */
+                _cleanup_free_ char *ok =
+                    xasprintf("openssl x509 -noout -checkend %ld -in %s/tls/%s/tls.crt >/dev/null",
+                              left - 60, dir, surfaces[i]);
+                _cleanup_free_ char *gone =
+                    xasprintf("openssl x509 -noout -checkend %ld -in %s/tls/%s/tls.crt >/dev/null",
+                              left + 60, dir, surfaces[i]);
+                assert_int_equal(system(ok), 0);
+                assert_int_not_equal(system(gone), 0);
+        }
+        free(body);
+        assert_int_equal(kill(d, SIGTERM), 0);
+        assert_int_equal(e2e_wait_exit(d), 0);
+        e2e_free(e);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_certificates),
+            cmocka_unit_test(test_tls),
+            cmocka_unit_test(test_metrics),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
