@@ -270,6 +270,8 @@ static const meta metas[] = {
     {"gitcd_source_fetch_errors_total", "counter", "Fetches that could not read the source."},
     {"gitcd_source_last_read_timestamp_seconds", "gauge",
      "When the source was last read successfully."},
+    {"gitcd_audit_append_failures_total", "counter",
+     "Audit events that could not be written to the state store."},
 };
 
 typedef struct scrape {
@@ -482,6 +484,10 @@ int ops_metrics_render(const char *state_path, strbuf *out)
                 for (size_t i = 0; k >= 0 && i < cl.n; i++)
                         put_cluster_facts(&s, db, cl.items[i]);
                 state_cluster_list_release(&cl);
+                state_audit_failures af = {0};
+                if (state_audit_failures_get(db, &af) >= 0)
+                        put(&s, "gitcd_audit_append_failures_total", NULL, (double)af.count);
+                state_audit_failures_release(&af);
                 state_close(db);
         }
         put_registry(&s);

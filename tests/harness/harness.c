@@ -254,6 +254,24 @@ static void untrack_dir(const char *path)
 
 /* ---- binaries, ports, folders ---- */
 
+char *harness_cache_path(const char *rel)
+{
+        const char *cache = getenv("GITCD_CACHE_DIR");
+        if (!isempty(cache))
+                return path_join(cache, rel);
+        const char *xdg = getenv("XDG_CACHE_HOME");
+        if (!isempty(xdg))
+                return xasprintf("%s/gitcd/%s", xdg, rel);
+        const char *home = getenv("HOME");
+        if (isempty(home)) {
+                struct passwd *pw = getpwuid(getuid());
+                if (!pw)
+                        return NULL;
+                home = pw->pw_dir;
+        }
+        return xasprintf("%s/.cache/gitcd/%s", home, rel);
+}
+
 char *harness_etcd_path(const char *version, const char *binary)
 {
         if (isempty(version))
@@ -265,14 +283,10 @@ char *harness_etcd_path(const char *version, const char *binary)
         if (!isempty(dir)) {
                 p = xasprintf("%s/%s/%s", dir, version, binary);
         } else {
-                const char *home = getenv("HOME");
-                if (isempty(home)) {
-                        struct passwd *pw = getpwuid(getuid());
-                        if (!pw)
-                                return NULL;
-                        home = pw->pw_dir;
-                }
-                p = xasprintf("%s/.cache/gitcd/etcd/%s/%s", home, version, binary);
+                _cleanup_free_ char *rel = xasprintf("etcd/%s/%s", version, binary);
+                p = harness_cache_path(rel);
+                if (!p)
+                        return NULL;
         }
         if (p[0] != '/') {
                 char cwd[4096];

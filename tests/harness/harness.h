@@ -61,6 +61,12 @@ typedef struct harness_cluster {
 } harness_cluster;
 
 /* Absolute path of the etcd binary for a version; NULL when not installed. */
+/*
+ * A path under the cache scripts/setup fills: $GITCD_CACHE_DIR/rel, else
+ * $XDG_CACHE_HOME/gitcd/rel, else ~/.cache/gitcd/rel. Newly allocated; NULL
+ * when there is no home folder.
+ */
+char *harness_cache_path(const char *rel);
 char *harness_etcd_path(const char *version, const char *binary);
 /* True when that version is installed; tests skip cleanly when not. */
 bool harness_have_etcd(const char *version);

@@ -70,21 +70,11 @@ struct kubeapi {
 char *kubeapi_find_binary(void)
 {
         const char *env = getenv("GITCD_KUBE_APISERVER");
-        const char *cache = getenv("GITCD_CACHE_DIR");
-        const char *xdg = getenv("XDG_CACHE_HOME");
-        const char *home = getenv("HOME");
-        char *p;
-
         if (!isempty(env))
                 return access(env, X_OK) == 0 ? xstrdup(env) : NULL;
         /* Where scripts/build-kube-apiserver puts it: the same cache as scripts/setup. */
-        if (!isempty(cache))
-                p = xasprintf("%s/kube/" KUBEAPI_VERSION "/kube-apiserver", cache);
-        else if (!isempty(xdg))
-                p = xasprintf("%s/gitcd/kube/" KUBEAPI_VERSION "/kube-apiserver", xdg);
-        else if (!isempty(home))
-                p = xasprintf("%s/.cache/gitcd/kube/" KUBEAPI_VERSION "/kube-apiserver", home);
-        else
+        char *p = harness_cache_path("kube/" KUBEAPI_VERSION "/kube-apiserver");
+        if (!p)
                 return NULL;
         if (access(p, X_OK) == 0)
                 return p;

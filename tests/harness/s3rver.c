@@ -41,25 +41,11 @@ char *harness_s3rver_path(void)
         if (!isempty(env)) {
                 p = xstrdup(env);
         } else {
-                /* The cache scripts/setup fills: $GITCD_CACHE_DIR, else $XDG_CACHE_HOME/gitcd,
-                 * else ~/.cache/gitcd. */
-                _cleanup_free_ char *cache = NULL;
-                if (!isempty(getenv("GITCD_CACHE_DIR"))) {
-                        cache = xstrdup(getenv("GITCD_CACHE_DIR"));
-                } else if (!isempty(getenv("XDG_CACHE_HOME"))) {
-                        cache = xasprintf("%s/gitcd", getenv("XDG_CACHE_HOME"));
-                } else {
-                        const char *home = getenv("HOME");
-                        if (isempty(home)) {
-                                struct passwd *pw = getpwuid(getuid());
-                                if (!pw)
-                                        return NULL;
-                                home = pw->pw_dir;
-                        }
-                        cache = xasprintf("%s/.cache/gitcd", home);
-                }
-                p = xasprintf("%s/s3rver/%s/node_modules/.bin/s3rver", cache,
-                              HARNESS_S3RVER_VERSION);
+                /* The cache scripts/setup fills (harness_cache_path). */
+                _cleanup_free_ char *cache = harness_cache_path("s3rver");
+                if (!cache)
+                        return NULL;
+                p = xasprintf("%s/%s/node_modules/.bin/s3rver", cache, HARNESS_S3RVER_VERSION);
         }
         return access(p, X_OK) == 0 ? TAKE_PTR(p) : NULL;
 }

@@ -15,8 +15,11 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "etcd/client.h"
+#include "ops/metrics.h"
+#include "state/state.h"
 #include "tests/e2e/e2e.h"
 #include "tests/harness/harness.h"
 #include "tests/ops/ops-test.h"
@@ -116,13 +119,13 @@ static void test_metrics(void **state)
         bool done = false;
         while (!done && now_mono_ms() - t0 < 120000) {
                 body = scrape(base);
-                double desired = metric(body, "gitcd_cluster_members_desired", cl);
+                double want = metric(body, "gitcd_cluster_members_desired", cl);
                 double voters = metric(body, "gitcd_cluster_members_voters", cl);
                 double learners = metric(body, "gitcd_cluster_members_learners", cl);
                 /* One membership change at a time: never more than one learner. */
                 assert_true(voters >= 1 && voters <= 3);
                 assert_true(learners >= 0 && learners <= 1);
-                done = desired == 3 && voters == 3 &&
+                done = want == 3 && voters == 3 &&
                        metric(body, "gitcd_cluster_members_running", cl) == 3 &&
                        metric(body, "gitcd_cluster_condition",
                               "namespace=\"default\",cluster=\"alpha\",type=\"Progressing\","
@@ -285,9 +288,48 @@ static void test_certificates(void **state)
         e2e_free(e);
 }
 
+/*
+ * An audit event the store could not write shows in /metrics
+ * (gitcd_audit_append_failures_total), read from the store at scrape time.
+ */
+static void test_audit_failures(void **state)
+{
+        (void)state;
+        char tmpl[] = "/tmp/gitcd-metrics-audit-XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        _cleanup_free_ char *path = path_join(tmpl, "state.db");
+        state_db *db = NULL;
+        assert_int_equal(state_open(path, STATE_OPEN_READ_WRITE, &db), 0);
+
+        strbuf out = STRBUF_INIT;
+        assert_int_equal(ops_metrics_render(path, &out), 0);
+        assert_true(ops_test_metric(sb_str(&out), "gitcd_audit_append_failures_total") == 0);
+        sb_release(&out);
+
+        /* the database refuses the insert (standing in for a full disk) */
+        sqlite3 *raw;
+        assert_int_equal(sqlite3_open(path, &raw), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(raw,
+                                      "CREATE TRIGGER broken BEFORE INSERT ON audit BEGIN "
+                                      "SELECT RAISE(ABORT, 'disk full'); END",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+        sqlite3_close(raw);
+        state_audit_event ev = {.time_ms = 1, .cluster = "default/a", .action = "member.add"};
+        assert_true(state_audit_append(db, &ev, NULL) < 0);
+        assert_true(state_audit_append(db, &ev, NULL) < 0);
+        state_close(db);
+
+        assert_int_equal(ops_metrics_render(path, &out), 0);
+        assert_true(ops_test_metric(sb_str(&out), "gitcd_audit_append_failures_total") == 2);
+        sb_release(&out);
+        assert_int_equal(rm_rf(tmpl), 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_audit_failures),
             cmocka_unit_test(test_certificates),
             cmocka_unit_test(test_tls),
             cmocka_unit_test(test_metrics),
