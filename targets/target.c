@@ -8,9 +8,11 @@
  * target_free() dispatches to the implementation and then releases the
  * common part.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 
+#include "render/layout.h"
 #include "targets/target.h"
 #include "util/xalloc.h"
 
@@ -70,4 +72,33 @@ void target_free(target *t)
         if (t->ops && t->ops->free)
                 t->ops->free(t);
         free(err);
+}
+
+int target_client_tls(target *t, const etcd_cluster *c, const char *member, int ordinal,
+                      char **ret_ca, char **ret_cert, char **ret_key)
+{
+        *ret_ca = *ret_cert = *ret_key = NULL;
+        if (c->tls.provider == TLS_PROVIDER_NONE || !c->tls.client.enabled)
+                return 0;
+        if (t->ops->client_tls)
+                return t->ops->client_tls(t, c, ret_ca, ret_cert, ret_key);
+        if (!member)
+                return target_fail(t, -ENOENT, "no member to find gitcd's client certificate by");
+        member_plan mp = {.name = (char *)member, .ordinal = ordinal};
+        int r = t->ops->plan_member(t, c, &mp);
+        if (r >= 0 && mp.tls_dir) {
+                *ret_ca = xasprintf("%s/%s/ca.crt", mp.tls_dir, TLS_SUBDIR_OPERATOR);
+                *ret_cert = xasprintf("%s/%s/tls.crt", mp.tls_dir, TLS_SUBDIR_OPERATOR);
+                *ret_key = xasprintf("%s/%s/tls.key", mp.tls_dir, TLS_SUBDIR_OPERATOR);
+        }
+        free(mp.peer_url);
+        free(mp.client_url);
+        free(mp.listen_peer_url);
+        free(mp.listen_client_url);
+        free(mp.listen_metrics_url);
+        free(mp.initial_cluster);
+        free(mp.initial_cluster_state);
+        free(mp.data_dir);
+        free(mp.tls_dir);
+        return r < 0 ? r : 0;
 }

@@ -114,4 +114,13 @@ const char *target_last_error(const target *t);
 /* Set the message (printf-style) and return err, for `return target_fail(t, -EIO, ...)`. */
 int target_fail(target *t, int err, const char *fmt, ...) _printf_(3, 4);
 void target_free(target *t);
+
+/*
+ * gitcd's own client identity toward a cluster with client TLS: the
+ * target's client_tls operation, else the operator/ folder under the
+ * planned tls_dir of the given member (name and ordinal of a current one).
+ * All three NULL without client TLS. The caller frees the strings.
+ */
+int target_client_tls(target *t, const etcd_cluster *c, const char *member, int ordinal,
+                      char **ret_ca, char **ret_cert, char **ret_key);
 DEFINE_TRIVIAL_CLEANUP_FUNC(target *, target_free);
