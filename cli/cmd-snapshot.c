@@ -196,7 +196,7 @@ static int do_list(const char *cluster, const char *state_flag, bool json)
         int r = state_open(path, STATE_OPEN_READ_ONLY, &db);
         state_snapshot_list l = {0};
         if (r >= 0)
-                r = state_snapshot_list_for(db, cluster, &l);
+                r = state_snapshot_list_for(db, cluster, 0, &l);
         if (r < 0) {
                 fprintf(stderr, "gitcd snapshot: %s\n", state_last_error());
                 state_close(db);

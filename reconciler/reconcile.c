@@ -28,6 +28,7 @@
 #include "reconciler/reconcile.h"
 #include "render/layout.h"
 #include "render/render.h"
+#include "snapshots/scheduler.h"
 #include "api/spec.h"
 #include "util/failpoint.h"
 #include "util/log.h"
@@ -1043,6 +1044,9 @@ static void update_conditions(reconciler *r, cluster_ctx *x, world *w, const ste
                          degraded ? (quorum ? "MemberUnhealthy" : REASON_QUORUM_LOST)
                                   : REASON_QUORUM_HEALTHY,
                          msg, commit, author);
+
+        if (x->latched) /* SnapshotsHealthy: one checker in snapshots/ */
+                (void)snapshot_record_health(r->opts.db, cl, &x->latched->snapshots, wall(r));
 
         const char *phase = paused                 ? "Paused"
                             : !w->obs.bootstrapped ? "Bootstrapping"

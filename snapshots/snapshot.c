@@ -684,7 +684,7 @@ int snapshot_retention(state_db *db, const char *cluster, const snapshot_spec *s
         if (spec->destination.kind == DEST_NONE)
                 return 0;
         state_snapshot_list l = {0};
-        int r = state_snapshot_list_for(db, cluster, &l);
+        int r = state_snapshot_list_for(db, cluster, 0, &l);
         if (r < 0)
                 return r;
         _cleanup_free_ char *dest_id = snapshot_destination_id(&spec->destination);

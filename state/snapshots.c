@@ -131,14 +131,16 @@ int state_snapshot_get(state_db *db, int64_t id, state_snapshot **ret)
         return 0;
 }
 
-int state_snapshot_list_for(state_db *db, const char *cluster, state_snapshot_list *ret_list)
+int state_snapshot_list_for(state_db *db, const char *cluster, size_t limit,
+                            state_snapshot_list *ret_list)
 {
         const char *what = "listing snapshots";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = db_prepare(db, what,
                            "SELECT " SNAPSHOT_COLUMNS " FROM snapshots "
-                           "WHERE ?1 IS NULL OR cluster = ?1 ORDER BY started_ms DESC, id DESC",
-                           &st, "s", cluster);
+                           "WHERE ?1 IS NULL OR cluster = ?1 ORDER BY started_ms DESC, id DESC "
+                           "LIMIT ?2",
+                           &st, "si", cluster, limit ? (int64_t)limit : (int64_t)-1);
         if (r < 0)
                 return r;
         state_snapshot_list l = {0};

@@ -72,8 +72,9 @@ int state_snapshot_begin(state_db *db, const char *cluster, const char *trigger,
  */
 int state_snapshot_finish(state_db *db, int64_t id, const state_snapshot *s, int64_t now_ms);
 int state_snapshot_get(state_db *db, int64_t id, state_snapshot **ret);
-/* Records of cluster (NULL: every cluster), newest first. */
-int state_snapshot_list_for(state_db *db, const char *cluster, state_snapshot_list *ret_list);
+/* Records of cluster (NULL: every cluster), newest first; at most limit (0: all). */
+int state_snapshot_list_for(state_db *db, const char *cluster, size_t limit,
+                            state_snapshot_list *ret_list);
 /* Mark a succeeded record expired by retention (kept when already expired). -ENOENT. */
 int state_snapshot_expire(state_db *db, int64_t id, int64_t now_ms);
 /* Record a deletion: error NULL sets deleted_ms, else delete_error. -ENOENT. */

@@ -344,7 +344,7 @@ static void test_retention(void **unused)
         int64_t now = now_wall_ms();
         assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, now), 1);
         state_snapshot_list l = {0};
-        assert_int_equal(state_snapshot_list_for(f.db, CLUSTER, &l), 0);
+        assert_int_equal(state_snapshot_list_for(f.db, CLUSTER, 0, &l), 0);
         assert_int_equal(l.n, 4);
         /* newest first: two kept, the third deleted, the oldest expired with the failure */
         assert_int_equal(l.items[0]->expired_ms, 0);
@@ -372,7 +372,7 @@ static void test_retention(void **unused)
 
         /* by age: two hours later only the newest is kept (never the last one) */
         assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, now + 2 * 3600 * 1000), 1);
-        assert_int_equal(state_snapshot_list_for(f.db, CLUSTER, &l), 0);
+        assert_int_equal(state_snapshot_list_for(f.db, CLUSTER, 0, &l), 0);
         assert_int_equal(l.items[0]->expired_ms, 0);
         assert_true(path_exists(l.items[0]->location));
         assert_true(l.items[1]->deleted_ms > 0);
