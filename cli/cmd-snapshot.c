@@ -4,6 +4,9 @@
  *   gitcd snapshot save CLUSTER   one snapshot now, through the same
  *                                 pipeline as scheduled ones (snapshots/)
  *   gitcd snapshot list [CLUSTER] the records in the state store
+ *   gitcd snapshot restore SNAP   a recorded snapshot (by id) or a file into a
+ *                                 new data directory, or an EtcdCluster
+ *                                 spec that restores it (snapshots/restore.h)
  *
  * save writes to the state store next to a running daemon (SQLite WAL; it
  * does not take the daemon's lock: a snapshot changes nothing in the
@@ -14,14 +17,17 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <libgen.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "api/spec.h"
 #include "cli/cli.h"
+#include "snapshots/restore.h"
 #include "snapshots/snapshot.h"
 #include "state/snapshots.h"
 #include "targets/local.h"
+#include "util/fs.h"
 #include "util/macro.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -30,16 +36,27 @@ static void usage(FILE *out)
 {
         fprintf(out,
                 "usage: gitcd snapshot save NS/NAME [options]\n"
-                "       gitcd snapshot list [NS/NAME] [-o table|json] [--state PATH]\n\n"
+                "       gitcd snapshot list [NS/NAME] [-o table|json] [--state PATH]\n"
+                "       gitcd snapshot restore ID|FILE (--into DIR | --print-spec) [options]\n\n"
                 "save: take a snapshot of a cluster now from a healthy member (a follower when\n"
                 "      one is healthy), verify it with etcd's own tool, compress it as\n"
                 "      spec.snapshots.compression says, store it in spec.snapshots.destination\n"
                 "      and record it; then apply the retention to that destination.\n"
-                "list: show the recorded snapshots, newest first.\n\n"
+                "list: show the recorded snapshots, newest first.\n"
+                "restore: check a snapshot (a record's size and SHA-256, etcd's own hash,\n"
+                "      etcd's tool) and restore it with etcd's tool for the version into a new\n"
+                "      data directory for one member (--into), or print an EtcdCluster spec\n"
+                "      with bootstrap.restore pointing at it (--print-spec).\n\n"
                 "Options:\n"
                 "  --to PATH          save: store in this folder instead (an absolute path)\n"
                 "  --etcd-dir DIR     where etcd binaries are by version (as for apply/run)\n"
                 "  -o, --output FMT   list: table (default) or json\n"
+                "  --into DIR         restore: the new data directory (must not exist)\n"
+                "  --print-spec       restore: print an EtcdCluster spec that restores it\n"
+                "  --version V        restore: the etcd version to restore with (default: the\n"
+                "                     version it was taken from, else " GITCD_DEFAULT_VERSION ")\n"
+                "  --name NAME        restore: the member's name (default: <cluster>-0)\n"
+                "  --peer-url URL     restore: its peer URL (default http://127.0.0.1:2380)\n"
                 "  --state PATH       the state database (default: $GITCD_STATE_DIR/state.db,\n"
                 "                     else ./.gitcd/state.db)\n"
                 "  -h, --help         show this help\n");
@@ -239,7 +256,198 @@ static int do_list(const char *cluster, const char *state_flag, bool json)
         return EXIT_OK;
 }
 
-enum { OPT_STATE = 256, OPT_TO, OPT_ETCD_DIR };
+DEFINE_TRIVIAL_CLEANUP_FUNC(state_db *, state_close);
+
+typedef struct restore_flags {
+        const char *into;
+        bool print_spec;
+        const char *version;
+        const char *name;
+        const char *peer_url;
+        const char *etcd_dir;
+        const char *state;
+} restore_flags;
+
+static bool all_digits(const char *s)
+{
+        if (isempty(s))
+                return false;
+        for (; *s; s++)
+                if (*s < '0' || *s > '9')
+                        return false;
+        return true;
+}
+
+/* The restore source of a spec: where the snapshot is, as bootstrap.restore.source. */
+static void print_source(const state_snapshot *rec, const char *file)
+{
+        if (!rec || strneq(rec->destination ? rec->destination : "", "local:", 6)) {
+                printf("        local:\n          path: %s\n", rec ? rec->location : file);
+                return;
+        }
+        printf("        # the destination recorded for the snapshot: %s\n", rec->destination);
+        printf("        # (copy endpoint, region and credentialsSecretRef from the cluster's "
+               "spec.snapshots.destination.s3)\n");
+        printf("        s3:\n          location: %s\n", rec->location);
+}
+
+/* Check the snapshot at input (in work/) and restore it or print a spec; -errno + *ret_error. */
+static int restore_checked(const state_snapshot *rec, const char *input, const char *work,
+                           const char *version, const restore_flags *f, char **ret_error)
+{
+        _cleanup_free_ char *raw = path_join(work, "snapshot.db");
+        int64_t size = 0;
+        int r = snapshot_unpack(input, raw, &size, ret_error);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *tool = NULL;
+        r = snapshot_etcd_tool(f->etcd_dir, version, &tool);
+        if (r < 0) {
+                *ret_error = xasprintf("no etcd %s tool (etcdutl, or etcdctl for 3.4) found to "
+                                       "restore with",
+                                       version);
+                return r;
+        }
+        snapshot_status st;
+        r = snapshot_file_status(tool, raw, &st, ret_error);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *cluster_name =
+            rec ? xstrdup(strchr(rec->cluster, '/') + 1) : xstrdup("restored");
+        _cleanup_free_ char *ns =
+            rec ? xstrndup(rec->cluster, strcspn(rec->cluster, "/")) : xstrdup("default");
+        _cleanup_free_ char *name = f->name ? xstrdup(f->name) : xasprintf("%s-0", cluster_name);
+        const char *peer = f->peer_url ? f->peer_url : "http://127.0.0.1:2380";
+        const char *label = rec ? rec->location : input;
+        if (f->into) {
+                snapshot_restore_opts o = {.tool = tool,
+                                           .snapshot = raw,
+                                           .data_dir = f->into,
+                                           .name = name,
+                                           .peer_url = peer,
+                                           .token = cluster_name};
+                r = snapshot_restore_dir(&o, ret_error);
+                if (r < 0)
+                        return r;
+                printf("restored %s (revision %lld, %lld keys) with etcd %s into %s\n"
+                       "start it with: etcd --data-dir %s --name %s "
+                       "--initial-advertise-peer-urls %s (a new cluster of one member)\n",
+                       label, (long long)st.revision, (long long)st.total_keys, version, f->into,
+                       f->into, name, peer);
+        }
+        if (f->print_spec) {
+                printf("# %s: revision %lld, %lld keys, %lld bytes, checked\n"
+                       "# (spec.bootstrap.restore is refused by apply, plan and run until "
+                       "gitcd supports it)\n"
+                       "apiVersion: gitcd.io/v1alpha1\n"
+                       "kind: EtcdCluster\n"
+                       "metadata:\n"
+                       "  name: %s-restored\n"
+                       "  namespace: %s\n"
+                       "spec:\n"
+                       "  replicas: 3\n"
+                       "  version: \"%s\"\n"
+                       "  bootstrap:\n"
+                       "    restore:\n"
+                       "      source:\n",
+                       label, (long long)st.revision, (long long)st.total_keys, (long long)size,
+                       cluster_name, ns, version);
+                _cleanup_free_ char *abs = rec ? NULL : realpath(input, NULL);
+                print_source(rec, abs ? abs : input);
+        }
+        return 0;
+}
+
+/* The etcd version to restore with; refuses a snapshot from a newer minor. */
+static int restore_version(const state_snapshot *rec, const restore_flags *f,
+                           const char **ret_version)
+{
+        const char *version = f->version;
+        if (!version)
+                version = rec && rec->etcd_version ? rec->etcd_version : GITCD_DEFAULT_VERSION;
+        semver want, from;
+        if (semver_parse(version, &want) < 0) {
+                fprintf(stderr, "gitcd snapshot restore: --version: \"%s\" is not a version\n",
+                        version);
+                return -EINVAL;
+        }
+        if (rec && rec->etcd_version && semver_parse(rec->etcd_version, &from) == 0 &&
+            (from.major > want.major || (from.major == want.major && from.minor > want.minor))) {
+                fprintf(stderr,
+                        "gitcd snapshot restore: refused: snapshot %lld was taken from etcd %s, "
+                        "newer than %s; restore it with %d.%d or later\n",
+                        (long long)rec->id, rec->etcd_version, version, from.major, from.minor);
+                return -EINVAL;
+        }
+        *ret_version = version;
+        return 0;
+}
+
+static int do_restore(const char *what, const restore_flags *f)
+{
+        _cleanup_(state_snapshot_freep) state_snapshot *rec = NULL;
+        _cleanup_(state_closep) state_db *db = NULL;
+        _cleanup_free_ char *state_dir = NULL, *error = NULL;
+        if (all_digits(what)) {
+                _cleanup_free_ char *path = cli_state_path(f->state);
+                int r = state_open(path, STATE_OPEN_READ_ONLY, &db);
+                if (r >= 0)
+                        r = state_snapshot_get(db, strtoll(what, NULL, 10), &rec);
+                if (r < 0) {
+                        fprintf(stderr, "gitcd snapshot restore: %s\n", state_last_error());
+                        return EXIT_FAIL;
+                }
+                state_dir = state_dir_of(path);
+        } else if (!path_exists(what)) {
+                fprintf(stderr,
+                        "gitcd snapshot restore: refused: %s: no such file (and not a snapshot "
+                        "id)\n",
+                        what);
+                return EXIT_FAIL;
+        }
+        const char *version = NULL;
+        if (restore_version(rec, f, &version) < 0)
+                return EXIT_FAIL;
+
+        /* work next to the new data directory (snapshots can be large) */
+        _cleanup_free_ char *parent = NULL;
+        if (f->into) {
+                _cleanup_free_ char *copy = xstrdup(f->into);
+                parent = xstrdup(dirname(copy));
+        } else {
+                const char *t = getenv("TMPDIR");
+                parent = xstrdup(isempty(t) ? "/tmp" : t);
+        }
+        _cleanup_free_ char *work = xasprintf("%s/.gitcd-restore-XXXXXX", parent);
+        if (!mkdtemp(work)) {
+                fprintf(stderr, "gitcd snapshot restore: cannot create a folder in %s: %m\n",
+                        parent);
+                return EXIT_FAIL;
+        }
+        _cleanup_free_ char *fetched = path_join(work, "fetched");
+        int r = 0;
+        if (rec)
+                r = snapshot_fetch(db, rec, state_dir, fetched, &error);
+        if (r >= 0)
+                r = restore_checked(rec, rec ? fetched : what, work, version, f, &error);
+        (void)rm_rf(work);
+        if (r < 0) {
+                fprintf(stderr, "gitcd snapshot restore: refused: %s\n", error);
+                return EXIT_FAIL;
+        }
+        return EXIT_OK;
+}
+
+enum {
+        OPT_STATE = 256,
+        OPT_TO,
+        OPT_ETCD_DIR,
+        OPT_INTO,
+        OPT_PRINT_SPEC,
+        OPT_VERSION,
+        OPT_NAME,
+        OPT_PEER_URL
+};
 
 int cmd_snapshot(int argc, char **argv)
 {
@@ -248,6 +456,11 @@ int cmd_snapshot(int argc, char **argv)
             {"state", required_argument, NULL, OPT_STATE},
             {"to", required_argument, NULL, OPT_TO},
             {"etcd-dir", required_argument, NULL, OPT_ETCD_DIR},
+            {"into", required_argument, NULL, OPT_INTO},
+            {"print-spec", no_argument, NULL, OPT_PRINT_SPEC},
+            {"version", required_argument, NULL, OPT_VERSION},
+            {"name", required_argument, NULL, OPT_NAME},
+            {"peer-url", required_argument, NULL, OPT_PEER_URL},
             {"help", no_argument, NULL, 'h'},
             {0},
         };
@@ -256,12 +469,14 @@ int cmd_snapshot(int argc, char **argv)
                 return argc < 2 ? EXIT_USAGE : EXIT_OK;
         }
         const char *verb = argv[1];
-        if (!streq(verb, "save") && !streq(verb, "list")) {
-                fprintf(stderr, "gitcd snapshot: unknown subcommand '%s' (save, list)\n", verb);
+        if (!streq(verb, "save") && !streq(verb, "list") && !streq(verb, "restore")) {
+                fprintf(stderr, "gitcd snapshot: unknown subcommand '%s' (save, list, restore)\n",
+                        verb);
                 return EXIT_USAGE;
         }
         const char *state_flag = NULL, *to = NULL, *etcd_dir = NULL;
         bool json = false;
+        restore_flags rf = {0};
         int opt;
         optind = 0;
         while ((opt = getopt_long(argc - 1, argv + 1, "o:h", options, NULL)) != -1) {
@@ -283,6 +498,21 @@ int cmd_snapshot(int argc, char **argv)
                 case OPT_ETCD_DIR:
                         etcd_dir = optarg;
                         break;
+                case OPT_INTO:
+                        rf.into = optarg;
+                        break;
+                case OPT_PRINT_SPEC:
+                        rf.print_spec = true;
+                        break;
+                case OPT_VERSION:
+                        rf.version = optarg;
+                        break;
+                case OPT_NAME:
+                        rf.name = optarg;
+                        break;
+                case OPT_PEER_URL:
+                        rf.peer_url = optarg;
+                        break;
                 case 'h':
                         usage(stdout);
                         return EXIT_OK;
@@ -294,8 +524,30 @@ int cmd_snapshot(int argc, char **argv)
         int rest = argc - 1 - optind;
         char **args = argv + 1 + optind;
         const char *cluster = rest > 0 ? args[0] : NULL;
-        if (rest > 1 || (streq(verb, "save") && !cluster)) {
+        if (rest > 1 || (!streq(verb, "list") && !cluster)) {
                 usage(stderr);
+                return EXIT_USAGE;
+        }
+        bool restore_flag = rf.into || rf.print_spec || rf.version || rf.name || rf.peer_url;
+        if (streq(verb, "restore")) {
+                if (!rf.into && !rf.print_spec) {
+                        fprintf(stderr, "gitcd snapshot restore: --into DIR or --print-spec\n");
+                        return EXIT_USAGE;
+                }
+                if (to || json) {
+                        fprintf(stderr,
+                                "gitcd snapshot restore: --to and -o are not for restore\n");
+                        return EXIT_USAGE;
+                }
+                rf.etcd_dir = etcd_dir;
+                rf.state = state_flag;
+                return do_restore(cluster, &rf);
+        }
+        if (restore_flag) {
+                fprintf(stderr,
+                        "gitcd snapshot %s: --into, --print-spec, --version, --name and "
+                        "--peer-url are for restore\n",
+                        verb);
                 return EXIT_USAGE;
         }
         if (cluster && !state_cluster_name_valid(cluster)) {

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "state/state.h"
+#include "util/macro.h"
 
 typedef struct state_snapshot {
         int64_t id;
@@ -83,4 +84,5 @@ int state_snapshot_deleted(state_db *db, int64_t id, const char *error, int64_t 
 int state_snapshot_abandon_running(state_db *db, const char *cluster, const char *why,
                                    int64_t now_ms);
 void state_snapshot_free(state_snapshot *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(state_snapshot *, state_snapshot_free);
 void state_snapshot_list_release(state_snapshot_list *l);

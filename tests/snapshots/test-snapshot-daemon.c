@@ -6,7 +6,9 @@
  *     takes one by hand next to the running daemon;
  *   - retention keeps two, and a file gitcd did not write survives;
  *   - SnapshotsHealthy is True in `gitcd status`;
- *   - SIGTERM stops the daemon cleanly with no record left running.
+ *   - SIGTERM stops the daemon cleanly with no record left running;
+ *   - `gitcd snapshot restore` restores a kept snapshot into a new data
+ *     directory and prints a spec for it, and refuses a deleted one.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -179,6 +181,45 @@ static void test_scheduled_snapshots_under_run(void **unused)
         assert_true(path_exists(foreign));
         assert_int_equal(files_in(folder), kept + 1);
         assert_true(e2e_audit_count(e, "snapc", "snapshot.save") >= 3);
+
+        /* restore: a kept snapshot into a new folder, and as a spec; a deleted one refused */
+        char kept_id[32] = "", deleted_id[32] = "";
+        json_array_foreach(recs, i, r)
+        {
+                if (!streq(json_string_value(json_object_get(r, "result")), "succeeded"))
+                        continue;
+                char *id = kept_id;
+                if (json_is_string(json_object_get(r, "deleted")))
+                        id = deleted_id;
+                snprintf(id, sizeof(kept_id), "%lld",
+                         (long long)json_integer_value(json_object_get(r, "id")));
+        }
+        assert_true(kept_id[0] && deleted_id[0]);
+        char *into = path_join(e->root, "restored");
+        const char *restore[] = {"snapshot", "restore", kept_id, "--into", into, NULL};
+        out = err = NULL;
+        k = e2e_runv(e, &out, &err, restore);
+        if (k != 0)
+                fail_msg("snapshot restore: exit %d: %s", k, err);
+        assert_non_null(strstr(out, "restored "));
+        char *member = path_join(into, "member");
+        assert_true(path_is_dir(member));
+        free(member);
+        free(out);
+        free(err);
+        const char *spec[] = {"snapshot", "restore", kept_id, "--print-spec", NULL};
+        out = err = NULL;
+        assert_int_equal(e2e_runv(e, &out, &err, spec), 0);
+        assert_non_null(strstr(out, "  bootstrap:\n    restore:\n      source:\n        local:\n"));
+        free(out);
+        free(err);
+        const char *gone[] = {"snapshot", "restore", deleted_id, "--print-spec", NULL};
+        out = err = NULL;
+        assert_int_equal(e2e_runv(e, &out, &err, gone), 1);
+        assert_non_null(strstr(err, "deleted by retention"));
+        free(out);
+        free(err);
+        free(into);
         json_decref(recs);
 
         free(foreign);

@@ -9,7 +9,10 @@
  *   - an upload that fails is recorded as failed and never counts;
  *   - retention by count and by age deletes only recorded snapshots (a
  *     foreign file in the folder survives), records the deletions, and
- *     retries a deletion that failed.
+ *     retries a deletion that failed;
+ *   - a restore of 100,000 keys through etcd's own tool gives a data
+ *     directory that etcd starts from with every key and value; a damaged
+ *     or missing snapshot is refused before anything is restored.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -19,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -28,6 +33,7 @@
 
 #include "api/spec.h"
 #include "etcd/client.h"
+#include "snapshots/restore.h"
 #include "snapshots/snapshot.h"
 #include "state/snapshots.h"
 #include "tests/harness/harness.h"
@@ -394,6 +400,155 @@ static void test_retention(void **unused)
         fixture_stop(&f);
 }
 
+/* Start etcd on a restored data dir; returns its pid, the client URL in *ret_url. */
+static pid_t start_restored(fixture *f, const char *data_dir, const char *name,
+                            const char *peer_url, char **ret_url)
+{
+        char *client = xasprintf("http://127.0.0.1:%d", harness_free_port());
+        char *cluster = xasprintf("%s=%s", name, peer_url);
+        char *log = path_join(f->dir, "restored.log");
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                if (!freopen(log, "w", stderr) || !freopen(log, "a", stdout))
+                        _exit(126);
+                execl(f->hc->etcd_bin, f->hc->etcd_bin, "--name", name, "--data-dir", data_dir,
+                      "--listen-client-urls", client, "--advertise-client-urls", client,
+                      "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+                      "--initial-cluster", cluster, (char *)NULL);
+                _exit(127);
+        }
+        harness_track_pid(pid);
+        free(cluster);
+        free(log);
+        *ret_url = client;
+        return pid;
+}
+
+#define MANY 100000
+
+static void test_restore_many_keys(void **unused)
+{
+        (void)unused;
+        fixture f = {0};
+        fixture_start(&f, "3.5.16", 1, "    compression: gzip\n");
+        etcd_client *c = client(&f);
+        for (int i = 0; i < MANY; i++) {
+                char key[32], val[32];
+                snprintf(key, sizeof(key), "k/%06d", i);
+                snprintf(val, sizeof(val), "value-%d", i);
+                assert_int_equal(etcd_put(c, key, val, strlen(val), NULL), 0);
+        }
+        etcd_client_free(c);
+        int64_t id = take(&f, NULL);
+        state_snapshot *s = NULL;
+        assert_int_equal(state_snapshot_get(f.db, id, &s), 0);
+
+        /* fetch (size and SHA-256 checked), unpack (etcd's hash checked), restore */
+        char *fetched = path_join(f.dir, "fetched");
+        char *raw = path_join(f.dir, "raw.db");
+        char *data = path_join(f.dir, "restored");
+        char *err = NULL;
+        assert_int_equal(snapshot_fetch(f.db, s, f.dir, fetched, &err), 0);
+        int64_t size = 0;
+        assert_int_equal(snapshot_unpack(fetched, raw, &size, &err), 0);
+        assert_int_equal(size, s->db_size);
+        char *peer = xasprintf("http://127.0.0.1:%d", harness_free_port());
+        snapshot_restore_opts o = {.tool = f.hc->etcdutl_bin,
+                                   .snapshot = raw,
+                                   .data_dir = data,
+                                   .name = "r0",
+                                   .peer_url = peer,
+                                   .token = "restored"};
+        if (snapshot_restore_dir(&o, &err) < 0)
+                fail_msg("restore: %s", err);
+        /* never over an existing folder */
+        assert_int_equal(snapshot_restore_dir(&o, &err), -EEXIST);
+        free(err);
+        err = NULL;
+
+        char *url = NULL;
+        pid_t pid = start_restored(&f, data, "r0", peer, &url);
+        etcd_client_opts co = {.endpoints = url};
+        etcd_client *rc = NULL;
+        assert_int_equal(etcd_client_new(&co, &rc), 0);
+        etcd_endpoint_status *st = NULL;
+        for (int i = 0; i < 200 && etcd_status(rc, NULL, &st) < 0; i++)
+                usleep(100 * 1000);
+        assert_non_null(st);
+        etcd_endpoint_status_free(st);
+
+        /* every key, with its value, in ranges of 1000 */
+        int seen = 0;
+        for (int p = 0; p < MANY / 1000; p++) {
+                char prefix[32];
+                snprintf(prefix, sizeof(prefix), "k/%03d", p);
+                etcd_kv_list *l = NULL;
+                assert_int_equal(etcd_get(rc, prefix, true, &l), 0);
+                assert_int_equal(l->n, 1000);
+                for (size_t i = 0; i < l->n; i++) {
+                        int n = atoi(l->kvs[i].key + 2);
+                        assert_int_equal(n, p * 1000 + (int)i);
+                        char want[32];
+                        snprintf(want, sizeof(want), "value-%d", n);
+                        assert_int_equal(l->kvs[i].value_len, strlen(want));
+                        assert_memory_equal(l->kvs[i].value, want, strlen(want));
+                        seen++;
+                }
+                etcd_kv_list_free(l);
+        }
+        assert_int_equal(seen, MANY);
+        etcd_client_free(rc);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        harness_untrack_pid(pid);
+
+        /* a damaged object is refused on its SHA-256 before anything is restored */
+        char *stored = path_join(f.folder, s->key);
+        FILE *fp = fopen(stored, "r+b");
+        assert_non_null(fp);
+        fseek(fp, s->size / 2, SEEK_SET);
+        int ch = fgetc(fp);
+        fseek(fp, s->size / 2, SEEK_SET);
+        fputc(ch ^ 0x55, fp);
+        fclose(fp);
+        unlink(fetched);
+        assert_int_equal(snapshot_fetch(f.db, s, f.dir, fetched, &err), -EBADMSG);
+        assert_non_null(strstr(err, "SHA-256"));
+        free(err);
+        err = NULL;
+        /* and a missing one as missing */
+        assert_int_equal(unlink(stored), 0);
+        assert_int_equal(snapshot_fetch(f.db, s, f.dir, fetched, &err), -ENOENT);
+        assert_non_null(strstr(err, "missing"));
+        free(err);
+        err = NULL;
+        /* a file damaged inside (etcd's own sha256 no longer matches) */
+        char *bad = path_join(f.dir, "bad.db");
+        char *buf = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(raw, 1 << 30, &buf, &len), 0);
+        buf[len / 3] ^= 1;
+        assert_int_equal(write_file_atomic(bad, buf, len, 0600), 0);
+        char *bad_raw = path_join(f.dir, "bad-raw.db");
+        assert_int_equal(snapshot_unpack(bad, bad_raw, &size, &err), -EBADMSG);
+        assert_non_null(strstr(err, "sha256"));
+        assert_false(path_exists(bad_raw));
+        free(err);
+
+        free(bad_raw);
+        free(buf);
+        free(bad);
+        free(stored);
+        free(url);
+        free(peer);
+        free(data);
+        free(raw);
+        free(fetched);
+        state_snapshot_free(s);
+        fixture_stop(&f);
+}
+
 int main(void)
 {
         if (!harness_have_etcd("3.5.16")) {
@@ -405,6 +560,7 @@ int main(void)
             cmocka_unit_test(test_save_etcd34_uncompressed),
             cmocka_unit_test(test_failed_upload_never_counts),
             cmocka_unit_test(test_retention),
+            cmocka_unit_test(test_restore_many_keys),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
