@@ -5,16 +5,17 @@
 #pragma once
 
 #include "snapshots/destination.h"
+#include "snapshots/s3.h"
 
 /* A destination storing keys as files under folder (created on the first put). */
 snapshot_dest *dest_local_new(const char *folder);
 
 /*
  * A destination over an S3 bucket; keys go under prefix (may be NULL or "").
- * Takes the strings inside creds (the struct is cleared).
+ * creds are copied; tuning may be NULL.
  */
-int dest_s3_new(const s3_location *loc, const char *prefix, s3_credentials *creds,
-                snapshot_dest **ret, char **ret_error);
+int dest_s3_new(const s3_location *loc, const char *prefix, const s3_config *tuning,
+                s3_credentials *creds, snapshot_dest **ret, char **ret_error);
 
 /*
  * Make a finished download durable: fsync fd, close it, rename part to path,

@@ -103,12 +103,20 @@ static int open_parent(const local_dest *l, const char *key, bool create, int *r
                 }
                 int next = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 int e = -errno;
+                /* Linux says ENOTDIR, not ELOOP, for a symlink opened O_DIRECTORY | O_NOFOLLOW. */
+                struct stat st;
+                if (next < 0 && e == -ENOTDIR && fstatat(fd, c, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISLNK(st.st_mode))
+                        e = -ELOOP;
                 close(fd);
                 if (next < 0) {
-                        if (e == -ELOOP || e == -ENOTDIR)
+                        if (e == -ELOOP)
                                 return dest_fail(ret_error, -ELOOP,
-                                                 "%s/%s is not a folder (symlinks inside the "
-                                                 "snapshot folder are never followed)",
+                                                 "%s/%s is a symlink (never followed inside the "
+                                                 "snapshot folder)",
+                                                 l->folder, k);
+                        if (e == -ENOTDIR)
+                                return dest_fail(ret_error, -ENOTDIR, "%s/%s is not a folder",
                                                  l->folder, k);
                         return dest_fail(ret_error, e, "%s/%s: %s", l->folder, k, strerror(-e));
                 }

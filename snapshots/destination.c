@@ -334,7 +334,7 @@ static int open_s3(const storage_location *loc, const snapshot_dest_context *ctx
         int r = resolve_credentials(&loc->s3, ctx, &c, ret_error);
         if (r < 0)
                 return r;
-        r = dest_s3_new(&loc->s3, prefix, &c, ret, ret_error);
+        r = dest_s3_new(&loc->s3, prefix, ctx ? ctx->s3_tuning : NULL, &c, ret, ret_error);
         s3_credentials_release(&c);
         return r;
 }

@@ -69,10 +69,15 @@ void dest_object_release(dest_object *o);
  * AWS_CA_BUNDLE) from gitcd's environment are used. A target that read the
  * Secret itself (Kubernetes) hands its data in through `credentials`.
  */
+struct s3_config;
 typedef struct snapshot_dest_context {
         const char *state_dir;             /* gitcd's state folder; NULL: no Secret folders */
         const char *namespace_;            /* the cluster's namespace; NULL: "default" */
         const s3_credentials *credentials; /* NULL: resolve as described above */
+        /* S3 client tuning (snapshots/s3.h): part size, multipart threshold, retries,
+         * callbacks, extra name resolution; its endpoint, bucket, region, addressing
+         * and credentials are ignored (they come from the location). NULL: defaults. */
+        const struct s3_config *s3_tuning;
 } snapshot_dest_context;
 
 /*
@@ -94,7 +99,10 @@ int snapshot_source_open(const storage_location *loc, const snapshot_dest_contex
 void snapshot_dest_free(snapshot_dest *d);
 DEFINE_TRIVIAL_CLEANUP_FUNC(snapshot_dest *, snapshot_dest_free);
 
-/* Upload a local file as key, replacing it; sha256_hex (64 hex digits) is stored with it when non-NULL. */
+/*
+ * Upload a local file as key, replacing it; sha256_hex (64 lowercase hex digits)
+ * is stored with it when non-NULL.
+ */
 int snapshot_dest_put_file(snapshot_dest *d, const char *key, const char *path,
                            const char *sha256_hex, char **ret_error);
 /* Download key into path (written as path.part, fsynced, renamed; 0600). -ENOENT when absent. */

@@ -197,6 +197,13 @@ static void test_symlinks_never_followed(void **state)
         err = NULL;
         assert_true(path_exists(secret));
 
+        /* A file where a folder is expected. */
+        _cleanup_free_ char *plain = write_tmp(folder, "plain", "x");
+        assert_int_equal(snapshot_dest_put_file(d, "plain/s.db", src, NULL, &err), -ENOTDIR);
+        assert_non_null(strstr(err, "is not a folder"));
+        free(err);
+        err = NULL;
+
         /* A put over a symlink replaces the link itself, never its target. */
         assert_int_equal(snapshot_dest_put_file(d, "s.db", src, NULL, &err), 0);
         _cleanup_free_ char *kept = slurp(secret);
