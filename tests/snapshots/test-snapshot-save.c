@@ -10,6 +10,8 @@
  *   - retention by count and by age deletes only recorded snapshots (a
  *     foreign file in the folder survives), records the deletions, and
  *     retries a deletion that failed;
+ *   - the same against S3 (a real s3rver on loopback): stored under the
+ *     prefix, retention deletes only recorded keys, fetched back intact;
  *   - a restore of 100,000 keys through etcd's own tool gives a data
  *     directory that etcd starts from with every key and value; a damaged
  *     or missing snapshot is refused before anything is restored.
@@ -36,7 +38,9 @@
 #include "snapshots/restore.h"
 #include "snapshots/snapshot.h"
 #include "state/snapshots.h"
+#include "snapshots/destination.h"
 #include "tests/harness/harness.h"
+#include "tests/harness/s3rver.h"
 #include "util/fs.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -549,6 +553,95 @@ static void test_restore_many_keys(void **unused)
         fixture_stop(&f);
 }
 
+static void test_s3_destination(void **unused)
+{
+        (void)unused;
+        char *bin = harness_s3rver_path();
+        if (!bin)
+                skip();
+        free(bin);
+        harness_s3rver *s3 = NULL;
+        assert_int_equal(harness_s3rver_start(NULL, &s3), 0);
+        harness_opts o = {.version = "3.5.16", .members = 1};
+        fixture f = {0};
+        assert_int_equal(harness_cluster_start(&o, &f.hc), 0);
+        f.dir = harness_tmpdir("snapshot-s3");
+        char *db = path_join(f.dir, "state.db");
+        assert_int_equal(state_open(db, STATE_OPEN_READ_WRITE, &f.db), 0);
+        free(db);
+        /* the credentials Secret, as a folder on the gitcd host */
+        char *secret = path_join(f.dir, "secrets/default/s3creds");
+        assert_int_equal(mkdir_p(secret, 0700), 0);
+        char *id = path_join(secret, "accessKeyID"), *key = path_join(secret, "secretAccessKey");
+        assert_int_equal(write_file_atomic(id, HARNESS_S3RVER_KEY, 6, 0600), 0);
+        assert_int_equal(write_file_atomic(key, HARNESS_S3RVER_KEY, 6, 0600), 0);
+        char *yaml = xasprintf("  snapshots:\n    schedule: \"0 * * * *\"\n"
+                               "    compression: gzip\n    retention:\n      count: 2\n"
+                               "    destination:\n      s3:\n        endpoint: %s\n"
+                               "        bucket: %s\n        key: backups/\n"
+                               "        region: us-east-1\n        forcePathStyle: true\n"
+                               "        credentialsSecretRef:\n          name: s3creds\n",
+                               s3->endpoint_ip, s3->bucket);
+        record_cluster(&f, "3.5.16", yaml);
+        free(yaml);
+        put_keys(&f, 10);
+        etcd_cluster *c = NULL;
+        snapshot_spec *spec = spec_of(&f, &c);
+
+        /* an object gitcd did not write, under the same prefix */
+        snapshot_dest *dest = NULL;
+        char *err = NULL;
+        snapshot_dest_context ctx = {.state_dir = f.dir, .namespace_ = "default"};
+        assert_int_equal(snapshot_dest_open(&spec->destination, &ctx, &dest, &err), 0);
+        char *foreign_file = path_join(f.dir, "foreign");
+        assert_int_equal(write_file_atomic(foreign_file, "mine", 4, 0600), 0);
+        assert_int_equal(
+            snapshot_dest_put_file(dest, "default/snap/foreign.db", foreign_file, NULL, &err), 0);
+
+        int64_t ids[3];
+        for (int i = 0; i < 3; i++)
+                ids[i] = take(&f, NULL);
+        state_snapshot *newest = NULL, *oldest = NULL;
+        assert_int_equal(state_snapshot_get(f.db, ids[2], &newest), 0);
+        assert_int_equal(state_snapshot_get(f.db, ids[0], &oldest), 0);
+        assert_non_null(strstr(newest->location, "/backups/default/snap/"));
+        dest_object obj = {0};
+        assert_int_equal(snapshot_dest_stat(dest, newest->key, &obj, &err), 0);
+        assert_int_equal(obj.size, newest->size);
+        dest_object_release(&obj);
+
+        assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, now_wall_ms()), 1);
+        assert_int_equal(snapshot_dest_stat(dest, oldest->key, &obj, &err), -ENOENT);
+        free(err);
+        err = NULL;
+        assert_int_equal(snapshot_dest_stat(dest, "default/snap/foreign.db", &obj, &err), 0);
+        dest_object_release(&obj);
+
+        /* fetched back through the record, intact */
+        char *fetched = path_join(f.dir, "fetched");
+        char *raw = path_join(f.dir, "raw.db");
+        if (snapshot_fetch(f.db, newest, f.dir, fetched, &err) < 0)
+                fail_msg("fetch: %s", err);
+        int64_t size = 0;
+        assert_int_equal(snapshot_unpack(fetched, raw, &size, &err), 0);
+        assert_int_equal(size, newest->db_size);
+
+        free(raw);
+        free(fetched);
+        state_snapshot_free(newest);
+        state_snapshot_free(oldest);
+        free(foreign_file);
+        snapshot_dest_free(dest);
+        free(id);
+        free(key);
+        free(secret);
+        etcd_cluster_free(c);
+        state_close(f.db);
+        harness_cluster_free(f.hc);
+        free(f.dir);
+        harness_s3rver_free(s3);
+}
+
 int main(void)
 {
         if (!harness_have_etcd("3.5.16")) {
@@ -560,6 +653,7 @@ int main(void)
             cmocka_unit_test(test_save_etcd34_uncompressed),
             cmocka_unit_test(test_failed_upload_never_counts),
             cmocka_unit_test(test_retention),
+            cmocka_unit_test(test_s3_destination),
             cmocka_unit_test(test_restore_many_keys),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
