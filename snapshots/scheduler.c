@@ -22,6 +22,7 @@
 #include "snapshots/schedule.h"
 #include "snapshots/scheduler.h"
 #include "snapshots/snapshot.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -65,6 +66,9 @@ int snapshot_scheduler_new(const snapshot_scheduler_opts *opts, state_db *db,
         s->opts.state_path = s->state_path;
         s->opts.state_dir = s->state_dir;
         s->opts.etcd_dir = s->etcd_dir;
+        /* what a killed gitcd left: its temporary files, and records still running */
+        _cleanup_free_ char *tmp = path_join(s->state_dir, "snapshots-tmp");
+        (void)rm_rf(tmp);
         int k = state_snapshot_abandon_running(db, NULL, "gitcd stopped while it ran", wall(s));
         if (k > 0)
                 log_warn("%d snapshot%s left running by an earlier gitcd recorded as failed", k,
@@ -155,11 +159,15 @@ static next_look *look_for(snapshot_scheduler *s, const char *cluster)
 }
 
 /* The cluster's latched (else desired) spec; NULL when unreadable. */
-static etcd_cluster *cluster_spec(state_db *db, const char *cluster)
+static etcd_cluster *cluster_spec(state_db *db, const char *cluster, bool *ret_available)
 {
         state_cluster *sc = NULL;
+        *ret_available = false;
         if (state_cluster_get(db, cluster, &sc) < 0)
                 return NULL;
+        for (size_t i = 0; i < sc->n_conditions; i++)
+                if (streq(sc->conditions[i].type, "Available"))
+                        *ret_available = streq(sc->conditions[i].status, "True");
         const char *text = sc->observed_json ? sc->observed_json : sc->desired_json;
         json_t *j = text ? json_loads(text, 0, NULL) : NULL;
         diag_list d = DIAG_LIST_INIT;
@@ -183,7 +191,9 @@ int snapshot_scheduler_tick(snapshot_scheduler *s, state_db *db, target *t,
                 next_look *look = look_for(s, clusters[i]);
                 if (now < look->at_ms)
                         continue;
-                _cleanup_(etcd_cluster_freep) etcd_cluster *c = cluster_spec(db, clusters[i]);
+                bool available = false;
+                _cleanup_(etcd_cluster_freep) etcd_cluster *c =
+                    cluster_spec(db, clusters[i], &available);
                 cron_expr e;
                 if (!c || !c->snapshots.enabled || !c->snapshots.schedule ||
                     cron_parse(c->snapshots.schedule, &e) < 0) {
@@ -202,8 +212,11 @@ int snapshot_scheduler_tick(snapshot_scheduler *s, state_db *db, target *t,
                         look->at_ms = next > 0 ? next : now + 3600 * 1000;
                         continue;
                 }
-                if (s->running)
-                        continue; /* due, and waits for the worker */
+                /* due: waits for the worker, and for a cluster with quorum (still
+                 * forming, or quorum lost: a snapshot cannot succeed; SnapshotsHealthy
+                 * turns false when that lasts) */
+                if (s->running || !available)
+                        continue;
                 char *error = NULL;
                 snapshot_job *job = NULL;
                 if (snapshot_job_from_state(db, t, clusters[i], "schedule", slot, s->state_dir,

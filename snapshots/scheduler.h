@@ -28,7 +28,8 @@ typedef struct snapshot_scheduler_opts {
 
 /*
  * Closes snapshot records left running by an earlier gitcd (it stopped
- * while they ran) as failed.
+ * while they ran) as failed, and removes its temporary files
+ * (<state dir>/snapshots-tmp/).
  */
 int snapshot_scheduler_new(const snapshot_scheduler_opts *opts, state_db *db,
                            snapshot_scheduler **ret);
@@ -37,8 +38,9 @@ void snapshot_scheduler_free(snapshot_scheduler *s);
 
 /*
  * Look at the clusters (names "ns/name"): start the snapshot of the first
- * due one when none runs; reap a finished worker. Never blocks on a
- * snapshot. Returns 1 when a snapshot was started, else 0.
+ * due one whose Available condition is True when none runs; reap a
+ * finished worker. Never blocks on a snapshot. Returns 1 when a snapshot
+ * was started, else 0.
  */
 int snapshot_scheduler_tick(snapshot_scheduler *s, state_db *db, target *t,
                             const char *const *clusters, size_t n);

@@ -37,6 +37,7 @@
 #include "snapshots/snapshot.h"
 #include "targets/process.h"
 #include "targets/target.h"
+#include "util/failpoint.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/strbuf.h"
@@ -283,6 +284,7 @@ static int sink_write(sink *s, const void *data, size_t len)
 static int stream_chunk(const void *data, size_t len, void *userdata)
 {
         sink *s = userdata;
+        FAILPOINT("snapshot.streaming");
         if (cancelled(s->job))
                 return s->err = -ECANCELED;
         return sink_write(s, data, len);
@@ -496,10 +498,10 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
         state_snapshot rec = {.result = "failed"};
         char *error = NULL;
         char raw_sha[65] = "", stored_sha[65] = "";
-        _cleanup_free_ char *tmp_dir = path_join(job->state_dir, "snapshots-tmp");
-        _cleanup_free_ char *raw_path = NULL, *gz_path = NULL, *version = NULL, *tool = NULL,
-                            *dest_id = NULL, *key = NULL, *location = NULL;
-        _cleanup_free_ char *compression = NULL;
+        /* one exit (out:) frees everything below; no cleanup attributes in this function */
+        char *tmp_dir = path_join(job->state_dir, "snapshots-tmp");
+        char *raw_path = NULL, *gz_path = NULL, *version = NULL, *tool = NULL, *dest_id = NULL,
+             *key = NULL, *location = NULL, *compression = NULL, *why = NULL;
         etcd_cluster *spec = NULL;
         etcd_client *cl = NULL;
         snapshot_dest *dest = NULL;
@@ -604,7 +606,6 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
         rec.db_size = (int64_t)info.size;
 
         snapshot_status status = {0};
-        _cleanup_free_ char *why = NULL;
         r = snapshot_file_status(tool, raw_path, &status, &why);
         if (r < 0) {
                 error =
@@ -666,6 +667,16 @@ out:
         snapshot_dest_free(dest);
         etcd_client_free(cl);
         etcd_cluster_free(spec);
+        free(tmp_dir);
+        free(raw_path);
+        free(gz_path);
+        free(version);
+        free(tool);
+        free(dest_id);
+        free(key);
+        free(location);
+        free(compression);
+        free(why);
         if (ret_id)
                 *ret_id = id;
         if (r < 0)

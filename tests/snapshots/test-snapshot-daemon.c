@@ -8,7 +8,10 @@
  *   - SnapshotsHealthy is True in `gitcd status`;
  *   - SIGTERM stops the daemon cleanly with no record left running;
  *   - `gitcd snapshot restore` restores a kept snapshot into a new data
- *     directory and prints a spec for it, and refuses a deleted one.
+ *     directory and prints a spec for it, and refuses a deleted one;
+ *   - gitcd killed in the middle of a scheduled snapshot: the record is
+ *     closed as failed when it starts again, nothing partial is stored, and
+ *     the next slot is taken.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -228,6 +231,69 @@ static void test_scheduled_snapshots_under_run(void **unused)
         e2e_free(e);
 }
 
+static void test_killed_mid_snapshot(void **unused)
+{
+        (void)unused;
+        e2e *e = e2e_new();
+        char *backups = path_join(e->root, "backups");
+        char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                               "metadata:\n  name: snapc\nspec:\n  replicas: 1\n"
+                               "  version: \"3.5.16\"\n"
+                               "  snapshots:\n    schedule: \"* * * * *\"\n"
+                               "    destination:\n      local:\n        path: %s\n",
+                               backups);
+        e2e_write_file(e, "snapc.yaml", text);
+        free(text);
+        setenv("GITCD_FAILPOINT", "snapshot.streaming", 1);
+        pid_t d = e2e_start_daemon(e, NULL);
+        unsetenv("GITCD_FAILPOINT");
+        int status = 0;
+        assert_int_equal(waitpid(d, &status, 0), d); /* killed by its failpoint */
+        harness_untrack_pid(d);
+        assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        json_t *recs = snapshot_records(e);
+        assert_int_equal(json_array_size(recs), 1);
+        assert_int_equal(count(recs, "schedule", "running"), 1);
+        json_decref(recs);
+        char *tmp = path_join(e->state_dir, "snapshots-tmp");
+        assert_int_equal(files_in(tmp), 1); /* the partial stream */
+
+        d = e2e_start_daemon(e, NULL);
+        for (int64_t t0 = now_mono_ms(); now_mono_ms() - t0 < 150 * 1000;) {
+                recs = snapshot_records(e);
+                if (count(recs, "schedule", "succeeded") >= 1)
+                        break;
+                json_decref(recs);
+                recs = NULL;
+                usleep(500 * 1000);
+        }
+        if (!recs) {
+                char *log = e2e_read_log(e, "daemon.log");
+                fail_msg("no scheduled snapshot after the restart:\n%s", log);
+        }
+        assert_int_equal(kill(d, SIGTERM), 0);
+        assert_int_equal(waitpid(d, &status, 0), d);
+        harness_untrack_pid(d);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+        /* newest first: the later slot succeeded; the killed one failed, nothing of it stored */
+        size_t n = json_array_size(recs);
+        json_t *first = json_array_get(recs, n - 1);
+        assert_string_equal(json_string_value(json_object_get(first, "result")), "failed");
+        assert_string_equal(json_string_value(json_object_get(first, "error")),
+                            "gitcd stopped while it ran");
+        assert_true(json_is_null(json_object_get(first, "location")));
+        assert_int_equal(count(recs, NULL, "running"), 0);
+        char *folder = path_join(backups, "default/snapc");
+        assert_int_equal(files_in(folder), count(recs, NULL, "succeeded"));
+        assert_int_equal(files_in(tmp), 0);
+        json_decref(recs);
+        free(folder);
+        free(tmp);
+        free(backups);
+        e2e_free(e);
+}
+
 int main(void)
 {
         if (!e2e_have_version("3.5.16")) {
@@ -236,6 +302,7 @@ int main(void)
         }
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_scheduled_snapshots_under_run),
+            cmocka_unit_test(test_killed_mid_snapshot),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
