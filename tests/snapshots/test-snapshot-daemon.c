@@ -9,6 +9,8 @@
  *   - SIGTERM stops the daemon cleanly with no record left running;
  *   - `gitcd snapshot restore` restores a kept snapshot into a new data
  *     directory and prints a spec for it, and refuses a deleted one;
+ *   - `gitcd snapshot save --to` of a cluster with client TLS (tls.provider
+ *     auto) dials the members with gitcd's own client certificate;
  *   - gitcd killed in the middle of a scheduled snapshot: the record is
  *     closed as failed when it starts again, nothing partial is stored, and
  *     the next slot is taken.
@@ -294,6 +296,36 @@ static void test_killed_mid_snapshot(void **unused)
         e2e_free(e);
 }
 
+static void test_save_with_client_tls(void **unused)
+{
+        (void)unused;
+        e2e *e = e2e_new();
+        e2e_write_file(e, "tls.yaml",
+                       "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                       "metadata:\n  name: tlsc\nspec:\n  replicas: 1\n"
+                       "  version: \"3.5.16\"\n  tls:\n    provider: auto\n");
+        assert_int_equal(e2e_apply(e, NULL, 120), 0);
+        json_t *st = e2e_status(e, "tlsc");
+        const char *url = json_string_value(
+            json_object_get(json_array_get(json_object_get(st, "members"), 0), "client_url"));
+        assert_non_null(url);
+        assert_true(strneq(url, "https://", 8));
+        json_decref(st);
+        char *to = path_join(e->root, "copies");
+        const char *save[] = {"snapshot", "save", "default/tlsc", "--to", to, NULL};
+        char *out = NULL, *err = NULL;
+        int k = e2e_runv(e, &out, &err, save);
+        if (k != 0)
+                fail_msg("snapshot save: exit %d: %s", k, err);
+        char *folder = path_join(to, "default/tlsc");
+        assert_int_equal(files_in(folder), 1);
+        free(folder);
+        free(out);
+        free(err);
+        free(to);
+        e2e_free(e);
+}
+
 int main(void)
 {
         if (!e2e_have_version("3.5.16")) {
@@ -302,6 +334,7 @@ int main(void)
         }
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_scheduled_snapshots_under_run),
+            cmocka_unit_test(test_save_with_client_tls),
             cmocka_unit_test(test_killed_mid_snapshot),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
