@@ -7,6 +7,8 @@
  *   - the stored file decompresses to a snapshot etcd's own tool reads,
  *     holding every key written before it;
  *   - an upload that fails is recorded as failed and never counts;
+ *   - a snapshot aborted (gitcd stopping) is recorded as failed, nothing
+ *     stored, no temporary file left;
  *   - retention by count and by age deletes only recorded snapshots (a
  *     foreign file in the folder survives), records the deletions, and
  *     retries a deletion that failed;
@@ -642,6 +644,39 @@ static void test_s3_destination(void **unused)
         harness_s3rver_free(s3);
 }
 
+static void test_abort_records_failure(void **unused)
+{
+        (void)unused;
+        fixture f = {0};
+        fixture_start(&f, "3.5.16", 1, "");
+        put_keys(&f, 10);
+        snapshot_job *job = NULL;
+        char *err = NULL;
+        assert_int_equal(
+            snapshot_job_from_state(f.db, NULL, CLUSTER, "schedule", 60000, f.dir, &job, &err), 0);
+        atomic_bool cancel = true; /* what snapshot_scheduler_free sets on SIGTERM */
+        job->cancel = &cancel;
+        int64_t id = 0;
+        assert_int_equal(snapshot_take(f.db, job, &id, &err), -ECANCELED);
+        assert_string_equal(err, "aborted: gitcd is stopping");
+        state_snapshot *s = NULL;
+        assert_int_equal(state_snapshot_get(f.db, id, &s), 0);
+        assert_string_equal(s->result, "failed");
+        assert_string_equal(s->trigger, "schedule");
+        assert_int_equal(s->slot_ms, 60000);
+        assert_null(s->key);
+        assert_false(path_exists(f.folder));
+        char *tmp = path_join(f.dir, "snapshots-tmp");
+        char *ls = xasprintf("test -z \"$(ls -A '%s')\"", tmp);
+        assert_int_equal(system(ls), 0);
+        free(ls);
+        free(tmp);
+        state_snapshot_free(s);
+        free(err);
+        snapshot_job_free(job);
+        fixture_stop(&f);
+}
+
 int main(void)
 {
         if (!harness_have_etcd("3.5.16")) {
@@ -652,6 +687,7 @@ int main(void)
             cmocka_unit_test(test_save_gzip_from_follower),
             cmocka_unit_test(test_save_etcd34_uncompressed),
             cmocka_unit_test(test_failed_upload_never_counts),
+            cmocka_unit_test(test_abort_records_failure),
             cmocka_unit_test(test_retention),
             cmocka_unit_test(test_s3_destination),
             cmocka_unit_test(test_restore_many_keys),
