@@ -29,6 +29,7 @@
 #include "targets/local.h"
 #include "util/fs.h"
 #include "util/macro.h"
+#include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -278,22 +279,65 @@ static bool all_digits(const char *s)
         return true;
 }
 
-/* The restore source of a spec: where the snapshot is, as bootstrap.restore.source. */
-static void print_source(const state_snapshot *rec, const char *file)
+/* The cluster's current spec from the store, or NULL. */
+static etcd_cluster *recorded_spec(state_db *db, const char *cluster)
+{
+        state_cluster *sc = NULL;
+        if (!db || state_cluster_get(db, cluster, &sc) < 0)
+                return NULL;
+        const char *text = sc->observed_json ? sc->observed_json : sc->desired_json;
+        json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+        diag_list d = DIAG_LIST_INIT;
+        etcd_cluster *c = NULL;
+        if (j && spec_from_json(j, cluster, &c, &d) < 0)
+                c = NULL;
+        json_decref(j);
+        diag_list_release(&d);
+        state_cluster_free(sc);
+        return c;
+}
+
+/*
+ * The restore source of a spec: where the snapshot is, as
+ * bootstrap.restore.source. An S3 object takes the endpoint, region, path
+ * style and credentials of the cluster's destination it was stored in.
+ */
+static int restore_source(state_db *db, const state_snapshot *rec, const char *file, strbuf *out,
+                          char **ret_error)
 {
         if (!rec || strneq(rec->destination ? rec->destination : "", "local:", 6)) {
-                printf("        local:\n          path: %s\n", rec ? rec->location : file);
-                return;
+                sb_printf(out, "        local:\n          path: %s\n", rec ? rec->location : file);
+                return 0;
         }
-        printf("        # the destination recorded for the snapshot: %s\n", rec->destination);
-        printf("        # (copy endpoint, region and credentialsSecretRef from the cluster's "
-               "spec.snapshots.destination.s3)\n");
-        printf("        s3:\n          location: %s\n", rec->location);
+        _cleanup_(etcd_cluster_freep) etcd_cluster *c = recorded_spec(db, rec->cluster);
+        _cleanup_free_ char *id = c ? snapshot_destination_id(&c->snapshots.destination) : NULL;
+        const char *loc = rec->location ? rec->location : "";
+        const char *slash = strneq(loc, "s3://", 5) ? strchr(loc + 5, '/') : NULL;
+        if (!c || !streq_ptr(id, rec->destination) || c->snapshots.destination.kind != DEST_S3 ||
+            !slash) {
+                *ret_error = xasprintf("%s is in %s, no longer the destination of %s: write "
+                                       "spec.bootstrap.restore.source by hand",
+                                       loc, rec->destination, rec->cluster);
+                return -EINVAL;
+        }
+        const s3_location *s3 = &c->snapshots.destination.s3;
+        sb_printf(out, "        s3:\n");
+        if (s3->endpoint)
+                sb_printf(out, "          endpoint: %s\n", s3->endpoint);
+        sb_printf(out, "          bucket: %s\n          key: %s\n", s3->bucket, slash + 1);
+        if (s3->region)
+                sb_printf(out, "          region: %s\n", s3->region);
+        if (s3->force_path_style)
+                sb_printf(out, "          forcePathStyle: true\n");
+        sb_printf(out, "          credentialsSecretRef:\n            name: %s\n",
+                  s3->credentials_secret);
+        return 0;
 }
 
 /* Check the snapshot at input (in work/) and restore it or print a spec; -errno + *ret_error. */
-static int restore_checked(const state_snapshot *rec, const char *input, const char *work,
-                           const char *version, const restore_flags *f, char **ret_error)
+static int restore_checked(state_db *db, const state_snapshot *rec, const char *input,
+                           const char *work, const char *version, const restore_flags *f,
+                           char **ret_error)
 {
         _cleanup_free_ char *raw = path_join(work, "snapshot.db");
         int64_t size = 0;
@@ -336,6 +380,14 @@ static int restore_checked(const state_snapshot *rec, const char *input, const c
                        f->into, name, peer);
         }
         if (f->print_spec) {
+                /* the source first: a spec that cannot be written is not printed at all */
+                _cleanup_free_ char *abs = rec ? NULL : realpath(input, NULL);
+                strbuf src = STRBUF_INIT;
+                r = restore_source(db, rec, abs ? abs : input, &src, ret_error);
+                if (r < 0) {
+                        sb_release(&src);
+                        return r;
+                }
                 printf("# %s: revision %lld, %lld keys, %lld bytes, checked\n"
                        "# (spec.bootstrap.restore is refused by apply, plan and run until "
                        "gitcd supports it)\n"
@@ -352,8 +404,8 @@ static int restore_checked(const state_snapshot *rec, const char *input, const c
                        "      source:\n",
                        label, (long long)st.revision, (long long)st.total_keys, (long long)size,
                        cluster_name, ns, version);
-                _cleanup_free_ char *abs = rec ? NULL : realpath(input, NULL);
-                print_source(rec, abs ? abs : input);
+                fputs(sb_str(&src), stdout);
+                sb_release(&src);
         }
         return 0;
 }
@@ -429,7 +481,7 @@ static int do_restore(const char *what, const restore_flags *f)
         if (rec)
                 r = snapshot_fetch(db, rec, state_dir, fetched, &error);
         if (r >= 0)
-                r = restore_checked(rec, rec ? fetched : what, work, version, f, &error);
+                r = restore_checked(db, rec, rec ? fetched : what, work, version, f, &error);
         (void)rm_rf(work);
         if (r < 0) {
                 fprintf(stderr, "gitcd snapshot restore: refused: %s\n", error);

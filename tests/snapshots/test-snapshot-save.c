@@ -628,6 +628,28 @@ static void test_s3_destination(void **unused)
         assert_int_equal(snapshot_unpack(fetched, raw, &size, &err), 0);
         assert_int_equal(size, newest->db_size);
 
+        /* `gitcd snapshot restore --print-spec`: a spec that names the object, and validates */
+        char *spec_file = path_join(f.dir, "restore.yaml");
+        char *cmd =
+            xasprintf("'%s' snapshot restore %lld --print-spec --state '%s/state.db' > '%s'",
+                      getenv("GITCD_BIN"), (long long)newest->id, f.dir, spec_file);
+        assert_int_equal(system(cmd), 0);
+        char *printed = NULL;
+        size_t plen = 0;
+        assert_int_equal(read_file(spec_file, 1 << 20, &printed, &plen), 0);
+        char *want = xasprintf("        s3:\n          endpoint: %s\n          bucket: %s\n"
+                               "          key: backups/%s\n",
+                               s3->endpoint_ip, s3->bucket, newest->key);
+        if (!strstr(printed, want))
+                fail_msg("printed spec:\n%s\nwithout:\n%s", printed, want);
+        free(cmd);
+        cmd = xasprintf("'%s' validate '%s' 2>/dev/null", getenv("GITCD_BIN"), spec_file);
+        assert_int_equal(system(cmd), 0);
+
+        free(want);
+        free(printed);
+        free(cmd);
+        free(spec_file);
         free(raw);
         free(fetched);
         state_snapshot_free(newest);
