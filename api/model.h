@@ -147,11 +147,17 @@ typedef struct storage_location {
         char *path; /* DEST_LOCAL: a directory (snapshots) or file (restore) on the gitcd host */
 } storage_location;
 
+typedef enum snapshot_compression {
+        COMPRESSION_NONE, /* stored as etcd wrote it */
+        COMPRESSION_GZIP, /* gzip (zlib), ".gz" keys */
+} snapshot_compression;
+
 typedef struct snapshot_spec {
         bool enabled;
-        char *schedule;               /* 5-field cron expression */
-        int retention_count;          /* keep this many newest; default 7 */
-        int64_t retention_max_age_ms; /* 0: no age limit */
+        char *schedule;                   /* 5-field cron expression */
+        snapshot_compression compression; /* default none */
+        int retention_count;              /* keep this many newest; default 7 */
+        int64_t retention_max_age_ms;     /* 0: no age limit */
         storage_location destination;
 } snapshot_spec;
 

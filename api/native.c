@@ -261,13 +261,17 @@ static void read_snapshots(reader *r, const ynode *spec)
         const char *P = "spec.snapshots";
         if (!rd_map(r, spec, "spec", "snapshots", NULL, &m))
                 return;
-        static const char *const known[] = {"enabled", "schedule", "retention", "destination",
-                                            NULL};
+        static const char *const known[] = {"enabled",     "schedule",    "retention",
+                                            "destination", "compression", NULL};
         rd_keys(r, m, P, known, NULL);
         s->enabled = true;
         if (!rd_bool(r, m, P, "enabled", NULL, &s->enabled) && rd_get(m, "enabled", NULL))
                 s->enabled = false; /* reported; do not pile up follow-on errors */
         rd_string(r, m, P, "schedule", NULL, &s->schedule);
+        static const char *const compressions[] = {"none", "gzip", NULL};
+        int comp;
+        if (rd_enum(r, m, P, "compression", NULL, compressions, &comp))
+                s->compression = comp == 1 ? COMPRESSION_GZIP : COMPRESSION_NONE;
         const ynode *ret = NULL;
         if (rd_map(r, m, P, "retention", NULL, &ret)) {
                 static const char *const k[] = {"count", "maxAge", NULL};

@@ -191,6 +191,8 @@ json_t *spec_to_json(const etcd_cluster *c)
         json_t *snap = json_object();
         json_object_set_new(snap, "enabled", json_boolean(s->enabled));
         set_str(snap, "schedule", s->schedule);
+        if (s->compression == COMPRESSION_GZIP)
+                set_str(snap, "compression", "gzip");
         json_t *ret = json_object();
         json_object_set_new(ret, "count", json_integer(s->retention_count));
         if (s->retention_max_age_ms > 0) {

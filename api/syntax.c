@@ -1,19 +1,23 @@
 /*
  * Syntax of the small value types an EtcdCluster is made of: Kubernetes
- * quantities, DNS-1123 names, label keys and values, cron schedules, and
- * the edit distance used for "did you mean" suggestions.
+ * quantities, DNS-1123 names, label keys and values, cron schedules (checked,
+ * and evaluated for api/cron.h from the same field table), and the edit
+ * distance used for "did you mean" suggestions.
  *
  * Design: quantities are computed exactly with 128-bit integers (a
  * numerator and a power-of-ten denominator) and rounded up at the end, the
  * way Kubernetes rounds a quantity to whole bytes; no floating point, so
  * "0.1Gi" means the same on every machine.
  */
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "api/cron.h"
 #include "api/internal.h"
 #include "api/spec.h"
 #include "util/xalloc.h"
@@ -382,4 +386,145 @@ int cron_check(const char *expr, char **ret_why)
                         return r;
         }
         return 0;
+}
+
+/* ---- cron evaluation (api/cron.h) ---- */
+
+/* Set the bits of one valid field ("*", lists, ranges, steps, names); cron_check passed. */
+static uint64_t cron_field_bits(const cron_field *f, const char *text, bool *ret_star)
+{
+        uint64_t bits = 0;
+        *ret_star = text[0] == '*';
+        _cleanup_free_ char *copy = xstrdup(text);
+        char *save = NULL;
+        for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+                const char *p = item;
+                int lo = f->min, hi = f->max, step = 1;
+                if (*p == '*') {
+                        p++;
+                } else {
+                        (void)cron_value(f, &p, &lo);
+                        hi = lo;
+                        if (*p == '-') {
+                                p++;
+                                (void)cron_value(f, &p, &hi);
+                        }
+                }
+                if (*p == '/') {
+                        p++;
+                        (void)cron_value(f, &p, &step);
+                        if (item[0] != '*' && !strchr(item, '-'))
+                                hi = f->max; /* "5/15": from 5 to the end, like cron */
+                }
+                for (int v = lo; v <= hi; v += step)
+                        bits |= UINT64_C(1) << v;
+        }
+        return bits;
+}
+
+int cron_parse(const char *expr, cron_expr *ret)
+{
+        _cleanup_free_ char *why = NULL;
+        if (cron_check(expr, &why) < 0)
+                return -EINVAL;
+        char *fields[5];
+        size_t n = 0;
+        _cleanup_free_ char *copy = xstrdup(expr);
+        char *save = NULL;
+        for (char *t = strtok_r(copy, " \t", &save); t && n < 5; t = strtok_r(NULL, " \t", &save))
+                fields[n++] = t;
+        assert(n == 5);
+        cron_expr e = {0};
+        bool star;
+        e.minutes = cron_field_bits(&cron_fields[0], fields[0], &star);
+        e.hours = (uint32_t)cron_field_bits(&cron_fields[1], fields[1], &star);
+        e.mdays = (uint32_t)cron_field_bits(&cron_fields[2], fields[2], &e.mday_star);
+        e.months = (uint16_t)cron_field_bits(&cron_fields[3], fields[3], &star);
+        uint64_t w = cron_field_bits(&cron_fields[4], fields[4], &e.wday_star);
+        e.wdays = (uint8_t)((w | (w >> 7)) & 0x7f); /* 7 is Sunday */
+        *ret = e;
+        return 0;
+}
+
+static bool cron_day_ok(const cron_expr *e, const struct tm *tm)
+{
+        bool md = e->mdays & (UINT32_C(1) << tm->tm_mday);
+        bool wd = e->wdays & (1u << tm->tm_wday);
+        if (e->mday_star || e->wday_star)
+                return md && wd;
+        return md || wd;
+}
+
+bool cron_matches(const cron_expr *e, int64_t t_ms)
+{
+        time_t t = (time_t)(t_ms / 1000);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        return (e->months & (1u << (tm.tm_mon + 1))) && cron_day_ok(e, &tm) &&
+               (e->hours & (UINT32_C(1) << tm.tm_hour)) &&
+               (e->minutes & (UINT64_C(1) << tm.tm_min));
+}
+
+#define CRON_HORIZON_MS ((int64_t)5 * 366 * 24 * 3600 * 1000)
+
+/* Floor to a whole minute (also for times before the epoch). */
+static int64_t minute_floor(int64_t t_ms)
+{
+        int64_t m = t_ms / 60000;
+        if (t_ms < 0 && t_ms % 60000)
+                m--;
+        return m * 60000;
+}
+
+int cron_next(const cron_expr *e, int64_t t_ms, int64_t *ret_ms)
+{
+        int64_t t = minute_floor(t_ms) + 60000, limit = t + CRON_HORIZON_MS;
+        while (t <= limit) {
+                time_t s = (time_t)(t / 1000);
+                struct tm tm;
+                gmtime_r(&s, &tm);
+                tm.tm_sec = 0;
+                if (!(e->months & (1u << (tm.tm_mon + 1)))) {
+                        tm.tm_mon++, tm.tm_mday = 1, tm.tm_hour = 0, tm.tm_min = 0;
+                        t = (int64_t)timegm(&tm) * 1000;
+                } else if (!cron_day_ok(e, &tm)) {
+                        tm.tm_mday++, tm.tm_hour = 0, tm.tm_min = 0;
+                        t = (int64_t)timegm(&tm) * 1000;
+                } else if (!(e->hours & (UINT32_C(1) << tm.tm_hour))) {
+                        tm.tm_hour++, tm.tm_min = 0;
+                        t = (int64_t)timegm(&tm) * 1000;
+                } else if (!(e->minutes & (UINT64_C(1) << tm.tm_min))) {
+                        t += 60000;
+                } else {
+                        *ret_ms = t;
+                        return 0;
+                }
+        }
+        return -ERANGE;
+}
+
+int cron_prev(const cron_expr *e, int64_t t_ms, int64_t *ret_ms)
+{
+        int64_t t = minute_floor(t_ms), limit = t - CRON_HORIZON_MS;
+        while (t >= limit) {
+                time_t s = (time_t)(t / 1000);
+                struct tm tm;
+                gmtime_r(&s, &tm);
+                tm.tm_sec = 0, tm.tm_min = 0;
+                if (!(e->months & (1u << (tm.tm_mon + 1)))) {
+                        tm.tm_mday = 1, tm.tm_hour = 0;
+                        t = (int64_t)timegm(&tm) * 1000 - 60000;
+                } else if (!cron_day_ok(e, &tm)) {
+                        tm.tm_hour = 0;
+                        t = (int64_t)timegm(&tm) * 1000 - 60000;
+                } else if (!(e->hours & (UINT32_C(1) << tm.tm_hour))) {
+                        t = (int64_t)timegm(&tm) * 1000 - 60000;
+                } else if (!(e->minutes & (UINT64_C(1) << (t / 60000 % 60 + 60) % 60))) {
+                        t -= 60000;
+                } else {
+                        *ret_ms = t;
+                        return 0;
+                }
+        }
+        return -ERANGE;
 }

@@ -28,9 +28,9 @@ static bool uses_auth(const etcd_cluster *c)
         return c->auth.enabled;
 }
 
-static bool uses_snapshots(const etcd_cluster *c)
+static bool uses_snapshot_pvc(const etcd_cluster *c)
 {
-        return c->snapshots.enabled;
+        return c->snapshots.enabled && c->snapshots.destination.kind == DEST_PVC;
 }
 
 static bool uses_defrag(const etcd_cluster *c)
@@ -52,8 +52,9 @@ static const struct {
 } unsupported[] = {
     {"spec.auth", "spec.auth.enabled", "etcd authentication",
      "remove spec.auth or set spec.auth.enabled: false", uses_auth},
-    {"spec.snapshots", "spec.snapshots", "scheduled snapshots",
-     "remove spec.snapshots or set spec.snapshots.enabled: false", uses_snapshots},
+    {"spec.snapshots.destination.pvc", "spec.snapshots.destination.pvc",
+     "snapshots stored in a PersistentVolumeClaim",
+     "use a local or s3 destination, or set spec.snapshots.enabled: false", uses_snapshot_pvc},
     {"spec.defrag", "spec.defrag", "scheduled defragmentation",
      "remove spec.defrag or set spec.defrag.enabled: false", uses_defrag},
     {"spec.bootstrap.restore", "spec.bootstrap.restore", "restoring a snapshot at creation",

@@ -15,6 +15,10 @@
  * With --listen (or listen: in the file) the daemon serves /metrics,
  * /healthz and /readyz from libmicrohttpd's own thread (ops/http.h); the
  * loop below only reports fetches to the metrics registry.
+ *
+ * Scheduled snapshots (spec.snapshots) run in a worker thread beside the
+ * loop (snapshots/scheduler.h), one at a time; SIGTERM aborts a running
+ * one (recorded as failed).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -29,6 +33,7 @@
 #include "ops/metrics.h"
 #include "ops/notify.h"
 #include "util/fs.h"
+#include "snapshots/scheduler.h"
 #include "util/log.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -64,10 +69,13 @@ static void usage(FILE *out)
                 "  --tls-key FILE           this key (PEM)\n"
                 "  -h, --help               show this help\n\n"
                 "%s\n"
-                "Signals: SIGTERM/SIGINT finish the current step and exit 0; SIGHUP\n"
-                "reads the configuration file again (an invalid one is reported and the\n"
-                "settings in force stay), re-reads the files it names and polls every\n"
-                "source at once.\n"
+                "Clusters with spec.snapshots get their scheduled snapshots (cron, UTC),\n"
+                "one at a time beside the reconciliation; a schedule missed while gitcd\n"
+                "was down is caught up once.\n\n"
+                "Signals: SIGTERM/SIGINT finish the current step, abort a running snapshot\n"
+                "(recorded as failed) and exit 0; SIGHUP reads the configuration file\n"
+                "again (an invalid one is reported and the settings in force stay),\n"
+                "re-reads the files it names and polls every source at once.\n"
                 "The daemon holds a lock in the state folder while it runs: another\n"
                 "apply or run on the same state exits 1; plan, status and log still read.\n",
                 runner_options_help);
@@ -304,6 +312,17 @@ static int start_http(const ops_config *c, const char *state_path, ops_http **re
         return 0;
 }
 
+/* Scheduled snapshots of the clusters of the current revision (in a worker thread). */
+static void snapshot_tick(snapshot_scheduler *snap, runner_source *rs)
+{
+        size_t n = driver_cluster_count(rs->drv);
+        const char **names = xcalloc(n + 1, sizeof(char *));
+        for (size_t i = 0; i < n; i++)
+                names[i] = driver_cluster_name(rs->drv, i);
+        (void)snapshot_scheduler_tick(snap, rs->owner->db, rs->target, names, n);
+        free(names);
+}
+
 int cmd_run(int argc, char **argv)
 {
         runner_flags f = {0};
@@ -407,6 +426,17 @@ int cmd_run(int argc, char **argv)
                 log_info("gitcd %s running: %zu sources (%s), state %s", GITCD_VERSION, r.n_sources,
                          config, r.state_path);
 
+        snapshot_scheduler *snap = NULL;
+        snapshot_scheduler_opts so = {
+            .state_path = r.state_path, .state_dir = r.state_dir, .etcd_dir = cfg->etcd_dir};
+        if (snapshot_scheduler_new(&so, r.db, &snap) < 0) {
+                runner_close(&r);
+                ops_http_stop(http);
+                ops_notifier_stop(nc.notifier);
+                notify_ctx_release(&nc);
+                return EXIT_FAIL;
+        }
+
         while (!got_term) {
                 service_notify_watchdog();
                 if (got_hup) {
@@ -442,6 +472,7 @@ int cmd_run(int argc, char **argv)
                                 k = runner_reopen(cfg, progress, &nc, &r);
                         }
                         if (k < 0) {
+                                snapshot_scheduler_free(snap);
                                 runner_close(&r);
                                 ops_http_stop(http);
                                 ops_notifier_stop(nc.notifier);
@@ -463,6 +494,8 @@ int cmd_run(int argc, char **argv)
                 service_notify_ready();
                 if (got_term)
                         break;
+                for (size_t i = 0; i < r.n_sources; i++)
+                        snapshot_tick(snap, &r.sources[i]);
                 if (w > 0) {
                         /* Several targets: wait on the first, look at the others at once. */
                         (void)r.target->ops->wait_event(r.target, (int)w);
@@ -476,6 +509,7 @@ int cmd_run(int argc, char **argv)
         ops_http_stop(http);
         ops_notifier_stop(nc.notifier);
         notify_ctx_release(&nc);
+        snapshot_scheduler_free(snap);
         runner_close(&r);
         return EXIT_OK;
 }

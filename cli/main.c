@@ -35,6 +35,7 @@ static const struct command commands[] = {
     {"etcd", cmd_etcd, "talk to an etcd cluster directly (members, status, snapshot, ...)"},
     {"log", cmd_log, "show the audit log: who changed what, when, and what it did"},
     {"status", cmd_status, "show clusters, members and conditions from the state store"},
+    {"snapshot", cmd_snapshot, "take, list and restore snapshots of a cluster"},
 };
 
 static void usage(FILE *out)

@@ -33,6 +33,7 @@
 #include "reconciler/reconcile.h"
 #include "render/layout.h"
 #include "render/render.h"
+#include "snapshots/scheduler.h"
 #include "api/spec.h"
 #include "util/failpoint.h"
 #include "util/log.h"
@@ -328,11 +329,8 @@ static bool etcd_member_has_peer(const etcd_member *em, const char *peer)
 static void client_tls_files(reconciler *r, const etcd_cluster *c, char **ret_ca, char **ret_cert,
                              char **ret_key)
 {
-        *ret_ca = *ret_cert = *ret_key = NULL;
-        if (!render_client_tls(c))
-                return;
         target *t = r->opts.target;
-        if (t->ops->client_tls(t, c, ret_ca, ret_cert, ret_key) < 0)
+        if (target_client_tls(t, c, ret_ca, ret_cert, ret_key) < 0)
                 log_warn("%s/%s: no client certificate for gitcd: %s", c->namespace_, c->name,
                          target_last_error(t));
 }
@@ -1210,6 +1208,8 @@ static void update_conditions(reconciler *r, cluster_ctx *x, const world *w, con
         };
         for (size_t i = 0; i < ARRAY_SIZE(checks); i++)
                 store_check(r, x->name, w, &checks[i]);
+        if (x->latched) /* SnapshotsHealthy: its one checker lives in snapshots/ */
+                (void)snapshot_record_health(r->opts.db, x->name, &x->latched->snapshots, wall(r));
         (void)state_cluster_set_phase(r->opts.db, x->name, phase_of(&f), wall(r));
         free(f.health);
 }

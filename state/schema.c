@@ -202,6 +202,37 @@ const char *const state_migrations[] = {
     ");\n"
     "CREATE INDEX notifications_pending ON notifications (next_attempt_ms)\n"
     "  WHERE delivered_ms IS NULL AND expired_ms IS NULL;\n",
+
+    /* 9: snapshot records (state/snapshots.c); not tied to clusters: backups outlive them */
+    "CREATE TABLE snapshots (\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  cluster TEXT NOT NULL,\n"
+    "  trigger TEXT NOT NULL CHECK (trigger IN ('manual', 'schedule')),\n"
+    "  slot_ms INTEGER NOT NULL DEFAULT 0,\n"
+    "  started_ms INTEGER NOT NULL,\n"
+    "  finished_ms INTEGER,\n"
+    "  result TEXT NOT NULL CHECK (result IN ('running', 'succeeded', 'failed')),\n"
+    "  error TEXT,\n"
+    "  member TEXT,\n"
+    "  revision INTEGER,\n"
+    "  size INTEGER,\n"
+    "  db_size INTEGER,\n"
+    "  sha256 TEXT,\n"
+    "  compression TEXT,\n"
+    "  etcd_version TEXT,\n"
+    "  destination TEXT,\n"
+    "  key TEXT,\n"
+    "  location TEXT,\n"
+    "  duration_ms INTEGER,\n"
+    "  expired_ms INTEGER,\n"
+    "  deleted_ms INTEGER,\n"
+    "  delete_error TEXT,\n"
+    "  CHECK (result <> 'succeeded' OR (key IS NOT NULL AND length(sha256) = 64))\n"
+    ");\n"
+    "CREATE INDEX snapshots_cluster ON snapshots (cluster, started_ms);\n"
+    "CREATE TRIGGER snapshots_final BEFORE UPDATE OF result ON snapshots\n"
+    "  WHEN OLD.result <> 'running'\n"
+    "  BEGIN SELECT RAISE(ABORT, 'snapshot record already finished'); END;\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

@@ -8,10 +8,13 @@
  * target_free() dispatches to the implementation and then releases the
  * common part.
  */
+#include <assert.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "render/layout.h"
 #include "targets/target.h"
 #include "util/xalloc.h"
 
@@ -78,4 +81,14 @@ void target_free(target *t)
         if (t->ops && t->ops->free)
                 t->ops->free(t);
         free(err);
+}
+
+int target_client_tls(target *t, const etcd_cluster *c, char **ret_ca, char **ret_cert,
+                      char **ret_key)
+{
+        *ret_ca = *ret_cert = *ret_key = NULL;
+        if (!render_client_tls(c))
+                return 0;
+        assert(t->ops->client_tls);
+        return t->ops->client_tls(t, c, ret_ca, ret_cert, ret_key);
 }

@@ -137,4 +137,12 @@ int target_fail(target *t, int err, const char *fmt, ...) _printf_(3, 4);
                 target_fail_err_;                                                                  \
         })
 void target_free(target *t);
+
+/*
+ * gitcd's own client identity toward a cluster: the target's client_tls
+ * operation when the cluster has client TLS (render_client_tls), else all
+ * three NULL. The one place that asks; the caller frees the strings.
+ */
+int target_client_tls(target *t, const etcd_cluster *c, char **ret_ca, char **ret_cert,
+                      char **ret_key);
 DEFINE_TRIVIAL_CLEANUP_FUNC(target *, target_free);

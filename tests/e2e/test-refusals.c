@@ -96,7 +96,7 @@ static void test_unsupported_fields(void **state)
         write_native(e, "auth.yaml", "authy", "  auth:\n    enabled: true\n");
         write_native(e, "snap.yaml", "snap",
                      "  snapshots:\n    schedule: \"0 * * * *\"\n    destination:\n"
-                     "      local:\n        path: /var/backups/snap\n");
+                     "      pvc:\n        claimName: backups\n");
         write_native(e, "defrag.yaml", "defrag", "  defrag:\n    quotaUsageAbovePercent: 80\n");
         write_native(e, "restore.yaml", "restore",
                      "  bootstrap:\n    restore:\n      source:\n        local:\n"
@@ -127,8 +127,9 @@ static void test_unsupported_fields(void **state)
         assert_int_equal(apply_capture(e, &err), 1);
         assert_contains(err, "auth.yaml:9:14: error: spec.auth (etcd authentication) is not "
                              "supported yet; the cluster is not created");
-        assert_contains(err, "snap.yaml:8:3: error: spec.snapshots (scheduled snapshots) is not "
-                             "supported yet; the cluster is not created");
+        assert_contains(err, "snap.yaml:11:7: error: spec.snapshots.destination.pvc (snapshots "
+                             "stored in a PersistentVolumeClaim) is not supported yet; the "
+                             "cluster is not created");
         assert_contains(err, "defrag.yaml:8:3: error: spec.defrag (scheduled defragmentation) is "
                              "not supported yet; the cluster is not created");
         assert_contains(err, "restore.yaml:9:5: error: spec.bootstrap.restore (restoring a "
@@ -164,10 +165,11 @@ static void test_unsupported_fields(void **state)
         assert_true(before > 0);
         write_native(e, "plain.yaml", "plain",
                      "  snapshots:\n    schedule: \"0 * * * *\"\n    destination:\n"
-                     "      local:\n        path: /var/backups/plain\n");
+                     "      pvc:\n        claimName: backups\n");
         assert_int_equal(apply_capture(e, &err), 1);
-        assert_contains(err, "plain.yaml:8:3: error: spec.snapshots (scheduled snapshots) is not "
-                             "supported yet; the cluster is not changed");
+        assert_contains(err, "plain.yaml:11:7: error: spec.snapshots.destination.pvc (snapshots "
+                             "stored in a PersistentVolumeClaim) is not supported yet; the "
+                             "cluster is not changed");
         free(err);
         assert_int_equal(e2e_member_pid(e, "plain", "plain-0"), before);
         assert_true(e2e_wait_ready(e, "plain", 1, 10));
@@ -180,9 +182,10 @@ static void test_unsupported_fields(void **state)
                 char *text = NULL;
                 size_t len = 0;
                 if (read_file(log, 1 << 20, &text, &len) == 0)
-                        seen = strstr(text, "plain.yaml:8:3: error: spec.snapshots (scheduled "
-                                            "snapshots) is not supported yet; the cluster is not "
-                                            "changed") != NULL;
+                        seen = strstr(text, "plain.yaml:11:7: error: "
+                                            "spec.snapshots.destination.pvc (snapshots stored in "
+                                            "a PersistentVolumeClaim) is not supported yet; the "
+                                            "cluster is not changed") != NULL;
                 free(text);
                 if (!seen)
                         usleep(100 * 1000);

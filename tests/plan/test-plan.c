@@ -444,7 +444,7 @@ static void test_unsupported_fields(void **state)
         write_with_spec("clusters/old.yaml", "old", "  auth:\n    enabled: true\n");
         write_with_spec("clusters/snap.yaml", "snap",
                         "  snapshots:\n    schedule: \"0 * * * *\"\n    destination:\n"
-                        "      local:\n        path: /var/backups/snap\n");
+                        "      pvc:\n        claimName: backups\n");
         write_with_spec("clusters/defrag.yaml", "defrag", "  defrag:\n    freeSpaceAbove: 100Mi\n");
         write_with_spec("clusters/restore.yaml", "restore",
                         "  bootstrap:\n    restore:\n      source:\n        local:\n"
@@ -482,9 +482,10 @@ static void test_unsupported_fields(void **state)
         assert_contains(out, "! rejected default/old\n    clusters/old.yaml:9:14: error: spec.auth "
                              "(etcd authentication) is not supported yet; the cluster is not "
                              "changed");
-        assert_contains(out, "! rejected default/snap\n    clusters/snap.yaml:8:3: error: "
-                             "spec.snapshots (scheduled snapshots) is not supported yet; the "
-                             "cluster is not created");
+        assert_contains(out, "! rejected default/snap\n    clusters/snap.yaml:11:7: error: "
+                             "spec.snapshots.destination.pvc (snapshots stored in a "
+                             "PersistentVolumeClaim) is not supported yet; the cluster is not "
+                             "created");
         assert_contains(out, "! rejected default/defrag\n    clusters/defrag.yaml:8:3: error: "
                              "spec.defrag (scheduled defragmentation) is not supported yet; the "
                              "cluster is not created");

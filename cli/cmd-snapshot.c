@@ -1,0 +1,626 @@
+/*
+ * gitcd snapshot: take a snapshot by hand and list the recorded ones.
+ *
+ *   gitcd snapshot save CLUSTER   one snapshot now, through the same
+ *                                 pipeline as scheduled ones (snapshots/)
+ *   gitcd snapshot list [CLUSTER] the records in the state store
+ *   gitcd snapshot restore SNAP   a recorded snapshot (by id) or a file into a
+ *                                 new data directory, or an EtcdCluster
+ *                                 spec that restores it (snapshots/restore.h)
+ *
+ * save writes to the state store next to a running daemon (SQLite WAL; it
+ * does not take the daemon's lock: a snapshot changes nothing in the
+ * cluster). It reaches the members at the client URLs the reconciler
+ * recorded, with gitcd's client identity from the local target's folders.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/spec.h"
+#include "cli/cli.h"
+#include "snapshots/restore.h"
+#include "snapshots/snapshot.h"
+#include "state/snapshots.h"
+#include "targets/local.h"
+#include "util/fs.h"
+#include "util/macro.h"
+#include "util/strbuf.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+static void usage(FILE *out)
+{
+        fprintf(out,
+                "usage: gitcd snapshot save NS/NAME [options]\n"
+                "       gitcd snapshot list [NS/NAME] [-o table|json] [--state PATH]\n"
+                "       gitcd snapshot restore ID|FILE (--into DIR | --print-spec) [options]\n\n"
+                "save: take a snapshot of a cluster now from a healthy member (a follower when\n"
+                "      one is healthy), verify it with etcd's own tool, compress it as\n"
+                "      spec.snapshots.compression says, store it in spec.snapshots.destination\n"
+                "      and record it; then apply the retention to that destination.\n"
+                "list: show the recorded snapshots, newest first.\n"
+                "restore: check a snapshot (a record's size and SHA-256, etcd's own hash,\n"
+                "      etcd's tool) and restore it with etcd's tool for the version into a new\n"
+                "      data directory for one member (--into), or print an EtcdCluster spec\n"
+                "      with bootstrap.restore pointing at it (--print-spec).\n\n"
+                "Options:\n"
+                "  --to PATH          save: store in this folder instead (an absolute path)\n"
+                "  --etcd-dir DIR     where etcd binaries are by version (as for apply/run)\n"
+                "  -o, --output FMT   list: table (default) or json\n"
+                "  --into DIR         restore: the new data directory (must not exist)\n"
+                "  --print-spec       restore: print an EtcdCluster spec that restores it\n"
+                "  --version V        restore: the etcd version to restore with (default: the\n"
+                "                     version it was taken from, else " GITCD_DEFAULT_VERSION ")\n"
+                "  --name NAME        restore: the member's name (default: <cluster>-0)\n"
+                "  --peer-url URL     restore: its peer URL (default http://127.0.0.1:2380)\n"
+                "  --state PATH       the state database (default: $GITCD_STATE_DIR/state.db,\n"
+                "                     else ./.gitcd/state.db)\n"
+                "  -h, --help         show this help\n");
+}
+
+/* A printable copy: control characters become spaces, empty becomes "-". */
+static char *clean(const char *s)
+{
+        if (isempty(s))
+                return xstrdup("-");
+        char *c = xstrdup(s);
+        for (unsigned char *p = (unsigned char *)c; *p; p++)
+                if (*p < 0x20 || *p == 0x7f)
+                        *p = ' ';
+        return c;
+}
+
+static char *state_dir_of(const char *db_path)
+{
+        _cleanup_free_ char *copy = xstrdup(db_path);
+        char *abs = realpath(dirname(copy), NULL);
+        if (abs)
+                return abs;
+        copy = xstrdup(db_path);
+        return xstrdup(dirname(copy));
+}
+
+static int do_save(const char *cluster, const char *state_flag, const char *to,
+                   const char *etcd_dir)
+{
+        _cleanup_free_ char *path = cli_state_path(state_flag);
+        state_db *db = NULL;
+        int r = state_open(path, STATE_OPEN_READ_WRITE, &db);
+        if (r < 0) {
+                fprintf(stderr, "gitcd snapshot: %s\n", state_last_error());
+                return EXIT_FAIL;
+        }
+        _cleanup_free_ char *state_dir = state_dir_of(path);
+        target *t = NULL;
+        local_target_opts lo = {.state_dir = state_dir, .etcd_dir = etcd_dir};
+        r = local_target_new(&lo, &t);
+        if (r < 0)
+                fprintf(stderr, "gitcd snapshot: warning: cannot open the local target in %s: %s\n",
+                        state_dir, strerror(-r));
+        _cleanup_free_ char *error = NULL;
+        _cleanup_(snapshot_job_freep) snapshot_job *job = NULL;
+        r = snapshot_job_from_state(db, t, cluster, "manual", 0, state_dir, &job, &error);
+        target_free(t);
+        if (r < 0) {
+                fprintf(stderr, "gitcd snapshot: %s\n", error);
+                state_close(db);
+                return EXIT_FAIL;
+        }
+        job->etcd_dir = xstrdup_null(etcd_dir);
+        if (to) {
+                job->override = XNEW(storage_location);
+                job->override->kind = DEST_LOCAL;
+                job->override->path = xstrdup(to);
+        }
+        int64_t id = 0;
+        r = snapshot_take(db, job, &id, &error);
+        if (r < 0) {
+                fprintf(stderr, "gitcd snapshot: %s: snapshot %lld failed: %s\n", cluster,
+                        (long long)id, error);
+                state_close(db);
+                return EXIT_FAIL;
+        }
+        state_snapshot *s = NULL;
+        if (state_snapshot_get(db, id, &s) == 0) {
+                printf("snapshot %lld of %s: revision %lld from %s, %lld bytes%s, sha256 %s\n"
+                       "stored at %s\n",
+                       (long long)s->id, cluster, (long long)s->revision, s->member,
+                       (long long)s->size, streq_ptr(s->compression, "gzip") ? " (gzip)" : "",
+                       s->sha256, s->location);
+                state_snapshot_free(s);
+        }
+        if (!to) {
+                json_t *j = json_loads(job->spec_json, 0, NULL);
+                diag_list d = DIAG_LIST_INIT;
+                etcd_cluster *c = NULL;
+                if (j && spec_from_json(j, cluster, &c, &d) >= 0) {
+                        int k = snapshot_retention(db, cluster, &c->snapshots, state_dir,
+                                                   now_wall_ms());
+                        if (k > 0)
+                                printf("retention: deleted %d older snapshot%s\n", k,
+                                       k == 1 ? "" : "s");
+                }
+                json_decref(j);
+                diag_list_release(&d);
+                etcd_cluster_free(c);
+        }
+        state_close(db);
+        return EXIT_OK;
+}
+
+static json_t *jstr(const char *s)
+{
+        return s ? json_string(s) : json_null();
+}
+
+static json_t *jtime(int64_t ms)
+{
+        char buf[40];
+        if (ms <= 0)
+                return json_null();
+        format_rfc3339(ms, buf, sizeof(buf));
+        return json_string(buf);
+}
+
+static json_t *snapshot_json(const state_snapshot *s)
+{
+        json_t *o = json_object();
+        json_object_set_new(o, "id", json_integer(s->id));
+        json_object_set_new(o, "cluster", jstr(s->cluster));
+        json_object_set_new(o, "trigger", jstr(s->trigger));
+        json_object_set_new(o, "scheduled_for", jtime(s->slot_ms));
+        json_object_set_new(o, "started", jtime(s->started_ms));
+        json_object_set_new(o, "finished", jtime(s->finished_ms));
+        json_object_set_new(o, "result", jstr(s->result));
+        json_object_set_new(o, "error", jstr(s->error));
+        json_object_set_new(o, "member", jstr(s->member));
+        json_object_set_new(o, "etcd_version", jstr(s->etcd_version));
+        json_object_set_new(o, "revision", json_integer(s->revision));
+        json_object_set_new(o, "size", json_integer(s->size));
+        json_object_set_new(o, "db_size", json_integer(s->db_size));
+        json_object_set_new(o, "sha256", jstr(s->sha256));
+        json_object_set_new(o, "compression", jstr(s->compression));
+        json_object_set_new(o, "destination", jstr(s->destination));
+        json_object_set_new(o, "key", jstr(s->key));
+        json_object_set_new(o, "location", jstr(s->location));
+        json_object_set_new(o, "duration_ms", json_integer(s->duration_ms));
+        json_object_set_new(o, "expired", jtime(s->expired_ms));
+        json_object_set_new(o, "deleted", jtime(s->deleted_ms));
+        json_object_set_new(o, "delete_error", jstr(s->delete_error));
+        return o;
+}
+
+/* What a person wants to know in one word: kept, deleted, failed, ... */
+static const char *snapshot_state(const state_snapshot *s)
+{
+        if (!streq_ptr(s->result, "succeeded"))
+                return s->result ? s->result : "-";
+        if (s->deleted_ms)
+                return "deleted";
+        if (s->expired_ms)
+                return "expired";
+        return "succeeded";
+}
+
+static int do_list(const char *cluster, const char *state_flag, bool json)
+{
+        _cleanup_free_ char *path = cli_state_path(state_flag);
+        state_db *db = NULL;
+        int r = state_open(path, STATE_OPEN_READ_ONLY, &db);
+        state_snapshot_list l = {0};
+        if (r >= 0)
+                r = state_snapshot_list_for(db, cluster, 0, &l);
+        if (r < 0) {
+                fprintf(stderr, "gitcd snapshot: %s\n", state_last_error());
+                state_close(db);
+                return EXIT_FAIL;
+        }
+        if (!json && l.n == 0)
+                fprintf(stderr, "gitcd snapshot: no snapshots recorded in %s\n", path);
+        else if (!json)
+                printf("%-5s %-24s %-20s %-8s %-9s %-9s %-10s %-10s %s\n", "ID", "CLUSTER",
+                       "STARTED", "TRIGGER", "RESULT", "REVISION", "SIZE", "MEMBER",
+                       "LOCATION / ERROR");
+        for (size_t i = 0; i < l.n; i++) {
+                const state_snapshot *s = l.items[i];
+                if (json) {
+                        json_t *o = snapshot_json(s);
+                        char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+                        if (text)
+                                puts(text);
+                        free(text);
+                        json_decref(o);
+                        continue;
+                }
+                char when[40];
+                format_rfc3339(s->started_ms, when, sizeof(when));
+                _cleanup_free_ char *c = clean(s->cluster), *m = clean(s->member);
+                _cleanup_free_ char *where =
+                    clean(streq_ptr(s->result, "succeeded")
+                              ? (s->delete_error ? s->delete_error : s->location)
+                              : s->error);
+                printf("%-5lld %-24s %-20s %-8s %-9s %-9lld %-10lld %-10s %s\n", (long long)s->id,
+                       c, when, s->trigger, snapshot_state(s), (long long)s->revision,
+                       (long long)s->size, m, where);
+        }
+        state_snapshot_list_release(&l);
+        state_close(db);
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+                fprintf(stderr, "gitcd snapshot: writing the output failed\n");
+                return EXIT_FAIL;
+        }
+        return EXIT_OK;
+}
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(state_db *, state_close);
+
+typedef struct restore_flags {
+        const char *into;
+        bool print_spec;
+        const char *version;
+        const char *name;
+        const char *peer_url;
+        const char *etcd_dir;
+        const char *state;
+} restore_flags;
+
+static bool all_digits(const char *s)
+{
+        if (isempty(s))
+                return false;
+        for (; *s; s++)
+                if (*s < '0' || *s > '9')
+                        return false;
+        return true;
+}
+
+/* The cluster's current spec from the store, or NULL. */
+static etcd_cluster *recorded_spec(state_db *db, const char *cluster)
+{
+        state_cluster *sc = NULL;
+        if (!db || state_cluster_get(db, cluster, &sc) < 0)
+                return NULL;
+        const char *text = sc->observed_json ? sc->observed_json : sc->desired_json;
+        json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+        diag_list d = DIAG_LIST_INIT;
+        etcd_cluster *c = NULL;
+        if (j && spec_from_json(j, cluster, &c, &d) < 0)
+                c = NULL;
+        json_decref(j);
+        diag_list_release(&d);
+        state_cluster_free(sc);
+        return c;
+}
+
+/*
+ * The restore source of a spec: where the snapshot is, as
+ * bootstrap.restore.source. An S3 object takes the endpoint, region, path
+ * style and credentials of the cluster's destination it was stored in.
+ */
+static int restore_source(state_db *db, const state_snapshot *rec, const char *file, strbuf *out,
+                          char **ret_error)
+{
+        if (!rec || strneq(rec->destination ? rec->destination : "", "local:", 6)) {
+                sb_printf(out, "        local:\n          path: %s\n", rec ? rec->location : file);
+                return 0;
+        }
+        _cleanup_(etcd_cluster_freep) etcd_cluster *c = recorded_spec(db, rec->cluster);
+        _cleanup_free_ char *id = c ? snapshot_destination_id(&c->snapshots.destination) : NULL;
+        const char *loc = rec->location ? rec->location : "";
+        const char *slash = strneq(loc, "s3://", 5) ? strchr(loc + 5, '/') : NULL;
+        if (!c || !streq_ptr(id, rec->destination) || c->snapshots.destination.kind != DEST_S3 ||
+            !slash) {
+                *ret_error = xasprintf("%s is in %s, no longer the destination of %s: write "
+                                       "spec.bootstrap.restore.source by hand",
+                                       loc, rec->destination, rec->cluster);
+                return -EINVAL;
+        }
+        const s3_location *s3 = &c->snapshots.destination.s3;
+        sb_printf(out, "        s3:\n");
+        if (s3->endpoint)
+                sb_printf(out, "          endpoint: %s\n", s3->endpoint);
+        sb_printf(out, "          bucket: %s\n          key: %s\n", s3->bucket, slash + 1);
+        if (s3->region)
+                sb_printf(out, "          region: %s\n", s3->region);
+        if (s3->force_path_style)
+                sb_printf(out, "          forcePathStyle: true\n");
+        sb_printf(out, "          credentialsSecretRef:\n            name: %s\n",
+                  s3->credentials_secret);
+        return 0;
+}
+
+/* Check the snapshot at input (in work/) and restore it or print a spec; -errno + *ret_error. */
+static int restore_checked(state_db *db, const state_snapshot *rec, const char *input,
+                           const char *work, const char *version, const restore_flags *f,
+                           char **ret_error)
+{
+        _cleanup_free_ char *raw = path_join(work, "snapshot.db");
+        int64_t size = 0;
+        int r = snapshot_unpack(input, raw, &size, ret_error);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *tool = NULL;
+        r = snapshot_etcd_tool(f->etcd_dir, version, &tool);
+        if (r < 0) {
+                *ret_error = xasprintf("no etcd %s tool (etcdutl, or etcdctl for 3.4) found to "
+                                       "restore with",
+                                       version);
+                return r;
+        }
+        snapshot_status st;
+        r = snapshot_file_status(tool, raw, &st, ret_error);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *cluster_name =
+            rec ? xstrdup(strchr(rec->cluster, '/') + 1) : xstrdup("restored");
+        _cleanup_free_ char *ns =
+            rec ? xstrndup(rec->cluster, strcspn(rec->cluster, "/")) : xstrdup("default");
+        _cleanup_free_ char *name = f->name ? xstrdup(f->name) : xasprintf("%s-0", cluster_name);
+        const char *peer = f->peer_url ? f->peer_url : "http://127.0.0.1:2380";
+        const char *label = rec ? rec->location : input;
+        if (f->into) {
+                snapshot_restore_opts o = {.tool = tool,
+                                           .snapshot = raw,
+                                           .data_dir = f->into,
+                                           .name = name,
+                                           .peer_url = peer,
+                                           .token = cluster_name};
+                r = snapshot_restore_dir(&o, ret_error);
+                if (r < 0)
+                        return r;
+                printf("restored %s (revision %lld, %lld keys) with etcd %s into %s\n"
+                       "start it with: etcd --data-dir %s --name %s "
+                       "--initial-advertise-peer-urls %s (a new cluster of one member)\n",
+                       label, (long long)st.revision, (long long)st.total_keys, version, f->into,
+                       f->into, name, peer);
+        }
+        if (f->print_spec) {
+                /* the source first: a spec that cannot be written is not printed at all */
+                _cleanup_free_ char *abs = rec ? NULL : realpath(input, NULL);
+                strbuf src = STRBUF_INIT;
+                r = restore_source(db, rec, abs ? abs : input, &src, ret_error);
+                if (r < 0) {
+                        sb_release(&src);
+                        return r;
+                }
+                printf("# %s: revision %lld, %lld keys, %lld bytes, checked\n"
+                       "# (spec.bootstrap.restore is refused by apply, plan and run until "
+                       "gitcd supports it)\n"
+                       "apiVersion: gitcd.io/v1alpha1\n"
+                       "kind: EtcdCluster\n"
+                       "metadata:\n"
+                       "  name: %s-restored\n"
+                       "  namespace: %s\n"
+                       "spec:\n"
+                       "  replicas: 3\n"
+                       "  version: \"%s\"\n"
+                       "  bootstrap:\n"
+                       "    restore:\n"
+                       "      source:\n",
+                       label, (long long)st.revision, (long long)st.total_keys, (long long)size,
+                       cluster_name, ns, version);
+                fputs(sb_str(&src), stdout);
+                sb_release(&src);
+        }
+        return 0;
+}
+
+/* The etcd version to restore with; refuses a snapshot from a newer minor. */
+static int restore_version(const state_snapshot *rec, const restore_flags *f,
+                           const char **ret_version)
+{
+        const char *version = f->version;
+        if (!version)
+                version = rec && rec->etcd_version ? rec->etcd_version : GITCD_DEFAULT_VERSION;
+        semver want, from;
+        if (semver_parse(version, &want) < 0) {
+                fprintf(stderr, "gitcd snapshot restore: --version: \"%s\" is not a version\n",
+                        version);
+                return -EINVAL;
+        }
+        if (rec && rec->etcd_version && semver_parse(rec->etcd_version, &from) == 0 &&
+            (from.major > want.major || (from.major == want.major && from.minor > want.minor))) {
+                fprintf(stderr,
+                        "gitcd snapshot restore: refused: snapshot %lld was taken from etcd %s, "
+                        "newer than %s; restore it with %d.%d or later\n",
+                        (long long)rec->id, rec->etcd_version, version, from.major, from.minor);
+                return -EINVAL;
+        }
+        *ret_version = version;
+        return 0;
+}
+
+static int do_restore(const char *what, const restore_flags *f)
+{
+        _cleanup_(state_snapshot_freep) state_snapshot *rec = NULL;
+        _cleanup_(state_closep) state_db *db = NULL;
+        _cleanup_free_ char *state_dir = NULL, *error = NULL;
+        if (all_digits(what)) {
+                _cleanup_free_ char *path = cli_state_path(f->state);
+                int r = state_open(path, STATE_OPEN_READ_ONLY, &db);
+                if (r >= 0)
+                        r = state_snapshot_get(db, strtoll(what, NULL, 10), &rec);
+                if (r < 0) {
+                        fprintf(stderr, "gitcd snapshot restore: %s\n", state_last_error());
+                        return EXIT_FAIL;
+                }
+                state_dir = state_dir_of(path);
+        } else if (!path_exists(what)) {
+                fprintf(stderr,
+                        "gitcd snapshot restore: refused: %s: no such file (and not a snapshot "
+                        "id)\n",
+                        what);
+                return EXIT_FAIL;
+        }
+        const char *version = NULL;
+        if (restore_version(rec, f, &version) < 0)
+                return EXIT_FAIL;
+
+        /* work next to the new data directory (snapshots can be large) */
+        _cleanup_free_ char *parent = NULL;
+        if (f->into) {
+                _cleanup_free_ char *copy = xstrdup(f->into);
+                parent = xstrdup(dirname(copy));
+        } else {
+                const char *t = getenv("TMPDIR");
+                parent = xstrdup(isempty(t) ? "/tmp" : t);
+        }
+        _cleanup_free_ char *work = xasprintf("%s/.gitcd-restore-XXXXXX", parent);
+        if (!mkdtemp(work)) {
+                fprintf(stderr, "gitcd snapshot restore: cannot create a folder in %s: %m\n",
+                        parent);
+                return EXIT_FAIL;
+        }
+        _cleanup_free_ char *fetched = path_join(work, "fetched");
+        int r = 0;
+        if (rec)
+                r = snapshot_fetch(db, rec, state_dir, fetched, &error);
+        if (r >= 0)
+                r = restore_checked(db, rec, rec ? fetched : what, work, version, f, &error);
+        (void)rm_rf(work);
+        if (r < 0) {
+                fprintf(stderr, "gitcd snapshot restore: refused: %s\n", error);
+                return EXIT_FAIL;
+        }
+        return EXIT_OK;
+}
+
+enum {
+        OPT_STATE = 256,
+        OPT_TO,
+        OPT_ETCD_DIR,
+        OPT_INTO,
+        OPT_PRINT_SPEC,
+        OPT_VERSION,
+        OPT_NAME,
+        OPT_PEER_URL
+};
+
+int cmd_snapshot(int argc, char **argv)
+{
+        static const struct option options[] = {
+            {"output", required_argument, NULL, 'o'},
+            {"state", required_argument, NULL, OPT_STATE},
+            {"to", required_argument, NULL, OPT_TO},
+            {"etcd-dir", required_argument, NULL, OPT_ETCD_DIR},
+            {"into", required_argument, NULL, OPT_INTO},
+            {"print-spec", no_argument, NULL, OPT_PRINT_SPEC},
+            {"version", required_argument, NULL, OPT_VERSION},
+            {"name", required_argument, NULL, OPT_NAME},
+            {"peer-url", required_argument, NULL, OPT_PEER_URL},
+            {"help", no_argument, NULL, 'h'},
+            {0},
+        };
+        if (argc < 2 || streq(argv[1], "-h") || streq(argv[1], "--help")) {
+                usage(argc < 2 ? stderr : stdout);
+                return argc < 2 ? EXIT_USAGE : EXIT_OK;
+        }
+        const char *verb = argv[1];
+        if (!streq(verb, "save") && !streq(verb, "list") && !streq(verb, "restore")) {
+                fprintf(stderr, "gitcd snapshot: unknown subcommand '%s' (save, list, restore)\n",
+                        verb);
+                return EXIT_USAGE;
+        }
+        const char *state_flag = NULL, *to = NULL, *etcd_dir = NULL;
+        bool json = false;
+        restore_flags rf = {0};
+        int opt;
+        optind = 0;
+        while ((opt = getopt_long(argc - 1, argv + 1, "o:h", options, NULL)) != -1) {
+                switch (opt) {
+                case 'o':
+                        if (streq(optarg, "json") || streq(optarg, "table")) {
+                                json = streq(optarg, "json");
+                                break;
+                        }
+                        fprintf(stderr, "gitcd snapshot: -o takes table or json, not '%s'\n",
+                                optarg);
+                        return EXIT_USAGE;
+                case OPT_STATE:
+                        state_flag = optarg;
+                        break;
+                case OPT_TO:
+                        to = optarg;
+                        break;
+                case OPT_ETCD_DIR:
+                        etcd_dir = optarg;
+                        break;
+                case OPT_INTO:
+                        rf.into = optarg;
+                        break;
+                case OPT_PRINT_SPEC:
+                        rf.print_spec = true;
+                        break;
+                case OPT_VERSION:
+                        rf.version = optarg;
+                        break;
+                case OPT_NAME:
+                        rf.name = optarg;
+                        break;
+                case OPT_PEER_URL:
+                        rf.peer_url = optarg;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return EXIT_OK;
+                default:
+                        usage(stderr);
+                        return EXIT_USAGE;
+                }
+        }
+        int rest = argc - 1 - optind;
+        char **args = argv + 1 + optind;
+        const char *cluster = rest > 0 ? args[0] : NULL;
+        if (rest > 1 || (!streq(verb, "list") && !cluster)) {
+                usage(stderr);
+                return EXIT_USAGE;
+        }
+        bool restore_flag = rf.into || rf.print_spec || rf.version || rf.name || rf.peer_url;
+        if (streq(verb, "restore")) {
+                if (!rf.into && !rf.print_spec) {
+                        fprintf(stderr, "gitcd snapshot restore: --into DIR or --print-spec\n");
+                        return EXIT_USAGE;
+                }
+                if (to || json) {
+                        fprintf(stderr,
+                                "gitcd snapshot restore: --to and -o are not for restore\n");
+                        return EXIT_USAGE;
+                }
+                rf.etcd_dir = etcd_dir;
+                rf.state = state_flag;
+                return do_restore(cluster, &rf);
+        }
+        if (restore_flag) {
+                fprintf(stderr,
+                        "gitcd snapshot %s: --into, --print-spec, --version, --name and "
+                        "--peer-url are for restore\n",
+                        verb);
+                return EXIT_USAGE;
+        }
+        if (cluster && !state_cluster_name_valid(cluster)) {
+                fprintf(stderr, "gitcd snapshot: clusters are named namespace/name, not '%s'\n",
+                        cluster);
+                return EXIT_USAGE;
+        }
+        if (streq(verb, "list")) {
+                if (to || etcd_dir) {
+                        fprintf(stderr, "gitcd snapshot list: --to and --etcd-dir are for save\n");
+                        return EXIT_USAGE;
+                }
+                return do_list(cluster, state_flag, json);
+        }
+        if (json) {
+                fprintf(stderr, "gitcd snapshot save: -o is for list\n");
+                return EXIT_USAGE;
+        }
+        if (to && to[0] != '/') {
+                fprintf(stderr, "gitcd snapshot save: --to takes an absolute folder path\n");
+                return EXIT_USAGE;
+        }
+        return do_save(cluster, state_flag, to, etcd_dir);
+}

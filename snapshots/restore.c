@@ -1,0 +1,274 @@
+/*
+ * Restoring a snapshot into a data directory (snapshots/restore.h).
+ *
+ * Design: gitcd checks what it can itself first, with messages that name
+ * the problem (the record's size and SHA-256, etcd's sha256 trailer), and
+ * then hands the file to etcd's own restore tool for the target version,
+ * which owns the data-directory format; gitcd never writes etcd's files.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "snapshots/destination.h"
+#include "snapshots/restore.h"
+#include "snapshots/snapshot.h"
+#include "api/spec.h"
+#include "targets/process.h"
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+#define CHUNK (256 * 1024)
+
+static int sha256_file(const char *path, char out[65], int64_t *ret_size)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        EVP_MD_CTX *sha = EVP_MD_CTX_new();
+        if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1)
+                abort();
+        _cleanup_free_ uint8_t *buf = xmalloc(CHUNK);
+        int64_t size = 0;
+        int r = 0;
+        for (;;) {
+                ssize_t n = read(fd, buf, CHUNK);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        r = -errno;
+                        break;
+                }
+                if (n == 0)
+                        break;
+                EVP_DigestUpdate(sha, buf, (size_t)n);
+                size += n;
+        }
+        unsigned char md[32];
+        unsigned int len = 0;
+        EVP_DigestFinal_ex(sha, md, &len);
+        EVP_MD_CTX_free(sha);
+        if (r < 0)
+                return r;
+        for (int i = 0; i < 32; i++)
+                snprintf(out + 2 * i, 3, "%02x", md[i]);
+        *ret_size = size;
+        return 0;
+}
+
+/* The storage location a record's destination id stands for, when it can be known now. */
+static int record_location(state_db *db, const state_snapshot *rec, storage_location *tmp,
+                           etcd_cluster **ret_c, const storage_location **ret_loc)
+{
+        *ret_c = NULL;
+        state_cluster *sc = NULL;
+        if (state_cluster_get(db, rec->cluster, &sc) == 0) {
+                const char *text = sc->observed_json ? sc->observed_json : sc->desired_json;
+                json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+                diag_list d = DIAG_LIST_INIT;
+                etcd_cluster *c = NULL;
+                if (j && spec_from_json(j, rec->cluster, &c, &d) >= 0) {
+                        _cleanup_free_ char *id =
+                            snapshot_destination_id(&c->snapshots.destination);
+                        if (streq_ptr(id, rec->destination)) {
+                                *ret_c = c;
+                                *ret_loc = &c->snapshots.destination;
+                                c = NULL;
+                        }
+                }
+                etcd_cluster_free(c);
+                json_decref(j);
+                diag_list_release(&d);
+                state_cluster_free(sc);
+                if (*ret_c)
+                        return 0;
+        }
+        if (rec->destination && strneq(rec->destination, "local:", 6)) {
+                *tmp = (storage_location){.kind = DEST_LOCAL, .path = rec->destination + 6};
+                *ret_loc = tmp;
+                return 0;
+        }
+        return -EINVAL;
+}
+
+int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_dir, const char *path,
+                   char **ret_error)
+{
+        assert(db && rec && path);
+        if (!streq_ptr(rec->result, "succeeded") || isempty(rec->key)) {
+                *ret_error =
+                    xasprintf("snapshot %lld %s; only a succeeded snapshot can be restored",
+                              (long long)rec->id,
+                              streq_ptr(rec->result, "failed") ? "failed" : "is not finished");
+                return -EINVAL;
+        }
+        if (rec->deleted_ms) {
+                *ret_error =
+                    xasprintf("snapshot %lld was deleted by retention", (long long)rec->id);
+                return -ENOENT;
+        }
+        storage_location tmp;
+        etcd_cluster *c = NULL;
+        const storage_location *loc = NULL;
+        if (record_location(db, rec, &tmp, &c, &loc) < 0) {
+                *ret_error =
+                    xasprintf("snapshot %lld is in %s, which is no longer the destination "
+                              "of %s; fetch %s yourself and restore the file",
+                              (long long)rec->id, rec->destination, rec->cluster, rec->location);
+                return -EINVAL;
+        }
+        _cleanup_free_ char *ns = xstrndup(rec->cluster, strcspn(rec->cluster, "/"));
+        snapshot_dest_context ctx = {.state_dir = state_dir, .namespace_ = ns};
+        snapshot_dest *dest = NULL;
+        int r = snapshot_dest_open(loc, &ctx, &dest, ret_error);
+        if (r >= 0) {
+                _cleanup_free_ char *err = NULL;
+                r = snapshot_dest_get_file(dest, rec->key, path, &err);
+                if (r == -ENOENT)
+                        *ret_error = xasprintf("snapshot %lld is missing: %s is not there",
+                                               (long long)rec->id, rec->location);
+                else if (r < 0)
+                        *ret_error = xasprintf("cannot fetch %s: %s", rec->location, err);
+        }
+        snapshot_dest_free(dest);
+        etcd_cluster_free(c);
+        if (r < 0)
+                return r;
+        char sha[65];
+        int64_t size = 0;
+        r = sha256_file(path, sha, &size);
+        if (r < 0) {
+                *ret_error = xasprintf("cannot read %s: %s", path, strerror(-r));
+                return r;
+        }
+        if (size != rec->size) {
+                *ret_error = xasprintf("snapshot %lld is damaged: %s has %lld bytes, %lld were "
+                                       "recorded",
+                                       (long long)rec->id, rec->location, (long long)size,
+                                       (long long)rec->size);
+                return -EBADMSG;
+        }
+        if (!streq_ptr(sha, rec->sha256)) {
+                *ret_error = xasprintf("snapshot %lld is damaged: the SHA-256 of %s is %s, %s was "
+                                       "recorded",
+                                       (long long)rec->id, rec->location, sha, rec->sha256);
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+int snapshot_unpack(const char *in, const char *out, int64_t *ret_size, char **ret_error)
+{
+        gzFile gz = gzopen(in, "rb"); /* reads a plain file as is, too */
+        if (!gz) {
+                int r = errno ? -errno : -ENOMEM;
+                *ret_error = xasprintf("cannot open %s: %s", in, strerror(-r));
+                return r;
+        }
+        _cleanup_close_ int fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) {
+                int r = -errno;
+                gzclose(gz);
+                *ret_error = xasprintf("cannot create %s: %s", out, strerror(-r));
+                return r;
+        }
+        gzbuffer(gz, CHUNK);
+        EVP_MD_CTX *sha = EVP_MD_CTX_new();
+        if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1)
+                abort();
+        _cleanup_free_ uint8_t *buf = xmalloc(CHUNK + 32);
+        uint8_t tail[32];
+        size_t tail_len = 0;
+        int64_t size = 0;
+        int r = 0;
+        for (;;) {
+                int n = gzread(gz, buf + tail_len, CHUNK);
+                if (n < 0) {
+                        int zerr = 0;
+                        *ret_error = xasprintf("%s is damaged: %s", in, gzerror(gz, &zerr));
+                        r = -EBADMSG;
+                        break;
+                }
+                if (n == 0)
+                        break;
+                if (write(fd, buf + tail_len, (size_t)n) != n) {
+                        r = errno ? -errno : -EIO;
+                        *ret_error = xasprintf("cannot write %s: %s", out, strerror(-r));
+                        break;
+                }
+                size += n;
+                /* hash everything but the last 32 bytes seen so far */
+                memcpy(buf, tail, tail_len);
+                size_t have = tail_len + (size_t)n;
+                size_t hash = have > 32 ? have - 32 : 0;
+                EVP_DigestUpdate(sha, buf, hash);
+                tail_len = have - hash;
+                memmove(tail, buf + hash, tail_len);
+        }
+        gzclose(gz);
+        unsigned char md[32];
+        unsigned int len = 0;
+        EVP_DigestFinal_ex(sha, md, &len);
+        EVP_MD_CTX_free(sha);
+        if (r == 0 && fsync(fd) < 0)
+                r = -errno;
+        if (r == 0 && (size % 512 != 32 || tail_len != 32)) {
+                *ret_error = xasprintf("%s has no sha256 trailer from etcd (%lld bytes): not an "
+                                       "etcd snapshot, or cut short",
+                                       in, (long long)size);
+                r = -EBADMSG;
+        } else if (r == 0 && memcmp(md, tail, 32) != 0) {
+                *ret_error = xasprintf("%s is damaged: etcd's sha256 over its %lld bytes of data "
+                                       "does not match",
+                                       in, (long long)(size - 32));
+                r = -EBADMSG;
+        }
+        if (r < 0) {
+                unlink(out);
+                return r;
+        }
+        *ret_size = size;
+        return 0;
+}
+
+int snapshot_restore_dir(const snapshot_restore_opts *o, char **ret_error)
+{
+        assert(o && o->tool && o->snapshot && o->data_dir && o->name && o->peer_url);
+        if (path_exists(o->data_dir)) {
+                *ret_error = xasprintf("%s exists; restore into a new folder", o->data_dir);
+                return -EEXIST;
+        }
+        _cleanup_free_ char *cluster = xasprintf("%s=%s", o->name, o->peer_url);
+        char *argv[] = {(char *)o->tool,
+                        "snapshot",
+                        "restore",
+                        (char *)o->snapshot,
+                        "--data-dir",
+                        (char *)o->data_dir,
+                        "--name",
+                        (char *)o->name,
+                        "--initial-cluster",
+                        cluster,
+                        "--initial-advertise-peer-urls",
+                        (char *)o->peer_url,
+                        "--initial-cluster-token",
+                        (char *)(o->token ? o->token : "etcd-cluster"),
+                        NULL};
+        _cleanup_free_ char *out = NULL;
+        int r = process_run_capture(argv, &out);
+        if (r < 0) {
+                *ret_error = xasprintf("%s snapshot restore failed: %s", o->tool,
+                                       out && *out ? out : strerror(-r));
+                size_t n = strlen(*ret_error);
+                while (n && (*ret_error)[n - 1] == '\n')
+                        (*ret_error)[--n] = '\0';
+                (void)rm_rf(o->data_dir);
+                return -EIO;
+        }
+        return 0;
+}

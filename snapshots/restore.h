@@ -1,0 +1,46 @@
+/*
+ * Getting a recorded or given snapshot back into an etcd data directory:
+ * fetch and check it, unpack it, verify etcd's own hash, and run etcd's
+ * restore tool for the target version. Behind `gitcd snapshot restore`.
+ *
+ * Every check runs before anything is written to the data directory, and
+ * each refusal says which check failed: missing, size, SHA-256 (against the
+ * record), etcd's sha256 trailer, a snapshot from a newer etcd than the
+ * target version, or etcd's tool refusing it.
+ */
+#pragma once
+
+#include <stdint.h>
+
+#include "state/snapshots.h"
+
+/*
+ * Download the snapshot of a succeeded record into path, then check its
+ * size and SHA-256 against the record. The destination is the cluster's
+ * current spec destination when it is the one recorded, else a recorded
+ * local folder. -ENOENT (the object is gone), -EBADMSG (size or SHA-256
+ * mismatch), -EINVAL (not a succeeded record, or its destination is
+ * unknown now); *ret_error says which.
+ */
+int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_dir, const char *path,
+                   char **ret_error);
+
+/*
+ * Make an uncompressed snapshot file at out from in (gzip is recognised by
+ * its magic bytes; anything else is copied) and check etcd's sha256
+ * trailer over it. -EBADMSG with *ret_error when the trailer is missing or
+ * does not match (the file is damaged), or the gzip stream is broken.
+ */
+int snapshot_unpack(const char *in, const char *out, int64_t *ret_size, char **ret_error);
+
+typedef struct snapshot_restore_opts {
+        const char *tool;     /* etcdutl (3.5+) or etcdctl (3.4) of the target version */
+        const char *snapshot; /* an uncompressed snapshot file (snapshot_unpack) */
+        const char *data_dir; /* must not exist yet */
+        const char *name;     /* the member's name */
+        const char *peer_url; /* its advertised peer URL */
+        const char *token;    /* --initial-cluster-token */
+} snapshot_restore_opts;
+
+/* Run the tool's `snapshot restore`. -EEXIST when data_dir exists; -EIO with its words. */
+int snapshot_restore_dir(const snapshot_restore_opts *o, char **ret_error);

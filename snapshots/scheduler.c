@@ -1,0 +1,279 @@
+/*
+ * The snapshot scheduler of `gitcd run` (snapshots/scheduler.h).
+ *
+ * Design: one worker thread at most, started per snapshot and joined when
+ * it is done; the main thread never waits for it except at shutdown. The
+ * worker gets a snapshot_job that owns copies of everything (built on the
+ * main thread, where the target may be used), and opens its own state store
+ * connection, since a state_db belongs to one thread. Whether a cluster is
+ * due is decided from the records alone (schedule.c), so a restart of gitcd
+ * neither loses nor repeats a slot; the per-cluster "next look" times kept
+ * here only save queries.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "api/cron.h"
+#include "api/spec.h"
+#include "snapshots/schedule.h"
+#include "snapshots/scheduler.h"
+#include "snapshots/snapshot.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+typedef struct next_look {
+        char *cluster;
+        int64_t at_ms;
+        char *schedule; /* the schedule the time was computed for */
+} next_look;
+
+struct snapshot_scheduler {
+        snapshot_scheduler_opts opts;
+        char *state_path, *state_dir, *etcd_dir;
+        next_look *looks;
+        size_t n_looks, alloc_looks;
+
+        pthread_t thread;
+        bool running;       /* a worker was started and not joined yet */
+        atomic_bool done;   /* the worker finished */
+        atomic_bool cancel; /* abort the running snapshot */
+        snapshot_job *job;  /* the running job (owned here) */
+        int result;         /* the worker's outcome */
+        char *error;
+};
+
+static int64_t wall(const snapshot_scheduler *s)
+{
+        return s->opts.wall_ms ? s->opts.wall_ms() : now_wall_ms();
+}
+
+int snapshot_scheduler_new(const snapshot_scheduler_opts *opts, state_db *db,
+                           snapshot_scheduler **ret)
+{
+        if (!opts || isempty(opts->state_path) || isempty(opts->state_dir))
+                return -EINVAL;
+        snapshot_scheduler *s = XNEW(snapshot_scheduler);
+        s->opts = *opts;
+        s->state_path = xstrdup(opts->state_path);
+        s->state_dir = xstrdup(opts->state_dir);
+        s->etcd_dir = xstrdup_null(opts->etcd_dir);
+        s->opts.state_path = s->state_path;
+        s->opts.state_dir = s->state_dir;
+        s->opts.etcd_dir = s->etcd_dir;
+        /* what a killed gitcd left: its temporary files, and records still running */
+        _cleanup_free_ char *tmp = path_join(s->state_dir, "snapshots-tmp");
+        (void)rm_rf(tmp);
+        int k = state_snapshot_abandon_running(db, NULL, "gitcd stopped while it ran", wall(s));
+        if (k > 0)
+                log_warn("%d snapshot%s left running by an earlier gitcd recorded as failed", k,
+                         k == 1 ? "" : "s");
+        *ret = s;
+        return 0;
+}
+
+static void *worker(void *userdata)
+{
+        snapshot_scheduler *s = userdata;
+        snapshot_job *job = s->job;
+        state_db *db = NULL;
+        int r = state_open(s->state_path, STATE_OPEN_READ_WRITE, &db);
+        if (r < 0) {
+                s->error = xstrdup(state_last_error());
+        } else {
+                int64_t id = 0;
+                r = snapshot_take(db, job, &id, &s->error);
+                if (r >= 0) {
+                        json_t *j = json_loads(job->spec_json, 0, NULL);
+                        diag_list d = DIAG_LIST_INIT;
+                        etcd_cluster *c = NULL;
+                        if (j && spec_from_json(j, job->cluster, &c, &d) >= 0)
+                                (void)snapshot_retention(db, job->cluster, &c->snapshots,
+                                                         s->state_dir, now_wall_ms());
+                        json_decref(j);
+                        diag_list_release(&d);
+                        etcd_cluster_free(c);
+                }
+        }
+        state_close(db);
+        s->result = r;
+        atomic_store(&s->done, true);
+        return NULL;
+}
+
+static void reap(snapshot_scheduler *s)
+{
+        if (!s->running)
+                return;
+        pthread_join(s->thread, NULL);
+        s->running = false;
+        if (s->result < 0)
+                log_error("%s: scheduled snapshot failed: %s", s->job->cluster,
+                          s->error ? s->error : strerror(-s->result));
+        else
+                log_info("%s: scheduled snapshot taken", s->job->cluster);
+        /* look at the cluster again soon: its condition and next slot changed */
+        for (size_t i = 0; i < s->n_looks; i++)
+                if (streq(s->looks[i].cluster, s->job->cluster))
+                        s->looks[i].at_ms = 0;
+        snapshot_job_free(s->job);
+        s->job = NULL;
+        free(s->error);
+        s->error = NULL;
+}
+
+void snapshot_scheduler_free(snapshot_scheduler *s)
+{
+        if (!s)
+                return;
+        if (s->running) {
+                log_info("%s: aborting the running snapshot", s->job->cluster);
+                atomic_store(&s->cancel, true);
+                reap(s);
+        }
+        for (size_t i = 0; i < s->n_looks; i++) {
+                free(s->looks[i].cluster);
+                free(s->looks[i].schedule);
+        }
+        free(s->looks);
+        free(s->state_path);
+        free(s->state_dir);
+        free(s->etcd_dir);
+        free(s);
+}
+
+static next_look *look_for(snapshot_scheduler *s, const char *cluster)
+{
+        for (size_t i = 0; i < s->n_looks; i++)
+                if (streq(s->looks[i].cluster, cluster))
+                        return &s->looks[i];
+        s->looks = xgrow(s->looks, &s->alloc_looks, s->n_looks + 1, sizeof(next_look));
+        next_look *l = &s->looks[s->n_looks++];
+        *l = (next_look){.cluster = xstrdup(cluster)};
+        return l;
+}
+
+/* The cluster's latched (else desired) spec; NULL when unreadable. */
+static etcd_cluster *cluster_spec(state_db *db, const char *cluster, bool *ret_available)
+{
+        state_cluster *sc = NULL;
+        *ret_available = false;
+        if (state_cluster_get(db, cluster, &sc) < 0)
+                return NULL;
+        for (size_t i = 0; i < sc->n_conditions; i++)
+                if (streq(sc->conditions[i].type, "Available"))
+                        *ret_available = streq(sc->conditions[i].status, "True");
+        const char *text = sc->observed_json ? sc->observed_json : sc->desired_json;
+        json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+        diag_list d = DIAG_LIST_INIT;
+        etcd_cluster *c = NULL;
+        if (j && spec_from_json(j, cluster, &c, &d) < 0)
+                c = NULL;
+        json_decref(j);
+        diag_list_release(&d);
+        state_cluster_free(sc);
+        return c;
+}
+
+int snapshot_scheduler_tick(snapshot_scheduler *s, state_db *db, target *t,
+                            const char *const *clusters, size_t n)
+{
+        assert(s && db);
+        if (s->running && atomic_load(&s->done))
+                reap(s);
+        int64_t now = wall(s);
+        for (size_t i = 0; i < n; i++) {
+                next_look *look = look_for(s, clusters[i]);
+                if (now < look->at_ms)
+                        continue;
+                bool available = false;
+                _cleanup_(etcd_cluster_freep) etcd_cluster *c =
+                    cluster_spec(db, clusters[i], &available);
+                cron_expr e;
+                if (!c || !c->snapshots.enabled || !c->snapshots.schedule ||
+                    cron_parse(c->snapshots.schedule, &e) < 0) {
+                        look->at_ms = now + 60 * 1000;
+                        continue;
+                }
+                state_snapshot_list l = {0};
+                if (state_snapshot_list_for(db, clusters[i], 0, &l) < 0) {
+                        look->at_ms = now + 10 * 1000;
+                        continue;
+                }
+                int64_t slot = 0, next = 0;
+                int due = snapshot_schedule_due(&e, snapshot_last_slot(&l), now, &slot, &next);
+                state_snapshot_list_release(&l);
+                if (due <= 0) {
+                        look->at_ms = next > 0 ? next : now + 3600 * 1000;
+                        continue;
+                }
+                /* due: waits for the worker, and for a cluster with quorum (still
+                 * forming, or quorum lost: a snapshot cannot succeed; SnapshotsHealthy
+                 * turns false when that lasts) */
+                if (s->running || !available)
+                        continue;
+                char *error = NULL;
+                snapshot_job *job = NULL;
+                if (snapshot_job_from_state(db, t, clusters[i], "schedule", slot, s->state_dir,
+                                            &job, &error) < 0) {
+                        log_error("%s: cannot take the scheduled snapshot: %s", clusters[i], error);
+                        free(error);
+                        look->at_ms = now + 60 * 1000;
+                        continue;
+                }
+                job->etcd_dir = xstrdup_null(s->etcd_dir);
+                job->cancel = &s->cancel;
+                s->job = job;
+                atomic_store(&s->done, false);
+                atomic_store(&s->cancel, false);
+                if (pthread_create(&s->thread, NULL, worker, s) != 0) {
+                        log_error("%s: cannot start the snapshot worker", clusters[i]);
+                        snapshot_job_free(s->job);
+                        s->job = NULL;
+                        look->at_ms = now + 60 * 1000;
+                        continue;
+                }
+                s->running = true;
+                log_info("%s: taking the scheduled snapshot", clusters[i]);
+                look->at_ms = 0;
+                return 1;
+        }
+        return 0;
+}
+
+int snapshot_record_health(state_db *db, const char *cluster, const snapshot_spec *spec,
+                           int64_t now_ms)
+{
+        cron_expr e;
+        if (!spec || !spec->enabled || !spec->schedule || cron_parse(spec->schedule, &e) < 0)
+                return 0;
+        state_snapshot_list l = {0};
+        int k = state_snapshot_list_for(db, cluster, 100, &l);
+        if (k < 0)
+                return k;
+        snapshot_condition cond;
+        snapshot_check_health(&l, &e, now_ms, &cond);
+        state_snapshot_list_release(&l);
+        k = state_cluster_set_condition(db, cluster, cond.type, cond.status, cond.reason,
+                                        cond.message, now_ms);
+        if (k == 1) {
+                json_t *after = json_pack("{s:s, s:s, s:s}", "type", cond.type, "status",
+                                          cond.status, "reason", cond.reason);
+                _cleanup_free_ char *text = json_dumps(after, JSON_COMPACT | JSON_PRESERVE_ORDER);
+                json_decref(after);
+                state_audit_event ev = {.time_ms = now_ms,
+                                        .cluster = (char *)cluster,
+                                        .action = "condition.changed",
+                                        .reason = cond.message,
+                                        .after_json = text,
+                                        .outcome = "success"};
+                (void)state_audit_append(db, &ev, NULL);
+        }
+        free(cond.message);
+        return k;
+}

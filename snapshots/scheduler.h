@@ -1,0 +1,56 @@
+/*
+ * Scheduled snapshots inside `gitcd run`: which cluster is due
+ * (snapshots/schedule.h), and a worker thread that takes one snapshot at a
+ * time so a big snapshot never holds up the reconciliation of any cluster.
+ *
+ * The daemon calls snapshot_scheduler_tick() from its loop (main thread,
+ * with its own state store connection and target); the worker opens its
+ * own state store connection and etcd client. snapshot_scheduler_free()
+ * aborts a running snapshot (recorded as failed: "aborted: gitcd is
+ * stopping") and waits for the worker.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "state/state.h"
+#include "targets/target.h"
+
+typedef struct snapshot_scheduler snapshot_scheduler;
+
+typedef struct snapshot_scheduler_opts {
+        const char *state_path;   /* the database the worker opens */
+        const char *state_dir;    /* temporary files, S3 credential folders */
+        const char *etcd_dir;     /* etcd's tools by version; NULL: the default */
+        int64_t (*wall_ms)(void); /* the clock; NULL: the real one */
+} snapshot_scheduler_opts;
+
+/*
+ * Closes snapshot records left running by an earlier gitcd (it stopped
+ * while they ran) as failed, and removes its temporary files
+ * (<state dir>/snapshots-tmp/).
+ */
+int snapshot_scheduler_new(const snapshot_scheduler_opts *opts, state_db *db,
+                           snapshot_scheduler **ret);
+/* Abort a running snapshot, wait for it, release everything. NULL is a no-op. */
+void snapshot_scheduler_free(snapshot_scheduler *s);
+
+/*
+ * Look at the clusters (names "ns/name"): start the snapshot of the first
+ * due one whose Available condition is True when none runs; reap a
+ * finished worker. Never blocks on a snapshot. Returns 1 when a snapshot
+ * was started, else 0.
+ */
+int snapshot_scheduler_tick(snapshot_scheduler *s, state_db *db, target *t,
+                            const char *const *clusters, size_t n);
+
+/*
+ * Set the SnapshotsHealthy condition of a cluster from its records and
+ * schedule (snapshot_check_health); audits a status change as
+ * condition.changed. A cluster without scheduled snapshots gets no such
+ * condition. Returns 1 when the status changed, 0 when not, -errno.
+ */
+struct snapshot_spec;
+int snapshot_record_health(state_db *db, const char *cluster, const struct snapshot_spec *spec,
+                           int64_t now_ms);

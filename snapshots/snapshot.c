@@ -1,0 +1,768 @@
+/*
+ * The snapshot pipeline (snapshots/snapshot.h) and retention.
+ *
+ * Design decisions:
+ *   - Streamed, never held whole: etcd's stream goes chunk by chunk into a
+ *     temporary file under <state dir>/snapshots-tmp/ while a SHA-256 runs
+ *     over it; compression reads that file and writes a second one.
+ *   - Verified twice before upload: etcd/client.c checks the sha256 trailer
+ *     etcd appends, and etcd's own tool for the member's version
+ *     (`etcdutl snapshot status`, `etcdctl` for 3.4) must read the file;
+ *     the revision recorded is the one that tool reports.
+ *   - The record is written "running" first and finished once, after the
+ *     destination confirmed the upload; any failure on the way finishes it
+ *     "failed" with the reason, so a partial upload never counts.
+ *   - The member is a healthy voter that is not the leader when one
+ *     exists (a snapshot costs the member disk and network bandwidth),
+ *     else the leader.
+ *   - Keys are <namespace>/<name>/<UTC time>-<record id>-r<revision>.db
+ *     (".gz" added when compressed): unique per record, so retention,
+ *     which deletes by recorded key, can never delete another snapshot.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "api/spec.h"
+#include "etcd/client.h"
+#include "snapshots/destination.h"
+#include "snapshots/snapshot.h"
+#include "targets/process.h"
+#include "targets/target.h"
+#include "util/failpoint.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/strbuf.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+#define CHUNK (256 * 1024)
+
+void snapshot_job_free(snapshot_job *j)
+{
+        if (!j)
+                return;
+        free(j->cluster);
+        free(j->trigger);
+        for (size_t i = 0; i < j->n_endpoints; i++) {
+                free(j->endpoints[i].member);
+                free(j->endpoints[i].client_url);
+        }
+        free(j->endpoints);
+        free(j->ca);
+        free(j->cert);
+        free(j->key);
+        if (j->override) {
+                free(j->override->path);
+                free(j->override->s3.endpoint);
+                free(j->override->s3.bucket);
+                free(j->override->s3.key);
+                free(j->override->s3.region);
+                free(j->override->s3.credentials_secret);
+                free(j->override);
+        }
+        free(j->spec_json);
+        free(j->state_dir);
+        free(j->etcd_dir);
+        free(j);
+}
+
+int snapshot_job_from_state(state_db *db, target *t, const char *cluster, const char *trigger,
+                            int64_t slot_ms, const char *state_dir, snapshot_job **ret,
+                            char **ret_error)
+{
+        state_cluster *sc = NULL;
+        int r = state_cluster_get(db, cluster, &sc);
+        if (r < 0) {
+                *ret_error = xstrdup(state_last_error());
+                return r;
+        }
+        const char *json = sc->observed_json ? sc->observed_json : sc->desired_json;
+        if (!json) {
+                state_cluster_free(sc);
+                *ret_error = xasprintf("%s has no recorded spec", cluster);
+                return -ENOENT;
+        }
+        _cleanup_(snapshot_job_freep) snapshot_job *j = XNEW(snapshot_job);
+        j->cluster = xstrdup(cluster);
+        j->trigger = xstrdup(trigger);
+        j->slot_ms = slot_ms;
+        j->spec_json = xstrdup(json);
+        j->state_dir = xstrdup(state_dir);
+        state_cluster_free(sc);
+
+        state_member_list ml = {0};
+        r = state_member_list_for(db, cluster, false, &ml);
+        if (r < 0) {
+                *ret_error = xstrdup(state_last_error());
+                return r;
+        }
+        const state_member *first = NULL;
+        j->endpoints = xcalloc(ml.n + 1, sizeof(snapshot_endpoint));
+        for (size_t i = 0; i < ml.n; i++) {
+                const state_member *m = ml.items[i];
+                if (m->dormant || isempty(m->client_url))
+                        continue;
+                first = first ? first : m;
+                j->endpoints[j->n_endpoints].member = xstrdup(m->name);
+                j->endpoints[j->n_endpoints++].client_url = xstrdup(m->client_url);
+        }
+        if (t && first) {
+                json_t *js = json_loads(j->spec_json, 0, NULL);
+                diag_list d = DIAG_LIST_INIT;
+                etcd_cluster *c = NULL;
+                if (js && spec_from_json(js, cluster, &c, &d) >= 0 &&
+                    target_client_tls(t, c, &j->ca, &j->cert, &j->key) < 0)
+                        log_warn("%s: no client certificate for gitcd: %s", cluster,
+                                 target_last_error(t));
+                json_decref(js);
+                diag_list_release(&d);
+                etcd_cluster_free(c);
+        }
+        state_member_list_release(&ml);
+        *ret = TAKE_PTR(j);
+        return 0;
+}
+
+static bool cancelled(const snapshot_job *j)
+{
+        return j->cancel && atomic_load(j->cancel);
+}
+
+static void hex(const unsigned char *md, size_t n, char *out)
+{
+        for (size_t i = 0; i < n; i++)
+                snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* ---- etcd's tool ---- */
+
+static char *default_etcd_dir(void)
+{
+        const char *env = getenv("GITCD_ETCD_DIR");
+        if (!isempty(env))
+                return xstrdup(env);
+        const char *home = getenv("HOME");
+        if (isempty(home)) {
+                struct passwd *pw = getpwuid(getuid());
+                home = pw ? pw->pw_dir : "/";
+        }
+        return xasprintf("%s/.cache/gitcd/etcd", home);
+}
+
+int snapshot_etcd_tool(const char *etcd_dir, const char *version, char **ret_path)
+{
+        semver v;
+        if (!version || semver_parse(version, &v) < 0)
+                return -EINVAL;
+        const char *tool = v.major > 3 || (v.major == 3 && v.minor >= 5) ? "etcdutl" : "etcdctl";
+        _cleanup_free_ char *dflt = default_etcd_dir();
+        const char *dirs[] = {etcd_dir, dflt};
+        for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+                if (isempty(dirs[i]))
+                        continue;
+                char *p = xasprintf("%s/%s/%s", dirs[i], version, tool);
+                if (access(p, X_OK) == 0) {
+                        *ret_path = p;
+                        return 0;
+                }
+                free(p);
+        }
+        const char *env_path = getenv("PATH");
+        _cleanup_free_ char *path = xstrdup(env_path ? env_path : "/usr/bin:/bin");
+        char *save = NULL;
+        for (char *d = strtok_r(path, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+                _cleanup_free_ char *cand = xasprintf("%s/%s", *d ? d : ".", tool);
+                if (access(cand, X_OK) != 0)
+                        continue;
+                char *argv[] = {cand, "version", NULL};
+                _cleanup_free_ char *out = NULL;
+                if (process_run_capture(argv, &out) < 0)
+                        continue;
+                _cleanup_free_ char *want = xasprintf("version: %s\n", version);
+                if (strstr(out, want)) {
+                        *ret_path = TAKE_PTR(cand);
+                        return 0;
+                }
+        }
+        return -ENOENT;
+}
+
+int snapshot_file_status(const char *tool, const char *path, snapshot_status *ret, char **ret_error)
+{
+        char *argv[] = {(char *)tool, "snapshot", "status", "-w", "json", (char *)path, NULL};
+        _cleanup_free_ char *out = NULL;
+        int r = process_run_capture(argv, &out);
+        if (r < 0) {
+                /* the tool's own words: first line */
+                _cleanup_free_ char *first = xstrdup(out ? out : "");
+                first[strcspn(first, "\n")] = '\0';
+                *ret_error =
+                    xasprintf("%s snapshot status refused it%s%s", tool, *first ? ": " : "", first);
+                return r == -EIO ? -EBADMSG : r;
+        }
+        const char *brace = strchr(out, '{');
+        json_t *j = brace ? json_loads(brace, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+        if (!j || !json_is_integer(json_object_get(j, "revision"))) {
+                json_decref(j);
+                *ret_error = xasprintf("%s snapshot status printed no revision", tool);
+                return -EBADMSG;
+        }
+        *ret = (snapshot_status){
+            .hash = (uint32_t)json_integer_value(json_object_get(j, "hash")),
+            .revision = json_integer_value(json_object_get(j, "revision")),
+            .total_keys = json_integer_value(json_object_get(j, "totalKey")),
+            .total_size = json_integer_value(json_object_get(j, "totalSize")),
+        };
+        json_decref(j);
+        return 0;
+}
+
+/* ---- destinations ---- */
+
+char *snapshot_destination_id(const storage_location *loc)
+{
+        switch (loc->kind) {
+        case DEST_LOCAL:
+                return xasprintf("local:%s", loc->path ? loc->path : "");
+        case DEST_S3:
+                return xasprintf("s3:%s/%s/%s", loc->s3.endpoint ? loc->s3.endpoint : "aws",
+                                 loc->s3.bucket ? loc->s3.bucket : "",
+                                 loc->s3.key ? loc->s3.key : "");
+        case DEST_PVC:
+                return xasprintf("pvc:%s/%s", loc->claim_name ? loc->claim_name : "",
+                                 loc->sub_path ? loc->sub_path : "");
+        case DEST_NONE:
+                break;
+        }
+        return xstrdup("none");
+}
+
+static int open_dest(const storage_location *loc, const char *state_dir, const char *cluster,
+                     snapshot_dest **ret, char **ret_error)
+{
+        _cleanup_free_ char *ns = xstrndup(cluster, strcspn(cluster, "/"));
+        snapshot_dest_context ctx = {.state_dir = state_dir, .namespace_ = ns};
+        return snapshot_dest_open(loc, &ctx, ret, ret_error);
+}
+
+/* ---- the pipeline ---- */
+
+typedef struct sink {
+        int fd;
+        int err;
+        EVP_MD_CTX *sha;
+        const snapshot_job *job;
+} sink;
+
+static int sink_write(sink *s, const void *data, size_t len)
+{
+        const uint8_t *p = data;
+        EVP_DigestUpdate(s->sha, data, len);
+        while (len > 0) {
+                ssize_t w = write(s->fd, p, len);
+                if (w < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return s->err = -errno;
+                }
+                p += w;
+                len -= (size_t)w;
+        }
+        return 0;
+}
+
+static int stream_chunk(const void *data, size_t len, void *userdata)
+{
+        sink *s = userdata;
+        FAILPOINT("snapshot.streaming");
+        if (cancelled(s->job))
+                return s->err = -ECANCELED;
+        return sink_write(s, data, len);
+}
+
+static void sha_final(EVP_MD_CTX *sha, char out[65])
+{
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int n = 0;
+        EVP_DigestFinal_ex(sha, md, &n);
+        assert(n == 32);
+        hex(md, n, out);
+}
+
+static EVP_MD_CTX *sha_new(void)
+{
+        EVP_MD_CTX *sha = EVP_MD_CTX_new();
+        if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1)
+                abort(); /* out of memory, as xmalloc would */
+        return sha;
+}
+
+/* A new empty temporary file under dir; its path in *ret_path. */
+static int temp_file(const char *dir, const char *suffix, char **ret_path)
+{
+        char *path = xasprintf("%s/snap-XXXXXX%s", dir, suffix);
+        int fd = mkstemps(path, (int)strlen(suffix));
+        if (fd < 0) {
+                int r = -errno;
+                free(path);
+                return r;
+        }
+        fchmod(fd, 0600);
+        *ret_path = path;
+        return fd;
+}
+
+/* gzip src into a new temporary file; SHA-256 and size of the output. */
+static int compress_gzip(const snapshot_job *job, const char *dir, const char *src, char **ret_path,
+                         char sha_out[65], int64_t *ret_size, char **ret_error)
+{
+        _cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC);
+        if (in < 0)
+                return -errno;
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int out = temp_file(dir, ".gz", &path);
+        if (out < 0) {
+                *ret_error =
+                    xasprintf("cannot create a temporary file in %s: %s", dir, strerror(-out));
+                return out;
+        }
+        sink s = {.fd = out, .sha = sha_new(), .job = job};
+        z_stream z = {0};
+        if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+                abort();
+        _cleanup_free_ uint8_t *ibuf = xmalloc(CHUNK);
+        _cleanup_free_ uint8_t *obuf = xmalloc(CHUNK);
+        int64_t size = 0;
+        int r = 0, flush = Z_NO_FLUSH;
+        while (r == 0 && flush != Z_FINISH) {
+                ssize_t n = read(in, ibuf, CHUNK);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = -errno;
+                        break;
+                }
+                if (cancelled(job)) {
+                        r = -ECANCELED;
+                        break;
+                }
+                flush = n == 0 ? Z_FINISH : Z_NO_FLUSH;
+                z.next_in = ibuf;
+                z.avail_in = (uInt)n;
+                do {
+                        z.next_out = obuf;
+                        z.avail_out = CHUNK;
+                        int zr = deflate(&z, flush);
+                        assert(zr != Z_STREAM_ERROR);
+                        (void)zr;
+                        size_t have = CHUNK - z.avail_out;
+                        if (have && (r = sink_write(&s, obuf, have)) < 0)
+                                break;
+                        size += (int64_t)have;
+                } while (z.avail_out == 0);
+        }
+        deflateEnd(&z);
+        if (r == 0 && fsync(out) < 0)
+                r = -errno;
+        if (r < 0) {
+                EVP_MD_CTX_free(s.sha);
+                unlink(path);
+                if (r != -ECANCELED)
+                        *ret_error = xasprintf("compressing the snapshot failed: %s", strerror(-r));
+                return r;
+        }
+        sha_final(s.sha, sha_out);
+        EVP_MD_CTX_free(s.sha);
+        *ret_size = size;
+        *ret_path = TAKE_PTR(path);
+        return 0;
+}
+
+/* The healthy voter to take the snapshot from: a follower when one answers, else the leader. */
+static int pick_member(etcd_client *cl, const snapshot_job *job, size_t *ret_idx,
+                       char **ret_version, char **ret_error)
+{
+        ssize_t follower = -1, leader = -1;
+        _cleanup_free_ char *fv = NULL, *lv = NULL;
+        strbuf why = STRBUF_INIT;
+        for (size_t i = 0; i < job->n_endpoints; i++) {
+                const snapshot_endpoint *e = &job->endpoints[i];
+                etcd_endpoint_status *st = NULL;
+                if (etcd_status(cl, e->client_url, &st) < 0) {
+                        sb_printf(&why, "%s%s: %s", why.len ? "; " : "", e->member,
+                                  etcd_client_last_error(cl));
+                        continue;
+                }
+                bool healthy = !st->is_learner && st->leader != 0 && st->n_errors == 0;
+                if (!healthy)
+                        sb_printf(&why, "%s%s: %s", why.len ? "; " : "", e->member,
+                                  st->is_learner    ? "a learner"
+                                  : st->leader == 0 ? "knows no leader"
+                                                    : st->errors[0]);
+                else if (st->member_id == st->leader && leader < 0) {
+                        leader = (ssize_t)i;
+                        lv = xstrdup_null(st->version);
+                } else if (st->member_id != st->leader && follower < 0) {
+                        follower = (ssize_t)i;
+                        fv = xstrdup_null(st->version);
+                }
+                etcd_endpoint_status_free(st);
+                if (follower >= 0)
+                        break;
+        }
+        if (follower < 0 && leader < 0) {
+                *ret_error =
+                    xasprintf("no healthy voter answered%s%s", why.len ? ": " : "", sb_str(&why));
+                sb_release(&why);
+                return -EHOSTUNREACH;
+        }
+        sb_release(&why);
+        *ret_idx = (size_t)(follower >= 0 ? follower : leader);
+        *ret_version = follower >= 0 ? TAKE_PTR(fv) : TAKE_PTR(lv);
+        return 0;
+}
+
+static void audit_snapshot(state_db *db, const snapshot_job *job, const state_snapshot *rec,
+                           int64_t id, int64_t now_ms)
+{
+        json_t *after = json_object();
+        json_object_set_new(after, "id", json_integer(id));
+        json_object_set_new(after, "trigger", json_string(job->trigger));
+        if (rec->member)
+                json_object_set_new(after, "member", json_string(rec->member));
+        if (streq_ptr(rec->result, "succeeded")) {
+                json_object_set_new(after, "revision", json_integer(rec->revision));
+                json_object_set_new(after, "size", json_integer(rec->size));
+                json_object_set_new(after, "sha256", json_string(rec->sha256));
+                json_object_set_new(after, "compression", json_string(rec->compression));
+                json_object_set_new(after, "location", json_string(rec->location));
+        }
+        _cleanup_free_ char *text = json_dumps(after, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        json_decref(after);
+        bool ok = streq_ptr(rec->result, "succeeded");
+        _cleanup_free_ char *reason =
+            ok ? xstrdup(streq(job->trigger, "schedule") ? "scheduled snapshot"
+                                                         : "snapshot by hand")
+               : xasprintf("snapshot failed: %s", rec->error ? rec->error : "");
+        state_audit_event ev = {
+            .time_ms = now_ms,
+            .cluster = job->cluster,
+            .action = "snapshot.save",
+            .reason = reason,
+            .after_json = text,
+            .outcome = ok ? "success" : "failure",
+            .duration_ms = rec->duration_ms,
+        };
+        if (state_audit_append(db, &ev, NULL) < 0)
+                log_warn("%s: cannot audit snapshot %lld: %s", job->cluster, (long long)id,
+                         state_last_error());
+}
+
+static char *snapshot_key(const char *cluster, int64_t now_ms, int64_t id, int64_t revision,
+                          snapshot_compression comp)
+{
+        char when[40];
+        format_rfc3339(now_ms, when, sizeof(when)); /* 2026-11-23T14:00:00Z */
+        strbuf sb = STRBUF_INIT;
+        for (const char *p = when; *p; p++)
+                if (*p != '-' && *p != ':')
+                        sb_appendc(&sb, *p);
+        char *key = xasprintf("%s/%s-%lld-r%lld.db%s", cluster, sb_str(&sb), (long long)id,
+                              (long long)revision, comp == COMPRESSION_GZIP ? ".gz" : "");
+        sb_release(&sb);
+        return key;
+}
+
+int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char **ret_error)
+{
+        assert(db && job && job->cluster && job->trigger);
+        int64_t t0 = now_mono_ms(), started = now_wall_ms();
+        int64_t id = 0;
+        int r = state_snapshot_begin(db, job->cluster, job->trigger, job->slot_ms, started, &id);
+        if (r < 0) {
+                *ret_error = xstrdup(state_last_error());
+                if (ret_id)
+                        *ret_id = 0;
+                return r;
+        }
+        state_snapshot rec = {.result = "failed"};
+        char *error = NULL;
+        char raw_sha[65] = "", stored_sha[65] = "";
+        /* one exit (out:) frees everything below; no cleanup attributes in this function */
+        char *tmp_dir = path_join(job->state_dir, "snapshots-tmp");
+        char *raw_path = NULL, *gz_path = NULL, *version = NULL, *tool = NULL, *dest_id = NULL,
+             *key = NULL, *location = NULL, *compression = NULL, *why = NULL;
+        etcd_cluster *spec = NULL;
+        etcd_client *cl = NULL;
+        snapshot_dest *dest = NULL;
+        int fd = -1;
+
+        {
+                json_t *j = json_loads(job->spec_json ? job->spec_json : "", 0, NULL);
+                diag_list d = DIAG_LIST_INIT;
+                r = j ? spec_from_json(j, job->cluster, &spec, &d) : -EINVAL;
+                json_decref(j);
+                diag_list_release(&d);
+                if (r < 0) {
+                        error = xstrdup("the cluster's recorded spec cannot be read");
+                        r = -EBADMSG;
+                        goto out;
+                }
+        }
+        const storage_location *loc = job->override ? job->override : &spec->snapshots.destination;
+        if (loc->kind == DEST_NONE) {
+                error = xstrdup("the cluster has no snapshot destination (spec.snapshots."
+                                "destination, or --to)");
+                r = -EINVAL;
+                goto out;
+        }
+        snapshot_compression comp = spec->snapshots.compression;
+        compression = xstrdup(comp == COMPRESSION_GZIP ? "gzip" : "none");
+        dest_id = snapshot_destination_id(loc);
+        r = open_dest(loc, job->state_dir, job->cluster, &dest, &error);
+        if (r < 0)
+                goto out;
+
+        if (job->n_endpoints == 0) {
+                error = xstrdup("the cluster has no members with a client URL");
+                r = -EHOSTUNREACH;
+                goto out;
+        }
+        strbuf eps = STRBUF_INIT;
+        for (size_t i = 0; i < job->n_endpoints; i++)
+                sb_printf(&eps, "%s%s", i ? "," : "", job->endpoints[i].client_url);
+        etcd_client_opts o = {.endpoints = sb_str(&eps),
+                              .cacert = job->ca,
+                              .cert = job->cert,
+                              .key = job->key,
+                              .call_timeout_ms = 5000,
+                              .dial_timeout_ms = 2000};
+        r = etcd_client_new(&o, &cl);
+        sb_release(&eps);
+        if (r < 0) {
+                error = xstrdup("the members' client URLs are not usable");
+                goto out;
+        }
+        size_t idx = 0;
+        r = pick_member(cl, job, &idx, &version, &error);
+        if (r < 0)
+                goto out;
+        const snapshot_endpoint *from = &job->endpoints[idx];
+        rec.member = from->member;
+        rec.etcd_version = version;
+
+        r = snapshot_etcd_tool(job->etcd_dir, version, &tool);
+        if (r < 0) {
+                const char *want = strneq(version ? version : "", "3.4", 3) ? "etcdctl" : "etcdutl";
+                error = xasprintf("no %s %s found to verify the snapshot with (put it in "
+                                  "<etcd dir>/%s/ next to etcd)",
+                                  want, version ? version : "?", version ? version : "VERSION");
+                r = -ENOENT;
+                goto out;
+        }
+
+        r = mkdir_p(tmp_dir, 0700);
+        if (r < 0) {
+                error = xasprintf("cannot create %s: %s", tmp_dir, strerror(-r));
+                goto out;
+        }
+        fd = temp_file(tmp_dir, ".db", &raw_path);
+        if (fd < 0) {
+                r = fd;
+                error =
+                    xasprintf("cannot create a temporary file in %s: %s", tmp_dir, strerror(-r));
+                goto out;
+        }
+        sink s = {.fd = fd, .sha = sha_new(), .job = job};
+        etcd_snapshot_info info = {0};
+        r = etcd_snapshot(cl, from->client_url, stream_chunk, &s, &info);
+        if (r >= 0 && fsync(fd) < 0)
+                r = s.err = -errno;
+        if (r >= 0)
+                sha_final(s.sha, raw_sha);
+        EVP_MD_CTX_free(s.sha);
+        close(fd);
+        fd = -1;
+        if (r < 0) {
+                if (s.err == -ECANCELED)
+                        error = xstrdup("aborted: gitcd is stopping");
+                else if (s.err < 0)
+                        error = xasprintf("cannot write %s: %s", raw_path, strerror(-s.err));
+                else
+                        error = xasprintf("from %s: %s", from->member, etcd_client_last_error(cl));
+                r = s.err < 0 ? s.err : r == ETCD_ERR_SNAPSHOT_CHECKSUM ? -EBADMSG : -EIO;
+                goto out;
+        }
+        rec.db_size = (int64_t)info.size;
+
+        snapshot_status status = {0};
+        r = snapshot_file_status(tool, raw_path, &status, &why);
+        if (r < 0) {
+                error =
+                    xasprintf("the snapshot from %s failed verification: %s", from->member, why);
+                goto out;
+        }
+        rec.revision = status.revision > 0 ? status.revision : info.revision;
+
+        if (comp == COMPRESSION_GZIP) {
+                int64_t size = 0;
+                r = compress_gzip(job, tmp_dir, raw_path, &gz_path, stored_sha, &size, &error);
+                if (r == -ECANCELED)
+                        error = xstrdup("aborted: gitcd is stopping");
+                if (r < 0)
+                        goto out;
+                rec.size = size;
+        } else {
+                memcpy(stored_sha, raw_sha, sizeof(stored_sha));
+                rec.size = rec.db_size;
+        }
+        if (cancelled(job)) {
+                error = xstrdup("aborted: gitcd is stopping");
+                r = -ECANCELED;
+                goto out;
+        }
+
+        key = snapshot_key(job->cluster, started, id, rec.revision, comp);
+        r = snapshot_dest_put_file(dest, key, gz_path ? gz_path : raw_path, stored_sha, &error);
+        if (r < 0)
+                goto out;
+        location = snapshot_dest_location(dest, key);
+        rec.result = "succeeded";
+        rec.sha256 = stored_sha;
+        rec.key = key;
+        rec.location = location;
+        r = 0;
+out:
+        if (fd >= 0)
+                close(fd);
+        if (raw_path)
+                unlink(raw_path);
+        if (gz_path)
+                unlink(gz_path);
+        rec.error = error;
+        rec.compression = compression;
+        rec.destination = dest_id;
+        rec.duration_ms = now_mono_ms() - t0;
+        int64_t now = now_wall_ms();
+        int k = state_snapshot_finish(db, id, &rec, now);
+        if (k < 0 && r >= 0) {
+                /* uploaded, but not recorded: it must not count; remove it again */
+                error = xasprintf("cannot record the snapshot: %s", state_last_error());
+                (void)snapshot_dest_delete(dest, key, NULL);
+                r = k;
+        }
+        audit_snapshot(db, job, &rec, id, now);
+        if (r < 0)
+                log_debug("%s: snapshot %lld failed: %s", job->cluster, (long long)id, error);
+        snapshot_dest_free(dest);
+        etcd_client_free(cl);
+        etcd_cluster_free(spec);
+        free(tmp_dir);
+        free(raw_path);
+        free(gz_path);
+        free(version);
+        free(tool);
+        free(dest_id);
+        free(key);
+        free(location);
+        free(compression);
+        free(why);
+        if (ret_id)
+                *ret_id = id;
+        if (r < 0)
+                *ret_error = error;
+        else
+                free(error);
+        return r;
+}
+
+/* ---- retention ---- */
+
+int snapshot_retention(state_db *db, const char *cluster, const snapshot_spec *spec,
+                       const char *state_dir, int64_t now_ms)
+{
+        assert(db && cluster && spec);
+        if (spec->destination.kind == DEST_NONE)
+                return 0;
+        state_snapshot_list l = {0};
+        int r = state_snapshot_list_for(db, cluster, 0, &l);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *dest_id = snapshot_destination_id(&spec->destination);
+        /* decide: newest first; the newest is always kept */
+        int kept = 0;
+        bool any = false;
+        for (size_t i = 0; i < l.n; i++) {
+                state_snapshot *s = l.items[i];
+                if (!streq_ptr(s->result, "succeeded") || !streq_ptr(s->destination, dest_id) ||
+                    s->deleted_ms || s->expired_ms)
+                        continue;
+                int64_t taken = s->finished_ms ? s->finished_ms : s->started_ms;
+                bool too_old =
+                    spec->retention_max_age_ms > 0 && now_ms - taken > spec->retention_max_age_ms;
+                if (kept == 0 || (kept < spec->retention_count && !too_old)) {
+                        kept++;
+                        continue;
+                }
+                if (state_snapshot_expire(db, s->id, now_ms) >= 0) {
+                        s->expired_ms = now_ms;
+                        any = true;
+                }
+        }
+        for (size_t i = 0; i < l.n && !any; i++)
+                any = l.items[i]->expired_ms && !l.items[i]->deleted_ms &&
+                      streq_ptr(l.items[i]->destination, dest_id);
+        if (!any) {
+                state_snapshot_list_release(&l);
+                return 0;
+        }
+        snapshot_dest *dest = NULL;
+        _cleanup_free_ char *open_error = NULL;
+        r = open_dest(&spec->destination, state_dir, cluster, &dest, &open_error);
+        int deleted = 0;
+        /* act: every expired record not deleted yet, this time or left from a failed try */
+        for (size_t i = 0; i < l.n; i++) {
+                state_snapshot *s = l.items[i];
+                if (!s->expired_ms || s->deleted_ms || !streq_ptr(s->destination, dest_id) ||
+                    isempty(s->key))
+                        continue;
+                _cleanup_free_ char *err = NULL;
+                int k = dest ? snapshot_dest_delete(dest, s->key, &err) : r;
+                if (k == -ENOENT)
+                        k = 0; /* already gone: the goal is reached */
+                if (k < 0 && !err)
+                        err = xstrdup(open_error ? open_error : strerror(-k));
+                (void)state_snapshot_deleted(db, s->id, k < 0 ? err : NULL, now_ms);
+                json_t *after = json_pack("{s:I, s:s}", "id", (json_int_t)s->id, "location",
+                                          s->location ? s->location : "");
+                _cleanup_free_ char *text = json_dumps(after, JSON_COMPACT | JSON_PRESERVE_ORDER);
+                json_decref(after);
+                _cleanup_free_ char *reason =
+                    k < 0 ? xasprintf("retention: deleting failed (retried next time): %s", err)
+                          : xstrdup("retention: older than the retention allows");
+                state_audit_event ev = {.time_ms = now_ms,
+                                        .cluster = (char *)cluster,
+                                        .action = "snapshot.delete",
+                                        .reason = reason,
+                                        .before_json = text,
+                                        .outcome = k < 0 ? "failure" : "success"};
+                (void)state_audit_append(db, &ev, NULL);
+                if (k < 0)
+                        log_warn("%s: cannot delete snapshot %s: %s", cluster,
+                                 s->location ? s->location : s->key, err);
+                else
+                        deleted++;
+        }
+        snapshot_dest_free(dest);
+        state_snapshot_list_release(&l);
+        return deleted;
+}

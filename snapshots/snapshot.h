@@ -1,0 +1,105 @@
+/*
+ * Taking a snapshot of an etcd cluster and keeping the set of snapshots
+ * tidy: the pipeline behind `gitcd snapshot save` and scheduled snapshots.
+ *
+ *   pick a member ─▶ stream to a temporary file (SHA-256 on the way)
+ *     ─▶ verify (etcd's sha256 trailer; `etcdutl snapshot status`)
+ *     ─▶ compress (optional, gzip) ─▶ upload (snapshots/destination.h)
+ *     ─▶ record (state/snapshots.h) and audit ("snapshot.save")
+ *
+ * A snapshot_job owns copies of everything it needs (no pointer into the
+ * reconciler's data), so it can run in a worker thread with its own
+ * state-store connection and etcd client.
+ */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/model.h"
+#include "state/snapshots.h"
+
+typedef struct snapshot_endpoint {
+        char *member;     /* member name ("main-0") */
+        char *client_url; /* where it answers */
+} snapshot_endpoint;
+
+typedef struct snapshot_job {
+        char *cluster;                /* "namespace/name" */
+        char *trigger;                /* "manual" or "schedule" */
+        int64_t slot_ms;              /* schedule: the cron time it is taken for */
+        snapshot_endpoint *endpoints; /* the cluster's current members */
+        size_t n_endpoints;
+        char *ca, *cert, *key;      /* gitcd's client identity; NULL without client TLS */
+        storage_location *override; /* --to: store here instead of the spec's destination */
+        char *spec_json;            /* the cluster's latched spec (normalized JSON) */
+        char *state_dir;            /* temporary files, S3 credential folders */
+        char *etcd_dir;             /* where etcd's tools are by version; NULL: the default */
+        atomic_bool *cancel;        /* set to abort (gitcd stopping); may be NULL */
+} snapshot_job;
+
+void snapshot_job_free(snapshot_job *j);
+DEFINE_TRIVIAL_CLEANUP_FUNC(snapshot_job *, snapshot_job_free);
+
+struct target;
+/*
+ * A job for cluster from what the state store recorded: its latched spec
+ * (else its desired one), its current members' client URLs, and gitcd's
+ * client identity from the target (t may be NULL for a cluster without
+ * client TLS). -ENOENT with *ret_error when the cluster is unknown.
+ */
+int snapshot_job_from_state(state_db *db, struct target *t, const char *cluster,
+                            const char *trigger, int64_t slot_ms, const char *state_dir,
+                            snapshot_job **ret, char **ret_error);
+
+/*
+ * Take the snapshot described by job, record it in db and audit it. Returns
+ * 0 with the id of the record (which says succeeded), or -errno with the
+ * record saying failed (and why) and *ret_error set. The record id is
+ * written in both cases when a record could be written (else 0).
+ * Expected errors: -EHOSTUNREACH no healthy member answered, -EBADMSG the
+ * snapshot failed verification, -ECANCELED aborted through job->cancel,
+ * and the destination's errors.
+ */
+int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char **ret_error);
+
+/*
+ * Retention for one cluster and destination: of the succeeded snapshots
+ * recorded for this destination, keep the `count` newest that are younger
+ * than max_age_ms (0: no age limit), and never the newest one whatever its
+ * age; expire and delete the others by their recorded key. Objects gitcd did
+ * not record are never touched. A deletion that fails is recorded and tried
+ * again on the next call. Returns the number deleted, or -errno when the
+ * records cannot be read (a failed deletion is not an error here).
+ */
+int snapshot_retention(state_db *db, const char *cluster, const snapshot_spec *spec,
+                       const char *state_dir, int64_t now_ms);
+
+/* The identity of a destination as recorded ("local:/srv/backups", "s3:host/bucket/prefix"). */
+char *snapshot_destination_id(const storage_location *loc);
+
+/*
+ * The etcd tool that reads snapshot files for an etcd version: etcdutl from
+ * 3.5 on, etcdctl before, looked up as the local target looks up etcd:
+ * <etcd_dir>/<version>/, then $GITCD_ETCD_DIR/<version>/, then
+ * ~/.cache/gitcd/etcd/<version>/, then PATH when its version matches.
+ * -ENOENT when not found.
+ */
+int snapshot_etcd_tool(const char *etcd_dir, const char *version, char **ret_path);
+
+/* What `etcdutl snapshot status` says about a snapshot file. */
+typedef struct snapshot_status {
+        uint32_t hash;
+        int64_t revision;
+        int64_t total_keys;
+        int64_t total_size;
+} snapshot_status;
+
+/*
+ * Run the tool's `snapshot status` on an uncompressed snapshot file.
+ * -EBADMSG with *ret_error when etcd's tool refuses the file.
+ */
+int snapshot_file_status(const char *tool, const char *path, snapshot_status *ret,
+                         char **ret_error);

@@ -1,0 +1,226 @@
+/*
+ * Snapshot records (state/snapshots.h): the SQL behind them.
+ *
+ * The table is written in two steps, begin (running) and finish (succeeded
+ * or failed), and a trigger refuses to change the result of a finished
+ * record, so a failed upload can never later be turned into a snapshot.
+ * Retention only adds expired_ms, deleted_ms and delete_error to a
+ * succeeded record.
+ */
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+
+#include "state/internal.h"
+#include "state/snapshots.h"
+#include "util/xalloc.h"
+
+static bool sha256_hex_valid(const char *s)
+{
+        if (!s || strlen(s) != 64)
+                return false;
+        for (const char *p = s; *p; p++)
+                if (!isdigit((unsigned char)*p) && !(*p >= 'a' && *p <= 'f'))
+                        return false;
+        return true;
+}
+
+int state_snapshot_begin(state_db *db, const char *cluster, const char *trigger, int64_t slot_ms,
+                         int64_t now_ms, int64_t *ret_id)
+{
+        const char *what = "recording a snapshot";
+        if (!state_cluster_name_valid(cluster))
+                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
+                               cluster ? cluster : "");
+        if (!streq_ptr(trigger, "manual") && !streq_ptr(trigger, "schedule"))
+                return db_fail(db, -EINVAL, what, "a snapshot is taken by hand or on schedule");
+        int r = state_begin(db);
+        if (r < 0)
+                return r;
+        r = db_run(db, what,
+                   "INSERT INTO snapshots (cluster, trigger, slot_ms, started_ms, result) "
+                   "VALUES (?, ?, ?, ?, 'running')",
+                   "ssii", cluster, trigger, slot_ms, now_ms);
+        int64_t id = sqlite3_last_insert_rowid(db->sql);
+        r = db_end(db, r < 0 ? r : 0);
+        if (r >= 0 && ret_id)
+                *ret_id = id;
+        return r;
+}
+
+int state_snapshot_finish(state_db *db, int64_t id, const state_snapshot *s, int64_t now_ms)
+{
+        const char *what = "finishing a snapshot record";
+        assert(s);
+        bool ok = streq_ptr(s->result, "succeeded");
+        if (!ok && !streq_ptr(s->result, "failed"))
+                return db_fail(db, -EINVAL, what, "a snapshot finishes as succeeded or failed");
+        if (ok && (isempty(s->key) || !sha256_hex_valid(s->sha256)))
+                return db_fail(db, -EINVAL, what, "a succeeded snapshot needs its key and SHA-256");
+        int r = state_begin(db);
+        if (r < 0)
+                return r;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        r = db_prepare(db, what, "SELECT result FROM snapshots WHERE id = ?", &st, "i", id);
+        if (r >= 0)
+                r = db_step(db, st, what);
+        if (r == 0)
+                r = db_fail(db, -ENOENT, what, "no snapshot %lld", (long long)id);
+        else if (r > 0 && !streq_ptr((const char *)sqlite3_column_text(st, 0), "running"))
+                r = db_fail(db, -EALREADY, what, "snapshot %lld is already %s", (long long)id,
+                            (const char *)sqlite3_column_text(st, 0));
+        if (r >= 0)
+                r = db_run(db, what,
+                           "UPDATE snapshots SET result = ?, error = ?, finished_ms = ?, "
+                           "member = ?, revision = ?, size = ?, db_size = ?, sha256 = ?, "
+                           "compression = ?, etcd_version = ?, destination = ?, key = ?, "
+                           "location = ?, duration_ms = ? WHERE id = ?",
+                           "ssisiiissssssii", s->result, s->error, now_ms, s->member, s->revision,
+                           s->size, s->db_size, s->sha256, s->compression, s->etcd_version,
+                           s->destination, s->key, s->location, s->duration_ms, id);
+        return db_end(db, r < 0 ? r : 0);
+}
+
+#define SNAPSHOT_COLUMNS                                                                           \
+        "id, cluster, trigger, slot_ms, started_ms, finished_ms, result, error, member, "          \
+        "revision, size, db_size, sha256, compression, etcd_version, destination, key, "           \
+        "location, duration_ms, expired_ms, deleted_ms, delete_error"
+
+static state_snapshot *snapshot_from_row(sqlite3_stmt *st)
+{
+        state_snapshot *s = XNEW(state_snapshot);
+        s->id = sqlite3_column_int64(st, 0);
+        s->cluster = db_col_text(st, 1);
+        s->trigger = db_col_text(st, 2);
+        s->slot_ms = sqlite3_column_int64(st, 3);
+        s->started_ms = sqlite3_column_int64(st, 4);
+        s->finished_ms = sqlite3_column_int64(st, 5);
+        s->result = db_col_text(st, 6);
+        s->error = db_col_text(st, 7);
+        s->member = db_col_text(st, 8);
+        s->revision = sqlite3_column_int64(st, 9);
+        s->size = sqlite3_column_int64(st, 10);
+        s->db_size = sqlite3_column_int64(st, 11);
+        s->sha256 = db_col_text(st, 12);
+        s->compression = db_col_text(st, 13);
+        s->etcd_version = db_col_text(st, 14);
+        s->destination = db_col_text(st, 15);
+        s->key = db_col_text(st, 16);
+        s->location = db_col_text(st, 17);
+        s->duration_ms = sqlite3_column_int64(st, 18);
+        s->expired_ms = sqlite3_column_int64(st, 19);
+        s->deleted_ms = sqlite3_column_int64(st, 20);
+        s->delete_error = db_col_text(st, 21);
+        return s;
+}
+
+int state_snapshot_get(state_db *db, int64_t id, state_snapshot **ret)
+{
+        const char *what = "reading a snapshot record";
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = db_prepare(db, what, "SELECT " SNAPSHOT_COLUMNS " FROM snapshots WHERE id = ?", &st,
+                           "i", id);
+        if (r < 0)
+                return r;
+        r = db_step(db, st, what);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return db_fail(db, -ENOENT, what, "no snapshot %lld", (long long)id);
+        *ret = snapshot_from_row(st);
+        return 0;
+}
+
+int state_snapshot_list_for(state_db *db, const char *cluster, size_t limit,
+                            state_snapshot_list *ret_list)
+{
+        const char *what = "listing snapshots";
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = db_prepare(db, what,
+                           "SELECT " SNAPSHOT_COLUMNS " FROM snapshots "
+                           "WHERE ?1 IS NULL OR cluster = ?1 ORDER BY started_ms DESC, id DESC "
+                           "LIMIT ?2",
+                           &st, "si", cluster, limit ? (int64_t)limit : (int64_t)-1);
+        if (r < 0)
+                return r;
+        state_snapshot_list l = {0};
+        size_t alloc = 0;
+        while ((r = db_step(db, st, what)) > 0) {
+                l.items = xgrow(l.items, &alloc, l.n + 1, sizeof(*l.items));
+                l.items[l.n++] = snapshot_from_row(st);
+        }
+        if (r < 0) {
+                state_snapshot_list_release(&l);
+                return r;
+        }
+        *ret_list = l;
+        return 0;
+}
+
+int state_snapshot_expire(state_db *db, int64_t id, int64_t now_ms)
+{
+        const char *what = "expiring a snapshot";
+        int r = state_begin(db);
+        if (r < 0)
+                return r;
+        r = db_run(db, what,
+                   "UPDATE snapshots SET expired_ms = coalesce(expired_ms, ?) "
+                   "WHERE id = ? AND result = 'succeeded'",
+                   "ii", now_ms, id);
+        if (r == 0)
+                r = db_fail(db, -ENOENT, what, "no succeeded snapshot %lld", (long long)id);
+        return db_end(db, r < 0 ? r : 0);
+}
+
+int state_snapshot_deleted(state_db *db, int64_t id, const char *error, int64_t now_ms)
+{
+        const char *what = "recording a snapshot's deletion";
+        int r = state_begin(db);
+        if (r < 0)
+                return r;
+        if (error)
+                r = db_run(db, what, "UPDATE snapshots SET delete_error = ? WHERE id = ?", "si",
+                           error, id);
+        else
+                r = db_run(db, what,
+                           "UPDATE snapshots SET deleted_ms = ?, delete_error = NULL WHERE id = ?",
+                           "ii", now_ms, id);
+        if (r == 0)
+                r = db_fail(db, -ENOENT, what, "no snapshot %lld", (long long)id);
+        return db_end(db, r < 0 ? r : 0);
+}
+
+int state_snapshot_abandon_running(state_db *db, const char *cluster, const char *why,
+                                   int64_t now_ms)
+{
+        const char *what = "closing interrupted snapshots";
+        int r = state_begin(db);
+        if (r < 0)
+                return r;
+        r = db_run(db, what,
+                   "UPDATE snapshots SET result = 'failed', error = ?1, finished_ms = ?2 "
+                   "WHERE result = 'running' AND (?3 IS NULL OR cluster = ?3)",
+                   "sis", why, now_ms, cluster);
+        return db_end(db, r);
+}
+
+void state_snapshot_free(state_snapshot *s)
+{
+        if (!s)
+                return;
+        free(s->cluster);
+        free(s->trigger);
+        free(s->result);
+        free(s->error);
+        free(s->member);
+        free(s->sha256);
+        free(s->compression);
+        free(s->etcd_version);
+        free(s->destination);
+        free(s->key);
+        free(s->location);
+        free(s->delete_error);
+        free(s);
+}
+
+DEFINE_STATE_LIST_RELEASE(state_snapshot_list, state_snapshot_free)

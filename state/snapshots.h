@@ -1,0 +1,88 @@
+/*
+ * Snapshot records in the state store: every snapshot gitcd took or tried
+ * to take, and what retention did with it.
+ *
+ * A record is written "running" before the first byte is read from etcd
+ * and finished as "succeeded" or "failed" afterwards, so a crash leaves a
+ * running row that state_snapshot_abandon_running() turns into a failure.
+ * Only a succeeded record is a snapshot: a failed or partial upload never
+ * counts, for restore, for retention or for the SnapshotsHealthy condition.
+ *
+ * Retention deletes only what is recorded here, by key. It first marks a
+ * record expired (expired_ms), then deletes the object and records the
+ * outcome: deleted_ms on success, delete_error on failure. An expired record
+ * that is not deleted yet is tried again on the next retention run; it no
+ * longer counts as a kept snapshot.
+ *
+ * Records are not tied to the clusters table: a snapshot outlives the
+ * cluster it was taken from (state_cluster_delete keeps them).
+ *
+ * Errors and the last-error message follow state/state.h.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "state/state.h"
+#include "util/macro.h"
+
+typedef struct state_snapshot {
+        int64_t id;
+        char *cluster;   /* "namespace/name" */
+        char *trigger;   /* "manual" or "schedule" */
+        int64_t slot_ms; /* schedule: the cron time it was taken for; 0 for manual */
+        int64_t started_ms;
+        int64_t finished_ms; /* 0 while running */
+        char *result;        /* "running", "succeeded" or "failed" */
+        char *error;         /* why it failed, or NULL */
+        char *member;        /* the member it was taken from */
+        int64_t revision;    /* etcd store revision in the snapshot */
+        int64_t size;        /* bytes stored (after compression) */
+        int64_t db_size;     /* bytes of etcd's snapshot (before compression) */
+        char *sha256;        /* 64 hex digits over the stored bytes */
+        char *compression;   /* "none" or "gzip" */
+        char *etcd_version;  /* version of the member it was taken from */
+        char *destination;   /* the destination's identity ("local:/srv/backups", "s3:...") */
+        char *key;           /* key under that destination */
+        char *location;      /* human location ("/srv/backups/ns/name/...") */
+        int64_t duration_ms;
+        int64_t expired_ms; /* retention decided to delete it; 0: kept */
+        int64_t deleted_ms; /* the object was deleted; 0: not (yet) */
+        char *delete_error; /* the last failed deletion, or NULL */
+} state_snapshot;
+
+typedef struct state_snapshot_list {
+        state_snapshot **items;
+        size_t n;
+} state_snapshot_list;
+
+/*
+ * Write a "running" record and return its id. trigger is "manual" or
+ * "schedule". -EINVAL for a bad cluster name or trigger.
+ */
+int state_snapshot_begin(state_db *db, const char *cluster, const char *trigger, int64_t slot_ms,
+                         int64_t now_ms, int64_t *ret_id);
+/*
+ * Finish a running record with the outcome in s (result "succeeded" or
+ * "failed", and every measured field; id, cluster, trigger and the times
+ * are taken from the record and now_ms). -ENOENT, -EALREADY when it is no
+ * longer running, -EINVAL for another result or a succeeded record without
+ * a key or SHA-256.
+ */
+int state_snapshot_finish(state_db *db, int64_t id, const state_snapshot *s, int64_t now_ms);
+int state_snapshot_get(state_db *db, int64_t id, state_snapshot **ret);
+/* Records of cluster (NULL: every cluster), newest first; at most limit (0: all). */
+int state_snapshot_list_for(state_db *db, const char *cluster, size_t limit,
+                            state_snapshot_list *ret_list);
+/* Mark a succeeded record expired by retention (kept when already expired). -ENOENT. */
+int state_snapshot_expire(state_db *db, int64_t id, int64_t now_ms);
+/* Record a deletion: error NULL sets deleted_ms, else delete_error. -ENOENT. */
+int state_snapshot_deleted(state_db *db, int64_t id, const char *error, int64_t now_ms);
+/* Running records of cluster (NULL: all) become failed with why; returns the count. */
+int state_snapshot_abandon_running(state_db *db, const char *cluster, const char *why,
+                                   int64_t now_ms);
+void state_snapshot_free(state_snapshot *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(state_snapshot *, state_snapshot_free);
+void state_snapshot_list_release(state_snapshot_list *l);
