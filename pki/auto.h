@@ -18,13 +18,20 @@ typedef struct pki_auto pki_auto;
 /*
  * Open the cluster CA in <cluster_dir>/pki, creating it on first use (see
  * pki_ca_open() for half-written CAs and members_depend). validity and
- * renewal come from the spec (tls.validityDays, tls.renewBeforeDays).
+ * renewal come from the spec (tls.auto.validity, tls.auto.renewBefore).
  * Errors as pki_ca_open(), message in pki_last_error().
  */
 int pki_auto_open(const char *cluster_dir, const etcd_cluster *c, bool members_depend,
                   pki_auto **ret);
 void pki_auto_free(pki_auto *a);
 DEFINE_TRIVIAL_CLEANUP_FUNC(pki_auto *, pki_auto_free);
+
+/*
+ * The leaf lifetime and renewal window the spec asks for, in seconds,
+ * with the defaults (90 days, 30 days) and a window of a third of the
+ * lifetime when the spec's is not shorter than it.
+ */
+void pki_auto_lifetime(const etcd_cluster *c, int64_t *ret_seconds, int64_t *ret_renew_seconds);
 
 /* The CA certificate, PEM. */
 const char *pki_auto_ca_pem(const pki_auto *a);
@@ -33,8 +40,9 @@ const char *pki_auto_ca_pem(const pki_auto *a);
  * Make <dir> hold a current leaf: signed by the cluster CA, not within the
  * renewal window, carrying every DNS name and IP address asked for (the
  * name check: a certificate naming other hosts is reissued). A server leaf
- * is also good for clients (etcd's peers are both). Returns 1 when it was
- * (re)issued, 0 when it was current, or a negative errno.
+ * is also good for clients (etcd's peers are both). A new leaf replaces the
+ * folder in one step (see auto.c). Returns 1 when it was (re)issued, 0 when
+ * it was current, or a negative errno.
  */
 int pki_auto_leaf(pki_auto *a, const char *dir, const char *cn, const char *const *dns,
                   const char *const *ips, bool server);

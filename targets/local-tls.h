@@ -11,7 +11,7 @@
 /*
  * Make sure the cluster CA exists under <cluster_dir>/pki/ and that every
  * planned member's certificates exist, chain to it and are not within
- * renew_before_days of expiry; (re)issue what is missing or stale. Does
+ * tls.auto.renewBefore of expiry; (re)issue what is missing or stale. Does
  * nothing unless the provider is auto and a TLS surface is on. Returns the
  * number of files (re)issued, or a negative errno with a message in
  * *ret_error (never containing key material).
