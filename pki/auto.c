@@ -150,10 +150,9 @@ static int swap_in(const char *next, const char *dir)
 }
 
 int pki_auto_leaf(pki_auto *a, const char *dir, const char *cn, const char *const *dns,
-                  const char *const *ips, bool server)
+                  const char *const *ips, bool server, bool renew, int64_t now_ms)
 {
-        int64_t now = (int64_t)time(NULL) * 1000;
-        if (pki_leaf_is_current(dir, a->ca_cert, dns, ips, a->renew_seconds, now))
+        if (pki_leaf_is_current(dir, a->ca_cert, dns, ips, renew ? a->renew_seconds : 0, now_ms))
                 return 0;
         pki_cert_request req = {
             .cn = cn,

@@ -536,17 +536,17 @@ static void test_auto_leaves(void **state)
         const char *const dns[] = {"main-0.example", NULL};
         const char *const ips[] = {"127.0.0.1", NULL};
         assert_false(pki_auto_leaf_exists(leaf));
-        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", dns, ips, true), 1);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", dns, ips, true, true, NOW_MS()), 1);
         assert_true(pki_auto_leaf_exists(leaf));
-        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", dns, ips, true), 0);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", dns, ips, true, true, NOW_MS()), 0);
         const char *const other[] = {"main-1.example", NULL};
-        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", other, ips, true), 1);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", other, ips, true, true, NOW_MS()), 1);
         assert_true(strstr(pki_auto_ca_pem(a), "BEGIN CERTIFICATE") != NULL);
         pki_auto_free(a);
         /* The same CA next time. */
         a = NULL;
         assert_int_equal(pki_auto_open(cdir, c, true, &a), 0);
-        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", other, ips, true), 0);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", other, ips, true, true, NOW_MS()), 0);
         pki_auto_free(a);
         etcd_cluster_free(c);
 }
@@ -574,13 +574,13 @@ static void test_auto_seconds_and_renewal(void **state)
         pki_auto *a = NULL;
         assert_int_equal(pki_auto_open(cdir, c, false, &a), 0);
         const char *const ips[] = {"127.0.0.1", NULL};
-        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true), 1);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true, true, NOW_MS()), 1);
         int64_t not_after = 0;
         _cleanup_free_ char *serial1 = NULL;
         assert_int_equal(pki_leaf_info(leaf, &not_after, &serial1), 0);
         int64_t left = not_after - NOW_MS();
         assert_true(left > 3500 * 1000LL && left <= 3601 * 1000LL);
-        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true), 0);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true, true, NOW_MS()), 0);
         pki_auto_free(a);
 
         /* Inside the window: reissued, with a new serial, in one piece. */
@@ -591,13 +591,16 @@ static void test_auto_seconds_and_renewal(void **state)
         c->tls.renew_before_seconds = 40;
         a = NULL;
         assert_int_equal(pki_auto_open(cdir, c, true, &a), 0);
-        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true), 0); /* 3600 s left */
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true, true, NOW_MS()),
+                         0); /* 3600 s left */
         pki_auto_free(a);
         c->tls.validity_seconds = 7200;
         c->tls.renew_before_seconds = 3600;
         a = NULL;
         assert_int_equal(pki_auto_open(cdir, c, true, &a), 0);
-        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true), 1);
+        /* Without renew (the pass-level sync), a leaf in its window is kept. */
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true, false, NOW_MS()), 0);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true, true, NOW_MS()), 1);
         _cleanup_free_ char *serial2 = NULL;
         assert_int_equal(pki_leaf_info(leaf, &not_after, &serial2), 0);
         assert_string_not_equal(serial1, serial2);
