@@ -143,7 +143,8 @@ static const char *member_role(const state_member *m)
         return m->learner ? "learner" : "voter";
 }
 
-static void print_detail(const state_cluster *c, const state_member_list *ml, int64_t now)
+static void print_detail(const state_cluster *c, const state_member_list *ml,
+                         const state_cert_list *cl, int64_t now)
 {
         table t = {.cols = ARRAY_SIZE(cluster_heads)};
         table_add(&t, cluster_heads);
@@ -188,6 +189,26 @@ static void print_detail(const state_cluster *c, const state_member_list *ml, in
                 table_print(&m, "  ");
         }
 
+        if (cl->n > 0) {
+                printf("\nCertificates:\n");
+                table k = {.cols = 5};
+                const char *heads[] = {"MEMBER", "SURFACE", "EXPIRES", "IN", "SERIAL"};
+                table_add(&k, heads);
+                for (size_t i = 0; i < cl->n; i++) {
+                        const state_cert *x = cl->items[i];
+                        char age[32];
+                        format_rfc3339(x->not_after_ms, when, sizeof(when));
+                        if (x->not_after_ms > now)
+                                format_age(x->not_after_ms - now, age, sizeof(age));
+                        else
+                                snprintf(age, sizeof(age), "expired");
+                        const char *row[] = {isempty(x->member) ? "(all)" : x->member, x->surface,
+                                             when, age, x->serial};
+                        table_add(&k, row);
+                }
+                table_print(&k, "  ");
+        }
+
         printf("\nConditions:\n");
         if (c->n_conditions == 0)
                 printf("  (none)\n");
@@ -219,7 +240,8 @@ static json_t *jtime(int64_t ms)
         return json_string(buf);
 }
 
-static json_t *cluster_json(const state_cluster *c, const state_member_list *ml)
+static json_t *cluster_json(const state_cluster *c, const state_member_list *ml,
+                            const state_cert_list *cl)
 {
         json_t *o = json_object();
         json_object_set_new(o, "name", jstr(c->name));
@@ -264,6 +286,16 @@ static json_t *cluster_json(const state_cluster *c, const state_member_list *ml)
                 json_array_append_new(members, m);
         }
         json_object_set_new(o, "members", members);
+        json_t *certs = json_array();
+        for (size_t i = 0; i < cl->n; i++) {
+                const state_cert *x = cl->items[i];
+                json_array_append_new(
+                    certs, json_pack("{s:o,s:s,s:o,s:s}", "member",
+                                     isempty(x->member) ? json_null() : json_string(x->member),
+                                     "surface", x->surface, "not_after", jtime(x->not_after_ms),
+                                     "serial", x->serial));
+        }
+        json_object_set_new(o, "certificates", certs);
         json_object_set_new(o, "leader", jstr(c->leader));
         return o;
 }
@@ -307,13 +339,18 @@ static int show(state_db *db, const char *name, bool json)
                 r = state_member_list_for(db, cl.items[i]->name, false, &ml);
                 if (r < 0)
                         break;
+                /* Certificates: none recorded (or a store from before they were) shows none. */
+                state_cert_list certs = {0};
+                if (state_certs_list(db, cl.items[i]->name, &certs) < 0)
+                        certs = (state_cert_list){0};
                 if (json)
-                        print_json_line(cluster_json(cl.items[i], &ml));
+                        print_json_line(cluster_json(cl.items[i], &ml, &certs));
                 else if (name)
-                        print_detail(cl.items[i], &ml, now);
+                        print_detail(cl.items[i], &ml, &certs, now);
                 else
                         cluster_row(&t, cl.items[i], &ml, now);
                 state_member_list_release(&ml);
+                state_cert_list_release(&certs);
         }
         if (t.rows > 0)
                 table_print(&t, "");

@@ -97,6 +97,7 @@ typedef struct world {
         int voters;
         target_cert *certs; /* tls.provider auto: the leaves the target holds */
         size_t n_certs;
+        bool certs_read; /* the target told: certs is the whole set */
         obs_cert *obs_certs;
         char *commit; /* the commit and author behind the latched spec, for audit events */
         char *author;
@@ -404,6 +405,9 @@ static void observe_certs(reconciler *r, cluster_ctx *x, const etcd_cluster *c, 
         _cleanup_(membership_plan_freep) membership_plan *p = NULL;
         if (membership_plan_for_records(t, c, w->records.items, w->records.n, &p) < 0 ||
             t->ops->tls_certificates(t, c, p, &w->certs, &w->n_certs) < 0) {
+                target_certs_free(w->certs, w->n_certs);
+                w->certs = NULL;
+                w->n_certs = 0;
                 log_warn("%s: cannot read the TLS certificates: %s", x->name, target_last_error(t));
                 return;
         }
@@ -416,6 +420,23 @@ static void observe_certs(reconciler *r, cluster_ctx *x, const etcd_cluster *c, 
                 };
         w->obs.certs = w->obs_certs;
         w->obs.n_certs = w->n_certs;
+        w->certs_read = true;
+}
+
+/* What `gitcd status` shows of the certificates: the set just read, when it was read. */
+static void record_certs(reconciler *r, cluster_ctx *x, const etcd_cluster *c, const world *w)
+{
+        if (!w->certs_read && c->tls.provider == TLS_PROVIDER_AUTO)
+                return;
+        state_cert *v = xcalloc(w->n_certs + 1, sizeof(*v));
+        for (size_t i = 0; i < w->n_certs; i++)
+                v[i] = (state_cert){.member = w->certs[i].member,
+                                    .surface = w->certs[i].surface,
+                                    .not_after_ms = w->certs[i].not_after_ms,
+                                    .serial = w->certs[i].serial};
+        if (state_certs_replace(r->opts.db, x->name, v, w->n_certs) < 0)
+                log_warn("%s: cannot record the certificates: %s", x->name, state_last_error());
+        free(v);
 }
 
 static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w)
@@ -1364,6 +1385,7 @@ static int pass_observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, wo
                 return k;
         }
         record_observed(r, x, w);
+        record_certs(r, x, c, w);
         remove_target_strays(r, x, c, w);
         sync_shared(r, x, c, w);
         return 0;

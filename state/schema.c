@@ -172,6 +172,20 @@ const char *const state_migrations[] = {
     "WHERE runtime IS NOT NULL AND json_valid(runtime);\n"
     "UPDATE members SET initialized = 1 WHERE member_id IS NOT NULL AND state IN\n"
     "  ('starting', 'ready', 'stopped', 'crashed', 'crash-loop', 'data-lost');\n",
+
+    /*
+     * 7: the leaf certificates gitcd issued (tls.provider auto), as the
+     * reconciler last observed them, for `gitcd status`. member '' is a
+     * certificate every member shares (a Kubernetes Secret).
+     */
+    "CREATE TABLE certificates (\n"
+    "  cluster TEXT NOT NULL REFERENCES clusters (name) ON DELETE CASCADE,\n"
+    "  member TEXT NOT NULL,\n"
+    "  surface TEXT NOT NULL,\n"
+    "  not_after_ms INTEGER NOT NULL,\n"
+    "  serial TEXT NOT NULL,\n"
+    "  PRIMARY KEY (cluster, member, surface)\n"
+    ");\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

@@ -205,6 +205,17 @@ static void test_renewal_one_member_at_a_time(void **state)
         assert_int_equal(total_starts(f), starts);
         assert_int_equal(f->w->removes, 0);
         assert_int_equal(audit_count(f, "tls.renew"), f->w->renewals);
+        /* What `gitcd status` shows: each member's certificate, as renewed. */
+        state_cert_list certs = {0};
+        assert_int_equal(state_certs_list(f->db, CLUSTER, &certs), 0);
+        assert_int_equal(certs.n, 3);
+        for (size_t i = 0; i < certs.n; i++) {
+                fake_proc *p = fake_proc_find(f->w, certs.items[i]->member);
+                assert_non_null(p);
+                assert_int_equal(certs.items[i]->not_after_ms, p->cert_not_after_ms);
+                assert_true(strtol(certs.items[i]->serial, NULL, 16) >= 4);
+        }
+        state_cert_list_release(&certs);
         assert_int_equal(audit_count(f, "tls.renewal-due"), f->w->renewals);
 }
 
