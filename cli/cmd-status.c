@@ -3,7 +3,8 @@
  * reconciler last recorded it.
  *
  * Without an argument: one line per cluster. With NS/NAME: that line, then
- * the desired and latched specs, its members and its conditions in full.
+ * the desired and latched specs, its members, the expiry of its
+ * certificates (tls.provider auto) and its conditions in full.
  * READY counts current members whose last observed state is "ready"
  * against the desired replicas. The database is opened read-only, so this
  * is safe to run next to a running reconciler; it shows the last committed
@@ -30,7 +31,8 @@
 static void usage(FILE *out)
 {
         fprintf(out, "usage: gitcd status [NS/NAME] [options]\n\n"
-                     "Show clusters from the state store; for one cluster also its members and\n"
+                     "Show clusters from the state store; for one cluster also its members,\n"
+                     "certificate expiry dates and "
                      "conditions.\n\n"
                      "Options:\n"
                      "  -o, --output FMT    table (default) or json\n"
@@ -203,8 +205,11 @@ static void print_detail(const state_cluster *c, const state_member_list *ml,
                                 format_age(x->not_after_ms - now, age, sizeof(age));
                         else
                                 snprintf(age, sizeof(age), "expired");
-                        const char *row[] = {isempty(x->member) ? "(all)" : x->member, x->surface,
-                                             when, age, x->serial};
+                        _cleanup_free_ char *member =
+                            clean(isempty(x->member) ? "(all)" : x->member);
+                        _cleanup_free_ char *surface = clean(x->surface);
+                        _cleanup_free_ char *serial = clean(x->serial);
+                        const char *row[] = {member, surface, when, age, serial};
                         table_add(&k, row);
                 }
                 table_print(&k, "  ");
