@@ -10,6 +10,7 @@
  *    started again it renews the expired leaves first, and the cluster
  *    comes back without a member removed or restarted.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -248,11 +249,36 @@ static void test_expired_while_gitcd_was_down(void **state)
         assert_int_equal(fake_procs_running(f->w), 3);
 }
 
+/* The certificate records change only when the certificates do: a converged pass writes nothing. */
+static void test_records_replaced_only_on_change(void **state)
+{
+        fx *f = *state;
+        offer(f);
+        converge(f, NULL);
+        state_cert_list l = {0};
+        assert_int_equal(state_certs_list(f->db, CLUSTER, &l), 0);
+        assert_int_equal(l.n, 3);
+        state_cert v[3];
+        for (size_t i = 0; i < 3; i++)
+                v[i] = *l.items[i];
+        assert_int_equal(state_certs_replace(f->db, CLUSTER, v, 3), 0);
+        v[0].serial = "FF";
+        assert_int_equal(state_certs_replace(f->db, CLUSTER, v, 3), 1);
+        assert_int_equal(state_certs_replace(f->db, CLUSTER, v, 2), 1);
+        state_cert_list after = {0};
+        assert_int_equal(state_certs_list(f->db, CLUSTER, &after), 0);
+        assert_int_equal(after.n, 2);
+        state_cert_list_release(&after);
+        state_cert_list_release(&l);
+        assert_int_equal(state_certs_replace(f->db, "default/nope", v, 1), -ENOENT);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_renewal_one_member_at_a_time, setup, teardown),
             cmocka_unit_test_setup_teardown(test_expired_while_gitcd_was_down, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_records_replaced_only_on_change, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
