@@ -143,7 +143,7 @@ static void read_cert_common(reader *r, const ynode *m, const char *path)
 {
         etcd_cluster *c = r->c;
         _cleanup_free_ char *vd = NULL;
-        if (rd_string(r, m, path, "validityDuration", "spec.tls.auto.validityDays", &vd)) {
+        if (rd_string(r, m, path, "validityDuration", "spec.tls.auto.validity", &vd)) {
                 int64_t ms;
                 if (duration_parse_ms(vd, &ms) < 0 || ms < 86400000LL)
                         rd_error(r, rd_get(m, "validityDuration", NULL),
@@ -151,7 +151,8 @@ static void read_cert_common(reader *r, const ynode *m, const char *path)
                                  "one day (for example 90d)",
                                  path, vd);
                 else
-                        c->tls.validity_days = (int)MIN(ms / 86400000LL, 3650);
+                        c->tls.validity_seconds =
+                            MIN(ms / 1000, (int64_t)TLS_MAX_DAYS * TLS_DAY_SECONDS);
         }
         rd_string(r, m, path, "caBundleSecret", "spec.tls.caBundleSecretRef",
                   &c->tls.ca_bundle_secret);

@@ -8,6 +8,7 @@
  * whatever dialect the document used.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,8 +155,8 @@ etcd_cluster *etcd_cluster_new(void)
         c->progress_deadline_seconds = GITCD_DEFAULT_PROGRESS_DEADLINE;
         c->storage.medium = MEDIUM_DISK;
         c->tls.provider = TLS_PROVIDER_NONE;
-        c->tls.validity_days = 90;
-        c->tls.renew_before_days = 30;
+        c->tls.validity_seconds = 90 * TLS_DAY_SECONDS;
+        c->tls.renew_before_seconds = 30 * TLS_DAY_SECONDS;
         c->snapshots.retention_count = 7;
         return c;
 }
@@ -298,4 +299,16 @@ void cluster_set_release(cluster_set *s)
         free(s->items);
         s->items = NULL;
         s->n = s->alloc = 0;
+}
+
+char *duration_format_s(int64_t seconds)
+{
+        static const struct {
+                int64_t unit;
+                char suffix;
+        } units[] = {{TLS_DAY_SECONDS, 'd'}, {3600, 'h'}, {60, 'm'}};
+        for (size_t i = 0; i < ARRAY_SIZE(units); i++)
+                if (seconds != 0 && seconds % units[i].unit == 0)
+                        return xasprintf("%" PRId64 "%c", seconds / units[i].unit, units[i].suffix);
+        return xasprintf("%" PRId64 "s", seconds);
 }

@@ -99,6 +99,12 @@ typedef struct tls_surface_spec {
         issuer_ref issuer;
 } tls_surface_spec;
 
+#define TLS_DAY_SECONDS INT64_C(86400)
+#define TLS_MAX_DAYS    3650
+
+/* Seconds as the coarsest exact duration: 7776000 -> "90d", 90 -> "90s", 5400 -> "90m". */
+char *duration_format_s(int64_t seconds);
+
 typedef struct tls_spec {
         tls_provider provider;
         tls_surface_spec client; /* client-facing server certificate */
@@ -107,8 +113,10 @@ typedef struct tls_spec {
         char *operator_client_secret;      /* secrets provider */
         issuer_ref operator_client_issuer; /* cert-manager provider */
         char *ca_bundle_secret;            /* optional extra trust bundle */
-        int validity_days;                 /* auto: leaf lifetime, default 90 */
-        int renew_before_days;             /* auto: rotate this long before expiry, default 30 */
+        /* auto: leaf lifetime in seconds, default 90 days (tls.auto.validity / validityDays) */
+        int64_t validity_seconds;
+        /* auto: renew this long before expiry, default 30 days (renewBefore / renewBeforeDays) */
+        int64_t renew_before_seconds;
 } tls_spec;
 
 typedef struct auth_spec {

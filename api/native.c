@@ -153,6 +153,41 @@ static void read_tls_surface(reader *r, const ynode *tls, const char *key, tls_s
         read_issuer(r, m, path, "issuerRef", n_iss, &s->issuer);
 }
 
+/*
+ * One lifetime of tls.auto, as a duration ("90d", "12h", "60s") or, the
+ * older form, whole days; not both. Seconds are the unit: 1s .. 3650d.
+ */
+static void read_tls_lifetime(reader *r, const ynode *m, const char *key, const char *days_key,
+                              int64_t *ret_seconds)
+{
+        _cleanup_free_ char *path = xasprintf("spec.tls.auto.%s", key);
+        _cleanup_free_ char *text = NULL;
+        int64_t v;
+        if (rd_get(m, key, NULL) && rd_get(m, days_key, NULL))
+                rd_error(r, rd_get(m, days_key, NULL),
+                         "spec.tls.auto.%s and spec.tls.auto.%s say the same thing: keep one", key,
+                         days_key);
+        if (rd_int(r, m, "spec.tls.auto", days_key, NULL, 1, TLS_MAX_DAYS, &v)) {
+                /* Diagnostics about the lifetime point at the key as written. */
+                _cleanup_free_ char *written = xasprintf("spec.tls.auto.%s", days_key);
+                const ynode *k = NULL;
+                const ynode *val = rd_get(m, days_key, &k);
+                rd_record(r, path, written, k, val);
+                *ret_seconds = v * TLS_DAY_SECONDS;
+        }
+        if (!rd_string(r, m, "spec.tls.auto", key, NULL, &text))
+                return;
+        int64_t ms;
+        if (duration_parse_ms(text, &ms) < 0 || ms < 1000 ||
+            ms / 1000 > (int64_t)TLS_MAX_DAYS * TLS_DAY_SECONDS)
+                rd_error(r, rd_get(m, key, NULL),
+                         "%s: \"%s\" is not a duration from 1s to %dd (for example 90d, 12h "
+                         "or 60s)",
+                         path, text, TLS_MAX_DAYS);
+        else
+                *ret_seconds = ms / 1000;
+}
+
 static void read_tls(reader *r, const ynode *spec)
 {
         etcd_cluster *c = r->c;
@@ -191,13 +226,12 @@ static void read_tls(reader *r, const ynode *spec)
                             "spec.tls.operatorClient.issuerRef", &c->tls.operator_client_issuer);
         }
         if (rd_map(r, tls, "spec.tls", "auto", NULL, &m)) {
-                static const char *const k[] = {"validityDays", "renewBeforeDays", NULL};
+                static const char *const k[] = {"validity", "renewBefore", "validityDays",
+                                                "renewBeforeDays", NULL};
                 rd_keys(r, m, "spec.tls.auto", k, NULL);
-                int64_t v;
-                if (rd_int(r, m, "spec.tls.auto", "validityDays", NULL, 1, 3650, &v))
-                        c->tls.validity_days = (int)v;
-                if (rd_int(r, m, "spec.tls.auto", "renewBeforeDays", NULL, 1, 3650, &v))
-                        c->tls.renew_before_days = (int)v;
+                read_tls_lifetime(r, m, "validity", "validityDays", &c->tls.validity_seconds);
+                read_tls_lifetime(r, m, "renewBefore", "renewBeforeDays",
+                                  &c->tls.renew_before_seconds);
         }
         rd_ref(r, tls, "spec.tls", "caBundleSecretRef", NULL, &c->tls.ca_bundle_secret);
 }

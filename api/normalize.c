@@ -122,10 +122,24 @@ static json_t *tls_json(const tls_spec *t)
                 json_object_set_new(o, "operatorClient", j);
         }
         set_ref(o, "caBundleSecretRef", t->ca_bundle_secret);
-        if (t->provider == TLS_PROVIDER_AUTO)
-                json_object_set_new(o, "auto",
-                                    json_pack("{s:i,s:i}", "validityDays", t->validity_days,
-                                              "renewBeforeDays", t->renew_before_days));
+        if (t->provider == TLS_PROVIDER_AUTO) {
+                /* Whole days keep the older form (stable hashes); anything finer a duration. */
+                json_t *a = json_object();
+                if (t->validity_seconds % TLS_DAY_SECONDS ||
+                    t->renew_before_seconds % TLS_DAY_SECONDS) {
+                        _cleanup_free_ char *va = duration_format_s(t->validity_seconds);
+                        _cleanup_free_ char *rb = duration_format_s(t->renew_before_seconds);
+                        json_object_set_new(a, "validity", json_string(va));
+                        json_object_set_new(a, "renewBefore", json_string(rb));
+                } else {
+                        json_object_set_new(a, "validityDays",
+                                            json_integer(t->validity_seconds / TLS_DAY_SECONDS));
+                        json_object_set_new(
+                            a, "renewBeforeDays",
+                            json_integer(t->renew_before_seconds / TLS_DAY_SECONDS));
+                }
+                json_object_set_new(o, "auto", a);
+        }
         return o;
 }
 

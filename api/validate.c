@@ -183,12 +183,14 @@ static void check_tls(reader *r)
                            "%s is only used by the cert-manager provider with client TLS (the "
                            "provider is %s)",
                            rd_name(r, oiss), tls_provider_name(t->provider));
-        if (t->provider == TLS_PROVIDER_AUTO && t->renew_before_days >= t->validity_days)
-                rd_diag_at(r, DIAG_ERROR, "spec.tls.auto.renewBeforeDays",
-                           "%s: %d days must be less than the certificate lifetime (%s: %d "
-                           "days)",
-                           rd_name(r, "spec.tls.auto.renewBeforeDays"), t->renew_before_days,
-                           rd_name(r, "spec.tls.auto.validityDays"), t->validity_days);
+        if (t->provider == TLS_PROVIDER_AUTO && t->renew_before_seconds >= t->validity_seconds) {
+                _cleanup_free_ char *rb = duration_format_s(t->renew_before_seconds);
+                _cleanup_free_ char *va = duration_format_s(t->validity_seconds);
+                rd_diag_at(r, DIAG_ERROR, "spec.tls.auto.renewBefore",
+                           "%s: %s must be shorter than the certificate lifetime (%s: %s)",
+                           rd_name(r, "spec.tls.auto.renewBefore"), rb,
+                           rd_name(r, "spec.tls.auto.validity"), va);
+        }
         if (t->ca_bundle_secret && t->provider == TLS_PROVIDER_NONE)
                 rd_diag_at(r, DIAG_ERROR, "spec.tls.caBundleSecretRef",
                            "%s is set but the TLS provider is none",

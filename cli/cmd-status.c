@@ -3,7 +3,8 @@
  * reconciler last recorded it.
  *
  * Without an argument: one line per cluster. With NS/NAME: that line, then
- * the desired and latched specs, its members and its conditions in full.
+ * the desired and latched specs, its members, the expiry of its
+ * certificates (tls.provider auto) and its conditions in full.
  * READY counts current members whose last observed state is "ready"
  * against the desired replicas. The database is opened read-only, so this
  * is safe to run next to a running reconciler; it shows the last committed
@@ -30,7 +31,8 @@
 static void usage(FILE *out)
 {
         fprintf(out, "usage: gitcd status [NS/NAME] [options]\n\n"
-                     "Show clusters from the state store; for one cluster also its members and\n"
+                     "Show clusters from the state store; for one cluster also its members,\n"
+                     "certificate expiry dates and "
                      "conditions.\n\n"
                      "Options:\n"
                      "  -o, --output FMT    table (default) or json\n"
@@ -144,7 +146,8 @@ static const char *member_role(const state_member *m)
         return m->learner ? "learner" : "voter";
 }
 
-static void print_detail(const state_cluster *c, const state_member_list *ml, int64_t now)
+static void print_detail(const state_cluster *c, const state_member_list *ml,
+                         const state_cert_list *cl, int64_t now)
 {
         table t = {.cols = ARRAY_SIZE(cluster_heads)};
         table_add(&t, cluster_heads);
@@ -187,6 +190,29 @@ static void print_detail(const state_cluster *c, const state_member_list *ml, in
                         table_add(&m, row);
                 }
                 table_print(&m, "  ");
+        }
+
+        if (cl->n > 0) {
+                printf("\nCertificates:\n");
+                table k = {.cols = 5};
+                const char *heads[] = {"MEMBER", "SURFACE", "EXPIRES", "IN", "SERIAL"};
+                table_add(&k, heads);
+                for (size_t i = 0; i < cl->n; i++) {
+                        const state_cert *x = cl->items[i];
+                        char age[32];
+                        format_rfc3339(x->not_after_ms, when, sizeof(when));
+                        if (x->not_after_ms > now)
+                                format_age(x->not_after_ms - now, age, sizeof(age));
+                        else
+                                snprintf(age, sizeof(age), "expired");
+                        _cleanup_free_ char *member =
+                            clean(isempty(x->member) ? "(all)" : x->member);
+                        _cleanup_free_ char *surface = clean(x->surface);
+                        _cleanup_free_ char *serial = clean(x->serial);
+                        const char *row[] = {member, surface, when, age, serial};
+                        table_add(&k, row);
+                }
+                table_print(&k, "  ");
         }
 
         printf("\nConditions:\n");
@@ -244,7 +270,7 @@ static void print_audit_failures(const state_audit_failures *f)
 }
 
 static json_t *cluster_json(const state_cluster *c, const state_member_list *ml,
-                            const state_audit_failures *af)
+                            const state_cert_list *cl, const state_audit_failures *af)
 {
         json_t *o = json_object();
         json_object_set_new(o, "name", jstr(c->name));
@@ -289,6 +315,16 @@ static json_t *cluster_json(const state_cluster *c, const state_member_list *ml,
                 json_array_append_new(members, m);
         }
         json_object_set_new(o, "members", members);
+        json_t *certs = json_array();
+        for (size_t i = 0; i < cl->n; i++) {
+                const state_cert *x = cl->items[i];
+                json_array_append_new(
+                    certs, json_pack("{s:o,s:s,s:o,s:s}", "member",
+                                     isempty(x->member) ? json_null() : json_string(x->member),
+                                     "surface", x->surface, "not_after", jtime(x->not_after_ms),
+                                     "serial", x->serial));
+        }
+        json_object_set_new(o, "certificates", certs);
         json_object_set_new(o, "leader", jstr(c->leader));
         json_object_set_new(o, "audit_failures", audit_failures_json(af));
         return o;
@@ -339,13 +375,18 @@ static int show(state_db *db, const char *name, bool json)
                 r = state_member_list_for(db, cl.items[i]->name, false, &ml);
                 if (r < 0)
                         break;
+                /* Certificates: none recorded (or a store from before they were) shows none. */
+                state_cert_list certs = {0};
+                if (state_certs_list(db, cl.items[i]->name, &certs) < 0)
+                        certs = (state_cert_list){0};
                 if (json)
-                        print_json_line(cluster_json(cl.items[i], &ml, &af));
+                        print_json_line(cluster_json(cl.items[i], &ml, &certs, &af));
                 else if (name)
-                        print_detail(cl.items[i], &ml, now);
+                        print_detail(cl.items[i], &ml, &certs, now);
                 else
                         cluster_row(&t, cl.items[i], &ml, now);
                 state_member_list_release(&ml);
+                state_cert_list_release(&certs);
         }
         if (t.rows > 0)
                 table_print(&t, "");

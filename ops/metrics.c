@@ -25,7 +25,6 @@
 #include <string.h>
 
 #include "etcd/client.h"
-#include "pki/pki.h"
 #include "ops/metrics.h"
 #include "state/state.h"
 #include "util/timeutil.h"
@@ -261,7 +260,7 @@ static const meta metas[] = {
      "Commit time of the revision whose spec the cluster is reconciled to."},
     {"gitcd_member_db_size_bytes", "gauge", "Size of the member's backend database."},
     {"gitcd_certificate_not_after_timestamp_seconds", "gauge",
-     "When a member's certificate expires (surface client or peer)."},
+     "When a certificate gitcd issued expires (surface client, peer or operator)."},
     {"gitcd_member_db_size_in_use_bytes", "gauge", "Bytes of the backend database in use."},
     {"gitcd_reconcile_passes_total", "counter", "Reconciler passes, by outcome."},
     {"gitcd_reconcile_pass_duration_seconds", "histogram", "How long one pass took."},
@@ -370,40 +369,28 @@ static bool put_member_status(scrape *s, const char *cluster, const state_member
 }
 
 /*
- * The certificates a member runs with, from the command line the reconciler
- * recorded for it (--cert-file, --peer-cert-file). Files that cannot be read
- * here (a member in a Pod) are left out.
+ * When each certificate of the cluster expires, as the reconciler recorded
+ * it (state_certs_list: the one owner of that fact, for every target). A
+ * certificate all members share (a Kubernetes Secret) has member="".
  */
-static void put_member_certs(scrape *s, const char *cluster, const state_member *m)
+static void put_certs(scrape *s, state_db *db, const char *cluster)
 {
-        static const struct {
-                const char *flag;
-                const char *surface;
-        } flags[] = {{"--cert-file=", "client"}, {"--peer-cert-file=", "peer"}};
-        if (!m->runtime_json)
+        state_cert_list cl = {0};
+        if (state_certs_list(db, cluster, &cl) < 0)
                 return;
-        json_t *rt = json_loads(m->runtime_json, 0, NULL);
-        const char *cmd = json_string_value(json_object_get(rt, "command"));
-        for (size_t i = 0; cmd && i < ARRAY_SIZE(flags); i++) {
-                const char *p = strstr(cmd, flags[i].flag);
-                /* A whole word: at the start or after a space. */
-                while (p && p != cmd && p[-1] != ' ')
-                        p = strstr(p + 1, flags[i].flag);
-                if (!p)
-                        continue;
-                p += strlen(flags[i].flag);
-                _cleanup_free_ char *path = xstrndup(p, strcspn(p, " "));
-                pki_cert *c = NULL;
-                int64_t not_after = 0;
-                if (pki_cert_load(path, &c) == 0 && pki_cert_not_after(c, &not_after) == 0) {
-                        _cleanup_free_ char *extra =
-                            xasprintf("member=\"%s\",surface=\"%s\"", m->name, flags[i].surface);
-                        put_cluster(s, "gitcd_certificate_not_after_timestamp_seconds", cluster,
-                                    extra, (double)(not_after / 1000));
-                }
-                pki_cert_free(c);
+        for (size_t i = 0; i < cl.n; i++) {
+                const state_cert *c = cl.items[i];
+                strbuf extra = STRBUF_INIT;
+                sb_append(&extra, "member=\"");
+                escape_label(&extra, c->member);
+                sb_append(&extra, "\",surface=\"");
+                escape_label(&extra, c->surface);
+                sb_appendc(&extra, '"');
+                put_cluster(s, "gitcd_certificate_not_after_timestamp_seconds", cluster,
+                            sb_str(&extra), (double)(c->not_after_ms / 1000));
+                sb_release(&extra);
         }
-        json_decref(rt);
+        state_cert_list_release(&cl);
 }
 
 static void put_cluster_facts(scrape *s, state_db *db, const state_cluster *c)
@@ -418,7 +405,6 @@ static void put_cluster_facts(scrape *s, state_db *db, const state_cluster *c)
                         const state_member *m = ml.items[i];
                         bool ready = m->state && streq(m->state, "ready");
                         running += ready;
-                        put_member_certs(s, cl, m);
                         if (!m->member_id)
                                 continue;
                         if (m->learner) {
@@ -439,6 +425,7 @@ static void put_cluster_facts(scrape *s, state_db *db, const state_cluster *c)
                 put_cluster(s, "gitcd_cluster_leader_present", cl, NULL, leader);
                 state_member_list_release(&ml);
         }
+        put_certs(s, db, cl);
         pthread_mutex_lock(&lock);
         note_leader(cl, c->leader);
         pthread_mutex_unlock(&lock);

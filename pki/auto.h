@@ -9,6 +9,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "api/model.h"
 #include "pki/pki.h"
@@ -18,7 +19,7 @@ typedef struct pki_auto pki_auto;
 /*
  * Open the cluster CA in <cluster_dir>/pki, creating it on first use (see
  * pki_ca_open() for half-written CAs and members_depend). validity and
- * renewal come from the spec (tls.validityDays, tls.renewBeforeDays).
+ * renewal come from the spec (tls.auto.validity, tls.auto.renewBefore).
  * Errors as pki_ca_open(), message in pki_last_error().
  */
 int pki_auto_open(const char *cluster_dir, const etcd_cluster *c, bool members_depend,
@@ -26,18 +27,28 @@ int pki_auto_open(const char *cluster_dir, const etcd_cluster *c, bool members_d
 void pki_auto_free(pki_auto *a);
 DEFINE_TRIVIAL_CLEANUP_FUNC(pki_auto *, pki_auto_free);
 
+/*
+ * The leaf lifetime and renewal window the spec asks for, in seconds,
+ * with the defaults (90 days, 30 days) and a window of a third of the
+ * lifetime when the spec's is not shorter than it.
+ */
+void pki_auto_lifetime(const etcd_cluster *c, int64_t *ret_seconds, int64_t *ret_renew_seconds);
+
 /* The CA certificate, PEM. */
 const char *pki_auto_ca_pem(const pki_auto *a);
 
 /*
- * Make <dir> hold a current leaf: signed by the cluster CA, not within the
- * renewal window, carrying every DNS name and IP address asked for (the
- * name check: a certificate naming other hosts is reissued). A server leaf
- * is also good for clients (etcd's peers are both). Returns 1 when it was
- * (re)issued, 0 when it was current, or a negative errno.
+ * Make <dir> hold a usable leaf: signed by the cluster CA, valid at now_ms
+ * and, when renew, not within the renewal window then, carrying every DNS
+ * name and IP address asked for (the name check: a certificate naming
+ * other hosts is reissued). Without renew a leaf in its window is kept
+ * (the reconciler renews one member at a time). A server leaf is also good
+ * for clients (etcd's peers are both). A new leaf replaces the folder in
+ * one step (see auto.c). Returns 1 when it was (re)issued, 0 when it was
+ * kept, or a negative errno.
  */
 int pki_auto_leaf(pki_auto *a, const char *dir, const char *cn, const char *const *dns,
-                  const char *const *ips, bool server);
+                  const char *const *ips, bool server, bool renew, int64_t now_ms);
 
 /* Does <dir> hold a leaf certificate (tls.crt)? For members_depend. */
 bool pki_auto_leaf_exists(const char *dir);

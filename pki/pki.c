@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -218,7 +219,7 @@ static int add_ext(X509 *x, X509V3_CTX *ctx, int nid, const char *value)
 }
 
 /* The parts every certificate shares: version, serial, validity, subject, key. */
-static int cert_skeleton(const char *cn, int days, EVP_PKEY *pubkey, X509 **ret)
+static int cert_skeleton(const char *cn, int64_t seconds, EVP_PKEY *pubkey, X509 **ret)
 {
         X509 *x = X509_new();
         if (!x)
@@ -232,7 +233,8 @@ static int cert_skeleton(const char *cn, int days, EVP_PKEY *pubkey, X509 **ret)
         if (r < 0)
                 goto out;
         if (!X509_gmtime_adj(X509_getm_notBefore(x), -BACKDATE_SECS) ||
-            !X509_time_adj_ex(X509_getm_notAfter(x), days, 0, NULL)) {
+            !X509_time_adj_ex(X509_getm_notAfter(x), (int)(seconds / 86400),
+                              (long)(seconds % 86400), NULL)) {
                 r = fail(-EIO, "cannot set the validity period");
                 goto out;
         }
@@ -276,7 +278,7 @@ int pki_ca_create(const char *cn, int days, pki_key **ret_key, pki_cert **ret_ce
         r = pki_key_generate(&key);
         if (r < 0)
                 goto out;
-        r = cert_skeleton(cn, days, key->pkey, &x);
+        r = cert_skeleton(cn, (int64_t)days * 86400, key->pkey, &x);
         if (r < 0)
                 goto out;
         if (!X509_set_issuer_name(x, X509_get_subject_name(x))) {
@@ -372,7 +374,10 @@ static int check_request(const pki_cert_request *req)
         int r = check_cn(req->cn);
         if (r < 0)
                 return r;
-        r = check_days(req->days);
+        if (req->seconds < 0 || req->seconds > (int64_t)PKI_MAX_DAYS * 86400)
+                return fail(-EINVAL, "validity of %" PRId64 " seconds is out of range",
+                            req->seconds);
+        r = req->seconds > 0 ? 0 : check_days(req->days);
         if (r < 0)
                 return r;
         if (!req->server && !req->client)
@@ -396,7 +401,8 @@ int pki_cert_issue(const pki_cert *ca_cert, const pki_key *ca_key, const pki_cer
         r = pki_key_generate(&key);
         if (r < 0)
                 goto out;
-        r = cert_skeleton(req->cn, req->days, key->pkey, &x);
+        r = cert_skeleton(req->cn, req->seconds > 0 ? req->seconds : (int64_t)req->days * 86400,
+                          key->pkey, &x);
         if (r < 0)
                 goto out;
         if (!X509_set_issuer_name(x, X509_get_subject_name(ca_cert->x509))) {
@@ -819,7 +825,7 @@ int pki_ca_load_or_create(const char *dir, const char *cn, int days, pki_key **r
 }
 
 bool pki_leaf_is_current(const char *dir, const pki_cert *ca, const char *const *dns,
-                         const char *const *ips, int renew_days)
+                         const char *const *ips, int64_t renew_seconds, int64_t now_ms)
 {
         _cleanup_free_ char *crt = path_join(dir, "tls.crt");
         _cleanup_free_ char *key = path_join(dir, "tls.key");
@@ -827,13 +833,14 @@ bool pki_leaf_is_current(const char *dir, const pki_cert *ca, const char *const 
         pki_cert *cert = NULL;
         pki_key *k = NULL;
         char **have_dns = NULL, **have_ips = NULL;
-        int64_t not_after = 0;
+        int64_t not_after = 0, not_before = 0;
         bool ok;
 
         ok = path_exists(cacrt) && pki_cert_load(crt, &cert) >= 0 && pki_key_load(key, &k) >= 0 &&
              pki_key_matches(k, cert) && pki_cert_verify(ca, cert) >= 0 &&
              pki_cert_not_after(cert, &not_after) >= 0 &&
-             not_after - (int64_t)time(NULL) * 1000 > (int64_t)renew_days * 86400 * 1000;
+             pki_cert_not_before(cert, &not_before) >= 0 && not_before <= now_ms &&
+             not_after - now_ms > renew_seconds * 1000;
         if (ok && (dns || ips))
                 ok = pki_cert_sans(cert, &have_dns, &have_ips) >= 0;
         for (size_t i = 0; ok && dns && dns[i]; i++)
@@ -845,4 +852,37 @@ bool pki_leaf_is_current(const char *dir, const pki_cert *ca, const char *const 
         pki_key_free(k);
         pki_cert_free(cert);
         return ok;
+}
+
+int pki_leaf_info(const char *dir, int64_t *ret_not_after_ms, char **ret_serial)
+{
+        _cleanup_free_ char *crt = path_join(dir, "tls.crt");
+        if (!path_exists(crt))
+                return fail(-ENOENT, "%s does not exist", crt);
+        pki_cert *cert = NULL;
+        int r = pki_cert_load(crt, &cert);
+        if (r < 0)
+                return r;
+        int64_t not_after = 0;
+        r = pki_cert_not_after(cert, &not_after);
+        char *hex = NULL;
+        if (r >= 0) {
+                BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(pki_cert_x509(cert)), NULL);
+                char *h = bn ? BN_bn2hex(bn) : NULL;
+                if (h)
+                        hex = xstrdup(h);
+                else
+                        r = fail(-EIO, "cannot read the serial number of %s", crt);
+                OPENSSL_free(h);
+                BN_free(bn);
+        }
+        pki_cert_free(cert);
+        if (r < 0)
+                return r;
+        *ret_not_after_ms = not_after;
+        if (ret_serial)
+                *ret_serial = hex;
+        else
+                free(hex);
+        return 0;
 }

@@ -31,7 +31,8 @@ typedef struct pki_cert_request {
         const char *cn;                  /* subject commonName, 1..64 bytes */
         const char *const *dns_names;    /* NULL-terminated; NULL for none */
         const char *const *ip_addresses; /* NULL-terminated IPv4/IPv6 literals; NULL for none */
-        int days;                        /* validity, 1..PKI_MAX_DAYS */
+        int days;                        /* validity, 1..PKI_MAX_DAYS (unless seconds) */
+        int64_t seconds;                 /* > 0: validity in seconds instead of days */
         bool server;                     /* extendedKeyUsage serverAuth */
         bool client;                     /* extendedKeyUsage clientAuth */
 } pki_cert_request;
@@ -114,11 +115,18 @@ int pki_ca_load_or_create(const char *dir, const char *cn, int days, pki_key **r
                           pki_cert **ret_cert);
 /*
  * Whether <dir> holds a usable leaf from ca: tls.crt with its tls.key,
- * ca.crt beside them, signed by ca, valid for more than renew_days yet, and
- * carrying every DNS and IP SAN listed (dns / ips may be NULL).
+ * ca.crt beside them, signed by ca, valid at now_ms and for more than
+ * renew_seconds after it, and carrying every DNS and IP SAN listed (dns /
+ * ips may be NULL).
  */
 bool pki_leaf_is_current(const char *dir, const pki_cert *ca, const char *const *dns,
-                         const char *const *ips, int renew_days);
+                         const char *const *ips, int64_t renew_seconds, int64_t now_ms);
+
+/*
+ * The notAfter (ms since the epoch) and serial (upper-case hex) of
+ * <dir>/tls.crt. -ENOENT when there is none; errors as pki_cert_load().
+ */
+int pki_leaf_info(const char *dir, int64_t *ret_not_after_ms, char **ret_serial);
 
 /* Borrowed OpenSSL handles (valid as long as the pki object). */
 struct x509_st *pki_cert_x509(const pki_cert *c);

@@ -13,6 +13,8 @@
  *   member data lost / crash loop: MemberRemove (replacement) ──▶ add learner ...
  *   replicas 0: scale down to one ──▶ stop it, data kept (dormant) ──▶ resume starts it
  *   outdated command: restart followers one at a time, the leader last
+ *   certificate expired (any time) or within renewBefore (with quorum):
+ *   renew one member's leaves, no restart
  *
  * Invariants, checked before every membership change:
  *   - quorum is never voluntarily broken: a voter is removed only when the
@@ -34,7 +36,7 @@ static const char *const step_names[] = {
     [STEP_START_MEMBER] = "start",      [STEP_PROMOTE] = "promote",
     [STEP_MOVE_LEADER] = "move-leader", [STEP_REMOVE_MEMBER] = "remove",
     [STEP_DELETE_MEMBER] = "delete",    [STEP_STOP_MEMBER] = "stop",
-    [STEP_RESTART_MEMBER] = "restart",
+    [STEP_RESTART_MEMBER] = "restart",  [STEP_RENEW_CERTS] = "renew-certificates",
 };
 
 const char *step_kind_name(step_kind k)
@@ -299,7 +301,41 @@ static bool decide_scale_down(const desired *want, const observation *obs, int v
         return true;
 }
 
-/* Rule 12: roll outdated members, followers first (highest ordinal), the leader last. */
+const obs_cert *certs_soonest(const observation *obs)
+{
+        const obs_cert *best = NULL;
+        for (size_t i = 0; i < obs->n_certs; i++)
+                if (!best || obs->certs[i].not_after_ms < best->not_after_ms)
+                        best = &obs->certs[i];
+        return best;
+}
+
+int64_t certs_next_renewal_ms(const desired *want, const observation *obs)
+{
+        const obs_cert *c = certs_soonest(obs);
+        return c ? c->not_after_ms - want->renew_before_ms : 0;
+}
+
+/* Rules 0 and 12: renew the leaves of the member whose certificate expires first. */
+static bool decide_renew(const desired *want, const observation *obs, bool expired_only, step *s)
+{
+        const obs_cert *c = certs_soonest(obs);
+        if (!c)
+                return false;
+        bool expired = c->not_after_ms <= obs->now_ms;
+        if (expired_only ? !expired : c->not_after_ms - want->renew_before_ms > obs->now_ms)
+                return false;
+        memset(s, 0, sizeof(*s));
+        s->kind = STEP_RENEW_CERTS;
+        s->member = c->member;
+        s->reason = expired ? REASON_CERTS_EXPIRED : REASON_RENEWING_CERTS;
+        snprintf(s->message, sizeof(s->message), "%s the %s certificate%s%s",
+                 expired ? "expired: renew" : "renew", c->surface, c->member ? " of " : "s",
+                 c->member ? c->member : " shared by every member");
+        return true;
+}
+
+/* Rule 13: roll outdated members, followers first (highest ordinal), the leader last. */
 static bool decide_roll(const observation *obs, int voters, int healthy, step *s)
 {
         const obs_member *next = NULL;
@@ -336,6 +372,8 @@ void decide(const desired *want, const observation *obs, step *s)
 {
         memset(s, 0, sizeof(*s));
 
+        if (decide_renew(want, obs, true, s))
+                return;
         if (decide_seed(want, obs, s))
                 return;
         if (decide_restart_stopped(want, obs, s))
@@ -394,7 +432,7 @@ void decide(const desired *want, const observation *obs, step *s)
                 set(s, STEP_CONVERGED, NULL, REASON_PAUSED, "paused");
                 return;
         }
-        if (decide_roll(obs, voters, healthy, s))
+        if (decide_renew(want, obs, false, s) || decide_roll(obs, voters, healthy, s))
                 return;
         if (healthy < voters) {
                 set(s, STEP_WAIT, NULL, REASON_RECOVERING,

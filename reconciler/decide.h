@@ -35,6 +35,13 @@ typedef struct obs_member {
         bool outdated;
 } obs_member;
 
+/* A TLS leaf certificate gitcd issued (tls.provider auto), from the target. */
+typedef struct obs_cert {
+        const char *member;  /* NULL: shared by every member */
+        const char *surface; /* "client", "peer", "operator" */
+        int64_t not_after_ms;
+} obs_cert;
+
 typedef struct observation {
         obs_member *members;
         size_t n;
@@ -42,10 +49,14 @@ typedef struct observation {
         uint64_t leader_id; /* 0: no leader seen */
         bool bootstrapped;  /* the cluster has formed once (a cluster ID is recorded) */
         int next_ordinal;   /* the counter that only grows: the next member's ordinal */
+        const obs_cert *certs;
+        size_t n_certs;
+        int64_t now_ms; /* wall clock of the observation (certificate windows) */
 } observation;
 
 typedef struct desired {
-        int replicas; /* 0 = paused */
+        int replicas;            /* 0 = paused */
+        int64_t renew_before_ms; /* tls.auto.renewBefore; certificates are renewed this early */
 } desired;
 
 typedef enum step_kind {
@@ -60,6 +71,7 @@ typedef enum step_kind {
         STEP_DELETE_MEMBER,  /* stop the process of a member etcd no longer has; delete its data */
         STEP_STOP_MEMBER,    /* pause: stop the last member, keeping its data */
         STEP_RESTART_MEMBER, /* roll one member onto its new command (upgrade, flags) */
+        STEP_RENEW_CERTS,    /* reissue one member's leaf certificates (member NULL: shared ones) */
 } step_kind;
 
 const char *step_kind_name(step_kind k); /* "add-learner", ... (audit action suffixes) */
@@ -74,6 +86,8 @@ const char *step_kind_name(step_kind k); /* "add-learner", ... (audit action suf
 #define REASON_REPLACING_MEMBER "ReplacingMember"
 #define REASON_UPGRADING        "Upgrading"
 #define REASON_RECOVERING       "RecoveringMember"
+#define REASON_CERTS_EXPIRED    "CertificatesExpired"
+#define REASON_RENEWING_CERTS   "RenewingCertificates"
 
 typedef struct step {
         step_kind kind;
@@ -86,6 +100,10 @@ typedef struct step {
 
 /*
  * The decision. Rules, first match wins:
+ *  0. a certificate that has expired: renew it (its member first, one
+ *     member per step). Renewal swaps files and restarts nothing, so it is
+ *     safe without quorum, and an expired certificate may be why there is
+ *     none;
  *  1. nothing exists and replicas > 0: start the seed;
  *  2. the seed is not up yet: wait (WaitingForSeed);
  *  3. fewer healthy voters than a quorum: wait (QuorumLost) — no
@@ -101,11 +119,24 @@ typedef struct step {
  * 10. more voters than wanted (or paused with more than one): move leadership
  *     away from the newest, then remove it;
  * 11. paused with one member left: stop it;
- * 12. a member running an outdated command: restart it, followers first,
+ * 12. a certificate within tls.auto.renewBefore of expiry: renew it, one
+ *     member per step, the soonest to expire first;
+ * 13. a member running an outdated command: restart it, followers first,
  *     leader last after moving leadership away;
- * 13. otherwise converged.
+ * 14. otherwise converged.
+ * (Rule 8 is checked right after rule 2, before the quorum check: starting
+ * a stopped member is how quorum comes back.)
  */
 void decide(const desired *want, const observation *obs, step *ret_step);
+
+/*
+ * When the next certificate enters its renewal window (wall ms; it may be
+ * in the past), or 0 when there is no certificate. For the requeue of a
+ * converged pass and the CertificatesExpiring condition.
+ */
+int64_t certs_next_renewal_ms(const desired *want, const observation *obs);
+/* The certificate that expires first (NULL when none). */
+const obs_cert *certs_soonest(const observation *obs);
 
 /* Voters etcd lists, and how many of them the target reports ready. */
 void observation_voters(const observation *obs, int *ret_voters, int *ret_healthy);

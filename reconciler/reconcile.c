@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "etcd/client.h"
+#include "pki/auto.h"
 #include "reconciler/membership.h"
 #include "reconciler/reconcile.h"
 #include "render/layout.h"
@@ -95,6 +96,10 @@ typedef struct world {
         observation obs;
         int healthy_voters;
         int voters;
+        target_cert *certs; /* tls.provider auto: the leaves the target holds */
+        size_t n_certs;
+        bool certs_read; /* the target told: certs is the whole set */
+        obs_cert *obs_certs;
         char *commit; /* the commit and author behind the latched spec, for audit events */
         char *author;
 } world;
@@ -312,6 +317,8 @@ static void world_release(world *w)
         }
         free(w->views);
         free(w->obs_members);
+        target_certs_free(w->certs, w->n_certs);
+        free(w->obs_certs);
         free(w->commit);
         free(w->author);
         memset(w, 0, sizeof(*w));
@@ -380,6 +387,54 @@ static member_view *view_add(world *w, size_t *alloc)
         member_view *v = &w->views[w->n++];
         memset(v, 0, sizeof(*v));
         return v;
+}
+
+/*
+ * The leaf certificates of the recorded members, from the target (it alone
+ * knows where they live). Not reading them is no reason to stop the pass:
+ * without them nothing is renewed this time.
+ */
+static void observe_certs(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w)
+{
+        target *t = r->opts.target;
+        w->obs.now_ms = wall(r);
+        if (c->tls.provider != TLS_PROVIDER_AUTO || !t->ops->tls_certificates || w->records.n == 0)
+                return;
+        _cleanup_(membership_plan_freep) membership_plan *p = NULL;
+        if (membership_plan_for_records(t, c, w->records.items, w->records.n, &p) < 0 ||
+            t->ops->tls_certificates(t, c, p, &w->certs, &w->n_certs) < 0) {
+                target_certs_free(w->certs, w->n_certs);
+                w->certs = NULL;
+                w->n_certs = 0;
+                log_warn("%s: cannot read the TLS certificates: %s", x->name, target_last_error(t));
+                return;
+        }
+        w->obs_certs = xcalloc(w->n_certs + 1, sizeof(obs_cert));
+        for (size_t i = 0; i < w->n_certs; i++)
+                w->obs_certs[i] = (obs_cert){
+                    .member = w->certs[i].member,
+                    .surface = w->certs[i].surface,
+                    .not_after_ms = w->certs[i].not_after_ms,
+                };
+        w->obs.certs = w->obs_certs;
+        w->obs.n_certs = w->n_certs;
+        w->certs_read = true;
+}
+
+/* What `gitcd status` shows of the certificates: the set just read, when it was read. */
+static void record_certs(reconciler *r, cluster_ctx *x, const etcd_cluster *c, const world *w)
+{
+        if (!w->certs_read && c->tls.provider == TLS_PROVIDER_AUTO)
+                return;
+        state_cert *v = xcalloc(w->n_certs + 1, sizeof(*v));
+        for (size_t i = 0; i < w->n_certs; i++)
+                v[i] = (state_cert){.member = w->certs[i].member,
+                                    .surface = w->certs[i].surface,
+                                    .not_after_ms = w->certs[i].not_after_ms,
+                                    .serial = w->certs[i].serial};
+        if (state_certs_replace(r->opts.db, x->name, v, w->n_certs) < 0)
+                log_warn("%s: cannot record the certificates: %s", x->name, state_last_error());
+        free(v);
 }
 
 static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w)
@@ -464,6 +519,7 @@ static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *
         w->obs.bootstrapped = w->sc && !isempty(w->sc->cluster_id);
         w->obs.next_ordinal = max_ordinal + 1;
         observation_voters(&w->obs, &w->voters, &w->healthy_voters);
+        observe_certs(r, x, c, w);
         return 0;
 }
 
@@ -935,6 +991,37 @@ static int act_target(act_ctx *a, const char *action)
         return finish(a, op, action, k, err, t0);
 }
 
+/*
+ * Renew one member's leaf certificates (member NULL: the shared ones). The
+ * target swaps the files; etcd picks them up on its next connections, so
+ * nothing restarts and quorum is never at stake. Audited as tls.renew.
+ */
+static int act_renew_certs(act_ctx *a)
+{
+        int64_t t0 = mono(a->r), op;
+        target *t = a->r->opts.target;
+        const char *subject = a->s->member ? a->s->member : "*";
+        int k = journal_begin(a, "tls.renew", subject, NULL, &op);
+        if (k < 0)
+                return k;
+        _cleanup_(membership_plan_freep) membership_plan *p = NULL;
+        k = membership_plan_for_records(t, a->c, a->w->records.items, a->w->records.n, &p);
+        FAILPOINT("renew.before-target");
+        if (k >= 0)
+                k = t->ops->renew_tls ? t->ops->renew_tls(t, a->c, p, a->s->member, wall(a->r))
+                                      : -EOPNOTSUPP;
+        _cleanup_free_ char *err = k < 0 ? xstrdup(target_last_error(t)) : NULL;
+        if (k == 0 && a->s->kind == STEP_RENEW_CERTS) {
+                /* Nothing was due after all (renewed by an earlier run): look again. */
+                log_debug("%s: no certificate of %s needed renewal", a->x->name, subject);
+        }
+        if (k >= 0 && a->s->reason && streq(a->s->reason, REASON_CERTS_EXPIRED))
+                log_warn("%s: %s (the certificates had expired; members may have been "
+                         "unreachable until now)",
+                         a->x->name, a->s->message);
+        return finish(a, op, "tls.renew", k, err && *err ? err : k < 0 ? strerror(-k) : NULL, t0);
+}
+
 /* Members the target holds that neither the store nor etcd knows: leftovers of a crash. */
 /*
  * Keep the cluster-wide objects (Services, PodDisruptionBudget, TLS
@@ -1052,6 +1139,10 @@ typedef enum cond_reason {
         CR_SPEC_REJECTED,
         CR_DEADLINE_EXCEEDED,
         CR_BOOTSTRAP_FAILED,
+        CR_CERTS_EXPIRED,
+        CR_RENEWING_CERTS,
+        CR_CERTS_VALID,
+        CR_RENEWAL_DUE,
         _CR_MAX,
 } cond_reason;
 
@@ -1069,6 +1160,10 @@ static const char *const cond_reason_names[_CR_MAX] = {
     [CR_SPEC_REJECTED] = "SpecRejected",
     [CR_DEADLINE_EXCEEDED] = "DeadlineExceeded",
     [CR_BOOTSTRAP_FAILED] = "BootstrapFailed",
+    [CR_CERTS_EXPIRED] = REASON_CERTS_EXPIRED,
+    [CR_RENEWING_CERTS] = REASON_RENEWING_CERTS,
+    [CR_CERTS_VALID] = "CertificatesValid",
+    [CR_RENEWAL_DUE] = "RenewalDue",
 };
 
 static const char *cond_reason_name(cond_reason r)
@@ -1100,10 +1195,15 @@ typedef struct pass_facts {
         const step *s;
         const char *rejected_message; /* non-NULL: the desired spec was refused */
         char *health;                 /* "N of M voters healthy" */
+        const obs_cert *soonest;      /* the certificate that expires first; NULL: none */
+        int64_t renew_at_ms;          /* when it enters its renewal window */
+        int64_t now_ms;
+        char *cert_message;
 } pass_facts;
 
 typedef struct condition_check {
         const char *type;
+        bool skip; /* the condition does not apply to this cluster: not stored */
         bool status;
         cond_reason reason;
         const char *message;
@@ -1156,6 +1256,33 @@ static condition_check check_degraded(const pass_facts *f)
         return c;
 }
 
+/* CertificatesExpiring: True from the moment a leaf enters its renewal window until renewed. */
+static condition_check check_certificates_expiring(const pass_facts *f)
+{
+        condition_check c = {.type = "CertificatesExpiring", .message = f->cert_message};
+        if (!f->soonest) {
+                c.skip = true;
+                return c;
+        }
+        c.status = f->renew_at_ms <= f->now_ms;
+        c.reason = f->soonest->not_after_ms <= f->now_ms ? CR_CERTS_EXPIRED
+                   : c.status                            ? CR_RENEWAL_DUE
+                                                         : CR_CERTS_VALID;
+        return c;
+}
+
+/* "the peer certificate of demo-1 expires 2026-11-23T14:31:22Z" */
+static char *cert_message(const obs_cert *c, int64_t now_ms)
+{
+        if (!c)
+                return NULL;
+        char when[40];
+        format_rfc3339(c->not_after_ms, when, sizeof(when));
+        return xasprintf("the %s certificate%s%s %s %s", c->surface, c->member ? " of " : "",
+                         c->member ? c->member : "",
+                         c->not_after_ms <= now_ms ? "expired" : "expires", when);
+}
+
 static const char *phase_of(const pass_facts *f)
 {
         return f->paused          ? "Paused"
@@ -1165,10 +1292,9 @@ static const char *phase_of(const pass_facts *f)
                                   : "Progressing";
 }
 
-/* Store a condition; its change (status) is audited. */
-static void set_cond(reconciler *r, const char *cluster, const char *type, bool status,
-                     const char *reason, const char *message, const char *commit,
-                     const char *author)
+/* Store a condition; its change (status) is audited. 1 when the status changed. */
+static int set_cond(reconciler *r, const char *cluster, const char *type, bool status,
+                    const char *reason, const char *message, const char *commit, const char *author)
 {
         int k = state_cluster_set_condition(r->opts.db, cluster, type, status ? "True" : "False",
                                             reason, message, wall(r));
@@ -1179,18 +1305,31 @@ static void set_cond(reconciler *r, const char *cluster, const char *type, bool 
                 audit(r, cluster, "condition.changed", message, NULL, after, "success", 0, commit,
                       author);
         }
+        return k;
 }
 
 static void store_check(reconciler *r, const char *cluster, const world *w,
                         const condition_check *c)
 {
-        set_cond(r, cluster, c->type, c->status, cond_reason_name(c->reason), c->message, w->commit,
-                 w->author);
+        if (c->skip)
+                return;
+        int k = set_cond(r, cluster, c->type, c->status, cond_reason_name(c->reason), c->message,
+                         w->commit, w->author);
+        if (k == 1 && c->status && streq(c->type, "CertificatesExpiring")) {
+                audit(r, cluster, "tls.renewal-due", c->message, NULL, NULL, "success", 0,
+                      w->commit, w->author);
+                log_info("%s: certificate renewal due: %s", cluster, c->message);
+        }
 }
 
-static void update_conditions(reconciler *r, cluster_ctx *x, const world *w, const step *s)
+static void update_conditions(reconciler *r, cluster_ctx *x, const world *w, const desired *want,
+                              const step *s)
 {
         pass_facts f = {
+            .soonest = certs_soonest(&w->obs),
+            .renew_at_ms = certs_next_renewal_ms(want, &w->obs),
+            .now_ms = w->obs.now_ms,
+            .cert_message = cert_message(certs_soonest(&w->obs), w->obs.now_ms),
             .quorum = w->obs.etcd_listed && w->healthy_voters >= w->voters / 2 + 1 && w->voters > 0,
             .paused = s->reason && streq(s->reason, REASON_PAUSED),
             .bootstrapped = w->obs.bootstrapped,
@@ -1205,6 +1344,7 @@ static void update_conditions(reconciler *r, cluster_ctx *x, const world *w, con
             check_available(&f),
             check_progressing(&f),
             check_degraded(&f),
+            check_certificates_expiring(&f),
         };
         for (size_t i = 0; i < ARRAY_SIZE(checks); i++)
                 store_check(r, x->name, w, &checks[i]);
@@ -1212,6 +1352,7 @@ static void update_conditions(reconciler *r, cluster_ctx *x, const world *w, con
                 (void)snapshot_record_health(r->opts.db, x->name, &x->latched->snapshots, wall(r));
         (void)state_cluster_set_phase(r->opts.db, x->name, phase_of(&f), wall(r));
         free(f.health);
+        free(f.cert_message);
 }
 
 /* ---- the pass ------------------------------------------------------------ */
@@ -1326,6 +1467,7 @@ static int pass_observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, wo
                 return k;
         }
         record_observed(r, x, w);
+        record_certs(r, x, c, w);
         remove_target_strays(r, x, c, w);
         sync_shared(r, x, c, w);
         return 0;
@@ -1410,6 +1552,8 @@ static int pass_act(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world 
         case STEP_STOP_MEMBER:
                 assert(s->member);
                 return act_target(&a, action);
+        case STEP_RENEW_CERTS:
+                return act_renew_certs(&a);
         case STEP_CONVERGED:
                 break;
         }
@@ -1443,17 +1587,24 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                 return k;
         assert(w.obs.n == w.n);
 
-        desired want = {.replicas = c->replicas};
+        int64_t life_s = 0, renew_s = 0;
+        pki_auto_lifetime(c, &life_s, &renew_s);
+        desired want = {.replicas = c->replicas, .renew_before_ms = renew_s * 1000};
         step s;
         decide(&want, &w.obs, &s);
         res->step = s.kind;
         snprintf(res->member, sizeof(res->member), "%s", s.member ? s.member : "");
         snprintf(res->reason, sizeof(res->reason), "%s", s.reason ? s.reason : "");
         snprintf(res->message, sizeof(res->message), "%s", s.message);
-        update_conditions(r, x, &w, &s);
+        update_conditions(r, x, &w, &want, &s);
 
-        if (pass_deadline(r, x, c, &w, &s, first_pass, res) == 0)
+        if (pass_deadline(r, x, c, &w, &s, first_pass, res) == 0) {
+                /* Converged: look again when the next certificate is due for renewal. */
+                int64_t due = certs_next_renewal_ms(&want, &w.obs);
+                if (res->outcome == PASS_CONVERGED && due)
+                        res->poll_ms = (int)MIN(MAX(due - w.obs.now_ms, 1000), 3600 * 1000);
                 return 0;
+        }
         k = pass_act(r, x, c, &w, &s, res);
         if (k < 0 && res->outcome != PASS_WAITING) {
                 res->outcome = PASS_WAITING;

@@ -233,6 +233,20 @@ const char *const state_migrations[] = {
     "CREATE TRIGGER snapshots_final BEFORE UPDATE OF result ON snapshots\n"
     "  WHEN OLD.result <> 'running'\n"
     "  BEGIN SELECT RAISE(ABORT, 'snapshot record already finished'); END;\n",
+
+    /*
+     * 10: the leaf certificates gitcd issued (tls.provider auto), as the
+     * reconciler last observed them, for `gitcd status`. member '' is a
+     * certificate every member shares (a Kubernetes Secret).
+     */
+    "CREATE TABLE certificates (\n"
+    "  cluster TEXT NOT NULL REFERENCES clusters (name) ON DELETE CASCADE,\n"
+    "  member TEXT NOT NULL,\n"
+    "  surface TEXT NOT NULL,\n"
+    "  not_after_ms INTEGER NOT NULL,\n"
+    "  serial TEXT NOT NULL,\n"
+    "  PRIMARY KEY (cluster, member, surface)\n"
+    ");\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

@@ -229,6 +229,30 @@ int state_member_list_for(state_db *db, const char *cluster, bool include_remove
 void state_member_free(state_member *m);
 void state_member_list_release(state_member_list *l);
 
+/* ---- certificates (tls.provider auto) ------------------------------------ */
+
+typedef struct state_cert {
+        char *member;  /* "" for a certificate every member shares */
+        char *surface; /* "client", "peer", "operator" */
+        int64_t not_after_ms;
+        char *serial; /* upper-case hex */
+} state_cert;
+
+typedef struct state_cert_list {
+        state_cert **items;
+        size_t n;
+} state_cert_list;
+
+/*
+ * Make the cluster's recorded certificates exactly v[0..n) (the serial
+ * says whether one changed). Returns 1 when something changed, 0 when the
+ * records were already these, -ENOENT for an unknown cluster, or -errno.
+ */
+int state_certs_replace(state_db *db, const char *cluster, const state_cert *v, size_t n);
+/* The recorded certificates, by member then surface. */
+int state_certs_list(state_db *db, const char *cluster, state_cert_list *ret_list);
+void state_cert_list_release(state_cert_list *l);
+
 /* ---- applied objects ----------------------------------------------------- */
 
 typedef struct state_object {

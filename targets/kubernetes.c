@@ -101,6 +101,10 @@ typedef struct kubernetes_target {
         char *state_dir;
         char *domain;
         int volume_delete_wait_ms;
+        /* tls.provider auto: renew leaves in their window on this ensure_shared (renew_tls). */
+        bool tls_renew;
+        int64_t tls_now_ms;
+        int tls_issued; /* leaves (re)issued by the last tls_auto() */
 
         char **namespaces; /* touched so far, for wait_event */
         size_t n_namespaces;
@@ -564,14 +568,17 @@ static int tls_auto(kubernetes_target *kt, const etcd_cluster *c, const membersh
                 const char *const *want_dns = leaves[i].server ? dns : NULL;
                 const char *const *want_ips = leaves[i].server ? ips : NULL;
                 r = pki_auto_leaf(a, dir, leaves[i].server ? c->name : "root", want_dns, want_ips,
-                                  leaves[i].server);
+                                  leaves[i].server, kt->tls_renew,
+                                  kt->tls_renew ? kt->tls_now_ms : (int64_t)time(NULL) * 1000);
                 if (r < 0) {
                         r = pki_fail(kt, r, "cannot issue the certificate", dir);
                         break;
                 }
-                if (r > 0)
+                if (r > 0) {
+                        kt->tls_issued++;
                         log_debug("kubernetes target: issued %s/%s %s certificate", ns_of(c),
                                   c->name, leaves[i].sub);
+                }
                 _cleanup_free_ char *name = render_tls_secret_name(c, leaves[i].sub);
                 json_t *secret = NULL;
                 r = tls_secret(kt, dir, name, labels, &secret);
@@ -935,6 +942,7 @@ static int kt_ensure_shared(target *t, const etcd_cluster *c, const membership_p
         _cleanup_free_ char *hash = json_hash(all);
         _cleanup_(json_decrefp) json_t *labels =
             json_deep_copy(json_object_get(metadata(json_array_get(shared, 0)), "labels"));
+        kt->tls_issued = 0;
         int r = tls_auto(kt, c, steady, labels, shared);
         if (r >= 0)
                 r = adapt_all(kt, shared);
@@ -1540,6 +1548,56 @@ static int kt_client_tls(target *t, const etcd_cluster *c, char **ret_ca, char *
         return 0;
 }
 
+/* tls.provider auto: one leaf per surface for the whole cluster, under <cluster dir>/tls. */
+static int kt_tls_certificates(target *t, const etcd_cluster *c, const membership_plan *p,
+                               target_cert **ret_certs, size_t *ret_n)
+{
+        (void)p;
+        kubernetes_target *kt = KT(t);
+        *ret_certs = NULL;
+        *ret_n = 0;
+        const char *ns = ns_of(c);
+        if (c->tls.provider != TLS_PROVIDER_AUTO)
+                return 0;
+        if (!target_name_is_component(ns) || !target_name_is_component(c->name))
+                return target_fail(t, -EINVAL, "invalid cluster name \"%s/%s\"", ns, c->name);
+        _cleanup_free_ char *cdir = cluster_dir(kt, ns, c->name);
+        static const char *const subdirs[] = {TLS_SUBDIR_CLIENT, TLS_SUBDIR_PEER,
+                                              TLS_SUBDIR_OPERATOR};
+        target_cert *v = xcalloc(ARRAY_SIZE(subdirs), sizeof(*v));
+        size_t n = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++) {
+                _cleanup_free_ char *dir = xasprintf("%s/tls/%s", cdir, subdirs[i]);
+                int64_t not_after;
+                char *serial = NULL;
+                if (pki_leaf_info(dir, &not_after, &serial) < 0)
+                        continue;
+                v[n++] = (target_cert){
+                    .surface = xstrdup(subdirs[i]), .not_after_ms = not_after, .serial = serial};
+        }
+        *ret_certs = v;
+        *ret_n = n;
+        return 0;
+}
+
+/*
+ * Renewal: the leaves are shared by every member (one Secret per surface),
+ * so they are renewed once, for member NULL, and the Secrets updated; the
+ * kubelet swaps the mounted files of each Pod atomically (its ..data link).
+ */
+static int kt_renew_tls(target *t, const etcd_cluster *c, const membership_plan *p,
+                        const char *member, int64_t now_ms)
+{
+        kubernetes_target *kt = KT(t);
+        if (member)
+                return 0;
+        kt->tls_renew = true;
+        kt->tls_now_ms = now_ms;
+        int r = kt_ensure_shared(t, c, p);
+        kt->tls_renew = false;
+        return r < 0 ? r : kt->tls_issued;
+}
+
 static void kt_free(target *t)
 {
         kubernetes_target *kt = KT(t);
@@ -1579,6 +1637,8 @@ static const target_ops kubernetes_ops = {
     .tick = kt_tick,
     .wait_event = kt_wait_event,
     .client_tls = kt_client_tls,
+    .tls_certificates = kt_tls_certificates,
+    .renew_tls = kt_renew_tls,
     .free = kt_free,
 };
 

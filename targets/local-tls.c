@@ -46,8 +46,37 @@ static bool members_depend(const membership_plan *p)
         return false;
 }
 
+int local_tls_certificates(const etcd_cluster *c, const membership_plan *p, target_cert **ret,
+                           size_t *ret_n)
+{
+        target_cert *v = NULL;
+        size_t n = 0;
+        if (c->tls.provider == TLS_PROVIDER_AUTO)
+                for (size_t i = 0; i < p->n; i++) {
+                        const member_plan *mp = &p->members[i];
+                        for (size_t j = 0; !isempty(mp->tls_dir) && j < ARRAY_SIZE(leaf_dirs);
+                             j++) {
+                                _cleanup_free_ char *dir = path_join(mp->tls_dir, leaf_dirs[j]);
+                                int64_t not_after;
+                                char *serial = NULL;
+                                if (pki_leaf_info(dir, &not_after, &serial) < 0)
+                                        continue; /* not issued (yet), or not readable: reissued */
+                                v = xrealloc(v, (n + 1) * sizeof(*v));
+                                v[n++] = (target_cert){
+                                    .member = xstrdup(mp->name),
+                                    .surface = xstrdup(leaf_dirs[j]),
+                                    .not_after_ms = not_after,
+                                    .serial = serial,
+                                };
+                        }
+                }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
 int local_tls_ensure(const char *cluster_dir, const etcd_cluster *c, const membership_plan *p,
-                     char **ret_error)
+                     const char *only_member, bool renew, int64_t now_ms, char **ret_error)
 {
         bool client = render_client_tls(c), peer = render_peer_tls(c);
         if (c->tls.provider != TLS_PROVIDER_AUTO || (!client && !peer))
@@ -62,7 +91,8 @@ int local_tls_ensure(const char *cluster_dir, const etcd_cluster *c, const membe
         int issued = 0;
         for (size_t i = 0; i < p->n; i++) {
                 const member_plan *mp = &p->members[i];
-                if (isempty(mp->tls_dir) || isempty(mp->name))
+                if (isempty(mp->tls_dir) || isempty(mp->name) ||
+                    (only_member && !streq(only_member, mp->name)))
                         continue;
                 struct {
                         const char *sub;
@@ -90,7 +120,7 @@ int local_tls_ensure(const char *cluster_dir, const etcd_cluster *c, const membe
                         bool server = leaves[j].server;
                         _cleanup_free_ char *dir = path_join(mp->tls_dir, leaves[j].sub);
                         r = pki_auto_leaf(a, dir, leaves[j].cn, server ? dns : NULL,
-                                          server ? ips : NULL, server);
+                                          server ? ips : NULL, server, renew, now_ms);
                         if (r < 0) {
                                 *ret_error = xasprintf("cannot issue the certificate in %s: %s",
                                                        dir, pki_last_error());

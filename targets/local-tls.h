@@ -7,14 +7,20 @@
 
 #include "render/render.h"
 #include "api/model.h"
+#include "targets/target.h"
 
 /*
- * Make sure the cluster CA exists under <cluster_dir>/pki/ and that every
- * planned member's certificates exist, chain to it and are not within
- * renew_before_days of expiry; (re)issue what is missing or stale. Does
+ * Make sure the cluster CA exists under <cluster_dir>/pki/ and that the
+ * planned members' certificates (only_member's alone, unless NULL) exist,
+ * chain to it, are valid at now_ms and, when renew, not within
+ * tls.auto.renewBefore of expiry; (re)issue what is missing or stale. Does
  * nothing unless the provider is auto and a TLS surface is on. Returns the
  * number of files (re)issued, or a negative errno with a message in
  * *ret_error (never containing key material).
  */
 int local_tls_ensure(const char *cluster_dir, const etcd_cluster *c, const membership_plan *p,
-                     char **ret_error);
+                     const char *only_member, bool renew, int64_t now_ms, char **ret_error);
+
+/* The leaf certificates in the planned members' tls_dirs (target_ops.tls_certificates). */
+int local_tls_certificates(const etcd_cluster *c, const membership_plan *p, target_cert **ret,
+                           size_t *ret_n);

@@ -998,7 +998,7 @@ static int local_ensure_shared(target *t, const etcd_cluster *c, const membershi
         if (r < 0)
                 return target_fail(t, r, "cannot create %s: %s", odir, strerror(-r));
         _cleanup_free_ char *tls_error = NULL;
-        r = local_tls_ensure(cdir, c, p, &tls_error);
+        r = local_tls_ensure(cdir, c, p, NULL, false, (int64_t)time(NULL) * 1000, &tls_error);
         if (r < 0)
                 return target_fail(t, r, "cluster %s/%s: %s", c->namespace_, c->name,
                                    tls_error ? tls_error : "TLS material cannot be issued");
@@ -1400,6 +1400,32 @@ static int local_client_tls(target *t, const etcd_cluster *c, char **ret_ca, cha
         return 0;
 }
 
+static int local_tls_certs(target *t, const etcd_cluster *c, const membership_plan *p,
+                           target_cert **ret_certs, size_t *ret_n)
+{
+        (void)t;
+        return local_tls_certificates(c, p, ret_certs, ret_n);
+}
+
+/* Renewal: the member's own folders, swapped whole (pki/auto.c); the process keeps running. */
+static int local_renew_tls(target *t, const etcd_cluster *c, const membership_plan *p,
+                           const char *member, int64_t now_ms)
+{
+        local_target *lt = LT(t);
+        if (!member)
+                return 0; /* every leaf lives in a member's folder */
+        if (!target_name_is_component(c->namespace_) || !target_name_is_component(c->name))
+                return target_fail(t, -EINVAL, "invalid cluster name \"%s/%s\"", c->namespace_,
+                                   c->name);
+        _cleanup_free_ char *cdir = cluster_dir(lt, c->namespace_, c->name);
+        _cleanup_free_ char *tls_error = NULL;
+        int r = local_tls_ensure(cdir, c, p, member, true, now_ms, &tls_error);
+        if (r < 0)
+                return target_fail(t, r, "cluster %s/%s: %s", c->namespace_, c->name,
+                                   tls_error ? tls_error : "TLS material cannot be renewed");
+        return r;
+}
+
 /* The etcd process of a member, 0 when it does not run (for tests and diagnostics). */
 pid_t local_target_member_pid(target *t, const char *ns, const char *cluster, const char *member)
 {
@@ -1423,6 +1449,8 @@ static const target_ops local_ops = {
     .tick = local_tick,
     .wait_event = local_wait_event,
     .client_tls = local_client_tls,
+    .tls_certificates = local_tls_certs,
+    .renew_tls = local_renew_tls,
     .free = local_free,
 };
 

@@ -39,6 +39,16 @@ const char *member_runtime_state_name(member_runtime_state s)
         return "unknown";
 }
 
+void target_certs_free(target_cert *v, size_t n)
+{
+        for (size_t i = 0; v && i < n; i++) {
+                free(v[i].member);
+                free(v[i].surface);
+                free(v[i].serial);
+        }
+        free(v);
+}
+
 void target_member_status_release(target_member_status *s)
 {
         if (!s)

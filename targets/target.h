@@ -45,6 +45,16 @@ void target_member_status_release(target_member_status *s);
 
 typedef struct target target;
 
+/* One TLS leaf certificate gitcd issued (tls.provider auto), as the target holds it. */
+typedef struct target_cert {
+        char *member;         /* the member whose folder holds it; NULL: shared by every member */
+        char *surface;        /* "client", "peer", "operator" (render/layout.h) */
+        int64_t not_after_ms; /* wall clock, ms since the epoch */
+        char *serial;         /* upper-case hex */
+} target_cert;
+
+void target_certs_free(target_cert *v, size_t n);
+
 /*
  * What a target can do beyond the operations every target has; the
  * reconciler asks these instead of branching on the target's name.
@@ -114,6 +124,25 @@ typedef struct target_ops {
          */
         int (*client_tls)(target *t, const etcd_cluster *c, char **ret_ca, char **ret_cert,
                           char **ret_key);
+
+        /*
+         * tls.provider auto: the leaf certificates the target holds for the
+         * planned members (none when the cluster has no TLS, or the target
+         * leaves TLS to others: then NULL and 0). May be NULL: no certificates.
+         */
+        int (*tls_certificates)(target *t, const etcd_cluster *c, const membership_plan *p,
+                                target_cert **ret_certs, size_t *ret_n);
+
+        /*
+         * tls.provider auto: reissue, from the unchanged cluster CA, the leaves
+         * of `member` (NULL: the ones every member shares) that are expired or
+         * within tls.auto.renewBefore at now_ms, and deliver them where the
+         * member reads them, each folder replaced whole. No restart: etcd
+         * loads its leaf files again for every new connection. Returns the
+         * number reissued (0: nothing was due). May be NULL when tls_certificates is.
+         */
+        int (*renew_tls)(target *t, const etcd_cluster *c, const membership_plan *p,
+                         const char *member, int64_t now_ms);
 
         void (*free)(target *t);
 } target_ops;

@@ -263,7 +263,7 @@ static void test_etcdio_size_and_provider_cfg(void **state)
                                     "        commonName: etcd\n");
         assert_int_equal(c->replicas, 5);
         assert_int_equal(c->tls.provider, TLS_PROVIDER_AUTO);
-        assert_int_equal(c->tls.validity_days, 100);
+        assert_int_equal(c->tls.validity_seconds, 100 * TLS_DAY_SECONDS);
         assert_int_equal(count(DIAG_WARNING), 1); /* commonName is ignored */
 }
 

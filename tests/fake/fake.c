@@ -97,12 +97,17 @@ const fake_etcd_member *fake_etcd_find(const fake_world *w, const char *name)
         return NULL;
 }
 
-/* The running, intact process that is etcd member id. */
+static bool cert_expired(const fake_world *w, const fake_proc *p)
+{
+        return w->cert_life_ms > 0 && p->cert_not_after_ms <= w->now_ms;
+}
+
+/* The running, intact process that is etcd member id (and that others can talk to). */
 static fake_proc *proc_up(fake_world *w, uint64_t id)
 {
         for (size_t i = 0; id && i < FAKE_MAX_MEMBERS; i++) {
                 fake_proc *p = &w->procs[i];
-                if (p->present && p->running && !p->lost && p->etcd_id == id)
+                if (p->present && p->running && !p->lost && p->etcd_id == id && !cert_expired(w, p))
                         return p;
         }
         return NULL;
@@ -196,6 +201,10 @@ static void proc_start(fake_world *w, fake_proc *p)
         p->crashed = false;
         p->running = true;
         p->running_since_ms = w->now_ms;
+        if (w->cert_life_ms > 0 && !p->cert_serial) {
+                p->cert_serial = 1;
+                p->cert_not_after_ms = w->now_ms + w->cert_life_ms;
+        }
         if (p->broken)
                 return proc_exit(p);
         if (p->has_data) {
@@ -491,6 +500,44 @@ static int fake_client_tls(target *t, const etcd_cluster *c, char **ret_ca, char
         return 0;
 }
 
+static int fake_tls_certificates(target *t, const etcd_cluster *c, const membership_plan *p,
+                                 target_cert **ret, size_t *ret_n)
+{
+        fake_world *w = W(t);
+        (void)c;
+        target_cert *v = xcalloc(p->n + 1, sizeof(*v));
+        size_t n = 0;
+        for (size_t i = 0; w->cert_life_ms > 0 && i < p->n; i++) {
+                fake_proc *fp = fake_proc_find(w, p->members[i].name);
+                if (!fp || !fp->cert_serial)
+                        continue;
+                v[n++] = (target_cert){.member = xstrdup(fp->name),
+                                       .surface = xstrdup("peer"),
+                                       .not_after_ms = fp->cert_not_after_ms,
+                                       .serial = xasprintf("%X", fp->cert_serial)};
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+/* A renewal swaps the files: the process keeps running (and is reachable again). */
+static int fake_renew_tls(target *t, const etcd_cluster *c, const membership_plan *p,
+                          const char *member, int64_t now_ms)
+{
+        (void)c;
+        (void)p;
+        fake_world *w = W(t);
+        fake_proc *fp = member ? fake_proc_find(w, member) : NULL;
+        int64_t renew_ms = (int64_t)c->tls.renew_before_seconds * 1000;
+        if (!fp || !fp->cert_serial || fp->cert_not_after_ms - renew_ms > now_ms)
+                return 0;
+        fp->cert_serial++;
+        fp->cert_not_after_ms = now_ms + w->cert_life_ms;
+        w->renewals++;
+        return 1;
+}
+
 static void fake_free(target *t)
 {
         free(t);
@@ -508,6 +555,8 @@ static const target_ops fake_target_ops = {
     .tick = fake_tick,
     .wait_event = fake_wait_event,
     .client_tls = fake_client_tls,
+    .tls_certificates = fake_tls_certificates,
+    .renew_tls = fake_renew_tls,
     .free = fake_free,
 };
 

@@ -65,6 +65,8 @@ typedef struct fake_proc {
         bool lost;    /* test hook: its data directory is gone */
         bool alone;   /* test hook: it sees a cluster of itself alone (force-new-cluster) */
         int64_t running_since_ms;
+        int64_t cert_not_after_ms; /* its leaf certificate (world cert_life_ms > 0) */
+        int cert_serial;
         int starts; /* process starts, restarts included */
         int restarts;
 } fake_proc;
@@ -80,6 +82,13 @@ typedef struct fake_world {
         fake_proc procs[FAKE_MAX_MEMBERS];
         int learner_sync_ms; /* how long a learner runs before it is in sync (default 300) */
         int fail_next_add;   /* test hook: MemberAdd fails once with this etcd error */
+        /*
+         * TLS: > 0 gives every member one leaf certificate (surface "peer")
+         * of this lifetime when it first starts. A member whose certificate
+         * expired is cut off: no peer or client talks to it.
+         */
+        int64_t cert_life_ms;
+        int renewals; /* certificates renewed through the target */
         /* Counters of calls that changed something, for assertions. */
         int adds, promotes, removes, leader_moves;
         int shared_syncs;

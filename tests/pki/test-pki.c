@@ -31,7 +31,8 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-#define DAY_MS (24LL * 3600 * 1000)
+#define DAY_MS   (24LL * 3600 * 1000)
+#define NOW_MS() ((int64_t)time(NULL) * 1000)
 
 typedef struct fixture {
         char *dir;
@@ -333,14 +334,16 @@ static void test_folders(void **state)
             .cn = "a", .dns_names = dns, .ip_addresses = ips, .days = 10, .server = true};
         assert_int_equal(pki_cert_issue(c1, k1, &req, &k2, &c2), 0);
         assert_int_equal(pki_write_pem(crt, key, c2, k2), 0);
-        assert_false(pki_leaf_is_current(leaf, c1, NULL, NULL, 1)); /* no ca.crt yet */
+        assert_false(
+            pki_leaf_is_current(leaf, c1, NULL, NULL, 86400, NOW_MS())); /* no ca.crt yet */
         assert_int_equal(pki_write_pem(cacrt, NULL, c1, NULL), 0);
-        assert_true(pki_leaf_is_current(leaf, c1, NULL, NULL, 1));
-        assert_true(pki_leaf_is_current(leaf, c1, dns, ips, 1));
+        assert_true(pki_leaf_is_current(leaf, c1, NULL, NULL, 86400, NOW_MS()));
+        assert_true(pki_leaf_is_current(leaf, c1, dns, ips, 86400, NOW_MS()));
         const char *const other_dns[] = {"b.example", NULL};
-        assert_false(pki_leaf_is_current(leaf, c1, other_dns, NULL, 1));
-        assert_false(pki_leaf_is_current(leaf, f->ca, NULL, NULL, 1));
-        assert_false(pki_leaf_is_current(leaf, c1, NULL, NULL, 20)); /* renew window reached */
+        assert_false(pki_leaf_is_current(leaf, c1, other_dns, NULL, 86400, NOW_MS()));
+        assert_false(pki_leaf_is_current(leaf, f->ca, NULL, NULL, 86400, NOW_MS()));
+        assert_false(pki_leaf_is_current(leaf, c1, NULL, NULL, 20 * 86400,
+                                         NOW_MS())); /* renew window reached */
 
         /* a CA key that does not belong to its certificate is refused */
         assert_int_equal(pki_write_pem(NULL, key_path, NULL, k2), 0);
@@ -533,19 +536,108 @@ static void test_auto_leaves(void **state)
         const char *const dns[] = {"main-0.example", NULL};
         const char *const ips[] = {"127.0.0.1", NULL};
         assert_false(pki_auto_leaf_exists(leaf));
-        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", dns, ips, true), 1);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", dns, ips, true, true, NOW_MS()), 1);
         assert_true(pki_auto_leaf_exists(leaf));
-        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", dns, ips, true), 0);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", dns, ips, true, true, NOW_MS()), 0);
         const char *const other[] = {"main-1.example", NULL};
-        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", other, ips, true), 1);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", other, ips, true, true, NOW_MS()), 1);
         assert_true(strstr(pki_auto_ca_pem(a), "BEGIN CERTIFICATE") != NULL);
         pki_auto_free(a);
         /* The same CA next time. */
         a = NULL;
         assert_int_equal(pki_auto_open(cdir, c, true, &a), 0);
-        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", other, ips, true), 0);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", other, ips, true, true, NOW_MS()), 0);
         pki_auto_free(a);
         etcd_cluster_free(c);
+}
+
+/*
+ * Lifetimes in seconds: a 60 s leaf in a 40 s window is reissued at once
+ * (a new serial), the new set replaces the folder whole (no .next left),
+ * and an expired leaf is reissued too.
+ */
+static void test_auto_seconds_and_renewal(void **state)
+{
+        fixture *f = *state;
+        etcd_cluster *c = etcd_cluster_new();
+        c->namespace_ = xstrdup("prod");
+        c->name = xstrdup("main");
+        c->tls.validity_seconds = 3600;
+        c->tls.renew_before_seconds = 60;
+        int64_t life, renew;
+        pki_auto_lifetime(c, &life, &renew);
+        assert_int_equal(life, 3600);
+        assert_int_equal(renew, 60);
+        _cleanup_free_ char *cdir = path_join(f->dir, "seconds");
+        _cleanup_free_ char *leaf = path_join(cdir, "tls/peer");
+        _cleanup_free_ char *next = path_join(cdir, "tls/peer.next");
+        pki_auto *a = NULL;
+        assert_int_equal(pki_auto_open(cdir, c, false, &a), 0);
+        const char *const ips[] = {"127.0.0.1", NULL};
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true, true, NOW_MS()), 1);
+        int64_t not_after = 0;
+        _cleanup_free_ char *serial1 = NULL;
+        assert_int_equal(pki_leaf_info(leaf, &not_after, &serial1), 0);
+        int64_t left = not_after - NOW_MS();
+        assert_true(left > 3500 * 1000LL && left <= 3601 * 1000LL);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true, true, NOW_MS()), 0);
+        pki_auto_free(a);
+
+        /* Inside the window: reissued, with a new serial, in one piece. */
+        c->tls.validity_seconds = 60;
+        c->tls.renew_before_seconds = 3500;
+        pki_auto_lifetime(c, &life, &renew);
+        assert_int_equal(renew, 20); /* a window not shorter than the life: a third */
+        c->tls.renew_before_seconds = 40;
+        a = NULL;
+        assert_int_equal(pki_auto_open(cdir, c, true, &a), 0);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true, true, NOW_MS()),
+                         0); /* 3600 s left */
+        pki_auto_free(a);
+        c->tls.validity_seconds = 7200;
+        c->tls.renew_before_seconds = 3600;
+        a = NULL;
+        assert_int_equal(pki_auto_open(cdir, c, true, &a), 0);
+        /* Without renew (the pass-level sync), a leaf in its window is kept. */
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true, false, NOW_MS()), 0);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true, true, NOW_MS()), 1);
+        _cleanup_free_ char *serial2 = NULL;
+        assert_int_equal(pki_leaf_info(leaf, &not_after, &serial2), 0);
+        assert_string_not_equal(serial1, serial2);
+        assert_false(path_exists(next));
+        _cleanup_free_ char *key = path_join(leaf, "tls.key");
+        _cleanup_free_ char *crt = path_join(leaf, "tls.crt");
+        pki_key *k = NULL;
+        pki_cert *cert = NULL;
+        assert_int_equal(pki_key_load(key, &k), 0);
+        assert_int_equal(pki_cert_load(crt, &cert), 0);
+        assert_true(pki_key_matches(k, cert));
+        pki_key_free(k);
+        pki_cert_free(cert);
+
+        /* The window is judged at the time given: later, the same leaf is due. */
+        _cleanup_free_ char *cacrt = path_join(cdir, "pki/ca.crt");
+        pki_cert *ca = NULL;
+        assert_int_equal(pki_cert_load(cacrt, &ca), 0);
+        assert_true(pki_leaf_is_current(leaf, ca, NULL, ips, 3600, NOW_MS()));
+        assert_false(pki_leaf_is_current(leaf, ca, NULL, ips, 3600, NOW_MS() + 3601 * 1000LL));
+        pki_cert_free(ca);
+        pki_auto_free(a);
+        etcd_cluster_free(c);
+}
+
+/* Durations print as the coarsest exact unit, as the normalized spec shows them. */
+static void test_duration_format(void **state)
+{
+        (void)state;
+        static const struct {
+                int64_t s;
+                const char *text;
+        } cases[] = {{60, "1m"}, {40, "40s"}, {90 * 86400, "90d"}, {5400, "90m"}, {7200, "2h"}};
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                _cleanup_free_ char *t = duration_format_s(cases[i].s);
+                assert_string_equal(t, cases[i].text);
+        }
 }
 
 int main(void)
@@ -562,6 +654,8 @@ int main(void)
             cmocka_unit_test(test_half_a_ca),
             cmocka_unit_test(test_ca_writer_killed_between_files),
             cmocka_unit_test(test_auto_leaves),
+            cmocka_unit_test(test_auto_seconds_and_renewal),
+            cmocka_unit_test(test_duration_format),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

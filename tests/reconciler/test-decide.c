@@ -463,10 +463,89 @@ static void test_never_breaks_quorum(void **state)
         }
 }
 
+/*
+ * Certificates (rules 0 and 12), judged at an injected time: in a healthy
+ * 3-member cluster nothing is due until the soonest leaf enters its
+ * window; then its member is renewed, one member per step; an expired
+ * leaf is renewed even when quorum is lost (it may be why), a leaf in its
+ * window is not (no change while the cluster is broken).
+ */
+static void test_certificates(void **state)
+{
+        (void)state;
+        obs_member healthy3[] = {M("c-0", 0, true, false, false, R),
+                                 M("c-1", 1, true, false, false, R),
+                                 M("c-2", 2, true, false, false, R)};
+        obs_member broken3[] = {M("c-0", 0, true, false, false, R),
+                                M("c-1", 1, true, false, false, C),
+                                M("c-2", 2, true, false, false, C)};
+        const obs_cert certs[] = {
+            {"c-0", "peer", 100000},
+            {"c-1", "peer", 90000}, /* the soonest */
+            {"c-2", "client", 100000},
+        };
+        desired want = {.replicas = 3, .renew_before_ms = 40000};
+        observation obs = {
+            .members = healthy3,
+            .n = 3,
+            .etcd_listed = true,
+            .leader_id = 0x100,
+            .bootstrapped = true,
+            .next_ordinal = 3,
+            .certs = certs,
+            .n_certs = 3,
+        };
+        step s;
+
+        assert_int_equal(certs_next_renewal_ms(&want, &obs), 50000);
+        obs.now_ms = 49999;
+        decide(&want, &obs, &s);
+        assert_int_equal(s.kind, STEP_CONVERGED);
+
+        obs.now_ms = 50000;
+        decide(&want, &obs, &s);
+        assert_int_equal(s.kind, STEP_RENEW_CERTS);
+        assert_string_equal(s.member, "c-1");
+        assert_string_equal(s.reason, REASON_RENEWING_CERTS);
+
+        /* Quorum lost: a leaf in its window waits ... */
+        obs.members = broken3;
+        decide(&want, &obs, &s);
+        assert_int_equal(s.kind, STEP_WAIT);
+        assert_string_equal(s.reason, REASON_QUORUM_LOST);
+        /* ... an expired one does not, even when etcd cannot be listed at all. */
+        obs.now_ms = 95000;
+        obs.etcd_listed = false;
+        decide(&want, &obs, &s);
+        assert_int_equal(s.kind, STEP_RENEW_CERTS);
+        assert_string_equal(s.member, "c-1");
+        assert_string_equal(s.reason, REASON_CERTS_EXPIRED);
+
+        /* Leaves every member shares (Kubernetes Secrets): member NULL. */
+        const obs_cert shared[] = {{NULL, "peer", 60000}};
+        obs.certs = shared;
+        obs.n_certs = 1;
+        obs.members = healthy3;
+        obs.etcd_listed = true;
+        obs.now_ms = 30000;
+        decide(&want, &obs, &s);
+        assert_int_equal(s.kind, STEP_RENEW_CERTS);
+        assert_null(s.member);
+        assert_true(strstr(s.message, "shared") != NULL);
+
+        /* No certificates (no TLS): nothing to renew, no due time. */
+        obs.certs = NULL;
+        obs.n_certs = 0;
+        assert_int_equal(certs_next_renewal_ms(&want, &obs), 0);
+        decide(&want, &obs, &s);
+        assert_int_equal(s.kind, STEP_CONVERGED);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_cases),
+            cmocka_unit_test(test_certificates),
             cmocka_unit_test(test_never_breaks_quorum),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
