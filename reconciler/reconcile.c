@@ -1220,6 +1220,18 @@ static int pass_begin(reconciler *r, cluster_ctx *x, world *w, pass_result *res)
                 return 0;
         }
 
+        if (c->hosts.set != !!(ops->caps & TARGET_CAP_HOSTS)) {
+                res->outcome = PASS_FAILED;
+                snprintf(res->reason, sizeof(res->reason), "Unsupported");
+                snprintf(res->message, sizeof(res->message),
+                         c->hosts.set ? "spec.hosts is not supported yet on the %s target (the "
+                                        "hosts target is not available yet)"
+                                      : "the %s target needs spec.hosts (the machines to run "
+                                        "members on)",
+                         ops->name);
+                return 0;
+        }
+
         /* A step the target refused: not again before the pause is over. */
         if (x->blocked_until && mono(r) < x->blocked_until) {
                 res->outcome = PASS_BLOCKED;

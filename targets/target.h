@@ -52,6 +52,8 @@ typedef struct target target;
 enum {
         /* Mount TLS material from Kubernetes Secrets (tls.provider secrets, cert-manager). */
         TARGET_CAP_TLS_FROM_SECRETS = 1u << 0,
+        /* Place members on the machines of spec.hosts (one member per machine). */
+        TARGET_CAP_HOSTS = 1u << 1,
 };
 
 typedef struct target_ops {
