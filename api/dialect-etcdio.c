@@ -6,9 +6,10 @@
  * Design: etcdOptions is a list of raw etcd flags; the ones the model has a
  * field for (quota, compaction, snapshot count, timing) are mapped onto
  * that field so validation and transitions treat them like native options;
- * the rest become extra flags, where flags gitcd owns are refused. Both
- * tls shapes in the wild are read: the released providerCfg.{autoCfg,
- * certManagerCfg} form and the newer {enabled, certManager.issuerRef}.
+ * the rest become extra flags, refused by api/flags.c when gitcd sets them
+ * itself or they break a cluster. Both tls shapes in the wild are read: the
+ * released providerCfg.{autoCfg, certManagerCfg} form and the newer
+ * {enabled, certManager.issuerRef}.
  */
 #include <errno.h>
 #include <stdint.h>

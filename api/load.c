@@ -6,7 +6,9 @@
  * error is dropped but the others are still read, and every problem of a
  * run is reported in one go. Kinds that are not EtcdCluster are skipped
  * with a note, so a whole GitOps folder (Deployments, Secrets, ...) can be
- * pointed at without noise turning into failure.
+ * pointed at without noise turning into failure; so are files found in a
+ * folder that hold no Kubernetes object at all (CI workflows), while a file
+ * named directly is always checked strictly.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -266,13 +268,18 @@ int spec_check_duplicates(const cluster_set *set, diag_list *diags)
 }
 
 /* Expand each path on its own, so one missing path does not hide the others. */
-static int expand_all(char *const *paths, size_t n, path_list *out, diag_list *diags)
+static int expand_all(char *const *paths, size_t n, path_list *out, path_list *named,
+                      diag_list *diags)
 {
         static const char *const suffixes[] = {".yaml", ".yml", NULL};
         int ret = 0;
         for (size_t i = 0; i < n; i++) {
                 path_list one = {0};
                 const char *bad = NULL;
+                if (!path_is_dir(paths[i])) {
+                        _cleanup_free_ char *real = realpath(paths[i], NULL);
+                        path_list_add(named, real ? real : paths[i]);
+                }
                 int r = expand_paths(&paths[i], 1, suffixes, &one, &bad);
                 if (r < 0) {
                         diag_add(diags, DIAG_ERROR, bad ? bad : paths[i], 0, 0, "%s",
@@ -297,16 +304,50 @@ static int expand_all(char *const *paths, size_t n, path_list *out, diag_list *d
         return ret;
 }
 
+/* Whether any document of a file has an apiVersion or a kind (is meant as a Kubernetes object). */
+static bool has_kubernetes_object(const ydoc_list *docs)
+{
+        for (size_t i = 0; i < docs->n; i++) {
+                const ynode *root = docs->docs[i].root;
+                if (root && root->kind == YNODE_MAP &&
+                    (ynode_get(root, "apiVersion") || ynode_get(root, "kind")))
+                        return true;
+        }
+        return false;
+}
+
+static bool path_listed(const path_list *l, const char *path)
+{
+        _cleanup_free_ char *real = realpath(path, NULL);
+        for (size_t i = 0; i < l->n; i++)
+                if (streq(l->paths[i], real ? real : path))
+                        return true;
+        return false;
+}
+
 int spec_load_paths(char *const *paths, size_t n, cluster_set *out, diag_list *diags)
 {
-        path_list files = {0};
-        int missing = expand_all(paths, n, &files, diags);
+        path_list files = {0}, named = {0};
+        int missing = expand_all(paths, n, &files, &named, diags);
         cluster_set loaded = {0};
         bool errors = missing < 0;
         for (size_t i = 0; i < files.n; i++) {
                 ydoc_list docs = {0};
                 diag_list mine = DIAG_LIST_INIT;
                 yaml_load_file(files.paths[i], NULL, &docs, &mine);
+                /*
+                 * A folder may hold YAML that is not Kubernetes at all (CI
+                 * workflows, Helm values): found by scanning, a file that
+                 * parses and has no apiVersion or kind anywhere is skipped. A
+                 * file named directly is meant to be checked, so it stays strict.
+                 */
+                if (docs.n > 0 && !diag_has_errors(&mine) && !has_kubernetes_object(&docs) &&
+                    !path_listed(&named, files.paths[i])) {
+                        diag_add(&mine, DIAG_NOTE, files.paths[i], 0, 0,
+                                 "skipping this file: no document has an apiVersion or a kind "
+                                 "(not a Kubernetes object)");
+                        ydoc_list_release(&docs);
+                }
                 for (size_t j = 0; j < docs.n; j++)
                         load_document(files.paths[i], &docs.docs[j], &loaded, &mine);
                 ydoc_list_release(&docs);
@@ -314,6 +355,7 @@ int spec_load_paths(char *const *paths, size_t n, cluster_set *out, diag_list *d
                 diag_move(diags, &mine);
         }
         path_list_release(&files);
+        path_list_release(&named);
         if (spec_check_duplicates(&loaded, diags) < 0)
                 errors = true;
         for (size_t i = 0; i < loaded.n; i++)

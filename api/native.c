@@ -120,46 +120,6 @@ void read_location(reader *r, const ynode *map, const char *path, const char *na
 
 /* ---- etcd flags ---- */
 
-/* Flags gitcd sets itself, and the field that controls each. */
-static const struct {
-        const char *flag;
-        bool prefix;
-        const char *field;
-} owned_flags[] = {
-    {"name", false, "metadata.name (gitcd names the members)"},
-    {"data-dir", false, "spec.storage"},
-    {"wal-dir", false, "spec.storage"},
-    {"initial-cluster", true, "spec.replicas (gitcd manages membership)"},
-    {"discovery", true, "spec.replicas (gitcd manages membership)"},
-    {"listen-", true, "spec.tls (gitcd sets listen addresses)"},
-    {"advertise-client-urls", false, "spec.tls (gitcd sets advertised addresses)"},
-    {"initial-advertise-peer-urls", false, "spec.tls (gitcd sets advertised addresses)"},
-    {"cert-file", false, "spec.tls.client"},
-    {"key-file", false, "spec.tls.client"},
-    {"trusted-ca-file", false, "spec.tls.client"},
-    {"client-cert-auth", false, "spec.tls.client"},
-    {"client-crl-file", false, "spec.tls.client"},
-    {"auto-tls", false, "spec.tls.provider"},
-    {"peer-", true, "spec.tls.peer"},
-    {"quota-backend-bytes", false, "spec.options.quotaBackendBytes"},
-    {"auto-compaction-mode", false, "spec.options.autoCompactionMode"},
-    {"auto-compaction-retention", false, "spec.options.autoCompactionRetention"},
-    {"snapshot-count", false, "spec.options.snapshotCount"},
-    {"heartbeat-interval", false, "spec.options.heartbeatInterval"},
-    {"election-timeout", false, "spec.options.electionTimeout"},
-};
-
-const char *etcd_flag_owner(const char *flag)
-{
-        for (size_t i = 0; i < ARRAY_SIZE(owned_flags); i++) {
-                size_t n = strlen(owned_flags[i].flag);
-                if (owned_flags[i].prefix ? strneq(flag, owned_flags[i].flag, n)
-                                          : streq(flag, owned_flags[i].flag))
-                        return owned_flags[i].field;
-        }
-        return NULL;
-}
-
 void apply_etcd_flag(reader *r, const ynode *at, const char *path, const char *flag,
                      const char *value)
 {

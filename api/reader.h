@@ -113,8 +113,18 @@ void read_location(reader *r, const ynode *map, const char *path, const char *na
                    storage_location *out);
 void read_issuer(reader *r, const ynode *map, const char *parent, const char *key,
                  const char *native, issuer_ref *out);
-/* The spec field that controls an etcd flag gitcd sets itself, or NULL. */
-const char *etcd_flag_owner(const char *flag);
+/*
+ * An etcd flag a spec may not set (api/flags.c): either gitcd sets it
+ * itself (field: the spec field that controls it) or it breaks a cluster
+ * gitcd manages (why: a sentence saying how). Exactly one of them is set.
+ */
+typedef struct etcd_flag_rule {
+        const char *flag; /* the name, or a prefix when it ends with '*' */
+        const char *field;
+        const char *why;
+} etcd_flag_rule;
+/* The rule that refuses flag (a name without "--"), or NULL when it is allowed. */
+const etcd_flag_rule *etcd_flag_refused(const char *flag);
 /* One etcd flag ("--name=value" split already) onto the model's options. */
 void apply_etcd_flag(reader *r, const ynode *at, const char *path, const char *flag,
                      const char *value);

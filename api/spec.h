@@ -24,8 +24,10 @@ int spec_load_buffer(const char *file, const char *buf, size_t len, cluster_set 
                      diag_list *diags);
 
 /*
- * Load files and directories (recursively, *.yaml and *.yml, sorted).
- * Also reports clusters defined twice (namespace/name) across all inputs,
+ * Load files and directories (recursively, *.yaml and *.yml, sorted). A
+ * file found in a directory whose documents have neither apiVersion nor
+ * kind (a CI workflow) is skipped with a note; a file named in paths is
+ * always checked. Also reports clusters defined twice (namespace/name) across all inputs,
  * naming both places. Returns 0, -EINVAL on any error diagnostic, or
  * -ENOENT when a path does not exist (also a diagnostic).
  */
@@ -33,6 +35,31 @@ int spec_load_paths(char *const *paths, size_t n, cluster_set *out, diag_list *d
 
 /* Report duplicate namespace/name pairs in a set (both places named). 0 or -EINVAL. */
 int spec_check_duplicates(const cluster_set *set, diag_list *diags);
+
+/*
+ * Fields gitcd reads and validates but does not act on yet (spec.auth,
+ * spec.snapshots, spec.defrag, spec.bootstrap.restore, in whatever dialect):
+ * the one list of them lives in api/unsupported.c. A field written
+ * explicitly off (auth.enabled: false) is not "used".
+ */
+typedef enum spec_unsupported_mode {
+        SPEC_UNSUPPORTED_WARN,   /* validate: a warning that apply, run and plan refuse it */
+        SPEC_UNSUPPORTED_CREATE, /* an error: the cluster is not created */
+        SPEC_UNSUPPORTED_CHANGE, /* an error: the existing cluster is not changed */
+} spec_unsupported_mode;
+
+/* One diagnostic per such field that c uses, at file:line:col; returns how many. */
+size_t spec_check_unsupported(const etcd_cluster *c, spec_unsupported_mode mode, diag_list *diags);
+
+/*
+ * The rule `apply`, `run` and `plan` share: every cluster of set that uses a
+ * field not supported yet is removed from the set (and freed), with an error
+ * per field. exists(id) (NULL: nothing exists yet) tells whether the cluster
+ * "namespace/name" was applied before, which picks "not created" or "not
+ * changed". Returns 0, or -EOPNOTSUPP when a cluster was refused.
+ */
+int spec_refuse_unsupported(cluster_set *set, bool (*exists)(const char *id, void *userdata),
+                            void *userdata, diag_list *diags);
 
 /*
  * The normalized native form: {"apiVersion": "gitcd.io/v1alpha1",

@@ -1,7 +1,8 @@
 /*
  * Defaults and the semantic rules of an EtcdCluster, shared by all five
  * dialects: replica counts, versions, storage, TLS provider requirements,
- * schedules, etcd timing, and flags gitcd owns.
+ * schedules, etcd timing, and the etcd flags a spec may not set
+ * (api/flags.c).
  *
  * Design: rules run on the model, after defaults are filled, so one rule
  * covers every dialect; each message names the field as the user spelled
@@ -278,12 +279,17 @@ static void check_options(reader *r)
 
         for (size_t i = 0; i < o->extra_flags.n; i++) {
                 const char *flag = o->extra_flags.items[i].key;
-                const char *owner = etcd_flag_owner(flag);
-                if (!owner)
+                const etcd_flag_rule *rule = etcd_flag_refused(flag);
+                if (!rule)
                         continue;
                 _cleanup_free_ char *native = xasprintf("spec.options.extraFlags.%s", flag);
-                rd_diag_at(r, DIAG_ERROR, native, "%s: --%s is set by gitcd; use %s instead",
-                           rd_name(r, native), flag, owner);
+                if (rule->field)
+                        rd_diag_at(r, DIAG_ERROR, native,
+                                   "%s: --%s is set by gitcd; use %s instead", rd_name(r, native),
+                                   flag, rule->field);
+                else
+                        rd_diag_at(r, DIAG_ERROR, native, "%s: --%s is refused: %s",
+                                   rd_name(r, native), flag, rule->why);
         }
 }
 

@@ -29,8 +29,10 @@ static void usage(FILE *out)
                 "  -q, --quiet              print only errors and the summary\n"
                 "  -h, --help               show this help\n\n"
                 "%s\n"
+                "Only one apply or run works on a state at a time (a lock in the state\n"
+                "folder); another exits 1 at once: \"another gitcd (pid N) holds DIR\".\n\n"
                 "Exit status: 0 every cluster converged; 1 a cluster failed, was\n"
-                "rejected or did not converge in time; 64 bad usage.\n",
+                "rejected or did not converge in time, or the state is locked; 64 bad usage.\n",
                 runner_options_help);
 }
 
@@ -125,7 +127,10 @@ int cmd_apply(int argc, char **argv)
                 return EXIT_FAIL;
         }
         if (driver_cluster_count(r.drv) == 0) {
-                printf("no EtcdCluster definitions in %s\n", f.src.url_or_path);
+                if (rejected)
+                        printf("no EtcdCluster in %s was taken in\n", f.src.url_or_path);
+                else
+                        printf("no EtcdCluster definitions in %s\n", f.src.url_or_path);
                 runner_close(&r);
                 return rejected ? EXIT_FAIL : EXIT_OK;
         }

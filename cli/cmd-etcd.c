@@ -5,8 +5,10 @@
  * etcdctl (member IDs in hex, "OK" after a put), and every command can print
  * JSON for scripts. Flags may appear anywhere on the line.
  *
- * The password comes from --user name:password or GITCD_ETCD_PASSWORD and
- * is never printed, not even in errors.
+ * The password comes from $GITCD_ETCD_PASSWORD or --password-file (the
+ * documented ways), or from --user name:password, which cli/main.c blanks
+ * out of the process's command line with a warning. It is never printed,
+ * not even in errors.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,6 +20,7 @@
 
 #include "cli/cli.h"
 #include "etcd/client.h"
+#include "util/fs.h"
 #include "util/macro.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -61,14 +64,44 @@ static void usage(FILE *f)
                    "  --cacert FILE       CA bundle to verify https:// endpoints\n"
                    "  --cert FILE         client certificate (mTLS)\n"
                    "  --key FILE          client key (mTLS)\n"
-                   "  --user NAME[:PASS]  authenticate; the password may also come from\n"
-                   "                      $GITCD_ETCD_PASSWORD\n"
+                   "  --user NAME         authenticate as NAME; the password comes from\n"
+                   "                      $GITCD_ETCD_PASSWORD or --password-file\n"
+                   "  --password-file F   read the password from the first line of F\n"
+                   "                      (--user NAME:PASS works too, but every user of\n"
+                   "                      the host can read it until gitcd blanks it out)\n"
                    "  -o, --output FMT    table (default) or json\n"
                    "  --timeout DUR       deadline of each call (default 5s)\n"
                    "  --prefix            get/del: every key starting with KEY\n"
                    "  --learner           member add: add as a learner\n"
                    "  --peer-urls URLS    member add/update: the member's peer URLs\n"
                    "  -h, --help          show this help\n");
+}
+
+static void wipe_free(char *s)
+{
+        if (!s)
+                return;
+        explicit_bzero(s, strlen(s));
+        free(s);
+}
+
+/* The password in the first line of path (a trailing newline is not part of it). */
+static int read_password_file(const char *path, char **ret_password)
+{
+        char *data = NULL;
+        size_t len = 0;
+        int r = read_file(path, 64 * 1024, &data, &len);
+        if (r < 0) {
+                fprintf(stderr, "gitcd: etcd: --password-file %s: %s\n", path, strerror(-r));
+                return r;
+        }
+        size_t n = strcspn(data, "\r\n");
+        char *pw = xstrndup(data, n);
+        explicit_bzero(data, len);
+        free(data);
+        wipe_free(*ret_password);
+        *ret_password = pw;
+        return 0;
 }
 
 static int fail(etcd_client *c, const char *what, int r)
@@ -564,7 +597,8 @@ int cmd_etcd(int argc, char **argv)
                 OPT_TIMEOUT,
                 OPT_PREFIX,
                 OPT_LEARNER,
-                OPT_PEER_URLS
+                OPT_PEER_URLS,
+                OPT_PASSWORD_FILE
         };
         static const struct option longopts[] = {
             {"endpoints", required_argument, NULL, OPT_ENDPOINTS},
@@ -572,6 +606,7 @@ int cmd_etcd(int argc, char **argv)
             {"cert", required_argument, NULL, OPT_CERT},
             {"key", required_argument, NULL, OPT_KEY},
             {"user", required_argument, NULL, OPT_USER},
+            {"password-file", required_argument, NULL, OPT_PASSWORD_FILE},
             {"output", required_argument, NULL, 'o'},
             {"timeout", required_argument, NULL, OPT_TIMEOUT},
             {"prefix", no_argument, NULL, OPT_PREFIX},
@@ -607,13 +642,17 @@ int cmd_etcd(int argc, char **argv)
                         const char *colon = strchr(optarg, ':');
                         if (colon) {
                                 cli.user = xstrndup(optarg, (size_t)(colon - optarg));
-                                free(cli.password);
+                                wipe_free(cli.password);
                                 cli.password = xstrdup(colon + 1);
                         } else {
                                 cli.user = xstrdup(optarg);
                         }
                         break;
                 }
+                case OPT_PASSWORD_FILE:
+                        if (read_password_file(optarg, &cli.password) < 0)
+                                goto out;
+                        break;
                 case 'o':
                         if (streq(optarg, "json"))
                                 cli.out = OUT_JSON;
@@ -661,8 +700,8 @@ int cmd_etcd(int argc, char **argv)
                 const char *pw = getenv("GITCD_ETCD_PASSWORD");
                 if (!pw) {
                         fprintf(stderr,
-                                "gitcd: etcd: --user %s needs a password: use --user "
-                                "NAME:PASSWORD or set GITCD_ETCD_PASSWORD\n",
+                                "gitcd: etcd: --user %s needs a password: set "
+                                "GITCD_ETCD_PASSWORD or use --password-file FILE\n",
                                 cli.user);
                         goto out;
                 }
@@ -671,20 +710,21 @@ int cmd_etcd(int argc, char **argv)
         cli.opts.user = cli.user;
         cli.opts.password = cli.password;
         int r = etcd_client_new(&cli.opts, &c);
-        if (r < 0) {
+        if (r < 0 && strchr(cli.opts.endpoints, '@'))
+                /* never echo the list: it may hold a password */
+                fprintf(stderr, "gitcd: etcd: --endpoints must not carry a user name or "
+                                "password: use --user NAME and $GITCD_ETCD_PASSWORD\n");
+        else if (r < 0)
                 fprintf(stderr,
                         "gitcd: etcd: --endpoints '%s' is not a list of http:// or "
                         "https:// URLs\n",
                         cli.opts.endpoints);
+        if (r < 0)
                 goto out;
-        }
         ret = run(&cli, c, argc - optind, argv + optind);
 out:
         etcd_client_free(c);
         free(cli.user);
-        if (cli.password) {
-                explicit_bzero(cli.password, strlen(cli.password));
-                free(cli.password);
-        }
+        wipe_free(cli.password);
         return ret;
 }

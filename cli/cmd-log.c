@@ -3,9 +3,10 @@
  *
  * The table is for people at a terminal: it fits the terminal's width (100
  * columns when stdout is not a terminal) by truncating the free-text reason
- * last, and every text field is stripped of control characters, because
- * authors and reasons come from Git commits and must not be able to drive
- * the terminal. `-o json` is for programs: one object per line with stable
+ * last, and every text field has its control characters escaped
+ * (util/escape.h; the audit log stores them escaped already, this covers
+ * older rows), because authors and reasons come from Git commits and must
+ * not be able to drive the terminal. `-o json` is for programs: one object per line with stable
  * field names. The database is opened read-only; this never creates state.
  */
 #include <ctype.h>
@@ -20,6 +21,7 @@
 
 #include "cli/cli.h"
 #include "state/state.h"
+#include "util/escape.h"
 #include "util/macro.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -98,9 +100,10 @@ static bool hex_prefix(const char *s)
         return true;
 }
 
-/* Printable copy: control characters become spaces; at most max code points ("..." if cut). */
-static char *cell(const char *s, size_t max)
+/* Printable copy: control characters escaped; at most max code points ("..." if cut). */
+static char *cell(const char *raw, size_t max)
 {
+        _cleanup_free_ char *s = str_escape(raw);
         strbuf sb = STRBUF_INIT;
         size_t cps = 0, total = 0;
         for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++)
@@ -114,7 +117,7 @@ static char *cell(const char *s, size_t max)
                         break;
                 if (lead)
                         cps++;
-                sb_appendc(&sb, (*p < 0x20 || *p == 0x7f) ? ' ' : (char)*p);
+                sb_appendc(&sb, (char)*p);
         }
         if (cut)
                 sb_append(&sb, max >= 3 ? "..." : "");

@@ -12,6 +12,7 @@
  * in, how the live objects differ from what gitcd would apply. Without it
  * no target is contacted.
  */
+#include <assert.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -119,11 +120,14 @@ static int fetch(const runner_flags *f, bool plain, source_revision **ret)
                         free(dir);
                         return k;
                 }
-                so.cache_dir = tmp = dir;
+                tmp = dir;
+                so.cache_dir = tmp;
         }
         _cleanup_free_ char *kh = NULL;
-        if (!so.known_hosts_path)
-                so.known_hosts_path = kh = default_known_hosts();
+        if (!so.known_hosts_path) {
+                kh = default_known_hosts();
+                so.known_hosts_path = kh;
+        }
 
         _cleanup_(source_freep) source *src = NULL;
         _cleanup_free_ char *err = NULL;
@@ -139,7 +143,9 @@ static int fetch(const runner_flags *f, bool plain, source_revision **ret)
                         "gitcd plan: commit %s refused: %s; gitcd would keep applying the last "
                         "good revision\n",
                         rev->commit_id,
-                        rev->signature_reason ? rev->signature_reason : "signature not verified");
+                        rev->refusal            ? rev->refusal
+                        : rev->signature_reason ? rev->signature_reason
+                                                : "signature not verified");
                 return k;
         }
         if (k < 0) {
@@ -312,6 +318,7 @@ int cmd_plan(int argc, char **argv)
                 json_object_set_new(
                     j, "state", json_pack("{s:s,s:b}", "path", state_path, "exists", have_state));
                 if (drift) {
+                        assert(kcfg); /* kube_drift() returns both or neither */
                         json_object_set_new(j, "kubernetes",
                                             drift_to_json(drift, server, kcfg->context));
                         json_object_set_new(json_object_get(j, "summary"), "drift",

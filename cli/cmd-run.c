@@ -39,7 +39,9 @@ static void usage(FILE *out)
                 "  -h, --help               show this help\n\n"
                 "%s\n"
                 "Signals: SIGTERM/SIGINT finish the current step and exit 0; SIGHUP\n"
-                "re-reads the files named by the options and polls the source at once.\n",
+                "re-reads the files named by the options and polls the source at once.\n"
+                "The daemon holds a lock in the state folder while it runs: another\n"
+                "apply or run on the same state exits 1; plan, status and log still read.\n",
                 runner_options_help);
 }
 
@@ -105,8 +107,7 @@ int cmd_run(int argc, char **argv)
                 if (got_hup) {
                         got_hup = 0;
                         log_info("SIGHUP: re-reading configuration files and polling the source");
-                        runner_close(&r);
-                        if (runner_open(&f, progress, NULL, &r) < 0)
+                        if (runner_reopen(&f, progress, NULL, &r) < 0)
                                 return EXIT_FAIL;
                         next_sync = 0;
                 }

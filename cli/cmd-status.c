@@ -7,8 +7,12 @@
  * READY counts current members whose last observed state is "ready"
  * against the desired replicas. The database is opened read-only, so this
  * is safe to run next to a running reconciler; it shows the last committed
- * state, never a half-written one. Text from the store is stripped of
- * control characters before it reaches the terminal.
+ * state, never a half-written one. Text from the store has its control
+ * characters escaped (util/escape.h) before it reaches the terminal.
+ *
+ * Audit events that could not be written are shown too (after the table;
+ * as "audit_failures" in each JSON object): a lost audit event must be
+ * visible to whoever looks at the clusters.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -17,6 +21,7 @@
 
 #include "cli/cli.h"
 #include "state/state.h"
+#include "util/escape.h"
 #include "util/macro.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -35,16 +40,12 @@ static void usage(FILE *out)
                      "  -h, --help          show this help\n");
 }
 
-/* A printable copy: control characters become spaces, empty becomes "-". */
+/* A printable copy: control characters escaped, empty becomes "-". */
 static char *clean(const char *s)
 {
         if (isempty(s))
                 return xstrdup("-");
-        char *c = xstrdup(s);
-        for (unsigned char *p = (unsigned char *)c; *p; p++)
-                if (*p < 0x20 || *p == 0x7f)
-                        *p = ' ';
-        return c;
+        return str_escape(s);
 }
 
 typedef struct table {
@@ -219,7 +220,31 @@ static json_t *jtime(int64_t ms)
         return json_string(buf);
 }
 
-static json_t *cluster_json(const state_cluster *c, const state_member_list *ml)
+static json_t *audit_failures_json(const state_audit_failures *f)
+{
+        json_t *o = json_object();
+        json_object_set_new(o, "count", json_integer(f->count));
+        json_object_set_new(o, "last_time", jtime(f->last_ms));
+        json_object_set_new(o, "last_action", jstr(f->last_action));
+        json_object_set_new(o, "last_error", jstr(f->last_error));
+        return o;
+}
+
+/* "Audit log: 2 events could not be written; the last (member.remove, at T): why". */
+static void print_audit_failures(const state_audit_failures *f)
+{
+        if (f->count == 0)
+                return;
+        char when[40];
+        format_rfc3339(f->last_ms, when, sizeof(when));
+        _cleanup_free_ char *action = clean(f->last_action);
+        _cleanup_free_ char *error = clean(f->last_error);
+        printf("\nAudit log: %lld event%s could not be written; the last (%s, at %s): %s\n",
+               (long long)f->count, f->count == 1 ? "" : "s", action, when, error);
+}
+
+static json_t *cluster_json(const state_cluster *c, const state_member_list *ml,
+                            const state_audit_failures *af)
 {
         json_t *o = json_object();
         json_object_set_new(o, "name", jstr(c->name));
@@ -265,6 +290,7 @@ static json_t *cluster_json(const state_cluster *c, const state_member_list *ml)
         }
         json_object_set_new(o, "members", members);
         json_object_set_new(o, "leader", jstr(c->leader));
+        json_object_set_new(o, "audit_failures", audit_failures_json(af));
         return o;
 }
 
@@ -294,6 +320,12 @@ static int show(state_db *db, const char *name, bool json)
                 if (r < 0)
                         return r;
         }
+        state_audit_failures af = {0};
+        r = state_audit_failures_get(db, &af);
+        if (r < 0) {
+                state_cluster_list_release(&cl);
+                return r;
+        }
         int64_t now = now_wall_ms();
         table t = {.cols = ARRAY_SIZE(cluster_heads)};
         if (!json && !name) {
@@ -308,7 +340,7 @@ static int show(state_db *db, const char *name, bool json)
                 if (r < 0)
                         break;
                 if (json)
-                        print_json_line(cluster_json(cl.items[i], &ml));
+                        print_json_line(cluster_json(cl.items[i], &ml, &af));
                 else if (name)
                         print_detail(cl.items[i], &ml, now);
                 else
@@ -318,6 +350,9 @@ static int show(state_db *db, const char *name, bool json)
         if (t.rows > 0)
                 table_print(&t, "");
         free(t.cells);
+        if (r >= 0 && !json)
+                print_audit_failures(&af);
+        state_audit_failures_release(&af);
         state_cluster_list_release(&cl);
         return r;
 }

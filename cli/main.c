@@ -1,12 +1,24 @@
 /*
  * gitcd's entry point: global flags, then dispatch to a subcommand.
+ *
+ * Two things happen here for every subcommand. First, secrets on the
+ * command line: any process on the host can read /proc/PID/cmdline, so a
+ * password in `--user NAME:PASS` or in a URL (`https://user:pass@host/...`)
+ * is copied for the subcommand's parser and then overwritten in place with
+ * '*', and a warning says it was visible until then; environment variables
+ * and files are the documented way. Second, the audit log: when an audit
+ * event could not be written during the command, the command exits 1 even
+ * if everything else went well (state_audit_append() counts the failures).
  */
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "state/state.h"
 #include "util/log.h"
 #include "util/macro.h"
+#include "util/xalloc.h"
 
 struct command {
         const char *name;
@@ -36,7 +48,121 @@ static void usage(FILE *out)
                 "\nGlobal options:\n"
                 "  --log-level LEVEL  debug, info, warn, error or quiet (also GITCD_LOG_LEVEL)\n"
                 "  -h, --help         show this help; `gitcd <command> --help` for a command\n"
-                "  --version          print the version\n");
+                "  --version          print the version\n\n"
+                "Passwords and tokens belong in environment variables or files (see each\n"
+                "command's --help), not on the command line, where every user of the host\n"
+                "can read them; gitcd blanks them out of its command line at start-up.\n");
+}
+
+/* ---- secrets on the command line ---- */
+
+/* Overwrite the password of every URL in s ("scheme://user:PASS@host", also in a
+ * comma-separated list) with '*'; returns how many there were. */
+static int mask_url_passwords(char *s)
+{
+        int n = 0;
+        for (char *p = strstr(s, "://"); p; p = strstr(p, "://")) {
+                char *auth = p + 3;
+                size_t len = strcspn(auth, "/,?#");
+                char *at = NULL;
+                for (size_t i = 0; i < len; i++)
+                        if (auth[i] == '@')
+                                at = auth + i; /* the last '@' ends the user info */
+                char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+                if (colon && colon + 1 < at) {
+                        memset(colon + 1, '*', (size_t)(at - colon - 1));
+                        n++;
+                }
+                p = auth + len;
+        }
+        return n;
+}
+
+/* True for a long option that getopt_long would take as etcd's --user (an
+ * abbreviation included): "--u", "--us", "--use", "--user", with or without "=". */
+static bool is_user_flag(const char *arg, bool etcd)
+{
+        if (!etcd || !strneq(arg, "--u", 3))
+                return false;
+        size_t n = strcspn(arg + 2, "=");
+        return n <= 4 && strneq(arg + 2, "user", n);
+}
+
+typedef struct argv_copies {
+        char **v;
+        size_t n;
+} argv_copies;
+
+/* Give the parser a private copy of argv[i] and blank the original with mask. */
+static void replace_arg(char **argv, int i, argv_copies *copies, const char *masked_copy)
+{
+        char *orig = argv[i];
+        assert(orig && masked_copy && strlen(orig) == strlen(masked_copy));
+        copies->v = xrealloc(copies->v, (copies->n + 1) * sizeof(char *));
+        copies->v[copies->n++] = xstrdup(orig);
+        /* the original bytes are what /proc/PID/cmdline shows */
+        memcpy(orig, masked_copy, strlen(masked_copy));
+        argv[i] = copies->v[copies->n - 1];
+}
+
+/*
+ * Find the secrets in argv[first..argc) of the subcommand cmd and blank
+ * them out in place; the parser sees copies (argv's pointers are moved to
+ * them). Warns once per kind of secret found.
+ */
+static void wipe_secrets(const char *cmd, int first, int argc, char **argv, argv_copies *copies)
+{
+        bool etcd = streq(cmd, "etcd");
+        bool user_pw = false, url_pw = false;
+        for (int i = first; i < argc; i++) {
+                _cleanup_free_ char *masked = xstrdup(argv[i]);
+                bool changed = mask_url_passwords(masked) > 0;
+                url_pw |= changed;
+                /* --user NAME:PASS, --user=NAME:PASS */
+                char *value = NULL;
+                if (i > first && is_user_flag(argv[i - 1], etcd) && !strchr(argv[i - 1], '='))
+                        value = masked;
+                else if (is_user_flag(argv[i], etcd) && strchr(masked, '='))
+                        value = strchr(masked, '=') + 1;
+                char *colon = value ? strchr(value, ':') : NULL;
+                if (colon && colon[1]) {
+                        memset(colon + 1, '*', strlen(colon + 1));
+                        changed = user_pw = true;
+                }
+                if (changed)
+                        replace_arg(argv, i, copies, masked);
+        }
+        if (user_pw)
+                log_warn("the password given with --user was readable by every user of this "
+                         "host in the process list until now; set $GITCD_ETCD_PASSWORD or use "
+                         "--password-file FILE instead");
+        if (url_pw)
+                log_warn("the password in a URL on the command line was readable by every user "
+                         "of this host in the process list until now; use --token-file FILE or "
+                         "--token-env VAR for sources, --user NAME with $GITCD_ETCD_PASSWORD "
+                         "for etcd");
+}
+
+static void copies_release(argv_copies *copies)
+{
+        for (size_t i = 0; i < copies->n; i++) {
+                explicit_bzero(copies->v[i], strlen(copies->v[i]));
+                free(copies->v[i]);
+        }
+        free(copies->v);
+        *copies = (argv_copies){0};
+}
+
+/* The command's exit status, made 1 when an audit event was lost on the way. */
+static int check_audit(int r)
+{
+        unsigned lost = state_audit_failures_in_process();
+        if (lost == 0)
+                return r;
+        log_error("%u audit event%s could not be written (`gitcd status` shows the last "
+                  "reason)",
+                  lost, lost == 1 ? "" : "s");
+        return r == EXIT_OK || r == EXIT_CHANGES ? EXIT_FAIL : r;
 }
 
 int main(int argc, char **argv)
@@ -70,8 +196,13 @@ int main(int argc, char **argv)
                 return EXIT_USAGE;
         }
         for (size_t c = 0; c < ARRAY_SIZE(commands); c++)
-                if (streq(argv[i], commands[c].name))
-                        return commands[c].run(argc - i, argv + i);
+                if (streq(argv[i], commands[c].name)) {
+                        argv_copies copies = {0};
+                        wipe_secrets(argv[i], i + 1, argc, argv, &copies);
+                        int r = commands[c].run(argc - i, argv + i);
+                        copies_release(&copies);
+                        return check_audit(r);
+                }
         if (streq(argv[i], "help")) {
                 usage(stdout);
                 return EXIT_OK;

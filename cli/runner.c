@@ -1,12 +1,15 @@
 /*
- * Shared set-up for the commands that reconcile: flags, then state store,
- * target, source and driver, each failure reported once with what to do.
+ * Shared set-up for the commands that reconcile: flags, then the lock on
+ * the state directory, state store, target, source and driver, each failure
+ * reported once with what to do.
  */
+#include <assert.h>
 #include <errno.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/runner.h"
@@ -35,6 +38,7 @@ const struct option runner_long_options[] = {
     {"username", required_argument, NULL, RUNNER_OPT_USERNAME},
     {"verify-signatures", no_argument, NULL, RUNNER_OPT_VERIFY},
     {"allowed-signers", required_argument, NULL, RUNNER_OPT_ALLOWED_SIGNERS},
+    {"allow-rollback", no_argument, NULL, RUNNER_OPT_ALLOW_ROLLBACK},
     {"prune", no_argument, NULL, RUNNER_OPT_PRUNE},
     {"kubeconfig", required_argument, NULL, RUNNER_OPT_KUBECONFIG},
     {"context", required_argument, NULL, RUNNER_OPT_CONTEXT},
@@ -56,6 +60,9 @@ const char runner_options_help[] =
     "  --token-file FILE        token or password for https://, or --token-env VAR;\n"
     "                           --username NAME\n"
     "  --verify-signatures      apply only commits signed by a key in --allowed-signers FILE\n"
+    "  --allow-rollback         accept a head that does not descend from the last commit\n"
+    "                           applied from the ref (refused by default; see\n"
+    "                           docs/security.md)\n"
     "State and target:\n"
     "  --state PATH             state database (default: $GITCD_STATE_DIR/state.db or\n"
     "                           ./.gitcd/state.db); members of the local target live beside it\n"
@@ -136,6 +143,9 @@ bool runner_flag(runner_flags *f, int opt, const char *arg)
         case RUNNER_OPT_ALLOWED_SIGNERS:
                 f->src.allowed_signers_path = arg;
                 return true;
+        case RUNNER_OPT_ALLOW_ROLLBACK:
+                f->src.allow_rollback = true;
+                return true;
         case RUNNER_OPT_PRUNE:
                 f->prune = true;
                 return true;
@@ -199,9 +209,8 @@ static int open_kubernetes(const runner_flags *f, const char *state_dir, target 
         return k;
 }
 
-int runner_open(const runner_flags *f, driver_progress_fn progress, void *userdata, runner *r)
+static int check_flags(const runner_flags *f)
 {
-        memset(r, 0, sizeof(*r));
         if (isempty(f->src.url_or_path)) {
                 fprintf(stderr, "gitcd: --source is required\n");
                 return -EINVAL;
@@ -221,40 +230,70 @@ int runner_open(const runner_flags *f, driver_progress_fn progress, void *userda
                 fprintf(stderr, "gitcd: --verify-signatures needs --allowed-signers FILE\n");
                 return -EINVAL;
         }
-        r->state_path = cli_state_path(f->state);
-        _cleanup_free_ char *copy = xstrdup(r->state_path);
-        r->state_dir = xstrdup(dirname(copy));
+        return 0;
+}
+
+/*
+ * One writer per state directory: apply and run hold an exclusive lock on
+ * <state dir>/gitcd.lock for as long as they run, since two reconcilers on
+ * one state would take turns undoing each other's steps (and, on the local
+ * target, share the members' folders). plan, status and log never take it.
+ */
+static int lock_state(runner *r)
+{
+        int k = mkdir_p(r->state_dir, 0750);
+        if (k < 0) {
+                fprintf(stderr, "gitcd: cannot create the state folder %s: %s\n", r->state_dir,
+                        strerror(-k));
+                return k;
+        }
+        _cleanup_free_ char *path = path_join(r->state_dir, RUNNER_LOCK_FILE);
+        pid_t holder = 0;
+        k = lock_file_try(path, &r->lock_fd, &holder);
+        if (k == -EAGAIN) {
+                if (holder > 0)
+                        fprintf(stderr,
+                                "gitcd: another gitcd (pid %ld) holds %s; stop it first, "
+                                "or use another --state\n",
+                                (long)holder, r->state_dir);
+                else
+                        fprintf(stderr,
+                                "gitcd: another gitcd holds %s (lock %s); stop it first, "
+                                "or use another --state\n",
+                                r->state_dir, path);
+        } else if (k < 0) {
+                fprintf(stderr, "gitcd: cannot lock %s: %s\n", path, strerror(-k));
+        }
+        return k;
+}
+
+/* Everything but the lock: the state store, the target, the source and the driver. */
+static int open_parts(const runner_flags *f, driver_progress_fn progress, void *userdata, runner *r)
+{
+        bool kube = f->target && streq(f->target, "kubernetes");
         int k = state_open(r->state_path, STATE_OPEN_READ_WRITE, &r->db);
         if (k < 0) {
                 fprintf(stderr, "gitcd: %s\n", state_last_error());
-                runner_close(r);
                 return k;
-        }
-        /* Members run with their own working directory: give them absolute paths. */
-        char *abs = realpath(r->state_dir, NULL);
-        if (abs) {
-                free(r->state_dir);
-                r->state_dir = abs;
         }
         k = kube ? open_kubernetes(f, r->state_dir, &r->target)
                  : open_local(f, r->state_dir, &r->target);
-        if (k < 0) {
-                runner_close(r);
+        if (k < 0)
                 return k;
-        }
         source_opts so = f->src;
         _cleanup_free_ char *cache =
             f->cache_dir ? xstrdup(f->cache_dir) : path_join(r->state_dir, "cache");
         so.cache_dir = cache;
         _cleanup_free_ char *kh = NULL;
-        if (!so.known_hosts_path)
-                so.known_hosts_path = kh = default_known_hosts();
+        if (!so.known_hosts_path) {
+                kh = default_known_hosts();
+                so.known_hosts_path = kh;
+        }
         char *err = NULL;
         k = source_open(&so, &r->src, &err);
         if (k < 0) {
                 fprintf(stderr, "gitcd: %s\n", err ? err : strerror(-k));
                 free(err);
-                runner_close(r);
                 return k;
         }
         driver_opts dopts = {.db = r->db,
@@ -266,19 +305,67 @@ int runner_open(const runner_flags *f, driver_progress_fn progress, void *userda
         k = driver_new(&dopts, &r->drv);
         if (k < 0) {
                 fprintf(stderr, "gitcd: %s\n", strerror(-k));
-                runner_close(r);
                 return k;
         }
         return 0;
 }
 
-void runner_close(runner *r)
+static void close_parts(runner *r)
 {
         driver_free(r->drv);
         source_free(r->src);
         target_free(r->target);
         state_close(r->db);
+        r->drv = NULL;
+        r->src = NULL;
+        r->target = NULL;
+        r->db = NULL;
+}
+
+int runner_open(const runner_flags *f, driver_progress_fn progress, void *userdata, runner *r)
+{
+        memset(r, 0, sizeof(*r));
+        r->lock_fd = -1;
+        int k = check_flags(f);
+        if (k < 0)
+                return k;
+        r->state_path = cli_state_path(f->state);
+        _cleanup_free_ char *copy = xstrdup(r->state_path);
+        r->state_dir = xstrdup(dirname(copy));
+        k = lock_state(r);
+        if (k < 0) {
+                runner_close(r);
+                return k;
+        }
+        /* Members run with their own working directory: give them absolute paths. */
+        char *abs = realpath(r->state_dir, NULL);
+        if (abs) {
+                free(r->state_dir);
+                r->state_dir = abs;
+        }
+        k = open_parts(f, progress, userdata, r);
+        if (k < 0)
+                runner_close(r);
+        return k;
+}
+
+int runner_reopen(const runner_flags *f, driver_progress_fn progress, void *userdata, runner *r)
+{
+        assert(r->lock_fd >= 0);
+        close_parts(r);
+        int k = open_parts(f, progress, userdata, r);
+        if (k < 0)
+                runner_close(r);
+        return k;
+}
+
+void runner_close(runner *r)
+{
+        close_parts(r);
+        if (r->lock_fd >= 0)
+                close(r->lock_fd);
         free(r->state_path);
         free(r->state_dir);
         memset(r, 0, sizeof(*r));
+        r->lock_fd = -1;
 }

@@ -49,6 +49,7 @@ enum {
         RUNNER_OPT_KUBECONFIG,
         RUNNER_OPT_CONTEXT,
         RUNNER_OPT_CLUSTER_DOMAIN,
+        RUNNER_OPT_ALLOW_ROLLBACK,
         RUNNER_OPT_LAST,
 };
 
@@ -68,7 +69,11 @@ extern const char runner_options_help[];
 /* Handle one shared option; false when opt is not one of them. */
 bool runner_flag(runner_flags *f, int opt, const char *arg);
 
+/* The lock file apply and run hold in the state directory (see runner_open). */
+#define RUNNER_LOCK_FILE "gitcd.lock"
+
 typedef struct runner {
+        int lock_fd; /* holds RUNNER_LOCK_FILE; -1 when closed */
         state_db *db;
         target *target;
         source *src;
@@ -78,8 +83,16 @@ typedef struct runner {
 } runner;
 
 /*
- * Open the state store, the target, the source and the driver. Prints a
- * clear error and returns -errno on failure.
+ * Take the exclusive lock on the state directory, then open the state
+ * store, the target, the source and the driver. Prints a clear error and
+ * returns -errno on failure: -EAGAIN when another gitcd holds the lock
+ * ("another gitcd (pid N) holds DIR").
  */
 int runner_open(const runner_flags *f, driver_progress_fn progress, void *userdata, runner *ret);
+/*
+ * Close and open again everything but the lock (gitcd run on SIGHUP), so no
+ * other process can slip in between. On failure r is closed, lock included.
+ */
+int runner_reopen(const runner_flags *f, driver_progress_fn progress, void *userdata, runner *r);
+/* Close everything and release the lock. */
 void runner_close(runner *r);

@@ -16,7 +16,15 @@
  *    here). After a fail-over the next call starts on the next endpoint.
  *  - With a user configured, the client authenticates lazily on the first
  *    call and once more when etcd says the token is invalid or stale.
+ *  - The client talks only to the endpoints it was configured with, with
+ *    the scheme given there. A URL a member advertises is never dialled:
+ *    per-member calls must name a configured endpoint, and MoveLeader
+ *    finds the leader among the configured endpoints (as etcdctl does).
+ *    So neither the password nor the token goes anywhere else, and an
+ *    https:// cluster is never spoken to in plain http:// because a member
+ *    advertises it.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -43,11 +51,8 @@ struct endpoint {
 };
 
 struct etcd_client {
-        struct endpoint *eps; /* the configured endpoints */
+        struct endpoint *eps; /* the configured endpoints: the only ones ever dialled */
         size_t n_eps;
-        struct endpoint *extra; /* members reached by URL (status, move-leader) */
-        size_t n_extra;
-        size_t extra_alloc;
         size_t preferred; /* index of the endpoint that answered last */
 
         grpc_tls_opts tls;
@@ -207,9 +212,19 @@ static char *normalize_url(const char *s, size_t len, bool tls)
                 len--;
         if (len == 0)
                 return NULL;
+        const char *scheme = memmem(s, len, "://", 3);
+        const char *host = scheme ? scheme + 3 : s;
+        size_t host_len = len - (size_t)(host - s);
+        /* a user name or password in the URL: etcd does not use them, and
+         * they would end up in error messages */
+        size_t authority = 0;
+        while (authority < host_len && host[authority] != '/')
+                authority++;
+        if (memchr(host, '@', authority))
+                return NULL;
         if ((len > 7 && strneq(s, "http://", 7)) || (len > 8 && strneq(s, "https://", 8)))
                 return xstrndup(s, len);
-        if (memmem(s, len, "://", 3))
+        if (scheme)
                 return NULL; /* some other scheme */
         return xasprintf("%s%.*s", tls ? "https://" : "http://", (int)len, s);
 }
@@ -260,12 +275,7 @@ void etcd_client_free(etcd_client *c)
                 grpc_conn_free(c->eps[i].conn);
                 free(c->eps[i].url);
         }
-        for (size_t i = 0; i < c->n_extra; i++) {
-                grpc_conn_free(c->extra[i].conn);
-                free(c->extra[i].url);
-        }
         free(c->eps);
-        free(c->extra);
         free(c->cacert);
         free(c->cert);
         free(c->key);
@@ -283,21 +293,38 @@ static int endpoint_conn(etcd_client *c, struct endpoint *ep)
         return grpc_conn_new(ep->url, &c->tls, &ep->conn);
 }
 
-/* The endpoint for a URL: a configured one, or an extra one kept for reuse. */
-static struct endpoint *endpoint_for_url(etcd_client *c, const char *url_in)
+static bool is_configured(const etcd_client *c, const struct endpoint *ep)
 {
-        _cleanup_free_ char *url = normalize_url(url_in, strlen(url_in), c->cacert || c->cert);
+        return ep >= c->eps && ep < c->eps + c->n_eps;
+}
+
+/*
+ * The configured endpoint a URL names, or NULL. A URL with a scheme must
+ * match exactly (http:// never stands for a configured https:// endpoint);
+ * one without a scheme matches the configured endpoint of that host and
+ * port, whatever its scheme.
+ */
+static struct endpoint *configured_endpoint(etcd_client *c, const char *url_in)
+{
+        bool has_scheme = strstr(url_in, "://") != NULL;
+        _cleanup_free_ char *url = normalize_url(url_in, strlen(url_in), false);
         if (!url)
                 return NULL;
-        for (size_t i = 0; i < c->n_eps; i++)
-                if (streq(c->eps[i].url, url))
+        const char *host = strstr(url, "://") + 3;
+        for (size_t i = 0; i < c->n_eps; i++) {
+                const char *ep = c->eps[i].url;
+                if (has_scheme ? streq(ep, url) : streq(strstr(ep, "://") + 3, host))
                         return &c->eps[i];
-        for (size_t i = 0; i < c->n_extra; i++)
-                if (streq(c->extra[i].url, url))
-                        return &c->extra[i];
-        c->extra = xgrow(c->extra, &c->extra_alloc, c->n_extra + 1, sizeof(*c->extra));
-        c->extra[c->n_extra] = (struct endpoint){.url = TAKE_PTR(url)};
-        return &c->extra[c->n_extra++];
+        }
+        return NULL;
+}
+
+static char *endpoint_list(const etcd_client *c)
+{
+        strbuf sb = STRBUF_INIT;
+        for (size_t i = 0; i < c->n_eps; i++)
+                sb_printf(&sb, "%s%s", i ? ", " : "", c->eps[i].url);
+        return sb_detach(&sb);
 }
 
 /* ---- one call on one endpoint ---- */
@@ -391,6 +418,8 @@ static int authenticate(etcd_client *c, struct endpoint *ep, int64_t deadline, g
             .resp_desc = &etcdserverpb__authenticate_response__descriptor,
             .deadline = deadline,
         };
+        /* the password goes only to an endpoint the operator configured */
+        assert(is_configured(c, ep));
         int r = rpc_raw(c, ep, &call, NULL, res);
         if (r == ETCD_ERR_AUTH_NOT_ENABLED) {
                 c->auth_not_enabled = true;
@@ -402,8 +431,12 @@ static int authenticate(etcd_client *c, struct endpoint *ep, int64_t deadline, g
                 return r;
         Etcdserverpb__AuthenticateResponse *resp = (void *)call.resp;
         wipe_free(c->token);
-        c->token = xstrdup(resp->token ? resp->token : "");
-        explicit_bzero(resp->token, resp->token ? strlen(resp->token) : 0);
+        if (resp->token) {
+                c->token = xstrdup(resp->token);
+                explicit_bzero(resp->token, strlen(resp->token));
+        } else {
+                c->token = xstrdup("");
+        }
         protobuf_c_message_free_unpacked(call.resp, NULL);
         return 0;
 }
@@ -475,8 +508,13 @@ static int rpc_any(etcd_client *c, struct call *call, int64_t timeout_ms)
         int last = ETCD_ERR_UNREACHABLE;
         /* "cannot connect to any endpoint" only when no TCP connection could be made */
         bool all_unreachable = true;
+        /* The order is fixed at the start: c->preferred moves on a fail-over
+         * below, and must not shift the endpoints still to try (with two
+         * endpoints that sent the call back to the first one). */
+        const size_t start = c->preferred;
+        assert(start < c->n_eps);
         for (size_t k = 0; k < c->n_eps; k++) {
-                size_t i = (c->preferred + k) % c->n_eps;
+                size_t i = (start + k) % c->n_eps;
                 struct endpoint *ep = &c->eps[i];
                 grpc_result res;
                 int64_t now = now_mono_ms();
@@ -505,28 +543,19 @@ static int rpc_any(etcd_client *c, struct call *call, int64_t timeout_ms)
                         return r;
         }
         if (all_unreachable) {
-                strbuf sb = STRBUF_INIT;
-                for (size_t i = 0; i < c->n_eps; i++)
-                        sb_printf(&sb, "%s%s", i ? ", " : "", c->eps[i].url);
+                _cleanup_free_ char *list = endpoint_list(c);
                 set_error(c,
                           "%s: cannot connect to any etcd endpoint (%s): check that etcd is "
                           "running there and that --endpoints is right",
-                          method_name(call->path), sb_str(&sb));
-                sb_release(&sb);
+                          method_name(call->path), list);
         }
         return last;
 }
 
-/* A call to one named member. */
-static int rpc_at(etcd_client *c, const char *url, struct call *call, int64_t timeout_ms)
+/* A call to one configured endpoint. */
+static int rpc_on(etcd_client *c, struct endpoint *ep, struct call *call, int64_t timeout_ms)
 {
-        if (!url)
-                return rpc_any(c, call, timeout_ms);
-        struct endpoint *ep = endpoint_for_url(c, url);
-        if (!ep) {
-                set_error(c, "%s: invalid endpoint URL '%s'", method_name(call->path), url);
-                return -EINVAL;
-        }
+        assert(is_configured(c, ep));
         call->deadline = now_mono_ms() + timeout_ms;
         grpc_result res;
         int r = rpc_once(c, ep, call, &res);
@@ -536,6 +565,24 @@ static int rpc_at(etcd_client *c, const char *url, struct call *call, int64_t ti
                 report(c, call, ep, r, &res);
         grpc_result_release(&res);
         return r;
+}
+
+/* A call to one named member: url must name a configured endpoint. */
+static int rpc_at(etcd_client *c, const char *url, struct call *call, int64_t timeout_ms)
+{
+        if (!url)
+                return rpc_any(c, call, timeout_ms);
+        struct endpoint *ep = configured_endpoint(c, url);
+        if (!ep) {
+                _cleanup_free_ char *list = endpoint_list(c);
+                set_error(c,
+                          "%s: '%s' is not one of the configured endpoints (%s); gitcd talks "
+                          "only to those, with the scheme given there",
+                          method_name(call->path),
+                          strchr(url, '@') ? "(a URL with user info)" : url, list);
+                return -EINVAL;
+        }
+        return rpc_on(c, ep, call, timeout_ms);
 }
 
 #define UNARY(path_, req_, desc_)                                                                  \
@@ -827,14 +874,45 @@ int etcd_defragment(etcd_client *c, const char *endpoint)
         return 0;
 }
 
+/*
+ * The configured endpoint of the member leader, or NULL. The endpoint that
+ * answered last is asked first (first_member is its member ID), then every
+ * other one by Status, all within timeout_ms. A URL the leader advertises
+ * is never used: it might not be one the operator configured.
+ */
+static struct endpoint *leader_endpoint(etcd_client *c, uint64_t leader, uint64_t first_member,
+                                        int64_t timeout_ms)
+{
+        size_t first = c->preferred;
+        if (first_member == leader)
+                return &c->eps[first];
+        int64_t deadline = now_mono_ms() + timeout_ms;
+        for (size_t k = 1; k < c->n_eps; k++) {
+                struct endpoint *ep = &c->eps[(first + k) % c->n_eps];
+                int64_t left = deadline - now_mono_ms();
+                if (left <= 0)
+                        break;
+                Etcdserverpb__StatusRequest req = ETCDSERVERPB__STATUS_REQUEST__INIT;
+                struct call call = READ("/etcdserverpb.Maintenance/Status", req,
+                                        etcdserverpb__status_response__descriptor);
+                if (rpc_on(c, ep, &call, left) < 0)
+                        continue;
+                Etcdserverpb__StatusResponse *resp = (void *)call.resp;
+                bool found = resp->header && resp->header->member_id == leader;
+                protobuf_c_message_free_unpacked(call.resp, NULL);
+                if (found)
+                        return ep;
+        }
+        return NULL;
+}
+
 int etcd_move_leader(etcd_client *c, uint64_t target_id)
 {
         etcd_endpoint_status *st = NULL;
-        etcd_members *l = NULL;
         int r = etcd_status(c, NULL, &st);
         if (r < 0)
                 return r;
-        uint64_t leader = st->leader;
+        uint64_t leader = st->leader, responder = st->member_id;
         etcd_endpoint_status_free(st);
         if (leader == 0) {
                 set_error(c, "MoveLeader: the cluster has no leader: is a quorum of members "
@@ -845,23 +923,22 @@ int etcd_move_leader(etcd_client *c, uint64_t target_id)
                 clear_error(c);
                 return 0;
         }
-        r = etcd_member_list(c, &l);
-        if (r < 0)
-                return r;
-        const etcd_member *m = etcd_members_find(l, leader);
-        if (!m || m->n_client_urls == 0) {
+        struct endpoint *ep = leader_endpoint(c, leader, responder, c->call_timeout_ms);
+        if (!ep) {
                 char id[17];
                 etcd_member_id_format(leader, id);
-                set_error(c, "MoveLeader: the leader %s advertises no client URL", id);
-                etcd_members_free(l);
+                _cleanup_free_ char *list = endpoint_list(c);
+                set_error(c,
+                          "MoveLeader: the leader %s is not reachable through the configured "
+                          "endpoints (%s); add its client URL to them",
+                          id, list);
                 return ETCD_ERR_UNAVAILABLE;
         }
         Etcdserverpb__MoveLeaderRequest req = ETCDSERVERPB__MOVE_LEADER_REQUEST__INIT;
         req.targetid = target_id;
         struct call call = UNARY("/etcdserverpb.Maintenance/MoveLeader", req,
                                  etcdserverpb__move_leader_response__descriptor);
-        r = rpc_at(c, m->client_urls[0], &call, c->call_timeout_ms);
-        etcd_members_free(l);
+        r = rpc_on(c, ep, &call, c->call_timeout_ms);
         if (r < 0)
                 return r;
         protobuf_c_message_free_unpacked(call.resp, NULL);

@@ -6,8 +6,11 @@
  * reused across calls. Cluster-wide calls go to the endpoint that answered
  * last and fail over to the next one when an endpoint cannot be reached, or
  * when it is a learner that refuses the call. Per-member calls (status,
- * defragment, snapshot, hash) take an explicit endpoint. Every call has a
- * deadline (opts.call_timeout_ms) that holds across fail-overs.
+ * defragment, snapshot, hash) take an explicit endpoint, which must be one
+ * of the configured ones (-EINVAL otherwise): the client never dials a URL
+ * it was not given, nor changes a configured scheme, so credentials go
+ * nowhere else. Every call has a deadline (opts.call_timeout_ms) that holds
+ * across fail-overs.
  *
  * Errors: every function returns 0 on success or a negative code, either an
  * etcd_err (etcd/errors.h: ETCD_ERR_MEMBER_NOT_IN_SYNC, ETCD_ERR_UNREACHABLE,
@@ -45,7 +48,8 @@ typedef struct etcd_client_opts {
 
 /*
  * Create a client; no connection is made until the first call. -EINVAL for an
- * empty endpoint list or a URL with a scheme other than http:// or https://.
+ * empty endpoint list, a URL with a scheme other than http:// or https://, or
+ * a URL with a user name or password in it (use user and password).
  */
 int etcd_client_new(const etcd_client_opts *opts, etcd_client **ret_client);
 void etcd_client_free(etcd_client *c);
@@ -117,7 +121,11 @@ typedef struct etcd_endpoint_status {
 } etcd_endpoint_status;
 
 void etcd_endpoint_status_free(etcd_endpoint_status *s);
-/* Status of one member: endpoint is its client URL; NULL = any reachable endpoint. */
+/*
+ * Status of one member: endpoint is one of the configured endpoints (a URL
+ * without a scheme names the configured one of that host and port); NULL =
+ * any reachable endpoint.
+ */
 int etcd_status(etcd_client *c, const char *endpoint, etcd_endpoint_status **ret_status);
 
 typedef enum etcd_alarm_type {
@@ -143,9 +151,11 @@ int etcd_defragment(etcd_client *c, const char *endpoint);
 
 /*
  * Hand leadership to target_id. The call goes to the current leader, found
- * through Status and the member list. Expected errors:
- * ETCD_ERR_BAD_LEADER_TRANSFEREE (a learner or unknown member), ETCD_ERR_NO_LEADER.
- * Moving leadership to the current leader is a no-op returning 0.
+ * among the configured endpoints by Status (never through a URL the leader
+ * advertises). Expected errors: ETCD_ERR_BAD_LEADER_TRANSFEREE (a learner or
+ * unknown member), ETCD_ERR_NO_LEADER, ETCD_ERR_UNAVAILABLE (the leader is
+ * not among the configured endpoints). Moving leadership to the current
+ * leader is a no-op returning 0.
  */
 int etcd_move_leader(etcd_client *c, uint64_t target_id);
 

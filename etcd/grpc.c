@@ -10,7 +10,9 @@
  * go through the same callback, so one parser handles both.
  *
  * curl's own error text never leaves this file: transport failures become
- * an etcd_err code plus a sentence written here.
+ * an etcd_err code plus a sentence written here. The server's grpc-message
+ * is outside input: it is percent-decoded and then escaped (util/escape.h)
+ * here, so no control character from it reaches an error message or a log.
  */
 #include <ctype.h>
 #include <curl/curl.h>
@@ -21,6 +23,7 @@
 
 #include "etcd/errors.h"
 #include "etcd/grpc.h"
+#include "util/escape.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/strbuf.h"
@@ -177,9 +180,11 @@ static size_t on_header(char *data, size_t size, size_t nitems, void *userdata)
                 buf[k] = '\0';
                 st->res->grpc_status = (int)strtol(buf, NULL, 10);
         } else if (name_len == 12 && strncasecmp(data, "grpc-message", 12) == 0) {
+                /* the server's text: decoded, then escaped before anyone prints it */
                 _cleanup_free_ char *raw = xstrndup(v, v_len);
+                _cleanup_free_ char *decoded = grpc_percent_decode(raw);
                 free(st->res->grpc_message);
-                st->res->grpc_message = grpc_percent_decode(raw);
+                st->res->grpc_message = str_escape(decoded);
         } else if (name_len == 12 && strncasecmp(data, "content-type", 12) == 0) {
                 if (v_len >= 16 && strncasecmp(v, "application/grpc", 16) == 0)
                         st->saw_grpc_content_type = true;

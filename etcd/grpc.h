@@ -39,7 +39,7 @@ typedef struct grpc_call_opts {
 
 typedef struct grpc_result {
         int grpc_status;    /* -1 when the server sent none */
-        char *grpc_message; /* percent-decoded grpc-message, or NULL */
+        char *grpc_message; /* grpc-message, percent-decoded and escaped; or NULL */
         char *detail;       /* for transport failures: what went wrong, for a person */
         bool failover_ok;   /* nothing reached the server's handler: another endpoint may try */
         bool no_connection; /* the TCP connection could not be made at all */

@@ -61,7 +61,8 @@ int main(int argc, char **argv)
                 }
                 closedir(d);
         }
-        qsort(files.paths, files.n, sizeof(char *), cmp_str);
+        if (files.n > 0) /* qsort(NULL, 0) is undefined */
+                qsort(files.paths, files.n, sizeof(char *), cmp_str);
         for (size_t i = 0; i < files.n; i++)
                 if (run_file(files.paths[i]) < 0)
                         ret = 1;

@@ -21,9 +21,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/escape.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/strbuf.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 #define KUBE_TRIES            5
@@ -206,14 +208,14 @@ int kube_apply_request(const json_t *obj, const char *default_ns, const char *fi
         return 0;
 }
 
-/* A server message, cut to a readable length. */
+/* A server message, cut to a readable length, control characters escaped. */
 static char *short_message(const char *m)
 {
         if (!m)
                 return xstrdup("");
-        if (strlen(m) > KUBE_MAX_MESSAGE)
-                return xasprintf("%.*s...", KUBE_MAX_MESSAGE, m);
-        return xstrdup(m);
+        _cleanup_free_ char *cut =
+            strlen(m) > KUBE_MAX_MESSAGE ? xasprintf("%.*s...", KUBE_MAX_MESSAGE, m) : xstrdup(m);
+        return str_escape(cut);
 }
 
 /* "conflict with \"kubectl\" at .spec.replicas, ..." from a Status's details.causes. */
@@ -242,7 +244,8 @@ static char *conflict_causes(const json_t *status)
                 sb_release(&sb);
                 return NULL;
         }
-        return sb_detach(&sb);
+        _cleanup_free_ char *text = sb_detach(&sb);
+        return str_escape(text);
 }
 
 int kube_status_error(long status, const char *body, const char *verb, const char *resource,
@@ -573,14 +576,6 @@ static bool transient(CURLcode cc)
         }
 }
 
-static void sleep_ms(long ms)
-{
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
-}
-
 /* One attempt. Returns the CURLcode; the response lands in rs. */
 static CURLcode perform(kube_client *c, const struct req *rq, struct resp *rs, char *errbuf)
 {
@@ -726,7 +721,7 @@ static int request(kube_client *c, const struct req *rq, strbuf *ret_body)
                 }
                 sb_release(&rs.body);
                 if (retry) {
-                        sleep_ms(backoff);
+                        msleep(backoff);
                         backoff = MIN(backoff * 2, KUBE_BACKOFF_MAX_MS);
                 }
         }

@@ -302,8 +302,13 @@ static int load_user(kube_config *cfg, const json_t *user, const char *dir, cons
         return 0;
 }
 
-static int load_file(const char *path, const char *context, kube_config **ret_config,
-                     char **ret_error)
+/*
+ * Parse a kubeconfig, from the file at path or (when buf is not NULL) from
+ * buf, and pick the context. path names the file in messages and relative
+ * paths are resolved against its folder either way.
+ */
+static int load_file(const char *path, const char *buf, size_t len, const char *context,
+                     kube_config **ret_config, char **ret_error)
 {
         _cleanup_(kube_config_freep) kube_config *cfg = NULL;
         _cleanup_(json_decrefp) json_t *root = NULL;
@@ -315,7 +320,8 @@ static int load_file(const char *path, const char *context, kube_config **ret_co
         const char *cluster_name, *user_name, *ns, *slash;
         int r;
 
-        r = yaml_load_file(path, NULL, &docs, &diags);
+        r = buf ? yaml_parse(path, buf, len, NULL, &docs, &diags)
+                : yaml_load_file(path, NULL, &docs, &diags);
         if (r < 0) {
                 _cleanup_free_ char *msg = diags.n > 0 ? diag_format(&diags.items[0]) : NULL;
                 ydoc_list_release(&docs);
@@ -416,7 +422,15 @@ int kube_config_load(const char *path, const char *context, kube_config **ret_co
                                     "is set");
                 path = def;
         }
-        return load_file(path, context, ret_config, ret_error);
+        return load_file(path, NULL, 0, context, ret_config, ret_error);
+}
+
+int kube_config_load_buffer(const char *path, const char *buf, size_t len, const char *context,
+                            kube_config **ret_config, char **ret_error)
+{
+        if (ret_error)
+                *ret_error = NULL;
+        return load_file(path, buf, len, context, ret_config, ret_error);
 }
 
 int kube_config_in_cluster(const char *base, kube_config **ret_config, char **ret_error)

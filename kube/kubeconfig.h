@@ -63,6 +63,13 @@ int kube_config_load(const char *path, const char *context, kube_config **ret_co
                      char **ret_error);
 
 /*
+ * The same with the file's text in memory (for the fuzz target); path only
+ * names it in messages and anchors relative paths.
+ */
+int kube_config_load_buffer(const char *path, const char *buf, size_t len, const char *context,
+                            kube_config **ret_config, char **ret_error);
+
+/*
  * The in-cluster configuration: KUBERNETES_SERVICE_HOST and
  * KUBERNETES_SERVICE_PORT, base/token, base/ca.crt, base/namespace.
  * base NULL = KUBE_SERVICEACCOUNT_DIR. Expected errors: -ENOENT (not

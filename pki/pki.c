@@ -70,6 +70,14 @@ static int _printf_(2, 3) fail(int err, const char *fmt, ...)
         ERR_clear_error();
         return err;
 }
+/* Also a macro, so that the static analyzer (which does not follow variadic calls)
+ * sees err come back. */
+#define fail(err, ...)                                                                             \
+        ({                                                                                         \
+                int fail_err_ = (err);                                                             \
+                (fail)(fail_err_, __VA_ARGS__);                                                    \
+                fail_err_;                                                                         \
+        })
 
 int pki_error(int err, const char *fmt, ...)
 {

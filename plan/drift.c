@@ -147,7 +147,8 @@ void drift_diff_subset(const json_t *want, const json_t *live, char ***ret_paths
 
 /* ---- the report ----------------------------------------------------------- */
 
-static void strv_free(char **v, size_t n)
+/* A counted vector of strings (not NULL-terminated). */
+static void strvn_free(char **v, size_t n)
 {
         for (size_t i = 0; i < n; i++)
                 free(v[i]);
@@ -166,12 +167,12 @@ void drift_report_free(drift_report *r)
                         free(o->kind);
                         free(o->name);
                         free(o->message);
-                        strv_free(o->paths, o->n_paths);
+                        strvn_free(o->paths, o->n_paths);
                 }
                 free(dc->objects);
                 free(dc->name);
                 free(dc->version);
-                strv_free(dc->stale, dc->n_stale);
+                strvn_free(dc->stale, dc->n_stale);
         }
         free(r->items);
         free(r);

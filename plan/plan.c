@@ -22,6 +22,7 @@
 #include "plan/plan.h"
 #include "api/spec.h"
 #include "api/yaml.h"
+#include "util/escape.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
@@ -262,6 +263,11 @@ static const state_cluster *applied_find(const state_cluster_list *l, const char
         return NULL;
 }
 
+static bool applied_exists(const char *id, void *userdata)
+{
+        return applied_find(userdata, id) != NULL;
+}
+
 /*
  * The reconciler latches the accepted spec (observed_hash) when it takes
  * it up, and clears the progress deadline once the cluster converged: either
@@ -463,7 +469,10 @@ int plan_compute(const plan_input *in, plan **ret)
         plan *p = XNEW(plan);
         p->diags = (diag_list)DIAG_LIST_INIT;
 
-        /* The driver's rules: every file parsed, invalid documents and duplicates out. */
+        /*
+         * The driver's rules: every file parsed; invalid documents, duplicates and
+         * clusters that use a field not supported yet out.
+         */
         cluster_set set = {0};
         diag_list diags = DIAG_LIST_INIT;
         bool errors = false;
@@ -472,6 +481,8 @@ int plan_compute(const plan_input *in, plan **ret)
                                      &set, &diags) < 0)
                         errors = true;
         if (spec_check_duplicates(&set, &diags) < 0)
+                errors = true;
+        if (spec_refuse_unsupported(&set, applied_exists, (void *)in->applied, &diags) < 0)
                 errors = true;
         for (size_t i = 0; i < rev->n_notes; i++)
                 diag_add(&diags, DIAG_NOTE, rev->notes[i].path, 0, 0, "skipped: %s",
@@ -579,23 +590,28 @@ static void print_item(const plan_item *it, const plan_print_opts *o, FILE *out)
         const char *on = o->color ? colors[it->action] : "";
         const char *off = o->color ? C_RESET : "";
 
-        fprintf(out, "%s%c %s %s%s", on, marks[it->action], plan_action_name(it->action), it->name,
+        /* names, Git paths and messages come from the commit: escaped (util/escape.h) */
+        _cleanup_free_ char *name = str_escape(it->name), *file = str_escape(it->file);
+        fprintf(out, "%s%c %s %s%s", on, marks[it->action], plan_action_name(it->action), name,
                 off);
-        if (it->file && it->action != PLAN_REJECTED)
-                fprintf(out, "  (%s:%d)", it->file, it->line);
+        if (file && it->action != PLAN_REJECTED)
+                fprintf(out, "  (%s:%d)", file, it->line);
         fputc('\n', out);
         for (size_t i = 0; i < it->n_changes; i++) {
                 const plan_change *c = &it->changes[i];
                 _cleanup_free_ char *from = value_text(c->from, c->redacted);
                 _cleanup_free_ char *to = value_text(c->to, c->redacted);
-                fprintf(out, "    %s: %s → %s\n", c->path, from, to);
+                _cleanup_free_ char *path = str_escape(c->path);
+                fprintf(out, "    %s: %s → %s\n", path, from, to);
         }
         for (size_t i = 0; i < it->diags.n; i++) {
                 _cleanup_free_ char *line = diag_format(&it->diags.items[i]);
                 fprintf(out, "    %s\n", line);
         }
-        for (size_t i = 0; i < it->n_notes; i++)
-                fprintf(out, "    %s\n", it->notes[i]);
+        for (size_t i = 0; i < it->n_notes; i++) {
+                _cleanup_free_ char *note = str_escape(it->notes[i]);
+                fprintf(out, "    %s\n", note);
+        }
         if (it->n_steps > 0) {
                 fprintf(out, "    Steps:\n");
                 for (size_t i = 0; i < it->n_steps; i++)
@@ -619,8 +635,10 @@ void plan_print_text(const plan *p, const source_revision *rev, const plan_print
                 if (rev->ref)
                         fprintf(out, " (%s)", rev->ref);
                 fprintf(out, " of %s\n", rev->repository ? rev->repository : "?");
-                fprintf(out, "  by %s <%s>: %s\n", rev->author.name ? rev->author.name : "",
-                        rev->author.email ? rev->author.email : "", sb_str(&msg));
+                _cleanup_free_ char *who = str_escape(rev->author.name ? rev->author.name : "");
+                _cleanup_free_ char *mail = str_escape(rev->author.email ? rev->author.email : "");
+                _cleanup_free_ char *subject = str_escape(sb_str(&msg));
+                fprintf(out, "  by %s <%s>: %s\n", who, mail, subject);
                 sb_release(&msg);
         } else {
                 fprintf(out, "Directory %s\n", rev->repository ? rev->repository : "?");

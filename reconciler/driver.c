@@ -161,17 +161,31 @@ static void report_orphan(driver *d, const char *cluster, const source_revision 
                     rev, "success");
 }
 
+/* Whether a cluster was taken in before (for spec_refuse_unsupported's message). */
+static bool cluster_exists(const char *id, void *userdata)
+{
+        driver *d = userdata;
+        state_cluster *sc = NULL;
+        bool found = state_cluster_get(d->opts.db, id, &sc) == 0;
+        state_cluster_free(sc);
+        return found;
+}
+
 int driver_sync(driver *d, diag_list *diags)
 {
         _cleanup_(source_revision_freep) source_revision *rev = NULL;
         int k = source_fetch(d->opts.src, &rev);
         if (k == -EPERM && rev) {
+                /* A head refused before and unchanged since: already recorded and audited. */
+                if (rev->refusal_repeated)
+                        return -EPERM;
                 record_revision(d, rev);
                 if (!d->have_revision || !streq(d->commit, rev->commit_id)) {
                         _cleanup_free_ char *why =
                             xasprintf("commit %s refused: %s", rev->commit_id,
-                                      rev->signature_reason ? rev->signature_reason
-                                                            : "signature not verified");
+                                      rev->refusal            ? rev->refusal
+                                      : rev->signature_reason ? rev->signature_reason
+                                                              : "signature not verified");
                         audit_event(d, NULL, "revision.rejected", why, rev, "rejected");
                         log_error("%s; the last good revision stays in force", why);
                         set_error(d, "%s", why);
@@ -186,6 +200,9 @@ int driver_sync(driver *d, diag_list *diags)
         if (same)
                 return 0;
         record_revision(d, rev);
+        /* Later heads of this ref must descend from it (rollback protection). */
+        if (source_mark_applied(d->opts.src, rev) < 0)
+                log_warn("%s", source_last_error(d->opts.src));
 
         cluster_set set = {0};
         diag_list local = DIAG_LIST_INIT;
@@ -195,6 +212,8 @@ int driver_sync(driver *d, diag_list *diags)
                                      &set, &local) < 0)
                         errors = true;
         if (spec_check_duplicates(&set, &local) < 0)
+                errors = true;
+        if (spec_refuse_unsupported(&set, cluster_exists, d, &local) < 0)
                 errors = true;
         for (size_t i = 0; i < rev->n_notes; i++)
                 diag_add(&local, DIAG_NOTE, rev->notes[i].path, 0, 0, "skipped: %s",

@@ -40,8 +40,11 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(driver *, driver_free);
  * documents go to diags. Returns:
  *   1        a new revision was taken in (or the first one)
  *   0        the revision was the one already taken in
- *  -EPERM    the revision's signature was refused: recorded and audited;
- *            the last good revision stays in force
+ *  -EPERM    the revision was refused (its signature, a tag name that is
+ *            not the ref, or a rollback): recorded and audited once, not
+ *            again while it stays the head; the last good revision stays
+ *            in force. A revision taken in becomes the ref's applied commit
+ *            (source_mark_applied).
  *  -EINVAL   some documents are invalid: they are audited and skipped; the
  *            valid clusters were still offered; no orphan is pruned
  *  other     the source could not be read (message in driver_last_error)

@@ -1,12 +1,22 @@
 /*
  * The default membership operations: a thin adapter from the reconciler's
  * seam (reconciler/etcd-ops.h) to the real etcd client. A connection is an
- * etcd_client; the leader comes from the Status of whichever member
- * answers. Nothing here decides anything: errors pass through unchanged.
+ * etcd_client over every endpoint plus the options to dial one member
+ * alone; the leader comes from the Status of whichever member answers.
+ * Nothing here decides anything: errors pass through unchanged.
  */
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "reconciler/etcd-ops.h"
+#include "util/xalloc.h"
+
+struct etcd_conn {
+        etcd_client *client;
+        etcd_conn_opts o; /* strings owned */
+        char *error;      /* the last error of a one-member call */
+};
 
 static int real_connect(void *userdata, const etcd_conn_opts *o, etcd_conn **ret_conn)
 {
@@ -23,24 +33,71 @@ static int real_connect(void *userdata, const etcd_conn_opts *o, etcd_conn **ret
         int k = etcd_client_new(&co, &c);
         if (k < 0)
                 return k;
-        *ret_conn = (etcd_conn *)c;
+        etcd_conn *conn = XNEW(etcd_conn);
+        conn->client = c;
+        conn->o = (etcd_conn_opts){
+            .endpoints = xstrdup_null(o->endpoints),
+            .cacert = xstrdup_null(o->cacert),
+            .cert = xstrdup_null(o->cert),
+            .key = xstrdup_null(o->key),
+            .call_timeout_ms = o->call_timeout_ms,
+        };
+        *ret_conn = conn;
         return 0;
 }
 
 static void real_disconnect(etcd_conn *conn)
 {
-        etcd_client_free((etcd_client *)conn);
+        if (!conn)
+                return;
+        etcd_client_free(conn->client);
+        free((char *)conn->o.endpoints);
+        free((char *)conn->o.cacert);
+        free((char *)conn->o.cert);
+        free((char *)conn->o.key);
+        free(conn->error);
+        free(conn);
+}
+
+/* The client for a call over every endpoint (a one-member call's error is forgotten). */
+static etcd_client *C(etcd_conn *conn)
+{
+        free(conn->error);
+        conn->error = NULL;
+        return conn->client;
 }
 
 static int real_member_list(etcd_conn *conn, etcd_members **ret_list)
 {
-        return etcd_member_list((etcd_client *)conn, ret_list);
+        return etcd_member_list(C(conn), ret_list);
+}
+
+static int real_member_list_at(etcd_conn *conn, const char *endpoint, etcd_members **ret_list)
+{
+        etcd_client_opts co = {
+            .endpoints = endpoint,
+            .cacert = conn->o.cacert,
+            .cert = conn->o.cert,
+            .key = conn->o.key,
+            .call_timeout_ms = conn->o.call_timeout_ms,
+            .dial_timeout_ms = 1000,
+        };
+        etcd_client *c = NULL;
+        int k = etcd_client_new(&co, &c);
+        if (k >= 0)
+                k = etcd_member_list(c, ret_list);
+        free(conn->error);
+        conn->error = k < 0 ? xasprintf("%s: %s", endpoint,
+                                        c ? etcd_client_last_error(c) : "unusable endpoint")
+                            : NULL;
+        etcd_client_free(c);
+        return k;
 }
 
 static int real_leader(etcd_conn *conn, uint64_t *ret_leader)
 {
         etcd_endpoint_status *st = NULL;
-        int k = etcd_status((etcd_client *)conn, NULL, &st);
+        int k = etcd_status(C(conn), NULL, &st);
         if (k < 0)
                 return k;
         *ret_leader = st->leader;
@@ -51,33 +108,34 @@ static int real_leader(etcd_conn *conn, uint64_t *ret_leader)
 static int real_add_learner(etcd_conn *conn, const char *peer_url, uint64_t *ret_id)
 {
         const char *urls[] = {peer_url};
-        return etcd_member_add((etcd_client *)conn, urls, 1, true, ret_id, NULL);
+        return etcd_member_add(C(conn), urls, 1, true, ret_id, NULL);
 }
 
 static int real_promote(etcd_conn *conn, uint64_t id)
 {
-        return etcd_member_promote((etcd_client *)conn, id);
+        return etcd_member_promote(C(conn), id);
 }
 
 static int real_remove(etcd_conn *conn, uint64_t id)
 {
-        return etcd_member_remove((etcd_client *)conn, id);
+        return etcd_member_remove(C(conn), id);
 }
 
 static int real_move_leader(etcd_conn *conn, uint64_t to_id)
 {
-        return etcd_move_leader((etcd_client *)conn, to_id);
+        return etcd_move_leader(C(conn), to_id);
 }
 
 static const char *real_last_error(const etcd_conn *conn)
 {
-        return etcd_client_last_error((const etcd_client *)conn);
+        return conn->error ? conn->error : etcd_client_last_error(conn->client);
 }
 
 const etcd_membership_ops etcd_membership_real = {
     .connect = real_connect,
     .disconnect = real_disconnect,
     .member_list = real_member_list,
+    .member_list_at = real_member_list_at,
     .leader = real_leader,
     .add_learner = real_add_learner,
     .promote = real_promote,

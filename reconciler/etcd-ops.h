@@ -37,6 +37,12 @@ typedef struct etcd_membership_ops {
         void (*disconnect)(etcd_conn *conn);
 
         int (*member_list)(etcd_conn *conn, etcd_members **ret_list);
+        /*
+         * The member list as the member at endpoint (one of its client URLs)
+         * sees it, asked of that member alone: to cross-check a list before
+         * acting on what it leaves out.
+         */
+        int (*member_list_at)(etcd_conn *conn, const char *endpoint, etcd_members **ret_list);
         /* The leader's member ID as one member reports it (0: none known). */
         int (*leader)(etcd_conn *conn, uint64_t *ret_leader);
         /* Expected: ETCD_ERR_PEER_URL_EXISTS, _TOO_MANY_LEARNERS, _UNHEALTHY. */

@@ -329,7 +329,7 @@ static void client_tls_files(reconciler *r, const etcd_cluster *c, char **ret_ca
                              char **ret_key)
 {
         *ret_ca = *ret_cert = *ret_key = NULL;
-        if (c->tls.provider == TLS_PROVIDER_NONE || !c->tls.client.enabled)
+        if (!render_client_tls(c))
                 return;
         target *t = r->opts.target;
         if (t->ops->client_tls(t, c, ret_ca, ret_cert, ret_key) < 0)
@@ -590,13 +590,46 @@ static int finish(act_ctx *a, int64_t op, const char *action, int result, const 
         return 0;
 }
 
+/* Does the target hold a member of that name (placed, running or not)? */
+static bool target_holds(target *t, const etcd_cluster *c, const char *name)
+{
+        char **names = NULL;
+        size_t n = 0;
+        bool found = false;
+        if (t->ops->list_members(t, c->namespace_, c->name, &names, &n) < 0)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                found = found || streq(names[i], name);
+                free(names[i]);
+        }
+        free(names);
+        return found;
+}
+
 static int new_member_record(act_ctx *a, int ordinal, bool seed, bool learner,
                              const char *initial_cluster_extra, state_member **ret)
 {
         const etcd_cluster *c = a->c;
         _cleanup_free_ char *name = render_member_name(c, ordinal);
+        /*
+         * A current record or a target member of that name was made by someone
+         * else (another gitcd on this state): never take it over, so a failure
+         * below cleans up only what this call created.
+         */
+        state_member *other = NULL;
+        int k = state_member_get(a->r->opts.db, a->x->name, name, &other);
+        bool taken = k >= 0 && other->removed_ms == 0;
+        state_member_free(other);
+        if (!taken && target_holds(a->r->opts.target, c, name))
+                taken = true;
+        if (taken) {
+                snprintf(a->res->message, sizeof(a->res->message),
+                         "member %s already exists (another gitcd on this state?); not touched",
+                         name);
+                return -EEXIST;
+        }
         _cleanup_(membership_plan_freep) membership_plan *p = membership_plan_new(c);
-        int k = membership_plan_append(p, a->r->opts.target, c, name, ordinal, learner, NULL, NULL);
+        k = membership_plan_append(p, a->r->opts.target, c, name, ordinal, learner, NULL, NULL);
         if (k < 0)
                 return k;
         const member_plan *mp = &p->members[0];
@@ -730,8 +763,13 @@ static int act_add_learner(act_ctx *a)
                 } else
                         finish(a, op, "member.add-learner", k,
                                k < 0 ? eo->last_error(a->x->client) : NULL, t0);
-                if (k < 0) {
-                        /* etcd did not take it: forget the planned member and its ports. */
+                if (k < 0 && k != ETCD_ERR_PEER_URL_EXISTS) {
+                        /*
+                         * etcd did not take it: forget the planned member and its ports
+                         * (both created by this call). Never on PEER_URL_EXISTS: etcd
+                         * holds a member at that URL, and the next observation matches
+                         * it with this record.
+                         */
                         target *t = a->r->opts.target;
                         (void)t->ops->remove_member(t, a->c, rec->name, false);
                         (void)state_member_mark_removed(a->r->opts.db, a->x->name, rec->name,
@@ -812,6 +850,45 @@ static int act_simple_etcd(act_ctx *a, const char *action)
         return finish(a, op, action, k, k < 0 ? eo->last_error(cl) : NULL, t0);
 }
 
+/*
+ * Before a member's data goes because the member list read this pass does
+ * not have it: ask every other recorded member, each on its own endpoint.
+ * A quorum of them must answer without the member, and none with it. One
+ * member's list is not enough: a member restarted with force-new-cluster
+ * lists only itself. -EAGAIN (with why in err) when not confirmed.
+ */
+static int confirm_gone(act_ctx *a, const state_member *gone, char *err, size_t errsize)
+{
+        const etcd_membership_ops *eo = a->r->opts.etcd;
+        uint64_t id = 0;
+        if (etcd_member_id_parse(gone->member_id, &id) < 0 || !a->x->client)
+                return 0;
+        int asked = 0, without = 0, with = 0;
+        for (size_t i = 0; i < a->w->records.n; i++) {
+                const state_member *m = a->w->records.items[i];
+                if (m == gone || streq(m->name, gone->name) || isempty(m->member_id) ||
+                    isempty(m->client_url))
+                        continue;
+                asked++;
+                etcd_members *l = NULL;
+                if (eo->member_list_at(a->x->client, m->client_url, &l) < 0)
+                        continue;
+                if (etcd_members_find(l, id))
+                        with++;
+                else
+                        without++;
+                etcd_members_free(l);
+        }
+        int need = asked / 2 + 1;
+        if (with == 0 && without >= need)
+                return 0;
+        snprintf(err, errsize,
+                 "not deleting %s: %d of the other %d members no longer list it, %d still do "
+                 "(%d must confirm)",
+                 gone->name, without, asked, with, need);
+        return -EAGAIN;
+}
+
 static int act_target(act_ctx *a, const char *action)
 {
         int64_t t0 = mono(a->r), op;
@@ -829,6 +906,11 @@ static int act_target(act_ctx *a, const char *action)
                 FAILPOINT("start.after-target");
                 break;
         case STEP_DELETE_MEMBER:
+                k = v && v->rec && !isempty(v->rec->member_id)
+                        ? confirm_gone(a, v->rec, err, sizeof(err))
+                        : 0;
+                if (k < 0)
+                        break;
                 k = t->ops->remove_member(t, a->c, a->s->member, false);
                 FAILPOINT("delete.after-target");
                 if (k >= 0)
@@ -1217,18 +1299,6 @@ static int pass_begin(reconciler *r, cluster_ctx *x, world *w, pass_result *res)
                          "tls.provider %s needs Kubernetes; on the %s target use "
                          "tls.provider auto",
                          tls_provider_name(c->tls.provider), ops->name);
-                return 0;
-        }
-
-        if (c->hosts.set != !!(ops->caps & TARGET_CAP_HOSTS)) {
-                res->outcome = PASS_FAILED;
-                snprintf(res->reason, sizeof(res->reason), "Unsupported");
-                snprintf(res->message, sizeof(res->message),
-                         c->hosts.set ? "spec.hosts is not supported yet on the %s target (the "
-                                        "hosts target is not available yet)"
-                                      : "the %s target needs spec.hosts (the machines to run "
-                                        "members on)",
-                         ops->name);
                 return 0;
         }
 

@@ -34,9 +34,6 @@
 const char *render_namespace(const etcd_cluster *c);
 /* True when the cluster is paused (replicas 0). */
 bool render_paused(const etcd_cluster *c);
-/* TLS surfaces: on only with a provider and the surface enabled. */
-bool render_client_tls(const etcd_cluster *c);
-bool render_peer_tls(const etcd_cluster *c);
 
 /* "<tls_dir>/<subdir>/<file>" with subdir ca-bundle replacing ca.crt when set. */
 char *render_tls_file(const etcd_cluster *c, const member_plan *m, const char *subdir,

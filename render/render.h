@@ -49,6 +49,13 @@ typedef struct membership_plan {
         char *cluster_token; /* --initial-cluster-token */
 } membership_plan;
 
+/*
+ * "Is client (peer) TLS on?": the one answer every module uses. On only
+ * with a provider and the surface enabled.
+ */
+bool render_client_tls(const etcd_cluster *c);
+bool render_peer_tls(const etcd_cluster *c);
+
 /* Names gitcd gives the shared objects of a cluster. */
 char *render_headless_service_name(const etcd_cluster *c);    /* "<name>-headless" */
 char *render_client_service_name(const etcd_cluster *c);      /* "<name>" */

@@ -19,29 +19,56 @@
  *   share a cache directory.
  * - Files are read from the commit's tree, never checked out: no working
  *   tree to go stale, and symlinks can never point outside the repository.
+ *   The walk itself is tree-walk.c, bounded against tree bombs.
+ * - Git content is untrusted until verified: the commit's (or tag's)
+ *   signature is checked first, then that a tag's signed name is the ref
+ *   asked for, then that the head descends from the last applied commit of
+ *   the ref (rollback protection); only then is the tree read.
+ * - The network part (connect, list, fetch) runs in a child process that
+ *   the parent kills when the time budget is spent: libgit2 1.5 has no
+ *   network timeout, so a server that accepts and then stalls would block
+ *   forever, and a socket-level timeout would need a transport of our own
+ *   for each protocol. The child shares the mirror (under our flock) and
+ *   reports back through a pipe; after a kill, stale lock files and the
+ *   half-written pack are removed. The size budget (bytes, objects) is enforced in the child by
+ *   the transfer-progress callback.
+ * - Redirects: libgit2 follows none to another host (follow_redirects
+ *   NONE), the TLS certificate callback refuses any host other than the
+ *   configured one, and the credential callback hands credentials only to
+ *   the configured scheme, host and port.
  * - The HTTPS CA bundle is a process-wide libgit2 setting
  *   (GIT_OPT_SET_SSL_CERT_LOCATIONS): it is set before each HTTPS fetch,
  *   to the source's bundle or the system's. Two
  *   threads fetching HTTPS sources with different CAs at once would race;
  *   gitcd fetches sources one at a time.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <git2.h>
 
 #include "sources/git.h"
+#include "sources/heads.h"
 #include "sources/known-hosts.h"
 #include "sources/revision.h"
 #include "sources/sshsig.h"
 #include "sources/sshwire.h"
+#include "sources/tree-walk.h"
+#include "sources/url.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/strbuf.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 #define SECRET_MAX_SIZE    (64u * 1024u)
@@ -97,6 +124,15 @@ typedef struct fetch_ctx {
         unsigned ssh_key_tries;
         unsigned https_tries;
 } fetch_ctx;
+
+/* What the fetch (in the child) found, sent back to the parent. */
+typedef struct fetch_result {
+        bool skipped; /* nothing downloaded */
+        unsigned objects;
+        size_t bytes;
+        char *refname; /* NULL for a commit id */
+        git_oid oid;
+} fetch_result;
 
 static void ctx_fail(fetch_ctx *c, int code, const char *fmt, ...) _printf_(3, 4);
 static void ctx_fail(fetch_ctx *c, int code, const char *fmt, ...)
@@ -188,6 +224,37 @@ static char *key_fingerprint_from_pub(const char *key_path)
         return ssh_fingerprint(blob, blob_len);
 }
 
+/* The port a URL of this kind uses when it names none. */
+static int default_port(source_url_kind kind)
+{
+        return kind == SOURCE_URL_SSH     ? 22
+               : kind == SOURCE_URL_HTTPS ? 443
+               : kind == SOURCE_URL_HTTP  ? 80
+                                          : 0;
+}
+
+/*
+ * Whether url (as libgit2 reports it to a callback, after any redirect) is
+ * the configured server: same kind of URL, host and port. Credentials go
+ * nowhere else.
+ */
+static bool same_server(const source_url *configured, const char *url)
+{
+        source_url u = {0};
+        _cleanup_free_ char *err = NULL;
+        bool same;
+
+        if (configured->kind == SOURCE_URL_LOCAL || configured->kind == SOURCE_URL_FILE)
+                return true; /* no server: libgit2 asks for no credentials */
+        if (!url || source_url_parse(url, &u, &err) < 0)
+                return false;
+        same = u.kind == configured->kind && streq_ptr(u.host, configured->host) &&
+               (u.port ? u.port : default_port(u.kind)) ==
+                   (configured->port ? configured->port : default_port(configured->kind));
+        source_url_release(&u);
+        return same;
+}
+
 static int credentials_cb(git_credential **out, const char *url, const char *username_from_url,
                           unsigned int allowed, void *payload)
 {
@@ -195,6 +262,13 @@ static int credentials_cb(git_credential **out, const char *url, const char *use
         const source_opts *o = c->opts;
         const char *user = username_from_url ? username_from_url : "git";
 
+        if (!same_server(c->url, url)) {
+                ctx_fail(c, -EACCES,
+                         "refusing to send credentials for %s to another server (%s): the "
+                         "server redirected the fetch",
+                         c->url->display, url ? url : "?");
+                return GIT_EAUTH;
+        }
         if (c->url->kind == SOURCE_URL_SSH) {
                 if (allowed & GIT_CREDENTIAL_USERNAME)
                         return git_credential_username_new(out,
@@ -311,11 +385,41 @@ static int certificate_cb(git_cert *cert, int valid, const char *host, void *pay
                 log_debug("host key of %s matches %s", c->url->host, c->opts->known_hosts_path);
                 return 0;
         }
+        if (!host || !streq(host, c->url->host)) {
+                ctx_fail(c, -EACCES,
+                         "refusing to talk to %s: the fetch from %s was redirected to another "
+                         "host",
+                         host ? host : "?", c->url->display);
+                return GIT_ECERTIFICATE;
+        }
         if (valid)
                 return 0;
         ctx_fail(c, -EACCES, "the TLS certificate of %s is not trusted (CA: %s)", c->url->host,
                  c->opts->https_ca_file ? c->opts->https_ca_file : "the system's trust store");
         return GIT_ECERTIFICATE;
+}
+
+/* The size budget of a fetch: abort as soon as it is exceeded. */
+static int transfer_cb(const git_indexer_progress *st, void *payload)
+{
+        fetch_ctx *c = payload;
+
+        if (st->received_bytes > c->opts->max_fetch_bytes) {
+                ctx_fail(c, -EFBIG,
+                         "the fetch from %s exceeds the budget of %zu bytes: aborted (the "
+                         "repository is too large, or the server sends too much)",
+                         c->url->display, c->opts->max_fetch_bytes);
+                return -1;
+        }
+        if (st->total_objects > c->opts->max_fetch_objects ||
+            st->received_objects > c->opts->max_fetch_objects) {
+                ctx_fail(c, -EFBIG,
+                         "the fetch from %s exceeds the budget of %zu objects (%u announced): "
+                         "aborted",
+                         c->url->display, c->opts->max_fetch_objects, st->total_objects);
+                return -1;
+        }
+        return 0;
 }
 
 static bool is_commit_id(const char *ref)
@@ -392,120 +496,114 @@ static void person(source_person *p, const git_signature *s)
         p->offset_minutes = s->when.offset;
 }
 
-typedef struct walk_ctx {
+/* tree-walk.c's operations over a repository. */
+typedef struct repo_walk {
         git_repository *repo;
         git_odb *odb;
-        source_revision *rev;
-        size_t max_size;
-        size_t max_total;
-        size_t total;
-        char *error;
-} walk_ctx;
+} repo_walk;
 
-static int read_tree(walk_ctx *w, const git_tree *tree, const char *prefix, unsigned depth)
+static int rw_open_tree(void *userdata, const uint8_t id[TREE_WALK_ID_SIZE], void **ret_tree,
+                        size_t *ret_n, char **ret_error)
 {
-        size_t n = git_tree_entrycount(tree);
+        repo_walk *rw = userdata;
+        git_tree *tree = NULL;
+        git_oid oid;
 
-        if (depth > SOURCE_MAX_DEPTH) {
-                w->error = xasprintf("folders nested deeper than %u levels at %s", SOURCE_MAX_DEPTH,
-                                     prefix);
-                return -EFBIG;
+        git_oid_fromraw(&oid, id);
+        if (git_tree_lookup(&tree, rw->repo, &oid) < 0) {
+                *ret_error = xstrdup(git_message());
+                return -EIO;
         }
+        *ret_tree = tree;
+        *ret_n = git_tree_entrycount(tree);
+        return 0;
+}
 
-        for (size_t i = 0; i < n; i++) {
-                const git_tree_entry *e = git_tree_entry_byindex(tree, i);
-                const char *name = git_tree_entry_name(e);
-                _cleanup_free_ char *path =
-                    isempty(prefix) ? xstrdup(name) : xasprintf("%s/%s", prefix, name);
-                git_filemode_t mode = git_tree_entry_filemode(e);
-                int r;
+static void rw_entry(void *userdata, void *tree, size_t i, tree_walk_entry *ret)
+{
+        const git_tree_entry *e = git_tree_entry_byindex(tree, i);
 
-                if (name[0] == '.')
-                        continue; /* .git*, .github and other hidden entries */
-                if (mode == GIT_FILEMODE_TREE) {
-                        _cleanup_(git_tree_freep) git_tree *sub = NULL;
+        (void)userdata;
+        assert(e);
+        ret->name = git_tree_entry_name(e);
+        ret->mode = (uint32_t)git_tree_entry_filemode(e); /* normalised, as git reads it */
+        memcpy(ret->id, git_tree_entry_id(e)->id, TREE_WALK_ID_SIZE);
+}
 
-                        r = git_tree_lookup(&sub, w->repo, git_tree_entry_id(e));
-                        if (r < 0) {
-                                w->error =
-                                    xasprintf("cannot read folder %s: %s", path, git_message());
-                                return -EIO;
-                        }
-                        r = read_tree(w, sub, path, depth + 1);
-                        if (r < 0)
-                                return r;
-                        continue;
-                }
-                if (mode == GIT_FILEMODE_COMMIT) {
-                        revision_add_note(w->rev, path, "submodule (not followed)");
-                        continue;
-                }
-                if (!source_name_is_yaml(name))
-                        continue;
-                if (mode == GIT_FILEMODE_LINK) {
-                        revision_add_note(w->rev, path, "symbolic link (not followed)");
-                        continue;
-                }
-                {
-                        _cleanup_(git_blob_freep) git_blob *blob = NULL;
-                        git_object_t type;
-                        size_t size;
-                        char *content;
+static void rw_close_tree(void *userdata, void *tree)
+{
+        (void)userdata;
+        git_tree_free(tree);
+}
 
-                        r = git_odb_read_header(&size, &type, w->odb, git_tree_entry_id(e));
-                        if (r < 0) {
-                                w->error = xasprintf("cannot read %s: %s", path, git_message());
-                                return -EIO;
-                        }
-                        if (size > w->max_size) {
-                                revision_add_note(w->rev, path, "larger than %zu bytes (%zu)",
-                                                  w->max_size, size);
-                                continue;
-                        }
-                        if (w->rev->n_files >= SOURCE_MAX_FILES) {
-                                w->error = xasprintf("more than %u YAML files", SOURCE_MAX_FILES);
-                                return -EFBIG;
-                        }
-                        if (size > w->max_total - w->total) {
-                                w->error = xasprintf("the YAML files add up to more than %zu "
-                                                     "bytes",
-                                                     w->max_total);
-                                return -EFBIG;
-                        }
-                        r = git_blob_lookup(&blob, w->repo, git_tree_entry_id(e));
-                        if (r < 0) {
-                                w->error = xasprintf("cannot read %s: %s", path, git_message());
-                                return -EIO;
-                        }
-                        size = (size_t)git_blob_rawsize(blob);
-                        content = xmalloc(size + 1);
-                        memcpy(content, git_blob_rawcontent(blob), size);
-                        content[size] = '\0';
-                        w->total += size;
-                        revision_add_file(w->rev, path, content, size);
-                }
+static int rw_blob_size(void *userdata, const uint8_t id[TREE_WALK_ID_SIZE], size_t *ret_size,
+                        char **ret_error)
+{
+        repo_walk *rw = userdata;
+        git_object_t type;
+        git_oid oid;
+
+        git_oid_fromraw(&oid, id);
+        if (git_odb_read_header(ret_size, &type, rw->odb, &oid) < 0) {
+                *ret_error = xstrdup(git_message());
+                return -EIO;
+        }
+        if (type != GIT_OBJECT_BLOB) {
+                *ret_error = xstrdup("the entry does not name a blob");
+                return -EIO;
         }
         return 0;
 }
+
+static int rw_blob_read(void *userdata, const uint8_t id[TREE_WALK_ID_SIZE], char **ret_content,
+                        size_t *ret_len, char **ret_error)
+{
+        repo_walk *rw = userdata;
+        _cleanup_(git_blob_freep) git_blob *blob = NULL;
+        git_oid oid;
+        size_t size;
+        char *content;
+
+        git_oid_fromraw(&oid, id);
+        if (git_blob_lookup(&blob, rw->repo, &oid) < 0) {
+                *ret_error = xstrdup(git_message());
+                return -EIO;
+        }
+        size = (size_t)git_blob_rawsize(blob);
+        content = xmalloc(size + 1);
+        memcpy(content, git_blob_rawcontent(blob), size);
+        content[size] = '\0';
+        *ret_content = content;
+        *ret_len = size;
+        return 0;
+}
+
+static const tree_walk_ops repo_walk_ops = {
+    .open_tree = rw_open_tree,
+    .entry = rw_entry,
+    .close_tree = rw_close_tree,
+    .blob_size = rw_blob_size,
+    .blob_read = rw_blob_read,
+};
 
 static int read_files(git_repository *repo, git_commit *commit, const char *subpath,
                       size_t max_size, size_t max_total, source_revision *rev, char **ret_error)
 {
         _cleanup_(git_tree_freep) git_tree *root = NULL;
-        _cleanup_(git_tree_freep) git_tree *sub = NULL;
         _cleanup_(git_odb_freep) git_odb *odb = NULL;
-        walk_ctx w = {.repo = repo, .rev = rev, .max_size = max_size, .max_total = max_total};
-        int r;
+        tree_walk_limits lim = {.max_file_size = max_size, .max_total_size = max_total};
+        repo_walk rw = {.repo = repo};
+        const git_oid *start;
+        _cleanup_(git_tree_entry_freep) git_tree_entry *e = NULL;
 
         if (git_commit_tree(&root, commit) < 0 || git_repository_odb(&odb, repo) < 0) {
                 *ret_error = xasprintf("cannot read the tree of commit %s: %s", rev->commit_id,
                                        git_message());
                 return -EIO;
         }
-        w.odb = odb;
+        rw.odb = odb;
+        start = git_tree_id(root);
         if (!isempty(subpath)) {
-                _cleanup_(git_tree_entry_freep) git_tree_entry *e = NULL;
-
                 if (git_tree_entry_bypath(&e, root, subpath) < 0) {
                         *ret_error = xasprintf("path \"%s\" does not exist in commit %s", subpath,
                                                rev->commit_id);
@@ -516,18 +614,9 @@ static int read_files(git_repository *repo, git_commit *commit, const char *subp
                                                rev->commit_id);
                         return -ENOTDIR;
                 }
-                if (git_tree_lookup(&sub, repo, git_tree_entry_id(e)) < 0) {
-                        *ret_error = xasprintf("cannot read folder %s: %s", subpath, git_message());
-                        return -EIO;
-                }
+                start = git_tree_entry_id(e);
         }
-        r = read_tree(&w, sub ? sub : root, subpath, 0);
-        if (r < 0) {
-                *ret_error = w.error;
-                return r;
-        }
-        revision_sort(rev);
-        return 0;
+        return tree_walk(&repo_walk_ops, &rw, start->id, subpath, &lim, rev, ret_error);
 }
 
 /* Split a tag object's raw content into signed payload and signature, as git does. */
@@ -678,17 +767,18 @@ static int open_mirror(const char *mirror_path, git_repository **ret, char **ret
 }
 
 /*
- * Connect, list, and fetch unless the wanted ref is unchanged. On success
- * *ret_refname (NULL for a commit id) and *ret_oid name what was asked for.
+ * Connect, list, and fetch unless the wanted ref is unchanged. Runs in the
+ * fetch child (see run_fetch). On success res->refname (NULL for a commit
+ * id) and res->oid name what was asked for.
  */
-static int update_mirror(fetch_ctx *c, git_repository *repo, source_revision *rev,
-                         char **ret_refname, git_oid *ret_oid, char **ret_error)
+static int update_mirror(fetch_ctx *c, git_repository *repo, fetch_result *res, char **ret_error)
 {
         static char *refspec_strs[] = {"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"};
         git_strarray refspecs = {refspec_strs, ARRAY_SIZE(refspec_strs)};
         _cleanup_(git_remote_freep) git_remote *remote = NULL;
         _cleanup_free_ char *refname = NULL;
         git_fetch_options fo = GIT_FETCH_OPTIONS_INIT;
+        git_remote_connect_options co = GIT_REMOTE_CONNECT_OPTIONS_INIT;
         git_remote_callbacks cb = GIT_REMOTE_CALLBACKS_INIT;
         git_remote_create_options ro = GIT_REMOTE_CREATE_OPTIONS_INIT;
         const git_remote_head **heads;
@@ -708,15 +798,16 @@ static int update_mirror(fetch_ctx *c, git_repository *repo, source_revision *re
                 have = git_odb_exists(odb, &want);
                 git_odb_free(odb);
                 if (have) {
-                        rev->fetch_skipped = true;
-                        *ret_refname = NULL;
-                        *ret_oid = want;
+                        res->skipped = true;
+                        res->refname = NULL;
+                        res->oid = want;
                         return 0;
                 }
         }
 
         cb.credentials = credentials_cb;
         cb.certificate_check = certificate_cb;
+        cb.transfer_progress = transfer_cb;
         cb.payload = c;
         /*
          * No url.<base>.insteadOf rewriting: the URL fetched is the URL
@@ -727,7 +818,9 @@ static int update_mirror(fetch_ctx *c, git_repository *repo, source_revision *re
         r = git_remote_create_with_opts(&remote, c->url->fetch_url, &ro);
         if (r < 0)
                 return convert_error(c, r, ret_error, "invalid Git URL");
-        r = git_remote_connect(remote, GIT_DIRECTION_FETCH, &cb, NULL, NULL);
+        co.callbacks = cb;
+        co.follow_redirects = GIT_REMOTE_REDIRECT_NONE;
+        r = git_remote_connect_ext(remote, GIT_DIRECTION_FETCH, &co);
         if (r < 0)
                 return convert_error(c, r, ret_error, "cannot connect");
         r = git_remote_ls(&heads, &n, remote);
@@ -747,10 +840,10 @@ static int update_mirror(fetch_ctx *c, git_repository *repo, source_revision *re
                 if (git_reference_name_to_id(&local, repo, refname) == 0 &&
                     git_oid_equal(&local, &want)) {
                         log_debug("%s: %s unchanged, fetch skipped", c->url->display, refname);
-                        rev->fetch_skipped = true;
+                        res->skipped = true;
                         git_remote_disconnect(remote);
-                        *ret_refname = TAKE_PTR(refname);
-                        *ret_oid = want;
+                        res->refname = TAKE_PTR(refname);
+                        res->oid = want;
                         return 0;
                 }
         }
@@ -759,23 +852,280 @@ static int update_mirror(fetch_ctx *c, git_repository *repo, source_revision *re
         fo.prune = GIT_FETCH_NO_PRUNE;
         fo.update_fetchhead = 0;
         fo.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
+        fo.follow_redirects = GIT_REMOTE_REDIRECT_NONE;
         r = git_remote_fetch(remote, &refspecs, &fo, NULL);
         if (r < 0)
                 return convert_error(c, r, ret_error, "fetch failed");
         stats = git_remote_stats(remote);
-        rev->received_objects = stats->received_objects;
-        rev->received_bytes = stats->received_bytes;
+        res->objects = stats->received_objects;
+        res->bytes = stats->received_bytes;
         log_debug("%s: fetched %u objects, %zu bytes", c->url->display, stats->received_objects,
                   stats->received_bytes);
-        *ret_refname = TAKE_PTR(refname);
-        *ret_oid = want;
+        res->refname = TAKE_PTR(refname);
+        res->oid = want;
         return 0;
 }
 
-static int read_revision(const source_opts *opts, git_repository *repo, const char *refname,
-                         const git_oid *want, const char *subpath, source_revision *rev,
-                         char **ret_error)
+static int write_all(int fd, const char *data, size_t len)
 {
+        while (len > 0) {
+                ssize_t k = write(fd, data, len);
+
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return -errno;
+                data += k;
+                len -= (size_t)k;
+        }
+        return 0;
+}
+
+/*
+ * The fetch child: update the mirror, write the outcome to fd as lines
+ * "r=", "skipped=", "objects=", "bytes=", "oid=", "ref=" and last
+ * "error=" (the rest of the stream), then exit without running any of the
+ * parent's exit handlers.
+ */
+static _noreturn_ void fetch_child(fetch_ctx *c, const char *mirror_path, int fd)
+{
+        git_repository *repo = NULL;
+        fetch_result res = {0};
+        char *err = NULL;
+        char hex[GIT_OID_HEXSZ + 1] = "";
+        strbuf out = STRBUF_INIT;
+        int r;
+
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+        r = git_repository_open_bare(&repo, mirror_path);
+        if (r < 0)
+                r = convert_error(NULL, r, &err, "cannot open the mirror");
+        else
+                r = update_mirror(c, repo, &res, &err);
+        if (r >= 0)
+                git_oid_tostr(hex, sizeof(hex), &res.oid);
+        sb_printf(&out, "r=%d\nskipped=%d\nobjects=%u\nbytes=%zu\noid=%s\nref=%s\nerror=%s", r,
+                  res.skipped, res.objects, res.bytes, hex, res.refname ? res.refname : "",
+                  err ? err : "");
+        (void)write_all(fd, sb_str(&out), out.len);
+        _exit(0);
+}
+
+/* The value of "key=" in the child's report (up to the end of its line), or NULL. */
+static char *report_field(const char *report, const char *key, bool rest)
+{
+        size_t kl = strlen(key);
+
+        for (const char *p = report; p && *p;) {
+                const char *nl = strchr(p, '\n');
+
+                if (strneq(p, key, kl) && p[kl] == '=')
+                        return rest || !nl ? xstrdup(p + kl + 1)
+                                           : xstrndup(p + kl + 1, (size_t)(nl - p - kl - 1));
+                p = nl ? nl + 1 : NULL;
+        }
+        return NULL;
+}
+
+static int remove_leftover(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+        size_t n = strlen(path);
+
+        (void)st;
+        if (flag != FTW_F)
+                return 0;
+        if ((n > 5 && streq(path + n - 5, ".lock")) ||
+            strneq(path + ftw->base, "pack_git2_", strlen("pack_git2_")))
+                (void)unlink(path);
+        return 0;
+}
+
+/*
+ * A killed fetch may leave lock files (refs/heads/x.lock, packed-refs.lock)
+ * that would make every later fetch fail, and a half-written pack
+ * (objects/pack/pack_git2_*). We hold the mirror's flock, so no other gitcd
+ * is writing: remove them.
+ */
+static void remove_stale_locks(const char *mirror_path)
+{
+        (void)nftw(mirror_path, remove_leftover, 16, FTW_PHYS);
+}
+
+/*
+ * Run update_mirror in a child process and wait for it at most the time
+ * budget. -ETIMEDOUT when the budget is spent (the child is killed).
+ */
+static int run_fetch(fetch_ctx *c, const char *mirror_path, fetch_result *res, char **ret_error)
+{
+        int64_t deadline = now_mono_ms() + (int64_t)c->opts->fetch_timeout_s * 1000;
+        _cleanup_close_ int rfd = -1;
+        _cleanup_free_ char *report = NULL, *rs = NULL, *oid = NULL;
+        strbuf buf = STRBUF_INIT;
+        bool timed_out = false;
+        int fds[2], status = 0, r;
+        pid_t pid;
+
+        if (pipe2(fds, O_CLOEXEC) < 0) {
+                r = -errno;
+                *ret_error = xasprintf("cannot create a pipe: %s", strerror(-r));
+                return r;
+        }
+        fflush(NULL);
+        pid = fork();
+        if (pid < 0) {
+                r = -errno;
+                close(fds[0]);
+                close(fds[1]);
+                *ret_error = xasprintf("cannot start the fetch: %s", strerror(-r));
+                return r;
+        }
+        if (pid == 0) {
+                close(fds[0]);
+                fetch_child(c, mirror_path, fds[1]);
+        }
+        close(fds[1]);
+        rfd = fds[0];
+        for (;;) {
+                struct pollfd pfd = {.fd = rfd, .events = POLLIN};
+                int64_t left = deadline - now_mono_ms();
+                char chunk[4096];
+                ssize_t k;
+
+                if (left <= 0) {
+                        timed_out = true;
+                        break;
+                }
+                r = poll(&pfd, 1, (int)MIN(left, 60000));
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r <= 0)
+                        continue;
+                k = read(rfd, chunk, sizeof(chunk));
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break;
+                sb_append_len(&buf, chunk, (size_t)k);
+        }
+        if (timed_out)
+                (void)kill(pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        report = sb_detach(&buf);
+        sb_release(&buf);
+        if (timed_out) {
+                remove_stale_locks(mirror_path);
+                *ret_error = xasprintf("the fetch from %s took longer than %u s and was "
+                                       "aborted (the server stopped answering, or the transfer "
+                                       "is too slow)",
+                                       c->url->display, c->opts->fetch_timeout_s);
+                return -ETIMEDOUT;
+        }
+        rs = report_field(report, "r", false);
+        if (!rs || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                remove_stale_locks(mirror_path);
+                *ret_error =
+                    WIFSIGNALED(status)
+                        ? xasprintf("the fetch from %s died (signal %d)", c->url->display,
+                                    WTERMSIG(status))
+                        : xasprintf("the fetch from %s failed without a report", c->url->display);
+                return -EIO;
+        }
+        r = atoi(rs);
+        if (r < 0) {
+                *ret_error = report_field(report, "error", true);
+                if (!*ret_error)
+                        *ret_error = xstrdup("fetch failed");
+                return r;
+        }
+        {
+                _cleanup_free_ char *sk = report_field(report, "skipped", false);
+                _cleanup_free_ char *ob = report_field(report, "objects", false);
+                _cleanup_free_ char *by = report_field(report, "bytes", false);
+                _cleanup_free_ char *ref = report_field(report, "ref", false);
+
+                oid = report_field(report, "oid", false);
+                if (!oid || git_oid_fromstr(&res->oid, oid) < 0) {
+                        *ret_error = xstrdup("the fetch reported no commit");
+                        return -EIO;
+                }
+                res->skipped = sk && streq(sk, "1");
+                res->objects = ob ? (unsigned)strtoul(ob, NULL, 10) : 0;
+                res->bytes = by ? (size_t)strtoull(by, NULL, 10) : 0;
+                res->refname = !isempty(ref) ? TAKE_PTR(ref) : NULL;
+        }
+        return 0;
+}
+
+/*
+ * Check that the annotated tag obj carries the name of the ref it was
+ * reached through: a ref refs/tags/v2 that points at the signed tag object
+ * of v1 would otherwise pass for a signed v2. NULL when it does, else why not.
+ */
+static char *tag_name_mismatch(git_object *obj, const char *refname)
+{
+        const char *name = git_tag_name((git_tag *)obj);
+
+        if (!refname)
+                return NULL; /* an object id was asked for: nothing to match */
+        if (!strneq(refname, "refs/tags/", 10))
+                return xasprintf("%s is not a tag ref but points at the tag object \"%s\"", refname,
+                                 name ? name : "");
+        if (!name || !streq(name, refname + 10))
+                return xasprintf("the signed tag object is named \"%s\", not \"%s\": %s "
+                                 "points at another tag's object",
+                                 name ? name : "", refname + 10, refname);
+        return NULL;
+}
+
+static bool commit_in_mirror(git_repository *repo, const git_oid *id)
+{
+        _cleanup_(git_odb_freep) git_odb *odb = NULL;
+
+        return git_repository_odb(&odb, repo) == 0 && git_odb_exists(odb, id);
+}
+
+/*
+ * Rollback protection: NULL when commit may follow the last commit applied
+ * from refname, else why not.
+ */
+static char *rollback_refusal(git_repository *repo, const char *heads_path, const char *refname,
+                              const git_oid *commit, char **ret_error, int *ret_r)
+{
+        char last_hex[GIT_OID_HEXSZ + 1];
+        git_oid last;
+        int r;
+
+        *ret_r = 0;
+        if (!refname || !heads_path)
+                return NULL;
+        r = heads_get(heads_path, refname, last_hex);
+        if (r == -ENOENT)
+                return NULL;
+        if (r < 0) {
+                *ret_error = xasprintf("cannot read %s: %s", heads_path, strerror(-r));
+                *ret_r = r;
+                return NULL;
+        }
+        if (git_oid_fromstr(&last, last_hex) < 0 || git_oid_equal(&last, commit))
+                return NULL;
+        r = git_graph_descendant_of(repo, commit, &last);
+        if (r == 1)
+                return NULL;
+        if (r < 0 && !commit_in_mirror(repo, &last))
+                return xasprintf("the last commit applied from %s (%s) is no longer in the "
+                                 "mirror, so the new head cannot be shown to descend from it; "
+                                 "refusing a possible rollback (--allow-rollback accepts it)",
+                                 refname, last_hex);
+        return xasprintf("the new head of %s does not descend from %s, the last commit applied "
+                         "from it: refusing a rollback (--allow-rollback accepts it)",
+                         refname, last_hex);
+}
+
+static int read_revision(const git_fetch_request *req, git_repository *repo, const char *refname,
+                         const git_oid *want, source_revision *rev, char **ret_error)
+{
+        const source_opts *opts = req->opts;
         _cleanup_(git_object_freep) git_object *obj = NULL;
         _cleanup_(git_object_freep) git_object *peeled = NULL;
         git_commit *commit;
@@ -807,31 +1157,50 @@ static int read_revision(const source_opts *opts, git_repository *repo, const ch
         person(&rev->committer, git_commit_committer(commit));
         rev->message = xstrdup(git_commit_message(commit) ? git_commit_message(commit) : "");
 
-        r = read_files(repo, commit, subpath, opts->max_file_size, opts->max_total_size, rev,
-                       ret_error);
-        if (r < 0)
-                return r;
+        /* Nothing of the tree is read before the commit is trusted. */
+        if (opts->verify_signatures) {
+                when = rev->committer.time;
+                if (tag_oid) {
+                        const git_signature *tagger = git_tag_tagger((git_tag *)obj);
 
-        if (!opts->verify_signatures)
-                return 0;
-        when = rev->committer.time;
-        if (tag_oid) {
-                const git_signature *tagger = git_tag_tagger((git_tag *)obj);
-
-                if (tagger)
-                        when = (int64_t)tagger->when.time;
+                        if (tagger)
+                                when = (int64_t)tagger->when.time;
+                }
+                r = check_signature(repo, git_commit_id(commit), tag_oid, when,
+                                    opts->allowed_signers_path, rev, ret_error);
+                if (r < 0)
+                        return r;
+                if (!rev->signature_verified) {
+                        rev->refusal = xstrdup(rev->signature_reason);
+                        *ret_error = xasprintf("%s %s of %s is not signed by a trusted key: %s",
+                                               tag_oid ? "tag" : "commit",
+                                               tag_oid ? refname : rev->commit_id, rev->repository,
+                                               rev->signature_reason);
+                        return -EPERM;
+                }
+                if (tag_oid) {
+                        rev->refusal = tag_name_mismatch(obj, refname);
+                        if (rev->refusal) {
+                                rev->signature_verified = false;
+                                *ret_error = xasprintf("tag %s of %s refused: %s", refname,
+                                                       rev->repository, rev->refusal);
+                                return -EPERM;
+                        }
+                }
         }
-        r = check_signature(repo, git_commit_id(commit), tag_oid, when, opts->allowed_signers_path,
-                            rev, ret_error);
-        if (r < 0)
-                return r;
-        if (!rev->signature_verified) {
-                *ret_error = xasprintf(
-                    "%s %s of %s is not signed by a trusted key: %s", tag_oid ? "tag" : "commit",
-                    tag_oid ? refname : rev->commit_id, rev->repository, rev->signature_reason);
-                return -EPERM;
+        if (!opts->allow_rollback) {
+                rev->refusal = rollback_refusal(repo, req->heads_path, refname,
+                                                git_commit_id(commit), ret_error, &r);
+                if (r < 0)
+                        return r;
+                if (rev->refusal) {
+                        *ret_error = xasprintf("commit %s of %s refused: %s", rev->commit_id,
+                                               rev->repository, rev->refusal);
+                        return -EPERM;
+                }
         }
-        return 0;
+        return read_files(repo, commit, req->subpath, opts->max_file_size, opts->max_total_size,
+                          rev, ret_error);
 }
 
 /*
@@ -857,16 +1226,19 @@ static int set_trust(const char *ca_file, char **ret_error)
         return 0;
 }
 
-int git_adapter_fetch(const source_opts *opts, const source_url *url, const char *mirror_path,
-                      const char *subpath, source_revision *rev, char **ret_error)
+int git_adapter_fetch(const git_fetch_request *req, source_revision *rev, char ret_head[41],
+                      char **ret_error)
 {
+        const source_opts *opts = req->opts;
+        const source_url *url = req->url;
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
-        _cleanup_free_ char *refname = NULL;
         _cleanup_close_ int lock_fd = -1;
         fetch_ctx c = {.opts = opts, .url = url};
-        git_oid want;
+        fetch_result res = {0};
         int r;
 
+        assert(opts->fetch_timeout_s > 0 && opts->max_fetch_bytes > 0 &&
+               opts->max_fetch_objects > 0);
         if (url->kind == SOURCE_URL_SSH && !(git_libgit2_features() & GIT_FEATURE_SSH)) {
                 *ret_error = xstrdup("this libgit2 was built without SSH support");
                 return -EOPNOTSUPP;
@@ -877,15 +1249,31 @@ int git_adapter_fetch(const source_opts *opts, const source_url *url, const char
                         return r;
         }
 
-        r = take_lock(mirror_path, &lock_fd, ret_error);
+        r = take_lock(req->mirror_path, &lock_fd, ret_error);
         if (r < 0)
                 return r;
-        r = open_mirror(mirror_path, &repo, ret_error);
+        r = open_mirror(req->mirror_path, &repo, ret_error);
         if (r < 0)
                 return r;
-        r = update_mirror(&c, repo, rev, &refname, &want, ret_error);
+        git_repository_free(TAKE_PTR(repo));
+        r = run_fetch(&c, req->mirror_path, &res, ret_error);
         free(c.error);
         if (r < 0)
                 return r;
-        return read_revision(opts, repo, refname, &want, subpath, rev, ret_error);
+        rev->fetch_skipped = res.skipped;
+        rev->received_objects = res.objects;
+        rev->received_bytes = res.bytes;
+        git_oid_tostr(ret_head, GIT_OID_HEXSZ + 1, &res.oid);
+        if (req->refused_head && streq(ret_head, req->refused_head)) {
+                /* The ref still names what was refused: nothing new to judge. */
+                rev->ref = TAKE_PTR(res.refname);
+                return 1;
+        }
+        r = git_repository_open_bare(&repo, req->mirror_path);
+        if (r < 0)
+                r = convert_error(NULL, r, ret_error, "cannot open the mirror");
+        else
+                r = read_revision(req, repo, res.refname, &res.oid, rev, ret_error);
+        free(res.refname);
+        return r;
 }

@@ -5,7 +5,9 @@
  * none of its negated patterns does, exactly as OpenSSH decides; the verdict
  * is "known" only when an applicable, non-revoked line carries the very key
  * the server offered. @cert-authority lines are ignored (host certificates
- * are not supported), so they never make a host trusted.
+ * are not supported), so they never make a host trusted; so are lines with
+ * any other marker (markers match exactly: "@revokedx" is not "@revoked"),
+ * as OpenSSH does.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -123,6 +125,12 @@ static bool next_field(const char **p, const char **ret, size_t *ret_len)
         return true;
 }
 
+/* Whether the marker field (len bytes) is exactly name. */
+static bool marker_is(const char *field, size_t len, const char *name)
+{
+        return len == strlen(name) && memcmp(field, name, len) == 0;
+}
+
 /* The message for a key that is not accepted; 0 when it is. */
 static int verdict(const char *name, const char *fp, const char *type, bool key_listed,
                    bool same_type_listed, bool revoked, const char *other_types, char **ret_message)
@@ -181,6 +189,7 @@ int known_hosts_check_buffer(const char *text, size_t text_len, const char *host
                 const char *p = line, *f, *hosts, *b64;
                 size_t n, hosts_len, b64_len;
                 const char *marker = NULL;
+                size_t marker_len = 0;
                 _cleanup_free_ uint8_t *blob = NULL;
                 size_t blob_len;
 
@@ -191,6 +200,7 @@ int known_hosts_check_buffer(const char *text, size_t text_len, const char *host
                         continue;
                 if (f[0] == '@') {
                         marker = f;
+                        marker_len = n;
                         if (!next_field(&p, &f, &n))
                                 continue;
                 }
@@ -200,13 +210,14 @@ int known_hosts_check_buffer(const char *text, size_t text_len, const char *host
                         continue;
                 if (!next_field(&p, &b64, &b64_len))
                         continue;
-                if (marker && strneq(marker, "@cert-authority", 15))
-                        continue;
+                /* As OpenSSH: a marker other than these two makes the line void. */
+                if (marker && !marker_is(marker, marker_len, "@revoked"))
+                        continue; /* @cert-authority (unsupported) or unknown */
                 if (!hosts_match(hosts, hosts_len, name))
                         continue;
                 if (base64_decode(b64, b64_len, &blob, &blob_len) < 0)
                         continue;
-                if (marker && strneq(marker, "@revoked", 8)) {
+                if (marker) { /* @revoked */
                         if (blob_len == key_len && memcmp(blob, key, key_len) == 0)
                                 revoked = true;
                         continue;

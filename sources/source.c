@@ -10,6 +10,12 @@
  * with the same rules as a Git tree (YAML only, hidden entries ignored,
  * symlinks and oversized files skipped with a note) so switching a source
  * between a checkout and its repository never changes what is read.
+ *
+ * A refused revision is remembered for as long as the remote's ref names
+ * the same object (and allowed_signers and the applied-heads file are
+ * unchanged): a poll then costs one listing of the remote's refs and
+ * returns the same refusal, marked as repeated, so the caller does not
+ * audit it again.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +27,7 @@
 #include <openssl/sha.h>
 
 #include "sources/git.h"
+#include "sources/heads.h"
 #include "sources/revision.h"
 #include "sources/source.h"
 #include "sources/sshwire.h"
@@ -33,89 +40,36 @@
 
 typedef enum source_kind { SOURCE_DIRECTORY, SOURCE_GIT } source_kind;
 
+/* Enough of a file's stat to notice that it was replaced or edited. */
+typedef struct file_stamp {
+        bool exists;
+        dev_t dev;
+        ino_t ino;
+        off_t size;
+        struct timespec mtime;
+} file_stamp;
+
 struct source {
         source_kind kind;
         source_opts opts; /* deep copy */
         source_url url;
         char *root;        /* directory sources: absolute path */
         char *mirror_path; /* Git sources */
+        char *heads_path;  /* Git sources: the last applied commit per ref (heads.h) */
         char *subpath;     /* normalised: no leading or trailing '/', NULL for the root */
         char *error;
+        /*
+         * The last refused revision (without files), its message, and the
+         * allowed_signers file as it was then: while the head stays the
+         * same and the file unchanged, the refusal is repeated, not redone.
+         */
+        source_revision *refused;
+        char *refused_error;
+        char refused_head[41]; /* the object the ref named (a tag's, or the commit's) */
+        file_stamp refused_signers, refused_heads;
         size_t read_total; /* bytes read by the current directory fetch */
         bool git_initialised;
 };
-
-bool source_name_is_yaml(const char *name)
-{
-        size_t n = strlen(name);
-
-        return (n > 5 && streq(name + n - 5, ".yaml")) || (n > 4 && streq(name + n - 4, ".yml"));
-}
-
-void revision_add_file(source_revision *r, const char *path, char *content, size_t len)
-{
-        r->files = xrealloc(r->files, (r->n_files + 1) * sizeof(*r->files));
-        r->files[r->n_files++] = (source_file){xstrdup(path), content, len};
-}
-
-void revision_add_note(source_revision *r, const char *path, const char *reason_fmt, ...)
-{
-        va_list ap;
-
-        va_start(ap, reason_fmt);
-        r->notes = xrealloc(r->notes, (r->n_notes + 1) * sizeof(*r->notes));
-        r->notes[r->n_notes++] = (source_note){xstrdup(path), xvasprintf(reason_fmt, ap)};
-        va_end(ap);
-}
-
-static int cmp_file(const void *a, const void *b)
-{
-        return strcmp(((const source_file *)a)->path, ((const source_file *)b)->path);
-}
-
-static int cmp_note(const void *a, const void *b)
-{
-        return strcmp(((const source_note *)a)->path, ((const source_note *)b)->path);
-}
-
-void revision_sort(source_revision *r)
-{
-        if (r->n_files > 1)
-                qsort(r->files, r->n_files, sizeof(*r->files), cmp_file);
-        if (r->n_notes > 1)
-                qsort(r->notes, r->n_notes, sizeof(*r->notes), cmp_note);
-}
-
-static void person_release(source_person *p)
-{
-        free(p->name);
-        free(p->email);
-}
-
-void source_revision_free(source_revision *r)
-{
-        if (!r)
-                return;
-        free(r->repository);
-        free(r->ref);
-        person_release(&r->author);
-        person_release(&r->committer);
-        free(r->message);
-        free(r->signature_reason);
-        free(r->signer_fingerprint);
-        free(r->signer_identity);
-        for (size_t i = 0; i < r->n_files; i++) {
-                free(r->files[i].path);
-                free(r->files[i].content);
-        }
-        free(r->files);
-        for (size_t i = 0; i < r->n_notes; i++) {
-                free(r->notes[i].path);
-                free(r->notes[i].reason);
-        }
-        free(r->notes);
-        free(r);
-}
 
 static void opts_copy(source_opts *dst, const source_opts *src)
 {
@@ -137,6 +91,12 @@ static void opts_copy(source_opts *dst, const source_opts *src)
                 dst->max_file_size = SOURCE_DEFAULT_MAX_FILE_SIZE;
         if (dst->max_total_size == 0)
                 dst->max_total_size = SOURCE_DEFAULT_MAX_TOTAL_SIZE;
+        if (dst->fetch_timeout_s == 0)
+                dst->fetch_timeout_s = SOURCE_DEFAULT_FETCH_TIMEOUT_S;
+        if (dst->max_fetch_bytes == 0)
+                dst->max_fetch_bytes = SOURCE_DEFAULT_MAX_FETCH_BYTES;
+        if (dst->max_fetch_objects == 0)
+                dst->max_fetch_objects = SOURCE_DEFAULT_MAX_FETCH_OBJECTS;
 }
 
 static void opts_release(source_opts *o)
@@ -164,8 +124,11 @@ void source_free(source *s)
         source_url_release(&s->url);
         free(s->root);
         free(s->mirror_path);
+        free(s->heads_path);
         free(s->subpath);
         free(s->error);
+        source_revision_free(s->refused);
+        free(s->refused_error);
         if (s->git_initialised)
                 git_adapter_shutdown();
         free(s);
@@ -272,9 +235,15 @@ static int check_git_opts(source *s)
                         return set_error(s, -EINVAL,
                                          "an SSH source needs a private key file or the SSH "
                                          "agent");
-                if (o->use_ssh_agent && isempty(getenv("SSH_AUTH_SOCK")))
-                        return set_error(s, -EINVAL,
-                                         "the SSH agent is requested but SSH_AUTH_SOCK is not set");
+                if (o->use_ssh_agent) {
+                        const char *sock =
+                            getenv("SSH_AUTH_SOCK"); /* read once: isempty() reads twice */
+
+                        if (isempty(sock))
+                                return set_error(s, -EINVAL,
+                                                 "the SSH agent is requested but SSH_AUTH_SOCK is "
+                                                 "not set");
+                }
                 if ((r = check_readable(s, "SSH key", o->use_ssh_agent ? NULL : o->ssh_key_path)) <
                     0)
                         return r;
@@ -303,7 +272,8 @@ static int check_git_opts(source *s)
         return 0;
 }
 
-static char *mirror_name(const char *url)
+/* <sha256(url)[0:32]> followed by suffix. */
+static char *mirror_name(const char *url, const char *suffix)
 {
         uint8_t md[SHA256_DIGEST_LENGTH];
         char hex[33];
@@ -311,7 +281,7 @@ static char *mirror_name(const char *url)
         SHA256((const uint8_t *)url, strlen(url), md);
         for (size_t i = 0; i < 16; i++)
                 snprintf(hex + 2 * i, 3, "%02x", md[i]);
-        return xasprintf("%s.git", hex);
+        return xasprintf("%s%s", hex, suffix);
 }
 
 static int open_source(source *s, const source_opts *opts)
@@ -364,9 +334,11 @@ static int open_source(source *s, const source_opts *opts)
         if (r < 0)
                 return r;
         {
-                _cleanup_free_ char *name = mirror_name(s->url.display);
+                _cleanup_free_ char *name = mirror_name(s->url.display, ".git");
+                _cleanup_free_ char *heads = mirror_name(s->url.display, ".heads");
 
                 s->mirror_path = path_join(opts->cache_dir, name);
+                s->heads_path = path_join(opts->cache_dir, heads);
         }
         return 0;
 }
@@ -488,10 +460,51 @@ static int fetch_directory(source *s, source_revision *rev)
         return read_dir(s, rev, dir, s->subpath ? s->subpath : "", 0);
 }
 
+static void forget_refusal(source *s)
+{
+        source_revision_free(TAKE_PTR(s->refused));
+        free(TAKE_PTR(s->refused_error));
+}
+
+static file_stamp stamp(const char *path)
+{
+        struct stat st;
+
+        if (!path || stat(path, &st) < 0)
+                return (file_stamp){0};
+        return (file_stamp){true, st.st_dev, st.st_ino, st.st_size, st.st_mtim};
+}
+
+static bool same_stamp(file_stamp a, file_stamp b)
+{
+        return a.exists == b.exists && a.dev == b.dev && a.ino == b.ino && a.size == b.size &&
+               a.mtime.tv_sec == b.mtime.tv_sec && a.mtime.tv_nsec == b.mtime.tv_nsec;
+}
+
+/*
+ * Whether the remembered refusal still holds as far as files go: the
+ * allowed_signers file and the applied-heads file are the ones it was
+ * judged with (an operator may have edited the first, or accepted a
+ * rollback with another gitcd and so changed the second).
+ */
+static bool refusal_still_judged(const source *s)
+{
+        return same_stamp(stamp(s->opts.allowed_signers_path), s->refused_signers) &&
+               same_stamp(stamp(s->heads_path), s->refused_heads);
+}
+
 int source_fetch(source *s, source_revision **ret)
 {
         _cleanup_(source_revision_freep) source_revision *rev = XNEW(source_revision);
         _cleanup_free_ char *err = NULL;
+        char head[41] = "";
+        git_fetch_request req = {
+            .opts = &s->opts,
+            .url = &s->url,
+            .mirror_path = s->mirror_path,
+            .subpath = s->subpath,
+            .heads_path = s->heads_path,
+        };
         int r;
 
         free(s->error);
@@ -510,14 +523,47 @@ int source_fetch(source *s, source_revision **ret)
                 return set_error(s, r, "cannot create cache directory %s: %s", s->opts.cache_dir,
                                  strerror(-r));
         rev->repository = xstrdup(s->url.display);
-        r = git_adapter_fetch(&s->opts, &s->url, s->mirror_path, s->subpath, rev, &err);
+        if (s->refused && !refusal_still_judged(s))
+                forget_refusal(s);
+        req.refused_head = s->refused ? s->refused_head : NULL;
+        r = git_adapter_fetch(&req, rev, head, &err);
+        if (r == 1) {
+                /* Still the head refused before: the same verdict, not evaluated again. */
+                source_revision *again = revision_copy_header(s->refused);
+
+                again->refusal_repeated = true;
+                again->fetch_skipped = rev->fetch_skipped;
+                set_error(s, -EPERM, "%s", s->refused_error);
+                *ret = again;
+                return -EPERM;
+        }
         if (r == -EPERM) {
+                forget_refusal(s);
+                s->refused = revision_copy_header(rev);
+                s->refused_error = xstrdup(err);
+                memcpy(s->refused_head, head, sizeof(head));
+                s->refused_signers = stamp(s->opts.allowed_signers_path);
+                s->refused_heads = stamp(s->heads_path);
                 set_error(s, r, "%s", err);
                 *ret = TAKE_PTR(rev);
                 return r;
         }
         if (r < 0)
                 return set_error(s, r, "%s: %s", s->url.display, err ? err : "failed");
+        forget_refusal(s);
         *ret = TAKE_PTR(rev);
+        return 0;
+}
+
+int source_mark_applied(source *s, const source_revision *rev)
+{
+        int r;
+
+        if (s->kind != SOURCE_GIT || !rev->ref || !rev->commit_id[0])
+                return 0;
+        r = heads_set(s->heads_path, rev->ref, rev->commit_id);
+        if (r < 0)
+                return set_error(s, r, "cannot record the applied commit in %s: %s", s->heads_path,
+                                 strerror(-r));
         return 0;
 }

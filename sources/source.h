@@ -18,10 +18,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SOURCE_DEFAULT_MAX_FILE_SIZE  (4u * 1024u * 1024u)
-#define SOURCE_DEFAULT_MAX_TOTAL_SIZE (256u * 1024u * 1024u)
-#define SOURCE_MAX_FILES              100000u /* more YAML files: -EFBIG */
-#define SOURCE_MAX_DEPTH              64u     /* deeper folders: -EFBIG */
+#define SOURCE_DEFAULT_MAX_FILE_SIZE     (4u * 1024u * 1024u)
+#define SOURCE_DEFAULT_MAX_TOTAL_SIZE    (256u * 1024u * 1024u)
+#define SOURCE_MAX_FILES                 100000u  /* more YAML files: -EFBIG */
+#define SOURCE_MAX_DEPTH                 64u      /* deeper folders: -EFBIG */
+#define SOURCE_MAX_ENTRIES               1000000u /* tree entries visited in all: -EFBIG */
+#define SOURCE_MAX_REPEATED_TREES        10000u   /* folders read again (same tree): -EFBIG */
+#define SOURCE_MAX_NOTES                 1000u    /* notes kept; the rest are counted */
+#define SOURCE_DEFAULT_FETCH_TIMEOUT_S   120u
+#define SOURCE_DEFAULT_MAX_FETCH_BYTES   (1024u * 1024u * 1024u)
+#define SOURCE_DEFAULT_MAX_FETCH_OBJECTS 1000000u
 
 typedef struct source_opts {
         const char
@@ -49,6 +55,18 @@ typedef struct source_opts {
         /* Signed commits */
         bool verify_signatures;
         const char *allowed_signers_path; /* OpenSSH allowed_signers format */
+
+        /*
+         * Rollback protection: a new head of a ref that does not descend
+         * from the last commit applied from it (source_mark_applied) is
+         * refused unless this is set.
+         */
+        bool allow_rollback;
+
+        /* Budgets of one fetch (connect, list, download); 0: the defaults. */
+        unsigned fetch_timeout_s;
+        size_t max_fetch_bytes;
+        size_t max_fetch_objects;
 } source_opts;
 
 typedef struct source_person {
@@ -87,6 +105,16 @@ typedef struct source_revision {
         size_t n_files;
         source_note *notes; /* skipped entries, sorted by path */
         size_t n_notes;
+        size_t notes_omitted; /* while reading: notes beyond SOURCE_MAX_NOTES */
+
+        /*
+         * Why source_fetch() refused the revision (-EPERM): an untrusted
+         * signature, a tag whose signed name is not the ref, or a rollback.
+         * refusal_repeated: the same head was refused by an earlier fetch of
+         * this source and was not evaluated again.
+         */
+        char *refusal;
+        bool refusal_repeated;
 
         /* How the mirror was updated by this fetch. */
         bool fetch_skipped;        /* the remote ref was unchanged: nothing downloaded */
@@ -107,20 +135,41 @@ void source_free(source *s);
 
 /*
  * Fetch (for Git) and read the revision. Returns 0 with *ret filled, or:
- *   -EPERM   verify_signatures is on and the commit (or tag) is unsigned,
- *            signed by an untrusted key or the signature is invalid. *ret
- *            is still filled (signature_verified = false, signature_reason
- *            says why) so the caller can record the refused revision and
- *            keep applying the last good one.
+ *   -EPERM   the revision is refused: verify_signatures is on and the
+ *            commit (or tag) is unsigned, signed by an untrusted key, the
+ *            signature is invalid or the tag's signed name is not the ref;
+ *            or the new head does not descend from the last commit applied
+ *            from the ref (a rollback) and allow_rollback is off. *ret is
+ *            still filled with the commit's description but no files
+ *            (refusal says why; for signatures signature_verified = false
+ *            and signature_reason says why) so the caller can record the
+ *            refused revision and keep applying the last good one. As long
+ *            as the same head stays refused, later fetches only list the
+ *            remote's refs and return the same refusal with
+ *            refusal_repeated set.
  *   -ENOENT  the ref or the subpath does not exist
  *   -EFBIG   the files under the subpath add up to more than max_total_size,
  *            or there are more than SOURCE_MAX_FILES, or folders nest deeper
  *            than SOURCE_MAX_DEPTH
- *   -EACCES  authentication or host-key verification failed
+ *   -EACCES  authentication or host-key verification failed, or the
+ *            server redirected to another host
+ *   -ETIMEDOUT  the fetch took longer than fetch_timeout_s
+ *   -EFBIG   (also) the fetch exceeded max_fetch_bytes or max_fetch_objects, or
+ *            the tree has more than SOURCE_MAX_ENTRIES entries or repeats
+ *            folders more than SOURCE_MAX_REPEATED_TREES times
  *   -EIO     the transfer failed
  * Other failures leave *ret untouched. The message is in source_last_error().
  */
 int source_fetch(source *s, source_revision **ret);
+
+/*
+ * Remember that rev (returned by source_fetch() with 0) was applied: its
+ * commit becomes the one later heads of the same ref must descend from.
+ * Stored beside the mirror in the cache directory; a no-op for a plain
+ * directory or a commit id. 0 or a negative errno (message in
+ * source_last_error()).
+ */
+int source_mark_applied(source *s, const source_revision *rev);
 
 /* The message of the last failure, or "" when there was none. */
 const char *source_last_error(const source *s);

@@ -6,16 +6,29 @@
  * granted it inside its own transaction. Nothing secret may enter: before
  * and after summaries must be JSON, and the value of every key that looks
  * secret (password, token, secret, credential, a name ending in "key") is
- * replaced by "[redacted]" at any depth; an event holding a PEM private key
- * block anywhere is refused outright, so a caller's mistake fails loudly
- * instead of leaking quietly.
+ * replaced by "[redacted]" at any depth.
+ *
+ * The design decision to know: much of an event comes from a Git commit
+ * (author, message, spec), and whoever can push must not be able to
+ * suppress the log. So content is never a reason to refuse an event: a PEM
+ * private key block anywhere is cut out and replaced by "[redacted]", and
+ * control characters are escaped (util/escape.h), then the event is
+ * stored. An append that fails all the same (a full disk, a broken
+ * database, a caller's invalid JSON) is counted twice, apart from the
+ * audit table: in the audit_failures row that `gitcd status` shows, and in
+ * a per-process counter that makes the command exit non-zero.
  */
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <string.h>
 
 #include "state/internal.h"
+#include "util/escape.h"
+#include "util/log.h"
+#include "util/strbuf.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 #define REDACTED "[redacted]"
@@ -52,6 +65,74 @@ bool state_text_has_private_key(const char *text)
         return false;
 }
 
+/* Body characters of a PEM block: base64, and the line breaks between. */
+static bool pem_body_char(char ch)
+{
+        return isalnum((unsigned char)ch) || ch == '+' || ch == '/' || ch == '=' || ch == '\n' ||
+               ch == '\r' || ch == '\t' || ch == ' ';
+}
+
+/*
+ * Where the private key block whose BEGIN line starts at p and whose label
+ * ends at label_end ends: after its END line when there is one, else after
+ * the base64 body that follows the BEGIN line.
+ */
+static const char *pem_block_end(const char *label_end)
+{
+        const char *after_begin = label_end + 5;
+        const char *end = strstr(after_begin, "-----END ");
+        if (end) {
+                const char *close = strstr(end + 9, "-----");
+                return close ? close + 5 : end + strlen(end);
+        }
+        const char *q = after_begin;
+        while (*q && pem_body_char(*q))
+                q++;
+        while (q > after_begin && isspace((unsigned char)q[-1]))
+                q--; /* the blank before what follows is not part of the key */
+        return q;
+}
+
+/* One pass: each block state_text_has_private_key() would find becomes "[redacted]". */
+static char *redact_once(const char *text)
+{
+        strbuf sb = STRBUF_INIT;
+        const char *copied = text;
+        const char *p = strstr(text, "-----BEGIN ");
+        while (p) {
+                const char *label_end = strstr(p + 11, "-----");
+                if (!label_end)
+                        break;
+                if (!memmem(p, (size_t)(label_end - p), "PRIVATE KEY", 11)) {
+                        p = strstr(p + 1, "-----BEGIN ");
+                        continue;
+                }
+                const char *end = pem_block_end(label_end);
+                sb_append_len(&sb, copied, (size_t)(p - copied));
+                sb_append(&sb, REDACTED);
+                copied = end;
+                p = strstr(end, "-----BEGIN ");
+        }
+        sb_append(&sb, copied);
+        return sb_detach(&sb);
+}
+
+char *state_redact_private_keys(const char *text)
+{
+        if (!text)
+                return NULL;
+        char *s = xstrdup(text);
+        /* a pass can join text around a block into a new marker; each pass
+         * removes at least one block and shortens the text, so this ends */
+        while (state_text_has_private_key(s)) {
+                char *next = redact_once(s);
+                assert(strlen(next) < strlen(s));
+                free(s);
+                s = next;
+        }
+        return s;
+}
+
 static void scrub(json_t *j)
 {
         if (json_is_object(j)) {
@@ -68,6 +149,9 @@ static void scrub(json_t *j)
                 size_t i;
                 json_t *value;
                 json_array_foreach(j, i, value) scrub(value);
+        } else if (json_is_string(j) && state_text_has_private_key(json_string_value(j))) {
+                _cleanup_free_ char *clean = state_redact_private_keys(json_string_value(j));
+                json_string_set(j, clean);
         }
 }
 
@@ -81,45 +165,126 @@ char *state_scrub_json(const char *json)
         scrub(j);
         char *s = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
         json_decref(j);
+        if (s && state_text_has_private_key(s)) {
+                /* only an object key can still hold one: keep no part of the summary */
+                free(s);
+                s = xstrdup("\"" REDACTED "\"");
+        }
         return s;
+}
+
+/* A text field as stored: private keys cut out, control characters escaped. */
+static char *clean_text(const char *text)
+{
+        _cleanup_free_ char *redacted = state_redact_private_keys(text);
+        return str_escape(redacted);
+}
+
+static unsigned failed_in_process;
+
+unsigned state_audit_failures_in_process(void)
+{
+        return __atomic_load_n(&failed_in_process, __ATOMIC_RELAXED);
+}
+
+/*
+ * Count a failed append, in the process and, when the database can still
+ * be written, in audit_failures. Returns r, keeping the append's message.
+ */
+static int audit_failed(state_db *db, const state_audit_event *ev, int r)
+{
+        assert(db);
+        assert(r < 0);
+        __atomic_add_fetch(&failed_in_process, 1, __ATOMIC_RELAXED);
+        _cleanup_free_ char *error = xstrdup(state_last_error());
+        /* SQLite may have rolled back the caller's transaction already
+         * (after SQLITE_FULL): then nothing may run inside it */
+        bool txn_gone = db->depth > 0 && sqlite3_get_autocommit(db->sql);
+        if (!db->read_only && !txn_gone) {
+                int64_t when = ev && ev->time_ms > 0 ? ev->time_ms : now_wall_ms();
+                int k = db_run(db, "counting a failed audit event",
+                               "INSERT INTO audit_failures (id, count, last_ms, last_action, "
+                               "last_error) VALUES (1, 1, ?1, ?2, ?3) ON CONFLICT (id) DO UPDATE "
+                               "SET count = count + 1, last_ms = ?1, last_action = ?2, "
+                               "last_error = ?3",
+                               "iss", when, ev ? ev->action : NULL, error);
+                if (k < 0)
+                        log_debug("%s", state_last_error());
+        }
+        /* put the append's message back (db_fail adds the "state PATH: " again) */
+        _cleanup_free_ char *prefix = xasprintf("state %s: ", db->path);
+        size_t skip = strneq(error, prefix, strlen(prefix)) ? strlen(prefix) : 0;
+        return db_fail(db, r, NULL, "%s", error + skip);
 }
 
 int state_audit_append(state_db *db, const state_audit_event *ev, int64_t *ret_id)
 {
         const char *what = "writing an audit event";
         if (!ev || isempty(ev->action))
-                return db_fail(db, -EINVAL, what, "an audit event needs an action");
-        const char *texts[] = {ev->cluster, ev->commit,  ev->author,      ev->action,
-                               ev->reason,  ev->outcome, ev->before_json, ev->after_json};
-        for (size_t i = 0; i < ARRAY_SIZE(texts); i++)
-                if (state_text_has_private_key(texts[i]))
-                        return db_fail(db, -EPERM, what,
-                                       "refusing to store a private key in the audit log "
-                                       "(action %s)",
-                                       ev->action);
+                return audit_failed(db, ev,
+                                    db_fail(db, -EINVAL, what, "an audit event needs an action"));
+        _cleanup_free_ char *action = clean_text(ev->action);
         _cleanup_free_ char *before = NULL;
         _cleanup_free_ char *after = NULL;
         if (ev->before_json && !(before = state_scrub_json(ev->before_json)))
-                return db_fail(db, -EINVAL, what, "the 'before' of %s is not JSON", ev->action);
+                return audit_failed(
+                    db, ev, db_fail(db, -EINVAL, what, "the 'before' of %s is not JSON", action));
         if (ev->after_json && !(after = state_scrub_json(ev->after_json)))
-                return db_fail(db, -EINVAL, what, "the 'after' of %s is not JSON", ev->action);
-        if (state_text_has_private_key(before) || state_text_has_private_key(after))
-                return db_fail(db, -EPERM, what,
-                               "refusing to store a private key in the audit log (action %s)",
-                               ev->action);
+                return audit_failed(
+                    db, ev, db_fail(db, -EINVAL, what, "the 'after' of %s is not JSON", action));
+        _cleanup_free_ char *cluster = clean_text(ev->cluster);
+        _cleanup_free_ char *commit = clean_text(ev->commit);
+        _cleanup_free_ char *author = clean_text(ev->author);
+        _cleanup_free_ char *reason = clean_text(ev->reason);
+        _cleanup_free_ char *outcome = clean_text(ev->outcome);
         int r = state_begin(db);
         if (r < 0)
-                return r;
+                return audit_failed(db, ev, r);
         r = db_run(db, what,
                    "INSERT INTO audit (time_ms, cluster, commit_id, author, action, reason, "
                    "before, after, outcome, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   "issssssssi", ev->time_ms, ev->cluster, ev->commit, ev->author, ev->action,
-                   ev->reason, before, after, ev->outcome, ev->duration_ms);
+                   "issssssssi", ev->time_ms, cluster, commit, author, action, reason, before,
+                   after, outcome, ev->duration_ms);
         int64_t id = sqlite3_last_insert_rowid(db->sql);
         r = db_end(db, r < 0 ? r : 0);
-        if (r >= 0 && ret_id)
+        if (r < 0)
+                return audit_failed(db, ev, r);
+        if (ret_id)
                 *ret_id = id;
         return r;
+}
+
+int state_audit_failures_get(state_db *db, state_audit_failures *ret)
+{
+        const char *what = "reading the count of failed audit events";
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = db_prepare(db, what,
+                           "SELECT count, last_ms, last_action, last_error FROM audit_failures "
+                           "WHERE id = 1",
+                           &st, NULL);
+        if (r < 0)
+                return r;
+        r = db_step(db, st, what);
+        if (r < 0)
+                return r;
+        state_audit_failures f = {0};
+        if (r > 0) {
+                f.count = sqlite3_column_int64(st, 0);
+                f.last_ms = sqlite3_column_int64(st, 1);
+                f.last_action = db_col_text(st, 2);
+                f.last_error = db_col_text(st, 3);
+        }
+        *ret = f;
+        return 0;
+}
+
+void state_audit_failures_release(state_audit_failures *f)
+{
+        if (!f)
+                return;
+        free(f->last_action);
+        free(f->last_error);
+        *f = (state_audit_failures){0};
 }
 
 static bool commit_prefix_valid(const char *s)

@@ -45,7 +45,7 @@ const char *state_path(const state_db *db)
         return db ? db->path : NULL;
 }
 
-int db_fail(const state_db *db, int r, const char *what, const char *fmt, ...)
+int(db_fail)(const state_db *db, int r, const char *what, const char *fmt, ...)
 {
         char detail[512];
         va_list ap;

@@ -31,6 +31,14 @@ extern const int state_n_migrations;
 
 /* Set the thread's last error ("state PATH: what: detail"); returns r. */
 int db_fail(const state_db *db, int r, const char *what, const char *fmt, ...) _printf_(4, 5);
+/* Also a macro, so that the static analyzer (which does not follow variadic calls)
+ * sees r come back. */
+#define db_fail(db, r, ...)                                                                        \
+        ({                                                                                         \
+                int db_fail_r_ = (r);                                                              \
+                (db_fail)((db), db_fail_r_, __VA_ARGS__);                                          \
+                db_fail_r_;                                                                        \
+        })
 /* Convert a sqlite3 result code into -errno and set the last error. */
 int db_error(const state_db *db, int rc, const char *what);
 

@@ -135,8 +135,18 @@ const char *const state_migrations[] = {
     /* 4: the member that leads, as the reconciler last saw it */
     "ALTER TABLE clusters ADD COLUMN leader TEXT;\n",
 
+    /* 5: audit events that could not be written (one row: a count and the last one),
+     * kept apart from the audit table so that a broken append still leaves a trace */
+    "CREATE TABLE audit_failures (\n"
+    "  id INTEGER PRIMARY KEY CHECK (id = 1),\n"
+    "  count INTEGER NOT NULL,\n"
+    "  last_ms INTEGER NOT NULL,\n"
+    "  last_action TEXT,\n"
+    "  last_error TEXT\n"
+    ");\n",
+
     /*
-     * 5: a terminal state stored as such (the reason the latched spec was
+     * 6: a terminal state stored as such (the reason the latched spec was
      * given up on), instead of recovered from the Progressing condition;
      * a cluster already terminal keeps its state across the upgrade.
      */
@@ -152,7 +162,7 @@ const char *const state_migrations[] = {
     "WHERE progress_deadline_ms > 0;\n",
 
     /*
-     * 6: the member record in real columns: the initial cluster and state a
+     * 7: the member record in real columns: the initial cluster and state a
      * member was created with, the config hash it was last started with,
      * and whether it has joined etcd. They move out of the runtime JSON,
      * which keeps only what an older gitcd wrote there (its command line).

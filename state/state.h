@@ -324,11 +324,28 @@ typedef struct state_audit_list {
  * Append an event (the log is append-only: the database refuses UPDATE and
  * DELETE outside state_audit_prune()). before/after must be JSON (or NULL);
  * values of keys that look secret (password, token, secret, credential,
- * *key) are replaced by "[redacted]" before storing. -EINVAL for invalid
- * JSON or a missing action; -EPERM when any field holds a PEM private key
- * block (nothing is stored). ret_id may be NULL.
+ * *key) and every PEM private key block in any field are replaced by
+ * "[redacted]", and control characters in the text fields are escaped
+ * (util/escape.h), before storing: what a commit holds never stops an event
+ * from being written. -EINVAL for invalid JSON or a missing action. Every
+ * failure is also counted in the database apart from the audit table
+ * (state_audit_failures_get()) and in the process
+ * (state_audit_failures_in_process()). ret_id may be NULL.
  */
 int state_audit_append(state_db *db, const state_audit_event *ev, int64_t *ret_id);
+
+typedef struct state_audit_failures {
+        int64_t count;     /* appends that failed, ever; 0 = none */
+        int64_t last_ms;   /* when the last one failed */
+        char *last_action; /* the action of the event lost last */
+        char *last_error;  /* why */
+} state_audit_failures;
+
+/* The failed appends recorded in db (count 0 when there were none). */
+int state_audit_failures_get(state_db *db, state_audit_failures *ret);
+void state_audit_failures_release(state_audit_failures *f);
+/* Appends that failed in this process so far, on any database. */
+unsigned state_audit_failures_in_process(void);
 
 typedef struct state_audit_filter {
         const char *cluster;       /* exact "ns/name", or NULL */
@@ -359,3 +376,5 @@ char *state_scrub_json(const char *json);
 bool state_key_looks_secret(const char *key);
 /* True when text holds a PEM private key block. */
 bool state_text_has_private_key(const char *text);
+/* A copy of text with every PEM private key block replaced by "[redacted]"; NULL for NULL. */
+char *state_redact_private_keys(const char *text);

@@ -129,47 +129,9 @@ static kubernetes_target *KT(target *t)
 
 /* --- small helpers ----------------------------------------------------- */
 
-static void set_str(char **slot, char *value)
-{
-        free(*slot);
-        *slot = value;
-}
-
-static void strv_free(char **v)
-{
-        for (size_t i = 0; v && v[i]; i++)
-                free(v[i]);
-        free(v);
-}
-
-static void sleep_ms(int64_t ms)
-{
-        if (ms <= 0)
-                return;
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
-}
-
 static const char *ns_of(const etcd_cluster *c)
 {
         return isempty(c->namespace_) ? "default" : c->namespace_;
-}
-
-/* A name used as one path component: no separators, no dot names. */
-static bool valid_component(const char *s)
-{
-        return !isempty(s) && !strchr(s, '/') && s[0] != '.';
-}
-
-static bool client_tls_on(const etcd_cluster *c)
-{
-        return c->tls.provider != TLS_PROVIDER_NONE && c->tls.client.enabled;
-}
-
-static bool peer_tls_on(const etcd_cluster *c)
-{
-        return c->tls.provider != TLS_PROVIDER_NONE && c->tls.peer.enabled;
 }
 
 static json_t *metadata(const json_t *obj)
@@ -272,7 +234,8 @@ static char *cluster_dir(kubernetes_target *kt, const char *ns, const char *clus
 static int record_path(kubernetes_target *kt, const char *ns, const char *cluster,
                        const char *member, char **ret)
 {
-        if (!valid_component(ns) || !valid_component(cluster) || !valid_component(member))
+        if (!target_name_is_component(ns) || !target_name_is_component(cluster) ||
+            !target_name_is_component(member))
                 return target_fail(&kt->base, -EINVAL, "invalid member name \"%s/%s/%s\"", ns,
                                    cluster, member);
         *ret = xasprintf("%s/kubernetes/%s/%s/%s.json", kt->state_dir, ns, cluster, member);
@@ -430,7 +393,7 @@ static int wait_gone(kubernetes_target *kt, const kube_gvr *gvr, const char *ns,
                         return target_fail(&kt->base, -ETIMEDOUT,
                                            "%s %s/%s is still there %lld s after its deletion",
                                            gvr->resource, ns, name, (long long)(timeout_ms / 1000));
-                sleep_ms(POLL_MS);
+                msleep(POLL_MS);
         }
 }
 
@@ -564,7 +527,7 @@ static int tls_secret(kubernetes_target *kt, const char *dir, const char *name,
 static int tls_auto(kubernetes_target *kt, const etcd_cluster *c, const membership_plan *steady,
                     const json_t *labels, json_t *out)
 {
-        bool client = client_tls_on(c), peer = peer_tls_on(c);
+        bool client = render_client_tls(c), peer = render_peer_tls(c);
         if (c->tls.provider != TLS_PROVIDER_AUTO || (!client && !peer))
                 return 0;
         _cleanup_free_ char *cdir = cluster_dir(kt, ns_of(c), c->name);
@@ -807,20 +770,20 @@ static int kt_place_member(target *t, const etcd_cluster *c, member_plan *mp)
         if (isempty(mp->name))
                 return target_fail(t, -EINVAL, "member plan without a name");
         const char *ns = ns_of(c);
-        const char *peer_scheme = peer_tls_on(c) ? "https" : "http";
-        const char *client_scheme = client_tls_on(c) ? "https" : "http";
+        const char *peer_scheme = render_peer_tls(c) ? "https" : "http";
+        const char *client_scheme = render_client_tls(c) ? "https" : "http";
         _cleanup_free_ char *headless = render_headless_service_name(c);
         /* The format of membership_plan_steady (render/plan.c). */
         _cleanup_free_ char *host =
             xasprintf("%s.%s.%s.svc.%s", mp->name, headless, ns, kt->domain);
-        set_str(&mp->peer_url, xasprintf("%s://%s:%d", peer_scheme, host, ETCD_PEER_PORT));
-        set_str(&mp->client_url, xasprintf("%s://%s:%d", client_scheme, host, ETCD_CLIENT_PORT));
-        set_str(&mp->listen_peer_url, xasprintf("%s://0.0.0.0:%d", peer_scheme, ETCD_PEER_PORT));
-        set_str(&mp->listen_client_url,
-                xasprintf("%s://0.0.0.0:%d", client_scheme, ETCD_CLIENT_PORT));
-        set_str(&mp->listen_metrics_url, xasprintf("http://0.0.0.0:%d", ETCD_METRICS_PORT));
-        set_str(&mp->data_dir, xstrdup(RENDER_STEADY_DATA_DIR));
-        set_str(&mp->tls_dir, xstrdup(RENDER_STEADY_TLS_DIR));
+        str_assign(&mp->peer_url, xasprintf("%s://%s:%d", peer_scheme, host, ETCD_PEER_PORT));
+        str_assign(&mp->client_url, xasprintf("%s://%s:%d", client_scheme, host, ETCD_CLIENT_PORT));
+        str_assign(&mp->listen_peer_url, xasprintf("%s://0.0.0.0:%d", peer_scheme, ETCD_PEER_PORT));
+        str_assign(&mp->listen_client_url,
+                   xasprintf("%s://0.0.0.0:%d", client_scheme, ETCD_CLIENT_PORT));
+        str_assign(&mp->listen_metrics_url, xasprintf("http://0.0.0.0:%d", ETCD_METRICS_PORT));
+        str_assign(&mp->data_dir, xstrdup(RENDER_STEADY_DATA_DIR));
+        str_assign(&mp->tls_dir, xstrdup(RENDER_STEADY_TLS_DIR));
         return 0;
 }
 
@@ -953,7 +916,7 @@ static int kt_ensure_shared(target *t, const etcd_cluster *c, const membership_p
 {
         kubernetes_target *kt = KT(t);
         const char *ns = ns_of(c);
-        if (!valid_component(ns) || !valid_component(c->name))
+        if (!target_name_is_component(ns) || !target_name_is_component(c->name))
                 return target_fail(t, -EINVAL, "invalid cluster name \"%s/%s\"", ns, c->name);
         note_namespace(kt, ns);
         _cleanup_(membership_plan_freep) membership_plan *steady =
@@ -1012,7 +975,7 @@ static int kt_ensure_shared(target *t, const etcd_cluster *c, const membership_p
                 r = sync_roles(kt, c, p);
         if (r < 0)
                 return r;
-        set_str(&mark->hash, TAKE_PTR(mark_hash));
+        str_assign(&mark->hash, TAKE_PTR(mark_hash));
         mark->at_mono = now;
         return 0;
 }
@@ -1158,7 +1121,7 @@ static int delete_pvc(kubernetes_target *kt, const char *ns, const char *name)
                         return 0;
                 if (r < 0)
                         return kube_fail(kt, r);
-                sleep_ms(POLL_MS);
+                msleep(POLL_MS);
         }
         log_debug("kubernetes target: PersistentVolumeClaim %s/%s is still being deleted", ns,
                   name);
@@ -1336,7 +1299,7 @@ static int kt_member_status(target *t, const etcd_cluster *c, const char *member
                         if (!rec.initialized || (uid && !streq_ptr(uid, rec.pvc_uid))) {
                                 rec.initialized = true;
                                 if (uid)
-                                        set_str(&rec.pvc_uid, xstrdup(uid));
+                                        str_assign(&rec.pvc_uid, xstrdup(uid));
                                 rec.stopped = false;
                                 if (record_save(kt, ns, c->name, member, &rec) < 0)
                                         log_warn("kubernetes target: %s", target_last_error(t));
@@ -1384,7 +1347,7 @@ static int kt_list_members(target *t, const char *namespace_, const char *cluste
                            char ***ret_names, size_t *ret_n)
 {
         kubernetes_target *kt = KT(t);
-        if (!valid_component(namespace_) || !valid_component(cluster))
+        if (!target_name_is_component(namespace_) || !target_name_is_component(cluster))
                 return target_fail(t, -EINVAL, "invalid cluster name \"%s/%s\"", namespace_,
                                    cluster);
         note_namespace(kt, namespace_);
@@ -1443,7 +1406,7 @@ static int on_watch_event(const char *type, const json_t *object, void *userdata
         kubernetes_target *kt = userdata;
         const char *rv = json_string_value(json_object_get(metadata(object), "resourceVersion"));
         if (rv)
-                set_str(&kt->watch_rv, xstrdup(rv));
+                str_assign(&kt->watch_rv, xstrdup(rv));
         if (streq_ptr(type, "BOOKMARK"))
                 return 0;
         return 1;
@@ -1454,13 +1417,13 @@ static int kt_wait_event(target *t, int timeout_ms)
         kubernetes_target *kt = KT(t);
         int64_t deadline = now_mono_ms() + (timeout_ms < 0 ? 60000 : timeout_ms);
         if (kt->n_namespaces == 0 || timeout_ms < WATCH_MIN_MS) {
-                sleep_ms(timeout_ms < 0 ? 1000 : timeout_ms);
+                msleep(timeout_ms < 0 ? 1000 : timeout_ms);
                 return 0;
         }
         const char *scope = kt->n_namespaces == 1 ? kt->namespaces[0] : "";
         if (!streq_ptr(kt->watch_scope, scope)) {
-                set_str(&kt->watch_scope, xstrdup(scope));
-                set_str(&kt->watch_rv, NULL);
+                str_assign(&kt->watch_scope, xstrdup(scope));
+                str_assign(&kt->watch_rv, NULL);
         }
         const char *ns = *scope ? scope : NULL;
         _cleanup_free_ char *sel = xasprintf("%s=%s", LABEL_KEY_MANAGED_BY, LABEL_MANAGED_BY_VALUE);
@@ -1476,7 +1439,7 @@ static int kt_wait_event(target *t, int timeout_ms)
         while (r >= 0) {
                 int64_t left = deadline - now_mono_ms();
                 if (left < WATCH_MIN_MS) {
-                        sleep_ms(left);
+                        msleep(left);
                         return 0;
                 }
                 r = kube_watch_for(kt->wc, &GVR_PODS, ns, sel, kt->watch_rv, (int)left,
@@ -1485,13 +1448,13 @@ static int kt_wait_event(target *t, int timeout_ms)
                         return 1;
                 if (r == -ESTALE) {
                         /* Too old: list again; something may have changed meanwhile. */
-                        set_str(&kt->watch_rv, NULL);
+                        str_assign(&kt->watch_rv, NULL);
                         return 1;
                 }
         }
         /* -EACCES, -EIO: the next reconciler pass observes the world anyway. */
         log_debug("kubernetes target: cannot watch Pods: %s", kube_client_last_error(kt->wc));
-        sleep_ms(deadline - now_mono_ms());
+        msleep(deadline - now_mono_ms());
         return 0;
 }
 
@@ -1528,10 +1491,10 @@ static int kt_client_tls(target *t, const etcd_cluster *c, char **ret_ca, char *
 {
         kubernetes_target *kt = KT(t);
         *ret_ca = *ret_cert = *ret_key = NULL;
-        if (!client_tls_on(c))
+        if (!render_client_tls(c))
                 return 0;
         const char *ns = ns_of(c);
-        if (!valid_component(ns) || !valid_component(c->name))
+        if (!target_name_is_component(ns) || !target_name_is_component(c->name))
                 return target_fail(t, -EINVAL, "invalid cluster name \"%s/%s\"", ns, c->name);
         _cleanup_free_ char *cdir = cluster_dir(kt, ns, c->name);
         _cleanup_free_ char *dir = NULL;

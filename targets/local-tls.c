@@ -49,7 +49,7 @@ static bool members_depend(const membership_plan *p)
 int local_tls_ensure(const char *cluster_dir, const etcd_cluster *c, const membership_plan *p,
                      char **ret_error)
 {
-        bool client = c->tls.client.enabled, peer = c->tls.peer.enabled;
+        bool client = render_client_tls(c), peer = render_peer_tls(c);
         if (c->tls.provider != TLS_PROVIDER_AUTO || (!client && !peer))
                 return 0;
         _cleanup_(pki_auto_freep) pki_auto *a = NULL;

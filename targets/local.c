@@ -127,12 +127,6 @@ static size_t strv_len(char *const *v)
         return n;
 }
 
-static void strv_free(char **v)
-{
-        for (size_t i = 0; v && v[i]; i++)
-                free(v[i]);
-        free(v);
-}
 DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
 
 static char **strv_copy(char *const *v)
@@ -185,12 +179,6 @@ static char *cluster_dir(local_target *lt, const char *ns, const char *cluster)
 static char *member_file(const local_member *m, const char *file)
 {
         return xasprintf("%s/%s", m->dir, file);
-}
-
-/* A name used as one path component: no separators, no dot names. */
-static bool valid_component(const char *s)
-{
-        return !isempty(s) && !strchr(s, '/') && !streq(s, ".") && !streq(s, "..") && s[0] != '.';
 }
 
 static local_member *local_member_new(local_target *lt, const char *ns, const char *cluster,
@@ -489,7 +477,8 @@ static void drop_loaded(local_target *lt, local_member *m)
 static int get_member(local_target *lt, const char *ns, const char *cluster, const char *name,
                       local_member **ret)
 {
-        if (!valid_component(ns) || !valid_component(cluster) || !valid_component(name))
+        if (!target_name_is_component(ns) || !target_name_is_component(cluster) ||
+            !target_name_is_component(name))
                 return target_fail(&lt->base, -EINVAL, "invalid member name \"%s/%s/%s\"", ns,
                                    cluster, name);
         local_member *m = find_loaded(lt, ns, cluster, name);
@@ -535,7 +524,7 @@ static int resolve_etcd(local_target *lt, const char *version, const char **ret_
                         *ret_path = lt->binaries[i].path;
                         return 0;
                 }
-        if (!valid_component(version))
+        if (!target_name_is_component(version))
                 return target_fail(&lt->base, -EINVAL, "invalid etcd version \"%s\"", version);
         _cleanup_free_ char *path = xasprintf("%s/%s/etcd", lt->etcd_dir, version);
         if (access(path, X_OK) != 0) {
@@ -925,24 +914,17 @@ static int allocate_ports(local_target *lt, local_member *m)
 
 /* --- operations -------------------------------------------------------- */
 
-static void set_str(char **slot, char *value)
+/* The member's record, created (folder and all) on first use. */
+static int get_or_create_member(local_target *lt, const etcd_cluster *c, const char *name,
+                                local_member **ret)
 {
-        free(*slot);
-        *slot = value;
-}
-
-static int local_place_member(target *t, const etcd_cluster *c, member_plan *mp)
-{
-        local_target *lt = LT(t);
-        if (!mp->name)
-                return target_fail(t, -EINVAL, "member plan without a name");
         local_member *m = NULL;
-        int r = get_member(lt, c->namespace_, c->name, mp->name, &m);
+        int r = get_member(lt, c->namespace_, c->name, name, &m);
         if (r == -ENOENT) {
-                m = local_member_new(lt, c->namespace_, c->name, mp->name);
+                m = local_member_new(lt, c->namespace_, c->name, name);
                 r = mkdir_p(m->dir, 0700);
                 if (r < 0) {
-                        r = target_fail(t, r, "cannot create %s: %s", m->dir, strerror(-r));
+                        r = target_fail(&lt->base, r, "cannot create %s: %s", m->dir, strerror(-r));
                         local_member_free(m);
                         return r;
                 }
@@ -951,23 +933,36 @@ static int local_place_member(target *t, const etcd_cluster *c, member_plan *mp)
         } else if (r < 0) {
                 return r;
         }
+        *ret = m;
+        return 0;
+}
+
+static int local_place_member(target *t, const etcd_cluster *c, member_plan *mp)
+{
+        local_target *lt = LT(t);
+        if (!mp->name)
+                return target_fail(t, -EINVAL, "member plan without a name");
+        local_member *m = NULL;
+        int r = get_or_create_member(lt, c, mp->name, &m);
+        if (r < 0)
+                return r;
         if (m->client_port <= 0 || m->peer_port <= 0 || m->metrics_port <= 0) {
                 r = allocate_ports(lt, m);
                 if (r < 0)
                         return r;
         }
-        const char *cs = c->tls.client.enabled ? "https" : "http";
-        const char *ps = c->tls.peer.enabled ? "https" : "http";
-        set_str(&mp->client_url, xasprintf("%s://127.0.0.1:%d", cs, m->client_port));
-        set_str(&mp->peer_url, xasprintf("%s://127.0.0.1:%d", ps, m->peer_port));
-        set_str(&mp->listen_client_url, xstrdup(mp->client_url));
-        set_str(&mp->listen_peer_url, xstrdup(mp->peer_url));
-        set_str(&mp->listen_metrics_url, xasprintf("http://127.0.0.1:%d", m->metrics_port));
-        set_str(&mp->data_dir, xasprintf("%s/data", m->dir));
-        set_str(&mp->tls_dir, xasprintf("%s/tls", m->dir));
+        const char *cs = render_client_tls(c) ? "https" : "http";
+        const char *ps = render_peer_tls(c) ? "https" : "http";
+        str_assign(&mp->client_url, xasprintf("%s://127.0.0.1:%d", cs, m->client_port));
+        str_assign(&mp->peer_url, xasprintf("%s://127.0.0.1:%d", ps, m->peer_port));
+        str_assign(&mp->listen_client_url, xstrdup(mp->client_url));
+        str_assign(&mp->listen_peer_url, xstrdup(mp->peer_url));
+        str_assign(&mp->listen_metrics_url, xasprintf("http://127.0.0.1:%d", m->metrics_port));
+        str_assign(&mp->data_dir, xasprintf("%s/data", m->dir));
+        str_assign(&mp->tls_dir, xasprintf("%s/tls", m->dir));
         if (!streq_ptr(m->client_url, mp->client_url) || !streq_ptr(m->tls_dir, mp->tls_dir)) {
-                set_str(&m->client_url, xstrdup(mp->client_url));
-                set_str(&m->tls_dir, xstrdup(mp->tls_dir));
+                str_assign(&m->client_url, xstrdup(mp->client_url));
+                str_assign(&m->tls_dir, xstrdup(mp->tls_dir));
                 r = member_save(m);
                 if (r < 0)
                         return target_fail(t, r, "member %s: cannot write member.json: %s", m->name,
@@ -982,7 +977,7 @@ static char *object_file_name(json_t *obj, size_t index)
         const char *kind = json_string_value(json_object_get(obj, "kind"));
         const char *name =
             json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
-        if (!valid_component(kind) || !valid_component(name))
+        if (!target_name_is_component(kind) || !target_name_is_component(name))
                 return xasprintf("object-%zu.json", index);
         strbuf sb = STRBUF_INIT;
         for (const char *p = kind; *p; p++)
@@ -994,7 +989,7 @@ static char *object_file_name(json_t *obj, size_t index)
 static int local_ensure_shared(target *t, const etcd_cluster *c, const membership_plan *p)
 {
         local_target *lt = LT(t);
-        if (!valid_component(c->namespace_) || !valid_component(c->name))
+        if (!target_name_is_component(c->namespace_) || !target_name_is_component(c->name))
                 return target_fail(t, -EINVAL, "invalid cluster name \"%s/%s\"", c->namespace_,
                                    c->name);
         _cleanup_free_ char *cdir = cluster_dir(lt, c->namespace_, c->name);
@@ -1080,23 +1075,12 @@ static int local_ensure_member(target *t, const etcd_cluster *c, const membershi
         _cleanup_(strv_freep) char **argv = render_member_command(c, p, idx);
         if (!argv || !argv[0])
                 return target_fail(t, -EINVAL, "member %s: no command rendered", mp->name);
-        set_str(&argv[0], xstrdup(bin));
+        str_assign(&argv[0], xstrdup(bin));
 
         local_member *m = NULL;
-        r = get_member(lt, c->namespace_, c->name, mp->name, &m);
-        if (r == -ENOENT) {
-                m = local_member_new(lt, c->namespace_, c->name, mp->name);
-                r = mkdir_p(m->dir, 0700);
-                if (r < 0) {
-                        r = target_fail(t, r, "cannot create %s: %s", m->dir, strerror(-r));
-                        local_member_free(m);
-                        return r;
-                }
-                m->created_ms = now_wall_ms();
-                add_loaded(lt, m);
-        } else if (r < 0) {
+        r = get_or_create_member(lt, c, mp->name, &m);
+        if (r < 0)
                 return r;
-        }
 
         poll_exit(lt, m);
         if (m->initialized && !member_has_data(m))
@@ -1108,7 +1092,7 @@ static int local_ensure_member(target *t, const etcd_cluster *c, const membershi
                 if (process_cmdline_is(m->pid, argv)) {
                         /* Running this very command (started by an older gitcd): note its hash. */
                         if (mp->config_hash && !streq_ptr(m->config_hash, mp->config_hash)) {
-                                set_str(&m->config_hash, xstrdup(mp->config_hash));
+                                str_assign(&m->config_hash, xstrdup(mp->config_hash));
                                 r = member_save(m);
                                 if (r < 0)
                                         return target_fail(
@@ -1128,12 +1112,12 @@ static int local_ensure_member(target *t, const etcd_cluster *c, const membershi
 
         strv_free(m->command);
         m->command = strv_copy(argv);
-        set_str(&m->config_hash, xstrdup_null(mp->config_hash));
-        set_str(&m->version, xstrdup(c->version));
+        str_assign(&m->config_hash, xstrdup_null(mp->config_hash));
+        str_assign(&m->version, xstrdup(c->version));
         if (mp->client_url)
-                set_str(&m->client_url, xstrdup(mp->client_url));
+                str_assign(&m->client_url, xstrdup(mp->client_url));
         if (mp->tls_dir)
-                set_str(&m->tls_dir, xstrdup(mp->tls_dir));
+                str_assign(&m->tls_dir, xstrdup(mp->tls_dir));
         return start_member(lt, m);
 }
 
@@ -1166,7 +1150,7 @@ static int local_remove_member(target *t, const etcd_cluster *c, const char *mem
         int r = get_member(lt, c->namespace_, c->name, member, &m);
         if (r < 0 && r != -ENOENT)
                 return r;
-        if (!valid_component(member))
+        if (!target_name_is_component(member))
                 return target_fail(t, -EINVAL, "invalid member name \"%s\"", member);
         _cleanup_free_ char *cdir = cluster_dir(lt, c->namespace_, c->name);
         _cleanup_free_ char *mdir = path_join(cdir, member);
@@ -1273,7 +1257,7 @@ static int local_list_members(target *t, const char *namespace_, const char *clu
                               char ***ret_names, size_t *ret_n)
 {
         local_target *lt = LT(t);
-        if (!valid_component(namespace_) || !valid_component(cluster))
+        if (!target_name_is_component(namespace_) || !target_name_is_component(cluster))
                 return target_fail(t, -EINVAL, "invalid cluster name \"%s/%s\"", namespace_,
                                    cluster);
         _cleanup_free_ char *cdir = cluster_dir(lt, namespace_, cluster);
@@ -1394,7 +1378,7 @@ static int local_client_tls(target *t, const etcd_cluster *c, char **ret_ca, cha
                             char **ret_key)
 {
         *ret_ca = *ret_cert = *ret_key = NULL;
-        if (c->tls.provider == TLS_PROVIDER_NONE || !c->tls.client.enabled)
+        if (!render_client_tls(c))
                 return 0;
         char **names = NULL;
         size_t n = 0;

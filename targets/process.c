@@ -85,7 +85,28 @@ pid_t process_find(char *const *argv)
         return found;
 }
 
-/* The environment etcd gets: ours without ETCD_* / ETCDCTL_* (etcd reads them as flags). */
+/*
+ * The environment etcd gets: an allow-list, not ours minus a deny-list.
+ * gitcd's own environment may hold tokens, passphrases and an SSH agent
+ * socket (SSH_AUTH_SOCK) for its Git sources; none of that reaches a
+ * member. etcd gets what a program needs to run (PATH, HOME, locale, time
+ * zone, temporary folder) and Go's runtime knobs; never ETCD_* (etcd reads
+ * them as flags: its flags come only from the rendered command).
+ */
+static bool env_allowed(const char *entry)
+{
+        static const char *const exact[] = {"PATH",       "HOME", "USER",    "LOGNAME",
+                                            "LANG",       "TZ",   "TMPDIR",  "GOMAXPROCS",
+                                            "GOMEMLIMIT", "GOGC", "GODEBUG", "GOTRACEBACK"};
+        size_t name_len = strcspn(entry, "=");
+        if (entry[name_len] != '=')
+                return false;
+        for (size_t i = 0; i < ARRAY_SIZE(exact); i++)
+                if (strlen(exact[i]) == name_len && strneq(entry, exact[i], name_len))
+                        return true;
+        return strneq(entry, "LC_", 3);
+}
+
 static char **child_environment(void)
 {
         size_t n = 0;
@@ -93,11 +114,9 @@ static char **child_environment(void)
                 n++;
         char **env = xcalloc(n + 1, sizeof(char *));
         size_t k = 0;
-        for (size_t i = 0; i < n; i++) {
-                if (strneq(environ[i], "ETCD_", 5) || strneq(environ[i], "ETCDCTL_", 8))
-                        continue;
-                env[k++] = xstrdup(environ[i]);
-        }
+        for (size_t i = 0; i < n; i++)
+                if (env_allowed(environ[i]))
+                        env[k++] = xstrdup(environ[i]);
         return env;
 }
 

@@ -10,6 +10,7 @@
  */
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "targets/target.h"
 #include "util/xalloc.h"
@@ -45,6 +46,11 @@ void target_member_status_release(target_member_status *s)
         s->config_hash = NULL;
 }
 
+bool target_name_is_component(const char *s)
+{
+        return !isempty(s) && !strchr(s, '/') && s[0] != '.';
+}
+
 const char *target_last_error(const target *t)
 {
         if (!t || !t->last_error)
@@ -52,7 +58,7 @@ const char *target_last_error(const target *t)
         return t->last_error;
 }
 
-int target_fail(target *t, int err, const char *fmt, ...)
+int(target_fail)(target *t, int err, const char *fmt, ...)
 {
         va_list ap;
         va_start(ap, fmt);

@@ -52,8 +52,6 @@ typedef struct target target;
 enum {
         /* Mount TLS material from Kubernetes Secrets (tls.provider secrets, cert-manager). */
         TARGET_CAP_TLS_FROM_SECRETS = 1u << 0,
-        /* Place members on the machines of spec.hosts (one member per machine). */
-        TARGET_CAP_HOSTS = 1u << 1,
 };
 
 typedef struct target_ops {
@@ -126,7 +124,17 @@ struct target {
 };
 
 const char *target_last_error(const target *t);
+/* A name a target may use as one path component: not empty, no '/', not starting with '.'. */
+bool target_name_is_component(const char *s);
 /* Set the message (printf-style) and return err, for `return target_fail(t, -EIO, ...)`. */
 int target_fail(target *t, int err, const char *fmt, ...) _printf_(3, 4);
+/* Also a macro, so that the static analyzer (which does not follow variadic calls)
+ * sees err come back. */
+#define target_fail(t, err, ...)                                                                   \
+        ({                                                                                         \
+                int target_fail_err_ = (err);                                                      \
+                (target_fail)((t), target_fail_err_, __VA_ARGS__);                                 \
+                target_fail_err_;                                                                  \
+        })
 void target_free(target *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(target *, target_free);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "util/diag.h"
+#include "util/escape.h"
 #include "util/xalloc.h"
 
 void diag_add(diag_list *l, enum diag_severity sev, const char *file, int line, int col,
@@ -77,13 +78,17 @@ static const char *sev_name(enum diag_severity s)
 
 char *diag_format(const diag *d)
 {
+        /* file names and quoted input come from a commit: one line, no terminal control */
+        _cleanup_free_ char *line = NULL;
         if (d->line > 0 && d->col > 0)
-                return xasprintf("%s:%d:%d: %s: %s", d->file, d->line, d->col,
+                line = xasprintf("%s:%d:%d: %s: %s", d->file, d->line, d->col,
                                  sev_name(d->severity), d->message);
-        if (d->line > 0)
-                return xasprintf("%s:%d: %s: %s", d->file, d->line, sev_name(d->severity),
-                                 d->message);
-        return xasprintf("%s: %s: %s", d->file, sev_name(d->severity), d->message);
+        else if (d->line > 0)
+                line =
+                    xasprintf("%s:%d: %s: %s", d->file, d->line, sev_name(d->severity), d->message);
+        else
+                line = xasprintf("%s: %s: %s", d->file, sev_name(d->severity), d->message);
+        return str_escape(line);
 }
 
 void diag_print(const diag_list *l, FILE *out)

@@ -43,7 +43,7 @@ size_t diag_count(const diag_list *l, enum diag_severity sev);
 bool diag_has_errors(const diag_list *l);
 /* Stable sort by file, line, column (insertion order among equals). */
 void diag_sort(diag_list *l);
-/* One diagnostic in the canonical one-line form, newly allocated. */
+/* One diagnostic in the canonical one-line form (control characters escaped), newly allocated. */
 char *diag_format(const diag *d);
 /* Print every diagnostic, one per line. */
 void diag_print(const diag_list *l, FILE *out);

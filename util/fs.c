@@ -2,11 +2,16 @@
  * File-system helpers; see util/fs.h. Paths are plain C strings; nothing
  * here logs.
  */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,38 +55,85 @@ int read_file(const char *path, size_t max_size, char **ret_data, size_t *ret_le
         return 0;
 }
 
-int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode)
+/* A name for a temporary next to path that nobody can guess in advance. */
+static char *temporary_name(const char *path)
 {
-        _cleanup_free_ char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-        if (fd < 0)
-                return -errno;
+        static unsigned counter;
+        uint64_t r = 0;
+        if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+                r = ((uint64_t)time(NULL) << 20) ^ (uint64_t)clock() ^ ++counter;
+        return xasprintf("%s.tmp.%ld.%016llx", path, (long)getpid(), (unsigned long long)r);
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
         const char *p = data;
-        size_t left = len;
-        while (left > 0) {
-                ssize_t w = write(fd, p, left);
+        while (len > 0) {
+                ssize_t w = write(fd, p, len);
                 if (w < 0) {
                         if (errno == EINTR)
                                 continue;
-                        int e = -errno;
-                        close(fd);
-                        unlink(tmp);
-                        return e;
+                        return -errno;
                 }
                 p += w;
-                left -= (size_t)w;
-        }
-        if (fsync(fd) < 0 || close(fd) < 0) {
-                int e = -errno;
-                unlink(tmp);
-                return e;
-        }
-        if (rename(tmp, path) < 0) {
-                int e = -errno;
-                unlink(tmp);
-                return e;
+                len -= (size_t)w;
         }
         return 0;
+}
+
+/* fsync the folder holding path, so a rename in it survives a crash. */
+static int fsync_parent(const char *path)
+{
+        _cleanup_free_ char *dir = xstrdup(path);
+        char *slash = strrchr(dir, '/');
+        if (!slash)
+                strcpy(dir, ".");
+        else if (slash == dir)
+                dir[1] = '\0';
+        else
+                *slash = '\0';
+        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        /* Some file systems cannot sync a folder (EINVAL): nothing more can be done there. */
+        if (fsync(fd) < 0 && errno != EINVAL)
+                return -errno;
+        return 0;
+}
+
+/*
+ * The temporary is created new (O_EXCL: whatever sits at its name, a
+ * symlink planted by someone who can write the folder included, is never
+ * opened, truncated or followed), under a name that cannot be guessed,
+ * then written, synced, renamed over path, and the folder synced so the
+ * rename itself is durable.
+ */
+int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode)
+{
+        assert(path);
+        _cleanup_free_ char *tmp = NULL;
+        int fd = -1;
+        for (int attempt = 0; fd < 0 && attempt < 16; attempt++) {
+                free(tmp);
+                tmp = temporary_name(path);
+                fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+                if (fd < 0 && errno != EEXIST)
+                        return -errno;
+        }
+        if (fd < 0)
+                return -EEXIST;
+        int k = write_all(fd, data, len);
+        if (k == 0 && fsync(fd) < 0)
+                k = -errno;
+        if (close(fd) < 0 && k == 0)
+                k = -errno;
+        if (k == 0 && rename(tmp, path) < 0)
+                k = -errno;
+        if (k < 0) {
+                (void)unlink(tmp);
+                return k;
+        }
+        return fsync_parent(path);
 }
 
 int mkdir_p(const char *path, mode_t mode)
@@ -192,7 +244,8 @@ static int walk(const char *dir, const char *const *suffixes, path_list *out, in
                 if (de->d_name[0] != '.')
                         path_list_add(&names, de->d_name);
         closedir(d);
-        qsort(names.paths, names.n, sizeof(char *), cmp_str);
+        if (names.n > 1) /* an empty folder has no array at all: qsort(NULL) is undefined */
+                qsort(names.paths, names.n, sizeof(char *), cmp_str);
         int r = 0;
         for (size_t i = 0; i < names.n && r == 0; i++) {
                 _cleanup_free_ char *child = path_join(dir, names.paths[i]);
@@ -229,4 +282,49 @@ int expand_paths(char *const *paths, size_t n, const char *const *suffixes, path
                         path_list_add(out, paths[i]);
         }
         return 0;
+}
+
+/* The pid written in a lock file, 0 when unreadable. */
+static pid_t lock_file_pid(int fd)
+{
+        char buf[32] = {0};
+        ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+        if (n <= 0)
+                return 0;
+        long v = strtol(buf, NULL, 10);
+        return v > 0 && v < INT32_MAX ? (pid_t)v : 0;
+}
+
+/*
+ * An open-file-description lock (F_OFD_SETLK), not a classic POSIX record
+ * lock: it belongs to this open file, so closing some other descriptor of
+ * the same file elsewhere in the process cannot drop it, and with
+ * O_CLOEXEC no exec'd child keeps it. Such locks do not report their
+ * holder, so the holder writes its pid into the file.
+ */
+int lock_file_try(const char *path, int *ret_fd, pid_t *ret_holder)
+{
+        assert(path && ret_fd);
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+        if (fd < 0)
+                return -errno;
+        int k;
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
+                k = errno == EAGAIN || errno == EACCES ? -EAGAIN : -errno;
+                if (k == -EAGAIN && ret_holder)
+                        *ret_holder = lock_file_pid(fd);
+                goto fail;
+        }
+        char pid[32];
+        int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+        if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+                k = errno ? -errno : -EIO;
+                goto fail;
+        }
+        *ret_fd = fd;
+        return 0;
+fail:
+        close(fd);
+        return k;
 }

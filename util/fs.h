@@ -16,7 +16,12 @@ typedef struct path_list {
 
 /* Read a whole file; -EFBIG if it is larger than max_size bytes. The result is NUL-terminated. */
 int read_file(const char *path, size_t max_size, char **ret_data, size_t *ret_len);
-/* Write data to path atomically (temporary file, fsync, rename). */
+/*
+ * Write data to path atomically: a new temporary beside it (O_EXCL |
+ * O_NOFOLLOW, an unguessable name), fsync, rename over path, fsync of the
+ * folder. Readers see the old content or the new, never a part; a symlink
+ * at the temporary's name is never followed.
+ */
 int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode);
 /* mkdir -p with the given mode for created directories. */
 int mkdir_p(const char *path, mode_t mode);
@@ -34,5 +39,14 @@ char *path_join(const char *a, const char *b);
  */
 int expand_paths(char *const *paths, size_t n, const char *const *suffixes, path_list *out,
                  const char **ret_bad_path);
+/*
+ * Take an exclusive lock on path (an open-file-description lock on a file
+ * created 0600 when missing; a symlink is refused) without waiting, and
+ * write this process's pid into it. On success *ret_fd holds the lock until
+ * it is closed or the process exits (it is close-on-exec). -EAGAIN when
+ * another holds it (the pid it wrote in *ret_holder, 0 when not written
+ * yet), or another -errno.
+ */
+int lock_file_try(const char *path, int *ret_fd, pid_t *ret_holder);
 void path_list_add(path_list *l, const char *path);
 void path_list_release(path_list *l);

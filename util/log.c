@@ -1,6 +1,10 @@
 /*
  * stderr logger: "gitcd: <level>: message". Timestamps are added when
  * GITCD_LOG_TIME=1 (the daemon's documented configuration sets it).
+ *
+ * Every message is one line: the formatted text goes through str_escape()
+ * (util/escape.h), so a Git path, an author name or a message from etcd or
+ * Kubernetes inside it can neither break the line nor drive the terminal.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -8,7 +12,9 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "util/escape.h"
 #include "util/log.h"
+#include "util/strbuf.h"
 
 static int current_level = -1;
 
@@ -62,10 +68,14 @@ void log_msg(enum log_level level, const char *fmt, ...)
         }
         va_list ap;
         va_start(ap, fmt);
-        flockfile(stderr);
-        fprintf(stderr, "%sgitcd: %s: ", stamp, level_names[level]);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
-        funlockfile(stderr);
+        strbuf msg = STRBUF_INIT;
+        sb_vprintf(&msg, fmt, ap);
         va_end(ap);
+        strbuf line = STRBUF_INIT;
+        sb_printf(&line, "%sgitcd: %s: ", stamp, level_names[level]);
+        sb_append_escaped(&line, msg.buf ? msg.buf : "", msg.len);
+        sb_appendc(&line, '\n');
+        fputs(sb_str(&line), stderr);
+        sb_release(&line);
+        sb_release(&msg);
 }

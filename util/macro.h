@@ -64,7 +64,11 @@ static inline int streq_ptr(const char *a, const char *b)
 {
         return a == b || (a && b && strcmp(a, b) == 0);
 }
-#define isempty(s) (!(s) || !*(s))
+/* A function, not a macro: `isempty(getenv("X"))` must call getenv() once. */
+static inline int isempty(const char *s)
+{
+        return !s || !*s;
+}
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))

@@ -17,6 +17,15 @@ int64_t now_mono_ms(void)
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void msleep(int64_t ms)
+{
+        if (ms <= 0)
+                return;
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
 int64_t now_wall_ms(void)
 {
         struct timespec ts;

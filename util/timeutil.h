@@ -10,6 +10,8 @@
 int64_t now_mono_ms(void);
 /* Wall-clock milliseconds since the epoch, for records people read. */
 int64_t now_wall_ms(void);
+/* Sleep for ms milliseconds (through signal interruptions); nothing for ms <= 0. */
+void msleep(int64_t ms);
 /*
  * Parse a duration such as "500ms", "30s", "2m", "1h30m", "7d", or a bare
  * number of seconds. -EINVAL for anything else.

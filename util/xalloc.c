@@ -90,3 +90,16 @@ char *xasprintf(const char *fmt, ...)
         va_end(ap);
         return s;
 }
+
+void str_assign(char **slot, char *value)
+{
+        free(*slot);
+        *slot = value;
+}
+
+void strv_free(char **v)
+{
+        for (size_t i = 0; v && v[i]; i++)
+                free(v[i]);
+        free(v);
+}

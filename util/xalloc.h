@@ -24,3 +24,8 @@ char *xasprintf(const char *fmt, ...) _printf_(1, 2);
 char *xvasprintf(const char *fmt, va_list ap) _printf_(1, 0);
 
 #define XNEW(type) ((type *)xcalloc(1, sizeof(type)))
+
+/* Replace the string in *slot with value (owned), freeing the old one. */
+void str_assign(char **slot, char *value);
+/* Free a NULL-terminated vector of strings and the vector; strv_free(NULL) is a no-op. */
+void strv_free(char **v);

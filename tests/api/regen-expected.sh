@@ -14,7 +14,7 @@ done
 cd "$root"
 for e in examples/quickstart/etcd.yaml examples/full/etcd.yaml examples/dialects/coreos.yaml \
         examples/dialects/etcd-io.yaml examples/dialects/improbable.yaml \
-        examples/dialects/cozystack.yaml examples/dialects; do
+        examples/dialects/cozystack.yaml examples/dialects examples; do
         flat=$(echo "${e%.yaml}" | tr / -)
         { "$bin" validate "$e" 2>/tmp/gitcd-regen-err || true; sed 's/^/stderr: /' /tmp/gitcd-regen-err; } \
                 >"tests/api/golden/$flat.expected"

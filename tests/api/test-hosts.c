@@ -3,7 +3,7 @@
  * filled in from the hosts-level defaults and gitcd's own defaults, the
  * normalized form keeps all of it, and it reads back to the same spec
  * (what the state store relies on). Bad inventories are in the validation
- * corpus (tests/api/bad/5x-hosts-*.yaml).
+ * corpus (tests/api/bad/6x-hosts-*.yaml).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -106,6 +106,21 @@ static void test_no_hosts_no_change(void **state)
         json_decref(j);
 }
 
+static void test_refused_until_the_target_exists(void **state)
+{
+        (void)state;
+        /* apply, run and plan refuse spec.hosts; validate warns (api/unsupported.c) */
+        _cleanup_(etcd_cluster_freep) etcd_cluster *c = load(inventory);
+        diag_list d = {0};
+        assert_int_equal(spec_check_unsupported(c, SPEC_UNSUPPORTED_CREATE, &d), 1);
+        assert_int_equal(d.n, 1);
+        assert_int_equal(d.items[0].severity, DIAG_ERROR);
+        assert_non_null(strstr(d.items[0].message, "spec.hosts"));
+        assert_non_null(strstr(d.items[0].message, "not supported yet"));
+        assert_int_equal(d.items[0].line, 7);
+        diag_list_release(&d);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -113,6 +128,7 @@ int main(void)
             cmocka_unit_test(test_systemd_defaults),
             cmocka_unit_test(test_normalized_round_trip),
             cmocka_unit_test(test_no_hosts_no_change),
+            cmocka_unit_test(test_refused_until_the_target_exists),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

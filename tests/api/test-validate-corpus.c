@@ -2,7 +2,7 @@
  * `gitcd validate` end to end: the real binary ($GITCD_BIN) runs on every
  * bad input in tests/api/bad/ (a file NN-what.yaml or a folder NN-what/)
  * and must print exactly NN-what.expected and exit 1; and on every example
- * in examples/, where it must exit 0 and print exactly
+ * in examples/ and the folder itself, where it must exit 0 and print exactly
  * tests/api/golden/<example>.expected (stdout, then stderr lines prefixed
  * with "stderr: ").
  *
@@ -123,6 +123,14 @@ static void test_cli(void **state)
         assert_string_equal(res.err, "1 error, 0 warnings\n");
         free_result(&res);
 
+        /* A file named directly is checked strictly, even one a folder scan skips. */
+        const char *named[] = {"examples/ci/github-actions.yml", NULL};
+        run_validate_argv(root, named, &res);
+        assert_int_equal(res.status, 1);
+        assert_non_null(strstr(res.out, "examples/ci/github-actions.yml:14:1: error: document "
+                                        "has no apiVersion\n"));
+        free_result(&res);
+
         const char *quiet[] = {"-q", "examples/dialects/improbable.yaml", NULL};
         run_validate_argv(root, quiet, &res);
         assert_int_equal(res.status, 0);
@@ -227,6 +235,8 @@ int main(void)
             "examples/dialects/improbable.yaml",
             "examples/dialects/cozystack.yaml",
             "examples/dialects",
+            /* the whole folder: the CI workflows in examples/ci are skipped with a note */
+            "examples",
         };
         size_t total = n + ARRAY_SIZE(examples) + 1;
         struct CMUnitTest *tests = xcalloc(total, sizeof(*tests));

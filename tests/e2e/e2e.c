@@ -254,6 +254,67 @@ pid_t e2e_start_daemon(e2e *e, const char *const *extra_args)
         return pid;
 }
 
+pid_t e2e_start(e2e *e, const char *const *args, const char *log_name)
+{
+        const char *argv[48] = {e->bin};
+        size_t n = 1;
+        for (size_t i = 0; args[i] && n < ARRAY_SIZE(argv) - 1; i++)
+                argv[n++] = args[i];
+        argv[n] = NULL;
+        char *log = path_join(e->root, log_name);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                setenv("GITCD_STATE_DIR", e->state_dir, 1);
+                setenv("NO_COLOR", "1", 1);
+                unsetenv("GITCD_FAILPOINT");
+                if (!freopen(log, "w", stderr) || dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+                        _exit(126);
+                execv(e->bin, (char **)argv);
+                _exit(127);
+        }
+        free(log);
+        harness_track_pid(pid);
+        return pid;
+}
+
+int e2e_wait_exit(pid_t pid)
+{
+        int status = 0;
+        pid_t r;
+        while ((r = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+                ;
+        assert_int_equal(r, pid);
+        harness_untrack_pid(pid);
+        if (WIFSIGNALED(status))
+                return 128 + WTERMSIG(status);
+        return WEXITSTATUS(status);
+}
+
+char *e2e_read_log(e2e *e, const char *log_name)
+{
+        char *path = path_join(e->root, log_name);
+        char *text = NULL;
+        size_t len = 0;
+        if (read_file(path, 16 << 20, &text, &len) < 0)
+                text = xstrdup("");
+        free(path);
+        return text;
+}
+
+pid_t e2e_lock_pid(e2e *e)
+{
+        char *path = path_join(e->state_dir, "gitcd.lock");
+        char *text = NULL;
+        size_t len = 0;
+        pid_t pid = 0;
+        if (read_file(path, 64, &text, &len) == 0)
+                pid = (pid_t)atoi(text);
+        free(text);
+        free(path);
+        return pid;
+}
+
 bool e2e_wait_ready(e2e *e, const char *name, int n, int timeout_s)
 {
         int64_t end = now_mono_ms() + timeout_s * 1000;

@@ -54,6 +54,18 @@ int e2e_run(e2e *e, char **ret_stdout, const char *arg, ...) __attribute__((sent
  * <root>/daemon.log; tracked for teardown. Returns its pid.
  */
 pid_t e2e_start_daemon(e2e *e, const char *const *extra_args);
+/*
+ * Start `gitcd args...` (NULL-terminated) in the background with
+ * GITCD_STATE_DIR set, stdout and stderr in <root>/<log_name>; tracked for
+ * teardown. Returns its pid; e2e_wait_exit() reaps it.
+ */
+pid_t e2e_start(e2e *e, const char *const *args, const char *log_name);
+/* Wait for a process from e2e_start(); its exit status, or 128+signal. */
+int e2e_wait_exit(pid_t pid);
+/* The text of <root>/<log_name> (newly allocated, "" when missing). */
+char *e2e_read_log(e2e *e, const char *log_name);
+/* The pid written in the state folder's lock file (apply and run hold it), 0 when none. */
+pid_t e2e_lock_pid(e2e *e);
 /* Poll `gitcd status` until default/<name> is Running with n ready members; false on timeout. */
 bool e2e_wait_ready(e2e *e, const char *name, int n, int timeout_s);
 /* `gitcd status -o json default/<name>`, parsed. */

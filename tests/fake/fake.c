@@ -602,18 +602,15 @@ static int need_leader(etcd_conn *c)
         return 0;
 }
 
-static int fe_member_list(etcd_conn *c, etcd_members **ret)
+/* The member list as the member m (running as p) sees it. */
+static etcd_members *list_as(fake_world *w, const fake_proc *p)
 {
-        int k = reach(c);
-        if (k < 0)
-                return k;
-        fake_world *w = c->w;
         etcd_members *l = XNEW(etcd_members);
         l->cluster_id = w->cluster_id;
         l->members = xcalloc(FAKE_MAX_MEMBERS, sizeof(etcd_member));
         for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++) {
                 const fake_etcd_member *m = &w->members[i];
-                if (!m->used)
+                if (!m->used || (p && p->alone && m->id != p->etcd_id))
                         continue;
                 etcd_member *e = &l->members[l->n++];
                 e->id = m->id;
@@ -628,7 +625,40 @@ static int fe_member_list(etcd_conn *c, etcd_members **ret)
                         e->n_client_urls = 1;
                 }
         }
-        *ret = l;
+        return l;
+}
+
+/* The running member behind a client URL, or NULL. */
+static fake_proc *proc_at(fake_world *w, const char *endpoint)
+{
+        for (size_t j = 0; j < FAKE_MAX_MEMBERS; j++) {
+                const fake_etcd_member *m = &w->members[j];
+                if (m->used && streq(m->client_url, endpoint) && proc_up(w, m->id))
+                        return proc_up(w, m->id);
+        }
+        return NULL;
+}
+
+/* The list from the first endpoint that answers, as that member sees it. */
+static int fe_member_list(etcd_conn *c, etcd_members **ret)
+{
+        int k = reach(c);
+        if (k < 0)
+                return k;
+        fake_proc *p = NULL;
+        for (size_t i = 0; !p && c->endpoints[i]; i++)
+                p = proc_at(c->w, c->endpoints[i]);
+        *ret = list_as(c->w, p);
+        return ok(c);
+}
+
+static int fe_member_list_at(etcd_conn *c, const char *endpoint, etcd_members **ret)
+{
+        elect(c->w);
+        fake_proc *p = proc_at(c->w, endpoint);
+        if (!p)
+                return fail(c, ETCD_ERR_UNREACHABLE, "%s: cannot connect", endpoint);
+        *ret = list_as(c->w, p);
         return ok(c);
 }
 
@@ -766,6 +796,7 @@ const etcd_membership_ops fake_etcd_ops = {
     .connect = fe_connect,
     .disconnect = fe_disconnect,
     .member_list = fe_member_list,
+    .member_list_at = fe_member_list_at,
     .leader = fe_leader,
     .add_learner = fe_add_learner,
     .promote = fe_promote,

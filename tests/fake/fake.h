@@ -63,6 +63,7 @@ typedef struct fake_proc {
         bool crashed; /* exited on its own */
         bool broken;  /* test hook: every start exits at once (host down) */
         bool lost;    /* test hook: its data directory is gone */
+        bool alone;   /* test hook: it sees a cluster of itself alone (force-new-cluster) */
         int64_t running_since_ms;
         int starts; /* process starts, restarts included */
         int restarts;

@@ -361,15 +361,6 @@ static cluster_priv *priv(harness_cluster *c)
         return (cluster_priv *)c;
 }
 
-static void strv_free(char **v)
-{
-        if (!v)
-                return;
-        for (char **s = v; *s; s++)
-                free(*s);
-        free(v);
-}
-
 static void tls_free(harness_tls *t)
 {
         if (!t)

@@ -170,6 +170,9 @@ static void test_status_errors(void **state)
         expect_status(503, "upstream connect error", "get", "pods", "db", -EIO, "HTTP 503",
                       "upstream connect error");
         expect_status(418, NULL, "get", "pods", NULL, -EPROTO, "HTTP 418", NULL);
+        /* the server's text is escaped: no terminal control, no forged line */
+        expect_status(404, "{\"message\":\"pods \\\"x\\u001b[2J\\nerror: forged\\\" not found\"}",
+                      "get", "pods", "db", -ENOENT, "x\\x1b[2J\\nerror: forged", NULL);
 }
 
 int main(void)

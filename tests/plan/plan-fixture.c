@@ -145,20 +145,35 @@ void pf_state_set_phase(const char *db_path, const char *cluster, const char *ph
         state_close(db);
 }
 
-int pf_plan(char **ret_out, char **ret_err, const char *fmt, ...)
+static int run_gitcd(char **ret_out, char **ret_err, const char *args)
 {
         const char *bin = getenv("GITCD_BIN");
         assert_non_null(bin);
-        va_list ap;
-        va_start(ap, fmt);
-        _cleanup_free_ char *args = xvasprintf(fmt, ap);
-        va_end(ap);
-        _cleanup_free_ char *out = pf_path("plan.out");
-        _cleanup_free_ char *err = pf_path("plan.err");
-        int st = pf_sh("'%s' plan %s > '%s' 2> '%s'", bin, args, out, err);
+        _cleanup_free_ char *out = pf_path("gitcd.out");
+        _cleanup_free_ char *err = pf_path("gitcd.err");
+        int st = pf_sh("'%s' %s > '%s' 2> '%s'", bin, args, out, err);
         if (ret_out)
                 *ret_out = slurp(out);
         if (ret_err)
                 *ret_err = slurp(err);
         return st;
+}
+
+int pf_plan(char **ret_out, char **ret_err, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *args = xvasprintf(fmt, ap);
+        va_end(ap);
+        _cleanup_free_ char *cmd = xasprintf("plan %s", args);
+        return run_gitcd(ret_out, ret_err, cmd);
+}
+
+int pf_gitcd(char **ret_out, char **ret_err, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *args = xvasprintf(fmt, ap);
+        va_end(ap);
+        return run_gitcd(ret_out, ret_err, args);
 }

@@ -37,3 +37,6 @@ void pf_state_set_phase(const char *db, const char *cluster, const char *phase);
  */
 int pf_plan(char **ret_out, char **ret_err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Run `$GITCD_BIN <args>` (any command) the same way. */
+int pf_gitcd(char **ret_out, char **ret_err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));

@@ -188,11 +188,44 @@ static void test_empty(void **state)
         source_revision_free(rev);
 }
 
+/* Author, subject and file names come from the commit: the text output escapes them. */
+static void test_hostile_text_escaped(void **state)
+{
+        (void)state;
+        static const char yaml[] = "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                                   "metadata:\n  name: x\nspec:\n  replicas: 1\n";
+        const char *paths[] = {"a\033[31m.yaml"};
+        const char *texts[] = {yaml};
+        source_revision *rev = revision(paths, texts, 1);
+        memcpy(rev->commit_id, "0123456789abcdef0123456789abcdef01234567", 41);
+        rev->author.name = xstrdup("Eve\033[2J");
+        rev->author.email = xstrdup("eve@example.org");
+        rev->message = xstrdup("subject\033]0;title\007 ok\nbody");
+        plan *p = NULL;
+        plan_input in = {.rev = rev};
+        assert_int_equal(plan_compute(&in, &p), 0);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&text, &len);
+        plan_print_opts po = {.verbose = true};
+        plan_print_text(p, rev, &po, mem);
+        fclose(mem);
+        assert_null(strchr(text, '\033'));
+        assert_null(strchr(text, '\007'));
+        assert_non_null(strstr(text, "by Eve\\x1b[2J <eve@example.org>: "
+                                     "subject\\x1b]0;title\\x07 ok\n"));
+        assert_non_null(strstr(text, "(a\\x1b[31m.yaml:"));
+        free(text);
+        plan_free(p);
+        source_revision_free(rev);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_model),
             cmocka_unit_test(test_empty),
+            cmocka_unit_test(test_hostile_text_escaped),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -419,6 +419,106 @@ static void test_plain_directory(void **state)
         assert_contains(out, "+ create default/wip");
 }
 
+/* A native cluster (name, 3 members, 3.5.16) with spec_extra appended under spec. */
+static void write_with_spec(const char *file, const char *name, const char *spec_extra)
+{
+        _cleanup_free_ char *base = cluster_yaml(name, 3, "3.5.16", NULL);
+        _cleanup_free_ char *y = xasprintf("%s%s", base, spec_extra);
+        pf_write(repo, file, y);
+}
+
+/*
+ * Fields gitcd reads but does not act on yet are refused, in the native and
+ * cozystack dialects, at file:line:col; a new cluster "is not created", an
+ * existing one "is not changed" (and not deleted); a field written off is
+ * accepted; the other clusters are still planned; validate only warns.
+ */
+static void test_unsupported_fields(void **state)
+{
+        (void)state;
+        write_cluster("clusters/old.yaml", "old", 3, "3.5.16", NULL);
+        _cleanup_free_ char *first = pf_commit(repo, "first");
+        pf_state_from_revision(db, repo, first, NULL, true);
+
+        /* cluster_yaml ends at line 7: the extra spec fields start at line 8. */
+        write_with_spec("clusters/old.yaml", "old", "  auth:\n    enabled: true\n");
+        write_with_spec("clusters/snap.yaml", "snap",
+                        "  snapshots:\n    schedule: \"0 * * * *\"\n    destination:\n"
+                        "      local:\n        path: /var/backups/snap\n");
+        write_with_spec("clusters/defrag.yaml", "defrag", "  defrag:\n    freeSpaceAbove: 100Mi\n");
+        write_with_spec("clusters/restore.yaml", "restore",
+                        "  bootstrap:\n    restore:\n      source:\n        local:\n"
+                        "          path: /var/backups/x.db\n");
+        write_with_spec("clusters/off.yaml", "off",
+                        "  auth:\n    enabled: false\n  snapshots:\n    enabled: false\n"
+                        "  defrag:\n    enabled: false\n");
+        pf_write(repo, "clusters/cozy.yaml",
+                 "apiVersion: etcd-operator.cozystack.io/v1alpha2\n"
+                 "kind: EtcdCluster\n"
+                 "metadata:\n"
+                 "  name: cozy-auth\n"
+                 "spec:\n"
+                 "  replicas: 3\n"
+                 "  auth:\n"
+                 "    enabled: true\n"
+                 "---\n"
+                 "apiVersion: etcd-operator.cozystack.io/v1alpha2\n"
+                 "kind: EtcdCluster\n"
+                 "metadata:\n"
+                 "  name: cozy-restore\n"
+                 "spec:\n"
+                 "  replicas: 3\n"
+                 "  bootstrap:\n"
+                 "    restore:\n"
+                 "      source:\n"
+                 "        pvc:\n"
+                 "          claimName: backups\n"
+                 "          subPath: snap.db\n");
+        write_cluster("clusters/plain.yaml", "plain", 3, "3.5.16", NULL);
+        _cleanup_free_ char *second = pf_commit(repo, "unsupported fields");
+
+        _cleanup_free_ char *out = NULL;
+        assert_int_equal(pf_plan(&out, NULL, "--source '%s' --ref main --state '%s'", repo, db), 1);
+        assert_contains(out, "! rejected default/old\n    clusters/old.yaml:9:14: error: spec.auth "
+                             "(etcd authentication) is not supported yet; the cluster is not "
+                             "changed");
+        assert_contains(out, "! rejected default/snap\n    clusters/snap.yaml:8:3: error: "
+                             "spec.snapshots (scheduled snapshots) is not supported yet; the "
+                             "cluster is not created");
+        assert_contains(out, "! rejected default/defrag\n    clusters/defrag.yaml:8:3: error: "
+                             "spec.defrag (scheduled defragmentation) is not supported yet; the "
+                             "cluster is not created");
+        assert_contains(out, "! rejected default/restore\n    clusters/restore.yaml:9:5: error: "
+                             "spec.bootstrap.restore (restoring a snapshot at creation) is not "
+                             "supported yet; the cluster is not created");
+        assert_contains(out, "! rejected default/cozy-auth\n    clusters/cozy.yaml:8:14: error: "
+                             "spec.auth (etcd authentication) is not supported yet; the cluster "
+                             "is not created");
+        assert_contains(out, "! rejected default/cozy-restore\n    clusters/cozy.yaml:17:5: "
+                             "error: spec.bootstrap.restore (restoring a snapshot at creation) "
+                             "is not supported yet; the cluster is not created");
+        assert_contains(out, "+ create default/off  (clusters/off.yaml:1)");
+        assert_contains(out, "+ create default/plain  (clusters/plain.yaml:1)");
+        assert_lacks(out, "delete default/old");
+        assert_contains(out, "Plan: 2 to create, 0 to change, 0 to delete, 6 rejected.");
+
+        json_t *j = plan_json(1, NULL);
+        assert_string_equal(action_of(j, "default/old"), "rejected");
+        assert_string_equal(action_of(j, "default/plain"), "create");
+        json_decref(j);
+
+        /* validate reads the same files as valid, with a warning per field. */
+        _cleanup_free_ char *vout = NULL, *verr = NULL;
+        assert_int_equal(pf_gitcd(&vout, &verr, "validate '%s/clusters'", repo), 0);
+        assert_contains(vout, "clusters/cozy.yaml:8:14: warning: spec.auth (etcd authentication) "
+                              "is not supported yet; gitcd apply, run and plan refuse this "
+                              "cluster");
+        assert_contains(vout, "clusters/restore.yaml:9:5: warning: spec.bootstrap.restore");
+        assert_lacks(vout, "off.yaml");
+        /* six refusals, and two warnings that auth without client TLS is clear text */
+        assert_contains(verr, "8 clusters valid, 8 warnings");
+}
+
 /* Bad usage and unreadable inputs: clear messages, nothing changed. */
 static void test_usage_and_errors(void **state)
 {
@@ -462,6 +562,7 @@ int main(void)
                                             test_teardown),
             cmocka_unit_test_setup_teardown(test_plain_directory, test_setup, test_teardown),
             cmocka_unit_test_setup_teardown(test_usage_and_errors, test_setup, test_teardown),
+            cmocka_unit_test_setup_teardown(test_unsupported_fields, test_setup, test_teardown),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -413,6 +413,86 @@ static void test_deadline_is_terminal_until_the_spec_changes(void **state)
         state_cluster_free(sc);
 }
 
+/*
+ * One member lists only itself (it was restarted with force-new-cluster):
+ * the others are missing from the list this pass read, but they still list
+ * each other, so nothing is deleted.
+ */
+static void test_one_diverged_member_list_deletes_nothing(void **state)
+{
+        fx *f = *state;
+        offer(f, 3);
+        converge(f);
+        fake_proc_find(f->w, "demo-0")->alone = true;
+        pass_result res;
+        assert_int_not_equal(converge_n(f, 30, &res), PASS_CONVERGED);
+        assert_int_equal(fake_procs_present(f->w), 3);
+        for (int i = 0; i < 3; i++) {
+                _cleanup_free_ char *name = xasprintf("demo-%d", i);
+                fake_proc *p = fake_proc_find(f->w, name);
+                assert_non_null(p);
+                assert_true(p->has_data);
+        }
+        state_member_list l = {0};
+        assert_int_equal(state_member_list_for(f->db, CLUSTER, false, &l), 0);
+        assert_int_equal(l.n, 3);
+        state_member_list_release(&l);
+        assert_int_equal(f->w->removes, 0);
+
+        fake_proc_find(f->w, "demo-0")->alone = false;
+        converge(f);
+        assert_cluster(f, 3);
+}
+
+/* Pass once at a time until the injected MemberAdd failure was used. */
+static void pass_until_add_failed(fx *f)
+{
+        pass_result res;
+        for (int i = 0; i < MAX_PASSES && f->w->fail_next_add; i++) {
+                assert_int_equal(reconciler_pass(f->r, CLUSTER, &res), 0);
+                if (res.outcome != PASS_PROGRESSED)
+                        fake_world_advance(f->w, res.poll_ms > 0 ? res.poll_ms : 200);
+        }
+        assert_int_equal(f->w->fail_next_add, 0);
+}
+
+/* A failed MemberAdd forgets the member this pass planned; the others are untouched. */
+static void test_failed_add_cleans_up_its_own_member(void **state)
+{
+        fx *f = *state;
+        offer(f, 3);
+        converge(f);
+        offer(f, 4);
+        f->w->fail_next_add = ETCD_ERR_UNAVAILABLE;
+        pass_until_add_failed(f);
+        state_member *m = NULL;
+        assert_int_equal(state_member_get(f->db, CLUSTER, "demo-3", &m), 0);
+        assert_true(m->removed_ms != 0);
+        state_member_free(m);
+        assert_null(fake_proc_find(f->w, "demo-3"));
+        assert_int_equal(fake_procs_present(f->w), 3);
+        converge(f);
+        assert_cluster(f, 4);
+}
+
+/* On PEER_URL_EXISTS etcd holds a member at that URL: nothing is cleaned up. */
+static void test_peer_url_exists_cleans_up_nothing(void **state)
+{
+        fx *f = *state;
+        offer(f, 3);
+        converge(f);
+        offer(f, 4);
+        f->w->fail_next_add = ETCD_ERR_PEER_URL_EXISTS;
+        pass_until_add_failed(f);
+        state_member *m = NULL;
+        assert_int_equal(state_member_get(f->db, CLUSTER, "demo-3", &m), 0);
+        assert_int_equal(m->removed_ms, 0);
+        state_member_free(m);
+        assert_non_null(fake_proc_find(f->w, "demo-3"));
+        converge(f);
+        assert_cluster(f, 4);
+}
+
 /* ---- crash points -------------------------------------------------------- */
 
 enum scenario {
@@ -533,6 +613,12 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_long_command_converges_without_restarts, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_deadline_is_terminal_until_the_spec_changes, setup,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(test_one_diverged_member_list_deletes_nothing, setup,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(test_failed_add_cleans_up_its_own_member, setup,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(test_peer_url_exists_cleans_up_nothing, setup,
                                             teardown),
             cmocka_unit_test(test_crash_points),
         };

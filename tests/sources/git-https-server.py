@@ -5,7 +5,10 @@ Serves the repositories under ROOT with `git http-backend` (as CGI) behind
 HTTP basic authentication, on 127.0.0.1 and a free port that it writes to
 PORT_FILE once it listens.
 
-usage: git-https-server.py ROOT CERT KEY PORT_FILE USER TOKEN
+With a seventh argument REDIRECT (an https:// base URL), it serves nothing
+and answers every request with a redirect to REDIRECT + the request's path.
+
+usage: git-https-server.py ROOT CERT KEY PORT_FILE USER TOKEN [REDIRECT]
 """
 import base64
 import http.server
@@ -15,6 +18,7 @@ import subprocess
 import sys
 
 root, cert, key, port_file, user, token = sys.argv[1:7]
+redirect = sys.argv[7] if len(sys.argv) > 7 else None
 expected = "Basic " + base64.b64encode(f"{user}:{token}".encode()).decode()
 
 
@@ -47,6 +51,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def serve(self):
         body = self.read_body()
+        if redirect:
+            self.reply(302, [("Location", redirect + self.path)], b"")
+            return
         if self.headers.get("Authorization", "") != expected:
             # An empty body: libgit2 1.5 (mbedTLS build) fails to parse the
             # retried response when the 401 on the same connection had one.

@@ -3,7 +3,8 @@
  * the real git: reading trees, history (create, change, delete, rename),
  * incremental fetches into the mirror, refs (branch, tags, commit id),
  * subfolders, skipped entries (symlink, oversized file, submodule), plain
- * directories, and two processes sharing one cache.
+ * directories, two processes sharing one cache, and hostile trees (a tree
+ * bomb, a flood of symbolic links) that are bounded.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -494,6 +495,68 @@ static void test_shared_cache(void **state)
         }
 }
 
+/* Make branch name point at a commit of tree (built with git mktree) in work. */
+static void branch_with_tree(const char *name, const char *tree)
+{
+        _cleanup_free_ char *id =
+            fix_sh_out("cd '%s' && git commit-tree %s -m '%s'", work, tree, name);
+
+        assert_non_null(id);
+        assert_int_equal(fix_sh("cd '%s' && git branch -f '%s' %s", work, name, id), 0);
+}
+
+/*
+ * A tree bomb: 64 levels of folders, each naming the next twice (2^64 paths
+ * in a repository of 65 small trees). Refused quickly with a clear error.
+ */
+static void test_tree_bomb(void **state)
+{
+        _cleanup_free_ char *blob = NULL, *tree = NULL, *msg = NULL;
+        source_opts o = {.url_or_path = work, .cache_dir = cache, .ref = "bomb"};
+
+        blob = fix_sh_out("cd '%s' && printf 'x: 1\n' | git hash-object -w --stdin", work);
+        tree =
+            fix_sh_out("cd '%s' && printf '100644 blob %s\tleaf.yaml\n' | git mktree", work, blob);
+        for (int i = 0; i < 64; i++) {
+                char *next = fix_sh_out("cd '%s' && printf '040000 tree %s\ta\n040000 tree "
+                                        "%s\tb\n' | git mktree",
+                                        work, tree, tree);
+
+                free(tree);
+                tree = next;
+        }
+        branch_with_tree("bomb", tree);
+        msg = fetch_fails(&o, -EFBIG);
+        if (!strstr(msg, "refusing to read the tree: more than 10000 folders repeat a folder "
+                         "already read"))
+                fail_msg("unexpected message: %s", msg);
+}
+
+/*
+ * A flood of symbolic links named *.yaml: each would be a note; only the
+ * first SOURCE_MAX_NOTES are listed, then one note sums up the rest.
+ */
+static void test_symlink_flood(void **state)
+{
+        _cleanup_free_ char *tree = NULL;
+        _cleanup_(source_revision_freep) source_revision *rev = NULL;
+        source_opts o = {.url_or_path = work, .cache_dir = cache, .ref = "links"};
+        const unsigned n = SOURCE_MAX_NOTES + 500;
+
+        tree = fix_sh_out("cd '%s' && t=$(printf target | git hash-object -w --stdin) && "
+                          "seq -w 1 %u | sed \"s/^/120000 blob $t\t/; s/$/.yaml/\" | "
+                          "git mktree",
+                          work, n);
+        assert_non_null(tree);
+        branch_with_tree("links", tree);
+        rev = fetch_ok(&o);
+        assert_int_equal(rev->n_files, 0);
+        assert_int_equal(rev->n_notes, SOURCE_MAX_NOTES + 1);
+        assert_string_equal(rev->notes[0].reason, "symbolic link (not followed)");
+        assert_string_equal(rev->notes[SOURCE_MAX_NOTES].reason,
+                            "500 more skipped entries (only the first 1000 are listed)");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -507,6 +570,8 @@ int main(void)
             cmocka_unit_test(test_plain_directory),
             cmocka_unit_test(test_bad_options),
             cmocka_unit_test(test_shared_cache),
+            cmocka_unit_test(test_tree_bomb),
+            cmocka_unit_test(test_symlink_flood),
         };
 
         return cmocka_run_group_tests(tests, group_setup, group_teardown);

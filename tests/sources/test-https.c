@@ -5,6 +5,9 @@
  * refused; with the CA bundle, a token from a file, from an environment
  * variable or from the URL is accepted; a wrong or missing token is refused
  * with a clear message; no token ever appears in a message or a returned URL.
+ * A redirect to another server gets no token, a server that accepts and
+ * stalls is abandoned when the time budget is spent, and a repository over
+ * the size budget is not fetched.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +18,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,7 +35,8 @@
 
 #define TOKEN "s3cr3t-t0ken"
 
-static pid_t server_pid;
+static pid_t server_pid, redirect_pid;
+static char *server_log, *redirect_url;
 static char *dir, *cache, *url, *commit, *ca, *token_file, *bad_token_file;
 
 static void kill_server(void)
@@ -38,6 +45,11 @@ static void kill_server(void)
                 kill(server_pid, SIGTERM);
                 waitpid(server_pid, NULL, 0);
                 server_pid = 0;
+        }
+        if (redirect_pid > 0) {
+                kill(redirect_pid, SIGTERM);
+                waitpid(redirect_pid, NULL, 0);
+                redirect_pid = 0;
         }
 }
 
@@ -48,9 +60,46 @@ static void on_signal(int sig)
         raise(sig);
 }
 
+/*
+ * Start git-https-server.py (redirecting to redirect when not NULL) with its
+ * output in dir/server.log; returns its port, or NULL.
+ */
+static char *start_server(const char *script, const char *root, const char *cert, const char *key,
+                          const char *port_name, const char *redirect, pid_t *ret_pid)
+{
+        _cleanup_free_ char *port_file = xasprintf("%s/%s", dir, port_name);
+        _cleanup_free_ char *log = xasprintf("%s/server.log", dir);
+        pid_t pid = fork();
+
+        if (pid == 0) {
+                int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+                prctl(PR_SET_PDEATHSIG, SIGTERM); /* die with the test, whatever kills it */
+                if (fd >= 0) {
+                        dup2(fd, 1);
+                        dup2(fd, 2);
+                }
+                execl("/usr/bin/python3", "python3", script, root, cert, key, port_file, "git",
+                      TOKEN, redirect, (char *)NULL);
+                _exit(127);
+        }
+        *ret_pid = pid;
+        for (int i = 0; i < 2400 && !path_exists(port_file); i++) {
+                struct timespec ts = {0, 25 * 1000000L};
+
+                if (waitpid(pid, NULL, WNOHANG) == pid) {
+                        *ret_pid = 0;
+                        fix_sh("cat '%s' >&2", log);
+                        return NULL;
+                }
+                nanosleep(&ts, NULL);
+        }
+        return fix_sh_out("cat '%s'", port_file);
+}
+
 static int group_setup(void **state)
 {
-        _cleanup_free_ char *work = NULL, *script = NULL, *port_file = NULL, *port = NULL;
+        _cleanup_free_ char *work = NULL, *script = NULL, *port = NULL;
         _cleanup_free_ char *log = NULL, *cert = NULL, *key = NULL, *root = NULL;
         const char *src = getenv("GITCD_SOURCE_ROOT");
 
@@ -93,37 +142,26 @@ static int group_setup(void **state)
                               root) != 0)
                 return -1;
 
+        if (fix_sh("git clone -q --bare '%s' '%s/redir.git'", work, root) != 0)
+                return -1;
         script = xasprintf("%s/tests/sources/git-https-server.py", src ? src : ".");
-        port_file = xasprintf("%s/port", dir);
         cert = xasprintf("%s/srv.crt", dir);
         key = xasprintf("%s/srv.key", dir);
         log = xasprintf("%s/server.log", dir);
-        server_pid = fork();
-        if (server_pid == 0) {
-                int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-
-                prctl(PR_SET_PDEATHSIG, SIGTERM); /* die with the test, whatever kills it */
-                if (fd >= 0) {
-                        dup2(fd, 1);
-                        dup2(fd, 2);
-                }
-                execl("/usr/bin/python3", "python3", script, root, cert, key, port_file, "git",
-                      TOKEN, (char *)NULL);
-                _exit(127);
-        }
-        for (int i = 0; i < 2400 && !path_exists(port_file); i++) {
-                struct timespec ts = {0, 25 * 1000000L};
-
-                if (waitpid(server_pid, NULL, WNOHANG) == server_pid) {
-                        server_pid = 0;
-                        fix_sh("cat '%s' >&2", log);
-                        return -1;
-                }
-                nanosleep(&ts, NULL);
-        }
-        port = fix_sh_out("cat '%s'", port_file);
-        if (isempty(port))
+        server_log = xstrdup(log);
+        port = start_server(script, root, cert, key, "port", NULL, &server_pid);
+        if (!port)
                 return -1;
+        {
+                /* The redirector: every request is sent on to the real server. */
+                _cleanup_free_ char *base = xasprintf("https://localhost:%s", port);
+                _cleanup_free_ char *p2 =
+                    start_server(script, root, cert, key, "redirect-port", base, &redirect_pid);
+
+                if (!p2)
+                        return -1;
+                redirect_url = xasprintf("https://localhost:%s/redir.git", p2);
+        }
         url = xasprintf("https://localhost:%s/repo.git", port);
         return 0;
 }
@@ -134,6 +172,8 @@ static int group_teardown(void **state)
         free(dir);
         free(cache);
         free(url);
+        free(redirect_url);
+        free(server_log);
         free(commit);
         free(ca);
         free(token_file);
@@ -246,6 +286,93 @@ static void test_bad_credentials(void **state)
         free(msg);
 }
 
+/*
+ * A server that redirects to another port of the same host: the token is
+ * never sent there (the credential callback checks the URL), so the fetch
+ * fails and the other server never serves the redirected repository.
+ */
+static void test_redirect_to_another_server(void **state)
+{
+        source_opts o = {.url_or_path = redirect_url,
+                         .cache_dir = cache,
+                         .https_ca_file = ca,
+                         .https_token_file = token_file};
+        _cleanup_free_ char *served = NULL;
+        source_revision *rev = NULL;
+        char *msg = NULL;
+        int r;
+
+        r = fetch(&o, &rev, &msg);
+        if (r == 0)
+                fail_msg("the redirected fetch succeeded: the token was sent to another server");
+        assert_true(r == -EACCES || r == -EIO);
+        assert_null(strstr(msg, TOKEN));
+        free(msg);
+        /* the real server never answered a request for redir.git with content */
+        served = fix_sh_out("grep -c 'GET /redir.git.* 200' '%s' || true", server_log);
+        assert_string_equal(served, "0");
+}
+
+/* A server that accepts the connection and never answers: the time budget ends the fetch. */
+static void test_stalled_server(void **state)
+{
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof(sa);
+        _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        _cleanup_free_ char *stall_url = NULL;
+        source_revision *rev = NULL;
+        char *msg = NULL;
+
+        assert_true(fd >= 0);
+        assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        assert_int_equal(listen(fd, 8), 0); /* the kernel accepts; nobody ever answers */
+        assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+        stall_url = xasprintf("https://localhost:%d/repo.git", ntohs(sa.sin_port));
+
+        source_opts o = {.url_or_path = stall_url,
+                         .cache_dir = cache,
+                         .https_ca_file = ca,
+                         .https_token_file = token_file,
+                         .fetch_timeout_s = 2};
+        assert_int_equal(fetch(&o, &rev, &msg), -ETIMEDOUT);
+        if (!strstr(msg, "took longer than 2 s and was aborted"))
+                fail_msg("unexpected message: %s", msg);
+        free(msg);
+}
+
+/* A repository larger than the size budget: the fetch is aborted, nothing is read. */
+static void test_size_budget(void **state)
+{
+        _cleanup_free_ char *budget_cache = fix_tmpdir("budget-cache");
+        source_opts o = {.url_or_path = url,
+                         .cache_dir = budget_cache,
+                         .https_ca_file = ca,
+                         .https_token_file = token_file,
+                         .max_fetch_objects = 2};
+        source_revision *rev = NULL;
+        char *msg = NULL;
+
+        assert_int_equal(fetch(&o, &rev, &msg), -EFBIG);
+        if (!strstr(msg, "exceeds the budget of 2 objects"))
+                fail_msg("unexpected message: %s", msg);
+        free(msg);
+
+        o.max_fetch_objects = 0;
+        o.max_fetch_bytes = 64;
+        assert_int_equal(fetch(&o, &rev, &msg), -EFBIG);
+        if (!strstr(msg, "exceeds the budget of 64 bytes"))
+                fail_msg("unexpected message: %s", msg);
+        free(msg);
+
+        /* within the default budgets the same mirror fetches fine */
+        o.max_fetch_bytes = 0;
+        if (fetch(&o, &rev, &msg) < 0)
+                fail_msg("%s", msg);
+        free(msg);
+        assert_string_equal(rev->commit_id, commit);
+        source_revision_free(rev);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -253,6 +380,9 @@ int main(void)
             cmocka_unit_test(test_token_file),
             cmocka_unit_test(test_token_env_and_url),
             cmocka_unit_test(test_bad_credentials),
+            cmocka_unit_test(test_redirect_to_another_server),
+            cmocka_unit_test(test_stalled_server),
+            cmocka_unit_test(test_size_budget),
         };
 
         return cmocka_run_group_tests(tests, group_setup, group_teardown);

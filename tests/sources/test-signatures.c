@@ -5,6 +5,9 @@
  * namespace or expired, unsigned and tampered ones. Only a valid signature
  * by a trusted key passes, and every verdict is cross-checked with
  * `git verify-commit` / `git verify-tag` using the same allowed_signers file.
+ * The signature is judged before the tree is read; a rollback to an older
+ * signed commit and a tag ref pointing at another tag's signed object are
+ * refused; a refused head is not judged again at every fetch.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -172,7 +175,8 @@ static void expect_refused(const char *id, const char *reason_part)
         assert_int_equal(fetch_verified(id, &rev, &msg), -EPERM);
         assert_non_null(rev);
         assert_string_equal(rev->commit_id, id);
-        assert_true(rev->n_files > 0);
+        assert_int_equal(rev->n_files, 0); /* nothing is read from a refused commit */
+        assert_non_null(rev->refusal);
         assert_true(rev->signature_checked);
         assert_false(rev->signature_verified);
         if (!strstr(rev->signature_reason, reason_part))
@@ -269,6 +273,248 @@ static void test_signed_tag(void **state)
         msg = NULL;
 }
 
+/*
+ * The signature is checked before the tree is read: an unsigned commit whose
+ * tree would be refused for its size (or would take the walk forever) is
+ * refused for its signature, without reading the tree.
+ */
+static void test_signature_before_tree(void **state)
+{
+        _cleanup_free_ char *blob = NULL, *tree = NULL, *id = NULL, *msg = NULL;
+        _cleanup_(source_revision_freep) source_revision *rev = NULL;
+
+        /* 64 levels of folders, each naming the next twice: 2^64 paths */
+        blob = fix_sh_out("cd '%s' && printf 'x: 1\n' | git hash-object -w --stdin", repo);
+        tree =
+            fix_sh_out("cd '%s' && printf '100644 blob %s\tleaf.yaml\n' | git mktree", repo, blob);
+        for (int i = 0; i < 64; i++) {
+                char *next = fix_sh_out("cd '%s' && printf '040000 tree %s\ta\n040000 tree "
+                                        "%s\tb\n' | git mktree",
+                                        repo, tree, tree);
+
+                free(tree);
+                tree = next;
+        }
+        id = fix_sh_out("cd '%s' && git commit-tree %s -m bomb", repo, tree);
+        assert_int_equal(fix_sh("cd '%s' && git branch bomb %s", repo, id), 0);
+
+        assert_int_equal(fetch_verified("bomb", &rev, &msg), -EPERM);
+        assert_string_equal(rev->commit_id, id);
+        assert_int_equal(rev->n_files, 0);
+        assert_non_null(strstr(rev->signature_reason, "the commit is not signed"));
+}
+
+/* Fetch ref with verification through a fresh source (as a new process would). */
+static int fetch_opts(const char *ref, bool allow_rollback, bool mark, source_revision **ret,
+                      char **ret_msg)
+{
+        source_opts o = {
+            .url_or_path = repo,
+            .cache_dir = cache,
+            .ref = ref,
+            .verify_signatures = true,
+            .allowed_signers_path = allowed,
+            .allow_rollback = allow_rollback,
+        };
+        _cleanup_(source_freep) source *s = NULL;
+        int r;
+
+        assert_int_equal(source_open(&o, &s, NULL), 0);
+        r = source_fetch(s, ret);
+        *ret_msg = xstrdup(source_last_error(s));
+        if (r == 0 && mark)
+                assert_int_equal(source_mark_applied(s, *ret), 0);
+        return r;
+}
+
+/*
+ * Rollback protection: once a commit of a ref is applied, an older signed
+ * commit (a valid signature, replayed) is refused as the ref's head, also
+ * by a new process; --allow-rollback accepts it; moving forward again is
+ * accepted.
+ */
+static void test_rollback(void **state)
+{
+        _cleanup_free_ char *old = NULL, *cur = NULL, *next = NULL;
+        source_revision *rev = NULL;
+        char *msg = NULL;
+
+        assert_int_equal(fix_sh("cd '%s' && git checkout -q -b release", repo), 0);
+        old = signed_commit("ed25519", "release 1");
+        cur = signed_commit("ed25519", "release 2");
+        assert_int_equal(fetch_opts("release", false, true, &rev, &msg), 0);
+        assert_string_equal(rev->commit_id, cur);
+        source_revision_free(rev);
+        free(msg);
+
+        /* someone with push access resets the branch to the older signed commit */
+        assert_int_equal(fix_sh("cd '%s' && git reset -q --hard %s", repo, old), 0);
+        assert_int_equal(fetch_opts("release", false, true, &rev, &msg), -EPERM);
+        assert_string_equal(rev->commit_id, old);
+        assert_true(rev->signature_verified); /* the signature is fine: the history is not */
+        assert_int_equal(rev->n_files, 0);
+        if (!strstr(rev->refusal, "does not descend from") || !strstr(rev->refusal, cur) ||
+            !strstr(rev->refusal, "--allow-rollback"))
+                fail_msg("unexpected refusal: %s", rev->refusal);
+        assert_non_null(strstr(msg, "refused"));
+        source_revision_free(rev);
+        free(msg);
+
+        /*
+         * A daemon polling the same source repeats its refusal until the
+         * operator accepts the rollback with another gitcd: then it judges
+         * the head again and takes it.
+         */
+        {
+                source_opts o = {
+                    .url_or_path = repo,
+                    .cache_dir = cache,
+                    .ref = "release",
+                    .verify_signatures = true,
+                    .allowed_signers_path = allowed,
+                };
+                _cleanup_(source_freep) source *daemon = NULL;
+
+                assert_int_equal(source_open(&o, &daemon, NULL), 0);
+                assert_int_equal(source_fetch(daemon, &rev), -EPERM);
+                source_revision_free(rev);
+                assert_int_equal(source_fetch(daemon, &rev), -EPERM);
+                assert_true(rev->refusal_repeated);
+                source_revision_free(rev);
+
+                /* the operator accepts it explicitly */
+                assert_int_equal(fetch_opts("release", true, true, &rev, &msg), 0);
+                assert_string_equal(rev->commit_id, old);
+                assert_true(rev->n_files > 0);
+                source_revision_free(rev);
+                free(msg);
+
+                assert_int_equal(source_fetch(daemon, &rev), 0);
+                assert_string_equal(rev->commit_id, old);
+                source_revision_free(rev);
+        }
+
+        /* accepting it again changes nothing */
+        assert_int_equal(fetch_opts("release", true, true, &rev, &msg), 0);
+        assert_string_equal(rev->commit_id, old);
+        assert_true(rev->n_files > 0);
+        source_revision_free(rev);
+        free(msg);
+
+        /* from there, moving forward is accepted again */
+        next = signed_commit("ed25519", "release 3");
+        assert_int_equal(fetch_opts("release", false, true, &rev, &msg), 0);
+        assert_string_equal(rev->commit_id, next);
+        source_revision_free(rev);
+        free(msg);
+        assert_int_equal(fix_sh("cd '%s' && git checkout -q -", repo), 0);
+}
+
+/* A tag ref pointing at another tag's signed object is refused. */
+static void test_tag_name_mismatch(void **state)
+{
+        _cleanup_free_ char *id = signed_commit(NULL, "for a moved tag");
+        source_revision *rev = NULL;
+        char *msg = NULL;
+
+        assert_int_equal(fix_sh("cd '%s' && git -c gpg.format=ssh -c user.signingkey='%s/ed25519' "
+                                "tag -s r1 -m 'release r1' && "
+                                "git update-ref refs/tags/r9 $(git rev-parse r1)",
+                                repo, keys),
+                         0);
+        assert_int_equal(fetch_verified("r1", &rev, &msg), 0);
+        source_revision_free(rev);
+        free(msg);
+
+        assert_int_equal(fetch_verified("r9", &rev, &msg), -EPERM);
+        if (!strstr(rev->refusal, "named \"r1\", not \"r9\""))
+                fail_msg("unexpected refusal: %s", rev->refusal);
+        assert_false(rev->signature_verified);
+        assert_int_equal(rev->n_files, 0);
+        source_revision_free(rev);
+        free(msg);
+
+        /*
+         * The same source, polling: once r9 is a signed tag of its own (on the
+         * same commit), it is judged again and accepted; the refusal was of
+         * the object the ref named, not of the commit.
+         */
+        {
+                source_opts o = {
+                    .url_or_path = repo,
+                    .cache_dir = cache,
+                    .ref = "r9",
+                    .verify_signatures = true,
+                    .allowed_signers_path = allowed,
+                };
+                _cleanup_(source_freep) source *s = NULL;
+
+                assert_int_equal(source_open(&o, &s, NULL), 0);
+                assert_int_equal(source_fetch(s, &rev), -EPERM);
+                source_revision_free(rev);
+                assert_int_equal(source_fetch(s, &rev), -EPERM);
+                assert_true(rev->refusal_repeated);
+                source_revision_free(rev);
+                assert_int_equal(fix_sh("cd '%s' && git tag -d r9 >/dev/null && "
+                                        "git -c gpg.format=ssh -c user.signingkey='%s/ed25519' "
+                                        "tag -s r9 -m 'release r9' r1^{commit}",
+                                        repo, keys),
+                                 0);
+                assert_int_equal(source_fetch(s, &rev), 0);
+                assert_string_equal(rev->commit_id, id);
+                assert_true(rev->signature_verified);
+                source_revision_free(rev);
+        }
+}
+
+/*
+ * A refused head is judged once per source: later fetches while it stays
+ * the head repeat the refusal (marked as such) without evaluating it again,
+ * until allowed_signers changes.
+ */
+static void test_refusal_not_repeated(void **state)
+{
+        _cleanup_free_ char *id = NULL;
+        source_opts o = {
+            .url_or_path = repo,
+            .cache_dir = cache,
+            .ref = "unsigned-head",
+            .verify_signatures = true,
+            .allowed_signers_path = allowed,
+        };
+        _cleanup_(source_freep) source *s = NULL;
+        source_revision *rev = NULL;
+
+        assert_int_equal(fix_sh("cd '%s' && git checkout -q -b unsigned-head", repo), 0);
+        id = signed_commit(NULL, "unsigned head");
+        assert_int_equal(fix_sh("cd '%s' && git checkout -q -", repo), 0);
+        assert_int_equal(source_open(&o, &s, NULL), 0);
+
+        assert_int_equal(source_fetch(s, &rev), -EPERM);
+        assert_false(rev->refusal_repeated);
+        assert_string_equal(rev->commit_id, id);
+        source_revision_free(rev);
+
+        for (int i = 0; i < 3; i++) {
+                assert_int_equal(source_fetch(s, &rev), -EPERM);
+                assert_true(rev->refusal_repeated);
+                assert_true(rev->fetch_skipped);
+                assert_string_equal(rev->commit_id, id);
+                assert_non_null(strstr(rev->refusal, "the commit is not signed"));
+                assert_non_null(strstr(source_last_error(s), "is not signed by a trusted key"));
+                source_revision_free(rev);
+        }
+
+        /* the operator edits allowed_signers: the head is judged again */
+        assert_int_equal(fix_sh("cp '%s' '%s.new' && echo '# edited' >> '%s.new' && "
+                                "mv '%s.new' '%s'",
+                                allowed, allowed, allowed, allowed, allowed),
+                         0);
+        assert_int_equal(source_fetch(s, &rev), -EPERM);
+        assert_false(rev->refusal_repeated);
+        source_revision_free(rev);
+}
+
 static void test_missing_allowed_signers(void **state)
 {
         source_opts o = {
@@ -297,6 +543,10 @@ int main(void)
             cmocka_unit_test(test_namespace_and_expiry),
             cmocka_unit_test(test_tampered),
             cmocka_unit_test(test_signed_tag),
+            cmocka_unit_test(test_signature_before_tree),
+            cmocka_unit_test(test_rollback),
+            cmocka_unit_test(test_tag_name_mismatch),
+            cmocka_unit_test(test_refusal_not_repeated),
             cmocka_unit_test(test_missing_allowed_signers),
         };
 

@@ -256,6 +256,21 @@ static void test_known_hosts_markers(void **state)
         assert_int_equal(check(t2, "host1", 22, &msg), -EACCES);
         assert_non_null(strstr(msg, "is not in known_hosts"));
         free(msg);
+        /* an unknown marker voids its line: the key is not trusted through it */
+        {
+                _cleanup_free_ char *t3 = xasprintf("@trusted host1 %s\n", key_line);
+                _cleanup_free_ char *t4 = xasprintf("@cert-authorityx host1 %s\n", key_line);
+                _cleanup_free_ char *t5 =
+                    xasprintf("@revoked-not host1 %s\nhost1 %s\n", key_line, key_line);
+
+                assert_int_equal(check(t3, "host1", 22, &msg), -EACCES);
+                assert_non_null(strstr(msg, "is not in known_hosts"));
+                free(msg);
+                assert_int_equal(check(t4, "host1", 22, &msg), -EACCES);
+                free(msg);
+                /* "@revoked-not" is not @revoked: skipped, the plain line still counts */
+                assert_int_equal(check(t5, "host1", 22, &msg), 0);
+        }
         assert_int_equal(known_hosts_check("/nonexistent/kh", "h", 22, key, key_len, &msg),
                          -ENOENT);
         assert_non_null(strstr(msg, "/nonexistent/kh"));

@@ -1,7 +1,9 @@
 /*
- * The audit log: secrets are scrubbed or refused, the database itself keeps
- * the log append-only, retention is the only way rows leave, and queries
- * filter and order the way `gitcd log` presents them.
+ * The audit log: secrets are scrubbed and private keys cut out (never a
+ * reason to drop an event), control characters are escaped, a failed append
+ * is counted where `gitcd status` finds it, the database itself keeps the
+ * log append-only, retention is the only way rows leave, and queries filter
+ * and order the way `gitcd log` presents them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -100,23 +102,145 @@ static void test_scrubbing(void **state)
         ev.action = NULL;
         assert_int_equal(state_audit_append(db, &ev, NULL), -EINVAL);
 
-        /* a private key anywhere is refused, and never echoed in the error */
-        static const char *pem = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"
-                                 "-----END PRIVATE KEY-----\n";
+        /* a private key anywhere is cut out, and the event is kept */
+        static const char *pem =
+            "see -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"
+            "-----END PRIVATE KEY-----\n for details";
         _cleanup_free_ char *as_json = xasprintf("{\"note\":\"%s\"}", "-----BEGIN PRIVATE "
                                                                       "KEY-----\\nMIIEvQIBADAN");
         ev.action = "spec.applied";
         ev.reason = (char *)pem;
-        assert_int_equal(state_audit_append(db, &ev, NULL), -EPERM);
-        assert_null(strstr(state_last_error(), "MIIEvQ"));
-        assert_non_null(strstr(state_last_error(), "private key"));
-        ev.reason = NULL;
         ev.after_json = as_json;
-        assert_int_equal(state_audit_append(db, &ev, NULL), -EPERM);
-        /* escaped in JSON so that the raw text does not show it */
+        assert_int_equal(state_audit_append(db, &ev, NULL), 0);
+        /* escaped in JSON so that the raw text does not show it; and in a key name */
+        ev.reason = NULL;
         ev.after_json = "{\"note\":\"-----BEGIN \\u0050RIVATE KEY-----\"}";
-        assert_int_equal(state_audit_append(db, &ev, NULL), -EPERM);
-        assert_int_equal(count_events(db), 2);
+        assert_int_equal(state_audit_append(db, &ev, NULL), 0);
+        ev.after_json = "{\"-----BEGIN PRIVATE KEY-----MIIEvQ\":1}";
+        assert_int_equal(state_audit_append(db, &ev, NULL), 0);
+        assert_int_equal(state_audit_query(db, NULL, &l), 0);
+        assert_int_equal(l.n, 5);
+        for (size_t i = 0; i < l.n; i++) {
+                const state_audit_event *e = l.items[i];
+                assert_false(state_text_has_private_key(e->reason));
+                assert_false(state_text_has_private_key(e->after_json));
+                assert_null(strstr(e->after_json ? e->after_json : "", "MIIEvQ"));
+                assert_null(strstr(e->reason ? e->reason : "", "MIIEvQ"));
+        }
+        assert_string_equal(l.items[0]->after_json, "\"[redacted]\"");
+        assert_string_equal(l.items[1]->after_json, "{\"note\":\"[redacted]\"}");
+        assert_string_equal(l.items[2]->reason, "see [redacted]\\n for details");
+        assert_string_equal(l.items[2]->after_json, "{\"note\":\"[redacted]\"}");
+        state_audit_list_release(&l);
+        state_close(db);
+}
+
+static void test_redaction(void **state)
+{
+        (void)state;
+        static const struct {
+                const char *in, *want;
+        } cases[] = {
+            /* a marker alone in an author name: the name and the email stay */
+            {"Mallory -----BEGIN PRIVATE KEY----- <m@evil.example>",
+             "Mallory [redacted] <m@evil.example>"},
+            {"-----BEGIN RSA PRIVATE KEY-----\nMIIB\nAAAA==\n-----END RSA PRIVATE KEY-----",
+             "[redacted]"},
+            {"a -----BEGIN EC PRIVATE KEY-----\nMHcC\n", "a [redacted]\n"},
+            /* two blocks, and a certificate that is not a secret */
+            {"-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE----- and "
+             "-----BEGIN PRIVATE KEY-----x-----END PRIVATE KEY----- and "
+             "-----BEGIN OPENSSH PRIVATE KEY-----",
+             "-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE----- and [redacted] and "
+             "[redacted]"},
+            /* cutting one block out must not leave a new one behind */
+            {"-----BEGIN -----BEGIN PRIVATE KEY-----x-----END PRIVATE KEY----- PRIVATE KEY-----",
+             "[redacted]"},
+            {"no key here", "no key here"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                _cleanup_free_ char *got = state_redact_private_keys(cases[i].in);
+                assert_string_equal(got, cases[i].want);
+                assert_false(state_text_has_private_key(got));
+        }
+        assert_null(state_redact_private_keys(NULL));
+
+        /* through the log: an author with a PEM marker and control characters */
+        _cleanup_free_ char *path = test_db_path();
+        state_db *db = open_rw(path);
+        state_audit_event ev = {
+            .time_ms = T0,
+            .cluster = "prod/main",
+            .commit = "aaaa1111bbbb",
+            .author = "Ev\033[2J\nil -----BEGIN PRIVATE KEY----- <e@x>",
+            .action = "spec.accepted",
+            .reason = "line one\nline two\r\x7f",
+            .outcome = "success",
+        };
+        assert_int_equal(state_audit_append(db, &ev, NULL), 0);
+        state_audit_list l = {0};
+        assert_int_equal(state_audit_query(db, NULL, &l), 0);
+        assert_int_equal(l.n, 1);
+        assert_string_equal(l.items[0]->author, "Ev\\x1b[2J\\nil [redacted] <e@x>");
+        assert_string_equal(l.items[0]->reason, "line one\\nline two\\r\\x7f");
+        state_audit_list_release(&l);
+        state_close(db);
+}
+
+/* An append that fails all the same is counted apart from the audit table. */
+static void test_failed_append_counted(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *path = test_db_path();
+        state_db *db = open_rw(path);
+        state_audit_failures f = {0};
+        assert_int_equal(state_audit_failures_get(db, &f), 0);
+        assert_int_equal(f.count, 0);
+        assert_null(f.last_error);
+        unsigned before = state_audit_failures_in_process();
+
+        /* the database refuses the insert (standing in for a full disk) */
+        sqlite3 *raw;
+        assert_int_equal(sqlite3_open(path, &raw), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(raw,
+                                      "CREATE TRIGGER broken BEFORE INSERT ON audit BEGIN "
+                                      "SELECT RAISE(ABORT, 'disk on fire'); END",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+        state_audit_event ev = {.time_ms = T0, .cluster = "prod/main", .action = "member.remove"};
+        assert_true(state_audit_append(db, &ev, NULL) < 0);
+        assert_non_null(strstr(state_last_error(), "disk on fire"));
+        ev.time_ms = T0 + HOUR;
+        ev.action = "member.promote";
+        assert_true(state_audit_append(db, &ev, NULL) < 0);
+        /* inside a caller's transaction too */
+        assert_int_equal(state_begin(db), 0);
+        assert_true(state_audit_append(db, &ev, NULL) < 0);
+        assert_int_equal(state_commit(db), 0);
+        assert_int_equal(state_audit_failures_in_process(), before + 3);
+        assert_int_equal(state_audit_failures_get(db, &f), 0);
+        assert_int_equal(f.count, 3);
+        assert_int_equal(f.last_ms, T0 + HOUR);
+        assert_string_equal(f.last_action, "member.promote");
+        assert_non_null(strstr(f.last_error, "disk on fire"));
+        state_audit_failures_release(&f);
+
+        /* a caller's mistake counts as well */
+        ev.action = NULL;
+        assert_int_equal(state_audit_append(db, &ev, NULL), -EINVAL);
+        assert_int_equal(state_audit_failures_get(db, &f), 0);
+        assert_int_equal(f.count, 4);
+        state_audit_failures_release(&f);
+
+        /* repaired: events are written again, the count of lost ones stays */
+        assert_int_equal(sqlite3_exec(raw, "DROP TRIGGER broken", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(raw);
+        ev.action = "member.remove";
+        assert_int_equal(state_audit_append(db, &ev, NULL), 0);
+        assert_int_equal(count_events(db), 1);
+        assert_int_equal(state_audit_failures_get(db, &f), 0);
+        assert_int_equal(f.count, 4);
+        state_audit_failures_release(&f);
         state_close(db);
 }
 
@@ -267,6 +391,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_secret_keys),   cmocka_unit_test(test_scrubbing),
+            cmocka_unit_test(test_redaction),     cmocka_unit_test(test_failed_append_counted),
             cmocka_unit_test(test_append_only),   cmocka_unit_test(test_retention),
             cmocka_unit_test(test_query_filters),
         };

@@ -68,7 +68,7 @@ static int setup(void **state)
              "storage size may not shrink (10Gi -> 5Gi); this is a long reason that goes on and "
              "on and on so that it must be cut to fit the width of the terminal it is shown on",
              "rejected"},
-            {1 * MIN_MS, "dev/aux", commit_b, "Grace \x1b[31mHopper <grace@example.org>",
+            {1 * MIN_MS, "dev/aux", commit_b, "G\x1b[31m\nH <grace@example.org>",
              "deadline.exceeded", "stalled\nfor 600s", "failure"},
         };
         for (size_t i = 0; i < ARRAY_SIZE(evs); i++) {
@@ -139,9 +139,10 @@ static void test_log_table(void **state)
         assert_non_null(strstr(r.out, "ffee0011 "));
         assert_null(strstr(r.out, "ffee00112")); /* commit cut to 8 */
         assert_non_null(strstr(r.out, "Ada Lovelace "));
-        assert_null(strstr(r.out, "ada@example.org"));      /* the name only */
-        assert_null(strchr(r.out, '\x1b'));                 /* no terminal escapes */
-        assert_non_null(strstr(r.out, "stalled for 600s")); /* newline shown as a space */
+        assert_null(strstr(r.out, "ada@example.org")); /* the name only */
+        assert_null(strchr(r.out, '\x1b'));            /* no terminal escapes: they show escaped */
+        assert_non_null(strstr(r.out, "G\\x1b[31m\\nH "));
+        assert_non_null(strstr(r.out, "stalled\\nfor 600s"));
         assert_non_null(strstr(r.out, "member.add-learner"));
         assert_non_null(strstr(r.out, "..."));
         assert_true(max_line_width(r.out) <= 100); /* not a tty: 100 columns */
@@ -220,6 +221,8 @@ static void test_log_json(void **state)
                 if (n == 0) {
                         assert_string_equal(json_string_value(json_object_get(o, "action")),
                                             "deadline.exceeded");
+                        assert_string_equal(json_string_value(json_object_get(o, "author")),
+                                            "G\\x1b[31m\\nH <grace@example.org>");
                         assert_string_equal(json_string_value(json_object_get(o, "commit")),
                                             commit_b);
                 }

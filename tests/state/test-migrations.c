@@ -118,13 +118,13 @@ static void test_every_earlier_version(void **state)
         assert_int_equal(state_open_at_version("/nonexistent/x.db", latest + 1, &db), -EINVAL);
 }
 
-/* A cluster terminal before schema 5 (Progressing False, DeadlineExceeded) stays terminal. */
-static void test_terminal_state_survives_migration_5(void **state)
+/* A cluster terminal before schema 6 (Progressing False, DeadlineExceeded) stays terminal. */
+static void test_terminal_state_survives_migration_6(void **state)
 {
         (void)state;
         _cleanup_free_ char *path = test_db_path();
         state_db *db = NULL;
-        assert_int_equal(state_open_at_version(path, 4, &db), 0);
+        assert_int_equal(state_open_at_version(path, 5, &db), 0);
         state_close(db);
         exec_sql(path, "INSERT INTO clusters (name, created_ms, updated_ms, progress_deadline_ms) "
                        "VALUES ('prod/stuck', 1, 1, 5), ('prod/fine', 1, 1, 5);"
@@ -151,13 +151,13 @@ static void test_terminal_state_survives_migration_5(void **state)
         state_close(db);
 }
 
-/* Schema 6: the member facts kept in the runtime JSON move to their own columns. */
-static void test_member_record_columns_migration_6(void **state)
+/* Schema 7: the member facts kept in the runtime JSON move to their own columns. */
+static void test_member_record_columns_migration_7(void **state)
 {
         (void)state;
         _cleanup_free_ char *path = test_db_path();
         state_db *db = NULL;
-        assert_int_equal(state_open_at_version(path, 5, &db), 0);
+        assert_int_equal(state_open_at_version(path, 6, &db), 0);
         state_close(db);
         exec_sql(path,
                  "INSERT INTO clusters (name, created_ms, updated_ms) VALUES ('prod/main', 1, 1);"
@@ -226,8 +226,8 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_every_earlier_version),
-            cmocka_unit_test(test_terminal_state_survives_migration_5),
-            cmocka_unit_test(test_member_record_columns_migration_6),
+            cmocka_unit_test(test_terminal_state_survives_migration_6),
+            cmocka_unit_test(test_member_record_columns_migration_7),
             cmocka_unit_test(test_newer_schema_is_refused),
             cmocka_unit_test(test_other_programs_database_is_refused),
         };

@@ -646,6 +646,40 @@ static void test_upgrade(void **state)
         assert_int_equal(t->ops->stop_member(t, f->cluster, name), 0);
 }
 
+/* A member gets a minimal environment: nothing secret from gitcd's own reaches it. */
+static void test_minimal_environment(void **state)
+{
+        fixture *f = *state;
+        target *t = f->t;
+        setenv("GITCD_TEST_TOKEN", "s3cr3t-token", 1);
+        setenv("SSH_AUTH_SOCK", "/tmp/gitcd-test-agent.sock", 1);
+        setenv("GIT_ASKPASS_PASSPHRASE", "s3cr3t-passphrase", 1);
+        place_members(f, 1);
+        const char *name = f->plan->members[0].name;
+        assert_int_equal(t->ops->ensure_member(t, f->cluster, f->plan, 0), 0);
+        unsetenv("GITCD_TEST_TOKEN");
+        unsetenv("SSH_AUTH_SOCK");
+        unsetenv("GIT_ASKPASS_PASSPHRASE");
+        target_member_status s = status_of(f, name);
+        target_member_status_release(&s);
+        pid_t pid = PID(f, name);
+        assert_true(pid > 0);
+        _cleanup_free_ char *path = xasprintf("/proc/%ld/environ", (long)pid);
+        _cleanup_free_ char *env = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(path, 1024 * 1024, &env, &len), 0);
+        bool has_path = false;
+        for (size_t off = 0; off < len; off += strlen(env + off) + 1) {
+                const char *e = env + off;
+                assert_null(strstr(e, "s3cr3t"));
+                assert_false(strneq(e, "SSH_AUTH_SOCK=", 14));
+                assert_false(strneq(e, "GITCD_TEST_TOKEN=", 17));
+                has_path = has_path || strneq(e, "PATH=", 5);
+        }
+        assert_true(has_path);
+        assert_int_equal(t->ops->stop_member(t, f->cluster, name), 0);
+}
+
 /* --- tls.provider: auto ------------------------------------------------------ */
 
 static int setup_tls(void **state)
@@ -882,6 +916,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_lifecycle, setup_single_34, fixture_teardown),
             cmocka_unit_test_setup_teardown(test_adopt_orphan, setup_orphan, fixture_teardown),
             cmocka_unit_test_setup_teardown(test_upgrade, setup_upgrade, fixture_teardown),
+            cmocka_unit_test_setup_teardown(test_minimal_environment, setup_single_35,
+                                            fixture_teardown),
             cmocka_unit_test_setup_teardown(test_tls_auto, setup_tls, fixture_teardown),
             cmocka_unit_test_setup_teardown(test_crash_loop, setup_crashloop, fixture_teardown),
             cmocka_unit_test_setup_teardown(test_three_members, setup_trio_35, fixture_teardown),

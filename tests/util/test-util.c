@@ -1,17 +1,22 @@
 /*
- * Unit tests for util/: strings, diagnostics, durations and the file
- * helpers the CLI uses to expand paths.
+ * Unit tests for util/: strings, escaping of untrusted text, diagnostics,
+ * durations and the file helpers the CLI uses to expand paths.
  */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <dirent.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "util/diag.h"
+#include "util/escape.h"
 #include "util/fs.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -56,13 +61,18 @@ static void test_diag_format_and_sort(void **state)
         s = diag_format(&l.items[3]);
         assert_string_equal(s, "c.yaml: note: skipped");
         free(s);
+        /* a file name or a quoted value from a commit stays on one line */
+        diag_add(&l, DIAG_ERROR, "evil\n::error::x.yaml", 1, 1, "bad value \"\033[2J\"");
+        s = diag_format(&l.items[4]);
+        assert_string_equal(s, "evil\\n::error::x.yaml:1:1: error: bad value \"\\x1b[2J\"");
+        free(s);
 
         diag_list m = DIAG_LIST_INIT;
         diag_add(&m, DIAG_ERROR, NULL, 1, 1, "x");
         diag_move(&l, &m);
-        assert_int_equal(l.n, 5);
+        assert_int_equal(l.n, 6);
         assert_int_equal(m.n, 0);
-        assert_string_equal(l.items[4].file, "<input>");
+        assert_string_equal(l.items[5].file, "<input>");
         diag_list_release(&l);
         diag_list_release(&m);
 }
@@ -93,6 +103,13 @@ static void test_duration(void **state)
         assert_string_equal(buf, "90s");
         format_age(3 * 3600 * 1000, buf, sizeof(buf));
         assert_string_equal(buf, "3h");
+}
+
+static mode_t current_umask(void)
+{
+        mode_t m = umask(0);
+        umask(m);
+        return m;
 }
 
 static void write_text(const char *path, const char *text)
@@ -144,6 +161,15 @@ static void test_fs(void **state)
         assert_ptr_equal(bad, missing);
         path_list_release(&l);
 
+        /* An empty folder expands to nothing (and sorts no entries). */
+        char *empty = path_join(tmpl, "empty");
+        assert_int_equal(mkdir_p(empty, 0755), 0);
+        char *eargs[] = {empty};
+        assert_int_equal(expand_paths(eargs, 1, suffixes, &l, NULL), 0);
+        assert_int_equal(l.n, 0);
+        path_list_release(&l);
+        free(empty);
+
         assert_int_equal(rm_rf(tmpl), 0);
         assert_false(path_exists(tmpl));
         assert_int_equal(rm_rf(tmpl), 0);
@@ -155,13 +181,179 @@ static void test_fs(void **state)
         free(missing);
 }
 
+/* The entries of a folder other than "." and "..". */
+static size_t count_entries(const char *dir)
+{
+        DIR *d = opendir(dir);
+        assert_non_null(d);
+        size_t n = 0;
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
+                        n++;
+        closedir(d);
+        return n;
+}
+
+/*
+ * write_file_atomic never writes through a symlink planted where its
+ * temporary goes (the name the earlier version used, <path>.tmp.<pid>,
+ * was predictable): the victim is untouched, path ends up a regular file
+ * with the whole content, and no temporary is left behind.
+ */
+static void test_write_file_atomic(void **state)
+{
+        (void)state;
+        char tmpl[] = "/tmp/gitcd-atomic-XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        char *dir = path_join(tmpl, "dir");
+        assert_int_equal(mkdir_p(dir, 0755), 0);
+        char *victim = path_join(tmpl, "victim");
+        write_text(victim, "precious\n");
+        char *path = path_join(dir, "state.json");
+        char *planted = xasprintf("%s.tmp.%ld", path, (long)getpid());
+        assert_int_equal(symlink(victim, planted), 0);
+
+        /* Large enough to need several write() calls on a pipe-sized buffer. */
+        size_t len = 1 << 20;
+        char *data = xmalloc(len);
+        for (size_t i = 0; i < len; i++)
+                data[i] = (char)('a' + i % 26);
+        assert_int_equal(write_file_atomic(path, data, len, 0600), 0);
+
+        char *got = NULL;
+        size_t got_len = 0;
+        assert_int_equal(read_file(victim, 1 << 10, &got, &got_len), 0);
+        assert_string_equal(got, "precious\n");
+        free(got);
+        struct stat st;
+        assert_int_equal(lstat(path, &st), 0);
+        assert_true(S_ISREG(st.st_mode));
+        assert_int_equal(st.st_mode & 0777, 0600 & ~current_umask());
+        assert_int_equal(read_file(path, 2 << 20, &got, &got_len), 0);
+        assert_int_equal(got_len, len);
+        assert_memory_equal(got, data, len);
+        free(got);
+        /* The planted link is still there, and nothing else was left beside path. */
+        assert_int_equal(lstat(planted, &st), 0);
+        assert_true(S_ISLNK(st.st_mode));
+        assert_int_equal(count_entries(dir), 2);
+
+        /* Replacing keeps it whole too. */
+        write_text(path, "second\n");
+        assert_int_equal(read_file(path, 1 << 10, &got, &got_len), 0);
+        assert_string_equal(got, "second\n");
+        free(got);
+        assert_int_equal(count_entries(dir), 2);
+
+        /* A folder that cannot be written: an error, nothing created. */
+        char *missing = path_join(tmpl, "no/such/file");
+        assert_int_equal(write_file_atomic(missing, "x", 1, 0644), -ENOENT);
+
+        free(missing);
+        free(data);
+        free(planted);
+        free(path);
+        free(victim);
+        free(dir);
+        assert_int_equal(rm_rf(tmpl), 0);
+}
+
+/* lock_file_try: one holder at a time (another process asks: a child), its pid reported. */
+static void test_lock_file(void **state)
+{
+        (void)state;
+        char tmpl[] = "/tmp/gitcd-lock-XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        char *path = path_join(tmpl, "gitcd.lock");
+        int fd = -1;
+        pid_t holder = -1;
+        assert_int_equal(lock_file_try(path, &fd, &holder), 0);
+        assert_true(fd >= 0);
+        char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(path, 64, &text, &len), 0);
+        assert_int_equal(atol(text), (long)getpid());
+        free(text);
+
+        /* Reading the file (another descriptor, opened and closed) keeps the lock. */
+        pid_t child = fork();
+        assert_true(child >= 0);
+        if (child == 0) {
+                int cfd = -1;
+                pid_t h = 0;
+                int k = lock_file_try(path, &cfd, &h);
+                _exit(k == -EAGAIN && h == getppid() ? 0 : 1);
+        }
+        int st = 0;
+        assert_int_equal(waitpid(child, &st, 0), child);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+        /* Released on close: a child gets it now. */
+        close(fd);
+        child = fork();
+        assert_true(child >= 0);
+        if (child == 0) {
+                int cfd = -1;
+                _exit(lock_file_try(path, &cfd, NULL) == 0 ? 0 : 1);
+        }
+        assert_int_equal(waitpid(child, &st, 0), child);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+        /* A symlink at the lock's name is refused. */
+        char *link = path_join(tmpl, "link.lock");
+        assert_int_equal(symlink(path, link), 0);
+        assert_int_equal(lock_file_try(link, &fd, NULL), -ELOOP);
+        free(link);
+        free(path);
+        assert_int_equal(rm_rf(tmpl), 0);
+}
+
+static void check_escape(const char *in, const char *want)
+{
+        _cleanup_free_ char *got = str_escape(in);
+        assert_string_equal(got, want);
+        assert_int_equal(str_needs_escape(in), !streq(in, want));
+        /* escaping is idempotent: a second layer changes nothing */
+        _cleanup_free_ char *again = str_escape(got);
+        assert_string_equal(again, got);
+        assert_false(str_needs_escape(got));
+}
+
+static void test_escape(void **state)
+{
+        (void)state;
+        check_escape("plain text, ünïcödé ✓ 🙂", "plain text, ünïcödé ✓ 🙂");
+        check_escape("", "");
+        check_escape("Eve\033[31m\nforged", "Eve\\x1b[31m\\nforged");
+        check_escape("a\tb\rc\x7f\x01", "a\\tb\\rc\\x7f\\x01");
+        check_escape("back\\slash \\n stays", "back\\slash \\n stays");
+        /* C1 controls (CSI is U+009B) and bytes that are not UTF-8 */
+        check_escape("x\xc2\x9b"
+                     "31m",
+                     "x\\u009b31m");
+        check_escape("bad \xff\xc3 utf8 \xe2\x82", "bad \\xff\\xc3 utf8 \\xe2\\x82");
+        check_escape("overlong \xc0\xaf", "overlong \\xc0\\xaf");
+        check_escape("surrogate \xed\xa0\x80", "surrogate \\xed\\xa0\\x80");
+        assert_null(str_escape(NULL));
+        assert_false(str_needs_escape(NULL));
+        /* with a length: a NUL inside is escaped too */
+        strbuf sb = STRBUF_INIT;
+        sb_append_escaped(&sb, "a\0b", 3);
+        assert_string_equal(sb_str(&sb), "a\\x00b");
+        sb_release(&sb);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_strbuf),
+            cmocka_unit_test(test_escape),
             cmocka_unit_test(test_diag_format_and_sort),
             cmocka_unit_test(test_duration),
             cmocka_unit_test(test_fs),
+            cmocka_unit_test(test_write_file_atomic),
+            cmocka_unit_test(test_lock_file),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,125 @@
+/*
+ * Fields that gitcd reads and validates but does not act on yet.
+ *
+ * Design: this file is the one list of them. A field that is validated,
+ * documented and then ignored is worse than an unknown field: a user who
+ * writes `auth.enabled: true` would get an unauthenticated cluster, one who
+ * writes `bootstrap.restore` an empty cluster instead of their data. So the
+ * commands that take a revision in (apply, run and plan) refuse a cluster
+ * that uses one of these fields (spec_refuse_unsupported), and `validate`
+ * warns (spec_check_unsupported). The change that implements a field
+ * removes its entry from the table, in the same commit.
+ *
+ * "Uses" means asks for the feature: a block written explicitly off
+ * (`auth.enabled: false`, `snapshots.enabled: false`) asks for nothing and
+ * is not refused. Every dialect maps onto the model, so one table covers
+ * all of them (today only the native and cozystack dialects can express
+ * these fields; both spell them as the native paths used here).
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include "api/spec.h"
+#include "util/xalloc.h"
+
+static bool uses_auth(const etcd_cluster *c)
+{
+        return c->auth.enabled;
+}
+
+static bool uses_snapshots(const etcd_cluster *c)
+{
+        return c->snapshots.enabled;
+}
+
+static bool uses_defrag(const etcd_cluster *c)
+{
+        return c->defrag.enabled;
+}
+
+static bool uses_restore(const etcd_cluster *c)
+{
+        return c->restore.enabled;
+}
+
+static bool uses_hosts(const etcd_cluster *c)
+{
+        return c->hosts.set;
+}
+
+static const struct {
+        const char *field; /* native path, as written in the native and cozystack dialects */
+        const char *at;    /* the recorded location to point at (falls back to its parents) */
+        const char *what;  /* what the field asks for */
+        const char *fix;   /* how to get a cluster gitcd accepts today */
+        bool (*used)(const etcd_cluster *c);
+} unsupported[] = {
+    {"spec.auth", "spec.auth.enabled", "etcd authentication",
+     "remove spec.auth or set spec.auth.enabled: false", uses_auth},
+    {"spec.snapshots", "spec.snapshots", "scheduled snapshots",
+     "remove spec.snapshots or set spec.snapshots.enabled: false", uses_snapshots},
+    {"spec.defrag", "spec.defrag", "scheduled defragmentation",
+     "remove spec.defrag or set spec.defrag.enabled: false", uses_defrag},
+    {"spec.bootstrap.restore", "spec.bootstrap.restore", "restoring a snapshot at creation",
+     "remove spec.bootstrap.restore", uses_restore},
+    {"spec.hosts", "spec.hosts", "members on machines reached over SSH",
+     "remove spec.hosts to run members with --target local or kubernetes", uses_hosts},
+};
+
+static bool uses_any(const etcd_cluster *c)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(unsupported); i++)
+                if (unsupported[i].used(c))
+                        return true;
+        return false;
+}
+
+size_t spec_check_unsupported(const etcd_cluster *c, spec_unsupported_mode mode, diag_list *diags)
+{
+        assert(c);
+        size_t n = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(unsupported); i++) {
+                if (!unsupported[i].used(c))
+                        continue;
+                int line, col;
+                etcd_cluster_loc(c, unsupported[i].at, &line, &col);
+                const char *then = mode == SPEC_UNSUPPORTED_WARN
+                                       ? "gitcd apply, run and plan refuse this cluster"
+                                   : mode == SPEC_UNSUPPORTED_CHANGE
+                                       ? "the cluster is not changed (its last accepted spec "
+                                         "stays in force)"
+                                       : "the cluster is not created";
+                diag_add(diags, mode == SPEC_UNSUPPORTED_WARN ? DIAG_WARNING : DIAG_ERROR, c->file,
+                         line, col, "%s (%s) is not supported yet; %s (%s)", unsupported[i].field,
+                         unsupported[i].what, then, unsupported[i].fix);
+                n++;
+        }
+        return n;
+}
+
+int spec_refuse_unsupported(cluster_set *set, bool (*exists)(const char *id, void *userdata),
+                            void *userdata, diag_list *diags)
+{
+        assert(set);
+        size_t kept = 0;
+        int r = 0;
+        for (size_t i = 0; i < set->n; i++) {
+                etcd_cluster *c = set->items[i];
+                if (!uses_any(c)) {
+                        set->items[kept++] = c;
+                        continue;
+                }
+                _cleanup_free_ char *id = etcd_cluster_id(c);
+                spec_unsupported_mode mode = exists && exists(id, userdata)
+                                                 ? SPEC_UNSUPPORTED_CHANGE
+                                                 : SPEC_UNSUPPORTED_CREATE;
+                size_t n = spec_check_unsupported(c, mode, diags);
+                assert(n > 0);
+                (void)n;
+                etcd_cluster_free(c);
+                r = -EOPNOTSUPP;
+        }
+        set->n = kept;
+        return r;
+}

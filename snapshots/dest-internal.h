@@ -1,0 +1,27 @@
+/*
+ * Shared between the destination seam (destination.c) and its implementations
+ * (dest-local.c, dest-s3.c); not for other callers.
+ */
+#pragma once
+
+#include "snapshots/destination.h"
+#include "snapshots/s3.h"
+
+/* A destination storing keys as files under folder (created on the first put). */
+snapshot_dest *dest_local_new(const char *folder);
+
+/*
+ * A destination over an S3 bucket; keys go under prefix (may be NULL or "").
+ * creds are copied; tuning may be NULL.
+ */
+int dest_s3_new(const s3_location *loc, const char *prefix, const s3_config *tuning,
+                s3_credentials *creds, snapshot_dest **ret, char **ret_error);
+
+/*
+ * Make a finished download durable: fsync fd, close it, rename part to path,
+ * fsync the folder. fd is closed in every case; part is removed on failure.
+ */
+int dest_commit_part(int fd, const char *part, const char *path);
+
+/* Set *ret_error (when ret_error is not NULL) to a formatted message. Returns r. */
+int dest_fail(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);

@@ -1,0 +1,238 @@
+/*
+ * The target contract (targets/target.h), checked the same way against
+ * every target: the fake (tests/fake/), the local target (real etcd
+ * processes; skipped without the etcd 3.5.16 binary) and the Kubernetes
+ * target (a real kube-apiserver without a kubelet; skipped with the reason
+ * when the kube-apiserver is not built).
+ *
+ * What every target must do, whatever runs the members: placing a member
+ * is stable; every operation is idempotent; an unknown member is absent;
+ * the status reports the config hash the member was started with; a
+ * stopped member keeps its place, a removed one is gone from the list; no
+ * client TLS identity for a cluster without client TLS.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "api/spec.h"
+#include "kube/kubeconfig.h"
+#include "render/render.h"
+#include "targets/kubernetes.h"
+#include "targets/local.h"
+#include "tests/fake/fake.h"
+#include "tests/harness/harness.h"
+#include "tests/harness/kubeapi.h"
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+typedef struct subject {
+        const char *name;
+        target *t;
+        const char *ns;
+        bool runs_members; /* members really start (a kubelet or a process) */
+} subject;
+
+static etcd_cluster *load_cluster(const char *ns, const char *name)
+{
+        _cleanup_free_ char *yaml = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
+                                              "kind: EtcdCluster\n"
+                                              "metadata:\n"
+                                              "  name: %s\n"
+                                              "  namespace: %s\n"
+                                              "spec:\n"
+                                              "  replicas: 1\n"
+                                              "  version: \"3.5.16\"\n"
+                                              "  storage:\n"
+                                              "    size: 1Gi\n",
+                                              name, ns);
+        cluster_set set = {0};
+        diag_list diags = DIAG_LIST_INIT;
+        int r = spec_load_buffer("conformance.yaml", yaml, strlen(yaml), &set, &diags);
+        if (r < 0)
+                diag_print(&diags, stderr);
+        assert_int_equal(r, 0);
+        etcd_cluster *c = set.items[0];
+        set.n = 0;
+        cluster_set_release(&set);
+        diag_list_release(&diags);
+        return c;
+}
+
+/* A one-member plan, its entry placed by the target (as the reconciler builds it). */
+static membership_plan *plan_one(target *t, const etcd_cluster *c)
+{
+        membership_plan *p = membership_plan_new(c);
+        member_plan *mp = membership_plan_add(p);
+        mp->name = render_member_name(c, 0);
+        mp->ordinal = 0;
+        assert_int_equal(t->ops->place_member(t, c, mp), 0);
+        mp->initial_cluster = xasprintf("%s=%s", mp->name, mp->peer_url);
+        mp->initial_cluster_state = xstrdup("new");
+        mp->config_hash = render_member_config_hash(c, p, 0);
+        return p;
+}
+
+static bool listed(target *t, const etcd_cluster *c, const char *name)
+{
+        char **names = NULL;
+        size_t n = 0;
+        assert_int_equal(t->ops->list_members(t, c->namespace_, c->name, &names, &n), 0);
+        bool found = false;
+        for (size_t i = 0; i < n; i++) {
+                found = found || streq(names[i], name);
+                free(names[i]);
+        }
+        free(names);
+        return found;
+}
+
+static target_member_status status(target *t, const etcd_cluster *c, const char *name)
+{
+        target_member_status s = {0};
+        assert_int_equal(t->ops->member_status(t, c, name, &s), 0);
+        return s;
+}
+
+static void run_contract(const subject *sub, const char *cluster_name)
+{
+        target *t = sub->t;
+        fprintf(stderr, "conformance: %s target\n", sub->name);
+        etcd_cluster *c = load_cluster(sub->ns, cluster_name);
+
+        /* Required operations. */
+        assert_non_null(t->ops->place_member);
+        assert_non_null(t->ops->client_tls);
+        assert_non_null(t->ops->member_status);
+
+        /* An unknown member is absent. */
+        target_member_status s = status(t, c, "nobody-7");
+        assert_int_equal(s.state, MEMBER_ABSENT);
+        target_member_status_release(&s);
+
+        /* Placing is stable. */
+        membership_plan *p = plan_one(t, c);
+        const member_plan *mp = &p->members[0];
+        member_plan again = {.name = xstrdup(mp->name), .ordinal = 0};
+        assert_int_equal(t->ops->place_member(t, c, &again), 0);
+        assert_string_equal(again.peer_url, mp->peer_url);
+        assert_string_equal(again.client_url, mp->client_url);
+        assert_string_equal(again.data_dir, mp->data_dir);
+        member_plan_release(&again);
+
+        /* Shared objects and the member: twice is once. */
+        assert_int_equal(t->ops->ensure_shared(t, c, p), 0);
+        assert_int_equal(t->ops->ensure_shared(t, c, p), 0);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        s = status(t, c, mp->name);
+        int restarts = s.restarts;
+        target_member_status_release(&s);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        s = status(t, c, mp->name);
+        assert_int_equal(s.restarts, restarts);
+        /* What it was started with, as the plan's config hash. */
+        if (sub->runs_members || s.config_hash)
+                assert_string_equal(s.config_hash, mp->config_hash);
+        target_member_status_release(&s);
+        assert_true(listed(t, c, mp->name));
+
+        /* No client TLS: no client identity. */
+        char *ca = (char *)1, *cert = (char *)1, *key = (char *)1;
+        assert_int_equal(t->ops->client_tls(t, c, &ca, &cert, &key), 0);
+        assert_null(ca);
+        assert_null(cert);
+        assert_null(key);
+
+        /* Stopped: not running, still held; twice is once. */
+        assert_int_equal(t->ops->stop_member(t, c, mp->name), 0);
+        assert_int_equal(t->ops->stop_member(t, c, mp->name), 0);
+        s = status(t, c, mp->name);
+        assert_true(s.state == MEMBER_STOPPED || s.state == MEMBER_ABSENT);
+        target_member_status_release(&s);
+        assert_true(listed(t, c, mp->name));
+
+        /* Removed: absent and not listed; twice is once; unknown is fine. */
+        assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
+        assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
+        assert_int_equal(t->ops->stop_member(t, c, "nobody-7"), 0);
+        s = status(t, c, mp->name);
+        assert_int_equal(s.state, MEMBER_ABSENT);
+        target_member_status_release(&s);
+        assert_false(listed(t, c, mp->name));
+
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
+static void test_fake(void **state)
+{
+        (void)state;
+        fake_world *w = fake_world_new();
+        subject sub = {.name = "fake", .ns = "default", .runs_members = true};
+        assert_int_equal(fake_target_new(w, &sub.t), 0);
+        run_contract(&sub, "conf");
+        target_free(sub.t);
+        fake_world_free(w);
+}
+
+static void test_local(void **state)
+{
+        (void)state;
+        if (!harness_have_etcd("3.5.16"))
+                skip();
+        _cleanup_free_ char *dir = harness_tmpdir("gitcd-conformance");
+        assert_non_null(dir);
+        local_target_opts o = {.state_dir = dir, .health_timeout_ms = 1000};
+        subject sub = {.name = "local", .ns = "default", .runs_members = true};
+        assert_int_equal(local_target_new(&o, &sub.t), 0);
+        run_contract(&sub, "conf");
+        target_free(sub.t);
+        (void)rm_rf(dir);
+}
+
+static void test_kubernetes(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *bin = kubeapi_find_binary();
+        if (!bin) {
+                fprintf(stderr, "kube-apiserver not built: skipping the Kubernetes target\n");
+                skip();
+        }
+        kubeapi *api = NULL;
+        int r = kubeapi_start(&api);
+        if (r == -ENOENT) {
+                fprintf(stderr, "kube-apiserver not found: skipping the Kubernetes target\n");
+                skip();
+        }
+        assert_int_equal(r, 0);
+        kube_config *cfg = NULL;
+        char *err = NULL;
+        assert_int_equal(kube_config_load(kubeapi_kubeconfig(api), "admin", &cfg, &err), 0);
+        _cleanup_free_ char *state_dir = xasprintf("%s/gitcd-state", kubeapi_dir(api));
+        kubernetes_target_opts o = {
+            .config = cfg, .state_dir = state_dir, .volume_delete_wait_ms = 500};
+        /* No kubelet here: Pods never run, so the hash is checked only when reported. */
+        subject sub = {.name = "kubernetes", .ns = KUBEAPI_NAMESPACE, .runs_members = false};
+        assert_int_equal(kubernetes_target_new(&o, &sub.t), 0);
+        kube_config_free(cfg);
+        run_contract(&sub, "conf");
+        target_free(sub.t);
+        kubeapi_free(api);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_fake),
+            cmocka_unit_test(test_local),
+            cmocka_unit_test(test_kubernetes),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
