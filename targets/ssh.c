@@ -311,6 +311,7 @@ void ssh_conn_free(ssh_conn *c)
                  * open channels are closed, which a broken or hung peer never
                  * answers; a shut-down socket makes every wait end at once.
                  */
+                libssh2_session_set_blocking(c->s, 1); /* else the frees return EAGAIN */
                 libssh2_session_set_timeout(c->s, 1000);
                 if (c->broken && c->fd >= 0)
                         (void)shutdown(c->fd, SHUT_RDWR);
