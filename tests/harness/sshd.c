@@ -19,13 +19,13 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tests/harness/harness.h"
 #include "tests/harness/sshd.h"
 #include "util/fs.h"
 #include "util/strbuf.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 bool sshd_available(void)
@@ -42,13 +42,6 @@ static int sh(const char *fmt, ...)
         va_end(ap);
         int st = system(cmd);
         return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void sleep_ms(long ms)
-{
-        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
 }
 
 static bool port_open(const char *address, int port)
@@ -113,7 +106,7 @@ static int start_once(sshd_lab *l, sshd_machine *m)
                         m->pid = 0;
                         return -EADDRINUSE;
                 }
-                sleep_ms(25);
+                msleep(25);
         }
         return -ETIMEDOUT;
 }
