@@ -196,7 +196,7 @@ typedef struct host_spec {
 
 typedef struct hosts_spec {
         bool set;           /* spec.hosts was written */
-        host_spec defaults; /* the hosts-level fields (address unused) */
+        host_spec defaults; /* the hosts-level fields (address, advertise_address unused) */
         bool mode_set;      /* defaults.mode was written */
         host_spec *items;
         size_t n;

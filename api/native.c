@@ -335,8 +335,9 @@ static void read_bootstrap(reader *r, const ynode *spec)
 }
 
 /*
- * spec.hosts: the fields a host shares with the hosts-level defaults
- * (everything but address and mode), read the same way at both levels.
+ * spec.hosts: the fields a machine shares with the hosts-level defaults
+ * (all but address, advertiseAddress and mode), read the same way at both
+ * levels.
  */
 static void read_host_fields(reader *r, const ynode *m, const char *path, host_spec *h)
 {
@@ -350,7 +351,6 @@ static void read_host_fields(reader *r, const ynode *m, const char *path, host_s
                         h->ssh_port = (int)v;
                 rd_string(r, ssh, ssh_path, "user", NULL, &h->ssh_user);
         }
-        rd_string(r, m, path, "advertiseAddress", NULL, &h->advertise_address);
         rd_string(r, m, path, "dataDir", NULL, &h->data_dir);
         rd_string(r, m, path, "manifestDir", NULL, &h->manifest_dir);
         rd_string(r, m, path, "unitDir", NULL, &h->unit_dir);
@@ -403,6 +403,7 @@ static void read_hosts(reader *r, const ynode *spec)
                 if (!rd_string(r, v, path, "address", NULL, &h->address) &&
                     !rd_get(v, "address", NULL))
                         rd_error(r, v, "%s.address is required", path);
+                rd_string(r, v, path, "advertiseAddress", NULL, &h->advertise_address);
                 read_host_fields(r, v, path, h);
         }
 }

@@ -64,7 +64,7 @@ static void default_hosts(etcd_cluster *c)
                 if (!h->ssh_port)
                         h->ssh_port = d->ssh_port ? d->ssh_port : 22;
                 default_str(&h->ssh_user, d->ssh_user, "root");
-                default_str(&h->advertise_address, d->advertise_address, h->address);
+                default_str(&h->advertise_address, NULL, h->address);
                 default_str(&h->data_dir, d->data_dir, data_dir);
                 default_str(&h->tls_dir, d->tls_dir, tls_dir);
                 if (h->mode == HOST_MODE_STATIC_POD) {
