@@ -505,7 +505,7 @@ static int write_handle(ssh_conn *c, LIBSSH2_SFTP_HANDLE *h, const char *tmp, co
 int ssh_upload(ssh_conn *c, const char *path, const void *data, size_t len, mode_t mode)
 {
         assert(c && path && path[0] == '/' && (data || len == 0));
-        LIBSSH2_SFTP *s;
+        LIBSSH2_SFTP *s = NULL;
         LIBSSH2_SFTP_HANDLE *h;
         int k, rc;
 
@@ -537,7 +537,7 @@ int ssh_upload(ssh_conn *c, const char *path, const void *data, size_t len, mode
         _cleanup_free_ char *qt = ssh_quote(tmp), *qp = ssh_quote(path);
         _cleanup_free_ char *cmd = xasprintf("mv -f -- %s %s", qt, qp);
         _cleanup_free_ char *err = NULL;
-        int status;
+        int status = -1;
         if ((k = ssh_exec(c, cmd, NULL, 0, &status, NULL, &err)) < 0)
                 return k;
         if (status != 0)
@@ -551,7 +551,7 @@ int ssh_read_file(ssh_conn *c, const char *path, size_t max, char **ret_data, si
 {
         assert(c && path && ret_data);
         _cleanup_(sb_release) strbuf sb = STRBUF_INIT;
-        LIBSSH2_SFTP *s;
+        LIBSSH2_SFTP *s = NULL;
         LIBSSH2_SFTP_HANDLE *h;
         char buf[16384];
         ssize_t n;
