@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/notify-systemd.h"
 #include "cli/runner.h"
 #include "util/log.h"
 #include "util/timeutil.h"
@@ -104,6 +105,7 @@ int cmd_run(int argc, char **argv)
 
         int64_t next_sync = 0;
         while (!got_term) {
+                service_notify_watchdog();
                 if (got_hup) {
                         got_hup = 0;
                         log_info("SIGHUP: re-reading configuration files and polling the source");
@@ -131,6 +133,7 @@ int cmd_run(int argc, char **argv)
                 }
                 driver_summary sum = {0};
                 (void)driver_step(r.drv, &sum);
+                service_notify_ready();
                 if (got_term)
                         break;
                 int64_t until_sync = next_sync - now_mono_ms();
@@ -139,6 +142,7 @@ int cmd_run(int argc, char **argv)
                 if (w > 0)
                         (void)r.target->ops->wait_event(r.target, (int)MIN(w, (int64_t)1000));
         }
+        service_notify_stopping();
         log_info("stopping; members keep running");
         runner_close(&r);
         return EXIT_OK;

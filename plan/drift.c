@@ -22,10 +22,9 @@
 #include "kube/adapt.h"
 #include "plan/drift.h"
 #include "render/render.h"
+#include "targets/kubernetes.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
-
-#define MANAGED_BY "app.kubernetes.io/managed-by"
 
 const char *drift_state_name(drift_state s)
 {
@@ -263,7 +262,7 @@ static int check_object(kube_client *kc, drift_cluster *dc, json_t *obj, char **
         if (k < 0)
                 return fail(kc, k, ret_error);
 
-        const char *owner = label_of(live, MANAGED_BY);
+        const char *owner = label_of(live, LABEL_APP_MANAGED_BY);
         if (!streq_ptr(owner, LABEL_MANAGED_BY_VALUE)) {
                 object_add(dc, obj, DRIFT_UNMANAGED);
                 json_decref(live);
@@ -402,11 +401,12 @@ static int check_cluster(kube_client *kc, const etcd_cluster *c, const char *clu
 {
         _cleanup_(membership_plan_freep) membership_plan *mp =
             membership_plan_steady(c, cluster_domain);
-        _cleanup_(json_decrefp) json_t *shared = render_shared_objects(c, mp);
+        /* Exactly the set the Kubernetes target applies (the PDB fitted to the voters). */
+        _cleanup_(json_decrefp) json_t *shared = kubernetes_shared_objects(c, mp, NULL);
         _cleanup_(json_decrefp) json_t *all = render_cluster(c, mp);
         const char *ns = isempty(c->namespace_) ? "default" : c->namespace_;
-        _cleanup_free_ char *selector =
-            xasprintf(LABEL_CLUSTER "=%s," MANAGED_BY "=%s", c->name, LABEL_MANAGED_BY_VALUE);
+        _cleanup_free_ char *selector = xasprintf(LABEL_CLUSTER "=%s," LABEL_APP_MANAGED_BY "=%s",
+                                                  c->name, LABEL_MANAGED_BY_VALUE);
         int k;
 
         dc->name = etcd_cluster_id(c);
@@ -549,7 +549,7 @@ void drift_print_text(const drift_report *r, const char *server, bool color, FIL
                                 sb_printf(&sb,
                                           "%snot managed by gitcd%s (no %s=gitcd label: "
                                           "gitcd will refuse to change it)",
-                                          red, reset, MANAGED_BY);
+                                          red, reset, LABEL_APP_MANAGED_BY);
                                 break;
                         case DRIFT_PRUNE:
                                 sb_append(&sb, "would prune (labelled for the cluster, "

@@ -13,11 +13,10 @@
 #include "api/model.h"
 
 /* Label keys from the Kubernetes recommended set. */
-#define LABEL_APP_NAME       "app.kubernetes.io/name"
-#define LABEL_APP_INSTANCE   "app.kubernetes.io/instance"
-#define LABEL_APP_MANAGED_BY "app.kubernetes.io/managed-by"
-#define LABEL_APP_COMPONENT  "app.kubernetes.io/component"
-#define LABEL_APP_VERSION    "app.kubernetes.io/version"
+#define LABEL_APP_NAME      "app.kubernetes.io/name"
+#define LABEL_APP_INSTANCE  "app.kubernetes.io/instance"
+#define LABEL_APP_COMPONENT "app.kubernetes.io/component"
+#define LABEL_APP_VERSION   "app.kubernetes.io/version"
 
 /* gitcd's reserved label and annotation prefix. */
 #define GITCD_LABEL_PREFIX "gitcd.io/"

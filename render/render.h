@@ -25,6 +25,7 @@
 #define LABEL_MEMBER           "gitcd.io/member"
 #define LABEL_ROLE             "gitcd.io/role" /* "voter" | "learner" */
 #define LABEL_MANAGED_BY_VALUE "gitcd"
+#define LABEL_APP_MANAGED_BY   "app.kubernetes.io/managed-by" /* = LABEL_MANAGED_BY_VALUE */
 
 typedef struct member_plan {
         char *name; /* "<cluster>-<ordinal>", never reused in a cluster */

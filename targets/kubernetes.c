@@ -63,9 +63,8 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-#define LABEL_KEY_MANAGED_BY "app.kubernetes.io/managed-by"
-#define LABEL_KEY_COMPONENT  "app.kubernetes.io/component"
-#define ANNOTATION_POD_HASH  "gitcd.io/pod-hash"
+#define LABEL_KEY_COMPONENT "app.kubernetes.io/component"
+#define ANNOTATION_POD_HASH "gitcd.io/pod-hash"
 /* member_plan.config_hash the Pod was created with: what member_status reports. */
 #define ANNOTATION_CONFIG_HASH "gitcd.io/config-hash"
 #define ANNOTATION_REMOVED     "gitcd.io/removed-from"
@@ -173,7 +172,7 @@ static bool obj_terminating(const json_t *obj)
 
 static bool managed_by_gitcd(const json_t *obj)
 {
-        return streq_ptr(obj_label(obj, LABEL_KEY_MANAGED_BY), LABEL_MANAGED_BY_VALUE);
+        return streq_ptr(obj_label(obj, LABEL_APP_MANAGED_BY), LABEL_MANAGED_BY_VALUE);
 }
 
 static char *pvc_name(const char *member)
@@ -702,7 +701,7 @@ static int prune_kind(kubernetes_target *kt, const etcd_cluster *c, const kube_g
                       const char *kind, const json_t *keep)
 {
         const char *ns = ns_of(c);
-        _cleanup_free_ char *sel = xasprintf("%s=%s,%s=%s", LABEL_KEY_MANAGED_BY,
+        _cleanup_free_ char *sel = xasprintf("%s=%s,%s=%s", LABEL_APP_MANAGED_BY,
                                              LABEL_MANAGED_BY_VALUE, LABEL_CLUSTER, c->name);
         json_t *items = NULL;
         int r = kube_list(kt->kc, gvr, ns, sel, &items, NULL);
@@ -819,6 +818,7 @@ static bool preflight_done(kubernetes_target *kt, const char *key)
  * the spec's replicas would allow evicting more voters than the running
  * cluster survives.
  */
+
 static void fit_pdb(json_t *shared, const membership_plan *p)
 {
         size_t voters = 0;
@@ -830,6 +830,15 @@ static void fit_pdb(json_t *shared, const membership_plan *p)
         json_t *o;
         json_array_foreach(shared, i, o) if (streq_ptr(obj_kind(o), "PodDisruptionBudget"))
             json_object_set_new(json_object_get(o, "spec"), "maxUnavailable", json_integer(max));
+}
+
+json_t *kubernetes_shared_objects(const etcd_cluster *c, const membership_plan *steady,
+                                  const membership_plan *members)
+{
+        json_t *shared = render_shared_objects(c, steady);
+        if (shared)
+                fit_pdb(shared, members ? members : steady);
+        return shared;
 }
 
 /* The first write for a spec: dry-run everything the cluster needs, TLS Secrets included. */
@@ -875,7 +884,7 @@ static char *plan_roles(const membership_plan *p)
 static int sync_roles(kubernetes_target *kt, const etcd_cluster *c, const membership_plan *p)
 {
         const char *ns = ns_of(c);
-        _cleanup_free_ char *sel = xasprintf("%s=%s,%s=%s", LABEL_KEY_MANAGED_BY,
+        _cleanup_free_ char *sel = xasprintf("%s=%s,%s=%s", LABEL_APP_MANAGED_BY,
                                              LABEL_MANAGED_BY_VALUE, LABEL_CLUSTER, c->name);
         json_t *items = NULL;
         int r = kube_list(kt->kc, &GVR_PODS, ns, sel, &items, NULL);
@@ -922,11 +931,10 @@ static int kt_ensure_shared(target *t, const etcd_cluster *c, const membership_p
         _cleanup_(membership_plan_freep) membership_plan *steady =
             membership_plan_steady(c, kt->domain);
         _cleanup_(json_decrefp) json_t *all = render_cluster(c, steady);
-        _cleanup_(json_decrefp) json_t *shared = render_shared_objects(c, steady);
+        _cleanup_(json_decrefp) json_t *shared = kubernetes_shared_objects(c, steady, p);
         _cleanup_free_ char *hash = json_hash(all);
         _cleanup_(json_decrefp) json_t *labels =
             json_deep_copy(json_object_get(metadata(json_array_get(shared, 0)), "labels"));
-        fit_pdb(shared, p);
         int r = tls_auto(kt, c, steady, labels, shared);
         if (r >= 0)
                 r = adapt_all(kt, shared);
@@ -1351,7 +1359,7 @@ static int kt_list_members(target *t, const char *namespace_, const char *cluste
                 return target_fail(t, -EINVAL, "invalid cluster name \"%s/%s\"", namespace_,
                                    cluster);
         note_namespace(kt, namespace_);
-        _cleanup_free_ char *sel = xasprintf("%s=%s,%s=%s", LABEL_KEY_MANAGED_BY,
+        _cleanup_free_ char *sel = xasprintf("%s=%s,%s=%s", LABEL_APP_MANAGED_BY,
                                              LABEL_MANAGED_BY_VALUE, LABEL_CLUSTER, cluster);
         char **names = NULL;
         size_t n = 0, alloc = 0;
@@ -1426,7 +1434,7 @@ static int kt_wait_event(target *t, int timeout_ms)
                 str_assign(&kt->watch_rv, NULL);
         }
         const char *ns = *scope ? scope : NULL;
-        _cleanup_free_ char *sel = xasprintf("%s=%s", LABEL_KEY_MANAGED_BY, LABEL_MANAGED_BY_VALUE);
+        _cleanup_free_ char *sel = xasprintf("%s=%s", LABEL_APP_MANAGED_BY, LABEL_MANAGED_BY_VALUE);
         int r = 0;
         if (!kt->watch_rv) {
                 json_t *items = NULL;

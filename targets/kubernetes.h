@@ -19,6 +19,8 @@
  */
 #pragma once
 
+#include <jansson.h>
+
 #include "kube/kubeconfig.h"
 #include "targets/target.h"
 
@@ -63,6 +65,16 @@ typedef struct kubernetes_target_opts {
  *   client_tls     auto: the issued operator files; secrets / cert-manager:
  *                  the operator Secret's keys written to operator/.
  */
+
+/*
+ * The cluster-wide objects this target applies for c (before API-version
+ * adaptation and the Secrets of tls.provider auto, whose content it
+ * issues): render_shared_objects() of the steady plan with the
+ * PodDisruptionBudget fitted to the voters of members (NULL: of the steady
+ * plan). `gitcd plan --target kubernetes` compares against exactly this.
+ */
+json_t *kubernetes_shared_objects(const etcd_cluster *c, const membership_plan *steady,
+                                  const membership_plan *members);
 
 /*
  * -EINVAL without config or state_dir; -errno when the state folder cannot

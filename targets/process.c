@@ -91,7 +91,9 @@ pid_t process_find(char *const *argv)
  * socket (SSH_AUTH_SOCK) for its Git sources; none of that reaches a
  * member. etcd gets what a program needs to run (PATH, HOME, locale, time
  * zone, temporary folder) and Go's runtime knobs; never ETCD_* (etcd reads
- * them as flags: its flags come only from the rendered command).
+ * them as flags: its flags come only from the rendered command), nor
+ * systemd's NOTIFY_SOCKET / WATCHDOG_* (etcd would send its own READY=1 to
+ * gitcd's service manager).
  */
 static bool env_allowed(const char *entry)
 {

@@ -12,7 +12,8 @@
  * group, working directory dir (when not NULL), stdin /dev/null, stdout and
  * stderr appended to log_path (/dev/null when NULL), no other descriptor,
  * and our environment without ETCD_* / ETCDCTL_* variables (etcd would
- * read them as flags). Returns once exec succeeded, with the pid of what is
+ * read them as flags) nor systemd's NOTIFY_SOCKET / WATCHDOG_* (etcd would
+ * notify gitcd's service manager). Returns once exec succeeded, with the pid of what is
  * our child; the errno of a failed exec (-ENOENT, -EACCES) otherwise.
  */
 int process_spawn_detached(const char *dir, const char *log_path, char *const *argv,
