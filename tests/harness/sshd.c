@@ -7,6 +7,7 @@
  * another port a few times.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -126,11 +127,38 @@ int sshd_machine_start(sshd_lab *l, size_t i)
         return k;
 }
 
+/* Kill the children of pid (sshd's sessions: each calls setsid(), so the group kill misses them). */
+static void kill_children_of(pid_t pid)
+{
+        DIR *d = opendir("/proc");
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+                char *end;
+                long child = strtol(e->d_name, &end, 10);
+                if (*end || child <= 0)
+                        continue;
+                _cleanup_free_ char *path = xasprintf("/proc/%ld/stat", child);
+                _cleanup_free_ char *stat = NULL;
+                size_t len;
+                if (read_file(path, 4096, &stat, &len) < 0)
+                        continue;
+                /* "pid (comm) state ppid ...": comm may hold spaces, so parse after the last ')' */
+                const char *rp = strrchr(stat, ')');
+                char state;
+                long ppid;
+                if (rp && sscanf(rp + 1, " %c %ld", &state, &ppid) == 2 && ppid == pid)
+                        (void)kill((pid_t)child, SIGKILL);
+        }
+        if (d)
+                closedir(d);
+}
+
 int sshd_machine_stop(sshd_lab *l, size_t i)
 {
         sshd_machine *m = &l->machines[i];
         if (m->pid <= 0)
                 return 0;
+        kill_children_of(m->pid); /* established sessions die with the machine */
         (void)kill(-m->pid, SIGTERM);
         (void)kill(m->pid, SIGTERM);
         while (waitpid(m->pid, NULL, 0) < 0 && errno == EINTR)

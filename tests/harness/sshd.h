@@ -42,7 +42,10 @@ bool sshd_available(void);
 int sshd_lab_start(size_t n, sshd_lab **ret);
 void sshd_lab_free(sshd_lab *l); /* stops every sshd */
 
-/* Stop machine i's sshd (the machine is "down"); start it again on the same port. */
+/*
+ * Stop machine i's sshd and its established sessions (the machine is
+ * "down"); start it again on the same port.
+ */
 int sshd_machine_stop(sshd_lab *l, size_t i);
 int sshd_machine_start(sshd_lab *l, size_t i);
 
