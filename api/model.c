@@ -188,6 +188,24 @@ static void location_release(storage_location *l)
         memset(l, 0, sizeof(*l));
 }
 
+const char *host_mode_name(host_mode m)
+{
+        return m == HOST_MODE_STATIC_POD ? "staticPod" : "systemd";
+}
+
+static void host_spec_release(host_spec *h)
+{
+        free(h->address);
+        free(h->ssh_user);
+        free(h->advertise_address);
+        free(h->data_dir);
+        free(h->manifest_dir);
+        free(h->unit_dir);
+        free(h->etcd_binary);
+        free(h->tls_dir);
+        memset(h, 0, sizeof(*h));
+}
+
 void etcd_cluster_free(etcd_cluster *c)
 {
         if (!c)
@@ -230,6 +248,10 @@ void etcd_cluster_free(etcd_cluster *c)
         free(c->defrag.schedule);
         free(c->defrag.free_space_above);
         location_release(&c->restore.source);
+        host_spec_release(&c->hosts.defaults);
+        for (size_t i = 0; i < c->hosts.n; i++)
+                host_spec_release(&c->hosts.items[i]);
+        free(c->hosts.items);
         free(c);
 }
 

@@ -182,6 +182,40 @@ typedef struct restore_spec {
         storage_location source; /* bootstrap.restore.source */
 } restore_spec;
 
+/*
+ * spec.hosts: the machines members run on when gitcd drives bare-metal
+ * hosts over SSH (targets/hosts.c). One member per host; the list order is
+ * the placement order. Every field is filled in by spec_fill_defaults():
+ * per-host values override the hosts-level defaults.
+ */
+typedef enum host_mode {
+        HOST_MODE_SYSTEMD,    /* a unit file in unit_dir, started with systemctl */
+        HOST_MODE_STATIC_POD, /* a Pod manifest in manifest_dir, run by kubelet */
+} host_mode;
+
+const char *host_mode_name(host_mode m); /* "systemd", "staticPod" */
+
+typedef struct host_spec {
+        char *address;           /* where SSH connects: a host name or an IP address */
+        int ssh_port;            /* default 22 */
+        char *ssh_user;          /* default "root"; others use `sudo -n` */
+        char *advertise_address; /* the member's peer/client address; default address */
+        char *data_dir;          /* default /var/lib/etcd/<namespace>-<name> */
+        host_mode mode;
+        char *manifest_dir; /* staticPod: default /etc/kubernetes/manifests */
+        char *unit_dir;     /* systemd: default /etc/systemd/system */
+        char *etcd_binary;  /* systemd: default /usr/local/bin/etcd */
+        char *tls_dir;      /* TLS material on the host: default /etc/etcd/<namespace>-<name>/pki */
+} host_spec;
+
+typedef struct hosts_spec {
+        bool set;           /* spec.hosts was written */
+        host_spec defaults; /* the hosts-level fields (address, advertise_address unused) */
+        bool mode_set;      /* defaults.mode was written */
+        host_spec *items;
+        size_t n;
+} hosts_spec;
+
 /* Where a field was written, for diagnostics from later stages (transitions, plan). */
 typedef struct spec_loc {
         char *path; /* "spec.replicas", "spec.storage.size", ... (native names) */
@@ -232,6 +266,7 @@ typedef struct etcd_cluster {
         snapshot_spec snapshots;
         defrag_spec defrag;
         restore_spec restore;
+        hosts_spec hosts;
 } etcd_cluster;
 
 etcd_cluster *etcd_cluster_new(void);

@@ -373,6 +373,80 @@ static void read_bootstrap(reader *r, const ynode *spec)
 }
 
 /*
+ * spec.hosts: the fields a machine shares with the hosts-level defaults
+ * (all but address, advertiseAddress and mode), read the same way at both
+ * levels.
+ */
+static void read_host_fields(reader *r, const ynode *m, const char *path, host_spec *h)
+{
+        const ynode *ssh = NULL;
+        _cleanup_free_ char *ssh_path = rd_join(path, "ssh");
+        if (rd_map(r, m, path, "ssh", NULL, &ssh)) {
+                static const char *const k[] = {"port", "user", NULL};
+                rd_keys(r, ssh, ssh_path, k, NULL);
+                int64_t v;
+                if (rd_int(r, ssh, ssh_path, "port", NULL, 1, 65535, &v))
+                        h->ssh_port = (int)v;
+                rd_string(r, ssh, ssh_path, "user", NULL, &h->ssh_user);
+        }
+        rd_string(r, m, path, "dataDir", NULL, &h->data_dir);
+        rd_string(r, m, path, "manifestDir", NULL, &h->manifest_dir);
+        rd_string(r, m, path, "unitDir", NULL, &h->unit_dir);
+        rd_string(r, m, path, "etcdBinary", NULL, &h->etcd_binary);
+        rd_string(r, m, path, "tlsDir", NULL, &h->tls_dir);
+}
+
+static void read_hosts(reader *r, const ynode *spec)
+{
+        hosts_spec *hs = &r->c->hosts;
+        const ynode *m = NULL, *k = NULL;
+        const char *P = "spec.hosts";
+        if (!rd_map(r, spec, "spec", "hosts", NULL, &m))
+                return;
+        hs->set = true;
+        static const char *const known[] = {"mode",        "ssh",      "dataDir",
+                                            "manifestDir", "unitDir",  "etcdBinary",
+                                            "tlsDir",      "machines", NULL};
+        rd_keys(r, m, P, known, NULL);
+        static const char *const modes[] = {"systemd", "staticPod", NULL};
+        int mode;
+        if (rd_enum(r, m, P, "mode", NULL, modes, &mode)) {
+                hs->defaults.mode = (host_mode)mode;
+                hs->mode_set = true;
+        }
+        read_host_fields(r, m, P, &hs->defaults);
+
+        const ynode *seq = rd_get(m, "machines", &k);
+        if (!seq)
+                return;
+        rd_record(r, "spec.hosts.machines", "spec.hosts.machines", k, seq);
+        if (seq->kind != YNODE_SEQ) {
+                rd_type_error(r, seq, "spec.hosts.machines", "a sequence of mappings");
+                return;
+        }
+        hs->items = xcalloc(seq->n ? seq->n : 1, sizeof(host_spec));
+        for (size_t i = 0; i < seq->n; i++) {
+                const ynode *v = seq->values[i];
+                _cleanup_free_ char *path = xasprintf("spec.hosts.machines[%zu]", i);
+                host_spec *h = &hs->items[hs->n++];
+                rd_record(r, path, path, NULL, v);
+                if (v->kind != YNODE_MAP) {
+                        rd_type_error(r, v, path, "a mapping");
+                        continue;
+                }
+                static const char *const kh[] = {"address",    "advertiseAddress", "ssh",
+                                                 "dataDir",    "manifestDir",      "unitDir",
+                                                 "etcdBinary", "tlsDir",           NULL};
+                rd_keys(r, v, path, kh, NULL);
+                if (!rd_string(r, v, path, "address", NULL, &h->address) &&
+                    !rd_get(v, "address", NULL))
+                        rd_error(r, v, "%s.address is required", path);
+                rd_string(r, v, path, "advertiseAddress", NULL, &h->advertise_address);
+                read_host_fields(r, v, path, h);
+        }
+}
+
+/*
  * spec.storage, spec.auth and spec.additionalMetadata in the native shape,
  * which cozystack's dialect shares field for field.
  */
@@ -425,25 +499,14 @@ void read_spec_gitcd(reader *r, const ynode *spec)
         etcd_cluster *c = r->c;
         if (!spec)
                 return;
-        static const char *const known[] = {"replicas",
-                                            "version",
-                                            "repository",
-                                            "storage",
-                                            "tls",
-                                            "auth",
-                                            "resources",
-                                            "affinity",
-                                            "topologySpreadConstraints",
-                                            "nodeSelector",
-                                            "tolerations",
-                                            "additionalMetadata",
-                                            "podTemplate",
-                                            "options",
-                                            "progressDeadlineSeconds",
-                                            "snapshots",
-                                            "defrag",
-                                            "bootstrap",
-                                            NULL};
+        static const char *const known[] = {
+            "replicas",     "version",     "repository",
+            "storage",      "tls",         "auth",
+            "resources",    "affinity",    "topologySpreadConstraints",
+            "nodeSelector", "tolerations", "additionalMetadata",
+            "podTemplate",  "options",     "progressDeadlineSeconds",
+            "snapshots",    "defrag",      "bootstrap",
+            "hosts",        NULL};
         rd_keys(r, spec, "spec", known, NULL);
 
         int64_t v;
@@ -482,4 +545,5 @@ void read_spec_gitcd(reader *r, const ynode *spec)
         read_snapshots(r, spec);
         read_defrag(r, spec);
         read_bootstrap(r, spec);
+        read_hosts(r, spec);
 }

@@ -143,6 +143,30 @@ static json_t *tls_json(const tls_spec *t)
         return o;
 }
 
+/* spec.hosts with every machine's fields filled in; the hosts level keeps only the mode. */
+static json_t *hosts_json(const hosts_spec *hs)
+{
+        json_t *o = json_object(), *machines = json_array();
+        set_str(o, "mode", host_mode_name(hs->defaults.mode));
+        for (size_t i = 0; i < hs->n; i++) {
+                const host_spec *h = &hs->items[i];
+                json_t *m = json_object();
+                set_str(m, "address", h->address);
+                set_str(m, "advertiseAddress", h->advertise_address);
+                json_object_set_new(m, "ssh", json_object());
+                json_object_set_new(json_object_get(m, "ssh"), "port", json_integer(h->ssh_port));
+                set_str(json_object_get(m, "ssh"), "user", h->ssh_user);
+                set_str(m, "dataDir", h->data_dir);
+                set_str(m, "tlsDir", h->tls_dir);
+                set_str(m, "manifestDir", h->manifest_dir);
+                set_str(m, "unitDir", h->unit_dir);
+                set_str(m, "etcdBinary", h->etcd_binary);
+                json_array_append_new(machines, m);
+        }
+        json_object_set_new(o, "machines", machines);
+        return o;
+}
+
 json_t *spec_to_json(const etcd_cluster *c)
 {
         json_t *meta = json_object();
@@ -232,6 +256,8 @@ json_t *spec_to_json(const etcd_cluster *c)
                 json_object_set_new(
                     spec, "bootstrap",
                     json_pack("{s:{s:o}}", "restore", "source", location_json(&c->restore.source)));
+        if (c->hosts.set)
+                json_object_set_new(spec, "hosts", hosts_json(&c->hosts));
 
         return json_pack("{s:s,s:s,s:o,s:o}", "apiVersion", GITCD_API_VERSION, "kind",
                          "EtcdCluster", "metadata", meta, "spec", spec);

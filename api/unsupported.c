@@ -43,6 +43,11 @@ static bool uses_restore(const etcd_cluster *c)
         return c->restore.enabled;
 }
 
+static bool uses_hosts(const etcd_cluster *c)
+{
+        return c->hosts.set;
+}
+
 static const struct {
         const char *field; /* native path, as written in the native and cozystack dialects */
         const char *at;    /* the recorded location to point at (falls back to its parents) */
@@ -59,6 +64,8 @@ static const struct {
      "remove spec.defrag or set spec.defrag.enabled: false", uses_defrag},
     {"spec.bootstrap.restore", "spec.bootstrap.restore", "restoring a snapshot at creation",
      "remove spec.bootstrap.restore", uses_restore},
+    {"spec.hosts", "spec.hosts", "members on machines reached over SSH",
+     "remove spec.hosts to run members with --target local or kubernetes", uses_hosts},
 };
 
 static bool uses_any(const etcd_cluster *c)

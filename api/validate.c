@@ -40,6 +40,42 @@ static void copy_issuer(issuer_ref *dst, const issuer_ref *src)
         dst->group = xstrdup_null(src->group);
 }
 
+static void default_str(char **field, const char *inherited, const char *fallback)
+{
+        if (*field)
+                return;
+        *field = xstrdup(inherited ? inherited : fallback);
+}
+
+/* Each machine gets every field: its own, else the hosts-level one, else gitcd's default. */
+static void default_hosts(etcd_cluster *c)
+{
+        hosts_spec *hs = &c->hosts;
+        const host_spec *d = &hs->defaults;
+        _cleanup_free_ char *data_dir =
+            xasprintf("/var/lib/etcd/%s-%s", c->namespace_, c->name ? c->name : "");
+        _cleanup_free_ char *tls_dir =
+            xasprintf("/etc/etcd/%s-%s/pki", c->namespace_, c->name ? c->name : "");
+        for (size_t i = 0; i < hs->n; i++) {
+                host_spec *h = &hs->items[i];
+                if (!h->address)
+                        continue; /* reported by the reader */
+                h->mode = d->mode;
+                if (!h->ssh_port)
+                        h->ssh_port = d->ssh_port ? d->ssh_port : 22;
+                default_str(&h->ssh_user, d->ssh_user, "root");
+                default_str(&h->advertise_address, NULL, h->address);
+                default_str(&h->data_dir, d->data_dir, data_dir);
+                default_str(&h->tls_dir, d->tls_dir, tls_dir);
+                if (h->mode == HOST_MODE_STATIC_POD) {
+                        default_str(&h->manifest_dir, d->manifest_dir, "/etc/kubernetes/manifests");
+                } else {
+                        default_str(&h->unit_dir, d->unit_dir, "/etc/systemd/system");
+                        default_str(&h->etcd_binary, d->etcd_binary, "/usr/local/bin/etcd");
+                }
+        }
+}
+
 void spec_fill_defaults(etcd_cluster *c)
 {
         if (!c->namespace_)
@@ -67,6 +103,7 @@ void spec_fill_defaults(etcd_cluster *c)
         default_issuer(&t->operator_client_issuer);
         if (c->options.auto_compaction_retention && !c->options.auto_compaction_mode)
                 c->options.auto_compaction_mode = xstrdup("periodic");
+        default_hosts(c);
 }
 
 static void check_version(reader *r)
@@ -356,6 +393,148 @@ static void check_reserved_keys(reader *r, const char *native, const kv_list *l)
                                    rd_name(r, native), l->items[i].key);
 }
 
+/*
+ * The native path where a machine's field was decided: its own entry when
+ * written there, else the hosts-level default (for messages and locations).
+ */
+static char *host_field(const etcd_cluster *c, size_t i, const char *field)
+{
+        char *own = xasprintf("spec.hosts.machines[%zu].%s", i, field);
+        if (written(c, own))
+                return own;
+        free(own);
+        return xasprintf("spec.hosts.%s", field);
+}
+
+/* A value inherited from the hosts level is reported once, for the first machine that inherits it. */
+static bool first_to_report(const etcd_cluster *c, size_t i, const char *field)
+{
+        for (size_t j = 0; j <= i; j++) {
+                _cleanup_free_ char *own = xasprintf("spec.hosts.machines[%zu].%s", j, field);
+                if (j == i)
+                        return true;
+                if (!written(c, own))
+                        return false;
+        }
+        return true;
+}
+
+static void check_host_path(reader *r, size_t i, const char *field, const char *value)
+{
+        size_t n = value ? strlen(value) : 0;
+        if (!value)
+                return;
+        if (value[0] == '/' && !strstr(value, "/../") && !(n >= 3 && streq(value + n - 3, "/..")) &&
+            !strpbrk(value, "\n\r\t '\"\\$`;&|<>*?"))
+                return;
+        _cleanup_free_ char *f = host_field(r->c, i, field);
+        if (!strneq(f, "spec.hosts.machines", 19) && !first_to_report(r->c, i, field))
+                return;
+        rd_diag_at(r, DIAG_ERROR, f,
+                   "%s: \"%s\" must be an absolute path without \"..\", spaces, quotes or "
+                   "shell characters",
+                   f, value);
+}
+
+/* A host name or IP address: letters, digits, '.', '-', ':' (IPv6), no shell meaning. */
+static bool host_address_valid(const char *s)
+{
+        if (isempty(s) || strlen(s) > 253 || s[0] == '-')
+                return false;
+        return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") ==
+               strlen(s);
+}
+
+/* A POSIX user name as useradd accepts it. */
+static bool user_name_valid(const char *s)
+{
+        if (isempty(s) || strlen(s) > 32 || !strchr("abcdefghijklmnopqrstuvwxyz_", s[0]))
+                return false;
+        return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_-") == strlen(s);
+}
+
+static void check_hosts(reader *r)
+{
+        etcd_cluster *c = r->c;
+        const hosts_spec *hs = &c->hosts;
+        if (!hs->set)
+                return;
+        if (!hs->mode_set && !written(c, "spec.hosts.mode"))
+                rd_diag_at(r, DIAG_ERROR, "spec.hosts",
+                           "spec.hosts.mode is required (systemd or staticPod)");
+        if (hs->n == 0) {
+                rd_diag_at(r, DIAG_ERROR, "spec.hosts",
+                           "spec.hosts.machines is required: list the machines members run on");
+                return;
+        }
+        if ((size_t)c->replicas > hs->n)
+                rd_diag_at(r, DIAG_ERROR, "spec.replicas",
+                           "%s: %d members need %d machines (one member per machine) but "
+                           "spec.hosts.machines lists %zu",
+                           rd_name(r, "spec.replicas"), c->replicas, c->replicas, hs->n);
+        static const char *const systemd_only[] = {"unitDir", "etcdBinary"};
+        static const char *const pod_only[] = {"manifestDir"};
+        bool pod = hs->defaults.mode == HOST_MODE_STATIC_POD;
+        const char *const *wrong = pod ? systemd_only : pod_only;
+        size_t n_wrong = pod ? ARRAY_SIZE(systemd_only) : ARRAY_SIZE(pod_only);
+        for (size_t w = 0; w < n_wrong && hs->mode_set; w++) {
+                _cleanup_free_ char *top = xasprintf("spec.hosts.%s", wrong[w]);
+                if (written(c, top))
+                        rd_diag_at(r, DIAG_ERROR, top, "%s applies to mode %s only", top,
+                                   pod ? "systemd" : "staticPod");
+                for (size_t i = 0; i < hs->n; i++) {
+                        _cleanup_free_ char *own =
+                            xasprintf("spec.hosts.machines[%zu].%s", i, wrong[w]);
+                        if (written(c, own))
+                                rd_diag_at(r, DIAG_ERROR, own, "%s applies to mode %s only", own,
+                                           pod ? "systemd" : "staticPod");
+                }
+        }
+        if (hs->defaults.ssh_user && !user_name_valid(hs->defaults.ssh_user))
+                rd_diag_at(r, DIAG_ERROR, "spec.hosts.ssh.user",
+                           "spec.hosts.ssh.user: \"%s\" is not a user name", hs->defaults.ssh_user);
+        for (size_t i = 0; i < hs->n; i++) {
+                const host_spec *h = &hs->items[i];
+                if (!h->address)
+                        continue;
+                _cleanup_free_ char *at = xasprintf("spec.hosts.machines[%zu]", i);
+                if (!host_address_valid(h->address))
+                        rd_diag_at(r, DIAG_ERROR, at,
+                                   "%s.address: \"%s\" is not a host name or IP address", at,
+                                   h->address);
+                if (!streq(h->advertise_address, h->address) &&
+                    !host_address_valid(h->advertise_address)) {
+                        _cleanup_free_ char *f = host_field(c, i, "advertiseAddress");
+                        rd_diag_at(r, DIAG_ERROR, f, "%s: \"%s\" is not a host name or IP address",
+                                   f, h->advertise_address);
+                }
+                _cleanup_free_ char *own_user = xasprintf("%s.ssh.user", at);
+                if (written(c, own_user) && !user_name_valid(h->ssh_user))
+                        rd_diag_at(r, DIAG_ERROR, own_user, "%s: \"%s\" is not a user name",
+                                   own_user, h->ssh_user);
+                check_host_path(r, i, "dataDir", h->data_dir);
+                check_host_path(r, i, "tlsDir", h->tls_dir);
+                check_host_path(r, i, "manifestDir", h->manifest_dir);
+                check_host_path(r, i, "unitDir", h->unit_dir);
+                check_host_path(r, i, "etcdBinary", h->etcd_binary);
+                for (size_t j = 0; j < i; j++) {
+                        const host_spec *o = &hs->items[j];
+                        if (!o->address)
+                                continue;
+                        if (streq(o->address, h->address) && o->ssh_port == h->ssh_port)
+                                rd_diag_at(r, DIAG_ERROR, at,
+                                           "%s: %s port %d is already listed as "
+                                           "spec.hosts.machines[%zu]; one member per machine",
+                                           at, h->address, h->ssh_port, j);
+                        else if (streq(o->advertise_address, h->advertise_address))
+                                rd_diag_at(r, DIAG_ERROR, at,
+                                           "%s: advertise address %s is already used by "
+                                           "spec.hosts.machines[%zu]",
+                                           at, h->advertise_address, j);
+                }
+        }
+}
+
 void spec_validate(reader *r)
 {
         etcd_cluster *c = r->c;
@@ -386,4 +565,5 @@ void spec_validate(reader *r)
         check_reserved_keys(r, "spec.additionalMetadata.annotations", &c->additional_annotations);
         check_reserved_keys(r, "spec.podTemplate.metadata.labels", &c->pod_labels);
         check_reserved_keys(r, "spec.podTemplate.metadata.annotations", &c->pod_annotations);
+        check_hosts(r);
 }

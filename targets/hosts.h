@@ -1,0 +1,52 @@
+/*
+ * The hosts target: members on named machines reached over SSH
+ * (spec.hosts), one member per machine, run by kubelet from a static Pod
+ * manifest or by systemd from a unit file. Effects only: it writes files,
+ * starts, stops and probes; member records, TLS issuance and "outdated"
+ * stay with the reconciler, state/ and pki/.
+ *
+ * On each machine, per cluster:
+ *   <dataDir>/                      etcd's --data-dir
+ *   <dataDir>/gitcd-member          the data identity marker: which member
+ *                                   the data belongs to ("member=NAME",
+ *                                   "id=RANDOM"); written when the member is
+ *                                   placed, so it claims the machine
+ *   <unitDir>/etcd-<ns>-<name>.service    (systemd) or
+ *   <manifestDir>/etcd-<ns>-<name>.yaml   (staticPod): present while the
+ *                                   member should run; each carries the
+ *                                   member's config hash
+ *
+ * A unit file or manifest without the marker is a wiped data disk:
+ * MEMBER_DATA_LOST, never restarted empty. Health is read from etcd itself
+ * (GET <client URL>/health), not through SSH. Every SSH step has the
+ * transport's timeouts; a machine that cannot be reached makes operations
+ * on its member fail with -EHOSTUNREACH-like errors and its status
+ * "starting" with the reason, while other machines go on.
+ */
+#pragma once
+
+#include "targets/ssh.h"
+#include "targets/target.h"
+
+typedef struct hosts_target_opts {
+        ssh_opts ssh; /* known_hosts (required), key file or agent, timeouts */
+        /*
+         * The command that drives systemd on the machines; default
+         * "systemctl". Tests point it at a recorder because no systemd
+         * runs there.
+         */
+        const char *systemctl;
+        int client_port;       /* default 2379 */
+        int peer_port;         /* default 2380 */
+        int metrics_port;      /* default 2381 */
+        int health_timeout_ms; /* per /health request; default 2000 */
+} hosts_target_opts;
+
+/*
+ * Errors of the operations (message in target_last_error()):
+ *   place_member   -ENOSPC no free machine in spec.hosts.machines;
+ *                  -EINVAL the cluster has no spec.hosts
+ *   ensure_shared  -EOPNOTSUPP for TLS (not supported on hosts yet)
+ *   any            the SSH transport's errors (targets/ssh.h)
+ */
+int hosts_target_new(const hosts_target_opts *opts, target **ret);

@@ -1,0 +1,134 @@
+/*
+ * spec.hosts, the machine inventory of the hosts target: every machine is
+ * filled in from the hosts-level defaults and gitcd's own defaults, the
+ * normalized form keeps all of it, and it reads back to the same spec
+ * (what the state store relies on). Bad inventories are in the validation
+ * corpus (tests/api/bad/6x-hosts-*.yaml).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "api/spec.h"
+#include "util/xalloc.h"
+
+static const char inventory[] = "apiVersion: gitcd.io/v1alpha1\n"
+                                "kind: EtcdCluster\n"
+                                "metadata:\n"
+                                "  name: demo\n"
+                                "spec:\n"
+                                "  replicas: 3\n"
+                                "  hosts:\n"
+                                "    mode: staticPod\n"
+                                "    ssh: {user: admin}\n"
+                                "    machines:\n"
+                                "    - address: 10.0.0.11\n"
+                                "    - address: 10.0.0.12\n"
+                                "      dataDir: /srv/etcd\n"
+                                "    - address: cp3.example.com\n"
+                                "      advertiseAddress: 10.0.0.13\n"
+                                "      ssh: {port: 2222, user: root}\n";
+
+static etcd_cluster *load(const char *text)
+{
+        cluster_set set = {0};
+        diag_list d = {0};
+        assert_int_equal(spec_load_buffer("hosts.yaml", text, strlen(text), &set, &d), 0);
+        assert_int_equal(set.n, 1);
+        etcd_cluster *c = set.items[0];
+        free(set.items);
+        diag_list_release(&d);
+        return c;
+}
+
+static void test_defaults_filled(void **state)
+{
+        (void)state;
+        _cleanup_(etcd_cluster_freep) etcd_cluster *c = load(inventory);
+        assert_true(c->hosts.set);
+        assert_int_equal(c->hosts.n, 3);
+        const host_spec *h = c->hosts.items;
+        assert_int_equal(h[0].mode, HOST_MODE_STATIC_POD);
+        assert_string_equal(h[0].ssh_user, "admin");
+        assert_int_equal(h[0].ssh_port, 22);
+        assert_string_equal(h[0].advertise_address, "10.0.0.11");
+        assert_string_equal(h[0].data_dir, "/var/lib/etcd/default-demo");
+        assert_string_equal(h[0].manifest_dir, "/etc/kubernetes/manifests");
+        assert_string_equal(h[0].tls_dir, "/etc/etcd/default-demo/pki");
+        assert_null(h[0].unit_dir);
+        assert_string_equal(h[1].data_dir, "/srv/etcd");
+        assert_string_equal(h[2].ssh_user, "root");
+        assert_int_equal(h[2].ssh_port, 2222);
+        assert_string_equal(h[2].advertise_address, "10.0.0.13");
+}
+
+static void test_systemd_defaults(void **state)
+{
+        (void)state;
+        _cleanup_(etcd_cluster_freep) etcd_cluster *c =
+            load("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata: {name: d}\n"
+                 "spec:\n  replicas: 1\n  hosts:\n    mode: systemd\n"
+                 "    etcdBinary: /opt/etcd/etcd\n    machines: [{address: h1}]\n");
+        assert_int_equal(c->hosts.items[0].mode, HOST_MODE_SYSTEMD);
+        assert_string_equal(c->hosts.items[0].unit_dir, "/etc/systemd/system");
+        assert_string_equal(c->hosts.items[0].etcd_binary, "/opt/etcd/etcd");
+        assert_null(c->hosts.items[0].manifest_dir);
+}
+
+static void test_normalized_round_trip(void **state)
+{
+        (void)state;
+        _cleanup_(etcd_cluster_freep) etcd_cluster *c = load(inventory);
+        _cleanup_(etcd_cluster_freep) etcd_cluster *back = NULL;
+        diag_list d = {0};
+        json_t *j = spec_to_json(c);
+        assert_int_equal(spec_from_json(j, "stored", &back, &d), 0);
+        json_decref(j);
+        diag_list_release(&d);
+        assert_int_equal(back->hosts.n, 3);
+        assert_string_equal(back->hosts.items[1].data_dir, "/srv/etcd");
+        _cleanup_free_ char *h1 = spec_hash(c), *h2 = spec_hash(back);
+        assert_string_equal(h1, h2);
+}
+
+static void test_no_hosts_no_change(void **state)
+{
+        (void)state;
+        /* a spec without spec.hosts normalizes as before (no "hosts" key) */
+        _cleanup_(etcd_cluster_freep) etcd_cluster *c =
+            load("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata: {name: d}\n");
+        json_t *j = spec_to_json(c);
+        assert_null(json_object_get(json_object_get(j, "spec"), "hosts"));
+        json_decref(j);
+}
+
+static void test_refused_until_the_target_exists(void **state)
+{
+        (void)state;
+        /* apply, run and plan refuse spec.hosts; validate warns (api/unsupported.c) */
+        _cleanup_(etcd_cluster_freep) etcd_cluster *c = load(inventory);
+        diag_list d = {0};
+        assert_int_equal(spec_check_unsupported(c, SPEC_UNSUPPORTED_CREATE, &d), 1);
+        assert_int_equal(d.n, 1);
+        assert_int_equal(d.items[0].severity, DIAG_ERROR);
+        assert_non_null(strstr(d.items[0].message, "spec.hosts"));
+        assert_non_null(strstr(d.items[0].message, "not supported yet"));
+        assert_int_equal(d.items[0].line, 7);
+        diag_list_release(&d);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_defaults_filled),
+            cmocka_unit_test(test_systemd_defaults),
+            cmocka_unit_test(test_normalized_round_trip),
+            cmocka_unit_test(test_no_hosts_no_change),
+            cmocka_unit_test(test_refused_until_the_target_exists),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

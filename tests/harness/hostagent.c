@@ -1,0 +1,263 @@
+/*
+ * The host agent (see hostagent.h): a forked process with a polling loop,
+ * so the test's own threads (libcurl, libssh2) never share its state. It
+ * keeps one record per watched file: the content it started, the pid,
+ * and when to restart after an exit. SIGTERM stops every process it runs
+ * and then the agent.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "tests/harness/harness.h"
+#include "tests/harness/hostagent.h"
+#include "util/fs.h"
+#include "util/strbuf.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+struct hostagent {
+        pid_t pid;
+};
+
+typedef struct unit {
+        char *path;
+        char *content;
+        pid_t pid;
+        int64_t restart_at; /* monotonic ms; 0: not waiting */
+        bool seen;
+} unit;
+
+static volatile sig_atomic_t stopping;
+
+static void on_term(int sig)
+{
+        (void)sig;
+        stopping = 1;
+}
+
+/* ExecStart= words: POSIX single quotes, backslash outside quotes, spaces between. */
+static char **parse_exec(const char *text)
+{
+        const char *p = strstr(text, "\nExecStart=");
+        if (!p)
+                return NULL;
+        p += strlen("\nExecStart=");
+        char **argv = xcalloc(1, sizeof(char *));
+        size_t n = 0, alloc = 1;
+        strbuf w = STRBUF_INIT;
+        bool in_word = false;
+        for (; *p && *p != '\n'; p++) {
+                if (*p == '\'') {
+                        const char *end = strchr(p + 1, '\'');
+                        if (!end)
+                                break;
+                        sb_append_len(&w, p + 1, (size_t)(end - p - 1));
+                        p = end;
+                        in_word = true;
+                } else if (*p == '\\' && p[1]) {
+                        sb_appendc(&w, *++p);
+                        in_word = true;
+                } else if (*p == ' ') {
+                        if (in_word) {
+                                argv = xgrow(argv, &alloc, n + 2, sizeof(char *));
+                                argv[n++] = xstrdup(sb_str(&w));
+                                argv[n] = NULL;
+                                sb_reset(&w);
+                                in_word = false;
+                        }
+                } else {
+                        sb_appendc(&w, *p);
+                        in_word = true;
+                }
+        }
+        if (in_word) {
+                argv = xgrow(argv, &alloc, n + 2, sizeof(char *));
+                argv[n++] = xstrdup(sb_str(&w));
+                argv[n] = NULL;
+        }
+        sb_release(&w);
+        return argv;
+}
+
+static char **parse_pod(const char *text, const char *etcd_bin)
+{
+        const char *p = text;
+        while (*p == '#') {
+                p = strchr(p, '\n');
+                if (!p)
+                        return NULL;
+                p++;
+        }
+        json_t *pod = json_loads(p, 0, NULL);
+        json_t *cmd = json_object_get(
+            json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0),
+            "command");
+        size_t n = json_array_size(cmd);
+        char **argv = n ? xcalloc(n + 1, sizeof(char *)) : NULL;
+        for (size_t i = 0; i < n; i++) {
+                const char *s = json_string_value(json_array_get(cmd, i));
+                argv[i] = xstrdup(i == 0 && streq_ptr(s, "etcd") ? etcd_bin : s ? s : "");
+        }
+        json_decref(pod);
+        return argv;
+}
+
+static pid_t start(const unit *u, const char *etcd_bin, const char *log_dir)
+{
+        bool service = strstr(u->path, ".service") != NULL;
+        char **argv = service ? parse_exec(u->content) : parse_pod(u->content, etcd_bin);
+        if (!argv || !argv[0]) {
+                strv_free(argv);
+                return 0;
+        }
+        const char *base = strrchr(u->path, '/');
+        _cleanup_free_ char *log = xasprintf("%s/%s.log", log_dir, base ? base + 1 : u->path);
+        pid_t pid = fork();
+        if (pid == 0) {
+                int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+                setpgid(0, 0);
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                if (fd >= 0) {
+                        dup2(fd, 1);
+                        dup2(fd, 2);
+                }
+                execv(argv[0], argv);
+                _exit(127);
+        }
+        strv_free(argv);
+        return pid > 0 ? pid : 0;
+}
+
+static void stop(unit *u)
+{
+        if (u->pid <= 0)
+                return;
+        kill(u->pid, SIGTERM);
+        for (int i = 0; i < 100; i++) {
+                if (waitpid(u->pid, NULL, WNOHANG) == u->pid) {
+                        u->pid = 0;
+                        return;
+                }
+                msleep(50);
+        }
+        kill(u->pid, SIGKILL);
+        waitpid(u->pid, NULL, 0);
+        u->pid = 0;
+}
+
+static bool watched(const char *name)
+{
+        size_t n = strlen(name);
+        return strneq(name, "etcd-", 5) && ((n > 8 && streq(name + n - 8, ".service")) ||
+                                            (n > 5 && streq(name + n - 5, ".yaml")));
+}
+
+static void agent_loop(char **dirs, const char *etcd_bin, const char *log_dir)
+{
+        unit *units = NULL;
+        size_t n = 0, alloc = 0;
+        while (!stopping) {
+                for (size_t i = 0; i < n; i++)
+                        units[i].seen = false;
+                for (size_t d = 0; dirs[d]; d++) {
+                        DIR *dir = opendir(dirs[d]);
+                        struct dirent *e;
+                        while (dir && (e = readdir(dir))) {
+                                if (!watched(e->d_name))
+                                        continue;
+                                _cleanup_free_ char *path = xasprintf("%s/%s", dirs[d], e->d_name);
+                                _cleanup_free_ char *text = NULL;
+                                size_t len;
+                                if (read_file(path, 1 << 20, &text, &len) < 0)
+                                        continue;
+                                unit *u = NULL;
+                                for (size_t i = 0; i < n && !u; i++)
+                                        if (streq(units[i].path, path))
+                                                u = &units[i];
+                                if (!u) {
+                                        units = xgrow(units, &alloc, n + 1, sizeof(*units));
+                                        u = &units[n++];
+                                        memset(u, 0, sizeof(*u));
+                                        u->path = xstrdup(path);
+                                }
+                                u->seen = true;
+                                if (!streq_ptr(u->content, text)) {
+                                        stop(u);
+                                        free(u->content);
+                                        u->content = TAKE_PTR(text);
+                                        u->restart_at = 0;
+                                        u->pid = start(u, etcd_bin, log_dir);
+                                }
+                        }
+                        if (dir)
+                                closedir(dir);
+                }
+                for (size_t i = 0; i < n; i++) {
+                        unit *u = &units[i];
+                        if (!u->seen) {
+                                stop(u);
+                                free(u->content);
+                                u->content = NULL;
+                                continue;
+                        }
+                        if (u->pid > 0 && waitpid(u->pid, NULL, WNOHANG) == u->pid) {
+                                u->pid = 0;
+                                u->restart_at = now_mono_ms() + 1000;
+                        }
+                        if (u->pid == 0 && u->restart_at && now_mono_ms() >= u->restart_at) {
+                                u->restart_at = 0;
+                                u->pid = start(u, etcd_bin, log_dir);
+                        }
+                }
+                msleep(100);
+        }
+        for (size_t i = 0; i < n; i++)
+                stop(&units[i]);
+        _exit(0);
+}
+
+int hostagent_start(const char *const *dirs, const char *etcd_bin, const char *log_dir,
+                    hostagent **ret)
+{
+        pid_t pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                size_t n = 0;
+                while (dirs[n])
+                        n++;
+                char **copy = xcalloc(n + 1, sizeof(char *));
+                for (size_t i = 0; i < n; i++)
+                        copy[i] = xstrdup(dirs[i]);
+                prctl(PR_SET_PDEATHSIG, SIGTERM);
+                signal(SIGTERM, on_term);
+                signal(SIGINT, on_term);
+                agent_loop(copy, etcd_bin, log_dir);
+        }
+        harness_track_pid(pid);
+        hostagent *a = XNEW(hostagent);
+        a->pid = pid;
+        *ret = a;
+        return 0;
+}
+
+void hostagent_free(hostagent *a)
+{
+        if (!a)
+                return;
+        kill(a->pid, SIGTERM);
+        while (waitpid(a->pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        harness_untrack_pid(a->pid);
+        free(a);
+}

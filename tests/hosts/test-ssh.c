@@ -1,0 +1,406 @@
+/*
+ * The hosts target's SSH transport (targets/ssh.c) against real sshd
+ * machines on 127.0.0.2 and 127.0.0.3 (tests/harness/sshd.h): commands
+ * with their output and exit status, atomic uploads with the requested
+ * mode, reading files back, strict host-key checks (a wrong or unknown
+ * key refuses the machine and nothing is written), key-file and ssh-agent
+ * credentials, and the timeouts that keep a down or slow machine from
+ * blocking: a machine that accepts TCP but never speaks SSH, a command
+ * that never ends, a stopped sshd. The short timeouts those tests set are
+ * seconds, far above what a working exchange on loopback needs even on a
+ * loaded machine: the tests assert what times out, never how fast.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "targets/ssh.h"
+#include "tests/harness/harness.h"
+#include "tests/harness/sshd.h"
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+static sshd_lab *lab;
+
+static ssh_opts opts(void)
+{
+        return (ssh_opts){.known_hosts = lab->known_hosts,
+                          .key_file = lab->client_key,
+                          .connect_timeout_ms = 5000,
+                          .command_timeout_ms = 20000};
+}
+
+static ssh_conn *connect_to(size_t i)
+{
+        ssh_opts o = opts();
+        ssh_conn *c = NULL;
+        _cleanup_free_ char *err = NULL;
+        int k = ssh_connect(&o, lab->machines[i].address, lab->machines[i].port, "root", &c, &err);
+        if (k < 0)
+                fail_msg("connect: %s", err);
+        return c;
+}
+
+static char *under_root(size_t i, const char *path)
+{
+        return xasprintf("%s%s", lab->machines[i].root, path);
+}
+
+static void test_exec(void **state)
+{
+        (void)state;
+        _cleanup_(ssh_conn_freep) ssh_conn *c = connect_to(0);
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        int status;
+
+        assert_int_equal(
+            ssh_exec(c, "echo out; echo err >&2; exit 3", NULL, 0, &status, &out, &err), 0);
+        assert_int_equal(status, 3);
+        assert_string_equal(out, "out\n");
+        assert_string_equal(err, "err\n");
+
+        /* the connection is reused: input goes in, a second command runs */
+        free(out);
+        out = NULL;
+        assert_int_equal(ssh_exec(c, "tr a-z A-Z", "hello", 5, &status, &out, NULL), 0);
+        assert_int_equal(status, 0);
+        assert_string_equal(out, "HELLO");
+
+        /* much output on both streams at once does not deadlock */
+        free(out);
+        out = NULL;
+        assert_int_equal(ssh_exec(c,
+                                  "i=0; while [ $i -lt 3000 ]; do echo line $i; echo e$i >&2; "
+                                  "i=$((i+1)); done",
+                                  NULL, 0, &status, &out, NULL),
+                         0);
+        assert_int_equal(status, 0);
+        assert_non_null(strstr(out, "line 2999\n"));
+}
+
+static void test_upload_atomic(void **state)
+{
+        (void)state;
+        _cleanup_(ssh_conn_freep) ssh_conn *c = connect_to(0);
+        _cleanup_free_ char *dir = under_root(0, "/etc/etcd/pki");
+        _cleanup_free_ char *path = xasprintf("%s/peer.key", dir);
+        _cleanup_free_ char *data = NULL;
+        struct stat st;
+        size_t n;
+
+        assert_int_equal(mkdir_p(dir, 0755), 0);
+        assert_int_equal(ssh_upload(c, path, "first", 5, 0600), 0);
+        assert_int_equal(read_file(path, 1024, &data, &n), 0);
+        assert_string_equal(data, "first");
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0600);
+
+        /* replacing an existing file, and a leftover temporary file with a loose mode */
+        _cleanup_free_ char *tmp = xasprintf("%s/.peer.key.gitcd-tmp", dir);
+        assert_int_equal(write_file_atomic(tmp, "junk", 4, 0666), 0);
+        assert_int_equal(chmod(tmp, 0666), 0);
+        assert_int_equal(ssh_upload(c, path, "second", 6, 0600), 0);
+        free(data);
+        data = NULL;
+        assert_int_equal(read_file(path, 1024, &data, &n), 0);
+        assert_string_equal(data, "second");
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0600);
+        assert_false(path_exists(tmp));
+
+        /* a name that needs quoting */
+        _cleanup_free_ char *odd = xasprintf("%s/it's $HOME.yaml", dir);
+        assert_int_equal(ssh_upload(c, odd, "x", 1, 0644), 0);
+        assert_true(path_exists(odd));
+
+        /* a missing directory: refused, nothing created */
+        _cleanup_free_ char *missing = under_root(0, "/nowhere/etcd.yaml");
+        assert_int_equal(ssh_upload(c, missing, "x", 1, 0644), -ENOENT);
+        assert_non_null(strstr(ssh_last_error(c), "nowhere"));
+        assert_true(ssh_conn_usable(c));
+}
+
+static void test_read_file(void **state)
+{
+        (void)state;
+        _cleanup_(ssh_conn_freep) ssh_conn *c = connect_to(1);
+        _cleanup_free_ char *path = under_root(1, "/marker");
+        _cleanup_free_ char *data = NULL, *missing = under_root(1, "/absent");
+        size_t len = 0;
+
+        assert_int_equal(write_file_atomic(path, "id=42\n", 6, 0644), 0);
+        assert_int_equal(ssh_read_file(c, path, 1024, &data, &len), 0);
+        assert_int_equal(len, 6);
+        assert_string_equal(data, "id=42\n");
+        free(data);
+        data = NULL;
+        assert_int_equal(ssh_read_file(c, missing, 1024, &data, &len), -ENOENT);
+        assert_null(data);
+        assert_int_equal(ssh_read_file(c, path, 3, &data, &len), -EFBIG);
+}
+
+static void test_wrong_host_key(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *kh = sshd_lab_known_hosts_with_wrong_key(lab, 1);
+        ssh_opts o = opts();
+        o.known_hosts = kh;
+        _cleanup_(ssh_pool_freep) ssh_pool *p = ssh_pool_new(&o);
+        ssh_conn *c = NULL;
+        const char *err = NULL;
+        _cleanup_free_ char *target = under_root(1, "/written-through-wrong-key");
+
+        assert_int_equal(
+            ssh_pool_get(p, lab->machines[1].address, lab->machines[1].port, "root", &c, &err),
+            -EACCES);
+        assert_null(c);
+        assert_non_null(err);
+        assert_non_null(strstr(err, "SHA256:"));
+        assert_false(path_exists(target));
+
+        /* the other machine, whose key is right, is reachable through the same pool */
+        assert_int_equal(
+            ssh_pool_get(p, lab->machines[0].address, lab->machines[0].port, "root", &c, &err), 0);
+        int status;
+        assert_int_equal(ssh_exec(c, "true", NULL, 0, &status, NULL, NULL), 0);
+        assert_int_equal(status, 0);
+}
+
+static void test_unknown_host(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *kh = xasprintf("%s/kh-only-0", lab->dir);
+        ssh_opts o = opts();
+        ssh_conn *c = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        assert_int_equal(write_file_atomic(kh, lab->machines[0].host_key_line,
+                                           strlen(lab->machines[0].host_key_line), 0600),
+                         0);
+        o.known_hosts = kh;
+        assert_int_equal(
+            ssh_connect(&o, lab->machines[1].address, lab->machines[1].port, "root", &c, &err),
+            -EACCES);
+        assert_null(c);
+        assert_non_null(strstr(err, "127.0.0.3"));
+}
+
+static void test_refused_key(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *key = xasprintf("%s/otherkey", lab->dir);
+        ssh_opts o = opts();
+        ssh_conn *c = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        o.key_file = key;
+        assert_int_equal(
+            ssh_connect(&o, lab->machines[0].address, lab->machines[0].port, "root", &c, &err),
+            -EACCES);
+        assert_non_null(strstr(err, "refused the key"));
+}
+
+static void test_agent(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *sock = xasprintf("%s/agent.sock", lab->dir);
+        _cleanup_free_ char *cmd = xasprintf("exec ssh-agent -a '%s' -D", sock);
+        pid_t agent = fork();
+        if (agent == 0) {
+                int devnull = open("/dev/null", O_WRONLY);
+                dup2(devnull, 1);
+                execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+                _exit(127);
+        }
+        harness_track_pid(agent);
+        for (int i = 0; i < 200 && !path_exists(sock); i++)
+                usleep(20000);
+        assert_true(path_exists(sock));
+        setenv("SSH_AUTH_SOCK", sock, 1);
+
+        ssh_opts o = opts();
+        o.key_file = NULL;
+        ssh_conn *c = NULL;
+        _cleanup_free_ char *err = NULL;
+        /* an empty agent: no key is accepted */
+        assert_int_equal(
+            ssh_connect(&o, lab->machines[0].address, lab->machines[0].port, "root", &c, &err),
+            -EACCES);
+        free(err);
+        err = NULL;
+
+        _cleanup_free_ char *add = xasprintf("ssh-add -q '%s' 2>/dev/null", lab->client_key);
+        assert_int_equal(system(add), 0);
+        assert_int_equal(
+            ssh_connect(&o, lab->machines[0].address, lab->machines[0].port, "root", &c, &err), 0);
+        int status;
+        assert_int_equal(ssh_exec(c, "true", NULL, 0, &status, NULL, NULL), 0);
+        assert_int_equal(status, 0);
+        ssh_conn_free(c);
+
+        unsetenv("SSH_AUTH_SOCK");
+        kill(agent, SIGTERM);
+        waitpid(agent, NULL, 0);
+        harness_untrack_pid(agent);
+}
+
+/* A listener on 127.0.0.9 that accepts TCP (backlog) but never speaks SSH. */
+static int silent_listener(int *ret_port)
+{
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        socklen_t len = sizeof(a);
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        inet_pton(AF_INET, "127.0.0.9", &a.sin_addr);
+        assert_true(fd >= 0);
+        assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+        assert_int_equal(listen(fd, 16), 0);
+        assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+        *ret_port = ntohs(a.sin_port);
+        return fd;
+}
+
+/* How many connections reached the listener (accepting them now). */
+static int count_connections(int fd)
+{
+        int n = 0, s;
+        fcntl(fd, F_SETFL, O_NONBLOCK);
+        while ((s = accept(fd, NULL, NULL)) >= 0) {
+                close(s);
+                n++;
+        }
+        return n;
+}
+
+static void test_slow_host_times_out_once_per_pass(void **state)
+{
+        (void)state;
+        int port;
+        _cleanup_close_ int fd = silent_listener(&port);
+        ssh_opts o = opts();
+        o.connect_timeout_ms = 2000;
+        _cleanup_(ssh_pool_freep) ssh_pool *p = ssh_pool_new(&o);
+        ssh_conn *c = NULL;
+        const char *err = NULL;
+
+        assert_int_equal(ssh_pool_get(p, "127.0.0.9", port, "root", &c, &err), -ETIMEDOUT);
+        assert_non_null(strstr(err, "timed out"));
+        /* the same pass: no second attempt on that machine */
+        assert_int_equal(ssh_pool_get(p, "127.0.0.9", port, "root", &c, &err), -ETIMEDOUT);
+        assert_int_equal(count_connections(fd), 1);
+        /* the other machines still answer */
+        assert_int_equal(
+            ssh_pool_get(p, lab->machines[0].address, lab->machines[0].port, "root", &c, &err), 0);
+        /* the next pass tries again */
+        ssh_pool_new_pass(p);
+        assert_int_equal(ssh_pool_get(p, "127.0.0.9", port, "root", &c, &err), -ETIMEDOUT);
+        assert_int_equal(count_connections(fd), 1);
+}
+
+static void test_command_timeout(void **state)
+{
+        (void)state;
+        ssh_opts o = opts();
+        o.command_timeout_ms = 3000;
+        _cleanup_(ssh_pool_freep) ssh_pool *p = ssh_pool_new(&o);
+        ssh_conn *c = NULL;
+        const char *err = NULL;
+        int status;
+
+        assert_int_equal(
+            ssh_pool_get(p, lab->machines[0].address, lab->machines[0].port, "root", &c, &err), 0);
+        assert_int_equal(ssh_exec(c, "sleep 30", NULL, 0, &status, NULL, NULL), -ETIMEDOUT);
+        assert_non_null(strstr(ssh_last_error(c), "did not finish"));
+        assert_false(ssh_conn_usable(c));
+        /* the pool replaces the broken connection */
+        assert_int_equal(
+            ssh_pool_get(p, lab->machines[0].address, lab->machines[0].port, "root", &c, &err), 0);
+        assert_int_equal(ssh_exec(c, "exit 0", NULL, 0, &status, NULL, NULL), 0);
+        assert_int_equal(status, 0);
+}
+
+static void test_down_host(void **state)
+{
+        (void)state;
+        ssh_opts o = opts();
+        _cleanup_(ssh_pool_freep) ssh_pool *p = ssh_pool_new(&o);
+        ssh_conn *c = NULL;
+        const char *err = NULL;
+        int status;
+
+        assert_int_equal(
+            ssh_pool_get(p, lab->machines[1].address, lab->machines[1].port, "root", &c, &err), 0);
+        assert_int_equal(sshd_machine_stop(lab, 1), 0);
+        /* the established connection dies with the machine... */
+        assert_true(ssh_exec(c, "true", NULL, 0, &status, NULL, NULL) < 0);
+        assert_false(ssh_conn_usable(c));
+        /* ...and a new one is refused, with a message naming the machine */
+        ssh_conn *fresh = NULL;
+        _cleanup_free_ char *msg = NULL;
+        assert_int_equal(
+            ssh_connect(&o, lab->machines[1].address, lab->machines[1].port, "root", &fresh, &msg),
+            -ECONNREFUSED);
+        assert_non_null(strstr(msg, "127.0.0.3"));
+        assert_int_equal(sshd_machine_start(lab, 1), 0);
+        ssh_pool_new_pass(p);
+        assert_int_equal(
+            ssh_pool_get(p, lab->machines[1].address, lab->machines[1].port, "root", &c, &err), 0);
+}
+
+static void test_quote(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *a = ssh_quote("plain"), *b = ssh_quote("it's"), *e = ssh_quote("");
+        assert_string_equal(a, "'plain'");
+        assert_string_equal(b, "'it'\\''s'");
+        assert_string_equal(e, "''");
+}
+
+static int setup(void **state)
+{
+        (void)state;
+        if (!sshd_available()) {
+                fprintf(stderr, "sshd is not installed\n");
+                exit(77);
+        }
+        signal(SIGPIPE, SIG_IGN);
+        return sshd_lab_start(2, &lab) < 0 ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+        (void)state;
+        sshd_lab_free(lab);
+        return 0;
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_quote),
+            cmocka_unit_test(test_exec),
+            cmocka_unit_test(test_upload_atomic),
+            cmocka_unit_test(test_read_file),
+            cmocka_unit_test(test_wrong_host_key),
+            cmocka_unit_test(test_unknown_host),
+            cmocka_unit_test(test_refused_key),
+            cmocka_unit_test(test_agent),
+            cmocka_unit_test(test_slow_host_times_out_once_per_pass),
+            cmocka_unit_test(test_command_timeout),
+            cmocka_unit_test(test_down_host),
+        };
+        return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,380 @@
+/*
+ * The hosts target (targets/hosts.c) against three real sshd machines on
+ * 127.0.0.2-4 (tests/harness/sshd.h) with real etcd 3.5.16 members. The
+ * host agent (tests/harness/hostagent.h) is a simulator: it plays systemd
+ * for the unit directories and kubelet for the manifest directories,
+ * because neither can run here; SSH, the files gitcd writes, and etcd are
+ * real, and health is read from etcd.
+ *
+ * Covered: the target contract (as tests/targets/test-conformance.c checks
+ * it for the other targets) in systemd and staticPod mode; three members
+ * bootstrapped across three machines; a wiped data disk reported as data
+ * loss and never restarted empty; a machine that does not answer never
+ * reported "absent" while the others go on; a machine with a wrong host
+ * key refused with nothing written on it.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "api/spec.h"
+#include "render/render.h"
+#include "targets/hosts.h"
+#include "tests/harness/harness.h"
+#include "tests/harness/hostagent.h"
+#include "tests/harness/sshd.h"
+#include "util/fs.h"
+#include "util/strbuf.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+#define MACHINES 3
+
+static sshd_lab *lab;
+static hostagent *agent;
+static char *etcd_bin, *systemctl, *systemctl_log;
+static int client_port, peer_port, metrics_port;
+
+static char *machine_path(size_t i, const char *path)
+{
+        return xasprintf("%s%s", lab->machines[i].root, path);
+}
+
+static etcd_cluster *load_cluster(const char *name, const char *mode, int replicas)
+{
+        strbuf sb = STRBUF_INIT;
+        sb_printf(&sb,
+                  "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: %s\n"
+                  "spec:\n  replicas: %d\n  version: \"3.5.16\"\n  hosts:\n    mode: %s\n"
+                  "    machines:\n",
+                  name, replicas, mode);
+        for (size_t i = 0; i < MACHINES; i++) {
+                _cleanup_free_ char *data = machine_path(i, "/var/lib/etcd");
+                _cleanup_free_ char *units = machine_path(i, "/etc/systemd/system");
+                _cleanup_free_ char *pods = machine_path(i, "/etc/kubernetes/manifests");
+                sb_printf(&sb, "    - address: %s\n      ssh: {port: %d}\n      dataDir: %s/%s\n",
+                          lab->machines[i].address, lab->machines[i].port, data, name);
+                if (streq(mode, "systemd"))
+                        sb_printf(&sb, "      unitDir: %s\n      etcdBinary: %s\n", units,
+                                  etcd_bin);
+                else
+                        sb_printf(&sb, "      manifestDir: %s\n", pods);
+        }
+        cluster_set set = {0};
+        diag_list diags = DIAG_LIST_INIT;
+        int r = spec_load_buffer("hosts.yaml", sb.buf, sb.len, &set, &diags);
+        if (r < 0)
+                diag_print(&diags, stderr);
+        assert_int_equal(r, 0);
+        etcd_cluster *c = set.items[0];
+        set.n = 0;
+        cluster_set_release(&set);
+        diag_list_release(&diags);
+        sb_release(&sb);
+        return c;
+}
+
+static target *new_target(const char *known_hosts)
+{
+        hosts_target_opts o = {
+            .ssh = {.known_hosts = known_hosts ? known_hosts : lab->known_hosts,
+                    .key_file = lab->client_key,
+                    .connect_timeout_ms = 5000,
+                    .command_timeout_ms = 20000},
+            .systemctl = systemctl,
+            .client_port = client_port,
+            .peer_port = peer_port,
+            .metrics_port = metrics_port,
+            .health_timeout_ms = 1000,
+        };
+        target *t = NULL;
+        assert_int_equal(hosts_target_new(&o, &t), 0);
+        return t;
+}
+
+/* A plan of n members started together ("new"), each placed by the target. */
+static membership_plan *plan_new(target *t, const etcd_cluster *c, size_t n)
+{
+        membership_plan *p = membership_plan_new(c);
+        strbuf ic = STRBUF_INIT;
+        for (size_t i = 0; i < n; i++) {
+                member_plan *mp = membership_plan_add(p);
+                mp->name = render_member_name(c, (int)i);
+                mp->ordinal = (int)i;
+                if (t->ops->place_member(t, c, mp) < 0)
+                        fail_msg("place %s: %s", mp->name, target_last_error(t));
+                sb_printf(&ic, "%s%s=%s", i ? "," : "", mp->name, mp->peer_url);
+        }
+        for (size_t i = 0; i < n; i++) {
+                p->members[i].initial_cluster = xstrdup(sb_str(&ic));
+                p->members[i].initial_cluster_state = xstrdup("new");
+                p->members[i].config_hash = render_member_config_hash(c, p, i);
+        }
+        sb_release(&ic);
+        return p;
+}
+
+static target_member_status status(target *t, const etcd_cluster *c, const char *name)
+{
+        target_member_status s = {0};
+        if (t->ops->member_status(t, c, name, &s) < 0)
+                fail_msg("status %s: %s", name, target_last_error(t));
+        return s;
+}
+
+static void wait_ready(target *t, const etcd_cluster *c, const char *name)
+{
+        for (int i = 0; i < 600; i++) {
+                target_member_status s = status(t, c, name);
+                bool ready = s.state == MEMBER_READY;
+                target_member_status_release(&s);
+                if (ready)
+                        return;
+                msleep(100);
+        }
+        fail_msg("member %s never became ready", name);
+}
+
+static bool listed(target *t, const etcd_cluster *c, const char *name)
+{
+        char **names = NULL;
+        size_t n = 0;
+        if (t->ops->list_members(t, c->namespace_, c->name, &names, &n) < 0)
+                fail_msg("list: %s", target_last_error(t));
+        bool found = false;
+        for (size_t i = 0; i < n; i++) {
+                found = found || streq(names[i], name);
+                free(names[i]);
+        }
+        free(names);
+        return found;
+}
+
+static size_t systemctl_calls(const char *word)
+{
+        _cleanup_free_ char *log = NULL;
+        size_t len, n = 0;
+        if (read_file(systemctl_log, 1 << 20, &log, &len) < 0)
+                return 0;
+        for (const char *p = log; (p = strstr(p, word)); p++)
+                n++;
+        return n;
+}
+
+static void contract(const char *mode, const char *name)
+{
+        target *t = new_target(NULL);
+        etcd_cluster *c = load_cluster(name, mode, 1);
+
+        /* An unknown member is absent. */
+        target_member_status s = status(t, c, "nobody-7");
+        assert_int_equal(s.state, MEMBER_ABSENT);
+        target_member_status_release(&s);
+
+        /* Placing is stable: the marker on the machine claims it. */
+        membership_plan *p = plan_new(t, c, 1);
+        const member_plan *mp = &p->members[0];
+        member_plan again = {.name = xstrdup(mp->name), .ordinal = 0};
+        assert_int_equal(t->ops->place_member(t, c, &again), 0);
+        assert_string_equal(again.peer_url, mp->peer_url);
+        assert_string_equal(again.client_url, mp->client_url);
+        assert_string_equal(again.data_dir, mp->data_dir);
+        member_plan_release(&again);
+        _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", mp->data_dir);
+        assert_true(path_exists(marker));
+
+        /* Twice is once: the second ensure restarts nothing. */
+        assert_int_equal(t->ops->ensure_shared(t, c, p), 0);
+        assert_int_equal(t->ops->ensure_shared(t, c, p), 0);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        size_t restarts = systemctl_calls(" restart ");
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        assert_int_equal(systemctl_calls(" restart "), restarts);
+        wait_ready(t, c, mp->name);
+        s = status(t, c, mp->name);
+        assert_string_equal(s.config_hash, mp->config_hash);
+        target_member_status_release(&s);
+        assert_true(listed(t, c, mp->name));
+
+        char *ca = (char *)1, *cert = (char *)1, *key = (char *)1;
+        assert_int_equal(t->ops->client_tls(t, c, &ca, &cert, &key), 0);
+        assert_null(ca);
+        assert_null(cert);
+        assert_null(key);
+
+        /* Stopped: not running, data and place kept; twice is once. */
+        assert_int_equal(t->ops->stop_member(t, c, mp->name), 0);
+        assert_int_equal(t->ops->stop_member(t, c, mp->name), 0);
+        s = status(t, c, mp->name);
+        assert_int_equal(s.state, MEMBER_STOPPED);
+        target_member_status_release(&s);
+        assert_true(listed(t, c, mp->name));
+
+        /* Removed: absent, not listed, its data gone; twice is once; unknown is fine. */
+        assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
+        assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
+        assert_int_equal(t->ops->stop_member(t, c, "nobody-7"), 0);
+        s = status(t, c, mp->name);
+        assert_int_equal(s.state, MEMBER_ABSENT);
+        target_member_status_release(&s);
+        assert_false(listed(t, c, mp->name));
+        assert_false(path_exists(mp->data_dir));
+
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(t);
+}
+
+static void test_contract_systemd(void **state)
+{
+        (void)state;
+        contract("systemd", "sysd");
+        assert_true(systemctl_calls("daemon-reload") > 0);
+}
+
+static void test_contract_static_pod(void **state)
+{
+        (void)state;
+        contract("staticPod", "pods");
+}
+
+static void test_three_machines(void **state)
+{
+        (void)state;
+        target *t = new_target(NULL);
+        etcd_cluster *c = load_cluster("trio", "systemd", 3);
+        membership_plan *p = plan_new(t, c, 3);
+
+        /* one member per machine */
+        for (size_t i = 0; i < 3; i++)
+                for (size_t j = 0; j < i; j++)
+                        assert_string_not_equal(p->members[i].peer_url, p->members[j].peer_url);
+        for (size_t i = 0; i < 3; i++)
+                assert_int_equal(t->ops->ensure_member(t, c, p, i), 0);
+        for (size_t i = 0; i < 3; i++)
+                wait_ready(t, c, p->members[i].name);
+
+        /* machine 2 stops answering: its member is not "absent", the others go on */
+        size_t down = (size_t)-1;
+        for (size_t i = 0; i < MACHINES; i++)
+                if (strstr(p->members[2].peer_url, lab->machines[i].address))
+                        down = i;
+        assert_true(down < MACHINES);
+        assert_int_equal(sshd_machine_stop(lab, down), 0);
+        assert_int_equal(t->ops->tick(t), 0);
+        target_member_status s = {0};
+        assert_true(t->ops->member_status(t, c, p->members[2].name, &s) < 0);
+        char **names = NULL;
+        size_t n = 0;
+        assert_true(t->ops->list_members(t, c->namespace_, c->name, &names, &n) < 0);
+        s = status(t, c, p->members[0].name);
+        assert_int_equal(s.state, MEMBER_READY); /* quorum kept: 2 of 3 */
+        target_member_status_release(&s);
+        assert_int_equal(sshd_machine_start(lab, down), 0);
+        assert_int_equal(t->ops->tick(t), 0);
+        wait_ready(t, c, p->members[2].name);
+
+        /* member 1's data disk is replaced: data lost, never restarted empty */
+        const char *dir = p->members[1].data_dir;
+        _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", dir);
+        assert_int_equal(rm_rf(dir), 0);
+        s = status(t, c, p->members[1].name);
+        assert_int_equal(s.state, MEMBER_DATA_LOST);
+        target_member_status_release(&s);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 1), -ESTALE);
+        assert_false(path_exists(marker));
+
+        for (size_t i = 0; i < 3; i++)
+                assert_int_equal(t->ops->remove_member(t, c, p->members[i].name, false), 0);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(t);
+}
+
+static void test_wrong_host_key(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *kh = sshd_lab_known_hosts_with_wrong_key(lab, 0);
+        target *t = new_target(kh);
+        etcd_cluster *c = load_cluster("keyed", "systemd", 1);
+        member_plan mp = {.name = render_member_name(c, 0), .ordinal = 0};
+
+        /* machine 0 is refused: the member goes to machine 1, nothing is written on 0 */
+        assert_int_equal(t->ops->place_member(t, c, &mp), 0);
+        assert_non_null(strstr(mp.peer_url, lab->machines[1].address));
+        assert_false(path_exists(c->hosts.items[0].data_dir));
+        assert_true(path_exists(c->hosts.items[1].data_dir));
+        /* the member is found on machine 1 although machine 0 is still refused */
+        assert_int_equal(t->ops->remove_member(t, c, mp.name, false), 0);
+        assert_false(path_exists(c->hosts.items[1].data_dir));
+        assert_false(path_exists(c->hosts.items[0].data_dir));
+        member_plan_release(&mp);
+        etcd_cluster_free(c);
+        target_free(t);
+}
+
+static int setup(void **state)
+{
+        (void)state;
+        if (!sshd_available() || !harness_have_etcd("3.5.16")) {
+                fprintf(stderr, "sshd or etcd 3.5.16 is not installed\n");
+                exit(77);
+        }
+        signal(SIGPIPE, SIG_IGN);
+        if (sshd_lab_start(MACHINES, &lab) < 0)
+                return -1;
+        etcd_bin = harness_etcd_path("3.5.16", "etcd");
+        client_port = harness_free_port();
+        peer_port = harness_free_port();
+        metrics_port = harness_free_port();
+        systemctl = xasprintf("%s/systemctl", lab->dir);
+        systemctl_log = xasprintf("%s/systemctl.log", lab->dir);
+        _cleanup_free_ char *script = xasprintf("#!/bin/sh\necho \"$*\" >> '%s'\n", systemctl_log);
+        if (write_file_atomic(systemctl, script, strlen(script), 0755) < 0)
+                return -1;
+        const char *dirs[2 * MACHINES + 1] = {0};
+        char *owned[2 * MACHINES];
+        for (size_t i = 0; i < MACHINES; i++) {
+                owned[2 * i] = machine_path(i, "/etc/systemd/system");
+                owned[2 * i + 1] = machine_path(i, "/etc/kubernetes/manifests");
+                (void)mkdir_p(owned[2 * i], 0755);
+                (void)mkdir_p(owned[2 * i + 1], 0755);
+                dirs[2 * i] = owned[2 * i];
+                dirs[2 * i + 1] = owned[2 * i + 1];
+        }
+        int k = hostagent_start(dirs, etcd_bin, lab->dir, &agent);
+        for (size_t i = 0; i < 2 * MACHINES; i++)
+                free(owned[i]);
+        return k < 0 ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+        (void)state;
+        hostagent_free(agent);
+        sshd_lab_free(lab);
+        free(etcd_bin);
+        free(systemctl);
+        free(systemctl_log);
+        return 0;
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_contract_systemd),
+            cmocka_unit_test(test_contract_static_pod),
+            cmocka_unit_test(test_three_machines),
+            cmocka_unit_test(test_wrong_host_key),
+        };
+        return cmocka_run_group_tests(tests, setup, teardown);
+}
