@@ -518,6 +518,19 @@ static int tls_secret(kubernetes_target *kt, const char *dir, const char *name,
         return 0;
 }
 
+/* Members hold leaves the cluster CA signed: half a CA must not be silently replaced. */
+static bool tls_leaves_exist(const char *tls)
+{
+        static const char *const subdirs[] = {TLS_SUBDIR_CLIENT, TLS_SUBDIR_PEER,
+                                              TLS_SUBDIR_OPERATOR};
+        for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++) {
+                _cleanup_free_ char *dir = path_join(tls, subdirs[i]);
+                if (pki_auto_leaf_exists(dir))
+                        return true;
+        }
+        return false;
+}
+
 /*
  * tls.provider auto: the CA and one certificate per surface under
  * <cluster dir>, (re)issued when missing, stale or naming other hosts; the
@@ -531,15 +544,8 @@ static int tls_auto(kubernetes_target *kt, const etcd_cluster *c, const membersh
                 return 0;
         _cleanup_free_ char *cdir = cluster_dir(kt, ns_of(c), c->name);
         _cleanup_free_ char *tls = path_join(cdir, "tls");
-        static const char *const subdirs[] = {TLS_SUBDIR_CLIENT, TLS_SUBDIR_PEER,
-                                              TLS_SUBDIR_OPERATOR};
-        bool depend = false;
-        for (size_t i = 0; i < ARRAY_SIZE(subdirs) && !depend; i++) {
-                _cleanup_free_ char *dir = path_join(tls, subdirs[i]);
-                depend = pki_auto_leaf_exists(dir);
-        }
         _cleanup_(pki_auto_freep) pki_auto *a = NULL;
-        int r = pki_auto_open(cdir, c, depend, &a);
+        int r = pki_auto_open(cdir, c, tls_leaves_exist(tls), &a);
         if (r < 0)
                 return pki_fail(kt, r, "the cluster CA", cdir);
 
@@ -783,6 +789,14 @@ static int kt_place_member(target *t, const etcd_cluster *c, member_plan *mp)
         str_assign(&mp->listen_metrics_url, xasprintf("http://0.0.0.0:%d", ETCD_METRICS_PORT));
         str_assign(&mp->data_dir, xstrdup(RENDER_STEADY_DATA_DIR));
         str_assign(&mp->tls_dir, xstrdup(RENDER_STEADY_TLS_DIR));
+        /* The CA the member trusts: part of its config hash (pki/auto.h). */
+        _cleanup_free_ char *cdir = cluster_dir(kt, ns, c->name);
+        _cleanup_free_ char *tls = path_join(cdir, "tls");
+        char *tls_version = NULL;
+        int r = pki_auto_trust_version(cdir, c, tls_leaves_exist(tls), &tls_version);
+        if (r < 0)
+                return pki_fail(kt, r, "the cluster CA", cdir);
+        str_assign(&mp->tls_version, tls_version);
         return 0;
 }
 
@@ -1046,7 +1060,10 @@ static int kt_ensure_member(target *t, const etcd_cluster *c, const membership_p
         const char *phase =
             json_string_value(json_object_get(json_object_get(live, "status"), "phase"));
         bool ended = streq_ptr(phase, "Failed") || streq_ptr(phase, "Succeeded");
-        if (live && (obj_terminating(live) || ended ||
+        /* Same spec, other config hash: what it mounts changed (a new CA). No hash: older gitcd. */
+        const char *live_config = live ? obj_annotation(live, ANNOTATION_CONFIG_HASH) : NULL;
+        bool other_config = mp->config_hash && live_config && !streq(live_config, mp->config_hash);
+        if (live && (obj_terminating(live) || ended || other_config ||
                      !streq_ptr(obj_annotation(live, ANNOTATION_POD_HASH),
                                 obj_annotation(pod, ANNOTATION_POD_HASH)))) {
                 if (!obj_terminating(live))

@@ -18,3 +18,10 @@
  */
 int local_tls_ensure(const char *cluster_dir, const etcd_cluster *c, const membership_plan *p,
                      char **ret_error);
+
+/*
+ * The TLS material version of the cluster's members (pki_auto_trust_version:
+ * the CA they trust), opening or creating the CA under <cluster_dir>/pki/
+ * the way local_tls_ensure() does. *ret is NULL without auto TLS.
+ */
+int local_tls_version(const char *cluster_dir, const etcd_cluster *c, char **ret, char **ret_error);

@@ -960,6 +960,13 @@ static int local_place_member(target *t, const etcd_cluster *c, member_plan *mp)
         str_assign(&mp->listen_metrics_url, xasprintf("http://127.0.0.1:%d", m->metrics_port));
         str_assign(&mp->data_dir, xasprintf("%s/data", m->dir));
         str_assign(&mp->tls_dir, xasprintf("%s/tls", m->dir));
+        _cleanup_free_ char *cdir = cluster_dir(lt, c->namespace_, c->name);
+        _cleanup_free_ char *tls_error = NULL;
+        char *tls_version = NULL;
+        r = local_tls_version(cdir, c, &tls_version, &tls_error);
+        if (r < 0)
+                return target_fail(t, r, "%s", tls_error);
+        str_assign(&mp->tls_version, tls_version);
         if (!streq_ptr(m->client_url, mp->client_url) || !streq_ptr(m->tls_dir, mp->tls_dir)) {
                 str_assign(&m->client_url, xstrdup(mp->client_url));
                 str_assign(&m->tls_dir, xstrdup(mp->tls_dir));
@@ -1088,8 +1095,11 @@ static int local_ensure_member(target *t, const etcd_cluster *c, const membershi
                                    "member %s: its data directory is gone; it cannot rejoin "
                                    "with the same identity and must be replaced",
                                    m->name);
+        /* Same command, other config hash: the TLS material it trusts changed (a new CA). */
+        bool other_config =
+            mp->config_hash && m->config_hash && !streq(m->config_hash, mp->config_hash);
         if (m->pid) {
-                if (process_cmdline_is(m->pid, argv)) {
+                if (!other_config && process_cmdline_is(m->pid, argv)) {
                         /* Running this very command (started by an older gitcd): note its hash. */
                         if (mp->config_hash && !streq_ptr(m->config_hash, mp->config_hash)) {
                                 str_assign(&m->config_hash, xstrdup(mp->config_hash));
@@ -1101,11 +1111,12 @@ static int local_ensure_member(target *t, const etcd_cluster *c, const membershi
                         }
                         return 0;
                 }
-                log_debug("local target: member %s runs an older command; restarting it", m->name);
+                log_debug("local target: member %s runs an older command or config; restarting it",
+                          m->name);
                 r = stop_process(lt, m);
                 if (r < 0)
                         return r;
-        } else if (m->crashed && !m->stopped && strv_equal(m->command, argv)) {
+        } else if (m->crashed && !m->stopped && !other_config && strv_equal(m->command, argv)) {
                 /* Same command, waiting out its backoff: tick() restarts it. */
                 return 0;
         }

@@ -80,6 +80,9 @@ typedef struct fake_world {
         fake_proc procs[FAKE_MAX_MEMBERS];
         int learner_sync_ms; /* how long a learner runs before it is in sync (default 300) */
         int fail_next_add;   /* test hook: MemberAdd fails once with this etcd error */
+        /* test hook: the CA bundle (PEM) members trust, "" for none; its fingerprint is the
+         * TLS material version place_member reports (pki_bundle_fingerprint) */
+        char ca_pem[8192];
         /* Counters of calls that changed something, for assertions. */
         int adds, promotes, removes, leader_moves;
         int shared_syncs;
