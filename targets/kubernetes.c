@@ -215,7 +215,6 @@ static char *describe(const json_t *obj)
 typedef struct member_record {
         bool exists;
         bool initialized;
-        bool stopped;
         char *pvc_uid;
 } member_record;
 
@@ -264,7 +263,6 @@ static int record_load(kubernetes_target *kt, const char *ns, const char *cluste
         }
         ret->exists = true;
         ret->initialized = json_is_true(json_object_get(o, "initialized"));
-        ret->stopped = json_is_true(json_object_get(o, "stopped"));
         ret->pvc_uid = xstrdup_null(json_string_value(json_object_get(o, "pvcUID")));
         json_decref(o);
         return 0;
@@ -285,7 +283,6 @@ static int record_save(kubernetes_target *kt, const char *ns, const char *cluste
         if (rec->pvc_uid)
                 json_object_set_new(o, "pvcUID", json_string(rec->pvc_uid));
         json_object_set_new(o, "initialized", json_boolean(rec->initialized));
-        json_object_set_new(o, "stopped", json_boolean(rec->stopped));
         char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(o);
         strbuf sb = STRBUF_INIT;
@@ -1074,10 +1071,6 @@ static int kt_ensure_member(target *t, const etcd_cluster *c, const membership_p
                         goto out;
         }
         r = apply(kt, pod, false);
-        if (r >= 0 && rec.exists && rec.stopped) {
-                rec.stopped = false;
-                r = record_save(kt, ns, c->name, mp->name, &rec);
-        }
 out:
         json_decref(live);
         json_decref(pvc);
@@ -1090,17 +1083,13 @@ static int kt_stop_member(target *t, const etcd_cluster *c, const char *member)
 {
         kubernetes_target *kt = KT(t);
         const char *ns = ns_of(c);
-        member_record rec = {0};
-        int r = record_load(kt, ns, c->name, member, &rec);
+        /* Whether it is stopped on purpose is the member record's (state/: dormant). */
+        _cleanup_free_ char *path = NULL;
+        int r = record_path(kt, ns, c->name, member, &path);
         if (r < 0)
                 return r;
         note_namespace(kt, ns);
         r = delete_pod(kt, ns, member);
-        if (r >= 0 && !rec.stopped) {
-                rec.stopped = true;
-                r = record_save(kt, ns, c->name, member, &rec);
-        }
-        member_record_release(&rec);
         return r < 0 ? r : 0;
 }
 
@@ -1295,7 +1284,7 @@ static int kt_member_status(target *t, const etcd_cluster *c, const char *member
                                                          : "no Pod");
                 } else if (pvc && !obj_terminating(pvc)) {
                         state = MEMBER_STOPPED;
-                        detail = xstrdup(rec.stopped ? "stopped" : "Pod deleted");
+                        detail = xstrdup("no Pod; its PersistentVolumeClaim is kept");
                 } else {
                         state = MEMBER_ABSENT;
                         detail = xstrdup("no Pod and no PersistentVolumeClaim");
@@ -1325,7 +1314,6 @@ static int kt_member_status(target *t, const etcd_cluster *c, const char *member
                                 rec.initialized = true;
                                 if (uid)
                                         str_assign(&rec.pvc_uid, xstrdup(uid));
-                                rec.stopped = false;
                                 if (record_save(kt, ns, c->name, member, &rec) < 0)
                                         log_warn("kubernetes target: %s", target_last_error(t));
                         }
