@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "pki/auto.h"
+#include "render/render.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -81,6 +82,22 @@ void pki_auto_lifetime(const etcd_cluster *c, int64_t *ret_seconds, int64_t *ret
 const char *pki_auto_ca_pem(const pki_auto *a)
 {
         return a->ca_pem;
+}
+
+int pki_auto_trust_version(const char *cluster_dir, const etcd_cluster *c, bool members_depend,
+                           char **ret)
+{
+        if (c->tls.provider != TLS_PROVIDER_AUTO ||
+            (!render_client_tls(c) && !render_peer_tls(c))) {
+                *ret = NULL;
+                return 0;
+        }
+        _cleanup_(pki_auto_freep) pki_auto *a = NULL;
+        int r = pki_auto_open(cluster_dir, c, members_depend, &a);
+        if (r < 0)
+                return r;
+        /* Client and peer trust the same CA: one bundle, one fingerprint. */
+        return pki_bundle_fingerprint(a->ca_pem, strlen(a->ca_pem), ret);
 }
 
 bool pki_auto_leaf_exists(const char *dir)

@@ -50,5 +50,17 @@ const char *pki_auto_ca_pem(const pki_auto *a);
 int pki_auto_leaf(pki_auto *a, const char *dir, const char *cn, const char *const *dns,
                   const char *const *ips, bool server, bool renew, int64_t now_ms);
 
+/*
+ * The version of the TLS material whose change needs a member restart:
+ * the fingerprint (pki_bundle_fingerprint) of the CA bundle the members
+ * trust for client and peer connections. For tls.provider auto both are
+ * the cluster CA (opened, or created, as pki_auto_open()). Leaf
+ * certificates are not part of it: etcd re-reads them on every new
+ * connection, so a renewed leaf is a file swap, not a restart.
+ * *ret is NULL when the cluster uses no auto TLS. Errors as pki_auto_open().
+ */
+int pki_auto_trust_version(const char *cluster_dir, const etcd_cluster *c, bool members_depend,
+                           char **ret);
+
 /* Does <dir> hold a leaf certificate (tls.crt)? For members_depend. */
 bool pki_auto_leaf_exists(const char *dir);

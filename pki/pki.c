@@ -16,6 +16,7 @@
  * OpenSSL objects and in buffers that are cleansed before they are freed.
  */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -884,5 +885,40 @@ int pki_leaf_info(const char *dir, int64_t *ret_not_after_ms, char **ret_serial)
                 *ret_serial = hex;
         else
                 free(hex);
+        return 0;
+}
+
+int pki_bundle_fingerprint(const char *pem, size_t len, char **ret_hex)
+{
+        assert(pem);
+        BIO *bio = BIO_new_mem_buf(pem, (int)len);
+        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+        if (!bio || !ctx)
+                abort();
+        (void)EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+        size_t n = 0;
+        X509 *x;
+        while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL))) {
+                unsigned char *der = NULL;
+                int dlen = i2d_X509(x, &der);
+                X509_free(x);
+                if (dlen <= 0)
+                        abort();
+                (void)EVP_DigestUpdate(ctx, der, (size_t)dlen);
+                OPENSSL_free(der);
+                n++;
+        }
+        ERR_clear_error();
+        BIO_free(bio);
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int mdlen = 0;
+        (void)EVP_DigestFinal_ex(ctx, md, &mdlen);
+        EVP_MD_CTX_free(ctx);
+        if (n == 0)
+                return pki_error(-EBADMSG, "no certificate in the CA bundle");
+        char *hex = xmalloc(2 * mdlen + 1);
+        for (unsigned int i = 0; i < mdlen; i++)
+                snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        *ret_hex = hex;
         return 0;
 }

@@ -128,6 +128,14 @@ bool pki_leaf_is_current(const char *dir, const pki_cert *ca, const char *const 
  */
 int pki_leaf_info(const char *dir, int64_t *ret_not_after_ms, char **ret_serial);
 
+/*
+ * The fingerprint of a CA bundle: sha256 over the DER of every certificate
+ * in pem, in order, as 64 hex digits. Re-encoding the PEM (line breaks,
+ * comments) does not change it; adding, removing or replacing a
+ * certificate does. -EBADMSG when pem holds no certificate.
+ */
+int pki_bundle_fingerprint(const char *pem, size_t len, char **ret_hex);
+
 /* Borrowed OpenSSL handles (valid as long as the pki object). */
 struct x509_st *pki_cert_x509(const pki_cert *c);
 struct evp_pkey_st *pki_key_evp(const pki_key *k);

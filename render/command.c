@@ -24,7 +24,11 @@
  *
  * render_member_config_hash() is the one definition of "outdated": sha256
  * over the version and this vector (each word NUL-terminated, so no
- * length limit and no ambiguity between words).
+ * length limit and no ambiguity between words), then the TLS material
+ * version the target placed in the plan entry, when there is one (so a
+ * cluster without TLS keeps the hash it had before TLS counted). That
+ * version covers only what a restart must pick up (the trusted CAs); the
+ * target computes it (pki/auto.c), render only hashes it.
  */
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -148,6 +152,12 @@ char *render_member_config_hash(const etcd_cluster *c, const membership_plan *p,
         (void)EVP_DigestUpdate(ctx, version, strlen(version) + 1);
         for (size_t i = 0; argv[i]; i++)
                 (void)EVP_DigestUpdate(ctx, argv[i], strlen(argv[i]) + 1);
+        const char *tls = p->members[idx].tls_version;
+        if (!isempty(tls)) {
+                /* After the command's NULL: cannot collide with a command word. */
+                (void)EVP_DigestUpdate(ctx, "", 1);
+                (void)EVP_DigestUpdate(ctx, tls, strlen(tls) + 1);
+        }
         unsigned char md[EVP_MAX_MD_SIZE];
         unsigned int len = 0;
         (void)EVP_DigestFinal_ex(ctx, md, &len);

@@ -59,6 +59,7 @@ void member_plan_release(member_plan *m)
         free(m->initial_cluster_state);
         free(m->data_dir);
         free(m->tls_dir);
+        free(m->tls_version);
         free(m->config_hash);
         memset(m, 0, sizeof(*m));
 }

@@ -40,6 +40,7 @@ typedef struct member_plan {
         char *initial_cluster_state; /* "new" (seed) | "existing" (joiner) */
         char *data_dir;              /* inside the Pod (Kubernetes) or on the host (local) */
         char *tls_dir;               /* where client/ peer/ operator/ certificate folders are */
+        char *tls_version; /* the target's TLS material version (pki_auto_trust_version), or NULL */
         char *config_hash; /* render_member_config_hash() of this entry, NULL when not computed */
 } member_plan;
 
@@ -88,7 +89,8 @@ void render_strv_free(char **v);
 
 /*
  * "Outdated" in one value: a hash of what one member runs (the etcd
- * version and its rendered command), as 64 hex digits. The plan builders
+ * version, its rendered command and, when set, the version of the TLS
+ * material it trusts: member_plan.tls_version), as 64 hex digits. The plan builders
  * store it in member_plan.config_hash; targets store the hash a member was
  * started with and report it (target_member_status.config_hash); a
  * running member whose hash differs from the desired one is outdated.

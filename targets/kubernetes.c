@@ -219,7 +219,6 @@ static char *describe(const json_t *obj)
 typedef struct member_record {
         bool exists;
         bool initialized;
-        bool stopped;
         char *pvc_uid;
 } member_record;
 
@@ -268,7 +267,6 @@ static int record_load(kubernetes_target *kt, const char *ns, const char *cluste
         }
         ret->exists = true;
         ret->initialized = json_is_true(json_object_get(o, "initialized"));
-        ret->stopped = json_is_true(json_object_get(o, "stopped"));
         ret->pvc_uid = xstrdup_null(json_string_value(json_object_get(o, "pvcUID")));
         json_decref(o);
         return 0;
@@ -289,7 +287,6 @@ static int record_save(kubernetes_target *kt, const char *ns, const char *cluste
         if (rec->pvc_uid)
                 json_object_set_new(o, "pvcUID", json_string(rec->pvc_uid));
         json_object_set_new(o, "initialized", json_boolean(rec->initialized));
-        json_object_set_new(o, "stopped", json_boolean(rec->stopped));
         char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(o);
         strbuf sb = STRBUF_INIT;
@@ -522,6 +519,19 @@ static int tls_secret(kubernetes_target *kt, const char *dir, const char *name,
         return 0;
 }
 
+/* Members hold leaves the cluster CA signed: half a CA must not be silently replaced. */
+static bool tls_leaves_exist(const char *tls)
+{
+        static const char *const subdirs[] = {TLS_SUBDIR_CLIENT, TLS_SUBDIR_PEER,
+                                              TLS_SUBDIR_OPERATOR};
+        for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++) {
+                _cleanup_free_ char *dir = path_join(tls, subdirs[i]);
+                if (pki_auto_leaf_exists(dir))
+                        return true;
+        }
+        return false;
+}
+
 /*
  * tls.provider auto: the CA and one certificate per surface under
  * <cluster dir>, (re)issued when missing, stale or naming other hosts; the
@@ -535,15 +545,8 @@ static int tls_auto(kubernetes_target *kt, const etcd_cluster *c, const membersh
                 return 0;
         _cleanup_free_ char *cdir = cluster_dir(kt, ns_of(c), c->name);
         _cleanup_free_ char *tls = path_join(cdir, "tls");
-        static const char *const subdirs[] = {TLS_SUBDIR_CLIENT, TLS_SUBDIR_PEER,
-                                              TLS_SUBDIR_OPERATOR};
-        bool depend = false;
-        for (size_t i = 0; i < ARRAY_SIZE(subdirs) && !depend; i++) {
-                _cleanup_free_ char *dir = path_join(tls, subdirs[i]);
-                depend = pki_auto_leaf_exists(dir);
-        }
         _cleanup_(pki_auto_freep) pki_auto *a = NULL;
-        int r = pki_auto_open(cdir, c, depend, &a);
+        int r = pki_auto_open(cdir, c, tls_leaves_exist(tls), &a);
         if (r < 0)
                 return pki_fail(kt, r, "the cluster CA", cdir);
 
@@ -790,6 +793,14 @@ static int kt_place_member(target *t, const etcd_cluster *c, member_plan *mp)
         str_assign(&mp->listen_metrics_url, xasprintf("http://0.0.0.0:%d", ETCD_METRICS_PORT));
         str_assign(&mp->data_dir, xstrdup(RENDER_STEADY_DATA_DIR));
         str_assign(&mp->tls_dir, xstrdup(RENDER_STEADY_TLS_DIR));
+        /* The CA the member trusts: part of its config hash (pki/auto.h). */
+        _cleanup_free_ char *cdir = cluster_dir(kt, ns, c->name);
+        _cleanup_free_ char *tls = path_join(cdir, "tls");
+        char *tls_version = NULL;
+        int r = pki_auto_trust_version(cdir, c, tls_leaves_exist(tls), &tls_version);
+        if (r < 0)
+                return pki_fail(kt, r, "the cluster CA", cdir);
+        str_assign(&mp->tls_version, tls_version);
         return 0;
 }
 
@@ -1054,7 +1065,10 @@ static int kt_ensure_member(target *t, const etcd_cluster *c, const membership_p
         const char *phase =
             json_string_value(json_object_get(json_object_get(live, "status"), "phase"));
         bool ended = streq_ptr(phase, "Failed") || streq_ptr(phase, "Succeeded");
-        if (live && (obj_terminating(live) || ended ||
+        /* Same spec, other config hash: what it mounts changed (a new CA). No hash: older gitcd. */
+        const char *live_config = live ? obj_annotation(live, ANNOTATION_CONFIG_HASH) : NULL;
+        bool other_config = mp->config_hash && live_config && !streq(live_config, mp->config_hash);
+        if (live && (obj_terminating(live) || ended || other_config ||
                      !streq_ptr(obj_annotation(live, ANNOTATION_POD_HASH),
                                 obj_annotation(pod, ANNOTATION_POD_HASH)))) {
                 if (!obj_terminating(live))
@@ -1065,10 +1079,6 @@ static int kt_ensure_member(target *t, const etcd_cluster *c, const membership_p
                         goto out;
         }
         r = apply(kt, pod, false);
-        if (r >= 0 && rec.exists && rec.stopped) {
-                rec.stopped = false;
-                r = record_save(kt, ns, c->name, mp->name, &rec);
-        }
 out:
         json_decref(live);
         json_decref(pvc);
@@ -1081,17 +1091,13 @@ static int kt_stop_member(target *t, const etcd_cluster *c, const char *member)
 {
         kubernetes_target *kt = KT(t);
         const char *ns = ns_of(c);
-        member_record rec = {0};
-        int r = record_load(kt, ns, c->name, member, &rec);
+        /* Whether it is stopped on purpose is the member record's (state/: dormant). */
+        _cleanup_free_ char *path = NULL;
+        int r = record_path(kt, ns, c->name, member, &path);
         if (r < 0)
                 return r;
         note_namespace(kt, ns);
         r = delete_pod(kt, ns, member);
-        if (r >= 0 && !rec.stopped) {
-                rec.stopped = true;
-                r = record_save(kt, ns, c->name, member, &rec);
-        }
-        member_record_release(&rec);
         return r < 0 ? r : 0;
 }
 
@@ -1286,7 +1292,7 @@ static int kt_member_status(target *t, const etcd_cluster *c, const char *member
                                                          : "no Pod");
                 } else if (pvc && !obj_terminating(pvc)) {
                         state = MEMBER_STOPPED;
-                        detail = xstrdup(rec.stopped ? "stopped" : "Pod deleted");
+                        detail = xstrdup("no Pod; its PersistentVolumeClaim is kept");
                 } else {
                         state = MEMBER_ABSENT;
                         detail = xstrdup("no Pod and no PersistentVolumeClaim");
@@ -1316,7 +1322,6 @@ static int kt_member_status(target *t, const etcd_cluster *c, const char *member
                                 rec.initialized = true;
                                 if (uid)
                                         str_assign(&rec.pvc_uid, xstrdup(uid));
-                                rec.stopped = false;
                                 if (record_save(kt, ns, c->name, member, &rec) < 0)
                                         log_warn("kubernetes target: %s", target_last_error(t));
                         }

@@ -5,6 +5,7 @@
  * command line names, render/layout.h) and which names it carries (the
  * host of the member's URL, plus localhost and 127.0.0.1).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,4 +143,33 @@ int local_tls_ensure(const char *cluster_dir, const etcd_cluster *c, const membe
                 }
         }
         return issued;
+}
+
+/* Does any member folder under cluster_dir hold a leaf (<member>/tls/<leaf>/tls.crt)? */
+static bool cluster_members_depend(const char *cluster_dir)
+{
+        DIR *d = opendir(cluster_dir);
+        if (!d)
+                return false;
+        bool depend = false;
+        struct dirent *de;
+        while (!depend && (de = readdir(d))) {
+                if (de->d_name[0] == '.' || streq(de->d_name, "pki"))
+                        continue;
+                for (size_t j = 0; !depend && j < ARRAY_SIZE(leaf_dirs); j++) {
+                        _cleanup_free_ char *dir =
+                            xasprintf("%s/%s/tls/%s", cluster_dir, de->d_name, leaf_dirs[j]);
+                        depend = pki_auto_leaf_exists(dir);
+                }
+        }
+        closedir(d);
+        return depend;
+}
+
+int local_tls_version(const char *cluster_dir, const etcd_cluster *c, char **ret, char **ret_error)
+{
+        int r = pki_auto_trust_version(cluster_dir, c, cluster_members_depend(cluster_dir), ret);
+        if (r < 0)
+                *ret_error = xasprintf("cluster CA in %s/pki: %s", cluster_dir, pki_last_error());
+        return r;
 }

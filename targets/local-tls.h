@@ -24,3 +24,10 @@ int local_tls_ensure(const char *cluster_dir, const etcd_cluster *c, const membe
 /* The leaf certificates in the planned members' tls_dirs (target_ops.tls_certificates). */
 int local_tls_certificates(const etcd_cluster *c, const membership_plan *p, target_cert **ret,
                            size_t *ret_n);
+
+/*
+ * The TLS material version of the cluster's members (pki_auto_trust_version:
+ * the CA they trust), opening or creating the CA under <cluster_dir>/pki/
+ * the way local_tls_ensure() does. *ret is NULL without auto TLS.
+ */
+int local_tls_version(const char *cluster_dir, const etcd_cluster *c, char **ret, char **ret_error);

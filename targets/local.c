@@ -72,13 +72,15 @@ typedef struct local_member {
         char *version;
         int64_t created_ms;
         bool initialized; /* seen ready once */
-        bool stopped;     /* stopped on purpose: never restarted */
         int restarts;
         int64_t exits[MAX_EXITS_KEPT]; /* wall ms of recent unexpected exits, oldest first */
         size_t n_exits;
         char *last_exit;
 
         /* Runtime. */
+        /* Stopped by stop_member, or found without a process after a gitcd restart: tick()
+         * restarts only what ensure_member started. Whether it should run is state/'s. */
+        bool stopped;
         pid_t pid;
         int pidfd;
         int64_t started_mono;
@@ -223,7 +225,6 @@ static int member_save(local_member *m)
         json_object_set_new(o, "created", json_string(buf));
         json_object_set_new(o, "createdMs", json_integer(m->created_ms));
         json_object_set_new(o, "initialized", json_boolean(m->initialized));
-        json_object_set_new(o, "stopped", json_boolean(m->stopped));
         json_object_set_new(o, "restarts", json_integer(m->restarts));
         json_t *exits = json_array();
         for (size_t i = 0; i < m->n_exits; i++)
@@ -286,7 +287,6 @@ static int member_load(local_target *lt, const char *ns, const char *cluster, co
         m->version = xstrdup_null(json_str(o, "version"));
         m->created_ms = json_integer_value(json_object_get(o, "createdMs"));
         m->initialized = json_is_true(json_object_get(o, "initialized"));
-        m->stopped = json_is_true(json_object_get(o, "stopped"));
         m->restarts = (int)json_integer_value(json_object_get(o, "restarts"));
         json_t *exits = json_object_get(o, "exits");
         for (size_t i = 0; i < json_array_size(exits) && m->n_exits < MAX_EXITS_KEPT; i++)
@@ -399,13 +399,18 @@ static void poll_exit(local_target *lt, local_member *m)
 
 /*
  * A record just loaded from disk: take over the process its pid file
- * names when that process still runs the recorded command; otherwise a
- * member that should run is treated as crashed, so tick() restarts it.
+ * names (or, without one, a process running the recorded command) when
+ * it still runs. A pid file whose process is gone means the member died
+ * while no gitcd ran: it is treated as crashed, so tick() restarts it.
+ * Without a pid file it was stopped (on purpose, or before gitcd last
+ * exited): it stays stopped until ensure_member; whether it should run is
+ * the member record's (state/: dormant), which the reconciler acts on.
  */
 static void adopt(local_target *lt, local_member *m)
 {
         pid_t pid = read_pid_file(m);
-        if (m->command && !m->stopped && (pid <= 0 || !process_cmdline_is(pid, m->command))) {
+        bool was_running = pid > 0;
+        if (m->command && (pid <= 0 || !process_cmdline_is(pid, m->command))) {
                 pid_t other = process_find(m->command);
                 if (other > 0) {
                         char buf[32];
@@ -431,7 +436,8 @@ static void adopt(local_target *lt, local_member *m)
         }
         if (pid > 0)
                 remove_pid_file(m);
-        if (m->command && !m->stopped) {
+        m->stopped = !was_running;
+        if (m->command && was_running) {
                 m->crashed = true;
                 m->restart_at_mono = now_mono_ms();
                 if (!m->last_exit)
@@ -960,6 +966,13 @@ static int local_place_member(target *t, const etcd_cluster *c, member_plan *mp)
         str_assign(&mp->listen_metrics_url, xasprintf("http://127.0.0.1:%d", m->metrics_port));
         str_assign(&mp->data_dir, xasprintf("%s/data", m->dir));
         str_assign(&mp->tls_dir, xasprintf("%s/tls", m->dir));
+        _cleanup_free_ char *cdir = cluster_dir(lt, c->namespace_, c->name);
+        _cleanup_free_ char *tls_error = NULL;
+        char *tls_version = NULL;
+        r = local_tls_version(cdir, c, &tls_version, &tls_error);
+        if (r < 0)
+                return target_fail(t, r, "%s", tls_error);
+        str_assign(&mp->tls_version, tls_version);
         if (!streq_ptr(m->client_url, mp->client_url) || !streq_ptr(m->tls_dir, mp->tls_dir)) {
                 str_assign(&m->client_url, xstrdup(mp->client_url));
                 str_assign(&m->tls_dir, xstrdup(mp->tls_dir));
@@ -1088,8 +1101,11 @@ static int local_ensure_member(target *t, const etcd_cluster *c, const membershi
                                    "member %s: its data directory is gone; it cannot rejoin "
                                    "with the same identity and must be replaced",
                                    m->name);
+        /* Same command, other config hash: the TLS material it trusts changed (a new CA). */
+        bool other_config =
+            mp->config_hash && m->config_hash && !streq(m->config_hash, mp->config_hash);
         if (m->pid) {
-                if (process_cmdline_is(m->pid, argv)) {
+                if (!other_config && process_cmdline_is(m->pid, argv)) {
                         /* Running this very command (started by an older gitcd): note its hash. */
                         if (mp->config_hash && !streq_ptr(m->config_hash, mp->config_hash)) {
                                 str_assign(&m->config_hash, xstrdup(mp->config_hash));
@@ -1101,11 +1117,12 @@ static int local_ensure_member(target *t, const etcd_cluster *c, const membershi
                         }
                         return 0;
                 }
-                log_debug("local target: member %s runs an older command; restarting it", m->name);
+                log_debug("local target: member %s runs an older command or config; restarting it",
+                          m->name);
                 r = stop_process(lt, m);
                 if (r < 0)
                         return r;
-        } else if (m->crashed && !m->stopped && strv_equal(m->command, argv)) {
+        } else if (m->crashed && !m->stopped && !other_config && strv_equal(m->command, argv)) {
                 /* Same command, waiting out its backoff: tick() restarts it. */
                 return 0;
         }

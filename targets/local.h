@@ -20,8 +20,11 @@
  * Members run detached (own session, stdin /dev/null), so they outlive
  * gitcd; a new local target adopts them through their pid files and
  * /proc/<pid>/cmdline (or, without a pid file, the process whose command
- * line is the recorded one). A member that should run but is found dead is
- * CRASHED and restarted by the next tick().
+ * line is the recorded one). A member whose pid file names a dead process
+ * died while no gitcd ran: it is CRASHED and restarted by the next tick().
+ * Without a pid file it was stopped and stays so until ensure_member: this
+ * target keeps no "stopped" flag on disk; whether a member should run is
+ * its record in state/ (dormant), and the reconciler starts it.
  *
  * Member states: ABSENT no member.json, or planned and never run (no
  * data); STOPPED data kept, not running (stopped on purpose, or found so);

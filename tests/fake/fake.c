@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "pki/pki.h"
 #include "render/render.h"
 #include "tests/fake/fake.h"
 #include "util/strbuf.h"
@@ -342,6 +343,14 @@ static int fake_place_member(target *t, const etcd_cluster *c, member_plan *mp)
         mp->data_dir = xasprintf("/fake/%s/data", mp->name);
         free(mp->tls_dir);
         mp->tls_dir = xasprintf("/fake/%s/tls", mp->name);
+        fake_world *w = W(t);
+        free(mp->tls_version);
+        mp->tls_version = NULL;
+        if (w->ca_pem[0]) {
+                k = pki_bundle_fingerprint(w->ca_pem, strlen(w->ca_pem), &mp->tls_version);
+                if (k < 0)
+                        return target_fail(t, k, "CA bundle: %s", pki_last_error());
+        }
         copy(p->peer_url, sizeof(p->peer_url), mp->peer_url);
         copy(p->client_url, sizeof(p->client_url), mp->client_url);
         return 0;
@@ -394,7 +403,8 @@ static int fake_ensure_member(target *t, const etcd_cluster *c, const membership
                                    "member %s: its data directory is gone; it cannot rejoin "
                                    "with the same identity and must be replaced",
                                    mp->name);
-        bool same = p->command_hash == h && p->command_len == len;
+        bool same = p->command_hash == h && p->command_len == len &&
+                    streq(p->config_hash, mp->config_hash ? mp->config_hash : "");
         if (p->running && same)
                 return 0;
         if (!p->running && p->crashed && !p->stopped && same)

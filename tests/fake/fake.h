@@ -89,6 +89,9 @@ typedef struct fake_world {
          */
         int64_t cert_life_ms;
         int renewals; /* certificates renewed through the target */
+        /* test hook: the CA bundle (PEM) members trust, "" for none; its fingerprint is the
+         * TLS material version place_member reports (pki_bundle_fingerprint) */
+        char ca_pem[8192];
         /* Counters of calls that changed something, for assertions. */
         int adds, promotes, removes, leader_moves;
         int shared_syncs;

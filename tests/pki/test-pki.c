@@ -640,6 +640,72 @@ static void test_duration_format(void **state)
         }
 }
 
+/*
+ * The TLS material version (what a member restart must pick up) follows
+ * the CA only: a reissued leaf keeps it, a new CA changes it, and a
+ * cluster without auto TLS has none.
+ */
+static void test_auto_trust_version(void **state)
+{
+        fixture *f = *state;
+        etcd_cluster *c = etcd_cluster_new();
+        c->namespace_ = xstrdup("prod");
+        c->name = xstrdup("main");
+        _cleanup_free_ char *cdir = path_join(f->dir, "trust");
+        _cleanup_free_ char *leaf = path_join(cdir, "tls/peer");
+        char *none = xstrdup("x");
+        assert_int_equal(pki_auto_trust_version(cdir, c, false, &none), 0);
+        assert_null(none);
+        c->tls.provider = TLS_PROVIDER_AUTO;
+        c->tls.peer.enabled = true;
+        _cleanup_free_ char *v1 = NULL, *v2 = NULL, *v3 = NULL;
+        assert_int_equal(pki_auto_trust_version(cdir, c, false, &v1), 0);
+        assert_int_equal(strlen(v1), 64);
+
+        pki_auto *a = NULL;
+        assert_int_equal(pki_auto_open(cdir, c, false, &a), 0);
+        const char *const dns[] = {"main-0.example", NULL};
+        const char *const other[] = {"main-1.example", NULL};
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", dns, NULL, true, true, NOW_MS()), 1);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", other, NULL, true, true, NOW_MS()), 1);
+        pki_auto_free(a);
+        assert_int_equal(pki_auto_trust_version(cdir, c, true, &v2), 0);
+        assert_string_equal(v2, v1);
+
+        _cleanup_free_ char *pki_dir = path_join(cdir, "pki");
+        assert_int_equal(rm_rf(pki_dir), 0);
+        assert_int_equal(pki_auto_trust_version(cdir, c, false, &v3), 0);
+        assert_string_not_equal(v3, v1);
+        etcd_cluster_free(c);
+}
+
+/* A bundle's fingerprint is of its certificates, not of their PEM text. */
+static void test_bundle_fingerprint(void **state)
+{
+        (void)state;
+        pki_key *k1 = NULL, *k2 = NULL;
+        pki_cert *c1 = NULL, *c2 = NULL;
+        assert_int_equal(pki_ca_create("one", 10, &k1, &c1), 0);
+        assert_int_equal(pki_ca_create("two", 10, &k2, &c2), 0);
+        _cleanup_free_ char *p1 = NULL, *p2 = NULL;
+        assert_int_equal(pki_cert_to_pem(c1, &p1), 0);
+        assert_int_equal(pki_cert_to_pem(c2, &p2), 0);
+        _cleanup_free_ char *noted = xasprintf("# CA one\n%s", p1);
+        _cleanup_free_ char *both = xasprintf("%s%s", p1, p2);
+        _cleanup_free_ char *f1 = NULL, *f1n = NULL, *fb = NULL, *bad = NULL;
+        assert_int_equal(pki_bundle_fingerprint(p1, strlen(p1), &f1), 0);
+        assert_int_equal(pki_bundle_fingerprint(noted, strlen(noted), &f1n), 0);
+        assert_int_equal(pki_bundle_fingerprint(both, strlen(both), &fb), 0);
+        assert_string_equal(f1, f1n);
+        assert_string_not_equal(f1, fb);
+        assert_int_equal(pki_bundle_fingerprint("nothing", 7, &bad), -EBADMSG);
+        assert_null(bad);
+        pki_cert_free(c1);
+        pki_cert_free(c2);
+        pki_key_free(k1);
+        pki_key_free(k2);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -656,6 +722,8 @@ int main(void)
             cmocka_unit_test(test_auto_leaves),
             cmocka_unit_test(test_auto_seconds_and_renewal),
             cmocka_unit_test(test_duration_format),
+            cmocka_unit_test(test_auto_trust_version),
+            cmocka_unit_test(test_bundle_fingerprint),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

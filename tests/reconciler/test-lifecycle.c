@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "api/spec.h"
+#include "pki/pki.h"
 #include "reconciler/reconcile.h"
 #include "tests/fake/fake.h"
 #include "util/fs.h"
@@ -352,6 +353,58 @@ static void test_flag_change_rolls_each_member_once(void **state)
                         assert_int_equal(f->w->procs[i].starts, 2);
 }
 
+/* A fresh CA certificate, PEM (newly allocated). */
+static char *new_ca_pem(const char *cn)
+{
+        pki_key *key = NULL;
+        pki_cert *cert = NULL;
+        assert_int_equal(pki_ca_create(cn, 3650, &key, &cert), 0);
+        char *pem = NULL;
+        assert_int_equal(pki_cert_to_pem(cert, &pem), 0);
+        pki_cert_free(cert);
+        pki_key_free(key);
+        return pem;
+}
+
+static void set_ca_bundle(fx *f, const char *a, const char *b)
+{
+        int n = snprintf(f->w->ca_pem, sizeof(f->w->ca_pem), "%s%s", a, b ? b : "");
+        assert_true(n > 0 && (size_t)n < sizeof(f->w->ca_pem));
+}
+
+/*
+ * The CA bundle members trust is part of "outdated": a new CA in the
+ * bundle restarts each member once; the same certificates written out
+ * differently (what a leaf renewal rewrites around them) restart none.
+ */
+static void test_ca_bundle_change_rolls_each_member_once(void **state)
+{
+        fx *f = *state;
+        _cleanup_free_ char *ca1 = new_ca_pem("ca one");
+        _cleanup_free_ char *ca2 = new_ca_pem("ca two");
+        set_ca_bundle(f, ca1, NULL);
+        offer(f, 3);
+        converge(f);
+        assert_int_equal(total_starts(f), 3);
+
+        _cleanup_free_ char *noted = xasprintf("# the cluster CA\n%s", ca1);
+        set_ca_bundle(f, noted, NULL);
+        pass_result res;
+        assert_int_equal(converge_n(f, 3, &res), PASS_CONVERGED);
+        assert_int_equal(total_starts(f), 3);
+
+        set_ca_bundle(f, ca1, ca2);
+        converge(f);
+        assert_cluster(f, 3);
+        assert_int_equal(total_starts(f), 6);
+        assert_int_equal(audit_count(f, "member.restart"), 3);
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                if (f->w->procs[i].present)
+                        assert_int_equal(f->w->procs[i].starts, 2);
+        assert_int_equal(converge_n(f, 3, &res), PASS_CONVERGED);
+        assert_int_equal(total_starts(f), 6);
+}
+
 /*
  * A member command longer than 8 KiB (many extra flags) converges: each
  * member starts once and is never seen as outdated afterwards.
@@ -609,6 +662,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_data_lost_is_replaced, setup, teardown),
             cmocka_unit_test_setup_teardown(test_quorum_loss_removes_nothing, setup, teardown),
             cmocka_unit_test_setup_teardown(test_flag_change_rolls_each_member_once, setup,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(test_ca_bundle_change_rolls_each_member_once, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_long_command_converges_without_restarts, setup,
                                             teardown),

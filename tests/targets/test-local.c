@@ -460,6 +460,29 @@ static void test_lifecycle(void **state)
         target_member_status_release(&s);
         assert_int_equal(t->ops->stop_member(t, c, name), 0); /* idempotent */
 
+        /*
+         * A new target (gitcd restarted) leaves it stopped: without a pid file
+         * nothing is restarted, and member.json keeps no "stopped" of its own
+         * (whether it should run is the state store's).
+         */
+        target_free(f->t);
+        f->t = t = new_target(f);
+        assert_true(t->ops->tick(t) >= 0);
+        s = status_of(f, name);
+        assert_int_equal(s.state, MEMBER_STOPPED);
+        assert_int_equal(PID(f, name), 0);
+        target_member_status_release(&s);
+        {
+                /* <member dir>/data -> <member dir>/member.json */
+                int dir_len = (int)(strrchr(mp->data_dir, '/') - mp->data_dir);
+                _cleanup_free_ char *json_path =
+                    xasprintf("%.*s/member.json", dir_len, mp->data_dir);
+                _cleanup_free_ char *json = NULL;
+                size_t len = 0;
+                assert_int_equal(read_file(json_path, 1 << 20, &json, &len), 0);
+                assert_null(strstr(json, "\"stopped\""));
+        }
+
         /* A started-again stopped member is the same member. */
         assert_int_equal(t->ops->ensure_member(t, c, f->plan, 0), 0);
         s = wait_state(f, name, MEMBER_READY, START_TIMEOUT_MS);
