@@ -1148,6 +1148,15 @@ struct git_fetch_job {
         strbuf report;
 };
 
+/*
+ * The jobs in flight in this process. A child forked for one job closes
+ * the others' lock and pipe: it would otherwise keep another mirror locked
+ * (flock belongs to the open file, which the child shares) for as long as
+ * it stalls. Jobs are started and ended from one thread only.
+ */
+static git_fetch_job **live_jobs;
+static size_t n_live_jobs;
+
 static void close_fd(int *fd)
 {
         if (*fd >= 0)
@@ -1155,7 +1164,7 @@ static void close_fd(int *fd)
         *fd = -1;
 }
 
-/* Read what the child wrote so far; wait_ms < 0: until the end of the report. */
+/* Read what the child wrote so far, waiting at most wait_ms for more. */
 static void job_read(git_fetch_job *job, int wait_ms)
 {
         while (job->rfd >= 0) {
@@ -1256,6 +1265,10 @@ int git_adapter_fetch_start(const git_fetch_request *req, bool block, git_fetch_
         }
         if (pid == 0) {
                 close(fds[0]);
+                for (size_t i = 0; i < n_live_jobs; i++) {
+                        close_fd(&live_jobs[i]->lock_fd);
+                        close_fd(&live_jobs[i]->rfd);
+                }
                 fetch_child(&c, req->mirror_path, fds[1]);
         }
         close(fds[1]);
@@ -1271,6 +1284,8 @@ int git_adapter_fetch_start(const git_fetch_request *req, bool block, git_fetch_
             .report = STRBUF_INIT,
         };
         lock_fd = -1; /* the job holds it now */
+        live_jobs = xrealloc(live_jobs, (n_live_jobs + 1) * sizeof(*live_jobs));
+        live_jobs[n_live_jobs++] = job;
         *ret = job;
         return 0;
 }
@@ -1297,8 +1312,16 @@ int git_adapter_fetch_poll(git_fetch_job *job, bool wait)
 
 void git_adapter_fetch_abort(git_fetch_job *job)
 {
+        size_t i = 0;
+
         if (!job)
                 return;
+        while (i < n_live_jobs && live_jobs[i] != job)
+                i++;
+        assert(i < n_live_jobs);
+        live_jobs[i] = live_jobs[--n_live_jobs];
+        if (n_live_jobs == 0)
+                free(TAKE_PTR(live_jobs));
         if (job->pid > 0) {
                 (void)kill(job->pid, SIGKILL);
                 job->timed_out = true;

@@ -6,8 +6,9 @@
  *
  * A source whose remote accepts connections and never answers stalls its
  * fetch until the time budget (120 s) is spent; meanwhile the daemon keeps
- * reconciling the other source (a dead member is restarted, a change is
- * taken in), and SIGHUP and SIGTERM end the stalled fetch.
+ * reconciling the other source, a Git repository (a dead member is
+ * restarted, a new commit is fetched and taken in), and SIGHUP and SIGTERM
+ * end the stalled fetch.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -108,6 +109,17 @@ static void test_daemon(void **state)
         e2e_free(e);
 }
 
+/* git add -A && git commit in the source folder (a repository from the first call). */
+static void commit_source(e2e *e, const char *message)
+{
+        char *cmd = xasprintf("cd '%s' && (test -d .git || git init -q -b main) && git add -A && "
+                              "git -c user.name=CI -c user.email=ci@example.org "
+                              "-c commit.gpgsign=false commit -q -m '%s'",
+                              e->source, message);
+        assert_int_equal(system(cmd), 0);
+        free(cmd);
+}
+
 /* A connection to the stalled server, accepted within timeout_s; -1 when none came. */
 static int accept_within(int lfd, int timeout_s)
 {
@@ -142,6 +154,7 @@ static void test_stalled_source(void **state)
                 skip();
         e2e *e = e2e_new();
         e2e_write_cluster(e, "a.yaml", "alpha", 1, "3.5.16");
+        commit_source(e, "alpha");
 
         /* The kernel completes the handshake; nobody ever answers. */
         struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -154,18 +167,18 @@ static void test_stalled_source(void **state)
 
         char *text = xasprintf("interval: 1s\n"
                                "sources:\n"
-                               "  - name: stalled\n"
-                               "    url: https://127.0.0.1:%d/repo.git\n"
                                "  - name: local\n"
-                               "    url: %s\n",
-                               ntohs(sa.sin_port), e->source);
+                               "    url: %s\n"
+                               "  - name: stalled\n"
+                               "    url: https://127.0.0.1:%d/repo.git\n",
+                               e->source, ntohs(sa.sin_port));
         char *cfg = path_join(e->root, "gitcd.yaml");
         assert_int_equal(write_file_atomic(cfg, text, strlen(text), 0600), 0);
         free(text);
         const char *args[] = {"run", "--config", cfg, NULL};
         pid_t d = e2e_start(e, args, "daemon.log");
 
-        /* The stalled source comes first in the loop; the other one's cluster still starts. */
+        /* The Git source's cluster starts although the other source's fetch hangs. */
         int c1 = accept_within(lfd, 30);
         assert_true(c1 >= 0);
         assert_true(e2e_wait_ready(e, "alpha", 1, 60));
@@ -181,8 +194,9 @@ static void test_stalled_source(void **state)
                 usleep(50 * 1000);
         assert_true(m2 > 0 && m2 != m);
 
-        /* ... and a change to the other source is taken in. */
+        /* ... and a new commit of the Git source is fetched and taken in. */
         e2e_write_cluster(e, "a.yaml", "alpha", 2, "3.5.16");
+        commit_source(e, "alpha: 2 members");
         assert_true(e2e_wait_ready(e, "alpha", 2, 90));
 
         /* SIGHUP reopens the sources: the stalled fetch is killed and started again. */
