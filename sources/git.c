@@ -33,7 +33,7 @@
  *   half-written pack are removed. The size budget (bytes, objects) is enforced in the child by
  *   the transfer-progress callback.
  * - That child is a job (git_fetch_job) that holds the mirror's lock from
- *   start to finish: git_adapter_fetch() starts it and waits, while
+ *   start to finish: apply and plan start it and wait, while
  *   gitcd run starts it and polls it without blocking (waitpid WNOHANG and
  *   a non-blocking read of the pipe), so a stalled remote never holds up
  *   the reconciliation of the clusters already taken in. The budget is
@@ -1419,18 +1419,4 @@ int git_adapter_fetch_finish(git_fetch_job *job, const git_fetch_request *req, s
                 r = read_revision(req, repo, res.refname, &res.oid, rev, ret_error);
         free(res.refname);
         return r;
-}
-
-int git_adapter_fetch(const git_fetch_request *req, source_revision *rev, char ret_head[41],
-                      char **ret_error)
-{
-        git_fetch_job *job = NULL;
-        int r;
-
-        r = git_adapter_fetch_start(req, true, &job, ret_error);
-        if (r < 0)
-                return r;
-        r = git_adapter_fetch_poll(job, true);
-        assert(r == 0);
-        return git_adapter_fetch_finish(job, req, rev, ret_head, ret_error);
 }

@@ -55,7 +55,16 @@ int git_adapter_fetch_poll(git_fetch_job *job, bool wait);
 
 /*
  * Take in the outcome of an ended job (git_adapter_fetch_poll() returned
- * 0) and free it. Returns what git_adapter_fetch() does.
+ * 0), then free it: the mirror is up to date (the lock is held until the
+ * end); fill rev (whose repository field is already set) with the commit
+ * req->opts->ref names: first its description and signature verdict, then
+ * the rollback check, and only for an accepted commit its files under
+ * subpath. ret_head gets the id of the object the ref names (an annotated
+ * tag's own id, else the commit's). Returns 0; 1 when that is still
+ * refused_head (rev holds only ref and the fetch statistics, nothing was
+ * evaluated); or a negative errno with *ret_error set (see source_fetch()
+ * for the codes; -ETIMEDOUT when the child was killed for its time budget;
+ * for -EPERM rev is described, without files, and ret_head is set).
  */
 int git_adapter_fetch_finish(git_fetch_job *job, const git_fetch_request *req, source_revision *rev,
                              char ret_head[41], char **ret_error);
@@ -66,18 +75,3 @@ static inline void git_adapter_fetch_abortp(git_fetch_job **job)
 {
         git_adapter_fetch_abort(*job);
 }
-
-/*
- * Start, wait for and finish a fetch: update the bare mirror (taking mirror_path.lock while doing so; the
- * network part runs in a child process under a watchdog) and fill rev
- * (whose repository field is already set) with the commit opts->ref names:
- * first its description and signature verdict, then the rollback check,
- * and only for an accepted commit its files under subpath. ret_head gets
- * the id of the object the ref names (an annotated tag's own id, else the
- * commit's). Returns 0; 1 when that is still refused_head (rev holds only
- * ref and the fetch statistics, nothing was evaluated); or a negative errno
- * with *ret_error set (see source_fetch() for the codes; for -EPERM rev is
- * described, without files, and ret_head is set).
- */
-int git_adapter_fetch(const git_fetch_request *req, source_revision *rev, char ret_head[41],
-                      char **ret_error);
