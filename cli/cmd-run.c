@@ -16,6 +16,14 @@
  * /healthz and /readyz from libmicrohttpd's own thread (ops/http.h); the
  * loop below only reports fetches to the metrics registry.
  *
+ * A fetch never blocks the loop: it runs in a child process (sources/git.c)
+ * that the loop starts and then looks at without waiting; a source whose
+ * fetch is in flight is skipped, its clusters (and every other source's)
+ * are reconciled from the revision already taken in, and the fetch's
+ * outcome (a revision, an error, its time budget spent) is taken in at the
+ * first pass after it ends. SIGTERM and SIGHUP kill a fetch in flight (with
+ * the source it belongs to). apply and plan fetch synchronously.
+ *
  * Scheduled snapshots (spec.snapshots) run in a worker thread beside the
  * loop (snapshots/scheduler.h), one at a time; SIGTERM aborts a running
  * one (recorded as failed).
@@ -37,6 +45,9 @@
 #include "util/log.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
+
+/* How often a source whose fetch is in flight is looked at: the loop's own cadence. */
+#define FETCH_POLL_MS 1000
 
 static volatile sig_atomic_t got_term;
 static volatile sig_atomic_t got_hup;
@@ -72,10 +83,13 @@ static void usage(FILE *out)
                 "Clusters with spec.snapshots get their scheduled snapshots (cron, UTC),\n"
                 "one at a time beside the reconciliation; a schedule missed while gitcd\n"
                 "was down is caught up once.\n\n"
+                "A slow or stalled remote never holds up the reconciliation: its fetch\n"
+                "runs beside it (within its 120 s budget) and is taken in when it ends.\n\n"
                 "Signals: SIGTERM/SIGINT finish the current step, abort a running snapshot\n"
-                "(recorded as failed) and exit 0; SIGHUP reads the configuration file\n"
-                "again (an invalid one is reported and the settings in force stay),\n"
-                "re-reads the files it names and polls every source at once.\n"
+                "(recorded as failed) and any fetch in flight, and exit 0; SIGHUP reads\n"
+                "the configuration file again (an invalid one is reported and the\n"
+                "settings in force stay), re-reads the files it names and polls every\n"
+                "source at once (a fetch in flight is started again).\n"
                 "The daemon holds a lock in the state folder while it runs: another\n"
                 "apply or run on the same state exits 1; plan, status and log still read.\n",
                 runner_options_help);
@@ -243,11 +257,24 @@ static void apply_log_level(const ops_config *c)
                 log_set_level(l);
 }
 
+/*
+ * Poll source i without blocking: start its fetch, or, once the fetch has
+ * ended, take in what it brought. While it runs, the source is looked at
+ * again every FETCH_POLL_MS and its clusters keep the revision in force.
+ */
 static void sync_source(runner *r, size_t i, notify_ctx *nc)
 {
         runner_source *rs = &r->sources[i];
         diag_list diags = DIAG_LIST_INIT;
-        int64_t t0 = now_mono_ms();
+        if (rs->fetch_started_ms == 0)
+                rs->fetch_started_ms = now_mono_ms();
+        /* A start is a no-op while a fetch runs; -EAGAIN: the mirror is busy, not started. */
+        if (source_fetch_start(rs->src) == -EAGAIN || source_fetch_poll(rs->src) == -EAGAIN) {
+                rs->next_sync_ms = now_mono_ms() + FETCH_POLL_MS;
+                return;
+        }
+        int64_t t0 = rs->fetch_started_ms;
+        rs->fetch_started_ms = 0;
         int k = runner_sync(r, i, &diags);
         ops_metrics_fetch(rs->conf->name, k >= 0 || k == -EINVAL || k == -EPERM,
                           now_mono_ms() - t0);

@@ -84,11 +84,12 @@ typedef struct runner_source {
         const ops_source *conf;
         source *src;
         driver *drv;
-        target *target;       /* borrowed from the runner */
-        int64_t interval_ms;  /* how often run polls it */
-        int64_t next_sync_ms; /* monotonic; 0: at once */
-        bool synced;          /* a revision was taken in */
-        char **defines;       /* clusters its current revision defines */
+        target *target;           /* borrowed from the runner */
+        int64_t interval_ms;      /* how often run polls it */
+        int64_t next_sync_ms;     /* monotonic; 0: at once */
+        int64_t fetch_started_ms; /* monotonic; 0: no fetch in flight (run) */
+        bool synced;              /* a revision was taken in */
+        char **defines;           /* clusters its current revision defines */
         size_t n_defines;
         char **pending; /* while driver_sync runs */
         size_t n_pending;

@@ -32,15 +32,22 @@
  *   reports back through a pipe; after a kill, stale lock files and the
  *   half-written pack are removed. The size budget (bytes, objects) is enforced in the child by
  *   the transfer-progress callback.
+ * - That child is a job (git_fetch_job) that holds the mirror's lock from
+ *   start to finish: apply and plan start it and wait, while
+ *   gitcd run starts it and polls it without blocking (waitpid WNOHANG and
+ *   a non-blocking read of the pipe), so a stalled remote never holds up
+ *   the reconciliation of the clusters already taken in. The budget is
+ *   checked at each poll; the loop polls at least once a second.
  * - Redirects: libgit2 follows none to another host (follow_redirects
  *   NONE), the TLS certificate callback refuses any host other than the
  *   configured one, and the credential callback hands credentials only to
  *   the configured scheme, host and port.
  * - The HTTPS CA bundle is a process-wide libgit2 setting
  *   (GIT_OPT_SET_SSL_CERT_LOCATIONS): it is set before each HTTPS fetch,
- *   to the source's bundle or the system's. Two
- *   threads fetching HTTPS sources with different CAs at once would race;
- *   gitcd fetches sources one at a time.
+ *   to the source's bundle or the system's, in the parent just before
+ *   the child is forked (the child keeps its own copy). Two threads starting
+ *   HTTPS fetches with different CAs at once would race; gitcd starts
+ *   fetches from one thread only.
  */
 #include <assert.h>
 #include <errno.h>
@@ -716,7 +723,8 @@ static int check_signature(git_repository *repo, const git_oid *commit_oid, cons
         return 0;
 }
 
-static int take_lock(const char *mirror_path, int *ret_fd, char **ret_error)
+/* Lock the mirror; without block, -EAGAIN when someone else (maybe this process) holds it. */
+static int take_lock(const char *mirror_path, bool block, int *ret_fd, char **ret_error)
 {
         _cleanup_free_ char *path = xasprintf("%s.lock", mirror_path);
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -727,13 +735,16 @@ static int take_lock(const char *mirror_path, int *ret_fd, char **ret_error)
                 *ret_error = xasprintf("cannot create lock file %s: %s", path, strerror(-r));
                 return r;
         }
-        while (flock(fd, LOCK_EX) < 0) {
+        while (flock(fd, LOCK_EX | (block ? 0 : LOCK_NB)) < 0) {
                 int r = -errno;
 
                 if (r == -EINTR)
                         continue;
                 close(fd);
-                *ret_error = xasprintf("cannot lock %s: %s", path, strerror(-r));
+                if (r == -EWOULDBLOCK)
+                        r = -EAGAIN;
+                *ret_error = r == -EAGAIN ? xasprintf("%s is in use by another fetch", path)
+                                          : xasprintf("cannot lock %s: %s", path, strerror(-r));
                 return r;
         }
         *ret_fd = fd;
@@ -952,112 +963,6 @@ static void remove_stale_locks(const char *mirror_path)
 }
 
 /*
- * Run update_mirror in a child process and wait for it at most the time
- * budget. -ETIMEDOUT when the budget is spent (the child is killed).
- */
-static int run_fetch(fetch_ctx *c, const char *mirror_path, fetch_result *res, char **ret_error)
-{
-        int64_t deadline = now_mono_ms() + (int64_t)c->opts->fetch_timeout_s * 1000;
-        _cleanup_close_ int rfd = -1;
-        _cleanup_free_ char *report = NULL, *rs = NULL, *oid = NULL;
-        strbuf buf = STRBUF_INIT;
-        bool timed_out = false;
-        int fds[2], status = 0, r;
-        pid_t pid;
-
-        if (pipe2(fds, O_CLOEXEC) < 0) {
-                r = -errno;
-                *ret_error = xasprintf("cannot create a pipe: %s", strerror(-r));
-                return r;
-        }
-        fflush(NULL);
-        pid = fork();
-        if (pid < 0) {
-                r = -errno;
-                close(fds[0]);
-                close(fds[1]);
-                *ret_error = xasprintf("cannot start the fetch: %s", strerror(-r));
-                return r;
-        }
-        if (pid == 0) {
-                close(fds[0]);
-                fetch_child(c, mirror_path, fds[1]);
-        }
-        close(fds[1]);
-        rfd = fds[0];
-        for (;;) {
-                struct pollfd pfd = {.fd = rfd, .events = POLLIN};
-                int64_t left = deadline - now_mono_ms();
-                char chunk[4096];
-                ssize_t k;
-
-                if (left <= 0) {
-                        timed_out = true;
-                        break;
-                }
-                r = poll(&pfd, 1, (int)MIN(left, 60000));
-                if (r < 0 && errno == EINTR)
-                        continue;
-                if (r <= 0)
-                        continue;
-                k = read(rfd, chunk, sizeof(chunk));
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        break;
-                sb_append_len(&buf, chunk, (size_t)k);
-        }
-        if (timed_out)
-                (void)kill(pid, SIGKILL);
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-                ;
-        report = sb_detach(&buf);
-        sb_release(&buf);
-        if (timed_out) {
-                remove_stale_locks(mirror_path);
-                *ret_error = xasprintf("the fetch from %s took longer than %u s and was "
-                                       "aborted (the server stopped answering, or the transfer "
-                                       "is too slow)",
-                                       c->url->display, c->opts->fetch_timeout_s);
-                return -ETIMEDOUT;
-        }
-        rs = report_field(report, "r", false);
-        if (!rs || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                remove_stale_locks(mirror_path);
-                *ret_error =
-                    WIFSIGNALED(status)
-                        ? xasprintf("the fetch from %s died (signal %d)", c->url->display,
-                                    WTERMSIG(status))
-                        : xasprintf("the fetch from %s failed without a report", c->url->display);
-                return -EIO;
-        }
-        r = atoi(rs);
-        if (r < 0) {
-                *ret_error = report_field(report, "error", true);
-                if (!*ret_error)
-                        *ret_error = xstrdup("fetch failed");
-                return r;
-        }
-        {
-                _cleanup_free_ char *sk = report_field(report, "skipped", false);
-                _cleanup_free_ char *ob = report_field(report, "objects", false);
-                _cleanup_free_ char *by = report_field(report, "bytes", false);
-                _cleanup_free_ char *ref = report_field(report, "ref", false);
-
-                oid = report_field(report, "oid", false);
-                if (!oid || git_oid_fromstr(&res->oid, oid) < 0) {
-                        *ret_error = xstrdup("the fetch reported no commit");
-                        return -EIO;
-                }
-                res->skipped = sk && streq(sk, "1");
-                res->objects = ob ? (unsigned)strtoul(ob, NULL, 10) : 0;
-                res->bytes = by ? (size_t)strtoull(by, NULL, 10) : 0;
-                res->refname = !isempty(ref) ? TAKE_PTR(ref) : NULL;
-        }
-        return 0;
-}
-
-/*
  * Check that the annotated tag obj carries the name of the ref it was
  * reached through: a ref refs/tags/v2 that points at the signed tag object
  * of v1 would otherwise pass for a signed v2. NULL when it does, else why not.
@@ -1226,16 +1131,103 @@ static int set_trust(const char *ca_file, char **ret_error)
         return 0;
 }
 
-int git_adapter_fetch(const git_fetch_request *req, source_revision *rev, char ret_head[41],
-                      char **ret_error)
+/*
+ * A fetch in flight: the child running update_mirror, the pipe its report
+ * comes through, and the mirror's lock, held until the job ends.
+ */
+struct git_fetch_job {
+        const source_opts *opts; /* borrowed from the request: for the messages */
+        const source_url *url;
+        char *mirror_path;
+        int lock_fd;
+        int rfd;    /* -1 once the report is complete */
+        pid_t pid;  /* 0 once reaped */
+        int status; /* the child's wait status, once reaped */
+        bool timed_out;
+        int64_t deadline_ms; /* monotonic */
+        strbuf report;
+};
+
+/*
+ * The jobs in flight in this process. A child forked for one job closes
+ * the others' lock and pipe: it would otherwise keep another mirror locked
+ * (flock belongs to the open file, which the child shares) for as long as
+ * it stalls. Jobs are started and ended from one thread only.
+ */
+static git_fetch_job **live_jobs;
+static size_t n_live_jobs;
+
+static void close_fd(int *fd)
+{
+        if (*fd >= 0)
+                close(*fd);
+        *fd = -1;
+}
+
+/* Read what the child wrote so far, waiting at most wait_ms for more. */
+static void job_read(git_fetch_job *job, int wait_ms)
+{
+        while (job->rfd >= 0) {
+                struct pollfd pfd = {.fd = job->rfd, .events = POLLIN};
+                char chunk[4096];
+                ssize_t k;
+                int r;
+
+                r = poll(&pfd, 1, wait_ms);
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r <= 0)
+                        return;
+                k = read(job->rfd, chunk, sizeof(chunk));
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0 && errno == EAGAIN)
+                        return;
+                if (k <= 0) {
+                        close_fd(&job->rfd);
+                        return;
+                }
+                sb_append_len(&job->report, chunk, (size_t)k);
+        }
+}
+
+/* Kill the child when the budget is spent. */
+static void job_check_deadline(git_fetch_job *job)
+{
+        if (job->pid > 0 && !job->timed_out && now_mono_ms() >= job->deadline_ms) {
+                job->timed_out = true;
+                (void)kill(job->pid, SIGKILL);
+                close_fd(&job->rfd);
+        }
+}
+
+/* Reap the child; block only when told to (or after a kill). True once reaped. */
+static bool job_reap(git_fetch_job *job, bool block)
+{
+        pid_t p;
+
+        if (job->pid <= 0)
+                return true;
+        do
+                p = waitpid(job->pid, &job->status, block || job->timed_out ? 0 : WNOHANG);
+        while (p < 0 && errno == EINTR);
+        if (p == 0)
+                return false;
+        job->pid = 0;
+        return true;
+}
+
+int git_adapter_fetch_start(const git_fetch_request *req, bool block, git_fetch_job **ret,
+                            char **ret_error)
 {
         const source_opts *opts = req->opts;
         const source_url *url = req->url;
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
         _cleanup_close_ int lock_fd = -1;
         fetch_ctx c = {.opts = opts, .url = url};
-        fetch_result res = {0};
-        int r;
+        git_fetch_job *job;
+        int fds[2], r;
+        pid_t pid;
 
         assert(opts->fetch_timeout_s > 0 && opts->max_fetch_bytes > 0 &&
                opts->max_fetch_objects > 0);
@@ -1249,15 +1241,166 @@ int git_adapter_fetch(const git_fetch_request *req, source_revision *rev, char r
                         return r;
         }
 
-        r = take_lock(req->mirror_path, &lock_fd, ret_error);
+        r = take_lock(req->mirror_path, block, &lock_fd, ret_error);
         if (r < 0)
                 return r;
         r = open_mirror(req->mirror_path, &repo, ret_error);
         if (r < 0)
                 return r;
         git_repository_free(TAKE_PTR(repo));
-        r = run_fetch(&c, req->mirror_path, &res, ret_error);
-        free(c.error);
+
+        if (pipe2(fds, O_CLOEXEC) < 0) {
+                r = -errno;
+                *ret_error = xasprintf("cannot create a pipe: %s", strerror(-r));
+                return r;
+        }
+        fflush(NULL);
+        pid = fork();
+        if (pid < 0) {
+                r = -errno;
+                close(fds[0]);
+                close(fds[1]);
+                *ret_error = xasprintf("cannot start the fetch: %s", strerror(-r));
+                return r;
+        }
+        if (pid == 0) {
+                close(fds[0]);
+                for (size_t i = 0; i < n_live_jobs; i++) {
+                        close_fd(&live_jobs[i]->lock_fd);
+                        close_fd(&live_jobs[i]->rfd);
+                }
+                fetch_child(&c, req->mirror_path, fds[1]);
+        }
+        close(fds[1]);
+        job = XNEW(git_fetch_job);
+        *job = (git_fetch_job){
+            .opts = opts,
+            .url = url,
+            .mirror_path = xstrdup(req->mirror_path),
+            .lock_fd = lock_fd,
+            .rfd = fds[0],
+            .pid = pid,
+            .deadline_ms = now_mono_ms() + (int64_t)opts->fetch_timeout_s * 1000,
+            .report = STRBUF_INIT,
+        };
+        lock_fd = -1; /* the job holds it now */
+        live_jobs = xrealloc(live_jobs, (n_live_jobs + 1) * sizeof(*live_jobs));
+        live_jobs[n_live_jobs++] = job;
+        *ret = job;
+        return 0;
+}
+
+int git_adapter_fetch_poll(git_fetch_job *job, bool wait)
+{
+        assert(job);
+        while (job->rfd >= 0) {
+                int64_t left;
+
+                job_check_deadline(job);
+                if (job->rfd < 0)
+                        break;
+                left = job->deadline_ms - now_mono_ms();
+                job_read(job, wait ? (int)MIN(MAX(left, 0), 60000) : 0);
+                if (!wait)
+                        break;
+        }
+        job_check_deadline(job);
+        if (job->rfd >= 0)
+                return -EAGAIN;
+        return job_reap(job, wait) ? 0 : -EAGAIN;
+}
+
+void git_adapter_fetch_abort(git_fetch_job *job)
+{
+        size_t i = 0;
+
+        if (!job)
+                return;
+        while (i < n_live_jobs && live_jobs[i] != job)
+                i++;
+        assert(i < n_live_jobs);
+        live_jobs[i] = live_jobs[--n_live_jobs];
+        if (n_live_jobs == 0)
+                free(TAKE_PTR(live_jobs));
+        if (job->pid > 0) {
+                (void)kill(job->pid, SIGKILL);
+                job->timed_out = true;
+                (void)job_reap(job, true);
+                remove_stale_locks(job->mirror_path);
+        }
+        close_fd(&job->rfd);
+        close_fd(&job->lock_fd);
+        sb_release(&job->report);
+        free(job->mirror_path);
+        free(job);
+}
+
+/*
+ * The outcome of a finished job (see git_adapter_fetch_poll): -ETIMEDOUT
+ * when the budget was spent (the child was killed).
+ */
+static int job_result(git_fetch_job *job, fetch_result *res, char **ret_error)
+{
+        _cleanup_free_ char *report = NULL, *rs = NULL, *oid = NULL;
+        int status = job->status, r;
+
+        assert(job->pid == 0 && job->rfd < 0);
+        report = sb_detach(&job->report);
+        if (job->timed_out) {
+                remove_stale_locks(job->mirror_path);
+                *ret_error = xasprintf("the fetch from %s took longer than %u s and was "
+                                       "aborted (the server stopped answering, or the transfer "
+                                       "is too slow)",
+                                       job->url->display, job->opts->fetch_timeout_s);
+                return -ETIMEDOUT;
+        }
+        rs = report_field(report, "r", false);
+        if (!rs || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                remove_stale_locks(job->mirror_path);
+                *ret_error =
+                    WIFSIGNALED(status)
+                        ? xasprintf("the fetch from %s died (signal %d)", job->url->display,
+                                    WTERMSIG(status))
+                        : xasprintf("the fetch from %s failed without a report", job->url->display);
+                return -EIO;
+        }
+        r = atoi(rs);
+        if (r < 0) {
+                *ret_error = report_field(report, "error", true);
+                if (!*ret_error)
+                        *ret_error = xstrdup("fetch failed");
+                return r;
+        }
+        {
+                _cleanup_free_ char *sk = report_field(report, "skipped", false);
+                _cleanup_free_ char *ob = report_field(report, "objects", false);
+                _cleanup_free_ char *by = report_field(report, "bytes", false);
+                _cleanup_free_ char *ref = report_field(report, "ref", false);
+
+                oid = report_field(report, "oid", false);
+                if (!oid || git_oid_fromstr(&res->oid, oid) < 0) {
+                        *ret_error = xstrdup("the fetch reported no commit");
+                        return -EIO;
+                }
+                res->skipped = sk && streq(sk, "1");
+                res->objects = ob ? (unsigned)strtoul(ob, NULL, 10) : 0;
+                res->bytes = by ? (size_t)strtoull(by, NULL, 10) : 0;
+                res->refname = !isempty(ref) ? TAKE_PTR(ref) : NULL;
+        }
+        return 0;
+}
+
+int git_adapter_fetch_finish(git_fetch_job *job, const git_fetch_request *req, source_revision *rev,
+                             char ret_head[41], char **ret_error)
+{
+        /* Freed last: the mirror stays locked while the revision is read. */
+        _cleanup_(git_adapter_fetch_abortp) git_fetch_job *owned = job;
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        fetch_result res = {0};
+        int r;
+
+        assert(job && job->pid == 0 && job->rfd < 0);
+        r = job_result(owned, &res, ret_error);
         if (r < 0)
                 return r;
         rev->fetch_skipped = res.skipped;

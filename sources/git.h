@@ -28,16 +28,50 @@ typedef struct git_fetch_request {
 } git_fetch_request;
 
 /*
- * Update the bare mirror (taking mirror_path.lock while doing so; the
- * network part runs in a child process under a watchdog) and fill rev
- * (whose repository field is already set) with the commit opts->ref names:
- * first its description and signature verdict, then the rollback check,
- * and only for an accepted commit its files under subpath. ret_head gets
- * the id of the object the ref names (an annotated tag's own id, else the
- * commit's). Returns 0; 1 when that is still refused_head (rev holds only
- * ref and the fetch statistics, nothing was evaluated); or a negative errno
- * with *ret_error set (see source_fetch() for the codes; for -EPERM rev is
- * described, without files, and ret_head is set).
+ * A fetch in flight (the network part, in a child process): started by
+ * git_adapter_fetch_start(), watched without blocking by
+ * git_adapter_fetch_poll(), and either read by git_adapter_fetch_finish()
+ * or killed by git_adapter_fetch_abort(). The job holds the mirror's lock
+ * and borrows req->opts and req->url, which must outlive it.
  */
-int git_adapter_fetch(const git_fetch_request *req, source_revision *rev, char ret_head[41],
-                      char **ret_error);
+typedef struct git_fetch_job git_fetch_job;
+
+/*
+ * Take the mirror's lock (waiting for it only when block is true) and start
+ * the child. 0 with *ret set, or a negative errno with *ret_error set:
+ * -EAGAIN the lock is held (by another process, or by another job of this
+ * one on the same mirror) and block is false; -EOPNOTSUPP; a lock or pipe
+ * error.
+ */
+int git_adapter_fetch_start(const git_fetch_request *req, bool block, git_fetch_job **ret,
+                            char **ret_error);
+
+/*
+ * 0 once the child has ended (its report read, or killed because the time
+ * budget is spent), -EAGAIN while it runs. Never blocks unless wait is
+ * true, in which case it returns only when the child has ended.
+ */
+int git_adapter_fetch_poll(git_fetch_job *job, bool wait);
+
+/*
+ * Take in the outcome of an ended job (git_adapter_fetch_poll() returned
+ * 0), then free it: the mirror is up to date (the lock is held until the
+ * end); fill rev (whose repository field is already set) with the commit
+ * req->opts->ref names: first its description and signature verdict, then
+ * the rollback check, and only for an accepted commit its files under
+ * subpath. ret_head gets the id of the object the ref names (an annotated
+ * tag's own id, else the commit's). Returns 0; 1 when that is still
+ * refused_head (rev holds only ref and the fetch statistics, nothing was
+ * evaluated); or a negative errno with *ret_error set (see source_fetch()
+ * for the codes; -ETIMEDOUT when the child was killed for its time budget;
+ * for -EPERM rev is described, without files, and ret_head is set).
+ */
+int git_adapter_fetch_finish(git_fetch_job *job, const git_fetch_request *req, source_revision *rev,
+                             char ret_head[41], char **ret_error);
+
+/* Kill the child if it still runs, clean the mirror after it, and free job (NULL: no-op). */
+void git_adapter_fetch_abort(git_fetch_job *job);
+static inline void git_adapter_fetch_abortp(git_fetch_job **job)
+{
+        git_adapter_fetch_abort(*job);
+}

@@ -17,6 +17,7 @@
  * returns the same refusal, marked as repeated, so the caller does not
  * audit it again.
  */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -69,6 +70,9 @@ struct source {
         file_stamp refused_signers, refused_heads;
         size_t read_total; /* bytes read by the current directory fetch */
         bool git_initialised;
+        git_fetch_job *job; /* a fetch in flight (source_fetch_start), or NULL */
+        char *job_error;    /* why the last source_fetch_start() failed, for source_fetch() */
+        int job_r;          /* and its errno */
 };
 
 static void opts_copy(source_opts *dst, const source_opts *src)
@@ -129,6 +133,8 @@ void source_free(source *s)
         free(s->error);
         source_revision_free(s->refused);
         free(s->refused_error);
+        git_adapter_fetch_abort(s->job);
+        free(s->job_error);
         if (s->git_initialised)
                 git_adapter_shutdown();
         free(s);
@@ -493,18 +499,64 @@ static bool refusal_still_judged(const source *s)
                same_stamp(stamp(s->heads_path), s->refused_heads);
 }
 
-int source_fetch(source *s, source_revision **ret)
+static void fetch_request(source *s, git_fetch_request *req)
 {
-        _cleanup_(source_revision_freep) source_revision *rev = XNEW(source_revision);
-        _cleanup_free_ char *err = NULL;
-        char head[41] = "";
-        git_fetch_request req = {
+        *req = (git_fetch_request){
             .opts = &s->opts,
             .url = &s->url,
             .mirror_path = s->mirror_path,
             .subpath = s->subpath,
             .heads_path = s->heads_path,
         };
+}
+
+static int fetch_start(source *s, bool block)
+{
+        git_fetch_request req;
+        char *err = NULL;
+        int r;
+
+        if (s->kind == SOURCE_DIRECTORY || s->job || s->job_error)
+                return 0;
+        r = mkdir_p(s->opts.cache_dir, 0700);
+        if (r < 0) {
+                s->job_error = xasprintf("cannot create cache directory %s: %s", s->opts.cache_dir,
+                                         strerror(-r));
+                s->job_r = r;
+                return 0;
+        }
+        fetch_request(s, &req);
+        r = git_adapter_fetch_start(&req, block, &s->job, &err);
+        if (r == -EAGAIN) {
+                free(err);
+                return r;
+        }
+        if (r < 0) {
+                s->job_error = xasprintf("%s: %s", s->url.display, err ? err : "failed");
+                s->job_r = r;
+                free(err);
+        }
+        return 0;
+}
+
+int source_fetch_start(source *s)
+{
+        return fetch_start(s, false);
+}
+
+int source_fetch_poll(source *s)
+{
+        if (!s->job)
+                return 0;
+        return git_adapter_fetch_poll(s->job, false);
+}
+
+int source_fetch(source *s, source_revision **ret)
+{
+        _cleanup_(source_revision_freep) source_revision *rev = XNEW(source_revision);
+        _cleanup_free_ char *err = NULL;
+        char head[41] = "";
+        git_fetch_request req;
         int r;
 
         free(s->error);
@@ -518,15 +570,25 @@ int source_fetch(source *s, source_revision **ret)
                 return 0;
         }
 
-        r = mkdir_p(s->opts.cache_dir, 0700);
-        if (r < 0)
-                return set_error(s, r, "cannot create cache directory %s: %s", s->opts.cache_dir,
-                                 strerror(-r));
+        fetch_request(s, &req);
+        if (!s->job && !s->job_error) {
+                /* Nothing started: start now and wait (apply, plan). */
+                r = fetch_start(s, true);
+                assert(r == 0);
+        }
+        if (s->job_error) {
+                r = s->job_r;
+                set_error(s, r, "%s", s->job_error);
+                free(TAKE_PTR(s->job_error));
+                return r;
+        }
+        r = git_adapter_fetch_poll(s->job, true);
+        assert(r == 0);
         rev->repository = xstrdup(s->url.display);
         if (s->refused && !refusal_still_judged(s))
                 forget_refusal(s);
         req.refused_head = s->refused ? s->refused_head : NULL;
-        r = git_adapter_fetch(&req, rev, head, &err);
+        r = git_adapter_fetch_finish(TAKE_PTR(s->job), &req, rev, head, &err);
         if (r == 1) {
                 /* Still the head refused before: the same verdict, not evaluated again. */
                 source_revision *again = revision_copy_header(s->refused);

@@ -163,6 +163,23 @@ void source_free(source *s);
 int source_fetch(source *s, source_revision **ret);
 
 /*
+ * A fetch that does not block the caller (gitcd run): source_fetch_start()
+ * starts the network part in a child process and returns at once;
+ * source_fetch_poll() says, without blocking, whether it has ended
+ * (0) or still runs (-EAGAIN); source_fetch() then takes in its outcome
+ * (the time budget still applies: a stalled fetch ends with -ETIMEDOUT).
+ * source_fetch() without a start does all three, waiting. A start while a
+ * fetch is in flight, and both calls on a plain directory, do nothing and
+ * return 0; a start that fails returns 0 too and leaves its error to
+ * source_fetch(), except -EAGAIN: the mirror is locked (by another gitcd
+ * sharing the cache, or by a fetch in flight of another source with the
+ * same URL), nothing was started, try again later. source_free() kills a
+ * fetch in flight.
+ */
+int source_fetch_start(source *s);
+int source_fetch_poll(source *s);
+
+/*
  * Remember that rev (returned by source_fetch() with 0) was applied: its
  * commit becomes the one later heads of the same ref must descend from.
  * Stored beside the mirror in the cache directory; a no-op for a plain
