@@ -11,7 +11,8 @@
  * waits for a scrape. Members reached over https:// are not asked (the
  * operator's client certificate belongs to the target); their sizes are
  * left out and, when no member can be asked, the leader comes from the
- * state store.
+ * state store. Snapshot facts come from the snapshot records
+ * (state/snapshots.h), their one owner.
  *
  * Counters live as long as the process; "leader changes" counts the
  * changes of the recorded leader seen from one scrape to the next.
@@ -26,6 +27,7 @@
 
 #include "etcd/client.h"
 #include "ops/metrics.h"
+#include "state/snapshots.h"
 #include "state/state.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -262,6 +264,12 @@ static const meta metas[] = {
     {"gitcd_certificate_not_after_timestamp_seconds", "gauge",
      "When a certificate gitcd issued expires (surface client, peer or operator)."},
     {"gitcd_member_db_size_in_use_bytes", "gauge", "Bytes of the backend database in use."},
+    {"gitcd_snapshot_last_success_timestamp_seconds", "gauge",
+     "When the last successful snapshot of the cluster finished."},
+    {"gitcd_snapshot_last_success_size_bytes", "gauge",
+     "Bytes stored for the last successful snapshot (after compression)."},
+    {"gitcd_snapshot_failures_total", "counter",
+     "Snapshots of the cluster that failed, as recorded in the state store."},
     {"gitcd_reconcile_passes_total", "counter", "Reconciler passes, by outcome."},
     {"gitcd_reconcile_pass_duration_seconds", "histogram", "How long one pass took."},
     {"gitcd_steps_total", "counter", "Steps taken, by kind and the pass outcome."},
@@ -369,6 +377,36 @@ static bool put_member_status(scrape *s, const char *cluster, const state_member
 }
 
 /*
+ * The last successful snapshot of the cluster (the newest succeeded
+ * record, whatever retention did with it since) and the failed ones, from
+ * the snapshot records, which are never deleted: the count only grows.
+ */
+static void put_snapshots(scrape *s, state_db *db, const char *cluster)
+{
+        state_snapshot_list sl = {0};
+        if (state_snapshot_list_for(db, cluster, 0, &sl) < 0)
+                return;
+        const state_snapshot *last = NULL;
+        int failures = 0;
+        for (size_t i = 0; i < sl.n; i++) {
+                const state_snapshot *x = sl.items[i];
+                if (streq(x->result, "failed"))
+                        failures++;
+                else if (!last && streq(x->result, "succeeded"))
+                        last = x;
+        }
+        if (last) {
+                put_cluster(s, "gitcd_snapshot_last_success_timestamp_seconds", cluster, NULL,
+                            (double)last->finished_ms / 1000.0);
+                put_cluster(s, "gitcd_snapshot_last_success_size_bytes", cluster, NULL,
+                            (double)last->size);
+        }
+        if (sl.n > 0)
+                put_cluster(s, "gitcd_snapshot_failures_total", cluster, NULL, failures);
+        state_snapshot_list_release(&sl);
+}
+
+/*
  * When each certificate of the cluster expires, as the reconciler recorded
  * it (state_certs_list: the one owner of that fact, for every target). A
  * certificate all members share (a Kubernetes Secret) has member="".
@@ -426,6 +464,7 @@ static void put_cluster_facts(scrape *s, state_db *db, const state_cluster *c)
                 state_member_list_release(&ml);
         }
         put_certs(s, db, cl);
+        put_snapshots(s, db, cl);
         pthread_mutex_lock(&lock);
         note_leader(cl, c->leader);
         pthread_mutex_unlock(&lock);

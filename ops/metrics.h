@@ -5,7 +5,8 @@
  * steps, source fetches: ops_metrics_pass, ops_metrics_fetch), kept in a
  * process-wide registry behind a mutex; and facts gathered when /metrics
  * is scraped, from the state store and from each member's own status
- * (members, leader, database sizes, conditions, applied commits).
+ * (members, leader, database sizes, conditions, applied commits, the last
+ * successful snapshot).
  */
 #pragma once
 
