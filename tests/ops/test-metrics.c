@@ -3,8 +3,10 @@
  * source can be read and after, a bearer token (401 without it), and
  * /metrics scraped during a real scale-up from 1 to 3 members, its values
  * checked against what etcd itself says (member list and status through
- * gitcd's etcd client) and against the audit log; the last successful
- * snapshot against `gitcd snapshot list`.
+ * gitcd's etcd client) and against the audit log; the database sizes of a
+ * cluster whose members serve clients over TLS (asked with gitcd's own
+ * client certificate); the last successful snapshot against
+ * `gitcd snapshot list`.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -285,6 +287,58 @@ static void test_certificates(void **state)
         }
         free(body);
 
+        /*
+         * The members serve clients over https only: their database sizes
+         * are asked with gitcd's client identity once the daemon's first
+         * pass resolved it, and agree with the member's own answer to that
+         * identity (the operator certificate the local target issued).
+         */
+        const char *labels = "namespace=\"default\",cluster=\"sec\",member=\"sec-0\"";
+        double size = -1, in_use = -1;
+        t0 = now_mono_ms();
+        while (size < 0 && now_mono_ms() - t0 < 60000) {
+                body = NULL;
+                if (ops_test_get(url, NULL, &body) == 200) {
+                        size = metric(body, "gitcd_member_db_size_bytes", labels);
+                        in_use = metric(body, "gitcd_member_db_size_in_use_bytes", labels);
+                }
+                free(body);
+                if (size < 0)
+                        usleep(100 * 1000);
+        }
+        assert_true(size > 0);
+        assert_true(in_use > 0);
+        json_t *st = e2e_status(e, "sec");
+        const char *client_url = json_string_value(
+            json_object_get(json_array_get(json_object_get(st, "members"), 0), "client_url"));
+        assert_non_null(client_url);
+        assert_true(strneq(client_url, "https://", 8));
+        _cleanup_free_ char *op = path_join(dir, "tls/operator");
+        _cleanup_free_ char *ca = path_join(op, "ca.crt");
+        _cleanup_free_ char *crt = path_join(op, "tls.crt");
+        _cleanup_free_ char *key = path_join(op, "tls.key");
+        etcd_client_opts o = {.endpoints = client_url,
+                              .cacert = ca,
+                              .cert = crt,
+                              .key = key,
+                              .call_timeout_ms = 5000,
+                              .dial_timeout_ms = 1000};
+        etcd_client *c = NULL;
+        assert_int_equal(etcd_client_new(&o, &c), 0);
+        etcd_endpoint_status *es = NULL;
+        if (etcd_status(c, client_url, &es) < 0)
+                fail_msg("status over TLS: %s", etcd_client_last_error(c));
+        assert_true(size == (double)es->db_size);
+        assert_true(in_use == (double)es->db_size_in_use);
+        etcd_endpoint_status_free(es);
+        etcd_client_free(c);
+        json_decref(st);
+        /* The leader is asked from the member too. */
+        body = NULL;
+        assert_int_equal(ops_test_get(url, NULL, &body), 200);
+        assert_true(metric(body, "gitcd_cluster_leader_present",
+                           "namespace=\"default\",cluster=\"sec\"") == 1);
+        free(body);
         assert_int_equal(kill(d, SIGTERM), 0);
         assert_int_equal(e2e_wait_exit(d), 0);
         e2e_free(e);
