@@ -22,6 +22,7 @@
 
 #include "cli/cli.h"
 #include "cli/runner.h"
+#include "api/spec.h"
 #include "kube/kubeconfig.h"
 #include "ops/metrics.h"
 #include "targets/kubernetes.h"
@@ -467,6 +468,33 @@ static bool claim(const char *cluster, driver_claim what, void *userdata)
         return false;
 }
 
+/*
+ * After each pass: count it, and publish gitcd's client identity toward the
+ * cluster for the /metrics scrape (which runs on another thread and must
+ * not touch the target), resolved from the spec the reconciler latched.
+ */
+static void pass_done(const char *cluster, const pass_result *res, int64_t duration_ms,
+                      void *userdata)
+{
+        runner_source *rs = userdata;
+        ops_metrics_pass(cluster, res, duration_ms);
+        state_cluster *sc = NULL;
+        if (state_cluster_get(rs->owner->db, cluster, &sc) < 0)
+                return;
+        const char *text = sc->observed_json ? sc->observed_json : sc->desired_json;
+        json_t *js = text ? json_loads(text, 0, NULL) : NULL;
+        diag_list d = DIAG_LIST_INIT;
+        etcd_cluster *c = NULL;
+        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
+        if (js && spec_from_json(js, cluster, &c, &d) >= 0 &&
+            target_client_tls(rs->target, c, &ca, &cert, &key) >= 0)
+                ops_metrics_set_client_tls(cluster, ca, cert, key);
+        etcd_cluster_free(c);
+        diag_list_release(&d);
+        json_decref(js);
+        state_cluster_free(sc);
+}
+
 /* Everything but the lock: the state store, the targets, the sources and their drivers. */
 static int open_parts(const ops_config *c, driver_progress_fn progress, void *userdata, runner *r)
 {
@@ -517,7 +545,8 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                                      .prune = c->prune,
                                      .progress = progress,
                                      .userdata = userdata,
-                                     .pass_done = ops_metrics_pass,
+                                     .pass_done = pass_done,
+                                     .pass_done_userdata = rs,
                                      .claim = c->n_sources > 1 ? claim : NULL,
                                      .claim_userdata = rs};
                 k = driver_new(&dopts, &rs->drv);

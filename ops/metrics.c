@@ -8,10 +8,13 @@
  * conditions and members as the reconciler recorded them, and each
  * member's status asked from the member itself (database sizes, the
  * leader it follows), so a scrape never waits for a pass and a pass never
- * waits for a scrape. Members reached over https:// are not asked (the
- * operator's client certificate belongs to the target); their sizes are
- * left out and, when no member can be asked, the leader comes from the
- * state store.
+ * waits for a scrape. Members reached over https:// are asked with
+ * gitcd's client identity, which belongs to the target (the main loop's
+ * object, never touched here): the daemon resolves it after each pass and
+ * publishes the three file paths per cluster (ops_metrics_set_client_tls);
+ * until it has, such members are not asked and, when no member can be
+ * asked, the leader comes from the state store. Snapshot facts come from
+ * the snapshot records (state/snapshots.h), their one owner.
  *
  * Counters live as long as the process; "leader changes" counts the
  * changes of the recorded leader seen from one scrape to the next.
@@ -26,6 +29,7 @@
 
 #include "etcd/client.h"
 #include "ops/metrics.h"
+#include "state/snapshots.h"
 #include "state/state.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -55,6 +59,14 @@ static bool *sources_read;
 static size_t n_sources;
 static char **leaders; /* "cluster\tleader" last seen */
 static size_t n_leaders;
+
+/* gitcd's client identity per cluster, published by the main loop. */
+typedef struct client_tls {
+        char *cluster;
+        char *ca, *cert, *key;
+} client_tls;
+static client_tls *tls_ids;
+static size_t n_tls_ids;
 
 static void escape_label(strbuf *sb, const char *v)
 {
@@ -198,6 +210,59 @@ void ops_metrics_fetch(const char *source, bool read, int64_t duration_ms)
         pthread_mutex_unlock(&lock);
 }
 
+static void client_tls_release(client_tls *x)
+{
+        free(x->cluster);
+        free(x->ca);
+        free(x->cert);
+        free(x->key);
+}
+
+void ops_metrics_set_client_tls(const char *cluster, const char *ca, const char *cert,
+                                const char *key)
+{
+        assert(cluster);
+        pthread_mutex_lock(&lock);
+        size_t i = 0;
+        while (i < n_tls_ids && !streq(tls_ids[i].cluster, cluster))
+                i++;
+        if (i < n_tls_ids) {
+                client_tls_release(&tls_ids[i]);
+                tls_ids[i] = tls_ids[--n_tls_ids];
+        }
+        if (ca || cert || key) {
+                tls_ids = xrealloc(tls_ids, (n_tls_ids + 1) * sizeof(client_tls));
+                tls_ids[n_tls_ids++] = (client_tls){
+                    .cluster = xstrdup(cluster),
+                    .ca = ca ? xstrdup(ca) : NULL,
+                    .cert = cert ? xstrdup(cert) : NULL,
+                    .key = key ? xstrdup(key) : NULL,
+                };
+        }
+        pthread_mutex_unlock(&lock);
+}
+
+/* A copy of cluster's published client identity; false when there is none. */
+static bool client_tls_get(const char *cluster, client_tls *ret)
+{
+        bool found = false;
+        pthread_mutex_lock(&lock);
+        for (size_t i = 0; i < n_tls_ids && !found; i++) {
+                const client_tls *x = &tls_ids[i];
+                if (!streq(x->cluster, cluster))
+                        continue;
+                *ret = (client_tls){
+                    .cluster = xstrdup(x->cluster),
+                    .ca = x->ca ? xstrdup(x->ca) : NULL,
+                    .cert = x->cert ? xstrdup(x->cert) : NULL,
+                    .key = x->key ? xstrdup(x->key) : NULL,
+                };
+                found = true;
+        }
+        pthread_mutex_unlock(&lock);
+        return found;
+}
+
 bool ops_metrics_sources_read(void)
 {
         pthread_mutex_lock(&lock);
@@ -230,6 +295,11 @@ void ops_metrics_reset(void)
         free(leaders);
         leaders = NULL;
         n_leaders = 0;
+        for (size_t i = 0; i < n_tls_ids; i++)
+                client_tls_release(&tls_ids[i]);
+        free(tls_ids);
+        tls_ids = NULL;
+        n_tls_ids = 0;
         pthread_mutex_unlock(&lock);
 }
 
@@ -262,6 +332,12 @@ static const meta metas[] = {
     {"gitcd_certificate_not_after_timestamp_seconds", "gauge",
      "When a certificate gitcd issued expires (surface client, peer or operator)."},
     {"gitcd_member_db_size_in_use_bytes", "gauge", "Bytes of the backend database in use."},
+    {"gitcd_snapshot_last_success_timestamp_seconds", "gauge",
+     "When the last successful snapshot of the cluster finished."},
+    {"gitcd_snapshot_last_success_size_bytes", "gauge",
+     "Bytes stored for the last successful snapshot (after compression)."},
+    {"gitcd_snapshot_failures_total", "counter",
+     "Snapshots of the cluster that failed, as recorded in the state store."},
     {"gitcd_reconcile_passes_total", "counter", "Reconciler passes, by outcome."},
     {"gitcd_reconcile_pass_duration_seconds", "histogram", "How long one pass took."},
     {"gitcd_steps_total", "counter", "Steps taken, by kind and the pass outcome."},
@@ -333,9 +409,10 @@ static void put_registry(scrape *s)
 }
 
 /*
- * Ask each member reached over http:// for its status; whether any of them
- * knows a leader. *ret_asked: some member could be asked (a member that
- * does not answer counts: a cluster whose members are all down has no
+ * Ask each member for its status: over http://, or over https:// with the
+ * client identity the daemon published for the cluster; whether any of
+ * them knows a leader. *ret_asked: some member could be asked (a member
+ * that does not answer counts: a cluster whose members are all down has no
  * leader, whatever the state store last recorded).
  */
 static bool put_member_status(scrape *s, const char *cluster, const state_member_list *ml,
@@ -343,13 +420,22 @@ static bool put_member_status(scrape *s, const char *cluster, const state_member
 {
         bool leader = false;
         *ret_asked = false;
+        client_tls id = {0};
+        bool have_id = client_tls_get(cluster, &id);
         for (size_t i = 0; i < ml->n; i++) {
                 const state_member *m = ml->items[i];
-                if (isempty(m->client_url) || strncmp(m->client_url, "http://", 7) != 0)
+                if (isempty(m->client_url))
+                        continue;
+                bool https = strncmp(m->client_url, "https://", 8) == 0;
+                if (https ? !have_id : strncmp(m->client_url, "http://", 7) != 0)
                         continue;
                 *ret_asked = true;
-                etcd_client_opts o = {
-                    .endpoints = m->client_url, .call_timeout_ms = 1000, .dial_timeout_ms = 500};
+                etcd_client_opts o = {.endpoints = m->client_url,
+                                      .cacert = https ? id.ca : NULL,
+                                      .cert = https ? id.cert : NULL,
+                                      .key = https ? id.key : NULL,
+                                      .call_timeout_ms = 1000,
+                                      .dial_timeout_ms = 500};
                 etcd_client *c = NULL;
                 if (etcd_client_new(&o, &c) < 0)
                         continue;
@@ -365,7 +451,38 @@ static bool put_member_status(scrape *s, const char *cluster, const state_member
                 }
                 etcd_client_free(c);
         }
+        client_tls_release(&id);
         return leader;
+}
+
+/*
+ * The last successful snapshot of the cluster (the newest succeeded
+ * record, whatever retention did with it since) and the failed ones, from
+ * the snapshot records, which are never deleted: the count only grows.
+ */
+static void put_snapshots(scrape *s, state_db *db, const char *cluster)
+{
+        state_snapshot_list sl = {0};
+        if (state_snapshot_list_for(db, cluster, 0, &sl) < 0)
+                return;
+        const state_snapshot *last = NULL;
+        int failures = 0;
+        for (size_t i = 0; i < sl.n; i++) {
+                const state_snapshot *x = sl.items[i];
+                if (streq(x->result, "failed"))
+                        failures++;
+                else if (!last && streq(x->result, "succeeded"))
+                        last = x;
+        }
+        if (last) {
+                put_cluster(s, "gitcd_snapshot_last_success_timestamp_seconds", cluster, NULL,
+                            (double)last->finished_ms / 1000.0);
+                put_cluster(s, "gitcd_snapshot_last_success_size_bytes", cluster, NULL,
+                            (double)last->size);
+        }
+        if (sl.n > 0)
+                put_cluster(s, "gitcd_snapshot_failures_total", cluster, NULL, failures);
+        state_snapshot_list_release(&sl);
 }
 
 /*
@@ -426,6 +543,7 @@ static void put_cluster_facts(scrape *s, state_db *db, const state_cluster *c)
                 state_member_list_release(&ml);
         }
         put_certs(s, db, cl);
+        put_snapshots(s, db, cl);
         pthread_mutex_lock(&lock);
         note_leader(cl, c->leader);
         pthread_mutex_unlock(&lock);

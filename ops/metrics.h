@@ -5,7 +5,8 @@
  * steps, source fetches: ops_metrics_pass, ops_metrics_fetch), kept in a
  * process-wide registry behind a mutex; and facts gathered when /metrics
  * is scraped, from the state store and from each member's own status
- * (members, leader, database sizes, conditions, applied commits).
+ * (members, leader, database sizes, conditions, applied commits, the last
+ * successful snapshot).
  */
 #pragma once
 
@@ -24,6 +25,14 @@ void ops_metrics_pass(const char *cluster, const pass_result *res, int64_t durat
  * revision, the same one, or one refused or with invalid documents).
  */
 void ops_metrics_fetch(const char *source, bool read, int64_t duration_ms);
+/*
+ * gitcd's client identity toward cluster ("ns/name"), as the daemon's main
+ * loop resolved it (target_client_tls): the CA bundle, certificate and key
+ * files the scrape dials members reached over https:// with. All NULL:
+ * the cluster has no client TLS, or no identity yet (forgotten).
+ */
+void ops_metrics_set_client_tls(const char *cluster, const char *ca, const char *cert,
+                                const char *key);
 /* Whether every source was read at least once. */
 bool ops_metrics_sources_read(void);
 /* Forget everything (tests). */

@@ -296,7 +296,8 @@ int driver_step(driver *d, driver_summary *ret)
                         int64_t t0 = now_mono_ms();
                         k = reconciler_pass(d->rec, d->clusters[i], &res);
                         if (k >= 0 && d->opts.pass_done)
-                                d->opts.pass_done(d->clusters[i], &res, now_mono_ms() - t0);
+                                d->opts.pass_done(d->clusters[i], &res, now_mono_ms() - t0,
+                                                  d->opts.pass_done_userdata);
                         if (k < 0 || res.outcome != PASS_PROGRESSED)
                                 break;
                         if (d->opts.progress)

@@ -44,7 +44,9 @@ typedef struct driver_opts {
         driver_progress_fn progress;
         void *userdata;
         /* Called after every pass that ran, with how long it took (metrics). */
-        void (*pass_done)(const char *cluster, const pass_result *res, int64_t duration_ms);
+        void (*pass_done)(const char *cluster, const pass_result *res, int64_t duration_ms,
+                          void *userdata);
+        void *pass_done_userdata;
         driver_claim_fn claim; /* NULL: this source owns every cluster */
         void *claim_userdata;
 } driver_opts;

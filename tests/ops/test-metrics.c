@@ -3,7 +3,10 @@
  * source can be read and after, a bearer token (401 without it), and
  * /metrics scraped during a real scale-up from 1 to 3 members, its values
  * checked against what etcd itself says (member list and status through
- * gitcd's etcd client) and against the audit log.
+ * gitcd's etcd client) and against the audit log; the database sizes of a
+ * cluster whose members serve clients over TLS (asked with gitcd's own
+ * client certificate); the last successful snapshot against
+ * `gitcd snapshot list`.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -283,6 +286,150 @@ static void test_certificates(void **state)
                 assert_int_not_equal(system(gone), 0);
         }
         free(body);
+
+        /*
+         * The members serve clients over https only: their database sizes
+         * are asked with gitcd's client identity once the daemon's first
+         * pass resolved it, and agree with the member's own answer to that
+         * identity (the operator certificate the local target issued).
+         */
+        const char *labels = "namespace=\"default\",cluster=\"sec\",member=\"sec-0\"";
+        double size = -1, in_use = -1;
+        t0 = now_mono_ms();
+        while (size < 0 && now_mono_ms() - t0 < 60000) {
+                body = NULL;
+                if (ops_test_get(url, NULL, &body) == 200) {
+                        size = metric(body, "gitcd_member_db_size_bytes", labels);
+                        in_use = metric(body, "gitcd_member_db_size_in_use_bytes", labels);
+                }
+                free(body);
+                if (size < 0)
+                        usleep(100 * 1000);
+        }
+        assert_true(size > 0);
+        assert_true(in_use > 0);
+        json_t *st = e2e_status(e, "sec");
+        const char *client_url = json_string_value(
+            json_object_get(json_array_get(json_object_get(st, "members"), 0), "client_url"));
+        assert_non_null(client_url);
+        assert_true(strneq(client_url, "https://", 8));
+        _cleanup_free_ char *op = path_join(dir, "tls/operator");
+        _cleanup_free_ char *ca = path_join(op, "ca.crt");
+        _cleanup_free_ char *crt = path_join(op, "tls.crt");
+        _cleanup_free_ char *key = path_join(op, "tls.key");
+        etcd_client_opts o = {.endpoints = client_url,
+                              .cacert = ca,
+                              .cert = crt,
+                              .key = key,
+                              .call_timeout_ms = 5000,
+                              .dial_timeout_ms = 1000};
+        etcd_client *c = NULL;
+        assert_int_equal(etcd_client_new(&o, &c), 0);
+        etcd_endpoint_status *es = NULL;
+        if (etcd_status(c, client_url, &es) < 0)
+                fail_msg("status over TLS: %s", etcd_client_last_error(c));
+        assert_true(size == (double)es->db_size);
+        assert_true(in_use == (double)es->db_size_in_use);
+        etcd_endpoint_status_free(es);
+        etcd_client_free(c);
+        json_decref(st);
+        /* The leader is asked from the member too. */
+        body = NULL;
+        assert_int_equal(ops_test_get(url, NULL, &body), 200);
+        assert_true(metric(body, "gitcd_cluster_leader_present",
+                           "namespace=\"default\",cluster=\"sec\"") == 1);
+        free(body);
+        assert_int_equal(kill(d, SIGTERM), 0);
+        assert_int_equal(e2e_wait_exit(d), 0);
+        e2e_free(e);
+}
+
+/* The records of `gitcd snapshot list -o json default/NAME`, one object per line. */
+static json_t *snapshot_records(e2e *e, const char *name)
+{
+        _cleanup_free_ char *id = xasprintf("default/%s", name);
+        char *out = NULL;
+        const char *args[] = {"snapshot", "list", "-o", "json", id, NULL};
+        assert_int_equal(e2e_runv(e, &out, NULL, args), 0);
+        json_t *all = json_array();
+        char *save = NULL;
+        for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                json_t *j = json_loads(line, 0, NULL);
+                assert_non_null(j);
+                json_array_append_new(all, j);
+        }
+        free(out);
+        return all;
+}
+
+/*
+ * The last successful snapshot of a cluster, taken by hand next to the
+ * daemon: its time and size on /metrics are those `gitcd snapshot list`
+ * shows, and a newer one replaces them.
+ */
+static void test_snapshots(void **state)
+{
+        (void)state;
+        if (!e2e_have_version("3.5.16"))
+                skip();
+        e2e *e = e2e_new();
+        e2e_write_cluster(e, "snap.yaml", "snap", 1, "3.5.16");
+        assert_int_equal(e2e_apply(e, NULL, 120), 0);
+        int port = harness_free_port();
+        _cleanup_free_ char *listen = xasprintf("127.0.0.1:%d", port);
+        const char *args[] = {"run", "--source", e->source, "--listen", listen, NULL};
+        pid_t d = e2e_start(e, args, "daemon.log");
+        _cleanup_free_ char *url = xasprintf("http://127.0.0.1:%d/metrics", port);
+        char *body = NULL;
+        int64_t t0 = now_mono_ms();
+        while (ops_test_get(url, NULL, &body) != 200 && now_mono_ms() - t0 < 30000) {
+                free(body);
+                body = NULL;
+                usleep(50 * 1000);
+        }
+        assert_non_null(body);
+        const char *cl = "namespace=\"default\",cluster=\"snap\"";
+        /* No snapshot yet: no series. */
+        assert_true(metric(body, "gitcd_snapshot_last_success_timestamp_seconds", cl) == -1);
+        free(body);
+
+        _cleanup_free_ char *to = path_join(e->root, "copies");
+        etcd_client *c = e2e_client(e, "snap");
+        for (int round = 0; round < 2; round++) {
+                /* Different contents each time, so the sizes differ. */
+                for (int i = 0; i < 20 * (round + 1); i++) {
+                        _cleanup_free_ char *k = xasprintf("r%d-k%d", round, i);
+                        assert_int_equal(etcd_put(c, k, "0123456789abcdef", 16, NULL), 0);
+                }
+                const char *save[] = {"snapshot", "save", "default/snap", "--to", to, NULL};
+                char *out = NULL, *err = NULL;
+                int k = e2e_runv(e, &out, &err, save);
+                if (k != 0)
+                        fail_msg("snapshot save: exit %d: %s", k, err);
+                free(out);
+                free(err);
+
+                json_t *recs = snapshot_records(e, "snap");
+                assert_int_equal(json_array_size(recs), round + 1);
+                /* Newest first. */
+                json_t *newest = json_array_get(recs, 0);
+                assert_string_equal(json_string_value(json_object_get(newest, "result")),
+                                    "succeeded");
+                body = NULL;
+                assert_int_equal(ops_test_get(url, NULL, &body), 200);
+                double when = metric(body, "gitcd_snapshot_last_success_timestamp_seconds", cl);
+                double size = metric(body, "gitcd_snapshot_last_success_size_bytes", cl);
+                assert_true(when > 0);
+                char shown[40];
+                format_rfc3339((int64_t)(when * 1000.0), shown, sizeof(shown));
+                assert_string_equal(shown, json_string_value(json_object_get(newest, "finished")));
+                assert_true(size > 0);
+                assert_true(size == (double)json_integer_value(json_object_get(newest, "size")));
+                assert_true(metric(body, "gitcd_snapshot_failures_total", cl) == 0);
+                free(body);
+                json_decref(recs);
+        }
+        etcd_client_free(c);
         assert_int_equal(kill(d, SIGTERM), 0);
         assert_int_equal(e2e_wait_exit(d), 0);
         e2e_free(e);
@@ -329,9 +476,8 @@ static void test_audit_failures(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_audit_failures),
-            cmocka_unit_test(test_certificates),
-            cmocka_unit_test(test_tls),
+            cmocka_unit_test(test_audit_failures), cmocka_unit_test(test_certificates),
+            cmocka_unit_test(test_snapshots),      cmocka_unit_test(test_tls),
             cmocka_unit_test(test_metrics),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
