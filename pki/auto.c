@@ -139,14 +139,9 @@ static char *parent_of(const char *path)
 /* Make a rename in the folder holding path durable. */
 static int fsync_parent(const char *path)
 {
-        _cleanup_free_ char *parent = parent_of(path);
-        int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return pki_error(-errno, "cannot open %s: %s", parent, strerror(errno));
-        int r = fsync(fd) < 0 ? -errno : 0;
-        close(fd);
+        int r = fsync_parent_dir(path);
         if (r < 0)
-                return pki_error(r, "cannot sync %s: %s", parent, strerror(-r));
+                return pki_error(r, "cannot sync the folder of %s: %s", path, strerror(-r));
         return 0;
 }
 

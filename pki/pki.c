@@ -755,17 +755,8 @@ static int ca_create_atomic(const char *dir, const char *cn, int days, pki_key *
                 r = fail(-errno, "cannot replace %s: %s", dir, strerror(errno));
         if (r >= 0 && rename(tmp, dir) < 0)
                 r = fail(-errno, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
-        if (r >= 0) {
-                _cleanup_free_ char *parent = xstrdup(dir);
-                char *slash = strrchr(parent, '/');
-                if (slash)
-                        *slash = '\0';
-                int fd = open(slash ? parent : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (fd >= 0) {
-                        (void)fsync(fd);
-                        close(fd);
-                }
-        }
+        if (r >= 0)
+                (void)fsync_parent_dir(dir);
         if (r < 0) {
                 (void)rm_rf(tmp);
                 pki_key_free(k);

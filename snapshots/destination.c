@@ -207,20 +207,7 @@ int dest_commit_part(int fd, const char *part, const char *path)
                 (void)unlink(part);
                 return r;
         }
-        _cleanup_free_ char *dir = xstrdup(path);
-        char *slash = strrchr(dir, '/');
-        if (!slash)
-                strcpy(dir, ".");
-        else if (slash == dir)
-                dir[1] = '\0';
-        else
-                *slash = '\0';
-        _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0)
-                return -errno;
-        if (fsync(dfd) < 0 && errno != EINVAL)
-                return -errno;
-        return 0;
+        return fsync_parent_dir(path);
 }
 
 /* One value of a Secret folder: the file's content without trailing white space. */

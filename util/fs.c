@@ -81,8 +81,7 @@ static int write_all(int fd, const void *data, size_t len)
         return 0;
 }
 
-/* fsync the folder holding path, so a rename in it survives a crash. */
-static int fsync_parent(const char *path)
+int fsync_parent_dir(const char *path)
 {
         _cleanup_free_ char *dir = xstrdup(path);
         char *slash = strrchr(dir, '/');
@@ -133,7 +132,7 @@ int write_file_atomic(const char *path, const void *data, size_t len, mode_t mod
                 (void)unlink(tmp);
                 return k;
         }
-        return fsync_parent(path);
+        return fsync_parent_dir(path);
 }
 
 int mkdir_p(const char *path, mode_t mode)

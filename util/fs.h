@@ -17,6 +17,13 @@ typedef struct path_list {
 /* Read a whole file; -EFBIG if it is larger than max_size bytes. The result is NUL-terminated. */
 int read_file(const char *path, size_t max_size, char **ret_data, size_t *ret_len);
 /*
+ * fsync the folder holding path, so that a rename into it survives a
+ * crash. 0, or -errno; a file system that cannot sync a folder (EINVAL)
+ * counts as done.
+ */
+int fsync_parent_dir(const char *path);
+
+/*
  * Write data to path atomically: a new temporary beside it (O_EXCL |
  * O_NOFOLLOW, an unguessable name), fsync, rename over path, fsync of the
  * folder. Readers see the old content or the new, never a part; a symlink
