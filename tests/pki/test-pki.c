@@ -653,7 +653,8 @@ static void test_auto_trust_version(void **state)
         c->name = xstrdup("main");
         _cleanup_free_ char *cdir = path_join(f->dir, "trust");
         _cleanup_free_ char *leaf = path_join(cdir, "tls/peer");
-        char *none = xstrdup("x");
+        _cleanup_free_ char *sentinel = xstrdup("x");
+        char *none = sentinel; /* overwritten with NULL: no auto TLS, no version */
         assert_int_equal(pki_auto_trust_version(cdir, c, false, &none), 0);
         assert_null(none);
         c->tls.provider = TLS_PROVIDER_AUTO;
