@@ -126,7 +126,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                      xstrdup("not found; try /metrics, /healthz or /readyz\n"));
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+_printf_(2, 0) static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
         (void)cls;
         _cleanup_free_ char *msg = xvasprintf(fmt, ap);

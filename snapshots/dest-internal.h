@@ -25,3 +25,11 @@ int dest_commit_part(int fd, const char *part, const char *path);
 
 /* Set *ret_error (when ret_error is not NULL) to a formatted message. Returns r. */
 int dest_fail(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
+/* Also a macro, so that the static analyzer (which does not follow variadic calls)
+ * sees r come back. */
+#define dest_fail(ret_error, r, ...)                                                               \
+        ({                                                                                         \
+                int dest_fail_r_ = (r);                                                            \
+                (dest_fail)((ret_error), dest_fail_r_, __VA_ARGS__);                               \
+                dest_fail_r_;                                                                      \
+        })

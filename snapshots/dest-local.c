@@ -133,10 +133,11 @@ static int open_key(const local_dest *l, const char *key, int *ret_fd, struct st
                     char **ret_error)
 {
         _cleanup_close_ int dfd = -1;
-        const char *name;
+        const char *name = NULL;
         int r = open_parent(l, key, false, &dfd, &name, ret_error);
         if (r < 0)
                 return r;
+        assert(name);
         _cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) {
                 if (errno == ELOOP)
@@ -150,8 +151,7 @@ static int open_key(const local_dest *l, const char *key, int *ret_fd, struct st
                 return dest_fail(ret_error, -errno, "%s/%s: %s", l->folder, key, strerror(errno));
         if (!S_ISREG(ret_st->st_mode))
                 return dest_fail(ret_error, -EISDIR, "%s/%s is not a regular file", l->folder, key);
-        *ret_fd = fd;
-        fd = -1;
+        *ret_fd = TAKE_FD(fd);
         return 0;
 }
 
@@ -266,7 +266,7 @@ static int local_stat(void *impl, const char *key, dest_object *ret, char **ret_
 {
         local_dest *l = impl;
         _cleanup_close_ int fd = -1;
-        struct stat st;
+        struct stat st = {0};
         int r = open_key(l, key, &fd, &st, ret_error);
         if (r < 0)
                 return r;

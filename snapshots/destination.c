@@ -30,7 +30,7 @@ struct snapshot_dest {
 
 #define KEY_MAX 1024
 
-int dest_fail(char **ret_error, int r, const char *fmt, ...)
+int(dest_fail)(char **ret_error, int r, const char *fmt, ...)
 {
         assert(r < 0);
         if (ret_error) {

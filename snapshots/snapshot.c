@@ -335,6 +335,7 @@ static int compress_gzip(const snapshot_job *job, const char *dir, const char *s
                     xasprintf("cannot create a temporary file in %s: %s", dir, strerror(-out));
                 return out;
         }
+        assert(path);
         sink s = {.fd = out, .sha = sha_new(), .job = job};
         z_stream z = {0};
         if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)

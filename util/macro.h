@@ -50,6 +50,13 @@ static inline void closep(int *fd)
         }
 
 /* Return the pointer and clear the variable, so its cleanup does nothing. */
+/* Take the descriptor out of a _cleanup_close_ variable (which then holds -1). */
+#define TAKE_FD(fd)                                                                                \
+        ({                                                                                         \
+                int take_fd_ = (fd);                                                               \
+                (fd) = -1;                                                                         \
+                take_fd_;                                                                          \
+        })
 #define TAKE_PTR(p)                                                                                \
         ({                                                                                         \
                 __typeof__(p) _ptr_ = (p);                                                         \
