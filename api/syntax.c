@@ -417,7 +417,7 @@ static uint64_t cron_field_bits(const cron_field *f, const char *text, bool *ret
                                 hi = f->max; /* "5/15": from 5 to the end, like cron */
                 }
                 /* cron_check() refused anything out of range; stay inside all the same. */
-                if (lo < 0 || hi > 63 || step < 1)
+                if (lo < 0 || hi > 63 || step < 1 || step > 64)
                         continue;
                 for (int v = lo; v <= hi; v += step)
                         bits |= UINT64_C(1) << v;
