@@ -247,6 +247,14 @@ const char *const state_migrations[] = {
     "  serial TEXT NOT NULL,\n"
     "  PRIMARY KEY (cluster, member, surface)\n"
     ");\n",
+
+    /*
+     * 11: a member's data identity (a PVC UID, the id in its data
+     * directory's marker), recorded once it joined etcd; targets report the
+     * one they observe and the reconciler compares. Members recorded before
+     * get theirs at the next observation.
+     */
+    "ALTER TABLE members ADD COLUMN data_identity TEXT;\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

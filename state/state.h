@@ -204,6 +204,12 @@ typedef struct state_member {
         char *initial_cluster;       /* --initial-cluster it was created with */
         char *initial_cluster_state; /* "new" (seed) | "existing"; NULL: existing */
         char *config_hash;           /* member_plan.config_hash it was last started with, or NULL */
+        /*
+         * The data identity the target reported once the member joined etcd
+         * (a PVC UID, the id in a data directory's marker file); NULL until
+         * then. A target later reporting another one, or none, lost its data.
+         */
+        char *data_identity;
         char *runtime_json; /* a JSON object: only what an older gitcd kept there ("command") */
         int64_t created_ms;
         int64_t removed_ms; /* 0 while a member */

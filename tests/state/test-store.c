@@ -282,6 +282,39 @@ static void test_members_and_objects(void **state)
         state_close(db);
 }
 
+/* A member's data identity: none until recorded, then read back as written, also when cleared. */
+static void test_member_data_identity(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *path = test_db_path();
+        state_db *db = open_rw(path);
+        assert_int_equal(state_cluster_set_desired(db, "prod/main", spec3, NULL, "aaaa", T0), 1);
+        state_member m = {.cluster = "prod/main", .name = "main-0", .state = "starting"};
+        assert_int_equal(state_member_put(db, &m, T0), 0);
+        state_member *got = NULL;
+        assert_int_equal(state_member_get(db, "prod/main", "main-0", &got), 0);
+        assert_null(got->data_identity);
+        state_member_free(got);
+
+        m.initialized = true;
+        m.data_identity = "3f2b8c1e-9d4a-4e0b-8a51-7c2d6e1f0a93";
+        assert_int_equal(state_member_put(db, &m, T0 + 1000), 0);
+        state_member_list ml = {0};
+        assert_int_equal(state_member_list_for(db, "prod/main", false, &ml), 0);
+        assert_int_equal(ml.n, 1);
+        assert_string_equal(ml.items[0]->data_identity, "3f2b8c1e-9d4a-4e0b-8a51-7c2d6e1f0a93");
+        state_member_list_release(&ml);
+
+        /* A state store reopened (gitcd restarted) still knows it. */
+        state_close(db);
+        db = open_rw(path);
+        assert_int_equal(state_member_get(db, "prod/main", "main-0", &got), 0);
+        assert_string_equal(got->data_identity, "3f2b8c1e-9d4a-4e0b-8a51-7c2d6e1f0a93");
+        assert_true(got->initialized);
+        state_member_free(got);
+        state_close(db);
+}
+
 static void test_transactions(void **state)
 {
         (void)state;
@@ -340,6 +373,7 @@ int main(void)
             cmocka_unit_test(test_revisions),
             cmocka_unit_test(test_clusters),
             cmocka_unit_test(test_members_and_objects),
+            cmocka_unit_test(test_member_data_identity),
             cmocka_unit_test(test_transactions),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
