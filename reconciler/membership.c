@@ -2,13 +2,37 @@
  * The membership plan builder (reconciler/membership.h). Decision: a plan
  * is never assembled by hand elsewhere; callers ask for the members they
  * need and free the plan with membership_plan_free(), so a field added to
- * member_plan is filled and freed in exactly one place.
+ * member_plan is filled and freed in exactly one place. The same holds
+ * for data loss: targets report the data identity they see, the record
+ * holds the one the member ran with, and membership_check_identity() alone
+ * compares them.
  */
 #include <assert.h>
 #include <errno.h>
+#include <stdlib.h>
 
 #include "reconciler/membership.h"
 #include "util/xalloc.h"
+
+bool membership_check_identity(const char *recorded, target_member_status *s)
+{
+        assert(s);
+        if (!recorded || streq_ptr(recorded, s->data_identity))
+                return false;
+        char *why = s->data_identity
+                        ? xasprintf("its data is not the data it ran with (identity %s, not %s)",
+                                    s->data_identity, recorded)
+                        : xasprintf("its data is gone (no data with identity %s)", recorded);
+        if (s->detail) {
+                char *both = xasprintf("%s; %s", why, s->detail);
+                free(why);
+                why = both;
+        }
+        free(s->detail);
+        s->detail = why;
+        s->state = MEMBER_DATA_LOST;
+        return true;
+}
 
 int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c, const char *name,
                            int ordinal, bool learner, const char *initial_cluster,
@@ -41,6 +65,7 @@ int membership_plan_for_records(target *t, const etcd_cluster *c, state_member *
                                                rec->initial_cluster, rec->initial_cluster_state);
                 if (k < 0)
                         return k;
+                p->members[p->n - 1].data_identity = xstrdup_null(rec->data_identity);
         }
         *ret_plan = TAKE_PTR(p);
         return 0;

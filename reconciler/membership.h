@@ -32,3 +32,12 @@ int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c,
  */
 int membership_plan_for_records(target *t, const etcd_cluster *c, state_member *const *recs,
                                 size_t n, membership_plan **ret_plan);
+
+/*
+ * "It ran before and its data is gone": the one rule. recorded is the
+ * member record's data identity (NULL: it never ran, nothing to lose); s
+ * the target's status, whose data_identity is what it observes now. When
+ * they differ, s becomes MEMBER_DATA_LOST with a detail saying why, and
+ * true is returned; the member must be replaced, never started empty.
+ */
+bool membership_check_identity(const char *recorded, target_member_status *s);

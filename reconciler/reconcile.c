@@ -474,6 +474,7 @@ static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *
                         }
                 }
                 (void)r->opts.target->ops->member_status(r->opts.target, c, rec->name, &v->ts);
+                (void)membership_check_identity(rec->data_identity, &v->ts);
                 member_wanted(r, c, rec, v);
         }
         for (size_t j = 0; w->etcd && j < w->etcd->n; j++) {
@@ -565,6 +566,11 @@ static void record_observed(reconciler *r, cluster_ctx *x, world *w)
                                 v->rec->initialized = true;
                                 changed = true;
                         }
+                }
+                /* Joined etcd: from now on, data under another identity is lost data. */
+                if (v->rec->initialized && !v->rec->data_identity && v->ts.data_identity) {
+                        v->rec->data_identity = xstrdup(v->ts.data_identity);
+                        changed = true;
                 }
                 const char *sname = member_runtime_state_name(v->ts.state);
                 if (!streq_ptr(v->rec->state, sname)) {

@@ -61,6 +61,7 @@ void member_plan_release(member_plan *m)
         free(m->tls_dir);
         free(m->tls_version);
         free(m->config_hash);
+        free(m->data_identity);
         memset(m, 0, sizeof(*m));
 }
 

@@ -42,6 +42,12 @@ typedef struct member_plan {
         char *tls_dir;               /* where client/ peer/ operator/ certificate folders are */
         char *tls_version; /* the target's TLS material version (pki_auto_trust_version), or NULL */
         char *config_hash; /* render_member_config_hash() of this entry, NULL when not computed */
+        /*
+         * The data identity recorded for this member (state_member.data_identity):
+         * NULL while it never ran. A target refuses to start a member whose data
+         * it now sees under another identity, or none (-ESTALE). Not rendered.
+         */
+        char *data_identity;
 } member_plan;
 
 typedef struct membership_plan {

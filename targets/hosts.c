@@ -28,7 +28,6 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
-#include <openssl/rand.h>
 
 #include "api/spec.h"
 #include "render/render.h"
@@ -38,7 +37,6 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-#define MARKER_NAME "gitcd-member"
 #define HASH_PREFIX "# gitcd-config-hash: "
 #define NAME_PREFIX "# gitcd-member: "
 #define PROBE_MAX   (64u * 1024u)
@@ -60,6 +58,7 @@ typedef struct hosts_target {
 typedef struct machine_view {
         int error;         /* 0, or why the machine could not be probed */
         char *claimed_by;  /* the member named by the marker, NULL without marker */
+        char *identity;    /* the marker's id: the member's data identity */
         bool has_data;     /* <dataDir>/member exists (etcd wrote its data) */
         char *file_member; /* the member named by the unit file or manifest, NULL without */
         char *file_hash;   /* the config hash written in it */
@@ -105,6 +104,7 @@ static void remember(hosts_target *ht, const etcd_cluster *c)
 static void view_release(machine_view *v)
 {
         free(v->claimed_by);
+        free(v->identity);
         free(v->file_member);
         free(v->file_hash);
         memset(v, 0, sizeof(*v));
@@ -112,7 +112,7 @@ static void view_release(machine_view *v)
 
 static char *marker_path(const host_spec *h)
 {
-        return xasprintf("%s/" MARKER_NAME, h->data_dir);
+        return xasprintf("%s/" TARGET_DATA_MARKER, h->data_dir);
 }
 
 /* The unit file or manifest of the cluster's member on machine h. */
@@ -183,11 +183,11 @@ static int probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, ma
         _cleanup_free_ char *qm = ssh_quote(marker), *qf = ssh_quote(file);
         _cleanup_free_ char *member_dir = xasprintf("%s/member", h->data_dir);
         _cleanup_free_ char *qd = ssh_quote(member_dir);
-        _cleanup_free_ char *cmd =
-            xasprintf("if [ -f %s ]; then sed -n 's/^member=/marker=/p' %s; fi; "
-                      "if [ -d %s ]; then echo data=yes; fi; "
-                      "if [ -f %s ]; then head -n 3 %s; fi",
-                      qm, qm, qd, qf, qf);
+        _cleanup_free_ char *cmd = xasprintf(
+            "if [ -f %s ]; then sed -n 's/^member=/marker=/p; s/^id=/marker-id=/p' %s; fi; "
+            "if [ -d %s ]; then echo data=yes; fi; "
+            "if [ -f %s ]; then head -n 3 %s; fi",
+            qm, qm, qd, qf, qf);
         _cleanup_free_ char *out = NULL;
         memset(v, 0, sizeof(*v));
         int k = run(ht, h, cmd, &out);
@@ -196,6 +196,7 @@ static int probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, ma
                 return k;
         }
         v->claimed_by = line_value(out, "marker=");
+        v->identity = line_value(out, "marker-id=");
         _cleanup_free_ char *data = line_value(out, "data=");
         v->has_data = data != NULL;
         v->file_member = line_value(out, NAME_PREFIX);
@@ -247,12 +248,9 @@ static int locate(hosts_target *ht, const etcd_cluster *c, const char *name, int
 
 static int write_marker(hosts_target *ht, const host_spec *h, const char *name)
 {
-        unsigned char raw[16];
-        char id[33];
-        if (RAND_bytes(raw, sizeof(raw)) != 1)
+        _cleanup_free_ char *text = target_data_marker_new(name);
+        if (!text)
                 return target_fail(&ht->base, -EIO, "no random bytes for a data identity");
-        for (size_t i = 0; i < sizeof(raw); i++)
-                snprintf(id + 2 * i, 3, "%02x", raw[i]);
         _cleanup_free_ char *qd = ssh_quote(h->data_dir);
         _cleanup_free_ char *mk = xasprintf("mkdir -p -m 0700 -- %s", qd);
         int k = run(ht, h, mk, NULL);
@@ -262,7 +260,6 @@ static int write_marker(hosts_target *ht, const host_spec *h, const char *name)
         if ((k = conn(ht, h, &sc)) < 0)
                 return k;
         _cleanup_free_ char *path = marker_path(h);
-        _cleanup_free_ char *text = xasprintf("member=%s\nid=%s\n", name, id);
         k = ssh_upload(sc, path, text, strlen(text), 0600);
         if (k < 0)
                 return target_fail(&ht->base, k, "%s: %s", h->address, ssh_last_error(sc));
@@ -401,6 +398,11 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
                                    "member %s: the data identity marker on %s is gone (a wiped "
                                    "data disk); it cannot rejoin with the same identity and must "
                                    "be replaced",
+                                   mp->name, h->address);
+        if (mp->data_identity && v.claimed_by && !streq_ptr(v.identity, mp->data_identity))
+                return target_fail(t, -ESTALE,
+                                   "member %s: the data on %s is not the data it ran with; it "
+                                   "must be replaced",
                                    mp->name, h->address);
         if (!v.claimed_by && (k = write_marker(ht, h, mp->name)) < 0)
                 return k;
@@ -571,6 +573,7 @@ static int hosts_member_status(target *t, const etcd_cluster *c, const char *mem
             .config_hash = state == MEMBER_READY || state == MEMBER_STARTING
                                ? xstrdup_null(v.file_hash)
                                : NULL,
+            .data_identity = v.claimed_by ? xstrdup_null(v.identity) : NULL,
             .detail = detail,
         };
         return 0;

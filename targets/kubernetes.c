@@ -24,12 +24,13 @@
  *   its rendered spec. A live Pod with another hash is deleted and awaited
  *   (terminationGracePeriodSeconds + 15 s) before the new one is applied.
  *   Labels and annotations (the role label on promotion) change in place.
- * - Data identity: a member first seen Ready records its PVC's UID in
- *   <state>/kubernetes/<ns>/<cluster>/<member>.json. A missing,
- *   terminating or different PVC afterwards is MEMBER_DATA_LOST, and
- *   ensure_member refuses (-ESTALE): it must be replaced, not restarted on
- *   an empty volume. With storage.medium Memory a member without a Pod is
- *   ABSENT (its data died with it).
+ * - Data identity: the PVC's UID, reported by member_status (none for a
+ *   terminating PVC). The reconciler records it in the member record once
+ *   the member joined etcd and calls a missing or different one data loss;
+ *   ensure_member refuses a plan entry whose data_identity is not the live
+ *   PVC's (-ESTALE): it must be replaced, not restarted on an empty volume.
+ *   With storage.medium Memory there is no identity: a member without a
+ *   Pod is ABSENT (its data died with it).
  * - Two clients: one for calls, one for watches (a client is
  *   single-threaded and a watch holds its connection). wait_event watches
  *   gitcd's Pods in the namespaces this target has touched (one: that one;
@@ -216,17 +217,16 @@ static char *describe(const json_t *obj)
 
 /* --- member records ---------------------------------------------------- */
 
+/*
+ * What this target notes of a member: only that it saw it run (for the
+ * message about an in-memory member whose Pod is gone). Whether it ran and
+ * the identity of its data are the member record's (state/); files of an
+ * older gitcd also held "initialized" and "pvcUID", which are ignored: the
+ * reconciler records the PVC UID the first pass after the upgrade sees.
+ */
 typedef struct member_record {
         bool exists;
-        bool initialized;
-        char *pvc_uid;
 } member_record;
-
-static void member_record_release(member_record *r)
-{
-        free(r->pvc_uid);
-        *r = (member_record){0};
-}
 
 static char *cluster_dir(kubernetes_target *kt, const char *ns, const char *cluster)
 {
@@ -266,14 +266,12 @@ static int record_load(kubernetes_target *kt, const char *ns, const char *cluste
                 return target_fail(&kt->base, -EBADMSG, "cannot read %s: not a JSON object", path);
         }
         ret->exists = true;
-        ret->initialized = json_is_true(json_object_get(o, "initialized"));
-        ret->pvc_uid = xstrdup_null(json_string_value(json_object_get(o, "pvcUID")));
         json_decref(o);
         return 0;
 }
 
 static int record_save(kubernetes_target *kt, const char *ns, const char *cluster,
-                       const char *member, const member_record *rec)
+                       const char *member)
 {
         _cleanup_free_ char *path = NULL;
         int r = record_path(kt, ns, cluster, member, &path);
@@ -283,10 +281,7 @@ static int record_save(kubernetes_target *kt, const char *ns, const char *cluste
         r = mkdir_p(dir, 0700);
         if (r < 0)
                 return target_fail(&kt->base, r, "cannot create %s: %s", dir, strerror(-r));
-        json_t *o = json_object();
-        if (rec->pvc_uid)
-                json_object_set_new(o, "pvcUID", json_string(rec->pvc_uid));
-        json_object_set_new(o, "initialized", json_boolean(rec->initialized));
+        json_t *o = json_pack("{s:s}", "member", member);
         char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(o);
         strbuf sb = STRBUF_INIT;
@@ -1017,8 +1012,8 @@ static int kt_ensure_member(target *t, const etcd_cluster *c, const membership_p
         if (isempty(mp->name))
                 return target_fail(t, -EINVAL, "member plan without a name");
         note_namespace(kt, ns);
-        member_record rec = {0};
-        int r = record_load(kt, ns, c->name, mp->name, &rec);
+        _cleanup_free_ char *rpath = NULL; /* the names must make a path (checked here) */
+        int r = record_path(kt, ns, c->name, mp->name, &rpath);
         if (r < 0)
                 return r;
         json_t *pvc = render_member_pvc(c, p, idx);
@@ -1034,8 +1029,9 @@ static int kt_ensure_member(target *t, const etcd_cluster *c, const membership_p
                         r = get_owned(kt, pvc, &live);
                 if (r < 0)
                         goto out;
-                if (rec.initialized && !isempty(rec.pvc_uid) &&
-                    (!live || obj_terminating(live) || !streq_ptr(obj_uid(live), rec.pvc_uid))) {
+                /* The record's data identity: a member that ran never starts on another volume. */
+                if (mp->data_identity && (!live || obj_terminating(live) ||
+                                          !streq_ptr(obj_uid(live), mp->data_identity))) {
                         r = target_fail(t, -ESTALE,
                                         "member %s: its PersistentVolumeClaim %s is %s; it cannot "
                                         "rejoin with the same identity and must be replaced",
@@ -1083,7 +1079,6 @@ out:
         json_decref(live);
         json_decref(pvc);
         json_decref(pod);
-        member_record_release(&rec);
         return r < 0 ? r : 0;
 }
 
@@ -1277,19 +1272,11 @@ static int kt_member_status(target *t, const etcd_cluster *c, const char *member
         member_runtime_state state;
         char *detail = NULL;
         int restarts = 0;
-        bool pvc_lost = !memory && rec.initialized && !isempty(rec.pvc_uid) &&
-                        (!pvc || obj_terminating(pvc) || !streq_ptr(obj_uid(pvc), rec.pvc_uid));
-        if (pvc_lost) {
-                state = MEMBER_DATA_LOST;
-                detail = xasprintf("PersistentVolumeClaim data-%s is %s", member,
-                                   !pvc                   ? "gone"
-                                   : obj_terminating(pvc) ? "being deleted"
-                                                          : "not the one it ran with");
-        } else if (!pod) {
+        if (!pod) {
                 if (memory) {
                         state = MEMBER_ABSENT;
-                        detail = xstrdup(rec.initialized ? "Pod gone; its in-memory data too"
-                                                         : "no Pod");
+                        detail =
+                            xstrdup(rec.exists ? "Pod gone; its in-memory data too" : "no Pod");
                 } else if (pvc && !obj_terminating(pvc)) {
                         state = MEMBER_STOPPED;
                         detail = xstrdup("no Pod; its PersistentVolumeClaim is kept");
@@ -1317,14 +1304,8 @@ static int kt_member_status(target *t, const etcd_cluster *c, const char *member
                 } else if (streq_ptr(phase, "Running") && pod_ready(pod)) {
                         state = MEMBER_READY;
                         detail = xstrdup("Running and Ready");
-                        const char *uid = pvc ? obj_uid(pvc) : NULL;
-                        if (!rec.initialized || (uid && !streq_ptr(uid, rec.pvc_uid))) {
-                                rec.initialized = true;
-                                if (uid)
-                                        str_assign(&rec.pvc_uid, xstrdup(uid));
-                                if (record_save(kt, ns, c->name, member, &rec) < 0)
-                                        log_warn("kubernetes target: %s", target_last_error(t));
-                        }
+                        if (!rec.exists && record_save(kt, ns, c->name, member) < 0)
+                                log_warn("kubernetes target: %s", target_last_error(t));
                 } else {
                         state = MEMBER_STARTING;
                         detail = xasprintf(
@@ -1338,12 +1319,13 @@ static int kt_member_status(target *t, const etcd_cluster *c, const char *member
             .restarts = restarts,
             .state_since_ms = state_since(kt, ns, c->name, member, state),
             .config_hash = pod ? xstrdup_null(obj_annotation(pod, ANNOTATION_CONFIG_HASH)) : NULL,
+            /* The PVC is the member's data: a terminating one holds none any more. */
+            .data_identity = pvc && !obj_terminating(pvc) ? xstrdup_null(obj_uid(pvc)) : NULL,
             .detail = detail,
         };
 out:
         json_decref(pod);
         json_decref(pvc);
-        member_record_release(&rec);
         return r;
 }
 

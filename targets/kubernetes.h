@@ -8,8 +8,9 @@
  * On disk, under opts.state_dir:
  *
  *   kubernetes/<namespace>/<cluster>/
- *       <member>.json           pvc_uid, initialized, stopped (written when
- *                               the member is first seen Ready)
+ *       <member>.json           that the target saw the member run (written
+ *                               when it is first seen Ready); its data
+ *                               identity (the PVC UID) is the member record's
  *       pki/ca.crt, ca.key      the cluster CA (tls.provider auto)
  *       tls/client|peer|operator/  the issued certificates (auto), copied
  *                               into the "<cluster>-<surface>-tls" Secrets
@@ -55,7 +56,8 @@ typedef struct kubernetes_target_opts {
  *   ensure_member  PVC then Pod; a live Pod whose gitcd.io/pod-hash differs,
  *                  or that ended (phase Failed), is deleted and awaited
  *                  (-ETIMEDOUT) before the new one is applied; -ESTALE when
- *                  an initialized member's PVC is gone or replaced.
+ *                  the plan entry's data_identity is not the live PVC's UID
+ *                  (gone, being deleted or replaced).
  *   remove_member  Pod (awaited), then the PVC (awaited up to
  *                  volume_delete_wait_ms), then the record; keep_data
  *                  detaches the PVC from the cluster's labels instead.

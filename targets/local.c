@@ -71,7 +71,6 @@ typedef struct local_member {
         char *config_hash; /* the plan's config hash it was last started with, or NULL */
         char *version;
         int64_t created_ms;
-        bool initialized; /* seen ready once */
         int restarts;
         int64_t exits[MAX_EXITS_KEPT]; /* wall ms of recent unexpected exits, oldest first */
         size_t n_exits;
@@ -224,7 +223,6 @@ static int member_save(local_member *m)
         format_rfc3339(m->created_ms, buf, sizeof(buf));
         json_object_set_new(o, "created", json_string(buf));
         json_object_set_new(o, "createdMs", json_integer(m->created_ms));
-        json_object_set_new(o, "initialized", json_boolean(m->initialized));
         json_object_set_new(o, "restarts", json_integer(m->restarts));
         json_t *exits = json_array();
         for (size_t i = 0; i < m->n_exits; i++)
@@ -286,7 +284,6 @@ static int member_load(local_target *lt, const char *ns, const char *cluster, co
         m->config_hash = xstrdup_null(json_str(o, "configHash"));
         m->version = xstrdup_null(json_str(o, "version"));
         m->created_ms = json_integer_value(json_object_get(o, "createdMs"));
-        m->initialized = json_is_true(json_object_get(o, "initialized"));
         m->restarts = (int)json_integer_value(json_object_get(o, "restarts"));
         json_t *exits = json_object_get(o, "exits");
         for (size_t i = 0; i < json_array_size(exits) && m->n_exits < MAX_EXITS_KEPT; i++)
@@ -445,6 +442,64 @@ static void adopt(local_target *lt, local_member *m)
         }
 }
 
+/* Does <dir>/data/member exist with something in it? */
+static bool member_has_data(const local_member *m)
+{
+        _cleanup_free_ char *path = xasprintf("%s/data/member", m->dir);
+        DIR *d = opendir(path);
+        if (!d)
+                return false;
+        bool any = false;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+                if (!streq(e->d_name, ".") && !streq(e->d_name, "..")) {
+                        any = true;
+                        break;
+                }
+        }
+        closedir(d);
+        return any;
+}
+
+/*
+ * The data identity marker (TARGET_DATA_MARKER) in the member's data
+ * directory: written before the member first starts, gone with a wiped
+ * directory. Its id is the data identity member_status reports.
+ */
+static char *marker_path(const local_member *m)
+{
+        return xasprintf("%s/data/" TARGET_DATA_MARKER, m->dir);
+}
+
+/* The id in the member's marker; NULL without one (or one naming another member). */
+static char *data_identity(const local_member *m)
+{
+        _cleanup_free_ char *path = marker_path(m), *text = NULL;
+        size_t len = 0;
+        if (read_file(path, 4096, &text, &len) < 0)
+                return NULL;
+        return target_data_marker_id(text, m->name);
+}
+
+static int write_marker(local_target *lt, const local_member *m)
+{
+        _cleanup_free_ char *data_dir = xasprintf("%s/data", m->dir);
+        int r = mkdir_p(data_dir, 0700);
+        if (r < 0)
+                return target_fail(&lt->base, r, "member %s: cannot create %s: %s", m->name,
+                                   data_dir, strerror(-r));
+        _cleanup_free_ char *text = target_data_marker_new(m->name);
+        if (!text)
+                return target_fail(&lt->base, -EIO,
+                                   "member %s: no random bytes for a data identity", m->name);
+        _cleanup_free_ char *path = marker_path(m);
+        r = write_file_atomic(path, text, strlen(text), 0600);
+        if (r < 0)
+                return target_fail(&lt->base, r, "member %s: cannot write %s: %s", m->name, path,
+                                   strerror(-r));
+        return 0;
+}
+
 static local_member *find_loaded(local_target *lt, const char *ns, const char *cluster,
                                  const char *name)
 {
@@ -498,28 +553,14 @@ static int get_member(local_target *lt, const char *ns, const char *cluster, con
                                            lt->state_dir, ns, cluster, name, strerror(-r));
                 adopt(lt, m);
                 add_loaded(lt, m);
+                /* Data of an older gitcd, which wrote no marker: it is this member's. */
+                _cleanup_free_ char *identity = data_identity(m);
+                if (!identity && member_has_data(m) && write_marker(lt, m) >= 0)
+                        log_debug("local target: member %s/%s/%s: data identity marker written", ns,
+                                  cluster, name);
         }
         *ret = m;
         return 0;
-}
-
-/* Does <dir>/data/member exist with something in it? */
-static bool member_has_data(const local_member *m)
-{
-        _cleanup_free_ char *path = xasprintf("%s/data/member", m->dir);
-        DIR *d = opendir(path);
-        if (!d)
-                return false;
-        bool any = false;
-        struct dirent *e;
-        while ((e = readdir(d))) {
-                if (!streq(e->d_name, ".") && !streq(e->d_name, "..")) {
-                        any = true;
-                        break;
-                }
-        }
-        closedir(d);
-        return any;
 }
 
 /* The etcd binary for a version: <etcd_dir>/<version>/etcd, else a matching `etcd` on PATH. */
@@ -1096,11 +1137,14 @@ static int local_ensure_member(target *t, const etcd_cluster *c, const membershi
                 return r;
 
         poll_exit(lt, m);
-        if (m->initialized && !member_has_data(m))
+        _cleanup_free_ char *identity = data_identity(m);
+        if (mp->data_identity && !streq_ptr(identity, mp->data_identity))
                 return target_fail(t, -ESTALE,
-                                   "member %s: its data directory is gone; it cannot rejoin "
+                                   "member %s: its data directory is %s; it cannot rejoin "
                                    "with the same identity and must be replaced",
-                                   m->name);
+                                   m->name, identity ? "not the one it ran with" : "gone");
+        if (!identity && (r = write_marker(lt, m)) < 0)
+                return r;
         /* Same command, other config hash: the TLS material it trusts changed (a new CA). */
         bool other_config =
             mp->config_hash && m->config_hash && !streq(m->config_hash, mp->config_hash);
@@ -1219,19 +1263,12 @@ static int local_member_status(target *t, const etcd_cluster *c, const char *mem
         char *detail = NULL;
         bool has_data = member_has_data(m);
         int recent = count_recent_exits(m);
-        if (m->initialized && !has_data) {
-                state = MEMBER_DATA_LOST;
-                detail = xasprintf("data directory %s/data/member is missing or empty", m->dir);
-        } else if (m->pid) {
+        if (m->pid) {
                 _cleanup_free_ char *why = NULL;
                 if (check_health(lt, m, &why)) {
                         state = MEMBER_READY;
                         if (!m->ready_mono)
                                 m->ready_mono = now_mono_ms();
-                        if (!m->initialized) {
-                                m->initialized = true;
-                                (void)member_save(m);
-                        }
                         detail = TAKE_PTR(why);
                 } else if (recent >= CRASH_LOOP_EXITS) {
                         state = MEMBER_CRASH_LOOP;
@@ -1265,6 +1302,7 @@ static int local_member_status(target *t, const etcd_cluster *c, const char *mem
             .restarts = m->restarts,
             .state_since_ms = m->state_since_mono,
             .config_hash = xstrdup_null(m->config_hash),
+            .data_identity = data_identity(m),
             .detail = detail,
         };
         return 0;
@@ -1312,8 +1350,9 @@ static int local_tick(target *t)
                 poll_exit(lt, m);
                 if (!m->crashed || m->stopped || m->pid || !m->command || m->restart_at_mono > now)
                         continue;
-                if (m->initialized && !member_has_data(m))
-                        continue; /* DATA_LOST: restarting would make a new member */
+                _cleanup_free_ char *identity = data_identity(m);
+                if (!identity)
+                        continue; /* its data was wiped: restarting would make a new member */
                 log_debug("local target: restarting member %s/%s/%s after %s", m->ns, m->cluster,
                           m->name, m->last_exit ? m->last_exit : "exit");
                 m->restarts++;

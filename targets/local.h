@@ -15,6 +15,8 @@
  *           pid                 the running process (written atomically)
  *           etcd.log            stdout and stderr, appended
  *           data/               etcd's --data-dir
+ *           data/gitcd-member   the data identity marker (TARGET_DATA_MARKER),
+ *                               written before the first start
  *           tls/                client/ peer/ operator/ certificate folders
  *
  * Members run detached (own session, stdin /dev/null), so they outlive
@@ -31,8 +33,11 @@
  * STARTING running, /health not OK yet ("no leader" when etcd has no
  * quorum); READY running and GET <client URL>/health says true (with the
  * operator certificate under tls/operator/ when TLS is on); CRASHED /
- * CRASH_LOOP exited on its own, restart pending; DATA_LOST it was ready
- * once and data/member is now missing or empty (never restarted).
+ * CRASH_LOOP exited on its own, restart pending. The status reports the
+ * marker's id as the data identity; a wiped data directory reports none,
+ * which the reconciler calls data loss for a member that ran before
+ * (membership_check_identity); tick() never restarts a member whose
+ * marker is gone.
  *
  * Restarts follow a kubelet's restartPolicy Always: after an exit nobody
  * asked for, the member restarts after backoff_base_ms (1 s), doubling on
@@ -69,8 +74,9 @@ typedef struct local_target_opts {
  *                  planned member's certificates (targets/local-tls.h); writes
  *                  the rendered shared objects to objects/ and prunes stale ones.
  *   ensure_member  -ENOENT when no etcd binary of the version is found;
- *                  -ESTALE when the member was initialized and its data is
- *                  gone (MEMBER_DATA_LOST): it must be replaced, not restarted.
+ *                  -ESTALE when the plan entry carries a data identity and
+ *                  the marker is gone or holds another: it must be replaced,
+ *                  not restarted. Writes the marker when there is none.
  *                  During a crash backoff with an unchanged command it leaves
  *                  the restart to tick().
  *   remove_member  keep_data moves data/ to <cluster>/.removed/<member>-<epoch ms>/

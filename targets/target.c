@@ -14,8 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/rand.h>
+
 #include "render/layout.h"
 #include "targets/target.h"
+#include "util/strbuf.h"
 #include "util/xalloc.h"
 
 const char *member_runtime_state_name(member_runtime_state s)
@@ -57,6 +60,51 @@ void target_member_status_release(target_member_status *s)
         s->detail = NULL;
         free(s->config_hash);
         s->config_hash = NULL;
+        free(s->data_identity);
+        s->data_identity = NULL;
+}
+
+char *target_data_marker_new(const char *member)
+{
+        assert(member);
+        unsigned char raw[16];
+        if (RAND_bytes(raw, sizeof(raw)) != 1)
+                return NULL;
+        strbuf sb = STRBUF_INIT;
+        sb_printf(&sb, "member=%s\nid=", member);
+        for (size_t i = 0; i < sizeof(raw); i++)
+                sb_printf(&sb, "%02x", raw[i]);
+        sb_appendc(&sb, '\n');
+        return sb_detach(&sb);
+}
+
+/* The value of the line "<key>=" in text, or NULL. */
+static char *marker_value(const char *text, const char *key)
+{
+        size_t n = strlen(key);
+        for (const char *p = text; p && *p;) {
+                const char *end = strchr(p, '\n');
+                size_t len = end ? (size_t)(end - p) : strlen(p);
+                if (len > n && strneq(p, key, n) && p[n] == '=')
+                        return xstrndup(p + n + 1, len - n - 1);
+                p = end ? end + 1 : NULL;
+        }
+        return NULL;
+}
+
+char *target_data_marker_id(const char *text, const char *member)
+{
+        if (!text || !member)
+                return NULL;
+        _cleanup_free_ char *who = marker_value(text, "member");
+        if (!streq_ptr(who, member))
+                return NULL;
+        char *id = marker_value(text, "id");
+        if (isempty(id)) {
+                free(id);
+                return NULL;
+        }
+        return id;
 }
 
 bool target_name_is_component(const char *s)

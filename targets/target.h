@@ -38,10 +38,28 @@ typedef struct target_member_status {
         int64_t state_since_ms; /* monotonic time the state was entered, when known */
         /* member_plan.config_hash it was last started with; NULL when unknown. */
         char *config_hash;
+        /*
+         * The identity of the data the target holds for the member now (the
+         * PVC's UID, the id in the data directory's marker file); NULL when it
+         * holds none. The target only reports it: whether the member lost its
+         * data is the reconciler's call (membership_check_identity()).
+         */
+        char *data_identity;
         char *detail; /* short human explanation ("exit status 2", "data dir missing") */
 } target_member_status;
 
 void target_member_status_release(target_member_status *s);
+
+/*
+ * The data identity marker a target writes into a member's data directory
+ * (targets without a volume of their own: local, hosts): "member=<name>\n"
+ * and "id=<32 random hex digits>\n". A wiped directory loses it.
+ */
+#define TARGET_DATA_MARKER "gitcd-member"
+/* The text of a new marker for member; NULL when no random bytes could be had. */
+char *target_data_marker_new(const char *member);
+/* The id in a marker's text when it names member, else NULL. Newly allocated. */
+char *target_data_marker_id(const char *text, const char *member);
 
 typedef struct target target;
 

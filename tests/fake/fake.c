@@ -275,6 +275,7 @@ void fake_lose_data(fake_world *w, const char *name)
                 return;
         p->lost = true;
         p->has_data = false;
+        p->data_id[0] = '\0';
         if (p->running)
                 proc_exit(p);
 }
@@ -398,11 +399,13 @@ static int fake_ensure_member(target *t, const etcd_cluster *c, const membership
         render_strv_free(argv);
 
         fake_proc *p = proc_get(t, mp->name);
-        if (p->initialized && p->lost)
+        if (mp->data_identity && !streq(p->data_id, mp->data_identity))
                 return target_fail(t, -ESTALE,
-                                   "member %s: its data directory is gone; it cannot rejoin "
+                                   "member %s: its data directory is %s; it cannot rejoin "
                                    "with the same identity and must be replaced",
-                                   mp->name);
+                                   mp->name, p->data_id[0] ? "another one" : "gone");
+        if (!p->data_id[0])
+                snprintf(p->data_id, sizeof(p->data_id), "fake-data-%d", ++w->data_ids);
         bool same = p->command_hash == h && p->command_len == len &&
                     streq(p->config_hash, mp->config_hash ? mp->config_hash : "");
         if (p->running && same)
@@ -453,8 +456,6 @@ static int fake_member_status(target *t, const etcd_cluster *c, const char *memb
         member_runtime_state s;
         if (!p)
                 s = MEMBER_ABSENT;
-        else if (p->initialized && p->lost)
-                s = MEMBER_DATA_LOST;
         else if (p->running)
                 s = w->leader && member_by_id(w, p->etcd_id) ? MEMBER_READY : MEMBER_STARTING;
         else if (p->crashed)
@@ -467,6 +468,7 @@ static int fake_member_status(target *t, const etcd_cluster *c, const char *memb
             .state = s,
             .restarts = p ? p->restarts : 0,
             .config_hash = p && p->config_hash[0] ? xstrdup(p->config_hash) : NULL,
+            .data_identity = p && p->data_id[0] ? xstrdup(p->data_id) : NULL,
             .state_since_ms = w->now_ms,
             .detail = xstrdup(member_runtime_state_name(s)),
         };

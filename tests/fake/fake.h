@@ -57,6 +57,7 @@ typedef struct fake_proc {
         size_t command_len;
         uint64_t etcd_id; /* the etcd member this process is, 0 before it joined */
         bool has_data;
+        char data_id[32]; /* its data directory's identity ("" before the first start) */
         bool initialized; /* joined etcd once */
         bool running;
         bool stopped; /* stopped on purpose */
@@ -76,6 +77,7 @@ typedef struct fake_world {
         uint64_t cluster_id;
         uint64_t leader;
         uint64_t next_id;
+        int data_ids; /* data identities handed out */
         char ns[FAKE_NAME_MAX];
         char cluster[FAKE_NAME_MAX];
         fake_etcd_member members[FAKE_MAX_MEMBERS];

@@ -306,6 +306,34 @@ static void test_data_lost_is_replaced(void **state)
         assert_int_equal(f->w->removes, 1);
 }
 
+/*
+ * The record, not the target, knows which data a member ran with: data
+ * under another identity (a volume swapped for another) is lost data too.
+ */
+static void test_data_of_another_identity_is_replaced(void **state)
+{
+        fx *f = *state;
+        offer(f, 3);
+        converge(f);
+        fake_proc *p = fake_proc_find(f->w, "demo-1");
+        state_member *m = NULL;
+        assert_int_equal(state_member_get(f->db, CLUSTER, "demo-1", &m), 0);
+        assert_non_null(m->data_identity);
+        assert_string_equal(m->data_identity, p->data_id);
+        state_member_free(m);
+
+        snprintf(p->data_id, sizeof(p->data_id), "another-volume");
+        converge(f);
+        assert_cluster(f, 3);
+        assert_null(fake_etcd_find(f->w, "demo-1"));
+        assert_null(fake_proc_find(f->w, "demo-1"));
+        assert_non_null(fake_etcd_find(f->w, "demo-3"));
+        assert_int_equal(state_member_get(f->db, CLUSTER, "demo-3", &m), 0);
+        assert_non_null(m->data_identity);
+        assert_string_not_equal(m->data_identity, "another-volume");
+        state_member_free(m);
+}
+
 static void test_quorum_loss_removes_nothing(void **state)
 {
         fx *f = *state;
@@ -660,6 +688,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_scale_up_and_down, setup, teardown),
             cmocka_unit_test_setup_teardown(test_pause_and_resume, setup, teardown),
             cmocka_unit_test_setup_teardown(test_data_lost_is_replaced, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_data_of_another_identity_is_replaced, setup,
+                                            teardown),
             cmocka_unit_test_setup_teardown(test_quorum_loss_removes_nothing, setup, teardown),
             cmocka_unit_test_setup_teardown(test_flag_change_rolls_each_member_once, setup,
                                             teardown),

@@ -9,7 +9,10 @@
  * is stable; every operation is idempotent; an unknown member is absent;
  * the status reports the config hash the member was started with; a
  * stopped member keeps its place, a removed one is gone from the list; no
- * client TLS identity for a cluster without client TLS.
+ * client TLS identity for a cluster without client TLS; a member's status
+ * reports the identity of its data, and once its data is wiped (the way
+ * each target loses it: a deleted folder, a deleted PVC) the member the
+ * reconciler recorded is reported data lost and never started empty.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -23,7 +26,9 @@
 #include <cmocka.h>
 
 #include "api/spec.h"
+#include "kube/client.h"
 #include "kube/kubeconfig.h"
+#include "reconciler/membership.h"
 #include "render/render.h"
 #include "targets/kubernetes.h"
 #include "targets/local.h"
@@ -33,12 +38,16 @@
 #include "util/fs.h"
 #include "util/xalloc.h"
 
-typedef struct subject {
+typedef struct subject subject;
+struct subject {
         const char *name;
         target *t;
         const char *ns;
         bool runs_members; /* members really start (a kubelet or a process) */
-} subject;
+        /* Lose a member's data the way it happens on this target. */
+        void (*wipe)(const subject *sub, const etcd_cluster *c, const member_plan *mp);
+        void *ctx; /* for wipe */
+};
 
 static etcd_cluster *load_cluster(const char *ns, const char *name)
 {
@@ -171,13 +180,79 @@ static void run_contract(const subject *sub, const char *cluster_name)
         etcd_cluster_free(c);
 }
 
+/* Data wiped: the recorded member is reported data lost and refused a start. */
+static void run_data_wiped(const subject *sub, const char *cluster_name)
+{
+        target *t = sub->t;
+        fprintf(stderr, "conformance: %s target, data wiped\n", sub->name);
+        etcd_cluster *c = load_cluster(sub->ns, cluster_name);
+        membership_plan *p = plan_one(t, c);
+        member_plan *mp = &p->members[0];
+        assert_int_equal(t->ops->ensure_shared(t, c, p), 0);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+
+        /* It has data, under an identity the reconciler records. */
+        target_member_status s = status(t, c, mp->name);
+        assert_non_null(s.data_identity);
+        assert_false(membership_check_identity(s.data_identity, &s));
+        mp->data_identity = xstrdup(s.data_identity);
+        target_member_status_release(&s);
+        /* Its own data: started as before. */
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        s = status(t, c, mp->name);
+        assert_string_equal(s.data_identity, mp->data_identity);
+        target_member_status_release(&s);
+
+        assert_int_equal(t->ops->stop_member(t, c, mp->name), 0);
+        sub->wipe(sub, c, mp);
+        s = status(t, c, mp->name);
+        assert_true(s.data_identity == NULL || !streq(s.data_identity, mp->data_identity));
+        assert_true(membership_check_identity(mp->data_identity, &s));
+        assert_int_equal(s.state, MEMBER_DATA_LOST);
+        target_member_status_release(&s);
+        /* Never started empty: it must be replaced. */
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), -ESTALE);
+        assert_non_null(strstr(target_last_error(t), mp->name));
+        s = status(t, c, mp->name);
+        assert_true(membership_check_identity(mp->data_identity, &s));
+        assert_true(s.state != MEMBER_READY && s.state != MEMBER_STARTING);
+        target_member_status_release(&s);
+
+        assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
+        assert_false(listed(t, c, mp->name));
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
+static void wipe_fake(const subject *sub, const etcd_cluster *c, const member_plan *mp)
+{
+        (void)c;
+        fake_lose_data(sub->ctx, mp->name);
+}
+
+static void wipe_folder(const subject *sub, const etcd_cluster *c, const member_plan *mp)
+{
+        (void)sub;
+        (void)c;
+        assert_int_equal(rm_rf(mp->data_dir), 0);
+}
+
+static void wipe_claim(const subject *sub, const etcd_cluster *c, const member_plan *mp)
+{
+        static const kube_gvr pvcs = {"", "v1", "persistentvolumeclaims", true};
+        _cleanup_free_ char *claim = xasprintf("data-%s", mp->name);
+        assert_int_equal(kube_delete(sub->ctx, &pvcs, c->namespace_, claim, NULL), 0);
+}
+
 static void test_fake(void **state)
 {
         (void)state;
         fake_world *w = fake_world_new();
-        subject sub = {.name = "fake", .ns = "default", .runs_members = true};
+        subject sub = {
+            .name = "fake", .ns = "default", .runs_members = true, .wipe = wipe_fake, .ctx = w};
         assert_int_equal(fake_target_new(w, &sub.t), 0);
         run_contract(&sub, "conf");
+        run_data_wiped(&sub, "conf"); /* the fake holds one cluster */
         target_free(sub.t);
         fake_world_free(w);
 }
@@ -190,9 +265,10 @@ static void test_local(void **state)
         _cleanup_free_ char *dir = harness_tmpdir("gitcd-conformance");
         assert_non_null(dir);
         local_target_opts o = {.state_dir = dir, .health_timeout_ms = 1000};
-        subject sub = {.name = "local", .ns = "default", .runs_members = true};
+        subject sub = {.name = "local", .ns = "default", .runs_members = true, .wipe = wipe_folder};
         assert_int_equal(local_target_new(&o, &sub.t), 0);
         run_contract(&sub, "conf");
+        run_data_wiped(&sub, "wiped");
         target_free(sub.t);
         (void)rm_rf(dir);
 }
@@ -219,11 +295,19 @@ static void test_kubernetes(void **state)
         kubernetes_target_opts o = {
             .config = cfg, .state_dir = state_dir, .volume_delete_wait_ms = 500};
         /* No kubelet here: Pods never run, so the hash is checked only when reported. */
-        subject sub = {.name = "kubernetes", .ns = KUBEAPI_NAMESPACE, .runs_members = false};
+        kube_client *admin = kubeapi_client(api, "admin");
+        assert_non_null(admin);
+        subject sub = {.name = "kubernetes",
+                       .ns = KUBEAPI_NAMESPACE,
+                       .runs_members = false,
+                       .wipe = wipe_claim,
+                       .ctx = admin};
         assert_int_equal(kubernetes_target_new(&o, &sub.t), 0);
         kube_config_free(cfg);
         run_contract(&sub, "conf");
+        run_data_wiped(&sub, "wiped");
         target_free(sub.t);
+        kube_client_free(admin);
         kubeapi_free(api);
 }
 

@@ -26,6 +26,7 @@
 #include "render/layout.h"
 #include "render/render.h"
 #include "api/spec.h"
+#include "reconciler/membership.h"
 #include "targets/kubernetes.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/kubeapi.h"
@@ -151,12 +152,45 @@ static void mark_ready(const char *pod)
                 fail_msg("mark ready: %s", kube_client_last_error(admin));
 }
 
+static bool listed(const etcd_cluster *c, const char *member);
+
+/*
+ * The data identities the member records would hold: the reconciler
+ * records the one the target reports once the member ran (here: was
+ * Ready) and drops it with the removed member.
+ */
+static struct {
+        char *member;
+        char *identity;
+} records[16];
+
+static char **recorded_identity(const char *member)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(records); i++)
+                if (records[i].member && streq(records[i].member, member))
+                        return &records[i].identity;
+        for (size_t i = 0; i < ARRAY_SIZE(records); i++)
+                if (!records[i].member) {
+                        records[i].member = xstrdup(member);
+                        return &records[i].identity;
+                }
+        fail_msg("too many members");
+        return NULL;
+}
+
+/* The member's state as the reconciler sees it (membership_check_identity() judges data loss). */
 static member_runtime_state status_of(const etcd_cluster *c, const char *member)
 {
         target_member_status st = {0};
         int r = kt->ops->member_status(kt, c, member, &st);
         if (r < 0)
                 fail_msg("member_status: %s", target_last_error(kt));
+        char **recorded = recorded_identity(member);
+        if (!listed(c, member))
+                str_assign(recorded, NULL);
+        else if (!*recorded && st.state == MEMBER_READY)
+                *recorded = xstrdup_null(st.data_identity);
+        (void)membership_check_identity(*recorded, &st);
         member_runtime_state s = st.state;
         target_member_status_release(&st);
         return s;
@@ -371,6 +405,8 @@ static void test_data_lost(void **state)
         /* The volume goes (terminating, or gone): the member's data is lost. */
         assert_int_equal(kube_delete(admin, &GVR_PVCS, NS, "data-lost-0", NULL), 0);
         assert_int_equal(status_of(c, "lost-0"), MEMBER_DATA_LOST);
+        /* The plan carries the recorded identity, as the reconciler builds it from the record. */
+        p->members[0].data_identity = xstrdup_null(*recorded_identity("lost-0"));
         assert_int_equal(kt->ops->ensure_member(kt, c, p, 0), -ESTALE);
         assert_non_null(strstr(target_last_error(kt), "must be replaced"));
 

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "render/render.h"
+#include "reconciler/membership.h"
 #include "api/spec.h"
 #include "tests/harness/harness.h"
 #include "targets/local.h"
@@ -204,11 +205,42 @@ static void place_members(fixture *f, size_t n)
 #define PID(f, member)                                                                             \
         local_target_member_pid((f)->t, (f)->cluster->namespace_, (f)->cluster->name, (member))
 
+static bool target_lists(fixture *f, const char *member)
+{
+        char **names = NULL;
+        size_t n = 0;
+        assert_int_equal(
+            f->t->ops->list_members(f->t, f->cluster->namespace_, f->cluster->name, &names, &n), 0);
+        bool found = false;
+        for (size_t i = 0; i < n; i++) {
+                found = found || streq(names[i], member);
+                free(names[i]);
+        }
+        free(names);
+        return found;
+}
+
+/*
+ * The member's status as the reconciler sees it: the plan entry stands for
+ * the member record, which takes the data identity the target reports once
+ * the member ran (here: was ready) and forgets it when the member is
+ * removed; membership_check_identity() then judges data loss.
+ */
 static target_member_status status_of(fixture *f, const char *member)
 {
         target_member_status s = {0};
         assert_int_equal(f->t->ops->member_status(f->t, f->cluster, member, &s), 0);
         track(PID(f, member));
+        for (size_t i = 0; i < f->plan->n; i++) {
+                member_plan *mp = &f->plan->members[i];
+                if (!streq(mp->name, member))
+                        continue;
+                if (!target_lists(f, member))
+                        str_assign(&mp->data_identity, NULL);
+                else if (!mp->data_identity && s.state == MEMBER_READY)
+                        mp->data_identity = xstrdup_null(s.data_identity);
+                (void)membership_check_identity(mp->data_identity, &s);
+        }
         return s;
 }
 
