@@ -15,6 +15,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <getopt.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include "kube/kubeconfig.h"
 #include "plan/drift.h"
 #include "plan/plan.h"
+#include "targets/kubernetes.h"
 #include "api/spec.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -188,13 +190,16 @@ static void clusters_taken_in(const source_revision *rev, const plan *p, cluster
  * Compare the clusters with the live objects on the API server. Prints a
  * clear error and returns -errno when the server cannot be read.
  */
-static int kube_drift(const runner_flags *f, const source_revision *rev, const plan *p,
-                      drift_report **ret, kube_config **ret_cfg)
+static int kube_drift(const runner_flags *f, const char *state_path, bool have_state,
+                      const source_revision *rev, const plan *p, drift_report **ret,
+                      kube_config **ret_cfg)
 {
         kube_config *cfg = NULL;
         kube_client *kc = NULL;
         cluster_set set = {0};
         char *err = NULL;
+        state_db *db = NULL;
+        target *t = NULL;
         int k = kube_config_resolve(f->kubeconfig, f->kube_context, &cfg, &err);
         if (k < 0) {
                 fprintf(stderr, "gitcd plan: %s\n", err ? err : strerror(-k));
@@ -208,8 +213,23 @@ static int kube_drift(const runner_flags *f, const source_revision *rev, const p
                 fprintf(stderr, "gitcd plan: %s\n", err ? err : strerror(-k));
                 goto out;
         }
+        /*
+         * With a state folder, what the target would apply for the recorded
+         * members and the TLS material it issued there (the folder `gitcd run
+         * --target kubernetes` uses: the state file's).
+         */
+        if (have_state && state_open(state_path, STATE_OPEN_READ_ONLY, &db) >= 0) {
+                _cleanup_free_ char *copy = xstrdup(state_path);
+                kubernetes_target_opts ko = {
+                    .config = cfg, .state_dir = dirname(copy), .cluster_domain = f->cluster_domain};
+                if (kubernetes_target_new(&ko, &t) < 0) {
+                        state_close(db);
+                        db = NULL;
+                }
+        }
         clusters_taken_in(rev, p, &set);
-        k = drift_compute(kc, set.items, set.n, f->cluster_domain, ret, &err);
+        drift_opts o = {.cluster_domain = f->cluster_domain, .target = t, .db = db};
+        k = drift_compute(kc, set.items, set.n, &o, ret, &err);
         if (k < 0) {
                 fprintf(stderr, "gitcd plan: Kubernetes API server %s: %s\n", cfg->server,
                         !isempty(err) ? err : strerror(-k));
@@ -218,6 +238,8 @@ static int kube_drift(const runner_flags *f, const source_revision *rev, const p
         *ret_cfg = TAKE_PTR(cfg);
 out:
         cluster_set_release(&set);
+        target_free(t);
+        state_close(db);
         kube_client_free(kc);
         kube_config_free(cfg);
         free(err);
@@ -309,7 +331,8 @@ int cmd_plan(int argc, char **argv)
 
         _cleanup_(drift_report_freep) drift_report *drift = NULL;
         _cleanup_(kube_config_freep) kube_config *kcfg = NULL;
-        if (streq_ptr(f.target, "kubernetes") && kube_drift(&f, rev, p, &drift, &kcfg) < 0)
+        if (streq_ptr(f.target, "kubernetes") &&
+            kube_drift(&f, state_path, have_state, rev, p, &drift, &kcfg) < 0)
                 return EXIT_FAIL;
         const char *server = kcfg ? kcfg->server : NULL;
 

@@ -13,6 +13,11 @@
  * gitcd never forces) do we fall back to comparing the rendered fields
  * with the live values, to still name the paths.
  *
+ * The objects compared are exactly those the Kubernetes target applies:
+ * kubernetes_target_objects() produces them for both, from the member
+ * records through the one membership plan builder, the TLS Secrets from
+ * the target's state folder.
+ *
  * Nothing here writes: GET, LIST and dry-run PATCH only.
  */
 #include <errno.h>
@@ -21,6 +26,7 @@
 
 #include "kube/adapt.h"
 #include "plan/drift.h"
+#include "reconciler/membership.h"
 #include "render/render.h"
 #include "targets/kubernetes.h"
 #include "util/strbuf.h"
@@ -396,18 +402,68 @@ static int check_members(kube_client *kc, drift_cluster *dc, const etcd_cluster 
         return 0;
 }
 
-static int check_cluster(kube_client *kc, const etcd_cluster *c, const char *cluster_domain,
+/* Is obj the Pod of a dormant member (stopped on purpose: it has none)? */
+static bool dormant_pod(const json_t *obj, const state_member_list *recs)
+{
+        if (!streq_ptr(json_string_value(json_object_get(obj, "kind")), "Pod"))
+                return false;
+        const char *name =
+            json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+        for (size_t i = 0; i < recs->n; i++)
+                if (recs->items[i]->dormant && streq_ptr(recs->items[i]->name, name))
+                        return true;
+        return false;
+}
+
+/*
+ * Exactly the set the Kubernetes target applies: with the target and the
+ * member records, the plan of every recorded member (the one builder, as
+ * the reconciler passes it), minus the Pods of dormant members.
+ */
+static int applied_set(const etcd_cluster *c, const drift_opts *o, const membership_plan *steady,
+                       json_t **ret, char **ret_error)
+{
+        if (!o->target || !o->db) {
+                *ret = kubernetes_shared_objects(c, steady, NULL);
+                return 0;
+        }
+        _cleanup_free_ char *id = etcd_cluster_id(c);
+        _cleanup_(state_member_list_release) state_member_list recs = {0};
+        int k = state_member_list_for(o->db, id, false, &recs);
+        if (k < 0) {
+                *ret_error = xstrdup(state_last_error());
+                return k;
+        }
+        _cleanup_(membership_plan_freep) membership_plan *members = NULL;
+        if (recs.n > 0)
+                k = membership_plan_for_records(o->target, c, recs.items, recs.n, &members);
+        json_t *objs = NULL;
+        if (k >= 0)
+                k = kubernetes_target_objects(o->target, c, members, &objs);
+        if (k < 0) {
+                *ret_error = xstrdup(target_last_error(o->target));
+                return k;
+        }
+        for (size_t i = json_array_size(objs); i > 0; i--)
+                if (dormant_pod(json_array_get(objs, i - 1), &recs))
+                        json_array_remove(objs, i - 1);
+        *ret = objs;
+        return 0;
+}
+
+static int check_cluster(kube_client *kc, const etcd_cluster *c, const drift_opts *opts,
                          drift_cluster *dc, char **ret_error)
 {
-        _cleanup_(membership_plan_freep) membership_plan *mp =
-            membership_plan_steady(c, cluster_domain);
-        /* Exactly the set the Kubernetes target applies (the PDB fitted to the voters). */
-        _cleanup_(json_decrefp) json_t *shared = kubernetes_shared_objects(c, mp, NULL);
+        _cleanup_(membership_plan_freep) membership_plan *mp = membership_plan_steady(
+            c, opts->cluster_domain ? opts->cluster_domain : "cluster.local");
+        _cleanup_(json_decrefp) json_t *shared = NULL;
+        int k = applied_set(c, opts, mp, &shared, ret_error);
+        if (k < 0)
+                return k;
         _cleanup_(json_decrefp) json_t *all = render_cluster(c, mp);
         const char *ns = isempty(c->namespace_) ? "default" : c->namespace_;
         _cleanup_free_ char *selector = xasprintf(LABEL_CLUSTER "=%s," LABEL_APP_MANAGED_BY "=%s",
                                                   c->name, LABEL_MANAGED_BY_VALUE);
-        int k;
 
         dc->name = etcd_cluster_id(c);
         dc->replicas = c->replicas;
@@ -457,16 +513,14 @@ static int check_cluster(kube_client *kc, const etcd_cluster *c, const char *clu
         return check_members(kc, dc, c, ns, selector, ret_error);
 }
 
-int drift_compute(kube_client *kc, etcd_cluster *const *clusters, size_t n,
-                  const char *cluster_domain, drift_report **ret, char **ret_error)
+int drift_compute(kube_client *kc, etcd_cluster *const *clusters, size_t n, const drift_opts *o,
+                  drift_report **ret, char **ret_error)
 {
         _cleanup_(drift_report_freep) drift_report *r = XNEW(drift_report);
         r->items = xcalloc(n ? n : 1, sizeof(*r->items));
         for (size_t i = 0; i < n; i++) {
                 drift_cluster *dc = &r->items[r->n++];
-                int k =
-                    check_cluster(kc, clusters[i],
-                                  cluster_domain ? cluster_domain : "cluster.local", dc, ret_error);
+                int k = check_cluster(kc, clusters[i], o, dc, ret_error);
                 if (k < 0)
                         return k;
                 for (size_t j = 0; j < dc->n_objects; j++) {

@@ -2,8 +2,10 @@
  * Drift: how the objects live on a Kubernetes API server differ from what
  * gitcd would apply for each cluster, found without writing anything.
  *
- * For every shared object of a cluster (Services, PodDisruptionBudget,
- * cert-manager Certificates), rendered for the steady membership plan and
+ * For every object the Kubernetes target applies for a cluster
+ * (kubernetes_target_objects(): Services, PodDisruptionBudget, cert-manager
+ * Certificates, the TLS Secrets of tls.provider auto, and each recorded
+ * member's PVC and Pod with its pod-hash and config-hash annotations),
  * fitted to the server's API versions, drift_compute() reads the live
  * object and asks the server for a server-side apply in dry-run mode: the
  * fields of the object the server would store that differ from the live
@@ -20,6 +22,8 @@
 
 #include "kube/client.h"
 #include "api/model.h"
+#include "state/state.h"
+#include "targets/target.h"
 
 typedef enum drift_state {
         DRIFT_IN_SYNC,     /* the apply would change nothing */
@@ -62,14 +66,28 @@ typedef struct drift_report {
         int n_missing, n_changed, n_unmanaged, n_prune, n_unsupported, n_members;
 } drift_report;
 
+typedef struct drift_opts {
+        const char *cluster_domain; /* NULL: cluster.local */
+        /*
+         * The Kubernetes target the clusters run with (its state folder holds
+         * the issued TLS material) and the state store with their member
+         * records. With both, the TLS Secrets and every recorded member's PVC
+         * and Pod (a dormant member's PVC only) are compared too, and the
+         * PodDisruptionBudget is fitted to the recorded voters, as the target
+         * applies them. Without: the shared objects of the steady plan only.
+         */
+        target *target;
+        state_db *db;
+} drift_opts;
+
 /*
  * Compare each cluster with the server kc talks to. Only GET, LIST and
  * dry-run PATCH requests are made. Returns 0, or a negative errno with
  * *ret_error a sentence for a person when the server cannot be read:
  * -EACCES (401/403, naming the verb and resource), -EIO (unreachable).
  */
-int drift_compute(kube_client *kc, etcd_cluster *const *clusters, size_t n,
-                  const char *cluster_domain, drift_report **ret, char **ret_error);
+int drift_compute(kube_client *kc, etcd_cluster *const *clusters, size_t n, const drift_opts *o,
+                  drift_report **ret, char **ret_error);
 void drift_report_free(drift_report *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(drift_report *, drift_report_free);
 

@@ -42,6 +42,7 @@
  *   issues one certificate per surface whose names are exactly those render
  *   gives cert-manager, and applies them as kubernetes.io/tls Secrets.
  */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
@@ -76,6 +77,8 @@
 #define POLL_MS                250
 #define WATCH_MIN_MS           50          /* shorter waits just sleep */
 #define SHARED_RECHECK_MS      (60 * 1000) /* re-check unchanged shared objects this often */
+
+static const target_ops kubernetes_ops;
 
 static const kube_gvr GVR_PODS = {"", "v1", "pods", true};
 static const kube_gvr GVR_PVCS = {"", "v1", "persistentvolumeclaims", true};
@@ -527,16 +530,58 @@ static bool tls_leaves_exist(const char *tls)
         return false;
 }
 
-/*
- * tls.provider auto: the CA and one certificate per surface under
- * <cluster dir>, (re)issued when missing, stale or naming other hosts; the
- * Secrets that carry them are appended to out.
- */
-static int tls_auto(kubernetes_target *kt, const etcd_cluster *c, const membership_plan *steady,
-                    const json_t *labels, json_t *out)
+/* The certificate folders of tls.provider auto: the surfaces c has on. */
+typedef struct tls_leaf {
+        const char *sub;
+        bool on;
+        bool server;
+} tls_leaf;
+
+static bool tls_leaves(const etcd_cluster *c, tls_leaf ret[3])
 {
         bool client = render_client_tls(c), peer = render_peer_tls(c);
-        if (c->tls.provider != TLS_PROVIDER_AUTO || (!client && !peer))
+        ret[0] = (tls_leaf){TLS_SUBDIR_CLIENT, client, true};
+        ret[1] = (tls_leaf){TLS_SUBDIR_PEER, peer, true};
+        ret[2] = (tls_leaf){TLS_SUBDIR_OPERATOR, client, false};
+        return c->tls.provider == TLS_PROVIDER_AUTO && (client || peer);
+}
+
+/*
+ * tls.provider auto: the Secrets that carry the certificates issued under
+ * <cluster dir>/tls, appended to out; a surface not issued yet has none.
+ * Only reads files.
+ */
+static int tls_secrets(kubernetes_target *kt, const etcd_cluster *c, const json_t *labels,
+                       json_t *out)
+{
+        tls_leaf leaves[3];
+        if (!tls_leaves(c, leaves))
+                return 0;
+        _cleanup_free_ char *cdir = cluster_dir(kt, ns_of(c), c->name);
+        _cleanup_free_ char *tls = path_join(cdir, "tls");
+        for (size_t i = 0; i < ARRAY_SIZE(leaves); i++) {
+                _cleanup_free_ char *dir = path_join(tls, leaves[i].sub);
+                if (!leaves[i].on || !pki_auto_leaf_exists(dir))
+                        continue;
+                _cleanup_free_ char *name = render_tls_secret_name(c, leaves[i].sub);
+                json_t *secret = NULL;
+                int r = tls_secret(kt, dir, name, labels, &secret);
+                if (r < 0)
+                        return r;
+                json_object_set_new(metadata(secret), "namespace", json_string(ns_of(c)));
+                json_array_append_new(out, secret);
+        }
+        return 0;
+}
+
+/*
+ * tls.provider auto: the CA and one certificate per surface under
+ * <cluster dir>, (re)issued when missing, stale or naming other hosts.
+ */
+static int tls_issue(kubernetes_target *kt, const etcd_cluster *c, const membership_plan *steady)
+{
+        tls_leaf leaves[3];
+        if (!tls_leaves(c, leaves))
                 return 0;
         _cleanup_free_ char *cdir = cluster_dir(kt, ns_of(c), c->name);
         _cleanup_free_ char *tls = path_join(cdir, "tls");
@@ -549,15 +594,6 @@ static int tls_auto(kubernetes_target *kt, const etcd_cluster *c, const membersh
         server_names(c, steady, &dns_j, &ips_j);
         _cleanup_free_ const char **dns = borrow_strv(dns_j);
         _cleanup_free_ const char **ips = borrow_strv(ips_j);
-        struct {
-                const char *sub;
-                bool on;
-                bool server;
-        } leaves[] = {
-            {TLS_SUBDIR_CLIENT, client, true},
-            {TLS_SUBDIR_PEER, peer, true},
-            {TLS_SUBDIR_OPERATOR, client, false},
-        };
         r = 0;
         for (size_t i = 0; i < ARRAY_SIZE(leaves) && r >= 0; i++) {
                 if (!leaves[i].on)
@@ -576,13 +612,6 @@ static int tls_auto(kubernetes_target *kt, const etcd_cluster *c, const membersh
                         kt->tls_issued++;
                         log_debug("kubernetes target: issued %s/%s %s certificate", ns_of(c),
                                   c->name, leaves[i].sub);
-                }
-                _cleanup_free_ char *name = render_tls_secret_name(c, leaves[i].sub);
-                json_t *secret = NULL;
-                r = tls_secret(kt, dir, name, labels, &secret);
-                if (r >= 0) {
-                        json_object_set_new(metadata(secret), "namespace", json_string(ns_of(c)));
-                        json_array_append_new(out, secret);
                 }
         }
         json_decref(dns_j);
@@ -854,6 +883,63 @@ json_t *kubernetes_shared_objects(const etcd_cluster *c, const membership_plan *
         return shared;
 }
 
+/* A member's PVC (none with storage.medium Memory) and Pod, as ensure_member applies them. */
+static int member_objects(kubernetes_target *kt, const etcd_cluster *c, const membership_plan *p,
+                          size_t idx, json_t **ret_pvc, json_t **ret_pod)
+{
+        const member_plan *mp = &p->members[idx];
+        json_t *pod = render_member_pod(c, p, idx);
+        if (!pod)
+                return target_fail(&kt->base, -EINVAL, "member %s: no Pod rendered", mp->name);
+        /* Before adaptation, which changes no Pod: the hash is the one applied. */
+        set_pod_hash(pod);
+        if (mp->config_hash)
+                set_annotation(pod, ANNOTATION_CONFIG_HASH, mp->config_hash);
+        *ret_pvc = render_member_pvc(c, p, idx);
+        *ret_pod = pod;
+        return 0;
+}
+
+/*
+ * What this target applies for c (kubernetes_target_objects()); with
+ * with_members false only the shared objects and Secrets.
+ */
+static int applied_objects(kubernetes_target *kt, const etcd_cluster *c,
+                           const membership_plan *steady, const membership_plan *members,
+                           bool with_members, json_t **ret)
+{
+        _cleanup_(json_decrefp) json_t *objs = kubernetes_shared_objects(c, steady, members);
+        if (!objs)
+                return target_fail(&kt->base, -EINVAL, "cluster %s/%s: nothing rendered", ns_of(c),
+                                   c->name);
+        _cleanup_(json_decrefp) json_t *labels =
+            json_deep_copy(json_object_get(metadata(json_array_get(objs, 0)), "labels"));
+        int r = tls_secrets(kt, c, labels, objs);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; with_members && members && i < members->n; i++) {
+                json_t *pvc = NULL, *pod = NULL;
+                r = member_objects(kt, c, members, i, &pvc, &pod);
+                if (r < 0)
+                        return r;
+                if (pvc)
+                        json_array_append_new(objs, pvc);
+                json_array_append_new(objs, pod);
+        }
+        *ret = TAKE_PTR(objs);
+        return 0;
+}
+
+int kubernetes_target_objects(target *t, const etcd_cluster *c, const membership_plan *members,
+                              json_t **ret)
+{
+        assert(t && t->ops == &kubernetes_ops);
+        kubernetes_target *kt = KT(t);
+        _cleanup_(membership_plan_freep) membership_plan *steady =
+            membership_plan_steady(c, kt->domain);
+        return applied_objects(kt, c, steady, members, true, ret);
+}
+
 /* The first write for a spec: dry-run everything the cluster needs, TLS Secrets included. */
 static int preflight_cluster(kubernetes_target *kt, const json_t *shared, const json_t *all)
 {
@@ -944,12 +1030,12 @@ static int kt_ensure_shared(target *t, const etcd_cluster *c, const membership_p
         _cleanup_(membership_plan_freep) membership_plan *steady =
             membership_plan_steady(c, kt->domain);
         _cleanup_(json_decrefp) json_t *all = render_cluster(c, steady);
-        _cleanup_(json_decrefp) json_t *shared = kubernetes_shared_objects(c, steady, p);
         _cleanup_free_ char *hash = json_hash(all);
-        _cleanup_(json_decrefp) json_t *labels =
-            json_deep_copy(json_object_get(metadata(json_array_get(shared, 0)), "labels"));
         kt->tls_issued = 0;
-        int r = tls_auto(kt, c, steady, labels, shared);
+        int r = tls_issue(kt, c, steady);
+        _cleanup_(json_decrefp) json_t *shared = NULL;
+        if (r >= 0)
+                r = applied_objects(kt, c, steady, p, false, &shared);
         if (r >= 0)
                 r = adapt_all(kt, shared);
         if (r >= 0)
@@ -1016,13 +1102,10 @@ static int kt_ensure_member(target *t, const etcd_cluster *c, const membership_p
         int r = record_path(kt, ns, c->name, mp->name, &rpath);
         if (r < 0)
                 return r;
-        json_t *pvc = render_member_pvc(c, p, idx);
-        json_t *pod = render_member_pod(c, p, idx);
-        json_t *live = NULL;
-        if (!pod) {
-                r = target_fail(t, -EINVAL, "member %s: no Pod rendered", mp->name);
-                goto out;
-        }
+        json_t *pvc = NULL, *pod = NULL, *live = NULL;
+        r = member_objects(kt, c, p, idx, &pvc, &pod);
+        if (r < 0)
+                return r;
         if (pvc) {
                 r = adapt(kt, pvc);
                 if (r >= 0)
@@ -1051,9 +1134,6 @@ static int kt_ensure_member(target *t, const etcd_cluster *c, const membership_p
         r = adapt(kt, pod);
         if (r < 0)
                 goto out;
-        set_pod_hash(pod);
-        if (mp->config_hash)
-                set_annotation(pod, ANNOTATION_CONFIG_HASH, mp->config_hash);
         r = get_owned(kt, pod, &live);
         if (r < 0)
                 goto out;

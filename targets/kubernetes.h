@@ -79,6 +79,22 @@ json_t *kubernetes_shared_objects(const etcd_cluster *c, const membership_plan *
                                   const membership_plan *members);
 
 /*
+ * Exactly the objects this target applies for c, in the order it applies
+ * them: kubernetes_shared_objects() (the PDB fitted to the voters of
+ * members; NULL: of the steady plan), the TLS Secrets of tls.provider auto
+ * made from the certificates issued in its state folder (none before they
+ * are issued: ensure_shared issues them), then each member of members:
+ * its PVC and its Pod carrying gitcd.io/pod-hash and gitcd.io/config-hash.
+ * ensure_shared and ensure_member apply these, and `gitcd plan --target
+ * kubernetes` compares the live objects with them. Reads files, writes
+ * nothing. Not yet fitted to the server's API versions
+ * (kube_adapt_object(), which changes no Pod). t must be a Kubernetes
+ * target; -errno with target_last_error() when a file cannot be read.
+ */
+int kubernetes_target_objects(target *t, const etcd_cluster *c, const membership_plan *members,
+                              json_t **ret);
+
+/*
  * -EINVAL without config or state_dir; -errno when the state folder cannot
  * be created or the client cannot be made (a message is logged).
  */

@@ -6,7 +6,9 @@
  * deleted PodDisruptionBudget, an unlabelled Service holding a rendered
  * name, an extra labelled Service, an old etcd image), checks the report
  * and the exit status, and puts things back. The plan never writes: after
- * every run the objects are still as the case left them.
+ * every run the objects are still as the case left them. One case runs the
+ * real Kubernetes target for a member record (tls.provider auto), so the
+ * TLS Secrets and the member's Pod are compared exactly as it applies them.
  *
  * One apiserver serves every case; skipped (77) without the binary, after
  * the pure cases of the comparison itself (drift_diff), which always run.
@@ -18,11 +20,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "kube/adapt.h"
 #include "kube/client.h"
+#include "kube/kubeconfig.h"
 #include "plan/drift.h"
+#include "reconciler/membership.h"
+#include "state/state.h"
+#include "targets/kubernetes.h"
 #include "render/render.h"
 #include "api/spec.h"
 #include "tests/harness/harness.h"
@@ -267,6 +274,172 @@ static void test_member_on_other_version(void **state)
         assert_int_equal(plan(&again, NULL, "admin", ""), 0);
 }
 
+/* ---- exactly what the Kubernetes target applies ---- */
+
+#define TLS_CLUSTER "drift-tls"
+
+static const char tls_yaml[] = "apiVersion: gitcd.io/v1alpha1\n"
+                               "kind: EtcdCluster\n"
+                               "metadata:\n"
+                               "  name: " TLS_CLUSTER "\n"
+                               "  namespace: " NS "\n"
+                               "spec:\n"
+                               "  replicas: 1\n"
+                               "  version: \"3.5.16\"\n"
+                               "  tls:\n"
+                               "    provider: auto\n"
+                               "    client:\n"
+                               "      enabled: true\n"
+                               "    peer:\n"
+                               "      enabled: true\n";
+
+/* The state of object kind/name of the cluster in `plan -o json`, or NULL. */
+static char *object_state(const char *json, const char *cluster, const char *kind, const char *name)
+{
+        json_t *j = json_loads(json, 0, NULL);
+        assert_non_null(j);
+        char *state = NULL;
+        size_t i, k;
+        json_t *c, *o;
+        json_array_foreach(json_object_get(json_object_get(j, "kubernetes"), "clusters"), i, c)
+        {
+                if (!streq(json_string_value(json_object_get(c, "name")), cluster))
+                        continue;
+                json_array_foreach(json_object_get(c, "objects"), k, o)
+                {
+                        if (streq(json_string_value(json_object_get(o, "kind")), kind) &&
+                            streq(json_string_value(json_object_get(o, "name")), name))
+                                state = xstrdup(json_string_value(json_object_get(o, "state")));
+                }
+        }
+        json_decref(j);
+        return state;
+}
+
+/*
+ * A cluster with tls.provider auto run by the real Kubernetes target for
+ * its member record: the target issues the certificates into the state
+ * folder next to the state file and applies the Secrets, the member's PVC
+ * and its Pod (pod-hash and config-hash annotations). The plan compares
+ * exactly these: unchanged, no drift; a Secret edited by hand and a Pod
+ * whose annotation changed are drift.
+ */
+static void test_target_objects(void **state)
+{
+        (void)state;
+        pf_write(src, "tls.yaml", tls_yaml);
+        pf_state_from_revision(db, src, NULL, NULL, true);
+        cluster_set set = {0};
+        diag_list diags = DIAG_LIST_INIT;
+        assert_int_equal(spec_load_buffer("tls.yaml", tls_yaml, strlen(tls_yaml), &set, &diags), 0);
+        diag_list_release(&diags);
+        const etcd_cluster *c = set.items[0];
+
+        /* The seed's record, as the reconciler writes it. */
+        state_db *sdb = NULL;
+        assert_int_equal(state_open(db, STATE_OPEN_READ_WRITE, &sdb), 0);
+        state_member m = {
+            .cluster = NS "/" TLS_CLUSTER,
+            .name = TLS_CLUSTER "-0",
+            .ordinal = 0,
+            .seed = true,
+            .version = "3.5.16",
+            .state = "ready",
+            .initialized = true,
+            .initial_cluster = TLS_CLUSTER "-0=https://" TLS_CLUSTER "-0." TLS_CLUSTER
+                                           "-headless." NS ".svc.cluster.local:2380",
+            .initial_cluster_state = "new",
+        };
+        assert_int_equal(state_member_put(sdb, &m, 1000), 0);
+
+        /* The target on the state folder `gitcd run --state <db>` gives it. */
+        kube_config *cfg = NULL;
+        char *err = NULL;
+        assert_int_equal(kube_config_load(kubeapi_kubeconfig(api), "admin", &cfg, &err), 0);
+        _cleanup_free_ char *state_dir = pf_path(".");
+        kubernetes_target_opts ko = {.config = cfg, .state_dir = state_dir};
+        target *t = NULL;
+        assert_int_equal(kubernetes_target_new(&ko, &t), 0);
+        kube_config_free(cfg);
+        state_member_list recs = {0};
+        assert_int_equal(state_member_list_for(sdb, NS "/" TLS_CLUSTER, false, &recs), 0);
+        membership_plan *p = NULL;
+        assert_int_equal(membership_plan_for_records(t, c, recs.items, recs.n, &p), 0);
+        state_member_list_release(&recs);
+        int r = t->ops->ensure_shared(t, c, p);
+        if (r >= 0)
+                r = t->ops->ensure_member(t, c, p, 0);
+        if (r < 0)
+                fail_msg("target: %s", target_last_error(t));
+
+        _cleanup_free_ char *out = NULL, *err_out = NULL;
+        r = plan(&out, &err_out, "admin", "");
+        if (r != 0)
+                fail_msg("exit %d\n%s\n%s", r, out, err_out);
+        assert_contains(out, "= " NS "/" TLS_CLUSTER ": no drift");
+        _cleanup_free_ char *json = NULL;
+        assert_int_equal(plan(&json, NULL, "admin", "-o json"), 0);
+        static const char *const compared[][2] = {
+            {"Secret", TLS_CLUSTER "-client-tls"},
+            {"Secret", TLS_CLUSTER "-peer-tls"},
+            {"Secret", TLS_CLUSTER "-operator-tls"},
+            {"PersistentVolumeClaim", "data-" TLS_CLUSTER "-0"},
+            {"Pod", TLS_CLUSTER "-0"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(compared); i++) {
+                _cleanup_free_ char *st =
+                    object_state(json, NS "/" TLS_CLUSTER, compared[i][0], compared[i][1]);
+                if (!st)
+                        fail_msg("%s %s not compared:\n%s", compared[i][0], compared[i][1], json);
+                assert_string_equal(st, "in-sync");
+        }
+
+        /* A Secret edited by hand. */
+        patch_by_hand("/api/v1/namespaces/" NS "/secrets/" TLS_CLUSTER "-peer-tls",
+                      "application/merge-patch+json", "{\"data\":{\"tls.crt\":\"eA==\"}}");
+        _cleanup_free_ char *edited = NULL;
+        assert_int_equal(plan(&edited, NULL, "admin", ""), 2);
+        assert_contains(edited, "Secret " TLS_CLUSTER "-peer-tls: drift: data[\"tls.crt\"]");
+        /* Put back as the target applies it. */
+        const kube_gvr secrets = {"", "v1", "secrets", true};
+        assert_int_equal(kube_delete(admin, &secrets, NS, TLS_CLUSTER "-peer-tls", NULL), 0);
+        json_t *objs = NULL;
+        assert_int_equal(kubernetes_target_objects(t, c, p, &objs), 0);
+        size_t i;
+        json_t *o;
+        json_array_foreach(objs, i, o)
+        {
+                if (streq(json_string_value(json_object_get(o, "kind")), "Secret") &&
+                    streq(
+                        json_string_value(json_object_get(json_object_get(o, "metadata"), "name")),
+                        TLS_CLUSTER "-peer-tls") &&
+                    kube_apply(admin, o, NULL, false, false, NULL) < 0)
+                        fail_msg("apply: %s", kube_client_last_error(admin));
+        }
+        json_decref(objs);
+        _cleanup_free_ char *back = NULL;
+        assert_int_equal(plan(&back, NULL, "admin", ""), 0);
+
+        /* A Pod whose config-hash annotation changed. */
+        patch_by_hand("/api/v1/namespaces/" NS "/pods/" TLS_CLUSTER "-0",
+                      "application/merge-patch+json",
+                      "{\"metadata\":{\"annotations\":{\"gitcd.io/config-hash\":\"0000\"}}}");
+        _cleanup_free_ char *annotated = NULL;
+        assert_int_equal(plan(&annotated, NULL, "admin", ""), 2);
+        assert_contains(annotated, "Pod " TLS_CLUSTER
+                                   "-0: drift: metadata.annotations[\"gitcd.io/config-hash\"]");
+
+        /* Gone from the source and the state: the cases after this one see one cluster. */
+        assert_int_equal(t->ops->remove_member(t, c, TLS_CLUSTER "-0", false), 0);
+        assert_int_equal(state_cluster_delete(sdb, NS "/" TLS_CLUSTER), 0);
+        state_close(sdb);
+        _cleanup_free_ char *file = xasprintf("%s/tls.yaml", src);
+        assert_int_equal(unlink(file), 0);
+        membership_plan_free(p);
+        target_free(t);
+        cluster_set_release(&set);
+}
+
 static void test_forbidden(void **state)
 {
         (void)state;
@@ -394,6 +567,7 @@ int main(void)
             cmocka_unit_test(test_unmanaged_service),
             cmocka_unit_test(test_extra_labelled_service),
             cmocka_unit_test(test_member_on_other_version),
+            cmocka_unit_test(test_target_objects),
             cmocka_unit_test(test_forbidden),
             cmocka_unit_test(test_unreachable),
         };
