@@ -69,6 +69,9 @@ static writer *writer_start(const char *endpoints)
 /* Stop the writer and read back every acknowledged key. */
 static void writer_check(writer *w, e2e *e, const char *name)
 {
+        /* Under load the writer may be slow to start: give it time to write some keys. */
+        for (int i = 0; i < 600 && w->acked <= 10; i++)
+                usleep(100 * 1000);
         w->stop = 1;
         pthread_join(w->thread, NULL);
         assert_true(w->acked > 10);
