@@ -1,0 +1,121 @@
+/*
+ * spec.defrag end to end through the real binary on the local target: a
+ * 3-member cluster whose database was fragmented gains
+ * `defrag: {freeSpaceAbove: 64Ki}` in its spec; `gitcd apply` defragments
+ * every member, the leader last after moving leadership away, and returns
+ * only once the run is finished; `gitcd status` shows the run (text and
+ * JSON) and `gitcd log` the per-member events. No member is restarted: the
+ * defrag fields are not part of any member's command line.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/e2e/e2e.h"
+#include "util/macro.h"
+#include "util/xalloc.h"
+
+#define APPLY_TIMEOUT 120
+
+static void write_spec(e2e *e, const char *extra)
+{
+        char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
+                               "kind: EtcdCluster\n"
+                               "metadata:\n"
+                               "  name: dfg\n"
+                               "spec:\n"
+                               "  replicas: 3\n"
+                               "  version: \"3.5.16\"\n"
+                               "%s",
+                               extra);
+        e2e_write_file(e, "dfg.yaml", text);
+        free(text);
+}
+
+static void test_apply_defragments(void **unused)
+{
+        (void)unused;
+        if (!e2e_have_version("3.5.16"))
+                skip();
+        e2e *e = e2e_new();
+        write_spec(e, "");
+        assert_int_equal(e2e_apply(e, NULL, APPLY_TIMEOUT), 0);
+        assert_true(e2e_wait_ready(e, "dfg", 3, 30));
+
+        /* fragment: 1 MiB written, deleted, compacted */
+        etcd_client *c = e2e_client(e, "dfg");
+        static char blob[4096];
+        memset(blob, 'x', sizeof(blob));
+        for (int i = 0; i < 256; i++) {
+                char key[32];
+                snprintf(key, sizeof(key), "frag/%04d", i);
+                assert_int_equal(etcd_put(c, key, blob, sizeof(blob), NULL), 0);
+        }
+        int64_t rev = 0;
+        assert_int_equal(etcd_delete(c, "frag/", true, NULL), 0);
+        assert_int_equal(etcd_put(c, "kept", "yes", 3, &rev), 0);
+        assert_int_equal(etcd_compact(c, rev, true), 0);
+        pid_t pids[3];
+        for (int i = 0; i < 3; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "dfg-%d", i);
+                pids[i] = e2e_member_pid(e, "dfg", name);
+                assert_true(pids[i] > 0);
+        }
+
+        write_spec(e, "  defrag:\n    freeSpaceAbove: 64Ki\n");
+        assert_int_equal(e2e_apply(e, NULL, APPLY_TIMEOUT), 0);
+
+        /* apply returned after the run: succeeded, all three, the old leader last */
+        json_t *st = e2e_status(e, "dfg");
+        assert_non_null(st);
+        json_t *run = json_object_get(st, "last_defrag");
+        assert_true(json_is_object(run));
+        assert_string_equal(json_string_value(json_object_get(run, "result")), "succeeded");
+        assert_string_equal(json_string_value(json_object_get(run, "trigger")), "free-space");
+        const char *done = json_string_value(json_object_get(run, "members_done"));
+        const char *moved = json_string_value(json_object_get(run, "leader_moved_from"));
+        assert_non_null(done);
+        assert_non_null(moved);
+        assert_int_equal(strlen(done), strlen("dfg-0,dfg-1,dfg-2"));
+        assert_string_equal(strrchr(done, ',') + 1, moved);
+        json_decref(st);
+        assert_int_equal(e2e_audit_count(e, "dfg", "defrag.member"), 3);
+        assert_int_equal(e2e_audit_count(e, "dfg", "defrag.leader-moved"), 1);
+        assert_int_equal(e2e_audit_count(e, "dfg", "defrag.finished"), 1);
+
+        char *out = NULL;
+        assert_int_equal(e2e_run(e, &out, "status", "default/dfg", NULL), 0);
+        assert_non_null(strstr(out, "Defrag:    succeeded"));
+        free(out);
+
+        /* no member restarted; the data is there */
+        for (int i = 0; i < 3; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "dfg-%d", i);
+                assert_int_equal(e2e_member_pid(e, "dfg", name), pids[i]);
+        }
+        etcd_kv_list *l = NULL;
+        assert_int_equal(etcd_get(c, "kept", false, &l), 0);
+        assert_int_equal(l->n, 1);
+        etcd_kv_list_free(l);
+
+        /* the next apply has nothing to do: the threshold run is not repeated within the hour */
+        assert_int_equal(e2e_apply(e, NULL, APPLY_TIMEOUT), 0);
+        assert_int_equal(e2e_audit_count(e, "dfg", "defrag.started"), 1);
+        etcd_client_free(c);
+        e2e_free(e);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_apply_defragments),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
