@@ -239,9 +239,20 @@ static void print_detail(const state_cluster *c, const state_member_list *ml,
                 table_print(&k, "  ");
         }
 
+        /* the history window: etcd's auto-compaction, as the latched spec sets it */
+        json_t *spec = c->observed_json ? json_loads(c->observed_json, 0, NULL) : NULL;
+        json_t *opt = json_object_get(json_object_get(spec, "spec"), "options");
+        const char *mode = json_string_value(json_object_get(opt, "autoCompactionMode"));
+        const char *keep = json_string_value(json_object_get(opt, "autoCompactionRetention"));
+        if (mode && keep) {
+                _cleanup_free_ char *m = clean(mode), *k = clean(keep);
+                printf("\nHistory:   etcd compacts automatically (%s, retention %s)\n", m, k);
+        } else if (c->observed_json)
+                printf("\nHistory:   kept until compacted (no options.autoCompactionRetention)\n");
+        json_decref(spec);
         if (run) {
                 _cleanup_free_ char *text = maint_run_text(run);
-                printf("\nDefrag:    %s\n", text);
+                printf("Defrag:    last run %s\n", text);
         }
 
         printf("\nConditions:\n");
