@@ -28,6 +28,7 @@
 #include "maintenance/due.h"
 #include "maintenance/maintenance.h"
 #include "state/maintenance.h"
+#include "util/failpoint.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -323,6 +324,7 @@ static int act_defrag(maintenance *m, maint_ctx *x, const maint_cluster *c, obse
                 return 0;
         }
         int64_t took = now_mono_ms() - t0;
+        FAILPOINT("defrag.after-etcd");
         etcd_endpoint_status *s = wait_healthy(m, x, url);
         if (!s) {
                 _cleanup_free_ char *e = xasprintf("%s did not answer with a leader within %d s "
@@ -336,15 +338,25 @@ static int act_defrag(maintenance *m, maint_ctx *x, const maint_cluster *c, obse
         after.db_size = s->db_size;
         after.db_size_in_use = s->db_size_in_use;
         etcd_endpoint_status_free(s);
-        k = state_maint_run_member_done(m->opts.db, run->id, before->name);
-        if (k < 0)
-                return k;
+        /* the record and its audit event in one transaction: both or neither */
         _cleanup_free_ char *why = xasprintf("%s defragmented: %" PRId64 " -> %" PRId64 " bytes",
                                              before->name, before->db_size, after.db_size);
+        k = state_begin(m->opts.db);
+        if (k < 0)
+                return k;
+        k = state_maint_run_member_done(m->opts.db, run->id, before->name);
+        if (k < 0) {
+                (void)state_rollback(m->opts.db);
+                return k;
+        }
         audit(m, c, "defrag.member", why, sizes_json(before),
               json_pack("{s:s, s:I, s:I}", "member", before->name, "dbSize",
                         (json_int_t)after.db_size, "dbSizeInUse", (json_int_t)after.db_size_in_use),
               "success", took);
+        k = state_commit(m->opts.db);
+        if (k < 0)
+                return k;
+        FAILPOINT("defrag.after-member");
         log_info("%s: %s", c->cluster, why);
         snprintf(ret->message, sizeof(ret->message), "%s", why);
         return 0;
