@@ -192,15 +192,36 @@ void maint_decide(const maint_view *v, maint_action *ret)
         const state_maint_run *run = maint_running(v->runs);
 
         /* 1. CORRUPT: a person must look first; unknown alarms: look again later */
-        if (v->corrupt || v->alarms_unknown) {
+        if (v->corrupt) {
+                ret->kind = run ? MAINT_ABORT : MAINT_IDLE;
+                ret->message = xstrdup("a CORRUPT alarm is raised: no maintenance until it is "
+                                       "investigated and disarmed by hand");
+                return;
+        }
+        if (v->alarms_unknown) {
                 ret->kind = run ? MAINT_WAIT : MAINT_IDLE;
-                ret->message = xstrdup(v->corrupt ? "a CORRUPT alarm is raised: no maintenance "
-                                                    "until it is investigated and disarmed by hand"
-                                                  : "the alarms cannot be listed");
+                ret->message = xstrdup("the alarms cannot be listed");
                 return;
         }
 
-        /* 2. nothing running: start one when due */
+        /* 2. every member healthy, agreeing on one leader */
+        uint64_t leader = agreed_leader(v);
+        for (size_t i = 0; i < v->n && !ret->message; i++) {
+                const maint_member *m = &v->members[i];
+                if (!m->reachable || m->leader == 0)
+                        ret->message = xasprintf(
+                            "waiting for %s to be healthy before defragmenting (%s)", m->name,
+                            m->reachable ? "it knows no leader" : "it does not answer");
+        }
+        if (!ret->message && (v->n == 0 || leader == 0))
+                ret->message = xstrdup("waiting for the members to agree on a leader");
+        if (ret->message) {
+                /* nothing starts (a due slot or threshold is seen again at the next look) */
+                ret->kind = run ? MAINT_WAIT : MAINT_IDLE;
+                return;
+        }
+
+        /* 3. nothing running: start one when due */
         if (!run) {
                 int64_t slot, next;
                 size_t member;
@@ -213,25 +234,6 @@ void maint_decide(const maint_view *v, maint_action *ret)
                 ret->trigger = t;
                 ret->slot_ms = slot;
                 ret->message = due_message(v, t, member, slot);
-                return;
-        }
-
-        /* 3. every member healthy, agreeing on one leader */
-        uint64_t leader = agreed_leader(v);
-        for (size_t i = 0; i < v->n; i++) {
-                const maint_member *m = &v->members[i];
-                if (!m->reachable || m->leader == 0) {
-                        ret->kind = MAINT_WAIT;
-                        ret->message = xasprintf(
-                            "waiting for %s to be healthy before "
-                            "defragmenting (%s)",
-                            m->name, m->reachable ? "it knows no leader" : "it does not answer");
-                        return;
-                }
-        }
-        if (v->n == 0 || leader == 0) {
-                ret->kind = MAINT_WAIT;
-                ret->message = xstrdup("waiting for the members to agree on a leader");
                 return;
         }
         bool nospace = streq_ptr(run->trigger, "nospace");

@@ -69,6 +69,7 @@ typedef enum maint_action_kind {
         MAINT_DEFRAG,      /* defragment member, then check its health */
         MAINT_DISARM,      /* nospace: disarm the NOSPACE alarms */
         MAINT_FINISH,      /* every member done: the run succeeded */
+        MAINT_ABORT,       /* the run is given up (message says why): it failed */
 } maint_action_kind;
 
 const char *maint_action_name(maint_action_kind k);
@@ -100,11 +101,12 @@ maint_trigger maint_due(const maint_view *v, int64_t *ret_slot_ms, int64_t *ret_
 
 /*
  * The next step. Rules, first match wins:
- *   1. a CORRUPT alarm, or alarms that could not be listed: nothing is
- *      started or continued (WAIT / IDLE);
- *   2. no run running: START when maint_due() says so, else IDLE;
- *   3. a member unreachable or without a leader: WAIT (never defragment
- *      while another member is unhealthy);
+ *   1. a CORRUPT alarm: a running run is given up (ABORT), none starts;
+ *      alarms that could not be listed: WAIT / IDLE;
+ *   2. a member unreachable, without a leader, or the members disagreeing
+ *      on the leader: WAIT (a run in progress; never defragment while
+ *      another member is unhealthy) or IDLE (none starts);
+ *   3. no run running: START when maint_due() says so, else IDLE;
  *   4. a nospace run not compacted yet: COMPACT;
  *   5. a follower not done yet (in member order): DEFRAG it;
  *   6. the leader not done yet: MOVE_LEADER to a done follower, or DEFRAG

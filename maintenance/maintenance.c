@@ -540,6 +540,9 @@ int maintenance_pass(maintenance *m, const maint_cluster *c, maint_result *ret)
         case MAINT_FINISH:
                 k = act_finish(m, c, run, a.message, ret);
                 break;
+        case MAINT_ABORT:
+                fail_run(m, c, run, a.message);
+                break;
         }
         if (k < 0) {
                 /* a step that could not be taken is tried again on a later pass */

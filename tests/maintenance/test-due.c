@@ -297,10 +297,22 @@ static void test_health_gate(void **unused)
         assert_int_equal(a.kind, MAINT_WAIT);
         maint_action_release(&a);
         m[2].leader = 10;
-        /* CORRUPT: the run waits, nothing new starts */
+        /* nothing starts while a member is unhealthy either */
+        v.runs = NULL;
+        d.free_space_above_bytes = 1;
+        m[0].reachable = false;
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_IDLE);
+        maint_action_release(&a);
+        m[0].reachable = true;
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_START);
+        maint_action_release(&a);
+        v.runs = &l;
+        /* CORRUPT: the run is given up, nothing new starts */
         v.corrupt = true;
         a = decide(&v);
-        assert_int_equal(a.kind, MAINT_WAIT);
+        assert_int_equal(a.kind, MAINT_ABORT);
         assert_non_null(strstr(a.message, "CORRUPT"));
         maint_action_release(&a);
         v.runs = NULL;
