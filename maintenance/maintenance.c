@@ -43,6 +43,7 @@ typedef struct maint_ctx {
         etcd_client *client; /* ordinary deadline */
         etcd_client *slow;   /* Defragment */
         int64_t next_look_ms;
+        bool running; /* the last look found a run in progress, or started one */
 } maint_ctx;
 
 struct maintenance {
@@ -442,16 +443,17 @@ int maintenance_pass(maintenance *m, const maint_cluster *c, maint_result *ret)
         *ret = (maint_result){.outcome = MAINT_OUT_IDLE, .poll_ms = (int)MAINT_LOOK_MS};
         maint_ctx *x = ctx_get(m, c->cluster);
         int64_t now = wall(m);
+        /* nothing running and not time to look: not even the records are read */
+        if ((!x->running && now < x->next_look_ms) || c->n == 0) {
+                ret->poll_ms = (int)MIN(MAX(x->next_look_ms - now, 1000), MAINT_LOOK_MS);
+                return 0;
+        }
         state_maint_run_list runs = {0};
         int k = state_maint_run_list_for(m->opts.db, c->cluster, 20, &runs);
         if (k < 0)
                 return k;
         const state_maint_run *run = maint_running(&runs);
-        if ((!run && now < x->next_look_ms) || c->n == 0) {
-                ret->poll_ms = (int)MIN(MAX(x->next_look_ms - now, 1000), MAINT_LOOK_MS);
-                state_maint_run_list_release(&runs);
-                return 0;
-        }
+        x->running = run != NULL;
         if (connect_clients(m, x, c) < 0) {
                 state_maint_run_list_release(&runs);
                 x->next_look_ms = now + MAINT_LOOK_MS;
@@ -503,6 +505,7 @@ int maintenance_pass(maintenance *m, const maint_cluster *c, maint_result *ret)
                 k = state_maint_run_begin(m->opts.db, c->cluster, trigger, a.slot_ms, now, &id);
                 if (k < 0)
                         break;
+                x->running = true;
                 audit(m, c, "defrag.started", a.message, NULL,
                       json_pack("{s:s, s:I}", "trigger", trigger, "run", (json_int_t)id), "success",
                       0);
