@@ -63,15 +63,19 @@ const state_maint_run *maint_running(const state_maint_run_list *runs)
         return streq_ptr(r->result, "running") ? r : NULL;
 }
 
-/* The newest record whose trigger satisfies pick; NULL when none. */
-static const state_maint_run *last_run(const state_maint_run_list *runs, bool scheduled)
+/* Whether the newest run of the kind of trigger t (thresholds count as one) ended an hour ago. */
+static bool cooled(const maint_view *v, maint_trigger t)
 {
-        for (size_t i = 0; runs && i < runs->n; i++) {
-                bool s = streq_ptr(runs->items[i]->trigger, "schedule");
-                if (s == scheduled)
-                        return runs->items[i];
+        bool nospace = t == MAINT_TRIGGER_NOSPACE;
+        for (size_t i = 0; v->runs && i < v->runs->n; i++) {
+                const state_maint_run *r = v->runs->items[i];
+                if (streq_ptr(r->trigger, "schedule") ||
+                    streq_ptr(r->trigger, "nospace") != nospace)
+                        continue;
+                int64_t end = r->finished_ms ? r->finished_ms : r->started_ms;
+                return v->now_ms - end >= MAINT_RETRIGGER_MS;
         }
-        return NULL;
+        return true;
 }
 
 static int64_t last_slot(const state_maint_run_list *runs)
@@ -95,12 +99,8 @@ maint_trigger maint_due(const maint_view *v, int64_t *ret_slot_ms, int64_t *ret_
         if (!d || !d->enabled)
                 return MAINT_TRIGGER_NONE;
 
-        /* thresholds and NOSPACE: not again within MAINT_RETRIGGER_MS of the last such run */
-        const state_maint_run *last = last_run(v->runs, false);
-        int64_t last_end = last ? (last->finished_ms ? last->finished_ms : last->started_ms) : 0;
-        bool cooled = !last || v->now_ms - last_end >= MAINT_RETRIGGER_MS;
-
-        if (v->nospace && d->disarm_nospace && cooled)
+        /* thresholds, NOSPACE: not again within MAINT_RETRIGGER_MS of the last run of their kind */
+        if (v->nospace && d->disarm_nospace && cooled(v, MAINT_TRIGGER_NOSPACE))
                 return MAINT_TRIGGER_NOSPACE;
 
         cron_expr e;
@@ -115,7 +115,7 @@ maint_trigger maint_due(const maint_view *v, int64_t *ret_slot_ms, int64_t *ret_
                         return MAINT_TRIGGER_SCHEDULE;
                 }
         }
-        if (!cooled)
+        if (!cooled(v, MAINT_TRIGGER_FREE_SPACE))
                 return MAINT_TRIGGER_NONE;
         int64_t quota = v->quota_bytes > 0 ? v->quota_bytes : MAINT_DEFAULT_QUOTA_BYTES;
         for (size_t i = 0; i < v->n; i++) {

@@ -17,10 +17,11 @@
 /* etcd's default backend quota (--quota-backend-bytes unset or 0): 2 GiB. */
 #define MAINT_DEFAULT_QUOTA_BYTES (INT64_C(2) << 30)
 /*
- * A run started by a threshold or a NOSPACE alarm is not started again
- * within this long of the last such run: defragmentation cannot shrink data
- * that is in use, so a threshold that stays crossed must not defragment
- * the cluster over and over.
+ * A run started by a threshold is not started by a threshold again within
+ * this long of the last one, nor a NOSPACE recovery within this long of the
+ * last recovery: defragmentation cannot shrink data that is in use, so a
+ * threshold that stays crossed (or an alarm etcd raises again at once) must
+ * not defragment the cluster over and over.
  */
 #define MAINT_RETRIGGER_MS (INT64_C(3600) * 1000)
 /* How often thresholds and alarms are looked at when nothing is running. */

@@ -7,6 +7,10 @@
  * or in the middle of a member's defragmentation, resumes the same run); `gitcd status` shows the run (text and
  * JSON) and `gitcd log` the per-member events. No member is restarted: the
  * defrag fields are not part of any member's command line.
+ *
+ * Then `options.quotaBackendBytes: 16Mi` with `defrag.disarmNoSpace: true`:
+ * writes fill the database until etcd raises NOSPACE for real, and the next
+ * `gitcd apply` compacts, defragments and disarms it, so writes work again.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -121,6 +125,33 @@ static void test_apply_defragments(void **unused)
         /* the next apply has nothing to do: the threshold run is not repeated within the hour */
         assert_int_equal(e2e_apply(e, NULL, APPLY_TIMEOUT), 0);
         assert_int_equal(e2e_audit_count(e, "dfg", "defrag.started"), 1);
+
+        /* a 16 MiB quota (a rolling restart), then one key overwritten until etcd refuses */
+        write_spec(e, "  options:\n    quotaBackendBytes: 16Mi\n"
+                      "  defrag:\n    freeSpaceAbove: 64Ki\n    disarmNoSpace: true\n");
+        assert_int_equal(e2e_apply(e, NULL, APPLY_TIMEOUT), 0);
+        assert_true(e2e_wait_ready(e, "dfg", 3, 30));
+        size_t big_len = 256 << 10;
+        char *big = xmalloc(big_len);
+        memset(big, 'y', big_len);
+        int k = 0;
+        for (int i = 0; i < 400 && k != ETCD_ERR_NOSPACE; i++)
+                k = etcd_put(c, "big", big, big_len, NULL);
+        assert_int_equal(k, ETCD_ERR_NOSPACE);
+        free(big);
+
+        assert_int_equal(e2e_apply(e, NULL, APPLY_TIMEOUT), 0);
+        assert_int_equal(etcd_put(c, "after", "ok", 2, NULL), 0);
+        st = e2e_status(e, "dfg");
+        run = json_object_get(st, "last_defrag");
+        assert_string_equal(json_string_value(json_object_get(run, "trigger")), "nospace");
+        assert_string_equal(json_string_value(json_object_get(run, "result")), "succeeded");
+        assert_true(json_is_true(json_object_get(run, "disarmed")));
+        assert_true(json_integer_value(json_object_get(run, "compact_revision")) > 0);
+        json_decref(st);
+        assert_int_equal(e2e_audit_count(e, "dfg", "alarm.raised"), 1);
+        assert_int_equal(e2e_audit_count(e, "dfg", "compaction"), 1);
+        assert_int_equal(e2e_audit_count(e, "dfg", "alarm.disarmed"), 1);
         etcd_client_free(c);
         e2e_free(e);
 }

@@ -348,6 +348,18 @@ static void test_nospace(void **unused)
         maint_action a = decide(&v);
         assert_int_equal(a.kind, MAINT_IDLE);
         maint_action_release(&a);
+        /* allowed: a threshold run a minute ago does not hold a NOSPACE recovery back */
+        d.disarm_nospace = true;
+        state_maint_run *thr =
+            run_new("free-space", "succeeded", "main-0,main-1,main-2", HOUR_MS - 2 * MIN_MS, 0);
+        state_maint_run_list recent = {.items = &thr, .n = 1};
+        v.runs = &recent;
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_START);
+        assert_int_equal(a.trigger, MAINT_TRIGGER_NOSPACE);
+        maint_action_release(&a);
+        v.runs = &none;
+        state_maint_run_free(thr);
         /* allowed: compact, followers, leader, disarm, finish */
         d.disarm_nospace = true;
         a = decide(&v);
