@@ -175,6 +175,7 @@ typedef struct defrag_spec {
         char *free_space_above;         /* quantity as written, NULL when unset */
         int64_t free_space_above_bytes; /* defrag when dbSize - dbSizeInUse exceeds this */
         int quota_usage_above_percent;  /* defrag when dbSize/quota exceeds this; 0 unset */
+        bool disarm_nospace; /* on a NOSPACE alarm: compact, defragment, then disarm it */
 } defrag_spec;
 
 typedef struct restore_spec {

@@ -339,8 +339,9 @@ static void read_defrag(reader *r, const ynode *spec)
         const char *P = "spec.defrag";
         if (!rd_map(r, spec, "spec", "defrag", NULL, &m))
                 return;
-        static const char *const known[] = {"enabled", "schedule", "freeSpaceAbove",
-                                            "quotaUsageAbovePercent", NULL};
+        static const char *const known[] = {"enabled",        "schedule",
+                                            "freeSpaceAbove", "quotaUsageAbovePercent",
+                                            "disarmNoSpace",  NULL};
         rd_keys(r, m, P, known, NULL);
         d->enabled = true;
         if (!rd_bool(r, m, P, "enabled", NULL, &d->enabled) && rd_get(m, "enabled", NULL))
@@ -351,6 +352,7 @@ static void read_defrag(reader *r, const ynode *spec)
         int64_t v;
         if (rd_int(r, m, P, "quotaUsageAbovePercent", NULL, 1, 100, &v))
                 d->quota_usage_above_percent = (int)v;
+        (void)rd_bool(r, m, P, "disarmNoSpace", NULL, &d->disarm_nospace);
 }
 
 static void read_bootstrap(reader *r, const ynode *spec)

@@ -250,6 +250,8 @@ json_t *spec_to_json(const etcd_cluster *c)
         if (d->quota_usage_above_percent)
                 json_object_set_new(df, "quotaUsageAbovePercent",
                                     json_integer(d->quota_usage_above_percent));
+        if (d->disarm_nospace)
+                json_object_set_new(df, "disarmNoSpace", json_true());
         json_object_set_new(spec, "defrag", df);
 
         if (c->restore.enabled)

@@ -38,7 +38,7 @@ int spec_check_duplicates(const cluster_set *set, diag_list *diags);
 
 /*
  * Fields gitcd reads and validates but does not act on yet (spec.auth,
- * spec.snapshots, spec.defrag, spec.bootstrap.restore, in whatever dialect):
+ * spec.snapshots, spec.bootstrap.restore, in whatever dialect):
  * the one list of them lives in api/unsupported.c. A field written
  * explicitly off (auth.enabled: false) is not "used".
  */

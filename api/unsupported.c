@@ -33,11 +33,6 @@ static bool uses_snapshot_pvc(const etcd_cluster *c)
         return c->snapshots.enabled && c->snapshots.destination.kind == DEST_PVC;
 }
 
-static bool uses_defrag(const etcd_cluster *c)
-{
-        return c->defrag.enabled;
-}
-
 static bool uses_restore(const etcd_cluster *c)
 {
         return c->restore.enabled;
@@ -60,8 +55,6 @@ static const struct {
     {"spec.snapshots.destination.pvc", "spec.snapshots.destination.pvc",
      "snapshots stored in a PersistentVolumeClaim",
      "use a local or s3 destination, or set spec.snapshots.enabled: false", uses_snapshot_pvc},
-    {"spec.defrag", "spec.defrag", "scheduled defragmentation",
-     "remove spec.defrag or set spec.defrag.enabled: false", uses_defrag},
     {"spec.bootstrap.restore", "spec.bootstrap.restore", "restoring a snapshot at creation",
      "remove spec.bootstrap.restore", uses_restore},
     {"spec.hosts", "spec.hosts", "members on machines reached over SSH",

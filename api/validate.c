@@ -336,10 +336,12 @@ static void check_schedules(reader *r)
                            "%s: must be greater than zero",
                            rd_name(r, "spec.defrag.freeSpaceAbove"));
         if (d->enabled && !d->schedule && !d->free_space_above && !d->quota_usage_above_percent &&
-            !written(c, "spec.defrag.schedule") && !written(c, "spec.defrag.freeSpaceAbove") &&
+            !d->disarm_nospace && !written(c, "spec.defrag.schedule") &&
+            !written(c, "spec.defrag.freeSpaceAbove") &&
             !written(c, "spec.defrag.quotaUsageAbovePercent"))
                 rd_diag_at(r, DIAG_ERROR, "spec.defrag",
-                           "%s needs a schedule, freeSpaceAbove or quotaUsageAbovePercent",
+                           "%s needs a schedule, freeSpaceAbove, quotaUsageAbovePercent or "
+                           "disarmNoSpace",
                            rd_name(r, "spec.defrag"));
 }
 

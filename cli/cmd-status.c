@@ -4,7 +4,9 @@
  *
  * Without an argument: one line per cluster. With NS/NAME: that line, then
  * the desired and latched specs, its members, the expiry of its
- * certificates (tls.provider auto) and its conditions in full.
+ * certificates (tls.provider auto), its last defragmentation run and its
+ * conditions in full (the NoSpaceAlarm and CorruptAlarm conditions among
+ * them).
  * READY counts current members whose last observed state is "ready"
  * against the desired replicas. The database is opened read-only, so this
  * is safe to run next to a running reconciler; it shows the last committed
@@ -21,6 +23,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "state/maintenance.h"
 #include "state/state.h"
 #include "util/escape.h"
 #include "util/macro.h"
@@ -32,8 +35,8 @@ static void usage(FILE *out)
 {
         fprintf(out, "usage: gitcd status [NS/NAME] [options]\n\n"
                      "Show clusters from the state store; for one cluster also its members,\n"
-                     "certificate expiry dates and "
-                     "conditions.\n\n"
+                     "certificate expiry dates, the last defragmentation and the conditions\n"
+                     "(etcd's NOSPACE and CORRUPT alarms among them).\n\n"
                      "Options:\n"
                      "  -o, --output FMT    table (default) or json\n"
                      "  --state PATH        the state database (default: "
@@ -146,8 +149,29 @@ static const char *member_role(const state_member *m)
         return m->learner ? "learner" : "voter";
 }
 
+/* "succeeded 2026-11-23T03:00:12Z (schedule): main-1, main-2, main-0 (leader moved away)" */
+static char *maint_run_text(const state_maint_run *r)
+{
+        char when[40];
+        format_rfc3339(r->finished_ms ? r->finished_ms : r->started_ms, when, sizeof(when));
+        strbuf sb = STRBUF_INIT;
+        sb_printf(&sb, "%s %s (%s)", r->result, when, r->trigger);
+        if (!isempty(r->members_done))
+                sb_printf(&sb, ": %s done", r->members_done);
+        if (r->leader)
+                sb_printf(&sb, ", leadership moved from %s", r->leader);
+        if (r->compact_revision)
+                sb_printf(&sb, ", compacted to revision %lld", (long long)r->compact_revision);
+        if (r->disarmed)
+                sb_printf(&sb, ", NOSPACE disarmed");
+        if (r->error)
+                sb_printf(&sb, ": %s", r->error);
+        _cleanup_free_ char *text = sb_detach(&sb);
+        return clean(text);
+}
+
 static void print_detail(const state_cluster *c, const state_member_list *ml,
-                         const state_cert_list *cl, int64_t now)
+                         const state_cert_list *cl, const state_maint_run *run, int64_t now)
 {
         table t = {.cols = ARRAY_SIZE(cluster_heads)};
         table_add(&t, cluster_heads);
@@ -215,6 +239,22 @@ static void print_detail(const state_cluster *c, const state_member_list *ml,
                 table_print(&k, "  ");
         }
 
+        /* the history window: etcd's auto-compaction, as the latched spec sets it */
+        json_t *spec = c->observed_json ? json_loads(c->observed_json, 0, NULL) : NULL;
+        json_t *opt = json_object_get(json_object_get(spec, "spec"), "options");
+        const char *mode = json_string_value(json_object_get(opt, "autoCompactionMode"));
+        const char *keep = json_string_value(json_object_get(opt, "autoCompactionRetention"));
+        if (mode && keep) {
+                _cleanup_free_ char *m = clean(mode), *k = clean(keep);
+                printf("\nHistory:   etcd compacts automatically (%s, retention %s)\n", m, k);
+        } else if (c->observed_json)
+                printf("\nHistory:   kept until compacted (no options.autoCompactionRetention)\n");
+        json_decref(spec);
+        if (run) {
+                _cleanup_free_ char *text = maint_run_text(run);
+                printf("Defrag:    last run %s\n", text);
+        }
+
         printf("\nConditions:\n");
         if (c->n_conditions == 0)
                 printf("  (none)\n");
@@ -269,8 +309,24 @@ static void print_audit_failures(const state_audit_failures *f)
                (long long)f->count, f->count == 1 ? "" : "s", action, when, error);
 }
 
+static json_t *maint_run_json(const state_maint_run *r)
+{
+        if (!r)
+                return json_null();
+        json_t *o = json_pack("{s:s, s:s, s:o, s:o, s:s}", "trigger", r->trigger, "result",
+                              r->result, "started", jtime(r->started_ms), "finished",
+                              jtime(r->finished_ms), "members_done", r->members_done);
+        json_object_set_new(o, "leader_moved_from", jstr(r->leader));
+        json_object_set_new(o, "compact_revision",
+                            r->compact_revision ? json_integer(r->compact_revision) : json_null());
+        json_object_set_new(o, "disarmed", json_boolean(r->disarmed));
+        json_object_set_new(o, "error", jstr(r->error));
+        return o;
+}
+
 static json_t *cluster_json(const state_cluster *c, const state_member_list *ml,
-                            const state_cert_list *cl, const state_audit_failures *af)
+                            const state_cert_list *cl, const state_maint_run *run,
+                            const state_audit_failures *af)
 {
         json_t *o = json_object();
         json_object_set_new(o, "name", jstr(c->name));
@@ -326,6 +382,7 @@ static json_t *cluster_json(const state_cluster *c, const state_member_list *ml,
         }
         json_object_set_new(o, "certificates", certs);
         json_object_set_new(o, "leader", jstr(c->leader));
+        json_object_set_new(o, "last_defrag", maint_run_json(run));
         json_object_set_new(o, "audit_failures", audit_failures_json(af));
         return o;
 }
@@ -379,14 +436,20 @@ static int show(state_db *db, const char *name, bool json)
                 state_cert_list certs = {0};
                 if (state_certs_list(db, cl.items[i]->name, &certs) < 0)
                         certs = (state_cert_list){0};
+                /* The last defragmentation run, when there is one. */
+                state_maint_run_list runs = {0};
+                if (state_maint_run_list_for(db, cl.items[i]->name, 1, &runs) < 0)
+                        runs = (state_maint_run_list){0};
+                const state_maint_run *run = runs.n ? runs.items[0] : NULL;
                 if (json)
-                        print_json_line(cluster_json(cl.items[i], &ml, &certs, &af));
+                        print_json_line(cluster_json(cl.items[i], &ml, &certs, run, &af));
                 else if (name)
-                        print_detail(cl.items[i], &ml, &certs, now);
+                        print_detail(cl.items[i], &ml, &certs, run, now);
                 else
                         cluster_row(&t, cl.items[i], &ml, now);
                 state_member_list_release(&ml);
                 state_cert_list_release(&certs);
+                state_maint_run_list_release(&runs);
         }
         if (t.rows > 0)
                 table_print(&t, "");

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "etcd/client.h"
+#include "maintenance/maintenance.h"
 #include "pki/auto.h"
 #include "reconciler/membership.h"
 #include "reconciler/reconcile.h"
@@ -68,6 +69,7 @@ typedef struct cluster_ctx {
 
 struct reconciler {
         reconciler_opts opts;
+        maintenance *maint; /* with the real etcd client only; NULL under a fake seam */
         cluster_ctx *ctx;
         size_t n_ctx;
         size_t alloc_ctx;
@@ -140,8 +142,11 @@ int reconciler_new(const reconciler_opts *opts, reconciler **ret)
         r->opts = *opts;
         if (r->opts.etcd_timeout_ms <= 0)
                 r->opts.etcd_timeout_ms = 3000;
-        if (!r->opts.etcd)
+        if (!r->opts.etcd) {
                 r->opts.etcd = &etcd_membership_real;
+                maintenance_opts mo = {.db = opts->db, .wall_ms = opts->wall_ms};
+                (void)maintenance_new(&mo, &r->maint);
+        }
         *ret = r;
         return 0;
 }
@@ -165,6 +170,7 @@ void reconciler_free(reconciler *r)
         for (size_t i = 0; i < r->n_ctx; i++)
                 ctx_release(r, &r->ctx[i]);
         free(r->ctx);
+        maintenance_free(r->maint);
         free(r);
 }
 
@@ -1567,6 +1573,50 @@ static int pass_act(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world 
         return 0;
 }
 
+/*
+ * Maintenance of a converged cluster (maintenance/maintenance.h): at most
+ * one step per pass; a run in progress keeps the pass from reporting
+ * converged, so `gitcd apply` waits for it.
+ */
+static void pass_maintenance(reconciler *r, const etcd_cluster *c, world *w, pass_result *res)
+{
+        if (!r->maint)
+                return;
+        const char **names = xcalloc(w->records.n + 1, sizeof(char *));
+        const char **urls = xcalloc(w->records.n + 1, sizeof(char *));
+        size_t n = 0;
+        for (size_t i = 0; i < w->records.n; i++) {
+                const state_member *m = w->records.items[i];
+                if (!m->dormant && !m->learner && !isempty(m->client_url)) {
+                        names[n] = m->name;
+                        urls[n++] = m->client_url;
+                }
+        }
+        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
+        client_tls_files(r, c, &ca, &cert, &key);
+        maint_cluster mc = {.cluster = w->sc->name,
+                            .spec = c,
+                            .sc = w->sc,
+                            .names = names,
+                            .client_urls = urls,
+                            .n = n,
+                            .cacert = ca,
+                            .cert = cert,
+                            .key = key,
+                            .commit = w->commit,
+                            .author = w->author};
+        maint_result mr;
+        if (maintenance_pass(r->maint, &mc, &mr) == 0 && mr.outcome != MAINT_OUT_IDLE) {
+                res->outcome = mr.outcome == MAINT_OUT_ACTED ? PASS_PROGRESSED : PASS_WAITING;
+                res->poll_ms = mr.poll_ms;
+                snprintf(res->message, sizeof(res->message), "%s", mr.message);
+        } else if (mr.poll_ms > 0 && (res->poll_ms == 0 || mr.poll_ms < res->poll_ms)) {
+                res->poll_ms = mr.poll_ms;
+        }
+        free(names);
+        free(urls);
+}
+
 static void world_releasep(world *w)
 {
         world_release(w);
@@ -1609,6 +1659,8 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                 int64_t due = certs_next_renewal_ms(&want, &w.obs);
                 if (res->outcome == PASS_CONVERGED && due)
                         res->poll_ms = (int)MIN(MAX(due - w.obs.now_ms, 1000), 3600 * 1000);
+                if (res->outcome == PASS_CONVERGED)
+                        pass_maintenance(r, c, &w, res);
                 return 0;
         }
         k = pass_act(r, x, c, &w, &s, res);

@@ -255,6 +255,29 @@ const char *const state_migrations[] = {
      * get theirs at the next observation.
      */
     "ALTER TABLE members ADD COLUMN data_identity TEXT;\n",
+    /*
+     * 12: maintenance runs (state/maintenance.c): one row per defragmentation
+     * run, journaling the members done so far so a restart resumes it.
+     */
+    "CREATE TABLE maintenance_runs (\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  cluster TEXT NOT NULL,\n"
+    "  trigger TEXT NOT NULL\n"
+    "    CHECK (trigger IN ('schedule', 'free-space', 'quota', 'nospace')),\n"
+    "  slot_ms INTEGER NOT NULL DEFAULT 0,\n"
+    "  started_ms INTEGER NOT NULL,\n"
+    "  finished_ms INTEGER,\n"
+    "  result TEXT NOT NULL CHECK (result IN ('running', 'succeeded', 'failed')),\n"
+    "  error TEXT,\n"
+    "  members_done TEXT NOT NULL DEFAULT '',\n"
+    "  leader TEXT,\n"
+    "  compact_revision INTEGER NOT NULL DEFAULT 0,\n"
+    "  disarmed INTEGER NOT NULL DEFAULT 0\n"
+    ");\n"
+    "CREATE INDEX maintenance_runs_cluster ON maintenance_runs (cluster, started_ms);\n"
+    "CREATE TRIGGER maintenance_runs_final BEFORE UPDATE ON maintenance_runs\n"
+    "  WHEN OLD.result <> 'running'\n"
+    "  BEGIN SELECT RAISE(ABORT, 'maintenance run already finished'); END;\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

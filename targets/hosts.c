@@ -500,10 +500,13 @@ static size_t ignore_body(char *ptr, size_t size, size_t nmemb, void *userdata)
         return n;
 }
 
-/* GET <client URL>/health from etcd itself: 1 healthy, 0 not (detail says why). */
+/*
+ * GET <client URL>/health from etcd itself: 1 healthy, 0 not (detail says
+ * why). NOSPACE is excluded, as on the local target (targets/local.c).
+ */
 static int health(hosts_target *ht, const char *client_url, char **ret_detail)
 {
-        _cleanup_free_ char *url = xasprintf("%s/health", client_url);
+        _cleanup_free_ char *url = xasprintf("%s/health?exclude=NOSPACE", client_url);
         CURL *h = curl_easy_init();
         strbuf body = STRBUF_INIT;
         if (!h) {

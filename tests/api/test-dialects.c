@@ -156,6 +156,30 @@ static void test_native_full(void **state)
         assert_int_equal(line, 17);
 }
 
+/* spec.defrag.disarmNoSpace alone asks for NOSPACE recovery, and survives normalization. */
+static void test_native_disarm_nospace(void **state)
+{
+        (void)state;
+        etcd_cluster *c = load_text("apiVersion: gitcd.io/v1alpha1\n"
+                                    "kind: EtcdCluster\n"
+                                    "metadata:\n"
+                                    "  name: tiny\n"
+                                    "spec:\n"
+                                    "  defrag:\n"
+                                    "    disarmNoSpace: true\n");
+        assert_int_equal(count(DIAG_ERROR), 0);
+        assert_true(c->defrag.enabled);
+        assert_true(c->defrag.disarm_nospace);
+        json_t *j = spec_to_json(c);
+        etcd_cluster *back = NULL;
+        diag_list d = DIAG_LIST_INIT;
+        assert_int_equal(spec_from_json(j, "test", &back, &d), 0);
+        assert_true(back->defrag.disarm_nospace);
+        json_decref(j);
+        diag_list_release(&d);
+        etcd_cluster_free(back);
+}
+
 static void test_native_defaults(void **state)
 {
         etcd_cluster *c = load_text("apiVersion: gitcd.io/v1alpha1\n"
@@ -393,6 +417,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_native_full),
             cmocka_unit_test(test_native_defaults),
+            cmocka_unit_test(test_native_disarm_nospace),
             cmocka_unit_test(test_coreos),
             cmocka_unit_test(test_coreos_paused_is_not_replicas_zero),
             cmocka_unit_test(test_etcdio),

@@ -1,8 +1,7 @@
 /*
  * What `gitcd apply` and `gitcd run` refuse, end to end through the real
  * binary on the local target: clusters that use a field gitcd reads but does
- * not act on yet (spec.auth, spec.snapshots, spec.defrag,
- * spec.bootstrap.restore, in the native and cozystack dialects) are not
+ * not act on yet (spec.auth, spec.snapshots, spec.bootstrap.restore, in the native and cozystack dialects) are not
  * created, an existing cluster that gains one is not changed, and the other
  * clusters of the same folder are created and keep running; and a commit
  * that adds `force-new-cluster` to a live 3-member cluster is refused with
@@ -97,7 +96,6 @@ static void test_unsupported_fields(void **state)
         write_native(e, "snap.yaml", "snap",
                      "  snapshots:\n    schedule: \"0 * * * *\"\n    destination:\n"
                      "      pvc:\n        claimName: backups\n");
-        write_native(e, "defrag.yaml", "defrag", "  defrag:\n    quotaUsageAbovePercent: 80\n");
         write_native(e, "restore.yaml", "restore",
                      "  bootstrap:\n    restore:\n      source:\n        local:\n"
                      "          path: /var/backups/x.db\n");
@@ -130,8 +128,6 @@ static void test_unsupported_fields(void **state)
         assert_contains(err, "snap.yaml:11:7: error: spec.snapshots.destination.pvc (snapshots "
                              "stored in a PersistentVolumeClaim) is not supported yet; the "
                              "cluster is not created");
-        assert_contains(err, "defrag.yaml:8:3: error: spec.defrag (scheduled defragmentation) is "
-                             "not supported yet; the cluster is not created");
         assert_contains(err, "restore.yaml:9:5: error: spec.bootstrap.restore (restoring a "
                              "snapshot at creation) is not supported yet; the cluster is not "
                              "created");
@@ -142,8 +138,8 @@ static void test_unsupported_fields(void **state)
 
         /* The refused clusters do not exist; the other one runs. */
         assert_true(e2e_wait_ready(e, "plain", 1, 30));
-        static const char *const refused[] = {"authy",   "snap",      "defrag",
-                                              "restore", "cozy-auth", "cozy-restore"};
+        static const char *const refused[] = {"authy", "snap", "restore", "cozy-auth",
+                                              "cozy-restore"};
         for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
                 assert_false(cluster_known(e, refused[i]));
                 char *dir = e2e_member_dir(e, refused[i], "");

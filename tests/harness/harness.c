@@ -367,6 +367,7 @@ typedef struct cluster_priv {
         long *log_starts;    /* per member: log size when it was last started */
         size_t alloc;
         bool client_cert_auth;
+        int64_t quota_backend_bytes;
         char *token;
 } cluster_priv;
 
@@ -451,6 +452,9 @@ static char **member_argv(cluster_priv *p, const harness_member *m, const char *
         add_arg(&v, &n, xstrdup("--election-timeout=1000"));
         add_arg(&v, &n, xstrdup("--logger=zap"));
         add_arg(&v, &n, xstrdup("--log-outputs=stderr"));
+        if (p->quota_backend_bytes > 0)
+                add_arg(&v, &n,
+                        xasprintf("--quota-backend-bytes=%lld", (long long)p->quota_backend_bytes));
         if (c->tls) {
                 add_arg(&v, &n, xasprintf("--cert-file=%s", c->tls->server_cert));
                 add_arg(&v, &n, xasprintf("--key-file=%s", c->tls->server_key));
@@ -858,6 +862,7 @@ static int cluster_try_start(const harness_opts *o, const char *etcd_bin, cluste
         c->etcdctl_bin = harness_etcd_path(o->version, "etcdctl");
         c->etcdutl_bin = harness_etcd_path(o->version, "etcdutl");
         p->client_cert_auth = o->client_cert_auth;
+        p->quota_backend_bytes = o->quota_backend_bytes;
         p->token = xasprintf("gitcd-test-%ld-%u-%lld", (long)getpid(), cluster_counter++,
                              (long long)now_wall_ms());
         c->root_dir = harness_tmpdir("gitcd-etcd");

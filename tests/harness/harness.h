@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef struct harness_tls {
@@ -41,11 +42,12 @@ typedef struct harness_member {
 } harness_member;
 
 typedef struct harness_opts {
-        const char *version;   /* "3.5.16" (default) or "3.4.23" */
-        size_t members;        /* default 1 */
-        bool tls;              /* client and peer TLS */
-        bool client_cert_auth; /* require client certificates (mTLS) */
-        int start_timeout_ms;  /* default 20000 */
+        const char *version;         /* "3.5.16" (default) or "3.4.23" */
+        size_t members;              /* default 1 */
+        bool tls;                    /* client and peer TLS */
+        bool client_cert_auth;       /* require client certificates (mTLS) */
+        int start_timeout_ms;        /* default 20000 */
+        int64_t quota_backend_bytes; /* --quota-backend-bytes; 0: etcd's default */
 } harness_opts;
 
 typedef struct harness_cluster {

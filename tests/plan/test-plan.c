@@ -445,7 +445,6 @@ static void test_unsupported_fields(void **state)
         write_with_spec("clusters/snap.yaml", "snap",
                         "  snapshots:\n    schedule: \"0 * * * *\"\n    destination:\n"
                         "      pvc:\n        claimName: backups\n");
-        write_with_spec("clusters/defrag.yaml", "defrag", "  defrag:\n    freeSpaceAbove: 100Mi\n");
         write_with_spec("clusters/restore.yaml", "restore",
                         "  bootstrap:\n    restore:\n      source:\n        local:\n"
                         "          path: /var/backups/x.db\n");
@@ -486,9 +485,6 @@ static void test_unsupported_fields(void **state)
                              "spec.snapshots.destination.pvc (snapshots stored in a "
                              "PersistentVolumeClaim) is not supported yet; the cluster is not "
                              "created");
-        assert_contains(out, "! rejected default/defrag\n    clusters/defrag.yaml:8:3: error: "
-                             "spec.defrag (scheduled defragmentation) is not supported yet; the "
-                             "cluster is not created");
         assert_contains(out, "! rejected default/restore\n    clusters/restore.yaml:9:5: error: "
                              "spec.bootstrap.restore (restoring a snapshot at creation) is not "
                              "supported yet; the cluster is not created");
@@ -501,7 +497,7 @@ static void test_unsupported_fields(void **state)
         assert_contains(out, "+ create default/off  (clusters/off.yaml:1)");
         assert_contains(out, "+ create default/plain  (clusters/plain.yaml:1)");
         assert_lacks(out, "delete default/old");
-        assert_contains(out, "Plan: 2 to create, 0 to change, 0 to delete, 6 rejected.");
+        assert_contains(out, "Plan: 2 to create, 0 to change, 0 to delete, 5 rejected.");
 
         json_t *j = plan_json(1, NULL);
         assert_string_equal(action_of(j, "default/old"), "rejected");
@@ -516,8 +512,8 @@ static void test_unsupported_fields(void **state)
                               "cluster");
         assert_contains(vout, "clusters/restore.yaml:9:5: warning: spec.bootstrap.restore");
         assert_lacks(vout, "off.yaml");
-        /* six refusals, and two warnings that auth without client TLS is clear text */
-        assert_contains(verr, "8 clusters valid, 8 warnings");
+        /* five refusals, and two warnings that auth without client TLS is clear text */
+        assert_contains(verr, "7 clusters valid, 7 warnings");
 }
 
 /* Bad usage and unreadable inputs: clear messages, nothing changed. */
