@@ -18,8 +18,12 @@
  * probed, status and list fail with the transport's error instead of
  * reporting "absent" (which would make the reconciler create it again).
  *
- * Not yet: TLS material (ensure_shared refuses TLS), SSH users other than
- * root (sudo), adoption of members gitcd did not create.
+ * An SSH user other than root runs every command through `sudo -n` (never
+ * prompting: a sudo that wants a password is a clear error) and writes
+ * files through it (see upload()).
+ *
+ * Not yet: TLS material (ensure_shared refuses TLS), adoption of members
+ * gitcd did not create.
  */
 #include <assert.h>
 #include <errno.h>
@@ -54,6 +58,9 @@ typedef struct hosts_target {
          */
         etcd_cluster **seen;
         size_t n_seen, alloc_seen;
+        /* This pass's probes (see probe()); cleared by tick. */
+        struct probe_cache *cache;
+        size_t n_cache, alloc_cache;
 } hosts_target;
 
 /* What one probe of a machine found for a cluster. */
@@ -66,6 +73,13 @@ typedef struct machine_view {
 } machine_view;
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
+
+/* One probe's answer, kept for the rest of the pass. */
+typedef struct probe_cache {
+        char *machine; /* "address:port" */
+        char *command; /* the probe command: names the cluster's paths */
+        char *out;     /* what it printed */
+} probe_cache;
 
 static hosts_target *HT(target *t)
 {
@@ -128,36 +142,141 @@ static char *unit_name(const etcd_cluster *c)
         return xasprintf("etcd-%s-%s.service", c->namespace_, c->name);
 }
 
+char *hosts_command(const host_spec *h, const char *cmd)
+{
+        if (streq(h->ssh_user, "root"))
+                return xstrdup(cmd);
+        _cleanup_free_ char *q = ssh_quote(cmd);
+        return xasprintf("sudo -n sh -c %s", q);
+}
+
+char *hosts_install_command(const host_spec *h, const char *path, mode_t mode)
+{
+        const char *slash = strrchr(path, '/');
+        assert(slash);
+        _cleanup_free_ char *dir = xstrndup(path, (size_t)(slash - path));
+        _cleanup_free_ char *tmp = xasprintf("%s/.%s.gitcd-tmp", dir, slash + 1);
+        _cleanup_free_ char *qt = ssh_quote(tmp), *qp = ssh_quote(path);
+        _cleanup_free_ char *cmd =
+            xasprintf("umask 077 && cat > %s && chmod %04o %s && sync %s && mv -f -- %s %s", qt,
+                      (unsigned)(mode & 07777), qt, qt, qt, qp);
+        return hosts_command(h, cmd);
+}
+
 static int conn(hosts_target *ht, const host_spec *h, ssh_conn **ret)
 {
         const char *err = NULL;
-        if (!streq(h->ssh_user, "root"))
-                return target_fail(&ht->base, -EOPNOTSUPP,
-                                   "%s: ssh.user %s: only root is supported yet (sudo is not)",
-                                   h->address, h->ssh_user);
         int k = ssh_pool_get(ht->pool, h->address, h->ssh_port, h->ssh_user, ret, &err);
         if (k < 0)
                 return target_fail(&ht->base, k, "%s: %s", h->address, err ? err : strerror(-k));
         return 0;
 }
 
-/* Run a command; a non-zero exit is -EIO with its stderr. */
-static int run(hosts_target *ht, const host_spec *h, const char *cmd, char **ret_out)
+/* A failed command's message; a sudo that wants a password says what to configure. */
+static int command_failed(hosts_target *ht, const host_spec *h, const char *cmd, int status,
+                          const char *err)
+{
+        if (!streq(h->ssh_user, "root") && err && strstr(err, "sudo:"))
+                return target_fail(&ht->base, -EACCES,
+                                   "%s: `sudo -n` refused for user %s (%s); gitcd needs "
+                                   "password-less sudo there (docs/hosts.md)",
+                                   h->address, h->ssh_user, err);
+        return target_fail(&ht->base, -EIO, "%s: `%s` failed (exit %d): %s", h->address, cmd,
+                           status, isempty(err) ? "no message" : err);
+}
+
+static char *machine_key(const host_spec *h)
+{
+        return xasprintf("%s:%d", h->address, h->ssh_port);
+}
+
+/* Forget the probes of machine h (NULL: of every machine). */
+static void forget_probes(hosts_target *ht, const host_spec *h)
+{
+        _cleanup_free_ char *key = h ? machine_key(h) : NULL;
+        size_t kept = 0;
+        for (size_t i = 0; i < ht->n_cache; i++) {
+                probe_cache *e = &ht->cache[i];
+                if (key && !streq(e->machine, key)) {
+                        ht->cache[kept++] = *e;
+                        continue;
+                }
+                free(e->machine);
+                free(e->command);
+                free(e->out);
+        }
+        ht->n_cache = kept;
+}
+
+/*
+ * Run a command (through `sudo -n` when the SSH user is not root); a
+ * non-zero exit is -EIO with its stderr. Anything but a probe may change
+ * the machine: its cached probes go.
+ */
+static int exec_cmd(hosts_target *ht, const host_spec *h, const char *cmd, const void *in,
+                    size_t in_len, char **ret_out);
+
+static int run_input(hosts_target *ht, const host_spec *h, const char *cmd, const void *in,
+                     size_t in_len, char **ret_out)
+{
+        forget_probes(ht, h);
+        return exec_cmd(ht, h, cmd, in, in_len, ret_out);
+}
+
+static int exec_cmd(hosts_target *ht, const host_spec *h, const char *cmd, const void *in,
+                    size_t in_len, char **ret_out)
 {
         ssh_conn *c = NULL;
         _cleanup_free_ char *out = NULL, *err = NULL;
+        _cleanup_free_ char *full = hosts_command(h, cmd);
         int status = -1;
         int k = conn(ht, h, &c);
         if (k < 0)
                 return k;
-        k = ssh_exec(c, cmd, NULL, 0, &status, &out, &err);
+        k = ssh_exec(c, full, in, in_len, &status, &out, &err);
         if (k < 0)
                 return target_fail(&ht->base, k, "%s: %s", h->address, ssh_last_error(c));
         if (status != 0)
-                return target_fail(&ht->base, -EIO, "%s: `%s` failed (exit %d): %s", h->address,
-                                   cmd, status, isempty(err) ? "no message" : err);
+                return command_failed(ht, h, cmd, status, err);
         if (ret_out)
                 *ret_out = TAKE_PTR(out);
+        return 0;
+}
+
+static int run(hosts_target *ht, const host_spec *h, const char *cmd, char **ret_out)
+{
+        return run_input(ht, h, cmd, NULL, 0, ret_out);
+}
+
+/*
+ * Write a file on machine h atomically. As root through SFTP
+ * (ssh_upload); as another user SFTP cannot write the machine's folders,
+ * so the content goes on the standard input of `sudo -n sh -c` that
+ * writes a temporary file under umask 077, sets the mode, fsyncs and
+ * renames it (hosts_install_command): the same guarantees.
+ */
+static int upload(hosts_target *ht, const host_spec *h, const char *path, const void *data,
+                  size_t len, mode_t mode)
+{
+        ssh_conn *sc = NULL;
+        forget_probes(ht, h);
+        int k = conn(ht, h, &sc);
+        if (k < 0)
+                return k;
+        if (streq(h->ssh_user, "root")) {
+                k = ssh_upload(sc, path, data, len, mode);
+                if (k < 0)
+                        return target_fail(&ht->base, k, "%s: %s", h->address, ssh_last_error(sc));
+                return 0;
+        }
+        _cleanup_free_ char *cmd = hosts_install_command(h, path, mode);
+        _cleanup_free_ char *err = NULL;
+        int status = -1;
+        k = ssh_exec(sc, cmd, data, len, &status, NULL, &err);
+        if (k < 0)
+                return target_fail(&ht->base, k, "%s: %s", h->address, ssh_last_error(sc));
+        if (status != 0)
+                return command_failed(ht, h, "writing", status, err);
         return 0;
 }
 
@@ -175,7 +294,12 @@ static char *line_value(const char *text, const char *prefix)
 
 /*
  * One SSH command reads the marker, whether etcd data exists, and the
- * header lines of the member file.
+ * header lines of the member file. A reconciler pass asks about the same
+ * machines many times (every membership plan places every member again):
+ * the answer is kept until the next pass (tick) or until gitcd changes
+ * something on that machine, so a pass costs one probe per machine and
+ * cluster, not one per question. What others change on a machine (a wiped
+ * disk) is seen at the next pass.
  */
 static int probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, machine_view *v)
 {
@@ -189,11 +313,20 @@ static int probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, ma
                       "if [ -f %s ]; then head -n 3 %s; fi",
                       qm, qm, qd, qf, qf);
         _cleanup_free_ char *out = NULL;
+        _cleanup_free_ char *key = machine_key(h);
         memset(v, 0, sizeof(*v));
-        int k = run(ht, h, cmd, &out);
-        if (k < 0) {
-                v->error = k;
-                return k;
+        for (size_t i = 0; i < ht->n_cache && !out; i++)
+                if (streq(ht->cache[i].machine, key) && streq(ht->cache[i].command, cmd))
+                        out = xstrdup(ht->cache[i].out);
+        if (!out) {
+                int k = exec_cmd(ht, h, cmd, NULL, 0, &out);
+                if (k < 0) {
+                        v->error = k;
+                        return k;
+                }
+                ht->cache = xgrow(ht->cache, &ht->alloc_cache, ht->n_cache + 1, sizeof(*ht->cache));
+                ht->cache[ht->n_cache++] = (probe_cache){
+                    .machine = xstrdup(key), .command = xstrdup(cmd), .out = xstrdup(out)};
         }
         v->claimed_by = line_value(out, "marker=");
         _cleanup_free_ char *data = line_value(out, "data=");
@@ -258,15 +391,38 @@ static int write_marker(hosts_target *ht, const host_spec *h, const char *name)
         int k = run(ht, h, mk, NULL);
         if (k < 0)
                 return k;
-        ssh_conn *sc = NULL;
-        if ((k = conn(ht, h, &sc)) < 0)
-                return k;
         _cleanup_free_ char *path = marker_path(h);
         _cleanup_free_ char *text = xasprintf("member=%s\nid=%s\n", name, id);
-        k = ssh_upload(sc, path, text, strlen(text), 0600);
-        if (k < 0)
-                return target_fail(&ht->base, k, "%s: %s", h->address, ssh_last_error(sc));
-        return 0;
+        return upload(ht, h, path, text, strlen(text), 0600);
+}
+
+char **hosts_machine_effects(const etcd_cluster *c, size_t i)
+{
+        assert(i < c->hosts.n);
+        const host_spec *h = &c->hosts.items[i];
+        char **l = xcalloc(8, sizeof(char *));
+        size_t n = 0;
+        _cleanup_free_ char *file = member_file(c, h), *marker = marker_path(h);
+        _cleanup_free_ char *unit = unit_name(c);
+        const char *sudo = streq(h->ssh_user, "root") ? "" : "sudo -n ";
+        l[n++] = xasprintf("ssh %s@%s port %d (host key checked against known_hosts)", h->ssh_user,
+                           h->address, h->ssh_port);
+        l[n++] = xasprintf("%smkdir -p -m 0700 %s; write %s (0600): the data identity marker, "
+                           "when the member is placed",
+                           sudo, h->data_dir, marker);
+        if (h->mode == HOST_MODE_STATIC_POD) {
+                l[n++] = xasprintf("%swrite %s (0600): the member's static Pod, run by kubelet; "
+                                   "rewritten when its configuration changes",
+                                   sudo, file);
+        } else {
+                l[n++] = xasprintf("%swrite %s (0644): the member's unit, ExecStart=%s; rewritten "
+                                   "when its configuration changes",
+                                   sudo, file, h->etcd_binary);
+                l[n++] = xasprintf("%ssystemctl daemon-reload && systemctl enable %s && "
+                                   "systemctl restart %s (after each rewrite)",
+                                   sudo, unit, unit);
+        }
+        return l;
 }
 
 static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
@@ -423,12 +579,9 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
                 str_assign(&argv[0], xstrdup(h->etcd_binary));
         _cleanup_free_ char *text = pod ? manifest_text(c, mp, argv) : unit_text(c, mp, argv);
         _cleanup_free_ char *path = member_file(c, h);
-        ssh_conn *sc = NULL;
-        if ((k = conn(ht, h, &sc)) < 0)
-                return k;
-        k = ssh_upload(sc, path, text, strlen(text), pod ? 0600 : 0644);
+        k = upload(ht, h, path, text, strlen(text), pod ? 0600 : 0644);
         if (k < 0)
-                return target_fail(t, k, "%s: %s", h->address, ssh_last_error(sc));
+                return k;
         log_debug("hosts target: wrote %s on %s for member %s", path, h->address, mp->name);
         if (pod)
                 return 0;
@@ -631,6 +784,7 @@ static int hosts_list_members(target *t, const char *namespace_, const char *clu
 
 static int hosts_tick(target *t)
 {
+        forget_probes(HT(t), NULL);
         ssh_pool_new_pass(HT(t)->pool);
         return 0;
 }
@@ -656,6 +810,8 @@ static int hosts_client_tls(target *t, const etcd_cluster *c, char **ret_ca, cha
 static void hosts_free(target *t)
 {
         hosts_target *ht = HT(t);
+        forget_probes(ht, NULL);
+        free(ht->cache);
         ssh_pool_free(ht->pool);
         free(ht->systemctl);
         for (size_t i = 0; i < ht->n_seen; i++)
@@ -666,7 +822,7 @@ static void hosts_free(target *t)
 
 static const target_ops hosts_ops = {
     .name = "hosts",
-    .caps = 0,
+    .caps = TARGET_CAP_HOSTS_INVENTORY,
     .place_member = hosts_place_member,
     .ensure_shared = hosts_ensure_shared,
     .ensure_member = hosts_ensure_member,

@@ -287,6 +287,7 @@ static void test_three_machines(void **state)
         const char *dir = p->members[1].data_dir;
         _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", dir);
         assert_int_equal(rm_rf(dir), 0);
+        assert_int_equal(t->ops->tick(t), 0); /* seen from the next pass on */
         s = status(t, c, p->members[1].name);
         assert_int_equal(s.state, MEMBER_DATA_LOST);
         target_member_status_release(&s);
