@@ -577,9 +577,10 @@ static void erase_freep(char **s)
 /*
  * The hosts target: SSH with --hosts-ssh-key (its passphrase read from
  * --hosts-passphrase-file) or the ssh-agent, host keys checked strictly
- * against --hosts-known-hosts or ~/.ssh/known_hosts.
+ * against --hosts-known-hosts or ~/.ssh/known_hosts. The cluster CAs of
+ * tls.provider auto live in the state folder (<state dir>/hosts/).
  */
-static int open_hosts(const ops_config *c, target **ret)
+static int open_hosts(const ops_config *c, const char *state_dir, target **ret)
 {
         const ops_hosts *h = &c->hosts;
         _cleanup_free_ char *kh = h->known_hosts ? xstrdup(h->known_hosts) : default_known_hosts();
@@ -617,6 +618,7 @@ static int open_hosts(const ops_config *c, target **ret)
             .client_port = h->client_port,
             .peer_port = h->peer_port,
             .metrics_port = h->metrics_port,
+            .state_dir = state_dir,
         };
         int k = hosts_target_new(&o, ret);
         if (k < 0)
@@ -643,7 +645,7 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                 target **t = &r->targets[kind];
                 if (!*t) {
                         k = kind == RUNNER_TARGET_KUBERNETES ? open_kubernetes(c, r->state_dir, t)
-                            : kind == RUNNER_TARGET_HOSTS    ? open_hosts(c, t)
+                            : kind == RUNNER_TARGET_HOSTS    ? open_hosts(c, r->state_dir, t)
                                                              : open_local(c, r->state_dir, t);
                         if (k < 0)
                                 return k;

@@ -22,8 +22,15 @@
  * prompting: a sudo that wants a password is a clear error) and writes
  * files through it (see upload()).
  *
- * Not yet: TLS material (ensure_shared refuses TLS), adoption of members
- * gitcd did not create.
+ * TLS (tls.provider auto): pki/auto.c issues the CA and the leaves on the
+ * gitcd host, under <state dir>/hosts/<namespace>/<name>/ in the local
+ * target's layout (local-tls.c); each member's client/ and peer/ folders
+ * are copied into its tls_dir on its machine (files 0600, folders 0700)
+ * before the file that starts it is written, and again when renew_tls
+ * reissues them. gitcd's own client identity (operator/) never leaves the
+ * gitcd host.
+ *
+ * Not yet: adoption of members gitcd did not create.
  */
 #include <assert.h>
 #include <errno.h>
@@ -34,9 +41,14 @@
 #include <jansson.h>
 #include <openssl/rand.h>
 
+#include <dirent.h>
+
 #include "api/spec.h"
+#include "render/layout.h"
 #include "render/render.h"
 #include "targets/hosts.h"
+#include "targets/local-tls.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -51,6 +63,7 @@ typedef struct hosts_target {
         target base; /* first: target * converts to hosts_target * */
         hosts_target_opts o;
         char *systemctl;
+        char *state_dir; /* o.state_dir, owned */
         ssh_pool *pool;
         /*
          * A copy of each cluster an operation was called with:
@@ -425,6 +438,153 @@ char **hosts_machine_effects(const etcd_cluster *c, size_t i)
         return l;
 }
 
+/* ---- TLS (tls.provider auto) --------------------------------------------- */
+
+static bool auto_tls(const etcd_cluster *c)
+{
+        return c->tls.provider == TLS_PROVIDER_AUTO && (render_client_tls(c) || render_peer_tls(c));
+}
+
+/*
+ * Where the gitcd host keeps a cluster's TLS material: the CA in pki/ and
+ * each member's leaves in <member>/tls/ (the local target's layout, so
+ * local-tls.c and pki/auto.c serve both). Only the client/ and peer/
+ * folders travel to the machines; operator/ is gitcd's own identity.
+ */
+static int tls_home(hosts_target *ht, const etcd_cluster *c, char **ret)
+{
+        if (!ht->o.state_dir)
+                return target_fail(&ht->base, -EOPNOTSUPP,
+                                   "cluster %s/%s: TLS needs a state folder for the cluster CA",
+                                   c->namespace_, c->name);
+        if (!target_name_is_component(c->namespace_) || !target_name_is_component(c->name))
+                return target_fail(&ht->base, -EINVAL, "invalid cluster name \"%s/%s\"",
+                                   c->namespace_, c->name);
+        char *dir = xasprintf("%s/hosts/%s/%s", ht->o.state_dir, c->namespace_, c->name);
+        int k = mkdir_p(dir, 0700);
+        if (k < 0) {
+                free(dir);
+                return target_fail(&ht->base, k, "cannot create the TLS folder of %s/%s: %s",
+                                   c->namespace_, c->name, strerror(-k));
+        }
+        *ret = dir;
+        return 0;
+}
+
+/* The plan with each member's tls_dir on the gitcd host (for local-tls.c). */
+static membership_plan *local_plan(const etcd_cluster *c, const membership_plan *p,
+                                   const char *home)
+{
+        membership_plan *lp = membership_plan_new(c);
+        for (size_t i = 0; i < p->n; i++) {
+                const member_plan *mp = &p->members[i];
+                member_plan *m = membership_plan_add(lp);
+                m->name = xstrdup_null(mp->name);
+                m->ordinal = mp->ordinal;
+                m->client_url = xstrdup_null(mp->client_url);
+                m->peer_url = xstrdup_null(mp->peer_url);
+                m->tls_dir = mp->name && target_name_is_component(mp->name)
+                                 ? xasprintf("%s/%s/tls", home, mp->name)
+                                 : NULL;
+        }
+        return lp;
+}
+
+
+/* Issue (or with renew, reissue what is due) the leaves on the gitcd host. */
+static int tls_issue(hosts_target *ht, const etcd_cluster *c, const membership_plan *p,
+                     const char *only, bool renew, int64_t now_ms)
+{
+        _cleanup_free_ char *home = NULL, *err = NULL;
+        int k = tls_home(ht, c, &home);
+        if (k < 0)
+                return k;
+        _cleanup_(membership_plan_freep) membership_plan *lp = local_plan(c, p, home);
+        k = local_tls_ensure(home, c, lp, only, renew, now_ms, &err);
+        if (k < 0)
+                return target_fail(&ht->base, k, "cluster %s/%s: %s", c->namespace_, c->name,
+                                   err ? err : "TLS material cannot be issued");
+        return k;
+}
+
+/*
+ * Copy member mp's client/ and peer/ folders (and ca-bundle/ when used)
+ * into its tls_dir on machine h: each file mode 0600 in folders mode 0700,
+ * each written atomically.
+ */
+static int tls_upload(hosts_target *ht, const etcd_cluster *c, const host_spec *h,
+                      const member_plan *mp)
+{
+        _cleanup_free_ char *home = NULL;
+        int k = tls_home(ht, c, &home);
+        if (k < 0)
+                return k;
+        static const char *const subs[] = {TLS_SUBDIR_CLIENT, TLS_SUBDIR_PEER,
+                                           TLS_SUBDIR_CA_BUNDLE};
+        static const char *const files[] = {"tls.crt", "tls.key", "ca.crt"};
+        for (size_t i = 0; i < ARRAY_SIZE(subs); i++) {
+                _cleanup_free_ char *from = xasprintf("%s/%s/tls/%s", home, mp->name, subs[i]);
+                if (!path_exists(from))
+                        continue;
+                _cleanup_free_ char *to = xasprintf("%s/%s", mp->tls_dir, subs[i]);
+                _cleanup_free_ char *qt = ssh_quote(to);
+                _cleanup_free_ char *mk = xasprintf("mkdir -p -m 0700 -- %s", qt);
+                if ((k = run(ht, h, mk, NULL)) < 0)
+                        return k;
+                for (size_t j = 0; j < ARRAY_SIZE(files); j++) {
+                        _cleanup_free_ char *src = path_join(from, files[j]);
+                        _cleanup_free_ char *data = NULL;
+                        size_t len = 0;
+                        if (!path_exists(src))
+                                continue;
+                        k = read_file(src, 1 << 20, &data, &len);
+                        if (k < 0)
+                                return target_fail(&ht->base, k, "cannot read %s: %s", src,
+                                                   strerror(-k));
+                        _cleanup_free_ char *dst = path_join(to, files[j]);
+                        k = upload(ht, h, dst, data, len, 0600);
+                        explicit_bzero(data, len);
+                        if (k < 0)
+                                return k;
+                }
+        }
+        return 0;
+}
+
+/* gitcd's client identity: the first member folder with an operator/ leaf. */
+static int tls_client_files(hosts_target *ht, const etcd_cluster *c, char **ret_ca, char **ret_cert,
+                            char **ret_key)
+{
+        *ret_ca = *ret_cert = *ret_key = NULL;
+        if (!ht->o.state_dir || !target_name_is_component(c->namespace_) ||
+            !target_name_is_component(c->name))
+                return 0;
+        _cleanup_free_ char *home =
+            xasprintf("%s/hosts/%s/%s", ht->o.state_dir, c->namespace_, c->name);
+        DIR *d = opendir(home);
+        if (!d)
+                return 0;
+        char *best = NULL;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (de->d_name[0] == '.' || streq(de->d_name, "pki"))
+                        continue;
+                _cleanup_free_ char *cert =
+                    xasprintf("%s/%s/tls/" TLS_SUBDIR_OPERATOR "/tls.crt", home, de->d_name);
+                if (path_exists(cert) && (!best || strcmp(de->d_name, best) < 0))
+                        str_assign(&best, xstrdup(de->d_name));
+        }
+        closedir(d);
+        if (!best)
+                return 0;
+        _cleanup_free_ char *op = xasprintf("%s/%s/tls/" TLS_SUBDIR_OPERATOR, home, best);
+        free(best);
+        *ret_ca = path_join(op, "ca.crt");
+        *ret_cert = path_join(op, "tls.crt");
+        *ret_key = path_join(op, "tls.key");
+        return 0;
+}
+
 static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
 {
         hosts_target *ht = HT(t);
@@ -467,24 +627,43 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
 
         const host_spec *h = &c->hosts.items[idx];
         int cp = ht->o.client_port, pp = ht->o.peer_port, mport = ht->o.metrics_port;
-        str_assign(&mp->client_url, xasprintf("http://%s:%d", h->advertise_address, cp));
-        str_assign(&mp->peer_url, xasprintf("http://%s:%d", h->advertise_address, pp));
+        const char *cs = render_client_tls(c) ? "https" : "http";
+        const char *ps = render_peer_tls(c) ? "https" : "http";
+        str_assign(&mp->client_url, xasprintf("%s://%s:%d", cs, h->advertise_address, cp));
+        str_assign(&mp->peer_url, xasprintf("%s://%s:%d", ps, h->advertise_address, pp));
         str_assign(&mp->listen_client_url, xstrdup(mp->client_url));
         str_assign(&mp->listen_peer_url, xstrdup(mp->peer_url));
         str_assign(&mp->listen_metrics_url, xasprintf("http://%s:%d", h->advertise_address, mport));
         str_assign(&mp->data_dir, xstrdup(h->data_dir));
         str_assign(&mp->tls_dir, xstrdup(h->tls_dir));
+        if (auto_tls(c)) {
+                /* the CA members trust: its change restarts them (config hash) */
+                _cleanup_free_ char *home = NULL, *err = NULL;
+                char *version = NULL;
+                int k = tls_home(ht, c, &home);
+                if (k < 0)
+                        return k;
+                k = local_tls_version(home, c, &version, &err);
+                if (k < 0)
+                        return target_fail(t, k, "%s", err ? err : "no cluster CA");
+                str_assign(&mp->tls_version, version);
+        }
         return 0;
 }
 
 static int hosts_ensure_shared(target *t, const etcd_cluster *c, const membership_plan *p)
 {
-        (void)p;
-        if (render_client_tls(c) || render_peer_tls(c))
+        hosts_target *ht = HT(t);
+        if (!render_client_tls(c) && !render_peer_tls(c))
+                return 0;
+        if (c->tls.provider != TLS_PROVIDER_AUTO)
                 return target_fail(t, -EOPNOTSUPP,
-                                   "cluster %s/%s: TLS on the hosts target is not supported yet",
-                                   c->namespace_, c->name);
-        return 0;
+                                   "cluster %s/%s: tls.provider %s needs Kubernetes; on the hosts "
+                                   "target use tls.provider auto",
+                                   c->namespace_, c->name, tls_provider_name(c->tls.provider));
+        /* issued on the gitcd host; each member's folders travel with its start */
+        int k = tls_issue(ht, c, p, NULL, false, now_wall_ms());
+        return k < 0 ? k : 0;
 }
 
 /* A systemd unit running argv. Words are single-quoted (systemd accepts POSIX quoting). */
@@ -525,6 +704,16 @@ static char *manifest_text(const etcd_cluster *c, const member_plan *mp, char *c
             "volumes", "name", "data", "hostPath", "path", mp->data_dir, "type",
             "DirectoryOrCreate");
         assert(pod);
+        if (auto_tls(c) && mp->tls_dir) {
+                json_t *spec = json_object_get(pod, "spec");
+                json_t *ctr = json_array_get(json_object_get(spec, "containers"), 0);
+                json_array_append_new(json_object_get(ctr, "volumeMounts"),
+                                      json_pack("{s:s,s:s,s:b}", "name", "tls", "mountPath",
+                                                mp->tls_dir, "readOnly", 1));
+                json_array_append_new(json_object_get(spec, "volumes"),
+                                      json_pack("{s:s,s:{s:s,s:s}}", "name", "tls", "hostPath",
+                                                "path", mp->tls_dir, "type", "Directory"));
+        }
         _cleanup_free_ char *body = json_dumps(pod, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(pod);
         return xasprintf(NAME_PREFIX "%s\n" HASH_PREFIX "%s\n%s\n", mp->name,
@@ -572,6 +761,13 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
                 return run(ht, h, cmd, NULL);
         }
 
+        if (auto_tls(c)) {
+                /* the member's leaves first: the file that starts it names them */
+                if ((k = tls_issue(ht, c, p, mp->name, false, now_wall_ms())) < 0)
+                        return k;
+                if ((k = tls_upload(ht, c, h, mp)) < 0)
+                        return k;
+        }
         _cleanup_(strv_freep) char **argv = render_member_command(c, p, idx);
         if (!argv || !argv[0])
                 return target_fail(t, -EINVAL, "member %s: no command rendered", mp->name);
@@ -652,8 +848,12 @@ static size_t ignore_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 }
 
 /* GET <client URL>/health from etcd itself: 1 healthy, 0 not (detail says why). */
-static int health(hosts_target *ht, const char *client_url, char **ret_detail)
+static int health(hosts_target *ht, const etcd_cluster *c, const char *client_url,
+                  char **ret_detail)
 {
+        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
+        if (render_client_tls(c))
+                (void)tls_client_files(ht, c, &ca, &cert, &key);
         _cleanup_free_ char *url = xasprintf("%s/health", client_url);
         CURL *h = curl_easy_init();
         strbuf body = STRBUF_INIT;
@@ -668,6 +868,11 @@ static int health(hosts_target *ht, const char *client_url, char **ret_detail)
         curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)ht->o.health_timeout_ms);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, ignore_body);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
+        if (ca) {
+                curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+                curl_easy_setopt(h, CURLOPT_SSLCERT, cert);
+                curl_easy_setopt(h, CURLOPT_SSLKEY, key);
+        }
         CURLcode cr = curl_easy_perform(h);
         curl_easy_cleanup(h);
         int ok = 0;
@@ -714,9 +919,10 @@ static int hosts_member_status(target *t, const etcd_cluster *c, const char *mem
                                    v.has_data ? "stopped, data kept" : "placed, not started");
         } else {
                 _cleanup_free_ char *url =
-                    xasprintf("http://%s:%d", h->advertise_address, ht->o.client_port);
+                    xasprintf("%s://%s:%d", render_client_tls(c) ? "https" : "http",
+                              h->advertise_address, ht->o.client_port);
                 _cleanup_free_ char *why = NULL;
-                state = health(ht, url, &why) ? MEMBER_READY : MEMBER_STARTING;
+                state = health(ht, c, url, &why) ? MEMBER_READY : MEMBER_STARTING;
                 detail = xasprintf("%s: %s", h->address, why);
         }
         *ret_status = (target_member_status){
@@ -801,10 +1007,59 @@ static int hosts_wait_event(target *t, int timeout_ms)
 static int hosts_client_tls(target *t, const etcd_cluster *c, char **ret_ca, char **ret_cert,
                             char **ret_key)
 {
-        (void)t;
-        (void)c;
         *ret_ca = *ret_cert = *ret_key = NULL;
-        return 0;
+        if (!render_client_tls(c))
+                return 0;
+        return tls_client_files(HT(t), c, ret_ca, ret_cert, ret_key);
+}
+
+static int hosts_tls_certificates(target *t, const etcd_cluster *c, const membership_plan *p,
+                                  target_cert **ret_certs, size_t *ret_n)
+{
+        hosts_target *ht = HT(t);
+        *ret_certs = NULL;
+        *ret_n = 0;
+        if (!auto_tls(c) || !ht->o.state_dir)
+                return 0;
+        _cleanup_free_ char *home = NULL;
+        int k = tls_home(ht, c, &home);
+        if (k < 0)
+                return k;
+        _cleanup_(membership_plan_freep) membership_plan *lp = local_plan(c, p, home);
+        return local_tls_certificates(c, lp, ret_certs, ret_n);
+}
+
+/*
+ * Renewal: reissue the member's due leaves on the gitcd host, then copy its
+ * folders to its machine. No restart: etcd reads its leaf files again for
+ * every new connection.
+ */
+static int hosts_renew_tls(target *t, const etcd_cluster *c, const membership_plan *p,
+                           const char *member, int64_t now_ms)
+{
+        hosts_target *ht = HT(t);
+        if (!member || !auto_tls(c))
+                return 0; /* every leaf lives in a member's folder */
+        if (c->hosts.set)
+                remember(ht, c);
+        int issued = tls_issue(ht, c, p, member, true, now_ms);
+        if (issued <= 0)
+                return issued;
+        for (size_t i = 0; i < p->n; i++) {
+                const member_plan *mp = &p->members[i];
+                if (!streq_ptr(mp->name, member))
+                        continue;
+                int m = machine_of_url(c, mp->peer_url);
+                if (m < 0)
+                        return target_fail(t, -EINVAL,
+                                           "member %s: its peer URL %s is on no "
+                                           "machine",
+                                           mp->name, mp->peer_url ? mp->peer_url : "(none)");
+                int k = tls_upload(ht, c, &c->hosts.items[m], mp);
+                if (k < 0)
+                        return k;
+        }
+        return issued;
 }
 
 static void hosts_free(target *t)
@@ -814,6 +1069,7 @@ static void hosts_free(target *t)
         free(ht->cache);
         ssh_pool_free(ht->pool);
         free(ht->systemctl);
+        free(ht->state_dir);
         for (size_t i = 0; i < ht->n_seen; i++)
                 etcd_cluster_free(ht->seen[i]);
         free(ht->seen);
@@ -833,6 +1089,8 @@ static const target_ops hosts_ops = {
     .tick = hosts_tick,
     .wait_event = hosts_wait_event,
     .client_tls = hosts_client_tls,
+    .tls_certificates = hosts_tls_certificates,
+    .renew_tls = hosts_renew_tls,
     .free = hosts_free,
 };
 
@@ -844,6 +1102,7 @@ int hosts_target_new(const hosts_target_opts *opts, target **ret)
         ht->base.ops = &hosts_ops;
         ht->o = *opts;
         ht->systemctl = xstrdup(opts->systemctl ? opts->systemctl : "systemctl");
+        ht->o.state_dir = ht->state_dir = xstrdup_null(opts->state_dir);
         if (!ht->o.client_port)
                 ht->o.client_port = 2379;
         if (!ht->o.peer_port)

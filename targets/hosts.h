@@ -40,13 +40,20 @@ typedef struct hosts_target_opts {
         int peer_port;         /* default 2380 */
         int metrics_port;      /* default 2381 */
         int health_timeout_ms; /* per /health request; default 2000 */
+        /*
+         * Where the cluster CA and leaves of tls.provider auto live on the
+         * gitcd host (<state_dir>/hosts/<namespace>/<name>); NULL: clusters
+         * with TLS are refused.
+         */
+        const char *state_dir;
 } hosts_target_opts;
 
 /*
  * Errors of the operations (message in target_last_error()):
  *   place_member   -ENOSPC no free machine in spec.hosts.machines;
  *                  -EINVAL the cluster has no spec.hosts
- *   ensure_shared  -EOPNOTSUPP for TLS (not supported on hosts yet)
+ *   ensure_shared  -EOPNOTSUPP for TLS without state_dir, or a provider other
+ *                  than auto
  *   any            the SSH transport's errors (targets/ssh.h)
  */
 int hosts_target_new(const hosts_target_opts *opts, target **ret);
