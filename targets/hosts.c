@@ -490,7 +490,6 @@ static membership_plan *local_plan(const etcd_cluster *c, const membership_plan 
         return lp;
 }
 
-
 /* Issue (or with renew, reissue what is due) the leaves on the gitcd host. */
 static int tls_issue(hosts_target *ht, const etcd_cluster *c, const membership_plan *p,
                      const char *only, bool renew, int64_t now_ms)
