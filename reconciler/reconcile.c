@@ -102,6 +102,7 @@ typedef struct world {
         obs_cert *obs_certs;
         char *commit; /* the commit and author behind the latched spec, for audit events */
         char *author;
+        bool target_failed; /* observe failed because the target could not report a member */
 } world;
 
 const char *pass_outcome_name(pass_outcome o)
@@ -473,7 +474,18 @@ static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *
                                 break;
                         }
                 }
-                (void)r->opts.target->ops->member_status(r->opts.target, c, rec->name, &v->ts);
+                /*
+                 * A member the target cannot report on (its machine does not
+                 * answer) is not "absent": that would replace a member that
+                 * may well run. Nothing is decided for the cluster until the
+                 * target answers.
+                 */
+                k = r->opts.target->ops->member_status(r->opts.target, c, rec->name, &v->ts);
+                if (k < 0) {
+                        w->target_failed = true;
+                        free(matched);
+                        return k;
+                }
                 member_wanted(r, c, rec, v);
         }
         for (size_t j = 0; w->etcd && j < w->etcd->n; j++) {
@@ -1463,7 +1475,7 @@ static int pass_observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, wo
         int k = observe(r, x, c, w);
         if (k < 0) {
                 snprintf(res->message, sizeof(res->message), "cannot observe: %s",
-                         state_last_error());
+                         w->target_failed ? target_last_error(r->opts.target) : state_last_error());
                 return k;
         }
         record_observed(r, x, w);
