@@ -417,23 +417,34 @@ char **hosts_machine_effects(const etcd_cluster *c, size_t i)
         size_t n = 0;
         _cleanup_free_ char *file = member_file(c, h), *marker = marker_path(h);
         _cleanup_free_ char *unit = unit_name(c);
-        const char *sudo = streq(h->ssh_user, "root") ? "" : "sudo -n ";
+        /* paths and names are validated free of shell characters: shown unquoted */
+        const char *via = streq(h->ssh_user, "root") ? "" : ", through sudo -n";
         l[n++] = xasprintf("ssh %s@%s port %d (host key checked against known_hosts)", h->ssh_user,
                            h->address, h->ssh_port);
-        l[n++] = xasprintf("%smkdir -p -m 0700 %s; write %s (0600): the data identity marker, "
-                           "when the member is placed",
-                           sudo, h->data_dir, marker);
+        l[n++] = xasprintf("mkdir -p -m 0700 %s, then write %s (0600)%s: the data identity "
+                           "marker, when the member is placed",
+                           h->data_dir, marker,
+                           streq(h->ssh_user, "root") ? "" : " (both through sudo -n)");
+        if (c->tls.provider == TLS_PROVIDER_AUTO && (render_client_tls(c) || render_peer_tls(c)))
+                l[n++] =
+                    xasprintf("write the member's leaves into %s/%s (tls.crt, tls.key, ca.crt; "
+                              "0600 in folders 0700%s), before it starts and when renewed",
+                              h->tls_dir,
+                              render_client_tls(c) && render_peer_tls(c) ? "{client,peer}"
+                              : render_client_tls(c)                     ? "client"
+                                                                         : "peer",
+                              via);
         if (h->mode == HOST_MODE_STATIC_POD) {
-                l[n++] = xasprintf("%swrite %s (0600): the member's static Pod, run by kubelet; "
+                l[n++] = xasprintf("write %s (0600%s): the member's static Pod, run by kubelet; "
                                    "rewritten when its configuration changes",
-                                   sudo, file);
+                                   file, via);
         } else {
-                l[n++] = xasprintf("%swrite %s (0644): the member's unit, ExecStart=%s; rewritten "
+                l[n++] = xasprintf("write %s (0644%s): the member's unit, ExecStart=%s; rewritten "
                                    "when its configuration changes",
-                                   sudo, file, h->etcd_binary);
-                l[n++] = xasprintf("%ssystemctl daemon-reload && systemctl enable %s && "
-                                   "systemctl restart %s (after each rewrite)",
-                                   sudo, unit, unit);
+                                   file, via, h->etcd_binary);
+                l[n++] = xasprintf("systemctl daemon-reload && systemctl enable %s && systemctl "
+                                   "restart %s (after each rewrite%s)",
+                                   unit, unit, via);
         }
         return l;
 }
@@ -603,10 +614,15 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
                         view_release(&v);
                 (void)k; /* an unreachable machine cannot be claimed: look for a free one */
         }
+        _cleanup_free_ char *why_not = NULL; /* the machines that could not be asked */
         for (size_t i = 0; idx < 0 && i < c->hosts.n; i++) {
                 machine_view v;
-                if (probe(ht, c, &c->hosts.items[i], &v) < 0)
+                if (probe(ht, c, &c->hosts.items[i], &v) < 0) {
+                        char *more = xasprintf("%s%s%s", why_not ? why_not : "",
+                                               why_not ? "; " : "", target_last_error(t));
+                        str_assign(&why_not, more);
                         continue;
+                }
                 bool free_machine = !v.claimed_by && !v.file_member;
                 view_release(&v);
                 if (!free_machine)
@@ -618,10 +634,16 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
                 log_debug("hosts target: member %s placed on %s", mp->name,
                           c->hosts.items[i].address);
         }
+        if (idx < 0 && why_not)
+                return target_fail(t, -ENOSPC,
+                                   "no free machine for member %s in spec.hosts.machines: every "
+                                   "reachable machine holds a member of %s/%s, and some could not "
+                                   "be asked (%s)",
+                                   mp->name, c->namespace_, c->name, why_not);
         if (idx < 0)
                 return target_fail(t, -ENOSPC,
                                    "no free machine for member %s in spec.hosts.machines (every "
-                                   "reachable machine holds a member of %s/%s)",
+                                   "machine holds a member of %s/%s)",
                                    mp->name, c->namespace_, c->name);
 
         const host_spec *h = &c->hosts.items[idx];

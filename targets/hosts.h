@@ -61,8 +61,8 @@ int hosts_target_new(const hosts_target_opts *opts, target **ret);
 /*
  * What apply does on machine i of c (`gitcd plan --target hosts`), from the
  * spec alone, one line each: the SSH login, the data identity marker, the
- * unit file or manifest, the systemctl commands. NULL-terminated, newly
- * allocated (strv_free).
+ * unit file or manifest, the systemctl commands, each saying when it goes
+ * through `sudo -n`. NULL-terminated, newly allocated (strv_free).
  */
 char **hosts_machine_effects(const etcd_cluster *c, size_t i);
 
