@@ -696,8 +696,14 @@ static int new_member_record(act_ctx *a, int ordinal, bool seed, bool learner,
         }
         _cleanup_(membership_plan_freep) membership_plan *p = membership_plan_new(c);
         k = membership_plan_append(p, a->r->opts.target, c, name, ordinal, learner, NULL, NULL);
-        if (k < 0)
+        if (k < 0) {
+                /* the target's reason (no free machine, a refused host key) reaches the user */
+                log_warn("%s: cannot place member %s: %s", a->x->name, name,
+                         target_last_error(a->r->opts.target));
+                snprintf(a->res->message, sizeof(a->res->message), "cannot place member %s: %s",
+                         name, target_last_error(a->r->opts.target));
                 return k;
+        }
         const member_plan *mp = &p->members[0];
         _cleanup_free_ char *ic =
             initial_cluster_extra ? xasprintf("%s,%s=%s", initial_cluster_extra, name, mp->peer_url)
