@@ -2,14 +2,16 @@
  * The hosts target (see hosts.h): members on the machines of spec.hosts,
  * driven over SSH (targets/ssh.c).
  *
- * Design: the machines themselves hold the only target-specific facts, so
- * nothing is recorded on the gitcd side. Which machine holds a member is
+ * Design: the machines themselves hold the target-specific facts about
+ * members, so no placement is recorded on the gitcd side (only the TLS CA
+ * and leaves, below). Which machine holds a member is
  * the data identity marker in the machine's data directory (written when
  * the member is placed: it claims the machine); whether it should run is
  * the presence of its unit file or manifest; which configuration it runs
  * is the config hash written into that file. One probe (one SSH command)
- * reads all three; every operation starts from a probe, so the target is
- * level-based like the reconciler and survives a gitcd restart unchanged.
+ * reads all three; every operation starts from a probe (kept for the rest
+ * of the reconciler pass, see probe()), so the target is level-based like
+ * the reconciler and survives a gitcd restart unchanged.
  *
  * A member whose file exists but whose marker is gone lost its data disk:
  * it is reported MEMBER_DATA_LOST and ensure_member refuses to start it
@@ -33,6 +35,7 @@
  * Not yet: adoption of members gitcd did not create.
  */
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +43,6 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <openssl/rand.h>
-
-#include <dirent.h>
 
 #include "api/spec.h"
 #include "render/layout.h"
