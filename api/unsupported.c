@@ -15,6 +15,14 @@
  * is not refused. Every dialect maps onto the model, so one table covers
  * all of them (today only the native and cozystack dialects can express
  * these fields; both spell them as the native paths used here).
+ *
+ * The target-dependent rules live here too (spec_refuse_for_target), as
+ * the second half of the same list: spec.hosts names the machines members
+ * run on, which only the hosts target acts on, and the hosts target has
+ * nowhere to run a cluster without them. Either mismatch refuses the
+ * cluster at intake, in apply, run and plan alike, rather than letting a
+ * target ignore the inventory (members on the gitcd host instead of the
+ * machines) or fail at the first placement.
  */
 #include <assert.h>
 #include <errno.h>
@@ -38,11 +46,6 @@ static bool uses_restore(const etcd_cluster *c)
         return c->restore.enabled;
 }
 
-static bool uses_hosts(const etcd_cluster *c)
-{
-        return c->hosts.set;
-}
-
 static const struct {
         const char *field; /* native path, as written in the native and cozystack dialects */
         const char *at;    /* the recorded location to point at (falls back to its parents) */
@@ -57,8 +60,6 @@ static const struct {
      "use a local or s3 destination, or set spec.snapshots.enabled: false", uses_snapshot_pvc},
     {"spec.bootstrap.restore", "spec.bootstrap.restore", "restoring a snapshot at creation",
      "remove spec.bootstrap.restore", uses_restore},
-    {"spec.hosts", "spec.hosts", "members on machines reached over SSH",
-     "remove spec.hosts to run members with --target local or kubernetes", uses_hosts},
 };
 
 static bool uses_any(const etcd_cluster *c)
@@ -111,6 +112,38 @@ int spec_refuse_unsupported(cluster_set *set, bool (*exists)(const char *id, voi
                 size_t n = spec_check_unsupported(c, mode, diags);
                 assert(n > 0);
                 (void)n;
+                etcd_cluster_free(c);
+                r = -EOPNOTSUPP;
+        }
+        set->n = kept;
+        return r;
+}
+
+int spec_refuse_for_target(cluster_set *set, bool hosts_target, diag_list *diags)
+{
+        assert(set);
+        size_t kept = 0;
+        int r = 0;
+        for (size_t i = 0; i < set->n; i++) {
+                etcd_cluster *c = set->items[i];
+                if (c->hosts.set == hosts_target) {
+                        set->items[kept++] = c;
+                        continue;
+                }
+                int line, col;
+                etcd_cluster_loc(c, c->hosts.set ? "spec.hosts" : "metadata.name", &line, &col);
+                if (c->hosts.set)
+                        diag_add(diags, DIAG_ERROR, c->file, line, col,
+                                 "spec.hosts (members on machines reached over SSH) needs "
+                                 "--target hosts; the cluster is not taken in (run gitcd with "
+                                 "--target hosts, or remove spec.hosts to run members on this "
+                                 "target)");
+                else
+                        diag_add(diags, DIAG_ERROR, c->file, line, col,
+                                 "--target hosts runs members on the machines of spec.hosts, and "
+                                 "cluster %s/%s has none; the cluster is not taken in (add "
+                                 "spec.hosts, or use --target local or kubernetes)",
+                                 c->namespace_, c->name);
                 etcd_cluster_free(c);
                 r = -EOPNOTSUPP;
         }

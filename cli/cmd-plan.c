@@ -10,7 +10,10 @@
  * With --target kubernetes the plan also reads the API server (GET, LIST
  * and dry-run applies only: plan/drift.h) and reports, per cluster taken
  * in, how the live objects differ from what gitcd would apply. Without it
- * no target is contacted.
+ * no target is contacted. With --target hosts the plan takes in only
+ * clusters with spec.hosts (as apply would) and lists, per machine, the
+ * files and commands apply writes and runs there, computed from the spec:
+ * the machines are not contacted (the output says so).
  */
 #include <assert.h>
 #include <errno.h>
@@ -27,6 +30,7 @@
 #include "plan/drift.h"
 #include "plan/plan.h"
 #include "targets/kubernetes.h"
+#include "targets/hosts.h"
 #include "api/spec.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -37,7 +41,8 @@ static void usage(FILE *out)
         fprintf(out,
                 "usage: gitcd plan --source SRC [--ref R] [--path P] [--state DB]\n"
                 "                  [-o text|json] [--detailed-exitcode] [options]\n"
-                "                  [--target kubernetes [--kubeconfig F] [--context C]]\n\n"
+                "                  [--target kubernetes [--kubeconfig F] [--context C]]\n"
+                "                  [--target hosts]\n\n"
                 "Compare the EtcdClusters at SRC's revision with what the state store says\n"
                 "gitcd has accepted, and show every cluster to create, change or delete,\n"
                 "field by field, with the steps that will follow, and every rejected\n"
@@ -61,8 +66,13 @@ static void usage(FILE *out)
                 "PVCs and Pods): missing, drift: <fields>, not managed by gitcd, would\n"
                 "prune; and the live Pods and PVCs against spec.replicas and spec.version\n"
                 "(docs/kubernetes.md).\n\n"
+                "With --target hosts the plan takes in only clusters with spec.hosts, as\n"
+                "`gitcd apply --target hosts` would, and lists for each cluster to create\n"
+                "or change, machine by machine, the files apply writes there and the\n"
+                "commands it runs (with `sudo -n` for SSH users other than root). They\n"
+                "are computed from the spec: no machine is contacted (docs/hosts.md).\n\n"
                 "A Git source is mirrored into a temporary folder removed on exit, unless\n"
-                "--cache-dir names a cache to reuse. --etcd-dir and any other --target are\n"
+                "--cache-dir names a cache to reuse. --etcd-dir and the --hosts-* flags are\n"
                 "accepted and ignored: only --target kubernetes contacts a target.\n\n"
                 "Exit status: 0 no errors (with --detailed-exitcode: and no changes or drift);\n"
                 "1 errors, rejections, an object not managed by gitcd, or an unreadable API\n"
@@ -158,6 +168,77 @@ static int fetch(const runner_flags *f, bool plain, source_revision **ret)
         }
         *ret = TAKE_PTR(rev);
         return 0;
+}
+
+/*
+ * --target hosts: for every cluster the plan creates or changes, what apply
+ * writes and runs on each machine (hosts_machine_effects), as
+ * [{"cluster": "ns/name", "action": "create", "machines": [{"address",
+ * "mode", "effects": [...]}]}]. The revision is parsed again for the
+ * clusters' inventories; the plan says which of them are taken in.
+ */
+static json_t *hosts_effects(const source_revision *rev, const plan *p)
+{
+        cluster_set set = {0};
+        diag_list d = DIAG_LIST_INIT;
+        for (size_t i = 0; i < rev->n_files; i++)
+                (void)spec_load_buffer(rev->files[i].path, rev->files[i].content, rev->files[i].len,
+                                       &set, &d);
+        diag_list_release(&d);
+        json_t *out = json_array();
+        for (size_t i = 0; i < p->n; i++) {
+                const plan_item *it = &p->items[i];
+                if (it->action != PLAN_CREATE && it->action != PLAN_UPDATE)
+                        continue;
+                const etcd_cluster *c = NULL;
+                for (size_t j = 0; j < set.n && !c; j++) {
+                        _cleanup_free_ char *id = etcd_cluster_id(set.items[j]);
+                        if (streq(id, it->name) && set.items[j]->hosts.set)
+                                c = set.items[j];
+                }
+                if (!c)
+                        continue;
+                json_t *machines = json_array();
+                for (size_t m = 0; m < c->hosts.n; m++) {
+                        char **l = hosts_machine_effects(c, m);
+                        json_t *e = json_array();
+                        for (size_t k = 0; l[k]; k++)
+                                json_array_append_new(e, json_string(l[k]));
+                        strv_free(l);
+                        json_array_append_new(
+                            machines,
+                            json_pack("{s:s,s:s,s:o}", "address", c->hosts.items[m].address, "mode",
+                                      host_mode_name(c->hosts.items[m].mode), "effects", e));
+                }
+                json_array_append_new(out, json_pack("{s:s,s:s,s:o}", "cluster", it->name, "action",
+                                                     plan_action_name(it->action), "machines",
+                                                     machines));
+        }
+        cluster_set_release(&set);
+        return out;
+}
+
+static void hosts_effects_print(json_t *effects, FILE *out)
+{
+        if (json_array_size(effects) == 0)
+                return;
+        fprintf(out, "\nOn the machines (from the spec; no machine was contacted), "
+                     "`gitcd apply --target hosts` would:\n");
+        size_t i, m, k;
+        json_t *cl, *mach, *line;
+        json_array_foreach(effects, i, cl)
+        {
+                fprintf(out, "  %s (%s):\n", json_string_value(json_object_get(cl, "cluster")),
+                        json_string_value(json_object_get(cl, "action")));
+                json_array_foreach(json_object_get(cl, "machines"), m, mach)
+                {
+                        fprintf(out, "    %s (%s):\n",
+                                json_string_value(json_object_get(mach, "address")),
+                                json_string_value(json_object_get(mach, "mode")));
+                        json_array_foreach(json_object_get(mach, "effects"), k, line)
+                            fprintf(out, "      - %s\n", json_string_value(line));
+                }
+        }
 }
 
 static void kube_config_freep(kube_config **cfg)
@@ -322,7 +403,18 @@ int cmd_plan(int argc, char **argv)
                 return EXIT_FAIL;
         }
 
-        plan_input in = {.rev = rev, .applied = have_state ? &applied : NULL, .prune = f.prune};
+        if (f.target && runner_target_kind(f.target) < 0) {
+                fprintf(stderr,
+                        "gitcd plan: unknown target '%s' (available: local, kubernetes, hosts)\n",
+                        f.target);
+                state_cluster_list_release(&applied);
+                return EXIT_USAGE;
+        }
+        bool hosts = streq_ptr(f.target, "hosts");
+        plan_input in = {.rev = rev,
+                         .applied = have_state ? &applied : NULL,
+                         .prune = f.prune,
+                         .hosts_target = hosts};
         _cleanup_(plan_freep) plan *p = NULL;
         int k = plan_compute(&in, &p);
         state_cluster_list_release(&applied);
@@ -337,6 +429,7 @@ int cmd_plan(int argc, char **argv)
             kube_drift(&f, state_path, have_state, rev, p, &drift, &kcfg) < 0)
                 return EXIT_FAIL;
         const char *server = kcfg ? kcfg->server : NULL;
+        json_t *effects = hosts ? hosts_effects(rev, p) : NULL;
 
         if (json) {
                 json_t *j = plan_to_json(p, rev);
@@ -349,6 +442,8 @@ int cmd_plan(int argc, char **argv)
                         json_object_set_new(json_object_get(j, "summary"), "drift",
                                             json_boolean(drift_has_changes(drift)));
                 }
+                if (effects)
+                        json_object_set(j, "hosts", effects);
                 json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 fputc('\n', stdout);
                 json_decref(j);
@@ -359,7 +454,10 @@ int cmd_plan(int argc, char **argv)
                 plan_print_text(p, rev, &po, stdout);
                 if (drift)
                         drift_print_text(drift, server, po.color, stdout);
+                if (effects)
+                        hosts_effects_print(effects, stdout);
         }
+        json_decref(effects);
         fflush(stdout);
         if (plan_has_errors(p) || (drift && drift_has_errors(drift)))
                 return EXIT_FAIL;

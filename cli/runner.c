@@ -25,6 +25,7 @@
 #include "api/spec.h"
 #include "kube/kubeconfig.h"
 #include "ops/metrics.h"
+#include "targets/hosts.h"
 #include "targets/kubernetes.h"
 #include "targets/local.h"
 #include "util/fs.h"
@@ -56,6 +57,10 @@ const struct option runner_long_options[] = {
     {"kubeconfig", required_argument, NULL, RUNNER_OPT_KUBECONFIG},
     {"context", required_argument, NULL, RUNNER_OPT_CONTEXT},
     {"cluster-domain", required_argument, NULL, RUNNER_OPT_CLUSTER_DOMAIN},
+    {"hosts-ssh-key", required_argument, NULL, RUNNER_OPT_HOSTS_SSH_KEY},
+    {"hosts-passphrase-file", required_argument, NULL, RUNNER_OPT_HOSTS_PASSPHRASE_FILE},
+    {"hosts-known-hosts", required_argument, NULL, RUNNER_OPT_HOSTS_KNOWN_HOSTS},
+    {"hosts-ports", required_argument, NULL, RUNNER_OPT_HOSTS_PORTS},
 };
 const size_t runner_n_long_options = sizeof(runner_long_options) / sizeof(runner_long_options[0]);
 
@@ -80,12 +85,20 @@ const char runner_options_help[] =
     "  --state PATH             state database (default: $GITCD_STATE_DIR/state.db or\n"
     "                           ./.gitcd/state.db); members of the local target live beside it\n"
     "  --target TARGET          where members run: local (the default), etcd processes\n"
-    "                           on this host; or kubernetes, Pods through an API server\n"
+    "                           on this host; kubernetes, Pods through an API server; or\n"
+    "                           hosts, the machines of spec.hosts over SSH (docs/hosts.md)\n"
     "  --kubeconfig FILE        kubernetes target: the kubeconfig (default: in-cluster\n"
     "                           configuration inside a Pod, else $KUBECONFIG or ~/.kube/config)\n"
     "  --context NAME           kubernetes target: the kubeconfig context (default: current)\n"
     "  --cluster-domain DOMAIN  kubernetes target: the DNS domain of Services\n"
     "                           (default: cluster.local)\n"
+    "  --hosts-ssh-key FILE     hosts target: the SSH private key (default: the keys of\n"
+    "                           the ssh-agent at $SSH_AUTH_SOCK); its passphrase from\n"
+    "                           --hosts-passphrase-file FILE\n"
+    "  --hosts-known-hosts FILE hosts target: the machines' host keys, checked strictly,\n"
+    "                           never trusted on first use (default: ~/.ssh/known_hosts)\n"
+    "  --hosts-ports C,P,M      hosts target: the members' client, peer and metrics ports\n"
+    "                           (default: 2379,2380,2381)\n"
     "  --etcd-dir DIR           etcd binaries as DIR/<version>/etcd (default: $GITCD_ETCD_DIR,\n"
     "                           then ~/.cache/gitcd/etcd, then etcd on PATH)\n"
     "  --prune                  stop the members of clusters removed from the source\n"
@@ -171,6 +184,18 @@ bool runner_flag(runner_flags *f, int opt, const char *arg)
         case RUNNER_OPT_CLUSTER_DOMAIN:
                 f->cluster_domain = arg;
                 return true;
+        case RUNNER_OPT_HOSTS_SSH_KEY:
+                f->hosts.ssh_key = arg;
+                return true;
+        case RUNNER_OPT_HOSTS_PASSPHRASE_FILE:
+                f->hosts.passphrase_file = arg;
+                return true;
+        case RUNNER_OPT_HOSTS_KNOWN_HOSTS:
+                f->hosts.known_hosts = arg;
+                return true;
+        case RUNNER_OPT_HOSTS_PORTS:
+                f->hosts_ports = arg;
+                return true;
         default:
                 return false;
         }
@@ -222,6 +247,17 @@ static int open_kubernetes(const ops_config *c, const char *state_dir, target **
         return k;
 }
 
+int runner_target_kind(const char *name)
+{
+        if (streq_ptr(name, "local"))
+                return RUNNER_TARGET_LOCAL;
+        if (streq_ptr(name, "kubernetes"))
+                return RUNNER_TARGET_KUBERNETES;
+        if (streq_ptr(name, "hosts"))
+                return RUNNER_TARGET_HOSTS;
+        return -1;
+}
+
 static const char *source_target(const ops_config *c, const ops_source *s)
 {
         return s->target ? s->target : c->target ? c->target : "local";
@@ -233,15 +269,17 @@ static int check_settings(const ops_config *c)
                 fprintf(stderr, "gitcd: --source is required\n");
                 return -EINVAL;
         }
-        if (c->target && !streq(c->target, "local") && !streq(c->target, "kubernetes")) {
-                fprintf(stderr, "gitcd: unknown target '%s' (available: local, kubernetes)\n",
+        if (c->target && runner_target_kind(c->target) < 0) {
+                fprintf(stderr,
+                        "gitcd: unknown target '%s' (available: local, kubernetes, hosts)\n",
                         c->target);
                 return -EINVAL;
         }
-        bool kube = false;
+        bool kube = false, hosts = false;
         for (size_t i = 0; i < c->n_sources; i++) {
                 const ops_source *s = &c->sources[i];
                 kube = kube || streq(source_target(c, s), "kubernetes");
+                hosts = hosts || streq(source_target(c, s), "hosts");
                 if (isempty(s->src.url_or_path)) {
                         fprintf(stderr, "gitcd: source %s has no url\n", s->name);
                         return -EINVAL;
@@ -255,6 +293,17 @@ static int check_settings(const ops_config *c)
         if (!kube && (c->kubeconfig || c->kube_context || c->cluster_domain)) {
                 fprintf(stderr, "gitcd: --kubeconfig, --context and --cluster-domain need "
                                 "--target kubernetes\n");
+                return -EINVAL;
+        }
+        const ops_hosts *h = &c->hosts;
+        if (!hosts && (h->ssh_key || h->passphrase_file || h->known_hosts || h->client_port ||
+                       h->peer_port || h->metrics_port)) {
+                fprintf(stderr, "gitcd: --hosts-ssh-key, --hosts-passphrase-file, "
+                                "--hosts-known-hosts and --hosts-ports need --target hosts\n");
+                return -EINVAL;
+        }
+        if (h->passphrase_file && !h->ssh_key) {
+                fprintf(stderr, "gitcd: --hosts-passphrase-file needs --hosts-ssh-key\n");
                 return -EINVAL;
         }
         return 0;
@@ -327,6 +376,29 @@ int runner_settings(const runner_flags *f, const char *config, int64_t interval_
                 c->kube_context = f->kube_context;
         if (f->cluster_domain)
                 c->cluster_domain = f->cluster_domain;
+        if (f->hosts.ssh_key)
+                c->hosts.ssh_key = f->hosts.ssh_key;
+        if (f->hosts.passphrase_file)
+                c->hosts.passphrase_file = f->hosts.passphrase_file;
+        if (f->hosts.known_hosts)
+                c->hosts.known_hosts = f->hosts.known_hosts;
+        if (f->hosts_ports) {
+                int v[3];
+                char tail;
+                if (sscanf(f->hosts_ports, "%d,%d,%d%c", &v[0], &v[1], &v[2], &tail) != 3 ||
+                    v[0] < 1 || v[0] > 65535 || v[1] < 1 || v[1] > 65535 || v[2] < 1 ||
+                    v[2] > 65535) {
+                        fprintf(
+                            stderr,
+                            "gitcd: --hosts-ports takes three port numbers: CLIENT,PEER,METRICS "
+                            "(e.g. 2379,2380,2381), not '%s'\n",
+                            f->hosts_ports);
+                        return -EINVAL;
+                }
+                c->hosts.client_port = v[0];
+                c->hosts.peer_port = v[1];
+                c->hosts.metrics_port = v[2];
+        }
         if (f->etcd_dir)
                 c->etcd_dir = f->etcd_dir;
         if (f->cache_dir)
@@ -495,6 +567,65 @@ static void pass_done(const char *cluster, const pass_result *res, int64_t durat
         state_cluster_free(sc);
 }
 
+static void erase_freep(char **s)
+{
+        if (*s)
+                explicit_bzero(*s, strlen(*s));
+        free(*s);
+}
+
+/*
+ * The hosts target: SSH with --hosts-ssh-key (its passphrase read from
+ * --hosts-passphrase-file) or the ssh-agent, host keys checked strictly
+ * against --hosts-known-hosts or ~/.ssh/known_hosts. The cluster CAs of
+ * tls.provider auto live in the state folder (<state dir>/hosts/).
+ */
+static int open_hosts(const ops_config *c, const char *state_dir, target **ret)
+{
+        const ops_hosts *h = &c->hosts;
+        _cleanup_free_ char *kh = h->known_hosts ? xstrdup(h->known_hosts) : default_known_hosts();
+        if (!kh) {
+                fprintf(stderr, "gitcd: the hosts target needs --hosts-known-hosts FILE ($HOME is "
+                                "not set)\n");
+                return -EINVAL;
+        }
+        if (!path_exists(kh)) {
+                fprintf(stderr,
+                        "gitcd: hosts target: no known_hosts file %s; list the machines' host "
+                        "keys there (ssh-keyscan, checked out of band) or name one with "
+                        "--hosts-known-hosts (host keys are never trusted on first use)\n",
+                        kh);
+                return -ENOENT;
+        }
+        if (!h->ssh_key && isempty(getenv("SSH_AUTH_SOCK"))) {
+                fprintf(stderr, "gitcd: the hosts target needs --hosts-ssh-key FILE or an "
+                                "ssh-agent ($SSH_AUTH_SOCK is not set)\n");
+                return -EINVAL;
+        }
+        _cleanup_(erase_freep) char *pass = NULL;
+        if (h->passphrase_file) {
+                size_t len = 0;
+                int k = read_file(h->passphrase_file, 4096, &pass, &len);
+                if (k < 0) {
+                        fprintf(stderr, "gitcd: cannot read %s: %s\n", h->passphrase_file,
+                                strerror(-k));
+                        return k;
+                }
+                pass[strcspn(pass, "\r\n")] = 0;
+        }
+        hosts_target_opts o = {
+            .ssh = {.known_hosts = kh, .key_file = h->ssh_key, .key_passphrase = pass},
+            .client_port = h->client_port,
+            .peer_port = h->peer_port,
+            .metrics_port = h->metrics_port,
+            .state_dir = state_dir,
+        };
+        int k = hosts_target_new(&o, ret);
+        if (k < 0)
+                fprintf(stderr, "gitcd: cannot set up the hosts target: %s\n", strerror(-k));
+        return k;
+}
+
 /* Everything but the lock: the state store, the targets, the sources and their drivers. */
 static int open_parts(const ops_config *c, driver_progress_fn progress, void *userdata, runner *r)
 {
@@ -509,11 +640,13 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                 runner_source *rs = &r->sources[i];
                 rs->conf = &c->sources[i];
                 rs->interval_ms = rs->conf->interval_ms > 0 ? rs->conf->interval_ms : 30000;
-                bool kube = streq(source_target(c, rs->conf), "kubernetes");
-                target **t = &r->targets[kube ? 1 : 0];
+                int kind = runner_target_kind(source_target(c, rs->conf));
+                assert(kind >= 0 && (size_t)kind < ARRAY_SIZE(r->targets));
+                target **t = &r->targets[kind];
                 if (!*t) {
-                        k = kube ? open_kubernetes(c, r->state_dir, t)
-                                 : open_local(c, r->state_dir, t);
+                        k = kind == RUNNER_TARGET_KUBERNETES ? open_kubernetes(c, r->state_dir, t)
+                            : kind == RUNNER_TARGET_HOSTS    ? open_hosts(c, r->state_dir, t)
+                                                             : open_local(c, r->state_dir, t);
                         if (k < 0)
                                 return k;
                 }

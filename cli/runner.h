@@ -17,12 +17,14 @@
 typedef struct runner_flags {
         source_opts src;
         const char *state;          /* --state */
-        const char *target;         /* --target: "local" (default) or "kubernetes" */
+        const char *target;         /* --target: "local" (default), "kubernetes" or "hosts" */
         const char *kubeconfig;     /* --kubeconfig (kubernetes target) */
         const char *kube_context;   /* --context */
         const char *cluster_domain; /* --cluster-domain (default cluster.local) */
         const char *etcd_dir;       /* --etcd-dir */
         const char *cache_dir;      /* --cache-dir */
+        ops_hosts hosts;            /* --hosts-* (hosts target) */
+        const char *hosts_ports;    /* --hosts-ports CLIENT,PEER,METRICS */
         bool prune;
         /* gitcd run only */
         const char *listen;            /* --listen host:port */
@@ -56,6 +58,10 @@ enum {
         RUNNER_OPT_CONTEXT,
         RUNNER_OPT_CLUSTER_DOMAIN,
         RUNNER_OPT_ALLOW_ROLLBACK,
+        RUNNER_OPT_HOSTS_SSH_KEY,
+        RUNNER_OPT_HOSTS_PASSPHRASE_FILE,
+        RUNNER_OPT_HOSTS_KNOWN_HOSTS,
+        RUNNER_OPT_HOSTS_PORTS,
         RUNNER_OPT_LAST,
 };
 
@@ -68,6 +74,10 @@ extern const size_t runner_n_long_options;
  * then the terminating zero entry. Newly allocated; free() it.
  */
 struct option *runner_options(const struct option *own, size_t n_own);
+
+/* RUNNER_TARGET_* for a --target name, or -1 when there is no such target. */
+enum { RUNNER_TARGET_LOCAL, RUNNER_TARGET_KUBERNETES, RUNNER_TARGET_HOSTS };
+int runner_target_kind(const char *name);
 
 /* The help text for the shared options. */
 extern const char runner_options_help[];
@@ -98,7 +108,7 @@ typedef struct runner_source {
 typedef struct runner {
         int lock_fd; /* holds RUNNER_LOCK_FILE; -1 when closed */
         state_db *db;
-        target *targets[2]; /* local, kubernetes: opened when a source needs it */
+        target *targets[3]; /* local, kubernetes, hosts: opened when a source needs it */
         runner_source *sources;
         size_t n_sources;
         /* The first source's, for the commands that take one (apply). */

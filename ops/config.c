@@ -128,8 +128,8 @@ static int64_t duration(parser *p, const ynode *n, const char *key, int64_t min_
 static const char *target_name(parser *p, const ynode *n)
 {
         const char *t = str(p, n, "target");
-        if (t && !streq(t, "local") && !streq(t, "kubernetes")) {
-                err(p, n, "unknown target '%s' (available: local, kubernetes)", t);
+        if (t && !streq(t, "local") && !streq(t, "kubernetes") && !streq(t, "hosts")) {
+                err(p, n, "unknown target '%s' (available: local, kubernetes, hosts)", t);
                 return NULL;
         }
         return t;
@@ -423,6 +423,44 @@ static void parse_kubernetes(parser *p, const ynode *m)
         }
 }
 
+static int port(parser *p, const ynode *n, const char *key)
+{
+        const char *s = str(p, n, key);
+        char *end = NULL;
+        long v = s ? strtol(s, &end, 10) : 0;
+        if (!s || !end || *end || v < 1 || v > 65535) {
+                if (s)
+                        err(p, n, "%s must be a port number (1-65535)", key);
+                return 0;
+        }
+        return (int)v;
+}
+
+static void parse_hosts(parser *p, const ynode *m)
+{
+        ops_hosts *h = &p->cfg->hosts;
+        if (!want_map(p, m, "hosts"))
+                return;
+        for (size_t i = 0; i < m->n; i++) {
+                const char *k = m->keys[i]->str;
+                const ynode *v = m->values[i];
+                if (streq(k, "sshKey"))
+                        h->ssh_key = str(p, v, k);
+                else if (streq(k, "passphraseFile"))
+                        h->passphrase_file = str(p, v, k);
+                else if (streq(k, "knownHosts"))
+                        h->known_hosts = str(p, v, k);
+                else if (streq(k, "clientPort"))
+                        h->client_port = port(p, v, k);
+                else if (streq(k, "peerPort"))
+                        h->peer_port = port(p, v, k);
+                else if (streq(k, "metricsPort"))
+                        h->metrics_port = port(p, v, k);
+                else
+                        err(p, m->keys[i], "unknown key '%s' in hosts", k);
+        }
+}
+
 static void parse_log(parser *p, const ynode *m)
 {
         if (!want_map(p, m, "log"))
@@ -465,6 +503,8 @@ static void parse_root(parser *p, const ynode *root)
                         c->interval_ms = duration(p, v, k, 1000);
                 else if (streq(k, "kubernetes"))
                         parse_kubernetes(p, v);
+                else if (streq(k, "hosts"))
+                        parse_hosts(p, v);
                 else if (streq(k, "listen"))
                         parse_listen(p, v);
                 else if (streq(k, "sources"))

@@ -31,11 +31,21 @@ typedef struct ops_commit_status {
         const char *context;    /* status name prefix; default "gitcd" */
 } ops_commit_status;
 
+/* The hosts target's SSH settings (hosts: in the file, --hosts-* flags). */
+typedef struct ops_hosts {
+        const char *ssh_key;         /* private key; NULL: the ssh-agent ($SSH_AUTH_SOCK) */
+        const char *passphrase_file; /* of ssh_key */
+        const char *known_hosts;     /* checked strictly; NULL: ~/.ssh/known_hosts */
+        int client_port;             /* 0: 2379 */
+        int peer_port;               /* 0: 2380 */
+        int metrics_port;            /* 0: 2381 */
+} ops_hosts;
+
 typedef struct ops_source {
         const char *name;         /* unique; "default" for the one source of the flags */
         source_opts src;          /* strings owned by the ops_config */
         int64_t interval_ms;      /* 0: the daemon's interval */
-        const char *target;       /* "local" or "kubernetes"; NULL: the daemon's target */
+        const char *target;       /* "local", "kubernetes" or "hosts"; NULL: the daemon's */
         ops_commit_status status; /* forge NONE: no commit statuses */
 } ops_source;
 
@@ -62,6 +72,7 @@ typedef struct ops_config {
         const char *kubeconfig;
         const char *kube_context;
         const char *cluster_domain;
+        ops_hosts hosts;
         const char *etcd_dir;
         const char *cache_dir;
         bool prune;

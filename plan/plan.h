@@ -64,6 +64,7 @@ typedef struct plan_input {
         const source_revision *rev;        /* required */
         const state_cluster_list *applied; /* NULL: nothing applied yet */
         bool prune;                        /* clusters removed from the source are stopped */
+        bool hosts_target; /* --target hosts: only clusters with spec.hosts (and only they) */
 } plan_input;
 
 /*

@@ -215,6 +215,9 @@ int driver_sync(driver *d, diag_list *diags)
                 errors = true;
         if (spec_refuse_unsupported(&set, cluster_exists, d, &local) < 0)
                 errors = true;
+        if (spec_refuse_for_target(&set, d->opts.target->ops->caps & TARGET_CAP_HOSTS_INVENTORY,
+                                   &local) < 0)
+                errors = true;
         for (size_t i = 0; i < rev->n_notes; i++)
                 diag_add(&local, DIAG_NOTE, rev->notes[i].path, 0, 0, "skipped: %s",
                          rev->notes[i].reason);

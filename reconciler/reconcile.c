@@ -104,6 +104,7 @@ typedef struct world {
         obs_cert *obs_certs;
         char *commit; /* the commit and author behind the latched spec, for audit events */
         char *author;
+        bool target_failed; /* observe failed because the target could not report a member */
 } world;
 
 const char *pass_outcome_name(pass_outcome o)
@@ -479,7 +480,18 @@ static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *
                                 break;
                         }
                 }
-                (void)r->opts.target->ops->member_status(r->opts.target, c, rec->name, &v->ts);
+                /*
+                 * A member the target cannot report on (its machine does not
+                 * answer) is not "absent": that would replace a member that
+                 * may well run. Nothing is decided for the cluster until the
+                 * target answers.
+                 */
+                k = r->opts.target->ops->member_status(r->opts.target, c, rec->name, &v->ts);
+                if (k < 0) {
+                        w->target_failed = true;
+                        free(matched);
+                        return k;
+                }
                 (void)membership_check_identity(rec->data_identity, &v->ts);
                 member_wanted(r, c, rec, v);
         }
@@ -696,8 +708,14 @@ static int new_member_record(act_ctx *a, int ordinal, bool seed, bool learner,
         }
         _cleanup_(membership_plan_freep) membership_plan *p = membership_plan_new(c);
         k = membership_plan_append(p, a->r->opts.target, c, name, ordinal, learner, NULL, NULL);
-        if (k < 0)
+        if (k < 0) {
+                /* the target's reason (no free machine, a refused host key) reaches the user */
+                log_warn("%s: cannot place member %s: %s", a->x->name, name,
+                         target_last_error(a->r->opts.target));
+                snprintf(a->res->message, sizeof(a->res->message), "cannot place member %s: %s",
+                         name, target_last_error(a->r->opts.target));
                 return k;
+        }
         const member_plan *mp = &p->members[0];
         _cleanup_free_ char *ic =
             initial_cluster_extra ? xasprintf("%s,%s=%s", initial_cluster_extra, name, mp->peer_url)
@@ -1475,7 +1493,7 @@ static int pass_observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, wo
         int k = observe(r, x, c, w);
         if (k < 0) {
                 snprintf(res->message, sizeof(res->message), "cannot observe: %s",
-                         state_last_error());
+                         w->target_failed ? target_last_error(r->opts.target) : state_last_error());
                 return k;
         }
         record_observed(r, x, w);

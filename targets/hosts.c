@@ -2,14 +2,16 @@
  * The hosts target (see hosts.h): members on the machines of spec.hosts,
  * driven over SSH (targets/ssh.c).
  *
- * Design: the machines themselves hold the only target-specific facts, so
- * nothing is recorded on the gitcd side. Which machine holds a member is
+ * Design: the machines themselves hold the target-specific facts about
+ * members, so no placement is recorded on the gitcd side (only the TLS CA
+ * and leaves, below). Which machine holds a member is
  * the data identity marker in the machine's data directory (written when
  * the member is placed: it claims the machine); whether it should run is
  * the presence of its unit file or manifest; which configuration it runs
  * is the config hash written into that file. One probe (one SSH command)
- * reads all three; every operation starts from a probe, so the target is
- * level-based like the reconciler and survives a gitcd restart unchanged.
+ * reads all three; every operation starts from a probe (kept for the rest
+ * of the reconciler pass, see probe()), so the target is level-based like
+ * the reconciler and survives a gitcd restart unchanged.
  *
  * A member whose file exists but whose marker is gone lost its data disk:
  * it is reported MEMBER_DATA_LOST and ensure_member refuses to start it
@@ -18,10 +20,22 @@
  * probed, status and list fail with the transport's error instead of
  * reporting "absent" (which would make the reconciler create it again).
  *
- * Not yet: TLS material (ensure_shared refuses TLS), SSH users other than
- * root (sudo), adoption of members gitcd did not create.
+ * An SSH user other than root runs every command through `sudo -n` (never
+ * prompting: a sudo that wants a password is a clear error) and writes
+ * files through it (see upload()).
+ *
+ * TLS (tls.provider auto): pki/auto.c issues the CA and the leaves on the
+ * gitcd host, under <state dir>/hosts/<namespace>/<name>/ in the local
+ * target's layout (local-tls.c); each member's client/ and peer/ folders
+ * are copied into its tls_dir on its machine (files 0600, folders 0700)
+ * before the file that starts it is written, and again when renew_tls
+ * reissues them. gitcd's own client identity (operator/) never leaves the
+ * gitcd host.
+ *
+ * Not yet: adoption of members gitcd did not create.
  */
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +44,11 @@
 #include <jansson.h>
 
 #include "api/spec.h"
+#include "render/layout.h"
 #include "render/render.h"
 #include "targets/hosts.h"
+#include "targets/local-tls.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -45,6 +62,7 @@ typedef struct hosts_target {
         target base; /* first: target * converts to hosts_target * */
         hosts_target_opts o;
         char *systemctl;
+        char *state_dir; /* o.state_dir, owned */
         ssh_pool *pool;
         /*
          * A copy of each cluster an operation was called with:
@@ -52,6 +70,9 @@ typedef struct hosts_target {
          */
         etcd_cluster **seen;
         size_t n_seen, alloc_seen;
+        /* This pass's probes (see probe()); cleared by tick. */
+        struct probe_cache *cache;
+        size_t n_cache, alloc_cache;
 } hosts_target;
 
 /* What one probe of a machine found for a cluster. */
@@ -65,6 +86,13 @@ typedef struct machine_view {
 } machine_view;
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
+
+/* One probe's answer, kept for the rest of the pass. */
+typedef struct probe_cache {
+        char *machine; /* "address:port" */
+        char *command; /* the probe command: names the cluster's paths */
+        char *out;     /* what it printed */
+} probe_cache;
 
 static hosts_target *HT(target *t)
 {
@@ -128,36 +156,141 @@ static char *unit_name(const etcd_cluster *c)
         return xasprintf("etcd-%s-%s.service", c->namespace_, c->name);
 }
 
+char *hosts_command(const host_spec *h, const char *cmd)
+{
+        if (streq(h->ssh_user, "root"))
+                return xstrdup(cmd);
+        _cleanup_free_ char *q = ssh_quote(cmd);
+        return xasprintf("sudo -n sh -c %s", q);
+}
+
+char *hosts_install_command(const host_spec *h, const char *path, mode_t mode)
+{
+        const char *slash = strrchr(path, '/');
+        assert(slash);
+        _cleanup_free_ char *dir = xstrndup(path, (size_t)(slash - path));
+        _cleanup_free_ char *tmp = xasprintf("%s/.%s.gitcd-tmp", dir, slash + 1);
+        _cleanup_free_ char *qt = ssh_quote(tmp), *qp = ssh_quote(path);
+        _cleanup_free_ char *cmd =
+            xasprintf("umask 077 && cat > %s && chmod %04o %s && sync %s && mv -f -- %s %s", qt,
+                      (unsigned)(mode & 07777), qt, qt, qt, qp);
+        return hosts_command(h, cmd);
+}
+
 static int conn(hosts_target *ht, const host_spec *h, ssh_conn **ret)
 {
         const char *err = NULL;
-        if (!streq(h->ssh_user, "root"))
-                return target_fail(&ht->base, -EOPNOTSUPP,
-                                   "%s: ssh.user %s: only root is supported yet (sudo is not)",
-                                   h->address, h->ssh_user);
         int k = ssh_pool_get(ht->pool, h->address, h->ssh_port, h->ssh_user, ret, &err);
         if (k < 0)
                 return target_fail(&ht->base, k, "%s: %s", h->address, err ? err : strerror(-k));
         return 0;
 }
 
-/* Run a command; a non-zero exit is -EIO with its stderr. */
-static int run(hosts_target *ht, const host_spec *h, const char *cmd, char **ret_out)
+/* A failed command's message; a sudo that wants a password says what to configure. */
+static int command_failed(hosts_target *ht, const host_spec *h, const char *cmd, int status,
+                          const char *err)
+{
+        if (!streq(h->ssh_user, "root") && err && strstr(err, "sudo:"))
+                return target_fail(&ht->base, -EACCES,
+                                   "%s: `sudo -n` refused for user %s (%s); gitcd needs "
+                                   "password-less sudo there (docs/hosts.md)",
+                                   h->address, h->ssh_user, err);
+        return target_fail(&ht->base, -EIO, "%s: `%s` failed (exit %d): %s", h->address, cmd,
+                           status, isempty(err) ? "no message" : err);
+}
+
+static char *machine_key(const host_spec *h)
+{
+        return xasprintf("%s:%d", h->address, h->ssh_port);
+}
+
+/* Forget the probes of machine h (NULL: of every machine). */
+static void forget_probes(hosts_target *ht, const host_spec *h)
+{
+        _cleanup_free_ char *key = h ? machine_key(h) : NULL;
+        size_t kept = 0;
+        for (size_t i = 0; i < ht->n_cache; i++) {
+                probe_cache *e = &ht->cache[i];
+                if (key && !streq(e->machine, key)) {
+                        ht->cache[kept++] = *e;
+                        continue;
+                }
+                free(e->machine);
+                free(e->command);
+                free(e->out);
+        }
+        ht->n_cache = kept;
+}
+
+/*
+ * Run a command (through `sudo -n` when the SSH user is not root); a
+ * non-zero exit is -EIO with its stderr. Anything but a probe may change
+ * the machine: its cached probes go.
+ */
+static int exec_cmd(hosts_target *ht, const host_spec *h, const char *cmd, const void *in,
+                    size_t in_len, char **ret_out);
+
+static int run_input(hosts_target *ht, const host_spec *h, const char *cmd, const void *in,
+                     size_t in_len, char **ret_out)
+{
+        forget_probes(ht, h);
+        return exec_cmd(ht, h, cmd, in, in_len, ret_out);
+}
+
+static int exec_cmd(hosts_target *ht, const host_spec *h, const char *cmd, const void *in,
+                    size_t in_len, char **ret_out)
 {
         ssh_conn *c = NULL;
         _cleanup_free_ char *out = NULL, *err = NULL;
+        _cleanup_free_ char *full = hosts_command(h, cmd);
         int status = -1;
         int k = conn(ht, h, &c);
         if (k < 0)
                 return k;
-        k = ssh_exec(c, cmd, NULL, 0, &status, &out, &err);
+        k = ssh_exec(c, full, in, in_len, &status, &out, &err);
         if (k < 0)
                 return target_fail(&ht->base, k, "%s: %s", h->address, ssh_last_error(c));
         if (status != 0)
-                return target_fail(&ht->base, -EIO, "%s: `%s` failed (exit %d): %s", h->address,
-                                   cmd, status, isempty(err) ? "no message" : err);
+                return command_failed(ht, h, cmd, status, err);
         if (ret_out)
                 *ret_out = TAKE_PTR(out);
+        return 0;
+}
+
+static int run(hosts_target *ht, const host_spec *h, const char *cmd, char **ret_out)
+{
+        return run_input(ht, h, cmd, NULL, 0, ret_out);
+}
+
+/*
+ * Write a file on machine h atomically. As root through SFTP
+ * (ssh_upload); as another user SFTP cannot write the machine's folders,
+ * so the content goes on the standard input of `sudo -n sh -c` that
+ * writes a temporary file under umask 077, sets the mode, fsyncs and
+ * renames it (hosts_install_command): the same guarantees.
+ */
+static int upload(hosts_target *ht, const host_spec *h, const char *path, const void *data,
+                  size_t len, mode_t mode)
+{
+        ssh_conn *sc = NULL;
+        forget_probes(ht, h);
+        int k = conn(ht, h, &sc);
+        if (k < 0)
+                return k;
+        if (streq(h->ssh_user, "root")) {
+                k = ssh_upload(sc, path, data, len, mode);
+                if (k < 0)
+                        return target_fail(&ht->base, k, "%s: %s", h->address, ssh_last_error(sc));
+                return 0;
+        }
+        _cleanup_free_ char *cmd = hosts_install_command(h, path, mode);
+        _cleanup_free_ char *err = NULL;
+        int status = -1;
+        k = ssh_exec(sc, cmd, data, len, &status, NULL, &err);
+        if (k < 0)
+                return target_fail(&ht->base, k, "%s: %s", h->address, ssh_last_error(sc));
+        if (status != 0)
+                return command_failed(ht, h, "writing", status, err);
         return 0;
 }
 
@@ -175,7 +308,12 @@ static char *line_value(const char *text, const char *prefix)
 
 /*
  * One SSH command reads the marker, whether etcd data exists, and the
- * header lines of the member file.
+ * header lines of the member file. A reconciler pass asks about the same
+ * machines many times (every membership plan places every member again):
+ * the answer is kept until the next pass (tick) or until gitcd changes
+ * something on that machine, so a pass costs one probe per machine and
+ * cluster, not one per question. What others change on a machine (a wiped
+ * disk) is seen at the next pass.
  */
 static int probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, machine_view *v)
 {
@@ -189,11 +327,20 @@ static int probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, ma
             "if [ -f %s ]; then head -n 3 %s; fi",
             qm, qm, qd, qf, qf);
         _cleanup_free_ char *out = NULL;
+        _cleanup_free_ char *key = machine_key(h);
         memset(v, 0, sizeof(*v));
-        int k = run(ht, h, cmd, &out);
-        if (k < 0) {
-                v->error = k;
-                return k;
+        for (size_t i = 0; i < ht->n_cache && !out; i++)
+                if (streq(ht->cache[i].machine, key) && streq(ht->cache[i].command, cmd))
+                        out = xstrdup(ht->cache[i].out);
+        if (!out) {
+                int k = exec_cmd(ht, h, cmd, NULL, 0, &out);
+                if (k < 0) {
+                        v->error = k;
+                        return k;
+                }
+                ht->cache = xgrow(ht->cache, &ht->alloc_cache, ht->n_cache + 1, sizeof(*ht->cache));
+                ht->cache[ht->n_cache++] = (probe_cache){
+                    .machine = xstrdup(key), .command = xstrdup(cmd), .out = xstrdup(out)};
         }
         v->claimed_by = line_value(out, "marker=");
         v->identity = line_value(out, "marker-id=");
@@ -256,13 +403,193 @@ static int write_marker(hosts_target *ht, const host_spec *h, const char *name)
         int k = run(ht, h, mk, NULL);
         if (k < 0)
                 return k;
-        ssh_conn *sc = NULL;
-        if ((k = conn(ht, h, &sc)) < 0)
-                return k;
         _cleanup_free_ char *path = marker_path(h);
-        k = ssh_upload(sc, path, text, strlen(text), 0600);
+        return upload(ht, h, path, text, strlen(text), 0600);
+}
+
+char **hosts_machine_effects(const etcd_cluster *c, size_t i)
+{
+        assert(i < c->hosts.n);
+        const host_spec *h = &c->hosts.items[i];
+        char **l = xcalloc(8, sizeof(char *));
+        size_t n = 0;
+        _cleanup_free_ char *file = member_file(c, h), *marker = marker_path(h);
+        _cleanup_free_ char *unit = unit_name(c);
+        /* paths and names are validated free of shell characters: shown unquoted */
+        const char *via = streq(h->ssh_user, "root") ? "" : ", through sudo -n";
+        l[n++] = xasprintf("ssh %s@%s port %d (host key checked against known_hosts)", h->ssh_user,
+                           h->address, h->ssh_port);
+        l[n++] = xasprintf("mkdir -p -m 0700 %s, then write %s (0600)%s: the data identity "
+                           "marker, when the member is placed",
+                           h->data_dir, marker,
+                           streq(h->ssh_user, "root") ? "" : " (both through sudo -n)");
+        if (c->tls.provider == TLS_PROVIDER_AUTO && (render_client_tls(c) || render_peer_tls(c)))
+                l[n++] =
+                    xasprintf("write the member's leaves into %s/%s (tls.crt, tls.key, ca.crt; "
+                              "0600 in folders 0700%s), before it starts and when renewed",
+                              h->tls_dir,
+                              render_client_tls(c) && render_peer_tls(c) ? "{client,peer}"
+                              : render_client_tls(c)                     ? "client"
+                                                                         : "peer",
+                              via);
+        if (h->mode == HOST_MODE_STATIC_POD) {
+                l[n++] = xasprintf("write %s (0600%s): the member's static Pod, run by kubelet; "
+                                   "rewritten when its configuration changes",
+                                   file, via);
+        } else {
+                l[n++] = xasprintf("write %s (0644%s): the member's unit, ExecStart=%s; rewritten "
+                                   "when its configuration changes",
+                                   file, via, h->etcd_binary);
+                l[n++] = xasprintf("systemctl daemon-reload && systemctl enable %s && systemctl "
+                                   "restart %s (after each rewrite%s)",
+                                   unit, unit, via);
+        }
+        return l;
+}
+
+/* ---- TLS (tls.provider auto) --------------------------------------------- */
+
+static bool auto_tls(const etcd_cluster *c)
+{
+        return c->tls.provider == TLS_PROVIDER_AUTO && (render_client_tls(c) || render_peer_tls(c));
+}
+
+/*
+ * Where the gitcd host keeps a cluster's TLS material: the CA in pki/ and
+ * each member's leaves in <member>/tls/ (the local target's layout, so
+ * local-tls.c and pki/auto.c serve both). Only the client/ and peer/
+ * folders travel to the machines; operator/ is gitcd's own identity.
+ */
+static int tls_home(hosts_target *ht, const etcd_cluster *c, char **ret)
+{
+        if (!ht->o.state_dir)
+                return target_fail(&ht->base, -EOPNOTSUPP,
+                                   "cluster %s/%s: TLS needs a state folder for the cluster CA",
+                                   c->namespace_, c->name);
+        if (!target_name_is_component(c->namespace_) || !target_name_is_component(c->name))
+                return target_fail(&ht->base, -EINVAL, "invalid cluster name \"%s/%s\"",
+                                   c->namespace_, c->name);
+        char *dir = xasprintf("%s/hosts/%s/%s", ht->o.state_dir, c->namespace_, c->name);
+        int k = mkdir_p(dir, 0700);
+        if (k < 0) {
+                free(dir);
+                return target_fail(&ht->base, k, "cannot create the TLS folder of %s/%s: %s",
+                                   c->namespace_, c->name, strerror(-k));
+        }
+        *ret = dir;
+        return 0;
+}
+
+/* The plan with each member's tls_dir on the gitcd host (for local-tls.c). */
+static membership_plan *local_plan(const etcd_cluster *c, const membership_plan *p,
+                                   const char *home)
+{
+        membership_plan *lp = membership_plan_new(c);
+        for (size_t i = 0; i < p->n; i++) {
+                const member_plan *mp = &p->members[i];
+                member_plan *m = membership_plan_add(lp);
+                m->name = xstrdup_null(mp->name);
+                m->ordinal = mp->ordinal;
+                m->client_url = xstrdup_null(mp->client_url);
+                m->peer_url = xstrdup_null(mp->peer_url);
+                m->tls_dir = mp->name && target_name_is_component(mp->name)
+                                 ? xasprintf("%s/%s/tls", home, mp->name)
+                                 : NULL;
+        }
+        return lp;
+}
+
+/* Issue (or with renew, reissue what is due) the leaves on the gitcd host. */
+static int tls_issue(hosts_target *ht, const etcd_cluster *c, const membership_plan *p,
+                     const char *only, bool renew, int64_t now_ms)
+{
+        _cleanup_free_ char *home = NULL, *err = NULL;
+        int k = tls_home(ht, c, &home);
         if (k < 0)
-                return target_fail(&ht->base, k, "%s: %s", h->address, ssh_last_error(sc));
+                return k;
+        _cleanup_(membership_plan_freep) membership_plan *lp = local_plan(c, p, home);
+        k = local_tls_ensure(home, c, lp, only, renew, now_ms, &err);
+        if (k < 0)
+                return target_fail(&ht->base, k, "cluster %s/%s: %s", c->namespace_, c->name,
+                                   err ? err : "TLS material cannot be issued");
+        return k;
+}
+
+/*
+ * Copy member mp's client/ and peer/ folders (and ca-bundle/ when used)
+ * into its tls_dir on machine h: each file mode 0600 in folders mode 0700,
+ * each written atomically.
+ */
+static int tls_upload(hosts_target *ht, const etcd_cluster *c, const host_spec *h,
+                      const member_plan *mp)
+{
+        _cleanup_free_ char *home = NULL;
+        int k = tls_home(ht, c, &home);
+        if (k < 0)
+                return k;
+        static const char *const subs[] = {TLS_SUBDIR_CLIENT, TLS_SUBDIR_PEER,
+                                           TLS_SUBDIR_CA_BUNDLE};
+        static const char *const files[] = {"tls.crt", "tls.key", "ca.crt"};
+        for (size_t i = 0; i < ARRAY_SIZE(subs); i++) {
+                _cleanup_free_ char *from = xasprintf("%s/%s/tls/%s", home, mp->name, subs[i]);
+                if (!path_exists(from))
+                        continue;
+                _cleanup_free_ char *to = xasprintf("%s/%s", mp->tls_dir, subs[i]);
+                _cleanup_free_ char *qt = ssh_quote(to);
+                _cleanup_free_ char *mk = xasprintf("mkdir -p -m 0700 -- %s", qt);
+                if ((k = run(ht, h, mk, NULL)) < 0)
+                        return k;
+                for (size_t j = 0; j < ARRAY_SIZE(files); j++) {
+                        _cleanup_free_ char *src = path_join(from, files[j]);
+                        _cleanup_free_ char *data = NULL;
+                        size_t len = 0;
+                        if (!path_exists(src))
+                                continue;
+                        k = read_file(src, 1 << 20, &data, &len);
+                        if (k < 0)
+                                return target_fail(&ht->base, k, "cannot read %s: %s", src,
+                                                   strerror(-k));
+                        _cleanup_free_ char *dst = path_join(to, files[j]);
+                        k = upload(ht, h, dst, data, len, 0600);
+                        explicit_bzero(data, len);
+                        if (k < 0)
+                                return k;
+                }
+        }
+        return 0;
+}
+
+/* gitcd's client identity: the first member folder with an operator/ leaf. */
+static int tls_client_files(hosts_target *ht, const etcd_cluster *c, char **ret_ca, char **ret_cert,
+                            char **ret_key)
+{
+        *ret_ca = *ret_cert = *ret_key = NULL;
+        if (!ht->o.state_dir || !target_name_is_component(c->namespace_) ||
+            !target_name_is_component(c->name))
+                return 0;
+        _cleanup_free_ char *home =
+            xasprintf("%s/hosts/%s/%s", ht->o.state_dir, c->namespace_, c->name);
+        DIR *d = opendir(home);
+        if (!d)
+                return 0;
+        char *best = NULL;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (de->d_name[0] == '.' || streq(de->d_name, "pki"))
+                        continue;
+                _cleanup_free_ char *cert =
+                    xasprintf("%s/%s/tls/" TLS_SUBDIR_OPERATOR "/tls.crt", home, de->d_name);
+                if (path_exists(cert) && (!best || strcmp(de->d_name, best) < 0))
+                        str_assign(&best, xstrdup(de->d_name));
+        }
+        closedir(d);
+        if (!best)
+                return 0;
+        _cleanup_free_ char *op = xasprintf("%s/%s/tls/" TLS_SUBDIR_OPERATOR, home, best);
+        free(best);
+        *ret_ca = path_join(op, "ca.crt");
+        *ret_cert = path_join(op, "tls.crt");
+        *ret_key = path_join(op, "tls.key");
         return 0;
 }
 
@@ -285,10 +612,15 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
                         view_release(&v);
                 (void)k; /* an unreachable machine cannot be claimed: look for a free one */
         }
+        _cleanup_free_ char *why_not = NULL; /* the machines that could not be asked */
         for (size_t i = 0; idx < 0 && i < c->hosts.n; i++) {
                 machine_view v;
-                if (probe(ht, c, &c->hosts.items[i], &v) < 0)
+                if (probe(ht, c, &c->hosts.items[i], &v) < 0) {
+                        char *more = xasprintf("%s%s%s", why_not ? why_not : "",
+                                               why_not ? "; " : "", target_last_error(t));
+                        str_assign(&why_not, more);
                         continue;
+                }
                 bool free_machine = !v.claimed_by && !v.file_member;
                 view_release(&v);
                 if (!free_machine)
@@ -300,32 +632,57 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
                 log_debug("hosts target: member %s placed on %s", mp->name,
                           c->hosts.items[i].address);
         }
+        if (idx < 0 && why_not)
+                return target_fail(t, -ENOSPC,
+                                   "no free machine for member %s in spec.hosts.machines: every "
+                                   "reachable machine holds a member of %s/%s, and some could not "
+                                   "be asked (%s)",
+                                   mp->name, c->namespace_, c->name, why_not);
         if (idx < 0)
                 return target_fail(t, -ENOSPC,
                                    "no free machine for member %s in spec.hosts.machines (every "
-                                   "reachable machine holds a member of %s/%s)",
+                                   "machine holds a member of %s/%s)",
                                    mp->name, c->namespace_, c->name);
 
         const host_spec *h = &c->hosts.items[idx];
         int cp = ht->o.client_port, pp = ht->o.peer_port, mport = ht->o.metrics_port;
-        str_assign(&mp->client_url, xasprintf("http://%s:%d", h->advertise_address, cp));
-        str_assign(&mp->peer_url, xasprintf("http://%s:%d", h->advertise_address, pp));
+        const char *cs = render_client_tls(c) ? "https" : "http";
+        const char *ps = render_peer_tls(c) ? "https" : "http";
+        str_assign(&mp->client_url, xasprintf("%s://%s:%d", cs, h->advertise_address, cp));
+        str_assign(&mp->peer_url, xasprintf("%s://%s:%d", ps, h->advertise_address, pp));
         str_assign(&mp->listen_client_url, xstrdup(mp->client_url));
         str_assign(&mp->listen_peer_url, xstrdup(mp->peer_url));
         str_assign(&mp->listen_metrics_url, xasprintf("http://%s:%d", h->advertise_address, mport));
         str_assign(&mp->data_dir, xstrdup(h->data_dir));
         str_assign(&mp->tls_dir, xstrdup(h->tls_dir));
+        if (auto_tls(c)) {
+                /* the CA members trust: its change restarts them (config hash) */
+                _cleanup_free_ char *home = NULL, *err = NULL;
+                char *version = NULL;
+                int k = tls_home(ht, c, &home);
+                if (k < 0)
+                        return k;
+                k = local_tls_version(home, c, &version, &err);
+                if (k < 0)
+                        return target_fail(t, k, "%s", err ? err : "no cluster CA");
+                str_assign(&mp->tls_version, version);
+        }
         return 0;
 }
 
 static int hosts_ensure_shared(target *t, const etcd_cluster *c, const membership_plan *p)
 {
-        (void)p;
-        if (render_client_tls(c) || render_peer_tls(c))
+        hosts_target *ht = HT(t);
+        if (!render_client_tls(c) && !render_peer_tls(c))
+                return 0;
+        if (c->tls.provider != TLS_PROVIDER_AUTO)
                 return target_fail(t, -EOPNOTSUPP,
-                                   "cluster %s/%s: TLS on the hosts target is not supported yet",
-                                   c->namespace_, c->name);
-        return 0;
+                                   "cluster %s/%s: tls.provider %s needs Kubernetes; on the hosts "
+                                   "target use tls.provider auto",
+                                   c->namespace_, c->name, tls_provider_name(c->tls.provider));
+        /* issued on the gitcd host; each member's folders travel with its start */
+        int k = tls_issue(ht, c, p, NULL, false, now_wall_ms());
+        return k < 0 ? k : 0;
 }
 
 /* A systemd unit running argv. Words are single-quoted (systemd accepts POSIX quoting). */
@@ -366,6 +723,16 @@ static char *manifest_text(const etcd_cluster *c, const member_plan *mp, char *c
             "volumes", "name", "data", "hostPath", "path", mp->data_dir, "type",
             "DirectoryOrCreate");
         assert(pod);
+        if (auto_tls(c) && mp->tls_dir) {
+                json_t *spec = json_object_get(pod, "spec");
+                json_t *ctr = json_array_get(json_object_get(spec, "containers"), 0);
+                json_array_append_new(json_object_get(ctr, "volumeMounts"),
+                                      json_pack("{s:s,s:s,s:b}", "name", "tls", "mountPath",
+                                                mp->tls_dir, "readOnly", 1));
+                json_array_append_new(json_object_get(spec, "volumes"),
+                                      json_pack("{s:s,s:{s:s,s:s}}", "name", "tls", "hostPath",
+                                                "path", mp->tls_dir, "type", "Directory"));
+        }
         _cleanup_free_ char *body = json_dumps(pod, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(pod);
         return xasprintf(NAME_PREFIX "%s\n" HASH_PREFIX "%s\n%s\n", mp->name,
@@ -418,6 +785,13 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
                 return run(ht, h, cmd, NULL);
         }
 
+        if (auto_tls(c)) {
+                /* the member's leaves first: the file that starts it names them */
+                if ((k = tls_issue(ht, c, p, mp->name, false, now_wall_ms())) < 0)
+                        return k;
+                if ((k = tls_upload(ht, c, h, mp)) < 0)
+                        return k;
+        }
         _cleanup_(strv_freep) char **argv = render_member_command(c, p, idx);
         if (!argv || !argv[0])
                 return target_fail(t, -EINVAL, "member %s: no command rendered", mp->name);
@@ -425,12 +799,9 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
                 str_assign(&argv[0], xstrdup(h->etcd_binary));
         _cleanup_free_ char *text = pod ? manifest_text(c, mp, argv) : unit_text(c, mp, argv);
         _cleanup_free_ char *path = member_file(c, h);
-        ssh_conn *sc = NULL;
-        if ((k = conn(ht, h, &sc)) < 0)
-                return k;
-        k = ssh_upload(sc, path, text, strlen(text), pod ? 0600 : 0644);
+        k = upload(ht, h, path, text, strlen(text), pod ? 0600 : 0644);
         if (k < 0)
-                return target_fail(t, k, "%s: %s", h->address, ssh_last_error(sc));
+                return k;
         log_debug("hosts target: wrote %s on %s for member %s", path, h->address, mp->name);
         if (pod)
                 return 0;
@@ -504,8 +875,12 @@ static size_t ignore_body(char *ptr, size_t size, size_t nmemb, void *userdata)
  * GET <client URL>/health from etcd itself: 1 healthy, 0 not (detail says
  * why). NOSPACE is excluded, as on the local target (targets/local.c).
  */
-static int health(hosts_target *ht, const char *client_url, char **ret_detail)
+static int health(hosts_target *ht, const etcd_cluster *c, const char *client_url,
+                  char **ret_detail)
 {
+        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
+        if (render_client_tls(c))
+                (void)tls_client_files(ht, c, &ca, &cert, &key);
         _cleanup_free_ char *url = xasprintf("%s/health?exclude=NOSPACE", client_url);
         CURL *h = curl_easy_init();
         strbuf body = STRBUF_INIT;
@@ -520,6 +895,11 @@ static int health(hosts_target *ht, const char *client_url, char **ret_detail)
         curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)ht->o.health_timeout_ms);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, ignore_body);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
+        if (ca) {
+                curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+                curl_easy_setopt(h, CURLOPT_SSLCERT, cert);
+                curl_easy_setopt(h, CURLOPT_SSLKEY, key);
+        }
         CURLcode cr = curl_easy_perform(h);
         curl_easy_cleanup(h);
         int ok = 0;
@@ -566,9 +946,10 @@ static int hosts_member_status(target *t, const etcd_cluster *c, const char *mem
                                    v.has_data ? "stopped, data kept" : "placed, not started");
         } else {
                 _cleanup_free_ char *url =
-                    xasprintf("http://%s:%d", h->advertise_address, ht->o.client_port);
+                    xasprintf("%s://%s:%d", render_client_tls(c) ? "https" : "http",
+                              h->advertise_address, ht->o.client_port);
                 _cleanup_free_ char *why = NULL;
-                state = health(ht, url, &why) ? MEMBER_READY : MEMBER_STARTING;
+                state = health(ht, c, url, &why) ? MEMBER_READY : MEMBER_STARTING;
                 detail = xasprintf("%s: %s", h->address, why);
         }
         *ret_status = (target_member_status){
@@ -637,6 +1018,7 @@ static int hosts_list_members(target *t, const char *namespace_, const char *clu
 
 static int hosts_tick(target *t)
 {
+        forget_probes(HT(t), NULL);
         ssh_pool_new_pass(HT(t)->pool);
         return 0;
 }
@@ -653,17 +1035,69 @@ static int hosts_wait_event(target *t, int timeout_ms)
 static int hosts_client_tls(target *t, const etcd_cluster *c, char **ret_ca, char **ret_cert,
                             char **ret_key)
 {
-        (void)t;
-        (void)c;
         *ret_ca = *ret_cert = *ret_key = NULL;
-        return 0;
+        if (!render_client_tls(c))
+                return 0;
+        return tls_client_files(HT(t), c, ret_ca, ret_cert, ret_key);
+}
+
+static int hosts_tls_certificates(target *t, const etcd_cluster *c, const membership_plan *p,
+                                  target_cert **ret_certs, size_t *ret_n)
+{
+        hosts_target *ht = HT(t);
+        *ret_certs = NULL;
+        *ret_n = 0;
+        if (!auto_tls(c) || !ht->o.state_dir)
+                return 0;
+        _cleanup_free_ char *home = NULL;
+        int k = tls_home(ht, c, &home);
+        if (k < 0)
+                return k;
+        _cleanup_(membership_plan_freep) membership_plan *lp = local_plan(c, p, home);
+        return local_tls_certificates(c, lp, ret_certs, ret_n);
+}
+
+/*
+ * Renewal: reissue the member's due leaves on the gitcd host, then copy its
+ * folders to its machine. No restart: etcd reads its leaf files again for
+ * every new connection.
+ */
+static int hosts_renew_tls(target *t, const etcd_cluster *c, const membership_plan *p,
+                           const char *member, int64_t now_ms)
+{
+        hosts_target *ht = HT(t);
+        if (!member || !auto_tls(c))
+                return 0; /* every leaf lives in a member's folder */
+        if (c->hosts.set)
+                remember(ht, c);
+        int issued = tls_issue(ht, c, p, member, true, now_ms);
+        if (issued <= 0)
+                return issued;
+        for (size_t i = 0; i < p->n; i++) {
+                const member_plan *mp = &p->members[i];
+                if (!streq_ptr(mp->name, member))
+                        continue;
+                int m = machine_of_url(c, mp->peer_url);
+                if (m < 0)
+                        return target_fail(t, -EINVAL,
+                                           "member %s: its peer URL %s is on no "
+                                           "machine",
+                                           mp->name, mp->peer_url ? mp->peer_url : "(none)");
+                int k = tls_upload(ht, c, &c->hosts.items[m], mp);
+                if (k < 0)
+                        return k;
+        }
+        return issued;
 }
 
 static void hosts_free(target *t)
 {
         hosts_target *ht = HT(t);
+        forget_probes(ht, NULL);
+        free(ht->cache);
         ssh_pool_free(ht->pool);
         free(ht->systemctl);
+        free(ht->state_dir);
         for (size_t i = 0; i < ht->n_seen; i++)
                 etcd_cluster_free(ht->seen[i]);
         free(ht->seen);
@@ -672,7 +1106,7 @@ static void hosts_free(target *t)
 
 static const target_ops hosts_ops = {
     .name = "hosts",
-    .caps = 0,
+    .caps = TARGET_CAP_HOSTS_INVENTORY,
     .place_member = hosts_place_member,
     .ensure_shared = hosts_ensure_shared,
     .ensure_member = hosts_ensure_member,
@@ -683,6 +1117,8 @@ static const target_ops hosts_ops = {
     .tick = hosts_tick,
     .wait_event = hosts_wait_event,
     .client_tls = hosts_client_tls,
+    .tls_certificates = hosts_tls_certificates,
+    .renew_tls = hosts_renew_tls,
     .free = hosts_free,
 };
 
@@ -694,6 +1130,7 @@ int hosts_target_new(const hosts_target_opts *opts, target **ret)
         ht->base.ops = &hosts_ops;
         ht->o = *opts;
         ht->systemctl = xstrdup(opts->systemctl ? opts->systemctl : "systemctl");
+        ht->o.state_dir = ht->state_dir = xstrdup_null(opts->state_dir);
         if (!ht->o.client_port)
                 ht->o.client_port = 2379;
         if (!ht->o.peer_port)

@@ -40,13 +40,42 @@ typedef struct hosts_target_opts {
         int peer_port;         /* default 2380 */
         int metrics_port;      /* default 2381 */
         int health_timeout_ms; /* per /health request; default 2000 */
+        /*
+         * Where the cluster CA and leaves of tls.provider auto live on the
+         * gitcd host (<state_dir>/hosts/<namespace>/<name>); NULL: clusters
+         * with TLS are refused.
+         */
+        const char *state_dir;
 } hosts_target_opts;
 
 /*
  * Errors of the operations (message in target_last_error()):
  *   place_member   -ENOSPC no free machine in spec.hosts.machines;
  *                  -EINVAL the cluster has no spec.hosts
- *   ensure_shared  -EOPNOTSUPP for TLS (not supported on hosts yet)
+ *   ensure_shared  -EOPNOTSUPP for TLS without state_dir, or a provider other
+ *                  than auto
  *   any            the SSH transport's errors (targets/ssh.h)
  */
 int hosts_target_new(const hosts_target_opts *opts, target **ret);
+
+/*
+ * What apply does on machine i of c (`gitcd plan --target hosts`), from the
+ * spec alone, one line each: the SSH login, the data identity marker, the
+ * unit file or manifest, the systemctl commands, each saying when it goes
+ * through `sudo -n`. NULL-terminated, newly allocated (strv_free).
+ */
+char **hosts_machine_effects(const etcd_cluster *c, size_t i);
+
+/*
+ * The shell command run on machine h for cmd: cmd itself when the SSH
+ * user is root, else `sudo -n sh -c '<cmd>'` (sudo never prompts: without
+ * password-less sudo the command fails at once). Newly allocated.
+ */
+char *hosts_command(const host_spec *h, const char *cmd);
+/*
+ * For an SSH user other than root (SFTP cannot write the machine's
+ * folders): the command that writes its standard input to path
+ * atomically, through hosts_command(): a temporary file in the same folder
+ * created under umask 077, chmod mode, fsync (`sync FILE`), rename.
+ */
+char *hosts_install_command(const host_spec *h, const char *path, mode_t mode);

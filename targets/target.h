@@ -80,6 +80,12 @@ void target_certs_free(target_cert *v, size_t n);
 enum {
         /* Mount TLS material from Kubernetes Secrets (tls.provider secrets, cert-manager). */
         TARGET_CAP_TLS_FROM_SECRETS = 1u << 0,
+        /*
+         * Run members on the machines of spec.hosts, and nowhere else: the
+         * target takes in only clusters with spec.hosts, and no other
+         * target takes those (spec_refuse_for_target).
+         */
+        TARGET_CAP_HOSTS_INVENTORY = 1u << 1,
 };
 
 typedef struct target_ops {

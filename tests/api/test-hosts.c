@@ -5,6 +5,7 @@
  * (what the state store relies on). Bad inventories are in the validation
  * corpus (tests/api/bad/6x-hosts-*.yaml).
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -106,19 +107,60 @@ static void test_no_hosts_no_change(void **state)
         json_decref(j);
 }
 
-static void test_refused_until_the_target_exists(void **state)
+static cluster_set load_set(const char *text)
+{
+        cluster_set set = {0};
+        diag_list d = {0};
+        assert_int_equal(spec_load_buffer("c.yaml", text, strlen(text), &set, &d), 0);
+        diag_list_release(&d);
+        return set;
+}
+
+static void test_taken_in_by_the_hosts_target_only(void **state)
 {
         (void)state;
-        /* apply, run and plan refuse spec.hosts; validate warns (api/unsupported.c) */
+        /* spec.hosts is no field "not supported yet" any more: validate does not warn */
         _cleanup_(etcd_cluster_freep) etcd_cluster *c = load(inventory);
         diag_list d = {0};
-        assert_int_equal(spec_check_unsupported(c, SPEC_UNSUPPORTED_CREATE, &d), 1);
+        assert_int_equal(spec_check_unsupported(c, SPEC_UNSUPPORTED_CREATE, &d), 0);
+        assert_int_equal(d.n, 0);
+
+        /* --target hosts takes it in */
+        cluster_set set = load_set(inventory);
+        assert_int_equal(spec_refuse_for_target(&set, true, &d), 0);
+        assert_int_equal(set.n, 1);
+        assert_int_equal(d.n, 0);
+        cluster_set_release(&set);
+
+        /* any other target refuses it, pointing at spec.hosts */
+        set = load_set(inventory);
+        assert_int_equal(spec_refuse_for_target(&set, false, &d), -EOPNOTSUPP);
+        assert_int_equal(set.n, 0);
         assert_int_equal(d.n, 1);
         assert_int_equal(d.items[0].severity, DIAG_ERROR);
         assert_non_null(strstr(d.items[0].message, "spec.hosts"));
-        assert_non_null(strstr(d.items[0].message, "not supported yet"));
+        assert_non_null(strstr(d.items[0].message, "needs --target hosts"));
         assert_int_equal(d.items[0].line, 7);
         diag_list_release(&d);
+        cluster_set_release(&set);
+
+        /* the hosts target refuses a cluster without spec.hosts, and keeps the others */
+        set = load_set("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata: {name: "
+                       "plain}\n---\n");
+        cluster_set more = load_set(inventory);
+        set.items = xrealloc(set.items, 2 * sizeof(*set.items));
+        set.alloc = 2;
+        set.items[set.n++] = more.items[0];
+        more.n = 0;
+        cluster_set_release(&more);
+        assert_int_equal(spec_refuse_for_target(&set, true, &d), -EOPNOTSUPP);
+        assert_int_equal(set.n, 1);
+        assert_string_equal(set.items[0]->name, "demo");
+        assert_int_equal(d.n, 1);
+        assert_non_null(strstr(d.items[0].message, "--target hosts"));
+        assert_non_null(strstr(d.items[0].message, "default/plain has none"));
+        diag_list_release(&d);
+        cluster_set_release(&set);
 }
 
 int main(void)
@@ -128,7 +170,7 @@ int main(void)
             cmocka_unit_test(test_systemd_defaults),
             cmocka_unit_test(test_normalized_round_trip),
             cmocka_unit_test(test_no_hosts_no_change),
-            cmocka_unit_test(test_refused_until_the_target_exists),
+            cmocka_unit_test(test_taken_in_by_the_hosts_target_only),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -454,6 +454,8 @@ static int fake_member_status(target *t, const etcd_cluster *c, const char *memb
         elect(w);
         fake_proc *p = fake_proc_find(w, member);
         member_runtime_state s;
+        if (p && p->silent)
+                return target_fail(t, -EHOSTUNREACH, "%s: its machine does not answer", member);
         if (!p)
                 s = MEMBER_ABSENT;
         else if (p->running)

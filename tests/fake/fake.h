@@ -65,6 +65,7 @@ typedef struct fake_proc {
         bool broken;  /* test hook: every start exits at once (host down) */
         bool lost;    /* test hook: its data directory is gone */
         bool alone;   /* test hook: it sees a cluster of itself alone (force-new-cluster) */
+        bool silent;  /* test hook: the target cannot report on it (its machine is down) */
         int64_t running_since_ms;
         int64_t cert_not_after_ms; /* its leaf certificate (world cert_life_ms > 0) */
         int cert_serial;

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -43,13 +44,15 @@ static sshd_lab *lab;
 static hostagent *agent;
 static char *etcd_bin, *systemctl, *systemctl_log;
 static int client_port, peer_port, metrics_port;
+static char *state_dir; /* the gitcd host's side: cluster CAs */
 
 static char *machine_path(size_t i, const char *path)
 {
         return xasprintf("%s%s", lab->machines[i].root, path);
 }
 
-static etcd_cluster *load_cluster(const char *name, const char *mode, int replicas)
+static etcd_cluster *load_cluster_with(const char *name, const char *mode, int replicas,
+                                       const char *extra)
 {
         strbuf sb = STRBUF_INIT;
         sb_printf(&sb,
@@ -68,7 +71,13 @@ static etcd_cluster *load_cluster(const char *name, const char *mode, int replic
                                   etcd_bin);
                 else
                         sb_printf(&sb, "      manifestDir: %s\n", pods);
+                if (extra) {
+                        _cleanup_free_ char *tls = machine_path(i, "/etc/etcd");
+                        sb_printf(&sb, "      tlsDir: %s/%s/pki\n", tls, name);
+                }
         }
+        if (extra)
+                sb_append(&sb, extra);
         cluster_set set = {0};
         diag_list diags = DIAG_LIST_INIT;
         int r = spec_load_buffer("hosts.yaml", sb.buf, sb.len, &set, &diags);
@@ -83,6 +92,11 @@ static etcd_cluster *load_cluster(const char *name, const char *mode, int replic
         return c;
 }
 
+static etcd_cluster *load_cluster(const char *name, const char *mode, int replicas)
+{
+        return load_cluster_with(name, mode, replicas, NULL);
+}
+
 static target *new_target(const char *known_hosts)
 {
         hosts_target_opts o = {
@@ -95,6 +109,7 @@ static target *new_target(const char *known_hosts)
             .peer_port = peer_port,
             .metrics_port = metrics_port,
             .health_timeout_ms = 1000,
+            .state_dir = state_dir,
         };
         target *t = NULL;
         assert_int_equal(hosts_target_new(&o, &t), 0);
@@ -287,6 +302,7 @@ static void test_three_machines(void **state)
         const char *dir = p->members[1].data_dir;
         _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", dir);
         assert_int_equal(rm_rf(dir), 0);
+        assert_int_equal(t->ops->tick(t), 0); /* seen from the next pass on */
         s = status(t, c, p->members[1].name);
         assert_int_equal(s.state, MEMBER_DATA_LOST);
         target_member_status_release(&s);
@@ -322,6 +338,73 @@ static void test_wrong_host_key(void **state)
         target_free(t);
 }
 
+/*
+ * tls.provider auto on both surfaces: leaves issued on the gitcd host by
+ * pki/auto.c, copied to the machine (mode 0600) before the static Pod is
+ * written; the member answers over https to gitcd's own client identity;
+ * a renewal reissues the leaves and copies them again, without a restart.
+ */
+static void test_tls_static_pod(void **state)
+{
+        (void)state;
+        target *t = new_target(NULL);
+        etcd_cluster *c = load_cluster_with("secure", "staticPod", 1,
+                                            "  tls:\n    provider: auto\n    client: {enabled: "
+                                            "true}\n    peer: {enabled: true}\n");
+        membership_plan *p = plan_new(t, c, 1);
+        const member_plan *mp = &p->members[0];
+        assert_true(strneq(mp->client_url, "https://", 8));
+        assert_non_null(mp->tls_version);
+        assert_int_equal(t->ops->ensure_shared(t, c, p), 0);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        wait_ready(t, c, mp->name); /* health over https with gitcd's client certificate */
+
+        /* on the machine: the member's leaves, keys readable by root only */
+        static const char *const files[] = {"client/tls.crt", "client/tls.key", "client/ca.crt",
+                                            "peer/tls.crt",   "peer/tls.key",   "peer/ca.crt"};
+        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                _cleanup_free_ char *f = xasprintf("%s/%s", mp->tls_dir, files[i]);
+                struct stat st;
+                if (stat(f, &st) < 0)
+                        fail_msg("%s was not copied to the machine", f);
+                assert_int_equal(st.st_mode & 07777, 0600);
+        }
+        _cleanup_free_ char *op = xasprintf("%s/operator", mp->tls_dir);
+        assert_false(path_exists(op)); /* gitcd's identity stays on the gitcd host */
+
+        /* gitcd's own client identity, on the gitcd host */
+        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
+        assert_int_equal(target_client_tls(t, c, &ca, &cert, &key), 0);
+        assert_non_null(cert);
+        assert_true(strneq(cert, state_dir, strlen(state_dir)));
+        assert_true(path_exists(cert) && path_exists(key) && path_exists(ca));
+
+        target_cert *certs = NULL;
+        size_t n = 0;
+        assert_int_equal(t->ops->tls_certificates(t, c, p, &certs, &n), 0);
+        assert_int_equal(n, 3); /* client, peer, operator */
+        target_certs_free(certs, n);
+
+        /* renewal long before expiry: nothing due */
+        assert_int_equal(t->ops->renew_tls(t, c, p, mp->name, now_wall_ms()), 0);
+        /* near expiry: reissued and copied again, the member keeps running */
+        _cleanup_free_ char *crt = xasprintf("%s/client/tls.crt", mp->tls_dir);
+        _cleanup_free_ char *before = NULL, *after = NULL;
+        size_t len;
+        assert_int_equal(read_file(crt, 1 << 20, &before, &len), 0);
+        int64_t late = now_wall_ms() + 89LL * 24 * 3600 * 1000;
+        assert_true(t->ops->renew_tls(t, c, p, mp->name, late) > 0);
+        assert_int_equal(read_file(crt, 1 << 20, &after, &len), 0);
+        assert_string_not_equal(before, after);
+        assert_int_equal(t->ops->tick(t), 0);
+        wait_ready(t, c, mp->name);
+
+        assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(t);
+}
+
 static int setup(void **state)
 {
         (void)state;
@@ -333,6 +416,7 @@ static int setup(void **state)
         if (sshd_lab_start(MACHINES, &lab) < 0)
                 return -1;
         etcd_bin = harness_etcd_path("3.5.16", "etcd");
+        state_dir = xasprintf("%s/gitcd-state", lab->dir);
         client_port = harness_free_port();
         peer_port = harness_free_port();
         metrics_port = harness_free_port();
@@ -365,16 +449,16 @@ static int teardown(void **state)
         free(etcd_bin);
         free(systemctl);
         free(systemctl_log);
+        free(state_dir);
         return 0;
 }
 
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_contract_systemd),
-            cmocka_unit_test(test_contract_static_pod),
-            cmocka_unit_test(test_three_machines),
-            cmocka_unit_test(test_wrong_host_key),
+            cmocka_unit_test(test_contract_systemd), cmocka_unit_test(test_contract_static_pod),
+            cmocka_unit_test(test_three_machines),   cmocka_unit_test(test_wrong_host_key),
+            cmocka_unit_test(test_tls_static_pod),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -51,6 +51,60 @@ static void test_bad_file(void **state)
         e2e_free(e);
 }
 
+/* The hosts target's settings: the hosts: block, its flags, and their refusals. */
+static void test_hosts_settings(void **state)
+{
+        (void)state;
+        e2e *e = e2e_new();
+        _cleanup_free_ char *cfg = ops_test_write(e, "gitcd.yaml",
+                                                  "target: hosts\n"
+                                                  "hosts:\n"
+                                                  "  clientPort: 70000\n"
+                                                  "  knownHost: /etc/x\n"
+                                                  "sources:\n"
+                                                  "  - name: a\n"
+                                                  "    url: /nowhere\n"
+                                                  "    target: moon\n");
+        char *err = NULL;
+        const char *args[] = {"run", "--config", cfg, NULL};
+        assert_int_equal(e2e_runv(e, NULL, &err, args), 1);
+        _cleanup_free_ char *l3 = xasprintf("%s:3:15: error: clientPort must be a port", cfg);
+        _cleanup_free_ char *l4 = xasprintf("%s:4:3: error: unknown key 'knownHost' in hosts", cfg);
+        _cleanup_free_ char *l8 = xasprintf(
+            "%s:8:13: error: unknown target 'moon' (available: local, kubernetes, hosts)", cfg);
+        assert_non_null(strstr(err, l3));
+        assert_non_null(strstr(err, l4));
+        assert_non_null(strstr(err, l8));
+        free(err);
+
+        /* --hosts-* flags belong to --target hosts */
+        err = NULL;
+        const char *a2[] = {"apply", "--source", e->source, "--hosts-ssh-key", "/k", NULL};
+        assert_int_not_equal(e2e_runv(e, NULL, &err, a2), 0);
+        assert_non_null(strstr(err, "need --target hosts"));
+        free(err);
+        err = NULL;
+        const char *a3[] = {"apply", "--source",      e->source, "--target",
+                            "hosts", "--hosts-ports", "1,2",     NULL};
+        assert_int_not_equal(e2e_runv(e, NULL, &err, a3), 0);
+        assert_non_null(strstr(err, "--hosts-ports takes three port numbers"));
+        free(err);
+        /* host keys are never trusted on first use: no known_hosts file, no target */
+        err = NULL;
+        const char *a4[] = {"apply",
+                            "--source",
+                            e->source,
+                            "--target",
+                            "hosts",
+                            "--hosts-known-hosts",
+                            "/nonexistent/known_hosts",
+                            NULL};
+        assert_int_not_equal(e2e_runv(e, NULL, &err, a4), 0);
+        assert_non_null(strstr(err, "no known_hosts file /nonexistent/known_hosts"));
+        free(err);
+        e2e_free(e);
+}
+
 static void test_two_sources(void **state)
 {
         (void)state;
@@ -145,6 +199,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_bad_file),
+            cmocka_unit_test(test_hosts_settings),
             cmocka_unit_test(test_flags_override),
             cmocka_unit_test(test_two_sources),
         };

@@ -364,6 +364,35 @@ static void test_quorum_loss_removes_nothing(void **state)
         assert_non_null(fake_etcd_find(f->w, "demo-2"));
 }
 
+/*
+ * A member the target cannot report on (its machine does not answer SSH)
+ * is never taken for absent: the pass says why and decides nothing, so
+ * nothing is removed or replaced; once the target answers, the same three
+ * members carry on.
+ */
+static void test_unreported_member_is_not_replaced(void **state)
+{
+        fx *f = *state;
+        offer(f, 3);
+        converge(f);
+        fake_proc_find(f->w, "demo-1")->silent = true;
+        for (int i = 0; i < 30; i++) {
+                pass_result res = {0};
+                assert_true(reconciler_pass(f->r, CLUSTER, &res) < 0);
+                assert_non_null(strstr(res.message, "demo-1: its machine does not answer"));
+                fake_world_advance(f->w, 1000);
+        }
+        assert_int_equal(f->w->removes, 0);
+        assert_int_equal(f->w->adds, 2);
+        assert_int_equal(audit_count(f, "member.delete"), 0);
+        assert_non_null(fake_etcd_find(f->w, "demo-1"));
+
+        fake_proc_find(f->w, "demo-1")->silent = false;
+        converge(f);
+        assert_cluster(f, 3);
+        assert_int_equal(f->w->removes, 0);
+}
+
 /* A changed flag makes every member outdated: each restarts once, followers first. */
 static void test_flag_change_rolls_each_member_once(void **state)
 {
@@ -691,6 +720,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_data_of_another_identity_is_replaced, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_quorum_loss_removes_nothing, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_unreported_member_is_not_replaced, setup,
+                                            teardown),
             cmocka_unit_test_setup_teardown(test_flag_change_rolls_each_member_once, setup,
                                             teardown),
             cmocka_unit_test_setup_teardown(test_ca_bundle_change_rolls_each_member_once, setup,

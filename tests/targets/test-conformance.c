@@ -3,7 +3,10 @@
  * every target: the fake (tests/fake/), the local target (real etcd
  * processes; skipped without the etcd 3.5.16 binary) and the Kubernetes
  * target (a real kube-apiserver without a kubelet; skipped with the reason
- * when the kube-apiserver is not built).
+ * when the kube-apiserver is not built) and the hosts target (a real sshd
+ * "machine" on 127.0.0.2 with real etcd, the host agent of
+ * tests/harness/hostagent.h playing kubelet for its static Pod folder;
+ * skipped without sshd).
  *
  * What every target must do, whatever runs the members: placing a member
  * is stable; every operation is idempotent; an unknown member is absent;
@@ -30,11 +33,14 @@
 #include "kube/kubeconfig.h"
 #include "reconciler/membership.h"
 #include "render/render.h"
+#include "targets/hosts.h"
 #include "targets/kubernetes.h"
 #include "targets/local.h"
 #include "tests/fake/fake.h"
 #include "tests/harness/harness.h"
+#include "tests/harness/hostagent.h"
 #include "tests/harness/kubeapi.h"
+#include "tests/harness/sshd.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -43,13 +49,14 @@ struct subject {
         const char *name;
         target *t;
         const char *ns;
-        bool runs_members; /* members really start (a kubelet or a process) */
+        bool runs_members;      /* members really start (a kubelet or a process) */
+        const char *spec_extra; /* more of the spec (the hosts target's machines) */
         /* Lose a member's data the way it happens on this target. */
         void (*wipe)(const subject *sub, const etcd_cluster *c, const member_plan *mp);
         void *ctx; /* for wipe */
 };
 
-static etcd_cluster *load_cluster(const char *ns, const char *name)
+static etcd_cluster *load_cluster(const char *ns, const char *name, const char *extra)
 {
         _cleanup_free_ char *yaml = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
                                               "kind: EtcdCluster\n"
@@ -60,8 +67,9 @@ static etcd_cluster *load_cluster(const char *ns, const char *name)
                                               "  replicas: 1\n"
                                               "  version: \"3.5.16\"\n"
                                               "  storage:\n"
-                                              "    size: 1Gi\n",
-                                              name, ns);
+                                              "    size: 1Gi\n"
+                                              "%s",
+                                              name, ns, extra ? extra : "");
         cluster_set set = {0};
         diag_list diags = DIAG_LIST_INIT;
         int r = spec_load_buffer("conformance.yaml", yaml, strlen(yaml), &set, &diags);
@@ -114,7 +122,7 @@ static void run_contract(const subject *sub, const char *cluster_name)
 {
         target *t = sub->t;
         fprintf(stderr, "conformance: %s target\n", sub->name);
-        etcd_cluster *c = load_cluster(sub->ns, cluster_name);
+        etcd_cluster *c = load_cluster(sub->ns, cluster_name, sub->spec_extra);
 
         /* Required operations. */
         assert_non_null(t->ops->place_member);
@@ -185,7 +193,7 @@ static void run_data_wiped(const subject *sub, const char *cluster_name)
 {
         target *t = sub->t;
         fprintf(stderr, "conformance: %s target, data wiped\n", sub->name);
-        etcd_cluster *c = load_cluster(sub->ns, cluster_name);
+        etcd_cluster *c = load_cluster(sub->ns, cluster_name, sub->spec_extra);
         membership_plan *p = plan_one(t, c);
         member_plan *mp = &p->members[0];
         assert_int_equal(t->ops->ensure_shared(t, c, p), 0);
@@ -311,12 +319,54 @@ static void test_kubernetes(void **state)
         kubeapi_free(api);
 }
 
+static void test_hosts(void **state)
+{
+        (void)state;
+        if (!sshd_available() || !harness_have_etcd("3.5.16")) {
+                fprintf(stderr, "sshd or etcd 3.5.16 not installed: skipping the hosts target\n");
+                skip();
+        }
+        sshd_lab *lab = NULL;
+        assert_int_equal(sshd_lab_start(1, &lab), 0);
+        const sshd_machine *m = &lab->machines[0];
+        _cleanup_free_ char *pods = xasprintf("%s/etc/kubernetes/manifests", m->root);
+        _cleanup_free_ char *etcd_bin = harness_etcd_path("3.5.16", "etcd");
+        assert_int_equal(mkdir_p(pods, 0755), 0);
+        const char *dirs[] = {pods, NULL};
+        hostagent *agent = NULL;
+        assert_int_equal(hostagent_start(dirs, etcd_bin, lab->dir, &agent), 0);
+        _cleanup_free_ char *extra =
+            xasprintf("  hosts:\n    mode: staticPod\n    machines:\n    - address: %s\n"
+                      "      ssh: {port: %d}\n      dataDir: %s/var/lib/etcd/conf\n"
+                      "      manifestDir: %s\n",
+                      m->address, m->port, m->root, pods);
+        _cleanup_free_ char *state_dir = xasprintf("%s/gitcd-state", lab->dir);
+        hosts_target_opts o = {
+            .ssh = {.known_hosts = lab->known_hosts,
+                    .key_file = lab->client_key,
+                    .connect_timeout_ms = 5000,
+                    .command_timeout_ms = 20000},
+            .client_port = harness_free_port(),
+            .peer_port = harness_free_port(),
+            .metrics_port = harness_free_port(),
+            .health_timeout_ms = 1000,
+            .state_dir = state_dir,
+        };
+        subject sub = {.name = "hosts", .ns = "default", .runs_members = true, .spec_extra = extra};
+        assert_int_equal(hosts_target_new(&o, &sub.t), 0);
+        run_contract(&sub, "conf");
+        target_free(sub.t);
+        hostagent_free(agent);
+        sshd_lab_free(lab);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_fake),
             cmocka_unit_test(test_local),
             cmocka_unit_test(test_kubernetes),
+            cmocka_unit_test(test_hosts),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
