@@ -42,6 +42,12 @@ typedef struct member_plan {
         char *tls_dir;               /* where client/ peer/ operator/ certificate folders are */
         char *tls_version; /* the target's TLS material version (pki_auto_trust_version), or NULL */
         char *config_hash; /* render_member_config_hash() of this entry, NULL when not computed */
+        /*
+         * Disaster recovery only (reconciler/recovery.c): this one start
+         * renders --force-new-cluster. Never set by a plan builder, so the
+         * next start of the member renders the command without it.
+         */
+        bool force_new_cluster;
 } member_plan;
 
 typedef struct membership_plan {
