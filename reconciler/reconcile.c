@@ -32,6 +32,7 @@
 #include "pki/auto.h"
 #include "reconciler/membership.h"
 #include "reconciler/reconcile.h"
+#include "reconciler/recovery.h"
 #include "render/layout.h"
 #include "render/render.h"
 #include "snapshots/scheduler.h"
@@ -1566,6 +1567,32 @@ static void world_releasep(world *w)
         world_release(w);
 }
 
+/* Disaster recovery (reconciler/recovery.c): 1 when this pass is the recovery's. */
+static int pass_recovery(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w,
+                         pass_result *res)
+{
+        recovery_env env = {
+            .db = r->opts.db,
+            .target = r->opts.target,
+            .etcd = r->opts.etcd,
+            .conn = x->client,
+            .c = c,
+            .cluster = x->name,
+            .records = &w->records,
+            .obs = &w->obs,
+            .quorum = w->obs.etcd_listed && w->voters > 0 && w->healthy_voters >= w->voters / 2 + 1,
+            .latched_json = w->sc->observed_json ? w->sc->observed_json : w->sc->desired_json,
+            .latched_hash = x->latched_hash,
+            .commit = w->commit,
+            .author = w->author,
+            .now_ms = wall(r),
+        };
+        int k = recovery_pass(&env, res);
+        if (k > 0)
+                (void)state_cluster_set_phase(r->opts.db, x->name, "Recovering", wall(r));
+        return k;
+}
+
 /*
  * One pass: begin (latch; terminal, unsupported, blocked), observe, decide,
  * conditions, deadline, act. Each returns early with the pass result filled.
@@ -1586,6 +1613,9 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
         if (k < 0)
                 return k;
         assert(w.obs.n == w.n);
+        k = pass_recovery(r, x, c, &w, res);
+        if (k != 0)
+                return k < 0 ? k : 0;
 
         int64_t life_s = 0, renew_s = 0;
         pki_auto_lifetime(c, &life_s, &renew_s);
