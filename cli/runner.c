@@ -222,6 +222,21 @@ static int open_kubernetes(const ops_config *c, const char *state_dir, target **
         return k;
 }
 
+int runner_open_target(const runner_flags *f, const char *state_dir, target **ret)
+{
+        ops_config c = {.target = f->target,
+                        .kubeconfig = f->kubeconfig,
+                        .kube_context = f->kube_context,
+                        .cluster_domain = f->cluster_domain,
+                        .etcd_dir = f->etcd_dir};
+        if (!f->target || streq(f->target, "local"))
+                return open_local(&c, state_dir, ret);
+        if (streq(f->target, "kubernetes"))
+                return open_kubernetes(&c, state_dir, ret);
+        fprintf(stderr, "gitcd: unknown target '%s' (available: local, kubernetes)\n", f->target);
+        return -EINVAL;
+}
+
 static const char *source_target(const ops_config *c, const ops_source *s)
 {
         return s->target ? s->target : c->target ? c->target : "local";

@@ -723,8 +723,13 @@ int recovery_pass(const recovery_env *env, pass_result *res)
         if (k == -ENOENT) {
                 if (env->obs->bootstrapped && !env->quorum && env->records->n > 0)
                         assess(env);
-                else if (env->quorum)
+                else if (env->quorum) {
+                        char *old = NULL;
+                        if (state_recovery_assessment_get(env->db, env->cluster, &old, NULL) == 0)
+                                (void)state_recovery_assessment_clear(env->db, env->cluster);
+                        free(old);
                         clean_aside(env);
+                }
                 return 0;
         }
         if (k < 0)
