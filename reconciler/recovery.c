@@ -518,8 +518,9 @@ static int phase_wait_ready(const recovery_env *env, state_recovery *rec, pass_r
                               "recovery: waiting for %s to serve", m->name);
         uint64_t index = 0;
         int64_t revision = 0;
-        if (env->etcd->status_at &&
-            env->etcd->status_at(env->conn, m->client_url, &index, &revision) == 0 && revision)
+        /* The revision recovered to is the source's, as checked; only when unknown, now. */
+        if (!rec->revision && env->etcd->status_at &&
+            env->etcd->status_at(env->conn, m->client_url, &index, &revision) == 0)
                 rec->revision = revision;
         int k = state_recovery_update(env->db, rec);
         if (k < 0)
