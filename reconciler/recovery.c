@@ -274,6 +274,12 @@ static int phase_requested(const recovery_env *env, state_recovery *rec, pass_re
                 if (!has_data(o->runtime) || isempty(m->member_id))
                         return refuse(env, rec, res, "member %s has no data (%s)", m->name,
                                       member_runtime_state_name(o->runtime));
+                /* Forced alone, a learner would be a cluster without a voter. */
+                if (o->learner || (!o->in_etcd && m->learner))
+                        return refuse(env, rec, res,
+                                      "member %s is a learner: it may lack committed writes and "
+                                      "cannot lead a cluster of itself",
+                                      m->name);
                 uint64_t index = 0;
                 int64_t revision = 0;
                 if (!env->conn || !env->etcd->status_at || isempty(m->client_url) ||

@@ -94,14 +94,16 @@ static int teardown(void **state)
         return 0;
 }
 
-/* Offer "demo" with 3 replicas and extra lines under spec, from COMMIT by Alice. */
-static void offer(fx *f, const char *extra)
+/* Offer "demo" with replicas and extra lines under spec, from COMMIT by Alice. */
+static void offer_n(fx *f, int replicas, const char *extra)
 {
         strbuf y = STRBUF_INIT;
-        sb_printf(&y, "apiVersion: gitcd.io/v1alpha1\n"
-                      "kind: EtcdCluster\n"
-                      "metadata:\n  name: demo\n  namespace: default\n"
-                      "spec:\n  replicas: 3\n  version: \"3.5.16\"\n  storage:\n    size: 1Gi\n");
+        sb_printf(&y,
+                  "apiVersion: gitcd.io/v1alpha1\n"
+                  "kind: EtcdCluster\n"
+                  "metadata:\n  name: demo\n  namespace: default\n"
+                  "spec:\n  replicas: %d\n  version: \"3.5.16\"\n  storage:\n    size: 1Gi\n",
+                  replicas);
         if (extra)
                 sb_append(&y, extra);
         cluster_set set = {0};
@@ -123,6 +125,11 @@ static void offer(fx *f, const char *extra)
         cluster_set_release(&set);
         diag_list_release(&d);
         sb_release(&y);
+}
+
+static void offer(fx *f, const char *extra)
+{
+        offer_n(f, 3, extra);
 }
 
 static pass_outcome converge_n(fx *f, int max_passes, pass_result *ret)
@@ -327,6 +334,25 @@ static void test_refusals(void **state)
         assert_int_equal(fake_procs_present(f->w), 3);
 }
 
+/* A learner never becomes the cluster: it may lack writes the voters committed. */
+static void test_refuses_a_learner(void **state)
+{
+        fx *f = *state;
+        offer(f, NULL);
+        converge(f);
+        f->w->learner_sync_ms = 1000 * 1000 * 1000; /* the new learner never catches up */
+        offer_n(f, 4, NULL);
+        for (int i = 0; i < 100 && !fake_etcd_find(f->w, "demo-3"); i++)
+                (void)converge_n(f, 1, NULL);
+        for (int i = 0; i < 20; i++)
+                (void)converge_n(f, 1, NULL);
+        assert_true(fake_etcd_find(f->w, "demo-3")->learner);
+        fake_kill(f->w, "demo-1", true);
+        fake_kill(f->w, "demo-2", true);
+        (void)converge_n(f, 20, NULL);
+        refused(f, "demo-3", 0, "is a learner");
+}
+
 static void test_spec_token_acts_once(void **state)
 {
         fx *f = *state;
@@ -408,6 +434,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_recover_from_member, setup, teardown),
             cmocka_unit_test_setup_teardown(test_data_stays_aside_until_whole, setup, teardown),
             cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_refuses_a_learner, setup, teardown),
             cmocka_unit_test_setup_teardown(test_spec_token_acts_once, setup, teardown),
             cmocka_unit_test(test_crash_points),
         };
