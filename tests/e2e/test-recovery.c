@@ -202,6 +202,11 @@ static void test_recovery(void **unused)
         assert_string_equal(json_string_value(json_object_get(proposal, "command")),
                             "gitcd recover default/" NAME " --from-member demo-0");
         json_decref(st);
+        out = NULL;
+        assert_int_equal(e2e_run(e, &out, "status", "default/" NAME, NULL), 0);
+        if (!strstr(out, "Run: gitcd recover default/" NAME " --from-member demo-0"))
+                fail_msg("gitcd status proposes no recovery:\n%s", out);
+        free(out);
 
         out = NULL;
         char *err = NULL;
@@ -256,6 +261,11 @@ static void test_recovery(void **unused)
         assert_string_not_equal(json_string_value(json_object_get(st, "cluster_id")), old_cluster);
         json_decref(st);
         assert_int_equal(e2e_audit_count(e, NAME, "recovery.succeeded"), 2);
+        out = NULL;
+        assert_int_equal(e2e_run(e, &out, "status", "default/" NAME, NULL), 0);
+        assert_non_null(strstr(out, "Recoveries:"));
+        assert_null(strstr(out, "Quorum lost"));
+        free(out);
 
         free(w.endpoints);
         free(w.revisions);
