@@ -10,9 +10,10 @@
  *     survivor: every acknowledged write the survivor held (revision up to
  *     the one recovered to) is there, three healthy voters again, the
  *     survivor kept its member ID and runs without --force-new-cluster;
- *  3. every member's data lost: `gitcd recover --from-snapshot` the
- *     snapshot: every write up to the snapshot's revision is there, three
- *     healthy voters of a new cluster ID.
+ *  3. every member's data lost, with `gitcd run` holding the state:
+ *     `gitcd recover --from-snapshot` leaves the work to it and waits;
+ *     every write up to the snapshot's revision is there, three healthy
+ *     voters of a new cluster ID.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -241,6 +242,11 @@ static void test_recovery(void **unused)
         for (size_t i = 0; i < json_array_size(members); i++)
                 destroy(e, json_string_value(json_object_get(json_array_get(members, i), "name")));
         json_decref(st);
+        /* This time a `gitcd run` holds the state: it does the work, recover waits for it. */
+        pid_t daemon = e2e_start_daemon(e, NULL);
+        for (int i = 0; i < 100 && e2e_lock_pid(e) != daemon; i++)
+                usleep(50 * 1000);
+        assert_int_equal(e2e_lock_pid(e), daemon);
         _cleanup_free_ char *id = xasprintf("%lld", (long long)snap_id);
         const char *const rec2[] = {
             "recover", "default/" NAME, "--from-snapshot", id, "--timeout", "120s", NULL};
@@ -248,8 +254,14 @@ static void test_recovery(void **unused)
         k = e2e_runv(e, &out, &err, rec2);
         if (k != 0)
                 fail_msg("gitcd recover --from-snapshot exited %d:\n%s\n%s", k, out, err);
+        if (!strstr(out, "carries the recovery out"))
+                fail_msg("gitcd recover did not leave the work to gitcd run:\n%s", out);
         free(out);
         free(err);
+        if (!e2e_wait_ready(e, NAME, 3, 120)) {
+                _cleanup_free_ char *log = e2e_read_log(e, "daemon.log");
+                fail_msg("not grown back to 3 members; gitcd run said:\n%s", log);
+        }
         assert_voters(e, 3);
         r = last_recovery(e);
         assert_string_equal(json_string_value(json_object_get(r, "result")), "succeeded");
