@@ -24,6 +24,7 @@
 #include "reconciler/reconcile.h"
 #include "reconciler/recovery.h"
 #include "state/recovery.h"
+#include "state/snapshots.h"
 #include "tests/fake/fake.h"
 #include "util/fs.h"
 #include "util/strbuf.h"
@@ -334,6 +335,50 @@ static void test_refusals(void **state)
         assert_int_equal(fake_procs_present(f->w), 3);
 }
 
+/* A recorded snapshot in a local folder whose file holds `text`, recorded with sha256. */
+static int64_t record_snapshot(fx *f, const char *text, const char *sha256)
+{
+        _cleanup_free_ char *folder = xasprintf("%s/backups", f->dir);
+        _cleanup_free_ char *dir = xasprintf("%s/default/demo", folder);
+        assert_int_equal(mkdir_p(dir, 0700), 0);
+        _cleanup_free_ char *file = xasprintf("%s/s.db", dir);
+        assert_int_equal(write_file_atomic(file, text, strlen(text), 0600), 0);
+        int64_t id = 0;
+        assert_int_equal(state_snapshot_begin(f->db, CLUSTER, "manual", 0, f->w->now_ms, &id), 0);
+        _cleanup_free_ char *dest = xasprintf("local:%s", folder);
+        state_snapshot s = {.result = "succeeded",
+                            .member = "demo-0",
+                            .revision = 7,
+                            .size = (int64_t)strlen(text),
+                            .db_size = (int64_t)strlen(text),
+                            .sha256 = (char *)sha256,
+                            .compression = "none",
+                            .etcd_version = "3.5.16",
+                            .destination = dest,
+                            .key = "default/demo/s.db",
+                            .location = file};
+        assert_int_equal(state_snapshot_finish(f->db, id, &s, f->w->now_ms), 0);
+        return id;
+}
+
+static void test_refuses_a_corrupt_snapshot(void **state)
+{
+        fx *f = *state;
+        lose_quorum(f);
+        /* The file's SHA-256 is not the recorded one: damaged after it was taken. */
+        int64_t bad =
+            record_snapshot(f, "not what was recorded",
+                            "0000000000000000000000000000000000000000000000000000000000000000");
+        refused(f, NULL, bad, "is damaged");
+        /* Its file is gone from the destination. */
+        int64_t gone = record_snapshot(
+            f, "x", "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881");
+        _cleanup_free_ char *file = xasprintf("%s/backups/default/demo/s.db", f->dir);
+        assert_int_equal(unlink(file), 0);
+        refused(f, NULL, gone, "is missing");
+        assert_int_equal(fake_procs_present(f->w), 3);
+}
+
 /* A learner never becomes the cluster: it may lack writes the voters committed. */
 static void test_refuses_a_learner(void **state)
 {
@@ -435,6 +480,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_data_stays_aside_until_whole, setup, teardown),
             cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
             cmocka_unit_test_setup_teardown(test_refuses_a_learner, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_refuses_a_corrupt_snapshot, setup, teardown),
             cmocka_unit_test_setup_teardown(test_spec_token_acts_once, setup, teardown),
             cmocka_unit_test(test_crash_points),
         };
