@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/mman.h>
 
 #include "pki/pki.h"
@@ -208,6 +209,23 @@ static void proc_start(fake_world *w, fake_proc *p)
         }
         if (p->broken)
                 return proc_exit(p);
+        if (p->has_data && p->restored) {
+                /* A restored snapshot starts a new cluster (a new ID) of this member alone. */
+                memset(w->members, 0, sizeof(w->members));
+                fake_etcd_member *m = &w->members[0];
+                m->used = true;
+                m->id = w->next_id;
+                w->next_id += 0x1111;
+                copy(m->peer_url, sizeof(m->peer_url), p->peer_url);
+                copy(m->name, sizeof(m->name), p->name);
+                copy(m->client_url, sizeof(m->client_url), p->client_url);
+                w->cluster_id = w->cluster_id * 31 + 7;
+                w->leader = 0;
+                p->etcd_id = m->id;
+                p->restored = false;
+                p->initialized = true;
+                return;
+        }
         if (p->has_data) {
                 /* Rejoins with its identity; a member etcd removed shuts down. */
                 if (!member_by_id(w, p->etcd_id))
@@ -461,6 +479,25 @@ static int fake_remove_member(target *t, const etcd_cluster *c, const char *memb
         return 0;
 }
 
+/* The snapshot file is taken as it is: gitcd checked it before this call. */
+static int fake_restore_data(target *t, const etcd_cluster *c, const membership_plan *plan,
+                             size_t idx, const char *snapshot)
+{
+        (void)c;
+        fake_world *w = W(t);
+        if (idx >= plan->n || access(snapshot, R_OK) < 0)
+                return target_fail(t, -EINVAL, "no snapshot file to restore");
+        fake_proc *p = proc_get(t, plan->members[idx].name);
+        if (p->has_data)
+                return 0;
+        if (p->running)
+                return target_fail(t, -EBUSY, "member %s runs", p->name);
+        p->has_data = true;
+        p->restored = true;
+        w->restores++;
+        return 0;
+}
+
 bool fake_kept(const fake_world *w, const char *name)
 {
         for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
@@ -599,6 +636,7 @@ static const target_ops fake_target_ops = {
     .stop_member = fake_stop_member,
     .remove_member = fake_remove_member,
     .drop_kept_data = fake_drop_kept_data,
+    .restore_data = fake_restore_data,
     .member_status = fake_member_status,
     .list_members = fake_list_members,
     .tick = fake_tick,

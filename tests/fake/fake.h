@@ -59,12 +59,13 @@ typedef struct fake_proc {
         bool has_data;
         bool initialized; /* joined etcd once */
         bool running;
-        bool stopped; /* stopped on purpose */
-        bool crashed; /* exited on its own */
-        bool broken;  /* test hook: every start exits at once (host down) */
-        bool lost;    /* test hook: its data directory is gone */
-        bool alone;   /* test hook: it sees a cluster of itself alone (force-new-cluster) */
-        bool force;   /* its last command had --force-new-cluster */
+        bool stopped;  /* stopped on purpose */
+        bool crashed;  /* exited on its own */
+        bool broken;   /* test hook: every start exits at once (host down) */
+        bool lost;     /* test hook: its data directory is gone */
+        bool alone;    /* test hook: it sees a cluster of itself alone (force-new-cluster) */
+        bool force;    /* its last command had --force-new-cluster */
+        bool restored; /* its data is a snapshot restored by restore_data, never started */
         /* What its Status call answers (test hooks; raft index and store revision). */
         uint64_t raft_index;
         int64_t revision;
@@ -100,6 +101,7 @@ typedef struct fake_world {
         char kept[FAKE_MAX_MEMBERS][FAKE_NAME_MAX];
         int kept_dropped;  /* kept data deleted through drop_kept_data */
         int forced_starts; /* starts with --force-new-cluster */
+        int restores;      /* snapshots restored into a member (restore_data) */
         /* Counters of calls that changed something, for assertions. */
         int adds, promotes, removes, leader_moves;
         int shared_syncs;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/evp.h>
 
 #include "api/spec.h"
 #include "reconciler/reconcile.h"
@@ -335,22 +336,22 @@ static void test_refusals(void **state)
         assert_int_equal(fake_procs_present(f->w), 3);
 }
 
-/* A recorded snapshot in a local folder whose file holds `text`, recorded with sha256. */
-static int64_t record_snapshot(fx *f, const char *text, const char *sha256)
+/* A recorded snapshot in a local folder whose file holds data, recorded with sha256. */
+static int64_t record_snapshot_bytes(fx *f, const void *data, size_t len, const char *sha256)
 {
         _cleanup_free_ char *folder = xasprintf("%s/backups", f->dir);
         _cleanup_free_ char *dir = xasprintf("%s/default/demo", folder);
         assert_int_equal(mkdir_p(dir, 0700), 0);
         _cleanup_free_ char *file = xasprintf("%s/s.db", dir);
-        assert_int_equal(write_file_atomic(file, text, strlen(text), 0600), 0);
+        assert_int_equal(write_file_atomic(file, data, len, 0600), 0);
         int64_t id = 0;
         assert_int_equal(state_snapshot_begin(f->db, CLUSTER, "manual", 0, f->w->now_ms, &id), 0);
         _cleanup_free_ char *dest = xasprintf("local:%s", folder);
         state_snapshot s = {.result = "succeeded",
                             .member = "demo-0",
                             .revision = 7,
-                            .size = (int64_t)strlen(text),
-                            .db_size = (int64_t)strlen(text),
+                            .size = (int64_t)len,
+                            .db_size = (int64_t)len,
                             .sha256 = (char *)sha256,
                             .compression = "none",
                             .etcd_version = "3.5.16",
@@ -359,6 +360,11 @@ static int64_t record_snapshot(fx *f, const char *text, const char *sha256)
                             .location = file};
         assert_int_equal(state_snapshot_finish(f->db, id, &s, f->w->now_ms), 0);
         return id;
+}
+
+static int64_t record_snapshot(fx *f, const char *text, const char *sha256)
+{
+        return record_snapshot_bytes(f, text, strlen(text), sha256);
 }
 
 static void test_refuses_a_corrupt_snapshot(void **state)
@@ -377,6 +383,77 @@ static void test_refuses_a_corrupt_snapshot(void **state)
         assert_int_equal(unlink(file), 0);
         refused(f, NULL, gone, "is missing");
         assert_int_equal(fake_procs_present(f->w), 3);
+}
+
+static void sha256_hex(const void *data, size_t len, char out[65])
+{
+        unsigned char md[32];
+        unsigned int n = 0;
+        assert_int_equal(EVP_Digest(data, len, md, &n, EVP_sha256(), NULL), 1);
+        for (int i = 0; i < 32; i++)
+                snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* A snapshot file as etcd writes it (512-byte pages, then etcd's sha256 trailer), recorded. */
+static int64_t record_good_snapshot(fx *f)
+{
+        unsigned char file[512 + 32];
+        memset(file, 'k', 512);
+        unsigned int n = 0;
+        assert_int_equal(EVP_Digest(file, 512, file + 512, &n, EVP_sha256(), NULL), 1);
+        char sha[65];
+        sha256_hex(file, sizeof(file), sha);
+        return record_snapshot_bytes(f, file, sizeof(file), sha);
+}
+
+/* Every member's data lost: the snapshot becomes the seed of a new cluster ID. */
+static void lose_everything(fx *f)
+{
+        offer(f, NULL);
+        converge(f);
+        for (int i = 0; i < 3; i++) {
+                _cleanup_free_ char *name = xasprintf("demo-%d", i);
+                fake_lose_data(f->w, name);
+        }
+        pass_result res;
+        assert_int_equal(converge_n(f, 40, &res), PASS_WAITING);
+        assert_string_equal(res.reason, "QuorumLost");
+}
+
+static void assert_restored(fx *f, uint64_t old_cluster)
+{
+        assert_whole(f);
+        assert_int_equal(f->w->restores, 1);
+        assert_int_not_equal(f->w->cluster_id, old_cluster);
+        assert_non_null(fake_etcd_find(f->w, "demo-3")); /* the new seed: a new name */
+        assert_null(fake_etcd_find(f->w, "demo-0"));
+        _cleanup_(state_recovery_freep) state_recovery *r = last_recovery(f);
+        assert_string_equal(r->result, "succeeded");
+        assert_string_equal(r->seed, "demo-3");
+        assert_string_equal(r->aside, "demo-0,demo-1,demo-2");
+        assert_int_equal(r->revision, 7);
+        state_member *m = NULL;
+        assert_int_equal(state_member_get(f->db, CLUSTER, "demo-3", &m), 0);
+        assert_true(m->seed);
+        state_member_free(m);
+}
+
+static void test_recover_from_snapshot(void **state)
+{
+        fx *f = *state;
+        lose_everything(f);
+        uint64_t old_cluster = f->w->cluster_id;
+        int64_t id = record_good_snapshot(f);
+        /* status proposes the snapshot: no member answers. */
+        _cleanup_free_ char *json = NULL;
+        (void)converge_n(f, 30, NULL);
+        assert_int_equal(state_recovery_assessment_get(f->db, CLUSTER, &json, NULL), 0);
+        _cleanup_free_ char *cmd =
+            xasprintf("gitcd recover default/demo --from-snapshot %lld", (long long)id);
+        assert_non_null(strstr(json, cmd));
+        assert_int_equal(recovery_request(f->db, CLUSTER, NULL, id, "bob", f->w->now_ms, NULL), 0);
+        converge(f);
+        assert_restored(f, old_cluster);
 }
 
 /* A learner never becomes the cluster: it may lack writes the voters committed. */
@@ -448,23 +525,40 @@ static void run_until_killed(fx *f, const char *failpoint)
 
 static void test_crash_points(void **state)
 {
-        static const char *const points[] = {
-            "recovery.aside.after-target",
-            "recovery.force.after-target",
-            "recovery.forced.after-restart",
+        (void)state;
+        static const struct {
+                const char *failpoint;
+                bool snapshot;
+        } points[] = {
+            {"recovery.aside.after-target", false},   {"recovery.force.after-target", false},
+            {"recovery.forced.after-restart", false}, {"recovery.aside.after-target", true},
+            {"recovery.seed.after-restore", true},
         };
         for (size_t i = 0; i < ARRAY_SIZE(points); i++) {
                 void *st = NULL;
                 setup(&st);
                 fx *f = st;
-                uint64_t id0 = lose_quorum(f);
-                assert_int_equal(
-                    recovery_request(f->db, CLUSTER, "demo-0", 0, "bob", f->w->now_ms, NULL), 0);
-                run_until_killed(f, points[i]);
-                converge(f);
-                assert_whole(f);
-                assert_int_equal(fake_etcd_find(f->w, "demo-0")->id, id0);
-                assert_int_equal(f->w->forced_starts, 1);
+                if (points[i].snapshot) {
+                        lose_everything(f);
+                        uint64_t old_cluster = f->w->cluster_id;
+                        int64_t id = record_good_snapshot(f);
+                        assert_int_equal(
+                            recovery_request(f->db, CLUSTER, NULL, id, "bob", f->w->now_ms, NULL),
+                            0);
+                        run_until_killed(f, points[i].failpoint);
+                        converge(f);
+                        assert_restored(f, old_cluster);
+                } else {
+                        uint64_t id0 = lose_quorum(f);
+                        assert_int_equal(recovery_request(f->db, CLUSTER, "demo-0", 0, "bob",
+                                                          f->w->now_ms, NULL),
+                                         0);
+                        run_until_killed(f, points[i].failpoint);
+                        converge(f);
+                        assert_whole(f);
+                        assert_int_equal(fake_etcd_find(f->w, "demo-0")->id, id0);
+                        assert_int_equal(f->w->forced_starts, 1);
+                }
                 _cleanup_(state_recovery_freep) state_recovery *r = last_recovery(f);
                 assert_string_equal(r->result, "succeeded");
                 assert_true(r->cleaned_ms > 0);
@@ -481,6 +575,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
             cmocka_unit_test_setup_teardown(test_refuses_a_learner, setup, teardown),
             cmocka_unit_test_setup_teardown(test_refuses_a_corrupt_snapshot, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_recover_from_snapshot, setup, teardown),
             cmocka_unit_test_setup_teardown(test_spec_token_acts_once, setup, teardown),
             cmocka_unit_test(test_crash_points),
         };
