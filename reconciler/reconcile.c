@@ -524,6 +524,12 @@ static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *
         return 0;
 }
 
+/* A quorum of the voters etcd lists is healthy: what Available and a recovery go by. */
+static bool world_has_quorum(const world *w)
+{
+        return w->obs.etcd_listed && w->voters > 0 && w->healthy_voters >= w->voters / 2 + 1;
+}
+
 /* Update recorded facts the world told us: member IDs, learner flags, cluster ID. */
 static void record_observed(reconciler *r, cluster_ctx *x, world *w)
 {
@@ -1331,7 +1337,7 @@ static void update_conditions(reconciler *r, cluster_ctx *x, const world *w, con
             .renew_at_ms = certs_next_renewal_ms(want, &w->obs),
             .now_ms = w->obs.now_ms,
             .cert_message = cert_message(certs_soonest(&w->obs), w->obs.now_ms),
-            .quorum = w->obs.etcd_listed && w->healthy_voters >= w->voters / 2 + 1 && w->voters > 0,
+            .quorum = world_has_quorum(w),
             .paused = s->reason && streq(s->reason, REASON_PAUSED),
             .bootstrapped = w->obs.bootstrapped,
             .converged = s->kind == STEP_CONVERGED,
@@ -1580,7 +1586,7 @@ static int pass_recovery(reconciler *r, cluster_ctx *x, const etcd_cluster *c, w
             .cluster = x->name,
             .records = &w->records,
             .obs = &w->obs,
-            .quorum = w->obs.etcd_listed && w->voters > 0 && w->healthy_voters >= w->voters / 2 + 1,
+            .quorum = world_has_quorum(w),
             .latched_json = w->sc->observed_json ? w->sc->observed_json : w->sc->desired_json,
             .latched_hash = x->latched_hash,
             .commit = w->commit,
