@@ -248,6 +248,8 @@ void etcd_cluster_free(etcd_cluster *c)
         free(c->defrag.schedule);
         free(c->defrag.free_space_above);
         location_release(&c->restore.source);
+        free(c->recovery.member);
+        free(c->recovery.token);
         host_spec_release(&c->hosts.defaults);
         for (size_t i = 0; i < c->hosts.n; i++)
                 host_spec_release(&c->hosts.items[i]);

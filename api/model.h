@@ -184,6 +184,24 @@ typedef struct restore_spec {
 } restore_spec;
 
 /*
+ * spec.recovery: an explicit disaster recovery after quorum loss, acted on
+ * once per token (reconciler/recovery.c). Every dialect but the native one
+ * leaves it unset.
+ */
+typedef enum recovery_source {
+        RECOVERY_NONE,
+        RECOVERY_FROM_MEMBER,   /* restart the named member alone (force-new-cluster) */
+        RECOVERY_FROM_SNAPSHOT, /* restore a recorded snapshot as the new seed */
+} recovery_source;
+
+typedef struct recovery_spec {
+        recovery_source from;
+        char *member;        /* RECOVERY_FROM_MEMBER */
+        int64_t snapshot_id; /* RECOVERY_FROM_SNAPSHOT: the record's id (`gitcd snapshot list`) */
+        char *token;         /* any string; the recovery runs once per token */
+} recovery_spec;
+
+/*
  * spec.hosts: the machines members run on when gitcd drives bare-metal
  * hosts over SSH (targets/hosts.c). One member per host; the list order is
  * the placement order. Every field is filled in by spec_fill_defaults():
@@ -267,6 +285,7 @@ typedef struct etcd_cluster {
         snapshot_spec snapshots;
         defrag_spec defrag;
         restore_spec restore;
+        recovery_spec recovery;
         hosts_spec hosts;
 } etcd_cluster;
 

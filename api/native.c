@@ -496,6 +496,33 @@ void native_read_additional_metadata(reader *r, const ynode *spec)
         }
 }
 
+static void read_recovery(reader *r, const ynode *spec)
+{
+        recovery_spec *rc = &r->c->recovery;
+        const ynode *m = NULL, *from = NULL;
+        const char *P = "spec.recovery";
+        if (!rd_map(r, spec, "spec", "recovery", NULL, &m))
+                return;
+        static const char *const known[] = {"from", "token", NULL};
+        rd_keys(r, m, P, known, NULL);
+        rd_string(r, m, P, "token", NULL, &rc->token);
+        if (!rd_map(r, m, P, "from", NULL, &from)) {
+                rc->from = RECOVERY_FROM_MEMBER; /* validation names what is missing */
+                return;
+        }
+        static const char *const kf[] = {"member", "snapshot", NULL};
+        rd_keys(r, from, "spec.recovery.from", kf, NULL);
+        int64_t id = 0;
+        bool member = rd_string(r, from, "spec.recovery.from", "member", NULL, &rc->member);
+        bool snapshot = rd_int(r, from, "spec.recovery.from", "snapshot", NULL, 1, INT64_MAX, &id);
+        if (member && snapshot)
+                rd_diag_at(r, DIAG_ERROR, "spec.recovery.from",
+                           "%s: name a member or a snapshot, not both",
+                           rd_name(r, "spec.recovery.from"));
+        rc->from = snapshot && !member ? RECOVERY_FROM_SNAPSHOT : RECOVERY_FROM_MEMBER;
+        rc->snapshot_id = id;
+}
+
 void read_spec_gitcd(reader *r, const ynode *spec)
 {
         etcd_cluster *c = r->c;
@@ -508,7 +535,7 @@ void read_spec_gitcd(reader *r, const ynode *spec)
             "nodeSelector", "tolerations", "additionalMetadata",
             "podTemplate",  "options",     "progressDeadlineSeconds",
             "snapshots",    "defrag",      "bootstrap",
-            "hosts",        NULL};
+            "hosts",        "recovery",    NULL};
         rd_keys(r, spec, "spec", known, NULL);
 
         int64_t v;
@@ -547,5 +574,6 @@ void read_spec_gitcd(reader *r, const ynode *spec)
         read_snapshots(r, spec);
         read_defrag(r, spec);
         read_bootstrap(r, spec);
+        read_recovery(r, spec);
         read_hosts(r, spec);
 }

@@ -258,6 +258,17 @@ json_t *spec_to_json(const etcd_cluster *c)
                 json_object_set_new(
                     spec, "bootstrap",
                     json_pack("{s:{s:o}}", "restore", "source", location_json(&c->restore.source)));
+        if (c->recovery.from != RECOVERY_NONE) {
+                json_t *from =
+                    c->recovery.from == RECOVERY_FROM_SNAPSHOT
+                        ? json_pack("{s:I}", "snapshot", (json_int_t)c->recovery.snapshot_id)
+                        : json_object();
+                if (c->recovery.from == RECOVERY_FROM_MEMBER)
+                        set_str(from, "member", c->recovery.member);
+                json_t *rc = json_pack("{s:o}", "from", from);
+                set_str(rc, "token", c->recovery.token);
+                json_object_set_new(spec, "recovery", rc);
+        }
         if (c->hosts.set)
                 json_object_set_new(spec, "hosts", hosts_json(&c->hosts));
 

@@ -345,6 +345,30 @@ static void check_schedules(reader *r)
                            rd_name(r, "spec.defrag"));
 }
 
+/* spec.recovery: a source and a token, both short single-line words a person can type. */
+static void check_recovery(reader *r)
+{
+        const recovery_spec *rc = &r->c->recovery;
+        if (rc->from == RECOVERY_NONE)
+                return;
+        if (rc->from == RECOVERY_FROM_MEMBER && isempty(rc->member))
+                rd_diag_at(r, DIAG_ERROR, "spec.recovery",
+                           "%s.from needs a member (the survivor) or a snapshot (its id)",
+                           rd_name(r, "spec.recovery"));
+        else if (rc->from == RECOVERY_FROM_MEMBER && !dns1123_label_valid(rc->member))
+                rd_diag_at(r, DIAG_ERROR, "spec.recovery.from.member",
+                           "%s: \"%s\" is not a member name",
+                           rd_name(r, "spec.recovery.from.member"), rc->member);
+        if (isempty(rc->token))
+                rd_diag_at(r, DIAG_ERROR, "spec.recovery",
+                           "%s.token is required: the recovery runs once per token",
+                           rd_name(r, "spec.recovery"));
+        else if (strlen(rc->token) > 128 || strpbrk(rc->token, "\n\r\t"))
+                rd_diag_at(r, DIAG_ERROR, "spec.recovery.token",
+                           "%s: at most 128 characters on one line",
+                           rd_name(r, "spec.recovery.token"));
+}
+
 static void check_object_name(reader *r, const char *native, const char *name)
 {
         if (name && !dns1123_subdomain_valid(name))
@@ -562,6 +586,7 @@ void spec_validate(reader *r)
                            c->progress_deadline_seconds);
         check_options(r);
         check_schedules(r);
+        check_recovery(r);
         check_object_names(r);
         check_reserved_keys(r, "spec.additionalMetadata.labels", &c->additional_labels);
         check_reserved_keys(r, "spec.additionalMetadata.annotations", &c->additional_annotations);

@@ -24,6 +24,7 @@ int cmd_apply(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
+int cmd_recover(int argc, char **argv);
 
 /*
  * The state database path: --state if given, else $GITCD_STATE_DIR/state.db,

@@ -24,6 +24,7 @@
 
 #include "cli/cli.h"
 #include "state/maintenance.h"
+#include "state/recovery.h"
 #include "state/state.h"
 #include "util/escape.h"
 #include "util/macro.h"
@@ -387,6 +388,130 @@ static json_t *cluster_json(const state_cluster *c, const state_member_list *ml,
         return o;
 }
 
+/*
+ * While quorum is lost: what the reconciler last knew of each member, the
+ * latest snapshot and the source it proposes, with the command to run;
+ * then the recoveries asked for.
+ */
+static void print_recovery(state_db *db, const char *cluster)
+{
+        char when[40];
+        _cleanup_free_ char *text = NULL;
+        int64_t seen = 0;
+        json_t *a = state_recovery_assessment_get(db, cluster, &text, &seen) == 0
+                        ? json_loads(text, 0, NULL)
+                        : NULL;
+        if (a) {
+                format_rfc3339(seen, when, sizeof(when));
+                printf("\nQuorum lost; what gitcd knew at %s:\n", when);
+                table m = {.cols = 5};
+                const char *heads[] = {"MEMBER", "STATE", "REACHABLE", "RAFT INDEX", "REVISION"};
+                table_add(&m, heads);
+                size_t i;
+                json_t *x;
+                json_array_foreach(json_object_get(a, "members"), i, x)
+                {
+                        bool up = json_is_true(json_object_get(x, "reachable"));
+                        _cleanup_free_ char *index =
+                            up ? xasprintf("%" JSON_INTEGER_FORMAT,
+                                           json_integer_value(json_object_get(x, "raft_index")))
+                               : xstrdup("-");
+                        _cleanup_free_ char *rev =
+                            up ? xasprintf("%" JSON_INTEGER_FORMAT,
+                                           json_integer_value(json_object_get(x, "revision")))
+                               : xstrdup("-");
+                        _cleanup_free_ char *name =
+                            clean(json_string_value(json_object_get(x, "name")));
+                        _cleanup_free_ char *state =
+                            clean(json_string_value(json_object_get(x, "state")));
+                        const char *row[] = {name, state, up ? "yes" : "no", index, rev};
+                        table_add(&m, row);
+                }
+                table_print(&m, "  ");
+                json_t *s = json_object_get(a, "snapshot");
+                if (s) {
+                        format_rfc3339(json_integer_value(json_object_get(s, "finished_ms")), when,
+                                       sizeof(when));
+                        _cleanup_free_ char *loc =
+                            clean(json_string_value(json_object_get(s, "location")));
+                        printf("  Latest snapshot: %" JSON_INTEGER_FORMAT
+                               " (revision %" JSON_INTEGER_FORMAT ", %s) at %s\n",
+                               json_integer_value(json_object_get(s, "id")),
+                               json_integer_value(json_object_get(s, "revision")), when, loc);
+                } else
+                        printf("  Latest snapshot: none recorded\n");
+                json_t *p = json_object_get(a, "proposal");
+                if (p) {
+                        _cleanup_free_ char *why =
+                            clean(json_string_value(json_object_get(p, "why")));
+                        _cleanup_free_ char *cmd =
+                            clean(json_string_value(json_object_get(p, "command")));
+                        printf("  Safest source: %s\n  Run: %s\n"
+                               "  (or commit spec.recovery with the same source and a new "
+                               "token)\n",
+                               why, cmd);
+                } else
+                        printf("  No member answers and no snapshot is recorded: nothing to "
+                               "recover from.\n");
+                json_decref(a);
+        }
+        state_recovery_list l = {0};
+        if (state_recovery_list_for(db, cluster, 5, &l) < 0 || l.n == 0) {
+                state_recovery_list_release(&l);
+                return;
+        }
+        printf("\nRecoveries:\n");
+        table k = {.cols = 7};
+        const char *heads[] = {"ID", "FROM", "ASKED BY", "WHEN", "RESULT", "REVISION", "DETAIL"};
+        table_add(&k, heads);
+        for (size_t i = 0; i < l.n; i++) {
+                const state_recovery *r = l.items[i];
+                _cleanup_free_ char *id = xasprintf("%lld", (long long)r->id);
+                _cleanup_free_ char *from = xasprintf("%s %s", r->source_kind, r->source);
+                _cleanup_free_ char *by = clean(r->requested_by);
+                _cleanup_free_ char *rev =
+                    r->revision ? xasprintf("%lld", (long long)r->revision) : xstrdup("-");
+                _cleanup_free_ char *res = streq(r->result, "running")
+                                               ? xasprintf("running (%s)", r->phase)
+                                               : xstrdup(r->result);
+                _cleanup_free_ char *detail =
+                    clean(r->error                        ? r->error
+                          : r->cleaned_ms                 ? "data set aside deleted"
+                          : streq(r->result, "succeeded") ? "data set aside kept until healthy"
+                                                          : NULL);
+                format_rfc3339(r->requested_ms, when, sizeof(when));
+                const char *row[] = {id, from, by, when, res, rev, detail};
+                table_add(&k, row);
+        }
+        table_print(&k, "  ");
+        state_recovery_list_release(&l);
+}
+
+/* The same for -o json: "quorum_loss" (or null) and "recoveries". */
+static void recovery_json(state_db *db, const char *cluster, json_t *o)
+{
+        _cleanup_free_ char *text = NULL;
+        json_t *a = state_recovery_assessment_get(db, cluster, &text, NULL) == 0
+                        ? json_loads(text, 0, NULL)
+                        : NULL;
+        json_object_set_new(o, "quorum_loss", a ? a : json_null());
+        json_t *v = json_array();
+        state_recovery_list l = {0};
+        if (state_recovery_list_for(db, cluster, 5, &l) == 0)
+                for (size_t i = 0; i < l.n; i++) {
+                        const state_recovery *r = l.items[i];
+                        json_array_append_new(
+                            v, json_pack("{s:I, s:s, s:s, s:o, s:o, s:s, s:s, s:I, s:o, s:o}", "id",
+                                         (json_int_t)r->id, "from", r->source_kind, "source",
+                                         r->source, "requested_by", jstr(r->requested_by),
+                                         "requested", jtime(r->requested_ms), "result", r->result,
+                                         "phase", r->phase, "revision", (json_int_t)r->revision,
+                                         "error", jstr(r->error), "cleaned", jtime(r->cleaned_ms)));
+                }
+        state_recovery_list_release(&l);
+        json_object_set_new(o, "recoveries", v);
+}
+
 static void print_json_line(json_t *o)
 {
         char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -441,11 +566,14 @@ static int show(state_db *db, const char *name, bool json)
                 if (state_maint_run_list_for(db, cl.items[i]->name, 1, &runs) < 0)
                         runs = (state_maint_run_list){0};
                 const state_maint_run *run = runs.n ? runs.items[0] : NULL;
-                if (json)
-                        print_json_line(cluster_json(cl.items[i], &ml, &certs, run, &af));
-                else if (name)
+                if (json) {
+                        json_t *o = cluster_json(cl.items[i], &ml, &certs, run, &af);
+                        recovery_json(db, cl.items[i]->name, o);
+                        print_json_line(o);
+                } else if (name) {
                         print_detail(cl.items[i], &ml, &certs, run, now);
-                else
+                        print_recovery(db, cl.items[i]->name);
+                } else
                         cluster_row(&t, cl.items[i], &ml, now);
                 state_member_list_release(&ml);
                 state_cert_list_release(&certs);

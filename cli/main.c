@@ -36,6 +36,7 @@ static const struct command commands[] = {
     {"log", cmd_log, "show the audit log: who changed what, when, and what it did"},
     {"status", cmd_status, "show clusters, members and conditions from the state store"},
     {"snapshot", cmd_snapshot, "take, list and restore snapshots of a cluster"},
+    {"recover", cmd_recover, "recover a cluster that lost quorum, from a member or a snapshot"},
 };
 
 static void usage(FILE *out)

@@ -258,6 +258,25 @@ int runner_target_kind(const char *name)
         return -1;
 }
 
+/* --hosts-ports CLIENT,PEER,METRICS into h. */
+static int hosts_ports(const char *arg, ops_hosts *h)
+{
+        int v[3];
+        char tail;
+        if (sscanf(arg, "%d,%d,%d%c", &v[0], &v[1], &v[2], &tail) != 3 || v[0] < 1 ||
+            v[0] > 65535 || v[1] < 1 || v[1] > 65535 || v[2] < 1 || v[2] > 65535) {
+                fprintf(stderr,
+                        "gitcd: --hosts-ports takes three port numbers: CLIENT,PEER,METRICS "
+                        "(e.g. 2379,2380,2381), not '%s'\n",
+                        arg);
+                return -EINVAL;
+        }
+        h->client_port = v[0];
+        h->peer_port = v[1];
+        h->metrics_port = v[2];
+        return 0;
+}
+
 static const char *source_target(const ops_config *c, const ops_source *s)
 {
         return s->target ? s->target : c->target ? c->target : "local";
@@ -382,23 +401,8 @@ int runner_settings(const runner_flags *f, const char *config, int64_t interval_
                 c->hosts.passphrase_file = f->hosts.passphrase_file;
         if (f->hosts.known_hosts)
                 c->hosts.known_hosts = f->hosts.known_hosts;
-        if (f->hosts_ports) {
-                int v[3];
-                char tail;
-                if (sscanf(f->hosts_ports, "%d,%d,%d%c", &v[0], &v[1], &v[2], &tail) != 3 ||
-                    v[0] < 1 || v[0] > 65535 || v[1] < 1 || v[1] > 65535 || v[2] < 1 ||
-                    v[2] > 65535) {
-                        fprintf(
-                            stderr,
-                            "gitcd: --hosts-ports takes three port numbers: CLIENT,PEER,METRICS "
-                            "(e.g. 2379,2380,2381), not '%s'\n",
-                            f->hosts_ports);
-                        return -EINVAL;
-                }
-                c->hosts.client_port = v[0];
-                c->hosts.peer_port = v[1];
-                c->hosts.metrics_port = v[2];
-        }
+        if (f->hosts_ports && hosts_ports(f->hosts_ports, &c->hosts) < 0)
+                return -EINVAL;
         if (f->etcd_dir)
                 c->etcd_dir = f->etcd_dir;
         if (f->cache_dir)
@@ -624,6 +628,29 @@ static int open_hosts(const ops_config *c, const char *state_dir, target **ret)
         if (k < 0)
                 fprintf(stderr, "gitcd: cannot set up the hosts target: %s\n", strerror(-k));
         return k;
+}
+
+int runner_open_target(const runner_flags *f, const char *state_dir, target **ret)
+{
+        ops_config c = {.target = f->target,
+                        .kubeconfig = f->kubeconfig,
+                        .kube_context = f->kube_context,
+                        .cluster_domain = f->cluster_domain,
+                        .etcd_dir = f->etcd_dir,
+                        .hosts = f->hosts};
+        if (f->hosts_ports && hosts_ports(f->hosts_ports, &c.hosts) < 0)
+                return -EINVAL;
+        switch (runner_target_kind(f->target ? f->target : "local")) {
+        case RUNNER_TARGET_LOCAL:
+                return open_local(&c, state_dir, ret);
+        case RUNNER_TARGET_KUBERNETES:
+                return open_kubernetes(&c, state_dir, ret);
+        case RUNNER_TARGET_HOSTS:
+                return open_hosts(&c, state_dir, ret);
+        }
+        fprintf(stderr, "gitcd: unknown target '%s' (available: local, kubernetes, hosts)\n",
+                f->target);
+        return -EINVAL;
 }
 
 /* Everything but the lock: the state store, the targets, the sources and their drivers. */

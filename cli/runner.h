@@ -85,6 +85,14 @@ extern const char runner_options_help[];
 /* Handle one shared option; false when opt is not one of them. */
 bool runner_flag(runner_flags *f, int opt, const char *arg);
 
+/*
+ * The target of --target (local by default, or kubernetes with --kubeconfig,
+ * --context, --cluster-domain) over state_dir, without a source: for
+ * commands that act on recorded clusters (gitcd recover). Prints why on
+ * failure.
+ */
+int runner_open_target(const runner_flags *f, const char *state_dir, target **ret);
+
 /* The lock file apply and run hold in the state directory (see runner_open). */
 #define RUNNER_LOCK_FILE "gitcd.lock"
 

@@ -789,6 +789,7 @@ int etcd_status(etcd_client *c, const char *endpoint, etcd_endpoint_status **ret
         if (resp->header) {
                 s->member_id = resp->header->member_id;
                 s->cluster_id = resp->header->cluster_id;
+                s->revision = resp->header->revision;
         }
         s->n_errors = resp->n_errors;
         s->errors = xcalloc(resp->n_errors + 1, sizeof(char *));

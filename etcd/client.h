@@ -115,6 +115,7 @@ typedef struct etcd_endpoint_status {
         uint64_t raft_term;
         uint64_t member_id;
         uint64_t cluster_id;
+        int64_t revision; /* the store revision the member answered at */
         bool is_learner;
         char **errors; /* alarms and health problems the member reports */
         size_t n_errors;

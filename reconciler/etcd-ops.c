@@ -94,6 +94,35 @@ static int real_member_list_at(etcd_conn *conn, const char *endpoint, etcd_membe
         return k;
 }
 
+static int real_status_at(etcd_conn *conn, const char *endpoint, uint64_t *ret_raft_index,
+                          int64_t *ret_revision)
+{
+        etcd_client_opts co = {
+            .endpoints = endpoint,
+            .cacert = conn->o.cacert,
+            .cert = conn->o.cert,
+            .key = conn->o.key,
+            .call_timeout_ms = conn->o.call_timeout_ms,
+            .dial_timeout_ms = 1000,
+        };
+        etcd_client *c = NULL;
+        etcd_endpoint_status *st = NULL;
+        int k = etcd_client_new(&co, &c);
+        if (k >= 0)
+                k = etcd_status(c, endpoint, &st);
+        free(conn->error);
+        conn->error = k < 0 ? xasprintf("%s: %s", endpoint,
+                                        c ? etcd_client_last_error(c) : "unusable endpoint")
+                            : NULL;
+        if (k >= 0) {
+                *ret_raft_index = st->raft_index;
+                *ret_revision = st->revision;
+        }
+        etcd_endpoint_status_free(st);
+        etcd_client_free(c);
+        return k;
+}
+
 static int real_leader(etcd_conn *conn, uint64_t *ret_leader)
 {
         etcd_endpoint_status *st = NULL;
@@ -141,5 +170,6 @@ const etcd_membership_ops etcd_membership_real = {
     .promote = real_promote,
     .remove = real_remove,
     .move_leader = real_move_leader,
+    .status_at = real_status_at,
     .last_error = real_last_error,
 };

@@ -33,6 +33,7 @@
 #include "pki/auto.h"
 #include "reconciler/membership.h"
 #include "reconciler/reconcile.h"
+#include "reconciler/recovery.h"
 #include "render/layout.h"
 #include "render/render.h"
 #include "snapshots/scheduler.h"
@@ -540,6 +541,12 @@ static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *
         observation_voters(&w->obs, &w->voters, &w->healthy_voters);
         observe_certs(r, x, c, w);
         return 0;
+}
+
+/* A quorum of the voters etcd lists is healthy: what Available and a recovery go by. */
+static bool world_has_quorum(const world *w)
+{
+        return w->obs.etcd_listed && w->voters > 0 && w->healthy_voters >= w->voters / 2 + 1;
 }
 
 /* Update recorded facts the world told us: member IDs, learner flags, cluster ID. */
@@ -1360,7 +1367,7 @@ static void update_conditions(reconciler *r, cluster_ctx *x, const world *w, con
             .renew_at_ms = certs_next_renewal_ms(want, &w->obs),
             .now_ms = w->obs.now_ms,
             .cert_message = cert_message(certs_soonest(&w->obs), w->obs.now_ms),
-            .quorum = w->obs.etcd_listed && w->healthy_voters >= w->voters / 2 + 1 && w->voters > 0,
+            .quorum = world_has_quorum(w),
             .paused = s->reason && streq(s->reason, REASON_PAUSED),
             .bootstrapped = w->obs.bootstrapped,
             .converged = s->kind == STEP_CONVERGED,
@@ -1640,6 +1647,32 @@ static void world_releasep(world *w)
         world_release(w);
 }
 
+/* Disaster recovery (reconciler/recovery.c): 1 when this pass is the recovery's. */
+static int pass_recovery(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w,
+                         pass_result *res)
+{
+        recovery_env env = {
+            .db = r->opts.db,
+            .target = r->opts.target,
+            .etcd = r->opts.etcd,
+            .conn = x->client,
+            .c = c,
+            .cluster = x->name,
+            .records = &w->records,
+            .obs = &w->obs,
+            .quorum = world_has_quorum(w),
+            .latched_json = w->sc->observed_json ? w->sc->observed_json : w->sc->desired_json,
+            .latched_hash = x->latched_hash,
+            .commit = w->commit,
+            .author = w->author,
+            .now_ms = wall(r),
+        };
+        int k = recovery_pass(&env, res);
+        if (k > 0)
+                (void)state_cluster_set_phase(r->opts.db, x->name, "Recovering", wall(r));
+        return k;
+}
+
 /*
  * One pass: begin (latch; terminal, unsupported, blocked), observe, decide,
  * conditions, deadline, act. Each returns early with the pass result filled.
@@ -1660,6 +1693,9 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
         if (k < 0)
                 return k;
         assert(w.obs.n == w.n);
+        k = pass_recovery(r, x, c, &w, res);
+        if (k != 0)
+                return k < 0 ? k : 0;
 
         int64_t life_s = 0, renew_s = 0;
         pki_auto_lifetime(c, &life_s, &renew_s);

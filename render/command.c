@@ -96,6 +96,8 @@ char **render_member_command(const etcd_cluster *c, const membership_plan *p, si
         flag_str(&s, "initial-cluster", m->initial_cluster);
         flag_str(&s, "initial-cluster-state", m->initial_cluster_state);
         flag_str(&s, "initial-cluster-token", p->cluster_token);
+        if (m->force_new_cluster)
+                flag_str(&s, "force-new-cluster", "true");
         flag_int(&s, "quota-backend-bytes", o->quota_backend_bytes);
         flag_str(&s, "auto-compaction-mode", o->auto_compaction_mode);
         flag_str(&s, "auto-compaction-retention", o->auto_compaction_retention);

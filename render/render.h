@@ -48,6 +48,12 @@ typedef struct member_plan {
          * it now sees under another identity, or none (-ESTALE). Not rendered.
          */
         char *data_identity;
+        /*
+         * Disaster recovery only (reconciler/recovery.c): this one start
+         * renders --force-new-cluster. Never set by a plan builder, so the
+         * next start of the member renders the command without it.
+         */
+        bool force_new_cluster;
 } member_plan;
 
 typedef struct membership_plan {

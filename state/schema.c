@@ -278,6 +278,36 @@ const char *const state_migrations[] = {
     "CREATE TRIGGER maintenance_runs_final BEFORE UPDATE ON maintenance_runs\n"
     "  WHEN OLD.result <> 'running'\n"
     "  BEGIN SELECT RAISE(ABORT, 'maintenance run already finished'); END;\n",
+    /*
+     * 13: disaster recoveries (state/recovery.c): one running per cluster, a
+     * spec token consumed once.
+     */
+    "CREATE TABLE recoveries (\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  cluster TEXT NOT NULL,\n"
+    "  source_kind TEXT NOT NULL CHECK (source_kind IN ('member', 'snapshot')),\n"
+    "  source TEXT NOT NULL,\n"
+    "  token TEXT,\n"
+    "  requested_by TEXT,\n"
+    "  commit_id TEXT,\n"
+    "  requested_ms INTEGER NOT NULL,\n"
+    "  phase TEXT NOT NULL,\n"
+    "  seed TEXT,\n"
+    "  aside TEXT,\n"
+    "  revision INTEGER NOT NULL DEFAULT 0,\n"
+    "  raft_index INTEGER NOT NULL DEFAULT 0,\n"
+    "  result TEXT NOT NULL CHECK (result IN ('running', 'succeeded', 'refused', 'failed')),\n"
+    "  error TEXT,\n"
+    "  finished_ms INTEGER,\n"
+    "  cleaned_ms INTEGER\n"
+    ");\n"
+    "CREATE UNIQUE INDEX recoveries_running ON recoveries (cluster) WHERE result = 'running';\n"
+    "CREATE UNIQUE INDEX recoveries_token ON recoveries (cluster, token) WHERE token IS NOT NULL;\n"
+    "CREATE TABLE recovery_assessments (\n"
+    "  cluster TEXT PRIMARY KEY,\n"
+    "  observed_ms INTEGER NOT NULL,\n"
+    "  json TEXT NOT NULL\n"
+    ");\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

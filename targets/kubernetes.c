@@ -1261,6 +1261,32 @@ static int kt_remove_member(target *t, const etcd_cluster *c, const char *member
         return 0;
 }
 
+/*
+ * The volume remove_member(keep_data) detached from member: deleted only
+ * when its removed-from annotation still names this cluster's member, so
+ * a claim someone took over since is never touched.
+ */
+static int kt_drop_kept_data(target *t, const etcd_cluster *c, const char *member)
+{
+        kubernetes_target *kt = KT(t);
+        const char *ns = ns_of(c);
+        _cleanup_free_ char *claim = pvc_name(member);
+        json_t *live = NULL;
+        int r = kube_get(kt->kc, &GVR_PVCS, ns, claim, &live);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return kube_fail(kt, r);
+        _cleanup_free_ char *from = xasprintf("%s/%s", c->name, member);
+        bool kept = managed_by_gitcd(live) && !obj_label(live, LABEL_MEMBER) &&
+                    streq_ptr(obj_annotation(live, ANNOTATION_REMOVED), from);
+        json_decref(live);
+        if (!kept)
+                return 0;
+        note_namespace(kt, ns);
+        return delete_pvc(kt, ns, claim);
+}
+
 /* Container facts of a Pod: restarts, CrashLoopBackOff, the first waiting reason. */
 static void container_facts(const json_t *pod, int *ret_restarts, bool *ret_crash_loop,
                             const char **ret_waiting)
@@ -1701,6 +1727,7 @@ static const target_ops kubernetes_ops = {
     .remove_member = kt_remove_member,
     .member_status = kt_member_status,
     .list_members = kt_list_members,
+    .drop_kept_data = kt_drop_kept_data,
     .tick = kt_tick,
     .wait_event = kt_wait_event,
     .client_tls = kt_client_tls,

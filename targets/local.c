@@ -38,6 +38,8 @@
 #include <unistd.h>
 
 #include "render/render.h"
+#include "snapshots/restore.h"
+#include "snapshots/snapshot.h"
 #include "targets/local-tls.h"
 #include "targets/local.h"
 #include "targets/process.h"
@@ -1250,6 +1252,87 @@ static int local_remove_member(target *t, const etcd_cluster *c, const char *mem
         return 0;
 }
 
+/*
+ * etcd's tool writes a whole data directory: it restores into data.restoring
+ * next to the member's data folder, which then replaces the empty data
+ * folder with one rename, so a crash never leaves a half-restored member.
+ */
+static int local_restore_data(target *t, const etcd_cluster *c, const membership_plan *p,
+                              size_t idx, const char *snapshot)
+{
+        local_target *lt = LT(t);
+        if (idx >= p->n)
+                return target_fail(t, -EINVAL, "member index %zu out of range", idx);
+        const member_plan *mp = &p->members[idx];
+        local_member *m = NULL;
+        int r = get_or_create_member(lt, c, mp->name, &m);
+        if (r < 0)
+                return r;
+        if (member_has_data(m))
+                return 0;
+        if (m->pid)
+                return target_fail(t, -EBUSY, "member %s runs; not restoring under it", m->name);
+        _cleanup_free_ char *tool = NULL;
+        r = snapshot_etcd_tool(lt->etcd_dir, c->version, &tool);
+        if (r < 0)
+                return target_fail(t, r,
+                                   "no etcd %s tool (etcdutl, or etcdctl for 3.4) under %s or on "
+                                   "PATH to restore with",
+                                   c->version, lt->etcd_dir);
+        _cleanup_free_ char *data = xasprintf("%s/data", m->dir);
+        _cleanup_free_ char *tmp = xasprintf("%s/data.restoring", m->dir);
+        (void)rm_rf(tmp);
+        _cleanup_free_ char *error = NULL;
+        snapshot_restore_opts o = {.tool = tool,
+                                   .snapshot = snapshot,
+                                   .data_dir = tmp,
+                                   .name = mp->name,
+                                   .peer_url = mp->peer_url,
+                                   .token = p->cluster_token};
+        r = snapshot_restore_dir(&o, &error);
+        if (r < 0)
+                return target_fail(t, r, "member %s: %s", m->name, error ? error : strerror(-r));
+        (void)rm_rf(data); /* empty: member_has_data() said so */
+        if (rename(tmp, data) < 0) {
+                r = -errno;
+                return target_fail(t, r, "member %s: cannot move %s to %s: %s", m->name, tmp, data,
+                                   strerror(-r));
+        }
+        return 0;
+}
+
+/* The folders remove_member(keep_data) made for member: .removed/<member>-<ms>. */
+static int local_drop_kept_data(target *t, const etcd_cluster *c, const char *member)
+{
+        local_target *lt = LT(t);
+        if (!target_name_is_component(member))
+                return target_fail(t, -EINVAL, "invalid member name \"%s\"", member);
+        _cleanup_free_ char *cdir = cluster_dir(lt, c->namespace_, c->name);
+        _cleanup_free_ char *removed = path_join(cdir, ".removed");
+        char **dirs = NULL;
+        size_t n = 0;
+        int r = list_subdirs(removed, &dirs, &n);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return target_fail(t, r, "cannot list %s: %s", removed, strerror(-r));
+        _cleanup_free_ char *prefix = xasprintf("%s-", member);
+        for (size_t i = 0; i < n; i++) {
+                const char *rest =
+                    strncmp(dirs[i], prefix, strlen(prefix)) == 0 ? dirs[i] + strlen(prefix) : NULL;
+                /* "<member>-<ms>" only: demo-1 must not take demo-10's folder. */
+                if (r >= 0 && rest && *rest && strspn(rest, "0123456789") == strlen(rest)) {
+                        _cleanup_free_ char *p = path_join(removed, dirs[i]);
+                        r = rm_rf(p);
+                        if (r < 0)
+                                (void)target_fail(t, r, "cannot remove %s: %s", p, strerror(-r));
+                }
+                free(dirs[i]);
+        }
+        free(dirs);
+        return r < 0 ? r : 0;
+}
+
 static int local_member_status(target *t, const etcd_cluster *c, const char *member,
                                target_member_status *ret_status)
 {
@@ -1506,6 +1589,8 @@ static const target_ops local_ops = {
     .ensure_member = local_ensure_member,
     .stop_member = local_stop_member,
     .remove_member = local_remove_member,
+    .drop_kept_data = local_drop_kept_data,
+    .restore_data = local_restore_data,
     .member_status = local_member_status,
     .list_members = local_list_members,
     .tick = local_tick,

@@ -118,6 +118,26 @@ typedef struct target_ops {
         /* Stop a member and delete it; its data goes too unless keep_data. */
         int (*remove_member)(target *t, const etcd_cluster *c, const char *member, bool keep_data);
 
+        /*
+         * Delete what remove_member(keep_data) kept of member: its data set
+         * aside (a disaster recovery keeps the lost members' data until the
+         * cluster is healthy again). 0 also when nothing is kept. May be
+         * NULL: kept data stays until a person removes it.
+         */
+        int (*drop_kept_data)(target *t, const etcd_cluster *c, const char *member);
+
+        /*
+         * Disaster recovery from a snapshot: fill the data directory of
+         * member idx of the plan (placed, never started) with a restore of
+         * snapshot, an uncompressed snapshot file on gitcd's host already
+         * checked (snapshots/restore.h), by etcd's tool for the cluster's
+         * version, as a new cluster of that member alone. 0 without writing
+         * anything when the member has data already (restored earlier).
+         * May be NULL: the target cannot, and such a recovery is refused.
+         */
+        int (*restore_data)(target *t, const etcd_cluster *c, const membership_plan *p, size_t idx,
+                            const char *snapshot);
+
         /* Report one member's runtime state. Unknown members are MEMBER_ABSENT. */
         int (*member_status)(target *t, const etcd_cluster *c, const char *member,
                              target_member_status *ret_status);

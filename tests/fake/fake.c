@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/mman.h>
 
 #include "pki/pki.h"
@@ -208,10 +209,35 @@ static void proc_start(fake_world *w, fake_proc *p)
         }
         if (p->broken)
                 return proc_exit(p);
+        if (p->has_data && p->restored) {
+                /* A restored snapshot starts a new cluster (a new ID) of this member alone. */
+                memset(w->members, 0, sizeof(w->members));
+                fake_etcd_member *m = &w->members[0];
+                m->used = true;
+                m->id = w->next_id;
+                w->next_id += 0x1111;
+                copy(m->peer_url, sizeof(m->peer_url), p->peer_url);
+                copy(m->name, sizeof(m->name), p->name);
+                copy(m->client_url, sizeof(m->client_url), p->client_url);
+                w->cluster_id = w->cluster_id * 31 + 7;
+                w->leader = 0;
+                p->etcd_id = m->id;
+                p->restored = false;
+                p->initialized = true;
+                return;
+        }
         if (p->has_data) {
                 /* Rejoins with its identity; a member etcd removed shuts down. */
                 if (!member_by_id(w, p->etcd_id))
-                        proc_exit(p);
+                        return proc_exit(p);
+                if (p->force) {
+                        /* --force-new-cluster: the membership becomes this member alone. */
+                        w->forced_starts++;
+                        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                                if (w->members[i].used && w->members[i].id != p->etcd_id)
+                                        memset(&w->members[i], 0, sizeof(w->members[i]));
+                        member_by_id(w, p->etcd_id)->learner = false;
+                }
                 return;
         }
         fake_etcd_member *m = member_by_peer(w, p->peer_url);
@@ -396,6 +422,9 @@ static int fake_ensure_member(target *t, const etcd_cluster *c, const membership
         char **argv = render_member_command(c, plan, idx);
         size_t len = 0;
         uint64_t h = command_hash(argv, &len);
+        bool force = false;
+        for (size_t i = 0; argv && argv[i]; i++)
+                force = force || streq(argv[i], "--force-new-cluster=true");
         render_strv_free(argv);
 
         fake_proc *p = proc_get(t, mp->name);
@@ -420,6 +449,7 @@ static int fake_ensure_member(target *t, const etcd_cluster *c, const membership
         copy(p->peer_url, sizeof(p->peer_url), mp->peer_url);
         copy(p->client_url, sizeof(p->client_url), mp->client_url);
         copy(p->initial_state, sizeof(p->initial_state), mp->initial_cluster_state);
+        p->force = force;
         proc_start(w, p);
         return 0;
 }
@@ -439,10 +469,55 @@ static int fake_stop_member(target *t, const etcd_cluster *c, const char *member
 static int fake_remove_member(target *t, const etcd_cluster *c, const char *member, bool keep_data)
 {
         (void)c;
-        (void)keep_data;
-        fake_proc *p = fake_proc_find(W(t), member);
+        fake_world *w = W(t);
+        fake_proc *p = fake_proc_find(w, member);
+        if (p && keep_data && p->has_data && !fake_kept(w, member))
+                for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                        if (!w->kept[i][0]) {
+                                copy(w->kept[i], sizeof(w->kept[i]), member);
+                                break;
+                        }
         if (p)
                 memset(p, 0, sizeof(*p));
+        return 0;
+}
+
+/* The snapshot file is taken as it is: gitcd checked it before this call. */
+static int fake_restore_data(target *t, const etcd_cluster *c, const membership_plan *plan,
+                             size_t idx, const char *snapshot)
+{
+        (void)c;
+        fake_world *w = W(t);
+        if (idx >= plan->n || access(snapshot, R_OK) < 0)
+                return target_fail(t, -EINVAL, "no snapshot file to restore");
+        fake_proc *p = proc_get(t, plan->members[idx].name);
+        if (p->has_data)
+                return 0;
+        if (p->running)
+                return target_fail(t, -EBUSY, "member %s runs", p->name);
+        p->has_data = true;
+        p->restored = true;
+        w->restores++;
+        return 0;
+}
+
+bool fake_kept(const fake_world *w, const char *name)
+{
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                if (w->kept[i][0] && streq(w->kept[i], name))
+                        return true;
+        return false;
+}
+
+static int fake_drop_kept_data(target *t, const etcd_cluster *c, const char *member)
+{
+        (void)c;
+        fake_world *w = W(t);
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                if (w->kept[i][0] && streq(w->kept[i], member)) {
+                        w->kept[i][0] = '\0';
+                        w->kept_dropped++;
+                }
         return 0;
 }
 
@@ -564,6 +639,8 @@ static const target_ops fake_target_ops = {
     .ensure_member = fake_ensure_member,
     .stop_member = fake_stop_member,
     .remove_member = fake_remove_member,
+    .drop_kept_data = fake_drop_kept_data,
+    .restore_data = fake_restore_data,
     .member_status = fake_member_status,
     .list_members = fake_list_members,
     .tick = fake_tick,
@@ -725,6 +802,19 @@ static int fe_member_list_at(etcd_conn *c, const char *endpoint, etcd_members **
         return ok(c);
 }
 
+/* Status answers without a leader, from the member alone. */
+static int fe_status_at(etcd_conn *c, const char *endpoint, uint64_t *ret_raft_index,
+                        int64_t *ret_revision)
+{
+        elect(c->w);
+        fake_proc *p = proc_at(c->w, endpoint);
+        if (!p)
+                return fail(c, ETCD_ERR_UNREACHABLE, "%s: cannot connect", endpoint);
+        *ret_raft_index = p->raft_index;
+        *ret_revision = p->revision;
+        return ok(c);
+}
+
 static int fe_leader(etcd_conn *c, uint64_t *ret)
 {
         int k = reach(c);
@@ -865,5 +955,6 @@ const etcd_membership_ops fake_etcd_ops = {
     .promote = fe_promote,
     .remove = fe_remove,
     .move_leader = fe_move_leader,
+    .status_at = fe_status_at,
     .last_error = fe_last_error,
 };

@@ -60,12 +60,17 @@ typedef struct fake_proc {
         char data_id[32]; /* its data directory's identity ("" before the first start) */
         bool initialized; /* joined etcd once */
         bool running;
-        bool stopped; /* stopped on purpose */
-        bool crashed; /* exited on its own */
-        bool broken;  /* test hook: every start exits at once (host down) */
-        bool lost;    /* test hook: its data directory is gone */
-        bool alone;   /* test hook: it sees a cluster of itself alone (force-new-cluster) */
-        bool silent;  /* test hook: the target cannot report on it (its machine is down) */
+        bool stopped;  /* stopped on purpose */
+        bool crashed;  /* exited on its own */
+        bool broken;   /* test hook: every start exits at once (host down) */
+        bool lost;     /* test hook: its data directory is gone */
+        bool alone;    /* test hook: it sees a cluster of itself alone (force-new-cluster) */
+        bool silent;   /* test hook: the target cannot report on it (its machine is down) */
+        bool force;    /* its last command had --force-new-cluster */
+        bool restored; /* its data is a snapshot restored by restore_data, never started */
+        /* What its Status call answers (test hooks; raft index and store revision). */
+        uint64_t raft_index;
+        int64_t revision;
         int64_t running_since_ms;
         int64_t cert_not_after_ms; /* its leaf certificate (world cert_life_ms > 0) */
         int cert_serial;
@@ -95,6 +100,11 @@ typedef struct fake_world {
         /* test hook: the CA bundle (PEM) members trust, "" for none; its fingerprint is the
          * TLS material version place_member reports (pki_bundle_fingerprint) */
         char ca_pem[8192];
+        /* Data kept aside by remove_member(keep_data), by member name ("" = free slot). */
+        char kept[FAKE_MAX_MEMBERS][FAKE_NAME_MAX];
+        int kept_dropped;  /* kept data deleted through drop_kept_data */
+        int forced_starts; /* starts with --force-new-cluster */
+        int restores;      /* snapshots restored into a member (restore_data) */
         /* Counters of calls that changed something, for assertions. */
         int adds, promotes, removes, leader_moves;
         int shared_syncs;
@@ -123,3 +133,5 @@ void fake_lose_data(fake_world *w, const char *name);         /* its data dir is
 size_t fake_etcd_count(const fake_world *w, size_t *ret_learners);
 size_t fake_procs_present(const fake_world *w);
 size_t fake_procs_running(const fake_world *w);
+/* Is data of member kept aside (remove_member with keep_data)? */
+bool fake_kept(const fake_world *w, const char *name);

@@ -437,6 +437,12 @@ static void test_remove_keep_data(void **state)
         json_decref(pvc);
         assert_false(listed(c, "keep-0"));
         assert_int_equal(status_of(c, "keep-0"), MEMBER_ABSENT);
+        /* drop_kept_data deletes the kept volume (a recovery, once the cluster is healthy). */
+        assert_int_equal(kt->ops->drop_kept_data(kt, c, "keep-0"), 0);
+        pvc = get(&GVR_PVCS, "data-keep-0");
+        assert_true(!pvc || json_object_get(json_object_get(pvc, "metadata"), "deletionTimestamp"));
+        json_decref(pvc);
+        assert_int_equal(kt->ops->drop_kept_data(kt, c, "keep-0"), 0);
         membership_plan_free(p);
         etcd_cluster_free(c);
 }

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
@@ -877,6 +878,22 @@ static void test_crash_loop(void **state)
         s = status_of(f, mp->name);
         assert_int_equal(s.state, MEMBER_ABSENT);
         target_member_status_release(&s);
+        /* A member of a longer name is not this one's: its kept data stays. */
+        _cleanup_free_ char *longer = xasprintf("%s/%s0-123", removed, mp->name);
+        assert_int_equal(mkdir_p(longer, 0700), 0);
+        /* drop_kept_data deletes what was kept of this member (a recovery, once healthy). */
+        assert_int_equal(t->ops->drop_kept_data(t, c, mp->name), 0);
+        DIR *d = opendir(removed);
+        assert_non_null(d);
+        int n = 0;
+        for (struct dirent *de; (de = readdir(d));)
+                if (de->d_name[0] != '.') {
+                        assert_string_equal(de->d_name, strrchr(longer, '/') + 1);
+                        n++;
+                }
+        closedir(d);
+        assert_int_equal(n, 1);
+        assert_int_equal(t->ops->drop_kept_data(t, c, mp->name), 0); /* nothing left: 0 */
 }
 
 /* --- a three-member static cluster ------------------------------------------ */

@@ -1,0 +1,286 @@
+/*
+ * gitcd recover: ask for a disaster recovery of a cluster that lost quorum
+ * for good, from a surviving member or a recorded snapshot.
+ *
+ * The command only records the request (state/recovery.h, audited with the
+ * user who asked); the reconciler carries it out, exactly as it does for a
+ * spec.recovery commit (reconciler/recovery.c), and refuses it there when
+ * quorum is not lost, the member is unreachable or has no data, or the
+ * snapshot is missing or corrupt. When a `gitcd run` holds the state, it
+ * does the work and this command waits for the record's result; otherwise
+ * this command takes the state's lock and runs the reconciler's passes for
+ * the cluster itself, until the recovery ended and the cluster converged.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/runner.h"
+#include "reconciler/reconcile.h"
+#include "reconciler/recovery.h"
+#include "state/recovery.h"
+#include "util/fs.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+static void usage(FILE *out)
+{
+        fprintf(out,
+                "usage: gitcd recover NS/NAME --from-member NAME | --from-snapshot ID [options]\n\n"
+                "Recover a cluster that lost quorum for good (its missing members' data is\n"
+                "gone). `gitcd status NS/NAME` shows each member's raft index and revision\n"
+                "and proposes the safest source. gitcd refuses while quorum is not lost.\n\n"
+                "  --from-member NAME   restart NAME alone with --force-new-cluster (once;\n"
+                "                       never left in its flags), then grow the cluster back\n"
+                "                       with new members joining as learners\n"
+                "  --from-snapshot ID   restore snapshot ID (`gitcd snapshot list`) as the\n"
+                "                       seed of a new member, then grow back the same way\n"
+                "  --no-wait            record the request and exit (gitcd run, or the\n"
+                "                       next gitcd apply, carries it out)\n"
+                "  --timeout D          stop waiting after D (default 10m; e.g. 90s, 5m)\n"
+                "  --state PATH         the state database (default: $GITCD_STATE_DIR/state.db,\n"
+                "                       else ./.gitcd/state.db)\n"
+                "  --target T           where the members run: local (default) or kubernetes\n"
+                "  --etcd-dir DIR       etcd binaries by version (local target)\n"
+                "  --kubeconfig PATH, --context NAME, --cluster-domain D (kubernetes target)\n"
+                "  -h, --help           show this help\n\n"
+                "The other members' data is kept aside (renamed; on Kubernetes the volume\n"
+                "is kept) until the cluster is healthy again. Every recovery is audited\n"
+                "with who asked, from what, and the revision recovered to (gitcd log).\n\n"
+                "Exit status: 0 recovered (and converged, when this command did the work);\n"
+                "1 refused, failed or not done in time; 64 bad usage.\n");
+}
+
+enum {
+        OPT_FROM_MEMBER = RUNNER_OPT_LAST + 1,
+        OPT_FROM_SNAPSHOT,
+        OPT_NO_WAIT,
+        OPT_TIMEOUT,
+};
+
+static const struct option own_options[] = {
+    {"from-member", required_argument, NULL, OPT_FROM_MEMBER},
+    {"from-snapshot", required_argument, NULL, OPT_FROM_SNAPSHOT},
+    {"no-wait", no_argument, NULL, OPT_NO_WAIT},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"help", no_argument, NULL, 'h'},
+};
+
+/* "user@host": who asked, for the audit log. */
+static char *who_asks(void)
+{
+        const struct passwd *pw = getpwuid(getuid());
+        char host[256] = "";
+        if (gethostname(host, sizeof(host) - 1) < 0)
+                host[0] = '\0';
+        return xasprintf("%s@%s (gitcd recover)", pw ? pw->pw_name : "?", host[0] ? host : "?");
+}
+
+/* The running or finished record: 1 still running, 0 finished (printed), -errno. */
+static int report(state_db *db, int64_t id, bool *ret_ok)
+{
+        state_recovery_list l = {0};
+        int r = state_recovery_list_for(db, NULL, 0, &l);
+        if (r < 0)
+                return r;
+        r = -ENOENT;
+        for (size_t i = 0; i < l.n; i++) {
+                const state_recovery *rec = l.items[i];
+                if (rec->id != id)
+                        continue;
+                if (streq(rec->result, "running")) {
+                        r = 1;
+                        break;
+                }
+                *ret_ok = streq(rec->result, "succeeded");
+                if (*ret_ok)
+                        printf("recovery %lld of %s from %s %s succeeded: revision %lld\n",
+                               (long long)id, rec->cluster, rec->source_kind, rec->source,
+                               (long long)rec->revision);
+                else
+                        fprintf(stderr, "gitcd recover: recovery %lld %s: %s\n", (long long)id,
+                                rec->result, rec->error ? rec->error : "");
+                r = 0;
+                break;
+        }
+        state_recovery_list_release(&l);
+        return r;
+}
+
+/* A gitcd run holds the state: it carries the recovery out; wait for the record. */
+static int wait_for_other(state_db *db, int64_t id, int64_t deadline)
+{
+        bool ok = false;
+        for (;;) {
+                int r = report(db, id, &ok);
+                if (r < 0) {
+                        fprintf(stderr, "gitcd recover: %s\n", state_last_error());
+                        return EXIT_FAIL;
+                }
+                if (r == 0)
+                        return ok ? EXIT_OK : EXIT_FAIL;
+                if (now_mono_ms() > deadline) {
+                        fprintf(stderr,
+                                "gitcd recover: recovery %lld still running; see gitcd "
+                                "status\n",
+                                (long long)id);
+                        return EXIT_FAIL;
+                }
+                msleep(500);
+        }
+}
+
+/* Nobody holds the state: run the reconciler's passes for the cluster here. */
+static int drive(state_db *db, const runner_flags *f, const char *state_dir, const char *cluster,
+                 int64_t id, int64_t deadline)
+{
+        _cleanup_(target_freep) target *t = NULL;
+        if (runner_open_target(f, state_dir, &t) < 0)
+                return EXIT_FAIL;
+        reconciler_opts o = {.db = db, .target = t};
+        _cleanup_(reconciler_freep) reconciler *rc = NULL;
+        if (reconciler_new(&o, &rc) < 0)
+                return EXIT_FAIL;
+        _cleanup_free_ char *last = NULL;
+        bool finished = false, ok = false;
+        while (now_mono_ms() <= deadline) {
+                pass_result res;
+                if (reconciler_pass(rc, cluster, &res) < 0) {
+                        fprintf(stderr, "gitcd recover: %s\n", state_last_error());
+                        return EXIT_FAIL;
+                }
+                if (!streq_ptr(last, res.message)) {
+                        printf("%s: %s\n", cluster, res.message);
+                        fflush(stdout);
+                        free(last);
+                        last = xstrdup(res.message);
+                }
+                if (!finished) {
+                        int r = report(db, id, &ok);
+                        if (r < 0)
+                                return EXIT_FAIL;
+                        finished = r == 0;
+                        if (finished && !ok)
+                                return EXIT_FAIL;
+                }
+                if (finished && res.outcome == PASS_CONVERGED) {
+                        printf("%s: converged\n", cluster);
+                        return EXIT_OK;
+                }
+                if (res.outcome == PASS_FAILED) {
+                        fprintf(stderr, "gitcd recover: %s: %s\n", cluster, res.message);
+                        return EXIT_FAIL;
+                }
+                if (res.outcome != PASS_PROGRESSED)
+                        (void)t->ops->wait_event(t, res.poll_ms > 0 ? MIN(res.poll_ms, 1000) : 200);
+        }
+        fprintf(stderr, "gitcd recover: %s did not %s in time; see gitcd status\n", cluster,
+                finished ? "converge" : "recover");
+        return EXIT_FAIL;
+}
+
+int cmd_recover(int argc, char **argv)
+{
+        runner_flags f = {0};
+        const char *member = NULL, *snapshot = NULL;
+        bool wait = true;
+        int64_t timeout_ms = 10 * 60 * 1000;
+        _cleanup_free_ struct option *opts = runner_options(own_options, ARRAY_SIZE(own_options));
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                switch (c) {
+                case 'h':
+                        usage(stdout);
+                        return EXIT_OK;
+                case OPT_FROM_MEMBER:
+                        member = optarg;
+                        break;
+                case OPT_FROM_SNAPSHOT:
+                        snapshot = optarg;
+                        break;
+                case OPT_NO_WAIT:
+                        wait = false;
+                        break;
+                case OPT_TIMEOUT:
+                        if (parse_duration_ms(optarg, &timeout_ms) < 0 || timeout_ms <= 0) {
+                                fprintf(stderr, "gitcd recover: --timeout takes a duration such "
+                                                "as 90s or 5m\n");
+                                return EXIT_USAGE;
+                        }
+                        break;
+                default:
+                        if (runner_flag(&f, c, optarg))
+                                break;
+                        usage(stderr);
+                        return EXIT_USAGE;
+                }
+        }
+        if (optind + 1 != argc || !state_cluster_name_valid(argv[optind]) || !member == !snapshot) {
+                fprintf(stderr, "gitcd recover: name one cluster (NS/NAME) and exactly one of "
+                                "--from-member or --from-snapshot\n");
+                usage(stderr);
+                return EXIT_USAGE;
+        }
+        const char *cluster = argv[optind];
+        int64_t snapshot_id = 0;
+        if (snapshot) {
+                char *end = NULL;
+                snapshot_id = strtoll(snapshot, &end, 10);
+                if (!end || *end || snapshot_id <= 0) {
+                        fprintf(stderr, "gitcd recover: --from-snapshot takes a snapshot id "
+                                        "(gitcd snapshot list)\n");
+                        return EXIT_USAGE;
+                }
+        }
+
+        _cleanup_free_ char *path = cli_state_path(f.state);
+        state_db *db = NULL;
+        if (state_open(path, STATE_OPEN_READ_WRITE, &db) < 0) {
+                fprintf(stderr, "gitcd recover: %s\n", state_last_error());
+                return EXIT_FAIL;
+        }
+        _cleanup_free_ char *who = who_asks();
+        int64_t id = 0;
+        int r = recovery_request(db, cluster, member, snapshot_id, who, now_wall_ms(), &id);
+        if (r < 0) {
+                fprintf(stderr, "gitcd recover: %s\n",
+                        r == -ENOENT ? "no such cluster in the state store" : state_last_error());
+                state_close(db);
+                return EXIT_FAIL;
+        }
+        printf("recovery %lld of %s from %s %s requested by %s\n", (long long)id, cluster,
+               member ? "member" : "snapshot", member ? member : snapshot, who);
+        if (!wait) {
+                state_close(db);
+                return EXIT_OK;
+        }
+
+        _cleanup_free_ char *copy = xstrdup(path);
+        _cleanup_free_ char *state_dir = xstrdup(dirname(copy));
+        _cleanup_free_ char *lock = path_join(state_dir, RUNNER_LOCK_FILE);
+        int lock_fd = -1;
+        pid_t holder = 0;
+        int64_t deadline = now_mono_ms() + timeout_ms;
+        r = lock_file_try(lock, &lock_fd, &holder);
+        int status;
+        if (r == -EAGAIN) {
+                printf("another gitcd (pid %ld) holds %s; it carries the recovery out\n",
+                       (long)holder, state_dir);
+                status = wait_for_other(db, id, deadline);
+        } else if (r < 0) {
+                fprintf(stderr, "gitcd recover: cannot lock %s: %s\n", lock, strerror(-r));
+                status = EXIT_FAIL;
+        } else {
+                status = drive(db, &f, state_dir, cluster, id, deadline);
+                close(lock_fd);
+        }
+        state_close(db);
+        return status;
+}
