@@ -252,10 +252,17 @@ json_t *spec_to_json(const etcd_cluster *c)
                                     json_integer(d->quota_usage_above_percent));
         json_object_set_new(spec, "defrag", df);
 
-        if (c->restore.enabled)
-                json_object_set_new(
-                    spec, "bootstrap",
-                    json_pack("{s:{s:o}}", "restore", "source", location_json(&c->restore.source)));
+        /* The default mode is left out, so specs written before it existed keep their hash. */
+        if (c->restore.enabled || c->bootstrap_mode != BOOTSTRAP_STATIC) {
+                json_t *b = json_object();
+                if (c->bootstrap_mode != BOOTSTRAP_STATIC)
+                        set_str(b, "mode", bootstrap_mode_name(c->bootstrap_mode));
+                if (c->restore.enabled)
+                        json_object_set_new(
+                            b, "restore",
+                            json_pack("{s:o}", "source", location_json(&c->restore.source)));
+                json_object_set_new(spec, "bootstrap", b);
+        }
         if (c->hosts.set)
                 json_object_set_new(spec, "hosts", hosts_json(&c->hosts));
 
