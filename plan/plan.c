@@ -200,6 +200,11 @@ static void steps_create(plan_item *it, const etcd_cluster *c)
                 STEP(it, "start its single member on etcd %s", c->version);
                 return;
         }
+        if (c->bootstrap_mode == BOOTSTRAP_STATIC) {
+                STEP(it, "start all %d members at once on etcd %s with a static initial cluster",
+                     c->replicas, c->version);
+                return;
+        }
         STEP(it, "start the seed member alone on etcd %s", c->version);
         steps_add_learners(it, c->replicas - 1);
 }

@@ -325,6 +325,17 @@ static void world_release(world *w)
         memset(w, 0, sizeof(*w));
 }
 
+/*
+ * Has the member started and published itself? A member added with
+ * MemberAdd is listed without a name until then; a member of a static
+ * initial cluster is listed with its name from the start, but without
+ * client URLs until it has started.
+ */
+static bool etcd_member_started(const etcd_member *em)
+{
+        return !isempty(em->name) && em->n_client_urls > 0;
+}
+
 static bool etcd_member_has_peer(const etcd_member *em, const char *peer)
 {
         for (size_t i = 0; peer && i < em->n_peer_urls; i++)
@@ -509,14 +520,14 @@ static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *
                 o->in_etcd = v->em != NULL;
                 o->id = v->em ? v->em->id : 0;
                 o->learner = v->em && v->em->is_learner;
-                o->unstarted = v->em && isempty(v->em->name);
+                o->unstarted = v->em && !etcd_member_started(v->em);
                 o->runtime = v->ts.state;
                 o->outdated = member_outdated(v, c);
                 /* A member of a static initial cluster that etcd has not listed by name yet. */
                 o->static_initial =
                     v->rec && !v->rec->initialized &&
                     streq_ptr(v->rec->initial_cluster_state, "new") && v->rec->initial_cluster &&
-                    strchr(v->rec->initial_cluster, ',') && !(v->em && !isempty(v->em->name));
+                    strchr(v->rec->initial_cluster, ',') && !(v->em && etcd_member_started(v->em));
         }
         w->obs.members = w->obs_members;
         w->obs.n = w->n;
@@ -566,8 +577,8 @@ static void record_observed(reconciler *r, cluster_ctx *x, world *w)
                                 v->rec->learner = v->em->is_learner;
                                 changed = true;
                         }
-                        /* Listed with its name: it has started and joined once. */
-                        if (!v->rec->initialized && !isempty(v->em->name)) {
+                        /* Listed as started: it has started and joined once. */
+                        if (!v->rec->initialized && etcd_member_started(v->em)) {
                                 v->rec->initialized = true;
                                 changed = true;
                         }

@@ -213,8 +213,12 @@ static void form(fake_world *w, const char *initial_cluster)
                         m->id = w->next_id;
                         w->next_id += 0x1111;
                         size_t ulen = len - (size_t)(eq + 1 - e);
-                        if (ulen >= sizeof(m->peer_url))
+                        size_t nlen = (size_t)(eq - e);
+                        if (ulen >= sizeof(m->peer_url) || nlen >= sizeof(m->name))
                                 abort();
+                        /* etcd names the members of a static initial cluster from the start. */
+                        memcpy(m->name, e, nlen);
+                        m->name[nlen] = '\0';
                         memcpy(m->peer_url, eq + 1, ulen);
                         m->peer_url[ulen] = '\0';
                 }
@@ -250,7 +254,7 @@ static void proc_start(fake_world *w, fake_proc *p)
                         return proc_exit(p); /* its own peer URL is not in its initial cluster */
         } else if (streq(p->initial_state, "new")) {
                 /* A static bootstrap: the same initial cluster gives the same cluster ID. */
-                if (!m || m->name[0] || !streq(w->formed_with, p->initial_cluster))
+                if (!m || m->client_url[0] || !streq(w->formed_with, p->initial_cluster))
                         return proc_exit(p);
         } else if (!streq(p->initial_state, "existing") || !m || m->name[0]) {
                 return proc_exit(p); /* a cluster ID or member mismatch: etcd exits */
@@ -702,7 +706,7 @@ static etcd_members *list_as(fake_world *w, const fake_proc *p)
                 e->peer_urls = xcalloc(1, sizeof(char *));
                 e->peer_urls[0] = xstrdup(m->peer_url);
                 e->n_peer_urls = 1;
-                if (m->name[0]) {
+                if (m->client_url[0]) {
                         e->client_urls = xcalloc(1, sizeof(char *));
                         e->client_urls[0] = xstrdup(m->client_url);
                         e->n_client_urls = 1;

@@ -44,9 +44,10 @@
 typedef struct fake_etcd_member {
         bool used;
         uint64_t id;
-        char name[FAKE_NAME_MAX]; /* "" until the member first started */
+        char name[FAKE_NAME_MAX];      /* "" until it first started (set from the start in a static
+                                     initial cluster, as etcd does) */
+        char client_url[FAKE_URL_MAX]; /* "" until the member first started */
         char peer_url[FAKE_URL_MAX];
-        char client_url[FAKE_URL_MAX];
         bool learner;
 } fake_etcd_member;
 
