@@ -811,6 +811,9 @@ static int act_bootstrap(act_ctx *a)
         k = bootstrap_static_start(r->opts.db, r->opts.target, a->x->name, a->c, p, wall(r), err,
                                    sizeof(err));
         FAILPOINT("bootstrap.after-start");
+        /* New voters: etcd takes the next member only after its health interval. */
+        if (k >= 0)
+                a->x->add_not_before = mono(r) + ETCD_HEALTH_INTERVAL_MS;
         return finish(a, op, "member.bootstrap", k, err, t0);
 }
 
@@ -1135,7 +1138,8 @@ static void remove_target_strays(reconciler *r, cluster_ctx *x, const etcd_clust
 /* When the last membership change happened (from the audit log), for etcd's health interval. */
 static void init_add_pacing(reconciler *r, cluster_ctx *x)
 {
-        static const char *const actions[] = {"member.promote", "member.start", "member.restart"};
+        static const char *const actions[] = {"member.promote", "member.start", "member.restart",
+                                              "member.bootstrap"};
         int64_t last = 0;
         for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
                 state_audit_filter f = {.cluster = x->name, .action = actions[i], .limit = 1};
