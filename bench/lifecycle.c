@@ -8,13 +8,14 @@
  *     against the static-bootstrap limit: N etcd processes started by hand
  *     together with one static --initial-cluster (the test harness), until
  *     every one answers /health;
- *   - one scale-up step (3 → 4) on an idle cluster, against the same step by
- *     hand: MemberAdd as a learner, start it, promote it once etcd lets;
+ *   - one scale-up step on an idle cluster, against the same step by hand
+ *     (3 → 4): MemberAdd as a learner, start it, promote it once etcd lets;
  *   - a replaced member after data loss on an idle cluster (no by-hand
  *     figure: by hand it is a remove plus the step above).
  *
  * "Idle" means every voter has been connected for etcd's 5 s health
  * interval, which etcd waits for before it accepts a membership change.
+ * Each figure is the median of 3 runs, by hand and gitcd alternating.
  * Ratios are gitcd / by hand (the issue's target for bootstrap: 1.3x).
  * Prints figures only; never fails on timing, and is not part of the test
  * suite (it needs the harness, so it is built with the tests).
@@ -39,6 +40,7 @@
 #include "util/xalloc.h"
 
 #define IDLE_MS 5500 /* etcd's health interval, and a little */
+#define RUNS    3    /* each figure is the median of this many runs */
 
 static char root[] = "/tmp/gitcd-bench-XXXXXX";
 static target *tgt;
@@ -76,6 +78,28 @@ static int64_t converge(driver *d, target *t)
         }
 }
 
+static void remove_spec(const char *dir, const char *name)
+{
+        _cleanup_free_ char *file = xasprintf("%s.yaml", name);
+        _cleanup_free_ char *path = path_join(dir, file);
+        (void)unlink(path);
+}
+
+/* The median of RUNS figures; -1 when any run failed. */
+static int64_t median(int64_t v[RUNS])
+{
+        for (int i = 0; i < RUNS; i++)
+                if (v[i] < 0)
+                        return -1;
+        for (int i = 1; i < RUNS; i++)
+                for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+                        int64_t x = v[j];
+                        v[j] = v[j - 1];
+                        v[j - 1] = x;
+                }
+        return v[RUNS / 2];
+}
+
 static void remove_cluster(const char *name)
 {
         etcd_cluster fake = {0};
@@ -96,8 +120,7 @@ static void cleanup(void)
 {
         if (!tgt)
                 return;
-        remove_cluster("boot3");
-        remove_cluster("boot5");
+        remove_cluster("boot3-0");
         target_free(tgt);
         tgt = NULL;
         (void)rm_rf(root);
@@ -255,32 +278,47 @@ int main(int argc, char **argv)
         printf("gitcd lifecycle benchmark, etcd %s on the local target (loopback)\n", version);
         printf("each gitcd figure beside the same change by hand, measured right before it\n\n");
 
-        /* Bootstrap: the static limit, then gitcd (a static bootstrap, the default). */
+        /*
+         * Bootstrap: the static limit, then gitcd (a static bootstrap, the
+         * default), alternating, RUNS times each; every gitcd run is a new
+         * cluster, removed once measured.
+         */
         static const int sizes[] = {3, 5};
         for (size_t i = 0; i < 2; i++) {
                 int n = sizes[i];
-                int64_t limit = by_hand_bootstrap(version, (size_t)n);
-                _cleanup_free_ char *name = xasprintf("boot%d", n);
-                write_spec(src_dir, name, n, version);
-                int64_t t = converge(d, tgt);
+                int64_t limit[RUNS], t[RUNS];
+                for (int r = 0; r < RUNS; r++) {
+                        limit[r] = by_hand_bootstrap(version, (size_t)n);
+                        _cleanup_free_ char *name = xasprintf("boot%d-%d", n, r);
+                        write_spec(src_dir, name, n, version);
+                        t[r] = converge(d, tgt);
+                        if (n != 3 || r != 0) {
+                                remove_spec(src_dir, name);
+                                remove_cluster(name);
+                        }
+                }
                 _cleanup_free_ char *what = xasprintf("bootstrap of %d members", n);
-                print_row(what, limit, t);
+                print_row(what, median(limit), median(t));
         }
 
-        /* One scale-up step on an idle cluster. */
-        int64_t hand_step = by_hand_scale_step(version);
-        usleep(IDLE_MS * 1000);
-        write_spec(src_dir, "boot3", 4, version);
-        int64_t t_step = converge(d, tgt);
-        print_row("scale-up step 3 → 4 (idle)", hand_step, t_step);
+        /* Scale-up steps on an idle cluster (boot3-0: 3 → 4 → 5 → 6). */
+        int64_t hand_step[RUNS], t_step[RUNS];
+        for (int r = 0; r < RUNS; r++) {
+                hand_step[r] = by_hand_scale_step(version);
+                usleep(IDLE_MS * 1000);
+                write_spec(src_dir, "boot3-0", 4 + r, version);
+                t_step[r] = converge(d, tgt);
+        }
+        print_row("scale-up step (idle)", median(hand_step), median(t_step));
 
-        /* A replaced member after data loss, on an idle cluster. */
-        usleep(IDLE_MS * 1000);
-        const char *victim = lose_newest("boot3");
-        int64_t rep = victim ? converge(d, tgt) : -1;
-        _cleanup_free_ char *what =
-            xasprintf("data loss of %s → replaced (idle)", victim ? victim : "a member");
-        print_row(what, 0, rep);
+        /* Replaced members after data loss, on an idle cluster. */
+        int64_t t_rep[RUNS];
+        for (int r = 0; r < RUNS; r++) {
+                usleep(IDLE_MS * 1000);
+                const char *victim = lose_newest("boot3-0");
+                t_rep[r] = victim ? converge(d, tgt) : -1;
+        }
+        print_row("data loss → replaced (idle)", 0, median(t_rep));
 
         driver_free(d);
         source_free(src);

@@ -35,9 +35,9 @@ typedef struct obs_member {
         bool outdated;
         /*
          * A member of a static initial cluster (recorded with initial-cluster-state
-         * new and more than one member in its initial cluster) that has not yet been
-         * listed by etcd with its name: the static bootstrap is not over
-         * (reconciler/bootstrap.h).
+         * new and more than one member in its initial cluster) that etcd has not yet
+         * listed as started (with its client URLs): the static bootstrap is not
+         * over (reconciler/bootstrap.h).
          */
         bool static_initial;
 } obs_member;

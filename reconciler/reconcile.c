@@ -523,7 +523,7 @@ static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *
                 o->unstarted = v->em && !etcd_member_started(v->em);
                 o->runtime = v->ts.state;
                 o->outdated = member_outdated(v, c);
-                /* A member of a static initial cluster that etcd has not listed by name yet. */
+                /* A member of a static initial cluster that etcd has not listed as started yet. */
                 o->static_initial =
                     v->rec && !v->rec->initialized &&
                     streq_ptr(v->rec->initial_cluster_state, "new") && v->rec->initial_cluster &&
