@@ -787,7 +787,7 @@ static int act_bootstrap(act_ctx *a)
 {
         int64_t t0 = mono(a->r), op;
         reconciler *r = a->r;
-        char err[512] = "";
+        char err[sizeof(a->res->message)] = "";
         _cleanup_(membership_plan_freep) membership_plan *p = NULL;
         int k = bootstrap_static_plan(r->opts.db, r->opts.target, a->x->name, a->c, a->s->ordinal,
                                       a->s->count, &p, err, sizeof(err));
