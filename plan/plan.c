@@ -393,17 +393,13 @@ static const char *scalar(const ynode *n)
 }
 
 /* The "namespace/name" the document at `line` of file names, or NULL. */
-static char *owner_of(file_docs *fd, const source_revision *rev, const char *file, int line)
+static char *owner_of(file_docs *fd, const strmap *files, const source_revision *rev,
+                      const char *file, int line)
 {
-        if (!file || line <= 0)
+        size_t i;
+        if (!file || line <= 0 || !strmap_get(files, file, &i))
                 return NULL;
-        const source_file *sf = NULL;
-        for (size_t i = 0; i < rev->n_files && !sf; i++)
-                if (streq(rev->files[i].path, file))
-                        sf = &rev->files[i];
-        if (!sf)
-                return NULL;
-        size_t i = sf - rev->files;
+        const source_file *sf = &rev->files[i];
         if (!fd[i].parsed) {
                 diag_list ignore = DIAG_LIST_INIT;
                 fd[i].file = sf->path;
@@ -434,13 +430,16 @@ static void attribute_diags(plan *p, const source_revision *rev, const diag_list
 {
         file_docs *fd = xcalloc(rev->n_files + 1, sizeof(*fd));
         char **dest = xcalloc(diags->n + 1, sizeof(char *)); /* where each error went */
+        strmap files = STRMAP_INIT;                          /* path → index in rev->files */
+        for (size_t i = 0; i < rev->n_files; i++)
+                (void)strmap_put(&files, rev->files[i].path, i);
         /* Errors first: they make the rejected items the other diagnostics join. */
         for (int pass = 0; pass < 2; pass++)
                 for (size_t i = 0; i < diags->n; i++) {
                         const diag *d = &diags->items[i];
                         if ((d->severity == DIAG_ERROR) != (pass == 0))
                                 continue;
-                        _cleanup_free_ char *owner = owner_of(fd, rev, d->file, d->line);
+                        _cleanup_free_ char *owner = owner_of(fd, &files, rev, d->file, d->line);
                         const char *name = owner ? owner : d->file ? d->file : "(revision)";
                         /* A note right after an error explains that error: keep them together. */
                         if (pass == 1 && i > 0 && dest[i - 1] &&
@@ -473,6 +472,7 @@ static void attribute_diags(plan *p, const source_revision *rev, const diag_list
         for (size_t i = 0; i < rev->n_files; i++)
                 ydoc_list_release(&fd[i].docs);
         free(fd);
+        strmap_release(&files);
 }
 
 /* ---- the plan ----------------------------------------------------------- */
