@@ -18,6 +18,7 @@
 #include "api/reader.h"
 #include "api/spec.h"
 #include "util/fs.h"
+#include "util/strmap.h"
 #include "util/xalloc.h"
 
 static const struct {
@@ -241,38 +242,51 @@ int spec_load_buffer(const char *file, const char *buf, size_t len, cluster_set 
         return errors ? -EINVAL : 0;
 }
 
+/* The key two definitions of one cluster share (a NULL field stays apart from ""). */
+static char *cluster_key(const etcd_cluster *c)
+{
+        return xasprintf("%c%s\x1f%c%s", c->namespace_ ? 'n' : '-',
+                         c->namespace_ ? c->namespace_ : "", c->name ? 'n' : '-',
+                         c->name ? c->name : "");
+}
+
 int spec_check_duplicates(const cluster_set *set, diag_list *diags)
 {
         int r = 0;
+        strmap first = STRMAP_INIT; /* each cluster's first definition, so this stays linear */
         for (size_t i = 0; i < set->n; i++) {
                 const etcd_cluster *b = set->items[i];
-                for (size_t j = 0; j < i; j++) {
-                        const etcd_cluster *a = set->items[j];
-                        if (!streq_ptr(a->namespace_, b->namespace_) ||
-                            !streq_ptr(a->name, b->name))
-                                continue;
-                        _cleanup_free_ char *id = etcd_cluster_id(b);
-                        int al, ac, bl, bc;
-                        etcd_cluster_loc(a, "metadata.name", &al, &ac);
-                        etcd_cluster_loc(b, "metadata.name", &bl, &bc);
-                        diag_add(diags, DIAG_ERROR, b->file, bl, bc,
-                                 "cluster %s is defined twice; first defined at %s:%d:%d", id,
-                                 a->file, al, ac);
-                        diag_add(diags, DIAG_NOTE, a->file, al, ac,
-                                 "cluster %s is defined again at %s:%d:%d", id, b->file, bl, bc);
-                        r = -EINVAL;
-                        break;
-                }
+                _cleanup_free_ char *key = cluster_key(b);
+                size_t j = 0;
+                if (strmap_put(&first, key, i) || !strmap_get(&first, key, &j))
+                        continue;
+                const etcd_cluster *a = set->items[j];
+                _cleanup_free_ char *id = etcd_cluster_id(b);
+                int al, ac, bl, bc;
+                etcd_cluster_loc(a, "metadata.name", &al, &ac);
+                etcd_cluster_loc(b, "metadata.name", &bl, &bc);
+                diag_add(diags, DIAG_ERROR, b->file, bl, bc,
+                         "cluster %s is defined twice; first defined at %s:%d:%d", id, a->file, al,
+                         ac);
+                diag_add(diags, DIAG_NOTE, a->file, al, ac,
+                         "cluster %s is defined again at %s:%d:%d", id, b->file, bl, bc);
+                r = -EINVAL;
         }
+        strmap_release(&first);
         return r;
 }
 
-/* Expand each path on its own, so one missing path does not hide the others. */
+/*
+ * Expand each path on its own, so one missing path does not hide the others.
+ * A file is read once however it is named: every path taken and its real
+ * path go in a map, so a folder of many files costs one realpath() each.
+ */
 static int expand_all(char *const *paths, size_t n, path_list *out, path_list *named,
                       diag_list *diags)
 {
         static const char *const suffixes[] = {".yaml", ".yml", NULL};
         int ret = 0;
+        strmap seen_paths = STRMAP_INIT, seen_real = STRMAP_INIT;
         for (size_t i = 0; i < n; i++) {
                 path_list one = {0};
                 const char *bad = NULL;
@@ -290,17 +304,19 @@ static int expand_all(char *const *paths, size_t n, path_list *out, path_list *n
                 for (size_t j = 0; j < one.n; j++) {
                         /* The same file named twice (directly and through a folder) is read once. */
                         _cleanup_free_ char *real = realpath(one.paths[j], NULL);
-                        bool seen = false;
-                        for (size_t k = 0; k < out->n && !seen; k++) {
-                                _cleanup_free_ char *other = realpath(out->paths[k], NULL);
-                                seen = streq(out->paths[k], one.paths[j]) ||
-                                       (real && other && streq(real, other));
-                        }
-                        if (!seen)
-                                path_list_add(out, one.paths[j]);
+                        bool seen = strmap_get(&seen_paths, one.paths[j], NULL) ||
+                                    (real && strmap_get(&seen_real, real, NULL));
+                        if (seen)
+                                continue;
+                        (void)strmap_put(&seen_paths, one.paths[j], out->n);
+                        if (real)
+                                (void)strmap_put(&seen_real, real, out->n);
+                        path_list_add(out, one.paths[j]);
                 }
                 path_list_release(&one);
         }
+        strmap_release(&seen_paths);
+        strmap_release(&seen_real);
         return ret;
 }
 

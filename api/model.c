@@ -49,6 +49,11 @@ const char *dialect_name(spec_dialect d)
         return "unknown";
 }
 
+const char *bootstrap_mode_name(bootstrap_mode m)
+{
+        return m == BOOTSTRAP_LEARNERS ? "learners" : "static";
+}
+
 const char *tls_provider_name(tls_provider p)
 {
         switch (p) {

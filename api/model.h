@@ -202,6 +202,19 @@ typedef struct recovery_spec {
 } recovery_spec;
 
 /*
+ * spec.bootstrap.mode: how a brand-new cluster forms. Static (the default,
+ * zero, so every dialect maps to it): every member at once with one static
+ * --initial-cluster. Learners: a seed alone, then one learner at a time.
+ * Every later change uses learners either way.
+ */
+typedef enum bootstrap_mode {
+        BOOTSTRAP_STATIC = 0,
+        BOOTSTRAP_LEARNERS,
+} bootstrap_mode;
+
+const char *bootstrap_mode_name(bootstrap_mode m); /* "static", "learners" */
+
+/*
  * spec.hosts: the machines members run on when gitcd drives bare-metal
  * hosts over SSH (targets/hosts.c). One member per host; the list order is
  * the placement order. Every field is filled in by spec_fill_defaults():
@@ -286,6 +299,7 @@ typedef struct etcd_cluster {
         defrag_spec defrag;
         restore_spec restore;
         recovery_spec recovery;
+        bootstrap_mode bootstrap_mode; /* spec.bootstrap.mode */
         hosts_spec hosts;
 } etcd_cluster;
 

@@ -360,8 +360,12 @@ static void read_bootstrap(reader *r, const ynode *spec)
         const ynode *b = NULL, *restore = NULL, *src = NULL;
         if (!rd_map(r, spec, "spec", "bootstrap", NULL, &b))
                 return;
-        static const char *const kb[] = {"restore", NULL};
+        static const char *const kb[] = {"mode", "restore", NULL};
         rd_keys(r, b, "spec.bootstrap", kb, NULL);
+        static const char *const modes[] = {"static", "learners", NULL};
+        int mode;
+        if (rd_enum(r, b, "spec.bootstrap", "mode", NULL, modes, &mode))
+                r->c->bootstrap_mode = (bootstrap_mode)mode;
         if (!rd_map(r, b, "spec.bootstrap", "restore", NULL, &restore))
                 return;
         static const char *const kr[] = {"source", NULL};

@@ -254,10 +254,17 @@ json_t *spec_to_json(const etcd_cluster *c)
                 json_object_set_new(df, "disarmNoSpace", json_true());
         json_object_set_new(spec, "defrag", df);
 
-        if (c->restore.enabled)
-                json_object_set_new(
-                    spec, "bootstrap",
-                    json_pack("{s:{s:o}}", "restore", "source", location_json(&c->restore.source)));
+        /* The default mode is left out, so specs written before it existed keep their hash. */
+        if (c->restore.enabled || c->bootstrap_mode != BOOTSTRAP_STATIC) {
+                json_t *b = json_object();
+                if (c->bootstrap_mode != BOOTSTRAP_STATIC)
+                        set_str(b, "mode", bootstrap_mode_name(c->bootstrap_mode));
+                if (c->restore.enabled)
+                        json_object_set_new(
+                            b, "restore",
+                            json_pack("{s:o}", "source", location_json(&c->restore.source)));
+                json_object_set_new(spec, "bootstrap", b);
+        }
         if (c->recovery.from != RECOVERY_NONE) {
                 json_t *from =
                     c->recovery.from == RECOVERY_FROM_SNAPSHOT

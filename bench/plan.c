@@ -1,18 +1,22 @@
 /*
  * Benchmark: planning a repository of many clusters.
  *
- * Builds a Git repository with N EtcdCluster files (default 1,000) in one
- * commit with the git command, a state database that has accepted all of
- * them, and a second commit that changes one in ten. Then it times the
- * first fetch into a mirror, the plan against an empty state and against
- * the full one (with peak memory from getrusage), the text and JSON
- * output, and a no-change poll: source_fetch again (the ref has not moved,
- * nothing is downloaded) against `git fetch` into the same mirror.
+ * Builds a Git repository with N EtcdCluster files in one commit with the
+ * git command, a state database that has accepted all of them, and a
+ * second commit that changes one in ten. Then it times what `gitcd
+ * validate` does with the folder (load and check every file), the first
+ * fetch into a mirror, the plan against an empty state and against the
+ * full one (with peak memory from getrusage), the text and JSON output,
+ * and a no-change poll: source_fetch again (the ref has not moved, nothing
+ * is downloaded) against `git fetch` into the same mirror.
  *
- *   bench-plan [N]
+ *   bench-plan [N...]      (default: 1000 10000)
  *
- * Prints figures; never fails on timing. Everything lives in a temporary
- * folder removed at the end.
+ * With several sizes, the ratio of each one's validate and plan times to
+ * the first size's follows (linear: the ratio of the sizes). Times are
+ * wall clock and CPU (user + system) of this process: on a busy machine
+ * the CPU figure is the steadier one. Prints figures; never fails on
+ * timing. Everything lives in a temporary folder removed at the end.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -45,6 +49,23 @@ static double since(int64_t t0)
 {
         return (double)(now_mono_ms() - t0);
 }
+
+/* CPU time of this process so far (user + system), in ms. */
+static double cpu_ms(void)
+{
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000.0 +
+               (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000.0;
+}
+
+/* The figures compared between sizes: wall and CPU ms. */
+typedef struct figures {
+        int n;
+        double validate_ms, validate_cpu;
+        double plan_empty_ms, plan_empty_cpu;
+        double plan_applied_ms, plan_applied_cpu;
+} figures;
 
 static long peak_kib(void)
 {
@@ -120,24 +141,44 @@ static void accept_all(const char *db_path, const source_revision *rev)
 }
 
 static plan *time_plan(const source_revision *rev, const state_cluster_list *applied,
-                       double *ret_ms)
+                       double *ret_ms, double *ret_cpu)
 {
         plan *p = NULL;
         plan_input in = {.rev = rev, .applied = applied};
         int64_t t0 = now_mono_ms();
+        double c0 = cpu_ms();
         if (plan_compute(&in, &p) < 0)
                 exit(1);
         *ret_ms = since(t0);
+        *ret_cpu = cpu_ms() - c0;
         return p;
 }
 
-int main(int argc, char **argv)
+/* What `gitcd validate <folder>` does: load and check every file. */
+static void time_validate(const char *repo, figures *f)
 {
-        int n = argc > 1 ? atoi(argv[1]) : 1000;
-        if (n <= 0 || n > 100000) {
-                fprintf(stderr, "usage: bench-plan [N (1..100000)]\n");
-                return 64;
+        _cleanup_free_ char *dir = path_join(repo, "clusters");
+        char *paths[] = {dir};
+        cluster_set set = {0};
+        diag_list d = DIAG_LIST_INIT;
+        int64_t t0 = now_mono_ms();
+        double c0 = cpu_ms();
+        int k = spec_load_paths(paths, 1, &set, &d);
+        f->validate_ms = since(t0);
+        f->validate_cpu = cpu_ms() - c0;
+        if (k < 0 || set.n != (size_t)f->n) {
+                fprintf(stderr, "validate: %zu clusters, %zu diagnostics\n", set.n, d.n);
+                exit(1);
         }
+        printf("  validate the folder (%5zu clusters)   %8.0f ms  (cpu %.0f ms)\n", set.n,
+               f->validate_ms, f->validate_cpu);
+        cluster_set_release(&set);
+        diag_list_release(&d);
+}
+
+static int run(int n, figures *f)
+{
+        f->n = n;
         char tmpl[] = "/tmp/gitcd-bench-plan-XXXXXX";
         if (!mkdtemp(tmpl))
                 return 1;
@@ -156,6 +197,7 @@ int main(int argc, char **argv)
         if (sh("cd '%s' && git init -q -b main && git add -A && git commit -q -m first", repo) < 0)
                 return 1;
         printf("  repository (files + git commit)        %8.0f ms\n", since(t0));
+        time_validate(repo, f);
 
         source_opts so = {.url_or_path = repo, .ref = "main", .cache_dir = cache};
         source *s = NULL;
@@ -169,8 +211,9 @@ int main(int argc, char **argv)
         printf("  first fetch into the mirror            %8.0f ms  (%zu files)\n", ms,
                rev->n_files);
 
-        plan *p = time_plan(rev, NULL, &ms);
-        printf("  plan, nothing applied (%5d creates)  %8.0f ms\n", p->n_create, ms);
+        plan *p = time_plan(rev, NULL, &f->plan_empty_ms, &f->plan_empty_cpu);
+        printf("  plan, nothing applied (%5d creates)  %8.0f ms  (cpu %.0f ms)\n", p->n_create,
+               f->plan_empty_ms, f->plan_empty_cpu);
         plan_free(p);
 
         accept_all(db_path, rev);
@@ -192,8 +235,9 @@ int main(int argc, char **argv)
         rev = fetch(s, &ms);
         printf("  incremental fetch of the change        %8.0f ms  (%u objects)\n", ms,
                rev->received_objects);
-        p = time_plan(rev, &applied, &ms);
-        printf("  plan, all applied (%5d to change)    %8.0f ms\n", p->n_update, ms);
+        p = time_plan(rev, &applied, &f->plan_applied_ms, &f->plan_applied_cpu);
+        printf("  plan, all applied (%5d to change)    %8.0f ms  (cpu %.0f ms)\n", p->n_update,
+               f->plan_applied_ms, f->plan_applied_cpu);
 
         FILE *devnull = fopen("/dev/null", "w");
         plan_print_opts po = {0};
@@ -224,5 +268,45 @@ int main(int argc, char **argv)
 
         source_free(s);
         (void)rm_rf(root);
+        return 0;
+}
+
+static void ratio(const char *what, double a, double b, double ca, double cb)
+{
+        printf("  %-28s %6.1fx wall  %6.1fx cpu\n", what, a > 0 ? b / a : 0, ca > 0 ? cb / ca : 0);
+}
+
+int main(int argc, char **argv)
+{
+        int sizes[8] = {1000, 10000};
+        int n_sizes = 2;
+        if (argc > 1) {
+                n_sizes = 0;
+                for (int i = 1; i < argc && n_sizes < 8; i++) {
+                        int n = atoi(argv[i]);
+                        if (n <= 0 || n > 100000) {
+                                fprintf(stderr, "usage: bench-plan [N (1..100000)]...\n");
+                                return 64;
+                        }
+                        sizes[n_sizes++] = n;
+                }
+        }
+        figures f[8];
+        for (int i = 0; i < n_sizes; i++) {
+                if (i)
+                        printf("\n");
+                if (run(sizes[i], &f[i]) < 0)
+                        return 1;
+        }
+        for (int i = 1; i < n_sizes; i++) {
+                printf("\n%d clusters against %d (%.1fx the clusters; linear is the same ratio):\n",
+                       f[i].n, f[0].n, (double)f[i].n / f[0].n);
+                ratio("validate", f[0].validate_ms, f[i].validate_ms, f[0].validate_cpu,
+                      f[i].validate_cpu);
+                ratio("plan, nothing applied", f[0].plan_empty_ms, f[i].plan_empty_ms,
+                      f[0].plan_empty_cpu, f[i].plan_empty_cpu);
+                ratio("plan, all applied", f[0].plan_applied_ms, f[i].plan_applied_ms,
+                      f[0].plan_applied_cpu, f[i].plan_applied_cpu);
+        }
         return 0;
 }

@@ -38,9 +38,15 @@ const char *plan_action_name(plan_action a)
 
 /* ---- building items ------------------------------------------------------ */
 
+/*
+ * Items are found by name through p->by_name and clusters' applied records
+ * through an index too, so planning N clusters takes time in proportion to
+ * N (bench/plan), not N².
+ */
 static plan_item *item_add(plan *p, const char *name, plan_action action)
 {
-        p->items = xrealloc(p->items, (p->n + 1) * sizeof(*p->items));
+        p->items = xgrow(p->items, &p->alloc, p->n + 1, sizeof(*p->items));
+        (void)strmap_put(&p->by_name, name, p->n);
         plan_item *it = &p->items[p->n++];
         memset(it, 0, sizeof(*it));
         it->name = xstrdup(name);
@@ -51,10 +57,8 @@ static plan_item *item_add(plan *p, const char *name, plan_action action)
 
 static plan_item *item_find(plan *p, const char *name)
 {
-        for (size_t i = 0; i < p->n; i++)
-                if (streq(p->items[i].name, name))
-                        return &p->items[i];
-        return NULL;
+        size_t i;
+        return strmap_get(&p->by_name, name, &i) ? &p->items[i] : NULL;
 }
 
 static void strv_add(char ***v, size_t *n, const char *fmt, ...) _printf_(3, 4);
@@ -97,6 +101,7 @@ void plan_free(plan *p)
                 item_release(&p->items[i]);
         free(p->items);
         diag_list_release(&p->diags);
+        strmap_release(&p->by_name);
         free(p);
 }
 
@@ -200,6 +205,11 @@ static void steps_create(plan_item *it, const etcd_cluster *c)
                 STEP(it, "start its single member on etcd %s", c->version);
                 return;
         }
+        if (c->bootstrap_mode == BOOTSTRAP_STATIC) {
+                STEP(it, "start all %d members at once on etcd %s with a static initial cluster",
+                     c->replicas, c->version);
+                return;
+        }
         STEP(it, "start the seed member alone on etcd %s", c->version);
         steps_add_learners(it, c->replicas - 1);
 }
@@ -255,12 +265,23 @@ static void steps_update(plan_item *it, const etcd_cluster *prev, const etcd_clu
 
 /* ---- comparing one cluster ---------------------------------------------- */
 
-static const state_cluster *applied_find(const state_cluster_list *l, const char *id)
+/* The clusters applied before, by name. */
+typedef struct applied_index {
+        const state_cluster_list *l; /* NULL: nothing applied yet */
+        strmap by_name;
+} applied_index;
+
+static void applied_index_init(applied_index *x, const state_cluster_list *l)
 {
+        *x = (applied_index){.l = l, .by_name = STRMAP_INIT};
         for (size_t i = 0; l && i < l->n; i++)
-                if (streq(l->items[i]->name, id))
-                        return l->items[i];
-        return NULL;
+                (void)strmap_put(&x->by_name, l->items[i]->name, i);
+}
+
+static const state_cluster *applied_find(const applied_index *x, const char *id)
+{
+        size_t i;
+        return x->l && strmap_get(&x->by_name, id, &i) ? x->l->items[i] : NULL;
 }
 
 static bool applied_exists(const char *id, void *userdata)
@@ -372,17 +393,13 @@ static const char *scalar(const ynode *n)
 }
 
 /* The "namespace/name" the document at `line` of file names, or NULL. */
-static char *owner_of(file_docs *fd, const source_revision *rev, const char *file, int line)
+static char *owner_of(file_docs *fd, const strmap *files, const source_revision *rev,
+                      const char *file, int line)
 {
-        if (!file || line <= 0)
+        size_t i;
+        if (!file || line <= 0 || !strmap_get(files, file, &i))
                 return NULL;
-        const source_file *sf = NULL;
-        for (size_t i = 0; i < rev->n_files && !sf; i++)
-                if (streq(rev->files[i].path, file))
-                        sf = &rev->files[i];
-        if (!sf)
-                return NULL;
-        size_t i = sf - rev->files;
+        const source_file *sf = &rev->files[i];
         if (!fd[i].parsed) {
                 diag_list ignore = DIAG_LIST_INIT;
                 fd[i].file = sf->path;
@@ -413,13 +430,16 @@ static void attribute_diags(plan *p, const source_revision *rev, const diag_list
 {
         file_docs *fd = xcalloc(rev->n_files + 1, sizeof(*fd));
         char **dest = xcalloc(diags->n + 1, sizeof(char *)); /* where each error went */
+        strmap files = STRMAP_INIT;                          /* path → index in rev->files */
+        for (size_t i = 0; i < rev->n_files; i++)
+                (void)strmap_put(&files, rev->files[i].path, i);
         /* Errors first: they make the rejected items the other diagnostics join. */
         for (int pass = 0; pass < 2; pass++)
                 for (size_t i = 0; i < diags->n; i++) {
                         const diag *d = &diags->items[i];
                         if ((d->severity == DIAG_ERROR) != (pass == 0))
                                 continue;
-                        _cleanup_free_ char *owner = owner_of(fd, rev, d->file, d->line);
+                        _cleanup_free_ char *owner = owner_of(fd, &files, rev, d->file, d->line);
                         const char *name = owner ? owner : d->file ? d->file : "(revision)";
                         /* A note right after an error explains that error: keep them together. */
                         if (pass == 1 && i > 0 && dest[i - 1] &&
@@ -452,6 +472,7 @@ static void attribute_diags(plan *p, const source_revision *rev, const diag_list
         for (size_t i = 0; i < rev->n_files; i++)
                 ydoc_list_release(&fd[i].docs);
         free(fd);
+        strmap_release(&files);
 }
 
 /* ---- the plan ----------------------------------------------------------- */
@@ -482,7 +503,9 @@ int plan_compute(const plan_input *in, plan **ret)
                         errors = true;
         if (spec_check_duplicates(&set, &diags) < 0)
                 errors = true;
-        if (spec_refuse_unsupported(&set, applied_exists, (void *)in->applied, &diags) < 0)
+        applied_index applied;
+        applied_index_init(&applied, in->applied);
+        if (spec_refuse_unsupported(&set, applied_exists, &applied, &diags) < 0)
                 errors = true;
         if (spec_refuse_for_target(&set, in->hosts_target, &diags) < 0)
                 errors = true;
@@ -490,23 +513,31 @@ int plan_compute(const plan_input *in, plan **ret)
                 diag_add(&diags, DIAG_NOTE, rev->notes[i].path, 0, 0, "skipped: %s",
                          rev->notes[i].reason);
 
+        /* How many times each cluster is defined. */
+        strmap first = STRMAP_INIT;
+        int *defined = xcalloc(set.n + 1, sizeof(int));
+        for (size_t i = 0; i < set.n; i++) {
+                _cleanup_free_ char *id = etcd_cluster_id(set.items[i]);
+                size_t f = i;
+                if (!strmap_put(&first, id, i))
+                        (void)strmap_get(&first, id, &f);
+                defined[f]++;
+        }
         for (size_t i = 0; i < set.n; i++) {
                 _cleanup_free_ char *id = etcd_cluster_id(set.items[i]);
                 if (item_find(p, id))
                         continue;
-                bool twice = false;
-                for (size_t j = i + 1; j < set.n && !twice; j++)
-                        twice = streq_ptr(set.items[i]->name, set.items[j]->name) &&
-                                streq_ptr(set.items[i]->namespace_, set.items[j]->namespace_);
-                if (twice) {
+                if (defined[i] > 1) {
                         /* Defined twice: neither definition is taken in. */
                         plan_item *it = item_add(p, id, PLAN_REJECTED);
                         it->file = xstrdup_null(set.items[i]->file);
                         it->line = set.items[i]->line;
                         continue;
                 }
-                plan_cluster(p, set.items[i], applied_find(in->applied, id));
+                plan_cluster(p, set.items[i], applied_find(&applied, id));
         }
+        strmap_release(&first);
+        free(defined);
         attribute_diags(p, rev, &diags);
 
         for (size_t i = 0; in->applied && i < in->applied->n; i++) {
@@ -538,6 +569,8 @@ int plan_compute(const plan_input *in, plan **ret)
         }
         diag_list_release(&diags);
         cluster_set_release(&set);
+        strmap_release(&applied.by_name);
+        strmap_release(&p->by_name); /* the items are sorted now: the index is stale */
         *ret = p;
         return 0;
 }

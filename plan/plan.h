@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "util/strmap.h"
 #include "sources/source.h"
 #include "state/state.h"
 #include "util/diag.h"
@@ -56,8 +57,10 @@ typedef struct plan_item {
 typedef struct plan {
         plan_item *items; /* sorted by name */
         size_t n;
+        size_t alloc;
         diag_list diags; /* problems not tied to one cluster (skipped files, ...) */
         int n_create, n_update, n_delete, n_rejected, n_unchanged;
+        strmap by_name; /* private to plan.c: the index of each item by name */
 } plan;
 
 typedef struct plan_input {

@@ -2,8 +2,11 @@
  * decide(): the membership state machine of one cluster, as a pure
  * function. The act side performs the one step returned and observes again.
  *
- *                 replicas > 0, nothing exists
+ *                 replicas > 0, nothing exists (mode learners, or 1 replica)
  *     (empty) ───────────────────────────────▶ seed starting ──ready──▶ formed
+ *        │                                                               ▲
+ *        └── mode static, replicas > 1, no cluster ID ──▶ every member ──┘
+ *            starting at once with one --initial-cluster (bootstrap.c)
  *                                                                        │
  *        ┌───────────── fewer members than wanted ◀──────────────────────┤
  *        ▼                                                               │
@@ -28,6 +31,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "reconciler/bootstrap.h"
 #include "reconciler/decide.h"
 
 static const char *const step_names[] = {
@@ -37,6 +41,7 @@ static const char *const step_names[] = {
     [STEP_MOVE_LEADER] = "move-leader", [STEP_REMOVE_MEMBER] = "remove",
     [STEP_DELETE_MEMBER] = "delete",    [STEP_STOP_MEMBER] = "stop",
     [STEP_RESTART_MEMBER] = "restart",  [STEP_RENEW_CERTS] = "renew-certificates",
+    [STEP_BOOTSTRAP] = "bootstrap",
 };
 
 const char *step_kind_name(step_kind k)
@@ -373,6 +378,8 @@ void decide(const desired *want, const observation *obs, step *s)
         memset(s, 0, sizeof(*s));
 
         if (decide_renew(want, obs, true, s))
+                return;
+        if (decide_bootstrap(want, obs, s)) /* rules 1 (static) and 1b: bootstrap.c */
                 return;
         if (decide_seed(want, obs, s))
                 return;

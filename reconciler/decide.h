@@ -33,6 +33,13 @@ typedef struct obs_member {
         const char *version;
         /* The command it runs differs from the one the spec renders (version, flags). */
         bool outdated;
+        /*
+         * A member of a static initial cluster (recorded with initial-cluster-state
+         * new and more than one member in its initial cluster) that etcd has not yet
+         * listed as started (with its client URLs): the static bootstrap is not
+         * over (reconciler/bootstrap.h).
+         */
+        bool static_initial;
 } obs_member;
 
 /* A TLS leaf certificate gitcd issued (tls.provider auto), from the target. */
@@ -56,6 +63,7 @@ typedef struct observation {
 
 typedef struct desired {
         int replicas;            /* 0 = paused */
+        bool static_bootstrap;   /* spec.bootstrap.mode static: a new cluster forms at once */
         int64_t renew_before_ms; /* tls.auto.renewBefore; certificates are renewed this early */
 } desired;
 
@@ -72,6 +80,7 @@ typedef enum step_kind {
         STEP_STOP_MEMBER,    /* pause: stop the last member, keeping its data */
         STEP_RESTART_MEMBER, /* roll one member onto its new command (upgrade, flags) */
         STEP_RENEW_CERTS,    /* reissue one member's leaf certificates (member NULL: shared ones) */
+        STEP_BOOTSTRAP,      /* record and start `count` members at once from `ordinal` (static) */
 } step_kind;
 
 const char *step_kind_name(step_kind k); /* "add-learner", ... (audit action suffixes) */
@@ -88,11 +97,14 @@ const char *step_kind_name(step_kind k); /* "add-learner", ... (audit action suf
 #define REASON_RECOVERING       "RecoveringMember"
 #define REASON_CERTS_EXPIRED    "CertificatesExpired"
 #define REASON_RENEWING_CERTS   "RenewingCertificates"
+#define REASON_BOOTSTRAPPING    "Bootstrapping"
 
 typedef struct step {
         step_kind kind;
         const char *member; /* the member the step is about (points into the observation) */
-        int ordinal;        /* STEP_ADD_LEARNER, STEP_START_SEED: the new member's ordinal */
+        int ordinal;        /* STEP_ADD_LEARNER, STEP_START_SEED, STEP_BOOTSTRAP: the new (first)
+                               member's ordinal */
+        int count;          /* STEP_BOOTSTRAP: how many members form the initial cluster */
         uint64_t member_id; /* etcd ID for PROMOTE / REMOVE / MOVE_LEADER (target) */
         const char *reason; /* one of REASON_* */
         char message[192];  /* a sentence for people and the audit log */
@@ -104,7 +116,11 @@ typedef struct step {
  *     member per step). Renewal swaps files and restarts nothing, so it is
  *     safe without quorum, and an expired certificate may be why there is
  *     none;
- *  1. nothing exists and replicas > 0: start the seed;
+ *  1. nothing exists and replicas > 0: with a static bootstrap and more
+ *     than one replica (and no cluster ID recorded), record and start every
+ *     member at once (reconciler/bootstrap.h); otherwise start the seed;
+ *  1b. a static initial cluster not formed yet: start its members that
+ *     are not running, then wait for every one of them (Bootstrapping);
  *  2. the seed is not up yet: wait (WaitingForSeed);
  *  3. fewer healthy voters than a quorum: wait (QuorumLost) — no
  *     membership change, no deletion, ever;

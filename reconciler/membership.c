@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "reconciler/membership.h"
+#include "util/strbuf.h"
 #include "util/xalloc.h"
 
 bool membership_check_identity(const char *recorded, target_member_status *s)
@@ -67,6 +68,34 @@ int membership_plan_for_records(target *t, const etcd_cluster *c, state_member *
                         return k;
                 p->members[p->n - 1].data_identity = xstrdup_null(rec->data_identity);
         }
+        *ret_plan = TAKE_PTR(p);
+        return 0;
+}
+
+int membership_plan_static(target *t, const etcd_cluster *c, int first_ordinal, int n,
+                           membership_plan **ret_plan)
+{
+        assert(n > 0);
+        _cleanup_(membership_plan_freep) membership_plan *p = membership_plan_new(c);
+        for (int i = 0; i < n; i++) {
+                _cleanup_free_ char *name = render_member_name(c, first_ordinal + i);
+                int k =
+                    membership_plan_append(p, t, c, name, first_ordinal + i, false, NULL, "new");
+                if (k < 0)
+                        return k;
+        }
+        /* The addresses are known only once every member is placed: then the one list. */
+        strbuf ic = STRBUF_INIT;
+        for (size_t i = 0; i < p->n; i++)
+                sb_printf(&ic, "%s%s=%s", i ? "," : "", p->members[i].name, p->members[i].peer_url);
+        for (size_t i = 0; i < p->n; i++) {
+                member_plan *mp = &p->members[i];
+                free(mp->initial_cluster);
+                mp->initial_cluster = xstrdup(sb_str(&ic));
+                free(mp->config_hash);
+                mp->config_hash = render_member_config_hash(c, p, i);
+        }
+        sb_release(&ic);
         *ret_plan = TAKE_PTR(p);
         return 0;
 }

@@ -41,3 +41,12 @@ int membership_plan_for_records(target *t, const etcd_cluster *c, state_member *
  * true is returned; the member must be replaced, never started empty.
  */
 bool membership_check_identity(const char *recorded, target_member_status *s);
+
+/*
+ * The plan of a static initial cluster: n members with ordinals
+ * first_ordinal.., each started "new" with the same --initial-cluster
+ * listing all n (and the cluster's one token). 0, or the target's error.
+ * Free with membership_plan_free().
+ */
+int membership_plan_static(target *t, const etcd_cluster *c, int first_ordinal, int n,
+                           membership_plan **ret_plan);

@@ -31,6 +31,7 @@
 #include "etcd/client.h"
 #include "maintenance/maintenance.h"
 #include "pki/auto.h"
+#include "reconciler/bootstrap.h"
 #include "reconciler/membership.h"
 #include "reconciler/reconcile.h"
 #include "reconciler/recovery.h"
@@ -332,6 +333,17 @@ static void world_release(world *w)
         memset(w, 0, sizeof(*w));
 }
 
+/*
+ * Has the member started and published itself? A member added with
+ * MemberAdd is listed without a name until then; a member of a static
+ * initial cluster is listed with its name from the start, but without
+ * client URLs until it has started.
+ */
+static bool etcd_member_started(const etcd_member *em)
+{
+        return !isempty(em->name) && em->n_client_urls > 0;
+}
+
 static bool etcd_member_has_peer(const etcd_member *em, const char *peer)
 {
         for (size_t i = 0; peer && i < em->n_peer_urls; i++)
@@ -528,9 +540,14 @@ static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *
                 o->in_etcd = v->em != NULL;
                 o->id = v->em ? v->em->id : 0;
                 o->learner = v->em && v->em->is_learner;
-                o->unstarted = v->em && isempty(v->em->name);
+                o->unstarted = v->em && !etcd_member_started(v->em);
                 o->runtime = v->ts.state;
                 o->outdated = member_outdated(v, c);
+                /* A member of a static initial cluster that etcd has not listed as started yet. */
+                o->static_initial =
+                    v->rec && !v->rec->initialized &&
+                    streq_ptr(v->rec->initial_cluster_state, "new") && v->rec->initial_cluster &&
+                    strchr(v->rec->initial_cluster, ',') && !(v->em && etcd_member_started(v->em));
         }
         w->obs.members = w->obs_members;
         w->obs.n = w->n;
@@ -586,8 +603,8 @@ static void record_observed(reconciler *r, cluster_ctx *x, world *w)
                                 v->rec->learner = v->em->is_learner;
                                 changed = true;
                         }
-                        /* Listed with its name: it has started and joined once. */
-                        if (!v->rec->initialized && !isempty(v->em->name)) {
+                        /* Listed as started: it has started and joined once. */
+                        if (!v->rec->initialized && etcd_member_started(v->em)) {
                                 v->rec->initialized = true;
                                 changed = true;
                         }
@@ -797,6 +814,44 @@ static int act_start_seed(act_ctx *a)
         }
         state_member_free(rec);
         return k;
+}
+
+/*
+ * A static bootstrap (reconciler/bootstrap.h): every member recorded (the
+ * marker that the cluster may form from now on), journaled, then started.
+ */
+static int act_bootstrap(act_ctx *a)
+{
+        int64_t t0 = mono(a->r), op;
+        reconciler *r = a->r;
+        char err[sizeof(a->res->message)] = "";
+        _cleanup_(membership_plan_freep) membership_plan *p = NULL;
+        int k = bootstrap_static_plan(r->opts.db, r->opts.target, a->x->name, a->c, a->s->ordinal,
+                                      a->s->count, &p, err, sizeof(err));
+        if (k >= 0)
+                k = bootstrap_static_record(r->opts.db, a->x->name, a->c, p, wall(r), err,
+                                            sizeof(err));
+        if (k < 0) {
+                snprintf(a->res->message, sizeof(a->res->message), "%s", err);
+                return k;
+        }
+        snprintf(a->res->member, sizeof(a->res->member), "%s", p->members[0].name);
+        FAILPOINT("bootstrap.after-records");
+        json_t *j = json_pack("{s:s, s:s, s:i}", "initial_cluster", p->members[0].initial_cluster,
+                              "token", p->cluster_token, "members", (int)p->n);
+        _cleanup_free_ char *payload = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        k = journal_begin(a, "member.bootstrap", p->members[0].name, payload, &op);
+        if (k < 0)
+                return k;
+        FAILPOINT("bootstrap.after-journal");
+        k = bootstrap_static_start(r->opts.db, r->opts.target, a->x->name, a->c, p, wall(r), err,
+                                   sizeof(err));
+        FAILPOINT("bootstrap.after-start");
+        /* New voters: etcd takes the next member only after its health interval. */
+        if (k >= 0)
+                a->x->add_not_before = mono(r) + ETCD_HEALTH_INTERVAL_MS;
+        return finish(a, op, "member.bootstrap", k, err, t0);
 }
 
 static char *started_initial_cluster(world *w)
@@ -1120,7 +1175,8 @@ static void remove_target_strays(reconciler *r, cluster_ctx *x, const etcd_clust
 /* When the last membership change happened (from the audit log), for etcd's health interval. */
 static void init_add_pacing(reconciler *r, cluster_ctx *x)
 {
-        static const char *const actions[] = {"member.promote", "member.start", "member.restart"};
+        static const char *const actions[] = {"member.promote", "member.start", "member.restart",
+                                              "member.bootstrap"};
         int64_t last = 0;
         for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
                 state_audit_filter f = {.cluster = x->name, .action = actions[i], .limit = 1};
@@ -1180,6 +1236,7 @@ typedef enum cond_reason {
         CR_RENEWING_CERTS,
         CR_CERTS_VALID,
         CR_RENEWAL_DUE,
+        CR_BOOTSTRAPPING,
         _CR_MAX,
 } cond_reason;
 
@@ -1201,6 +1258,7 @@ static const char *const cond_reason_names[_CR_MAX] = {
     [CR_RENEWING_CERTS] = REASON_RENEWING_CERTS,
     [CR_CERTS_VALID] = "CertificatesValid",
     [CR_RENEWAL_DUE] = "RenewalDue",
+    [CR_BOOTSTRAPPING] = REASON_BOOTSTRAPPING,
 };
 
 static const char *cond_reason_name(cond_reason r)
@@ -1539,7 +1597,8 @@ static int pass_deadline(reconciler *r, cluster_ctx *x, const etcd_cluster *c, w
         if (now <= w->sc->progress_deadline_ms)
                 return 1;
 
-        cond_reason why = w->obs.bootstrapped ? CR_DEADLINE_EXCEEDED : CR_BOOTSTRAP_FAILED;
+        cond_reason why =
+            bootstrap_in_progress(&w->obs) ? CR_BOOTSTRAP_FAILED : CR_DEADLINE_EXCEEDED;
         const char *reason = cond_reason_name(why);
         _cleanup_free_ char *msg =
             xasprintf("no convergence within %ds: %s", c->progress_deadline_seconds, s->message);
@@ -1569,6 +1628,8 @@ static int pass_act(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world 
                 return 0;
         case STEP_START_SEED:
                 return act_start_seed(&a);
+        case STEP_BOOTSTRAP:
+                return act_bootstrap(&a);
         case STEP_ADD_LEARNER:
                 if (mono(r) < x->add_not_before) {
                         res->outcome = PASS_WAITING;
@@ -1699,7 +1760,9 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
 
         int64_t life_s = 0, renew_s = 0;
         pki_auto_lifetime(c, &life_s, &renew_s);
-        desired want = {.replicas = c->replicas, .renew_before_ms = renew_s * 1000};
+        desired want = {.replicas = c->replicas,
+                        .static_bootstrap = c->bootstrap_mode == BOOTSTRAP_STATIC,
+                        .renew_before_ms = renew_s * 1000};
         step s;
         decide(&want, &w.obs, &s);
         res->step = s.kind;

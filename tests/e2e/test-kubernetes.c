@@ -6,10 +6,10 @@
  * their DNS names resolve. gitcd runs as the ServiceAccount deploy/rbac.yaml
  * binds, with exactly those permissions.
  *
- * In order, on one cluster: bootstrap 3 (Pods, PVCs, Services and a
- * policy/v1beta1 PodDisruptionBudget, all accepted by the server; promoted
- * members relabelled as voters); scale to
- * 5 and back to 3 with every written key read back and the PDB following
+ * In order, on one cluster: bootstrap 3 (all at once, a static initial
+ * cluster; Pods, PVCs, Services and a policy/v1beta1 PodDisruptionBudget,
+ * all accepted by the server; every member labelled a voter); scale to
+ * 5 (learners, promoted members relabelled as voters) and back to 3 with every written key read back and the PDB following
  * the voter count; a member Pod deleted (recreated, same member ID); a
  * member's PVC lost (member replaced, quorum kept); the API server stopped
  * and restarted while `gitcd run` scales up (gitcd resumes and converges).
@@ -262,6 +262,10 @@ static void test_bootstrap(void **state)
         /* policy/v1 is rendered; a 1.20 server gets policy/v1beta1 */
         assert_int_equal(pdb_max_unavailable(), 1);
         put_keys(env, "boot", 20);
+        /* one static initial cluster: no MemberAdd, no promotion */
+        assert_int_equal(e2e_audit_count(env, CLUSTER, "member.bootstrap"), 1);
+        assert_int_equal(e2e_audit_count(env, CLUSTER, "member.add-learner"), 0);
+        assert_int_equal(e2e_audit_count(env, CLUSTER, "member.promote"), 0);
         /* a second apply changes nothing */
         apply_ok(env);
         assert_int_equal(e2e_audit_count(env, CLUSTER, "member.remove"), 0);
@@ -276,6 +280,8 @@ static void test_scale(void **state)
         assert_voters(env, 5);
         assert_pods_ready(5);
         assert_int_equal(count(&pvcs, CLUSTER), 5);
+        /* later changes are learners */
+        assert_int_equal(e2e_audit_count(env, CLUSTER, "member.add-learner"), 2);
         assert_int_equal(pdb_max_unavailable(), 2);
         put_keys(env, "five", 20);
 

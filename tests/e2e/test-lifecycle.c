@@ -1,7 +1,9 @@
 /*
  * The membership lifecycle end to end, against real etcd 3.4.23 and
  * 3.5.16 on the local target, driven through the real `gitcd apply`:
- * 1 → 3 bootstrap; 3 → 5 → 3 with a writer whose every acknowledged key is
+ * 1 → 3 (learners: the cluster formed already); 3 members at once (static
+ * bootstrap) on a new cluster, and one whose third member cannot start
+ * (BootstrapFailed); 3 → 5 → 3 with a writer whose every acknowledged key is
  * read back; 3 → 0 → 3 keeping the cluster ID, the seed's member ID and the
  * data; kill -9 of a member (restarted, same ID); a member's data lost
  * (replaced, quorum kept); two of three members killed (QuorumLost, nothing
@@ -14,6 +16,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -413,12 +416,99 @@ static void test_deadline(void **state)
         e2e_free(e);
 }
 
+/* ---- static bootstrap ---------------------------------------------------- */
+
+/* The reason and message of a condition in `gitcd status -o json` (newly allocated). */
+static void condition_of(e2e *e, const char *name, const char *type, char **ret_reason,
+                         char **ret_message)
+{
+        json_t *st = e2e_status(e, name);
+        size_t i;
+        json_t *cnd;
+        *ret_reason = *ret_message = NULL;
+        json_array_foreach(json_object_get(st, "conditions"), i, cnd)
+        {
+                if (!streq(json_string_value(json_object_get(cnd, "type")), type))
+                        continue;
+                *ret_reason = xstrdup(json_string_value(json_object_get(cnd, "reason")));
+                *ret_message = xstrdup(json_string_value(json_object_get(cnd, "message")));
+        }
+        json_decref(st);
+        assert_non_null(*ret_reason);
+}
+
+/*
+ * A new 3-member cluster forms with every member at once (one static
+ * initial cluster: no MemberAdd, no promotion). Then a second one whose
+ * gitcd is killed right after recording its members, and whose third
+ * member cannot start (a file where its data folder goes): the other two
+ * start from the records, and once the deadline passes the cluster is
+ * BootstrapFailed, naming the member; nothing was added or removed.
+ */
+static void static_bootstrap(const char *version)
+{
+        if (!e2e_have_version(version))
+                skip();
+        e2e *e = e2e_new();
+        e2e_write_cluster(e, "stat.yaml", "stat", 3, version);
+        apply_ok(e);
+        assert_voters(e, "stat", 3);
+        assert_int_equal(e2e_audit_count(e, "stat", "member.bootstrap"), 1);
+        assert_int_equal(e2e_audit_count(e, "stat", "member.add-learner"), 0);
+        assert_int_equal(e2e_audit_count(e, "stat", "member.promote"), 0);
+        char *cid = cluster_id(e, "stat");
+        assert_true(cid && cid[0]);
+        free(cid);
+
+        char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n"
+                               "  name: bad\n  namespace: default\nspec:\n  replicas: 3\n"
+                               "  version: \"%s\"\n  progressDeadlineSeconds: 5\n",
+                               version);
+        e2e_write_file(e, "bad.yaml", text);
+        free(text);
+        assert_int_equal(e2e_apply(e, "bootstrap.after-records", 60), 128 + SIGKILL);
+        char *dir = e2e_member_dir(e, "bad", "bad-2");
+        assert_int_equal(mkdir_p(dir, 0700), 0);
+        char *data = path_join(dir, "data");
+        assert_int_equal(write_file_atomic(data, "not a folder", 12, 0600), 0);
+        assert_int_equal(e2e_apply(e, NULL, 60), 1);
+        char *reason = NULL, *message = NULL;
+        condition_of(e, "bad", "Progressing", &reason, &message);
+        assert_string_equal(reason, "BootstrapFailed");
+        if (!strstr(message, "bad-2"))
+                fail_msg("BootstrapFailed does not name bad-2: %s", message);
+        assert_int_equal(e2e_audit_count(e, "bad", "member.add-learner"), 0);
+        assert_int_equal(e2e_audit_count(e, "bad", "member.remove"), 0);
+        assert_true(e2e_member_pid(e, "bad", "bad-0") > 0);
+        assert_true(e2e_member_pid(e, "bad", "bad-1") > 0);
+        /* The first cluster was never touched. */
+        assert_voters(e, "stat", 3);
+        free(reason);
+        free(message);
+        free(data);
+        free(dir);
+        e2e_free(e);
+}
+
+static void test_static_35(void **state)
+{
+        (void)state;
+        static_bootstrap("3.5.16");
+}
+
+static void test_static_34(void **state)
+{
+        (void)state;
+        static_bootstrap("3.4.23");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_lifecycle_35), cmocka_unit_test(test_lifecycle_34),
             cmocka_unit_test(test_failures_35),  cmocka_unit_test(test_failures_34),
-            cmocka_unit_test(test_deadline),
+            cmocka_unit_test(test_deadline),     cmocka_unit_test(test_static_35),
+            cmocka_unit_test(test_static_34),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

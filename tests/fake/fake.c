@@ -195,6 +195,38 @@ static void proc_exit(fake_proc *p)
         p->crashed = true;
 }
 
+/* Form the cluster with every "name=peer" of an initial cluster, all unstarted. */
+static void form(fake_world *w, const char *initial_cluster)
+{
+        copy(w->formed_with, sizeof(w->formed_with), initial_cluster);
+        w->cluster_id = 0xcdf818194e3a8c32ULL;
+        for (const char *e = initial_cluster; e && *e;) {
+                const char *comma = strchr(e, ',');
+                size_t len = comma ? (size_t)(comma - e) : strlen(e);
+                const char *eq = memchr(e, '=', len);
+                fake_etcd_member *m = NULL;
+                for (size_t i = 0; eq && i < FAKE_MAX_MEMBERS && !m; i++)
+                        if (!w->members[i].used)
+                                m = &w->members[i];
+                if (m) {
+                        memset(m, 0, sizeof(*m));
+                        m->used = true;
+                        m->id = w->next_id;
+                        w->next_id += 0x1111;
+                        size_t ulen = len - (size_t)(eq + 1 - e);
+                        size_t nlen = (size_t)(eq - e);
+                        if (ulen >= sizeof(m->peer_url) || nlen >= sizeof(m->name))
+                                abort();
+                        /* etcd names the members of a static initial cluster from the start. */
+                        memcpy(m->name, e, nlen);
+                        m->name[nlen] = '\0';
+                        memcpy(m->peer_url, eq + 1, ulen);
+                        m->peer_url[ulen] = '\0';
+                }
+                e = comma ? comma + 1 : NULL;
+        }
+}
+
 /* Start the process: it joins etcd the way etcd does, or exits at once. */
 static void proc_start(fake_world *w, fake_proc *p)
 {
@@ -207,7 +239,7 @@ static void proc_start(fake_world *w, fake_proc *p)
                 p->cert_serial = 1;
                 p->cert_not_after_ms = w->now_ms + w->cert_life_ms;
         }
-        if (p->broken)
+        if (p->broken || streq(p->name, w->never_starts))
                 return proc_exit(p);
         if (p->has_data && p->restored) {
                 /* A restored snapshot starts a new cluster (a new ID) of this member alone. */
@@ -242,19 +274,14 @@ static void proc_start(fake_world *w, fake_proc *p)
         }
         fake_etcd_member *m = member_by_peer(w, p->peer_url);
         if (streq(p->initial_state, "new") && w->cluster_id == 0 && !m) {
-                for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
-                        if (!w->members[i].used) {
-                                m = &w->members[i];
-                                break;
-                        }
+                form(w, p->initial_cluster);
+                m = member_by_peer(w, p->peer_url);
                 if (!m)
-                        abort();
-                memset(m, 0, sizeof(*m));
-                m->used = true;
-                m->id = w->next_id;
-                w->next_id += 0x1111;
-                copy(m->peer_url, sizeof(m->peer_url), p->peer_url);
-                w->cluster_id = 0xcdf818194e3a8c32ULL;
+                        return proc_exit(p); /* its own peer URL is not in its initial cluster */
+        } else if (streq(p->initial_state, "new")) {
+                /* A static bootstrap: the same initial cluster gives the same cluster ID. */
+                if (!m || m->client_url[0] || !streq(w->formed_with, p->initial_cluster))
+                        return proc_exit(p);
         } else if (!streq(p->initial_state, "existing") || !m || m->name[0]) {
                 return proc_exit(p); /* a cluster ID or member mismatch: etcd exits */
         }
@@ -450,6 +477,7 @@ static int fake_ensure_member(target *t, const etcd_cluster *c, const membership
         copy(p->client_url, sizeof(p->client_url), mp->client_url);
         copy(p->initial_state, sizeof(p->initial_state), mp->initial_cluster_state);
         p->force = force;
+        copy(p->initial_cluster, sizeof(p->initial_cluster), mp->initial_cluster);
         proc_start(w, p);
         return 0;
 }
@@ -759,7 +787,7 @@ static etcd_members *list_as(fake_world *w, const fake_proc *p)
                 e->peer_urls = xcalloc(1, sizeof(char *));
                 e->peer_urls[0] = xstrdup(m->peer_url);
                 e->n_peer_urls = 1;
-                if (m->name[0]) {
+                if (m->client_url[0]) {
                         e->client_urls = xcalloc(1, sizeof(char *));
                         e->client_urls[0] = xstrdup(m->client_url);
                         e->n_client_urls = 1;

@@ -17,8 +17,11 @@
  *     left would not be (UNHEALTHY); a removed member's process exits;
  *   - any change needs a leader, which needs a quorum of voters up.
  * A member process joins the membership the way etcd does: "new" with no
- * cluster yet forms it, "existing" takes the unstarted member listed with
- * its peer URL; anything else exits at once.
+ * cluster yet forms it with every member of its --initial-cluster (the
+ * others listed unstarted, without a name), "new" with the very initial
+ * cluster the cluster formed with takes its unstarted member (a static
+ * bootstrap), "existing" takes the unstarted member listed with its peer
+ * URL; anything else exits at once.
  *
  * The world lives in a shared anonymous mapping, so a test can fork a
  * child that runs reconciler passes until a failpoint kills it and then
@@ -36,13 +39,15 @@
 #define FAKE_NAME_MAX    64
 #define FAKE_URL_MAX     128
 #define FAKE_HEALTH_MS   5000 /* etcd's health interval */
+#define FAKE_IC_MAX      (FAKE_MAX_MEMBERS * (FAKE_NAME_MAX + FAKE_URL_MAX + 2))
 
 typedef struct fake_etcd_member {
         bool used;
         uint64_t id;
-        char name[FAKE_NAME_MAX]; /* "" until the member first started */
+        char name[FAKE_NAME_MAX];      /* "" until it first started (set from the start in a static
+                                     initial cluster, as etcd does) */
+        char client_url[FAKE_URL_MAX]; /* "" until the member first started */
         char peer_url[FAKE_URL_MAX];
-        char client_url[FAKE_URL_MAX];
         bool learner;
 } fake_etcd_member;
 
@@ -51,9 +56,10 @@ typedef struct fake_proc {
         char name[FAKE_NAME_MAX];
         char peer_url[FAKE_URL_MAX];
         char client_url[FAKE_URL_MAX];
-        char initial_state[16]; /* "new" | "existing", as last started */
-        char config_hash[72];   /* member_plan.config_hash it was last started with */
-        uint64_t command_hash;  /* of the command last started */
+        char initial_state[16];            /* "new" | "existing", as last started */
+        char initial_cluster[FAKE_IC_MAX]; /* --initial-cluster, as last started */
+        char config_hash[72];              /* member_plan.config_hash it was last started with */
+        uint64_t command_hash;             /* of the command last started */
         size_t command_len;
         uint64_t etcd_id; /* the etcd member this process is, 0 before it joined */
         bool has_data;
@@ -81,6 +87,7 @@ typedef struct fake_proc {
 typedef struct fake_world {
         int64_t now_ms; /* the clock of the world and the reconciler */
         uint64_t cluster_id;
+        char formed_with[FAKE_IC_MAX]; /* the --initial-cluster the cluster formed with */
         uint64_t leader;
         uint64_t next_id;
         int data_ids; /* data identities handed out */
@@ -90,6 +97,7 @@ typedef struct fake_world {
         fake_proc procs[FAKE_MAX_MEMBERS];
         int learner_sync_ms; /* how long a learner runs before it is in sync (default 300) */
         int fail_next_add;   /* test hook: MemberAdd fails once with this etcd error */
+        char never_starts[FAKE_NAME_MAX]; /* test hook: this member's every start exits at once */
         /*
          * TLS: > 0 gives every member one leaf certificate (surface "peer")
          * of this lifetime when it first starts. A member whose certificate

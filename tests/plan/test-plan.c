@@ -140,7 +140,8 @@ static void test_create_without_state(void **state)
         assert_contains(out, "nothing applied yet");
         assert_contains(out, "+ create default/a");
         assert_contains(out, "+ create default/b");
-        assert_contains(out, "add 2 learners one at a time");
+        assert_contains(out, "start all 3 members at once on etcd 3.4.23 with a static initial "
+                             "cluster");
         assert_contains(out, "Plan: 2 to create, 0 to change, 0 to delete, 0 rejected.\n");
         _cleanup_free_ char *shortid = xstrndup(commit, 12);
         assert_contains(out, shortid);

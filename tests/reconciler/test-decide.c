@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "reconciler/bootstrap.h"
 #include "reconciler/decide.h"
 
 #define R MEMBER_READY
@@ -541,12 +542,100 @@ static void test_certificates(void **state)
         assert_int_equal(s.kind, STEP_CONVERGED);
 }
 
+/* A member of a static initial cluster that has not joined yet. */
+#define SI(n, o, etcd, unst, rt)                                                                   \
+        {                                                                                          \
+                n, o, true, false, etcd, 0x100 + o, false, unst, rt, NULL, false, true             \
+        }
+
+static void decide_static(int replicas, bool static_mode, observation *obs, step *s)
+{
+        desired want = {.replicas = replicas, .static_bootstrap = static_mode};
+        decide(&want, obs, s);
+}
+
+/* spec.bootstrap.mode static: rules 1 and 1b (reconciler/bootstrap.c). */
+static void test_static_bootstrap(void **state)
+{
+        (void)state;
+        step s;
+        observation obs = {.next_ordinal = 0};
+
+        /* Nothing anywhere: every member at once. */
+        decide_static(3, true, &obs, &s);
+        assert_int_equal(s.kind, STEP_BOOTSTRAP);
+        assert_int_equal(s.ordinal, 0);
+        assert_int_equal(s.count, 3);
+        assert_string_equal(s.reason, REASON_BOOTSTRAPPING);
+        assert_true(bootstrap_in_progress(&obs));
+
+        /* One replica, or mode learners: the seed. */
+        decide_static(1, true, &obs, &s);
+        assert_int_equal(s.kind, STEP_START_SEED);
+        decide_static(3, false, &obs, &s);
+        assert_int_equal(s.kind, STEP_START_SEED);
+
+        /* The records say the cluster formed once (a cluster ID): never a new initial cluster. */
+        obs.bootstrapped = true;
+        decide_static(3, true, &obs, &s);
+        assert_int_not_equal(s.kind, STEP_BOOTSTRAP);
+        obs.bootstrapped = false;
+
+        /* Recorded, then gitcd stopped before starting them: start them from their records. */
+        obs_member rec[3] = {SI("c-0", 0, false, false, A), SI("c-1", 1, false, false, A),
+                             SI("c-2", 2, false, false, A)};
+        obs.members = rec;
+        obs.n = 3;
+        obs.next_ordinal = 3;
+        decide_static(3, true, &obs, &s);
+        assert_int_equal(s.kind, STEP_START_MEMBER);
+        assert_string_equal(s.member, "c-0");
+        rec[0].runtime = S;
+        decide_static(3, true, &obs, &s);
+        assert_int_equal(s.kind, STEP_START_MEMBER);
+        assert_string_equal(s.member, "c-1");
+        /* Not for a paused spec: nothing starts. */
+        decide_static(0, true, &obs, &s);
+        assert_int_not_equal(s.kind, STEP_START_MEMBER);
+
+        /* All started, none ready: wait, naming the first member that is not. */
+        rec[1].runtime = S;
+        rec[2].runtime = S;
+        decide_static(3, true, &obs, &s);
+        assert_int_equal(s.kind, STEP_WAIT);
+        assert_string_equal(s.member, "c-0");
+        assert_string_equal(s.reason, REASON_BOOTSTRAPPING);
+
+        /*
+         * Two formed the cluster, the third crash-loops before it ever joined:
+         * wait for it (never replaced during the bootstrap), still bootstrapping.
+         */
+        obs_member formed[3] = {M("c-0", 0, true, false, false, R),
+                                M("c-1", 1, true, false, false, R), SI("c-2", 2, true, true, L)};
+        obs.members = formed;
+        obs.etcd_listed = true;
+        obs.bootstrapped = true;
+        obs.leader_id = 0x100;
+        decide_static(3, true, &obs, &s);
+        assert_int_equal(s.kind, STEP_WAIT);
+        assert_string_equal(s.member, "c-2");
+        assert_non_null(strstr(s.message, "c-2"));
+        assert_true(bootstrap_in_progress(&obs));
+
+        /* Once it joined, the bootstrap is over. */
+        formed[2] = (obs_member)M("c-2", 2, true, false, false, R);
+        decide_static(3, true, &obs, &s);
+        assert_int_equal(s.kind, STEP_CONVERGED);
+        assert_false(bootstrap_in_progress(&obs));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_cases),
             cmocka_unit_test(test_certificates),
             cmocka_unit_test(test_never_breaks_quorum),
+            cmocka_unit_test(test_static_bootstrap),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

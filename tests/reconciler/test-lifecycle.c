@@ -213,12 +213,39 @@ static int total_starts(fx *f)
         return n;
 }
 
+/*
+ * The static set formed exactly once: at most one bootstrap step (none
+ * audited when gitcd was killed before it ended), every member joined the
+ * initial cluster it was recorded with (the same list, "new"), nothing
+ * added or removed, no member ever exited at start.
+ */
+static void assert_one_static_cluster(fx *f)
+{
+        assert_true(audit_count(f, "member.bootstrap") <= 1);
+        assert_int_equal(f->w->adds, 0);
+        assert_int_equal(f->w->removes, 0);
+        state_member_list l = {0};
+        assert_int_equal(state_member_list_for(f->db, CLUSTER, true, &l), 0);
+        assert_int_equal(l.n, 3);
+        for (size_t i = 0; i < l.n; i++) {
+                assert_string_equal(l.items[i]->initial_cluster_state, "new");
+                assert_string_equal(l.items[i]->initial_cluster, f->w->formed_with);
+                fake_proc *p = fake_proc_find(f->w, l.items[i]->name);
+                assert_non_null(p);
+                assert_int_equal(p->restarts, 0);
+        }
+        state_member_list_release(&l);
+}
+
 /* ---- lifecycles ---------------------------------------------------------- */
 
+#define LEARNERS_MODE "  bootstrap:\n    mode: learners\n"
+
+/* spec.bootstrap.mode learners: the seed-then-learners path, asked for explicitly. */
 static void test_bootstrap_three(void **state)
 {
         fx *f = *state;
-        offer(f, 3);
+        offer_spec(f, 3, 0, LEARNERS_MODE);
         converge(f);
         assert_cluster(f, 3);
         /* One member at a time: a seed, then two learners promoted. */
@@ -241,15 +268,92 @@ static void test_bootstrap_three(void **state)
         state_cluster_free(sc);
 }
 
+/*
+ * The default: a new cluster forms with every member at once, one static
+ * initial cluster, no MemberAdd and no promotion; the next change uses a
+ * learner.
+ */
+static void test_static_bootstrap_three(void **state)
+{
+        fx *f = *state;
+        offer(f, 3);
+        converge(f);
+        assert_cluster(f, 3);
+        assert_one_static_cluster(f);
+        assert_int_equal(f->w->promotes, 0);
+        state_cluster *sc = NULL;
+        assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
+        assert_string_equal(sc->phase, "Running");
+        assert_non_null(sc->cluster_id);
+        state_cluster_free(sc);
+
+        /* Every later change is a learner. */
+        offer(f, 4);
+        converge(f);
+        assert_cluster(f, 4);
+        assert_int_equal(f->w->adds, 1);
+        assert_int_equal(f->w->promotes, 1);
+}
+
+/*
+ * One member of the initial cluster never starts (its host is down): the
+ * others form the cluster and wait for it; past the deadline the cluster is
+ * terminal, BootstrapFailed, naming the member. Nothing is replaced.
+ */
+static void test_static_member_never_starts(void **state)
+{
+        fx *f = *state;
+        snprintf(f->w->never_starts, sizeof(f->w->never_starts), "demo-2");
+        offer_spec(f, 3, 0, "  progressDeadlineSeconds: 5\n");
+        pass_result res;
+        assert_int_equal(converge_n(f, MAX_PASSES, &res), PASS_FAILED);
+        assert_string_equal(res.reason, "BootstrapFailed");
+        assert_non_null(strstr(res.message, "demo-2"));
+        assert_int_equal(f->w->adds, 0);
+        assert_int_equal(f->w->removes, 0);
+        state_cluster *sc = NULL;
+        assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
+        assert_string_equal(sc->terminal_reason, "BootstrapFailed");
+        assert_non_null(strstr(sc->terminal_message, "demo-2"));
+        state_cluster_free(sc);
+}
+
+/*
+ * The records say the cluster formed (a cluster ID, members recorded) and
+ * every member is down when gitcd starts: the members are started with
+ * their data, never a new initial cluster.
+ */
+static void test_formed_cluster_is_never_bootstrapped_again(void **state)
+{
+        fx *f = *state;
+        offer(f, 3);
+        converge(f);
+        uint64_t id = f->w->cluster_id;
+        for (int i = 0; i < 3; i++) {
+                _cleanup_free_ char *name = xasprintf("demo-%d", i);
+                fake_proc *p = fake_proc_find(f->w, name);
+                p->running = false;
+                p->stopped = true;
+        }
+        fx_close(f);
+        fx_open(f);
+        converge(f);
+        assert_cluster(f, 3);
+        assert_int_equal(f->w->cluster_id, id);
+        assert_int_equal(audit_count(f, "member.bootstrap"), 1);
+        assert_int_equal(f->w->adds, 0);
+}
+
 static void test_scale_up_and_down(void **state)
 {
         fx *f = *state;
         offer(f, 3);
         converge(f);
+        int adds = f->w->adds;
         offer(f, 5);
         converge(f);
         assert_cluster(f, 5);
-        assert_int_equal(f->w->adds, 4);
+        assert_int_equal(f->w->adds - adds, 2);
         offer(f, 3);
         converge(f);
         assert_cluster(f, 3);
@@ -339,6 +443,7 @@ static void test_quorum_loss_removes_nothing(void **state)
         fx *f = *state;
         offer(f, 3);
         converge(f);
+        int adds = f->w->adds;
         /* Two of three hosts go down: every restart exits at once. */
         fake_kill(f->w, "demo-1", true);
         fake_kill(f->w, "demo-2", true);
@@ -347,7 +452,7 @@ static void test_quorum_loss_removes_nothing(void **state)
         assert_int_equal(fake_etcd_count(f->w, NULL), 3);
         assert_int_equal(fake_procs_present(f->w), 3);
         assert_int_equal(f->w->removes, 0);
-        assert_int_equal(f->w->adds, 2);
+        assert_int_equal(f->w->adds, adds);
         assert_int_equal(audit_count(f, "member.delete"), 0);
         state_cluster *sc = NULL;
         assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
@@ -606,7 +711,8 @@ static void test_peer_url_exists_cleans_up_nothing(void **state)
 /* ---- crash points -------------------------------------------------------- */
 
 enum scenario {
-        BOOTSTRAP,  /* nothing -> 3 */
+        BOOTSTRAP,  /* nothing -> 3, seed then learners (mode learners) */
+        STATIC,     /* nothing -> 3, all at once (the default) */
         SCALE_DOWN, /* 3 -> 1 */
         REPLACE,    /* 3 with one member's data lost */
         PAUSE,      /* 3 -> 0 */
@@ -625,6 +731,10 @@ static const struct crash_case {
     {"start.after-target", BOOTSTRAP},
     {"promote.before-etcd", BOOTSTRAP},
     {"promote.after-etcd", BOOTSTRAP},
+    {"bootstrap.after-records", STATIC},
+    {"bootstrap.after-journal", STATIC},
+    {"bootstrap.after-first-start", STATIC},
+    {"bootstrap.after-start", STATIC},
     {"remove.before-etcd", SCALE_DOWN},
     {"remove.after-etcd", SCALE_DOWN},
     {"delete.after-target", SCALE_DOWN},
@@ -661,6 +771,9 @@ static void crash_case(fx *f, const struct crash_case *cc)
         int want = 3;
         switch (cc->scenario) {
         case BOOTSTRAP:
+                offer_spec(f, 3, 0, LEARNERS_MODE);
+                break;
+        case STATIC:
                 offer(f, 3);
                 break;
         case SCALE_DOWN:
@@ -697,6 +810,8 @@ static void crash_case(fx *f, const struct crash_case *cc)
         assert_int_equal(state_op_list_pending(f->db, CLUSTER, &l), 0);
         assert_int_equal(l.n, 0);
         state_op_list_release(&l);
+        if (cc->scenario == STATIC)
+                assert_one_static_cluster(f);
 }
 
 static void test_crash_points(void **state)
@@ -714,6 +829,10 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_bootstrap_three, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_static_bootstrap_three, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_static_member_never_starts, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_formed_cluster_is_never_bootstrapped_again, setup,
+                                            teardown),
             cmocka_unit_test_setup_teardown(test_scale_up_and_down, setup, teardown),
             cmocka_unit_test_setup_teardown(test_pause_and_resume, setup, teardown),
             cmocka_unit_test_setup_teardown(test_data_lost_is_replaced, setup, teardown),

@@ -77,6 +77,11 @@ static int teardown(void **state)
         return 0;
 }
 
+/*
+ * Bootstrap mode learners: members join one at a time, so each member's
+ * leaf is issued (and falls due) at its own time, which the renewal tests
+ * count on.
+ */
 static void offer(fx *f)
 {
         static const char y[] = "apiVersion: gitcd.io/v1alpha1\n"
@@ -84,6 +89,7 @@ static void offer(fx *f)
                                 "metadata:\n  name: demo\n  namespace: default\n"
                                 "spec:\n  replicas: 3\n  version: \"3.5.16\"\n"
                                 "  progressDeadlineSeconds: 3600\n"
+                                "  bootstrap:\n    mode: learners\n"
                                 "  tls:\n    provider: auto\n"
                                 "    client:\n      enabled: true\n"
                                 "    peer:\n      enabled: true\n"

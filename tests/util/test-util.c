@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <dirent.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -19,6 +20,7 @@
 #include "util/escape.h"
 #include "util/fs.h"
 #include "util/strbuf.h"
+#include "util/strmap.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -344,10 +346,40 @@ static void test_escape(void **state)
         sb_release(&sb);
 }
 
+/* The map keeps the first value of a key, finds every key after it grew, and nothing else. */
+static void test_strmap(void **state)
+{
+        (void)state;
+        strmap m = STRMAP_INIT;
+        size_t v = 99;
+        assert_false(strmap_get(&m, "a", &v));
+        assert_int_equal(v, 99);
+        char key[32];
+        for (size_t i = 0; i < 5000; i++) {
+                snprintf(key, sizeof(key), "team-%02zu/c-%05zu", i % 20, i);
+                assert_true(strmap_put(&m, key, i));
+        }
+        assert_false(strmap_put(&m, "team-03/c-00003", 7)); /* already there: kept */
+        assert_int_equal(m.n, 5000);
+        for (size_t i = 0; i < 5000; i++) {
+                snprintf(key, sizeof(key), "team-%02zu/c-%05zu", i % 20, i);
+                assert_true(strmap_get(&m, key, &v));
+                assert_int_equal(v, i);
+        }
+        assert_false(strmap_get(&m, "team-00/c-05000", NULL));
+        assert_false(strmap_get(&m, "", NULL));
+        assert_true(strmap_put(&m, "", 1));
+        assert_true(strmap_get(&m, "", &v));
+        assert_int_equal(v, 1);
+        strmap_release(&m);
+        assert_false(strmap_get(&m, "team-00/c-00000", NULL));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_strbuf),
+            cmocka_unit_test(test_strmap),
             cmocka_unit_test(test_escape),
             cmocka_unit_test(test_diag_format_and_sort),
             cmocka_unit_test(test_duration),
