@@ -126,6 +126,11 @@ static int real_move_leader(etcd_conn *conn, uint64_t to_id)
         return etcd_move_leader(C(conn), to_id);
 }
 
+static int real_status_at(etcd_conn *conn, const char *endpoint, etcd_endpoint_status **ret)
+{
+        return etcd_status(C(conn), endpoint, ret);
+}
+
 static const char *real_last_error(const etcd_conn *conn)
 {
         return conn->error ? conn->error : etcd_client_last_error(conn->client);
@@ -141,5 +146,6 @@ const etcd_membership_ops etcd_membership_real = {
     .promote = real_promote,
     .remove = real_remove,
     .move_leader = real_move_leader,
+    .status_at = real_status_at,
     .last_error = real_last_error,
 };

@@ -53,6 +53,11 @@ typedef struct etcd_membership_ops {
         int (*remove)(etcd_conn *conn, uint64_t id);
         /* Expected: ETCD_ERR_BAD_LEADER_TRANSFEREE, _NO_LEADER. */
         int (*move_leader)(etcd_conn *conn, uint64_t to_id);
+        /*
+         * The Status of the member at endpoint (one of conn's endpoints), asked
+         * of it alone: its server version and raft index (upgrade gates).
+         */
+        int (*status_at)(etcd_conn *conn, const char *endpoint, etcd_endpoint_status **ret_status);
 
         /* The message of the last failed call on conn ("" after a success). */
         const char *(*last_error)(const etcd_conn *conn);

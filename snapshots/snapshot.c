@@ -451,8 +451,9 @@ static void audit_snapshot(state_db *db, const snapshot_job *job, const state_sn
         json_decref(after);
         bool ok = streq_ptr(rec->result, "succeeded");
         _cleanup_free_ char *reason =
-            ok ? xstrdup(streq(job->trigger, "schedule") ? "scheduled snapshot"
-                                                         : "snapshot by hand")
+            ok ? xstrdup(streq(job->trigger, "schedule")  ? "scheduled snapshot"
+                         : streq(job->trigger, "upgrade") ? "snapshot before a minor upgrade"
+                                                          : "snapshot by hand")
                : xasprintf("snapshot failed: %s", rec->error ? rec->error : "");
         state_audit_event ev = {
             .time_ms = now_ms,

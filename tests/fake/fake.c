@@ -206,7 +206,7 @@ static void proc_start(fake_world *w, fake_proc *p)
                 p->cert_serial = 1;
                 p->cert_not_after_ms = w->now_ms + w->cert_life_ms;
         }
-        if (p->broken)
+        if (p->broken || (w->bad_version[0] && streq(p->version, w->bad_version)))
                 return proc_exit(p);
         if (p->has_data) {
                 /* Rejoins with its identity; a member etcd removed shuts down. */
@@ -417,6 +417,7 @@ static int fake_ensure_member(target *t, const etcd_cluster *c, const membership
         copy(p->peer_url, sizeof(p->peer_url), mp->peer_url);
         copy(p->client_url, sizeof(p->client_url), mp->client_url);
         copy(p->initial_state, sizeof(p->initial_state), mp->initial_cluster_state);
+        copy(p->version, sizeof(p->version), c->version);
         proc_start(w, p);
         return 0;
 }
@@ -846,6 +847,29 @@ static int fe_move_leader(etcd_conn *c, uint64_t to)
         return ok(c);
 }
 
+/* Status of the member at endpoint: the version it runs and its raft index (lag hook). */
+static int fe_status_at(etcd_conn *c, const char *endpoint, etcd_endpoint_status **ret)
+{
+        fake_world *w = c->w;
+        elect(w);
+        fake_proc *p = proc_at(w, endpoint);
+        if (!p)
+                return fail(c, ETCD_ERR_UNREACHABLE, "%s: cannot connect", endpoint);
+        uint64_t head = w->raft_index ? w->raft_index : 1000;
+        etcd_endpoint_status *st = XNEW(etcd_endpoint_status);
+        st->endpoint = xstrdup(endpoint);
+        st->version = xstrdup(p->version[0] ? p->version : "3.5.16");
+        st->leader = w->leader;
+        st->member_id = p->etcd_id;
+        st->cluster_id = w->cluster_id;
+        st->raft_index = head > p->raft_lag ? head - p->raft_lag : 0;
+        st->raft_applied_index = st->raft_index;
+        const fake_etcd_member *m = member_by_id(w, p->etcd_id);
+        st->is_learner = m && m->learner;
+        *ret = st;
+        return ok(c);
+}
+
 static const char *fe_last_error(const etcd_conn *c)
 {
         return c->error ? c->error : "";
@@ -861,5 +885,6 @@ const etcd_membership_ops fake_etcd_ops = {
     .promote = fe_promote,
     .remove = fe_remove,
     .move_leader = fe_move_leader,
+    .status_at = fe_status_at,
     .last_error = fe_last_error,
 };
