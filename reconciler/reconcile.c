@@ -1571,7 +1571,8 @@ static int pass_act(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world 
  * A snapshot before the first member of a minor upgrade rolls, when the
  * spec configures snapshots. 0 when taken (or not needed), else -errno with
  * *s turned into a wait that says why: no member moves to a new minor
- * without it.
+ * without it. A failure blocks the cluster for POLL_BLOCKED_MS (`gitcd
+ * apply` reports it and exits; `gitcd run` tries again).
  */
 static int snapshot_before_minor(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w,
                                  step *s)
@@ -1589,11 +1590,15 @@ static int snapshot_before_minor(reconciler *r, cluster_ctx *x, const etcd_clust
         _cleanup_free_ char *err = NULL;
         int64_t id = 0;
         int k = r->opts.state_dir
-                    ? snapshot_job_from_state(r->opts.db, r->opts.target, x->name, "upgrade", 0,
+                    ? snapshot_job_from_state(r->opts.db, r->opts.target, x->name, "manual", 0,
                                               r->opts.state_dir, &job, &err)
                     : -ENOTDIR;
-        if (k >= 0)
+        if (k >= 0) {
+                /* Recorded as taken on demand (the store knows "manual" and "schedule"). */
+                job->reason =
+                    xasprintf("snapshot before the upgrade %s → %s", v->rec->version, c->version);
                 k = snapshot_take(r->opts.db, job, &id, &err);
+        }
         _cleanup_free_ char *subject = xasprintf("{\"snapshot\":%" PRId64 ",\"from\":\"%s\","
                                                  "\"to\":\"%s\"}",
                                                  id, v->rec->version, c->version);
@@ -1603,6 +1608,10 @@ static int snapshot_before_minor(reconciler *r, cluster_ctx *x, const etcd_clust
                 s->kind = STEP_WAIT;
                 audit(r, x->name, "upgrade.snapshot", s->message, NULL, subject, "failure", 0,
                       w->commit, w->author);
+                log_warn("%s: %s", x->name, s->message);
+                /* A person may have to act (destination, credentials): not again at once. */
+                x->blocked_until = mono(r) + POLL_BLOCKED_MS;
+                snprintf(x->blocked_message, sizeof(x->blocked_message), "%s", s->message);
                 return k;
         }
         audit(r, x->name, "upgrade.snapshot", "snapshot before a minor upgrade", NULL, subject,
@@ -1636,6 +1645,34 @@ static void upgrade_failed(reconciler *r, cluster_ctx *x, const world *w, const 
 }
 
 /*
+ * The version the cluster runs, as etcd reports it: the lowest server
+ * version of the members, recorded once every recorded member answered.
+ */
+static void record_running_version(reconciler *r, cluster_ctx *x, world *w,
+                                   etcd_endpoint_status *const *st)
+{
+        const char *low = NULL;
+        semver lv = {0};
+        for (size_t i = 0; i < w->n; i++) {
+                semver v;
+                if (!w->views[i].rec)
+                        continue;
+                if (!st[i] || semver_parse(st[i]->version, &v) < 0)
+                        return;
+                if (!low || semver_cmp(&v, &lv) < 0) {
+                        low = st[i]->version;
+                        lv = v;
+                }
+        }
+        if (!low || streq_ptr(w->sc->version, low))
+                return;
+        if (state_cluster_set_version(r->opts.db, x->name, low, wall(r)) == 0) {
+                free(w->sc->version);
+                w->sc->version = xstrdup(low);
+        }
+}
+
+/*
  * The gates of a rolling version change (upgrade.h) around decide()'s step:
  * each member's Status (version, raft index) is asked only while a rollout
  * is under way. 1: go on with *s (maybe rewritten); 0: the rollout failed.
@@ -1660,8 +1697,10 @@ static int upgrade_pass(reconciler *r, cluster_ctx *x, const etcd_cluster *c, wo
                     .started_version = v->rec ? v->rec->version : NULL,
                 };
         }
-        bool ask =
-            (upgrade_in_progress(&o) || x->upgrade.member) && x->client && r->opts.etcd->status_at;
+        /* While rolling, and until the version etcd reports is recorded for `gitcd status`. */
+        bool ask = (upgrade_in_progress(&o) || x->upgrade.member ||
+                    !streq_ptr(w->sc->version, c->version)) &&
+                   x->client && r->opts.etcd->status_at;
         for (size_t i = 0; ask && i < w->n; i++) {
                 const member_view *v = &w->views[i];
                 if (!v->rec || isempty(v->rec->client_url) ||
@@ -1671,6 +1710,8 @@ static int upgrade_pass(reconciler *r, cluster_ctx *x, const etcd_cluster *c, wo
                 um[i].server_version = st[i]->version;
                 um[i].raft_index = st[i]->raft_index;
         }
+        if (ask)
+                record_running_version(r, x, w, st);
         upgrade_policy pol = upgrade_policy_default;
         if (r->opts.upgrade_settle_ms > 0)
                 pol.settle_ms = r->opts.upgrade_settle_ms;

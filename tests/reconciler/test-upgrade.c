@@ -70,18 +70,23 @@ static int teardown(void **state)
         return 0;
 }
 
-static void offer(fx *f, const char *version)
+static void offer_extra(fx *f, const char *version, const char *extra)
 {
         _cleanup_free_ char *y = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
                                            "metadata:\n  name: demo\n  namespace: default\n"
-                                           "spec:\n  replicas: 3\n  version: \"%s\"\n",
-                                           version);
+                                           "spec:\n  replicas: 3\n  version: \"%s\"\n%s",
+                                           version, extra);
         cluster_set set = {0};
         diag_list d = DIAG_LIST_INIT;
         assert_int_equal(spec_load_buffer("demo.yaml", y, strlen(y), &set, &d), 0);
         assert_int_equal(reconciler_offer(f->r, set.items[0], NULL), 0);
         cluster_set_release(&set);
         diag_list_release(&d);
+}
+
+static void offer(fx *f, const char *version)
+{
+        offer_extra(f, version, "");
 }
 
 /* One pass; a pass that waits advances the clock by what it asked for. */
@@ -192,6 +197,39 @@ static void test_rolling_order_and_gates(void **state)
         assert_int_equal(f->w->removes, 0);
         assert_int_equal(audit_count(f, "member.restart"), 3);
         assert_int_equal(audit_count(f, "upgrade.failed"), 0);
+        /* What etcd reports the members run, for `gitcd status`. */
+        state_cluster *sc = NULL;
+        assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
+        assert_string_equal(sc->version, "3.5.30");
+        state_cluster_free(sc);
+}
+
+/*
+ * With spec.snapshots, no member moves to a new minor without a snapshot:
+ * when it cannot be taken (here: no state folder for it) the rollout is
+ * blocked and says why; a patch upgrade needs none.
+ */
+static void test_snapshot_before_minor(void **state)
+{
+        fx *f = *state;
+        static const char snaps[] = "  snapshots:\n    schedule: \"0 * * * *\"\n"
+                                    "    destination:\n      local:\n        path: /nonexistent\n";
+        offer_extra(f, "3.4.20", snaps);
+        assert_int_equal(converge(f).outcome, PASS_CONVERGED);
+        offer_extra(f, "3.4.23", snaps);
+        assert_int_equal(converge(f).outcome, PASS_CONVERGED);
+        assert_int_equal(on_version(f, "3.4.23"), 3);
+        assert_int_equal(audit_count(f, "upgrade.snapshot"), 0);
+
+        offer_extra(f, "3.5.16", snaps);
+        pass_result res = {0};
+        for (int i = 0; i < 6; i++) /* a few retries, well within the progress deadline */
+                res = pass(f);
+        assert_true(res.outcome == PASS_BLOCKED || res.outcome == PASS_WAITING);
+        assert_non_null(strstr(res.message, "no snapshot before the upgrade to 3.5.16"));
+        assert_int_equal(on_version(f, "3.5.16"), 0);
+        assert_true(audit_count(f, "upgrade.snapshot") >= 1);
+        assert_int_equal(audit_count(f, "member.restart"), 3);
 }
 
 /*
@@ -262,6 +300,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_rolling_order_and_gates, setup, teardown),
             cmocka_unit_test_setup_teardown(test_failed_member_and_rollback, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_snapshot_before_minor, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
