@@ -6,7 +6,8 @@
  * most one leader change per member (raft term) and every member serving
  * the new version. On the way the version policy refuses a skipped minor
  * (3.4 → 3.6), 3.6 from a 3.5 older than 3.5.26 and a downgrade, each with
- * its reason. Last, a version whose etcd binary does not start: the first
+ * its reason. The minor upgrade takes a snapshot first (spec.snapshots).
+ * Last, a version whose etcd binary does not start: the first
  * member rolled onto it crash-loops, the rollout stops with UpgradeFailed and
  * the two other members keep serving; setting the old version back (one spec
  * change) brings the member back.
@@ -137,15 +138,29 @@ static void assert_plan_says(e2e *e, const char *text)
                 fail_msg("gitcd plan does not say \"%s\":\n%s", text, p);
 }
 
+/* The cluster's spec: 3 members on version, snapshots kept in root/snaps (taken by upgrades). */
+static void write_spec(e2e *e, const char *version)
+{
+        _cleanup_free_ char *snaps = path_join(e->root, "snaps");
+        _cleanup_free_ char *y = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                                           "metadata:\n  name: " CL "\n  namespace: default\n"
+                                           "spec:\n  replicas: 3\n  version: \"%s\"\n"
+                                           "  progressDeadlineSeconds: 120\n"
+                                           "  snapshots:\n    schedule: \"0 0 1 1 *\"\n"
+                                           "    destination:\n      local:\n        path: %s\n",
+                                           version, snaps);
+        e2e_write_file(e, "up.yaml", y);
+}
+
 /* A version the spec may not move to: plan and apply say why, nothing changes. */
 static void refused(e2e *e, const char *version, const char *back, const char *why)
 {
         int before = e2e_audit_count(e, CL, "spec.rejected");
-        e2e_write_cluster(e, "up.yaml", CL, 3, version);
+        write_spec(e, version);
         assert_plan_says(e, why);
         (void)e2e_apply(e, NULL, 30);
         assert_true(e2e_audit_count(e, CL, "spec.rejected") > before);
-        e2e_write_cluster(e, "up.yaml", CL, 3, back);
+        write_spec(e, back);
 }
 
 /* One rolling upgrade under a writer: no lost write, one leader change per member at most. */
@@ -153,7 +168,7 @@ static void upgrade(e2e *e, const char *from, const char *to, const char *prefix
 {
         uint64_t term0 = assert_serving(e, from, 3);
         int restarts = e2e_audit_count(e, CL, "member.restart");
-        e2e_write_cluster(e, "up.yaml", CL, 3, to);
+        write_spec(e, to);
         assert_plan_says(e, "restart 3 members one at a time on ");
         writer *w = writer_start(e, prefix);
         usleep(300 * 1000);
@@ -203,7 +218,7 @@ static void test_upgrades(void **state)
         _cleanup_free_ char *saved = xstrdup_null(getenv("GITCD_ETCD_DIR"));
         setenv("GITCD_ETCD_DIR", dir, 1);
 
-        e2e_write_cluster(e, "up.yaml", CL, 3, "3.4.23");
+        write_spec(e, "3.4.23");
         apply_ok(e);
         assert_serving(e, "3.4.23", 3);
 
@@ -211,21 +226,25 @@ static void test_upgrades(void **state)
         refused(e, "3.6.0", "3.4.23", "3.4.23 → 3.6.0 skips minor 3.5; upgrade to 3.5.x first");
 
         upgrade(e, "3.4.23", "3.5.16", "a/");
+        /* A minor upgrade with spec.snapshots: one snapshot before the first member rolled. */
+        assert_int_equal(e2e_audit_count(e, CL, "upgrade.snapshot"), 1);
+        assert_true(e2e_audit_count(e, CL, "snapshot.save") >= 1);
 
         /* 3.6 needs 3.5.26 or later on every member first (etcd's upgrade guide). */
         refused(e, "3.6.0", "3.5.16", "3.5.26 or later before 3.6");
 
         upgrade(e, "3.5.16", newest, "b/");
+        assert_int_equal(e2e_audit_count(e, CL, "upgrade.snapshot"), 1); /* a patch: none */
 
         /* Back to 3.4 once the upgrade finished: a downgrade etcd does not support. */
         refused(e, "3.4.23", newest, "is a downgrade etcd does not support");
         /* From sid's 3.5 (≥ 3.5.26), 3.6 would be allowed: plan shows the roll. */
-        e2e_write_cluster(e, "up.yaml", CL, 3, "3.6.0");
+        write_spec(e, "3.6.0");
         assert_plan_says(e, "restart 3 members one at a time on 3.6.0 in this order: ");
-        e2e_write_cluster(e, "up.yaml", CL, 3, newest);
+        write_spec(e, newest);
 
         /* A version that does not start: UpgradeFailed, the others untouched. */
-        e2e_write_cluster(e, "up.yaml", CL, 3, BROKEN);
+        write_spec(e, BROKEN);
         assert_int_not_equal(e2e_apply(e, NULL, APPLY_TIMEOUT), 0);
         assert_int_equal(e2e_audit_count(e, CL, "upgrade.failed"), 1);
         json_t *st = e2e_status(e, CL);
@@ -243,7 +262,7 @@ static void test_upgrades(void **state)
         assert_serving(e, newest, 2);
 
         /* One spec change rolls it back. */
-        e2e_write_cluster(e, "up.yaml", CL, 3, newest);
+        write_spec(e, newest);
         apply_ok(e);
         assert_serving(e, newest, 3);
 
