@@ -19,7 +19,10 @@
  * the spec renders it now (render_member_config_hash(), carried by the
  * plan) against the hash the target reports its member was started with
  * (the record's, when the target reports none). A changed spec is thus
- * seen as an outdated member to roll one at a time.
+ * seen as an outdated member to roll one at a time; when the version
+ * changes, reconciler/upgrade.c holds each next member until the one before
+ * serves the new version, caught up and the cluster settled (UpgradeFailed
+ * when it does not come back).
  */
 #include <assert.h>
 #include <errno.h>
@@ -1703,7 +1706,8 @@ static int upgrade_pass(reconciler *r, cluster_ctx *x, const etcd_cluster *c, wo
                    x->client && r->opts.etcd->status_at;
         for (size_t i = 0; ask && i < w->n; i++) {
                 const member_view *v = &w->views[i];
-                if (!v->rec || isempty(v->rec->client_url) ||
+                /* Only members the target reports ready: a dead endpoint costs a timeout. */
+                if (!v->rec || isempty(v->rec->client_url) || v->ts.state != MEMBER_READY ||
                     r->opts.etcd->status_at(x->client, v->rec->client_url, &st[i]) < 0)
                         continue;
                 um[i].answered = true;
