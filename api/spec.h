@@ -84,10 +84,12 @@ char *spec_hash(const etcd_cluster *c);
  */
 int spec_check_transition(const etcd_cluster *prev, const etcd_cluster *next, diag_list *diags);
 /*
- * The same, knowing the versions the members were last started with
- * (state records; NULL entries are skipped): every member must be able to
- * make the move, and going back to a version some of them still run is the
- * rollback of an unfinished upgrade.
+ * The same, knowing the versions the members that hold data (joined etcd
+ * once) were last started with (state records; NULL entries are skipped):
+ * every member must be able to make the move, and going back to a version
+ * some of them still run is the rollback of an unfinished upgrade. running
+ * NULL: not known (the specs alone decide); non-NULL with n_running 0: no
+ * member ever held data (a cluster that never formed), so any version goes.
  */
 int spec_check_transition_running(const etcd_cluster *prev, const etcd_cluster *next,
                                   const char *const *running, size_t n_running, diag_list *diags);

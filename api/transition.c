@@ -123,6 +123,8 @@ static void check_version(ctx *x, const etcd_cluster *prev, const etcd_cluster *
         semver a, b;
         if (semver_parse(prev->version, &a) < 0 || semver_parse(next->version, &b) < 0)
                 return; /* validation reports unparseable versions */
+        if (running && n_running == 0)
+                return; /* no member ever held data (never formed): any version starts afresh */
         semver *run = xcalloc(n_running + 1, sizeof(semver));
         size_t n = 0;
         for (size_t i = 0; i < n_running; i++)

@@ -395,9 +395,13 @@ static void plan_cluster(plan *p, const etcd_cluster *c, const state_cluster *sc
                 NOTE(it, "the recorded spec could not be read back; the new spec replaces it");
         } else {
                 const char **running = xcalloc((ml ? ml->n : 0) + 1, sizeof(char *));
+                size_t n_running = 0;
                 for (size_t i = 0; ml && i < ml->n; i++)
-                        running[i] = ml->items[i]->version;
-                k = spec_check_transition_running(prev, c, running, ml ? ml->n : 0, &it->diags);
+                        if (ml->items[i]->initialized) /* holds data */
+                                running[n_running++] = ml->items[i]->version;
+                /* No record at all: nothing known, the specs alone decide. */
+                k = spec_check_transition_running(prev, c, ml && ml->n ? running : NULL, n_running,
+                                                  &it->diags);
                 free(running);
                 if (k < 0) {
                         it->action = PLAN_REJECTED;

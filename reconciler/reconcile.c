@@ -1834,9 +1834,12 @@ int reconciler_offer(reconciler *r, const etcd_cluster *c, const reconcile_origi
                 state_member_list ml = {0};
                 (void)state_member_list_for(r->opts.db, id, false, &ml);
                 const char **running = xcalloc(ml.n + 1, sizeof(char *));
+                size_t n_running = 0;
                 for (size_t i = 0; i < ml.n; i++)
-                        running[i] = ml.items[i]->version;
-                k = spec_check_transition_running(prev, c, running, ml.n, &d);
+                        if (ml.items[i]->initialized) /* holds data */
+                                running[n_running++] = ml.items[i]->version;
+                /* No record at all: nothing known, the specs alone decide. */
+                k = spec_check_transition_running(prev, c, ml.n ? running : NULL, n_running, &d);
                 free(running);
                 state_member_list_release(&ml);
                 if (k < 0) {

@@ -114,6 +114,9 @@ static void test_version_running(void **state)
         const char *finished[] = {"3.5.16", "3.5.16"};
         assert_int_equal(spec_check_transition_running(prev, next, finished, 2, &diags), -EPERM);
         assert_int_equal(diags.n, 1);
+        /* No member ever held data (the cluster never formed): any version starts afresh. */
+        assert_int_equal(spec_check_transition_running(prev, next, finished, 0, &diags), 0);
+        assert_int_equal(diags.n, 1);
         diag_list_release(&diags);
         etcd_cluster_free(prev);
         etcd_cluster_free(next);

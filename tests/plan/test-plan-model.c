@@ -195,6 +195,7 @@ static state_member *member(const char *name, int ordinal, const char *version)
         m->name = xstrdup(name);
         m->ordinal = ordinal;
         m->version = xstrdup(version);
+        m->initialized = true; /* joined etcd once: it holds data */
         return m;
 }
 
