@@ -85,12 +85,23 @@ char *spec_hash(const etcd_cluster *c);
 /*
  * Transition rules between the accepted spec and a new one (pure):
  * storage medium immutable; storage size never shrinks; TLS and auth
- * immutable after creation; version moves by patch or one minor up, never
- * a major change; downgrades only one minor where etcd supports it
- * (3.6 -> 3.5). Each refusal is an error diagnostic located at the field in
+ * immutable after creation; the version moves as the version policy says
+ * (api/versions.h: patches freely, one minor up from the minimum patch,
+ * downgrades of a minor refused except the rollback of an unfinished
+ * upgrade). Each refusal is an error diagnostic located at the field in
  * `next`, saying why and what to do instead. Returns 0 or -EPERM.
  */
 int spec_check_transition(const etcd_cluster *prev, const etcd_cluster *next, diag_list *diags);
+/*
+ * The same, knowing the versions the members that hold data (joined etcd
+ * once) were last started with (state records; NULL entries are skipped):
+ * every member must be able to make the move, and going back to a version
+ * some of them still run is the rollback of an unfinished upgrade. running
+ * NULL: not known (the specs alone decide); non-NULL with n_running 0: no
+ * member ever held data (a cluster that never formed), so any version goes.
+ */
+int spec_check_transition_running(const etcd_cluster *prev, const etcd_cluster *next,
+                                  const char *const *running, size_t n_running, diag_list *diags);
 
 /* Kubernetes quantity ("1Gi", "500M", "0.5", "100m") -> bytes (rounded up). 0 or -EINVAL. */
 int quantity_parse(const char *s, int64_t *ret_value);

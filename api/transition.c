@@ -3,8 +3,9 @@
  *
  * Some changes cannot be applied to a running cluster safely: the storage
  * medium and TLS/auth settings are fixed at creation, volumes only grow,
- * and etcd moves between versions one minor at a time (downgrades only
- * 3.6 -> 3.5). This file is pure: it compares two models and explains
+ * and etcd moves between versions as the version policy says (its table is
+ * api/versions.c; a rollback of an unfinished upgrade is told apart by the
+ * versions the members still run). This file is pure: it compares two models and explains
  * each refusal at the place the new value was written, with what to do
  * instead.
  */
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "api/spec.h"
+#include "api/versions.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
@@ -93,68 +95,57 @@ static void check_tls(ctx *x, const tls_spec *a, const tls_spec *b)
                      FIXED_TLS);
 }
 
-static void check_version(ctx *x, const etcd_cluster *prev, const etcd_cluster *next)
+/* Fields fixed at creation, and volumes that only grow. */
+static void check_fixed(ctx *x, const etcd_cluster *prev, const etcd_cluster *next)
 {
-        semver a, b;
-        if (semver_parse(prev->version, &a) < 0 || semver_parse(next->version, &b) < 0)
-                return; /* validation reports unparseable versions */
-        const char *p = "spec.version";
-        const char *va = prev->version, *vb = next->version;
-        if (a.major != b.major) {
-                refuse(x, p,
-                       "%s → %s changes the major version; etcd has no in-place path "
-                       "between major versions (create a new cluster and restore a snapshot "
-                       "into it)",
-                       va, vb);
-                return;
-        }
-        if (b.minor > a.minor + 1) {
-                strbuf steps = STRBUF_INIT;
-                for (int m = a.minor + 1; m < b.minor; m++)
-                        sb_printf(&steps, "%s%d.%d.x", m == a.minor + 1 ? "" : ", then to ",
-                                  a.major, m);
-                refuse(x, p, "%s → %s skips minor %d.%d; upgrade to %s first, then to %d.%d.x", va,
-                       vb, a.major, a.minor + 1, sb_str(&steps), b.major, b.minor);
-                sb_release(&steps);
-                return;
-        }
-        if (b.minor < a.minor) {
-                if (a.minor - b.minor > 1) {
-                        refuse(x, p,
-                               "%s → %s downgrades more than one minor version; etcd "
-                               "downgrades one minor at a time and only from 3.6 to 3.5",
-                               va, vb);
-                        return;
-                }
-                if (!(a.major == 3 && a.minor == 6 && b.minor == 5))
-                        refuse(x, p,
-                               "%s → %s is a downgrade etcd does not support (only 3.6 → 3.5 "
-                               "can be downgraded in place); keep %d.%d.x, or create a new "
-                               "%d.%d cluster and restore a snapshot into it",
-                               va, vb, a.major, a.minor, b.major, b.minor);
-        }
-}
-
-int spec_check_transition(const etcd_cluster *prev, const etcd_cluster *next, diag_list *diags)
-{
-        ctx x = {.next = next, .diags = diags};
         if (prev->storage.medium != next->storage.medium)
-                refuse(&x, "spec.storage.medium",
+                refuse(x, "spec.storage.medium",
                        "%s → %s: the storage medium is fixed when a cluster is created; create a "
                        "new cluster and restore a snapshot into it",
                        prev->storage.medium == MEDIUM_MEMORY ? "Memory" : "Disk",
                        next->storage.medium == MEDIUM_MEMORY ? "Memory" : "Disk");
         else if (next->storage.size_bytes < prev->storage.size_bytes)
-                refuse(&x, "spec.storage.size",
+                refuse(x, "spec.storage.size",
                        "%s → %s shrinks the volumes; volumes can only grow (keep %s or more)",
                        prev->storage.size, next->storage.size, prev->storage.size);
-        check_tls(&x, &prev->tls, &next->tls);
+        check_tls(x, &prev->tls, &next->tls);
         if (prev->auth.enabled != next->auth.enabled)
-                refuse(&x, "spec.auth.enabled", "%s → %s: %s",
-                       prev->auth.enabled ? "true" : "false", next->auth.enabled ? "true" : "false",
-                       FIXED_AUTH);
-        check_string(&x, "spec.auth.rootCredentialsSecretRef", prev->auth.root_credentials_secret,
+                refuse(x, "spec.auth.enabled", "%s → %s: %s", prev->auth.enabled ? "true" : "false",
+                       next->auth.enabled ? "true" : "false", FIXED_AUTH);
+        check_string(x, "spec.auth.rootCredentialsSecretRef", prev->auth.root_credentials_secret,
                      next->auth.root_credentials_secret, FIXED_AUTH);
-        check_version(&x, prev, next);
+}
+
+/* The version policy (api/versions.c), with the versions members still run. */
+static void check_version(ctx *x, const etcd_cluster *prev, const etcd_cluster *next,
+                          const char *const *running, size_t n_running)
+{
+        semver a, b;
+        if (semver_parse(prev->version, &a) < 0 || semver_parse(next->version, &b) < 0)
+                return; /* validation reports unparseable versions */
+        if (running && n_running == 0)
+                return; /* no member ever held data (never formed): any version starts afresh */
+        semver *run = xcalloc(n_running + 1, sizeof(semver));
+        size_t n = 0;
+        for (size_t i = 0; i < n_running; i++)
+                if (running[i] && semver_parse(running[i], &run[n]) == 0)
+                        n++;
+        _cleanup_free_ char *why = NULL;
+        if (version_check_move(&a, &b, run, n, &why) == VERSION_REFUSED)
+                refuse(x, "spec.version", "%s", why);
+        free(run);
+}
+
+int spec_check_transition_running(const etcd_cluster *prev, const etcd_cluster *next,
+                                  const char *const *running, size_t n_running, diag_list *diags)
+{
+        ctx x = {.next = next, .diags = diags};
+        check_fixed(&x, prev, next);
+        check_version(&x, prev, next, running, n_running);
         return x.refused ? -EPERM : 0;
+}
+
+int spec_check_transition(const etcd_cluster *prev, const etcd_cluster *next, diag_list *diags)
+{
+        return spec_check_transition_running(prev, next, NULL, 0, diags);
 }

@@ -15,6 +15,7 @@
 #include "api/internal.h"
 #include "api/reader.h"
 #include "api/spec.h"
+#include "api/versions.h"
 #include "util/xalloc.h"
 
 #define QUOTA_SUGGESTED_MAX  (8LL << 30)
@@ -126,11 +127,10 @@ static void check_version(reader *r)
                                    name, v, GITCD_DEFAULT_VERSION);
                 return;
         }
-        if (sv.major != 3 || sv.minor < 4 || sv.minor > 6)
+        if (!version_supported(&sv))
                 rd_diag_at(r, DIAG_ERROR, "spec.version",
-                           "%s: etcd %d.%d.%d is not supported; gitcd supports etcd 3.4, 3.5 "
-                           "and 3.6",
-                           name, sv.major, sv.minor, sv.patch);
+                           "%s: etcd %d.%d.%d is not supported; gitcd supports etcd %s", name,
+                           sv.major, sv.minor, sv.patch, version_supported_list());
 }
 
 static void check_replicas(reader *r)

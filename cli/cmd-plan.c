@@ -87,11 +87,20 @@ static char *default_known_hosts(void)
         return home ? xasprintf("%s/.ssh/known_hosts", home) : NULL;
 }
 
+static void members_release(state_member_list *m, size_t n)
+{
+        for (size_t i = 0; m && i < n; i++)
+                state_member_list_release(&m[i]);
+        free(m);
+}
+
 /* Read what the state store has accepted; -ENOENT (no database) is "nothing yet". */
-static int read_applied(const char *path, state_cluster_list *ret, bool *ret_exists)
+static int read_applied(const char *path, state_cluster_list *ret, state_member_list **ret_members,
+                        bool *ret_exists)
 {
         state_db *db = NULL;
         *ret_exists = false;
+        *ret_members = NULL;
         if (!path_exists(path))
                 return 0;
         int k = state_open(path, STATE_OPEN_READ_ONLY, &db);
@@ -104,6 +113,13 @@ static int read_applied(const char *path, state_cluster_list *ret, bool *ret_exi
         k = state_cluster_list_all(db, ret);
         if (k < 0)
                 fprintf(stderr, "gitcd plan: %s\n", state_last_error());
+        /* Each cluster's members: the versions they run and the order they roll in. */
+        if (k >= 0) {
+                *ret_members = xcalloc(ret->n + 1, sizeof(state_member_list));
+                for (size_t i = 0; i < ret->n; i++)
+                        (void)state_member_list_for(db, ret->items[i]->name, false,
+                                                    &(*ret_members)[i]);
+        }
         state_close(db);
         *ret_exists = k >= 0;
         return k < 0 ? k : 0;
@@ -393,12 +409,14 @@ int cmd_plan(int argc, char **argv)
 
         _cleanup_free_ char *state_path = cli_state_path(f.state);
         state_cluster_list applied = {0};
+        state_member_list *members = NULL;
         bool have_state = false;
-        if (read_applied(state_path, &applied, &have_state) < 0)
+        if (read_applied(state_path, &applied, &members, &have_state) < 0)
                 return EXIT_FAIL;
 
         _cleanup_(source_revision_freep) source_revision *rev = NULL;
         if (fetch(&f, plain, &rev) < 0) {
+                members_release(members, applied.n);
                 state_cluster_list_release(&applied);
                 return EXIT_FAIL;
         }
@@ -413,10 +431,12 @@ int cmd_plan(int argc, char **argv)
         bool hosts = streq_ptr(f.target, "hosts");
         plan_input in = {.rev = rev,
                          .applied = have_state ? &applied : NULL,
+                         .members = members,
                          .prune = f.prune,
                          .hosts_target = hosts};
         _cleanup_(plan_freep) plan *p = NULL;
         int k = plan_compute(&in, &p);
+        members_release(members, applied.n);
         state_cluster_list_release(&applied);
         if (k < 0) {
                 fprintf(stderr, "gitcd plan: %s\n", strerror(-k));

@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -214,7 +215,72 @@ static void steps_create(plan_item *it, const etcd_cluster *c)
         steps_add_learners(it, c->replicas - 1);
 }
 
-static void steps_update(plan_item *it, const etcd_cluster *prev, const etcd_cluster *next)
+/*
+ * The order members roll in for a version change, as the reconciler takes
+ * it (reconciler/decide.c, rule 13): followers first, the highest ordinal
+ * first, the leader last after leadership moved away. Only members not on
+ * the new version yet. Returns how many, 0 when the records are unknown.
+ */
+static int roll_order(const state_member_list *ml, const char *leader, const char *version,
+                      strbuf *out)
+{
+        if (!ml)
+                return 0;
+        const state_member **v = xcalloc(ml->n + 1, sizeof(*v));
+        size_t n = 0;
+        for (size_t i = 0; i < ml->n; i++)
+                if (!streq_ptr(ml->items[i]->version, version))
+                        v[n++] = ml->items[i];
+        /* Highest ordinal first (insertion sort: a handful of members). */
+        for (size_t i = 1; i < n; i++)
+                for (size_t j = i; j > 0 && v[j]->ordinal > v[j - 1]->ordinal; j--) {
+                        const state_member *t = v[j];
+                        v[j] = v[j - 1];
+                        v[j - 1] = t;
+                }
+        const state_member *lead = NULL;
+        int k = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (leader && streq(v[i]->name, leader)) {
+                        lead = v[i];
+                        continue;
+                }
+                sb_printf(out, "%s%s (%s)", k++ ? ", " : "", v[i]->name,
+                          v[i]->version ? v[i]->version : "?");
+        }
+        if (lead)
+                sb_printf(out, "%s%s (%s, the leader: leadership moves away first)",
+                          k++ ? ", " : "", lead->name, lead->version ? lead->version : "?");
+        free(v);
+        return k;
+}
+
+static void steps_version(plan_item *it, const etcd_cluster *prev, const etcd_cluster *next,
+                          const state_member_list *ml, const char *leader, int keep)
+{
+        semver a, b;
+        if (next->snapshots.enabled && semver_parse(prev->version, &a) == 0 &&
+            semver_parse(next->version, &b) == 0 && a.minor != b.minor)
+                STEP(it, "take a snapshot (spec.snapshots) before the first member moves to %s",
+                     next->version);
+        strbuf order = STRBUF_INIT;
+        int n = roll_order(ml, leader, next->version, &order);
+        if (n > 0)
+                STEP(it, "restart %d %s one at a time on %s in this order: %s", n,
+                     plural(n, "member", "members"), next->version, sb_str(&order));
+        else
+                STEP(it, "restart %d %s one at a time on %s, followers first, the leader last",
+                     keep, plural(keep, "member", "members"), next->version);
+        sb_release(&order);
+        STEP(it,
+             "after each: wait until it serves %s, has caught up with the leader's raft "
+             "index and the cluster has stayed healthy for the settle time; a member that "
+             "does not come back stops the rollout (UpgradeFailed), the others untouched",
+             next->version);
+}
+
+static void steps_update(plan_item *it, const etcd_cluster *prev, const etcd_cluster *next,
+                         const state_member_list *ml, const char *leader)
 {
         int p = prev->replicas, n = next->replicas;
         bool version = !streq_ptr(prev->version, next->version);
@@ -243,10 +309,7 @@ static void steps_update(plan_item *it, const etcd_cluster *prev, const etcd_clu
         int keep = p == 0 ? 0 : MIN(p, n);
         if (keep > 0 && (version || flags)) {
                 if (version)
-                        STEP(it,
-                             "restart %d %s one at a time on %s, followers first, the leader "
-                             "last",
-                             keep, plural(keep, "member", "members"), next->version);
+                        steps_version(it, prev, next, ml, leader, keep);
                 else
                         STEP(it,
                              "restart %d %s one at a time with the new flags, followers first, "
@@ -284,6 +347,15 @@ static const state_cluster *applied_find(const applied_index *x, const char *id)
         return x->l && strmap_get(&x->by_name, id, &i) ? x->l->items[i] : NULL;
 }
 
+/* The member records of an applied cluster, when the caller gave them. */
+static const state_member_list *members_find(const plan_input *in, const char *id)
+{
+        for (size_t i = 0; in->members && in->applied && i < in->applied->n; i++)
+                if (streq(in->applied->items[i]->name, id))
+                        return &in->members[i];
+        return NULL;
+}
+
 static bool applied_exists(const char *id, void *userdata)
 {
         return applied_find(userdata, id) != NULL;
@@ -310,7 +382,8 @@ static void note_in_progress(plan_item *it, const state_cluster *sc)
                      from);
 }
 
-static void plan_cluster(plan *p, const etcd_cluster *c, const state_cluster *sc)
+static void plan_cluster(plan *p, const etcd_cluster *c, const state_cluster *sc,
+                         const state_member_list *ml)
 {
         _cleanup_free_ char *id = etcd_cluster_id(c);
         json_auto_t *next = spec_to_json(c);
@@ -341,11 +414,21 @@ static void plan_cluster(plan *p, const etcd_cluster *c, const state_cluster *sc
         if (k < 0) {
                 /* A record this gitcd cannot read back: the reconciler takes the new spec as is. */
                 NOTE(it, "the recorded spec could not be read back; the new spec replaces it");
-        } else if (spec_check_transition(prev, c, &it->diags) < 0) {
-                it->action = PLAN_REJECTED;
-                NOTE(it, "the last accepted spec stays in force");
         } else {
-                steps_update(it, prev, c);
+                const char **running = xcalloc((ml ? ml->n : 0) + 1, sizeof(char *));
+                size_t n_running = 0;
+                for (size_t i = 0; ml && i < ml->n; i++)
+                        if (ml->items[i]->initialized) /* holds data */
+                                running[n_running++] = ml->items[i]->version;
+                /* No record at all: nothing known, the specs alone decide. */
+                k = spec_check_transition_running(prev, c, ml && ml->n ? running : NULL, n_running,
+                                                  &it->diags);
+                free(running);
+                if (k < 0) {
+                        it->action = PLAN_REJECTED;
+                        NOTE(it, "the last accepted spec stays in force");
+                } else
+                        steps_update(it, prev, c, ml, sc->leader);
         }
         note_in_progress(it, sc);
 }
@@ -534,7 +617,7 @@ int plan_compute(const plan_input *in, plan **ret)
                         it->line = set.items[i]->line;
                         continue;
                 }
-                plan_cluster(p, set.items[i], applied_find(&applied, id));
+                plan_cluster(p, set.items[i], applied_find(&applied, id), members_find(in, id));
         }
         strmap_release(&first);
         free(defined);

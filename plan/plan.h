@@ -66,7 +66,13 @@ typedef struct plan {
 typedef struct plan_input {
         const source_revision *rev;        /* required */
         const state_cluster_list *applied; /* NULL: nothing applied yet */
-        bool prune;                        /* clusters removed from the source are stopped */
+        /*
+         * Parallel to applied->items: each cluster's current member records
+         * (ordinals, the versions they were last started on), for the
+         * version policy and the order members roll in. NULL: not known.
+         */
+        const state_member_list *members;
+        bool prune;        /* clusters removed from the source are stopped */
         bool hosts_target; /* --target hosts: only clusters with spec.hosts (and only they) */
 } plan_input;
 

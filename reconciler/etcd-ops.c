@@ -94,8 +94,7 @@ static int real_member_list_at(etcd_conn *conn, const char *endpoint, etcd_membe
         return k;
 }
 
-static int real_status_at(etcd_conn *conn, const char *endpoint, uint64_t *ret_raft_index,
-                          int64_t *ret_revision)
+static int real_status_at(etcd_conn *conn, const char *endpoint, etcd_endpoint_status **ret)
 {
         etcd_client_opts co = {
             .endpoints = endpoint,
@@ -114,10 +113,8 @@ static int real_status_at(etcd_conn *conn, const char *endpoint, uint64_t *ret_r
         conn->error = k < 0 ? xasprintf("%s: %s", endpoint,
                                         c ? etcd_client_last_error(c) : "unusable endpoint")
                             : NULL;
-        if (k >= 0) {
-                *ret_raft_index = st->raft_index;
-                *ret_revision = st->revision;
-        }
+        if (k >= 0)
+                *ret = TAKE_PTR(st);
         etcd_endpoint_status_free(st);
         etcd_client_free(c);
         return k;

@@ -53,13 +53,13 @@ typedef struct etcd_membership_ops {
         int (*remove)(etcd_conn *conn, uint64_t id);
         /* Expected: ETCD_ERR_BAD_LEADER_TRANSFEREE, _NO_LEADER. */
         int (*move_leader)(etcd_conn *conn, uint64_t to_id);
-
         /*
-         * The raft index and store revision of the member at endpoint, asked
-         * of it alone (it answers without a leader). May be NULL: unknown.
+         * The Status of the member at endpoint (one of its client URLs), asked
+         * of it alone, so it answers without a leader: its server version, raft
+         * index and store revision (upgrade gates, quorum-loss assessment). May
+         * be NULL: unknown.
          */
-        int (*status_at)(etcd_conn *conn, const char *endpoint, uint64_t *ret_raft_index,
-                         int64_t *ret_revision);
+        int (*status_at)(etcd_conn *conn, const char *endpoint, etcd_endpoint_status **ret_status);
 
         /* The message of the last failed call on conn ("" after a success). */
         const char *(*last_error)(const etcd_conn *conn);

@@ -19,7 +19,10 @@
  * the spec renders it now (render_member_config_hash(), carried by the
  * plan) against the hash the target reports its member was started with
  * (the record's, when the target reports none). A changed spec is thus
- * seen as an outdated member to roll one at a time.
+ * seen as an outdated member to roll one at a time; when the version
+ * changes, reconciler/upgrade.c holds each next member until the one before
+ * serves the new version, caught up and the cluster settled (UpgradeFailed
+ * when it does not come back).
  */
 #include <assert.h>
 #include <errno.h>
@@ -35,9 +38,11 @@
 #include "reconciler/membership.h"
 #include "reconciler/reconcile.h"
 #include "reconciler/recovery.h"
+#include "reconciler/upgrade.h"
 #include "render/layout.h"
 #include "render/render.h"
 #include "snapshots/scheduler.h"
+#include "snapshots/snapshot.h"
 #include "api/spec.h"
 #include "util/failpoint.h"
 #include "util/log.h"
@@ -67,6 +72,7 @@ typedef struct cluster_ctx {
         bool journal_checked;   /* operations left pending by an earlier run were closed */
         int64_t blocked_until;  /* monotonic ms: a refused step is not tried before */
         char blocked_message[256];
+        upgrade_track upgrade; /* the member rolled last onto a new version (upgrade.c) */
 } cluster_ctx;
 
 struct reconciler {
@@ -164,6 +170,7 @@ static void ctx_release(const reconciler *r, cluster_ctx *x)
         if (x->client)
                 r->opts.etcd->disconnect(x->client);
         free(x->client_endpoints);
+        upgrade_track_release(&x->upgrade);
 }
 
 void reconciler_free(reconciler *r)
@@ -1703,6 +1710,173 @@ static void pass_maintenance(reconciler *r, const etcd_cluster *c, world *w, pas
         free(urls);
 }
 
+/* ---- rolling version changes (reconciler/upgrade.c) ---------------------- */
+
+/*
+ * A snapshot before the first member of a minor upgrade rolls, when the
+ * spec configures snapshots. 0 when taken (or not needed), else -errno with
+ * *s turned into a wait that says why: no member moves to a new minor
+ * without it. A failure blocks the cluster for POLL_BLOCKED_MS (`gitcd
+ * apply` reports it and exits; `gitcd run` tries again).
+ */
+static int snapshot_before_minor(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w,
+                                 step *s)
+{
+        member_view *v = view_by_name(w, s->member);
+        semver from, to;
+        if (s->kind != STEP_RESTART_MEMBER || !c->snapshots.enabled || !v || !v->rec ||
+            semver_parse(v->rec->version, &from) < 0 || semver_parse(c->version, &to) < 0 ||
+            from.minor == to.minor)
+                return 0;
+        for (size_t i = 0; i < w->records.n; i++)
+                if (streq_ptr(w->records.items[i]->version, c->version))
+                        return 0; /* the rollout has begun: taken before its first member */
+        _cleanup_(snapshot_job_freep) snapshot_job *job = NULL;
+        _cleanup_free_ char *err = NULL;
+        int64_t id = 0;
+        int k = r->opts.state_dir
+                    ? snapshot_job_from_state(r->opts.db, r->opts.target, x->name, "manual", 0,
+                                              r->opts.state_dir, &job, &err)
+                    : -ENOTDIR;
+        if (k >= 0) {
+                /* Recorded as taken on demand (the store knows "manual" and "schedule"). */
+                job->reason =
+                    xasprintf("snapshot before the upgrade %s → %s", v->rec->version, c->version);
+                k = snapshot_take(r->opts.db, job, &id, &err);
+        }
+        _cleanup_free_ char *subject = xasprintf("{\"snapshot\":%" PRId64 ",\"from\":\"%s\","
+                                                 "\"to\":\"%s\"}",
+                                                 id, v->rec->version, c->version);
+        if (k < 0) {
+                snprintf(s->message, sizeof(s->message), "no snapshot before the upgrade to %s: %s",
+                         c->version, err ? err : "gitcd has no state folder for it");
+                s->kind = STEP_WAIT;
+                audit(r, x->name, "upgrade.snapshot", s->message, NULL, subject, "failure", 0,
+                      w->commit, w->author);
+                log_warn("%s: %s", x->name, s->message);
+                /* A person may have to act (destination, credentials): not again at once. */
+                x->blocked_until = mono(r) + POLL_BLOCKED_MS;
+                snprintf(x->blocked_message, sizeof(x->blocked_message), "%s", s->message);
+                return k;
+        }
+        audit(r, x->name, "upgrade.snapshot", "snapshot before a minor upgrade", NULL, subject,
+              "success", 0, w->commit, w->author);
+        log_info("%s: snapshot %" PRId64 " taken before the upgrade to %s", x->name, id,
+                 c->version);
+        return 0;
+}
+
+/* The rollout stopped: terminal UpgradeFailed until the spec changes (a rollback). */
+static void upgrade_failed(reconciler *r, cluster_ctx *x, const world *w, const step *s,
+                           pass_result *res)
+{
+        int64_t now = wall(r);
+        set_cond(r, x->name, "Progressing", false, REASON_UPGRADE_FAILED, s->message, w->commit,
+                 w->author);
+        set_cond(r, x->name, "Degraded", true, REASON_UPGRADE_FAILED, s->message, w->commit,
+                 w->author);
+        if (state_cluster_set_terminal(r->opts.db, x->name, REASON_UPGRADE_FAILED, s->message,
+                                       now) < 0)
+                log_warn("%s: cannot record the terminal state: %s", x->name, state_last_error());
+        _cleanup_free_ char *subject = xasprintf("{\"member\":\"%s\"}", s->member);
+        audit(r, x->name, "upgrade.failed", s->message, NULL, subject, "failure", 0, w->commit,
+              w->author);
+        log_error("%s: upgrade failed: %s", x->name, s->message);
+        upgrade_track_release(&x->upgrade);
+        res->outcome = PASS_FAILED;
+        snprintf(res->reason, sizeof(res->reason), "%s", REASON_UPGRADE_FAILED);
+        snprintf(res->message, sizeof(res->message), "%s", s->message);
+        snprintf(res->member, sizeof(res->member), "%s", s->member ? s->member : "");
+}
+
+/*
+ * The version the cluster runs, as etcd reports it: the lowest server
+ * version of the members, recorded once every recorded member answered.
+ */
+static void record_running_version(reconciler *r, cluster_ctx *x, world *w,
+                                   etcd_endpoint_status *const *st)
+{
+        const char *low = NULL;
+        semver lv = {0};
+        for (size_t i = 0; i < w->n; i++) {
+                semver v;
+                if (!w->views[i].rec)
+                        continue;
+                if (!st[i] || semver_parse(st[i]->version, &v) < 0)
+                        return;
+                if (!low || semver_cmp(&v, &lv) < 0) {
+                        low = st[i]->version;
+                        lv = v;
+                }
+        }
+        if (!low || streq_ptr(w->sc->version, low))
+                return;
+        if (state_cluster_set_version(r->opts.db, x->name, low, wall(r)) == 0) {
+                free(w->sc->version);
+                w->sc->version = xstrdup(low);
+        }
+}
+
+/*
+ * The gates of a rolling version change (upgrade.h) around decide()'s step:
+ * each member's Status (version, raft index) is asked only while a rollout
+ * is under way. 1: go on with *s (maybe rewritten); 0: the rollout failed.
+ */
+static int upgrade_pass(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w, step *s,
+                        pass_result *res)
+{
+        upgrade_member *um = xcalloc(w->n + 1, sizeof(*um));
+        etcd_endpoint_status **st = xcalloc(w->n + 1, sizeof(*st));
+        upgrade_obs o = {.version = c->version,
+                         .members = um,
+                         .n = w->n,
+                         .leader_id = w->leader,
+                         .now_ms = mono(r)};
+        for (size_t i = 0; i < w->n; i++) {
+                const member_view *v = &w->views[i];
+                um[i] = (upgrade_member){
+                    .name = v->name,
+                    .id = v->em ? v->em->id : 0,
+                    .voter = v->em && !v->em->is_learner,
+                    .runtime = v->ts.state,
+                    .started_version = v->rec ? v->rec->version : NULL,
+                };
+        }
+        /* While rolling, and until the version etcd reports is recorded for `gitcd status`. */
+        bool ask = (upgrade_in_progress(&o) || x->upgrade.member ||
+                    !streq_ptr(w->sc->version, c->version)) &&
+                   x->client && r->opts.etcd->status_at;
+        for (size_t i = 0; ask && i < w->n; i++) {
+                const member_view *v = &w->views[i];
+                /* Only members the target reports ready: a dead endpoint costs a timeout. */
+                if (!v->rec || isempty(v->rec->client_url) || v->ts.state != MEMBER_READY ||
+                    r->opts.etcd->status_at(x->client, v->rec->client_url, &st[i]) < 0)
+                        continue;
+                um[i].answered = true;
+                um[i].server_version = st[i]->version;
+                um[i].raft_index = st[i]->raft_index;
+        }
+        if (ask)
+                record_running_version(r, x, w, st);
+        upgrade_policy pol = upgrade_policy_default;
+        if (r->opts.upgrade_settle_ms > 0)
+                pol.settle_ms = r->opts.upgrade_settle_ms;
+        if (r->opts.upgrade_start_timeout_ms > 0)
+                pol.start_timeout_ms = r->opts.upgrade_start_timeout_ms;
+        upgrade_verdict verdict = upgrade_gate(&pol, &o, &x->upgrade, s);
+        for (size_t i = 0; i < w->n; i++)
+                etcd_endpoint_status_free(st[i]);
+        free(st);
+        free(um);
+        if (verdict == UPGRADE_FAILED) {
+                upgrade_failed(r, x, w, s, res);
+                return 0;
+        }
+        if (verdict == UPGRADE_PASS && snapshot_before_minor(r, x, c, w, s) < 0)
+                upgrade_track_release(&x->upgrade); /* not rolled: nothing to gate */
+        return 1;
+}
+
 static void world_releasep(world *w)
 {
         world_release(w);
@@ -1765,6 +1939,8 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                         .renew_before_ms = renew_s * 1000};
         step s;
         decide(&want, &w.obs, &s);
+        if (upgrade_pass(r, x, c, &w, &s, res) == 0)
+                return 0; /* UpgradeFailed: terminal, res filled */
         res->step = s.kind;
         snprintf(res->member, sizeof(res->member), "%s", s.member ? s.member : "");
         snprintf(res->reason, sizeof(res->reason), "%s", s.reason ? s.reason : "");
@@ -1829,7 +2005,19 @@ int reconciler_offer(reconciler *r, const etcd_cluster *c, const reconcile_origi
         _cleanup_free_ char *after = summary_json(c);
         if (prev) {
                 diag_list d = DIAG_LIST_INIT;
-                if (spec_check_transition(prev, c, &d) < 0) {
+                /* The versions members were last started on: a rollout may be under way. */
+                state_member_list ml = {0};
+                (void)state_member_list_for(r->opts.db, id, false, &ml);
+                const char **running = xcalloc(ml.n + 1, sizeof(char *));
+                size_t n_running = 0;
+                for (size_t i = 0; i < ml.n; i++)
+                        if (ml.items[i]->initialized) /* holds data */
+                                running[n_running++] = ml.items[i]->version;
+                /* No record at all: nothing known, the specs alone decide. */
+                k = spec_check_transition_running(prev, c, ml.n ? running : NULL, n_running, &d);
+                free(running);
+                state_member_list_release(&ml);
+                if (k < 0) {
                         strbuf why = STRBUF_INIT;
                         for (size_t i = 0; i < d.n; i++) {
                                 if (d.items[i].severity != DIAG_ERROR)

@@ -36,6 +36,11 @@ typedef struct reconciler_opts {
         /* etcd's membership API; NULL: the real client (etcd_membership_real). */
         const etcd_membership_ops *etcd;
         void *etcd_userdata; /* passed to etcd->connect */
+        /* Rolling version changes (reconciler/upgrade.h); 0: the defaults. */
+        int upgrade_settle_ms;
+        int upgrade_start_timeout_ms;
+        /* Where a snapshot before a minor upgrade keeps its temporary files; NULL: none taken. */
+        const char *state_dir;
         /* Clocks (injected for tests); NULL: the real ones (util/timeutil.h). */
         int64_t (*wall_ms)(void);
         int64_t (*mono_ms)(void);

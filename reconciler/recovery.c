@@ -102,6 +102,20 @@ static int result(pass_result *res, pass_outcome o, int poll_ms, const char *fmt
         return 1;
 }
 
+/* The raft index and revision of the member at url, asked of it alone. */
+static int status_index(const recovery_env *env, const char *url, uint64_t *ret_index,
+                        int64_t *ret_revision)
+{
+        etcd_endpoint_status *st = NULL;
+        int k = env->etcd->status_at(env->conn, url, &st);
+        if (k < 0)
+                return k;
+        *ret_index = st->raft_index;
+        *ret_revision = st->revision;
+        etcd_endpoint_status_free(st);
+        return 0;
+}
+
 static const state_member *record_by_name(const recovery_env *env, const char *name)
 {
         for (size_t i = 0; name && i < env->records->n; i++)
@@ -283,7 +297,7 @@ static int phase_requested(const recovery_env *env, state_recovery *rec, pass_re
                 uint64_t index = 0;
                 int64_t revision = 0;
                 if (!env->conn || !env->etcd->status_at || isempty(m->client_url) ||
-                    env->etcd->status_at(env->conn, m->client_url, &index, &revision) < 0)
+                    status_index(env, m->client_url, &index, &revision) < 0)
                         return refuse(env, rec, res, "member %s is unreachable: %s", m->name,
                                       env->conn ? env->etcd->last_error(env->conn)
                                                 : "no connection");
@@ -526,7 +540,7 @@ static int phase_wait_ready(const recovery_env *env, state_recovery *rec, pass_r
         int64_t revision = 0;
         /* The revision recovered to is the source's, as checked; only when unknown, now. */
         if (!rec->revision && env->etcd->status_at &&
-            env->etcd->status_at(env->conn, m->client_url, &index, &revision) == 0)
+            status_index(env, m->client_url, &index, &revision) == 0)
                 rec->revision = revision;
         int k = state_recovery_update(env->db, rec);
         if (k < 0)
@@ -636,9 +650,8 @@ static void assess(const recovery_env *env)
                 const obs_member *o = observed(env, m->name);
                 uint64_t index = 0;
                 int64_t revision = 0;
-                bool reachable =
-                    env->conn && env->etcd->status_at && !isempty(m->client_url) &&
-                    env->etcd->status_at(env->conn, m->client_url, &index, &revision) == 0;
+                bool reachable = env->conn && env->etcd->status_at && !isempty(m->client_url) &&
+                                 status_index(env, m->client_url, &index, &revision) == 0;
                 json_t *j = json_pack("{s:s, s:s, s:b}", "name", m->name, "state",
                                       member_runtime_state_name(o ? o->runtime : MEMBER_ABSENT),
                                       "reachable", reachable);

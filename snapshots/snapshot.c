@@ -52,6 +52,7 @@ void snapshot_job_free(snapshot_job *j)
                 return;
         free(j->cluster);
         free(j->trigger);
+        free(j->reason);
         for (size_t i = 0; i < j->n_endpoints; i++) {
                 free(j->endpoints[i].member);
                 free(j->endpoints[i].client_url);
@@ -451,8 +452,9 @@ static void audit_snapshot(state_db *db, const snapshot_job *job, const state_sn
         json_decref(after);
         bool ok = streq_ptr(rec->result, "succeeded");
         _cleanup_free_ char *reason =
-            ok ? xstrdup(streq(job->trigger, "schedule") ? "scheduled snapshot"
-                                                         : "snapshot by hand")
+            ok ? xstrdup(job->reason                       ? job->reason
+                         : streq(job->trigger, "schedule") ? "scheduled snapshot"
+                                                           : "snapshot by hand")
                : xasprintf("snapshot failed: %s", rec->error ? rec->error : "");
         state_audit_event ev = {
             .time_ms = now_ms,

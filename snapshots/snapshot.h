@@ -29,6 +29,7 @@ typedef struct snapshot_endpoint {
 typedef struct snapshot_job {
         char *cluster;                /* "namespace/name" */
         char *trigger;                /* "manual" or "schedule" */
+        char *reason;                 /* the audit event's reason; NULL: said by the trigger */
         int64_t slot_ms;              /* schedule: the cron time it is taken for */
         snapshot_endpoint *endpoints; /* the cluster's current members */
         size_t n_endpoints;

@@ -72,8 +72,8 @@ static void test_version_patch_and_minor(void **state)
         check("  version: 3.5.15\n", "  version: 3.5.16\n", NULL);
         check("  version: 3.5.16\n", "  version: 3.5.15\n", NULL); /* patch downgrade */
         check("  version: 3.4.23\n", "  version: 3.5.16\n", NULL);
-        check("  version: 3.5.16\n", "  version: 3.6.0\n", NULL);
-        check("  version: 3.6.1\n", "  version: 3.5.16\n", NULL); /* etcd supports 3.6 -> 3.5 */
+        check("  version: 3.5.26\n", "  version: 3.6.0\n", NULL);
+        check("  version: 3.5.30\n", "  version: 3.6.1\n", NULL);
         check("  version: 3.5.16\n", "  replicas: 5\n  version: 3.5.16\n", NULL);
 }
 
@@ -84,11 +84,42 @@ static void test_version_refused(void **state)
               "3.5.x first, then to 3.6.x\n");
         check("  version: 3.5.16\n", "  version: 3.4.23\n",
               "next.yaml:6:12: error: spec.version: 3.5.16 → 3.4.23 is a downgrade etcd does not "
-              "support (only 3.6 → 3.5 can be downgraded in place); keep 3.5.x, or create a new "
-              "3.4 cluster and restore a snapshot into it\n");
+              "support; keep 3.5.x, or create a new 3.4 cluster and restore a snapshot into it\n");
         check("  version: 3.6.0\n", "  version: 3.4.23\n",
               "next.yaml:6:12: error: spec.version: 3.6.0 → 3.4.23 downgrades more than one minor "
-              "version; etcd downgrades one minor at a time and only from 3.6 to 3.5\n");
+              "version; etcd downgrades one minor at a time\n");
+        /* The minimum patch before the next minor (etcd's 3.5 → 3.6 upgrade guide). */
+        check("  version: 3.5.16\n", "  version: 3.6.0\n",
+              "next.yaml:6:12: error: spec.version: 3.5.16 → 3.6.0: etcd's upgrade guide asks "
+              "every 3.5 member to run 3.5.26 or later before 3.6 (3.5.24 to 3.5.26 fix upgrade "
+              "blockers); upgrade to 3.5.26 or a later 3.5 patch first\n");
+        /* 3.6 → 3.5 goes through etcd's downgrade API, which gitcd does not drive. */
+        check("  version: 3.6.1\n", "  version: 3.5.30\n",
+              "next.yaml:6:12: error: spec.version: 3.6.1 → 3.5.30 is a downgrade: etcd "
+              "downgrades 3.6 to 3.5 only through its downgrade API (etcdctl downgrade "
+              "validate/enable 3.5) before the binaries change, which gitcd does not drive; keep "
+              "3.6.x, or create a new 3.5 cluster and restore a snapshot into it\n");
+}
+
+/* With the versions members were last started on: rollbacks and stragglers. */
+static void test_version_running(void **state)
+{
+        (void)state;
+        etcd_cluster *prev = load("prev.yaml", "  version: 3.5.16\n");
+        etcd_cluster *next = load("next.yaml", "  version: 3.4.23\n");
+        diag_list diags = DIAG_LIST_INIT;
+        const char *unfinished[] = {"3.4.23", NULL, "3.5.16"};
+        assert_int_equal(spec_check_transition_running(prev, next, unfinished, 3, &diags), 0);
+        assert_int_equal(diags.n, 0);
+        const char *finished[] = {"3.5.16", "3.5.16"};
+        assert_int_equal(spec_check_transition_running(prev, next, finished, 2, &diags), -EPERM);
+        assert_int_equal(diags.n, 1);
+        /* No member ever held data (the cluster never formed): any version starts afresh. */
+        assert_int_equal(spec_check_transition_running(prev, next, finished, 0, &diags), 0);
+        assert_int_equal(diags.n, 1);
+        diag_list_release(&diags);
+        etcd_cluster_free(prev);
+        etcd_cluster_free(next);
 }
 
 static void test_version_major(void **state)
@@ -209,6 +240,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_version_patch_and_minor),
             cmocka_unit_test(test_version_refused),
+            cmocka_unit_test(test_version_running),
             cmocka_unit_test(test_version_major),
             cmocka_unit_test(test_storage),
             cmocka_unit_test(test_tls),

@@ -239,7 +239,8 @@ static void proc_start(fake_world *w, fake_proc *p)
                 p->cert_serial = 1;
                 p->cert_not_after_ms = w->now_ms + w->cert_life_ms;
         }
-        if (p->broken || streq(p->name, w->never_starts))
+        if (p->broken || streq(p->name, w->never_starts) ||
+            (w->bad_version[0] && streq(p->version, w->bad_version)))
                 return proc_exit(p);
         if (p->has_data && p->restored) {
                 /* A restored snapshot starts a new cluster (a new ID) of this member alone. */
@@ -478,6 +479,7 @@ static int fake_ensure_member(target *t, const etcd_cluster *c, const membership
         copy(p->initial_state, sizeof(p->initial_state), mp->initial_cluster_state);
         p->force = force;
         copy(p->initial_cluster, sizeof(p->initial_cluster), mp->initial_cluster);
+        copy(p->version, sizeof(p->version), c->version);
         proc_start(w, p);
         return 0;
 }
@@ -830,19 +832,6 @@ static int fe_member_list_at(etcd_conn *c, const char *endpoint, etcd_members **
         return ok(c);
 }
 
-/* Status answers without a leader, from the member alone. */
-static int fe_status_at(etcd_conn *c, const char *endpoint, uint64_t *ret_raft_index,
-                        int64_t *ret_revision)
-{
-        elect(c->w);
-        fake_proc *p = proc_at(c->w, endpoint);
-        if (!p)
-                return fail(c, ETCD_ERR_UNREACHABLE, "%s: cannot connect", endpoint);
-        *ret_raft_index = p->raft_index;
-        *ret_revision = p->revision;
-        return ok(c);
-}
-
 static int fe_leader(etcd_conn *c, uint64_t *ret)
 {
         int k = reach(c);
@@ -965,6 +954,33 @@ static int fe_move_leader(etcd_conn *c, uint64_t to)
         if (w->leader != to)
                 w->leader_moves++;
         w->leader = to;
+        return ok(c);
+}
+
+/* Status answers without a leader, from the member alone: its version, raft index, revision. */
+static int fe_status_at(etcd_conn *c, const char *endpoint, etcd_endpoint_status **ret)
+{
+        fake_world *w = c->w;
+        elect(w);
+        fake_proc *p = proc_at(w, endpoint);
+        if (!p)
+                return fail(c, ETCD_ERR_UNREACHABLE, "%s: cannot connect", endpoint);
+        uint64_t head = w->raft_index ? w->raft_index : 1000;
+        etcd_endpoint_status *st = XNEW(etcd_endpoint_status);
+        st->endpoint = xstrdup(endpoint);
+        st->version = xstrdup(p->version[0] ? p->version : "3.5.16");
+        st->leader = w->leader;
+        st->member_id = p->etcd_id;
+        st->cluster_id = w->cluster_id;
+        /* A member's own raft index (quorum-loss hook), else the leader's less its lag. */
+        st->raft_index = p->raft_index        ? p->raft_index
+                         : head > p->raft_lag ? head - p->raft_lag
+                                              : 0;
+        st->revision = p->revision;
+        st->raft_applied_index = st->raft_index;
+        const fake_etcd_member *m = member_by_id(w, p->etcd_id);
+        st->is_learner = m && m->learner;
+        *ret = st;
         return ok(c);
 }
 

@@ -82,6 +82,8 @@ typedef struct fake_proc {
         int cert_serial;
         int starts; /* process starts, restarts included */
         int restarts;
+        char version[16];  /* the etcd version it was last started on (its Status says so) */
+        uint64_t raft_lag; /* test hook: raft entries it is behind the leader */
 } fake_proc;
 
 typedef struct fake_world {
@@ -113,6 +115,9 @@ typedef struct fake_world {
         int kept_dropped;  /* kept data deleted through drop_kept_data */
         int forced_starts; /* starts with --force-new-cluster */
         int restores;      /* snapshots restored into a member (restore_data) */
+        /* test hook: a process started on this etcd version exits at once (a broken build) */
+        char bad_version[16];
+        uint64_t raft_index; /* the leader's raft index in Status answers (default 1000) */
         /* Counters of calls that changed something, for assertions. */
         int adds, promotes, removes, leader_moves;
         int shared_syncs;

@@ -32,6 +32,7 @@
  */
 #include <arpa/inet.h>
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -49,6 +50,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/model.h"
 #include "pki/pki.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
@@ -305,6 +307,41 @@ bool harness_have_etcd(const char *version)
 {
         _cleanup_free_ char *p = harness_etcd_path(version, "etcd");
         return p != NULL;
+}
+
+char *harness_etcd_dir(void)
+{
+        const char *dir = getenv("GITCD_ETCD_DIR");
+        if (!isempty(dir))
+                return xstrdup(dir);
+        return harness_cache_path("etcd");
+}
+
+char *harness_etcd_newest(const char *series)
+{
+        _cleanup_free_ char *dir = harness_etcd_dir();
+        DIR *d = dir ? opendir(dir) : NULL;
+        if (!d)
+                return NULL;
+        char *best = NULL;
+        semver bv = {0};
+        size_t n = series ? strlen(series) : 0;
+        for (struct dirent *e = readdir(d); e; e = readdir(d)) {
+                semver v;
+                if (semver_parse(e->d_name, &v) < 0)
+                        continue;
+                if (n && !(strneq(e->d_name, series, n) && e->d_name[n] == '.'))
+                        continue;
+                if (best && semver_cmp(&v, &bv) <= 0)
+                        continue;
+                if (!harness_have_etcd(e->d_name))
+                        continue;
+                free(best);
+                best = xstrdup(e->d_name);
+                bv = v;
+        }
+        closedir(d);
+        return best;
 }
 
 static bool port_used(int port)

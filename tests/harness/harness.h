@@ -72,6 +72,18 @@ char *harness_cache_path(const char *rel);
 char *harness_etcd_path(const char *version, const char *binary);
 /* True when that version is installed; tests skip cleanly when not. */
 bool harness_have_etcd(const char *version);
+/*
+ * The folder of etcd binaries by version: $GITCD_ETCD_DIR, else the cache's
+ * etcd/ (scripts/setup fills it: bookworm's 3.4, trixie's 3.5.16 and the
+ * newest etcd Debian sid ships). Newly allocated; NULL without a home.
+ */
+char *harness_etcd_dir(void);
+/*
+ * The newest installed etcd whose version starts with `series` ("3.5" for
+ * the newest 3.5 patch; NULL or "" for any), as "3.5.30"; NULL when none.
+ * What sid ships is not known in advance: upgrade tests ask for it here.
+ */
+char *harness_etcd_newest(const char *series);
 
 /* A free TCP port on 127.0.0.1 (not reused within this process). */
 int harness_free_port(void);

@@ -352,12 +352,27 @@ static void test_paths(void **state)
         setenv("GITCD_ETCD_DIR", dir, 1);
         _cleanup_free_ char *found = harness_etcd_path("9.9.9", "etcd");
         _cleanup_free_ char *no_ctl = harness_etcd_path("9.9.9", "etcdctl");
+        /* The newest installed version of a series: a folder without etcd does not count. */
+        const char *versions[] = {"9.9.10", "9.10.0", "9.9.2"};
+        for (size_t i = 0; i < 3; i++) {
+                _cleanup_free_ char *d = path_join(dir, versions[i]);
+                assert_int_equal(mkdir_p(d, 0755), 0);
+                _cleanup_free_ char *b = path_join(d, "etcd");
+                if (i != 1)
+                        assert_int_equal(write_file_atomic(b, "#!/bin/sh\n", 10, 0755), 0);
+        }
+        _cleanup_free_ char *newest_99 = harness_etcd_newest("9.9");
+        _cleanup_free_ char *newest_910 = harness_etcd_newest("9.10");
+        _cleanup_free_ char *newest_9 = harness_etcd_newest("9");
         if (saved)
                 setenv("GITCD_ETCD_DIR", saved, 1);
         else
                 unsetenv("GITCD_ETCD_DIR");
         assert_non_null(found);
         assert_string_equal(found, fake);
+        assert_string_equal(newest_99, "9.9.10");
+        assert_null(newest_910);
+        assert_string_equal(newest_9, "9.9.10");
         assert_null(no_ctl);
 }
 

@@ -188,6 +188,65 @@ static void test_empty(void **state)
         source_revision_free(rev);
 }
 
+static state_member *member(const char *name, int ordinal, const char *version)
+{
+        state_member *m = XNEW(state_member);
+        m->cluster = xstrdup("default/up");
+        m->name = xstrdup(name);
+        m->ordinal = ordinal;
+        m->version = xstrdup(version);
+        m->initialized = true; /* joined etcd once: it holds data */
+        return m;
+}
+
+/* A version change lists the order members roll in (the leader last) and its gates. */
+static void test_roll_order(void **state)
+{
+        (void)state;
+        const char *paths[] = {"c/up.yaml"};
+        const char *texts[] = {HEAD("up") "  replicas: 3\n  version: \"3.5.30\"\n"};
+        source_revision *rev = revision(paths, texts, 1);
+        state_cluster *items[] = {
+            accepted(HEAD("up") "  replicas: 3\n  version: \"3.5.16\"\n", true, "Running")};
+        items[0]->leader = xstrdup("up-1");
+        state_cluster_list applied = {.items = items, .n = 1};
+        state_member *ms[] = {member("up-0", 0, "3.5.16"), member("up-1", 1, "3.5.16"),
+                              member("up-2", 2, "3.5.16")};
+        state_member_list members = {.items = ms, .n = 3};
+        plan *p = NULL;
+        plan_input in = {.rev = rev, .applied = &applied, .members = &members};
+        assert_int_equal(plan_compute(&in, &p), 0);
+        const plan_item *it = item(p, "default/up");
+        assert_int_equal(it->action, PLAN_UPDATE);
+        assert_true(has_step(it, "restart 3 members one at a time on 3.5.30 in this order: "
+                                 "up-2 (3.5.16), up-0 (3.5.16), up-1 (3.5.16, the leader: "
+                                 "leadership moves away first)"));
+        assert_true(has_step(it, "after each: wait until it serves 3.5.30, has caught up"));
+        plan_free(p);
+
+        /* 3.6 while a member still runs 3.5.16 (the spec already says 3.5.30): rejected. */
+        state_cluster_free(items[0]);
+        items[0] = accepted(HEAD("up") "  replicas: 3\n  version: \"3.5.30\"\n", true, "Running");
+        free(ms[1]->version);
+        ms[1]->version = xstrdup("3.5.30");
+        free(ms[2]->version);
+        ms[2]->version = xstrdup("3.5.30");
+        source_revision_free(rev);
+        const char *texts6[] = {HEAD("up") "  replicas: 3\n  version: \"3.6.0\"\n"};
+        rev = revision(paths, texts6, 1);
+        in.rev = rev;
+        assert_int_equal(plan_compute(&in, &p), 0);
+        it = item(p, "default/up");
+        assert_int_equal(it->action, PLAN_REJECTED);
+        assert_int_equal(it->diags.n, 1);
+        assert_non_null(strstr(it->diags.items[0].message, "members still run 3.5.16"));
+        plan_free(p);
+        state_cluster_free(items[0]);
+        for (size_t i = 0; i < 3; i++)
+                state_member_free(ms[i]);
+        source_revision_free(rev);
+}
+
 /* Author, subject and file names come from the commit: the text output escapes them. */
 static void test_hostile_text_escaped(void **state)
 {
@@ -225,6 +284,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_model),
             cmocka_unit_test(test_empty),
+            cmocka_unit_test(test_roll_order),
             cmocka_unit_test(test_hostile_text_escaped),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
