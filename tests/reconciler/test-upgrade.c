@@ -247,6 +247,7 @@ static void test_failed_member_and_rollback(void **state)
         int starts[FAKE_MAX_MEMBERS];
         for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
                 starts[i] = f->w->procs[i].starts;
+        int adds = f->w->adds;
         offer(f, "3.5.16");
         pass_result res = converge(f);
         assert_int_equal(res.outcome, PASS_FAILED);
@@ -265,7 +266,7 @@ static void test_failed_member_and_rollback(void **state)
                 }
         assert_int_equal(untouched, 2);
         assert_int_equal(f->w->removes, 0);
-        assert_int_equal(f->w->adds, 2); /* the bootstrap's only */
+        assert_int_equal(f->w->adds, adds); /* the bootstrap's only */
         state_cluster *sc = NULL;
         assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
         assert_string_equal(sc->terminal_reason, "UpgradeFailed");
@@ -282,7 +283,7 @@ static void test_failed_member_and_rollback(void **state)
         assert_int_equal(res.outcome, PASS_CONVERGED);
         assert_int_equal(on_version(f, "3.4.23"), 3);
         assert_int_equal(f->w->removes, 0);
-        assert_int_equal(f->w->adds, 2);
+        assert_int_equal(f->w->adds, adds);
         assert_int_equal(fake_procs_running(f->w), 3);
 
         /* Finished on 3.4.23: going to 3.5.16 again works once the build is fixed... */
