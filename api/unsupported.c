@@ -38,11 +38,6 @@ static bool uses_defrag(const etcd_cluster *c)
         return c->defrag.enabled;
 }
 
-static bool uses_restore(const etcd_cluster *c)
-{
-        return c->restore.enabled;
-}
-
 static bool uses_hosts(const etcd_cluster *c)
 {
         return c->hosts.set;
@@ -62,8 +57,6 @@ static const struct {
      "use a local or s3 destination, or set spec.snapshots.enabled: false", uses_snapshot_pvc},
     {"spec.defrag", "spec.defrag", "scheduled defragmentation",
      "remove spec.defrag or set spec.defrag.enabled: false", uses_defrag},
-    {"spec.bootstrap.restore", "spec.bootstrap.restore", "restoring a snapshot at creation",
-     "remove spec.bootstrap.restore", uses_restore},
     {"spec.hosts", "spec.hosts", "members on machines reached over SSH",
      "remove spec.hosts to run members with --target local or kubernetes", uses_hosts},
 };

@@ -543,6 +543,7 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                                      .target = rs->target,
                                      .src = rs->src,
                                      .prune = c->prune,
+                                     .etcd_dir = c->etcd_dir,
                                      .progress = progress,
                                      .userdata = userdata,
                                      .pass_done = pass_done,

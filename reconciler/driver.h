@@ -37,10 +37,11 @@ typedef enum driver_claim {
 typedef bool (*driver_claim_fn)(const char *cluster, driver_claim what, void *userdata);
 
 typedef struct driver_opts {
-        state_db *db;   /* required */
-        target *target; /* required */
-        source *src;    /* required */
-        bool prune;     /* stop members of clusters removed from the source (data kept) */
+        state_db *db;         /* required */
+        target *target;       /* required */
+        source *src;          /* required */
+        bool prune;           /* stop members of clusters removed from the source (data kept) */
+        const char *etcd_dir; /* etcd's tools by version (restore); NULL: the default */
         driver_progress_fn progress;
         void *userdata;
         /* Called after every pass that ran, with how long it took (metrics). */

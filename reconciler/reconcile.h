@@ -36,6 +36,8 @@ typedef struct reconciler_opts {
         /* etcd's membership API; NULL: the real client (etcd_membership_real). */
         const etcd_membership_ops *etcd;
         void *etcd_userdata; /* passed to etcd->connect */
+        /* etcd's tools by version (spec.bootstrap.restore); NULL: the default lookup. */
+        const char *etcd_dir;
         /* Clocks (injected for tests); NULL: the real ones (util/timeutil.h). */
         int64_t (*wall_ms)(void);
         int64_t (*mono_ms)(void);

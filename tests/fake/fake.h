@@ -64,6 +64,7 @@ typedef struct fake_proc {
         bool broken;  /* test hook: every start exits at once (host down) */
         bool lost;    /* test hook: its data directory is gone */
         bool alone;   /* test hook: it sees a cluster of itself alone (force-new-cluster) */
+        int64_t restored_revision; /* restore_member put a snapshot of this revision in its data */
         int64_t running_since_ms;
         int64_t cert_not_after_ms; /* its leaf certificate (world cert_life_ms > 0) */
         int cert_serial;
@@ -88,7 +89,9 @@ typedef struct fake_world {
          * expired is cut off: no peer or client talks to it.
          */
         int64_t cert_life_ms;
-        int renewals; /* certificates renewed through the target */
+        int renewals;          /* certificates renewed through the target */
+        int restores;          /* snapshots restored into a member's data through the target */
+        int64_t data_revision; /* the revision the cluster's data started from (0: empty) */
         /* test hook: the CA bundle (PEM) members trust, "" for none; its fingerprint is the
          * TLS material version place_member reports (pki_bundle_fingerprint) */
         char ca_pem[8192];
