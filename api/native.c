@@ -92,9 +92,8 @@ void read_location(reader *r, const ynode *map, const char *path, const char *na
                         rd_error(r, m, "%s.key is required (the snapshot object to restore)", s3);
                 rd_string(r, m, s3, "region", n4, &out->s3.region);
                 rd_bool(r, m, s3, "forcePathStyle", n5, &out->s3.force_path_style);
-                if (!rd_ref(r, m, s3, "credentialsSecretRef", n6, &out->s3.credentials_secret) &&
-                    !rd_get(m, "credentialsSecretRef", NULL))
-                        rd_error(r, m, "%s.credentialsSecretRef is required", s3);
+                /* optional: without it, gitcd's environment (AWS_ACCESS_KEY_ID, ...) */
+                rd_ref(r, m, s3, "credentialsSecretRef", n6, &out->s3.credentials_secret);
                 n++;
         }
         if (rd_map(r, map, path, "local", nlocal, &m)) {
