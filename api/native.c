@@ -364,10 +364,24 @@ static void read_bootstrap(reader *r, const ynode *spec)
         static const char *const kr[] = {"source", NULL};
         rd_keys(r, restore, "spec.bootstrap.restore", kr, NULL);
         r->c->restore.enabled = true;
-        if (rd_map(r, restore, "spec.bootstrap.restore", "source", NULL, &src))
-                read_location(r, src, "spec.bootstrap.restore.source",
-                              "spec.bootstrap.restore.source", true, &r->c->restore.source);
-        else if (!rd_get(restore, "source", NULL))
+        const char *P = "spec.bootstrap.restore.source";
+        if (rd_map(r, restore, "spec.bootstrap.restore", "source", NULL, &src)) {
+                if (rd_get(src, "snapshot", NULL)) {
+                        /* a snapshot gitcd recorded (`gitcd snapshot list`), by its id */
+                        static const char *const ks[] = {"snapshot", "pvc", "s3", "local", NULL};
+                        rd_keys(r, src, P, ks, NULL);
+                        if (rd_get(src, "pvc", NULL) || rd_get(src, "s3", NULL) ||
+                            rd_get(src, "local", NULL))
+                                rd_error(r, src, "%s: set only one of snapshot, pvc, s3 or local",
+                                         P);
+                        int64_t id;
+                        if (rd_int(r, src, P, "snapshot", "spec.bootstrap.restore.source.snapshot",
+                                   1, INT64_MAX, &id))
+                                r->c->restore.snapshot_id = id;
+                } else {
+                        read_location(r, src, P, P, true, &r->c->restore.source);
+                }
+        } else if (!rd_get(restore, "source", NULL))
                 rd_error(r, restore, "spec.bootstrap.restore.source is required");
 }
 

@@ -253,9 +253,12 @@ json_t *spec_to_json(const etcd_cluster *c)
         json_object_set_new(spec, "defrag", df);
 
         if (c->restore.enabled)
-                json_object_set_new(
-                    spec, "bootstrap",
-                    json_pack("{s:{s:o}}", "restore", "source", location_json(&c->restore.source)));
+                json_object_set_new(spec, "bootstrap",
+                                    json_pack("{s:{s:o}}", "restore", "source",
+                                              c->restore.snapshot_id
+                                                  ? json_pack("{s:I}", "snapshot",
+                                                              (json_int_t)c->restore.snapshot_id)
+                                                  : location_json(&c->restore.source)));
         if (c->hosts.set)
                 json_object_set_new(spec, "hosts", hosts_json(&c->hosts));
 

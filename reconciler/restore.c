@@ -92,6 +92,37 @@ static char *state_dir_of(state_db *db)
         return xstrdup(dirname(copy));
 }
 
+/* source.snapshot: a snapshot gitcd recorded, fetched and checked against its record. */
+static int fetch_recorded(state_db *db, const etcd_cluster *c, const char *state_dir,
+                          const char *path, restore_prep *prep, char **ret_etcd_version,
+                          bool *ret_refused, char **ret_error)
+{
+        _cleanup_(state_snapshot_freep) state_snapshot *rec = NULL;
+        int r = state_snapshot_get(db, c->restore.snapshot_id, &rec);
+        if (r == -ENOENT) {
+                *ret_refused = true;
+                *ret_error = xasprintf("snapshot %lld is missing: gitcd has no record of it "
+                                       "(gitcd snapshot list)",
+                                       (long long)c->restore.snapshot_id);
+                return r;
+        }
+        if (r < 0) {
+                *ret_error = xasprintf("cannot read snapshot %lld: %s",
+                                       (long long)c->restore.snapshot_id, state_last_error());
+                return r;
+        }
+        prep->source = xasprintf("snapshot %lld (%s)", (long long)rec->id,
+                                 rec->location ? rec->location : "no location");
+        r = snapshot_fetch(db, rec, state_dir, path, ret_error);
+        if (r < 0) {
+                /* missing, damaged or not a usable record: refused; the storage failing: not */
+                *ret_refused = r == -ENOENT || r == -EBADMSG || r == -EINVAL;
+                return r;
+        }
+        *ret_etcd_version = xstrdup_null(rec->etcd_version);
+        return 0;
+}
+
 /* Fetch the source into path and check it against what was stored with it. */
 static int fetch_source(state_db *db, const etcd_cluster *c, const char *state_dir,
                         const char *path, restore_prep *prep, char **ret_etcd_version,
@@ -183,7 +214,7 @@ int restore_prepare(state_db *db, target *t, const etcd_cluster *c, const char *
                                        t->ops->name);
                 return -EOPNOTSUPP;
         }
-        if (c->restore.source.kind == DEST_PVC) {
+        if (!c->restore.snapshot_id && c->restore.source.kind == DEST_PVC) {
                 *ret_refused = true;
                 *ret_error = xasprintf("spec.bootstrap.restore.source.pvc needs the Kubernetes "
                                        "target; the %s target reads a local or s3 source",
@@ -202,7 +233,10 @@ int restore_prepare(state_db *db, target *t, const etcd_cluster *c, const char *
         }
         _cleanup_free_ char *fetched = path_join(prep->work, "fetched");
         _cleanup_free_ char *from_version = NULL;
-        r = fetch_source(db, c, state_dir, fetched, prep, &from_version, ret_refused, ret_error);
+        r = c->restore.snapshot_id ? fetch_recorded(db, c, state_dir, fetched, prep, &from_version,
+                                                    ret_refused, ret_error)
+                                   : fetch_source(db, c, state_dir, fetched, prep, &from_version,
+                                                  ret_refused, ret_error);
         if (r < 0)
                 return r;
 

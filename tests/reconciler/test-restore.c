@@ -152,7 +152,7 @@ static int teardown(void **state)
         return 0;
 }
 
-static void offer_restore(fx *f, int replicas, const char *storage)
+static void offer_source(fx *f, int replicas, const char *storage, const char *source)
 {
         strbuf y = STRBUF_INIT;
         sb_printf(&y,
@@ -160,9 +160,8 @@ static void offer_restore(fx *f, int replicas, const char *storage)
                   "kind: EtcdCluster\n"
                   "metadata:\n  name: demo\n  namespace: default\n"
                   "spec:\n  replicas: %d\n  version: \"3.5.16\"\n  storage:\n    size: %s\n"
-                  "  bootstrap:\n    restore:\n      source:\n        local:\n"
-                  "          path: %s\n",
-                  replicas, storage, f->snap);
+                  "  bootstrap:\n    restore:\n      source:\n%s",
+                  replicas, storage, source);
         cluster_set set = {0};
         diag_list d = DIAG_LIST_INIT;
         int k = spec_load_buffer("demo.yaml", sb_str(&y), y.len, &set, &d);
@@ -174,6 +173,12 @@ static void offer_restore(fx *f, int replicas, const char *storage)
         cluster_set_release(&set);
         diag_list_release(&d);
         sb_release(&y);
+}
+
+static void offer_restore(fx *f, int replicas, const char *storage)
+{
+        _cleanup_free_ char *source = xasprintf("        local:\n          path: %s\n", f->snap);
+        offer_source(f, replicas, storage, source);
 }
 
 static pass_outcome converge_n(fx *f, int max_passes, pass_result *ret)
@@ -318,9 +323,10 @@ static void test_too_large_snapshot_refused(void **state)
 }
 
 /* A record of the file says it came from a newer etcd, or has another SHA-256. */
-static void record(fx *f, const char *version, const char *sha256, int64_t size)
+static int64_t record(fx *f, const char *version, const char *sha256, int64_t size)
 {
         int64_t id = 0;
+        _cleanup_free_ char *destination = xasprintf("local:%s/backups", f->dir);
         assert_int_equal(state_snapshot_begin(f->db, "default/old", "manual", 0, 1000, &id), 0);
         state_snapshot s = {.result = "succeeded",
                             .member = "old-0",
@@ -330,10 +336,57 @@ static void record(fx *f, const char *version, const char *sha256, int64_t size)
                             .sha256 = (char *)sha256,
                             .compression = "none",
                             .etcd_version = (char *)version,
-                            .destination = "local:/elsewhere",
+                            .destination = destination,
                             .key = "snap.db",
                             .location = f->snap};
         assert_int_equal(state_snapshot_finish(f->db, id, &s, 2000), 0);
+        return id;
+}
+
+static void sha256_of(const char *path, char hex[65], int64_t *ret_size)
+{
+        _cleanup_free_ char *data = NULL;
+        size_t n = 0;
+        assert_int_equal(read_file(path, 1 << 20, &data, &n), 0);
+        unsigned char md[32];
+        EVP_Digest(data, n, md, NULL, EVP_sha256(), NULL);
+        for (int i = 0; i < 32; i++)
+                snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        *ret_size = (int64_t)n;
+}
+
+/* source.snapshot: a snapshot gitcd recorded, by its id. */
+static void test_restore_by_snapshot_id(void **state)
+{
+        fx *f = *state;
+        char hex[65];
+        int64_t size = 0;
+        sha256_of(f->snap, hex, &size);
+        int64_t id = record(f, "3.5.16", hex, size);
+        _cleanup_free_ char *source = xasprintf("        snapshot: %lld\n", (long long)id);
+        offer_source(f, 3, "1Gi", source);
+        converge(f);
+        assert_restored_cluster(f);
+}
+
+static void test_unknown_snapshot_id_refused(void **state)
+{
+        fx *f = *state;
+        offer_source(f, 3, "1Gi", "        snapshot: 99\n");
+        assert_refused(f, "snapshot 99 is missing: gitcd has no record of it");
+}
+
+static void test_damaged_recorded_snapshot_refused(void **state)
+{
+        fx *f = *state;
+        char hex[65];
+        int64_t size = 0;
+        sha256_of(f->snap, hex, &size);
+        int64_t id = record(f, "3.5.16", hex, size);
+        write_snapshot(f->snap, 8192, true);
+        _cleanup_free_ char *source = xasprintf("        snapshot: %lld\n", (long long)id);
+        offer_source(f, 3, "1Gi", source);
+        assert_refused(f, "is damaged: the SHA-256 of");
 }
 
 static void test_newer_etcd_refused(void **state)
@@ -428,6 +481,10 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_newer_etcd_refused, setup, teardown),
             cmocka_unit_test_setup_teardown(test_recorded_sha256_checked, setup, teardown),
             cmocka_unit_test_setup_teardown(test_target_without_restore_refused, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_restore_by_snapshot_id, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_unknown_snapshot_id_refused, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_damaged_recorded_snapshot_refused, setup,
+                                            teardown),
             cmocka_unit_test(test_crash_points),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
