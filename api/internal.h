@@ -55,9 +55,10 @@ typedef struct side_doc {
         int line, col;
         char *cluster; /* the cluster it names, in namespace_ */
         int cluster_line, cluster_col;
-        bool maps; /* read without errors: it is joined onto its cluster */
+        bool maps;    /* read without errors: it is joined onto its cluster */
+        bool restore; /* a restore source (coreos EtcdRestore), else a snapshot schedule */
         char *schedule;
-        storage_location destination;
+        storage_location destination; /* where snapshots go, or the snapshot to restore */
 } side_doc;
 
 typedef struct side_list {

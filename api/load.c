@@ -26,7 +26,7 @@ static const struct {
         const char *const *other_kinds; /* other kinds of that API group, not read yet */
 } dialects[] = {
     {DIALECT_GITCD, read_spec_gitcd, NULL},
-    {DIALECT_COREOS, read_spec_coreos, (const char *const[]){"EtcdBackup", "EtcdRestore", NULL}},
+    {DIALECT_COREOS, read_spec_coreos, (const char *const[]){"EtcdBackup", NULL}},
     {DIALECT_ETCDIO, read_spec_etcdio,
      (const char *const[]){"EtcdBackup", "EtcdRestore", "EtcdMember", "EtcdMirror", NULL}},
     {DIALECT_IMPROBABLE, read_spec_improbable,

@@ -23,6 +23,11 @@
  *                       (its host's first label; the second, when there is
  *                       one, must be the document's namespace).
  *                       gs:// is refused (gitcd has no GCS client).
+ *   EtcdRestore         (coreos) spec.etcdCluster.name names the cluster;
+ *                       backupStorageType S3 with s3.{path "BUCKET/KEY",
+ *                       awsSecret, endpoint, forcePathStyle} ->
+ *                       spec.bootstrap.restore.source.s3 (the cluster is
+ *                       created from it; ABS, GCS and OSS are refused).
  *   EtcdBackup,         a one-off snapshot: refused, naming
  *   EtcdSnapshot        `gitcd snapshot save` (gitcd keeps no declarative
  *                       one-off snapshots).
@@ -49,6 +54,8 @@ void side_list_release(side_list *l)
                 free(s->schedule);
                 free(s->destination.s3.bucket);
                 free(s->destination.s3.key);
+                free(s->destination.s3.endpoint);
+                free(s->destination.s3.credentials_secret);
         }
         free(l->items);
         *l = (side_list){0};
@@ -182,13 +189,78 @@ static void read_backup_schedule(reader *r, const ynode *root, side_doc *s)
         s->destination.s3.key = plen ? xstrndup(path, plen) : NULL;
 }
 
+static void read_coreos_restore(reader *r, const ynode *root, side_doc *s)
+{
+        const ynode *spec = NULL, *ec = NULL, *s3 = NULL;
+        if (!rd_map(r, root, "", "spec", NULL, &spec)) {
+                rd_error(r, root, "EtcdRestore: spec is required");
+                return;
+        }
+        static const char *const ks[] = {
+            "etcdCluster", "backupStorageType", "s3", "abs", "gcs", "oss", NULL};
+        rd_keys(r, spec, "spec", ks, NULL);
+        if (rd_map(r, spec, "spec", "etcdCluster", NULL, &ec)) {
+                static const char *const k[] = {"name", NULL};
+                rd_keys(r, ec, "spec.etcdCluster", k, NULL);
+                const ynode *at = rd_get(ec, "name", NULL);
+                if (rd_string(r, ec, "spec.etcdCluster", "name", NULL, &s->cluster)) {
+                        s->cluster_line = at->line;
+                        s->cluster_col = at->col;
+                } else if (!at) {
+                        rd_error(r, ec, "spec.etcdCluster.name is required");
+                }
+        } else if (!rd_get(spec, "etcdCluster", NULL)) {
+                rd_error(r, spec, "spec.etcdCluster is required");
+        }
+        _cleanup_free_ char *type = NULL;
+        const ynode *tat = rd_get(spec, "backupStorageType", NULL);
+        if (!rd_string(r, spec, "spec", "backupStorageType", NULL, &type)) {
+                if (!tat)
+                        rd_error(r, spec, "spec.backupStorageType is required");
+                return;
+        }
+        if (!streq(type, "S3")) {
+                rd_error(r, tat,
+                         "spec.backupStorageType: \"%s\" is not supported; gitcd restores from "
+                         "S3-compatible storage, a local file or a snapshot it recorded",
+                         type);
+                return;
+        }
+        if (!rd_map(r, spec, "spec", "s3", NULL, &s3)) {
+                if (!rd_get(spec, "s3", NULL))
+                        rd_error(r, spec, "spec.s3 is required");
+                return;
+        }
+        static const char *const k3[] = {"path", "awsSecret", "endpoint", "forcePathStyle", NULL};
+        rd_keys(r, s3, "spec.s3", k3, NULL);
+        _cleanup_free_ char *path = NULL;
+        const ynode *pat = rd_get(s3, "path", NULL);
+        if (rd_string(r, s3, "spec.s3", "path", NULL, &path)) {
+                const char *slash = strchr(path, '/');
+                if (!slash || slash == path || !slash[1])
+                        rd_error(r, pat, "spec.s3.path: \"%s\" is not BUCKET/KEY", path);
+                else {
+                        s->destination.s3.bucket = xstrndup(path, (size_t)(slash - path));
+                        s->destination.s3.key = xstrdup(slash + 1);
+                }
+        } else if (!pat) {
+                rd_error(r, s3, "spec.s3.path is required");
+        }
+        rd_string(r, s3, "spec.s3", "awsSecret", NULL, &s->destination.s3.credentials_secret);
+        rd_string(r, s3, "spec.s3", "endpoint", NULL, &s->destination.s3.endpoint);
+        rd_bool(r, s3, "spec.s3", "forcePathStyle", NULL, &s->destination.s3.force_path_style);
+        s->destination.kind = DEST_S3;
+        s->restore = true;
+}
+
 bool side_kind_read(const char *file, const ydoc *doc, spec_dialect d, const char *kind,
                     side_list *out, diag_list *diags)
 {
         bool schedule = d == DIALECT_IMPROBABLE && streq(kind, "EtcdBackupSchedule");
         bool one_off = (d == DIALECT_IMPROBABLE && streq(kind, "EtcdBackup")) ||
                        (d == DIALECT_COZYSTACK && streq(kind, "EtcdSnapshot"));
-        if (!schedule && !one_off)
+        bool restore = d == DIALECT_COREOS && streq(kind, "EtcdRestore");
+        if (!schedule && !one_off && !restore)
                 return false;
         const ynode *root = doc->root;
         const ynode *meta = ynode_get(root, "metadata");
@@ -219,7 +291,10 @@ bool side_kind_read(const char *file, const ydoc *doc, spec_dialect d, const cha
                         .line = root->line,
                         .col = root->col};
         size_t errors = diag_count(diags, DIAG_ERROR);
-        read_backup_schedule(&r, root, s);
+        if (restore)
+                read_coreos_restore(&r, root, s);
+        else
+                read_backup_schedule(&r, root, s);
         s->maps = diag_count(diags, DIAG_ERROR) == errors;
         etcd_cluster_free(r.c);
         kv_list_release(&r.names);
@@ -238,6 +313,28 @@ void side_kinds_attach(cluster_set *set, side_list *l, diag_list *diags)
                                  "%s \"%s\" names cluster %s/%s, which is not defined in the "
                                  "files read",
                                  s->kind, s->name, s->namespace_, s->cluster);
+                        continue;
+                }
+                if (s->restore) {
+                        if (c->restore.enabled) {
+                                diag_add(diags, DIAG_ERROR, s->file, s->line, s->col,
+                                         "%s \"%s\": cluster %s/%s has a "
+                                         "spec.bootstrap.restore already",
+                                         s->kind, s->name, s->namespace_, s->cluster);
+                                continue;
+                        }
+                        c->restore.enabled = true;
+                        c->restore.source = s->destination;
+                        s->destination = (storage_location){0};
+                        diag_add(diags, DIAG_NOTE, s->file, s->line, s->col,
+                                 "%s \"%s\" read as spec.bootstrap.restore of %s/%s: the cluster "
+                                 "is created from s3://%s/%s when it does not exist yet%s",
+                                 s->kind, s->name, s->namespace_, s->cluster,
+                                 c->restore.source.s3.bucket, c->restore.source.s3.key,
+                                 c->restore.source.s3.credentials_secret
+                                     ? " (gitcd reads the keys accessKeyID and secretAccessKey "
+                                       "from awsSecret, not AWS credentials files)"
+                                     : "");
                         continue;
                 }
                 if (c->snapshots.enabled || c->snapshots.schedule) {

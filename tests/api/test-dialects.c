@@ -495,6 +495,45 @@ static void test_side_kinds_refused(void **state)
                           "EtcdSnapshot \"snap\": one-off snapshots");
 }
 
+/* coreos EtcdRestore: the cluster it names is created from the S3 object. */
+static void test_coreos_restore(void **state)
+{
+        (void)state;
+        static const char *const text = "apiVersion: etcd.database.coreos.com/v1beta2\n"
+                                        "kind: EtcdRestore\n"
+                                        "metadata:\n  name: from-backup\n"
+                                        "spec:\n"
+                                        "  etcdCluster:\n    name: orders\n"
+                                        "  backupStorageType: S3\n"
+                                        "  s3:\n"
+                                        "    path: backups/orders/etcd.backup\n"
+                                        "    awsSecret: aws\n"
+                                        "    endpoint: http://minio:9000\n"
+                                        "    forcePathStyle: true\n"
+                                        "---\n"
+                                        "apiVersion: etcd.database.coreos.com/v1beta2\n"
+                                        "kind: EtcdCluster\n"
+                                        "metadata:\n  name: orders\n"
+                                        "spec:\n  size: 3\n  version: \"3.5.16\"\n";
+        etcd_cluster *c = load_text(text);
+        assert_true(c->restore.enabled);
+        assert_int_equal(c->restore.source.kind, DEST_S3);
+        assert_string_equal(c->restore.source.s3.bucket, "backups");
+        assert_string_equal(c->restore.source.s3.key, "orders/etcd.backup");
+        assert_string_equal(c->restore.source.s3.credentials_secret, "aws");
+        assert_string_equal(c->restore.source.s3.endpoint, "http://minio:9000");
+        assert_true(c->restore.source.s3.force_path_style);
+        assert_int_equal(count(DIAG_NOTE), 1);
+        assert_non_null(strstr(diags.items[0].message,
+                               "EtcdRestore \"from-backup\" read as spec.bootstrap.restore of "
+                               "default/orders"));
+
+        assert_load_error("apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdRestore\n"
+                          "metadata:\n  name: r\nspec:\n  etcdCluster:\n    name: orders\n"
+                          "  backupStorageType: ABS\n",
+                          "spec.backupStorageType: \"ABS\" is not supported");
+}
+
 static int teardown(void **state)
 {
         cluster_set_release(&set);
@@ -514,6 +553,7 @@ int main(void)
             cmocka_unit_test(test_improbable),
             cmocka_unit_test(test_improbable_schedule_any_order),
             cmocka_unit_test(test_side_kinds_refused),
+            cmocka_unit_test(test_coreos_restore),
             cmocka_unit_test(test_cozystack),
             cmocka_unit_test(test_cozystack_pause_and_memory),
             cmocka_unit_test(test_dialects_normalize_alike),
