@@ -470,6 +470,27 @@ static void test_crash_points(void **state)
         }
 }
 
+/*
+ * gitcd stopped after the seed's record was written; the snapshot is gone when it
+ * comes back: refused (terminal, RestoreRefused), the seed never started empty.
+ */
+static void test_snapshot_gone_after_crash_refused(void **state)
+{
+        fx *f = *state;
+        offer_restore(f, 3, "1Gi");
+        run_until_killed(f, "start-seed.after-record");
+        assert_int_equal(unlink(f->snap), 0);
+        pass_result res;
+        assert_int_equal(converge_n(f, 20, &res), PASS_FAILED);
+        assert_string_equal(res.reason, "RestoreRefused");
+        assert_int_equal(f->w->restores, 0);
+        assert_int_equal(fake_procs_running(f->w), 0);
+        assert_int_equal(fake_etcd_count(f->w, NULL), 0);
+        fake_proc *seed = fake_proc_find(f->w, "demo-0");
+        assert_true(!seed || (!seed->has_data && seed->starts == 0));
+        assert_int_equal(audit_count(f, "restore.refused"), 1);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -484,6 +505,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_restore_by_snapshot_id, setup, teardown),
             cmocka_unit_test_setup_teardown(test_unknown_snapshot_id_refused, setup, teardown),
             cmocka_unit_test_setup_teardown(test_damaged_recorded_snapshot_refused, setup,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(test_snapshot_gone_after_crash_refused, setup,
                                             teardown),
             cmocka_unit_test(test_crash_points),
         };
