@@ -735,8 +735,8 @@ static int restore_check(act_ctx *a)
                                 &a->prep, &refused, &error);
         if (k >= 0)
                 return 1;
-        snprintf(a->res->message, sizeof(a->res->message), "restore refused: %s", error);
         if (!refused) {
+                snprintf(a->res->message, sizeof(a->res->message), "cannot restore yet: %s", error);
                 log_warn("%s: %s", a->x->name, error);
                 return k;
         }
