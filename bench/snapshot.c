@@ -206,7 +206,13 @@ int main(int argc, char **argv)
         reset_hwm();
         t0 = now_mono_ms();
         int64_t unpacked = 0;
-        r = snapshot_unpack(gitcd_file, raw, &unpacked, &err);
+        /* as spec.bootstrap.restore does: an uncompressed snapshot is checked in place */
+        bool gz = snapshot_is_gzip(gitcd_file);
+        r = snapshot_unpack(gitcd_file, gz ? raw : NULL, &unpacked, &err);
+        if (!gz) {
+                free(raw);
+                raw = xstrdup(gitcd_file);
+        }
         int64_t check_ms = now_mono_ms() - t0;
         long hwm_unpack = vm_hwm_kib();
         snapshot_status st = {0};
@@ -255,7 +261,7 @@ int main(int argc, char **argv)
                (double)ctl_save_ms / 1000.0, mbps(bytes, ctl_save_ms));
         printf("%-44s %9.2f %9.1f\n", "restore  gitcd (all checks + etcd's tool)",
                (double)gitcd_restore_ms / 1000.0, mbps(bytes, gitcd_restore_ms));
-        printf("%-44s %9.2f %9.1f\n", "           of which: trailer check + copy",
+        printf("%-44s %9.2f %9.1f\n", "           of which: etcd's trailer checked",
                (double)check_ms / 1000.0, mbps(bytes, check_ms));
         printf("%-44s %9.2f %9.1f\n", "           of which: snapshot status",
                (double)status_ms / 1000.0, mbps(bytes, status_ms));

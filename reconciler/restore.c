@@ -252,9 +252,12 @@ int restore_prepare(state_db *db, target *t, const etcd_cluster *c, const char *
                 return -EPROTO;
         }
 
-        prep->snapshot = path_join(prep->work, "snapshot.db");
-        r = snapshot_unpack(fetched, prep->snapshot, &prep->size, ret_error);
-        (void)unlink(fetched);
+        /* An uncompressed snapshot is checked where it is and restored from there. */
+        bool gz = snapshot_is_gzip(fetched);
+        prep->snapshot = gz ? path_join(prep->work, "snapshot.db") : xstrdup(fetched);
+        r = snapshot_unpack(fetched, gz ? prep->snapshot : NULL, &prep->size, ret_error);
+        if (gz)
+                (void)unlink(fetched);
         if (r < 0) {
                 *ret_refused = r == -EBADMSG;
                 if (r == -EBADMSG) {

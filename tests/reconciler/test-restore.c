@@ -26,6 +26,7 @@
 
 #include <cmocka.h>
 #include <openssl/evp.h>
+#include <zlib.h>
 
 #include "api/spec.h"
 #include "reconciler/reconcile.h"
@@ -283,6 +284,24 @@ static void test_restore_three(void **state)
         assert_int_equal(f->w->restores, 1);
 }
 
+/* A gzip-compressed snapshot (spec.snapshots.compression: gzip) is unpacked, then restored. */
+static void test_restore_gzip(void **state)
+{
+        fx *f = *state;
+        _cleanup_free_ char *data = NULL;
+        size_t n = 0;
+        assert_int_equal(read_file(f->snap, 1 << 20, &data, &n), 0);
+        _cleanup_free_ char *gz = xasprintf("%s.gz", f->snap);
+        gzFile out = gzopen(gz, "wb");
+        assert_non_null(out);
+        assert_int_equal(gzwrite(out, data, (unsigned)n), (int)n);
+        assert_int_equal(gzclose(out), Z_OK);
+        assert_int_equal(rename(gz, f->snap), 0);
+        offer_restore(f, 3, "1Gi");
+        converge(f);
+        assert_restored_cluster(f);
+}
+
 static void test_missing_snapshot_refused(void **state)
 {
         fx *f = *state;
@@ -495,6 +514,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_restore_three, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_restore_gzip, setup, teardown),
             cmocka_unit_test_setup_teardown(test_missing_snapshot_refused, setup, teardown),
             cmocka_unit_test_setup_teardown(test_corrupt_snapshot_refused, setup, teardown),
             cmocka_unit_test_setup_teardown(test_cut_short_snapshot_refused, setup, teardown),
