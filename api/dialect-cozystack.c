@@ -6,8 +6,8 @@
  * Design: cozystack has no provider field; the provider follows from what
  * each surface names (Secret references -> secrets, certManager issuers ->
  * cert-manager). Mixing the two across surfaces is an error, because gitcd
- * runs one provider per cluster. EtcdSnapshot documents are skipped with a
- * note (api/load.c): one-shot snapshots are not read yet.
+ * runs one provider per cluster. EtcdSnapshot documents (one-off snapshots)
+ * are refused with a diagnostic naming `gitcd snapshot save` (api/sidekinds.c).
  */
 #include <stdint.h>
 #include <stdlib.h>

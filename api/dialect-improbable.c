@@ -3,10 +3,10 @@
  * (improbable-eng/etcd-cluster-operator): replicas, version, a
  * volumeClaimTemplate and a small pod template.
  *
- * Design: the backup kinds of that API group (EtcdBackup,
- * EtcdBackupSchedule, EtcdRestore) are separate documents naming a cluster;
- * gitcd does not join them onto clusters yet and skips them with a note
- * (api/load.c), so a repository that uses them still loads.
+ * Design: the backup kinds of that API group are separate documents naming
+ * a cluster: EtcdBackupSchedule is joined onto the cluster it names as
+ * spec.snapshots and a one-off EtcdBackup is refused (api/sidekinds.c);
+ * EtcdRestore is skipped with a note (api/load.c).
  */
 #include <stdint.h>
 

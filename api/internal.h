@@ -40,3 +40,37 @@ struct ynode;
 void native_read_storage(struct reader *r, const struct ynode *spec);
 void native_read_auth(struct reader *r, const struct ynode *spec);
 void native_read_additional_metadata(struct reader *r, const struct ynode *spec);
+
+/*
+ * Snapshot kinds kept in documents of their own (api/sidekinds.c): read
+ * while loading, joined onto the cluster they name once every document
+ * was read.
+ */
+typedef struct side_doc {
+        spec_dialect dialect;
+        char *kind;
+        char *name;
+        char *namespace_;
+        char *file;
+        int line, col;
+        char *cluster; /* the cluster it names, in namespace_ */
+        int cluster_line, cluster_col;
+        bool maps;    /* read without errors: it is joined onto its cluster */
+        bool restore; /* a restore source (coreos EtcdRestore), else a snapshot schedule */
+        char *schedule;
+        storage_location destination; /* where snapshots go, or the snapshot to restore */
+} side_doc;
+
+typedef struct side_list {
+        side_doc *items;
+        size_t n;
+        size_t alloc;
+} side_list;
+
+struct ydoc;
+/* A document of a side kind of dialect d: read into out (true); other kinds: false. */
+bool side_kind_read(const char *file, const struct ydoc *doc, spec_dialect d, const char *kind,
+                    side_list *out, diag_list *diags);
+/* Join what was read onto the clusters of set; a cluster not in set is an error. */
+void side_kinds_attach(cluster_set *set, side_list *l, diag_list *diags);
+void side_list_release(side_list *l);

@@ -27,12 +27,13 @@ static const struct {
         const char *const *other_kinds; /* other kinds of that API group, not read yet */
 } dialects[] = {
     {DIALECT_GITCD, read_spec_gitcd, NULL},
-    {DIALECT_COREOS, read_spec_coreos, (const char *const[]){"EtcdBackup", "EtcdRestore", NULL}},
+    {DIALECT_COREOS, read_spec_coreos, (const char *const[]){"EtcdBackup", NULL}},
     {DIALECT_ETCDIO, read_spec_etcdio,
      (const char *const[]){"EtcdBackup", "EtcdRestore", "EtcdMember", "EtcdMirror", NULL}},
     {DIALECT_IMPROBABLE, read_spec_improbable,
-     (const char *const[]){"EtcdBackup", "EtcdBackupSchedule", "EtcdRestore", "EtcdPeer", NULL}},
-    {DIALECT_COZYSTACK, read_spec_cozystack, (const char *const[]){"EtcdSnapshot", NULL}},
+     (const char *const[]){"EtcdRestore", "EtcdPeer", NULL}},
+    /* EtcdBackup, EtcdBackupSchedule (improbable), EtcdSnapshot (cozystack): api/sidekinds.c */
+    {DIALECT_COZYSTACK, read_spec_cozystack, NULL},
 };
 
 static const char *scalar_string(const ynode *n)
@@ -127,7 +128,8 @@ static etcd_cluster *read_cluster(const char *file, const ydoc *doc, spec_dialec
         return c;
 }
 
-static void load_document(const char *file, const ydoc *doc, cluster_set *out, diag_list *diags)
+static void load_document(const char *file, const ydoc *doc, cluster_set *out, side_list *sides,
+                          diag_list *diags)
 {
         const ynode *root = doc->root;
         reader r = {.file = file, .diags = diags, .c = NULL};
@@ -180,6 +182,8 @@ static void load_document(const char *file, const ydoc *doc, cluster_set *out, d
                         diag_move(diags, &mine);
                         return;
                 }
+                if (side_kind_read(file, doc, dialects[i].dialect, kind_s, sides, diags))
+                        return;
                 const char *const *others = dialects[i].other_kinds;
                 for (size_t j = 0; others && others[j]; j++) {
                         if (streq(kind_s, others[j])) {
@@ -233,10 +237,17 @@ int spec_load_buffer(const char *file, const char *buf, size_t len, cluster_set 
 {
         ydoc_list docs = {0};
         diag_list mine = DIAG_LIST_INIT;
+        side_list sides = {0};
+        cluster_set loaded = {0};
         yaml_parse(file, buf, len, NULL, &docs, &mine);
         for (size_t i = 0; i < docs.n; i++)
-                load_document(file, &docs.docs[i], out, &mine);
+                load_document(file, &docs.docs[i], &loaded, &sides, &mine);
         ydoc_list_release(&docs);
+        side_kinds_attach(&loaded, &sides, &mine);
+        side_list_release(&sides);
+        for (size_t i = 0; i < loaded.n; i++)
+                cluster_set_add(out, loaded.items[i]);
+        free(loaded.items);
         bool errors = diag_has_errors(&mine);
         diag_move(diags, &mine);
         return errors ? -EINVAL : 0;
@@ -346,6 +357,8 @@ int spec_load_paths(char *const *paths, size_t n, cluster_set *out, diag_list *d
         path_list files = {0}, named = {0};
         int missing = expand_all(paths, n, &files, &named, diags);
         cluster_set loaded = {0};
+        side_list sides = {0};
+        diag_list joined = DIAG_LIST_INIT;
         bool errors = missing < 0;
         for (size_t i = 0; i < files.n; i++) {
                 ydoc_list docs = {0};
@@ -365,7 +378,7 @@ int spec_load_paths(char *const *paths, size_t n, cluster_set *out, diag_list *d
                         ydoc_list_release(&docs);
                 }
                 for (size_t j = 0; j < docs.n; j++)
-                        load_document(files.paths[i], &docs.docs[j], &loaded, &mine);
+                        load_document(files.paths[i], &docs.docs[j], &loaded, &sides, &mine);
                 ydoc_list_release(&docs);
                 errors |= diag_has_errors(&mine);
                 diag_move(diags, &mine);
@@ -374,6 +387,10 @@ int spec_load_paths(char *const *paths, size_t n, cluster_set *out, diag_list *d
         path_list_release(&named);
         if (spec_check_duplicates(&loaded, diags) < 0)
                 errors = true;
+        side_kinds_attach(&loaded, &sides, &joined);
+        side_list_release(&sides);
+        errors |= diag_has_errors(&joined);
+        diag_move(diags, &joined);
         for (size_t i = 0; i < loaded.n; i++)
                 cluster_set_add(out, loaded.items[i]);
         free(loaded.items);

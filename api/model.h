@@ -180,7 +180,8 @@ typedef struct defrag_spec {
 
 typedef struct restore_spec {
         bool enabled;
-        storage_location source; /* bootstrap.restore.source */
+        int64_t snapshot_id;     /* source.snapshot: a snapshot gitcd recorded; 0: source */
+        storage_location source; /* bootstrap.restore.source (pvc, s3, local) */
 } restore_spec;
 
 /*

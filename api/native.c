@@ -92,9 +92,8 @@ void read_location(reader *r, const ynode *map, const char *path, const char *na
                         rd_error(r, m, "%s.key is required (the snapshot object to restore)", s3);
                 rd_string(r, m, s3, "region", n4, &out->s3.region);
                 rd_bool(r, m, s3, "forcePathStyle", n5, &out->s3.force_path_style);
-                if (!rd_ref(r, m, s3, "credentialsSecretRef", n6, &out->s3.credentials_secret) &&
-                    !rd_get(m, "credentialsSecretRef", NULL))
-                        rd_error(r, m, "%s.credentialsSecretRef is required", s3);
+                /* optional: without it, gitcd's environment (AWS_ACCESS_KEY_ID, ...) */
+                rd_ref(r, m, s3, "credentialsSecretRef", n6, &out->s3.credentials_secret);
                 n++;
         }
         if (rd_map(r, map, path, "local", nlocal, &m)) {
@@ -371,10 +370,24 @@ static void read_bootstrap(reader *r, const ynode *spec)
         static const char *const kr[] = {"source", NULL};
         rd_keys(r, restore, "spec.bootstrap.restore", kr, NULL);
         r->c->restore.enabled = true;
-        if (rd_map(r, restore, "spec.bootstrap.restore", "source", NULL, &src))
-                read_location(r, src, "spec.bootstrap.restore.source",
-                              "spec.bootstrap.restore.source", true, &r->c->restore.source);
-        else if (!rd_get(restore, "source", NULL))
+        const char *P = "spec.bootstrap.restore.source";
+        if (rd_map(r, restore, "spec.bootstrap.restore", "source", NULL, &src)) {
+                if (rd_get(src, "snapshot", NULL)) {
+                        /* a snapshot gitcd recorded (`gitcd snapshot list`), by its id */
+                        static const char *const ks[] = {"snapshot", "pvc", "s3", "local", NULL};
+                        rd_keys(r, src, P, ks, NULL);
+                        if (rd_get(src, "pvc", NULL) || rd_get(src, "s3", NULL) ||
+                            rd_get(src, "local", NULL))
+                                rd_error(r, src, "%s: set only one of snapshot, pvc, s3 or local",
+                                         P);
+                        int64_t id;
+                        if (rd_int(r, src, P, "snapshot", "spec.bootstrap.restore.source.snapshot",
+                                   1, INT64_MAX, &id))
+                                r->c->restore.snapshot_id = id;
+                } else {
+                        read_location(r, src, P, P, true, &r->c->restore.source);
+                }
+        } else if (!rd_get(restore, "source", NULL))
                 rd_error(r, restore, "spec.bootstrap.restore.source is required");
 }
 

@@ -262,7 +262,11 @@ json_t *spec_to_json(const etcd_cluster *c)
                 if (c->restore.enabled)
                         json_object_set_new(
                             b, "restore",
-                            json_pack("{s:o}", "source", location_json(&c->restore.source)));
+                            json_pack("{s:o}", "source",
+                                      c->restore.snapshot_id
+                                          ? json_pack("{s:I}", "snapshot",
+                                                      (json_int_t)c->restore.snapshot_id)
+                                          : location_json(&c->restore.source)));
                 json_object_set_new(spec, "bootstrap", b);
         }
         if (c->recovery.from != RECOVERY_NONE) {

@@ -41,11 +41,6 @@ static bool uses_snapshot_pvc(const etcd_cluster *c)
         return c->snapshots.enabled && c->snapshots.destination.kind == DEST_PVC;
 }
 
-static bool uses_restore(const etcd_cluster *c)
-{
-        return c->restore.enabled;
-}
-
 static const struct {
         const char *field; /* native path, as written in the native and cozystack dialects */
         const char *at;    /* the recorded location to point at (falls back to its parents) */
@@ -58,8 +53,6 @@ static const struct {
     {"spec.snapshots.destination.pvc", "spec.snapshots.destination.pvc",
      "snapshots stored in a PersistentVolumeClaim",
      "use a local or s3 destination, or set spec.snapshots.enabled: false", uses_snapshot_pvc},
-    {"spec.bootstrap.restore", "spec.bootstrap.restore", "restoring a snapshot at creation",
-     "remove spec.bootstrap.restore", uses_restore},
 };
 
 static bool uses_any(const etcd_cluster *c)

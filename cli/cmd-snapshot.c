@@ -389,8 +389,8 @@ static int restore_checked(state_db *db, const state_snapshot *rec, const char *
                         return r;
                 }
                 printf("# %s: revision %lld, %lld keys, %lld bytes, checked\n"
-                       "# (spec.bootstrap.restore is refused by apply, plan and run until "
-                       "gitcd supports it)\n"
+                       "# gitcd apply creates the cluster from it: the first member restored\n"
+                       "# (a new cluster ID), the others joining it as learners\n"
                        "apiVersion: gitcd.io/v1alpha1\n"
                        "kind: EtcdCluster\n"
                        "metadata:\n"

@@ -704,6 +704,7 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                                      .src = rs->src,
                                      .prune = c->prune,
                                      .state_dir = r->state_dir,
+                                     .etcd_dir = c->etcd_dir,
                                      .progress = progress,
                                      .userdata = userdata,
                                      .pass_done = pass_done,

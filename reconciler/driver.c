@@ -53,7 +53,10 @@ int driver_new(const driver_opts *opts, driver **ret)
                 return -EINVAL;
         driver *d = XNEW(driver);
         d->opts = *opts;
-        reconciler_opts ro = {.db = opts->db, .target = opts->target, .state_dir = opts->state_dir};
+        reconciler_opts ro = {.db = opts->db,
+                              .target = opts->target,
+                              .state_dir = opts->state_dir,
+                              .etcd_dir = opts->etcd_dir};
         int k = reconciler_new(&ro, &d->rec);
         if (k < 0) {
                 free(d);

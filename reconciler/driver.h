@@ -42,6 +42,7 @@ typedef struct driver_opts {
         source *src;           /* required */
         bool prune;            /* stop members of clusters removed from the source (data kept) */
         const char *state_dir; /* temporary files of a snapshot before a minor upgrade */
+        const char *etcd_dir;  /* etcd's tools by version (restore); NULL: the default */
         driver_progress_fn progress;
         void *userdata;
         /* Called after every pass that ran, with how long it took (metrics). */

@@ -39,6 +39,7 @@
 #include "reconciler/reconcile.h"
 #include "reconciler/recovery.h"
 #include "reconciler/upgrade.h"
+#include "reconciler/restore.h"
 #include "render/layout.h"
 #include "render/render.h"
 #include "snapshots/scheduler.h"
@@ -643,6 +644,7 @@ typedef struct act_ctx {
         char *commit;
         char *author;
         pass_result *res;
+        restore_prep *prep; /* spec.bootstrap.restore: the checked snapshot, once fetched */
 } act_ctx;
 
 static member_view *view_by_name(world *w, const char *name)
@@ -772,6 +774,77 @@ static int new_member_record(act_ctx *a, int ordinal, bool seed, bool learner,
         return 0;
 }
 
+static int set_cond(reconciler *r, const char *cluster, const char *type, bool status,
+                    const char *reason, const char *message, const char *commit,
+                    const char *author);
+
+/*
+ * spec.bootstrap.restore (reconciler/restore.h): fetch and check the
+ * snapshot once per pass. A snapshot refused for what it is (missing,
+ * damaged, too new, too large) makes the cluster terminal with reason
+ * RestoreRefused until the spec changes: nothing was created. 1: go on
+ * with a->prep; 0: refused, the pass ends with res filled; -errno: failed,
+ * try again.
+ */
+static int restore_check(act_ctx *a)
+{
+        if (a->prep)
+                return 1;
+        _cleanup_free_ char *error = NULL;
+        bool refused = false;
+        int k = restore_prepare(a->r->opts.db, a->r->opts.target, a->c, a->r->opts.etcd_dir,
+                                &a->prep, &refused, &error);
+        if (k >= 0)
+                return 1;
+        if (!refused) {
+                snprintf(a->res->message, sizeof(a->res->message), "cannot restore yet: %s", error);
+                log_warn("%s: %s", a->x->name, error);
+                return k;
+        }
+        const char *reason = "RestoreRefused";
+        _cleanup_free_ char *msg = xasprintf("spec.bootstrap.restore refused: %s", error);
+        set_cond(a->r, a->x->name, "Progressing", false, reason, msg, a->commit, a->author);
+        set_cond(a->r, a->x->name, "Degraded", true, reason, msg, a->commit, a->author);
+        if (state_cluster_set_terminal(a->r->opts.db, a->x->name, reason, msg, wall(a->r)) < 0)
+                log_warn("%s: cannot record the terminal state: %s", a->x->name,
+                         state_last_error());
+        audit(a->r, a->x->name, "restore.refused", msg, NULL, NULL, "failure", 0, a->commit,
+              a->author);
+        log_error("%s: %s", a->x->name, msg);
+        a->res->outcome = PASS_FAILED;
+        snprintf(a->res->reason, sizeof(a->res->reason), "%s", reason);
+        snprintf(a->res->message, sizeof(a->res->message), "%s", msg);
+        return 0;
+}
+
+/* Restore the checked snapshot into the seed's data before its first start (audited). */
+static int act_restore_seed(act_ctx *a, const membership_plan *p, char *err, size_t errsize)
+{
+        int64_t t0 = mono(a->r);
+        int k = restore_check(a);
+        if (k <= 0) {
+                snprintf(err, errsize, "%s", a->res->message);
+                return k < 0 ? k : -ECANCELED;
+        }
+        _cleanup_free_ char *error = NULL;
+        FAILPOINT("restore.before-target");
+        k = restore_seed(a->r->opts.target, a->c, p, 0, a->prep, &error);
+        FAILPOINT("restore.after-target");
+        _cleanup_free_ char *what =
+            xasprintf("%s restored from %s (revision %lld, %lld keys, %lld bytes)",
+                      p->members[0].name, a->prep->source, (long long)a->prep->revision,
+                      (long long)a->prep->keys, (long long)a->prep->size);
+        _cleanup_free_ char *after = xasprintf("{\"member\":\"%s\",\"revision\":%lld}",
+                                               p->members[0].name, (long long)a->prep->revision);
+        audit(a->r, a->x->name, "member.restore", k < 0 ? error : what, NULL, after,
+              k < 0 ? "failure" : "success", mono(a->r) - t0, a->commit, a->author);
+        if (k < 0)
+                snprintf(err, errsize, "%s", error);
+        else
+                log_info("%s: %s", a->x->name, what);
+        return k;
+}
+
 /* Start (or restart onto its current command) a recorded member; records its config hash. */
 static int start_member(act_ctx *a, state_member *rec, char *err, size_t errsize)
 {
@@ -780,6 +853,8 @@ static int start_member(act_ctx *a, state_member *rec, char *err, size_t errsize
         int k = member_start_plan(a->r, a->c, rec, &p);
         if (k >= 0)
                 k = t->ops->ensure_shared(t, a->c, p);
+        if (k >= 0 && restore_seed_due(t, a->c, rec, a->w->obs.bootstrapped))
+                k = act_restore_seed(a, p, err, errsize);
         if (k >= 0)
                 k = t->ops->ensure_member(t, a->c, p, 0);
         if (k < 0) {
@@ -807,7 +882,11 @@ static int act_start_seed(act_ctx *a)
         int64_t t0 = mono(a->r), op;
         state_member *rec = NULL;
         char err[512] = "";
-        int k = new_member_record(a, a->s->ordinal, true, false, NULL, &rec);
+        /* spec.bootstrap.restore: the snapshot is checked before anything is created. */
+        int k = a->c->restore.enabled ? restore_check(a) : 1;
+        if (k <= 0)
+                return k;
+        k = new_member_record(a, a->s->ordinal, true, false, NULL, &rec);
         if (k < 0)
                 return k;
         snprintf(a->res->member, sizeof(a->res->member), "%s", rec->name);
@@ -1621,11 +1700,16 @@ static int pass_deadline(reconciler *r, cluster_ctx *x, const etcd_cluster *c, w
         return 0;
 }
 
+static void act_ctx_release(act_ctx *a)
+{
+        restore_prep_free(a->prep);
+}
+
 /* Take the step decide() chose. 0 (res says how it went), or -errno when it could not start. */
 static int pass_act(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w, const step *s,
                     pass_result *res)
 {
-        act_ctx a = {r, x, c, w, s, w->commit, w->author, res};
+        _cleanup_(act_ctx_release) act_ctx a = {r, x, c, w, s, w->commit, w->author, res, NULL};
         /* Audit actions are "member." plus the step's name: member.promote, member.remove... */
         _cleanup_free_ char *action = xasprintf("member.%s", step_kind_name(s->kind));
         switch (s->kind) {
@@ -1935,7 +2019,8 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
         int64_t life_s = 0, renew_s = 0;
         pki_auto_lifetime(c, &life_s, &renew_s);
         desired want = {.replicas = c->replicas,
-                        .static_bootstrap = c->bootstrap_mode == BOOTSTRAP_STATIC,
+                        .static_bootstrap =
+                            c->bootstrap_mode == BOOTSTRAP_STATIC && !c->restore.enabled,
                         .renew_before_ms = renew_s * 1000};
         step s;
         decide(&want, &w.obs, &s);

@@ -41,6 +41,8 @@ typedef struct reconciler_opts {
         int upgrade_start_timeout_ms;
         /* Where a snapshot before a minor upgrade keeps its temporary files; NULL: none taken. */
         const char *state_dir;
+        /* etcd's tools by version (spec.bootstrap.restore); NULL: the default lookup. */
+        const char *etcd_dir;
         /* Clocks (injected for tests); NULL: the real ones (util/timeutil.h). */
         int64_t (*wall_ms)(void);
         int64_t (*mono_ms)(void);

@@ -170,8 +170,9 @@ int snapshot_unpack(const char *in, const char *out, int64_t *ret_size, char **r
                 *ret_error = xasprintf("cannot open %s: %s", in, strerror(-r));
                 return r;
         }
-        _cleanup_close_ int fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0) {
+        _cleanup_close_ int fd =
+            out ? open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+        if (out && fd < 0) {
                 int r = -errno;
                 gzclose(gz);
                 *ret_error = xasprintf("cannot create %s: %s", out, strerror(-r));
@@ -196,7 +197,7 @@ int snapshot_unpack(const char *in, const char *out, int64_t *ret_size, char **r
                 }
                 if (n == 0)
                         break;
-                if (write(fd, buf + tail_len, (size_t)n) != n) {
+                if (out && write(fd, buf + tail_len, (size_t)n) != n) {
                         r = errno ? -errno : -EIO;
                         *ret_error = xasprintf("cannot write %s: %s", out, strerror(-r));
                         break;
@@ -215,7 +216,7 @@ int snapshot_unpack(const char *in, const char *out, int64_t *ret_size, char **r
         unsigned int len = 0;
         EVP_DigestFinal_ex(sha, md, &len);
         EVP_MD_CTX_free(sha);
-        if (r == 0 && fsync(fd) < 0)
+        if (r == 0 && out && fsync(fd) < 0)
                 r = -errno;
         if (r == 0 && (size % 512 != 32 || tail_len != 32)) {
                 *ret_error = xasprintf("%s has no sha256 trailer from etcd (%lld bytes): not an "
@@ -229,11 +230,19 @@ int snapshot_unpack(const char *in, const char *out, int64_t *ret_size, char **r
                 r = -EBADMSG;
         }
         if (r < 0) {
-                unlink(out);
+                if (out)
+                        unlink(out);
                 return r;
         }
         *ret_size = size;
         return 0;
+}
+
+bool snapshot_is_gzip(const char *path)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        unsigned char magic[2];
+        return fd >= 0 && read(fd, magic, 2) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
 }
 
 int snapshot_restore_dir(const snapshot_restore_opts *o, char **ret_error)

@@ -10,6 +10,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "state/snapshots.h"
@@ -30,8 +31,13 @@ int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_di
  * its magic bytes; anything else is copied) and check etcd's sha256
  * trailer over it. -EBADMSG with *ret_error when the trailer is missing or
  * does not match (the file is damaged), or the gzip stream is broken.
+ * out NULL: only check (no copy is written; for an uncompressed in, which
+ * can then be restored as it is).
  */
 int snapshot_unpack(const char *in, const char *out, int64_t *ret_size, char **ret_error);
+
+/* Whether path starts with gzip's magic bytes (a compressed snapshot). */
+bool snapshot_is_gzip(const char *path);
 
 typedef struct snapshot_restore_opts {
         const char *tool;     /* etcdutl (3.5+) or etcdctl (3.4) of the target version */

@@ -1582,6 +1582,56 @@ pid_t local_target_member_pid(target *t, const char *ns, const char *cluster, co
         return m->pid;
 }
 
+/*
+ * spec.bootstrap.restore: etcd's tool restores the snapshot into data.restore/
+ * beside the member's data folder, which is then renamed to data/. A crash
+ * midway leaves data.restore/ (thrown away by the next try) and no data.
+ */
+static int local_restore_member(target *t, const etcd_cluster *c, const membership_plan *p,
+                                size_t idx, const target_restore *rs)
+{
+        local_target *lt = LT(t);
+        if (idx >= p->n || !p->members[idx].name || !p->members[idx].peer_url)
+                return target_fail(t, -EINVAL, "member index %zu out of range", idx);
+        const member_plan *mp = &p->members[idx];
+        local_member *m = NULL;
+        int r = get_or_create_member(lt, c, mp->name, &m);
+        if (r < 0)
+                return r;
+        poll_exit(lt, m);
+        if (m->pid || member_has_data(m))
+                return target_fail(t, -EEXIST,
+                                   "member %s has data already; a snapshot is never restored "
+                                   "over it",
+                                   m->name);
+        _cleanup_free_ char *data = xasprintf("%s/data", m->dir);
+        _cleanup_free_ char *tmp = xasprintf("%s/data.restore", m->dir);
+        (void)rm_rf(tmp);
+        _cleanup_free_ char *error = NULL;
+        snapshot_restore_opts o = {.tool = rs->tool,
+                                   .snapshot = rs->snapshot,
+                                   .data_dir = tmp,
+                                   .name = mp->name,
+                                   .peer_url = mp->peer_url,
+                                   .token = p->cluster_token};
+        r = snapshot_restore_dir(&o, &error);
+        if (r < 0)
+                return target_fail(t, r, "member %s: %s", m->name, error);
+        /* data/ may exist empty (created for a start that never happened) */
+        (void)rm_rf(data);
+        if (rename(tmp, data) < 0) {
+                r = -errno;
+                (void)rm_rf(tmp);
+                return target_fail(t, r, "member %s: cannot rename %s to %s: %s", m->name, tmp,
+                                   data, strerror(-r));
+        }
+        r = fsync_parent_dir(data);
+        if (r < 0)
+                return target_fail(t, r, "member %s: cannot sync %s: %s", m->name, m->dir,
+                                   strerror(-r));
+        return 0;
+}
+
 static const target_ops local_ops = {
     .name = "local",
     .place_member = local_place_member,
@@ -1598,6 +1648,7 @@ static const target_ops local_ops = {
     .client_tls = local_client_tls,
     .tls_certificates = local_tls_certs,
     .renew_tls = local_renew_tls,
+    .restore_member = local_restore_member,
     .free = local_free,
 };
 

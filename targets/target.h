@@ -88,6 +88,12 @@ enum {
         TARGET_CAP_HOSTS_INVENTORY = 1u << 1,
 };
 
+/* What a target needs to restore a snapshot into a member's data (spec.bootstrap.restore). */
+typedef struct target_restore {
+        const char *snapshot; /* a checked, uncompressed snapshot file on the gitcd host */
+        const char *tool;     /* etcd's restore tool for the cluster's version, on the gitcd host */
+} target_restore;
+
 typedef struct target_ops {
         const char *name; /* "local", "kubernetes": for messages only */
         unsigned caps;    /* TARGET_CAP_* */
@@ -187,6 +193,19 @@ typedef struct target_ops {
          */
         int (*renew_tls)(target *t, const etcd_cluster *c, const membership_plan *p,
                          const char *member, int64_t now_ms);
+
+        /*
+         * spec.bootstrap.restore: restore a snapshot into the data of member
+         * idx of the plan before its first start, so that it starts as a new
+         * cluster of one (new cluster ID: its name, peer URL and the plan's
+         * cluster token) holding the snapshot's keys. All or nothing: a
+         * failure or a crash midway leaves the member without data, so it
+         * can be tried again. -EEXIST when the member has data already: it
+         * is never restored over. NULL: the target cannot restore, and the
+         * reconciler refuses spec.bootstrap.restore with its name.
+         */
+        int (*restore_member)(target *t, const etcd_cluster *c, const membership_plan *p,
+                              size_t idx, const target_restore *rs);
 
         void (*free)(target *t);
 } target_ops;

@@ -4,6 +4,7 @@
  * cluster written in each dialect normalizes to the same JSON wherever the
  * dialects can say the same thing.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -296,9 +297,28 @@ static void test_improbable(void **state)
         etcd_cluster *c = load_example("examples/dialects/improbable.yaml");
         assert_int_equal(c->dialect, DIALECT_IMPROBABLE);
         assert_int_equal(count(DIAG_WARNING), 0);
-        assert_int_equal(count(DIAG_NOTE), 1); /* the EtcdBackupSchedule is skipped */
-        assert_non_null(strstr(diags.items[0].message, "skipping etcd.improbable.io/v1alpha1 "
-                                                       "EtcdBackupSchedule"));
+        assert_int_equal(count(DIAG_NOTE), 1); /* the EtcdBackupSchedule is read */
+        assert_non_null(strstr(diags.items[0].message,
+                               "EtcdBackupSchedule \"improbable-example-hourly\" read as "
+                               "spec.snapshots of default/improbable-example"));
+        /* ... as the cluster's spec.snapshots, which survive the stored (normalized) form */
+        assert_true(c->snapshots.enabled);
+        assert_string_equal(c->snapshots.schedule, "0 * * * *");
+        assert_int_equal(c->snapshots.destination.kind, DEST_S3);
+        assert_string_equal(c->snapshots.destination.s3.bucket, "example-backups");
+        assert_string_equal(c->snapshots.destination.s3.key, "etcd");
+        assert_null(c->snapshots.destination.s3.credentials_secret);
+        assert_int_equal(c->snapshots.retention_count, 7);
+        json_t *j = spec_to_json(c);
+        etcd_cluster *back = NULL;
+        diag_list d = DIAG_LIST_INIT;
+        assert_int_equal(spec_from_json(j, "stored", &back, &d), 0);
+        assert_true(back->snapshots.enabled);
+        assert_string_equal(back->snapshots.schedule, "0 * * * *");
+        assert_string_equal(back->snapshots.destination.s3.key, "etcd");
+        etcd_cluster_free(back);
+        diag_list_release(&d);
+        json_decref(j);
         assert_int_equal(c->replicas, 3);
         assert_string_equal(c->storage.size, "1Gi");
         assert_string_equal(c->storage.storage_class, "standard");
@@ -405,6 +425,139 @@ static void test_dialects_normalize_alike(void **state)
         free(first_hash);
 }
 
+#define IMPROBABLE_CLUSTER                                                                         \
+        "apiVersion: etcd.improbable.io/v1alpha1\n"                                                \
+        "kind: EtcdCluster\n"                                                                      \
+        "metadata:\n  name: main\n"                                                                \
+        "spec:\n  replicas: 3\n  version: \"3.5.16\"\n"
+
+static const char *schedule_doc(const char *schedule, const char *url, const char *object)
+{
+        static char buf[1024];
+        snprintf(buf, sizeof(buf),
+                 "apiVersion: etcd.improbable.io/v1alpha1\n"
+                 "kind: EtcdBackupSchedule\n"
+                 "metadata:\n  name: hourly\n"
+                 "spec:\n  schedule: \"%s\"\n"
+                 "  backupSpec:\n"
+                 "    source:\n      clusterURL: %s\n"
+                 "    destination:\n      objectURLTemplate: %s\n",
+                 schedule, url, object);
+        return buf;
+}
+
+/* Load text expecting errors; the message of the first error contains want. */
+static void assert_load_error(const char *text, const char *want)
+{
+        cluster_set_release(&set);
+        diag_list_release(&diags);
+        assert_int_equal(spec_load_buffer("test.yaml", text, strlen(text), &set, &diags), -EINVAL);
+        for (size_t i = 0; i < diags.n; i++)
+                if (diags.items[i].severity == DIAG_ERROR) {
+                        if (!strstr(diags.items[i].message, want))
+                                print_diags(&diags);
+                        assert_non_null(strstr(diags.items[i].message, want));
+                        return;
+                }
+        fail_msg("no error");
+}
+
+/* The schedule may come before the cluster; the prefix ends before the first template field. */
+static void test_improbable_schedule_any_order(void **state)
+{
+        (void)state;
+        char text[2048];
+        snprintf(text, sizeof(text), "%s---\n%s",
+                 schedule_doc("*/15 * * * *", "https://main:2379", "s3://b/x/y-{{ .UID }}.db"),
+                 IMPROBABLE_CLUSTER);
+        etcd_cluster *c = load_text(text);
+        assert_string_equal(c->snapshots.schedule, "*/15 * * * *");
+        assert_string_equal(c->snapshots.destination.s3.bucket, "b");
+        assert_string_equal(c->snapshots.destination.s3.key, "x");
+        snprintf(text, sizeof(text), "%s---\n%s", IMPROBABLE_CLUSTER,
+                 schedule_doc("0 3 * * *", "http://main.default.svc.cluster.local:2379",
+                              "s3://b/snapshot.db"));
+        c = load_text(text);
+        assert_null(c->snapshots.destination.s3.key);
+}
+
+/* What does not map is an error at the document, never skipped. */
+static void test_side_kinds_refused(void **state)
+{
+        (void)state;
+        char text[2048];
+        snprintf(text, sizeof(text), "%s---\n%s", IMPROBABLE_CLUSTER,
+                 schedule_doc("0 * * * *", "http://main:2379", "gs://b/{{ .Name }}.db"));
+        assert_load_error(text, "Google Cloud Storage is not supported");
+        snprintf(text, sizeof(text), "%s---\n%s", IMPROBABLE_CLUSTER,
+                 schedule_doc("0 25 * * *", "http://main:2379", "s3://b/p/{{ .Name }}.db"));
+        assert_load_error(text, "spec.schedule:");
+        /* not in the set loaded, or in another namespace */
+        snprintf(text, sizeof(text), "%s---\n%s", IMPROBABLE_CLUSTER,
+                 schedule_doc("0 * * * *", "http://other:2379", "s3://b/p.db"));
+        assert_load_error(text, "names cluster default/other, which is not defined");
+        snprintf(text, sizeof(text), "%s---\n%s", IMPROBABLE_CLUSTER,
+                 schedule_doc("0 * * * *", "http://main.prod.svc:2379", "s3://b/p.db"));
+        assert_load_error(text, "is a cluster of namespace prod; the schedule is in default");
+        /* a cluster that has snapshots of its own */
+        snprintf(text, sizeof(text),
+                 "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: main\n"
+                 "spec:\n  replicas: 1\n  snapshots:\n    schedule: \"0 * * * *\"\n"
+                 "    destination:\n      local:\n        path: /srv/snaps\n---\n%s",
+                 schedule_doc("0 * * * *", "http://main:2379", "s3://b/p.db"));
+        assert_load_error(text, "has snapshots already");
+        /* one-off snapshots */
+        snprintf(text, sizeof(text),
+                 "%s---\napiVersion: etcd.improbable.io/v1alpha1\nkind: EtcdBackup\n"
+                 "metadata:\n  name: once\nspec:\n  source:\n    clusterURL: http://main:2379\n",
+                 IMPROBABLE_CLUSTER);
+        assert_load_error(text, "EtcdBackup \"once\": one-off snapshots are not kept as "
+                                "documents by gitcd; take it with `gitcd snapshot save");
+        assert_int_equal(set.n, 1); /* the cluster itself is still read */
+        assert_load_error("apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\n"
+                          "metadata:\n  name: snap\nspec:\n  clusterRef:\n    name: main\n",
+                          "EtcdSnapshot \"snap\": one-off snapshots");
+}
+
+/* coreos EtcdRestore: the cluster it names is created from the S3 object. */
+static void test_coreos_restore(void **state)
+{
+        (void)state;
+        static const char *const text = "apiVersion: etcd.database.coreos.com/v1beta2\n"
+                                        "kind: EtcdRestore\n"
+                                        "metadata:\n  name: from-backup\n"
+                                        "spec:\n"
+                                        "  etcdCluster:\n    name: orders\n"
+                                        "  backupStorageType: S3\n"
+                                        "  s3:\n"
+                                        "    path: backups/orders/etcd.backup\n"
+                                        "    awsSecret: aws\n"
+                                        "    endpoint: http://minio:9000\n"
+                                        "    forcePathStyle: true\n"
+                                        "---\n"
+                                        "apiVersion: etcd.database.coreos.com/v1beta2\n"
+                                        "kind: EtcdCluster\n"
+                                        "metadata:\n  name: orders\n"
+                                        "spec:\n  size: 3\n  version: \"3.5.16\"\n";
+        etcd_cluster *c = load_text(text);
+        assert_true(c->restore.enabled);
+        assert_int_equal(c->restore.source.kind, DEST_S3);
+        assert_string_equal(c->restore.source.s3.bucket, "backups");
+        assert_string_equal(c->restore.source.s3.key, "orders/etcd.backup");
+        assert_string_equal(c->restore.source.s3.credentials_secret, "aws");
+        assert_string_equal(c->restore.source.s3.endpoint, "http://minio:9000");
+        assert_true(c->restore.source.s3.force_path_style);
+        assert_int_equal(count(DIAG_NOTE), 1);
+        assert_non_null(strstr(diags.items[0].message,
+                               "EtcdRestore \"from-backup\" read as spec.bootstrap.restore of "
+                               "default/orders"));
+
+        assert_load_error("apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdRestore\n"
+                          "metadata:\n  name: r\nspec:\n  etcdCluster:\n    name: orders\n"
+                          "  backupStorageType: ABS\n",
+                          "spec.backupStorageType: \"ABS\" is not supported");
+}
+
 static int teardown(void **state)
 {
         cluster_set_release(&set);
@@ -423,6 +576,9 @@ int main(void)
             cmocka_unit_test(test_etcdio),
             cmocka_unit_test(test_etcdio_size_and_provider_cfg),
             cmocka_unit_test(test_improbable),
+            cmocka_unit_test(test_improbable_schedule_any_order),
+            cmocka_unit_test(test_side_kinds_refused),
+            cmocka_unit_test(test_coreos_restore),
             cmocka_unit_test(test_cozystack),
             cmocka_unit_test(test_cozystack_pause_and_memory),
             cmocka_unit_test(test_dialects_normalize_alike),

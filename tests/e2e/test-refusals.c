@@ -1,7 +1,8 @@
 /*
  * What `gitcd apply` and `gitcd run` refuse, end to end through the real
  * binary on the local target: clusters that use a field gitcd reads but does
- * not act on yet (spec.auth, spec.snapshots, spec.bootstrap.restore, in the native and cozystack dialects) are not
+ * not act on yet (spec.auth, spec.snapshots.destination.pvc, in the native
+ * and cozystack dialects) are not
  * created, an existing cluster that gains one is not changed, and the other
  * clusters of the same folder are created and keep running; and a commit
  * that adds `force-new-cluster` to a live 3-member cluster is refused with
@@ -96,9 +97,6 @@ static void test_unsupported_fields(void **state)
         write_native(e, "snap.yaml", "snap",
                      "  snapshots:\n    schedule: \"0 * * * *\"\n    destination:\n"
                      "      pvc:\n        claimName: backups\n");
-        write_native(e, "restore.yaml", "restore",
-                     "  bootstrap:\n    restore:\n      source:\n        local:\n"
-                     "          path: /var/backups/x.db\n");
         e2e_write_file(e, "cozy.yaml",
                        "apiVersion: etcd-operator.cozystack.io/v1alpha2\n"
                        "kind: EtcdCluster\n"
@@ -107,19 +105,7 @@ static void test_unsupported_fields(void **state)
                        "spec:\n"
                        "  replicas: 1\n"
                        "  auth:\n"
-                       "    enabled: true\n"
-                       "---\n"
-                       "apiVersion: etcd-operator.cozystack.io/v1alpha2\n"
-                       "kind: EtcdCluster\n"
-                       "metadata:\n"
-                       "  name: cozy-restore\n"
-                       "spec:\n"
-                       "  replicas: 1\n"
-                       "  bootstrap:\n"
-                       "    restore:\n"
-                       "      source:\n"
-                       "        local:\n"
-                       "          path: /var/backups/x.db\n");
+                       "    enabled: true\n");
 
         char *err = NULL;
         assert_int_equal(apply_capture(e, &err), 1);
@@ -128,18 +114,13 @@ static void test_unsupported_fields(void **state)
         assert_contains(err, "snap.yaml:11:7: error: spec.snapshots.destination.pvc (snapshots "
                              "stored in a PersistentVolumeClaim) is not supported yet; the "
                              "cluster is not created");
-        assert_contains(err, "restore.yaml:9:5: error: spec.bootstrap.restore (restoring a "
-                             "snapshot at creation) is not supported yet; the cluster is not "
-                             "created");
         assert_contains(err, "cozy.yaml:8:14: error: spec.auth (etcd authentication) is not "
                              "supported yet; the cluster is not created");
-        assert_contains(err, "cozy.yaml:17:5: error: spec.bootstrap.restore");
         free(err);
 
         /* The refused clusters do not exist; the other one runs. */
         assert_true(e2e_wait_ready(e, "plain", 1, 30));
-        static const char *const refused[] = {"authy", "snap", "restore", "cozy-auth",
-                                              "cozy-restore"};
+        static const char *const refused[] = {"authy", "snap", "cozy-auth"};
         for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
                 assert_false(cluster_known(e, refused[i]));
                 char *dir = e2e_member_dir(e, refused[i], "");

@@ -259,7 +259,9 @@ static void proc_start(fake_world *w, fake_proc *p)
                 p->initialized = true;
                 return;
         }
-        if (p->has_data) {
+        /* Restored and never started: its data makes it a new cluster of one, whatever its flags. */
+        bool restored = p->restored_revision && !p->initialized;
+        if (p->has_data && !restored) {
                 /* Rejoins with its identity; a member etcd removed shuts down. */
                 if (!member_by_id(w, p->etcd_id))
                         return proc_exit(p);
@@ -274,7 +276,24 @@ static void proc_start(fake_world *w, fake_proc *p)
                 return;
         }
         fake_etcd_member *m = member_by_peer(w, p->peer_url);
-        if (streq(p->initial_state, "new") && w->cluster_id == 0 && !m) {
+        if (restored) {
+                if (w->cluster_id != 0 || m)
+                        return proc_exit(p); /* its restored cluster is not this one */
+                for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                        if (!w->members[i].used) {
+                                m = &w->members[i];
+                                break;
+                        }
+                if (!m)
+                        abort();
+                memset(m, 0, sizeof(*m));
+                m->used = true;
+                m->id = w->next_id;
+                w->next_id += 0x1111;
+                copy(m->peer_url, sizeof(m->peer_url), p->peer_url);
+                w->cluster_id = 0x5e57023d1ca7a1c3ULL;
+                w->data_revision = p->restored_revision;
+        } else if (streq(p->initial_state, "new") && w->cluster_id == 0 && !m) {
                 form(w, p->initial_cluster);
                 m = member_by_peer(w, p->peer_url);
                 if (!m)
@@ -484,6 +503,35 @@ static int fake_ensure_member(target *t, const etcd_cluster *c, const membership
         return 0;
 }
 
+/* The snapshot file's revision is what the test wrote as its first 8 bytes (decimal). */
+static int fake_restore_member(target *t, const etcd_cluster *c, const membership_plan *plan,
+                               size_t idx, const target_restore *rs)
+{
+        fake_world *w = W(t);
+        if (idx >= plan->n || !rs || !rs->snapshot || !rs->tool)
+                return target_fail(t, -EINVAL, "bad restore request");
+        int k = check_cluster(t, c->namespace_, c->name);
+        if (k < 0)
+                return k;
+        const member_plan *mp = &plan->members[idx];
+        fake_proc *p = proc_get(t, mp->name);
+        if (p->running || p->has_data || p->initialized)
+                return target_fail(t, -EEXIST, "member %s has data already", mp->name);
+        FILE *f = fopen(rs->snapshot, "re");
+        if (!f)
+                return target_fail(t, -errno, "cannot read %s", rs->snapshot);
+        char head[9] = "";
+        size_t n = fread(head, 1, 8, f);
+        fclose(f);
+        head[n] = '\0';
+        long long rev = strtoll(head, NULL, 10);
+        p->restored_revision = rev > 0 ? rev : 1;
+        p->has_data = true;
+        copy(p->peer_url, sizeof(p->peer_url), mp->peer_url);
+        w->restores++;
+        return 0;
+}
+
 static int fake_stop_member(target *t, const etcd_cluster *c, const char *member)
 {
         (void)c;
@@ -678,6 +726,7 @@ static const target_ops fake_target_ops = {
     .client_tls = fake_client_tls,
     .tls_certificates = fake_tls_certificates,
     .renew_tls = fake_renew_tls,
+    .restore_member = fake_restore_member,
     .free = fake_free,
 };
 

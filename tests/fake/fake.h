@@ -77,6 +77,7 @@ typedef struct fake_proc {
         /* What its Status call answers (test hooks; raft index and store revision). */
         uint64_t raft_index;
         int64_t revision;
+        int64_t restored_revision; /* restore_member put a snapshot of this revision in its data */
         int64_t running_since_ms;
         int64_t cert_not_after_ms; /* its leaf certificate (world cert_life_ms > 0) */
         int cert_serial;
@@ -106,7 +107,9 @@ typedef struct fake_world {
          * expired is cut off: no peer or client talks to it.
          */
         int64_t cert_life_ms;
-        int renewals; /* certificates renewed through the target */
+        int renewals;          /* certificates renewed through the target */
+        int restores;          /* snapshots restored into a member (restore_member, restore_data) */
+        int64_t data_revision; /* the revision the cluster's data started from (0: empty) */
         /* test hook: the CA bundle (PEM) members trust, "" for none; its fingerprint is the
          * TLS material version place_member reports (pki_bundle_fingerprint) */
         char ca_pem[8192];
@@ -114,7 +117,6 @@ typedef struct fake_world {
         char kept[FAKE_MAX_MEMBERS][FAKE_NAME_MAX];
         int kept_dropped;  /* kept data deleted through drop_kept_data */
         int forced_starts; /* starts with --force-new-cluster */
-        int restores;      /* snapshots restored into a member (restore_data) */
         /* test hook: a process started on this etcd version exits at once (a broken build) */
         char bad_version[16];
         uint64_t raft_index; /* the leader's raft index in Status answers (default 1000) */

@@ -489,19 +489,16 @@ static void test_unsupported_fields(void **state)
                              "spec.snapshots.destination.pvc (snapshots stored in a "
                              "PersistentVolumeClaim) is not supported yet; the cluster is not "
                              "created");
-        assert_contains(out, "! rejected default/restore\n    clusters/restore.yaml:9:5: error: "
-                             "spec.bootstrap.restore (restoring a snapshot at creation) is not "
-                             "supported yet; the cluster is not created");
+        /* spec.bootstrap.restore is supported: those clusters are planned for creation. */
+        assert_contains(out, "+ create default/restore  (clusters/restore.yaml:1)");
         assert_contains(out, "! rejected default/cozy-auth\n    clusters/cozy.yaml:8:14: error: "
                              "spec.auth (etcd authentication) is not supported yet; the cluster "
                              "is not created");
-        assert_contains(out, "! rejected default/cozy-restore\n    clusters/cozy.yaml:17:5: "
-                             "error: spec.bootstrap.restore (restoring a snapshot at creation) "
-                             "is not supported yet; the cluster is not created");
+        assert_contains(out, "+ create default/cozy-restore");
         assert_contains(out, "+ create default/off  (clusters/off.yaml:1)");
         assert_contains(out, "+ create default/plain  (clusters/plain.yaml:1)");
         assert_lacks(out, "delete default/old");
-        assert_contains(out, "Plan: 2 to create, 0 to change, 0 to delete, 5 rejected.");
+        assert_contains(out, "Plan: 4 to create, 0 to change, 0 to delete, 3 rejected.");
 
         json_t *j = plan_json(1, NULL);
         assert_string_equal(action_of(j, "default/old"), "rejected");
@@ -514,10 +511,10 @@ static void test_unsupported_fields(void **state)
         assert_contains(vout, "clusters/cozy.yaml:8:14: warning: spec.auth (etcd authentication) "
                               "is not supported yet; gitcd apply, run and plan refuse this "
                               "cluster");
-        assert_contains(vout, "clusters/restore.yaml:9:5: warning: spec.bootstrap.restore");
+        assert_lacks(vout, "warning: spec.bootstrap.restore");
         assert_lacks(vout, "off.yaml");
-        /* five refusals, and two warnings that auth without client TLS is clear text */
-        assert_contains(verr, "7 clusters valid, 7 warnings");
+        /* three refusals, and two warnings that auth without client TLS is clear text */
+        assert_contains(verr, "7 clusters valid, 5 warnings");
 }
 
 /* Bad usage and unreadable inputs: clear messages, nothing changed. */

@@ -1,0 +1,363 @@
+/*
+ * The snapshot kinds other operators keep in documents of their own, next
+ * to the EtcdCluster they name: improbable's EtcdBackupSchedule and
+ * EtcdBackup (etcd.improbable.io/v1alpha1) and cozystack's EtcdSnapshot
+ * (etcd-operator.cozystack.io/v1alpha2).
+ *
+ * Design: such a document is read while loading (side_kind_read) and
+ * joined onto the cluster it names once every document was read
+ * (side_kinds_attach), so the order of documents and files does not
+ * matter. What maps onto the model becomes part of the cluster, exactly as
+ * if spec.snapshots had been written in it (so plan, normalize and the
+ * scheduler see one thing); what does not map is an error at the document,
+ * never a silent skip:
+ *
+ *   EtcdBackupSchedule  spec.schedule -> spec.snapshots.schedule;
+ *                       spec.backupSpec.destination.objectURLTemplate
+ *                       "s3://BUCKET/PREFIX/{{...}}" -> an s3 destination
+ *                       (the bucket and the prefix before the first
+ *                       template field; gitcd names the objects; S3
+ *                       credentials from gitcd's environment, since the
+ *                       improbable API has no field for them);
+ *                       spec.backupSpec.source.clusterURL names the cluster
+ *                       (its host's first label; the second, when there is
+ *                       one, must be the document's namespace).
+ *                       gs:// is refused (gitcd has no GCS client).
+ *   EtcdRestore         (coreos) spec.etcdCluster.name names the cluster;
+ *                       backupStorageType S3 with s3.{path "BUCKET/KEY",
+ *                       awsSecret, endpoint, forcePathStyle} ->
+ *                       spec.bootstrap.restore.source.s3 (the cluster is
+ *                       created from it; ABS, GCS and OSS are refused).
+ *   EtcdBackup,         a one-off snapshot: refused, naming
+ *   EtcdSnapshot        `gitcd snapshot save` (gitcd keeps no declarative
+ *                       one-off snapshots).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/internal.h"
+#include "api/reader.h"
+#include "api/spec.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+void side_list_release(side_list *l)
+{
+        for (size_t i = 0; i < l->n; i++) {
+                side_doc *s = &l->items[i];
+                free(s->kind);
+                free(s->name);
+                free(s->namespace_);
+                free(s->file);
+                free(s->cluster);
+                free(s->schedule);
+                free(s->destination.s3.bucket);
+                free(s->destination.s3.key);
+                free(s->destination.s3.endpoint);
+                free(s->destination.s3.credentials_secret);
+        }
+        free(l->items);
+        *l = (side_list){0};
+}
+
+static const char *str_of(const ynode *n)
+{
+        return n && n->kind == YNODE_SCALAR && !ynode_is_null(n) ? n->str : NULL;
+}
+
+/* "http://main.prod.svc:2379" -> "main", namespace "prod". */
+static int cluster_of_url(const char *url, char **ret_name, char **ret_ns)
+{
+        const char *p = strstr(url, "://");
+        p = p ? p + 3 : url;
+        size_t host_len = strcspn(p, ":/");
+        if (host_len == 0)
+                return -EINVAL;
+        _cleanup_free_ char *host = xstrndup(p, host_len);
+        char *dot = strchr(host, '.');
+        if (dot)
+                *dot = '\0';
+        if (!dns1123_label_valid(host))
+                return -EINVAL;
+        *ret_name = xstrdup(host);
+        *ret_ns = NULL;
+        if (dot) {
+                char *ns = dot + 1;
+                ns[strcspn(ns, ".")] = '\0';
+                if (*ns && !streq(ns, "svc"))
+                        *ret_ns = xstrdup(ns);
+        }
+        return 0;
+}
+
+static void read_backup_schedule(reader *r, const ynode *root, side_doc *s)
+{
+        const ynode *spec = NULL, *bs = NULL, *src = NULL, *dst = NULL;
+        if (!rd_map(r, root, "", "spec", NULL, &spec)) {
+                rd_error(r, root, "EtcdBackupSchedule: spec is required");
+                return;
+        }
+        static const char *const ks[] = {"schedule", "backupSpec", NULL};
+        rd_keys(r, spec, "spec", ks, NULL);
+        if (rd_string(r, spec, "spec", "schedule", NULL, &s->schedule)) {
+                _cleanup_free_ char *why = NULL;
+                if (cron_check(s->schedule, &why) < 0)
+                        rd_error(r, rd_get(spec, "schedule", NULL), "spec.schedule: %s", why);
+        } else if (!rd_get(spec, "schedule", NULL)) {
+                rd_error(r, spec, "spec.schedule is required");
+        }
+        if (!rd_map(r, spec, "spec", "backupSpec", NULL, &bs)) {
+                if (!rd_get(spec, "backupSpec", NULL))
+                        rd_error(r, spec, "spec.backupSpec is required");
+                return;
+        }
+        static const char *const kb[] = {"source", "destination", NULL};
+        rd_keys(r, bs, "spec.backupSpec", kb, NULL);
+        if (rd_map(r, bs, "spec.backupSpec", "source", NULL, &src)) {
+                static const char *const k[] = {"clusterURL", NULL};
+                rd_keys(r, src, "spec.backupSpec.source", k, NULL);
+                _cleanup_free_ char *url = NULL, *ns = NULL;
+                const ynode *at = rd_get(src, "clusterURL", NULL);
+                if (rd_string(r, src, "spec.backupSpec.source", "clusterURL", NULL, &url)) {
+                        if (cluster_of_url(url, &s->cluster, &ns) < 0)
+                                rd_error(r, at,
+                                         "spec.backupSpec.source.clusterURL: \"%s\" does not name "
+                                         "a cluster (http://NAME.NAMESPACE.svc:2379)",
+                                         url);
+                        else if (ns && !streq(ns, s->namespace_))
+                                rd_error(r, at,
+                                         "spec.backupSpec.source.clusterURL: \"%s\" is a cluster "
+                                         "of namespace %s; the schedule is in %s",
+                                         url, ns, s->namespace_);
+                        s->cluster_line = at->line;
+                        s->cluster_col = at->col;
+                } else if (!at) {
+                        rd_error(r, src, "spec.backupSpec.source.clusterURL is required");
+                }
+        } else if (!rd_get(bs, "source", NULL)) {
+                rd_error(r, bs, "spec.backupSpec.source is required");
+        }
+        if (!rd_map(r, bs, "spec.backupSpec", "destination", NULL, &dst)) {
+                if (!rd_get(bs, "destination", NULL))
+                        rd_error(r, bs, "spec.backupSpec.destination is required");
+                return;
+        }
+        static const char *const kd[] = {"objectURLTemplate", NULL};
+        rd_keys(r, dst, "spec.backupSpec.destination", kd, NULL);
+        const ynode *at = rd_get(dst, "objectURLTemplate", NULL);
+        _cleanup_free_ char *url = NULL;
+        if (!rd_string(r, dst, "spec.backupSpec.destination", "objectURLTemplate", NULL, &url)) {
+                if (!at)
+                        rd_error(r, dst,
+                                 "spec.backupSpec.destination.objectURLTemplate is required");
+                return;
+        }
+        if (strneq(url, "gs://", 5)) {
+                rd_error(r, at,
+                         "spec.backupSpec.destination.objectURLTemplate: \"%s\": Google Cloud "
+                         "Storage is not supported; gitcd stores snapshots in S3-compatible "
+                         "storage (s3://BUCKET/PREFIX) or a local folder (spec.snapshots in the "
+                         "cluster)",
+                         url);
+                return;
+        }
+        if (!strneq(url, "s3://", 5)) {
+                rd_error(r, at,
+                         "spec.backupSpec.destination.objectURLTemplate: \"%s\" is not an "
+                         "s3:// URL",
+                         url);
+                return;
+        }
+        const char *bucket = url + 5;
+        size_t blen = strcspn(bucket, "/");
+        if (blen == 0 || memchr(bucket, '{', blen)) {
+                rd_error(r, at,
+                         "spec.backupSpec.destination.objectURLTemplate: \"%s\" names no bucket",
+                         url);
+                return;
+        }
+        /* the prefix: the path before the first template field, up to its last '/' */
+        const char *path = bucket[blen] == '/' ? bucket + blen + 1 : bucket + blen;
+        size_t plen = strcspn(path, "{");
+        while (plen > 0 && path[plen - 1] != '/')
+                plen--;
+        while (plen > 0 && path[plen - 1] == '/')
+                plen--;
+        s->destination.kind = DEST_S3;
+        s->destination.s3.bucket = xstrndup(bucket, blen);
+        s->destination.s3.key = plen ? xstrndup(path, plen) : NULL;
+}
+
+static void read_coreos_restore(reader *r, const ynode *root, side_doc *s)
+{
+        const ynode *spec = NULL, *ec = NULL, *s3 = NULL;
+        if (!rd_map(r, root, "", "spec", NULL, &spec)) {
+                rd_error(r, root, "EtcdRestore: spec is required");
+                return;
+        }
+        static const char *const ks[] = {
+            "etcdCluster", "backupStorageType", "s3", "abs", "gcs", "oss", NULL};
+        rd_keys(r, spec, "spec", ks, NULL);
+        if (rd_map(r, spec, "spec", "etcdCluster", NULL, &ec)) {
+                static const char *const k[] = {"name", NULL};
+                rd_keys(r, ec, "spec.etcdCluster", k, NULL);
+                const ynode *at = rd_get(ec, "name", NULL);
+                if (rd_string(r, ec, "spec.etcdCluster", "name", NULL, &s->cluster)) {
+                        s->cluster_line = at->line;
+                        s->cluster_col = at->col;
+                } else if (!at) {
+                        rd_error(r, ec, "spec.etcdCluster.name is required");
+                }
+        } else if (!rd_get(spec, "etcdCluster", NULL)) {
+                rd_error(r, spec, "spec.etcdCluster is required");
+        }
+        _cleanup_free_ char *type = NULL;
+        const ynode *tat = rd_get(spec, "backupStorageType", NULL);
+        if (!rd_string(r, spec, "spec", "backupStorageType", NULL, &type)) {
+                if (!tat)
+                        rd_error(r, spec, "spec.backupStorageType is required");
+                return;
+        }
+        if (!streq(type, "S3")) {
+                rd_error(r, tat,
+                         "spec.backupStorageType: \"%s\" is not supported; gitcd restores from "
+                         "S3-compatible storage, a local file or a snapshot it recorded",
+                         type);
+                return;
+        }
+        if (!rd_map(r, spec, "spec", "s3", NULL, &s3)) {
+                if (!rd_get(spec, "s3", NULL))
+                        rd_error(r, spec, "spec.s3 is required");
+                return;
+        }
+        static const char *const k3[] = {"path", "awsSecret", "endpoint", "forcePathStyle", NULL};
+        rd_keys(r, s3, "spec.s3", k3, NULL);
+        _cleanup_free_ char *path = NULL;
+        const ynode *pat = rd_get(s3, "path", NULL);
+        if (rd_string(r, s3, "spec.s3", "path", NULL, &path)) {
+                const char *slash = strchr(path, '/');
+                if (!slash || slash == path || !slash[1])
+                        rd_error(r, pat, "spec.s3.path: \"%s\" is not BUCKET/KEY", path);
+                else {
+                        s->destination.s3.bucket = xstrndup(path, (size_t)(slash - path));
+                        s->destination.s3.key = xstrdup(slash + 1);
+                }
+        } else if (!pat) {
+                rd_error(r, s3, "spec.s3.path is required");
+        }
+        rd_string(r, s3, "spec.s3", "awsSecret", NULL, &s->destination.s3.credentials_secret);
+        rd_string(r, s3, "spec.s3", "endpoint", NULL, &s->destination.s3.endpoint);
+        rd_bool(r, s3, "spec.s3", "forcePathStyle", NULL, &s->destination.s3.force_path_style);
+        s->destination.kind = DEST_S3;
+        s->restore = true;
+}
+
+bool side_kind_read(const char *file, const ydoc *doc, spec_dialect d, const char *kind,
+                    side_list *out, diag_list *diags)
+{
+        bool schedule = d == DIALECT_IMPROBABLE && streq(kind, "EtcdBackupSchedule");
+        bool one_off = (d == DIALECT_IMPROBABLE && streq(kind, "EtcdBackup")) ||
+                       (d == DIALECT_COZYSTACK && streq(kind, "EtcdSnapshot"));
+        bool restore = d == DIALECT_COREOS && streq(kind, "EtcdRestore");
+        if (!schedule && !one_off && !restore)
+                return false;
+        const ynode *root = doc->root;
+        const ynode *meta = ynode_get(root, "metadata");
+        const char *name = str_of(ynode_get(meta, "name"));
+        const char *ns = str_of(ynode_get(meta, "namespace"));
+        reader r = {.file = file, .diags = diags, .c = etcd_cluster_new()};
+        r.c->line = root->line;
+        r.c->col = root->col;
+        if (one_off) {
+                const char *how =
+                    d == DIALECT_COZYSTACK ? "spec.clusterRef.name" : "its clusterURL";
+                rd_error(&r, root,
+                         "%s \"%s\": one-off snapshots are not kept as documents by gitcd; take "
+                         "it with `gitcd snapshot save NAMESPACE/CLUSTER` (the cluster %s names), "
+                         "or schedule snapshots with spec.snapshots in the cluster, and remove "
+                         "this document",
+                         kind, name ? name : "", how);
+                etcd_cluster_free(r.c);
+                return true;
+        }
+        out->items = xgrow(out->items, &out->alloc, out->n + 1, sizeof(side_doc));
+        side_doc *s = &out->items[out->n++];
+        *s = (side_doc){.dialect = d,
+                        .kind = xstrdup(kind),
+                        .name = xstrdup(name ? name : ""),
+                        .namespace_ = xstrdup(ns ? ns : "default"),
+                        .file = xstrdup(file ? file : "<input>"),
+                        .line = root->line,
+                        .col = root->col};
+        size_t errors = diag_count(diags, DIAG_ERROR);
+        if (restore)
+                read_coreos_restore(&r, root, s);
+        else
+                read_backup_schedule(&r, root, s);
+        s->maps = diag_count(diags, DIAG_ERROR) == errors;
+        etcd_cluster_free(r.c);
+        kv_list_release(&r.names);
+        return true;
+}
+
+void side_kinds_attach(cluster_set *set, side_list *l, diag_list *diags)
+{
+        for (size_t i = 0; i < l->n; i++) {
+                side_doc *s = &l->items[i];
+                if (!s->maps || !s->cluster)
+                        continue;
+                etcd_cluster *c = cluster_set_find(set, s->namespace_, s->cluster);
+                if (!c) {
+                        diag_add(diags, DIAG_ERROR, s->file, s->cluster_line, s->cluster_col,
+                                 "%s \"%s\" names cluster %s/%s, which is not defined in the "
+                                 "files read",
+                                 s->kind, s->name, s->namespace_, s->cluster);
+                        continue;
+                }
+                if (s->restore) {
+                        if (c->restore.enabled) {
+                                diag_add(diags, DIAG_ERROR, s->file, s->line, s->col,
+                                         "%s \"%s\": cluster %s/%s has a "
+                                         "spec.bootstrap.restore already",
+                                         s->kind, s->name, s->namespace_, s->cluster);
+                                continue;
+                        }
+                        c->restore.enabled = true;
+                        c->restore.source = s->destination;
+                        s->destination = (storage_location){0};
+                        diag_add(diags, DIAG_NOTE, s->file, s->line, s->col,
+                                 "%s \"%s\" read as spec.bootstrap.restore of %s/%s: the cluster "
+                                 "is created from s3://%s/%s when it does not exist yet%s",
+                                 s->kind, s->name, s->namespace_, s->cluster,
+                                 c->restore.source.s3.bucket, c->restore.source.s3.key,
+                                 c->restore.source.s3.credentials_secret
+                                     ? " (gitcd reads the keys accessKeyID and secretAccessKey "
+                                       "from awsSecret, not AWS credentials files)"
+                                     : "");
+                        continue;
+                }
+                if (c->snapshots.enabled || c->snapshots.schedule) {
+                        int line, col;
+                        etcd_cluster_loc(c, "spec.snapshots", &line, &col);
+                        diag_add(diags, DIAG_ERROR, s->file, s->line, s->col,
+                                 "%s \"%s\": cluster %s/%s has snapshots already (%s:%d:%d); "
+                                 "one schedule per cluster",
+                                 s->kind, s->name, s->namespace_, s->cluster, c->file, line, col);
+                        continue;
+                }
+                c->snapshots.enabled = true;
+                c->snapshots.schedule = TAKE_PTR(s->schedule);
+                c->snapshots.destination.kind = DEST_S3;
+                c->snapshots.destination.s3.bucket = TAKE_PTR(s->destination.s3.bucket);
+                c->snapshots.destination.s3.key = TAKE_PTR(s->destination.s3.key);
+                diag_add(diags, DIAG_NOTE, s->file, s->line, s->col,
+                         "%s \"%s\" read as spec.snapshots of %s/%s: schedule \"%s\", s3://%s/%s "
+                         "(gitcd names the objects; keeps the newest %d; S3 credentials from "
+                         "gitcd's environment)",
+                         s->kind, s->name, s->namespace_, s->cluster, c->snapshots.schedule,
+                         c->snapshots.destination.s3.bucket,
+                         c->snapshots.destination.s3.key ? c->snapshots.destination.s3.key : "",
+                         c->snapshots.retention_count);
+        }
+}

@@ -1,0 +1,279 @@
+/*
+ * Benchmark: snapshot and restore throughput of gitcd against etcd's own
+ * tools on the same data in the same run, and gitcd's peak memory while
+ * it streams.
+ *
+ *   bench-snapshot [SIZE-MIB] [VERSION]      (default 1024 MiB, 3.5.16)
+ *
+ * A one-member cluster (test harness) is filled with SIZE MiB of values
+ * (512 KiB each, written by 8 clients at once). Then:
+ *   save     gitcd's client streaming the snapshot to a file (etcd's
+ *            sha256 trailer checked on the way), against `etcdctl
+ *            snapshot save` of the same member;
+ *   restore  gitcd's restore of that file (etcd's trailer checked again,
+ *            `snapshot status`, then etcd's tool into a new data folder, as
+ *            spec.bootstrap.restore does), against `etcdutl snapshot
+ *            restore` alone (`etcdctl` for 3.4);
+ * and gitcd's peak resident memory (VmHWM, reset before each step through
+ * /proc/self/clear_refs) while it streams. Prints figures only; it never
+ * fails on timing. Needs SIZE MiB free twice over in $TMPDIR, plus the
+ * data folder.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "etcd/client.h"
+#include "snapshots/restore.h"
+#include "snapshots/snapshot.h"
+#include "targets/process.h"
+#include "tests/harness/harness.h"
+#include "util/fs.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+#define VALUE_SIZE (512 * 1024)
+#define WRITERS    8
+
+typedef struct fill {
+        pthread_t thread;
+        const char *endpoints;
+        int from, to;
+        int failed;
+} fill;
+
+static void *fill_main(void *arg)
+{
+        fill *f = arg;
+        etcd_client_opts o = {.endpoints = f->endpoints, .call_timeout_ms = 30000};
+        etcd_client *c = NULL;
+        if (etcd_client_new(&o, &c) < 0) {
+                f->failed = 1;
+                return NULL;
+        }
+        char *value = xmalloc(VALUE_SIZE);
+        for (int i = f->from; i < f->to && !f->failed; i++) {
+                for (size_t j = 0; j < VALUE_SIZE; j += 8)
+                        snprintf(value + j, 9, "%07x", (unsigned)(i * 131 + (int)j) & 0xfffffff);
+                char key[32];
+                snprintf(key, sizeof(key), "bench/%08d", i);
+                if (etcd_put(c, key, value, VALUE_SIZE, NULL) < 0) {
+                        fprintf(stderr, "put %s: %s\n", key, etcd_client_last_error(c));
+                        f->failed = 1;
+                }
+        }
+        free(value);
+        etcd_client_free(c);
+        return NULL;
+}
+
+static long vm_hwm_kib(void)
+{
+        FILE *f = fopen("/proc/self/status", "re");
+        if (!f)
+                return -1;
+        char line[256];
+        long v = -1;
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "VmHWM: %ld kB", &v) == 1)
+                        break;
+        fclose(f);
+        return v;
+}
+
+/* Reset the peak (Linux 4.0+); the next VmHWM is the peak from now on. */
+static void reset_hwm(void)
+{
+        int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+                (void)!write(fd, "5", 1);
+                close(fd);
+        }
+}
+
+static int64_t file_size(const char *path)
+{
+        struct stat st;
+        return stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
+}
+
+static int run(char **argv)
+{
+        _cleanup_free_ char *out = NULL;
+        int r = process_run_capture(argv, &out);
+        if (r < 0)
+                fprintf(stderr, "%s failed: %s\n", argv[0], out ? out : strerror(-r));
+        return r;
+}
+
+static double mbps(int64_t bytes, int64_t ms)
+{
+        return ms > 0 ? (double)bytes / (1024.0 * 1024.0) / ((double)ms / 1000.0) : 0;
+}
+
+int main(int argc, char **argv)
+{
+        long size_mib = argc > 1 ? strtol(argv[1], NULL, 10) : 1024;
+        const char *version = argc > 2 ? argv[2] : "3.5.16";
+        if (size_mib <= 0 || size_mib > 7 * 1024) {
+                fprintf(stderr, "usage: bench-snapshot [SIZE-MIB (1..7168)] [VERSION]\n");
+                return 2;
+        }
+        if (!harness_have_etcd(version)) {
+                fprintf(stderr, "etcd %s is not installed (scripts/setup)\n", version);
+                return 77;
+        }
+        harness_opts o = {.version = version, .members = 1};
+        harness_cluster *hc = NULL;
+        if (harness_cluster_start(&o, &hc) < 0) {
+                fprintf(stderr, "cannot start etcd %s\n", version);
+                return 1;
+        }
+        /* etcd's default quota is 2 GiB: make room for bigger databases. */
+        int n = (int)(size_mib * 1024 * 1024 / VALUE_SIZE);
+        printf("etcd %s, one member; filling %ld MiB (%d values of %d KiB) ...\n", version,
+               size_mib, n, VALUE_SIZE / 1024);
+        fflush(stdout);
+        int64_t t0 = now_mono_ms();
+        fill f[WRITERS];
+        for (int i = 0; i < WRITERS; i++) {
+                f[i] = (fill){.endpoints = hc->endpoints,
+                              .from = (int)((int64_t)n * i / WRITERS),
+                              .to = (int)((int64_t)n * (i + 1) / WRITERS)};
+                pthread_create(&f[i].thread, NULL, fill_main, &f[i]);
+        }
+        int failed = 0;
+        for (int i = 0; i < WRITERS; i++) {
+                pthread_join(f[i].thread, NULL);
+                failed |= f[i].failed;
+        }
+        if (failed) {
+                fprintf(stderr, "filling failed (is the quota big enough? etcd's default is "
+                                "2 GiB)\n");
+                harness_cluster_free(hc);
+                return 1;
+        }
+        printf("filled in %.1f s\n\n", (double)(now_mono_ms() - t0) / 1000.0);
+
+        _cleanup_free_ char *dir = xasprintf("%s/bench-snapshot", hc->root_dir);
+        (void)mkdir_p(dir, 0700);
+        _cleanup_free_ char *gitcd_file = path_join(dir, "gitcd.db");
+        _cleanup_free_ char *ctl_file = path_join(dir, "etcdctl.db");
+
+        /* save: gitcd's streaming client */
+        etcd_client_opts co = {.endpoints = hc->endpoints};
+        etcd_client *c = NULL;
+        if (etcd_client_new(&co, &c) < 0)
+                return 1;
+        reset_hwm();
+        long hwm_before = vm_hwm_kib();
+        etcd_snapshot_info info = {0};
+        t0 = now_mono_ms();
+        int r = etcd_snapshot_save(c, NULL, gitcd_file, &info);
+        int64_t gitcd_save_ms = now_mono_ms() - t0;
+        long hwm_save = vm_hwm_kib();
+        if (r < 0) {
+                fprintf(stderr, "gitcd snapshot failed: %s\n", etcd_client_last_error(c));
+                return 1;
+        }
+        etcd_client_free(c);
+
+        /* save: etcdctl */
+        _cleanup_free_ char *ep = xasprintf("--endpoints=%s", hc->endpoints);
+        char *save_argv[] = {hc->etcdctl_bin, ep, "snapshot", "save", ctl_file, NULL};
+        t0 = now_mono_ms();
+        if (run(save_argv) < 0)
+                return 1;
+        int64_t ctl_save_ms = now_mono_ms() - t0;
+        int64_t bytes = file_size(gitcd_file);
+
+        /* restore: gitcd (checks, then etcd's tool) */
+        _cleanup_free_ char *tool = NULL;
+        if (snapshot_etcd_tool(NULL, version, &tool) < 0) {
+                fprintf(stderr, "no etcd tool for %s\n", version);
+                return 1;
+        }
+        _cleanup_free_ char *raw = path_join(dir, "unpacked.db");
+        _cleanup_free_ char *data1 = path_join(dir, "restored-gitcd");
+        _cleanup_free_ char *data2 = path_join(dir, "restored-tool");
+        _cleanup_free_ char *err = NULL;
+        reset_hwm();
+        t0 = now_mono_ms();
+        int64_t unpacked = 0;
+        /* as spec.bootstrap.restore does: an uncompressed snapshot is checked in place */
+        bool gz = snapshot_is_gzip(gitcd_file);
+        r = snapshot_unpack(gitcd_file, gz ? raw : NULL, &unpacked, &err);
+        if (!gz) {
+                free(raw);
+                raw = xstrdup(gitcd_file);
+        }
+        int64_t check_ms = now_mono_ms() - t0;
+        long hwm_unpack = vm_hwm_kib();
+        snapshot_status st = {0};
+        if (r >= 0)
+                r = snapshot_file_status(tool, raw, &st, &err);
+        int64_t status_ms = now_mono_ms() - t0 - check_ms;
+        snapshot_restore_opts ro = {.tool = tool,
+                                    .snapshot = raw,
+                                    .data_dir = data1,
+                                    .name = "bench-0",
+                                    .peer_url = "http://127.0.0.1:2380",
+                                    .token = "bench"};
+        if (r >= 0)
+                r = snapshot_restore_dir(&ro, &err);
+        int64_t gitcd_restore_ms = now_mono_ms() - t0;
+        if (r < 0) {
+                fprintf(stderr, "gitcd restore failed: %s\n", err);
+                return 1;
+        }
+        /* restore: etcd's tool alone */
+        char *restore_argv[] = {tool,
+                                "snapshot",
+                                "restore",
+                                ctl_file,
+                                "--data-dir",
+                                data2,
+                                "--name",
+                                "bench-0",
+                                "--initial-cluster",
+                                "bench-0=http://127.0.0.1:2380",
+                                "--initial-advertise-peer-urls",
+                                "http://127.0.0.1:2380",
+                                NULL};
+        t0 = now_mono_ms();
+        if (run(restore_argv) < 0)
+                return 1;
+        int64_t tool_restore_ms = now_mono_ms() - t0;
+
+        double mib = (double)bytes / (1024.0 * 1024.0);
+        printf("snapshot: %.0f MiB (revision %lld, %lld keys)\n\n", mib, (long long)st.revision,
+               (long long)st.total_keys);
+        printf("%-44s %9s %9s\n", "", "seconds", "MB/s");
+        printf("%-44s %9.2f %9.1f\n", "save     gitcd (stream, trailer checked)",
+               (double)gitcd_save_ms / 1000.0, mbps(bytes, gitcd_save_ms));
+        printf("%-44s %9.2f %9.1f\n", "save     etcdctl snapshot save",
+               (double)ctl_save_ms / 1000.0, mbps(bytes, ctl_save_ms));
+        printf("%-44s %9.2f %9.1f\n", "restore  gitcd (all checks + etcd's tool)",
+               (double)gitcd_restore_ms / 1000.0, mbps(bytes, gitcd_restore_ms));
+        printf("%-44s %9.2f %9.1f\n", "           of which: etcd's trailer checked",
+               (double)check_ms / 1000.0, mbps(bytes, check_ms));
+        printf("%-44s %9.2f %9.1f\n", "           of which: snapshot status",
+               (double)status_ms / 1000.0, mbps(bytes, status_ms));
+        printf("%-44s %9.2f %9.1f\n",
+               tool[strlen(tool) - 1] == 'l' && strstr(tool, "etcdutl")
+                   ? "restore  etcdutl snapshot restore"
+                   : "restore  etcdctl snapshot restore",
+               (double)tool_restore_ms / 1000.0, mbps(bytes, tool_restore_ms));
+        printf("\ngitcd peak resident memory (VmHWM): %ld KiB before, %ld KiB while streaming the "
+               "snapshot, %ld KiB while checking it (a %.0f MiB snapshot)\n",
+               hwm_before, hwm_save, hwm_unpack, mib);
+        (void)rm_rf(dir);
+        harness_cluster_free(hc);
+        return 0;
+}

@@ -1,0 +1,326 @@
+/*
+ * spec.bootstrap.restore in the reconciler (reconciler/restore.h).
+ *
+ * Design: the checks reuse the pipeline of `gitcd snapshot restore`
+ * (snapshots/restore.h: fetch, etcd's sha256 trailer, etcd's tool), so a
+ * snapshot the CLI refuses is refused here for the same reason and in the
+ * same words. What the CLI learns from a record id, this file learns from
+ * the store's record of the source's location (the snapshot gitcd took and
+ * stored there), when there is one: the size, SHA-256 and etcd version it
+ * was stored with. Without a record, the SHA-256 the destination keeps
+ * with the object (S3 metadata, a local extended attribute) is checked.
+ *
+ * Writing etcd's data directory is the target's (target_ops.restore_member):
+ * the data lives where the target keeps it. This file only decides when
+ * (restore_seed_due) and hands over a checked, uncompressed file.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <libgen.h>
+#include <openssl/evp.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "reconciler/restore.h"
+#include "snapshots/destination.h"
+#include "snapshots/restore.h"
+#include "snapshots/snapshot.h"
+#include "state/snapshots.h"
+#include "util/fs.h"
+#include "util/xalloc.h"
+
+void restore_prep_free(restore_prep *p)
+{
+        if (!p)
+                return;
+        if (p->work)
+                (void)rm_rf(p->work);
+        free(p->work);
+        free(p->snapshot);
+        free(p->tool);
+        free(p->source);
+        free(p);
+}
+
+static int sha256_hex_file(const char *path, char out[65])
+{
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        EVP_MD_CTX *sha = EVP_MD_CTX_new();
+        if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1)
+                abort();
+        _cleanup_free_ unsigned char *buf = xmalloc(1 << 18);
+        size_t n;
+        while ((n = fread(buf, 1, 1 << 18, f)) > 0)
+                EVP_DigestUpdate(sha, buf, n);
+        int r = ferror(f) ? -EIO : 0;
+        fclose(f);
+        unsigned char md[32];
+        unsigned int len = 0;
+        EVP_DigestFinal_ex(sha, md, &len);
+        EVP_MD_CTX_free(sha);
+        for (int i = 0; i < 32 && r == 0; i++)
+                snprintf(out + 2 * i, 3, "%02x", md[i]);
+        return r;
+}
+
+/* The newest succeeded record of a snapshot stored at location, or NULL. */
+static state_snapshot *record_at(state_db *db, const char *location)
+{
+        state_snapshot_list l = {0};
+        state_snapshot *found = NULL;
+        if (state_snapshot_list_for(db, NULL, 0, &l) < 0)
+                return NULL;
+        for (size_t i = 0; i < l.n && !found; i++)
+                if (streq_ptr(l.items[i]->result, "succeeded") &&
+                    streq_ptr(l.items[i]->location, location)) {
+                        found = l.items[i];
+                        l.items[i] = NULL;
+                }
+        for (size_t i = 0; i < l.n; i++)
+                state_snapshot_free(l.items[i]);
+        free(l.items);
+        return found;
+}
+
+static char *state_dir_of(state_db *db)
+{
+        const char *p = state_path(db);
+        _cleanup_free_ char *copy = xstrdup(p ? p : "./state.db");
+        return xstrdup(dirname(copy));
+}
+
+/* source.snapshot: a snapshot gitcd recorded, fetched and checked against its record. */
+static int fetch_recorded(state_db *db, const etcd_cluster *c, const char *state_dir,
+                          const char *path, restore_prep *prep, char **ret_etcd_version,
+                          bool *ret_refused, char **ret_error)
+{
+        _cleanup_(state_snapshot_freep) state_snapshot *rec = NULL;
+        int r = state_snapshot_get(db, c->restore.snapshot_id, &rec);
+        if (r == -ENOENT) {
+                *ret_refused = true;
+                *ret_error = xasprintf("snapshot %lld is missing: gitcd has no record of it "
+                                       "(gitcd snapshot list)",
+                                       (long long)c->restore.snapshot_id);
+                return r;
+        }
+        if (r < 0) {
+                *ret_error = xasprintf("cannot read snapshot %lld: %s",
+                                       (long long)c->restore.snapshot_id, state_last_error());
+                return r;
+        }
+        prep->source = xasprintf("snapshot %lld (%s)", (long long)rec->id,
+                                 rec->location ? rec->location : "no location");
+        r = snapshot_fetch(db, rec, state_dir, path, ret_error);
+        if (r < 0) {
+                /* missing, damaged or not a usable record: refused; the storage failing: not */
+                *ret_refused = r == -ENOENT || r == -EBADMSG || r == -EINVAL;
+                return r;
+        }
+        *ret_etcd_version = xstrdup_null(rec->etcd_version);
+        return 0;
+}
+
+/* Fetch the source into path and check it against what was stored with it. */
+static int fetch_source(state_db *db, const etcd_cluster *c, const char *state_dir,
+                        const char *path, restore_prep *prep, char **ret_etcd_version,
+                        bool *ret_refused, char **ret_error)
+{
+        const storage_location *src = &c->restore.source;
+        snapshot_dest_context ctx = {.state_dir = state_dir, .namespace_ = c->namespace_};
+        _cleanup_(snapshot_dest_freep) snapshot_dest *dest = NULL;
+        _cleanup_free_ char *key = NULL, *err = NULL;
+        int r = snapshot_source_open(src, &ctx, &dest, &key, &err);
+        if (r < 0) {
+                *ret_refused = r == -EINVAL || r == -EOPNOTSUPP;
+                *ret_error = xasprintf("cannot read the snapshot: %s", err ? err : strerror(-r));
+                return r;
+        }
+        prep->source = snapshot_dest_location(dest, key);
+        dest_object obj = {0};
+        r = snapshot_dest_stat(dest, key, &obj, &err);
+        if (r == -ENOENT) {
+                *ret_refused = true;
+                *ret_error = xasprintf("the snapshot %s is missing", prep->source);
+                return r;
+        }
+        if (r < 0) {
+                *ret_error = xasprintf("cannot read the snapshot %s: %s", prep->source,
+                                       err ? err : strerror(-r));
+                return r;
+        }
+        _cleanup_(state_snapshot_freep) state_snapshot *rec = record_at(db, prep->source);
+        int64_t want_size = rec ? rec->size : -1;
+        _cleanup_free_ char *want_sha =
+            xstrdup_null(rec && rec->sha256 ? rec->sha256 : obj.sha256_hex);
+        dest_object_release(&obj);
+        free(err);
+        err = NULL;
+        r = snapshot_dest_get_file(dest, key, path, &err);
+        if (r < 0) {
+                *ret_refused = r == -ENOENT;
+                *ret_error = r == -ENOENT ? xasprintf("the snapshot %s is missing", prep->source)
+                                          : xasprintf("cannot fetch the snapshot %s: %s",
+                                                      prep->source, err ? err : strerror(-r));
+                return r;
+        }
+        struct stat st;
+        if (stat(path, &st) < 0)
+                return -errno;
+        if (want_size >= 0 && st.st_size != want_size) {
+                *ret_refused = true;
+                *ret_error = xasprintf("the snapshot %s is damaged: it has %lld bytes, %lld were "
+                                       "recorded (snapshot %lld)",
+                                       prep->source, (long long)st.st_size, (long long)want_size,
+                                       (long long)rec->id);
+                return -EBADMSG;
+        }
+        if (want_sha) {
+                char sha[65];
+                r = sha256_hex_file(path, sha);
+                if (r < 0) {
+                        *ret_error = xasprintf("cannot read %s: %s", path, strerror(-r));
+                        return r;
+                }
+                if (!streq(sha, want_sha)) {
+                        *ret_refused = true;
+                        *ret_error = xasprintf("the snapshot %s is damaged: its SHA-256 is %s, "
+                                               "%s was %s",
+                                               prep->source, sha, want_sha,
+                                               rec ? "recorded" : "stored with it");
+                        return -EBADMSG;
+                }
+        }
+        *ret_etcd_version = rec ? xstrdup_null(rec->etcd_version) : NULL;
+        return 0;
+}
+
+int restore_prepare(state_db *db, target *t, const etcd_cluster *c, const char *etcd_dir,
+                    restore_prep **ret, bool *ret_refused, char **ret_error)
+{
+        assert(db && t && c && ret && ret_refused && ret_error);
+        *ret_refused = false;
+        if (!c->restore.enabled) {
+                *ret_error = xstrdup("spec.bootstrap.restore is not set");
+                return -EINVAL;
+        }
+        if (!t->ops->restore_member) {
+                *ret_refused = true;
+                *ret_error = xasprintf("the %s target cannot restore a snapshot yet: create the "
+                                       "cluster with the local target, or without "
+                                       "spec.bootstrap.restore",
+                                       t->ops->name);
+                return -EOPNOTSUPP;
+        }
+        if (!c->restore.snapshot_id && c->restore.source.kind == DEST_PVC) {
+                *ret_refused = true;
+                *ret_error = xasprintf("spec.bootstrap.restore.source.pvc needs the Kubernetes "
+                                       "target; the %s target reads a local or s3 source",
+                                       t->ops->name);
+                return -EOPNOTSUPP;
+        }
+        _cleanup_free_ char *state_dir = state_dir_of(db);
+        _cleanup_(restore_prep_freep) restore_prep *prep = XNEW(restore_prep);
+        /* One folder per cluster: what a crash left there is thrown away first. */
+        prep->work = xasprintf("%s/restore-tmp/%s/%s", state_dir, c->namespace_, c->name);
+        (void)rm_rf(prep->work);
+        int r = mkdir_p(prep->work, 0700);
+        if (r < 0) {
+                *ret_error = xasprintf("cannot create %s: %s", prep->work, strerror(-r));
+                return r;
+        }
+        _cleanup_free_ char *fetched = path_join(prep->work, "fetched");
+        _cleanup_free_ char *from_version = NULL;
+        r = c->restore.snapshot_id ? fetch_recorded(db, c, state_dir, fetched, prep, &from_version,
+                                                    ret_refused, ret_error)
+                                   : fetch_source(db, c, state_dir, fetched, prep, &from_version,
+                                                  ret_refused, ret_error);
+        if (r < 0)
+                return r;
+
+        semver from;
+        if (from_version && semver_parse(from_version, &from) == 0 &&
+            (from.major > c->ver.major ||
+             (from.major == c->ver.major && from.minor > c->ver.minor))) {
+                *ret_refused = true;
+                *ret_error =
+                    xasprintf("the snapshot %s was taken from etcd %s, newer than "
+                              "spec.version %s; restore it with %d.%d or later",
+                              prep->source, from_version, c->version, from.major, from.minor);
+                return -EPROTO;
+        }
+
+        /* An uncompressed snapshot is checked where it is and restored from there. */
+        bool gz = snapshot_is_gzip(fetched);
+        prep->snapshot = gz ? path_join(prep->work, "snapshot.db") : xstrdup(fetched);
+        r = snapshot_unpack(fetched, gz ? prep->snapshot : NULL, &prep->size, ret_error);
+        if (gz)
+                (void)unlink(fetched);
+        if (r < 0) {
+                *ret_refused = r == -EBADMSG;
+                if (r == -EBADMSG) {
+                        char *why = *ret_error;
+                        *ret_error = xasprintf("the snapshot %s is damaged: %s", prep->source, why);
+                        free(why);
+                }
+                return r;
+        }
+        if (c->storage.size_bytes > 0 && prep->size > c->storage.size_bytes) {
+                *ret_refused = true;
+                *ret_error = xasprintf("the snapshot %s holds %lld bytes, more than "
+                                       "spec.storage.size %s (%lld bytes)",
+                                       prep->source, (long long)prep->size, c->storage.size,
+                                       (long long)c->storage.size_bytes);
+                return -EFBIG;
+        }
+        r = snapshot_etcd_tool(etcd_dir, c->version, &prep->tool);
+        if (r < 0) {
+                *ret_error =
+                    xasprintf("no %s %s found to check and restore the snapshot with "
+                              "(put it in <etcd dir>/%s/ next to etcd)",
+                              c->ver.major == 3 && c->ver.minor < 5 ? "etcdctl" : "etcdutl",
+                              c->version, c->version);
+                return r;
+        }
+        snapshot_status st;
+        _cleanup_free_ char *why = NULL;
+        r = snapshot_file_status(prep->tool, prep->snapshot, &st, &why);
+        if (r < 0) {
+                *ret_refused = r == -EBADMSG;
+                *ret_error = xasprintf("the snapshot %s is damaged: %s", prep->source, why);
+                return r;
+        }
+        prep->revision = st.revision;
+        prep->keys = st.total_keys;
+        *ret = TAKE_PTR(prep);
+        return 0;
+}
+
+bool restore_seed_due(target *t, const etcd_cluster *c, const state_member *rec, bool bootstrapped)
+{
+        if (!c->restore.enabled || !rec->seed || bootstrapped)
+                return false;
+        target_member_status ts = {0};
+        if (t->ops->member_status(t, c, rec->name, &ts) < 0)
+                return false;
+        bool absent = ts.state == MEMBER_ABSENT;
+        target_member_status_release(&ts);
+        return absent;
+}
+
+int restore_seed(target *t, const etcd_cluster *c, const membership_plan *p, size_t idx,
+                 const restore_prep *prep, char **ret_error)
+{
+        assert(t && c && p && prep && idx < p->n);
+        if (!t->ops->restore_member) {
+                *ret_error = xasprintf("the %s target cannot restore a snapshot", t->ops->name);
+                return -EOPNOTSUPP;
+        }
+        target_restore rs = {.snapshot = prep->snapshot, .tool = prep->tool};
+        int r = t->ops->restore_member(t, c, p, idx, &rs);
+        if (r < 0)
+                *ret_error = xstrdup(target_last_error(t));
+        return r;
+}

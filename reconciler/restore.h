@@ -1,0 +1,63 @@
+/*
+ * Creating a cluster from a snapshot (`spec.bootstrap.restore`): fetch and
+ * check the snapshot the spec names, then have the target restore it into
+ * the seed member's data before the seed first starts. The other members
+ * join the restored seed as learners, as for any new cluster.
+ *
+ * The checks all run before anything is created, and a snapshot that fails
+ * one is refused with the reason: missing, damaged (size or SHA-256 against
+ * what was recorded, etcd's sha256 trailer, etcd's own tool), taken from a
+ * newer etcd than the spec's version, larger than spec.storage.size, or a
+ * source this target cannot read.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "api/model.h"
+#include "state/state.h"
+#include "targets/target.h"
+
+typedef struct restore_prep {
+        char *work;     /* gitcd's temporary folder for it (removed by restore_prep_free) */
+        char *snapshot; /* the checked, uncompressed snapshot file in work */
+        char *tool;     /* etcd's tool for the spec's version (etcdutl; etcdctl for 3.4) */
+        char *source;   /* where it came from, for messages and the audit log */
+        int64_t revision;
+        int64_t keys;
+        int64_t size; /* bytes of the uncompressed snapshot */
+} restore_prep;
+
+void restore_prep_free(restore_prep *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(restore_prep *, restore_prep_free);
+
+/*
+ * Fetch spec.bootstrap.restore.source into a temporary folder under the
+ * state store's folder and check it. The SHA-256 and size are checked
+ * against the store's snapshot record of that location when there is one
+ * (else against the SHA-256 the destination keeps with the object), and
+ * so is the etcd version it was taken from. etcd_dir: where etcd's tools
+ * are by version (NULL: the default lookup).
+ *
+ * 0 with *ret; else -errno with *ret_error, and *ret_refused true when the
+ * snapshot itself is refused (missing -ENOENT, damaged -EBADMSG, too large
+ * -EFBIG, from a newer etcd -EPROTO, a source the target cannot read
+ * -EOPNOTSUPP): trying again cannot help until a person acts. Otherwise
+ * (storage unreachable, no tool) it may be tried again.
+ */
+int restore_prepare(state_db *db, target *t, const etcd_cluster *c, const char *etcd_dir,
+                    restore_prep **ret, bool *ret_refused, char **ret_error);
+
+/*
+ * Is the seed's data to be restored before it starts? Only when the spec
+ * asks for a restore, the cluster never formed (no cluster ID recorded) and
+ * the target holds no data for the member: a member that has data (a
+ * restore done before a crash, or a member that already formed the
+ * cluster) is never restored over.
+ */
+bool restore_seed_due(target *t, const etcd_cluster *c, const state_member *rec, bool bootstrapped);
+
+/* Restore prep into member idx of plan p through the target; -errno with *ret_error. */
+int restore_seed(target *t, const etcd_cluster *c, const membership_plan *p, size_t idx,
+                 const restore_prep *prep, char **ret_error);

@@ -1,0 +1,534 @@
+/*
+ * spec.bootstrap.restore through whole reconciler passes on the fake world
+ * (tests/fake/fake.h): the seed is restored from the snapshot through the
+ * target and forms a new cluster, the others join it as learners; a
+ * snapshot that is missing, damaged, from a newer etcd or larger than the
+ * storage is refused with nothing created; a target that cannot restore
+ * refuses by name; and gitcd killed around the restore converges with the
+ * seed restored exactly once and never restored over.
+ *
+ * The snapshot files are real files checked by the real pipeline (size,
+ * SHA-256, etcd's sha256 trailer); etcd's tool is a script standing in for
+ * etcdutl that reports the revision the test wrote into the file (the fake
+ * target reads it too).
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <openssl/evp.h>
+#include <zlib.h>
+
+#include "api/spec.h"
+#include "reconciler/reconcile.h"
+#include "state/snapshots.h"
+#include "tests/fake/fake.h"
+#include "util/fs.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+#define CLUSTER    "default/demo"
+#define MAX_PASSES 400
+#define REVISION   4242
+
+typedef struct fx {
+        char *dir;
+        char *db_path;
+        char *etcd_dir;
+        char *snap; /* the snapshot file the spec names */
+        fake_world *w;
+        state_db *db;
+        target *t;
+        reconciler *r;
+        target_ops no_restore; /* a copy of the fake's table without restore_member */
+} fx;
+
+static void fx_open(fx *f)
+{
+        assert_int_equal(state_open(f->db_path, STATE_OPEN_READ_WRITE, &f->db), 0);
+        assert_int_equal(fake_target_new(f->w, &f->t), 0);
+        fake_world_make_current(f->w);
+        reconciler_opts o = {
+            .db = f->db,
+            .target = f->t,
+            .etcd = &fake_etcd_ops,
+            .etcd_userdata = f->w,
+            .wall_ms = fake_clock_ms,
+            .mono_ms = fake_clock_ms,
+            .etcd_dir = f->etcd_dir,
+        };
+        assert_int_equal(reconciler_new(&o, &f->r), 0);
+}
+
+static void fx_close(fx *f)
+{
+        reconciler_free(f->r);
+        f->r = NULL;
+        target_free(f->t);
+        f->t = NULL;
+        state_close(f->db);
+        f->db = NULL;
+}
+
+static void write_text(const char *path, const char *text, mode_t mode)
+{
+        FILE *fp = fopen(path, "we");
+        assert_non_null(fp);
+        fputs(text, fp);
+        fclose(fp);
+        assert_int_equal(chmod(path, mode), 0);
+}
+
+/* A file shaped like an etcd snapshot: data (revision first) and etcd's sha256 trailer. */
+static void write_snapshot(const char *path, size_t data_len, bool corrupt)
+{
+        assert_true(data_len % 512 == 0 && data_len >= 512);
+        unsigned char *buf = xcalloc(data_len + 32, 1);
+        snprintf((char *)buf, 9, "%08d", REVISION);
+        for (size_t i = 8; i < data_len; i++)
+                buf[i] = (unsigned char)(i * 7);
+        unsigned int len = 0;
+        EVP_Digest(buf, data_len, buf + data_len, &len, EVP_sha256(), NULL);
+        if (corrupt)
+                buf[data_len / 2] ^= 0x55;
+        FILE *fp = fopen(path, "we");
+        assert_non_null(fp);
+        assert_int_equal(fwrite(buf, 1, data_len + 32, fp), data_len + 32);
+        fclose(fp);
+        free(buf);
+}
+
+static int setup(void **state)
+{
+        fx *f = XNEW(fx);
+        char tmpl[] = "/tmp/gitcd-restore-XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        f->dir = xstrdup(tmpl);
+        f->db_path = xasprintf("%s/state.db", f->dir);
+        f->etcd_dir = xasprintf("%s/etcd", f->dir);
+        f->snap = xasprintf("%s/backups/snap.db", f->dir);
+        _cleanup_free_ char *tooldir = xasprintf("%s/3.5.16", f->etcd_dir);
+        _cleanup_free_ char *backups = xasprintf("%s/backups", f->dir);
+        assert_int_equal(mkdir_p(tooldir, 0755), 0);
+        assert_int_equal(mkdir_p(backups, 0700), 0);
+        _cleanup_free_ char *tool = xasprintf("%s/etcdutl", tooldir);
+        write_text(tool,
+                   "#!/bin/sh\n"
+                   "if [ \"$1 $2\" = \"snapshot status\" ]; then\n"
+                   "  rev=$(head -c 8 \"$5\" | sed 's/^0*//')\n"
+                   "  echo \"{\\\"hash\\\":1,\\\"revision\\\":$rev,\\\"totalKey\\\":3,"
+                   "\\\"totalSize\\\":$(stat -c %s \"$5\")}\"\n"
+                   "  exit 0\n"
+                   "fi\n"
+                   "echo \"unexpected: $*\" >&2\n"
+                   "exit 2\n",
+                   0755);
+        write_snapshot(f->snap, 8192, false);
+        f->w = fake_world_new();
+        fx_open(f);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state)
+{
+        fx *f = *state;
+        fx_close(f);
+        fake_world_free(f->w);
+        (void)rm_rf(f->dir);
+        free(f->dir);
+        free(f->db_path);
+        free(f->etcd_dir);
+        free(f->snap);
+        free(f);
+        return 0;
+}
+
+static void offer_source(fx *f, int replicas, const char *storage, const char *source)
+{
+        strbuf y = STRBUF_INIT;
+        sb_printf(&y,
+                  "apiVersion: gitcd.io/v1alpha1\n"
+                  "kind: EtcdCluster\n"
+                  "metadata:\n  name: demo\n  namespace: default\n"
+                  "spec:\n  replicas: %d\n  version: \"3.5.16\"\n  storage:\n    size: %s\n"
+                  "  bootstrap:\n    restore:\n      source:\n%s",
+                  replicas, storage, source);
+        cluster_set set = {0};
+        diag_list d = DIAG_LIST_INIT;
+        int k = spec_load_buffer("demo.yaml", sb_str(&y), y.len, &set, &d);
+        for (size_t i = 0; k < 0 && i < d.n; i++)
+                fprintf(stderr, "%s\n", d.items[i].message);
+        assert_int_equal(k, 0);
+        assert_int_equal(set.n, 1);
+        assert_int_equal(reconciler_offer(f->r, set.items[0], NULL), 0);
+        cluster_set_release(&set);
+        diag_list_release(&d);
+        sb_release(&y);
+}
+
+static void offer_restore(fx *f, int replicas, const char *storage)
+{
+        _cleanup_free_ char *source = xasprintf("        local:\n          path: %s\n", f->snap);
+        offer_source(f, replicas, storage, source);
+}
+
+static pass_outcome converge_n(fx *f, int max_passes, pass_result *ret)
+{
+        pass_result res = {0};
+        for (int i = 0; i < max_passes; i++) {
+                assert_int_equal(reconciler_pass(f->r, CLUSTER, &res), 0);
+                if (res.outcome == PASS_CONVERGED || res.outcome == PASS_FAILED)
+                        break;
+                if (res.outcome != PASS_PROGRESSED)
+                        fake_world_advance(f->w, res.poll_ms > 0 ? res.poll_ms : 200);
+        }
+        if (ret)
+                *ret = res;
+        return res.outcome;
+}
+
+static void converge(fx *f)
+{
+        pass_result res;
+        pass_outcome o = converge_n(f, MAX_PASSES, &res);
+        if (o != PASS_CONVERGED)
+                fprintf(stderr, "not converged: %s %s: %s\n", pass_outcome_name(o), res.reason,
+                        res.message);
+        assert_int_equal(o, PASS_CONVERGED);
+}
+
+static int audit_count(fx *f, const char *action)
+{
+        state_audit_filter flt = {.cluster = CLUSTER, .action = action};
+        state_audit_list l = {0};
+        assert_int_equal(state_audit_query(f->db, &flt, &l), 0);
+        int n = (int)l.n;
+        state_audit_list_release(&l);
+        return n;
+}
+
+/* Three voters on the restored data: the seed restored once, the others joined as learners. */
+static void assert_restored_cluster(fx *f)
+{
+        size_t learners = 0;
+        assert_int_equal(fake_etcd_count(f->w, &learners), 3);
+        assert_int_equal(learners, 0);
+        assert_int_equal(fake_procs_running(f->w), 3);
+        assert_int_equal(f->w->restores, 1);
+        assert_int_equal(f->w->data_revision, REVISION);
+        assert_int_equal(f->w->adds, 2);
+        fake_proc *seed = fake_proc_find(f->w, "demo-0");
+        assert_non_null(seed);
+        assert_int_equal(seed->restored_revision, REVISION);
+        assert_int_equal(fake_proc_find(f->w, "demo-1")->restored_revision, 0);
+        state_cluster *sc = NULL;
+        assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
+        assert_string_equal(sc->phase, "Running");
+        assert_string_equal(sc->cluster_id, "5e57023d1ca7a1c3");
+        state_cluster_free(sc);
+}
+
+/* Refused: the pass fails with RestoreRefused and the reason; nothing was created. */
+static void assert_refused(fx *f, const char *words)
+{
+        pass_result res;
+        assert_int_equal(converge_n(f, 20, &res), PASS_FAILED);
+        assert_string_equal(res.reason, "RestoreRefused");
+        if (!strstr(res.message, words))
+                fprintf(stderr, "message: %s\n", res.message);
+        assert_non_null(strstr(res.message, words));
+        assert_int_equal(fake_procs_present(f->w), 0);
+        assert_int_equal(f->w->restores, 0);
+        assert_int_equal(fake_etcd_count(f->w, NULL), 0);
+        state_member_list l = {0};
+        assert_int_equal(state_member_list_for(f->db, CLUSTER, true, &l), 0);
+        assert_int_equal(l.n, 0);
+        state_member_list_release(&l);
+        assert_int_equal(audit_count(f, "restore.refused"), 1);
+        assert_int_equal(audit_count(f, "member.restore"), 0);
+        state_cluster *sc = NULL;
+        assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
+        assert_string_equal(sc->terminal_reason, "RestoreRefused");
+        state_cluster_free(sc);
+        /* Terminal until the spec changes: more passes change nothing. */
+        assert_int_equal(converge_n(f, 5, &res), PASS_FAILED);
+        assert_int_equal(audit_count(f, "restore.refused"), 1);
+        assert_int_equal(fake_procs_present(f->w), 0);
+}
+
+static void test_restore_three(void **state)
+{
+        fx *f = *state;
+        offer_restore(f, 3, "1Gi");
+        converge(f);
+        assert_restored_cluster(f);
+        assert_int_equal(audit_count(f, "member.restore"), 1);
+        /* The temporary copy is gone. */
+        _cleanup_free_ char *work = xasprintf("%s/restore-tmp/default/demo", f->dir);
+        assert_false(path_exists(work));
+
+        /* Converged: later passes never restore again, even with the seed's process gone. */
+        fake_kill(f->w, "demo-0", false);
+        fake_world_advance(f->w, 2000);
+        converge(f);
+        assert_int_equal(f->w->restores, 1);
+}
+
+/* A gzip-compressed snapshot (spec.snapshots.compression: gzip) is unpacked, then restored. */
+static void test_restore_gzip(void **state)
+{
+        fx *f = *state;
+        _cleanup_free_ char *data = NULL;
+        size_t n = 0;
+        assert_int_equal(read_file(f->snap, 1 << 20, &data, &n), 0);
+        _cleanup_free_ char *gz = xasprintf("%s.gz", f->snap);
+        gzFile out = gzopen(gz, "wb");
+        assert_non_null(out);
+        assert_int_equal(gzwrite(out, data, (unsigned)n), (int)n);
+        assert_int_equal(gzclose(out), Z_OK);
+        assert_int_equal(rename(gz, f->snap), 0);
+        offer_restore(f, 3, "1Gi");
+        converge(f);
+        assert_restored_cluster(f);
+}
+
+static void test_missing_snapshot_refused(void **state)
+{
+        fx *f = *state;
+        assert_int_equal(unlink(f->snap), 0);
+        offer_restore(f, 3, "1Gi");
+        assert_refused(f, "is missing");
+
+        /* Fixed by a person and a new spec: the cluster is created from it. */
+        write_snapshot(f->snap, 8192, false);
+        offer_restore(f, 1, "1Gi");
+        converge(f);
+        assert_int_equal(f->w->restores, 1);
+        assert_int_equal(f->w->data_revision, REVISION);
+}
+
+static void test_corrupt_snapshot_refused(void **state)
+{
+        fx *f = *state;
+        write_snapshot(f->snap, 8192, true);
+        offer_restore(f, 3, "1Gi");
+        assert_refused(f, "is damaged: etcd's sha256 over its 8192 bytes of data does not match");
+}
+
+static void test_cut_short_snapshot_refused(void **state)
+{
+        fx *f = *state;
+        assert_int_equal(truncate(f->snap, 5000), 0);
+        offer_restore(f, 3, "1Gi");
+        assert_refused(f, "no sha256 trailer");
+}
+
+static void test_too_large_snapshot_refused(void **state)
+{
+        fx *f = *state;
+        write_snapshot(f->snap, 16384, false);
+        offer_restore(f, 3, "8Ki");
+        assert_refused(f, "more than spec.storage.size 8Ki");
+}
+
+/* A record of the file says it came from a newer etcd, or has another SHA-256. */
+static int64_t record(fx *f, const char *version, const char *sha256, int64_t size)
+{
+        int64_t id = 0;
+        _cleanup_free_ char *destination = xasprintf("local:%s/backups", f->dir);
+        assert_int_equal(state_snapshot_begin(f->db, "default/old", "manual", 0, 1000, &id), 0);
+        state_snapshot s = {.result = "succeeded",
+                            .member = "old-0",
+                            .revision = REVISION,
+                            .size = size,
+                            .db_size = size,
+                            .sha256 = (char *)sha256,
+                            .compression = "none",
+                            .etcd_version = (char *)version,
+                            .destination = destination,
+                            .key = "snap.db",
+                            .location = f->snap};
+        assert_int_equal(state_snapshot_finish(f->db, id, &s, 2000), 0);
+        return id;
+}
+
+static void sha256_of(const char *path, char hex[65], int64_t *ret_size)
+{
+        _cleanup_free_ char *data = NULL;
+        size_t n = 0;
+        assert_int_equal(read_file(path, 1 << 20, &data, &n), 0);
+        unsigned char md[32];
+        EVP_Digest(data, n, md, NULL, EVP_sha256(), NULL);
+        for (int i = 0; i < 32; i++)
+                snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        *ret_size = (int64_t)n;
+}
+
+/* source.snapshot: a snapshot gitcd recorded, by its id. */
+static void test_restore_by_snapshot_id(void **state)
+{
+        fx *f = *state;
+        char hex[65];
+        int64_t size = 0;
+        sha256_of(f->snap, hex, &size);
+        int64_t id = record(f, "3.5.16", hex, size);
+        _cleanup_free_ char *source = xasprintf("        snapshot: %lld\n", (long long)id);
+        offer_source(f, 3, "1Gi", source);
+        converge(f);
+        assert_restored_cluster(f);
+}
+
+static void test_unknown_snapshot_id_refused(void **state)
+{
+        fx *f = *state;
+        offer_source(f, 3, "1Gi", "        snapshot: 99\n");
+        assert_refused(f, "snapshot 99 is missing: gitcd has no record of it");
+}
+
+static void test_damaged_recorded_snapshot_refused(void **state)
+{
+        fx *f = *state;
+        char hex[65];
+        int64_t size = 0;
+        sha256_of(f->snap, hex, &size);
+        int64_t id = record(f, "3.5.16", hex, size);
+        write_snapshot(f->snap, 8192, true);
+        _cleanup_free_ char *source = xasprintf("        snapshot: %lld\n", (long long)id);
+        offer_source(f, 3, "1Gi", source);
+        assert_refused(f, "is damaged: the SHA-256 of");
+}
+
+static void test_newer_etcd_refused(void **state)
+{
+        fx *f = *state;
+        struct stat st;
+        assert_int_equal(stat(f->snap, &st), 0);
+        unsigned char md[32];
+        char hex[65];
+        _cleanup_free_ char *data = NULL;
+        size_t n = 0;
+        assert_int_equal(read_file(f->snap, 1 << 20, &data, &n), 0);
+        EVP_Digest(data, (size_t)st.st_size, md, NULL, EVP_sha256(), NULL);
+        for (int i = 0; i < 32; i++)
+                snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        record(f, "3.6.0", hex, st.st_size);
+        offer_restore(f, 3, "1Gi");
+        assert_refused(f, "was taken from etcd 3.6.0, newer than spec.version 3.5.16");
+}
+
+static void test_recorded_sha256_checked(void **state)
+{
+        fx *f = *state;
+        struct stat st;
+        assert_int_equal(stat(f->snap, &st), 0);
+        record(f, "3.5.16", "0000000000000000000000000000000000000000000000000000000000000000",
+               st.st_size);
+        offer_restore(f, 3, "1Gi");
+        assert_refused(f, "is damaged: its SHA-256 is");
+}
+
+static void test_target_without_restore_refused(void **state)
+{
+        fx *f = *state;
+        f->no_restore = *f->t->ops;
+        f->no_restore.restore_member = NULL;
+        f->no_restore.name = "kubernetes";
+        f->t->ops = &f->no_restore;
+        offer_restore(f, 3, "1Gi");
+        assert_refused(f, "the kubernetes target cannot restore a snapshot yet");
+}
+
+/* Run passes in a child that the failpoint kills; the world keeps what happened before. */
+static void run_until_killed(fx *f, const char *failpoint)
+{
+        fx_close(f);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                setenv("GITCD_FAILPOINT", failpoint, 1);
+                fx_open(f);
+                (void)converge_n(f, MAX_PASSES, NULL);
+                _exit(0);
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        if (!WIFSIGNALED(status))
+                fprintf(stderr, "failpoint %s was not reached\n", failpoint);
+        assert_true(WIFSIGNALED(status));
+        fx_open(f);
+}
+
+static void test_crash_points(void **state)
+{
+        (void)state;
+        static const char *const points[] = {"start-seed.after-record", "restore.before-target",
+                                             "restore.after-target", "start-seed.after-start"};
+        for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
+                void *st = NULL;
+                setup(&st);
+                fx *f = st;
+                offer_restore(f, 3, "1Gi");
+                run_until_killed(f, points[i]);
+                converge(f);
+                assert_restored_cluster(f);
+                state_op_list l = {0};
+                assert_int_equal(state_op_list_pending(f->db, CLUSTER, &l), 0);
+                assert_int_equal(l.n, 0);
+                state_op_list_release(&l);
+                teardown(&st);
+        }
+}
+
+/*
+ * gitcd stopped after the seed's record was written; the snapshot is gone when it
+ * comes back: refused (terminal, RestoreRefused), the seed never started empty.
+ */
+static void test_snapshot_gone_after_crash_refused(void **state)
+{
+        fx *f = *state;
+        offer_restore(f, 3, "1Gi");
+        run_until_killed(f, "start-seed.after-record");
+        assert_int_equal(unlink(f->snap), 0);
+        pass_result res;
+        assert_int_equal(converge_n(f, 20, &res), PASS_FAILED);
+        assert_string_equal(res.reason, "RestoreRefused");
+        assert_int_equal(f->w->restores, 0);
+        assert_int_equal(fake_procs_running(f->w), 0);
+        assert_int_equal(fake_etcd_count(f->w, NULL), 0);
+        fake_proc *seed = fake_proc_find(f->w, "demo-0");
+        assert_true(!seed || (!seed->has_data && seed->starts == 0));
+        assert_int_equal(audit_count(f, "restore.refused"), 1);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test_setup_teardown(test_restore_three, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_restore_gzip, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_missing_snapshot_refused, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_corrupt_snapshot_refused, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_cut_short_snapshot_refused, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_too_large_snapshot_refused, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_newer_etcd_refused, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_recorded_sha256_checked, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_target_without_restore_refused, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_restore_by_snapshot_id, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_unknown_snapshot_id_refused, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_damaged_recorded_snapshot_refused, setup,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(test_snapshot_gone_after_crash_refused, setup,
+                                            teardown),
+            cmocka_unit_test(test_crash_points),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
