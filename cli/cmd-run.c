@@ -1,8 +1,12 @@
 /*
  * gitcd run: the daemon. Polls each source at its interval, takes in new
  * revisions, and reconciles continuously, waking at once when a member
- * process changes state. SIGTERM or SIGINT finish the current step and exit
- * cleanly (members keep running).
+ * process changes state. A converged cluster is observed on its own
+ * jittered timer (--observe-interval); passes run in the driver's worker
+ * threads (--workers), so the loop stays free to take signals, fetches and
+ * events while a cluster's pass waits on a member that does not answer.
+ * SIGTERM or SIGINT start no new pass, wait a bounded time for the passes in
+ * flight and exit cleanly (members keep running).
  *
  * Settings come from the configuration file (--config, or
  * /etc/gitcd/gitcd.yaml when present) with the flags on top. SIGHUP reads
@@ -99,11 +103,13 @@ static void usage(FILE *out)
                 "was down is caught up once.\n\n"
                 "A slow or stalled remote never holds up the reconciliation: its fetch\n"
                 "runs beside it (within its 120 s budget) and is taken in when it ends.\n\n"
-                "Signals: SIGTERM/SIGINT finish the current step, abort a running snapshot\n"
-                "(recorded as failed) and any fetch in flight, and exit 0; SIGHUP reads\n"
-                "the configuration file again (an invalid one is reported and the\n"
-                "settings in force stay), re-reads the files it names and polls every\n"
-                "source at once (a fetch in flight is started again).\n"
+                "Signals: SIGTERM/SIGINT start no new pass, give the passes in flight\n"
+                "10 s to end (every step is journaled: the next start resumes one cut\n"
+                "short), abort a running snapshot (recorded as failed) and any fetch in\n"
+                "flight, and exit 0; SIGHUP reads the configuration file again once the\n"
+                "passes in flight end (an invalid one is reported and the settings in\n"
+                "force stay), re-reads the files it names and polls every source at once\n"
+                "(a fetch in flight is started again).\n"
                 "The daemon holds a lock in the state folder while it runs: another\n"
                 "apply or run on the same state exits 1; plan, status and log still read.\n",
                 runner_options_help);

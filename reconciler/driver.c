@@ -380,9 +380,24 @@ static void *worker(void *userdata)
         return NULL;
 }
 
+/* Passes queued but not started are not started (d->lock held). */
+static void queue_drop(driver *d)
+{
+        for (dcluster *dc = d->queue_head; dc;) {
+                dcluster *next = dc->next_job;
+                dc->busy = false;
+                dc->next_job = NULL;
+                dc->wake = true;
+                d->in_flight--;
+                dc = next;
+        }
+        d->queue_head = d->queue_tail = NULL;
+}
+
 static void workers_stop(driver *d)
 {
         pthread_mutex_lock(&d->lock);
+        queue_drop(d);
         d->stop = true;
         pthread_cond_broadcast(&d->work);
         pthread_mutex_unlock(&d->lock);
@@ -443,15 +458,7 @@ int driver_quiesce(driver *d, int timeout_ms)
 {
         int64_t end = now_mono_ms() + timeout_ms;
         pthread_mutex_lock(&d->lock);
-        /* Queued but not started: never started now. */
-        for (dcluster *dc = d->queue_head; dc;) {
-                dcluster *next = dc->next_job;
-                dc->busy = false;
-                dc->next_job = NULL;
-                d->in_flight--;
-                dc = next;
-        }
-        d->queue_head = d->queue_tail = NULL;
+        queue_drop(d);
         while (d->in_flight > 0) {
                 int64_t left = end - now_mono_ms();
                 if (left <= 0)
