@@ -3,7 +3,9 @@
  * revision from a source, records it, parses the EtcdCluster definitions in
  * it, offers each to the reconciler, reports orphans (and prunes them when
  * asked), and runs reconciler passes over every cluster until they converge
- * or fail, waking on target events instead of fixed requeues.
+ * or fail, waking on target events instead of fixed requeues. A converged
+ * cluster is observed again on its own jittered timer (idle_interval_ms);
+ * with workers, passes of different clusters run concurrently.
  */
 #pragma once
 
