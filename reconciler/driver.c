@@ -31,6 +31,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,6 +44,12 @@
 #include "util/xalloc.h"
 
 #define MAX_PASSES_PER_STEP 64
+/*
+ * Timers of converged clusters are served in batches at least this far
+ * apart: with thousands of clusters, a step per timer would scan every
+ * cluster hundreds of times a second.
+ */
+#define IDLE_BATCH_MS 500
 
 /* One cluster the driver knows, from this revision or an earlier one. */
 typedef struct dcluster {
@@ -58,9 +65,9 @@ typedef struct dcluster {
         char *pending_commit;
         char *pending_author;
         bool pending_prune;
-        /* Guarded by driver.lock. */
-        bool busy; /* queued or running in a worker */
-        bool done; /* the worker finished; res and k wait to be taken in */
+        /* Set by both sides (atomic: the main thread scans every cluster at each step). */
+        atomic_bool busy; /* queued or running in a worker */
+        atomic_bool done; /* the worker finished; res and k wait to be taken in */
         pass_result res;
         int k;
         struct dcluster *next_job;
@@ -105,6 +112,7 @@ struct driver {
 static pthread_mutex_t finished_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t finished_cond = PTHREAD_COND_INITIALIZER;
 static uint64_t finished_gen;
+static size_t in_flight_all; /* passes queued or running, every driver */
 
 static int64_t mono(const driver *d)
 {
@@ -210,10 +218,8 @@ static void cluster_free(dcluster *dc)
 /* Whether a worker holds the cluster. */
 static bool cluster_busy(driver *d, dcluster *dc)
 {
-        pthread_mutex_lock(&d->lock);
-        bool busy = dc->busy;
-        pthread_mutex_unlock(&d->lock);
-        return busy;
+        (void)d;
+        return atomic_load(&dc->busy);
 }
 
 /* A uniform draw in [interval * 3/4, interval * 5/4] (xorshift64*). */
@@ -367,12 +373,13 @@ static void *worker(void *userdata)
                 pthread_mutex_unlock(&d->lock);
                 run_passes(d, dc, db, true);
                 pthread_mutex_lock(&d->lock);
-                dc->busy = false;
-                dc->done = true;
+                atomic_store(&dc->done, true);
+                atomic_store(&dc->busy, false);
                 d->in_flight--;
                 pthread_cond_broadcast(&d->idle);
                 pthread_mutex_lock(&finished_lock);
                 finished_gen++;
+                in_flight_all--;
                 pthread_cond_broadcast(&finished_cond);
                 pthread_mutex_unlock(&finished_lock);
         }
@@ -385,10 +392,13 @@ static void queue_drop(driver *d)
 {
         for (dcluster *dc = d->queue_head; dc;) {
                 dcluster *next = dc->next_job;
-                dc->busy = false;
+                atomic_store(&dc->busy, false);
                 dc->next_job = NULL;
                 dc->wake = true;
                 d->in_flight--;
+                pthread_mutex_lock(&finished_lock);
+                in_flight_all--;
+                pthread_mutex_unlock(&finished_lock);
                 dc = next;
         }
         d->queue_head = d->queue_tail = NULL;
@@ -447,7 +457,7 @@ int driver_wait(int timeout_ms)
         pthread_mutex_lock(&finished_lock);
         uint64_t gen = finished_gen;
         int r = 0;
-        while (finished_gen == gen && r == 0)
+        while (in_flight_all > 0 && r == 0)
                 r = pthread_cond_timedwait(&finished_cond, &finished_lock, &until);
         bool finished = finished_gen != gen;
         pthread_mutex_unlock(&finished_lock);
@@ -771,8 +781,11 @@ int driver_sync(driver *d, diag_list *diags)
 static void enqueue(driver *d, dcluster *dc)
 {
         pthread_mutex_lock(&d->lock);
-        assert(!dc->busy);
-        dc->busy = true;
+        assert(!atomic_load(&dc->busy));
+        atomic_store(&dc->busy, true);
+        pthread_mutex_lock(&finished_lock);
+        in_flight_all++;
+        pthread_mutex_unlock(&finished_lock);
         dc->next_job = NULL;
         if (d->queue_tail)
                 d->queue_tail->next_job = dc;
@@ -799,17 +812,15 @@ int driver_step(driver *d, driver_summary *ret)
         callbacks_deliver(d);
         for (size_t i = 0; i < d->n_all; i++) {
                 dcluster *dc = d->all[i];
-                pthread_mutex_lock(&d->lock);
-                bool done = dc->done;
-                dc->done = false;
-                pthread_mutex_unlock(&d->lock);
+                bool done = atomic_exchange(&dc->done, false);
                 if (done)
                         take_result(d, dc);
-                if (done || (!dc->busy && (dc->pending_spec || dc->pending_prune)))
+                if (done || (!atomic_load(&dc->busy) && (dc->pending_spec || dc->pending_prune)))
                         if (!cluster_busy(d, dc))
                                 run_pending(d, dc);
         }
 
+        int64_t now = mono(d);
         for (size_t i = 0; i < d->n_clusters; i++) {
                 dcluster *dc = d->clusters[i];
                 if (cluster_busy(d, dc)) {
@@ -820,7 +831,7 @@ int driver_step(driver *d, driver_summary *ret)
                 if (d->opts.claim &&
                     !d->opts.claim(dc->name, DRIVER_CLAIM_PASS, d->opts.claim_userdata))
                         continue;
-                if (due(dc, mono(d))) {
+                if (due(dc, now)) {
                         /* A pass that starts now sees whatever woke it. */
                         dc->wake = false;
                         if (d->n_threads > 0) {
@@ -837,12 +848,12 @@ int driver_step(driver *d, driver_summary *ret)
                 switch (res->outcome) {
                 case PASS_CONVERGED:
                         sum.converged++;
-                        w = dc->due_ms - mono(d);
+                        w = dc->wake ? 0 : MAX(dc->due_ms - now, IDLE_BATCH_MS);
                         break;
                 case PASS_FAILED:
                 case PASS_BLOCKED:
                         sum.failed++;
-                        w = dc->due_ms - mono(d);
+                        w = dc->wake ? 0 : MAX(dc->due_ms - now, IDLE_BATCH_MS);
                         break;
                 case PASS_PROGRESSED:
                         sum.waiting++;
@@ -851,7 +862,7 @@ int driver_step(driver *d, driver_summary *ret)
                 default:
                         sum.waiting++;
                         if (d->n_threads > 0)
-                                w = dc->due_ms - mono(d);
+                                w = dc->due_ms - now;
                         else
                                 w = res->poll_ms > 0 ? MIN(res->poll_ms, 1000) : 1000;
                 }

@@ -119,8 +119,9 @@ int driver_step(driver *d, driver_summary *ret);
 void driver_wake(driver *d, const char *cluster);
 
 /*
- * Block until a worker of any driver finishes a pass or timeout_ms passes
- * (for a caller whose step reported busy > 0). 1 when a pass finished.
+ * Block until no pass of any driver is in flight or timeout_ms passes (for
+ * a caller whose step reported busy > 0): one step takes in a batch of
+ * results, not one step per pass. 1 when some pass finished meanwhile.
  */
 int driver_wait(int timeout_ms);
 
