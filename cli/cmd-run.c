@@ -1,8 +1,12 @@
 /*
  * gitcd run: the daemon. Polls each source at its interval, takes in new
  * revisions, and reconciles continuously, waking at once when a member
- * process changes state. SIGTERM or SIGINT finish the current step and exit
- * cleanly (members keep running).
+ * process changes state. A converged cluster is observed on its own
+ * jittered timer (--observe-interval); passes run in the driver's worker
+ * threads (--workers), so the loop stays free to take signals, fetches and
+ * events while a cluster's pass waits on a member that does not answer.
+ * SIGTERM or SIGINT start no new pass, wait a bounded time for the passes in
+ * flight and exit cleanly (members keep running).
  *
  * Settings come from the configuration file (--config, or
  * /etc/gitcd/gitcd.yaml when present) with the flags on top. SIGHUP reads
@@ -32,7 +36,9 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/notify-systemd.h"
@@ -48,6 +54,12 @@
 
 /* How often a source whose fetch is in flight is looked at: the loop's own cadence. */
 #define FETCH_POLL_MS 1000
+/* The longest the loop sleeps: scheduled snapshots are looked for at least this often. */
+#define LOOP_MAX_SLEEP_MS 10000
+/* With passes in flight, target events are looked at this often. */
+#define BUSY_POLL_MS 250
+/* SIGTERM: how long passes in flight may take to end before gitcd exits without them. */
+#define STOP_GRACE_MS 10000
 
 static volatile sig_atomic_t got_term;
 static volatile sig_atomic_t got_hup;
@@ -73,6 +85,12 @@ static void usage(FILE *out)
                 "                           override it, --source replaces its sources\n"
                 "                           (docs/operating.md)\n"
                 "  --interval D             how often to poll a source (default 30s)\n"
+                "  --observe-interval D     how often a converged cluster is observed when\n"
+                "                           nothing wakes it (default 30s, each cluster\n"
+                "                           jittered by +-25%%; member events, a new\n"
+                "                           revision and due renewals wake it at once)\n"
+                "  --workers N              clusters reconciled at once (default 8): a\n"
+                "                           slow cluster never holds up the others\n"
                 "  --listen ADDR            serve /metrics, /healthz and /readyz on ADDR\n"
                 "                           (host:port, [v6]:port or :port)\n"
                 "  --listen-token-file FILE require \"Authorization: Bearer <token>\"\n"
@@ -85,11 +103,13 @@ static void usage(FILE *out)
                 "was down is caught up once.\n\n"
                 "A slow or stalled remote never holds up the reconciliation: its fetch\n"
                 "runs beside it (within its 120 s budget) and is taken in when it ends.\n\n"
-                "Signals: SIGTERM/SIGINT finish the current step, abort a running snapshot\n"
-                "(recorded as failed) and any fetch in flight, and exit 0; SIGHUP reads\n"
-                "the configuration file again (an invalid one is reported and the\n"
-                "settings in force stay), re-reads the files it names and polls every\n"
-                "source at once (a fetch in flight is started again).\n"
+                "Signals: SIGTERM/SIGINT start no new pass, give the passes in flight\n"
+                "10 s to end (every step is journaled: the next start resumes one cut\n"
+                "short), abort a running snapshot (recorded as failed) and any fetch in\n"
+                "flight, and exit 0; SIGHUP reads the configuration file again once the\n"
+                "passes in flight end (an invalid one is reported and the settings in\n"
+                "force stay), re-reads the files it names and polls every source at once\n"
+                "(a fetch in flight is started again).\n"
                 "The daemon holds a lock in the state folder while it runs: another\n"
                 "apply or run on the same state exits 1; plan, status and log still read.\n",
                 runner_options_help);
@@ -293,6 +313,32 @@ static void sync_source(runner *r, size_t i, notify_ctx *nc)
         rs->next_sync_ms = now_mono_ms() + rs->interval_ms;
 }
 
+/* What only the daemon defaults to: its worker threads. */
+static void run_defaults(ops_config *c)
+{
+        if (c->workers <= 0)
+                c->workers = DRIVER_WORKERS_DEFAULT;
+}
+
+/* Member events of target t: observe the clusters they name (every cluster when it cannot tell). */
+static void wake_clusters(runner *r, target *t)
+{
+        char **names = NULL;
+        size_t n = 0;
+        bool known = t->ops->take_events && t->ops->take_events(t, &names, &n) >= 0;
+        for (size_t i = 0; i < r->n_sources; i++) {
+                if (r->sources[i].target != t)
+                        continue;
+                if (!known)
+                        driver_wake(r->sources[i].drv, NULL);
+                for (size_t j = 0; j < n; j++)
+                        driver_wake(r->sources[i].drv, names[j]);
+        }
+        for (size_t j = 0; j < n; j++)
+                free(names[j]);
+        free(names);
+}
+
 /* SIGHUP: the new settings, or NULL when the file is invalid (the old ones stay). */
 static ops_config *reload(const runner_flags *f, const char *config, int64_t interval_ms,
                           const ops_config *old)
@@ -300,6 +346,8 @@ static ops_config *reload(const runner_flags *f, const char *config, int64_t int
         diag_list diags = DIAG_LIST_INIT;
         ops_config *c = NULL;
         int k = runner_settings(f, config, interval_ms, &c, &diags);
+        if (k >= 0)
+                run_defaults(c);
         if (k < 0) {
                 log_diags(&diags);
                 diag_list_release(&diags);
@@ -357,6 +405,8 @@ int cmd_run(int argc, char **argv)
         const char *config = NULL;
         enum {
                 OPT_INTERVAL = RUNNER_OPT_LAST + 1,
+                OPT_OBSERVE_INTERVAL,
+                OPT_WORKERS,
                 OPT_CONFIG,
                 OPT_LISTEN,
                 OPT_LISTEN_TOKEN_FILE,
@@ -366,6 +416,8 @@ int cmd_run(int argc, char **argv)
         static const struct option own[] = {
             {"help", no_argument, NULL, 'h'},
             {"interval", required_argument, NULL, OPT_INTERVAL},
+            {"observe-interval", required_argument, NULL, OPT_OBSERVE_INTERVAL},
+            {"workers", required_argument, NULL, OPT_WORKERS},
             {"config", required_argument, NULL, OPT_CONFIG},
             {"listen", required_argument, NULL, OPT_LISTEN},
             {"listen-token-file", required_argument, NULL, OPT_LISTEN_TOKEN_FILE},
@@ -389,6 +441,26 @@ int cmd_run(int argc, char **argv)
                                 return EXIT_USAGE;
                         }
                         break;
+                case OPT_OBSERVE_INTERVAL:
+                        if (parse_duration_ms(optarg, &f.observe_interval_ms) < 0 ||
+                            f.observe_interval_ms < 1000) {
+                                fprintf(stderr, "gitcd run: --observe-interval takes a duration "
+                                                "of at least 1s\n");
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case OPT_WORKERS: {
+                        char *end = NULL;
+                        long n = strtol(optarg, &end, 10);
+                        if (end == optarg || *end || n < 1 || n > OPS_WORKERS_MAX) {
+                                fprintf(stderr,
+                                        "gitcd run: --workers takes a number from 1 to %d\n",
+                                        OPS_WORKERS_MAX);
+                                return EXIT_USAGE;
+                        }
+                        f.workers = (int)n;
+                        break;
+                }
                 case OPT_CONFIG:
                         config = optarg;
                         break;
@@ -419,6 +491,8 @@ int cmd_run(int argc, char **argv)
         _cleanup_(ops_config_freep) ops_config *cfg = NULL;
         diag_list diags = DIAG_LIST_INIT;
         int k = runner_settings(&f, config, interval_ms, &cfg, &diags);
+        if (k >= 0)
+                run_defaults(cfg);
         diag_sort(&diags);
         diag_print(&diags, stderr);
         diag_list_release(&diags);
@@ -510,11 +584,13 @@ int cmd_run(int argc, char **argv)
                 for (size_t i = 0; i < r.n_sources; i++)
                         if (now_mono_ms() >= r.sources[i].next_sync_ms && !got_term)
                                 sync_source(&r, i, &nc);
-                int64_t w = 1000;
+                int64_t w = LOOP_MAX_SLEEP_MS;
+                int busy = 0;
                 for (size_t i = 0; i < r.n_sources && !got_term; i++) {
                         driver_summary sum = {0};
                         (void)driver_step(r.sources[i].drv, &sum);
-                        if (sum.waiting)
+                        busy += sum.busy;
+                        if (sum.clusters)
                                 w = MIN(w, (int64_t)sum.wait_ms);
                         w = MIN(w, r.sources[i].next_sync_ms - now_mono_ms());
                 }
@@ -523,13 +599,36 @@ int cmd_run(int argc, char **argv)
                         break;
                 for (size_t i = 0; i < r.n_sources; i++)
                         snapshot_tick(snap, &r.sources[i]);
-                if (w > 0) {
-                        /* Several targets: wait on the first, look at the others at once. */
-                        (void)r.target->ops->wait_event(r.target, (int)w);
+                if (busy) {
+                        /* Passes in flight use the targets: look at events without blocking
+                         * them, and wake when a pass ends. */
                         for (size_t i = 0; i < ARRAY_SIZE(r.targets); i++)
-                                if (r.targets[i] && r.targets[i] != r.target)
-                                        (void)r.targets[i]->ops->wait_event(r.targets[i], 0);
+                                if (r.targets[i] &&
+                                    r.targets[i]->ops->wait_event(r.targets[i], 0) > 0)
+                                        wake_clusters(&r, r.targets[i]);
+                        if (w > 0)
+                                (void)driver_wait((int)MIN(w, BUSY_POLL_MS));
+                } else if (w > 0) {
+                        /* Several targets: wait on the first, look at the others at once. */
+                        if (r.target->ops->wait_event(r.target, (int)w) > 0)
+                                wake_clusters(&r, r.target);
+                        for (size_t i = 0; i < ARRAY_SIZE(r.targets); i++)
+                                if (r.targets[i] && r.targets[i] != r.target &&
+                                    r.targets[i]->ops->wait_event(r.targets[i], 0) > 0)
+                                        wake_clusters(&r, r.targets[i]);
                 }
+        }
+        int left = 0;
+        for (size_t i = 0; i < r.n_sources; i++)
+                left += driver_quiesce(r.sources[i].drv, STOP_GRACE_MS);
+        if (left > 0) {
+                /* Every step is journaled before it acts: the next start resumes it. */
+                log_warn("stopping with %d pass(es) still in flight after %ds; members keep "
+                         "running and the next start resumes them",
+                         left, STOP_GRACE_MS / 1000);
+                service_notify_stopping();
+                fflush(NULL);
+                _exit(EXIT_OK);
         }
         service_notify_stopping();
         log_info("stopping; members keep running");

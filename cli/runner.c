@@ -28,6 +28,7 @@
 #include "targets/hosts.h"
 #include "targets/kubernetes.h"
 #include "targets/local.h"
+#include "targets/locked.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/timeutil.h"
@@ -411,6 +412,10 @@ int runner_settings(const runner_flags *f, const char *config, int64_t interval_
                 c->prune = true;
         if (interval_ms > 0)
                 c->interval_ms = interval_ms;
+        if (f->observe_interval_ms > 0)
+                c->observe_interval_ms = f->observe_interval_ms;
+        if (f->workers > 0)
+                c->workers = f->workers;
         if (f->listen)
                 c->listen = f->listen;
         if (f->listen_token_file)
@@ -676,6 +681,9 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                                                              : open_local(c, r->state_dir, t);
                         if (k < 0)
                                 return k;
+                        /* Worker threads share it (reconciler/driver.h). */
+                        if (c->workers > 1)
+                                (void)target_locked_new(*t, t);
                 }
                 rs->target = *t;
                 source_opts so = rs->conf->src;
@@ -710,7 +718,9 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                                      .pass_done = pass_done,
                                      .pass_done_userdata = rs,
                                      .claim = c->n_sources > 1 ? claim : NULL,
-                                     .claim_userdata = rs};
+                                     .claim_userdata = rs,
+                                     .idle_interval_ms = c->observe_interval_ms,
+                                     .workers = c->workers};
                 k = driver_new(&dopts, &rs->drv);
                 if (k < 0) {
                         fprintf(stderr, "gitcd: %s\n", strerror(-k));

@@ -31,6 +31,8 @@ typedef struct runner_flags {
         const char *listen_token_file; /* --listen-token-file */
         const char *listen_tls_cert;   /* --tls-cert */
         const char *listen_tls_key;    /* --tls-key */
+        int64_t observe_interval_ms;   /* --observe-interval; 0: unset */
+        int workers;                   /* --workers; 0: unset */
 } runner_flags;
 
 /* getopt_long option ids shared by the commands (values above 1000). */

@@ -125,6 +125,18 @@ static int64_t duration(parser *p, const ynode *n, const char *key, int64_t min_
         return ms;
 }
 
+/* How many clusters are reconciled at once: 1 to OPS_WORKERS_MAX. */
+static int workers(parser *p, const ynode *n)
+{
+        char *end = NULL;
+        long v = n->kind == YNODE_SCALAR ? strtol(n->str, &end, 10) : 0;
+        if (n->kind != YNODE_SCALAR || end == n->str || *end || v < 1 || v > OPS_WORKERS_MAX) {
+                err(p, n, "workers must be a whole number from 1 to %d", OPS_WORKERS_MAX);
+                return 0;
+        }
+        return (int)v;
+}
+
 static const char *target_name(parser *p, const ynode *n)
 {
         const char *t = str(p, n, "target");
@@ -501,6 +513,10 @@ static void parse_root(parser *p, const ynode *root)
                         c->prune = boolean(p, v, k);
                 else if (streq(k, "interval"))
                         c->interval_ms = duration(p, v, k, 1000);
+                else if (streq(k, "observeInterval"))
+                        c->observe_interval_ms = duration(p, v, k, 1000);
+                else if (streq(k, "workers"))
+                        c->workers = workers(p, v);
                 else if (streq(k, "kubernetes"))
                         parse_kubernetes(p, v);
                 else if (streq(k, "hosts"))

@@ -65,6 +65,8 @@ typedef struct ops_webhook {
         int64_t max_age_ms; /* undelivered after this: expired */
 } ops_webhook;
 
+#define OPS_WORKERS_MAX 256
+
 typedef struct ops_config {
         char *file; /* where it was read from; NULL for flags only */
         const char *state;
@@ -77,6 +79,9 @@ typedef struct ops_config {
         const char *cache_dir;
         bool prune;
         int64_t interval_ms; /* 0: the default */
+        /* gitcd run: how often a converged cluster is observed; 0: the default (30 s) */
+        int64_t observe_interval_ms;
+        int workers; /* gitcd run: clusters reconciled at once; 0: the default (8) */
         const char *log_level;
 
         const char *listen;        /* host:port; NULL: no HTTP endpoints */

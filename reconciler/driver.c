@@ -7,10 +7,34 @@
  * audited as `spec.rejected`. Since an invalid document may be an existing
  * cluster that failed to parse, a revision with errors never orphans or
  * prunes anything.
+ *
+ * Cadence: a cluster that is not converged is passed at every step (the
+ * caller waits for the shortest poll_ms or a target event in between); a
+ * converged or failed one only when its own timer runs out (the idle
+ * interval, jittered by +-25% so that clusters that converged together do
+ * not look together ever after), when its spec changes, when a certificate
+ * renewal falls due (poll_ms), or when driver_wake() names it.
+ *
+ * Concurrency: each cluster has its own reconciler (its latched spec, etcd
+ * connection and pacing), so passes of different clusters share nothing
+ * but the target (locked by the caller, targets/locked.h), the log and the
+ * metrics registry (both locked). With workers, the main thread queues due
+ * clusters; a worker runs one cluster's passes with its own state
+ * connection (a state_db belongs to one thread at a time), then hands the
+ * result back. Everything else happens on the main thread: the source,
+ * offers, orphans, prune, the callbacks (queued by the workers and
+ * delivered at the next step) and the scheduling. A cluster is never in two
+ * places at once: the main thread touches a cluster's reconciler only while
+ * no worker holds it; an offer or a prune that meets a busy cluster waits
+ * in the cluster until its pass is over.
  */
+#include <assert.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "reconciler/driver.h"
 #include "api/spec.h"
@@ -20,17 +44,80 @@
 #include "util/xalloc.h"
 
 #define MAX_PASSES_PER_STEP 64
+/*
+ * Timers of converged clusters are served in batches at least this far
+ * apart: with thousands of clusters, a step per timer would scan every
+ * cluster hundreds of times a second.
+ */
+#define IDLE_BATCH_MS 500
+
+/* One cluster the driver knows, from this revision or an earlier one. */
+typedef struct dcluster {
+        char *name; /* "ns/name" */
+        reconciler *rec;
+        bool active;    /* defined by the current revision */
+        bool have_last; /* last holds a result */
+        pass_result last;
+        int64_t due_ms; /* observe again at (monotonic) */
+        bool wake;      /* observe at the next step, whatever the timer says (main thread) */
+        /* Deferred while a worker holds the cluster. */
+        etcd_cluster *pending_spec;
+        char *pending_commit;
+        char *pending_author;
+        bool pending_prune;
+        /* Set by both sides (atomic: the main thread scans every cluster at each step). */
+        atomic_bool busy; /* queued or running in a worker */
+        atomic_bool done; /* the worker finished; res and k wait to be taken in */
+        pass_result res;
+        int k;
+        struct dcluster *next_job;
+} dcluster;
+
+/* A callback a worker could not call itself (callbacks run on the main thread). */
+typedef struct dcallback {
+        char *cluster;
+        pass_result res;
+        int64_t duration_ms; /* -1: progress; else pass_done */
+} dcallback;
 
 struct driver {
         driver_opts opts;
-        reconciler *rec;
-        char **clusters; /* "ns/name" of the current revision */
+        reconciler *rec; /* for orphans only: it holds no cluster */
+        dcluster **all;  /* every cluster known, by first appearance */
+        size_t n_all, alloc_all;
+        dcluster **index; /* open addressing on the name, 2x n_all slots at least */
+        size_t n_index;
+        dcluster **clusters; /* the current revision's, in order */
         size_t n_clusters;
         char commit[41];
         bool have_revision;
         char *last_error;
-        pass_result *last; /* last result per cluster, to report changes only */
+        uint64_t rng;
+
+        /* The workers. */
+        pthread_t *threads;
+        state_db **dbs;
+        size_t n_threads;
+        pthread_mutex_t lock;
+        pthread_cond_t work;
+        pthread_cond_t idle;
+        dcluster *queue_head, *queue_tail;
+        size_t in_flight;
+        bool stop;
+        dcallback *callbacks;
+        size_t n_callbacks, alloc_callbacks;
 };
+
+/* Every driver's workers signal here when a pass ends (driver_wait). */
+static pthread_mutex_t finished_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t finished_cond = PTHREAD_COND_INITIALIZER;
+static uint64_t finished_gen;
+static size_t in_flight_all; /* passes queued or running, every driver */
+
+static int64_t mono(const driver *d)
+{
+        return d->opts.mono_ms ? d->opts.mono_ms() : now_mono_ms();
+}
 
 static void set_error(driver *d, const char *fmt, ...) _printf_(2, 3);
 static void set_error(driver *d, const char *fmt, ...)
@@ -47,14 +134,373 @@ const char *driver_last_error(const driver *d)
         return d->last_error ? d->last_error : "";
 }
 
+/* ---- clusters ------------------------------------------------------------ */
+
+static uint64_t name_hash(const char *s)
+{
+        uint64_t h = 1469598103934665603ULL;
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+        return h;
+}
+
+static void index_put(dcluster **index, size_t n_index, dcluster *dc)
+{
+        size_t i = name_hash(dc->name) & (n_index - 1);
+        while (index[i])
+                i = (i + 1) & (n_index - 1);
+        index[i] = dc;
+}
+
+static dcluster *cluster_find(const driver *d, const char *name)
+{
+        if (!d->n_index)
+                return NULL;
+        for (size_t i = name_hash(name) & (d->n_index - 1); d->index[i];
+             i = (i + 1) & (d->n_index - 1))
+                if (streq(d->index[i]->name, name))
+                        return d->index[i];
+        return NULL;
+}
+
+/* The cluster's entry, made on first use with a reconciler of its own; NULL when it cannot. */
+static dcluster *cluster_get(driver *d, const char *name)
+{
+        dcluster *dc = cluster_find(d, name);
+        if (dc)
+                return dc;
+        reconciler_opts ro = {.db = d->opts.db,
+                              .target = d->opts.target,
+                              .etcd = d->opts.etcd,
+                              .etcd_userdata = d->opts.etcd_userdata,
+                              .wall_ms = d->opts.wall_ms,
+                              .mono_ms = d->opts.mono_ms};
+        reconciler *rec = NULL;
+        if (reconciler_new(&ro, &rec) < 0)
+                return NULL;
+        dc = XNEW(dcluster);
+        dc->name = xstrdup(name);
+        dc->rec = rec;
+        d->all = xgrow(d->all, &d->alloc_all, d->n_all + 1, sizeof(dcluster *));
+        d->all[d->n_all++] = dc;
+        if (d->n_all * 2 > d->n_index) {
+                size_t n = d->n_index ? d->n_index * 2 : 64;
+                while (n < d->n_all * 2)
+                        n *= 2;
+                free(d->index);
+                d->index = xcalloc(n, sizeof(dcluster *));
+                d->n_index = n;
+                for (size_t i = 0; i < d->n_all; i++)
+                        index_put(d->index, n, d->all[i]);
+        } else {
+                index_put(d->index, d->n_index, dc);
+        }
+        return dc;
+}
+
+static void pending_release(dcluster *dc)
+{
+        etcd_cluster_free(dc->pending_spec);
+        free(dc->pending_commit);
+        free(dc->pending_author);
+        dc->pending_spec = NULL;
+        dc->pending_commit = dc->pending_author = NULL;
+}
+
+static void cluster_free(dcluster *dc)
+{
+        pending_release(dc);
+        reconciler_free(dc->rec);
+        free(dc->name);
+        free(dc);
+}
+
+/* Whether a worker holds the cluster. */
+static bool cluster_busy(driver *d, dcluster *dc)
+{
+        (void)d;
+        return atomic_load(&dc->busy);
+}
+
+/* A uniform draw in [interval * 3/4, interval * 5/4] (xorshift64*). */
+static int64_t jittered(driver *d, int64_t interval_ms)
+{
+        d->rng ^= d->rng >> 12;
+        d->rng ^= d->rng << 25;
+        d->rng ^= d->rng >> 27;
+        uint64_t r = d->rng * 2685821657736338717ULL;
+        int64_t span = interval_ms / 2;
+        return interval_ms - interval_ms / 4 + (span > 0 ? (int64_t)(r % (uint64_t)span) : 0);
+}
+
+/* ---- callbacks ----------------------------------------------------------- */
+
+/* A worker's callback waits for the main thread; the main thread's runs at once. */
+static void callback(driver *d, bool on_worker, const char *cluster, const pass_result *res,
+                     int64_t duration_ms)
+{
+        if (duration_ms < 0 ? !d->opts.progress : !d->opts.pass_done)
+                return;
+        if (!on_worker) {
+                if (duration_ms < 0)
+                        d->opts.progress(cluster, res, d->opts.userdata);
+                else
+                        d->opts.pass_done(cluster, res, duration_ms, d->opts.pass_done_userdata);
+                return;
+        }
+        pthread_mutex_lock(&d->lock);
+        d->callbacks =
+            xgrow(d->callbacks, &d->alloc_callbacks, d->n_callbacks + 1, sizeof(dcallback));
+        d->callbacks[d->n_callbacks++] =
+            (dcallback){.cluster = xstrdup(cluster), .res = *res, .duration_ms = duration_ms};
+        pthread_mutex_unlock(&d->lock);
+}
+
+static void callbacks_deliver(driver *d)
+{
+        pthread_mutex_lock(&d->lock);
+        dcallback *v = d->callbacks;
+        size_t n = d->n_callbacks;
+        d->callbacks = NULL;
+        d->n_callbacks = d->alloc_callbacks = 0;
+        pthread_mutex_unlock(&d->lock);
+        for (size_t i = 0; i < n; i++) {
+                callback(d, false, v[i].cluster, &v[i].res, v[i].duration_ms);
+                free(v[i].cluster);
+        }
+        free(v);
+}
+
+/* ---- one cluster's passes ---------------------------------------------- */
+
+/* Passes until the cluster is converged, failed or waiting: on a worker or the main thread. */
+static void run_passes(driver *d, dcluster *dc, state_db *db, bool on_worker)
+{
+        reconciler_set_db(dc->rec, db);
+        pass_result res = {0};
+        int k = 0;
+        for (int n = 0; n < MAX_PASSES_PER_STEP; n++) {
+                int64_t t0 = now_mono_ms();
+                k = reconciler_pass(dc->rec, dc->name, &res);
+                if (k >= 0)
+                        callback(d, on_worker, dc->name, &res, now_mono_ms() - t0);
+                if (k < 0 || res.outcome != PASS_PROGRESSED)
+                        break;
+                callback(d, on_worker, dc->name, &res, -1);
+        }
+        reconciler_set_db(dc->rec, d->opts.db);
+        dc->res = res;
+        dc->k = k;
+}
+
+/* Take in a finished pass (main thread): report a change, set the cluster's timer. */
+static void take_result(driver *d, dcluster *dc)
+{
+        pass_result res = dc->res;
+        if (dc->k < 0) {
+                log_error("%s: pass failed: %s", dc->name, res.message);
+                res.outcome = PASS_WAITING;
+                res.poll_ms = 1000;
+        }
+        if (!dc->have_last || dc->last.outcome != res.outcome ||
+            !streq(dc->last.message, res.message))
+                callback(d, false, dc->name, &res, -1);
+        dc->last = res;
+        dc->have_last = true;
+        int64_t now = mono(d);
+        switch (res.outcome) {
+        case PASS_CONVERGED:
+        case PASS_FAILED:
+                dc->due_ms = now + jittered(d, d->opts.idle_interval_ms);
+                if (res.poll_ms > 0)
+                        dc->due_ms = MIN(dc->due_ms, now + res.poll_ms);
+                break;
+        case PASS_BLOCKED:
+                dc->due_ms = now + (res.poll_ms > 0 ? res.poll_ms : 1000);
+                break;
+        case PASS_WAITING:
+                /* Inline, the caller's wait is the cadence; with workers, the cluster's own. */
+                dc->due_ms =
+                    d->n_threads > 0 ? now + (res.poll_ms > 0 ? MIN(res.poll_ms, 1000) : 1000) : 0;
+                break;
+        case PASS_PROGRESSED:
+                dc->due_ms = 0;
+        }
+}
+
+/* An offer or a prune that waited for the cluster's pass to end (main thread, not busy). */
+static void run_pending(driver *d, dcluster *dc)
+{
+        if (dc->pending_prune) {
+                dc->pending_prune = false;
+                (void)reconciler_prune(dc->rec, dc->name);
+        }
+        if (dc->pending_spec) {
+                reconcile_origin origin = {.commit = dc->pending_commit,
+                                           .author = dc->pending_author};
+                if (reconciler_offer(dc->rec, dc->pending_spec, &origin) < 0)
+                        log_error("%s: cannot record the desired spec: %s", dc->name,
+                                  state_last_error());
+                pending_release(dc);
+                dc->wake = true;
+        }
+}
+
+/* ---- workers ------------------------------------------------------------- */
+
+typedef struct worker_arg {
+        driver *d;
+        state_db *db;
+} worker_arg;
+
+static void *worker(void *userdata)
+{
+        worker_arg *wa = userdata;
+        driver *d = wa->d;
+        state_db *db = wa->db;
+        free(wa);
+        pthread_mutex_lock(&d->lock);
+        for (;;) {
+                while (!d->stop && !d->queue_head)
+                        pthread_cond_wait(&d->work, &d->lock);
+                if (d->stop && !d->queue_head)
+                        break;
+                dcluster *dc = d->queue_head;
+                d->queue_head = dc->next_job;
+                if (!d->queue_head)
+                        d->queue_tail = NULL;
+                dc->next_job = NULL;
+                pthread_mutex_unlock(&d->lock);
+                run_passes(d, dc, db, true);
+                pthread_mutex_lock(&d->lock);
+                atomic_store(&dc->done, true);
+                atomic_store(&dc->busy, false);
+                d->in_flight--;
+                pthread_cond_broadcast(&d->idle);
+                pthread_mutex_lock(&finished_lock);
+                finished_gen++;
+                in_flight_all--;
+                pthread_cond_broadcast(&finished_cond);
+                pthread_mutex_unlock(&finished_lock);
+        }
+        pthread_mutex_unlock(&d->lock);
+        return NULL;
+}
+
+/* Passes queued but not started are not started (d->lock held). */
+static void queue_drop(driver *d)
+{
+        for (dcluster *dc = d->queue_head; dc;) {
+                dcluster *next = dc->next_job;
+                atomic_store(&dc->busy, false);
+                dc->next_job = NULL;
+                dc->wake = true;
+                d->in_flight--;
+                pthread_mutex_lock(&finished_lock);
+                in_flight_all--;
+                pthread_mutex_unlock(&finished_lock);
+                dc = next;
+        }
+        d->queue_head = d->queue_tail = NULL;
+}
+
+static void workers_stop(driver *d)
+{
+        pthread_mutex_lock(&d->lock);
+        queue_drop(d);
+        d->stop = true;
+        pthread_cond_broadcast(&d->work);
+        pthread_mutex_unlock(&d->lock);
+        for (size_t i = 0; i < d->n_threads; i++)
+                pthread_join(d->threads[i], NULL);
+        for (size_t i = 0; i < d->n_threads; i++)
+                state_close(d->dbs[i]);
+        free(d->threads);
+        free(d->dbs);
+        d->threads = NULL;
+        d->dbs = NULL;
+        d->n_threads = 0;
+}
+
+/* Start the workers, each with its own state connection; fewer (none) when they cannot. */
+static void workers_start(driver *d)
+{
+        size_t n = d->opts.workers > 1 ? (size_t)d->opts.workers : 0;
+        d->threads = xcalloc(n + 1, sizeof(pthread_t));
+        d->dbs = xcalloc(n + 1, sizeof(state_db *));
+        for (size_t i = 0; i < n; i++) {
+                state_db *db = NULL;
+                if (state_open(state_path(d->opts.db), STATE_OPEN_READ_WRITE, &db) < 0) {
+                        log_warn("cannot open a state connection for a worker: %s",
+                                 state_last_error());
+                        break;
+                }
+                worker_arg *wa = XNEW(worker_arg);
+                *wa = (worker_arg){d, db};
+                if (pthread_create(&d->threads[d->n_threads], NULL, worker, wa) != 0) {
+                        log_warn("cannot start a worker thread");
+                        free(wa);
+                        state_close(db);
+                        break;
+                }
+                d->dbs[d->n_threads++] = db;
+        }
+}
+
+int driver_wait(int timeout_ms)
+{
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        int64_t ns = until.tv_nsec + (int64_t)(timeout_ms % 1000) * 1000000;
+        until.tv_sec += timeout_ms / 1000 + ns / 1000000000;
+        until.tv_nsec = ns % 1000000000;
+        pthread_mutex_lock(&finished_lock);
+        uint64_t gen = finished_gen;
+        int r = 0;
+        while (in_flight_all > 0 && r == 0)
+                r = pthread_cond_timedwait(&finished_cond, &finished_lock, &until);
+        bool finished = finished_gen != gen;
+        pthread_mutex_unlock(&finished_lock);
+        return finished ? 1 : 0;
+}
+
+int driver_quiesce(driver *d, int timeout_ms)
+{
+        int64_t end = now_mono_ms() + timeout_ms;
+        pthread_mutex_lock(&d->lock);
+        queue_drop(d);
+        while (d->in_flight > 0) {
+                int64_t left = end - now_mono_ms();
+                if (left <= 0)
+                        break;
+                struct timespec until;
+                clock_gettime(CLOCK_REALTIME, &until);
+                int64_t ns = until.tv_nsec + (left % 1000) * 1000000;
+                until.tv_sec += left / 1000 + ns / 1000000000;
+                until.tv_nsec = ns % 1000000000;
+                (void)pthread_cond_timedwait(&d->idle, &d->lock, &until);
+        }
+        int n = (int)d->in_flight;
+        pthread_mutex_unlock(&d->lock);
+        return n;
+}
+
+/* ---- the driver ---------------------------------------------------------- */
+
 int driver_new(const driver_opts *opts, driver **ret)
 {
         if (!opts || !opts->db || !opts->target || !opts->src)
                 return -EINVAL;
         driver *d = XNEW(driver);
         d->opts = *opts;
+        if (d->opts.idle_interval_ms <= 0)
+                d->opts.idle_interval_ms = DRIVER_IDLE_INTERVAL_MS;
         reconciler_opts ro = {.db = opts->db,
                               .target = opts->target,
+                              .etcd = opts->etcd,
+                              .etcd_userdata = opts->etcd_userdata,
+                              .wall_ms = opts->wall_ms,
+                              .mono_ms = opts->mono_ms,
                               .state_dir = opts->state_dir,
                               .etcd_dir = opts->etcd_dir};
         int k = reconciler_new(&ro, &d->rec);
@@ -62,27 +508,33 @@ int driver_new(const driver_opts *opts, driver **ret)
                 free(d);
                 return k;
         }
+        d->rng = (uint64_t)now_mono_ms() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid() ^
+                 (uint64_t)(uintptr_t)d;
+        if (!d->rng)
+                d->rng = 1;
+        pthread_mutex_init(&d->lock, NULL);
+        pthread_cond_init(&d->work, NULL);
+        pthread_cond_init(&d->idle, NULL);
+        workers_start(d);
         *ret = d;
         return 0;
-}
-
-static void clusters_release(driver *d)
-{
-        for (size_t i = 0; i < d->n_clusters; i++)
-                free(d->clusters[i]);
-        free(d->clusters);
-        free(d->last);
-        d->clusters = NULL;
-        d->last = NULL;
-        d->n_clusters = 0;
 }
 
 void driver_free(driver *d)
 {
         if (!d)
                 return;
-        clusters_release(d);
+        workers_stop(d);
+        callbacks_deliver(d);
+        for (size_t i = 0; i < d->n_all; i++)
+                cluster_free(d->all[i]);
+        free(d->all);
+        free(d->index);
+        free(d->clusters);
         reconciler_free(d->rec);
+        pthread_mutex_destroy(&d->lock);
+        pthread_cond_destroy(&d->work);
+        pthread_cond_destroy(&d->idle);
         free(d->last_error);
         free(d);
 }
@@ -94,7 +546,19 @@ size_t driver_cluster_count(const driver *d)
 
 const char *driver_cluster_name(const driver *d, size_t i)
 {
-        return i < d->n_clusters ? d->clusters[i] : NULL;
+        return i < d->n_clusters ? d->clusters[i]->name : NULL;
+}
+
+void driver_wake(driver *d, const char *cluster)
+{
+        if (!cluster) {
+                for (size_t i = 0; i < d->n_all; i++)
+                        d->all[i]->wake = true;
+                return;
+        }
+        dcluster *dc = cluster_find(d, cluster);
+        if (dc)
+                dc->wake = true;
 }
 
 static void record_revision(driver *d, const source_revision *rev)
@@ -153,7 +617,12 @@ static void report_orphan(driver *d, const char *cluster, const source_revision 
                         return;
                 log_info("%s: removed from the source; pruning (members stopped, data kept)",
                          cluster);
-                (void)reconciler_prune(d->rec, cluster);
+                dcluster *dc = cluster_get(d, cluster);
+                if (!dc)
+                        return;
+                dc->pending_prune = true;
+                if (!cluster_busy(d, dc))
+                        run_pending(d, dc);
                 return;
         }
         if (phase && (streq(phase, "Orphaned") || streq(phase, "Pruned")))
@@ -246,28 +715,49 @@ int driver_sync(driver *d, diag_list *diags)
         origin.author = author;
 
         /* A cluster with a duplicate definition is not offered at all. */
-        clusters_release(d);
-        d->clusters = xcalloc(set.n + 1, sizeof(char *));
-        d->last = xcalloc(set.n + 1, sizeof(pass_result));
+        for (size_t i = 0; i < d->n_all; i++)
+                d->all[i]->active = false;
+        free(d->clusters);
+        d->clusters = xcalloc(set.n + 1, sizeof(dcluster *));
+        d->n_clusters = 0;
+        _cleanup_free_ dcluster **steal = xcalloc(set.n + 1, sizeof(dcluster *));
         for (size_t i = 0; i < set.n; i++) {
                 _cleanup_free_ char *id = etcd_cluster_id(set.items[i]);
                 bool dup = false;
-                for (size_t j = 0; j < set.n; j++)
-                        if (j != i) {
+                for (size_t j = 0; j < set.n && !dup; j++)
+                        if (j != i && streq_ptr(set.items[i]->name, set.items[j]->name)) {
                                 _cleanup_free_ char *other = etcd_cluster_id(set.items[j]);
-                                dup = dup || streq(id, other);
+                                dup = streq(id, other);
                         }
                 if (dup)
                         continue;
                 if (d->opts.claim &&
                     !d->opts.claim(id, DRIVER_CLAIM_DEFINE, d->opts.claim_userdata))
                         continue;
-                k = reconciler_offer(d->rec, set.items[i], &origin);
-                if (k < 0) {
-                        log_error("%s: cannot record the desired spec: %s", id, state_last_error());
+                dcluster *dc = cluster_get(d, id);
+                if (!dc) {
+                        log_error("%s: cannot make a reconciler", id);
                         continue;
                 }
-                d->clusters[d->n_clusters++] = xstrdup(id);
+                if (dc->active)
+                        continue;
+                if (cluster_busy(d, dc)) {
+                        /* Offered when its pass in flight ends; the latest revision wins. */
+                        pending_release(dc);
+                        steal[i] = dc; /* the spec itself once orphans are known */
+                        dc->pending_commit = xstrdup_null(origin.commit);
+                        dc->pending_author = xstrdup_null(origin.author);
+                } else {
+                        k = reconciler_offer(dc->rec, set.items[i], &origin);
+                        if (k < 0) {
+                                log_error("%s: cannot record the desired spec: %s", id,
+                                          state_last_error());
+                                continue;
+                        }
+                }
+                dc->active = true;
+                dc->wake = true;
+                d->clusters[d->n_clusters++] = dc;
         }
 
         if (!errors) {
@@ -283,58 +773,110 @@ int driver_sync(driver *d, diag_list *diags)
                         free(orphans);
                 }
         }
+        for (size_t i = 0; i < set.n; i++)
+                if (steal[i])
+                        steal[i]->pending_spec = TAKE_PTR(set.items[i]);
         cluster_set_release(&set);
         snprintf(d->commit, sizeof(d->commit), "%s", rev->commit_id);
         d->have_revision = true;
         return errors ? -EINVAL : 1;
 }
 
+/* Hand a cluster to the workers (main thread). */
+static void enqueue(driver *d, dcluster *dc)
+{
+        pthread_mutex_lock(&d->lock);
+        assert(!atomic_load(&dc->busy));
+        atomic_store(&dc->busy, true);
+        pthread_mutex_lock(&finished_lock);
+        in_flight_all++;
+        pthread_mutex_unlock(&finished_lock);
+        dc->next_job = NULL;
+        if (d->queue_tail)
+                d->queue_tail->next_job = dc;
+        else
+                d->queue_head = dc;
+        d->queue_tail = dc;
+        d->in_flight++;
+        pthread_cond_signal(&d->work);
+        pthread_mutex_unlock(&d->lock);
+}
+
+/* Whether the cluster is due for a pass now. */
+static bool due(const dcluster *dc, int64_t now)
+{
+        return !dc->have_last || dc->wake || now >= dc->due_ms;
+}
+
 int driver_step(driver *d, driver_summary *ret)
 {
-        driver_summary sum = {.clusters = (int)d->n_clusters, .wait_ms = 1000};
+        driver_summary sum = {.clusters = (int)d->n_clusters};
+        int64_t wait_ms = -1;
+
+        /* What the workers finished since the last step. */
+        callbacks_deliver(d);
+        for (size_t i = 0; i < d->n_all; i++) {
+                dcluster *dc = d->all[i];
+                bool done = atomic_exchange(&dc->done, false);
+                if (done)
+                        take_result(d, dc);
+                if (done || (!atomic_load(&dc->busy) && (dc->pending_spec || dc->pending_prune)))
+                        if (!cluster_busy(d, dc))
+                                run_pending(d, dc);
+        }
+
+        int64_t now = mono(d);
         for (size_t i = 0; i < d->n_clusters; i++) {
-                pass_result res = {0};
-                int k = 0;
-                if (d->opts.claim &&
-                    !d->opts.claim(d->clusters[i], DRIVER_CLAIM_PASS, d->opts.claim_userdata))
+                dcluster *dc = d->clusters[i];
+                if (cluster_busy(d, dc)) {
+                        sum.waiting++;
+                        sum.busy++;
                         continue;
-                for (int n = 0; n < MAX_PASSES_PER_STEP; n++) {
-                        int64_t t0 = now_mono_ms();
-                        k = reconciler_pass(d->rec, d->clusters[i], &res);
-                        if (k >= 0 && d->opts.pass_done)
-                                d->opts.pass_done(d->clusters[i], &res, now_mono_ms() - t0,
-                                                  d->opts.pass_done_userdata);
-                        if (k < 0 || res.outcome != PASS_PROGRESSED)
-                                break;
-                        if (d->opts.progress)
-                                d->opts.progress(d->clusters[i], &res, d->opts.userdata);
                 }
-                if (k < 0) {
-                        log_error("%s: pass failed: %s", d->clusters[i], res.message);
-                        res.outcome = PASS_WAITING;
-                        res.poll_ms = 1000;
+                if (d->opts.claim &&
+                    !d->opts.claim(dc->name, DRIVER_CLAIM_PASS, d->opts.claim_userdata))
+                        continue;
+                if (due(dc, now)) {
+                        /* A pass that starts now sees whatever woke it. */
+                        dc->wake = false;
+                        if (d->n_threads > 0) {
+                                enqueue(d, dc);
+                                sum.waiting++;
+                                sum.busy++;
+                                continue;
+                        }
+                        run_passes(d, dc, d->opts.db, false);
+                        take_result(d, dc);
                 }
-                pass_result *last = &d->last[i];
-                if (d->opts.progress &&
-                    (last->outcome != res.outcome || !streq(last->message, res.message)))
-                        d->opts.progress(d->clusters[i], &res, d->opts.userdata);
-                *last = res;
-                switch (res.outcome) {
+                const pass_result *res = &dc->last;
+                int64_t w = 0;
+                switch (res->outcome) {
                 case PASS_CONVERGED:
                         sum.converged++;
+                        w = dc->wake ? 0 : MAX(dc->due_ms - now, IDLE_BATCH_MS);
                         break;
                 case PASS_FAILED:
                 case PASS_BLOCKED:
                         sum.failed++;
+                        w = dc->wake ? 0 : MAX(dc->due_ms - now, IDLE_BATCH_MS);
+                        break;
+                case PASS_PROGRESSED:
+                        sum.waiting++;
+                        w = 0;
                         break;
                 default:
                         sum.waiting++;
-                        if (res.poll_ms > 0 && res.poll_ms < sum.wait_ms)
-                                sum.wait_ms = res.poll_ms;
-                        if (res.outcome == PASS_PROGRESSED)
-                                sum.wait_ms = 0;
+                        if (d->n_threads > 0)
+                                w = dc->due_ms - now;
+                        else
+                                w = res->poll_ms > 0 ? MIN(res->poll_ms, 1000) : 1000;
                 }
+                w = MAX(w, 0);
+                if (wait_ms < 0 || w < wait_ms)
+                        wait_ms = w;
         }
+        callbacks_deliver(d);
+        sum.wait_ms = wait_ms < 0 ? 1000 : (int)MIN(wait_ms, (int64_t)INT32_MAX);
         *ret = sum;
         return 0;
 }

@@ -3,7 +3,9 @@
  * revision from a source, records it, parses the EtcdCluster definitions in
  * it, offers each to the reconciler, reports orphans (and prunes them when
  * asked), and runs reconciler passes over every cluster until they converge
- * or fail, waking on target events instead of fixed requeues.
+ * or fail, waking on target events instead of fixed requeues. A converged
+ * cluster is observed again on its own jittered timer (idle_interval_ms);
+ * with workers, passes of different clusters run concurrently.
  */
 #pragma once
 
@@ -51,7 +53,29 @@ typedef struct driver_opts {
         void *pass_done_userdata;
         driver_claim_fn claim; /* NULL: this source owns every cluster */
         void *claim_userdata;
+        /*
+         * How often a converged (or failed) cluster is observed when nothing
+         * wakes it, each cluster on its own timer jittered by +-25%; 0: the
+         * default, DRIVER_IDLE_INTERVAL_MS. A cluster that is not converged
+         * is passed at every step.
+         */
+        int64_t idle_interval_ms;
+        /*
+         * Passes of different clusters run concurrently in this many worker
+         * threads, each with its own state connection; 0 or 1: in the
+         * caller's thread. With workers, the target must be safe to share
+         * between threads (targets/locked.h).
+         */
+        int workers;
+        /* etcd's membership API and clocks for the reconcilers; NULL: the real ones. */
+        const etcd_membership_ops *etcd;
+        void *etcd_userdata;
+        int64_t (*wall_ms)(void);
+        int64_t (*mono_ms)(void);
 } driver_opts;
+
+#define DRIVER_IDLE_INTERVAL_MS (30 * 1000)
+#define DRIVER_WORKERS_DEFAULT  8
 
 int driver_new(const driver_opts *opts, driver **ret);
 void driver_free(driver *d);
@@ -76,16 +100,39 @@ int driver_sync(driver *d, diag_list *diags);
 typedef struct driver_summary {
         int clusters;
         int converged;
-        int failed; /* failed, or blocked until a person acts (PASS_BLOCKED) */
-        int waiting;
+        int failed;  /* failed, or blocked until a person acts (PASS_BLOCKED) */
+        int waiting; /* passes in flight included */
+        int busy;    /* of those, passes running in a worker */
         int wait_ms; /* when to look again at the latest, with no event */
 } driver_summary;
 
 /*
- * Run passes over every cluster of the current revision until each is
- * converged, failed or waiting; never blocks for long. 0 or -errno.
+ * Run passes over the clusters of the current revision that are due until
+ * each is converged, failed or waiting: every cluster that is not converged,
+ * and a converged or failed one when its observation timer ran out or
+ * driver_wake() named it. With workers, the passes are handed to them and
+ * the results of earlier ones are taken in; a cluster whose pass is still
+ * in flight is counted as waiting and skipped. Never blocks for long.
+ * 0 or -errno.
  */
 int driver_step(driver *d, driver_summary *ret);
+
+/* Observe a cluster ("ns/name"; NULL: every one) at the next step: a member event. */
+void driver_wake(driver *d, const char *cluster);
+
+/*
+ * Block until no pass of any driver is in flight or timeout_ms passes (for
+ * a caller whose step reported busy > 0): one step takes in a batch of
+ * results, not one step per pass. 1 when some pass finished meanwhile.
+ */
+int driver_wait(int timeout_ms);
+
+/*
+ * Stop handing out passes and wait up to timeout_ms for the ones in flight
+ * (every effect is journaled, so a process that exits with one in flight
+ * resumes it at the next start). Returns the number still in flight.
+ */
+int driver_quiesce(driver *d, int timeout_ms);
 
 /* Clusters of the current revision ("ns/name"), in order. */
 size_t driver_cluster_count(const driver *d);

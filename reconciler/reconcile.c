@@ -161,6 +161,12 @@ int reconciler_new(const reconciler_opts *opts, reconciler **ret)
         return 0;
 }
 
+void reconciler_set_db(reconciler *r, state_db *db)
+{
+        assert(db);
+        r->opts.db = db;
+}
+
 static void ctx_release(const reconciler *r, cluster_ctx *x)
 {
         free(x->name);

@@ -80,6 +80,9 @@ typedef struct pass_result {
 
 int reconciler_new(const reconciler_opts *opts, reconciler **ret);
 void reconciler_free(reconciler *r);
+/* The state connection the calls that follow use (a worker thread's own: a state_db
+ * belongs to one thread at a time). */
+void reconciler_set_db(reconciler *r, state_db *db);
 DEFINE_TRIVIAL_CLEANUP_FUNC(reconciler *, reconciler_free);
 
 /*

@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -27,6 +28,16 @@
 #include "util/xalloc.h"
 
 #define BUSY_TIMEOUT_MS 5000
+
+/*
+ * Writers of this process take turns here, not in SQLite's busy handler
+ * (which sleeps up to 100 ms between tries): the daemon's workers each
+ * have a connection (reconciler/driver.c). Held by a write transaction
+ * from BEGIN to COMMIT or ROLLBACK, and around one autocommit write.
+ * Transactions are short and never wait on the network, so no one holds
+ * it for long. Other processes still meet the busy timeout.
+ */
+static pthread_mutex_t writers = PTHREAD_MUTEX_INITIALIZER;
 
 static __thread char last_error[1024];
 
@@ -205,7 +216,12 @@ int db_prepare(state_db *db, const char *what, const char *sql, sqlite3_stmt **r
 
 int db_step(state_db *db, sqlite3_stmt *st, const char *what)
 {
+        bool turn = !db->read_only && db->depth == 0 && !sqlite3_stmt_readonly(st);
+        if (turn)
+                pthread_mutex_lock(&writers);
         int rc = sqlite3_step(st);
+        if (turn)
+                pthread_mutex_unlock(&writers);
         if (rc == SQLITE_ROW)
                 return 1;
         if (rc == SQLITE_DONE)
@@ -253,11 +269,24 @@ int state_begin(state_db *db)
                 snprintf(sql, sizeof(sql), db->read_only ? "BEGIN" : "BEGIN IMMEDIATE");
         else
                 snprintf(sql, sizeof(sql), "SAVEPOINT s%d", db->depth);
+        bool turn = db->depth == 0 && !db->read_only;
+        if (turn)
+                pthread_mutex_lock(&writers);
         int r = db_exec(db, "starting a transaction", sql);
-        if (r < 0)
+        if (r < 0) {
+                if (turn)
+                        pthread_mutex_unlock(&writers);
                 return r;
+        }
         db->depth++;
         return 0;
+}
+
+/* The outermost transaction of a writer ended. */
+static void writer_done(state_db *db)
+{
+        if (!db->read_only)
+                pthread_mutex_unlock(&writers);
 }
 
 int state_rollback(state_db *db)
@@ -268,12 +297,17 @@ int state_rollback(state_db *db)
         db->depth--;
         if (db->depth == 0) {
                 /* sqlite may already have rolled back (e.g. after SQLITE_FULL) */
-                if (sqlite3_get_autocommit(db->sql))
+                if (sqlite3_get_autocommit(db->sql)) {
+                        writer_done(db);
                         return 0;
+                }
                 snprintf(sql, sizeof(sql), "ROLLBACK");
         } else
                 snprintf(sql, sizeof(sql), "ROLLBACK TO s%d; RELEASE s%d", db->depth, db->depth);
-        return db_exec(db, "rolling back", sql);
+        int r = db_exec(db, "rolling back", sql);
+        if (db->depth == 0)
+                writer_done(db);
+        return r;
 }
 
 int state_commit(state_db *db)
@@ -295,6 +329,8 @@ int state_commit(state_db *db)
                 return r;
         }
         db->depth--;
+        if (db->depth == 0)
+                writer_done(db);
         return 0;
 }
 
@@ -578,7 +614,6 @@ static int open_common(const char *path, state_open_mode mode, int target, state
         db->read_only = mode == STATE_OPEN_READ_ONLY;
         int r = db->read_only ? open_read_only(db) : open_read_write(db, target);
         if (r < 0) {
-                db->depth = 0;
                 state_close(db);
                 return r;
         }
@@ -609,6 +644,8 @@ void state_close(state_db *db)
                         sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
                 sqlite3_close_v2(db->sql);
         }
+        if (db->depth > 0)
+                writer_done(db);
         free(db->path);
         free(db);
 }

@@ -115,6 +115,9 @@ typedef struct kubernetes_target {
         size_t alloc_namespaces;
         char *watch_scope; /* the namespace watched, "" for all */
         char *watch_rv;
+        char **events; /* "ns/cluster" of Pods with a watch event not taken yet (take_events) */
+        size_t n_events;
+        bool events_unknown; /* the watch started over: any cluster may have changed */
 
         char **preflighted; /* "ns/cluster/hash" of specs dry-run already */
         size_t n_preflighted;
@@ -1518,7 +1521,35 @@ static int on_watch_event(const char *type, const json_t *object, void *userdata
                 str_assign(&kt->watch_rv, xstrdup(rv));
         if (streq_ptr(type, "BOOKMARK"))
                 return 0;
+        const char *ns = json_string_value(json_object_get(metadata(object), "namespace"));
+        const char *cluster = json_string_value(
+            json_object_get(json_object_get(metadata(object), "labels"), LABEL_CLUSTER));
+        if (!ns || !cluster) {
+                kt->events_unknown = true;
+                return 1;
+        }
+        _cleanup_free_ char *id = xasprintf("%s/%s", ns, cluster);
+        for (size_t i = 0; i < kt->n_events; i++)
+                if (streq(kt->events[i], id))
+                        return 1;
+        kt->events = xrealloc(kt->events, (kt->n_events + 1) * sizeof(char *));
+        kt->events[kt->n_events++] = TAKE_PTR(id);
         return 1;
+}
+
+/* The clusters whose Pods had watch events; -ESTALE when the watch started over (all). */
+static int kt_take_events(target *t, char ***ret_clusters, size_t *ret_n)
+{
+        kubernetes_target *kt = KT(t);
+        *ret_clusters = kt->events;
+        *ret_n = kt->n_events;
+        kt->events = NULL;
+        kt->n_events = 0;
+        if (kt->events_unknown) {
+                kt->events_unknown = false;
+                return -ESTALE;
+        }
+        return 0;
 }
 
 static int kt_wait_event(target *t, int timeout_ms)
@@ -1558,6 +1589,7 @@ static int kt_wait_event(target *t, int timeout_ms)
                 if (r == -ESTALE) {
                         /* Too old: list again; something may have changed meanwhile. */
                         str_assign(&kt->watch_rv, NULL);
+                        kt->events_unknown = true;
                         return 1;
                 }
         }
@@ -1694,6 +1726,9 @@ static int kt_renew_tls(target *t, const etcd_cluster *c, const membership_plan 
 static void kt_free(target *t)
 {
         kubernetes_target *kt = KT(t);
+        for (size_t i = 0; i < kt->n_events; i++)
+                free(kt->events[i]);
+        free(kt->events);
         kube_client_free(kt->kc);
         kube_client_free(kt->wc);
         free(kt->state_dir);
@@ -1730,6 +1765,7 @@ static const target_ops kubernetes_ops = {
     .drop_kept_data = kt_drop_kept_data,
     .tick = kt_tick,
     .wait_event = kt_wait_event,
+    .take_events = kt_take_events,
     .client_tls = kt_client_tls,
     .tls_certificates = kt_tls_certificates,
     .renew_tls = kt_renew_tls,

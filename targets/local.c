@@ -113,6 +113,8 @@ typedef struct local_target {
         etcd_binary *binaries;
         size_t n_binaries;
         size_t alloc_binaries;
+        char **events; /* "ns/cluster" with a member event not taken yet (take_events) */
+        size_t n_events;
 } local_target;
 
 static local_target *LT(target *t)
@@ -338,6 +340,17 @@ static void record_exit(local_member *m, int64_t wall)
         m->exits[m->n_exits++] = wall;
 }
 
+/* Remember that a member of m's cluster had an event, once per cluster until taken. */
+static void note_event(local_target *lt, const local_member *m)
+{
+        _cleanup_free_ char *id = xasprintf("%s/%s", m->ns, m->cluster);
+        for (size_t i = 0; i < lt->n_events; i++)
+                if (streq(lt->events[i], id))
+                        return;
+        lt->events = xrealloc(lt->events, (lt->n_events + 1) * sizeof(char *));
+        lt->events[lt->n_events++] = TAKE_PTR(id);
+}
+
 /*
  * The process behind m->pidfd has exited (or is exiting): reap it when it
  * is our child, forget it, and, unless the exit was asked for, schedule a
@@ -380,6 +393,7 @@ static void handle_exit(local_target *lt, local_member *m, bool expected)
         m->ready_mono = 0;
         m->started_mono = 0;
         (void)member_save(m);
+        note_event(lt, m);
 }
 
 /* Non-blocking: has the member's process exited? Handles the exit when it has. */
@@ -1482,6 +1496,13 @@ static int local_wait_event(target *t, int timeout_ms)
                         }
                 }
         }
+        if (due)
+                for (size_t i = 0; i < lt->n_members; i++) {
+                        local_member *m = lt->members[i];
+                        if (m->pidfd < 0 && m->crashed && !m->stopped && m->command &&
+                            m->restart_at_mono - now <= wait)
+                                note_event(lt, m);
+                }
         int ret = 0;
         int r = poll(pfds, n, (int)wait);
         if (r > 0) {
@@ -1497,9 +1518,22 @@ static int local_wait_event(target *t, int timeout_ms)
         return ret;
 }
 
+static int local_take_events(target *t, char ***ret_clusters, size_t *ret_n)
+{
+        local_target *lt = LT(t);
+        *ret_clusters = lt->events;
+        *ret_n = lt->n_events;
+        lt->events = NULL;
+        lt->n_events = 0;
+        return 0;
+}
+
 static void local_free(target *t)
 {
         local_target *lt = LT(t);
+        for (size_t i = 0; i < lt->n_events; i++)
+                free(lt->events[i]);
+        free(lt->events);
         for (size_t i = 0; i < lt->n_members; i++)
                 local_member_free(lt->members[i]);
         free(lt->members);
@@ -1645,6 +1679,7 @@ static const target_ops local_ops = {
     .list_members = local_list_members,
     .tick = local_tick,
     .wait_event = local_wait_event,
+    .take_events = local_take_events,
     .client_tls = local_client_tls,
     .tls_certificates = local_tls_certs,
     .renew_tls = local_renew_tls,

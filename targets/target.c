@@ -114,6 +114,8 @@ bool target_name_is_component(const char *s)
 
 const char *target_last_error(const target *t)
 {
+        if (t && t->ops && t->ops->last_error)
+                return t->ops->last_error(t);
         if (!t || !t->last_error)
                 return "";
         return t->last_error;

@@ -165,6 +165,15 @@ typedef struct target_ops {
         int (*wait_event)(target *t, int timeout_ms);
 
         /*
+         * The clusters ("namespace/name") that had a member event since the
+         * last call (an exit, a restart that is due), so that only those are
+         * looked at before their next observation. The caller frees the
+         * strings and the array. May be NULL: every cluster is looked at
+         * after an event.
+         */
+        int (*take_events)(target *t, char ***ret_clusters, size_t *ret_n);
+
+        /*
          * gitcd's own client identity for a cluster with client TLS: paths
          * of the CA, certificate and key files to dial members with, on the
          * host gitcd runs on. All three NULL (and 0) when the cluster has no
@@ -206,6 +215,12 @@ typedef struct target_ops {
          */
         int (*restore_member)(target *t, const etcd_cluster *c, const membership_plan *p,
                               size_t idx, const target_restore *rs);
+
+        /*
+         * The message of the calling thread's last failed operation, for a
+         * target shared by threads (targets/locked.h). NULL: t->last_error.
+         */
+        const char *(*last_error)(const target *t);
 
         void (*free)(target *t);
 } target_ops;

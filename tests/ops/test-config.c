@@ -34,7 +34,9 @@ static void test_bad_file(void **state)
                                                   "      token: hunter2\n"
                                                   "  - name: b\n"
                                                   "    interval: soon\n"
-                                                  "listen: {address: 127.0.0.1:1, tlsCert: c}\n");
+                                                  "listen: {address: 127.0.0.1:1, tlsCert: c}\n"
+                                                  "observeInterval: 10ms\n"
+                                                  "workers: 0\n");
         char *err = NULL;
         const char *args[] = {"run", "--config", cfg, NULL};
         assert_int_equal(e2e_runv(e, NULL, &err, args), 1);
@@ -46,6 +48,12 @@ static void test_bad_file(void **state)
         assert_non_null(strstr(err, l6));
         assert_non_null(strstr(err, l7));
         assert_non_null(strstr(err, l8));
+        _cleanup_free_ char *l9 =
+            xasprintf("%s:9:18: error: observeInterval must be a duration of at least 1s", cfg);
+        _cleanup_free_ char *l10 =
+            xasprintf("%s:10:10: error: workers must be a whole number from 1 to 256", cfg);
+        assert_non_null(strstr(err, l9));
+        assert_non_null(strstr(err, l10));
         assert_null(strstr(err, "hunter2"));
         free(err);
         e2e_free(e);
@@ -186,8 +194,9 @@ static void test_flags_override(void **state)
                                               "    url: /nonexistent/source\n");
         _cleanup_free_ char *cfg = ops_test_write(e, "gitcd.yaml", text);
         _cleanup_free_ char *st = xasprintf("%s/state.db", e->state_dir);
-        const char *args[] = {"run",     "--config", cfg,          "--source", e->source,
-                              "--state", st,         "--interval", "1s",       NULL};
+        const char *args[] = {
+            "run", "--config",           cfg,  "--source",  e->source, "--state", st, "--interval",
+            "1s",  "--observe-interval", "5s", "--workers", "2",       NULL};
         pid_t d = e2e_start(e, args, "daemon.log");
         assert_true(e2e_wait_ready(e, "alpha", 1, 60));
         assert_int_equal(kill(d, SIGTERM), 0);

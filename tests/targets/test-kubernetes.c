@@ -341,6 +341,14 @@ static void test_member_lifecycle(void **state)
         assert_true(listed(c, "life-0"));
         assert_int_equal(status_of(c, "life-0"), MEMBER_STARTING);
         assert_int_equal(kt->ops->wait_event(kt, 5000), 1);
+        /* The event names its cluster, so a daemon observes just that one. */
+        char **events = NULL;
+        size_t n_events = 0;
+        assert_int_equal(kt->ops->take_events(kt, &events, &n_events), 0);
+        assert_int_equal(n_events, 1);
+        assert_string_equal(events[0], NS "/life");
+        free(events[0]);
+        free(events);
 
         /* Ready through the status subresource, as a kubelet would report it. */
         mark_ready("life-0");

@@ -401,6 +401,20 @@ static void test_lifecycle(void **state)
         int64_t seen = now_mono_ms() - t0;
         print_message("exit noticed after %lld ms\n", (long long)seen);
         assert_true(seen < 900); /* the backoff is 1000 ms */
+        {
+                /* The exit names its cluster, so a daemon observes just that one. */
+                char **events = NULL;
+                size_t n_events = 0;
+                assert_int_equal(t->ops->take_events(t, &events, &n_events), 0);
+                assert_true(n_events >= 1);
+                _cleanup_free_ char *cluster_id =
+                    xasprintf("%s/%s", f->cluster->namespace_ ? f->cluster->namespace_ : "default",
+                              f->cluster->name);
+                assert_string_equal(events[0], cluster_id);
+                for (size_t i = 0; i < n_events; i++)
+                        free(events[i]);
+                free(events);
+        }
         s = status_of(f, name);
         assert_int_equal(s.state, MEMBER_CRASHED);
         assert_int_equal(PID(f, name), 0);

@@ -1,0 +1,281 @@
+/*
+ * The driver's cadence and its workers, on a fleet of fake worlds
+ * (tests/fake/fleet.h) with the fleet's clock: a converged cluster is
+ * observed again only when its timer runs out or something wakes it, and
+ * a cluster whose etcd calls hang (a stopped member) never holds up
+ * another cluster's scale-up.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "reconciler/driver.h"
+#include "targets/locked.h"
+#include "tests/fake/fleet.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/xalloc.h"
+
+typedef struct fx {
+        char *dir;
+        char *src_dir;
+        state_db *db;
+        fake_fleet *fleet;
+        target *t;
+        source *src;
+        driver *d;
+        /* What the callbacks saw. */
+        int passes[4];
+        pass_outcome last[4];
+} fx;
+
+static const char *const names[] = {"stuck", "scaling", "idle", "other"};
+
+static int cluster_index(const char *cluster)
+{
+        for (int i = 0; i < 4; i++)
+                if (streq(strchr(cluster, '/') + 1, names[i]))
+                        return i;
+        return -1;
+}
+
+static void on_progress(const char *cluster, const pass_result *res, void *userdata)
+{
+        fx *f = userdata;
+        int i = cluster_index(cluster);
+        if (i >= 0)
+                f->last[i] = res->outcome;
+}
+
+static void on_pass(const char *cluster, const pass_result *res, int64_t ms, void *userdata)
+{
+        (void)res;
+        (void)ms;
+        fx *f = userdata;
+        int i = cluster_index(cluster);
+        if (i >= 0)
+                f->passes[i]++;
+}
+
+static void write_spec(fx *f, const char *name, int replicas)
+{
+        _cleanup_free_ char *path = xasprintf("%s/%s.yaml", f->src_dir, name);
+        _cleanup_free_ char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                                              "metadata:\n  name: %s\nspec:\n  replicas: %d\n"
+                                              "  version: \"3.5.16\"\n",
+                                              name, replicas);
+        assert_int_equal(write_file_atomic(path, text, strlen(text), 0644), 0);
+}
+
+static void fx_open(fx *f, int workers)
+{
+        char tmpl[] = "/tmp/gitcd-driver-XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        f->dir = xstrdup(tmpl);
+        f->src_dir = path_join(f->dir, "source");
+        assert_int_equal(mkdir_p(f->src_dir, 0755), 0);
+        _cleanup_free_ char *db_path = path_join(f->dir, "state.db");
+        assert_int_equal(state_open(db_path, STATE_OPEN_READ_WRITE, &f->db), 0);
+        target *inner = NULL;
+        assert_int_equal(fake_fleet_new(&f->fleet, &inner), 0);
+        assert_int_equal(target_locked_new(inner, &f->t), 0);
+        source_opts so = {.url_or_path = f->src_dir, .plain_directory = true};
+        char *err = NULL;
+        assert_int_equal(source_open(&so, &f->src, &err), 0);
+        driver_opts o = {.db = f->db,
+                         .target = f->t,
+                         .src = f->src,
+                         .progress = on_progress,
+                         .userdata = f,
+                         .pass_done = on_pass,
+                         .pass_done_userdata = f,
+                         .idle_interval_ms = 30000,
+                         .workers = workers,
+                         .etcd = &fake_fleet_etcd_ops,
+                         .etcd_userdata = f->fleet,
+                         .wall_ms = fake_fleet_clock_ms,
+                         .mono_ms = fake_fleet_clock_ms};
+        assert_int_equal(driver_new(&o, &f->d), 0);
+}
+
+static void fx_close(fx *f)
+{
+        driver_free(f->d);
+        source_free(f->src);
+        target_free(f->t);
+        fake_fleet_free(f->fleet);
+        state_close(f->db);
+        _cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", f->dir);
+        assert_int_equal(system(cmd), 0);
+        free(f->src_dir);
+        free(f->dir);
+}
+
+static void sync_source(fx *f)
+{
+        diag_list diags = DIAG_LIST_INIT;
+        assert_true(driver_sync(f->d, &diags) >= 0);
+        diag_list_release(&diags);
+}
+
+/*
+ * One step, then the wait a daemon would do: a moment for a pass in flight,
+ * and the fleet's clock moved on by the time the driver asks for, a second
+ * at most (etcd's health interval passes in no real time, the progress
+ * deadline of a hung cluster does not).
+ */
+static driver_summary drive(fx *f)
+{
+        driver_summary sum = {0};
+        assert_int_equal(driver_step(f->d, &sum), 0);
+        if (sum.busy)
+                (void)driver_wait(5);
+        fake_fleet_advance(MIN(MAX(sum.wait_ms, 1), 1000));
+        return sum;
+}
+
+/* Steps without moving the clock until no pass is in flight. */
+static void settle(fx *f)
+{
+        for (int n = 0; n < 10000; n++) {
+                driver_summary sum = {0};
+                assert_int_equal(driver_step(f->d, &sum), 0);
+                if (!sum.busy)
+                        return;
+                (void)driver_wait(20);
+        }
+        fail_msg("passes still in flight");
+}
+
+static bool voters(fx *f, const char *name, size_t want)
+{
+        fake_world *w = fake_fleet_world(f->fleet, name);
+        size_t learners = 0;
+        return w && fake_etcd_count(w, &learners) == want && learners == 0;
+}
+
+/* Step until a cluster converged with `want` voters; a bounded number of steps. */
+static void converge(fx *f, int i, size_t want)
+{
+        for (int n = 0; n < 20000; n++) {
+                if (f->last[i] == PASS_CONVERGED && voters(f, names[i], want))
+                        return;
+                (void)drive(f);
+        }
+        fail_msg("%s did not converge to %zu voters", names[i], want);
+}
+
+/*
+ * A cluster whose every etcd call hangs (a SIGSTOPped member, until the
+ * client's deadline) while another scales 1 → 3: the second converges
+ * while the first's pass is still blocked, and the first converges once
+ * its member answers again.
+ */
+static void test_hung_cluster_does_not_hold_up_another(void **state)
+{
+        (void)state;
+        fx f = {0};
+        for (int i = 0; i < 4; i++)
+                f.last[i] = PASS_WAITING;
+        fx_open(&f, 4);
+        write_spec(&f, "stuck", 1);
+        write_spec(&f, "scaling", 1);
+        sync_source(&f);
+        converge(&f, 0, 1);
+        converge(&f, 1, 1);
+
+        fake_fleet_hang(f.fleet, "stuck", true);
+        write_spec(&f, "stuck", 3);
+        write_spec(&f, "scaling", 3);
+        sync_source(&f);
+        f.last[0] = f.last[1] = PASS_WAITING;
+        for (int n = 0; n < 20000 && !fake_fleet_hung(f.fleet, "stuck"); n++)
+                (void)drive(&f);
+        assert_true(fake_fleet_hung(f.fleet, "stuck"));
+        converge(&f, 1, 3);
+        /* Its pass is still blocked in an etcd call, and has not moved on. */
+        assert_true(fake_fleet_hung(f.fleet, "stuck"));
+        assert_true(voters(&f, "stuck", 1));
+        assert_int_not_equal(f.last[0], PASS_CONVERGED);
+
+        /* A new revision while the hung pass is in flight: taken in by the others at
+         * once; the hung cluster's new spec waits for its pass to end. */
+        write_spec(&f, "other", 1);
+        write_spec(&f, "stuck", 5);
+        sync_source(&f);
+        converge(&f, 3, 1);
+        assert_true(fake_fleet_hung(f.fleet, "stuck"));
+
+        fake_fleet_hang(f.fleet, "stuck", false);
+        converge(&f, 0, 5);
+        fx_close(&f);
+}
+
+/*
+ * A converged cluster is not observed again at every step: only when its
+ * timer (the idle interval, jittered) runs out, when it is woken (a member
+ * event), or when its spec changes. Inline and with workers.
+ */
+static void idle_cadence(int workers)
+{
+        fx f = {0};
+        for (int i = 0; i < 4; i++)
+                f.last[i] = PASS_WAITING;
+        fx_open(&f, workers);
+        write_spec(&f, "idle", 1);
+        sync_source(&f);
+        converge(&f, 2, 1);
+        settle(&f);
+
+        int before = f.passes[2];
+        driver_summary sum = {0};
+        for (int n = 0; n < 50; n++)
+                assert_int_equal(driver_step(f.d, &sum), 0);
+        assert_int_equal(sum.converged, 1);
+        assert_int_equal(sum.busy, 0);
+        assert_int_equal(f.passes[2], before);
+        /* The driver asks to be called back about when the timer runs out (+-25%). */
+        assert_true(sum.wait_ms > 30000 / 2 && sum.wait_ms <= 30000 * 5 / 4);
+
+        /* A member event: observed at the next step. */
+        driver_wake(f.d, "default/idle");
+        for (int n = 0; n < 100 && f.passes[2] == before; n++)
+                (void)drive(&f);
+        assert_true(f.passes[2] > before);
+        settle(&f);
+
+        /* Its timer: once the clock passed the longest jittered interval. */
+        before = f.passes[2];
+        fake_fleet_advance(30000 * 5 / 4 + 1);
+        for (int n = 0; n < 100 && f.passes[2] == before; n++)
+                (void)drive(&f);
+        assert_true(f.passes[2] > before);
+        fx_close(&f);
+}
+
+static void test_idle_cadence_inline(void **state)
+{
+        (void)state;
+        idle_cadence(0);
+}
+
+static void test_idle_cadence_workers(void **state)
+{
+        (void)state;
+        idle_cadence(3);
+}
+
+int main(void)
+{
+        log_set_level(LOG_ERROR);
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_hung_cluster_does_not_hold_up_another),
+            cmocka_unit_test(test_idle_cadence_inline),
+            cmocka_unit_test(test_idle_cadence_workers),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
