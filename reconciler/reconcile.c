@@ -1990,6 +1990,7 @@ static int pass_recovery(reconciler *r, cluster_ctx *x, const etcd_cluster *c, w
             .latched_hash = x->latched_hash,
             .commit = w->commit,
             .author = w->author,
+            .etcd_dir = r->opts.etcd_dir,
             .now_ms = wall(r),
         };
         int k = recovery_pass(&env, res);

@@ -24,7 +24,9 @@
  *   forced     once M is ready and lists itself alone, it is restarted onto
  *              its normal command: a later restart can never force again;
  *   seed       S is restored by the target into a new member's data
- *              directory (a new ordinal: names are never reused);
+ *              directory (a new ordinal: names are never reused), with
+ *              target_ops.restore_member and etcd's tool found as for
+ *              spec.bootstrap.restore (restore_find_tool);
  *   seeded     the new member is started;
  *   restarted / seeded, ready: the revision is recorded, the recovery
  *              succeeds, and the normal lifecycle adds learners.
@@ -44,6 +46,7 @@
 
 #include "reconciler/membership.h"
 #include "reconciler/recovery.h"
+#include "reconciler/restore.h"
 #include "render/render.h"
 #include "snapshots/restore.h"
 #include "state/snapshots.h"
@@ -313,7 +316,7 @@ static int phase_requested(const recovery_env *env, state_recovery *rec, pass_re
                 if (fetch_snapshot(env, rec, &snap, &path, &error) < 0)
                         return refuse(env, rec, res, "%s", error ? error : "unusable snapshot");
                 (void)unlink(path); /* checked; the seed phase fetches it again */
-                if (!env->target->ops->restore_data)
+                if (!env->target->ops->restore_member)
                         return refuse(env, rec, res,
                                       "the %s target cannot restore a snapshot into a member",
                                       env->target->ops->name);
@@ -506,10 +509,20 @@ static int phase_seed(const recovery_env *env, state_recovery *rec, pass_result 
         _cleanup_free_ char *path = NULL, *error = NULL;
         if (fetch_snapshot(env, rec, &snap, &path, &error) < 0)
                 return finish(env, rec, "failed", error ? error : "the snapshot is unusable", res);
+        _cleanup_free_ char *tool = NULL, *tool_error = NULL;
+        if (restore_find_tool(env->c, env->etcd_dir, &tool, &tool_error) < 0) {
+                (void)unlink(path);
+                return finish(env, rec, "failed", tool_error, res);
+        }
         _cleanup_(membership_plan_freep) membership_plan *p = NULL;
         k = membership_plan_for_records(env->target, env->c, &m, 1, &p);
-        if (k >= 0)
-                k = env->target->ops->restore_data(env->target, env->c, p, 0, path);
+        if (k >= 0) {
+                target_restore rs = {.snapshot = path, .tool = tool};
+                k = env->target->ops->restore_member(env->target, env->c, p, 0, &rs);
+                /* The seed has data already: restored before a crash, never over. */
+                if (k == -EEXIST)
+                        k = 0;
+        }
         (void)unlink(path);
         if (k < 0)
                 return finish(env, rec, "failed", target_last_error(env->target), res);

@@ -40,7 +40,8 @@ typedef struct recovery_env {
         const char *latched_hash;
         const char *commit; /* the commit and author behind the latched spec */
         const char *author;
-        int64_t now_ms; /* wall clock */
+        const char *etcd_dir; /* etcd's tools by version (restore_find_tool); NULL: the default */
+        int64_t now_ms;       /* wall clock */
 } recovery_env;
 
 /*

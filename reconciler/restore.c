@@ -12,7 +12,9 @@
  *
  * Writing etcd's data directory is the target's (target_ops.restore_member):
  * the data lives where the target keeps it. This file only decides when
- * (restore_seed_due) and hands over a checked, uncompressed file.
+ * (restore_seed_due) and hands over a checked, uncompressed file and etcd's
+ * tool for it (restore_find_tool, which a disaster recovery from a snapshot
+ * uses too).
  */
 #include <assert.h>
 #include <errno.h>
@@ -197,6 +199,20 @@ static int fetch_source(state_db *db, const etcd_cluster *c, const char *state_d
         return 0;
 }
 
+int restore_find_tool(const etcd_cluster *c, const char *etcd_dir, char **ret_tool,
+                      char **ret_error)
+{
+        assert(c && ret_tool && ret_error);
+        int r = snapshot_etcd_tool(etcd_dir, c->version, ret_tool);
+        if (r < 0)
+                *ret_error =
+                    xasprintf("no %s %s found to check and restore the snapshot with "
+                              "(put it in <etcd dir>/%s/ next to etcd)",
+                              c->ver.major == 3 && c->ver.minor < 5 ? "etcdctl" : "etcdutl",
+                              c->version, c->version);
+        return r;
+}
+
 int restore_prepare(state_db *db, target *t, const etcd_cluster *c, const char *etcd_dir,
                     restore_prep **ret, bool *ret_refused, char **ret_error)
 {
@@ -275,15 +291,9 @@ int restore_prepare(state_db *db, target *t, const etcd_cluster *c, const char *
                                        (long long)c->storage.size_bytes);
                 return -EFBIG;
         }
-        r = snapshot_etcd_tool(etcd_dir, c->version, &prep->tool);
-        if (r < 0) {
-                *ret_error =
-                    xasprintf("no %s %s found to check and restore the snapshot with "
-                              "(put it in <etcd dir>/%s/ next to etcd)",
-                              c->ver.major == 3 && c->ver.minor < 5 ? "etcdctl" : "etcdutl",
-                              c->version, c->version);
+        r = restore_find_tool(c, etcd_dir, &prep->tool, ret_error);
+        if (r < 0)
                 return r;
-        }
         snapshot_status st;
         _cleanup_free_ char *why = NULL;
         r = snapshot_file_status(prep->tool, prep->snapshot, &st, &why);

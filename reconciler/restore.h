@@ -33,6 +33,15 @@ void restore_prep_free(restore_prep *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(restore_prep *, restore_prep_free);
 
 /*
+ * etcd's tool that restores a snapshot for c's version (etcdutl; etcdctl
+ * for 3.4): under etcd_dir (NULL: the default lookup), else on PATH
+ * (snapshot_etcd_tool). 0 with *ret_tool; else -errno (-ENOENT: none
+ * found) with *ret_error saying what is missing and where to put it.
+ */
+int restore_find_tool(const etcd_cluster *c, const char *etcd_dir, char **ret_tool,
+                      char **ret_error);
+
+/*
  * Fetch spec.bootstrap.restore.source into a temporary folder under the
  * state store's folder and check it. The SHA-256 and size are checked
  * against the store's snapshot record of that location when there is one

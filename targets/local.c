@@ -1266,55 +1266,6 @@ static int local_remove_member(target *t, const etcd_cluster *c, const char *mem
         return 0;
 }
 
-/*
- * etcd's tool writes a whole data directory: it restores into data.restoring
- * next to the member's data folder, which then replaces the empty data
- * folder with one rename, so a crash never leaves a half-restored member.
- */
-static int local_restore_data(target *t, const etcd_cluster *c, const membership_plan *p,
-                              size_t idx, const char *snapshot)
-{
-        local_target *lt = LT(t);
-        if (idx >= p->n)
-                return target_fail(t, -EINVAL, "member index %zu out of range", idx);
-        const member_plan *mp = &p->members[idx];
-        local_member *m = NULL;
-        int r = get_or_create_member(lt, c, mp->name, &m);
-        if (r < 0)
-                return r;
-        if (member_has_data(m))
-                return 0;
-        if (m->pid)
-                return target_fail(t, -EBUSY, "member %s runs; not restoring under it", m->name);
-        _cleanup_free_ char *tool = NULL;
-        r = snapshot_etcd_tool(lt->etcd_dir, c->version, &tool);
-        if (r < 0)
-                return target_fail(t, r,
-                                   "no etcd %s tool (etcdutl, or etcdctl for 3.4) under %s or on "
-                                   "PATH to restore with",
-                                   c->version, lt->etcd_dir);
-        _cleanup_free_ char *data = xasprintf("%s/data", m->dir);
-        _cleanup_free_ char *tmp = xasprintf("%s/data.restoring", m->dir);
-        (void)rm_rf(tmp);
-        _cleanup_free_ char *error = NULL;
-        snapshot_restore_opts o = {.tool = tool,
-                                   .snapshot = snapshot,
-                                   .data_dir = tmp,
-                                   .name = mp->name,
-                                   .peer_url = mp->peer_url,
-                                   .token = p->cluster_token};
-        r = snapshot_restore_dir(&o, &error);
-        if (r < 0)
-                return target_fail(t, r, "member %s: %s", m->name, error ? error : strerror(-r));
-        (void)rm_rf(data); /* empty: member_has_data() said so */
-        if (rename(tmp, data) < 0) {
-                r = -errno;
-                return target_fail(t, r, "member %s: cannot move %s to %s: %s", m->name, tmp, data,
-                                   strerror(-r));
-        }
-        return 0;
-}
-
 /* The folders remove_member(keep_data) made for member: .removed/<member>-<ms>. */
 static int local_drop_kept_data(target *t, const etcd_cluster *c, const char *member)
 {
@@ -1674,7 +1625,6 @@ static const target_ops local_ops = {
     .stop_member = local_stop_member,
     .remove_member = local_remove_member,
     .drop_kept_data = local_drop_kept_data,
-    .restore_data = local_restore_data,
     .member_status = local_member_status,
     .list_members = local_list_members,
     .tick = local_tick,

@@ -123,12 +123,6 @@ static int lk_drop_kept_data(target *t, const etcd_cluster *c, const char *membe
         return FORWARD(t, drop_kept_data(LK(t)->inner, c, member));
 }
 
-static int lk_restore_data(target *t, const etcd_cluster *c, const membership_plan *p, size_t idx,
-                           const char *snapshot)
-{
-        return FORWARD(t, restore_data(LK(t)->inner, c, p, idx, snapshot));
-}
-
 static int lk_restore_member(target *t, const etcd_cluster *c, const membership_plan *p, size_t idx,
                              const target_restore *rs)
 {
@@ -150,7 +144,7 @@ static void lk_free(target *t)
 }
 
 /* A new operation in target_ops must be forwarded here too: this fails to compile until it is. */
-_Static_assert(sizeof(target_ops) == 2 * sizeof(void *) + 18 * sizeof(void (*)(void)),
+_Static_assert(sizeof(target_ops) == 2 * sizeof(void *) + 17 * sizeof(void (*)(void)),
                "target_ops changed: forward the new operation in targets/locked.c");
 
 int target_locked_new(target *inner, target **ret)
@@ -178,7 +172,6 @@ int target_locked_new(target *inner, target **ret)
             .tls_certificates = in->tls_certificates ? lk_tls_certificates : NULL,
             .renew_tls = in->renew_tls ? lk_renew_tls : NULL,
             .drop_kept_data = in->drop_kept_data ? lk_drop_kept_data : NULL,
-            .restore_data = in->restore_data ? lk_restore_data : NULL,
             .restore_member = in->restore_member ? lk_restore_member : NULL,
             .last_error = lk_last_error,
             .free = lk_free,

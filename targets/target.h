@@ -88,7 +88,10 @@ enum {
         TARGET_CAP_HOSTS_INVENTORY = 1u << 1,
 };
 
-/* What a target needs to restore a snapshot into a member's data (spec.bootstrap.restore). */
+/*
+ * What a target needs to restore a snapshot into a member's data
+ * (spec.bootstrap.restore, disaster recovery from a snapshot).
+ */
 typedef struct target_restore {
         const char *snapshot; /* a checked, uncompressed snapshot file on the gitcd host */
         const char *tool;     /* etcd's restore tool for the cluster's version, on the gitcd host */
@@ -131,18 +134,6 @@ typedef struct target_ops {
          * NULL: kept data stays until a person removes it.
          */
         int (*drop_kept_data)(target *t, const etcd_cluster *c, const char *member);
-
-        /*
-         * Disaster recovery from a snapshot: fill the data directory of
-         * member idx of the plan (placed, never started) with a restore of
-         * snapshot, an uncompressed snapshot file on gitcd's host already
-         * checked (snapshots/restore.h), by etcd's tool for the cluster's
-         * version, as a new cluster of that member alone. 0 without writing
-         * anything when the member has data already (restored earlier).
-         * May be NULL: the target cannot, and such a recovery is refused.
-         */
-        int (*restore_data)(target *t, const etcd_cluster *c, const membership_plan *p, size_t idx,
-                            const char *snapshot);
 
         /* Report one member's runtime state. Unknown members are MEMBER_ABSENT. */
         int (*member_status)(target *t, const etcd_cluster *c, const char *member,
@@ -204,14 +195,22 @@ typedef struct target_ops {
                          const char *member, int64_t now_ms);
 
         /*
-         * spec.bootstrap.restore: restore a snapshot into the data of member
-         * idx of the plan before its first start, so that it starts as a new
-         * cluster of one (new cluster ID: its name, peer URL and the plan's
-         * cluster token) holding the snapshot's keys. All or nothing: a
-         * failure or a crash midway leaves the member without data, so it
-         * can be tried again. -EEXIST when the member has data already: it
-         * is never restored over. NULL: the target cannot restore, and the
-         * reconciler refuses spec.bootstrap.restore with its name.
+         * Restore a snapshot into the data of member idx of the plan (placed,
+         * never started), so that it starts as a new cluster of one (new
+         * cluster ID: its name, peer URL and the plan's cluster token)
+         * holding the snapshot's keys. Both ways gitcd makes a cluster from a
+         * snapshot use it: spec.bootstrap.restore (the seed of a cluster that
+         * never formed) and a disaster recovery from a snapshot (a new seed
+         * replacing a cluster that lost quorum). rs->snapshot is an
+         * uncompressed file on gitcd's host, already checked
+         * (snapshots/restore.h); rs->tool is etcd's restore tool for the
+         * cluster's version. All or nothing: a failure or a crash midway
+         * leaves the member without data, so it can be tried again. -EEXIST
+         * when the member has data already (or runs): it is never restored
+         * over, and a caller resuming after a crash takes that as restored
+         * earlier. NULL: the target cannot restore, and the reconciler
+         * refuses spec.bootstrap.restore and recoveries from a snapshot
+         * with its name.
          */
         int (*restore_member)(target *t, const etcd_cluster *c, const membership_plan *p,
                               size_t idx, const target_restore *rs);

@@ -243,7 +243,11 @@ static void proc_start(fake_world *w, fake_proc *p)
             (w->bad_version[0] && streq(p->version, w->bad_version)))
                 return proc_exit(p);
         if (p->has_data && p->restored) {
-                /* A restored snapshot starts a new cluster (a new ID) of this member alone. */
+                /*
+                 * A snapshot restored while a cluster exists (a disaster
+                 * recovery) starts a new cluster (a new ID) of this member
+                 * alone, in place of the old one.
+                 */
                 memset(w->members, 0, sizeof(w->members));
                 fake_etcd_member *m = &w->members[0];
                 m->used = true;
@@ -255,11 +259,15 @@ static void proc_start(fake_world *w, fake_proc *p)
                 w->cluster_id = w->cluster_id * 31 + 7;
                 w->leader = 0;
                 p->etcd_id = m->id;
+                w->data_revision = p->restored_revision;
                 p->restored = false;
                 p->initialized = true;
                 return;
         }
-        /* Restored and never started: its data makes it a new cluster of one, whatever its flags. */
+        /*
+         * Restored before any cluster formed (spec.bootstrap.restore) and never
+         * started: its data makes it a new cluster of one, whatever its flags.
+         */
         bool restored = p->restored_revision && !p->initialized;
         if (p->has_data && !restored) {
                 /* Rejoins with its identity; a member etcd removed shuts down. */
@@ -503,7 +511,13 @@ static int fake_ensure_member(target *t, const etcd_cluster *c, const membership
         return 0;
 }
 
-/* The snapshot file's revision is what the test wrote as its first 8 bytes (decimal). */
+/*
+ * The snapshot file's revision is what the test wrote as its first 8 bytes
+ * (decimal; 1 when they are no number). Restored while the world has a
+ * cluster (a disaster recovery), the member's first start replaces that
+ * cluster with a new one of itself alone; restored before any cluster
+ * formed (spec.bootstrap.restore), it forms the cluster.
+ */
 static int fake_restore_member(target *t, const etcd_cluster *c, const membership_plan *plan,
                                size_t idx, const target_restore *rs)
 {
@@ -526,6 +540,7 @@ static int fake_restore_member(target *t, const etcd_cluster *c, const membershi
         head[n] = '\0';
         long long rev = strtoll(head, NULL, 10);
         p->restored_revision = rev > 0 ? rev : 1;
+        p->restored = w->cluster_id != 0;
         p->has_data = true;
         copy(p->peer_url, sizeof(p->peer_url), mp->peer_url);
         w->restores++;
@@ -557,25 +572,6 @@ static int fake_remove_member(target *t, const etcd_cluster *c, const char *memb
                         }
         if (p)
                 memset(p, 0, sizeof(*p));
-        return 0;
-}
-
-/* The snapshot file is taken as it is: gitcd checked it before this call. */
-static int fake_restore_data(target *t, const etcd_cluster *c, const membership_plan *plan,
-                             size_t idx, const char *snapshot)
-{
-        (void)c;
-        fake_world *w = W(t);
-        if (idx >= plan->n || access(snapshot, R_OK) < 0)
-                return target_fail(t, -EINVAL, "no snapshot file to restore");
-        fake_proc *p = proc_get(t, plan->members[idx].name);
-        if (p->has_data)
-                return 0;
-        if (p->running)
-                return target_fail(t, -EBUSY, "member %s runs", p->name);
-        p->has_data = true;
-        p->restored = true;
-        w->restores++;
         return 0;
 }
 
@@ -718,7 +714,6 @@ static const target_ops fake_target_ops = {
     .stop_member = fake_stop_member,
     .remove_member = fake_remove_member,
     .drop_kept_data = fake_drop_kept_data,
-    .restore_data = fake_restore_data,
     .member_status = fake_member_status,
     .list_members = fake_list_members,
     .tick = fake_tick,

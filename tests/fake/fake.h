@@ -73,7 +73,7 @@ typedef struct fake_proc {
         bool alone;    /* test hook: it sees a cluster of itself alone (force-new-cluster) */
         bool silent;   /* test hook: the target cannot report on it (its machine is down) */
         bool force;    /* its last command had --force-new-cluster */
-        bool restored; /* its data is a snapshot restored by restore_data, never started */
+        bool restored; /* its data is a snapshot restored while a cluster existed, never started */
         /* What its Status call answers (test hooks; raft index and store revision). */
         uint64_t raft_index;
         int64_t revision;
@@ -108,7 +108,7 @@ typedef struct fake_world {
          */
         int64_t cert_life_ms;
         int renewals;          /* certificates renewed through the target */
-        int restores;          /* snapshots restored into a member (restore_member, restore_data) */
+        int restores;          /* snapshots restored into a member (restore_member) */
         int64_t data_revision; /* the revision the cluster's data started from (0: empty) */
         /* test hook: the CA bundle (PEM) members trust, "" for none; its fingerprint is the
          * TLS material version place_member reports (pki_bundle_fingerprint) */

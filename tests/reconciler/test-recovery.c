@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +39,7 @@
 typedef struct fx {
         char *dir;
         char *db_path;
+        char *etcd_dir; /* etcd's tools by version: a stand-in etcdutl for 3.5.16 */
         fake_world *w;
         state_db *db;
         target *t;
@@ -54,6 +56,7 @@ static void fx_open(fx *f)
             .target = f->t,
             .etcd = &fake_etcd_ops,
             .etcd_userdata = f->w,
+            .etcd_dir = f->etcd_dir,
             .wall_ms = fake_clock_ms,
             .mono_ms = fake_clock_ms,
         };
@@ -77,6 +80,16 @@ static int setup(void **state)
         assert_non_null(mkdtemp(tmpl));
         f->dir = xstrdup(tmpl);
         f->db_path = xasprintf("%s/state.db", f->dir);
+        /* The fake target restores without running etcd's tool; it only has to be found. */
+        f->etcd_dir = xasprintf("%s/etcd", f->dir);
+        _cleanup_free_ char *tooldir = xasprintf("%s/3.5.16", f->etcd_dir);
+        assert_int_equal(mkdir_p(tooldir, 0755), 0);
+        _cleanup_free_ char *tool = xasprintf("%s/etcdutl", tooldir);
+        FILE *fp = fopen(tool, "we");
+        assert_non_null(fp);
+        fputs("#!/bin/sh\nexit 2\n", fp);
+        assert_int_equal(fclose(fp), 0);
+        assert_int_equal(chmod(tool, 0755), 0);
         f->w = fake_world_new();
         f->w->now_ms = 1700000000000;
         fx_open(f);
@@ -92,6 +105,7 @@ static int teardown(void **state)
         (void)rm_rf(f->dir);
         free(f->dir);
         free(f->db_path);
+        free(f->etcd_dir);
         free(f);
         return 0;
 }
