@@ -163,18 +163,26 @@ static dcluster *cluster_find(const driver *d, const char *name)
         return NULL;
 }
 
+/* The options of every reconciler the driver makes: one place, so none is left out. */
+static reconciler_opts reconciler_opts_of(const driver_opts *o)
+{
+        return (reconciler_opts){.db = o->db,
+                                 .target = o->target,
+                                 .etcd = o->etcd,
+                                 .etcd_userdata = o->etcd_userdata,
+                                 .wall_ms = o->wall_ms,
+                                 .mono_ms = o->mono_ms,
+                                 .state_dir = o->state_dir,
+                                 .etcd_dir = o->etcd_dir};
+}
+
 /* The cluster's entry, made on first use with a reconciler of its own; NULL when it cannot. */
 static dcluster *cluster_get(driver *d, const char *name)
 {
         dcluster *dc = cluster_find(d, name);
         if (dc)
                 return dc;
-        reconciler_opts ro = {.db = d->opts.db,
-                              .target = d->opts.target,
-                              .etcd = d->opts.etcd,
-                              .etcd_userdata = d->opts.etcd_userdata,
-                              .wall_ms = d->opts.wall_ms,
-                              .mono_ms = d->opts.mono_ms};
+        reconciler_opts ro = reconciler_opts_of(&d->opts);
         reconciler *rec = NULL;
         if (reconciler_new(&ro, &rec) < 0)
                 return NULL;
@@ -495,14 +503,7 @@ int driver_new(const driver_opts *opts, driver **ret)
         d->opts = *opts;
         if (d->opts.idle_interval_ms <= 0)
                 d->opts.idle_interval_ms = DRIVER_IDLE_INTERVAL_MS;
-        reconciler_opts ro = {.db = opts->db,
-                              .target = opts->target,
-                              .etcd = opts->etcd,
-                              .etcd_userdata = opts->etcd_userdata,
-                              .wall_ms = opts->wall_ms,
-                              .mono_ms = opts->mono_ms,
-                              .state_dir = opts->state_dir,
-                              .etcd_dir = opts->etcd_dir};
+        reconciler_opts ro = reconciler_opts_of(opts);
         int k = reconciler_new(&ro, &d->rec);
         if (k < 0) {
                 free(d);
