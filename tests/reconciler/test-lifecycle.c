@@ -10,88 +10,29 @@
  * the reconciler asked for, so etcd's 5 s health interval costs nothing.
  */
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "api/spec.h"
 #include "pki/pki.h"
 #include "reconciler/reconcile.h"
-#include "tests/fake/fake.h"
-#include "util/fs.h"
+#include "tests/fake/fixture.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
-#define CLUSTER    "default/demo"
-#define MAX_PASSES 400
+#define CLUSTER "default/demo"
 
-typedef struct fx {
-        char *dir;
-        char *db_path;
-        fake_world *w;
-        state_db *db;
-        target *t;
-        reconciler *r;
-} fx;
-
-static void fx_open(fx *f)
-{
-        assert_int_equal(state_open(f->db_path, STATE_OPEN_READ_WRITE, &f->db), 0);
-        assert_int_equal(fake_target_new(f->w, &f->t), 0);
-        fake_world_make_current(f->w);
-        reconciler_opts o = {
-            .db = f->db,
-            .target = f->t,
-            .etcd = &fake_etcd_ops,
-            .etcd_userdata = f->w,
-            .wall_ms = fake_clock_ms,
-            .mono_ms = fake_clock_ms,
-        };
-        assert_int_equal(reconciler_new(&o, &f->r), 0);
-}
-
-/* What a gitcd exit does to this process's handles (the world keeps running). */
-static void fx_close(fx *f)
-{
-        reconciler_free(f->r);
-        f->r = NULL;
-        target_free(f->t);
-        f->t = NULL;
-        state_close(f->db);
-        f->db = NULL;
-}
+static const fx_config config = {.name = "lifecycle", .cluster = CLUSTER};
 
 static int setup(void **state)
 {
-        fx *f = XNEW(fx);
-        char tmpl[] = "/tmp/gitcd-lifecycle-XXXXXX";
-        assert_non_null(mkdtemp(tmpl));
-        f->dir = xstrdup(tmpl);
-        f->db_path = xasprintf("%s/state.db", f->dir);
-        f->w = fake_world_new();
-        fx_open(f);
-        *state = f;
-        return 0;
-}
-
-static int teardown(void **state)
-{
-        fx *f = *state;
-        fx_close(f);
-        fake_world_free(f->w);
-        (void)rm_rf(f->dir);
-        free(f->dir);
-        free(f->db_path);
-        free(f);
-        return 0;
+        return fx_setup(state, &config);
 }
 
 /*
@@ -101,11 +42,7 @@ static int teardown(void **state)
 static void offer_spec(fx *f, int replicas, int n_flags, const char *extra)
 {
         strbuf y = STRBUF_INIT;
-        sb_printf(&y,
-                  "apiVersion: gitcd.io/v1alpha1\n"
-                  "kind: EtcdCluster\n"
-                  "metadata:\n  name: demo\n  namespace: default\n"
-                  "spec:\n  replicas: %d\n  version: \"3.5.16\"\n  storage:\n    size: 1Gi\n",
+        sb_printf(&y, "  replicas: %d\n  version: \"3.5.16\"\n  storage:\n    size: 1Gi\n",
                   replicas);
         if (extra)
                 sb_append(&y, extra);
@@ -118,16 +55,7 @@ static void offer_spec(fx *f, int replicas, int n_flags, const char *extra)
                         sb_append(&y, "\"\n");
                 }
         }
-        cluster_set set = {0};
-        diag_list d = DIAG_LIST_INIT;
-        int k = spec_load_buffer("demo.yaml", sb_str(&y), y.len, &set, &d);
-        for (size_t i = 0; k < 0 && i < d.n; i++)
-                fprintf(stderr, "%s\n", d.items[i].message);
-        assert_int_equal(k, 0);
-        assert_int_equal(set.n, 1);
-        assert_int_equal(reconciler_offer(f->r, set.items[0], NULL), 0);
-        cluster_set_release(&set);
-        diag_list_release(&d);
+        fx_offer(f, NULL, "%s", sb_str(&y));
         sb_release(&y);
 }
 
@@ -139,32 +67,6 @@ static void offer_flags(fx *f, int replicas, int n_flags)
 static void offer(fx *f, int replicas)
 {
         offer_flags(f, replicas, 0);
-}
-
-/* Pass until converged (or failed, or out of passes); waiting passes advance the clock. */
-static pass_outcome converge_n(fx *f, int max_passes, pass_result *ret)
-{
-        pass_result res = {0};
-        for (int i = 0; i < max_passes; i++) {
-                assert_int_equal(reconciler_pass(f->r, CLUSTER, &res), 0);
-                if (res.outcome == PASS_CONVERGED || res.outcome == PASS_FAILED)
-                        break;
-                if (res.outcome != PASS_PROGRESSED)
-                        fake_world_advance(f->w, res.poll_ms > 0 ? res.poll_ms : 200);
-        }
-        if (ret)
-                *ret = res;
-        return res.outcome;
-}
-
-static void converge(fx *f)
-{
-        pass_result res;
-        pass_outcome o = converge_n(f, MAX_PASSES, &res);
-        if (o != PASS_CONVERGED)
-                fprintf(stderr, "not converged: %s %s: %s\n", pass_outcome_name(o), res.reason,
-                        res.message);
-        assert_int_equal(o, PASS_CONVERGED);
 }
 
 /* The cluster is exactly `replicas` healthy voters, each recorded, named and running. */
@@ -194,25 +96,6 @@ static void assert_cluster(fx *f, int replicas)
         state_member_list_release(&l);
 }
 
-static int audit_count(fx *f, const char *action)
-{
-        state_audit_filter flt = {.cluster = CLUSTER, .action = action};
-        state_audit_list l = {0};
-        assert_int_equal(state_audit_query(f->db, &flt, &l), 0);
-        int n = (int)l.n;
-        state_audit_list_release(&l);
-        return n;
-}
-
-static int total_starts(fx *f)
-{
-        int n = 0;
-        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
-                if (f->w->procs[i].present)
-                        n += f->w->procs[i].starts;
-        return n;
-}
-
 /*
  * The static set formed exactly once: at most one bootstrap step (none
  * audited when gitcd was killed before it ended), every member joined the
@@ -221,7 +104,7 @@ static int total_starts(fx *f)
  */
 static void assert_one_static_cluster(fx *f)
 {
-        assert_true(audit_count(f, "member.bootstrap") <= 1);
+        assert_true(fx_audit_count(f, "member.bootstrap") <= 1);
         assert_int_equal(f->w->adds, 0);
         assert_int_equal(f->w->removes, 0);
         state_member_list l = {0};
@@ -246,7 +129,7 @@ static void test_bootstrap_three(void **state)
 {
         fx *f = *state;
         offer_spec(f, 3, 0, LEARNERS_MODE);
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 3);
         /* One member at a time: a seed, then two learners promoted. */
         assert_int_equal(f->w->adds, 2);
@@ -256,10 +139,10 @@ static void test_bootstrap_three(void **state)
         assert_non_null(fake_etcd_find(f->w, "demo-2"));
 
         /* Converged means nothing more to do: another pass changes nothing. */
-        int starts = total_starts(f);
+        int starts = fx_total_starts(f);
         pass_result res;
-        assert_int_equal(converge_n(f, 1, &res), PASS_CONVERGED);
-        assert_int_equal(total_starts(f), starts);
+        assert_int_equal(fx_converge_n(f, 1, &res), PASS_CONVERGED);
+        assert_int_equal(fx_total_starts(f), starts);
 
         state_cluster *sc = NULL;
         assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
@@ -277,7 +160,7 @@ static void test_static_bootstrap_three(void **state)
 {
         fx *f = *state;
         offer(f, 3);
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 3);
         assert_one_static_cluster(f);
         assert_int_equal(f->w->promotes, 0);
@@ -289,7 +172,7 @@ static void test_static_bootstrap_three(void **state)
 
         /* Every later change is a learner. */
         offer(f, 4);
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 4);
         assert_int_equal(f->w->adds, 1);
         assert_int_equal(f->w->promotes, 1);
@@ -306,7 +189,7 @@ static void test_static_member_never_starts(void **state)
         snprintf(f->w->never_starts, sizeof(f->w->never_starts), "demo-2");
         offer_spec(f, 3, 0, "  progressDeadlineSeconds: 5\n");
         pass_result res;
-        assert_int_equal(converge_n(f, MAX_PASSES, &res), PASS_FAILED);
+        assert_int_equal(fx_converge_n(f, FX_MAX_PASSES, &res), PASS_FAILED);
         assert_string_equal(res.reason, "BootstrapFailed");
         assert_non_null(strstr(res.message, "demo-2"));
         assert_int_equal(f->w->adds, 0);
@@ -327,7 +210,7 @@ static void test_formed_cluster_is_never_bootstrapped_again(void **state)
 {
         fx *f = *state;
         offer(f, 3);
-        converge(f);
+        fx_converge(f, NULL);
         uint64_t id = f->w->cluster_id;
         for (int i = 0; i < 3; i++) {
                 _cleanup_free_ char *name = xasprintf("demo-%d", i);
@@ -337,10 +220,10 @@ static void test_formed_cluster_is_never_bootstrapped_again(void **state)
         }
         fx_close(f);
         fx_open(f);
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 3);
         assert_int_equal(f->w->cluster_id, id);
-        assert_int_equal(audit_count(f, "member.bootstrap"), 1);
+        assert_int_equal(fx_audit_count(f, "member.bootstrap"), 1);
         assert_int_equal(f->w->adds, 0);
 }
 
@@ -348,14 +231,14 @@ static void test_scale_up_and_down(void **state)
 {
         fx *f = *state;
         offer(f, 3);
-        converge(f);
+        fx_converge(f, NULL);
         int adds = f->w->adds;
         offer(f, 5);
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 5);
         assert_int_equal(f->w->adds - adds, 2);
         offer(f, 3);
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 3);
         assert_int_equal(f->w->removes, 2);
         /* Scale-down removes the newest members; the first three stay. */
@@ -364,16 +247,16 @@ static void test_scale_up_and_down(void **state)
         assert_non_null(fake_etcd_find(f->w, "demo-2"));
         assert_null(fake_etcd_find(f->w, "demo-3"));
         assert_null(fake_etcd_find(f->w, "demo-4"));
-        assert_int_equal(audit_count(f, "member.remove"), 2);
+        assert_int_equal(fx_audit_count(f, "member.remove"), 2);
 }
 
 static void test_pause_and_resume(void **state)
 {
         fx *f = *state;
         offer(f, 3);
-        converge(f);
+        fx_converge(f, NULL);
         offer(f, 0);
-        converge(f);
+        fx_converge(f, NULL);
         /* Paused: one dormant member keeps the data, nothing runs. */
         assert_int_equal(fake_etcd_count(f->w, NULL), 1);
         assert_int_equal(fake_procs_running(f->w), 0);
@@ -387,7 +270,7 @@ static void test_pause_and_resume(void **state)
         state_cluster_free(sc);
 
         offer(f, 3);
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 3);
         /* The dormant member came back with its identity: the cluster was never re-formed. */
         assert_non_null(fake_etcd_find(f->w, "demo-0"));
@@ -397,10 +280,10 @@ static void test_data_lost_is_replaced(void **state)
 {
         fx *f = *state;
         offer(f, 3);
-        converge(f);
+        fx_converge(f, NULL);
         uint64_t lost_id = fake_etcd_find(f->w, "demo-1")->id;
         fake_lose_data(f->w, "demo-1");
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 3);
         /* The lost member left etcd and the target; a new ordinal took its place. */
         assert_null(fake_etcd_find(f->w, "demo-1"));
@@ -418,7 +301,7 @@ static void test_data_of_another_identity_is_replaced(void **state)
 {
         fx *f = *state;
         offer(f, 3);
-        converge(f);
+        fx_converge(f, NULL);
         fake_proc *p = fake_proc_find(f->w, "demo-1");
         state_member *m = NULL;
         assert_int_equal(state_member_get(f->db, CLUSTER, "demo-1", &m), 0);
@@ -427,7 +310,7 @@ static void test_data_of_another_identity_is_replaced(void **state)
         state_member_free(m);
 
         snprintf(p->data_id, sizeof(p->data_id), "another-volume");
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 3);
         assert_null(fake_etcd_find(f->w, "demo-1"));
         assert_null(fake_proc_find(f->w, "demo-1"));
@@ -442,18 +325,18 @@ static void test_quorum_loss_removes_nothing(void **state)
 {
         fx *f = *state;
         offer(f, 3);
-        converge(f);
+        fx_converge(f, NULL);
         int adds = f->w->adds;
         /* Two of three hosts go down: every restart exits at once. */
         fake_kill(f->w, "demo-1", true);
         fake_kill(f->w, "demo-2", true);
         pass_result res;
-        assert_int_equal(converge_n(f, 60, &res), PASS_WAITING);
+        assert_int_equal(fx_converge_n(f, 60, &res), PASS_WAITING);
         assert_int_equal(fake_etcd_count(f->w, NULL), 3);
         assert_int_equal(fake_procs_present(f->w), 3);
         assert_int_equal(f->w->removes, 0);
         assert_int_equal(f->w->adds, adds);
-        assert_int_equal(audit_count(f, "member.delete"), 0);
+        assert_int_equal(fx_audit_count(f, "member.delete"), 0);
         state_cluster *sc = NULL;
         assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
         assert_string_equal(sc->phase, "QuorumLost");
@@ -462,7 +345,7 @@ static void test_quorum_loss_removes_nothing(void **state)
         /* The hosts come back: the same three members, nothing replaced. */
         fake_heal(f->w, "demo-1");
         fake_heal(f->w, "demo-2");
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 3);
         assert_int_equal(f->w->removes, 0);
         assert_non_null(fake_etcd_find(f->w, "demo-1"));
@@ -479,7 +362,7 @@ static void test_unreported_member_is_not_replaced(void **state)
 {
         fx *f = *state;
         offer(f, 3);
-        converge(f);
+        fx_converge(f, NULL);
         int adds = f->w->adds;
         fake_proc_find(f->w, "demo-1")->silent = true;
         for (int i = 0; i < 30; i++) {
@@ -490,11 +373,11 @@ static void test_unreported_member_is_not_replaced(void **state)
         }
         assert_int_equal(f->w->removes, 0);
         assert_int_equal(f->w->adds, adds);
-        assert_int_equal(audit_count(f, "member.delete"), 0);
+        assert_int_equal(fx_audit_count(f, "member.delete"), 0);
         assert_non_null(fake_etcd_find(f->w, "demo-1"));
 
         fake_proc_find(f->w, "demo-1")->silent = false;
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 3);
         assert_int_equal(f->w->removes, 0);
 }
@@ -504,13 +387,13 @@ static void test_flag_change_rolls_each_member_once(void **state)
 {
         fx *f = *state;
         offer(f, 3);
-        converge(f);
-        assert_int_equal(total_starts(f), 3);
+        fx_converge(f, NULL);
+        assert_int_equal(fx_total_starts(f), 3);
         offer_flags(f, 3, 1);
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 3);
-        assert_int_equal(total_starts(f), 6);
-        assert_int_equal(audit_count(f, "member.restart"), 3);
+        assert_int_equal(fx_total_starts(f), 6);
+        assert_int_equal(fx_audit_count(f, "member.restart"), 3);
         for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
                 if (f->w->procs[i].present)
                         assert_int_equal(f->w->procs[i].starts, 2);
@@ -547,25 +430,25 @@ static void test_ca_bundle_change_rolls_each_member_once(void **state)
         _cleanup_free_ char *ca2 = new_ca_pem("ca two");
         set_ca_bundle(f, ca1, NULL);
         offer(f, 3);
-        converge(f);
-        assert_int_equal(total_starts(f), 3);
+        fx_converge(f, NULL);
+        assert_int_equal(fx_total_starts(f), 3);
 
         _cleanup_free_ char *noted = xasprintf("# the cluster CA\n%s", ca1);
         set_ca_bundle(f, noted, NULL);
         pass_result res;
-        assert_int_equal(converge_n(f, 3, &res), PASS_CONVERGED);
-        assert_int_equal(total_starts(f), 3);
+        assert_int_equal(fx_converge_n(f, 3, &res), PASS_CONVERGED);
+        assert_int_equal(fx_total_starts(f), 3);
 
         set_ca_bundle(f, ca1, ca2);
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 3);
-        assert_int_equal(total_starts(f), 6);
-        assert_int_equal(audit_count(f, "member.restart"), 3);
+        assert_int_equal(fx_total_starts(f), 6);
+        assert_int_equal(fx_audit_count(f, "member.restart"), 3);
         for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
                 if (f->w->procs[i].present)
                         assert_int_equal(f->w->procs[i].starts, 2);
-        assert_int_equal(converge_n(f, 3, &res), PASS_CONVERGED);
-        assert_int_equal(total_starts(f), 6);
+        assert_int_equal(fx_converge_n(f, 3, &res), PASS_CONVERGED);
+        assert_int_equal(fx_total_starts(f), 6);
 }
 
 /*
@@ -576,7 +459,7 @@ static void test_long_command_converges_without_restarts(void **state)
 {
         fx *f = *state;
         offer_flags(f, 3, 100);
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 3);
         for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
                 if (f->w->procs[i].present) {
@@ -584,9 +467,9 @@ static void test_long_command_converges_without_restarts(void **state)
                         assert_int_equal(f->w->procs[i].starts, 1);
                 }
         pass_result res;
-        assert_int_equal(converge_n(f, 3, &res), PASS_CONVERGED);
-        assert_int_equal(total_starts(f), 3);
-        assert_int_equal(audit_count(f, "member.restart"), 0);
+        assert_int_equal(fx_converge_n(f, 3, &res), PASS_CONVERGED);
+        assert_int_equal(fx_total_starts(f), 3);
+        assert_int_equal(fx_audit_count(f, "member.restart"), 0);
 }
 
 /*
@@ -598,12 +481,12 @@ static void test_deadline_is_terminal_until_the_spec_changes(void **state)
 {
         fx *f = *state;
         offer_spec(f, 3, 0, "  progressDeadlineSeconds: 60\n");
-        converge(f);
+        fx_converge(f, NULL);
         /* A learner that never catches up: scale-up to 4 cannot finish. */
         f->w->learner_sync_ms = 1000 * 1000 * 1000;
         offer_spec(f, 4, 0, "  progressDeadlineSeconds: 60\n");
         pass_result res;
-        assert_int_equal(converge_n(f, MAX_PASSES, &res), PASS_FAILED);
+        assert_int_equal(fx_converge_n(f, FX_MAX_PASSES, &res), PASS_FAILED);
         assert_string_equal(res.reason, "DeadlineExceeded");
         state_cluster *sc = NULL;
         assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
@@ -614,7 +497,7 @@ static void test_deadline_is_terminal_until_the_spec_changes(void **state)
         fx_close(f);
         fx_open(f);
         int adds = f->w->adds, promotes = f->w->promotes;
-        assert_int_equal(converge_n(f, 3, &res), PASS_FAILED);
+        assert_int_equal(fx_converge_n(f, 3, &res), PASS_FAILED);
         assert_string_equal(res.reason, "DeadlineExceeded");
         assert_int_equal(f->w->adds, adds);
         assert_int_equal(f->w->promotes, promotes);
@@ -622,7 +505,7 @@ static void test_deadline_is_terminal_until_the_spec_changes(void **state)
         /* A new spec ends it. */
         f->w->learner_sync_ms = 300;
         offer_spec(f, 4, 0, "  progressDeadlineSeconds: 120\n");
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 4);
         assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
         assert_null(sc->terminal_reason);
@@ -638,10 +521,10 @@ static void test_one_diverged_member_list_deletes_nothing(void **state)
 {
         fx *f = *state;
         offer(f, 3);
-        converge(f);
+        fx_converge(f, NULL);
         fake_proc_find(f->w, "demo-0")->alone = true;
         pass_result res;
-        assert_int_not_equal(converge_n(f, 30, &res), PASS_CONVERGED);
+        assert_int_not_equal(fx_converge_n(f, 30, &res), PASS_CONVERGED);
         assert_int_equal(fake_procs_present(f->w), 3);
         for (int i = 0; i < 3; i++) {
                 _cleanup_free_ char *name = xasprintf("demo-%d", i);
@@ -656,7 +539,7 @@ static void test_one_diverged_member_list_deletes_nothing(void **state)
         assert_int_equal(f->w->removes, 0);
 
         fake_proc_find(f->w, "demo-0")->alone = false;
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 3);
 }
 
@@ -664,7 +547,7 @@ static void test_one_diverged_member_list_deletes_nothing(void **state)
 static void pass_until_add_failed(fx *f)
 {
         pass_result res;
-        for (int i = 0; i < MAX_PASSES && f->w->fail_next_add; i++) {
+        for (int i = 0; i < FX_MAX_PASSES && f->w->fail_next_add; i++) {
                 assert_int_equal(reconciler_pass(f->r, CLUSTER, &res), 0);
                 if (res.outcome != PASS_PROGRESSED)
                         fake_world_advance(f->w, res.poll_ms > 0 ? res.poll_ms : 200);
@@ -677,7 +560,7 @@ static void test_failed_add_cleans_up_its_own_member(void **state)
 {
         fx *f = *state;
         offer(f, 3);
-        converge(f);
+        fx_converge(f, NULL);
         offer(f, 4);
         f->w->fail_next_add = ETCD_ERR_UNAVAILABLE;
         pass_until_add_failed(f);
@@ -687,7 +570,7 @@ static void test_failed_add_cleans_up_its_own_member(void **state)
         state_member_free(m);
         assert_null(fake_proc_find(f->w, "demo-3"));
         assert_int_equal(fake_procs_present(f->w), 3);
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 4);
 }
 
@@ -696,7 +579,7 @@ static void test_peer_url_exists_cleans_up_nothing(void **state)
 {
         fx *f = *state;
         offer(f, 3);
-        converge(f);
+        fx_converge(f, NULL);
         offer(f, 4);
         f->w->fail_next_add = ETCD_ERR_PEER_URL_EXISTS;
         pass_until_add_failed(f);
@@ -705,7 +588,7 @@ static void test_peer_url_exists_cleans_up_nothing(void **state)
         assert_int_equal(m->removed_ms, 0);
         state_member_free(m);
         assert_non_null(fake_proc_find(f->w, "demo-3"));
-        converge(f);
+        fx_converge(f, NULL);
         assert_cluster(f, 4);
 }
 
@@ -746,27 +629,6 @@ static const struct crash_case {
     {"stop.after-target", PAUSE},
 };
 
-/* Run passes in a child that the failpoint kills; the world keeps what happened before. */
-static void run_until_killed(fx *f, const char *failpoint)
-{
-        fx_close(f);
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-                setenv("GITCD_FAILPOINT", failpoint, 1);
-                fx_open(f);
-                (void)converge_n(f, MAX_PASSES, NULL);
-                _exit(0); /* the failpoint was never reached */
-        }
-        int status = 0;
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        if (!WIFSIGNALED(status))
-                fprintf(stderr, "failpoint %s was not reached\n", failpoint);
-        assert_true(WIFSIGNALED(status));
-        assert_int_equal(WTERMSIG(status), SIGKILL);
-        fx_open(f);
-}
-
 static void crash_case(fx *f, const struct crash_case *cc)
 {
         int want = 3;
@@ -779,7 +641,7 @@ static void crash_case(fx *f, const struct crash_case *cc)
                 break;
         case SCALE_DOWN:
                 offer(f, 3);
-                converge(f);
+                fx_converge(f, NULL);
                 /* The newest member leads: scale-down moves leadership first. */
                 f->w->leader = fake_etcd_find(f->w, "demo-2")->id;
                 offer(f, 1);
@@ -787,18 +649,18 @@ static void crash_case(fx *f, const struct crash_case *cc)
                 break;
         case REPLACE:
                 offer(f, 3);
-                converge(f);
+                fx_converge(f, NULL);
                 fake_lose_data(f->w, "demo-1");
                 break;
         case PAUSE:
                 offer(f, 3);
-                converge(f);
+                fx_converge(f, NULL);
                 offer(f, 0);
                 want = 0;
                 break;
         }
-        run_until_killed(f, cc->failpoint);
-        converge(f);
+        fx_run_until_killed(f, cc->failpoint);
+        fx_converge(f, NULL);
         if (want > 0) {
                 assert_cluster(f, want);
         } else {
@@ -807,10 +669,7 @@ static void crash_case(fx *f, const struct crash_case *cc)
                 assert_int_equal(fake_procs_present(f->w), 1);
         }
         /* The operation the crash interrupted is closed and audited, never left pending. */
-        state_op_list l = {0};
-        assert_int_equal(state_op_list_pending(f->db, CLUSTER, &l), 0);
-        assert_int_equal(l.n, 0);
-        state_op_list_release(&l);
+        fx_assert_no_pending_ops(f);
         if (cc->scenario == STATIC)
                 assert_one_static_cluster(f);
 }
@@ -822,40 +681,40 @@ static void test_crash_points(void **state)
                 void *st = NULL;
                 setup(&st);
                 crash_case(st, &crash_cases[i]);
-                teardown(&st);
+                fx_teardown(&st);
         }
 }
 
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test_setup_teardown(test_bootstrap_three, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_static_bootstrap_three, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_static_member_never_starts, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_bootstrap_three, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_static_bootstrap_three, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_static_member_never_starts, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_formed_cluster_is_never_bootstrapped_again, setup,
-                                            teardown),
-            cmocka_unit_test_setup_teardown(test_scale_up_and_down, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_pause_and_resume, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_data_lost_is_replaced, setup, teardown),
+                                            fx_teardown),
+            cmocka_unit_test_setup_teardown(test_scale_up_and_down, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_pause_and_resume, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_data_lost_is_replaced, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_data_of_another_identity_is_replaced, setup,
-                                            teardown),
-            cmocka_unit_test_setup_teardown(test_quorum_loss_removes_nothing, setup, teardown),
+                                            fx_teardown),
+            cmocka_unit_test_setup_teardown(test_quorum_loss_removes_nothing, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_unreported_member_is_not_replaced, setup,
-                                            teardown),
+                                            fx_teardown),
             cmocka_unit_test_setup_teardown(test_flag_change_rolls_each_member_once, setup,
-                                            teardown),
+                                            fx_teardown),
             cmocka_unit_test_setup_teardown(test_ca_bundle_change_rolls_each_member_once, setup,
-                                            teardown),
+                                            fx_teardown),
             cmocka_unit_test_setup_teardown(test_long_command_converges_without_restarts, setup,
-                                            teardown),
+                                            fx_teardown),
             cmocka_unit_test_setup_teardown(test_deadline_is_terminal_until_the_spec_changes, setup,
-                                            teardown),
+                                            fx_teardown),
             cmocka_unit_test_setup_teardown(test_one_diverged_member_list_deletes_nothing, setup,
-                                            teardown),
+                                            fx_teardown),
             cmocka_unit_test_setup_teardown(test_failed_add_cleans_up_its_own_member, setup,
-                                            teardown),
+                                            fx_teardown),
             cmocka_unit_test_setup_teardown(test_peer_url_exists_cleans_up_nothing, setup,
-                                            teardown),
+                                            fx_teardown),
             cmocka_unit_test(test_crash_points),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

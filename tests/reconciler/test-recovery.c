@@ -8,15 +8,12 @@
  */
 #include <errno.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -27,108 +24,34 @@
 #include "reconciler/recovery.h"
 #include "state/recovery.h"
 #include "state/snapshots.h"
-#include "tests/fake/fake.h"
+#include "tests/fake/fixture.h"
 #include "util/fs.h"
-#include "util/strbuf.h"
 #include "util/xalloc.h"
 
-#define CLUSTER    "default/demo"
-#define MAX_PASSES 400
-#define COMMIT     "0123456789abcdef0123456789abcdef01234567"
+#define CLUSTER "default/demo"
+#define COMMIT  "0123456789abcdef0123456789abcdef01234567"
 
-typedef struct fx {
-        char *dir;
-        char *db_path;
-        char *etcd_dir; /* etcd's tools by version: a stand-in etcdutl for 3.5.16 */
-        fake_world *w;
-        state_db *db;
-        target *t;
-        reconciler *r;
-} fx;
-
-static void fx_open(fx *f)
+static void prepare(fx *f)
 {
-        assert_int_equal(state_open(f->db_path, STATE_OPEN_READ_WRITE, &f->db), 0);
-        assert_int_equal(fake_target_new(f->w, &f->t), 0);
-        fake_world_make_current(f->w);
-        reconciler_opts o = {
-            .db = f->db,
-            .target = f->t,
-            .etcd = &fake_etcd_ops,
-            .etcd_userdata = f->w,
-            .etcd_dir = f->etcd_dir,
-            .wall_ms = fake_clock_ms,
-            .mono_ms = fake_clock_ms,
-        };
-        assert_int_equal(reconciler_new(&o, &f->r), 0);
+        f->w->now_ms = 1700000000000;
 }
 
-static void fx_close(fx *f)
-{
-        reconciler_free(f->r);
-        f->r = NULL;
-        target_free(f->t);
-        f->t = NULL;
-        state_close(f->db);
-        f->db = NULL;
-}
+/* The fake target restores without running etcd's tool; it only has to be found. */
+static const fx_config config = {
+    .name = "recovery",
+    .cluster = CLUSTER,
+    .etcdutl = "#!/bin/sh\nexit 2\n",
+    .prepare = prepare,
+};
 
 static int setup(void **state)
 {
-        fx *f = XNEW(fx);
-        char tmpl[] = "/tmp/gitcd-recovery-XXXXXX";
-        assert_non_null(mkdtemp(tmpl));
-        f->dir = xstrdup(tmpl);
-        f->db_path = xasprintf("%s/state.db", f->dir);
-        /* The fake target restores without running etcd's tool; it only has to be found. */
-        f->etcd_dir = xasprintf("%s/etcd", f->dir);
-        _cleanup_free_ char *tooldir = xasprintf("%s/3.5.16", f->etcd_dir);
-        assert_int_equal(mkdir_p(tooldir, 0755), 0);
-        _cleanup_free_ char *tool = xasprintf("%s/etcdutl", tooldir);
-        FILE *fp = fopen(tool, "we");
-        assert_non_null(fp);
-        fputs("#!/bin/sh\nexit 2\n", fp);
-        assert_int_equal(fclose(fp), 0);
-        assert_int_equal(chmod(tool, 0755), 0);
-        f->w = fake_world_new();
-        f->w->now_ms = 1700000000000;
-        fx_open(f);
-        *state = f;
-        return 0;
-}
-
-static int teardown(void **state)
-{
-        fx *f = *state;
-        fx_close(f);
-        fake_world_free(f->w);
-        (void)rm_rf(f->dir);
-        free(f->dir);
-        free(f->db_path);
-        free(f->etcd_dir);
-        free(f);
-        return 0;
+        return fx_setup(state, &config);
 }
 
 /* Offer "demo" with replicas and extra lines under spec, from COMMIT by Alice. */
 static void offer_n(fx *f, int replicas, const char *extra)
 {
-        strbuf y = STRBUF_INIT;
-        sb_printf(&y,
-                  "apiVersion: gitcd.io/v1alpha1\n"
-                  "kind: EtcdCluster\n"
-                  "metadata:\n  name: demo\n  namespace: default\n"
-                  "spec:\n  replicas: %d\n  version: \"3.5.16\"\n  storage:\n    size: 1Gi\n",
-                  replicas);
-        if (extra)
-                sb_append(&y, extra);
-        cluster_set set = {0};
-        diag_list d = DIAG_LIST_INIT;
-        int k = spec_load_buffer("demo.yaml", sb_str(&y), y.len, &set, &d);
-        for (size_t i = 0; i < d.n; i++)
-                fprintf(stderr, "%s\n", d.items[i].message);
-        assert_int_equal(k, 0);
-        assert_int_equal(set.n, 1);
         state_revision rev = {.repository = "repo",
                               .ref = "refs/heads/main",
                               .commit = COMMIT,
@@ -137,40 +60,13 @@ static void offer_n(fx *f, int replicas, const char *extra)
                               .fetched_ms = f->w->now_ms};
         assert_int_equal(state_revision_record(f->db, &rev), 0);
         reconcile_origin origin = {.commit = COMMIT, .author = "Alice <alice@example.com>"};
-        assert_int_equal(reconciler_offer(f->r, set.items[0], &origin), 0);
-        cluster_set_release(&set);
-        diag_list_release(&d);
-        sb_release(&y);
+        fx_offer(f, &origin, "  replicas: %d\n  version: \"3.5.16\"\n  storage:\n    size: 1Gi\n%s",
+                 replicas, extra ? extra : "");
 }
 
 static void offer(fx *f, const char *extra)
 {
         offer_n(f, 3, extra);
-}
-
-static pass_outcome converge_n(fx *f, int max_passes, pass_result *ret)
-{
-        pass_result res = {0};
-        for (int i = 0; i < max_passes; i++) {
-                assert_int_equal(reconciler_pass(f->r, CLUSTER, &res), 0);
-                if (res.outcome == PASS_CONVERGED || res.outcome == PASS_FAILED)
-                        break;
-                if (res.outcome != PASS_PROGRESSED)
-                        fake_world_advance(f->w, res.poll_ms > 0 ? res.poll_ms : 200);
-        }
-        if (ret)
-                *ret = res;
-        return res.outcome;
-}
-
-static void converge(fx *f)
-{
-        pass_result res;
-        pass_outcome o = converge_n(f, MAX_PASSES, &res);
-        if (o != PASS_CONVERGED)
-                fprintf(stderr, "not converged: %s %s: %s\n", pass_outcome_name(o), res.reason,
-                        res.message);
-        assert_int_equal(o, PASS_CONVERGED);
 }
 
 /* Exactly 3 healthy voters, each recorded and running what its record says. */
@@ -193,19 +89,6 @@ static void assert_whole(fx *f)
         state_member_list_release(&l);
 }
 
-static int audit_count(fx *f, const char *action, const char *author)
-{
-        state_audit_filter flt = {.cluster = CLUSTER, .action = action};
-        state_audit_list l = {0};
-        assert_int_equal(state_audit_query(f->db, &flt, &l), 0);
-        int n = 0;
-        for (size_t i = 0; i < l.n; i++)
-                if (!author || streq_ptr(l.items[i]->author, author))
-                        n++;
-        state_audit_list_release(&l);
-        return n;
-}
-
 static state_recovery *last_recovery(fx *f)
 {
         state_recovery_list l = {0};
@@ -224,7 +107,7 @@ static state_recovery *last_recovery(fx *f)
 static uint64_t lose_quorum(fx *f)
 {
         offer(f, NULL);
-        converge(f);
+        fx_converge(f, NULL);
         assert_whole(f);
         fake_proc_find(f->w, "demo-0")->raft_index = 900;
         fake_proc_find(f->w, "demo-0")->revision = 420;
@@ -233,7 +116,7 @@ static uint64_t lose_quorum(fx *f)
         fake_lose_data(f->w, "demo-1");
         fake_kill(f->w, "demo-2", true);
         pass_result res;
-        assert_int_equal(converge_n(f, 40, &res), PASS_WAITING);
+        assert_int_equal(fx_converge_n(f, 40, &res), PASS_WAITING);
         assert_string_equal(res.reason, "QuorumLost");
         assert_int_equal(fake_etcd_count(f->w, NULL), 3);
         assert_int_equal(f->w->forced_starts, 0);
@@ -265,7 +148,7 @@ static void test_recover_from_member(void **state)
         /* One at a time. */
         assert_int_equal(recovery_request(f->db, CLUSTER, "demo-0", 0, "bob", f->w->now_ms, NULL),
                          -EBUSY);
-        converge(f);
+        fx_converge(f, NULL);
         assert_whole(f);
         /* The survivor kept its identity (and data); it was forced exactly once. */
         assert_int_equal(fake_etcd_find(f->w, "demo-0")->id, id0);
@@ -287,10 +170,10 @@ static void test_recover_from_member(void **state)
         assert_int_equal(f->w->kept_dropped, 1);
         assert_false(fake_kept(f->w, "demo-2"));
 
-        assert_int_equal(audit_count(f, "recovery.requested", "bob"), 1);
-        assert_int_equal(audit_count(f, "recovery.started", "bob"), 1);
-        assert_int_equal(audit_count(f, "recovery.succeeded", "bob"), 1);
-        assert_int_equal(audit_count(f, "recovery.cleaned", NULL), 1);
+        assert_int_equal(fx_audit_count_by(f, "recovery.requested", "bob"), 1);
+        assert_int_equal(fx_audit_count_by(f, "recovery.started", "bob"), 1);
+        assert_int_equal(fx_audit_count_by(f, "recovery.succeeded", "bob"), 1);
+        assert_int_equal(fx_audit_count_by(f, "recovery.cleaned", NULL), 1);
         /* Healthy again: nothing more is proposed. */
         char *json = NULL;
         assert_int_equal(state_recovery_assessment_get(f->db, CLUSTER, &json, NULL), -ENOENT);
@@ -304,11 +187,11 @@ static void test_data_stays_aside_until_whole(void **state)
                          0);
         pass_result res;
         for (int i = 0; i < 20 && f->w->forced_starts == 0; i++)
-                (void)converge_n(f, 1, &res);
+                (void)fx_converge_n(f, 1, &res);
         assert_int_equal(f->w->forced_starts, 1);
         assert_true(fake_kept(f->w, "demo-2"));
         assert_null(fake_proc_find(f->w, "demo-2"));
-        converge(f);
+        fx_converge(f, NULL);
         assert_false(fake_kept(f->w, "demo-2"));
 }
 
@@ -319,7 +202,7 @@ static void refused(fx *f, const char *member, int64_t snapshot, const char *why
         size_t n = fake_etcd_count(f->w, NULL);
         assert_int_equal(
             recovery_request(f->db, CLUSTER, member, snapshot, "bob", f->w->now_ms, NULL), 0);
-        (void)converge_n(f, 5, NULL);
+        (void)fx_converge_n(f, 5, NULL);
         _cleanup_(state_recovery_freep) state_recovery *r = last_recovery(f);
         assert_string_equal(r->result, "refused");
         if (!strstr(r->error, why))
@@ -334,19 +217,19 @@ static void test_refusals(void **state)
 {
         fx *f = *state;
         offer(f, NULL);
-        converge(f);
+        fx_converge(f, NULL);
         /* Quorum is not lost: a recovery would split the cluster. */
         refused(f, "demo-0", 0, "quorum is not lost");
         assert_whole(f);
 
         fake_lose_data(f->w, "demo-1");
         fake_kill(f->w, "demo-2", true);
-        (void)converge_n(f, 20, NULL);
+        (void)fx_converge_n(f, 20, NULL);
         refused(f, "demo-1", 0, "has no data");
         refused(f, "demo-2", 0, "unreachable");
         refused(f, "demo-9", 0, "not a member");
         refused(f, NULL, 42, "snapshot 42");
-        assert_int_equal(audit_count(f, "recovery.refused", "bob"), 5);
+        assert_int_equal(fx_audit_count_by(f, "recovery.refused", "bob"), 5);
         assert_int_equal(fake_procs_present(f->w), 3);
 }
 
@@ -424,13 +307,13 @@ static int64_t record_good_snapshot(fx *f)
 static void lose_everything(fx *f)
 {
         offer(f, NULL);
-        converge(f);
+        fx_converge(f, NULL);
         for (int i = 0; i < 3; i++) {
                 _cleanup_free_ char *name = xasprintf("demo-%d", i);
                 fake_lose_data(f->w, name);
         }
         pass_result res;
-        assert_int_equal(converge_n(f, 40, &res), PASS_WAITING);
+        assert_int_equal(fx_converge_n(f, 40, &res), PASS_WAITING);
         assert_string_equal(res.reason, "QuorumLost");
 }
 
@@ -460,13 +343,13 @@ static void test_recover_from_snapshot(void **state)
         int64_t id = record_good_snapshot(f);
         /* status proposes the snapshot: no member answers. */
         _cleanup_free_ char *json = NULL;
-        (void)converge_n(f, 30, NULL);
+        (void)fx_converge_n(f, 30, NULL);
         assert_int_equal(state_recovery_assessment_get(f->db, CLUSTER, &json, NULL), 0);
         _cleanup_free_ char *cmd =
             xasprintf("gitcd recover default/demo --from-snapshot %lld", (long long)id);
         assert_non_null(strstr(json, cmd));
         assert_int_equal(recovery_request(f->db, CLUSTER, NULL, id, "bob", f->w->now_ms, NULL), 0);
-        converge(f);
+        fx_converge(f, NULL);
         assert_restored(f, old_cluster);
 }
 
@@ -475,17 +358,17 @@ static void test_refuses_a_learner(void **state)
 {
         fx *f = *state;
         offer(f, NULL);
-        converge(f);
+        fx_converge(f, NULL);
         f->w->learner_sync_ms = 1000 * 1000 * 1000; /* the new learner never catches up */
         offer_n(f, 4, NULL);
         for (int i = 0; i < 100 && !fake_etcd_find(f->w, "demo-3"); i++)
-                (void)converge_n(f, 1, NULL);
+                (void)fx_converge_n(f, 1, NULL);
         for (int i = 0; i < 20; i++)
-                (void)converge_n(f, 1, NULL);
+                (void)fx_converge_n(f, 1, NULL);
         assert_true(fake_etcd_find(f->w, "demo-3")->learner);
         fake_kill(f->w, "demo-1", true);
         fake_kill(f->w, "demo-2", true);
-        (void)converge_n(f, 20, NULL);
+        (void)fx_converge_n(f, 20, NULL);
         refused(f, "demo-3", 0, "is a learner");
 }
 
@@ -494,10 +377,11 @@ static void test_spec_token_acts_once(void **state)
         fx *f = *state;
         lose_quorum(f);
         offer(f, "  recovery:\n    from:\n      member: demo-0\n    token: incident-1\n");
-        converge(f);
+        fx_converge(f, NULL);
         assert_whole(f);
         assert_int_equal(f->w->forced_starts, 1);
-        assert_int_equal(audit_count(f, "recovery.succeeded", "Alice <alice@example.com>"), 1);
+        assert_int_equal(fx_audit_count_by(f, "recovery.succeeded", "Alice <alice@example.com>"),
+                         1);
         _cleanup_(state_recovery_freep) state_recovery *r = last_recovery(f);
         assert_string_equal(r->token, "incident-1");
         assert_string_equal(r->commit, COMMIT);
@@ -506,7 +390,7 @@ static void test_spec_token_acts_once(void **state)
         fake_lose_data(f->w, "demo-3");
         fake_lose_data(f->w, "demo-4");
         pass_result res;
-        assert_int_equal(converge_n(f, 40, &res), PASS_WAITING);
+        assert_int_equal(fx_converge_n(f, 40, &res), PASS_WAITING);
         assert_string_equal(res.reason, "QuorumLost");
         assert_int_equal(f->w->forced_starts, 1);
         state_recovery_list l = {0};
@@ -516,26 +400,6 @@ static void test_spec_token_acts_once(void **state)
 }
 
 /* ---- crash points -------------------------------------------------------- */
-
-static void run_until_killed(fx *f, const char *failpoint)
-{
-        fx_close(f);
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-                setenv("GITCD_FAILPOINT", failpoint, 1);
-                fx_open(f);
-                (void)converge_n(f, MAX_PASSES, NULL);
-                _exit(0);
-        }
-        int status = 0;
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        if (!WIFSIGNALED(status))
-                fprintf(stderr, "failpoint %s was not reached\n", failpoint);
-        assert_true(WIFSIGNALED(status));
-        assert_int_equal(WTERMSIG(status), SIGKILL);
-        fx_open(f);
-}
 
 static void test_crash_points(void **state)
 {
@@ -559,16 +423,16 @@ static void test_crash_points(void **state)
                         assert_int_equal(
                             recovery_request(f->db, CLUSTER, NULL, id, "bob", f->w->now_ms, NULL),
                             0);
-                        run_until_killed(f, points[i].failpoint);
-                        converge(f);
+                        fx_run_until_killed(f, points[i].failpoint);
+                        fx_converge(f, NULL);
                         assert_restored(f, old_cluster);
                 } else {
                         uint64_t id0 = lose_quorum(f);
                         assert_int_equal(recovery_request(f->db, CLUSTER, "demo-0", 0, "bob",
                                                           f->w->now_ms, NULL),
                                          0);
-                        run_until_killed(f, points[i].failpoint);
-                        converge(f);
+                        fx_run_until_killed(f, points[i].failpoint);
+                        fx_converge(f, NULL);
                         assert_whole(f);
                         assert_int_equal(fake_etcd_find(f->w, "demo-0")->id, id0);
                         assert_int_equal(f->w->forced_starts, 1);
@@ -576,21 +440,21 @@ static void test_crash_points(void **state)
                 _cleanup_(state_recovery_freep) state_recovery *r = last_recovery(f);
                 assert_string_equal(r->result, "succeeded");
                 assert_true(r->cleaned_ms > 0);
-                teardown(&st);
+                fx_teardown(&st);
         }
 }
 
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test_setup_teardown(test_status_proposes_the_survivor, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_recover_from_member, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_data_stays_aside_until_whole, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_refuses_a_learner, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_refuses_a_corrupt_snapshot, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_recover_from_snapshot, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_spec_token_acts_once, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_status_proposes_the_survivor, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_recover_from_member, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_data_stays_aside_until_whole, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_refusals, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_refuses_a_learner, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_refuses_a_corrupt_snapshot, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_recover_from_snapshot, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_spec_token_acts_once, setup, fx_teardown),
             cmocka_unit_test(test_crash_points),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

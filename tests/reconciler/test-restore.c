@@ -13,7 +13,6 @@
  * target reads it too).
  */
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -31,62 +29,12 @@
 #include "api/spec.h"
 #include "reconciler/reconcile.h"
 #include "state/snapshots.h"
-#include "tests/fake/fake.h"
+#include "tests/fake/fixture.h"
 #include "util/fs.h"
-#include "util/strbuf.h"
 #include "util/xalloc.h"
 
-#define CLUSTER    "default/demo"
-#define MAX_PASSES 400
-#define REVISION   4242
-
-typedef struct fx {
-        char *dir;
-        char *db_path;
-        char *etcd_dir;
-        char *snap; /* the snapshot file the spec names */
-        fake_world *w;
-        state_db *db;
-        target *t;
-        reconciler *r;
-        target_ops no_restore; /* a copy of the fake's table without restore_member */
-} fx;
-
-static void fx_open(fx *f)
-{
-        assert_int_equal(state_open(f->db_path, STATE_OPEN_READ_WRITE, &f->db), 0);
-        assert_int_equal(fake_target_new(f->w, &f->t), 0);
-        fake_world_make_current(f->w);
-        reconciler_opts o = {
-            .db = f->db,
-            .target = f->t,
-            .etcd = &fake_etcd_ops,
-            .etcd_userdata = f->w,
-            .wall_ms = fake_clock_ms,
-            .mono_ms = fake_clock_ms,
-            .etcd_dir = f->etcd_dir,
-        };
-        assert_int_equal(reconciler_new(&o, &f->r), 0);
-}
-
-static void fx_close(fx *f)
-{
-        reconciler_free(f->r);
-        f->r = NULL;
-        target_free(f->t);
-        f->t = NULL;
-        state_close(f->db);
-        f->db = NULL;
-}
-
-static void write_text(const char *path, const char *text, mode_t mode)
-{
-        FILE *fp = fopen(path, "we");
-        assert_non_null(fp);
-        fputs(text, fp);
-        fclose(fp);
-        assert_int_equal(chmod(path, mode), 0);
-}
+#define CLUSTER  "default/demo"
+#define REVISION 4242
 
 /* A file shaped like an etcd snapshot: data (revision first) and etcd's sha256 trailer. */
 static void write_snapshot(const char *path, size_t data_len, bool corrupt)
@@ -107,114 +55,60 @@ static void write_snapshot(const char *path, size_t data_len, bool corrupt)
         free(buf);
 }
 
-static int setup(void **state)
+/* The snapshot file the spec names, <dir>/backups/snap.db (f->data). */
+static char *snap_path(const fx *f)
 {
-        fx *f = XNEW(fx);
-        char tmpl[] = "/tmp/gitcd-restore-XXXXXX";
-        assert_non_null(mkdtemp(tmpl));
-        f->dir = xstrdup(tmpl);
-        f->db_path = xasprintf("%s/state.db", f->dir);
-        f->etcd_dir = xasprintf("%s/etcd", f->dir);
-        f->snap = xasprintf("%s/backups/snap.db", f->dir);
-        _cleanup_free_ char *tooldir = xasprintf("%s/3.5.16", f->etcd_dir);
-        _cleanup_free_ char *backups = xasprintf("%s/backups", f->dir);
-        assert_int_equal(mkdir_p(tooldir, 0755), 0);
-        assert_int_equal(mkdir_p(backups, 0700), 0);
-        _cleanup_free_ char *tool = xasprintf("%s/etcdutl", tooldir);
-        write_text(tool,
-                   "#!/bin/sh\n"
-                   "if [ \"$1 $2\" = \"snapshot status\" ]; then\n"
-                   "  rev=$(head -c 8 \"$5\" | sed 's/^0*//')\n"
-                   "  echo \"{\\\"hash\\\":1,\\\"revision\\\":$rev,\\\"totalKey\\\":3,"
-                   "\\\"totalSize\\\":$(stat -c %s \"$5\")}\"\n"
-                   "  exit 0\n"
-                   "fi\n"
-                   "echo \"unexpected: $*\" >&2\n"
-                   "exit 2\n",
-                   0755);
-        write_snapshot(f->snap, 8192, false);
-        f->w = fake_world_new();
-        fx_open(f);
-        *state = f;
-        return 0;
+        return f->data;
 }
 
-static int teardown(void **state)
+static void prepare(fx *f)
 {
-        fx *f = *state;
-        fx_close(f);
-        fake_world_free(f->w);
-        (void)rm_rf(f->dir);
-        free(f->dir);
-        free(f->db_path);
-        free(f->etcd_dir);
-        free(f->snap);
-        free(f);
-        return 0;
+        _cleanup_free_ char *backups = xasprintf("%s/backups", f->dir);
+        assert_int_equal(mkdir_p(backups, 0700), 0);
+        f->data = xasprintf("%s/snap.db", backups);
+        write_snapshot(snap_path(f), 8192, false);
+}
+
+static void release(fx *f)
+{
+        free(f->data);
+}
+
+/* etcd's tool: `snapshot status` reports the revision the test wrote into the file. */
+static const fx_config config = {
+    .name = "restore",
+    .cluster = CLUSTER,
+    .etcdutl = "#!/bin/sh\n"
+               "if [ \"$1 $2\" = \"snapshot status\" ]; then\n"
+               "  rev=$(head -c 8 \"$5\" | sed 's/^0*//')\n"
+               "  echo \"{\\\"hash\\\":1,\\\"revision\\\":$rev,\\\"totalKey\\\":3,"
+               "\\\"totalSize\\\":$(stat -c %s \"$5\")}\"\n"
+               "  exit 0\n"
+               "fi\n"
+               "echo \"unexpected: $*\" >&2\n"
+               "exit 2\n",
+    .prepare = prepare,
+    .release = release,
+};
+
+static int setup(void **state)
+{
+        return fx_setup(state, &config);
 }
 
 static void offer_source(fx *f, int replicas, const char *storage, const char *source)
 {
-        strbuf y = STRBUF_INIT;
-        sb_printf(&y,
-                  "apiVersion: gitcd.io/v1alpha1\n"
-                  "kind: EtcdCluster\n"
-                  "metadata:\n  name: demo\n  namespace: default\n"
-                  "spec:\n  replicas: %d\n  version: \"3.5.16\"\n  storage:\n    size: %s\n"
-                  "  bootstrap:\n    restore:\n      source:\n%s",
-                  replicas, storage, source);
-        cluster_set set = {0};
-        diag_list d = DIAG_LIST_INIT;
-        int k = spec_load_buffer("demo.yaml", sb_str(&y), y.len, &set, &d);
-        for (size_t i = 0; k < 0 && i < d.n; i++)
-                fprintf(stderr, "%s\n", d.items[i].message);
-        assert_int_equal(k, 0);
-        assert_int_equal(set.n, 1);
-        assert_int_equal(reconciler_offer(f->r, set.items[0], NULL), 0);
-        cluster_set_release(&set);
-        diag_list_release(&d);
-        sb_release(&y);
+        fx_offer(f, NULL,
+                 "  replicas: %d\n  version: \"3.5.16\"\n  storage:\n    size: %s\n"
+                 "  bootstrap:\n    restore:\n      source:\n%s",
+                 replicas, storage, source);
 }
 
 static void offer_restore(fx *f, int replicas, const char *storage)
 {
-        _cleanup_free_ char *source = xasprintf("        local:\n          path: %s\n", f->snap);
+        _cleanup_free_ char *source =
+            xasprintf("        local:\n          path: %s\n", snap_path(f));
         offer_source(f, replicas, storage, source);
-}
-
-static pass_outcome converge_n(fx *f, int max_passes, pass_result *ret)
-{
-        pass_result res = {0};
-        for (int i = 0; i < max_passes; i++) {
-                assert_int_equal(reconciler_pass(f->r, CLUSTER, &res), 0);
-                if (res.outcome == PASS_CONVERGED || res.outcome == PASS_FAILED)
-                        break;
-                if (res.outcome != PASS_PROGRESSED)
-                        fake_world_advance(f->w, res.poll_ms > 0 ? res.poll_ms : 200);
-        }
-        if (ret)
-                *ret = res;
-        return res.outcome;
-}
-
-static void converge(fx *f)
-{
-        pass_result res;
-        pass_outcome o = converge_n(f, MAX_PASSES, &res);
-        if (o != PASS_CONVERGED)
-                fprintf(stderr, "not converged: %s %s: %s\n", pass_outcome_name(o), res.reason,
-                        res.message);
-        assert_int_equal(o, PASS_CONVERGED);
-}
-
-static int audit_count(fx *f, const char *action)
-{
-        state_audit_filter flt = {.cluster = CLUSTER, .action = action};
-        state_audit_list l = {0};
-        assert_int_equal(state_audit_query(f->db, &flt, &l), 0);
-        int n = (int)l.n;
-        state_audit_list_release(&l);
-        return n;
 }
 
 /* Three voters on the restored data: the seed restored once, the others joined as learners. */
@@ -242,7 +136,7 @@ static void assert_restored_cluster(fx *f)
 static void assert_refused(fx *f, const char *words)
 {
         pass_result res;
-        assert_int_equal(converge_n(f, 20, &res), PASS_FAILED);
+        assert_int_equal(fx_converge_n(f, 20, &res), PASS_FAILED);
         assert_string_equal(res.reason, "RestoreRefused");
         if (!strstr(res.message, words))
                 fprintf(stderr, "message: %s\n", res.message);
@@ -254,15 +148,15 @@ static void assert_refused(fx *f, const char *words)
         assert_int_equal(state_member_list_for(f->db, CLUSTER, true, &l), 0);
         assert_int_equal(l.n, 0);
         state_member_list_release(&l);
-        assert_int_equal(audit_count(f, "restore.refused"), 1);
-        assert_int_equal(audit_count(f, "member.restore"), 0);
+        assert_int_equal(fx_audit_count(f, "restore.refused"), 1);
+        assert_int_equal(fx_audit_count(f, "member.restore"), 0);
         state_cluster *sc = NULL;
         assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
         assert_string_equal(sc->terminal_reason, "RestoreRefused");
         state_cluster_free(sc);
         /* Terminal until the spec changes: more passes change nothing. */
-        assert_int_equal(converge_n(f, 5, &res), PASS_FAILED);
-        assert_int_equal(audit_count(f, "restore.refused"), 1);
+        assert_int_equal(fx_converge_n(f, 5, &res), PASS_FAILED);
+        assert_int_equal(fx_audit_count(f, "restore.refused"), 1);
         assert_int_equal(fake_procs_present(f->w), 0);
 }
 
@@ -270,9 +164,9 @@ static void test_restore_three(void **state)
 {
         fx *f = *state;
         offer_restore(f, 3, "1Gi");
-        converge(f);
+        fx_converge(f, NULL);
         assert_restored_cluster(f);
-        assert_int_equal(audit_count(f, "member.restore"), 1);
+        assert_int_equal(fx_audit_count(f, "member.restore"), 1);
         /* The temporary copy is gone. */
         _cleanup_free_ char *work = xasprintf("%s/restore-tmp/default/demo", f->dir);
         assert_false(path_exists(work));
@@ -280,7 +174,7 @@ static void test_restore_three(void **state)
         /* Converged: later passes never restore again, even with the seed's process gone. */
         fake_kill(f->w, "demo-0", false);
         fake_world_advance(f->w, 2000);
-        converge(f);
+        fx_converge(f, NULL);
         assert_int_equal(f->w->restores, 1);
 }
 
@@ -290,29 +184,29 @@ static void test_restore_gzip(void **state)
         fx *f = *state;
         _cleanup_free_ char *data = NULL;
         size_t n = 0;
-        assert_int_equal(read_file(f->snap, 1 << 20, &data, &n), 0);
-        _cleanup_free_ char *gz = xasprintf("%s.gz", f->snap);
+        assert_int_equal(read_file(snap_path(f), 1 << 20, &data, &n), 0);
+        _cleanup_free_ char *gz = xasprintf("%s.gz", snap_path(f));
         gzFile out = gzopen(gz, "wb");
         assert_non_null(out);
         assert_int_equal(gzwrite(out, data, (unsigned)n), (int)n);
         assert_int_equal(gzclose(out), Z_OK);
-        assert_int_equal(rename(gz, f->snap), 0);
+        assert_int_equal(rename(gz, snap_path(f)), 0);
         offer_restore(f, 3, "1Gi");
-        converge(f);
+        fx_converge(f, NULL);
         assert_restored_cluster(f);
 }
 
 static void test_missing_snapshot_refused(void **state)
 {
         fx *f = *state;
-        assert_int_equal(unlink(f->snap), 0);
+        assert_int_equal(unlink(snap_path(f)), 0);
         offer_restore(f, 3, "1Gi");
         assert_refused(f, "is missing");
 
         /* Fixed by a person and a new spec: the cluster is created from it. */
-        write_snapshot(f->snap, 8192, false);
+        write_snapshot(snap_path(f), 8192, false);
         offer_restore(f, 1, "1Gi");
-        converge(f);
+        fx_converge(f, NULL);
         assert_int_equal(f->w->restores, 1);
         assert_int_equal(f->w->data_revision, REVISION);
 }
@@ -320,7 +214,7 @@ static void test_missing_snapshot_refused(void **state)
 static void test_corrupt_snapshot_refused(void **state)
 {
         fx *f = *state;
-        write_snapshot(f->snap, 8192, true);
+        write_snapshot(snap_path(f), 8192, true);
         offer_restore(f, 3, "1Gi");
         assert_refused(f, "is damaged: etcd's sha256 over its 8192 bytes of data does not match");
 }
@@ -328,7 +222,7 @@ static void test_corrupt_snapshot_refused(void **state)
 static void test_cut_short_snapshot_refused(void **state)
 {
         fx *f = *state;
-        assert_int_equal(truncate(f->snap, 5000), 0);
+        assert_int_equal(truncate(snap_path(f), 5000), 0);
         offer_restore(f, 3, "1Gi");
         assert_refused(f, "no sha256 trailer");
 }
@@ -336,7 +230,7 @@ static void test_cut_short_snapshot_refused(void **state)
 static void test_too_large_snapshot_refused(void **state)
 {
         fx *f = *state;
-        write_snapshot(f->snap, 16384, false);
+        write_snapshot(snap_path(f), 16384, false);
         offer_restore(f, 3, "8Ki");
         assert_refused(f, "more than spec.storage.size 8Ki");
 }
@@ -357,7 +251,7 @@ static int64_t record(fx *f, const char *version, const char *sha256, int64_t si
                             .etcd_version = (char *)version,
                             .destination = destination,
                             .key = "snap.db",
-                            .location = f->snap};
+                            .location = snap_path(f)};
         assert_int_equal(state_snapshot_finish(f->db, id, &s, 2000), 0);
         return id;
 }
@@ -380,11 +274,11 @@ static void test_restore_by_snapshot_id(void **state)
         fx *f = *state;
         char hex[65];
         int64_t size = 0;
-        sha256_of(f->snap, hex, &size);
+        sha256_of(snap_path(f), hex, &size);
         int64_t id = record(f, "3.5.16", hex, size);
         _cleanup_free_ char *source = xasprintf("        snapshot: %lld\n", (long long)id);
         offer_source(f, 3, "1Gi", source);
-        converge(f);
+        fx_converge(f, NULL);
         assert_restored_cluster(f);
 }
 
@@ -400,9 +294,9 @@ static void test_damaged_recorded_snapshot_refused(void **state)
         fx *f = *state;
         char hex[65];
         int64_t size = 0;
-        sha256_of(f->snap, hex, &size);
+        sha256_of(snap_path(f), hex, &size);
         int64_t id = record(f, "3.5.16", hex, size);
-        write_snapshot(f->snap, 8192, true);
+        write_snapshot(snap_path(f), 8192, true);
         _cleanup_free_ char *source = xasprintf("        snapshot: %lld\n", (long long)id);
         offer_source(f, 3, "1Gi", source);
         assert_refused(f, "is damaged: the SHA-256 of");
@@ -412,12 +306,12 @@ static void test_newer_etcd_refused(void **state)
 {
         fx *f = *state;
         struct stat st;
-        assert_int_equal(stat(f->snap, &st), 0);
+        assert_int_equal(stat(snap_path(f), &st), 0);
         unsigned char md[32];
         char hex[65];
         _cleanup_free_ char *data = NULL;
         size_t n = 0;
-        assert_int_equal(read_file(f->snap, 1 << 20, &data, &n), 0);
+        assert_int_equal(read_file(snap_path(f), 1 << 20, &data, &n), 0);
         EVP_Digest(data, (size_t)st.st_size, md, NULL, EVP_sha256(), NULL);
         for (int i = 0; i < 32; i++)
                 snprintf(hex + 2 * i, 3, "%02x", md[i]);
@@ -430,7 +324,7 @@ static void test_recorded_sha256_checked(void **state)
 {
         fx *f = *state;
         struct stat st;
-        assert_int_equal(stat(f->snap, &st), 0);
+        assert_int_equal(stat(snap_path(f), &st), 0);
         record(f, "3.5.16", "0000000000000000000000000000000000000000000000000000000000000000",
                st.st_size);
         offer_restore(f, 3, "1Gi");
@@ -440,32 +334,13 @@ static void test_recorded_sha256_checked(void **state)
 static void test_target_without_restore_refused(void **state)
 {
         fx *f = *state;
-        f->no_restore = *f->t->ops;
-        f->no_restore.restore_member = NULL;
-        f->no_restore.name = "kubernetes";
-        f->t->ops = &f->no_restore;
+        static target_ops no_restore; /* the fake's table without restore_member */
+        no_restore = *f->t->ops;
+        no_restore.restore_member = NULL;
+        no_restore.name = "kubernetes";
+        f->t->ops = &no_restore;
         offer_restore(f, 3, "1Gi");
         assert_refused(f, "the kubernetes target cannot restore a snapshot yet");
-}
-
-/* Run passes in a child that the failpoint kills; the world keeps what happened before. */
-static void run_until_killed(fx *f, const char *failpoint)
-{
-        fx_close(f);
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-                setenv("GITCD_FAILPOINT", failpoint, 1);
-                fx_open(f);
-                (void)converge_n(f, MAX_PASSES, NULL);
-                _exit(0);
-        }
-        int status = 0;
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        if (!WIFSIGNALED(status))
-                fprintf(stderr, "failpoint %s was not reached\n", failpoint);
-        assert_true(WIFSIGNALED(status));
-        fx_open(f);
 }
 
 static void test_crash_points(void **state)
@@ -478,14 +353,11 @@ static void test_crash_points(void **state)
                 setup(&st);
                 fx *f = st;
                 offer_restore(f, 3, "1Gi");
-                run_until_killed(f, points[i]);
-                converge(f);
+                fx_run_until_killed(f, points[i]);
+                fx_converge(f, NULL);
                 assert_restored_cluster(f);
-                state_op_list l = {0};
-                assert_int_equal(state_op_list_pending(f->db, CLUSTER, &l), 0);
-                assert_int_equal(l.n, 0);
-                state_op_list_release(&l);
-                teardown(&st);
+                fx_assert_no_pending_ops(f);
+                fx_teardown(&st);
         }
 }
 
@@ -497,37 +369,38 @@ static void test_snapshot_gone_after_crash_refused(void **state)
 {
         fx *f = *state;
         offer_restore(f, 3, "1Gi");
-        run_until_killed(f, "start-seed.after-record");
-        assert_int_equal(unlink(f->snap), 0);
+        fx_run_until_killed(f, "start-seed.after-record");
+        assert_int_equal(unlink(snap_path(f)), 0);
         pass_result res;
-        assert_int_equal(converge_n(f, 20, &res), PASS_FAILED);
+        assert_int_equal(fx_converge_n(f, 20, &res), PASS_FAILED);
         assert_string_equal(res.reason, "RestoreRefused");
         assert_int_equal(f->w->restores, 0);
         assert_int_equal(fake_procs_running(f->w), 0);
         assert_int_equal(fake_etcd_count(f->w, NULL), 0);
         fake_proc *seed = fake_proc_find(f->w, "demo-0");
         assert_true(!seed || (!seed->has_data && seed->starts == 0));
-        assert_int_equal(audit_count(f, "restore.refused"), 1);
+        assert_int_equal(fx_audit_count(f, "restore.refused"), 1);
 }
 
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test_setup_teardown(test_restore_three, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_restore_gzip, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_missing_snapshot_refused, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_corrupt_snapshot_refused, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_cut_short_snapshot_refused, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_too_large_snapshot_refused, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_newer_etcd_refused, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_recorded_sha256_checked, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_target_without_restore_refused, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_restore_by_snapshot_id, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_unknown_snapshot_id_refused, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_restore_three, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_restore_gzip, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_missing_snapshot_refused, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_corrupt_snapshot_refused, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_cut_short_snapshot_refused, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_too_large_snapshot_refused, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_newer_etcd_refused, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_recorded_sha256_checked, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_target_without_restore_refused, setup,
+                                            fx_teardown),
+            cmocka_unit_test_setup_teardown(test_restore_by_snapshot_id, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_unknown_snapshot_id_refused, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_damaged_recorded_snapshot_refused, setup,
-                                            teardown),
+                                            fx_teardown),
             cmocka_unit_test_setup_teardown(test_snapshot_gone_after_crash_refused, setup,
-                                            teardown),
+                                            fx_teardown),
             cmocka_unit_test(test_crash_points),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

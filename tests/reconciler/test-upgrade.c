@@ -19,69 +19,21 @@
 
 #include "api/spec.h"
 #include "reconciler/reconcile.h"
-#include "tests/fake/fake.h"
-#include "util/fs.h"
+#include "tests/fake/fixture.h"
 #include "util/xalloc.h"
 
 #define CLUSTER "default/demo"
 
-typedef struct fx {
-        char *dir;
-        fake_world *w;
-        state_db *db;
-        target *t;
-        reconciler *r;
-} fx;
+static const fx_config config = {.name = "upgrade", .cluster = CLUSTER};
 
 static int setup(void **state)
 {
-        fx *f = XNEW(fx);
-        char tmpl[] = "/tmp/gitcd-upgrade-XXXXXX";
-        assert_non_null(mkdtemp(tmpl));
-        f->dir = xstrdup(tmpl);
-        _cleanup_free_ char *db = xasprintf("%s/state.db", f->dir);
-        f->w = fake_world_new();
-        assert_int_equal(state_open(db, STATE_OPEN_READ_WRITE, &f->db), 0);
-        assert_int_equal(fake_target_new(f->w, &f->t), 0);
-        fake_world_make_current(f->w);
-        reconciler_opts o = {
-            .db = f->db,
-            .target = f->t,
-            .etcd = &fake_etcd_ops,
-            .etcd_userdata = f->w,
-            .wall_ms = fake_clock_ms,
-            .mono_ms = fake_clock_ms,
-        };
-        assert_int_equal(reconciler_new(&o, &f->r), 0);
-        *state = f;
-        return 0;
-}
-
-static int teardown(void **state)
-{
-        fx *f = *state;
-        reconciler_free(f->r);
-        target_free(f->t);
-        state_close(f->db);
-        fake_world_free(f->w);
-        (void)rm_rf(f->dir);
-        free(f->dir);
-        free(f);
-        return 0;
+        return fx_setup(state, &config);
 }
 
 static void offer_extra(fx *f, const char *version, const char *extra)
 {
-        _cleanup_free_ char *y = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
-                                           "metadata:\n  name: demo\n  namespace: default\n"
-                                           "spec:\n  replicas: 3\n  version: \"%s\"\n%s",
-                                           version, extra);
-        cluster_set set = {0};
-        diag_list d = DIAG_LIST_INIT;
-        assert_int_equal(spec_load_buffer("demo.yaml", y, strlen(y), &set, &d), 0);
-        assert_int_equal(reconciler_offer(f->r, set.items[0], NULL), 0);
-        cluster_set_release(&set);
-        diag_list_release(&d);
+        fx_offer(f, NULL, "  replicas: 3\n  version: \"%s\"\n%s", version, extra);
 }
 
 static void offer(fx *f, const char *version)
@@ -89,35 +41,21 @@ static void offer(fx *f, const char *version)
         offer_extra(f, version, "");
 }
 
-/* One pass; a pass that waits advances the clock by what it asked for. */
+/* One pass; a pass that waits, is blocked or failed advances the clock by what it asked for. */
 static pass_result pass(fx *f)
 {
-        pass_result res = {0};
-        assert_int_equal(reconciler_pass(f->r, CLUSTER, &res), 0);
-        if (res.outcome != PASS_PROGRESSED && res.outcome != PASS_CONVERGED)
-                fake_world_advance(f->w, res.poll_ms > 0 ? res.poll_ms : 200);
+        pass_result res = fx_pass(f);
+        if (res.outcome == PASS_FAILED)
+                fx_wait(f, &res);
         return res;
 }
 
 static pass_result converge(fx *f)
 {
-        pass_result res = {0};
-        for (int i = 0; i < 2000; i++) {
-                res = pass(f);
-                if (res.outcome == PASS_CONVERGED || res.outcome == PASS_FAILED)
-                        break;
-        }
+        pass_result res;
+        if (fx_converge_n(f, 2000, &res) == PASS_FAILED)
+                fx_wait(f, &res);
         return res;
-}
-
-static int audit_count(fx *f, const char *action)
-{
-        state_audit_filter flt = {.cluster = CLUSTER, .action = action};
-        state_audit_list l = {0};
-        assert_int_equal(state_audit_query(f->db, &flt, &l), 0);
-        int n = (int)l.n;
-        state_audit_list_release(&l);
-        return n;
 }
 
 static const char *leader_name(fx *f)
@@ -195,8 +133,8 @@ static void test_rolling_order_and_gates(void **state)
         assert_string_equal(order[2], leader);
         assert_int_equal(f->w->leader_moves - moves, 1);
         assert_int_equal(f->w->removes, 0);
-        assert_int_equal(audit_count(f, "member.restart"), 3);
-        assert_int_equal(audit_count(f, "upgrade.failed"), 0);
+        assert_int_equal(fx_audit_count(f, "member.restart"), 3);
+        assert_int_equal(fx_audit_count(f, "upgrade.failed"), 0);
         /* What etcd reports the members run, for `gitcd status`. */
         state_cluster *sc = NULL;
         assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
@@ -219,7 +157,7 @@ static void test_snapshot_before_minor(void **state)
         offer_extra(f, "3.4.23", snaps);
         assert_int_equal(converge(f).outcome, PASS_CONVERGED);
         assert_int_equal(on_version(f, "3.4.23"), 3);
-        assert_int_equal(audit_count(f, "upgrade.snapshot"), 0);
+        assert_int_equal(fx_audit_count(f, "upgrade.snapshot"), 0);
 
         offer_extra(f, "3.5.16", snaps);
         pass_result res = {0};
@@ -228,8 +166,8 @@ static void test_snapshot_before_minor(void **state)
         assert_true(res.outcome == PASS_BLOCKED || res.outcome == PASS_WAITING);
         assert_non_null(strstr(res.message, "no snapshot before the upgrade to 3.5.16"));
         assert_int_equal(on_version(f, "3.5.16"), 0);
-        assert_true(audit_count(f, "upgrade.snapshot") >= 1);
-        assert_int_equal(audit_count(f, "member.restart"), 3);
+        assert_true(fx_audit_count(f, "upgrade.snapshot") >= 1);
+        assert_int_equal(fx_audit_count(f, "member.restart"), 3);
 }
 
 /*
@@ -254,7 +192,7 @@ static void test_failed_member_and_rollback(void **state)
         assert_string_equal(res.reason, "UpgradeFailed");
         assert_non_null(strstr(res.message, "crash-loops on etcd 3.5.16; rollout stopped"));
         assert_non_null(strstr(res.message, "set spec.version back to 3.4.23"));
-        assert_int_equal(audit_count(f, "upgrade.failed"), 1);
+        assert_int_equal(fx_audit_count(f, "upgrade.failed"), 1);
         /* One member tried 3.5.16; the two others were not restarted at all. */
         assert_int_equal(on_version(f, "3.5.16"), 1);
         assert_int_equal(on_version(f, "3.4.23"), 2);
@@ -274,11 +212,11 @@ static void test_failed_member_and_rollback(void **state)
         /* Terminal: another pass does nothing and says so. */
         res = pass(f);
         assert_int_equal(res.outcome, PASS_FAILED);
-        assert_int_equal(audit_count(f, "upgrade.failed"), 1);
+        assert_int_equal(fx_audit_count(f, "upgrade.failed"), 1);
 
         /* The rollback: 3.5.16 → 3.4.23 is accepted since two members still run 3.4.23. */
         offer(f, "3.4.23");
-        assert_int_equal(audit_count(f, "spec.rejected"), 0);
+        assert_int_equal(fx_audit_count(f, "spec.rejected"), 0);
         res = converge(f);
         assert_int_equal(res.outcome, PASS_CONVERGED);
         assert_int_equal(on_version(f, "3.4.23"), 3);
@@ -293,15 +231,15 @@ static void test_failed_member_and_rollback(void **state)
         assert_int_equal(on_version(f, "3.5.16"), 3);
         /* ...and then 3.4.23 is a downgrade again, refused with its reason. */
         offer(f, "3.4.23");
-        assert_int_equal(audit_count(f, "spec.rejected"), 1);
+        assert_int_equal(fx_audit_count(f, "spec.rejected"), 1);
 }
 
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test_setup_teardown(test_rolling_order_and_gates, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_failed_member_and_rollback, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_snapshot_before_minor, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_rolling_order_and_gates, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_failed_member_and_rollback, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_snapshot_before_minor, setup, fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
