@@ -11,6 +11,7 @@
  * period) thus holds up the target operations of other clusters, never
  * their etcd calls or state records.
  */
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -26,8 +27,34 @@ typedef struct locked_target {
         pthread_mutex_t lock;
 } locked_target;
 
-/* The calling thread's last message: one per thread, whichever locked target failed. */
-static __thread char *thread_error;
+/*
+ * The calling thread's last message: one per thread, whichever locked
+ * target failed. Thread-specific data rather than __thread, so that the
+ * message of a worker thread is freed when the thread ends.
+ */
+static pthread_key_t error_key;
+static pthread_once_t error_once = PTHREAD_ONCE_INIT;
+
+static void error_key_make(void)
+{
+        int k = pthread_key_create(&error_key, free);
+        assert(k == 0);
+        (void)k;
+}
+
+static void thread_error_set(const char *message)
+{
+        pthread_once(&error_once, error_key_make);
+        free(pthread_getspecific(error_key));
+        (void)pthread_setspecific(error_key, xstrdup(message));
+}
+
+static const char *thread_error(void)
+{
+        pthread_once(&error_once, error_key_make);
+        const char *e = pthread_getspecific(error_key);
+        return e ? e : "";
+}
 
 static locked_target *LK(target *t)
 {
@@ -40,10 +67,8 @@ static locked_target *LK(target *t)
                 locked_target *lk_ = LK(t);                                                        \
                 pthread_mutex_lock(&lk_->lock);                                                    \
                 int r_ = lk_->inner->ops->call;                                                    \
-                if (r_ < 0) {                                                                      \
-                        free(thread_error);                                                        \
-                        thread_error = xstrdup(target_last_error(lk_->inner));                     \
-                }                                                                                  \
+                if (r_ < 0)                                                                        \
+                        thread_error_set(target_last_error(lk_->inner));                           \
                 pthread_mutex_unlock(&lk_->lock);                                                  \
                 r_;                                                                                \
         })
@@ -132,7 +157,7 @@ static int lk_restore_member(target *t, const etcd_cluster *c, const membership_
 static const char *lk_last_error(const target *t)
 {
         (void)t;
-        return thread_error ? thread_error : "";
+        return thread_error();
 }
 
 static void lk_free(target *t)

@@ -109,7 +109,11 @@ void e2e_free(e2e *e)
                 if (live[i] == e)
                         live[i] = NULL;
         usleep(100 * 1000);
-        (void)rm_rf(e->root);
+        /* GITCD_E2E_KEEP=1 keeps the folder (logs, state) for a person to read after a failure. */
+        if (!getenv("GITCD_E2E_KEEP"))
+                (void)rm_rf(e->root);
+        else
+                fprintf(stderr, "e2e: kept %s\n", e->root);
         free(e->root);
         free(e->source);
         free(e->state_dir);
