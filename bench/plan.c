@@ -291,7 +291,7 @@ int main(int argc, char **argv)
                         sizes[n_sizes++] = n;
                 }
         }
-        figures f[8];
+        figures f[8] = {0};
         for (int i = 0; i < n_sizes; i++) {
                 if (i)
                         printf("\n");

@@ -484,6 +484,8 @@ int maintenance_pass(maintenance *m, const maint_cluster *c, maint_result *ret)
         v.alarms_unknown = !o.alarms_known;
         maint_action a;
         maint_decide(&v, &a);
+        /* maint_decide acts on a run only while one is running (maintenance/due.c). */
+        assert(run || a.kind == MAINT_IDLE || a.kind == MAINT_WAIT || a.kind == MAINT_START);
         snprintf(ret->message, sizeof(ret->message), "%s", a.message ? a.message : "");
         ret->outcome = MAINT_OUT_ACTED;
         ret->poll_ms = 0;

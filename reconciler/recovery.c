@@ -498,13 +498,12 @@ static int seed_record(const recovery_env *env, state_recovery *rec, state_membe
 
 static int phase_seed(const recovery_env *env, state_recovery *rec, pass_result *res)
 {
-        state_member *m = NULL;
+        _cleanup_(state_member_freep) state_member *m = NULL;
         int k = seed_record(env, rec, &m);
         if (k < 0)
                 return result(res, PASS_WAITING, POLL_RECOVERY_MS,
                               "recovery: cannot plan the new seed: %s",
                               target_last_error(env->target));
-        _cleanup_(state_member_freep) state_member *seed = m;
         _cleanup_(state_snapshot_freep) state_snapshot *snap = NULL;
         _cleanup_free_ char *path = NULL, *error = NULL;
         if (fetch_snapshot(env, rec, &snap, &path, &error) < 0)
