@@ -16,6 +16,7 @@
 
 #include "state/state.h"
 #include "util/macro.h"
+#include "util/xalloc.h"
 
 struct state_db {
         sqlite3 *sql;
@@ -47,6 +48,28 @@ int db_prepare(state_db *db, const char *what, const char *sql, sqlite3_stmt **r
                const char *fmt, ...);
 /* Step once: 1 for a row, 0 when done, or -errno. */
 int db_step(state_db *db, sqlite3_stmt *st, const char *what);
+
+/*
+ * Step st to its last row, turning each row into an item with from_row,
+ * and hand the list (a state_*_list: items, n) to *ret_list: 0. On an
+ * error the items read so far are released with release and the error
+ * from db_step is returned; *ret_list is left alone.
+ */
+#define DB_COLLECT(db, st, what, list_type, from_row, release, ret_list)                           \
+        ({                                                                                         \
+                list_type l_ = {0};                                                                \
+                size_t alloc_ = 0;                                                                 \
+                int r_;                                                                            \
+                while ((r_ = db_step((db), (st), (what))) > 0) {                                   \
+                        l_.items = xgrow(l_.items, &alloc_, l_.n + 1, sizeof(*l_.items));          \
+                        l_.items[l_.n++] = from_row(st);                                           \
+                }                                                                                  \
+                if (r_ < 0)                                                                        \
+                        release(&l_);                                                              \
+                else                                                                               \
+                        *(ret_list) = l_;                                                          \
+                r_ < 0 ? r_ : 0;                                                                   \
+        })
 /* Prepare, bind, run to completion; returns the number of rows changed or -errno. */
 int db_run(state_db *db, const char *what, const char *sql, const char *fmt, ...);
 /* Run a statement without parameters (PRAGMA, BEGIN, migrations). */

@@ -136,18 +136,8 @@ int state_op_list_pending(state_db *db, const char *cluster, state_op_list *ret_
                            &st, "s", cluster);
         if (r < 0)
                 return r;
-        state_op_list l = {0};
-        size_t alloc = 0;
-        while ((r = db_step(db, st, what)) > 0) {
-                l.items = xgrow(l.items, &alloc, l.n + 1, sizeof(*l.items));
-                l.items[l.n++] = op_from_row(st);
-        }
-        if (r < 0) {
-                state_op_list_release(&l);
-                return r;
-        }
-        *ret_list = l;
-        return 0;
+        return DB_COLLECT(db, st, what, state_op_list, op_from_row, state_op_list_release,
+                          ret_list);
 }
 
 int state_op_abandon_pending(state_db *db, const char *cluster, const char *why, int64_t now_ms)

@@ -152,18 +152,8 @@ int state_maint_run_list_for(state_db *db, const char *cluster, size_t limit,
                            &st, "si", cluster, limit ? (int64_t)limit : (int64_t)-1);
         if (r < 0)
                 return r;
-        state_maint_run_list l = {0};
-        size_t alloc = 0;
-        while ((r = db_step(db, st, what)) > 0) {
-                l.items = xgrow(l.items, &alloc, l.n + 1, sizeof(*l.items));
-                l.items[l.n++] = run_from_row(st);
-        }
-        if (r < 0) {
-                state_maint_run_list_release(&l);
-                return r;
-        }
-        *ret_list = l;
-        return 0;
+        return DB_COLLECT(db, st, what, state_maint_run_list, run_from_row,
+                          state_maint_run_list_release, ret_list);
 }
 
 bool state_maint_run_has_done(const state_maint_run *run, const char *member)

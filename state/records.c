@@ -668,18 +668,8 @@ int state_member_list_for(state_db *db, const char *cluster, bool include_remove
                            &st, "sb", cluster, (int)include_removed);
         if (r < 0)
                 return r;
-        state_member_list l = {0};
-        size_t alloc = 0;
-        while ((r = db_step(db, st, what)) > 0) {
-                l.items = xgrow(l.items, &alloc, l.n + 1, sizeof(*l.items));
-                l.items[l.n++] = member_from_row(st);
-        }
-        if (r < 0) {
-                state_member_list_release(&l);
-                return r;
-        }
-        *ret_list = l;
-        return 0;
+        return DB_COLLECT(db, st, what, state_member_list, member_from_row,
+                          state_member_list_release, ret_list);
 }
 
 void state_member_free(state_member *m)

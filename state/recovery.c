@@ -175,18 +175,8 @@ int state_recovery_list_for(state_db *db, const char *cluster, size_t limit,
                            &st, "si", cluster, limit ? (int64_t)limit : (int64_t)-1);
         if (r < 0)
                 return r;
-        state_recovery_list l = {0};
-        size_t alloc = 0;
-        while ((r = db_step(db, st, what)) > 0) {
-                l.items = xgrow(l.items, &alloc, l.n + 1, sizeof(*l.items));
-                l.items[l.n++] = recovery_from_row(st);
-        }
-        if (r < 0) {
-                state_recovery_list_release(&l);
-                return r;
-        }
-        *ret_list = l;
-        return 0;
+        return DB_COLLECT(db, st, what, state_recovery_list, recovery_from_row,
+                          state_recovery_list_release, ret_list);
 }
 
 int state_recovery_assessment_put(state_db *db, const char *cluster, const char *json,

@@ -143,18 +143,8 @@ int state_snapshot_list_for(state_db *db, const char *cluster, size_t limit,
                            &st, "si", cluster, limit ? (int64_t)limit : (int64_t)-1);
         if (r < 0)
                 return r;
-        state_snapshot_list l = {0};
-        size_t alloc = 0;
-        while ((r = db_step(db, st, what)) > 0) {
-                l.items = xgrow(l.items, &alloc, l.n + 1, sizeof(*l.items));
-                l.items[l.n++] = snapshot_from_row(st);
-        }
-        if (r < 0) {
-                state_snapshot_list_release(&l);
-                return r;
-        }
-        *ret_list = l;
-        return 0;
+        return DB_COLLECT(db, st, what, state_snapshot_list, snapshot_from_row,
+                          state_snapshot_list_release, ret_list);
 }
 
 int state_snapshot_expire(state_db *db, int64_t id, int64_t now_ms)
