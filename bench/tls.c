@@ -1,0 +1,271 @@
+/*
+ * bench/tls: what certificate maintenance costs a 3-member cluster on the
+ * local target with real etcd (tls.provider auto, client and peer TLS):
+ *
+ *   - leaf renewal: gitcd's renewal of every member's leaves (server,
+ *     peer, its own client identity), from the moment the first leaf is
+ *     due until the last is renewed, and how many members restarted;
+ *     beside the usual way by hand (kubeadm certs renew and friends): new
+ *     files, then every member restarted one at a time, each waited for
+ *     until healthy, measured right before on the same etcd binary with
+ *     the test harness's TLS cluster.
+ *
+ * Leaves live 30 s and are renewed 20 s before they expire, so the first
+ * renewal is due about 10 s after the cluster formed; the figure is the
+ * time gitcd needs once it is due, not the 10 s of waiting.
+ * Prints figures only; never fails on timing, and is not part of the test
+ * suite (it needs the harness, so it is built with the tests).
+ *
+ *   bench-tls [VERSION]
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pki/pki.h"
+#include "reconciler/driver.h"
+#include "render/layout.h"
+#include "targets/local.h"
+#include "tests/harness/harness.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+#define MEMBERS      3
+#define VALIDITY_S   30
+#define RENEW_S      20
+#define CLUSTER_NAME "tls3"
+
+static char root[] = "/tmp/gitcd-bench-tls-XXXXXX";
+static target *tgt;
+
+static void remove_cluster(void)
+{
+        etcd_cluster fake = {0};
+        fake.name = (char *)CLUSTER_NAME;
+        fake.namespace_ = (char *)"default";
+        char **names = NULL;
+        size_t n = 0;
+        if (tgt->ops->list_members(tgt, "default", CLUSTER_NAME, &names, &n) == 0) {
+                for (size_t i = 0; i < n; i++) {
+                        (void)tgt->ops->remove_member(tgt, &fake, names[i], false);
+                        free(names[i]);
+                }
+                free(names);
+        }
+}
+
+static void cleanup(void)
+{
+        if (!tgt)
+                return;
+        remove_cluster();
+        target_free(tgt);
+        tgt = NULL;
+        (void)rm_rf(root);
+}
+
+static void on_signal(int sig)
+{
+        cleanup();
+        signal(sig, SIG_DFL);
+        raise(sig);
+}
+
+static void write_spec(const char *dir)
+{
+        _cleanup_free_ char *path = path_join(dir, CLUSTER_NAME ".yaml");
+        _cleanup_free_ char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                                              "metadata:\n  name: " CLUSTER_NAME "\nspec:\n"
+                                              "  replicas: %d\n  tls:\n    provider: auto\n"
+                                              "    client:\n      enabled: true\n"
+                                              "    peer:\n      enabled: true\n"
+                                              "    auto:\n      validity: %ds\n"
+                                              "      renewBefore: %ds\n",
+                                              MEMBERS, VALIDITY_S, RENEW_S);
+        if (write_file_atomic(path, text, strlen(text), 0644) < 0) {
+                fprintf(stderr, "cannot write %s\n", path);
+                exit(1);
+        }
+}
+
+/* One step of the daemon's loop (waiting at most 200 ms); false once nothing is waiting. */
+static bool loop_once(driver *d)
+{
+        driver_summary s = {0};
+        (void)driver_step(d, &s);
+        if (s.wait_ms > 0)
+                (void)tgt->ops->wait_event(tgt, s.wait_ms < 200 ? s.wait_ms : 200);
+        return s.waiting > 0;
+}
+
+/* Sync the source and step until converged; false after two minutes. */
+static bool converge(driver *d)
+{
+        int64_t start = now_mono_ms();
+        diag_list diags = DIAG_LIST_INIT;
+        (void)driver_sync(d, &diags);
+        diag_list_release(&diags);
+        while (loop_once(d))
+                if (now_mono_ms() - start > 120000)
+                        return false;
+        return true;
+}
+
+static char *member_dir(size_t i)
+{
+        return xasprintf("%s/clusters/default/" CLUSTER_NAME "/" CLUSTER_NAME "-%zu", root, i);
+}
+
+static pid_t member_pid(size_t i)
+{
+        _cleanup_free_ char *dir = member_dir(i);
+        _cleanup_free_ char *pidf = path_join(dir, "pid");
+        _cleanup_free_ char *data = NULL;
+        size_t len;
+        return read_file(pidf, 64, &data, &len) == 0 ? (pid_t)atoi(data) : 0;
+}
+
+static const char *const surfaces[] = {TLS_SUBDIR_CLIENT, TLS_SUBDIR_PEER, TLS_SUBDIR_OPERATOR};
+#define LEAVES (MEMBERS * ARRAY_SIZE(surfaces))
+
+/* Every member's leaves: serial and expiry; false when one cannot be read. */
+static bool read_leaves(char *serials[LEAVES], int64_t not_after[LEAVES])
+{
+        for (size_t i = 0; i < MEMBERS; i++)
+                for (size_t j = 0; j < ARRAY_SIZE(surfaces); j++) {
+                        _cleanup_free_ char *mdir = member_dir(i);
+                        _cleanup_free_ char *dir = xasprintf("%s/tls/%s", mdir, surfaces[j]);
+                        size_t k = i * ARRAY_SIZE(surfaces) + j;
+                        free(serials[k]);
+                        serials[k] = NULL;
+                        if (pki_leaf_info(dir, &not_after[k], &serials[k]) < 0)
+                                return false;
+                }
+        return true;
+}
+
+/* The usual way by hand: every member restarted in turn, each waited for until healthy. */
+static int64_t by_hand_rolling_restart(const char *version)
+{
+        harness_opts o = {.version = version, .members = MEMBERS, .tls = true};
+        harness_cluster *c = NULL;
+        if (harness_cluster_start(&o, &c) < 0)
+                return -1;
+        int64_t t0 = now_mono_ms(), ms = -1;
+        size_t i;
+        for (i = 0; i < c->n; i++)
+                if (harness_member_stop(c, i) < 0 || harness_member_restart(c, i) < 0 ||
+                    harness_member_wait_healthy(c, i, 30000) < 0)
+                        break;
+        if (i == c->n)
+                ms = now_mono_ms() - t0;
+        harness_cluster_free(c);
+        return ms;
+}
+
+int main(int argc, char **argv)
+{
+        const char *version = argc > 1 ? argv[1] : "3.5.16";
+        if (!harness_have_etcd(version)) {
+                fprintf(stderr, "etcd %s is not installed (scripts/setup)\n", version);
+                return 1;
+        }
+        if (!mkdtemp(root))
+                return 1;
+        atexit(cleanup);
+        signal(SIGINT, on_signal);
+        signal(SIGTERM, on_signal);
+        log_set_level(LOG_ERROR);
+
+        _cleanup_free_ char *src_dir = path_join(root, "source");
+        _cleanup_free_ char *db_path = path_join(root, "state.db");
+        (void)mkdir_p(src_dir, 0755);
+        state_db *db = NULL;
+        if (state_open(db_path, STATE_OPEN_READ_WRITE, &db) < 0) {
+                fprintf(stderr, "state: %s\n", state_last_error());
+                return 1;
+        }
+        local_target_opts lo = {.state_dir = root};
+        if (local_target_new(&lo, &tgt) < 0)
+                return 1;
+        source_opts so = {.url_or_path = src_dir, .plain_directory = true};
+        source *src = NULL;
+        char *err = NULL;
+        if (source_open(&so, &src, &err) < 0) {
+                fprintf(stderr, "source: %s\n", err);
+                return 1;
+        }
+        driver_opts dopts = {.db = db, .target = tgt, .src = src};
+        driver *d = NULL;
+        if (driver_new(&dopts, &d) < 0)
+                return 1;
+
+        printf("gitcd TLS benchmark, etcd %s on the local target (loopback), %d members,\n"
+               "client and peer TLS, leaves valid %d s and renewed %d s before expiry\n\n",
+               version, MEMBERS, VALIDITY_S, RENEW_S);
+
+        int64_t hand = by_hand_rolling_restart(version);
+
+        write_spec(src_dir);
+        if (!converge(d)) {
+                fprintf(stderr, "the cluster did not form\n");
+                return 1;
+        }
+        char *before[LEAVES] = {0}, *now[LEAVES] = {0};
+        int64_t not_after[LEAVES], ignored[LEAVES];
+        pid_t pids[MEMBERS];
+        for (size_t i = 0; i < MEMBERS; i++)
+                pids[i] = member_pid(i);
+        if (!read_leaves(before, not_after)) {
+                fprintf(stderr, "cannot read the issued leaves\n");
+                return 1;
+        }
+        int64_t due = INT64_MAX;
+        for (size_t k = 0; k < LEAVES; k++)
+                if (not_after[k] - RENEW_S * 1000 < due)
+                        due = not_after[k] - RENEW_S * 1000;
+
+        /* Run the daemon's loop until every leaf carries a new serial. */
+        int64_t done = -1, deadline = now_mono_ms() + 120000;
+        while (now_mono_ms() < deadline) {
+                (void)loop_once(d);
+                size_t renewed = 0;
+                if (read_leaves(now, ignored))
+                        for (size_t k = 0; k < LEAVES; k++)
+                                renewed += !streq(now[k], before[k]);
+                if (renewed == LEAVES) {
+                        done = now_wall_ms();
+                        break;
+                }
+        }
+        int restarts = 0;
+        for (size_t i = 0; i < MEMBERS; i++)
+                restarts += member_pid(i) != pids[i];
+
+        if (done < 0)
+                printf("  leaf renewal: not every leaf was renewed within two minutes\n");
+        else if (hand > 0)
+                printf("  %-40s by hand %6.2f s (%d restarts)   gitcd %6.2f s (%d restarts)   "
+                       "%5.2fx\n",
+                       "leaf renewal of every member", hand / 1000.0, MEMBERS,
+                       (done - due) / 1000.0, restarts, (double)(done - due) / (double)hand);
+        else
+                printf("  %-40s gitcd %6.2f s (%d restarts); by hand failed\n",
+                       "leaf renewal of every member", (done - due) / 1000.0, restarts);
+
+        for (size_t k = 0; k < LEAVES; k++) {
+                free(before[k]);
+                free(now[k]);
+        }
+        driver_free(d);
+        source_free(src);
+        cleanup();
+        state_close(db);
+        free(err);
+        return 0;
+}
