@@ -798,6 +798,67 @@ static int prune(kubernetes_target *kt, const etcd_cluster *c, const json_t *kee
         return 0;
 }
 
+/*
+ * tls.provider secrets and cert-manager: the version of the trust the
+ * members start with (member_plan.tls_version, as pki/auto.h's for auto),
+ * from the ca.crt of the Secrets their Pods mount. The kubelet brings
+ * renewed leaves into running Pods by itself and etcd reads leaves again
+ * on each new connection; a CA is read only at start, so a changed ca.crt
+ * changes the members' config hash and the reconciler restarts them one
+ * at a time, as for any other change of their command. A Secret not there
+ * yet (cert-manager has not issued it) adds nothing: no Pod can start
+ * before it exists. Read on every pass: a Secret's change is seen within
+ * the observation interval.
+ */
+static int secrets_trust_version(kubernetes_target *kt, const etcd_cluster *c, char **ret)
+{
+        *ret = NULL;
+        if (c->tls.provider != TLS_PROVIDER_SECRETS && c->tls.provider != TLS_PROVIDER_CERT_MANAGER)
+                return 0;
+        static const char *const surfaces[] = {TLS_SUBDIR_CLIENT, TLS_SUBDIR_PEER};
+        static const char *const bundle[] = {TLS_SUBDIR_CA_BUNDLE};
+        bool use_bundle = !isempty(c->tls.ca_bundle_secret);
+        const char *const *which = use_bundle ? bundle : surfaces;
+        size_t n = use_bundle ? ARRAY_SIZE(bundle) : ARRAY_SIZE(surfaces);
+        _cleanup_(sb_release) strbuf pem = STRBUF_INIT;
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *name = render_tls_secret_name(c, which[i]);
+                if (!name)
+                        continue;
+                json_t *secret = NULL;
+                int r = kube_get(kt->kc, &GVR_SECRETS, ns_of(c), name, &secret);
+                if (r == -ENOENT)
+                        continue;
+                if (r < 0)
+                        return kube_fail(kt, r);
+                const char *b64 =
+                    json_string_value(json_object_get(json_object_get(secret, "data"), "ca.crt"));
+                char *data = NULL;
+                size_t len = 0;
+                r = b64 ? kube_base64_decode(b64, &data, &len) : 0;
+                json_decref(secret);
+                if (r < 0)
+                        return target_fail(&kt->base, r,
+                                           "Secret %s/%s: key ca.crt is not valid base64", ns_of(c),
+                                           name);
+                if (!data)
+                        continue;
+                _cleanup_free_ char *one = NULL;
+                r = pki_bundle_fingerprint(data, len, &one);
+                if (r >= 0) {
+                        sb_append_len(&pem, data, len);
+                        sb_appendc(&pem, '\n');
+                }
+                free(data);
+                if (r < 0)
+                        return target_fail(&kt->base, r,
+                                           "cluster %s/%s: the ca.crt of Secret %s, the CA its "
+                                           "members trust, holds no certificate in PEM",
+                                           ns_of(c), c->name, name);
+        }
+        return pem.len ? pki_bundle_fingerprint(sb_str(&pem), pem.len, ret) : 0;
+}
+
 /* --- operations -------------------------------------------------------------- */
 
 static int kt_place_member(target *t, const etcd_cluster *c, member_plan *mp)
@@ -827,6 +888,11 @@ static int kt_place_member(target *t, const etcd_cluster *c, member_plan *mp)
         int r = pki_auto_trust_version(cdir, c, tls_leaves_exist(tls), &tls_version);
         if (r < 0)
                 return pki_fail(kt, r, "the cluster CA", cdir);
+        if (!tls_version) {
+                r = secrets_trust_version(kt, c, &tls_version);
+                if (r < 0)
+                        return r;
+        }
         str_assign(&mp->tls_version, tls_version);
         return 0;
 }

@@ -23,6 +23,7 @@
 
 #include "kube/client.h"
 #include "kube/kubeconfig.h"
+#include "pki/pki.h"
 #include "render/layout.h"
 #include "render/render.h"
 #include "api/spec.h"
@@ -623,6 +624,104 @@ static void test_tls_secrets_client(void **state)
         etcd_cluster_free(c);
 }
 
+/* A kubernetes.io/tls Secret with these contents (ca may be NULL: no ca.crt key). */
+static void put_tls_secret(const char *name, const char *crt, const char *ca)
+{
+        _cleanup_free_ char *crt64 = kube_base64_encode(crt, strlen(crt));
+        json_t *data = json_pack("{s:s, s:s}", "tls.crt", crt64, "tls.key", "a2V5");
+        if (ca) {
+                _cleanup_free_ char *ca64 = kube_base64_encode(ca, strlen(ca));
+                json_object_set_new(data, "ca.crt", json_string(ca64));
+        }
+        json_t *secret = json_pack("{s:s, s:s, s:s, s:{s:s, s:s}, s:o}", "apiVersion", "v1", "kind",
+                                   "Secret", "type", "kubernetes.io/tls", "metadata", "name", name,
+                                   "namespace", NS, "data", data);
+        assert_int_equal(kube_apply(admin, secret, "test", false, false, NULL), 0);
+        json_decref(secret);
+}
+
+static char *new_ca_pem(const char *cn)
+{
+        pki_key *k = NULL;
+        pki_cert *c = NULL;
+        char *pem = NULL;
+        assert_int_equal(pki_ca_create(cn, 1, &k, &c), 0);
+        assert_int_equal(pki_cert_to_pem(c, &pem), 0);
+        pki_key_free(k);
+        pki_cert_free(c);
+        return pem;
+}
+
+/* The trust version of a member placed now; NULL when it has none. */
+static char *placed_trust(const etcd_cluster *c)
+{
+        membership_plan *p = membership_plan_steady(c, NULL);
+        int r = kt->ops->place_member(kt, c, &p->members[0]);
+        if (r < 0)
+                fail_msg("place_member: %s", target_last_error(kt));
+        char *v = xstrdup_null(p->members[0].tls_version);
+        membership_plan_free(p);
+        return v;
+}
+
+/*
+ * tls.provider secrets: a new CA in the Secrets the Pods mount changes the
+ * members' trust version (so they are restarted one at a time onto it); a
+ * renewed leaf alone does not (the kubelet and etcd take it in place).
+ */
+static void test_tls_secrets_trust(void **state)
+{
+        (void)state;
+        etcd_cluster *c = load_cluster("trust", 3,
+                                       "  tls:\n"
+                                       "    provider: secrets\n"
+                                       "    client:\n"
+                                       "      secretRef:\n"
+                                       "        name: trust-server\n"
+                                       "    peer:\n"
+                                       "      secretRef:\n"
+                                       "        name: trust-peer\n"
+                                       "    operatorClient:\n"
+                                       "      secretRef:\n"
+                                       "        name: trust-op\n");
+        /* No Secret yet: nothing to trust, no Pod can start before they exist. */
+        _cleanup_free_ char *none = placed_trust(c);
+        assert_null(none);
+
+        _cleanup_free_ char *ca1 = new_ca_pem("trust CA one");
+        _cleanup_free_ char *ca2 = new_ca_pem("trust CA two");
+        put_tls_secret("trust-server", "leaf one", ca1);
+        put_tls_secret("trust-peer", "peer one", ca1);
+        _cleanup_free_ char *v1 = placed_trust(c);
+        assert_non_null(v1);
+
+        /* A renewed leaf under the same CA: the same trust. */
+        put_tls_secret("trust-server", "leaf two", ca1);
+        _cleanup_free_ char *v1b = placed_trust(c);
+        assert_string_equal(v1, v1b);
+
+        /* A bundle of the old and the new CA, then the new CA alone: each a new trust. */
+        _cleanup_free_ char *both = xasprintf("%s%s", ca1, ca2);
+        put_tls_secret("trust-server", "leaf two", both);
+        put_tls_secret("trust-peer", "peer one", both);
+        _cleanup_free_ char *v2 = placed_trust(c);
+        assert_string_not_equal(v1, v2);
+        put_tls_secret("trust-server", "leaf three", ca2);
+        put_tls_secret("trust-peer", "peer three", ca2);
+        _cleanup_free_ char *v3 = placed_trust(c);
+        assert_string_not_equal(v2, v3);
+        assert_string_not_equal(v1, v3);
+
+        /* A ca.crt that holds no certificate: refused, with the cluster named. */
+        put_tls_secret("trust-peer", "peer three", "not a certificate");
+        membership_plan *p = membership_plan_steady(c, NULL);
+        assert_true(kt->ops->place_member(kt, c, &p->members[0]) < 0);
+        assert_non_null(strstr(target_last_error(kt), "trust"));
+        assert_non_null(strstr(target_last_error(kt), "ca.crt"));
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
 static void test_rbac_nothing_applied(void **state)
 {
         (void)state;
@@ -654,11 +753,12 @@ static void test_rbac_nothing_applied(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_place_member),       cmocka_unit_test(test_shared_idempotent),
-            cmocka_unit_test(test_member_lifecycle),   cmocka_unit_test(test_data_lost),
-            cmocka_unit_test(test_remove_keep_data),   cmocka_unit_test(test_prune),
-            cmocka_unit_test(test_name_taken),         cmocka_unit_test(test_tls_auto),
-            cmocka_unit_test(test_tls_secrets_client), cmocka_unit_test(test_rbac_nothing_applied),
+            cmocka_unit_test(test_place_member),         cmocka_unit_test(test_shared_idempotent),
+            cmocka_unit_test(test_member_lifecycle),     cmocka_unit_test(test_data_lost),
+            cmocka_unit_test(test_remove_keep_data),     cmocka_unit_test(test_prune),
+            cmocka_unit_test(test_name_taken),           cmocka_unit_test(test_tls_auto),
+            cmocka_unit_test(test_tls_secrets_trust),    cmocka_unit_test(test_tls_secrets_client),
+            cmocka_unit_test(test_rbac_nothing_applied),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
