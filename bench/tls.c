@@ -19,16 +19,14 @@
  *   bench-tls [VERSION]
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "pki/pki.h"
-#include "reconciler/driver.h"
+#include "bench/world.h"
 #include "render/layout.h"
-#include "targets/local.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -40,85 +38,23 @@
 #define RENEW_S      20
 #define CLUSTER_NAME "tls3"
 
-static char root[] = "/tmp/gitcd-bench-tls-XXXXXX";
-static target *tgt;
+static bench_world world;
 
-static void remove_cluster(void)
+static void write_spec(void)
 {
-        etcd_cluster fake = {0};
-        fake.name = (char *)CLUSTER_NAME;
-        fake.namespace_ = (char *)"default";
-        char **names = NULL;
-        size_t n = 0;
-        if (tgt->ops->list_members(tgt, "default", CLUSTER_NAME, &names, &n) == 0) {
-                for (size_t i = 0; i < n; i++) {
-                        (void)tgt->ops->remove_member(tgt, &fake, names[i], false);
-                        free(names[i]);
-                }
-                free(names);
-        }
-}
-
-static void cleanup(void)
-{
-        if (!tgt)
-                return;
-        remove_cluster();
-        target_free(tgt);
-        tgt = NULL;
-        (void)rm_rf(root);
-}
-
-static void on_signal(int sig)
-{
-        cleanup();
-        signal(sig, SIG_DFL);
-        raise(sig);
-}
-
-static void write_spec(const char *dir)
-{
-        _cleanup_free_ char *path = path_join(dir, CLUSTER_NAME ".yaml");
-        _cleanup_free_ char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
-                                              "metadata:\n  name: " CLUSTER_NAME "\nspec:\n"
-                                              "  replicas: %d\n  tls:\n    provider: auto\n"
+        _cleanup_free_ char *body = xasprintf("  replicas: %d\n  tls:\n    provider: auto\n"
                                               "    client:\n      enabled: true\n"
                                               "    peer:\n      enabled: true\n"
                                               "    auto:\n      validity: %ds\n"
                                               "      renewBefore: %ds\n",
                                               MEMBERS, VALIDITY_S, RENEW_S);
-        if (write_file_atomic(path, text, strlen(text), 0644) < 0) {
-                fprintf(stderr, "cannot write %s\n", path);
-                exit(1);
-        }
-}
-
-/* One step of the daemon's loop (waiting at most 200 ms); false once nothing is waiting. */
-static bool loop_once(driver *d)
-{
-        driver_summary s = {0};
-        (void)driver_step(d, &s);
-        if (s.wait_ms > 0)
-                (void)tgt->ops->wait_event(tgt, s.wait_ms < 200 ? s.wait_ms : 200);
-        return s.waiting > 0;
-}
-
-/* Sync the source and step until converged; false after two minutes. */
-static bool converge(driver *d)
-{
-        int64_t start = now_mono_ms();
-        diag_list diags = DIAG_LIST_INIT;
-        (void)driver_sync(d, &diags);
-        diag_list_release(&diags);
-        while (loop_once(d))
-                if (now_mono_ms() - start > 120000)
-                        return false;
-        return true;
+        bench_world_write_spec(&world, CLUSTER_NAME, body);
 }
 
 static char *member_dir(size_t i)
 {
-        return xasprintf("%s/clusters/default/" CLUSTER_NAME "/" CLUSTER_NAME "-%zu", root, i);
+        return xasprintf("%s/clusters/default/" CLUSTER_NAME "/" CLUSTER_NAME "-%zu", world.root,
+                         i);
 }
 
 static pid_t member_pid(size_t i)
@@ -175,35 +111,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "etcd %s is not installed (scripts/setup)\n", version);
                 return 1;
         }
-        if (!mkdtemp(root))
-                return 1;
-        atexit(cleanup);
-        signal(SIGINT, on_signal);
-        signal(SIGTERM, on_signal);
         log_set_level(LOG_ERROR);
-
-        _cleanup_free_ char *src_dir = path_join(root, "source");
-        _cleanup_free_ char *db_path = path_join(root, "state.db");
-        (void)mkdir_p(src_dir, 0755);
-        state_db *db = NULL;
-        if (state_open(db_path, STATE_OPEN_READ_WRITE, &db) < 0) {
-                fprintf(stderr, "state: %s\n", state_last_error());
-                return 1;
-        }
-        local_target_opts lo = {.state_dir = root};
-        if (local_target_new(&lo, &tgt) < 0)
-                return 1;
-        source_opts so = {.url_or_path = src_dir, .plain_directory = true};
-        source *src = NULL;
-        char *err = NULL;
-        if (source_open(&so, &src, &err) < 0) {
-                fprintf(stderr, "source: %s\n", err);
-                return 1;
-        }
-        driver_opts dopts = {.db = db, .target = tgt, .src = src};
-        driver *d = NULL;
-        if (driver_new(&dopts, &d) < 0)
-                return 1;
+        bench_world_open(&world, "gitcd-bench-tls");
 
         printf("gitcd TLS benchmark, etcd %s on the local target (loopback), %d members,\n"
                "client and peer TLS, leaves valid %d s and renewed %d s before expiry\n\n",
@@ -211,8 +120,8 @@ int main(int argc, char **argv)
 
         int64_t hand = by_hand_rolling_restart(version);
 
-        write_spec(src_dir);
-        if (!converge(d)) {
+        write_spec();
+        if (bench_world_converge(&world, 120000) < 0) {
                 fprintf(stderr, "the cluster did not form\n");
                 return 1;
         }
@@ -233,7 +142,7 @@ int main(int argc, char **argv)
         /* Run the daemon's loop until every leaf carries a new serial. */
         int64_t done = -1, deadline = now_mono_ms() + 120000;
         while (now_mono_ms() < deadline) {
-                (void)loop_once(d);
+                (void)bench_world_step(&world);
                 size_t renewed = 0;
                 if (read_leaves(now, ignored))
                         for (size_t k = 0; k < LEAVES; k++)
@@ -262,10 +171,6 @@ int main(int argc, char **argv)
                 free(before[k]);
                 free(now[k]);
         }
-        driver_free(d);
-        source_free(src);
-        cleanup();
-        state_close(db);
-        free(err);
+        bench_world_close(&world);
         return 0;
 }

@@ -202,15 +202,27 @@ static void steps_create(plan_item *it, const etcd_cluster *c)
                 STEP(it, "record the cluster as paused: no member is started");
                 return;
         }
+        if (c->restore.enabled)
+                STEP(it, "check the snapshot of spec.bootstrap.restore (nothing is created if it "
+                         "is refused)");
         if (c->replicas == 1) {
+                if (c->restore.enabled)
+                        STEP(it, "restore the snapshot into its single member (a new cluster ID)");
                 STEP(it, "start its single member on etcd %s", c->version);
                 return;
         }
         if (c->bootstrap_mode == BOOTSTRAP_STATIC) {
+                if (c->restore.enabled)
+                        STEP(it,
+                             "restore the snapshot into each of the %d members (a new cluster "
+                             "ID)",
+                             c->replicas);
                 STEP(it, "start all %d members at once on etcd %s with a static initial cluster",
                      c->replicas, c->version);
                 return;
         }
+        if (c->restore.enabled)
+                STEP(it, "restore the snapshot into the seed member (a new cluster ID)");
         STEP(it, "start the seed member alone on etcd %s", c->version);
         steps_add_learners(it, c->replicas - 1);
 }

@@ -823,8 +823,8 @@ static int restore_check(act_ctx *a)
         return 0;
 }
 
-/* Restore the checked snapshot into the seed's data before its first start (audited). */
-static int act_restore_seed(act_ctx *a, const membership_plan *p, char *err, size_t errsize)
+/* Restore the checked snapshot into member idx's data before its first start (audited). */
+static int act_restore(act_ctx *a, const membership_plan *p, size_t idx, char *err, size_t errsize)
 {
         int64_t t0 = mono(a->r);
         int k = restore_check(a);
@@ -834,14 +834,14 @@ static int act_restore_seed(act_ctx *a, const membership_plan *p, char *err, siz
         }
         _cleanup_free_ char *error = NULL;
         FAILPOINT("restore.before-target");
-        k = restore_seed(a->r->opts.target, a->c, p, 0, a->prep, &error);
+        k = restore_into(a->r->opts.target, a->c, p, idx, a->prep, &error);
         FAILPOINT("restore.after-target");
         _cleanup_free_ char *what =
             xasprintf("%s restored from %s (revision %lld, %lld keys, %lld bytes)",
-                      p->members[0].name, a->prep->source, (long long)a->prep->revision,
+                      p->members[idx].name, a->prep->source, (long long)a->prep->revision,
                       (long long)a->prep->keys, (long long)a->prep->size);
         _cleanup_free_ char *after = xasprintf("{\"member\":\"%s\",\"revision\":%lld}",
-                                               p->members[0].name, (long long)a->prep->revision);
+                                               p->members[idx].name, (long long)a->prep->revision);
         audit(a->r, a->x->name, "member.restore", k < 0 ? error : what, NULL, after,
               k < 0 ? "failure" : "success", mono(a->r) - t0, a->commit, a->author);
         if (k < 0)
@@ -859,8 +859,8 @@ static int start_member(act_ctx *a, state_member *rec, char *err, size_t errsize
         int k = member_start_plan(a->r, a->c, rec, &p);
         if (k >= 0)
                 k = t->ops->ensure_shared(t, a->c, p);
-        if (k >= 0 && restore_seed_due(t, a->c, rec, a->w->obs.bootstrapped))
-                k = act_restore_seed(a, p, err, errsize);
+        if (k >= 0 && restore_due(t, a->c, rec, a->w->obs.bootstrapped))
+                k = act_restore(a, p, 0, err, errsize);
         if (k >= 0)
                 k = t->ops->ensure_member(t, a->c, p, 0);
         if (k < 0) {
@@ -910,7 +910,11 @@ static int act_start_seed(act_ctx *a)
 
 /*
  * A static bootstrap (reconciler/bootstrap.h): every member recorded (the
- * marker that the cluster may form from now on), journaled, then started.
+ * marker that the cluster may form from now on), journaled, with
+ * spec.bootstrap.restore every member restored from the one checked
+ * snapshot, then all started. After a crash midway, the members not
+ * started yet are restored (when they hold no data) and started one by
+ * one by the start step (restore_due).
  */
 static int act_bootstrap(act_ctx *a)
 {
@@ -918,8 +922,12 @@ static int act_bootstrap(act_ctx *a)
         reconciler *r = a->r;
         char err[sizeof(a->res->message)] = "";
         _cleanup_(membership_plan_freep) membership_plan *p = NULL;
-        int k = bootstrap_static_plan(r->opts.db, r->opts.target, a->x->name, a->c, a->s->ordinal,
-                                      a->s->count, &p, err, sizeof(err));
+        /* spec.bootstrap.restore: the snapshot is checked before anything is created. */
+        int k = a->c->restore.enabled ? restore_check(a) : 1;
+        if (k <= 0)
+                return k;
+        k = bootstrap_static_plan(r->opts.db, r->opts.target, a->x->name, a->c, a->s->ordinal,
+                                  a->s->count, &p, err, sizeof(err));
         if (k >= 0)
                 k = bootstrap_static_record(r->opts.db, a->x->name, a->c, p, wall(r), err,
                                             sizeof(err));
@@ -937,6 +945,18 @@ static int act_bootstrap(act_ctx *a)
         if (k < 0)
                 return k;
         FAILPOINT("bootstrap.after-journal");
+        if (a->c->restore.enabled) {
+                k = r->opts.target->ops->ensure_shared(r->opts.target, a->c, p);
+                if (k < 0)
+                        snprintf(err, sizeof(err), "%s", target_last_error(r->opts.target));
+                for (size_t i = 0; k >= 0 && i < p->n; i++) {
+                        k = act_restore(a, p, i, err, sizeof(err));
+                        if (i == 0)
+                                FAILPOINT("bootstrap.after-first-restore");
+                }
+                if (k < 0)
+                        return finish(a, op, "member.bootstrap", k, err, t0);
+        }
         k = bootstrap_static_start(r->opts.db, r->opts.target, a->x->name, a->c, p, wall(r), err,
                                    sizeof(err));
         FAILPOINT("bootstrap.after-start");
@@ -2026,8 +2046,7 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
         int64_t life_s = 0, renew_s = 0;
         pki_auto_lifetime(c, &life_s, &renew_s);
         desired want = {.replicas = c->replicas,
-                        .static_bootstrap =
-                            c->bootstrap_mode == BOOTSTRAP_STATIC && !c->restore.enabled,
+                        .static_bootstrap = c->bootstrap_mode == BOOTSTRAP_STATIC,
                         .renew_before_ms = renew_s * 1000};
         step s;
         decide(&want, &w.obs, &s);

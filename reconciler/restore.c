@@ -12,7 +12,7 @@
  *
  * Writing etcd's data directory is the target's (target_ops.restore_member):
  * the data lives where the target keeps it. This file only decides when
- * (restore_seed_due) and hands over a checked, uncompressed file and etcd's
+ * (restore_due) and hands over a checked, uncompressed file and etcd's
  * tool for it (restore_find_tool, which a disaster recovery from a snapshot
  * uses too).
  */
@@ -308,9 +308,14 @@ int restore_prepare(state_db *db, target *t, const etcd_cluster *c, const char *
         return 0;
 }
 
-bool restore_seed_due(target *t, const etcd_cluster *c, const state_member *rec, bool bootstrapped)
+bool restore_due(target *t, const etcd_cluster *c, const state_member *rec, bool bootstrapped)
 {
-        if (!c->restore.enabled || !rec->seed || bootstrapped)
+        if (!c->restore.enabled)
+                return false;
+        bool static_member = !rec->seed && !rec->initialized &&
+                             streq_ptr(rec->initial_cluster_state, "new") && rec->initial_cluster &&
+                             strchr(rec->initial_cluster, ',');
+        if (!static_member && (!rec->seed || bootstrapped))
                 return false;
         target_member_status ts = {0};
         if (t->ops->member_status(t, c, rec->name, &ts) < 0)
@@ -320,7 +325,7 @@ bool restore_seed_due(target *t, const etcd_cluster *c, const state_member *rec,
         return absent;
 }
 
-int restore_seed(target *t, const etcd_cluster *c, const membership_plan *p, size_t idx,
+int restore_into(target *t, const etcd_cluster *c, const membership_plan *p, size_t idx,
                  const restore_prep *prep, char **ret_error)
 {
         assert(t && c && p && prep && idx < p->n);

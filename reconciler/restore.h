@@ -59,14 +59,18 @@ int restore_prepare(state_db *db, target *t, const etcd_cluster *c, const char *
                     restore_prep **ret, bool *ret_refused, char **ret_error);
 
 /*
- * Is the seed's data to be restored before it starts? Only when the spec
- * asks for a restore, the cluster never formed (no cluster ID recorded) and
- * the target holds no data for the member: a member that has data (a
- * restore done before a crash, or a member that already formed the
- * cluster) is never restored over.
+ * Is this member's data to be restored before it starts? Only when the
+ * spec asks for a restore, the target holds no data for the member (a
+ * member that has data, a restore done before a crash or a member that
+ * already ran, is never restored over), and the member is either
+ *  - the seed of a cluster that never formed (no cluster ID recorded), or
+ *  - a member of the static initial cluster that never joined (every one
+ *    is restored from the same snapshot; one that was not when the others
+ *    formed the cluster must still be: started empty it would be taken in
+ *    at the snapshot's raft index without the snapshot's keys).
  */
-bool restore_seed_due(target *t, const etcd_cluster *c, const state_member *rec, bool bootstrapped);
+bool restore_due(target *t, const etcd_cluster *c, const state_member *rec, bool bootstrapped);
 
 /* Restore prep into member idx of plan p through the target; -errno with *ret_error. */
-int restore_seed(target *t, const etcd_cluster *c, const membership_plan *p, size_t idx,
+int restore_into(target *t, const etcd_cluster *c, const membership_plan *p, size_t idx,
                  const restore_prep *prep, char **ret_error);

@@ -252,7 +252,9 @@ int snapshot_restore_dir(const snapshot_restore_opts *o, char **ret_error)
                 *ret_error = xasprintf("%s exists; restore into a new folder", o->data_dir);
                 return -EEXIST;
         }
-        _cleanup_free_ char *cluster = xasprintf("%s=%s", o->name, o->peer_url);
+        _cleanup_free_ char *cluster = isempty(o->initial_cluster)
+                                           ? xasprintf("%s=%s", o->name, o->peer_url)
+                                           : xstrdup(o->initial_cluster);
         char *argv[] = {(char *)o->tool,
                         "snapshot",
                         "restore",

@@ -46,6 +46,9 @@ typedef struct snapshot_restore_opts {
         const char *name;     /* the member's name */
         const char *peer_url; /* its advertised peer URL */
         const char *token;    /* --initial-cluster-token */
+        /* --initial-cluster: every member of a static initial cluster, each restored from
+         * the same snapshot; NULL: the member alone (name=peer_url) */
+        const char *initial_cluster;
 } snapshot_restore_opts;
 
 /* Run the tool's `snapshot restore`. -EEXIST when data_dir exists; -EIO with its words. */

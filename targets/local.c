@@ -1598,7 +1598,8 @@ static int local_restore_member(target *t, const etcd_cluster *c, const membersh
                                    .data_dir = tmp,
                                    .name = mp->name,
                                    .peer_url = mp->peer_url,
-                                   .token = p->cluster_token};
+                                   .token = p->cluster_token,
+                                   .initial_cluster = target_restore_initial_cluster(mp)};
         r = snapshot_restore_dir(&o, &error);
         if (r < 0)
                 return target_fail(t, r, "member %s: %s", m->name, error);

@@ -152,3 +152,11 @@ int target_client_tls(target *t, const etcd_cluster *c, char **ret_ca, char **re
         assert(t->ops->client_tls);
         return t->ops->client_tls(t, c, ret_ca, ret_cert, ret_key);
 }
+
+const char *target_restore_initial_cluster(const member_plan *mp)
+{
+        if (!streq_ptr(mp->initial_cluster_state, "new") || isempty(mp->initial_cluster) ||
+            !strchr(mp->initial_cluster, ','))
+                return NULL;
+        return mp->initial_cluster;
+}

@@ -97,6 +97,14 @@ typedef struct target_restore {
         const char *tool;     /* etcd's restore tool for the cluster's version, on the gitcd host */
 } target_restore;
 
+/*
+ * The --initial-cluster a member's data is restored with: a member of a
+ * static initial cluster (state "new", more members than itself) is
+ * restored as one of them, every one from the same snapshot, so they form
+ * one cluster; any other member alone (NULL), as a seed others join.
+ */
+const char *target_restore_initial_cluster(const member_plan *mp);
+
 typedef struct target_ops {
         const char *name; /* "local", "kubernetes": for messages only */
         unsigned caps;    /* TARGET_CAP_* */

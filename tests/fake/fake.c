@@ -284,7 +284,19 @@ static void proc_start(fake_world *w, fake_proc *p)
                 return;
         }
         fake_etcd_member *m = member_by_peer(w, p->peer_url);
-        if (restored) {
+        if (restored && strchr(p->restored_with, ',')) {
+                /* Every member of a static initial cluster restored from one snapshot. */
+                if (w->cluster_id == 0) {
+                        form(w, p->restored_with);
+                        w->cluster_id = 0x5e57023d1ca7a1c3ULL;
+                        w->data_revision = p->restored_revision;
+                        m = member_by_peer(w, p->peer_url);
+                } else if (!streq(w->formed_with, p->restored_with)) {
+                        return proc_exit(p); /* its restored cluster is not this one */
+                }
+                if (!m || m->client_url[0])
+                        return proc_exit(p);
+        } else if (restored) {
                 if (w->cluster_id != 0 || m)
                         return proc_exit(p); /* its restored cluster is not this one */
                 for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
@@ -310,6 +322,8 @@ static void proc_start(fake_world *w, fake_proc *p)
                 /* A static bootstrap: the same initial cluster gives the same cluster ID. */
                 if (!m || m->client_url[0] || !streq(w->formed_with, p->initial_cluster))
                         return proc_exit(p);
+                if (w->data_revision)
+                        w->diverged++; /* empty, into a cluster formed from a snapshot */
         } else if (!streq(p->initial_state, "existing") || !m || m->name[0]) {
                 return proc_exit(p); /* a cluster ID or member mismatch: etcd exits */
         }
@@ -540,7 +554,15 @@ static int fake_restore_member(target *t, const etcd_cluster *c, const membershi
         head[n] = '\0';
         long long rev = strtoll(head, NULL, 10);
         p->restored_revision = rev > 0 ? rev : 1;
-        p->restored = w->cluster_id != 0;
+        /* A member of a static initial cluster joins the cluster its peers formed from the
+         * same snapshot; any other restore into a world with a cluster replaces it. */
+        const char *with = target_restore_initial_cluster(mp);
+        p->restored = w->cluster_id != 0 && !with;
+        if (with)
+                copy(p->restored_with, sizeof(p->restored_with), with);
+        else
+                snprintf(p->restored_with, sizeof(p->restored_with), "%s=%s", mp->name,
+                         mp->peer_url);
         p->has_data = true;
         copy(p->peer_url, sizeof(p->peer_url), mp->peer_url);
         w->restores++;

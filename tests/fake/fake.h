@@ -78,6 +78,7 @@ typedef struct fake_proc {
         uint64_t raft_index;
         int64_t revision;
         int64_t restored_revision; /* restore_member put a snapshot of this revision in its data */
+        char restored_with[FAKE_IC_MAX]; /* the --initial-cluster it was restored with */
         int64_t running_since_ms;
         int64_t cert_not_after_ms; /* its leaf certificate (world cert_life_ms > 0) */
         int cert_serial;
@@ -110,6 +111,12 @@ typedef struct fake_world {
         int renewals;          /* certificates renewed through the target */
         int restores;          /* snapshots restored into a member (restore_member) */
         int64_t data_revision; /* the revision the cluster's data started from (0: empty) */
+        /*
+         * Members that started with empty data into a static cluster formed
+         * from a snapshot: etcd takes them in at the snapshot's raft index
+         * without its keys, so their data silently differs. Must stay 0.
+         */
+        int diverged;
         /* test hook: the CA bundle (PEM) members trust, "" for none; its fingerprint is the
          * TLS material version place_member reports (pki_bundle_fingerprint) */
         char ca_pem[8192];

@@ -491,6 +491,8 @@ static void test_unsupported_fields(void **state)
                              "created");
         /* spec.bootstrap.restore is supported: those clusters are planned for creation. */
         assert_contains(out, "+ create default/restore  (clusters/restore.yaml:1)");
+        assert_contains(out, "check the snapshot of spec.bootstrap.restore");
+        assert_contains(out, "restore the snapshot into each of the");
         assert_contains(out, "! rejected default/cozy-auth\n    clusters/cozy.yaml:8:14: error: "
                              "spec.auth (etcd authentication) is not supported yet; the cluster "
                              "is not created");

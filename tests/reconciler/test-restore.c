@@ -1,11 +1,14 @@
 /*
  * spec.bootstrap.restore through whole reconciler passes on the fake world
- * (tests/fake/fake.h): the seed is restored from the snapshot through the
- * target and forms a new cluster, the others join it as learners; a
+ * (tests/fake/fake.h): every member of the static initial cluster is
+ * restored from the snapshot through the target and they form a new
+ * cluster (bootstrap.mode: learners: the seed alone is restored and the
+ * others join it as learners); no member ever starts empty beside restored
+ * ones, whatever gitcd is killed at; a
  * snapshot that is missing, damaged, from a newer etcd or larger than the
  * storage is refused with nothing created; a target that cannot restore
- * refuses by name; and gitcd killed around the restore converges with the
- * seed restored exactly once and never restored over.
+ * refuses by name; and gitcd killed around the restore converges with each
+ * member restored exactly once and never restored over.
  *
  * The snapshot files are real files checked by the real pipeline (size,
  * SHA-256, etcd's sha256 trailer); etcd's tool is a script standing in for
@@ -96,12 +99,14 @@ static int setup(void **state)
         return fx_setup(state, &config);
 }
 
+static const char *offer_mode = "static"; /* spec.bootstrap.mode of the next offers */
+
 static void offer_source(fx *f, int replicas, const char *storage, const char *source)
 {
         fx_offer(f, NULL,
                  "  replicas: %d\n  version: \"3.5.16\"\n  storage:\n    size: %s\n"
-                 "  bootstrap:\n    restore:\n      source:\n%s",
-                 replicas, storage, source);
+                 "  bootstrap:\n    mode: %s\n    restore:\n      source:\n%s",
+                 replicas, storage, offer_mode, source);
 }
 
 static void offer_restore(fx *f, int replicas, const char *storage)
@@ -111,20 +116,37 @@ static void offer_restore(fx *f, int replicas, const char *storage)
         offer_source(f, replicas, storage, source);
 }
 
-/* Three voters on the restored data: the seed restored once, the others joined as learners. */
+static bool learners_mode(void)
+{
+        return streq(offer_mode, "learners");
+}
+
+/*
+ * Three voters on the restored data: every member restored once and started
+ * together (static), or the seed restored once and the others joined as
+ * learners; never a member started empty beside restored ones.
+ */
 static void assert_restored_cluster(fx *f)
 {
         size_t learners = 0;
         assert_int_equal(fake_etcd_count(f->w, &learners), 3);
         assert_int_equal(learners, 0);
         assert_int_equal(fake_procs_running(f->w), 3);
-        assert_int_equal(f->w->restores, 1);
         assert_int_equal(f->w->data_revision, REVISION);
-        assert_int_equal(f->w->adds, 2);
+        assert_int_equal(f->w->diverged, 0);
         fake_proc *seed = fake_proc_find(f->w, "demo-0");
         assert_non_null(seed);
         assert_int_equal(seed->restored_revision, REVISION);
-        assert_int_equal(fake_proc_find(f->w, "demo-1")->restored_revision, 0);
+        if (learners_mode()) {
+                assert_int_equal(f->w->restores, 1);
+                assert_int_equal(f->w->adds, 2);
+                assert_int_equal(fake_proc_find(f->w, "demo-1")->restored_revision, 0);
+        } else {
+                assert_int_equal(f->w->restores, 3);
+                assert_int_equal(f->w->adds, 0);
+                assert_int_equal(fake_proc_find(f->w, "demo-1")->restored_revision, REVISION);
+                assert_int_equal(fake_proc_find(f->w, "demo-2")->restored_revision, REVISION);
+        }
         state_cluster *sc = NULL;
         assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
         assert_string_equal(sc->phase, "Running");
@@ -166,7 +188,7 @@ static void test_restore_three(void **state)
         offer_restore(f, 3, "1Gi");
         fx_converge(f, NULL);
         assert_restored_cluster(f);
-        assert_int_equal(fx_audit_count(f, "member.restore"), 1);
+        assert_int_equal(fx_audit_count(f, "member.restore"), learners_mode() ? 1 : 3);
         /* The temporary copy is gone. */
         _cleanup_free_ char *work = xasprintf("%s/restore-tmp/default/demo", f->dir);
         assert_false(path_exists(work));
@@ -175,7 +197,15 @@ static void test_restore_three(void **state)
         fake_kill(f->w, "demo-0", false);
         fake_world_advance(f->w, 2000);
         fx_converge(f, NULL);
-        assert_int_equal(f->w->restores, 1);
+        assert_int_equal(f->w->restores, learners_mode() ? 1 : 3);
+}
+
+/* bootstrap.mode: learners: the seed alone is restored, the others join it. */
+static void test_restore_three_learners(void **state)
+{
+        offer_mode = "learners";
+        test_restore_three(state);
+        offer_mode = "static";
 }
 
 /* A gzip-compressed snapshot (spec.snapshots.compression: gzip) is unpacked, then restored. */
@@ -343,12 +373,9 @@ static void test_target_without_restore_refused(void **state)
         assert_refused(f, "the kubernetes target cannot restore a snapshot yet");
 }
 
-static void test_crash_points(void **state)
+static void crash_at(const char *const *points, size_t n)
 {
-        (void)state;
-        static const char *const points[] = {"start-seed.after-record", "restore.before-target",
-                                             "restore.after-target", "start-seed.after-start"};
-        for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
+        for (size_t i = 0; i < n; i++) {
                 void *st = NULL;
                 setup(&st);
                 fx *f = st;
@@ -361,15 +388,35 @@ static void test_crash_points(void **state)
         }
 }
 
+static void test_crash_points(void **state)
+{
+        (void)state;
+        static const char *const points[] = {
+            "bootstrap.after-records",       "bootstrap.after-journal",
+            "restore.before-target",         "restore.after-target",
+            "bootstrap.after-first-restore", "bootstrap.after-first-start"};
+        crash_at(points, sizeof(points) / sizeof(points[0]));
+}
+
+static void test_crash_points_learners(void **state)
+{
+        (void)state;
+        static const char *const points[] = {"start-seed.after-record", "restore.before-target",
+                                             "restore.after-target", "start-seed.after-start"};
+        offer_mode = "learners";
+        crash_at(points, sizeof(points) / sizeof(points[0]));
+        offer_mode = "static";
+}
+
 /*
- * gitcd stopped after the seed's record was written; the snapshot is gone when it
- * comes back: refused (terminal, RestoreRefused), the seed never started empty.
+ * gitcd stopped after the members' records were written; the snapshot is gone when
+ * it comes back: refused (terminal, RestoreRefused), no member ever started empty.
  */
 static void test_snapshot_gone_after_crash_refused(void **state)
 {
         fx *f = *state;
         offer_restore(f, 3, "1Gi");
-        fx_run_until_killed(f, "start-seed.after-record");
+        fx_run_until_killed(f, "bootstrap.after-records");
         assert_int_equal(unlink(snap_path(f)), 0);
         pass_result res;
         assert_int_equal(fx_converge_n(f, 20, &res), PASS_FAILED);
@@ -377,8 +424,11 @@ static void test_snapshot_gone_after_crash_refused(void **state)
         assert_int_equal(f->w->restores, 0);
         assert_int_equal(fake_procs_running(f->w), 0);
         assert_int_equal(fake_etcd_count(f->w, NULL), 0);
-        fake_proc *seed = fake_proc_find(f->w, "demo-0");
-        assert_true(!seed || (!seed->has_data && seed->starts == 0));
+        for (int i = 0; i < 3; i++) {
+                _cleanup_free_ char *name = xasprintf("demo-%d", i);
+                fake_proc *p = fake_proc_find(f->w, name);
+                assert_true(!p || (!p->has_data && p->starts == 0));
+        }
         assert_int_equal(fx_audit_count(f, "restore.refused"), 1);
 }
 
@@ -386,6 +436,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_restore_three, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_restore_three_learners, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_restore_gzip, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_missing_snapshot_refused, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_corrupt_snapshot_refused, setup, fx_teardown),
@@ -402,6 +453,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_snapshot_gone_after_crash_refused, setup,
                                             fx_teardown),
             cmocka_unit_test(test_crash_points),
+            cmocka_unit_test(test_crash_points_learners),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
