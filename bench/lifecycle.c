@@ -30,8 +30,7 @@
 #include <unistd.h>
 
 #include "etcd/client.h"
-#include "reconciler/driver.h"
-#include "targets/local.h"
+#include "bench/world.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -42,47 +41,13 @@
 #define IDLE_MS 5500 /* etcd's health interval, and a little */
 #define RUNS    3    /* each figure is the median of this many runs */
 
-static char root[] = "/tmp/gitcd-bench-XXXXXX";
-static target *tgt;
+static bench_world world;
 
-static void write_spec(const char *dir, const char *name, int replicas, const char *version)
+static void write_spec(const char *name, int replicas, const char *version)
 {
-        _cleanup_free_ char *file = xasprintf("%s.yaml", name);
-        _cleanup_free_ char *path = path_join(dir, file);
-        _cleanup_free_ char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
-                                              "metadata:\n  name: %s\nspec:\n  replicas: %d\n"
-                                              "  version: \"%s\"\n",
-                                              name, replicas, version);
-        if (write_file_atomic(path, text, strlen(text), 0644) < 0) {
-                fprintf(stderr, "cannot write %s\n", path);
-                exit(1);
-        }
-}
-
-/* Sync the source and step until converged; returns elapsed ms, or -1 on failure. */
-static int64_t converge(driver *d, target *t)
-{
-        int64_t start = now_mono_ms();
-        diag_list diags = DIAG_LIST_INIT;
-        (void)driver_sync(d, &diags);
-        diag_list_release(&diags);
-        for (;;) {
-                driver_summary s = {0};
-                (void)driver_step(d, &s);
-                if (s.waiting == 0)
-                        return s.failed ? -1 : now_mono_ms() - start;
-                if (now_mono_ms() - start > 120000)
-                        return -1;
-                if (s.wait_ms > 0)
-                        (void)t->ops->wait_event(t, s.wait_ms);
-        }
-}
-
-static void remove_spec(const char *dir, const char *name)
-{
-        _cleanup_free_ char *file = xasprintf("%s.yaml", name);
-        _cleanup_free_ char *path = path_join(dir, file);
-        (void)unlink(path);
+        _cleanup_free_ char *body =
+            xasprintf("  replicas: %d\n  version: \"%s\"\n", replicas, version);
+        bench_world_write_spec(&world, name, body);
 }
 
 /* The median of RUNS figures; -1 when any run failed. */
@@ -98,39 +63,6 @@ static int64_t median(int64_t v[RUNS])
                         v[j - 1] = x;
                 }
         return v[RUNS / 2];
-}
-
-static void remove_cluster(const char *name)
-{
-        etcd_cluster fake = {0};
-        fake.name = (char *)name;
-        fake.namespace_ = (char *)"default";
-        char **names = NULL;
-        size_t n = 0;
-        if (tgt->ops->list_members(tgt, "default", name, &names, &n) == 0) {
-                for (size_t i = 0; i < n; i++) {
-                        (void)tgt->ops->remove_member(tgt, &fake, names[i], false);
-                        free(names[i]);
-                }
-                free(names);
-        }
-}
-
-static void cleanup(void)
-{
-        if (!tgt)
-                return;
-        remove_cluster("boot3-0");
-        target_free(tgt);
-        tgt = NULL;
-        (void)rm_rf(root);
-}
-
-static void on_signal(int sig)
-{
-        cleanup();
-        signal(sig, SIG_DFL);
-        raise(sig);
 }
 
 static double sec(int64_t ms)
@@ -218,13 +150,13 @@ static const char *lose_newest(const char *name)
         char **names = NULL;
         size_t n = 0;
         victim[0] = '\0';
-        if (tgt->ops->list_members(tgt, "default", name, &names, &n) < 0 || n == 0)
+        if (world.tgt->ops->list_members(world.tgt, "default", name, &names, &n) < 0 || n == 0)
                 return NULL;
         snprintf(victim, sizeof(victim), "%s", names[n - 1]);
         for (size_t i = 0; i < n; i++)
                 free(names[i]);
         free(names);
-        _cleanup_free_ char *dir = xasprintf("%s/clusters/default/%s/%s", root, name, victim);
+        _cleanup_free_ char *dir = xasprintf("%s/clusters/default/%s/%s", world.root, name, victim);
         _cleanup_free_ char *pidf = path_join(dir, "pid");
         char *data = NULL;
         size_t len;
@@ -245,35 +177,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "etcd %s is not installed (scripts/setup)\n", version);
                 return 1;
         }
-        if (!mkdtemp(root))
-                return 1;
-        atexit(cleanup);
-        signal(SIGINT, on_signal);
-        signal(SIGTERM, on_signal);
         log_set_level(LOG_ERROR);
-
-        _cleanup_free_ char *src_dir = path_join(root, "source");
-        _cleanup_free_ char *db_path = path_join(root, "state.db");
-        (void)mkdir_p(src_dir, 0755);
-        state_db *db = NULL;
-        if (state_open(db_path, STATE_OPEN_READ_WRITE, &db) < 0) {
-                fprintf(stderr, "state: %s\n", state_last_error());
-                return 1;
-        }
-        local_target_opts lo = {.state_dir = root};
-        if (local_target_new(&lo, &tgt) < 0)
-                return 1;
-        source_opts so = {.url_or_path = src_dir, .plain_directory = true};
-        source *src = NULL;
-        char *err = NULL;
-        if (source_open(&so, &src, &err) < 0) {
-                fprintf(stderr, "source: %s\n", err);
-                return 1;
-        }
-        driver_opts dopts = {.db = db, .target = tgt, .src = src};
-        driver *d = NULL;
-        if (driver_new(&dopts, &d) < 0)
-                return 1;
+        bench_world_open(&world, "gitcd-bench");
 
         printf("gitcd lifecycle benchmark, etcd %s on the local target (loopback)\n", version);
         printf("each gitcd figure beside the same change by hand, measured right before it\n\n");
@@ -290,11 +195,11 @@ int main(int argc, char **argv)
                 for (int r = 0; r < RUNS; r++) {
                         limit[r] = by_hand_bootstrap(version, (size_t)n);
                         _cleanup_free_ char *name = xasprintf("boot%d-%d", n, r);
-                        write_spec(src_dir, name, n, version);
-                        t[r] = converge(d, tgt);
+                        write_spec(name, n, version);
+                        t[r] = bench_world_converge(&world, 120000);
                         if (n != 3 || r != 0) {
-                                remove_spec(src_dir, name);
-                                remove_cluster(name);
+                                bench_world_remove_spec(&world, name);
+                                bench_world_remove_cluster(&world, name);
                         }
                 }
                 _cleanup_free_ char *what = xasprintf("bootstrap of %d members", n);
@@ -306,8 +211,8 @@ int main(int argc, char **argv)
         for (int r = 0; r < RUNS; r++) {
                 hand_step[r] = by_hand_scale_step(version);
                 usleep(IDLE_MS * 1000);
-                write_spec(src_dir, "boot3-0", 4 + r, version);
-                t_step[r] = converge(d, tgt);
+                write_spec("boot3-0", 4 + r, version);
+                t_step[r] = bench_world_converge(&world, 120000);
         }
         print_row("scale-up step (idle)", median(hand_step), median(t_step));
 
@@ -316,14 +221,10 @@ int main(int argc, char **argv)
         for (int r = 0; r < RUNS; r++) {
                 usleep(IDLE_MS * 1000);
                 const char *victim = lose_newest("boot3-0");
-                t_rep[r] = victim ? converge(d, tgt) : -1;
+                t_rep[r] = victim ? bench_world_converge(&world, 120000) : -1;
         }
         print_row("data loss → replaced (idle)", 0, median(t_rep));
 
-        driver_free(d);
-        source_free(src);
-        cleanup();
-        state_close(db);
-        free(err);
+        bench_world_close(&world);
         return 0;
 }
