@@ -35,6 +35,7 @@
 #include "maintenance/maintenance.h"
 #include "pki/auto.h"
 #include "reconciler/bootstrap.h"
+#include "reconciler/carotate.h"
 #include "reconciler/membership.h"
 #include "reconciler/reconcile.h"
 #include "reconciler/recovery.h"
@@ -2012,6 +2013,12 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
         if (k <= 0)
                 return k;
         const etcd_cluster *c = x->latched;
+        /* CA rotation (reconciler/carotate.h): its phase is set on the spec before observing. */
+        carotate_env ca_env = {
+            r->opts.db, r->opts.target, x->latched, x->name, w.sc && !isempty(w.sc->cluster_id),
+            &w.records, w.commit,       w.author,   wall(r)};
+        if ((k = carotate_prepare(&ca_env)) < 0)
+                return k;
 
         /* The first pass of this process: time gitcd was not running does not count. */
         bool first_pass = !x->journal_checked;
@@ -2044,6 +2051,17 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                 int64_t due = certs_next_renewal_ms(&want, &w.obs);
                 if (res->outcome == PASS_CONVERGED && due)
                         res->poll_ms = (int)MIN(MAX(due - w.obs.now_ms, 1000), 3600 * 1000);
+                bool new_identity = false;
+                if (res->outcome == PASS_CONVERGED &&
+                    (k = carotate_converged(&ca_env, res, &new_identity)) != 0) {
+                        if (new_identity && x->client) { /* dial again with the new certificate */
+                                r->opts.etcd->disconnect(x->client);
+                                x->client = NULL;
+                                free(x->client_endpoints);
+                                x->client_endpoints = NULL;
+                        }
+                        return k < 0 ? k : 0;
+                }
                 if (res->outcome == PASS_CONVERGED)
                         pass_maintenance(r, c, &w, res);
                 return 0;
