@@ -41,6 +41,7 @@
 #include "reconciler/decide.h"
 #include "reconciler/membership.h"
 #include "state/carotate.h"
+#include "util/failpoint.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
@@ -88,10 +89,12 @@ int carotate_prepare(const carotate_env *env)
                                          env->cluster, token);
                         else if (k < 0)
                                 return k;
-                        else if (env->bootstrapped)
+                        else if (env->bootstrapped) {
                                 audit(env, token, 1,
                                       "started: a new CA beside the old one, trusted by "
                                       "every member before it signs");
+                                FAILPOINT("ca-rotate.phase-1"); /* recorded, not acted on */
+                        }
                 }
         }
         _cleanup_(state_ca_rotation_freep) state_ca_rotation *rot = NULL;
@@ -150,6 +153,7 @@ static int reissue_next(const carotate_env *env, const state_ca_rotation *rot, p
                                         ? xstrdup(next)
                                         : xasprintf("%s,%s", rot->members_done, next);
         int issued = k;
+        FAILPOINT("ca-rotate.after-reissue"); /* reissued, not recorded: done again, idempotent */
         k = state_ca_rotation_set_done(env->db, env->cluster, list);
         if (k < 0)
                 return k;
@@ -196,6 +200,8 @@ int carotate_converged(const carotate_env *env, pass_result *res, bool *ret_new_
         k = state_ca_rotation_advance(env->db, env->cluster, next, env->now_ms);
         if (k < 0)
                 return k;
+        _cleanup_free_ char *fp = xasprintf("ca-rotate.phase-%d", next);
+        failpoint(fp); /* recorded, nothing acted on yet */
         audit(env, rot->token, phase, "done, every member healthy");
         if (next)
                 audit(env, rot->token, next,
