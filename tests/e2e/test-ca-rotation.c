@@ -133,6 +133,13 @@ static void test_rotation_under_writer(void **state)
                         kill(d, SIGKILL);
                         waitpid(d, NULL, 0);
                         killed = true;
+                        /* `gitcd status` shows the phase the rotation stopped in. */
+                        json_t *st = e2e_status(e, name);
+                        json_t *rot = json_object_get(st, "ca_rotation");
+                        assert_string_equal(json_string_value(json_object_get(rot, "token")),
+                                            "rotate-1");
+                        assert_true(json_integer_value(json_object_get(rot, "phase")) >= 2);
+                        json_decref(st);
                         d = e2e_start_daemon(e, NULL);
                 }
                 finished = strstr(log, "phase 3 (drop old CA): done") != NULL;
@@ -140,6 +147,10 @@ static void test_rotation_under_writer(void **state)
         if (!finished)
                 fail_msg("the CA rotation did not finish (killed: %d)", killed);
         assert_true(killed);
+
+        json_t *st = e2e_status(e, name);
+        assert_true(json_is_null(json_object_get(st, "ca_rotation")));
+        json_decref(st);
 
         /* Every acknowledged write is there. */
         etcd_kv_list *l = NULL;
