@@ -2014,11 +2014,19 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                 return k;
         const etcd_cluster *c = x->latched;
         /* CA rotation (reconciler/carotate.h): its phase is set on the spec before observing. */
-        carotate_env ca_env = {
-            r->opts.db, r->opts.target, x->latched, x->name, w.sc && !isempty(w.sc->cluster_id),
-            &w.records, w.commit,       w.author,   wall(r)};
-        if ((k = carotate_prepare(&ca_env)) < 0)
+        carotate_env ca_env = {.db = r->opts.db,
+                               .target = r->opts.target,
+                               .c = x->latched,
+                               .cluster = x->name,
+                               .bootstrapped = w.sc && !isempty(w.sc->cluster_id),
+                               .records = &w.records,
+                               .commit = w.commit,
+                               .author = w.author,
+                               .now_ms = wall(r)};
+        if ((k = carotate_prepare(&ca_env)) < 0) {
+                snprintf(res->message, sizeof(res->message), "CA rotation: %s", state_last_error());
                 return k;
+        }
 
         /* The first pass of this process: time gitcd was not running does not count. */
         bool first_pass = !x->journal_checked;
