@@ -14,10 +14,15 @@
 #include "util/macro.h"
 
 typedef struct state_ca_rotation {
-        char *cluster;      /* "namespace/name" */
-        char *token;        /* spec.tls.auto.rotateCA */
-        int phase;          /* 1: trust old+new, 2: reissue from new, 3: drop old; 0: finished */
-        char *members_done; /* comma-separated members done in this phase ("" for none) */
+        char *cluster; /* "namespace/name" */
+        char *token;   /* spec.tls.auto.rotateCA */
+        int phase;     /* 1: trust old+new, 2: reissue from new, 3: drop old; 0: finished */
+        /*
+         * Phase 2: comma-separated members whose leaves were reissued ("*":
+         * the shared ones), "" for none. Phases 1 and 3 keep none: a
+         * member's progress there is the config hash it runs (the target's).
+         */
+        char *members_done;
         int64_t started_ms;
         int64_t phase_ms;    /* when the phase began */
         int64_t finished_ms; /* 0 while running */

@@ -665,6 +665,15 @@ static void test_auto_ca_rotation(void **state)
         assert_int_equal(pki_auto_trust_version(cdir, c, true, &v3), 0);
         assert_string_not_equal(v2, v3);
 
+        /* Finished (phase 0 again): nothing moves; a second rotation starts like the first. */
+        a = open_in_phase(cdir, c, 0);
+        assert_int_equal(pem_count(pki_auto_ca_pem(a)), 1);
+        pki_auto_free(a);
+        a = open_in_phase(cdir, c, 1);
+        assert_int_equal(pem_count(pki_auto_ca_pem(a)), 2);
+        assert_true(path_exists(nxt));
+        pki_auto_free(a);
+
         pki_cert_free(signer);
         pki_cert_free(incoming);
         pki_cert_free(old);
