@@ -501,9 +501,12 @@ static void print_ca_rotation(state_db *db, const char *cluster)
         format_rfc3339(r->phase_ms, when, sizeof(when));
         _cleanup_free_ char *token = clean(r->token);
         _cleanup_free_ char *done = clean(isempty(r->members_done) ? "none yet" : r->members_done);
-        printf("\nCA rotation: rotateCA %s, phase %d of 3 (%s) since %s; done in this phase: "
-               "%s\n",
-               token, r->phase, ca_phase_names[r->phase & 3], when, done);
+        printf("\nCA rotation: rotateCA %s, phase %d of 3 (%s) since %s", token, r->phase,
+               ca_phase_names[r->phase & 3], when);
+        if (r->phase == 2)
+                printf("; reissued: %s\n", done);
+        else
+                printf("; members restart one at a time (see Members)\n");
         state_ca_rotation_free(r);
 }
 
