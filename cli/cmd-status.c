@@ -37,8 +37,9 @@ static void usage(FILE *out)
 {
         fprintf(out, "usage: gitcd status [NS/NAME] [options]\n\n"
                      "Show clusters from the state store; for one cluster also its members,\n"
-                     "certificate expiry dates, the last defragmentation and the conditions\n"
-                     "(etcd's NOSPACE and CORRUPT alarms among them).\n\n"
+                     "certificate expiry dates, a running CA rotation's phase, the last\n"
+                     "defragmentation and the conditions (etcd's NOSPACE and CORRUPT alarms\n"
+                     "among them).\n\n"
                      "Options:\n"
                      "  -o, --output FMT    table (default) or json\n"
                      "  --state PATH        the state database (default: "
