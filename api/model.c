@@ -234,6 +234,7 @@ void etcd_cluster_free(etcd_cluster *c)
         free(c->tls.operator_client_secret);
         issuer_ref_release(&c->tls.operator_client_issuer);
         free(c->tls.ca_bundle_secret);
+        free(c->tls.rotate_ca_token);
         free(c->auth.root_credentials_secret);
         json_decref(c->resources);
         json_decref(c->affinity);

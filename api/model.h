@@ -117,6 +117,14 @@ typedef struct tls_spec {
         int64_t validity_seconds;
         /* auto: renew this long before expiry, default 30 days (renewBefore / renewBeforeDays) */
         int64_t renew_before_seconds;
+        /* auto: tls.auto.rotateCA, a new value starts one CA rotation (reconciler/carotate.c) */
+        char *rotate_ca_token;
+        /*
+         * Not read from the spec: the CA rotation phase (0: none, 1..3) the
+         * reconciler has recorded for the cluster, set on its latched copy so
+         * that the targets' pki_auto_open() brings the CA folders to it.
+         */
+        int ca_rotation_phase;
 } tls_spec;
 
 typedef struct auth_spec {

@@ -225,9 +225,10 @@ static void read_tls(reader *r, const ynode *spec)
                             "spec.tls.operatorClient.issuerRef", &c->tls.operator_client_issuer);
         }
         if (rd_map(r, tls, "spec.tls", "auto", NULL, &m)) {
-                static const char *const k[] = {"validity", "renewBefore", "validityDays",
-                                                "renewBeforeDays", NULL};
+                static const char *const k[] = {"validity",        "renewBefore", "validityDays",
+                                                "renewBeforeDays", "rotateCA",    NULL};
                 rd_keys(r, m, "spec.tls.auto", k, NULL);
+                rd_string(r, m, "spec.tls.auto", "rotateCA", NULL, &c->tls.rotate_ca_token);
                 read_tls_lifetime(r, m, "validity", "validityDays", &c->tls.validity_seconds);
                 read_tls_lifetime(r, m, "renewBefore", "renewBeforeDays",
                                   &c->tls.renew_before_seconds);

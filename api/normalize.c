@@ -138,6 +138,7 @@ static json_t *tls_json(const tls_spec *t)
                             a, "renewBeforeDays",
                             json_integer(t->renew_before_seconds / TLS_DAY_SECONDS));
                 }
+                set_str(a, "rotateCA", t->rotate_ca_token);
                 json_object_set_new(o, "auto", a);
         }
         return o;

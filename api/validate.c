@@ -228,6 +228,11 @@ static void check_tls(reader *r)
                            rd_name(r, "spec.tls.auto.renewBefore"), rb,
                            rd_name(r, "spec.tls.auto.validity"), va);
         }
+        if (t->rotate_ca_token && t->provider != TLS_PROVIDER_AUTO)
+                rd_diag_at(r, DIAG_ERROR, "spec.tls.auto.rotateCA",
+                           "%s rotates the CA gitcd keeps for tls.provider auto; the provider is "
+                           "%s",
+                           rd_name(r, "spec.tls.auto.rotateCA"), tls_provider_name(t->provider));
         if (t->ca_bundle_secret && t->provider == TLS_PROVIDER_NONE)
                 rd_diag_at(r, DIAG_ERROR, "spec.tls.caBundleSecretRef",
                            "%s is set but the TLS provider is none",

@@ -24,6 +24,7 @@
 
 #include "cli/cli.h"
 #include "state/maintenance.h"
+#include "state/carotate.h"
 #include "state/recovery.h"
 #include "state/state.h"
 #include "util/escape.h"
@@ -36,8 +37,9 @@ static void usage(FILE *out)
 {
         fprintf(out, "usage: gitcd status [NS/NAME] [options]\n\n"
                      "Show clusters from the state store; for one cluster also its members,\n"
-                     "certificate expiry dates, the last defragmentation and the conditions\n"
-                     "(etcd's NOSPACE and CORRUPT alarms among them).\n\n"
+                     "certificate expiry dates, a running CA rotation's phase, the last\n"
+                     "defragmentation and the conditions (etcd's NOSPACE and CORRUPT alarms\n"
+                     "among them).\n\n"
                      "Options:\n"
                      "  -o, --output FMT    table (default) or json\n"
                      "  --state PATH        the state database (default: "
@@ -487,6 +489,44 @@ static void print_recovery(state_db *db, const char *cluster)
         state_recovery_list_release(&l);
 }
 
+/* The running CA rotation (tls.auto.rotateCA): its phase and the members done in it. */
+static const char *const ca_phase_names[] = {"finished", "trust old+new CA", "reissue from new CA",
+                                             "drop old CA"};
+
+static void print_ca_rotation(state_db *db, const char *cluster)
+{
+        state_ca_rotation *r = NULL;
+        if (state_ca_rotation_running(db, cluster, &r) < 0)
+                return;
+        char when[40];
+        format_rfc3339(r->phase_ms, when, sizeof(when));
+        _cleanup_free_ char *token = clean(r->token);
+        _cleanup_free_ char *done = clean(isempty(r->members_done) ? "none yet" : r->members_done);
+        printf("\nCA rotation: rotateCA %s, phase %d of 3 (%s) since %s", token, r->phase,
+               ca_phase_names[r->phase & 3], when);
+        if (r->phase == 2)
+                printf("; reissued: %s\n", done);
+        else
+                printf("; members restart one at a time (see Members)\n");
+        state_ca_rotation_free(r);
+}
+
+/* The same for -o json: "ca_rotation" (or null). */
+static void ca_rotation_json(state_db *db, const char *cluster, json_t *o)
+{
+        state_ca_rotation *r = NULL;
+        if (state_ca_rotation_running(db, cluster, &r) < 0) {
+                json_object_set_new(o, "ca_rotation", json_null());
+                return;
+        }
+        json_object_set_new(o, "ca_rotation",
+                            json_pack("{s:s,s:i,s:s,s:s,s:o,s:o}", "token", r->token, "phase",
+                                      r->phase, "phase_name", ca_phase_names[r->phase & 3],
+                                      "members_done", r->members_done, "started",
+                                      jtime(r->started_ms), "phase_since", jtime(r->phase_ms)));
+        state_ca_rotation_free(r);
+}
+
 /* The same for -o json: "quorum_loss" (or null) and "recoveries". */
 static void recovery_json(state_db *db, const char *cluster, json_t *o)
 {
@@ -569,10 +609,12 @@ static int show(state_db *db, const char *name, bool json)
                 if (json) {
                         json_t *o = cluster_json(cl.items[i], &ml, &certs, run, &af);
                         recovery_json(db, cl.items[i]->name, o);
+                        ca_rotation_json(db, cl.items[i]->name, o);
                         print_json_line(o);
                 } else if (name) {
                         print_detail(cl.items[i], &ml, &certs, run, now);
                         print_recovery(db, cl.items[i]->name);
+                        print_ca_rotation(db, cl.items[i]->name);
                 } else
                         cluster_row(&t, cl.items[i], &ml, now);
                 state_member_list_release(&ml);

@@ -21,6 +21,7 @@
 #include <strings.h>
 
 #include "plan/plan.h"
+#include "render/render.h"
 #include "api/spec.h"
 #include "api/yaml.h"
 #include "util/escape.h"
@@ -319,6 +320,22 @@ static void steps_update(plan_item *it, const etcd_cluster *prev, const etcd_clu
 
         /* Members that exist before and after roll onto the new command. */
         int keep = p == 0 ? 0 : MIN(p, n);
+        /* A new tls.auto.rotateCA token starts a CA rotation (reconciler/carotate.c) at phase 1. */
+        const char *token = next->tls.rotate_ca_token;
+        if (keep > 0 && next->tls.provider == TLS_PROVIDER_AUTO && !isempty(token) &&
+            !streq_ptr(prev->tls.rotate_ca_token, token) &&
+            (render_client_tls(next) || render_peer_tls(next))) {
+                STEP(it,
+                     "rotate the cluster CA (rotateCA %s), starting at phase 1 of 3: create a "
+                     "new CA and restart %d %s one at a time to trust the old and the new CA",
+                     token, keep, plural(keep, "member", "members"));
+                STEP(it, "phase 2 of 3: reissue each member's certificates from the new CA, "
+                         "one member at a time, no restart");
+                STEP(it,
+                     "phase 3 of 3: delete the old CA and its key, restart %d %s one at a time "
+                     "to trust the new CA alone",
+                     keep, plural(keep, "member", "members"));
+        }
         if (keep > 0 && (version || flags)) {
                 if (version)
                         steps_version(it, prev, next, ml, leader, keep);

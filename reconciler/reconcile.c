@@ -35,6 +35,7 @@
 #include "maintenance/maintenance.h"
 #include "pki/auto.h"
 #include "reconciler/bootstrap.h"
+#include "reconciler/carotate.h"
 #include "reconciler/membership.h"
 #include "reconciler/reconcile.h"
 #include "reconciler/recovery.h"
@@ -2032,6 +2033,20 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
         if (k <= 0)
                 return k;
         const etcd_cluster *c = x->latched;
+        /* CA rotation (reconciler/carotate.h): its phase is set on the spec before observing. */
+        carotate_env ca_env = {.db = r->opts.db,
+                               .target = r->opts.target,
+                               .c = x->latched,
+                               .cluster = x->name,
+                               .bootstrapped = w.sc && !isempty(w.sc->cluster_id),
+                               .records = &w.records,
+                               .commit = w.commit,
+                               .author = w.author,
+                               .now_ms = wall(r)};
+        if ((k = carotate_prepare(&ca_env)) < 0) {
+                snprintf(res->message, sizeof(res->message), "CA rotation: %s", state_last_error());
+                return k;
+        }
 
         /* The first pass of this process: time gitcd was not running does not count. */
         bool first_pass = !x->journal_checked;
@@ -2063,6 +2078,17 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                 int64_t due = certs_next_renewal_ms(&want, &w.obs);
                 if (res->outcome == PASS_CONVERGED && due)
                         res->poll_ms = (int)MIN(MAX(due - w.obs.now_ms, 1000), 3600 * 1000);
+                bool new_identity = false;
+                if (res->outcome == PASS_CONVERGED &&
+                    (k = carotate_converged(&ca_env, res, &new_identity)) != 0) {
+                        if (new_identity && x->client) { /* dial again with the new certificate */
+                                r->opts.etcd->disconnect(x->client);
+                                x->client = NULL;
+                                free(x->client_endpoints);
+                                x->client_endpoints = NULL;
+                        }
+                        return k < 0 ? k : 0;
+                }
                 if (res->outcome == PASS_CONVERGED)
                         pass_maintenance(r, c, &w, res);
                 return 0;

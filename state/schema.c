@@ -308,6 +308,24 @@ const char *const state_migrations[] = {
     "  observed_ms INTEGER NOT NULL,\n"
     "  json TEXT NOT NULL\n"
     ");\n",
+    /*
+     * 14: CA rotations (state/carotate.c): one row per rotateCA token, the
+     * running one holding its phase and the members done in it.
+     */
+    "CREATE TABLE ca_rotations (\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  cluster TEXT NOT NULL,\n"
+    "  token TEXT NOT NULL,\n"
+    "  phase INTEGER NOT NULL CHECK (phase BETWEEN 0 AND 3),\n"
+    "  members_done TEXT NOT NULL DEFAULT '',\n"
+    "  started_ms INTEGER NOT NULL,\n"
+    "  phase_ms INTEGER NOT NULL,\n"
+    "  finished_ms INTEGER NOT NULL DEFAULT 0,\n"
+    "  result TEXT NOT NULL CHECK (result IN ('running', 'succeeded', 'skipped'))\n"
+    ");\n"
+    "CREATE UNIQUE INDEX ca_rotations_token ON ca_rotations (cluster, token);\n"
+    "CREATE UNIQUE INDEX ca_rotations_running ON ca_rotations (cluster) WHERE result = "
+    "'running';\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

@@ -438,3 +438,66 @@ bool e2e_have_version(const char *version)
 {
         return harness_have_etcd(version);
 }
+/* The serial of the certificate a member's client port presents, via openssl s_client. */
+char *e2e_served_serial(const char *url, const char *ca)
+{
+        const char *hostport = strstr(url, "://");
+        hostport = hostport ? hostport + 3 : url;
+        _cleanup_free_ char *cmd =
+            xasprintf("openssl s_client -connect %s -CAfile %s </dev/null 2>/dev/null | "
+                      "openssl x509 -noout -serial 2>/dev/null",
+                      hostport, ca);
+        FILE *p = popen(cmd, "r");
+        if (!p)
+                return NULL;
+        char line[256] = "";
+        char *got = fgets(line, sizeof(line), p);
+        pclose(p);
+        if (!got || strncmp(line, "serial=", 7) != 0)
+                return NULL;
+        line[strcspn(line, "\r\n")] = '\0';
+        return xstrdup(line + 7);
+}
+
+/* A member's operator/ folder: gitcd's own client identity, renewed with the member. */
+e2e_tls_files e2e_operator_files(e2e *e, const char *name, const char *member)
+{
+        _cleanup_free_ char *mdir = e2e_member_dir(e, name, member);
+        _cleanup_free_ char *dir = path_join(mdir, "tls/operator");
+        return (e2e_tls_files){path_join(dir, "ca.crt"), path_join(dir, "tls.crt"),
+                               path_join(dir, "tls.key")};
+}
+
+void e2e_tls_files_release(e2e_tls_files *f)
+{
+        free(f->ca);
+        free(f->crt);
+        free(f->key);
+}
+
+etcd_client *e2e_tls_client(e2e *e, const char *name, const e2e_tls_files *f)
+{
+        _cleanup_free_ char *eps = e2e_endpoints(e, name);
+        etcd_client_opts o = {.endpoints = eps,
+                              .cacert = f->ca,
+                              .cert = f->crt,
+                              .key = f->key,
+                              .call_timeout_ms = 5000,
+                              .dial_timeout_ms = 1000};
+        etcd_client *c = NULL;
+        assert_int_equal(etcd_client_new(&o, &c), 0);
+        return c;
+}
+
+/* A put that may be retried once, after a short pause; false when both attempts failed. */
+bool e2e_put_retry(etcd_client *c, const char *key, char **ret_error)
+{
+        for (int attempt = 0; attempt < 2; attempt++) {
+                if (etcd_put(c, key, "v", 1, NULL) == 0)
+                        return true;
+                free(*ret_error);
+                *ret_error = xstrdup(etcd_client_last_error(c));
+                usleep(500 * 1000);
+        }
+        return false;
+}

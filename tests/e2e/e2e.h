@@ -86,3 +86,17 @@ char *e2e_member_dir(e2e *e, const char *name, const char *member);
 void e2e_kill_members(e2e *e);
 /* Whether an etcd version's binaries are installed. */
 bool e2e_have_version(const char *version);
+
+/* TLS (tls.provider auto, local target); shared by the TLS end-to-end tests. */
+/* The serial (upper-case hex) a member's client port presents, via openssl s_client; NULL: none. */
+char *e2e_served_serial(const char *url, const char *ca);
+typedef struct e2e_tls_files {
+        char *ca, *crt, *key;
+} e2e_tls_files;
+/* A member's operator/ folder: gitcd's own client identity, renewed with the member. */
+e2e_tls_files e2e_operator_files(e2e *e, const char *name, const char *member);
+void e2e_tls_files_release(e2e_tls_files *f);
+/* A client of every member's client URL with these files. */
+etcd_client *e2e_tls_client(e2e *e, const char *name, const e2e_tls_files *f);
+/* A put that may be retried once, after a short pause; false when both attempts failed. */
+bool e2e_put_retry(etcd_client *c, const char *key, char **ret_error);

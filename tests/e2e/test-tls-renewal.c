@@ -73,74 +73,6 @@ static size_t member_urls(e2e *e, const char *name, char *urls[MEMBERS])
         return n;
 }
 
-/* The serial of the certificate a member's client port presents, via openssl s_client. */
-static char *served_serial(const char *url, const char *ca)
-{
-        const char *hostport = strstr(url, "://");
-        hostport = hostport ? hostport + 3 : url;
-        _cleanup_free_ char *cmd =
-            xasprintf("openssl s_client -connect %s -CAfile %s </dev/null 2>/dev/null | "
-                      "openssl x509 -noout -serial 2>/dev/null",
-                      hostport, ca);
-        FILE *p = popen(cmd, "r");
-        if (!p)
-                return NULL;
-        char line[256] = "";
-        char *got = fgets(line, sizeof(line), p);
-        pclose(p);
-        if (!got || strncmp(line, "serial=", 7) != 0)
-                return NULL;
-        line[strcspn(line, "\r\n")] = '\0';
-        return xstrdup(line + 7);
-}
-
-typedef struct tls_files {
-        char *ca, *crt, *key;
-} tls_files;
-
-/* A member's operator/ folder: gitcd's own client identity, renewed with the member. */
-static tls_files operator_files(e2e *e, const char *name, const char *member)
-{
-        _cleanup_free_ char *mdir = e2e_member_dir(e, name, member);
-        _cleanup_free_ char *dir = path_join(mdir, "tls/operator");
-        return (tls_files){path_join(dir, "ca.crt"), path_join(dir, "tls.crt"),
-                           path_join(dir, "tls.key")};
-}
-
-static void tls_files_release(tls_files *f)
-{
-        free(f->ca);
-        free(f->crt);
-        free(f->key);
-}
-
-static etcd_client *tls_client(e2e *e, const char *name, const tls_files *f)
-{
-        _cleanup_free_ char *eps = e2e_endpoints(e, name);
-        etcd_client_opts o = {.endpoints = eps,
-                              .cacert = f->ca,
-                              .cert = f->crt,
-                              .key = f->key,
-                              .call_timeout_ms = 5000,
-                              .dial_timeout_ms = 1000};
-        etcd_client *c = NULL;
-        assert_int_equal(etcd_client_new(&o, &c), 0);
-        return c;
-}
-
-/* A put that may be retried once, after a short pause; false when both attempts failed. */
-static bool put_with_one_retry(etcd_client *c, const char *key, char **ret_error)
-{
-        for (int attempt = 0; attempt < 2; attempt++) {
-                if (etcd_put(c, key, "v", 1, NULL) == 0)
-                        return true;
-                free(*ret_error);
-                *ret_error = xstrdup(etcd_client_last_error(c));
-                usleep(500 * 1000);
-        }
-        return false;
-}
-
 static void renewals_under_writer(const char *version)
 {
         if (!e2e_have_version(version))
@@ -160,8 +92,8 @@ static void renewals_under_writer(const char *version)
                 pids[i] = e2e_member_pid(e, name, members[i]);
                 assert_true(pids[i] > 0);
         }
-        tls_files f = operator_files(e, name, members[0]);
-        etcd_client *c = tls_client(e, name, &f);
+        e2e_tls_files f = e2e_operator_files(e, name, members[0]);
+        etcd_client *c = e2e_tls_client(e, name, &f);
 
         /* Serials seen per member, in order; a renewal is a change of serial. */
         char *last[MEMBERS] = {0};
@@ -172,7 +104,7 @@ static void renewals_under_writer(const char *version)
         bool done = false;
         while (!done && now_mono_ms() < end) {
                 _cleanup_free_ char *key = xasprintf("/w/%06d", acked);
-                if (!put_with_one_retry(c, key, &error))
+                if (!e2e_put_retry(c, key, &error))
                         fail_msg("write %d failed twice: %s", acked, error);
                 acked++;
                 if (now_mono_ms() < next_probe)
@@ -180,7 +112,7 @@ static void renewals_under_writer(const char *version)
                 next_probe = now_mono_ms() + 1000;
                 done = true;
                 for (int i = 0; i < MEMBERS; i++) {
-                        char *s = served_serial(urls[i], f.ca);
+                        char *s = e2e_served_serial(urls[i], f.ca);
                         if (s && last[i] && !streq(s, last[i]))
                                 changes[i]++;
                         if (s) {
@@ -224,7 +156,7 @@ static void renewals_under_writer(const char *version)
                 free(last[i]);
                 free(members[i]);
         }
-        tls_files_release(&f);
+        e2e_tls_files_release(&f);
         e2e_free(e);
 }
 
@@ -272,8 +204,8 @@ static void test_start_after_expiry(void **state)
         write_tls_cluster(e, name, version);
         pid_t d = e2e_start_daemon(e, NULL);
         assert_true(e2e_wait_ready(e, name, MEMBERS, 180));
-        tls_files f = operator_files(e, name, "exp-0");
-        etcd_client *c = tls_client(e, name, &f);
+        e2e_tls_files f = e2e_operator_files(e, name, "exp-0");
+        etcd_client *c = e2e_tls_client(e, name, &f);
         assert_int_equal(etcd_put(c, "/before", "1", 1, NULL), 0);
         etcd_client_free(c);
 
@@ -289,7 +221,7 @@ static void test_start_after_expiry(void **state)
         etcd_kv_list *l = NULL;
         _cleanup_free_ char *error = NULL;
         while (!l && now_mono_ms() < end) {
-                c = tls_client(e, name, &f);
+                c = e2e_tls_client(e, name, &f);
                 if (etcd_get(c, "/before", false, &l) < 0) {
                         free(error);
                         error = xstrdup(etcd_client_last_error(c));
@@ -316,7 +248,7 @@ static void test_start_after_expiry(void **state)
 
         kill(d, SIGTERM);
         waitpid(d, NULL, 0);
-        tls_files_release(&f);
+        e2e_tls_files_release(&f);
         e2e_free(e);
 }
 

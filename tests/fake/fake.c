@@ -227,6 +227,47 @@ static void form(fake_world *w, const char *initial_cluster)
         }
 }
 
+/* The CA folders following the rotation phase (world ca_model; pki/auto.c's rotate_to). */
+static void ca_follow(fake_world *w, int phase)
+{
+        if (!w->ca_model)
+                return;
+        if (!w->ca_signer)
+                w->ca_signer = 1;
+        if (phase == 1 && !w->ca_next && !w->ca_old)
+                w->ca_next = w->ca_signer + 1;
+        else if (phase == 2 && w->ca_next) {
+                w->ca_old = w->ca_signer;
+                w->ca_signer = w->ca_next;
+                w->ca_next = 0;
+        } else if (phase == 3)
+                w->ca_old = 0;
+}
+
+/* "1,2": the generations trusted (old, signer, next), the same in phases 1 and 2. */
+static void ca_trust(const fake_world *w, char *buf, size_t size)
+{
+        int gens[3] = {w->ca_old, w->ca_signer, w->ca_next};
+        size_t n = 0;
+        buf[0] = '\0';
+        for (size_t i = 0; i < 3; i++)
+                if (gens[i] && n < size)
+                        n += (size_t)snprintf(buf + n, size - n, "%s%d", n ? "," : "", gens[i]);
+}
+
+static bool trusts_gen(const char *trusts, int gen)
+{
+        char g[16];
+        snprintf(g, sizeof(g), "%d", gen);
+        for (const char *p = trusts; p && *p;) {
+                size_t len = strcspn(p, ",");
+                if (len == strlen(g) && strncmp(p, g, len) == 0)
+                        return true;
+                p += len + (p[len] == ',');
+        }
+        return false;
+}
+
 /* Start the process: it joins etcd the way etcd does, or exits at once. */
 static void proc_start(fake_world *w, fake_proc *p)
 {
@@ -238,6 +279,15 @@ static void proc_start(fake_world *w, fake_proc *p)
         if (w->cert_life_ms > 0 && !p->cert_serial) {
                 p->cert_serial = 1;
                 p->cert_not_after_ms = w->now_ms + w->cert_life_ms;
+        }
+        if (w->ca_model) {
+                if (!p->cert_ca)
+                        p->cert_ca = w->ca_signer;
+                ca_trust(w, p->trusts, sizeof(p->trusts));
+                for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                        if (w->procs[i].present && w->procs[i].cert_ca &&
+                            !trusts_gen(p->trusts, w->procs[i].cert_ca))
+                                w->ca_violations++;
         }
         if (p->broken || streq(p->name, w->never_starts) ||
             (w->bad_version[0] && streq(p->version, w->bad_version)))
@@ -442,7 +492,12 @@ static int fake_place_member(target *t, const etcd_cluster *c, member_plan *mp)
         fake_world *w = W(t);
         free(mp->tls_version);
         mp->tls_version = NULL;
-        if (w->ca_pem[0]) {
+        ca_follow(w, c->tls.ca_rotation_phase);
+        if (w->ca_model) {
+                char trust[16];
+                ca_trust(w, trust, sizeof(trust));
+                mp->tls_version = xasprintf("fake-ca:%s", trust);
+        } else if (w->ca_pem[0]) {
                 k = pki_bundle_fingerprint(w->ca_pem, strlen(w->ca_pem), &mp->tls_version);
                 if (k < 0)
                         return target_fail(t, k, "CA bundle: %s", pki_last_error());
@@ -714,6 +769,18 @@ static int fake_renew_tls(target *t, const etcd_cluster *c, const membership_pla
         (void)p;
         fake_world *w = W(t);
         fake_proc *fp = member ? fake_proc_find(w, member) : NULL;
+        ca_follow(w, c->tls.ca_rotation_phase);
+        if (w->ca_model && fp && fp->cert_ca && fp->cert_ca != w->ca_signer) {
+                /* Signed by a CA that no longer signs: reissued from the signer. */
+                for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                        if (w->procs[i].present && w->procs[i].running &&
+                            !trusts_gen(w->procs[i].trusts, w->ca_signer))
+                                w->ca_violations++;
+                fp->cert_ca = w->ca_signer;
+                fp->cert_serial++;
+                w->ca_reissues++;
+                return 1;
+        }
         int64_t renew_ms = (int64_t)c->tls.renew_before_seconds * 1000;
         if (!fp || !fp->cert_serial || fp->cert_not_after_ms - renew_ms > now_ms)
                 return 0;

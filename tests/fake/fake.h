@@ -82,7 +82,9 @@ typedef struct fake_proc {
         int64_t running_since_ms;
         int64_t cert_not_after_ms; /* its leaf certificate (world cert_life_ms > 0) */
         int cert_serial;
-        int starts; /* process starts, restarts included */
+        int cert_ca;     /* world ca_model: the CA generation that signed its leaf */
+        char trusts[16]; /* world ca_model: the CA generations it trusts, as last started */
+        int starts;      /* process starts, restarts included */
         int restarts;
         char version[16];  /* the etcd version it was last started on (its Status says so) */
         uint64_t raft_lag; /* test hook: raft entries it is behind the leader */
@@ -120,6 +122,19 @@ typedef struct fake_world {
         /* test hook: the CA bundle (PEM) members trust, "" for none; its fingerprint is the
          * TLS material version place_member reports (pki_bundle_fingerprint) */
         char ca_pem[8192];
+        /*
+         * test hook: model tls.provider auto's CA folders (pki/auto.c) by
+         * generation: the signer, the incoming CA (rotation phase 1) and the
+         * retiring one (phase 2), following c->tls.ca_rotation_phase the way
+         * pki_auto_open() does; the trust version place_member reports is
+         * the set of generations trusted ("1,2"). Violations counted: a
+         * member started trusting less than a present member's leaf needs,
+         * a leaf reissued from a CA some running member does not trust.
+         */
+        bool ca_model;
+        int ca_signer, ca_next, ca_old;
+        int ca_reissues;
+        int ca_violations;
         /* Data kept aside by remove_member(keep_data), by member name ("" = free slot). */
         char kept[FAKE_MAX_MEMBERS][FAKE_NAME_MAX];
         int kept_dropped;  /* kept data deleted through drop_kept_data */

@@ -551,6 +551,135 @@ static void test_auto_leaves(void **state)
         etcd_cluster_free(c);
 }
 
+/* How many certificates a PEM text holds. */
+static int pem_count(const char *pem)
+{
+        int n = 0;
+        for (const char *p = pem; (p = strstr(p, "BEGIN CERTIFICATE")); p++)
+                n++;
+        return n;
+}
+
+static pki_cert *leaf_cert(const char *dir)
+{
+        _cleanup_free_ char *crt = path_join(dir, "tls.crt");
+        pki_cert *cert = NULL;
+        assert_int_equal(pki_cert_load(crt, &cert), 0);
+        return cert;
+}
+
+static pki_cert *ca_cert_in(const char *cdir, const char *sub)
+{
+        _cleanup_free_ char *crt = xasprintf("%s/%s/ca.crt", cdir, sub);
+        pki_cert *cert = NULL;
+        assert_int_equal(pki_cert_load(crt, &cert), 0);
+        return cert;
+}
+
+static pki_auto *open_in_phase(const char *cdir, etcd_cluster *c, int phase)
+{
+        c->tls.ca_rotation_phase = phase;
+        pki_auto *a = NULL;
+        assert_int_equal(pki_auto_open(cdir, c, true, &a), 0);
+        return a;
+}
+
+/*
+ * CA rotation's folders and trust bundle: phase 1 adds a new CA to the
+ * bundle (same leaf, ca.crt rewritten), phase 2 makes it the signer with
+ * the same bundle (old leaves kept unless renewing), phase 3 drops the old
+ * CA; a promotion killed between its two renames is finished.
+ */
+static void test_auto_ca_rotation(void **state)
+{
+        fixture *f = *state;
+        etcd_cluster *c = etcd_cluster_new();
+        c->namespace_ = xstrdup("prod");
+        c->name = xstrdup("main");
+        c->tls.provider = TLS_PROVIDER_AUTO;
+        c->tls.client.enabled = true;
+        _cleanup_free_ char *cdir = path_join(f->dir, "rotation");
+        _cleanup_free_ char *leaf = path_join(cdir, "tls/client");
+        _cleanup_free_ char *cacrt = path_join(leaf, "ca.crt");
+        const char *const ips[] = {"127.0.0.1", NULL};
+        pki_auto *a = open_in_phase(cdir, c, 0);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true, false, NOW_MS()), 1);
+        assert_int_equal(pem_count(pki_auto_ca_pem(a)), 1);
+        pki_auto_free(a);
+        pki_cert *old = ca_cert_in(cdir, "pki");
+        _cleanup_free_ char *v0 = NULL, *v1 = NULL, *v2 = NULL, *v3 = NULL;
+        c->tls.ca_rotation_phase = 0;
+        assert_int_equal(pki_auto_trust_version(cdir, c, true, &v0), 0);
+
+        /* 1: the bundle old+new; the leaf stays, its ca.crt becomes the bundle. */
+        a = open_in_phase(cdir, c, 1);
+        assert_int_equal(pem_count(pki_auto_ca_pem(a)), 2);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true, false, NOW_MS()), 0);
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(cacrt, 1 << 20, &text, &len), 0);
+        assert_string_equal(text, pki_auto_ca_pem(a));
+        pki_auto_free(a);
+        pki_cert *incoming = ca_cert_in(cdir, "pki-next");
+        assert_int_equal(pki_auto_trust_version(cdir, c, true, &v1), 0);
+        assert_string_not_equal(v0, v1);
+
+        /* 2: the new CA signs; the bundle (so the trust version) is the same. */
+        a = open_in_phase(cdir, c, 2);
+        assert_int_equal(pem_count(pki_auto_ca_pem(a)), 2);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true, false, NOW_MS()), 0);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true, true, NOW_MS()), 1);
+        pki_cert *l = leaf_cert(leaf);
+        assert_int_equal(pki_cert_verify(incoming, l), 0);
+        assert_int_not_equal(pki_cert_verify(old, l), 0);
+        pki_cert_free(l);
+        pki_auto_free(a);
+        assert_int_equal(pki_auto_trust_version(cdir, c, true, &v2), 0);
+        assert_string_equal(v1, v2);
+
+        /* A promotion killed between its renames: pki/ missing, finished on the next open. */
+        _cleanup_free_ char *cur = path_join(cdir, "pki");
+        _cleanup_free_ char *nxt = path_join(cdir, "pki-next");
+        _cleanup_free_ char *ret = path_join(cdir, "pki-old");
+        assert_int_equal(rename(cur, nxt), 0);
+        assert_false(path_exists(cur));
+        a = open_in_phase(cdir, c, 2);
+        assert_false(path_exists(nxt));
+        assert_true(path_exists(ret));
+        pki_auto_free(a);
+
+        /* 3: the old CA and its key are gone; the bundle is the new CA alone. */
+        a = open_in_phase(cdir, c, 3);
+        assert_false(path_exists(ret));
+        assert_int_equal(pem_count(pki_auto_ca_pem(a)), 1);
+        assert_int_equal(pki_auto_leaf(a, leaf, "main-0", NULL, ips, true, false, NOW_MS()), 0);
+        free(text);
+        text = NULL;
+        assert_int_equal(read_file(cacrt, 1 << 20, &text, &len), 0);
+        assert_string_equal(text, pki_auto_ca_pem(a));
+        pki_auto_free(a);
+        pki_cert *signer = ca_cert_in(cdir, "pki");
+        pki_cert *l2 = leaf_cert(leaf);
+        assert_int_equal(pki_cert_verify(signer, l2), 0);
+        pki_cert_free(l2);
+        assert_int_equal(pki_auto_trust_version(cdir, c, true, &v3), 0);
+        assert_string_not_equal(v2, v3);
+
+        /* Finished (phase 0 again): nothing moves; a second rotation starts like the first. */
+        a = open_in_phase(cdir, c, 0);
+        assert_int_equal(pem_count(pki_auto_ca_pem(a)), 1);
+        pki_auto_free(a);
+        a = open_in_phase(cdir, c, 1);
+        assert_int_equal(pem_count(pki_auto_ca_pem(a)), 2);
+        assert_true(path_exists(nxt));
+        pki_auto_free(a);
+
+        pki_cert_free(signer);
+        pki_cert_free(incoming);
+        pki_cert_free(old);
+        etcd_cluster_free(c);
+}
+
 /*
  * Lifetimes in seconds: a 60 s leaf in a 40 s window is reissued at once
  * (a new serial), the new set replaces the folder whole (no .next left),
@@ -721,6 +850,7 @@ int main(void)
             cmocka_unit_test(test_half_a_ca),
             cmocka_unit_test(test_ca_writer_killed_between_files),
             cmocka_unit_test(test_auto_leaves),
+            cmocka_unit_test(test_auto_ca_rotation),
             cmocka_unit_test(test_auto_seconds_and_renewal),
             cmocka_unit_test(test_duration_format),
             cmocka_unit_test(test_auto_trust_version),

@@ -550,11 +550,39 @@ static void test_usage_and_errors(void **state)
         assert_int_equal(pf_sh("test \"$(cat '%s')\" = 'not a database'", junk), 0);
 }
 
+/* A new tls.auto.rotateCA token: the plan says the CA rotation starts at phase 1 of 3. */
+static void test_ca_rotation(void **state)
+{
+        (void)state;
+        const char *tls = "  tls:\n    provider: auto\n    client:\n      enabled: true\n";
+        _cleanup_free_ char *before = xasprintf("%s", tls);
+        _cleanup_free_ char *y1 = cluster_yaml("a", 3, "3.5.16", NULL);
+        _cleanup_free_ char *t1 = xasprintf("%s%s", y1, before);
+        pf_write(repo, "clusters/a.yaml", t1);
+        _cleanup_free_ char *first = pf_commit(repo, "first");
+        pf_state_from_revision(db, repo, first, NULL, true);
+
+        _cleanup_free_ char *t2 =
+            xasprintf("%s%s    auto:\n      rotateCA: \"2026-11\"\n", y1, tls);
+        pf_write(repo, "clusters/a.yaml", t2);
+        _cleanup_free_ char *second = pf_commit(repo, "rotate the CA");
+        (void)second;
+        _cleanup_free_ char *out = NULL;
+        assert_int_equal(pf_plan(&out, NULL, "--source '%s' --ref main --state '%s'", repo, db), 0);
+        assert_contains(out, "spec.tls.auto.rotateCA: (none) → 2026-11\n");
+        assert_contains(out, "1. rotate the cluster CA (rotateCA 2026-11), starting at phase 1 of "
+                             "3: create a new CA and restart 3 members one at a time to trust "
+                             "the old and the new CA\n");
+        assert_contains(out, "3. phase 3 of 3: delete the old CA and its key");
+        assert_lacks(out, "no member restarts");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_create_without_state, test_setup, test_teardown),
             cmocka_unit_test_setup_teardown(test_change_and_revert, test_setup, test_teardown),
+            cmocka_unit_test_setup_teardown(test_ca_rotation, test_setup, test_teardown),
             cmocka_unit_test_setup_teardown(test_scale_pause_prune_rename, test_setup,
                                             test_teardown),
             cmocka_unit_test_setup_teardown(test_rejections, test_setup, test_teardown),

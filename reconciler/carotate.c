@@ -1,0 +1,221 @@
+/*
+ * CA rotation with no downtime (reconciler/carotate.h), for tls.provider
+ * auto on every target: the logic lives here and in pki/auto.c; targets
+ * only deliver files (local and hosts: each member's tls_dir; Kubernetes:
+ * the auto-TLS Secrets).
+ *
+ * A new tls.auto.rotateCA token starts a rotation; its row in the state
+ * store (state/carotate.h) is its journal: the phase is written before
+ * the pass that acts on it, and every effect of a phase is idempotent, so
+ * gitcd killed at any point resumes the phase the row says.
+ *
+ *   phase 1  trust old+new: pki/auto.c creates the new CA beside the old
+ *            one; every member's ca.crt becomes the bundle old+new and the
+ *            bundle's fingerprint enters the members' config hash, so the
+ *            ordinary rolling restart (decide() rule 13: followers first,
+ *            leader last, one member at a time, never without quorum, the
+ *            upgrade gates in between) brings each member onto it. etcd
+ *            needs that restart: it builds its trust pools (ClientCAs,
+ *            RootCAs) once, when its listeners start, while leaves are
+ *            reloaded per handshake (client/pkg/transport/listener.go).
+ *   phase 2  reissue: the new CA becomes the signer (the bundle, hence the
+ *            config hash, is unchanged: no restart); each member's leaves,
+ *            gitcd's own client certificate among them, are reissued from
+ *            it through the target's renew_tls, one member per converged
+ *            pass (all voters healthy in between), then the shared ones.
+ *   phase 3  drop old: the old CA, key included, is deleted; the bundle is
+ *            the new CA alone, and the rolling restart runs again.
+ * A rotation moves on only from a converged pass: every member healthy
+ * and running what its config hash says, which is exactly "the phase's
+ * restarts are done". Audit: tls.ca-rotate, with the phase in the reason.
+ *
+ * A token first seen before the cluster formed is consumed without a
+ * rotation: its first CA is new anyway. A token seen once is never acted
+ * on again (one row per token, whatever became of it).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "reconciler/carotate.h"
+#include "reconciler/decide.h"
+#include "reconciler/membership.h"
+#include "state/carotate.h"
+#include "util/failpoint.h"
+#include "util/log.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+#define POLL_NEXT_MS 200
+
+static const char *const phase_names[] = {"finished", "trust old+new CA", "reissue from new CA",
+                                          "drop old CA"};
+
+static void audit(const carotate_env *env, const char *token, int phase, const char *what)
+{
+        _cleanup_free_ char *reason =
+            xasprintf("CA rotation %s, phase %d (%s): %s", token, phase, phase_names[phase], what);
+        state_audit_event ev = {
+            .time_ms = env->now_ms,
+            .cluster = (char *)env->cluster,
+            .commit = (char *)env->commit,
+            .author = (char *)env->author,
+            .action = (char *)"tls.ca-rotate",
+            .reason = reason,
+            .outcome = (char *)"success",
+        };
+        if (state_audit_append(env->db, &ev, NULL) < 0)
+                log_warn("%s: could not write the audit event tls.ca-rotate: %s", env->cluster,
+                         state_last_error());
+        log_info("%s: %s", env->cluster, reason);
+}
+
+int carotate_prepare(const carotate_env *env)
+{
+        etcd_cluster *c = env->c;
+        c->tls.ca_rotation_phase = 0;
+        if (c->tls.provider != TLS_PROVIDER_AUTO || (!render_client_tls(c) && !render_peer_tls(c)))
+                return 0;
+        const char *token = c->tls.rotate_ca_token;
+        if (!isempty(token)) {
+                int k = state_ca_rotation_token_used(env->db, env->cluster, token);
+                if (k < 0)
+                        return k;
+                if (k == 0) {
+                        k = state_ca_rotation_start(env->db, env->cluster, token,
+                                                    !env->bootstrapped, env->now_ms);
+                        if (k == -EBUSY)
+                                log_info("%s: rotateCA %s waits for the running CA rotation",
+                                         env->cluster, token);
+                        else if (k < 0)
+                                return k;
+                        else if (env->bootstrapped) {
+                                audit(env, token, 1,
+                                      "started: a new CA beside the old one, trusted by "
+                                      "every member before it signs");
+                                FAILPOINT("ca-rotate.phase-1"); /* recorded, not acted on */
+                        }
+                }
+        }
+        _cleanup_(state_ca_rotation_freep) state_ca_rotation *rot = NULL;
+        int k = state_ca_rotation_running(env->db, env->cluster, &rot);
+        if (k == -ENOENT)
+                return 0;
+        if (k < 0)
+                return k;
+        c->tls.ca_rotation_phase = rot->phase;
+        return 0;
+}
+
+/* Is name in the comma-separated list? */
+static bool done_has(const char *list, const char *name)
+{
+        size_t n = strlen(name);
+        for (const char *p = list; p && *p;) {
+                size_t len = strcspn(p, ",");
+                if (len == n && strncmp(p, name, n) == 0)
+                        return true;
+                p += len + (p[len] == ',');
+        }
+        return false;
+}
+
+/* Phase 2: reissue the leaves of the next member not done ("*": the shared ones). */
+static int reissue_next(const carotate_env *env, const state_ca_rotation *rot, pass_result *res,
+                        bool *ret_done)
+{
+        target *t = env->target;
+        const char *next = NULL;
+        for (size_t i = 0; i < env->records->n && !next; i++) {
+                const state_member *m = env->records->items[i];
+                if (m->removed_ms == 0 && !done_has(rot->members_done, m->name))
+                        next = m->name;
+        }
+        if (!next && !done_has(rot->members_done, "*"))
+                next = "*";
+        *ret_done = !next;
+        if (!next)
+                return 0;
+        _cleanup_(membership_plan_freep) membership_plan *p = NULL;
+        int k = membership_plan_for_records(t, env->c, env->records->items, env->records->n, &p);
+        if (k >= 0)
+                k = t->ops->renew_tls
+                        ? t->ops->renew_tls(t, env->c, p, streq(next, "*") ? NULL : next,
+                                            env->now_ms)
+                        : -EOPNOTSUPP;
+        if (k < 0) {
+                snprintf(res->message, sizeof(res->message),
+                         "CA rotation: cannot reissue the certificates of %s: %s", next,
+                         target_last_error(t));
+                return k;
+        }
+        _cleanup_free_ char *list = isempty(rot->members_done)
+                                        ? xstrdup(next)
+                                        : xasprintf("%s,%s", rot->members_done, next);
+        int issued = k;
+        FAILPOINT("ca-rotate.after-reissue"); /* reissued, not recorded: done again, idempotent */
+        k = state_ca_rotation_set_done(env->db, env->cluster, list);
+        if (k < 0)
+                return k;
+        _cleanup_free_ char *what =
+            xasprintf("%s: %d certificate(s) reissued from the new CA",
+                      streq(next, "*") ? "shared certificates" : next, issued);
+        audit(env, rot->token, 2, what);
+        snprintf(res->member, sizeof(res->member), "%s", streq(next, "*") ? "" : next);
+        return 1;
+}
+
+int carotate_converged(const carotate_env *env, pass_result *res, bool *ret_new_identity)
+{
+        *ret_new_identity = false;
+        _cleanup_(state_ca_rotation_freep) state_ca_rotation *rot = NULL;
+        int k = state_ca_rotation_running(env->db, env->cluster, &rot);
+        if (k == -ENOENT)
+                return 0;
+        if (k < 0)
+                return k;
+        /* The phase this pass observed under is the one to finish. */
+        if (rot->phase != env->c->tls.ca_rotation_phase)
+                return 0;
+        int phase = rot->phase;
+        res->outcome = PASS_WAITING;
+        res->poll_ms = POLL_NEXT_MS;
+        snprintf(res->reason, sizeof(res->reason), "RotatingCA");
+        if (phase == 2) {
+                bool all = false;
+                k = reissue_next(env, rot, res, &all);
+                if (k < 0) {
+                        res->poll_ms = 1000;
+                        return 1;
+                }
+                if (!all) {
+                        snprintf(res->message, sizeof(res->message),
+                                 "CA rotation phase 2/3 (%s): %s reissued", phase_names[2],
+                                 res->member[0] ? res->member : "shared certificates");
+                        return 1;
+                }
+                *ret_new_identity = true; /* gitcd's client certificate is the new CA's */
+        }
+        int next = phase == 3 ? 0 : phase + 1;
+        k = state_ca_rotation_advance(env->db, env->cluster, next, env->now_ms);
+        if (k < 0)
+                return k;
+        _cleanup_free_ char *fp = xasprintf("ca-rotate.phase-%d", next);
+        failpoint(fp); /* recorded, nothing acted on yet */
+        audit(env, rot->token, phase, "done, every member healthy");
+        if (next)
+                audit(env, rot->token, next,
+                      next == 2 ? "started: the new CA signs; leaves reissued one "
+                                  "member at a time"
+                                : "started: the old CA and its key are deleted; "
+                                  "members restart onto the new CA alone");
+        if (next)
+                snprintf(res->message, sizeof(res->message),
+                         "CA rotation phase %d/3 (%s) done; phase %d/3 (%s) begins", phase,
+                         phase_names[phase], next, phase_names[next]);
+        else
+                snprintf(res->message, sizeof(res->message),
+                         "CA rotation phase 3/3 (%s) done; the rotation is complete",
+                         phase_names[phase]);
+        return 1;
+}

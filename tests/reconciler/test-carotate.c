@@ -1,0 +1,163 @@
+/*
+ * CA rotation (tls.auto.rotateCA) through reconciler_pass on the fake
+ * world, whose target models the CA folders by generation (fake_world
+ * ca_model). What an operator would watch:
+ *  - a new token rolls the cluster through the three phases in order:
+ *    every member restarted once to trust old+new, every leaf reissued from
+ *    the new CA with no restart, every member restarted once more onto the
+ *    new CA alone; never a member started trusting less than a present
+ *    leaf needs, never a leaf issued from a CA a running member does not
+ *    trust;
+ *  - the same token read again (another pass, a gitcd restart) rotates
+ *    nothing;
+ *  - gitcd killed at each phase boundary, and between a reissue and its
+ *    record, resumes the phase and finishes with the same result;
+ *  - a token present when the cluster is created rotates nothing.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "reconciler/reconcile.h"
+#include "state/carotate.h"
+#include "tests/fake/fixture.h"
+#include "util/xalloc.h"
+
+#define CLUSTER "default/demo"
+
+static void prepare(fx *f)
+{
+        f->w->ca_model = true;
+}
+
+static const fx_config config = {.name = "carotate", .cluster = CLUSTER, .prepare = prepare};
+
+static int setup(void **state)
+{
+        return fx_setup(state, &config);
+}
+
+static void offer(fx *f, const char *token)
+{
+        _cleanup_free_ char *rot = token ? xasprintf("\n      rotateCA: \"%s\"", token) : NULL;
+        fx_offer(f, NULL,
+                 "  replicas: 3\n  version: \"3.5.16\"\n"
+                 "  progressDeadlineSeconds: 3600\n"
+                 "  tls:\n    provider: auto\n"
+                 "    client:\n      enabled: true\n"
+                 "    peer:\n      enabled: true\n"
+                 "    auto:\n      validityDays: 90%s\n",
+                 rot ? rot : "");
+}
+
+/* Every present member: leaf from generation gen, trusting it alone, started `starts` times. */
+static void assert_members(fx *f, int gen, int starts)
+{
+        char want[16];
+        snprintf(want, sizeof(want), "%d", gen);
+        int n = 0;
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++) {
+                const fake_proc *p = &f->w->procs[i];
+                if (!p->present)
+                        continue;
+                n++;
+                assert_true(p->running);
+                assert_int_equal(p->cert_ca, gen);
+                assert_string_equal(p->trusts, want);
+                assert_int_equal(p->starts, starts);
+        }
+        assert_int_equal(n, 3);
+        assert_int_equal(f->w->ca_signer, gen);
+        assert_int_equal(f->w->ca_next, 0);
+        assert_int_equal(f->w->ca_old, 0);
+        assert_int_equal(f->w->ca_violations, 0);
+}
+
+static bool rotation_running(fx *f)
+{
+        state_ca_rotation *rot = NULL;
+        int k = state_ca_rotation_running(f->db, CLUSTER, &rot);
+        state_ca_rotation_free(rot);
+        assert_true(k == 0 || k == -ENOENT);
+        return k == 0;
+}
+
+static void test_phases_in_order_once_per_token(void **state)
+{
+        fx *f = *state;
+        offer(f, NULL);
+        fx_converge(f, NULL);
+        assert_members(f, 1, 1);
+
+        offer(f, "r1");
+        fx_converge(f, NULL);
+        assert_members(f, 2, 3); /* restarted in phases 1 and 3 only */
+        assert_int_equal(f->w->ca_reissues, 3);
+        assert_int_equal(fx_audit_count(f, "member.restart"), 6);
+        /* Phase 1 started, 3 members and the shared leaves reissued, 3 phases done, 2 begun. */
+        assert_int_equal(fx_audit_count(f, "tls.ca-rotate"), 1 + 4 + 3 + 2);
+        assert_false(rotation_running(f));
+        assert_int_equal(state_ca_rotation_token_used(f->db, CLUSTER, "r1"), 1);
+
+        /* The same token again, and after a restart of gitcd: nothing. */
+        pass_result res;
+        assert_int_equal(fx_converge_n(f, 3, &res), PASS_CONVERGED);
+        fx_close(f);
+        fx_open(f);
+        fx_converge(f, NULL);
+        assert_members(f, 2, 3);
+        assert_int_equal(fx_audit_count(f, "tls.ca-rotate"), 10);
+
+        /* A new token rotates again. */
+        offer(f, "r2");
+        fx_converge(f, NULL);
+        assert_members(f, 3, 5);
+}
+
+static void test_killed_at_each_phase(void **state)
+{
+        fx *f = *state;
+        offer(f, NULL);
+        fx_converge(f, NULL);
+        static const char *const points[] = {"ca-rotate.phase-1", "ca-rotate.phase-2",
+                                             "ca-rotate.after-reissue", "ca-rotate.phase-3",
+                                             "ca-rotate.phase-0"};
+        for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
+                _cleanup_free_ char *token = xasprintf("t%zu", i);
+                offer(f, token);
+                fx_run_until_killed(f, points[i]);
+                fx_converge(f, NULL);
+                /* Each rotation: one more CA generation, two restarts per member. */
+                assert_members(f, (int)i + 2, 1 + 2 * ((int)i + 1));
+                assert_false(rotation_running(f));
+        }
+}
+
+static void test_token_at_creation_rotates_nothing(void **state)
+{
+        fx *f = *state;
+        offer(f, "from-the-start");
+        fx_converge(f, NULL);
+        assert_members(f, 1, 1);
+        assert_int_equal(fx_audit_count(f, "tls.ca-rotate"), 0);
+        assert_int_equal(state_ca_rotation_token_used(f->db, CLUSTER, "from-the-start"), 1);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test_setup_teardown(test_phases_in_order_once_per_token, setup,
+                                            fx_teardown),
+            cmocka_unit_test_setup_teardown(test_killed_at_each_phase, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_token_at_creation_rotates_nothing, setup,
+                                            fx_teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
