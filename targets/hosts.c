@@ -32,7 +32,9 @@
  * reissues them. gitcd's own client identity (operator/) never leaves the
  * gitcd host.
  *
- * Not yet: adoption of members gitcd did not create.
+ * Adoption of a cluster already running on the machines: the reads and
+ * writes are here (hosts_adopt_*), the rules in hosts-adopt.c, the steps in
+ * reconciler/adopt.c.
  */
 #include <assert.h>
 #include <dirent.h>
@@ -46,6 +48,7 @@
 #include "api/spec.h"
 #include "render/layout.h"
 #include "render/render.h"
+#include "targets/hosts-adopt.h"
 #include "targets/hosts.h"
 #include "targets/local-tls.h"
 #include "util/fs.h"
@@ -1102,6 +1105,114 @@ static void hosts_free(target *t)
                 etcd_cluster_free(ht->seen[i]);
         free(ht->seen);
         free(ht);
+}
+
+/* ---- adoption (reconciler/adopt.c) ------------------------------------- */
+
+static char *kubeadm_manifest(const host_spec *h)
+{
+        return xasprintf("%s/" HOSTS_KUBEADM_MANIFEST, h->manifest_dir);
+}
+
+int hosts_adopt_read(target *t, const etcd_cluster *c, size_t i, hosts_running **ret,
+                     char **ret_why)
+{
+        hosts_target *ht = HT(t);
+        assert(i < c->hosts.n);
+        const host_spec *h = &c->hosts.items[i];
+        *ret = NULL;
+        *ret_why = NULL;
+        _cleanup_free_ char *own = member_file(c, h);
+        _cleanup_free_ char *foreign = h->mode == HOST_MODE_STATIC_POD
+                                           ? kubeadm_manifest(h)
+                                           : xasprintf("%s/" HOSTS_FOREIGN_UNIT, h->unit_dir);
+        _cleanup_free_ char *qo = ssh_quote(own), *qf = ssh_quote(foreign);
+        _cleanup_free_ char *cmd = xasprintf("if [ -f %s ]; then echo own; head -c 1048577 %s; "
+                                             "elif [ -f %s ]; then echo foreign; head -c 1048577 "
+                                             "%s; fi",
+                                             qo, qo, qf, qf);
+        _cleanup_free_ char *out = NULL;
+        int k = exec_cmd(ht, h, cmd, NULL, 0, &out);
+        if (k < 0)
+                return k;
+        if (!out || !*out)
+                return 0;
+        bool is_own = strneq(out, "own\n", 4);
+        const char *body = strchr(out, '\n') + 1;
+        const char *path = is_own ? own : foreign;
+        if (h->mode == HOST_MODE_SYSTEMD) {
+                *ret_why = xasprintf("%s runs etcd from the unit %s; adopting systemd-managed "
+                                     "etcd is not supported yet",
+                                     h->address, path);
+                return -EOPNOTSUPP;
+        }
+        _cleanup_free_ char *origin = xasprintf("%s:%s", h->address, path);
+        diag_list d = DIAG_LIST_INIT;
+        hosts_running *r = XNEW(hosts_running);
+        k = hosts_running_parse_manifest(origin, body, strlen(body), r, &d);
+        if (k < 0) {
+                strbuf sb = STRBUF_INIT;
+                for (size_t j = 0; j < d.n; j++)
+                        sb_printf(&sb, "%s%s", j ? "; " : "", d.items[j].message);
+                *ret_why = xasprintf("%s: cannot read the etcd it runs from %s: %s", h->address,
+                                     path, d.n ? sb_str(&sb) : strerror(-k));
+                sb_release(&sb);
+                diag_list_release(&d);
+                free(r);
+                return -EPERM;
+        }
+        diag_list_release(&d);
+        str_assign(&r->file, xstrdup(path));
+        r->gitcd_file = is_own;
+        if (is_own)
+                r->config_hash = line_value(body, HASH_PREFIX);
+        *ret = r;
+        return 0;
+}
+
+int hosts_adopt_claim(target *t, const etcd_cluster *c, size_t i, const char *member,
+                      char **ret_identity)
+{
+        hosts_target *ht = HT(t);
+        const host_spec *h = &c->hosts.items[i];
+        *ret_identity = NULL;
+        for (int round = 0; round < 2; round++) {
+                _cleanup_(view_release) machine_view v = {0};
+                int k = probe(ht, c, h, &v);
+                if (k < 0)
+                        return k;
+                if (v.claimed_by && !streq(v.claimed_by, member))
+                        return target_fail(t, -EEXIST, "%s: the data directory %s belongs to %s",
+                                           h->address, h->data_dir, v.claimed_by);
+                if (v.claimed_by && v.identity) {
+                        *ret_identity = TAKE_PTR(v.identity);
+                        return 0;
+                }
+                if (round == 0 && (k = write_marker(ht, h, member)) < 0)
+                        return k;
+        }
+        return target_fail(t, -EIO, "%s: the marker written in %s does not read back", h->address,
+                           h->data_dir);
+}
+
+int hosts_adopt_retire(target *t, const etcd_cluster *c, size_t i)
+{
+        const host_spec *h = &c->hosts.items[i];
+        assert(h->mode == HOST_MODE_STATIC_POD);
+        _cleanup_free_ char *path = kubeadm_manifest(h), *qp = ssh_quote(path);
+        _cleanup_free_ char *cmd = xasprintf("rm -f -- %s", qp);
+        return run(HT(t), h, cmd, NULL);
+}
+
+int hosts_member_healthy(target *t, const etcd_cluster *c, const char *client_url)
+{
+        _cleanup_free_ char *why = NULL;
+        return health(HT(t), c, client_url, &why);
+}
+
+int hosts_target_peer_port(const target *t)
+{
+        return ((const hosts_target *)t)->o.peer_port;
 }
 
 static const target_ops hosts_ops = {
