@@ -450,6 +450,27 @@ char **hosts_machine_effects(const etcd_cluster *c, size_t i)
         return l;
 }
 
+char *hosts_machine_adoption(const etcd_cluster *c, size_t i)
+{
+        assert(i < c->hosts.n);
+        const host_spec *h = &c->hosts.items[i];
+        _cleanup_free_ char *own = member_file(c, h);
+        if (h->mode == HOST_MODE_SYSTEMD)
+                return xasprintf("before creating anything, apply reads %s/" HOSTS_FOREIGN_UNIT
+                                 " and %s: if etcd already runs there, apply refuses (adopting "
+                                 "systemd-managed etcd is not supported yet) and changes nothing",
+                                 h->unit_dir, own);
+        return xasprintf(
+            "before creating anything, apply reads %s/" HOSTS_KUBEADM_MANIFEST " (kubeadm) and %s; "
+            "if etcd already runs from one of them, apply adopts that cluster instead of "
+            "bootstrapping: it imports the member running there with its etcd member ID, writes "
+            "the marker into its running data dir (which must be %s), and, one member at a time "
+            "with every member healthy, replaces " HOSTS_KUBEADM_MANIFEST " by the manifest "
+            "below (one restart; none for gitcd's own file with the same configuration), or it "
+            "refuses and changes nothing (docs/hosts.md, \"Adopting a running cluster\")",
+            h->manifest_dir, own, h->data_dir);
+}
+
 /* ---- TLS (tls.provider auto) --------------------------------------------- */
 
 static bool auto_tls(const etcd_cluster *c)

@@ -67,6 +67,13 @@ int hosts_target_new(const hosts_target_opts *opts, target **ret);
 char **hosts_machine_effects(const etcd_cluster *c, size_t i);
 
 /*
+ * For `gitcd plan --target hosts` on a cluster gitcd has no records of:
+ * what apply reads on machine i first and what adoption would do there
+ * (plan itself contacts no machine). Newly allocated.
+ */
+char *hosts_machine_adoption(const etcd_cluster *c, size_t i);
+
+/*
  * The shell command run on machine h for cmd: cmd itself when the SSH
  * user is root, else `sudo -n sh -c '<cmd>'` (sudo never prompts: without
  * password-less sudo the command fails at once). Newly allocated.
