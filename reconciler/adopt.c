@@ -33,6 +33,7 @@
 #include "reconciler/membership.h"
 #include "targets/hosts-adopt.h"
 #include "targets/hosts.h"
+#include "util/failpoint.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -303,11 +304,14 @@ static int adopt_locked(state_db *db, target *t, const char *cluster, const etcd
                 snprintf(msg, msgsize, "adoption: %s", target_last_error(t));
         if (k >= 0)
                 k = t->ops->ensure_shared(t, c, p);
-        for (size_t i = 0; k >= 0 && i < ap.n; i++)
+        for (size_t i = 0; k >= 0 && i < ap.n; i++) {
                 for (size_t j = 0; k >= 0 && j < p->n; j++)
                         if (streq(p->members[j].name, ap.steps[i].member))
                                 k = move_member(db, t, cluster, c, p, j, &ap.steps[i], &ap,
                                                 wall_ms(), msg, msgsize);
+                if (i == 0)
+                        FAILPOINT("adopt.after-first-move");
+        }
         membership_plan_free(p);
         state_member_list_release(&l);
         if (k < 0)

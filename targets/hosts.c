@@ -34,7 +34,9 @@
  *
  * Adoption of a cluster already running on the machines: the reads and
  * writes are here (hosts_adopt_*), the rules in hosts-adopt.c, the steps in
- * reconciler/adopt.c.
+ * reconciler/adopt.c. When ensure_member writes a static Pod manifest, a
+ * kubeadm etcd.yaml running the same dataDir goes first (an adoption that
+ * stopped half-way is finished by the reconciler's next start).
  */
 #include <assert.h>
 #include <dirent.h>
@@ -763,6 +765,37 @@ static char *manifest_text(const etcd_cluster *c, const member_plan *mp, char *c
                          mp->config_hash ? mp->config_hash : "", body);
 }
 
+static char *kubeadm_manifest(const host_spec *h);
+
+/*
+ * Before gitcd's manifest replaces a member adopted from kubeadm's
+ * etcd.yaml (adoption stopped half-way, reconciler/adopt.c): remove that
+ * etcd.yaml when it runs this machine's dataDir, so kubelet does not run
+ * two etcds on one data directory and its ports. A manifest for other data
+ * is left alone.
+ */
+static int retire_kubeadm(hosts_target *ht, const host_spec *h)
+{
+        _cleanup_free_ char *path = kubeadm_manifest(h), *qp = ssh_quote(path);
+        _cleanup_free_ char *cmd = xasprintf("if [ -f %s ]; then head -c 1048577 %s; fi", qp, qp);
+        _cleanup_free_ char *out = NULL;
+        int k = exec_cmd(ht, h, cmd, NULL, 0, &out);
+        if (k < 0 || isempty(out))
+                return k;
+        hosts_running r = {0};
+        diag_list d = DIAG_LIST_INIT;
+        bool ours = hosts_running_parse_manifest(path, out, strlen(out), &r, &d) == 0 &&
+                    streq(r.data_dir, h->data_dir);
+        hosts_running_release(&r);
+        diag_list_release(&d);
+        if (!ours)
+                return 0;
+        log_info("hosts target: %s: removing %s, which runs the data of the member gitcd starts",
+                 h->address, path);
+        _cleanup_free_ char *rm = xasprintf("rm -f -- %s", qp);
+        return run(ht, h, rm, NULL);
+}
+
 static int hosts_ensure_member(target *t, const etcd_cluster *c, const membership_plan *p,
                                size_t idx)
 {
@@ -822,6 +855,8 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
         if (!pod)
                 str_assign(&argv[0], xstrdup(h->etcd_binary));
         _cleanup_free_ char *text = pod ? manifest_text(c, mp, argv) : unit_text(c, mp, argv);
+        if (pod && (k = retire_kubeadm(ht, h)) < 0)
+                return k;
         _cleanup_free_ char *path = member_file(c, h);
         k = upload(ht, h, path, text, strlen(text), pod ? 0600 : 0644);
         if (k < 0)

@@ -105,6 +105,14 @@ void hosts_lab_write_cluster(const hosts_lab *l, e2e *e, const char *name, const
 int hosts_lab_cmd(const hosts_lab *l, e2e *e, const char *cmd, const char *known_hosts,
                   char **ret_out, char **ret_err, const char *extra1, const char *extra2)
 {
+        return hosts_lab_cmd_failpoint(l, e, NULL, cmd, known_hosts, ret_out, ret_err, extra1,
+                                       extra2);
+}
+
+int hosts_lab_cmd_failpoint(const hosts_lab *l, e2e *e, const char *failpoint, const char *cmd,
+                            const char *known_hosts, char **ret_out, char **ret_err,
+                            const char *extra1, const char *extra2)
+{
         const char *args[] = {cmd,
                               "--source",
                               e->source,
@@ -119,7 +127,7 @@ int hosts_lab_cmd(const hosts_lab *l, e2e *e, const char *cmd, const char *known
                               extra1,
                               extra2,
                               NULL};
-        return e2e_runv(e, ret_out, ret_err, args);
+        return e2e_runv_failpoint(e, failpoint, ret_out, ret_err, args);
 }
 
 void hosts_lab_apply_ok(const hosts_lab *l, e2e *e, const char *timeout)

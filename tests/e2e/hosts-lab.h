@@ -43,6 +43,10 @@ void hosts_lab_write_cluster(const hosts_lab *l, e2e *e, const char *name, const
 /* gitcd <cmd> --source S --target hosts <the lab's SSH flags> [extra1 extra2]. */
 int hosts_lab_cmd(const hosts_lab *l, e2e *e, const char *cmd, const char *known_hosts,
                   char **ret_out, char **ret_err, const char *extra1, const char *extra2);
+/* hosts_lab_cmd with GITCD_FAILPOINT (util/failpoint.h); 128+signal when killed there. */
+int hosts_lab_cmd_failpoint(const hosts_lab *l, e2e *e, const char *failpoint, const char *cmd,
+                            const char *known_hosts, char **ret_out, char **ret_err,
+                            const char *extra1, const char *extra2);
 /* `gitcd apply --target hosts --timeout T`; fails the test with the status when it fails. */
 void hosts_lab_apply_ok(const hosts_lab *l, e2e *e, const char *timeout);
 

@@ -3,15 +3,18 @@
  * (and a fourth, free one) with the host agent playing kubelet, a 3-member
  * etcd 3.5.16 cluster started by hand the way kubeadm runs stacked etcd (a
  * static Pod manifest etcd.yaml on each machine, kubeadm-style flags), and
- * a writer running all along. `gitcd plan --target hosts` says adoption is
- * decided at apply; `gitcd apply --target hosts` adopts instead of
- * bootstrapping: the member IDs and the cluster ID stay, no acknowledged
- * write is lost, each data directory gets gitcd's marker, each member
- * moves from etcd.yaml onto gitcd's manifest, the audit log has
- * cluster.adopt and member.adopt; then a scale to 4 works on the adopted
- * cluster.
+ * a writer running all along. A spec that does not match it (1 replica)
+ * is refused and nothing is written on the machines. `gitcd plan --target
+ * hosts` says adoption is decided at apply; `gitcd apply --target hosts`
+ * adopts instead of bootstrapping, killed once after moving the first
+ * member (the next apply finishes the move of the others): the member IDs
+ * and the cluster ID stay, no acknowledged write is lost, each data
+ * directory gets gitcd's marker, each member moves from etcd.yaml onto
+ * gitcd's manifest, the audit log has cluster.adopt and member.adopt; then
+ * a scale to 4 works on the adopted cluster.
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -116,6 +119,25 @@ static void test_adopt(void **state)
         etcd_members *before = wait_started(sb_str(&eps));
         hosts_writer *w = hosts_writer_start(sb_str(&eps));
 
+        /* a spec that does not match what runs: refused, nothing written */
+        e2e *other = e2e_new();
+        hosts_lab_write_cluster(L, other, CL, VERSION, 1, 0, MACHINES);
+        _cleanup_free_ char *rout = NULL, *rerr = NULL;
+        assert_int_not_equal(
+            hosts_lab_cmd(L, other, "apply", NULL, &rout, &rerr, "--timeout", "20s"), 0);
+        if (!strstr(rerr, "adoption refused") || !strstr(rerr, "has 3 members, the spec 1"))
+                fail_msg("no refusal:\n%s%s", rout, rerr);
+        assert_int_equal(e2e_audit_count(other, CL, "member.bootstrap"), 0);
+        for (size_t i = 0; i < MACHINES; i++) {
+                _cleanup_free_ char *data = hosts_lab_data_dir(L, i, CL);
+                _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", data);
+                assert_false(path_exists(marker));
+                _cleanup_free_ char *dir = hosts_lab_manifests(L, i);
+                _cleanup_free_ char *old = xasprintf("%s/etcd.yaml", dir);
+                assert_true(path_exists(old) == (i < 3));
+        }
+        e2e_free(other);
+
         /* the cluster lists all four machines; three run it */
         hosts_lab_write_cluster(L, e, CL, VERSION, 3, 0, MACHINES);
         _cleanup_free_ char *out = NULL, *err = NULL;
@@ -124,6 +146,11 @@ static void test_adopt(void **state)
                 fail_msg("plan says nothing of adoption:\n%s", out);
         free(out), free(err), out = err = NULL;
 
+        /* killed after the first member moved: the next apply finishes the others */
+        assert_int_equal(hosts_lab_cmd_failpoint(L, e, "adopt.after-first-move", "apply", NULL,
+                                                 &out, &err, "--timeout", "150s"),
+                         128 + SIGKILL);
+        free(out), free(err), out = err = NULL;
         hosts_lab_apply_ok(L, e, "150s");
 
         /* adopted: the same members, IDs and cluster, nothing bootstrapped */
