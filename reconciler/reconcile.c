@@ -949,8 +949,9 @@ static int act_bootstrap(act_ctx *a)
 
 /*
  * Adoption (reconciler/adopt.h), before a cluster with no records is
- * bootstrapped: 0 when there is nothing to adopt, 1 when adopted, -errno
- * when refused (blocked: nothing changed) or the machines could not be read.
+ * bootstrapped: 0 when there is nothing to adopt (bootstrap), 1 when the
+ * pass's result is set: adopted, refused (blocked, nothing changed), or
+ * the machines could not be read (tried again; never bootstrapped then).
  */
 static int act_adopt(act_ctx *a)
 {
@@ -1760,9 +1761,8 @@ static int pass_act(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world 
         case STEP_START_SEED:
         case STEP_BOOTSTRAP: {
                 /* machines that already run the cluster are adopted, never bootstrapped over */
-                int k = act_adopt(&a);
-                if (k != 0)
-                        return k < 0 ? k : 0;
+                if (act_adopt(&a))
+                        return 0;
                 return s->kind == STEP_BOOTSTRAP ? act_bootstrap(&a) : act_start_seed(&a);
         }
         case STEP_ADD_LEARNER:
