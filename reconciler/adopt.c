@@ -61,6 +61,23 @@ static void audit(state_db *db, const char *cluster, const char *action, const c
                          state_last_error());
 }
 
+/*
+ * A refusal, audited once: `gitcd run` tries a blocked cluster again every
+ * 30 s, and the same refusal again is no new event.
+ */
+static void audit_refusal(state_db *db, const char *cluster, const char *why, int64_t now,
+                          const char *commit, const char *author)
+{
+        state_audit_filter f = {.cluster = cluster, .action = "cluster.adopt", .limit = 1};
+        state_audit_list l = {0};
+        bool again = state_audit_query(db, &f, &l) == 0 && l.n == 1 &&
+                     streq_ptr(l.items[0]->reason, why) &&
+                     streq_ptr(l.items[0]->outcome, "rejected");
+        state_audit_list_release(&l);
+        if (!again)
+                audit(db, cluster, "cluster.adopt", why, NULL, "rejected", now, commit, author);
+}
+
 static void running_free_all(hosts_running **v, size_t n)
 {
         for (size_t i = 0; i < n; i++)
@@ -222,8 +239,7 @@ static int adopt_locked(state_db *db, target *t, const char *cluster, const etcd
                         free(why);
                         running_free_all(running, n);
                         if (k == -EPERM || k == -EOPNOTSUPP)
-                                audit(db, cluster, "cluster.adopt", msg, NULL, "rejected",
-                                      wall_ms(), commit, author);
+                                audit_refusal(db, cluster, msg, wall_ms(), commit, author);
                         return k == -EOPNOTSUPP ? -EPERM : k;
                 }
         }
@@ -248,8 +264,7 @@ static int adopt_locked(state_db *db, target *t, const char *cluster, const etcd
         if (k <= 0) {
                 if (k < 0) {
                         snprintf(msg, msgsize, "adoption refused: %s", why);
-                        audit(db, cluster, "cluster.adopt", msg, NULL, "rejected", wall_ms(),
-                              commit, author);
+                        audit_refusal(db, cluster, msg, wall_ms(), commit, author);
                         log_error("%s: %s", cluster, msg);
                 }
                 free(why);

@@ -128,6 +128,12 @@ static void test_adopt(void **state)
         if (!strstr(rerr, "adoption refused") || !strstr(rerr, "has 3 members, the spec 1"))
                 fail_msg("no refusal:\n%s%s", rout, rerr);
         assert_int_equal(e2e_audit_count(other, CL, "member.bootstrap"), 0);
+        /* refused again (as `gitcd run` retries): the same refusal is audited once */
+        free(rout), free(rerr), rout = rerr = NULL;
+        assert_int_not_equal(
+            hosts_lab_cmd(L, other, "apply", NULL, &rout, &rerr, "--timeout", "20s"), 0);
+        assert_non_null(strstr(rerr, "adoption refused"));
+        assert_int_equal(e2e_audit_count(other, CL, "cluster.adopt"), 1);
         for (size_t i = 0; i < MACHINES; i++) {
                 _cleanup_free_ char *data = hosts_lab_data_dir(L, i, CL);
                 _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", data);
