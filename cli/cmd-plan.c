@@ -70,7 +70,10 @@ static void usage(FILE *out)
                 "`gitcd apply --target hosts` would, and lists for each cluster to create\n"
                 "or change, machine by machine, the files apply writes there and the\n"
                 "commands it runs (with `sudo -n` for SSH users other than root). They\n"
-                "are computed from the spec: no machine is contacted (docs/hosts.md).\n\n"
+                "are computed from the spec: no machine is contacted (docs/hosts.md).\n"
+                "For a cluster gitcd has no records of it also says what apply reads\n"
+                "first on each machine and how it adopts a cluster already running there\n"
+                "(or refuses) instead of bootstrapping; the reading happens at apply.\n\n"
                 "A Git source is mirrored into a temporary folder removed on exit, unless\n"
                 "--cache-dir names a cache to reuse. --etcd-dir and the --hosts-* flags are\n"
                 "accepted and ignored: only --target kubernetes contacts a target.\n\n"
@@ -221,10 +224,15 @@ static json_t *hosts_effects(const source_revision *rev, const plan *p)
                         for (size_t k = 0; l[k]; k++)
                                 json_array_append_new(e, json_string(l[k]));
                         strv_free(l);
-                        json_array_append_new(
-                            machines,
+                        json_t *mj =
                             json_pack("{s:s,s:s,s:o}", "address", c->hosts.items[m].address, "mode",
-                                      host_mode_name(c->hosts.items[m].mode), "effects", e));
+                                      host_mode_name(c->hosts.items[m].mode), "effects", e);
+                        /* no records yet: apply may adopt what already runs there */
+                        if (it->action == PLAN_CREATE) {
+                                _cleanup_free_ char *a = hosts_machine_adoption(c, m);
+                                json_object_set_new(mj, "adoption", json_string(a));
+                        }
+                        json_array_append_new(machines, mj);
                 }
                 json_array_append_new(out, json_pack("{s:s,s:s,s:o}", "cluster", it->name, "action",
                                                      plan_action_name(it->action), "machines",
@@ -251,6 +259,9 @@ static void hosts_effects_print(json_t *effects, FILE *out)
                         fprintf(out, "    %s (%s):\n",
                                 json_string_value(json_object_get(mach, "address")),
                                 json_string_value(json_object_get(mach, "mode")));
+                        const char *adopt = json_string_value(json_object_get(mach, "adoption"));
+                        if (adopt)
+                                fprintf(out, "      - adoption: %s\n", adopt);
                         json_array_foreach(json_object_get(mach, "effects"), k, line)
                             fprintf(out, "      - %s\n", json_string_value(line));
                 }

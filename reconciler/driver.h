@@ -72,6 +72,7 @@ typedef struct driver_opts {
         void *etcd_userdata;
         int64_t (*wall_ms)(void);
         int64_t (*mono_ms)(void);
+        target *adopt_target; /* reconciler_opts.adopt_target */
 } driver_opts;
 
 #define DRIVER_IDLE_INTERVAL_MS (30 * 1000)

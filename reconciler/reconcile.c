@@ -34,6 +34,7 @@
 #include "etcd/client.h"
 #include "maintenance/maintenance.h"
 #include "pki/auto.h"
+#include "reconciler/adopt.h"
 #include "reconciler/bootstrap.h"
 #include "reconciler/carotate.h"
 #include "reconciler/membership.h"
@@ -967,6 +968,40 @@ static int act_bootstrap(act_ctx *a)
         return finish(a, op, "member.bootstrap", k, err, t0);
 }
 
+/*
+ * Adoption (reconciler/adopt.h), before a cluster with no records is
+ * bootstrapped: 0 when there is nothing to adopt (bootstrap), 1 when the
+ * pass's result is set: adopted, refused (blocked, nothing changed), or
+ * the machines could not be read (tried again; never bootstrapped then).
+ */
+static int act_adopt(act_ctx *a)
+{
+        reconciler *r = a->r;
+        if (!r->opts.adopt_target || a->w->obs.bootstrapped)
+                return 0;
+        char msg[sizeof(a->res->message)] = "";
+        int k = adopt_try(r->opts.db, r->opts.adopt_target, a->x->name, a->c, a->commit, a->author,
+                          r->opts.wall_ms, msg, sizeof(msg));
+        if (k == 0)
+                return 0;
+        snprintf(a->res->message, sizeof(a->res->message), "%s", msg);
+        if (k > 0) {
+                a->res->outcome = PASS_PROGRESSED;
+                return 1;
+        }
+        if (k == -EPERM) {
+                a->res->outcome = PASS_BLOCKED;
+                a->res->poll_ms = POLL_BLOCKED_MS;
+                a->x->blocked_until = mono(r) + POLL_BLOCKED_MS;
+                snprintf(a->res->reason, sizeof(a->res->reason), "AdoptionRefused");
+                return 1;
+        }
+        log_warn("%s: %s", a->x->name, msg);
+        a->res->outcome = PASS_WAITING;
+        a->res->poll_ms = POLL_RETRY_MS;
+        return 1;
+}
+
 static char *started_initial_cluster(world *w)
 {
         strbuf sb = STRBUF_INIT;
@@ -1745,9 +1780,12 @@ static int pass_act(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world 
                 res->poll_ms = POLL_IN_FLIGHT_MS;
                 return 0;
         case STEP_START_SEED:
-                return act_start_seed(&a);
-        case STEP_BOOTSTRAP:
-                return act_bootstrap(&a);
+        case STEP_BOOTSTRAP: {
+                /* machines that already run the cluster are adopted, never bootstrapped over */
+                if (act_adopt(&a))
+                        return 0;
+                return s->kind == STEP_BOOTSTRAP ? act_bootstrap(&a) : act_start_seed(&a);
+        }
         case STEP_ADD_LEARNER:
                 if (mono(r) < x->add_not_before) {
                         res->outcome = PASS_WAITING;

@@ -32,7 +32,11 @@
  * reissues them. gitcd's own client identity (operator/) never leaves the
  * gitcd host.
  *
- * Not yet: adoption of members gitcd did not create.
+ * Adoption of a cluster already running on the machines: the reads and
+ * writes are here (hosts_adopt_*), the rules in hosts-adopt.c, the steps in
+ * reconciler/adopt.c. When ensure_member writes a static Pod manifest, a
+ * kubeadm etcd.yaml running the same dataDir goes first (an adoption that
+ * stopped half-way is finished by the reconciler's next start).
  */
 #include <assert.h>
 #include <dirent.h>
@@ -46,6 +50,7 @@
 #include "api/spec.h"
 #include "render/layout.h"
 #include "render/render.h"
+#include "targets/hosts-adopt.h"
 #include "targets/hosts.h"
 #include "targets/local-tls.h"
 #include "util/fs.h"
@@ -447,6 +452,27 @@ char **hosts_machine_effects(const etcd_cluster *c, size_t i)
         return l;
 }
 
+char *hosts_machine_adoption(const etcd_cluster *c, size_t i)
+{
+        assert(i < c->hosts.n);
+        const host_spec *h = &c->hosts.items[i];
+        _cleanup_free_ char *own = member_file(c, h);
+        if (h->mode == HOST_MODE_SYSTEMD)
+                return xasprintf("before creating anything, apply reads %s/" HOSTS_FOREIGN_UNIT
+                                 " and %s: if etcd already runs there, apply refuses (adopting "
+                                 "systemd-managed etcd is not supported yet) and changes nothing",
+                                 h->unit_dir, own);
+        return xasprintf(
+            "before creating anything, apply reads %s/" HOSTS_KUBEADM_MANIFEST " (kubeadm) and %s; "
+            "if etcd already runs from one of them, apply adopts that cluster instead of "
+            "bootstrapping: it imports the member running there with its etcd member ID, writes "
+            "the marker into its running data dir (which must be %s), and, one member at a time "
+            "with every member healthy, replaces " HOSTS_KUBEADM_MANIFEST " by the manifest "
+            "below (one restart; none for gitcd's own file with the same configuration), or it "
+            "refuses and changes nothing (docs/hosts.md, \"Adopting a running cluster\")",
+            h->manifest_dir, own, h->data_dir);
+}
+
 /* ---- TLS (tls.provider auto) --------------------------------------------- */
 
 static bool auto_tls(const etcd_cluster *c)
@@ -739,6 +765,37 @@ static char *manifest_text(const etcd_cluster *c, const member_plan *mp, char *c
                          mp->config_hash ? mp->config_hash : "", body);
 }
 
+static char *kubeadm_manifest(const host_spec *h);
+
+/*
+ * Before gitcd's manifest replaces a member adopted from kubeadm's
+ * etcd.yaml (adoption stopped half-way, reconciler/adopt.c): remove that
+ * etcd.yaml when it runs this machine's dataDir, so kubelet does not run
+ * two etcds on one data directory and its ports. A manifest for other data
+ * is left alone.
+ */
+static int retire_kubeadm(hosts_target *ht, const host_spec *h)
+{
+        _cleanup_free_ char *path = kubeadm_manifest(h), *qp = ssh_quote(path);
+        _cleanup_free_ char *cmd = xasprintf("if [ -f %s ]; then head -c 1048577 %s; fi", qp, qp);
+        _cleanup_free_ char *out = NULL;
+        int k = exec_cmd(ht, h, cmd, NULL, 0, &out);
+        if (k < 0 || isempty(out))
+                return k;
+        hosts_running r = {0};
+        diag_list d = DIAG_LIST_INIT;
+        bool ours = hosts_running_parse_manifest(path, out, strlen(out), &r, &d) == 0 &&
+                    streq(r.data_dir, h->data_dir);
+        hosts_running_release(&r);
+        diag_list_release(&d);
+        if (!ours)
+                return 0;
+        log_info("hosts target: %s: removing %s, which runs the data of the member gitcd starts",
+                 h->address, path);
+        _cleanup_free_ char *rm = xasprintf("rm -f -- %s", qp);
+        return run(ht, h, rm, NULL);
+}
+
 static int hosts_ensure_member(target *t, const etcd_cluster *c, const membership_plan *p,
                                size_t idx)
 {
@@ -798,6 +855,8 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
         if (!pod)
                 str_assign(&argv[0], xstrdup(h->etcd_binary));
         _cleanup_free_ char *text = pod ? manifest_text(c, mp, argv) : unit_text(c, mp, argv);
+        if (pod && (k = retire_kubeadm(ht, h)) < 0)
+                return k;
         _cleanup_free_ char *path = member_file(c, h);
         k = upload(ht, h, path, text, strlen(text), pod ? 0600 : 0644);
         if (k < 0)
@@ -1102,6 +1161,114 @@ static void hosts_free(target *t)
                 etcd_cluster_free(ht->seen[i]);
         free(ht->seen);
         free(ht);
+}
+
+/* ---- adoption (reconciler/adopt.c) ------------------------------------- */
+
+static char *kubeadm_manifest(const host_spec *h)
+{
+        return xasprintf("%s/" HOSTS_KUBEADM_MANIFEST, h->manifest_dir);
+}
+
+int hosts_adopt_read(target *t, const etcd_cluster *c, size_t i, hosts_running **ret,
+                     char **ret_why)
+{
+        hosts_target *ht = HT(t);
+        assert(i < c->hosts.n);
+        const host_spec *h = &c->hosts.items[i];
+        *ret = NULL;
+        *ret_why = NULL;
+        _cleanup_free_ char *own = member_file(c, h);
+        _cleanup_free_ char *foreign = h->mode == HOST_MODE_STATIC_POD
+                                           ? kubeadm_manifest(h)
+                                           : xasprintf("%s/" HOSTS_FOREIGN_UNIT, h->unit_dir);
+        _cleanup_free_ char *qo = ssh_quote(own), *qf = ssh_quote(foreign);
+        _cleanup_free_ char *cmd = xasprintf("if [ -f %s ]; then echo own; head -c 1048577 %s; "
+                                             "elif [ -f %s ]; then echo foreign; head -c 1048577 "
+                                             "%s; fi",
+                                             qo, qo, qf, qf);
+        _cleanup_free_ char *out = NULL;
+        int k = exec_cmd(ht, h, cmd, NULL, 0, &out);
+        if (k < 0)
+                return k;
+        if (!out || !*out)
+                return 0;
+        bool is_own = strneq(out, "own\n", 4);
+        const char *body = strchr(out, '\n') + 1;
+        const char *path = is_own ? own : foreign;
+        if (h->mode == HOST_MODE_SYSTEMD) {
+                *ret_why = xasprintf("%s runs etcd from the unit %s; adopting systemd-managed "
+                                     "etcd is not supported yet",
+                                     h->address, path);
+                return -EOPNOTSUPP;
+        }
+        _cleanup_free_ char *origin = xasprintf("%s:%s", h->address, path);
+        diag_list d = DIAG_LIST_INIT;
+        hosts_running *r = XNEW(hosts_running);
+        k = hosts_running_parse_manifest(origin, body, strlen(body), r, &d);
+        if (k < 0) {
+                strbuf sb = STRBUF_INIT;
+                for (size_t j = 0; j < d.n; j++)
+                        sb_printf(&sb, "%s%s", j ? "; " : "", d.items[j].message);
+                *ret_why = xasprintf("%s: cannot read the etcd it runs from %s: %s", h->address,
+                                     path, d.n ? sb_str(&sb) : strerror(-k));
+                sb_release(&sb);
+                diag_list_release(&d);
+                free(r);
+                return -EPERM;
+        }
+        diag_list_release(&d);
+        str_assign(&r->file, xstrdup(path));
+        r->gitcd_file = is_own;
+        if (is_own)
+                r->config_hash = line_value(body, HASH_PREFIX);
+        *ret = r;
+        return 0;
+}
+
+int hosts_adopt_claim(target *t, const etcd_cluster *c, size_t i, const char *member,
+                      char **ret_identity)
+{
+        hosts_target *ht = HT(t);
+        const host_spec *h = &c->hosts.items[i];
+        *ret_identity = NULL;
+        for (int round = 0; round < 2; round++) {
+                _cleanup_(view_release) machine_view v = {0};
+                int k = probe(ht, c, h, &v);
+                if (k < 0)
+                        return k;
+                if (v.claimed_by && !streq(v.claimed_by, member))
+                        return target_fail(t, -EEXIST, "%s: the data directory %s belongs to %s",
+                                           h->address, h->data_dir, v.claimed_by);
+                if (v.claimed_by && v.identity) {
+                        *ret_identity = TAKE_PTR(v.identity);
+                        return 0;
+                }
+                if (round == 0 && (k = write_marker(ht, h, member)) < 0)
+                        return k;
+        }
+        return target_fail(t, -EIO, "%s: the marker written in %s does not read back", h->address,
+                           h->data_dir);
+}
+
+int hosts_adopt_retire(target *t, const etcd_cluster *c, size_t i)
+{
+        const host_spec *h = &c->hosts.items[i];
+        assert(h->mode == HOST_MODE_STATIC_POD);
+        _cleanup_free_ char *path = kubeadm_manifest(h), *qp = ssh_quote(path);
+        _cleanup_free_ char *cmd = xasprintf("rm -f -- %s", qp);
+        return run(HT(t), h, cmd, NULL);
+}
+
+int hosts_member_healthy(target *t, const etcd_cluster *c, const char *client_url)
+{
+        _cleanup_free_ char *why = NULL;
+        return health(HT(t), c, client_url, &why);
+}
+
+int hosts_target_peer_port(const target *t)
+{
+        return ((const hosts_target *)t)->o.peer_port;
 }
 
 static const target_ops hosts_ops = {

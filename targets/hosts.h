@@ -67,6 +67,13 @@ int hosts_target_new(const hosts_target_opts *opts, target **ret);
 char **hosts_machine_effects(const etcd_cluster *c, size_t i);
 
 /*
+ * For `gitcd plan --target hosts` on a cluster gitcd has no records of:
+ * what apply reads on machine i first and what adoption would do there
+ * (plan itself contacts no machine). Newly allocated.
+ */
+char *hosts_machine_adoption(const etcd_cluster *c, size_t i);
+
+/*
  * The shell command run on machine h for cmd: cmd itself when the SSH
  * user is root, else `sudo -n sh -c '<cmd>'` (sudo never prompts: without
  * password-less sudo the command fails at once). Newly allocated.
@@ -79,3 +86,30 @@ char *hosts_command(const host_spec *h, const char *cmd);
  * created under umask 077, chmod mode, fsync (`sync FILE`), rename.
  */
 char *hosts_install_command(const host_spec *h, const char *path, mode_t mode);
+
+/*
+ * Adoption (reconciler/adopt.c, targets/hosts-adopt.h), hosts target only.
+ *
+ * hosts_adopt_read: what machine i runs: gitcd's own member file when
+ * present, else kubeadm's <manifestDir>/etcd.yaml (staticPod) or
+ * <unitDir>/etcd.service (systemd). *ret NULL when neither exists.
+ * -EOPNOTSUPP for systemd (not supported yet) and -EPERM for a manifest
+ * that cannot be read, both with the reason in *ret_why.
+ *
+ * hosts_adopt_claim: write the data identity marker of member on machine
+ * i unless it holds one already; its id in *ret_identity. -EEXIST when the
+ * marker names another member.
+ *
+ * hosts_adopt_retire: remove kubeadm's etcd.yaml from machine i (kubelet
+ * stops that Pod).
+ */
+typedef struct hosts_running hosts_running;
+int hosts_adopt_read(target *t, const etcd_cluster *c, size_t i, hosts_running **ret,
+                     char **ret_why);
+int hosts_adopt_claim(target *t, const etcd_cluster *c, size_t i, const char *member,
+                      char **ret_identity);
+int hosts_adopt_retire(target *t, const etcd_cluster *c, size_t i);
+/* 1 when etcd at client_url answers /health healthy, else 0 (hosts target only). */
+int hosts_member_healthy(target *t, const etcd_cluster *c, const char *client_url);
+/* The members' peer port (--hosts-ports). */
+int hosts_target_peer_port(const target *t);

@@ -213,7 +213,8 @@ int e2e_apply(e2e *e, const char *failpoint, int timeout_s)
         return run_argv(e, failpoint, argv, NULL, NULL);
 }
 
-int e2e_runv(e2e *e, char **ret_stdout, char **ret_stderr, const char *const *args)
+int e2e_runv_failpoint(e2e *e, const char *failpoint, char **ret_stdout, char **ret_stderr,
+                       const char *const *args)
 {
         char *argv[64];
         int n = 0;
@@ -221,7 +222,12 @@ int e2e_runv(e2e *e, char **ret_stdout, char **ret_stderr, const char *const *ar
         for (size_t i = 0; args[i] && n < 63; i++)
                 argv[n++] = (char *)args[i];
         argv[n] = NULL;
-        return run_argv(e, NULL, argv, ret_stdout, ret_stderr);
+        return run_argv(e, failpoint, argv, ret_stdout, ret_stderr);
+}
+
+int e2e_runv(e2e *e, char **ret_stdout, char **ret_stderr, const char *const *args)
+{
+        return e2e_runv_failpoint(e, NULL, ret_stdout, ret_stderr, args);
 }
 
 int e2e_run(e2e *e, char **ret_stdout, const char *arg, ...)

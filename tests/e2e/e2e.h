@@ -45,6 +45,9 @@ int e2e_apply(e2e *e, const char *failpoint, int timeout_s);
  * captured when ret_stdout / ret_stderr are not NULL. Returns the exit status.
  */
 int e2e_runv(e2e *e, char **ret_stdout, char **ret_stderr, const char *const *args);
+/* e2e_runv with GITCD_FAILPOINT set to failpoint (NULL: unset); 128+signal when killed. */
+int e2e_runv_failpoint(e2e *e, const char *failpoint, char **ret_stdout, char **ret_stderr,
+                       const char *const *args);
 /* Run gitcd with arguments (NULL-terminated) and capture stdout; returns the exit status. */
 int e2e_run(e2e *e, char **ret_stdout, const char *arg, ...) __attribute__((sentinel));
 

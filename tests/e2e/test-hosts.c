@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "tests/e2e/e2e.h"
+#include "tests/e2e/hosts-lab.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/hostagent.h"
 #include "tests/harness/sshd.h"
@@ -38,126 +39,27 @@
 #define MACHINES 5
 #define VERSION  "3.5.16"
 
-static sshd_lab *lab;
-static hostagent *agent;
-static char *ports; /* --hosts-ports */
+static hosts_lab *L;
 
 static char *machine_path(size_t i, const char *path)
 {
-        return xasprintf("%s%s", lab->machines[i].root, path);
+        return hosts_lab_path(L, i, path);
 }
 
-/* ---- a writer that records every acknowledged put ----------------------- */
-
-typedef struct writer {
-        pthread_t thread;
-        char *endpoints;
-        volatile int stop;
-        int acked;
-} writer;
-
-static void *writer_main(void *arg)
-{
-        writer *w = arg;
-        etcd_client_opts o = {
-            .endpoints = w->endpoints, .call_timeout_ms = 3000, .dial_timeout_ms = 500};
-        etcd_client *c = NULL;
-        if (etcd_client_new(&o, &c) < 0)
-                return NULL;
-        int next = 0;
-        while (!w->stop) {
-                char key[32];
-                snprintf(key, sizeof(key), "w/%05d", next);
-                if (etcd_put(c, key, key, strlen(key), NULL) == 0)
-                        w->acked = ++next;
-                usleep(20 * 1000);
-        }
-        etcd_client_free(c);
-        return NULL;
-}
-
-static writer *writer_start(const char *endpoints)
-{
-        writer *w = XNEW(writer);
-        w->endpoints = xstrdup(endpoints);
-        assert_int_equal(pthread_create(&w->thread, NULL, writer_main, w), 0);
-        return w;
-}
-
-static void writer_check(writer *w, e2e *e, const char *name)
-{
-        w->stop = 1;
-        pthread_join(w->thread, NULL);
-        assert_true(w->acked > 10);
-        etcd_client *c = e2e_client(e, name);
-        etcd_kv_list *l = NULL;
-        assert_int_equal(etcd_get(c, "w/", true, &l), 0);
-        assert_true(l->n >= (size_t)w->acked);
-        for (int i = 0; i < w->acked; i++) {
-                char key[32];
-                snprintf(key, sizeof(key), "w/%05d", i);
-                assert_string_equal(l->kvs[i].key, key);
-        }
-        etcd_kv_list_free(l);
-        etcd_client_free(c);
-        free(w->endpoints);
-        free(w);
-}
-
-/* ---- the cluster files and the commands --------------------------------- */
-
-/* A cluster on machines [first, first + n) of the lab, static Pods. */
 static void write_cluster(e2e *e, const char *name, int replicas, size_t first, size_t n)
 {
-        strbuf sb = STRBUF_INIT;
-        sb_printf(&sb,
-                  "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: %s\n"
-                  "spec:\n  replicas: %d\n  version: \"" VERSION "\"\n  hosts:\n"
-                  "    mode: staticPod\n    machines:\n",
-                  name, replicas);
-        for (size_t i = first; i < first + n; i++) {
-                _cleanup_free_ char *data = machine_path(i, "/var/lib/etcd");
-                _cleanup_free_ char *pods = machine_path(i, "/etc/kubernetes/manifests");
-                sb_printf(&sb,
-                          "    - address: %s\n      ssh: {port: %d}\n      dataDir: %s/%s\n"
-                          "      manifestDir: %s\n",
-                          lab->machines[i].address, lab->machines[i].port, data, name, pods);
-        }
-        _cleanup_free_ char *file = xasprintf("%s.yaml", name);
-        e2e_write_file(e, file, sb_str(&sb));
-        sb_release(&sb);
+        hosts_lab_write_cluster(L, e, name, VERSION, replicas, first, n);
 }
 
-/* gitcd <cmd> --source S --target hosts <the lab's SSH flags> [extra...] */
 static int hosts_cmd(e2e *e, const char *cmd, const char *known_hosts, char **ret_out,
                      char **ret_err, const char *extra1, const char *extra2)
 {
-        const char *args[] = {cmd,
-                              "--source",
-                              e->source,
-                              "--target",
-                              "hosts",
-                              "--hosts-ssh-key",
-                              lab->client_key,
-                              "--hosts-known-hosts",
-                              known_hosts ? known_hosts : lab->known_hosts,
-                              "--hosts-ports",
-                              ports,
-                              extra1,
-                              extra2,
-                              NULL};
-        return e2e_runv(e, ret_out, ret_err, args);
+        return hosts_lab_cmd(L, e, cmd, known_hosts, ret_out, ret_err, extra1, extra2);
 }
 
 static void apply_ok(e2e *e, const char *timeout)
 {
-        _cleanup_free_ char *out = NULL, *err = NULL;
-        int k = hosts_cmd(e, "apply", NULL, &out, &err, "--timeout", timeout);
-        if (k != 0) {
-                _cleanup_free_ char *st = NULL;
-                e2e_run(e, &st, "status", NULL);
-                fail_msg("gitcd apply --target hosts exited %d:\n%s\nstatus:\n%s", k, err, st);
-        }
+        hosts_lab_apply_ok(L, e, timeout);
 }
 
 static void assert_voters(e2e *e, const char *name, size_t n)
@@ -183,7 +85,7 @@ static size_t machine_of(e2e *e, const char *name, const char *member)
                 const char *u = json_string_value(json_object_get(m, "client_url"));
                 for (size_t j = 0; u && j < MACHINES; j++) {
                         _cleanup_free_ char *pre =
-                            xasprintf("http://%s:", lab->machines[j].address);
+                            xasprintf("http://%s:", L->ssh->machines[j].address);
                         if (strneq(u, pre, strlen(pre)))
                                 found = j;
                 }
@@ -248,7 +150,7 @@ static void test_lifecycle(void **state)
         apply_ok(e, "90s");
         assert_voters(e, cl, 3);
         _cleanup_free_ char *eps = e2e_endpoints(e, cl);
-        writer *w = writer_start(eps);
+        hosts_writer *w = hosts_writer_start(eps);
         write_cluster(e, cl, 5, 0, MACHINES);
         stage("scale to 5");
         apply_ok(e, "90s");
@@ -288,7 +190,7 @@ static void test_lifecycle(void **state)
         }
         stage("a machine down");
         write_cluster(e, "solo", 1, other, 1);
-        assert_int_equal(sshd_machine_stop(lab, down), 0);
+        assert_int_equal(sshd_machine_stop(L->ssh, down), 0);
         (void)hosts_cmd(e, "apply", NULL, &out, &err, "--timeout", "40s");
         free(out), free(err), out = err = NULL;
         assert_true(e2e_wait_ready(e, "solo", 1, 10));
@@ -296,9 +198,9 @@ static void test_lifecycle(void **state)
         _cleanup_free_ char *m0 = machine_path(down, "/var/lib/etcd/hostly/gitcd-member");
         assert_true(path_exists(m0)); /* its member was left alone */
         assert_int_equal(e2e_audit_count(e, cl, "member.remove"), removes);
-        assert_int_equal(sshd_machine_start(lab, down), 0);
+        assert_int_equal(sshd_machine_start(L->ssh, down), 0);
         apply_ok(e, "90s");
-        writer_check(w, e, cl);
+        hosts_writer_check(w, e, cl);
 
         stage("done");
         e2e_free(e);
@@ -315,7 +217,7 @@ static void test_wrong_host_key(void **state)
         stage("wrong host key");
         e2e *e = e2e_new();
         size_t spare = MACHINES - 1;
-        _cleanup_free_ char *bad_kh = sshd_lab_known_hosts_with_wrong_key(lab, spare);
+        _cleanup_free_ char *bad_kh = sshd_lab_known_hosts_with_wrong_key(L->ssh, spare);
         write_cluster(e, "keyed", 1, spare, 1);
         _cleanup_free_ char *out = NULL, *err = NULL;
         assert_int_not_equal(hosts_cmd(e, "apply", bad_kh, &out, &err, "--timeout", "8s"), 0);
@@ -336,35 +238,14 @@ static void test_wrong_host_key(void **state)
 static int setup(void **state)
 {
         (void)state;
-        if (!sshd_available() || !e2e_have_version(VERSION)) {
-                fprintf(stderr, "sshd or etcd " VERSION " is not installed\n");
-                exit(77);
-        }
-        signal(SIGPIPE, SIG_IGN);
-        if (sshd_lab_start(MACHINES, &lab) < 0)
-                return -1;
-        ports =
-            xasprintf("%d,%d,%d", harness_free_port(), harness_free_port(), harness_free_port());
-        _cleanup_free_ char *etcd_bin = harness_etcd_path(VERSION, "etcd");
-        const char *dirs[MACHINES + 1] = {0};
-        char *owned[MACHINES];
-        for (size_t i = 0; i < MACHINES; i++) {
-                owned[i] = machine_path(i, "/etc/kubernetes/manifests");
-                (void)mkdir_p(owned[i], 0755);
-                dirs[i] = owned[i];
-        }
-        int k = hostagent_start(dirs, etcd_bin, lab->dir, &agent);
-        for (size_t i = 0; i < MACHINES; i++)
-                free(owned[i]);
-        return k < 0 ? -1 : 0;
+        L = hosts_lab_start(MACHINES, VERSION);
+        return L ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
         (void)state;
-        hostagent_free(agent);
-        sshd_lab_free(lab);
-        free(ports);
+        hosts_lab_free(L);
         return 0;
 }
 

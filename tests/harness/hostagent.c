@@ -158,8 +158,9 @@ static void stop(unit *u)
 static bool watched(const char *name)
 {
         size_t n = strlen(name);
-        return strneq(name, "etcd-", 5) && ((n > 8 && streq(name + n - 8, ".service")) ||
-                                            (n > 5 && streq(name + n - 5, ".yaml")));
+        return (streq(name, "etcd.yaml") || strneq(name, "etcd-", 5)) &&
+               ((n > 8 && streq(name + n - 8, ".service")) ||
+                (n > 5 && streq(name + n - 5, ".yaml")));
 }
 
 static void agent_loop(char **dirs, const char *etcd_bin, const char *log_dir)

@@ -6,7 +6,7 @@
  * transport, the files gitcd writes and etcd are real.
  *
  * Every 100 ms it lists the watched directories: a file etcd-*.service
- * (its ExecStart= line, words in POSIX single quotes) or etcd-*.yaml (a
+ * (its ExecStart= line, words in POSIX single quotes) or etcd-*.yaml or kubeadm's etcd.yaml (a
  * Pod written as JSON after '#' comment lines; spec.containers[0].command,
  * with "etcd" mapped to the real binary) runs as one etcd process; a
  * changed file restarts it, a removed file stops it (SIGTERM), and a

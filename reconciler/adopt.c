@@ -1,0 +1,350 @@
+/*
+ * Adoption on the hosts target (see adopt.h), the effects: read what each
+ * machine runs (targets/hosts.c), read etcd's member list and health, let
+ * hosts_adopt_decide() (targets/hosts-adopt.c) rule, then, in this order:
+ *
+ *   1. write the data identity marker into each running member's data
+ *      directory (so a later wipe is data loss, not an empty restart);
+ *   2. record every member (etcd's member ID, initialized, "existing",
+ *      the marker's id as data identity) and the cluster ID, in one
+ *      transaction: from here on decide() never bootstraps the cluster;
+ *   3. one member at a time, every member healthy first: move it onto
+ *      gitcd's rendered manifest (remove kubeadm's etcd.yaml, wait until
+ *      the old etcd stopped answering, write gitcd's, wait until healthy)
+ *      and record the config hash it runs with. A member already on
+ *      gitcd's own file (a cluster gitcd created whose state store was
+ *      lost) is rewritten only when its config hash differs.
+ *
+ * Nothing is written before the decision, so a refusal changes nothing.
+ * Everything runs inside one reconciler pass, serialized by a mutex; each
+ * wait has a deadline, after which the pass fails and the reconciler
+ * carries on from the records like after any other failed step.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "etcd/client.h"
+#include "reconciler/adopt.h"
+#include "reconciler/membership.h"
+#include "targets/hosts-adopt.h"
+#include "targets/hosts.h"
+#include "util/failpoint.h"
+#include "util/log.h"
+#include "util/strbuf.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+#define STOP_TIMEOUT_MS  30000
+#define READY_TIMEOUT_MS 90000
+
+static pthread_mutex_t adopt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void audit(state_db *db, const char *cluster, const char *action, const char *reason,
+                  const char *after, const char *outcome, int64_t now, const char *commit,
+                  const char *author)
+{
+        state_audit_event ev = {.time_ms = now,
+                                .cluster = (char *)cluster,
+                                .commit = (char *)commit,
+                                .author = (char *)author,
+                                .action = (char *)action,
+                                .reason = (char *)reason,
+                                .after_json = (char *)after,
+                                .outcome = (char *)outcome};
+        if (state_audit_append(db, &ev, NULL) < 0)
+                log_warn("%s: could not write the audit event %s: %s", cluster, action,
+                         state_last_error());
+}
+
+/*
+ * A refusal, audited once: `gitcd run` tries a blocked cluster again every
+ * 30 s, and the same refusal again is no new event.
+ */
+static void audit_refusal(state_db *db, const char *cluster, const char *why, int64_t now,
+                          const char *commit, const char *author)
+{
+        state_audit_filter f = {.cluster = cluster, .action = "cluster.adopt", .limit = 1};
+        state_audit_list l = {0};
+        bool again = state_audit_query(db, &f, &l) == 0 && l.n == 1 &&
+                     streq_ptr(l.items[0]->reason, why) &&
+                     streq_ptr(l.items[0]->outcome, "rejected");
+        state_audit_list_release(&l);
+        if (!again)
+                audit(db, cluster, "cluster.adopt", why, NULL, "rejected", now, commit, author);
+}
+
+static void running_free_all(hosts_running **v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if (v[i]) {
+                        hosts_running_release(v[i]);
+                        free(v[i]);
+                }
+        free(v);
+}
+
+/* Wait until client_url answers healthy (want 1) or stops answering healthy (want 0). */
+static bool wait_health(target *t, const etcd_cluster *c, const char *url, int want, int ms)
+{
+        int64_t end = now_mono_ms() + ms;
+        for (;;) {
+                if (hosts_member_healthy(t, c, url) == want)
+                        return true;
+                if (now_mono_ms() > end)
+                        return false;
+                msleep(300);
+        }
+}
+
+static bool all_healthy(target *t, const etcd_cluster *c, const adopt_plan *ap)
+{
+        for (size_t i = 0; i < ap->n; i++)
+                if (!ap->steps[i].client_url ||
+                    !hosts_member_healthy(t, c, ap->steps[i].client_url))
+                        return false;
+        return true;
+}
+
+/* etcd's member list through the running members' advertised client URLs; NULL if none answer. */
+static etcd_members *member_list(hosts_running *const *running, size_t n)
+{
+        strbuf eps = STRBUF_INIT;
+        for (size_t i = 0; i < n; i++)
+                if (running[i] && !isempty(running[i]->advertise_client_urls))
+                        sb_printf(&eps, "%s%s", eps.len ? "," : "",
+                                  running[i]->advertise_client_urls);
+        etcd_members *l = NULL;
+        if (eps.len) {
+                etcd_client_opts o = {
+                    .endpoints = sb_str(&eps), .call_timeout_ms = 5000, .dial_timeout_ms = 2000};
+                etcd_client *ec = NULL;
+                if (etcd_client_new(&o, &ec) == 0) {
+                        if (etcd_member_list(ec, &l) < 0)
+                                l = NULL;
+                        etcd_client_free(ec);
+                }
+        }
+        sb_release(&eps);
+        return l;
+}
+
+static int import(state_db *db, const char *cluster, const adopt_plan *ap, char **identities,
+                  int64_t now, char *msg, size_t msgsize)
+{
+        int k = state_begin(db);
+        for (size_t i = 0; k >= 0 && i < ap->n; i++) {
+                const adopt_step *s = &ap->steps[i];
+                char id[17];
+                snprintf(id, sizeof(id), "%016llx", (unsigned long long)s->id);
+                state_member m = {.cluster = (char *)cluster,
+                                  .name = s->member,
+                                  .ordinal = s->ordinal,
+                                  .member_id = id,
+                                  .peer_url = s->peer_url,
+                                  .client_url = s->client_url,
+                                  .initialized = true,
+                                  .state = (char *)"ready",
+                                  .initial_cluster = ap->initial_cluster,
+                                  .initial_cluster_state = (char *)"existing",
+                                  .data_identity = identities[i]};
+                k = state_member_put(db, &m, now);
+        }
+        if (k >= 0) {
+                char cid[17];
+                snprintf(cid, sizeof(cid), "%016llx", (unsigned long long)ap->cluster_id);
+                k = state_cluster_set_id(db, cluster, cid, now);
+        }
+        if (k >= 0)
+                k = state_commit(db);
+        if (k < 0) {
+                snprintf(msg, msgsize, "adoption: cannot record the members: %s",
+                         state_last_error());
+                (void)state_rollback(db);
+        }
+        return k;
+}
+
+/* Step 3 for member s (plan entry idx). */
+static int move_member(state_db *db, target *t, const char *cluster, const etcd_cluster *c,
+                       const membership_plan *p, size_t idx, const adopt_step *s,
+                       const adopt_plan *ap, int64_t now, char *msg, size_t msgsize)
+{
+        const member_plan *mp = &p->members[idx];
+        if (!all_healthy(t, c, ap)) {
+                snprintf(msg, msgsize,
+                         "adoption: not every member is healthy before moving %s; it goes on "
+                         "at the next pass",
+                         s->member);
+                return -EAGAIN;
+        }
+        int k;
+        if (s->replaces) {
+                log_info("%s: adoption: member %s moves from %s to gitcd's manifest", cluster,
+                         s->member, s->replaces);
+                if ((k = hosts_adopt_retire(t, c, s->machine)) < 0)
+                        goto fail;
+                if (s->client_url && !wait_health(t, c, s->client_url, 0, STOP_TIMEOUT_MS)) {
+                        snprintf(msg, msgsize,
+                                 "adoption: member %s did not stop after %s was "
+                                 "removed",
+                                 s->member, s->replaces);
+                        return -ETIMEDOUT;
+                }
+        }
+        if ((k = t->ops->ensure_member(t, c, p, idx)) < 0)
+                goto fail;
+        if (s->client_url && !wait_health(t, c, s->client_url, 1, READY_TIMEOUT_MS)) {
+                snprintf(msg, msgsize, "adoption: member %s is not healthy on gitcd's manifest",
+                         s->member);
+                return -ETIMEDOUT;
+        }
+        state_member *rec = NULL;
+        if ((k = state_member_get(db, cluster, s->member, &rec)) < 0) {
+                snprintf(msg, msgsize, "adoption: %s", state_last_error());
+                return k;
+        }
+        str_assign(&rec->config_hash, xstrdup_null(mp->config_hash));
+        k = state_member_put(db, rec, now);
+        state_member_free(rec);
+        return k;
+fail:
+        snprintf(msg, msgsize, "adoption: member %s: %s", s->member, target_last_error(t));
+        return k;
+}
+
+static int adopt_locked(state_db *db, target *t, const char *cluster, const etcd_cluster *c,
+                        const char *commit, const char *author, int64_t (*wall_ms)(void), char *msg,
+                        size_t msgsize)
+{
+        state_member_list recs = {0};
+        int k = state_member_list_for(db, cluster, true, &recs);
+        size_t n_recs = recs.n;
+        state_member_list_release(&recs);
+        if (k < 0 || n_recs > 0)
+                return 0; /* adoption is for a cluster with no records only */
+
+        (void)t->ops->tick(t); /* probes of an earlier pass are stale */
+        size_t n = c->hosts.n;
+        hosts_running **running = xcalloc(n, sizeof(*running));
+        for (size_t i = 0; i < n; i++) {
+                char *why = NULL;
+                k = hosts_adopt_read(t, c, i, &running[i], &why);
+                if (k < 0) {
+                        snprintf(msg, msgsize, "%s", why ? why : target_last_error(t));
+                        free(why);
+                        running_free_all(running, n);
+                        if (k == -EPERM || k == -EOPNOTSUPP)
+                                audit_refusal(db, cluster, msg, wall_ms(), commit, author);
+                        return k == -EOPNOTSUPP ? -EPERM : k;
+                }
+        }
+        etcd_members *list = NULL;
+        bool healthy = false, any = false;
+        for (size_t i = 0; i < n; i++)
+                any = any || running[i];
+        if (any) {
+                list = member_list(running, n);
+                healthy = list != NULL;
+                for (size_t i = 0; list && i < list->n; i++) {
+                        const etcd_member *em = &list->members[i];
+                        healthy = healthy && em->n_client_urls > 0 &&
+                                  hosts_member_healthy(t, c, em->client_urls[0]) == 1;
+                }
+        }
+        _cleanup_(adopt_plan_release) adopt_plan ap = {0};
+        char *why = NULL;
+        k = hosts_adopt_decide(c, hosts_target_peer_port(t), running, list, healthy, &ap, &why);
+        running_free_all(running, n);
+        etcd_members_free(list);
+        if (k <= 0) {
+                if (k < 0) {
+                        snprintf(msg, msgsize, "adoption refused: %s", why);
+                        audit_refusal(db, cluster, msg, wall_ms(), commit, author);
+                        log_error("%s: %s", cluster, msg);
+                }
+                free(why);
+                return k;
+        }
+
+        /* 1. markers */
+        char **ids = xcalloc(ap.n + 1, sizeof(char *));
+        for (size_t i = 0; i < ap.n && k >= 0; i++) {
+                k = hosts_adopt_claim(t, c, ap.steps[i].machine, ap.steps[i].member, &ids[i]);
+                if (k < 0)
+                        snprintf(msg, msgsize, "adoption: %s", target_last_error(t));
+        }
+        /* 2. records */
+        if (k >= 0)
+                k = import(db, cluster, &ap, ids, wall_ms(), msg, msgsize);
+        strv_free(ids);
+        if (k < 0)
+                return k;
+        json_t *summary = json_pack("{s:s, s:[]}", "cluster_id", "", "members");
+        char cid[17];
+        snprintf(cid, sizeof(cid), "%016llx", (unsigned long long)ap.cluster_id);
+        json_object_set_new(summary, "cluster_id", json_string(cid));
+        for (size_t i = 0; i < ap.n; i++) {
+                const adopt_step *s = &ap.steps[i];
+                char id[17];
+                snprintf(id, sizeof(id), "%016llx", (unsigned long long)s->id);
+                json_t *m =
+                    json_pack("{s:s, s:s, s:s, s:b}", "name", s->member, "id", id, "machine",
+                              c->hosts.items[s->machine].address, "restart", s->restart);
+                if (s->replaces)
+                        json_object_set_new(m, "replaces", json_string(s->replaces));
+                _cleanup_free_ char *mj = json_dumps(m, JSON_COMPACT);
+                audit(db, cluster, "member.adopt", "imported from the running cluster", mj,
+                      "success", wall_ms(), commit, author);
+                json_array_append_new(json_object_get(summary, "members"), m);
+        }
+        _cleanup_free_ char *sj = json_dumps(summary, JSON_COMPACT);
+        json_decref(summary);
+        audit(db, cluster, "cluster.adopt", "the machines already ran this cluster", sj, "success",
+              wall_ms(), commit, author);
+
+        /* 3. one member at a time onto gitcd's files */
+        state_member_list l = {0};
+        if ((k = state_member_list_for(db, cluster, false, &l)) < 0) {
+                snprintf(msg, msgsize, "adoption: %s", state_last_error());
+                return k;
+        }
+        membership_plan *p = NULL;
+        k = membership_plan_for_records(t, c, l.items, l.n, &p);
+        if (k < 0)
+                snprintf(msg, msgsize, "adoption: %s", target_last_error(t));
+        if (k >= 0)
+                k = t->ops->ensure_shared(t, c, p);
+        for (size_t i = 0; k >= 0 && i < ap.n; i++) {
+                for (size_t j = 0; k >= 0 && j < p->n; j++)
+                        if (streq(p->members[j].name, ap.steps[i].member))
+                                k = move_member(db, t, cluster, c, p, j, &ap.steps[i], &ap,
+                                                wall_ms(), msg, msgsize);
+                if (i == 0)
+                        FAILPOINT("adopt.after-first-move");
+        }
+        membership_plan_free(p);
+        state_member_list_release(&l);
+        if (k < 0)
+                return k;
+        snprintf(msg, msgsize, "adopted the running cluster %s (%zu members, IDs kept)", cid, ap.n);
+        log_info("%s: %s", cluster, msg);
+        return 1;
+}
+
+int adopt_try(state_db *db, target *t, const char *cluster, const etcd_cluster *c,
+              const char *commit, const char *author, int64_t (*wall_ms)(void), char *msg,
+              size_t msgsize)
+{
+        if (!c->hosts.set || !t || !(t->ops->caps & TARGET_CAP_HOSTS_INVENTORY))
+                return 0;
+        pthread_mutex_lock(&adopt_lock);
+        int k = adopt_locked(db, t, cluster, c, commit, author, wall_ms ? wall_ms : now_wall_ms,
+                             msg, msgsize);
+        pthread_mutex_unlock(&adopt_lock);
+        return k;
+}

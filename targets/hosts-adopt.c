@@ -1,0 +1,287 @@
+/*
+ * Adoption's pure half (see hosts-adopt.h).
+ *
+ * Design: a manifest is outside input, read with the project's YAML loader
+ * (api/yaml.h: limits, positions) and nothing else; only the flags that
+ * say who a member is and where its data lives are taken from it. The
+ * decision compares three sources that must agree before anything is
+ * taken over: the spec (names, count, machines, dataDir), what each
+ * machine's file says, and what etcd itself lists. Any disagreement is a
+ * refusal that names the first one found, so a person can fix the spec
+ * (or the machines) and try again; nothing is changed before the decision.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/yaml.h"
+#include "targets/hosts-adopt.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+void hosts_running_release(hosts_running *r)
+{
+        free(r->file);
+        free(r->config_hash);
+        free(r->name);
+        free(r->data_dir);
+        free(r->initial_cluster);
+        free(r->advertise_client_urls);
+        free(r->initial_advertise_peer_urls);
+        memset(r, 0, sizeof(*r));
+}
+
+static int bad(diag_list *d, const char *origin, const ynode *n, const char *msg)
+{
+        diag_add(d, DIAG_ERROR, origin, n ? n->line : 0, n ? n->col : 0, "%s", msg);
+        return -EINVAL;
+}
+
+/* Take one flag word (and maybe the next word as its value) into r. */
+static void take_flag(hosts_running *r, const char *key, size_t klen, const char *value)
+{
+        static const struct {
+                const char *name;
+                size_t off;
+        } fields[] = {
+            {"name", offsetof(hosts_running, name)},
+            {"data-dir", offsetof(hosts_running, data_dir)},
+            {"initial-cluster", offsetof(hosts_running, initial_cluster)},
+            {"advertise-client-urls", offsetof(hosts_running, advertise_client_urls)},
+            {"initial-advertise-peer-urls", offsetof(hosts_running, initial_advertise_peer_urls)},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
+                if (strlen(fields[i].name) == klen && strneq(fields[i].name, key, klen)) {
+                        char **slot = (char **)((char *)r + fields[i].off);
+                        str_assign(slot, xstrdup(value ? value : ""));
+                }
+        static const char *const tls_flags[] = {"cert-file",        "peer-cert-file",
+                                                "client-cert-auth", "peer-client-cert-auth",
+                                                "trusted-ca-file",  "peer-trusted-ca-file"};
+        for (size_t i = 0; i < ARRAY_SIZE(tls_flags); i++)
+                if (strlen(tls_flags[i]) == klen && strneq(tls_flags[i], key, klen) &&
+                    !(value && (streq(value, "false") || isempty(value))))
+                        r->tls = true;
+}
+
+/* The words of a sequence of scalars, appended to words. */
+static int words_of(const char *origin, const ynode *seq, char ***words, size_t *n, size_t *alloc,
+                    diag_list *d)
+{
+        if (!seq)
+                return 0;
+        if (seq->kind != YNODE_SEQ)
+                return bad(d, origin, seq, "the container's command/args is not a list");
+        for (size_t i = 0; i < seq->n; i++) {
+                const ynode *w = seq->values[i];
+                if (w->kind != YNODE_SCALAR || strlen(w->str) != w->len)
+                        return bad(d, origin, w, "a command word is not a string");
+                *words = xgrow(*words, alloc, *n + 1, sizeof(char *));
+                (*words)[(*n)++] = w->str;
+        }
+        return 0;
+}
+
+int hosts_running_parse_manifest(const char *origin, const char *text, size_t len, hosts_running *r,
+                                 diag_list *diags)
+{
+        _cleanup_(ydoc_list_release) ydoc_list docs = {0};
+        yaml_limits lim = yaml_default_limits;
+        lim.max_file_bytes = 1024 * 1024;
+        lim.max_documents = 1;
+        int k = yaml_parse(origin, text, len, &lim, &docs, diags);
+        if (k < 0)
+                return k;
+        const ynode *root = docs.n ? docs.docs[0].root : NULL;
+        if (!root || root->kind != YNODE_MAP)
+                return bad(diags, origin, root, "not a Pod manifest (no mapping)");
+        const ynode *kind = ynode_get(root, "kind");
+        if (!kind || kind->kind != YNODE_SCALAR || !streq(kind->str, "Pod"))
+                return bad(diags, origin, kind ? kind : root,
+                           "not a Pod manifest (kind is not Pod)");
+        const ynode *spec = ynode_get(root, "spec");
+        const ynode *cs = spec ? ynode_get(spec, "containers") : NULL;
+        if (!cs || cs->kind != YNODE_SEQ || cs->n == 0)
+                return bad(diags, origin, spec ? spec : root, "the Pod has no containers");
+        const ynode *ctr = NULL;
+        for (size_t i = 0; i < cs->n; i++) {
+                const ynode *nm = ynode_get(cs->values[i], "name");
+                if (nm && nm->kind == YNODE_SCALAR && streq(nm->str, "etcd"))
+                        ctr = cs->values[i];
+        }
+        if (!ctr && cs->n == 1)
+                ctr = cs->values[0];
+        if (!ctr || ctr->kind != YNODE_MAP)
+                return bad(diags, origin, cs, "no container named etcd");
+        _cleanup_free_ char **words = NULL;
+        size_t n = 0, alloc = 0;
+        if ((k = words_of(origin, ynode_get(ctr, "command"), &words, &n, &alloc, diags)) < 0 ||
+            (k = words_of(origin, ynode_get(ctr, "args"), &words, &n, &alloc, diags)) < 0)
+                return k;
+        hosts_running out = {0};
+        for (size_t i = 0; i < n; i++) {
+                const char *w = words[i];
+                if (!strneq(w, "--", 2) || !w[2])
+                        continue;
+                const char *key = w + 2, *eq = strchr(key, '=');
+                if (eq) {
+                        take_flag(&out, key, (size_t)(eq - key), eq + 1);
+                } else if (i + 1 < n && !strneq(words[i + 1], "--", 2)) {
+                        take_flag(&out, key, strlen(key), words[i + 1]);
+                        i++;
+                } else {
+                        take_flag(&out, key, strlen(key), "true");
+                }
+        }
+        if (isempty(out.name) || isempty(out.data_dir)) {
+                hosts_running_release(&out);
+                return bad(diags, origin, ctr, "the etcd command has no --name or no --data-dir");
+        }
+        out.file = xstrdup(origin);
+        hosts_running_release(r);
+        *r = out;
+        return 0;
+}
+
+void adopt_plan_release(adopt_plan *p)
+{
+        for (size_t i = 0; i < p->n; i++) {
+                free(p->steps[i].member);
+                free(p->steps[i].peer_url);
+                free(p->steps[i].client_url);
+                free(p->steps[i].replaces);
+        }
+        free(p->steps);
+        free(p->initial_cluster);
+        memset(p, 0, sizeof(*p));
+}
+
+/* The ordinal of "<cluster>-<ordinal>", or -1. */
+static int ordinal_of(const char *cluster, const char *member)
+{
+        size_t n = strlen(cluster);
+        if (!strneq(member, cluster, n) || member[n] != '-' || !member[n + 1])
+                return -1;
+        const char *p = member + n + 1;
+        if (strlen(p) > 6 || (p[0] == '0' && p[1]))
+                return -1;
+        int v = 0;
+        for (; *p; p++) {
+                if (*p < '0' || *p > '9')
+                        return -1;
+                v = v * 10 + (*p - '0');
+        }
+        return v;
+}
+
+static int refuse(char **ret_why, const char *fmt, ...) _printf_(2, 3);
+static int refuse(char **ret_why, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        char *s = NULL;
+        if (vasprintf(&s, fmt, ap) < 0)
+                s = NULL;
+        va_end(ap);
+        *ret_why = s ? s : xstrdup("adoption refused");
+        return -EPERM;
+}
+
+int hosts_adopt_decide(const etcd_cluster *c, int peer_port, hosts_running *const *running,
+                       const etcd_members *list, bool healthy, adopt_plan *plan, char **ret_why)
+{
+        *ret_why = NULL;
+        memset(plan, 0, sizeof(*plan));
+        size_t n_running = 0;
+        for (size_t i = 0; i < c->hosts.n; i++)
+                n_running += running[i] != NULL;
+        if (n_running == 0)
+                return 0;
+        for (size_t i = 0; i < c->hosts.n; i++) {
+                const hosts_running *r = running[i];
+                if (!r)
+                        continue;
+                if (r->tls)
+                        return refuse(ret_why,
+                                      "%s runs etcd with TLS (%s); adopting a cluster with TLS "
+                                      "is not supported yet",
+                                      c->hosts.items[i].address, r->file);
+                if (!streq(r->data_dir, c->hosts.items[i].data_dir))
+                        return refuse(ret_why,
+                                      "%s: etcd runs with --data-dir %s but the spec's dataDir is "
+                                      "%s; set dataDir to the running one to adopt it",
+                                      c->hosts.items[i].address, r->data_dir,
+                                      c->hosts.items[i].data_dir);
+        }
+        if (!list)
+                return refuse(ret_why, "etcd runs on the machines but its member list could not "
+                                       "be read through any advertised client URL");
+        if (!healthy)
+                return refuse(ret_why, "etcd runs on the machines but not every member is "
+                                       "healthy; adoption waits for a healthy cluster");
+        if (list->n != (size_t)c->replicas)
+                return refuse(ret_why, "the running cluster has %zu members, the spec %d replicas",
+                              list->n, c->replicas);
+        if (n_running != list->n)
+                return refuse(ret_why,
+                              "etcd lists %zu members but %zu of the spec's machines run etcd",
+                              list->n, n_running);
+        plan->cluster_id = list->cluster_id;
+        plan->steps = xcalloc(list->n, sizeof(adopt_step));
+        for (size_t i = 0; i < c->hosts.n; i++) {
+                const hosts_running *r = running[i];
+                if (!r)
+                        continue;
+                const host_spec *h = &c->hosts.items[i];
+                const etcd_member *em = NULL;
+                for (size_t j = 0; j < list->n; j++)
+                        if (streq_ptr(list->members[j].name, r->name))
+                                em = &list->members[j];
+                if (!em) {
+                        adopt_plan_release(plan);
+                        return refuse(ret_why, "%s runs member %s, which etcd does not list",
+                                      h->address, r->name);
+                }
+                int ord = ordinal_of(c->name, em->name);
+                if (ord < 0) {
+                        adopt_plan_release(plan);
+                        return refuse(ret_why,
+                                      "member %s on %s: gitcd adopts members named "
+                                      "%s-<ordinal> only",
+                                      em->name, h->address, c->name);
+                }
+                if (em->is_learner) {
+                        adopt_plan_release(plan);
+                        return refuse(ret_why, "member %s is a learner; promote it first",
+                                      em->name);
+                }
+                _cleanup_free_ char *want =
+                    xasprintf("http://%s:%d", h->advertise_address, peer_port);
+                if (em->n_peer_urls != 1 || !streq(em->peer_urls[0], want)) {
+                        adopt_plan_release(plan);
+                        return refuse(ret_why, "member %s on %s: its peer URL is %s, the spec's %s",
+                                      em->name, h->address,
+                                      em->n_peer_urls ? em->peer_urls[0] : "(none)", want);
+                }
+                for (size_t j = 0; j < plan->n; j++)
+                        if (plan->steps[j].ordinal == ord) {
+                                adopt_plan_release(plan);
+                                return refuse(ret_why, "member %s runs on two machines", em->name);
+                        }
+                adopt_step *s = &plan->steps[plan->n++];
+                s->machine = i;
+                s->member = xstrdup(em->name);
+                s->ordinal = ord;
+                s->id = em->id;
+                s->peer_url = xstrdup(want);
+                s->client_url = em->n_client_urls ? xstrdup(em->client_urls[0]) : NULL;
+                s->restart = !r->gitcd_file;
+                s->replaces = r->gitcd_file ? NULL : xstrdup(r->file);
+                if (!plan->initial_cluster && r->initial_cluster)
+                        plan->initial_cluster = xstrdup(r->initial_cluster);
+        }
+        return 1;
+}

@@ -1,0 +1,83 @@
+/*
+ * Adoption on the hosts target, the pure half: reading the etcd a machine
+ * already runs (kubeadm's static Pod manifest, or a manifest gitcd wrote
+ * before its state store was lost) and deciding, from the spec, what each
+ * machine runs and etcd's member list, whether gitcd may take the cluster
+ * over, and what it does on each machine. No I/O: the effects are in
+ * reconciler/adopt.c, the SSH reads in targets/hosts.c.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/model.h"
+#include "etcd/client.h"
+#include "util/diag.h"
+
+/* kubeadm's stacked etcd: <manifestDir>/etcd.yaml; systemd: <unitDir>/etcd.service. */
+#define HOSTS_KUBEADM_MANIFEST "etcd.yaml"
+#define HOSTS_FOREIGN_UNIT     "etcd.service"
+
+/* The etcd one machine runs, from its manifest. */
+typedef struct hosts_running {
+        char *file;        /* the manifest's path on the machine */
+        bool gitcd_file;   /* the file is gitcd's own member file (etcd-<ns>-<name>.yaml) */
+        char *config_hash; /* gitcd's config hash header of that file, else NULL */
+        char *name;        /* --name */
+        char *data_dir;    /* --data-dir */
+        char *initial_cluster;
+        char *advertise_client_urls; /* --advertise-client-urls (comma separated) */
+        char *initial_advertise_peer_urls;
+        bool tls; /* any of --cert-file, --peer-cert-file, --client-cert-auth */
+} hosts_running;
+
+void hosts_running_release(hosts_running *r);
+
+/*
+ * Read a Pod manifest (YAML or JSON; what kubelet reads) into r: the
+ * container named "etcd" (else the only container), its command and args
+ * as etcd flags (`--k=v` or `--k v`). origin names the file in
+ * diagnostics. -EINVAL with diagnostics for anything that is not such a
+ * Pod, or without --name or --data-dir.
+ */
+int hosts_running_parse_manifest(const char *origin, const char *text, size_t len, hosts_running *r,
+                                 diag_list *diags);
+
+/* What adoption does on one machine. */
+typedef struct adopt_step {
+        size_t machine; /* index in spec.hosts.machines */
+        char *member;   /* the member's name in etcd, "<cluster>-<ordinal>" */
+        int ordinal;
+        uint64_t id; /* its etcd member ID, kept */
+        char *peer_url;
+        char *client_url;
+        bool restart;   /* moved onto gitcd's rendered file: one restart */
+        char *replaces; /* the file gitcd removes (the foreign manifest), or NULL */
+} adopt_step;
+
+typedef struct adopt_plan {
+        uint64_t cluster_id;
+        char *initial_cluster; /* as the members were started with */
+        adopt_step *steps;     /* one per member, in machine order */
+        size_t n;
+} adopt_plan;
+
+void adopt_plan_release(adopt_plan *p);
+
+/*
+ * Decide adoption. running[i] is what machine i runs (NULL: nothing);
+ * list is etcd's member list read through one of the advertised client
+ * URLs (NULL when none answered), healthy whether every member answered
+ * /health. Returns 0 when no machine runs etcd (bootstrap as usual), 1
+ * with *plan filled when the cluster can be adopted, -EPERM with the
+ * reason in *ret_why when it must be refused (nothing is changed then).
+ * Refused: a cluster with TLS, member count or names that are not the
+ * spec's (<name>-<ordinal>, spec.replicas members, one per machine, on the
+ * machine's advertise address), learners, a member list that cannot be
+ * read or a member that is not healthy, and a running data directory that
+ * is not the spec's dataDir.
+ */
+int hosts_adopt_decide(const etcd_cluster *c, int peer_port, hosts_running *const *running,
+                       const etcd_members *list, bool healthy, adopt_plan *plan, char **ret_why);

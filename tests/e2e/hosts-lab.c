@@ -1,0 +1,199 @@
+/*
+ * The hosts target's end-to-end set-up (see hosts-lab.h), shared by
+ * test-hosts.c and test-hosts-adopt.c.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/e2e/hosts-lab.h"
+#include "tests/harness/harness.h"
+#include "util/fs.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+hosts_lab *hosts_lab_start(size_t n, const char *version)
+{
+        if (!sshd_available() || !e2e_have_version(version)) {
+                fprintf(stderr, "sshd or etcd %s is not installed\n", version);
+                exit(77);
+        }
+        signal(SIGPIPE, SIG_IGN);
+        hosts_lab *l = XNEW(hosts_lab);
+        if (sshd_lab_start(n, &l->ssh) < 0) {
+                free(l);
+                return NULL;
+        }
+        l->client_port = harness_free_port();
+        l->peer_port = harness_free_port();
+        l->metrics_port = harness_free_port();
+        l->ports = xasprintf("%d,%d,%d", l->client_port, l->peer_port, l->metrics_port);
+        _cleanup_free_ char *etcd_bin = harness_etcd_path(version, "etcd");
+        const char **dirs = xcalloc(n + 1, sizeof(char *));
+        for (size_t i = 0; i < n; i++) {
+                char *d = hosts_lab_manifests(l, i);
+                (void)mkdir_p(d, 0755);
+                dirs[i] = d;
+        }
+        int k = hostagent_start(dirs, etcd_bin, l->ssh->dir, &l->agent);
+        for (size_t i = 0; i < n; i++)
+                free((char *)dirs[i]);
+        free(dirs);
+        if (k < 0) {
+                hosts_lab_free(l);
+                return NULL;
+        }
+        return l;
+}
+
+void hosts_lab_free(hosts_lab *l)
+{
+        if (!l)
+                return;
+        hostagent_free(l->agent);
+        sshd_lab_free(l->ssh);
+        free(l->ports);
+        free(l);
+}
+
+char *hosts_lab_path(const hosts_lab *l, size_t i, const char *path)
+{
+        return xasprintf("%s%s", l->ssh->machines[i].root, path);
+}
+
+char *hosts_lab_manifests(const hosts_lab *l, size_t i)
+{
+        return hosts_lab_path(l, i, "/etc/kubernetes/manifests");
+}
+
+char *hosts_lab_data_dir(const hosts_lab *l, size_t i, const char *cluster)
+{
+        _cleanup_free_ char *p = xasprintf("/var/lib/etcd/%s", cluster);
+        return hosts_lab_path(l, i, p);
+}
+
+void hosts_lab_write_cluster(const hosts_lab *l, e2e *e, const char *name, const char *version,
+                             int replicas, size_t first, size_t n)
+{
+        strbuf sb = STRBUF_INIT;
+        sb_printf(&sb,
+                  "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: %s\n"
+                  "spec:\n  replicas: %d\n  version: \"%s\"\n  hosts:\n"
+                  "    mode: staticPod\n    machines:\n",
+                  name, replicas, version);
+        for (size_t i = first; i < first + n; i++) {
+                _cleanup_free_ char *data = hosts_lab_data_dir(l, i, name);
+                _cleanup_free_ char *pods = hosts_lab_manifests(l, i);
+                sb_printf(&sb,
+                          "    - address: %s\n      ssh: {port: %d}\n      dataDir: %s\n"
+                          "      manifestDir: %s\n",
+                          l->ssh->machines[i].address, l->ssh->machines[i].port, data, pods);
+        }
+        _cleanup_free_ char *file = xasprintf("%s.yaml", name);
+        e2e_write_file(e, file, sb_str(&sb));
+        sb_release(&sb);
+}
+
+int hosts_lab_cmd(const hosts_lab *l, e2e *e, const char *cmd, const char *known_hosts,
+                  char **ret_out, char **ret_err, const char *extra1, const char *extra2)
+{
+        return hosts_lab_cmd_failpoint(l, e, NULL, cmd, known_hosts, ret_out, ret_err, extra1,
+                                       extra2);
+}
+
+int hosts_lab_cmd_failpoint(const hosts_lab *l, e2e *e, const char *failpoint, const char *cmd,
+                            const char *known_hosts, char **ret_out, char **ret_err,
+                            const char *extra1, const char *extra2)
+{
+        const char *args[] = {cmd,
+                              "--source",
+                              e->source,
+                              "--target",
+                              "hosts",
+                              "--hosts-ssh-key",
+                              l->ssh->client_key,
+                              "--hosts-known-hosts",
+                              known_hosts ? known_hosts : l->ssh->known_hosts,
+                              "--hosts-ports",
+                              l->ports,
+                              extra1,
+                              extra2,
+                              NULL};
+        return e2e_runv_failpoint(e, failpoint, ret_out, ret_err, args);
+}
+
+void hosts_lab_apply_ok(const hosts_lab *l, e2e *e, const char *timeout)
+{
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        int k = hosts_lab_cmd(l, e, "apply", NULL, &out, &err, "--timeout", timeout);
+        if (k != 0) {
+                _cleanup_free_ char *st = NULL;
+                e2e_run(e, &st, "status", NULL);
+                fail_msg("gitcd apply --target hosts exited %d:\n%s\nstatus:\n%s", k, err, st);
+        }
+}
+
+/* ---- a writer that records every acknowledged put ----------------------- */
+
+struct hosts_writer {
+        pthread_t thread;
+        char *endpoints;
+        volatile int stop;
+        int acked;
+};
+
+static void *writer_main(void *arg)
+{
+        hosts_writer *w = arg;
+        etcd_client_opts o = {
+            .endpoints = w->endpoints, .call_timeout_ms = 3000, .dial_timeout_ms = 500};
+        etcd_client *c = NULL;
+        if (etcd_client_new(&o, &c) < 0)
+                return NULL;
+        int next = 0;
+        while (!w->stop) {
+                char key[32];
+                snprintf(key, sizeof(key), "w/%05d", next);
+                if (etcd_put(c, key, key, strlen(key), NULL) == 0)
+                        w->acked = ++next;
+                usleep(20 * 1000);
+        }
+        etcd_client_free(c);
+        return NULL;
+}
+
+hosts_writer *hosts_writer_start(const char *endpoints)
+{
+        hosts_writer *w = XNEW(hosts_writer);
+        w->endpoints = xstrdup(endpoints);
+        assert_int_equal(pthread_create(&w->thread, NULL, writer_main, w), 0);
+        return w;
+}
+
+void hosts_writer_check(hosts_writer *w, e2e *e, const char *name)
+{
+        w->stop = 1;
+        pthread_join(w->thread, NULL);
+        assert_true(w->acked > 10);
+        etcd_client *c = e2e_client(e, name);
+        etcd_kv_list *l = NULL;
+        assert_int_equal(etcd_get(c, "w/", true, &l), 0);
+        assert_true(l->n >= (size_t)w->acked);
+        for (int i = 0; i < w->acked; i++) {
+                char key[32];
+                snprintf(key, sizeof(key), "w/%05d", i);
+                assert_string_equal(l->kvs[i].key, key);
+        }
+        etcd_kv_list_free(l);
+        etcd_client_free(c);
+        free(w->endpoints);
+        free(w);
+}

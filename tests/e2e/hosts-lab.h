@@ -1,0 +1,57 @@
+/*
+ * The shared set-up of the hosts target's end-to-end tests: real sshd
+ * "machines" on 127.0.0.2, .3, ... (tests/harness/sshd.h) with a host agent
+ * playing kubelet on each machine's static Pod folder
+ * (tests/harness/hostagent.h), the members' ports of their own, and the
+ * helpers every such test needs: a cluster file over a range of machines,
+ * gitcd commands with the lab's SSH flags, and a writer whose every
+ * acknowledged key is read back at the end.
+ */
+#pragma once
+
+#include <stddef.h>
+
+#include "tests/e2e/e2e.h"
+#include "tests/harness/hostagent.h"
+#include "tests/harness/sshd.h"
+
+typedef struct hosts_lab {
+        sshd_lab *ssh;
+        hostagent *agent;
+        int client_port, peer_port, metrics_port;
+        char *ports; /* --hosts-ports C,P,M */
+} hosts_lab;
+
+/*
+ * Start n machines and the host agent (etcd `version` stands for "etcd" in
+ * manifests). Exits 77 when sshd or that etcd version is not installed.
+ * NULL on failure (message on stderr).
+ */
+hosts_lab *hosts_lab_start(size_t n, const char *version);
+void hosts_lab_free(hosts_lab *l);
+
+/* path under machine i's root prefix (newly allocated). */
+char *hosts_lab_path(const hosts_lab *l, size_t i, const char *path);
+/* <root>/etc/kubernetes/manifests and <root>/var/lib/etcd/<cluster> of machine i. */
+char *hosts_lab_manifests(const hosts_lab *l, size_t i);
+char *hosts_lab_data_dir(const hosts_lab *l, size_t i, const char *cluster);
+
+/* A cluster file <name>.yaml on machines [first, first + n) of the lab, static Pods. */
+void hosts_lab_write_cluster(const hosts_lab *l, e2e *e, const char *name, const char *version,
+                             int replicas, size_t first, size_t n);
+
+/* gitcd <cmd> --source S --target hosts <the lab's SSH flags> [extra1 extra2]. */
+int hosts_lab_cmd(const hosts_lab *l, e2e *e, const char *cmd, const char *known_hosts,
+                  char **ret_out, char **ret_err, const char *extra1, const char *extra2);
+/* hosts_lab_cmd with GITCD_FAILPOINT (util/failpoint.h); 128+signal when killed there. */
+int hosts_lab_cmd_failpoint(const hosts_lab *l, e2e *e, const char *failpoint, const char *cmd,
+                            const char *known_hosts, char **ret_out, char **ret_err,
+                            const char *extra1, const char *extra2);
+/* `gitcd apply --target hosts --timeout T`; fails the test with the status when it fails. */
+void hosts_lab_apply_ok(const hosts_lab *l, e2e *e, const char *timeout);
+
+/* A writer putting w/00000, w/00001, ... through endpoints until checked. */
+typedef struct hosts_writer hosts_writer;
+hosts_writer *hosts_writer_start(const char *endpoints);
+/* Stop it and assert every acknowledged key is in cluster `name`. */
+void hosts_writer_check(hosts_writer *w, e2e *e, const char *name);

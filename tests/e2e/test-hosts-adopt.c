@@ -1,0 +1,221 @@
+/*
+ * Adoption on the hosts target, end to end: three real sshd "machines"
+ * (and a fourth, free one) with the host agent playing kubelet, a 3-member
+ * etcd 3.5.16 cluster started by hand the way kubeadm runs stacked etcd (a
+ * static Pod manifest etcd.yaml on each machine, kubeadm-style flags), and
+ * a writer running all along. A spec that does not match it (1 replica)
+ * is refused and nothing is written on the machines. `gitcd plan --target
+ * hosts` says adoption is decided at apply; `gitcd apply --target hosts`
+ * adopts instead of bootstrapping, killed once after moving the first
+ * member (the next apply finishes the move of the others): the member IDs
+ * and the cluster ID stay, no acknowledged write is lost, each data
+ * directory gets gitcd's marker, each member moves from etcd.yaml onto
+ * gitcd's manifest, the audit log has cluster.adopt and member.adopt; then
+ * a scale to 4 works on the adopted cluster.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/e2e/e2e.h"
+#include "tests/e2e/hosts-lab.h"
+#include "tests/harness/harness.h"
+#include "util/fs.h"
+#include "util/strbuf.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+#define MACHINES 4
+#define VERSION  "3.5.16"
+#define CL       "kube"
+
+static hosts_lab *L;
+
+static char *url(size_t i, int port)
+{
+        return xasprintf("http://%s:%d", L->ssh->machines[i].address, port);
+}
+
+/* kubeadm's etcd.yaml for member i of 3, as JSON (the host agent reads JSON; kubelet YAML). */
+static void write_kubeadm_manifest(size_t i)
+{
+        strbuf ic = STRBUF_INIT;
+        for (size_t j = 0; j < 3; j++) {
+                _cleanup_free_ char *p = url(j, L->peer_port);
+                sb_printf(&ic, "%s" CL "-%zu=%s", j ? "," : "", j, p);
+        }
+        _cleanup_free_ char *c = url(i, L->client_port), *p = url(i, L->peer_port);
+        _cleanup_free_ char *data = hosts_lab_data_dir(L, i, CL);
+        _cleanup_free_ char *text = xasprintf(
+            "# written by hand, as kubeadm does\n"
+            "{\"apiVersion\": \"v1\", \"kind\": \"Pod\",\n"
+            " \"metadata\": {\"name\": \"etcd\", \"namespace\": \"kube-system\"},\n"
+            " \"spec\": {\"hostNetwork\": true, \"containers\": [{\"name\": \"etcd\",\n"
+            "  \"image\": \"registry.k8s.io/etcd:" VERSION "-0\", \"command\": [\"etcd\",\n"
+            "   \"--name=" CL "-%zu\", \"--data-dir=%s\",\n"
+            "   \"--listen-client-urls=%s\", \"--advertise-client-urls=%s\",\n"
+            "   \"--listen-peer-urls=%s\", \"--initial-advertise-peer-urls=%s\",\n"
+            "   \"--initial-cluster=%s\", \"--initial-cluster-state=new\",\n"
+            "   \"--initial-cluster-token=kubeadm\", \"--snapshot-count=10000\"]}]}}\n",
+            i, data, c, c, p, p, sb_str(&ic));
+        sb_release(&ic);
+        _cleanup_free_ char *dir = hosts_lab_manifests(L, i);
+        _cleanup_free_ char *path = xasprintf("%s/etcd.yaml", dir);
+        assert_int_equal(write_file_atomic(path, text, strlen(text), 0600), 0);
+}
+
+/* The member list of the hand-started cluster once all three have started. */
+static etcd_members *wait_started(const char *endpoints)
+{
+        etcd_client_opts o = {
+            .endpoints = endpoints, .call_timeout_ms = 3000, .dial_timeout_ms = 500};
+        etcd_client *c = NULL;
+        assert_int_equal(etcd_client_new(&o, &c), 0);
+        for (int tries = 0; tries < 300; tries++) {
+                etcd_members *l = NULL;
+                if (etcd_member_list(c, &l) == 0) {
+                        size_t started = 0;
+                        for (size_t i = 0; i < l->n; i++)
+                                started += !isempty(l->members[i].name);
+                        if (l->n == 3 && started == 3) {
+                                etcd_client_free(c);
+                                return l;
+                        }
+                        etcd_members_free(l);
+                }
+                usleep(200 * 1000);
+        }
+        etcd_client_free(c);
+        fail_msg("the hand-started cluster did not form");
+        return NULL;
+}
+
+static uint64_t id_of(const etcd_members *l, const char *name)
+{
+        for (size_t i = 0; i < l->n; i++)
+                if (streq_ptr(l->members[i].name, name))
+                        return l->members[i].id;
+        fail_msg("no member %s", name);
+        return 0;
+}
+
+static void test_adopt(void **state)
+{
+        (void)state;
+        e2e *e = e2e_new();
+        strbuf eps = STRBUF_INIT;
+        for (size_t i = 0; i < 3; i++) {
+                write_kubeadm_manifest(i);
+                _cleanup_free_ char *c = url(i, L->client_port);
+                sb_printf(&eps, "%s%s", i ? "," : "", c);
+        }
+        etcd_members *before = wait_started(sb_str(&eps));
+        hosts_writer *w = hosts_writer_start(sb_str(&eps));
+
+        /* a spec that does not match what runs: refused, nothing written */
+        e2e *other = e2e_new();
+        hosts_lab_write_cluster(L, other, CL, VERSION, 1, 0, MACHINES);
+        _cleanup_free_ char *rout = NULL, *rerr = NULL;
+        assert_int_not_equal(
+            hosts_lab_cmd(L, other, "apply", NULL, &rout, &rerr, "--timeout", "20s"), 0);
+        if (!strstr(rerr, "adoption refused") || !strstr(rerr, "has 3 members, the spec 1"))
+                fail_msg("no refusal:\n%s%s", rout, rerr);
+        assert_int_equal(e2e_audit_count(other, CL, "member.bootstrap"), 0);
+        /* refused again (as `gitcd run` retries): the same refusal is audited once */
+        free(rout), free(rerr), rout = rerr = NULL;
+        assert_int_not_equal(
+            hosts_lab_cmd(L, other, "apply", NULL, &rout, &rerr, "--timeout", "20s"), 0);
+        assert_non_null(strstr(rerr, "adoption refused"));
+        assert_int_equal(e2e_audit_count(other, CL, "cluster.adopt"), 1);
+        for (size_t i = 0; i < MACHINES; i++) {
+                _cleanup_free_ char *data = hosts_lab_data_dir(L, i, CL);
+                _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", data);
+                assert_false(path_exists(marker));
+                _cleanup_free_ char *dir = hosts_lab_manifests(L, i);
+                _cleanup_free_ char *old = xasprintf("%s/etcd.yaml", dir);
+                assert_true(path_exists(old) == (i < 3));
+        }
+        e2e_free(other);
+
+        /* the cluster lists all four machines; three run it */
+        hosts_lab_write_cluster(L, e, CL, VERSION, 3, 0, MACHINES);
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        assert_int_equal(hosts_lab_cmd(L, e, "plan", NULL, &out, &err, NULL, NULL), 0);
+        if (!strstr(out, "adopt"))
+                fail_msg("plan says nothing of adoption:\n%s", out);
+        free(out), free(err), out = err = NULL;
+
+        /* killed after the first member moved: the next apply finishes the others */
+        assert_int_equal(hosts_lab_cmd_failpoint(L, e, "adopt.after-first-move", "apply", NULL,
+                                                 &out, &err, "--timeout", "150s"),
+                         128 + SIGKILL);
+        free(out), free(err), out = err = NULL;
+        hosts_lab_apply_ok(L, e, "150s");
+
+        /* adopted: the same members, IDs and cluster, nothing bootstrapped */
+        etcd_members *after = e2e_members(e, CL);
+        assert_int_equal(after->n, 3);
+        assert_int_equal(after->cluster_id, before->cluster_id);
+        for (size_t i = 0; i < 3; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), CL "-%zu", i);
+                assert_int_equal(id_of(after, name), id_of(before, name));
+        }
+        etcd_members_free(after);
+        assert_int_equal(e2e_audit_count(e, CL, "cluster.adopt"), 1);
+        assert_int_equal(e2e_audit_count(e, CL, "member.adopt"), 3);
+        assert_int_equal(e2e_audit_count(e, CL, "member.bootstrap"), 0);
+        for (size_t i = 0; i < 3; i++) {
+                _cleanup_free_ char *data = hosts_lab_data_dir(L, i, CL);
+                _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", data);
+                assert_true(path_exists(marker));
+                _cleanup_free_ char *dir = hosts_lab_manifests(L, i);
+                _cleanup_free_ char *old = xasprintf("%s/etcd.yaml", dir);
+                _cleanup_free_ char *own = xasprintf("%s/etcd-default-" CL ".yaml", dir);
+                assert_false(path_exists(old));
+                assert_true(path_exists(own));
+        }
+
+        /* the adopted cluster is gitcd's like any other: scale to 4 onto the free machine */
+        hosts_lab_write_cluster(L, e, CL, VERSION, 4, 0, MACHINES);
+        hosts_lab_apply_ok(L, e, "90s");
+        after = e2e_members(e, CL);
+        assert_int_equal(after->n, 4);
+        for (size_t i = 0; i < 3; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), CL "-%zu", i);
+                assert_int_equal(id_of(after, name), id_of(before, name));
+        }
+        etcd_members_free(after);
+        hosts_writer_check(w, e, CL);
+        etcd_members_free(before);
+        sb_release(&eps);
+        e2e_free(e);
+}
+
+static int setup(void **state)
+{
+        (void)state;
+        L = hosts_lab_start(MACHINES, VERSION);
+        return L ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+        (void)state;
+        hosts_lab_free(L);
+        return 0;
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {cmocka_unit_test(test_adopt)};
+        return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,305 @@
+/*
+ * Adoption on the hosts target, the pure half (targets/hosts-adopt.h):
+ * reading a kubeadm-style etcd manifest (YAML and JSON, `--k=v` and
+ * `--k v` flags, command and args), and the decision over the spec, what
+ * each machine runs and etcd's member list: adopt (IDs kept, which members
+ * restart and which file each replaces), nothing to adopt, and every
+ * refusal (count, names, data dir, TLS, learners, unhealthy, unreadable).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "api/spec.h"
+#include "targets/hosts-adopt.h"
+#include "util/xalloc.h"
+
+#define KUBEADM_YAML                                                                               \
+        "apiVersion: v1\n"                                                                         \
+        "kind: Pod\n"                                                                              \
+        "metadata:\n"                                                                              \
+        "  name: etcd\n"                                                                           \
+        "  namespace: kube-system\n"                                                               \
+        "spec:\n"                                                                                  \
+        "  containers:\n"                                                                          \
+        "  - name: sidecar\n"                                                                      \
+        "    command: [sleep, infinity]\n"                                                         \
+        "  - name: etcd\n"                                                                         \
+        "    image: registry.k8s.io/etcd:3.5.16-0\n"                                               \
+        "    command:\n"                                                                           \
+        "    - etcd\n"                                                                             \
+        "    - --advertise-client-urls=http://10.0.0.11:2379\n"                                    \
+        "    - --data-dir=/var/lib/etcd/prod\n"                                                    \
+        "    - --initial-advertise-peer-urls=http://10.0.0.11:2380\n"                              \
+        "    - --initial-cluster=prod-0=http://10.0.0.11:2380,prod-1=http://10.0.0.12:2380\n"      \
+        "    args: [--name, prod-0]\n"
+
+static void test_parse_kubeadm_yaml(void **state)
+{
+        (void)state;
+        hosts_running r = {0};
+        diag_list d = DIAG_LIST_INIT;
+        assert_int_equal(
+            hosts_running_parse_manifest("etcd.yaml", KUBEADM_YAML, strlen(KUBEADM_YAML), &r, &d),
+            0);
+        assert_string_equal(r.name, "prod-0");
+        assert_string_equal(r.data_dir, "/var/lib/etcd/prod");
+        assert_string_equal(r.advertise_client_urls, "http://10.0.0.11:2379");
+        assert_string_equal(r.initial_advertise_peer_urls, "http://10.0.0.11:2380");
+        assert_non_null(strstr(r.initial_cluster, "prod-1=http://10.0.0.12:2380"));
+        assert_false(r.tls);
+        assert_string_equal(r.file, "etcd.yaml");
+        hosts_running_release(&r);
+        diag_list_release(&d);
+}
+
+static void test_parse_json_and_tls(void **state)
+{
+        (void)state;
+        const char *j =
+            "# a comment\n{\"kind\":\"Pod\",\"spec\":{\"containers\":[{\"command\":"
+            "[\"etcd\",\"--name=a-0\",\"--data-dir\",\"/d\",\"--cert-file=/p/s.crt\"]}]}}";
+        hosts_running r = {0};
+        diag_list d = DIAG_LIST_INIT;
+        assert_int_equal(hosts_running_parse_manifest("m.yaml", j, strlen(j), &r, &d), 0);
+        assert_string_equal(r.name, "a-0");
+        assert_string_equal(r.data_dir, "/d");
+        assert_true(r.tls);
+        hosts_running_release(&r);
+        diag_list_release(&d);
+}
+
+static void parse_fails(const char *text, const char *want)
+{
+        hosts_running r = {0};
+        diag_list d = DIAG_LIST_INIT;
+        assert_int_equal(hosts_running_parse_manifest("m.yaml", text, strlen(text), &r, &d),
+                         -EINVAL);
+        assert_true(d.n > 0);
+        bool found = false;
+        for (size_t i = 0; i < d.n; i++)
+                found = found || strstr(d.items[i].message, want);
+        if (!found)
+                fail_msg("no diagnostic with \"%s\" for:\n%s", want, text);
+        assert_null(r.name);
+        diag_list_release(&d);
+}
+
+static void test_parse_refusals(void **state)
+{
+        (void)state;
+        parse_fails("kind: Deployment\n", "kind is not Pod");
+        parse_fails("[1, 2]\n", "no mapping");
+        parse_fails("kind: Pod\nspec: {containers: []}\n", "no containers");
+        parse_fails("kind: Pod\nspec: {containers: [{name: a}, {name: b}]}\n", "no container");
+        parse_fails("kind: Pod\nspec: {containers: [{command: [etcd, --name=x]}]}\n",
+                    "no --name or no --data-dir");
+        parse_fails("kind: Pod\nspec: {containers: [{command: {a: b}}]}\n", "not a list");
+        parse_fails("kind: Pod\nkind: Pod\n", "uplicate");
+        parse_fails("kind: [Pod\n", "");
+}
+
+/* ---- the decision -------------------------------------------------------- */
+
+static etcd_cluster *cluster(int replicas)
+{
+        char *y = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata: {name: "
+                            "prod}\nspec:\n  replicas: %d\n  hosts:\n    mode: staticPod\n"
+                            "    machines:\n"
+                            "    - {address: 10.0.0.11, dataDir: /var/lib/etcd/prod}\n"
+                            "    - {address: 10.0.0.12, dataDir: /var/lib/etcd/prod}\n"
+                            "    - {address: 10.0.0.13, dataDir: /var/lib/etcd/prod}\n",
+                            replicas);
+        cluster_set set = {0};
+        diag_list d = DIAG_LIST_INIT;
+        int k = spec_load_buffer("prod.yaml", y, strlen(y), &set, &d);
+        if (k < 0 || set.n != 1) {
+                diag_print(&d, stderr);
+                fail_msg("spec does not load");
+        }
+        free(y);
+        diag_list_release(&d);
+        etcd_cluster *c = set.items[0];
+        free(set.items);
+        return c;
+}
+
+static hosts_running *running(const char *name, const char *data_dir, bool gitcd_file)
+{
+        hosts_running *r = XNEW(hosts_running);
+        r->name = xstrdup(name);
+        r->data_dir = xstrdup(data_dir);
+        r->file = xstrdup(gitcd_file ? "/etc/kubernetes/manifests/etcd-default-prod.yaml"
+                                     : "/etc/kubernetes/manifests/etcd.yaml");
+        r->gitcd_file = gitcd_file;
+        r->initial_cluster = xstrdup("prod-0=http://10.0.0.11:2380");
+        return r;
+}
+
+typedef struct world {
+        etcd_cluster *c;
+        hosts_running *run[3];
+        etcd_members list;
+        etcd_member m[3];
+} world;
+
+static void world_init(world *w, int replicas)
+{
+        memset(w, 0, sizeof(*w));
+        w->c = cluster(replicas);
+        for (size_t i = 0; i < 3; i++) {
+                char *name = xasprintf("prod-%zu", i);
+                w->run[i] = running(name, "/var/lib/etcd/prod", i == 2);
+                w->m[i].id = 0x1000 + i;
+                w->m[i].name = name;
+                w->m[i].peer_urls = xcalloc(1, sizeof(char *));
+                w->m[i].peer_urls[0] = xasprintf("http://10.0.0.1%zu:2380", i + 1);
+                w->m[i].n_peer_urls = 1;
+                w->m[i].client_urls = xcalloc(1, sizeof(char *));
+                w->m[i].client_urls[0] = xasprintf("http://10.0.0.1%zu:2379", i + 1);
+                w->m[i].n_client_urls = 1;
+        }
+        w->list.cluster_id = 0xabcdef;
+        w->list.members = w->m;
+        w->list.n = 3;
+}
+
+static void world_release(world *w)
+{
+        for (size_t i = 0; i < 3; i++) {
+                if (w->run[i]) {
+                        hosts_running_release(w->run[i]);
+                        free(w->run[i]);
+                }
+                free(w->m[i].name);
+                free(w->m[i].peer_urls[0]);
+                free(w->m[i].peer_urls);
+                free(w->m[i].client_urls[0]);
+                free(w->m[i].client_urls);
+        }
+        etcd_cluster_free(w->c);
+}
+
+static void refused(world *w, bool healthy, bool with_list, const char *want)
+{
+        adopt_plan p;
+        char *why = NULL;
+        int k =
+            hosts_adopt_decide(w->c, 2380, w->run, with_list ? &w->list : NULL, healthy, &p, &why);
+        if (k != -EPERM || !why || !strstr(why, want))
+                fail_msg("want a refusal with \"%s\", got %d: %s", want, k, why ? why : "");
+        assert_int_equal(p.n, 0);
+        free(why);
+}
+
+static void test_decide_adopts(void **state)
+{
+        (void)state;
+        world w;
+        world_init(&w, 3);
+        adopt_plan p;
+        char *why = NULL;
+        assert_int_equal(hosts_adopt_decide(w.c, 2380, w.run, &w.list, true, &p, &why), 1);
+        assert_null(why);
+        assert_int_equal(p.n, 3);
+        assert_int_equal(p.cluster_id, 0xabcdef);
+        for (size_t i = 0; i < 3; i++) {
+                assert_int_equal(p.steps[i].machine, i);
+                assert_int_equal(p.steps[i].ordinal, (int)i);
+                assert_int_equal(p.steps[i].id, 0x1000 + i);
+                assert_string_equal(p.steps[i].member, w.m[i].name);
+        }
+        /* kubeadm's manifest is replaced (one restart); gitcd's own file is kept */
+        assert_true(p.steps[0].restart);
+        assert_string_equal(p.steps[0].replaces, "/etc/kubernetes/manifests/etcd.yaml");
+        assert_false(p.steps[2].restart);
+        assert_null(p.steps[2].replaces);
+        assert_string_equal(p.initial_cluster, "prod-0=http://10.0.0.11:2380");
+        adopt_plan_release(&p);
+        world_release(&w);
+}
+
+static void test_decide_nothing_runs(void **state)
+{
+        (void)state;
+        world w;
+        world_init(&w, 3);
+        for (size_t i = 0; i < 3; i++) {
+                hosts_running_release(w.run[i]);
+                free(w.run[i]);
+                w.run[i] = NULL;
+        }
+        adopt_plan p;
+        char *why = NULL;
+        assert_int_equal(hosts_adopt_decide(w.c, 2380, w.run, NULL, false, &p, &why), 0);
+        assert_null(why);
+        world_release(&w);
+}
+
+static void test_decide_refusals(void **state)
+{
+        (void)state;
+        world w;
+
+        world_init(&w, 1); /* the spec wants 1, 3 run */
+        refused(&w, true, true, "has 3 members, the spec 1 replicas");
+        world_release(&w);
+
+        world_init(&w, 3);
+        refused(&w, true, false, "could not be read");
+        refused(&w, false, true, "not every member is healthy");
+        world_release(&w);
+
+        world_init(&w, 3);
+        str_assign(&w.run[1]->data_dir, xstrdup("/srv/etcd"));
+        refused(&w, true, true, "--data-dir /srv/etcd but the spec's dataDir is");
+        world_release(&w);
+
+        world_init(&w, 3);
+        w.run[0]->tls = true;
+        refused(&w, true, true, "TLS");
+        world_release(&w);
+
+        world_init(&w, 3); /* kubeadm's names: the node names */
+        str_assign(&w.m[1].name, xstrdup("cp2"));
+        str_assign(&w.run[1]->name, xstrdup("cp2"));
+        refused(&w, true, true, "named prod-<ordinal> only");
+        world_release(&w);
+
+        world_init(&w, 3);
+        str_assign(&w.run[1]->name, xstrdup("prod-7"));
+        refused(&w, true, true, "runs member prod-7, which etcd does not list");
+        world_release(&w);
+
+        world_init(&w, 3);
+        w.m[2].is_learner = true;
+        refused(&w, true, true, "learner");
+        world_release(&w);
+
+        world_init(&w, 3);
+        str_assign(&w.m[0].peer_urls[0], xstrdup("http://192.168.1.1:2380"));
+        refused(&w, true, true, "its peer URL is http://192.168.1.1:2380");
+        world_release(&w);
+
+        world_init(&w, 3); /* one machine does not run its member */
+        hosts_running_release(w.run[1]);
+        free(w.run[1]);
+        w.run[1] = NULL;
+        refused(&w, true, true, "etcd lists 3 members but 2 of the spec's machines run etcd");
+        world_release(&w);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_parse_kubeadm_yaml),  cmocka_unit_test(test_parse_json_and_tls),
+            cmocka_unit_test(test_parse_refusals),      cmocka_unit_test(test_decide_adopts),
+            cmocka_unit_test(test_decide_nothing_runs), cmocka_unit_test(test_decide_refusals),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
