@@ -657,9 +657,13 @@ int cmd_run(int argc, char **argv)
                                         wake_clusters(&r, r.targets[i]);
                 }
         }
+        /* No source hands out a pass any more; then one grace for all of them. */
+        for (size_t i = 0; i < r.n_sources; i++)
+                (void)driver_quiesce(r.sources[i].drv, 0);
+        int64_t grace_end = now_mono_ms() + STOP_GRACE_MS;
         int left = runner_retired_quiesce(&r, STOP_GRACE_MS);
         for (size_t i = 0; i < r.n_sources; i++)
-                left += driver_quiesce(r.sources[i].drv, STOP_GRACE_MS);
+                left += driver_quiesce(r.sources[i].drv, (int)MAX(grace_end - now_mono_ms(), 0));
         if (left > 0) {
                 /* Every step is journaled before it acts: the next start resumes it. */
                 log_warn("stopping with %d pass(es) still in flight after %ds; members keep "
