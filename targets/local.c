@@ -18,13 +18,14 @@
  * the status is unknown.
  *
  * Threads (targets/locked.h): the member table, the event list and every
- * record are the target's shared state. Three waits let go of the shared
+ * record are the target's shared state. These waits let go of the shared
  * lock: a stop waiting for its process to exit (the member is marked
  * `stopping`, so that no other thread reaps or restarts it meanwhile), a
  * health probe (on copies of the URL and paths), and wait_event's poll,
  * after which every member is looked at again under the lock rather than
  * trusting what the poll saw (the table may have changed, several threads
- * may wait at once). A member started meanwhile wakes the waiters through
+ * may wait at once). A snapshot restore (etcd's tool, into this member's
+ * folder) runs outside it too. A member started meanwhile wakes the waiters through
  * an eventfd, so that its exit is seen too.
  */
 #include <curl/curl.h>
@@ -1662,7 +1663,10 @@ static int local_restore_member(target *t, const etcd_cluster *c, const membersh
                                    .name = mp->name,
                                    .peer_url = mp->peer_url,
                                    .token = p->cluster_token};
+        /* A big snapshot takes a while: the tool works on this member's folder alone. */
+        target_blocking_begin();
         r = snapshot_restore_dir(&o, &error);
+        target_blocking_end();
         if (r < 0)
                 return target_fail(t, r, "member %s: %s", m->name, error);
         /* data/ may exist empty (created for a start that never happened) */
