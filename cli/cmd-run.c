@@ -14,7 +14,15 @@
  * replaces the settings (sources, targets, credentials files) and every
  * source is polled at once; an invalid one is reported with file:line:col
  * and the settings in force stay as they are. The state path is fixed for
- * the life of the process (the lock is held on it).
+ * the life of the process (the lock is held on it). Passes in flight are not
+ * waited for when the target settings stay (runner_reopen retires their
+ * drivers: cli/runner.h); they are taken in by runner_retired_reap at each
+ * step, and SIGTERM gives them the same grace as the others.
+ *
+ * Signals reach the loop itself: every thread is started with them blocked
+ * (signals_block), so a signal interrupts the loop's wait on target events,
+ * and with passes in flight that wait is bounded by BUSY_POLL_MS (a pass
+ * that ends is taken in by then).
  *
  * With --listen (or listen: in the file) the daemon serves /metrics,
  * /healthz and /readyz from libmicrohttpd's own thread (ops/http.h); the
@@ -34,6 +42,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,8 +65,9 @@
 #define FETCH_POLL_MS 1000
 /* The longest the loop sleeps: scheduled snapshots are looked for at least this often. */
 #define LOOP_MAX_SLEEP_MS 10000
-/* With passes in flight, target events are looked at this often. */
-#define BUSY_POLL_MS 250
+/* With passes in flight, the loop waits on target events at most this long before it
+ * looks for finished passes (and signals). */
+#define BUSY_POLL_MS 100
 /* SIGTERM: how long passes in flight may take to end before gitcd exits without them. */
 #define STOP_GRACE_MS 10000
 
@@ -70,6 +80,26 @@ static void on_signal(int sig)
                 got_hup = 1;
         else
                 got_term = 1;
+}
+
+/*
+ * Threads started with the daemon's signals blocked (workers, the HTTP
+ * server, the snapshot worker, libcurl's resolver), so that a signal
+ * always interrupts the loop's own wait and is answered at once.
+ */
+static void signals_block(sigset_t *old)
+{
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+static void signals_restore(const sigset_t *old)
+{
+        pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
 static void usage(FILE *out)
@@ -106,10 +136,11 @@ static void usage(FILE *out)
                 "Signals: SIGTERM/SIGINT start no new pass, give the passes in flight\n"
                 "10 s to end (every step is journaled: the next start resumes one cut\n"
                 "short), abort a running snapshot (recorded as failed) and any fetch in\n"
-                "flight, and exit 0; SIGHUP reads the configuration file again once the\n"
-                "passes in flight end (an invalid one is reported and the settings in\n"
-                "force stay), re-reads the files it names and polls every source at once\n"
-                "(a fetch in flight is started again).\n"
+                "flight, and exit 0; SIGHUP reads the configuration file again at once\n"
+                "(an invalid one is reported and the settings in force stay), re-reads\n"
+                "the files it names and polls every source at once (a fetch in flight is\n"
+                "started again); passes in flight end on the settings they started with\n"
+                "(a reload that changes the target's settings waits for them).\n"
                 "The daemon holds a lock in the state folder while it runs: another\n"
                 "apply or run on the same state exits 1; plan, status and log still read.\n",
                 runner_options_help);
@@ -509,6 +540,8 @@ int cmd_run(int argc, char **argv)
 
         runner r;
         notify_ctx nc = {.r = &r};
+        sigset_t oldmask;
+        signals_block(&oldmask);
         if (runner_open_config(cfg, progress, &nc, &r) < 0)
                 return EXIT_FAIL;
         if (ops_config_has_notifications(cfg) &&
@@ -537,11 +570,13 @@ int cmd_run(int argc, char **argv)
                 notify_ctx_release(&nc);
                 return EXIT_FAIL;
         }
+        signals_restore(&oldmask);
 
         while (!got_term) {
                 service_notify_watchdog();
                 if (got_hup) {
                         got_hup = 0;
+                        signals_block(&oldmask);
                         ops_config *fresh = reload(&f, config, interval_ms, cfg);
                         if (fresh) {
                                 apply_log_level(fresh);
@@ -572,6 +607,7 @@ int cmd_run(int argc, char **argv)
                         } else {
                                 k = runner_reopen(cfg, progress, &nc, &r);
                         }
+                        signals_restore(&oldmask);
                         if (k < 0) {
                                 snapshot_scheduler_free(snap);
                                 runner_close(&r);
@@ -585,7 +621,8 @@ int cmd_run(int argc, char **argv)
                         if (now_mono_ms() >= r.sources[i].next_sync_ms && !got_term)
                                 sync_source(&r, i, &nc);
                 int64_t w = LOOP_MAX_SLEEP_MS;
-                int busy = 0;
+                /* Passes a reload retired: their clusters are passed again once they end. */
+                int busy = runner_retired_reap(&r);
                 for (size_t i = 0; i < r.n_sources && !got_term; i++) {
                         driver_summary sum = {0};
                         (void)driver_step(r.sources[i].drv, &sum);
@@ -600,14 +637,16 @@ int cmd_run(int argc, char **argv)
                 for (size_t i = 0; i < r.n_sources; i++)
                         snapshot_tick(snap, &r.sources[i]);
                 if (busy) {
-                        /* Passes in flight use the targets: look at events without blocking
-                         * them, and wake when a pass ends. */
+                        /* Waiting on a target's events blocks none of the passes in flight
+                         * (targets/locked.h): wait on them, briefly, and then take in the
+                         * passes that ended. */
+                        if (w > 0 &&
+                            r.target->ops->wait_event(r.target, (int)MIN(w, BUSY_POLL_MS)) > 0)
+                                wake_clusters(&r, r.target);
                         for (size_t i = 0; i < ARRAY_SIZE(r.targets); i++)
-                                if (r.targets[i] &&
+                                if (r.targets[i] && r.targets[i] != r.target &&
                                     r.targets[i]->ops->wait_event(r.targets[i], 0) > 0)
                                         wake_clusters(&r, r.targets[i]);
-                        if (w > 0)
-                                (void)driver_wait((int)MIN(w, BUSY_POLL_MS));
                 } else if (w > 0) {
                         /* Several targets: wait on the first, look at the others at once. */
                         if (r.target->ops->wait_event(r.target, (int)w) > 0)
@@ -618,9 +657,13 @@ int cmd_run(int argc, char **argv)
                                         wake_clusters(&r, r.targets[i]);
                 }
         }
-        int left = 0;
+        /* No source hands out a pass any more; then one grace for all of them. */
         for (size_t i = 0; i < r.n_sources; i++)
-                left += driver_quiesce(r.sources[i].drv, STOP_GRACE_MS);
+                (void)driver_quiesce(r.sources[i].drv, 0);
+        int64_t grace_end = now_mono_ms() + STOP_GRACE_MS;
+        int left = runner_retired_quiesce(&r, STOP_GRACE_MS);
+        for (size_t i = 0; i < r.n_sources; i++)
+                left += driver_quiesce(r.sources[i].drv, (int)MAX(grace_end - now_mono_ms(), 0));
         if (left > 0) {
                 /* Every step is journaled before it acts: the next start resumes it. */
                 log_warn("stopping with %d pass(es) still in flight after %ds; members keep "

@@ -524,10 +524,29 @@ static void report_conflict(runner *r, const char *cluster, const runner_source 
         (void)state_audit_append(r->db, &ev, NULL);
 }
 
+/* Sources and drivers a reload retired with passes in flight (runner_retired_reap). */
+typedef struct runner_retired {
+        runner_source *sources;
+        size_t n_sources;
+        state_db *db;
+} runner_retired;
+
+/* A retired driver's pass holds the cluster: no new driver passes it until that ends. */
+static bool retired_busy(const runner *r, const char *cluster)
+{
+        for (size_t i = 0; i < r->n_retired; i++)
+                for (size_t j = 0; j < r->retired[i].n_sources; j++)
+                        if (driver_cluster_busy(r->retired[i].sources[j].drv, cluster))
+                                return true;
+        return false;
+}
+
 static bool claim(const char *cluster, driver_claim what, void *userdata)
 {
         runner_source *self = userdata;
         runner *r = self->owner;
+        if (what == DRIVER_CLAIM_PASS && retired_busy(r, cluster))
+                return false;
         size_t index = (size_t)(self - r->sources);
         const runner_source *other = other_definer(r, index, cluster);
         switch (what) {
@@ -658,6 +677,73 @@ int runner_open_target(const runner_flags *f, const char *state_dir, target **re
         return -EINVAL;
 }
 
+static const char *or_empty(const char *s)
+{
+        return s ? s : "";
+}
+
+/* What the targets are opened with: a reload that keeps it may keep the targets. */
+static char *target_key(const ops_config *c)
+{
+        const ops_hosts *h = &c->hosts;
+        return xasprintf("%s\n%s\n%s\n%s\n%s\n%s\n%s\n%d %d %d %d", or_empty(c->etcd_dir),
+                         or_empty(c->kubeconfig), or_empty(c->kube_context),
+                         or_empty(c->cluster_domain), or_empty(h->ssh_key),
+                         or_empty(h->passphrase_file), or_empty(h->known_hosts), h->client_port,
+                         h->peer_port, h->metrics_port, c->workers > 1);
+}
+
+static void sources_free(runner_source *sources, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                runner_source *rs = &sources[i];
+                driver_free(rs->drv);
+                source_free(rs->src);
+                list_free(&rs->defines, &rs->n_defines);
+                list_free(&rs->pending, &rs->n_pending);
+        }
+        free(sources);
+}
+
+static void retired_free(runner_retired *rt)
+{
+        sources_free(rt->sources, rt->n_sources);
+        state_close(rt->db);
+}
+
+int runner_retired_reap(runner *r)
+{
+        int left = 0;
+        for (size_t i = 0; i < r->n_retired;) {
+                int n = 0;
+                for (size_t j = 0; j < r->retired[i].n_sources; j++)
+                        n += driver_quiesce(r->retired[i].sources[j].drv, 0);
+                if (n > 0) {
+                        left += n;
+                        i++;
+                        continue;
+                }
+                retired_free(&r->retired[i]);
+                r->retired[i] = r->retired[--r->n_retired];
+        }
+        if (r->n_retired == 0) {
+                free(r->retired);
+                r->retired = NULL;
+        }
+        return left;
+}
+
+int runner_retired_quiesce(runner *r, int timeout_ms)
+{
+        int64_t end = now_mono_ms() + timeout_ms;
+        int left = 0;
+        for (size_t i = 0; i < r->n_retired; i++)
+                for (size_t j = 0; j < r->retired[i].n_sources; j++)
+                        left += driver_quiesce(r->retired[i].sources[j].drv,
+                                               (int)MAX(end - now_mono_ms(), 0));
+        return left;
+}
+
 /* Everything but the lock: the state store, the targets, the sources and their drivers. */
 static int open_parts(const ops_config *c, driver_progress_fn progress, void *userdata, runner *r)
 {
@@ -720,7 +806,8 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                                      .userdata = userdata,
                                      .pass_done = pass_done,
                                      .pass_done_userdata = rs,
-                                     .claim = c->n_sources > 1 ? claim : NULL,
+                                     /* one source: no conflicts, but a reload's retired passes */
+                                     .claim = claim,
                                      .claim_userdata = rs,
                                      .idle_interval_ms = c->observe_interval_ms,
                                      .workers = c->workers,
@@ -739,19 +826,19 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
         r->target = r->sources[0].target;
         r->src = r->sources[0].src;
         r->drv = r->sources[0].drv;
+        str_assign(&r->target_key, target_key(c));
         return 0;
 }
 
 static void close_parts(runner *r)
 {
-        for (size_t i = 0; i < r->n_sources; i++) {
-                runner_source *rs = &r->sources[i];
-                driver_free(rs->drv);
-                source_free(rs->src);
-                list_free(&rs->defines, &rs->n_defines);
-                list_free(&rs->pending, &rs->n_pending);
-        }
-        free(r->sources);
+        /* Retired passes use the targets: they end first (driver_free waits for them). */
+        for (size_t i = 0; i < r->n_retired; i++)
+                retired_free(&r->retired[i]);
+        free(r->retired);
+        r->retired = NULL;
+        r->n_retired = 0;
+        sources_free(r->sources, r->n_sources);
         r->sources = NULL;
         r->n_sources = 0;
         for (size_t i = 0; i < ARRAY_SIZE(r->targets); i++) {
@@ -860,6 +947,27 @@ int runner_open(const runner_flags *f, driver_progress_fn progress, void *userda
 int runner_reopen(const ops_config *c, driver_progress_fn progress, void *userdata, runner *r)
 {
         assert(r->lock_fd >= 0);
+        int in_flight = 0;
+        for (size_t i = 0; i < r->n_sources; i++)
+                in_flight += driver_quiesce(r->sources[i].drv, 0);
+        _cleanup_free_ char *key = target_key(c);
+        if (in_flight > 0 && streq_ptr(key, r->target_key)) {
+                /* Retire the sources and drivers; keep the targets their passes use. */
+                log_info("reload: %d pass(es) in flight end on the previous settings", in_flight);
+                r->retired = xrealloc(r->retired, (r->n_retired + 1) * sizeof(runner_retired));
+                r->retired[r->n_retired++] =
+                    (runner_retired){.sources = r->sources, .n_sources = r->n_sources, .db = r->db};
+                r->sources = NULL;
+                r->n_sources = 0;
+                r->db = NULL;
+                r->drv = NULL;
+                r->src = NULL;
+                r->target = NULL;
+                int k = open_parts(c, progress, userdata, r);
+                if (k < 0)
+                        close_parts(r);
+                return k;
+        }
         close_parts(r);
         int k = open_parts(c, progress, userdata, r);
         if (k < 0)
@@ -875,6 +983,7 @@ void runner_close(runner *r)
         free(r->state_path);
         free(r->state_dir);
         ops_config_free(r->own_cfg);
+        free(r->target_key);
         memset(r, 0, sizeof(*r));
         r->lock_fd = -1;
 }

@@ -131,6 +131,10 @@ typedef struct runner {
         ops_config *own_cfg; /* built from flags by runner_open */
         char **conflicts;    /* clusters defined by two sources, reported once */
         size_t n_conflicts;
+        char *target_key; /* the target settings in force, to see whether a reload keeps them */
+        /* Sources and drivers a reload replaced while their passes were in flight. */
+        struct runner_retired *retired;
+        size_t n_retired;
 } runner;
 
 /*
@@ -160,6 +164,19 @@ int runner_open_config(const ops_config *cfg, driver_progress_fn progress, void 
  * lock is closed: open again (with other settings) or runner_close().
  */
 int runner_reopen(const ops_config *cfg, driver_progress_fn progress, void *userdata, runner *r);
+
+/*
+ * Reload with passes in flight (gitcd run, SIGHUP): when the new settings
+ * keep the target settings as they are, the targets stay and the old
+ * sources and drivers are retired instead of waited for: they start no
+ * new pass, their passes in flight run to their end on the settings they
+ * started with, and a cluster such a pass holds gets no pass from the new
+ * drivers until it ends. Returns the passes still in flight in retired
+ * drivers, after freeing the retired ones that have none.
+ */
+int runner_retired_reap(runner *r);
+/* SIGTERM: wait up to timeout_ms for the retired passes; the number still in flight. */
+int runner_retired_quiesce(runner *r, int timeout_ms);
 /*
  * driver_sync() for source i, keeping track of which clusters each source
  * defines (the conflicts between sources). Returns what driver_sync does.

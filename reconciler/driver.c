@@ -494,6 +494,12 @@ int driver_quiesce(driver *d, int timeout_ms)
         return n;
 }
 
+bool driver_cluster_busy(const driver *d, const char *cluster)
+{
+        dcluster *dc = cluster_find(d, cluster);
+        return dc && atomic_load(&dc->busy);
+}
+
 /* ---- the driver ---------------------------------------------------------- */
 
 int driver_new(const driver_opts *opts, driver **ret)

@@ -135,6 +135,9 @@ int driver_wait(int timeout_ms);
  */
 int driver_quiesce(driver *d, int timeout_ms);
 
+/* Whether a pass of the cluster ("ns/name") is queued or running in a worker (main thread). */
+bool driver_cluster_busy(const driver *d, const char *cluster);
+
 /* Clusters of the current revision ("ns/name"), in order. */
 size_t driver_cluster_count(const driver *d);
 const char *driver_cluster_name(const driver *d, size_t i);

@@ -37,6 +37,12 @@
  * reconciler/adopt.c. When ensure_member writes a static Pod manifest, a
  * kubeadm etcd.yaml running the same dataDir goes first (an adoption that
  * stopped half-way is finished by the reconciler's next start).
+ *
+ * Threads (targets/locked.h): the SSH pool (one libssh2 session per
+ * machine, never used by two threads at once) and the probe cache are
+ * shared state, so every SSH command runs under the wrapper's shared lock;
+ * only wait_event's sleep lets go of it. A machine that does not answer
+ * thus holds up the hosts operations of other clusters for its timeout.
  */
 #include <assert.h>
 #include <dirent.h>
@@ -52,6 +58,7 @@
 #include "render/render.h"
 #include "targets/hosts-adopt.h"
 #include "targets/hosts.h"
+#include "targets/locked.h"
 #include "targets/local-tls.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -1086,8 +1093,11 @@ static int hosts_wait_event(target *t, int timeout_ms)
 {
         (void)t;
         /* no events from remote machines: the reconciler polls */
-        if (timeout_ms > 0)
+        if (timeout_ms > 0) {
+                target_blocking_begin(); /* nothing shared is used: let others in */
                 msleep(timeout_ms);
+                target_blocking_end();
+        }
         return 0;
 }
 

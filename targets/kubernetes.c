@@ -38,11 +38,20 @@
  *   change; -ESTALE relists (and reports a change); on -EACCES/-EIO it
  *   sleeps out the timeout and returns 0, as the reconciler observes the
  *   world on every pass anyway.
+ * - Threads (targets/locked.h): the call client, the tables and the event
+ *   list are shared state, used under the wrapper's shared lock. Waits let
+ *   go of it: the sleeps between GETs while a deleted Pod or PVC goes away
+ *   (a grace period of one cluster then holds up no other cluster), and
+ *   wait_event's list and watch, which use only the watch client and the
+ *   watch position; those have a mutex of their own (watch_lock), held for
+ *   the whole wait, as a client serves one thread at a time. The watch
+ *   callback takes the shared lock back to record an event.
  * - tls.provider auto: gitcd is the CA (pki/), keeps it under state_dir,
  *   issues one certificate per surface whose names are exactly those render
  *   gives cert-manager, and applies them as kubernetes.io/tls Secrets.
  */
 #include <assert.h>
+#include <pthread.h>
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
@@ -56,6 +65,7 @@
 #include "kube/adapt.h"
 #include "kube/client.h"
 #include "pki/auto.h"
+#include "targets/locked.h"
 #include "render/layout.h"
 #include "render/render.h"
 #include "targets/kubernetes.h"
@@ -113,6 +123,8 @@ typedef struct kubernetes_target {
         char **namespaces; /* touched so far, for wait_event */
         size_t n_namespaces;
         size_t alloc_namespaces;
+        /* The watch client, watch_scope and watch_rv: one waiting thread at a time. */
+        pthread_mutex_t watch_lock;
         char *watch_scope; /* the namespace watched, "" for all */
         char *watch_rv;
         char **events; /* "ns/cluster" of Pods with a watch event not taken yet (take_events) */
@@ -394,7 +406,9 @@ static int wait_gone(kubernetes_target *kt, const kube_gvr *gvr, const char *ns,
                         return target_fail(&kt->base, -ETIMEDOUT,
                                            "%s %s/%s is still there %lld s after its deletion",
                                            gvr->resource, ns, name, (long long)(timeout_ms / 1000));
+                target_blocking_begin();
                 msleep(POLL_MS);
+                target_blocking_end();
         }
 }
 
@@ -1287,7 +1301,9 @@ static int delete_pvc(kubernetes_target *kt, const char *ns, const char *name)
                         return 0;
                 if (r < 0)
                         return kube_fail(kt, r);
+                target_blocking_begin();
                 msleep(POLL_MS);
+                target_blocking_end();
         }
         log_debug("kubernetes target: PersistentVolumeClaim %s/%s is still being deleted", ns,
                   name);
@@ -1579,6 +1595,23 @@ static int kt_tick(target *t)
         return 0;
 }
 
+/* The events list is shared: record under the shared lock (let go of around the watch). */
+static void record_event(kubernetes_target *kt, char *id)
+{
+        target_blocking_end();
+        bool seen = false;
+        if (!id)
+                kt->events_unknown = true;
+        for (size_t i = 0; id && i < kt->n_events && !seen; i++)
+                seen = streq(kt->events[i], id);
+        if (id && !seen) {
+                kt->events = xrealloc(kt->events, (kt->n_events + 1) * sizeof(char *));
+                kt->events[kt->n_events++] = TAKE_PTR(id);
+        }
+        free(id);
+        target_blocking_begin();
+}
+
 static int on_watch_event(const char *type, const json_t *object, void *userdata)
 {
         kubernetes_target *kt = userdata;
@@ -1590,16 +1623,7 @@ static int on_watch_event(const char *type, const json_t *object, void *userdata
         const char *ns = json_string_value(json_object_get(metadata(object), "namespace"));
         const char *cluster = json_string_value(
             json_object_get(json_object_get(metadata(object), "labels"), LABEL_CLUSTER));
-        if (!ns || !cluster) {
-                kt->events_unknown = true;
-                return 1;
-        }
-        _cleanup_free_ char *id = xasprintf("%s/%s", ns, cluster);
-        for (size_t i = 0; i < kt->n_events; i++)
-                if (streq(kt->events[i], id))
-                        return 1;
-        kt->events = xrealloc(kt->events, (kt->n_events + 1) * sizeof(char *));
-        kt->events[kt->n_events++] = TAKE_PTR(id);
+        record_event(kt, ns && cluster ? xasprintf("%s/%s", ns, cluster) : NULL);
         return 1;
 }
 
@@ -1618,15 +1642,17 @@ static int kt_take_events(target *t, char ***ret_clusters, size_t *ret_n)
         return 0;
 }
 
-static int kt_wait_event(target *t, int timeout_ms)
+/* Sleep out a wait outside the shared lock. */
+static void wait_sleep(int64_t ms)
 {
-        kubernetes_target *kt = KT(t);
-        int64_t deadline = now_mono_ms() + (timeout_ms < 0 ? 60000 : timeout_ms);
-        if (kt->n_namespaces == 0 || timeout_ms < WATCH_MIN_MS) {
-                msleep(timeout_ms < 0 ? 1000 : timeout_ms);
-                return 0;
-        }
-        const char *scope = kt->n_namespaces == 1 ? kt->namespaces[0] : "";
+        target_blocking_begin();
+        msleep(ms);
+        target_blocking_end();
+}
+
+/* With watch_lock held and the shared lock let go; the scope is a copy. */
+static int watch_pods(kubernetes_target *kt, const char *scope, int64_t deadline)
+{
         if (!streq_ptr(kt->watch_scope, scope)) {
                 str_assign(&kt->watch_scope, xstrdup(scope));
                 str_assign(&kt->watch_rv, NULL);
@@ -1655,7 +1681,7 @@ static int kt_wait_event(target *t, int timeout_ms)
                 if (r == -ESTALE) {
                         /* Too old: list again; something may have changed meanwhile. */
                         str_assign(&kt->watch_rv, NULL);
-                        kt->events_unknown = true;
+                        record_event(kt, NULL);
                         return 1;
                 }
         }
@@ -1663,6 +1689,23 @@ static int kt_wait_event(target *t, int timeout_ms)
         log_debug("kubernetes target: cannot watch Pods: %s", kube_client_last_error(kt->wc));
         msleep(deadline - now_mono_ms());
         return 0;
+}
+
+static int kt_wait_event(target *t, int timeout_ms)
+{
+        kubernetes_target *kt = KT(t);
+        int64_t deadline = now_mono_ms() + (timeout_ms < 0 ? 60000 : timeout_ms);
+        if (kt->n_namespaces == 0 || timeout_ms < WATCH_MIN_MS) {
+                wait_sleep(timeout_ms < 0 ? 1000 : timeout_ms);
+                return 0;
+        }
+        _cleanup_free_ char *scope = xstrdup(kt->n_namespaces == 1 ? kt->namespaces[0] : "");
+        target_blocking_begin();
+        pthread_mutex_lock(&kt->watch_lock);
+        int r = watch_pods(kt, scope, deadline);
+        pthread_mutex_unlock(&kt->watch_lock);
+        target_blocking_end();
+        return r;
 }
 
 /* Read one key of a Secret's data into <dir>/<file> (0600). */
@@ -1804,6 +1847,7 @@ static void kt_free(target *t)
         free(kt->namespaces);
         free(kt->watch_scope);
         free(kt->watch_rv);
+        pthread_mutex_destroy(&kt->watch_lock);
         for (size_t i = 0; i < kt->n_preflighted; i++)
                 free(kt->preflighted[i]);
         free(kt->preflighted);
@@ -1849,6 +1893,7 @@ int kubernetes_target_new(const kubernetes_target_opts *opts, target **ret)
         if (!abs_state)
                 return -errno;
         kubernetes_target *kt = XNEW(kubernetes_target);
+        pthread_mutex_init(&kt->watch_lock, NULL);
         kt->base.ops = &kubernetes_ops;
         kt->state_dir = abs_state;
         kt->volume_delete_wait_ms =

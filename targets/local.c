@@ -16,6 +16,17 @@
  * not at the next reconciler pass. waitid(P_PIDFD) reaps our children and
  * gives their exit status; for an adopted process that is not our child
  * the status is unknown.
+ *
+ * Threads (targets/locked.h): the member table, the event list and every
+ * record are the target's shared state. These waits let go of the shared
+ * lock: a stop waiting for its process to exit (the member is marked
+ * `stopping`, so that no other thread reaps or restarts it meanwhile), a
+ * health probe (on copies of the URL and paths), and wait_event's poll,
+ * after which every member is looked at again under the lock rather than
+ * trusting what the poll saw (the table may have changed, several threads
+ * may wait at once). A snapshot restore (etcd's tool, into this member's
+ * folder) runs outside it too. A member started meanwhile wakes the waiters through
+ * an eventfd, so that its exit is seen too.
  */
 #include <curl/curl.h>
 #include <dirent.h>
@@ -27,6 +38,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/pidfd.h>
 #include <sys/socket.h>
@@ -42,6 +54,7 @@
 #include "snapshots/snapshot.h"
 #include "targets/local-tls.h"
 #include "targets/local.h"
+#include "targets/locked.h"
 #include "targets/process.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -87,6 +100,7 @@ typedef struct local_member {
         int64_t started_mono;
         int64_t ready_mono; /* first seen ready in this run; 0 unknown */
         bool crashed;       /* exited on its own; a restart is pending */
+        bool stopping;      /* stop_process waits for its exit outside the shared lock */
         int64_t restart_at_mono;
         int backoff_ms; /* next delay; 0: the base */
         bool have_state;
@@ -115,6 +129,7 @@ typedef struct local_target {
         size_t alloc_binaries;
         char **events; /* "ns/cluster" with a member event not taken yet (take_events) */
         size_t n_events;
+        int wake_fd; /* eventfd: a member started, wait_event looks again; -1 without */
 } local_target;
 
 static local_target *LT(target *t)
@@ -399,6 +414,8 @@ static void handle_exit(local_target *lt, local_member *m, bool expected)
 /* Non-blocking: has the member's process exited? Handles the exit when it has. */
 static void poll_exit(local_target *lt, local_member *m)
 {
+        if (m->stopping)
+                return; /* its stop reaps it */
         if (m->pidfd < 0) {
                 /* No pidfd (it could not be opened): fall back to /proc. */
                 if (m->pid > 0 && !process_cmdline_is(m->pid, m->command))
@@ -659,6 +676,10 @@ static int start_member(local_target *lt, local_member *m)
                                    m->command[0], strerror(-r));
         m->pid = pid;
         m->pidfd = pidfd_open(pid, 0);
+        if (lt->wake_fd >= 0) {
+                uint64_t one = 1; /* a thread in wait_event adds the new pidfd */
+                (void)!write(lt->wake_fd, &one, sizeof(one));
+        }
         m->started_mono = now_mono_ms();
         m->ready_mono = 0;
         m->crashed = false;
@@ -686,7 +707,9 @@ static bool wait_pidfd(int pidfd, int timeout_ms)
                 if (left < 0)
                         left = 0;
                 struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+                target_blocking_begin();
                 int r = poll(&pfd, 1, (int)left);
+                target_blocking_end();
                 if (r > 0)
                         return true;
                 if (r == 0)
@@ -708,15 +731,20 @@ static int stop_process(local_target *lt, local_member *m)
                 return 0;
         }
         (void)pidfd_send_signal(m->pidfd, SIGTERM, NULL, 0);
+        /* Other threads leave the member alone while the shared lock is let go (poll_exit). */
+        m->stopping = true;
         if (!wait_pidfd(m->pidfd, lt->stop_timeout_ms)) {
                 log_debug("local target: member %s did not stop within %d ms; killing", m->name,
                           lt->stop_timeout_ms);
                 (void)pidfd_send_signal(m->pidfd, SIGKILL, NULL, 0);
-                if (!wait_pidfd(m->pidfd, 10000))
+                if (!wait_pidfd(m->pidfd, 10000)) {
+                        m->stopping = false;
                         return target_fail(&lt->base, -ETIMEDOUT,
                                            "member %s: process %ld does not exit after SIGKILL",
                                            m->name, (long)m->pid);
+                }
         }
+        m->stopping = false;
         handle_exit(lt, m, true);
         return 0;
 }
@@ -783,7 +811,10 @@ static int check_health(local_target *lt, local_member *m, char **ret_detail)
                         curl_easy_setopt(h, CURLOPT_SSLKEY, key);
                 }
         }
+        /* The handle, URL and paths are this call's own: other clusters' operations go on. */
+        target_blocking_begin();
         CURLcode cr = curl_easy_perform(h);
+        target_blocking_end();
         long code = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
         curl_easy_cleanup(h);
@@ -1402,7 +1433,8 @@ static int local_tick(target *t)
         for (size_t i = 0; i < lt->n_members; i++) {
                 local_member *m = lt->members[i];
                 poll_exit(lt, m);
-                if (!m->crashed || m->stopped || m->pid || !m->command || m->restart_at_mono > now)
+                if (m->stopping || !m->crashed || m->stopped || m->pid || !m->command ||
+                    m->restart_at_mono > now)
                         continue;
                 _cleanup_free_ char *identity = data_identity(m);
                 if (!identity)
@@ -1425,48 +1457,78 @@ static int local_tick(target *t)
         return ret;
 }
 
-static int local_wait_event(target *t, int timeout_ms)
+/*
+ * One look at the members under the shared lock: handle the exits that
+ * happened, and say whether one did or a restart is due (true), else
+ * build the poll set and the time to wait until the next restart is due.
+ */
+static bool wait_scan(local_target *lt, int64_t deadline, struct pollfd **pfds, size_t *ret_n,
+                      int64_t *ret_wait)
 {
-        local_target *lt = LT(t);
-        struct pollfd *pfds = xcalloc(lt->n_members + 1, sizeof(struct pollfd));
-        local_member **who = xcalloc(lt->n_members + 1, sizeof(local_member *));
-        size_t n = 0;
         int64_t now = now_mono_ms();
-        int64_t wait = timeout_ms < 0 ? INT32_MAX : timeout_ms;
-        bool due = false;
+        bool event = false;
         for (size_t i = 0; i < lt->n_members; i++) {
                 local_member *m = lt->members[i];
-                if (m->pidfd >= 0) {
-                        pfds[n] = (struct pollfd){.fd = m->pidfd, .events = POLLIN};
-                        who[n++] = m;
-                } else if (m->crashed && !m->stopped && m->command) {
-                        int64_t left = m->restart_at_mono - now;
-                        if (left <= wait) {
-                                wait = left < 0 ? 0 : left;
-                                due = true;
+                if (m->pidfd < 0)
+                        continue;
+                struct pollfd pfd = {.fd = m->pidfd, .events = POLLIN};
+                if (!m->stopping && poll(&pfd, 1, 0) > 0) {
+                        handle_exit(lt, m, false);
+                        event = true;
+                }
+        }
+        *pfds = xrealloc(*pfds, (lt->n_members + 1) * sizeof(struct pollfd));
+        size_t n = 0;
+        int64_t wait = deadline - now;
+        for (size_t i = 0; i < lt->n_members; i++) {
+                local_member *m = lt->members[i];
+                if (m->pidfd >= 0 && !m->stopping) {
+                        (*pfds)[n++] = (struct pollfd){.fd = m->pidfd, .events = POLLIN};
+                } else if (m->pidfd < 0 && m->crashed && !m->stopped && m->command) {
+                        if (m->restart_at_mono <= now) {
+                                note_event(lt, m);
+                                event = true;
+                        } else {
+                                wait = MIN(wait, m->restart_at_mono - now);
                         }
                 }
         }
-        if (due)
-                for (size_t i = 0; i < lt->n_members; i++) {
-                        local_member *m = lt->members[i];
-                        if (m->pidfd < 0 && m->crashed && !m->stopped && m->command &&
-                            m->restart_at_mono - now <= wait)
-                                note_event(lt, m);
+        if (lt->wake_fd >= 0)
+                (*pfds)[n++] = (struct pollfd){.fd = lt->wake_fd, .events = POLLIN};
+        *ret_n = n;
+        *ret_wait = wait < 0 ? 0 : wait;
+        return event;
+}
+
+static int local_wait_event(target *t, int timeout_ms)
+{
+        local_target *lt = LT(t);
+        int64_t deadline = now_mono_ms() + (timeout_ms < 0 ? INT32_MAX : timeout_ms);
+        _cleanup_free_ struct pollfd *pfds = NULL;
+        for (;;) {
+                size_t n = 0;
+                int64_t wait = 0;
+                if (wait_scan(lt, deadline, &pfds, &n, &wait))
+                        return 1;
+                if (now_mono_ms() >= deadline)
+                        return 0;
+                /*
+                 * Outside the shared lock: another thread may close one of
+                 * these descriptors meanwhile (the poll keeps its file), so
+                 * what it returns is only a reason to look again.
+                 */
+                target_blocking_begin();
+                int r = poll(pfds, n, (int)MIN(wait, INT32_MAX));
+                if (r > 0 && lt->wake_fd >= 0 && pfds[n - 1].revents) {
+                        uint64_t v;
+                        (void)!read(lt->wake_fd, &v, sizeof(v));
                 }
-        int ret = 0;
-        int r = poll(pfds, n, (int)wait);
-        if (r > 0) {
-                for (size_t i = 0; i < n; i++)
-                        if (pfds[i].revents)
-                                handle_exit(lt, who[i], false);
-                ret = 1;
-        } else if (r == 0) {
-                ret = due ? 1 : 0;
+                target_blocking_end();
+                if (r < 0 && errno != EINTR)
+                        return 0;
+                if (r < 0)
+                        return 0; /* a signal: the caller looks at it */
         }
-        free(pfds);
-        free(who);
-        return ret;
 }
 
 static int local_take_events(target *t, char ***ret_clusters, size_t *ret_n)
@@ -1495,6 +1557,8 @@ static void local_free(target *t)
         free(lt->binaries);
         free(lt->state_dir);
         free(lt->etcd_dir);
+        if (lt->wake_fd >= 0)
+                close(lt->wake_fd);
         free(lt);
         curl_global_cleanup();
 }
@@ -1600,7 +1664,10 @@ static int local_restore_member(target *t, const etcd_cluster *c, const membersh
                                    .peer_url = mp->peer_url,
                                    .token = p->cluster_token,
                                    .initial_cluster = target_restore_initial_cluster(mp)};
+        /* A big snapshot takes a while: the tool works on this member's folder alone. */
+        target_blocking_begin();
         r = snapshot_restore_dir(&o, &error);
+        target_blocking_end();
         if (r < 0)
                 return target_fail(t, r, "member %s: %s", m->name, error);
         /* data/ may exist empty (created for a start that never happened) */
@@ -1664,6 +1731,7 @@ int local_target_new(const local_target_opts *opts, target **ret)
         if (!abs_state)
                 return -errno;
         local_target *lt = XNEW(local_target);
+        lt->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         lt->base.ops = &local_ops;
         lt->state_dir = abs_state;
         if (!isempty(opts->etcd_dir)) {

@@ -1,32 +1,102 @@
 /*
  * The locked target (targets/locked.h).
  *
- * Design: one mutex around every forwarded operation; the wrapper has its
- * own copy of the operation table, with an operation left NULL where the
- * inner target has none, so callers that test for an optional operation
- * see the same thing. wait_event holds the mutex while it blocks: the
- * daemon waits for events only while no pass is in flight, and with
- * passes in flight it looks with a zero timeout. A slow operation (a stop
- * that waits for a process to exit, a Pod deletion that waits on its grace
- * period) thus holds up the target operations of other clusters, never
- * their etcd calls or state records.
+ * Design: two kinds of lock. A per-cluster mutex (keyed by
+ * "namespace/name", created on first use and kept until the wrapper is
+ * freed) is held around every operation that names a cluster, so the
+ * operations of one cluster stay serialized, as the reconciler expects,
+ * while those of different clusters run side by side. Inside it, the
+ * shared lock guards the inner target's own tables (the local process
+ * table, the Kubernetes call client, the SSH connection pool): it is held
+ * around every forwarded operation too, but the inner target lets go of
+ * it around its slow waits (target_blocking_begin/end: a stop waiting for
+ * a process to exit, a Pod deletion waiting on its grace period, a health
+ * probe of a member that does not answer, the event wait itself), where it
+ * touches none of that shared state. Lock order: cluster, then shared.
+ *
+ * The operations that name no cluster (tick, wait_event, take_events) take
+ * only the shared lock, so wait_event blocks no other operation while it
+ * waits, and several threads may wait at once (the inner target makes that
+ * safe: targets/local.c looks at its processes again after the wait,
+ * targets/kubernetes.c has a lock of its own for its watch client).
+ *
+ * The wrapper has its own copy of the operation table, with an operation
+ * left NULL where the inner target has none, so callers that test for an
+ * optional operation see the same thing. An inner target used without the
+ * wrapper (one thread) finds target_blocking_begin/end do nothing.
  */
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "targets/locked.h"
 #include "util/xalloc.h"
+
+#define CLUSTER_BUCKETS 256
+
+/* One cluster's mutex; never freed while the wrapper lives, so a pointer to it stays good. */
+typedef struct cluster_lock {
+        char *key; /* "namespace/name" */
+        pthread_mutex_t lock;
+        struct cluster_lock *next;
+} cluster_lock;
 
 typedef struct locked_target {
         target base;
         target_ops ops;
         target *inner;
-        pthread_mutex_t lock;
+        pthread_mutex_t shared; /* the inner target's own state */
+        pthread_mutex_t map;    /* buckets */
+        cluster_lock *buckets[CLUSTER_BUCKETS];
 } locked_target;
 
+/* The shared lock the calling thread holds inside a forwarded operation, for target_blocking_*. */
+static __thread pthread_mutex_t *held_shared;
+
+void target_blocking_begin(void)
+{
+        if (held_shared)
+                pthread_mutex_unlock(held_shared);
+}
+
+void target_blocking_end(void)
+{
+        if (held_shared)
+                pthread_mutex_lock(held_shared);
+}
+
+static uint64_t key_hash(const char *ns, const char *name)
+{
+        uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+        for (const char *p = ns ? ns : ""; *p; p++)
+                h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+        h = (h ^ '/') * 1099511628211ULL;
+        for (const char *p = name ? name : ""; *p; p++)
+                h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+        return h;
+}
+
+static pthread_mutex_t *cluster_mutex(locked_target *lk, const char *ns, const char *name)
+{
+        _cleanup_free_ char *key = xasprintf("%s/%s", ns ? ns : "", name ? name : "");
+        size_t b = key_hash(ns, name) % CLUSTER_BUCKETS;
+        pthread_mutex_lock(&lk->map);
+        cluster_lock *cl = lk->buckets[b];
+        while (cl && strcmp(cl->key, key) != 0)
+                cl = cl->next;
+        if (!cl) {
+                cl = XNEW(cluster_lock);
+                cl->key = TAKE_PTR(key);
+                pthread_mutex_init(&cl->lock, NULL);
+                cl->next = lk->buckets[b];
+                lk->buckets[b] = cl;
+        }
+        pthread_mutex_unlock(&lk->map);
+        return &cl->lock;
+}
 /*
  * The calling thread's last message: one per thread, whichever locked
  * target failed. Thread-specific data rather than __thread, so that the
@@ -61,97 +131,131 @@ static locked_target *LK(target *t)
         return (locked_target *)t;
 }
 
-/* Forward an operation under the lock; the wrapper's message mirrors the inner target's. */
-#define FORWARD(t, call)                                                                           \
+/*
+ * Forward an operation under the shared lock (and, with a cluster, under
+ * that cluster's lock first); the wrapper's message mirrors the inner
+ * target's, read before the shared lock goes.
+ */
+static pthread_mutex_t *shared_enter(locked_target *lk)
+{
+        assert(!held_shared); /* no forwarded operation calls another */
+        pthread_mutex_lock(&lk->shared);
+        held_shared = &lk->shared;
+        return &lk->shared;
+}
+
+static void shared_leave(locked_target *lk, int r)
+{
+        assert(held_shared == &lk->shared);
+        if (r < 0)
+                thread_error_set(target_last_error(lk->inner));
+        held_shared = NULL;
+        pthread_mutex_unlock(&lk->shared);
+}
+
+#define FORWARD_CLUSTER(t, ns, name, call)                                                         \
         ({                                                                                         \
                 locked_target *lk_ = LK(t);                                                        \
-                pthread_mutex_lock(&lk_->lock);                                                    \
+                pthread_mutex_t *cm_ = cluster_mutex(lk_, (ns), (name));                           \
+                pthread_mutex_lock(cm_);                                                           \
+                (void)shared_enter(lk_);                                                           \
                 int r_ = lk_->inner->ops->call;                                                    \
-                if (r_ < 0)                                                                        \
-                        thread_error_set(target_last_error(lk_->inner));                           \
-                pthread_mutex_unlock(&lk_->lock);                                                  \
+                shared_leave(lk_, r_);                                                             \
+                pthread_mutex_unlock(cm_);                                                         \
+                r_;                                                                                \
+        })
+
+#define FORWARD(t, c, call) FORWARD_CLUSTER(t, (c)->namespace_, (c)->name, call)
+
+#define FORWARD_SHARED(t, call)                                                                    \
+        ({                                                                                         \
+                locked_target *lk_ = LK(t);                                                        \
+                (void)shared_enter(lk_);                                                           \
+                int r_ = lk_->inner->ops->call;                                                    \
+                shared_leave(lk_, r_);                                                             \
                 r_;                                                                                \
         })
 
 static int lk_place_member(target *t, const etcd_cluster *c, member_plan *mp)
 {
-        return FORWARD(t, place_member(LK(t)->inner, c, mp));
+        return FORWARD(t, c, place_member(LK(t)->inner, c, mp));
 }
 
 static int lk_ensure_shared(target *t, const etcd_cluster *c, const membership_plan *p)
 {
-        return FORWARD(t, ensure_shared(LK(t)->inner, c, p));
+        return FORWARD(t, c, ensure_shared(LK(t)->inner, c, p));
 }
 
 static int lk_ensure_member(target *t, const etcd_cluster *c, const membership_plan *p, size_t idx)
 {
-        return FORWARD(t, ensure_member(LK(t)->inner, c, p, idx));
+        return FORWARD(t, c, ensure_member(LK(t)->inner, c, p, idx));
 }
 
 static int lk_stop_member(target *t, const etcd_cluster *c, const char *member)
 {
-        return FORWARD(t, stop_member(LK(t)->inner, c, member));
+        return FORWARD(t, c, stop_member(LK(t)->inner, c, member));
 }
 
 static int lk_remove_member(target *t, const etcd_cluster *c, const char *member, bool keep_data)
 {
-        return FORWARD(t, remove_member(LK(t)->inner, c, member, keep_data));
+        return FORWARD(t, c, remove_member(LK(t)->inner, c, member, keep_data));
 }
 
 static int lk_member_status(target *t, const etcd_cluster *c, const char *member,
                             target_member_status *ret_status)
 {
-        return FORWARD(t, member_status(LK(t)->inner, c, member, ret_status));
+        return FORWARD(t, c, member_status(LK(t)->inner, c, member, ret_status));
 }
 
 static int lk_list_members(target *t, const char *namespace_, const char *cluster,
                            char ***ret_names, size_t *ret_n)
 {
-        return FORWARD(t, list_members(LK(t)->inner, namespace_, cluster, ret_names, ret_n));
+        return FORWARD_CLUSTER(t, namespace_, cluster,
+                               list_members(LK(t)->inner, namespace_, cluster, ret_names, ret_n));
 }
 
 static int lk_tick(target *t)
 {
-        return FORWARD(t, tick(LK(t)->inner));
+        return FORWARD_SHARED(t, tick(LK(t)->inner));
 }
 
 static int lk_wait_event(target *t, int timeout_ms)
 {
-        return FORWARD(t, wait_event(LK(t)->inner, timeout_ms));
+        return FORWARD_SHARED(t, wait_event(LK(t)->inner, timeout_ms));
 }
 
 static int lk_take_events(target *t, char ***ret_clusters, size_t *ret_n)
 {
-        return FORWARD(t, take_events(LK(t)->inner, ret_clusters, ret_n));
+        return FORWARD_SHARED(t, take_events(LK(t)->inner, ret_clusters, ret_n));
 }
 
 static int lk_client_tls(target *t, const etcd_cluster *c, char **ret_ca, char **ret_cert,
                          char **ret_key)
 {
-        return FORWARD(t, client_tls(LK(t)->inner, c, ret_ca, ret_cert, ret_key));
+        return FORWARD(t, c, client_tls(LK(t)->inner, c, ret_ca, ret_cert, ret_key));
 }
 
 static int lk_tls_certificates(target *t, const etcd_cluster *c, const membership_plan *p,
                                target_cert **ret_certs, size_t *ret_n)
 {
-        return FORWARD(t, tls_certificates(LK(t)->inner, c, p, ret_certs, ret_n));
+        return FORWARD(t, c, tls_certificates(LK(t)->inner, c, p, ret_certs, ret_n));
 }
 
 static int lk_renew_tls(target *t, const etcd_cluster *c, const membership_plan *p,
                         const char *member, int64_t now_ms)
 {
-        return FORWARD(t, renew_tls(LK(t)->inner, c, p, member, now_ms));
+        return FORWARD(t, c, renew_tls(LK(t)->inner, c, p, member, now_ms));
 }
 
 static int lk_drop_kept_data(target *t, const etcd_cluster *c, const char *member)
 {
-        return FORWARD(t, drop_kept_data(LK(t)->inner, c, member));
+        return FORWARD(t, c, drop_kept_data(LK(t)->inner, c, member));
 }
 
 static int lk_restore_member(target *t, const etcd_cluster *c, const membership_plan *p, size_t idx,
                              const target_restore *rs)
 {
-        return FORWARD(t, restore_member(LK(t)->inner, c, p, idx, rs));
+        return FORWARD(t, c, restore_member(LK(t)->inner, c, p, idx, rs));
 }
 
 static const char *lk_last_error(const target *t)
@@ -164,7 +268,16 @@ static void lk_free(target *t)
 {
         locked_target *lk = LK(t);
         target_free(lk->inner);
-        pthread_mutex_destroy(&lk->lock);
+        pthread_mutex_destroy(&lk->shared);
+        pthread_mutex_destroy(&lk->map);
+        for (size_t b = 0; b < CLUSTER_BUCKETS; b++)
+                while (lk->buckets[b]) {
+                        cluster_lock *cl = lk->buckets[b];
+                        lk->buckets[b] = cl->next;
+                        pthread_mutex_destroy(&cl->lock);
+                        free(cl->key);
+                        free(cl);
+                }
         free(lk);
 }
 
@@ -179,7 +292,8 @@ int target_locked_new(target *inner, target **ret)
         const target_ops *in = inner->ops;
         locked_target *lk = XNEW(locked_target);
         lk->inner = inner;
-        pthread_mutex_init(&lk->lock, NULL);
+        pthread_mutex_init(&lk->shared, NULL);
+        pthread_mutex_init(&lk->map, NULL);
         lk->ops = (target_ops){
             .name = in->name,
             .caps = in->caps,

@@ -1,8 +1,11 @@
 /*
- * A target shared by several threads: every operation of the target it
- * wraps runs under one mutex, so a target written for one thread (its
- * process table, its Kubernetes client) can serve the driver's worker
- * threads and the daemon's main loop at once.
+ * A target shared by several threads: the operations of one cluster are
+ * serialized, those of different clusters run at once, and the inner
+ * target's shared state is guarded by one lock that the inner target
+ * lets go of around its slow waits (design: targets/locked.c). A target
+ * written for one thread can thus serve the driver's worker threads and
+ * the daemon's main loop at once, and one cluster's slow operation does
+ * not hold up another cluster's.
  */
 #pragma once
 
@@ -10,3 +13,15 @@
 
 /* Wrap inner (ownership passes to the wrapper: freeing it frees inner). 0 or -errno. */
 int target_locked_new(target *inner, target **ret);
+
+/*
+ * For the targets themselves: around a wait that reads or writes none of
+ * the target's shared state (its tables, its shared clients), let other
+ * threads' operations in, and take the shared lock back after. Within an
+ * operation that names a cluster, that cluster's lock stays held, so
+ * what belongs to the cluster alone may be used across the wait; anything
+ * shared must be looked up again after target_blocking_end(). Nothing
+ * happens outside a locked target (one thread).
+ */
+void target_blocking_begin(void);
+void target_blocking_end(void);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "tests/fake/fleet.h"
+#include "targets/locked.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -25,6 +26,8 @@ typedef struct entry {
         target *t;
         bool hang;
         int hung; /* calls blocked right now */
+        bool target_hang;
+        int target_hung; /* target operations blocked right now */
         struct entry *next;
 } entry;
 
@@ -128,6 +131,42 @@ bool fake_fleet_hung(fake_fleet *f, const char *cluster)
         return hung;
 }
 
+void fake_fleet_hang_target(fake_fleet *f, const char *cluster, bool hang)
+{
+        entry *e = lookup(f, cluster, true);
+        pthread_mutex_lock(&f->lock);
+        e->target_hang = hang;
+        pthread_cond_broadcast(&f->released);
+        pthread_mutex_unlock(&f->lock);
+}
+
+bool fake_fleet_target_hung(fake_fleet *f, const char *cluster)
+{
+        pthread_mutex_lock(&f->lock);
+        entry *e = find_locked(f, cluster);
+        bool hung = e && e->target_hung > 0;
+        pthread_mutex_unlock(&f->lock);
+        return hung;
+}
+
+/* A target operation of a hung cluster waits here, outside the shared lock, until released. */
+static void target_gate(fake_fleet *f, entry *e)
+{
+        pthread_mutex_lock(&f->lock);
+        bool hang = e->target_hang;
+        pthread_mutex_unlock(&f->lock);
+        if (!hang)
+                return;
+        target_blocking_begin();
+        pthread_mutex_lock(&f->lock);
+        e->target_hung++;
+        while (e->target_hang)
+                pthread_cond_wait(&f->released, &f->lock);
+        e->target_hung--;
+        pthread_mutex_unlock(&f->lock);
+        target_blocking_end();
+}
+
 size_t fake_fleet_worlds(fake_fleet *f, size_t *ret_resident_bytes)
 {
         size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -159,6 +198,7 @@ static fake_fleet *F(target *t)
 #define FORWARD(t, name, call)                                                                     \
         ({                                                                                         \
                 entry *e_ = lookup(F(t), (name), true);                                            \
+                target_gate(F(t), e_);                                                             \
                 int r_ = e_->t->ops->call;                                                         \
                 if (r_ < 0)                                                                        \
                         (void)target_fail((t), r_, "%s", target_last_error(e_->t));                \

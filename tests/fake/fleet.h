@@ -10,7 +10,11 @@
  * skip etcd's health interval and a bench can leave it real.
  *
  * Hangs: fake_fleet_hang() makes every etcd call of a cluster block (as a
- * SIGSTOPped member does until the client's deadline) until released.
+ * SIGSTOPped member does until the client's deadline) until released;
+ * fake_fleet_hang_target() makes its target operations block the way a
+ * real target's slow wait does (a stop waiting for an exit, a Pod deletion
+ * waiting on its grace period): outside the shared lock of
+ * targets/locked.h (target_blocking_begin/end).
  */
 #pragma once
 
@@ -40,5 +44,9 @@ fake_world *fake_fleet_world(fake_fleet *f, const char *cluster);
 void fake_fleet_hang(fake_fleet *f, const char *cluster, bool hang);
 /* Whether an etcd call of the cluster is blocked by a hang right now. */
 bool fake_fleet_hung(fake_fleet *f, const char *cluster);
+/* Block (true) or release (false) every target operation of a cluster. */
+void fake_fleet_hang_target(fake_fleet *f, const char *cluster, bool hang);
+/* Whether a target operation of the cluster is blocked by a hang right now. */
+bool fake_fleet_target_hung(fake_fleet *f, const char *cluster);
 /* How many worlds, and how many bytes of them are resident (mincore). */
 size_t fake_fleet_worlds(fake_fleet *f, size_t *ret_resident_bytes);

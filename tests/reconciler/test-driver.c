@@ -216,6 +216,43 @@ static void test_hung_cluster_does_not_hold_up_another(void **state)
 }
 
 /*
+ * A cluster whose target operations hang (a stop waiting for a process
+ * that does not exit, a Pod deletion waiting on its grace period) while
+ * another scales 1 -> 3: the second converges while the first's target
+ * operation is still blocked (targets/locked.h lets other clusters'
+ * operations in), and the first converges once it is released.
+ */
+static void test_slow_target_op_holds_up_no_other(void **state)
+{
+        (void)state;
+        fx f = {0};
+        for (int i = 0; i < 4; i++)
+                f.last[i] = PASS_WAITING;
+        fx_open(&f, 4);
+        write_spec(&f, "stuck", 1);
+        write_spec(&f, "scaling", 1);
+        sync_source(&f);
+        converge(&f, 0, 1);
+        converge(&f, 1, 1);
+
+        fake_fleet_hang_target(f.fleet, "stuck", true);
+        write_spec(&f, "stuck", 3);
+        write_spec(&f, "scaling", 3);
+        sync_source(&f);
+        f.last[0] = f.last[1] = PASS_WAITING;
+        for (int n = 0; n < 20000 && !fake_fleet_target_hung(f.fleet, "stuck"); n++)
+                (void)drive(&f);
+        assert_true(fake_fleet_target_hung(f.fleet, "stuck"));
+        converge(&f, 1, 3);
+        assert_true(fake_fleet_target_hung(f.fleet, "stuck"));
+        assert_int_not_equal(f.last[0], PASS_CONVERGED);
+
+        fake_fleet_hang_target(f.fleet, "stuck", false);
+        converge(&f, 0, 3);
+        fx_close(&f);
+}
+
+/*
  * A converged cluster is not observed again at every step: only when its
  * timer (the idle interval, jittered) runs out, when it is woken (a member
  * event), or when its spec changes. Inline and with workers.
@@ -276,6 +313,7 @@ int main(void)
             cmocka_unit_test(test_hung_cluster_does_not_hold_up_another),
             cmocka_unit_test(test_idle_cadence_inline),
             cmocka_unit_test(test_idle_cadence_workers),
+            cmocka_unit_test(test_slow_target_op_holds_up_no_other),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
