@@ -38,11 +38,13 @@
  * kubeadm etcd.yaml running the same dataDir goes first (an adoption that
  * stopped half-way is finished by the reconciler's next start).
  *
- * Threads (targets/locked.h): the SSH pool (one libssh2 session per
- * machine, never used by two threads at once) and the probe cache are
- * shared state, so every SSH command runs under the wrapper's shared lock;
- * only wait_event's sleep lets go of it. A machine that does not answer
- * thus holds up the hosts operations of other clusters for its timeout.
+ * Threads (targets/locked.h): every SSH step (ssh_step) runs with the
+ * wrapper's shared lock let go, on a connection the pool lends to one
+ * thread at a time (a libssh2 session is never used by two threads at
+ * once); the probe cache and the error message are touched only with the
+ * lock held. So clusters on other machines go on while one machine is
+ * slow or does not answer; clusters that share that machine wait for it,
+ * each step for at most its deadline.
  */
 #include <assert.h>
 #include <dirent.h>
@@ -189,13 +191,31 @@ char *hosts_install_command(const host_spec *h, const char *path, mode_t mode)
         return hosts_command(h, cmd);
 }
 
-static int conn(hosts_target *ht, const host_spec *h, ssh_conn **ret)
+/*
+ * One SSH step on machine h, on the connection the pool lends this thread:
+ * a command (cmd, with in on its standard input) or, with path, an SFTP
+ * upload of in. Runs with the target's shared lock let go
+ * (targets/locked.h): it touches nothing of the target's but the pool,
+ * which has its own lock, so a slow or unreachable machine holds up only
+ * the callers that want that machine. *ret_error: the transport's message
+ * when the result is negative.
+ */
+static int ssh_step(hosts_target *ht, const host_spec *h, const char *cmd, const char *path,
+                    const void *in, size_t in_len, mode_t mode, int *ret_status, char **ret_out,
+                    char **ret_stderr, char **ret_error)
 {
-        const char *err = NULL;
-        int k = ssh_pool_get(ht->pool, h->address, h->ssh_port, h->ssh_user, ret, &err);
-        if (k < 0)
-                return target_fail(&ht->base, k, "%s: %s", h->address, err ? err : strerror(-k));
-        return 0;
+        ssh_conn *c = NULL;
+        target_blocking_begin();
+        int k = ssh_pool_get(ht->pool, h->address, h->ssh_port, h->ssh_user, &c, ret_error);
+        if (k >= 0) {
+                k = path ? ssh_upload(c, path, in, in_len, mode)
+                         : ssh_exec(c, cmd, in, in_len, ret_status, ret_out, ret_stderr);
+                if (k < 0)
+                        *ret_error = xstrdup(ssh_last_error(c));
+                ssh_pool_put(ht->pool, c);
+        }
+        target_blocking_end();
+        return k;
 }
 
 /* A failed command's message; a sudo that wants a password says what to configure. */
@@ -252,16 +272,12 @@ static int run_input(hosts_target *ht, const host_spec *h, const char *cmd, cons
 static int exec_cmd(hosts_target *ht, const host_spec *h, const char *cmd, const void *in,
                     size_t in_len, char **ret_out)
 {
-        ssh_conn *c = NULL;
-        _cleanup_free_ char *out = NULL, *err = NULL;
+        _cleanup_free_ char *out = NULL, *err = NULL, *transport = NULL;
         _cleanup_free_ char *full = hosts_command(h, cmd);
         int status = -1;
-        int k = conn(ht, h, &c);
+        int k = ssh_step(ht, h, full, NULL, in, in_len, 0, &status, &out, &err, &transport);
         if (k < 0)
-                return k;
-        k = ssh_exec(c, full, in, in_len, &status, &out, &err);
-        if (k < 0)
-                return target_fail(&ht->base, k, "%s: %s", h->address, ssh_last_error(c));
+                return target_fail(&ht->base, k, "%s: %s", h->address, transport);
         if (status != 0)
                 return command_failed(ht, h, cmd, status, err);
         if (ret_out)
@@ -284,23 +300,20 @@ static int run(hosts_target *ht, const host_spec *h, const char *cmd, char **ret
 static int upload(hosts_target *ht, const host_spec *h, const char *path, const void *data,
                   size_t len, mode_t mode)
 {
-        ssh_conn *sc = NULL;
         forget_probes(ht, h);
-        int k = conn(ht, h, &sc);
-        if (k < 0)
-                return k;
+        _cleanup_free_ char *transport = NULL;
         if (streq(h->ssh_user, "root")) {
-                k = ssh_upload(sc, path, data, len, mode);
+                int k = ssh_step(ht, h, NULL, path, data, len, mode, NULL, NULL, NULL, &transport);
                 if (k < 0)
-                        return target_fail(&ht->base, k, "%s: %s", h->address, ssh_last_error(sc));
+                        return target_fail(&ht->base, k, "%s: %s", h->address, transport);
                 return 0;
         }
         _cleanup_free_ char *cmd = hosts_install_command(h, path, mode);
         _cleanup_free_ char *err = NULL;
         int status = -1;
-        k = ssh_exec(sc, cmd, data, len, &status, NULL, &err);
+        int k = ssh_step(ht, h, cmd, NULL, data, len, mode, &status, NULL, &err, &transport);
         if (k < 0)
-                return target_fail(&ht->base, k, "%s: %s", h->address, ssh_last_error(sc));
+                return target_fail(&ht->base, k, "%s: %s", h->address, transport);
         if (status != 0)
                 return command_failed(ht, h, "writing", status, err);
         return 0;

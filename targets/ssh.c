@@ -24,6 +24,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -604,7 +605,8 @@ int ssh_read_file(ssh_conn *c, const char *path, size_t max, char **ret_data, si
 typedef struct pool_entry {
         char *key; /* user@host:port */
         ssh_conn *conn;
-        bool failed; /* in this pass */
+        bool busy;          /* lent to a thread (ssh_pool_get .. ssh_pool_put) */
+        uint64_t failed_in; /* the pass (ssh_pool.pass) its connect failed in; 0: none */
         int error;
         char *message;
 } pool_entry;
@@ -612,7 +614,10 @@ typedef struct pool_entry {
 struct ssh_pool {
         ssh_opts opts;
         char *known_hosts, *key_file, *passphrase;
-        pool_entry *items;
+        pthread_mutex_t lock; /* the table and every entry's busy and failed_in */
+        pthread_cond_t put;   /* an entry was given back */
+        uint64_t pass;        /* 1, 2, ...: ssh_pool_new_pass() */
+        pool_entry **items;   /* each entry stays where it is while lent */
         size_t n, alloc;
 };
 
@@ -626,6 +631,9 @@ ssh_pool *ssh_pool_new(const ssh_opts *o)
         p->opts.known_hosts = p->known_hosts;
         p->opts.key_file = p->key_file;
         p->opts.key_passphrase = p->passphrase;
+        p->pass = 1;
+        if (pthread_mutex_init(&p->lock, NULL) != 0 || pthread_cond_init(&p->put, NULL) != 0)
+                abort();
         return p;
 }
 
@@ -634,9 +642,11 @@ void ssh_pool_free(ssh_pool *p)
         if (!p)
                 return;
         for (size_t i = 0; i < p->n; i++) {
-                ssh_conn_free(p->items[i].conn);
-                free(p->items[i].key);
-                free(p->items[i].message);
+                assert(!p->items[i]->busy);
+                ssh_conn_free(p->items[i]->conn);
+                free(p->items[i]->key);
+                free(p->items[i]->message);
+                free(p->items[i]);
         }
         free(p->items);
         free(p->known_hosts);
@@ -644,50 +654,82 @@ void ssh_pool_free(ssh_pool *p)
         if (p->passphrase)
                 explicit_bzero(p->passphrase, strlen(p->passphrase));
         free(p->passphrase);
+        pthread_cond_destroy(&p->put);
+        pthread_mutex_destroy(&p->lock);
         free(p);
 }
 
 void ssh_pool_new_pass(ssh_pool *p)
 {
+        pthread_mutex_lock(&p->lock);
+        p->pass++;
         for (size_t i = 0; i < p->n; i++) {
-                pool_entry *e = &p->items[i];
-                e->failed = false;
-                if (e->conn && !ssh_conn_usable(e->conn)) {
+                pool_entry *e = p->items[i];
+                if (!e->busy && e->conn && !ssh_conn_usable(e->conn)) {
                         ssh_conn_free(e->conn);
                         e->conn = NULL;
                 }
         }
+        pthread_mutex_unlock(&p->lock);
 }
 
 int ssh_pool_get(ssh_pool *p, const char *host, int port, const char *user, ssh_conn **ret,
-                 const char **ret_error)
+                 char **ret_error)
 {
         _cleanup_free_ char *key = xasprintf("%s@%s:%d", user, host, port);
+        pthread_mutex_lock(&p->lock);
         pool_entry *e = NULL;
         for (size_t i = 0; i < p->n && !e; i++)
-                if (streq(p->items[i].key, key))
-                        e = &p->items[i];
+                if (streq(p->items[i]->key, key))
+                        e = p->items[i];
         if (!e) {
                 p->items = xgrow(p->items, &p->alloc, p->n + 1, sizeof(*p->items));
-                e = &p->items[p->n++];
-                memset(e, 0, sizeof(*e));
+                e = p->items[p->n++] = XNEW(pool_entry);
                 e->key = TAKE_PTR(key);
         }
+        while (e->busy)
+                pthread_cond_wait(&p->put, &p->lock);
+        bool failed_this_pass = e->failed_in == p->pass;
+        uint64_t pass = p->pass;
+        e->busy = true;
+        pthread_mutex_unlock(&p->lock);
+
+        /* The entry is this thread's alone from here: connect without the pool's lock. */
         if (e->conn && !ssh_conn_usable(e->conn)) {
                 ssh_conn_free(e->conn);
                 e->conn = NULL;
         }
-        if (!e->conn && !e->failed) {
+        if (!e->conn && !failed_this_pass) {
                 free(e->message);
                 e->message = NULL;
                 e->error = ssh_connect(&p->opts, host, port, user, &e->conn, &e->message);
-                e->failed = e->error < 0;
         }
-        if (!e->conn) {
-                if (ret_error)
-                        *ret_error = e->message;
-                return e->error;
+        if (e->conn) {
+                *ret = e->conn;
+                return 0;
         }
-        *ret = e->conn;
-        return 0;
+        int r = e->error < 0 ? e->error : -EIO;
+        if (ret_error)
+                *ret_error = xstrdup(e->message ? e->message : strerror(-r));
+        pthread_mutex_lock(&p->lock);
+        e->failed_in = pass;
+        e->busy = false;
+        pthread_cond_broadcast(&p->put);
+        pthread_mutex_unlock(&p->lock);
+        return r;
+}
+
+void ssh_pool_put(ssh_pool *p, ssh_conn *c)
+{
+        if (!c)
+                return;
+        pthread_mutex_lock(&p->lock);
+        for (size_t i = 0; i < p->n; i++)
+                if (p->items[i]->conn == c) {
+                        assert(p->items[i]->busy);
+                        p->items[i]->busy = false;
+                        break;
+                }
+        pthread_cond_broadcast(&p->put);
+        pthread_mutex_unlock(&p->lock);
 }

@@ -82,18 +82,29 @@ char *ssh_quote(const char *word);
  * across passes while it stays usable. A machine that failed to connect in
  * this pass is not tried again before ssh_pool_new_pass(): a down host
  * costs one connect timeout per pass, whatever the number of calls.
+ *
+ * Threads: a connection is lent to one thread at a time (ssh_pool_get
+ * until ssh_pool_put), since a libssh2 session must not be used by two at
+ * once; another thread asking for the same machine waits, one asking for
+ * another machine does not. Connecting happens outside the pool's own
+ * lock, so a machine that does not answer holds up only the callers that
+ * want that machine.
  */
 typedef struct ssh_pool ssh_pool;
 
 ssh_pool *ssh_pool_new(const ssh_opts *o);
+/* Every connection must have been put back. */
 void ssh_pool_free(ssh_pool *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ssh_pool *, ssh_pool_free);
-/* Forget this pass's failed connections (and drop connections that became unusable). */
+/* Forget this pass's failed connections (and drop idle connections that became unusable). */
 void ssh_pool_new_pass(ssh_pool *p);
 /*
- * The connection to user@host:port, opened when needed. The pool keeps
- * ownership. On failure *ret_error gets the message (owned by the pool,
- * valid until the next call for that machine).
+ * Borrow the connection to user@host:port, opened when needed, until
+ * ssh_pool_put(). The pool keeps ownership. On failure nothing is
+ * borrowed and *ret_error (when not NULL) gets the message, newly
+ * allocated.
  */
 int ssh_pool_get(ssh_pool *p, const char *host, int port, const char *user, ssh_conn **ret,
-                 const char **ret_error);
+                 char **ret_error);
+/* Give a connection from ssh_pool_get() back. */
+void ssh_pool_put(ssh_pool *p, ssh_conn *c);

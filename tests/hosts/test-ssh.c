@@ -14,7 +14,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -161,7 +163,7 @@ static void test_wrong_host_key(void **state)
         o.known_hosts = kh;
         _cleanup_(ssh_pool_freep) ssh_pool *p = ssh_pool_new(&o);
         ssh_conn *c = NULL;
-        const char *err = NULL;
+        char *err = NULL;
         _cleanup_free_ char *target = under_root(1, "/written-through-wrong-key");
 
         assert_int_equal(
@@ -170,6 +172,7 @@ static void test_wrong_host_key(void **state)
         assert_null(c);
         assert_non_null(err);
         assert_non_null(strstr(err, "SHA256:"));
+        free(err);
         assert_false(path_exists(target));
 
         /* the other machine, whose key is right, is reachable through the same pool */
@@ -178,6 +181,7 @@ static void test_wrong_host_key(void **state)
         int status;
         assert_int_equal(ssh_exec(c, "true", NULL, 0, &status, NULL, NULL), 0);
         assert_int_equal(status, 0);
+        ssh_pool_put(p, c);
 }
 
 static void test_unknown_host(void **state)
@@ -294,20 +298,78 @@ static void test_slow_host_times_out_once_per_pass(void **state)
         o.connect_timeout_ms = 2000;
         _cleanup_(ssh_pool_freep) ssh_pool *p = ssh_pool_new(&o);
         ssh_conn *c = NULL;
-        const char *err = NULL;
+        char *err = NULL;
 
         assert_int_equal(ssh_pool_get(p, "127.0.0.9", port, "root", &c, &err), -ETIMEDOUT);
         assert_non_null(strstr(err, "timed out"));
+        free(err);
         /* the same pass: no second attempt on that machine */
         assert_int_equal(ssh_pool_get(p, "127.0.0.9", port, "root", &c, &err), -ETIMEDOUT);
+        free(err);
         assert_int_equal(count_connections(fd), 1);
         /* the other machines still answer */
         assert_int_equal(
             ssh_pool_get(p, lab->machines[0].address, lab->machines[0].port, "root", &c, &err), 0);
+        ssh_pool_put(p, c);
         /* the next pass tries again */
         ssh_pool_new_pass(p);
         assert_int_equal(ssh_pool_get(p, "127.0.0.9", port, "root", &c, &err), -ETIMEDOUT);
+        free(err);
         assert_int_equal(count_connections(fd), 1);
+}
+
+/* Threads: a machine's connection is lent to one thread at a time; other machines go on. */
+typedef struct borrower {
+        ssh_pool *p;
+        int port;
+        const char *address;
+        atomic_bool got;
+        int exec_result;
+} borrower;
+
+static void *borrow_main(void *arg)
+{
+        borrower *b = arg;
+        ssh_conn *c = NULL;
+        char *err = NULL;
+        int status = -1;
+        if (ssh_pool_get(b->p, b->address, b->port, "root", &c, &err) < 0) {
+                free(err);
+                b->exec_result = -1;
+                return NULL;
+        }
+        atomic_store(&b->got, true);
+        b->exec_result = ssh_exec(c, "true", NULL, 0, &status, NULL, NULL) < 0 ? -1 : status;
+        ssh_pool_put(b->p, c);
+        return NULL;
+}
+
+static void test_pool_lends_one_thread_at_a_time(void **state)
+{
+        (void)state;
+        ssh_opts o = opts();
+        _cleanup_(ssh_pool_freep) ssh_pool *p = ssh_pool_new(&o);
+        ssh_conn *c0 = NULL, *c1 = NULL;
+        char *err = NULL;
+        int status = -1;
+        assert_int_equal(
+            ssh_pool_get(p, lab->machines[0].address, lab->machines[0].port, "root", &c0, &err), 0);
+        borrower b = {.p = p, .port = lab->machines[0].port, .address = lab->machines[0].address};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, borrow_main, &b), 0);
+        /* Another machine is lent at once, while machine 0 is out. */
+        assert_int_equal(
+            ssh_pool_get(p, lab->machines[1].address, lab->machines[1].port, "root", &c1, &err), 0);
+        assert_int_equal(ssh_exec(c1, "true", NULL, 0, &status, NULL, NULL), 0);
+        assert_int_equal(status, 0);
+        ssh_pool_put(p, c1);
+        /* The other thread waits for machine 0 until it is given back. */
+        assert_false(atomic_load(&b.got));
+        assert_int_equal(ssh_exec(c0, "true", NULL, 0, &status, NULL, NULL), 0);
+        ssh_pool_put(p, c0);
+        pthread_join(t, NULL);
+        assert_true(atomic_load(&b.got));
+        assert_int_equal(b.exec_result, 0);
 }
 
 static void test_command_timeout(void **state)
@@ -317,7 +379,7 @@ static void test_command_timeout(void **state)
         o.command_timeout_ms = 3000;
         _cleanup_(ssh_pool_freep) ssh_pool *p = ssh_pool_new(&o);
         ssh_conn *c = NULL;
-        const char *err = NULL;
+        char *err = NULL;
         int status;
 
         assert_int_equal(
@@ -325,11 +387,13 @@ static void test_command_timeout(void **state)
         assert_int_equal(ssh_exec(c, "sleep 30", NULL, 0, &status, NULL, NULL), -ETIMEDOUT);
         assert_non_null(strstr(ssh_last_error(c), "did not finish"));
         assert_false(ssh_conn_usable(c));
+        ssh_pool_put(p, c);
         /* the pool replaces the broken connection */
         assert_int_equal(
             ssh_pool_get(p, lab->machines[0].address, lab->machines[0].port, "root", &c, &err), 0);
         assert_int_equal(ssh_exec(c, "exit 0", NULL, 0, &status, NULL, NULL), 0);
         assert_int_equal(status, 0);
+        ssh_pool_put(p, c);
 }
 
 static void test_down_host(void **state)
@@ -338,7 +402,7 @@ static void test_down_host(void **state)
         ssh_opts o = opts();
         _cleanup_(ssh_pool_freep) ssh_pool *p = ssh_pool_new(&o);
         ssh_conn *c = NULL;
-        const char *err = NULL;
+        char *err = NULL;
         int status;
 
         assert_int_equal(
@@ -347,6 +411,7 @@ static void test_down_host(void **state)
         /* the established connection dies with the machine... */
         assert_true(ssh_exec(c, "true", NULL, 0, &status, NULL, NULL) < 0);
         assert_false(ssh_conn_usable(c));
+        ssh_pool_put(p, c);
         /* ...and a new one is refused, with a message naming the machine */
         ssh_conn *fresh = NULL;
         _cleanup_free_ char *msg = NULL;
@@ -358,6 +423,7 @@ static void test_down_host(void **state)
         ssh_pool_new_pass(p);
         assert_int_equal(
             ssh_pool_get(p, lab->machines[1].address, lab->machines[1].port, "root", &c, &err), 0);
+        ssh_pool_put(p, c);
 }
 
 static void test_quote(void **state)
@@ -399,6 +465,7 @@ int main(void)
             cmocka_unit_test(test_refused_key),
             cmocka_unit_test(test_agent),
             cmocka_unit_test(test_slow_host_times_out_once_per_pass),
+            cmocka_unit_test(test_pool_lends_one_thread_at_a_time),
             cmocka_unit_test(test_command_timeout),
             cmocka_unit_test(test_down_host),
         };

@@ -13,15 +13,20 @@
  * reported "absent" while the others go on; a machine with a wrong host
  * key refused with nothing written on it.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,6 +35,7 @@
 #include "api/spec.h"
 #include "render/render.h"
 #include "targets/hosts.h"
+#include "targets/locked.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/hostagent.h"
 #include "tests/harness/sshd.h"
@@ -338,6 +344,85 @@ static void test_wrong_host_key(void **state)
         target_free(t);
 }
 
+/* A machine that takes TCP connections and never speaks SSH: every step waits out its deadline. */
+static int silent_machine(int *ret_port)
+{
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        socklen_t len = sizeof(a);
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fd >= 0);
+        inet_pton(AF_INET, "127.0.0.9", &a.sin_addr);
+        assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+        assert_int_equal(listen(fd, 16), 0);
+        assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+        *ret_port = ntohs(a.sin_port);
+        return fd;
+}
+
+typedef struct stuck_op {
+        target *t;
+        const etcd_cluster *c;
+        atomic_bool started, done;
+} stuck_op;
+
+static void *stuck_main(void *arg)
+{
+        stuck_op *s = arg;
+        member_plan mp = {.name = render_member_name(s->c, 0), .ordinal = 0};
+        atomic_store(&s->started, true);
+        (void)s->t->ops->place_member(s->t, s->c, &mp); /* fails once the deadline passes */
+        atomic_store(&s->done, true);
+        member_plan_release(&mp);
+        return NULL;
+}
+
+/*
+ * Through the wrapper gitcd run uses (targets/locked.h): while one
+ * cluster's machine does not answer (its step waits out the 5 s connect
+ * deadline), another cluster on another machine is placed, started and
+ * reported on.
+ */
+static void test_silent_machine_holds_up_no_other(void **state)
+{
+        (void)state;
+        int port;
+        int fd = silent_machine(&port);
+        target *t = NULL;
+        assert_int_equal(target_locked_new(new_target(NULL), &t), 0);
+        _cleanup_free_ char *text =
+            xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: stuck\n"
+                      "spec:\n  replicas: 1\n  version: \"3.5.16\"\n  hosts:\n    mode: systemd\n"
+                      "    machines:\n    - address: 127.0.0.9\n      ssh: {port: %d}\n",
+                      port);
+        cluster_set set = {0};
+        diag_list diags = DIAG_LIST_INIT;
+        assert_int_equal(spec_load_buffer("stuck.yaml", text, strlen(text), &set, &diags), 0);
+        stuck_op s = {.t = t, .c = set.items[0]};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, stuck_main, &s), 0);
+        while (!atomic_load(&s.started))
+                msleep(10);
+        msleep(300); /* let it reach the silent machine */
+
+        etcd_cluster *c = load_cluster("free", "systemd", 1);
+        membership_plan *p = plan_new(t, c, 1);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        target_member_status st = status(t, c, p->members[0].name);
+        assert_int_not_equal(st.state, MEMBER_ABSENT);
+        target_member_status_release(&st);
+        /* All that while the other cluster's step was still waiting on its machine. */
+        assert_false(atomic_load(&s.done));
+
+        assert_int_equal(t->ops->remove_member(t, c, p->members[0].name, false), 0);
+        pthread_join(th, NULL);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        cluster_set_release(&set);
+        diag_list_release(&diags);
+        target_free(t);
+        close(fd);
+}
+
 /*
  * tls.provider auto on both surfaces: leaves issued on the gitcd host by
  * pki/auto.c, copied to the machine (mode 0600) before the static Pod is
@@ -456,9 +541,12 @@ static int teardown(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_contract_systemd), cmocka_unit_test(test_contract_static_pod),
-            cmocka_unit_test(test_three_machines),   cmocka_unit_test(test_wrong_host_key),
+            cmocka_unit_test(test_contract_systemd),
+            cmocka_unit_test(test_contract_static_pod),
+            cmocka_unit_test(test_three_machines),
+            cmocka_unit_test(test_wrong_host_key),
             cmocka_unit_test(test_tls_static_pod),
+            cmocka_unit_test(test_silent_machine_holds_up_no_other),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
