@@ -34,6 +34,7 @@
 #include "etcd/client.h"
 #include "maintenance/maintenance.h"
 #include "pki/auto.h"
+#include "reconciler/auth.h"
 #include "reconciler/bootstrap.h"
 #include "reconciler/membership.h"
 #include "reconciler/reconcile.h"
@@ -403,15 +404,22 @@ static etcd_conn *cluster_client(reconciler *r, cluster_ctx *x, const etcd_clust
         x->client_endpoints = sb_detach(&eps);
         _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
         client_tls_files(r, c, &ca, &cert, &key);
+        auth_creds cr = {0};
+        if (auth_credentials(r->opts.state_dir, x->name, &cr) < 0)
+                log_warn("%s: cannot read the etcd root password files", x->name);
         etcd_conn_opts o = {
             .endpoints = x->client_endpoints,
             .cacert = ca,
             .cert = cert,
             .key = key,
+            .user = cr.user,
+            .password = cr.password,
+            .fallback_password = cr.fallback_password,
             .call_timeout_ms = r->opts.etcd_timeout_ms,
         };
         if (r->opts.etcd->connect(r->opts.etcd_userdata, &o, &x->client) < 0)
                 x->client = NULL;
+        auth_creds_release(&cr);
         return x->client;
 }
 
@@ -1569,6 +1577,9 @@ static int latch(reconciler *r, cluster_ctx *x, state_cluster *sc)
                         k = state_cluster_latch(r->opts.db, x->name, json, hash, deadline, wall(r));
                         if (k < 0)
                                 return k;
+                        /* both, or pass_deadline stores the old spec under the new hash */
+                        free(sc->observed_json);
+                        sc->observed_json = xstrdup(json);
                         free(sc->observed_hash);
                         sc->observed_hash = xstrdup(hash);
                         sc->progress_deadline_ms = deadline;
@@ -1757,6 +1768,51 @@ static int pass_act(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world 
 }
 
 /*
+ * etcd auth of a converged cluster (reconciler/auth.h): one step when etcd's
+ * auth differs from spec.auth. A step may change the credentials clients
+ * use, so the cluster's connection is made again on the next pass.
+ */
+static void pass_auth(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w,
+                      pass_result *res)
+{
+        if (!x->client_endpoints)
+                return;
+        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
+        client_tls_files(r, c, &ca, &cert, &key);
+        auth_env env = {
+            .etcd = r->opts.etcd,
+            .etcd_userdata = r->opts.etcd_userdata,
+            .base = {.endpoints = x->client_endpoints,
+                     .cacert = ca,
+                     .cert = cert,
+                     .key = key,
+                     .call_timeout_ms = r->opts.etcd_timeout_ms},
+            .state_dir = r->opts.state_dir,
+            .cluster = x->name,
+            .want = c->auth.enabled,
+            .db = r->opts.db,
+            .now_ms = wall(r),
+            .commit = w->commit,
+            .author = w->author,
+        };
+        int k = auth_pass(&env, res->message, sizeof(res->message));
+        if (k == 0)
+                return;
+        if (k > 0) {
+                res->outcome = PASS_PROGRESSED;
+                r->opts.etcd->disconnect(x->client);
+                x->client = NULL;
+                free(x->client_endpoints);
+                x->client_endpoints = NULL;
+                return;
+        }
+        log_warn("%s: etcd auth: %s", x->name, res->message);
+        res->outcome = PASS_WAITING;
+        res->poll_ms = POLL_RETRY_MS;
+        snprintf(res->reason, sizeof(res->reason), "AuthPending");
+}
+
+/*
  * Maintenance of a converged cluster (maintenance/maintenance.h): at most
  * one step per pass; a run in progress keeps the pass from reporting
  * converged, so `gitcd apply` waits for it.
@@ -1777,6 +1833,8 @@ static void pass_maintenance(reconciler *r, const etcd_cluster *c, world *w, pas
         }
         _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
         client_tls_files(r, c, &ca, &cert, &key);
+        auth_creds cr = {0};
+        (void)auth_credentials(r->opts.state_dir, w->sc->name, &cr);
         maint_cluster mc = {.cluster = w->sc->name,
                             .spec = c,
                             .sc = w->sc,
@@ -1786,6 +1844,8 @@ static void pass_maintenance(reconciler *r, const etcd_cluster *c, world *w, pas
                             .cacert = ca,
                             .cert = cert,
                             .key = key,
+                            .user = cr.user,
+                            .password = cr.password,
                             .commit = w->commit,
                             .author = w->author};
         maint_result mr;
@@ -1796,6 +1856,7 @@ static void pass_maintenance(reconciler *r, const etcd_cluster *c, world *w, pas
         } else if (mr.poll_ms > 0 && (res->poll_ms == 0 || mr.poll_ms < res->poll_ms)) {
                 res->poll_ms = mr.poll_ms;
         }
+        auth_creds_release(&cr);
         free(names);
         free(urls);
 }
@@ -2044,6 +2105,8 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                 int64_t due = certs_next_renewal_ms(&want, &w.obs);
                 if (res->outcome == PASS_CONVERGED && due)
                         res->poll_ms = (int)MIN(MAX(due - w.obs.now_ms, 1000), 3600 * 1000);
+                if (res->outcome == PASS_CONVERGED)
+                        pass_auth(r, x, c, &w, res);
                 if (res->outcome == PASS_CONVERGED)
                         pass_maintenance(r, c, &w, res);
                 return 0;
