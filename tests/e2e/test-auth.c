@@ -3,7 +3,8 @@
  * 3-member cluster under a writer gets auth switched on by a new spec;
  * etcdctl is then refused without credentials and accepted with root's
  * password from the state folder; a new root-password changes etcd's; auth
- * is switched off again; no acknowledged write is lost on the way.
+ * is switched off again; no acknowledged write is lost on the way, and a
+ * snapshot taken while auth is on succeeds.
  *
  * The writer learns the credentials the way gitcd's own clients do
  * (auth_credentials over the state folder), again whenever etcd refuses
@@ -199,6 +200,13 @@ static void run(const char *version)
         assert_int_not_equal(etcdctl_put(version, eps, root), 0);
         assert_int_equal(etcdctl_put(version, eps, root2), 0);
         writer_progress(w, 10);
+        /* a snapshot authenticates too (Snapshot needs root once auth is on) */
+        if (strncmp(version, "3.5", 3) == 0) {
+                _cleanup_free_ char *to = path_join(e->root, "snaps");
+                assert_int_equal(mkdir_p(to, 0700), 0);
+                assert_int_equal(e2e_run(e, NULL, "snapshot", "save", CLUSTER, "--to", to, NULL),
+                                 0);
+        }
 
         /* auth off again */
         write_spec(e, version, false);
