@@ -466,6 +466,12 @@ static int rpc_once(etcd_client *c, struct endpoint *ep, struct call *call, grpc
         int r;
         if (c->user && !c->token && !c->auth_not_enabled) {
                 r = authenticate(c, ep, attempt_deadline(call), res);
+                if (r == ETCD_ERR_LEARNER_NOT_SUPPORTED) {
+                        /* a learner cannot authenticate: the call goes without a token
+                         * (Status needs none; others fail over as a learner's refusal) */
+                        grpc_result_release(res);
+                        return rpc_raw(c, ep, call, NULL, res);
+                }
                 if (r < 0)
                         return r;
                 grpc_result_release(res);

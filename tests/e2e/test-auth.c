@@ -2,7 +2,8 @@
  * spec.auth end to end, on the local target with real etcd: a live
  * 3-member cluster under a writer gets auth switched on by a new spec;
  * etcdctl is then refused without credentials and accepted with root's
- * password from the state folder; a new root-password changes etcd's; auth
+ * password from the state folder; a new root-password changes etcd's; a
+ * member is added while auth is on; auth
  * is switched off again; no acknowledged write is lost on the way, and a
  * snapshot taken while auth is on succeeds.
  *
@@ -102,17 +103,17 @@ static void writer_progress(writer *w, int more)
         assert_true(w->acked >= from + more);
 }
 
-static void write_spec(e2e *e, const char *version, bool auth)
+static void write_spec(e2e *e, const char *version, int replicas, bool auth)
 {
         char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
                                "kind: EtcdCluster\n"
                                "metadata:\n"
                                "  name: sec\n"
                                "spec:\n"
-                               "  replicas: 3\n"
+                               "  replicas: %d\n"
                                "  version: \"%s\"\n"
                                "%s",
-                               version, auth ? "  auth:\n    enabled: true\n" : "");
+                               replicas, version, auth ? "  auth:\n    enabled: true\n" : "");
         e2e_write_file(e, "sec.yaml", text);
         free(text);
 }
@@ -164,7 +165,7 @@ static void run(const char *version)
         if (!e2e_have_version(version))
                 skip();
         e2e *e = e2e_new();
-        write_spec(e, version, false);
+        write_spec(e, version, 3, false);
         assert_int_equal(e2e_apply(e, NULL, APPLY_TIMEOUT), 0);
         assert_true(e2e_wait_ready(e, "sec", 3, 30));
         _cleanup_free_ char *eps = e2e_endpoints(e, "sec");
@@ -177,7 +178,7 @@ static void run(const char *version)
         writer_progress(w, 10);
 
         /* auth on, by a new spec, under the writer */
-        write_spec(e, version, true);
+        write_spec(e, version, 3, true);
         assert_int_equal(e2e_apply(e, NULL, APPLY_TIMEOUT), 0);
         assert_int_equal(e2e_audit_count(e, "sec", "auth.enable"), 1);
         _cleanup_free_ char *pw = root_password(e, "root-password");
@@ -208,8 +209,15 @@ static void run(const char *version)
                                  0);
         }
 
+        /* a member added with auth on: the learner's MemberAdd and promotion authenticate */
+        write_spec(e, version, 4, true);
+        assert_int_equal(e2e_apply(e, NULL, APPLY_TIMEOUT), 0);
+        assert_true(e2e_wait_ready(e, "sec", 4, 30));
+        assert_int_not_equal(etcdctl_put(version, eps, NULL), 0);
+        writer_progress(w, 10);
+
         /* auth off again */
-        write_spec(e, version, false);
+        write_spec(e, version, 4, false);
         assert_int_equal(e2e_apply(e, NULL, APPLY_TIMEOUT), 0);
         assert_int_equal(e2e_audit_count(e, "sec", "auth.disable"), 1);
         assert_int_equal(etcdctl_put(version, eps, NULL), 0);
