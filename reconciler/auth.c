@@ -145,7 +145,8 @@ void auth_creds_release(auth_creds *a)
         *a = (auth_creds){0};
 }
 
-static void audit(const auth_env *env, const char *action, const char *reason, int k)
+/* Steps done are audited; a failed one is retried, logged and reported by the pass. */
+static void audit(const auth_env *env, const char *action, const char *reason)
 {
         state_audit_event ev = {
             .time_ms = env->now_ms,
@@ -154,7 +155,7 @@ static void audit(const auth_env *env, const char *action, const char *reason, i
             .author = (char *)env->author,
             .action = (char *)action,
             .reason = (char *)reason,
-            .outcome = k < 0 ? "failure" : "success",
+            .outcome = "success",
         };
         if (state_audit_append(env->db, &ev, NULL) < 0)
                 log_warn("%s: cannot record audit event %s: %s", env->cluster, action,
@@ -215,6 +216,71 @@ static int commit(step_ctx *s, const char *dir, const char *password)
         return 0;
 }
 
+static bool refused(int k)
+{
+        return k == ETCD_ERR_AUTH_FAILED || k == ETCD_ERR_UNAUTHENTICATED ||
+               k == ETCD_ERR_PERMISSION_DENIED;
+}
+
+/* With etcd's auth state known: one step toward the spec (auth_pass). */
+static int act(step_ctx *s, const char *dir, bool on, const char *wanted, const char *next,
+               const char *applied)
+{
+        const auth_env *env = s->env;
+        int k;
+        if (!env->want) {
+                if (!on)
+                        return 0;
+                k = env->etcd->auth_disable(s->conn);
+                if (k < 0)
+                        return failed(s, "disabling etcd auth", k);
+                say(s, 1, "etcd auth disabled");
+                log_info("%s: etcd auth disabled", env->cluster);
+                audit(env, "auth.disable", "spec.auth.enabled is false");
+                return 1;
+        }
+
+        /* A change cut short finishes first; then the password the operator wants. */
+        const char *target = next ? next : wanted;
+        if (on && !next && applied && streq(applied, wanted))
+                return 0;
+        if (!next) {
+                k = write_password(dir, "root-password.next", target);
+                if (k < 0)
+                        return say(s, k, "cannot write %s/root-password.next: %s", dir,
+                                   strerror(-k));
+        }
+        FAILPOINT("auth.after-next");
+        if (!on) {
+                k = ensure_root(s, target);
+                if (k < 0)
+                        return k;
+                FAILPOINT("auth.before-enable");
+                k = env->etcd->auth_enable(s->conn);
+                if (k < 0)
+                        return failed(s, "enabling etcd auth", k);
+                FAILPOINT("auth.after-enable");
+                k = commit(s, dir, target);
+                if (k < 0)
+                        return k;
+                say(s, 1, "etcd auth enabled (user root)");
+                log_info("%s: etcd auth enabled; gitcd authenticates as root", env->cluster);
+                audit(env, "auth.enable", "spec.auth.enabled is true");
+                return 1;
+        }
+        k = env->etcd->user_change_password(s->conn, AUTH_ROOT, target);
+        if (k < 0)
+                return failed(s, "changing the password of etcd user root", k);
+        FAILPOINT("auth.after-change");
+        k = commit(s, dir, target);
+        if (k < 0)
+                return k;
+        say(s, 1, "password of etcd user root changed");
+        log_info("%s: password of etcd user root changed", env->cluster);
+        audit(env, "auth.password-change", "root-password changed");
+        return 1;
+}
+
 int auth_pass(const auth_env *env, char *msg, size_t msg_size)
 {
         assert(env && env->etcd && env->cluster && msg);
@@ -228,7 +294,6 @@ int auth_pass(const auth_env *env, char *msg, size_t msg_size)
                 return env->want ? say(&s, -EOPNOTSUPP, "this etcd connection cannot do auth") : 0;
         _cleanup_free_ char *dir = auth_dir(env->state_dir, env->cluster);
         char *wanted = NULL, *next = NULL, *applied = NULL;
-        auth_creds cr = {0};
         int k = read_password(dir, "root-password", &wanted);
         if (k >= 0)
                 k = read_password(dir, "root-password.next", &next);
@@ -237,6 +302,10 @@ int auth_pass(const auth_env *env, char *msg, size_t msg_size)
         if (k < 0) {
                 k = say(&s, k, "cannot read the root password files in %s: %s", dir,
                         k == -ENODATA ? "a file is empty" : strerror(-k));
+                goto out;
+        }
+        if (!env->want && !applied && !next) {
+                k = 0; /* gitcd never set a password here: auth is not gitcd's to switch off */
                 goto out;
         }
         if (env->want && !wanted) {
@@ -251,15 +320,17 @@ int auth_pass(const auth_env *env, char *msg, size_t msg_size)
                          dir);
         }
 
-        k = auth_credentials(env->state_dir, env->cluster, &cr);
-        if (k < 0) {
-                k = say(&s, k, "cannot read the root password files in %s: %s", dir, strerror(-k));
-                goto out;
-        }
+        /*
+         * The passwords etcd may have, likeliest first: the recorded one, a change
+         * in flight, else the wanted one (a password given for a cluster whose
+         * auth was switched on elsewhere).
+         */
+        const char *first = applied ? applied : next ? next : wanted;
+        const char *second = applied && next ? next : wanted;
         etcd_conn_opts o = env->base;
-        o.user = cr.user;
-        o.password = cr.password;
-        o.fallback_password = cr.fallback_password;
+        o.user = AUTH_ROOT;
+        o.password = first;
+        o.fallback_password = second && !streq(second, first) ? second : NULL;
         k = env->etcd->connect(env->etcd_userdata, &o, &s.conn);
         if (k < 0) {
                 k = say(&s, k, "cannot connect to etcd for auth");
@@ -267,84 +338,22 @@ int auth_pass(const auth_env *env, char *msg, size_t msg_size)
         }
         bool on = false;
         k = env->etcd->auth_status(s.conn, &on);
-        if (k < 0) {
-                k = failed(&s, "reading etcd's auth status", k);
-                goto out;
-        }
-
-        if (!env->want) {
-                if (!on) {
-                        k = 0;
-                        goto out;
-                }
-                k = env->etcd->auth_disable(s.conn);
-                if (k < 0) {
-                        k = failed(&s, "disabling etcd auth", k);
-                        audit(env, "auth.disable", msg, k);
-                        goto out;
-                }
-                say(&s, 1, "etcd auth disabled");
-                log_info("%s: etcd auth disabled", env->cluster);
-                audit(env, "auth.disable", "spec.auth.enabled is false", 0);
-                k = 1;
-                goto out;
-        }
-
-        /* A change cut short finishes first; then the password the operator wants. */
-        const char *target = next ? next : wanted;
-        if (on && !next && applied && streq(applied, wanted)) {
-                k = 0;
-                goto out;
-        }
-        if (!next || !streq(next, target)) {
-                k = write_password(dir, "root-password.next", target);
-                if (k < 0) {
-                        k = say(&s, k, "cannot write %s/root-password.next: %s", dir, strerror(-k));
-                        goto out;
-                }
-        }
-        FAILPOINT("auth.after-next");
-        if (!on) {
-                k = ensure_root(&s, target);
-                if (k < 0) {
-                        audit(env, "auth.enable", msg, k);
-                        goto out;
-                }
-                FAILPOINT("auth.before-enable");
-                k = env->etcd->auth_enable(s.conn);
-                if (k < 0) {
-                        k = failed(&s, "enabling etcd auth", k);
-                        audit(env, "auth.enable", msg, k);
-                        goto out;
-                }
-                FAILPOINT("auth.after-enable");
-                k = commit(&s, dir, target);
-                if (k < 0)
-                        goto out;
-                say(&s, 1, "etcd auth enabled (user root)");
-                log_info("%s: etcd auth enabled; gitcd authenticates as root", env->cluster);
-                audit(env, "auth.enable", "spec.auth.enabled is true", 0);
-                k = 1;
-                goto out;
-        }
-        k = env->etcd->user_change_password(s.conn, AUTH_ROOT, target);
-        if (k < 0) {
-                k = failed(&s, "changing the password of etcd user root", k);
-                audit(env, "auth.password-change", msg, k);
-                goto out;
-        }
-        FAILPOINT("auth.after-change");
-        k = commit(&s, dir, target);
         if (k < 0)
-                goto out;
-        say(&s, 1, "password of etcd user root changed");
-        log_info("%s: password of etcd user root changed", env->cluster);
-        audit(env, "auth.password-change", "root-password changed", 0);
-        k = 1;
+                k = failed(&s, "reading etcd's auth status", k);
+        else
+                k = act(&s, dir, on, wanted, next, applied);
+        if (refused(k)) {
+                /* none of the passwords opens etcd: a change in flight never happened */
+                (void)remove_file(dir, "root-password.next");
+                say(&s, k,
+                    "etcd refuses root's password (was auth switched on or the password "
+                    "changed outside gitcd?): write etcd's current root password into "
+                    "%s/root-password",
+                    dir);
+        }
 out:
         if (s.conn)
                 env->etcd->disconnect(s.conn);
-        auth_creds_release(&cr);
         wipe(wanted);
         wipe(next);
         wipe(applied);

@@ -1808,7 +1808,7 @@ static void pass_auth(reconciler *r, cluster_ctx *x, const etcd_cluster *c, worl
         }
         log_warn("%s: etcd auth: %s", x->name, res->message);
         res->outcome = PASS_WAITING;
-        res->poll_ms = POLL_RETRY_MS;
+        res->poll_ms = 10 * POLL_RETRY_MS; /* a person may have to act: not every second */
         snprintf(res->reason, sizeof(res->reason), "AuthPending");
 }
 

@@ -1067,6 +1067,8 @@ static int fe_status_at(etcd_conn *c, const char *endpoint, etcd_endpoint_status
 static int fe_auth_status(etcd_conn *c, bool *ret_enabled)
 {
         int k = need_leader(c);
+        if (k >= 0 && c->user) /* the real client authenticates first when it has a user */
+                k = authed(c);
         if (k < 0)
                 return k;
         *ret_enabled = c->w->auth.enabled;

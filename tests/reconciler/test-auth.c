@@ -6,6 +6,8 @@
  *    gitcd generated into the state folder (0600), auth enabled, and every
  *    later step (a scale-up) authenticated; never a call refused;
  *  - auth on from creation; a new root-password changes etcd's; auth off;
+ *  - auth switched on outside gitcd: a clear message until it is given the
+ *    password, then taken on;
  *  - gitcd killed at every point of enabling auth or of a password change:
  *    started again it finishes, with the password in the files being the
  *    one etcd has and no call refused for lack of it.
@@ -181,6 +183,38 @@ static void audit_holds_no_password(void **state)
         state_audit_list_release(&l);
 }
 
+/*
+ * Auth switched on outside gitcd, with a root password gitcd does not know:
+ * it says what to do and waits; given the password, it takes the cluster on.
+ */
+static void auth_on_outside_gitcd(void **state)
+{
+        fx *f = *state;
+        offer(f, 3, AUTH_OFF);
+        fx_converge(f, NULL);
+        f->w->auth.enabled = f->w->auth.root_user = f->w->auth.root_role = true;
+        f->w->auth.root_granted = true;
+        snprintf(f->w->auth.root_password, sizeof(f->w->auth.root_password), "foreign-pw-1234");
+
+        offer(f, 3, AUTH_ON);
+        pass_result res;
+        assert_int_equal(fx_converge_n(f, 5, &res), PASS_WAITING);
+        assert_non_null(strstr(res.message, "etcd refuses root's password"));
+        assert_non_null(strstr(res.message, "root-password"));
+        _cleanup_free_ char *next = read_pw(f, "root-password.next");
+        assert_null(next);
+        assert_string_equal(f->w->auth.root_password, "foreign-pw-1234");
+
+        write_pw(f, "foreign-pw-1234");
+        fx_converge(f, NULL);
+        assert_auth_on(f);
+        /* and from then on a new password is set as usual */
+        write_pw(f, "rotated-after-adoption-99");
+        fx_converge(f, NULL);
+        assert_auth_on(f);
+        assert_string_equal(f->w->auth.root_password, "rotated-after-adoption-99");
+}
+
 static const char *const enable_points[] = {"auth.after-next", "auth.after-user",
                                             "auth.before-enable", "auth.after-enable"};
 
@@ -229,6 +263,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(auth_switched_on_off_and_rotated, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(auth_on_at_creation, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(audit_holds_no_password, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(auth_on_outside_gitcd, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(killed_while_enabling, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(killed_while_rotating, setup, fx_teardown),
         };
