@@ -17,8 +17,9 @@
  *            rm .next                        (audit auth.password-change)
  *   disable: AuthDisable                               (audit auth.disable)
  *
- * The cluster forms without auth and auth is switched on by the first
- * pass that finds it converged; disabling keeps the root user and the
+ * The AuthEnabled condition says where auth stands (True: on, with the
+ * password gitcd holds). The cluster forms without auth and auth is
+ * switched on by the first pass that finds it converged; disabling keeps the root user and the
  * files, so enabling again reuses them.
  */
 #include <assert.h>
@@ -281,6 +282,28 @@ static int act(step_ctx *s, const char *dir, bool on, const char *wanted, const 
         return 1;
 }
 
+/*
+ * The AuthEnabled condition, for clusters whose auth gitcd handles: True when
+ * etcd's auth is on with the password gitcd holds; False with the reason.
+ */
+static void set_condition(const auth_env *env, int k, bool was_on, const char *msg)
+{
+        bool on = k > 0 ? env->want : was_on;
+        const char *status = k >= 0 && on ? "True" : "False";
+        const char *reason = k < 0 && refused(k) ? "PasswordRefused"
+                             : k < 0             ? "AuthFailed"
+                             : k > 0             ? (env->want ? "Enabled" : "Disabled")
+                             : on                ? "Enabled"
+                                                 : "Disabled";
+        const char *message = k != 0 ? msg
+                              : on   ? "etcd auth is on; gitcd authenticates as root"
+                                     : "etcd auth is off";
+        if (state_cluster_set_condition(env->db, env->cluster, "AuthEnabled", status, reason,
+                                        message, env->now_ms) < 0)
+                log_warn("%s: cannot record the AuthEnabled condition: %s", env->cluster,
+                         state_last_error());
+}
+
 int auth_pass(const auth_env *env, char *msg, size_t msg_size)
 {
         assert(env && env->etcd && env->cluster && msg);
@@ -294,6 +317,7 @@ int auth_pass(const auth_env *env, char *msg, size_t msg_size)
                 return env->want ? say(&s, -EOPNOTSUPP, "this etcd connection cannot do auth") : 0;
         _cleanup_free_ char *dir = auth_dir(env->state_dir, env->cluster);
         char *wanted = NULL, *next = NULL, *applied = NULL;
+        bool on = false;
         int k = read_password(dir, "root-password", &wanted);
         if (k >= 0)
                 k = read_password(dir, "root-password.next", &next);
@@ -336,7 +360,6 @@ int auth_pass(const auth_env *env, char *msg, size_t msg_size)
                 k = say(&s, k, "cannot connect to etcd for auth");
                 goto out;
         }
-        bool on = false;
         k = env->etcd->auth_status(s.conn, &on);
         if (k < 0)
                 k = failed(&s, "reading etcd's auth status", k);
@@ -351,6 +374,7 @@ int auth_pass(const auth_env *env, char *msg, size_t msg_size)
                     "%s/root-password",
                     dir);
         }
+        set_condition(env, k, on, msg);
 out:
         if (s.conn)
                 env->etcd->disconnect(s.conn);

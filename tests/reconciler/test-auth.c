@@ -75,6 +75,33 @@ static void write_pw(fx *f, const char *password)
         assert_int_equal(write_file_atomic(path, line, strlen(line), 0600), 0);
 }
 
+/* The stored AuthEnabled condition's status and reason (NULL: none). */
+static void auth_condition(fx *f, char **ret_status, char **ret_reason)
+{
+        state_cluster *sc = NULL;
+        assert_int_equal(state_cluster_get(f->db, f->cluster, &sc), 0);
+        *ret_status = *ret_reason = NULL;
+        for (size_t i = 0; i < sc->n_conditions; i++)
+                if (streq(sc->conditions[i].type, "AuthEnabled")) {
+                        *ret_status = xstrdup(sc->conditions[i].status);
+                        *ret_reason = xstrdup(sc->conditions[i].reason);
+                }
+        state_cluster_free(sc);
+}
+
+static void assert_condition(fx *f, const char *status, const char *reason)
+{
+        _cleanup_free_ char *st = NULL, *why = NULL;
+        auth_condition(f, &st, &why);
+        if (!status) {
+                assert_null(st);
+                return;
+        }
+        assert_non_null(st);
+        assert_string_equal(st, status);
+        assert_string_equal(why, reason);
+}
+
 /* Auth is on in etcd with the password of root-password, recorded as etcd's; nothing pending. */
 static void assert_auth_on(fx *f)
 {
@@ -87,6 +114,7 @@ static void assert_auth_on(fx *f)
         assert_non_null(applied);
         assert_string_equal(applied, wanted);
         assert_null(next);
+        assert_condition(f, "True", "Enabled");
         /* what every gitcd client of the cluster is given */
         auth_creds cr = {0};
         assert_int_equal(auth_credentials(f->state_dir, f->cluster, &cr), 0);
@@ -104,6 +132,7 @@ static void auth_switched_on_off_and_rotated(void **state)
         assert_false(f->w->auth.enabled);
         _cleanup_free_ char *dir = xasprintf("%s/auth", f->state_dir);
         assert_false(path_exists(dir)); /* nothing asked, nothing written */
+        assert_condition(f, NULL, NULL);
 
         offer(f, 3, AUTH_ON);
         fx_converge(f, NULL);
@@ -141,6 +170,7 @@ static void auth_switched_on_off_and_rotated(void **state)
         fx_converge(f, NULL);
         assert_false(f->w->auth.enabled);
         assert_int_equal(fx_audit_count(f, "auth.disable"), 1);
+        assert_condition(f, "False", "Disabled");
 
         /* on again: the same root user and password */
         offer(f, 4, AUTH_ON);
@@ -201,6 +231,7 @@ static void auth_on_outside_gitcd(void **state)
         assert_int_equal(fx_converge_n(f, 5, &res), PASS_WAITING);
         assert_non_null(strstr(res.message, "etcd refuses root's password"));
         assert_non_null(strstr(res.message, "root-password"));
+        assert_condition(f, "False", "PasswordRefused");
         _cleanup_free_ char *next = read_pw(f, "root-password.next");
         assert_null(next);
         assert_string_equal(f->w->auth.root_password, "foreign-pw-1234");
