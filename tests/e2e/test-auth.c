@@ -160,6 +160,24 @@ static char *root_password(e2e *e, const char *file)
         return data;
 }
 
+/* The AuthEnabled condition's status as `gitcd status` shows it ("" when absent). */
+static char *auth_condition(e2e *e)
+{
+        json_t *st = e2e_status(e, "sec");
+        char *status = xstrdup("");
+        size_t i;
+        json_t *k;
+        json_array_foreach(json_object_get(st, "conditions"), i, k)
+        {
+                if (streq(json_string_value(json_object_get(k, "type")), "AuthEnabled")) {
+                        free(status);
+                        status = xstrdup(json_string_value(json_object_get(k, "status")));
+                }
+        }
+        json_decref(st);
+        return status;
+}
+
 static void run(const char *version)
 {
         if (!e2e_have_version(version))
@@ -181,6 +199,8 @@ static void run(const char *version)
         write_spec(e, version, 3, true);
         assert_int_equal(e2e_apply(e, NULL, APPLY_TIMEOUT), 0);
         assert_int_equal(e2e_audit_count(e, "sec", "auth.enable"), 1);
+        _cleanup_free_ char *cond = auth_condition(e);
+        assert_string_equal(cond, "True");
         _cleanup_free_ char *pw = root_password(e, "root-password");
         _cleanup_free_ char *applied = root_password(e, "root-password.etcd");
         assert_string_equal(pw, applied);
@@ -220,6 +240,8 @@ static void run(const char *version)
         write_spec(e, version, 4, false);
         assert_int_equal(e2e_apply(e, NULL, APPLY_TIMEOUT), 0);
         assert_int_equal(e2e_audit_count(e, "sec", "auth.disable"), 1);
+        _cleanup_free_ char *cond_off = auth_condition(e);
+        assert_string_equal(cond_off, "False");
         assert_int_equal(etcdctl_put(version, eps, NULL), 0);
         writer_progress(w, 10);
 
