@@ -19,12 +19,14 @@
  *
  * The AuthEnabled condition says where auth stands (True: on, with the
  * password gitcd holds). The cluster forms without auth and auth is
- * switched on by the first pass that finds it converged; disabling keeps the root user and the
- * files, so enabling again reuses them.
+ * switched on by the first pass that finds it converged; disabling keeps
+ * the root user and the files, so enabling again reuses them. gitcd never
+ * switches off an auth it did not switch on (no files: nothing to do).
  */
 #include <assert.h>
 #include <errno.h>
 #include <openssl/rand.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
