@@ -71,7 +71,7 @@ static const etcd_flag_rule rules[] = {
     {"experimental-enable-v2v3", NULL,
      "the v2 API is deprecated, its keys are outside what gitcd checks, and etcd 3.6 has "
      "none"},
-    {"auth-token*", NULL, "etcd authentication belongs to spec.auth, which is not supported yet"},
+    {"auth-token*", NULL, "etcd authentication belongs to spec.auth"},
     {"proxy*", NULL, "it makes etcd a proxy instead of a cluster member"},
 };
 

@@ -2,7 +2,8 @@
  * Transition rules between the accepted spec of a cluster and a new one.
  *
  * Some changes cannot be applied to a running cluster safely: the storage
- * medium and TLS/auth settings are fixed at creation, volumes only grow,
+ * medium, TLS settings and the root credentials Secret are fixed at
+ * creation (auth itself may be switched on and off), volumes only grow,
  * and etcd moves between versions as the version policy says (its table is
  * api/versions.c; a rollback of an unfinished upgrade is told apart by the
  * versions the members still run). This file is pure: it compares two models and explains
@@ -47,8 +48,8 @@ static const char *or_none(const char *s)
         "TLS settings are fixed when a cluster is created; create a new cluster with the new "     \
         "settings and restore a snapshot into it"
 #define FIXED_AUTH                                                                                 \
-        "auth settings are fixed when a cluster is created; create a new cluster with the new "    \
-        "settings and restore a snapshot into it"
+        "the root credentials Secret is fixed when a cluster is created; create a new cluster "    \
+        "with the new settings and restore a snapshot into it"
 
 static void check_string(ctx *x, const char *path, const char *a, const char *b, const char *why)
 {
@@ -109,9 +110,6 @@ static void check_fixed(ctx *x, const etcd_cluster *prev, const etcd_cluster *ne
                        "%s → %s shrinks the volumes; volumes can only grow (keep %s or more)",
                        prev->storage.size, next->storage.size, prev->storage.size);
         check_tls(x, &prev->tls, &next->tls);
-        if (prev->auth.enabled != next->auth.enabled)
-                refuse(x, "spec.auth.enabled", "%s → %s: %s", prev->auth.enabled ? "true" : "false",
-                       next->auth.enabled ? "true" : "false", FIXED_AUTH);
         check_string(x, "spec.auth.rootCredentialsSecretRef", prev->auth.root_credentials_secret,
                      next->auth.root_credentials_secret, FIXED_AUTH);
 }

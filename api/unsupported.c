@@ -3,15 +3,16 @@
  *
  * Design: this file is the one list of them. A field that is validated,
  * documented and then ignored is worse than an unknown field: a user who
- * writes `auth.enabled: true` would get an unauthenticated cluster, one who
- * writes `bootstrap.restore` an empty cluster instead of their data. So the
+ * names a Secret for etcd's root password would get a password gitcd made
+ * up instead, one who writes `bootstrap.restore` an empty cluster instead
+ * of their data. So the
  * commands that take a revision in (apply, run and plan) refuse a cluster
  * that uses one of these fields (spec_refuse_unsupported), and `validate`
  * warns (spec_check_unsupported). The change that implements a field
  * removes its entry from the table, in the same commit.
  *
  * "Uses" means asks for the feature: a block written explicitly off
- * (`auth.enabled: false`, `snapshots.enabled: false`) asks for nothing and
+ * (`snapshots.enabled: false`) asks for nothing and
  * is not refused. Every dialect maps onto the model, so one table covers
  * all of them (today only the native and cozystack dialects can express
  * these fields; both spell them as the native paths used here).
@@ -31,9 +32,9 @@
 #include "api/spec.h"
 #include "util/xalloc.h"
 
-static bool uses_auth(const etcd_cluster *c)
+static bool uses_root_secret(const etcd_cluster *c)
 {
-        return c->auth.enabled;
+        return c->auth.root_credentials_secret != NULL;
 }
 
 static bool uses_snapshot_pvc(const etcd_cluster *c)
@@ -48,8 +49,11 @@ static const struct {
         const char *fix;   /* how to get a cluster gitcd accepts today */
         bool (*used)(const etcd_cluster *c);
 } unsupported[] = {
-    {"spec.auth", "spec.auth.enabled", "etcd authentication",
-     "remove spec.auth or set spec.auth.enabled: false", uses_auth},
+    {"spec.auth.rootCredentialsSecretRef", "spec.auth.rootCredentialsSecretRef",
+     "etcd's root password from a Kubernetes Secret",
+     "remove rootCredentialsSecretRef: gitcd generates the root password into its state "
+     "folder (docs/auth.md)",
+     uses_root_secret},
     {"spec.snapshots.destination.pvc", "spec.snapshots.destination.pvc",
      "snapshots stored in a PersistentVolumeClaim",
      "use a local or s3 destination, or set spec.snapshots.enabled: false", uses_snapshot_pvc},

@@ -143,7 +143,7 @@ static int drive(state_db *db, const runner_flags *f, const char *state_dir, con
         _cleanup_(target_freep) target *t = NULL;
         if (runner_open_target(f, state_dir, &t) < 0)
                 return EXIT_FAIL;
-        reconciler_opts o = {.db = db, .target = t};
+        reconciler_opts o = {.db = db, .target = t, .state_dir = state_dir};
         _cleanup_(reconciler_freep) reconciler *rc = NULL;
         if (reconciler_new(&o, &rc) < 0)
                 return EXIT_FAIL;

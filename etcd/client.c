@@ -61,6 +61,7 @@ struct etcd_client {
         char *key;
         char *user;
         char *password;
+        char *fallback_password; /* tried once when password is refused */
         char *token;
         bool auth_not_enabled; /* Authenticate said auth is off: send no token */
 
@@ -260,6 +261,7 @@ int etcd_client_new(const etcd_client_opts *opts, etcd_client **ret_client)
         c->tls = (grpc_tls_opts){.cacert = c->cacert, .cert = c->cert, .key = c->key};
         c->user = xstrdup_null(isempty(opts->user) ? NULL : opts->user);
         c->password = xstrdup_null(opts->password);
+        c->fallback_password = xstrdup_null(opts->fallback_password);
         c->call_timeout_ms = opts->call_timeout_ms > 0 ? opts->call_timeout_ms : 5000;
         c->dial_timeout_ms = opts->dial_timeout_ms > 0 ? opts->dial_timeout_ms : 2000;
         c->snapshot_timeout_ms = opts->snapshot_timeout_ms > 0 ? opts->snapshot_timeout_ms : 600000;
@@ -281,6 +283,7 @@ void etcd_client_free(etcd_client *c)
         free(c->key);
         free(c->user);
         wipe_free(c->password);
+        wipe_free(c->fallback_password);
         wipe_free(c->token);
         free(c->last_error);
         free(c);
@@ -421,6 +424,21 @@ static int authenticate(etcd_client *c, struct endpoint *ep, int64_t deadline, g
         /* the password goes only to an endpoint the operator configured */
         assert(is_configured(c, ep));
         int r = rpc_raw(c, ep, &call, NULL, res);
+        if (r == ETCD_ERR_AUTH_FAILED && c->fallback_password) {
+                /* the other password of a change in progress: from now on the one used */
+                char *other = c->fallback_password;
+                c->fallback_password = c->password;
+                c->password = other;
+                req.password = c->password;
+                grpc_result_release(res);
+                *res = (grpc_result){.grpc_status = -1};
+                call.resp = NULL;
+                r = rpc_raw(c, ep, &call, NULL, res);
+                if (r == ETCD_ERR_AUTH_FAILED) { /* neither: keep the order given */
+                        c->password = c->fallback_password;
+                        c->fallback_password = other;
+                }
+        }
         if (r == ETCD_ERR_AUTH_NOT_ENABLED) {
                 c->auth_not_enabled = true;
                 grpc_result_release(res);
@@ -448,6 +466,12 @@ static int rpc_once(etcd_client *c, struct endpoint *ep, struct call *call, grpc
         int r;
         if (c->user && !c->token && !c->auth_not_enabled) {
                 r = authenticate(c, ep, attempt_deadline(call), res);
+                if (r == ETCD_ERR_LEARNER_NOT_SUPPORTED) {
+                        /* a learner cannot authenticate: the call goes without a token
+                         * (Status needs none; others fail over as a learner's refusal) */
+                        grpc_result_release(res);
+                        return rpc_raw(c, ep, call, NULL, res);
+                }
                 if (r < 0)
                         return r;
                 grpc_result_release(res);
@@ -1400,4 +1424,37 @@ int etcd_user_grant_role(etcd_client *c, const char *user, const char *role)
         struct call call = UNARY("/etcdserverpb.Auth/UserGrantRole", req,
                                  etcdserverpb__auth_user_grant_role_response__descriptor);
         return simple_call(c, &call);
+}
+
+int etcd_user_change_password(etcd_client *c, const char *name, const char *password)
+{
+        if (isempty(name) || isempty(password)) {
+                set_error(c, "UserChangePassword: user name and password must not be empty");
+                return -EINVAL;
+        }
+        Etcdserverpb__AuthUserChangePasswordRequest req =
+            ETCDSERVERPB__AUTH_USER_CHANGE_PASSWORD_REQUEST__INIT;
+        req.name = (char *)name;
+        req.password = (char *)password;
+        struct call call = UNARY("/etcdserverpb.Auth/UserChangePassword", req,
+                                 etcdserverpb__auth_user_change_password_response__descriptor);
+        return simple_call(c, &call);
+}
+
+int etcd_user_list(etcd_client *c, char ***ret_users, size_t *ret_n)
+{
+        Etcdserverpb__AuthUserListRequest req = ETCDSERVERPB__AUTH_USER_LIST_REQUEST__INIT;
+        struct call call = READ("/etcdserverpb.Auth/UserList", req,
+                                etcdserverpb__auth_user_list_response__descriptor);
+        int r = rpc_any(c, &call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        Etcdserverpb__AuthUserListResponse *resp = (void *)call.resp;
+        char **users = xcalloc(resp->n_users + 1, sizeof(char *));
+        for (size_t i = 0; i < resp->n_users; i++)
+                users[i] = xstrdup(resp->users[i]);
+        *ret_n = resp->n_users;
+        *ret_users = users;
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        return 0;
 }

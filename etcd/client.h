@@ -36,11 +36,17 @@ typedef struct etcd_client_opts {
         /* Comma-separated client URLs ("http://127.0.0.1:2379,..."). A URL without
          * a scheme gets https:// when cacert or cert is set, else http://. */
         const char *endpoints;
-        const char *cacert;      /* PEM CA bundle for https:// endpoints; NULL = system store */
-        const char *cert;        /* client certificate for mTLS */
-        const char *key;         /* its private key */
-        const char *user;        /* etcd auth user; NULL = no auth */
-        const char *password;    /* its password (never logged) */
+        const char *cacert;   /* PEM CA bundle for https:// endpoints; NULL = system store */
+        const char *cert;     /* client certificate for mTLS */
+        const char *key;      /* its private key */
+        const char *user;     /* etcd auth user; NULL = no auth */
+        const char *password; /* its password (never logged) */
+        /*
+         * A second password, tried once when etcd refuses the first (and
+         * used from then on): for the moment of a password change, when
+         * the caller cannot know which of the two etcd has. NULL = none.
+         */
+        const char *fallback_password;
         int call_timeout_ms;     /* deadline of one call incl. fail-over; default 5000 */
         int dial_timeout_ms;     /* TCP + TLS connect per endpoint; default 2000 */
         int snapshot_timeout_ms; /* deadline of a whole snapshot; default 600000 */
@@ -227,3 +233,7 @@ int etcd_auth_status(etcd_client *c, bool *ret_enabled);
 int etcd_user_add(etcd_client *c, const char *name, const char *password);
 int etcd_role_add(etcd_client *c, const char *name);
 int etcd_user_grant_role(etcd_client *c, const char *user, const char *role);
+/* Set a user's password (what `etcdctl user passwd` does). ETCD_ERR_USER_NOT_FOUND. */
+int etcd_user_change_password(etcd_client *c, const char *name, const char *password);
+/* The user names; *ret_users is NULL-terminated, free each and the array. */
+int etcd_user_list(etcd_client *c, char ***ret_users, size_t *ret_n);

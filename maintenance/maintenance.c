@@ -40,6 +40,7 @@
 typedef struct maint_ctx {
         char *cluster;
         char *endpoints;
+        char *password;      /* the one the clients authenticate with: a new one rebuilds them */
         etcd_client *client; /* ordinary deadline */
         etcd_client *slow;   /* Defragment */
         int64_t next_look_ms;
@@ -80,6 +81,10 @@ static void ctx_close(maint_ctx *x)
         x->client = x->slow = NULL;
         free(x->endpoints);
         x->endpoints = NULL;
+        if (x->password)
+                explicit_bzero(x->password, strlen(x->password));
+        free(x->password);
+        x->password = NULL;
 }
 
 void maintenance_free(maintenance *m)
@@ -113,17 +118,21 @@ static int connect_clients(maintenance *m, maint_ctx *x, const maint_cluster *c)
                         sb_appendc(&eps, ',');
                 sb_append(&eps, c->client_urls[i]);
         }
-        if (x->client && streq_ptr(x->endpoints, sb_str(&eps))) {
+        if (x->client && streq_ptr(x->endpoints, sb_str(&eps)) &&
+            streq_ptr(x->password, c->password)) {
                 sb_release(&eps);
                 return 0;
         }
         ctx_close(x);
         x->endpoints = sb_detach(&eps);
+        x->password = xstrdup_null(c->password);
         etcd_client_opts o = {
             .endpoints = x->endpoints,
             .cacert = c->cacert,
             .cert = c->cert,
             .key = c->key,
+            .user = c->user,
+            .password = c->password,
             .call_timeout_ms = m->opts.call_timeout_ms,
         };
         int k = etcd_client_new(&o, &x->client);

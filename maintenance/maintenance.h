@@ -48,6 +48,8 @@ typedef struct maint_cluster {
         const char *cacert; /* gitcd's client TLS files, or NULL */
         const char *cert;
         const char *key;
+        const char *user; /* etcd auth (reconciler/auth.h), or NULL; never logged */
+        const char *password;
         const char *commit; /* behind the latched spec, for audit events; may be NULL */
         const char *author;
 } maint_cluster;

@@ -43,7 +43,7 @@ typedef struct driver_opts {
         target *target;        /* required */
         source *src;           /* required */
         bool prune;            /* stop members of clusters removed from the source (data kept) */
-        const char *state_dir; /* temporary files of a snapshot before a minor upgrade */
+        const char *state_dir; /* snapshot temporaries, etcd root passwords (reconciler/auth.h) */
         const char *etcd_dir;  /* etcd's tools by version (restore); NULL: the default */
         driver_progress_fn progress;
         void *userdata;

@@ -26,6 +26,9 @@ static int real_connect(void *userdata, const etcd_conn_opts *o, etcd_conn **ret
             .cacert = o->cacert,
             .cert = o->cert,
             .key = o->key,
+            .user = o->user,
+            .password = o->password,
+            .fallback_password = o->fallback_password,
             .call_timeout_ms = o->call_timeout_ms,
             .dial_timeout_ms = 1000,
         };
@@ -40,6 +43,9 @@ static int real_connect(void *userdata, const etcd_conn_opts *o, etcd_conn **ret
             .cacert = xstrdup_null(o->cacert),
             .cert = xstrdup_null(o->cert),
             .key = xstrdup_null(o->key),
+            .user = xstrdup_null(o->user),
+            .password = xstrdup_null(o->password),
+            .fallback_password = xstrdup_null(o->fallback_password),
             .call_timeout_ms = o->call_timeout_ms,
         };
         *ret_conn = conn;
@@ -55,6 +61,14 @@ static void real_disconnect(etcd_conn *conn)
         free((char *)conn->o.cacert);
         free((char *)conn->o.cert);
         free((char *)conn->o.key);
+        free((char *)conn->o.user);
+        if (conn->o.password)
+                explicit_bzero((char *)conn->o.password, strlen(conn->o.password));
+        free((char *)conn->o.password);
+        if (conn->o.fallback_password)
+                explicit_bzero((char *)conn->o.fallback_password,
+                               strlen(conn->o.fallback_password));
+        free((char *)conn->o.fallback_password);
         free(conn->error);
         free(conn);
 }
@@ -79,6 +93,9 @@ static int real_member_list_at(etcd_conn *conn, const char *endpoint, etcd_membe
             .cacert = conn->o.cacert,
             .cert = conn->o.cert,
             .key = conn->o.key,
+            .user = conn->o.user,
+            .password = conn->o.password,
+            .fallback_password = conn->o.fallback_password,
             .call_timeout_ms = conn->o.call_timeout_ms,
             .dial_timeout_ms = 1000,
         };
@@ -101,6 +118,9 @@ static int real_status_at(etcd_conn *conn, const char *endpoint, etcd_endpoint_s
             .cacert = conn->o.cacert,
             .cert = conn->o.cert,
             .key = conn->o.key,
+            .user = conn->o.user,
+            .password = conn->o.password,
+            .fallback_password = conn->o.fallback_password,
             .call_timeout_ms = conn->o.call_timeout_ms,
             .dial_timeout_ms = 1000,
         };
@@ -152,6 +172,73 @@ static int real_move_leader(etcd_conn *conn, uint64_t to_id)
         return etcd_move_leader(C(conn), to_id);
 }
 
+static int real_auth_status(etcd_conn *conn, bool *ret_enabled)
+{
+        int k = etcd_auth_status(C(conn), ret_enabled);
+        if (k != ETCD_ERR_UNIMPLEMENTED)
+                return k;
+        /* etcd 3.4: UserList needs credentials exactly when auth is on */
+        etcd_client_opts co = {
+            .endpoints = conn->o.endpoints,
+            .cacert = conn->o.cacert,
+            .cert = conn->o.cert,
+            .key = conn->o.key,
+            .call_timeout_ms = conn->o.call_timeout_ms,
+            .dial_timeout_ms = 1000,
+        };
+        etcd_client *c = NULL;
+        k = etcd_client_new(&co, &c);
+        char **users = NULL;
+        size_t n = 0;
+        if (k >= 0)
+                k = etcd_user_list(c, &users, &n);
+        for (size_t i = 0; users && users[i]; i++)
+                free(users[i]);
+        free(users);
+        free(conn->error);
+        conn->error = NULL;
+        if (k == ETCD_ERR_UNAUTHENTICATED || k == ETCD_ERR_PERMISSION_DENIED) {
+                *ret_enabled = true;
+                k = 0;
+        } else if (k >= 0) {
+                *ret_enabled = false;
+        } else {
+                conn->error = xstrdup(c ? etcd_client_last_error(c) : "unusable endpoints");
+        }
+        etcd_client_free(c);
+        return k;
+}
+
+static int real_user_add(etcd_conn *conn, const char *user, const char *password)
+{
+        return etcd_user_add(C(conn), user, password);
+}
+
+static int real_user_change_password(etcd_conn *conn, const char *user, const char *password)
+{
+        return etcd_user_change_password(C(conn), user, password);
+}
+
+static int real_role_add(etcd_conn *conn, const char *role)
+{
+        return etcd_role_add(C(conn), role);
+}
+
+static int real_user_grant_role(etcd_conn *conn, const char *user, const char *role)
+{
+        return etcd_user_grant_role(C(conn), user, role);
+}
+
+static int real_auth_enable(etcd_conn *conn)
+{
+        return etcd_auth_enable(C(conn));
+}
+
+static int real_auth_disable(etcd_conn *conn)
+{
+        return etcd_auth_disable(C(conn));
+}
+
 static const char *real_last_error(const etcd_conn *conn)
 {
         return conn->error ? conn->error : etcd_client_last_error(conn->client);
@@ -168,5 +255,12 @@ const etcd_membership_ops etcd_membership_real = {
     .remove = real_remove,
     .move_leader = real_move_leader,
     .status_at = real_status_at,
+    .auth_status = real_auth_status,
+    .user_add = real_user_add,
+    .user_change_password = real_user_change_password,
+    .role_add = real_role_add,
+    .user_grant_role = real_user_grant_role,
+    .auth_enable = real_auth_enable,
+    .auth_disable = real_auth_disable,
     .last_error = real_last_error,
 };

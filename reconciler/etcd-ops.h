@@ -28,6 +28,10 @@ typedef struct etcd_conn_opts {
         const char *cacert;    /* client TLS files, or NULL */
         const char *cert;
         const char *key;
+        /* etcd auth (reconciler/auth.h owns them): NULL = none. Never logged. */
+        const char *user;
+        const char *password;
+        const char *fallback_password; /* tried when password is refused (a change in flight) */
         int call_timeout_ms;
 } etcd_conn_opts;
 
@@ -60,6 +64,22 @@ typedef struct etcd_membership_ops {
          * be NULL: unknown.
          */
         int (*status_at)(etcd_conn *conn, const char *endpoint, etcd_endpoint_status **ret_status);
+
+        /*
+         * etcd auth (reconciler/auth.c), with the connection's credentials.
+         * auth_status: whether auth is on (on etcd 3.4, which has no
+         * AuthStatus, told by whether UserList needs credentials).
+         * Expected: ETCD_ERR_USER_EXISTS, _ROLE_EXISTS, _USER_NOT_FOUND,
+         * _AUTH_FAILED (the connection's password is not the user's),
+         * _ROOT_USER_MISSING, _ROOT_ROLE_MISSING.
+         */
+        int (*auth_status)(etcd_conn *conn, bool *ret_enabled);
+        int (*user_add)(etcd_conn *conn, const char *user, const char *password);
+        int (*user_change_password)(etcd_conn *conn, const char *user, const char *password);
+        int (*role_add)(etcd_conn *conn, const char *role);
+        int (*user_grant_role)(etcd_conn *conn, const char *user, const char *role);
+        int (*auth_enable)(etcd_conn *conn);
+        int (*auth_disable)(etcd_conn *conn);
 
         /* The message of the last failed call on conn ("" after a success). */
         const char *(*last_error)(const etcd_conn *conn);

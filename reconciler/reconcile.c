@@ -35,6 +35,7 @@
 #include "maintenance/maintenance.h"
 #include "pki/auto.h"
 #include "reconciler/adopt.h"
+#include "reconciler/auth.h"
 #include "reconciler/bootstrap.h"
 #include "reconciler/carotate.h"
 #include "reconciler/membership.h"
@@ -405,15 +406,22 @@ static etcd_conn *cluster_client(reconciler *r, cluster_ctx *x, const etcd_clust
         x->client_endpoints = sb_detach(&eps);
         _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
         client_tls_files(r, c, &ca, &cert, &key);
+        auth_creds cr = {0};
+        if (auth_credentials(r->opts.state_dir, x->name, &cr) < 0)
+                log_warn("%s: cannot read the etcd root password files", x->name);
         etcd_conn_opts o = {
             .endpoints = x->client_endpoints,
             .cacert = ca,
             .cert = cert,
             .key = key,
+            .user = cr.user,
+            .password = cr.password,
+            .fallback_password = cr.fallback_password,
             .call_timeout_ms = r->opts.etcd_timeout_ms,
         };
         if (r->opts.etcd->connect(r->opts.etcd_userdata, &o, &x->client) < 0)
                 x->client = NULL;
+        auth_creds_release(&cr);
         return x->client;
 }
 
@@ -1625,6 +1633,9 @@ static int latch(reconciler *r, cluster_ctx *x, state_cluster *sc)
                         k = state_cluster_latch(r->opts.db, x->name, json, hash, deadline, wall(r));
                         if (k < 0)
                                 return k;
+                        /* both, or pass_deadline stores the old spec under the new hash */
+                        free(sc->observed_json);
+                        sc->observed_json = xstrdup(json);
                         free(sc->observed_hash);
                         sc->observed_hash = xstrdup(hash);
                         sc->progress_deadline_ms = deadline;
@@ -1816,6 +1827,51 @@ static int pass_act(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world 
 }
 
 /*
+ * etcd auth of a converged cluster (reconciler/auth.h): one step when etcd's
+ * auth differs from spec.auth. A step may change the credentials clients
+ * use, so the cluster's connection is made again on the next pass.
+ */
+static void pass_auth(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w,
+                      pass_result *res)
+{
+        if (!x->client_endpoints)
+                return;
+        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
+        client_tls_files(r, c, &ca, &cert, &key);
+        auth_env env = {
+            .etcd = r->opts.etcd,
+            .etcd_userdata = r->opts.etcd_userdata,
+            .base = {.endpoints = x->client_endpoints,
+                     .cacert = ca,
+                     .cert = cert,
+                     .key = key,
+                     .call_timeout_ms = r->opts.etcd_timeout_ms},
+            .state_dir = r->opts.state_dir,
+            .cluster = x->name,
+            .want = c->auth.enabled,
+            .db = r->opts.db,
+            .now_ms = wall(r),
+            .commit = w->commit,
+            .author = w->author,
+        };
+        int k = auth_pass(&env, res->message, sizeof(res->message));
+        if (k == 0)
+                return;
+        if (k > 0) {
+                res->outcome = PASS_PROGRESSED;
+                r->opts.etcd->disconnect(x->client);
+                x->client = NULL;
+                free(x->client_endpoints);
+                x->client_endpoints = NULL;
+                return;
+        }
+        log_warn("%s: etcd auth: %s", x->name, res->message);
+        res->outcome = PASS_WAITING;
+        res->poll_ms = 10 * POLL_RETRY_MS; /* a person may have to act: not every second */
+        snprintf(res->reason, sizeof(res->reason), "AuthPending");
+}
+
+/*
  * Maintenance of a converged cluster (maintenance/maintenance.h): at most
  * one step per pass; a run in progress keeps the pass from reporting
  * converged, so `gitcd apply` waits for it.
@@ -1836,6 +1892,8 @@ static void pass_maintenance(reconciler *r, const etcd_cluster *c, world *w, pas
         }
         _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
         client_tls_files(r, c, &ca, &cert, &key);
+        auth_creds cr = {0};
+        (void)auth_credentials(r->opts.state_dir, w->sc->name, &cr);
         maint_cluster mc = {.cluster = w->sc->name,
                             .spec = c,
                             .sc = w->sc,
@@ -1845,6 +1903,8 @@ static void pass_maintenance(reconciler *r, const etcd_cluster *c, world *w, pas
                             .cacert = ca,
                             .cert = cert,
                             .key = key,
+                            .user = cr.user,
+                            .password = cr.password,
                             .commit = w->commit,
                             .author = w->author};
         maint_result mr;
@@ -1855,6 +1915,7 @@ static void pass_maintenance(reconciler *r, const etcd_cluster *c, world *w, pas
         } else if (mr.poll_ms > 0 && (res->poll_ms == 0 || mr.poll_ms < res->poll_ms)) {
                 res->poll_ms = mr.poll_ms;
         }
+        auth_creds_release(&cr);
         free(names);
         free(urls);
 }
@@ -2127,6 +2188,8 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                         }
                         return k < 0 ? k : 0;
                 }
+                if (res->outcome == PASS_CONVERGED)
+                        pass_auth(r, x, c, &w, res);
                 if (res->outcome == PASS_CONVERGED)
                         pass_maintenance(r, c, &w, res);
                 return 0;

@@ -39,7 +39,11 @@ typedef struct reconciler_opts {
         /* Rolling version changes (reconciler/upgrade.h); 0: the defaults. */
         int upgrade_settle_ms;
         int upgrade_start_timeout_ms;
-        /* Where a snapshot before a minor upgrade keeps its temporary files; NULL: none taken. */
+        /*
+         * The state folder: temporary files of a snapshot before a minor upgrade,
+         * and etcd's root password of clusters with spec.auth (reconciler/auth.h).
+         * NULL: no snapshot is taken, and spec.auth cannot be acted on.
+         */
         const char *state_dir;
         /* etcd's tools by version (spec.bootstrap.restore); NULL: the default lookup. */
         const char *etcd_dir;

@@ -33,6 +33,7 @@
 
 #include "api/spec.h"
 #include "etcd/client.h"
+#include "reconciler/auth.h"
 #include "snapshots/destination.h"
 #include "snapshots/snapshot.h"
 #include "targets/process.h"
@@ -543,13 +544,21 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
         strbuf eps = STRBUF_INIT;
         for (size_t i = 0; i < job->n_endpoints; i++)
                 sb_printf(&eps, "%s%s", i ? "," : "", job->endpoints[i].client_url);
+        /* with spec.auth: etcd's root, as every client of the cluster (reconciler/auth.h) */
+        auth_creds cr = {0};
+        if (job->state_dir && auth_credentials(job->state_dir, job->cluster, &cr) < 0)
+                log_warn("%s: cannot read the etcd root password files", job->cluster);
         etcd_client_opts o = {.endpoints = sb_str(&eps),
                               .cacert = job->ca,
                               .cert = job->cert,
                               .key = job->key,
+                              .user = cr.user,
+                              .password = cr.password,
+                              .fallback_password = cr.fallback_password,
                               .call_timeout_ms = 5000,
                               .dial_timeout_ms = 2000};
         r = etcd_client_new(&o, &cl);
+        auth_creds_release(&cr);
         sb_release(&eps);
         if (r < 0) {
                 error = xstrdup("the members' client URLs are not usable");

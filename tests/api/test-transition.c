@@ -214,15 +214,16 @@ static void test_other_changes_allowed(void **state)
 static void test_auth(void **state)
 {
         check("  auth: {enabled: false}\n", "  auth: {enabled: false}\n", NULL);
-        check("  auth:\n    enabled: false\n", "  auth:\n    enabled: true\n",
-              "next.yaml:7:14: error: spec.auth.enabled: false → true: auth settings are fixed "
-              "when a cluster is created; create a new cluster with the new settings and restore "
-              "a snapshot into it\n");
+        /* auth is switched on and off on a running cluster */
+        check("  auth:\n    enabled: false\n", "  auth:\n    enabled: true\n", NULL);
+        check("  auth:\n    enabled: true\n", "  auth:\n    enabled: false\n", NULL);
+        check("  auth:\n    enabled: true\n", "", NULL);
         check("  auth: {enabled: true, rootCredentialsSecretRef: {name: a}}\n",
               "  auth: {enabled: true, rootCredentialsSecretRef: {name: b}}\n",
-              "next.yaml:6:58: error: spec.auth.rootCredentialsSecretRef: a → b: auth settings are "
-              "fixed when a cluster is created; create a new cluster with the new settings and "
-              "restore a snapshot into it\n");
+              "next.yaml:6:58: error: spec.auth.rootCredentialsSecretRef: a → b: the root "
+              "credentials "
+              "Secret is fixed when a cluster is created; create a new cluster with the new "
+              "settings and restore a snapshot into it\n");
 }
 
 static void test_several_refusals_at_once(void **state)

@@ -1,7 +1,7 @@
 /*
  * What `gitcd apply` and `gitcd run` refuse, end to end through the real
  * binary on the local target: clusters that use a field gitcd reads but does
- * not act on yet (spec.auth, spec.snapshots.destination.pvc, in the native
+ * not act on yet (spec.auth.rootCredentialsSecretRef, spec.snapshots.destination.pvc, in the native
  * and cozystack dialects) are not
  * created, an existing cluster that gains one is not changed, and the other
  * clusters of the same folder are created and keep running; and a commit
@@ -93,7 +93,9 @@ static void test_unsupported_fields(void **state)
         /* Written explicitly off: asks for nothing, created. */
         write_native(e, "plain.yaml", "plain",
                      "  auth:\n    enabled: false\n  snapshots:\n    enabled: false\n");
-        write_native(e, "auth.yaml", "authy", "  auth:\n    enabled: true\n");
+        write_native(
+            e, "auth.yaml", "authy",
+            "  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: root\n");
         write_native(e, "snap.yaml", "snap",
                      "  snapshots:\n    schedule: \"0 * * * *\"\n    destination:\n"
                      "      pvc:\n        claimName: backups\n");
@@ -105,17 +107,21 @@ static void test_unsupported_fields(void **state)
                        "spec:\n"
                        "  replicas: 1\n"
                        "  auth:\n"
-                       "    enabled: true\n");
+                       "    enabled: true\n"
+                       "    rootCredentialsSecretRef:\n"
+                       "      name: root\n");
 
         char *err = NULL;
         assert_int_equal(apply_capture(e, &err), 1);
-        assert_contains(err, "auth.yaml:9:14: error: spec.auth (etcd authentication) is not "
-                             "supported yet; the cluster is not created");
+        assert_contains(err, "auth.yaml:11:13: error: spec.auth.rootCredentialsSecretRef (etcd's "
+                             "root password from a Kubernetes Secret) is not supported yet; the "
+                             "cluster is not created");
         assert_contains(err, "snap.yaml:11:7: error: spec.snapshots.destination.pvc (snapshots "
                              "stored in a PersistentVolumeClaim) is not supported yet; the "
                              "cluster is not created");
-        assert_contains(err, "cozy.yaml:8:14: error: spec.auth (etcd authentication) is not "
-                             "supported yet; the cluster is not created");
+        assert_contains(err, "cozy.yaml:10:13: error: spec.auth.rootCredentialsSecretRef (etcd's "
+                             "root password from a Kubernetes Secret) is not supported yet; the "
+                             "cluster is not created");
         free(err);
 
         /* The refused clusters do not exist; the other one runs. */
@@ -133,8 +139,10 @@ static void test_unsupported_fields(void **state)
         const char *vargs[] = {"validate", e->source, NULL};
         char *vout = NULL;
         assert_int_equal(e2e_runv(e, &vout, NULL, vargs), 0);
-        assert_contains(vout, "auth.yaml:9:14: warning: spec.auth (etcd authentication) is not "
-                              "supported yet; gitcd apply, run and plan refuse this cluster");
+        assert_contains(vout,
+                        "auth.yaml:11:13: warning: spec.auth.rootCredentialsSecretRef (etcd's "
+                        "root password from a Kubernetes Secret) is not supported yet; "
+                        "gitcd apply, run and plan refuse this cluster");
         free(vout);
 
         /* An existing cluster that gains an unsupported field is not changed. */

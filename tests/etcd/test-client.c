@@ -656,8 +656,41 @@ static void test_auth(void **state)
         assert_ok(good, etcd_get(good, "/auth", false, &l));
         assert_string_equal(l->kvs[0].value, "y");
         etcd_kv_list_free(l);
-        assert_ok(good, etcd_auth_disable(good));
+
+        /* UserList needs credentials once auth is on (how 3.4 is told to have it on) */
+        char **users = NULL;
+        size_t n_users = 0;
+        assert_int_equal(etcd_user_list(cl, &users, &n_users), ETCD_ERR_UNAUTHENTICATED);
+        assert_ok(good, etcd_user_list(good, &users, &n_users));
+        assert_int_equal(n_users, 1);
+        assert_string_equal(users[0], "root");
+        free(users[0]);
+        free(users);
+
+        /* a password change: the old one is refused, a client given both as password and
+         * fallback gets in with whichever etcd has */
+        assert_ok(good, etcd_user_change_password(good, "root", "n3w-pw"));
+        o.password = "s3cret-pw";
+        assert_int_equal(etcd_client_new(&o, &bad), 0);
+        assert_int_equal(etcd_put(bad, "/auth", "x", 1, NULL), ETCD_ERR_AUTH_FAILED);
+        etcd_client_free(bad);
+        o.fallback_password = "n3w-pw";
+        etcd_client *both = NULL;
+        assert_int_equal(etcd_client_new(&o, &both), 0);
+        assert_ok(both, etcd_put(both, "/auth", "z", 1, NULL));
+        assert_ok(both, etcd_put(both, "/auth", "z", 1, NULL));
+        assert_null(strstr(etcd_client_last_error(both), "pw"));
+        etcd_client_free(both);
+        o.password = "n3w-pw";
+        o.fallback_password = "s3cret-pw";
+        assert_int_equal(etcd_client_new(&o, &both), 0);
+        assert_ok(both, etcd_put(both, "/auth", "z", 1, NULL));
+        /* the change made the tokens of the old password stale: good must be made again */
+        assert_int_equal(etcd_put(good, "/auth", "x", 1, NULL), ETCD_ERR_AUTH_FAILED);
         etcd_client_free(good);
+
+        assert_ok(both, etcd_auth_disable(both));
+        etcd_client_free(both);
 }
 
 int main(int argc, char **argv)

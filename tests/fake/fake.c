@@ -9,6 +9,7 @@
  * Health and the leader are recomputed from the world on every call, so
  * there is no hidden state to go stale.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -828,6 +829,9 @@ int fake_target_new(fake_world *w, target **ret)
 struct etcd_conn {
         fake_world *w;
         char **endpoints;
+        char *user; /* credentials, as the real client holds them */
+        char *password;
+        char *fallback_password;
         char *error;
 };
 
@@ -866,6 +870,9 @@ static int fe_connect(void *userdata, const etcd_conn_opts *o, etcd_conn **ret)
                 c->endpoints[i] = xstrndup(s, l);
                 s += l + (e ? 1 : 0);
         }
+        c->user = xstrdup_null(o->user);
+        c->password = xstrdup_null(o->password);
+        c->fallback_password = xstrdup_null(o->fallback_password);
         *ret = c;
         return 0;
 }
@@ -874,6 +881,9 @@ static void fe_disconnect(etcd_conn *c)
 {
         if (!c)
                 return;
+        free(c->user);
+        free(c->password);
+        free(c->fallback_password);
         for (size_t i = 0; c->endpoints[i]; i++)
                 free(c->endpoints[i]);
         free(c->endpoints);
@@ -903,6 +913,32 @@ static int need_leader(etcd_conn *c)
         if (!c->w->leader)
                 return fail(c, ETCD_ERR_TIMEOUT, "etcdserver: request timed out (no leader)");
         return 0;
+}
+
+/* With auth on, the call needs root's password (the connection's, or its fallback). */
+static int authed(etcd_conn *c)
+{
+        fake_world *w = c->w;
+        if (!w->auth.enabled)
+                return 0;
+        w->auth_refusals++;
+        if (!c->user)
+                return fail(c, ETCD_ERR_UNAUTHENTICATED, "etcdserver: user name is empty");
+        bool good = streq(c->user, "root") && w->auth.root_user &&
+                    (streq_ptr(c->password, w->auth.root_password) ||
+                     streq_ptr(c->fallback_password, w->auth.root_password));
+        if (!good)
+                return fail(c, ETCD_ERR_AUTH_FAILED,
+                            "etcdserver: authentication failed, invalid user ID or password");
+        w->auth_refusals--;
+        return 0;
+}
+
+/* need_leader, then the credentials. */
+static int need_root(etcd_conn *c)
+{
+        int k = need_leader(c);
+        return k < 0 ? k : authed(c);
 }
 
 /* The member list as the member m (running as p) sees it. */
@@ -977,7 +1013,7 @@ static int fe_leader(etcd_conn *c, uint64_t *ret)
 static int fe_add_learner(etcd_conn *c, const char *peer_url, uint64_t *ret_id)
 {
         fake_world *w = c->w;
-        int k = need_leader(c);
+        int k = need_root(c);
         if (k < 0)
                 return k;
         if (w->fail_next_add) {
@@ -1015,7 +1051,7 @@ static int fe_add_learner(etcd_conn *c, const char *peer_url, uint64_t *ret_id)
 static int fe_promote(etcd_conn *c, uint64_t id)
 {
         fake_world *w = c->w;
-        int k = need_leader(c);
+        int k = need_root(c);
         if (k < 0)
                 return k;
         fake_etcd_member *m = member_by_id(w, id);
@@ -1037,7 +1073,7 @@ static int fe_promote(etcd_conn *c, uint64_t id)
 static int fe_remove(etcd_conn *c, uint64_t id)
 {
         fake_world *w = c->w;
-        int k = need_leader(c);
+        int k = need_root(c);
         if (k < 0)
                 return k;
         fake_etcd_member *m = member_by_id(w, id);
@@ -1117,6 +1153,91 @@ static int fe_status_at(etcd_conn *c, const char *endpoint, etcd_endpoint_status
         return ok(c);
 }
 
+static int fe_auth_status(etcd_conn *c, bool *ret_enabled)
+{
+        int k = need_leader(c);
+        if (k >= 0 && c->user) /* the real client authenticates first when it has a user */
+                k = authed(c);
+        if (k < 0)
+                return k;
+        *ret_enabled = c->w->auth.enabled;
+        return ok(c);
+}
+
+static int fe_user_add(etcd_conn *c, const char *user, const char *password)
+{
+        int k = need_root(c);
+        if (k < 0)
+                return k;
+        assert(streq(user, "root") && strlen(password) < sizeof(c->w->auth.root_password));
+        if (c->w->auth.root_user)
+                return fail(c, ETCD_ERR_USER_EXISTS, "etcdserver: user name already exists");
+        c->w->auth.root_user = true;
+        snprintf(c->w->auth.root_password, sizeof(c->w->auth.root_password), "%s", password);
+        return ok(c);
+}
+
+static int fe_user_change_password(etcd_conn *c, const char *user, const char *password)
+{
+        int k = need_root(c);
+        if (k < 0)
+                return k;
+        assert(streq(user, "root") && strlen(password) < sizeof(c->w->auth.root_password));
+        if (!c->w->auth.root_user)
+                return fail(c, ETCD_ERR_USER_NOT_FOUND, "etcdserver: user name not found");
+        snprintf(c->w->auth.root_password, sizeof(c->w->auth.root_password), "%s", password);
+        return ok(c);
+}
+
+static int fe_role_add(etcd_conn *c, const char *role)
+{
+        int k = need_root(c);
+        if (k < 0)
+                return k;
+        assert(streq(role, "root"));
+        if (c->w->auth.root_role)
+                return fail(c, ETCD_ERR_ROLE_EXISTS, "etcdserver: role name already exists");
+        c->w->auth.root_role = true;
+        return ok(c);
+}
+
+static int fe_user_grant_role(etcd_conn *c, const char *user, const char *role)
+{
+        int k = need_root(c);
+        if (k < 0)
+                return k;
+        assert(streq(user, "root") && streq(role, "root"));
+        if (!c->w->auth.root_user)
+                return fail(c, ETCD_ERR_USER_NOT_FOUND, "etcdserver: user name not found");
+        if (!c->w->auth.root_role)
+                return fail(c, ETCD_ERR_ROLE_NOT_FOUND, "etcdserver: role name not found");
+        c->w->auth.root_granted = true;
+        return ok(c);
+}
+
+static int fe_auth_enable(etcd_conn *c)
+{
+        int k = need_leader(c);
+        if (k < 0)
+                return k;
+        if (!c->w->auth.root_user)
+                return fail(c, ETCD_ERR_ROOT_USER_MISSING, "etcdserver: root user does not exist");
+        if (!c->w->auth.root_granted)
+                return fail(c, ETCD_ERR_ROOT_ROLE_MISSING,
+                            "etcdserver: root user does not have root role");
+        c->w->auth.enabled = true;
+        return ok(c);
+}
+
+static int fe_auth_disable(etcd_conn *c)
+{
+        int k = need_root(c);
+        if (k < 0)
+                return k;
+        c->w->auth.enabled = false;
+        return ok(c);
+}
+
 static const char *fe_last_error(const etcd_conn *c)
 {
         return c->error ? c->error : "";
@@ -1133,5 +1254,12 @@ const etcd_membership_ops fake_etcd_ops = {
     .remove = fe_remove,
     .move_leader = fe_move_leader,
     .status_at = fe_status_at,
+    .auth_status = fe_auth_status,
+    .user_add = fe_user_add,
+    .user_change_password = fe_user_change_password,
+    .role_add = fe_role_add,
+    .user_grant_role = fe_user_grant_role,
+    .auth_enable = fe_auth_enable,
+    .auth_disable = fe_auth_disable,
     .last_error = fe_last_error,
 };

@@ -142,6 +142,18 @@ typedef struct fake_world {
         /* test hook: a process started on this etcd version exits at once (a broken build) */
         char bad_version[16];
         uint64_t raft_index; /* the leader's raft index in Status answers (default 1000) */
+        /*
+         * etcd auth (root user and role only, as gitcd uses it). While it is
+         * on, membership changes and auth calls need root's password.
+         */
+        struct {
+                bool enabled;
+                bool root_user;
+                bool root_role;
+                bool root_granted;
+                char root_password[128];
+        } auth;
+        int auth_refusals; /* calls refused for missing or wrong credentials */
         /* Counters of calls that changed something, for assertions. */
         int adds, promotes, removes, leader_moves;
         int shared_syncs;

@@ -52,6 +52,8 @@ int fx_setup(void **state, const fx_config *config)
         f->db_path = xasprintf("%s/state.db", f->dir);
         if (config->etcdutl)
                 write_etcdutl(f);
+        if (config->state_dir)
+                f->state_dir = xasprintf("%s/state", f->dir);
         f->w = fake_world_new();
         if (config->prepare)
                 config->prepare(f);
@@ -71,6 +73,7 @@ int fx_teardown(void **state)
         free(f->dir);
         free(f->db_path);
         free(f->etcd_dir);
+        free(f->state_dir);
         free(f);
         *state = NULL;
         return 0;
@@ -87,6 +90,7 @@ void fx_open(fx *f)
             .etcd = &fake_etcd_ops,
             .etcd_userdata = f->w,
             .etcd_dir = f->etcd_dir,
+            .state_dir = f->state_dir,
             .wall_ms = fake_clock_ms,
             .mono_ms = fake_clock_ms,
         };

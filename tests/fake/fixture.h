@@ -39,6 +39,8 @@ typedef struct fx_config {
          * <dir>/etcd/3.5.16/etcdutl, and reconcilers get etcd_dir <dir>/etcd.
          */
         const char *etcdutl;
+        /* true: reconcilers get state_dir <dir>/state (etcd auth keeps its files there). */
+        bool state_dir;
         /* Before the first fx_open: world settings, files, f->data. */
         void (*prepare)(fx *f);
         /* At teardown, after fx_close and before the folder is removed: frees f->data. */
@@ -48,9 +50,10 @@ typedef struct fx_config {
 struct fx {
         const fx_config *config;
         const char *cluster;
-        char *dir;      /* the temporary folder, removed at teardown */
-        char *db_path;  /* <dir>/state.db */
-        char *etcd_dir; /* NULL unless config->etcdutl */
+        char *dir;       /* the temporary folder, removed at teardown */
+        char *db_path;   /* <dir>/state.db */
+        char *etcd_dir;  /* NULL unless config->etcdutl */
+        char *state_dir; /* NULL unless config->state_dir */
         fake_world *w;
         state_db *db;
         target *t;

@@ -445,7 +445,9 @@ static void test_unsupported_fields(void **state)
         pf_state_from_revision(db, repo, first, NULL, true);
 
         /* cluster_yaml ends at line 7: the extra spec fields start at line 8. */
-        write_with_spec("clusters/old.yaml", "old", "  auth:\n    enabled: true\n");
+        write_with_spec(
+            "clusters/old.yaml", "old",
+            "  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: r\n");
         write_with_spec("clusters/snap.yaml", "snap",
                         "  snapshots:\n    schedule: \"0 * * * *\"\n    destination:\n"
                         "      pvc:\n        claimName: backups\n");
@@ -464,6 +466,8 @@ static void test_unsupported_fields(void **state)
                  "  replicas: 3\n"
                  "  auth:\n"
                  "    enabled: true\n"
+                 "    rootCredentialsSecretRef:\n"
+                 "      name: r\n"
                  "---\n"
                  "apiVersion: etcd-operator.cozystack.io/v1alpha2\n"
                  "kind: EtcdCluster\n"
@@ -482,8 +486,10 @@ static void test_unsupported_fields(void **state)
 
         _cleanup_free_ char *out = NULL;
         assert_int_equal(pf_plan(&out, NULL, "--source '%s' --ref main --state '%s'", repo, db), 1);
-        assert_contains(out, "! rejected default/old\n    clusters/old.yaml:9:14: error: spec.auth "
-                             "(etcd authentication) is not supported yet; the cluster is not "
+        assert_contains(out, "! rejected default/old\n");
+        assert_contains(out, "    clusters/old.yaml:11:13: error: "
+                             "spec.auth.rootCredentialsSecretRef (etcd's root password from a "
+                             "Kubernetes Secret) is not supported yet; the cluster is not "
                              "changed");
         assert_contains(out, "! rejected default/snap\n    clusters/snap.yaml:11:7: error: "
                              "spec.snapshots.destination.pvc (snapshots stored in a "
@@ -493,9 +499,11 @@ static void test_unsupported_fields(void **state)
         assert_contains(out, "+ create default/restore  (clusters/restore.yaml:1)");
         assert_contains(out, "check the snapshot of spec.bootstrap.restore");
         assert_contains(out, "restore the snapshot into each of the");
-        assert_contains(out, "! rejected default/cozy-auth\n    clusters/cozy.yaml:8:14: error: "
-                             "spec.auth (etcd authentication) is not supported yet; the cluster "
-                             "is not created");
+        assert_contains(out, "! rejected default/cozy-auth\n");
+        assert_contains(out, "    clusters/cozy.yaml:10:13: error: "
+                             "spec.auth.rootCredentialsSecretRef (etcd's root password from a "
+                             "Kubernetes Secret) is not supported yet; the cluster is not "
+                             "created");
         assert_contains(out, "+ create default/cozy-restore");
         assert_contains(out, "+ create default/off  (clusters/off.yaml:1)");
         assert_contains(out, "+ create default/plain  (clusters/plain.yaml:1)");
@@ -510,9 +518,10 @@ static void test_unsupported_fields(void **state)
         /* validate reads the same files as valid, with a warning per field. */
         _cleanup_free_ char *vout = NULL, *verr = NULL;
         assert_int_equal(pf_gitcd(&vout, &verr, "validate '%s/clusters'", repo), 0);
-        assert_contains(vout, "clusters/cozy.yaml:8:14: warning: spec.auth (etcd authentication) "
-                              "is not supported yet; gitcd apply, run and plan refuse this "
-                              "cluster");
+        assert_contains(vout, "clusters/cozy.yaml:10:13: warning: "
+                              "spec.auth.rootCredentialsSecretRef (etcd's root password from a "
+                              "Kubernetes Secret) is not supported yet; gitcd apply, run and "
+                              "plan refuse this cluster");
         assert_lacks(vout, "warning: spec.bootstrap.restore");
         assert_lacks(vout, "off.yaml");
         /* three refusals, and two warnings that auth without client TLS is clear text */

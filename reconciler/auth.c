@@ -1,0 +1,387 @@
+/*
+ * etcd authentication of a cluster (reconciler/auth.h).
+ *
+ * Design: the files under <state_dir>/auth/<namespace>/<name>/ are the
+ * journal of what etcd's root password is, and etcd itself is asked
+ * whether auth is on (AuthStatus), so nothing about auth is kept in the
+ * state store and no password ever reaches it. Every etcd call of a step
+ * is idempotent (an existing user gets its password set, an existing role
+ * or grant is fine, enabling twice is fine), and a password is written to
+ * root-password.next before etcd gets it, so a crash anywhere leaves
+ * gitcd able to authenticate and to take the same step again:
+ *
+ *   enable:  .next := wanted; UserAdd root (exists: UserChangePassword);
+ *            RoleAdd root; UserGrantRole root root; AuthEnable;
+ *            .etcd := wanted; rm .next                (audit auth.enable)
+ *   rotate:  .next := wanted; UserChangePassword root; .etcd := wanted;
+ *            rm .next                        (audit auth.password-change)
+ *   disable: AuthDisable                               (audit auth.disable)
+ *
+ * The AuthEnabled condition says where auth stands (True: on, with the
+ * password gitcd holds). The cluster forms without auth and auth is
+ * switched on by the first pass that finds it converged; disabling keeps
+ * the root user and the files, so enabling again reuses them. gitcd never
+ * switches off an auth it did not switch on (no files: nothing to do).
+ */
+#include <assert.h>
+#include <errno.h>
+#include <openssl/rand.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "reconciler/auth.h"
+#include "util/failpoint.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/macro.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+#define PASSWORD_MAX 4096
+
+static char *auth_dir(const char *state_dir, const char *cluster)
+{
+        _cleanup_free_ char *sub = xasprintf("auth/%s", cluster);
+        return path_join(state_dir, sub);
+}
+
+static void wipe(char *s)
+{
+        if (s) {
+                explicit_bzero(s, strlen(s));
+                free(s);
+        }
+}
+
+/* A password file: its first line; *ret NULL when the file is missing. */
+static int read_password(const char *dir, const char *name, char **ret)
+{
+        _cleanup_free_ char *path = path_join(dir, name);
+        char *data = NULL;
+        size_t len = 0;
+        int k = read_file(path, PASSWORD_MAX, &data, &len);
+        if (k == -ENOENT) {
+                *ret = NULL;
+                return 0;
+        }
+        if (k < 0)
+                return k;
+        data[strcspn(data, "\r\n")] = '\0';
+        if (!data[0]) {
+                wipe(data);
+                return -ENODATA;
+        }
+        *ret = data;
+        return 0;
+}
+
+static int write_password(const char *dir, const char *name, const char *password)
+{
+        int k = mkdir_p(dir, 0700);
+        if (k < 0)
+                return k;
+        _cleanup_free_ char *path = path_join(dir, name);
+        strbuf sb = STRBUF_INIT;
+        sb_printf(&sb, "%s\n", password);
+        k = write_file_atomic(path, sb_str(&sb), sb.len, 0600);
+        explicit_bzero(sb.buf, sb.len);
+        sb_release(&sb);
+        return k;
+}
+
+static int remove_file(const char *dir, const char *name)
+{
+        _cleanup_free_ char *path = path_join(dir, name);
+        if (unlink(path) < 0 && errno != ENOENT)
+                return -errno;
+        return fsync_parent_dir(path);
+}
+
+static char *new_password(void)
+{
+        unsigned char raw[24];
+        if (RAND_bytes(raw, sizeof(raw)) != 1)
+                return NULL;
+        char *s = xmalloc(2 * sizeof(raw) + 1);
+        for (size_t i = 0; i < sizeof(raw); i++)
+                snprintf(s + 2 * i, 3, "%02x", raw[i]);
+        explicit_bzero(raw, sizeof(raw));
+        return s;
+}
+
+int auth_credentials(const char *state_dir, const char *cluster, auth_creds *ret)
+{
+        assert(cluster && ret);
+        *ret = (auth_creds){0};
+        if (!state_dir)
+                return 0;
+        _cleanup_free_ char *dir = auth_dir(state_dir, cluster);
+        char *applied = NULL, *next = NULL;
+        int k = read_password(dir, "root-password.etcd", &applied);
+        if (k >= 0)
+                k = read_password(dir, "root-password.next", &next);
+        if (k < 0) {
+                wipe(applied);
+                return k;
+        }
+        if (!applied && !next)
+                return 0;
+        ret->user = xstrdup(AUTH_ROOT);
+        if (applied) {
+                ret->password = applied;
+                ret->fallback_password = next;
+        } else {
+                ret->password = next;
+        }
+        return 0;
+}
+
+void auth_creds_release(auth_creds *a)
+{
+        if (!a)
+                return;
+        free(a->user);
+        wipe(a->password);
+        wipe(a->fallback_password);
+        *a = (auth_creds){0};
+}
+
+/* Steps done are audited; a failed one is retried, logged and reported by the pass. */
+static void audit(const auth_env *env, const char *action, const char *reason)
+{
+        state_audit_event ev = {
+            .time_ms = env->now_ms,
+            .cluster = (char *)env->cluster,
+            .commit = (char *)env->commit,
+            .author = (char *)env->author,
+            .action = (char *)action,
+            .reason = (char *)reason,
+            .outcome = "success",
+        };
+        if (state_audit_append(env->db, &ev, NULL) < 0)
+                log_warn("%s: cannot record audit event %s: %s", env->cluster, action,
+                         state_last_error());
+}
+
+typedef struct step_ctx {
+        const auth_env *env;
+        etcd_conn *conn;
+        char *msg;
+        size_t msg_size;
+} step_ctx;
+
+/* A failed etcd call: the message names the call; etcd's errors never hold a password. */
+static int failed(step_ctx *s, const char *what, int k)
+{
+        snprintf(s->msg, s->msg_size, "%s: %s", what, s->env->etcd->last_error(s->conn));
+        return k;
+}
+
+static int say(step_ctx *s, int k, const char *fmt, ...) _printf_(3, 4);
+static int say(step_ctx *s, int k, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(s->msg, s->msg_size, fmt, ap);
+        va_end(ap);
+        return k;
+}
+
+/* Root exists with password, holds the root role. */
+static int ensure_root(step_ctx *s, const char *password)
+{
+        const etcd_membership_ops *e = s->env->etcd;
+        int k = e->user_add(s->conn, AUTH_ROOT, password);
+        if (k == ETCD_ERR_USER_EXISTS)
+                k = e->user_change_password(s->conn, AUTH_ROOT, password);
+        if (k < 0)
+                return failed(s, "creating etcd user root", k);
+        FAILPOINT("auth.after-user");
+        k = e->role_add(s->conn, AUTH_ROOT);
+        if (k < 0 && k != ETCD_ERR_ROLE_EXISTS)
+                return failed(s, "creating etcd role root", k);
+        k = e->user_grant_role(s->conn, AUTH_ROOT, AUTH_ROOT);
+        if (k < 0)
+                return failed(s, "granting role root to user root", k);
+        return 0;
+}
+
+/* root-password.etcd := password; the change is done. */
+static int commit(step_ctx *s, const char *dir, const char *password)
+{
+        int k = write_password(dir, "root-password.etcd", password);
+        if (k >= 0)
+                k = remove_file(dir, "root-password.next");
+        if (k < 0)
+                return say(s, k, "cannot record the root password in %s: %s", dir, strerror(-k));
+        return 0;
+}
+
+static bool refused(int k)
+{
+        return k == ETCD_ERR_AUTH_FAILED || k == ETCD_ERR_UNAUTHENTICATED ||
+               k == ETCD_ERR_PERMISSION_DENIED;
+}
+
+/* With etcd's auth state known: one step toward the spec (auth_pass). */
+static int act(step_ctx *s, const char *dir, bool on, const char *wanted, const char *next,
+               const char *applied)
+{
+        const auth_env *env = s->env;
+        int k;
+        if (!env->want) {
+                if (!on)
+                        return 0;
+                k = env->etcd->auth_disable(s->conn);
+                if (k < 0)
+                        return failed(s, "disabling etcd auth", k);
+                say(s, 1, "etcd auth disabled");
+                log_info("%s: etcd auth disabled", env->cluster);
+                audit(env, "auth.disable", "spec.auth.enabled is false");
+                return 1;
+        }
+
+        /* A change cut short finishes first; then the password the operator wants. */
+        const char *target = next ? next : wanted;
+        if (on && !next && applied && streq(applied, wanted))
+                return 0;
+        if (!next) {
+                k = write_password(dir, "root-password.next", target);
+                if (k < 0)
+                        return say(s, k, "cannot write %s/root-password.next: %s", dir,
+                                   strerror(-k));
+        }
+        FAILPOINT("auth.after-next");
+        if (!on) {
+                k = ensure_root(s, target);
+                if (k < 0)
+                        return k;
+                FAILPOINT("auth.before-enable");
+                k = env->etcd->auth_enable(s->conn);
+                if (k < 0)
+                        return failed(s, "enabling etcd auth", k);
+                FAILPOINT("auth.after-enable");
+                k = commit(s, dir, target);
+                if (k < 0)
+                        return k;
+                say(s, 1, "etcd auth enabled (user root)");
+                log_info("%s: etcd auth enabled; gitcd authenticates as root", env->cluster);
+                audit(env, "auth.enable", "spec.auth.enabled is true");
+                return 1;
+        }
+        k = env->etcd->user_change_password(s->conn, AUTH_ROOT, target);
+        if (k < 0)
+                return failed(s, "changing the password of etcd user root", k);
+        FAILPOINT("auth.after-change");
+        k = commit(s, dir, target);
+        if (k < 0)
+                return k;
+        say(s, 1, "password of etcd user root changed");
+        log_info("%s: password of etcd user root changed", env->cluster);
+        audit(env, "auth.password-change", "root-password changed");
+        return 1;
+}
+
+/*
+ * The AuthEnabled condition, for clusters whose auth gitcd handles: True when
+ * etcd's auth is on with the password gitcd holds; False with the reason.
+ */
+static void set_condition(const auth_env *env, int k, bool was_on, const char *msg)
+{
+        bool on = k > 0 ? env->want : was_on;
+        const char *status = k >= 0 && on ? "True" : "False";
+        const char *reason = k < 0 && refused(k) ? "PasswordRefused"
+                             : k < 0             ? "AuthFailed"
+                             : k > 0             ? (env->want ? "Enabled" : "Disabled")
+                             : on                ? "Enabled"
+                                                 : "Disabled";
+        const char *message = k != 0 ? msg
+                              : on   ? "etcd auth is on; gitcd authenticates as root"
+                                     : "etcd auth is off";
+        if (state_cluster_set_condition(env->db, env->cluster, "AuthEnabled", status, reason,
+                                        message, env->now_ms) < 0)
+                log_warn("%s: cannot record the AuthEnabled condition: %s", env->cluster,
+                         state_last_error());
+}
+
+int auth_pass(const auth_env *env, char *msg, size_t msg_size)
+{
+        assert(env && env->etcd && env->cluster && msg);
+        msg[0] = '\0';
+        step_ctx s = {.env = env, .msg = msg, .msg_size = msg_size};
+        if (!env->state_dir)
+                return env->want ? say(&s, -EINVAL,
+                                       "spec.auth needs a state folder to keep the root password")
+                                 : 0;
+        if (!env->etcd->auth_status)
+                return env->want ? say(&s, -EOPNOTSUPP, "this etcd connection cannot do auth") : 0;
+        _cleanup_free_ char *dir = auth_dir(env->state_dir, env->cluster);
+        char *wanted = NULL, *next = NULL, *applied = NULL;
+        bool on = false;
+        int k = read_password(dir, "root-password", &wanted);
+        if (k >= 0)
+                k = read_password(dir, "root-password.next", &next);
+        if (k >= 0)
+                k = read_password(dir, "root-password.etcd", &applied);
+        if (k < 0) {
+                k = say(&s, k, "cannot read the root password files in %s: %s", dir,
+                        k == -ENODATA ? "a file is empty" : strerror(-k));
+                goto out;
+        }
+        if (!env->want && !applied && !next) {
+                k = 0; /* gitcd never set a password here: auth is not gitcd's to switch off */
+                goto out;
+        }
+        if (env->want && !wanted) {
+                wanted = new_password();
+                k = wanted ? write_password(dir, "root-password", wanted) : -EIO;
+                if (k < 0) {
+                        k = say(&s, k, "cannot write a new root password into %s: %s", dir,
+                                strerror(-k));
+                        goto out;
+                }
+                log_info("%s: generated the etcd root password into %s/root-password", env->cluster,
+                         dir);
+        }
+
+        /*
+         * The passwords etcd may have, likeliest first: the recorded one, a change
+         * in flight, else the wanted one (a password given for a cluster whose
+         * auth was switched on elsewhere).
+         */
+        const char *first = applied ? applied : next ? next : wanted;
+        const char *second = applied && next ? next : wanted;
+        etcd_conn_opts o = env->base;
+        o.user = AUTH_ROOT;
+        o.password = first;
+        o.fallback_password = second && !streq(second, first) ? second : NULL;
+        k = env->etcd->connect(env->etcd_userdata, &o, &s.conn);
+        if (k < 0) {
+                k = say(&s, k, "cannot connect to etcd for auth");
+                goto out;
+        }
+        k = env->etcd->auth_status(s.conn, &on);
+        if (k < 0)
+                k = failed(&s, "reading etcd's auth status", k);
+        else
+                k = act(&s, dir, on, wanted, next, applied);
+        if (refused(k)) {
+                /* none of the passwords opens etcd: a change in flight never happened */
+                (void)remove_file(dir, "root-password.next");
+                say(&s, k,
+                    "etcd refuses root's password (was auth switched on or the password "
+                    "changed outside gitcd?): write etcd's current root password into "
+                    "%s/root-password",
+                    dir);
+        }
+        set_condition(env, k, on, msg);
+out:
+        if (s.conn)
+                env->etcd->disconnect(s.conn);
+        wipe(wanted);
+        wipe(next);
+        wipe(applied);
+        return k;
+}

@@ -1,0 +1,71 @@
+/*
+ * etcd authentication of a cluster (spec.auth): the one owner of "this
+ * cluster's credentials", and the step that brings etcd's auth to what the
+ * spec asks (root user, root role, auth on; a password change; auth off).
+ *
+ * Credentials live in the cluster's folder under the state folder,
+ * <state_dir>/auth/<namespace>/<name>/ (0700, files 0600):
+ *   root-password          the password the operator wants root to have.
+ *                          gitcd generates it when it is missing; replacing
+ *                          it (atomically: write aside, rename) rotates the
+ *                          password.
+ *   root-password.etcd     the password etcd's root user has: what every
+ *                          gitcd client of the cluster authenticates with.
+ *                          Written by gitcd only.
+ *   root-password.next     written before a password is set in etcd and
+ *                          removed once root-password.etcd holds it: while it
+ *                          exists etcd has one of the two, and clients try
+ *                          both (etcd_client_opts.fallback_password).
+ * gitcd authenticates as root: only root may change membership, defragment,
+ * take snapshots or move the leader, so a user of its own would need the
+ * root role and be a second root password to keep.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "reconciler/etcd-ops.h"
+#include "state/state.h"
+
+#define AUTH_ROOT "root"
+
+/* What a client of the cluster authenticates with; all NULL when gitcd holds none. */
+typedef struct auth_creds {
+        char *user;
+        char *password;
+        char *fallback_password; /* a password change in flight: etcd has one of the two */
+} auth_creds;
+
+/*
+ * The credentials every gitcd etcd client of cluster ("namespace/name") uses.
+ * 0 (fields NULL when none are recorded, or state_dir is NULL), or -errno
+ * when a file exists but cannot be read.
+ */
+int auth_credentials(const char *state_dir, const char *cluster, auth_creds *ret);
+void auth_creds_release(auth_creds *a);
+
+typedef struct auth_env {
+        const etcd_membership_ops *etcd;
+        void *etcd_userdata;
+        etcd_conn_opts base; /* endpoints and client TLS; the credentials are added here */
+        const char *state_dir;
+        const char *cluster; /* "namespace/name" */
+        bool want;           /* spec.auth.enabled */
+        state_db *db;        /* audit */
+        int64_t now_ms;
+        const char *commit; /* behind the latched spec, for audit events; may be NULL */
+        const char *author;
+} auth_env;
+
+/*
+ * One step toward the spec on a converged cluster: enable auth (root user
+ * with the password, root role granted, AuthEnable), change root's password
+ * to root-password, or disable auth. Every call made is idempotent, so a
+ * step cut short by a crash is simply taken again.
+ * 0: nothing to do; 1: a step was taken (the credentials clients use may
+ * have changed: reconnect); a negative errno or etcd_err with a sentence
+ * in msg (never a password).
+ */
+int auth_pass(const auth_env *env, char *msg, size_t msg_size);
