@@ -140,7 +140,7 @@ static int do_save(const char *cluster, const char *state_flag, const char *to,
                 etcd_cluster *c = NULL;
                 if (j && spec_from_json(j, cluster, &c, &d) >= 0) {
                         int k = snapshot_retention(db, cluster, &c->snapshots, state_dir,
-                                                   now_wall_ms());
+                                                   job->secret_dir, now_wall_ms());
                         if (k > 0)
                                 printf("retention: deleted %d older snapshot%s\n", k,
                                        k == 1 ? "" : "s");

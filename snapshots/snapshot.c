@@ -72,8 +72,28 @@ void snapshot_job_free(snapshot_job *j)
         }
         free(j->spec_json);
         free(j->state_dir);
+        free(j->secret_dir);
+        free(j->secret_error);
         free(j->etcd_dir);
         free(j);
+}
+
+int snapshot_secret_folder(target *t, const etcd_cluster *c, const storage_location *loc,
+                           char **ret_dir, char **ret_error)
+{
+        assert(c && loc && ret_dir);
+        *ret_dir = NULL;
+        if (!t || !t->ops->secret_folder || loc->kind != DEST_S3 ||
+            isempty(loc->s3.credentials_secret))
+                return 0;
+        int r = t->ops->secret_folder(t, c, loc->s3.credentials_secret, ret_dir);
+        if (r < 0) {
+                *ret_error = xasprintf(
+                    "S3 credentials Secret %s/%s: %s", c->namespace_ ? c->namespace_ : "default",
+                    loc->s3.credentials_secret, r == -ENOENT ? "not found" : target_last_error(t));
+                *ret_dir = NULL;
+        }
+        return r;
 }
 
 int snapshot_job_from_state(state_db *db, target *t, const char *cluster, const char *trigger,
@@ -116,14 +136,18 @@ int snapshot_job_from_state(state_db *db, target *t, const char *cluster, const 
                 j->endpoints[j->n_endpoints].member = xstrdup(m->name);
                 j->endpoints[j->n_endpoints++].client_url = xstrdup(m->client_url);
         }
-        if (t && first) {
+        if (t) {
                 json_t *js = json_loads(j->spec_json, 0, NULL);
                 diag_list d = DIAG_LIST_INIT;
                 etcd_cluster *c = NULL;
-                if (js && spec_from_json(js, cluster, &c, &d) >= 0 &&
-                    target_client_tls(t, c, &j->ca, &j->cert, &j->key) < 0)
-                        log_warn("%s: no client certificate for gitcd: %s", cluster,
-                                 target_last_error(t));
+                if (js && spec_from_json(js, cluster, &c, &d) >= 0) {
+                        if (first && target_client_tls(t, c, &j->ca, &j->cert, &j->key) < 0)
+                                log_warn("%s: no client certificate for gitcd: %s", cluster,
+                                         target_last_error(t));
+                        /* a Secret that cannot be read fails the snapshot, recorded */
+                        (void)snapshot_secret_folder(t, c, &c->snapshots.destination,
+                                                     &j->secret_dir, &j->secret_error);
+                }
                 json_decref(js);
                 diag_list_release(&d);
                 etcd_cluster_free(c);
@@ -247,11 +271,12 @@ char *snapshot_destination_id(const storage_location *loc)
         return xstrdup("none");
 }
 
-static int open_dest(const storage_location *loc, const char *state_dir, const char *cluster,
-                     snapshot_dest **ret, char **ret_error)
+static int open_dest(const storage_location *loc, const char *state_dir, const char *secret_dir,
+                     const char *cluster, snapshot_dest **ret, char **ret_error)
 {
         _cleanup_free_ char *ns = xstrndup(cluster, strcspn(cluster, "/"));
-        snapshot_dest_context ctx = {.state_dir = state_dir, .namespace_ = ns};
+        snapshot_dest_context ctx = {
+            .state_dir = state_dir, .namespace_ = ns, .secret_dir = secret_dir};
         return snapshot_dest_open(loc, &ctx, ret, ret_error);
 }
 
@@ -531,7 +556,13 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
         snapshot_compression comp = spec->snapshots.compression;
         compression = xstrdup(comp == COMPRESSION_GZIP ? "gzip" : "none");
         dest_id = snapshot_destination_id(loc);
-        r = open_dest(loc, job->state_dir, job->cluster, &dest, &error);
+        if (job->secret_error && !job->override) {
+                error = xstrdup(job->secret_error);
+                r = -ENOKEY;
+                goto out;
+        }
+        r = open_dest(loc, job->state_dir, job->override ? NULL : job->secret_dir, job->cluster,
+                      &dest, &error);
         if (r < 0)
                 goto out;
 
@@ -691,7 +722,7 @@ out:
 /* ---- retention ---- */
 
 int snapshot_retention(state_db *db, const char *cluster, const snapshot_spec *spec,
-                       const char *state_dir, int64_t now_ms)
+                       const char *state_dir, const char *secret_dir, int64_t now_ms)
 {
         assert(db && cluster && spec);
         if (spec->destination.kind == DEST_NONE)
@@ -730,7 +761,7 @@ int snapshot_retention(state_db *db, const char *cluster, const snapshot_spec *s
         }
         snapshot_dest *dest = NULL;
         _cleanup_free_ char *open_error = NULL;
-        r = open_dest(&spec->destination, state_dir, cluster, &dest, &open_error);
+        r = open_dest(&spec->destination, state_dir, secret_dir, cluster, &dest, &open_error);
         int deleted = 0;
         /* act: every expired record not deleted yet, this time or left from a failed try */
         for (size_t i = 0; i < l.n; i++) {
