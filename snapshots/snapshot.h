@@ -28,7 +28,9 @@ typedef struct snapshot_endpoint {
 
 typedef struct snapshot_job {
         char *cluster;                /* "namespace/name" */
-        char *trigger;                /* "manual" or "schedule" */
+        char *trigger;                /* "manual", "schedule" or "declared" */
+        int64_t request_id;           /* declared: the request it takes (state/snapshots.h) */
+        char *declared_by;            /* declared: the document ("EtcdSnapshot ns/name") */
         char *reason;                 /* the audit event's reason; NULL: said by the trigger */
         int64_t slot_ms;              /* schedule: the cron time it is taken for */
         snapshot_endpoint *endpoints; /* the cluster's current members */
@@ -73,13 +75,22 @@ int snapshot_job_from_state(state_db *db, struct target *t, const char *cluster,
                             snapshot_job **ret, char **ret_error);
 
 /*
+ * Store the job's snapshot in loc instead of the spec's destination (copied
+ * into job->override), and read again from the target the S3 credentials
+ * Secret that loc names (t may be NULL).
+ */
+void snapshot_job_set_destination(snapshot_job *job, struct target *t, const storage_location *loc);
+
+/*
  * Take the snapshot described by job, record it in db and audit it. Returns
  * 0 with the id of the record (which says succeeded), or -errno with the
  * record saying failed (and why) and *ret_error set. The record id is
  * written in both cases when a record could be written (else 0).
  * Expected errors: -EHOSTUNREACH no healthy member answered, -EBADMSG the
  * snapshot failed verification, -ECANCELED aborted through job->cancel,
- * and the destination's errors.
+ * and the destination's errors. A declared job (request_id) begins its
+ * record with state_snapshot_begin_declared(): -EALREADY, with no record,
+ * when its request was taken already.
  */
 int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char **ret_error);
 
