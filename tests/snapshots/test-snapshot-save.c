@@ -37,6 +37,7 @@
 
 #include "api/spec.h"
 #include "etcd/client.h"
+#include "snapshots/declared.h"
 #include "snapshots/restore.h"
 #include "snapshots/snapshot.h"
 #include "state/snapshots.h"
@@ -337,6 +338,27 @@ static void test_retention(void **unused)
         etcd_cluster *c = NULL;
         snapshot_spec *spec = spec_of(&f, &c);
 
+        /* a declared one-off snapshot (an EtcdSnapshot document), to the same folder: taken
+         * once, and never retention's although it is the oldest */
+        state_snapshot_request q = {.object = (char *)"EtcdSnapshot default/before-upgrade",
+                                    .identity = (char *)"0123"};
+        assert_int_equal(state_snapshot_requests_sync(f.db, CLUSTER, &q, 1, 1000), 1);
+        state_snapshot_request_list pending = {0};
+        assert_int_equal(state_snapshot_requests_list(f.db, CLUSTER, true, &pending), 0);
+        assert_int_equal(pending.n, 1);
+        snapshot_job *job = NULL;
+        char *err = NULL;
+        assert_int_equal(snapshot_declared_job(f.db, NULL, pending.items[0], f.dir, &job, &err), 0);
+        int64_t declared = 0;
+        if (snapshot_take(f.db, job, &declared, &err) < 0)
+                fail_msg("declared snapshot: %s", err);
+        assert_int_equal(snapshot_take(f.db, job, NULL, &err), -EALREADY); /* never twice */
+        free(err);
+        snapshot_job_free(job);
+        state_snapshot_request_list_release(&pending);
+        assert_int_equal(state_snapshot_requests_list(f.db, CLUSTER, true, &pending), 0);
+        assert_int_equal(pending.n, 0);
+
         int64_t ids[4];
         for (int i = 0; i < 4; i++)
                 ids[i] = take(&f, NULL);
@@ -358,7 +380,12 @@ static void test_retention(void **unused)
         assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, NULL, now), 1);
         state_snapshot_list l = {0};
         assert_int_equal(state_snapshot_list_for(f.db, CLUSTER, 0, &l), 0);
-        assert_int_equal(l.n, 4);
+        assert_int_equal(l.n, 5);
+        assert_string_equal(l.items[4]->trigger, "declared");
+        assert_string_equal(l.items[4]->declared_by, "EtcdSnapshot default/before-upgrade");
+        assert_string_equal(l.items[4]->result, "succeeded");
+        assert_int_equal(l.items[4]->expired_ms, 0);
+        assert_true(path_exists(l.items[4]->location));
         /* newest first: two kept, the third deleted, the oldest expired with the failure */
         assert_int_equal(l.items[0]->expired_ms, 0);
         assert_int_equal(l.items[1]->expired_ms, 0);
@@ -391,6 +418,8 @@ static void test_retention(void **unused)
         assert_true(path_exists(l.items[0]->location));
         assert_true(l.items[1]->deleted_ms > 0);
         assert_true(path_exists(foreign));
+        assert_int_equal(l.items[4]->id, declared);
+        assert_true(path_exists(l.items[4]->location)); /* kept whatever its age */
         state_snapshot_list_release(&l);
 
         state_audit_filter af = {.cluster = CLUSTER, .action = "snapshot.delete"};
