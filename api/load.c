@@ -30,9 +30,9 @@ static const struct {
     {DIALECT_COREOS, read_spec_coreos, (const char *const[]){"EtcdBackup", NULL}},
     {DIALECT_ETCDIO, read_spec_etcdio,
      (const char *const[]){"EtcdBackup", "EtcdRestore", "EtcdMember", "EtcdMirror", NULL}},
-    {DIALECT_IMPROBABLE, read_spec_improbable,
-     (const char *const[]){"EtcdRestore", "EtcdPeer", NULL}},
-    /* EtcdBackup, EtcdBackupSchedule (improbable), EtcdSnapshot (cozystack): api/sidekinds.c */
+    {DIALECT_IMPROBABLE, read_spec_improbable, (const char *const[]){"EtcdPeer", NULL}},
+    /* EtcdBackup, EtcdBackupSchedule, EtcdRestore (improbable), EtcdSnapshot (cozystack),
+     * EtcdRestore (coreos): api/sidekinds.c */
     {DIALECT_COZYSTACK, read_spec_cozystack, NULL},
 };
 

@@ -28,6 +28,15 @@
  *                       awsSecret, endpoint, forcePathStyle} ->
  *                       spec.bootstrap.restore.source.s3 (the cluster is
  *                       created from it; ABS, GCS and OSS are refused).
+ *   EtcdRestore         (improbable) spec.clusterTemplate.clusterName names
+ *                       the cluster (its EtcdCluster document must be in
+ *                       Git; clusterTemplate.spec is not read, a warning);
+ *                       spec.source.objectURL "s3://BUCKET/KEY" with
+ *                       gocloud.dev's query (endpoint, region,
+ *                       s3ForcePathStyle, disableSSL) ->
+ *                       spec.bootstrap.restore.source.s3 (credentials from
+ *                       gitcd's environment); gs:// is refused. The same
+ *                       query is read in objectURLTemplate.
  *   EtcdBackup          (improbable) one snapshot: spec.source and
  *                       spec.destination as in a schedule's backupSpec.
  *   EtcdSnapshot        (cozystack) one snapshot of spec.clusterRef.name to
@@ -41,6 +50,7 @@
  * the driver records each as a request that `gitcd run` takes once
  * (state/snapshots.h).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +105,83 @@ static int cluster_of_url(const char *url, char **ret_name, char **ret_ns)
                         *ret_ns = xstrdup(ns);
         }
         return 0;
+}
+
+/* %XX escapes of a URL query value decoded; NULL when one is malformed. */
+static char *url_unescape(const char *s, size_t n)
+{
+        char *out = xmalloc(n + 1), *o = out;
+        for (size_t i = 0; i < n; i++) {
+                if (s[i] != '%') {
+                        *o++ = s[i] == '+' ? ' ' : s[i];
+                        continue;
+                }
+                if (i + 2 >= n || !isxdigit((unsigned char)s[i + 1]) ||
+                    !isxdigit((unsigned char)s[i + 2])) {
+                        free(out);
+                        return NULL;
+                }
+                char hex[3] = {s[i + 1], s[i + 2], '\0'};
+                long v = strtol(hex, NULL, 16);
+                if (v == 0) { /* a NUL inside a value */
+                        free(out);
+                        return NULL;
+                }
+                *o++ = (char)v;
+                i += 2;
+        }
+        *o = '\0';
+        return out;
+}
+
+/*
+ * The query of an improbable object URL (gocloud.dev's s3blob options:
+ * endpoint, region, disableSSL, s3ForcePathStyle) onto an s3 location.
+ * Returns false (an error at `at`) for an option gitcd does not know.
+ */
+static bool read_s3_query(reader *r, const ynode *at, const char *field, const char *query,
+                          s3_location *out)
+{
+        bool plain_http = false;
+        while (query && *query) {
+                size_t len = strcspn(query, "&");
+                const char *eq = memchr(query, '=', len);
+                size_t klen = eq ? (size_t)(eq - query) : len;
+                _cleanup_free_ char *key = xstrndup(query, klen);
+                _cleanup_free_ char *value =
+                    eq ? url_unescape(eq + 1, len - klen - 1) : xstrdup("");
+                if (!value) {
+                        rd_error(r, at, "%s: the value of \"%s\" is not a valid URL escape", field,
+                                 key);
+                        return false;
+                }
+                if (streq(key, "endpoint") && *value) {
+                        free(out->endpoint);
+                        out->endpoint = TAKE_PTR(value);
+                } else if (streq(key, "region") && *value) {
+                        free(out->region);
+                        out->region = TAKE_PTR(value);
+                } else if (streq(key, "s3ForcePathStyle")) {
+                        out->force_path_style = streq(value, "true") || streq(value, "1");
+                } else if (streq(key, "disableSSL")) {
+                        plain_http = streq(value, "true") || streq(value, "1");
+                } else if (*key) {
+                        rd_error(r, at,
+                                 "%s: query parameter \"%s\" is not supported (gitcd reads "
+                                 "endpoint, region, s3ForcePathStyle and disableSSL)",
+                                 field, key);
+                        return false;
+                }
+                query += len;
+                if (*query == '&')
+                        query++;
+        }
+        if (plain_http && out->endpoint && !strstr(out->endpoint, "://")) {
+                char *e = xasprintf("http://%s", out->endpoint);
+                free(out->endpoint);
+                out->endpoint = e;
+        }
+        return true;
 }
 
 /*
@@ -172,6 +259,10 @@ static void read_backup_spec(reader *r, const ynode *bs, const char *path, side_
                 plen--;
         while (plen > 0 && p[plen - 1] == '/')
                 plen--;
+        const char *q = strchr(bucket, '?');
+        _cleanup_free_ char *field = rd_join(pdst, "objectURLTemplate");
+        if (q && !read_s3_query(r, at, field, q + 1, &s->destination.s3))
+                return;
         s->destination.kind = DEST_S3;
         s->destination.s3.bucket = xstrndup(bucket, blen);
         s->destination.s3.key = plen ? xstrndup(p, plen) : NULL;
@@ -311,13 +402,87 @@ static void read_coreos_restore(reader *r, const ynode *root, side_doc *s)
         s->restore = true;
 }
 
+/*
+ * improbable EtcdRestore: spec.source.objectURL "s3://BUCKET/KEY[?query]"
+ * is the snapshot, spec.clusterTemplate.clusterName the cluster it
+ * creates. gitcd creates that cluster from its EtcdCluster document in Git,
+ * so clusterTemplate.spec is not read (a warning says so).
+ */
+static void read_improbable_restore(reader *r, const ynode *root, side_doc *s)
+{
+        const ynode *spec = NULL, *src = NULL, *tmpl = NULL;
+        if (!rd_map(r, root, "", "spec", NULL, &spec)) {
+                rd_error(r, root, "EtcdRestore: spec is required");
+                return;
+        }
+        static const char *const ks[] = {"source", "clusterTemplate", NULL};
+        rd_keys(r, spec, "spec", ks, NULL);
+        if (rd_map(r, spec, "spec", "clusterTemplate", NULL, &tmpl)) {
+                static const char *const k[] = {"clusterName", "metadata", "spec", NULL};
+                rd_keys(r, tmpl, "spec.clusterTemplate", k, NULL);
+                const ynode *at = rd_get(tmpl, "clusterName", NULL);
+                if (rd_string(r, tmpl, "spec.clusterTemplate", "clusterName", NULL, &s->cluster)) {
+                        s->cluster_line = at->line;
+                        s->cluster_col = at->col;
+                } else if (!at) {
+                        rd_error(r, tmpl, "spec.clusterTemplate.clusterName is required");
+                }
+                const ynode *ts = rd_get(tmpl, "spec", NULL);
+                if (ts)
+                        rd_warning(r, ts,
+                                   "spec.clusterTemplate.spec is not read: gitcd creates the "
+                                   "cluster from its EtcdCluster document in Git, which must "
+                                   "be among the files");
+        } else if (!rd_get(spec, "clusterTemplate", NULL)) {
+                rd_error(r, spec, "spec.clusterTemplate is required");
+        }
+        if (!rd_map(r, spec, "spec", "source", NULL, &src)) {
+                if (!rd_get(spec, "source", NULL))
+                        rd_error(r, spec, "spec.source is required");
+                return;
+        }
+        static const char *const k[] = {"objectURL", NULL};
+        rd_keys(r, src, "spec.source", k, NULL);
+        const ynode *at = rd_get(src, "objectURL", NULL);
+        _cleanup_free_ char *url = NULL;
+        if (!rd_string(r, src, "spec.source", "objectURL", NULL, &url)) {
+                if (!at)
+                        rd_error(r, src, "spec.source.objectURL is required");
+                return;
+        }
+        if (strneq(url, "gs://", 5)) {
+                rd_error(r, at,
+                         "spec.source.objectURL: \"%s\": Google Cloud Storage is not supported; "
+                         "gitcd restores from S3-compatible storage, a local file or a snapshot "
+                         "it recorded",
+                         url);
+                return;
+        }
+        const char *bucket = strneq(url, "s3://", 5) ? url + 5 : NULL;
+        size_t blen = bucket ? strcspn(bucket, "/?") : 0;
+        const char *key = bucket && bucket[blen] == '/' ? bucket + blen + 1 : NULL;
+        size_t klen = key ? strcspn(key, "?") : 0;
+        if (blen == 0 || klen == 0) {
+                rd_error(r, at, "spec.source.objectURL: \"%s\" is not s3://BUCKET/KEY", url);
+                return;
+        }
+        const char *q = strchr(bucket, '?');
+        if (q && !read_s3_query(r, at, "spec.source.objectURL", q + 1, &s->destination.s3))
+                return;
+        s->destination.kind = DEST_S3;
+        s->destination.s3.bucket = xstrndup(bucket, blen);
+        s->destination.s3.key = xstrndup(key, klen);
+        s->restore = true;
+}
+
 bool side_kind_read(const char *file, const ydoc *doc, spec_dialect d, const char *kind,
                     side_list *out, diag_list *diags)
 {
         bool schedule = d == DIALECT_IMPROBABLE && streq(kind, "EtcdBackupSchedule");
         bool one_off = (d == DIALECT_IMPROBABLE && streq(kind, "EtcdBackup")) ||
                        (d == DIALECT_COZYSTACK && streq(kind, "EtcdSnapshot"));
-        bool restore = d == DIALECT_COREOS && streq(kind, "EtcdRestore");
+        bool restore =
+            (d == DIALECT_COREOS || d == DIALECT_IMPROBABLE) && streq(kind, "EtcdRestore");
         if (!schedule && !one_off && !restore)
                 return false;
         const ynode *root = doc->root;
@@ -338,7 +503,9 @@ bool side_kind_read(const char *file, const ydoc *doc, spec_dialect d, const cha
                         .col = root->col};
         size_t errors = diag_count(diags, DIAG_ERROR);
         s->one_off = one_off;
-        if (restore)
+        if (restore && d == DIALECT_IMPROBABLE)
+                read_improbable_restore(&r, root, s);
+        else if (restore)
                 read_coreos_restore(&r, root, s);
         else if (one_off && d == DIALECT_COZYSTACK)
                 read_cozystack_snapshot(&r, root, s);

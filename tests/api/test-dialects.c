@@ -604,6 +604,64 @@ static void test_one_off_snapshots(void **state)
         assert_int_equal(c->declared[0].destination.kind, DEST_NONE);
 }
 
+/*
+ * improbable EtcdRestore: the cluster clusterTemplate.clusterName names is
+ * created from the object of spec.source.objectURL (gocloud.dev's query
+ * read); clusterTemplate.spec is not read, with a warning.
+ */
+static void test_improbable_restore(void **state)
+{
+        (void)state;
+        static const char *const text =
+            "apiVersion: etcd.improbable.io/v1alpha1\nkind: EtcdRestore\n"
+            "metadata:\n  name: etcdrestore-sample\n"
+            "spec:\n  source:\n"
+            "    objectURL: s3://foo-bucket/backups/main.db?endpoint=minio%3A9000&region=eu-west-2"
+            "&disableSSL=true&s3ForcePathStyle=true\n"
+            "  clusterTemplate:\n    clusterName: main\n    spec:\n      replicas: "
+            "3\n---\n" IMPROBABLE_CLUSTER;
+        etcd_cluster *c = load_text(text);
+        assert_true(c->restore.enabled);
+        assert_int_equal(c->restore.source.kind, DEST_S3);
+        assert_string_equal(c->restore.source.s3.bucket, "foo-bucket");
+        assert_string_equal(c->restore.source.s3.key, "backups/main.db");
+        assert_string_equal(c->restore.source.s3.endpoint, "http://minio:9000");
+        assert_string_equal(c->restore.source.s3.region, "eu-west-2");
+        assert_true(c->restore.source.s3.force_path_style);
+        assert_null(c->restore.source.s3.credentials_secret);
+        bool warned = false;
+        for (size_t i = 0; i < diags.n; i++)
+                warned = warned ||
+                         (diags.items[i].severity == DIAG_WARNING &&
+                          strstr(diags.items[i].message, "spec.clusterTemplate.spec is not read"));
+        assert_true(warned);
+
+        char bad[1024];
+        snprintf(bad, sizeof(bad),
+                 "apiVersion: etcd.improbable.io/v1alpha1\nkind: EtcdRestore\nmetadata:\n"
+                 "  name: r\nspec:\n  source:\n    objectURL: %s\n  clusterTemplate:\n"
+                 "    clusterName: main\n---\n" IMPROBABLE_CLUSTER,
+                 "gs://b/main.db");
+        assert_load_error(bad, "Google Cloud Storage is not supported");
+        snprintf(bad, sizeof(bad),
+                 "apiVersion: etcd.improbable.io/v1alpha1\nkind: EtcdRestore\nmetadata:\n"
+                 "  name: r\nspec:\n  source:\n    objectURL: %s\n  clusterTemplate:\n"
+                 "    clusterName: main\n---\n" IMPROBABLE_CLUSTER,
+                 "s3://just-a-bucket");
+        assert_load_error(bad, "is not s3://BUCKET/KEY");
+        snprintf(bad, sizeof(bad),
+                 "apiVersion: etcd.improbable.io/v1alpha1\nkind: EtcdRestore\nmetadata:\n"
+                 "  name: r\nspec:\n  source:\n    objectURL: %s\n  clusterTemplate:\n"
+                 "    clusterName: main\n---\n" IMPROBABLE_CLUSTER,
+                 "s3://b/k.db?awssdk=v2");
+        assert_load_error(bad, "query parameter \"awssdk\" is not supported");
+        snprintf(bad, sizeof(bad),
+                 "apiVersion: etcd.improbable.io/v1alpha1\nkind: EtcdRestore\nmetadata:\n"
+                 "  name: r\nspec:\n  source:\n    objectURL: s3://b/k.db\n  clusterTemplate:\n"
+                 "    clusterName: other\n---\n" IMPROBABLE_CLUSTER);
+        assert_load_error(bad, "names cluster default/other, which is not defined");
+}
+
 /* coreos EtcdRestore: the cluster it names is created from the S3 object. */
 static void test_coreos_restore(void **state)
 {
@@ -664,6 +722,7 @@ int main(void)
             cmocka_unit_test(test_improbable_schedule_any_order),
             cmocka_unit_test(test_side_kinds_refused),
             cmocka_unit_test(test_one_off_snapshots),
+            cmocka_unit_test(test_improbable_restore),
             cmocka_unit_test(test_coreos_restore),
             cmocka_unit_test(test_cozystack),
             cmocka_unit_test(test_cozystack_pause_and_memory),
