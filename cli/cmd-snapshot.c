@@ -239,7 +239,7 @@ static int do_list(const char *cluster, const char *state_flag, bool json)
                 format_rfc3339(q->seen_ms, when, sizeof(when));
                 if (json) {
                         json_t *o = json_pack("{s:n, s:s, s:s, s:s, s:s, s:s}", "id", "cluster",
-                                              q->cluster, "trigger", "declared", "declared", when,
+                                              q->cluster, "trigger", "declared", "requested", when,
                                               "result", "pending", "declared_by", q->object);
                         char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
                         if (text)
