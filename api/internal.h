@@ -56,7 +56,8 @@ typedef struct side_doc {
         char *cluster; /* the cluster it names, in namespace_ */
         int cluster_line, cluster_col;
         bool maps;    /* read without errors: it is joined onto its cluster */
-        bool restore; /* a restore source (coreos EtcdRestore), else a snapshot schedule */
+        bool restore; /* a restore source (coreos EtcdRestore) */
+        bool one_off; /* one snapshot (EtcdSnapshot, EtcdBackup); neither: a schedule */
         char *schedule;
         storage_location destination; /* where snapshots go, or the snapshot to restore */
 } side_doc;

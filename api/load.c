@@ -30,9 +30,9 @@ static const struct {
     {DIALECT_COREOS, read_spec_coreos, (const char *const[]){"EtcdBackup", NULL}},
     {DIALECT_ETCDIO, read_spec_etcdio,
      (const char *const[]){"EtcdBackup", "EtcdRestore", "EtcdMember", "EtcdMirror", NULL}},
-    {DIALECT_IMPROBABLE, read_spec_improbable,
-     (const char *const[]){"EtcdRestore", "EtcdPeer", NULL}},
-    /* EtcdBackup, EtcdBackupSchedule (improbable), EtcdSnapshot (cozystack): api/sidekinds.c */
+    {DIALECT_IMPROBABLE, read_spec_improbable, (const char *const[]){"EtcdPeer", NULL}},
+    /* EtcdBackup, EtcdBackupSchedule, EtcdRestore (improbable), EtcdSnapshot (cozystack),
+     * EtcdRestore (coreos): api/sidekinds.c */
     {DIALECT_COZYSTACK, read_spec_cozystack, NULL},
 };
 
@@ -235,14 +235,23 @@ static void load_document(const char *file, const ydoc *doc, cluster_set *out, s
 int spec_load_buffer(const char *file, const char *buf, size_t len, cluster_set *out,
                      diag_list *diags)
 {
-        ydoc_list docs = {0};
+        spec_buffer one = {.file = file, .data = buf, .len = len};
+        return spec_load_buffers(&one, 1, out, diags);
+}
+
+int spec_load_buffers(const spec_buffer *bufs, size_t n, cluster_set *out, diag_list *diags)
+{
         diag_list mine = DIAG_LIST_INIT;
         side_list sides = {0};
         cluster_set loaded = {0};
-        yaml_parse(file, buf, len, NULL, &docs, &mine);
-        for (size_t i = 0; i < docs.n; i++)
-                load_document(file, &docs.docs[i], &loaded, &sides, &mine);
-        ydoc_list_release(&docs);
+        for (size_t b = 0; b < n; b++) {
+                ydoc_list docs = {0};
+                yaml_parse(bufs[b].file, bufs[b].data, bufs[b].len, NULL, &docs, &mine);
+                for (size_t i = 0; i < docs.n; i++)
+                        load_document(bufs[b].file, &docs.docs[i], &loaded, &sides, &mine);
+                ydoc_list_release(&docs);
+        }
+        /* after every buffer: a side kind may name a cluster of another file */
         side_kinds_attach(&loaded, &sides, &mine);
         side_list_release(&sides);
         for (size_t i = 0; i < loaded.n; i++)

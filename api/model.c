@@ -180,7 +180,7 @@ static void surface_release(tls_surface_spec *s)
         issuer_ref_release(&s->issuer);
 }
 
-static void location_release(storage_location *l)
+void storage_location_release(storage_location *l)
 {
         free(l->claim_name);
         free(l->sub_path);
@@ -215,6 +215,12 @@ void etcd_cluster_free(etcd_cluster *c)
 {
         if (!c)
                 return;
+        for (size_t i = 0; i < c->n_declared; i++) {
+                free(c->declared[i].object);
+                free(c->declared[i].identity);
+                storage_location_release(&c->declared[i].destination);
+        }
+        free(c->declared);
         free(c->api_version);
         free(c->kind);
         free(c->name);
@@ -250,10 +256,10 @@ void etcd_cluster_free(etcd_cluster *c)
         free(c->options.auto_compaction_retention);
         kv_list_release(&c->options.extra_flags);
         free(c->snapshots.schedule);
-        location_release(&c->snapshots.destination);
+        storage_location_release(&c->snapshots.destination);
         free(c->defrag.schedule);
         free(c->defrag.free_space_above);
-        location_release(&c->restore.source);
+        storage_location_release(&c->restore.source);
         free(c->recovery.member);
         free(c->recovery.token);
         host_spec_release(&c->hosts.defaults);

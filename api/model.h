@@ -163,6 +163,9 @@ typedef struct storage_location {
         char *path; /* DEST_LOCAL: a directory (snapshots) or file (restore) on the gitcd host */
 } storage_location;
 
+/* Free the strings of l and zero it. */
+void storage_location_release(storage_location *l);
+
 typedef enum snapshot_compression {
         COMPRESSION_NONE, /* stored as etcd wrote it */
         COMPRESSION_GZIP, /* gzip (zlib), ".gz" keys */
@@ -176,6 +179,19 @@ typedef struct snapshot_spec {
         int64_t retention_max_age_ms;     /* 0: no age limit */
         storage_location destination;
 } snapshot_spec;
+
+/*
+ * A one-off snapshot a document in Git asks for (cozystack EtcdSnapshot,
+ * improbable EtcdBackup; api/sidekinds.c). Not part of the spec: neither
+ * normalized nor hashed, so adding such a document changes nothing in the
+ * cluster; the driver records it as a request that is taken once
+ * (state/snapshots.h).
+ */
+typedef struct declared_snapshot {
+        char *object;                 /* "EtcdSnapshot ns/name" */
+        char *identity;               /* sha256 hex over kind, namespace, name and what it asks */
+        storage_location destination; /* DEST_NONE: the cluster's spec.snapshots destination */
+} declared_snapshot;
 
 typedef struct defrag_spec {
         bool enabled;
@@ -310,6 +326,8 @@ typedef struct etcd_cluster {
         recovery_spec recovery;
         bootstrap_mode bootstrap_mode; /* spec.bootstrap.mode */
         hosts_spec hosts;
+        declared_snapshot *declared; /* one-off snapshots documents ask for (not spec) */
+        size_t n_declared;
 } etcd_cluster;
 
 etcd_cluster *etcd_cluster_new(void);

@@ -313,11 +313,66 @@ int spec_from_json(const json_t *j, const char *origin, etcd_cluster **ret, diag
         return 0;
 }
 
-char *spec_hash(const etcd_cluster *c)
+json_t *spec_location_to_json(const storage_location *l)
 {
-        json_t *j = spec_to_json(c);
-        _cleanup_free_ char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-        json_decref(j);
+        return location_json(l);
+}
+
+/* A string member of o, copied; NULL when absent. -EINVAL when not a string. */
+static int get_str(const json_t *o, const char *key, char **ret)
+{
+        const json_t *v = json_object_get(o, key);
+        if (!v || json_is_null(v))
+                return 0;
+        if (!json_is_string(v))
+                return -EINVAL;
+        *ret = xstrdup(json_string_value(v));
+        return 0;
+}
+
+static int get_ref(const json_t *o, const char *key, char **ret)
+{
+        const json_t *v = json_object_get(o, key);
+        return v ? get_str(v, "name", ret) : 0;
+}
+
+int spec_location_from_json(const json_t *j, storage_location *ret)
+{
+        storage_location l = {0};
+        const json_t *m;
+        int r = 0;
+        if (!json_is_object(j))
+                return -EINVAL;
+        if ((m = json_object_get(j, "s3"))) {
+                l.kind = DEST_S3;
+                r = get_str(m, "endpoint", &l.s3.endpoint);
+                r = r < 0 ? r : get_str(m, "bucket", &l.s3.bucket);
+                r = r < 0 ? r : get_str(m, "key", &l.s3.key);
+                r = r < 0 ? r : get_str(m, "region", &l.s3.region);
+                r = r < 0 ? r : get_ref(m, "credentialsSecretRef", &l.s3.credentials_secret);
+                l.s3.force_path_style = json_is_true(json_object_get(m, "forcePathStyle"));
+                if (r >= 0 && !l.s3.bucket)
+                        r = -EINVAL;
+        } else if ((m = json_object_get(j, "local"))) {
+                l.kind = DEST_LOCAL;
+                r = get_str(m, "path", &l.path);
+                if (r >= 0 && !l.path)
+                        r = -EINVAL;
+        } else if ((m = json_object_get(j, "pvc"))) {
+                l.kind = DEST_PVC;
+                r = get_str(m, "claimName", &l.claim_name);
+                r = r < 0 ? r : get_str(m, "subPath", &l.sub_path);
+        }
+        if (r < 0) {
+                storage_location_release(&l);
+                return r;
+        }
+        *ret = l;
+        return 0;
+}
+
+static char *sha256_hex(const char *text)
+{
         unsigned char md[EVP_MAX_MD_SIZE];
         unsigned int n = 0;
         if (!text || EVP_Digest(text, strlen(text), md, &n, EVP_sha256(), NULL) != 1)
@@ -326,4 +381,17 @@ char *spec_hash(const etcd_cluster *c)
         for (unsigned int i = 0; i < n; i++)
                 snprintf(hex + 2 * i, 3, "%02x", md[i]);
         return hex;
+}
+
+char *spec_text_hash(const char *text)
+{
+        return sha256_hex(text);
+}
+
+char *spec_hash(const etcd_cluster *c)
+{
+        json_t *j = spec_to_json(c);
+        _cleanup_free_ char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(j);
+        return sha256_hex(text);
 }

@@ -23,6 +23,15 @@
 int spec_load_buffer(const char *file, const char *buf, size_t len, cluster_set *out,
                      diag_list *diags);
 
+/* Buffers read together: documents of one buffer may name clusters of another
+ * (EtcdBackupSchedule, EtcdSnapshot, EtcdRestore beside the EtcdCluster). */
+typedef struct spec_buffer {
+        const char *file;
+        const char *data;
+        size_t len;
+} spec_buffer;
+int spec_load_buffers(const spec_buffer *bufs, size_t n, cluster_set *out, diag_list *diags);
+
 /*
  * Load files and directories (recursively, *.yaml and *.yml, sorted). A
  * file found in a directory whose documents have neither apiVersion nor
@@ -81,6 +90,13 @@ json_t *spec_to_json(const etcd_cluster *c);
 int spec_from_json(const json_t *j, const char *origin, etcd_cluster **ret, diag_list *diags);
 /* sha256 of the compact, key-sorted normalized JSON, as 64 hex digits. */
 char *spec_hash(const etcd_cluster *c);
+/* sha256 of text, as 64 hex digits. */
+char *spec_text_hash(const char *text);
+
+/* A location (spec.snapshots.destination, ...) in the normalized form, and back. */
+json_t *spec_location_to_json(const storage_location *l);
+/* 0, or -EINVAL when j is not such a form (out untouched). */
+int spec_location_from_json(const json_t *j, storage_location *ret);
 
 /*
  * Transition rules between the accepted spec and a new one (pure):

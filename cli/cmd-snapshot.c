@@ -43,7 +43,8 @@ static void usage(FILE *out)
                 "      one is healthy), verify it with etcd's own tool, compress it as\n"
                 "      spec.snapshots.compression says, store it in spec.snapshots.destination\n"
                 "      and record it; then apply the retention to that destination.\n"
-                "list: show the recorded snapshots, newest first.\n"
+                "list: show the recorded snapshots, newest first, after the declared ones\n"
+                "      (EtcdSnapshot, EtcdBackup documents) `gitcd run` has not taken yet.\n"
                 "restore: check a snapshot (a record's size and SHA-256, etcd's own hash,\n"
                 "      etcd's tool) and restore it with etcd's tool for the version into a new\n"
                 "      data directory for one member (--into), or print an EtcdCluster spec\n"
@@ -140,7 +141,7 @@ static int do_save(const char *cluster, const char *state_flag, const char *to,
                 etcd_cluster *c = NULL;
                 if (j && spec_from_json(j, cluster, &c, &d) >= 0) {
                         int k = snapshot_retention(db, cluster, &c->snapshots, state_dir,
-                                                   now_wall_ms());
+                                                   job->secret_dir, now_wall_ms());
                         if (k > 0)
                                 printf("retention: deleted %d older snapshot%s\n", k,
                                        k == 1 ? "" : "s");
@@ -192,6 +193,7 @@ static json_t *snapshot_json(const state_snapshot *s)
         json_object_set_new(o, "expired", jtime(s->expired_ms));
         json_object_set_new(o, "deleted", jtime(s->deleted_ms));
         json_object_set_new(o, "delete_error", jstr(s->delete_error));
+        json_object_set_new(o, "declared_by", jstr(s->declared_by));
         return o;
 }
 
@@ -213,19 +215,44 @@ static int do_list(const char *cluster, const char *state_flag, bool json)
         state_db *db = NULL;
         int r = state_open(path, STATE_OPEN_READ_ONLY, &db);
         state_snapshot_list l = {0};
+        state_snapshot_request_list pending = {0};
         if (r >= 0)
                 r = state_snapshot_list_for(db, cluster, 0, &l);
+        if (r >= 0)
+                r = state_snapshot_requests_list(db, cluster, true, &pending);
         if (r < 0) {
                 fprintf(stderr, "gitcd snapshot: %s\n", state_last_error());
+                state_snapshot_list_release(&l);
                 state_close(db);
                 return EXIT_FAIL;
         }
-        if (!json && l.n == 0)
+        if (!json && l.n == 0 && pending.n == 0)
                 fprintf(stderr, "gitcd snapshot: no snapshots recorded in %s\n", path);
         else if (!json)
                 printf("%-5s %-24s %-20s %-8s %-9s %-9s %-10s %-10s %s\n", "ID", "CLUSTER",
                        "STARTED", "TRIGGER", "RESULT", "REVISION", "SIZE", "MEMBER",
                        "LOCATION / ERROR");
+        /* declared snapshots not taken yet (`gitcd run` takes them) */
+        for (size_t i = 0; i < pending.n; i++) {
+                const state_snapshot_request *q = pending.items[i];
+                char when[40];
+                format_rfc3339(q->seen_ms, when, sizeof(when));
+                if (json) {
+                        json_t *o = json_pack("{s:n, s:s, s:s, s:s, s:s, s:s}", "id", "cluster",
+                                              q->cluster, "trigger", "declared", "requested", when,
+                                              "result", "pending", "declared_by", q->object);
+                        char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+                        if (text)
+                                puts(text);
+                        free(text);
+                        json_decref(o);
+                        continue;
+                }
+                _cleanup_free_ char *c = clean(q->cluster), *obj = clean(q->object);
+                printf("%-5s %-24s %-20s %-8s %-9s %-9s %-10s %-10s (%s)\n", "-", c, when,
+                       "declared", "pending", "-", "-", "-", obj);
+        }
+        state_snapshot_request_list_release(&pending);
         for (size_t i = 0; i < l.n; i++) {
                 const state_snapshot *s = l.items[i];
                 if (json) {
@@ -244,9 +271,11 @@ static int do_list(const char *cluster, const char *state_flag, bool json)
                     clean(streq_ptr(s->result, "succeeded")
                               ? (s->delete_error ? s->delete_error : s->location)
                               : s->error);
-                printf("%-5lld %-24s %-20s %-8s %-9s %-9lld %-10lld %-10s %s\n", (long long)s->id,
-                       c, when, s->trigger, snapshot_state(s), (long long)s->revision,
-                       (long long)s->size, m, where);
+                _cleanup_free_ char *by = s->declared_by ? clean(s->declared_by) : NULL;
+                printf("%-5lld %-24s %-20s %-8s %-9s %-9lld %-10lld %-10s %s%s%s%s\n",
+                       (long long)s->id, c, when, s->trigger, snapshot_state(s),
+                       (long long)s->revision, (long long)s->size, m, where, by ? " (" : "",
+                       by ? by : "", by ? ")" : "");
         }
         state_snapshot_list_release(&l);
         state_close(db);

@@ -609,10 +609,16 @@ int plan_compute(const plan_input *in, plan **ret)
         cluster_set set = {0};
         diag_list diags = DIAG_LIST_INIT;
         bool errors = false;
-        for (size_t i = 0; i < rev->n_files; i++)
-                if (spec_load_buffer(rev->files[i].path, rev->files[i].content, rev->files[i].len,
-                                     &set, &diags) < 0)
+        {
+                spec_buffer *bufs = xcalloc(rev->n_files + 1, sizeof(*bufs));
+                for (size_t i = 0; i < rev->n_files; i++)
+                        bufs[i] = (spec_buffer){.file = rev->files[i].path,
+                                                .data = rev->files[i].content,
+                                                .len = rev->files[i].len};
+                if (spec_load_buffers(bufs, rev->n_files, &set, &diags) < 0)
                         errors = true;
+                free(bufs);
+        }
         if (spec_check_duplicates(&set, &diags) < 0)
                 errors = true;
         applied_index applied;

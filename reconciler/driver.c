@@ -38,6 +38,7 @@
 
 #include "reconciler/driver.h"
 #include "api/spec.h"
+#include "snapshots/declared.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -687,10 +688,16 @@ int driver_sync(driver *d, diag_list *diags)
         cluster_set set = {0};
         diag_list local = DIAG_LIST_INIT;
         bool errors = false;
-        for (size_t i = 0; i < rev->n_files; i++)
-                if (spec_load_buffer(rev->files[i].path, rev->files[i].content, rev->files[i].len,
-                                     &set, &local) < 0)
+        {
+                spec_buffer *bufs = xcalloc(rev->n_files + 1, sizeof(*bufs));
+                for (size_t i = 0; i < rev->n_files; i++)
+                        bufs[i] = (spec_buffer){.file = rev->files[i].path,
+                                                .data = rev->files[i].content,
+                                                .len = rev->files[i].len};
+                if (spec_load_buffers(bufs, rev->n_files, &set, &local) < 0)
                         errors = true;
+                free(bufs);
+        }
         if (spec_check_duplicates(&set, &local) < 0)
                 errors = true;
         if (spec_refuse_unsupported(&set, cluster_exists, d, &local) < 0)
@@ -766,6 +773,10 @@ int driver_sync(driver *d, diag_list *diags)
                 dc->active = true;
                 dc->wake = true;
                 d->clusters[d->n_clusters++] = dc;
+                /* one-off snapshots its documents declare: requests, taken once */
+                if (snapshot_requests_record(d->opts.db, id, set.items[i], now_wall_ms()) < 0)
+                        log_error("%s: cannot record declared snapshots: %s", id,
+                                  state_last_error());
         }
 
         if (!errors) {

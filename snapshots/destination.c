@@ -236,6 +236,10 @@ static int credentials_from_folder(const char *dir, const char *secret, s3_crede
         char **slots[] = {&c->access_key_id, &c->secret_access_key};
         for (size_t i = 0; i < ARRAY_SIZE(required); i++) {
                 int r = read_secret_value(dir, required[i], slots[i]);
+                if (r == -ENOENT)
+                        return dest_fail(ret_error, -ENOKEY,
+                                         "S3 credentials Secret \"%s\" (%s) has no key %s", secret,
+                                         dir, required[i]);
                 if (r < 0)
                         return dest_fail(ret_error, r == -ENODATA ? -ENOKEY : r,
                                          "S3 credentials Secret \"%s\" (%s): %s %s", secret, dir,
@@ -288,6 +292,13 @@ static int resolve_credentials(const s3_location *s3, const snapshot_dest_contex
 {
         if (ctx && ctx->credentials) {
                 copy_credentials(ctx->credentials, c);
+        } else if (ctx && ctx->secret_dir && s3->credentials_secret) {
+                int r =
+                    credentials_from_folder(ctx->secret_dir, s3->credentials_secret, c, ret_error);
+                if (r < 0) {
+                        s3_credentials_release(c);
+                        return r;
+                }
         } else {
                 _cleanup_free_ char *dir = NULL;
                 if (ctx && ctx->state_dir && s3->credentials_secret)

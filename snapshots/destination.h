@@ -66,14 +66,20 @@ void dest_object_release(dest_object *o);
  * (`accessKeyID`, `secretAccessKey`, optional `sessionToken`, optional `ca.crt`),
  * like a mounted Kubernetes Secret. When that folder does not exist,
  * AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN (and
- * AWS_CA_BUNDLE) from gitcd's environment are used. A target that read the
- * Secret itself (Kubernetes) hands its data in through `credentials`.
+ * AWS_CA_BUNDLE) from gitcd's environment are used. A target that reads
+ * Secrets itself (Kubernetes: target_ops.secret_folder) writes the Secret
+ * into a folder of the same layout and hands it in as `secret_dir`; that
+ * folder is then the only place looked at (no environment fallback: the
+ * spec named a Secret, and it is the one used). Credentials already in
+ * memory come in through `credentials`.
  */
 struct s3_config;
 typedef struct snapshot_dest_context {
         const char *state_dir;             /* gitcd's state folder; NULL: no Secret folders */
         const char *namespace_;            /* the cluster's namespace; NULL: "default" */
         const s3_credentials *credentials; /* NULL: resolve as described above */
+        /* The folder holding the Secret's keys, written by the target; NULL: as above. */
+        const char *secret_dir;
         /* S3 client tuning (snapshots/s3.h): part size, multipart threshold, retries,
          * callbacks, extra name resolution; its endpoint, bucket, region, addressing
          * and credentials are ignored (they come from the location). NULL: defaults. */

@@ -19,6 +19,7 @@
 
 #include "api/cron.h"
 #include "api/spec.h"
+#include "snapshots/declared.h"
 #include "snapshots/schedule.h"
 #include "snapshots/scheduler.h"
 #include "snapshots/snapshot.h"
@@ -46,6 +47,7 @@ struct snapshot_scheduler {
         snapshot_job *job;  /* the running job (owned here) */
         int result;         /* the worker's outcome */
         char *error;
+        int64_t declared_look_ms; /* declared snapshots: look again from then */
 };
 
 static int64_t wall(const snapshot_scheduler *s)
@@ -88,13 +90,14 @@ static void *worker(void *userdata)
         } else {
                 int64_t id = 0;
                 r = snapshot_take(db, job, &id, &s->error);
-                if (r >= 0) {
+                if (r >= 0 && !job->request_id) {
                         json_t *j = json_loads(job->spec_json, 0, NULL);
                         diag_list d = DIAG_LIST_INIT;
                         etcd_cluster *c = NULL;
                         if (j && spec_from_json(j, job->cluster, &c, &d) >= 0)
                                 (void)snapshot_retention(db, job->cluster, &c->snapshots,
-                                                         s->state_dir, now_wall_ms());
+                                                         s->state_dir, job->secret_dir,
+                                                         now_wall_ms());
                         json_decref(j);
                         diag_list_release(&d);
                         etcd_cluster_free(c);
@@ -112,11 +115,12 @@ static void reap(snapshot_scheduler *s)
                 return;
         pthread_join(s->thread, NULL);
         s->running = false;
+        const char *what = s->job->declared_by ? s->job->declared_by : "scheduled snapshot";
         if (s->result < 0)
-                log_error("%s: scheduled snapshot failed: %s", s->job->cluster,
+                log_error("%s: %s failed: %s", s->job->cluster, what,
                           s->error ? s->error : strerror(-s->result));
         else
-                log_info("%s: scheduled snapshot taken", s->job->cluster);
+                log_info("%s: %s taken", s->job->cluster, what);
         /* look at the cluster again soon: its condition and next slot changed */
         for (size_t i = 0; i < s->n_looks; i++)
                 if (streq(s->looks[i].cluster, s->job->cluster))
@@ -180,6 +184,67 @@ static etcd_cluster *cluster_spec(state_db *db, const char *cluster, bool *ret_a
         return c;
 }
 
+static int start_worker(snapshot_scheduler *s, snapshot_job *job)
+{
+        job->etcd_dir = xstrdup_null(s->etcd_dir);
+        job->cancel = &s->cancel;
+        s->job = job;
+        atomic_store(&s->done, false);
+        atomic_store(&s->cancel, false);
+        if (pthread_create(&s->thread, NULL, worker, s) != 0) {
+                log_error("%s: cannot start the snapshot worker", job->cluster);
+                snapshot_job_free(s->job);
+                s->job = NULL;
+                return -EAGAIN;
+        }
+        s->running = true;
+        return 0;
+}
+
+/*
+ * The oldest pending declared snapshot of an available cluster among
+ * clusters, started. A request that cannot become a job stays pending and
+ * is tried again after a minute.
+ */
+static int start_declared(snapshot_scheduler *s, state_db *db, target *t,
+                          const char *const *clusters, size_t n, int64_t now)
+{
+        if (now < s->declared_look_ms)
+                return 0;
+        state_snapshot_request_list l = {0};
+        if (state_snapshot_requests_list(db, NULL, true, &l) < 0)
+                return 0;
+        int started = 0;
+        for (size_t i = 0; i < l.n && !started; i++) {
+                const state_snapshot_request *q = l.items[i];
+                bool listed = false;
+                for (size_t k = 0; k < n && !listed; k++)
+                        listed = streq(clusters[k], q->cluster);
+                bool available = false;
+                _cleanup_(etcd_cluster_freep) etcd_cluster *c =
+                    listed ? cluster_spec(db, q->cluster, &available) : NULL;
+                if (!c || !available)
+                        continue;
+                char *error = NULL;
+                snapshot_job *job = NULL;
+                if (snapshot_declared_job(db, t, q, s->state_dir, &job, &error) < 0) {
+                        log_error("%s: cannot take the snapshot %s declares: %s", q->cluster,
+                                  q->object, error);
+                        free(error);
+                        s->declared_look_ms = now + 60 * 1000;
+                        continue;
+                }
+                if (start_worker(s, job) < 0) {
+                        s->declared_look_ms = now + 60 * 1000;
+                        break;
+                }
+                log_info("%s: taking the snapshot %s declares", q->cluster, q->object);
+                started = 1;
+        }
+        state_snapshot_request_list_release(&l);
+        return started;
+}
+
 int snapshot_scheduler_tick(snapshot_scheduler *s, state_db *db, target *t,
                             const char *const *clusters, size_t n)
 {
@@ -187,6 +252,8 @@ int snapshot_scheduler_tick(snapshot_scheduler *s, state_db *db, target *t,
         if (s->running && atomic_load(&s->done))
                 reap(s);
         int64_t now = wall(s);
+        if (!s->running && start_declared(s, db, t, clusters, n, now) > 0)
+                return 1;
         for (size_t i = 0; i < n; i++) {
                 next_look *look = look_for(s, clusters[i]);
                 if (now < look->at_ms)
@@ -226,19 +293,10 @@ int snapshot_scheduler_tick(snapshot_scheduler *s, state_db *db, target *t,
                         look->at_ms = now + 60 * 1000;
                         continue;
                 }
-                job->etcd_dir = xstrdup_null(s->etcd_dir);
-                job->cancel = &s->cancel;
-                s->job = job;
-                atomic_store(&s->done, false);
-                atomic_store(&s->cancel, false);
-                if (pthread_create(&s->thread, NULL, worker, s) != 0) {
-                        log_error("%s: cannot start the snapshot worker", clusters[i]);
-                        snapshot_job_free(s->job);
-                        s->job = NULL;
+                if (start_worker(s, job) < 0) {
                         look->at_ms = now + 60 * 1000;
                         continue;
                 }
-                s->running = true;
                 log_info("%s: taking the scheduled snapshot", clusters[i]);
                 look->at_ms = 0;
                 return 1;

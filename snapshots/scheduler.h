@@ -1,6 +1,7 @@
 /*
- * Scheduled snapshots inside `gitcd run`: which cluster is due
- * (snapshots/schedule.h), and a worker thread that takes one snapshot at a
+ * Scheduled and declared snapshots inside `gitcd run`: which cluster is
+ * due (snapshots/schedule.h) or has a declared one pending
+ * (snapshots/declared.h), and a worker thread that takes one snapshot at a
  * time so a big snapshot never holds up the reconciliation of any cluster.
  *
  * The daemon calls snapshot_scheduler_tick() from its loop (main thread,
@@ -37,10 +38,11 @@ int snapshot_scheduler_new(const snapshot_scheduler_opts *opts, state_db *db,
 void snapshot_scheduler_free(snapshot_scheduler *s);
 
 /*
- * Look at the clusters (names "ns/name"): start the snapshot of the first
- * due one whose Available condition is True when none runs; reap a
- * finished worker. Never blocks on a snapshot. Returns 1 when a snapshot
- * was started, else 0.
+ * Look at the clusters (names "ns/name"): when no snapshot runs, start the
+ * oldest pending declared snapshot (snapshots/declared.h) of one whose
+ * Available condition is True, else the snapshot of the first due one;
+ * reap a finished worker. Never blocks on a snapshot. Returns 1 when a
+ * snapshot was started, else 0.
  */
 int snapshot_scheduler_tick(snapshot_scheduler *s, state_db *db, target *t,
                             const char *const *clusters, size_t n);

@@ -54,6 +54,7 @@ void snapshot_job_free(snapshot_job *j)
         free(j->cluster);
         free(j->trigger);
         free(j->reason);
+        free(j->declared_by);
         for (size_t i = 0; i < j->n_endpoints; i++) {
                 free(j->endpoints[i].member);
                 free(j->endpoints[i].client_url);
@@ -63,18 +64,72 @@ void snapshot_job_free(snapshot_job *j)
         free(j->cert);
         free(j->key);
         if (j->override) {
-                free(j->override->path);
-                free(j->override->s3.endpoint);
-                free(j->override->s3.bucket);
-                free(j->override->s3.key);
-                free(j->override->s3.region);
-                free(j->override->s3.credentials_secret);
+                storage_location_release(j->override);
                 free(j->override);
         }
         free(j->spec_json);
         free(j->state_dir);
+        free(j->secret_dir);
+        free(j->secret_error);
         free(j->etcd_dir);
         free(j);
+}
+
+int snapshot_secret_folder(target *t, const etcd_cluster *c, const storage_location *loc,
+                           char **ret_dir, char **ret_error)
+{
+        assert(c && loc && ret_dir);
+        *ret_dir = NULL;
+        if (!t || !t->ops->secret_folder || loc->kind != DEST_S3 ||
+            isempty(loc->s3.credentials_secret))
+                return 0;
+        int r = t->ops->secret_folder(t, c, loc->s3.credentials_secret, ret_dir);
+        if (r < 0) {
+                *ret_error = xasprintf(
+                    "S3 credentials Secret %s/%s: %s", c->namespace_ ? c->namespace_ : "default",
+                    loc->s3.credentials_secret, r == -ENOENT ? "not found" : target_last_error(t));
+                *ret_dir = NULL;
+        }
+        return r;
+}
+
+/* The S3 credentials Secret loc names, as the target wrote it; a Secret that
+ * cannot be read fails the snapshot, recorded (job->secret_error). */
+static void job_read_secret(snapshot_job *j, target *t, const etcd_cluster *c,
+                            const storage_location *loc)
+{
+        free(j->secret_dir);
+        free(j->secret_error);
+        j->secret_dir = j->secret_error = NULL;
+        (void)snapshot_secret_folder(t, c, loc, &j->secret_dir, &j->secret_error);
+}
+
+void snapshot_job_set_destination(snapshot_job *job, target *t, const storage_location *loc)
+{
+        assert(job && loc);
+        if (job->override) {
+                storage_location_release(job->override);
+                free(job->override);
+        }
+        job->override = XNEW(storage_location);
+        json_t *lj = spec_location_to_json(loc);
+        int r = spec_location_from_json(lj, job->override);
+        assert(r == 0);
+        (void)r;
+        json_decref(lj);
+        free(job->secret_dir);
+        free(job->secret_error);
+        job->secret_dir = job->secret_error = NULL;
+        if (!t)
+                return;
+        json_t *js = json_loads(job->spec_json, 0, NULL);
+        diag_list d = DIAG_LIST_INIT;
+        etcd_cluster *c = NULL;
+        if (js && spec_from_json(js, job->cluster, &c, &d) >= 0)
+                job_read_secret(job, t, c, job->override);
+        json_decref(js);
+        diag_list_release(&d);
+        etcd_cluster_free(c);
 }
 
 int snapshot_job_from_state(state_db *db, target *t, const char *cluster, const char *trigger,
@@ -117,14 +172,16 @@ int snapshot_job_from_state(state_db *db, target *t, const char *cluster, const 
                 j->endpoints[j->n_endpoints].member = xstrdup(m->name);
                 j->endpoints[j->n_endpoints++].client_url = xstrdup(m->client_url);
         }
-        if (t && first) {
+        if (t) {
                 json_t *js = json_loads(j->spec_json, 0, NULL);
                 diag_list d = DIAG_LIST_INIT;
                 etcd_cluster *c = NULL;
-                if (js && spec_from_json(js, cluster, &c, &d) >= 0 &&
-                    target_client_tls(t, c, &j->ca, &j->cert, &j->key) < 0)
-                        log_warn("%s: no client certificate for gitcd: %s", cluster,
-                                 target_last_error(t));
+                if (js && spec_from_json(js, cluster, &c, &d) >= 0) {
+                        if (first && target_client_tls(t, c, &j->ca, &j->cert, &j->key) < 0)
+                                log_warn("%s: no client certificate for gitcd: %s", cluster,
+                                         target_last_error(t));
+                        job_read_secret(j, t, c, &c->snapshots.destination);
+                }
                 json_decref(js);
                 diag_list_release(&d);
                 etcd_cluster_free(c);
@@ -248,11 +305,12 @@ char *snapshot_destination_id(const storage_location *loc)
         return xstrdup("none");
 }
 
-static int open_dest(const storage_location *loc, const char *state_dir, const char *cluster,
-                     snapshot_dest **ret, char **ret_error)
+static int open_dest(const storage_location *loc, const char *state_dir, const char *secret_dir,
+                     const char *cluster, snapshot_dest **ret, char **ret_error)
 {
         _cleanup_free_ char *ns = xstrndup(cluster, strcspn(cluster, "/"));
-        snapshot_dest_context ctx = {.state_dir = state_dir, .namespace_ = ns};
+        snapshot_dest_context ctx = {
+            .state_dir = state_dir, .namespace_ = ns, .secret_dir = secret_dir};
         return snapshot_dest_open(loc, &ctx, ret, ret_error);
 }
 
@@ -440,6 +498,8 @@ static void audit_snapshot(state_db *db, const snapshot_job *job, const state_sn
         json_t *after = json_object();
         json_object_set_new(after, "id", json_integer(id));
         json_object_set_new(after, "trigger", json_string(job->trigger));
+        if (job->declared_by)
+                json_object_set_new(after, "declared_by", json_string(job->declared_by));
         if (rec->member)
                 json_object_set_new(after, "member", json_string(rec->member));
         if (streq_ptr(rec->result, "succeeded")) {
@@ -455,8 +515,10 @@ static void audit_snapshot(state_db *db, const snapshot_job *job, const state_sn
         _cleanup_free_ char *reason =
             ok ? xstrdup(job->reason                       ? job->reason
                          : streq(job->trigger, "schedule") ? "scheduled snapshot"
+                         : streq(job->trigger, "declared") ? "declared snapshot"
                                                            : "snapshot by hand")
-               : xasprintf("snapshot failed: %s", rec->error ? rec->error : "");
+               : xasprintf("%s%ssnapshot failed: %s", job->declared_by ? job->declared_by : "",
+                           job->declared_by ? ": " : "", rec->error ? rec->error : "");
         state_audit_event ev = {
             .time_ms = now_ms,
             .cluster = job->cluster,
@@ -491,7 +553,10 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
         assert(db && job && job->cluster && job->trigger);
         int64_t t0 = now_mono_ms(), started = now_wall_ms();
         int64_t id = 0;
-        int r = state_snapshot_begin(db, job->cluster, job->trigger, job->slot_ms, started, &id);
+        int r =
+            job->request_id > 0
+                ? state_snapshot_begin_declared(db, job->request_id, started, &id)
+                : state_snapshot_begin(db, job->cluster, job->trigger, job->slot_ms, started, &id);
         if (r < 0) {
                 *ret_error = xstrdup(state_last_error());
                 if (ret_id)
@@ -532,7 +597,12 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
         snapshot_compression comp = spec->snapshots.compression;
         compression = xstrdup(comp == COMPRESSION_GZIP ? "gzip" : "none");
         dest_id = snapshot_destination_id(loc);
-        r = open_dest(loc, job->state_dir, job->cluster, &dest, &error);
+        if (job->secret_error) {
+                error = xstrdup(job->secret_error);
+                r = -ENOKEY;
+                goto out;
+        }
+        r = open_dest(loc, job->state_dir, job->secret_dir, job->cluster, &dest, &error);
         if (r < 0)
                 goto out;
 
@@ -700,7 +770,7 @@ out:
 /* ---- retention ---- */
 
 int snapshot_retention(state_db *db, const char *cluster, const snapshot_spec *spec,
-                       const char *state_dir, int64_t now_ms)
+                       const char *state_dir, const char *secret_dir, int64_t now_ms)
 {
         assert(db && cluster && spec);
         if (spec->destination.kind == DEST_NONE)
@@ -715,8 +785,9 @@ int snapshot_retention(state_db *db, const char *cluster, const snapshot_spec *s
         bool any = false;
         for (size_t i = 0; i < l.n; i++) {
                 state_snapshot *s = l.items[i];
+                /* a declared snapshot was asked for by a document: never retention's */
                 if (!streq_ptr(s->result, "succeeded") || !streq_ptr(s->destination, dest_id) ||
-                    s->deleted_ms || s->expired_ms)
+                    s->deleted_ms || s->expired_ms || streq_ptr(s->trigger, "declared"))
                         continue;
                 int64_t taken = s->finished_ms ? s->finished_ms : s->started_ms;
                 bool too_old =
@@ -739,7 +810,7 @@ int snapshot_retention(state_db *db, const char *cluster, const snapshot_spec *s
         }
         snapshot_dest *dest = NULL;
         _cleanup_free_ char *open_error = NULL;
-        r = open_dest(&spec->destination, state_dir, cluster, &dest, &open_error);
+        r = open_dest(&spec->destination, state_dir, secret_dir, cluster, &dest, &open_error);
         int deleted = 0;
         /* act: every expired record not deleted yet, this time or left from a failed try */
         for (size_t i = 0; i < l.n; i++) {

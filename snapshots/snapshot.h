@@ -28,7 +28,9 @@ typedef struct snapshot_endpoint {
 
 typedef struct snapshot_job {
         char *cluster;                /* "namespace/name" */
-        char *trigger;                /* "manual" or "schedule" */
+        char *trigger;                /* "manual", "schedule" or "declared" */
+        int64_t request_id;           /* declared: the request it takes (state/snapshots.h) */
+        char *declared_by;            /* declared: the document ("EtcdSnapshot ns/name") */
         char *reason;                 /* the audit event's reason; NULL: said by the trigger */
         int64_t slot_ms;              /* schedule: the cron time it is taken for */
         snapshot_endpoint *endpoints; /* the cluster's current members */
@@ -37,8 +39,13 @@ typedef struct snapshot_job {
         storage_location *override; /* --to: store here instead of the spec's destination */
         char *spec_json;            /* the cluster's latched spec (normalized JSON) */
         char *state_dir;            /* temporary files, S3 credential folders */
-        char *etcd_dir;             /* where etcd's tools are by version; NULL: the default */
-        atomic_bool *cancel;        /* set to abort (gitcd stopping); may be NULL */
+        /* The S3 credentials Secret as the target wrote it (snapshot_secret_folder);
+         * NULL: the state folder's Secret folders or the environment. */
+        char *secret_dir;
+        /* Why the target could not read that Secret: the snapshot fails with it. */
+        char *secret_error;
+        char *etcd_dir;      /* where etcd's tools are by version; NULL: the default */
+        atomic_bool *cancel; /* set to abort (gitcd stopping); may be NULL */
 } snapshot_job;
 
 void snapshot_job_free(snapshot_job *j);
@@ -46,14 +53,33 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(snapshot_job *, snapshot_job_free);
 
 struct target;
 /*
+ * Where the S3 credentials of loc are when the target reads Secrets itself
+ * (target_ops.secret_folder, the Kubernetes target): *ret_dir is the folder
+ * it wrote the Secret into. *ret_dir is NULL when loc names no Secret or t
+ * has no Secrets (then <state dir>/secrets/ or the environment serve,
+ * snapshots/destination.h). -errno with *ret_error when the target cannot
+ * read the Secret (-ENOENT: there is none).
+ */
+int snapshot_secret_folder(struct target *t, const etcd_cluster *c, const storage_location *loc,
+                           char **ret_dir, char **ret_error);
+
+/*
  * A job for cluster from what the state store recorded: its latched spec
  * (else its desired one), its current members' client URLs, and gitcd's
- * client identity from the target (t may be NULL for a cluster without
- * client TLS). -ENOENT with *ret_error when the cluster is unknown.
+ * client identity and the S3 credentials Secret of its destination from the
+ * target (t may be NULL for a cluster without client TLS or credentials
+ * Secret). -ENOENT with *ret_error when the cluster is unknown.
  */
 int snapshot_job_from_state(state_db *db, struct target *t, const char *cluster,
                             const char *trigger, int64_t slot_ms, const char *state_dir,
                             snapshot_job **ret, char **ret_error);
+
+/*
+ * Store the job's snapshot in loc instead of the spec's destination (copied
+ * into job->override), and read again from the target the S3 credentials
+ * Secret that loc names (t may be NULL).
+ */
+void snapshot_job_set_destination(snapshot_job *job, struct target *t, const storage_location *loc);
 
 /*
  * Take the snapshot described by job, record it in db and audit it. Returns
@@ -62,7 +88,9 @@ int snapshot_job_from_state(state_db *db, struct target *t, const char *cluster,
  * written in both cases when a record could be written (else 0).
  * Expected errors: -EHOSTUNREACH no healthy member answered, -EBADMSG the
  * snapshot failed verification, -ECANCELED aborted through job->cancel,
- * and the destination's errors.
+ * and the destination's errors. A declared job (request_id) begins its
+ * record with state_snapshot_begin_declared(): -EALREADY, with no record,
+ * when its request was taken already.
  */
 int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char **ret_error);
 
@@ -74,9 +102,10 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
  * not record are never touched. A deletion that fails is recorded and tried
  * again on the next call. Returns the number deleted, or -errno when the
  * records cannot be read (a failed deletion is not an error here).
+ * secret_dir: as snapshot_job.secret_dir.
  */
 int snapshot_retention(state_db *db, const char *cluster, const snapshot_spec *spec,
-                       const char *state_dir, int64_t now_ms);
+                       const char *state_dir, const char *secret_dir, int64_t now_ms);
 
 /* The identity of a destination as recorded ("local:/srv/backups", "s3:host/bucket/prefix"). */
 char *snapshot_destination_id(const storage_location *loc);

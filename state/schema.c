@@ -16,6 +16,12 @@
  */
 #include "state/internal.h"
 
+/* The columns of the snapshots table as migration 9 made it (copied by migration 15). */
+#define SNAPSHOTS_V9_COLUMNS                                                                       \
+        "id, cluster, trigger, slot_ms, started_ms, finished_ms, result, error, member, "          \
+        "revision, size, db_size, sha256, compression, etcd_version, destination, key, "           \
+        "location, duration_ms, expired_ms, deleted_ms, delete_error"
+
 const char *const state_migrations[] = {
     /* 1: revisions, clusters, conditions, members */
     "PRAGMA application_id = 1734964323;\n" /* 0x67697463 "gitc" */
@@ -326,6 +332,61 @@ const char *const state_migrations[] = {
     "CREATE UNIQUE INDEX ca_rotations_token ON ca_rotations (cluster, token);\n"
     "CREATE UNIQUE INDEX ca_rotations_running ON ca_rotations (cluster) WHERE result = "
     "'running';\n",
+    /*
+     * 15: declared one-off snapshots (cozystack EtcdSnapshot, improbable
+     * EtcdBackup; state/snapshots.c): a request per document version, taken
+     * at most once (snapshot_id, set in the transaction that begins the
+     * record); snapshot records gain the trigger 'declared' and the document
+     * that asked (declared_by), so the snapshots table is rebuilt with the
+     * wider CHECK.
+     */
+    "CREATE TABLE snapshots_v15 (\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  cluster TEXT NOT NULL,\n"
+    "  trigger TEXT NOT NULL CHECK (trigger IN ('manual', 'schedule', 'declared')),\n"
+    "  slot_ms INTEGER NOT NULL DEFAULT 0,\n"
+    "  started_ms INTEGER NOT NULL,\n"
+    "  finished_ms INTEGER,\n"
+    "  result TEXT NOT NULL CHECK (result IN ('running', 'succeeded', 'failed')),\n"
+    "  error TEXT,\n"
+    "  member TEXT,\n"
+    "  revision INTEGER,\n"
+    "  size INTEGER,\n"
+    "  db_size INTEGER,\n"
+    "  sha256 TEXT,\n"
+    "  compression TEXT,\n"
+    "  etcd_version TEXT,\n"
+    "  destination TEXT,\n"
+    "  key TEXT,\n"
+    "  location TEXT,\n"
+    "  duration_ms INTEGER,\n"
+    "  expired_ms INTEGER,\n"
+    "  deleted_ms INTEGER,\n"
+    "  delete_error TEXT,\n"
+    "  declared_by TEXT,\n"
+    "  CHECK (result <> 'succeeded' OR (key IS NOT NULL AND length(sha256) = 64))\n"
+    ");\n"
+    "INSERT INTO snapshots_v15 (" SNAPSHOTS_V9_COLUMNS ")\n"
+    "  SELECT " SNAPSHOTS_V9_COLUMNS " FROM snapshots;\n"
+    "DROP TABLE snapshots;\n"
+    "ALTER TABLE snapshots_v15 RENAME TO snapshots;\n"
+    "CREATE INDEX snapshots_cluster ON snapshots (cluster, started_ms);\n"
+    "CREATE TRIGGER snapshots_final BEFORE UPDATE OF result ON snapshots\n"
+    "  WHEN OLD.result <> 'running'\n"
+    "  BEGIN SELECT RAISE(ABORT, 'snapshot record already finished'); END;\n"
+    "CREATE TABLE snapshot_requests (\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  cluster TEXT NOT NULL,\n"
+    "  object TEXT NOT NULL,\n"
+    "  identity TEXT NOT NULL,\n"
+    "  destination_json TEXT,\n"
+    "  seen_ms INTEGER NOT NULL,\n"
+    "  withdrawn_ms INTEGER,\n"
+    "  snapshot_id INTEGER,\n"
+    "  UNIQUE (cluster, object, identity)\n"
+    ");\n"
+    "CREATE INDEX snapshot_requests_pending ON snapshot_requests (cluster, id)\n"
+    "  WHERE snapshot_id IS NULL AND withdrawn_ms IS NULL;\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

@@ -84,7 +84,7 @@ int state_snapshot_finish(state_db *db, int64_t id, const state_snapshot *s, int
 #define SNAPSHOT_COLUMNS                                                                           \
         "id, cluster, trigger, slot_ms, started_ms, finished_ms, result, error, member, "          \
         "revision, size, db_size, sha256, compression, etcd_version, destination, key, "           \
-        "location, duration_ms, expired_ms, deleted_ms, delete_error"
+        "location, duration_ms, expired_ms, deleted_ms, delete_error, declared_by"
 
 static state_snapshot *snapshot_from_row(sqlite3_stmt *st)
 {
@@ -111,6 +111,7 @@ static state_snapshot *snapshot_from_row(sqlite3_stmt *st)
         s->expired_ms = sqlite3_column_int64(st, 19);
         s->deleted_ms = sqlite3_column_int64(st, 20);
         s->delete_error = db_col_text(st, 21);
+        s->declared_by = db_col_text(st, 22);
         return s;
 }
 
@@ -210,7 +211,136 @@ void state_snapshot_free(state_snapshot *s)
         free(s->key);
         free(s->location);
         free(s->delete_error);
+        free(s->declared_by);
         free(s);
 }
 
 DEFINE_STATE_LIST_RELEASE(state_snapshot_list, state_snapshot_free)
+
+/* ---- declared one-off snapshots ---- */
+
+int state_snapshot_requests_sync(state_db *db, const char *cluster,
+                                 const state_snapshot_request *reqs, size_t n, int64_t now_ms)
+{
+        const char *what = "recording declared snapshots";
+        if (!state_cluster_name_valid(cluster))
+                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
+                               cluster ? cluster : "");
+        int r = state_begin(db);
+        if (r < 0)
+                return r;
+        int added = 0;
+        /* every pending request is withdrawn, then the listed ones come back */
+        r = db_run(db, what,
+                   "UPDATE snapshot_requests SET withdrawn_ms = ? "
+                   "WHERE cluster = ? AND snapshot_id IS NULL AND withdrawn_ms IS NULL",
+                   "is", now_ms, cluster);
+        for (size_t i = 0; i < n && r >= 0; i++) {
+                const state_snapshot_request *q = &reqs[i];
+                if (isempty(q->object) || isempty(q->identity)) {
+                        r = db_fail(db, -EINVAL, what, "a request needs its object and identity");
+                        break;
+                }
+                r = db_run(db, what,
+                           "INSERT INTO snapshot_requests "
+                           "(cluster, object, identity, destination_json, seen_ms) "
+                           "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                           "ssssi", cluster, q->object, q->identity, q->destination_json, now_ms);
+                if (r > 0) {
+                        added++;
+                        continue;
+                }
+                if (r >= 0)
+                        r = db_run(db, what,
+                                   "UPDATE snapshot_requests SET withdrawn_ms = NULL "
+                                   "WHERE cluster = ? AND object = ? AND identity = ? "
+                                   "AND snapshot_id IS NULL",
+                                   "sss", cluster, q->object, q->identity);
+        }
+        r = db_end(db, r < 0 ? r : 0);
+        return r < 0 ? r : added;
+}
+
+static state_snapshot_request *request_from_row(sqlite3_stmt *st)
+{
+        state_snapshot_request *q = XNEW(state_snapshot_request);
+        q->id = sqlite3_column_int64(st, 0);
+        q->cluster = db_col_text(st, 1);
+        q->object = db_col_text(st, 2);
+        q->identity = db_col_text(st, 3);
+        q->destination_json = db_col_text(st, 4);
+        q->seen_ms = sqlite3_column_int64(st, 5);
+        q->withdrawn_ms = sqlite3_column_int64(st, 6);
+        q->snapshot_id = sqlite3_column_int64(st, 7);
+        return q;
+}
+
+int state_snapshot_requests_list(state_db *db, const char *cluster, bool pending_only,
+                                 state_snapshot_request_list *ret_list)
+{
+        const char *what = "listing declared snapshots";
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = db_prepare(db, what,
+                           "SELECT id, cluster, object, identity, destination_json, seen_ms, "
+                           "withdrawn_ms, snapshot_id FROM snapshot_requests "
+                           "WHERE (?1 IS NULL OR cluster = ?1) AND (?2 = 0 OR "
+                           "(snapshot_id IS NULL AND withdrawn_ms IS NULL)) ORDER BY id",
+                           &st, "si", cluster, (int64_t)pending_only);
+        if (r < 0)
+                return r;
+        return DB_COLLECT(db, st, what, state_snapshot_request_list, request_from_row,
+                          state_snapshot_request_list_release, ret_list);
+}
+
+int state_snapshot_begin_declared(state_db *db, int64_t request_id, int64_t now_ms, int64_t *ret_id)
+{
+        const char *what = "recording a declared snapshot";
+        int r = state_begin(db);
+        if (r < 0)
+                return r;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        _cleanup_free_ char *cluster = NULL, *object = NULL;
+        r = db_prepare(db, what,
+                       "SELECT cluster, object, snapshot_id IS NULL AND withdrawn_ms IS NULL "
+                       "FROM snapshot_requests WHERE id = ?",
+                       &st, "i", request_id);
+        if (r >= 0)
+                r = db_step(db, st, what);
+        if (r == 0)
+                r = db_fail(db, -ENOENT, what, "no declared snapshot %lld", (long long)request_id);
+        else if (r > 0 && !sqlite3_column_int(st, 2))
+                r = db_fail(db, -EALREADY, what, "declared snapshot %lld was taken or withdrawn",
+                            (long long)request_id);
+        if (r > 0) {
+                cluster = db_col_text(st, 0);
+                object = db_col_text(st, 1);
+        }
+        int64_t id = 0;
+        if (r >= 0)
+                r = db_run(db, what,
+                           "INSERT INTO snapshots (cluster, trigger, slot_ms, started_ms, result, "
+                           "declared_by) VALUES (?, 'declared', 0, ?, 'running', ?)",
+                           "sis", cluster, now_ms, object);
+        if (r >= 0) {
+                id = sqlite3_last_insert_rowid(db->sql);
+                r = db_run(db, what, "UPDATE snapshot_requests SET snapshot_id = ? WHERE id = ?",
+                           "ii", id, request_id);
+        }
+        r = db_end(db, r < 0 ? r : 0);
+        if (r >= 0 && ret_id)
+                *ret_id = id;
+        return r;
+}
+
+void state_snapshot_request_free(state_snapshot_request *q)
+{
+        if (!q)
+                return;
+        free(q->cluster);
+        free(q->object);
+        free(q->identity);
+        free(q->destination_json);
+        free(q);
+}
+
+DEFINE_STATE_LIST_RELEASE(state_snapshot_request_list, state_snapshot_request_free)

@@ -31,7 +31,7 @@
 typedef struct state_snapshot {
         int64_t id;
         char *cluster;   /* "namespace/name" */
-        char *trigger;   /* "manual" or "schedule" */
+        char *trigger;   /* "manual", "schedule" or "declared" */
         int64_t slot_ms; /* schedule: the cron time it was taken for; 0 for manual */
         int64_t started_ms;
         int64_t finished_ms; /* 0 while running */
@@ -51,6 +51,7 @@ typedef struct state_snapshot {
         int64_t expired_ms; /* retention decided to delete it; 0: kept */
         int64_t deleted_ms; /* the object was deleted; 0: not (yet) */
         char *delete_error; /* the last failed deletion, or NULL */
+        char *declared_by;  /* declared: the document that asked ("EtcdSnapshot ns/name") */
 } state_snapshot;
 
 typedef struct state_snapshot_list {
@@ -83,6 +84,53 @@ int state_snapshot_deleted(state_db *db, int64_t id, const char *error, int64_t 
 /* Running records of cluster (NULL: all) become failed with why; returns the count. */
 int state_snapshot_abandon_running(state_db *db, const char *cluster, const char *why,
                                    int64_t now_ms);
+/*
+ * Declared one-off snapshots: a document in Git (cozystack EtcdSnapshot,
+ * improbable EtcdBackup) asks for one snapshot of a cluster. Each version of
+ * a document (object + identity, a hash of what it asks) is one request,
+ * taken at most once: state_snapshot_begin_declared() writes the running
+ * record and marks the request taken in one transaction, so neither a
+ * restart of gitcd nor the document staying in Git ever repeats it. A
+ * request whose document left Git before it was taken is withdrawn (and
+ * pending again if the same version comes back).
+ */
+typedef struct state_snapshot_request {
+        int64_t id;
+        char *cluster;          /* "namespace/name" */
+        char *object;           /* "EtcdSnapshot ns/name" */
+        char *identity;         /* what the document asks, hashed */
+        char *destination_json; /* the location it names (api/spec.h); NULL: spec.snapshots' */
+        int64_t seen_ms;        /* first recorded */
+        int64_t withdrawn_ms;   /* 0: the document is still in Git */
+        int64_t snapshot_id;    /* the record of its one attempt; 0: pending */
+} state_snapshot_request;
+
+typedef struct state_snapshot_request_list {
+        state_snapshot_request **items;
+        size_t n;
+} state_snapshot_request_list;
+
+/*
+ * The requests the documents in Git make for cluster now: new ones are
+ * recorded, pending ones not among them are withdrawn. Returns the number
+ * of new requests.
+ */
+int state_snapshot_requests_sync(state_db *db, const char *cluster,
+                                 const state_snapshot_request *reqs, size_t n, int64_t now_ms);
+/* Requests of cluster (NULL: all), oldest first; pending_only: not taken, not withdrawn. */
+int state_snapshot_requests_list(state_db *db, const char *cluster, bool pending_only,
+                                 state_snapshot_request_list *ret_list);
+/*
+ * Begin the one attempt of a request: a running record with trigger
+ * "declared" and declared_by the request's object, and the request marked
+ * taken by it, in one transaction. -EALREADY when it was taken (or
+ * withdrawn), -ENOENT when there is no such request.
+ */
+int state_snapshot_begin_declared(state_db *db, int64_t request_id, int64_t now_ms,
+                                  int64_t *ret_id);
+void state_snapshot_request_free(state_snapshot_request *r);
+void state_snapshot_request_list_release(state_snapshot_request_list *l);
+
 void state_snapshot_free(state_snapshot *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(state_snapshot *, state_snapshot_free);
 void state_snapshot_list_release(state_snapshot_list *l);

@@ -1782,6 +1782,58 @@ static int kt_client_tls(target *t, const etcd_cluster *c, char **ret_ca, char *
         return 0;
 }
 
+/*
+ * A Secret gitcd itself reads (S3 credentials), as the files of a mounted
+ * Secret under <cluster dir>/secrets/<name>/: written beside it as a hidden
+ * folder, then swapped in, so the folder never mixes two versions of the
+ * Secret. Keys that cannot be a file name (starting with '.') are left out.
+ */
+static int kt_secret_folder(target *t, const etcd_cluster *c, const char *name, char **ret_dir)
+{
+        kubernetes_target *kt = KT(t);
+        const char *ns = ns_of(c);
+        if (!target_name_is_component(ns) || !target_name_is_component(c->name))
+                return target_fail(t, -EINVAL, "invalid cluster name \"%s/%s\"", ns, c->name);
+        if (!target_name_is_component(name))
+                return target_fail(t, -EINVAL, "invalid Secret name \"%s\"", name ? name : "");
+        json_t *secret = NULL;
+        int r = read_secret(kt, ns, name, &secret);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *cdir = cluster_dir(kt, ns, c->name);
+        _cleanup_free_ char *parent = path_join(cdir, "secrets");
+        _cleanup_free_ char *dir = path_join(parent, name);
+        _cleanup_free_ char *tmp = xasprintf("%s/.%s.new", parent, name);
+        (void)rm_rf(tmp);
+        r = mkdir_p(tmp, 0700);
+        if (r < 0)
+                r = target_fail(t, r, "cannot create %s: %s", tmp, strerror(-r));
+        const char *key;
+        json_t *value;
+        json_object_foreach(json_object_get(secret, "data"), key, value)
+        {
+                if (r < 0)
+                        break;
+                if (!target_name_is_component(key) || !json_is_string(value))
+                        continue;
+                r = secret_key_to_file(kt, secret, key, tmp, key);
+        }
+        json_decref(secret);
+        if (r >= 0) {
+                (void)rm_rf(dir);
+                if (rename(tmp, dir) < 0) {
+                        int e = errno;
+                        r = target_fail(t, -e, "cannot rename %s to %s: %s", tmp, dir, strerror(e));
+                }
+        }
+        if (r < 0) {
+                (void)rm_rf(tmp);
+                return r;
+        }
+        *ret_dir = TAKE_PTR(dir);
+        return 0;
+}
+
 /* tls.provider auto: one leaf per surface for the whole cluster, under <cluster dir>/tls. */
 static int kt_tls_certificates(target *t, const etcd_cluster *c, const membership_plan *p,
                                target_cert **ret_certs, size_t *ret_n)
@@ -1879,6 +1931,7 @@ static const target_ops kubernetes_ops = {
     .client_tls = kt_client_tls,
     .tls_certificates = kt_tls_certificates,
     .renew_tls = kt_renew_tls,
+    .secret_folder = kt_secret_folder,
     .free = kt_free,
 };
 

@@ -17,6 +17,8 @@
  *       operator/               gitcd's client identity read from the
  *                               operator Secret (providers secrets and
  *                               cert-manager), mode 0600
+ *       secrets/<name>/         a Secret gitcd itself reads (S3 credentials
+ *                               of spec.snapshots), one file per key, 0600
  */
 #pragma once
 
@@ -66,6 +68,8 @@ typedef struct kubernetes_target_opts {
  *                  (also when the watch cannot be made: it then just sleeps).
  *   client_tls     auto: the issued operator files; secrets / cert-manager:
  *                  the operator Secret's keys written to operator/.
+ *   secret_folder  the Secret's keys written to secrets/<name>/ (get on
+ *                  secrets, which gitcd's RBAC grants in deploy/).
  */
 
 /*

@@ -258,6 +258,11 @@ static int lk_restore_member(target *t, const etcd_cluster *c, const membership_
         return FORWARD(t, c, restore_member(LK(t)->inner, c, p, idx, rs));
 }
 
+static int lk_secret_folder(target *t, const etcd_cluster *c, const char *name, char **ret_dir)
+{
+        return FORWARD(t, secret_folder(LK(t)->inner, c, name, ret_dir));
+}
+
 static const char *lk_last_error(const target *t)
 {
         (void)t;
@@ -282,7 +287,7 @@ static void lk_free(target *t)
 }
 
 /* A new operation in target_ops must be forwarded here too: this fails to compile until it is. */
-_Static_assert(sizeof(target_ops) == 2 * sizeof(void *) + 17 * sizeof(void (*)(void)),
+_Static_assert(sizeof(target_ops) == 2 * sizeof(void *) + 18 * sizeof(void (*)(void)),
                "target_ops changed: forward the new operation in targets/locked.c");
 
 int target_locked_new(target *inner, target **ret)
@@ -312,6 +317,7 @@ int target_locked_new(target *inner, target **ret)
             .renew_tls = in->renew_tls ? lk_renew_tls : NULL,
             .drop_kept_data = in->drop_kept_data ? lk_drop_kept_data : NULL,
             .restore_member = in->restore_member ? lk_restore_member : NULL,
+            .secret_folder = in->secret_folder ? lk_secret_folder : NULL,
             .last_error = lk_last_error,
             .free = lk_free,
         };

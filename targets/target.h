@@ -224,6 +224,20 @@ typedef struct target_ops {
                               size_t idx, const target_restore *rs);
 
         /*
+         * Secrets gitcd itself reads for a cluster (the S3 credentials of
+         * spec.snapshots.destination.s3.credentialsSecretRef): write the
+         * keys of Secret `name` in the cluster's namespace into a folder on
+         * gitcd's host, one file per key with its decoded value (mode 0600,
+         * the folder 0700 and replaced whole, so a key removed from the
+         * Secret goes), the layout of a Secret mounted in a Pod, and return
+         * the folder's path (the caller frees it). -ENOENT when there is no
+         * such Secret, -EACCES when gitcd may not read it. NULL: the target
+         * has no Secrets; a Secret reference then names a folder a person
+         * made on gitcd's host (snapshots/destination.h).
+         */
+        int (*secret_folder)(target *t, const etcd_cluster *c, const char *name, char **ret_dir);
+
+        /*
          * The message of the calling thread's last failed operation, for a
          * target shared by threads (targets/locked.h). NULL: t->last_error.
          */

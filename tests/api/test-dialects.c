@@ -425,6 +425,12 @@ static void test_dialects_normalize_alike(void **state)
         free(first_hash);
 }
 
+#define COZY_CLUSTER                                                                               \
+        "apiVersion: etcd-operator.cozystack.io/v1alpha2\n"                                        \
+        "kind: EtcdCluster\n"                                                                      \
+        "metadata:\n  name: main\n"                                                                \
+        "spec:\n  replicas: 3\n  version: \"3.5.16\"\n"
+
 #define IMPROBABLE_CLUSTER                                                                         \
         "apiVersion: etcd.improbable.io/v1alpha1\n"                                                \
         "kind: EtcdCluster\n"                                                                      \
@@ -498,7 +504,8 @@ static void test_side_kinds_refused(void **state)
         assert_load_error(text, "names cluster default/other, which is not defined");
         snprintf(text, sizeof(text), "%s---\n%s", IMPROBABLE_CLUSTER,
                  schedule_doc("0 * * * *", "http://main.prod.svc:2379", "s3://b/p.db"));
-        assert_load_error(text, "is a cluster of namespace prod; the schedule is in default");
+        assert_load_error(text,
+                          "is a cluster of namespace prod; the EtcdBackupSchedule is in default");
         /* a cluster that has snapshots of its own */
         snprintf(text, sizeof(text),
                  "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: main\n"
@@ -506,17 +513,153 @@ static void test_side_kinds_refused(void **state)
                  "    destination:\n      local:\n        path: /srv/snaps\n---\n%s",
                  schedule_doc("0 * * * *", "http://main:2379", "s3://b/p.db"));
         assert_load_error(text, "has snapshots already");
-        /* one-off snapshots */
+        /* one-off snapshots: a destination gitcd cannot write to, or none at all */
         snprintf(text, sizeof(text),
                  "%s---\napiVersion: etcd.improbable.io/v1alpha1\nkind: EtcdBackup\n"
                  "metadata:\n  name: once\nspec:\n  source:\n    clusterURL: http://main:2379\n",
                  IMPROBABLE_CLUSTER);
-        assert_load_error(text, "EtcdBackup \"once\": one-off snapshots are not kept as "
-                                "documents by gitcd; take it with `gitcd snapshot save");
+        assert_load_error(text, "spec.destination is required");
         assert_int_equal(set.n, 1); /* the cluster itself is still read */
-        assert_load_error("apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\n"
-                          "metadata:\n  name: snap\nspec:\n  clusterRef:\n    name: main\n",
-                          "EtcdSnapshot \"snap\": one-off snapshots");
+        snprintf(text, sizeof(text),
+                 "%s---\napiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\n"
+                 "metadata:\n  name: snap\nspec:\n  clusterRef:\n    name: main\n"
+                 "  destination:\n    pvc:\n      claimName: backups\n",
+                 COZY_CLUSTER);
+        assert_load_error(text, "spec.destination.pvc: not supported yet");
+        snprintf(text, sizeof(text),
+                 "%s---\napiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\n"
+                 "metadata:\n  name: snap\nspec:\n  clusterRef:\n    name: main\n",
+                 COZY_CLUSTER);
+        assert_load_error(text, "EtcdSnapshot \"snap\" names no destination, and cluster "
+                                "default/main has no spec.snapshots.destination");
+}
+
+static const char *cozy_snapshot(const char *name, const char *bucket)
+{
+        static char buf[1024];
+        snprintf(buf, sizeof(buf),
+                 "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\n"
+                 "metadata:\n  name: %s\nspec:\n  clusterRef:\n    name: main\n"
+                 "  destination:\n    s3:\n      endpoint: https://s3.example.com\n"
+                 "      bucket: %s\n      key: main\n      forcePathStyle: true\n"
+                 "      credentialsSecretRef:\n        name: s3-creds\n",
+                 name, bucket);
+        return buf;
+}
+
+/*
+ * One-off snapshots (cozystack EtcdSnapshot, improbable EtcdBackup) join
+ * their cluster as declared snapshots, outside the spec: its hash does not
+ * change; the identity follows what the document asks.
+ */
+static void test_one_off_snapshots(void **state)
+{
+        (void)state;
+        char text[4096];
+        etcd_cluster *c = load_text(COZY_CLUSTER);
+        _cleanup_free_ char *plain = spec_hash(c);
+
+        snprintf(text, sizeof(text), "%s---\n%s", cozy_snapshot("nightly-1", "snaps"),
+                 COZY_CLUSTER);
+        c = load_text(text);
+        _cleanup_free_ char *with = spec_hash(c);
+        assert_string_equal(plain, with);
+        assert_int_equal(c->n_declared, 1);
+        assert_string_equal(c->declared[0].object, "EtcdSnapshot default/nightly-1");
+        assert_int_equal(strlen(c->declared[0].identity), 64);
+        assert_int_equal(c->declared[0].destination.kind, DEST_S3);
+        assert_string_equal(c->declared[0].destination.s3.bucket, "snaps");
+        assert_string_equal(c->declared[0].destination.s3.key, "main");
+        assert_string_equal(c->declared[0].destination.s3.credentials_secret, "s3-creds");
+        _cleanup_free_ char *id1 = xstrdup(c->declared[0].identity);
+        c = load_text(text); /* the same document: the same identity */
+        assert_string_equal(c->declared[0].identity, id1);
+        snprintf(text, sizeof(text), "%s---\n%s", cozy_snapshot("nightly-1", "other"),
+                 COZY_CLUSTER);
+        c = load_text(text); /* edited: another request */
+        assert_string_not_equal(c->declared[0].identity, id1);
+
+        /* improbable EtcdBackup: the bucket of objectURLTemplate, gitcd names the object */
+        snprintf(text, sizeof(text),
+                 "%s---\napiVersion: etcd.improbable.io/v1alpha1\nkind: EtcdBackup\n"
+                 "metadata:\n  name: once\nspec:\n  source:\n    clusterURL: http://main:2379\n"
+                 "  destination:\n    objectURLTemplate: s3://b/adhoc/{{ .UID }}.db\n",
+                 IMPROBABLE_CLUSTER);
+        c = load_text(text);
+        assert_int_equal(c->n_declared, 1);
+        assert_string_equal(c->declared[0].object, "EtcdBackup default/once");
+        assert_string_equal(c->declared[0].destination.s3.bucket, "b");
+        assert_string_equal(c->declared[0].destination.s3.key, "adhoc");
+        assert_false(c->snapshots.enabled);
+
+        /* without a destination: the cluster's spec.snapshots destination */
+        snprintf(text, sizeof(text),
+                 "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: main\n"
+                 "spec:\n  replicas: 1\n  snapshots:\n    schedule: \"0 * * * *\"\n"
+                 "    destination:\n      local:\n        path: /srv/snaps\n---\n"
+                 "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\n"
+                 "metadata:\n  name: snap\nspec:\n  clusterRef:\n    name: main\n");
+        c = load_text(text);
+        assert_int_equal(c->n_declared, 1);
+        assert_int_equal(c->declared[0].destination.kind, DEST_NONE);
+}
+
+/*
+ * improbable EtcdRestore: the cluster clusterTemplate.clusterName names is
+ * created from the object of spec.source.objectURL (gocloud.dev's query
+ * read); clusterTemplate.spec is not read, with a warning.
+ */
+static void test_improbable_restore(void **state)
+{
+        (void)state;
+        static const char *const text =
+            "apiVersion: etcd.improbable.io/v1alpha1\nkind: EtcdRestore\n"
+            "metadata:\n  name: etcdrestore-sample\n"
+            "spec:\n  source:\n"
+            "    objectURL: s3://foo-bucket/backups/main.db?endpoint=minio%3A9000&region=eu-west-2"
+            "&disableSSL=true&s3ForcePathStyle=true\n"
+            "  clusterTemplate:\n    clusterName: main\n    spec:\n      replicas: "
+            "3\n---\n" IMPROBABLE_CLUSTER;
+        etcd_cluster *c = load_text(text);
+        assert_true(c->restore.enabled);
+        assert_int_equal(c->restore.source.kind, DEST_S3);
+        assert_string_equal(c->restore.source.s3.bucket, "foo-bucket");
+        assert_string_equal(c->restore.source.s3.key, "backups/main.db");
+        assert_string_equal(c->restore.source.s3.endpoint, "http://minio:9000");
+        assert_string_equal(c->restore.source.s3.region, "eu-west-2");
+        assert_true(c->restore.source.s3.force_path_style);
+        assert_null(c->restore.source.s3.credentials_secret);
+        bool warned = false;
+        for (size_t i = 0; i < diags.n; i++)
+                warned = warned ||
+                         (diags.items[i].severity == DIAG_WARNING &&
+                          strstr(diags.items[i].message, "spec.clusterTemplate.spec is not read"));
+        assert_true(warned);
+
+        char bad[1024];
+        snprintf(bad, sizeof(bad),
+                 "apiVersion: etcd.improbable.io/v1alpha1\nkind: EtcdRestore\nmetadata:\n"
+                 "  name: r\nspec:\n  source:\n    objectURL: %s\n  clusterTemplate:\n"
+                 "    clusterName: main\n---\n" IMPROBABLE_CLUSTER,
+                 "gs://b/main.db");
+        assert_load_error(bad, "Google Cloud Storage is not supported");
+        snprintf(bad, sizeof(bad),
+                 "apiVersion: etcd.improbable.io/v1alpha1\nkind: EtcdRestore\nmetadata:\n"
+                 "  name: r\nspec:\n  source:\n    objectURL: %s\n  clusterTemplate:\n"
+                 "    clusterName: main\n---\n" IMPROBABLE_CLUSTER,
+                 "s3://just-a-bucket");
+        assert_load_error(bad, "is not s3://BUCKET/KEY");
+        snprintf(bad, sizeof(bad),
+                 "apiVersion: etcd.improbable.io/v1alpha1\nkind: EtcdRestore\nmetadata:\n"
+                 "  name: r\nspec:\n  source:\n    objectURL: %s\n  clusterTemplate:\n"
+                 "    clusterName: main\n---\n" IMPROBABLE_CLUSTER,
+                 "s3://b/k.db?awssdk=v2");
+        assert_load_error(bad, "query parameter \"awssdk\" is not supported");
+        snprintf(bad, sizeof(bad),
+                 "apiVersion: etcd.improbable.io/v1alpha1\nkind: EtcdRestore\nmetadata:\n"
+                 "  name: r\nspec:\n  source:\n    objectURL: s3://b/k.db\n  clusterTemplate:\n"
+                 "    clusterName: other\n---\n" IMPROBABLE_CLUSTER);
+        assert_load_error(bad, "names cluster default/other, which is not defined");
 }
 
 /* coreos EtcdRestore: the cluster it names is created from the S3 object. */
@@ -578,6 +721,8 @@ int main(void)
             cmocka_unit_test(test_improbable),
             cmocka_unit_test(test_improbable_schedule_any_order),
             cmocka_unit_test(test_side_kinds_refused),
+            cmocka_unit_test(test_one_off_snapshots),
+            cmocka_unit_test(test_improbable_restore),
             cmocka_unit_test(test_coreos_restore),
             cmocka_unit_test(test_cozystack),
             cmocka_unit_test(test_cozystack_pause_and_memory),

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "reconciler/driver.h"
+#include "snapshots/scheduler.h"
+#include "state/snapshots.h"
 #include "targets/locked.h"
 #include "tests/fake/fleet.h"
 #include "util/fs.h"
@@ -118,7 +120,10 @@ static void fx_close(fx *f)
 static void sync_source(fx *f)
 {
         diag_list diags = DIAG_LIST_INIT;
-        assert_true(driver_sync(f->d, &diags) >= 0);
+        if (driver_sync(f->d, &diags) < 0) {
+                diag_print(&diags, stderr);
+                fail_msg("driver_sync failed");
+        }
         diag_list_release(&diags);
 }
 
@@ -306,6 +311,111 @@ static void test_idle_cadence_workers(void **state)
         idle_cadence(3);
 }
 
+static void write_file(fx *f, const char *name, const char *text)
+{
+        _cleanup_free_ char *path = xasprintf("%s/%s", f->src_dir, name);
+        assert_int_equal(write_file_atomic(path, text, strlen(text), 0644), 0);
+}
+
+static void write_declared(fx *f, const char *name)
+{
+        _cleanup_free_ char *file = xasprintf("%s.yaml", name);
+        _cleanup_free_ char *text =
+            xasprintf("apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\n"
+                      "metadata:\n  name: %s\nspec:\n  clusterRef:\n    name: idle\n",
+                      name);
+        write_file(f, file, text);
+}
+
+static size_t pending_requests(fx *f)
+{
+        state_snapshot_request_list l = {0};
+        assert_int_equal(state_snapshot_requests_list(f->db, "default/idle", true, &l), 0);
+        size_t n = l.n;
+        state_snapshot_request_list_release(&l);
+        return n;
+}
+
+/* Tick a scheduler until its worker finished and was reaped; returns how many it started. */
+static int run_scheduler(snapshot_scheduler *s, fx *f)
+{
+        const char *const clusters[] = {"default/idle"};
+        int started = 0;
+        for (int n = 0; n < 2000; n++) {
+                started += snapshot_scheduler_tick(s, f->db, f->t, clusters, 1);
+                if (snapshot_scheduler_tick(s, f->db, f->t, clusters, 1) == 0 && n > 1)
+                        break;
+                usleep(20 * 1000);
+        }
+        return started;
+}
+
+/*
+ * A declared one-off snapshot (a cozystack EtcdSnapshot next to the
+ * cluster) is attempted exactly once: not again at the next tick, not after
+ * a restart of the scheduler, not when the document is read again; another
+ * document is another snapshot, and a document removed before its snapshot
+ * was taken is withdrawn. (The fake world has no real etcd: the attempt
+ * fails, and a failed attempt is still the one attempt.)
+ */
+static void test_declared_snapshot_taken_once(void **state)
+{
+        (void)state;
+        fx f = {0};
+        fx_open(&f, 0);
+        _cleanup_free_ char *snaps = path_join(f.dir, "snaps");
+        _cleanup_free_ char *cluster = xasprintf(
+            "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n"
+            "  name: idle\nspec:\n  replicas: 1\n  version: \"3.5.16\"\n"
+            "  snapshots:\n    enabled: false\n    destination:\n      local:\n        path: %s\n",
+            snaps);
+        write_file(&f, "idle.yaml", cluster);
+        write_declared(&f, "snap1");
+        sync_source(&f);
+        assert_int_equal(pending_requests(&f), 1);
+        converge(&f, 2, 1);
+        settle(&f);
+
+        _cleanup_free_ char *db_path = path_join(f.dir, "state.db");
+        snapshot_scheduler_opts so = {.state_path = db_path, .state_dir = f.dir};
+        snapshot_scheduler *s = NULL;
+        assert_int_equal(snapshot_scheduler_new(&so, f.db, &s), 0);
+        assert_int_equal(run_scheduler(s, &f), 1);
+        assert_int_equal(pending_requests(&f), 0);
+        state_snapshot_list l = {0};
+        assert_int_equal(state_snapshot_list_for(f.db, "default/idle", 0, &l), 0);
+        assert_int_equal(l.n, 1);
+        assert_string_equal(l.items[0]->trigger, "declared");
+        assert_string_equal(l.items[0]->declared_by, "EtcdSnapshot default/snap1");
+        assert_string_not_equal(l.items[0]->result, "running");
+        state_snapshot_list_release(&l);
+        assert_int_equal(run_scheduler(s, &f), 0); /* not again */
+        snapshot_scheduler_free(s);
+        assert_int_equal(snapshot_scheduler_new(&so, f.db, &s), 0); /* gitcd restarted */
+        assert_int_equal(run_scheduler(s, &f), 0);
+
+        /* the same document in a new revision: nothing new; another document: one more */
+        write_declared(&f, "snap2");
+        sync_source(&f);
+        assert_int_equal(pending_requests(&f), 1);
+        assert_int_equal(run_scheduler(s, &f), 1);
+        assert_int_equal(state_snapshot_list_for(f.db, "default/idle", 0, &l), 0);
+        assert_int_equal(l.n, 2);
+        state_snapshot_list_release(&l);
+
+        /* removed before it was taken: withdrawn, never taken */
+        write_declared(&f, "snap3");
+        sync_source(&f);
+        assert_int_equal(pending_requests(&f), 1);
+        _cleanup_free_ char *gone = path_join(f.src_dir, "snap3.yaml");
+        assert_int_equal(unlink(gone), 0);
+        sync_source(&f);
+        assert_int_equal(pending_requests(&f), 0);
+        assert_int_equal(run_scheduler(s, &f), 0);
+        snapshot_scheduler_free(s);
+        fx_close(&f);
+}
+
 int main(void)
 {
         log_set_level(LOG_ERROR);
@@ -314,6 +424,7 @@ int main(void)
             cmocka_unit_test(test_idle_cadence_inline),
             cmocka_unit_test(test_idle_cadence_workers),
             cmocka_unit_test(test_slow_target_op_holds_up_no_other),
+            cmocka_unit_test(test_declared_snapshot_taken_once),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,8 @@
  *   - scheduled snapshots are taken and recorded; `gitcd snapshot save`
  *     takes one by hand next to the running daemon;
  *   - retention keeps two, and a file gitcd did not write survives;
+ *   - a cozystack EtcdSnapshot document beside the cluster is taken once
+ *     (trigger declared), and retention never deletes it;
  *   - SnapshotsHealthy is True in `gitcd status`;
  *   - SIGTERM stops the daemon cleanly with no record left running;
  *   - `gitcd snapshot restore` restores a kept snapshot into a new data
@@ -106,6 +108,10 @@ static void test_scheduled_snapshots_under_run(void **unused)
                                backups);
         e2e_write_file(e, "snapc.yaml", text);
         free(text);
+        e2e_write_file(e, "snapc-once.yaml",
+                       "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\n"
+                       "metadata:\n  name: before-migration\nspec:\n  clusterRef:\n"
+                       "    name: snapc\n");
         char *folder = path_join(backups, "default/snapc");
         char *foreign = path_join(folder, "made-by-hand.db");
         assert_int_equal(mkdir_p(folder, 0700), 0);
@@ -145,6 +151,7 @@ static void test_scheduled_snapshots_under_run(void **unused)
                 fail_msg("no two scheduled snapshots:\n%s", log);
         }
         assert_int_equal(count(recs, NULL, "failed"), 0);
+        assert_int_equal(count(recs, "declared", "succeeded"), 1); /* once, over many ticks */
         json_decref(recs);
 
         /* SnapshotsHealthy, set by the reconciler's passes */
@@ -178,20 +185,27 @@ static void test_scheduled_snapshots_under_run(void **unused)
                 const char *loc = json_string_value(json_object_get(r, "location"));
                 assert_true(path_exists(loc) == !gone);
                 assert_non_null(strstr(loc, ".db.gz"));
+                if (streq(json_string_value(json_object_get(r, "trigger")), "declared")) {
+                        assert_false(gone);
+                        assert_string_equal(json_string_value(json_object_get(r, "declared_by")),
+                                            "EtcdSnapshot default/before-migration");
+                        continue;
+                }
                 if (!gone)
                         kept++;
         }
-        assert_true(json_array_size(recs) >= 3);
+        assert_true(json_array_size(recs) >= 4);
         assert_true(kept <= 2 && kept >= 1);
         assert_true(path_exists(foreign));
-        assert_int_equal(files_in(folder), kept + 1);
+        assert_int_equal(files_in(folder), kept + 2); /* and the declared one */
         assert_true(e2e_audit_count(e, "snapc", "snapshot.save") >= 3);
 
         /* restore: a kept snapshot into a new folder, and as a spec; a deleted one refused */
         char kept_id[32] = "", deleted_id[32] = "";
         json_array_foreach(recs, i, r)
         {
-                if (!streq(json_string_value(json_object_get(r, "result")), "succeeded"))
+                if (!streq(json_string_value(json_object_get(r, "result")), "succeeded") ||
+                    streq(json_string_value(json_object_get(r, "trigger")), "declared"))
                         continue;
                 char *id = kept_id;
                 if (json_is_string(json_object_get(r, "deleted")))

@@ -37,10 +37,12 @@
 
 #include "api/spec.h"
 #include "etcd/client.h"
+#include "snapshots/declared.h"
 #include "snapshots/restore.h"
 #include "snapshots/snapshot.h"
 #include "state/snapshots.h"
 #include "snapshots/destination.h"
+#include "targets/target.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/s3rver.h"
 #include "util/fs.h"
@@ -336,6 +338,27 @@ static void test_retention(void **unused)
         etcd_cluster *c = NULL;
         snapshot_spec *spec = spec_of(&f, &c);
 
+        /* a declared one-off snapshot (an EtcdSnapshot document), to the same folder: taken
+         * once, and never retention's although it is the oldest */
+        state_snapshot_request q = {.object = (char *)"EtcdSnapshot default/before-upgrade",
+                                    .identity = (char *)"0123"};
+        assert_int_equal(state_snapshot_requests_sync(f.db, CLUSTER, &q, 1, 1000), 1);
+        state_snapshot_request_list pending = {0};
+        assert_int_equal(state_snapshot_requests_list(f.db, CLUSTER, true, &pending), 0);
+        assert_int_equal(pending.n, 1);
+        snapshot_job *job = NULL;
+        char *err = NULL;
+        assert_int_equal(snapshot_declared_job(f.db, NULL, pending.items[0], f.dir, &job, &err), 0);
+        int64_t declared = 0;
+        if (snapshot_take(f.db, job, &declared, &err) < 0)
+                fail_msg("declared snapshot: %s", err);
+        assert_int_equal(snapshot_take(f.db, job, NULL, &err), -EALREADY); /* never twice */
+        free(err);
+        snapshot_job_free(job);
+        state_snapshot_request_list_release(&pending);
+        assert_int_equal(state_snapshot_requests_list(f.db, CLUSTER, true, &pending), 0);
+        assert_int_equal(pending.n, 0);
+
         int64_t ids[4];
         for (int i = 0; i < 4; i++)
                 ids[i] = take(&f, NULL);
@@ -354,10 +377,15 @@ static void test_retention(void **unused)
         assert_int_equal(write_file_atomic(blocker, "x", 1, 0600), 0);
 
         int64_t now = now_wall_ms();
-        assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, now), 1);
+        assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, NULL, now), 1);
         state_snapshot_list l = {0};
         assert_int_equal(state_snapshot_list_for(f.db, CLUSTER, 0, &l), 0);
-        assert_int_equal(l.n, 4);
+        assert_int_equal(l.n, 5);
+        assert_string_equal(l.items[4]->trigger, "declared");
+        assert_string_equal(l.items[4]->declared_by, "EtcdSnapshot default/before-upgrade");
+        assert_string_equal(l.items[4]->result, "succeeded");
+        assert_int_equal(l.items[4]->expired_ms, 0);
+        assert_true(path_exists(l.items[4]->location));
         /* newest first: two kept, the third deleted, the oldest expired with the failure */
         assert_int_equal(l.items[0]->expired_ms, 0);
         assert_int_equal(l.items[1]->expired_ms, 0);
@@ -375,7 +403,7 @@ static void test_retention(void **unused)
         assert_int_equal(unlink(blocker), 0);
         assert_int_equal(rmdir(oldest_path), 0);
         assert_int_equal(write_file_atomic(oldest_path, "again", 5, 0600), 0);
-        assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, now), 1);
+        assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, NULL, now), 1);
         assert_false(path_exists(oldest_path));
         state_snapshot_free(oldest);
         assert_int_equal(state_snapshot_get(f.db, ids[0], &oldest), 0);
@@ -383,12 +411,15 @@ static void test_retention(void **unused)
         assert_null(oldest->delete_error);
 
         /* by age: two hours later only the newest is kept (never the last one) */
-        assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, now + 2 * 3600 * 1000), 1);
+        assert_int_equal(
+            snapshot_retention(f.db, CLUSTER, spec, f.dir, NULL, now + 2 * 3600 * 1000), 1);
         assert_int_equal(state_snapshot_list_for(f.db, CLUSTER, 0, &l), 0);
         assert_int_equal(l.items[0]->expired_ms, 0);
         assert_true(path_exists(l.items[0]->location));
         assert_true(l.items[1]->deleted_ms > 0);
         assert_true(path_exists(foreign));
+        assert_int_equal(l.items[4]->id, declared);
+        assert_true(path_exists(l.items[4]->location)); /* kept whatever its age */
         state_snapshot_list_release(&l);
 
         state_audit_filter af = {.cluster = CLUSTER, .action = "snapshot.delete"};
@@ -555,6 +586,41 @@ static void test_restore_many_keys(void **unused)
         fixture_stop(&f);
 }
 
+/*
+ * A target that reads Secrets itself (as the Kubernetes target does): it
+ * writes the Secret's keys into a folder of its own, here from `k8s_secret`
+ * (NULL: the Secret does not exist).
+ */
+static const char *k8s_secret;
+
+static int stub_secret_folder(target *t, const etcd_cluster *c, const char *name, char **ret_dir)
+{
+        (void)c;
+        assert_string_equal(name, "s3creds");
+        if (!k8s_secret)
+                return target_fail(t, -ENOENT, "no Secret %s", name);
+        *ret_dir = xstrdup(k8s_secret);
+        return 0;
+}
+
+static const target_ops stub_ops = {.name = "stub", .secret_folder = stub_secret_folder};
+
+/* A manual snapshot with the credentials a target read from its Secret. */
+static int64_t take_with_target(fixture *f, char **ret_error)
+{
+        target stub = {.ops = &stub_ops};
+        snapshot_job *job = NULL;
+        char *err = NULL;
+        assert_int_equal(
+            snapshot_job_from_state(f->db, &stub, CLUSTER, "manual", 0, f->dir, &job, &err), 0);
+        free(stub.last_error);
+        int64_t id = 0;
+        int r = snapshot_take(f->db, job, &id, &err);
+        snapshot_job_free(job);
+        *ret_error = err;
+        return r < 0 ? -id : id;
+}
+
 static void test_s3_destination(void **unused)
 {
         (void)unused;
@@ -612,12 +678,43 @@ static void test_s3_destination(void **unused)
         assert_int_equal(obj.size, newest->size);
         dest_object_release(&obj);
 
-        assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, now_wall_ms()), 1);
+        assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, NULL, now_wall_ms()), 1);
         assert_int_equal(snapshot_dest_stat(dest, oldest->key, &obj, &err), -ENOENT);
         free(err);
         err = NULL;
         assert_int_equal(snapshot_dest_stat(dest, "default/snap/foreign.db", &obj, &err), 0);
         dest_object_release(&obj);
+
+        /* the target's Secret: missing fails the snapshot, recorded; then its keys are used
+         * and the state folder's Secret folder is not looked at */
+        k8s_secret = NULL;
+        char *why = NULL;
+        int64_t failed = take_with_target(&f, &why);
+        assert_true(failed < 0);
+        assert_non_null(strstr(why, "S3 credentials Secret default/s3creds: not found"));
+        free(why);
+        state_snapshot *rec = NULL;
+        assert_int_equal(state_snapshot_get(f.db, -failed, &rec), 0);
+        assert_string_equal(rec->result, "failed");
+        state_snapshot_free(rec);
+        char *k8s_dir = path_join(f.dir, "k8s-secret");
+        assert_int_equal(mkdir_p(k8s_dir, 0700), 0);
+        char *kid = path_join(k8s_dir, "accessKeyID");
+        assert_int_equal(write_file_atomic(kid, "WRONG", 5, 0600), 0);
+        char *kkey = path_join(k8s_dir, "secretAccessKey");
+        assert_int_equal(write_file_atomic(kkey, HARNESS_S3RVER_KEY, 6, 0600), 0);
+        k8s_secret = k8s_dir;
+        assert_true(take_with_target(&f, &why) < 0); /* s3rver refuses that access key */
+        assert_non_null(strstr(why, "403"));
+        free(why);
+        assert_int_equal(write_file_atomic(kid, HARNESS_S3RVER_KEY, 6, 0600), 0);
+        int64_t ok = take_with_target(&f, &why);
+        if (ok < 0)
+                fail_msg("snapshot with the target's Secret failed: %s", why);
+        free(why);
+        free(kid);
+        free(kkey);
+        free(k8s_dir);
 
         /* fetched back through the record, intact */
         char *fetched = path_join(f.dir, "fetched");

@@ -28,9 +28,13 @@
 #include "render/render.h"
 #include "api/spec.h"
 #include "reconciler/membership.h"
+#include "snapshots/destination.h"
+#include "snapshots/snapshot.h"
 #include "targets/kubernetes.h"
+#include "targets/locked.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/kubeapi.h"
+#include "tests/harness/s3rver.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -722,6 +726,122 @@ static void test_tls_secrets_trust(void **state)
         etcd_cluster_free(c);
 }
 
+static void apply_s3_secret(const char *name, const char *access_key_b64)
+{
+        /* "S3RVER" is the secret key s3rver knows; it checks the access key ID only */
+        json_t *secret =
+            json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s}}", "apiVersion", "v1", "kind",
+                      "Secret", "metadata", "name", name, "namespace", NS, "data", "accessKeyID",
+                      access_key_b64, "secretAccessKey", "UzNSVkVS");
+        assert_int_equal(kube_apply(admin, secret, "test", false, false, NULL), 0);
+        json_decref(secret);
+}
+
+/*
+ * S3 credentials from a Kubernetes Secret: read through
+ * the locked target (as `gitcd run` holds it), written as a folder, and used
+ * against a real S3 server; a changed Secret is read again, a missing one is
+ * named.
+ */
+static void test_s3_credentials_secret(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *s3bin = harness_s3rver_path();
+        if (!s3bin)
+                skip();
+        harness_s3rver *s3 = NULL;
+        assert_int_equal(harness_s3rver_start(&(harness_s3rver_opts){0}, &s3), 0);
+        unsetenv("AWS_ACCESS_KEY_ID");
+        unsetenv("AWS_SECRET_ACCESS_KEY");
+        _cleanup_free_ char *extra = xasprintf("  snapshots:\n"
+                                               "    schedule: \"0 * * * *\"\n"
+                                               "    destination:\n"
+                                               "      s3:\n"
+                                               "        endpoint: %s\n"
+                                               "        bucket: %s\n"
+                                               "        key: backups\n"
+                                               "        forcePathStyle: true\n"
+                                               "        credentialsSecretRef:\n"
+                                               "          name: s3sec-creds\n",
+                                               s3->endpoint_ip, s3->bucket);
+        etcd_cluster *c = load_cluster("s3sec", 1, extra);
+        target *locked = NULL;
+        assert_int_equal(target_locked_new(new_target("admin"), &locked), 0);
+        const storage_location *loc = &c->snapshots.destination;
+
+        /* no Secret yet: named, nothing written */
+        char *dir = NULL, *err = NULL;
+        assert_int_equal(snapshot_secret_folder(locked, c, loc, &dir, &err), -ENOENT);
+        assert_null(dir);
+        assert_string_equal(err, "S3 credentials Secret " NS "/s3sec-creds: not found");
+        free(err);
+        err = NULL;
+
+        apply_s3_secret("s3sec-creds", "UzNSVkVS"); /* S3RVER */
+        assert_int_equal(snapshot_secret_folder(locked, c, loc, &dir, &err), 0);
+        assert_non_null(dir);
+        _cleanup_free_ char *idf = path_join(dir, "accessKeyID");
+        char *data = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(idf, 1024, &data, &len), 0);
+        assert_string_equal(data, "S3RVER");
+        free(data);
+        struct stat st;
+        assert_int_equal(stat(idf, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0600);
+        assert_int_equal(stat(dir, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0700);
+
+        /* the snapshot destination signs with them: the server takes the upload */
+        _cleanup_free_ char *src = path_join(kubeapi_dir(api), "s3sec.db");
+        assert_int_equal(write_file_atomic(src, "snapshot", 8, 0600), 0);
+        snapshot_dest_context ctx = {.state_dir = state_dir, .namespace_ = NS, .secret_dir = dir};
+        snapshot_dest *d = NULL;
+        assert_int_equal(snapshot_dest_open(loc, &ctx, &d, &err), 0);
+        assert_int_equal(snapshot_dest_put_file(d, "s1.db", src, NULL, &err), 0);
+        dest_object o = {0};
+        assert_int_equal(snapshot_dest_stat(d, "s1.db", &o, &err), 0);
+        assert_int_equal(o.size, 8);
+        dest_object_release(&o);
+        snapshot_dest_free(d);
+        free(dir);
+
+        /* the Secret changed: read again, and the server refuses the other key */
+        apply_s3_secret("s3sec-creds", "V1JPTkc="); /* WRONG */
+        assert_int_equal(snapshot_secret_folder(locked, c, loc, &dir, &err), 0);
+        ctx.secret_dir = dir;
+        assert_int_equal(snapshot_dest_open(loc, &ctx, &d, &err), 0);
+        assert_int_equal(snapshot_dest_put_file(d, "s2.db", src, NULL, &err), -EACCES);
+        assert_null(strstr(err, "S3RVER"));
+        free(err);
+        err = NULL;
+        snapshot_dest_free(d);
+        free(dir);
+
+        /* a Secret without the keys: a clear refusal, never the environment */
+        setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
+        setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+        json_t *empty =
+            json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s}}", "apiVersion", "v1", "kind", "Secret",
+                      "metadata", "name", "s3sec-other", "namespace", NS, "data", "token", "eA==");
+        assert_int_equal(kube_apply(admin, empty, "test", false, false, NULL), 0);
+        json_decref(empty);
+        free(c->snapshots.destination.s3.credentials_secret);
+        c->snapshots.destination.s3.credentials_secret = xstrdup("s3sec-other");
+        assert_int_equal(snapshot_secret_folder(locked, c, loc, &dir, &err), 0);
+        ctx.secret_dir = dir;
+        assert_int_equal(snapshot_dest_open(loc, &ctx, &d, &err), -ENOKEY);
+        assert_non_null(strstr(err, "accessKeyID"));
+        free(err);
+        free(dir);
+        unsetenv("AWS_ACCESS_KEY_ID");
+        unsetenv("AWS_SECRET_ACCESS_KEY");
+
+        target_free(locked);
+        etcd_cluster_free(c);
+        harness_s3rver_free(s3);
+}
+
 static void test_rbac_nothing_applied(void **state)
 {
         (void)state;
@@ -753,12 +873,12 @@ static void test_rbac_nothing_applied(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_place_member),         cmocka_unit_test(test_shared_idempotent),
-            cmocka_unit_test(test_member_lifecycle),     cmocka_unit_test(test_data_lost),
-            cmocka_unit_test(test_remove_keep_data),     cmocka_unit_test(test_prune),
-            cmocka_unit_test(test_name_taken),           cmocka_unit_test(test_tls_auto),
-            cmocka_unit_test(test_tls_secrets_trust),    cmocka_unit_test(test_tls_secrets_client),
-            cmocka_unit_test(test_rbac_nothing_applied),
+            cmocka_unit_test(test_place_member),       cmocka_unit_test(test_shared_idempotent),
+            cmocka_unit_test(test_member_lifecycle),   cmocka_unit_test(test_data_lost),
+            cmocka_unit_test(test_remove_keep_data),   cmocka_unit_test(test_prune),
+            cmocka_unit_test(test_name_taken),         cmocka_unit_test(test_tls_auto),
+            cmocka_unit_test(test_tls_secrets_trust),  cmocka_unit_test(test_s3_credentials_secret),
+            cmocka_unit_test(test_tls_secrets_client), cmocka_unit_test(test_rbac_nothing_applied),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
