@@ -260,7 +260,7 @@ static int lk_restore_member(target *t, const etcd_cluster *c, const membership_
 
 static int lk_secret_folder(target *t, const etcd_cluster *c, const char *name, char **ret_dir)
 {
-        return FORWARD(t, secret_folder(LK(t)->inner, c, name, ret_dir));
+        return FORWARD(t, c, secret_folder(LK(t)->inner, c, name, ret_dir));
 }
 
 static const char *lk_last_error(const target *t)
