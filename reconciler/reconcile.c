@@ -52,9 +52,15 @@
 #include "util/xalloc.h"
 
 #define POLL_IN_FLIGHT_MS 200
-#define POLL_PROMOTE_MS   250
-#define POLL_RETRY_MS     1000
-#define POLL_BLOCKED_MS   30000 /* a step the target refused (RBAC, ownership) */
+/*
+ * A learner etcd refuses to promote (not caught up yet) is asked again soon
+ * and then less often: it is usually ready within a few tens of ms of its
+ * start, so a fixed 250 ms made the whole scale step wait for it.
+ */
+#define POLL_PROMOTE_FIRST_MS 25
+#define POLL_PROMOTE_MS       250
+#define POLL_RETRY_MS         1000
+#define POLL_BLOCKED_MS       30000 /* a step the target refused (RBAC, ownership) */
 /*
  * etcd refuses MemberAdd ("unhealthy cluster") until every voter has been
  * connected for its health interval (5 s) after the previous change.
@@ -74,6 +80,7 @@ typedef struct cluster_ctx {
         int64_t blocked_until;  /* monotonic ms: a refused step is not tried before */
         char blocked_message[256];
         upgrade_track upgrade; /* the member rolled last onto a new version (upgrade.c) */
+        int promote_refusals;  /* in a row, for the learner being promoted (backoff) */
 } cluster_ctx;
 
 struct reconciler {
@@ -1043,7 +1050,10 @@ static int act_simple_etcd(act_ctx *a, const char *action)
                         (void)state_op_finish(a->r->opts.db, op, STATE_OP_ABANDONED,
                                               "learner not in sync yet", wall(a->r));
                         a->res->outcome = PASS_WAITING;
-                        a->res->poll_ms = POLL_PROMOTE_MS;
+                        a->res->poll_ms =
+                            MIN(POLL_PROMOTE_FIRST_MS << MIN(a->x->promote_refusals, 4),
+                                POLL_PROMOTE_MS);
+                        a->x->promote_refusals++;
                         snprintf(a->res->message, sizeof(a->res->message),
                                  "waiting for learner %s to catch up", a->s->member);
                         return 0;
@@ -1076,8 +1086,10 @@ static int act_simple_etcd(act_ctx *a, const char *action)
                 k = -EINVAL;
         }
         /* A new voter must be connected for etcd's health interval before the next add. */
-        if (k >= 0 && a->s->kind == STEP_PROMOTE)
+        if (k >= 0 && a->s->kind == STEP_PROMOTE) {
                 a->x->add_not_before = mono(a->r) + ETCD_HEALTH_INTERVAL_MS;
+                a->x->promote_refusals = 0;
+        }
         if (k >= 0 && a->s->kind == STEP_PROMOTE) {
                 member_view *v = view_by_name(a->w, a->s->member);
                 if (v && v->rec) {
