@@ -36,6 +36,7 @@
 #include "pki/auto.h"
 #include "reconciler/bootstrap.h"
 #include "reconciler/membership.h"
+#include "reconciler/quiet.h"
 #include "reconciler/reconcile.h"
 #include "reconciler/recovery.h"
 #include "reconciler/upgrade.h"
@@ -81,6 +82,7 @@ typedef struct cluster_ctx {
         char blocked_message[256];
         upgrade_track upgrade; /* the member rolled last onto a new version (upgrade.c) */
         int promote_refusals;  /* in a row, for the learner being promoted (backoff) */
+        quiet_track quiet;     /* which idle passes may leave the upkeep out (quiet.h) */
 } cluster_ctx;
 
 struct reconciler {
@@ -121,6 +123,8 @@ typedef struct world {
         char *commit; /* the commit and author behind the latched spec, for audit events */
         char *author;
         bool target_failed; /* observe failed because the target could not report a member */
+        unsigned char digest[QUIET_DIGEST_LEN]; /* of what was observed (quiet.h) */
+        bool quiet; /* the same as the last full pass, which converged: no upkeep */
 } world;
 
 const char *pass_outcome_name(pass_outcome o)
@@ -578,6 +582,14 @@ static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *
         w->obs.next_ordinal = max_ordinal + 1;
         observation_voters(&w->obs, &w->voters, &w->healthy_voters);
         observe_certs(r, x, c, w);
+
+        quiet_digest qd = {STRBUF_INIT};
+        quiet_digest_cluster(&qd, x->latched_hash, w->sc);
+        for (size_t i = 0; i < w->n; i++)
+                quiet_digest_member(&qd, w->views[i].rec, &w->views[i].ts, w->views[i].want_hash);
+        quiet_digest_etcd(&qd, w->etcd, w->leader);
+        quiet_digest_end(&qd, w->digest);
+        w->quiet = quiet_may_skip(&x->quiet, w->digest, mono(r));
         return 0;
 }
 
@@ -1667,8 +1679,10 @@ static int pass_observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, wo
         }
         record_observed(r, x, w);
         record_certs(r, x, c, w);
-        remove_target_strays(r, x, c, w);
-        sync_shared(r, x, c, w);
+        if (!w->quiet) {
+                remove_target_strays(r, x, c, w);
+                sync_shared(r, x, c, w);
+        }
         return 0;
 }
 
@@ -2015,23 +2029,20 @@ static int pass_recovery(reconciler *r, cluster_ctx *x, const etcd_cluster *c, w
  * One pass: begin (latch; terminal, unsupported, blocked), observe, decide,
  * conditions, deadline, act. Each returns early with the pass result filled.
  */
-int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
+static int pass_run(reconciler *r, cluster_ctx *x, world *wp, pass_result *res)
 {
-        memset(res, 0, sizeof(*res));
-        cluster_ctx *x = ctx_get(r, cluster);
-        _cleanup_(world_releasep) world w = {0};
-        int k = pass_begin(r, x, &w, res);
+        int k = pass_begin(r, x, wp, res);
         if (k <= 0)
                 return k;
         const etcd_cluster *c = x->latched;
 
         /* The first pass of this process: time gitcd was not running does not count. */
         bool first_pass = !x->journal_checked;
-        k = pass_observe(r, x, c, &w, res);
+        k = pass_observe(r, x, c, wp, res);
         if (k < 0)
                 return k;
-        assert(w.obs.n == w.n);
-        k = pass_recovery(r, x, c, &w, res);
+        assert(wp->obs.n == wp->n);
+        k = pass_recovery(r, x, c, wp, res);
         if (k != 0)
                 return k < 0 ? k : 0;
 
@@ -2042,25 +2053,25 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                             c->bootstrap_mode == BOOTSTRAP_STATIC && !c->restore.enabled,
                         .renew_before_ms = renew_s * 1000};
         step s;
-        decide(&want, &w.obs, &s);
-        if (upgrade_pass(r, x, c, &w, &s, res) == 0)
+        decide(&want, &wp->obs, &s);
+        if (upgrade_pass(r, x, c, wp, &s, res) == 0)
                 return 0; /* UpgradeFailed: terminal, res filled */
         res->step = s.kind;
         snprintf(res->member, sizeof(res->member), "%s", s.member ? s.member : "");
         snprintf(res->reason, sizeof(res->reason), "%s", s.reason ? s.reason : "");
         snprintf(res->message, sizeof(res->message), "%s", s.message);
-        update_conditions(r, x, &w, &want, &s);
+        update_conditions(r, x, wp, &want, &s);
 
-        if (pass_deadline(r, x, c, &w, &s, first_pass, res) == 0) {
+        if (pass_deadline(r, x, c, wp, &s, first_pass, res) == 0) {
                 /* Converged: look again when the next certificate is due for renewal. */
-                int64_t due = certs_next_renewal_ms(&want, &w.obs);
+                int64_t due = certs_next_renewal_ms(&want, &wp->obs);
                 if (res->outcome == PASS_CONVERGED && due)
-                        res->poll_ms = (int)MIN(MAX(due - w.obs.now_ms, 1000), 3600 * 1000);
+                        res->poll_ms = (int)MIN(MAX(due - wp->obs.now_ms, 1000), 3600 * 1000);
                 if (res->outcome == PASS_CONVERGED)
-                        pass_maintenance(r, c, &w, res);
+                        pass_maintenance(r, c, wp, res);
                 return 0;
         }
-        k = pass_act(r, x, c, &w, &s, res);
+        k = pass_act(r, x, c, wp, &s, res);
         if (k < 0 && res->outcome != PASS_WAITING) {
                 res->outcome = PASS_WAITING;
                 res->poll_ms = POLL_RETRY_MS;
@@ -2068,6 +2079,17 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                         snprintf(res->message, sizeof(res->message), "%s", strerror(-k));
         }
         return 0;
+}
+
+int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
+{
+        memset(res, 0, sizeof(*res));
+        cluster_ctx *x = ctx_get(r, cluster);
+        _cleanup_(world_releasep) world w = {0};
+        int k = pass_run(r, x, &w, res);
+        quiet_pass_end(&x->quiet, w.quiet, k >= 0 && res->outcome == PASS_CONVERGED, w.digest,
+                       mono(r));
+        return k;
 }
 
 /* ---- desired specs, orphans, prune --------------------------------------- */
