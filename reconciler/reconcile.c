@@ -56,7 +56,9 @@
 /*
  * A learner etcd refuses to promote (not caught up yet) is asked again soon
  * and then less often: it is usually ready within a few tens of ms of its
- * start, so a fixed 250 ms made the whole scale step wait for it.
+ * start, so a fixed 250 ms made the whole scale step wait for it. The same
+ * backoff paces the wait for a new member to join (at most
+ * POLL_IN_FLIGHT_MS).
  */
 #define POLL_PROMOTE_FIRST_MS 25
 #define POLL_PROMOTE_MS       250
@@ -82,6 +84,7 @@ typedef struct cluster_ctx {
         char blocked_message[256];
         upgrade_track upgrade; /* the member rolled last onto a new version (upgrade.c) */
         int promote_refusals;  /* in a row, for the learner being promoted (backoff) */
+        int join_waits;        /* passes in a row waiting for a new member to join (backoff) */
         quiet_track quiet;     /* which idle passes may leave the upkeep out (quiet.h) */
 } cluster_ctx;
 
@@ -1744,10 +1747,18 @@ static int pass_act(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world 
         _cleanup_(act_ctx_release) act_ctx a = {r, x, c, w, s, w->commit, w->author, res, NULL};
         /* Audit actions are "member." plus the step's name: member.promote, member.remove... */
         _cleanup_free_ char *action = xasprintf("member.%s", step_kind_name(s->kind));
+        if (s->kind != STEP_WAIT)
+                x->join_waits = 0;
         switch (s->kind) {
         case STEP_WAIT:
                 res->outcome = PASS_WAITING;
                 res->poll_ms = POLL_IN_FLIGHT_MS;
+                /* A new member joins within a few tens of ms: look soon, then less often. */
+                if (s->reason && streq(s->reason, REASON_SCALING_UP)) {
+                        int shift = MIN(x->join_waits, 4);
+                        res->poll_ms = MIN(POLL_PROMOTE_FIRST_MS << shift, POLL_IN_FLIGHT_MS);
+                        x->join_waits++;
+                }
                 return 0;
         case STEP_START_SEED:
                 return act_start_seed(&a);
