@@ -56,9 +56,9 @@
 /*
  * A learner etcd refuses to promote (not caught up yet) is asked again soon
  * and then less often: it is usually ready within a few tens of ms of its
- * start, so a fixed 250 ms made the whole scale step wait for it. The same
- * backoff paces the wait for a new member to join (at most
- * POLL_IN_FLIGHT_MS).
+ * start, so a fixed 250 ms made the whole scale step wait for it. The wait
+ * for a new member to join looks every POLL_PROMOTE_FIRST_MS for its first
+ * 100 ms, then doubles up to POLL_IN_FLIGHT_MS.
  */
 #define POLL_PROMOTE_FIRST_MS 25
 #define POLL_PROMOTE_MS       250
@@ -1755,7 +1755,8 @@ static int pass_act(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world 
                 res->poll_ms = POLL_IN_FLIGHT_MS;
                 /* A new member joins within a few tens of ms: look soon, then less often. */
                 if (s->reason && streq(s->reason, REASON_SCALING_UP)) {
-                        int shift = MIN(x->join_waits, 4);
+                        /* every 25 ms for the first 100 ms, then doubling */
+                        int shift = x->join_waits < 4 ? 0 : MIN(x->join_waits - 3, 3);
                         res->poll_ms = MIN(POLL_PROMOTE_FIRST_MS << shift, POLL_IN_FLIGHT_MS);
                         x->join_waits++;
                 }
