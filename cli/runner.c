@@ -571,13 +571,22 @@ static bool claim(const char *cluster, driver_claim what, void *userdata)
 /*
  * After each pass: count it, and publish gitcd's client identity toward the
  * cluster for the /metrics scrape (which runs on another thread and must
- * not touch the target), resolved from the spec the reconciler latched.
+ * not touch the target), resolved from the spec the reconciler latched:
+ * again only when that spec changed (most passes change nothing, and
+ * parsing the spec cost more than the pass itself).
  */
 static void pass_done(const char *cluster, const pass_result *res, int64_t duration_ms,
                       void *userdata)
 {
         runner_source *rs = userdata;
         ops_metrics_pass(cluster, res, duration_ms);
+        _cleanup_free_ char *hash = NULL;
+        if (state_cluster_spec_hash(rs->owner->db, cluster, &hash) < 0)
+                return;
+        size_t slot = 0;
+        bool seen = strmap_get(&rs->tls_for, cluster, &slot);
+        if (seen && hash && streq_ptr(rs->tls_hash[slot], hash))
+                return;
         state_cluster *sc = NULL;
         if (state_cluster_get(rs->owner->db, cluster, &sc) < 0)
                 return;
@@ -587,8 +596,18 @@ static void pass_done(const char *cluster, const pass_result *res, int64_t durat
         etcd_cluster *c = NULL;
         _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
         if (js && spec_from_json(js, cluster, &c, &d) >= 0 &&
-            target_client_tls(rs->target, c, &ca, &cert, &key) >= 0)
+            target_client_tls(rs->target, c, &ca, &cert, &key) >= 0) {
                 ops_metrics_set_client_tls(cluster, ca, cert, key);
+                if (!seen) {
+                        slot = rs->tls_for.n;
+                        (void)strmap_put(&rs->tls_for, cluster, slot);
+                        rs->tls_hash =
+                            xgrow(rs->tls_hash, &rs->alloc_tls_hash, slot + 1, sizeof(char *));
+                        rs->tls_hash[slot] = NULL;
+                }
+                free(rs->tls_hash[slot]);
+                rs->tls_hash[slot] = TAKE_PTR(hash);
+        }
         etcd_cluster_free(c);
         diag_list_release(&d);
         json_decref(js);
@@ -701,6 +720,10 @@ static void sources_free(runner_source *sources, size_t n)
                 source_free(rs->src);
                 list_free(&rs->defines, &rs->n_defines);
                 list_free(&rs->pending, &rs->n_pending);
+                for (size_t j = 0; j < rs->tls_for.n; j++)
+                        free(rs->tls_hash[j]);
+                free(rs->tls_hash);
+                strmap_release(&rs->tls_for);
         }
         free(sources);
 }

@@ -13,6 +13,7 @@
 #include "sources/source.h"
 #include "state/state.h"
 #include "targets/target.h"
+#include "util/strmap.h"
 
 typedef struct runner_flags {
         source_opts src;
@@ -113,6 +114,10 @@ typedef struct runner_source {
         size_t n_defines;
         char **pending; /* while driver_sync runs */
         size_t n_pending;
+        /* The spec hash each cluster's client identity was published for (pass_done). */
+        strmap tls_for;
+        char **tls_hash; /* by tls_for's index */
+        size_t alloc_tls_hash;
 } runner_source;
 
 typedef struct runner {

@@ -39,6 +39,7 @@
 #include "reconciler/bootstrap.h"
 #include "reconciler/carotate.h"
 #include "reconciler/membership.h"
+#include "reconciler/quiet.h"
 #include "reconciler/reconcile.h"
 #include "reconciler/recovery.h"
 #include "reconciler/upgrade.h"
@@ -55,9 +56,17 @@
 #include "util/xalloc.h"
 
 #define POLL_IN_FLIGHT_MS 200
-#define POLL_PROMOTE_MS   250
-#define POLL_RETRY_MS     1000
-#define POLL_BLOCKED_MS   30000 /* a step the target refused (RBAC, ownership) */
+/*
+ * A learner etcd refuses to promote (not caught up yet) is asked again soon
+ * and then less often: it is usually ready within a few tens of ms of its
+ * start, so a fixed 250 ms made the whole scale step wait for it. The wait
+ * for a new member to join looks every POLL_PROMOTE_FIRST_MS for its first
+ * 100 ms, then doubles up to POLL_IN_FLIGHT_MS.
+ */
+#define POLL_PROMOTE_FIRST_MS 25
+#define POLL_PROMOTE_MS       250
+#define POLL_RETRY_MS         1000
+#define POLL_BLOCKED_MS       30000 /* a step the target refused (RBAC, ownership) */
 /*
  * etcd refuses MemberAdd ("unhealthy cluster") until every voter has been
  * connected for its health interval (5 s) after the previous change.
@@ -77,6 +86,9 @@ typedef struct cluster_ctx {
         int64_t blocked_until;  /* monotonic ms: a refused step is not tried before */
         char blocked_message[256];
         upgrade_track upgrade; /* the member rolled last onto a new version (upgrade.c) */
+        int promote_refusals;  /* in a row, for the learner being promoted (backoff) */
+        int join_waits;        /* passes in a row waiting for a new member to join (backoff) */
+        quiet_track quiet;     /* which idle passes may leave the upkeep out (quiet.h) */
 } cluster_ctx;
 
 struct reconciler {
@@ -117,6 +129,8 @@ typedef struct world {
         char *commit; /* the commit and author behind the latched spec, for audit events */
         char *author;
         bool target_failed; /* observe failed because the target could not report a member */
+        unsigned char digest[QUIET_DIGEST_LEN]; /* of what was observed (quiet.h) */
+        bool quiet; /* the same as the last full pass, which converged: no upkeep */
 } world;
 
 const char *pass_outcome_name(pass_outcome o)
@@ -581,6 +595,14 @@ static int observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *
         w->obs.next_ordinal = max_ordinal + 1;
         observation_voters(&w->obs, &w->voters, &w->healthy_voters);
         observe_certs(r, x, c, w);
+
+        quiet_digest qd = {STRBUF_INIT};
+        quiet_digest_cluster(&qd, x->latched_hash, w->sc);
+        for (size_t i = 0; i < w->n; i++)
+                quiet_digest_member(&qd, w->views[i].rec, &w->views[i].ts, w->views[i].want_hash);
+        quiet_digest_etcd(&qd, w->etcd, w->leader);
+        quiet_digest_end(&qd, w->digest);
+        w->quiet = quiet_may_skip(&x->quiet, w->digest, mono(r));
         return 0;
 }
 
@@ -1107,7 +1129,10 @@ static int act_simple_etcd(act_ctx *a, const char *action)
                         (void)state_op_finish(a->r->opts.db, op, STATE_OP_ABANDONED,
                                               "learner not in sync yet", wall(a->r));
                         a->res->outcome = PASS_WAITING;
-                        a->res->poll_ms = POLL_PROMOTE_MS;
+                        a->res->poll_ms =
+                            MIN(POLL_PROMOTE_FIRST_MS << MIN(a->x->promote_refusals, 4),
+                                POLL_PROMOTE_MS);
+                        a->x->promote_refusals++;
                         snprintf(a->res->message, sizeof(a->res->message),
                                  "waiting for learner %s to catch up", a->s->member);
                         return 0;
@@ -1140,8 +1165,10 @@ static int act_simple_etcd(act_ctx *a, const char *action)
                 k = -EINVAL;
         }
         /* A new voter must be connected for etcd's health interval before the next add. */
-        if (k >= 0 && a->s->kind == STEP_PROMOTE)
+        if (k >= 0 && a->s->kind == STEP_PROMOTE) {
                 a->x->add_not_before = mono(a->r) + ETCD_HEALTH_INTERVAL_MS;
+                a->x->promote_refusals = 0;
+        }
         if (k >= 0 && a->s->kind == STEP_PROMOTE) {
                 member_view *v = view_by_name(a->w, a->s->member);
                 if (v && v->rec) {
@@ -1722,8 +1749,10 @@ static int pass_observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, wo
         }
         record_observed(r, x, w);
         record_certs(r, x, c, w);
-        remove_target_strays(r, x, c, w);
-        sync_shared(r, x, c, w);
+        if (!w->quiet) {
+                remove_target_strays(r, x, c, w);
+                sync_shared(r, x, c, w);
+        }
         return 0;
 }
 
@@ -1785,10 +1814,19 @@ static int pass_act(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world 
         _cleanup_(act_ctx_release) act_ctx a = {r, x, c, w, s, w->commit, w->author, res, NULL};
         /* Audit actions are "member." plus the step's name: member.promote, member.remove... */
         _cleanup_free_ char *action = xasprintf("member.%s", step_kind_name(s->kind));
+        if (s->kind != STEP_WAIT)
+                x->join_waits = 0;
         switch (s->kind) {
         case STEP_WAIT:
                 res->outcome = PASS_WAITING;
                 res->poll_ms = POLL_IN_FLIGHT_MS;
+                /* A new member joins within a few tens of ms: look soon, then less often. */
+                if (s->reason && streq(s->reason, REASON_SCALING_UP)) {
+                        /* every 25 ms for the first 100 ms, then doubling */
+                        int shift = x->join_waits < 4 ? 0 : MIN(x->join_waits - 3, 3);
+                        res->poll_ms = MIN(POLL_PROMOTE_FIRST_MS << shift, POLL_IN_FLIGHT_MS);
+                        x->join_waits++;
+                }
                 return 0;
         case STEP_START_SEED:
         case STEP_BOOTSTRAP: {
@@ -2123,12 +2161,9 @@ static int pass_recovery(reconciler *r, cluster_ctx *x, const etcd_cluster *c, w
  * One pass: begin (latch; terminal, unsupported, blocked), observe, decide,
  * conditions, deadline, act. Each returns early with the pass result filled.
  */
-int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
+static int pass_run(reconciler *r, cluster_ctx *x, world *wp, pass_result *res)
 {
-        memset(res, 0, sizeof(*res));
-        cluster_ctx *x = ctx_get(r, cluster);
-        _cleanup_(world_releasep) world w = {0};
-        int k = pass_begin(r, x, &w, res);
+        int k = pass_begin(r, x, wp, res);
         if (k <= 0)
                 return k;
         const etcd_cluster *c = x->latched;
@@ -2137,10 +2172,10 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                                .target = r->opts.target,
                                .c = x->latched,
                                .cluster = x->name,
-                               .bootstrapped = w.sc && !isempty(w.sc->cluster_id),
-                               .records = &w.records,
-                               .commit = w.commit,
-                               .author = w.author,
+                               .bootstrapped = wp->sc && !isempty(wp->sc->cluster_id),
+                               .records = &wp->records,
+                               .commit = wp->commit,
+                               .author = wp->author,
                                .now_ms = wall(r)};
         if ((k = carotate_prepare(&ca_env)) < 0) {
                 snprintf(res->message, sizeof(res->message), "CA rotation: %s", state_last_error());
@@ -2149,11 +2184,11 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
 
         /* The first pass of this process: time gitcd was not running does not count. */
         bool first_pass = !x->journal_checked;
-        k = pass_observe(r, x, c, &w, res);
+        k = pass_observe(r, x, c, wp, res);
         if (k < 0)
                 return k;
-        assert(w.obs.n == w.n);
-        k = pass_recovery(r, x, c, &w, res);
+        assert(wp->obs.n == wp->n);
+        k = pass_recovery(r, x, c, wp, res);
         if (k != 0)
                 return k < 0 ? k : 0;
 
@@ -2163,20 +2198,20 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                         .static_bootstrap = c->bootstrap_mode == BOOTSTRAP_STATIC,
                         .renew_before_ms = renew_s * 1000};
         step s;
-        decide(&want, &w.obs, &s);
-        if (upgrade_pass(r, x, c, &w, &s, res) == 0)
+        decide(&want, &wp->obs, &s);
+        if (upgrade_pass(r, x, c, wp, &s, res) == 0)
                 return 0; /* UpgradeFailed: terminal, res filled */
         res->step = s.kind;
         snprintf(res->member, sizeof(res->member), "%s", s.member ? s.member : "");
         snprintf(res->reason, sizeof(res->reason), "%s", s.reason ? s.reason : "");
         snprintf(res->message, sizeof(res->message), "%s", s.message);
-        update_conditions(r, x, &w, &want, &s);
+        update_conditions(r, x, wp, &want, &s);
 
-        if (pass_deadline(r, x, c, &w, &s, first_pass, res) == 0) {
+        if (pass_deadline(r, x, c, wp, &s, first_pass, res) == 0) {
                 /* Converged: look again when the next certificate is due for renewal. */
-                int64_t due = certs_next_renewal_ms(&want, &w.obs);
+                int64_t due = certs_next_renewal_ms(&want, &wp->obs);
                 if (res->outcome == PASS_CONVERGED && due)
-                        res->poll_ms = (int)MIN(MAX(due - w.obs.now_ms, 1000), 3600 * 1000);
+                        res->poll_ms = (int)MIN(MAX(due - wp->obs.now_ms, 1000), 3600 * 1000);
                 bool new_identity = false;
                 if (res->outcome == PASS_CONVERGED &&
                     (k = carotate_converged(&ca_env, res, &new_identity)) != 0) {
@@ -2189,12 +2224,12 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                         return k < 0 ? k : 0;
                 }
                 if (res->outcome == PASS_CONVERGED)
-                        pass_auth(r, x, c, &w, res);
+                        pass_auth(r, x, c, wp, res);
                 if (res->outcome == PASS_CONVERGED)
-                        pass_maintenance(r, c, &w, res);
+                        pass_maintenance(r, c, wp, res);
                 return 0;
         }
-        k = pass_act(r, x, c, &w, &s, res);
+        k = pass_act(r, x, c, wp, &s, res);
         if (k < 0 && res->outcome != PASS_WAITING) {
                 res->outcome = PASS_WAITING;
                 res->poll_ms = POLL_RETRY_MS;
@@ -2202,6 +2237,17 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                         snprintf(res->message, sizeof(res->message), "%s", strerror(-k));
         }
         return 0;
+}
+
+int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
+{
+        memset(res, 0, sizeof(*res));
+        cluster_ctx *x = ctx_get(r, cluster);
+        _cleanup_(world_releasep) world w = {0};
+        int k = pass_run(r, x, &w, res);
+        quiet_pass_end(&x->quiet, w.quiet, k >= 0 && res->outcome == PASS_CONVERGED, w.digest,
+                       mono(r));
+        return k;
 }
 
 /* ---- desired specs, orphans, prune --------------------------------------- */

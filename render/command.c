@@ -165,8 +165,12 @@ char *render_member_config_hash(const etcd_cluster *c, const membership_plan *p,
         (void)EVP_DigestFinal_ex(ctx, md, &len);
         EVP_MD_CTX_free(ctx);
         render_strv_free(argv);
+        static const char digits[] = "0123456789abcdef";
         char *hex = xmalloc(2 * len + 1);
-        for (unsigned int i = 0; i < len; i++)
-                snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        for (unsigned int i = 0; i < len; i++) {
+                hex[2 * i] = digits[md[i] >> 4];
+                hex[2 * i + 1] = digits[md[i] & 0xf];
+        }
+        hex[2 * len] = '\0';
         return hex;
 }

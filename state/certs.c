@@ -73,11 +73,21 @@ static bool same_set(const state_cert_list *have, const state_cert *v, size_t n)
 int state_certs_replace(state_db *db, const char *cluster, const state_cert *v, size_t n)
 {
         const char *what = "recording certificates";
-        int r = state_begin(db);
+        /* The same set as recorded (most passes): no write transaction at all. */
+        state_cert_list have = {0};
+        int r = db_cluster_exists(db, cluster, what);
+        if (r >= 0)
+                r = state_certs_list(db, cluster, &have);
+        if (r < 0)
+                return r;
+        bool unchanged = same_set(&have, v, n);
+        state_cert_list_release(&have);
+        if (unchanged)
+                return 0;
+        r = state_begin(db);
         if (r < 0)
                 return r;
         r = db_cluster_exists(db, cluster, what);
-        state_cert_list have = {0};
         if (r >= 0)
                 r = state_certs_list(db, cluster, &have);
         bool same = r >= 0 && same_set(&have, v, n);

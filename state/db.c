@@ -12,7 +12,13 @@
  * because another writer upgraded first; nested state_begin() calls become
  * savepoints. Opening runs PRAGMA quick_check so a corrupt file is reported
  * at open, not in the middle of a later operation.
+ *
+ * Statements are prepared once per connection and kept (an LRU cache of
+ * DB_STMT_CACHE, keyed by the constant SQL text): a reconciler pass runs
+ * the same few dozen queries every time, and parsing them again cost more
+ * than running them.
  */
+#include <assert.h>
 #include <errno.h>
 #include <libgen.h>
 #include <pthread.h>
@@ -185,19 +191,100 @@ static int db_bindv(state_db *db, sqlite3_stmt *st, const char *what, const char
         return 0;
 }
 
+/*
+ * Statements lent out by this thread from a connection's cache, most recent
+ * last: a statement is prepared and released in one scope of one thread
+ * (_cleanup_stmt_), so the release finds it here without a lock. Deeper
+ * nesting than this prepares uncached statements.
+ */
+#define LENT_MAX 16
+static __thread db_cached_stmt *lent[LENT_MAX];
+static __thread size_t n_lent;
+
+void db_stmt_release(sqlite3_stmt *st)
+{
+        for (size_t i = n_lent; i-- > 0;) {
+                db_cached_stmt *c = lent[i];
+                if (c->st != st)
+                        continue;
+                (void)sqlite3_reset(st);
+                (void)sqlite3_clear_bindings(st);
+                c->in_use = false;
+                memmove(&lent[i], &lent[i + 1], (n_lent - i - 1) * sizeof(lent[0]));
+                n_lent--;
+                return;
+        }
+        sqlite3_finalize(st);
+}
+
+/* A free cached statement for sql, or NULL. */
+static db_cached_stmt *cache_find(state_db *db, const char *sql)
+{
+        for (size_t i = 0; i < db->n_cache; i++) {
+                db_cached_stmt *c = &db->cache[i];
+                if (c->key == sql && !c->in_use && streq(c->sql, sql))
+                        return c;
+        }
+        return NULL;
+}
+
+/* Keep st for sql (it is not in the cache): a free slot, or the least recently used one. */
+static db_cached_stmt *cache_put(state_db *db, const char *sql, sqlite3_stmt *st)
+{
+        db_cached_stmt *slot = NULL;
+        if (db->n_cache < DB_STMT_CACHE)
+                slot = &db->cache[db->n_cache++];
+        else
+                for (size_t i = 0; i < db->n_cache; i++) {
+                        db_cached_stmt *c = &db->cache[i];
+                        if (!c->in_use && (!slot || c->used < slot->used))
+                                slot = c;
+                }
+        if (!slot)
+                return NULL;
+        if (slot->st) {
+                sqlite3_finalize(slot->st);
+                free(slot->sql);
+        }
+        *slot = (db_cached_stmt){.key = sql, .sql = xstrdup(sql), .st = st};
+        return slot;
+}
+
+static void cache_clear(state_db *db)
+{
+        for (size_t i = 0; i < db->n_cache; i++) {
+                assert(!db->cache[i].in_use);
+                sqlite3_finalize(db->cache[i].st);
+                free(db->cache[i].sql);
+                db->cache[i] = (db_cached_stmt){0};
+        }
+        db->n_cache = 0;
+}
+
 static int db_preparev(state_db *db, const char *what, const char *sql, sqlite3_stmt **ret_stmt,
                        const char *fmt, va_list ap)
 {
-        sqlite3_stmt *st = NULL;
-        int rc = sqlite3_prepare_v2(db->sql, sql, -1, &st, NULL);
-        if (rc != SQLITE_OK) {
-                int r = db_error(db, rc, what);
-                sqlite3_finalize(st);
-                return r;
+        bool lend = n_lent < LENT_MAX;
+        db_cached_stmt *c = lend ? cache_find(db, sql) : NULL;
+        sqlite3_stmt *st = c ? c->st : NULL;
+        if (!c) {
+                int rc = sqlite3_prepare_v3(db->sql, sql, -1, lend ? SQLITE_PREPARE_PERSISTENT : 0,
+                                            &st, NULL);
+                if (rc != SQLITE_OK) {
+                        int r = db_error(db, rc, what);
+                        sqlite3_finalize(st);
+                        return r;
+                }
+                c = lend && st ? cache_put(db, sql, st) : NULL;
+        }
+        if (c) {
+                c->in_use = true;
+                c->used = ++db->tick;
+                lent[n_lent++] = c;
         }
         int r = db_bindv(db, st, what, fmt, ap);
         if (r < 0) {
-                sqlite3_finalize(st);
+                db_stmt_release(st);
                 return r;
         }
         *ret_stmt = st;
@@ -554,6 +641,7 @@ static int reopen_immutable(state_db *db)
         _cleanup_free_ char *copy = xstrdup(db->path);
         if (path_exists(wal) || access(dirname(copy), W_OK) == 0)
                 return -EAGAIN;
+        cache_clear(db);
         sqlite3_close_v2(db->sql);
         db->sql = NULL;
         _cleanup_free_ char *uri = immutable_uri(db->path);
@@ -639,6 +727,7 @@ void state_close(state_db *db)
 {
         if (!db)
                 return;
+        cache_clear(db);
         if (db->sql) {
                 if (db->depth > 0 && !sqlite3_get_autocommit(db->sql))
                         sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);

@@ -18,11 +18,28 @@
 #include "util/macro.h"
 #include "util/xalloc.h"
 
+/*
+ * A prepared statement kept for reuse (db.c): every statement is a constant
+ * SQL string, so one connection prepares each once, not once per call.
+ */
+typedef struct db_cached_stmt {
+        const char *key; /* the caller's SQL pointer, compared first */
+        char *sql;       /* its text: a key reused for other text is not a hit */
+        sqlite3_stmt *st;
+        bool in_use;
+        uint64_t used; /* for eviction: the least recently used goes */
+} db_cached_stmt;
+
+#define DB_STMT_CACHE 96
+
 struct state_db {
         sqlite3 *sql;
         char *path;
         bool read_only;
         int depth; /* open state_begin() levels */
+        db_cached_stmt cache[DB_STMT_CACHE];
+        size_t n_cache;
+        uint64_t tick;
 };
 
 /* The migrations (schema.c): migration i takes user_version i to i + 1. */
@@ -43,7 +60,11 @@ int db_fail(const state_db *db, int r, const char *what, const char *fmt, ...) _
 /* Convert a sqlite3 result code into -errno and set the last error. */
 int db_error(const state_db *db, int rc, const char *what);
 
-/* Prepare sql and bind parameters per fmt. */
+/*
+ * Prepare sql and bind parameters per fmt. The statement comes from the
+ * connection's cache when sql was prepared before (and is not in use right
+ * now); release it with _cleanup_stmt_ (db_stmt_release), never finalize it.
+ */
 int db_prepare(state_db *db, const char *what, const char *sql, sqlite3_stmt **ret_stmt,
                const char *fmt, ...);
 /* Step once: 1 for a row, 0 when done, or -errno. */
@@ -81,10 +102,16 @@ int db_end(state_db *db, int r);
 /* Column helpers: a copy of the text (NULL for SQL NULL). */
 char *db_col_text(sqlite3_stmt *st, int col);
 
+/*
+ * Done with a statement from db_prepare(): a cached one is reset for the
+ * next caller (bindings cleared), any other finalized.
+ */
+void db_stmt_release(sqlite3_stmt *st);
+
 static inline void sqlite3_finalizep(sqlite3_stmt **st)
 {
         if (*st)
-                sqlite3_finalize(*st);
+                db_stmt_release(*st);
 }
 #define _cleanup_stmt_ _cleanup_(sqlite3_finalizep)
 

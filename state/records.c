@@ -313,6 +313,18 @@ int state_cluster_set_id(state_db *db, const char *cluster, const char *cluster_
 int state_cluster_set_phase(state_db *db, const char *cluster, const char *phase, int64_t now_ms)
 {
         const char *what = "recording the phase";
+        {
+                /* Unchanged (most passes): nothing to write. */
+                _cleanup_stmt_ sqlite3_stmt *cur = NULL;
+                int k = db_prepare(db, what, "SELECT phase FROM clusters WHERE name = ?", &cur, "s",
+                                   cluster);
+                if (k >= 0)
+                        k = db_step(db, cur, what);
+                if (k < 0)
+                        return k;
+                if (k > 0 && streq_ptr((const char *)sqlite3_column_text(cur, 0), phase))
+                        return 0;
+        }
         int r = state_begin(db);
         if (r < 0)
                 return r;
@@ -372,6 +384,22 @@ int state_cluster_set_condition(state_db *db, const char *cluster, const char *t
                 return db_fail(db, -EINVAL, what,
                                "a condition's status is True, False or Unknown, not \"%s\"",
                                status ? status : "");
+        /* Most passes change nothing: read first, and write only what differs. */
+        {
+                _cleanup_stmt_ sqlite3_stmt *cur = NULL;
+                int k = db_prepare(db, what,
+                                   "SELECT status, reason, message FROM conditions "
+                                   "WHERE cluster = ? AND type = ?",
+                                   &cur, "ss", cluster, type);
+                if (k >= 0)
+                        k = db_step(db, cur, what);
+                if (k < 0)
+                        return k;
+                if (k > 0 && streq_ptr((const char *)sqlite3_column_text(cur, 0), status) &&
+                    streq_ptr((const char *)sqlite3_column_text(cur, 1), reason) &&
+                    streq_ptr((const char *)sqlite3_column_text(cur, 2), message))
+                        return 0;
+        }
         int r = state_begin(db);
         if (r < 0)
                 return r;
@@ -412,7 +440,11 @@ int state_cluster_delete(state_db *db, const char *cluster)
 #define CLUSTER_COLUMNS                                                                            \
         "name, created_ms, updated_ms, desired_json, desired_hash, desired_commit, desired_ms, "   \
         "observed_json, observed_hash, progress_deadline_ms, cluster_id, phase, version, leader, " \
-        "terminal_reason, terminal_message"
+        "terminal_reason, terminal_message, "                                                      \
+        "CASE WHEN json_valid(desired_json) THEN json_extract(desired_json, '$.spec.replicas') "   \
+        "END, "                                                                                    \
+        "CASE WHEN json_valid(desired_json) AND json_type(desired_json, '$.spec.version') = "      \
+        "'text' THEN json_extract(desired_json, '$.spec.version') END"
 
 static state_cluster *cluster_from_row(sqlite3_stmt *st)
 {
@@ -433,16 +465,11 @@ static state_cluster *cluster_from_row(sqlite3_stmt *st)
         c->leader = db_col_text(st, 13);
         c->terminal_reason = db_col_text(st, 14);
         c->terminal_message = db_col_text(st, 15);
-        c->desired_replicas = -1;
-        json_t *j = c->desired_json ? json_loads(c->desired_json, 0, NULL) : NULL;
-        json_t *spec = json_object_get(j, "spec");
-        json_t *replicas = json_object_get(spec, "replicas");
-        if (json_is_integer(replicas))
-                c->desired_replicas = (int)json_integer_value(replicas);
-        json_t *version = json_object_get(spec, "version");
-        if (json_is_string(version))
-                c->desired_version = xstrdup(json_string_value(version));
-        json_decref(j);
+        /* spec.replicas and spec.version of the desired spec, read by SQLite (every pass
+         * reads the cluster: a whole JSON tree for two fields cost more than the query) */
+        c->desired_replicas =
+            sqlite3_column_type(st, 16) == SQLITE_INTEGER ? (int)sqlite3_column_int64(st, 16) : -1;
+        c->desired_version = db_col_text(st, 17);
         return c;
 }
 
@@ -490,6 +517,25 @@ int state_cluster_get(state_db *db, const char *cluster, state_cluster **ret_clu
                 return r;
         }
         *ret_cluster = c;
+        return 0;
+}
+
+int state_cluster_spec_hash(state_db *db, const char *cluster, char **ret_hash)
+{
+        const char *what = "reading a cluster";
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = db_prepare(db, what,
+                           "SELECT coalesce(observed_hash, desired_hash) FROM clusters "
+                           "WHERE name = ?",
+                           &st, "s", cluster);
+        if (r < 0)
+                return r;
+        r = db_step(db, st, what);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return db_fail(db, -ENOENT, what, "no cluster %s", cluster ? cluster : "");
+        *ret_hash = db_col_text(st, 0);
         return 0;
 }
 

@@ -158,6 +158,7 @@ int state_cluster_latch(state_db *db, const char *cluster, const char *json, con
                         int64_t deadline_ms, int64_t now_ms);
 /* Record the etcd cluster ID (16 hex digits). -EINVAL, -ENOENT. */
 int state_cluster_set_id(state_db *db, const char *cluster, const char *cluster_id, int64_t now_ms);
+/* Record the phase; an unchanged one writes nothing. -ENOENT. */
 int state_cluster_set_phase(state_db *db, const char *cluster, const char *phase, int64_t now_ms);
 int state_cluster_set_version(state_db *db, const char *cluster, const char *version,
                               int64_t now_ms);
@@ -168,7 +169,8 @@ int state_cluster_set_terminal(state_db *db, const char *cluster, const char *re
 int state_cluster_set_leader(state_db *db, const char *cluster, const char *member, int64_t now_ms);
 /*
  * Set a condition. lastTransitionTime becomes now_ms only when the status
- * changes (or the condition is new); reason and message always update.
+ * changes (or the condition is new); reason and message always update; a
+ * condition that is already so writes nothing (no write transaction).
  * Returns 1 when the status changed, 0 otherwise. -ENOENT for no cluster.
  */
 int state_cluster_set_condition(state_db *db, const char *cluster, const char *type,
@@ -177,6 +179,12 @@ int state_cluster_set_condition(state_db *db, const char *cluster, const char *t
 /* Forget a cluster and everything recorded about it except the audit log. */
 int state_cluster_delete(state_db *db, const char *cluster);
 int state_cluster_get(state_db *db, const char *cluster, state_cluster **ret_cluster);
+/*
+ * The hash of the spec in force (the latched one, else the desired one;
+ * NULL when neither), without reading the rest: to tell cheaply whether
+ * it changed since it was last looked at. -ENOENT.
+ */
+int state_cluster_spec_hash(state_db *db, const char *cluster, char **ret_hash);
 /* Every cluster, sorted by name, with conditions. */
 int state_cluster_list_all(state_db *db, state_cluster_list *ret_list);
 void state_cluster_free(state_cluster *c);

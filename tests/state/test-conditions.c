@@ -1,6 +1,8 @@
 /*
  * Conditions in the state store: lastTransitionTime changes only when a
- * condition's status changes, however often it is re-asserted.
+ * condition's status changes, however often it is re-asserted; and
+ * re-asserting what is already recorded (every idle pass does) writes
+ * nothing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,6 +10,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "tests/state/state-test.h"
 
@@ -119,11 +122,58 @@ static void test_bad_conditions(void **state)
         state_close(db);
 }
 
+/*
+ * An idle pass re-asserts its conditions, the phase and the certificate set
+ * as they are: none of that takes the write lock, so it goes through while
+ * another writer holds it (it would wait out the busy timeout and fail with
+ * -EBUSY otherwise). A changed message still reaches the store.
+ */
+static void test_unchanged_facts_write_nothing(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *path = test_db_path();
+        state_db *db = NULL;
+        assert_int_equal(state_open(path, STATE_OPEN_READ_WRITE, &db), 0);
+        assert_int_equal(state_cluster_set_desired(db, "prod/main", "{}", NULL, "aaaa", T0), 1);
+        assert_int_equal(state_cluster_set_condition(db, "prod/main", "Available", "True",
+                                                     "QuorumHealthy", "3 of 3 voters healthy", T0),
+                         1);
+        assert_int_equal(state_cluster_set_phase(db, "prod/main", "Running", T0), 0);
+        state_cert cert = {
+            .member = "main-0", .surface = "peer", .not_after_ms = T0, .serial = "01"};
+        assert_int_equal(state_certs_replace(db, "prod/main", &cert, 1), 1);
+
+        sqlite3 *other = NULL;
+        assert_int_equal(sqlite3_open(path, &other), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+        assert_int_equal(state_cluster_set_condition(db, "prod/main", "Available", "True",
+                                                     "QuorumHealthy", "3 of 3 voters healthy",
+                                                     T0 + 1000),
+                         0);
+        assert_int_equal(state_cluster_set_phase(db, "prod/main", "Running", T0 + 1000), 0);
+        assert_int_equal(state_certs_replace(db, "prod/main", &cert, 1), 0);
+        assert_int_equal(sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(other);
+
+        /* a member went: the message differs and is stored */
+        assert_int_equal(state_cluster_set_condition(db, "prod/main", "Available", "True",
+                                                     "QuorumHealthy", "2 of 3 voters healthy",
+                                                     T0 + 2000),
+                         0);
+        state_cluster *c = get(db, "prod/main");
+        assert_string_equal(find(c, "Available")->message, "2 of 3 voters healthy");
+        assert_int_equal(find(c, "Available")->last_transition_ms, T0);
+        assert_string_equal(c->phase, "Running");
+        state_cluster_free(c);
+        state_close(db);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_transition_time_moves_only_on_status_change),
             cmocka_unit_test(test_bad_conditions),
+            cmocka_unit_test(test_unchanged_facts_write_nothing),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
