@@ -25,6 +25,7 @@
 #include "snapshots/snapshot.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/strmap.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -32,6 +33,7 @@ typedef struct next_look {
         char *cluster;
         int64_t at_ms;
         char *schedule; /* the schedule the time was computed for */
+        char *unneeded; /* the spec hash last found without a snapshot schedule */
 } next_look;
 
 struct snapshot_scheduler {
@@ -39,6 +41,7 @@ struct snapshot_scheduler {
         char *state_path, *state_dir, *etcd_dir;
         next_look *looks;
         size_t n_looks, alloc_looks;
+        strmap look_index; /* cluster → its index in looks */
 
         pthread_t thread;
         bool running;       /* a worker was started and not joined yet */
@@ -143,8 +146,10 @@ void snapshot_scheduler_free(snapshot_scheduler *s)
         for (size_t i = 0; i < s->n_looks; i++) {
                 free(s->looks[i].cluster);
                 free(s->looks[i].schedule);
+                free(s->looks[i].unneeded);
         }
         free(s->looks);
+        strmap_release(&s->look_index);
         free(s->state_path);
         free(s->state_dir);
         free(s->etcd_dir);
@@ -153,13 +158,23 @@ void snapshot_scheduler_free(snapshot_scheduler *s)
 
 static next_look *look_for(snapshot_scheduler *s, const char *cluster)
 {
-        for (size_t i = 0; i < s->n_looks; i++)
-                if (streq(s->looks[i].cluster, cluster))
-                        return &s->looks[i];
+        size_t i;
+        if (strmap_get(&s->look_index, cluster, &i))
+                return &s->looks[i];
         s->looks = xgrow(s->looks, &s->alloc_looks, s->n_looks + 1, sizeof(next_look));
+        (void)strmap_put(&s->look_index, cluster, s->n_looks);
         next_look *l = &s->looks[s->n_looks++];
         *l = (next_look){.cluster = xstrdup(cluster)};
         return l;
+}
+
+/* The spec in force is the one last found without a schedule: nothing to read again. */
+static bool still_unneeded(state_db *db, const next_look *look, char **ret_hash)
+{
+        *ret_hash = NULL;
+        if (state_cluster_spec_hash(db, look->cluster, ret_hash) < 0 || !*ret_hash)
+                return false;
+        return streq_ptr(look->unneeded, *ret_hash);
 }
 
 /* The cluster's latched (else desired) spec; NULL when unreadable. */
@@ -258,12 +273,19 @@ int snapshot_scheduler_tick(snapshot_scheduler *s, state_db *db, target *t,
                 next_look *look = look_for(s, clusters[i]);
                 if (now < look->at_ms)
                         continue;
+                _cleanup_free_ char *hash = NULL;
+                if (still_unneeded(db, look, &hash)) {
+                        look->at_ms = now + 60 * 1000;
+                        continue;
+                }
                 bool available = false;
                 _cleanup_(etcd_cluster_freep) etcd_cluster *c =
                     cluster_spec(db, clusters[i], &available);
                 cron_expr e;
                 if (!c || !c->snapshots.enabled || !c->snapshots.schedule ||
                     cron_parse(c->snapshots.schedule, &e) < 0) {
+                        if (c)
+                                str_assign(&look->unneeded, TAKE_PTR(hash));
                         look->at_ms = now + 60 * 1000;
                         continue;
                 }
