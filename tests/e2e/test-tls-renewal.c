@@ -4,7 +4,7 @@
  * they expire, so a renewal comes every ~20 s.
  *
  * What a user would notice, and what is asserted:
- *  - across three renewals of every member, `openssl s_client` shows a new
+ *  - across three renewals of every member (one on 3.4), `openssl s_client` shows a new
  *    serial on every member's client port, while the member's process is
  *    the same one (a file swap is enough with the CA unchanged: etcd
  *    loads its leaf files again for each new connection; measured here on
@@ -73,7 +73,7 @@ static size_t member_urls(e2e *e, const char *name, char *urls[MEMBERS])
         return n;
 }
 
-static void renewals_under_writer(const char *version)
+static void renewals_under_writer(const char *version, int renewals)
 {
         if (!e2e_have_version(version))
                 skip();
@@ -119,14 +119,14 @@ static void renewals_under_writer(const char *version)
                                 free(last[i]);
                                 last[i] = s;
                         }
-                        if (changes[i] < RENEWALS)
+                        if (changes[i] < renewals)
                                 done = false;
                 }
         }
         for (int i = 0; i < MEMBERS; i++)
-                if (changes[i] < RENEWALS)
+                if (changes[i] < renewals)
                         fail_msg("%s: %d new serials seen on %s, %d wanted", version, changes[i],
-                                 members[i], RENEWALS);
+                                 members[i], renewals);
 
         /* No member was restarted for it: the same processes served every serial. */
         for (int i = 0; i < MEMBERS; i++)
@@ -140,7 +140,7 @@ static void renewals_under_writer(const char *version)
         etcd_kv_list_free(l);
         etcd_client_free(c);
 
-        assert_true(e2e_audit_count(e, name, "tls.renew") >= MEMBERS * RENEWALS);
+        assert_true(e2e_audit_count(e, name, "tls.renew") >= MEMBERS * renewals);
         /* `gitcd status` lists every leaf with its expiry: client, peer, operator per member. */
         json_t *st = e2e_status(e, name);
         json_t *certs = json_object_get(st, "certificates");
@@ -163,13 +163,14 @@ static void renewals_under_writer(const char *version)
 static void test_renewals_3_5(void **state)
 {
         (void)state;
-        renewals_under_writer("3.5.16");
+        renewals_under_writer("3.5.16", RENEWALS);
 }
 
 static void test_renewals_3_4(void **state)
 {
         (void)state;
-        renewals_under_writer("3.4.23");
+        /* One renewal on 3.4: the same code path, and the suite's time is tight. */
+        renewals_under_writer("3.4.23", 1);
 }
 
 /* The CertificatesExpiring condition of the cluster, from `gitcd status -o json`. */
