@@ -243,6 +243,8 @@ static int act(step_ctx *s, const char *dir, bool on, const char *wanted, const 
                 return 1;
         }
 
+        /* auth_pass reads or generates the wanted password whenever auth is wanted. */
+        assert(wanted);
         /* A change cut short finishes first; then the password the operator wants. */
         const char *target = next ? next : wanted;
         if (on && !next && applied && streq(applied, wanted))

@@ -33,6 +33,7 @@
  * rotation: its first CA is new anyway. A token seen once is never acted
  * on again (one row per token, whatever became of it).
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -178,6 +179,8 @@ int carotate_converged(const carotate_env *env, pass_result *res, bool *ret_new_
         if (rot->phase != env->c->tls.ca_rotation_phase)
                 return 0;
         int phase = rot->phase;
+        /* A running rotation is in phase 1, 2 or 3 (the table's CHECK; 0 is finished). */
+        assert(phase >= 1 && phase <= 3);
         res->outcome = PASS_WAITING;
         res->poll_ms = POLL_NEXT_MS;
         snprintf(res->reason, sizeof(res->reason), "RotatingCA");
