@@ -75,14 +75,9 @@ int state_ca_rotation_running(state_db *db, const char *cluster, state_ca_rotati
 
 int state_ca_rotation_token_used(state_db *db, const char *cluster, const char *token)
 {
-        const char *what = "looking a rotateCA token up";
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what, "SELECT 1 FROM ca_rotations WHERE cluster = ? AND token = ?",
-                           &st, "ss", cluster, token);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
-        return r < 0 ? r : r > 0;
+        return db_has_row(db, "looking a rotateCA token up",
+                          "SELECT 1 FROM ca_rotations WHERE cluster = ? AND token = ?", cluster,
+                          token);
 }
 
 int state_ca_rotation_set_done(state_db *db, const char *cluster, const char *members_done)

@@ -316,6 +316,16 @@ int db_step(state_db *db, sqlite3_stmt *st, const char *what)
         return db_error(db, sqlite3_extended_errcode(db->sql), what);
 }
 
+int db_has_row(state_db *db, const char *what, const char *sql, const char *a, const char *b)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = db_prepare(db, what, sql, &st, "ss", a, b);
+        if (r < 0)
+                return r;
+        r = db_step(db, st, what);
+        return r < 0 ? r : r > 0;
+}
+
 int db_run(state_db *db, const char *what, const char *sql, const char *fmt, ...)
 {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;

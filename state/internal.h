@@ -115,6 +115,9 @@ static inline void sqlite3_finalizep(sqlite3_stmt **st)
 }
 #define _cleanup_stmt_ _cleanup_(sqlite3_finalizep)
 
+/* 1 when sql, bound to the two texts a and b, returns a row; 0 when not; or -errno. */
+int db_has_row(state_db *db, const char *what, const char *sql, const char *a, const char *b);
+
 /* 0 when the cluster exists, else -ENOENT with a message (records.c). */
 int db_cluster_exists(state_db *db, const char *cluster, const char *what);
 

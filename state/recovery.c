@@ -61,14 +61,9 @@ int state_recovery_request(state_db *db, const state_recovery *req, int64_t now_
 
 int state_recovery_token_used(state_db *db, const char *cluster, const char *token)
 {
-        const char *what = "looking a recovery token up";
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what, "SELECT 1 FROM recoveries WHERE cluster = ? AND token = ?",
-                           &st, "ss", cluster, token);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
-        return r < 0 ? r : r > 0;
+        return db_has_row(db, "looking a recovery token up",
+                          "SELECT 1 FROM recoveries WHERE cluster = ? AND token = ?", cluster,
+                          token);
 }
 
 #define RECOVERY_COLUMNS                                                                           \
