@@ -9,7 +9,9 @@
  * every upload below must have read that Secret through the API server:
  *   - `gitcd run --target kubernetes` takes the first scheduled snapshot as
  *     soon as the cluster is available, from the member's Pod, recorded as
- *     succeeded; the object in the bucket has the recorded SHA-256;
+ *     succeeded; the object in the bucket has the recorded SHA-256; a
+ *     second cluster's goes, gzip-compressed, into the local folder its
+ *     spec names, with the recorded SHA-256;
  *   - `gitcd snapshot save NS/NAME` with no option, beside the daemon, opens
  *     the target the state store recorded for the cluster (kubernetes): a
  *     manual snapshot, uploaded with the Secret's credentials, whose object
@@ -184,11 +186,30 @@ static void test_snapshots(void **state)
                                               "          name: ks-s3\n",
                                               s3->endpoint_ip, s3->bucket);
         e2e_write_file(e, "ks.yaml", spec);
+        /* a second cluster whose spec names a folder on the gitcd host, gzip-compressed */
+        _cleanup_free_ char *spec_folder = path_join(root, "spec-snaps");
+        _cleanup_free_ char *spec2 = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
+                                               "kind: EtcdCluster\n"
+                                               "metadata:\n"
+                                               "  name: kl\n"
+                                               "  namespace: " NS "\n"
+                                               "spec:\n"
+                                               "  replicas: 1\n"
+                                               "  version: \"" VERSION "\"\n"
+                                               "  snapshots:\n"
+                                               "    schedule: \"0 0 1 1 *\"\n"
+                                               "    compression: gzip\n"
+                                               "    destination:\n"
+                                               "      local:\n"
+                                               "        path: %s\n",
+                                               spec_folder);
+        e2e_write_file(e, "kl.yaml", spec2);
         const char *kc = kubeapi_kubeconfig(api);
         const char *args[] = {"--target", "kubernetes", "--kubeconfig", kc, "--context",
                               "gitcd",    NULL};
         pid_t d = e2e_start_daemon(e, args);
         assert_true(e2e_wait_ready(e, "ks", 1, 120));
+        assert_true(e2e_wait_ready(e, "kl", 1, 120));
 
         storage_location loc = {.kind = DEST_S3,
                                 .s3 = {.endpoint = s3->endpoint_ip,
@@ -209,6 +230,23 @@ static void test_snapshots(void **state)
         assert_string_equal(jstr(sched, "member"), "ks-0");
         _cleanup_free_ char *sched_sum = bucket_sha256(&loc, sched);
         assert_string_equal(sched_sum, jstr(sched, "sha256"));
+        json_decref(sched);
+
+        /* The other cluster's first scheduled snapshot, in the spec's local folder. */
+        end = now_mono_ms() + 60 * 1000;
+        while (!(sched = finished_record(e, NS "/kl", "schedule")) && now_mono_ms() < end)
+                usleep(300 * 1000);
+        if (!sched)
+                fail_msg("no scheduled snapshot of kl recorded in time");
+        if (!streq(jstr(sched, "result"), "succeeded"))
+                fail_msg("scheduled snapshot of kl %s: %s", jstr(sched, "result"),
+                         json_string_value(json_object_get(sched, "error")));
+        assert_string_equal(jstr(sched, "member"), "kl-0");
+        assert_string_equal(jstr(sched, "compression"), "gzip");
+        const char *file = jstr(sched, "location");
+        assert_true(strneq(file, spec_folder, strlen(spec_folder)));
+        _cleanup_free_ char *file_sum = file_sha256(file);
+        assert_string_equal(file_sum, jstr(sched, "sha256"));
         json_decref(sched);
 
         /* On demand, beside the daemon, with no option at all: the recorded target, and
