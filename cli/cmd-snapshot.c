@@ -11,7 +11,10 @@
  * save writes to the state store next to a running daemon (SQLite WAL; it
  * does not take the daemon's lock: a snapshot changes nothing in the
  * cluster). It reaches the members at the client URLs the reconciler
- * recorded, with gitcd's client identity from the local target's folders.
+ * recorded, through the target the cluster runs on -- the one the state
+ * store recorded when its spec was taken in, or --target -- for gitcd's
+ * client identity and the S3 credentials Secret (on Kubernetes a Secret
+ * read through the API server, locally a folder).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -23,10 +26,10 @@
 
 #include "api/spec.h"
 #include "cli/cli.h"
+#include "cli/runner.h"
 #include "snapshots/restore.h"
 #include "snapshots/snapshot.h"
 #include "state/snapshots.h"
-#include "targets/local.h"
 #include "util/fs.h"
 #include "util/macro.h"
 #include "util/strbuf.h"
@@ -36,7 +39,7 @@
 static void usage(FILE *out)
 {
         fprintf(out,
-                "usage: gitcd snapshot save NS/NAME [options]\n"
+                "usage: gitcd snapshot save NS/NAME [--to PATH] [--target T ...] [options]\n"
                 "       gitcd snapshot list [NS/NAME] [-o table|json] [--state PATH]\n"
                 "       gitcd snapshot restore ID|FILE (--into DIR | --print-spec) [options]\n\n"
                 "save: take a snapshot of a cluster now from a healthy member (a follower when\n"
@@ -51,6 +54,14 @@ static void usage(FILE *out)
                 "      with bootstrap.restore pointing at it (--print-spec).\n\n"
                 "Options:\n"
                 "  --to PATH          save: store in this folder instead (an absolute path)\n"
+                "  --target T         save: the target the cluster runs on (local, kubernetes,\n"
+                "                     hosts); default: the one recorded in the state store\n"
+                "                     when gitcd took the cluster's spec in, else local\n"
+                "  --kubeconfig F, --context C, --cluster-domain D\n"
+                "                     save, kubernetes target: as for apply and run\n"
+                "  --hosts-ssh-key F, --hosts-passphrase-file F, --hosts-known-hosts F,\n"
+                "  --hosts-ports C,P,M\n"
+                "                     save, hosts target: as for apply and run\n"
                 "  --etcd-dir DIR     where etcd binaries are by version (as for apply/run)\n"
                 "  -o, --output FMT   list: table (default) or json\n"
                 "  --into DIR         restore: the new data directory (must not exist)\n"
@@ -86,9 +97,60 @@ static char *state_dir_of(const char *db_path)
         return xstrdup(dirname(copy));
 }
 
-static int do_save(const char *cluster, const char *state_flag, const char *to,
-                   const char *etcd_dir)
+/*
+ * The target the cluster runs on: --target when given, else the one the
+ * state store recorded, else local (clusters recorded before the store kept
+ * it). A --target that contradicts the record is refused: the snapshot would
+ * be taken without the cluster's client identity or credentials Secret.
+ */
+static int open_cluster_target(state_db *db, const char *cluster, runner_flags *f,
+                               const char *state_dir, target **ret)
 {
+        _cleanup_free_ char *recorded = NULL;
+        if (state_cluster_target(db, cluster, &recorded) < 0) {
+                fprintf(stderr, "gitcd snapshot: %s\n", state_last_error());
+                return -ENOENT;
+        }
+        if (recorded && runner_target_kind(recorded) < 0) {
+                fprintf(stderr,
+                        "gitcd snapshot: %s runs on the target '%s', which this command "
+                        "cannot open\n",
+                        cluster, recorded);
+                return -EINVAL;
+        }
+        if (f->target && recorded && !streq(f->target, recorded)) {
+                fprintf(stderr,
+                        "gitcd snapshot: %s runs on the %s target (recorded when gitcd took its "
+                        "spec in), not on --target %s\n",
+                        cluster, recorded, f->target);
+                return -EINVAL;
+        }
+        if (!f->target)
+                f->target = recorded ? recorded : "local";
+        bool kube = streq(f->target, "kubernetes"), hosts = streq(f->target, "hosts");
+        if (!kube && (f->kubeconfig || f->kube_context || f->cluster_domain)) {
+                fprintf(stderr,
+                        "gitcd snapshot: %s runs on the %s target: --kubeconfig, "
+                        "--context and --cluster-domain are for the kubernetes target\n",
+                        cluster, f->target);
+                return -EINVAL;
+        }
+        if (!hosts && (f->hosts.ssh_key || f->hosts.passphrase_file || f->hosts.known_hosts ||
+                       f->hosts_ports)) {
+                fprintf(stderr,
+                        "gitcd snapshot: %s runs on the %s target: --hosts-* options are "
+                        "for the hosts target\n",
+                        cluster, f->target);
+                return -EINVAL;
+        }
+        int r = runner_open_target(f, state_dir, ret);
+        f->target = NULL; /* it may point into `recorded` */
+        return r;
+}
+
+static int do_save(const char *cluster, const char *state_flag, const char *to, runner_flags *tf)
+{
+        const char *etcd_dir = tf->etcd_dir;
         _cleanup_free_ char *path = cli_state_path(state_flag);
         state_db *db = NULL;
         int r = state_open(path, STATE_OPEN_READ_WRITE, &db);
@@ -98,11 +160,11 @@ static int do_save(const char *cluster, const char *state_flag, const char *to,
         }
         _cleanup_free_ char *state_dir = state_dir_of(path);
         target *t = NULL;
-        local_target_opts lo = {.state_dir = state_dir, .etcd_dir = etcd_dir};
-        r = local_target_new(&lo, &t);
-        if (r < 0)
-                fprintf(stderr, "gitcd snapshot: warning: cannot open the local target in %s: %s\n",
-                        state_dir, strerror(-r));
+        r = open_cluster_target(db, cluster, tf, state_dir, &t);
+        if (r < 0) {
+                state_close(db);
+                return EXIT_FAIL;
+        }
         _cleanup_free_ char *error = NULL;
         _cleanup_(snapshot_job_freep) snapshot_job *job = NULL;
         r = snapshot_job_from_state(db, t, cluster, "manual", 0, state_dir, &job, &error);
@@ -542,6 +604,14 @@ int cmd_snapshot(int argc, char **argv)
             {"version", required_argument, NULL, OPT_VERSION},
             {"name", required_argument, NULL, OPT_NAME},
             {"peer-url", required_argument, NULL, OPT_PEER_URL},
+            {"target", required_argument, NULL, RUNNER_OPT_TARGET},
+            {"kubeconfig", required_argument, NULL, RUNNER_OPT_KUBECONFIG},
+            {"context", required_argument, NULL, RUNNER_OPT_CONTEXT},
+            {"cluster-domain", required_argument, NULL, RUNNER_OPT_CLUSTER_DOMAIN},
+            {"hosts-ssh-key", required_argument, NULL, RUNNER_OPT_HOSTS_SSH_KEY},
+            {"hosts-passphrase-file", required_argument, NULL, RUNNER_OPT_HOSTS_PASSPHRASE_FILE},
+            {"hosts-known-hosts", required_argument, NULL, RUNNER_OPT_HOSTS_KNOWN_HOSTS},
+            {"hosts-ports", required_argument, NULL, RUNNER_OPT_HOSTS_PORTS},
             {"help", no_argument, NULL, 'h'},
             {0},
         };
@@ -558,6 +628,8 @@ int cmd_snapshot(int argc, char **argv)
         const char *state_flag = NULL, *to = NULL, *etcd_dir = NULL;
         bool json = false;
         restore_flags rf = {0};
+        runner_flags tf = {0};
+        bool target_flag = false;
         int opt;
         optind = 0;
         while ((opt = getopt_long(argc - 1, argv + 1, "o:h", options, NULL)) != -1) {
@@ -598,6 +670,11 @@ int cmd_snapshot(int argc, char **argv)
                         usage(stdout);
                         return EXIT_OK;
                 default:
+                        if (opt > RUNNER_OPT_SOURCE && opt < RUNNER_OPT_LAST &&
+                            runner_flag(&tf, opt, optarg)) {
+                                target_flag = true;
+                                break;
+                        }
                         usage(stderr);
                         return EXIT_USAGE;
                 }
@@ -610,6 +687,20 @@ int cmd_snapshot(int argc, char **argv)
                 return EXIT_USAGE;
         }
         bool restore_flag = rf.into || rf.print_spec || rf.version || rf.name || rf.peer_url;
+        if (target_flag && !streq(verb, "save")) {
+                fprintf(stderr,
+                        "gitcd snapshot %s: --target and the target's options are for "
+                        "save\n",
+                        verb);
+                return EXIT_USAGE;
+        }
+        if (tf.target && runner_target_kind(tf.target) < 0) {
+                fprintf(stderr,
+                        "gitcd snapshot: unknown target '%s' (available: local, kubernetes, "
+                        "hosts)\n",
+                        tf.target);
+                return EXIT_USAGE;
+        }
         if (streq(verb, "restore")) {
                 if (!rf.into && !rf.print_spec) {
                         fprintf(stderr, "gitcd snapshot restore: --into DIR or --print-spec\n");
@@ -651,5 +742,6 @@ int cmd_snapshot(int argc, char **argv)
                 fprintf(stderr, "gitcd snapshot save: --to takes an absolute folder path\n");
                 return EXIT_USAGE;
         }
-        return do_save(cluster, state_flag, to, etcd_dir);
+        tf.etcd_dir = etcd_dir;
+        return do_save(cluster, state_flag, to, &tf);
 }

@@ -2252,6 +2252,14 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
 
 /* ---- desired specs, orphans, prune --------------------------------------- */
 
+/* Where the cluster's members run, for commands outside the daemon (gitcd snapshot save);
+ * also for clusters recorded before the store kept it. Unchanged writes nothing. */
+static int record_target(reconciler *r, const char *id)
+{
+        return r->opts.target ? state_cluster_set_target(r->opts.db, id, r->opts.target->ops->name)
+                              : 0;
+}
+
 int reconciler_offer(reconciler *r, const etcd_cluster *c, const reconcile_origin *origin)
 {
         _cleanup_free_ char *id = etcd_cluster_id(c);
@@ -2268,7 +2276,7 @@ int reconciler_offer(reconciler *r, const etcd_cluster *c, const reconcile_origi
                 free(x->rejected_hash);
                 x->rejected_hash = NULL;
                 state_cluster_free(sc);
-                return 0;
+                return record_target(r, id);
         }
         if (x->rejected_hash && streq(x->rejected_hash, hash)) {
                 state_cluster_free(sc);
@@ -2342,7 +2350,7 @@ int reconciler_offer(reconciler *r, const etcd_cluster *c, const reconcile_origi
                 log_info("%s: accepted spec (replicas %d, version %s)", id, c->replicas,
                          c->version);
         }
-        return 0;
+        return record_target(r, id);
 }
 
 int reconciler_orphans(reconciler *r, const cluster_set *present, char ***ret_names, size_t *ret_n)

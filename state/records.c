@@ -277,6 +277,38 @@ static int cluster_update(state_db *db, const char *what, const char *cluster, i
         return 0;
 }
 
+int state_cluster_target(state_db *db, const char *cluster, char **ret)
+{
+        const char *what = "reading the cluster's target";
+        *ret = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r =
+            db_prepare(db, what, "SELECT target FROM clusters WHERE name = ?", &st, "s", cluster);
+        if (r >= 0)
+                r = db_step(db, st, what);
+        if (r == 0)
+                return db_fail(db, -ENOENT, what, "no cluster %s", cluster);
+        if (r < 0)
+                return r;
+        *ret = db_col_text(st, 0);
+        return 0;
+}
+
+int state_cluster_set_target(state_db *db, const char *cluster, const char *target)
+{
+        const char *what = "recording the cluster's target";
+        _cleanup_free_ char *old = NULL;
+        int r = state_cluster_target(db, cluster, &old);
+        if (r < 0 || streq_ptr(old, target))
+                return r;
+        r = state_begin(db);
+        if (r < 0)
+                return r;
+        r = db_run(db, what, "UPDATE clusters SET target = ? WHERE name = ?", "ss", target,
+                   cluster);
+        return db_end(db, cluster_update(db, what, cluster, r));
+}
+
 int state_cluster_latch(state_db *db, const char *cluster, const char *json, const char *hash,
                         int64_t deadline_ms, int64_t now_ms)
 {

@@ -387,6 +387,12 @@ const char *const state_migrations[] = {
     ");\n"
     "CREATE INDEX snapshot_requests_pending ON snapshot_requests (cluster, id)\n"
     "  WHERE snapshot_id IS NULL AND withdrawn_ms IS NULL;\n",
+    /*
+     * 16: the target a cluster's members run on ("local", "kubernetes",
+     * "hosts"), recorded when its spec is taken in, so that commands acting
+     * on a recorded cluster (gitcd snapshot save) open the same target.
+     */
+    "ALTER TABLE clusters ADD COLUMN target TEXT;\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

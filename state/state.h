@@ -153,6 +153,15 @@ typedef struct state_cluster_list {
  */
 int state_cluster_set_desired(state_db *db, const char *cluster, const char *json, const char *hash,
                               const char *commit, int64_t now_ms);
+/*
+ * Record where the cluster's members run: the name of the target that takes
+ * its spec in ("local", "kubernetes", "hosts"), for commands that act on a
+ * recorded cluster outside `gitcd run` (gitcd snapshot save). Unchanged
+ * writes nothing. -ENOENT for no cluster.
+ */
+int state_cluster_set_target(state_db *db, const char *cluster, const char *target);
+/* The recorded target's name (NULL when none was recorded, *ret NULL). -ENOENT. */
+int state_cluster_target(state_db *db, const char *cluster, char **ret);
 /* Latch the target (observed spec) with its progress deadline (0 = none). -ENOENT. */
 int state_cluster_latch(state_db *db, const char *cluster, const char *json, const char *hash,
                         int64_t deadline_ms, int64_t now_ms);

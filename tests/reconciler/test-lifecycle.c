@@ -149,6 +149,10 @@ static void test_bootstrap_three(void **state)
         assert_string_equal(sc->phase, "Running");
         assert_non_null(sc->cluster_id);
         state_cluster_free(sc);
+        /* the target that runs it is recorded, for `gitcd snapshot save` */
+        _cleanup_free_ char *recorded = NULL;
+        assert_int_equal(state_cluster_target(f->db, CLUSTER, &recorded), 0);
+        assert_string_equal(recorded, "fake");
 }
 
 /*

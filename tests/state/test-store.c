@@ -177,6 +177,20 @@ static void test_clusters(void **state)
         state_cluster_free(c);
         assert_int_equal(state_cluster_get(db, "prod/none", &c), -ENOENT);
 
+        /* the target its members run on: none until recorded, then the last one recorded */
+        char *t = NULL;
+        assert_int_equal(state_cluster_target(db, "prod/main", &t), 0);
+        assert_null(t);
+        assert_int_equal(state_cluster_set_target(db, "prod/main", "kubernetes"), 0);
+        assert_int_equal(state_cluster_set_target(db, "prod/main", "kubernetes"), 0);
+        assert_int_equal(state_cluster_target(db, "prod/main", &t), 0);
+        assert_string_equal(t, "kubernetes");
+        free(t);
+        assert_int_equal(state_cluster_target(db, "dev/aux", &t), 0);
+        assert_null(t);
+        assert_int_equal(state_cluster_set_target(db, "prod/none", "local"), -ENOENT);
+        assert_int_equal(state_cluster_target(db, "prod/none", &t), -ENOENT);
+
         state_cluster_list l = {0};
         assert_int_equal(state_cluster_list_all(db, &l), 0);
         assert_int_equal(l.n, 2);
