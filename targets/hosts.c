@@ -32,6 +32,11 @@
  * reissues them. gitcd's own client identity (operator/) never leaves the
  * gitcd host.
  *
+ * A snapshot restore (restore_member) runs etcd's tool on the gitcd host,
+ * as the local target does, and sends the restored files to the machine:
+ * the machines need no etcd tool of their own, and the snapshot that
+ * travels is the one gitcd checked. See hosts_restore_member().
+ *
  * Adoption of a cluster already running on the machines: the reads and
  * writes are here (hosts_adopt_*), the rules in hosts-adopt.c, the steps in
  * reconciler/adopt.c. When ensure_member writes a static Pod manifest, a
@@ -49,8 +54,12 @@
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -58,6 +67,7 @@
 #include "api/spec.h"
 #include "render/layout.h"
 #include "render/render.h"
+#include "snapshots/restore.h"
 #include "targets/hosts-adopt.h"
 #include "targets/hosts.h"
 #include "targets/locked.h"
@@ -1294,6 +1304,179 @@ int hosts_target_peer_port(const target *t)
         return ((const hosts_target *)t)->o.peer_port;
 }
 
+/* The files and folders under dir, relative to it (folders before what they hold). */
+static int list_tree(const char *dir, const char *rel, char ***files, size_t *n_files,
+                     size_t *alloc_files, char ***dirs, size_t *n_dirs, size_t *alloc_dirs)
+{
+        _cleanup_free_ char *here = rel ? path_join(dir, rel) : xstrdup(dir);
+        DIR *d = opendir(here);
+        if (!d)
+                return -errno;
+        int r = 0;
+        struct dirent *e;
+        while (r >= 0 && (e = readdir(d))) {
+                if (streq(e->d_name, ".") || streq(e->d_name, ".."))
+                        continue;
+                char *sub = rel ? path_join(rel, e->d_name) : xstrdup(e->d_name);
+                _cleanup_free_ char *full = path_join(dir, sub);
+                struct stat st;
+                if (lstat(full, &st) < 0) {
+                        r = -errno;
+                        free(sub);
+                } else if (S_ISDIR(st.st_mode)) {
+                        *dirs = xgrow(*dirs, alloc_dirs, *n_dirs + 1, sizeof(char *));
+                        (*dirs)[(*n_dirs)++] = sub;
+                        r = list_tree(dir, sub, files, n_files, alloc_files, dirs, n_dirs,
+                                      alloc_dirs);
+                } else if (S_ISREG(st.st_mode)) {
+                        *files = xgrow(*files, alloc_files, *n_files + 1, sizeof(char *));
+                        (*files)[(*n_files)++] = sub;
+                } else {
+                        free(sub); /* etcd's tool writes only files and folders */
+                }
+        }
+        closedir(d);
+        return r;
+}
+
+/*
+ * Send one local file to path on machine h atomically (upload()), mapped
+ * from disk rather than read into memory: a snapshot of gigabytes costs
+ * page cache, not gitcd's heap.
+ */
+static int upload_file(hosts_target *ht, const host_spec *h, const char *local, const char *path)
+{
+        _cleanup_close_ int fd = open(local, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return target_fail(&ht->base, -errno, "cannot open %s: %s", local, strerror(errno));
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return target_fail(&ht->base, -errno, "cannot stat %s: %s", local, strerror(errno));
+        size_t len = (size_t)st.st_size;
+        void *data = NULL;
+        if (len > 0) {
+                data = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+                if (data == MAP_FAILED)
+                        return target_fail(&ht->base, -errno, "cannot map %s: %s", local,
+                                           strerror(errno));
+                (void)madvise(data, len, MADV_SEQUENTIAL);
+        }
+        int k = upload(ht, h, path, data, len, 0600);
+        if (data)
+                (void)munmap(data, len);
+        return k;
+}
+
+/*
+ * spec.bootstrap.restore, and a disaster recovery from a snapshot, on a
+ * machine. etcd's tool (rs->tool, the gitcd host's, as for the local
+ * target) restores into <state>/hosts/<ns>/<name>/restore-<member>/ on the
+ * gitcd host; its files go to <data_dir>/member.restore/ on the machine,
+ * each written atomically, and one command renames that folder to
+ * <data_dir>/member/ and syncs. All or nothing: a failure or a crash
+ * midway leaves member.restore/ (removed by the next try) and no member/,
+ * so the member is not seen to have data and is restored again, never
+ * started empty. A machine with member/ already, or running the member,
+ * is never restored over (-EEXIST).
+ */
+static int hosts_restore_member(target *t, const etcd_cluster *c, const membership_plan *p,
+                                size_t idx, const target_restore *rs)
+{
+        hosts_target *ht = HT(t);
+        if (c->hosts.set)
+                remember(ht, c);
+        if (idx >= p->n || !p->members[idx].name || !p->members[idx].peer_url)
+                return target_fail(t, -EINVAL, "member index %zu out of range", idx);
+        const member_plan *mp = &p->members[idx];
+        if (!target_name_is_component(mp->name))
+                return target_fail(t, -EINVAL, "invalid member name \"%s\"", mp->name);
+        int m = machine_of_url(c, mp->peer_url);
+        if (m < 0)
+                return target_fail(t, -EINVAL, "member %s: its peer URL %s is on no machine",
+                                   mp->name, mp->peer_url);
+        const host_spec *h = &c->hosts.items[m];
+        _cleanup_(view_release) machine_view v = {0};
+        int k = probe(ht, c, h, &v);
+        if (k < 0)
+                return k;
+        if (v.claimed_by && !streq(v.claimed_by, mp->name))
+                return target_fail(t, -EBUSY, "%s holds member %s of %s/%s, not %s", h->address,
+                                   v.claimed_by, c->namespace_, c->name, mp->name);
+        if (v.has_data || v.file_member)
+                return target_fail(t, -EEXIST,
+                                   "member %s has data already on %s; a snapshot is never "
+                                   "restored over it",
+                                   mp->name, h->address);
+        if (!v.claimed_by && (k = write_marker(ht, h, mp->name)) < 0)
+                return k;
+
+        _cleanup_free_ char *home = NULL;
+        if ((k = tls_home(ht, c, &home)) < 0)
+                return k;
+        _cleanup_free_ char *local = xasprintf("%s/restore-%s", home, mp->name);
+        (void)rm_rf(local);
+        _cleanup_free_ char *error = NULL;
+        snapshot_restore_opts o = {.tool = rs->tool,
+                                   .snapshot = rs->snapshot,
+                                   .data_dir = local,
+                                   .name = mp->name,
+                                   .peer_url = mp->peer_url,
+                                   .token = p->cluster_token,
+                                   .initial_cluster = target_restore_initial_cluster(mp)};
+        /* a big snapshot takes a while: the tool works on this member's folder alone */
+        target_blocking_begin();
+        k = snapshot_restore_dir(&o, &error);
+        target_blocking_end();
+        if (k < 0) {
+                (void)rm_rf(local);
+                return target_fail(t, k, "member %s: %s", mp->name, error);
+        }
+
+        _cleanup_free_ char *src = path_join(local, "member");
+        char **files = NULL, **dirs = NULL;
+        size_t n_files = 0, a_files = 0, n_dirs = 0, a_dirs = 0;
+        k = list_tree(src, NULL, &files, &n_files, &a_files, &dirs, &n_dirs, &a_dirs);
+        if (k < 0)
+                (void)target_fail(t, k, "member %s: cannot read the restored data in %s: %s",
+                                  mp->name, src, strerror(-k));
+        _cleanup_free_ char *stage = xasprintf("%s/member.restore", h->data_dir);
+        _cleanup_free_ char *final = xasprintf("%s/member", h->data_dir);
+        _cleanup_free_ char *qs = ssh_quote(stage), *qf = ssh_quote(final);
+        if (k >= 0) {
+                _cleanup_(sb_release) strbuf cmd = STRBUF_INIT;
+                sb_printf(&cmd, "rm -rf -- %s && mkdir -m 0700 -- %s", qs, qs);
+                for (size_t i = 0; i < n_dirs; i++) {
+                        _cleanup_free_ char *d = path_join(stage, dirs[i]);
+                        _cleanup_free_ char *qd = ssh_quote(d);
+                        sb_printf(&cmd, " && mkdir -m 0700 -- %s", qd);
+                }
+                k = run(ht, h, sb_str(&cmd), NULL);
+        }
+        for (size_t i = 0; k >= 0 && i < n_files; i++) {
+                _cleanup_free_ char *from = path_join(src, files[i]);
+                _cleanup_free_ char *to = path_join(stage, files[i]);
+                k = upload_file(ht, h, from, to);
+        }
+        for (size_t i = 0; i < n_files; i++)
+                free(files[i]);
+        for (size_t i = 0; i < n_dirs; i++)
+                free(dirs[i]);
+        free(files);
+        free(dirs);
+        (void)rm_rf(local);
+        if (k < 0)
+                return k;
+        /* member/ may not exist: its absence is what says "not restored yet" */
+        _cleanup_free_ char *qdd = ssh_quote(h->data_dir);
+        _cleanup_free_ char *cmd =
+            xasprintf("[ ! -e %s ] && mv -- %s %s && sync %s", qf, qs, qf, qdd);
+        if ((k = run(ht, h, cmd, NULL)) < 0)
+                return k;
+        log_debug("hosts target: restored member %s on %s from %s", mp->name, h->address,
+                  rs->snapshot);
+        return 0;
+}
+
 static const target_ops hosts_ops = {
     .name = "hosts",
     .caps = TARGET_CAP_HOSTS_INVENTORY,
@@ -1309,6 +1492,7 @@ static const target_ops hosts_ops = {
     .client_tls = hosts_client_tls,
     .tls_certificates = hosts_tls_certificates,
     .renew_tls = hosts_renew_tls,
+    .restore_member = hosts_restore_member,
     .free = hosts_free,
 };
 

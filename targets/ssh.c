@@ -389,6 +389,8 @@ static int exec_channel(ssh_conn *c, LIBSSH2_CHANNEL *ch, const char *command,
                         if (n > 0) {
                                 sent += (size_t)n;
                                 progress = true;
+                                /* the timeout bounds a stall, not a long transfer */
+                                start_deadline(c, c->command_timeout_ms);
                         }
                 }
                 if (!eof_sent && (!stdin_data || sent == stdin_len)) {
@@ -496,6 +498,7 @@ static int write_handle(ssh_conn *c, LIBSSH2_SFTP_HANDLE *h, const char *tmp, co
                 if (n < 0)
                         return sftp_fail(c, "writing", tmp);
                 off += (size_t)n;
+                start_deadline(c, c->command_timeout_ms); /* a stall times out, not a big file */
         }
         RETRY(c, rc, libssh2_sftp_fsync(h), "fsync");
         if (rc != 0)

@@ -7,9 +7,10 @@
  * Credentials are a private key file or the keys of an ssh-agent.
  *
  * Every call has a deadline: connecting (TCP, handshake, authentication)
- * is bounded by connect_timeout_ms, each command or transfer by
- * command_timeout_ms, so a host that is down or slow costs at most these
- * timeouts and never blocks the caller longer. A connection whose call
+ * is bounded by connect_timeout_ms, each command by command_timeout_ms,
+ * and a transfer (a file, a command's input) by command_timeout_ms without
+ * progress, so a host that is down or stalls costs at most these timeouts
+ * and never blocks the caller longer, while a large file still goes through. A connection whose call
  * timed out or failed at the transport level is closed (it may be in the
  * middle of a packet); the pool (ssh_pool) opens a new one on next use.
  *

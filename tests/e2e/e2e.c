@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -506,4 +507,92 @@ bool e2e_put_retry(etcd_client *c, const char *key, char **ret_error)
                 usleep(500 * 1000);
         }
         return false;
+}
+
+/* e2e_fill_keys / e2e_check_keys (e2e.h). */
+#define FILL_WRITERS 8
+
+typedef struct fill {
+        pthread_t thread;
+        const char *endpoints;
+        int from, to;
+        int failed;
+} fill;
+
+static void fill_key_of(int i, char key[static 32], char val[static 48])
+{
+        snprintf(key, 32, "k/%06d", i);
+        snprintf(val, 48, "value-%d-%x", i, (unsigned)i * 2654435761u);
+}
+
+static void *fill_main(void *arg)
+{
+        fill *f = arg;
+        etcd_client_opts o = {
+            .endpoints = f->endpoints, .call_timeout_ms = 10000, .dial_timeout_ms = 1000};
+        etcd_client *c = NULL;
+        if (etcd_client_new(&o, &c) < 0) {
+                f->failed = 1;
+                return NULL;
+        }
+        for (int i = f->from; i < f->to && !f->failed; i++) {
+                char key[32], val[48];
+                fill_key_of(i, key, val);
+                if (etcd_put(c, key, val, strlen(val), NULL) < 0)
+                        f->failed = 1;
+        }
+        etcd_client_free(c);
+        return NULL;
+}
+
+void e2e_fill_keys(const char *eps, int n)
+{
+        fill f[FILL_WRITERS];
+        for (int i = 0; i < FILL_WRITERS; i++) {
+                f[i] = (fill){.endpoints = eps,
+                              .from = n * i / FILL_WRITERS,
+                              .to = n * (i + 1) / FILL_WRITERS};
+                assert_int_equal(pthread_create(&f[i].thread, NULL, fill_main, &f[i]), 0);
+        }
+        for (int i = 0; i < FILL_WRITERS; i++) {
+                pthread_join(f[i].thread, NULL);
+                assert_int_equal(f[i].failed, 0);
+        }
+}
+
+/* Every key with its value, read in ranges of 1000 (k/000..., k/001..., ...). */
+static void check_keys_on(etcd_client *c, int n)
+{
+        int seen = 0;
+        for (int p = 0; p * 1000 < n; p++) {
+                char prefix[32];
+                snprintf(prefix, sizeof(prefix), "k/%03d", p);
+                etcd_kv_list *l = NULL;
+                assert_int_equal(etcd_get(c, prefix, true, &l), 0);
+                assert_int_equal(l->n, (size_t)(n - p * 1000 < 1000 ? n - p * 1000 : 1000));
+                for (size_t i = 0; i < l->n; i++) {
+                        char key[32], val[48];
+                        fill_key_of(p * 1000 + (int)i, key, val);
+                        assert_string_equal(l->kvs[i].key, key);
+                        assert_int_equal(l->kvs[i].value_len, strlen(val));
+                        assert_memory_equal(l->kvs[i].value, val, strlen(val));
+                        seen++;
+                }
+                etcd_kv_list_free(l);
+        }
+        assert_int_equal(seen, n);
+}
+
+void e2e_check_keys(const char *eps, int n)
+{
+        char *endpoints = xstrdup(eps);
+        char *save = NULL;
+        for (char *ep = strtok_r(endpoints, ",", &save); ep; ep = strtok_r(NULL, ",", &save)) {
+                etcd_client_opts o = {.endpoints = ep};
+                etcd_client *c = NULL;
+                assert_int_equal(etcd_client_new(&o, &c), 0);
+                check_keys_on(c, n);
+                etcd_client_free(c);
+        }
+        free(endpoints);
 }

@@ -101,5 +101,16 @@ e2e_tls_files e2e_operator_files(e2e *e, const char *name, const char *member);
 void e2e_tls_files_release(e2e_tls_files *f);
 /* A client of every member's client URL with these files. */
 etcd_client *e2e_tls_client(e2e *e, const char *name, const e2e_tls_files *f);
+/*
+ * Keys k/000000 ... k/<n-1> with values derived from their number, written
+ * through endpoints by 8 clients at once (etcd commits concurrent puts together).
+ */
+void e2e_fill_keys(const char *endpoints, int n);
+/*
+ * Every key and value of e2e_fill_keys, read through each endpoint in turn:
+ * a read on a follower is served from its own data, so a member that did
+ * not get the keys (a member not restored from a snapshot) shows it.
+ */
+void e2e_check_keys(const char *endpoints, int n);
 /* A put that may be retried once, after a short pause; false when both attempts failed. */
 bool e2e_put_retry(etcd_client *c, const char *key, char **ret_error);

@@ -10,7 +10,6 @@
  * etcd 3.5.16: 100,000 keys, three members. etcd 3.4.23 (etcdctl's
  * restore): 10,000 keys, one member (the refusal is not repeated).
  */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,100 +25,6 @@
 #include "util/xalloc.h"
 
 #define APPLY_TIMEOUT 90
-#define WRITERS       8
-
-typedef struct fill {
-        pthread_t thread;
-        const char *endpoints;
-        int from, to;
-        int failed;
-} fill;
-
-static void key_of(int i, char key[static 32], char val[static 48])
-{
-        snprintf(key, 32, "k/%06d", i);
-        snprintf(val, 48, "value-%d-%x", i, (unsigned)i * 2654435761u);
-}
-
-static void *fill_main(void *arg)
-{
-        fill *f = arg;
-        etcd_client_opts o = {
-            .endpoints = f->endpoints, .call_timeout_ms = 10000, .dial_timeout_ms = 1000};
-        etcd_client *c = NULL;
-        if (etcd_client_new(&o, &c) < 0) {
-                f->failed = 1;
-                return NULL;
-        }
-        for (int i = f->from; i < f->to && !f->failed; i++) {
-                char key[32], val[48];
-                key_of(i, key, val);
-                if (etcd_put(c, key, val, strlen(val), NULL) < 0)
-                        f->failed = 1;
-        }
-        etcd_client_free(c);
-        return NULL;
-}
-
-/* Write n keys with WRITERS clients at once (etcd commits concurrent puts together). */
-static void fill_keys(e2e *e, const char *name, int n)
-{
-        char *eps = e2e_endpoints(e, name);
-        fill f[WRITERS];
-        for (int i = 0; i < WRITERS; i++) {
-                f[i] =
-                    (fill){.endpoints = eps, .from = n * i / WRITERS, .to = n * (i + 1) / WRITERS};
-                assert_int_equal(pthread_create(&f[i].thread, NULL, fill_main, &f[i]), 0);
-        }
-        for (int i = 0; i < WRITERS; i++) {
-                pthread_join(f[i].thread, NULL);
-                assert_int_equal(f[i].failed, 0);
-        }
-        free(eps);
-}
-
-/* Every key with its value, read in ranges of 1000 (k/000..., k/001..., ...). */
-static void check_keys_on(etcd_client *c, int n)
-{
-        int seen = 0;
-        for (int p = 0; p * 1000 < n; p++) {
-                char prefix[32];
-                snprintf(prefix, sizeof(prefix), "k/%03d", p);
-                etcd_kv_list *l = NULL;
-                assert_int_equal(etcd_get(c, prefix, true, &l), 0);
-                assert_int_equal(l->n, (size_t)(n - p * 1000 < 1000 ? n - p * 1000 : 1000));
-                for (size_t i = 0; i < l->n; i++) {
-                        char key[32], val[48];
-                        key_of(p * 1000 + (int)i, key, val);
-                        assert_string_equal(l->kvs[i].key, key);
-                        assert_int_equal(l->kvs[i].value_len, strlen(val));
-                        assert_memory_equal(l->kvs[i].value, val, strlen(val));
-                        seen++;
-                }
-                etcd_kv_list_free(l);
-        }
-        assert_int_equal(seen, n);
-}
-
-/*
- * Every key and value, read through each member in turn: a read on a
- * follower is served from its own data, so a member that did not get the
- * snapshot's keys would show it.
- */
-static void check_keys(e2e *e, const char *name, int n)
-{
-        char *endpoints = e2e_endpoints(e, name);
-        char *save = NULL;
-        for (char *ep = strtok_r(endpoints, ",", &save); ep; ep = strtok_r(NULL, ",", &save)) {
-                etcd_client_opts o = {.endpoints = ep};
-                etcd_client *c = NULL;
-                assert_int_equal(etcd_client_new(&o, &c), 0);
-                check_keys_on(c, n);
-                etcd_client_free(c);
-        }
-        free(endpoints);
-}
-
 static void write_cluster(e2e *e, const char *name, int replicas, const char *version,
                           const char *snapshot)
 {
@@ -219,7 +124,9 @@ static void restore_case(const char *version, int keys, int replicas, bool refus
         e2e *e = e2e_new();
         write_cluster(e, "src", 1, version, NULL);
         assert_int_equal(e2e_apply(e, NULL, APPLY_TIMEOUT), 0);
-        fill_keys(e, "src", keys);
+        char *eps = e2e_endpoints(e, "src");
+        e2e_fill_keys(eps, keys);
+        free(eps);
         char *snap = save_snapshot(e, "src");
 
         if (refusal)
@@ -229,7 +136,9 @@ static void restore_case(const char *version, int keys, int replicas, bool refus
         write_cluster(e, "copy", replicas, version, snap);
         assert_int_equal(e2e_apply(e, NULL, APPLY_TIMEOUT), 0);
         assert_true(e2e_wait_ready(e, "copy", replicas, 30));
-        check_keys(e, "copy", keys);
+        char *copy_eps = e2e_endpoints(e, "copy");
+        e2e_check_keys(copy_eps, keys);
+        free(copy_eps);
         char *a = cluster_id_of(e, "src"), *b = cluster_id_of(e, "copy");
         assert_string_not_equal(a, b);
         free(a);
