@@ -943,11 +943,48 @@ static int hosts_remove_member(target *t, const etcd_cluster *c, const char *mem
         const host_spec *h = &c->hosts.items[idx];
         if ((k = stop_on(ht, c, h)) < 0)
                 return k;
-        if (keep_data)
-                return 0;
         _cleanup_free_ char *qd = ssh_quote(h->data_dir);
-        _cleanup_free_ char *cmd = xasprintf("rm -rf -- %s", qd);
+        _cleanup_free_ char *cmd = NULL;
+        if (keep_data) {
+                /* set aside beside it, marker and all: the machine is free for a new member */
+                _cleanup_free_ char *aside =
+                    xasprintf("%s.removed-%s-%lld", h->data_dir, member, (long long)now_wall_ms());
+                _cleanup_free_ char *qa = ssh_quote(aside);
+                cmd = xasprintf("if [ -e %s ]; then mv -- %s %s && sync %s; fi", qd, qd, qa, qa);
+        } else {
+                cmd = xasprintf("rm -rf -- %s", qd);
+        }
         return run(ht, h, cmd, NULL);
+}
+
+/*
+ * Delete what remove_member(keep_data) set aside for member: the folders
+ * <dataDir>.removed-<member>-<ms> beside each machine's data directory
+ * (any machine: the marker that said which one went with the data). Only
+ * "<member>-<digits>" matches, so demo-1 never takes demo-10's data. Every
+ * machine must answer: the first that does not stops it, to be tried again.
+ */
+static int hosts_drop_kept_data(target *t, const etcd_cluster *c, const char *member)
+{
+        hosts_target *ht = HT(t);
+        if (c->hosts.set)
+                remember(ht, c);
+        if (!target_name_is_component(member))
+                return target_fail(t, -EINVAL, "invalid member name \"%s\"", member);
+        for (size_t i = 0; i < c->hosts.n; i++) {
+                const host_spec *h = &c->hosts.items[i];
+                _cleanup_free_ char *prefix = xasprintf("%s.removed-%s-", h->data_dir, member);
+                _cleanup_free_ char *qp = ssh_quote(prefix);
+                _cleanup_free_ char *cmd = xasprintf(
+                    "p=%s; for d in \"$p\"*; do [ -d \"$d\" ] || continue; "
+                    "case \"${d#\"$p\"}\" in ''|*[!0-9]*) ;; *) rm -rf -- \"$d\" || exit 1 ;; "
+                    "esac; done",
+                    qp);
+                int k = run(ht, h, cmd, NULL);
+                if (k < 0)
+                        return k;
+        }
+        return 0;
 }
 
 static size_t ignore_body(char *ptr, size_t size, size_t nmemb, void *userdata)
@@ -1485,6 +1522,7 @@ static const target_ops hosts_ops = {
     .ensure_member = hosts_ensure_member,
     .stop_member = hosts_stop_member,
     .remove_member = hosts_remove_member,
+    .drop_kept_data = hosts_drop_kept_data,
     .member_status = hosts_member_status,
     .list_members = hosts_list_members,
     .tick = hosts_tick,

@@ -11,9 +11,12 @@
  * bootstrapped across three machines; a wiped data disk reported as data
  * loss and never restarted empty; a machine that does not answer never
  * reported "absent" while the others go on; a machine with a wrong host
- * key refused with nothing written on it.
+ * key refused with nothing written on it; a member removed with its data
+ * kept (set aside beside the data directory, the machine free) and that
+ * data deleted later by drop_kept_data, and no other member's.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -314,6 +317,40 @@ static void test_three_machines(void **state)
         target_member_status_release(&s);
         assert_int_equal(t->ops->ensure_member(t, c, p, 1), -ESTALE);
         assert_false(path_exists(marker));
+
+        /* member 0 removed with its data kept (a disaster recovery's "aside"): the data
+         * moves beside the data directory, the machine is free, and drop_kept_data deletes it */
+        const char *dir0 = p->members[0].data_dir;
+        assert_int_equal(t->ops->remove_member(t, c, p->members[0].name, true), 0);
+        assert_false(path_exists(dir0));
+        assert_false(listed(t, c, p->members[0].name));
+        _cleanup_free_ char *parent = xstrdup(dir0);
+        *strrchr(parent, '/') = 0;
+        _cleanup_free_ char *aside_prefix =
+            xasprintf("%s.removed-%s-", strrchr(dir0, '/') + 1, p->members[0].name);
+        /* a folder of another member whose name starts alike is left alone */
+        _cleanup_free_ char *other = xasprintf("%s.removed-%s0-5", dir0, p->members[0].name);
+        assert_int_equal(mkdir_p(other, 0700), 0);
+        size_t aside = 0;
+        DIR *d = opendir(parent);
+        for (struct dirent *e; d && (e = readdir(d));)
+                if (strncmp(e->d_name, aside_prefix, strlen(aside_prefix)) == 0) {
+                        _cleanup_free_ char *m = xasprintf("%s/%s/gitcd-member", parent, e->d_name);
+                        assert_true(path_exists(m)); /* the marker went with the data */
+                        aside++;
+                }
+        closedir(d);
+        assert_int_equal(aside, 1);
+        assert_int_equal(t->ops->drop_kept_data(t, c, p->members[0].name), 0);
+        assert_int_equal(t->ops->drop_kept_data(t, c, p->members[0].name), 0);
+        aside = 0;
+        d = opendir(parent);
+        for (struct dirent *e; d && (e = readdir(d));)
+                aside += strncmp(e->d_name, aside_prefix, strlen(aside_prefix)) == 0;
+        closedir(d);
+        assert_int_equal(aside, 0);
+        assert_true(path_exists(other));
+        assert_int_equal(rm_rf(other), 0);
 
         for (size_t i = 0; i < 3; i++)
                 assert_int_equal(t->ops->remove_member(t, c, p->members[i].name, false), 0);
