@@ -9,6 +9,12 @@
  * documented ways), or from --user name:password, which cli/main.c blanks
  * out of the process's command line with a warning. It is never printed,
  * not even in errors.
+ *
+ * --cluster NAMESPACE/NAME takes everything from what gitcd recorded
+ * instead: the members' client URLs from the state store, gitcd's own
+ * client identity from the target the cluster runs on (target_client_tls,
+ * the one owner), and root's credentials when gitcd enabled auth
+ * (auth_credentials, the one owner). None of it is printed.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,9 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/spec.h"
 #include "cli/cli.h"
+#include "cli/runner.h"
 #include "etcd/client.h"
+#include "reconciler/auth.h"
 #include "util/fs.h"
+#include "util/strbuf.h"
 #include "util/macro.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -29,7 +39,9 @@ enum output { OUT_TABLE, OUT_JSON };
 
 struct etcd_cli {
         etcd_client_opts opts;
-        char *user; /* owned copies: --user may carry the password */
+        char *endpoints, *ca, *cert, *key; /* owned: from --cluster */
+        char *fallback_password;           /* --cluster: a password change in flight */
+        char *user;                        /* owned copies: --user may carry the password */
         char *password;
         enum output out;
         bool prefix;
@@ -64,6 +76,11 @@ static void usage(FILE *f)
                    "  --cacert FILE       CA bundle to verify https:// endpoints\n"
                    "  --cert FILE         client certificate (mTLS)\n"
                    "  --key FILE          client key (mTLS)\n"
+                   "  --cluster NS/NAME   a cluster gitcd runs: its members, gitcd's client\n"
+                   "                      certificate and, with auth on, root's credentials,\n"
+                   "                      as gitcd recorded them (with --state, --target and\n"
+                   "                      the target's options as for apply; not with\n"
+                   "                      --endpoints, --cacert, --cert, --key, --user)\n"
                    "  --user NAME         authenticate as NAME; the password comes from\n"
                    "                      $GITCD_ETCD_PASSWORD or --password-file\n"
                    "  --password-file F   read the password from the first line of F\n"
@@ -423,13 +440,14 @@ static int do_get(struct etcd_cli *cli, etcd_client *c, const char *key)
                 json_object_set_new(o, "revision", json_integer(l->revision));
                 json_t *a = json_array();
                 for (size_t i = 0; i < l->n; i++) {
-                        const etcd_kv *kv = &l->kvs[i];
+                        const etcd_kv *item = &l->kvs[i];
                         json_t *k = json_object();
-                        json_object_set_new(k, "key", bytes_json(kv->key, kv->key_len));
-                        json_object_set_new(k, "value", bytes_json(kv->value, kv->value_len));
-                        json_object_set_new(k, "createRevision", json_integer(kv->create_revision));
-                        json_object_set_new(k, "modRevision", json_integer(kv->mod_revision));
-                        json_object_set_new(k, "version", json_integer(kv->version));
+                        json_object_set_new(k, "key", bytes_json(item->key, item->key_len));
+                        json_object_set_new(k, "value", bytes_json(item->value, item->value_len));
+                        json_object_set_new(k, "createRevision",
+                                            json_integer(item->create_revision));
+                        json_object_set_new(k, "modRevision", json_integer(item->mod_revision));
+                        json_object_set_new(k, "version", json_integer(item->version));
                         json_array_append_new(a, k);
                 }
                 json_object_set_new(o, "kvs", a);
@@ -586,6 +604,80 @@ usage:
         return EXIT_USAGE;
 }
 
+/*
+ * --cluster: the endpoints, client identity and credentials gitcd uses for
+ * a recorded cluster. Prints why on failure.
+ */
+static int from_cluster(struct etcd_cli *cli, const char *cluster, const char *state_flag,
+                        runner_flags *tf)
+{
+        _cleanup_free_ char *path = cli_state_path(state_flag);
+        state_db *db = NULL;
+        if (state_open(path, STATE_OPEN_READ_ONLY, &db) < 0) {
+                fprintf(stderr, "gitcd: etcd: %s\n", state_last_error());
+                return -ENOENT;
+        }
+        _cleanup_free_ char *state_dir = runner_state_dir(path);
+        state_cluster *sc = NULL;
+        state_member_list ml = {0};
+        etcd_cluster *c = NULL;
+        target *t = NULL;
+        int r = state_cluster_get(db, cluster, &sc);
+        if (r >= 0)
+                r = state_member_list_for(db, cluster, false, &ml);
+        if (r < 0)
+                fprintf(stderr, "gitcd: etcd: %s\n", state_last_error());
+        strbuf eps = STRBUF_INIT;
+        for (size_t i = 0; r >= 0 && i < ml.n; i++)
+                if (!ml.items[i]->dormant && !isempty(ml.items[i]->client_url))
+                        sb_printf(&eps, "%s%s", eps.len ? "," : "", ml.items[i]->client_url);
+        if (r >= 0 && !eps.len) {
+                fprintf(stderr, "gitcd: etcd: %s has no member with a client URL yet\n", cluster);
+                r = -ENOENT;
+        }
+        const char *json = sc ? (sc->observed_json ? sc->observed_json : sc->desired_json) : NULL;
+        if (r >= 0) {
+                json_t *j = json ? json_loads(json, 0, NULL) : NULL;
+                diag_list d = DIAG_LIST_INIT;
+                if (!j || spec_from_json(j, cluster, &c, &d) < 0) {
+                        fprintf(stderr, "gitcd: etcd: %s has no readable recorded spec\n", cluster);
+                        r = -EINVAL;
+                }
+                json_decref(j);
+                diag_list_release(&d);
+        }
+        if (r >= 0)
+                r = runner_open_cluster_target(db, cluster, tf, state_dir, "gitcd: etcd", &t);
+        if (r >= 0 && (r = target_client_tls(t, c, &cli->ca, &cli->cert, &cli->key)) < 0)
+                fprintf(stderr, "gitcd: etcd: %s: no client certificate for gitcd: %s\n", cluster,
+                        target_last_error(t));
+        if (r >= 0) {
+                auth_creds cr = {0};
+                if ((r = auth_credentials(state_dir, cluster, &cr)) < 0)
+                        fprintf(stderr, "gitcd: etcd: %s: cannot read root's password: %s\n",
+                                cluster, strerror(-r));
+                cli->user = TAKE_PTR(cr.user);
+                cli->password = TAKE_PTR(cr.password);
+                cli->fallback_password = TAKE_PTR(cr.fallback_password);
+                auth_creds_release(&cr);
+        }
+        if (r >= 0)
+                cli->endpoints = sb_detach(&eps);
+        sb_release(&eps);
+        target_free(t);
+        etcd_cluster_free(c);
+        state_member_list_release(&ml);
+        state_cluster_free(sc);
+        state_close(db);
+        if (r < 0)
+                return r;
+        cli->opts.endpoints = cli->endpoints;
+        cli->opts.cacert = cli->ca;
+        cli->opts.cert = cli->cert;
+        cli->opts.key = cli->key;
+        return 0;
+}
+
 int cmd_etcd(int argc, char **argv)
 {
         enum {
@@ -598,8 +690,12 @@ int cmd_etcd(int argc, char **argv)
                 OPT_PREFIX,
                 OPT_LEARNER,
                 OPT_PEER_URLS,
-                OPT_PASSWORD_FILE
+                OPT_PASSWORD_FILE,
+                OPT_CLUSTER,
+                OPT_STATE,
         };
+        _Static_assert((int)OPT_STATE < (int)RUNNER_OPT_SOURCE,
+                       "own options below the shared ones");
         static const struct option longopts[] = {
             {"endpoints", required_argument, NULL, OPT_ENDPOINTS},
             {"cacert", required_argument, NULL, OPT_CACERT},
@@ -612,6 +708,16 @@ int cmd_etcd(int argc, char **argv)
             {"prefix", no_argument, NULL, OPT_PREFIX},
             {"learner", no_argument, NULL, OPT_LEARNER},
             {"peer-urls", required_argument, NULL, OPT_PEER_URLS},
+            {"cluster", required_argument, NULL, OPT_CLUSTER},
+            {"state", required_argument, NULL, OPT_STATE},
+            {"target", required_argument, NULL, RUNNER_OPT_TARGET},
+            {"kubeconfig", required_argument, NULL, RUNNER_OPT_KUBECONFIG},
+            {"context", required_argument, NULL, RUNNER_OPT_CONTEXT},
+            {"cluster-domain", required_argument, NULL, RUNNER_OPT_CLUSTER_DOMAIN},
+            {"hosts-ssh-key", required_argument, NULL, RUNNER_OPT_HOSTS_SSH_KEY},
+            {"hosts-passphrase-file", required_argument, NULL, RUNNER_OPT_HOSTS_PASSPHRASE_FILE},
+            {"hosts-known-hosts", required_argument, NULL, RUNNER_OPT_HOSTS_KNOWN_HOSTS},
+            {"hosts-ports", required_argument, NULL, RUNNER_OPT_HOSTS_PORTS},
             {"help", no_argument, NULL, 'h'},
             {},
         };
@@ -621,23 +727,31 @@ int cmd_etcd(int argc, char **argv)
         int ret = EXIT_USAGE;
         etcd_client *c = NULL;
         int opt;
+        const char *cluster = NULL, *state_flag = NULL;
+        runner_flags tf = {0};
+        bool target_flag = false, connection_flag = false;
 
         optind = 0; /* reset getopt: argv[0] is the subcommand name */
         while ((opt = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
                 switch (opt) {
                 case OPT_ENDPOINTS:
+                        connection_flag = true;
                         cli.opts.endpoints = optarg;
                         break;
                 case OPT_CACERT:
+                        connection_flag = true;
                         cli.opts.cacert = optarg;
                         break;
                 case OPT_CERT:
+                        connection_flag = true;
                         cli.opts.cert = optarg;
                         break;
                 case OPT_KEY:
+                        connection_flag = true;
                         cli.opts.key = optarg;
                         break;
                 case OPT_USER: {
+                        connection_flag = true;
                         free(cli.user);
                         const char *colon = strchr(optarg, ':');
                         if (colon) {
@@ -650,6 +764,7 @@ int cmd_etcd(int argc, char **argv)
                         break;
                 }
                 case OPT_PASSWORD_FILE:
+                        connection_flag = true;
                         if (read_password_file(optarg, &cli.password) < 0)
                                 goto out;
                         break;
@@ -683,17 +798,49 @@ int cmd_etcd(int argc, char **argv)
                 case OPT_PEER_URLS:
                         cli.peer_urls = optarg;
                         break;
+                case OPT_CLUSTER:
+                        cluster = optarg;
+                        break;
+                case OPT_STATE:
+                        state_flag = optarg;
+                        break;
                 case 'h':
                         usage(stdout);
                         ret = EXIT_OK;
                         goto out;
                 default:
+                        if (opt > RUNNER_OPT_SOURCE && opt < RUNNER_OPT_LAST &&
+                            runner_flag(&tf, opt, optarg)) {
+                                target_flag = true;
+                                break;
+                        }
                         usage(stderr);
                         goto out;
                 }
         }
         if (optind >= argc) {
                 usage(stderr);
+                goto out;
+        }
+        if (!cluster && (target_flag || state_flag)) {
+                fprintf(stderr, "gitcd: etcd: --state, --target and the target's options go "
+                                "with --cluster\n");
+                goto out;
+        }
+        if (cluster && connection_flag) {
+                fprintf(stderr, "gitcd: etcd: --cluster takes the endpoints, certificates and "
+                                "credentials gitcd recorded: not with --endpoints, --cacert, "
+                                "--cert, --key, --user or --password-file\n");
+                goto out;
+        }
+        if (tf.target && runner_target_kind(tf.target) < 0) {
+                fprintf(stderr,
+                        "gitcd: etcd: unknown target '%s' (available: local, kubernetes, hosts)\n",
+                        tf.target);
+                goto out;
+        }
+        if (cluster && from_cluster(&cli, cluster, state_flag, &tf) < 0) {
+                ret = EXIT_FAIL;
                 goto out;
         }
         if (cli.user && !cli.password) {
@@ -709,6 +856,7 @@ int cmd_etcd(int argc, char **argv)
         }
         cli.opts.user = cli.user;
         cli.opts.password = cli.password;
+        cli.opts.fallback_password = cli.fallback_password;
         int r = etcd_client_new(&cli.opts, &c);
         if (r < 0 && strchr(cli.opts.endpoints, '@'))
                 /* never echo the list: it may hold a password */
@@ -726,5 +874,10 @@ out:
         etcd_client_free(c);
         free(cli.user);
         wipe_free(cli.password);
+        wipe_free(cli.fallback_password);
+        free(cli.endpoints);
+        free(cli.ca);
+        free(cli.cert);
+        free(cli.key);
         return ret;
 }

@@ -87,67 +87,6 @@ static char *clean(const char *s)
         return c;
 }
 
-static char *state_dir_of(const char *db_path)
-{
-        _cleanup_free_ char *copy = xstrdup(db_path);
-        char *abs = realpath(dirname(copy), NULL);
-        if (abs)
-                return abs;
-        copy = xstrdup(db_path);
-        return xstrdup(dirname(copy));
-}
-
-/*
- * The target the cluster runs on: --target when given, else the one the
- * state store recorded, else local (clusters recorded before the store kept
- * it). A --target that contradicts the record is refused: the snapshot would
- * be taken without the cluster's client identity or credentials Secret.
- */
-static int open_cluster_target(state_db *db, const char *cluster, runner_flags *f,
-                               const char *state_dir, target **ret)
-{
-        _cleanup_free_ char *recorded = NULL;
-        if (state_cluster_target(db, cluster, &recorded) < 0) {
-                fprintf(stderr, "gitcd snapshot: %s\n", state_last_error());
-                return -ENOENT;
-        }
-        if (recorded && runner_target_kind(recorded) < 0) {
-                fprintf(stderr,
-                        "gitcd snapshot: %s runs on the target '%s', which this command "
-                        "cannot open\n",
-                        cluster, recorded);
-                return -EINVAL;
-        }
-        if (f->target && recorded && !streq(f->target, recorded)) {
-                fprintf(stderr,
-                        "gitcd snapshot: %s runs on the %s target (recorded when gitcd took its "
-                        "spec in), not on --target %s\n",
-                        cluster, recorded, f->target);
-                return -EINVAL;
-        }
-        if (!f->target)
-                f->target = recorded ? recorded : "local";
-        bool kube = streq(f->target, "kubernetes"), hosts = streq(f->target, "hosts");
-        if (!kube && (f->kubeconfig || f->kube_context || f->cluster_domain)) {
-                fprintf(stderr,
-                        "gitcd snapshot: %s runs on the %s target: --kubeconfig, "
-                        "--context and --cluster-domain are for the kubernetes target\n",
-                        cluster, f->target);
-                return -EINVAL;
-        }
-        if (!hosts && (f->hosts.ssh_key || f->hosts.passphrase_file || f->hosts.known_hosts ||
-                       f->hosts_ports)) {
-                fprintf(stderr,
-                        "gitcd snapshot: %s runs on the %s target: --hosts-* options are "
-                        "for the hosts target\n",
-                        cluster, f->target);
-                return -EINVAL;
-        }
-        int r = runner_open_target(f, state_dir, ret);
-        f->target = NULL; /* it may point into `recorded` */
-        return r;
-}
-
 static int do_save(const char *cluster, const char *state_flag, const char *to, runner_flags *tf)
 {
         const char *etcd_dir = tf->etcd_dir;
@@ -158,9 +97,9 @@ static int do_save(const char *cluster, const char *state_flag, const char *to, 
                 fprintf(stderr, "gitcd snapshot: %s\n", state_last_error());
                 return EXIT_FAIL;
         }
-        _cleanup_free_ char *state_dir = state_dir_of(path);
+        _cleanup_free_ char *state_dir = runner_state_dir(path);
         target *t = NULL;
-        r = open_cluster_target(db, cluster, tf, state_dir, &t);
+        r = runner_open_cluster_target(db, cluster, tf, state_dir, "gitcd snapshot", &t);
         if (r < 0) {
                 state_close(db);
                 return EXIT_FAIL;
@@ -540,7 +479,7 @@ static int do_restore(const char *what, const restore_flags *f)
                         fprintf(stderr, "gitcd snapshot restore: %s\n", state_last_error());
                         return EXIT_FAIL;
                 }
-                state_dir = state_dir_of(path);
+                state_dir = runner_state_dir(path);
         } else if (!path_exists(what)) {
                 fprintf(stderr,
                         "gitcd snapshot restore: refused: %s: no such file (and not a snapshot "

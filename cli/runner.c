@@ -1010,3 +1010,64 @@ void runner_close(runner *r)
         memset(r, 0, sizeof(*r));
         r->lock_fd = -1;
 }
+
+char *runner_state_dir(const char *db_path)
+{
+        _cleanup_free_ char *copy = xstrdup(db_path);
+        char *abs = realpath(dirname(copy), NULL);
+        if (abs)
+                return abs;
+        copy = xstrdup(db_path);
+        return xstrdup(dirname(copy));
+}
+
+/*
+ * The target the cluster runs on: --target when given, else the one the
+ * state store recorded, else local (clusters recorded before the store kept
+ * it). A --target that contradicts the record is refused: the command would
+ * run without the cluster's client identity or credentials Secret.
+ */
+int runner_open_cluster_target(state_db *db, const char *cluster, runner_flags *f,
+                               const char *state_dir, const char *prog, target **ret)
+{
+        _cleanup_free_ char *recorded = NULL;
+        if (state_cluster_target(db, cluster, &recorded) < 0) {
+                fprintf(stderr, "%s: %s\n", prog, state_last_error());
+                return -ENOENT;
+        }
+        if (recorded && runner_target_kind(recorded) < 0) {
+                fprintf(stderr,
+                        "%s: %s runs on the target '%s', which this command "
+                        "cannot open\n",
+                        prog, cluster, recorded);
+                return -EINVAL;
+        }
+        if (f->target && recorded && !streq(f->target, recorded)) {
+                fprintf(stderr,
+                        "%s: %s runs on the %s target (recorded when gitcd took its "
+                        "spec in), not on --target %s\n",
+                        prog, cluster, recorded, f->target);
+                return -EINVAL;
+        }
+        if (!f->target)
+                f->target = recorded ? recorded : "local";
+        bool kube = streq(f->target, "kubernetes"), hosts = streq(f->target, "hosts");
+        if (!kube && (f->kubeconfig || f->kube_context || f->cluster_domain)) {
+                fprintf(stderr,
+                        "%s: %s runs on the %s target: --kubeconfig, "
+                        "--context and --cluster-domain are for the kubernetes target\n",
+                        prog, cluster, f->target);
+                return -EINVAL;
+        }
+        if (!hosts && (f->hosts.ssh_key || f->hosts.passphrase_file || f->hosts.known_hosts ||
+                       f->hosts_ports)) {
+                fprintf(stderr,
+                        "%s: %s runs on the %s target: --hosts-* options are "
+                        "for the hosts target\n",
+                        prog, cluster, f->target);
+                return -EINVAL;
+        }
+        int r = runner_open_target(f, state_dir, ret);
+        f->target = NULL; /* it may point into `recorded` */
+        return r;
+}

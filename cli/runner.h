@@ -96,6 +96,20 @@ bool runner_flag(runner_flags *f, int opt, const char *arg);
  */
 int runner_open_target(const runner_flags *f, const char *state_dir, target **ret);
 
+/* The folder of the state database at db_path (absolute when it exists). Newly allocated. */
+char *runner_state_dir(const char *db_path);
+
+/*
+ * The target recorded cluster ("namespace/name") runs on, for commands
+ * acting on a recorded cluster (gitcd snapshot save, gitcd etcd --cluster):
+ * f->target when given, else the one the state store recorded when gitcd
+ * took the spec in, else local. A --target that contradicts the record, and
+ * another target's options, are refused. prog prefixes the messages it
+ * prints.
+ */
+int runner_open_cluster_target(state_db *db, const char *cluster, runner_flags *f,
+                               const char *state_dir, const char *prog, target **ret);
+
 /* The lock file apply and run hold in the state directory (see runner_open). */
 #define RUNNER_LOCK_FILE "gitcd.lock"
 

@@ -5,7 +5,8 @@
  * password from the state folder; a new root-password changes etcd's; a
  * member is added while auth is on; auth
  * is switched off again; no acknowledged write is lost on the way, and a
- * snapshot taken while auth is on succeeds.
+ * snapshot taken while auth is on succeeds, as do `gitcd etcd --cluster`
+ * calls that bring no credentials of their own.
  *
  * The writer learns the credentials the way gitcd's own clients do
  * (auth_credentials over the state folder), again whenever etcd refuses
@@ -221,6 +222,13 @@ static void run(const char *version)
         assert_int_not_equal(etcdctl_put(version, eps, root), 0);
         assert_int_equal(etcdctl_put(version, eps, root2), 0);
         writer_progress(w, 10);
+        /* `gitcd etcd --cluster` finds the members and root's current password by itself */
+        _cleanup_free_ char *got = NULL;
+        assert_int_equal(
+            e2e_run(e, NULL, "etcd", "--cluster", CLUSTER, "put", "cli-key", "cli-value", NULL), 0);
+        assert_int_equal(e2e_run(e, &got, "etcd", "--cluster", CLUSTER, "get", "cli-key", NULL), 0);
+        assert_non_null(strstr(got, "cli-value"));
+        assert_null(strstr(got, next)); /* never printed */
         /* a snapshot authenticates too (Snapshot needs root once auth is on) */
         if (strncmp(version, "3.5", 3) == 0) {
                 _cleanup_free_ char *to = path_join(e->root, "snaps");

@@ -176,6 +176,12 @@ static void test_rotation_under_writer(void **state)
         assert_non_null(p);
         assert_null(strstr(p + 1, "phase 1 (trust old+new CA): started"));
 
+        /* `gitcd etcd --cluster` finds gitcd's client certificate of the new CA by itself */
+        _cleanup_free_ char *id = xasprintf("default/%s", name);
+        _cleanup_free_ char *got = NULL;
+        assert_int_equal(e2e_run(e, &got, "etcd", "--cluster", id, "member", "list", NULL), 0);
+        assert_non_null(strstr(got, "https://"));
+
         kill(d, SIGTERM);
         waitpid(d, NULL, 0);
         e2e_tls_files_release(&f);

@@ -235,6 +235,27 @@ static void test_errors(void **state)
         assert_non_null(strstr(r.err, "GITCD_ETCD_PASSWORD"));
         run_release(&r);
 
+        /* --cluster takes what gitcd recorded, never beside explicit connection flags */
+        r = run_gitcd("etcd", "--cluster", "default/x", "--endpoints", cluster->endpoints, "status",
+                      NULL);
+        assert_int_equal(r.status, 64);
+        assert_non_null(strstr(r.err, "not with --endpoints"));
+        run_release(&r);
+        r = run_gitcd("etcd", "--target", "local", "status", NULL);
+        assert_int_equal(r.status, 64);
+        assert_non_null(strstr(r.err, "go with --cluster"));
+        run_release(&r);
+        char *empty = xasprintf("/tmp/gitcd-cli-state-%d", (int)getpid());
+        char *db = xasprintf("%s/state.db", empty);
+        assert_int_equal(mkdir_p(empty, 0700), 0);
+        r = run_gitcd("etcd", "--cluster", "default/nowhere", "--state", db, "status", NULL);
+        assert_int_equal(r.status, 1);
+        assert_non_null(strstr(r.err, "nothing has been applied"));
+        run_release(&r);
+        (void)rm_rf(empty);
+        free(db);
+        free(empty);
+
         r = run_gitcd("etcd", "--help", NULL);
         assert_int_equal(r.status, 0);
         assert_non_null(strstr(r.out, "move-leader"));
