@@ -2,8 +2,8 @@
  * Transition rules between the accepted spec of a cluster and a new one.
  *
  * Some changes cannot be applied to a running cluster safely: the storage
- * medium, TLS settings and the root credentials Secret are fixed at
- * creation (auth itself may be switched on and off), volumes only grow,
+ * medium and TLS settings are fixed at creation (auth may be switched on
+ * and off and its root credentials Secret changed), volumes only grow,
  * and etcd moves between versions as the version policy says (its table is
  * api/versions.c; a rollback of an unfinished upgrade is told apart by the
  * versions the members still run). This file is pure: it compares two models and explains
@@ -47,10 +47,6 @@ static const char *or_none(const char *s)
 #define FIXED_TLS                                                                                  \
         "TLS settings are fixed when a cluster is created; create a new cluster with the new "     \
         "settings and restore a snapshot into it"
-#define FIXED_AUTH                                                                                 \
-        "the root credentials Secret is fixed when a cluster is created; create a new cluster "    \
-        "with the new settings and restore a snapshot into it"
-
 static void check_string(ctx *x, const char *path, const char *a, const char *b, const char *why)
 {
         if (!streq_ptr(a, b))
@@ -110,8 +106,6 @@ static void check_fixed(ctx *x, const etcd_cluster *prev, const etcd_cluster *ne
                        "%s → %s shrinks the volumes; volumes can only grow (keep %s or more)",
                        prev->storage.size, next->storage.size, prev->storage.size);
         check_tls(x, &prev->tls, &next->tls);
-        check_string(x, "spec.auth.rootCredentialsSecretRef", prev->auth.root_credentials_secret,
-                     next->auth.root_credentials_secret, FIXED_AUTH);
 }
 
 /* The version policy (api/versions.c), with the versions members still run. */

@@ -32,11 +32,6 @@
 #include "api/spec.h"
 #include "util/xalloc.h"
 
-static bool uses_root_secret(const etcd_cluster *c)
-{
-        return c->auth.root_credentials_secret != NULL;
-}
-
 static bool uses_snapshot_pvc(const etcd_cluster *c)
 {
         return c->snapshots.enabled && c->snapshots.destination.kind == DEST_PVC;
@@ -49,11 +44,6 @@ static const struct {
         const char *fix;   /* how to get a cluster gitcd accepts today */
         bool (*used)(const etcd_cluster *c);
 } unsupported[] = {
-    {"spec.auth.rootCredentialsSecretRef", "spec.auth.rootCredentialsSecretRef",
-     "etcd's root password from a Kubernetes Secret",
-     "remove rootCredentialsSecretRef: gitcd generates the root password into its state "
-     "folder (docs/auth.md)",
-     uses_root_secret},
     {"spec.snapshots.destination.pvc", "spec.snapshots.destination.pvc",
      "snapshots stored in a PersistentVolumeClaim",
      "use a local or s3 destination, or set spec.snapshots.enabled: false", uses_snapshot_pvc},

@@ -31,7 +31,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/spec.h"
 #include "reconciler/auth.h"
+#include "targets/target.h"
 #include "util/failpoint.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -109,6 +111,64 @@ static char *new_password(void)
                 snprintf(s + 2 * i, 3, "%02x", raw[i]);
         explicit_bzero(raw, sizeof(raw));
         return s;
+}
+
+int auth_secret_password(target *t, const etcd_cluster *c, const char *state_dir, char **ret,
+                         char **ret_error)
+{
+        assert(c && ret && ret_error);
+        *ret = NULL;
+        const char *name = c->auth.root_credentials_secret;
+        if (isempty(name) || !c->auth.enabled)
+                return 0;
+        const char *ns = c->namespace_ ? c->namespace_ : "default";
+        _cleanup_free_ char *dir = NULL;
+        int k;
+        if (t && t->ops->secret_folder) {
+                k = t->ops->secret_folder(t, c, name, &dir);
+                if (k < 0) {
+                        *ret_error = xasprintf("root credentials Secret %s/%s: %s", ns, name,
+                                               k == -ENOENT ? "not found" : target_last_error(t));
+                        return k;
+                }
+        } else if (state_dir) {
+                dir = xasprintf("%s/secrets/%s/%s", state_dir, ns, name);
+        } else {
+                *ret_error = xasprintf("root credentials Secret %s/%s: no state folder to find it "
+                                       "in",
+                                       ns, name);
+                return -EINVAL;
+        }
+        char *user = NULL;
+        k = read_password(dir, "username", &user);
+        if (k >= 0 && user && !streq(user, AUTH_ROOT)) {
+                *ret_error = xasprintf("root credentials Secret %s/%s: its username is \"%s\"; "
+                                       "gitcd sets root's password, so the key `username` must be "
+                                       "root or absent",
+                                       ns, name, user);
+                wipe(user);
+                return -EINVAL;
+        }
+        wipe(user);
+        char *pw = NULL;
+        k = read_password(dir, "password", &pw);
+        if (k < 0 || !pw) {
+                *ret_error =
+                    k == -ENODATA ? xasprintf("root credentials Secret %s/%s: its key `password` "
+                                              "is empty",
+                                              ns, name)
+                    : k < 0
+                        ? xasprintf("root credentials Secret %s/%s: cannot read %s/password: %s",
+                                    ns, name, dir, strerror(-k))
+                    : t && t->ops->secret_folder
+                        ? xasprintf("root credentials Secret %s/%s has no key `password`", ns, name)
+                        : xasprintf("root credentials Secret %s/%s: create %s/password (mode "
+                                    "0600, the password on its first line)",
+                                    ns, name, dir);
+                return k < 0 ? k : -ENOKEY;
+        }
+        *ret = pw;
+        return 0;
 }
 
 int auth_credentials(const char *state_dir, const char *cluster, auth_creds *ret)
@@ -246,18 +306,18 @@ static int act(step_ctx *s, const char *dir, bool on, const char *wanted, const 
         /* auth_pass reads or generates the wanted password whenever auth is wanted. */
         assert(wanted);
         /* A change cut short finishes first; then the password the operator wants. */
-        const char *target = next ? next : wanted;
+        const char *goal = next ? next : wanted;
         if (on && !next && applied && streq(applied, wanted))
                 return 0;
         if (!next) {
-                k = write_password(dir, "root-password.next", target);
+                k = write_password(dir, "root-password.next", goal);
                 if (k < 0)
                         return say(s, k, "cannot write %s/root-password.next: %s", dir,
                                    strerror(-k));
         }
         FAILPOINT("auth.after-next");
         if (!on) {
-                k = ensure_root(s, target);
+                k = ensure_root(s, goal);
                 if (k < 0)
                         return k;
                 FAILPOINT("auth.before-enable");
@@ -265,7 +325,7 @@ static int act(step_ctx *s, const char *dir, bool on, const char *wanted, const 
                 if (k < 0)
                         return failed(s, "enabling etcd auth", k);
                 FAILPOINT("auth.after-enable");
-                k = commit(s, dir, target);
+                k = commit(s, dir, goal);
                 if (k < 0)
                         return k;
                 say(s, 1, "etcd auth enabled (user root)");
@@ -273,11 +333,11 @@ static int act(step_ctx *s, const char *dir, bool on, const char *wanted, const 
                 audit(env, "auth.enable", "spec.auth.enabled is true");
                 return 1;
         }
-        k = env->etcd->user_change_password(s->conn, AUTH_ROOT, target);
+        k = env->etcd->user_change_password(s->conn, AUTH_ROOT, goal);
         if (k < 0)
                 return failed(s, "changing the password of etcd user root", k);
         FAILPOINT("auth.after-change");
-        k = commit(s, dir, target);
+        k = commit(s, dir, goal);
         if (k < 0)
                 return k;
         say(s, 1, "password of etcd user root changed");
@@ -331,6 +391,24 @@ int auth_pass(const auth_env *env, char *msg, size_t msg_size)
                 k = say(&s, k, "cannot read the root password files in %s: %s", dir,
                         k == -ENODATA ? "a file is empty" : strerror(-k));
                 goto out;
+        }
+        if (env->want && env->secret_error) {
+                k = say(&s, -ENOKEY, "%s", env->secret_error);
+                set_condition(env, k, false, msg);
+                goto out;
+        }
+        if (env->want && env->secret_password && !streq_ptr(wanted, env->secret_password)) {
+                k = write_password(dir, "root-password", env->secret_password);
+                if (k < 0) {
+                        k = say(&s, k, "cannot write the root password into %s: %s", dir,
+                                strerror(-k));
+                        goto out;
+                }
+                wipe(wanted);
+                wanted = xstrdup(env->secret_password);
+                log_info("%s: root's password from spec.auth.rootCredentialsSecretRef is new: it "
+                         "becomes %s/root-password",
+                         env->cluster, dir);
         }
         if (!env->want && !applied && !next) {
                 k = 0; /* gitcd never set a password here: auth is not gitcd's to switch off */

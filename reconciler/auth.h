@@ -16,6 +16,10 @@
  *                          removed once root-password.etcd holds it: while it
  *                          exists etcd has one of the two, and clients try
  *                          both (etcd_client_opts.fallback_password).
+ * With spec.auth.rootCredentialsSecretRef the key `password` of that Secret
+ * (its `username`, when present, must be root) is the wanted password: gitcd copies it into root-password whenever the
+ * two differ (auth_secret_password reads it), so a new value in the Secret
+ * rotates etcd's password the same way.
  * gitcd authenticates as root: only root may change membership, defragment,
  * take snapshots or move the leader, so a user of its own would need the
  * root role and be a second root password to keep.
@@ -57,7 +61,26 @@ typedef struct auth_env {
         int64_t now_ms;
         const char *commit; /* behind the latched spec, for audit events; may be NULL */
         const char *author;
+        /* spec.auth.rootCredentialsSecretRef: the password that Secret holds, which
+         * becomes root-password; or why it could not be read (the step fails with it,
+         * nothing changed). Both NULL without a Secret reference. */
+        const char *secret_password;
+        const char *secret_error;
 } auth_env;
+
+struct target;
+struct etcd_cluster;
+/*
+ * The root password of spec.auth.rootCredentialsSecretRef: the key
+ * `password` of that Secret in the cluster's namespace, read by the target
+ * (target_ops.secret_folder, Kubernetes) or, for targets without Secrets,
+ * from <state_dir>/secrets/<namespace>/<name>/password on gitcd's host (the
+ * layout of a mounted Secret, as for S3 credentials). 0 with *ret NULL when
+ * the spec names no Secret; -errno with *ret_error naming the Secret and
+ * what is missing (never the password).
+ */
+int auth_secret_password(struct target *t, const struct etcd_cluster *c, const char *state_dir,
+                         char **ret, char **ret_error);
 
 /*
  * One step toward the spec on a converged cluster: enable auth (root user

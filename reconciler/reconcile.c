@@ -1876,6 +1876,9 @@ static void pass_auth(reconciler *r, cluster_ctx *x, const etcd_cluster *c, worl
                 return;
         _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
         client_tls_files(r, c, &ca, &cert, &key);
+        char *secret_pw = NULL;
+        _cleanup_free_ char *secret_error = NULL;
+        (void)auth_secret_password(r->opts.target, c, r->opts.state_dir, &secret_pw, &secret_error);
         auth_env env = {
             .etcd = r->opts.etcd,
             .etcd_userdata = r->opts.etcd_userdata,
@@ -1891,8 +1894,14 @@ static void pass_auth(reconciler *r, cluster_ctx *x, const etcd_cluster *c, worl
             .now_ms = wall(r),
             .commit = w->commit,
             .author = w->author,
+            .secret_password = secret_pw,
+            .secret_error = secret_error,
         };
         int k = auth_pass(&env, res->message, sizeof(res->message));
+        if (secret_pw) {
+                explicit_bzero(secret_pw, strlen(secret_pw));
+                free(secret_pw);
+        }
         if (k == 0)
                 return;
         if (k > 0) {

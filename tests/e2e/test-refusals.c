@@ -1,8 +1,7 @@
 /*
  * What `gitcd apply` and `gitcd run` refuse, end to end through the real
  * binary on the local target: clusters that use a field gitcd reads but does
- * not act on yet (spec.auth.rootCredentialsSecretRef, spec.snapshots.destination.pvc, in the native
- * and cozystack dialects) are not
+ * not act on yet (spec.snapshots.destination.pvc) are not
  * created, an existing cluster that gains one is not changed, and the other
  * clusters of the same folder are created and keep running; and a commit
  * that adds `force-new-cluster` to a live 3-member cluster is refused with
@@ -93,40 +92,20 @@ static void test_unsupported_fields(void **state)
         /* Written explicitly off: asks for nothing, created. */
         write_native(e, "plain.yaml", "plain",
                      "  auth:\n    enabled: false\n  snapshots:\n    enabled: false\n");
-        write_native(
-            e, "auth.yaml", "authy",
-            "  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: root\n");
         write_native(e, "snap.yaml", "snap",
                      "  snapshots:\n    schedule: \"0 * * * *\"\n    destination:\n"
                      "      pvc:\n        claimName: backups\n");
-        e2e_write_file(e, "cozy.yaml",
-                       "apiVersion: etcd-operator.cozystack.io/v1alpha2\n"
-                       "kind: EtcdCluster\n"
-                       "metadata:\n"
-                       "  name: cozy-auth\n"
-                       "spec:\n"
-                       "  replicas: 1\n"
-                       "  auth:\n"
-                       "    enabled: true\n"
-                       "    rootCredentialsSecretRef:\n"
-                       "      name: root\n");
 
         char *err = NULL;
         assert_int_equal(apply_capture(e, &err), 1);
-        assert_contains(err, "auth.yaml:11:13: error: spec.auth.rootCredentialsSecretRef (etcd's "
-                             "root password from a Kubernetes Secret) is not supported yet; the "
-                             "cluster is not created");
         assert_contains(err, "snap.yaml:11:7: error: spec.snapshots.destination.pvc (snapshots "
                              "stored in a PersistentVolumeClaim) is not supported yet; the "
-                             "cluster is not created");
-        assert_contains(err, "cozy.yaml:10:13: error: spec.auth.rootCredentialsSecretRef (etcd's "
-                             "root password from a Kubernetes Secret) is not supported yet; the "
                              "cluster is not created");
         free(err);
 
         /* The refused clusters do not exist; the other one runs. */
         assert_true(e2e_wait_ready(e, "plain", 1, 30));
-        static const char *const refused[] = {"authy", "snap", "cozy-auth"};
+        static const char *const refused[] = {"snap"};
         for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
                 assert_false(cluster_known(e, refused[i]));
                 char *dir = e2e_member_dir(e, refused[i], "");
@@ -139,10 +118,9 @@ static void test_unsupported_fields(void **state)
         const char *vargs[] = {"validate", e->source, NULL};
         char *vout = NULL;
         assert_int_equal(e2e_runv(e, &vout, NULL, vargs), 0);
-        assert_contains(vout,
-                        "auth.yaml:11:13: warning: spec.auth.rootCredentialsSecretRef (etcd's "
-                        "root password from a Kubernetes Secret) is not supported yet; "
-                        "gitcd apply, run and plan refuse this cluster");
+        assert_contains(vout, "snap.yaml:11:7: warning: spec.snapshots.destination.pvc "
+                              "(snapshots stored in a PersistentVolumeClaim) is not supported "
+                              "yet; gitcd apply, run and plan refuse this cluster");
         free(vout);
 
         /* An existing cluster that gains an unsupported field is not changed. */

@@ -288,6 +288,70 @@ static void killed_while_rotating(void **state)
         }
 }
 
+#define AUTH_SECRET                                                                                \
+        "  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n      name: etcd-root\n"
+
+/* The Secret of rootCredentialsSecretRef as the local target finds it: a folder on gitcd's host. */
+static void write_secret(fx *f, const char *password)
+{
+        _cleanup_free_ char *dir = xasprintf("%s/secrets/default/etcd-root", f->state_dir);
+        assert_int_equal(mkdir_p(dir, 0700), 0);
+        _cleanup_free_ char *path = path_join(dir, "password");
+        if (!password) {
+                (void)unlink(path);
+                return;
+        }
+        _cleanup_free_ char *line = xasprintf("%s\n", password);
+        assert_int_equal(write_file_atomic(path, line, strlen(line), 0600), 0);
+}
+
+static void root_password_from_secret(void **state)
+{
+        fx *f = *state;
+        offer(f, 3, AUTH_OFF);
+        fx_converge(f, NULL);
+
+        /* the Secret is missing: auth waits, says which Secret and what to create, nothing
+         * is enabled and no password is made up */
+        offer(f, 3, AUTH_SECRET);
+        pass_result res = {0};
+        for (int i = 0; i < 20; i++)
+                res = fx_pass(f);
+        assert_false(f->w->auth.enabled);
+        assert_string_equal(res.reason, "AuthPending");
+        assert_non_null(strstr(res.message, "root credentials Secret default/etcd-root"));
+        assert_non_null(strstr(res.message, "secrets/default/etcd-root/password"));
+        _cleanup_free_ char *none = read_pw(f, "root-password");
+        assert_null(none);
+        assert_condition(f, "False", "AuthFailed");
+
+        /* the Secret appears: its password is root's */
+        write_secret(f, "from-the-secret-0123456789");
+        fx_converge(f, NULL);
+        assert_auth_on(f);
+        assert_string_equal(f->w->auth.root_password, "from-the-secret-0123456789");
+        assert_int_equal(fx_audit_count(f, "auth.enable"), 1);
+
+        /* a new value in the Secret rotates etcd's password, once */
+        write_secret(f, "rotated-in-the-secret-987654");
+        fx_converge(f, NULL);
+        assert_auth_on(f);
+        assert_string_equal(f->w->auth.root_password, "rotated-in-the-secret-987654");
+        assert_int_equal(fx_audit_count(f, "auth.password-change"), 1);
+        fx_converge(f, NULL);
+        assert_int_equal(fx_audit_count(f, "auth.password-change"), 1);
+
+        /* the key removed from the Secret: auth stays on with the password etcd has */
+        write_secret(f, NULL);
+        for (int i = 0; i < 5; i++)
+                res = fx_pass(f);
+        assert_true(f->w->auth.enabled);
+        assert_string_equal(f->w->auth.root_password, "rotated-in-the-secret-987654");
+        assert_non_null(strstr(res.message, "etcd-root"));
+        assert_null(strstr(res.message, "rotated-in-the-secret"));
+        assert_int_equal(f->w->auth_refusals, 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -297,6 +361,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(auth_on_outside_gitcd, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(killed_while_enabling, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(killed_while_rotating, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(root_password_from_secret, setup, fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
