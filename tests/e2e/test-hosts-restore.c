@@ -1,8 +1,9 @@
 /*
  * spec.bootstrap.restore on the hosts target, end to end: real sshd
  * "machines" on 127.0.0.2-4 with the host agent playing kubelet (the one
- * simulated part: it runs the static Pods' etcd), real etcd 3.5.16. A
- * local-target cluster holding 10,000 keys is snapshotted with `gitcd
+ * simulated part: it runs the static Pods' etcd), real etcd 3.5.16 (10,000
+ * keys) and 3.4.23 (2,000 keys, restored by etcdctl). A local-target
+ * cluster holding the keys is snapshotted with `gitcd
  * snapshot save`; `gitcd apply --target hosts` of a 3-member cluster whose
  * spec.bootstrap.restore names that snapshot is killed right after the
  * first member's data reached its machine, and the next apply restores the
@@ -30,21 +31,19 @@
 #include "util/xalloc.h"
 
 #define MACHINES 3
-#define VERSION  "3.5.16"
-#define KEYS     10000
 #define CL       "copy"
 
-static hosts_lab *L;
-
-/* A 1-member local cluster "src" with KEYS keys, snapshotted; returns the file. */
-static char *source_snapshot(e2e *e)
+/* A 1-member local cluster "src" with keys keys, snapshotted; returns the file. */
+static char *source_snapshot(e2e *e, const char *version, int keys)
 {
-        e2e_write_file(e, "src.yaml",
-                       "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n"
-                       "  name: src\nspec:\n  replicas: 1\n  version: \"" VERSION "\"\n");
+        _cleanup_free_ char *spec =
+            xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n"
+                      "  name: src\nspec:\n  replicas: 1\n  version: \"%s\"\n",
+                      version);
+        e2e_write_file(e, "src.yaml", spec);
         assert_int_equal(e2e_apply(e, NULL, 90), 0);
         _cleanup_free_ char *eps = e2e_endpoints(e, "src");
-        e2e_fill_keys(eps, KEYS);
+        e2e_fill_keys(eps, keys);
         _cleanup_free_ char *folder = xasprintf("%s/backups", e->root);
         _cleanup_free_ char *out = NULL, *err = NULL;
         const char *args[] = {"snapshot", "save", "default/src", "--to", folder, NULL};
@@ -78,16 +77,17 @@ static uint64_t cluster_id(const char *endpoints, size_t n)
         return id;
 }
 
-static void test_restore(void **state)
+static void restore_case(const char *version, int keys)
 {
-        (void)state;
+        hosts_lab *L = hosts_lab_start(MACHINES, version);
+        assert_non_null(L);
         e2e *src = e2e_new();
-        _cleanup_free_ char *snap = source_snapshot(src);
+        _cleanup_free_ char *snap = source_snapshot(src, version, keys);
         _cleanup_free_ char *src_eps = e2e_endpoints(src, "src");
         uint64_t src_id = cluster_id(src_eps, 1);
 
         e2e *e = e2e_new();
-        hosts_lab_write_cluster(L, e, CL, VERSION, MACHINES, 0, MACHINES);
+        hosts_lab_write_cluster(L, e, CL, version, MACHINES, 0, MACHINES);
         _cleanup_free_ char *file = xasprintf("%s/" CL ".yaml", e->source);
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
@@ -107,7 +107,7 @@ static void test_restore(void **state)
         hosts_lab_apply_ok(L, e, "120s");
 
         _cleanup_free_ char *eps = e2e_endpoints(e, CL);
-        e2e_check_keys(eps, KEYS);
+        e2e_check_keys(eps, keys);
         assert_true(cluster_id(eps, MACHINES) != src_id);
         /* each member restored once: the one killed after it was taken as restored */
         int restored = e2e_audit_count(e, CL, "member.restore");
@@ -132,24 +132,25 @@ static void test_restore(void **state)
         assert_int_equal(e2e_audit_count(e, CL, "member.restore"), before);
         e2e_free(e);
         e2e_free(src);
-}
-
-static int setup(void **state)
-{
-        (void)state;
-        L = hosts_lab_start(MACHINES, VERSION);
-        return L ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-        (void)state;
         hosts_lab_free(L);
-        return 0;
+}
+
+static void test_restore_35(void **state)
+{
+        (void)state;
+        restore_case("3.5.16", 10000);
+}
+
+/* etcd 3.4: etcdctl restores (3.4 has no etcdutl), and the hosts target drives 3.4 members */
+static void test_restore_34(void **state)
+{
+        (void)state;
+        restore_case("3.4.23", 2000);
 }
 
 int main(void)
 {
-        const struct CMUnitTest tests[] = {cmocka_unit_test(test_restore)};
-        return cmocka_run_group_tests(tests, setup, teardown);
+        const struct CMUnitTest tests[] = {cmocka_unit_test(test_restore_35),
+                                           cmocka_unit_test(test_restore_34)};
+        return cmocka_run_group_tests(tests, NULL, NULL);
 }
