@@ -18,6 +18,11 @@
  *     has the recorded SHA-256; with --to, the same into a local folder;
  *   - `gitcd snapshot save --target local` is refused: the cluster runs on
  *     the kubernetes target.
+ * Then etcd auth on the same target: the second cluster gets spec.auth with
+ * rootCredentialsSecretRef, a Secret made through the API server; auth goes
+ * on with that password (a client without credentials is refused, `gitcd
+ * etcd --cluster` is accepted), a new value in the Secret changes etcd's,
+ * and neither password reaches gitcd's log.
  */
 #include <errno.h>
 #include <openssl/evp.h>
@@ -149,6 +154,25 @@ static char *bucket_sha256(const storage_location *loc, json_t *rec)
                 fail_msg("%s", err);
         snapshot_dest_free(d);
         return file_sha256(copy);
+}
+
+/* The Secret kl-root in NS, with key password (base64). */
+static void root_secret(const char *password_b64)
+{
+        json_t *secret = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s}}", "apiVersion", "v1", "kind",
+                                   "Secret", "metadata", "name", "kl-root", "namespace", NS, "data",
+                                   "password", password_b64);
+        assert_int_equal(kube_apply(admin, secret, "e2e", false, false, NULL), 0);
+        json_decref(secret);
+}
+
+/* Wait (60 s at most) until the cluster's audit log holds n events of action. */
+static bool wait_audit(e2e *e, const char *name, const char *action, int n)
+{
+        for (int64_t end = now_mono_ms() + 60 * 1000; now_mono_ms() < end; usleep(300 * 1000))
+                if (e2e_audit_count(e, name, action) >= n)
+                        return true;
+        return false;
 }
 
 static void test_snapshots(void **state)
@@ -299,6 +323,38 @@ static void test_snapshots(void **state)
         assert_int_equal(json_array_size(after), json_array_size(before));
         json_decref(before);
         json_decref(after);
+
+        /* etcd auth on the Kubernetes target, root's password from a Secret read through
+         * the API server: on, then rotated by a new value in the Secret */
+        root_secret("Zmlyc3Qtc2VjcmV0LXB3LTAxMjM0NTY3ODk="); /* first-secret-pw-0123456789 */
+        _cleanup_free_ char *spec_auth =
+            xasprintf("%s  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n"
+                      "      name: kl-root\n",
+                      spec2);
+        e2e_write_file(e, "kl.yaml", spec_auth);
+        assert_true(wait_audit(e, "kl", "auth.enable", 1));
+        etcd_client *anon = e2e_client(e, "kl");
+        assert_true(etcd_put(anon, "anon", "x", 1, NULL) < 0); /* refused without credentials */
+        etcd_client_free(anon);
+        const char *cli_put[] = {"etcd",  "--cluster", NS "/kl",   "--kubeconfig", kc,  "--context",
+                                 "gitcd", "put",       "auth-key", "v1",           NULL};
+        k = e2e_runv(e, &out, &err, cli_put);
+        if (k != 0)
+                fail_msg("gitcd etcd --cluster: exit %d: %s", k, err);
+        assert_null(strstr(out, "first-secret-pw"));
+        assert_null(strstr(err, "first-secret-pw"));
+        free(out);
+        free(err);
+        root_secret("c2Vjb25kLXNlY3JldC1wdy05ODc2NTQzMjEw"); /* second-secret-pw-9876543210 */
+        assert_true(wait_audit(e, "kl", "auth.password-change", 1));
+        k = e2e_runv(e, &out, &err, cli_put);
+        if (k != 0)
+                fail_msg("gitcd etcd --cluster after the change: exit %d: %s", k, err);
+        free(out);
+        free(err);
+        _cleanup_free_ char *log = e2e_read_log(e, "daemon.log");
+        assert_null(strstr(log, "first-secret-pw"));
+        assert_null(strstr(log, "second-secret-pw"));
 
         kill(d, SIGTERM);
         waitpid(d, NULL, 0);
