@@ -826,6 +826,30 @@ static int retire_kubeadm(hosts_target *ht, const host_spec *h)
         return run(ht, h, rm, NULL);
 }
 
+/*
+ * The machine member mp was placed on (its peer URL's host), probed: -EBUSY
+ * when another member claims it. *ret_view is the probe (release it).
+ */
+static int member_machine(hosts_target *ht, const etcd_cluster *c, const member_plan *mp,
+                          const host_spec **ret_h, machine_view *ret_view)
+{
+        int m = machine_of_url(c, mp->peer_url);
+        if (m < 0)
+                return target_fail(&ht->base, -EINVAL,
+                                   "member %s: its peer URL %s is on no machine", mp->name,
+                                   mp->peer_url ? mp->peer_url : "(none)");
+        const host_spec *h = &c->hosts.items[m];
+        int k = probe(ht, c, h, ret_view);
+        if (k < 0)
+                return k;
+        if (ret_view->claimed_by && !streq(ret_view->claimed_by, mp->name))
+                return target_fail(&ht->base, -EBUSY, "%s holds member %s of %s/%s, not %s",
+                                   h->address, ret_view->claimed_by, c->namespace_, c->name,
+                                   mp->name);
+        *ret_h = h;
+        return 0;
+}
+
 static int hosts_ensure_member(target *t, const etcd_cluster *c, const membership_plan *p,
                                size_t idx)
 {
@@ -835,18 +859,11 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
         if (idx >= p->n)
                 return target_fail(t, -EINVAL, "member index %zu out of range", idx);
         const member_plan *mp = &p->members[idx];
-        int m = machine_of_url(c, mp->peer_url);
-        if (m < 0)
-                return target_fail(t, -EINVAL, "member %s: its peer URL %s is on no machine",
-                                   mp->name, mp->peer_url ? mp->peer_url : "(none)");
-        const host_spec *h = &c->hosts.items[m];
+        const host_spec *h = NULL;
         _cleanup_(view_release) machine_view v = {0};
-        int k = probe(ht, c, h, &v);
+        int k = member_machine(ht, c, mp, &h, &v);
         if (k < 0)
                 return k;
-        if (v.claimed_by && !streq(v.claimed_by, mp->name))
-                return target_fail(t, -EBUSY, "%s holds member %s of %s/%s, not %s", h->address,
-                                   v.claimed_by, c->namespace_, c->name, mp->name);
         if (!v.claimed_by && v.file_member)
                 return target_fail(t, -ESTALE,
                                    "member %s: the data identity marker on %s is gone (a wiped "
@@ -1427,18 +1444,11 @@ static int hosts_restore_member(target *t, const etcd_cluster *c, const membersh
         const member_plan *mp = &p->members[idx];
         if (!target_name_is_component(mp->name))
                 return target_fail(t, -EINVAL, "invalid member name \"%s\"", mp->name);
-        int m = machine_of_url(c, mp->peer_url);
-        if (m < 0)
-                return target_fail(t, -EINVAL, "member %s: its peer URL %s is on no machine",
-                                   mp->name, mp->peer_url);
-        const host_spec *h = &c->hosts.items[m];
+        const host_spec *h = NULL;
         _cleanup_(view_release) machine_view v = {0};
-        int k = probe(ht, c, h, &v);
+        int k = member_machine(ht, c, mp, &h, &v);
         if (k < 0)
                 return k;
-        if (v.claimed_by && !streq(v.claimed_by, mp->name))
-                return target_fail(t, -EBUSY, "%s holds member %s of %s/%s, not %s", h->address,
-                                   v.claimed_by, c->namespace_, c->name, mp->name);
         if (v.has_data || v.file_member)
                 return target_fail(t, -EEXIST,
                                    "member %s has data already on %s; a snapshot is never "
