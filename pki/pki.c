@@ -846,9 +846,11 @@ bool pki_leaf_is_current(const char *dir, const pki_cert *ca, const char *const 
         return ok;
 }
 
-int pki_leaf_info(const char *dir, int64_t *ret_not_after_ms, char **ret_serial)
+/* notAfter and serial of the certificate file <dir>/<name> (pki_leaf_info, pki_ca_info). */
+static int cert_file_info(const char *dir, const char *name, int64_t *ret_not_after_ms,
+                          char **ret_serial)
 {
-        _cleanup_free_ char *crt = path_join(dir, "tls.crt");
+        _cleanup_free_ char *crt = path_join(dir, name);
         if (!path_exists(crt))
                 return fail(-ENOENT, "%s does not exist", crt);
         pki_cert *cert = NULL;
@@ -877,6 +879,16 @@ int pki_leaf_info(const char *dir, int64_t *ret_not_after_ms, char **ret_serial)
         else
                 free(hex);
         return 0;
+}
+
+int pki_leaf_info(const char *dir, int64_t *ret_not_after_ms, char **ret_serial)
+{
+        return cert_file_info(dir, "tls.crt", ret_not_after_ms, ret_serial);
+}
+
+int pki_ca_info(const char *dir, int64_t *ret_not_after_ms, char **ret_serial)
+{
+        return cert_file_info(dir, "ca.crt", ret_not_after_ms, ret_serial);
 }
 
 int pki_bundle_fingerprint(const char *pem, size_t len, char **ret_hex)

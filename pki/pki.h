@@ -127,6 +127,8 @@ bool pki_leaf_is_current(const char *dir, const pki_cert *ca, const char *const 
  * <dir>/tls.crt. -ENOENT when there is none; errors as pki_cert_load().
  */
 int pki_leaf_info(const char *dir, int64_t *ret_not_after_ms, char **ret_serial);
+/* The same for the CA of pki_ca_open(): <dir>/ca.crt. */
+int pki_ca_info(const char *dir, int64_t *ret_not_after_ms, char **ret_serial);
 
 /*
  * The fingerprint of a CA bundle: sha256 over the DER of every certificate

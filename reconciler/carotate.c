@@ -32,6 +32,12 @@
  * A token first seen before the cluster formed is consumed without a
  * rotation: its first CA is new anyway. A token seen once is never acted
  * on again (one row per token, whatever became of it).
+ *
+ * A CA that nears its own end starts a rotation by itself: when the CA the
+ * target reported last (TARGET_CERT_CA in the recorded certificates) has
+ * less than CA_RENEW_BEFORE_MS left, the token "ca-expiry-<its serial>"
+ * starts one exactly as a rotateCA token would; it names that CA, so it
+ * acts once, and the CA that replaces it is good for years again.
  */
 #include <assert.h>
 #include <errno.h>
@@ -45,9 +51,12 @@
 #include "util/failpoint.h"
 #include "util/log.h"
 #include "util/strbuf.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 #define POLL_NEXT_MS 200
+/* How long before the CA's own notAfter a rotation starts by itself (it is made for 10 years). */
+#define CA_RENEW_BEFORE_MS (365LL * 24 * 3600 * 1000)
 
 static const char *const phase_names[] = {"finished", "trust old+new CA", "reissue from new CA",
                                           "drop old CA"};
@@ -69,6 +78,47 @@ static void audit(const carotate_env *env, const char *token, int phase, const c
                 log_warn("%s: could not write the audit event tls.ca-rotate: %s", env->cluster,
                          state_last_error());
         log_info("%s: %s", env->cluster, reason);
+}
+
+/* A CA within CA_RENEW_BEFORE_MS of its notAfter (as last recorded) starts a rotation, once. */
+static int expiry_rotation(const carotate_env *env)
+{
+        state_cert_list l = {0};
+        int k = state_certs_list(env->db, env->cluster, &l);
+        if (k < 0)
+                return k;
+        const state_cert *ca = NULL;
+        for (size_t i = 0; i < l.n; i++)
+                if (streq_ptr(l.items[i]->surface, TARGET_CERT_CA))
+                        ca = l.items[i];
+        if (ca && ca->not_after_ms - env->now_ms < CA_RENEW_BEFORE_MS) {
+                _cleanup_free_ char *token = xasprintf("ca-expiry-%s", ca->serial);
+                k = state_ca_rotation_token_used(env->db, env->cluster, token);
+                if (k == 0) {
+                        k = state_ca_rotation_start(env->db, env->cluster, token, false,
+                                                    env->now_ms);
+                        if (k == -EBUSY)
+                                k = 0; /* another rotation runs: it replaces this CA too */
+                        else if (k >= 0) {
+                                char when[40];
+                                format_rfc3339(ca->not_after_ms, when, sizeof(when));
+                                _cleanup_free_ char *what = xasprintf(
+                                    "started by itself: the CA %s %s %s; a new CA beside it, "
+                                    "trusted by every member before it signs",
+                                    ca->serial,
+                                    ca->not_after_ms <= env->now_ms ? "expired on" : "expires on",
+                                    when);
+                                audit(env, token, 1, what);
+                                if (ca->not_after_ms <= env->now_ms)
+                                        log_error("%s: the cluster CA expired on %s: members "
+                                                  "cannot verify each other until the rotation "
+                                                  "is done",
+                                                  env->cluster, when);
+                        }
+                }
+        }
+        state_cert_list_release(&l);
+        return k < 0 ? k : 0;
 }
 
 int carotate_prepare(const carotate_env *env)
@@ -97,6 +147,11 @@ int carotate_prepare(const carotate_env *env)
                                 FAILPOINT("ca-rotate.phase-1"); /* recorded, not acted on */
                         }
                 }
+        }
+        if (env->bootstrapped) {
+                int k = expiry_rotation(env);
+                if (k < 0)
+                        return k;
         }
         _cleanup_(state_ca_rotation_freep) state_ca_rotation *rot = NULL;
         int k = state_ca_rotation_running(env->db, env->cluster, &rot);

@@ -310,7 +310,9 @@ const obs_cert *certs_soonest(const observation *obs)
 {
         const obs_cert *best = NULL;
         for (size_t i = 0; i < obs->n_certs; i++)
-                if (!best || obs->certs[i].not_after_ms < best->not_after_ms)
+                /* leaves only: the CA is replaced by a rotation (carotate.c), not renewed */
+                if (!streq_ptr(obs->certs[i].surface, TARGET_CERT_CA) &&
+                    (!best || obs->certs[i].not_after_ms < best->not_after_ms))
                         best = &obs->certs[i];
         return best;
 }

@@ -45,7 +45,7 @@ typedef struct obs_member {
 /* A TLS leaf certificate gitcd issued (tls.provider auto), from the target. */
 typedef struct obs_cert {
         const char *member;  /* NULL: shared by every member */
-        const char *surface; /* "client", "peer", "operator" */
+        const char *surface; /* "client", "peer", "operator"; TARGET_CERT_CA: the CA */
         int64_t not_after_ms;
 } obs_cert;
 

@@ -1200,7 +1200,7 @@ static int hosts_tls_certificates(target *t, const etcd_cluster *c, const member
         if (k < 0)
                 return k;
         _cleanup_(membership_plan_freep) membership_plan *lp = local_plan(c, p, home);
-        return local_tls_certificates(c, lp, ret_certs, ret_n);
+        return local_tls_certificates(home, c, lp, ret_certs, ret_n);
 }
 
 /*

@@ -1861,6 +1861,8 @@ static int kt_tls_certificates(target *t, const etcd_cluster *c, const membershi
                 v[n++] = (target_cert){
                     .surface = xstrdup(subdirs[i]), .not_after_ms = not_after, .serial = serial};
         }
+        _cleanup_free_ char *pki = path_join(cdir, "pki");
+        target_certs_add_ca(&v, &n, pki);
         *ret_certs = v;
         *ret_n = n;
         return 0;

@@ -47,8 +47,8 @@ static bool members_depend(const membership_plan *p)
         return false;
 }
 
-int local_tls_certificates(const etcd_cluster *c, const membership_plan *p, target_cert **ret,
-                           size_t *ret_n)
+int local_tls_certificates(const char *cluster_dir, const etcd_cluster *c, const membership_plan *p,
+                           target_cert **ret, size_t *ret_n)
 {
         target_cert *v = NULL;
         size_t n = 0;
@@ -71,6 +71,10 @@ int local_tls_certificates(const etcd_cluster *c, const membership_plan *p, targ
                                 };
                         }
                 }
+        if (c->tls.provider == TLS_PROVIDER_AUTO && cluster_dir) {
+                _cleanup_free_ char *pki = path_join(cluster_dir, "pki");
+                target_certs_add_ca(&v, &n, pki);
+        }
         *ret = v;
         *ret_n = n;
         return 0;

@@ -21,9 +21,12 @@
 int local_tls_ensure(const char *cluster_dir, const etcd_cluster *c, const membership_plan *p,
                      const char *only_member, bool renew, int64_t now_ms, char **ret_error);
 
-/* The leaf certificates in the planned members' tls_dirs (target_ops.tls_certificates). */
-int local_tls_certificates(const etcd_cluster *c, const membership_plan *p, target_cert **ret,
-                           size_t *ret_n);
+/*
+ * The leaf certificates in the planned members' tls_dirs, and the cluster CA
+ * of <cluster_dir>/pki (target_ops.tls_certificates).
+ */
+int local_tls_certificates(const char *cluster_dir, const etcd_cluster *c, const membership_plan *p,
+                           target_cert **ret, size_t *ret_n);
 
 /*
  * The TLS material version of the cluster's members (pki_auto_trust_version:

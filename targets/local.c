@@ -1597,8 +1597,9 @@ static int local_client_tls(target *t, const etcd_cluster *c, char **ret_ca, cha
 static int local_tls_certs(target *t, const etcd_cluster *c, const membership_plan *p,
                            target_cert **ret_certs, size_t *ret_n)
 {
-        (void)t;
-        return local_tls_certificates(c, p, ret_certs, ret_n);
+        local_target *lt = LT(t);
+        _cleanup_free_ char *cdir = cluster_dir(lt, c->namespace_, c->name);
+        return local_tls_certificates(cdir, c, p, ret_certs, ret_n);
 }
 
 /* Renewal: the member's own folders, swapped whole (pki/auto.c); the process keeps running. */

@@ -16,6 +16,7 @@
 
 #include <openssl/rand.h>
 
+#include "pki/pki.h"
 #include "render/layout.h"
 #include "targets/target.h"
 #include "util/strbuf.h"
@@ -50,6 +51,19 @@ void target_certs_free(target_cert *v, size_t n)
                 free(v[i].serial);
         }
         free(v);
+}
+
+void target_certs_add_ca(target_cert **v, size_t *n, const char *pki_dir)
+{
+        int64_t not_after = 0;
+        char *serial = NULL;
+        if (pki_ca_info(pki_dir, &not_after, &serial) < 0)
+                return;
+        *v = xrealloc(*v, (*n + 1) * sizeof(**v));
+        (*v)[(*n)++] = (target_cert){.member = NULL,
+                                     .surface = xstrdup(TARGET_CERT_CA),
+                                     .not_after_ms = not_after,
+                                     .serial = serial};
 }
 
 void target_member_status_release(target_member_status *s)

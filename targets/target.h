@@ -66,12 +66,21 @@ typedef struct target target;
 /* One TLS leaf certificate gitcd issued (tls.provider auto), as the target holds it. */
 typedef struct target_cert {
         char *member;         /* the member whose folder holds it; NULL: shared by every member */
-        char *surface;        /* "client", "peer", "operator" (render/layout.h) */
+        char *surface;        /* "client", "peer", "operator" (render/layout.h), TARGET_CERT_CA */
         int64_t not_after_ms; /* wall clock, ms since the epoch */
         char *serial;         /* upper-case hex */
 } target_cert;
 
+/* The surface of the cluster CA itself in a certificate list (member NULL): not a leaf. */
+#define TARGET_CERT_CA "ca"
+
 void target_certs_free(target_cert *v, size_t n);
+/*
+ * Append the cluster CA of tls.provider auto, kept in pki_dir (pki/auto.h),
+ * to the list *v of *n certificates (grown with xrealloc) as TARGET_CERT_CA;
+ * nothing when it cannot be read (not created yet).
+ */
+void target_certs_add_ca(target_cert **v, size_t *n, const char *pki_dir);
 
 /*
  * What a target can do beyond the operations every target has; the

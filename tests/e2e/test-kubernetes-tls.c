@@ -173,7 +173,8 @@ static void test_secrets_renewed(void **state)
         assert_string_equal(uids, uids2);
         assert_true(e2e_audit_count(e, "kr", "tls.renew") >= 2);
         json_t *st = e2e_status(e, "kr");
-        assert_true(json_array_size(json_object_get(st, "certificates")) == 3);
+        /* client, peer, operator, and the cluster CA */
+        assert_true(json_array_size(json_object_get(st, "certificates")) == 4);
         json_decref(st);
 
         kill(d, SIGTERM);

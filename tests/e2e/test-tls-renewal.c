@@ -141,10 +141,11 @@ static void renewals_under_writer(const char *version, int renewals)
         etcd_client_free(c);
 
         assert_true(e2e_audit_count(e, name, "tls.renew") >= MEMBERS * renewals);
-        /* `gitcd status` lists every leaf with its expiry: client, peer, operator per member. */
+        /* `gitcd status` lists every leaf with its expiry: client, peer, operator per member;
+         * and the cluster CA. */
         json_t *st = e2e_status(e, name);
         json_t *certs = json_object_get(st, "certificates");
-        assert_int_equal(json_array_size(certs), MEMBERS * 3);
+        assert_int_equal(json_array_size(certs), MEMBERS * 3 + 1);
         assert_non_null(json_string_value(json_object_get(json_array_get(certs, 0), "not_after")));
         json_decref(st);
         assert_true(e2e_audit_count(e, name, "tls.renewal-due") >= 1);

@@ -241,6 +241,8 @@ static void ca_follow(fake_world *w, int phase)
                 w->ca_old = w->ca_signer;
                 w->ca_signer = w->ca_next;
                 w->ca_next = 0;
+                if (w->ca_not_after_ms)
+                        w->ca_not_after_ms = w->now_ms + 3650LL * 24 * 3600 * 1000;
         } else if (phase == 3)
                 w->ca_old = 0;
 }
@@ -757,6 +759,10 @@ static int fake_tls_certificates(target *t, const etcd_cluster *c, const members
                                        .not_after_ms = fp->cert_not_after_ms,
                                        .serial = xasprintf("%X", fp->cert_serial)};
         }
+        if (w->ca_model && w->ca_not_after_ms)
+                v[n++] = (target_cert){.surface = xstrdup(TARGET_CERT_CA),
+                                       .not_after_ms = w->ca_not_after_ms,
+                                       .serial = xasprintf("CA%d", w->ca_signer)};
         *ret = v;
         *ret_n = n;
         return 0;

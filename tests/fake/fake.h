@@ -133,6 +133,9 @@ typedef struct fake_world {
          */
         bool ca_model;
         int ca_signer, ca_next, ca_old;
+        /* ca_model: the signer's notAfter, reported by tls_certificates as TARGET_CERT_CA
+         * (0: no CA reported); a new signer (phase 2) gets ten years from then */
+        int64_t ca_not_after_ms;
         int ca_reissues;
         int ca_violations;
         /* Data kept aside by remove_member(keep_data), by member name ("" = free slot). */

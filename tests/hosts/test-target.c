@@ -504,7 +504,10 @@ static void test_tls_static_pod(void **state)
         target_cert *certs = NULL;
         size_t n = 0;
         assert_int_equal(t->ops->tls_certificates(t, c, p, &certs, &n), 0);
-        assert_int_equal(n, 3); /* client, peer, operator */
+        assert_int_equal(n, 4); /* client, peer, operator, and the cluster CA */
+        assert_string_equal(certs[3].surface, TARGET_CERT_CA);
+        assert_null(certs[3].member);
+        assert_true(certs[3].not_after_ms > now_wall_ms() + 3000LL * 24 * 3600 * 1000);
         target_certs_free(certs, n);
 
         /* renewal long before expiry: nothing due */

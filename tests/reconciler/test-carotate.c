@@ -12,7 +12,8 @@
  *    nothing;
  *  - gitcd killed at each phase boundary, and between a reissue and its
  *    record, resumes the phase and finishes with the same result;
- *  - a token present when the cluster is created rotates nothing.
+ *  - a token present when the cluster is created rotates nothing;
+ *  - a CA with less than a year left is rotated by itself, once.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -150,6 +151,37 @@ static void test_token_at_creation_rotates_nothing(void **state)
         assert_int_equal(state_ca_rotation_token_used(f->db, CLUSTER, "from-the-start"), 1);
 }
 
+#define DAY_MS (24LL * 3600 * 1000)
+
+/* A CA with less than a year left is replaced by the same three phases, by itself, once. */
+static void test_ca_near_its_end_rotates_by_itself(void **state)
+{
+        fx *f = *state;
+        f->w->ca_not_after_ms = f->w->now_ms + 3650 * DAY_MS;
+        offer(f, NULL);
+        fx_converge(f, NULL);
+        fx_converge(f, NULL);
+        assert_members(f, 1, 1); /* years left: nothing */
+        assert_int_equal(fx_audit_count(f, "tls.ca-rotate"), 0);
+
+        f->w->ca_not_after_ms = f->w->now_ms + 200 * DAY_MS;
+        fx_converge(f, NULL); /* the pass that records the CA's new date */
+        fx_converge(f, NULL);
+        assert_false(rotation_running(f));
+        assert_members(f, 2, 3);
+        assert_int_equal(state_ca_rotation_token_used(f->db, CLUSTER, "ca-expiry-CA1"), 1);
+        assert_int_equal(fx_audit_count(f, "tls.ca-rotate"), 10);
+        assert_true(f->w->ca_not_after_ms > f->w->now_ms + 3000 * DAY_MS);
+
+        /* the new CA has ten years: nothing more, across a restart of gitcd too */
+        fx_converge(f, NULL);
+        fx_close(f);
+        fx_open(f);
+        fx_converge(f, NULL);
+        assert_members(f, 2, 3);
+        assert_int_equal(fx_audit_count(f, "tls.ca-rotate"), 10);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -157,6 +189,8 @@ int main(void)
                                             fx_teardown),
             cmocka_unit_test_setup_teardown(test_killed_at_each_phase, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_token_at_creation_rotates_nothing, setup,
+                                            fx_teardown),
+            cmocka_unit_test_setup_teardown(test_ca_near_its_end_rotates_by_itself, setup,
                                             fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
