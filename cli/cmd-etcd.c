@@ -852,7 +852,7 @@ int cmd_etcd(int argc, char **argv)
         cli.opts.password = cli.password;
         cli.opts.fallback_password = cli.fallback_password;
         int r = etcd_client_new(&cli.opts, &c);
-        if (r < 0 && strchr(cli.opts.endpoints, '@'))
+        if (r < 0 && cli.opts.endpoints && strchr(cli.opts.endpoints, '@'))
                 /* never echo the list: it may hold a password */
                 fprintf(stderr, "gitcd: etcd: --endpoints must not carry a user name or "
                                 "password: use --user NAME and $GITCD_ETCD_PASSWORD\n");
