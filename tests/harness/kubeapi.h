@@ -88,7 +88,10 @@ typedef struct nodesim nodesim;
  *     volumes/<ns>/<claim> (which lives as long as the PVC object does; the
  *     folder is removed when the PVC is deleted), an emptyDir to a folder of
  *     the Pod, a Secret to a folder holding its decoded keys (the volume's
- *     defaultMode; 0644, Kubernetes' default, when unset);
+ *     defaultMode; 0644, Kubernetes' default, when unset), laid out as the
+ *     kubelet's atomic writer does (each key a link into ..data, swapped
+ *     in one rename) and synced with the Secret every 5 s while the Pod
+ *     runs (the kubelet: about a minute);
  *   - runs the etcd container's command as a local process: argv[0] "etcd"
  *     becomes the binary for the image tag's version
  *     (~/.cache/gitcd/etcd/<version>/etcd; the tag "v3.5.16" -> 3.5.16),

@@ -30,6 +30,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -52,8 +53,10 @@
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
-#define NODESIM_TICK_MS        400
-#define NODESIM_PROBE_MS       1000
+#define NODESIM_TICK_MS  400
+#define NODESIM_PROBE_MS 1000
+/* How often a running Pod's Secret volumes are synced (the kubelet: about a minute). */
+#define NODESIM_SECRET_SYNC_MS 5000
 #define NODESIM_BACKOFF_MS     1000
 #define NODESIM_BACKOFF_MAX_MS 10000
 #define NODESIM_CRASH_WINDOW_S 60
@@ -94,7 +97,8 @@ typedef struct sim_pod {
         char *wait_message;
         bool ready;
         int64_t next_probe_ms;
-        char *ready_since; /* lastTransitionTime of Ready/ContainersReady */
+        int64_t next_secret_sync_ms; /* the next refresh of its Secret volumes */
+        char *ready_since;           /* lastTransitionTime of Ready/ContainersReady */
         bool deleting;
         bool term_sent;
         int64_t kill_at_ms;
@@ -406,8 +410,27 @@ static json_t *find_pvc(const sim *s, const char *ns, const char *claim)
         return NULL;
 }
 
-/* Write a Secret's decoded keys into dir with the given mode. */
-static int write_secret(sim *s, sim_pod *p, const json_t *vol, const char *dir)
+/* Does dir/..data/key hold exactly data? */
+static bool same_content(const char *dir, const char *key, const char *data, size_t len)
+{
+        _cleanup_free_ char *path = xasprintf("%s/..data/%s", dir, key);
+        _cleanup_free_ char *have = NULL;
+        size_t have_len = 0;
+        return read_file(path, 1 << 20, &have, &have_len) == 0 && have_len == len &&
+               memcmp(have, data, len) == 0;
+}
+
+/*
+ * A Secret volume the way the kubelet's atomic writer keeps it: the keys
+ * in a folder ..<stamp>, the link ..data to it (replaced with one rename),
+ * and each key a link to ..data/<key>; so a reader sees the old set or the
+ * new one, never a mix (etcd reads tls.crt and tls.key separately). The
+ * folder is rewritten only when the Secret's keys changed. refresh: a
+ * running Pod's periodic sync, which keeps the old content when the
+ * Secret cannot be read, as the kubelet does; otherwise a Pod that cannot
+ * get its Secret waits.
+ */
+static int write_secret(sim *s, sim_pod *p, const json_t *vol, const char *dir, bool refresh)
 {
         const char *name = jstr(vol, "secret.secretName");
         const json_t *dm = jget(vol, "secret.defaultMode");
@@ -421,37 +444,99 @@ static int write_secret(sim *s, sim_pod *p, const json_t *vol, const char *dir)
                 return -EINVAL;
         r = kube_get(s->kc, &secrets, p->ns, name, &secret);
         if (r < 0) {
-                set_waiting(p, "ContainerCreating", "secret \"%s\" not found", name);
+                if (!refresh)
+                        set_waiting(p, "ContainerCreating", "secret \"%s\" not found", name);
                 return r;
         }
-        r = mkdir_p(dir, 0755);
-        json_object_foreach(json_object_get(secret, "data"), key, val)
+        const json_t *data = json_object_get(secret, "data");
+        /* Unchanged (the same keys, the same bytes): nothing to do. */
+        _cleanup_free_ char *current = xasprintf("%s/..data", dir);
+        bool changed = access(current, F_OK) < 0;
+        json_object_foreach((json_t *)data, key, val)
         {
-                _cleanup_free_ char *path = NULL, *data = NULL;
+                _cleanup_free_ char *d = NULL;
+                size_t len = 0;
+                if (changed || strchr(key, '/') || key[0] == '.')
+                        continue;
+                if (kube_base64_decode(json_string_value(val), &d, &len) < 0 ||
+                    !same_content(dir, key, d, len))
+                        changed = true;
+        }
+        if (!changed) {
+                json_decref(secret);
+                return 0;
+        }
+
+        static unsigned seq;
+        _cleanup_free_ char *stamp = xasprintf("..%lld_%u", (long long)now_ms(), seq++);
+        _cleanup_free_ char *stamp_dir = path_join(dir, stamp);
+        char old[PATH_MAX] = "";
+        ssize_t old_len = readlink(current, old, sizeof(old) - 1);
+        if (old_len > 0)
+                old[old_len] = '\0';
+        else
+                old[0] = '\0';
+        r = mkdir_p(stamp_dir, 0755);
+        json_object_foreach((json_t *)data, key, val)
+        {
+                _cleanup_free_ char *path = NULL, *d = NULL, *link = NULL, *target = NULL;
                 size_t len = 0;
                 int fd;
 
                 if (r < 0 || strchr(key, '/') || key[0] == '.')
                         continue;
-                if (kube_base64_decode(json_string_value(val), &data, &len) < 0)
+                if (kube_base64_decode(json_string_value(val), &d, &len) < 0)
                         continue;
-                path = path_join(dir, key);
-                (void)unlink(path);
+                path = path_join(stamp_dir, key);
                 fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
                 if (fd < 0) {
                         r = -errno;
                         continue;
                 }
-                if (write(fd, data, len) != (ssize_t)len)
+                if (write(fd, d, len) != (ssize_t)len)
                         r = -EIO;
                 (void)fchmod(fd, mode);
                 close(fd);
+                /* The key's own link, made once: it follows ..data. */
+                link = path_join(dir, key);
+                target = xasprintf("..data/%s", key);
+                struct stat st;
+                if (lstat(link, &st) == 0 && !S_ISLNK(st.st_mode))
+                        (void)unlink(link);
+                if (lstat(link, &st) < 0 && symlink(target, link) < 0)
+                        r = -errno;
+        }
+        if (r >= 0) {
+                _cleanup_free_ char *tmp = xasprintf("%s/..data_tmp", dir);
+                (void)unlink(tmp);
+                if (symlink(stamp, tmp) < 0 || rename(tmp, current) < 0)
+                        r = -errno;
+        }
+        if (r >= 0 && old[0]) {
+                _cleanup_free_ char *old_dir = path_join(dir, old);
+                (void)rm_rf(old_dir);
         }
         json_decref(secret);
-        if (r < 0)
+        if (r < 0 && !refresh)
                 set_waiting(p, "CreateContainerError", "cannot write secret \"%s\": %s", name,
                             strerror(-r));
         return r;
+}
+
+/* The kubelet's sync of a running Pod's Secret volumes: new Secret content reaches it. */
+static void refresh_secrets(sim *s, sim_pod *p)
+{
+        const json_t *spec = json_object_get(p->obj, "spec");
+        size_t i;
+        json_t *vol;
+        json_array_foreach(json_object_get(spec, "volumes"), i, vol)
+        {
+                const char *vname = jstr(vol, "name");
+                if (isempty(vname) || !json_object_get(vol, "secret"))
+                        continue;
+                _cleanup_free_ char *host = path_join(p->pod_dir, vname);
+                (void)write_secret(s, p, vol, host, true);
+        }
 }
 
 typedef struct launch {
@@ -559,7 +644,7 @@ static int prepare(sim *s, sim_pod *p, launch *l)
                                 return -EIO;
                 } else if (json_object_get(vol, "secret")) {
                         host = path_join(p->pod_dir, vname);
-                        if (write_secret(s, p, vol, host) < 0)
+                        if (write_secret(s, p, vol, host, false) < 0)
                                 return -ENOENT;
                 } else {
                         set_waiting(p, "CreateContainerConfigError",
@@ -980,6 +1065,10 @@ static void handle_pod(sim *s, const json_t *obj)
         }
         if (p->pid <= 0 && now_ms() >= p->next_start_ms)
                 start_process(s, p);
+        if (p->pid > 0 && now_ms() >= p->next_secret_sync_ms) {
+                refresh_secrets(s, p);
+                p->next_secret_sync_ms = now_ms() + NODESIM_SECRET_SYNC_MS;
+        }
         if (p->pid > 0 && now_ms() >= p->next_probe_ms) {
                 set_ready(p, probe(p));
                 p->next_probe_ms = now_ms() + NODESIM_PROBE_MS;
