@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -846,6 +848,18 @@ bool pki_leaf_is_current(const char *dir, const pki_cert *ca, const char *const 
         return ok;
 }
 
+int pki_cert_serial(const pki_cert *c, char **ret_hex)
+{
+        BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(pki_cert_x509(c)), NULL);
+        char *h = bn ? BN_bn2hex(bn) : NULL;
+        BN_free(bn);
+        if (!h)
+                return fail(-EIO, "cannot read the serial number of a certificate");
+        *ret_hex = xstrdup(h);
+        OPENSSL_free(h);
+        return 0;
+}
+
 /* notAfter and serial of the certificate file <dir>/<name> (pki_leaf_info, pki_ca_info). */
 static int cert_file_info(const char *dir, const char *name, int64_t *ret_not_after_ms,
                           char **ret_serial)
@@ -860,16 +874,8 @@ static int cert_file_info(const char *dir, const char *name, int64_t *ret_not_af
         int64_t not_after = 0;
         r = pki_cert_not_after(cert, &not_after);
         char *hex = NULL;
-        if (r >= 0) {
-                BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(pki_cert_x509(cert)), NULL);
-                char *h = bn ? BN_bn2hex(bn) : NULL;
-                if (h)
-                        hex = xstrdup(h);
-                else
-                        r = fail(-EIO, "cannot read the serial number of %s", crt);
-                OPENSSL_free(h);
-                BN_free(bn);
-        }
+        if (r >= 0)
+                r = pki_cert_serial(cert, &hex);
         pki_cert_free(cert);
         if (r < 0)
                 return r;
@@ -924,4 +930,65 @@ int pki_bundle_fingerprint(const char *pem, size_t len, char **ret_hex)
                 snprintf(hex + 2 * i, 3, "%02x", md[i]);
         *ret_hex = hex;
         return 0;
+}
+
+/*
+ * Which leaf certificate a TLS server serves now (pki_served_serial).
+ * libcurl does the connection and the handshake (CONNECT_ONLY: no request
+ * is sent) and hands back the chain it was shown (CURLOPT_CERTINFO); the
+ * leaf's serial is read as pki_leaf_info() reads a file's, so the two
+ * compare as strings. etcd completes the handshake only with a client
+ * that has a certificate when it checks client certificates, hence the
+ * client identity.
+ */
+/* The "Cert:" entry (PEM) of the first certificate of the chain curl saw. */
+static const char *leaf_pem(const struct curl_certinfo *ci)
+{
+        if (!ci || ci->num_of_certs < 1)
+                return NULL;
+        for (const struct curl_slist *l = ci->certinfo[0]; l; l = l->next)
+                if (strncmp(l->data, "Cert:", 5) == 0)
+                        return l->data + 5;
+        return NULL;
+}
+
+int pki_served_serial(const char *url, const char *cert, const char *key, int timeout_ms,
+                      char **ret_serial)
+{
+        *ret_serial = NULL;
+        CURL *h = curl_easy_init();
+        if (!h)
+                return -ENOMEM;
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_CONNECT_ONLY, 1L);
+        curl_easy_setopt(h, CURLOPT_CERTINFO, 1L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https");
+        if (cert)
+                curl_easy_setopt(h, CURLOPT_SSLCERT, cert);
+        if (key)
+                curl_easy_setopt(h, CURLOPT_SSLKEY, key);
+        CURLcode rc = curl_easy_perform(h);
+        int r = 0;
+        struct curl_certinfo *ci = NULL;
+        const char *pem = NULL;
+        if (rc != CURLE_OK)
+                r = -EHOSTUNREACH;
+        else if (curl_easy_getinfo(h, CURLINFO_CERTINFO, &ci) != CURLE_OK || !(pem = leaf_pem(ci)))
+                r = -EBADMSG;
+        pki_cert *c = NULL;
+        if (r == 0)
+                r = pki_cert_from_pem(pem, strlen(pem), url, &c);
+        if (r == 0)
+                r = pki_cert_serial(c, ret_serial);
+        pki_cert_free(c);
+        curl_easy_cleanup(h);
+        if (rc != CURLE_OK)
+                return fail(r, "%s: no TLS handshake: %s", url, curl_easy_strerror(rc));
+        if (r == -EBADMSG)
+                return fail(r, "%s: the server showed no certificate", url);
+        return r;
 }

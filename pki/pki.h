@@ -129,6 +129,19 @@ bool pki_leaf_is_current(const char *dir, const pki_cert *ca, const char *const 
 int pki_leaf_info(const char *dir, int64_t *ret_not_after_ms, char **ret_serial);
 /* The same for the CA of pki_ca_open(): <dir>/ca.crt. */
 int pki_ca_info(const char *dir, int64_t *ret_not_after_ms, char **ret_serial);
+/* The serial of a certificate, upper-case hex as pki_leaf_info() gives it. */
+int pki_cert_serial(const pki_cert *c, char **ret_hex);
+
+/*
+ * The serial (as pki_leaf_info) of the leaf certificate the TLS server at
+ * url ("https://host:port") serves right now, presenting the client
+ * identity cert/key (both may be NULL) since etcd asks every client for
+ * one. The chain is not verified: callers compare the exact serial with
+ * the one they hold. Waits at most timeout_ms. -EHOSTUNREACH when no TLS
+ * handshake completed (message in pki_last_error()).
+ */
+int pki_served_serial(const char *url, const char *cert, const char *key, int timeout_ms,
+                      char **ret_serial);
 
 /*
  * The fingerprint of a CA bundle: sha256 over the DER of every certificate

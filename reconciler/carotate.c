@@ -23,6 +23,12 @@
  *            gitcd's own client certificate among them, are reissued from
  *            it through the target's renew_tls, one member per converged
  *            pass (all voters healthy in between), then the shared ones.
+ *            The phase ends when every member serves, on its client and
+ *            peer URLs, the leaf the target now holds for it (a TLS
+ *            handshake reads the serial): on Kubernetes the kubelet
+ *            delivers a Secret's new content to the Pods only at its next
+ *            sync, and phase 3 must not restart a member onto the new CA
+ *            alone while a peer still shows an old-CA leaf.
  *   phase 3  drop old: the old CA, key included, is deleted; the bundle is
  *            the new CA alone, and the rolling restart runs again.
  * A rotation moves on only from a converged pass: every member healthy
@@ -45,8 +51,10 @@
 #include <string.h>
 
 #include "reconciler/carotate.h"
+#include "pki/pki.h"
 #include "reconciler/decide.h"
 #include "reconciler/membership.h"
+#include "render/layout.h"
 #include "state/carotate.h"
 #include "util/failpoint.h"
 #include "util/log.h"
@@ -55,6 +63,8 @@
 #include "util/xalloc.h"
 
 #define POLL_NEXT_MS 200
+/* One TLS handshake to a member, to read the leaf it serves. */
+#define SERVED_TIMEOUT_MS 3000
 /* How long before the CA's own notAfter a rotation starts by itself (it is made for 10 years). */
 #define CA_RENEW_BEFORE_MS (365LL * 24 * 3600 * 1000)
 
@@ -221,6 +231,92 @@ static int reissue_next(const carotate_env *env, const state_ca_rotation *rot, p
         return 1;
 }
 
+/* The first URL of a comma-separated list, when it is https (NULL: nothing to look at). */
+static char *first_https(const char *urls)
+{
+        if (!urls || strncmp(urls, "https://", 8) != 0)
+                return NULL;
+        return xstrndup(urls, strcspn(urls, ","));
+}
+
+/* The serial the target holds for member's surface (its own folder, or the one all share). */
+static const char *held_serial(const target_cert *v, size_t n, const char *member,
+                               const char *surface)
+{
+        const char *shared = NULL;
+        for (size_t i = 0; i < n; i++) {
+                if (!streq_ptr(v[i].surface, surface))
+                        continue;
+                if (streq_ptr(v[i].member, member))
+                        return v[i].serial;
+                if (!v[i].member)
+                        shared = v[i].serial;
+        }
+        return shared;
+}
+
+/*
+ * The end of phase 2: does every member serve, on its client and peer
+ * URLs, the leaf the target now holds for it? The target delivered the
+ * reissued leaves, but a member serves them only once they reach it: a
+ * file swap at once, a Kubernetes Secret volume when the kubelet next
+ * syncs it (up to a minute or so). Phase 3 restarts members onto the new
+ * CA alone, so a peer still serving an old-CA leaf would cut off the
+ * first member restarted. 1: all do; 0: not yet (res->message says who).
+ */
+static int members_serve_reissued(const carotate_env *env, pass_result *res)
+{
+        target *t = env->target;
+        if (!t->ops->tls_certificates)
+                return 1;
+        _cleanup_(membership_plan_freep) membership_plan *p = NULL;
+        target_cert *certs = NULL;
+        size_t n = 0;
+        int k = membership_plan_for_records(t, env->c, env->records->items, env->records->n, &p);
+        if (k >= 0)
+                k = t->ops->tls_certificates(t, env->c, p, &certs, &n);
+        if (k < 0) {
+                snprintf(res->message, sizeof(res->message),
+                         "CA rotation: cannot list the reissued certificates: %s",
+                         target_last_error(t));
+                return 0;
+        }
+        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
+        (void)target_client_tls(t, env->c, &ca, &cert, &key);
+        int ok = 1;
+        for (size_t i = 0; ok && i < env->records->n; i++) {
+                const state_member *m = env->records->items[i];
+                if (m->removed_ms != 0)
+                        continue;
+                const struct {
+                        const char *surface, *urls;
+                } looks[] = {{TLS_SUBDIR_CLIENT, m->client_url}, {TLS_SUBDIR_PEER, m->peer_url}};
+                for (size_t j = 0; ok && j < ARRAY_SIZE(looks); j++) {
+                        _cleanup_free_ char *url = first_https(looks[j].urls);
+                        const char *held = held_serial(certs, n, m->name, looks[j].surface);
+                        if (!url || !held)
+                                continue;
+                        _cleanup_free_ char *served = NULL;
+                        if (pki_served_serial(url, cert, key, SERVED_TIMEOUT_MS, &served) < 0)
+                                snprintf(res->message, sizeof(res->message),
+                                         "CA rotation phase 2/3: waiting for %s to serve its "
+                                         "reissued %s certificate: %s",
+                                         m->name, looks[j].surface, pki_last_error());
+                        else if (!streq(served, held))
+                                snprintf(res->message, sizeof(res->message),
+                                         "CA rotation phase 2/3: waiting for %s to serve its "
+                                         "reissued %s certificate (%s serves serial %s, the "
+                                         "new one is %s)",
+                                         m->name, looks[j].surface, url, served, held);
+                        else
+                                continue;
+                        ok = 0;
+                }
+        }
+        target_certs_free(certs, n);
+        return ok;
+}
+
 int carotate_converged(const carotate_env *env, pass_result *res, bool *ret_new_identity)
 {
         *ret_new_identity = false;
@@ -250,6 +346,10 @@ int carotate_converged(const carotate_env *env, pass_result *res, bool *ret_new_
                         snprintf(res->message, sizeof(res->message),
                                  "CA rotation phase 2/3 (%s): %s reissued", phase_names[2],
                                  res->member[0] ? res->member : "shared certificates");
+                        return 1;
+                }
+                if (!members_serve_reissued(env, res)) {
+                        res->poll_ms = 1000;
                         return 1;
                 }
                 *ret_new_identity = true; /* gitcd's client certificate is the new CA's */

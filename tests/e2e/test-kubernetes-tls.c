@@ -1,10 +1,20 @@
 /*
- * Leaf certificate renewal on the Kubernetes target, against the real
- * kube-apiserver and node simulator of tests/harness/kubeapi.h (skipped,
- * 77, without them or without root): `gitcd run --target kubernetes` with
- * 60 s certificates renewed 40 s early updates the cluster's TLS Secrets
- * with certificates from the same CA and a new serial, twice, without
- * touching a member Pod, and `gitcd status` shows the new expiry.
+ * TLS on the Kubernetes target, against the real kube-apiserver and the
+ * node simulator of tests/harness/kubeapi.h (a kubelet simulator: no real
+ * kubelet can run here; skipped, 77, without them or without root).
+ *
+ * Leaf renewal: `gitcd run --target kubernetes` with 60 s certificates
+ * renewed 40 s early updates the cluster's TLS Secrets with certificates
+ * from the same CA and a new serial, twice, without touching a member Pod;
+ * once the simulated kubelet synced the Secret volumes, every member
+ * serves the new serial on its client and peer ports; `gitcd status`
+ * shows the new expiry.
+ *
+ * CA rotation: a rotateCA token committed for a running 3-member cluster
+ * goes through its three phases; phase 3 starts only after every member
+ * serves its reissued leaf (the kubelet delivers Secrets late), the
+ * cluster stays writable, every key written before is still there, and
+ * each member serves a leaf of the new CA, which alone is in the Secrets.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -111,6 +121,67 @@ static char *pod_uids(void)
         return sb_detach(&sb);
 }
 
+/* A Secret's tls.crt, tls.key and ca.crt written into dir (gitcd's operator identity). */
+static void secret_files(const char *name, const char *dir)
+{
+        json_t *s = NULL;
+        if (kube_get(admin, &secrets, NS, name, &s) < 0)
+                fail_msg("get secret %s: %s", name, kube_client_last_error(admin));
+        static const char *const keys[] = {"tls.crt", "tls.key", "ca.crt"};
+        for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+                const char *b64 =
+                    json_string_value(json_object_get(json_object_get(s, "data"), keys[i]));
+                _cleanup_free_ char *data = NULL;
+                size_t len = 0;
+                assert_non_null(b64);
+                assert_int_equal(kube_base64_decode(b64, &data, &len), 0);
+                _cleanup_free_ char *path = path_join(dir, keys[i]);
+                assert_int_equal(write_file_atomic(path, data, len, 0600), 0);
+        }
+        json_decref(s);
+}
+
+/*
+ * Wait until every member of cluster serves, on its client and peer
+ * URLs (from `gitcd status`), the serials its Secrets hold now.
+ */
+static bool members_serve_secrets(e2e *e, const char *cluster, const char *opdir, int timeout_s)
+{
+        _cleanup_free_ char *crt = path_join(opdir, "tls.crt");
+        _cleanup_free_ char *key = path_join(opdir, "tls.key");
+        int64_t end = now_mono_ms() + timeout_s * 1000LL;
+        for (;;) {
+                _cleanup_free_ char *cs = xasprintf("%s-client-tls", cluster);
+                _cleanup_free_ char *ps = xasprintf("%s-peer-tls", cluster);
+                _cleanup_free_ char *want_client = secret_serial(cs, NULL);
+                _cleanup_free_ char *want_peer = secret_serial(ps, NULL);
+                json_t *st = e2e_status(e, cluster);
+                bool all = want_client && want_peer &&
+                           json_array_size(json_object_get(st, "members")) == 3;
+                size_t i;
+                json_t *m;
+                json_array_foreach(json_object_get(st, "members"), i, m)
+                {
+                        const char *urls[] = {json_string_value(json_object_get(m, "client_url")),
+                                              json_string_value(json_object_get(m, "peer_url"))};
+                        const char *want[] = {want_client, want_peer};
+                        for (size_t j = 0; all && j < 2; j++) {
+                                char *got = NULL;
+                                all = urls[j] &&
+                                      pki_served_serial(urls[j], crt, key, 3000, &got) == 0 &&
+                                      streq(got, want[j]);
+                                free(got);
+                        }
+                }
+                json_decref(st);
+                if (all)
+                        return true;
+                if (now_mono_ms() > end)
+                        return false;
+                usleep(500 * 1000);
+        }
+}
+
 static void test_secrets_renewed(void **state)
 {
         (void)state;
@@ -168,6 +239,12 @@ static void test_secrets_renewed(void **state)
         assert_non_null(client);
         assert_non_null(op);
 
+        /* Once the kubelet synced the Secret volumes, the members serve the new leaves. */
+        _cleanup_free_ char *opdir = harness_tmpdir("gitcd-kt-op");
+        secret_files("kr-operator-tls", opdir);
+        assert_true(members_serve_secrets(e, "kr", opdir, 30));
+        (void)rm_rf(opdir);
+
         /* The members were not touched for it. */
         _cleanup_free_ char *uids2 = pod_uids();
         assert_string_equal(uids, uids2);
@@ -181,6 +258,127 @@ static void test_secrets_renewed(void **state)
         waitpid(d, NULL, 0);
         free(first);
         free(last);
+        e2e_free(e);
+}
+
+static void write_rotating(e2e *e, const char *token)
+{
+        _cleanup_free_ char *rot =
+            token ? xasprintf("    auto:\n      rotateCA: \"%s\"\n", token) : NULL;
+        _cleanup_free_ char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
+                                              "kind: EtcdCluster\n"
+                                              "metadata:\n"
+                                              "  name: kc\n"
+                                              "  namespace: " NS "\n"
+                                              "spec:\n"
+                                              "  replicas: 3\n"
+                                              "  version: \"" VERSION "\"\n"
+                                              "  progressDeadlineSeconds: 300\n"
+                                              "  tls:\n"
+                                              "    provider: auto\n"
+                                              "    client:\n"
+                                              "      enabled: true\n"
+                                              "    peer:\n"
+                                              "      enabled: true\n"
+                                              "%s",
+                                              rot ? rot : "");
+        e2e_write_file(e, "kc.yaml", text);
+}
+
+static char *rotation_log(e2e *e)
+{
+        char *out = NULL;
+        assert_int_equal(e2e_run(e, &out, "log", "-o", "json", "--cluster", NS "/kc", "--action",
+                                 "tls.ca-rotate", NULL),
+                         0);
+        return out;
+}
+
+static void test_ca_rotated(void **state)
+{
+        (void)state;
+        e2e *e = e2e_new();
+        write_rotating(e, NULL);
+        const char *args[] = {
+            "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(api), "--context",
+            "gitcd",    NULL};
+        pid_t d = e2e_start_daemon(e, args);
+        assert_true(e2e_wait_ready(e, "kc", 3, 240));
+
+        _cleanup_free_ char *opdir = harness_tmpdir("gitcd-kt-op");
+        secret_files("kc-operator-tls", opdir);
+        _cleanup_free_ char *old_ca = NULL;
+        _cleanup_free_ char *peer0 = secret_serial("kc-peer-tls", &old_ca);
+        assert_non_null(old_ca);
+        e2e_tls_files f = {path_join(opdir, "ca.crt"), path_join(opdir, "tls.crt"),
+                           path_join(opdir, "tls.key")};
+        etcd_client *c = e2e_tls_client(e, "kc", &f);
+        for (int i = 0; i < 100; i++) {
+                _cleanup_free_ char *k = xasprintf("/before/%03d", i);
+                assert_int_equal(etcd_put(c, k, "v", 1, NULL), 0);
+        }
+        etcd_client_free(c);
+
+        /*
+         * The rotation by `gitcd apply`, stopped by a failpoint the moment phase 3 is
+         * recorded and before it restarts anything: by then every member must serve the
+         * leaves reissued in phase 2 (which the simulated kubelet delivers up to 5 s late).
+         */
+        kill(d, SIGTERM);
+        waitpid(d, NULL, 0);
+        write_rotating(e, "rotate-1");
+        const char *apply[] = {
+            "apply",     "-q",       "--source",   e->source,      "--timeout",
+            "400s",      "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(api),
+            "--context", "gitcd",    NULL};
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        int rc = e2e_runv_failpoint(e, "ca-rotate.phase-3", &out, &err, apply);
+        json_t *st = e2e_status(e, "kc");
+        json_int_t phase =
+            json_integer_value(json_object_get(json_object_get(st, "ca_rotation"), "phase"));
+        json_decref(st);
+        if (rc == 0 || phase != 3)
+                fail_msg("apply (%d) did not stop at phase 3 (%d): %s%s", rc, (int)phase, out, err);
+        secret_files("kc-operator-tls", opdir);
+        assert_true(members_serve_secrets(e, "kc", opdir, 1));
+
+        /* gitcd run finishes it. */
+        d = e2e_start_daemon(e, args);
+        bool finished = false;
+        int64_t end = now_mono_ms() + 300 * 1000;
+        while (!finished && now_mono_ms() < end) {
+                _cleanup_free_ char *l = rotation_log(e);
+                finished = strstr(l, "phase 3 (drop old CA): done") != NULL;
+                if (!finished)
+                        sleep(1);
+        }
+        if (!finished)
+                fail_msg("the CA rotation did not finish");
+        assert_true(e2e_wait_ready(e, "kc", 3, 120));
+
+        /* The new CA alone in the Secrets; every member serves a leaf of it. */
+        _cleanup_free_ char *new_ca = NULL;
+        _cleanup_free_ char *peer1 = secret_serial("kc-peer-tls", &new_ca);
+        assert_non_null(new_ca);
+        assert_string_not_equal(new_ca, old_ca);
+        assert_string_not_equal(peer0, peer1);
+        secret_files("kc-operator-tls", opdir);
+        assert_true(members_serve_secrets(e, "kc", opdir, 30));
+
+        /* Writable, and every key written before the rotation is there. */
+        c = e2e_tls_client(e, "kc", &f);
+        assert_int_equal(etcd_put(c, "/after", "v", 1, NULL), 0);
+        etcd_kv_list *l = NULL;
+        if (etcd_get(c, "/before/", true, &l) < 0)
+                fail_msg("read back: %s", etcd_client_last_error(c));
+        assert_int_equal((int)l->n, 100);
+        etcd_kv_list_free(l);
+        etcd_client_free(c);
+
+        kill(d, SIGTERM);
+        waitpid(d, NULL, 0);
+        e2e_tls_files_release(&f);
+        (void)rm_rf(opdir);
         e2e_free(e);
 }
 
@@ -209,6 +407,7 @@ int main(void)
 
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_secrets_renewed),
+            cmocka_unit_test(test_ca_rotated),
         };
         int failed = cmocka_run_group_tests(tests, NULL, NULL);
 
