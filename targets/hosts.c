@@ -483,6 +483,8 @@ char **hosts_machine_effects(const etcd_cluster *c, size_t i)
         return l;
 }
 
+static bool auto_tls(const etcd_cluster *c);
+
 char *hosts_machine_adoption(const etcd_cluster *c, size_t i)
 {
         assert(i < c->hosts.n);
@@ -496,12 +498,16 @@ char *hosts_machine_adoption(const etcd_cluster *c, size_t i)
         return xasprintf(
             "before creating anything, apply reads %s/" HOSTS_KUBEADM_MANIFEST " (kubeadm) and %s; "
             "if etcd already runs from one of them, apply adopts that cluster instead of "
-            "bootstrapping: it imports the member running there with its etcd member ID, writes "
+            "bootstrapping: %sit imports the member running there with its etcd member ID, writes "
             "the marker into its running data dir (which must be %s), and, one member at a time "
             "with every member healthy, replaces " HOSTS_KUBEADM_MANIFEST " by the manifest "
             "below (one restart; none for gitcd's own file with the same configuration), or it "
             "refuses and changes nothing (docs/hosts.md, \"Adopting a running cluster\")",
-            h->manifest_dir, own, h->data_dir);
+            h->manifest_dir, own,
+            auto_tls(c) ? "with TLS, it first imports the CA the running etcd trusts "
+                          "(--trusted-ca-file, and the ca.key beside it) as the cluster's CA; "
+                        : "",
+            h->data_dir);
 }
 
 /* ---- TLS (tls.provider auto) --------------------------------------------- */
