@@ -3,9 +3,10 @@
  * real sshd "machines" with the host agent playing kubelet (a simulator:
  * no kubelet runs here; SSH, the files and etcd are real), and a 3-member
  * etcd 3.5.16 cluster started the way kubeadm runs stacked etcd with TLS:
- * an etcd CA made with the repo's pki module, laid out as kubeadm does
+ * an RSA etcd CA made with the openssl tool, laid out as kubeadm does
  * under <root>/etc/kubernetes/pki/etcd on every machine (ca.crt, ca.key,
- * server and peer certificates for the machine's address), and static Pod
+ * server and peer certificates for the machine's address, issued with the
+ * repo's pki module), and static Pod
  * manifests with kubeadm's TLS flags and https URLs. Keys are written by a
  * client holding a certificate of that CA, as the kube-apiserver does.
  *
@@ -74,18 +75,39 @@ static void issue(const pki_cert *ca, const pki_key *ca_key, const char *cn, int
         pki_cert_free(c);
 }
 
-/* kubeadm's etcd CA on every machine, and each machine's server and peer certificates. */
+/*
+ * kubeadm's etcd CA (RSA 2048, the key in PKCS#1 PEM, made with the openssl
+ * tool as kubeadm's files are) copied byte for byte onto every machine, and
+ * each machine's server and peer certificates.
+ */
 static void kubeadm_certs(void)
 {
+        _cleanup_free_ char *made = xasprintf("%s/etcd-ca", L->ssh->dir);
+        assert_int_equal(mkdir_p(made, 0700), 0);
+        _cleanup_free_ char *cmd = xasprintf(
+            "cd %s && openssl req -x509 -newkey rsa:2048 -nodes -keyout k8 -out ca.crt "
+            "-days 3650 -subj /CN=etcd-ca -addext basicConstraints=critical,CA:TRUE "
+            "-addext keyUsage=critical,keyCertSign,cRLSign,digitalSignature 2>/dev/null && "
+            "openssl rsa -traditional -in k8 -out ca.key 2>/dev/null && rm k8",
+            made);
+        assert_int_equal(system(cmd), 0);
+        _cleanup_free_ char *made_crt = path_join(made, "ca.crt");
+        _cleanup_free_ char *made_key = path_join(made, "ca.key");
         pki_key *ca_key = NULL;
         pki_cert *ca = NULL;
-        assert_int_equal(pki_ca_create("etcd-ca", 3650, &ca_key, &ca), 0);
+        assert_int_equal(pki_cert_load(made_crt, &ca), 0);
+        assert_int_equal(pki_key_load(made_key, &ca_key), 0);
+        _cleanup_free_ char *crt_pem = NULL, *key_pem = NULL;
+        size_t crt_len = 0, key_len = 0;
+        assert_int_equal(read_file(made_crt, 1 << 20, &crt_pem, &crt_len), 0);
+        assert_int_equal(read_file(made_key, 1 << 20, &key_pem, &key_len), 0);
         for (size_t i = 0; i < MACHINES; i++) {
                 _cleanup_free_ char *dir = kubeadm_pki(i);
                 assert_int_equal(mkdir_p(dir, 0755), 0);
                 _cleanup_free_ char *crt = path_join(dir, "ca.crt");
                 _cleanup_free_ char *key = path_join(dir, "ca.key");
-                assert_int_equal(pki_write_pem(crt, key, ca, ca_key), 0);
+                assert_int_equal(write_file_atomic(crt, crt_pem, crt_len, 0644), 0);
+                assert_int_equal(write_file_atomic(key, key_pem, key_len, 0600), 0);
                 char cn[16];
                 snprintf(cn, sizeof(cn), "cp%zu", i);
                 static const char *const leaves[] = {"server", "peer"};
