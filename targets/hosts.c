@@ -1355,28 +1355,31 @@ int hosts_adopt_retire(target *t, const etcd_cluster *c, size_t i)
 }
 
 /*
- * A file of machine h (at most 1 MiB). A command that fails (no such
- * file) is a refusal with the reason in *ret_why (-EPERM); a machine
- * that cannot be reached fails as any SSH step does. With optional, a
- * missing file reads as "".
+ * A file of machine h (at most 1 MiB). A file that does not exist is a
+ * refusal with the reason in *ret_why (-EPERM), or with optional reads as
+ * ""; a machine that cannot be reached, or a command that fails, fails as
+ * any SSH step does.
  */
 static int read_machine_file(hosts_target *ht, const host_spec *h, const char *path, bool optional,
                              char **ret, char **ret_why)
 {
         _cleanup_free_ char *q = ssh_quote(path);
-        _cleanup_free_ char *cmd =
-            optional ? xasprintf("if [ -f %s ]; then head -c 1048576 -- %s; fi", q, q)
-                     : xasprintf("head -c 1048576 -- %s", q);
-        char *out = NULL;
+        _cleanup_free_ char *cmd = xasprintf(
+            "if [ -f %s ]; then echo file; head -c 1048576 -- %s; else echo none; fi", q, q);
+        _cleanup_free_ char *out = NULL;
         int k = exec_cmd(ht, h, cmd, NULL, 0, &out);
-        if (k == -EIO || k == -EACCES) {
-                *ret_why = xasprintf("%s: cannot read %s: %s", h->address, path,
-                                     target_last_error(&ht->base));
-                return -EPERM;
-        }
         if (k < 0)
                 return k;
-        *ret = out ? out : xstrdup("");
+        if (out && strneq(out, "file\n", 5)) {
+                *ret = xstrdup(out + 5);
+                explicit_bzero(out, strlen(out));
+                return 0;
+        }
+        if (!optional) {
+                *ret_why = xasprintf("%s: %s does not exist", h->address, path);
+                return -EPERM;
+        }
+        *ret = xstrdup("");
         return 0;
 }
 

@@ -6,17 +6,18 @@
  * an RSA etcd CA made with the openssl tool, laid out as kubeadm does
  * under <root>/etc/kubernetes/pki/etcd on every machine (ca.crt, ca.key,
  * server and peer certificates for the machine's address, issued with the
- * repo's pki module), and static Pod
- * manifests with kubeadm's TLS flags and https URLs. Keys are written by a
- * client holding a certificate of that CA, as the kube-apiserver does.
+ * repo's pki module), and static Pod manifests with kubeadm's TLS flags
+ * and https URLs. Keys are written by a client holding a certificate of
+ * that CA, as the kube-apiserver does.
  *
  * Refused, with nothing written on the machines and no CA kept on the
- * gitcd host: a spec without TLS (the message says what to set), and a
- * machine whose CA files are another CA's. Then `gitcd apply` adopts: the
- * CA on the gitcd host is kubeadm's, the member IDs and the cluster ID
- * stay, every key is still there, the "apiserver" certificate is still
- * accepted by every member, and every member runs gitcd's manifest and
- * serves a leaf gitcd issued from kubeadm's CA.
+ * gitcd host: a spec without TLS (the message says what to set), a
+ * machine whose CA files are another CA's, and one whose ca.key is not
+ * the CA's key. `gitcd plan` says the CA is imported; then `gitcd apply`
+ * adopts: the CA on the gitcd host is kubeadm's, the member IDs and the
+ * cluster ID stay, every key is still there, the "apiserver" certificate
+ * is still accepted by every member, and every member runs gitcd's
+ * manifest and serves a leaf gitcd issued from kubeadm's CA.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -321,6 +322,10 @@ static void test_adopt_tls(void **state)
         /* adopted */
         e2e *e = e2e_new();
         hosts_lab_write_cluster_tls(L, e, CL, VERSION, 3, 0, MACHINES);
+        _cleanup_free_ char *pout = NULL, *perr = NULL;
+        assert_int_equal(hosts_lab_cmd(L, e, "plan", NULL, &pout, &perr, NULL, NULL), 0);
+        if (!strstr(pout, "imports the CA the running etcd trusts"))
+                fail_msg("plan says nothing of the CA import:\n%s", pout);
         hosts_lab_apply_ok(L, e, "150s");
 
         /* gitcd's CA for the cluster is kubeadm's, its key kept 0600 */
