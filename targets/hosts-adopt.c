@@ -175,8 +175,7 @@ void adopt_plan_release(adopt_plan *p)
         memset(p, 0, sizeof(*p));
 }
 
-/* The ordinal of "<cluster>-<ordinal>", or -1. */
-static int ordinal_of(const char *cluster, const char *member)
+int hosts_adopt_ordinal(const char *cluster, const char *member)
 {
         size_t n = strlen(cluster);
         if (!strneq(member, cluster, n) || member[n] != '-' || !member[n + 1])
@@ -258,7 +257,7 @@ static int check_running_tls(const etcd_cluster *c, const host_spec *h, const ho
                               : isempty(r->peer_trusted_ca_file) ? "--peer-trusted-ca-file"
                               : isempty(r->cert_file)            ? "--cert-file"
                                                                  : "--peer-cert-file");
-        if (ordinal_of(c->name, r->name) < 0)
+        if (hosts_adopt_ordinal(c->name, r->name) < 0)
                 return refuse(ret_why,
                               "member %s on %s: gitcd adopts members named %s-<ordinal> only",
                               r->name, h->address, c->name);
@@ -372,7 +371,7 @@ int hosts_adopt_decide(const etcd_cluster *c, int peer_port, hosts_running *cons
                         return refuse(ret_why, "%s runs member %s, which etcd does not list",
                                       h->address, r->name);
                 }
-                int ord = ordinal_of(c->name, em->name);
+                int ord = hosts_adopt_ordinal(c->name, em->name);
                 if (ord < 0) {
                         adopt_plan_release(plan);
                         return refuse(ret_why,

@@ -70,6 +70,9 @@ int hosts_adopt_check_tls(const etcd_cluster *c, hosts_running *const *running, 
  */
 char *hosts_running_ca_key_file(const hosts_running *r);
 
+/* The ordinal of a member named "<cluster>-<ordinal>" (gitcd's names), or -1. */
+int hosts_adopt_ordinal(const char *cluster, const char *member);
+
 /* What adoption does on one machine. */
 typedef struct adopt_step {
         size_t machine; /* index in spec.hosts.machines */

@@ -1501,10 +1501,10 @@ int hosts_adopt_import_ca(target *t, const etcd_cluster *c, hosts_running *const
                 }
         } else {
                 if (!m.key) {
-                        *ret_why = xasprintf("no machine holds the key of the etcd CA (%s beside "
-                                             "--trusted-ca-file); gitcd needs it to issue the "
-                                             "members' and its own certificates",
-                                             "ca.key");
+                        *ret_why = xasprintf("no machine holds the key of the etcd CA (the file "
+                                             "beside --trusted-ca-file, .key for .crt); gitcd "
+                                             "needs it to issue the members' and its own "
+                                             "certificates");
                         return -EPERM;
                 }
                 if ((k = pki_ca_import(pki, m.cert, m.key)) < 0)
@@ -1520,7 +1520,7 @@ int hosts_adopt_import_ca(target *t, const etcd_cluster *c, hosts_running *const
                         continue;
                 member_plan *mp = membership_plan_add(p);
                 mp->name = xstrdup(running[i]->name);
-                mp->ordinal = (int)i;
+                mp->ordinal = hosts_adopt_ordinal(c->name, running[i]->name);
                 mp->client_url = first_url(running[i]->advertise_client_urls);
                 mp->peer_url = first_url(running[i]->initial_advertise_peer_urls);
         }

@@ -14,12 +14,14 @@
  * gitcd host: a spec without TLS (the message says what to set), a
  * machine whose CA files are another CA's, and one whose ca.key is not
  * the CA's key. `gitcd plan` says the CA is imported; then `gitcd apply`
- * adopts: the CA on the gitcd host is kubeadm's, the member IDs and the
+ * adopts, killed once after moving the first member (the next apply
+ * finishes the others): the CA on the gitcd host is kubeadm's, the member IDs and the
  * cluster ID stay, every key is still there, the "apiserver" certificate
  * is still accepted by every member, and every member runs gitcd's
  * manifest and serves a leaf gitcd issued from kubeadm's CA.
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -326,6 +328,11 @@ static void test_adopt_tls(void **state)
         assert_int_equal(hosts_lab_cmd(L, e, "plan", NULL, &pout, &perr, NULL, NULL), 0);
         if (!strstr(pout, "imports the CA the running etcd trusts"))
                 fail_msg("plan says nothing of the CA import:\n%s", pout);
+        /* killed after the first member moved: the next apply finishes the others over TLS */
+        _cleanup_free_ char *kout = NULL, *kerr = NULL;
+        assert_int_equal(hosts_lab_cmd_failpoint(L, e, "adopt.after-first-move", "apply", NULL,
+                                                 &kout, &kerr, "--timeout", "150s"),
+                         128 + SIGKILL);
         hosts_lab_apply_ok(L, e, "150s");
 
         /* gitcd's CA for the cluster is kubeadm's, its key kept 0600 */
