@@ -15,10 +15,10 @@
  * machine whose CA files are another CA's, and one whose ca.key is not
  * the CA's key. `gitcd plan` says the CA is imported; then `gitcd apply`
  * adopts, killed once after moving the first member (the next apply
- * finishes the others): the CA on the gitcd host is kubeadm's, the member IDs and the
- * cluster ID stay, every key is still there, the "apiserver" certificate
- * is still accepted by every member, and every member runs gitcd's
- * manifest and serves a leaf gitcd issued from kubeadm's CA.
+ * finishes the others): the CA on the gitcd host is kubeadm's, the member
+ * IDs and the cluster ID stay, every key is still there, the "apiserver"
+ * certificate is still accepted by every member, and every member runs
+ * gitcd's manifest and serves a leaf gitcd issued from kubeadm's CA.
  */
 #include <setjmp.h>
 #include <signal.h>
