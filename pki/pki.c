@@ -565,6 +565,20 @@ int pki_cert_load(const char *path, pki_cert **ret)
         return pki_cert_from_pem(data, len, what, ret);
 }
 
+int pki_key_from_pem(const char *pem, size_t len, const char *what, pki_key **ret)
+{
+        if (len > PEM_MAX_SIZE)
+                return fail(-EBADMSG, "%s: too large for a private key", what);
+        BIO *bio = BIO_new_mem_buf(pem, (int)len);
+        EVP_PKEY *pkey = bio ? PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL) : NULL;
+        BIO_free(bio);
+        if (!pkey)
+                return fail(-EBADMSG, "%s: not an unencrypted PEM private key", what);
+        ERR_clear_error();
+        *ret = key_wrap(pkey);
+        return 0;
+}
+
 int pki_key_load(const char *path, pki_key **ret)
 {
         char *data = NULL;
@@ -572,16 +586,11 @@ int pki_key_load(const char *path, pki_key **ret)
         int r = read_pem_file(path, "private key", &data, &len);
         if (r < 0)
                 return r;
-        BIO *bio = BIO_new_mem_buf(data, (int)len);
-        EVP_PKEY *pkey = bio ? PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL) : NULL;
-        BIO_free(bio);
+        _cleanup_free_ char *what = xasprintf("private key %s", path);
+        r = pki_key_from_pem(data, len, what, ret);
         OPENSSL_cleanse(data, len);
         free(data);
-        if (!pkey)
-                return fail(-EBADMSG, "private key %s: not an unencrypted PEM private key", path);
-        ERR_clear_error();
-        *ret = key_wrap(pkey);
-        return 0;
+        return r;
 }
 
 /* ---- facts about a certificate ---- */
@@ -733,23 +742,18 @@ static bool strv_has(char **v, const char *s)
         return false;
 }
 
-/* Write a new CA into a fresh sibling folder, then rename it to dir: both files or neither. */
-static int ca_create_atomic(const char *dir, const char *cn, int days, pki_key **ret_key,
-                            pki_cert **ret_cert)
+/* Write a CA into a fresh sibling folder, then rename it to dir: both files or neither. */
+static int ca_write_atomic(const char *dir, const pki_cert *cert, const pki_key *k)
 {
         _cleanup_free_ char *tmp = xasprintf("%s.new", dir);
         _cleanup_free_ char *tmp_crt = path_join(tmp, "ca.crt");
         _cleanup_free_ char *tmp_key = path_join(tmp, "ca.key");
-        pki_key *k = NULL;
-        pki_cert *cert = NULL;
         int r = rm_rf(tmp); /* what a writer killed earlier left */
         if (r >= 0)
                 r = mkdir_p(tmp, 0700);
         if (r < 0)
                 return fail(r, "cannot create %s: %s", tmp, strerror(-r));
-        r = pki_ca_create(cn, days, &k, &cert);
-        if (r >= 0)
-                r = pki_write_pem(tmp_crt, NULL, cert, NULL);
+        r = pki_write_pem(tmp_crt, NULL, cert, NULL);
         FAILPOINT("pki.ca.between-files");
         if (r >= 0)
                 r = pki_write_pem(NULL, tmp_key, NULL, k);
@@ -759,8 +763,21 @@ static int ca_create_atomic(const char *dir, const char *cn, int days, pki_key *
                 r = fail(-errno, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
         if (r >= 0)
                 (void)fsync_parent_dir(dir);
-        if (r < 0) {
+        if (r < 0)
                 (void)rm_rf(tmp);
+        return r;
+}
+
+/* A new CA written as ca_write_atomic() does. */
+static int ca_create_atomic(const char *dir, const char *cn, int days, pki_key **ret_key,
+                            pki_cert **ret_cert)
+{
+        pki_key *k = NULL;
+        pki_cert *cert = NULL;
+        int r = pki_ca_create(cn, days, &k, &cert);
+        if (r >= 0)
+                r = ca_write_atomic(dir, cert, k);
+        if (r < 0) {
                 pki_key_free(k);
                 pki_cert_free(cert);
                 return r;
@@ -768,6 +785,19 @@ static int ca_create_atomic(const char *dir, const char *cn, int days, pki_key *
         *ret_key = k;
         *ret_cert = cert;
         return 0;
+}
+
+int pki_ca_import(const char *dir, const pki_cert *cert, const pki_key *key)
+{
+        if (!pki_cert_is_ca(cert))
+                return fail(-EBADMSG, "the certificate to import is not a CA certificate");
+        if (!pki_key_matches(key, cert))
+                return fail(-EBADMSG, "the key to import does not belong to the CA certificate");
+        _cleanup_free_ char *crt = path_join(dir, "ca.crt");
+        _cleanup_free_ char *keyf = path_join(dir, "ca.key");
+        if (path_exists(crt) || path_exists(keyf))
+                return fail(-EEXIST, "%s already holds a CA", dir);
+        return ca_write_atomic(dir, cert, key);
 }
 
 int pki_ca_open(const char *dir, const char *cn, int days, bool members_depend, pki_key **ret_key,

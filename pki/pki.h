@@ -77,6 +77,7 @@ int pki_cert_load(const char *path, pki_cert **ret);
 int pki_key_load(const char *path, pki_key **ret);
 /* Parse PEM text in memory; `what` names it in error messages. */
 int pki_cert_from_pem(const char *pem, size_t len, const char *what, pki_cert **ret);
+int pki_key_from_pem(const char *pem, size_t len, const char *what, pki_key **ret);
 
 /* Validity bounds in milliseconds since the epoch. */
 int pki_cert_not_after(const pki_cert *c, int64_t *ret_wall_ms);
@@ -110,6 +111,13 @@ int pki_cert_verify(const pki_cert *ca, const pki_cert *cert);
  */
 int pki_ca_open(const char *dir, const char *cn, int days, bool members_depend, pki_key **ret_key,
                 pki_cert **ret_cert);
+/*
+ * Make <dir> hold an existing CA (one taken over from elsewhere) as
+ * pki_ca_open() keeps it: both files or neither, key mode 0600. -EEXIST
+ * when <dir> holds a CA (or half of one) already; -EBADMSG when cert is
+ * not a CA or key is not its key.
+ */
+int pki_ca_import(const char *dir, const pki_cert *cert, const pki_key *key);
 /* pki_ca_open() assuming members depend on the CA: never replaces half a CA. */
 int pki_ca_load_or_create(const char *dir, const char *cn, int days, pki_key **ret_key,
                           pki_cert **ret_cert);

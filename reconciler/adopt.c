@@ -1,7 +1,13 @@
 /*
  * Adoption on the hosts target (see adopt.h), the effects: read what each
- * machine runs (targets/hosts.c), read etcd's member list and health, let
- * hosts_adopt_decide() (targets/hosts-adopt.c) rule, then, in this order:
+ * machine runs (targets/hosts.c); when it runs with TLS, check the TLS
+ * half of the decision (hosts_adopt_check_tls) and import the members' CA
+ * as the cluster's auto CA on the gitcd host (hosts_adopt_import_ca, which
+ * refuses CAs that differ between machines), so that gitcd's client
+ * certificate, and later the members' leaves, come from the CA the
+ * cluster's other clients (the kube-apiserver) already use; read etcd's
+ * member list and health (over TLS then); let hosts_adopt_decide()
+ * (targets/hosts-adopt.c) rule, then, in this order:
  *
  *   1. write the data identity marker into each running member's data
  *      directory (so a later wipe is data loss, not an empty restart);
@@ -15,7 +21,10 @@
  *      gitcd's own file (a cluster gitcd created whose state store was
  *      lost) is rewritten only when its config hash differs.
  *
- * Nothing is written before the decision, so a refusal changes nothing.
+ * Nothing is written on the machines before the decision, so a refusal
+ * changes nothing there; the only earlier write is the imported CA on the
+ * gitcd host, which is the CA the members already trust (a refusal after
+ * it leaves it in place, and the next try finds it equal).
  * Everything runs inside one reconciler pass, serialized by a mutex; each
  * wait has a deadline, after which the pass fails and the reconciler
  * carries on from the records like after any other failed step.
@@ -110,9 +119,17 @@ static bool all_healthy(target *t, const etcd_cluster *c, const adopt_plan *ap)
         return true;
 }
 
-/* etcd's member list through the running members' advertised client URLs; NULL if none answer. */
-static etcd_members *member_list(hosts_running *const *running, size_t n)
+/*
+ * etcd's member list through the running members' advertised client URLs,
+ * with gitcd's client identity when the cluster has client TLS; NULL if
+ * none answer.
+ */
+static etcd_members *member_list(target *t, const etcd_cluster *c, hosts_running *const *running,
+                                 size_t n)
 {
+        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
+        if (target_client_tls(t, c, &ca, &cert, &key) < 0)
+                return NULL;
         strbuf eps = STRBUF_INIT;
         for (size_t i = 0; i < n; i++)
                 if (running[i] && !isempty(running[i]->advertise_client_urls))
@@ -120,8 +137,12 @@ static etcd_members *member_list(hosts_running *const *running, size_t n)
                                   running[i]->advertise_client_urls);
         etcd_members *l = NULL;
         if (eps.len) {
-                etcd_client_opts o = {
-                    .endpoints = sb_str(&eps), .call_timeout_ms = 5000, .dial_timeout_ms = 2000};
+                etcd_client_opts o = {.endpoints = sb_str(&eps),
+                                      .cacert = ca,
+                                      .cert = cert,
+                                      .key = key,
+                                      .call_timeout_ms = 5000,
+                                      .dial_timeout_ms = 2000};
                 etcd_client *ec = NULL;
                 if (etcd_client_new(&o, &ec) == 0) {
                         if (etcd_member_list(ec, &l) < 0)
@@ -243,12 +264,29 @@ static int adopt_locked(state_db *db, target *t, const char *cluster, const etcd
                         return k == -EOPNOTSUPP ? -EPERM : k;
                 }
         }
+        /* TLS first: the member list is read with a certificate from the cluster's CA */
+        char *why = NULL;
+        k = hosts_adopt_check_tls(c, running, &why);
+        if (k > 0)
+                k = hosts_adopt_import_ca(t, c, running, &why);
+        if (k < 0) {
+                if (k == -EPERM) {
+                        snprintf(msg, msgsize, "adoption refused: %s", why);
+                        audit_refusal(db, cluster, msg, wall_ms(), commit, author);
+                        log_error("%s: %s", cluster, msg);
+                } else {
+                        snprintf(msg, msgsize, "adoption: %s", target_last_error(t));
+                }
+                free(why);
+                running_free_all(running, n);
+                return k;
+        }
         etcd_members *list = NULL;
         bool healthy = false, any = false;
         for (size_t i = 0; i < n; i++)
                 any = any || running[i];
         if (any) {
-                list = member_list(running, n);
+                list = member_list(t, c, running, n);
                 healthy = list != NULL;
                 for (size_t i = 0; list && i < list->n; i++) {
                         const etcd_member *em = &list->members[i];
@@ -257,7 +295,6 @@ static int adopt_locked(state_db *db, target *t, const char *cluster, const etcd
                 }
         }
         _cleanup_(adopt_plan_release) adopt_plan ap = {0};
-        char *why = NULL;
         k = hosts_adopt_decide(c, hosts_target_peer_port(t), running, list, healthy, &ap, &why);
         running_free_all(running, n);
         etcd_members_free(list);

@@ -9,6 +9,13 @@
  * machine's file says, and what etcd itself lists. Any disagreement is a
  * refusal that names the first one found, so a person can fix the spec
  * (or the machines) and try again; nothing is changed before the decision.
+ *
+ * TLS is all or nothing: a running cluster with TLS is adopted only with
+ * TLS on both surfaces, by a spec with tls.provider auto and both surfaces
+ * on, because gitcd then keeps using the cluster's CA (kubeadm's) as its
+ * own auto CA and its clients (the kube-apiserver) keep working. That
+ * part of the decision is checked before anything else (the member list
+ * cannot be read without a client certificate from that CA).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -18,6 +25,7 @@
 #include <string.h>
 
 #include "api/yaml.h"
+#include "render/render.h"
 #include "targets/hosts-adopt.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
@@ -31,6 +39,10 @@ void hosts_running_release(hosts_running *r)
         free(r->initial_cluster);
         free(r->advertise_client_urls);
         free(r->initial_advertise_peer_urls);
+        free(r->trusted_ca_file);
+        free(r->peer_trusted_ca_file);
+        free(r->cert_file);
+        free(r->peer_cert_file);
         memset(r, 0, sizeof(*r));
 }
 
@@ -52,15 +64,19 @@ static void take_flag(hosts_running *r, const char *key, size_t klen, const char
             {"initial-cluster", offsetof(hosts_running, initial_cluster)},
             {"advertise-client-urls", offsetof(hosts_running, advertise_client_urls)},
             {"initial-advertise-peer-urls", offsetof(hosts_running, initial_advertise_peer_urls)},
+            {"trusted-ca-file", offsetof(hosts_running, trusted_ca_file)},
+            {"peer-trusted-ca-file", offsetof(hosts_running, peer_trusted_ca_file)},
+            {"cert-file", offsetof(hosts_running, cert_file)},
+            {"peer-cert-file", offsetof(hosts_running, peer_cert_file)},
         };
         for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
                 if (strlen(fields[i].name) == klen && strneq(fields[i].name, key, klen)) {
                         char **slot = (char **)((char *)r + fields[i].off);
                         str_assign(slot, xstrdup(value ? value : ""));
                 }
-        static const char *const tls_flags[] = {"cert-file",        "peer-cert-file",
-                                                "client-cert-auth", "peer-client-cert-auth",
-                                                "trusted-ca-file",  "peer-trusted-ca-file"};
+        static const char *const tls_flags[] = {
+            "cert-file",       "peer-cert-file",       "client-cert-auth", "peer-client-cert-auth",
+            "trusted-ca-file", "peer-trusted-ca-file", "key-file",         "peer-key-file"};
         for (size_t i = 0; i < ARRAY_SIZE(tls_flags); i++)
                 if (strlen(tls_flags[i]) == klen && strneq(tls_flags[i], key, klen) &&
                     !(value && (streq(value, "false") || isempty(value))))
@@ -159,8 +175,7 @@ void adopt_plan_release(adopt_plan *p)
         memset(p, 0, sizeof(*p));
 }
 
-/* The ordinal of "<cluster>-<ordinal>", or -1. */
-static int ordinal_of(const char *cluster, const char *member)
+int hosts_adopt_ordinal(const char *cluster, const char *member)
 {
         size_t n = strlen(cluster);
         if (!strneq(member, cluster, n) || member[n] != '-' || !member[n + 1])
@@ -190,6 +205,119 @@ static int refuse(char **ret_why, const char *fmt, ...)
         return -EPERM;
 }
 
+/* Does every URL of the comma-separated list start with scheme "://"? */
+static bool all_urls(const char *urls, const char *scheme)
+{
+        if (isempty(urls))
+                return false;
+        size_t n = strlen(scheme);
+        for (const char *p = urls; p; p = strchr(p, ','), p = p ? p + 1 : NULL)
+                if (!strneq(p, scheme, n) || !strneq(p + n, "://", 3))
+                        return false;
+        return true;
+}
+
+/* The TLS checks of one machine's running member; 0 or a refusal. */
+static int check_running_tls(const etcd_cluster *c, const host_spec *h, const hosts_running *r,
+                             char **ret_why)
+{
+        static const char *const set_tls =
+            "set tls.provider: auto with tls.client.enabled and tls.peer.enabled true";
+        if (c->tls.provider != TLS_PROVIDER_AUTO || !render_client_tls(c) || !render_peer_tls(c))
+                return refuse(ret_why,
+                              "%s runs etcd with TLS (%s) but the spec %s; %s to adopt it (gitcd "
+                              "then imports the CA of --trusted-ca-file as the cluster's CA)",
+                              h->address, r->file,
+                              c->tls.provider == TLS_PROVIDER_NONE ? "has no TLS"
+                              : c->tls.provider != TLS_PROVIDER_AUTO
+                                  ? "asks for another TLS provider than auto"
+                                  : "does not enable both client and peer TLS",
+                              set_tls);
+        if (!all_urls(r->advertise_client_urls, "https"))
+                return refuse(ret_why,
+                              "%s runs etcd with TLS flags but advertises client URLs %s; gitcd "
+                              "adopts TLS on both surfaces (https) only",
+                              h->address,
+                              r->advertise_client_urls ? r->advertise_client_urls : "(none)");
+        if (!all_urls(r->initial_advertise_peer_urls, "https"))
+                return refuse(ret_why,
+                              "%s runs etcd with TLS flags but advertises peer URLs %s; gitcd "
+                              "adopts TLS on both surfaces (https) only",
+                              h->address,
+                              r->initial_advertise_peer_urls ? r->initial_advertise_peer_urls
+                                                             : "(none)");
+        if (isempty(r->trusted_ca_file) || isempty(r->peer_trusted_ca_file) ||
+            isempty(r->cert_file) || isempty(r->peer_cert_file))
+                return refuse(ret_why,
+                              "%s runs etcd with TLS but %s has no %s; gitcd imports the CA the "
+                              "members trust on both surfaces and needs --cert-file, "
+                              "--peer-cert-file, --trusted-ca-file and --peer-trusted-ca-file",
+                              h->address, r->file,
+                              isempty(r->trusted_ca_file)        ? "--trusted-ca-file"
+                              : isempty(r->peer_trusted_ca_file) ? "--peer-trusted-ca-file"
+                              : isempty(r->cert_file)            ? "--cert-file"
+                                                                 : "--peer-cert-file");
+        if (hosts_adopt_ordinal(c->name, r->name) < 0)
+                return refuse(ret_why,
+                              "member %s on %s: gitcd adopts members named %s-<ordinal> only",
+                              r->name, h->address, c->name);
+        _cleanup_free_ char *key = hosts_running_ca_key_file(r);
+        if (!key)
+                return refuse(ret_why,
+                              "%s: the CA file %s does not end in .crt, so its key cannot be "
+                              "found beside it (kubeadm's ca.crt and ca.key)",
+                              h->address, r->trusted_ca_file);
+        return 0;
+}
+
+char *hosts_running_ca_key_file(const hosts_running *r)
+{
+        const char *f = r->trusted_ca_file;
+        size_t n = f ? strlen(f) : 0;
+        if (n <= 4 || !streq(f + n - 4, ".crt") || f[n - 5] == '/')
+                return NULL;
+        return xasprintf("%.*s.key", (int)(n - 4), f);
+}
+
+int hosts_adopt_check_tls(const etcd_cluster *c, hosts_running *const *running, char **ret_why)
+{
+        *ret_why = NULL;
+        size_t n_running = 0, n_tls = 0;
+        for (size_t i = 0; i < c->hosts.n; i++)
+                if (running[i]) {
+                        n_running++;
+                        n_tls += running[i]->tls;
+                }
+        if (n_running == 0)
+                return 0;
+        for (size_t i = 0; n_tls > 0 && i < c->hosts.n; i++) {
+                const hosts_running *r = running[i];
+                const host_spec *h = &c->hosts.items[i];
+                if (!r)
+                        continue;
+                if (!r->tls)
+                        return refuse(ret_why,
+                                      "%s runs etcd without TLS (%s) while other machines run it "
+                                      "with TLS; adoption needs one cluster-wide setting",
+                                      h->address, r->file);
+                int k = check_running_tls(c, h, r, ret_why);
+                if (k < 0)
+                        return k;
+        }
+        if (n_tls > 0)
+                return 1; /* the CA files' content is compared where they are read */
+        if (render_client_tls(c) || render_peer_tls(c)) {
+                for (size_t i = 0; i < c->hosts.n; i++)
+                        if (running[i])
+                                return refuse(ret_why,
+                                              "%s runs etcd without TLS (%s) but the spec asks "
+                                              "for TLS; remove spec.tls (or set tls.provider: "
+                                              "none) to adopt it",
+                                              c->hosts.items[i].address, running[i]->file);
+        }
+        return 0;
+}
+
 int hosts_adopt_decide(const etcd_cluster *c, int peer_port, hosts_running *const *running,
                        const etcd_members *list, bool healthy, adopt_plan *plan, char **ret_why)
 {
@@ -200,15 +328,13 @@ int hosts_adopt_decide(const etcd_cluster *c, int peer_port, hosts_running *cons
                 n_running += running[i] != NULL;
         if (n_running == 0)
                 return 0;
+        int tls = hosts_adopt_check_tls(c, running, ret_why);
+        if (tls < 0)
+                return tls;
         for (size_t i = 0; i < c->hosts.n; i++) {
                 const hosts_running *r = running[i];
                 if (!r)
                         continue;
-                if (r->tls)
-                        return refuse(ret_why,
-                                      "%s runs etcd with TLS (%s); adopting a cluster with TLS "
-                                      "is not supported yet",
-                                      c->hosts.items[i].address, r->file);
                 if (!streq(r->data_dir, c->hosts.items[i].data_dir))
                         return refuse(ret_why,
                                       "%s: etcd runs with --data-dir %s but the spec's dataDir is "
@@ -245,7 +371,7 @@ int hosts_adopt_decide(const etcd_cluster *c, int peer_port, hosts_running *cons
                         return refuse(ret_why, "%s runs member %s, which etcd does not list",
                                       h->address, r->name);
                 }
-                int ord = ordinal_of(c->name, em->name);
+                int ord = hosts_adopt_ordinal(c->name, em->name);
                 if (ord < 0) {
                         adopt_plan_release(plan);
                         return refuse(ret_why,
@@ -258,8 +384,8 @@ int hosts_adopt_decide(const etcd_cluster *c, int peer_port, hosts_running *cons
                         return refuse(ret_why, "member %s is a learner; promote it first",
                                       em->name);
                 }
-                _cleanup_free_ char *want =
-                    xasprintf("http://%s:%d", h->advertise_address, peer_port);
+                _cleanup_free_ char *want = xasprintf("%s://%s:%d", tls ? "https" : "http",
+                                                      h->advertise_address, peer_port);
                 if (em->n_peer_urls != 1 || !streq(em->peer_urls[0], want)) {
                         adopt_plan_release(plan);
                         return refuse(ret_why, "member %s on %s: its peer URL is %s, the spec's %s",

@@ -30,7 +30,11 @@ typedef struct hosts_running {
         char *initial_cluster;
         char *advertise_client_urls; /* --advertise-client-urls (comma separated) */
         char *initial_advertise_peer_urls;
-        bool tls; /* any of --cert-file, --peer-cert-file, --client-cert-auth */
+        char *trusted_ca_file;      /* --trusted-ca-file: the CA clients are checked against */
+        char *peer_trusted_ca_file; /* --peer-trusted-ca-file */
+        char *cert_file;            /* --cert-file */
+        char *peer_cert_file;       /* --peer-cert-file */
+        bool tls;                   /* any TLS flag: certificate, trusted CA or client-cert-auth */
 } hosts_running;
 
 void hosts_running_release(hosts_running *r);
@@ -44,6 +48,30 @@ void hosts_running_release(hosts_running *r);
  */
 int hosts_running_parse_manifest(const char *origin, const char *text, size_t len, hosts_running *r,
                                  diag_list *diags);
+
+/*
+ * The TLS half of the decision, which comes first: adoption has to read
+ * etcd's member list over TLS, with a client certificate from the
+ * running cluster's CA, before hosts_adopt_decide() can rule. Returns 0
+ * when no machine runs etcd with TLS and the spec asks for none, 1 when
+ * every running member uses TLS on both surfaces, the spec says
+ * tls.provider auto with client and peer TLS and the CA may be imported
+ * (every --trusted-ca-file and --peer-trusted-ca-file set, https URLs,
+ * members named <cluster>-<ordinal>), and -EPERM with what to change in
+ * *ret_why otherwise (TLS on one side only, plain http URLs beside TLS
+ * flags, a missing CA flag, a spec with TLS for a cluster without).
+ */
+int hosts_adopt_check_tls(const etcd_cluster *c, hosts_running *const *running, char **ret_why);
+
+/*
+ * Where the key of r's CA lies on its machine: kubeadm keeps ca.key
+ * beside ca.crt, so --trusted-ca-file with ".crt" changed to ".key".
+ * NULL when that file name does not end in ".crt". Newly allocated.
+ */
+char *hosts_running_ca_key_file(const hosts_running *r);
+
+/* The ordinal of a member named "<cluster>-<ordinal>" (gitcd's names), or -1. */
+int hosts_adopt_ordinal(const char *cluster, const char *member);
 
 /* What adoption does on one machine. */
 typedef struct adopt_step {
@@ -73,10 +101,11 @@ void adopt_plan_release(adopt_plan *p);
  * /health. Returns 0 when no machine runs etcd (bootstrap as usual), 1
  * with *plan filled when the cluster can be adopted, -EPERM with the
  * reason in *ret_why when it must be refused (nothing is changed then).
- * Refused: a cluster with TLS, member count or names that are not the
- * spec's (<name>-<ordinal>, spec.replicas members, one per machine, on the
- * machine's advertise address), learners, a member list that cannot be
- * read or a member that is not healthy, and a running data directory that
+ * Refused: whatever hosts_adopt_check_tls() refuses, member count or
+ * names that are not the spec's (<name>-<ordinal>, spec.replicas members,
+ * one per machine, on the machine's advertise address, https:// with
+ * TLS), learners, a member list that cannot be read or a member that is
+ * not healthy, and a running data directory that
  * is not the spec's dataDir.
  */
 int hosts_adopt_decide(const etcd_cluster *c, int peer_port, hosts_running *const *running,

@@ -65,6 +65,7 @@
 #include <jansson.h>
 
 #include "api/spec.h"
+#include "pki/pki.h"
 #include "render/layout.h"
 #include "render/render.h"
 #include "snapshots/restore.h"
@@ -482,6 +483,8 @@ char **hosts_machine_effects(const etcd_cluster *c, size_t i)
         return l;
 }
 
+static bool auto_tls(const etcd_cluster *c);
+
 char *hosts_machine_adoption(const etcd_cluster *c, size_t i)
 {
         assert(i < c->hosts.n);
@@ -495,12 +498,16 @@ char *hosts_machine_adoption(const etcd_cluster *c, size_t i)
         return xasprintf(
             "before creating anything, apply reads %s/" HOSTS_KUBEADM_MANIFEST " (kubeadm) and %s; "
             "if etcd already runs from one of them, apply adopts that cluster instead of "
-            "bootstrapping: it imports the member running there with its etcd member ID, writes "
+            "bootstrapping: %sit imports the member running there with its etcd member ID, writes "
             "the marker into its running data dir (which must be %s), and, one member at a time "
             "with every member healthy, replaces " HOSTS_KUBEADM_MANIFEST " by the manifest "
             "below (one restart; none for gitcd's own file with the same configuration), or it "
             "refuses and changes nothing (docs/hosts.md, \"Adopting a running cluster\")",
-            h->manifest_dir, own, h->data_dir);
+            h->manifest_dir, own,
+            auto_tls(c) ? "with TLS, it first imports the CA the running etcd trusts "
+                          "(--trusted-ca-file, and the ca.key beside it) as the cluster's CA; "
+                        : "",
+            h->data_dir);
 }
 
 /* ---- TLS (tls.provider auto) --------------------------------------------- */
@@ -1345,6 +1352,180 @@ int hosts_adopt_retire(target *t, const etcd_cluster *c, size_t i)
         _cleanup_free_ char *path = kubeadm_manifest(h), *qp = ssh_quote(path);
         _cleanup_free_ char *cmd = xasprintf("rm -f -- %s", qp);
         return run(HT(t), h, cmd, NULL);
+}
+
+/*
+ * A file of machine h (at most 1 MiB). A file that does not exist is a
+ * refusal with the reason in *ret_why (-EPERM), or with optional reads as
+ * ""; a machine that cannot be reached, or a command that fails, fails as
+ * any SSH step does.
+ */
+static int read_machine_file(hosts_target *ht, const host_spec *h, const char *path, bool optional,
+                             char **ret, char **ret_why)
+{
+        _cleanup_free_ char *q = ssh_quote(path);
+        _cleanup_free_ char *cmd = xasprintf(
+            "if [ -f %s ]; then echo file; head -c 1048576 -- %s; else echo none; fi", q, q);
+        _cleanup_free_ char *out = NULL;
+        int k = exec_cmd(ht, h, cmd, NULL, 0, &out);
+        if (k < 0)
+                return k;
+        if (out && strneq(out, "file\n", 5)) {
+                *ret = xstrdup(out + 5);
+                explicit_bzero(out, strlen(out));
+                return 0;
+        }
+        if (!optional) {
+                *ret_why = xasprintf("%s: %s does not exist", h->address, path);
+                return -EPERM;
+        }
+        *ret = xstrdup("");
+        return 0;
+}
+
+/* The first URL of a comma-separated list (newly allocated). */
+static char *first_url(const char *urls)
+{
+        return urls ? xstrndup(urls, strcspn(urls, ",")) : NULL;
+}
+
+/* What the machines' CA is: read and checked by hosts_adopt_import_ca(). */
+typedef struct machines_ca {
+        char *fingerprint; /* of the trusted CA file (pki_bundle_fingerprint) */
+        pki_cert *cert;
+        pki_key *key; /* NULL when no machine holds it */
+} machines_ca;
+
+static void machines_ca_release(machines_ca *m)
+{
+        free(m->fingerprint);
+        pki_cert_free(m->cert);
+        pki_key_free(m->key);
+}
+
+/* Read machine i's CA files into m, or refuse when they are not m's. */
+static int read_machine_ca(hosts_target *ht, const etcd_cluster *c, size_t i,
+                           const hosts_running *r, machines_ca *m, char **ret_why)
+{
+        const host_spec *h = &c->hosts.items[i];
+        const char *files[] = {r->trusted_ca_file, r->peer_trusted_ca_file};
+        for (size_t j = 0; j < ARRAY_SIZE(files); j++) {
+                if (j == 1 && streq(files[0], files[1]))
+                        continue;
+                _cleanup_free_ char *pem = NULL, *fp = NULL;
+                int k = read_machine_file(ht, h, files[j], false, &pem, ret_why);
+                if (k < 0)
+                        return k;
+                _cleanup_free_ char *what = xasprintf("%s:%s", h->address, files[j]);
+                pki_cert *crt = NULL;
+                if (pki_bundle_fingerprint(pem, strlen(pem), &fp) < 0 ||
+                    pki_cert_from_pem(pem, strlen(pem), what, &crt) < 0) {
+                        *ret_why =
+                            xasprintf("%s: %s holds no PEM CA certificate", h->address, files[j]);
+                        return -EPERM;
+                }
+                if (!m->fingerprint) {
+                        m->fingerprint = TAKE_PTR(fp);
+                        m->cert = crt;
+                        continue;
+                }
+                pki_cert_free(crt);
+                if (!streq(m->fingerprint, fp)) {
+                        *ret_why = xasprintf(
+                            "%s: etcd trusts the CA in %s, which is not the CA the other "
+                            "members trust; every member must trust one CA (kubeadm's etcd CA) "
+                            "on both surfaces to be adopted",
+                            h->address, files[j]);
+                        return -EPERM;
+                }
+        }
+        _cleanup_free_ char *key_file = hosts_running_ca_key_file(r);
+        assert(key_file); /* hosts_adopt_check_tls() refused otherwise */
+        _cleanup_free_ char *pem = NULL;
+        int k = read_machine_file(ht, h, key_file, true, &pem, ret_why);
+        if (k < 0)
+                return k;
+        if (!*pem)
+                return 0;
+        _cleanup_free_ char *what = xasprintf("%s:%s", h->address, key_file);
+        pki_key *key = NULL;
+        k = pki_key_from_pem(pem, strlen(pem), what, &key);
+        explicit_bzero(pem, strlen(pem));
+        if (k < 0 || !pki_key_matches(key, m->cert)) {
+                pki_key_free(key);
+                *ret_why = xasprintf("%s: %s is not the key of the CA certificate %s", h->address,
+                                     key_file, r->trusted_ca_file);
+                return -EPERM;
+        }
+        if (m->key)
+                pki_key_free(key);
+        else
+                m->key = key;
+        return 0;
+}
+
+int hosts_adopt_import_ca(target *t, const etcd_cluster *c, hosts_running *const *running,
+                          char **ret_why)
+{
+        hosts_target *ht = HT(t);
+        *ret_why = NULL;
+        _cleanup_(machines_ca_release) machines_ca m = {0};
+        int k;
+        for (size_t i = 0; i < c->hosts.n; i++)
+                if (running[i] && (k = read_machine_ca(ht, c, i, running[i], &m, ret_why)) < 0)
+                        return k;
+        if (!m.cert)
+                return 0;
+        if (!pki_cert_is_ca(m.cert)) {
+                *ret_why = xstrdup("the certificate the members trust (--trusted-ca-file) is "
+                                   "not a CA certificate");
+                return -EPERM;
+        }
+        _cleanup_free_ char *home = NULL;
+        if ((k = tls_home(ht, c, &home)) < 0)
+                return k;
+        _cleanup_free_ char *pki = path_join(home, "pki");
+        _cleanup_free_ char *crt = path_join(pki, "ca.crt");
+        _cleanup_free_ char *have = NULL, *have_fp = NULL;
+        size_t len = 0;
+        if (path_exists(crt)) {
+                if ((k = read_file(crt, 1 << 20, &have, &len)) < 0)
+                        return target_fail(t, k, "cannot read %s: %s", crt, strerror(-k));
+                if (pki_bundle_fingerprint(have, len, &have_fp) < 0 ||
+                    !streq(have_fp, m.fingerprint)) {
+                        *ret_why = xasprintf(
+                            "gitcd already keeps a CA for %s/%s in %s, and it is not the CA "
+                            "the running members trust; remove that folder to import theirs",
+                            c->namespace_, c->name, pki);
+                        return -EPERM;
+                }
+        } else {
+                if (!m.key) {
+                        *ret_why = xasprintf("no machine holds the key of the etcd CA (the file "
+                                             "beside --trusted-ca-file, .key for .crt); gitcd "
+                                             "needs it to issue the members' and its own "
+                                             "certificates");
+                        return -EPERM;
+                }
+                if ((k = pki_ca_import(pki, m.cert, m.key)) < 0)
+                        return target_fail(t, k, "cluster %s/%s: cannot import the CA: %s",
+                                           c->namespace_, c->name, pki_last_error());
+                log_info("%s/%s: imported the running members' etcd CA into %s", c->namespace_,
+                         c->name, pki);
+        }
+        /* gitcd's client identity (and the members' leaves) from that CA */
+        _cleanup_(membership_plan_freep) membership_plan *p = membership_plan_new(c);
+        for (size_t i = 0; i < c->hosts.n; i++) {
+                if (!running[i])
+                        continue;
+                member_plan *mp = membership_plan_add(p);
+                mp->name = xstrdup(running[i]->name);
+                mp->ordinal = hosts_adopt_ordinal(c->name, running[i]->name);
+                mp->client_url = first_url(running[i]->advertise_client_urls);
+                mp->peer_url = first_url(running[i]->initial_advertise_peer_urls);
+        }
+        k = tls_issue(ht, c, p, NULL, false, now_wall_ms());
+        return k < 0 ? k : 1;
 }
 
 int hosts_member_healthy(target *t, const etcd_cluster *c, const char *client_url)

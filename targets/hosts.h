@@ -102,6 +102,18 @@ char *hosts_install_command(const host_spec *h, const char *path, mode_t mode);
  *
  * hosts_adopt_retire: remove kubeadm's etcd.yaml from machine i (kubelet
  * stops that Pod).
+ *
+ * hosts_adopt_import_ca: for running members with TLS (after
+ * hosts_adopt_check_tls() said 1): read each machine's --trusted-ca-file
+ * and --peer-trusted-ca-file and the ca.key beside it over SSH, check that
+ * every machine trusts the same CA and that each key found belongs to it,
+ * then make it the cluster's auto CA on the gitcd host (<state
+ * dir>/hosts/<ns>/<name>/pki, written atomically, key mode 0600) unless
+ * that CA is there already, and issue gitcd's client identity and the
+ * running members' leaves from it. 1 when done, 0 without running
+ * members; -EPERM with the reason in *ret_why, changing nothing, when the
+ * CAs differ, a key does not match, no machine holds the key, or the gitcd
+ * host keeps another CA for the cluster.
  */
 typedef struct hosts_running hosts_running;
 int hosts_adopt_read(target *t, const etcd_cluster *c, size_t i, hosts_running **ret,
@@ -109,6 +121,8 @@ int hosts_adopt_read(target *t, const etcd_cluster *c, size_t i, hosts_running *
 int hosts_adopt_claim(target *t, const etcd_cluster *c, size_t i, const char *member,
                       char **ret_identity);
 int hosts_adopt_retire(target *t, const etcd_cluster *c, size_t i);
+int hosts_adopt_import_ca(target *t, const etcd_cluster *c, hosts_running *const *running,
+                          char **ret_why);
 /* 1 when etcd at client_url answers /health healthy, else 0 (hosts target only). */
 int hosts_member_healthy(target *t, const etcd_cluster *c, const char *client_url);
 /* The members' peer port (--hosts-ports). */

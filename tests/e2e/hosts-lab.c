@@ -80,15 +80,18 @@ char *hosts_lab_data_dir(const hosts_lab *l, size_t i, const char *cluster)
         return hosts_lab_path(l, i, p);
 }
 
-void hosts_lab_write_cluster(const hosts_lab *l, e2e *e, const char *name, const char *version,
-                             int replicas, size_t first, size_t n)
+static void write_cluster(const hosts_lab *l, e2e *e, const char *name, const char *version,
+                          int replicas, size_t first, size_t n, bool tls)
 {
         strbuf sb = STRBUF_INIT;
         sb_printf(&sb,
                   "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: %s\n"
-                  "spec:\n  replicas: %d\n  version: \"%s\"\n  hosts:\n"
-                  "    mode: staticPod\n    machines:\n",
+                  "spec:\n  replicas: %d\n  version: \"%s\"\n",
                   name, replicas, version);
+        if (tls)
+                sb_printf(&sb, "  tls:\n    provider: auto\n    client: {enabled: true}\n"
+                               "    peer: {enabled: true}\n");
+        sb_printf(&sb, "  hosts:\n    mode: staticPod\n    machines:\n");
         for (size_t i = first; i < first + n; i++) {
                 _cleanup_free_ char *data = hosts_lab_data_dir(l, i, name);
                 _cleanup_free_ char *pods = hosts_lab_manifests(l, i);
@@ -96,10 +99,27 @@ void hosts_lab_write_cluster(const hosts_lab *l, e2e *e, const char *name, const
                           "    - address: %s\n      ssh: {port: %d}\n      dataDir: %s\n"
                           "      manifestDir: %s\n",
                           l->ssh->machines[i].address, l->ssh->machines[i].port, data, pods);
+                if (tls) {
+                        _cleanup_free_ char *rel = xasprintf("/etc/etcd/default-%s/pki", name);
+                        _cleanup_free_ char *dir = hosts_lab_path(l, i, rel);
+                        sb_printf(&sb, "      tlsDir: %s\n", dir);
+                }
         }
         _cleanup_free_ char *file = xasprintf("%s.yaml", name);
         e2e_write_file(e, file, sb_str(&sb));
         sb_release(&sb);
+}
+
+void hosts_lab_write_cluster(const hosts_lab *l, e2e *e, const char *name, const char *version,
+                             int replicas, size_t first, size_t n)
+{
+        write_cluster(l, e, name, version, replicas, first, n, false);
+}
+
+void hosts_lab_write_cluster_tls(const hosts_lab *l, e2e *e, const char *name, const char *version,
+                                 int replicas, size_t first, size_t n)
+{
+        write_cluster(l, e, name, version, replicas, first, n, true);
 }
 
 int hosts_lab_cmd(const hosts_lab *l, e2e *e, const char *cmd, const char *known_hosts,

@@ -39,6 +39,12 @@ char *hosts_lab_data_dir(const hosts_lab *l, size_t i, const char *cluster);
 /* A cluster file <name>.yaml on machines [first, first + n) of the lab, static Pods. */
 void hosts_lab_write_cluster(const hosts_lab *l, e2e *e, const char *name, const char *version,
                              int replicas, size_t first, size_t n);
+/*
+ * The same with tls.provider auto, client and peer TLS on, and each
+ * machine's tlsDir at <root>/etc/etcd/default-<name>/pki.
+ */
+void hosts_lab_write_cluster_tls(const hosts_lab *l, e2e *e, const char *name, const char *version,
+                                 int replicas, size_t first, size_t n);
 
 /* gitcd <cmd> --source S --target hosts <the lab's SSH flags> [extra1 extra2]. */
 int hosts_lab_cmd(const hosts_lab *l, e2e *e, const char *cmd, const char *known_hosts,

@@ -522,6 +522,78 @@ static void test_ca_writer_killed_between_files(void **state)
         pki_cert_free(c);
 }
 
+/*
+ * An existing CA imported (kubeadm's etcd CA: RSA, its key in PKCS#1 PEM,
+ * made here with the openssl tool as kubeadm's layout has it): written
+ * whole with the key 0600, opened as pki_ca_open() keeps it, and leaves
+ * issued from it chain to it. Never over another CA, never a leaf or a
+ * key that is not the CA's.
+ */
+static void test_ca_import(void **state)
+{
+        fixture *f = *state;
+        _cleanup_free_ char *src = path_join(f->dir, "kubeadm");
+        assert_int_equal(mkdir_p(src, 0700), 0);
+        _cleanup_free_ char *cmd = xasprintf(
+            "cd %s && openssl req -x509 -newkey rsa:2048 -nodes -keyout k8 -out ca.crt "
+            "-days 3650 -subj /CN=etcd-ca -addext basicConstraints=critical,CA:TRUE "
+            "-addext keyUsage=critical,keyCertSign,cRLSign,digitalSignature 2>/dev/null && "
+            "openssl rsa -traditional -in k8 -out ca.key 2>/dev/null",
+            src);
+        if (system(cmd) != 0)
+                skip();
+        _cleanup_free_ char *crt_file = path_join(src, "ca.crt");
+        _cleanup_free_ char *key_file = path_join(src, "ca.key");
+        _cleanup_free_ char *key_pem = NULL;
+        size_t key_len = 0;
+        assert_int_equal(read_file(key_file, 1 << 20, &key_pem, &key_len), 0);
+        assert_non_null(strstr(key_pem, "BEGIN RSA PRIVATE KEY"));
+        pki_cert *ca = NULL;
+        pki_key *key = NULL;
+        assert_int_equal(pki_cert_load(crt_file, &ca), 0);
+        assert_int_equal(pki_key_from_pem(key_pem, key_len, "ca.key", &key), 0);
+        assert_true(pki_key_matches(key, ca));
+
+        /* refused: a leaf, a key that is not the CA's */
+        _cleanup_free_ char *dir = path_join(f->dir, "imported");
+        assert_int_equal(pki_ca_import(dir, f->server, f->server_key), -EBADMSG);
+        assert_int_equal(pki_ca_import(dir, ca, f->ca_key), -EBADMSG);
+        assert_false(path_exists(dir));
+
+        assert_int_equal(pki_ca_import(dir, ca, key), 0);
+        _cleanup_free_ char *kf = path_join(dir, "ca.key");
+        struct stat st;
+        assert_int_equal(stat(kf, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0600);
+        pki_key *k = NULL;
+        pki_cert *c = NULL;
+        assert_int_equal(pki_ca_open(dir, "not used", 30, true, &k, &c), 0);
+        assert_int_equal(X509_cmp(pki_cert_x509(c), pki_cert_x509(ca)), 0);
+        pki_cert_request req = {.cn = "m", .days = 1, .server = true, .client = true};
+        pki_key *lk = NULL;
+        pki_cert *lc = NULL;
+        assert_int_equal(pki_cert_issue(c, k, &req, &lk, &lc), 0);
+        assert_int_equal(pki_cert_verify(ca, lc), 0);
+        pki_key_free(lk);
+        pki_cert_free(lc);
+        pki_key_free(k);
+        pki_cert_free(c);
+
+        /* never over a CA that is there */
+        assert_int_equal(pki_ca_import(dir, f->ca, f->ca_key), -EEXIST);
+        assert_int_equal(pki_ca_open(dir, "not used", 30, true, &k, &c), 0);
+        assert_int_equal(X509_cmp(pki_cert_x509(c), pki_cert_x509(ca)), 0);
+        pki_key_free(k);
+        pki_cert_free(c);
+
+        /* a key that is no PEM key */
+        assert_int_equal(pki_key_from_pem("nope", 4, "ca.key", &k), -EBADMSG);
+        assert_non_null(strstr(pki_last_error(), "ca.key"));
+        explicit_bzero(key_pem, key_len);
+        pki_key_free(key);
+        pki_cert_free(ca);
+}
+
 /* The auto-TLS module: a leaf is issued once, kept while current, reissued for other names. */
 static void test_auto_leaves(void **state)
 {
@@ -849,6 +921,7 @@ int main(void)
             cmocka_unit_test(test_folders),
             cmocka_unit_test(test_half_a_ca),
             cmocka_unit_test(test_ca_writer_killed_between_files),
+            cmocka_unit_test(test_ca_import),
             cmocka_unit_test(test_auto_leaves),
             cmocka_unit_test(test_auto_ca_rotation),
             cmocka_unit_test(test_auto_seconds_and_renewal),

@@ -4,7 +4,10 @@
  * `--k v` flags, command and args), and the decision over the spec, what
  * each machine runs and etcd's member list: adopt (IDs kept, which members
  * restart and which file each replaces), nothing to adopt, and every
- * refusal (count, names, data dir, TLS, learners, unhealthy, unreadable).
+ * refusal (count, names, data dir, TLS, learners, unhealthy, unreadable);
+ * a cluster with TLS (kubeadm's flags and files): adopted with an https
+ * peer URL when the spec says tls.provider auto on both surfaces, and
+ * each TLS refusal with what to set.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -106,15 +109,16 @@ static void test_parse_refusals(void **state)
 
 /* ---- the decision -------------------------------------------------------- */
 
-static etcd_cluster *cluster(int replicas)
+/* The spec; tls: the spec.tls block ("" for none). */
+static etcd_cluster *cluster_tls(int replicas, const char *tls)
 {
         char *y = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata: {name: "
-                            "prod}\nspec:\n  replicas: %d\n  hosts:\n    mode: staticPod\n"
+                            "prod}\nspec:\n  replicas: %d\n%s  hosts:\n    mode: staticPod\n"
                             "    machines:\n"
                             "    - {address: 10.0.0.11, dataDir: /var/lib/etcd/prod}\n"
                             "    - {address: 10.0.0.12, dataDir: /var/lib/etcd/prod}\n"
                             "    - {address: 10.0.0.13, dataDir: /var/lib/etcd/prod}\n",
-                            replicas);
+                            replicas, tls);
         cluster_set set = {0};
         diag_list d = DIAG_LIST_INIT;
         int k = spec_load_buffer("prod.yaml", y, strlen(y), &set, &d);
@@ -128,6 +132,13 @@ static etcd_cluster *cluster(int replicas)
         free(set.items);
         return c;
 }
+
+static etcd_cluster *cluster(int replicas)
+{
+        return cluster_tls(replicas, "");
+}
+
+#define SPEC_TLS "  tls: {provider: auto, client: {enabled: true}, peer: {enabled: true}}\n"
 
 static hosts_running *running(const char *name, const char *data_dir, bool gitcd_file)
 {
@@ -167,6 +178,28 @@ static void world_init(world *w, int replicas)
         w->list.cluster_id = 0xabcdef;
         w->list.members = w->m;
         w->list.n = 3;
+}
+
+/* The world of a kubeadm cluster with TLS (kubeadm's flags and files), spec tls as given. */
+static void world_init_tls(world *w, const char *tls)
+{
+        world_init(w, 3);
+        etcd_cluster_free(w->c);
+        w->c = cluster_tls(3, tls);
+        for (size_t i = 0; i < 3; i++) {
+                hosts_running *r = w->run[i];
+                r->gitcd_file = false;
+                str_assign(&r->file, xstrdup("/etc/kubernetes/manifests/etcd.yaml"));
+                r->tls = true;
+                r->advertise_client_urls = xasprintf("https://10.0.0.1%zu:2379", i + 1);
+                r->initial_advertise_peer_urls = xasprintf("https://10.0.0.1%zu:2380", i + 1);
+                r->trusted_ca_file = xstrdup("/etc/kubernetes/pki/etcd/ca.crt");
+                r->peer_trusted_ca_file = xstrdup("/etc/kubernetes/pki/etcd/ca.crt");
+                r->cert_file = xstrdup("/etc/kubernetes/pki/etcd/server.crt");
+                r->peer_cert_file = xstrdup("/etc/kubernetes/pki/etcd/peer.crt");
+                str_assign(&w->m[i].peer_urls[0], xasprintf("https://10.0.0.1%zu:2380", i + 1));
+                str_assign(&w->m[i].client_urls[0], xasprintf("https://10.0.0.1%zu:2379", i + 1));
+        }
 }
 
 static void world_release(world *w)
@@ -260,9 +293,11 @@ static void test_decide_refusals(void **state)
         refused(&w, true, true, "--data-dir /srv/etcd but the spec's dataDir is");
         world_release(&w);
 
-        world_init(&w, 3);
+        world_init(&w, 3); /* TLS flags with plain http URLs */
         w.run[0]->tls = true;
-        refused(&w, true, true, "TLS");
+        refused(&w, true, true,
+                "runs etcd with TLS (/etc/kubernetes/manifests/etcd.yaml) but "
+                "the spec has no TLS; set tls.provider: auto");
         world_release(&w);
 
         world_init(&w, 3); /* kubeadm's names: the node names */
@@ -294,12 +329,161 @@ static void test_decide_refusals(void **state)
         world_release(&w);
 }
 
+/* ---- TLS ------------------------------------------------------------------ */
+
+static void test_parse_kubeadm_tls(void **state)
+{
+        (void)state;
+        const char *y = "kind: Pod\nspec:\n  containers:\n  - name: etcd\n    command:\n"
+                        "    - etcd\n    - --name=prod-0\n    - --data-dir=/var/lib/etcd\n"
+                        "    - --advertise-client-urls=https://10.0.0.11:2379\n"
+                        "    - --cert-file=/etc/kubernetes/pki/etcd/server.crt\n"
+                        "    - --client-cert-auth=true\n"
+                        "    - --trusted-ca-file=/etc/kubernetes/pki/etcd/ca.crt\n"
+                        "    - --peer-cert-file\n    - /etc/kubernetes/pki/etcd/peer.crt\n"
+                        "    - --peer-trusted-ca-file=/etc/kubernetes/pki/etcd/peer-ca.crt\n";
+        hosts_running r = {0};
+        diag_list d = DIAG_LIST_INIT;
+        assert_int_equal(hosts_running_parse_manifest("etcd.yaml", y, strlen(y), &r, &d), 0);
+        assert_true(r.tls);
+        assert_string_equal(r.trusted_ca_file, "/etc/kubernetes/pki/etcd/ca.crt");
+        assert_string_equal(r.peer_trusted_ca_file, "/etc/kubernetes/pki/etcd/peer-ca.crt");
+        assert_string_equal(r.cert_file, "/etc/kubernetes/pki/etcd/server.crt");
+        assert_string_equal(r.peer_cert_file, "/etc/kubernetes/pki/etcd/peer.crt");
+        /* kubeadm's key lies beside its certificate */
+        char *key = hosts_running_ca_key_file(&r);
+        assert_string_equal(key, "/etc/kubernetes/pki/etcd/ca.key");
+        free(key);
+        str_assign(&r.trusted_ca_file, xstrdup("/etc/etcd/ca.pem"));
+        assert_null(hosts_running_ca_key_file(&r));
+        str_assign(&r.trusted_ca_file, xstrdup("/etc/etcd/.crt"));
+        assert_null(hosts_running_ca_key_file(&r));
+        hosts_running_release(&r);
+        diag_list_release(&d);
+
+        /* explicitly off is no TLS */
+        const char *off = "kind: Pod\nspec: {containers: [{command: [etcd, --name=a-0, "
+                          "--data-dir=/d, --client-cert-auth=false]}]}\n";
+        assert_int_equal(hosts_running_parse_manifest("m.yaml", off, strlen(off), &r, &d), 0);
+        assert_false(r.tls);
+        hosts_running_release(&r);
+        diag_list_release(&d);
+}
+
+static void test_decide_adopts_tls(void **state)
+{
+        (void)state;
+        world w;
+        world_init_tls(&w, SPEC_TLS);
+        char *why = NULL;
+        assert_int_equal(hosts_adopt_check_tls(w.c, w.run, &why), 1);
+        assert_null(why);
+        adopt_plan p;
+        assert_int_equal(hosts_adopt_decide(w.c, 2380, w.run, &w.list, true, &p, &why), 1);
+        assert_null(why);
+        assert_int_equal(p.n, 3);
+        for (size_t i = 0; i < 3; i++) {
+                assert_int_equal(p.steps[i].id, 0x1000 + i);
+                assert_true(p.steps[i].restart);
+                assert_string_equal(p.steps[i].peer_url, w.m[i].peer_urls[0]);
+                assert_true(strneq(p.steps[i].client_url, "https://", 8));
+        }
+        adopt_plan_release(&p);
+        world_release(&w);
+
+        /* without TLS anywhere the TLS half has nothing to do */
+        world_init(&w, 3);
+        assert_int_equal(hosts_adopt_check_tls(w.c, w.run, &why), 0);
+        assert_null(why);
+        world_release(&w);
+}
+
+/* The TLS half refuses (and so does the whole decision) with want in the reason. */
+static void refused_tls(world *w, const char *want)
+{
+        char *why = NULL;
+        int k = hosts_adopt_check_tls(w->c, w->run, &why);
+        if (k != -EPERM || !why || !strstr(why, want))
+                fail_msg("want a TLS refusal with \"%s\", got %d: %s", want, k, why ? why : "");
+        free(why);
+        refused(w, true, true, want);
+}
+
+static void test_decide_refusals_tls(void **state)
+{
+        (void)state;
+        world w;
+
+        world_init_tls(&w, ""); /* the spec has no TLS */
+        refused_tls(&w, "10.0.0.11 runs etcd with TLS (/etc/kubernetes/manifests/etcd.yaml) but "
+                        "the spec has no TLS; set tls.provider: auto with tls.client.enabled and "
+                        "tls.peer.enabled true");
+        world_release(&w);
+
+        world_init_tls(&w, "  tls: {provider: auto, peer: {enabled: false}}\n");
+        refused_tls(&w, "does not enable both client and peer TLS; set tls.provider: auto");
+        world_release(&w);
+
+        world_init_tls(&w,
+                       "  tls: {provider: secrets, client: {enabled: true, secretRef: {name: a}}, "
+                       "peer: {enabled: true, secretRef: {name: b}}, operatorClient: {secretRef: "
+                       "{name: c}}}\n");
+        refused_tls(&w, "asks for another TLS provider than auto");
+        world_release(&w);
+
+        world_init(&w, 3); /* a cluster without TLS, a spec with */
+        etcd_cluster_free(w.c);
+        w.c = cluster_tls(3, SPEC_TLS);
+        refused_tls(&w, "10.0.0.11 runs etcd without TLS (/etc/kubernetes/manifests/etcd.yaml) "
+                        "but the spec asks for TLS; remove spec.tls");
+        world_release(&w);
+
+        world_init_tls(&w, SPEC_TLS); /* one machine without TLS */
+        w.run[2]->tls = false;
+        refused_tls(&w, "10.0.0.13 runs etcd without TLS");
+        world_release(&w);
+
+        world_init_tls(&w, SPEC_TLS);
+        str_assign(&w.run[1]->advertise_client_urls,
+                   xstrdup("https://10.0.0.12:2379,http://127.0.0.1:2379"));
+        refused_tls(&w, "advertises client URLs https://10.0.0.12:2379,http://127.0.0.1:2379");
+        world_release(&w);
+
+        world_init_tls(&w, SPEC_TLS);
+        str_assign(&w.run[1]->initial_advertise_peer_urls, xstrdup("http://10.0.0.12:2380"));
+        refused_tls(&w, "advertises peer URLs http://10.0.0.12:2380");
+        world_release(&w);
+
+        world_init_tls(&w, SPEC_TLS);
+        str_assign(&w.run[0]->peer_trusted_ca_file, NULL);
+        refused_tls(&w, "has no --peer-trusted-ca-file");
+        world_release(&w);
+
+        world_init_tls(&w, SPEC_TLS);
+        str_assign(&w.run[2]->trusted_ca_file, xstrdup("/etc/etcd/ca.pem"));
+        refused_tls(&w, "the CA file /etc/etcd/ca.pem does not end in .crt");
+        world_release(&w);
+
+        world_init_tls(&w, SPEC_TLS); /* node names: refused before any CA is read */
+        str_assign(&w.run[1]->name, xstrdup("cp2"));
+        refused_tls(&w, "member cp2 on 10.0.0.12: gitcd adopts members named prod-<ordinal>");
+        world_release(&w);
+
+        world_init_tls(&w, SPEC_TLS); /* etcd lists an http peer URL */
+        str_assign(&w.m[0].peer_urls[0], xstrdup("http://10.0.0.11:2380"));
+        refused(&w, true, true,
+                "its peer URL is http://10.0.0.11:2380, the spec's https://10.0.0.11:2380");
+        world_release(&w);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_parse_kubeadm_yaml),  cmocka_unit_test(test_parse_json_and_tls),
             cmocka_unit_test(test_parse_refusals),      cmocka_unit_test(test_decide_adopts),
             cmocka_unit_test(test_decide_nothing_runs), cmocka_unit_test(test_decide_refusals),
+            cmocka_unit_test(test_parse_kubeadm_tls),   cmocka_unit_test(test_decide_adopts_tls),
+            cmocka_unit_test(test_decide_refusals_tls),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
