@@ -97,6 +97,8 @@ typedef struct tls_surface_spec {
         char *secret;
         /* cert-manager provider: the issuer for this surface's certificates */
         issuer_ref issuer;
+        /* client only (allowPlainHTTP): plain http on the client port besides https */
+        bool allow_plain;
 } tls_surface_spec;
 
 #define TLS_DAY_SECONDS INT64_C(86400)

@@ -143,7 +143,13 @@ static void read_tls_surface(reader *r, const ynode *tls, const char *key, tls_s
         if (!rd_map(r, tls, "spec.tls", key, NULL, &m))
                 return;
         static const char *const known[] = {"enabled", "secretRef", "issuerRef", NULL};
-        rd_keys(r, m, path, known, NULL);
+        static const char *const known_client[] = {"enabled", "secretRef", "issuerRef",
+                                                   "allowPlainHTTP", NULL};
+        bool client = streq(key, "client");
+        rd_keys(r, m, path, client ? known_client : known, NULL);
+        bool plain;
+        if (client && rd_bool(r, m, path, "allowPlainHTTP", NULL, &plain))
+                s->allow_plain = plain;
         _cleanup_free_ char *n_iss = rd_join(path, "issuerRef");
         bool en;
         if (rd_bool(r, m, path, "enabled", NULL, &en))

@@ -113,6 +113,8 @@ static json_t *tls_json(const tls_spec *t)
                 json_object_set_new(j, "enabled", json_boolean(s[i]->enabled));
                 set_ref(j, "secretRef", s[i]->secret);
                 set_issuer(j, "issuerRef", &s[i]->issuer);
+                if (s[i]->allow_plain) /* only when set: the hashes of existing specs stay */
+                        json_object_set_new(j, "allowPlainHTTP", json_true());
                 json_object_set_new(o, names[i], j);
         }
         if (t->operator_client_secret || t->operator_client_issuer.name) {

@@ -3,7 +3,8 @@
  *
  * Some changes cannot be applied to a running cluster safely: the storage
  * medium and TLS settings are fixed at creation (auth may be switched on
- * and off and its root credentials Secret changed), volumes only grow,
+ * and off and its root credentials Secret changed; TLS may be switched on,
+ * from plain http to tls.provider auto, one surface or both), volumes only grow,
  * and etcd moves between versions as the version policy says (its table is
  * api/versions.c; a rollback of an unfinished upgrade is told apart by the
  * versions the members still run). This file is pure: it compares two models and explains
@@ -45,8 +46,9 @@ static const char *or_none(const char *s)
 }
 
 #define FIXED_TLS                                                                                  \
-        "TLS settings are fixed when a cluster is created; create a new cluster with the new "     \
-        "settings and restore a snapshot into it"
+        "TLS settings are fixed when a cluster is created, except that plain http may be "         \
+        "switched to tls.provider auto; create a new cluster with the new settings and restore "   \
+        "a snapshot into it"
 static void check_string(ctx *x, const char *path, const char *a, const char *b, const char *why)
 {
         if (!streq_ptr(a, b))
@@ -75,8 +77,31 @@ static void check_surface(ctx *x, const char *name, const tls_surface_spec *a,
         check_issuer(x, pi, &a->issuer, &b->issuer);
 }
 
+/*
+ * TLS switched on for a running cluster: from plain http to tls.provider
+ * auto, on one surface or both (reconciler/tlsswitch.c moves the members
+ * step by step). A surface never goes back to plain, and every other
+ * provider change stays refused.
+ */
+static bool switched_on_auto(const tls_spec *a, const tls_spec *b)
+{
+        if (b->provider != TLS_PROVIDER_AUTO)
+                return false;
+        bool on = a->provider != TLS_PROVIDER_NONE;
+        bool ac = on && a->client.enabled, ap = on && a->peer.enabled;
+        if (a->provider != TLS_PROVIDER_AUTO && (ac || ap))
+                return false;
+        return (!ac || b->client.enabled) && (!ap || b->peer.enabled) &&
+               (ac != b->client.enabled || ap != b->peer.enabled);
+}
+
 static void check_tls(ctx *x, const tls_spec *a, const tls_spec *b)
 {
+        if (switched_on_auto(a, b)) {
+                check_string(x, "spec.tls.caBundleSecretRef", a->ca_bundle_secret,
+                             b->ca_bundle_secret, FIXED_TLS);
+                return;
+        }
         if (a->provider != b->provider) {
                 refuse(x, "spec.tls.provider", "%s → %s: %s", tls_provider_name(a->provider),
                        tls_provider_name(b->provider), FIXED_TLS);

@@ -201,6 +201,12 @@ static void check_tls(reader *r)
         tls_spec *t = &c->tls;
         surface_needs(r, "client", &t->client);
         surface_needs(r, "peer", &t->peer);
+        if (t->client.allow_plain && (t->provider == TLS_PROVIDER_NONE || !t->client.enabled))
+                rd_diag_at(r, DIAG_ERROR, "spec.tls.client.allowPlainHTTP",
+                           "%s: plain http besides https needs client TLS on (%s: true and a "
+                           "provider other than none)",
+                           rd_name(r, "spec.tls.client.allowPlainHTTP"),
+                           rd_name(r, "spec.tls.client.enabled"));
         const char *osec = "spec.tls.operatorClient.secretRef";
         const char *oiss = "spec.tls.operatorClient.issuerRef";
         if (t->provider == TLS_PROVIDER_SECRETS && t->client.enabled && !t->operator_client_secret)

@@ -167,6 +167,12 @@ static int real_remove(etcd_conn *conn, uint64_t id)
         return etcd_member_remove(C(conn), id);
 }
 
+static int real_update_peer(etcd_conn *conn, uint64_t id, const char *peer_url)
+{
+        const char *urls[] = {peer_url};
+        return etcd_member_update(C(conn), id, urls, 1);
+}
+
 static int real_move_leader(etcd_conn *conn, uint64_t to_id)
 {
         return etcd_move_leader(C(conn), to_id);
@@ -251,6 +257,7 @@ const etcd_membership_ops etcd_membership_real = {
     .member_list_at = real_member_list_at,
     .leader = real_leader,
     .add_learner = real_add_learner,
+    .update_peer = real_update_peer,
     .promote = real_promote,
     .remove = real_remove,
     .move_leader = real_move_leader,

@@ -55,6 +55,8 @@ typedef struct etcd_membership_ops {
         int (*promote)(etcd_conn *conn, uint64_t id);
         /* Expected: ETCD_ERR_MEMBER_NOT_FOUND, _UNHEALTHY, _NOT_ENOUGH_STARTED. */
         int (*remove)(etcd_conn *conn, uint64_t id);
+        /* Set a member's one peer URL (MemberUpdate). Expected: ETCD_ERR_PEER_URL_EXISTS. */
+        int (*update_peer)(etcd_conn *conn, uint64_t id, const char *peer_url);
         /* Expected: ETCD_ERR_BAD_LEADER_TRANSFEREE, _NO_LEADER. */
         int (*move_leader)(etcd_conn *conn, uint64_t to_id);
         /*

@@ -35,6 +35,43 @@ bool membership_check_identity(const char *recorded, target_member_status *s)
         return true;
 }
 
+static bool is_http(const char *url)
+{
+        return url && strneq(url, "http://", 7);
+}
+
+/* url with https:// in place of http:// (a copy of url otherwise). */
+static char *as_http(const char *url)
+{
+        if (url && strneq(url, "https://", 8))
+                return xasprintf("http://%s", url + 8);
+        return xstrdup_null(url);
+}
+
+/* Clients on both schemes on the one client port (etcd tells them apart per connection). */
+static bool listen_both(member_plan *mp)
+{
+        const char *l = mp->listen_client_url;
+        if (!l || !strneq(l, "https://", 8) || strchr(l, ','))
+                return false;
+        str_assign(&mp->listen_client_url, xasprintf("http://%s,%s", l + 8, l));
+        return true;
+}
+
+bool membership_tls_switching(member_plan *mp, const char *rec_peer_url, const char *rec_client_url,
+                              bool client_tls, bool peer_tls)
+{
+        bool peer_moving = peer_tls && is_http(rec_peer_url);
+        bool client_moving = client_tls && (is_http(rec_client_url) || peer_moving);
+        if (peer_moving) {
+                str_assign(&mp->peer_url, as_http(mp->peer_url));
+                str_assign(&mp->listen_peer_url, as_http(mp->listen_peer_url));
+        }
+        if (client_moving)
+                (void)listen_both(mp);
+        return peer_moving || client_moving;
+}
+
 int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c, const char *name,
                            int ordinal, bool learner, const char *initial_cluster,
                            const char *initial_state)
@@ -50,6 +87,8 @@ int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c,
                 p->n--;
                 return k;
         }
+        if (render_client_tls(c) && c->tls.client.allow_plain)
+                (void)listen_both(mp); /* tls.client.allowPlainHTTP */
         mp->initial_cluster = xstrdup(initial_cluster ? initial_cluster : "");
         mp->initial_cluster_state = xstrdup(initial_state ? initial_state : "existing");
         mp->config_hash = render_member_config_hash(c, p, p->n - 1);
@@ -66,7 +105,13 @@ int membership_plan_for_records(target *t, const etcd_cluster *c, state_member *
                                                rec->initial_cluster, rec->initial_cluster_state);
                 if (k < 0)
                         return k;
-                p->members[p->n - 1].data_identity = xstrdup_null(rec->data_identity);
+                member_plan *mp = &p->members[p->n - 1];
+                mp->data_identity = xstrdup_null(rec->data_identity);
+                if (membership_tls_switching(mp, rec->peer_url, rec->client_url,
+                                             render_client_tls(c), render_peer_tls(c))) {
+                        free(mp->config_hash);
+                        mp->config_hash = render_member_config_hash(c, p, p->n - 1);
+                }
         }
         *ret_plan = TAKE_PTR(p);
         return 0;

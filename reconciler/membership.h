@@ -28,8 +28,25 @@ int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c,
 
 /*
  * The plan of n recorded members, in the order given. 0, or the target's
- * error. Free with membership_plan_free().
+ * error. Free with membership_plan_free(). A member whose record still
+ * says http where the spec asks for TLS is planned half way
+ * (membership_tls_switching()).
  */
+/*
+ * TLS switched on for a running cluster (reconciler/tlsswitch.c): the
+ * spec asks for https on a surface, the member's record (rec_peer_url,
+ * rec_client_url) still says http. Until gitcd moves the record, the
+ * member keeps its plain peer listener and peer URL (its peers still dial
+ * http) and serves clients on both schemes on the one port (etcd tells
+ * them apart per connection); it gets every TLS file and flag the spec
+ * asks for, so it can already dial the peers that switched. Clients stay
+ * on both schemes until the member's peer side moved too, so that one
+ * restart per member does both. Rewrites mp's URLs; true when it changed
+ * any (the caller computes the config hash again).
+ */
+bool membership_tls_switching(member_plan *mp, const char *rec_peer_url, const char *rec_client_url,
+                              bool client_tls, bool peer_tls);
+
 int membership_plan_for_records(target *t, const etcd_cluster *c, state_member *const *recs,
                                 size_t n, membership_plan **ret_plan);
 

@@ -42,6 +42,7 @@
 #include "reconciler/quiet.h"
 #include "reconciler/reconcile.h"
 #include "reconciler/recovery.h"
+#include "reconciler/tlsswitch.h"
 #include "reconciler/upgrade.h"
 #include "reconciler/restore.h"
 #include "render/layout.h"
@@ -2231,6 +2232,22 @@ static int pass_run(reconciler *r, cluster_ctx *x, world *wp, pass_result *res)
                                 x->client_endpoints = NULL;
                         }
                         return k < 0 ? k : 0;
+                }
+                if (res->outcome == PASS_CONVERGED) {
+                        tlsswitch_env ts = {.db = r->opts.db,
+                                            .target = r->opts.target,
+                                            .c = c,
+                                            .cluster = x->name,
+                                            .records = &wp->records,
+                                            .etcd = wp->etcd,
+                                            .leader = wp->leader,
+                                            .ops = r->opts.etcd,
+                                            .conn = x->client,
+                                            .commit = wp->commit,
+                                            .author = wp->author,
+                                            .now_ms = wall(r)};
+                        if ((k = tlsswitch_converged(&ts, res)) != 0)
+                                return k < 0 ? k : 0;
                 }
                 if (res->outcome == PASS_CONVERGED)
                         pass_auth(r, x, c, wp, res);

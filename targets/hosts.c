@@ -69,6 +69,7 @@
 #include "render/layout.h"
 #include "render/render.h"
 #include "snapshots/restore.h"
+#include "targets/health.h"
 #include "targets/hosts-adopt.h"
 #include "targets/hosts.h"
 #include "targets/locked.h"
@@ -1050,7 +1051,7 @@ static int health(hosts_target *ht, const etcd_cluster *c, const char *client_ur
                 curl_easy_setopt(h, CURLOPT_SSLCERT, cert);
                 curl_easy_setopt(h, CURLOPT_SSLKEY, key);
         }
-        CURLcode cr = curl_easy_perform(h);
+        CURLcode cr = target_health_perform(h, url, &body);
         curl_easy_cleanup(h);
         int ok = 0;
         if (cr != CURLE_OK) {

@@ -52,6 +52,7 @@
 #include "render/render.h"
 #include "snapshots/restore.h"
 #include "snapshots/snapshot.h"
+#include "targets/health.h"
 #include "targets/local-tls.h"
 #include "targets/local.h"
 #include "targets/locked.h"
@@ -813,7 +814,7 @@ static int check_health(local_target *lt, local_member *m, char **ret_detail)
         }
         /* The handle, URL and paths are this call's own: other clusters' operations go on. */
         target_blocking_begin();
-        CURLcode cr = curl_easy_perform(h);
+        CURLcode cr = target_health_perform(h, url, &body);
         target_blocking_end();
         long code = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);

@@ -155,28 +155,45 @@ static void test_storage(void **state)
         check("  storage: {storageClassName: a}\n", "  storage: {storageClassName: a}\n", NULL);
 }
 
+#define FIXED                                                                                      \
+        "TLS settings are fixed when a cluster is created, except that plain http may be "         \
+        "switched to tls.provider auto; create a new cluster with the new settings and restore a " \
+        "snapshot into it\n"
+
 static void test_tls(void **state)
 {
         const char *auto_tls = "  tls:\n    provider: auto\n";
         check(auto_tls, auto_tls, NULL);
-        check("  replicas: 3\n", auto_tls,
-              "next.yaml:7:15: error: spec.tls.provider: none → auto: TLS settings are fixed "
-              "when a cluster is created; create a new cluster with the new settings and restore "
-              "a snapshot into it\n");
+        /* Switched on for a running cluster: plain http to auto, both surfaces or one. */
+        check("  replicas: 3\n", auto_tls, NULL);
+        check("  replicas: 3\n", "  tls:\n    provider: auto\n    client:\n      enabled: false\n",
+              NULL);
+        check("  tls:\n    provider: auto\n    peer:\n      enabled: false\n", auto_tls, NULL);
+        check("  tls:\n    provider: auto\n    client:\n      enabled: false\n"
+              "    peer:\n      enabled: false\n",
+              auto_tls, NULL);
+        /* Plain http beside https may come and go. */
+        check(auto_tls, "  tls:\n    provider: auto\n    client:\n      allowPlainHTTP: true\n",
+              NULL);
+        /* Never back to plain, nor onto a provider that is not auto. */
         check(auto_tls, "  tls:\n    provider: auto\n    peer:\n      enabled: false\n",
-              "next.yaml:9:16: error: spec.tls.peer.enabled: true → false: TLS settings are fixed "
-              "when a cluster is created; create a new cluster with the new settings and restore "
-              "a snapshot into it\n");
+              "next.yaml:9:16: error: spec.tls.peer.enabled: true → false: " FIXED);
+        check(auto_tls, "  replicas: 3\n",
+              "next.yaml:5:1: error: spec.tls.provider: auto → none: " FIXED);
+        check("  replicas: 3\n",
+              "  tls:\n    provider: secrets\n    client:\n      secretRef: {name: s1}\n"
+              "    peer:\n      secretRef: {name: p1}\n    operatorClient:\n"
+              "      secretRef: {name: c1}\n",
+              "next.yaml:7:15: error: spec.tls.provider: none → secrets: " FIXED);
         const char *cm = "  tls:\n    provider: cert-manager\n    client:\n"
                          "      issuerRef: {name: a}\n    peer:\n      issuerRef: {name: a}\n";
         const char *cm2 = "  tls:\n    provider: cert-manager\n    client:\n"
                           "      issuerRef: {name: a}\n    peer:\n"
                           "      issuerRef: {name: b, kind: ClusterIssuer}\n";
         check(cm, cm, NULL);
-        check(cm, cm2,
-              "next.yaml:11:25: error: spec.tls.peer.issuerRef: Issuer a → ClusterIssuer b: TLS "
-              "settings are fixed when a cluster is created; create a new cluster with the new "
-              "settings and restore a snapshot into it\n");
+        check(
+            cm, cm2,
+            "next.yaml:11:25: error: spec.tls.peer.issuerRef: Issuer a → ClusterIssuer b: " FIXED);
         /* A pure auto-renewal setting is not part of the identity: validity may change. */
         check(auto_tls, "  tls:\n    provider: auto\n    auto: {validityDays: 60}\n", NULL);
 }
@@ -191,15 +208,9 @@ static void test_tls_secrets(void **state)
                         "      secretRef: {name: c2}\n    caBundleSecretRef: {name: bundle}\n";
         check(a, a, NULL);
         check(a, b,
-              "next.yaml:9:25: error: spec.tls.client.secretRef: s1 → s2: TLS settings are fixed "
-              "when a cluster is created; create a new cluster with the new settings and restore "
-              "a snapshot into it\n"
-              "next.yaml:13:25: error: spec.tls.operatorClient.secretRef: c1 → c2: TLS settings "
-              "are fixed when a cluster is created; create a new cluster with the new settings "
-              "and restore a snapshot into it\n"
-              "next.yaml:14:31: error: spec.tls.caBundleSecretRef: (none) → bundle: TLS settings "
-              "are fixed when a cluster is created; create a new cluster with the new settings "
-              "and restore a snapshot into it\n");
+              "next.yaml:9:25: error: spec.tls.client.secretRef: s1 → s2: " FIXED
+              "next.yaml:13:25: error: spec.tls.operatorClient.secretRef: c1 → c2: " FIXED
+              "next.yaml:14:31: error: spec.tls.caBundleSecretRef: (none) → bundle: " FIXED);
 }
 
 static void test_other_changes_allowed(void **state)

@@ -334,6 +334,9 @@ static void proc_start(fake_world *w, fake_proc *p)
                                         memset(&w->members[i], 0, sizeof(w->members[i]));
                         member_by_id(w, p->etcd_id)->learner = false;
                 }
+                /* etcd publishes its client URLs at every start */
+                fake_etcd_member *me = member_by_id(w, p->etcd_id);
+                copy(me->client_url, sizeof(me->client_url), p->client_url);
                 return;
         }
         fake_etcd_member *m = member_by_peer(w, p->peer_url);
@@ -479,9 +482,11 @@ static int fake_place_member(target *t, const etcd_cluster *c, member_plan *mp)
                 return k;
         fake_proc *p = proc_get(t, mp->name);
         free(mp->peer_url);
-        mp->peer_url = xasprintf("http://%s.fake:2380", mp->name);
+        mp->peer_url =
+            xasprintf("%s://%s.fake:2380", render_peer_tls(c) ? "https" : "http", mp->name);
         free(mp->client_url);
-        mp->client_url = xasprintf("http://%s.fake:2379", mp->name);
+        mp->client_url =
+            xasprintf("%s://%s.fake:2379", render_client_tls(c) ? "https" : "http", mp->name);
         free(mp->listen_peer_url);
         mp->listen_peer_url = xstrdup(mp->peer_url);
         free(mp->listen_client_url);
@@ -575,6 +580,7 @@ static int fake_ensure_member(target *t, const etcd_cluster *c, const membership
         copy(p->config_hash, sizeof(p->config_hash), mp->config_hash);
         copy(p->peer_url, sizeof(p->peer_url), mp->peer_url);
         copy(p->client_url, sizeof(p->client_url), mp->client_url);
+        copy(p->listen_client, sizeof(p->listen_client), mp->listen_client_url);
         copy(p->initial_state, sizeof(p->initial_state), mp->initial_cluster_state);
         p->force = force;
         copy(p->initial_cluster, sizeof(p->initial_cluster), mp->initial_cluster);
@@ -897,6 +903,28 @@ static void fe_disconnect(etcd_conn *c)
         free(c);
 }
 
+/*
+ * Does the running member m answer at endpoint? At the client URL it
+ * published, and at each URL it listens on: a member serving clients on
+ * both schemes (TLS being switched on) answers http and https alike.
+ */
+static fake_proc *answers_at(fake_world *w, const fake_etcd_member *m, const char *endpoint)
+{
+        fake_proc *p = m->used ? proc_up(w, m->id) : NULL;
+        if (!p)
+                return NULL;
+        if (streq(m->client_url, endpoint))
+                return p;
+        size_t n = strlen(endpoint);
+        for (const char *l = p->listen_client; *l;) {
+                size_t len = strcspn(l, ",");
+                if (len == n && strncmp(l, endpoint, n) == 0)
+                        return p;
+                l += len + (l[len] == ',');
+        }
+        return NULL;
+}
+
 /* Some endpoint is a member that runs and answers. */
 static int reach(etcd_conn *c)
 {
@@ -905,7 +933,7 @@ static int reach(etcd_conn *c)
         for (size_t i = 0; c->endpoints[i]; i++)
                 for (size_t j = 0; j < FAKE_MAX_MEMBERS; j++) {
                         const fake_etcd_member *m = &w->members[j];
-                        if (m->used && streq(m->client_url, c->endpoints[i]) && proc_up(w, m->id))
+                        if (answers_at(w, m, c->endpoints[i]))
                                 return 0;
                 }
         return fail(c, ETCD_ERR_UNREACHABLE, "cannot connect to any etcd endpoint");
@@ -978,8 +1006,9 @@ static fake_proc *proc_at(fake_world *w, const char *endpoint)
 {
         for (size_t j = 0; j < FAKE_MAX_MEMBERS; j++) {
                 const fake_etcd_member *m = &w->members[j];
-                if (m->used && streq(m->client_url, endpoint) && proc_up(w, m->id))
-                        return proc_up(w, m->id);
+                fake_proc *p = answers_at(w, m, endpoint);
+                if (p)
+                        return p;
         }
         return NULL;
 }
@@ -1051,6 +1080,23 @@ static int fe_add_learner(etcd_conn *c, const char *peer_url, uint64_t *ret_id)
         copy(m->peer_url, sizeof(m->peer_url), peer_url);
         w->adds++;
         *ret_id = m->id;
+        return ok(c);
+}
+
+static int fe_update_peer(etcd_conn *c, uint64_t id, const char *peer_url)
+{
+        fake_world *w = c->w;
+        int k = need_root(c);
+        if (k < 0)
+                return k;
+        fake_etcd_member *m = member_by_id(w, id);
+        if (!m)
+                return fail(c, ETCD_ERR_MEMBER_NOT_FOUND, "etcdserver: member not found");
+        const fake_etcd_member *other = member_by_peer(w, peer_url);
+        if (other && other != m)
+                return fail(c, ETCD_ERR_PEER_URL_EXISTS, "etcdserver: Peer URLs already exists");
+        copy(m->peer_url, sizeof(m->peer_url), peer_url);
+        w->peer_updates++;
         return ok(c);
 }
 
@@ -1256,6 +1302,7 @@ const etcd_membership_ops fake_etcd_ops = {
     .member_list_at = fe_member_list_at,
     .leader = fe_leader,
     .add_learner = fe_add_learner,
+    .update_peer = fe_update_peer,
     .promote = fe_promote,
     .remove = fe_remove,
     .move_leader = fe_move_leader,

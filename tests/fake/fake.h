@@ -56,10 +56,11 @@ typedef struct fake_proc {
         char name[FAKE_NAME_MAX];
         char peer_url[FAKE_URL_MAX];
         char client_url[FAKE_URL_MAX];
-        char initial_state[16];            /* "new" | "existing", as last started */
-        char initial_cluster[FAKE_IC_MAX]; /* --initial-cluster, as last started */
-        char config_hash[72];              /* member_plan.config_hash it was last started with */
-        uint64_t command_hash;             /* of the command last started */
+        char listen_client[2 * FAKE_URL_MAX]; /* --listen-client-urls, as last started */
+        char initial_state[16];               /* "new" | "existing", as last started */
+        char initial_cluster[FAKE_IC_MAX];    /* --initial-cluster, as last started */
+        char config_hash[72];                 /* member_plan.config_hash it was last started with */
+        uint64_t command_hash;                /* of the command last started */
         size_t command_len;
         uint64_t etcd_id; /* the etcd member this process is, 0 before it joined */
         bool has_data;
@@ -159,6 +160,7 @@ typedef struct fake_world {
         int auth_refusals; /* calls refused for missing or wrong credentials */
         /* Counters of calls that changed something, for assertions. */
         int adds, promotes, removes, leader_moves;
+        int peer_updates; /* MemberUpdate calls (update_peer) */
         int shared_syncs;
 } fake_world;
 

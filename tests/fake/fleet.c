@@ -407,6 +407,11 @@ static int fl_add_learner(etcd_conn *conn, const char *peer_url, uint64_t *ret_i
         return fake_etcd_ops.add_learner(enter(conn), peer_url, ret_id);
 }
 
+static int fl_update_peer(etcd_conn *conn, uint64_t id, const char *peer_url)
+{
+        return fake_etcd_ops.update_peer(enter(conn), id, peer_url);
+}
+
 static int fl_promote(etcd_conn *conn, uint64_t id)
 {
         return fake_etcd_ops.promote(enter(conn), id);
@@ -434,6 +439,7 @@ const etcd_membership_ops fake_fleet_etcd_ops = {
     .member_list_at = fl_member_list_at,
     .leader = fl_leader,
     .add_learner = fl_add_learner,
+    .update_peer = fl_update_peer,
     .promote = fl_promote,
     .remove = fl_remove,
     .move_leader = fl_move_leader,

@@ -1,0 +1,38 @@
+/*
+ * TLS switched on for a running cluster (tls.provider auto): the steps
+ * that move a cluster from plain http to https, one at a time, each one
+ * recorded before it acts. See tlsswitch.c.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "api/model.h"
+#include "reconciler/etcd-ops.h"
+#include "reconciler/reconcile.h"
+#include "state/state.h"
+#include "targets/target.h"
+
+typedef struct tlsswitch_env {
+        state_db *db;
+        target *target;
+        const etcd_cluster *c;
+        const char *cluster; /* "namespace/name" */
+        const state_member_list *records;
+        const etcd_members *etcd; /* the member list this pass read */
+        uint64_t leader;
+        const etcd_membership_ops *ops;
+        etcd_conn *conn;
+        const char *commit; /* the commit and author behind the latched spec */
+        const char *author;
+        int64_t now_ms; /* wall clock */
+} tlsswitch_env;
+
+/*
+ * A converged pass (every member healthy and running its wanted config):
+ * take the switch's next step, if one is left. 1: a step was taken (res
+ * filled, look again soon); 0: the cluster runs the schemes the spec asks
+ * for; negative: the step failed (res says why).
+ */
+int tlsswitch_converged(const tlsswitch_env *env, pass_result *res);

@@ -1,0 +1,18 @@
+/*
+ * The health GET the local and hosts targets ask a member's client URL
+ * (etcd's own /health), shared by both.
+ */
+#pragma once
+
+#include <curl/curl.h>
+
+#include "util/strbuf.h"
+
+/*
+ * Perform the GET prepared on h for url, its answer collected into body.
+ * A member asked over https that answers the handshake in plain http is
+ * asked again over http: TLS is being switched on for its cluster
+ * (reconciler/tlsswitch.c) and it has not restarted onto its TLS files
+ * yet. Nothing secret travels in plain: a health GET carries none.
+ */
+CURLcode target_health_perform(CURL *h, const char *url, strbuf *body);

@@ -1,0 +1,119 @@
+/*
+ * TLS switched on for a running cluster (reconciler/tlsswitch.c) through
+ * whole passes on the fake world, whose members answer at every URL they
+ * listen on (clients on both schemes while the switch runs). What an
+ * operator would watch: a plain 3-member cluster given tls.provider auto
+ * ends with https peer URLs in etcd's membership and https in every
+ * record, two restarts per member and no more, one MemberUpdate per
+ * member, every step audited; gitcd killed after each kind of step
+ * resumes and ends the same way.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "reconciler/reconcile.h"
+#include "tests/fake/fixture.h"
+#include "util/xalloc.h"
+
+#define CLUSTER "default/demo"
+
+static const fx_config config = {.name = "tlsswitch", .cluster = CLUSTER};
+
+static int setup(void **state)
+{
+        return fx_setup(state, &config);
+}
+
+static void offer(fx *f, bool tls)
+{
+        fx_offer(f, NULL,
+                 "  replicas: 3\n  version: \"3.5.16\"\n  progressDeadlineSeconds: 3600\n%s",
+                 tls ? "  tls:\n    provider: auto\n"
+                       "    client:\n      enabled: true\n"
+                       "    peer:\n      enabled: true\n"
+                     : "");
+}
+
+/* etcd's membership and every record: https only. */
+static void assert_https(fx *f)
+{
+        int members = 0;
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++) {
+                const fake_etcd_member *m = &f->w->members[i];
+                if (!m->used)
+                        continue;
+                members++;
+                assert_true(strneq(m->peer_url, "https://", 8));
+                assert_true(strneq(m->client_url, "https://", 8));
+        }
+        assert_int_equal(members, 3);
+        state_member_list l = {0};
+        assert_int_equal(state_member_list_for(f->db, CLUSTER, false, &l), 0);
+        assert_int_equal((int)l.n, 3);
+        for (size_t i = 0; i < l.n; i++) {
+                assert_true(strneq(l.items[i]->peer_url, "https://", 8));
+                assert_true(strneq(l.items[i]->client_url, "https://", 8));
+        }
+        state_member_list_release(&l);
+}
+
+static void test_switched_on(void **state)
+{
+        fx *f = *state;
+        offer(f, false);
+        fx_converge(f, NULL);
+        int starts = fx_total_starts(f);
+        assert_int_equal(f->w->peer_updates, 0);
+
+        offer(f, true);
+        fx_converge(f, NULL);
+        assert_https(f);
+        assert_int_equal(fx_total_starts(f), starts + 6); /* half way, then the peer side */
+        assert_int_equal(f->w->peer_updates, 3);
+        /* clients moved once; per member: peer URL recorded, membership updated */
+        assert_int_equal(fx_audit_count(f, "tls.enable"), 1 + 3 + 3);
+        assert_int_equal(f->w->removes, 0);
+        assert_int_equal(f->w->adds, 0);
+
+        /* Nothing more to do, also after a restart of gitcd. */
+        fx_close(f);
+        fx_open(f);
+        fx_converge(f, NULL);
+        assert_int_equal(fx_total_starts(f), starts + 6);
+        assert_int_equal(fx_audit_count(f, "tls.enable"), 7);
+}
+
+static void test_killed_after_each_step(void **state)
+{
+        fx *f = *state;
+        offer(f, false);
+        fx_converge(f, NULL);
+        int starts = fx_total_starts(f);
+
+        offer(f, true);
+        fx_run_until_killed(f, "tls-switch.clients-moved");
+        fx_run_until_killed(f, "tls-switch.peer-recorded");
+        fx_run_until_killed(f, "tls-switch.peer-updated");
+        fx_converge(f, NULL);
+        assert_https(f);
+        assert_int_equal(fx_total_starts(f), starts + 6);
+        assert_int_equal(f->w->peer_updates, 3);
+        assert_int_equal(f->w->removes, 0);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test_setup_teardown(test_switched_on, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_killed_after_each_step, setup, fx_teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
