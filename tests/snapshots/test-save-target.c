@@ -194,7 +194,7 @@ static void test_daemon_config(void **state)
         const char *local[] = {"snapshot", "save", "prod/old", "--config", cfg, NULL};
         assert_int_equal(run(e, &err, local), 1);
         if (strstr(err, "no state at") || strstr(err, "are for the") || strstr(err, "Kubernetes") ||
-            !strstr(err, "prod/old"))
+            !strstr(err, "prod/old: snapshot 1 failed"))
                 fail_msg("not the local target of the file's state: %s", err);
         free(err);
 
