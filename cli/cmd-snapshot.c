@@ -45,8 +45,7 @@ static void usage(FILE *out)
 {
         fprintf(out,
                 "usage: gitcd snapshot save NS/NAME [--to PATH] [--target T ...] [options]\n"
-                "       gitcd snapshot list [NS/NAME] [-o table|json] [--state PATH] "
-                "[--config FILE]\n"
+                "       gitcd snapshot list [NS/NAME] [-o table|json] [options]\n"
                 "       gitcd snapshot restore ID|FILE (--into DIR | --print-spec) [options]\n\n"
                 "save: take a snapshot of a cluster now from a healthy member (a follower when\n"
                 "      one is healthy), verify it with etcd's own tool, compress it as\n"
@@ -62,7 +61,8 @@ static void usage(FILE *out)
                 "  --to PATH          save: store in this folder instead (an absolute path)\n"
                 "  --target T         save: the target the cluster runs on (local, kubernetes,\n"
                 "                     hosts); default: the one recorded in the state store\n"
-                "                     when gitcd took the cluster's spec in, else local\n"
+                "                     when gitcd took the cluster's spec in, else the\n"
+                "                     configuration's target, else local\n"
                 "  --kubeconfig F, --context C, --cluster-domain D\n"
                 "                     save, kubernetes target: as for apply and run\n"
                 "  --hosts-ssh-key F, --hosts-passphrase-file F, --hosts-known-hosts F,\n"
@@ -82,7 +82,7 @@ static void usage(FILE *out)
                 "                     " OPS_CONFIG_DEFAULT_PATH " when present): what the\n"
                 "                     command line leaves out -- the state, etcdDir and, for\n"
                 "                     save, the settings of the target the cluster runs on\n"
-                "                     (its target: when the state store recorded none)\n"
+                "                     (those of other targets are ignored)\n"
                 "  -h, --help         show this help\n");
 }
 
