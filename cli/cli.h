@@ -37,10 +37,15 @@ int cmd_recover(int argc, char **argv);
 char *cli_state_path(const char *flag_value, const ops_config *cfg);
 
 /*
+ * Which daemon configuration file to read: `flag` (--config FILE), else
+ * default_path (OPS_CONFIG_DEFAULT_PATH) when it exists, else none (NULL).
+ */
+const char *cli_config_path(const char *flag, const char *default_path);
+
+/*
  * The daemon's configuration file for a command that reads gitcd's records
- * beside it (status, log, snapshot, etcd --cluster, recover): `flag`
- * (--config FILE), else default_path (OPS_CONFIG_DEFAULT_PATH) when it
- * exists, else none: *ret = NULL. A file that cannot be read or is invalid
+ * beside it (status, log, snapshot, etcd --cluster, recover), read from
+ * cli_config_path(flag, default_path); none there: *ret = NULL. A file that cannot be read or is invalid
  * is printed as gitcd run prints it (file:line:col: error: ...) and
  * returns -EINVAL or the -errno of reading it; only the default file is
  * forgiven when state_given (--state): a warning, and *ret = NULL. Other

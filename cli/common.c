@@ -33,12 +33,17 @@ char *cli_state_path(const char *flag_value, const ops_config *cfg)
         return xstrdup("./.gitcd/state.db");
 }
 
+const char *cli_config_path(const char *flag, const char *default_path)
+{
+        if (flag)
+                return flag;
+        return default_path && path_exists(default_path) ? default_path : NULL;
+}
+
 int cli_daemon_config(const char *flag, const char *default_path, bool state_given,
                       const char *prog, ops_config **ret)
 {
-        const char *path = flag;
-        if (!path && default_path && path_exists(default_path))
-                path = default_path;
+        const char *path = cli_config_path(flag, default_path);
         if (!path) {
                 *ret = NULL;
                 return 0;
