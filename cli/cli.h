@@ -45,11 +45,11 @@ const char *cli_config_path(const char *flag, const char *default_path);
 /*
  * The daemon's configuration file for a command that reads gitcd's records
  * beside it (status, log, snapshot, etcd --cluster, recover), read from
- * cli_config_path(flag, default_path); none there: *ret = NULL. A file that cannot be read or is invalid
- * is printed as gitcd run prints it (file:line:col: error: ...) and
- * returns -EINVAL or the -errno of reading it; only the default file is
- * forgiven when state_given (--state): a warning, and *ret = NULL. Other
- * messages start with prog.
+ * cli_config_path(flag, default_path); none there: *ret = NULL. A file
+ * that cannot be read or is invalid is printed as gitcd run prints it
+ * (file:line:col: error: ...) and returns -EINVAL or the -errno of reading
+ * it; only the default file is forgiven when state_given (--state): a
+ * warning, and *ret = NULL. Other messages start with prog.
  */
 int cli_daemon_config(const char *flag, const char *default_path, bool state_given,
                       const char *prog, ops_config **ret);

@@ -684,7 +684,7 @@ int cmd_snapshot(int argc, char **argv)
         /* Restoring a file needs no state: an unusable default file is then no matter. */
         bool needs_state = !restore || all_digits(cluster);
         _cleanup_(ops_config_freep) ops_config *file = NULL;
-        if (cli_daemon_config(config, OPS_CONFIG_DEFAULT_PATH, state_flag || !needs_state,
+        if (cli_daemon_config(config, OPS_CONFIG_DEFAULT_PATH, state_flag != NULL || !needs_state,
                               "gitcd snapshot", &file) < 0)
                 return EXIT_FAIL;
         _cleanup_free_ char *path = cli_state_path(state_flag, file);
