@@ -149,11 +149,11 @@ static int wait_for_other(state_db *db, int64_t id, int64_t deadline)
 }
 
 /* Nobody holds the state: run the reconciler's passes for the cluster here. */
-static int drive(state_db *db, const runner_flags *f, const ops_config *file, const char *state_dir,
+static int drive(state_db *db, const ops_config *target_settings, const char *state_dir,
                  const char *cluster, int64_t id, int64_t deadline)
 {
         _cleanup_(target_freep) target *t = NULL;
-        if (runner_open_cluster_target(db, cluster, f, file, state_dir, "gitcd recover", &t) < 0)
+        if (runner_open_target(target_settings, state_dir, &t) < 0)
                 return EXIT_FAIL;
         reconciler_opts o = {.db = db, .target = t, .state_dir = state_dir};
         _cleanup_(reconciler_freep) reconciler *rc = NULL;
@@ -272,6 +272,12 @@ int cmd_recover(int argc, char **argv)
                 fprintf(stderr, "gitcd recover: %s\n", state_last_error());
                 return EXIT_FAIL;
         }
+        /* The target it would drive, checked before anything is recorded. */
+        ops_config tc;
+        if (runner_cluster_target(db, cluster, &f, file, "gitcd recover", &tc) < 0) {
+                state_close(db);
+                return EXIT_FAIL;
+        }
         _cleanup_free_ char *who = who_asks();
         int64_t id = 0;
         int r = recovery_request(db, cluster, member, snapshot_id, who, now_wall_ms(), &id);
@@ -303,7 +309,7 @@ int cmd_recover(int argc, char **argv)
                 fprintf(stderr, "gitcd recover: cannot lock %s: %s\n", lock, strerror(-r));
                 status = EXIT_FAIL;
         } else {
-                status = drive(db, &f, file, state_dir, cluster, id, deadline);
+                status = drive(db, &tc, state_dir, cluster, id, deadline);
                 close(lock_fd);
         }
         state_close(db);

@@ -668,8 +668,7 @@ static int open_hosts(const ops_config *c, const char *state_dir, target **ret)
         return k;
 }
 
-/* The target of c->target (local when NULL) over state_dir, with c's settings. */
-static int open_target(const ops_config *c, const char *state_dir, target **ret)
+int runner_open_target(const ops_config *c, const char *state_dir, target **ret)
 {
         switch (runner_target_kind(c->target ? c->target : "local")) {
         case RUNNER_TARGET_LOCAL:
@@ -1024,10 +1023,14 @@ const char *runner_etcd_dir(const runner_flags *f, const ops_config *file)
  * the daemon's file does: one file holds the settings of every target its
  * sources use.
  */
-int runner_open_cluster_target(state_db *db, const char *cluster, const runner_flags *f,
-                               const ops_config *file, const char *state_dir, const char *prog,
-                               target **ret)
+int runner_cluster_target(state_db *db, const char *cluster, const runner_flags *f,
+                          const ops_config *file, const char *prog, ops_config *ret)
 {
+        static const char *const names[] = {
+            [RUNNER_TARGET_LOCAL] = "local",
+            [RUNNER_TARGET_KUBERNETES] = "kubernetes",
+            [RUNNER_TARGET_HOSTS] = "hosts",
+        };
         _cleanup_free_ char *recorded = NULL;
         if (state_cluster_target(db, cluster, &recorded) < 0) {
                 fprintf(stderr, "%s: %s\n", prog, state_last_error());
@@ -1074,7 +1077,7 @@ int runner_open_cluster_target(state_db *db, const char *cluster, const runner_f
                 return -EINVAL;
         }
         /* The command line's settings; the file's where it gives none, as for gitcd run. */
-        ops_config c = {.target = name,
+        ops_config c = {.target = names[kind],
                         .kubeconfig = f->kubeconfig,
                         .kube_context = f->kube_context,
                         .cluster_domain = f->cluster_domain,
@@ -1106,5 +1109,17 @@ int runner_open_cluster_target(state_db *db, const char *cluster, const runner_f
                         prog);
                 return -EINVAL;
         }
-        return open_target(&c, state_dir, ret);
+        *ret = c;
+        return 0;
+}
+
+int runner_open_cluster_target(state_db *db, const char *cluster, const runner_flags *f,
+                               const ops_config *file, const char *state_dir, const char *prog,
+                               target **ret)
+{
+        ops_config c;
+        int k = runner_cluster_target(db, cluster, f, file, prog, &c);
+        if (k < 0)
+                return k;
+        return runner_open_target(&c, state_dir, ret);
 }

@@ -109,16 +109,24 @@ bool runner_flag(runner_flags *f, int opt, const char *arg);
 char *runner_state_dir(const char *db_path);
 
 /*
- * The target recorded cluster ("namespace/name") runs on, for commands
- * acting on a recorded cluster (gitcd snapshot save, gitcd etcd --cluster,
- * gitcd recover): f->target when given, else the one the state store
- * recorded when gitcd took the spec in, else the `target:` of the daemon's
- * configuration file (file, NULL when none was read), else local. A
- * --target that contradicts the record, and another target's options on
- * the command line, are refused. The target's settings are f's, and the
+ * The target recorded cluster ("namespace/name") runs on and its settings,
+ * for commands acting on a recorded cluster (gitcd snapshot save, gitcd
+ * etcd --cluster, gitcd recover): f->target when given, else the one the
+ * state store recorded when gitcd took the spec in, else the `target:` of
+ * the daemon's configuration file (file, NULL when none was read), else
+ * local. A --target that contradicts the record, and another target's
+ * options on the command line, are refused. The settings are f's, and the
  * file's where f gives none (the file's settings of other targets are not
- * used). prog prefixes the messages it prints.
+ * used). Opens nothing: *ret's strings point into f and file. prog
+ * prefixes the messages it prints.
  */
+int runner_cluster_target(state_db *db, const char *cluster, const runner_flags *f,
+                          const ops_config *file, const char *prog, ops_config *ret);
+
+/* The target of c->target (local when NULL) over state_dir, with c's settings. Prints why. */
+int runner_open_target(const ops_config *c, const char *state_dir, target **ret);
+
+/* runner_cluster_target(), then runner_open_target(). */
 int runner_open_cluster_target(state_db *db, const char *cluster, const runner_flags *f,
                                const ops_config *file, const char *state_dir, const char *prog,
                                target **ret);

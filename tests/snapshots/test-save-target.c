@@ -225,12 +225,19 @@ static void test_daemon_config(void **state)
         assert_non_null(strstr(err, "prod/old runs on the local target: --kubeconfig"));
         free(err);
 
-        /* recover: the file's state, and the target the cluster runs on with the file's settings */
+        /* recover: a --target the record contradicts is refused before anything is recorded */
+        const char *wrong[] = {"recover", "prod/kube", "--from-member", "kube-0", "--config",
+                               cfg,       "--target",  "local",         NULL};
+        assert_int_equal(run(e, &err, wrong), 1);
+        assert_non_null(strstr(err, "prod/kube runs on the kubernetes target"));
+        free(err);
+        /* the file's state, and the target the cluster runs on with the file's settings */
         const char *recover[] = {"recover",   "prod/kube", "--from-member",
                                  "kube-0",    "--config",  cfg,
                                  "--timeout", "5s",        NULL};
         char *out = NULL;
         assert_int_equal(e2e_runv(e, &out, &err, recover), 1);
+        /* the first request: the refused one recorded nothing */
         assert_non_null(strstr(out, "recovery 1 of prod/kube from member kube-0 requested"));
         if (!strstr(err, "cannot load the Kubernetes configuration") || !strstr(err, kubeconfig))
                 fail_msg("recover: not the file's Kubernetes settings: %s", err);
