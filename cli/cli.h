@@ -7,6 +7,8 @@
 
 #include <stdbool.h>
 
+#include "ops/config.h"
+
 enum {
         EXIT_OK = 0,      /* success; for plan: no changes */
         EXIT_FAIL = 1,    /* errors, invalid input, rejections */
@@ -27,10 +29,30 @@ int cmd_snapshot(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
 
 /*
- * The state database path: --state if given, else $GITCD_STATE_DIR/state.db,
- * else ./.gitcd/state.db. Newly allocated.
+ * The state database path, one rule for every command: --state
+ * (flag_value) if given, else the daemon configuration's `state:` (cfg, the
+ * file with gitcd run's flags on top, or NULL), else
+ * $GITCD_STATE_DIR/state.db, else ./.gitcd/state.db. Newly allocated.
  */
-char *cli_state_path(const char *flag_value);
+char *cli_state_path(const char *flag_value, const ops_config *cfg);
+
+/*
+ * Which daemon configuration file to read: `flag` (--config FILE), else
+ * default_path (OPS_CONFIG_DEFAULT_PATH) when it exists, else none (NULL).
+ */
+const char *cli_config_path(const char *flag, const char *default_path);
+
+/*
+ * The daemon's configuration file for a command that reads gitcd's records
+ * beside it (status, log, snapshot, etcd --cluster, recover), read from
+ * cli_config_path(flag, default_path); none there: *ret = NULL. A file
+ * that cannot be read or is invalid is printed as gitcd run prints it
+ * (file:line:col: error: ...) and returns -EINVAL or the -errno of reading
+ * it; only the default file is forgiven when state_given (--state): a
+ * warning, and *ret = NULL. Other messages start with prog.
+ */
+int cli_daemon_config(const char *flag, const char *default_path, bool state_given,
+                      const char *prog, ops_config **ret);
 
 /* True when stdout is a terminal and NO_COLOR is unset. */
 bool cli_color(void);

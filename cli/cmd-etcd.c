@@ -14,7 +14,10 @@
  * instead: the members' client URLs from the state store, gitcd's own
  * client identity from the target the cluster runs on (target_client_tls,
  * the one owner), and root's credentials when gitcd enabled auth
- * (auth_credentials, the one owner). None of it is printed.
+ * (auth_credentials, the one owner). None of it is printed. The state
+ * database and the target's settings the command line leaves out come from
+ * the daemon's configuration file (--config, or /etc/gitcd/gitcd.yaml when
+ * present), read only with --cluster.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -81,6 +84,10 @@ static void usage(FILE *f)
                    "                      as gitcd recorded them (with --state, --target and\n"
                    "                      the target's options as for apply; not with\n"
                    "                      --endpoints, --cacert, --cert, --key, --user)\n"
+                   "  --config FILE       with --cluster: the daemon's configuration file,\n"
+                   "                      for the state and the settings of the target the\n"
+                   "                      cluster runs on that the command line leaves out\n"
+                   "                      (default: " OPS_CONFIG_DEFAULT_PATH " when present)\n"
                    "  --user NAME         authenticate as NAME; the password comes from\n"
                    "                      $GITCD_ETCD_PASSWORD or --password-file\n"
                    "  --password-file F   read the password from the first line of F\n"
@@ -609,9 +616,13 @@ usage:
  * a recorded cluster. Prints why on failure.
  */
 static int from_cluster(struct etcd_cli *cli, const char *cluster, const char *state_flag,
-                        runner_flags *tf)
+                        const char *config, const runner_flags *tf)
 {
-        _cleanup_free_ char *path = cli_state_path(state_flag);
+        _cleanup_(ops_config_freep) ops_config *file = NULL;
+        if (cli_daemon_config(config, OPS_CONFIG_DEFAULT_PATH, state_flag != NULL, "gitcd: etcd",
+                              &file) < 0)
+                return -EINVAL;
+        _cleanup_free_ char *path = cli_state_path(state_flag, file);
         state_db *db = NULL;
         if (state_open(path, STATE_OPEN_READ_ONLY, &db) < 0) {
                 fprintf(stderr, "gitcd: etcd: %s\n", state_last_error());
@@ -647,7 +658,7 @@ static int from_cluster(struct etcd_cli *cli, const char *cluster, const char *s
                 diag_list_release(&d);
         }
         if (r >= 0)
-                r = runner_open_cluster_target(db, cluster, tf, state_dir, "gitcd: etcd", &t);
+                r = runner_open_cluster_target(db, cluster, tf, file, state_dir, "gitcd: etcd", &t);
         if (r >= 0 && (r = target_client_tls(t, c, &cli->ca, &cli->cert, &cli->key)) < 0)
                 fprintf(stderr, "gitcd: etcd: %s: no client certificate for gitcd: %s\n", cluster,
                         target_last_error(t));
@@ -692,6 +703,7 @@ int cmd_etcd(int argc, char **argv)
                 OPT_PEER_URLS,
                 OPT_PASSWORD_FILE,
                 OPT_CLUSTER,
+                OPT_CONFIG,
                 OPT_STATE,
         };
         _Static_assert((int)OPT_STATE < (int)RUNNER_OPT_SOURCE,
@@ -710,6 +722,7 @@ int cmd_etcd(int argc, char **argv)
             {"peer-urls", required_argument, NULL, OPT_PEER_URLS},
             {"cluster", required_argument, NULL, OPT_CLUSTER},
             {"state", required_argument, NULL, OPT_STATE},
+            {"config", required_argument, NULL, OPT_CONFIG},
             {"target", required_argument, NULL, RUNNER_OPT_TARGET},
             RUNNER_TARGET_OPTIONS,
             {"help", no_argument, NULL, 'h'},
@@ -721,7 +734,7 @@ int cmd_etcd(int argc, char **argv)
         int ret = EXIT_USAGE;
         etcd_client *c = NULL;
         int opt;
-        const char *cluster = NULL, *state_flag = NULL;
+        const char *cluster = NULL, *state_flag = NULL, *config = NULL;
         runner_flags tf = {0};
         bool target_flag = false, connection_flag = false;
 
@@ -798,6 +811,9 @@ int cmd_etcd(int argc, char **argv)
                 case OPT_STATE:
                         state_flag = optarg;
                         break;
+                case OPT_CONFIG:
+                        config = optarg;
+                        break;
                 case 'h':
                         usage(stdout);
                         ret = EXIT_OK;
@@ -816,9 +832,9 @@ int cmd_etcd(int argc, char **argv)
                 usage(stderr);
                 goto out;
         }
-        if (!cluster && (target_flag || state_flag)) {
-                fprintf(stderr, "gitcd: etcd: --state, --target and the target's options go "
-                                "with --cluster\n");
+        if (!cluster && (target_flag || state_flag || config)) {
+                fprintf(stderr, "gitcd: etcd: --state, --config, --target and the target's "
+                                "options go with --cluster\n");
                 goto out;
         }
         if (cluster && connection_flag) {
@@ -833,7 +849,7 @@ int cmd_etcd(int argc, char **argv)
                         tf.target);
                 goto out;
         }
-        if (cluster && from_cluster(&cli, cluster, state_flag, &tf) < 0) {
+        if (cluster && from_cluster(&cli, cluster, state_flag, config, &tf) < 0) {
                 ret = EXIT_FAIL;
                 goto out;
         }

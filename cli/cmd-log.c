@@ -40,8 +40,11 @@ static void usage(FILE *out)
                 "  --action ACTION     only this action (e.g. member.add-learner)\n"
                 "  --limit N           at most N events\n"
                 "  -o, --output FMT    table (default) or json (one object per line)\n"
-                "  --state PATH        the state database (default: $GITCD_STATE_DIR/state.db,\n"
-                "                      else ./.gitcd/state.db)\n"
+                "  --state PATH        the state database (default: the configuration's\n"
+                "                      state, else $GITCD_STATE_DIR/state.db, else\n"
+                "                      ./.gitcd/state.db)\n"
+                "  --config FILE       the daemon's configuration file, for its state\n"
+                "                      (default: " OPS_CONFIG_DEFAULT_PATH " when present)\n"
                 "  -h, --help          show this help\n");
 }
 
@@ -283,7 +286,7 @@ static void print_json(const state_audit_list *l)
         }
 }
 
-enum { OPT_CLUSTER = 256, OPT_SINCE, OPT_COMMIT, OPT_ACTION, OPT_LIMIT, OPT_STATE };
+enum { OPT_CLUSTER = 256, OPT_SINCE, OPT_COMMIT, OPT_ACTION, OPT_LIMIT, OPT_STATE, OPT_CONFIG };
 
 int cmd_log(int argc, char **argv)
 {
@@ -295,11 +298,12 @@ int cmd_log(int argc, char **argv)
             {"limit", required_argument, NULL, OPT_LIMIT},
             {"output", required_argument, NULL, 'o'},
             {"state", required_argument, NULL, OPT_STATE},
+            {"config", required_argument, NULL, OPT_CONFIG},
             {"help", no_argument, NULL, 'h'},
             {0},
         };
         state_audit_filter filter = {0};
-        const char *state_flag = NULL;
+        const char *state_flag = NULL, *config = NULL;
         bool json = false;
         int64_t now = now_wall_ms();
         int opt;
@@ -364,6 +368,9 @@ int cmd_log(int argc, char **argv)
                 case OPT_STATE:
                         state_flag = optarg;
                         break;
+                case OPT_CONFIG:
+                        config = optarg;
+                        break;
                 case 'h':
                         usage(stdout);
                         return EXIT_OK;
@@ -378,7 +385,11 @@ int cmd_log(int argc, char **argv)
                 return EXIT_USAGE;
         }
 
-        _cleanup_free_ char *path = cli_state_path(state_flag);
+        _cleanup_(ops_config_freep) ops_config *file = NULL;
+        if (cli_daemon_config(config, OPS_CONFIG_DEFAULT_PATH, state_flag != NULL, "gitcd log",
+                              &file) < 0)
+                return EXIT_FAIL;
+        _cleanup_free_ char *path = cli_state_path(state_flag, file);
         state_db *db = NULL;
         int r = state_open(path, STATE_OPEN_READ_ONLY, &db);
         if (r < 0) {

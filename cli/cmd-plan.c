@@ -418,7 +418,7 @@ int cmd_plan(int argc, char **argv)
         if (!log_level_is_explicit())
                 log_set_level(LOG_WARN);
 
-        _cleanup_free_ char *state_path = cli_state_path(f.state);
+        _cleanup_free_ char *state_path = cli_state_path(f.state, NULL);
         state_cluster_list applied = {0};
         state_member_list *members = NULL;
         bool have_state = false;

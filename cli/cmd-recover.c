@@ -9,11 +9,14 @@
  * snapshot is missing or corrupt. When a `gitcd run` holds the state, it
  * does the work and this command waits for the record's result; otherwise
  * this command takes the state's lock and runs the reconciler's passes for
- * the cluster itself, until the recovery ended and the cluster converged.
+ * the cluster itself, until the recovery ended and the cluster converged,
+ * on the target the cluster runs on (runner_open_cluster_target). The
+ * state database and the target's settings the command line leaves out
+ * come from the daemon's configuration file (--config, or
+ * /etc/gitcd/gitcd.yaml when present).
  */
 #include <errno.h>
 #include <getopt.h>
-#include <libgen.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,9 +47,16 @@ static void usage(FILE *out)
                 "  --no-wait            record the request and exit (gitcd run, or the\n"
                 "                       next gitcd apply, carries it out)\n"
                 "  --timeout D          stop waiting after D (default 10m; e.g. 90s, 5m)\n"
-                "  --state PATH         the state database (default: $GITCD_STATE_DIR/state.db,\n"
-                "                       else ./.gitcd/state.db)\n"
-                "  --target T           where the members run: local (default) or kubernetes\n"
+                "  --state PATH         the state database (default: the configuration's\n"
+                "                       state, else $GITCD_STATE_DIR/state.db, else\n"
+                "                       ./.gitcd/state.db)\n"
+                "  --config FILE        the daemon's configuration file (default:\n"
+                "                       " OPS_CONFIG_DEFAULT_PATH " when present): the state\n"
+                "                       and the settings of the cluster's target that the\n"
+                "                       command line leaves out\n"
+                "  --target T           where the members run (default: the target recorded\n"
+                "                       when gitcd took the cluster's spec in, else the\n"
+                "                       configuration's target, else local)\n"
                 "  --etcd-dir DIR       etcd binaries by version (local target)\n"
                 "  --kubeconfig PATH, --context NAME, --cluster-domain D (kubernetes target)\n"
                 "  -h, --help           show this help\n\n"
@@ -62,6 +72,7 @@ enum {
         OPT_FROM_SNAPSHOT,
         OPT_NO_WAIT,
         OPT_TIMEOUT,
+        OPT_CONFIG,
 };
 
 static const struct option own_options[] = {
@@ -69,6 +80,7 @@ static const struct option own_options[] = {
     {"from-snapshot", required_argument, NULL, OPT_FROM_SNAPSHOT},
     {"no-wait", no_argument, NULL, OPT_NO_WAIT},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"config", required_argument, NULL, OPT_CONFIG},
     {"help", no_argument, NULL, 'h'},
 };
 
@@ -137,11 +149,11 @@ static int wait_for_other(state_db *db, int64_t id, int64_t deadline)
 }
 
 /* Nobody holds the state: run the reconciler's passes for the cluster here. */
-static int drive(state_db *db, const runner_flags *f, const char *state_dir, const char *cluster,
-                 int64_t id, int64_t deadline)
+static int drive(state_db *db, const ops_config *target_settings, const char *state_dir,
+                 const char *cluster, int64_t id, int64_t deadline)
 {
         _cleanup_(target_freep) target *t = NULL;
-        if (runner_open_target(f, state_dir, &t) < 0)
+        if (runner_open_target(target_settings, state_dir, &t) < 0)
                 return EXIT_FAIL;
         reconciler_opts o = {.db = db, .target = t, .state_dir = state_dir};
         _cleanup_(reconciler_freep) reconciler *rc = NULL;
@@ -188,7 +200,7 @@ static int drive(state_db *db, const runner_flags *f, const char *state_dir, con
 int cmd_recover(int argc, char **argv)
 {
         runner_flags f = {0};
-        const char *member = NULL, *snapshot = NULL;
+        const char *member = NULL, *snapshot = NULL, *config = NULL;
         bool wait = true;
         int64_t timeout_ms = 10 * 60 * 1000;
         _cleanup_free_ struct option *opts = runner_options(own_options, ARRAY_SIZE(own_options));
@@ -207,6 +219,9 @@ int cmd_recover(int argc, char **argv)
                         break;
                 case OPT_NO_WAIT:
                         wait = false;
+                        break;
+                case OPT_CONFIG:
+                        config = optarg;
                         break;
                 case OPT_TIMEOUT:
                         if (parse_duration_ms(optarg, &timeout_ms) < 0 || timeout_ms <= 0) {
@@ -240,10 +255,27 @@ int cmd_recover(int argc, char **argv)
                 }
         }
 
-        _cleanup_free_ char *path = cli_state_path(f.state);
+        if (f.target && runner_target_kind(f.target) < 0) {
+                fprintf(stderr,
+                        "gitcd recover: unknown target '%s' (available: local, kubernetes, "
+                        "hosts)\n",
+                        f.target);
+                return EXIT_USAGE;
+        }
+        _cleanup_(ops_config_freep) ops_config *file = NULL;
+        if (cli_daemon_config(config, OPS_CONFIG_DEFAULT_PATH, f.state != NULL, "gitcd recover",
+                              &file) < 0)
+                return EXIT_FAIL;
+        _cleanup_free_ char *path = cli_state_path(f.state, file);
         state_db *db = NULL;
         if (state_open(path, STATE_OPEN_READ_WRITE, &db) < 0) {
                 fprintf(stderr, "gitcd recover: %s\n", state_last_error());
+                return EXIT_FAIL;
+        }
+        /* The target it would drive, checked before anything is recorded. */
+        ops_config tc;
+        if (runner_cluster_target(db, cluster, &f, file, "gitcd recover", &tc) < 0) {
+                state_close(db);
                 return EXIT_FAIL;
         }
         _cleanup_free_ char *who = who_asks();
@@ -262,8 +294,7 @@ int cmd_recover(int argc, char **argv)
                 return EXIT_OK;
         }
 
-        _cleanup_free_ char *copy = xstrdup(path);
-        _cleanup_free_ char *state_dir = xstrdup(dirname(copy));
+        _cleanup_free_ char *state_dir = runner_state_dir(path);
         _cleanup_free_ char *lock = path_join(state_dir, RUNNER_LOCK_FILE);
         int lock_fd = -1;
         pid_t holder = 0;
@@ -278,7 +309,7 @@ int cmd_recover(int argc, char **argv)
                 fprintf(stderr, "gitcd recover: cannot lock %s: %s\n", lock, strerror(-r));
                 status = EXIT_FAIL;
         } else {
-                status = drive(db, &f, state_dir, cluster, id, deadline);
+                status = drive(db, &tc, state_dir, cluster, id, deadline);
                 close(lock_fd);
         }
         state_close(db);

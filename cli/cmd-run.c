@@ -55,7 +55,6 @@
 #include "ops/http.h"
 #include "ops/metrics.h"
 #include "ops/notify.h"
-#include "util/fs.h"
 #include "snapshots/scheduler.h"
 #include "util/log.h"
 #include "util/timeutil.h"
@@ -512,8 +511,7 @@ int cmd_run(int argc, char **argv)
                         return EXIT_USAGE;
                 }
         }
-        if (!config && path_exists(OPS_CONFIG_DEFAULT_PATH))
-                config = OPS_CONFIG_DEFAULT_PATH;
+        config = cli_config_path(config, OPS_CONFIG_DEFAULT_PATH);
         if (optind < argc || (!f.src.url_or_path && !config)) {
                 usage(stderr);
                 return EXIT_USAGE;

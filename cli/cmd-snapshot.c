@@ -15,6 +15,11 @@
  * store recorded when its spec was taken in, or --target -- for gitcd's
  * client identity and the S3 credentials Secret (on Kubernetes a Secret
  * read through the API server, locally a folder).
+ *
+ * Like the other commands beside the daemon, every subcommand takes what
+ * its command line leaves out -- the state database, the target's
+ * settings, the etcd binaries -- from the daemon's configuration file
+ * (--config, or /etc/gitcd/gitcd.yaml when present: cli_daemon_config).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -40,7 +45,7 @@ static void usage(FILE *out)
 {
         fprintf(out,
                 "usage: gitcd snapshot save NS/NAME [--to PATH] [--target T ...] [options]\n"
-                "       gitcd snapshot list [NS/NAME] [-o table|json] [--state PATH]\n"
+                "       gitcd snapshot list [NS/NAME] [-o table|json] [options]\n"
                 "       gitcd snapshot restore ID|FILE (--into DIR | --print-spec) [options]\n\n"
                 "save: take a snapshot of a cluster now from a healthy member (a follower when\n"
                 "      one is healthy), verify it with etcd's own tool, compress it as\n"
@@ -56,7 +61,8 @@ static void usage(FILE *out)
                 "  --to PATH          save: store in this folder instead (an absolute path)\n"
                 "  --target T         save: the target the cluster runs on (local, kubernetes,\n"
                 "                     hosts); default: the one recorded in the state store\n"
-                "                     when gitcd took the cluster's spec in, else local\n"
+                "                     when gitcd took the cluster's spec in, else the\n"
+                "                     configuration's target, else local\n"
                 "  --kubeconfig F, --context C, --cluster-domain D\n"
                 "                     save, kubernetes target: as for apply and run\n"
                 "  --hosts-ssh-key F, --hosts-passphrase-file F, --hosts-known-hosts F,\n"
@@ -70,8 +76,13 @@ static void usage(FILE *out)
                 "                     version it was taken from, else " GITCD_DEFAULT_VERSION ")\n"
                 "  --name NAME        restore: the member's name (default: <cluster>-0)\n"
                 "  --peer-url URL     restore: its peer URL (default http://127.0.0.1:2380)\n"
-                "  --state PATH       the state database (default: $GITCD_STATE_DIR/state.db,\n"
-                "                     else ./.gitcd/state.db)\n"
+                "  --state PATH       the state database (default: the configuration's state,\n"
+                "                     else $GITCD_STATE_DIR/state.db, else ./.gitcd/state.db)\n"
+                "  --config FILE      the daemon's configuration file (default:\n"
+                "                     " OPS_CONFIG_DEFAULT_PATH " when present): what the\n"
+                "                     command line leaves out -- the state, etcdDir and, for\n"
+                "                     save, the settings of the target the cluster runs on\n"
+                "                     (those of other targets are ignored)\n"
                 "  -h, --help         show this help\n");
 }
 
@@ -87,10 +98,9 @@ static char *clean(const char *s)
         return c;
 }
 
-static int do_save(const char *cluster, const char *state_flag, const char *to, runner_flags *tf)
+static int do_save(const char *cluster, const char *path, const char *to, const runner_flags *tf,
+                   const ops_config *file)
 {
-        const char *etcd_dir = tf->etcd_dir;
-        _cleanup_free_ char *path = cli_state_path(state_flag);
         state_db *db = NULL;
         int r = state_open(path, STATE_OPEN_READ_WRITE, &db);
         if (r < 0) {
@@ -99,7 +109,7 @@ static int do_save(const char *cluster, const char *state_flag, const char *to, 
         }
         _cleanup_free_ char *state_dir = runner_state_dir(path);
         target *t = NULL;
-        r = runner_open_cluster_target(db, cluster, tf, state_dir, "gitcd snapshot", &t);
+        r = runner_open_cluster_target(db, cluster, tf, file, state_dir, "gitcd snapshot", &t);
         if (r < 0) {
                 state_close(db);
                 return EXIT_FAIL;
@@ -113,7 +123,7 @@ static int do_save(const char *cluster, const char *state_flag, const char *to, 
                 state_close(db);
                 return EXIT_FAIL;
         }
-        job->etcd_dir = xstrdup_null(etcd_dir);
+        job->etcd_dir = xstrdup_null(runner_etcd_dir(tf, file));
         if (to) {
                 job->override = XNEW(storage_location);
                 job->override->kind = DEST_LOCAL;
@@ -210,9 +220,8 @@ static const char *snapshot_state(const state_snapshot *s)
         return "succeeded";
 }
 
-static int do_list(const char *cluster, const char *state_flag, bool json)
+static int do_list(const char *cluster, const char *path, bool json)
 {
-        _cleanup_free_ char *path = cli_state_path(state_flag);
         state_db *db = NULL;
         int r = state_open(path, STATE_OPEN_READ_ONLY, &db);
         state_snapshot_list l = {0};
@@ -296,7 +305,7 @@ typedef struct restore_flags {
         const char *name;
         const char *peer_url;
         const char *etcd_dir;
-        const char *state;
+        const char *state; /* the state database's path */
 } restore_flags;
 
 static bool all_digits(const char *s)
@@ -471,15 +480,14 @@ static int do_restore(const char *what, const restore_flags *f)
         _cleanup_(state_closep) state_db *db = NULL;
         _cleanup_free_ char *state_dir = NULL, *error = NULL;
         if (all_digits(what)) {
-                _cleanup_free_ char *path = cli_state_path(f->state);
-                int r = state_open(path, STATE_OPEN_READ_ONLY, &db);
+                int r = state_open(f->state, STATE_OPEN_READ_ONLY, &db);
                 if (r >= 0)
                         r = state_snapshot_get(db, strtoll(what, NULL, 10), &rec);
                 if (r < 0) {
                         fprintf(stderr, "gitcd snapshot restore: %s\n", state_last_error());
                         return EXIT_FAIL;
                 }
-                state_dir = runner_state_dir(path);
+                state_dir = runner_state_dir(f->state);
         } else if (!path_exists(what)) {
                 fprintf(stderr,
                         "gitcd snapshot restore: refused: %s: no such file (and not a snapshot "
@@ -522,6 +530,7 @@ static int do_restore(const char *what, const restore_flags *f)
 
 enum {
         OPT_STATE = 256,
+        OPT_CONFIG,
         OPT_TO,
         OPT_ETCD_DIR,
         OPT_INTO,
@@ -536,6 +545,7 @@ int cmd_snapshot(int argc, char **argv)
         static const struct option options[] = {
             {"output", required_argument, NULL, 'o'},
             {"state", required_argument, NULL, OPT_STATE},
+            {"config", required_argument, NULL, OPT_CONFIG},
             {"to", required_argument, NULL, OPT_TO},
             {"etcd-dir", required_argument, NULL, OPT_ETCD_DIR},
             {"into", required_argument, NULL, OPT_INTO},
@@ -558,7 +568,7 @@ int cmd_snapshot(int argc, char **argv)
                         verb);
                 return EXIT_USAGE;
         }
-        const char *state_flag = NULL, *to = NULL, *etcd_dir = NULL;
+        const char *state_flag = NULL, *config = NULL, *to = NULL, *etcd_dir = NULL;
         bool json = false;
         restore_flags rf = {0};
         runner_flags tf = {0};
@@ -577,6 +587,9 @@ int cmd_snapshot(int argc, char **argv)
                         return EXIT_USAGE;
                 case OPT_STATE:
                         state_flag = optarg;
+                        break;
+                case OPT_CONFIG:
+                        config = optarg;
                         break;
                 case OPT_TO:
                         to = optarg;
@@ -634,47 +647,54 @@ int cmd_snapshot(int argc, char **argv)
                         tf.target);
                 return EXIT_USAGE;
         }
-        if (streq(verb, "restore")) {
-                if (!rf.into && !rf.print_spec) {
-                        fprintf(stderr, "gitcd snapshot restore: --into DIR or --print-spec\n");
-                        return EXIT_USAGE;
-                }
-                if (to || json) {
-                        fprintf(stderr,
-                                "gitcd snapshot restore: --to and -o are not for restore\n");
-                        return EXIT_USAGE;
-                }
-                rf.etcd_dir = etcd_dir;
-                rf.state = state_flag;
-                return do_restore(cluster, &rf);
+        bool restore = streq(verb, "restore");
+        if (restore && !rf.into && !rf.print_spec) {
+                fprintf(stderr, "gitcd snapshot restore: --into DIR or --print-spec\n");
+                return EXIT_USAGE;
         }
-        if (restore_flag) {
+        if (restore && (to || json)) {
+                fprintf(stderr, "gitcd snapshot restore: --to and -o are not for restore\n");
+                return EXIT_USAGE;
+        }
+        if (!restore && restore_flag) {
                 fprintf(stderr,
                         "gitcd snapshot %s: --into, --print-spec, --version, --name and "
                         "--peer-url are for restore\n",
                         verb);
                 return EXIT_USAGE;
         }
-        if (cluster && !state_cluster_name_valid(cluster)) {
+        if (!restore && cluster && !state_cluster_name_valid(cluster)) {
                 fprintf(stderr, "gitcd snapshot: clusters are named namespace/name, not '%s'\n",
                         cluster);
                 return EXIT_USAGE;
         }
-        if (streq(verb, "list")) {
-                if (to || etcd_dir) {
-                        fprintf(stderr, "gitcd snapshot list: --to and --etcd-dir are for save\n");
-                        return EXIT_USAGE;
-                }
-                return do_list(cluster, state_flag, json);
+        if (streq(verb, "list") && (to || etcd_dir)) {
+                fprintf(stderr, "gitcd snapshot list: --to and --etcd-dir are for save\n");
+                return EXIT_USAGE;
         }
-        if (json) {
+        if (streq(verb, "save") && json) {
                 fprintf(stderr, "gitcd snapshot save: -o is for list\n");
                 return EXIT_USAGE;
         }
-        if (to && to[0] != '/') {
+        if (streq(verb, "save") && to && to[0] != '/') {
                 fprintf(stderr, "gitcd snapshot save: --to takes an absolute folder path\n");
                 return EXIT_USAGE;
         }
+
+        /* Restoring a file needs no state: an unusable default file is then no matter. */
+        bool needs_state = !restore || all_digits(cluster);
+        _cleanup_(ops_config_freep) ops_config *file = NULL;
+        if (cli_daemon_config(config, OPS_CONFIG_DEFAULT_PATH, state_flag != NULL || !needs_state,
+                              "gitcd snapshot", &file) < 0)
+                return EXIT_FAIL;
+        _cleanup_free_ char *path = cli_state_path(state_flag, file);
         tf.etcd_dir = etcd_dir;
-        return do_save(cluster, state_flag, to, &tf);
+        if (restore) {
+                rf.etcd_dir = runner_etcd_dir(&tf, file);
+                rf.state = path;
+                return do_restore(cluster, &rf);
+        }
+        if (streq(verb, "list"))
+                return do_list(cluster, path, json);
+        return do_save(cluster, path, to, &tf, file);
 }

@@ -42,9 +42,11 @@ static void usage(FILE *out)
                      "among them).\n\n"
                      "Options:\n"
                      "  -o, --output FMT    table (default) or json\n"
-                     "  --state PATH        the state database (default: "
-                     "$GITCD_STATE_DIR/state.db,\n"
-                     "                      else ./.gitcd/state.db)\n"
+                     "  --state PATH        the state database (default: the configuration's\n"
+                     "                      state, else $GITCD_STATE_DIR/state.db, else\n"
+                     "                      ./.gitcd/state.db)\n"
+                     "  --config FILE       the daemon's configuration file, for its state\n"
+                     "                      (default: " OPS_CONFIG_DEFAULT_PATH " when present)\n"
                      "  -h, --help          show this help\n");
 }
 
@@ -631,17 +633,18 @@ static int show(state_db *db, const char *name, bool json)
         return r;
 }
 
-enum { OPT_STATE = 256 };
+enum { OPT_STATE = 256, OPT_CONFIG };
 
 int cmd_status(int argc, char **argv)
 {
         static const struct option options[] = {
             {"output", required_argument, NULL, 'o'},
             {"state", required_argument, NULL, OPT_STATE},
+            {"config", required_argument, NULL, OPT_CONFIG},
             {"help", no_argument, NULL, 'h'},
             {0},
         };
-        const char *state_flag = NULL;
+        const char *state_flag = NULL, *config = NULL;
         bool json = false;
         int opt;
         optind = 0;
@@ -660,6 +663,9 @@ int cmd_status(int argc, char **argv)
                         break;
                 case OPT_STATE:
                         state_flag = optarg;
+                        break;
+                case OPT_CONFIG:
+                        config = optarg;
                         break;
                 case 'h':
                         usage(stdout);
@@ -683,7 +689,11 @@ int cmd_status(int argc, char **argv)
                 return EXIT_USAGE;
         }
 
-        _cleanup_free_ char *path = cli_state_path(state_flag);
+        _cleanup_(ops_config_freep) ops_config *file = NULL;
+        if (cli_daemon_config(config, OPS_CONFIG_DEFAULT_PATH, state_flag != NULL, "gitcd status",
+                              &file) < 0)
+                return EXIT_FAIL;
+        _cleanup_free_ char *path = cli_state_path(state_flag, file);
         state_db *db = NULL;
         int r = state_open(path, STATE_OPEN_READ_ONLY, &db);
         /* one snapshot for the clusters and their members */

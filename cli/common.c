@@ -1,7 +1,18 @@
 /*
- * Helpers shared by the subcommands: where the state lives, and whether
- * to colour output.
+ * Helpers shared by the subcommands: where the state lives, the daemon's
+ * configuration file as the commands beside the daemon read it, and
+ * whether to colour output.
+ *
+ * The state path has one rule for every command, `gitcd run` included
+ * (cli_state_path). The commands that read gitcd's records next to the
+ * daemon (status, log, snapshot, etcd --cluster, recover) read the
+ * daemon's configuration file for what their command line leaves out, so
+ * that on a server they find the daemon's state and target settings by
+ * themselves. A file named with --config must be usable; the default file
+ * only matters when the command has no --state, so an unusable default
+ * file is forgiven (with a warning) when --state is given.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -10,14 +21,58 @@
 #include "util/macro.h"
 #include "util/xalloc.h"
 
-char *cli_state_path(const char *flag_value)
+char *cli_state_path(const char *flag_value, const ops_config *cfg)
 {
         if (!isempty(flag_value))
                 return xstrdup(flag_value);
+        if (cfg && !isempty(cfg->state))
+                return xstrdup(cfg->state);
         const char *dir = getenv("GITCD_STATE_DIR");
         if (!isempty(dir))
                 return path_join(dir, "state.db");
         return xstrdup("./.gitcd/state.db");
+}
+
+const char *cli_config_path(const char *flag, const char *default_path)
+{
+        if (flag)
+                return flag;
+        return default_path && path_exists(default_path) ? default_path : NULL;
+}
+
+int cli_daemon_config(const char *flag, const char *default_path, bool state_given,
+                      const char *prog, ops_config **ret)
+{
+        const char *path = cli_config_path(flag, default_path);
+        if (!path) {
+                *ret = NULL;
+                return 0;
+        }
+        ops_config *c = NULL;
+        diag_list diags = DIAG_LIST_INIT;
+        int k = ops_config_load(path, &c, &diags);
+        diag_sort(&diags);
+        diag_print(&diags, stderr);
+        diag_list_release(&diags);
+        if (k >= 0) {
+                *ret = c;
+                return 0;
+        }
+        if (flag)
+                return k; /* the diagnostics name the file and say why */
+        if (state_given) {
+                fprintf(stderr,
+                        "%s: warning: %s (the daemon's configuration, read by default) cannot "
+                        "be used; going on with --state and the command line's settings only\n",
+                        prog, path);
+                *ret = NULL;
+                return 0;
+        }
+        fprintf(stderr,
+                "%s: %s, the daemon's configuration (read by default), cannot be used; give "
+                "the state database with --state PATH, or another file with --config FILE\n",
+                prog, path);
+        return k;
 }
 
 bool cli_color(void)

@@ -77,7 +77,8 @@ const char runner_options_help[] =
     "                           applied from the ref (refused by default; see\n"
     "                           docs/security.md)\n"
     "State and target:\n"
-    "  --state PATH             state database (default: $GITCD_STATE_DIR/state.db or\n"
+    "  --state PATH             state database (default: for run, the configuration's\n"
+    "                           state; else $GITCD_STATE_DIR/state.db, else\n"
     "                           ./.gitcd/state.db); members of the local target live beside it\n"
     "  --target TARGET          where members run: local (the default), etcd processes\n"
     "                           on this host; kubernetes, Pods through an API server; or\n"
@@ -667,26 +668,18 @@ static int open_hosts(const ops_config *c, const char *state_dir, target **ret)
         return k;
 }
 
-int runner_open_target(const runner_flags *f, const char *state_dir, target **ret)
+int runner_open_target(const ops_config *c, const char *state_dir, target **ret)
 {
-        ops_config c = {.target = f->target,
-                        .kubeconfig = f->kubeconfig,
-                        .kube_context = f->kube_context,
-                        .cluster_domain = f->cluster_domain,
-                        .etcd_dir = f->etcd_dir,
-                        .hosts = f->hosts};
-        if (f->hosts_ports && hosts_ports(f->hosts_ports, &c.hosts) < 0)
-                return -EINVAL;
-        switch (runner_target_kind(f->target ? f->target : "local")) {
+        switch (runner_target_kind(c->target ? c->target : "local")) {
         case RUNNER_TARGET_LOCAL:
-                return open_local(&c, state_dir, ret);
+                return open_local(c, state_dir, ret);
         case RUNNER_TARGET_KUBERNETES:
-                return open_kubernetes(&c, state_dir, ret);
+                return open_kubernetes(c, state_dir, ret);
         case RUNNER_TARGET_HOSTS:
-                return open_hosts(&c, state_dir, ret);
+                return open_hosts(c, state_dir, ret);
         }
         fprintf(stderr, "gitcd: unknown target '%s' (available: local, kubernetes, hosts)\n",
-                f->target);
+                c->target);
         return -EINVAL;
 }
 
@@ -921,7 +914,7 @@ int runner_open_config(const ops_config *c, driver_progress_fn progress, void *u
         int k = check_settings(c);
         if (k < 0)
                 return k;
-        r->state_path = cli_state_path(c->state);
+        r->state_path = cli_state_path(NULL, c);
         _cleanup_free_ char *copy = xstrdup(r->state_path);
         r->state_dir = xstrdup(dirname(copy));
         k = lock_state(r);
@@ -1015,15 +1008,29 @@ char *runner_state_dir(const char *db_path)
         return xstrdup(dirname(copy));
 }
 
+const char *runner_etcd_dir(const runner_flags *f, const ops_config *file)
+{
+        return f->etcd_dir ? f->etcd_dir : file ? file->etcd_dir : NULL;
+}
+
 /*
  * The target the cluster runs on: --target when given, else the one the
- * state store recorded, else local (clusters recorded before the store kept
- * it). A --target that contradicts the record is refused: the command would
- * run without the cluster's client identity or credentials Secret.
+ * state store recorded, else the daemon file's `target:`, else local
+ * (clusters recorded before the store kept it). A --target that
+ * contradicts the record is refused: the command would run without the
+ * cluster's client identity or credentials Secret. Another target's
+ * options are refused when the command line gives them, and ignored when
+ * the daemon's file does: one file holds the settings of every target its
+ * sources use.
  */
-int runner_open_cluster_target(state_db *db, const char *cluster, runner_flags *f,
-                               const char *state_dir, const char *prog, target **ret)
+int runner_cluster_target(state_db *db, const char *cluster, const runner_flags *f,
+                          const ops_config *file, const char *prog, ops_config *ret)
 {
+        static const char *const names[] = {
+            [RUNNER_TARGET_LOCAL] = "local",
+            [RUNNER_TARGET_KUBERNETES] = "kubernetes",
+            [RUNNER_TARGET_HOSTS] = "hosts",
+        };
         _cleanup_free_ char *recorded = NULL;
         if (state_cluster_target(db, cluster, &recorded) < 0) {
                 fprintf(stderr, "%s: %s\n", prog, state_last_error());
@@ -1043,25 +1050,76 @@ int runner_open_cluster_target(state_db *db, const char *cluster, runner_flags *
                         prog, cluster, recorded, f->target);
                 return -EINVAL;
         }
-        if (!f->target)
-                f->target = recorded ? recorded : "local";
-        bool kube = streq(f->target, "kubernetes"), hosts = streq(f->target, "hosts");
-        if (!kube && (f->kubeconfig || f->kube_context || f->cluster_domain)) {
+        const char *name = f->target              ? f->target
+                           : recorded             ? recorded
+                           : file && file->target ? file->target
+                                                  : "local";
+        int kind = runner_target_kind(name);
+        if (kind < 0) {
+                fprintf(stderr, "%s: unknown target '%s' (available: local, kubernetes, hosts)\n",
+                        prog, name);
+                return -EINVAL;
+        }
+        if (kind != RUNNER_TARGET_KUBERNETES &&
+            (f->kubeconfig || f->kube_context || f->cluster_domain)) {
                 fprintf(stderr,
                         "%s: %s runs on the %s target: --kubeconfig, "
                         "--context and --cluster-domain are for the kubernetes target\n",
-                        prog, cluster, f->target);
+                        prog, cluster, name);
                 return -EINVAL;
         }
-        if (!hosts && (f->hosts.ssh_key || f->hosts.passphrase_file || f->hosts.known_hosts ||
-                       f->hosts_ports)) {
+        if (kind != RUNNER_TARGET_HOSTS && (f->hosts.ssh_key || f->hosts.passphrase_file ||
+                                            f->hosts.known_hosts || f->hosts_ports)) {
                 fprintf(stderr,
                         "%s: %s runs on the %s target: --hosts-* options are "
                         "for the hosts target\n",
-                        prog, cluster, f->target);
+                        prog, cluster, name);
                 return -EINVAL;
         }
-        int r = runner_open_target(f, state_dir, ret);
-        f->target = NULL; /* it may point into `recorded` */
-        return r;
+        /* The command line's settings; the file's where it gives none, as for gitcd run. */
+        ops_config c = {.target = names[kind],
+                        .kubeconfig = f->kubeconfig,
+                        .kube_context = f->kube_context,
+                        .cluster_domain = f->cluster_domain,
+                        .etcd_dir = runner_etcd_dir(f, file),
+                        .hosts = f->hosts};
+        if (f->hosts_ports && hosts_ports(f->hosts_ports, &c.hosts) < 0)
+                return -EINVAL;
+        if (file && kind == RUNNER_TARGET_KUBERNETES) {
+                c.kubeconfig = c.kubeconfig ? c.kubeconfig : file->kubeconfig;
+                c.kube_context = c.kube_context ? c.kube_context : file->kube_context;
+                c.cluster_domain = c.cluster_domain ? c.cluster_domain : file->cluster_domain;
+        }
+        if (file && kind == RUNNER_TARGET_HOSTS) {
+                const ops_hosts *h = &file->hosts;
+                c.hosts.ssh_key = c.hosts.ssh_key ? c.hosts.ssh_key : h->ssh_key;
+                c.hosts.passphrase_file =
+                    c.hosts.passphrase_file ? c.hosts.passphrase_file : h->passphrase_file;
+                c.hosts.known_hosts = c.hosts.known_hosts ? c.hosts.known_hosts : h->known_hosts;
+                if (!f->hosts_ports) {
+                        c.hosts.client_port = h->client_port;
+                        c.hosts.peer_port = h->peer_port;
+                        c.hosts.metrics_port = h->metrics_port;
+                }
+        }
+        if (c.hosts.passphrase_file && !c.hosts.ssh_key) {
+                fprintf(stderr,
+                        "%s: the hosts target's passphrase file needs its SSH key "
+                        "(--hosts-ssh-key, or sshKey under hosts: in the configuration)\n",
+                        prog);
+                return -EINVAL;
+        }
+        *ret = c;
+        return 0;
+}
+
+int runner_open_cluster_target(state_db *db, const char *cluster, const runner_flags *f,
+                               const ops_config *file, const char *state_dir, const char *prog,
+                               target **ret)
+{
+        ops_config c;
+        int k = runner_cluster_target(db, cluster, f, file, prog, &c);
+        if (k < 0)
+                return k;
+        return runner_open_target(&c, state_dir, ret);
 }

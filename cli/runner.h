@@ -105,27 +105,34 @@ extern const char runner_options_help[];
 /* Handle one shared option; false when opt is not one of them. */
 bool runner_flag(runner_flags *f, int opt, const char *arg);
 
-/*
- * The target of --target (local by default, or kubernetes with --kubeconfig,
- * --context, --cluster-domain) over state_dir, without a source: for
- * commands that act on recorded clusters (gitcd recover). Prints why on
- * failure.
- */
-int runner_open_target(const runner_flags *f, const char *state_dir, target **ret);
-
 /* The folder of the state database at db_path (absolute when it exists). Newly allocated. */
 char *runner_state_dir(const char *db_path);
 
 /*
- * The target recorded cluster ("namespace/name") runs on, for commands
- * acting on a recorded cluster (gitcd snapshot save, gitcd etcd --cluster):
- * f->target when given, else the one the state store recorded when gitcd
- * took the spec in, else local. A --target that contradicts the record, and
- * another target's options, are refused. prog prefixes the messages it
- * prints.
+ * The target recorded cluster ("namespace/name") runs on and its settings,
+ * for commands acting on a recorded cluster (gitcd snapshot save, gitcd
+ * etcd --cluster, gitcd recover): f->target when given, else the one the
+ * state store recorded when gitcd took the spec in, else the `target:` of
+ * the daemon's configuration file (file, NULL when none was read), else
+ * local. A --target that contradicts the record, and another target's
+ * options on the command line, are refused. The settings are f's, and the
+ * file's where f gives none (the file's settings of other targets are not
+ * used). Opens nothing: *ret's strings point into f and file. prog
+ * prefixes the messages it prints.
  */
-int runner_open_cluster_target(state_db *db, const char *cluster, runner_flags *f,
-                               const char *state_dir, const char *prog, target **ret);
+int runner_cluster_target(state_db *db, const char *cluster, const runner_flags *f,
+                          const ops_config *file, const char *prog, ops_config *ret);
+
+/* The target of c->target (local when NULL) over state_dir, with c's settings. Prints why. */
+int runner_open_target(const ops_config *c, const char *state_dir, target **ret);
+
+/* runner_cluster_target(), then runner_open_target(). */
+int runner_open_cluster_target(state_db *db, const char *cluster, const runner_flags *f,
+                               const ops_config *file, const char *state_dir, const char *prog,
+                               target **ret);
+
+/* --etcd-dir, else the daemon configuration file's etcdDir (file may be NULL), else NULL. */
+const char *runner_etcd_dir(const runner_flags *f, const ops_config *file);
 
 /* The lock file apply and run hold in the state directory (see runner_open). */
 #define RUNNER_LOCK_FILE "gitcd.lock"

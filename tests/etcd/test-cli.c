@@ -3,7 +3,9 @@
  * ($GITCD_BIN) against a one-member etcd 3.5 cluster. Checks what a person
  * or a script sees: JSON that parses, etcdctl-like text, exit statuses
  * (0, 1 for a failed call, 64 for bad usage) and error messages that name
- * the problem without ever showing the password.
+ * the problem without ever showing the password. A cluster recorded in a
+ * state store is reached with only the daemon's configuration file given
+ * (`etcd --cluster` and `snapshot save --config`).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "api/spec.h"
+#include "state/state.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
 #include "util/macro.h"
@@ -155,8 +159,8 @@ static void test_put_get(void **state)
         assert_int_equal(r.status, 0);
         json_t *j = json_loads(r.out, 0, NULL);
         assert_non_null(j);
-        json_t *kv = json_array_get(json_object_get(j, "kvs"), 0);
-        assert_string_equal(json_string_value(json_object_get(kv, "value")), "hello world");
+        json_t *first = json_array_get(json_object_get(j, "kvs"), 0);
+        assert_string_equal(json_string_value(json_object_get(first, "value")), "hello world");
         json_decref(j);
         run_release(&r);
 }
@@ -262,6 +266,93 @@ static void test_errors(void **state)
         run_release(&r);
 }
 
+/*
+ * default/rec recorded on the local target with the harness's member, in a
+ * state store only the daemon's configuration file names; the file's path.
+ */
+static char *record_with_config(void)
+{
+        const char *yaml = "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                           "metadata:\n  name: rec\nspec:\n  replicas: 1\n"
+                           "  version: \"3.5.16\"\n";
+        cluster_set set = {0};
+        diag_list d = DIAG_LIST_INIT;
+        assert_int_equal(spec_load_buffer("rec.yaml", yaml, strlen(yaml), &set, &d), 0);
+        json_t *j = spec_to_json(set.items[0]);
+        _cleanup_free_ char *json = json_dumps(j, JSON_COMPACT);
+        _cleanup_free_ char *db_path = xasprintf("%s/daemon/state.db", tmp);
+        state_db *db = NULL;
+        assert_int_equal(state_open(db_path, STATE_OPEN_READ_WRITE, &db), 0);
+        assert_true(state_cluster_set_desired(db, "default/rec", json, NULL, NULL, 1000) >= 0);
+        assert_int_equal(state_cluster_set_target(db, "default/rec", "local"), 0);
+        state_member m = {.cluster = "default/rec",
+                          .name = "rec-0",
+                          .client_url = cluster->members[0].client_url,
+                          .peer_url = cluster->members[0].peer_url};
+        assert_int_equal(state_member_put(db, &m, 1000), 0);
+        state_close(db);
+        json_decref(j);
+        cluster_set_release(&set);
+        diag_list_release(&d);
+
+        /* etcd's tool only through the file's etcdDir (a link to the real folder) */
+        _cleanup_free_ char *etcd_dir = xasprintf("%s/etcd-of-the-file", tmp);
+        _cleanup_free_ char *real = harness_etcd_dir();
+        assert_int_equal(symlink(real, etcd_dir), 0);
+        char *cfg = xasprintf("%s/gitcd.yaml", tmp);
+        _cleanup_free_ char *text = xasprintf("state: %s\n"
+                                              "etcdDir: %s\n"
+                                              "kubernetes:\n"
+                                              "  kubeconfig: /nonexistent/kubeconfig\n"
+                                              "sources:\n"
+                                              "  - name: platform\n"
+                                              "    url: /srv/git/platform.git\n",
+                                              db_path, etcd_dir);
+        assert_int_equal(write_file_atomic(cfg, text, strlen(text), 0600), 0);
+        return cfg;
+}
+
+static void test_recorded_cluster_from_config(void **state)
+{
+        _cleanup_free_ char *cfg = record_with_config();
+        _cleanup_free_ char *home = xstrdup(getenv("HOME") ? getenv("HOME") : "/");
+        _cleanup_free_ char *etcd_dir =
+            getenv("GITCD_ETCD_DIR") ? xstrdup(getenv("GITCD_ETCD_DIR")) : NULL;
+        /* neither $GITCD_STATE_DIR nor the default folders hold anything for gitcd */
+        unsetenv("GITCD_STATE_DIR");
+        setenv("HOME", tmp, 1);
+        setenv("GITCD_ETCD_DIR", "/nonexistent", 1);
+
+        struct run r = run_gitcd("etcd", "--cluster", "default/rec", "--config", cfg, "-o", "json",
+                                 "member", "list", NULL);
+        if (r.status != 0)
+                fail_msg("etcd --cluster --config: exit %d: %s", r.status, r.err);
+        json_t *j = json_loads(r.out, 0, NULL);
+        assert_non_null(j);
+        assert_int_equal(json_array_size(json_object_get(j, "members")), 1);
+        json_decref(j);
+        run_release(&r);
+
+        _cleanup_free_ char *to = xasprintf("%s/saved", tmp);
+        r = run_gitcd("snapshot", "save", "default/rec", "--to", to, "--config", cfg, NULL);
+        if (r.status != 0)
+                fail_msg("snapshot save --config: exit %d: %s", r.status, r.err);
+        assert_non_null(strstr(r.out, "snapshot 1 of default/rec"));
+        assert_non_null(strstr(r.out, "stored at"));
+        assert_non_null(strstr(r.out, to));
+        run_release(&r);
+        r = run_gitcd("snapshot", "list", "--config", cfg, "default/rec", NULL);
+        assert_int_equal(r.status, 0);
+        assert_non_null(strstr(r.out, "succeeded"));
+        run_release(&r);
+
+        setenv("HOME", home, 1);
+        if (etcd_dir)
+                setenv("GITCD_ETCD_DIR", etcd_dir, 1);
+        else
+                unsetenv("GITCD_ETCD_DIR");
+}
+
 int main(void)
 {
         if (!harness_have_etcd("3.5.16")) {
@@ -269,9 +360,12 @@ int main(void)
                 return 77;
         }
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_member_list_json), cmocka_unit_test(test_put_get),
-            cmocka_unit_test(test_status),           cmocka_unit_test(test_snapshot_save),
+            cmocka_unit_test(test_member_list_json),
+            cmocka_unit_test(test_put_get),
+            cmocka_unit_test(test_status),
+            cmocka_unit_test(test_snapshot_save),
             cmocka_unit_test(test_errors),
+            cmocka_unit_test(test_recorded_cluster_from_config),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

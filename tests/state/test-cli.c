@@ -1,8 +1,9 @@
 /*
  * `gitcd log` and `gitcd status` run as users run them (the real binary),
  * over a store filled through the state API: filters, table and JSON
- * output, widths, the default path, and clear errors for bad usage and
- * missing state.
+ * output, widths, the default path, the daemon's configuration file
+ * (--config) and its precedence, and clear errors for bad usage, a bad
+ * configuration file and missing state.
  */
 #include <jansson.h>
 #include <setjmp.h>
@@ -341,6 +342,122 @@ static void test_default_path_and_errors(void **state)
         run_result_release(&r);
 }
 
+/* A daemon configuration file in the state's folder; its path. */
+static char *write_config(const char *name, const char *text)
+{
+        _cleanup_free_ char *dir = xstrdup(db_path);
+        *strrchr(dir, '/') = '\0';
+        char *path = path_join(dir, name);
+        assert_int_equal(write_file_atomic(path, text, strlen(text), 0600), 0);
+        return path;
+}
+
+static void test_config_file(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *text = xasprintf("state: %s\n"
+                                              "sources:\n"
+                                              "  - name: platform\n"
+                                              "    url: /srv/git/platform.git\n",
+                                              db_path);
+        _cleanup_free_ char *cfg = write_config("gitcd.yaml", text);
+        /* $GITCD_STATE_DIR names a folder without a state: the file's state wins over it */
+        _cleanup_free_ char *empty = harness_tmpdir("gitcd-nostate");
+        _cleanup_free_ char *env = xasprintf("GITCD_STATE_DIR=%s", empty);
+        run_result r = {0};
+        char *status_args[] = {"status", "--config", cfg, NULL};
+        assert_int_equal(run_gitcd_env(env, status_args, &r), 0);
+        assert_int_equal(r.status, 0);
+        assert_int_equal(count_lines(r.out), 3);
+        assert_non_null(strstr(r.out, "prod/main"));
+        run_result_release(&r);
+        char *log_args[] = {"log", "--config", cfg, "--cluster", "prod/main", NULL};
+        assert_int_equal(run_gitcd_env(env, log_args, &r), 0);
+        assert_int_equal(r.status, 0);
+        assert_int_equal(count_lines(r.out), 3);
+        assert_non_null(strstr(r.out, "member.promote"));
+        run_result_release(&r);
+        char *list_args[] = {"snapshot", "list", "--config", cfg, NULL};
+        assert_int_equal(run_gitcd_env(env, list_args, &r), 0);
+        assert_int_equal(r.status, 0);
+        run_result_release(&r);
+        /* without the file, the same environment finds no state */
+        char *bare_args[] = {"status", NULL};
+        assert_int_equal(run_gitcd_env(env, bare_args, &r), 0);
+        assert_int_equal(r.status, 1);
+        assert_non_null(strstr(r.err, "no state at"));
+        run_result_release(&r);
+
+        /* --state wins over the file */
+        _cleanup_free_ char *other = path_join(empty, "other.db");
+        char *both_args[] = {"status", "--config", cfg, "--state", other, NULL};
+        assert_int_equal(run_gitcd_env(env, both_args, &r), 0);
+        assert_int_equal(r.status, 1);
+        assert_non_null(strstr(r.err, other));
+        run_result_release(&r);
+        char *both_log[] = {"log", "--state", other, "--config", cfg, NULL};
+        assert_int_equal(run_gitcd_env(env, both_log, &r), 0);
+        assert_int_equal(r.status, 1);
+        assert_non_null(strstr(r.err, "nothing has been applied yet"));
+        run_result_release(&r);
+
+        /* a file without state: the environment's */
+        _cleanup_free_ char *dir = xstrdup(db_path);
+        *strrchr(dir, '/') = '\0';
+        _cleanup_free_ char *stateless =
+            write_config("stateless.yaml", "sources:\n  - name: a\n    url: /srv/git/a.git\n");
+        _cleanup_free_ char *env_here = xasprintf("GITCD_STATE_DIR=%s", dir);
+        char *stateless_args[] = {"status", "--config", stateless, NULL};
+        assert_int_equal(run_gitcd_env(env_here, stateless_args, &r), 0);
+        assert_int_equal(r.status, 0);
+        assert_non_null(strstr(r.out, "prod/main"));
+        run_result_release(&r);
+
+        /* an invalid or missing file: its diagnostics, exit 1, nothing read or created */
+        _cleanup_free_ char *bad_text = xasprintf("state: %s\n"
+                                                  "verifySignature: true\n"
+                                                  "sources:\n"
+                                                  "  - name: platform\n"
+                                                  "    url: /srv/git/platform.git\n",
+                                                  other);
+        _cleanup_free_ char *bad = write_config("bad.yaml", bad_text);
+        _cleanup_free_ char *where = xasprintf("%s:2:1: error: unknown key 'verifySignature'", bad);
+        char *status_bad[] = {"status", "--config", bad, NULL};
+        char *log_bad[] = {"log", "--config", bad, NULL};
+        char *list_bad[] = {"snapshot", "list", "--config", bad, NULL};
+        char **cmds[] = {status_bad, log_bad, list_bad};
+        for (size_t i = 0; i < ARRAY_SIZE(cmds); i++) {
+                assert_int_equal(run_gitcd_env(env, cmds[i], &r), 0);
+                assert_int_equal(r.status, 1);
+                if (!strstr(r.err, where))
+                        fail_msg("%s: no diagnostic: %s", cmds[i][0], r.err);
+                assert_string_equal(r.out, "");
+                run_result_release(&r);
+        }
+        /* even beside --state: the file named must be usable */
+        char *bad_state[] = {"status", "--state", db_path, "--config", bad, NULL};
+        assert_int_equal(run_gitcd_env(env, bad_state, &r), 0);
+        assert_int_equal(r.status, 1);
+        assert_non_null(strstr(r.err, where));
+        run_result_release(&r);
+        _cleanup_free_ char *missing = path_join(empty, "missing.yaml");
+        char *missing_args[] = {"log", "--config", missing, NULL};
+        assert_int_equal(run_gitcd_env(env, missing_args, &r), 0);
+        assert_int_equal(r.status, 1);
+        assert_non_null(strstr(r.err, missing));
+        assert_non_null(strstr(r.err, "cannot open"));
+        run_result_release(&r);
+        assert_false(path_exists(other));
+
+        r = run("status", "--help", NULL, NULL, NULL, NULL);
+        assert_non_null(strstr(r.out, "--config FILE"));
+        assert_non_null(strstr(r.out, "/etc/gitcd/gitcd.yaml"));
+        run_result_release(&r);
+        r = run("log", "--help", NULL, NULL, NULL, NULL);
+        assert_non_null(strstr(r.out, "--config FILE"));
+        run_result_release(&r);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -349,6 +466,7 @@ int main(void)
             cmocka_unit_test(test_log_json),
             cmocka_unit_test(test_status),
             cmocka_unit_test(test_default_path_and_errors),
+            cmocka_unit_test(test_config_file),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
