@@ -95,9 +95,24 @@ static bool switched_on_auto(const tls_spec *a, const tls_spec *b)
                (ac != b->client.enabled || ap != b->peer.enabled);
 }
 
-static void check_tls(ctx *x, const tls_spec *a, const tls_spec *b)
+/* Is the version older than 3.5 (unparseable: no, validation reports it)? */
+static bool before_35(const char *version)
 {
+        semver v;
+        return semver_parse(version, &v) == 0 && (v.major < 3 || (v.major == 3 && v.minor < 5));
+}
+
+static void check_tls(ctx *x, const etcd_cluster *prev, const etcd_cluster *next)
+{
+        const tls_spec *a = &prev->tls, *b = &next->tls;
         if (switched_on_auto(a, b)) {
+                if (before_35(prev->version) || before_35(next->version))
+                        refuse(x, "spec.tls.provider",
+                               "%s → auto on a running cluster needs etcd 3.5 or later (the "
+                               "cluster runs %s): etcd 3.4 cannot reliably serve gRPC in plain "
+                               "http and https on one port, which the switch needs; upgrade to "
+                               "3.5 first",
+                               tls_provider_name(a->provider), prev->version);
                 check_string(x, "spec.tls.caBundleSecretRef", a->ca_bundle_secret,
                              b->ca_bundle_secret, FIXED_TLS);
                 return;
@@ -130,7 +145,7 @@ static void check_fixed(ctx *x, const etcd_cluster *prev, const etcd_cluster *ne
                 refuse(x, "spec.storage.size",
                        "%s → %s shrinks the volumes; volumes can only grow (keep %s or more)",
                        prev->storage.size, next->storage.size, prev->storage.size);
-        check_tls(x, &prev->tls, &next->tls);
+        check_tls(x, prev, next);
 }
 
 /* The version policy (api/versions.c), with the versions members still run. */

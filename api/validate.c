@@ -201,6 +201,11 @@ static void check_tls(reader *r)
         tls_spec *t = &c->tls;
         surface_needs(r, "client", &t->client);
         surface_needs(r, "peer", &t->peer);
+        if (t->client.allow_plain && c->ver.major == 3 && c->ver.minor < 5)
+                rd_diag_at(r, DIAG_ERROR, "spec.tls.client.allowPlainHTTP",
+                           "%s needs etcd 3.5 or later: etcd %s cannot reliably serve gRPC in "
+                           "plain http and https on one port",
+                           rd_name(r, "spec.tls.client.allowPlainHTTP"), c->version);
         if (t->client.allow_plain && (t->provider == TLS_PROVIDER_NONE || !t->client.enabled))
                 rd_diag_at(r, DIAG_ERROR, "spec.tls.client.allowPlainHTTP",
                            "%s: plain http besides https needs client TLS on (%s: true and a "

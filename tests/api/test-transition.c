@@ -172,6 +172,12 @@ static void test_tls(void **state)
         check("  tls:\n    provider: auto\n    client:\n      enabled: false\n"
               "    peer:\n      enabled: false\n",
               auto_tls, NULL);
+        /* Not on etcd 3.4: it cannot serve gRPC in plain and TLS on one port reliably. */
+        check("  version: \"3.4.23\"\n", "  version: \"3.4.23\"\n  tls:\n    provider: auto\n",
+              "next.yaml:8:15: error: spec.tls.provider: none → auto on a running cluster needs "
+              "etcd 3.5 or later (the cluster runs 3.4.23): etcd 3.4 cannot reliably serve gRPC "
+              "in plain http and https on one port, which the switch needs; upgrade to 3.5 "
+              "first\n");
         /* Plain http beside https may come and go. */
         check(auto_tls, "  tls:\n    provider: auto\n    client:\n      allowPlainHTTP: true\n",
               NULL);

@@ -15,6 +15,10 @@
  * serves its reissued leaf (the kubelet delivers Secrets late), the
  * cluster stays writable, every key written before is still there, and
  * each member serves a leaf of the new CA, which alone is in the Secrets.
+ *
+ * TLS switched on: a plain-http 3-member cluster given tls.provider auto
+ * ends with https peer URLs in etcd's membership, every member serving
+ * the leaves of its Secrets, and every key written before still there.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -382,6 +386,93 @@ static void test_ca_rotated(void **state)
         e2e_free(e);
 }
 
+static void write_switching(e2e *e, bool tls)
+{
+        _cleanup_free_ char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
+                                              "kind: EtcdCluster\n"
+                                              "metadata:\n"
+                                              "  name: kp\n"
+                                              "  namespace: " NS "\n"
+                                              "spec:\n"
+                                              "  replicas: 3\n"
+                                              "  version: \"" VERSION "\"\n"
+                                              "  progressDeadlineSeconds: 300\n"
+                                              "%s",
+                                              tls ? "  tls:\n"
+                                                    "    provider: auto\n"
+                                                    "    client:\n"
+                                                    "      enabled: true\n"
+                                                    "    peer:\n"
+                                                    "      enabled: true\n"
+                                                  : "");
+        e2e_write_file(e, "kp.yaml", text);
+}
+
+/* TLS switched on for a running cluster: etcd lists https peer URLs, the keys stay. */
+static void test_tls_switched_on(void **state)
+{
+        (void)state;
+        e2e *e = e2e_new();
+        write_switching(e, false);
+        const char *args[] = {
+            "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(api), "--context",
+            "gitcd",    NULL};
+        pid_t d = e2e_start_daemon(e, args);
+        assert_true(e2e_wait_ready(e, "kp", 3, 240));
+        etcd_client *c = e2e_client(e, "kp");
+        for (int i = 0; i < 100; i++) {
+                _cleanup_free_ char *k = xasprintf("/before/%03d", i);
+                assert_int_equal(etcd_put(c, k, "v", 1, NULL), 0);
+        }
+        etcd_client_free(c);
+
+        write_switching(e, true);
+        _cleanup_free_ char *out = NULL;
+        int64_t end = now_mono_ms() + 360 * 1000;
+        int updated = 0;
+        while (updated < 3 && now_mono_ms() < end) {
+                free(out);
+                out = NULL;
+                assert_int_equal(e2e_run(e, &out, "log", "-o", "json", "--cluster", NS "/kp",
+                                         "--action", "tls.enable", NULL),
+                                 0);
+                updated = 0;
+                for (const char *p = out; (p = strstr(p, "etcd's membership now lists")); p++)
+                        updated++;
+                if (updated < 3)
+                        sleep(1);
+        }
+        if (updated < 3)
+                fail_msg("the switch did not finish: %s", out);
+        assert_true(e2e_wait_ready(e, "kp", 3, 120));
+
+        _cleanup_free_ char *opdir = harness_tmpdir("gitcd-kt-op");
+        secret_files("kp-operator-tls", opdir);
+        e2e_tls_files f = {path_join(opdir, "ca.crt"), path_join(opdir, "tls.crt"),
+                           path_join(opdir, "tls.key")};
+        c = e2e_tls_client(e, "kp", &f);
+        etcd_members *ms = NULL;
+        if (etcd_member_list(c, &ms) < 0)
+                fail_msg("member list: %s", etcd_client_last_error(c));
+        for (size_t i = 0; i < ms->n; i++)
+                assert_true(strneq(ms->members[i].peer_urls[0], "https://", 8));
+        assert_int_equal((int)ms->n, 3);
+        etcd_members_free(ms);
+        etcd_kv_list *l = NULL;
+        if (etcd_get(c, "/before/", true, &l) < 0)
+                fail_msg("read back: %s", etcd_client_last_error(c));
+        assert_int_equal((int)l->n, 100);
+        etcd_kv_list_free(l);
+        etcd_client_free(c);
+        assert_true(members_serve_secrets(e, "kp", opdir, 30));
+
+        kill(d, SIGTERM);
+        waitpid(d, NULL, 0);
+        e2e_tls_files_release(&f);
+        (void)rm_rf(opdir);
+        e2e_free(e);
+}
+
 int main(void)
 {
         if (!e2e_have_version(VERSION))
@@ -408,6 +499,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_secrets_renewed),
             cmocka_unit_test(test_ca_rotated),
+            cmocka_unit_test(test_tls_switched_on),
         };
         int failed = cmocka_run_group_tests(tests, NULL, NULL);
 
