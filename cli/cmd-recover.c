@@ -46,9 +46,12 @@ static void usage(FILE *out)
                 "  --timeout D          stop waiting after D (default 10m; e.g. 90s, 5m)\n"
                 "  --state PATH         the state database (default: $GITCD_STATE_DIR/state.db,\n"
                 "                       else ./.gitcd/state.db)\n"
-                "  --target T           where the members run: local (default) or kubernetes\n"
-                "  --etcd-dir DIR       etcd binaries by version (local target)\n"
+                "  --target T           where the members run: local, kubernetes or hosts\n"
+                "                       (default: the target recorded for the cluster)\n"
+                "  --etcd-dir DIR       etcd binaries by version (local and hosts targets)\n"
                 "  --kubeconfig PATH, --context NAME, --cluster-domain D (kubernetes target)\n"
+                "  --hosts-ssh-key F, --hosts-passphrase-file F, --hosts-known-hosts F,\n"
+                "  --hosts-ports C,P,M  (hosts target, as for apply)\n"
                 "  -h, --help           show this help\n\n"
                 "The other members' data is kept aside (renamed; on Kubernetes the volume\n"
                 "is kept) until the cluster is healthy again. Every recovery is audited\n"
@@ -136,13 +139,13 @@ static int wait_for_other(state_db *db, int64_t id, int64_t deadline)
         }
 }
 
-/* Nobody holds the state: run the reconciler's passes for the cluster here. */
-static int drive(state_db *db, const runner_flags *f, const char *state_dir, const char *cluster,
-                 int64_t id, int64_t deadline)
+/*
+ * Nobody else holds the state: run the reconciler's passes for the cluster
+ * here, on its target t (--target, else the one the state store recorded).
+ */
+static int drive(state_db *db, target *t, const char *state_dir, const char *cluster, int64_t id,
+                 int64_t deadline)
 {
-        _cleanup_(target_freep) target *t = NULL;
-        if (runner_open_target(f, state_dir, &t) < 0)
-                return EXIT_FAIL;
         reconciler_opts o = {.db = db, .target = t, .state_dir = state_dir};
         _cleanup_(reconciler_freep) reconciler *rc = NULL;
         if (reconciler_new(&o, &rc) < 0)
@@ -246,39 +249,53 @@ int cmd_recover(int argc, char **argv)
                 fprintf(stderr, "gitcd recover: %s\n", state_last_error());
                 return EXIT_FAIL;
         }
-        _cleanup_free_ char *who = who_asks();
-        int64_t id = 0;
-        int r = recovery_request(db, cluster, member, snapshot_id, who, now_wall_ms(), &id);
-        if (r < 0) {
-                fprintf(stderr, "gitcd recover: %s\n",
-                        r == -ENOENT ? "no such cluster in the state store" : state_last_error());
-                state_close(db);
-                return EXIT_FAIL;
-        }
-        printf("recovery %lld of %s from %s %s requested by %s\n", (long long)id, cluster,
-               member ? "member" : "snapshot", member ? member : snapshot, who);
-        if (!wait) {
-                state_close(db);
-                return EXIT_OK;
-        }
-
         _cleanup_free_ char *copy = xstrdup(path);
         _cleanup_free_ char *state_dir = xstrdup(dirname(copy));
         _cleanup_free_ char *lock = path_join(state_dir, RUNNER_LOCK_FILE);
         int lock_fd = -1;
         pid_t holder = 0;
         int64_t deadline = now_mono_ms() + timeout_ms;
-        r = lock_file_try(lock, &lock_fd, &holder);
-        int status;
+        /*
+         * When this command is to do the work, it locks the state and opens
+         * the cluster's target before recording the request: a target that
+         * cannot be opened (a --target that is not the cluster's, the hosts
+         * target without SSH flags) is refused with nothing recorded.
+         */
+        bool here = false; /* this command does the work */
+        _cleanup_(target_freep) target *t = NULL;
+        int r = wait ? lock_file_try(lock, &lock_fd, &holder) : 0;
         if (r == -EAGAIN) {
+                r = 0; /* another gitcd holds the state: it does the work */
+        } else if (r < 0) {
+                fprintf(stderr, "gitcd recover: cannot lock %s: %s\n", lock, strerror(-r));
+        } else if (wait) {
+                here = true;
+                r = runner_open_cluster_target(db, cluster, &f, state_dir, "gitcd recover", &t);
+        }
+        _cleanup_free_ char *who = who_asks();
+        int64_t id = 0;
+        if (r >= 0) {
+                r = recovery_request(db, cluster, member, snapshot_id, who, now_wall_ms(), &id);
+                if (r < 0)
+                        fprintf(stderr, "gitcd recover: %s\n",
+                                r == -ENOENT ? "no such cluster in the state store"
+                                             : state_last_error());
+        }
+        if (r < 0) {
+                if (lock_fd >= 0)
+                        close(lock_fd);
+                state_close(db);
+                return EXIT_FAIL;
+        }
+        printf("recovery %lld of %s from %s %s requested by %s\n", (long long)id, cluster,
+               member ? "member" : "snapshot", member ? member : snapshot, who);
+        int status = EXIT_OK; /* --no-wait: recorded, gitcd run or the next apply carries it out */
+        if (wait && !here) {
                 printf("another gitcd (pid %ld) holds %s; it carries the recovery out\n",
                        (long)holder, state_dir);
                 status = wait_for_other(db, id, deadline);
-        } else if (r < 0) {
-                fprintf(stderr, "gitcd recover: cannot lock %s: %s\n", lock, strerror(-r));
-                status = EXIT_FAIL;
-        } else {
-                status = drive(db, &f, state_dir, cluster, id, deadline);
+        } else if (here) {
+                status = drive(db, t, state_dir, cluster, id, deadline);
                 close(lock_fd);
         }
         state_close(db);

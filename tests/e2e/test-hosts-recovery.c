@@ -20,7 +20,8 @@
  *     there, three healthy voters on the same three machines, the survivor
  *     kept its member ID and runs without --force-new-cluster, and what
  *     was set aside is deleted once the cluster is whole;
- *  3. every member's data lost: `gitcd recover --from-snapshot`: every
+ *  3. every member's data lost: `gitcd recover --from-snapshot` without
+ *     --target (the target recorded for the cluster, hosts): every
  *     write up to the snapshot's revision is there, three healthy voters
  *     of a new cluster ID, nothing set aside left on the machines and
  *     nothing of the restore on gitcd's host.
@@ -60,28 +61,27 @@ static void stage(const char *what)
         fprintf(stderr, "[%5.1fs] %s\n", (double)(now_mono_ms() - start) / 1000.0, what);
 }
 
-/* gitcd <args...> --target hosts <the lab's SSH flags>, killed at failpoint when not NULL. */
+/*
+ * gitcd <args...> <the lab's SSH flags>, killed at failpoint when not NULL.
+ * Without "--target hosts" in args, the command finds the target recorded
+ * for the cluster.
+ */
 static int hosts_run(e2e *e, const char *failpoint, char **ret_out, char **ret_err, ...)
 {
+        const char *const flags[] = {"--hosts-ssh-key",   L->ssh->client_key, "--hosts-known-hosts",
+                                     L->ssh->known_hosts, "--hosts-ports",    L->ports};
         const char *args[32];
         size_t n = 0;
         va_list ap;
         va_start(ap, ret_err);
-        for (const char *a; (a = va_arg(ap, const char *));)
+        for (const char *a; (a = va_arg(ap, const char *));) {
+                assert_true(n + ARRAY_SIZE(flags) + 1 < ARRAY_SIZE(args));
                 args[n++] = a;
+        }
         va_end(ap);
-        const char *const flags[] = {"--target",
-                                     "hosts",
-                                     "--hosts-ssh-key",
-                                     L->ssh->client_key,
-                                     "--hosts-known-hosts",
-                                     L->ssh->known_hosts,
-                                     "--hosts-ports",
-                                     L->ports};
         for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
                 args[n++] = flags[i];
         args[n] = NULL;
-        assert_true(n < ARRAY_SIZE(args));
         return e2e_runv_failpoint(e, failpoint, ret_out, ret_err, args);
 }
 
@@ -359,9 +359,9 @@ static void test_recovery(void **unused)
                         destroy(i);
         int acked_at_loss = w.acked;
         /* gitcd does nothing by itself: an apply only waits, and says what it knows. */
-        assert_int_not_equal(
-            hosts_run(e, NULL, &out, &err, "apply", "--source", e->source, "--timeout", "8s", NULL),
-            0);
+        assert_int_not_equal(hosts_run(e, NULL, &out, &err, "apply", "--target", "hosts",
+                                       "--source", e->source, "--timeout", "8s", NULL),
+                             0);
         free(out), free(err), out = err = NULL;
         json_t *st = e2e_status(e, NAME);
         assert_string_equal(json_string_value(json_object_get(st, "phase")), "QuorumLost");
@@ -375,6 +375,19 @@ static void test_recovery(void **unused)
                 fail_msg("gitcd status proposes no recovery:\n%s", out);
         free(out), out = NULL;
 
+        /* A --target that is not the cluster's is refused, and nothing is recorded. */
+        const char *const wrong[] = {
+            "recover", "default/" NAME, "--from-member", "demo-0", "--target", "local", NULL};
+        assert_int_not_equal(e2e_runv(e, &out, &err, wrong), 0);
+        if (!strstr(err, "runs on the hosts target"))
+                fail_msg("gitcd recover --target local: no word of the cluster's target:\n%s%s",
+                         out, err);
+        free(out), free(err), out = err = NULL;
+        st = e2e_status(e, NAME);
+        assert_int_equal(json_array_size(json_object_get(st, "recoveries")), 0);
+        json_decref(st);
+        assert_int_equal(e2e_audit_count(e, NAME, "recovery.requested"), 0);
+
         /*
          * gitcd killed once demo-0 was started alone: the lost members'
          * machines are free, what their data directories held set aside
@@ -383,7 +396,7 @@ static void test_recovery(void **unused)
          */
         stage("recover from demo-0, killed after its forced start");
         k = hosts_run(e, "recovery.force.after-target", &out, &err, "recover", "default/" NAME,
-                      "--from-member", "demo-0", "--timeout", "120s", NULL);
+                      "--target", "hosts", "--from-member", "demo-0", "--timeout", "120s", NULL);
         if (k != 128 + SIGKILL)
                 fail_msg("gitcd recover was not killed after the forced start (%d):\n%s\n%s", k,
                          out, err);
@@ -403,8 +416,8 @@ static void test_recovery(void **unused)
         }
         /* The next gitcd resumes it where it stopped, and grows the cluster back. */
         stage("resumed by apply");
-        k = hosts_run(e, NULL, &out, &err, "apply", "--source", e->source, "--timeout", "120s",
-                      NULL);
+        k = hosts_run(e, NULL, &out, &err, "apply", "--target", "hosts", "--source", e->source,
+                      "--timeout", "120s", NULL);
         if (k != 0)
                 fail_msg("gitcd apply after the killed recovery exited %d:\n%s\n%s", k, out, err);
         free(out), free(err), out = err = NULL;
@@ -437,6 +450,7 @@ static void test_recovery(void **unused)
         for (size_t i = 0; i < MACHINES; i++)
                 destroy(i);
         _cleanup_free_ char *id = xasprintf("%lld", (long long)snap_id);
+        /* No --target: gitcd recover drives the target recorded for the cluster, as status proposes. */
         stage("recover from the snapshot");
         k = hosts_run(e, NULL, &out, &err, "recover", "default/" NAME, "--from-snapshot", id,
                       "--timeout", "120s", NULL);
