@@ -21,7 +21,10 @@
  *     kept its member ID and runs without --force-new-cluster, and what
  *     was set aside is deleted once the cluster is whole;
  *  3. every member's data lost: `gitcd recover --from-snapshot` without
- *     --target (the target recorded for the cluster, hosts): every
+ *     --target (the target recorded for the cluster, hosts), killed just
+ *     before the restore; a member/ folder without a write-ahead log (what
+ *     an etcd that was starting leaves) appears on the seed's machine, and
+ *     the next `gitcd apply` still restores the snapshot there: every
  *     write up to the snapshot's revision is there, three healthy voters
  *     of a new cluster ID, nothing set aside left on the machines and
  *     nothing of the restore on gitcd's host.
@@ -450,12 +453,42 @@ static void test_recovery(void **unused)
         for (size_t i = 0; i < MACHINES; i++)
                 destroy(i);
         _cleanup_free_ char *id = xasprintf("%lld", (long long)snap_id);
-        /* No --target: gitcd recover drives the target recorded for the cluster, as status proposes. */
-        stage("recover from the snapshot");
-        k = hosts_run(e, NULL, &out, &err, "recover", "default/" NAME, "--from-snapshot", id,
+        /*
+         * No --target: gitcd recover drives the target recorded for the
+         * cluster, as status proposes it. Killed just before the snapshot
+         * is restored onto the new seed's machine, where an etcd that was
+         * starting when its static Pod was removed left a member/ folder
+         * without a write-ahead log (etcd creates member/snap/db before it
+         * finds it cannot join): that is no data, and the seed is still
+         * restored, never started empty.
+         */
+        stage("recover from the snapshot, killed before the restore");
+        k = hosts_run(e, "recovery.seed.before-restore", &out, &err, "recover", "default/" NAME,
+                      "--from-snapshot", id, "--timeout", "120s", NULL);
+        if (k != 128 + SIGKILL)
+                fail_msg("gitcd recover was not killed before the restore (%d):\n%s\n%s", k, out,
+                         err);
+        free(out), free(err), out = err = NULL;
+        size_t seed = MACHINES;
+        for (size_t i = 0; i < MACHINES; i++) {
+                _cleanup_free_ char *holder = marker_of(i);
+                assert_int_equal(set_aside_on(i), 1);
+                if (holder) {
+                        assert_int_equal(seed, MACHINES); /* one machine holds the seed */
+                        seed = i;
+                }
+        }
+        assert_true(seed < MACHINES);
+        _cleanup_free_ char *seed_data = hosts_lab_data_dir(L, seed, NAME);
+        _cleanup_free_ char *leftover = xasprintf("%s/member/snap", seed_data);
+        assert_int_equal(mkdir_p(leftover, 0700), 0);
+        _cleanup_free_ char *leftover_db = xasprintf("%s/db", leftover);
+        assert_int_equal(write_file_atomic(leftover_db, "", 0, 0600), 0);
+        stage("resumed by apply");
+        k = hosts_run(e, NULL, &out, &err, "apply", "--target", "hosts", "--source", e->source,
                       "--timeout", "120s", NULL);
         if (k != 0)
-                fail_msg("gitcd recover --from-snapshot exited %d:\n%s\n%s", k, out, err);
+                fail_msg("gitcd apply after the killed recovery exited %d:\n%s\n%s", k, out, err);
         free(out), free(err), out = err = NULL;
         stage("recovered");
         assert_true(e2e_wait_ready(e, NAME, 3, 30));
