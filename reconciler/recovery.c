@@ -516,6 +516,7 @@ static int phase_seed(const recovery_env *env, state_recovery *rec, pass_result 
         _cleanup_(membership_plan_freep) membership_plan *p = NULL;
         k = membership_plan_for_records(env->target, env->c, &m, 1, &p);
         if (k >= 0) {
+                FAILPOINT("recovery.seed.before-restore");
                 target_restore rs = {.snapshot = path, .tool = tool};
                 k = env->target->ops->restore_member(env->target, env->c, p, 0, &rs);
                 /* The seed has data already: restored before a crash, never over. */

@@ -1612,8 +1612,10 @@ static int upload_file(hosts_target *ht, const host_spec *h, const char *local, 
  * <data_dir>/member/ and syncs. All or nothing: a failure or a crash
  * midway leaves member.restore/ (removed by the next try) and no member/,
  * so the member is not seen to have data and is restored again, never
- * started empty. A machine with member/ already, or running the member,
- * is never restored over (-EEXIST).
+ * started empty. A machine whose member/ holds a write-ahead log (etcd's
+ * data), or running the member, is never restored over (-EEXIST); a
+ * member/ without one is no data (what an etcd that was starting left) and
+ * is replaced by the restored one.
  */
 static int hosts_restore_member(target *t, const etcd_cluster *c, const membership_plan *p,
                                 size_t idx, const target_restore *rs)
@@ -1631,7 +1633,20 @@ static int hosts_restore_member(target *t, const etcd_cluster *c, const membersh
         int k = member_machine(ht, c, mp, &h, &v);
         if (k < 0)
                 return k;
-        if (v.has_data || v.file_member)
+        _cleanup_free_ char *stage = xasprintf("%s/member.restore", h->data_dir);
+        _cleanup_free_ char *final = xasprintf("%s/member", h->data_dir);
+        _cleanup_free_ char *qs = ssh_quote(stage), *qf = ssh_quote(final);
+        /* etcd's data is its write-ahead log: a member/ without one holds nothing etcd uses */
+        _cleanup_free_ char *has_wal = xasprintf("ls -- %s/wal/*.wal >/dev/null 2>&1", qf);
+        bool wal = false;
+        if (v.has_data && !v.file_member) {
+                _cleanup_free_ char *cmd = xasprintf("if %s; then echo wal; fi", has_wal);
+                _cleanup_free_ char *out = NULL;
+                if ((k = exec_cmd(ht, h, cmd, NULL, 0, &out)) < 0)
+                        return k;
+                wal = out && strneq(out, "wal", 3);
+        }
+        if (wal || v.file_member)
                 return target_fail(t, -EEXIST,
                                    "member %s has data already on %s; a snapshot is never "
                                    "restored over it",
@@ -1668,9 +1683,6 @@ static int hosts_restore_member(target *t, const etcd_cluster *c, const membersh
         if (k < 0)
                 (void)target_fail(t, k, "member %s: cannot read the restored data in %s: %s",
                                   mp->name, src, strerror(-k));
-        _cleanup_free_ char *stage = xasprintf("%s/member.restore", h->data_dir);
-        _cleanup_free_ char *final = xasprintf("%s/member", h->data_dir);
-        _cleanup_free_ char *qs = ssh_quote(stage), *qf = ssh_quote(final);
         if (k >= 0) {
                 _cleanup_(sb_release) strbuf cmd = STRBUF_INIT;
                 sb_printf(&cmd, "rm -rf -- %s && mkdir -m 0700 -- %s", qs, qs);
@@ -1695,10 +1707,17 @@ static int hosts_restore_member(target *t, const etcd_cluster *c, const membersh
         (void)rm_rf(local);
         if (k < 0)
                 return k;
-        /* member/ may not exist: its absence is what says "not restored yet" */
+        /*
+         * member/ may not exist: its absence is what says "not restored yet".
+         * A member/ without a write-ahead log is what an etcd that was
+         * starting left behind (it creates member/snap/db before it finds it
+         * cannot start, and kubelet or systemd may start it once more after
+         * its file is gone): no data, removed, so the snapshot goes in.
+         */
         _cleanup_free_ char *qdd = ssh_quote(h->data_dir);
-        _cleanup_free_ char *cmd =
-            xasprintf("[ ! -e %s ] && mv -- %s %s && sync %s", qf, qs, qf, qdd);
+        _cleanup_free_ char *cmd = xasprintf("if [ -e %s ] && ! %s; then rm -rf -- %s; fi; "
+                                             "[ ! -e %s ] && mv -- %s %s && sync %s",
+                                             qf, has_wal, qf, qf, qs, qf, qdd);
         if ((k = run(ht, h, cmd, NULL)) < 0)
                 return k;
         log_debug("hosts target: restored member %s on %s from %s", mp->name, h->address,

@@ -410,7 +410,7 @@ static void test_crash_points(void **state)
         } points[] = {
             {"recovery.aside.after-target", false},   {"recovery.force.after-target", false},
             {"recovery.forced.after-restart", false}, {"recovery.aside.after-target", true},
-            {"recovery.seed.after-restore", true},
+            {"recovery.seed.before-restore", true},   {"recovery.seed.after-restore", true},
         };
         for (size_t i = 0; i < ARRAY_SIZE(points); i++) {
                 void *st = NULL;
