@@ -11,6 +11,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -114,3 +115,25 @@ void e2e_fill_keys(const char *endpoints, int n);
 void e2e_check_keys(const char *endpoints, int n);
 /* A put that may be retried once, after a short pause; false when both attempts failed. */
 bool e2e_put_retry(etcd_client *c, const char *key, char **ret_error);
+
+/*
+ * A writer thread: keys w/00000, w/00001, ... put in order through
+ * endpoints (values: the keys), each acknowledged put's revision kept, so
+ * that a test can tell which acknowledged writes a recovery kept.
+ */
+typedef struct e2e_writer {
+        pthread_t thread;
+        char *endpoints;
+        volatile int stop;
+        volatile int acked; /* keys w/00000 .. acked-1 were acknowledged, in order */
+        int64_t *revisions; /* the revision each acknowledged put was given */
+        int max;
+} e2e_writer;
+
+void e2e_writer_start(e2e_writer *w, const char *endpoints, int max_keys);
+/* Wait (at most a minute, asserted) until n puts were acknowledged. */
+void e2e_writer_wait(e2e_writer *w, int n);
+void e2e_writer_stop(e2e_writer *w);
+void e2e_writer_release(e2e_writer *w);
+/* Every acknowledged key whose put revision is at most rev is in c's data; returns how many. */
+int e2e_writer_check_kept(const e2e_writer *w, etcd_client *c, int64_t rev);

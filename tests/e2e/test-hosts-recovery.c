@@ -30,7 +30,6 @@
  *     nothing of the restore on gitcd's host.
  */
 #include <dirent.h>
-#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -88,62 +87,11 @@ static int hosts_run(e2e *e, const char *failpoint, char **ret_out, char **ret_e
         return e2e_runv_failpoint(e, failpoint, ret_out, ret_err, args);
 }
 
-typedef struct writer {
-        pthread_t thread;
-        char *endpoints;
-        volatile int stop;
-        volatile int acked; /* keys w/00000 .. acked-1 were acknowledged, in order */
-        int64_t *revisions; /* the revision each acknowledged put was given */
-} writer;
-
-static void *writer_main(void *arg)
-{
-        writer *w = arg;
-        etcd_client_opts o = {
-            .endpoints = w->endpoints, .call_timeout_ms = 2000, .dial_timeout_ms = 500};
-        etcd_client *c = NULL;
-        if (etcd_client_new(&o, &c) < 0)
-                return NULL;
-        while (!w->stop && w->acked < MAX_KEYS) {
-                char key[32];
-                snprintf(key, sizeof(key), "w/%05d", w->acked);
-                int64_t rev = 0;
-                if (etcd_put(c, key, key, strlen(key), &rev) == 0) {
-                        w->revisions[w->acked] = rev;
-                        w->acked = w->acked + 1;
-                }
-                usleep(5 * 1000);
-        }
-        etcd_client_free(c);
-        return NULL;
-}
-
-static void wait_acked(writer *w, int n)
-{
-        for (int i = 0; i < 6000 && w->acked < n; i++)
-                usleep(10 * 1000);
-        assert_true(w->acked >= n);
-}
-
 /* Every acknowledged key whose put revision is at most rev is there; returns how many. */
-static int check_kept(e2e *e, const writer *w, int64_t rev)
+static int check_kept(e2e *e, const e2e_writer *w, int64_t rev)
 {
         etcd_client *c = e2e_client(e, NAME);
-        etcd_kv_list *l = NULL;
-        assert_int_equal(etcd_get(c, "w/", true, &l), 0);
-        int kept = 0;
-        for (int i = 0; i < w->acked; i++) {
-                if (w->revisions[i] > rev)
-                        break;
-                char key[32];
-                snprintf(key, sizeof(key), "w/%05d", i);
-                if ((size_t)i >= l->n || !streq(l->kvs[i].key, key))
-                        fail_msg("acknowledged key %s (revision %lld <= %lld) is missing", key,
-                                 (long long)w->revisions[i], (long long)rev);
-                assert_string_equal(l->kvs[i].value, key);
-                kept++;
-        }
-        etcd_kv_list_free(l);
+        int kept = e2e_writer_check_kept(w, c, rev);
         etcd_client_free(c);
         return kept;
 }
@@ -332,10 +280,10 @@ static void test_recovery(void **unused)
         uint64_t id0 = member_id(e, "demo-0");
 
         /* 1. A writer; a snapshot on the way. */
-        writer w = {.endpoints = e2e_endpoints(e, NAME),
-                    .revisions = xcalloc(MAX_KEYS, sizeof(int64_t))};
-        assert_int_equal(pthread_create(&w.thread, NULL, writer_main, &w), 0);
-        wait_acked(&w, 50);
+        e2e_writer w;
+        _cleanup_free_ char *eps = e2e_endpoints(e, NAME);
+        e2e_writer_start(&w, eps, MAX_KEYS);
+        e2e_writer_wait(&w, 50);
         stage("snapshot");
         _cleanup_free_ char *backups = path_join(e->root, "backups");
         char *out = NULL, *err = NULL;
@@ -353,7 +301,7 @@ static void test_recovery(void **unused)
         int64_t snap_rev = json_integer_value(json_object_get(snap, "revision"));
         json_decref(snap);
         assert_true(snap_id > 0 && snap_rev > 0);
-        wait_acked(&w, w.acked + 50);
+        e2e_writer_wait(&w, w.acked + 50);
 
         /* 2. Two members' data deleted for good while the writer writes. */
         stage("two members lost");
@@ -425,8 +373,7 @@ static void test_recovery(void **unused)
                 fail_msg("gitcd apply after the killed recovery exited %d:\n%s\n%s", k, out, err);
         free(out), free(err), out = err = NULL;
         stage("recovered");
-        w.stop = 1;
-        pthread_join(w.thread, NULL);
+        e2e_writer_stop(&w);
         assert_true(e2e_wait_ready(e, NAME, 3, 30));
         assert_int_equal(assert_voters(e, 3), old_cluster);
         assert_int_equal(member_id(e, "demo-0"), id0);
@@ -512,8 +459,7 @@ static void test_recovery(void **unused)
         if (d)
                 closedir(d);
 
-        free(w.endpoints);
-        free(w.revisions);
+        e2e_writer_release(&w);
         e2e_free(e);
         stage("done");
 }

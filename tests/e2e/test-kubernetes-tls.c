@@ -186,33 +186,87 @@ static bool members_serve_secrets(e2e *e, const char *cluster, const char *opdir
         }
 }
 
+#define AUTO_TLS                                                                                   \
+        "  tls:\n"                                                                                 \
+        "    provider: auto\n"                                                                     \
+        "    client:\n"                                                                            \
+        "      enabled: true\n"                                                                    \
+        "    peer:\n"                                                                              \
+        "      enabled: true\n"
+
+/* Write source/<name>.yaml: 3 members of VERSION in NS, then the spec's tls part (may be ""). */
+static void write_cluster(e2e *e, const char *name, const char *tls)
+{
+        _cleanup_free_ char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
+                                              "kind: EtcdCluster\n"
+                                              "metadata:\n"
+                                              "  name: %s\n"
+                                              "  namespace: " NS "\n"
+                                              "spec:\n"
+                                              "  replicas: 3\n"
+                                              "  version: \"" VERSION "\"\n"
+                                              "  progressDeadlineSeconds: 300\n"
+                                              "%s",
+                                              name, tls);
+        _cleanup_free_ char *file = xasprintf("%s.yaml", name);
+        e2e_write_file(e, file, text);
+}
+
+/* `gitcd run` on the Kubernetes target of the test's apiserver. */
+static pid_t start_daemon(e2e *e)
+{
+        const char *args[] = {
+            "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(api), "--context",
+            "gitcd",    NULL};
+        return e2e_start_daemon(e, args);
+}
+
+/* The audit log's events of one action for NS/name, as `gitcd log -o json` prints them. */
+static char *audit_log(e2e *e, const char *name, const char *action)
+{
+        _cleanup_free_ char *id = xasprintf(NS "/%s", name);
+        char *out = NULL;
+        assert_int_equal(
+            e2e_run(e, &out, "log", "-o", "json", "--cluster", id, "--action", action, NULL), 0);
+        return out;
+}
+
+/* Keys /before/000 .. /before/<n-1>, written or checked. */
+static void put_keys(etcd_client *c, int n)
+{
+        for (int i = 0; i < n; i++) {
+                _cleanup_free_ char *k = xasprintf("/before/%03d", i);
+                assert_int_equal(etcd_put(c, k, "v", 1, NULL), 0);
+        }
+}
+
+static void check_keys(etcd_client *c, int n)
+{
+        etcd_kv_list *l = NULL;
+        if (etcd_get(c, "/before/", true, &l) < 0)
+                fail_msg("read back: %s", etcd_client_last_error(c));
+        assert_int_equal((int)l->n, n);
+        etcd_kv_list_free(l);
+}
+
+/* gitcd's operator identity, from its Secret, in opdir. */
+static e2e_tls_files operator_files(const char *name, const char *opdir)
+{
+        _cleanup_free_ char *secret = xasprintf("%s-operator-tls", name);
+        secret_files(secret, opdir);
+        return (e2e_tls_files){path_join(opdir, "ca.crt"), path_join(opdir, "tls.crt"),
+                               path_join(opdir, "tls.key")};
+}
+
 static void test_secrets_renewed(void **state)
 {
         (void)state;
         e2e *e = e2e_new();
-        e2e_write_file(e, "kr.yaml",
-                       "apiVersion: gitcd.io/v1alpha1\n"
-                       "kind: EtcdCluster\n"
-                       "metadata:\n"
-                       "  name: kr\n"
-                       "  namespace: " NS "\n"
-                       "spec:\n"
-                       "  replicas: 3\n"
-                       "  version: \"" VERSION "\"\n"
-                       "  progressDeadlineSeconds: 240\n"
-                       "  tls:\n"
-                       "    provider: auto\n"
-                       "    client:\n"
-                       "      enabled: true\n"
-                       "    peer:\n"
-                       "      enabled: true\n"
-                       "    auto:\n"
-                       "      validity: 60s\n"
-                       "      renewBefore: 40s\n");
-        const char *args[] = {
-            "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(api), "--context",
-            "gitcd",    NULL};
-        pid_t d = e2e_start_daemon(e, args);
+        write_cluster(e, "kr",
+                      AUTO_TLS "    auto:\n"
+                               "      validity: 60s\n"
+                               "      renewBefore: 40s\n");
+        pid_t d = start_daemon(e);
         assert_true(e2e_wait_ready(e, "kr", 3, 240));
 
         _cleanup_free_ char *ca0 = NULL;
@@ -268,34 +322,8 @@ static void test_secrets_renewed(void **state)
 static void write_rotating(e2e *e, const char *token)
 {
         _cleanup_free_ char *rot =
-            token ? xasprintf("    auto:\n      rotateCA: \"%s\"\n", token) : NULL;
-        _cleanup_free_ char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
-                                              "kind: EtcdCluster\n"
-                                              "metadata:\n"
-                                              "  name: kc\n"
-                                              "  namespace: " NS "\n"
-                                              "spec:\n"
-                                              "  replicas: 3\n"
-                                              "  version: \"" VERSION "\"\n"
-                                              "  progressDeadlineSeconds: 300\n"
-                                              "  tls:\n"
-                                              "    provider: auto\n"
-                                              "    client:\n"
-                                              "      enabled: true\n"
-                                              "    peer:\n"
-                                              "      enabled: true\n"
-                                              "%s",
-                                              rot ? rot : "");
-        e2e_write_file(e, "kc.yaml", text);
-}
-
-static char *rotation_log(e2e *e)
-{
-        char *out = NULL;
-        assert_int_equal(e2e_run(e, &out, "log", "-o", "json", "--cluster", NS "/kc", "--action",
-                                 "tls.ca-rotate", NULL),
-                         0);
-        return out;
+            token ? xasprintf(AUTO_TLS "    auto:\n      rotateCA: \"%s\"\n", token) : NULL;
+        write_cluster(e, "kc", rot ? rot : AUTO_TLS);
 }
 
 static void test_ca_rotated(void **state)
@@ -303,24 +331,16 @@ static void test_ca_rotated(void **state)
         (void)state;
         e2e *e = e2e_new();
         write_rotating(e, NULL);
-        const char *args[] = {
-            "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(api), "--context",
-            "gitcd",    NULL};
-        pid_t d = e2e_start_daemon(e, args);
+        pid_t d = start_daemon(e);
         assert_true(e2e_wait_ready(e, "kc", 3, 240));
 
         _cleanup_free_ char *opdir = harness_tmpdir("gitcd-kt-op");
-        secret_files("kc-operator-tls", opdir);
         _cleanup_free_ char *old_ca = NULL;
         _cleanup_free_ char *peer0 = secret_serial("kc-peer-tls", &old_ca);
         assert_non_null(old_ca);
-        e2e_tls_files f = {path_join(opdir, "ca.crt"), path_join(opdir, "tls.crt"),
-                           path_join(opdir, "tls.key")};
+        e2e_tls_files f = operator_files("kc", opdir);
         etcd_client *c = e2e_tls_client(e, "kc", &f);
-        for (int i = 0; i < 100; i++) {
-                _cleanup_free_ char *k = xasprintf("/before/%03d", i);
-                assert_int_equal(etcd_put(c, k, "v", 1, NULL), 0);
-        }
+        put_keys(c, 100);
         etcd_client_free(c);
 
         /*
@@ -347,11 +367,11 @@ static void test_ca_rotated(void **state)
         assert_true(members_serve_secrets(e, "kc", opdir, 1));
 
         /* gitcd run finishes it. */
-        d = e2e_start_daemon(e, args);
+        d = start_daemon(e);
         bool finished = false;
         int64_t end = now_mono_ms() + 300 * 1000;
         while (!finished && now_mono_ms() < end) {
-                _cleanup_free_ char *l = rotation_log(e);
+                _cleanup_free_ char *l = audit_log(e, "kc", "tls.ca-rotate");
                 finished = strstr(l, "phase 3 (drop old CA): done") != NULL;
                 if (!finished)
                         sleep(1);
@@ -372,11 +392,7 @@ static void test_ca_rotated(void **state)
         /* Writable, and every key written before the rotation is there. */
         c = e2e_tls_client(e, "kc", &f);
         assert_int_equal(etcd_put(c, "/after", "v", 1, NULL), 0);
-        etcd_kv_list *l = NULL;
-        if (etcd_get(c, "/before/", true, &l) < 0)
-                fail_msg("read back: %s", etcd_client_last_error(c));
-        assert_int_equal((int)l->n, 100);
-        etcd_kv_list_free(l);
+        check_keys(c, 100);
         etcd_client_free(c);
 
         kill(d, SIGTERM);
@@ -386,56 +402,25 @@ static void test_ca_rotated(void **state)
         e2e_free(e);
 }
 
-static void write_switching(e2e *e, bool tls)
-{
-        _cleanup_free_ char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
-                                              "kind: EtcdCluster\n"
-                                              "metadata:\n"
-                                              "  name: kp\n"
-                                              "  namespace: " NS "\n"
-                                              "spec:\n"
-                                              "  replicas: 3\n"
-                                              "  version: \"" VERSION "\"\n"
-                                              "  progressDeadlineSeconds: 300\n"
-                                              "%s",
-                                              tls ? "  tls:\n"
-                                                    "    provider: auto\n"
-                                                    "    client:\n"
-                                                    "      enabled: true\n"
-                                                    "    peer:\n"
-                                                    "      enabled: true\n"
-                                                  : "");
-        e2e_write_file(e, "kp.yaml", text);
-}
-
 /* TLS switched on for a running cluster: etcd lists https peer URLs, the keys stay. */
 static void test_tls_switched_on(void **state)
 {
         (void)state;
         e2e *e = e2e_new();
-        write_switching(e, false);
-        const char *args[] = {
-            "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(api), "--context",
-            "gitcd",    NULL};
-        pid_t d = e2e_start_daemon(e, args);
+        write_cluster(e, "kp", "");
+        pid_t d = start_daemon(e);
         assert_true(e2e_wait_ready(e, "kp", 3, 240));
         etcd_client *c = e2e_client(e, "kp");
-        for (int i = 0; i < 100; i++) {
-                _cleanup_free_ char *k = xasprintf("/before/%03d", i);
-                assert_int_equal(etcd_put(c, k, "v", 1, NULL), 0);
-        }
+        put_keys(c, 100);
         etcd_client_free(c);
 
-        write_switching(e, true);
+        write_cluster(e, "kp", AUTO_TLS);
         _cleanup_free_ char *out = NULL;
         int64_t end = now_mono_ms() + 360 * 1000;
         int updated = 0;
         while (updated < 3 && now_mono_ms() < end) {
                 free(out);
-                out = NULL;
-                assert_int_equal(e2e_run(e, &out, "log", "-o", "json", "--cluster", NS "/kp",
-                                         "--action", "tls.enable", NULL),
-                                 0);
+                out = audit_log(e, "kp", "tls.enable");
                 updated = 0;
                 for (const char *p = out; (p = strstr(p, "etcd's membership now lists")); p++)
                         updated++;
@@ -447,9 +432,7 @@ static void test_tls_switched_on(void **state)
         assert_true(e2e_wait_ready(e, "kp", 3, 120));
 
         _cleanup_free_ char *opdir = harness_tmpdir("gitcd-kt-op");
-        secret_files("kp-operator-tls", opdir);
-        e2e_tls_files f = {path_join(opdir, "ca.crt"), path_join(opdir, "tls.crt"),
-                           path_join(opdir, "tls.key")};
+        e2e_tls_files f = operator_files("kp", opdir);
         c = e2e_tls_client(e, "kp", &f);
         etcd_members *ms = NULL;
         if (etcd_member_list(c, &ms) < 0)
@@ -458,11 +441,7 @@ static void test_tls_switched_on(void **state)
                 assert_true(strneq(ms->members[i].peer_urls[0], "https://", 8));
         assert_int_equal((int)ms->n, 3);
         etcd_members_free(ms);
-        etcd_kv_list *l = NULL;
-        if (etcd_get(c, "/before/", true, &l) < 0)
-                fail_msg("read back: %s", etcd_client_last_error(c));
-        assert_int_equal((int)l->n, 100);
-        etcd_kv_list_free(l);
+        check_keys(c, 100);
         etcd_client_free(c);
         assert_true(members_serve_secrets(e, "kp", opdir, 30));
 
