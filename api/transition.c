@@ -113,6 +113,12 @@ static void check_tls(ctx *x, const etcd_cluster *prev, const etcd_cluster *next
                                "http and https on one port, which the switch needs; upgrade to "
                                "3.5 first",
                                tls_provider_name(a->provider), prev->version);
+                /* Members added mid-way would be planned on TLS alone, their peers not yet. */
+                if (prev->replicas != next->replicas)
+                        refuse(x, "spec.replicas",
+                               "%d → %d in the commit that switches TLS on: change the number "
+                               "of members in a commit of its own, before or after",
+                               prev->replicas, next->replicas);
                 check_string(x, "spec.tls.caBundleSecretRef", a->ca_bundle_secret,
                              b->ca_bundle_secret, FIXED_TLS);
                 return;

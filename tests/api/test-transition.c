@@ -178,6 +178,10 @@ static void test_tls(void **state)
               "etcd 3.5 or later (the cluster runs 3.4.23): etcd 3.4 cannot reliably serve gRPC "
               "in plain http and https on one port, which the switch needs; upgrade to 3.5 "
               "first\n");
+        /* Not together with a change of the member count. */
+        check("  replicas: 3\n", "  replicas: 5\n  tls:\n    provider: auto\n",
+              "next.yaml:6:13: error: spec.replicas: 3 → 5 in the commit that switches TLS on: "
+              "change the number of members in a commit of its own, before or after\n");
         /* Plain http beside https may come and go. */
         check(auto_tls, "  tls:\n    provider: auto\n    client:\n      allowPlainHTTP: true\n",
               NULL);
