@@ -742,8 +742,12 @@ static bool strv_has(char **v, const char *s)
         return false;
 }
 
-/* Write a CA into a fresh sibling folder, then rename it to dir: both files or neither. */
-static int ca_write_atomic(const char *dir, const pki_cert *cert, const pki_key *k)
+/*
+ * Write a CA into a fresh sibling folder, then rename it to dir: both files
+ * or neither; with the imported marker (PKI_CA_IMPORTED_FILE) when mark is set.
+ */
+static int ca_write_atomic(const char *dir, const pki_cert *cert, const pki_key *k,
+                           const char *mark)
 {
         _cleanup_free_ char *tmp = xasprintf("%s.new", dir);
         _cleanup_free_ char *tmp_crt = path_join(tmp, "ca.crt");
@@ -757,6 +761,12 @@ static int ca_write_atomic(const char *dir, const pki_cert *cert, const pki_key 
         FAILPOINT("pki.ca.between-files");
         if (r >= 0)
                 r = pki_write_pem(NULL, tmp_key, NULL, k);
+        if (r >= 0 && mark) {
+                _cleanup_free_ char *marker = path_join(tmp, PKI_CA_IMPORTED_FILE);
+                r = write_file_atomic(marker, mark, strlen(mark), 0644);
+                if (r < 0)
+                        r = fail(r, "cannot write %s: %s", marker, strerror(-r));
+        }
         if (r >= 0 && rmdir(dir) < 0 && errno != ENOENT)
                 r = fail(-errno, "cannot replace %s: %s", dir, strerror(errno));
         if (r >= 0 && rename(tmp, dir) < 0)
@@ -776,7 +786,7 @@ static int ca_create_atomic(const char *dir, const char *cn, int days, pki_key *
         pki_cert *cert = NULL;
         int r = pki_ca_create(cn, days, &k, &cert);
         if (r >= 0)
-                r = ca_write_atomic(dir, cert, k);
+                r = ca_write_atomic(dir, cert, k, NULL);
         if (r < 0) {
                 pki_key_free(k);
                 pki_cert_free(cert);
@@ -797,7 +807,15 @@ int pki_ca_import(const char *dir, const pki_cert *cert, const pki_key *key)
         _cleanup_free_ char *keyf = path_join(dir, "ca.key");
         if (path_exists(crt) || path_exists(keyf))
                 return fail(-EEXIST, "%s already holds a CA", dir);
-        return ca_write_atomic(dir, cert, key);
+        return ca_write_atomic(dir, cert, key,
+                               "taken over from elsewhere: others may hold certificates it "
+                               "signed; gitcd does not rotate it\n");
+}
+
+bool pki_ca_imported(const char *dir)
+{
+        _cleanup_free_ char *marker = path_join(dir, PKI_CA_IMPORTED_FILE);
+        return path_exists(marker);
 }
 
 int pki_ca_open(const char *dir, const char *cn, int days, bool members_depend, pki_key **ret_key,

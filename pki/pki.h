@@ -117,7 +117,14 @@ int pki_ca_open(const char *dir, const char *cn, int days, bool members_depend, 
  * when <dir> holds a CA (or half of one) already; -EBADMSG when cert is
  * not a CA or key is not its key.
  */
+#define PKI_CA_IMPORTED_FILE "imported"
 int pki_ca_import(const char *dir, const pki_cert *cert, const pki_key *key);
+/*
+ * Was the CA in <dir> taken over by pki_ca_import() (a marker written
+ * before the CA itself)? Others may hold certificates it signed (a
+ * kube-apiserver's etcd client certificate), so gitcd does not rotate it.
+ */
+bool pki_ca_imported(const char *dir);
 /* pki_ca_open() assuming members depend on the CA: never replaces half a CA. */
 int pki_ca_load_or_create(const char *dir, const char *cn, int days, pki_key **ret_key,
                           pki_cert **ret_cert);

@@ -90,6 +90,61 @@ static void audit(const carotate_env *env, const char *token, int phase, const c
         log_info("%s: %s", env->cluster, reason);
 }
 
+/*
+ * A CA gitcd took over with the cluster (adoption of a kubeadm cluster:
+ * pki_ca_imported) is never rotated by it: others hold certificates it
+ * signed (the kube-apiserver's etcd client certificate; kubeadm signs new
+ * ones from its own copy on the machines), and phase 3 would cut them off.
+ */
+static bool ca_taken_over(const carotate_env *env)
+{
+        target *t = env->target;
+        if (!t || !t->ops->tls_certificates)
+                return false;
+        _cleanup_(membership_plan_freep) membership_plan *p = NULL;
+        target_cert *certs = NULL;
+        size_t n = 0;
+        bool taken = false;
+        if (membership_plan_for_records(t, env->c, env->records->items, env->records->n, &p) >= 0 &&
+            t->ops->tls_certificates(t, env->c, p, &certs, &n) >= 0)
+                for (size_t i = 0; i < n; i++)
+                        taken = taken ||
+                                (streq_ptr(certs[i].surface, TARGET_CERT_CA) && certs[i].imported);
+        target_certs_free(certs, n);
+        return taken;
+}
+
+/* The rotation `token` would start, refused: audited (and logged) once per reason. */
+static void refuse_taken_over(const carotate_env *env, const char *token)
+{
+        _cleanup_free_ char *reason = xasprintf(
+            "CA rotation %s refused: the cluster CA was taken over when gitcd adopted the "
+            "cluster, and others hold certificates it signed (the kube-apiserver's etcd client "
+            "certificate); rotating it would cut them off. Replace it with the tools that issued "
+            "them (kubeadm), then adopt the cluster again",
+            token);
+        state_audit_filter f = {.cluster = env->cluster, .action = "tls.ca-rotate", .limit = 1};
+        state_audit_list l = {0};
+        bool again = state_audit_query(env->db, &f, &l) == 0 && l.n == 1 &&
+                     streq_ptr(l.items[0]->reason, reason);
+        state_audit_list_release(&l);
+        if (again)
+                return;
+        state_audit_event ev = {
+            .time_ms = env->now_ms,
+            .cluster = (char *)env->cluster,
+            .commit = (char *)env->commit,
+            .author = (char *)env->author,
+            .action = (char *)"tls.ca-rotate",
+            .reason = reason,
+            .outcome = (char *)"rejected",
+        };
+        if (state_audit_append(env->db, &ev, NULL) < 0)
+                log_warn("%s: could not write the audit event tls.ca-rotate: %s", env->cluster,
+                         state_last_error());
+        log_error("%s: %s", env->cluster, reason);
+}
+
 /* A CA within CA_RENEW_BEFORE_MS of its notAfter (as last recorded) starts a rotation, once. */
 static int expiry_rotation(const carotate_env *env)
 {
@@ -104,7 +159,9 @@ static int expiry_rotation(const carotate_env *env)
         if (ca && ca->not_after_ms - env->now_ms < CA_RENEW_BEFORE_MS) {
                 _cleanup_free_ char *token = xasprintf("ca-expiry-%s", ca->serial);
                 k = state_ca_rotation_token_used(env->db, env->cluster, token);
-                if (k == 0) {
+                if (k == 0 && ca_taken_over(env)) {
+                        refuse_taken_over(env, token);
+                } else if (k == 0) {
                         k = state_ca_rotation_start(env->db, env->cluster, token, false,
                                                     env->now_ms);
                         if (k == -EBUSY)
@@ -142,7 +199,9 @@ int carotate_prepare(const carotate_env *env)
                 int k = state_ca_rotation_token_used(env->db, env->cluster, token);
                 if (k < 0)
                         return k;
-                if (k == 0) {
+                if (k == 0 && env->bootstrapped && ca_taken_over(env)) {
+                        refuse_taken_over(env, token);
+                } else if (k == 0) {
                         k = state_ca_rotation_start(env->db, env->cluster, token,
                                                     !env->bootstrapped, env->now_ms);
                         if (k == -EBUSY)

@@ -63,7 +63,8 @@ void target_certs_add_ca(target_cert **v, size_t *n, const char *pki_dir)
         (*v)[(*n)++] = (target_cert){.member = NULL,
                                      .surface = xstrdup(TARGET_CERT_CA),
                                      .not_after_ms = not_after,
-                                     .serial = serial};
+                                     .serial = serial,
+                                     .imported = pki_ca_imported(pki_dir)};
 }
 
 void target_member_status_release(target_member_status *s)

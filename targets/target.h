@@ -69,6 +69,7 @@ typedef struct target_cert {
         char *surface;        /* "client", "peer", "operator" (render/layout.h), TARGET_CERT_CA */
         int64_t not_after_ms; /* wall clock, ms since the epoch */
         char *serial;         /* upper-case hex */
+        bool imported;        /* the CA: taken over (pki_ca_imported), never rotated by gitcd */
 } target_cert;
 
 /* The surface of the cluster CA itself in a certificate list (member NULL): not a leaf. */

@@ -768,7 +768,8 @@ static int fake_tls_certificates(target *t, const etcd_cluster *c, const members
         if (w->ca_model && w->ca_not_after_ms)
                 v[n++] = (target_cert){.surface = xstrdup(TARGET_CERT_CA),
                                        .not_after_ms = w->ca_not_after_ms,
-                                       .serial = xasprintf("CA%d", w->ca_signer)};
+                                       .serial = xasprintf("CA%d", w->ca_signer),
+                                       .imported = w->ca_imported};
         *ret = v;
         *ret_n = n;
         return 0;

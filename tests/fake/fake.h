@@ -137,6 +137,7 @@ typedef struct fake_world {
         /* ca_model: the signer's notAfter, reported by tls_certificates as TARGET_CERT_CA
          * (0: no CA reported); a new signer (phase 2) gets ten years from then */
         int64_t ca_not_after_ms;
+        bool ca_imported; /* the CA reported is one taken over (target_cert.imported) */
         int ca_reissues;
         int ca_violations;
         /* Data kept aside by remove_member(keep_data), by member name ("" = free slot). */

@@ -561,6 +561,7 @@ static void test_ca_import(void **state)
         assert_false(path_exists(dir));
 
         assert_int_equal(pki_ca_import(dir, ca, key), 0);
+        assert_true(pki_ca_imported(dir)); /* never rotated by gitcd */
         _cleanup_free_ char *kf = path_join(dir, "ca.key");
         struct stat st;
         assert_int_equal(stat(kf, &st), 0);

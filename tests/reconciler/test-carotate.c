@@ -182,6 +182,34 @@ static void test_ca_near_its_end_rotates_by_itself(void **state)
         assert_int_equal(fx_audit_count(f, "tls.ca-rotate"), 10);
 }
 
+/*
+ * A CA taken over with the cluster (adopted from kubeadm) is never rotated: neither by a
+ * rotateCA token nor near its end; the refusal is audited once per reason.
+ */
+static void test_taken_over_ca_is_not_rotated(void **state)
+{
+        fx *f = *state;
+        f->w->ca_imported = true;
+        f->w->ca_not_after_ms = f->w->now_ms + 3650 * DAY_MS;
+        offer(f, NULL);
+        fx_converge(f, NULL);
+        offer(f, "r1");
+        fx_converge(f, NULL);
+        fx_converge(f, NULL);
+        assert_false(rotation_running(f));
+        assert_members(f, 1, 1);
+        assert_int_equal(state_ca_rotation_token_used(f->db, CLUSTER, "r1"), 0);
+        assert_int_equal(fx_audit_count(f, "tls.ca-rotate"), 1);
+
+        f->w->ca_not_after_ms = f->w->now_ms + 200 * DAY_MS;
+        offer(f, NULL);
+        fx_converge(f, NULL);
+        fx_converge(f, NULL);
+        assert_false(rotation_running(f));
+        assert_members(f, 1, 1);
+        assert_int_equal(fx_audit_count(f, "tls.ca-rotate"), 2);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -190,6 +218,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_killed_at_each_phase, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_token_at_creation_rotates_nothing, setup,
                                             fx_teardown),
+            cmocka_unit_test_setup_teardown(test_taken_over_ca_is_not_rotated, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_ca_near_its_end_rotates_by_itself, setup,
                                             fx_teardown),
         };
