@@ -71,22 +71,28 @@
 static const char *const phase_names[] = {"finished", "trust old+new CA", "reissue from new CA",
                                           "drop old CA"};
 
-static void audit(const carotate_env *env, const char *token, int phase, const char *what)
+/* A tls.ca-rotate audit event with this reason and outcome. */
+static void audit_event(const carotate_env *env, const char *reason, const char *outcome)
 {
-        _cleanup_free_ char *reason =
-            xasprintf("CA rotation %s, phase %d (%s): %s", token, phase, phase_names[phase], what);
         state_audit_event ev = {
             .time_ms = env->now_ms,
             .cluster = (char *)env->cluster,
             .commit = (char *)env->commit,
             .author = (char *)env->author,
             .action = (char *)"tls.ca-rotate",
-            .reason = reason,
-            .outcome = (char *)"success",
+            .reason = (char *)reason,
+            .outcome = (char *)outcome,
         };
         if (state_audit_append(env->db, &ev, NULL) < 0)
                 log_warn("%s: could not write the audit event tls.ca-rotate: %s", env->cluster,
                          state_last_error());
+}
+
+static void audit(const carotate_env *env, const char *token, int phase, const char *what)
+{
+        _cleanup_free_ char *reason =
+            xasprintf("CA rotation %s, phase %d (%s): %s", token, phase, phase_names[phase], what);
+        audit_event(env, reason, "success");
         log_info("%s: %s", env->cluster, reason);
 }
 
@@ -130,18 +136,7 @@ static void refuse_taken_over(const carotate_env *env, const char *token)
         state_audit_list_release(&l);
         if (again)
                 return;
-        state_audit_event ev = {
-            .time_ms = env->now_ms,
-            .cluster = (char *)env->cluster,
-            .commit = (char *)env->commit,
-            .author = (char *)env->author,
-            .action = (char *)"tls.ca-rotate",
-            .reason = reason,
-            .outcome = (char *)"rejected",
-        };
-        if (state_audit_append(env->db, &ev, NULL) < 0)
-                log_warn("%s: could not write the audit event tls.ca-rotate: %s", env->cluster,
-                         state_last_error());
+        audit_event(env, reason, "rejected");
         log_error("%s: %s", env->cluster, reason);
 }
 
