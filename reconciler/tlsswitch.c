@@ -103,7 +103,7 @@ static int update_membership(const tlsswitch_env *env, pass_result *res)
                 int k = env->ops->update_peer(env->conn, em->id, m->peer_url);
                 if (k < 0) {
                         step_taken(res, m->name, "TLS: cannot move %s's peer URL to %s: %s",
-                                   m->name, m->peer_url, strerror(-k));
+                                   m->name, m->peer_url, env->ops->last_error(env->conn));
                         res->poll_ms = 1000;
                         return k;
                 }
@@ -118,7 +118,7 @@ static int update_membership(const tlsswitch_env *env, pass_result *res)
         return 0;
 }
 
-/* Record m (a copy of the record, changed) in the store. */
+/* Store record m, changed in place (the pass's own copy of the records). */
 static int put(const tlsswitch_env *env, const state_member *m, pass_result *res)
 {
         int k = state_member_put(env->db, m, env->now_ms);
