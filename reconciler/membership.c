@@ -40,22 +40,12 @@ static bool is_http(const char *url)
         return url && strneq(url, "http://", 7);
 }
 
-/* url with https:// in place of http:// (a copy of url otherwise). */
+/* url with http:// in place of https:// (a copy of url otherwise). */
 static char *as_http(const char *url)
 {
         if (url && strneq(url, "https://", 8))
                 return xasprintf("http://%s", url + 8);
         return xstrdup_null(url);
-}
-
-/* Clients on both schemes on the one client port (etcd tells them apart per connection). */
-static bool listen_both(member_plan *mp)
-{
-        const char *l = mp->listen_client_url;
-        if (!l || !strneq(l, "https://", 8) || strchr(l, ','))
-                return false;
-        str_assign(&mp->listen_client_url, xasprintf("http://%s,%s", l + 8, l));
-        return true;
 }
 
 bool membership_tls_switching(member_plan *mp, const char *rec_peer_url, const char *rec_client_url,
@@ -68,7 +58,7 @@ bool membership_tls_switching(member_plan *mp, const char *rec_peer_url, const c
                 str_assign(&mp->listen_peer_url, as_http(mp->listen_peer_url));
         }
         if (client_moving)
-                (void)listen_both(mp);
+                (void)member_plan_listen_plain(mp);
         return peer_moving || client_moving;
 }
 
@@ -87,8 +77,7 @@ int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c,
                 p->n--;
                 return k;
         }
-        if (render_client_tls(c) && c->tls.client.allow_plain)
-                (void)listen_both(mp); /* tls.client.allowPlainHTTP */
+        member_plan_allow_plain(c, mp);
         mp->initial_cluster = xstrdup(initial_cluster ? initial_cluster : "");
         mp->initial_cluster_state = xstrdup(initial_state ? initial_state : "existing");
         mp->config_hash = render_member_config_hash(c, p, p->n - 1);

@@ -88,6 +88,23 @@ void membership_plan_free(membership_plan *p)
         free(p);
 }
 
+bool member_plan_listen_plain(member_plan *m)
+{
+        const char *l = m->listen_client_url;
+        if (!l || !strneq(l, "https://", 8) || strchr(l, ','))
+                return false;
+        char *both = xasprintf("http://%s,%s", l + 8, l);
+        free(m->listen_client_url);
+        m->listen_client_url = both;
+        return true;
+}
+
+void member_plan_allow_plain(const etcd_cluster *c, member_plan *m)
+{
+        if (render_client_tls(c) && c->tls.client.allow_plain)
+                (void)member_plan_listen_plain(m);
+}
+
 membership_plan *membership_plan_steady(const etcd_cluster *c, const char *cluster_domain)
 {
         const char *domain =
@@ -114,6 +131,7 @@ membership_plan *membership_plan_steady(const etcd_cluster *c, const char *clust
                     xasprintf("%s://0.0.0.0:%d", client_scheme, ETCD_CLIENT_PORT);
                 /* Plain HTTP: health and metrics only, so probes need no certificates. */
                 m->listen_metrics_url = xasprintf("http://0.0.0.0:%d", ETCD_METRICS_PORT);
+                member_plan_allow_plain(c, m);
                 if (i > 0)
                         sb_appendc(&initial, ',');
                 sb_printf(&initial, "%s=%s", m->name, m->peer_url);

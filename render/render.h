@@ -94,6 +94,14 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(membership_plan *, membership_plan_free);
 member_plan *membership_plan_add(membership_plan *p); /* zeroed entry to fill */
 /* Free the strings of one entry (not the entry itself); the entry is zeroed. */
 void member_plan_release(member_plan *m);
+/*
+ * Clients on both schemes on the member's one client port (etcd tells
+ * them apart per connection): its https listen URL gets the same one in
+ * http before it. false when it listens on no single https URL.
+ */
+bool member_plan_listen_plain(member_plan *m);
+/* tls.client.allowPlainHTTP: member_plan_listen_plain() when the spec asks for it. */
+void member_plan_allow_plain(const etcd_cluster *c, member_plan *m);
 
 /* The etcd container command line for one member: argv[0] "etcd", then flags; NULL-terminated. */
 char **render_member_command(const etcd_cluster *c, const membership_plan *p, size_t idx);

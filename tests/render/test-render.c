@@ -173,6 +173,13 @@ static void test_command_tls(void **state)
                                      " --peer-trusted-ca-file=/etc/etcd/tls/peer/ca.crt"
                                      " --peer-client-cert-auth=true"));
 
+        /* tls.client.allowPlainHTTP: plain http beside https on the client port. */
+        c->tls.client.allow_plain = true;
+        _cleanup_(membership_plan_freep) membership_plan *pl = membership_plan_steady(c, NULL);
+        assert_true(
+            has_arg(c, pl, 0, "--listen-client-urls=http://0.0.0.0:2379,https://0.0.0.0:2379"));
+        c->tls.client.allow_plain = false;
+
         /* A CA bundle replaces both surfaces' trusted CA. */
         c->tls.ca_bundle_secret = xstrdup("corp-ca");
         assert_true(has_arg(c, q, 0, "--trusted-ca-file=/etc/etcd/tls/ca-bundle/ca.crt"));
