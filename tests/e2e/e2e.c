@@ -646,8 +646,9 @@ void e2e_writer_release(e2e_writer *w)
         free(w->revisions);
 }
 
-int e2e_writer_check_kept(const e2e_writer *w, etcd_client *c, int64_t rev)
+int e2e_writer_check_kept(const e2e_writer *w, e2e *e, const char *name, int64_t rev)
 {
+        etcd_client *c = e2e_client(e, name);
         etcd_kv_list *l = NULL;
         assert_int_equal(etcd_get(c, "w/", true, &l), 0);
         int kept = 0;
@@ -663,5 +664,20 @@ int e2e_writer_check_kept(const e2e_writer *w, etcd_client *c, int64_t rev)
                 kept++;
         }
         etcd_kv_list_free(l);
+        etcd_client_free(c);
         return kept;
+}
+
+uint64_t e2e_assert_voters(e2e *e, const char *name, size_t n)
+{
+        etcd_members *l = e2e_members(e, name);
+        if (l->n != n)
+                fail_msg("%s: %zu members in etcd, want %zu", name, l->n, n);
+        for (size_t i = 0; i < l->n; i++) {
+                assert_false(l->members[i].is_learner);
+                assert_true(l->members[i].name && l->members[i].name[0] != '\0'); /* started */
+        }
+        uint64_t id = l->cluster_id;
+        etcd_members_free(l);
+        return id;
 }

@@ -135,5 +135,11 @@ void e2e_writer_start(e2e_writer *w, const char *endpoints, int max_keys);
 void e2e_writer_wait(e2e_writer *w, int n);
 void e2e_writer_stop(e2e_writer *w);
 void e2e_writer_release(e2e_writer *w);
-/* Every acknowledged key whose put revision is at most rev is in c's data; returns how many. */
-int e2e_writer_check_kept(const e2e_writer *w, etcd_client *c, int64_t rev);
+/*
+ * Every acknowledged key whose put revision is at most rev is in cluster
+ * name's data (read through its recorded endpoints); returns how many.
+ */
+int e2e_writer_check_kept(const e2e_writer *w, e2e *e, const char *name, int64_t rev);
+
+/* Cluster name has n members in etcd, every one a voter; returns its cluster ID. */
+uint64_t e2e_assert_voters(e2e *e, const char *name, size_t n);

@@ -87,28 +87,6 @@ static int hosts_run(e2e *e, const char *failpoint, char **ret_out, char **ret_e
         return e2e_runv_failpoint(e, failpoint, ret_out, ret_err, args);
 }
 
-/* Every acknowledged key whose put revision is at most rev is there; returns how many. */
-static int check_kept(e2e *e, const e2e_writer *w, int64_t rev)
-{
-        etcd_client *c = e2e_client(e, NAME);
-        int kept = e2e_writer_check_kept(w, c, rev);
-        etcd_client_free(c);
-        return kept;
-}
-
-/* n voting members, no learner; returns the cluster ID. */
-static uint64_t assert_voters(e2e *e, size_t n)
-{
-        etcd_members *l = e2e_members(e, NAME);
-        if (l->n != n)
-                fail_msg("%zu members in etcd, want %zu", l->n, n);
-        for (size_t i = 0; i < l->n; i++)
-                assert_false(l->members[i].is_learner);
-        uint64_t id = l->cluster_id;
-        etcd_members_free(l);
-        return id;
-}
-
 static uint64_t member_id(e2e *e, const char *member)
 {
         etcd_members *l = e2e_members(e, NAME);
@@ -275,7 +253,7 @@ static void test_recovery(void **unused)
         e2e *e = e2e_new();
         hosts_lab_write_cluster(L, e, NAME, VERSION, 3, 0, MACHINES);
         hosts_lab_apply_ok(L, e, "90s");
-        uint64_t old_cluster = assert_voters(e, 3);
+        uint64_t old_cluster = e2e_assert_voters(e, NAME, 3);
         size_t m0 = machine_of(e, "demo-0");
         uint64_t id0 = member_id(e, "demo-0");
 
@@ -375,7 +353,7 @@ static void test_recovery(void **unused)
         stage("recovered");
         e2e_writer_stop(&w);
         assert_true(e2e_wait_ready(e, NAME, 3, 30));
-        assert_int_equal(assert_voters(e, 3), old_cluster);
+        assert_int_equal(e2e_assert_voters(e, NAME, 3), old_cluster);
         assert_int_equal(member_id(e, "demo-0"), id0);
         assert_int_equal(machine_of(e, "demo-0"), m0);
         _cleanup_free_ char *pod0 = manifest_of(m0);
@@ -388,7 +366,7 @@ static void test_recovery(void **unused)
         json_decref(r);
         /* The survivor held at least what the snapshot held, before the loss. */
         assert_true(rev >= snap_rev);
-        int kept = check_kept(e, &w, rev);
+        int kept = e2e_writer_check_kept(&w, e, NAME, rev);
         assert_true(kept >= 50 && kept <= acked_at_loss);
         assert_int_equal(e2e_audit_count(e, NAME, "recovery.succeeded"), 1);
         /* The cluster is whole: what was set aside is deleted, every machine holds a member. */
@@ -439,13 +417,13 @@ static void test_recovery(void **unused)
         free(out), free(err), out = err = NULL;
         stage("recovered");
         assert_true(e2e_wait_ready(e, NAME, 3, 30));
-        uint64_t new_cluster = assert_voters(e, 3);
+        uint64_t new_cluster = e2e_assert_voters(e, NAME, 3);
         assert_true(new_cluster != old_cluster);
         r = last_recovery(e);
         assert_string_equal(json_string_value(json_object_get(r, "result")), "succeeded");
         assert_int_equal(json_integer_value(json_object_get(r, "revision")), snap_rev);
         json_decref(r);
-        kept = check_kept(e, &w, snap_rev);
+        kept = e2e_writer_check_kept(&w, e, NAME, snap_rev);
         assert_true(kept >= 50);
         assert_int_equal(e2e_audit_count(e, NAME, "recovery.succeeded"), 2);
         assert_int_equal(e2e_audit_count(e, NAME, "recovery.restored"), 1);

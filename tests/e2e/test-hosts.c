@@ -62,16 +62,6 @@ static void apply_ok(e2e *e, const char *timeout)
         hosts_lab_apply_ok(L, e, timeout);
 }
 
-static void assert_voters(e2e *e, const char *name, size_t n)
-{
-        etcd_members *l = e2e_members(e, name);
-        if (l->n != n)
-                fail_msg("%s: %zu members in etcd, want %zu", name, l->n, n);
-        for (size_t i = 0; i < l->n; i++)
-                assert_false(l->members[i].is_learner);
-        etcd_members_free(l);
-}
-
 /* The lab machine a member's client URL points at. */
 static size_t machine_of(e2e *e, const char *name, const char *member)
 {
@@ -148,17 +138,17 @@ static void test_lifecycle(void **state)
         /* Bootstrap 3 across three machines, then 3 → 5 → 3 under a writer. */
         stage("bootstrap 3");
         apply_ok(e, "90s");
-        assert_voters(e, cl, 3);
+        e2e_assert_voters(e, cl, 3);
         _cleanup_free_ char *eps = e2e_endpoints(e, cl);
         hosts_writer *w = hosts_writer_start(eps);
         write_cluster(e, cl, 5, 0, MACHINES);
         stage("scale to 5");
         apply_ok(e, "90s");
-        assert_voters(e, cl, 5);
+        e2e_assert_voters(e, cl, 5);
         write_cluster(e, cl, 3, 0, MACHINES);
         stage("scale to 3");
         apply_ok(e, "90s");
-        assert_voters(e, cl, 3);
+        e2e_assert_voters(e, cl, 3);
 
         /* Member 1's machine gets a new data disk: replaced, never restarted empty. */
         size_t wiped = machine_of(e, cl, "hostly-1");
@@ -166,7 +156,7 @@ static void test_lifecycle(void **state)
         assert_int_equal(rm_rf(dir), 0);
         stage("data disk wiped");
         apply_ok(e, "90s");
-        assert_voters(e, cl, 3);
+        e2e_assert_voters(e, cl, 3);
         etcd_members *l = e2e_members(e, cl);
         for (size_t i = 0; i < l->n; i++)
                 assert_string_not_equal(l->members[i].name, "hostly-1");
@@ -194,7 +184,7 @@ static void test_lifecycle(void **state)
         (void)hosts_cmd(e, "apply", NULL, &out, &err, "--timeout", "40s");
         free(out), free(err), out = err = NULL;
         assert_true(e2e_wait_ready(e, "solo", 1, 10));
-        assert_voters(e, cl, 3);
+        e2e_assert_voters(e, cl, 3);
         _cleanup_free_ char *m0 = machine_path(down, "/var/lib/etcd/hostly/gitcd-member");
         assert_true(path_exists(m0)); /* its member was left alone */
         assert_int_equal(e2e_audit_count(e, cl, "member.remove"), removes);

@@ -122,16 +122,6 @@ static json_t *get(const kube_gvr *gvr, const char *name)
         return kube_get(admin, gvr, NS, name, &o) == 0 ? o : NULL;
 }
 
-static void assert_voters(e2e *e, size_t n)
-{
-        etcd_members *l = e2e_members(e, CLUSTER);
-        if (l->n != n)
-                fail_msg("%zu members in etcd, want %zu", l->n, n);
-        for (size_t i = 0; i < l->n; i++)
-                assert_false(l->members[i].is_learner);
-        etcd_members_free(l);
-}
-
 static uint64_t member_id(e2e *e, const char *member)
 {
         etcd_members *l = e2e_members(e, CLUSTER);
@@ -250,7 +240,7 @@ static void test_bootstrap(void **state)
         (void)state;
         write_cluster(env, CLUSTER, 3);
         apply_ok(env);
-        assert_voters(env, 3);
+        e2e_assert_voters(env, CLUSTER, 3);
         assert_pods_ready(3);
         assert_int_equal(count(&pvcs, CLUSTER), 3);
         json_t *headless = get(&services, CLUSTER "-headless");
@@ -277,7 +267,7 @@ static void test_scale(void **state)
         (void)state;
         write_cluster(env, CLUSTER, 5);
         apply_ok(env);
-        assert_voters(env, 5);
+        e2e_assert_voters(env, CLUSTER, 5);
         assert_pods_ready(5);
         assert_int_equal(count(&pvcs, CLUSTER), 5);
         /* later changes are learners */
@@ -287,7 +277,7 @@ static void test_scale(void **state)
 
         write_cluster(env, CLUSTER, 3);
         apply_ok(env);
-        assert_voters(env, 3);
+        e2e_assert_voters(env, CLUSTER, 3);
         assert_pods_ready(3);
         /* removed members lose their PVCs too */
         assert_count_soon(&pvcs, CLUSTER, 3);
@@ -316,7 +306,7 @@ static void test_pod_deleted(void **state)
         assert_string_not_equal(meta_str(now, "uid"), old_uid);
         json_decref(now);
         assert_pods_ready(3);
-        assert_voters(env, 3);
+        e2e_assert_voters(env, CLUSTER, 3);
         /* the same member came back with its data: same ID, nothing removed */
         assert_true(member_id(env, CLUSTER "-1") == id);
         assert_int_equal(e2e_audit_count(env, CLUSTER, "member.remove"), removes);
@@ -335,7 +325,7 @@ static void test_pvc_lost(void **state)
         assert_true(wait_gone(&pvcs, "data-" CLUSTER "-2", 60));
 
         apply_ok(env);
-        assert_voters(env, 3);
+        e2e_assert_voters(env, CLUSTER, 3);
         assert_pods_ready(3);
         assert_int_equal(member_id(env, CLUSTER "-2"), 0);
         json_t *gone = get(&pods, CLUSTER "-2");
@@ -367,7 +357,7 @@ static void test_apiserver_restart(void **state)
         int status = 0;
         assert_int_equal(waitpid(d, &status, 0), d);
         assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        assert_voters(env, 5);
+        e2e_assert_voters(env, CLUSTER, 5);
         assert_pods_ready(5);
         assert_int_equal(pdb_max_unavailable(), 2);
         check_keys(env, "boot", 20);

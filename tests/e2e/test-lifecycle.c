@@ -96,18 +96,6 @@ static void writer_check(writer *w, e2e *e, const char *name)
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static void assert_voters(e2e *e, const char *name, size_t n)
-{
-        etcd_members *l = e2e_members(e, name);
-        if (l->n != n)
-                fail_msg("%s: %zu members in etcd, want %zu", name, l->n, n);
-        for (size_t i = 0; i < l->n; i++) {
-                assert_false(l->members[i].is_learner);
-                assert_true(l->members[i].name[0] != '\0');
-        }
-        etcd_members_free(l);
-}
-
 static bool etcd_has_member(e2e *e, const char *name, const char *member, uint64_t *ret_id)
 {
         etcd_members *l = e2e_members(e, name);
@@ -152,13 +140,13 @@ static void lifecycle(const char *version)
         /* 1 → 3 */
         e2e_write_cluster(e, "life.yaml", cl, 1, version);
         apply_ok(e);
-        assert_voters(e, cl, 1);
+        e2e_assert_voters(e, cl, 1);
         uint64_t seed_id = 0;
         char *seed = xasprintf("%s-0", cl);
         assert_true(etcd_has_member(e, cl, seed, &seed_id));
         e2e_write_cluster(e, "life.yaml", cl, 3, version);
         apply_ok(e);
-        assert_voters(e, cl, 3);
+        e2e_assert_voters(e, cl, 3);
         char *cid = cluster_id(e, cl);
         etcd_client *c = e2e_client(e, cl);
         assert_int_equal(etcd_put(c, "kept", "across pause", 12, NULL), 0);
@@ -169,10 +157,10 @@ static void lifecycle(const char *version)
         writer *w = writer_start(eps);
         e2e_write_cluster(e, "life.yaml", cl, 5, version);
         apply_ok(e);
-        assert_voters(e, cl, 5);
+        e2e_assert_voters(e, cl, 5);
         e2e_write_cluster(e, "life.yaml", cl, 3, version);
         apply_ok(e);
-        assert_voters(e, cl, 3);
+        e2e_assert_voters(e, cl, 3);
         for (int i = 0; i < 3; i++) {
                 char *m = xasprintf("%s-%d", cl, i);
                 assert_true(etcd_has_member(e, cl, m, NULL));
@@ -196,7 +184,7 @@ static void lifecycle(const char *version)
         /* 0 → 3: same cluster, same seed member, data intact. */
         e2e_write_cluster(e, "life.yaml", cl, 3, version);
         apply_ok(e);
-        assert_voters(e, cl, 3);
+        e2e_assert_voters(e, cl, 3);
         char *cid2 = cluster_id(e, cl);
         assert_string_equal(cid, cid2);
         uint64_t seed_id2 = 0;
@@ -239,7 +227,7 @@ static void failures(const char *version)
         const char *cl = "fail";
         e2e_write_cluster(e, "fail.yaml", cl, 3, version);
         apply_ok(e);
-        assert_voters(e, cl, 3);
+        e2e_assert_voters(e, cl, 3);
 
         /* kill -9 of a member: restarted with its data, same member ID. */
         uint64_t id_before = 0, id_after = 0;
@@ -249,7 +237,7 @@ static void failures(const char *version)
         kill(pid, SIGKILL);
         usleep(200 * 1000);
         apply_ok(e);
-        assert_voters(e, cl, 3);
+        e2e_assert_voters(e, cl, 3);
         assert_true(etcd_has_member(e, cl, "fail-1", &id_after));
         assert_true(id_before == id_after);
         pid_t pid2 = e2e_member_pid(e, cl, "fail-1");
@@ -262,7 +250,7 @@ static void failures(const char *version)
         kill(e2e_member_pid(e, cl, "fail-2"), SIGKILL);
         usleep(200 * 1000);
         apply_ok(e);
-        assert_voters(e, cl, 3);
+        e2e_assert_voters(e, cl, 3);
         assert_int_equal(e2e_audit_count(e, cl, "member.remove"), 0);
 
         /*
@@ -283,7 +271,7 @@ static void failures(const char *version)
         kill(p1, SIGCONT);
         kill(p2, SIGCONT);
         apply_ok(e);
-        assert_voters(e, cl, 3);
+        e2e_assert_voters(e, cl, 3);
         assert_int_equal(e2e_member_pid(e, cl, "fail-1"), p1);
 
         /* A member's data lost: replaced by a new member while quorum holds; writes go on. */
@@ -297,7 +285,7 @@ static void failures(const char *version)
         usleep(100 * 1000);
         assert_int_equal(rm_rf(data), 0);
         apply_ok(e);
-        assert_voters(e, cl, 3);
+        e2e_assert_voters(e, cl, 3);
         assert_false(etcd_has_member(e, cl, "fail-2", NULL));
         assert_true(etcd_has_member(e, cl, "fail-3", NULL));
         assert_int_equal(e2e_audit_count(e, cl, "member.remove"), 1);
@@ -306,8 +294,8 @@ static void failures(const char *version)
         /* A second cluster beside it. */
         e2e_write_cluster(e, "other.yaml", "other", 1, version);
         apply_ok(e);
-        assert_voters(e, "other", 1);
-        assert_voters(e, cl, 3);
+        e2e_assert_voters(e, "other", 1);
+        e2e_assert_voters(e, cl, 3);
 
         /* An invalid revision after a good one: exit 1, the last spec stays in force. */
         json_t *st = e2e_status(e, "other");
@@ -320,8 +308,8 @@ static void failures(const char *version)
         st = e2e_status(e, "other");
         assert_string_equal(json_string_value(json_object_get(st, "desired_hash")), hash);
         json_decref(st);
-        assert_voters(e, "other", 1);
-        assert_voters(e, cl, 3);
+        e2e_assert_voters(e, "other", 1);
+        e2e_assert_voters(e, cl, 3);
         assert_true(e2e_audit_count(e, "other", "cluster.orphaned") == 0);
 
         /* A forbidden transition (a major/minor skip downgrade): rejected and recorded. */
@@ -332,14 +320,14 @@ static void failures(const char *version)
         st = e2e_status(e, "other");
         assert_string_equal(json_string_value(json_object_get(st, "desired_hash")), hash);
         json_decref(st);
-        assert_voters(e, "other", 1);
+        e2e_assert_voters(e, "other", 1);
 
         /* A rolling upgrade 3.4 → 3.5, one member at a time, same members. */
         if (streq(version, "3.4.23") && e2e_have_version("3.5.16")) {
                 etcd_members *before = e2e_members(e, cl);
                 e2e_write_cluster(e, "fail.yaml", cl, 3, "3.5.16");
                 apply_ok(e);
-                assert_voters(e, cl, 3);
+                e2e_assert_voters(e, cl, 3);
                 etcd_members *after = e2e_members(e, cl);
                 for (size_t i = 0; i < before->n; i++)
                         assert_non_null(etcd_members_find(after, before->members[i].id));
@@ -412,7 +400,7 @@ static void test_deadline(void **state)
         /* A new spec starts afresh and converges. */
         e2e_write_cluster(e, "d.yaml", "late", 1, "3.5.16");
         apply_ok(e);
-        assert_voters(e, "late", 1);
+        e2e_assert_voters(e, "late", 1);
         e2e_free(e);
 }
 
@@ -452,7 +440,7 @@ static void static_bootstrap(const char *version)
         e2e *e = e2e_new();
         e2e_write_cluster(e, "stat.yaml", "stat", 3, version);
         apply_ok(e);
-        assert_voters(e, "stat", 3);
+        e2e_assert_voters(e, "stat", 3);
         assert_int_equal(e2e_audit_count(e, "stat", "member.bootstrap"), 1);
         assert_int_equal(e2e_audit_count(e, "stat", "member.add-learner"), 0);
         assert_int_equal(e2e_audit_count(e, "stat", "member.promote"), 0);
@@ -482,7 +470,7 @@ static void static_bootstrap(const char *version)
         assert_true(e2e_member_pid(e, "bad", "bad-0") > 0);
         assert_true(e2e_member_pid(e, "bad", "bad-1") > 0);
         /* The first cluster was never touched. */
-        assert_voters(e, "stat", 3);
+        e2e_assert_voters(e, "stat", 3);
         free(reason);
         free(message);
         free(data);

@@ -36,25 +36,6 @@
 #define VERSION  "3.5.16"
 #define MAX_KEYS 100000
 
-/* Every acknowledged key whose put revision is at most rev is there; returns how many. */
-static int check_kept(e2e *e, const e2e_writer *w, int64_t rev)
-{
-        etcd_client *c = e2e_client(e, NAME);
-        int kept = e2e_writer_check_kept(w, c, rev);
-        etcd_client_free(c);
-        return kept;
-}
-
-static void assert_voters(e2e *e, size_t n)
-{
-        etcd_members *l = e2e_members(e, NAME);
-        if (l->n != n)
-                fail_msg("%zu members in etcd, want %zu", l->n, n);
-        for (size_t i = 0; i < l->n; i++)
-                assert_false(l->members[i].is_learner);
-        etcd_members_free(l);
-}
-
 static uint64_t member_id(e2e *e, const char *member)
 {
         etcd_members *l = e2e_members(e, NAME);
@@ -110,7 +91,7 @@ static void test_recovery(void **unused)
         e2e *e = e2e_new();
         e2e_write_cluster(e, "demo.yaml", NAME, 3, VERSION);
         assert_int_equal(e2e_apply(e, NULL, 90), 0);
-        assert_voters(e, 3);
+        e2e_assert_voters(e, NAME, 3);
         uint64_t id0 = member_id(e, "demo-0");
 
         /* 1. A writer; a snapshot on the way. */
@@ -167,7 +148,7 @@ static void test_recovery(void **unused)
         free(out);
         free(err);
         e2e_writer_stop(&w);
-        assert_voters(e, 3);
+        e2e_assert_voters(e, NAME, 3);
         assert_int_equal(member_id(e, "demo-0"), id0);
         assert_false(cmdline_has(e2e_member_pid(e, NAME, "demo-0"), "--force-new-cluster"));
         json_t *r = last_recovery(e);
@@ -176,7 +157,7 @@ static void test_recovery(void **unused)
         json_decref(r);
         /* The survivor held at least what the snapshot held, before the loss. */
         assert_true(rev >= snap_rev);
-        int kept = check_kept(e, &w, rev);
+        int kept = e2e_writer_check_kept(&w, e, NAME, rev);
         assert_true(kept >= 50 && kept <= acked_at_loss);
         assert_int_equal(e2e_audit_count(e, NAME, "recovery.succeeded"), 1);
         assert_int_equal(e2e_audit_count(e, NAME, "recovery.cleaned"), 1);
@@ -209,12 +190,12 @@ static void test_recovery(void **unused)
                 _cleanup_free_ char *log = e2e_read_log(e, "daemon.log");
                 fail_msg("not grown back to 3 members; gitcd run said:\n%s", log);
         }
-        assert_voters(e, 3);
+        e2e_assert_voters(e, NAME, 3);
         r = last_recovery(e);
         assert_string_equal(json_string_value(json_object_get(r, "result")), "succeeded");
         assert_int_equal(json_integer_value(json_object_get(r, "revision")), snap_rev);
         json_decref(r);
-        kept = check_kept(e, &w, snap_rev);
+        kept = e2e_writer_check_kept(&w, e, NAME, snap_rev);
         assert_true(kept >= 50);
         st = e2e_status(e, NAME);
         assert_string_not_equal(json_string_value(json_object_get(st, "cluster_id")), old_cluster);
