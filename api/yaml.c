@@ -55,6 +55,13 @@ const yaml_limits yaml_default_limits = {
     .max_nodes = 1000000,
 };
 
+const yaml_limits yaml_config_limits = {
+    .max_file_bytes = 4u << 20,
+    .max_documents = 16,
+    .max_depth = 64,
+    .max_nodes = 100000,
+};
+
 #define TAG_PREFIX "tag:yaml.org,2002:"
 
 /* ------------------------------------------------------------------ nodes */

@@ -43,6 +43,10 @@ typedef struct yaml_limits {
 } yaml_limits;
 
 extern const yaml_limits yaml_default_limits;
+/* For the small files beside the specs (kubeconfig, gitcd's own configuration,
+ * etcd manifests on adopted machines): at most 100,000 nodes after alias
+ * expansion, so a hostile file costs tens of MiB, not hundreds. */
+extern const yaml_limits yaml_config_limits;
 
 typedef struct ydoc {
         char *file;

@@ -350,6 +350,13 @@ static int transport_error(grpc_conn *conn, CURLcode cc, const char *errbuf, str
         }
 }
 
+/* A transfer that ended because the connection broke, not by an answer. */
+static bool broke_silently(CURLcode cc)
+{
+        return cc == CURLE_RECV_ERROR || cc == CURLE_SEND_ERROR || cc == CURLE_GOT_NOTHING ||
+               cc == CURLE_PARTIAL_FILE || cc == CURLE_HTTP2 || cc == CURLE_HTTP2_STREAM;
+}
+
 /*
  * The HTTP version to ask curl for. https:// negotiates HTTP/2 with ALPN.
  * Plain http:// needs "prior knowledge" (etcd does not answer h2c upgrades)
@@ -451,12 +458,19 @@ int grpc_call(grpc_conn *conn, const char *path, const uint8_t *req, size_t req_
                 curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st.http_status);
                 curl_easy_getinfo(c, CURLINFO_HTTP_VERSION, &hv);
                 conn->h2_up = cc == CURLE_OK && hv == CURL_HTTP_VERSION_2_0;
-                /* The kept connection was gone and curl opened an HTTP/1.1 one,
-                 * which etcd answers with a 404 without running anything: redo the
-                 * call on a fresh HTTP/2 connection. */
-                if (!reuse || conn->tls || cc != CURLE_OK || hv == CURL_HTTP_VERSION_2_0)
+                if (!reuse)
                         break;
-                log_debug("etcd: %s: kept connection was closed; reconnecting", conn->url);
+                /* The kept connection was gone and curl opened an HTTP/1.1 one,
+                 * which etcd answers with a 404 without running anything; or it
+                 * broke before a byte of the answer came back: redo the call
+                 * once on a fresh connection to the same member. (A call that
+                 * broke with nothing back may go to another member anyway, so
+                 * this sends nothing a fail-over would not.) */
+                bool downgraded = !conn->tls && cc == CURLE_OK && hv != CURL_HTTP_VERSION_2_0;
+                if (!downgraded && !(broke_silently(cc) && !st.saw_headers && res->bytes_in == 0))
+                        break;
+                log_debug("etcd: %s: kept connection was closed (curl %d); reconnecting", conn->url,
+                          (int)cc);
                 grpc_result_release(res);
                 *res = (grpc_result){.grpc_status = -1};
                 grpc_frames_release(&st.frames);

@@ -320,8 +320,8 @@ static int load_file(const char *path, const char *buf, size_t len, const char *
         const char *cluster_name, *user_name, *ns, *slash;
         int r;
 
-        r = buf ? yaml_parse(path, buf, len, NULL, &docs, &diags)
-                : yaml_load_file(path, NULL, &docs, &diags);
+        r = buf ? yaml_parse(path, buf, len, &yaml_config_limits, &docs, &diags)
+                : yaml_load_file(path, &yaml_config_limits, &docs, &diags);
         if (r < 0) {
                 _cleanup_free_ char *msg = diags.n > 0 ? diag_format(&diags.items[0]) : NULL;
                 ydoc_list_release(&docs);

@@ -563,7 +563,7 @@ int ops_config_load_buffer(const char *path, const char *buf, size_t len, ops_co
 {
         ydoc_list docs = {0};
         diag_list local = DIAG_LIST_INIT;
-        int k = yaml_parse(path, buf, len, NULL, &docs, &local);
+        int k = yaml_parse(path, buf, len, &yaml_config_limits, &docs, &local);
         if (k < 0) {
                 diag_move(diags, &local);
                 ydoc_list_release(&docs);
@@ -576,7 +576,7 @@ int ops_config_load(const char *path, ops_config **ret, diag_list *diags)
 {
         ydoc_list docs = {0};
         diag_list local = DIAG_LIST_INIT;
-        int k = yaml_load_file(path, NULL, &docs, &local);
+        int k = yaml_load_file(path, &yaml_config_limits, &docs, &local);
         if (k < 0) {
                 diag_move(diags, &local);
                 ydoc_list_release(&docs);

@@ -105,7 +105,7 @@ int hosts_running_parse_manifest(const char *origin, const char *text, size_t le
                                  diag_list *diags)
 {
         _cleanup_(ydoc_list_release) ydoc_list docs = {0};
-        yaml_limits lim = yaml_default_limits;
+        yaml_limits lim = yaml_config_limits;
         lim.max_file_bytes = 1024 * 1024;
         lim.max_documents = 1;
         int k = yaml_parse(origin, text, len, &lim, &docs, diags);

@@ -9,6 +9,8 @@
  *    advertises a fake server as its client URL) and never changes the
  *    configured scheme, so neither the token nor the password can go
  *    anywhere else;
+ *  - a kept connection the server closes under a call is replaced by a
+ *    new one to the same member, not taken for a dead member;
  *  - a grpc-message with control characters is shown escaped;
  *  - a password on the command line (--user NAME:PASS, a URL) is gone from
  *    /proc/PID/cmdline while the command runs, with a warning.
@@ -63,6 +65,8 @@ typedef struct fake_server {
         pthread_t thread;
         volatile int stop;
         volatile int connections; /* connections accepted by the gRPC server */
+        volatile int requests;    /* requests seen by the gRPC server */
+        int drop_request;         /* 0, or the request (1, 2, ...) it drops with its connection */
 } fake_server;
 
 static int listen_loopback(int *ret_port)
@@ -152,6 +156,9 @@ static void serve_grpc(fake_server *s, int fd)
                 bool end_stream = (type == 0x0 || type == 0x1) && (flags & 0x1);
                 if (!end_stream)
                         continue;
+                /* a kept connection that breaks under a request: no answer at all */
+                if (__atomic_add_fetch(&s->requests, 1, __ATOMIC_SEQ_CST) == s->drop_request)
+                        return;
                 /* trailers-only answer: :status 200, content-type, grpc-status, grpc-message */
                 uint8_t block[512];
                 size_t n = 0;
@@ -470,6 +477,27 @@ static void test_grpc_message_escaped(void **state)
         fake_stop(g);
 }
 
+/* ---- a kept connection that breaks is replaced, not taken for a dead member ---- */
+
+static void test_kept_connection_breaks(void **state)
+{
+        fake_server *g = fake_start("answered");
+        g->drop_request = 2;
+        etcd_client *c = client_on(g->url, 5000);
+        etcd_members *l = NULL;
+        /* the first call opens the connection and is answered on it */
+        assert_int_equal(etcd_member_list(c, &l), ETCD_ERR_UNKNOWN);
+        /* the second goes on the kept connection, which the server closes
+         * without a word: asked again on a new one, it is answered */
+        assert_int_equal(etcd_member_list(c, &l), ETCD_ERR_UNKNOWN);
+        assert_non_null(strstr(etcd_client_last_error(c), "answered"));
+        assert_int_equal(__atomic_load_n(&g->requests, __ATOMIC_SEQ_CST), 3);
+        assert_int_equal(__atomic_load_n(&g->connections, __ATOMIC_SEQ_CST), 2);
+        assert_null(l);
+        etcd_client_free(c);
+        fake_stop(g);
+}
+
 /* ---- a password on the command line ---- */
 
 static char *cmdline_of(pid_t pid)
@@ -638,6 +666,7 @@ int main(int argc, char **argv)
         }
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_dead_first_endpoint),
+            cmocka_unit_test(test_kept_connection_breaks),
             cmocka_unit_test(test_silent_first_endpoint),
             cmocka_unit_test(test_grpc_message_escaped),
             cmocka_unit_test(test_password_wiped_from_argv),
