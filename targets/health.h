@@ -1,8 +1,11 @@
 /*
  * The health GET the local and hosts targets ask a member's client URL
- * (etcd's own /health), shared by both.
+ * (etcd's own /health), shared by both; and whether anything still listens
+ * on a member's port.
  */
 #pragma once
+
+#include <stdbool.h>
 
 #include <curl/curl.h>
 
@@ -16,3 +19,10 @@
  * yet. Nothing secret travels in plain: a health GET carries none.
  */
 CURLcode target_health_perform(CURL *h, const char *url, strbuf *body);
+
+/*
+ * Whether a TCP connection to host:port is accepted within timeout_ms: a
+ * stopped member's ports refuse (or, filtered, time out) once its process
+ * is gone.
+ */
+bool target_port_accepts(const char *host, int port, int timeout_ms);

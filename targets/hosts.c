@@ -955,6 +955,33 @@ static int hosts_stop_member(target *t, const etcd_cluster *c, const char *membe
         return stop_on(ht, c, &c->hosts.items[idx]);
 }
 
+/*
+ * Wait until the etcd a removed static Pod ran no longer listens on its
+ * client and peer ports: the kubelet stops it on its own schedule, and its
+ * data directory must not move (or go) under a running etcd, nor a new
+ * member start beside it. A systemd unit is stopped by `disable --now`.
+ */
+static int wait_stopped(hosts_target *ht, const host_spec *h, const char *member)
+{
+        if (h->mode != HOST_MODE_STATIC_POD)
+                return 0;
+        int64_t until = now_mono_ms() + ht->o.stop_timeout_ms;
+        bool up;
+        target_blocking_begin();
+        while ((up = target_port_accepts(h->advertise_address, ht->o.client_port, 1000) ||
+                     target_port_accepts(h->advertise_address, ht->o.peer_port, 1000)) &&
+               now_mono_ms() < until)
+                msleep(250);
+        target_blocking_end();
+        if (up)
+                return target_fail(&ht->base, -EBUSY,
+                                   "%s: etcd still listens on %s:%d or :%d %d s after the manifest "
+                                   "of %s was removed; its data is moved once it stopped",
+                                   h->address, h->advertise_address, ht->o.client_port,
+                                   ht->o.peer_port, ht->o.stop_timeout_ms / 1000, member);
+        return 0;
+}
+
 static int hosts_remove_member(target *t, const etcd_cluster *c, const char *member, bool keep_data)
 {
         hosts_target *ht = HT(t);
@@ -966,7 +993,7 @@ static int hosts_remove_member(target *t, const etcd_cluster *c, const char *mem
         if (idx < 0)
                 return k;
         const host_spec *h = &c->hosts.items[idx];
-        if ((k = stop_on(ht, c, h)) < 0)
+        if ((k = stop_on(ht, c, h)) < 0 || (k = wait_stopped(ht, h, member)) < 0)
                 return k;
         _cleanup_free_ char *qd = ssh_quote(h->data_dir);
         _cleanup_free_ char *cmd = NULL;
@@ -1762,6 +1789,8 @@ int hosts_target_new(const hosts_target_opts *opts, target **ret)
                 ht->o.metrics_port = 2381;
         if (!ht->o.health_timeout_ms)
                 ht->o.health_timeout_ms = 2000;
+        if (!ht->o.stop_timeout_ms)
+                ht->o.stop_timeout_ms = 60000;
         ht->pool = ssh_pool_new(&opts->ssh);
         *ret = &ht->base;
         return 0;

@@ -41,6 +41,13 @@ typedef struct hosts_target_opts {
         int metrics_port;      /* default 2381 */
         int health_timeout_ms; /* per /health request; default 2000 */
         /*
+         * How long a member's ports may stay open after its static Pod
+         * manifest was removed (the kubelet looks at its folder every 20 s
+         * and then stops the Pod) before remove_member gives up for this
+         * pass, its data left where it is; default 60000.
+         */
+        int stop_timeout_ms;
+        /*
          * Where the cluster CA and leaves of tls.provider auto live on the
          * gitcd host (<state_dir>/hosts/<namespace>/<name>); NULL: clusters
          * with TLS are refused.

@@ -34,8 +34,11 @@ typedef struct unit {
         char *content;
         pid_t pid;
         int64_t restart_at; /* monotonic ms; 0: not waiting */
+        int64_t gone_since; /* monotonic ms its file was first missed; 0: present */
         bool seen;
 } unit;
+
+#define MANIFEST_STOP_LAG_MS 1000
 
 static volatile sig_atomic_t stopping;
 
@@ -192,6 +195,7 @@ static void agent_loop(char **dirs, const char *etcd_bin, const char *log_dir)
                                         u->path = xstrdup(path);
                                 }
                                 u->seen = true;
+                                u->gone_since = 0;
                                 if (!streq_ptr(u->content, text)) {
                                         stop(u);
                                         free(u->content);
@@ -206,6 +210,14 @@ static void agent_loop(char **dirs, const char *etcd_bin, const char *log_dir)
                 for (size_t i = 0; i < n; i++) {
                         unit *u = &units[i];
                         if (!u->seen) {
+                                /* a kubelet stops a removed static Pod when it next looks */
+                                size_t len = strlen(u->path);
+                                bool manifest = len > 5 && streq(u->path + len - 5, ".yaml");
+                                if (!u->gone_since)
+                                        u->gone_since = now_mono_ms();
+                                if (manifest && u->pid > 0 &&
+                                    now_mono_ms() - u->gone_since < MANIFEST_STOP_LAG_MS)
+                                        continue;
                                 stop(u);
                                 free(u->content);
                                 u->content = NULL;

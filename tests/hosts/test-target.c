@@ -13,7 +13,9 @@
  * reported "absent" while the others go on; a machine with a wrong host
  * key refused with nothing written on it; a member removed with its data
  * kept (set aside beside the data directory, the machine free) and that
- * data deleted later by drop_kept_data, and no other member's.
+ * data deleted later by drop_kept_data, and no other member's; a static
+ * Pod's data moved only once its etcd stopped (the simulated kubelet stops
+ * a removed manifest's Pod a second later).
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -37,6 +39,7 @@
 
 #include "api/spec.h"
 #include "render/render.h"
+#include "targets/health.h"
 #include "targets/hosts.h"
 #include "targets/locked.h"
 #include "tests/harness/harness.h"
@@ -524,7 +527,18 @@ static void test_tls_static_pod(void **state)
         assert_int_equal(t->ops->tick(t), 0);
         wait_ready(t, c, mp->name);
 
-        assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
+        /* removed with its data kept: the kubelet stops the Pod a moment after its
+         * manifest went, and the data moves only once etcd is gone */
+        const char *addr = lab->machines[0].address;
+        for (size_t i = 0; i < MACHINES; i++)
+                if (strstr(mp->peer_url, lab->machines[i].address))
+                        addr = lab->machines[i].address;
+        assert_true(target_port_accepts(addr, client_port, 1000));
+        assert_int_equal(t->ops->remove_member(t, c, mp->name, true), 0);
+        assert_false(target_port_accepts(addr, client_port, 1000));
+        assert_false(target_port_accepts(addr, peer_port, 1000));
+        assert_false(path_exists(mp->data_dir));
+        assert_int_equal(t->ops->drop_kept_data(t, c, mp->name), 0);
         membership_plan_free(p);
         etcd_cluster_free(c);
         target_free(t);
