@@ -355,6 +355,37 @@ int hosts_adopt_check_tls(const etcd_cluster *c, hosts_running *const *running, 
         return 0;
 }
 
+/*
+ * p's --initial-cluster with each entry of a renamed member (its old name
+ * and its peer URL) under the member's gitcd name, so gitcd's manifest
+ * says one name; other entries (gitcd's names kept) are left as they are.
+ */
+static char *renamed_initial_cluster(const adopt_plan *p)
+{
+        strbuf sb = STRBUF_INIT;
+        for (const char *e = p->initial_cluster; e && *e;) {
+                size_t len = strcspn(e, ",");
+                const char *eq = memchr(e, '=', len);
+                const char *name = NULL;
+                for (size_t i = 0; eq && i < p->n; i++) {
+                        const adopt_step *st = &p->steps[i];
+                        size_t nlen = (size_t)(eq - e), ulen = len - nlen - 1;
+                        if (strlen(st->running_name) == nlen && strneq(st->running_name, e, nlen) &&
+                            strlen(st->peer_url) == ulen && strneq(st->peer_url, eq + 1, ulen))
+                                name = st->member;
+                }
+                if (sb.len)
+                        sb_appendc(&sb, ',');
+                if (name)
+                        sb_printf(&sb, "%s%.*s", name, (int)(e + len - eq), eq);
+                else
+                        sb_printf(&sb, "%.*s", (int)len, e);
+                e += len;
+                e += *e == ',';
+        }
+        return sb_detach(&sb);
+}
+
 int hosts_adopt_decide(const etcd_cluster *c, int peer_port, hosts_running *const *running,
                        const etcd_members *list, bool healthy, adopt_plan *plan, char **ret_why)
 {
@@ -458,5 +489,7 @@ int hosts_adopt_decide(const etcd_cluster *c, int peer_port, hosts_running *cons
                 if (!plan->initial_cluster && r->initial_cluster)
                         plan->initial_cluster = xstrdup(r->initial_cluster);
         }
+        if (plan->initial_cluster)
+                str_assign(&plan->initial_cluster, renamed_initial_cluster(plan));
         return 1;
 }

@@ -103,8 +103,10 @@ typedef struct adopt_step {
 
 typedef struct adopt_plan {
         uint64_t cluster_id;
-        char *initial_cluster; /* as the members were started with */
-        adopt_step *steps;     /* one per member, in machine order */
+        /* as the first machine's member was started with; a renamed member's entry
+           (its old name and peer URL) under its new name */
+        char *initial_cluster;
+        adopt_step *steps; /* one per member, in machine order */
         size_t n;
 } adopt_plan;
 

@@ -298,6 +298,17 @@ static void test_decide_adopts_node_names(void **state)
         }
         /* even from gitcd's own file (machine 2), the new name needs the restart */
         assert_null(p.steps[2].replaces);
+        /* gitcd's manifest says the new names in --initial-cluster too */
+        assert_string_equal(p.initial_cluster, "prod-0=http://10.0.0.11:2380");
+        adopt_plan_release(&p);
+        str_assign(&w.run[0]->initial_cluster,
+                   xstrdup("node-c=http://10.0.0.11:2380,gone=http://10.9.9.9:2380,"
+                           "node-a=http://10.0.0.12:2380,prod-7=http://10.0.0.13:2380,odd"));
+        assert_int_equal(hosts_adopt_decide(w.c, 2380, w.run, &w.list, true, &p, &why), 1);
+        assert_string_equal(
+            p.initial_cluster,
+            "prod-0=http://10.0.0.11:2380,gone=http://"
+            "10.9.9.9:2380,prod-1=http://10.0.0.12:2380,prod-7=http://10.0.0.13:2380,odd");
         adopt_plan_release(&p);
         world_release(&w);
 
