@@ -5,10 +5,14 @@
  * (api/yaml.h: limits, positions) and nothing else; only the flags that
  * say who a member is and where its data lives are taken from it. The
  * decision compares three sources that must agree before anything is
- * taken over: the spec (names, count, machines, dataDir), what each
- * machine's file says, and what etcd itself lists. Any disagreement is a
- * refusal that names the first one found, so a person can fix the spec
- * (or the machines) and try again; nothing is changed before the decision.
+ * taken over: the spec (count, machines and their addresses, dataDir),
+ * what each machine's file says, and what etcd itself lists. Any
+ * disagreement is a refusal that names the first one found, so a person
+ * can fix the spec (or the machines) and try again; nothing is changed
+ * before the decision. A machine's member is the one etcd lists at its
+ * peer URL, not the one with a given name: names are the operator's
+ * (kubeadm uses node names), and adoption gives each gitcd's name for it
+ * (hosts_adopt_ordinals()).
  *
  * TLS is all or nothing: a running cluster with TLS is adopted only with
  * TLS on both surfaces, by a spec with tls.provider auto and both surfaces
