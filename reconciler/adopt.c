@@ -16,10 +16,20 @@
  *      transaction: from here on decide() never bootstraps the cluster;
  *   3. one member at a time, every member healthy first: move it onto
  *      gitcd's rendered manifest (remove kubeadm's etcd.yaml, wait until
- *      the old etcd stopped answering, write gitcd's, wait until healthy)
- *      and record the config hash it runs with. A member already on
- *      gitcd's own file (a cluster gitcd created whose state store was
- *      lost) is rewritten only when its config hash differs.
+ *      the old etcd stopped answering, write gitcd's, wait until healthy
+ *      and until etcd lists the member's ID under gitcd's name) and record
+ *      the config hash it runs with. A member already on gitcd's own file
+ *      (a cluster gitcd created whose state store was lost) is rewritten
+ *      only when its config hash differs.
+ *
+ * Names: a member is recorded under gitcd's name "<cluster>-<ordinal>"
+ * (hosts_adopt_ordinals(): its own when it already has that form, else
+ * its machine's position), never under kubeadm's node name. etcd takes a
+ * member's name from --name at every start and publishes it to the
+ * cluster (the ID and data stay; --initial-cluster is ignored on existing
+ * data), so step 3's restart is the rename. Until then the member core
+ * finds a member that still carries its old name by its peer URL, which is
+ * what a pass after a crash in step 3 relies on.
  *
  * Nothing is written on the machines before the decision, so a refusal
  * changes nothing there; the only earlier write is the imported CA on the
@@ -120,38 +130,66 @@ static bool all_healthy(target *t, const etcd_cluster *c, const adopt_plan *ap)
 }
 
 /*
- * etcd's member list through the running members' advertised client URLs,
- * with gitcd's client identity when the cluster has client TLS; NULL if
- * none answer.
+ * etcd's member list through endpoints (comma separated), with gitcd's
+ * client identity when the cluster has client TLS; NULL if none answer.
  */
+static etcd_members *member_list_at(target *t, const etcd_cluster *c, const char *endpoints)
+{
+        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
+        if (isempty(endpoints) || target_client_tls(t, c, &ca, &cert, &key) < 0)
+                return NULL;
+        etcd_client_opts o = {.endpoints = endpoints,
+                              .cacert = ca,
+                              .cert = cert,
+                              .key = key,
+                              .call_timeout_ms = 5000,
+                              .dial_timeout_ms = 2000};
+        etcd_client *ec = NULL;
+        etcd_members *l = NULL;
+        if (etcd_client_new(&o, &ec) < 0)
+                return NULL;
+        if (etcd_member_list(ec, &l) < 0)
+                l = NULL;
+        etcd_client_free(ec);
+        return l;
+}
+
+/* etcd's member list through the running members' advertised client URLs. */
 static etcd_members *member_list(target *t, const etcd_cluster *c, hosts_running *const *running,
                                  size_t n)
 {
-        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
-        if (target_client_tls(t, c, &ca, &cert, &key) < 0)
-                return NULL;
         strbuf eps = STRBUF_INIT;
         for (size_t i = 0; i < n; i++)
                 if (running[i] && !isempty(running[i]->advertise_client_urls))
                         sb_printf(&eps, "%s%s", eps.len ? "," : "",
                                   running[i]->advertise_client_urls);
-        etcd_members *l = NULL;
-        if (eps.len) {
-                etcd_client_opts o = {.endpoints = sb_str(&eps),
-                                      .cacert = ca,
-                                      .cert = cert,
-                                      .key = key,
-                                      .call_timeout_ms = 5000,
-                                      .dial_timeout_ms = 2000};
-                etcd_client *ec = NULL;
-                if (etcd_client_new(&o, &ec) == 0) {
-                        if (etcd_member_list(ec, &l) < 0)
-                                l = NULL;
-                        etcd_client_free(ec);
-                }
-        }
+        etcd_members *l = member_list_at(t, c, sb_str(&eps));
         sb_release(&eps);
         return l;
+}
+
+/* Wait until etcd lists member s (its ID) under gitcd's name for it. */
+static bool wait_renamed(target *t, const etcd_cluster *c, const adopt_plan *ap,
+                         const adopt_step *s, int ms)
+{
+        strbuf eps = STRBUF_INIT;
+        for (size_t i = 0; i < ap->n; i++)
+                if (ap->steps[i].client_url)
+                        sb_printf(&eps, "%s%s", eps.len ? "," : "", ap->steps[i].client_url);
+        int64_t end = now_mono_ms() + ms;
+        bool done = false;
+        while (!done) {
+                etcd_members *l = member_list_at(t, c, sb_str(&eps));
+                for (size_t i = 0; l && i < l->n; i++)
+                        done = done || (l->members[i].id == s->id &&
+                                        streq_ptr(l->members[i].name, s->member));
+                etcd_members_free(l);
+                if (done || now_mono_ms() > end)
+                        break;
+                msleep(300);
+        }
+        sb_release(&eps);
+        return done;
 }
 
 static int import(state_db *db, const char *cluster, const adopt_plan *ap, char **identities,
@@ -205,8 +243,14 @@ static int move_member(state_db *db, target *t, const char *cluster, const etcd_
         }
         int k;
         if (s->replaces) {
-                log_info("%s: adoption: member %s moves from %s to gitcd's manifest", cluster,
-                         s->member, s->replaces);
+                if (streq(s->member, s->running_name))
+                        log_info("%s: adoption: member %s moves from %s to gitcd's manifest",
+                                 cluster, s->member, s->replaces);
+                else
+                        log_info("%s: adoption: member %s (ID %016llx) moves from %s to gitcd's "
+                                 "manifest as %s",
+                                 cluster, s->running_name, (unsigned long long)s->id, s->replaces,
+                                 s->member);
                 if ((k = hosts_adopt_retire(t, c, s->machine)) < 0)
                         goto fail;
                 if (s->client_url && !wait_health(t, c, s->client_url, 0, STOP_TIMEOUT_MS)) {
@@ -222,6 +266,13 @@ static int move_member(state_db *db, target *t, const char *cluster, const etcd_
         if (s->client_url && !wait_health(t, c, s->client_url, 1, READY_TIMEOUT_MS)) {
                 snprintf(msg, msgsize, "adoption: member %s is not healthy on gitcd's manifest",
                          s->member);
+                return -ETIMEDOUT;
+        }
+        if (!wait_renamed(t, c, ap, s, READY_TIMEOUT_MS)) {
+                snprintf(msg, msgsize,
+                         "adoption: etcd does not list member %016llx as %s after its restart on "
+                         "gitcd's manifest",
+                         (unsigned long long)s->id, s->member);
                 return -ETIMEDOUT;
         }
         state_member *rec = NULL;
@@ -334,6 +385,8 @@ static int adopt_locked(state_db *db, target *t, const char *cluster, const etcd
                               c->hosts.items[s->machine].address, "restart", s->restart);
                 if (s->replaces)
                         json_object_set_new(m, "replaces", json_string(s->replaces));
+                if (!streq(s->member, s->running_name))
+                        json_object_set_new(m, "renamed_from", json_string(s->running_name));
                 _cleanup_free_ char *mj = json_dumps(m, JSON_COMPACT);
                 audit(db, cluster, "member.adopt", "imported from the running cluster", mj,
                       "success", wall_ms(), commit, author);

@@ -5,10 +5,14 @@
  * (api/yaml.h: limits, positions) and nothing else; only the flags that
  * say who a member is and where its data lives are taken from it. The
  * decision compares three sources that must agree before anything is
- * taken over: the spec (names, count, machines, dataDir), what each
- * machine's file says, and what etcd itself lists. Any disagreement is a
- * refusal that names the first one found, so a person can fix the spec
- * (or the machines) and try again; nothing is changed before the decision.
+ * taken over: the spec (count, machines and their addresses, dataDir),
+ * what each machine's file says, and what etcd itself lists. Any
+ * disagreement is a refusal that names the first one found, so a person
+ * can fix the spec (or the machines) and try again; nothing is changed
+ * before the decision. A machine's member is the one etcd lists at its
+ * peer URL, not the one with a given name: names are the operator's
+ * (kubeadm uses node names), and adoption gives each gitcd's name for it
+ * (hosts_adopt_ordinals()).
  *
  * TLS is all or nothing: a running cluster with TLS is adopted only with
  * TLS on both surfaces, by a spec with tls.provider auto and both surfaces
@@ -17,6 +21,7 @@
  * part of the decision is checked before anything else (the member list
  * cannot be read without a client certificate from that CA).
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -166,6 +171,7 @@ void adopt_plan_release(adopt_plan *p)
 {
         for (size_t i = 0; i < p->n; i++) {
                 free(p->steps[i].member);
+                free(p->steps[i].running_name);
                 free(p->steps[i].peer_url);
                 free(p->steps[i].client_url);
                 free(p->steps[i].replaces);
@@ -257,10 +263,6 @@ static int check_running_tls(const etcd_cluster *c, const host_spec *h, const ho
                               : isempty(r->peer_trusted_ca_file) ? "--peer-trusted-ca-file"
                               : isempty(r->cert_file)            ? "--cert-file"
                                                                  : "--peer-cert-file");
-        if (hosts_adopt_ordinal(c->name, r->name) < 0)
-                return refuse(ret_why,
-                              "member %s on %s: gitcd adopts members named %s-<ordinal> only",
-                              r->name, h->address, c->name);
         _cleanup_free_ char *key = hosts_running_ca_key_file(r);
         if (!key)
                 return refuse(ret_why,
@@ -279,6 +281,41 @@ char *hosts_running_ca_key_file(const hosts_running *r)
         return xasprintf("%.*s.key", (int)(n - 4), f);
 }
 
+int hosts_adopt_ordinals(const etcd_cluster *c, hosts_running *const *running, int *ret_ordinals,
+                         char **ret_why)
+{
+        *ret_why = NULL;
+        _cleanup_free_ int *ord = xcalloc(c->hosts.n + 1, sizeof(int));
+        for (size_t i = 0; i < c->hosts.n; i++) {
+                ord[i] = -1;
+                if (!running[i])
+                        continue;
+                int kept = hosts_adopt_ordinal(c->name, running[i]->name);
+                ord[i] = kept >= 0 ? kept : (int)i;
+        }
+        for (size_t i = 0; i < c->hosts.n; i++)
+                for (size_t j = 0; ord[i] >= 0 && j < i; j++) {
+                        if (ord[j] != ord[i])
+                                continue;
+                        /* i and j: the one that keeps its name, and the other */
+                        bool i_kept = hosts_adopt_ordinal(c->name, running[i]->name) >= 0;
+                        size_t a = i_kept ? i : j, b = i_kept ? j : i;
+                        if (hosts_adopt_ordinal(c->name, running[b]->name) >= 0)
+                                return refuse(ret_why, "member %s runs on two machines (%s and %s)",
+                                              running[a]->name, c->hosts.items[j].address,
+                                              c->hosts.items[i].address);
+                        return refuse(ret_why,
+                                      "member %s on %s would be named %s-%d (its machine's "
+                                      "position in spec.hosts), the name of member %s on %s; "
+                                      "restart one of them with another --name, or reorder "
+                                      "spec.hosts.machines",
+                                      running[b]->name, c->hosts.items[b].address, c->name, ord[i],
+                                      running[a]->name, c->hosts.items[a].address);
+                }
+        memcpy(ret_ordinals, ord, c->hosts.n * sizeof(int));
+        return 0;
+}
+
 int hosts_adopt_check_tls(const etcd_cluster *c, hosts_running *const *running, char **ret_why)
 {
         *ret_why = NULL;
@@ -290,6 +327,11 @@ int hosts_adopt_check_tls(const etcd_cluster *c, hosts_running *const *running, 
                 }
         if (n_running == 0)
                 return 0;
+        /* the names come first: with TLS, leaves are issued for them before the decision */
+        _cleanup_free_ int *ord = xcalloc(c->hosts.n + 1, sizeof(int));
+        int k = hosts_adopt_ordinals(c, running, ord, ret_why);
+        if (k < 0)
+                return k;
         for (size_t i = 0; n_tls > 0 && i < c->hosts.n; i++) {
                 const hosts_running *r = running[i];
                 const host_spec *h = &c->hosts.items[i];
@@ -300,8 +342,7 @@ int hosts_adopt_check_tls(const etcd_cluster *c, hosts_running *const *running, 
                                       "%s runs etcd without TLS (%s) while other machines run it "
                                       "with TLS; adoption needs one cluster-wide setting",
                                       h->address, r->file);
-                int k = check_running_tls(c, h, r, ret_why);
-                if (k < 0)
+                if ((k = check_running_tls(c, h, r, ret_why)) < 0)
                         return k;
         }
         if (n_tls > 0)
@@ -316,6 +357,37 @@ int hosts_adopt_check_tls(const etcd_cluster *c, hosts_running *const *running, 
                                               c->hosts.items[i].address, running[i]->file);
         }
         return 0;
+}
+
+/*
+ * p's --initial-cluster with each entry of a renamed member (its old name
+ * and its peer URL) under the member's gitcd name, so gitcd's manifest
+ * says one name; other entries (gitcd's names kept) are left as they are.
+ */
+static char *renamed_initial_cluster(const adopt_plan *p)
+{
+        strbuf sb = STRBUF_INIT;
+        for (const char *e = p->initial_cluster; e && *e;) {
+                size_t len = strcspn(e, ",");
+                const char *eq = memchr(e, '=', len);
+                const char *name = NULL;
+                for (size_t i = 0; eq && i < p->n; i++) {
+                        const adopt_step *st = &p->steps[i];
+                        size_t nlen = (size_t)(eq - e), ulen = len - nlen - 1;
+                        if (strlen(st->running_name) == nlen && strneq(st->running_name, e, nlen) &&
+                            strlen(st->peer_url) == ulen && strneq(st->peer_url, eq + 1, ulen))
+                                name = st->member;
+                }
+                if (sb.len)
+                        sb_appendc(&sb, ',');
+                if (name)
+                        sb_printf(&sb, "%s%.*s", name, (int)(e + len - eq), eq);
+                else
+                        sb_printf(&sb, "%.*s", (int)len, e);
+                e += len;
+                e += *e == ',';
+        }
+        return sb_detach(&sb);
 }
 
 int hosts_adopt_decide(const etcd_cluster *c, int peer_port, hosts_running *const *running,
@@ -355,6 +427,10 @@ int hosts_adopt_decide(const etcd_cluster *c, int peer_port, hosts_running *cons
                 return refuse(ret_why,
                               "etcd lists %zu members but %zu of the spec's machines run etcd",
                               list->n, n_running);
+        _cleanup_free_ int *ord = xcalloc(c->hosts.n + 1, sizeof(int));
+        int k = hosts_adopt_ordinals(c, running, ord, ret_why);
+        assert(k == 0); /* hosts_adopt_check_tls() refused otherwise */
+        (void)k;
         plan->cluster_id = list->cluster_id;
         plan->steps = xcalloc(list->n, sizeof(adopt_step));
         for (size_t i = 0; i < c->hosts.n; i++) {
@@ -362,52 +438,62 @@ int hosts_adopt_decide(const etcd_cluster *c, int peer_port, hosts_running *cons
                 if (!r)
                         continue;
                 const host_spec *h = &c->hosts.items[i];
-                const etcd_member *em = NULL;
-                for (size_t j = 0; j < list->n; j++)
-                        if (streq_ptr(list->members[j].name, r->name))
-                                em = &list->members[j];
+                _cleanup_free_ char *want = xasprintf("%s://%s:%d", tls ? "https" : "http",
+                                                      h->advertise_address, peer_port);
+                /* the member at this machine's peer URL is the one it runs, whatever its name */
+                const etcd_member *em = NULL, *named = NULL;
+                for (size_t j = 0; j < list->n; j++) {
+                        const etcd_member *m = &list->members[j];
+                        if (m->n_peer_urls == 1 && streq(m->peer_urls[0], want))
+                                em = m;
+                        if (streq_ptr(m->name, r->name))
+                                named = m;
+                }
                 if (!em) {
                         adopt_plan_release(plan);
-                        return refuse(ret_why, "%s runs member %s, which etcd does not list",
-                                      h->address, r->name);
+                        if (named)
+                                return refuse(
+                                    ret_why, "member %s on %s: its peer URL is %s, the spec's %s",
+                                    named->name, h->address,
+                                    named->n_peer_urls ? named->peer_urls[0] : "(none)", want);
+                        return refuse(ret_why,
+                                      "%s runs member %s, which etcd does not list (no member "
+                                      "has the peer URL %s)",
+                                      h->address, r->name, want);
                 }
-                int ord = hosts_adopt_ordinal(c->name, em->name);
-                if (ord < 0) {
+                if (!streq_ptr(em->name, r->name)) {
                         adopt_plan_release(plan);
                         return refuse(ret_why,
-                                      "member %s on %s: gitcd adopts members named "
-                                      "%s-<ordinal> only",
-                                      em->name, h->address, c->name);
+                                      "%s runs member %s (%s), but etcd lists %s at its peer URL "
+                                      "%s",
+                                      h->address, r->name, r->file,
+                                      isempty(em->name) ? "a member that never started" : em->name,
+                                      want);
                 }
                 if (em->is_learner) {
                         adopt_plan_release(plan);
                         return refuse(ret_why, "member %s is a learner; promote it first",
                                       em->name);
                 }
-                _cleanup_free_ char *want = xasprintf("%s://%s:%d", tls ? "https" : "http",
-                                                      h->advertise_address, peer_port);
-                if (em->n_peer_urls != 1 || !streq(em->peer_urls[0], want)) {
-                        adopt_plan_release(plan);
-                        return refuse(ret_why, "member %s on %s: its peer URL is %s, the spec's %s",
-                                      em->name, h->address,
-                                      em->n_peer_urls ? em->peer_urls[0] : "(none)", want);
-                }
                 for (size_t j = 0; j < plan->n; j++)
-                        if (plan->steps[j].ordinal == ord) {
+                        if (plan->steps[j].id == em->id) {
                                 adopt_plan_release(plan);
                                 return refuse(ret_why, "member %s runs on two machines", em->name);
                         }
                 adopt_step *s = &plan->steps[plan->n++];
                 s->machine = i;
-                s->member = xstrdup(em->name);
-                s->ordinal = ord;
+                s->ordinal = ord[i];
+                s->member = render_member_name(c, ord[i]);
+                s->running_name = xstrdup(em->name);
                 s->id = em->id;
                 s->peer_url = xstrdup(want);
                 s->client_url = em->n_client_urls ? xstrdup(em->client_urls[0]) : NULL;
-                s->restart = !r->gitcd_file;
+                s->restart = !r->gitcd_file || !streq(s->member, s->running_name);
                 s->replaces = r->gitcd_file ? NULL : xstrdup(r->file);
                 if (!plan->initial_cluster && r->initial_cluster)
                         plan->initial_cluster = xstrdup(r->initial_cluster);
         }
+        if (plan->initial_cluster)
+                str_assign(&plan->initial_cluster, renamed_initial_cluster(plan));
         return 1;
 }

@@ -56,10 +56,11 @@ int hosts_running_parse_manifest(const char *origin, const char *text, size_t le
  * when no machine runs etcd with TLS and the spec asks for none, 1 when
  * every running member uses TLS on both surfaces, the spec says
  * tls.provider auto with client and peer TLS and the CA may be imported
- * (every --trusted-ca-file and --peer-trusted-ca-file set, https URLs,
- * members named <cluster>-<ordinal>), and -EPERM with what to change in
- * *ret_why otherwise (TLS on one side only, plain http URLs beside TLS
- * flags, a missing CA flag, a spec with TLS for a cluster without).
+ * (every --trusted-ca-file and --peer-trusted-ca-file set, https URLs),
+ * and -EPERM with what to change in *ret_why otherwise (the names
+ * hosts_adopt_ordinals() refuses, TLS on one side only, plain http URLs
+ * beside TLS flags, a missing CA flag, a spec with TLS for a cluster
+ * without).
  */
 int hosts_adopt_check_tls(const etcd_cluster *c, hosts_running *const *running, char **ret_why);
 
@@ -73,12 +74,27 @@ char *hosts_running_ca_key_file(const hosts_running *r);
 /* The ordinal of a member named "<cluster>-<ordinal>" (gitcd's names), or -1. */
 int hosts_adopt_ordinal(const char *cluster, const char *member);
 
+/*
+ * The ordinal, and so gitcd's name "<cluster>-<ordinal>", adoption gives
+ * the member each machine runs, in ret_ordinals[i] (-1 where running[i]
+ * is NULL; c->hosts.n entries): n for a member already named
+ * "<cluster>-<n>" (a cluster gitcd created, or renamed by hand: the name
+ * is kept), else i, the machine's position in spec.hosts (kubeadm names
+ * each member after its node: that name is replaced by gitcd's when the
+ * member restarts on gitcd's manifest, and etcd keeps its ID and data).
+ * -EPERM with the reason in *ret_why, ret_ordinals untouched, when two
+ * machines would hold one name.
+ */
+int hosts_adopt_ordinals(const etcd_cluster *c, hosts_running *const *running, int *ret_ordinals,
+                         char **ret_why);
+
 /* What adoption does on one machine. */
 typedef struct adopt_step {
-        size_t machine; /* index in spec.hosts.machines */
-        char *member;   /* the member's name in etcd, "<cluster>-<ordinal>" */
-        int ordinal;
-        uint64_t id; /* its etcd member ID, kept */
+        size_t machine;     /* index in spec.hosts.machines */
+        char *member;       /* gitcd's name for it, "<cluster>-<ordinal>", recorded */
+        char *running_name; /* its name in etcd now; member's once it ran on gitcd's file */
+        int ordinal;        /* see hosts_adopt_ordinals() */
+        uint64_t id;        /* its etcd member ID, kept */
         char *peer_url;
         char *client_url;
         bool restart;   /* moved onto gitcd's rendered file: one restart */
@@ -87,8 +103,10 @@ typedef struct adopt_step {
 
 typedef struct adopt_plan {
         uint64_t cluster_id;
-        char *initial_cluster; /* as the members were started with */
-        adopt_step *steps;     /* one per member, in machine order */
+        /* as the first machine's member was started with; a renamed member's entry
+           (its old name and peer URL) under its new name */
+        char *initial_cluster;
+        adopt_step *steps; /* one per member, in machine order */
         size_t n;
 } adopt_plan;
 
@@ -101,12 +119,15 @@ void adopt_plan_release(adopt_plan *p);
  * /health. Returns 0 when no machine runs etcd (bootstrap as usual), 1
  * with *plan filled when the cluster can be adopted, -EPERM with the
  * reason in *ret_why when it must be refused (nothing is changed then).
- * Refused: whatever hosts_adopt_check_tls() refuses, member count or
- * names that are not the spec's (<name>-<ordinal>, spec.replicas members,
- * one per machine, on the machine's advertise address, https:// with
- * TLS), learners, a member list that cannot be read or a member that is
- * not healthy, and a running data directory that
- * is not the spec's dataDir.
+ * Each machine's member is the one etcd lists at that machine's peer URL
+ * (its advertise address and peer_port, https:// with TLS), whatever its
+ * name, and it must be the member the machine's manifest names.
+ * Refused: whatever hosts_adopt_check_tls() refuses, a member count that
+ * is not spec.replicas or not one member per running machine, a machine
+ * whose member etcd does not list at its peer URL (or lists under another
+ * name), one member on two machines, learners, a member list that cannot
+ * be read or a member that is not healthy, and a running data directory
+ * that is not the spec's dataDir.
  */
 int hosts_adopt_decide(const etcd_cluster *c, int peer_port, hosts_running *const *running,
                        const etcd_members *list, bool healthy, adopt_plan *plan, char **ret_why);

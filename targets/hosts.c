@@ -499,16 +499,20 @@ char *hosts_machine_adoption(const etcd_cluster *c, size_t i)
         return xasprintf(
             "before creating anything, apply reads %s/" HOSTS_KUBEADM_MANIFEST " (kubeadm) and %s; "
             "if etcd already runs from one of them, apply adopts that cluster instead of "
-            "bootstrapping: %sit imports the member running there with its etcd member ID, writes "
-            "the marker into its running data dir (which must be %s), and, one member at a time "
-            "with every member healthy, replaces " HOSTS_KUBEADM_MANIFEST " by the manifest "
-            "below (one restart; none for gitcd's own file with the same configuration), or it "
-            "refuses and changes nothing (docs/hosts.md, \"Adopting a running cluster\")",
+            "bootstrapping: %sit imports the member etcd lists with its peer URL on this machine's "
+            "advertiseAddress %s, whatever its --name, with its etcd member ID, as %s-%zu (the "
+            "machine's position; a "
+            "member already named %s-<n> keeps that name), writes the marker into its running "
+            "data dir (which must be %s), and, one member at a time with every member healthy, "
+            "replaces " HOSTS_KUBEADM_MANIFEST " by the manifest below (one restart, which renames "
+            "a member named otherwise, such as kubeadm's node name, in etcd, keeping its ID and "
+            "data; no restart for gitcd's own file with the same configuration), or it refuses "
+            "and changes nothing (docs/hosts.md, \"Adopting a running cluster\")",
             h->manifest_dir, own,
             auto_tls(c) ? "with TLS, it first imports the CA the running etcd trusts "
                           "(--trusted-ca-file, and the ca.key beside it) as the cluster's CA; "
                         : "",
-            h->data_dir);
+            h->advertise_address, c->name, i, c->name, h->data_dir);
 }
 
 /* ---- TLS (tls.provider auto) --------------------------------------------- */
@@ -1541,14 +1545,17 @@ int hosts_adopt_import_ca(target *t, const etcd_cluster *c, hosts_running *const
                 log_info("%s/%s: imported the running members' etcd CA into %s", c->namespace_,
                          c->name, pki);
         }
-        /* gitcd's client identity (and the members' leaves) from that CA */
+        /* gitcd's client identity (and the members' leaves, under the names adopted) */
+        _cleanup_free_ int *ord = xcalloc(c->hosts.n + 1, sizeof(int));
+        if ((k = hosts_adopt_ordinals(c, running, ord, ret_why)) < 0)
+                return k;
         _cleanup_(membership_plan_freep) membership_plan *p = membership_plan_new(c);
         for (size_t i = 0; i < c->hosts.n; i++) {
                 if (!running[i])
                         continue;
                 member_plan *mp = membership_plan_add(p);
-                mp->name = xstrdup(running[i]->name);
-                mp->ordinal = hosts_adopt_ordinal(c->name, running[i]->name);
+                mp->name = render_member_name(c, ord[i]);
+                mp->ordinal = ord[i];
                 mp->client_url = first_url(running[i]->advertise_client_urls);
                 mp->peer_url = first_url(running[i]->initial_advertise_peer_urls);
         }

@@ -2,7 +2,8 @@
  * Adoption of a cluster with TLS on the hosts target, end to end: three
  * real sshd "machines" with the host agent playing kubelet (a simulator:
  * no kubelet runs here; SSH, the files and etcd are real), and a 3-member
- * etcd 3.5.16 cluster started the way kubeadm runs stacked etcd with TLS:
+ * etcd 3.5.16 cluster started the way kubeadm runs stacked etcd with TLS
+ * (each member named after its node, cp-1, cp-2, cp-3):
  * an RSA etcd CA made with the openssl tool, laid out as kubeadm does
  * under <root>/etc/kubernetes/pki/etcd on every machine (ca.crt, ca.key,
  * server and peer certificates for the machine's address, issued with the
@@ -16,7 +17,8 @@
  * the CA's key. `gitcd plan` says the CA is imported; then `gitcd apply`
  * adopts, killed once after moving the first member (the next apply
  * finishes the others): the CA on the gitcd host is kubeadm's, the member
- * IDs and the cluster ID stay, every key is still there, the "apiserver"
+ * IDs and the cluster ID stay (each member now listed under gitcd's name
+ * for its machine, kube-0 for cp-1's), every key is still there, the "apiserver"
  * certificate is still accepted by every member, and every member runs
  * gitcd's manifest and serves a leaf gitcd issued from kubeadm's CA.
  */
@@ -46,6 +48,9 @@
 #define KEYS     200
 
 static hosts_lab *L;
+
+/* kubeadm names each member after its node */
+static const char *const node_name[] = {"cp-1", "cp-2", "cp-3"};
 static char *apiserver_dir; /* ca.crt, tls.crt, tls.key of the "kube-apiserver" */
 
 static char *url(size_t i, int port)
@@ -136,7 +141,7 @@ static void write_kubeadm_manifest(size_t i)
         strbuf ic = STRBUF_INIT;
         for (size_t j = 0; j < 3; j++) {
                 _cleanup_free_ char *p = url(j, L->peer_port);
-                sb_printf(&ic, "%s" CL "-%zu=%s", j ? "," : "", j, p);
+                sb_printf(&ic, "%s%s=%s", j ? "," : "", node_name[j], p);
         }
         _cleanup_free_ char *c = url(i, L->client_port), *p = url(i, L->peer_port);
         _cleanup_free_ char *data = hosts_lab_data_dir(L, i, CL);
@@ -147,7 +152,7 @@ static void write_kubeadm_manifest(size_t i)
             " \"metadata\": {\"name\": \"etcd\", \"namespace\": \"kube-system\"},\n"
             " \"spec\": {\"hostNetwork\": true, \"containers\": [{\"name\": \"etcd\",\n"
             "  \"image\": \"registry.k8s.io/etcd:" VERSION "-0\", \"command\": [\"etcd\",\n"
-            "   \"--name=" CL "-%zu\", \"--data-dir=%s\",\n"
+            "   \"--name=%s\", \"--data-dir=%s\",\n"
             "   \"--listen-client-urls=%s\", \"--advertise-client-urls=%s\",\n"
             "   \"--listen-peer-urls=%s\", \"--initial-advertise-peer-urls=%s\",\n"
             "   \"--initial-cluster=%s\", \"--initial-cluster-state=new\",\n"
@@ -156,7 +161,7 @@ static void write_kubeadm_manifest(size_t i)
             "   \"--peer-cert-file=%s/peer.crt\", \"--peer-key-file=%s/peer.key\",\n"
             "   \"--peer-trusted-ca-file=%s/ca.crt\", \"--peer-client-cert-auth=true\",\n"
             "   \"--snapshot-count=10000\"]}]}}\n",
-            i, data, c, c, p, p, sb_str(&ic), pki, pki, pki, pki, pki, pki);
+            node_name[i], data, c, c, p, p, sb_str(&ic), pki, pki, pki, pki, pki, pki);
         sb_release(&ic);
         _cleanup_free_ char *dir = hosts_lab_manifests(L, i);
         _cleanup_free_ char *path = xasprintf("%s/etcd.yaml", dir);
@@ -359,7 +364,7 @@ static void test_adopt_tls(void **state)
         for (size_t i = 0; i < 3; i++) {
                 char name[16];
                 snprintf(name, sizeof(name), CL "-%zu", i);
-                assert_int_equal(id_of(after, name), id_of(before, name));
+                assert_int_equal(id_of(after, name), id_of(before, node_name[i]));
         }
         etcd_members_free(after);
         assert_int_equal(e2e_audit_count(e, CL, "cluster.adopt"), 1);

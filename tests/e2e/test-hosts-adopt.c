@@ -2,16 +2,20 @@
  * Adoption on the hosts target, end to end: three real sshd "machines"
  * (and a fourth, free one) with the host agent playing kubelet, a 3-member
  * etcd 3.5.16 cluster started by hand the way kubeadm runs stacked etcd (a
- * static Pod manifest etcd.yaml on each machine, kubeadm-style flags), and
- * a writer running all along. A spec that does not match it (1 replica)
- * is refused and nothing is written on the machines. `gitcd plan --target
- * hosts` says adoption is decided at apply; `gitcd apply --target hosts`
- * adopts instead of bootstrapping, killed once after moving the first
- * member (the next apply finishes the move of the others): the member IDs
- * and the cluster ID stay, no acknowledged write is lost, each data
- * directory gets gitcd's marker, each member moves from etcd.yaml onto
- * gitcd's manifest, the audit log has cluster.adopt and member.adopt; then
- * a scale to 4 works on the adopted cluster.
+ * static Pod manifest etcd.yaml on each machine, kubeadm-style flags, each
+ * member named after its node: node-a, node-b, node-c), and a writer
+ * running all along. A spec that does not match it (1 replica) is refused
+ * and nothing is written on the machines. `gitcd plan --target hosts`
+ * says adoption is decided at apply and what happens to the names; `gitcd
+ * apply --target hosts` adopts instead of bootstrapping, killed once after
+ * moving the first member (the next apply finishes the move of the others,
+ * found by their peer URLs while they still carry their node names): the
+ * member IDs and the cluster ID stay, each member is listed under gitcd's
+ * name for its machine (kube-0 for node-a's machine, ...), no acknowledged
+ * write is lost, each data directory gets gitcd's marker, each member
+ * moves from etcd.yaml onto gitcd's manifest, the audit log has
+ * cluster.adopt and member.adopt (with the name each had); then a scale to
+ * 4 works on the adopted cluster.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -38,6 +42,9 @@
 
 static hosts_lab *L;
 
+/* kubeadm names each member after its node */
+static const char *const node_name[] = {"node-a", "node-b", "node-c"};
+
 static char *url(size_t i, int port)
 {
         return xasprintf("http://%s:%d", L->ssh->machines[i].address, port);
@@ -49,7 +56,7 @@ static void write_kubeadm_manifest(size_t i)
         strbuf ic = STRBUF_INIT;
         for (size_t j = 0; j < 3; j++) {
                 _cleanup_free_ char *p = url(j, L->peer_port);
-                sb_printf(&ic, "%s" CL "-%zu=%s", j ? "," : "", j, p);
+                sb_printf(&ic, "%s%s=%s", j ? "," : "", node_name[j], p);
         }
         _cleanup_free_ char *c = url(i, L->client_port), *p = url(i, L->peer_port);
         _cleanup_free_ char *data = hosts_lab_data_dir(L, i, CL);
@@ -59,12 +66,12 @@ static void write_kubeadm_manifest(size_t i)
             " \"metadata\": {\"name\": \"etcd\", \"namespace\": \"kube-system\"},\n"
             " \"spec\": {\"hostNetwork\": true, \"containers\": [{\"name\": \"etcd\",\n"
             "  \"image\": \"registry.k8s.io/etcd:" VERSION "-0\", \"command\": [\"etcd\",\n"
-            "   \"--name=" CL "-%zu\", \"--data-dir=%s\",\n"
+            "   \"--name=%s\", \"--data-dir=%s\",\n"
             "   \"--listen-client-urls=%s\", \"--advertise-client-urls=%s\",\n"
             "   \"--listen-peer-urls=%s\", \"--initial-advertise-peer-urls=%s\",\n"
             "   \"--initial-cluster=%s\", \"--initial-cluster-state=new\",\n"
             "   \"--initial-cluster-token=kubeadm\", \"--snapshot-count=10000\"]}]}}\n",
-            i, data, c, c, p, p, sb_str(&ic));
+            node_name[i], data, c, c, p, p, sb_str(&ic));
         sb_release(&ic);
         _cleanup_free_ char *dir = hosts_lab_manifests(L, i);
         _cleanup_free_ char *path = xasprintf("%s/etcd.yaml", dir);
@@ -148,8 +155,9 @@ static void test_adopt(void **state)
         hosts_lab_write_cluster(L, e, CL, VERSION, 3, 0, MACHINES);
         _cleanup_free_ char *out = NULL, *err = NULL;
         assert_int_equal(hosts_lab_cmd(L, e, "plan", NULL, &out, &err, NULL, NULL), 0);
-        if (!strstr(out, "adopt"))
-                fail_msg("plan says nothing of adoption:\n%s", out);
+        if (!strstr(out, "adopt") || !strstr(out, "whatever its --name") ||
+            !strstr(out, "as " CL "-1 (the machine's position"))
+                fail_msg("plan says nothing of adoption and names:\n%s", out);
         free(out), free(err), out = err = NULL;
 
         /* killed after the first member moved: the next apply finishes the others */
@@ -166,11 +174,20 @@ static void test_adopt(void **state)
         for (size_t i = 0; i < 3; i++) {
                 char name[16];
                 snprintf(name, sizeof(name), CL "-%zu", i);
-                assert_int_equal(id_of(after, name), id_of(before, name));
+                assert_int_equal(id_of(after, name), id_of(before, node_name[i]));
         }
         etcd_members_free(after);
         assert_int_equal(e2e_audit_count(e, CL, "cluster.adopt"), 1);
         assert_int_equal(e2e_audit_count(e, CL, "member.adopt"), 3);
+        _cleanup_free_ char *log = NULL;
+        assert_int_equal(e2e_run(e, &log, "log", "-o", "json", "--cluster", "default/" CL,
+                                 "--action", "member.adopt", NULL),
+                         0);
+        if (!strstr(log, "renamed_from"))
+                fail_msg("no renamed_from in the audit log:\n%s", log);
+        for (size_t i = 0; i < 3; i++)
+                if (!strstr(log, node_name[i]))
+                        fail_msg("no %s in the audit log:\n%s", node_name[i], log);
         assert_int_equal(e2e_audit_count(e, CL, "member.bootstrap"), 0);
         for (size_t i = 0; i < 3; i++) {
                 _cleanup_free_ char *data = hosts_lab_data_dir(L, i, CL);
@@ -191,7 +208,7 @@ static void test_adopt(void **state)
         for (size_t i = 0; i < 3; i++) {
                 char name[16];
                 snprintf(name, sizeof(name), CL "-%zu", i);
-                assert_int_equal(id_of(after, name), id_of(before, name));
+                assert_int_equal(id_of(after, name), id_of(before, node_name[i]));
         }
         etcd_members_free(after);
         hosts_writer_check(w, e, CL);

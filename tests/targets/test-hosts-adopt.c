@@ -3,8 +3,11 @@
  * reading a kubeadm-style etcd manifest (YAML and JSON, `--k=v` and
  * `--k v` flags, command and args), and the decision over the spec, what
  * each machine runs and etcd's member list: adopt (IDs kept, which members
- * restart and which file each replaces), nothing to adopt, and every
- * refusal (count, names, data dir, TLS, learners, unhealthy, unreadable);
+ * restart and which file each replaces), members named after their nodes
+ * (kubeadm) found by their peer URL and given gitcd's name for their
+ * machine, nothing to adopt, and every refusal (count, names that clash,
+ * a manifest and etcd that disagree, data dir, TLS, learners, unhealthy,
+ * unreadable);
  * a cluster with TLS (kubeadm's flags and files): adopted with an https
  * peer URL when the spec says tls.provider auto on both surfaces, and
  * each TLS refusal with what to set.
@@ -246,6 +249,7 @@ static void test_decide_adopts(void **state)
                 assert_int_equal(p.steps[i].ordinal, (int)i);
                 assert_int_equal(p.steps[i].id, 0x1000 + i);
                 assert_string_equal(p.steps[i].member, w.m[i].name);
+                assert_string_equal(p.steps[i].running_name, w.m[i].name);
         }
         /* kubeadm's manifest is replaced (one restart); gitcd's own file is kept */
         assert_true(p.steps[0].restart);
@@ -253,6 +257,77 @@ static void test_decide_adopts(void **state)
         assert_false(p.steps[2].restart);
         assert_null(p.steps[2].replaces);
         assert_string_equal(p.initial_cluster, "prod-0=http://10.0.0.11:2380");
+        adopt_plan_release(&p);
+        world_release(&w);
+}
+
+/* Member i is named name, in its manifest and in etcd. */
+static void rename_member(world *w, size_t i, const char *name)
+{
+        str_assign(&w->m[i].name, xstrdup(name));
+        str_assign(&w->run[i]->name, xstrdup(name));
+}
+
+static void test_decide_adopts_node_names(void **state)
+{
+        (void)state;
+        world w;
+        world_init(&w, 3);
+        rename_member(&w, 0, "node-c"); /* names in no order: the machine decides */
+        rename_member(&w, 1, "node-a");
+        rename_member(&w, 2, "cp-1.example.com");
+        /* etcd lists them in another order than the machines */
+        etcd_member m0 = w.m[0];
+        w.m[0] = w.m[2], w.m[2] = m0;
+        adopt_plan p;
+        char *why = NULL;
+        assert_int_equal(hosts_adopt_decide(w.c, 2380, w.run, &w.list, true, &p, &why), 1);
+        assert_null(why);
+        assert_int_equal(p.n, 3);
+        static const char *const was[] = {"node-c", "node-a", "cp-1.example.com"};
+        static const uint64_t ids[] = {0x1000, 0x1001, 0x1002};
+        for (size_t i = 0; i < 3; i++) {
+                char want[16];
+                snprintf(want, sizeof(want), "prod-%zu", i);
+                assert_int_equal(p.steps[i].machine, i);
+                assert_int_equal(p.steps[i].ordinal, (int)i);
+                assert_string_equal(p.steps[i].member, want);
+                assert_string_equal(p.steps[i].running_name, was[i]);
+                assert_int_equal(p.steps[i].id, ids[i]);
+                assert_true(p.steps[i].restart);
+        }
+        /* even from gitcd's own file (machine 2), the new name needs the restart */
+        assert_null(p.steps[2].replaces);
+        /* gitcd's manifest says the new names in --initial-cluster too */
+        assert_string_equal(p.initial_cluster, "prod-0=http://10.0.0.11:2380");
+        adopt_plan_release(&p);
+        str_assign(&w.run[0]->initial_cluster,
+                   xstrdup("node-c=http://10.0.0.11:2380,gone=http://10.9.9.9:2380,"
+                           "node-a=http://10.0.0.12:2380,prod-7=http://10.0.0.13:2380,odd"));
+        assert_int_equal(hosts_adopt_decide(w.c, 2380, w.run, &w.list, true, &p, &why), 1);
+        assert_string_equal(
+            p.initial_cluster,
+            "prod-0=http://10.0.0.11:2380,gone=http://"
+            "10.9.9.9:2380,prod-1=http://10.0.0.12:2380,prod-7=http://10.0.0.13:2380,odd");
+        adopt_plan_release(&p);
+        world_release(&w);
+
+        /* gitcd's names are kept where they are; the others take their machine's */
+        world_init(&w, 3);
+        rename_member(&w, 0, "prod-5");
+        rename_member(&w, 1, "node-b");
+        assert_int_equal(hosts_adopt_decide(w.c, 2380, w.run, &w.list, true, &p, &why), 1);
+        assert_string_equal(p.steps[0].member, "prod-5");
+        assert_int_equal(p.steps[0].ordinal, 5);
+        assert_string_equal(p.steps[1].member, "prod-1");
+        assert_string_equal(p.steps[1].running_name, "node-b");
+        assert_string_equal(p.steps[2].member, "prod-2");
+        assert_false(p.steps[2].restart);
+        int ord[3];
+        assert_int_equal(hosts_adopt_ordinals(w.c, w.run, ord, &why), 0);
+        assert_int_equal(ord[0], 5);
+        assert_int_equal(ord[1], 1);
+        assert_int_equal(ord[2], 2);
         adopt_plan_release(&p);
         world_release(&w);
 }
@@ -300,15 +375,34 @@ static void test_decide_refusals(void **state)
                 "the spec has no TLS; set tls.provider: auto");
         world_release(&w);
 
-        world_init(&w, 3); /* kubeadm's names: the node names */
-        str_assign(&w.m[1].name, xstrdup("cp2"));
-        str_assign(&w.run[1]->name, xstrdup("cp2"));
-        refused(&w, true, true, "named prod-<ordinal> only");
+        world_init(&w, 3); /* the manifest and etcd disagree on who runs there */
+        str_assign(&w.run[1]->name, xstrdup("prod-7"));
+        refused(&w, true, true,
+                "10.0.0.12 runs member prod-7 (/etc/kubernetes/manifests/etcd.yaml), but etcd "
+                "lists prod-1 at its peer URL http://10.0.0.12:2380");
         world_release(&w);
 
         world_init(&w, 3);
-        str_assign(&w.run[1]->name, xstrdup("prod-7"));
-        refused(&w, true, true, "runs member prod-7, which etcd does not list");
+        rename_member(&w, 1, "node-b");
+        str_assign(&w.run[1]->name, xstrdup("node-x"));
+        refused(&w, true, true,
+                "runs member node-x (/etc/kubernetes/manifests/etcd.yaml), but "
+                "etcd lists node-b at its peer URL");
+        world_release(&w);
+
+        world_init(&w, 3); /* etcd lists a member at that URL that never started */
+        rename_member(&w, 1, "node-b");
+        str_assign(&w.m[1].name, NULL);
+        refused(&w, true, true, "but etcd lists a member that never started at its peer URL");
+        world_release(&w);
+
+        world_init(&w, 3); /* nobody at the machine's peer URL, nobody by that name */
+        rename_member(&w, 1, "node-b");
+        str_assign(&w.m[1].name, xstrdup("node-z"));
+        str_assign(&w.m[1].peer_urls[0], xstrdup("http://10.9.9.9:2380"));
+        refused(&w, true, true,
+                "10.0.0.12 runs member node-b, which etcd does not list (no member has the "
+                "peer URL http://10.0.0.12:2380)");
         world_release(&w);
 
         world_init(&w, 3);
@@ -317,8 +411,35 @@ static void test_decide_refusals(void **state)
         world_release(&w);
 
         world_init(&w, 3);
+        rename_member(&w, 2, "node-c");
+        w.m[2].is_learner = true;
+        refused(&w, true, true, "member node-c is a learner; promote it first");
+        world_release(&w);
+
+        world_init(&w, 3);
         str_assign(&w.m[0].peer_urls[0], xstrdup("http://192.168.1.1:2380"));
         refused(&w, true, true, "its peer URL is http://192.168.1.1:2380");
+        world_release(&w);
+
+        world_init(&w, 3); /* a node-named member elsewhere than its machine's peer URL */
+        rename_member(&w, 0, "node-a");
+        str_assign(&w.m[0].peer_urls[0], xstrdup("http://192.168.1.1:2380"));
+        refused(&w, true, true,
+                "member node-a on 10.0.0.11: its peer URL is http://192.168.1.1:2380, the "
+                "spec's http://10.0.0.11:2380");
+        world_release(&w);
+
+        world_init(&w, 3); /* one name on two machines */
+        rename_member(&w, 0, "prod-1");
+        refused(&w, true, true, "member prod-1 runs on two machines (10.0.0.11 and 10.0.0.12)");
+        world_release(&w);
+
+        world_init(&w, 3); /* a node name would take the name another member has */
+        rename_member(&w, 0, "prod-2");
+        rename_member(&w, 2, "node-c");
+        refused(&w, true, true,
+                "member node-c on 10.0.0.13 would be named prod-2 (its machine's position in "
+                "spec.hosts), the name of member prod-2 on 10.0.0.11");
         world_release(&w);
 
         world_init(&w, 3); /* one machine does not run its member */
@@ -388,6 +509,19 @@ static void test_decide_adopts_tls(void **state)
                 assert_string_equal(p.steps[i].peer_url, w.m[i].peer_urls[0]);
                 assert_true(strneq(p.steps[i].client_url, "https://", 8));
         }
+        adopt_plan_release(&p);
+        world_release(&w);
+
+        /* kubeadm's node names, with TLS: found by their https peer URLs */
+        world_init_tls(&w, SPEC_TLS);
+        rename_member(&w, 0, "cp-a");
+        rename_member(&w, 1, "cp-b");
+        rename_member(&w, 2, "cp-c");
+        assert_int_equal(hosts_adopt_check_tls(w.c, w.run, &why), 1);
+        assert_int_equal(hosts_adopt_decide(w.c, 2380, w.run, &w.list, true, &p, &why), 1);
+        assert_string_equal(p.steps[1].member, "prod-1");
+        assert_string_equal(p.steps[1].running_name, "cp-b");
+        assert_string_equal(p.steps[1].peer_url, "https://10.0.0.12:2380");
         adopt_plan_release(&p);
         world_release(&w);
 
@@ -464,9 +598,10 @@ static void test_decide_refusals_tls(void **state)
         refused_tls(&w, "the CA file /etc/etcd/ca.pem does not end in .crt");
         world_release(&w);
 
-        world_init_tls(&w, SPEC_TLS); /* node names: refused before any CA is read */
-        str_assign(&w.run[1]->name, xstrdup("cp2"));
-        refused_tls(&w, "member cp2 on 10.0.0.12: gitcd adopts members named prod-<ordinal>");
+        world_init_tls(&w, SPEC_TLS); /* clashing names: refused before any CA is read */
+        rename_member(&w, 0, "node-a");
+        rename_member(&w, 1, "prod-0");
+        refused_tls(&w, "member node-a on 10.0.0.11 would be named prod-0");
         world_release(&w);
 
         world_init_tls(&w, SPEC_TLS); /* etcd lists an http peer URL */
@@ -479,10 +614,15 @@ static void test_decide_refusals_tls(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_parse_kubeadm_yaml),  cmocka_unit_test(test_parse_json_and_tls),
-            cmocka_unit_test(test_parse_refusals),      cmocka_unit_test(test_decide_adopts),
-            cmocka_unit_test(test_decide_nothing_runs), cmocka_unit_test(test_decide_refusals),
-            cmocka_unit_test(test_parse_kubeadm_tls),   cmocka_unit_test(test_decide_adopts_tls),
+            cmocka_unit_test(test_parse_kubeadm_yaml),
+            cmocka_unit_test(test_parse_json_and_tls),
+            cmocka_unit_test(test_parse_refusals),
+            cmocka_unit_test(test_decide_adopts),
+            cmocka_unit_test(test_decide_adopts_node_names),
+            cmocka_unit_test(test_decide_nothing_runs),
+            cmocka_unit_test(test_decide_refusals),
+            cmocka_unit_test(test_parse_kubeadm_tls),
+            cmocka_unit_test(test_decide_adopts_tls),
             cmocka_unit_test(test_decide_refusals_tls),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
