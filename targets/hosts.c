@@ -81,8 +81,10 @@
 #include "util/xalloc.h"
 
 #define HASH_PREFIX "# gitcd-config-hash: "
-#define NAME_PREFIX "# gitcd-member: "
-#define PROBE_MAX   (64u * 1024u)
+/* A static Pod whose manifest is younger than this is checked to run it (member_status). */
+#define RESTART_CHECK_S 300
+#define NAME_PREFIX     "# gitcd-member: "
+#define PROBE_MAX       (64u * 1024u)
 
 typedef struct hosts_target {
         target base; /* first: target * converts to hosts_target * */
@@ -103,12 +105,15 @@ typedef struct hosts_target {
 
 /* What one probe of a machine found for a cluster. */
 typedef struct machine_view {
-        int error;         /* 0, or why the machine could not be probed */
-        char *claimed_by;  /* the member named by the marker, NULL without marker */
-        char *identity;    /* the marker's id: the member's data identity */
-        bool has_data;     /* <dataDir>/member exists (etcd wrote its data) */
-        char *file_member; /* the member named by the unit file or manifest, NULL without */
-        char *file_hash;   /* the config hash written in it */
+        int error;            /* 0, or why the machine could not be probed */
+        char *claimed_by;     /* the member named by the marker, NULL without marker */
+        char *identity;       /* the marker's id: the member's data identity */
+        bool has_data;        /* <dataDir>/member exists (etcd wrote its data) */
+        char *file_member;    /* the member named by the unit file or manifest, NULL without */
+        char *file_hash;      /* the config hash written in it */
+        int64_t file_age_s;   /* seconds since the file was written, by the machine's clock */
+        int64_t file_mtime_s; /* when it was written (the machine's clock, Unix seconds) */
+        bool kubeadm_file;    /* kubeadm's etcd.yaml is in the manifest folder */
 } machine_view;
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
@@ -352,17 +357,23 @@ static char *line_value(const char *text, const char *prefix)
  * cluster, not one per question. What others change on a machine (a wiped
  * disk) is seen at the next pass.
  */
+static char *kubeadm_manifest(const host_spec *h);
+
 static int probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, machine_view *v)
 {
         _cleanup_free_ char *marker = marker_path(h), *file = member_file(c, h);
         _cleanup_free_ char *qm = ssh_quote(marker), *qf = ssh_quote(file);
         _cleanup_free_ char *member_dir = xasprintf("%s/member", h->data_dir);
         _cleanup_free_ char *qd = ssh_quote(member_dir);
+        _cleanup_free_ char *kubeadm = h->mode == HOST_MODE_STATIC_POD ? kubeadm_manifest(h) : NULL;
+        _cleanup_free_ char *qk = kubeadm ? ssh_quote(kubeadm) : NULL;
+        _cleanup_free_ char *kubeadm_test =
+            qk ? xasprintf("if [ -f %s ]; then echo kubeadm=yes; fi; ", qk) : xstrdup("");
         _cleanup_free_ char *cmd = xasprintf(
             "if [ -f %s ]; then sed -n 's/^member=/marker=/p; s/^id=/marker-id=/p' %s; fi; "
-            "if [ -d %s ]; then echo data=yes; fi; "
-            "if [ -f %s ]; then head -n 3 %s; fi",
-            qm, qm, qd, qf, qf);
+            "if [ -d %s ]; then echo data=yes; fi; %s"
+            "if [ -f %s ]; then echo mtime=$(stat -c %%Y %s) now=$(date +%%s); head -n 3 %s; fi",
+            qm, qm, qd, kubeadm_test, qf, qf, qf);
         _cleanup_free_ char *out = NULL;
         _cleanup_free_ char *key = machine_key(h);
         memset(v, 0, sizeof(*v));
@@ -383,8 +394,16 @@ static int probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, ma
         v->identity = line_value(out, "marker-id=");
         _cleanup_free_ char *data = line_value(out, "data=");
         v->has_data = data != NULL;
+        _cleanup_free_ char *kubeadm_yes = line_value(out, "kubeadm=");
+        v->kubeadm_file = kubeadm_yes != NULL;
         v->file_member = line_value(out, NAME_PREFIX);
         v->file_hash = line_value(out, HASH_PREFIX);
+        long long mtime = 0, now = 0;
+        _cleanup_free_ char *times = line_value(out, "mtime=");
+        if (times && sscanf(times, "%lld now=%lld", &mtime, &now) == 2 && mtime > 0) {
+                v->file_mtime_s = mtime;
+                v->file_age_s = now - mtime;
+        }
         return 0;
 }
 
@@ -807,14 +826,39 @@ static char *manifest_text(const etcd_cluster *c, const member_plan *mp, char *c
                          mp->config_hash ? mp->config_hash : "", body);
 }
 
-static char *kubeadm_manifest(const host_spec *h);
+/*
+ * Wait until the etcd a removed static Pod ran no longer listens on its
+ * client and peer ports: the kubelet stops it on its own schedule, and its
+ * data directory must not move (or go) under a running etcd, nor a new
+ * member start beside it. A systemd unit is stopped by `disable --now`.
+ */
+static int wait_stopped(hosts_target *ht, const host_spec *h, const char *member)
+{
+        if (h->mode != HOST_MODE_STATIC_POD)
+                return 0;
+        int64_t until = now_mono_ms() + ht->o.stop_timeout_ms;
+        bool up;
+        target_blocking_begin();
+        while ((up = target_port_accepts(h->advertise_address, ht->o.client_port, 1000) ||
+                     target_port_accepts(h->advertise_address, ht->o.peer_port, 1000)) &&
+               now_mono_ms() < until)
+                msleep(250);
+        target_blocking_end();
+        if (up)
+                return target_fail(&ht->base, -EBUSY,
+                                   "%s: etcd still listens on %s:%d or :%d %d s after the manifest "
+                                   "of %s was removed; its data is moved once it stopped",
+                                   h->address, h->advertise_address, ht->o.client_port,
+                                   ht->o.peer_port, ht->o.stop_timeout_ms / 1000, member);
+        return 0;
+}
 
 /*
  * Before gitcd's manifest replaces a member adopted from kubeadm's
  * etcd.yaml (adoption stopped half-way, reconciler/adopt.c): remove that
  * etcd.yaml when it runs this machine's dataDir, so kubelet does not run
  * two etcds on one data directory and its ports. A manifest for other data
- * is left alone.
+ * is left alone. 1 when it was removed.
  */
 static int retire_kubeadm(hosts_target *ht, const host_spec *h)
 {
@@ -835,7 +879,8 @@ static int retire_kubeadm(hosts_target *ht, const host_spec *h)
         log_info("hosts target: %s: removing %s, which runs the data of the member gitcd starts",
                  h->address, path);
         _cleanup_free_ char *rm = xasprintf("rm -f -- %s", qp);
-        return run(ht, h, rm, NULL);
+        k = run(ht, h, rm, NULL);
+        return k < 0 ? k : 1;
 }
 
 /*
@@ -916,6 +961,8 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
         _cleanup_free_ char *text = pod ? manifest_text(c, mp, argv) : unit_text(c, mp, argv);
         if (pod && (k = retire_kubeadm(ht, h)) < 0)
                 return k;
+        if (pod && k > 0 && (k = wait_stopped(ht, h, mp->name)) < 0)
+                return k;
         _cleanup_free_ char *path = member_file(c, h);
         k = upload(ht, h, path, text, strlen(text), pod ? 0600 : 0644);
         if (k < 0)
@@ -957,33 +1004,6 @@ static int hosts_stop_member(target *t, const etcd_cluster *c, const char *membe
         if (!v.file_member)
                 return 0;
         return stop_on(ht, c, &c->hosts.items[idx]);
-}
-
-/*
- * Wait until the etcd a removed static Pod ran no longer listens on its
- * client and peer ports: the kubelet stops it on its own schedule, and its
- * data directory must not move (or go) under a running etcd, nor a new
- * member start beside it. A systemd unit is stopped by `disable --now`.
- */
-static int wait_stopped(hosts_target *ht, const host_spec *h, const char *member)
-{
-        if (h->mode != HOST_MODE_STATIC_POD)
-                return 0;
-        int64_t until = now_mono_ms() + ht->o.stop_timeout_ms;
-        bool up;
-        target_blocking_begin();
-        while ((up = target_port_accepts(h->advertise_address, ht->o.client_port, 1000) ||
-                     target_port_accepts(h->advertise_address, ht->o.peer_port, 1000)) &&
-               now_mono_ms() < until)
-                msleep(250);
-        target_blocking_end();
-        if (up)
-                return target_fail(&ht->base, -EBUSY,
-                                   "%s: etcd still listens on %s:%d or :%d %d s after the manifest "
-                                   "of %s was removed; its data is moved once it stopped",
-                                   h->address, h->advertise_address, ht->o.client_port,
-                                   ht->o.peer_port, ht->o.stop_timeout_ms / 1000, member);
-        return 0;
 }
 
 static int hosts_remove_member(target *t, const etcd_cluster *c, const char *member, bool keep_data)
@@ -1043,14 +1063,47 @@ static int hosts_drop_kept_data(target *t, const etcd_cluster *c, const char *me
         return 0;
 }
 
-static size_t ignore_body(char *ptr, size_t size, size_t nmemb, void *userdata)
+struct body {
+        strbuf sb;
+        size_t cap;
+};
+
+static size_t collect_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
-        strbuf *sb = userdata;
+        struct body *b = userdata;
         size_t n = size * nmemb;
-        if (sb->len + n > 65536)
+        if (b->sb.len + n > b->cap)
                 return 0;
-        sb_append_len(sb, ptr, n);
+        sb_append_len(&b->sb, ptr, n);
         return n;
+}
+
+/* GET <client URL><path> from etcd itself, with gitcd's client identity; at most cap bytes. */
+static CURLcode member_get(hosts_target *ht, const etcd_cluster *c, const char *client_url,
+                           const char *path, struct body *b)
+{
+        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
+        if (render_client_tls(c))
+                (void)tls_client_files(ht, c, &ca, &cert, &key);
+        _cleanup_free_ char *url = xasprintf("%s%s", client_url, path);
+        CURL *h = curl_easy_init();
+        if (!h)
+                return CURLE_OUT_OF_MEMORY;
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)ht->o.health_timeout_ms);
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)ht->o.health_timeout_ms);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect_body);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
+        if (ca) {
+                curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+                curl_easy_setopt(h, CURLOPT_SSLCERT, cert);
+                curl_easy_setopt(h, CURLOPT_SSLKEY, key);
+        }
+        CURLcode cr = target_health_perform(h, url, &b->sb);
+        curl_easy_cleanup(h);
+        return cr;
 }
 
 /*
@@ -1060,43 +1113,42 @@ static size_t ignore_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 static int health(hosts_target *ht, const etcd_cluster *c, const char *client_url,
                   char **ret_detail)
 {
-        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
-        if (render_client_tls(c))
-                (void)tls_client_files(ht, c, &ca, &cert, &key);
-        _cleanup_free_ char *url = xasprintf("%s/health?exclude=NOSPACE", client_url);
-        CURL *h = curl_easy_init();
-        strbuf body = STRBUF_INIT;
-        if (!h) {
-                *ret_detail = xstrdup("cannot create an HTTP handle");
-                return 0;
-        }
-        curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)ht->o.health_timeout_ms);
-        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)ht->o.health_timeout_ms);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, ignore_body);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
-        if (ca) {
-                curl_easy_setopt(h, CURLOPT_CAINFO, ca);
-                curl_easy_setopt(h, CURLOPT_SSLCERT, cert);
-                curl_easy_setopt(h, CURLOPT_SSLKEY, key);
-        }
-        CURLcode cr = target_health_perform(h, url, &body);
-        curl_easy_cleanup(h);
+        struct body b = {.sb = STRBUF_INIT, .cap = 65536};
+        CURLcode cr = member_get(ht, c, client_url, "/health?exclude=NOSPACE", &b);
         int ok = 0;
         if (cr != CURLE_OK) {
                 *ret_detail = xasprintf("not answering yet (%s)", curl_easy_strerror(cr));
         } else {
-                json_t *o = json_loadb(sb_str(&body), body.len, 0, NULL);
+                json_t *o = json_loadb(sb_str(&b.sb), b.sb.len, 0, NULL);
                 json_t *hv = json_object_get(o, "health");
                 ok = (json_is_string(hv) && streq(json_string_value(hv), "true")) ||
                      json_is_true(hv);
                 *ret_detail = xstrdup(ok ? "healthy" : "no leader or unhealthy");
                 json_decref(o);
         }
-        sb_release(&body);
+        sb_release(&b.sb);
         return ok;
+}
+
+/*
+ * When the etcd answering at client_url started (Unix seconds, the
+ * machine's clock), from process_start_time_seconds of its /metrics; -1
+ * when it cannot be told.
+ */
+static double process_started(hosts_target *ht, const etcd_cluster *c, const char *client_url)
+{
+        struct body b = {.sb = STRBUF_INIT, .cap = 8u << 20};
+        double t = -1;
+        if (member_get(ht, c, client_url, "/metrics", &b) == CURLE_OK) {
+                static const char key[] = "\nprocess_start_time_seconds ";
+                const char *p = strstr(sb_str(&b.sb), key);
+                char *end = NULL;
+                double v = p ? strtod(p + strlen(key), &end) : 0;
+                if (p && end != p + strlen(key) && v > 0)
+                        t = v;
+        }
+        sb_release(&b.sb);
+        return t;
 }
 
 static int hosts_member_status(target *t, const etcd_cluster *c, const char *member,
@@ -1118,10 +1170,22 @@ static int hosts_member_status(target *t, const etcd_cluster *c, const char *mem
         const host_spec *h = &c->hosts.items[idx];
         member_runtime_state state;
         char *detail = NULL;
+        const char *running_hash = NULL;
         if (!v.claimed_by) {
                 state = MEMBER_DATA_LOST;
                 detail = xasprintf("%s: the data identity marker in %s is gone (wiped data disk)",
                                    h->address, h->data_dir);
+        } else if (!v.file_member && v.kubeadm_file && v.has_data) {
+                /* adopted, not moved yet (reconciler/adopt.c stopped half-way): kubeadm's
+                 * etcd.yaml runs it; a configuration hash of none of gitcd's makes the
+                 * rolling restart move it, one member at a time */
+                _cleanup_free_ char *url =
+                    xasprintf("%s://%s:%d", render_client_tls(c) ? "https" : "http",
+                              h->advertise_address, ht->o.client_port);
+                _cleanup_free_ char *why = NULL;
+                state = health(ht, c, url, &why) ? MEMBER_READY : MEMBER_STARTING;
+                detail = xasprintf("%s: run by %s: %s", h->address, HOSTS_KUBEADM_MANIFEST, why);
+                running_hash = "kubeadm";
         } else if (!v.file_member) {
                 state = v.has_data ? MEMBER_STOPPED : MEMBER_ABSENT;
                 detail = xasprintf("%s: %s", h->address,
@@ -1132,12 +1196,24 @@ static int hosts_member_status(target *t, const etcd_cluster *c, const char *mem
                               h->advertise_address, ht->o.client_port);
                 _cleanup_free_ char *why = NULL;
                 state = health(ht, c, url, &why) ? MEMBER_READY : MEMBER_STARTING;
+                /* a kubelet restarts a static Pod onto a changed manifest when it next looks
+                 * (every 20 s): until then the etcd answering is the one from before */
+                if (state == MEMBER_READY && h->mode == HOST_MODE_STATIC_POD &&
+                    v.file_mtime_s > 0 && v.file_age_s < RESTART_CHECK_S) {
+                        double started = process_started(ht, c, url);
+                        if (started >= 0 && started < (double)v.file_mtime_s) {
+                                state = MEMBER_STARTING;
+                                str_assign(&why, xstrdup("still the etcd started before its "
+                                                         "manifest changed: the kubelet has not "
+                                                         "restarted it yet"));
+                        }
+                }
                 detail = xasprintf("%s: %s", h->address, why);
         }
         *ret_status = (target_member_status){
             .state = state,
             .config_hash = state == MEMBER_READY || state == MEMBER_STARTING
-                               ? xstrdup_null(v.file_hash)
+                               ? xstrdup_null(running_hash ? running_hash : v.file_hash)
                                : NULL,
             .data_identity = v.claimed_by ? xstrdup_null(v.identity) : NULL,
             .detail = detail,

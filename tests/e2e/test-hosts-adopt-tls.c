@@ -211,7 +211,12 @@ static uint64_t id_of(const etcd_members *l, const char *name)
         for (size_t i = 0; i < l->n; i++)
                 if (streq_ptr(l->members[i].name, name))
                         return l->members[i].id;
-        fail_msg("no member %s", name);
+        strbuf seen = STRBUF_INIT;
+        for (size_t i = 0; i < l->n; i++)
+                sb_printf(&seen, " %s=%016llx", l->members[i].name ? l->members[i].name : "(none)",
+                          (unsigned long long)l->members[i].id);
+        fail_msg("no member %s; etcd lists%s", name, sb_str(&seen));
+        sb_release(&seen);
         return 0;
 }
 

@@ -33,12 +33,20 @@ typedef struct unit {
         char *path;
         char *content;
         pid_t pid;
-        int64_t restart_at; /* monotonic ms; 0: not waiting */
-        int64_t gone_since; /* monotonic ms its file was first missed; 0: present */
+        int64_t restart_at;    /* monotonic ms; 0: not waiting */
+        int64_t gone_since;    /* monotonic ms its file was first missed; 0: present */
+        int64_t changed_since; /* monotonic ms a changed content was first seen; 0: none */
         bool seen;
 } unit;
 
-#define MANIFEST_STOP_LAG_MS 1000
+/* how late a kubelet acts on a changed or removed static Pod manifest */
+#define MANIFEST_LAG_MS 1000
+
+static bool is_manifest(const char *path)
+{
+        size_t len = strlen(path);
+        return len > 5 && streq(path + len - 5, ".yaml");
+}
 
 static volatile sig_atomic_t stopping;
 
@@ -196,7 +204,17 @@ static void agent_loop(char **dirs, const char *etcd_bin, const char *log_dir)
                                 }
                                 u->seen = true;
                                 u->gone_since = 0;
-                                if (!streq_ptr(u->content, text)) {
+                                bool changed = !streq_ptr(u->content, text);
+                                if (!changed)
+                                        u->changed_since = 0;
+                                if (changed && is_manifest(path) && u->pid > 0) {
+                                        if (!u->changed_since)
+                                                u->changed_since = now_mono_ms();
+                                        changed =
+                                            now_mono_ms() - u->changed_since >= MANIFEST_LAG_MS;
+                                }
+                                if (changed) {
+                                        u->changed_since = 0;
                                         stop(u);
                                         free(u->content);
                                         u->content = TAKE_PTR(text);
@@ -211,12 +229,10 @@ static void agent_loop(char **dirs, const char *etcd_bin, const char *log_dir)
                         unit *u = &units[i];
                         if (!u->seen) {
                                 /* a kubelet stops a removed static Pod when it next looks */
-                                size_t len = strlen(u->path);
-                                bool manifest = len > 5 && streq(u->path + len - 5, ".yaml");
                                 if (!u->gone_since)
                                         u->gone_since = now_mono_ms();
-                                if (manifest && u->pid > 0 &&
-                                    now_mono_ms() - u->gone_since < MANIFEST_STOP_LAG_MS)
+                                if (is_manifest(u->path) && u->pid > 0 &&
+                                    now_mono_ms() - u->gone_since < MANIFEST_LAG_MS)
                                         continue;
                                 stop(u);
                                 free(u->content);

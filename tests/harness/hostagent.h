@@ -9,8 +9,9 @@
  * (its ExecStart= line, words in POSIX single quotes) or etcd-*.yaml or kubeadm's etcd.yaml (a
  * Pod written as JSON after '#' comment lines; spec.containers[0].command,
  * with "etcd" mapped to the real binary) runs as one etcd process; a
- * changed file restarts it, a removed file stops it (SIGTERM; a removed
- * manifest a second later, as a kubelet notices it on its own schedule),
+ * changed file restarts it, a removed file stops it (SIGTERM; a changed
+ * or removed manifest a second later, as a kubelet notices it on its own
+ * schedule),
  * and a process that exits is started again after a second
  * (Restart=always, a kubelet's restart). It runs as a child process tracked by the harness,
  * in the way tests/harness/nodesim.c plays a node for Pods.

@@ -14,8 +14,9 @@
  * key refused with nothing written on it; a member removed with its data
  * kept (set aside beside the data directory, the machine free) and that
  * data deleted later by drop_kept_data, and no other member's; a static
- * Pod's data moved only once its etcd stopped (the simulated kubelet stops
- * a removed manifest's Pod a second later).
+ * Pod not ready on a changed manifest until it runs it, and its data moved
+ * only once its etcd stopped (the simulated kubelet acts on a changed or
+ * removed manifest a second later).
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -526,6 +527,26 @@ static void test_tls_static_pod(void **state)
         assert_string_not_equal(before, after);
         assert_int_equal(t->ops->tick(t), 0);
         wait_ready(t, c, mp->name);
+
+        /* a changed manifest: until the kubelet restarted the Pod onto it (a moment
+         * later), the etcd answering is the old one and the member is not ready on the
+         * new configuration */
+        msleep(1100); /* the file's time (whole seconds) after the process's start */
+        member_plan *mw = &p->members[0];
+        str_assign(&mw->initial_cluster_state, xstrdup("existing"));
+        _cleanup_free_ char *old_hash = mw->config_hash;
+        mw->config_hash = render_member_config_hash(c, p, 0);
+        assert_string_not_equal(old_hash, mw->config_hash);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        assert_int_equal(t->ops->tick(t), 0);
+        target_member_status s = status(t, c, mp->name);
+        assert_int_equal(s.state, MEMBER_STARTING);
+        assert_non_null(strstr(s.detail, "kubelet has not restarted it"));
+        target_member_status_release(&s);
+        wait_ready(t, c, mp->name);
+        s = status(t, c, mp->name);
+        assert_string_equal(s.config_hash, mw->config_hash);
+        target_member_status_release(&s);
 
         /* removed with its data kept: the kubelet stops the Pod a moment after its
          * manifest went, and the data moves only once etcd is gone */
