@@ -1201,7 +1201,9 @@ static int hosts_member_status(target *t, const etcd_cluster *c, const char *mem
                 if (state == MEMBER_READY && h->mode == HOST_MODE_STATIC_POD &&
                     v.file_mtime_s > 0 && v.file_age_s < RESTART_CHECK_S) {
                         double started = process_started(ht, c, url);
-                        if (started >= 0 && started < (double)v.file_mtime_s) {
+                        /* the start time is the boot time (whole seconds) plus the
+                         * process's age: up to a second early; the file's, truncated */
+                        if (started >= 0 && started < (double)v.file_mtime_s - 1) {
                                 state = MEMBER_STARTING;
                                 str_assign(&why, xstrdup("still the etcd started before its "
                                                          "manifest changed: the kubelet has not "

@@ -157,8 +157,8 @@ void hosts_lab_apply_ok(const hosts_lab *l, e2e *e, const char *timeout)
         if (k != 0) {
                 _cleanup_free_ char *st = NULL;
                 e2e_run(e, &st, "status", "-o", "json", NULL);
-                fprintf(stderr, "gitcd apply --target hosts exited %d:\n%s\nstatus:\n%s\n", k,
-                        err, st);
+                fprintf(stderr, "gitcd apply --target hosts exited %d:\n%s\nstatus:\n%s\n", k, err,
+                        st);
                 fail_msg("gitcd apply --target hosts exited %d", k);
         }
 }

@@ -531,7 +531,7 @@ static void test_tls_static_pod(void **state)
         /* a changed manifest: until the kubelet restarted the Pod onto it (a moment
          * later), the etcd answering is the old one and the member is not ready on the
          * new configuration */
-        msleep(1100); /* the file's time (whole seconds) after the process's start */
+        msleep(2100); /* the file's time (whole seconds) well after the process's start */
         member_plan *mw = &p->members[0];
         str_assign(&mw->initial_cluster_state, xstrdup("existing"));
         _cleanup_free_ char *old_hash = mw->config_hash;
