@@ -49,8 +49,20 @@ static char *as_http(const char *url)
 }
 
 bool membership_tls_switching(member_plan *mp, const char *rec_peer_url, const char *rec_client_url,
-                              bool client_tls, bool peer_tls)
+                              const etcd_cluster *c)
 {
+        const tls_spec *t = &c->tls;
+        if (t->off_client || t->off_peer) {
+                /* Switched off: the plan is the TLS one, made plain where the record moved. */
+                bool peer_moved = t->off_peer && is_http(rec_peer_url);
+                if (peer_moved) {
+                        str_assign(&mp->peer_url, as_http(mp->peer_url));
+                        str_assign(&mp->listen_peer_url, as_http(mp->listen_peer_url));
+                }
+                bool plain = t->off_client && member_plan_listen_plain(mp);
+                return peer_moved || plain;
+        }
+        bool client_tls = render_client_tls(c), peer_tls = render_peer_tls(c);
         bool peer_moving = peer_tls && is_http(rec_peer_url);
         bool client_moving = client_tls && (is_http(rec_client_url) || peer_moving);
         if (peer_moving) {
@@ -96,8 +108,7 @@ int membership_plan_for_records(target *t, const etcd_cluster *c, state_member *
                         return k;
                 member_plan *mp = &p->members[p->n - 1];
                 mp->data_identity = xstrdup_null(rec->data_identity);
-                if (membership_tls_switching(mp, rec->peer_url, rec->client_url,
-                                             render_client_tls(c), render_peer_tls(c))) {
+                if (membership_tls_switching(mp, rec->peer_url, rec->client_url, c)) {
                         free(mp->config_hash);
                         mp->config_hash = render_member_config_hash(c, p, p->n - 1);
                 }
