@@ -2180,7 +2180,6 @@ static int pass_run(reconciler *r, cluster_ctx *x, world *wp, pass_result *res)
         /* TLS switched off (reconciler/tlsswitch.h): the surfaces still on, set on the spec. */
         tlsswitch_env pre = {.db = r->opts.db,
                              .cluster = x->name,
-                             .records = &wp->records,
                              .commit = wp->commit,
                              .author = wp->author,
                              .now_ms = wall(r)};

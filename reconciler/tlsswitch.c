@@ -386,12 +386,16 @@ int tlsswitch_prepare(const tlsswitch_env *env, etcd_cluster *c)
                 return k;
         /* Only auto's own files can be kept on: other providers are refused by the rules. */
         bool may = t->provider == TLS_PROVIDER_NONE || t->provider == TLS_PROVIDER_AUTO;
+        state_member_list l = {0};
+        if ((k = state_member_list_for(env->db, env->cluster, false, &l)) < 0)
+                return k;
         bool rec_client = false, rec_peer = false;
-        for (size_t i = 0; i < env->records->n; i++) {
-                const state_member *m = env->records->items[i];
+        for (size_t i = 0; i < l.n; i++) {
+                const state_member *m = l.items[i];
                 rec_client = rec_client || (!m->removed_ms && is_https(m->client_url));
                 rec_peer = rec_peer || (!m->removed_ms && is_https(m->peer_url));
         }
+        state_member_list_release(&l);
         bool was_client = journal && strstr(journal, "client");
         bool was_peer = journal && strstr(journal, "peer");
         bool off_client = may && !render_client_tls(c) && (rec_client || was_client);

@@ -35,9 +35,9 @@ typedef struct tlsswitch_env {
  * member records still run with https, narrowed when the spec turned one
  * on again, and applied to c, the reconciler's copy of the spec: the
  * surfaces going off stay on (tls.off_client / off_peer, provider auto)
- * until tlsswitch_converged()'s last step clears the journal. env->c is not read
- * (c is); env->target, etcd, ops and conn are not needed. 0, or the
- * store's error.
+ * until tlsswitch_converged()'s last step clears the journal. It reads the
+ * member records itself; env->c and records are not read (c is), nor
+ * target, etcd, ops and conn. 0, or the store's error.
  */
 int tlsswitch_prepare(const tlsswitch_env *env, etcd_cluster *c);
 

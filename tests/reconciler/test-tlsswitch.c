@@ -7,6 +7,13 @@
  * record, two restarts per member and no more, one MemberUpdate per
  * member, every step audited; gitcd killed after each kind of step
  * resumes and ends the same way.
+ *
+ * And off again: the same cluster given tls.provider none (or one surface
+ * disabled) ends with http in etcd's membership and in every record, its
+ * members started without TLS, three restarts per member (both schemes for
+ * clients, the peer side, the certificates dropped) and one MemberUpdate
+ * per member, every step audited as tls.disable; killed after each kind of
+ * step it resumes and ends the same way.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -42,8 +49,13 @@ static void offer(fx *f, bool tls)
                      : "");
 }
 
-/* etcd's membership and every record: https only. */
-static void assert_https(fx *f)
+static bool has_scheme(const char *url, const char *scheme)
+{
+        return url && strneq(url, scheme, strlen(scheme));
+}
+
+/* etcd's membership and every record: every URL of the surface starts with scheme. */
+static void assert_schemes(fx *f, const char *client, const char *peer)
 {
         int members = 0;
         for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++) {
@@ -51,18 +63,23 @@ static void assert_https(fx *f)
                 if (!m->used)
                         continue;
                 members++;
-                assert_true(strneq(m->peer_url, "https://", 8));
-                assert_true(strneq(m->client_url, "https://", 8));
+                assert_true(has_scheme(m->peer_url, peer));
+                assert_true(has_scheme(m->client_url, client));
         }
         assert_int_equal(members, 3);
         state_member_list l = {0};
         assert_int_equal(state_member_list_for(f->db, CLUSTER, false, &l), 0);
         assert_int_equal((int)l.n, 3);
         for (size_t i = 0; i < l.n; i++) {
-                assert_true(strneq(l.items[i]->peer_url, "https://", 8));
-                assert_true(strneq(l.items[i]->client_url, "https://", 8));
+                assert_true(has_scheme(l.items[i]->peer_url, peer));
+                assert_true(has_scheme(l.items[i]->client_url, client));
         }
         state_member_list_release(&l);
+}
+
+static void assert_https(fx *f)
+{
+        assert_schemes(f, "https://", "https://");
 }
 
 static void test_switched_on(void **state)
@@ -109,11 +126,98 @@ static void test_killed_after_each_step(void **state)
         assert_int_equal(f->w->removes, 0);
 }
 
+/* A cluster switched on (counted from here), then the TLS part of its spec given. */
+static int switched_on(fx *f)
+{
+        offer(f, true);
+        fx_converge(f, NULL);
+        assert_https(f);
+        return fx_total_starts(f);
+}
+
+static void test_switched_off(void **state)
+{
+        fx *f = *state;
+        int starts = switched_on(f);
+        int updates = f->w->peer_updates;
+
+        offer(f, false);
+        fx_converge(f, NULL);
+        assert_schemes(f, "http://", "http://");
+        /* both schemes for clients, the peer side, the certificates dropped */
+        assert_int_equal(fx_total_starts(f), starts + 9);
+        assert_int_equal(f->w->peer_updates, updates + 3);
+        /* started; clients moved once; per member: peer recorded, membership updated; ended */
+        assert_int_equal(fx_audit_count(f, "tls.disable"), 1 + 1 + 3 + 3 + 1);
+        assert_int_equal(f->w->removes, 0);
+        assert_int_equal(f->w->adds, 0);
+
+        /* Nothing more to do, also after a restart of gitcd. */
+        fx_close(f);
+        fx_open(f);
+        fx_converge(f, NULL);
+        assert_int_equal(fx_total_starts(f), starts + 9);
+        assert_int_equal(fx_audit_count(f, "tls.disable"), 9);
+}
+
+static void test_off_killed_after_each_step(void **state)
+{
+        fx *f = *state;
+        int starts = switched_on(f);
+        int updates = f->w->peer_updates;
+
+        offer(f, false);
+        fx_run_until_killed(f, "tls-switch-off.started");
+        fx_run_until_killed(f, "tls-switch-off.clients-moved");
+        fx_run_until_killed(f, "tls-switch-off.peer-recorded");
+        fx_run_until_killed(f, "tls-switch-off.peer-updated");
+        fx_run_until_killed(f, "tls-switch-off.finished");
+        fx_converge(f, NULL);
+        assert_schemes(f, "http://", "http://");
+        assert_int_equal(fx_total_starts(f), starts + 9);
+        assert_int_equal(f->w->peer_updates, updates + 3);
+        assert_int_equal(f->w->removes, 0);
+}
+
+/* One surface off, the other kept: the peer side goes plain, clients stay on https alone. */
+static void test_peer_off_only(void **state)
+{
+        fx *f = *state;
+        int starts = switched_on(f);
+        fx_offer(f, NULL,
+                 "  replicas: 3\n  version: \"3.5.16\"\n  progressDeadlineSeconds: 3600\n"
+                 "  tls:\n    provider: auto\n    client:\n      enabled: true\n"
+                 "    peer:\n      enabled: false\n");
+        fx_converge(f, NULL);
+        assert_schemes(f, "https://", "http://");
+        /* no restart for clients: the peer side, then the peer certificates dropped */
+        assert_int_equal(fx_total_starts(f), starts + 6);
+}
+
+/* Switched on again half way through the switch off: the switch on takes over. */
+static void test_on_again_half_way(void **state)
+{
+        fx *f = *state;
+        (void)switched_on(f);
+        offer(f, false);
+        fx_run_until_killed(f, "tls-switch-off.peer-recorded");
+        offer(f, true);
+        fx_converge(f, NULL);
+        assert_https(f);
+        /* started, clients moved, given up (the peer step was killed before its audit) */
+        assert_int_equal(fx_audit_count(f, "tls.disable"), 1 + 1 + 1);
+        assert_int_equal(f->w->removes, 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_switched_on, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_killed_after_each_step, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_switched_off, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_off_killed_after_each_step, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_peer_off_only, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_on_again_half_way, setup, fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
