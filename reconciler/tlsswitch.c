@@ -211,7 +211,8 @@ static int put(const tlsswitch_env *env, const state_member *m, pass_result *res
 {
         int k = state_member_put(env->db, m, env->now_ms);
         if (k < 0)
-                step_taken(env, res, m->name, "TLS: cannot record %s: %s", m->name, state_last_error());
+                step_taken(env, res, m->name, "TLS: cannot record %s: %s", m->name,
+                           state_last_error());
         return k;
 }
 
