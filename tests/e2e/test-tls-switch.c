@@ -259,7 +259,6 @@ static void switch_under_writer(const char *version)
         etcd_members *ms = NULL;
         if (etcd_member_list(c, &ms) < 0)
                 fail_msg("member list: %s", etcd_client_last_error(c));
-        etcd_client_free(c);
         assert_int_equal((int)ms->n, MEMBERS);
         for (size_t i = 0; i < ms->n; i++) {
                 const etcd_member *m = &ms->members[i];
