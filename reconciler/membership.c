@@ -52,26 +52,18 @@ bool membership_tls_switching(member_plan *mp, const char *rec_peer_url, const c
                               const etcd_cluster *c)
 {
         const tls_spec *t = &c->tls;
-        if (t->off_client || t->off_peer) {
-                /* Switched off: the plan is the TLS one, made plain where the record moved. */
-                bool peer_moved = t->off_peer && is_http(rec_peer_url);
-                if (peer_moved) {
-                        str_assign(&mp->peer_url, as_http(mp->peer_url));
-                        str_assign(&mp->listen_peer_url, as_http(mp->listen_peer_url));
-                }
-                bool plain = t->off_client && member_plan_listen_plain(mp);
-                return peer_moved || plain;
-        }
-        bool client_tls = render_client_tls(c), peer_tls = render_peer_tls(c);
-        bool peer_moving = peer_tls && is_http(rec_peer_url);
-        bool client_moving = client_tls && (is_http(rec_client_url) || peer_moving);
-        if (peer_moving) {
+        /* A record on http with peer TLS on: half way on, or moved on the way off. */
+        bool peer_plain = render_peer_tls(c) && is_http(rec_peer_url);
+        bool peer_moving_on = peer_plain && !t->off_peer;
+        bool client_on = render_client_tls(c) && !t->off_client;
+        bool both = t->off_client || (client_on && (is_http(rec_client_url) || peer_moving_on));
+        if (peer_plain) {
                 str_assign(&mp->peer_url, as_http(mp->peer_url));
                 str_assign(&mp->listen_peer_url, as_http(mp->listen_peer_url));
         }
-        if (client_moving)
+        if (both)
                 (void)member_plan_listen_plain(mp);
-        return peer_moving || client_moving;
+        return peer_plain || both;
 }
 
 int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c, const char *name,

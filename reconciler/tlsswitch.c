@@ -216,6 +216,12 @@ static int put(const tlsswitch_env *env, const state_member *m, pass_result *res
         return k;
 }
 
+/* The surfaces as the journal spells them: "client", "peer", "client,peer"; NULL: none. */
+static const char *surfaces_name(bool client, bool peer)
+{
+        return client && peer ? "client,peer" : client ? "client" : peer ? "peer" : NULL;
+}
+
 /* Steps 2 to 5 of the switch off (see the top of the file). */
 static int switch_off_converged(const tlsswitch_env *env, pass_result *res)
 {
@@ -286,7 +292,10 @@ static int switch_off_converged(const tlsswitch_env *env, pass_result *res)
                 return k;
         }
         FAILPOINT("tls-switch-off.finished"); /* recorded, not restarted yet */
-        audit(env, "every member runs plain http; they restart without TLS");
+        _cleanup_free_ char *what =
+            xasprintf("every member runs plain http for %s; they restart without TLS there",
+                      surfaces_name(t->off_client, t->off_peer));
+        audit(env, what);
         step_taken(env, res, NULL, "TLS off: every member restarts without TLS");
         return 1;
 }
@@ -365,12 +374,6 @@ int tlsswitch_converged(const tlsswitch_env *env, pass_result *res)
         return 1;
 }
 
-/* The surfaces as the journal spells them: "client", "peer", "client,peer"; NULL: none. */
-static const char *surfaces_name(bool client, bool peer)
-{
-        return client && peer ? "client,peer" : client ? "client" : peer ? "peer" : NULL;
-}
-
 int tlsswitch_prepare(const tlsswitch_env *env, etcd_cluster *c)
 {
         tls_spec *t = &c->tls;
@@ -407,11 +410,14 @@ int tlsswitch_prepare(const tlsswitch_env *env, etcd_cluster *c)
                 if ((k = state_cluster_set_tls_off(env->db, env->cluster, now)) < 0)
                         return k;
                 _cleanup_free_ char *what =
-                    now ? xasprintf("started on %s: members keep their certificates until every "
-                                    "one of them moved to plain http",
+                    !now ? xstrdup("given up: the spec switched TLS on again; the switch on "
+                                   "resumes from where the members are")
+                    : journal
+                        ? xasprintf("now on %s only: the spec switched the other surface on again",
                                     now)
-                        : xstrdup("given up: the spec switched TLS on again; the switch on "
-                                  "resumes from where the members are");
+                        : xasprintf("started on %s: members keep their certificates until every "
+                                    "one of them moved to plain http",
+                                    now);
                 audit_as(env, true, what);
                 if (now)
                         FAILPOINT("tls-switch-off.started");

@@ -209,6 +209,29 @@ static void test_on_again_half_way(void **state)
         assert_int_equal(f->w->removes, 0);
 }
 
+/*
+ * Half way through the switch on (gitcd's client moved, no peer yet), a
+ * commit keeps peer TLS and turns client TLS off: clients go back to http
+ * first, then the switch on finishes the peer side.
+ */
+static void test_client_off_while_switching_on(void **state)
+{
+        fx *f = *state;
+        offer(f, false);
+        fx_converge(f, NULL);
+        offer(f, true);
+        fx_run_until_killed(f, "tls-switch.clients-moved");
+        fx_offer(f, NULL,
+                 "  replicas: 3\n  version: \"3.5.16\"\n  progressDeadlineSeconds: 3600\n"
+                 "  tls:\n    provider: auto\n    client:\n      enabled: false\n"
+                 "    peer:\n      enabled: true\n");
+        fx_converge(f, NULL);
+        assert_schemes(f, "http://", "https://");
+        assert_int_equal(f->w->peer_updates, 3);
+        assert_int_equal(f->w->removes, 0);
+        assert_true(fx_audit_count(f, "tls.disable") >= 2); /* started, clients moved, ended */
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -218,6 +241,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_off_killed_after_each_step, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_peer_off_only, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_on_again_half_way, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_client_off_while_switching_on, setup,
+                                            fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
