@@ -314,9 +314,9 @@ static void steps_tls(plan_item *it, const etcd_cluster *prev, const etcd_cluste
         if (on) {
                 bool client = bc && !ac, peer = bp && !ap;
                 STEP(it,
-                     "switch TLS on (%s): restart %d %s one at a time onto their certificates, "
-                     "peer listeners still plain, clients served on http and https",
-                     surfaces(client, peer), keep, m);
+                     "switch TLS on (%s): restart %d %s one at a time onto their certificates%s%s",
+                     surfaces(client, peer), keep, m, peer ? ", peer listeners still plain" : "",
+                     client ? ", clients served on http and https" : "");
                 if (client)
                         STEP(it, "move gitcd's own client to https (no restart)");
                 if (peer)

@@ -241,8 +241,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_off_killed_after_each_step, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_peer_off_only, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_on_again_half_way, setup, fx_teardown),
-            cmocka_unit_test_setup_teardown(test_client_off_while_switching_on, setup,
-                                            fx_teardown),
+            cmocka_unit_test_setup_teardown(test_client_off_while_switching_on, setup, fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
