@@ -328,13 +328,18 @@ static void steps_tls(plan_item *it, const etcd_cluster *prev, const etcd_cluste
                              m);
         } else if (off) {
                 bool client = ac && !bc, peer = ap && !bp;
-                if (client) {
+                if (client && prev->tls.client.allow_plain)
+                        STEP(it,
+                             "switch TLS off (%s): the members already serve clients on http "
+                             "beside https (allowPlainHTTP)",
+                             surfaces(client, peer));
+                else if (client)
                         STEP(it,
                              "switch TLS off (%s): restart %d %s one at a time serving clients on "
                              "http beside https",
                              surfaces(client, peer), keep, m);
+                if (client)
                         STEP(it, "move gitcd's own client to http (no restart)");
-                }
                 if (peer)
                         STEP(it,
                              "%sone member at a time, followers first, the leader last: restart "
