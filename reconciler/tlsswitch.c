@@ -56,8 +56,9 @@
  *      the member between its 3 and 4 is unreachable to dial, as in the
  *      switch on, and it still dials every peer itself;
  *   5. a converged pass with every record and every peer URL in etcd on
- *      plain http clears the journal: every member restarts without TLS
- *      (the rolling restart, the spec's own plan).
+ *      plain http, and no CA rotation under way, clears the journal: every
+ *      member restarts without TLS (the rolling restart, the spec's own
+ *      plan).
  *
  * Audit: tls.disable, the step in the reason. The cluster CA and the
  * files already issued stay where they are, unused (a later switch on
@@ -286,6 +287,15 @@ static int switch_off_converged(const tlsswitch_env *env, pass_result *res)
                         }
         if (t->off_peer && !env->etcd)
                 return 0;
+        /* A CA rotation under way ends first: its phases need the CA folders it moves. */
+        if (t->ca_rotation_phase) {
+                step_taken(env, res, NULL,
+                           "TLS off: waiting for the CA rotation (phase %d) to finish before the "
+                           "members restart without TLS",
+                           t->ca_rotation_phase);
+                res->poll_ms = 1000;
+                return 1;
+        }
         if ((k = state_cluster_set_tls_off(env->db, env->cluster, NULL)) < 0) {
                 step_taken(env, res, NULL, "TLS off: cannot record the end: %s",
                            state_last_error());
