@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "reconciler/reconcile.h"
+#include "state/carotate.h"
 #include "tests/fake/fixture.h"
 #include "util/xalloc.h"
 
@@ -38,6 +39,20 @@ static const fx_config config = {.name = "tlsswitch", .cluster = CLUSTER};
 static int setup(void **state)
 {
         return fx_setup(state, &config);
+}
+
+/* The fake world's model of CA generations, for a CA rotation under way. */
+static void ca_model(fx *f)
+{
+        f->w->ca_model = true;
+}
+
+static const fx_config config_ca = {
+    .name = "tlsswitch-ca", .cluster = CLUSTER, .prepare = ca_model};
+
+static int setup_ca(void **state)
+{
+        return fx_setup(state, &config_ca);
 }
 
 static void offer(fx *f, bool tls)
@@ -269,6 +284,23 @@ static void test_client_off_while_switching_on(void **state)
         assert_true(fx_audit_count(f, "tls.disable") >= 2); /* started, clients moved, ended */
 }
 
+/* TLS switched off while a CA rotation runs: the rotation runs to its end, then TLS goes. */
+static void test_off_during_ca_rotation(void **state)
+{
+        fx *f = *state;
+        (void)switched_on(f);
+        fx_offer(f, NULL,
+                 "  replicas: 3\n  version: \"3.5.16\"\n  progressDeadlineSeconds: 3600\n"
+                 "  tls:\n    provider: auto\n    auto:\n      rotateCA: \"r1\"\n");
+        fx_run_until_killed(f, "ca-rotate.phase-1");
+        offer(f, false);
+        converge_one_unreachable_at_most(f);
+        assert_schemes(f, "http://", "http://");
+        state_ca_rotation *rot = NULL;
+        assert_int_equal(state_ca_rotation_running(f->db, CLUSTER, &rot), -ENOENT);
+        assert_int_equal(f->w->removes, 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -279,6 +311,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_peer_off_only, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_on_again_half_way, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_client_off_while_switching_on, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_off_during_ca_rotation, setup_ca, fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
