@@ -127,6 +127,15 @@ typedef struct tls_spec {
          * that the targets' pki_auto_open() brings the CA folders to it.
          */
         int ca_rotation_phase;
+        /*
+         * Not read from the spec: the surfaces the spec switched off that the
+         * members still run with TLS (reconciler/tlsswitch.c, its journal).
+         * The reconciler's latched copy keeps them on, provider auto, until
+         * every member moved to plain http; own_* are the spec's own values.
+         */
+        bool off_client, off_peer;
+        tls_provider own_provider;
+        bool own_client, own_peer;
 } tls_spec;
 
 typedef struct auth_spec {

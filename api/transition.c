@@ -4,7 +4,8 @@
  * Some changes cannot be applied to a running cluster safely: the storage
  * medium and TLS settings are fixed at creation (auth may be switched on
  * and off and its root credentials Secret changed; TLS may be switched on,
- * from plain http to tls.provider auto, one surface or both), volumes only grow,
+ * from plain http to tls.provider auto, and off again, one surface or both),
+ * volumes only grow,
  * and etcd moves between versions as the version policy says (its table is
  * api/versions.c; a rollback of an unfinished upgrade is told apart by the
  * versions the members still run). This file is pure: it compares two models and explains
@@ -47,8 +48,8 @@ static const char *or_none(const char *s)
 
 #define FIXED_TLS                                                                                  \
         "TLS settings are fixed when a cluster is created, except that plain http may be "         \
-        "switched to tls.provider auto; create a new cluster with the new settings and restore "   \
-        "a snapshot into it"
+        "switched to tls.provider auto and tls.provider auto back to plain http; create a new "    \
+        "cluster with the new settings and restore a snapshot into it"
 static void check_string(ctx *x, const char *path, const char *a, const char *b, const char *why)
 {
         if (!streq_ptr(a, b))
@@ -95,6 +96,22 @@ static bool switched_on_auto(const tls_spec *a, const tls_spec *b)
                (ac != b->client.enabled || ap != b->peer.enabled);
 }
 
+/*
+ * TLS switched off for a running cluster: from tls.provider auto to none,
+ * or auto with fewer surfaces (reconciler/tlsswitch.c walks the switch on
+ * back). No surface goes on in the same commit.
+ */
+static bool switched_off_auto(const tls_spec *a, const tls_spec *b)
+{
+        if (a->provider != TLS_PROVIDER_AUTO ||
+            (b->provider != TLS_PROVIDER_NONE && b->provider != TLS_PROVIDER_AUTO))
+                return false;
+        bool bon = b->provider != TLS_PROVIDER_NONE;
+        bool ac = a->client.enabled, ap = a->peer.enabled;
+        bool bc = bon && b->client.enabled, bp = bon && b->peer.enabled;
+        return (!bc || ac) && (!bp || ap) && (ac != bc || ap != bp);
+}
+
 /* Is the version older than 3.5 (unparseable: no, validation reports it)? */
 static bool before_35(const char *version)
 {
@@ -105,22 +122,26 @@ static bool before_35(const char *version)
 static void check_tls(ctx *x, const etcd_cluster *prev, const etcd_cluster *next)
 {
         const tls_spec *a = &prev->tls, *b = &next->tls;
-        if (switched_on_auto(a, b)) {
+        bool on = switched_on_auto(a, b), off = !on && switched_off_auto(a, b);
+        if (on || off) {
+                const char *way = on ? "on" : "off";
                 if (before_35(prev->version) || before_35(next->version))
                         refuse(x, "spec.tls.provider",
-                               "%s → auto on a running cluster needs etcd 3.5 or later (the "
+                               "%s → %s on a running cluster needs etcd 3.5 or later (the "
                                "cluster runs %s): etcd 3.4 cannot reliably serve gRPC in plain "
-                               "http and https on one port, which the switch needs; upgrade to "
-                               "3.5 first",
-                               tls_provider_name(a->provider), prev->version);
-                /* Members added mid-way would be planned on TLS alone, their peers not yet. */
+                               "http and https on one port, which the switch %s needs; upgrade "
+                               "to 3.5 first",
+                               tls_provider_name(a->provider), tls_provider_name(b->provider),
+                               prev->version, way);
+                /* Members added mid-way would be planned for one side of the switch only. */
                 if (prev->replicas != next->replicas)
                         refuse(x, "spec.replicas",
-                               "%d → %d in the commit that switches TLS on: change the number "
+                               "%d → %d in the commit that switches TLS %s: change the number "
                                "of members in a commit of its own, before or after",
-                               prev->replicas, next->replicas);
-                check_string(x, "spec.tls.caBundleSecretRef", a->ca_bundle_secret,
-                             b->ca_bundle_secret, FIXED_TLS);
+                               prev->replicas, next->replicas, way);
+                if (b->provider == TLS_PROVIDER_AUTO)
+                        check_string(x, "spec.tls.caBundleSecretRef", a->ca_bundle_secret,
+                                     b->ca_bundle_secret, FIXED_TLS);
                 return;
         }
         if (a->provider != b->provider) {

@@ -292,6 +292,68 @@ static void steps_version(plan_item *it, const etcd_cluster *prev, const etcd_cl
              next->version);
 }
 
+/* The surfaces a step names. */
+static const char *surfaces(bool client, bool peer)
+{
+        return client && peer ? "client and peer" : client ? "client" : "peer";
+}
+
+/*
+ * TLS switched on (plain to tls.provider auto) or off (auto to plain) for
+ * keep running members: the steps of reconciler/tlsswitch.c.
+ */
+static void steps_tls(plan_item *it, const etcd_cluster *prev, const etcd_cluster *next, int keep)
+{
+        bool ac = render_client_tls(prev), ap = render_peer_tls(prev);
+        bool bc = render_client_tls(next), bp = render_peer_tls(next);
+        bool on = next->tls.provider == TLS_PROVIDER_AUTO && (bc || bp) && (!ac || bc) &&
+                  (!ap || bp) && (ac != bc || ap != bp);
+        bool off = prev->tls.provider == TLS_PROVIDER_AUTO && (ac || ap) && (!bc || ac) &&
+                   (!bp || ap) && (ac != bc || ap != bp);
+        const char *m = plural(keep, "member", "members");
+        if (on) {
+                bool client = bc && !ac, peer = bp && !ap;
+                STEP(it,
+                     "switch TLS on (%s): restart %d %s one at a time onto their certificates%s%s",
+                     surfaces(client, peer), keep, m, peer ? ", peer listeners still plain" : "",
+                     client ? ", clients served on http and https" : "");
+                if (client)
+                        STEP(it, "move gitcd's own client to https (no restart)");
+                if (peer)
+                        STEP(it, "then one member at a time, followers first, the leader last: "
+                                 "restart it onto https for its peers, then update its peer URL "
+                                 "in etcd's membership (MemberUpdate)");
+                else if (!next->tls.client.allow_plain)
+                        STEP(it, "restart %d %s one at a time onto https alone for clients", keep,
+                             m);
+        } else if (off) {
+                bool client = ac && !bc, peer = ap && !bp;
+                if (client && prev->tls.client.allow_plain)
+                        STEP(it,
+                             "switch TLS off (%s): the members already serve clients on http "
+                             "beside https (allowPlainHTTP)",
+                             surfaces(client, peer));
+                else if (client)
+                        STEP(it,
+                             "switch TLS off (%s): restart %d %s one at a time serving clients on "
+                             "http beside https",
+                             surfaces(client, peer), keep, m);
+                if (client)
+                        STEP(it, "move gitcd's own client to http (no restart)");
+                if (peer)
+                        STEP(it,
+                             "%sone member at a time, followers first, the leader last: restart "
+                             "it onto a plain peer listener (its certificates kept for the peers "
+                             "still on TLS), then update its peer URL in etcd's membership "
+                             "(MemberUpdate)",
+                             client ? "then " : "switch TLS off (peer): ");
+                STEP(it,
+                     "restart %d %s one at a time without TLS for %s (the CA and the "
+                     "certificates stay on disk, unused)",
+                     keep, m, surfaces(client, peer));
+        }
+}
+
 static void steps_update(plan_item *it, const etcd_cluster *prev, const etcd_cluster *next,
                          const state_member_list *ml, const char *leader)
 {
@@ -336,6 +398,8 @@ static void steps_update(plan_item *it, const etcd_cluster *prev, const etcd_clu
                      "to trust the new CA alone",
                      keep, plural(keep, "member", "members"));
         }
+        if (keep > 0)
+                steps_tls(it, prev, next, keep);
         if (keep > 0 && (version || flags)) {
                 if (version)
                         steps_version(it, prev, next, ml, leader, keep);

@@ -49,17 +49,21 @@ static char *as_http(const char *url)
 }
 
 bool membership_tls_switching(member_plan *mp, const char *rec_peer_url, const char *rec_client_url,
-                              bool client_tls, bool peer_tls)
+                              const etcd_cluster *c)
 {
-        bool peer_moving = peer_tls && is_http(rec_peer_url);
-        bool client_moving = client_tls && (is_http(rec_client_url) || peer_moving);
-        if (peer_moving) {
+        const tls_spec *t = &c->tls;
+        /* A record on http with peer TLS on: half way on, or moved on the way off. */
+        bool peer_plain = render_peer_tls(c) && is_http(rec_peer_url);
+        bool peer_moving_on = peer_plain && !t->off_peer;
+        bool client_on = render_client_tls(c) && !t->off_client;
+        bool both = t->off_client || (client_on && (is_http(rec_client_url) || peer_moving_on));
+        if (peer_plain) {
                 str_assign(&mp->peer_url, as_http(mp->peer_url));
                 str_assign(&mp->listen_peer_url, as_http(mp->listen_peer_url));
         }
-        if (client_moving)
+        if (both)
                 (void)member_plan_listen_plain(mp);
-        return peer_moving || client_moving;
+        return peer_plain || both;
 }
 
 int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c, const char *name,
@@ -96,8 +100,7 @@ int membership_plan_for_records(target *t, const etcd_cluster *c, state_member *
                         return k;
                 member_plan *mp = &p->members[p->n - 1];
                 mp->data_identity = xstrdup_null(rec->data_identity);
-                if (membership_tls_switching(mp, rec->peer_url, rec->client_url,
-                                             render_client_tls(c), render_peer_tls(c))) {
+                if (membership_tls_switching(mp, rec->peer_url, rec->client_url, c)) {
                         free(mp->config_hash);
                         mp->config_hash = render_member_config_hash(c, p, p->n - 1);
                 }

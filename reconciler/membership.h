@@ -41,11 +41,20 @@ int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c,
  * them apart per connection); it gets every TLS file and flag the spec
  * asks for, so it can already dial the peers that switched. Clients stay
  * on both schemes until the member's peer side moved too, so that one
- * restart per member does both. Rewrites mp's URLs; true when it changed
- * any (the caller computes the config hash again).
+ * restart per member does both.
+ *
+ * TLS switched off (c->tls.off_client / off_peer, set by tlsswitch_prepare()
+ * on the reconciler's copy of the spec, which keeps those surfaces on): the
+ * member keeps every TLS file and flag, serves clients on both schemes
+ * while the client surface goes off, and its peer URL and listener are
+ * plain once its record's peer URL is http (it still dials the peers that
+ * listen TLS with its peer certificate).
+ *
+ * Rewrites mp's URLs; true when it changed any (the caller computes the
+ * config hash again).
  */
 bool membership_tls_switching(member_plan *mp, const char *rec_peer_url, const char *rec_client_url,
-                              bool client_tls, bool peer_tls);
+                              const etcd_cluster *c);
 
 int membership_plan_for_records(target *t, const etcd_cluster *c, state_member *const *recs,
                                 size_t n, membership_plan **ret_plan);

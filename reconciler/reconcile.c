@@ -2177,6 +2177,16 @@ static int pass_run(reconciler *r, cluster_ctx *x, world *wp, pass_result *res)
         if (k <= 0)
                 return k;
         const etcd_cluster *c = x->latched;
+        /* TLS switched off (reconciler/tlsswitch.h): the surfaces still on, set on the spec. */
+        tlsswitch_env pre = {.db = r->opts.db,
+                             .cluster = x->name,
+                             .commit = wp->commit,
+                             .author = wp->author,
+                             .now_ms = wall(r)};
+        if ((k = tlsswitch_prepare(&pre, x->latched)) < 0) {
+                snprintf(res->message, sizeof(res->message), "TLS switch: %s", state_last_error());
+                return k;
+        }
         /* CA rotation (reconciler/carotate.h): its phase is set on the spec before observing. */
         carotate_env ca_env = {.db = r->opts.db,
                                .target = r->opts.target,

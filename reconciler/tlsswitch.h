@@ -1,7 +1,7 @@
 /*
- * TLS switched on for a running cluster (tls.provider auto): the steps
- * that move a cluster from plain http to https, one at a time, each one
- * recorded before it acts. See tlsswitch.c.
+ * TLS switched on for a running cluster (tls.provider auto), or off again:
+ * the steps that move a cluster between plain http and https, one at a
+ * time, each one recorded before it acts. See tlsswitch.c.
  */
 #pragma once
 
@@ -28,6 +28,18 @@ typedef struct tlsswitch_env {
         const char *author;
         int64_t now_ms; /* wall clock */
 } tlsswitch_env;
+
+/*
+ * Before observing, every pass: the TLS switch-off journal (the cluster's
+ * tls_off surfaces) is started when the spec turned off a surface the
+ * member records still run with https, narrowed when the spec turned one
+ * on again, and applied to c, the reconciler's copy of the spec: the
+ * surfaces going off stay on (tls.off_client / off_peer, provider auto)
+ * until tlsswitch_converged()'s last step clears the journal. It reads the
+ * member records itself; env->c and records are not read (c is), nor
+ * target, etcd, ops and conn. 0, or the store's error.
+ */
+int tlsswitch_prepare(const tlsswitch_env *env, etcd_cluster *c);
 
 /*
  * A converged pass (every member healthy and running its wanted config):

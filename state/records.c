@@ -309,6 +309,34 @@ int state_cluster_set_target(state_db *db, const char *cluster, const char *targ
         return db_end(db, cluster_update(db, what, cluster, r));
 }
 
+int state_cluster_tls_off(state_db *db, const char *cluster, char **ret)
+{
+        const char *what = "reading the TLS switch-off journal";
+        *ret = NULL;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r =
+            db_prepare(db, what, "SELECT tls_off FROM clusters WHERE name = ?", &st, "s", cluster);
+        if (r >= 0)
+                r = db_step(db, st, what);
+        if (r == 0)
+                return db_fail(db, -ENOENT, what, "no cluster %s", cluster);
+        if (r < 0)
+                return r;
+        *ret = db_col_text(st, 0);
+        return 0;
+}
+
+int state_cluster_set_tls_off(state_db *db, const char *cluster, const char *surfaces)
+{
+        const char *what = "recording the TLS switch-off journal";
+        int r = state_begin(db);
+        if (r < 0)
+                return r;
+        r = db_run(db, what, "UPDATE clusters SET tls_off = ? WHERE name = ?", "ss", surfaces,
+                   cluster);
+        return db_end(db, cluster_update(db, what, cluster, r));
+}
+
 int state_cluster_latch(state_db *db, const char *cluster, const char *json, const char *hash,
                         int64_t deadline_ms, int64_t now_ms)
 {

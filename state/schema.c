@@ -393,6 +393,12 @@ const char *const state_migrations[] = {
      * on a recorded cluster (gitcd snapshot save) open the same target.
      */
     "ALTER TABLE clusters ADD COLUMN target TEXT;\n",
+    /*
+     * 17: the TLS surfaces a running cluster is being switched off on
+     * ("client", "peer", "client,peer"; reconciler/tlsswitch.c): its members
+     * keep their certificates until every one of them moved to plain http.
+     */
+    "ALTER TABLE clusters ADD COLUMN tls_off TEXT;\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

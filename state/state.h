@@ -162,6 +162,13 @@ int state_cluster_set_desired(state_db *db, const char *cluster, const char *jso
 int state_cluster_set_target(state_db *db, const char *cluster, const char *target);
 /* The recorded target's name (NULL when none was recorded, *ret NULL). -ENOENT. */
 int state_cluster_target(state_db *db, const char *cluster, char **ret);
+/*
+ * The TLS surfaces the cluster is being switched off on, the journal of
+ * reconciler/tlsswitch.c ("client", "peer" or "client,peer"; *ret NULL:
+ * none). Setting NULL ends the switch.
+ */
+int state_cluster_tls_off(state_db *db, const char *cluster, char **ret);
+int state_cluster_set_tls_off(state_db *db, const char *cluster, const char *surfaces);
 /* Latch the target (observed spec) with its progress deadline (0 = none). -ENOENT. */
 int state_cluster_latch(state_db *db, const char *cluster, const char *json, const char *hash,
                         int64_t deadline_ms, int64_t now_ms);

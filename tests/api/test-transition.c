@@ -157,8 +157,8 @@ static void test_storage(void **state)
 
 #define FIXED                                                                                      \
         "TLS settings are fixed when a cluster is created, except that plain http may be "         \
-        "switched to tls.provider auto; create a new cluster with the new settings and restore a " \
-        "snapshot into it\n"
+        "switched to tls.provider auto and tls.provider auto back to plain http; create a new "    \
+        "cluster with the new settings and restore a snapshot into it\n"
 
 static void test_tls(void **state)
 {
@@ -176,7 +176,7 @@ static void test_tls(void **state)
         check("  version: \"3.4.23\"\n", "  version: \"3.4.23\"\n  tls:\n    provider: auto\n",
               "next.yaml:8:15: error: spec.tls.provider: none → auto on a running cluster needs "
               "etcd 3.5 or later (the cluster runs 3.4.23): etcd 3.4 cannot reliably serve gRPC "
-              "in plain http and https on one port, which the switch needs; upgrade to 3.5 "
+              "in plain http and https on one port, which the switch on needs; upgrade to 3.5 "
               "first\n");
         /* Not together with a change of the member count. */
         check("  replicas: 3\n", "  replicas: 5\n  tls:\n    provider: auto\n",
@@ -185,11 +185,26 @@ static void test_tls(void **state)
         /* Plain http beside https may come and go. */
         check(auto_tls, "  tls:\n    provider: auto\n    client:\n      allowPlainHTTP: true\n",
               NULL);
-        /* Never back to plain, nor onto a provider that is not auto. */
-        check(auto_tls, "  tls:\n    provider: auto\n    peer:\n      enabled: false\n",
-              "next.yaml:9:16: error: spec.tls.peer.enabled: true → false: " FIXED);
-        check(auto_tls, "  replicas: 3\n",
-              "next.yaml:5:1: error: spec.tls.provider: auto → none: " FIXED);
+        /* Switched off again: auto to none, both surfaces or one (auto keeps the other). */
+        check(auto_tls, "  tls:\n    provider: auto\n    peer:\n      enabled: false\n", NULL);
+        check(auto_tls, "  tls:\n    provider: auto\n    client:\n      enabled: false\n", NULL);
+        check(auto_tls, "  replicas: 3\n", NULL);
+        check("  tls:\n    provider: auto\n    peer:\n      enabled: false\n", "  replicas: 3\n",
+              NULL);
+        /* ... with the same limits as the switch on. */
+        check("  version: \"3.4.23\"\n  tls:\n    provider: auto\n", "  version: \"3.4.23\"\n",
+              "next.yaml:5:1: error: spec.tls.provider: auto → none on a running cluster needs "
+              "etcd 3.5 or later (the cluster runs 3.4.23): etcd 3.4 cannot reliably serve gRPC "
+              "in plain http and https on one port, which the switch off needs; upgrade to 3.5 "
+              "first\n");
+        check("  replicas: 3\n  tls:\n    provider: auto\n", "  replicas: 5\n",
+              "next.yaml:6:13: error: spec.replicas: 3 → 5 in the commit that switches TLS off: "
+              "change the number of members in a commit of its own, before or after\n");
+        /* Never one surface off and the other on in one commit, nor onto another provider. */
+        check("  tls:\n    provider: auto\n    peer:\n      enabled: false\n",
+              "  tls:\n    provider: auto\n    client:\n      enabled: false\n",
+              "next.yaml:9:16: error: spec.tls.client.enabled: true → false: " FIXED
+              "next.yaml:6:3: error: spec.tls.peer.enabled: false → true: " FIXED);
         check("  replicas: 3\n",
               "  tls:\n    provider: secrets\n    client:\n      secretRef: {name: s1}\n"
               "    peer:\n      secretRef: {name: p1}\n    operatorClient:\n"

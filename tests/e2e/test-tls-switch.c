@@ -13,6 +13,13 @@
  * every acknowledged write is there; etcd's membership lists https peer
  * URLs only; every member serves TLS on its client and peer ports; plain
  * http is answered while allowPlainHTTP is set and refused once it is not.
+ *
+ * Then TLS is switched off again (tls.provider none) under the https
+ * writer, which moves to plain http once gitcd did (audited), and gitcd is
+ * killed once more when the first member's peer side went plain: the
+ * switch finishes (tls.disable), no write needs more than one retry, every
+ * acknowledged write is there, etcd lists http URLs only and no member
+ * answers a TLS handshake on its client or peer port.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -61,15 +68,19 @@ static void write_cluster(e2e *e, const char *name, const char *version, int tls
         e2e_write_file(e, file, text);
 }
 
-/* The audit log's tls.enable events, as `gitcd log -o json` prints them. */
-static char *switch_log(e2e *e, const char *name)
+/* The audit log's events of action (tls.enable, tls.disable), as `gitcd log -o json` prints them. */
+static char *action_log(e2e *e, const char *name, const char *action)
 {
         _cleanup_free_ char *id = xasprintf("default/%s", name);
         char *out = NULL;
         assert_int_equal(
-            e2e_run(e, &out, "log", "-o", "json", "--cluster", id, "--action", "tls.enable", NULL),
-            0);
+            e2e_run(e, &out, "log", "-o", "json", "--cluster", id, "--action", action, NULL), 0);
         return out;
+}
+
+static char *switch_log(e2e *e, const char *name)
+{
+        return action_log(e, name, "tls.enable");
 }
 
 static int count(const char *text, const char *what)
@@ -141,6 +152,58 @@ static bool switched(e2e *e, const char *name, void *userdata)
         return count(log, "etcd's membership now lists its peer URL") == MEMBERS;
 }
 
+/* Done when gitcd's own client moved to plain http. */
+static bool clients_plain(e2e *e, const char *name, void *userdata)
+{
+        (void)userdata;
+        _cleanup_free_ char *log = action_log(e, name, "tls.disable");
+        return strstr(log, "client URL is http") != NULL;
+}
+
+/* Does anything answer a TLS handshake at url's address (its scheme aside)? */
+static bool serves_tls(const char *url, const e2e_tls_files *f)
+{
+        const char *addr = strstr(url, "://");
+        _cleanup_free_ char *https = xasprintf("https://%s", addr ? addr + 3 : url);
+        char *serial = NULL;
+        bool yes = pki_served_serial(https, f->crt, f->key, 3000, &serial) == 0;
+        free(serial);
+        return yes;
+}
+
+typedef struct switching_off {
+        switching sw;
+        const e2e_tls_files *f;
+} switching_off;
+
+/* Kill gitcd once the first member's peer side went plain; done when no port serves TLS. */
+static bool tls_gone(e2e *e, const char *name, void *userdata)
+{
+        switching_off *so = userdata;
+        _cleanup_free_ char *log = action_log(e, name, "tls.disable");
+        if (!so->sw.killed && strstr(log, "peer URL http://")) {
+                kill(so->sw.daemon, SIGKILL);
+                waitpid(so->sw.daemon, NULL, 0);
+                so->sw.killed = true;
+                so->sw.daemon = e2e_start_daemon(e, NULL);
+        }
+        if (!strstr(log, "they restart without TLS"))
+                return false;
+        json_t *st = e2e_status(e, name);
+        bool gone = json_array_size(json_object_get(st, "members")) == MEMBERS;
+        size_t i;
+        json_t *m;
+        json_array_foreach(json_object_get(st, "members"), i, m)
+        {
+                const char *cu = json_string_value(json_object_get(m, "client_url"));
+                const char *pu = json_string_value(json_object_get(m, "peer_url"));
+                gone = gone && cu && pu && strneq(cu, "http://", 7) && strneq(pu, "http://", 7) &&
+                       !serves_tls(cu, so->f) && !serves_tls(pu, so->f);
+        }
+        json_decref(st);
+        return gone;
+}
+
 /* Done when no member answers plain http any more. */
 static bool plain_gone(e2e *e, const char *name, void *userdata)
 {
@@ -196,7 +259,6 @@ static void switch_under_writer(const char *version)
         etcd_members *ms = NULL;
         if (etcd_member_list(c, &ms) < 0)
                 fail_msg("member list: %s", etcd_client_last_error(c));
-        etcd_client_free(c);
         assert_int_equal((int)ms->n, MEMBERS);
         for (size_t i = 0; i < ms->n; i++) {
                 const etcd_member *m = &ms->members[i];
@@ -211,6 +273,46 @@ static void switch_under_writer(const char *version)
                                 fail_msg("%s serves no TLS: %s", urls[j], pki_last_error());
                         free(serial);
                 }
+        }
+        etcd_members_free(ms);
+
+        /*
+         * TLS off again under the https writer; it moves to plain http once
+         * gitcd's own client did (every member serves both schemes by then).
+         */
+        write_cluster(e, name, version, 0);
+        acked = write_until(e, name, c, acked, clients_plain, NULL, 240);
+        etcd_client_free(c);
+        c = e2e_client(e, name);
+        switching_off so = {.sw = {.daemon = sw.daemon}, .f = &f};
+        acked = write_until(e, name, c, acked, tls_gone, &so, 300);
+        sw.daemon = so.sw.daemon;
+        assert_true(so.sw.killed);
+        assert_true(e2e_wait_ready(e, name, MEMBERS, 120));
+        _cleanup_free_ char *off_log = action_log(e, name, "tls.disable");
+        assert_int_equal(count(off_log, "client URL is http"), 1);
+        assert_int_equal(count(off_log, "etcd's membership now lists its peer URL http://"),
+                         MEMBERS);
+
+        /* Every acknowledged write is there; etcd's membership: http only. */
+        l = NULL;
+        if (etcd_get(c, "/w/", true, &l) < 0)
+                fail_msg("read back: %s", etcd_client_last_error(c));
+        assert_int_equal((int)l->n, acked);
+        etcd_kv_list_free(l);
+        ms = NULL;
+        if (etcd_member_list(c, &ms) < 0)
+                fail_msg("member list: %s", etcd_client_last_error(c));
+        etcd_client_free(c);
+        assert_int_equal((int)ms->n, MEMBERS);
+        for (size_t i = 0; i < ms->n; i++) {
+                const etcd_member *m = &ms->members[i];
+                assert_int_equal((int)m->n_peer_urls, 1);
+                assert_true(strneq(m->peer_urls[0], "http://", 7));
+                assert_true(m->n_client_urls >= 1);
+                assert_true(strneq(m->client_urls[0], "http://", 7));
+                assert_false(serves_tls(m->peer_urls[0], &f));
+                assert_false(serves_tls(m->client_urls[0], &f));
         }
         etcd_members_free(ms);
 

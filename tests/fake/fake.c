@@ -581,6 +581,7 @@ static int fake_ensure_member(target *t, const etcd_cluster *c, const membership
         copy(p->peer_url, sizeof(p->peer_url), mp->peer_url);
         copy(p->client_url, sizeof(p->client_url), mp->client_url);
         copy(p->listen_client, sizeof(p->listen_client), mp->listen_client_url);
+        copy(p->listen_peer, sizeof(p->listen_peer), mp->listen_peer_url);
         copy(p->initial_state, sizeof(p->initial_state), mp->initial_cluster_state);
         p->force = force;
         copy(p->initial_cluster, sizeof(p->initial_cluster), mp->initial_cluster);

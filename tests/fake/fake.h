@@ -57,6 +57,7 @@ typedef struct fake_proc {
         char peer_url[FAKE_URL_MAX];
         char client_url[FAKE_URL_MAX];
         char listen_client[2 * FAKE_URL_MAX]; /* --listen-client-urls, as last started */
+        char listen_peer[FAKE_URL_MAX];       /* --listen-peer-urls, as last started */
         char initial_state[16];               /* "new" | "existing", as last started */
         char initial_cluster[FAKE_IC_MAX];    /* --initial-cluster, as last started */
         char config_hash[72];                 /* member_plan.config_hash it was last started with */

@@ -581,12 +581,51 @@ static void test_ca_rotation(void **state)
         assert_lacks(out, "no member restarts");
 }
 
+/* TLS switched on, then off again: the plan lists the switch's steps. */
+static void test_tls_switch(void **state)
+{
+        (void)state;
+        const char *tls = "  tls:\n    provider: auto\n";
+        _cleanup_free_ char *y1 = cluster_yaml("a", 3, "3.5.16", NULL);
+        pf_write(repo, "clusters/a.yaml", y1);
+        _cleanup_free_ char *first = pf_commit(repo, "plain");
+        pf_state_from_revision(db, repo, first, NULL, true);
+
+        _cleanup_free_ char *t2 = xasprintf("%s%s", y1, tls);
+        pf_write(repo, "clusters/a.yaml", t2);
+        _cleanup_free_ char *second = pf_commit(repo, "TLS on");
+        _cleanup_free_ char *out = NULL;
+        assert_int_equal(pf_plan(&out, NULL, "--source '%s' --ref main --state '%s'", repo, db), 0);
+        assert_contains(out, "1. switch TLS on (client and peer): restart 3 members one at a time "
+                             "onto their certificates");
+        assert_contains(out, "2. move gitcd's own client to https (no restart)\n");
+        assert_contains(out, "3. then one member at a time, followers first");
+        assert_lacks(out, "no member restarts");
+
+        pf_state_from_revision(db, repo, second, NULL, true);
+        pf_write(repo, "clusters/a.yaml", y1);
+        _cleanup_free_ char *third = pf_commit(repo, "TLS off");
+        (void)third;
+        free(out);
+        out = NULL;
+        assert_int_equal(pf_plan(&out, NULL, "--source '%s' --ref main --state '%s'", repo, db), 0);
+        assert_contains(out, "1. switch TLS off (client and peer): restart 3 members one at a "
+                             "time serving clients on http beside https\n");
+        assert_contains(out, "2. move gitcd's own client to http (no restart)\n");
+        assert_contains(out, "3. then one member at a time, followers first, the leader last: "
+                             "restart it onto a plain peer listener");
+        assert_contains(out, "4. restart 3 members one at a time without TLS for client and peer "
+                             "(the CA and the certificates stay on disk, unused)\n");
+        assert_contains(out, "1 to change, 0 to delete, 0 rejected");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_create_without_state, test_setup, test_teardown),
             cmocka_unit_test_setup_teardown(test_change_and_revert, test_setup, test_teardown),
             cmocka_unit_test_setup_teardown(test_ca_rotation, test_setup, test_teardown),
+            cmocka_unit_test_setup_teardown(test_tls_switch, test_setup, test_teardown),
             cmocka_unit_test_setup_teardown(test_scale_pause_prune_rename, test_setup,
                                             test_teardown),
             cmocka_unit_test_setup_teardown(test_rejections, test_setup, test_teardown),
