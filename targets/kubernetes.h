@@ -40,7 +40,15 @@ typedef struct kubernetes_target_opts {
          * it); a PVC still there then is left to finish on its own. 0: 30 s.
          */
         int volume_delete_wait_ms;
+        /*
+         * The image of the Pods that put a restored snapshot into a member's
+         * PVC (`gitcd snapshot receive`); NULL = KUBERNETES_DEFAULT_SNAPSHOT_IMAGE.
+         */
+        const char *snapshot_image;
 } kubernetes_target_opts;
+
+/* gitcd's own image of this version, as deploy/build-image names it. */
+#define KUBERNETES_DEFAULT_SNAPSHOT_IMAGE "gitcd:" GITCD_VERSION
 
 /*
  * Behaviour of the operations (targets/target.h) specific to this target:
