@@ -73,6 +73,7 @@
 #include "render/layout.h"
 #include "render/render.h"
 #include "targets/kubernetes.h"
+#include "util/failpoint.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/strbuf.h"
@@ -2207,6 +2208,8 @@ static int kt_restore_member(target *t, const etcd_cluster *c, const membership_
         _cleanup_free_ char *address = NULL;
         if (r >= 0)
                 r = wait_receiver(kt, ns, name, &address);
+        if (r >= 0)
+                FAILPOINT("kubernetes.restore.receiver-ready");
         if (r >= 0) {
                 _cleanup_free_ char *url = xasprintf("https://%s:%d", address, RECEIVER_PORT);
                 receiver_peer peer = {.url = url, .token = sec.token, .pin = sec.pin};
