@@ -44,13 +44,10 @@ static const kube_gvr PVCS = {"", "v1", "persistentvolumeclaims", true};
 
 static int kube_apply_gitcd(e2e *e, const char *failpoint, char **ret_stderr)
 {
-        const char *args[] = {"apply",        "-q",
-                              "--source",     e->source,
-                              "--timeout",    "240s",
-                              "--target",     "kubernetes",
-                              "--kubeconfig", kubeapi_kubeconfig(lab->api),
-                              "--context",    "gitcd",
-                              NULL};
+        const char *args[] = {
+            "apply",     "-q",       "--source",   e->source,      "--timeout",
+            "240s",      "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(lab->api),
+            "--context", "gitcd",    NULL};
         return e2e_runv_failpoint(e, failpoint, NULL, ret_stderr, args);
 }
 
