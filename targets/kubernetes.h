@@ -67,7 +67,18 @@ typedef struct kubernetes_target_opts {
  *                  or that ended (phase Failed), is deleted and awaited
  *                  (-ETIMEDOUT) before the new one is applied; -ESTALE when
  *                  the plan entry's data_identity is not the live PVC's UID
- *                  (gone, being deleted or replaced).
+ *                  (gone, being deleted or replaced); -EBUSY while the PVC
+ *                  carries gitcd.io/restore=pending (a restore not finished).
+ *   member_status  a member whose PVC is pending a restore and that has no
+ *                  Pod is ABSENT (what the volume holds is not its data yet).
+ *   restore_member etcd's tool restores on gitcd's host; a receiver Pod
+ *                  `<member>-restore` (snapshot_image, `gitcd snapshot
+ *                  receive`, labelled app.kubernetes.io/component=
+ *                  snapshot-receiver) mounts the member's PVC, and a Secret
+ *                  of the same name holds its certificate, key and token;
+ *                  the files go to it over HTTPS (snapshots/receiver.h),
+ *                  then both are deleted. Leftovers of a killed gitcd are
+ *                  deleted by label first.
  *   remove_member  Pod (awaited), then the PVC (awaited up to
  *                  volume_delete_wait_ms), then the record; keep_data
  *                  detaches the PVC from the cluster's labels instead.
