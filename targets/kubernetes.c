@@ -1339,6 +1339,8 @@ static int delete_pvc(kubernetes_target *kt, const char *ns, const char *name)
         return 0;
 }
 
+static int delete_receiver(kubernetes_target *kt, const char *ns, const char *member);
+
 static int kt_remove_member(target *t, const etcd_cluster *c, const char *member, bool keep_data)
 {
         kubernetes_target *kt = KT(t);
@@ -1349,6 +1351,9 @@ static int kt_remove_member(target *t, const etcd_cluster *c, const char *member
                 return r;
         note_namespace(kt, ns);
         r = delete_pod(kt, ns, member);
+        /* a restore's receiver that a killed gitcd left would hold the volume */
+        if (r >= 0)
+                r = delete_receiver(kt, ns, member);
         if (r < 0)
                 return r;
         _cleanup_free_ char *claim = pvc_name(member);
@@ -1966,6 +1971,22 @@ static int sweep_receivers(kubernetes_target *kt, const etcd_cluster *c)
         return 0;
 }
 
+static char *receiver_name(const char *member)
+{
+        return xasprintf("%s-restore", member);
+}
+
+/* Delete member's receiver Pod (awaited) and Secret; either may be gone already. */
+static int delete_receiver(kubernetes_target *kt, const char *ns, const char *member)
+{
+        _cleanup_free_ char *name = receiver_name(member);
+        int d = delete_pod(kt, ns, name);
+        int s = kube_delete(kt->kc, &GVR_SECRETS, ns, name, "Background");
+        if (s < 0 && s != -ENOENT && d >= 0)
+                d = kube_fail(kt, s);
+        return d;
+}
+
 /* The receiver's Secret: its certificate, key and bearer token. */
 static json_t *receiver_secret_object(const json_t *labels, const char *ns, const char *name,
                                       const receiver_secret *s)
@@ -2192,7 +2213,7 @@ static int kt_restore_member(target *t, const etcd_cluster *c, const membership_
                 return target_fail(t, r, "member %s: cannot make the receiver's certificate: %s",
                                    mp->name, pki_last_error());
         }
-        _cleanup_free_ char *name = xasprintf("%s-restore", mp->name);
+        _cleanup_free_ char *name = receiver_name(mp->name);
         _cleanup_(json_decrefp) json_t *labels = json_pack(
             "{s:s, s:s, s:s, s:s}", LABEL_APP_MANAGED_BY, LABEL_MANAGED_BY_VALUE, LABEL_CLUSTER,
             c->name, LABEL_KEY_COMPONENT, COMPONENT_RECEIVER, LABEL_RESTORE_MEMBER, mp->name);
@@ -2234,10 +2255,7 @@ static int kt_restore_member(target *t, const etcd_cluster *c, const membership_
         (void)rm_rf(local);
         /* the receiver goes whatever happened; its failure to go fails the restore */
         _cleanup_free_ char *keep_error = r < 0 ? xstrdup(target_last_error(t)) : NULL;
-        int d = delete_pod(kt, ns, name);
-        int s = kube_delete(kt->kc, &GVR_SECRETS, ns, name, "Background");
-        if (s < 0 && s != -ENOENT && d >= 0)
-                d = kube_fail(kt, s);
+        int d = delete_receiver(kt, ns, mp->name);
         if (r < 0)
                 return target_fail(t, r, "%s", keep_error);
         if (d < 0)

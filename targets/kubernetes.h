@@ -78,8 +78,9 @@ typedef struct kubernetes_target_opts {
  *                  of the same name holds its certificate, key and token;
  *                  the files go to it over HTTPS (snapshots/receiver.h),
  *                  then both are deleted. Leftovers of a killed gitcd are
- *                  deleted by label first.
- *   remove_member  Pod (awaited), then the PVC (awaited up to
+ *                  deleted by label first (and by remove_member).
+ *   remove_member  Pod (awaited) and the receiver of a restore a killed gitcd
+ *                  left, then the PVC (awaited up to
  *                  volume_delete_wait_ms), then the record; keep_data
  *                  detaches the PVC from the cluster's labels instead.
  *   list_members   a NULL-terminated, sorted array; free each name and the array.
