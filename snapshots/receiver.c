@@ -274,9 +274,9 @@ static void put_data(upload *u, const char *data, size_t n)
         }
 }
 
-static enum MHD_Result put_end(struct MHD_Connection *conn, const char *url, upload *u)
+/* Check and keep the file; u->part is NULL afterwards only when it was kept. */
+static enum MHD_Result put_check(struct MHD_Connection *conn, const char *key, upload *u)
 {
-        const char *key = url + strlen(FILES_PREFIX);
         if (u->fail_status)
                 return refuse(conn, u->fail_status, "%s: %s", key, u->fail_text);
         unsigned char md[32];
@@ -304,6 +304,25 @@ static enum MHD_Result put_end(struct MHD_Connection *conn, const char *url, upl
         return reply(conn, MHD_HTTP_CREATED, xasprintf("{\"sha256\":\"%s\"}", hex));
 }
 
+/* A file not kept: its temporary goes before the answer, and its bytes back to the budget. */
+static void discard(receiver *r, upload *u)
+{
+        if (!u->part)
+                return;
+        (void)unlinkat(u->dir_fd, u->part, 0);
+        free(u->part);
+        u->part = NULL;
+        r->taken -= u->want_size;
+}
+
+static enum MHD_Result put_end(receiver *r, struct MHD_Connection *conn, const char *url, upload *u)
+{
+        const char *key = url + strlen(FILES_PREFIX);
+        enum MHD_Result ret = put_check(conn, key, u);
+        if (u->part)
+                discard(r, u);
+        return ret;
+}
 static enum MHD_Result commit(receiver *r, struct MHD_Connection *conn)
 {
         if (r->committed)
@@ -341,7 +360,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                         *upload_data_size = 0;
                         return MHD_YES;
                 }
-                return put_end(conn, url, u);
+                return put_end(r, conn, url, u);
         }
         if (streq(url, "/healthz") && streq(method, "GET"))
                 return reply(conn, MHD_HTTP_OK, xstrdup("ok\n"));
@@ -370,11 +389,10 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         upload *u = *con_cls;
         if (!u)
                 return;
-        /* A file not kept gives its bytes back to the budget. */
         if (u->part)
-                r->taken -= u->want_size;
-        if (why != MHD_REQUEST_TERMINATED_COMPLETED_OK && u->part)
-                log_info("receiver: an upload was cut short; its temporary is removed");
+                log_info("receiver: an upload was cut short (%d); its temporary is removed",
+                         (int)why);
+        discard(r, u);
         upload_free(u);
         *con_cls = NULL;
 }
