@@ -367,10 +367,10 @@ static void test_target_without_restore_refused(void **state)
         static target_ops no_restore; /* the fake's table without restore_member */
         no_restore = *f->t->ops;
         no_restore.restore_member = NULL;
-        no_restore.name = "kubernetes";
+        no_restore.name = "norestore";
         f->t->ops = &no_restore;
         offer_restore(f, 3, "1Gi");
-        assert_refused(f, "the kubernetes target cannot restore a snapshot yet");
+        assert_refused(f, "the norestore target cannot restore a snapshot yet");
 }
 
 static void crash_at(const char *const *points, size_t n)
