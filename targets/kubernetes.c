@@ -2051,6 +2051,13 @@ static json_t *receiver_pod_object(kubernetes_target *kt, const json_t *member_p
                       "terminationGracePeriodSeconds", 5, "enableServiceLinks", 0,
                       "automountServiceAccountToken", 0, "containers", c, "volumes", data_volume,
                       "name", "receive", "secret", "secretName", secret, "defaultMode", 0400);
+        /*
+         * The files must be etcd's: the member's container runs as its etcd
+         * image's user (root; render sets no securityContext), while gitcd's
+         * image defaults to 65532, which could not even write into a new
+         * volume's root folder.
+         */
+        json_object_set_new(c, "securityContext", json_pack("{s:i}", "runAsUser", 0));
         static const char *const placement[] = {"nodeSelector", "tolerations", "affinity"};
         for (size_t k = 0; k < ARRAY_SIZE(placement); k++) {
                 json_t *v = json_object_get(spec, placement[k]);
@@ -2219,9 +2226,14 @@ static int kt_restore_member(target *t, const etcd_cluster *c, const membership_
             c->name, LABEL_KEY_COMPONENT, COMPONENT_RECEIVER, LABEL_RESTORE_MEMBER, mp->name);
         _cleanup_(json_decrefp) json_t *secret = receiver_secret_object(labels, ns, name, &sec);
         const char *data_dir = isempty(mp->data_dir) ? RENDER_STEADY_DATA_DIR : mp->data_dir;
+        int64_t bytes = tree_bytes(local);
         _cleanup_(json_decrefp) json_t *rpod =
-            receiver_pod_object(kt, pod, labels, ns, name, name, data_dir, tree_bytes(local));
-        if (!rpod)
+            bytes < 0 ? NULL
+                      : receiver_pod_object(kt, pod, labels, ns, name, name, data_dir, bytes);
+        if (bytes < 0)
+                r = target_fail(t, -EIO, "member %s: cannot read the restored data in %s", mp->name,
+                                local);
+        else if (!rpod)
                 r = target_fail(t, -EINVAL, "member %s: the rendered Pod mounts no data volume",
                                 mp->name);
         if (r >= 0 && (r = adapt(kt, rpod)) >= 0 && (r = apply(kt, secret, false)) >= 0)
