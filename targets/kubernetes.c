@@ -46,6 +46,13 @@
  *   watch position; those have a mutex of their own (watch_lock), held for
  *   the whole wait, as a client serves one thread at a time. The watch
  *   callback takes the shared lock back to record an event.
+ * - Restores (restore_member): etcd's tool runs on gitcd's host, as on the
+ *   other targets, and a short-lived receiver Pod (`gitcd snapshot receive`,
+ *   snapshots/receiver.h) only puts the files into the member's PVC, each
+ *   checked by SHA-256 on both ends. The PVC annotation
+ *   gitcd.io/restore=pending is the marker (as the local target's
+ *   data.restore/ and the hosts target's member.restore/): while it is
+ *   there the member is ABSENT and ensure_member refuses to start it.
  * - tls.provider auto: gitcd is the CA (pki/), keeps it under state_dir,
  *   issues one certificate per surface whose names are exactly those render
  *   gives cert-manager, and applies them as kubernetes.io/tls Secrets.
