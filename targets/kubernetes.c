@@ -2097,12 +2097,13 @@ static int wait_receiver(kubernetes_target *kt, const char *ns, const char *name
                 why = xasprintf("%s%s%s", phase ? phase : "Pending", waiting ? ": " : "",
                                 waiting ? waiting : "");
                 bool ready = pod_ready(pod) && !isempty(ip);
+                bool ended = streq_ptr(phase, "Failed") || streq_ptr(phase, "Succeeded");
                 if (ready)
                         *ret_address = strchr(ip, ':') ? xasprintf("[%s]", ip) : xstrdup(ip);
-                json_decref(pod);
+                json_decref(pod); /* phase, ip and waiting point into it */
                 if (ready)
                         return 0;
-                if (streq_ptr(phase, "Failed") || streq_ptr(phase, "Succeeded"))
+                if (ended)
                         return target_fail(&kt->base, -EIO,
                                            "the snapshot receiver Pod %s/%s ended (%s)", ns, name,
                                            why);
