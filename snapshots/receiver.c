@@ -191,32 +191,50 @@ static int open_parent(const receiver *r, const char *key, int *ret_fd, char **r
         return 0;
 }
 
+unsigned receiver_check_put(const char *key, const char *content_length,
+                            const char *transfer_encoding, const char *sha256, int64_t room,
+                            int64_t *ret_size, const char **ret_why)
+{
+        assert(ret_size && ret_why);
+        if (!key || !snapshot_dest_key_valid(key)) {
+                *ret_why = "the file name is not a plain relative path";
+                return MHD_HTTP_BAD_REQUEST;
+        }
+        int64_t size;
+        if (transfer_encoding || !parse_size(content_length, &size)) {
+                *ret_why = "Content-Length is required (no chunked bodies)";
+                return MHD_HTTP_LENGTH_REQUIRED;
+        }
+        if (!sha256 || strlen(sha256) != 64 || strspn(sha256, "0123456789abcdef") != 64) {
+                *ret_why = RECEIVER_HEADER_SHA256 " must be 64 lowercase hex digits";
+                return MHD_HTTP_BAD_REQUEST;
+        }
+        if (room >= 0 && size > room) {
+                *ret_why = "more bytes than this receiver takes";
+                return 413;
+        }
+        *ret_size = size;
+        return 0;
+}
+
 /* The first call of a PUT: everything is checked before a byte is read. */
 static enum MHD_Result put_begin(receiver *r, struct MHD_Connection *conn, const char *url,
                                  void **con_cls)
 {
         const char *key = url + strlen(FILES_PREFIX);
-        if (!snapshot_dest_key_valid(key))
-                return refuse(conn, MHD_HTTP_BAD_REQUEST,
-                              "the file name is not a plain relative path");
         if (r->committed)
                 return refuse(conn, MHD_HTTP_CONFLICT, "the delivery was committed already");
-        if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
-                return refuse(conn, MHD_HTTP_LENGTH_REQUIRED, "Content-Length is required");
-        int64_t size;
-        if (!parse_size(
-                MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH),
-                &size))
-                return refuse(conn, MHD_HTTP_LENGTH_REQUIRED, "Content-Length is required");
+        const char *why = NULL;
+        int64_t size = 0;
+        unsigned status = receiver_check_put(
+            key, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH),
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING),
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, RECEIVER_HEADER_SHA256),
+            r->max_bytes > 0 ? r->max_bytes - r->taken : -1, &size, &why);
+        if (status)
+                return refuse(conn, status, "%s", why);
         const char *sha =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, RECEIVER_HEADER_SHA256);
-        if (!sha || strlen(sha) != 64 || strspn(sha, "0123456789abcdef") != 64)
-                return refuse(conn, MHD_HTTP_BAD_REQUEST, "%s must be 64 lowercase hex digits",
-                              RECEIVER_HEADER_SHA256);
-        if (r->max_bytes > 0 && size > r->max_bytes - r->taken)
-                return refuse(conn, 413,
-                              "%lld bytes more would exceed the %lld bytes this receiver takes",
-                              (long long)size, (long long)r->max_bytes);
         upload *u = XNEW(upload);
         u->fd = u->dir_fd = -1;
         u->want_size = size;

@@ -54,6 +54,18 @@ int receiver_port(const receiver *r);
 /* Stop serving; receiver_stop(NULL) is a no-op. */
 void receiver_stop(receiver *r);
 
+/*
+ * The checks of a PUT made before a byte of it is read, on what the request
+ * says: key (the path after /files/, as libmicrohttpd unescaped it), the
+ * Content-Length, Transfer-Encoding and X-Gitcd-Sha256 headers (NULL when
+ * absent), and room, the bytes the receiver still takes (negative: no
+ * limit). 0 with *ret_size when the upload may go ahead; otherwise the HTTP
+ * status refusing it, with *ret_why (static text).
+ */
+unsigned receiver_check_put(const char *key, const char *content_length,
+                            const char *transfer_encoding, const char *sha256, int64_t room,
+                            int64_t *ret_size, const char **ret_why);
+
 /* How gitcd reaches one receiver. */
 typedef struct receiver_peer {
         const char *url; /* "https://ADDRESS:PORT" */
