@@ -168,6 +168,9 @@ static bool parse_size(const char *s, int64_t *ret)
 /* Open (creating) the folders of key below the staging folder, never through a link. */
 static int open_parent(const receiver *r, const char *key, int *ret_fd, char **ret_base)
 {
+        /* made with the first file: a receiver that took none leaves nothing behind */
+        if (mkdir(r->stage, 0700) < 0 && errno != EEXIST)
+                return -errno;
         int fd = open(r->stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
@@ -480,8 +483,6 @@ int receiver_start(const receiver_opts *o, receiver **ret, char **ret_err)
                 goto fail;
         /* What an earlier receiver on this volume staged is never used. */
         k = rm_rf(r->stage);
-        if (k >= 0 && mkdir(r->stage, 0700) < 0)
-                k = -errno;
         if (k < 0) {
                 *ret_err = xasprintf("cannot prepare %s: %s", r->stage, strerror(-k));
                 goto fail;
@@ -530,6 +531,9 @@ void receiver_stop(receiver *r)
                 return;
         if (r->mhd)
                 MHD_stop_daemon(r->mhd);
+        /* a delivery not committed is of no use to anyone */
+        if (!r->committed && r->stage)
+                (void)rm_rf(r->stage);
         if (r->token)
                 OPENSSL_cleanse(r->token, strlen(r->token));
         free(r->token);

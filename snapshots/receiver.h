@@ -23,8 +23,9 @@
  *                        409 when the data directory holds etcd data.
  *
  * The staging folder is <data dir>.receive beside the data directory (the
- * same volume, so the rename is atomic); it is emptied when the receiver
- * starts, so a delivery cut short leaves nothing that is used. Refusals:
+ * same volume, so the rename is atomic), made with the first file; it is
+ * removed when the receiver starts and when it stops without a commit, so
+ * a delivery cut short leaves nothing that is used. Refusals:
  * 401 (token), 400 (a bad key or header), 411 (no Content-Length), 413
  * (more than max_bytes in all), 422 (the SHA-256 or size does not match:
  * nothing of that file is kept), 409 (after the commit, nothing more is

@@ -2258,6 +2258,8 @@ static int kt_restore_member(target *t, const etcd_cluster *c, const membership_
                 target_blocking_begin();
                 r = receiver_deliver(&peer, local, &why);
                 target_blocking_end();
+                if (r >= 0)
+                        FAILPOINT("kubernetes.restore.after-delivery");
                 if (r == -EEXIST) {
                         /* pending and full: an earlier run delivered it and stopped after */
                         log_info("kubernetes target: member %s/%s/%s: its volume holds the "

@@ -7,8 +7,10 @@
  * file is killed once the first member's receiver Pod (`gitcd snapshot
  * receive`, mounting its PVC) is Ready: the receiver Pod and its Secret
  * are left, the PVC is marked pending and no member Pod exists. The next
- * apply deletes what was left, restores every member through a receiver
- * Pod of its own and starts them: every member holds every key (read
+ * apply is killed right after that member's data reached its volume (the
+ * receiver and the pending mark still there). The last apply deletes what
+ * was left, takes that volume as restored, restores the other members
+ * through a receiver Pod each and starts them all: every member holds every key (read
  * through each member's own endpoint), the cluster ID is new, each member
  * was restored once, and nothing of the restore is left (no receiver Pod
  * or Secret, no pending PVC, no staging folder on the volumes, no
@@ -138,6 +140,20 @@ static void test_restore(void **state)
         assert_int_equal(pending_pvcs(), 1);
         assert_int_equal(e2e_audit_count(e, CL, "member.restore"), 0);
 
+        /* killed again once the data is in the volume, before the receiver went */
+        free(err);
+        err = NULL;
+        k = kube_apply_gitcd(e, "kubernetes.restore.after-delivery", &err);
+        if (k != 128 + SIGKILL)
+                fail_msg("apply was not killed after the delivery (%d): %s", k, err);
+        assert_int_equal(count(&PODS, receivers), 1);
+        assert_int_equal(pending_pvcs(), 1);
+        assert_int_equal(count(&PODS, "app.kubernetes.io/component=member"), 0);
+        _cleanup_free_ char *first =
+            xasprintf("%s/node/volumes/" NS "/data-" CL "-0/data/member/snap/db", lab->root);
+        assert_true(path_exists(first));
+
+        /* the next apply takes that volume as restored and goes on with the others */
         free(err);
         err = NULL;
         k = kube_apply_gitcd(e, NULL, &err);

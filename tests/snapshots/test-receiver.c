@@ -307,7 +307,7 @@ static void test_hostile(void **state)
         _cleanup_free_ char *escape = path_join(l.volume, "escape");
         assert_false(path_exists(escape));
         assert_int_equal(count_entries(stage), 0);
-        assert_int_equal(count_entries(l.volume), 1); /* data.receive, empty */
+        assert_int_equal(count_entries(l.volume), 0); /* not even the staging folder */
 
         /* headers */
         assert_int_equal(raw(&l, "PUT", "/files/member/x", tok, NULL, body, 5, false), 400);
@@ -351,8 +351,10 @@ static void test_hostile(void **state)
         assert_int_equal(raw(&l, "POST", "/commit", tok, NULL, NULL, 0, false), 409);
         assert_false(path_exists(l.data_dir));
 
-        /* a new receiver forgets what was staged */
+        /* a receiver stopped without a commit leaves nothing staged */
+        assert_true(path_exists(stage));
         receiver_stop(l.r);
+        assert_false(path_exists(stage));
         lab_start(&l, 1 << 20);
         assert_int_equal(count_entries(stage), 0);
         assert_int_equal(count_entries(outside), 0);
