@@ -206,6 +206,15 @@ int restore_prepare(state_db *db, target *t, const etcd_cluster *c, const char *
                                        t->ops->name);
                 return -EOPNOTSUPP;
         }
+        if (c->storage.medium == MEDIUM_MEMORY && (t->ops->caps & TARGET_CAP_MEMORY_MEDIUM)) {
+                *ret_refused = true;
+                *ret_error = xasprintf("spec.storage.medium Memory keeps a member's data in "
+                                       "memory on the %s target: there is no volume to restore "
+                                       "the snapshot into before the member starts; use the "
+                                       "default medium",
+                                       t->ops->name);
+                return -EOPNOTSUPP;
+        }
         if (!c->restore.snapshot_id && c->restore.source.kind == DEST_PVC) {
                 *ret_refused = true;
                 *ret_error = xasprintf("spec.bootstrap.restore.source.pvc needs the Kubernetes "

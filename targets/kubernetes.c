@@ -2160,6 +2160,7 @@ static int kt_restore_member(target *t, const etcd_cluster *c, const membership_
                 return target_fail(t, -EINVAL, "member index %zu out of range", idx);
         const member_plan *mp = &p->members[idx];
         const char *ns = ns_of(c);
+        /* refused before anything is created (TARGET_CAP_MEMORY_MEDIUM) */
         if (c->storage.medium == MEDIUM_MEMORY)
                 return target_fail(t, -EOPNOTSUPP,
                                    "member %s: storage.medium Memory keeps no data to restore "
@@ -2323,7 +2324,7 @@ static void kt_free(target *t)
 
 static const target_ops kubernetes_ops = {
     .name = "kubernetes",
-    .caps = TARGET_CAP_TLS_FROM_SECRETS,
+    .caps = TARGET_CAP_TLS_FROM_SECRETS | TARGET_CAP_MEMORY_MEDIUM,
     .place_member = kt_place_member,
     .ensure_shared = kt_ensure_shared,
     .ensure_member = kt_ensure_member,
