@@ -7,6 +7,9 @@
  *   gitcd snapshot restore SNAP   a recorded snapshot (by id) or a file into a
  *                                 new data directory, or an EtcdCluster
  *                                 spec that restores it (snapshots/restore.h)
+ *   gitcd snapshot receive        the receiver the Kubernetes target runs in
+ *                                 a short-lived Pod to fill a volume
+ *                                 (snapshots/receiver.h); not for people
  *
  * save writes to the state store next to a running daemon (SQLite WAL; it
  * does not take the daemon's lock: a snapshot changes nothing in the
@@ -25,6 +28,8 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <libgen.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,10 +37,12 @@
 #include "api/spec.h"
 #include "cli/cli.h"
 #include "cli/runner.h"
+#include "snapshots/receiver.h"
 #include "snapshots/restore.h"
 #include "snapshots/snapshot.h"
 #include "state/snapshots.h"
 #include "util/fs.h"
+#include "util/log.h"
 #include "util/macro.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -46,7 +53,9 @@ static void usage(FILE *out)
         fprintf(out,
                 "usage: gitcd snapshot save NS/NAME [--to PATH] [--target T ...] [options]\n"
                 "       gitcd snapshot list [NS/NAME] [-o table|json] [options]\n"
-                "       gitcd snapshot restore ID|FILE (--into DIR | --print-spec) [options]\n\n"
+                "       gitcd snapshot restore ID|FILE (--into DIR | --print-spec) [options]\n"
+                "       gitcd snapshot receive --data-dir DIR --secret-dir DIR [--listen ADDR]\n"
+                "                              [--max-bytes N]\n\n"
                 "save: take a snapshot of a cluster now from a healthy member (a follower when\n"
                 "      one is healthy), verify it with etcd's own tool, compress it as\n"
                 "      spec.snapshots.compression says, store it in spec.snapshots.destination\n"
@@ -56,7 +65,13 @@ static void usage(FILE *out)
                 "restore: check a snapshot (a record's size and SHA-256, etcd's own hash,\n"
                 "      etcd's tool) and restore it with etcd's tool for the version into a new\n"
                 "      data directory for one member (--into), or print an EtcdCluster spec\n"
-                "      with bootstrap.restore pointing at it (--print-spec).\n\n"
+                "      with bootstrap.restore pointing at it (--print-spec).\n"
+                "receive: what gitcd runs in a short-lived Pod on the Kubernetes target to\n"
+                "      put a restored member's data into its PersistentVolumeClaim: an HTTPS\n"
+                "      server (the certificate tls.crt, tls.key and the bearer token `token`\n"
+                "      from --secret-dir) that takes the files, checks each one's SHA-256 and\n"
+                "      renames the whole folder to --data-dir at the end. It serves until\n"
+                "      SIGTERM.\n\n"
                 "Options:\n"
                 "  --to PATH          save: store in this folder instead (an absolute path)\n"
                 "  --target T         save: the target the cluster runs on (local, kubernetes,\n"
@@ -83,7 +98,109 @@ static void usage(FILE *out)
                 "                     command line leaves out -- the state, etcdDir and, for\n"
                 "                     save, the settings of the target the cluster runs on\n"
                 "                     (those of other targets are ignored)\n"
+                "  --data-dir DIR     receive: etcd's data directory to create (the\n"
+                "                     files are staged in DIR.receive beside it)\n"
+                "  --secret-dir DIR   receive: the folder with tls.crt, tls.key and token\n"
+                "  --listen ADDR      receive: host:port to serve on (default 0.0.0.0:8443)\n"
+                "  --max-bytes N      receive: the most bytes taken in all (default: no limit)\n"
                 "  -h, --help         show this help\n");
+}
+
+static volatile sig_atomic_t receive_stop;
+
+static void on_receive_signal(int sig)
+{
+        (void)sig;
+        receive_stop = 1;
+}
+
+/* gitcd snapshot receive: serve until SIGTERM or SIGINT. */
+static int cmd_receive(int argc, char **argv)
+{
+        enum { OPT_DATA_DIR = 1, OPT_SECRET_DIR, OPT_LISTEN, OPT_MAX_BYTES };
+        static const struct option options[] = {
+            {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+            {"secret-dir", required_argument, NULL, OPT_SECRET_DIR},
+            {"listen", required_argument, NULL, OPT_LISTEN},
+            {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
+            {"help", no_argument, NULL, 'h'},
+            {0},
+        };
+        const char *data_dir = NULL, *secret_dir = NULL, *listen = "0.0.0.0:8443";
+        int64_t max_bytes = 0;
+        int opt;
+        optind = 0;
+        while ((opt = getopt_long(argc - 1, argv + 1, "h", options, NULL)) != -1) {
+                switch (opt) {
+                case OPT_DATA_DIR:
+                        data_dir = optarg;
+                        break;
+                case OPT_SECRET_DIR:
+                        secret_dir = optarg;
+                        break;
+                case OPT_LISTEN:
+                        listen = optarg;
+                        break;
+                case OPT_MAX_BYTES: {
+                        char *end = NULL;
+                        errno = 0;
+                        long long v = strtoll(optarg, &end, 10);
+                        if (errno || !end || *end || v < 0) {
+                                fprintf(stderr,
+                                        "gitcd snapshot receive: --max-bytes takes a "
+                                        "number of bytes, not '%s'\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        max_bytes = v;
+                        break;
+                }
+                case 'h':
+                        usage(stdout);
+                        return EXIT_OK;
+                default:
+                        usage(stderr);
+                        return EXIT_USAGE;
+                }
+        }
+        if (optind + 1 < argc || !data_dir || !secret_dir) {
+                fprintf(stderr, "gitcd snapshot receive: --data-dir and --secret-dir are "
+                                "required, and nothing else\n");
+                return EXIT_USAGE;
+        }
+        _cleanup_free_ char *cert = path_join(secret_dir, "tls.crt");
+        _cleanup_free_ char *key = path_join(secret_dir, "tls.key");
+        _cleanup_free_ char *token = path_join(secret_dir, "token");
+        receiver_opts o = {.data_dir = data_dir,
+                           .listen = listen,
+                           .cert_file = cert,
+                           .key_file = key,
+                           .token_file = token,
+                           .max_bytes = max_bytes};
+        struct sigaction sa = {.sa_handler = on_receive_signal};
+        sigemptyset(&sa.sa_mask);
+        (void)sigaction(SIGTERM, &sa, NULL);
+        (void)sigaction(SIGINT, &sa, NULL);
+        sigset_t stop, old;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        /* blocked but for the wait below: a signal never falls between check and wait */
+        (void)sigprocmask(SIG_BLOCK, &stop, &old);
+        receiver *r = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (receiver_start(&o, &r, &err) < 0) {
+                fprintf(stderr, "gitcd snapshot receive: %s\n", err);
+                return EXIT_FAILURE;
+        }
+        log_info("receiver: serving %s on port %d", data_dir, receiver_port(r));
+        sigset_t wait_set = old;
+        sigdelset(&wait_set, SIGTERM);
+        sigdelset(&wait_set, SIGINT);
+        while (!receive_stop)
+                sigsuspend(&wait_set);
+        receiver_stop(r);
+        return EXIT_OK;
 }
 
 /* A printable copy: control characters become spaces, empty becomes "-". */
@@ -563,8 +680,11 @@ int cmd_snapshot(int argc, char **argv)
                 return argc < 2 ? EXIT_USAGE : EXIT_OK;
         }
         const char *verb = argv[1];
+        if (streq(verb, "receive"))
+                return cmd_receive(argc, argv);
         if (!streq(verb, "save") && !streq(verb, "list") && !streq(verb, "restore")) {
-                fprintf(stderr, "gitcd snapshot: unknown subcommand '%s' (save, list, restore)\n",
+                fprintf(stderr,
+                        "gitcd snapshot: unknown subcommand '%s' (save, list, restore, receive)\n",
                         verb);
                 return EXIT_USAGE;
         }

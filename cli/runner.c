@@ -88,6 +88,9 @@ const char runner_options_help[] =
     "  --context NAME           kubernetes target: the kubeconfig context (default: current)\n"
     "  --cluster-domain DOMAIN  kubernetes target: the DNS domain of Services\n"
     "                           (default: cluster.local)\n"
+    "  --snapshot-image IMAGE   kubernetes target: the image of the Pods that put a restored\n"
+    "                           snapshot into a member's volume (gitcd snapshot receive;\n"
+    "                           default: " KUBERNETES_DEFAULT_SNAPSHOT_IMAGE ")\n"
     "  --hosts-ssh-key FILE     hosts target: the SSH private key (default: the keys of\n"
     "                           the ssh-agent at $SSH_AUTH_SOCK); its passphrase from\n"
     "                           --hosts-passphrase-file FILE\n"
@@ -180,6 +183,9 @@ bool runner_flag(runner_flags *f, int opt, const char *arg)
         case RUNNER_OPT_CLUSTER_DOMAIN:
                 f->cluster_domain = arg;
                 return true;
+        case RUNNER_OPT_SNAPSHOT_IMAGE:
+                f->snapshot_image = arg;
+                return true;
         case RUNNER_OPT_HOSTS_SSH_KEY:
                 f->hosts.ssh_key = arg;
                 return true;
@@ -233,8 +239,10 @@ static int open_kubernetes(const ops_config *c, const char *state_dir, target **
                         "gitcd: warning: insecure-skip-tls-verify is set for %s (%s): the "
                         "API server's certificate is not checked\n",
                         cfg->server, cfg->source);
-        kubernetes_target_opts ko = {
-            .config = cfg, .state_dir = state_dir, .cluster_domain = c->cluster_domain};
+        kubernetes_target_opts ko = {.config = cfg,
+                                     .state_dir = state_dir,
+                                     .cluster_domain = c->cluster_domain,
+                                     .snapshot_image = c->snapshot_image};
         k = kubernetes_target_new(&ko, ret);
         if (k < 0)
                 fprintf(stderr, "gitcd: cannot set up the kubernetes target for %s: %s\n",
@@ -305,9 +313,9 @@ static int check_settings(const ops_config *c)
                         return -EINVAL;
                 }
         }
-        if (!kube && (c->kubeconfig || c->kube_context || c->cluster_domain)) {
-                fprintf(stderr, "gitcd: --kubeconfig, --context and --cluster-domain need "
-                                "--target kubernetes\n");
+        if (!kube && (c->kubeconfig || c->kube_context || c->cluster_domain || c->snapshot_image)) {
+                fprintf(stderr, "gitcd: --kubeconfig, --context, --cluster-domain and "
+                                "--snapshot-image need --target kubernetes\n");
                 return -EINVAL;
         }
         const ops_hosts *h = &c->hosts;
@@ -391,6 +399,8 @@ int runner_settings(const runner_flags *f, const char *config, int64_t interval_
                 c->kube_context = f->kube_context;
         if (f->cluster_domain)
                 c->cluster_domain = f->cluster_domain;
+        if (f->snapshot_image)
+                c->snapshot_image = f->snapshot_image;
         if (f->hosts.ssh_key)
                 c->hosts.ssh_key = f->hosts.ssh_key;
         if (f->hosts.passphrase_file)
@@ -1061,10 +1071,10 @@ int runner_cluster_target(state_db *db, const char *cluster, const runner_flags 
                 return -EINVAL;
         }
         if (kind != RUNNER_TARGET_KUBERNETES &&
-            (f->kubeconfig || f->kube_context || f->cluster_domain)) {
+            (f->kubeconfig || f->kube_context || f->cluster_domain || f->snapshot_image)) {
                 fprintf(stderr,
-                        "%s: %s runs on the %s target: --kubeconfig, "
-                        "--context and --cluster-domain are for the kubernetes target\n",
+                        "%s: %s runs on the %s target: --kubeconfig, --context, "
+                        "--cluster-domain and --snapshot-image are for the kubernetes target\n",
                         prog, cluster, name);
                 return -EINVAL;
         }
@@ -1081,6 +1091,7 @@ int runner_cluster_target(state_db *db, const char *cluster, const runner_flags 
                         .kubeconfig = f->kubeconfig,
                         .kube_context = f->kube_context,
                         .cluster_domain = f->cluster_domain,
+                        .snapshot_image = f->snapshot_image,
                         .etcd_dir = runner_etcd_dir(f, file),
                         .hosts = f->hosts};
         if (f->hosts_ports && hosts_ports(f->hosts_ports, &c.hosts) < 0)
@@ -1089,6 +1100,7 @@ int runner_cluster_target(state_db *db, const char *cluster, const runner_flags 
                 c.kubeconfig = c.kubeconfig ? c.kubeconfig : file->kubeconfig;
                 c.kube_context = c.kube_context ? c.kube_context : file->kube_context;
                 c.cluster_domain = c.cluster_domain ? c.cluster_domain : file->cluster_domain;
+                c.snapshot_image = c.snapshot_image ? c.snapshot_image : file->snapshot_image;
         }
         if (file && kind == RUNNER_TARGET_HOSTS) {
                 const ops_hosts *h = &file->hosts;

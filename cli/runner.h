@@ -22,6 +22,7 @@ typedef struct runner_flags {
         const char *kubeconfig;     /* --kubeconfig (kubernetes target) */
         const char *kube_context;   /* --context */
         const char *cluster_domain; /* --cluster-domain (default cluster.local) */
+        const char *snapshot_image; /* --snapshot-image (default gitcd:<version>) */
         const char *etcd_dir;       /* --etcd-dir */
         const char *cache_dir;      /* --cache-dir */
         ops_hosts hosts;            /* --hosts-* (hosts target) */
@@ -60,6 +61,7 @@ enum {
         RUNNER_OPT_KUBECONFIG,
         RUNNER_OPT_CONTEXT,
         RUNNER_OPT_CLUSTER_DOMAIN,
+        RUNNER_OPT_SNAPSHOT_IMAGE,
         RUNNER_OPT_ALLOW_ROLLBACK,
         RUNNER_OPT_HOSTS_SSH_KEY,
         RUNNER_OPT_HOSTS_PASSPHRASE_FILE,
@@ -78,6 +80,7 @@ enum {
         {"kubeconfig", required_argument, NULL, RUNNER_OPT_KUBECONFIG},                 \
         {"context", required_argument, NULL, RUNNER_OPT_CONTEXT},                       \
         {"cluster-domain", required_argument, NULL, RUNNER_OPT_CLUSTER_DOMAIN},         \
+        {"snapshot-image", required_argument, NULL, RUNNER_OPT_SNAPSHOT_IMAGE},         \
         {"hosts-ssh-key", required_argument, NULL, RUNNER_OPT_HOSTS_SSH_KEY},           \
         {"hosts-passphrase-file", required_argument, NULL,                              \
          RUNNER_OPT_HOSTS_PASSPHRASE_FILE},                                             \

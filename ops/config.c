@@ -430,6 +430,8 @@ static void parse_kubernetes(parser *p, const ynode *m)
                         c->kube_context = str(p, v, k);
                 else if (streq(k, "clusterDomain"))
                         c->cluster_domain = str(p, v, k);
+                else if (streq(k, "snapshotImage"))
+                        c->snapshot_image = str(p, v, k);
                 else
                         err(p, m->keys[i], "unknown key '%s' in kubernetes", k);
         }

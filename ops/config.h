@@ -74,6 +74,7 @@ typedef struct ops_config {
         const char *kubeconfig;
         const char *kube_context;
         const char *cluster_domain;
+        const char *snapshot_image; /* kubernetes.snapshotImage */
         ops_hosts hosts;
         const char *etcd_dir;
         const char *cache_dir;

@@ -136,8 +136,7 @@ _printf_(2, 0) static void mhd_log(void *cls, const char *fmt, va_list ap)
         log_debug("http: %s", msg);
 }
 
-/* "host:port", "[v6]:port", ":port". */
-static int parse_listen(const char *listen, struct addrinfo **ret)
+int ops_http_parse_listen(const char *listen, struct addrinfo **ret)
 {
         const char *colon = strrchr(listen, ':');
         if (!colon || !colon[1])
@@ -198,7 +197,7 @@ int ops_http_start(const ops_http_opts *o, ops_http **ret, char **ret_err)
                 flags |= MHD_USE_TLS;
         }
         struct addrinfo *ai = NULL;
-        k = parse_listen(o->listen, &ai);
+        k = ops_http_parse_listen(o->listen, &ai);
         if (k < 0) {
                 *ret_err =
                     xasprintf("--listen %s: expected host:port, [v6]:port or :port", o->listen);

@@ -19,7 +19,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <libgen.h>
-#include <openssl/evp.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -43,29 +42,6 @@ void restore_prep_free(restore_prep *p)
         free(p->tool);
         free(p->source);
         free(p);
-}
-
-static int sha256_hex_file(const char *path, char out[65])
-{
-        FILE *f = fopen(path, "re");
-        if (!f)
-                return -errno;
-        EVP_MD_CTX *sha = EVP_MD_CTX_new();
-        if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1)
-                abort();
-        _cleanup_free_ unsigned char *buf = xmalloc(1 << 18);
-        size_t n;
-        while ((n = fread(buf, 1, 1 << 18, f)) > 0)
-                EVP_DigestUpdate(sha, buf, n);
-        int r = ferror(f) ? -EIO : 0;
-        fclose(f);
-        unsigned char md[32];
-        unsigned int len = 0;
-        EVP_DigestFinal_ex(sha, md, &len);
-        EVP_MD_CTX_free(sha);
-        for (int i = 0; i < 32 && r == 0; i++)
-                snprintf(out + 2 * i, 3, "%02x", md[i]);
-        return r;
 }
 
 /* The newest succeeded record of a snapshot stored at location, or NULL. */
@@ -181,7 +157,7 @@ static int fetch_source(state_db *db, const etcd_cluster *c, const char *state_d
         }
         if (want_sha) {
                 char sha[65];
-                r = sha256_hex_file(path, sha);
+                r = file_sha256_hex(path, sha);
                 if (r < 0) {
                         *ret_error = xasprintf("cannot read %s: %s", path, strerror(-r));
                         return r;
@@ -227,6 +203,15 @@ int restore_prepare(state_db *db, target *t, const etcd_cluster *c, const char *
                 *ret_error = xasprintf("the %s target cannot restore a snapshot yet: create the "
                                        "cluster with the local target, or without "
                                        "spec.bootstrap.restore",
+                                       t->ops->name);
+                return -EOPNOTSUPP;
+        }
+        if (c->storage.medium == MEDIUM_MEMORY && (t->ops->caps & TARGET_CAP_MEMORY_MEDIUM)) {
+                *ret_refused = true;
+                *ret_error = xasprintf("spec.storage.medium Memory keeps a member's data in "
+                                       "memory on the %s target: there is no volume to restore "
+                                       "the snapshot into before the member starts; use the "
+                                       "default medium",
                                        t->ops->name);
                 return -EOPNOTSUPP;
         }

@@ -1653,40 +1653,6 @@ int hosts_target_peer_port(const target *t)
 }
 
 /* The files and folders under dir, relative to it (folders before what they hold). */
-static int list_tree(const char *dir, const char *rel, char ***files, size_t *n_files,
-                     size_t *alloc_files, char ***dirs, size_t *n_dirs, size_t *alloc_dirs)
-{
-        _cleanup_free_ char *here = rel ? path_join(dir, rel) : xstrdup(dir);
-        DIR *d = opendir(here);
-        if (!d)
-                return -errno;
-        int r = 0;
-        struct dirent *e;
-        while (r >= 0 && (e = readdir(d))) {
-                if (streq(e->d_name, ".") || streq(e->d_name, ".."))
-                        continue;
-                char *sub = rel ? path_join(rel, e->d_name) : xstrdup(e->d_name);
-                _cleanup_free_ char *full = path_join(dir, sub);
-                struct stat st;
-                if (lstat(full, &st) < 0) {
-                        r = -errno;
-                        free(sub);
-                } else if (S_ISDIR(st.st_mode)) {
-                        *dirs = xgrow(*dirs, alloc_dirs, *n_dirs + 1, sizeof(char *));
-                        (*dirs)[(*n_dirs)++] = sub;
-                        r = list_tree(dir, sub, files, n_files, alloc_files, dirs, n_dirs,
-                                      alloc_dirs);
-                } else if (S_ISREG(st.st_mode)) {
-                        *files = xgrow(*files, alloc_files, *n_files + 1, sizeof(char *));
-                        (*files)[(*n_files)++] = sub;
-                } else {
-                        free(sub); /* etcd's tool writes only files and folders */
-                }
-        }
-        closedir(d);
-        return r;
-}
-
 /*
  * Send one local file to path on machine h atomically (upload()), mapped
  * from disk rather than read into memory: a snapshot of gigabytes costs
@@ -1789,33 +1755,26 @@ static int hosts_restore_member(target *t, const etcd_cluster *c, const membersh
         }
 
         _cleanup_free_ char *src = path_join(local, "member");
-        char **files = NULL, **dirs = NULL;
-        size_t n_files = 0, a_files = 0, n_dirs = 0, a_dirs = 0;
-        k = list_tree(src, NULL, &files, &n_files, &a_files, &dirs, &n_dirs, &a_dirs);
+        _cleanup_(path_list_release) path_list files = {0}, dirs = {0};
+        k = list_tree(src, &files, &dirs);
         if (k < 0)
                 (void)target_fail(t, k, "member %s: cannot read the restored data in %s: %s",
                                   mp->name, src, strerror(-k));
         if (k >= 0) {
                 _cleanup_(sb_release) strbuf cmd = STRBUF_INIT;
                 sb_printf(&cmd, "rm -rf -- %s && mkdir -m 0700 -- %s", qs, qs);
-                for (size_t i = 0; i < n_dirs; i++) {
-                        _cleanup_free_ char *d = path_join(stage, dirs[i]);
+                for (size_t i = 0; i < dirs.n; i++) {
+                        _cleanup_free_ char *d = path_join(stage, dirs.paths[i]);
                         _cleanup_free_ char *qd = ssh_quote(d);
                         sb_printf(&cmd, " && mkdir -m 0700 -- %s", qd);
                 }
                 k = run(ht, h, sb_str(&cmd), NULL);
         }
-        for (size_t i = 0; k >= 0 && i < n_files; i++) {
-                _cleanup_free_ char *from = path_join(src, files[i]);
-                _cleanup_free_ char *to = path_join(stage, files[i]);
+        for (size_t i = 0; k >= 0 && i < files.n; i++) {
+                _cleanup_free_ char *from = path_join(src, files.paths[i]);
+                _cleanup_free_ char *to = path_join(stage, files.paths[i]);
                 k = upload_file(ht, h, from, to);
         }
-        for (size_t i = 0; i < n_files; i++)
-                free(files[i]);
-        for (size_t i = 0; i < n_dirs; i++)
-                free(dirs[i]);
-        free(files);
-        free(dirs);
         (void)rm_rf(local);
         if (k < 0)
                 return k;

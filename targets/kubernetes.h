@@ -40,7 +40,15 @@ typedef struct kubernetes_target_opts {
          * it); a PVC still there then is left to finish on its own. 0: 30 s.
          */
         int volume_delete_wait_ms;
+        /*
+         * The image of the Pods that put a restored snapshot into a member's
+         * PVC (`gitcd snapshot receive`); NULL = KUBERNETES_DEFAULT_SNAPSHOT_IMAGE.
+         */
+        const char *snapshot_image;
 } kubernetes_target_opts;
+
+/* gitcd's own image of this version, as deploy/build-image names it. */
+#define KUBERNETES_DEFAULT_SNAPSHOT_IMAGE "gitcd:" GITCD_VERSION
 
 /*
  * Behaviour of the operations (targets/target.h) specific to this target:
@@ -59,8 +67,20 @@ typedef struct kubernetes_target_opts {
  *                  or that ended (phase Failed), is deleted and awaited
  *                  (-ETIMEDOUT) before the new one is applied; -ESTALE when
  *                  the plan entry's data_identity is not the live PVC's UID
- *                  (gone, being deleted or replaced).
- *   remove_member  Pod (awaited), then the PVC (awaited up to
+ *                  (gone, being deleted or replaced); -EBUSY while the PVC
+ *                  carries gitcd.io/restore=pending (a restore not finished).
+ *   member_status  a member whose PVC is pending a restore and that has no
+ *                  Pod is ABSENT (what the volume holds is not its data yet).
+ *   restore_member etcd's tool restores on gitcd's host; a receiver Pod
+ *                  `<member>-restore` (snapshot_image, `gitcd snapshot
+ *                  receive`, labelled app.kubernetes.io/component=
+ *                  snapshot-receiver) mounts the member's PVC, and a Secret
+ *                  of the same name holds its certificate, key and token;
+ *                  the files go to it over HTTPS (snapshots/receiver.h),
+ *                  then both are deleted. Leftovers of a killed gitcd are
+ *                  deleted by label first (and by remove_member).
+ *   remove_member  Pod (awaited) and the receiver of a restore a killed gitcd
+ *                  left, then the PVC (awaited up to
  *                  volume_delete_wait_ms), then the record; keep_data
  *                  detaches the PVC from the cluster's labels instead.
  *   list_members   a NULL-terminated, sorted array; free each name and the array.

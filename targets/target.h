@@ -96,6 +96,13 @@ enum {
          * target takes those (spec_refuse_for_target).
          */
         TARGET_CAP_HOSTS_INVENTORY = 1u << 1,
+        /*
+         * storage.medium Memory is a volume that lives and dies with the
+         * member's running process (a Kubernetes emptyDir): nothing can be
+         * put there before the member starts, so spec.bootstrap.restore is
+         * refused with it (reconciler/restore.c).
+         */
+        TARGET_CAP_MEMORY_MEDIUM = 1u << 2,
 };
 
 /*

@@ -4,6 +4,7 @@
  */
 #include <assert.h>
 #include <dirent.h>
+#include <openssl/evp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -326,4 +327,60 @@ int lock_file_try(const char *path, int *ret_fd, pid_t *ret_holder)
 fail:
         close(fd);
         return k;
+}
+
+static int list_tree_at(const char *dir, const char *rel, path_list *files, path_list *dirs)
+{
+        _cleanup_free_ char *here = rel ? path_join(dir, rel) : xstrdup(dir);
+        DIR *d = opendir(here);
+        if (!d)
+                return -errno;
+        int r = 0;
+        struct dirent *e;
+        while (r >= 0 && (e = readdir(d))) {
+                if (streq(e->d_name, ".") || streq(e->d_name, ".."))
+                        continue;
+                _cleanup_free_ char *sub = rel ? path_join(rel, e->d_name) : xstrdup(e->d_name);
+                _cleanup_free_ char *full = path_join(dir, sub);
+                struct stat st;
+                if (lstat(full, &st) < 0) {
+                        r = -errno;
+                } else if (S_ISDIR(st.st_mode)) {
+                        path_list_add(dirs, sub);
+                        r = list_tree_at(dir, sub, files, dirs);
+                } else if (S_ISREG(st.st_mode)) {
+                        path_list_add(files, sub);
+                }
+        }
+        closedir(d);
+        return r;
+}
+
+int list_tree(const char *dir, path_list *ret_files, path_list *ret_dirs)
+{
+        assert(dir && ret_files && ret_dirs);
+        return list_tree_at(dir, NULL, ret_files, ret_dirs);
+}
+
+int file_sha256_hex(const char *path, char ret_hex[65])
+{
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        EVP_MD_CTX *sha = EVP_MD_CTX_new();
+        if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1)
+                abort();
+        _cleanup_free_ unsigned char *buf = xmalloc(1 << 18);
+        size_t n;
+        while ((n = fread(buf, 1, 1 << 18, f)) > 0)
+                EVP_DigestUpdate(sha, buf, n);
+        int r = ferror(f) ? -EIO : 0;
+        fclose(f);
+        unsigned char md[32];
+        unsigned int len = 0;
+        EVP_DigestFinal_ex(sha, md, &len);
+        EVP_MD_CTX_free(sha);
+        for (int i = 0; i < 32 && r == 0; i++)
+                snprintf(ret_hex + 2 * i, 3, "%02x", md[i]);
+        return r;
 }

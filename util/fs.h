@@ -56,4 +56,12 @@ int expand_paths(char *const *paths, size_t n, const char *const *suffixes, path
  */
 int lock_file_try(const char *path, int *ret_fd, pid_t *ret_holder);
 void path_list_add(path_list *l, const char *path);
+/*
+ * The regular files and the folders under dir, as paths relative to it
+ * (a folder before what it holds); symbolic links and other kinds of
+ * file are left out. Appends to ret_files and ret_dirs.
+ */
+int list_tree(const char *dir, path_list *ret_files, path_list *ret_dirs);
+/* The SHA-256 of a file's content, as 64 lowercase hex digits and a NUL. */
+int file_sha256_hex(const char *path, char ret_hex[65]);
 void path_list_release(path_list *l);

@@ -43,6 +43,7 @@
 #include "kube/client.h"
 #include "snapshots/destination.h"
 #include "tests/e2e/e2e.h"
+#include "tests/e2e/kube-lab.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/kubeapi.h"
 #include "tests/harness/s3rver.h"
@@ -57,25 +58,9 @@
 static kubeapi *api;
 static nodesim *sim;
 static kube_client *admin;
+static kube_lab *lab; /* api, sim, admin and root are its */
 static harness_s3rver *s3;
 static char *root;
-
-static void apply_yaml_file(const char *rel)
-{
-        const char *src = getenv("GITCD_SOURCE_ROOT");
-        _cleanup_free_ char *path = path_join(src ? src : ".", rel);
-        ydoc_list docs = {0};
-        diag_list diags = {0};
-        assert_int_equal(yaml_load_file(path, NULL, &docs, &diags), 0);
-        for (size_t i = 0; i < docs.n; i++) {
-                json_t *obj = ynode_to_json(docs.docs[i].root);
-                if (json_is_object(obj) && kube_apply(admin, obj, "e2e", false, false, NULL) < 0)
-                        fail_msg("%s: %s", rel, kube_client_last_error(admin));
-                json_decref(obj);
-        }
-        ydoc_list_release(&docs);
-        diag_list_release(&diags);
-}
 
 /* The SHA-256 of a file, in hex. */
 static char *file_sha256(const char *path)
@@ -363,44 +348,28 @@ static void test_snapshots(void **state)
 
 int main(void)
 {
-        if (!e2e_have_version(VERSION))
-                return 77;
-        _cleanup_free_ char *bin = kubeapi_find_binary();
         _cleanup_free_ char *s3bin = harness_s3rver_path();
-        if (!bin || !s3bin)
+        if (!s3bin)
                 return 77;
-        root = harness_tmpdir("gitcd-e2e-kube-snap");
-        char *hosts = NULL;
-        if (kubeapi_private_hosts(root, &hosts) < 0) {
-                fprintf(stderr, "no private mount namespace (needs root): skipped\n");
-                (void)rm_rf(root);
-                return 77;
-        }
         /* gitcd's environment holds no S3 credentials: the Secret is the only source */
         unsetenv("AWS_ACCESS_KEY_ID");
         unsetenv("AWS_SECRET_ACCESS_KEY");
         unsetenv("AWS_SESSION_TOKEN");
-        if (kubeapi_start(&api) < 0)
+        lab = kube_lab_start(NS, VERSION);
+        if (!lab)
                 return 77;
+        api = lab->api;
+        sim = lab->sim;
+        admin = lab->admin;
+        root = lab->root;
         assert_int_equal(harness_s3rver_start(&(harness_s3rver_opts){0}, &s3), 0);
-        admin = kubeapi_client(api, "admin");
-        assert_int_equal(kubeapi_create_namespace(api, NS), 0);
-        assert_int_equal(kubeapi_create_namespace(api, "gitcd"), 0);
-        apply_yaml_file("deploy/rbac.yaml");
-        _cleanup_free_ char *work = path_join(root, "node");
-        assert_int_equal(nodesim_start(api, NODE, work, hosts, &sim), 0);
 
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_snapshots),
         };
         int failed = cmocka_run_group_tests(tests, NULL, NULL);
 
-        nodesim_free(sim);
         harness_s3rver_free(s3);
-        kube_client_free(admin);
-        kubeapi_free(api);
-        free(hosts);
-        (void)rm_rf(root);
-        free(root);
+        kube_lab_free(lab);
         return failed;
 }

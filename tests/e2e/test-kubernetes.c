@@ -35,6 +35,7 @@
 #include "kube/client.h"
 #include "api/yaml.h"
 #include "tests/e2e/e2e.h"
+#include "tests/e2e/kube-lab.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/kubeapi.h"
 #include "util/fs.h"
@@ -49,6 +50,7 @@
 static kubeapi *api;
 static nodesim *sim;
 static kube_client *admin;
+static kube_lab *lab; /* api, sim, admin and root are its */
 static e2e *env;
 static char *root;
 
@@ -209,28 +211,6 @@ static bool wait_gone(const kube_gvr *gvr, const char *name, int timeout_s)
                 usleep(200 * 1000);
         }
         return false;
-}
-
-/* Apply every document of a YAML file in the source tree as admin. */
-static void apply_yaml_file(const char *rel)
-{
-        const char *src = getenv("GITCD_SOURCE_ROOT");
-        _cleanup_free_ char *path = path_join(src ? src : ".", rel);
-        ydoc_list docs = {0};
-        diag_list diags = {0};
-        assert_int_equal(yaml_load_file(path, NULL, &docs, &diags), 0);
-        for (size_t i = 0; i < docs.n; i++) {
-                json_t *obj = ynode_to_json(docs.docs[i].root);
-                if (!json_is_object(obj)) {
-                        json_decref(obj);
-                        continue;
-                }
-                if (kube_apply(admin, obj, "e2e", false, false, NULL) < 0)
-                        fail_msg("%s: %s", rel, kube_client_last_error(admin));
-                json_decref(obj);
-        }
-        ydoc_list_release(&docs);
-        diag_list_release(&diags);
 }
 
 /* ---- the cases ---------------------------------------------------------- */
@@ -459,26 +439,13 @@ static void test_rbac_denied(void **state)
 
 int main(void)
 {
-        if (!e2e_have_version(VERSION))
+        lab = kube_lab_start(NS, VERSION);
+        if (!lab)
                 return 77;
-        _cleanup_free_ char *bin = kubeapi_find_binary();
-        if (!bin)
-                return 77;
-        root = harness_tmpdir("gitcd-e2e-kube");
-        char *hosts = NULL;
-        if (kubeapi_private_hosts(root, &hosts) < 0) {
-                fprintf(stderr, "no private mount namespace (needs root): skipped\n");
-                (void)rm_rf(root);
-                return 77;
-        }
-        if (kubeapi_start(&api) < 0)
-                return 77;
-        admin = kubeapi_client(api, "admin");
-        assert_int_equal(kubeapi_create_namespace(api, NS), 0);
-        assert_int_equal(kubeapi_create_namespace(api, "gitcd"), 0);
-        apply_yaml_file("deploy/rbac.yaml");
-        _cleanup_free_ char *work = path_join(root, "node");
-        assert_int_equal(nodesim_start(api, NODE, work, hosts, &sim), 0);
+        api = lab->api;
+        sim = lab->sim;
+        admin = lab->admin;
+        root = lab->root;
         env = e2e_new();
 
         const struct CMUnitTest tests[] = {
@@ -490,11 +457,6 @@ int main(void)
         int failed = cmocka_run_group_tests(tests, NULL, NULL);
 
         e2e_free(env);
-        nodesim_free(sim);
-        kube_client_free(admin);
-        kubeapi_free(api);
-        free(hosts);
-        (void)rm_rf(root);
-        free(root);
+        kube_lab_free(lab);
         return failed;
 }

@@ -97,15 +97,20 @@ typedef struct nodesim nodesim;
  *     (~/.cache/gitcd/etcd/<version>/etcd; the tag "v3.5.16" -> 3.5.16),
  *     arguments under a volume's mountPath point into its folder, and
  *     listen URLs on 0.0.0.0 listen on the Pod's address; its output goes
- *     to work_dir/logs/<ns>_<pod>.log;
+ *     to work_dir/logs/<ns>_<pod>.log; argv[0] "gitcd" (gitcd's own image,
+ *     any tag) becomes $GITCD_BIN, the gitcd under test, and its
+ *     --listen=0.0.0.0:PORT listens on the Pod's address;
  *   - writes "<address> <hostname>.<subdomain>.<ns>.svc.cluster.local
  *     <hostname>.<subdomain>.<ns>.svc" lines for its Pods into hosts_path
  *     (rewritten in place, as it is bind-mounted over /etc/hosts);
  *   - writes Pod status through the API: Pending until the process runs,
  *     then Running with podIP, and the Ready condition from the container's
- *     readinessProbe (an HTTP GET on the Pod's address) every second;
+ *     readinessProbe (an HTTP or HTTPS GET on the Pod's address, no
+ *     certificate check, as a kubelet) every second;
  *     restarts an exited process with a back-off (restartCount,
- *     CrashLoopBackOff as the waiting reason after 3 quick exits);
+ *     CrashLoopBackOff as the waiting reason after 3 quick exits); with
+ *     restartPolicy Never it does not: the Pod turns Succeeded (exit code
+ *     0) or Failed, its container terminated with the exit code;
  *   - on deletion (deletionTimestamp set): stops the process (SIGTERM, then
  *     SIGKILL after the grace period, at most 10 s) and deletes the Pod with
  *     gracePeriodSeconds=0, as a kubelet does;

@@ -84,6 +84,7 @@ typedef struct sim_pod {
         char *pod_dir;
         pid_t pid; /* process group leader; 0 when not running */
         bool started_once;
+        bool finished; /* restartPolicy Never: the container exited and stays so */
         int restarts;
         int64_t exits[NODESIM_CRASH_EXITS]; /* times (ms) of the latest exits */
         int64_t next_start_ms;
@@ -600,15 +601,22 @@ static int prepare(sim *s, sim_pod *p, launch *l)
                 set_waiting(p, "CreateContainerConfigError", "the Pod has no container");
                 return -EINVAL;
         }
+        const char *cmd0 = json_string_value(json_array_get(json_object_get(ctr, "command"), 0));
+        const char *cmd_base = cmd0 && strrchr(cmd0, '/') ? strrchr(cmd0, '/') + 1 : cmd0;
+        bool gitcd = streq_ptr(cmd_base, "gitcd");
+        /* gitcd's own image runs the gitcd under test, whatever its tag. */
+        if (gitcd && !isempty(getenv("GITCD_BIN")))
+                l->binary = xstrdup(getenv("GITCD_BIN"));
         /* The version from the image tag: "quay.io/coreos/etcd:v3.5.16" -> 3.5.16. */
-        if (colon && !strchr(colon, '/')) {
+        if (!gitcd && colon && !strchr(colon, '/')) {
                 const char *tag = colon + 1;
                 _cleanup_free_ char *version = xstrdup(tag[0] == 'v' ? tag + 1 : tag);
                 l->binary = harness_etcd_path(version, "etcd");
         }
         if (!l->binary) {
                 set_waiting(p, "ErrImagePull",
-                            "image \"%s\": no etcd binary for its tag in the test cache",
+                            gitcd ? "image \"%s\": $GITCD_BIN is not set"
+                                  : "image \"%s\": no etcd binary for its tag in the test cache",
                             image ? image : "");
                 return -ENOENT;
         }
@@ -674,10 +682,10 @@ static int prepare(sim *s, sim_pod *p, launch *l)
 
                         if (l->argc == 0) {
                                 const char *base = strrchr(arg, '/') ? strrchr(arg, '/') + 1 : arg;
-                                if (!streq(base, "etcd")) {
+                                if (!streq(base, "etcd") && !streq(base, "gitcd")) {
                                         set_waiting(p, "CreateContainerError",
-                                                    "only the etcd command is simulated, not "
-                                                    "\"%s\"",
+                                                    "only the etcd and gitcd commands are "
+                                                    "simulated, not \"%s\"",
                                                     arg);
                                         return -EINVAL;
                                 }
@@ -690,6 +698,10 @@ static int prepare(sim *s, sim_pod *p, launch *l)
                                 value = map_path(l->mounts, l->hosts, l->n_mounts, eq + 1);
                                 if (!value && strneq(arg, "--listen-", 9))
                                         value = listen_on(eq + 1, p->addr);
+                                /* gitcd snapshot receive --listen=0.0.0.0:PORT */
+                                if (!value && gitcd && streq(flag, "--listen") &&
+                                    strneq(eq + 1, "0.0.0.0:", 8))
+                                        value = xasprintf("127.0.0.%d:%s", p->addr, eq + 9);
                                 if (value)
                                         mapped = xasprintf("%s=%s", flag, value);
                         }
@@ -810,7 +822,8 @@ static bool probe(const sim_pod *p)
         }
         if (port_no <= 0)
                 return false;
-        url = xasprintf("http://127.0.0.%d:%ld%s%s", p->addr, port_no,
+        bool https = streq_ptr(jstr(get, "scheme"), "HTTPS");
+        url = xasprintf("%s://127.0.0.%d:%ld%s%s", https ? "https" : "http", p->addr, port_no,
                         path && path[0] == '/' ? "" : "/", path ? path : "");
         curl = curl_easy_init();
         if (!curl)
@@ -819,6 +832,9 @@ static bool probe(const sim_pod *p)
         curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 1000L);
         curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard);
+        /* as a kubelet: an HTTPS probe checks no certificate */
+        curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
         cc = curl_easy_perform(curl);
         if (cc == CURLE_OK)
                 curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
@@ -846,7 +862,11 @@ static json_t *pod_status(const sim_pod *p)
         json_t *st = json_object(), *cs, *state, *conds;
         _cleanup_free_ char *ip = xasprintf("127.0.0.%d", p->addr);
 
-        json_object_set_new(st, "phase", json_string(p->started_once ? "Running" : "Pending"));
+        const char *phase = !p->started_once         ? "Pending"
+                            : !p->finished           ? "Running"
+                            : p->last_exit_code == 0 ? "Succeeded"
+                                                     : "Failed";
+        json_object_set_new(st, "phase", json_string(phase));
         json_object_set_new(st, "hostIP", json_string("127.0.0.1"));
         if (p->started_once) {
                 json_object_set_new(st, "podIP", json_string(ip));
@@ -865,6 +885,11 @@ static json_t *pod_status(const sim_pod *p)
 
         if (running)
                 state = json_pack("{s:{s:s}}", "running", "startedAt", p->started_at);
+        else if (p->finished)
+                state = json_pack("{s:{s:i, s:s, s:s, s:s}}", "terminated", "exitCode",
+                                  p->last_exit_code, "reason",
+                                  p->last_exit_code == 0 ? "Completed" : "Error", "startedAt",
+                                  p->started_at, "finishedAt", p->last_finished_at);
         else
                 state = json_pack("{s:{s:s, s:s}}", "waiting", "reason",
                                   p->wait_reason ? p->wait_reason : "ContainerCreating", "message",
@@ -1063,7 +1088,7 @@ static void handle_pod(sim *s, const json_t *obj)
                         pod_remove(s, idx);
                 return;
         }
-        if (p->pid <= 0 && now_ms() >= p->next_start_ms)
+        if (p->pid <= 0 && !p->finished && now_ms() >= p->next_start_ms)
                 start_process(s, p);
         if (p->pid > 0 && now_ms() >= p->next_secret_sync_ms) {
                 refresh_secrets(s, p);
@@ -1089,6 +1114,13 @@ static void on_exit_status(sim_pod *p, int status)
         p->pid = 0;
         if (p->deleting)
                 return;
+        if (streq_ptr(jstr(p->obj, "spec.restartPolicy"), "Never")) {
+                p->finished = true;
+                p->last_exit_code = code;
+                free(p->last_finished_at);
+                p->last_finished_at = rfc3339_now();
+                return;
+        }
         p->restarts++;
         p->last_exit_code = code;
         /* A process that ran for a while starts the back-off afresh, as a kubelet does. */

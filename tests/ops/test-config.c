@@ -113,6 +113,34 @@ static void test_hosts_settings(void **state)
         e2e_free(e);
 }
 
+/* kubernetes.snapshotImage is read; --snapshot-image belongs to --target kubernetes. */
+static void test_snapshot_image(void **state)
+{
+        (void)state;
+        e2e *e = e2e_new();
+        _cleanup_free_ char *cfg = ops_test_write(e, "gitcd.yaml",
+                                                  "kubernetes:\n"
+                                                  "  snapshotImage: registry.example/gitcd:1\n"
+                                                  "  snapshotImages: x\n"
+                                                  "sources:\n"
+                                                  "  - name: a\n"
+                                                  "    url: /nowhere\n");
+        char *err = NULL;
+        const char *args[] = {"run", "--config", cfg, NULL};
+        assert_int_equal(e2e_runv(e, NULL, &err, args), 1);
+        _cleanup_free_ char *l3 =
+            xasprintf("%s:3:3: error: unknown key 'snapshotImages' in kubernetes", cfg);
+        assert_non_null(strstr(err, l3));
+        assert_null(strstr(err, "'snapshotImage'"));
+        free(err);
+        err = NULL;
+        const char *a2[] = {"apply", "--source", e->source, "--snapshot-image", "i", NULL};
+        assert_int_not_equal(e2e_runv(e, NULL, &err, a2), 0);
+        assert_non_null(strstr(err, "--snapshot-image need --target kubernetes"));
+        free(err);
+        e2e_free(e);
+}
+
 static void test_two_sources(void **state)
 {
         (void)state;
@@ -207,9 +235,8 @@ static void test_flags_override(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_bad_file),
-            cmocka_unit_test(test_hosts_settings),
-            cmocka_unit_test(test_flags_override),
+            cmocka_unit_test(test_bad_file),       cmocka_unit_test(test_hosts_settings),
+            cmocka_unit_test(test_snapshot_image), cmocka_unit_test(test_flags_override),
             cmocka_unit_test(test_two_sources),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

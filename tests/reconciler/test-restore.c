@@ -367,10 +367,30 @@ static void test_target_without_restore_refused(void **state)
         static target_ops no_restore; /* the fake's table without restore_member */
         no_restore = *f->t->ops;
         no_restore.restore_member = NULL;
-        no_restore.name = "kubernetes";
+        no_restore.name = "norestore";
         f->t->ops = &no_restore;
         offer_restore(f, 3, "1Gi");
-        assert_refused(f, "the kubernetes target cannot restore a snapshot yet");
+        assert_refused(f, "the norestore target cannot restore a snapshot yet");
+}
+
+/* A target whose Memory medium dies with the member: nothing to restore into, refused. */
+static void test_memory_medium_refused(void **state)
+{
+        fx *f = *state;
+        static target_ops memory; /* the fake's table, with the capability */
+        memory = *f->t->ops;
+        memory.caps |= TARGET_CAP_MEMORY_MEDIUM;
+        memory.name = "memorytarget";
+        f->t->ops = &memory;
+        _cleanup_free_ char *source =
+            xasprintf("        local:\n          path: %s\n", snap_path(f));
+        fx_offer(f, NULL,
+                 "  replicas: 3\n  version: \"3.5.16\"\n  storage:\n    size: 1Gi\n"
+                 "    medium: Memory\n"
+                 "  bootstrap:\n    mode: %s\n    restore:\n      source:\n%s",
+                 offer_mode, source);
+        assert_refused(f, "spec.storage.medium Memory keeps a member's data in memory on the "
+                          "memorytarget target");
 }
 
 static void crash_at(const char *const *points, size_t n)
@@ -446,6 +466,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_recorded_sha256_checked, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_target_without_restore_refused, setup,
                                             fx_teardown),
+            cmocka_unit_test_setup_teardown(test_memory_medium_refused, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_restore_by_snapshot_id, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_unknown_snapshot_id_refused, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_damaged_recorded_snapshot_refused, setup,

@@ -842,6 +842,45 @@ static void test_s3_credentials_secret(void **state)
         harness_s3rver_free(s3);
 }
 
+/*
+ * A PVC a restore has not filled (gitcd.io/restore=pending, what
+ * restore_member applies before it delivers anything): the member is
+ * ABSENT, and ensure_member refuses to start it on that volume. Removing
+ * the member also deletes a receiver a killed gitcd left for it.
+ */
+static void test_restore_pending(void **state)
+{
+        (void)state;
+        etcd_cluster *c = load_cluster("rp", 1, "");
+        membership_plan *p = plan_for(c);
+        if (kt->ops->ensure_shared(kt, c, p) < 0)
+                fail_msg("ensure_shared: %s", target_last_error(kt));
+        json_t *pvc = render_member_pvc(c, p, 0);
+        json_t *ann = json_pack("{s:s}", "gitcd.io/restore", "pending");
+        json_object_set_new(json_object_get(pvc, "metadata"), "annotations", ann);
+        json_object_set_new(json_object_get(pvc, "metadata"), "namespace", json_string(NS));
+        assert_int_equal(kube_apply(admin, pvc, "gitcd", false, false, NULL), 0);
+        assert_int_equal(status_of(c, "rp-0"), MEMBER_ABSENT);
+        assert_int_equal(kt->ops->ensure_member(kt, c, p, 0), -EBUSY);
+        assert_non_null(strstr(target_last_error(kt), "waits for a snapshot restore"));
+        assert_null(get(&GVR_PODS, "rp-0"));
+
+        /* what a killed restore left: its Secret, found and deleted with the member */
+        json_t *secret =
+            json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s, s:s}}, s:{s:s}}", "apiVersion", "v1",
+                      "kind", "Secret", "metadata", "name", "rp-0-restore", "namespace", NS,
+                      "labels", "app.kubernetes.io/managed-by", "gitcd", "gitcd.io/cluster", "rp",
+                      "app.kubernetes.io/component", "snapshot-receiver", "data", "token", "eA==");
+        assert_int_equal(kube_apply(admin, secret, "gitcd", false, false, NULL), 0);
+        json_decref(secret);
+        assert_int_equal(kt->ops->remove_member(kt, c, "rp-0", false), 0);
+        assert_null(get(&GVR_SECRETS, "rp-0-restore"));
+        assert_true(gone(&GVR_PVCS, "data-rp-0"));
+        json_decref(pvc);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
 static void test_rbac_nothing_applied(void **state)
 {
         (void)state;
@@ -879,6 +918,7 @@ int main(void)
             cmocka_unit_test(test_name_taken),         cmocka_unit_test(test_tls_auto),
             cmocka_unit_test(test_tls_secrets_trust),  cmocka_unit_test(test_s3_credentials_secret),
             cmocka_unit_test(test_tls_secrets_client), cmocka_unit_test(test_rbac_nothing_applied),
+            cmocka_unit_test(test_restore_pending),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

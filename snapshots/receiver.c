@@ -1,0 +1,808 @@
+/*
+ * The receiver of snapshots/receiver.h and the client gitcd sends with.
+ *
+ * Decisions:
+ * - HTTP is libmicrohttpd's; nothing here parses a request line or a
+ *   header block. What this file reads from a request is the method, the
+ *   path (already unescaped by libmicrohttpd: "%2e%2e" arrives as ".." and
+ *   is refused by snapshot_dest_key_valid; a "%00" spoils the whole path
+ *   instead of cutting it short), the Authorization,
+ *   Content-Length and X-Gitcd-Sha256 headers, and the body.
+ * - Never through a link: every folder on the way to a file is opened with
+ *   O_NOFOLLOW below the staging folder, and files are created O_EXCL.
+ * - A file is whole or absent: written to ".NAME.part" (a name no key can
+ *   have), its size and SHA-256 checked, fsynced, renamed; a request cut
+ *   short or refused removes its temporary.
+ * - All or nothing for the directory: the staging folder is renamed to the
+ *   data directory only by /commit, and only when it holds a write-ahead
+ *   log and the data directory holds none.
+ * - One thread (libmicrohttpd's internal polling thread) runs every
+ *   handler: the counters need no lock.
+ * - The token and the key never reach a log line or an answer.
+ */
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include "ops/http.h"
+#include "pki/pki.h"
+#include "snapshots/destination.h"
+#include "snapshots/receiver.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+#define FILES_PREFIX  "/files/"
+#define MAX_PEM_BYTES (1024 * 1024)
+#define MAX_REPLY     (64 * 1024)
+#define PART_SUFFIX   ".part"
+
+struct receiver {
+        struct MHD_Daemon *mhd;
+        char *data_dir;
+        char *stage;
+        char *token;
+        char *cert_pem;
+        char *key_pem;
+        int64_t max_bytes;
+        int64_t taken; /* bytes promised by accepted uploads so far */
+        bool committed;
+        int port;
+};
+
+/* One PUT in progress. */
+typedef struct upload {
+        int dir_fd; /* the folder the file goes into */
+        char *base; /* its name there */
+        char *part; /* the temporary's name there */
+        int fd;
+        EVP_MD_CTX *sha;
+        char want_sha[65];
+        int64_t want_size, got;
+        unsigned fail_status; /* set: refuse at the end, keep nothing */
+        char *fail_text;
+} upload;
+
+static void upload_free(upload *u)
+{
+        if (!u)
+                return;
+        if (u->fd >= 0)
+                close(u->fd);
+        if (u->part && u->dir_fd >= 0)
+                (void)unlinkat(u->dir_fd, u->part, 0);
+        if (u->dir_fd >= 0)
+                close(u->dir_fd);
+        EVP_MD_CTX_free(u->sha);
+        free(u->base);
+        free(u->part);
+        free(u->fail_text);
+        free(u);
+}
+
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, char *body)
+{
+        struct MHD_Response *r =
+            MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+        if (!r) {
+                free(body);
+                return MHD_NO;
+        }
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                body[0] == '{' ? "application/json" : "text/plain");
+        if (status == MHD_HTTP_UNAUTHORIZED)
+                MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                        "Bearer realm=\"gitcd\"");
+        enum MHD_Result ret = MHD_queue_response(conn, status, r);
+        MHD_destroy_response(r);
+        return ret;
+}
+
+_printf_(3, 4) static enum MHD_Result
+    refuse(struct MHD_Connection *conn, unsigned status, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        char *text = xvasprintf(fmt, ap);
+        va_end(ap);
+        log_info("receiver: refused (%u): %s", status, text);
+        char *body = xasprintf("%s\n", text);
+        free(text);
+        return reply(conn, status, body);
+}
+
+static bool authorized(const receiver *r, struct MHD_Connection *conn)
+{
+        const char *auth =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
+                return false;
+        const char *given = auth + 7;
+        size_t n = strlen(r->token);
+        return strlen(given) == n && CRYPTO_memcmp(given, r->token, n) == 0;
+}
+
+/* Whether dir holds etcd data: a write-ahead log file under member/wal/. */
+static bool has_wal(const char *dir)
+{
+        _cleanup_free_ char *wal = xasprintf("%s/member/wal", dir);
+        DIR *d = opendir(wal);
+        if (!d)
+                return false;
+        bool found = false;
+        struct dirent *e;
+        while (!found && (e = readdir(d))) {
+                size_t n = strlen(e->d_name);
+                found = n > 4 && streq(e->d_name + n - 4, ".wal");
+        }
+        closedir(d);
+        return found;
+}
+
+static bool parse_size(const char *s, int64_t *ret)
+{
+        if (isempty(s) || strspn(s, "0123456789") != strlen(s) || strlen(s) > 18)
+                return false;
+        *ret = strtoll(s, NULL, 10);
+        return true;
+}
+
+/* Open (creating) the folders of key below the staging folder, never through a link. */
+static int open_parent(const receiver *r, const char *key, int *ret_fd, char **ret_base)
+{
+        /* made with the first file: a receiver that took none leaves nothing behind */
+        if (mkdir(r->stage, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        int fd = open(r->stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        const char *c = key;
+        for (const char *slash; (slash = strchr(c, '/')); c = slash + 1) {
+                _cleanup_free_ char *comp = xstrndup(c, (size_t)(slash - c));
+                if (mkdirat(fd, comp, 0700) < 0 && errno != EEXIST) {
+                        int k = -errno;
+                        close(fd);
+                        return k;
+                }
+                int sub = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                int k = -errno;
+                close(fd);
+                if (sub < 0)
+                        return k;
+                fd = sub;
+        }
+        *ret_fd = fd;
+        *ret_base = xstrdup(c);
+        return 0;
+}
+
+unsigned receiver_check_put(const char *key, const char *content_length,
+                            const char *transfer_encoding, const char *sha256, int64_t room,
+                            int64_t *ret_size, const char **ret_why)
+{
+        assert(ret_size && ret_why);
+        if (!key || !snapshot_dest_key_valid(key)) {
+                *ret_why = "the file name is not a plain relative path";
+                return MHD_HTTP_BAD_REQUEST;
+        }
+        int64_t size;
+        if (transfer_encoding || !parse_size(content_length, &size)) {
+                *ret_why = "Content-Length is required (no chunked bodies)";
+                return MHD_HTTP_LENGTH_REQUIRED;
+        }
+        if (!sha256 || strlen(sha256) != 64 || strspn(sha256, "0123456789abcdef") != 64) {
+                *ret_why = RECEIVER_HEADER_SHA256 " must be 64 lowercase hex digits";
+                return MHD_HTTP_BAD_REQUEST;
+        }
+        if (room >= 0 && size > room) {
+                *ret_why = "more bytes than this receiver takes";
+                return 413;
+        }
+        *ret_size = size;
+        return 0;
+}
+
+/* The first call of a PUT: everything is checked before a byte is read. */
+static enum MHD_Result put_begin(receiver *r, struct MHD_Connection *conn, const char *url,
+                                 void **con_cls)
+{
+        const char *key = url + strlen(FILES_PREFIX);
+        if (r->committed)
+                return refuse(conn, MHD_HTTP_CONFLICT, "the delivery was committed already");
+        const char *why = NULL;
+        int64_t size = 0;
+        unsigned status = receiver_check_put(
+            key, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH),
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING),
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, RECEIVER_HEADER_SHA256),
+            r->max_bytes > 0 ? r->max_bytes - r->taken : -1, &size, &why);
+        if (status)
+                return refuse(conn, status, "%s", why);
+        const char *sha =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, RECEIVER_HEADER_SHA256);
+        upload *u = XNEW(upload);
+        u->fd = u->dir_fd = -1;
+        u->want_size = size;
+        memcpy(u->want_sha, sha, 65);
+        int k = open_parent(r, key, &u->dir_fd, &u->base);
+        if (k < 0) {
+                upload_free(u);
+                return refuse(conn,
+                              k == -ENOTDIR || k == -ELOOP ? MHD_HTTP_CONFLICT
+                                                           : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                              "cannot create the folders of %s: %s", key, strerror(-k));
+        }
+        u->part = xasprintf(".%s" PART_SUFFIX, u->base);
+        (void)unlinkat(u->dir_fd, u->part, 0);
+        u->fd =
+            openat(u->dir_fd, u->part, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (u->fd < 0) {
+                k = -errno;
+                free(u->part);
+                u->part = NULL;
+                upload_free(u);
+                return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot create %s: %s", key,
+                              strerror(-k));
+        }
+        u->sha = EVP_MD_CTX_new();
+        if (!u->sha || EVP_DigestInit_ex(u->sha, EVP_sha256(), NULL) != 1)
+                abort();
+        r->taken += size;
+        *con_cls = u;
+        return MHD_YES;
+}
+
+static void put_data(upload *u, const char *data, size_t n)
+{
+        if (u->fail_status)
+                return;
+        if ((int64_t)n > u->want_size - u->got) {
+                u->fail_status = 413;
+                u->fail_text = xstrdup("more bytes than Content-Length");
+                return;
+        }
+        EVP_DigestUpdate(u->sha, data, n);
+        u->got += (int64_t)n;
+        while (n > 0) {
+                ssize_t w = write(u->fd, data, n);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w < 0) {
+                        u->fail_status = MHD_HTTP_INSUFFICIENT_STORAGE;
+                        u->fail_text = xasprintf("cannot write: %s", strerror(errno));
+                        return;
+                }
+                data += w;
+                n -= (size_t)w;
+        }
+}
+
+/* Check and keep the file; u->part is NULL afterwards only when it was kept. */
+static enum MHD_Result put_check(struct MHD_Connection *conn, const char *key, upload *u)
+{
+        if (u->fail_status)
+                return refuse(conn, u->fail_status, "%s: %s", key, u->fail_text);
+        unsigned char md[32];
+        unsigned int len = 0;
+        EVP_DigestFinal_ex(u->sha, md, &len);
+        char hex[65];
+        for (int i = 0; i < 32; i++)
+                snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        if (u->got != u->want_size)
+                return refuse(conn, 422, "%s: %lld bytes received, %lld announced", key,
+                              (long long)u->got, (long long)u->want_size);
+        if (!streq(hex, u->want_sha))
+                return refuse(conn, 422,
+                              "%s: its SHA-256 is %s, not the %s announced; nothing was kept", key,
+                              hex, u->want_sha);
+        if (fsync(u->fd) < 0 || renameat(u->dir_fd, u->part, u->dir_fd, u->base) < 0)
+                return refuse(conn, MHD_HTTP_INSUFFICIENT_STORAGE, "%s: cannot store it: %s", key,
+                              strerror(errno));
+        free(u->part);
+        u->part = NULL; /* renamed: nothing to remove */
+        if (fsync(u->dir_fd) < 0 && errno != EINVAL)
+                return refuse(conn, MHD_HTTP_INSUFFICIENT_STORAGE, "%s: cannot sync: %s", key,
+                              strerror(errno));
+        log_debug("receiver: stored %s (%lld bytes)", key, (long long)u->got);
+        return reply(conn, MHD_HTTP_CREATED, xasprintf("{\"sha256\":\"%s\"}", hex));
+}
+
+/* A file not kept: its temporary goes before the answer, and its bytes back to the budget. */
+static void discard(receiver *r, upload *u)
+{
+        if (!u->part)
+                return;
+        (void)unlinkat(u->dir_fd, u->part, 0);
+        free(u->part);
+        u->part = NULL;
+        r->taken -= u->want_size;
+}
+
+static enum MHD_Result put_end(receiver *r, struct MHD_Connection *conn, const char *url, upload *u)
+{
+        const char *key = url + strlen(FILES_PREFIX);
+        enum MHD_Result ret = put_check(conn, key, u);
+        if (u->part)
+                discard(r, u);
+        return ret;
+}
+static enum MHD_Result commit(receiver *r, struct MHD_Connection *conn)
+{
+        if (r->committed)
+                return reply(conn, MHD_HTTP_OK, xstrdup("{\"committed\":true}"));
+        if (has_wal(r->data_dir))
+                return refuse(conn, MHD_HTTP_CONFLICT,
+                              "%s holds etcd data already; it is never replaced", r->data_dir);
+        if (!has_wal(r->stage))
+                return refuse(conn, MHD_HTTP_CONFLICT,
+                              "nothing to commit: the files received hold no write-ahead log");
+        /* A data directory without a write-ahead log is what an etcd that was starting left. */
+        int k = rm_rf(r->data_dir);
+        if (k >= 0 && rename(r->stage, r->data_dir) < 0)
+                k = -errno;
+        if (k >= 0)
+                k = fsync_parent_dir(r->data_dir);
+        if (k < 0)
+                return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot commit %s: %s",
+                              r->data_dir, strerror(-k));
+        r->committed = true;
+        log_info("receiver: %s is complete", r->data_dir);
+        return reply(conn, MHD_HTTP_OK, xstrdup("{\"committed\":true}"));
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload_data,
+                              size_t *upload_data_size, void **con_cls)
+{
+        receiver *r = cls;
+        (void)version;
+        upload *u = *con_cls;
+        if (u) {
+                if (*upload_data_size) {
+                        put_data(u, upload_data, *upload_data_size);
+                        *upload_data_size = 0;
+                        return MHD_YES;
+                }
+                return put_end(r, conn, url, u);
+        }
+        if (streq(url, "/healthz") && streq(method, "GET"))
+                return reply(conn, MHD_HTTP_OK, xstrdup("ok\n"));
+        if (!authorized(r, conn))
+                return refuse(conn, MHD_HTTP_UNAUTHORIZED, "a valid bearer token is required");
+        if (streq(method, "PUT") && strneq(url, FILES_PREFIX, strlen(FILES_PREFIX)))
+                return put_begin(r, conn, url, con_cls);
+        if (*upload_data_size)
+                return refuse(conn, MHD_HTTP_BAD_REQUEST, "this request takes no body");
+        if (streq(method, "GET") && streq(url, "/state"))
+                return reply(
+                    conn, MHD_HTTP_OK,
+                    xasprintf("{\"hasData\":%s}", has_wal(r->data_dir) ? "true" : "false"));
+        if (streq(method, "POST") && streq(url, "/commit"))
+                return commit(r, conn);
+        return refuse(conn, MHD_HTTP_NOT_FOUND,
+                      "not found; the receiver serves GET /healthz, GET /state, PUT /files/KEY "
+                      "and POST /commit");
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                      enum MHD_RequestTerminationCode why)
+{
+        receiver *r = cls;
+        (void)conn;
+        upload *u = *con_cls;
+        if (!u)
+                return;
+        if (u->part)
+                log_info("receiver: an upload was cut short (%d); its temporary is removed",
+                         (int)why);
+        discard(r, u);
+        upload_free(u);
+        *con_cls = NULL;
+}
+
+/* libmicrohttpd's unescaping, but a %00 makes the whole path invalid rather than cut short. */
+static size_t unescape(void *cls, struct MHD_Connection *conn, char *uri)
+{
+        (void)cls;
+        (void)conn;
+        size_t n = MHD_http_unescape(uri);
+        if (strlen(uri) != n) {
+                uri[0] = '\x01'; /* a control character: no valid path or key */
+                uri[1] = 0;
+                return 1;
+        }
+        return n;
+}
+
+_printf_(2, 0) static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+        (void)cls;
+        _cleanup_free_ char *msg = xvasprintf(fmt, ap);
+        size_t n = strlen(msg);
+        while (n && msg[n - 1] == '\n')
+                msg[--n] = 0;
+        log_debug("receiver: %s", msg);
+}
+
+static int read_pem(const char *path, const char *what, char **ret, char **ret_err)
+{
+        size_t len = 0;
+        int k = read_file(path, MAX_PEM_BYTES, ret, &len);
+        if (k < 0)
+                *ret_err = xasprintf("cannot read the %s %s: %s", what, path, strerror(-k));
+        return k;
+}
+
+int receiver_start(const receiver_opts *o, receiver **ret, char **ret_err)
+{
+        assert(o && ret && ret_err);
+        if (isempty(o->data_dir) || o->data_dir[0] != '/' || isempty(o->listen) || !o->cert_file ||
+            !o->key_file || !o->token_file) {
+                *ret_err = xstrdup("the receiver needs an absolute data directory, an address, "
+                                   "a certificate, a key and a token file");
+                return -EINVAL;
+        }
+        receiver *r = XNEW(receiver);
+        r->data_dir = xstrdup(o->data_dir);
+        size_t n = strlen(r->data_dir);
+        while (n > 1 && r->data_dir[n - 1] == '/')
+                r->data_dir[--n] = 0;
+        r->stage = xasprintf("%s.receive", r->data_dir);
+        r->max_bytes = o->max_bytes;
+        int k = read_pem(o->token_file, "token file", &r->token, ret_err);
+        if (k >= 0) {
+                r->token[strcspn(r->token, "\r\n")] = 0;
+                if (!*r->token) {
+                        *ret_err = xasprintf("the token file %s is empty", o->token_file);
+                        k = -EINVAL;
+                }
+        }
+        if (k >= 0)
+                k = read_pem(o->cert_file, "TLS certificate", &r->cert_pem, ret_err);
+        if (k >= 0)
+                k = read_pem(o->key_file, "TLS key", &r->key_pem, ret_err);
+        if (k < 0)
+                goto fail;
+        /* What an earlier receiver on this volume staged is never used. */
+        k = rm_rf(r->stage);
+        if (k < 0) {
+                *ret_err = xasprintf("cannot prepare %s: %s", r->stage, strerror(-k));
+                goto fail;
+        }
+        struct addrinfo *ai = NULL;
+        k = ops_http_parse_listen(o->listen, &ai);
+        if (k < 0) {
+                *ret_err =
+                    xasprintf("--listen %s: expected host:port, [v6]:port or :port", o->listen);
+                goto fail;
+        }
+        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_TLS;
+        if (ai->ai_family == AF_INET6)
+                flags |= MHD_USE_IPv6;
+        r->mhd = MHD_start_daemon(
+            flags, 0, NULL, NULL, handle, r, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+            MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, completed, r,
+            MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
+            (unsigned)120, MHD_OPTION_CONNECTION_LIMIT, (unsigned)8, MHD_OPTION_HTTPS_MEM_CERT,
+            r->cert_pem, MHD_OPTION_HTTPS_MEM_KEY, r->key_pem, MHD_OPTION_END);
+        freeaddrinfo(ai);
+        if (!r->mhd) {
+                *ret_err = xasprintf("cannot listen on %s (address in use, not local, or a "
+                                     "TLS certificate and key that do not load)",
+                                     o->listen);
+                k = -EADDRNOTAVAIL;
+                goto fail;
+        }
+        const union MHD_DaemonInfo *info = MHD_get_daemon_info(r->mhd, MHD_DAEMON_INFO_BIND_PORT);
+        r->port = info ? info->port : 0;
+        *ret = r;
+        return 0;
+fail:
+        receiver_stop(r);
+        return k;
+}
+
+int receiver_port(const receiver *r)
+{
+        return r->port;
+}
+
+void receiver_stop(receiver *r)
+{
+        if (!r)
+                return;
+        if (r->mhd)
+                MHD_stop_daemon(r->mhd);
+        /* a delivery not committed is of no use to anyone */
+        if (!r->committed && r->stage)
+                (void)rm_rf(r->stage);
+        if (r->token)
+                OPENSSL_cleanse(r->token, strlen(r->token));
+        free(r->token);
+        free(r->cert_pem);
+        if (r->key_pem)
+                OPENSSL_cleanse(r->key_pem, strlen(r->key_pem));
+        free(r->key_pem);
+        free(r->data_dir);
+        free(r->stage);
+        free(r);
+}
+
+/* ---- the client ---- */
+
+typedef struct answer {
+        strbuf body;
+        bool too_long;
+} answer;
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
+{
+        answer *a = userdata;
+        size_t n = size * nmemb;
+        if (a->body.len + n > MAX_REPLY)
+                a->too_long = true;
+        else
+                sb_append_len(&a->body, data, n);
+        return n;
+}
+
+/*
+ * One request. in: a file to send as the body (PUT), or NULL. Returns the
+ * HTTP status (> 0) with the answer's body, or -errno with ret_error.
+ */
+static int request(const receiver_peer *peer, const char *method, const char *path, FILE *in,
+                   int64_t in_size, const char *sha_hex, char **ret_body, char **ret_error)
+{
+        CURL *curl = curl_easy_init();
+        if (!curl)
+                return -ENOMEM;
+        _cleanup_free_ char *url = xasprintf("%s%s", peer->url, path);
+        _cleanup_free_ char *auth = xasprintf("Authorization: Bearer %s", peer->token);
+        struct curl_slist *hdr = curl_slist_append(NULL, auth);
+        _cleanup_free_ char *sha =
+            sha_hex ? xasprintf(RECEIVER_HEADER_SHA256 ": %s", sha_hex) : NULL;
+        if (sha)
+                hdr = curl_slist_append(hdr, sha);
+        long timeout = peer->timeout_s > 0 ? peer->timeout_s : 60;
+        answer a = {.body = STRBUF_INIT};
+        char errbuf[CURL_ERROR_SIZE] = "";
+        curl_easy_setopt(curl, CURLOPT_URL, url);
+        curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdr);
+        curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+        curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
+        curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+        curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, timeout);
+        curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a);
+        /* The receiver's certificate is its own: its public key is pinned instead of a CA. */
+        curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
+        curl_easy_setopt(curl, CURLOPT_PINNEDPUBLICKEY, peer->pin);
+        curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "https");
+        if (in) {
+                curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
+                curl_easy_setopt(curl, CURLOPT_READDATA, in);
+                curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)in_size);
+        } else if (streq(method, "POST")) {
+                curl_easy_setopt(curl, CURLOPT_POST, 1L);
+                curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
+                curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, 0L);
+        }
+        CURLcode cc = curl_easy_perform(curl);
+        long status = 0;
+        if (cc == CURLE_OK)
+                curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_cleanup(curl);
+        curl_slist_free_all(hdr);
+        OPENSSL_cleanse(auth, strlen(auth));
+        if (cc != CURLE_OK) {
+                sb_release(&a.body);
+                *ret_error = xasprintf("%s %s: %s", method, url,
+                                       errbuf[0] ? errbuf : curl_easy_strerror(cc));
+                return cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH ? -EPERM : -EIO;
+        }
+        char *body = sb_detach(&a.body);
+        size_t n = strlen(body);
+        while (n && (body[n - 1] == '\n' || body[n - 1] == '\r'))
+                body[--n] = 0;
+        *ret_body = body;
+        return (int)status;
+}
+
+static int json_answer(const char *body, const char *key, json_t **ret)
+{
+        json_t *o = json_loads(body, JSON_REJECT_DUPLICATES, NULL);
+        json_t *v = json_object_get(o, key);
+        if (!v) {
+                json_decref(o);
+                return -EPROTO;
+        }
+        *ret = json_incref(v);
+        json_decref(o);
+        return 0;
+}
+
+static int send_file(const receiver_peer *peer, const char *src_dir, const char *rel,
+                     char **ret_error)
+{
+        _cleanup_free_ char *path = path_join(src_dir, rel);
+        char sha[65];
+        int k = file_sha256_hex(path, sha);
+        if (k < 0) {
+                *ret_error = xasprintf("cannot read %s: %s", path, strerror(-k));
+                return k;
+        }
+        FILE *f = fopen(path, "re");
+        struct stat st;
+        if (!f || fstat(fileno(f), &st) < 0) {
+                k = -errno;
+                if (f)
+                        fclose(f);
+                *ret_error = xasprintf("cannot read %s: %s", path, strerror(-k));
+                return k;
+        }
+        _cleanup_free_ char *url_path = xasprintf(FILES_PREFIX "%s", rel);
+        _cleanup_free_ char *body = NULL;
+        int status = request(peer, "PUT", url_path, f, st.st_size, sha, &body, ret_error);
+        fclose(f);
+        if (status < 0)
+                return status;
+        json_t *got = NULL;
+        if (status != 201 || json_answer(body, "sha256", &got) < 0) {
+                *ret_error = xasprintf("%s: the receiver answered %d: %s", rel, status, body);
+                return status == 413 ? -EFBIG : -EIO;
+        }
+        bool same = streq_ptr(json_string_value(got), sha);
+        json_decref(got);
+        if (!same) {
+                *ret_error = xasprintf("%s: the receiver stored other bytes than sent", rel);
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+int receiver_deliver(const receiver_peer *peer, const char *src_dir, char **ret_error)
+{
+        assert(peer && peer->url && peer->token && peer->pin && src_dir && ret_error);
+        _cleanup_free_ char *body = NULL;
+        int status = request(peer, "GET", "/state", NULL, 0, NULL, &body, ret_error);
+        if (status < 0)
+                return status;
+        json_t *has = NULL;
+        if (status != 200 || json_answer(body, "hasData", &has) < 0) {
+                *ret_error = xasprintf("GET /state: the receiver answered %d: %s", status, body);
+                return -EIO;
+        }
+        bool data = json_is_true(has);
+        json_decref(has);
+        if (data) {
+                *ret_error = xstrdup("the volume holds etcd data already");
+                return -EEXIST;
+        }
+        _cleanup_(path_list_release) path_list files = {0}, dirs = {0};
+        int k = list_tree(src_dir, &files, &dirs);
+        if (k < 0) {
+                *ret_error = xasprintf("cannot read %s: %s", src_dir, strerror(-k));
+                return k;
+        }
+        for (size_t i = 0; i < files.n; i++) {
+                if (!snapshot_dest_key_valid(files.paths[i])) {
+                        *ret_error = xasprintf("%s/%s: a name the receiver would refuse", src_dir,
+                                               files.paths[i]);
+                        return -EINVAL;
+                }
+                k = send_file(peer, src_dir, files.paths[i], ret_error);
+                if (k < 0)
+                        return k;
+        }
+        free(body);
+        body = NULL;
+        status = request(peer, "POST", "/commit", NULL, 0, NULL, &body, ret_error);
+        if (status < 0)
+                return status;
+        if (status == 409 && strstr(body, "already")) {
+                *ret_error = xasprintf("the volume holds etcd data already: %s", body);
+                return -EEXIST;
+        }
+        if (status != 200) {
+                *ret_error = xasprintf("POST /commit: the receiver answered %d: %s", status, body);
+                return -EIO;
+        }
+        return 0;
+}
+
+int receiver_pin_of_cert(const char *cert_pem, char **ret_pin)
+{
+        BIO *bio = BIO_new_mem_buf(cert_pem, -1);
+        X509 *x = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+        BIO_free(bio);
+        if (!x)
+                return -EINVAL;
+        unsigned char *der = NULL;
+        int len = i2d_PUBKEY(X509_get0_pubkey(x), &der);
+        X509_free(x);
+        if (len <= 0)
+                return -EINVAL;
+        unsigned char md[32];
+        unsigned int n = 0;
+        int ok = EVP_Digest(der, (size_t)len, md, &n, EVP_sha256(), NULL);
+        OPENSSL_free(der);
+        if (ok != 1)
+                return -EINVAL;
+        unsigned char b64[48];
+        EVP_EncodeBlock(b64, md, 32);
+        *ret_pin = xasprintf("sha256//%s", b64);
+        return 0;
+}
+
+int receiver_secret_new(receiver_secret *ret)
+{
+        assert(ret);
+        /* A throw-away issuer: the receiver's leaf is what is pinned, by its key. */
+        pki_key *ca_key = NULL, *key = NULL;
+        pki_cert *ca = NULL, *cert = NULL;
+        receiver_secret s = {0};
+        pki_cert_request req = {.cn = "gitcd snapshot receiver", .days = 1, .server = true};
+        int k = pki_ca_create("gitcd snapshot receiver issuer", 1, &ca_key, &ca);
+        if (k >= 0)
+                k = pki_cert_issue(ca, ca_key, &req, &key, &cert);
+        if (k >= 0)
+                k = pki_cert_to_pem(cert, &s.cert_pem);
+        if (k >= 0)
+                k = pki_key_to_pem(key, &s.key_pem);
+        pki_cert_free(ca);
+        pki_key_free(ca_key);
+        pki_cert_free(cert);
+        pki_key_free(key);
+        if (k >= 0)
+                k = receiver_pin_of_cert(s.cert_pem, &s.pin);
+        unsigned char raw[32];
+        if (k >= 0 && getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+                k = -EIO;
+        if (k >= 0) {
+                s.token = xmalloc(65);
+                for (size_t i = 0; i < sizeof(raw); i++)
+                        snprintf(s.token + 2 * i, 3, "%02x", raw[i]);
+        }
+        OPENSSL_cleanse(raw, sizeof(raw));
+        if (k < 0) {
+                receiver_secret_release(&s);
+                return k;
+        }
+        *ret = s;
+        return 0;
+}
+
+void receiver_secret_release(receiver_secret *s)
+{
+        if (!s)
+                return;
+        if (s->key_pem)
+                OPENSSL_cleanse(s->key_pem, strlen(s->key_pem));
+        if (s->token)
+                OPENSSL_cleanse(s->token, strlen(s->token));
+        free(s->cert_pem);
+        free(s->key_pem);
+        free(s->token);
+        free(s->pin);
+        *s = (receiver_secret){0};
+}

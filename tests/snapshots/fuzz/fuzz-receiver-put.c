@@ -1,0 +1,69 @@
+/*
+ * The receiver's PUT checks (receiver_check_put, snapshots/receiver.h): the
+ * input's first byte says which of the four request fields are absent
+ * (bit i: field i is NULL) and which room to give (bit 4: no limit, else
+ * 4096 bytes); the rest is the key, Content-Length, Transfer-Encoding and
+ * X-Gitcd-Sha256, separated by NUL bytes. Whatever is accepted must be a
+ * key that stays inside the staging folder (no empty, "." or ".."
+ * component, no leading "/", no control character), a size within the
+ * room, and 64 lowercase hex digits; a refusal is a 4xx with a reason.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snapshots/receiver.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_key(const char *key)
+{
+        if (!*key || key[0] == '/')
+                abort();
+        for (const char *c = key;;) {
+                const char *end = strchrnul(c, '/');
+                size_t n = (size_t)(end - c);
+                if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+                        abort();
+                for (const char *p = c; p < end; p++)
+                        if ((unsigned char)*p < 0x20)
+                                abort();
+                if (!*end)
+                        break;
+                c = end + 1;
+        }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+        if (size == 0)
+                return 0;
+        unsigned flags = data[0];
+        char *buf = malloc(size + 4);
+        if (!buf)
+                return 0;
+        memcpy(buf, data + 1, size - 1);
+        memset(buf + size - 1, 0, 5);
+        const char *field[4];
+        const char *p = buf;
+        for (int i = 0; i < 4; i++) {
+                field[i] = (flags & (1u << i)) ? NULL : p;
+                p += strlen(p);
+                if (p < buf + size - 1)
+                        p++;
+        }
+        int64_t room = (flags & 16) ? -1 : 4096, got = -1;
+        const char *why = NULL;
+        unsigned status =
+            receiver_check_put(field[0], field[1], field[2], field[3], room, &got, &why);
+        if (status == 0) {
+                check_key(field[0]);
+                if (got < 0 || (room >= 0 && got > room) || !field[1] || field[2] || !field[3] ||
+                    strlen(field[3]) != 64 || strspn(field[3], "0123456789abcdef") != 64)
+                        abort();
+        } else if (status < 400 || status > 499 || !why || !*why) {
+                abort();
+        }
+        free(buf);
+        return 0;
+}
