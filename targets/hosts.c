@@ -1736,23 +1736,8 @@ static int hosts_restore_member(target *t, const etcd_cluster *c, const membersh
         if ((k = tls_home(ht, c, &home)) < 0)
                 return k;
         _cleanup_free_ char *local = xasprintf("%s/restore-%s", home, mp->name);
-        (void)rm_rf(local);
-        _cleanup_free_ char *error = NULL;
-        snapshot_restore_opts o = {.tool = rs->tool,
-                                   .snapshot = rs->snapshot,
-                                   .data_dir = local,
-                                   .name = mp->name,
-                                   .peer_url = mp->peer_url,
-                                   .token = p->cluster_token,
-                                   .initial_cluster = target_restore_initial_cluster(mp)};
-        /* a big snapshot takes a while: the tool works on this member's folder alone */
-        target_blocking_begin();
-        k = snapshot_restore_dir(&o, &error);
-        target_blocking_end();
-        if (k < 0) {
-                (void)rm_rf(local);
-                return target_fail(t, k, "member %s: %s", mp->name, error);
-        }
+        if ((k = target_restore_into(t, p, idx, rs, local)) < 0)
+                return k;
 
         _cleanup_free_ char *src = path_join(local, "member");
         _cleanup_(path_list_release) path_list files = {0}, dirs = {0};

@@ -2205,23 +2205,8 @@ static int kt_restore_member(target *t, const etcd_cluster *c, const membership_
 
         _cleanup_free_ char *home = cluster_dir(kt, ns, c->name);
         _cleanup_free_ char *local = xasprintf("%s/restore-%s", home, mp->name);
-        (void)rm_rf(local);
-        _cleanup_free_ char *error = NULL;
-        snapshot_restore_opts o = {.tool = rs->tool,
-                                   .snapshot = rs->snapshot,
-                                   .data_dir = local,
-                                   .name = mp->name,
-                                   .peer_url = mp->peer_url,
-                                   .token = p->cluster_token,
-                                   .initial_cluster = target_restore_initial_cluster(mp)};
-        /* a big snapshot takes a while: the tool works on this member's folder alone */
-        target_blocking_begin();
-        r = snapshot_restore_dir(&o, &error);
-        target_blocking_end();
-        if (r < 0) {
-                (void)rm_rf(local);
-                return target_fail(t, r, "member %s: %s", mp->name, error);
-        }
+        if ((r = target_restore_into(t, p, idx, rs, local)) < 0)
+                return r;
 
         receiver_secret sec = {0};
         if ((r = receiver_secret_new(&sec)) < 0) {

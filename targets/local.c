@@ -1657,21 +1657,8 @@ static int local_restore_member(target *t, const etcd_cluster *c, const membersh
                                    m->name);
         _cleanup_free_ char *data = xasprintf("%s/data", m->dir);
         _cleanup_free_ char *tmp = xasprintf("%s/data.restore", m->dir);
-        (void)rm_rf(tmp);
-        _cleanup_free_ char *error = NULL;
-        snapshot_restore_opts o = {.tool = rs->tool,
-                                   .snapshot = rs->snapshot,
-                                   .data_dir = tmp,
-                                   .name = mp->name,
-                                   .peer_url = mp->peer_url,
-                                   .token = p->cluster_token,
-                                   .initial_cluster = target_restore_initial_cluster(mp)};
-        /* A big snapshot takes a while: the tool works on this member's folder alone. */
-        target_blocking_begin();
-        r = snapshot_restore_dir(&o, &error);
-        target_blocking_end();
-        if (r < 0)
-                return target_fail(t, r, "member %s: %s", m->name, error);
+        if ((r = target_restore_into(t, p, idx, rs, tmp)) < 0)
+                return r;
         /* data/ may exist empty (created for a start that never happened) */
         (void)rm_rf(data);
         if (rename(tmp, data) < 0) {

@@ -18,7 +18,10 @@
 
 #include "pki/pki.h"
 #include "render/layout.h"
+#include "snapshots/restore.h"
+#include "targets/locked.h"
 #include "targets/target.h"
+#include "util/fs.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
@@ -174,4 +177,28 @@ const char *target_restore_initial_cluster(const member_plan *mp)
             !strchr(mp->initial_cluster, ','))
                 return NULL;
         return mp->initial_cluster;
+}
+
+int target_restore_into(target *t, const membership_plan *p, size_t idx, const target_restore *rs,
+                        const char *dir)
+{
+        const member_plan *mp = &p->members[idx];
+        (void)rm_rf(dir);
+        _cleanup_free_ char *error = NULL;
+        snapshot_restore_opts o = {.tool = rs->tool,
+                                   .snapshot = rs->snapshot,
+                                   .data_dir = dir,
+                                   .name = mp->name,
+                                   .peer_url = mp->peer_url,
+                                   .token = p->cluster_token,
+                                   .initial_cluster = target_restore_initial_cluster(mp)};
+        /* a big snapshot takes a while: the tool works on this member's folder alone */
+        target_blocking_begin();
+        int r = snapshot_restore_dir(&o, &error);
+        target_blocking_end();
+        if (r < 0) {
+                (void)rm_rf(dir);
+                return target_fail(t, r, "member %s: %s", mp->name, error);
+        }
+        return 0;
 }

@@ -122,6 +122,16 @@ typedef struct target_restore {
  */
 const char *target_restore_initial_cluster(const member_plan *mp);
 
+/*
+ * Restore rs with etcd's tool into dir, a folder on the gitcd host, as
+ * member idx of p (its name, peer URL, the cluster token and
+ * target_restore_initial_cluster). dir is emptied first and removed again
+ * when the tool fails; other threads' operations go on while it works.
+ * 0, or the target's error naming the member.
+ */
+int target_restore_into(target *t, const membership_plan *p, size_t idx, const target_restore *rs,
+                        const char *dir);
+
 typedef struct target_ops {
         const char *name; /* "local", "kubernetes": for messages only */
         unsigned caps;    /* TARGET_CAP_* */
