@@ -277,13 +277,13 @@ static int cluster_update(state_db *db, const char *what, const char *cluster, i
         return 0;
 }
 
-int state_cluster_target(state_db *db, const char *cluster, char **ret)
+/* One text column of a cluster row (sql selects it by name); -ENOENT when there is none. */
+static int cluster_text(state_db *db, const char *what, const char *sql, const char *cluster,
+                        char **ret)
 {
-        const char *what = "reading the cluster's target";
         *ret = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r =
-            db_prepare(db, what, "SELECT target FROM clusters WHERE name = ?", &st, "s", cluster);
+        int r = db_prepare(db, what, sql, &st, "s", cluster);
         if (r >= 0)
                 r = db_step(db, st, what);
         if (r == 0)
@@ -292,6 +292,12 @@ int state_cluster_target(state_db *db, const char *cluster, char **ret)
                 return r;
         *ret = db_col_text(st, 0);
         return 0;
+}
+
+int state_cluster_target(state_db *db, const char *cluster, char **ret)
+{
+        return cluster_text(db, "reading the cluster's target",
+                            "SELECT target FROM clusters WHERE name = ?", cluster, ret);
 }
 
 int state_cluster_set_target(state_db *db, const char *cluster, const char *target)
@@ -311,19 +317,8 @@ int state_cluster_set_target(state_db *db, const char *cluster, const char *targ
 
 int state_cluster_tls_off(state_db *db, const char *cluster, char **ret)
 {
-        const char *what = "reading the TLS switch-off journal";
-        *ret = NULL;
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r =
-            db_prepare(db, what, "SELECT tls_off FROM clusters WHERE name = ?", &st, "s", cluster);
-        if (r >= 0)
-                r = db_step(db, st, what);
-        if (r == 0)
-                return db_fail(db, -ENOENT, what, "no cluster %s", cluster);
-        if (r < 0)
-                return r;
-        *ret = db_col_text(st, 0);
-        return 0;
+        return cluster_text(db, "reading the TLS switch-off journal",
+                            "SELECT tls_off FROM clusters WHERE name = ?", cluster, ret);
 }
 
 int state_cluster_set_tls_off(state_db *db, const char *cluster, const char *surfaces)
