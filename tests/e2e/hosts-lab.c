@@ -81,7 +81,7 @@ char *hosts_lab_data_dir(const hosts_lab *l, size_t i, const char *cluster)
 }
 
 static void write_cluster(const hosts_lab *l, e2e *e, const char *name, const char *version,
-                          int replicas, size_t first, size_t n, bool tls)
+                          int replicas, size_t first, size_t n, const char *tls)
 {
         strbuf sb = STRBUF_INIT;
         sb_printf(&sb,
@@ -89,8 +89,7 @@ static void write_cluster(const hosts_lab *l, e2e *e, const char *name, const ch
                   "spec:\n  replicas: %d\n  version: \"%s\"\n",
                   name, replicas, version);
         if (tls)
-                sb_printf(&sb, "  tls:\n    provider: auto\n    client: {enabled: true}\n"
-                               "    peer: {enabled: true}\n");
+                sb_printf(&sb, "  tls:\n    provider: auto\n%s", tls);
         sb_printf(&sb, "  hosts:\n    mode: staticPod\n    machines:\n");
         for (size_t i = first; i < first + n; i++) {
                 _cleanup_free_ char *data = hosts_lab_data_dir(l, i, name);
@@ -99,11 +98,11 @@ static void write_cluster(const hosts_lab *l, e2e *e, const char *name, const ch
                           "    - address: %s\n      ssh: {port: %d}\n      dataDir: %s\n"
                           "      manifestDir: %s\n",
                           l->ssh->machines[i].address, l->ssh->machines[i].port, data, pods);
-                if (tls) {
-                        _cleanup_free_ char *rel = xasprintf("/etc/etcd/default-%s/pki", name);
-                        _cleanup_free_ char *dir = hosts_lab_path(l, i, rel);
-                        sb_printf(&sb, "      tlsDir: %s\n", dir);
-                }
+                /* also without TLS: the default (/etc/etcd/...) would be outside the
+                 * machine's root, shared by every machine of the lab */
+                _cleanup_free_ char *rel = xasprintf("/etc/etcd/default-%s/pki", name);
+                _cleanup_free_ char *dir = hosts_lab_path(l, i, rel);
+                sb_printf(&sb, "      tlsDir: %s\n", dir);
         }
         _cleanup_free_ char *file = xasprintf("%s.yaml", name);
         e2e_write_file(e, file, sb_str(&sb));
@@ -113,13 +112,23 @@ static void write_cluster(const hosts_lab *l, e2e *e, const char *name, const ch
 void hosts_lab_write_cluster(const hosts_lab *l, e2e *e, const char *name, const char *version,
                              int replicas, size_t first, size_t n)
 {
-        write_cluster(l, e, name, version, replicas, first, n, false);
+        write_cluster(l, e, name, version, replicas, first, n, NULL);
 }
 
 void hosts_lab_write_cluster_tls(const hosts_lab *l, e2e *e, const char *name, const char *version,
                                  int replicas, size_t first, size_t n)
 {
-        write_cluster(l, e, name, version, replicas, first, n, true);
+        write_cluster(l, e, name, version, replicas, first, n,
+                      "    client: {enabled: true}\n    peer: {enabled: true}\n");
+}
+
+void hosts_lab_write_cluster_tls_allow_plain(const hosts_lab *l, e2e *e, const char *name,
+                                             const char *version, int replicas, size_t first,
+                                             size_t n)
+{
+        write_cluster(l, e, name, version, replicas, first, n,
+                      "    client: {enabled: true, allowPlainHTTP: true}\n"
+                      "    peer: {enabled: true}\n");
 }
 
 int hosts_lab_cmd(const hosts_lab *l, e2e *e, const char *cmd, const char *known_hosts,

@@ -45,6 +45,10 @@ void hosts_lab_write_cluster(const hosts_lab *l, e2e *e, const char *name, const
  */
 void hosts_lab_write_cluster_tls(const hosts_lab *l, e2e *e, const char *name, const char *version,
                                  int replicas, size_t first, size_t n);
+/* The same with tls.client.allowPlainHTTP: plain http served beside https. */
+void hosts_lab_write_cluster_tls_allow_plain(const hosts_lab *l, e2e *e, const char *name,
+                                             const char *version, int replicas, size_t first,
+                                             size_t n);
 
 /* gitcd <cmd> --source S --target hosts <the lab's SSH flags> [extra1 extra2]. */
 int hosts_lab_cmd(const hosts_lab *l, e2e *e, const char *cmd, const char *known_hosts,
