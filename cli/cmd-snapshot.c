@@ -279,7 +279,7 @@ static int do_save(const char *cluster, const char *path, const char *to, const 
                 etcd_cluster *c = NULL;
                 if (j && spec_from_json(j, cluster, &c, &d) >= 0) {
                         int k = snapshot_retention(db, cluster, &c->snapshots, state_dir,
-                                                   job->secret_dir, now_wall_ms());
+                                                   job->secret_dir, job->pvc, now_wall_ms());
                         if (k > 0)
                                 printf("retention: deleted %d older snapshot%s\n", k,
                                        k == 1 ? "" : "s");
@@ -644,7 +644,7 @@ static int do_restore(const char *what, const restore_flags *f)
         _cleanup_free_ char *fetched = path_join(work, "fetched");
         int r = 0;
         if (rec)
-                r = snapshot_fetch(db, rec, state_dir, fetched, &error);
+                r = snapshot_fetch(db, rec, state_dir, NULL, fetched, &error);
         if (r >= 0)
                 r = restore_checked(db, rec, rec ? fetched : what, work, version, f, &error);
         (void)rm_rf(work);

@@ -100,7 +100,7 @@ static void *worker(void *userdata)
                         if (j && spec_from_json(j, job->cluster, &c, &d) >= 0)
                                 (void)snapshot_retention(db, job->cluster, &c->snapshots,
                                                          s->state_dir, job->secret_dir,
-                                                         now_wall_ms());
+                                                         job->pvc, now_wall_ms());
                         json_decref(j);
                         diag_list_release(&d);
                         etcd_cluster_free(c);
