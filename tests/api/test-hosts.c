@@ -127,14 +127,14 @@ static void test_taken_in_by_the_hosts_target_only(void **state)
 
         /* --target hosts takes it in */
         cluster_set set = load_set(inventory);
-        assert_int_equal(spec_refuse_for_target(&set, true, &d), 0);
+        assert_int_equal(spec_refuse_for_target(&set, true, false, &d), 0);
         assert_int_equal(set.n, 1);
         assert_int_equal(d.n, 0);
         cluster_set_release(&set);
 
         /* any other target refuses it, pointing at spec.hosts */
         set = load_set(inventory);
-        assert_int_equal(spec_refuse_for_target(&set, false, &d), -EOPNOTSUPP);
+        assert_int_equal(spec_refuse_for_target(&set, false, false, &d), -EOPNOTSUPP);
         assert_int_equal(set.n, 0);
         assert_int_equal(d.n, 1);
         assert_int_equal(d.items[0].severity, DIAG_ERROR);
@@ -153,7 +153,7 @@ static void test_taken_in_by_the_hosts_target_only(void **state)
         set.items[set.n++] = more.items[0];
         more.n = 0;
         cluster_set_release(&more);
-        assert_int_equal(spec_refuse_for_target(&set, true, &d), -EOPNOTSUPP);
+        assert_int_equal(spec_refuse_for_target(&set, true, false, &d), -EOPNOTSUPP);
         assert_int_equal(set.n, 1);
         assert_string_equal(set.items[0]->name, "demo");
         assert_int_equal(d.n, 1);
