@@ -47,6 +47,7 @@
 #include "pki/pki.h"
 #include "snapshots/destination.h"
 #include "snapshots/receiver.h"
+#include "util/failpoint.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/strbuf.h"
@@ -787,6 +788,24 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata)
         return n;
 }
 
+/* A PUT's body from its file; the failpoint kills gitcd with a part of it sent. */
+typedef struct body_reader {
+        FILE *f;
+        int64_t sent;
+} body_reader;
+
+static size_t on_read(char *buf, size_t size, size_t nitems, void *userdata)
+{
+        body_reader *b = userdata;
+        if (b->sent > 0)
+                FAILPOINT("receiver.put-body");
+        size_t n = fread(buf, size, nitems, b->f);
+        if (n == 0 && ferror(b->f))
+                return CURL_READFUNC_ABORT;
+        b->sent += (int64_t)n;
+        return n;
+}
+
 /*
  * One request. in: a file to send as the body (PUT), or NULL. a: where the
  * answer goes (out_fd -1 unless a GET of a key). Returns the HTTP status
@@ -828,9 +847,11 @@ static int request_to(const receiver_peer *peer, const char *method, const char 
         curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
         curl_easy_setopt(curl, CURLOPT_PINNEDPUBLICKEY, peer->pin);
         curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "https");
+        body_reader br = {.f = in};
         if (in) {
                 curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
-                curl_easy_setopt(curl, CURLOPT_READDATA, in);
+                curl_easy_setopt(curl, CURLOPT_READFUNCTION, on_read);
+                curl_easy_setopt(curl, CURLOPT_READDATA, &br);
                 curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)in_size);
         } else if (streq(method, "POST")) {
                 curl_easy_setopt(curl, CURLOPT_POST, 1L);
