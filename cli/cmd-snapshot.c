@@ -235,7 +235,8 @@ static int do_save(const char *cluster, const char *path, const char *to, const 
                 return EXIT_FAIL;
         }
         _cleanup_free_ char *state_dir = runner_state_dir(path);
-        target *t = NULL;
+        /* kept until the job is freed: a pvc destination writes through it */
+        _cleanup_(target_freep) target *t = NULL;
         r = runner_open_cluster_target(db, cluster, tf, file, state_dir, "gitcd snapshot", &t);
         if (r < 0) {
                 state_close(db);
@@ -244,7 +245,6 @@ static int do_save(const char *cluster, const char *path, const char *to, const 
         _cleanup_free_ char *error = NULL;
         _cleanup_(snapshot_job_freep) snapshot_job *job = NULL;
         r = snapshot_job_from_state(db, t, cluster, "manual", 0, state_dir, &job, &error);
-        target_free(t);
         if (r < 0) {
                 fprintf(stderr, "gitcd snapshot: %s\n", error);
                 state_close(db);

@@ -112,10 +112,6 @@ static void test_pvc_snapshots(void **state)
         json_decref(claim);
         _cleanup_free_ char *folder =
             xasprintf("%s/node/volumes/" NS "/backups/etcd/snaps", lab->root);
-        _cleanup_free_ char *theirs_dir = path_join(folder, NS "/" CL);
-        assert_int_equal(mkdir_p(theirs_dir, 0755), 0);
-        _cleanup_free_ char *theirs = path_join(theirs_dir, "made-by-the-operator.db");
-        assert_int_equal(write_file_atomic(theirs, "theirs", 6, 0644), 0);
 
         e2e_write_file(e, CL ".yaml",
                        "apiVersion: gitcd.io/v1alpha1\n"
@@ -142,6 +138,11 @@ static void test_pvc_snapshots(void **state)
         int k = e2e_runv(e, NULL, &err, apply);
         if (k != 0)
                 fail_msg("apply exited %d: %s", k, err);
+        /* the operator's file (the simulator has seen the claim by now: it keeps its folder) */
+        _cleanup_free_ char *theirs_dir = path_join(folder, NS "/" CL);
+        assert_int_equal(mkdir_p(theirs_dir, 0755), 0);
+        _cleanup_free_ char *theirs = path_join(theirs_dir, "made-by-the-operator.db");
+        assert_int_equal(write_file_atomic(theirs, "theirs", 6, 0644), 0);
         _cleanup_free_ char *eps = e2e_endpoints(e, CL);
         e2e_fill_keys(eps, KEYS);
 
