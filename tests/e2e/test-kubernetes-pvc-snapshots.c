@@ -17,7 +17,9 @@
  *   - a third one: retention by count deletes the second's file (a recorded
  *     key) and nothing else: the operator's file stays;
  *   - `gitcd snapshot restore ID --into` of a record in a claim is refused
- *     clearly (it runs on gitcd's host, without the target's writer).
+ *     clearly (it runs on gitcd's host, without the target's writer);
+ *   - `gitcd run` records the snapshot the killed save left running as
+ *     failed, and takes its first scheduled snapshot into the claim.
  */
 #include <dirent.h>
 #include <openssl/evp.h>
@@ -28,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -162,6 +165,10 @@ static void test_pvc_snapshots(void **state)
                         break;
         }
         assert_string_equal(listing, NS "/" CL "/made-by-the-operator.db\n");
+        json_t *killed = newest(e);
+        json_int_t killed_id = json_integer_value(json_object_get(killed, "id"));
+        assert_string_equal(json_string_value(json_object_get(killed, "result")), "running");
+        json_decref(killed);
 
         /* the next one removes the leftover writer and stores the snapshot */
         free(err);
@@ -216,6 +223,51 @@ static void test_pvc_snapshots(void **state)
         assert_int_not_equal(e2e_runv(e, NULL, &err, restore), 0);
         assert_non_null(strstr(err, "Kubernetes target"));
         assert_false(path_exists(into));
+
+        /* gitcd run records the snapshot it was killed in as failed */
+        const char *run[] = {"--target", "kubernetes", "--kubeconfig",
+                             kubeapi_kubeconfig(lab->api), "--context", "gitcd", NULL};
+        pid_t d = e2e_start_daemon(e, run);
+        bool failed = false, scheduled = false;
+        const char *sched_key = NULL;
+        json_t *sched = NULL;
+        for (int64_t end = now_mono_ms() + 60000; !(failed && scheduled) && now_mono_ms() < end;
+             usleep(300 * 1000)) {
+                char *out = NULL;
+                assert_int_equal(
+                    e2e_run(e, &out, "snapshot", "list", NS "/" CL, "-o", "json", NULL), 0);
+                char *save_ptr = NULL;
+                for (char *line = strtok_r(out, "\n", &save_ptr); line;
+                     line = strtok_r(NULL, "\n", &save_ptr)) {
+                        json_t *o = json_loads(line, 0, NULL);
+                        const char *res = json_string_value(json_object_get(o, "result"));
+                        if (json_integer_value(json_object_get(o, "id")) == killed_id)
+                                failed = streq_ptr(res, "failed");
+                        if (!sched &&
+                            streq_ptr(json_string_value(json_object_get(o, "trigger")),
+                                      "schedule") &&
+                            !streq_ptr(res, "running")) {
+                                scheduled = true;
+                                sched = json_incref(o);
+                        }
+                        json_decref(o);
+                }
+                free(out);
+        }
+        kill(d, SIGTERM);
+        waitpid(d, NULL, 0);
+        assert_true(failed);
+        /* and takes its first scheduled snapshot from its worker thread, through a writer */
+        assert_true(scheduled);
+        if (!streq_ptr(json_string_value(json_object_get(sched, "result")), "succeeded"))
+                fail_msg("scheduled snapshot: %s",
+                         json_string_value(json_object_get(sched, "error")));
+        sched_key = json_string_value(json_object_get(sched, "key"));
+        _cleanup_free_ char *file3 = path_join(folder, sched_key);
+        _cleanup_free_ char *sum3 = file_sha256(file3);
+        assert_string_equal(sum3, json_string_value(json_object_get(sched, "sha256")));
+        json_decref(sched);
+        assert_int_equal(count(&PODS, WRITERS), 0);
         json_decref(first);
         json_decref(second);
         e2e_free(e);
