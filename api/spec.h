@@ -80,8 +80,7 @@ int spec_refuse_unsupported(cluster_set *set, bool (*exists)(const char *id, voi
  * is removed from the set (and freed) with an error at its location.
  * Returns 0, or -EOPNOTSUPP when one was refused.
  */
-int spec_refuse_for_target(cluster_set *set, bool hosts_target, bool pvc_target,
-                           diag_list *diags);
+int spec_refuse_for_target(cluster_set *set, bool hosts_target, bool pvc_target, diag_list *diags);
 
 /*
  * The normalized native form: {"apiVersion": "gitcd.io/v1alpha1",

@@ -107,8 +107,7 @@ int spec_refuse_unsupported(cluster_set *set, bool (*exists)(const char *id, voi
         return r;
 }
 
-int spec_refuse_for_target(cluster_set *set, bool hosts_target, bool pvc_target,
-                           diag_list *diags)
+int spec_refuse_for_target(cluster_set *set, bool hosts_target, bool pvc_target, diag_list *diags)
 {
         assert(set);
         size_t kept = 0;

@@ -131,7 +131,8 @@ static int cmd_receive(int argc, char **argv)
             {"help", no_argument, NULL, 'h'},
             {0},
         };
-        const char *data_dir = NULL, *store_dir = NULL, *secret_dir = NULL, *listen = "0.0.0.0:8443";
+        const char *data_dir = NULL, *store_dir = NULL, *secret_dir = NULL,
+                   *listen = "0.0.0.0:8443";
         int64_t max_bytes = 0;
         int opt;
         optind = 0;

@@ -69,8 +69,7 @@ static int pvc_get(void *impl, const char *key, const char *path, char **ret_err
         (void)unlink(part);
         int fd = open(part, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
-                return dest_fail(ret_error, -errno, "cannot create %s: %s", part,
-                                 strerror(errno));
+                return dest_fail(ret_error, -errno, "cannot create %s: %s", part, strerror(errno));
         r = receiver_fetch(&d->peer, key, fd, ret_error);
         if (r < 0) {
                 close(fd);

@@ -301,8 +301,8 @@ static void put_data(upload *u, const char *data, size_t n)
 }
 
 /* Check and keep the file; u->part is NULL afterwards only when it was kept. */
-static enum MHD_Result put_check(const receiver *r, struct MHD_Connection *conn,
-                                  const char *key, upload *u)
+static enum MHD_Result put_check(const receiver *r, struct MHD_Connection *conn, const char *key,
+                                 upload *u)
 {
         if (u->fail_status)
                 return refuse(conn, u->fail_status, "%s: %s", key, u->fail_text);
@@ -397,8 +397,7 @@ unsigned receiver_check_key(const char *method, const char *key, const char **re
  * anything and never through a link. -ENOENT when a folder is missing,
  * -ENOTDIR / -ELOOP when one is not a folder.
  */
-static int open_existing_parent(const receiver *r, const char *key, int *ret_fd,
-                                char **ret_base)
+static int open_existing_parent(const receiver *r, const char *key, int *ret_fd, char **ret_base)
 {
         int fd = open(r->stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
@@ -488,8 +487,8 @@ static enum MHD_Result store_read(receiver *r, struct MHD_Connection *conn, cons
                 close(fd);
                 return MHD_NO;
         }
-        _cleanup_free_ char *mtime = xasprintf(
-            "%lld", (long long)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000);
+        _cleanup_free_ char *mtime =
+            xasprintf("%lld", (long long)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
         MHD_add_response_header(resp, RECEIVER_HEADER_SHA256, hex);
         MHD_add_response_header(resp, RECEIVER_HEADER_MTIME, mtime);
@@ -518,8 +517,8 @@ static enum MHD_Result store_delete(receiver *r, struct MHD_Connection *conn, co
         if (k == -ENOENT || k == -ENOTDIR || k == -ELOOP)
                 return refuse(conn, MHD_HTTP_NOT_FOUND, "%s: no such snapshot", key);
         if (k < 0)
-                return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s: cannot delete it: %s",
-                              key, strerror(-k));
+                return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s: cannot delete it: %s", key,
+                              strerror(-k));
         log_info("receiver: deleted %s", key);
         return reply(conn, MHD_HTTP_OK, xstrdup("{\"deleted\":true}"));
 }
@@ -553,7 +552,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                 if (status)
                         return refuse(conn, status, "%s", why);
                 return streq(method, "DELETE") ? store_delete(r, conn, key)
-                                                : store_read(r, conn, key);
+                                               : store_read(r, conn, key);
         }
         if (r->store)
                 return refuse(conn, MHD_HTTP_NOT_FOUND,
@@ -623,8 +622,8 @@ int receiver_start(const receiver_opts *o, receiver **ret, char **ret_err)
 {
         assert(o && ret && ret_err);
         const char *dir = o->store_dir ? o->store_dir : o->data_dir;
-        if (isempty(dir) || dir[0] != '/' || (o->store_dir && o->data_dir) ||
-            isempty(o->listen) || !o->cert_file || !o->key_file || !o->token_file) {
+        if (isempty(dir) || dir[0] != '/' || (o->store_dir && o->data_dir) || isempty(o->listen) ||
+            !o->cert_file || !o->key_file || !o->token_file) {
                 *ret_err = xstrdup("the receiver needs an absolute data directory or store "
                                    "folder (one of them), an address, a certificate, a key and "
                                    "a token file");
@@ -728,12 +727,12 @@ void receiver_stop(receiver *r)
 typedef struct answer {
         strbuf body;
         bool too_long;
-        int out_fd;        /* >= 0: a 200 answer's body goes here (GET of a key) */
-        EVP_MD_CTX *sha;   /* the hash of what went to out_fd */
-        int64_t out_bytes; /* how many */
-        int out_err;       /* a failed write to out_fd */
-        char sha_hdr[65];  /* X-Gitcd-Sha256 of the answer; "" when absent or malformed */
-        int64_t mtime_ms;  /* X-Gitcd-Mtime-Ms; -1 when absent */
+        int out_fd;             /* >= 0: a 200 answer's body goes here (GET of a key) */
+        EVP_MD_CTX *sha;        /* the hash of what went to out_fd */
+        int64_t out_bytes;      /* how many */
+        int out_err;            /* a failed write to out_fd */
+        char sha_hdr[65];       /* X-Gitcd-Sha256 of the answer; "" when absent or malformed */
+        int64_t mtime_ms;       /* X-Gitcd-Mtime-Ms; -1 when absent */
         int64_t content_length; /* of the answer; -1 when not given */
         CURL *curl;
 } answer;
@@ -877,8 +876,8 @@ static int request_to(const receiver_peer *peer, const char *method, const char 
         if (cc != CURLE_OK) {
                 sb_release(&a->body);
                 if (a->out_err < 0) {
-                        *ret_error = xasprintf("%s %s: cannot write what arrives: %s", method,
-                                               url, strerror(-a->out_err));
+                        *ret_error = xasprintf("%s %s: cannot write what arrives: %s", method, url,
+                                               strerror(-a->out_err));
                         return a->out_err;
                 }
                 *ret_error = xasprintf("%s %s: %s", method, url,
@@ -1016,11 +1015,11 @@ int receiver_fetch(const receiver_peer *peer, const char *key, int fd, char **re
                 snprintf(hex + 2 * i, 3, "%02x", md[i]);
         if (!a.sha_hdr[0] || !streq(hex, a.sha_hdr) ||
             (a.content_length >= 0 && a.content_length != a.out_bytes)) {
-                *ret_error = xasprintf("GET %s: %lld bytes with SHA-256 %s arrived, the receiver "
-                                       "announced %lld bytes with %s",
-                                       key, (long long)a.out_bytes, hex,
-                                       (long long)a.content_length,
-                                       a.sha_hdr[0] ? a.sha_hdr : "none");
+                *ret_error =
+                    xasprintf("GET %s: %lld bytes with SHA-256 %s arrived, the receiver "
+                              "announced %lld bytes with %s",
+                              key, (long long)a.out_bytes, hex, (long long)a.content_length,
+                              a.sha_hdr[0] ? a.sha_hdr : "none");
                 return -EBADMSG;
         }
         return 0;

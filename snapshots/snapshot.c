@@ -668,8 +668,7 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
                 r = -ENOKEY;
                 goto out;
         }
-        r = open_dest(loc, job->state_dir, job->secret_dir, job->pvc, job->cluster, &dest,
-                      &error);
+        r = open_dest(loc, job->state_dir, job->secret_dir, job->pvc, job->cluster, &dest, &error);
         if (r < 0)
                 goto out;
 
@@ -878,8 +877,7 @@ int snapshot_retention(state_db *db, const char *cluster, const snapshot_spec *s
         }
         snapshot_dest *dest = NULL;
         _cleanup_free_ char *open_error = NULL;
-        r = open_dest(&spec->destination, state_dir, secret_dir, pvc, cluster, &dest,
-                      &open_error);
+        r = open_dest(&spec->destination, state_dir, secret_dir, pvc, cluster, &dest, &open_error);
         int deleted = 0;
         /* act: every expired record not deleted yet, this time or left from a failed try */
         for (size_t i = 0; i < l.n; i++) {

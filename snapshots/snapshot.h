@@ -119,8 +119,8 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
  * secret_dir: as snapshot_job.secret_dir.
  */
 int snapshot_retention(state_db *db, const char *cluster, const snapshot_spec *spec,
-                       const char *state_dir, const char *secret_dir,
-                       const struct pvc_writer *pvc, int64_t now_ms);
+                       const char *state_dir, const char *secret_dir, const struct pvc_writer *pvc,
+                       int64_t now_ms);
 
 /* The identity of a destination as recorded ("local:/srv/backups", "s3:host/bucket/prefix"). */
 char *snapshot_destination_id(const storage_location *loc);

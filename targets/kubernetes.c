@@ -2029,14 +2029,14 @@ static json_t *receiver_secret_object(const json_t *labels, const char *ns, cons
  * nodeSelector, tolerations and affinity are copied; NULL: anywhere).
  */
 static json_t *receiver_pod(kubernetes_target *kt, const json_t *labels, const char *ns,
-                            const char *name, const char *secret, const char *mode,
-                            json_t *volume, const char *mount, const char *sub_path,
-                            int64_t max_bytes, const json_t *placement)
+                            const char *name, const char *secret, const char *mode, json_t *volume,
+                            const char *mount, const char *sub_path, int64_t max_bytes,
+                            const json_t *placement)
 {
         _cleanup_free_ char *a_secret = xasprintf("--secret-dir=%s", RECEIVER_SECRET_DIR);
         _cleanup_free_ char *a_listen = xasprintf("--listen=0.0.0.0:%d", RECEIVER_PORT);
-        json_t *cmd = json_pack("[s,s,s,s,s,s]", "gitcd", "snapshot", "receive", mode, a_secret,
-                                a_listen);
+        json_t *cmd =
+            json_pack("[s,s,s,s,s,s]", "gitcd", "snapshot", "receive", mode, a_secret, a_listen);
         if (max_bytes > 0)
                 json_array_append_new(cmd, json_sprintf("--max-bytes=%lld", (long long)max_bytes));
         json_t *data_mount = json_pack("{s:s, s:s}", "name", "data", "mountPath", mount);
@@ -2047,16 +2047,16 @@ static json_t *receiver_pod(kubernetes_target *kt, const json_t *labels, const c
             "s:i}, s:[o, {s:s, s:s, s:b}]}",
             "name", "receive", "image", kt->snapshot_image, "imagePullPolicy", "IfNotPresent",
             "command", cmd, "ports", "name", "receive", "containerPort", RECEIVER_PORT, "protocol",
-            "TCP", "readinessProbe", "httpGet", "path", "/healthz", "port", RECEIVER_PORT,
-            "scheme", "HTTPS", "periodSeconds", 1, "timeoutSeconds", 5, "volumeMounts",
-            data_mount, "name", "receive", "mountPath", RECEIVER_SECRET_DIR, "readOnly", 1);
+            "TCP", "readinessProbe", "httpGet", "path", "/healthz", "port", RECEIVER_PORT, "scheme",
+            "HTTPS", "periodSeconds", 1, "timeoutSeconds", 5, "volumeMounts", data_mount, "name",
+            "receive", "mountPath", RECEIVER_SECRET_DIR, "readOnly", 1);
         json_object_set_new(volume, "name", json_string("data"));
         json_t *s =
             json_pack("{s:s, s:i, s:i, s:b, s:b, s:[o], s:[o, {s:s, s:{s:s, s:i}}]}",
                       "restartPolicy", "Never", "activeDeadlineSeconds", RECEIVER_DEADLINE_S,
                       "terminationGracePeriodSeconds", 5, "enableServiceLinks", 0,
-                      "automountServiceAccountToken", 0, "containers", c, "volumes", volume,
-                      "name", "receive", "secret", "secretName", secret, "defaultMode", 0400);
+                      "automountServiceAccountToken", 0, "containers", c, "volumes", volume, "name",
+                      "receive", "secret", "secretName", secret, "defaultMode", 0400);
         /*
          * The files must be etcd's: the member's container runs as its etcd
          * image's user (root; render sets no securityContext), while gitcd's
@@ -2357,8 +2357,8 @@ static int delete_writer(kubernetes_target *kt, const kt_writer *w)
  * `<cluster>-snapshot-<random>` (restartPolicy Never, activeDeadlineSeconds)
  * are created; gitcd waits until it is Ready. A failure deletes both.
  */
-static int kt_writer_start(target *t, const etcd_cluster *c, const char *claim,
-                           const char *folder, void **ret_handle, receiver_peer *ret_peer)
+static int kt_writer_start(target *t, const etcd_cluster *c, const char *claim, const char *folder,
+                           void **ret_handle, receiver_peer *ret_peer)
 {
         kubernetes_target *kt = KT(t);
         const char *ns = ns_of(c);
@@ -2391,18 +2391,18 @@ static int kt_writer_start(target *t, const etcd_cluster *c, const char *claim,
                 return target_fail(t, -EIO, "no random bytes for the writer's name");
         }
         w->ns = xstrdup(ns);
-        w->name = xasprintf("%s-snapshot-%02x%02x%02x%02x", c->name, rnd[0], rnd[1], rnd[2],
-                            rnd[3]);
+        w->name =
+            xasprintf("%s-snapshot-%02x%02x%02x%02x", c->name, rnd[0], rnd[1], rnd[2], rnd[3]);
         _cleanup_(json_decrefp) json_t *labels =
             json_pack("{s:s, s:s, s:s}", LABEL_APP_MANAGED_BY, LABEL_MANAGED_BY_VALUE,
                       LABEL_CLUSTER, c->name, LABEL_KEY_COMPONENT, COMPONENT_WRITER);
         _cleanup_(json_decrefp) json_t *secret =
             receiver_secret_object(labels, ns, w->name, &w->sec);
         _cleanup_free_ char *mode = xasprintf("--store-dir=%s", WRITER_MOUNT);
-        _cleanup_(json_decrefp) json_t *pod = receiver_pod(
-            kt, labels, ns, w->name, w->name, mode,
-            json_pack("{s:{s:s}}", "persistentVolumeClaim", "claimName", claim), WRITER_MOUNT,
-            isempty(folder) ? NULL : folder, 0, NULL);
+        _cleanup_(json_decrefp) json_t *pod =
+            receiver_pod(kt, labels, ns, w->name, w->name, mode,
+                         json_pack("{s:{s:s}}", "persistentVolumeClaim", "claimName", claim),
+                         WRITER_MOUNT, isempty(folder) ? NULL : folder, 0, NULL);
         if ((r = adapt(kt, pod)) >= 0 && (r = apply(kt, secret, false)) >= 0)
                 r = apply(kt, pod, false);
         _cleanup_free_ char *address = NULL;

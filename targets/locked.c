@@ -263,8 +263,8 @@ static int lk_secret_folder(target *t, const etcd_cluster *c, const char *name, 
         return FORWARD(t, c, secret_folder(LK(t)->inner, c, name, ret_dir));
 }
 
-static int lk_writer_start(target *t, const etcd_cluster *c, const char *claim,
-                           const char *folder, void **ret_handle, struct receiver_peer *ret_peer)
+static int lk_writer_start(target *t, const etcd_cluster *c, const char *claim, const char *folder,
+                           void **ret_handle, struct receiver_peer *ret_peer)
 {
         return FORWARD(t, c, writer_start(LK(t)->inner, c, claim, folder, ret_handle, ret_peer));
 }

@@ -268,9 +268,8 @@ typedef struct target_ops {
          * NULL (both): the target has no PersistentVolumeClaims, and pvc
          * locations are refused at intake.
          */
-        int (*writer_start)(target *t, const etcd_cluster *c, const char *claim,
-                            const char *folder, void **ret_handle,
-                            struct receiver_peer *ret_peer);
+        int (*writer_start)(target *t, const etcd_cluster *c, const char *claim, const char *folder,
+                            void **ret_handle, struct receiver_peer *ret_peer);
         int (*writer_stop)(target *t, const etcd_cluster *c, void *handle);
 
         /*

@@ -66,9 +66,9 @@ static size_t count(const kube_gvr *gvr, const char *selector)
 
 static int save(e2e *e, const char *failpoint, char **ret_err)
 {
-        const char *args[] = {"snapshot",  "save",  NS "/" CL,
-                              "--kubeconfig", kubeapi_kubeconfig(lab->api),
-                              "--context", "gitcd", NULL};
+        const char *args[] = {
+            "snapshot",  "save",  NS "/" CL, "--kubeconfig", kubeapi_kubeconfig(lab->api),
+            "--context", "gitcd", NULL};
         return e2e_runv_failpoint(e, failpoint, NULL, ret_err, args);
 }
 
@@ -107,10 +107,10 @@ static void test_pvc_snapshots(void **state)
 {
         (void)state;
         e2e *e = e2e_new();
-        json_t *claim = json_pack(
-            "{s:s, s:s, s:{s:s, s:s}, s:{s:[s], s:{s:{s:s}}}}", "apiVersion", "v1", "kind",
-            "PersistentVolumeClaim", "metadata", "name", "backups", "namespace", NS, "spec",
-            "accessModes", "ReadWriteOnce", "resources", "requests", "storage", "1Gi");
+        json_t *claim = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:[s], s:{s:{s:s}}}}", "apiVersion",
+                                  "v1", "kind", "PersistentVolumeClaim", "metadata", "name",
+                                  "backups", "namespace", NS, "spec", "accessModes",
+                                  "ReadWriteOnce", "resources", "requests", "storage", "1Gi");
         assert_int_equal(kube_apply(lab->admin, claim, "e2e", false, false, NULL), 0);
         json_decref(claim);
         _cleanup_free_ char *folder =
@@ -207,15 +207,17 @@ static void test_pvc_snapshots(void **state)
         assert_true(path_exists(theirs));
         free(listing);
         listing = files_under(folder);
-        _cleanup_free_ char *want = xasprintf("%s\n%s", key2, NS "/" CL "/made-by-the-operator.db\n");
-        _cleanup_free_ char *want_rev = xasprintf("%s\n%s\n", NS "/" CL "/made-by-the-operator.db", key2);
+        _cleanup_free_ char *want =
+            xasprintf("%s\n%s", key2, NS "/" CL "/made-by-the-operator.db\n");
+        _cleanup_free_ char *want_rev =
+            xasprintf("%s\n%s\n", NS "/" CL "/made-by-the-operator.db", key2);
         if (!streq(listing, want) && !streq(listing, want_rev))
                 fail_msg("the claim's folder holds:\n%s", listing);
         assert_int_equal(count(&PODS, WRITERS), 0);
 
         /* a restore on gitcd's host cannot read the claim: refused, saying why */
-        _cleanup_free_ char *id = xasprintf("%lld", (long long)json_integer_value(
-                                                        json_object_get(second, "id")));
+        _cleanup_free_ char *id =
+            xasprintf("%lld", (long long)json_integer_value(json_object_get(second, "id")));
         _cleanup_free_ char *into = path_join(e->root, "restored");
         const char *restore[] = {"snapshot", "restore", id, "--into", into, NULL};
         free(err);
@@ -225,8 +227,9 @@ static void test_pvc_snapshots(void **state)
         assert_false(path_exists(into));
 
         /* gitcd run records the snapshot it was killed in as failed */
-        const char *run[] = {"--target", "kubernetes", "--kubeconfig",
-                             kubeapi_kubeconfig(lab->api), "--context", "gitcd", NULL};
+        const char *run[] = {
+            "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(lab->api), "--context",
+            "gitcd",    NULL};
         pid_t d = e2e_start_daemon(e, run);
         bool failed = false, scheduled = false;
         const char *sched_key = NULL;

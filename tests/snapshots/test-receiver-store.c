@@ -122,9 +122,8 @@ static void lab_free(lab *l)
 static snapshot_dest *open_pvc(lab *l, pvc_writer *w, const char *claim, const char *sub)
 {
         *w = (pvc_writer){.start = writer_start, .stop = writer_stop, .userdata = l};
-        storage_location loc = {.kind = DEST_PVC,
-                                .claim_name = (char *)claim,
-                                .sub_path = (char *)sub};
+        storage_location loc = {
+            .kind = DEST_PVC, .claim_name = (char *)claim, .sub_path = (char *)sub};
         snapshot_dest_context ctx = {.pvc = w};
         snapshot_dest *d = NULL;
         char *err = NULL;

@@ -678,7 +678,8 @@ static void test_s3_destination(void **unused)
         assert_int_equal(obj.size, newest->size);
         dest_object_release(&obj);
 
-        assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, NULL, NULL, now_wall_ms()), 1);
+        assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, NULL, NULL, now_wall_ms()),
+                         1);
         assert_int_equal(snapshot_dest_stat(dest, oldest->key, &obj, &err), -ENOENT);
         free(err);
         err = NULL;
