@@ -16,6 +16,8 @@
  *     leaves no writer Pod or Secret behind;
  *   - a third one: retention by count deletes the second's file (a recorded
  *     key) and nothing else: the operator's file stays;
+ *   - a second cluster whose bootstrap.restore.source is that file in the
+ *     claim is created holding every key (fetched through a writer Pod);
  *   - `gitcd snapshot restore ID --into` of a record in a claim is refused
  *     clearly (it runs on gitcd's host, without the target's writer);
  *   - `gitcd run` records the snapshot the killed save left running as
@@ -214,6 +216,33 @@ static void test_pvc_snapshots(void **state)
         if (!streq(listing, want) && !streq(listing, want_rev))
                 fail_msg("the claim's folder holds:\n%s", listing);
         assert_int_equal(count(&PODS, WRITERS), 0);
+
+        /* a cluster created from that file in the claim: fetched through a writer Pod */
+        _cleanup_free_ char *restored = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
+                                                  "kind: EtcdCluster\n"
+                                                  "metadata:\n"
+                                                  "  name: kq\n"
+                                                  "  namespace: " NS "\n"
+                                                  "spec:\n"
+                                                  "  replicas: 1\n"
+                                                  "  version: \"" VERSION "\"\n"
+                                                  "  bootstrap:\n"
+                                                  "    restore:\n"
+                                                  "      source:\n"
+                                                  "        pvc:\n"
+                                                  "          claimName: backups\n"
+                                                  "          subPath: etcd/snaps/%s\n",
+                                                  key2);
+        e2e_write_file(e, "kq.yaml", restored);
+        free(err);
+        err = NULL;
+        k = e2e_runv(e, NULL, &err, apply);
+        if (k != 0)
+                fail_msg("apply of the restored cluster exited %d: %s", k, err);
+        _cleanup_free_ char *eps_kq = e2e_endpoints(e, "kq");
+        e2e_check_keys(eps_kq, KEYS);
+        assert_int_equal(count(&PODS, WRITERS), 0);
+        assert_true(path_exists(file2));
 
         /* a restore on gitcd's host cannot read the claim: refused, saying why */
         _cleanup_free_ char *id =
