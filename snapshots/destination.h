@@ -12,8 +12,9 @@
  * Local: a hidden temporary in the same folder, fsync, rename, folder fsync.
  * S3: one PUT, or a multipart upload completed only after every part succeeded
  * and aborted otherwise. PVC: the writer's temporary, SHA-256 check, fsync,
- * rename and folder fsync (snapshots/receiver.h, store mode). A get writes `path.part`, fsyncs it and renames it to
- * `path`, so `path` is never a partial download either.
+ * rename and folder fsync (snapshots/receiver.h, store mode). A get writes
+ * `path.part`, fsyncs it and renames it to `path`, so `path` is never a
+ * partial download either.
  *
  * Keys are relative ("prod/orders/2026-11-23T1400Z-r42.db"): components
  * separated by '/', none empty, none starting with '.', no control characters,
@@ -61,6 +62,21 @@ typedef struct dest_object {
 void dest_object_release(dest_object *o);
 
 /*
+ * How a target reaches a PersistentVolumeClaim: start() runs a writer (a
+ * receiver in store mode, snapshots/receiver.h) with claim mounted at folder
+ * ("" for the claim's root) and fills *ret_peer, whose strings stay valid
+ * until stop(); stop() ends the writer and removes what start() made. The
+ * destination calls start() on its first operation and stop() when freed.
+ */
+struct receiver_peer;
+typedef struct pvc_writer {
+        int (*start)(void *userdata, const char *claim, const char *folder,
+                     struct receiver_peer *ret_peer, char **ret_error);
+        void (*stop)(void *userdata);
+        void *userdata;
+} pvc_writer;
+
+/*
  * What opening a location needs besides the location itself.
  *
  * S3 credentials on the gitcd host (local target): the location's
@@ -76,21 +92,6 @@ void dest_object_release(dest_object *o);
  * spec named a Secret, and it is the one used). Credentials already in
  * memory come in through `credentials`.
  */
-/*
- * How a target reaches a PersistentVolumeClaim: start() runs a writer (a
- * receiver in store mode, snapshots/receiver.h) with claim mounted at folder
- * ("" for the claim's root) and fills *ret_peer, whose strings stay valid
- * until stop(); stop() ends the writer and removes what start() made. The
- * destination calls start() on its first operation and stop() when freed.
- */
-struct receiver_peer;
-typedef struct pvc_writer {
-        int (*start)(void *userdata, const char *claim, const char *folder,
-                     struct receiver_peer *ret_peer, char **ret_error);
-        void (*stop)(void *userdata);
-        void *userdata;
-} pvc_writer;
-
 struct s3_config;
 typedef struct snapshot_dest_context {
         const char *state_dir;             /* gitcd's state folder; NULL: no Secret folders */
@@ -110,8 +111,7 @@ typedef struct snapshot_dest_context {
  * Open a destination for snapshots (a folder / a bucket and key prefix).
  * Opening does not touch the network; a local folder is created (0700) on the
  * first put. -EINVAL for an unusable location, -EOPNOTSUPP for a PVC without
- * a writer,
- * -ENOKEY when no S3 credentials are found.
+ * a writer, -ENOKEY when no S3 credentials are found.
  */
 int snapshot_dest_open(const storage_location *loc, const snapshot_dest_context *ctx,
                        snapshot_dest **ret, char **ret_error);
