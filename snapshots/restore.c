@@ -126,6 +126,14 @@ int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_di
         snapshot_dest_context ctx = {.state_dir = state_dir, .namespace_ = ns, .pvc = pvc};
         snapshot_dest *dest = NULL;
         int r = snapshot_dest_open(loc, &ctx, &dest, ret_error);
+        if (r == -EOPNOTSUPP && loc->kind == DEST_PVC) {
+                free(*ret_error);
+                *ret_error = xasprintf(
+                    "snapshot %lld is in %s, a PersistentVolumeClaim only the Kubernetes target "
+                    "reads (through a writer Pod); copy the file out of the claim and restore it "
+                    "as a file, or create the cluster with bootstrap.restore.snapshot: %lld",
+                    (long long)rec->id, rec->location, (long long)rec->id);
+        }
         if (r >= 0) {
                 _cleanup_free_ char *err = NULL;
                 r = snapshot_dest_get_file(dest, rec->key, path, &err);
