@@ -74,10 +74,13 @@ int spec_refuse_unsupported(cluster_set *set, bool (*exists)(const char *id, voi
  * The target-dependent rule apply, run and plan share (api/unsupported.c):
  * a cluster with spec.hosts is taken in only by the hosts target
  * (hosts_target true), and the hosts target takes in only clusters with
- * spec.hosts. Every other cluster is removed from the set (and freed) with
- * an error at its location. Returns 0, or -EOPNOTSUPP when one was refused.
+ * spec.hosts; snapshots in a PersistentVolumeClaim
+ * (spec.snapshots.destination.pvc) are taken in only by a target that
+ * runs writer Pods (pvc_target: the Kubernetes target). Every other cluster
+ * is removed from the set (and freed) with an error at its location.
+ * Returns 0, or -EOPNOTSUPP when one was refused.
  */
-int spec_refuse_for_target(cluster_set *set, bool hosts_target, diag_list *diags);
+int spec_refuse_for_target(cluster_set *set, bool hosts_target, bool pvc_target, diag_list *diags);
 
 /*
  * The normalized native form: {"apiVersion": "gitcd.io/v1alpha1",

@@ -1,5 +1,6 @@
 /*
- * Fields that gitcd reads and validates but does not act on yet.
+ * Fields that gitcd reads and validates but does not act on yet (none
+ * today: the table below is empty but for its end marker).
  *
  * Design: this file is the one list of them. A field that is validated,
  * documented and then ignored is worse than an unknown field: a user who
@@ -20,10 +21,12 @@
  * The target-dependent rules live here too (spec_refuse_for_target), as
  * the second half of the same list: spec.hosts names the machines members
  * run on, which only the hosts target acts on, and the hosts target has
- * nowhere to run a cluster without them. Either mismatch refuses the
- * cluster at intake, in apply, run and plan alike, rather than letting a
- * target ignore the inventory (members on the gitcd host instead of the
- * machines) or fail at the first placement.
+ * nowhere to run a cluster without them; a snapshot destination in a
+ * PersistentVolumeClaim is written by a Pod only the Kubernetes target
+ * runs. Any mismatch refuses the cluster at intake, in apply, run and plan
+ * alike, rather than letting a target ignore the inventory (members on the
+ * gitcd host instead of the machines) or fail at the first placement or
+ * snapshot.
  */
 #include <assert.h>
 #include <errno.h>
@@ -44,14 +47,12 @@ static const struct {
         const char *fix;   /* how to get a cluster gitcd accepts today */
         bool (*used)(const etcd_cluster *c);
 } unsupported[] = {
-    {"spec.snapshots.destination.pvc", "spec.snapshots.destination.pvc",
-     "snapshots stored in a PersistentVolumeClaim",
-     "use a local or s3 destination, or set spec.snapshots.enabled: false", uses_snapshot_pvc},
+    {NULL, NULL, NULL, NULL, NULL}, /* the end */
 };
 
 static bool uses_any(const etcd_cluster *c)
 {
-        for (size_t i = 0; i < ARRAY_SIZE(unsupported); i++)
+        for (size_t i = 0; unsupported[i].field; i++)
                 if (unsupported[i].used(c))
                         return true;
         return false;
@@ -61,7 +62,7 @@ size_t spec_check_unsupported(const etcd_cluster *c, spec_unsupported_mode mode,
 {
         assert(c);
         size_t n = 0;
-        for (size_t i = 0; i < ARRAY_SIZE(unsupported); i++) {
+        for (size_t i = 0; unsupported[i].field; i++) {
                 if (!unsupported[i].used(c))
                         continue;
                 int line, col;
@@ -106,18 +107,31 @@ int spec_refuse_unsupported(cluster_set *set, bool (*exists)(const char *id, voi
         return r;
 }
 
-int spec_refuse_for_target(cluster_set *set, bool hosts_target, diag_list *diags)
+int spec_refuse_for_target(cluster_set *set, bool hosts_target, bool pvc_target, diag_list *diags)
 {
         assert(set);
         size_t kept = 0;
         int r = 0;
         for (size_t i = 0; i < set->n; i++) {
                 etcd_cluster *c = set->items[i];
-                if (c->hosts.set == hosts_target) {
+                bool pvc_refused = uses_snapshot_pvc(c) && !pvc_target;
+                if (c->hosts.set == hosts_target && !pvc_refused) {
                         set->items[kept++] = c;
                         continue;
                 }
                 int line, col;
+                if (c->hosts.set == hosts_target) {
+                        etcd_cluster_loc(c, "spec.snapshots.destination.pvc", &line, &col);
+                        diag_add(diags, DIAG_ERROR, c->file, line, col,
+                                 "spec.snapshots.destination.pvc (snapshots stored in a "
+                                 "PersistentVolumeClaim) needs --target kubernetes, which "
+                                 "writes them through a Pod mounting the claim; the cluster is "
+                                 "not taken in (use a local or s3 destination, or set "
+                                 "spec.snapshots.enabled: false)");
+                        etcd_cluster_free(c);
+                        r = -EOPNOTSUPP;
+                        continue;
+                }
                 etcd_cluster_loc(c, c->hosts.set ? "spec.hosts" : "metadata.name", &line, &col);
                 if (c->hosts.set)
                         diag_add(diags, DIAG_ERROR, c->file, line, col,

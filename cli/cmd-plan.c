@@ -444,7 +444,8 @@ int cmd_plan(int argc, char **argv)
                          .applied = have_state ? &applied : NULL,
                          .members = members,
                          .prune = f.prune,
-                         .hosts_target = hosts};
+                         .hosts_target = hosts,
+                         .pvc_target = streq_ptr(f.target, "kubernetes")};
         _cleanup_(plan_freep) plan *p = NULL;
         int k = plan_compute(&in, &p);
         members_release(members, applied.n);

@@ -54,8 +54,8 @@ static void usage(FILE *out)
                 "usage: gitcd snapshot save NS/NAME [--to PATH] [--target T ...] [options]\n"
                 "       gitcd snapshot list [NS/NAME] [-o table|json] [options]\n"
                 "       gitcd snapshot restore ID|FILE (--into DIR | --print-spec) [options]\n"
-                "       gitcd snapshot receive --data-dir DIR --secret-dir DIR [--listen ADDR]\n"
-                "                              [--max-bytes N]\n\n"
+                "       gitcd snapshot receive (--data-dir DIR | --store-dir DIR)\n"
+                "                              --secret-dir DIR [--listen ADDR] [--max-bytes N]\n\n"
                 "save: take a snapshot of a cluster now from a healthy member (a follower when\n"
                 "      one is healthy), verify it with etcd's own tool, compress it as\n"
                 "      spec.snapshots.compression says, store it in spec.snapshots.destination\n"
@@ -70,8 +70,10 @@ static void usage(FILE *out)
                 "      put a restored member's data into its PersistentVolumeClaim: an HTTPS\n"
                 "      server (the certificate tls.crt, tls.key and the bearer token `token`\n"
                 "      from --secret-dir) that takes the files, checks each one's SHA-256 and\n"
-                "      renames the whole folder to --data-dir at the end. It serves until\n"
-                "      SIGTERM.\n\n"
+                "      renames the whole folder to --data-dir at the end. With --store-dir it\n"
+                "      keeps snapshot files in that folder instead (PUT, HEAD, GET and\n"
+                "      DELETE of one file; each PUT checked and renamed into place). It serves\n"
+                "      until SIGTERM.\n\n"
                 "Options:\n"
                 "  --to PATH          save: store in this folder instead (an absolute path)\n"
                 "  --target T         save: the target the cluster runs on (local, kubernetes,\n"
@@ -100,6 +102,8 @@ static void usage(FILE *out)
                 "                     (those of other targets are ignored)\n"
                 "  --data-dir DIR     receive: etcd's data directory to create (the\n"
                 "                     files are staged in DIR.receive beside it)\n"
+                "  --store-dir DIR    receive: the snapshot folder to keep files in, instead\n"
+                "                     of --data-dir\n"
                 "  --secret-dir DIR   receive: the folder with tls.crt, tls.key and token\n"
                 "  --listen ADDR      receive: host:port to serve on (default 0.0.0.0:8443)\n"
                 "  --max-bytes N      receive: the most bytes taken in all (default: no limit)\n"
@@ -117,16 +121,18 @@ static void on_receive_signal(int sig)
 /* gitcd snapshot receive: serve until SIGTERM or SIGINT. */
 static int cmd_receive(int argc, char **argv)
 {
-        enum { OPT_DATA_DIR = 1, OPT_SECRET_DIR, OPT_LISTEN, OPT_MAX_BYTES };
+        enum { OPT_DATA_DIR = 1, OPT_STORE_DIR, OPT_SECRET_DIR, OPT_LISTEN, OPT_MAX_BYTES };
         static const struct option options[] = {
             {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+            {"store-dir", required_argument, NULL, OPT_STORE_DIR},
             {"secret-dir", required_argument, NULL, OPT_SECRET_DIR},
             {"listen", required_argument, NULL, OPT_LISTEN},
             {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
             {"help", no_argument, NULL, 'h'},
             {0},
         };
-        const char *data_dir = NULL, *secret_dir = NULL, *listen = "0.0.0.0:8443";
+        const char *data_dir = NULL, *store_dir = NULL, *secret_dir = NULL,
+                   *listen = "0.0.0.0:8443";
         int64_t max_bytes = 0;
         int opt;
         optind = 0;
@@ -134,6 +140,9 @@ static int cmd_receive(int argc, char **argv)
                 switch (opt) {
                 case OPT_DATA_DIR:
                         data_dir = optarg;
+                        break;
+                case OPT_STORE_DIR:
+                        store_dir = optarg;
                         break;
                 case OPT_SECRET_DIR:
                         secret_dir = optarg;
@@ -163,15 +172,16 @@ static int cmd_receive(int argc, char **argv)
                         return EXIT_USAGE;
                 }
         }
-        if (optind + 1 < argc || !data_dir || !secret_dir) {
-                fprintf(stderr, "gitcd snapshot receive: --data-dir and --secret-dir are "
-                                "required, and nothing else\n");
+        if (optind + 1 < argc || !data_dir == !store_dir || !secret_dir) {
+                fprintf(stderr, "gitcd snapshot receive: one of --data-dir and --store-dir, and "
+                                "--secret-dir, are required, and nothing else\n");
                 return EXIT_USAGE;
         }
         _cleanup_free_ char *cert = path_join(secret_dir, "tls.crt");
         _cleanup_free_ char *key = path_join(secret_dir, "tls.key");
         _cleanup_free_ char *token = path_join(secret_dir, "token");
         receiver_opts o = {.data_dir = data_dir,
+                           .store_dir = store_dir,
                            .listen = listen,
                            .cert_file = cert,
                            .key_file = key,
@@ -193,7 +203,8 @@ static int cmd_receive(int argc, char **argv)
                 fprintf(stderr, "gitcd snapshot receive: %s\n", err);
                 return EXIT_FAILURE;
         }
-        log_info("receiver: serving %s on port %d", data_dir, receiver_port(r));
+        log_info("receiver: serving %s on port %d", data_dir ? data_dir : store_dir,
+                 receiver_port(r));
         sigset_t wait_set = old;
         sigdelset(&wait_set, SIGTERM);
         sigdelset(&wait_set, SIGINT);
@@ -225,7 +236,8 @@ static int do_save(const char *cluster, const char *path, const char *to, const 
                 return EXIT_FAIL;
         }
         _cleanup_free_ char *state_dir = runner_state_dir(path);
-        target *t = NULL;
+        /* kept until the job is freed: a pvc destination writes through it */
+        _cleanup_(target_freep) target *t = NULL;
         r = runner_open_cluster_target(db, cluster, tf, file, state_dir, "gitcd snapshot", &t);
         if (r < 0) {
                 state_close(db);
@@ -234,7 +246,6 @@ static int do_save(const char *cluster, const char *path, const char *to, const 
         _cleanup_free_ char *error = NULL;
         _cleanup_(snapshot_job_freep) snapshot_job *job = NULL;
         r = snapshot_job_from_state(db, t, cluster, "manual", 0, state_dir, &job, &error);
-        target_free(t);
         if (r < 0) {
                 fprintf(stderr, "gitcd snapshot: %s\n", error);
                 state_close(db);
@@ -269,7 +280,7 @@ static int do_save(const char *cluster, const char *path, const char *to, const 
                 etcd_cluster *c = NULL;
                 if (j && spec_from_json(j, cluster, &c, &d) >= 0) {
                         int k = snapshot_retention(db, cluster, &c->snapshots, state_dir,
-                                                   job->secret_dir, now_wall_ms());
+                                                   job->secret_dir, job->pvc, now_wall_ms());
                         if (k > 0)
                                 printf("retention: deleted %d older snapshot%s\n", k,
                                        k == 1 ? "" : "s");
@@ -634,7 +645,7 @@ static int do_restore(const char *what, const restore_flags *f)
         _cleanup_free_ char *fetched = path_join(work, "fetched");
         int r = 0;
         if (rec)
-                r = snapshot_fetch(db, rec, state_dir, fetched, &error);
+                r = snapshot_fetch(db, rec, state_dir, NULL, fetched, &error);
         if (r >= 0)
                 r = restore_checked(db, rec, rec ? fetched : what, work, version, f, &error);
         (void)rm_rf(work);

@@ -689,7 +689,7 @@ int plan_compute(const plan_input *in, plan **ret)
         applied_index_init(&applied, in->applied);
         if (spec_refuse_unsupported(&set, applied_exists, &applied, &diags) < 0)
                 errors = true;
-        if (spec_refuse_for_target(&set, in->hosts_target, &diags) < 0)
+        if (spec_refuse_for_target(&set, in->hosts_target, in->pvc_target, &diags) < 0)
                 errors = true;
         for (size_t i = 0; i < rev->n_notes; i++)
                 diag_add(&diags, DIAG_NOTE, rev->notes[i].path, 0, 0, "skipped: %s",

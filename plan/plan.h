@@ -74,6 +74,7 @@ typedef struct plan_input {
         const state_member_list *members;
         bool prune;        /* clusters removed from the source are stopped */
         bool hosts_target; /* --target hosts: only clusters with spec.hosts (and only they) */
+        bool pvc_target;   /* --target kubernetes: snapshots may go into a PVC */
 } plan_input;
 
 /*

@@ -703,7 +703,7 @@ int driver_sync(driver *d, diag_list *diags)
         if (spec_refuse_unsupported(&set, cluster_exists, d, &local) < 0)
                 errors = true;
         if (spec_refuse_for_target(&set, d->opts.target->ops->caps & TARGET_CAP_HOSTS_INVENTORY,
-                                   &local) < 0)
+                                   d->opts.target->ops->writer_start != NULL, &local) < 0)
                 errors = true;
         for (size_t i = 0; i < rev->n_notes; i++)
                 diag_add(&local, DIAG_NOTE, rev->notes[i].path, 0, 0, "skipped: %s",

@@ -48,7 +48,9 @@
 #include "reconciler/recovery.h"
 #include "reconciler/restore.h"
 #include "render/render.h"
+#include "snapshots/destination.h"
 #include "snapshots/restore.h"
+#include "snapshots/snapshot.h"
 #include "state/snapshots.h"
 #include "util/failpoint.h"
 #include "util/fs.h"
@@ -241,7 +243,9 @@ static int fetch_snapshot(const recovery_env *env, const state_recovery *rec,
         (void)unlink(fetched);
         (void)unlink(raw);
         _cleanup_free_ char *copy = xstrdup(state_path(env->db));
-        k = snapshot_fetch(env->db, s, dirname(copy), fetched, ret_error);
+        pvc_writer *pvc = snapshot_pvc_writer_new(env->target, env->c);
+        k = snapshot_fetch(env->db, s, dirname(copy), pvc, fetched, ret_error);
+        snapshot_pvc_writer_free(pvc);
         if (k >= 0) {
                 int64_t size = 0;
                 k = snapshot_unpack(fetched, raw, &size, ret_error);

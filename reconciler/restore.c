@@ -72,8 +72,8 @@ static char *state_dir_of(state_db *db)
 
 /* source.snapshot: a snapshot gitcd recorded, fetched and checked against its record. */
 static int fetch_recorded(state_db *db, const etcd_cluster *c, const char *state_dir,
-                          const char *path, restore_prep *prep, char **ret_etcd_version,
-                          bool *ret_refused, char **ret_error)
+                          const pvc_writer *pvc, const char *path, restore_prep *prep,
+                          char **ret_etcd_version, bool *ret_refused, char **ret_error)
 {
         _cleanup_(state_snapshot_freep) state_snapshot *rec = NULL;
         int r = state_snapshot_get(db, c->restore.snapshot_id, &rec);
@@ -91,7 +91,7 @@ static int fetch_recorded(state_db *db, const etcd_cluster *c, const char *state
         }
         prep->source = xasprintf("snapshot %lld (%s)", (long long)rec->id,
                                  rec->location ? rec->location : "no location");
-        r = snapshot_fetch(db, rec, state_dir, path, ret_error);
+        r = snapshot_fetch(db, rec, state_dir, pvc, path, ret_error);
         if (r < 0) {
                 /* missing, damaged or not a usable record: refused; the storage failing: not */
                 *ret_refused = r == -ENOENT || r == -EBADMSG || r == -EINVAL;
@@ -103,11 +103,12 @@ static int fetch_recorded(state_db *db, const etcd_cluster *c, const char *state
 
 /* Fetch the source into path and check it against what was stored with it. */
 static int fetch_source(state_db *db, const etcd_cluster *c, const char *state_dir,
-                        const char *path, restore_prep *prep, char **ret_etcd_version,
-                        bool *ret_refused, char **ret_error)
+                        const pvc_writer *pvc, const char *path, restore_prep *prep,
+                        char **ret_etcd_version, bool *ret_refused, char **ret_error)
 {
         const storage_location *src = &c->restore.source;
-        snapshot_dest_context ctx = {.state_dir = state_dir, .namespace_ = c->namespace_};
+        snapshot_dest_context ctx = {
+            .state_dir = state_dir, .namespace_ = c->namespace_, .pvc = pvc};
         _cleanup_(snapshot_dest_freep) snapshot_dest *dest = NULL;
         _cleanup_free_ char *key = NULL, *err = NULL;
         int r = snapshot_source_open(src, &ctx, &dest, &key, &err);
@@ -215,7 +216,8 @@ int restore_prepare(state_db *db, target *t, const etcd_cluster *c, const char *
                                        t->ops->name);
                 return -EOPNOTSUPP;
         }
-        if (!c->restore.snapshot_id && c->restore.source.kind == DEST_PVC) {
+        if (!c->restore.snapshot_id && c->restore.source.kind == DEST_PVC &&
+            !t->ops->writer_start) {
                 *ret_refused = true;
                 *ret_error = xasprintf("spec.bootstrap.restore.source.pvc needs the Kubernetes "
                                        "target; the %s target reads a local or s3 source",
@@ -234,10 +236,13 @@ int restore_prepare(state_db *db, target *t, const etcd_cluster *c, const char *
         }
         _cleanup_free_ char *fetched = path_join(prep->work, "fetched");
         _cleanup_free_ char *from_version = NULL;
-        r = c->restore.snapshot_id ? fetch_recorded(db, c, state_dir, fetched, prep, &from_version,
-                                                    ret_refused, ret_error)
-                                   : fetch_source(db, c, state_dir, fetched, prep, &from_version,
-                                                  ret_refused, ret_error);
+        /* a snapshot in a PersistentVolumeClaim is read through the target's writer Pod */
+        pvc_writer *pvc = snapshot_pvc_writer_new(t, c);
+        r = c->restore.snapshot_id ? fetch_recorded(db, c, state_dir, pvc, fetched, prep,
+                                                    &from_version, ret_refused, ret_error)
+                                   : fetch_source(db, c, state_dir, pvc, fetched, prep,
+                                                  &from_version, ret_refused, ret_error);
+        snapshot_pvc_writer_free(pvc);
         if (r < 0)
                 return r;
 

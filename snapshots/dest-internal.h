@@ -18,6 +18,14 @@ int dest_s3_new(const s3_location *loc, const char *prefix, const s3_config *tun
                 s3_credentials *creds, snapshot_dest **ret, char **ret_error);
 
 /*
+ * A destination in PersistentVolumeClaim claim, keys under folder in it
+ * (NULL or "": its root), reached through writer (copied; started on the
+ * first operation, stopped when the destination is freed).
+ */
+int dest_pvc_new(const char *claim, const char *folder, const pvc_writer *writer,
+                 snapshot_dest **ret, char **ret_error);
+
+/*
  * Make a finished download durable: fsync fd, close it, rename part to path,
  * fsync the folder. fd is closed in every case; part is removed on failure.
  */

@@ -1,7 +1,8 @@
 /*
  * The snapshot destination seam: one small operation table (put/get/delete/
- * stat/location) with two implementations, a folder on the gitcd host
- * (dest-local.c) and S3 (dest-s3.c over s3.c). The snapshot pipeline and
+ * stat/location) with three implementations, a folder on the gitcd host
+ * (dest-local.c), S3 (dest-s3.c over s3.c) and a folder in a
+ * PersistentVolumeClaim reached through a target's writer (dest-pvc.c). The snapshot pipeline and
  * restore only ever see this table, so they never ask which kind they hold.
  *
  * This file owns the two decisions every implementation shares: which keys
@@ -351,9 +352,11 @@ int snapshot_dest_open(const storage_location *loc, const snapshot_dest_context 
         case DEST_S3:
                 return open_s3(loc, ctx, loc->s3.key, ret, ret_error);
         case DEST_PVC:
-                return dest_fail(ret_error, -EOPNOTSUPP,
-                                 "a PVC location is stored by the Kubernetes target, not on the "
-                                 "gitcd host");
+                if (!ctx || !ctx->pvc)
+                        return dest_fail(ret_error, -EOPNOTSUPP,
+                                         "a PVC location is stored by the Kubernetes target, not "
+                                         "on the gitcd host");
+                return dest_pvc_new(loc->claim_name, loc->sub_path, ctx->pvc, ret, ret_error);
         case DEST_NONE:
                 break;
         }
@@ -393,10 +396,28 @@ int snapshot_source_open(const storage_location *loc, const snapshot_dest_contex
                 *ret_key = xstrdup(loc->s3.key);
                 return 0;
         }
-        case DEST_PVC:
-                return dest_fail(ret_error, -EOPNOTSUPP,
-                                 "a PVC location is read by the Kubernetes target, not on the "
-                                 "gitcd host");
+        case DEST_PVC: {
+                if (!ctx || !ctx->pvc)
+                        return dest_fail(ret_error, -EOPNOTSUPP,
+                                         "a PVC location is read by the Kubernetes target, not on "
+                                         "the gitcd host");
+                const char *path = loc->sub_path ? loc->sub_path : "";
+                const char *slash = strrchr(path, '/');
+                const char *key = slash ? slash + 1 : path;
+                if (!snapshot_dest_key_valid(key))
+                        return dest_fail(ret_error, -EINVAL,
+                                         "pvc restore source needs the snapshot file's subPath "
+                                         "in the claim (got \"%s\")",
+                                         path);
+                _cleanup_free_ char *dir = slash ? xstrndup(path, slash - path) : xstrdup("");
+                snapshot_dest *d = NULL;
+                int r = dest_pvc_new(loc->claim_name, dir, ctx->pvc, &d, ret_error);
+                if (r < 0)
+                        return r;
+                *ret = d;
+                *ret_key = xstrdup(key);
+                return 0;
+        }
         case DEST_NONE:
                 break;
         }

@@ -3,14 +3,18 @@
  *
  * A destination is opened from a spec location (`spec.snapshots.destination`,
  * `spec.bootstrap.restore.source`): a folder on the gitcd host (`local`) or an
- * S3 bucket and key prefix (`s3`). PVC locations belong to the Kubernetes target
- * and are refused here with -EOPNOTSUPP.
+ * S3 bucket and key prefix (`s3`), or a folder in a PersistentVolumeClaim
+ * (`pvc`), reached through a writer the target runs (pvc_writer below; the
+ * Kubernetes target's writer Pod). Without a writer in the context, a PVC
+ * location is refused with -EOPNOTSUPP.
  *
  * Every put is all-or-nothing: a reader (get/stat) never sees a partial object.
  * Local: a hidden temporary in the same folder, fsync, rename, folder fsync.
  * S3: one PUT, or a multipart upload completed only after every part succeeded
- * and aborted otherwise. A get writes `path.part`, fsyncs it and renames it to
- * `path`, so `path` is never a partial download either.
+ * and aborted otherwise. PVC: the writer's temporary, SHA-256 check, fsync,
+ * rename and folder fsync (snapshots/receiver.h, store mode). A get writes
+ * `path.part`, fsyncs it and renames it to `path`, so `path` is never a
+ * partial download either.
  *
  * Keys are relative ("prod/orders/2026-11-23T1400Z-r42.db"): components
  * separated by '/', none empty, none starting with '.', no control characters,
@@ -58,6 +62,21 @@ typedef struct dest_object {
 void dest_object_release(dest_object *o);
 
 /*
+ * How a target reaches a PersistentVolumeClaim: start() runs a writer (a
+ * receiver in store mode, snapshots/receiver.h) with claim mounted at folder
+ * ("" for the claim's root) and fills *ret_peer, whose strings stay valid
+ * until stop(); stop() ends the writer and removes what start() made. The
+ * destination calls start() on its first operation and stop() when freed.
+ */
+struct receiver_peer;
+typedef struct pvc_writer {
+        int (*start)(void *userdata, const char *claim, const char *folder,
+                     struct receiver_peer *ret_peer, char **ret_error);
+        void (*stop)(void *userdata);
+        void *userdata;
+} pvc_writer;
+
+/*
  * What opening a location needs besides the location itself.
  *
  * S3 credentials on the gitcd host (local target): the location's
@@ -84,13 +103,15 @@ typedef struct snapshot_dest_context {
          * callbacks, extra name resolution; its endpoint, bucket, region, addressing
          * and credentials are ignored (they come from the location). NULL: defaults. */
         const struct s3_config *s3_tuning;
+        /* The target's writer for PVC locations; NULL: they are refused (-EOPNOTSUPP). */
+        const pvc_writer *pvc;
 } snapshot_dest_context;
 
 /*
  * Open a destination for snapshots (a folder / a bucket and key prefix).
  * Opening does not touch the network; a local folder is created (0700) on the
- * first put. -EINVAL for an unusable location, -EOPNOTSUPP for a PVC,
- * -ENOKEY when no S3 credentials are found.
+ * first put. -EINVAL for an unusable location, -EOPNOTSUPP for a PVC without
+ * a writer, -ENOKEY when no S3 credentials are found.
  */
 int snapshot_dest_open(const storage_location *loc, const snapshot_dest_context *ctx,
                        snapshot_dest **ret, char **ret_error);
@@ -117,9 +138,10 @@ int snapshot_dest_get_file(snapshot_dest *d, const char *key, const char *path, 
 int snapshot_dest_delete(snapshot_dest *d, const char *key, char **ret_error);
 /* Size, time and stored SHA-256 of one key; -ENOENT when absent. */
 int snapshot_dest_stat(snapshot_dest *d, const char *key, dest_object *ret, char **ret_error);
-/* A human location for records and output: "s3://bucket/prefix/key" or "/path/key". */
+/* A human location for records and output: "s3://bucket/prefix/key", "/path/key" or
+ * "pvc://claim/subPath/key". */
 char *snapshot_dest_location(const snapshot_dest *d, const char *key);
-/* "local" or "s3": for messages and records, never for branching. */
+/* "local", "s3" or "pvc": for messages and records, never for branching. */
 const char *snapshot_dest_kind(const snapshot_dest *d);
 
 /* True when key follows the rules above. */

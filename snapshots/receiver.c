@@ -28,9 +28,11 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -45,6 +47,7 @@
 #include "pki/pki.h"
 #include "snapshots/destination.h"
 #include "snapshots/receiver.h"
+#include "util/failpoint.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/strbuf.h"
@@ -54,11 +57,13 @@
 #define MAX_PEM_BYTES (1024 * 1024)
 #define MAX_REPLY     (64 * 1024)
 #define PART_SUFFIX   ".part"
+#define SHA256_XATTR  "user.gitcd.sha256"
 
 struct receiver {
         struct MHD_Daemon *mhd;
-        char *data_dir;
-        char *stage;
+        char *data_dir; /* restore mode: the data directory to create; NULL in store mode */
+        char *stage;    /* where PUT writes: <data dir>.receive, or the store folder */
+        bool store;     /* store mode: PUT writes keys in place; HEAD, GET, DELETE */
         char *token;
         char *cert_pem;
         char *key_pem;
@@ -296,7 +301,8 @@ static void put_data(upload *u, const char *data, size_t n)
 }
 
 /* Check and keep the file; u->part is NULL afterwards only when it was kept. */
-static enum MHD_Result put_check(struct MHD_Connection *conn, const char *key, upload *u)
+static enum MHD_Result put_check(const receiver *r, struct MHD_Connection *conn, const char *key,
+                                 upload *u)
 {
         if (u->fail_status)
                 return refuse(conn, u->fail_status, "%s: %s", key, u->fail_text);
@@ -313,6 +319,10 @@ static enum MHD_Result put_check(struct MHD_Connection *conn, const char *key, u
                 return refuse(conn, 422,
                               "%s: its SHA-256 is %s, not the %s announced; nothing was kept", key,
                               hex, u->want_sha);
+        /* where the file system takes user attributes, the hash stays with the snapshot */
+        if (r->store && fsetxattr(u->fd, SHA256_XATTR, hex, 64, 0) < 0 && errno != ENOTSUP)
+                log_debug("receiver: %s: cannot keep its SHA-256 in %s: %s", key, SHA256_XATTR,
+                          strerror(errno));
         if (fsync(u->fd) < 0 || renameat(u->dir_fd, u->part, u->dir_fd, u->base) < 0)
                 return refuse(conn, MHD_HTTP_INSUFFICIENT_STORAGE, "%s: cannot store it: %s", key,
                               strerror(errno));
@@ -339,7 +349,7 @@ static void discard(receiver *r, upload *u)
 static enum MHD_Result put_end(receiver *r, struct MHD_Connection *conn, const char *url, upload *u)
 {
         const char *key = url + strlen(FILES_PREFIX);
-        enum MHD_Result ret = put_check(conn, key, u);
+        enum MHD_Result ret = put_check(r, conn, key, u);
         if (u->part)
                 discard(r, u);
         return ret;
@@ -368,6 +378,151 @@ static enum MHD_Result commit(receiver *r, struct MHD_Connection *conn)
         return reply(conn, MHD_HTTP_OK, xstrdup("{\"committed\":true}"));
 }
 
+unsigned receiver_check_key(const char *method, const char *key, const char **ret_why)
+{
+        assert(method && ret_why);
+        if (!streq(method, "HEAD") && !streq(method, "GET") && !streq(method, "DELETE")) {
+                *ret_why = "a stored key is read with HEAD or GET and removed with DELETE";
+                return MHD_HTTP_METHOD_NOT_ALLOWED;
+        }
+        if (!key || !snapshot_dest_key_valid(key)) {
+                *ret_why = "the file name is not a plain relative path";
+                return MHD_HTTP_BAD_REQUEST;
+        }
+        return 0;
+}
+
+/*
+ * Open the folder holding key below the store folder without creating
+ * anything and never through a link. -ENOENT when a folder is missing,
+ * -ENOTDIR / -ELOOP when one is not a folder.
+ */
+static int open_existing_parent(const receiver *r, const char *key, int *ret_fd, char **ret_base)
+{
+        int fd = open(r->stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        const char *c = key;
+        for (const char *slash; (slash = strchr(c, '/')); c = slash + 1) {
+                _cleanup_free_ char *comp = xstrndup(c, (size_t)(slash - c));
+                int sub = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                int k = -errno;
+                close(fd);
+                if (sub < 0)
+                        return k;
+                fd = sub;
+        }
+        *ret_fd = fd;
+        *ret_base = xstrdup(c);
+        return 0;
+}
+
+/* The SHA-256 of what fd holds, read from the start; the offset is put back at 0. */
+static int fd_sha256_hex(int fd, char ret_hex[65])
+{
+        EVP_MD_CTX *sha = EVP_MD_CTX_new();
+        if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1)
+                abort();
+        char buf[64 * 1024];
+        off_t at = 0;
+        int k = 0;
+        for (;;) {
+                ssize_t n = pread(fd, buf, sizeof(buf), at);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        k = -errno;
+                        break;
+                }
+                if (n == 0)
+                        break;
+                EVP_DigestUpdate(sha, buf, (size_t)n);
+                at += n;
+        }
+        unsigned char md[32];
+        unsigned int len = 0;
+        EVP_DigestFinal_ex(sha, md, &len);
+        EVP_MD_CTX_free(sha);
+        if (k < 0)
+                return k;
+        for (int i = 0; i < 32; i++)
+                snprintf(ret_hex + 2 * i, 3, "%02x", md[i]);
+        return lseek(fd, 0, SEEK_SET) < 0 ? -errno : 0;
+}
+
+/*
+ * HEAD and GET of a stored key: its size (Content-Length), the SHA-256 of
+ * the bytes on the volume now (computed, not remembered: what is sent is
+ * what is checked) and its time; GET sends the bytes.
+ */
+static enum MHD_Result store_read(receiver *r, struct MHD_Connection *conn, const char *key)
+{
+        int dir_fd = -1;
+        _cleanup_free_ char *base = NULL;
+        int k = open_existing_parent(r, key, &dir_fd, &base);
+        int fd = k < 0 ? -1 : openat(dir_fd, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (k >= 0 && fd < 0)
+                k = -errno;
+        if (dir_fd >= 0)
+                close(dir_fd);
+        struct stat st;
+        if (k >= 0 && fstat(fd, &st) < 0)
+                k = -errno;
+        if (k >= 0 && !S_ISREG(st.st_mode))
+                k = -ENOENT;
+        char hex[65];
+        if (k >= 0)
+                k = fd_sha256_hex(fd, hex);
+        if (k < 0) {
+                if (fd >= 0)
+                        close(fd);
+                if (k == -ENOENT || k == -ENOTDIR || k == -ELOOP)
+                        return refuse(conn, MHD_HTTP_NOT_FOUND, "%s: no such snapshot", key);
+                return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s: cannot read it: %s", key,
+                              strerror(-k));
+        }
+        /* the response owns fd from here on, and closes it */
+        struct MHD_Response *resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
+        if (!resp) {
+                close(fd);
+                return MHD_NO;
+        }
+        _cleanup_free_ char *mtime =
+            xasprintf("%lld", (long long)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+        MHD_add_response_header(resp, RECEIVER_HEADER_SHA256, hex);
+        MHD_add_response_header(resp, RECEIVER_HEADER_MTIME, mtime);
+        enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        return ret;
+}
+
+/* DELETE of one stored key (a file; never a folder, never a listing), then a folder fsync. */
+static enum MHD_Result store_delete(receiver *r, struct MHD_Connection *conn, const char *key)
+{
+        int dir_fd = -1;
+        _cleanup_free_ char *base = NULL;
+        int k = open_existing_parent(r, key, &dir_fd, &base);
+        struct stat st;
+        if (k >= 0 && fstatat(dir_fd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                k = -errno;
+        if (k >= 0 && !S_ISREG(st.st_mode))
+                k = -ENOENT;
+        if (k >= 0 && unlinkat(dir_fd, base, 0) < 0)
+                k = -errno;
+        if (k >= 0 && fsync(dir_fd) < 0 && errno != EINVAL)
+                k = -errno;
+        if (dir_fd >= 0)
+                close(dir_fd);
+        if (k == -ENOENT || k == -ENOTDIR || k == -ELOOP)
+                return refuse(conn, MHD_HTTP_NOT_FOUND, "%s: no such snapshot", key);
+        if (k < 0)
+                return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s: cannot delete it: %s", key,
+                              strerror(-k));
+        log_info("receiver: deleted %s", key);
+        return reply(conn, MHD_HTTP_OK, xstrdup("{\"deleted\":true}"));
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_data_size, void **con_cls)
@@ -391,6 +546,18 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                 return put_begin(r, conn, url, con_cls);
         if (*upload_data_size)
                 return refuse(conn, MHD_HTTP_BAD_REQUEST, "this request takes no body");
+        if (r->store && strneq(url, FILES_PREFIX, strlen(FILES_PREFIX))) {
+                const char *key = url + strlen(FILES_PREFIX), *why = NULL;
+                unsigned status = receiver_check_key(method, key, &why);
+                if (status)
+                        return refuse(conn, status, "%s", why);
+                return streq(method, "DELETE") ? store_delete(r, conn, key)
+                                               : store_read(r, conn, key);
+        }
+        if (r->store)
+                return refuse(conn, MHD_HTTP_NOT_FOUND,
+                              "not found; this receiver serves GET /healthz and PUT, HEAD, GET "
+                              "and DELETE of /files/KEY");
         if (streq(method, "GET") && streq(url, "/state"))
                 return reply(
                     conn, MHD_HTTP_OK,
@@ -454,18 +621,26 @@ static int read_pem(const char *path, const char *what, char **ret, char **ret_e
 int receiver_start(const receiver_opts *o, receiver **ret, char **ret_err)
 {
         assert(o && ret && ret_err);
-        if (isempty(o->data_dir) || o->data_dir[0] != '/' || isempty(o->listen) || !o->cert_file ||
-            !o->key_file || !o->token_file) {
-                *ret_err = xstrdup("the receiver needs an absolute data directory, an address, "
-                                   "a certificate, a key and a token file");
+        const char *dir = o->store_dir ? o->store_dir : o->data_dir;
+        if (isempty(dir) || dir[0] != '/' || (o->store_dir && o->data_dir) || isempty(o->listen) ||
+            !o->cert_file || !o->key_file || !o->token_file) {
+                *ret_err = xstrdup("the receiver needs an absolute data directory or store "
+                                   "folder (one of them), an address, a certificate, a key and "
+                                   "a token file");
                 return -EINVAL;
         }
         receiver *r = XNEW(receiver);
-        r->data_dir = xstrdup(o->data_dir);
-        size_t n = strlen(r->data_dir);
-        while (n > 1 && r->data_dir[n - 1] == '/')
-                r->data_dir[--n] = 0;
-        r->stage = xasprintf("%s.receive", r->data_dir);
+        _cleanup_free_ char *d = xstrdup(dir);
+        size_t n = strlen(d);
+        while (n > 1 && d[n - 1] == '/')
+                d[--n] = 0;
+        r->store = o->store_dir != NULL;
+        if (r->store) {
+                r->stage = TAKE_PTR(d);
+        } else {
+                r->stage = xasprintf("%s.receive", d);
+                r->data_dir = TAKE_PTR(d);
+        }
         r->max_bytes = o->max_bytes;
         int k = read_pem(o->token_file, "token file", &r->token, ret_err);
         if (k >= 0) {
@@ -481,8 +656,9 @@ int receiver_start(const receiver_opts *o, receiver **ret, char **ret_err)
                 k = read_pem(o->key_file, "TLS key", &r->key_pem, ret_err);
         if (k < 0)
                 goto fail;
-        /* What an earlier receiver on this volume staged is never used. */
-        k = rm_rf(r->stage);
+        /* What an earlier receiver on this volume staged is never used (a store
+         * folder holds snapshots: it is never emptied). */
+        k = r->store ? 0 : rm_rf(r->stage);
         if (k < 0) {
                 *ret_err = xasprintf("cannot prepare %s: %s", r->stage, strerror(-k));
                 goto fail;
@@ -532,7 +708,7 @@ void receiver_stop(receiver *r)
         if (r->mhd)
                 MHD_stop_daemon(r->mhd);
         /* a delivery not committed is of no use to anyone */
-        if (!r->committed && r->stage)
+        if (!r->store && !r->committed && r->stage)
                 (void)rm_rf(r->stage);
         if (r->token)
                 OPENSSL_cleanse(r->token, strlen(r->token));
@@ -551,29 +727,100 @@ void receiver_stop(receiver *r)
 typedef struct answer {
         strbuf body;
         bool too_long;
+        int out_fd;             /* >= 0: a 200 answer's body goes here (GET of a key) */
+        EVP_MD_CTX *sha;        /* the hash of what went to out_fd */
+        int64_t out_bytes;      /* how many */
+        int out_err;            /* a failed write to out_fd */
+        char sha_hdr[65];       /* X-Gitcd-Sha256 of the answer; "" when absent or malformed */
+        int64_t mtime_ms;       /* X-Gitcd-Mtime-Ms; -1 when absent */
+        int64_t content_length; /* of the answer; -1 when not given */
+        CURL *curl;
 } answer;
 
 static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
 {
         answer *a = userdata;
         size_t n = size * nmemb;
-        if (a->body.len + n > MAX_REPLY)
+        long status = 0;
+        if (a->out_fd >= 0)
+                curl_easy_getinfo(a->curl, CURLINFO_RESPONSE_CODE, &status);
+        if (status == 200) {
+                EVP_DigestUpdate(a->sha, data, n);
+                a->out_bytes += (int64_t)n;
+                for (size_t done = 0; done < n;) {
+                        ssize_t w = write(a->out_fd, data + done, n - done);
+                        if (w < 0 && errno == EINTR)
+                                continue;
+                        if (w < 0) {
+                                a->out_err = -errno;
+                                return 0; /* curl stops with CURLE_WRITE_ERROR */
+                        }
+                        done += (size_t)w;
+                }
+        } else if (a->body.len + n > MAX_REPLY) {
                 a->too_long = true;
-        else
+        } else {
                 sb_append_len(&a->body, data, n);
+        }
+        return n;
+}
+
+/* The headers store mode answers with; everything else is ignored. */
+static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata)
+{
+        answer *a = userdata;
+        size_t n = size * nmemb;
+        _cleanup_free_ char *line = xstrndup(data, n);
+        line[strcspn(line, "\r\n")] = 0;
+        char *colon = strchr(line, ':');
+        if (!colon)
+                return n;
+        *colon = 0;
+        const char *v = colon + 1 + strspn(colon + 1, " \t");
+        if (strcasecmp(line, RECEIVER_HEADER_SHA256) == 0) {
+                bool ok = strlen(v) == 64 && strspn(v, "0123456789abcdef") == 64;
+                memcpy(a->sha_hdr, ok ? v : "", ok ? 65 : 1);
+        } else if (strcasecmp(line, RECEIVER_HEADER_MTIME) == 0) {
+                int64_t t;
+                a->mtime_ms = parse_size(v, &t) ? t : -1;
+        }
+        return n;
+}
+
+/* A PUT's body from its file; the failpoint kills gitcd with a part of it sent. */
+typedef struct body_reader {
+        FILE *f;
+        int64_t sent;
+} body_reader;
+
+static size_t on_read(char *buf, size_t size, size_t nitems, void *userdata)
+{
+        body_reader *b = userdata;
+        if (b->sent > 0)
+                FAILPOINT("receiver.put-body");
+        size_t n = fread(buf, size, nitems, b->f);
+        if (n == 0 && ferror(b->f))
+                return CURL_READFUNC_ABORT;
+        b->sent += (int64_t)n;
         return n;
 }
 
 /*
- * One request. in: a file to send as the body (PUT), or NULL. Returns the
- * HTTP status (> 0) with the answer's body, or -errno with ret_error.
+ * One request. in: a file to send as the body (PUT), or NULL. a: where the
+ * answer goes (out_fd -1 unless a GET of a key). Returns the HTTP status
+ * (> 0) with the answer's body, or -errno with ret_error.
  */
-static int request(const receiver_peer *peer, const char *method, const char *path, FILE *in,
-                   int64_t in_size, const char *sha_hex, char **ret_body, char **ret_error)
+static int request_to(const receiver_peer *peer, const char *method, const char *path, FILE *in,
+                      int64_t in_size, const char *sha_hex, answer *a, char **ret_body,
+                      char **ret_error)
 {
         CURL *curl = curl_easy_init();
         if (!curl)
                 return -ENOMEM;
+        a->curl = curl;
+        a->body = (strbuf)STRBUF_INIT;
+        a->mtime_ms = -1;
+        a->sha_hdr[0] = 0;
         _cleanup_free_ char *url = xasprintf("%s%s", peer->url, path);
         _cleanup_free_ char *auth = xasprintf("Authorization: Bearer %s", peer->token);
         struct curl_slist *hdr = curl_slist_append(NULL, auth);
@@ -582,7 +829,6 @@ static int request(const receiver_peer *peer, const char *method, const char *pa
         if (sha)
                 hdr = curl_slist_append(hdr, sha);
         long timeout = peer->timeout_s > 0 ? peer->timeout_s : 60;
-        answer a = {.body = STRBUF_INIT};
         char errbuf[CURL_ERROR_SIZE] = "";
         curl_easy_setopt(curl, CURLOPT_URL, url);
         curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdr);
@@ -592,40 +838,65 @@ static int request(const receiver_peer *peer, const char *method, const char *pa
         curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
         curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, timeout);
         curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a);
+        curl_easy_setopt(curl, CURLOPT_WRITEDATA, a);
+        curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(curl, CURLOPT_HEADERDATA, a);
         /* The receiver's certificate is its own: its public key is pinned instead of a CA. */
         curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
         curl_easy_setopt(curl, CURLOPT_PINNEDPUBLICKEY, peer->pin);
         curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "https");
+        body_reader br = {.f = in};
         if (in) {
                 curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
-                curl_easy_setopt(curl, CURLOPT_READDATA, in);
+                curl_easy_setopt(curl, CURLOPT_READFUNCTION, on_read);
+                curl_easy_setopt(curl, CURLOPT_READDATA, &br);
                 curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)in_size);
         } else if (streq(method, "POST")) {
                 curl_easy_setopt(curl, CURLOPT_POST, 1L);
                 curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
                 curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, 0L);
+        } else if (streq(method, "HEAD")) {
+                curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+        } else if (streq(method, "DELETE")) {
+                curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "DELETE");
         }
         CURLcode cc = curl_easy_perform(curl);
         long status = 0;
-        if (cc == CURLE_OK)
+        curl_off_t length = -1;
+        if (cc == CURLE_OK) {
                 curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+                curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+        }
+        a->content_length = length;
         curl_easy_cleanup(curl);
+        a->curl = NULL;
         curl_slist_free_all(hdr);
         OPENSSL_cleanse(auth, strlen(auth));
         if (cc != CURLE_OK) {
-                sb_release(&a.body);
+                sb_release(&a->body);
+                if (a->out_err < 0) {
+                        *ret_error = xasprintf("%s %s: cannot write what arrives: %s", method, url,
+                                               strerror(-a->out_err));
+                        return a->out_err;
+                }
                 *ret_error = xasprintf("%s %s: %s", method, url,
                                        errbuf[0] ? errbuf : curl_easy_strerror(cc));
                 return cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH ? -EPERM : -EIO;
         }
-        char *body = sb_detach(&a.body);
+        char *body = sb_detach(&a->body);
         size_t n = strlen(body);
         while (n && (body[n - 1] == '\n' || body[n - 1] == '\r'))
                 body[--n] = 0;
         *ret_body = body;
         return (int)status;
+}
+
+static int request(const receiver_peer *peer, const char *method, const char *path, FILE *in,
+                   int64_t in_size, const char *sha_hex, char **ret_body, char **ret_error)
+{
+        answer a = {.out_fd = -1};
+        return request_to(peer, method, path, in, in_size, sha_hex, &a, ret_body, ret_error);
 }
 
 static int json_answer(const char *body, const char *key, json_t **ret)
@@ -641,16 +912,18 @@ static int json_answer(const char *body, const char *key, json_t **ret)
         return 0;
 }
 
-static int send_file(const receiver_peer *peer, const char *src_dir, const char *rel,
-                     char **ret_error)
+/* PUT path as key; sha is the file's SHA-256 (NULL: computed here). */
+static int send_file(const receiver_peer *peer, const char *path, const char *key,
+                     const char *sha_hex, char **ret_error)
 {
-        _cleanup_free_ char *path = path_join(src_dir, rel);
         char sha[65];
-        int k = file_sha256_hex(path, sha);
+        int k = sha_hex ? 0 : file_sha256_hex(path, sha);
         if (k < 0) {
                 *ret_error = xasprintf("cannot read %s: %s", path, strerror(-k));
                 return k;
         }
+        if (sha_hex)
+                memcpy(sha, sha_hex, 65);
         FILE *f = fopen(path, "re");
         struct stat st;
         if (!f || fstat(fileno(f), &st) < 0) {
@@ -660,7 +933,7 @@ static int send_file(const receiver_peer *peer, const char *src_dir, const char 
                 *ret_error = xasprintf("cannot read %s: %s", path, strerror(-k));
                 return k;
         }
-        _cleanup_free_ char *url_path = xasprintf(FILES_PREFIX "%s", rel);
+        _cleanup_free_ char *url_path = xasprintf(FILES_PREFIX "%s", key);
         _cleanup_free_ char *body = NULL;
         int status = request(peer, "PUT", url_path, f, st.st_size, sha, &body, ret_error);
         fclose(f);
@@ -668,15 +941,100 @@ static int send_file(const receiver_peer *peer, const char *src_dir, const char 
                 return status;
         json_t *got = NULL;
         if (status != 201 || json_answer(body, "sha256", &got) < 0) {
-                *ret_error = xasprintf("%s: the receiver answered %d: %s", rel, status, body);
-                return status == 413 ? -EFBIG : -EIO;
+                *ret_error = xasprintf("%s: the receiver answered %d: %s", key, status, body);
+                return status == 413 ? -EFBIG : status == 422 ? -EBADMSG : -EIO;
         }
         bool same = streq_ptr(json_string_value(got), sha);
         json_decref(got);
         if (!same) {
-                *ret_error = xasprintf("%s: the receiver stored other bytes than sent", rel);
+                *ret_error = xasprintf("%s: the receiver stored other bytes than sent", key);
                 return -EBADMSG;
         }
+        return 0;
+}
+
+int receiver_put(const receiver_peer *peer, const char *key, const char *path,
+                 const char *sha256_hex, char **ret_error)
+{
+        assert(peer && key && path && ret_error);
+        return send_file(peer, path, key, sha256_hex, ret_error);
+}
+
+/* The -errno of a store-mode answer other than 200. */
+static int key_refused(const char *method, const char *key, int status, const char *body,
+                       char **ret_error)
+{
+        *ret_error = xasprintf("%s %s: the receiver answered %d%s%s", method, key, status,
+                               isempty(body) ? "" : ": ", body ? body : "");
+        return status == 404 ? -ENOENT : status == 401 ? -EACCES : -EIO;
+}
+
+int receiver_stat(const receiver_peer *peer, const char *key, int64_t *ret_size,
+                  int64_t *ret_mtime_ms, char ret_sha256[65], char **ret_error)
+{
+        assert(peer && key && ret_size && ret_mtime_ms && ret_sha256 && ret_error);
+        _cleanup_free_ char *url_path = xasprintf(FILES_PREFIX "%s", key);
+        _cleanup_free_ char *body = NULL;
+        answer a = {.out_fd = -1};
+        int status = request_to(peer, "HEAD", url_path, NULL, 0, NULL, &a, &body, ret_error);
+        if (status < 0)
+                return status;
+        if (status != 200)
+                return key_refused("HEAD", key, status, body, ret_error);
+        if (!a.sha_hdr[0] || a.content_length < 0) {
+                *ret_error = xasprintf("HEAD %s: the receiver's answer lacks %s or "
+                                       "Content-Length",
+                                       key, RECEIVER_HEADER_SHA256);
+                return -EPROTO;
+        }
+        *ret_size = a.content_length;
+        *ret_mtime_ms = a.mtime_ms;
+        memcpy(ret_sha256, a.sha_hdr, 65);
+        return 0;
+}
+
+int receiver_fetch(const receiver_peer *peer, const char *key, int fd, char **ret_error)
+{
+        assert(peer && key && fd >= 0 && ret_error);
+        _cleanup_free_ char *url_path = xasprintf(FILES_PREFIX "%s", key);
+        _cleanup_free_ char *body = NULL;
+        answer a = {.out_fd = fd, .sha = EVP_MD_CTX_new()};
+        if (!a.sha || EVP_DigestInit_ex(a.sha, EVP_sha256(), NULL) != 1)
+                abort();
+        int status = request_to(peer, "GET", url_path, NULL, 0, NULL, &a, &body, ret_error);
+        unsigned char md[32];
+        unsigned int len = 0;
+        EVP_DigestFinal_ex(a.sha, md, &len);
+        EVP_MD_CTX_free(a.sha);
+        if (status < 0)
+                return status;
+        if (status != 200)
+                return key_refused("GET", key, status, body, ret_error);
+        char hex[65];
+        for (int i = 0; i < 32; i++)
+                snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        if (!a.sha_hdr[0] || !streq(hex, a.sha_hdr) ||
+            (a.content_length >= 0 && a.content_length != a.out_bytes)) {
+                *ret_error =
+                    xasprintf("GET %s: %lld bytes with SHA-256 %s arrived, the receiver "
+                              "announced %lld bytes with %s",
+                              key, (long long)a.out_bytes, hex, (long long)a.content_length,
+                              a.sha_hdr[0] ? a.sha_hdr : "none");
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+int receiver_remove(const receiver_peer *peer, const char *key, char **ret_error)
+{
+        assert(peer && key && ret_error);
+        _cleanup_free_ char *url_path = xasprintf(FILES_PREFIX "%s", key);
+        _cleanup_free_ char *body = NULL;
+        int status = request(peer, "DELETE", url_path, NULL, 0, NULL, &body, ret_error);
+        if (status < 0)
+                return status;
+        if (status != 200)
+                return key_refused("DELETE", key, status, body, ret_error);
         return 0;
 }
 
@@ -710,7 +1068,8 @@ int receiver_deliver(const receiver_peer *peer, const char *src_dir, char **ret_
                                                files.paths[i]);
                         return -EINVAL;
                 }
-                k = send_file(peer, src_dir, files.paths[i], ret_error);
+                _cleanup_free_ char *path = path_join(src_dir, files.paths[i]);
+                k = send_file(peer, path, files.paths[i], NULL, ret_error);
                 if (k < 0)
                         return k;
         }

@@ -22,6 +22,25 @@
  *                        (one rename, then an fsync of the folder): 200.
  *                        409 when the data directory holds etcd data.
  *
+ * Store mode (--store-dir, receiver_opts.store_dir): the receiver keeps
+ * snapshot files in a folder of a volume (the snapshot destination in a
+ * PersistentVolumeClaim, snapshots/dest-pvc.c). KEY is checked as above,
+ * every folder on the way is opened with O_NOFOLLOW, and there is no
+ * staging folder, /state or /commit:
+ *
+ *   PUT    /files/KEY    as above, but the file is renamed to KEY in the
+ *                        store folder itself (hidden temporary ".NAME.part",
+ *                        size and SHA-256 checked, fsync, rename, fsync of
+ *                        the folder), replacing it; the SHA-256 is also
+ *                        kept in the user.gitcd.sha256 attribute where the
+ *                        file system takes one. 201 {"sha256":HEX}.
+ *   HEAD   /files/KEY    200 with Content-Length, X-Gitcd-Sha256 (of the
+ *                        bytes on the volume, computed for the answer) and
+ *                        X-Gitcd-Mtime-Ms; 404 when absent.
+ *   GET    /files/KEY    the same headers and the bytes.
+ *   DELETE /files/KEY    removes that one file (never a folder) and fsyncs
+ *                        its folder: 200; 404 when absent. Nothing lists.
+ *
  * The staging folder is <data dir>.receive beside the data directory (the
  * same volume, so the rename is atomic), made with the first file; it is
  * removed when the receiver starts and when it stops without a commit, so
@@ -37,11 +56,13 @@
 #include <stdint.h>
 
 #define RECEIVER_HEADER_SHA256 "X-Gitcd-Sha256"
+#define RECEIVER_HEADER_MTIME  "X-Gitcd-Mtime-Ms"
 
 typedef struct receiver receiver;
 
 typedef struct receiver_opts {
         const char *data_dir;  /* etcd's data directory to create (absolute) */
+        const char *store_dir; /* instead of data_dir: store mode's folder (absolute) */
         const char *listen;    /* "host:port", "[v6]:port" or ":port" */
         const char *cert_file; /* PEM certificate and key: HTTPS (required) */
         const char *key_file;
@@ -67,6 +88,14 @@ unsigned receiver_check_put(const char *key, const char *content_length,
                             const char *transfer_encoding, const char *sha256, int64_t room,
                             int64_t *ret_size, const char **ret_why);
 
+/*
+ * The checks of a HEAD, GET or DELETE of /files/KEY in store mode, before
+ * anything on the volume is opened: 0 when the request may go ahead,
+ * otherwise the HTTP status refusing it (400 for a bad key, 405 for another
+ * method) with *ret_why (static text).
+ */
+unsigned receiver_check_key(const char *method, const char *key, const char **ret_why);
+
 /* How gitcd reaches one receiver. */
 typedef struct receiver_peer {
         const char *url; /* "https://ADDRESS:PORT" */
@@ -81,6 +110,28 @@ typedef struct receiver_peer {
  * already; other -errno with ret_error naming the file and the answer.
  */
 int receiver_deliver(const receiver_peer *peer, const char *src_dir, char **ret_error);
+
+/*
+ * The client of store mode. Keys are checked with snapshot_dest_key_valid
+ * by the caller (the destination seam). Every call returns 0 or -errno with
+ * ret_error (no secret in it).
+ *
+ * receiver_put: send the file at path as key; sha256_hex (NULL: computed
+ * here) must be the file's, and the receiver's answer must name the same
+ * hash (-EBADMSG otherwise). -EFBIG when the receiver takes no more bytes.
+ * receiver_stat: HEAD; -ENOENT when absent. ret_sha256 is the hash of the
+ * bytes on the volume.
+ * receiver_fetch: GET into fd (a new, empty file) and check that the bytes
+ * received have the size and SHA-256 the receiver announced (-EBADMSG
+ * otherwise); the caller makes the file durable. -ENOENT when absent.
+ * receiver_remove: DELETE; -ENOENT when absent.
+ */
+int receiver_put(const receiver_peer *peer, const char *key, const char *path,
+                 const char *sha256_hex, char **ret_error);
+int receiver_stat(const receiver_peer *peer, const char *key, int64_t *ret_size,
+                  int64_t *ret_mtime_ms, char ret_sha256[65], char **ret_error);
+int receiver_fetch(const receiver_peer *peer, const char *key, int fd, char **ret_error);
+int receiver_remove(const receiver_peer *peer, const char *key, char **ret_error);
 
 /* The curl pin ("sha256//BASE64") of a PEM certificate's public key. */
 int receiver_pin_of_cert(const char *cert_pem, char **ret_pin);

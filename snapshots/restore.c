@@ -96,8 +96,8 @@ static int record_location(state_db *db, const state_snapshot *rec, storage_loca
         return -EINVAL;
 }
 
-int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_dir, const char *path,
-                   char **ret_error)
+int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
+                   const pvc_writer *pvc, const char *path, char **ret_error)
 {
         assert(db && rec && path);
         if (!streq_ptr(rec->result, "succeeded") || isempty(rec->key)) {
@@ -123,9 +123,17 @@ int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_di
                 return -EINVAL;
         }
         _cleanup_free_ char *ns = xstrndup(rec->cluster, strcspn(rec->cluster, "/"));
-        snapshot_dest_context ctx = {.state_dir = state_dir, .namespace_ = ns};
+        snapshot_dest_context ctx = {.state_dir = state_dir, .namespace_ = ns, .pvc = pvc};
         snapshot_dest *dest = NULL;
         int r = snapshot_dest_open(loc, &ctx, &dest, ret_error);
+        if (r == -EOPNOTSUPP && loc->kind == DEST_PVC) {
+                free(*ret_error);
+                *ret_error = xasprintf(
+                    "snapshot %lld is in %s, a PersistentVolumeClaim only the Kubernetes target "
+                    "reads (through a writer Pod); copy the file out of the claim and restore it "
+                    "as a file, or create the cluster with bootstrap.restore.snapshot: %lld",
+                    (long long)rec->id, rec->location, (long long)rec->id);
+        }
         if (r >= 0) {
                 _cleanup_free_ char *err = NULL;
                 r = snapshot_dest_get_file(dest, rec->key, path, &err);

@@ -15,16 +15,20 @@
 
 #include "state/snapshots.h"
 
+struct pvc_writer;
+
 /*
  * Download the snapshot of a succeeded record into path, then check its
  * size and SHA-256 against the record. The destination is the cluster's
  * current spec destination when it is the one recorded, else a recorded
  * local folder. -ENOENT (the object is gone), -EBADMSG (size or SHA-256
  * mismatch), -EINVAL (not a succeeded record, or its destination is
- * unknown now); *ret_error says which.
+ * unknown now); *ret_error says which. pvc: the target's writer for a
+ * record in a PersistentVolumeClaim (snapshot_pvc_writer_new); NULL: such a
+ * record is refused (-EOPNOTSUPP).
  */
-int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_dir, const char *path,
-                   char **ret_error);
+int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
+                   const struct pvc_writer *pvc, const char *path, char **ret_error);
 
 /*
  * Make an uncompressed snapshot file at out from in (gzip is recognised by

@@ -99,7 +99,7 @@ static void *worker(void *userdata)
                         etcd_cluster *c = NULL;
                         if (j && spec_from_json(j, job->cluster, &c, &d) >= 0)
                                 (void)snapshot_retention(db, job->cluster, &c->snapshots,
-                                                         s->state_dir, job->secret_dir,
+                                                         s->state_dir, job->secret_dir, job->pvc,
                                                          now_wall_ms());
                         json_decref(j);
                         diag_list_release(&d);

@@ -72,7 +72,71 @@ void snapshot_job_free(snapshot_job *j)
         free(j->secret_dir);
         free(j->secret_error);
         free(j->etcd_dir);
+        snapshot_pvc_writer_free(j->pvc);
         free(j);
+}
+
+/* ---- the target's writer for pvc locations ---- */
+
+typedef struct target_writer {
+        target *t;
+        etcd_cluster *c;
+        void *handle; /* the writer running; NULL: none */
+} target_writer;
+
+static int tw_start(void *userdata, const char *claim, const char *folder,
+                    struct receiver_peer *ret_peer, char **ret_error)
+{
+        target_writer *w = userdata;
+        assert(!w->handle);
+        int r = w->t->ops->writer_start(w->t, w->c, claim, folder, &w->handle, ret_peer);
+        if (r < 0) {
+                w->handle = NULL;
+                *ret_error = xstrdup(target_last_error(w->t));
+        }
+        return r;
+}
+
+static void tw_stop(void *userdata)
+{
+        target_writer *w = userdata;
+        if (w->t->ops->writer_stop(w->t, w->c, w->handle) < 0)
+                log_warn("%s/%s: the snapshot writer was not removed (the next one removes it): "
+                         "%s",
+                         w->c->namespace_, w->c->name, target_last_error(w->t));
+        w->handle = NULL;
+}
+
+pvc_writer *snapshot_pvc_writer_new(target *t, const etcd_cluster *c)
+{
+        if (!t || !t->ops->writer_start || !t->ops->writer_stop || !c)
+                return NULL;
+        json_t *j = spec_to_json(c);
+        diag_list d = DIAG_LIST_INIT;
+        _cleanup_free_ char *id = etcd_cluster_id(c);
+        etcd_cluster *copy = NULL;
+        int r = j ? spec_from_json(j, id, &copy, &d) : -EINVAL;
+        json_decref(j);
+        diag_list_release(&d);
+        if (r < 0)
+                return NULL;
+        target_writer *w = XNEW(target_writer);
+        w->t = t;
+        w->c = copy;
+        pvc_writer *pw = XNEW(pvc_writer);
+        *pw = (pvc_writer){.start = tw_start, .stop = tw_stop, .userdata = w};
+        return pw;
+}
+
+void snapshot_pvc_writer_free(pvc_writer *pw)
+{
+        if (!pw)
+                return;
+        target_writer *w = pw->userdata;
+        assert(!w->handle); /* the destination that started it stopped it */
+        etcd_cluster_free(w->c);
+        free(w);
+        free(pw);
 }
 
 int snapshot_secret_folder(target *t, const etcd_cluster *c, const storage_location *loc,
@@ -181,6 +245,7 @@ int snapshot_job_from_state(state_db *db, target *t, const char *cluster, const 
                                 log_warn("%s: no client certificate for gitcd: %s", cluster,
                                          target_last_error(t));
                         job_read_secret(j, t, c, &c->snapshots.destination);
+                        j->pvc = snapshot_pvc_writer_new(t, c);
                 }
                 json_decref(js);
                 diag_list_release(&d);
@@ -306,11 +371,12 @@ char *snapshot_destination_id(const storage_location *loc)
 }
 
 static int open_dest(const storage_location *loc, const char *state_dir, const char *secret_dir,
-                     const char *cluster, snapshot_dest **ret, char **ret_error)
+                     const pvc_writer *pvc, const char *cluster, snapshot_dest **ret,
+                     char **ret_error)
 {
         _cleanup_free_ char *ns = xstrndup(cluster, strcspn(cluster, "/"));
         snapshot_dest_context ctx = {
-            .state_dir = state_dir, .namespace_ = ns, .secret_dir = secret_dir};
+            .state_dir = state_dir, .namespace_ = ns, .secret_dir = secret_dir, .pvc = pvc};
         return snapshot_dest_open(loc, &ctx, ret, ret_error);
 }
 
@@ -602,7 +668,7 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
                 r = -ENOKEY;
                 goto out;
         }
-        r = open_dest(loc, job->state_dir, job->secret_dir, job->cluster, &dest, &error);
+        r = open_dest(loc, job->state_dir, job->secret_dir, job->pvc, job->cluster, &dest, &error);
         if (r < 0)
                 goto out;
 
@@ -770,7 +836,8 @@ out:
 /* ---- retention ---- */
 
 int snapshot_retention(state_db *db, const char *cluster, const snapshot_spec *spec,
-                       const char *state_dir, const char *secret_dir, int64_t now_ms)
+                       const char *state_dir, const char *secret_dir, const pvc_writer *pvc,
+                       int64_t now_ms)
 {
         assert(db && cluster && spec);
         if (spec->destination.kind == DEST_NONE)
@@ -810,7 +877,7 @@ int snapshot_retention(state_db *db, const char *cluster, const snapshot_spec *s
         }
         snapshot_dest *dest = NULL;
         _cleanup_free_ char *open_error = NULL;
-        r = open_dest(&spec->destination, state_dir, secret_dir, cluster, &dest, &open_error);
+        r = open_dest(&spec->destination, state_dir, secret_dir, pvc, cluster, &dest, &open_error);
         int deleted = 0;
         /* act: every expired record not deleted yet, this time or left from a failed try */
         for (size_t i = 0; i < l.n; i++) {

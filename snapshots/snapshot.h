@@ -21,6 +21,8 @@
 #include "api/model.h"
 #include "state/snapshots.h"
 
+struct pvc_writer;
+
 typedef struct snapshot_endpoint {
         char *member;     /* member name ("main-0") */
         char *client_url; /* where it answers */
@@ -46,6 +48,8 @@ typedef struct snapshot_job {
         char *secret_error;
         char *etcd_dir;      /* where etcd's tools are by version; NULL: the default */
         atomic_bool *cancel; /* set to abort (gitcd stopping); may be NULL */
+        /* The target's writer for a pvc destination (snapshot_pvc_writer_new); NULL: none. */
+        struct pvc_writer *pvc;
 } snapshot_job;
 
 void snapshot_job_free(snapshot_job *j);
@@ -62,6 +66,16 @@ struct target;
  */
 int snapshot_secret_folder(struct target *t, const etcd_cluster *c, const storage_location *loc,
                            char **ret_dir, char **ret_error);
+
+/*
+ * The writer of target t for the pvc locations of cluster c
+ * (target_ops.writer_start, snapshots/destination.h): what a
+ * snapshot_dest_context names for a pvc destination or restore source.
+ * NULL when t has none (pvc locations are then refused). It holds t, which
+ * must outlive it, and a copy of c.
+ */
+struct pvc_writer *snapshot_pvc_writer_new(struct target *t, const etcd_cluster *c);
+void snapshot_pvc_writer_free(struct pvc_writer *w);
 
 /*
  * A job for cluster from what the state store recorded: its latched spec
@@ -105,7 +119,8 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
  * secret_dir: as snapshot_job.secret_dir.
  */
 int snapshot_retention(state_db *db, const char *cluster, const snapshot_spec *spec,
-                       const char *state_dir, const char *secret_dir, int64_t now_ms);
+                       const char *state_dir, const char *secret_dir, const struct pvc_writer *pvc,
+                       int64_t now_ms);
 
 /* The identity of a destination as recorded ("local:/srv/backups", "s3:host/bucket/prefix"). */
 char *snapshot_destination_id(const storage_location *loc);

@@ -53,6 +53,11 @@
  *   gitcd.io/restore=pending is the marker (as the local target's
  *   data.restore/ and the hosts target's member.restore/): while it is
  *   there the member is ABSENT and ensure_member refuses to start it.
+ * - Snapshots in a PersistentVolumeClaim (writer_start/writer_stop): the
+ *   same receiver, in store mode, in a Pod that mounts the operator's claim
+ *   at subPath; gitcd only ever creates and deletes the Pod and its Secret,
+ *   never the claim. One writer per cluster at a time: starting one deletes
+ *   the cluster's others (what a killed gitcd left), by label.
  * - tls.provider auto: gitcd is the CA (pki/), keeps it under state_dir,
  *   issues one certificate per surface whose names are exactly those render
  *   gives cert-manager, and applies them as kubernetes.io/tls Secrets.
@@ -67,6 +72,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -93,6 +99,8 @@
 #define ANNOTATION_RESTORE   "gitcd.io/restore"
 #define RESTORE_PENDING      "pending"
 #define COMPONENT_RECEIVER   "snapshot-receiver"
+#define COMPONENT_WRITER     "snapshot-writer"
+#define WRITER_MOUNT         "/snapshots"
 #define LABEL_RESTORE_MEMBER "gitcd.io/restore-member"
 #define RECEIVER_PORT        8443
 #define RECEIVER_SECRET_DIR  "/etc/gitcd/receive"
@@ -1936,20 +1944,21 @@ static int kt_renew_tls(target *t, const etcd_cluster *c, const membership_plan 
 
 /* --- Restore into a member's PVC (restore_member) ------------------------- */
 
-static char *receiver_selector(const etcd_cluster *c)
+static char *receiver_selector(const etcd_cluster *c, const char *component)
 {
         return xasprintf("%s=%s,%s=%s,%s=%s", LABEL_APP_MANAGED_BY, LABEL_MANAGED_BY_VALUE,
-                         LABEL_CLUSTER, c->name, LABEL_KEY_COMPONENT, COMPONENT_RECEIVER);
+                         LABEL_CLUSTER, c->name, LABEL_KEY_COMPONENT, component);
 }
 
 /*
- * The receivers (Pods and Secrets) of the cluster's restores: what a gitcd
+ * The receivers (Pods and Secrets) of the cluster's restores
+ * (COMPONENT_RECEIVER) or snapshot writers (COMPONENT_WRITER): what a gitcd
  * killed mid-way left. Found by label, deleted, and the Pods awaited.
  */
-static int sweep_receivers(kubernetes_target *kt, const etcd_cluster *c)
+static int sweep_receivers(kubernetes_target *kt, const etcd_cluster *c, const char *component)
 {
         const char *ns = ns_of(c);
-        _cleanup_free_ char *sel = receiver_selector(c);
+        _cleanup_free_ char *sel = receiver_selector(c, component);
         const kube_gvr *kinds[] = {&GVR_PODS, &GVR_SECRETS};
         for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
                 json_t *items = NULL;
@@ -2013,9 +2022,62 @@ static json_t *receiver_secret_object(const json_t *labels, const char *ns, cons
 }
 
 /*
- * The receiver's Pod, placed as the member's (its nodeSelector, tolerations
- * and affinity) and mounting the member's data volume where the member
- * mounts it (both read from the rendered member Pod).
+ * A receiver's Pod: `gitcd snapshot receive` with mode ("--data-dir=..." or
+ * "--store-dir=..."), its Secret mounted read-only, volume (taken) mounted
+ * at mount (sub_path: the folder of the volume mounted; NULL: its root),
+ * max_bytes (0: no limit), placed as placement (a Pod spec whose
+ * nodeSelector, tolerations and affinity are copied; NULL: anywhere).
+ */
+static json_t *receiver_pod(kubernetes_target *kt, const json_t *labels, const char *ns,
+                            const char *name, const char *secret, const char *mode, json_t *volume,
+                            const char *mount, const char *sub_path, int64_t max_bytes,
+                            const json_t *placement)
+{
+        _cleanup_free_ char *a_secret = xasprintf("--secret-dir=%s", RECEIVER_SECRET_DIR);
+        _cleanup_free_ char *a_listen = xasprintf("--listen=0.0.0.0:%d", RECEIVER_PORT);
+        json_t *cmd =
+            json_pack("[s,s,s,s,s,s]", "gitcd", "snapshot", "receive", mode, a_secret, a_listen);
+        if (max_bytes > 0)
+                json_array_append_new(cmd, json_sprintf("--max-bytes=%lld", (long long)max_bytes));
+        json_t *data_mount = json_pack("{s:s, s:s}", "name", "data", "mountPath", mount);
+        if (!isempty(sub_path))
+                json_object_set_new(data_mount, "subPath", json_string(sub_path));
+        json_t *c = json_pack(
+            "{s:s, s:s, s:s, s:o, s:[{s:s, s:i, s:s}], s:{s:{s:s, s:i, s:s}, s:i, "
+            "s:i}, s:[o, {s:s, s:s, s:b}]}",
+            "name", "receive", "image", kt->snapshot_image, "imagePullPolicy", "IfNotPresent",
+            "command", cmd, "ports", "name", "receive", "containerPort", RECEIVER_PORT, "protocol",
+            "TCP", "readinessProbe", "httpGet", "path", "/healthz", "port", RECEIVER_PORT, "scheme",
+            "HTTPS", "periodSeconds", 1, "timeoutSeconds", 5, "volumeMounts", data_mount, "name",
+            "receive", "mountPath", RECEIVER_SECRET_DIR, "readOnly", 1);
+        json_object_set_new(volume, "name", json_string("data"));
+        json_t *s =
+            json_pack("{s:s, s:i, s:i, s:b, s:b, s:[o], s:[o, {s:s, s:{s:s, s:i}}]}",
+                      "restartPolicy", "Never", "activeDeadlineSeconds", RECEIVER_DEADLINE_S,
+                      "terminationGracePeriodSeconds", 5, "enableServiceLinks", 0,
+                      "automountServiceAccountToken", 0, "containers", c, "volumes", volume, "name",
+                      "receive", "secret", "secretName", secret, "defaultMode", 0400);
+        /*
+         * The files must be etcd's: the member's container runs as its etcd
+         * image's user (root; render sets no securityContext), while gitcd's
+         * image defaults to 65532, which could not even write into a new
+         * volume's root folder (nor into a claim whose owner is unknown).
+         */
+        json_object_set_new(c, "securityContext", json_pack("{s:i}", "runAsUser", 0));
+        static const char *const keys[] = {"nodeSelector", "tolerations", "affinity"};
+        for (size_t k = 0; placement && k < ARRAY_SIZE(keys); k++) {
+                json_t *v = json_object_get(placement, keys[k]);
+                if (v)
+                        json_object_set_new(s, keys[k], json_deep_copy(v));
+        }
+        return json_pack("{s:s, s:s, s:{s:s, s:s, s:O}, s:o}", "apiVersion", "v1", "kind", "Pod",
+                         "metadata", "name", name, "namespace", ns, "labels", labels, "spec", s);
+}
+
+/*
+ * The restore receiver's Pod, placed as the member's (its nodeSelector,
+ * tolerations and affinity) and mounting the member's data volume where the
+ * member mounts it (both read from the rendered member Pod).
  */
 static json_t *receiver_pod_object(kubernetes_target *kt, const json_t *member_pod,
                                    const json_t *labels, const char *ns, const char *name,
@@ -2040,39 +2102,8 @@ static json_t *receiver_pod_object(kubernetes_target *kt, const json_t *member_p
         if (!mount || !data_volume)
                 return NULL;
         _cleanup_free_ char *a_data = xasprintf("--data-dir=%s", data_dir);
-        _cleanup_free_ char *a_secret = xasprintf("--secret-dir=%s", RECEIVER_SECRET_DIR);
-        _cleanup_free_ char *a_listen = xasprintf("--listen=0.0.0.0:%d", RECEIVER_PORT);
-        _cleanup_free_ char *a_max = xasprintf("--max-bytes=%lld", (long long)max_bytes);
-        json_t *c = json_pack(
-            "{s:s, s:s, s:s, s:[s,s,s,s,s,s,s], s:[{s:s, s:i, s:s}], s:{s:{s:s, s:i, s:s}, s:i, "
-            "s:i}, s:[{s:s, s:s}, {s:s, s:s, s:b}]}",
-            "name", "receive", "image", kt->snapshot_image, "imagePullPolicy", "IfNotPresent",
-            "command", "gitcd", "snapshot", "receive", a_data, a_secret, a_listen, a_max, "ports",
-            "name", "receive", "containerPort", RECEIVER_PORT, "protocol", "TCP", "readinessProbe",
-            "httpGet", "path", "/healthz", "port", RECEIVER_PORT, "scheme", "HTTPS",
-            "periodSeconds", 1, "timeoutSeconds", 5, "volumeMounts", "name", "data", "mountPath",
-            mount, "name", "receive", "mountPath", RECEIVER_SECRET_DIR, "readOnly", 1);
-        json_t *s =
-            json_pack("{s:s, s:i, s:i, s:b, s:b, s:[o], s:[O, {s:s, s:{s:s, s:i}}]}",
-                      "restartPolicy", "Never", "activeDeadlineSeconds", RECEIVER_DEADLINE_S,
-                      "terminationGracePeriodSeconds", 5, "enableServiceLinks", 0,
-                      "automountServiceAccountToken", 0, "containers", c, "volumes", data_volume,
-                      "name", "receive", "secret", "secretName", secret, "defaultMode", 0400);
-        /*
-         * The files must be etcd's: the member's container runs as its etcd
-         * image's user (root; render sets no securityContext), while gitcd's
-         * image defaults to 65532, which could not even write into a new
-         * volume's root folder.
-         */
-        json_object_set_new(c, "securityContext", json_pack("{s:i}", "runAsUser", 0));
-        static const char *const placement[] = {"nodeSelector", "tolerations", "affinity"};
-        for (size_t k = 0; k < ARRAY_SIZE(placement); k++) {
-                json_t *v = json_object_get(spec, placement[k]);
-                if (v)
-                        json_object_set_new(s, placement[k], json_deep_copy(v));
-        }
-        return json_pack("{s:s, s:s, s:{s:s, s:s, s:O}, s:o}", "apiVersion", "v1", "kind", "Pod",
-                         "metadata", "name", name, "namespace", ns, "labels", labels, "spec", s);
+        return receiver_pod(kt, labels, ns, name, secret, a_data, json_deep_copy(data_volume),
+                            mount, NULL, max_bytes, spec);
 }
 
 /* Wait until the receiver's Pod is Ready; its address. */
@@ -2196,7 +2227,7 @@ static int kt_restore_member(target *t, const etcd_cluster *c, const membership_
         json_decref(live);
         live = NULL;
 
-        if ((r = sweep_receivers(kt, c)) < 0)
+        if ((r = sweep_receivers(kt, c, COMPONENT_RECEIVER)) < 0)
                 return r;
         _cleanup_(json_decrefp) json_t *pending = json_deep_copy(pvc);
         set_annotation(pending, ANNOTATION_RESTORE, RESTORE_PENDING);
@@ -2276,6 +2307,118 @@ static int kt_restore_member(target *t, const etcd_cluster *c, const membership_
         return 0;
 }
 
+/* --- Snapshots in a PersistentVolumeClaim (writer_start/writer_stop) ------- */
+
+typedef struct kt_writer {
+        char *ns, *name, *url;
+        receiver_secret sec;
+} kt_writer;
+
+static void kt_writer_free(kt_writer *w)
+{
+        if (!w)
+                return;
+        receiver_secret_release(&w->sec);
+        free(w->ns);
+        free(w->name);
+        free(w->url);
+        free(w);
+}
+
+/* Delete a writer's Pod (awaited) and Secret; either may be gone already. */
+static int delete_writer(kubernetes_target *kt, const kt_writer *w)
+{
+        int d = delete_pod(kt, w->ns, w->name);
+        int s = kube_delete(kt->kc, &GVR_SECRETS, w->ns, w->name, "Background");
+        if (s < 0 && s != -ENOENT && d >= 0)
+                d = kube_fail(kt, s);
+        return d;
+}
+
+/*
+ * Order, each step safe to cut short: the claim must exist (it is the
+ * operator's); the cluster's writers a killed gitcd left go; a Secret
+ * (certificate, key, token made for this writer alone) and the Pod
+ * `<cluster>-snapshot-<random>` (restartPolicy Never, activeDeadlineSeconds)
+ * are created; gitcd waits until it is Ready. A failure deletes both.
+ */
+static int kt_writer_start(target *t, const etcd_cluster *c, const char *claim, const char *folder,
+                           void **ret_handle, receiver_peer *ret_peer)
+{
+        kubernetes_target *kt = KT(t);
+        const char *ns = ns_of(c);
+        if (!target_name_is_component(claim))
+                return target_fail(t, -EINVAL, "\"%s\" is not a PersistentVolumeClaim name",
+                                   claim ? claim : "");
+        note_namespace(kt, ns);
+        json_t *live = NULL;
+        int r = kube_get(kt->kc, &GVR_PVCS, ns, claim, &live);
+        json_decref(live);
+        if (r == -ENOENT)
+                return target_fail(t, -ENOENT,
+                                   "PersistentVolumeClaim %s/%s not found: snapshots go into a "
+                                   "claim you create (gitcd never creates, resizes or deletes "
+                                   "it)",
+                                   ns, claim);
+        if (r < 0)
+                return kube_fail(kt, r);
+        if ((r = sweep_receivers(kt, c, COMPONENT_WRITER)) < 0)
+                return r;
+        kt_writer *w = XNEW(kt_writer);
+        if ((r = receiver_secret_new(&w->sec)) < 0) {
+                kt_writer_free(w);
+                return target_fail(t, r, "cannot make the snapshot writer's certificate: %s",
+                                   pki_last_error());
+        }
+        unsigned char rnd[4];
+        if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+                kt_writer_free(w);
+                return target_fail(t, -EIO, "no random bytes for the writer's name");
+        }
+        w->ns = xstrdup(ns);
+        w->name =
+            xasprintf("%s-snapshot-%02x%02x%02x%02x", c->name, rnd[0], rnd[1], rnd[2], rnd[3]);
+        _cleanup_(json_decrefp) json_t *labels =
+            json_pack("{s:s, s:s, s:s}", LABEL_APP_MANAGED_BY, LABEL_MANAGED_BY_VALUE,
+                      LABEL_CLUSTER, c->name, LABEL_KEY_COMPONENT, COMPONENT_WRITER);
+        _cleanup_(json_decrefp) json_t *secret =
+            receiver_secret_object(labels, ns, w->name, &w->sec);
+        _cleanup_free_ char *mode = xasprintf("--store-dir=%s", WRITER_MOUNT);
+        _cleanup_(json_decrefp) json_t *pod =
+            receiver_pod(kt, labels, ns, w->name, w->name, mode,
+                         json_pack("{s:{s:s}}", "persistentVolumeClaim", "claimName", claim),
+                         WRITER_MOUNT, isempty(folder) ? NULL : folder, 0, NULL);
+        if ((r = adapt(kt, pod)) >= 0 && (r = apply(kt, secret, false)) >= 0)
+                r = apply(kt, pod, false);
+        _cleanup_free_ char *address = NULL;
+        if (r >= 0)
+                r = wait_receiver(kt, ns, w->name, &address);
+        if (r < 0) {
+                _cleanup_free_ char *keep = xstrdup(target_last_error(t));
+                (void)delete_writer(kt, w);
+                kt_writer_free(w);
+                return target_fail(t, r, "snapshot writer for PersistentVolumeClaim %s/%s: %s", ns,
+                                   claim, keep);
+        }
+        w->url = xasprintf("https://%s:%d", address, RECEIVER_PORT);
+        log_debug("kubernetes target: snapshot writer %s/%s serves claim %s", ns, w->name, claim);
+        *ret_peer = (receiver_peer){.url = w->url, .token = w->sec.token, .pin = w->sec.pin};
+        *ret_handle = w;
+        return 0;
+}
+
+static int kt_writer_stop(target *t, const etcd_cluster *c, void *handle)
+{
+        kubernetes_target *kt = KT(t);
+        (void)c;
+        kt_writer *w = handle;
+        if (!w)
+                return 0;
+        int r = delete_writer(kt, w);
+        kt_writer_free(w);
+        return r;
+}
+
 static void kt_free(target *t)
 {
         kubernetes_target *kt = KT(t);
@@ -2326,6 +2469,8 @@ static const target_ops kubernetes_ops = {
     .renew_tls = kt_renew_tls,
     .secret_folder = kt_secret_folder,
     .restore_member = kt_restore_member,
+    .writer_start = kt_writer_start,
+    .writer_stop = kt_writer_stop,
     .free = kt_free,
 };
 

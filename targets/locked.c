@@ -263,6 +263,17 @@ static int lk_secret_folder(target *t, const etcd_cluster *c, const char *name, 
         return FORWARD(t, c, secret_folder(LK(t)->inner, c, name, ret_dir));
 }
 
+static int lk_writer_start(target *t, const etcd_cluster *c, const char *claim, const char *folder,
+                           void **ret_handle, struct receiver_peer *ret_peer)
+{
+        return FORWARD(t, c, writer_start(LK(t)->inner, c, claim, folder, ret_handle, ret_peer));
+}
+
+static int lk_writer_stop(target *t, const etcd_cluster *c, void *handle)
+{
+        return FORWARD(t, c, writer_stop(LK(t)->inner, c, handle));
+}
+
 static const char *lk_last_error(const target *t)
 {
         (void)t;
@@ -287,7 +298,7 @@ static void lk_free(target *t)
 }
 
 /* A new operation in target_ops must be forwarded here too: this fails to compile until it is. */
-_Static_assert(sizeof(target_ops) == 2 * sizeof(void *) + 18 * sizeof(void (*)(void)),
+_Static_assert(sizeof(target_ops) == 2 * sizeof(void *) + 20 * sizeof(void (*)(void)),
                "target_ops changed: forward the new operation in targets/locked.c");
 
 int target_locked_new(target *inner, target **ret)
@@ -318,6 +329,8 @@ int target_locked_new(target *inner, target **ret)
             .drop_kept_data = in->drop_kept_data ? lk_drop_kept_data : NULL,
             .restore_member = in->restore_member ? lk_restore_member : NULL,
             .secret_folder = in->secret_folder ? lk_secret_folder : NULL,
+            .writer_start = in->writer_start ? lk_writer_start : NULL,
+            .writer_stop = in->writer_stop ? lk_writer_stop : NULL,
             .last_error = lk_last_error,
             .free = lk_free,
         };

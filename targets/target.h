@@ -62,6 +62,7 @@ char *target_data_marker_new(const char *member);
 char *target_data_marker_id(const char *text, const char *member);
 
 typedef struct target target;
+struct receiver_peer;
 
 /* One TLS leaf certificate gitcd issued (tls.provider auto), as the target holds it. */
 typedef struct target_cert {
@@ -263,6 +264,23 @@ typedef struct target_ops {
          * made on gitcd's host (snapshots/destination.h).
          */
         int (*secret_folder)(target *t, const etcd_cluster *c, const char *name, char **ret_dir);
+
+        /*
+         * The writer of a snapshot location in a PersistentVolumeClaim
+         * (spec.snapshots.destination.pvc, a pvc restore source; see
+         * snapshots/destination.h, pvc_writer): start a Pod gitcd owns that
+         * mounts the cluster namespace's claim `claim` (never created,
+         * resized or deleted) at `folder` ("" for its root) and serves it
+         * with `gitcd snapshot receive --store-dir`, wait until it is Ready,
+         * and fill *ret_peer, whose strings *ret_handle owns. Writers of the
+         * cluster a killed gitcd left are deleted first, by label.
+         * writer_stop deletes the Pod and its Secret and frees the handle.
+         * NULL (both): the target has no PersistentVolumeClaims, and pvc
+         * locations are refused at intake.
+         */
+        int (*writer_start)(target *t, const etcd_cluster *c, const char *claim, const char *folder,
+                            void **ret_handle, struct receiver_peer *ret_peer);
+        int (*writer_stop)(target *t, const etcd_cluster *c, void *handle);
 
         /*
          * The message of the calling thread's last failed operation, for a

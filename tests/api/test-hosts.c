@@ -127,14 +127,14 @@ static void test_taken_in_by_the_hosts_target_only(void **state)
 
         /* --target hosts takes it in */
         cluster_set set = load_set(inventory);
-        assert_int_equal(spec_refuse_for_target(&set, true, &d), 0);
+        assert_int_equal(spec_refuse_for_target(&set, true, false, &d), 0);
         assert_int_equal(set.n, 1);
         assert_int_equal(d.n, 0);
         cluster_set_release(&set);
 
         /* any other target refuses it, pointing at spec.hosts */
         set = load_set(inventory);
-        assert_int_equal(spec_refuse_for_target(&set, false, &d), -EOPNOTSUPP);
+        assert_int_equal(spec_refuse_for_target(&set, false, false, &d), -EOPNOTSUPP);
         assert_int_equal(set.n, 0);
         assert_int_equal(d.n, 1);
         assert_int_equal(d.items[0].severity, DIAG_ERROR);
@@ -153,13 +153,62 @@ static void test_taken_in_by_the_hosts_target_only(void **state)
         set.items[set.n++] = more.items[0];
         more.n = 0;
         cluster_set_release(&more);
-        assert_int_equal(spec_refuse_for_target(&set, true, &d), -EOPNOTSUPP);
+        assert_int_equal(spec_refuse_for_target(&set, true, false, &d), -EOPNOTSUPP);
         assert_int_equal(set.n, 1);
         assert_string_equal(set.items[0]->name, "demo");
         assert_int_equal(d.n, 1);
         assert_non_null(strstr(d.items[0].message, "--target hosts"));
         assert_non_null(strstr(d.items[0].message, "default/plain has none"));
         diag_list_release(&d);
+        cluster_set_release(&set);
+}
+
+/* A PVC snapshot destination is taken in by a target with writer Pods only. */
+static void test_pvc_destination_needs_a_writer(void **state)
+{
+        (void)state;
+        static const char pvc[] = "apiVersion: gitcd.io/v1alpha1\n"
+                                  "kind: EtcdCluster\n"
+                                  "metadata: {name: p}\n"
+                                  "spec:\n"
+                                  "  snapshots:\n"
+                                  "    schedule: \"0 * * * *\"\n"
+                                  "    destination:\n"
+                                  "      pvc: {claimName: backups, subPath: etcd}\n";
+        _cleanup_(etcd_cluster_freep) etcd_cluster *c = load(pvc);
+        diag_list d = {0};
+        /* no field "not supported yet": validate does not warn */
+        assert_int_equal(spec_check_unsupported(c, SPEC_UNSUPPORTED_WARN, &d), 0);
+
+        cluster_set set = load_set(pvc);
+        assert_int_equal(spec_refuse_for_target(&set, false, true, &d), 0);
+        assert_int_equal(set.n, 1);
+        assert_int_equal(d.n, 0);
+        cluster_set_release(&set);
+
+        set = load_set(pvc);
+        assert_int_equal(spec_refuse_for_target(&set, false, false, &d), -EOPNOTSUPP);
+        assert_int_equal(set.n, 0);
+        assert_int_equal(d.n, 1);
+        assert_int_equal(d.items[0].severity, DIAG_ERROR);
+        assert_non_null(strstr(d.items[0].message, "spec.snapshots.destination.pvc"));
+        assert_non_null(strstr(d.items[0].message, "needs --target kubernetes"));
+        assert_int_equal(d.items[0].line, 8);
+        diag_list_release(&d);
+        cluster_set_release(&set);
+
+        /* written off, it asks for nothing */
+        static const char off[] = "apiVersion: gitcd.io/v1alpha1\n"
+                                  "kind: EtcdCluster\n"
+                                  "metadata: {name: p}\n"
+                                  "spec:\n"
+                                  "  snapshots:\n"
+                                  "    enabled: false\n"
+                                  "    destination:\n"
+                                  "      pvc: {claimName: backups}\n";
+        set = load_set(off);
+        assert_int_equal(spec_refuse_for_target(&set, false, false, &d), 0);
+        assert_int_equal(set.n, 1);
         cluster_set_release(&set);
 }
 
@@ -171,6 +220,7 @@ int main(void)
             cmocka_unit_test(test_normalized_round_trip),
             cmocka_unit_test(test_no_hosts_no_change),
             cmocka_unit_test(test_taken_in_by_the_hosts_target_only),
+            cmocka_unit_test(test_pvc_destination_needs_a_writer),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,8 @@
 /*
  * What `gitcd apply` and `gitcd run` refuse, end to end through the real
- * binary on the local target: clusters that use a field gitcd reads but does
- * not act on yet (spec.snapshots.destination.pvc) are not
- * created, an existing cluster that gains one is not changed, and the other
+ * binary on the local target: clusters that use a field this target does
+ * not act on (spec.snapshots.destination.pvc, the Kubernetes target's) are
+ * not created, an existing cluster that gains one is not changed, and the other
  * clusters of the same folder are created and keep running; and a commit
  * that adds `force-new-cluster` to a live 3-member cluster is refused with
  * nothing restarted, removed or deleted.
@@ -99,8 +99,7 @@ static void test_unsupported_fields(void **state)
         char *err = NULL;
         assert_int_equal(apply_capture(e, &err), 1);
         assert_contains(err, "snap.yaml:11:7: error: spec.snapshots.destination.pvc (snapshots "
-                             "stored in a PersistentVolumeClaim) is not supported yet; the "
-                             "cluster is not created");
+                             "stored in a PersistentVolumeClaim) needs --target kubernetes");
         free(err);
 
         /* The refused clusters do not exist; the other one runs. */
@@ -114,13 +113,11 @@ static void test_unsupported_fields(void **state)
         }
         assert_true(audit_count_all(e, "spec.rejected") >= 1);
 
-        /* validate reads the same folder as valid, with warnings. */
+        /* validate reads the same folder as valid, without a warning for the PVC. */
         const char *vargs[] = {"validate", e->source, NULL};
         char *vout = NULL;
         assert_int_equal(e2e_runv(e, &vout, NULL, vargs), 0);
-        assert_contains(vout, "snap.yaml:11:7: warning: spec.snapshots.destination.pvc "
-                              "(snapshots stored in a PersistentVolumeClaim) is not supported "
-                              "yet; gitcd apply, run and plan refuse this cluster");
+        assert_null(strstr(vout, "warning: spec.snapshots.destination.pvc"));
         free(vout);
 
         /* An existing cluster that gains an unsupported field is not changed. */
@@ -131,8 +128,7 @@ static void test_unsupported_fields(void **state)
                      "      pvc:\n        claimName: backups\n");
         assert_int_equal(apply_capture(e, &err), 1);
         assert_contains(err, "plain.yaml:11:7: error: spec.snapshots.destination.pvc (snapshots "
-                             "stored in a PersistentVolumeClaim) is not supported yet; the "
-                             "cluster is not changed");
+                             "stored in a PersistentVolumeClaim) needs --target kubernetes");
         free(err);
         assert_int_equal(e2e_member_pid(e, "plain", "plain-0"), before);
         assert_true(e2e_wait_ready(e, "plain", 1, 10));
@@ -147,8 +143,8 @@ static void test_unsupported_fields(void **state)
                 if (read_file(log, 1 << 20, &text, &len) == 0)
                         seen = strstr(text, "plain.yaml:11:7: error: "
                                             "spec.snapshots.destination.pvc (snapshots stored in "
-                                            "a PersistentVolumeClaim) is not supported yet; the "
-                                            "cluster is not changed") != NULL;
+                                            "a PersistentVolumeClaim) needs --target "
+                                            "kubernetes") != NULL;
                 free(text);
                 if (!seen)
                         usleep(100 * 1000);

@@ -95,7 +95,8 @@ typedef struct nodesim nodesim;
  *   - runs the etcd container's command as a local process: argv[0] "etcd"
  *     becomes the binary for the image tag's version
  *     (~/.cache/gitcd/etcd/<version>/etcd; the tag "v3.5.16" -> 3.5.16),
- *     arguments under a volume's mountPath point into its folder, and
+ *     arguments under a volume's mountPath point into its folder (a
+ *     claim's folder, or the subPath folder in it, made when missing), and
  *     listen URLs on 0.0.0.0 listen on the Pod's address; its output goes
  *     to work_dir/logs/<ns>_<pod>.log; argv[0] "gitcd" (gitcd's own image,
  *     any tag) becomes $GITCD_BIN, the gitcd under test, and its

@@ -661,9 +661,16 @@ static int prepare(sim *s, sim_pod *p, launch *l)
                                     vname);
                         return -EINVAL;
                 }
+                if (!isempty(sub_path)) {
+                        /* as a kubelet: a missing subPath folder is made */
+                        char *sub = path_join(host, sub_path);
+                        free(host);
+                        host = sub;
+                        if (mkdir_p(host, 0755) < 0)
+                                return -EIO;
+                }
                 l->mounts[l->n_mounts] = xstrdup(mount_path);
-                l->hosts[l->n_mounts++] =
-                    isempty(sub_path) ? TAKE_PTR(host) : path_join(host, sub_path);
+                l->hosts[l->n_mounts++] = TAKE_PTR(host);
         }
 
         n_args = json_array_size(json_object_get(ctr, "command")) +

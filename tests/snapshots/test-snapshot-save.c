@@ -377,7 +377,7 @@ static void test_retention(void **unused)
         assert_int_equal(write_file_atomic(blocker, "x", 1, 0600), 0);
 
         int64_t now = now_wall_ms();
-        assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, NULL, now), 1);
+        assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, NULL, NULL, now), 1);
         state_snapshot_list l = {0};
         assert_int_equal(state_snapshot_list_for(f.db, CLUSTER, 0, &l), 0);
         assert_int_equal(l.n, 5);
@@ -403,7 +403,7 @@ static void test_retention(void **unused)
         assert_int_equal(unlink(blocker), 0);
         assert_int_equal(rmdir(oldest_path), 0);
         assert_int_equal(write_file_atomic(oldest_path, "again", 5, 0600), 0);
-        assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, NULL, now), 1);
+        assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, NULL, NULL, now), 1);
         assert_false(path_exists(oldest_path));
         state_snapshot_free(oldest);
         assert_int_equal(state_snapshot_get(f.db, ids[0], &oldest), 0);
@@ -412,7 +412,7 @@ static void test_retention(void **unused)
 
         /* by age: two hours later only the newest is kept (never the last one) */
         assert_int_equal(
-            snapshot_retention(f.db, CLUSTER, spec, f.dir, NULL, now + 2 * 3600 * 1000), 1);
+            snapshot_retention(f.db, CLUSTER, spec, f.dir, NULL, NULL, now + 2 * 3600 * 1000), 1);
         assert_int_equal(state_snapshot_list_for(f.db, CLUSTER, 0, &l), 0);
         assert_int_equal(l.items[0]->expired_ms, 0);
         assert_true(path_exists(l.items[0]->location));
@@ -486,7 +486,7 @@ static void test_restore_many_keys(void **unused)
         char *raw = path_join(f.dir, "raw.db");
         char *data = path_join(f.dir, "restored");
         char *err = NULL;
-        assert_int_equal(snapshot_fetch(f.db, s, f.dir, fetched, &err), 0);
+        assert_int_equal(snapshot_fetch(f.db, s, f.dir, NULL, fetched, &err), 0);
         int64_t size = 0;
         assert_int_equal(snapshot_unpack(fetched, raw, &size, &err), 0);
         assert_int_equal(size, s->db_size);
@@ -550,13 +550,13 @@ static void test_restore_many_keys(void **unused)
         fputc(ch ^ 0x55, fp);
         fclose(fp);
         unlink(fetched);
-        assert_int_equal(snapshot_fetch(f.db, s, f.dir, fetched, &err), -EBADMSG);
+        assert_int_equal(snapshot_fetch(f.db, s, f.dir, NULL, fetched, &err), -EBADMSG);
         assert_non_null(strstr(err, "SHA-256"));
         free(err);
         err = NULL;
         /* and a missing one as missing */
         assert_int_equal(unlink(stored), 0);
-        assert_int_equal(snapshot_fetch(f.db, s, f.dir, fetched, &err), -ENOENT);
+        assert_int_equal(snapshot_fetch(f.db, s, f.dir, NULL, fetched, &err), -ENOENT);
         assert_non_null(strstr(err, "missing"));
         free(err);
         err = NULL;
@@ -678,7 +678,8 @@ static void test_s3_destination(void **unused)
         assert_int_equal(obj.size, newest->size);
         dest_object_release(&obj);
 
-        assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, NULL, now_wall_ms()), 1);
+        assert_int_equal(snapshot_retention(f.db, CLUSTER, spec, f.dir, NULL, NULL, now_wall_ms()),
+                         1);
         assert_int_equal(snapshot_dest_stat(dest, oldest->key, &obj, &err), -ENOENT);
         free(err);
         err = NULL;
@@ -719,7 +720,7 @@ static void test_s3_destination(void **unused)
         /* fetched back through the record, intact */
         char *fetched = path_join(f.dir, "fetched");
         char *raw = path_join(f.dir, "raw.db");
-        if (snapshot_fetch(f.db, newest, f.dir, fetched, &err) < 0)
+        if (snapshot_fetch(f.db, newest, f.dir, NULL, fetched, &err) < 0)
                 fail_msg("fetch: %s", err);
         int64_t size = 0;
         assert_int_equal(snapshot_unpack(fetched, raw, &size, &err), 0);

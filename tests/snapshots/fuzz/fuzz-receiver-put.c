@@ -7,6 +7,11 @@
  * key that stays inside the staging folder (no empty, "." or ".."
  * component, no leading "/", no control character), a size within the
  * room, and 64 lowercase hex digits; a refusal is a 4xx with a reason.
+ *
+ * Bit 5 set: the checks of store mode's HEAD, GET and DELETE
+ * (receiver_check_key) instead, with the key and the method (the second
+ * field; absent: "GET"). Whatever is accepted is one of the three methods
+ * with a key as above.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,6 +56,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 p += strlen(p);
                 if (p < buf + size - 1)
                         p++;
+        }
+        if (flags & 32) {
+                const char *method = field[1] ? field[1] : "GET", *why = NULL;
+                unsigned status = field[0] ? receiver_check_key(method, field[0], &why) : 0;
+                if (!field[0]) {
+                        free(buf);
+                        return 0;
+                }
+                if (status == 0) {
+                        check_key(field[0]);
+                        if (strcmp(method, "HEAD") && strcmp(method, "GET") &&
+                            strcmp(method, "DELETE"))
+                                abort();
+                } else if (status < 400 || status > 499 || !why || !*why) {
+                        abort();
+                }
+                free(buf);
+                return 0;
         }
         int64_t room = (flags & 16) ? -1 : 4096, got = -1;
         const char *why = NULL;

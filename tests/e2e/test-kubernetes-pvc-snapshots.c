@@ -1,0 +1,317 @@
+/*
+ * Snapshots into a PersistentVolumeClaim on the Kubernetes target, against
+ * the real kube-apiserver and the node simulator (tests/e2e/kube-lab.h,
+ * which maps a claim to a folder); skipped (77) without them or without
+ * root. The operator's claim "backups" exists before the cluster; a file of
+ * theirs is in its folder. A 1-member cluster whose spec.snapshots.destination
+ * is pvc {claimName: backups, subPath: etcd/snaps} with retention count 1 is
+ * applied and filled with keys, then:
+ *   - `gitcd snapshot save` killed while the snapshot's bytes are on their way
+ *     to the writer Pod: the writer Pod and its Secret are left, and nothing
+ *     in the claim's folder looks like a snapshot (the writer removes the
+ *     temporary of a transfer cut short);
+ *   - the next `gitcd snapshot save` deletes the leftover writer, stores the
+ *     snapshot at <subPath>/<namespace>/<name>/... in the claim's folder with
+ *     the recorded SHA-256, location pvc://backups/etcd/snaps/..., and
+ *     leaves no writer Pod or Secret behind;
+ *   - a third one: retention by count deletes the second's file (a recorded
+ *     key) and nothing else: the operator's file stays;
+ *   - a second cluster whose bootstrap.restore.source is that file in the
+ *     claim is created holding every key (fetched through a writer Pod);
+ *   - `gitcd snapshot restore ID --into` of a record in a claim is refused
+ *     clearly (it runs on gitcd's host, without the target's writer);
+ *   - `gitcd run` records the snapshot the killed save left running as
+ *     failed, and takes its first scheduled snapshot into the claim.
+ */
+#include <dirent.h>
+#include <openssl/evp.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "tests/e2e/e2e.h"
+#include "tests/e2e/kube-lab.h"
+#include "util/fs.h"
+#include "util/strbuf.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+#define NS      "default"
+#define VERSION "3.5.16"
+#define CL      "kp"
+#define KEYS    1500
+#define WRITERS "app.kubernetes.io/component=snapshot-writer"
+
+static kube_lab *lab;
+
+static const kube_gvr PODS = {"", "v1", "pods", true};
+static const kube_gvr SECRETS = {"", "v1", "secrets", true};
+
+static size_t count(const kube_gvr *gvr, const char *selector)
+{
+        json_t *items = NULL;
+        if (kube_list(lab->admin, gvr, NS, selector, &items, NULL) < 0)
+                fail_msg("list %s: %s", gvr->resource, kube_client_last_error(lab->admin));
+        size_t n = json_array_size(items);
+        json_decref(items);
+        return n;
+}
+
+static int save(e2e *e, const char *failpoint, char **ret_err)
+{
+        const char *args[] = {
+            "snapshot",  "save",  NS "/" CL, "--kubeconfig", kubeapi_kubeconfig(lab->api),
+            "--context", "gitcd", NULL};
+        return e2e_runv_failpoint(e, failpoint, NULL, ret_err, args);
+}
+
+/* The newest record of the cluster (`gitcd snapshot list -o json`, newest first). */
+static json_t *newest(e2e *e)
+{
+        char *out = NULL;
+        assert_int_equal(e2e_run(e, &out, "snapshot", "list", NS "/" CL, "-o", "json", NULL), 0);
+        json_t *j = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
+        free(out);
+        assert_non_null(j);
+        return j;
+}
+
+static char *file_sha256(const char *path)
+{
+        char *hex = xmalloc(65);
+        assert_int_equal(file_sha256_hex(path, hex), 0);
+        return hex;
+}
+
+/* Every file under dir, relative ("" separated by newlines), hidden ones included. */
+static char *files_under(const char *dir)
+{
+        path_list files = {0}, dirs = {0};
+        strbuf sb = STRBUF_INIT;
+        if (list_tree(dir, &files, &dirs) == 0)
+                for (size_t i = 0; i < files.n; i++)
+                        sb_printf(&sb, "%s\n", files.paths[i]);
+        path_list_release(&files);
+        path_list_release(&dirs);
+        return sb_detach(&sb);
+}
+
+static void test_pvc_snapshots(void **state)
+{
+        (void)state;
+        e2e *e = e2e_new();
+        json_t *claim = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:[s], s:{s:{s:s}}}}", "apiVersion",
+                                  "v1", "kind", "PersistentVolumeClaim", "metadata", "name",
+                                  "backups", "namespace", NS, "spec", "accessModes",
+                                  "ReadWriteOnce", "resources", "requests", "storage", "1Gi");
+        assert_int_equal(kube_apply(lab->admin, claim, "e2e", false, false, NULL), 0);
+        json_decref(claim);
+        _cleanup_free_ char *folder =
+            xasprintf("%s/node/volumes/" NS "/backups/etcd/snaps", lab->root);
+
+        e2e_write_file(e, CL ".yaml",
+                       "apiVersion: gitcd.io/v1alpha1\n"
+                       "kind: EtcdCluster\n"
+                       "metadata:\n"
+                       "  name: " CL "\n"
+                       "  namespace: " NS "\n"
+                       "spec:\n"
+                       "  replicas: 1\n"
+                       "  version: \"" VERSION "\"\n"
+                       "  snapshots:\n"
+                       "    schedule: \"0 0 1 1 *\"\n"
+                       "    retention:\n"
+                       "      count: 1\n"
+                       "    destination:\n"
+                       "      pvc:\n"
+                       "        claimName: backups\n"
+                       "        subPath: etcd/snaps\n");
+        const char *apply[] = {
+            "apply",     "-q",       "--source",   e->source,      "--timeout",
+            "120s",      "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(lab->api),
+            "--context", "gitcd",    NULL};
+        _cleanup_free_ char *err = NULL;
+        int k = e2e_runv(e, NULL, &err, apply);
+        if (k != 0)
+                fail_msg("apply exited %d: %s", k, err);
+        /* the operator's file (the simulator has seen the claim by now: it keeps its folder) */
+        _cleanup_free_ char *theirs_dir = path_join(folder, NS "/" CL);
+        assert_int_equal(mkdir_p(theirs_dir, 0755), 0);
+        _cleanup_free_ char *theirs = path_join(theirs_dir, "made-by-the-operator.db");
+        assert_int_equal(write_file_atomic(theirs, "theirs", 6, 0644), 0);
+        _cleanup_free_ char *eps = e2e_endpoints(e, CL);
+        e2e_fill_keys(eps, KEYS);
+
+        /* killed with a part of the snapshot sent: nothing that looks like one is left */
+        free(err);
+        err = NULL;
+        k = save(e, "receiver.put-body", &err);
+        if (k != 128 + SIGKILL)
+                fail_msg("snapshot save was not killed mid-transfer (%d): %s", k, err);
+        assert_int_equal(count(&PODS, WRITERS), 1);
+        assert_int_equal(count(&SECRETS, WRITERS), 1);
+        _cleanup_free_ char *listing = NULL;
+        for (int64_t end = now_mono_ms() + 20000; now_mono_ms() < end; usleep(200 * 1000)) {
+                free(listing);
+                listing = files_under(folder);
+                if (streq(listing, NS "/" CL "/made-by-the-operator.db\n"))
+                        break;
+        }
+        assert_string_equal(listing, NS "/" CL "/made-by-the-operator.db\n");
+        json_t *killed = newest(e);
+        json_int_t killed_id = json_integer_value(json_object_get(killed, "id"));
+        assert_string_equal(json_string_value(json_object_get(killed, "result")), "running");
+        json_decref(killed);
+
+        /* the next one removes the leftover writer and stores the snapshot */
+        free(err);
+        err = NULL;
+        k = save(e, NULL, &err);
+        if (k != 0)
+                fail_msg("snapshot save exited %d: %s", k, err);
+        assert_int_equal(count(&PODS, WRITERS), 0);
+        assert_int_equal(count(&SECRETS, WRITERS), 0);
+        json_t *first = newest(e);
+        assert_string_equal(json_string_value(json_object_get(first, "result")), "succeeded");
+        const char *key1 = json_string_value(json_object_get(first, "key"));
+        const char *loc1 = json_string_value(json_object_get(first, "location"));
+        assert_non_null(key1);
+        _cleanup_free_ char *want_loc = xasprintf("pvc://backups/etcd/snaps/%s", key1);
+        assert_string_equal(loc1, want_loc);
+        assert_true(strneq(key1, NS "/" CL "/", strlen(NS "/" CL "/")));
+        _cleanup_free_ char *file1 = path_join(folder, key1);
+        _cleanup_free_ char *sum1 = file_sha256(file1);
+        assert_string_equal(sum1, json_string_value(json_object_get(first, "sha256")));
+
+        /* a third: retention (count 1) deletes the second's file, and only that */
+        free(err);
+        err = NULL;
+        k = save(e, NULL, &err);
+        if (k != 0)
+                fail_msg("snapshot save exited %d: %s", k, err);
+        json_t *second = newest(e);
+        const char *key2 = json_string_value(json_object_get(second, "key"));
+        assert_non_null(key2);
+        assert_string_not_equal(key1, key2);
+        _cleanup_free_ char *file2 = path_join(folder, key2);
+        _cleanup_free_ char *sum2 = file_sha256(file2);
+        assert_string_equal(sum2, json_string_value(json_object_get(second, "sha256")));
+        assert_false(path_exists(file1));
+        assert_true(path_exists(theirs));
+        free(listing);
+        listing = files_under(folder);
+        _cleanup_free_ char *want =
+            xasprintf("%s\n%s", key2, NS "/" CL "/made-by-the-operator.db\n");
+        _cleanup_free_ char *want_rev =
+            xasprintf("%s\n%s\n", NS "/" CL "/made-by-the-operator.db", key2);
+        if (!streq(listing, want) && !streq(listing, want_rev))
+                fail_msg("the claim's folder holds:\n%s", listing);
+        assert_int_equal(count(&PODS, WRITERS), 0);
+
+        /* a cluster created from that file in the claim: fetched through a writer Pod */
+        _cleanup_free_ char *restored = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
+                                                  "kind: EtcdCluster\n"
+                                                  "metadata:\n"
+                                                  "  name: kq\n"
+                                                  "  namespace: " NS "\n"
+                                                  "spec:\n"
+                                                  "  replicas: 1\n"
+                                                  "  version: \"" VERSION "\"\n"
+                                                  "  bootstrap:\n"
+                                                  "    restore:\n"
+                                                  "      source:\n"
+                                                  "        pvc:\n"
+                                                  "          claimName: backups\n"
+                                                  "          subPath: etcd/snaps/%s\n",
+                                                  key2);
+        e2e_write_file(e, "kq.yaml", restored);
+        free(err);
+        err = NULL;
+        k = e2e_runv(e, NULL, &err, apply);
+        if (k != 0)
+                fail_msg("apply of the restored cluster exited %d: %s", k, err);
+        _cleanup_free_ char *eps_kq = e2e_endpoints(e, "kq");
+        e2e_check_keys(eps_kq, KEYS);
+        assert_int_equal(count(&PODS, WRITERS), 0);
+        assert_true(path_exists(file2));
+
+        /* a restore on gitcd's host cannot read the claim: refused, saying why */
+        _cleanup_free_ char *id =
+            xasprintf("%lld", (long long)json_integer_value(json_object_get(second, "id")));
+        _cleanup_free_ char *into = path_join(e->root, "restored");
+        const char *restore[] = {"snapshot", "restore", id, "--into", into, NULL};
+        free(err);
+        err = NULL;
+        assert_int_not_equal(e2e_runv(e, NULL, &err, restore), 0);
+        assert_non_null(strstr(err, "Kubernetes target"));
+        assert_false(path_exists(into));
+
+        /* gitcd run records the snapshot it was killed in as failed */
+        const char *run[] = {
+            "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(lab->api), "--context",
+            "gitcd",    NULL};
+        pid_t d = e2e_start_daemon(e, run);
+        bool failed = false, scheduled = false;
+        const char *sched_key = NULL;
+        json_t *sched = NULL;
+        for (int64_t end = now_mono_ms() + 60000; !(failed && scheduled) && now_mono_ms() < end;
+             usleep(300 * 1000)) {
+                char *out = NULL;
+                assert_int_equal(
+                    e2e_run(e, &out, "snapshot", "list", NS "/" CL, "-o", "json", NULL), 0);
+                char *save_ptr = NULL;
+                for (char *line = strtok_r(out, "\n", &save_ptr); line;
+                     line = strtok_r(NULL, "\n", &save_ptr)) {
+                        json_t *o = json_loads(line, 0, NULL);
+                        const char *res = json_string_value(json_object_get(o, "result"));
+                        if (json_integer_value(json_object_get(o, "id")) == killed_id)
+                                failed = streq_ptr(res, "failed");
+                        if (!sched &&
+                            streq_ptr(json_string_value(json_object_get(o, "trigger")),
+                                      "schedule") &&
+                            !streq_ptr(res, "running")) {
+                                scheduled = true;
+                                sched = json_incref(o);
+                        }
+                        json_decref(o);
+                }
+                free(out);
+        }
+        kill(d, SIGTERM);
+        waitpid(d, NULL, 0);
+        assert_true(failed);
+        /* and takes its first scheduled snapshot from its worker thread, through a writer */
+        assert_true(scheduled);
+        if (!streq_ptr(json_string_value(json_object_get(sched, "result")), "succeeded"))
+                fail_msg("scheduled snapshot: %s",
+                         json_string_value(json_object_get(sched, "error")));
+        sched_key = json_string_value(json_object_get(sched, "key"));
+        _cleanup_free_ char *file3 = path_join(folder, sched_key);
+        _cleanup_free_ char *sum3 = file_sha256(file3);
+        assert_string_equal(sum3, json_string_value(json_object_get(sched, "sha256")));
+        json_decref(sched);
+        assert_int_equal(count(&PODS, WRITERS), 0);
+        json_decref(first);
+        json_decref(second);
+        e2e_free(e);
+}
+
+int main(void)
+{
+        lab = kube_lab_start(NS, VERSION);
+        if (!lab)
+                return 77;
+        const struct CMUnitTest tests[] = {cmocka_unit_test(test_pvc_snapshots)};
+        int failed = cmocka_run_group_tests(tests, NULL, NULL);
+        kube_lab_free(lab);
+        return failed;
+}
