@@ -28,6 +28,7 @@
 
 #include "etcd/client.h"
 #include "tests/harness/harness.h"
+#include "util/fs.h"
 #include "util/macro.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -539,7 +540,14 @@ static void test_learner_lifecycle(void **state)
         until = now_mono_ms() + 60000;
         while (etcd_status(lc, NULL, &s) < 0 && now_mono_ms() < until)
                 usleep(100 * 1000);
-        assert_non_null(s);
+        if (!s) {
+                _cleanup_free_ char *log = NULL;
+                size_t len = 0;
+                (void)read_file(cluster->members[idx].log_path, 1 << 24, &log, &len);
+                fail_msg("the learner never served (%s); its log ends:\n%s",
+                         etcd_client_last_error(lc),
+                         log ? log + (len > 3000 ? len - 3000 : 0) : "(none)");
+        }
         assert_true(s->is_learner);
         etcd_endpoint_status_free(s);
         assert_int_equal(etcd_put(lc, "/learner", "x", 1, NULL), ETCD_ERR_LEARNER_NOT_SUPPORTED);
