@@ -399,14 +399,16 @@ unsigned receiver_check_key(const char *method, const char *key, const char **re
  */
 static int open_existing_parent(const receiver *r, const char *key, int *ret_fd, char **ret_base)
 {
+        *ret_fd = -1;
+        *ret_base = NULL;
         int fd = open(r->stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
-                return -errno;
+                return errno > 0 ? -errno : -EIO;
         const char *c = key;
         for (const char *slash; (slash = strchr(c, '/')); c = slash + 1) {
                 _cleanup_free_ char *comp = xstrndup(c, (size_t)(slash - c));
                 int sub = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                int k = -errno;
+                int k = errno > 0 ? -errno : -EIO;
                 close(fd);
                 if (sub < 0)
                         return k;
