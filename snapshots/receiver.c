@@ -462,6 +462,8 @@ static enum MHD_Result store_read(receiver *r, struct MHD_Connection *conn, cons
         int dir_fd = -1;
         _cleanup_free_ char *base = NULL;
         int k = open_existing_parent(r, key, &dir_fd, &base);
+        if (k >= 0 && !base)
+                k = -EINVAL;
         int fd = k < 0 ? -1 : openat(dir_fd, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (k >= 0 && fd < 0)
                 k = -errno;
@@ -505,6 +507,8 @@ static enum MHD_Result store_delete(receiver *r, struct MHD_Connection *conn, co
         int dir_fd = -1;
         _cleanup_free_ char *base = NULL;
         int k = open_existing_parent(r, key, &dir_fd, &base);
+        if (k >= 0 && !base)
+                k = -EINVAL;
         struct stat st;
         if (k >= 0 && fstatat(dir_fd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 k = -errno;
