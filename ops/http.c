@@ -9,11 +9,8 @@
  * missing or wrong token is 401 with a WWW-Authenticate header.
  */
 #include <errno.h>
-#include <netdb.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include <microhttpd.h>
 #include <openssl/crypto.h>
@@ -21,12 +18,10 @@
 #include "ops/http.h"
 #include "ops/metrics.h"
 #include "state/state.h"
-#include "util/fs.h"
+#include "util/httpd.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
-
-#define MAX_FILE_BYTES (1024 * 1024)
 
 struct ops_http {
         struct MHD_Daemon *mhd;
@@ -126,105 +121,33 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                      xstrdup("not found; try /metrics, /healthz or /readyz\n"));
 }
 
-_printf_(2, 0) static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-        (void)cls;
-        _cleanup_free_ char *msg = xvasprintf(fmt, ap);
-        size_t n = strlen(msg);
-        while (n && msg[n - 1] == '\n')
-                msg[--n] = 0;
-        log_debug("http: %s", msg);
-}
-
-int ops_http_parse_listen(const char *listen, struct addrinfo **ret)
-{
-        const char *colon = strrchr(listen, ':');
-        if (!colon || !colon[1])
-                return -EINVAL;
-        _cleanup_free_ char *host = xstrndup(listen, (size_t)(colon - listen));
-        if (host[0] == '[') {
-                size_t n = strlen(host);
-                if (n < 2 || host[n - 1] != ']')
-                        return -EINVAL;
-                memmove(host, host + 1, n - 2);
-                host[n - 2] = 0;
-        }
-        for (const char *p = colon + 1; *p; p++)
-                if (*p < '0' || *p > '9')
-                        return -EINVAL;
-        struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
-        if (getaddrinfo(*host ? host : NULL, colon + 1, &hints, ret) != 0)
-                return -EINVAL;
-        return 0;
-}
-
-static int read_text(const char *path, char **ret, char **ret_err, const char *what)
-{
-        size_t len = 0;
-        char *data = NULL;
-        int k = read_file(path, MAX_FILE_BYTES, &data, &len);
-        if (k < 0) {
-                *ret_err = xasprintf("cannot read the %s %s: %s", what, path, strerror(-k));
-                return k;
-        }
-        *ret = data;
-        return 0;
-}
-
 int ops_http_start(const ops_http_opts *o, ops_http **ret, char **ret_err)
 {
         ops_http *h = XNEW(ops_http);
         h->state_path = xstrdup(o->state_path);
         int k = 0;
-        if (o->token_file) {
-                k = read_text(o->token_file, &h->token, ret_err, "token file");
-                if (k < 0)
-                        goto fail;
-                h->token[strcspn(h->token, "\r\n")] = 0;
-                if (!*h->token) {
-                        *ret_err = xasprintf("the token file %s is empty", o->token_file);
-                        k = -EINVAL;
-                        goto fail;
-                }
-        }
-        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
-        if (o->tls_cert_file) {
-                k = read_text(o->tls_cert_file, &h->cert_pem, ret_err, "TLS certificate");
+        if (o->token_file)
+                k = httpd_read_token(o->token_file, &h->token, ret_err);
+        if (k >= 0 && o->tls_cert_file) {
+                k = httpd_read_file(o->tls_cert_file, "TLS certificate", &h->cert_pem, ret_err);
                 if (k >= 0)
-                        k = read_text(o->tls_key_file, &h->key_pem, ret_err, "TLS key");
-                if (k < 0)
-                        goto fail;
-                flags |= MHD_USE_TLS;
+                        k = httpd_read_file(o->tls_key_file, "TLS key", &h->key_pem, ret_err);
         }
-        struct addrinfo *ai = NULL;
-        k = ops_http_parse_listen(o->listen, &ai);
+        if (k >= 0)
+                k = httpd_start(&(httpd_config){.listen = o->listen,
+                                                .cert_pem = h->cert_pem,
+                                                .key_pem = h->key_pem,
+                                                .timeout_s = 30,
+                                                .log_prefix = "http",
+                                                .handler = handle,
+                                                .handler_cls = h},
+                                &h->mhd, &h->port, ret_err);
         if (k < 0) {
-                *ret_err =
-                    xasprintf("--listen %s: expected host:port, [v6]:port or :port", o->listen);
-                goto fail;
+                ops_http_stop(h);
+                return k;
         }
-        if (ai->ai_family == AF_INET6)
-                flags |= MHD_USE_IPv6;
-        h->mhd = MHD_start_daemon(
-            flags, 0, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
-            h->cert_pem ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, h->cert_pem,
-            MHD_OPTION_HTTPS_MEM_KEY, h->key_pem, MHD_OPTION_END);
-        freeaddrinfo(ai);
-        if (!h->mhd) {
-                *ret_err = xasprintf("cannot listen on %s (address in use, not local, or a "
-                                     "TLS certificate and key that do not load)",
-                                     o->listen);
-                k = -EADDRNOTAVAIL;
-                goto fail;
-        }
-        const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
-        h->port = info ? info->port : 0;
         *ret = h;
         return 0;
-fail:
-        ops_http_stop(h);
-        return k;
 }
 
 int ops_http_port(const ops_http *h)

@@ -13,7 +13,6 @@
 #pragma once
 
 typedef struct ops_http ops_http;
-struct addrinfo;
 
 typedef struct ops_http_opts {
         const char *listen;        /* "host:port", "[v6]:port" or ":port" (every address) */
@@ -31,10 +30,5 @@ typedef struct ops_http_opts {
 int ops_http_start(const ops_http_opts *opts, ops_http **ret, char **ret_err);
 /* The port bound (useful with port 0). */
 int ops_http_port(const ops_http *h);
-/*
- * A listen address, "host:port", "[v6]:port" or ":port" (every address),
- * for bind(); -EINVAL when it is none of them. Free with freeaddrinfo().
- */
-int ops_http_parse_listen(const char *listen, struct addrinfo **ret);
 /* Stop serving; ops_http_stop(NULL) is a no-op. */
 void ops_http_stop(ops_http *h);

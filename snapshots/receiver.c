@@ -43,21 +43,20 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include "ops/http.h"
 #include "pki/pki.h"
 #include "snapshots/destination.h"
 #include "snapshots/receiver.h"
 #include "util/failpoint.h"
 #include "util/fs.h"
+#include "util/httpd.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
-#define FILES_PREFIX  "/files/"
-#define MAX_PEM_BYTES (1024 * 1024)
-#define MAX_REPLY     (64 * 1024)
-#define PART_SUFFIX   ".part"
-#define SHA256_XATTR  "user.gitcd.sha256"
+#define FILES_PREFIX "/files/"
+#define MAX_REPLY    (64 * 1024)
+#define PART_SUFFIX  ".part"
+#define SHA256_XATTR "user.gitcd.sha256"
 
 struct receiver {
         struct MHD_Daemon *mhd;
@@ -605,25 +604,6 @@ static size_t unescape(void *cls, struct MHD_Connection *conn, char *uri)
         return n;
 }
 
-_printf_(2, 0) static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-        (void)cls;
-        _cleanup_free_ char *msg = xvasprintf(fmt, ap);
-        size_t n = strlen(msg);
-        while (n && msg[n - 1] == '\n')
-                msg[--n] = 0;
-        log_debug("receiver: %s", msg);
-}
-
-static int read_pem(const char *path, const char *what, char **ret, char **ret_err)
-{
-        size_t len = 0;
-        int k = read_file(path, MAX_PEM_BYTES, ret, &len);
-        if (k < 0)
-                *ret_err = xasprintf("cannot read the %s %s: %s", what, path, strerror(-k));
-        return k;
-}
-
 int receiver_start(const receiver_opts *o, receiver **ret, char **ret_err)
 {
         assert(o && ret && ret_err);
@@ -648,18 +628,11 @@ int receiver_start(const receiver_opts *o, receiver **ret, char **ret_err)
                 r->data_dir = TAKE_PTR(d);
         }
         r->max_bytes = o->max_bytes;
-        int k = read_pem(o->token_file, "token file", &r->token, ret_err);
-        if (k >= 0) {
-                r->token[strcspn(r->token, "\r\n")] = 0;
-                if (!*r->token) {
-                        *ret_err = xasprintf("the token file %s is empty", o->token_file);
-                        k = -EINVAL;
-                }
-        }
+        int k = httpd_read_token(o->token_file, &r->token, ret_err);
         if (k >= 0)
-                k = read_pem(o->cert_file, "TLS certificate", &r->cert_pem, ret_err);
+                k = httpd_read_file(o->cert_file, "TLS certificate", &r->cert_pem, ret_err);
         if (k >= 0)
-                k = read_pem(o->key_file, "TLS key", &r->key_pem, ret_err);
+                k = httpd_read_file(o->key_file, "TLS key", &r->key_pem, ret_err);
         if (k < 0)
                 goto fail;
         /* What an earlier receiver on this volume staged is never used (a store
@@ -669,32 +642,20 @@ int receiver_start(const receiver_opts *o, receiver **ret, char **ret_err)
                 *ret_err = xasprintf("cannot prepare %s: %s", r->stage, strerror(-k));
                 goto fail;
         }
-        struct addrinfo *ai = NULL;
-        k = ops_http_parse_listen(o->listen, &ai);
-        if (k < 0) {
-                *ret_err =
-                    xasprintf("--listen %s: expected host:port, [v6]:port or :port", o->listen);
+        k = httpd_start(&(httpd_config){.listen = o->listen,
+                                        .cert_pem = r->cert_pem,
+                                        .key_pem = r->key_pem,
+                                        .timeout_s = 120,
+                                        .connection_limit = 8,
+                                        .log_prefix = "receiver",
+                                        .handler = handle,
+                                        .handler_cls = r,
+                                        .completed = completed,
+                                        .completed_cls = r,
+                                        .unescape = unescape},
+                        &r->mhd, &r->port, ret_err);
+        if (k < 0)
                 goto fail;
-        }
-        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_TLS;
-        if (ai->ai_family == AF_INET6)
-                flags |= MHD_USE_IPv6;
-        r->mhd = MHD_start_daemon(
-            flags, 0, NULL, NULL, handle, r, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-            MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, completed, r,
-            MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-            (unsigned)120, MHD_OPTION_CONNECTION_LIMIT, (unsigned)8, MHD_OPTION_HTTPS_MEM_CERT,
-            r->cert_pem, MHD_OPTION_HTTPS_MEM_KEY, r->key_pem, MHD_OPTION_END);
-        freeaddrinfo(ai);
-        if (!r->mhd) {
-                *ret_err = xasprintf("cannot listen on %s (address in use, not local, or a "
-                                     "TLS certificate and key that do not load)",
-                                     o->listen);
-                k = -EADDRNOTAVAIL;
-                goto fail;
-        }
-        const union MHD_DaemonInfo *info = MHD_get_daemon_info(r->mhd, MHD_DAEMON_INFO_BIND_PORT);
-        r->port = info ? info->port : 0;
         *ret = r;
         return 0;
 fail:
