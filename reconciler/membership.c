@@ -66,15 +66,21 @@ bool membership_tls_switching(member_plan *mp, const char *rec_peer_url, const c
         return peer_plain || both;
 }
 
-int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c, const char *name,
-                           int ordinal, bool learner, const char *initial_cluster,
-                           const char *initial_state)
+/* rec: the member's record when gitcd has one (what place_member is told of it), else NULL. */
+static int plan_append(membership_plan *p, target *t, const etcd_cluster *c, const char *name,
+                       int ordinal, bool learner, const char *initial_cluster,
+                       const char *initial_state, const state_member *rec)
 {
         assert(p && t && c && name);
         member_plan *mp = membership_plan_add(p);
         mp->name = xstrdup(name);
         mp->ordinal = ordinal;
         mp->learner = learner;
+        if (rec) {
+                mp->peer_url = xstrdup_null(rec->peer_url);
+                mp->client_url = xstrdup_null(rec->client_url);
+                mp->data_identity = xstrdup_null(rec->data_identity);
+        }
         int k = t->ops->place_member(t, c, mp);
         if (k < 0) {
                 member_plan_release(mp);
@@ -88,18 +94,24 @@ int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c,
         return 0;
 }
 
+int membership_plan_append(membership_plan *p, target *t, const etcd_cluster *c, const char *name,
+                           int ordinal, bool learner, const char *initial_cluster,
+                           const char *initial_state)
+{
+        return plan_append(p, t, c, name, ordinal, learner, initial_cluster, initial_state, NULL);
+}
+
 int membership_plan_for_records(target *t, const etcd_cluster *c, state_member *const *recs,
                                 size_t n, membership_plan **ret_plan)
 {
         _cleanup_(membership_plan_freep) membership_plan *p = membership_plan_new(c);
         for (size_t i = 0; i < n; i++) {
                 const state_member *rec = recs[i];
-                int k = membership_plan_append(p, t, c, rec->name, rec->ordinal, rec->learner,
-                                               rec->initial_cluster, rec->initial_cluster_state);
+                int k = plan_append(p, t, c, rec->name, rec->ordinal, rec->learner,
+                                    rec->initial_cluster, rec->initial_cluster_state, rec);
                 if (k < 0)
                         return k;
                 member_plan *mp = &p->members[p->n - 1];
-                mp->data_identity = xstrdup_null(rec->data_identity);
                 if (membership_tls_switching(mp, rec->peer_url, rec->client_url, c)) {
                         free(mp->config_hash);
                         mp->config_hash = render_member_config_hash(c, p, p->n - 1);

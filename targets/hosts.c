@@ -691,6 +691,7 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
         if (!mp->name)
                 return target_fail(t, -EINVAL, "member plan without a name");
 
+        /* a recorded member: the machine its recorded peer URL names, when still listed */
         int idx = machine_of_url(c, mp->peer_url);
         if (idx < 0) {
                 machine_view v;
@@ -698,6 +699,20 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
                 if (idx >= 0)
                         view_release(&v);
                 (void)k; /* an unreachable machine cannot be claimed: look for a free one */
+        }
+        if (idx < 0 && mp->data_identity && mp->peer_url) {
+                /*
+                 * It ran before, on a machine spec.hosts no longer lists, and no
+                 * listed machine holds it: it is not placed anew (it would claim a
+                 * free machine without its data). Its plan keeps the recorded
+                 * URLs, status reports it "on no machine", and the reconciler
+                 * replaces it (a recovery sets it aside with nothing to move).
+                 */
+                str_assign(&mp->listen_client_url, xstrdup_null(mp->client_url));
+                str_assign(&mp->listen_peer_url, xstrdup(mp->peer_url));
+                log_debug("hosts target: member %s is on no machine of spec.hosts (it ran on %s)",
+                          mp->name, mp->peer_url);
+                return 0;
         }
         _cleanup_free_ char *why_not = NULL; /* the machines that could not be asked */
         for (size_t i = 0; idx < 0 && i < c->hosts.n; i++) {

@@ -143,7 +143,12 @@ typedef struct target_ops {
          * advertised and listen URLs, data_dir and tls_dir. mp->name and
          * mp->ordinal are set by the caller. The local target allocates
          * 127.0.0.1 ports and records them, so the same member always gets
-         * the same ports back (also after a gitcd restart).
+         * the same ports back (also after a gitcd restart). For a member
+         * gitcd has a record of, mp->peer_url, mp->client_url and
+         * mp->data_identity come in as recorded (NULL for a new member):
+         * where it was, and whether it ever ran; the target may replace
+         * the URLs. A member that ran before is never placed anew
+         * somewhere else (it would start there without its data).
          */
         int (*place_member)(target *t, const etcd_cluster *c, member_plan *mp);
 

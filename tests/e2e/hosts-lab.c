@@ -80,8 +80,9 @@ char *hosts_lab_data_dir(const hosts_lab *l, size_t i, const char *cluster)
         return hosts_lab_path(l, i, p);
 }
 
-static void write_cluster(const hosts_lab *l, e2e *e, const char *name, const char *version,
-                          int replicas, size_t first, size_t n, const char *tls)
+static void write_cluster_on(const hosts_lab *l, e2e *e, const char *name, const char *version,
+                             int replicas, const size_t *machines, size_t n, const char *tls,
+                             const char *extra)
 {
         strbuf sb = STRBUF_INIT;
         sb_printf(&sb,
@@ -90,8 +91,11 @@ static void write_cluster(const hosts_lab *l, e2e *e, const char *name, const ch
                   name, replicas, version);
         if (tls)
                 sb_printf(&sb, "  tls:\n    provider: auto\n%s", tls);
+        if (extra)
+                sb_append(&sb, extra);
         sb_printf(&sb, "  hosts:\n    mode: staticPod\n    machines:\n");
-        for (size_t i = first; i < first + n; i++) {
+        for (size_t j = 0; j < n; j++) {
+                size_t i = machines[j];
                 _cleanup_free_ char *data = hosts_lab_data_dir(l, i, name);
                 _cleanup_free_ char *pods = hosts_lab_manifests(l, i);
                 sb_printf(&sb,
@@ -107,6 +111,22 @@ static void write_cluster(const hosts_lab *l, e2e *e, const char *name, const ch
         _cleanup_free_ char *file = xasprintf("%s.yaml", name);
         e2e_write_file(e, file, sb_str(&sb));
         sb_release(&sb);
+}
+
+static void write_cluster(const hosts_lab *l, e2e *e, const char *name, const char *version,
+                          int replicas, size_t first, size_t n, const char *tls)
+{
+        size_t *machines = xcalloc(n ? n : 1, sizeof(size_t));
+        for (size_t j = 0; j < n; j++)
+                machines[j] = first + j;
+        write_cluster_on(l, e, name, version, replicas, machines, n, tls, NULL);
+        free(machines);
+}
+
+void hosts_lab_write_cluster_on(const hosts_lab *l, e2e *e, const char *name, const char *version,
+                                int replicas, const size_t *machines, size_t n, const char *extra)
+{
+        write_cluster_on(l, e, name, version, replicas, machines, n, NULL, extra);
 }
 
 void hosts_lab_write_cluster(const hosts_lab *l, e2e *e, const char *name, const char *version,

@@ -40,6 +40,13 @@ char *hosts_lab_data_dir(const hosts_lab *l, size_t i, const char *cluster);
 void hosts_lab_write_cluster(const hosts_lab *l, e2e *e, const char *name, const char *version,
                              int replicas, size_t first, size_t n);
 /*
+ * The same on the listed machines of the lab, in that order, with extra
+ * (NULL or lines indented by two spaces, such as "  recovery:\n ...") added
+ * to the spec.
+ */
+void hosts_lab_write_cluster_on(const hosts_lab *l, e2e *e, const char *name, const char *version,
+                                int replicas, const size_t *machines, size_t n, const char *extra);
+/*
  * The same with tls.provider auto, client and peer TLS on, and each
  * machine's tlsDir at <root>/etc/etcd/default-<name>/pki.
  */

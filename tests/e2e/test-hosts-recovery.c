@@ -11,15 +11,20 @@
  *     revision recorded), a snapshot taken to a local folder on the way
  *     (`gitcd snapshot save --target hosts`);
  *  2. two members killed on their machines and their data directories
- *     deleted for good: gitcd only waits (QuorumLost) and `gitcd status`
- *     proposes the survivor; `gitcd recover --from-member` the survivor,
- *     killed right after the survivor's forced start: the lost members'
- *     machines are free, what their data directories held set aside
- *     beside them (<dataDir>.removed-<member>-<ms>); the next `gitcd
- *     apply` resumes it: every acknowledged write the survivor held is
- *     there, three healthy voters on the same three machines, the survivor
- *     kept its member ID and runs without --force-new-cluster, and what
- *     was set aside is deleted once the cluster is whole;
+ *     deleted for good, one of the two machines gone for good as well
+ *     (its sshd stopped): gitcd changes nothing while that machine is
+ *     listed and does not answer; once spec.hosts lists a spare machine
+ *     in its place, gitcd only waits (QuorumLost) and `gitcd status`
+ *     proposes the survivor; a commit of spec.recovery from the survivor,
+ *     applied and killed right after the survivor's forced start: the
+ *     lost member's machine that answers is free, what its data directory
+ *     held set aside beside it (<dataDir>.removed-<member>-<ms>), the gone
+ *     machine untouched; the next `gitcd apply` resumes it: every
+ *     acknowledged write the survivor held is there, three healthy voters
+ *     on the survivor's machine, the other lost member's and the spare,
+ *     the survivor kept its member ID and runs without
+ *     --force-new-cluster, and what was set aside is deleted once the
+ *     cluster is whole;
  *  3. every member's data lost: `gitcd recover --from-snapshot` without
  *     --target (the target recorded for the cluster, hosts), killed just
  *     before the restore; a member/ folder without a write-ahead log (what
@@ -47,12 +52,15 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-#define MACHINES 3
+#define MACHINES 3 /* the cluster's */
+#define LAB      4 /* and a spare machine */
 #define NAME     "demo"
 #define VERSION  "3.5.16"
 #define MAX_KEYS 100000
 
 static hosts_lab *L;
+/* The lab machines spec.hosts lists, in order. */
+static size_t on[MACHINES] = {0, 1, 2};
 
 /* Progress on stderr, with the seconds since the test started (never asserted). */
 static void stage(const char *what)
@@ -109,7 +117,7 @@ static size_t machine_of(e2e *e, const char *member)
                 if (!streq_ptr(json_string_value(json_object_get(m, "name")), member))
                         continue;
                 const char *u = json_string_value(json_object_get(m, "client_url"));
-                for (size_t j = 0; u && j < MACHINES; j++) {
+                for (size_t j = 0; u && j < LAB; j++) {
                         _cleanup_free_ char *pre =
                             xasprintf("http://%s:", L->ssh->machines[j].address);
                         if (strneq(u, pre, strlen(pre)))
@@ -213,7 +221,8 @@ static char *marker_of(size_t machine)
  */
 static void assert_machines_hold_members(e2e *e)
 {
-        for (size_t i = 0; i < MACHINES; i++) {
+        for (size_t j = 0; j < MACHINES; j++) {
+                size_t i = on[j];
                 _cleanup_free_ char *holder = marker_of(i);
                 if (!holder)
                         fail_msg("machine %zu holds no member", i);
@@ -281,12 +290,35 @@ static void test_recovery(void **unused)
         assert_true(snap_id > 0 && snap_rev > 0);
         e2e_writer_wait(&w, w.acked + 50);
 
-        /* 2. Two members' data deleted for good while the writer writes. */
-        stage("two members lost");
-        for (size_t i = 0; i < MACHINES; i++)
-                if (i != m0)
-                        destroy(i);
+        /*
+         * 2. Two members' data deleted for good while the writer writes; one
+         * of their machines is gone as well.
+         */
+        stage("two members lost, one machine gone");
+        size_t lost = MACHINES, gone = MACHINES;
+        for (size_t j = 0; j < MACHINES; j++) {
+                if (on[j] == m0)
+                        continue;
+                destroy(on[j]);
+                if (lost == MACHINES)
+                        lost = on[j];
+                else
+                        gone = on[j];
+        }
+        assert_int_equal(sshd_machine_stop(L->ssh, gone), 0);
         int acked_at_loss = w.acked;
+        /* A listed machine that does not answer is never guessed about: nothing changes. */
+        assert_int_not_equal(hosts_run(e, NULL, &out, &err, "apply", "--target", "hosts",
+                                       "--source", e->source, "--timeout", "4s", NULL),
+                             0);
+        if (!strstr(err, L->ssh->machines[gone].address))
+                fail_msg("gitcd apply names no unreachable machine:\n%s%s", out, err);
+        free(out), free(err), out = err = NULL;
+        /* The machine is replaced in spec.hosts by the spare (a commit a person reviews). */
+        for (size_t j = 0; j < MACHINES; j++)
+                if (on[j] == gone)
+                        on[j] = MACHINES; /* the spare, LAB - 1 */
+        hosts_lab_write_cluster_on(L, e, NAME, VERSION, 3, on, MACHINES, NULL);
         /* gitcd does nothing by itself: an apply only waits, and says what it knows. */
         assert_int_not_equal(hosts_run(e, NULL, &out, &err, "apply", "--target", "hosts",
                                        "--source", e->source, "--timeout", "8s", NULL),
@@ -318,19 +350,25 @@ static void test_recovery(void **unused)
         assert_int_equal(e2e_audit_count(e, NAME, "recovery.requested"), 0);
 
         /*
-         * gitcd killed once demo-0 was started alone: the lost members'
-         * machines are free, what their data directories held set aside
-         * beside them, and demo-0's static Pod carries --force-new-cluster
-         * for this one start.
+         * The recovery asked by a commit (spec.recovery), applied and killed
+         * once demo-0 was started alone: the lost member's machine that
+         * answers is free, what its data directory held set aside beside
+         * it, and demo-0's static Pod carries --force-new-cluster for this
+         * one start. The gone machine is not listed any more: nothing is
+         * asked of it.
          */
-        stage("recover from demo-0, killed after its forced start");
-        k = hosts_run(e, "recovery.force.after-target", &out, &err, "recover", "default/" NAME,
-                      "--target", "hosts", "--from-member", "demo-0", "--timeout", "120s", NULL);
+        stage("spec.recovery from demo-0, killed after its forced start");
+        hosts_lab_write_cluster_on(L, e, NAME, VERSION, 3, on, MACHINES,
+                                   "  recovery:\n    from: {member: demo-0}\n"
+                                   "    token: incident-1\n");
+        k = hosts_run(e, "recovery.force.after-target", &out, &err, "apply", "--target", "hosts",
+                      "--source", e->source, "--timeout", "120s", NULL);
         if (k != 128 + SIGKILL)
-                fail_msg("gitcd recover was not killed after the forced start (%d):\n%s\n%s", k,
-                         out, err);
+                fail_msg("gitcd apply was not killed after the forced start (%d):\n%s\n%s", k, out,
+                         err);
         free(out), free(err), out = err = NULL;
-        for (size_t i = 0; i < MACHINES; i++) {
+        for (size_t j = 0; j < MACHINES; j++) {
+                size_t i = on[j];
                 _cleanup_free_ char *pod = manifest_of(i);
                 if (i == m0) {
                         assert_int_equal(set_aside_on(i), 0);
@@ -338,11 +376,13 @@ static void test_recovery(void **unused)
                         assert_non_null(strstr(pod, "--force-new-cluster"));
                         continue;
                 }
-                assert_int_equal(set_aside_on(i), 1);
+                assert_int_equal(set_aside_on(i), i == lost ? 1 : 0);
                 assert_null(pod);
                 _cleanup_free_ char *holder = marker_of(i);
                 assert_null(holder);
         }
+        _cleanup_free_ char *gone_pod = manifest_of(gone);
+        assert_non_null(gone_pod); /* what gitcd could not reach, it did not change */
         /* The next gitcd resumes it where it stopped, and grows the cluster back. */
         stage("resumed by apply");
         k = hosts_run(e, NULL, &out, &err, "apply", "--target", "hosts", "--source", e->source,
@@ -375,8 +415,8 @@ static void test_recovery(void **unused)
 
         /* 3. Every member's data lost: the snapshot becomes the seed of a new cluster ID. */
         stage("every member lost");
-        for (size_t i = 0; i < MACHINES; i++)
-                destroy(i);
+        for (size_t j = 0; j < MACHINES; j++)
+                destroy(on[j]);
         _cleanup_free_ char *id = xasprintf("%lld", (long long)snap_id);
         /*
          * No --target: gitcd recover drives the target recorded for the
@@ -394,16 +434,17 @@ static void test_recovery(void **unused)
                 fail_msg("gitcd recover was not killed before the restore (%d):\n%s\n%s", k, out,
                          err);
         free(out), free(err), out = err = NULL;
-        size_t seed = MACHINES;
-        for (size_t i = 0; i < MACHINES; i++) {
+        size_t seed = LAB;
+        for (size_t j = 0; j < MACHINES; j++) {
+                size_t i = on[j];
                 _cleanup_free_ char *holder = marker_of(i);
                 assert_int_equal(set_aside_on(i), 1);
                 if (holder) {
-                        assert_int_equal(seed, MACHINES); /* one machine holds the seed */
+                        assert_int_equal(seed, LAB); /* one machine holds the seed */
                         seed = i;
                 }
         }
-        assert_true(seed < MACHINES);
+        assert_true(seed < LAB);
         _cleanup_free_ char *seed_data = hosts_lab_data_dir(L, seed, NAME);
         _cleanup_free_ char *leftover = xasprintf("%s/member/snap", seed_data);
         assert_int_equal(mkdir_p(leftover, 0700), 0);
@@ -445,7 +486,7 @@ static void test_recovery(void **unused)
 static int setup(void **state)
 {
         (void)state;
-        L = hosts_lab_start(MACHINES, VERSION);
+        L = hosts_lab_start(LAB, VERSION);
         return L ? 0 : -1;
 }
 

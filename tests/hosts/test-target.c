@@ -220,6 +220,24 @@ static void contract(const char *mode, const char *name)
         _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", mp->data_dir);
         assert_true(path_exists(marker));
 
+        /* A member that ran (its data identity recorded) on a machine spec.hosts no longer
+         * lists is placed nowhere: no free machine is claimed for it, where it would start
+         * without its data; its plan keeps the recorded URLs. */
+        _cleanup_free_ char *gone_name = xasprintf("%s-9", name);
+        member_plan gone = {.name = xstrdup(gone_name),
+                            .ordinal = 9,
+                            .peer_url = xstrdup("http://10.255.0.1:2380"),
+                            .client_url = xstrdup("http://10.255.0.1:2379"),
+                            .data_identity = xstrdup("00112233445566778899aabbccddeeff")};
+        assert_int_equal(t->ops->place_member(t, c, &gone), 0);
+        assert_string_equal(gone.peer_url, "http://10.255.0.1:2380");
+        assert_null(gone.data_dir);
+        member_plan_release(&gone);
+        s = status(t, c, gone_name);
+        assert_int_equal(s.state, MEMBER_ABSENT);
+        assert_non_null(strstr(s.detail, "on no machine"));
+        target_member_status_release(&s);
+
         /* Twice is once: the second ensure restarts nothing. */
         assert_int_equal(t->ops->ensure_shared(t, c, p), 0);
         assert_int_equal(t->ops->ensure_shared(t, c, p), 0);
