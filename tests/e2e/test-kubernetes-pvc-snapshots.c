@@ -28,9 +28,13 @@
  *     flags fetches it through a writer Pod: etcd started on DIR serves every
  *     key, the spec printed names the file in the claim, no writer is left;
  *   - a third cluster created with bootstrap.restore.source.snapshot: ID holds
- *     every key.
+ *     every key;
+ *   - the first cluster's member loses its Pod and its PersistentVolumeClaim
+ *     (its data): `gitcd recover --from-snapshot ID` makes a new member of
+ *     the snapshot, fetched through a writer Pod, holding every key.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <openssl/evp.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -64,12 +68,14 @@ static kube_lab *lab;
 /* What the tests after test_pvc_snapshots take over: its state and a snapshot in the claim. */
 static struct {
         e2e *e;
-        long long id; /* a succeeded snapshot of CL in the claim, holding KEYS keys */
-        char *key;    /* its key under the destination's folder */
+        long long id;       /* a succeeded snapshot of CL in the claim, holding KEYS keys */
+        long long revision; /* the revision it was taken at */
+        char *key;          /* its key under the destination's folder */
 } kept;
 
 static const kube_gvr PODS = {"", "v1", "pods", true};
 static const kube_gvr SECRETS = {"", "v1", "secrets", true};
+static const kube_gvr PVCS = {"", "v1", "persistentvolumeclaims", true};
 
 static size_t count(const kube_gvr *gvr, const char *selector)
 {
@@ -317,6 +323,7 @@ static void test_pvc_snapshots(void **state)
         _cleanup_free_ char *sum3 = file_sha256(file3);
         assert_string_equal(sum3, json_string_value(json_object_get(sched, "sha256")));
         kept.id = (long long)json_integer_value(json_object_get(sched, "id"));
+        kept.revision = (long long)json_integer_value(json_object_get(sched, "revision"));
         kept.key = xstrdup(sched_key);
         json_decref(sched);
         assert_int_equal(count(&PODS, WRITERS), 0);
@@ -435,14 +442,87 @@ static void test_bootstrap_from_claim(void **state)
         assert_true(path_exists(file));
 }
 
+/* Delete an object and wait until it is gone. */
+static void delete_and_wait(const kube_gvr *gvr, const char *name)
+{
+        int r = kube_delete(lab->admin, gvr, NS, name, "Background");
+        if (r < 0 && r != -ENOENT)
+                fail_msg("delete %s %s: %s", gvr->resource, name,
+                         kube_client_last_error(lab->admin));
+        for (int64_t end = now_mono_ms() + 30000; now_mono_ms() < end; usleep(200 * 1000)) {
+                json_t *live = NULL;
+                r = kube_get(lab->admin, gvr, NS, name, &live);
+                json_decref(live);
+                if (r == -ENOENT)
+                        return;
+        }
+        fail_msg("%s %s is not gone after 30 s", gvr->resource, name);
+}
+
+/* The first cluster's only member loses its data: recovered from the snapshot in the claim. */
+static void test_recover_from_claim(void **state)
+{
+        (void)state;
+        if (!kept.e)
+                skip();
+        e2e *e = kept.e;
+        json_t *st = e2e_status(e, CL);
+        json_t *members = json_object_get(st, "members");
+        assert_int_equal(json_array_size(members), 1);
+        _cleanup_free_ char *member =
+            xstrdup(json_string_value(json_object_get(json_array_get(members, 0), "name")));
+        json_decref(st);
+        /* its volume: the claim its Pod mounts */
+        json_t *pod = NULL;
+        assert_int_equal(kube_get(lab->admin, &PODS, NS, member, &pod), 0);
+        _cleanup_free_ char *claim = NULL;
+        json_t *vols = json_object_get(json_object_get(pod, "spec"), "volumes");
+        for (size_t i = 0; i < json_array_size(vols) && !claim; i++) {
+                json_t *c = json_object_get(json_array_get(vols, i), "persistentVolumeClaim");
+                if (c)
+                        claim = xstrdup(json_string_value(json_object_get(c, "claimName")));
+        }
+        json_decref(pod);
+        assert_non_null(claim);
+        delete_and_wait(&PODS, member);
+        delete_and_wait(&PVCS, claim);
+
+        _cleanup_free_ char *id = xasprintf("%lld", kept.id);
+        const char *recover[] = {"recover",
+                                 NS "/" CL,
+                                 "--from-snapshot",
+                                 id,
+                                 "--timeout",
+                                 "120s",
+                                 "--kubeconfig",
+                                 kubeapi_kubeconfig(lab->api),
+                                 "--context",
+                                 "gitcd",
+                                 NULL};
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        int k = e2e_runv(e, &out, &err, recover);
+        if (k != 0)
+                fail_msg("gitcd recover --from-snapshot %s exited %d:\n%s\n%s", id, k, out, err);
+        st = e2e_status(e, CL);
+        json_t *r = json_array_get(json_object_get(st, "recoveries"), 0);
+        assert_string_equal(json_string_value(json_object_get(r, "result")), "succeeded");
+        assert_string_equal(json_string_value(json_object_get(r, "from")), "snapshot");
+        assert_string_equal(json_string_value(json_object_get(r, "source")), id);
+        assert_int_equal(json_integer_value(json_object_get(r, "revision")), kept.revision);
+        json_decref(st);
+        _cleanup_free_ char *eps = e2e_endpoints(e, CL);
+        e2e_check_keys(eps, KEYS);
+        assert_int_equal(count(&PODS, WRITERS), 0);
+}
+
 int main(void)
 {
         lab = kube_lab_start(NS, VERSION);
         if (!lab)
                 return 77;
-        const struct CMUnitTest tests[] = {cmocka_unit_test(test_pvc_snapshots),
-                                           cmocka_unit_test(test_restore_from_claim),
-                                           cmocka_unit_test(test_bootstrap_from_claim)};
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_pvc_snapshots), cmocka_unit_test(test_restore_from_claim),
+            cmocka_unit_test(test_bootstrap_from_claim), cmocka_unit_test(test_recover_from_claim)};
         int failed = cmocka_run_group_tests(tests, NULL, NULL);
         e2e_free(kept.e);
         free(kept.key);
