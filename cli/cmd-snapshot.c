@@ -19,6 +19,11 @@
  * client identity and the S3 credentials Secret (on Kubernetes a Secret
  * read through the API server, locally a folder).
  *
+ * restore runs on gitcd's host and opens no target, but for a recorded
+ * snapshot in a PersistentVolumeClaim: that one is fetched through the
+ * target's writer Pod (snapshot_fetch_on), the target found and opened as
+ * save finds and opens it, and only once the record turns out to need it.
+ *
  * Like the other commands beside the daemon, every subcommand takes what
  * its command line leaves out -- the state database, the target's
  * settings, the etcd binaries -- from the daemon's configuration file
@@ -53,7 +58,8 @@ static void usage(FILE *out)
         fprintf(out,
                 "usage: gitcd snapshot save NS/NAME [--to PATH] [--target T ...] [options]\n"
                 "       gitcd snapshot list [NS/NAME] [-o table|json] [options]\n"
-                "       gitcd snapshot restore ID|FILE (--into DIR | --print-spec) [options]\n"
+                "       gitcd snapshot restore ID|FILE (--into DIR | --print-spec)\n"
+                "                              [--target T ...] [options]\n"
                 "       gitcd snapshot receive (--data-dir DIR | --store-dir DIR)\n"
                 "                              --secret-dir DIR [--listen ADDR] [--max-bytes N]\n\n"
                 "save: take a snapshot of a cluster now from a healthy member (a follower when\n"
@@ -65,7 +71,10 @@ static void usage(FILE *out)
                 "restore: check a snapshot (a record's size and SHA-256, etcd's own hash,\n"
                 "      etcd's tool) and restore it with etcd's tool for the version into a new\n"
                 "      data directory for one member (--into), or print an EtcdCluster spec\n"
-                "      with bootstrap.restore pointing at it (--print-spec).\n"
+                "      with bootstrap.restore pointing at it (--print-spec). A recorded\n"
+                "      snapshot in a PersistentVolumeClaim is fetched through a writer Pod of\n"
+                "      the Kubernetes target, opened as for save; other snapshots need no\n"
+                "      target.\n"
                 "receive: what gitcd runs in a short-lived Pod on the Kubernetes target to\n"
                 "      put a restored member's data into its PersistentVolumeClaim: an HTTPS\n"
                 "      server (the certificate tls.crt, tls.key and the bearer token `token`\n"
@@ -76,12 +85,12 @@ static void usage(FILE *out)
                 "      until SIGTERM.\n\n"
                 "Options:\n"
                 "  --to PATH          save: store in this folder instead (an absolute path)\n"
-                "  --target T         save: the target the cluster runs on (local, kubernetes,\n"
-                "                     hosts); default: the one recorded in the state store\n"
-                "                     when gitcd took the cluster's spec in, else the\n"
+                "  --target T         save, restore ID: the target the cluster runs on (local,\n"
+                "                     kubernetes, hosts); default: the one recorded in the state\n"
+                "                     store when gitcd took the cluster's spec in, else the\n"
                 "                     configuration's target, else local\n"
                 "  --kubeconfig F, --context C, --cluster-domain D\n"
-                "                     save, kubernetes target: as for apply and run\n"
+                "                     save, restore ID, kubernetes target: as for apply and run\n"
                 "  --hosts-ssh-key F, --hosts-passphrase-file F, --hosts-known-hosts F,\n"
                 "  --hosts-ports C,P,M\n"
                 "                     save, hosts target: as for apply and run\n"
@@ -98,7 +107,8 @@ static void usage(FILE *out)
                 "  --config FILE      the daemon's configuration file (default:\n"
                 "                     " OPS_CONFIG_DEFAULT_PATH " when present): what the\n"
                 "                     command line leaves out -- the state, etcdDir and, for\n"
-                "                     save, the settings of the target the cluster runs on\n"
+                "                     save and restore ID, the settings of the target the\n"
+                "                     cluster runs on\n"
                 "                     (those of other targets are ignored)\n"
                 "  --data-dir DIR     receive: etcd's data directory to create (the\n"
                 "                     files are staged in DIR.receive beside it)\n"
@@ -434,6 +444,9 @@ typedef struct restore_flags {
         const char *peer_url;
         const char *etcd_dir;
         const char *state; /* the state database's path */
+        /* the target of a recorded snapshot's cluster: the command line's, the file's */
+        const runner_flags *tf;
+        const ops_config *file;
 } restore_flags;
 
 static bool all_digits(const char *s)
@@ -480,8 +493,19 @@ static int restore_source(state_db *db, const state_snapshot *rec, const char *f
         _cleanup_free_ char *id = c ? snapshot_destination_id(&c->snapshots.destination) : NULL;
         const char *loc = rec->location ? rec->location : "";
         const char *slash = strneq(loc, "s3://", 5) ? strchr(loc + 5, '/') : NULL;
-        if (!c || !streq_ptr(id, rec->destination) || c->snapshots.destination.kind != DEST_S3 ||
-            !slash) {
+        const storage_location *dest = c ? &c->snapshots.destination : NULL;
+        if (dest && streq_ptr(id, rec->destination) && dest->kind == DEST_PVC &&
+            !isempty(rec->key)) {
+                /* the file in the claim: the destination's folder, then the key */
+                _cleanup_free_ char *folder = xstrdup(dest->sub_path ? dest->sub_path : "");
+                size_t n = strlen(folder);
+                while (n > 0 && folder[n - 1] == '/')
+                        folder[--n] = '\0';
+                sb_printf(out, "        pvc:\n          claimName: %s\n          subPath: %s%s%s\n",
+                          dest->claim_name, folder, n ? "/" : "", rec->key);
+                return 0;
+        }
+        if (!dest || !streq_ptr(id, rec->destination) || dest->kind != DEST_S3 || !slash) {
                 *ret_error = xasprintf("%s is in %s, no longer the destination of %s: write "
                                        "spec.bootstrap.restore.source by hand",
                                        loc, rec->destination, rec->cluster);
@@ -602,6 +626,44 @@ static int restore_version(const state_snapshot *rec, const restore_flags *f,
         return 0;
 }
 
+/*
+ * Fetch a record into path. A record only a target's writer reads (in a
+ * PersistentVolumeClaim) is fetched through the target its cluster runs
+ * on, opened as save opens it, and only then: other records need no
+ * target. -ECANCELED when the target could not be opened (its words are
+ * printed), else as snapshot_fetch().
+ */
+static int fetch_recorded(state_db *db, const state_snapshot *rec, const char *state_dir,
+                          const restore_flags *f, const char *path, char **ret_error)
+{
+        static const char hint[] = "add --target kubernetes with its --kubeconfig and "
+                                   "--context, as for gitcd apply (or target: and kubeconfig: "
+                                   "in the configuration file)";
+        int r = snapshot_fetch(db, rec, state_dir, NULL, path, ret_error);
+        if (r != -EOPNOTSUPP)
+                return r;
+        free(*ret_error);
+        *ret_error = NULL;
+        _cleanup_(target_freep) target *t = NULL;
+        if (runner_open_cluster_target(db, rec->cluster, f->tf, f->file, state_dir,
+                                       "gitcd snapshot restore", &t) < 0) {
+                fprintf(stderr,
+                        "gitcd snapshot restore: refused: snapshot %lld is in %s, which only "
+                        "the Kubernetes target reads: %s\n",
+                        (long long)rec->id, rec->location, hint);
+                return -ECANCELED;
+        }
+        r = snapshot_fetch_on(db, rec, state_dir, t, path, ret_error);
+        if (r == -EOPNOTSUPP) {
+                free(*ret_error);
+                *ret_error = xasprintf("snapshot %lld is in %s, a PersistentVolumeClaim only the "
+                                       "Kubernetes target reads (through a writer Pod), and %s "
+                                       "is not on it here: %s",
+                                       (long long)rec->id, rec->location, rec->cluster, hint);
+        }
+        return r;
+}
+
 static int do_restore(const char *what, const restore_flags *f)
 {
         _cleanup_(state_snapshot_freep) state_snapshot *rec = NULL;
@@ -643,9 +705,11 @@ static int do_restore(const char *what, const restore_flags *f)
                 return EXIT_FAIL;
         }
         _cleanup_free_ char *fetched = path_join(work, "fetched");
-        int r = 0;
-        if (rec)
-                r = snapshot_fetch(db, rec, state_dir, NULL, fetched, &error);
+        int r = rec ? fetch_recorded(db, rec, state_dir, f, fetched, &error) : 0;
+        if (r == -ECANCELED) {
+                (void)rm_rf(work);
+                return EXIT_FAIL;
+        }
         if (r >= 0)
                 r = restore_checked(db, rec, rec ? fetched : what, work, version, f, &error);
         (void)rm_rf(work);
@@ -764,10 +828,11 @@ int cmd_snapshot(int argc, char **argv)
                 return EXIT_USAGE;
         }
         bool restore_flag = rf.into || rf.print_spec || rf.version || rf.name || rf.peer_url;
-        if (target_flag && !streq(verb, "save")) {
+        if (target_flag && !streq(verb, "save") &&
+            !(streq(verb, "restore") && all_digits(cluster))) {
                 fprintf(stderr,
-                        "gitcd snapshot %s: --target and the target's options are for "
-                        "save\n",
+                        "gitcd snapshot %s: --target and the target's options are for save, "
+                        "and for restore of a recorded snapshot (by id)\n",
                         verb);
                 return EXIT_USAGE;
         }
@@ -823,6 +888,8 @@ int cmd_snapshot(int argc, char **argv)
         if (restore) {
                 rf.etcd_dir = runner_etcd_dir(&tf, file);
                 rf.state = path;
+                rf.tf = &tf;
+                rf.file = file;
                 return do_restore(cluster, &rf);
         }
         if (streq(verb, "list"))

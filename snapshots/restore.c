@@ -96,10 +96,12 @@ static int record_location(state_db *db, const state_snapshot *rec, storage_loca
         return -EINVAL;
 }
 
-int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
-                   const pvc_writer *pvc, const char *path, char **ret_error)
+/* snapshot_fetch(), and snapshot_fetch_on() when t is not NULL (pvc is then NULL). */
+static int fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
+                 const pvc_writer *pvc, struct target *t, const char *path, char **ret_error)
 {
         assert(db && rec && path);
+        assert(!(pvc && t));
         if (!streq_ptr(rec->result, "succeeded") || isempty(rec->key)) {
                 *ret_error =
                     xasprintf("snapshot %lld %s; only a succeeded snapshot can be restored",
@@ -122,6 +124,10 @@ int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_di
                               (long long)rec->id, rec->destination, rec->cluster, rec->location);
                 return -EINVAL;
         }
+        /* the writer of the target, for the spec the record's destination is in */
+        pvc_writer *own = t && c ? snapshot_pvc_writer_new(t, c) : NULL;
+        if (own)
+                pvc = own;
         _cleanup_free_ char *ns = xstrndup(rec->cluster, strcspn(rec->cluster, "/"));
         snapshot_dest_context ctx = {.state_dir = state_dir, .namespace_ = ns, .pvc = pvc};
         snapshot_dest *dest = NULL;
@@ -143,7 +149,8 @@ int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_di
                 else if (r < 0)
                         *ret_error = xasprintf("cannot fetch %s: %s", rec->location, err);
         }
-        snapshot_dest_free(dest);
+        snapshot_dest_free(dest); /* stops the writer it started */
+        snapshot_pvc_writer_free(own);
         etcd_cluster_free(c);
         if (r < 0)
                 return r;
@@ -168,6 +175,19 @@ int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_di
                 return -EBADMSG;
         }
         return 0;
+}
+
+int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
+                   const pvc_writer *pvc, const char *path, char **ret_error)
+{
+        return fetch(db, rec, state_dir, pvc, NULL, path, ret_error);
+}
+
+int snapshot_fetch_on(state_db *db, const state_snapshot *rec, const char *state_dir,
+                      struct target *t, const char *path, char **ret_error)
+{
+        assert(t);
+        return fetch(db, rec, state_dir, NULL, t, path, ret_error);
 }
 
 int snapshot_unpack(const char *in, const char *out, int64_t *ret_size, char **ret_error)

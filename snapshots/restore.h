@@ -16,6 +16,7 @@
 #include "state/snapshots.h"
 
 struct pvc_writer;
+struct target;
 
 /*
  * Download the snapshot of a succeeded record into path, then check its
@@ -29,6 +30,16 @@ struct pvc_writer;
  */
 int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
                    const struct pvc_writer *pvc, const char *path, char **ret_error);
+
+/*
+ * snapshot_fetch() for a caller that holds the target the record's cluster
+ * runs on but not its spec (gitcd snapshot restore): a record in a
+ * PersistentVolumeClaim is fetched through t's writer, made for the
+ * cluster's spec in the state store (snapshot_pvc_writer_new). A target
+ * without writers: -EOPNOTSUPP, as snapshot_fetch() without one.
+ */
+int snapshot_fetch_on(state_db *db, const state_snapshot *rec, const char *state_dir,
+                      struct target *t, const char *path, char **ret_error);
 
 /*
  * Make an uncompressed snapshot file at out from in (gzip is recognised by

@@ -18,12 +18,23 @@
  *     key) and nothing else: the operator's file stays;
  *   - a second cluster whose bootstrap.restore.source is that file in the
  *     claim is created holding every key (fetched through a writer Pod);
- *   - `gitcd snapshot restore ID --into` of a record in a claim is refused
- *     clearly (it runs on gitcd's host, without the target's writer);
+ *   - `gitcd snapshot restore ID --into` of a record in a claim, without a
+ *     usable Kubernetes configuration, is refused and names the flags to add;
  *   - `gitcd run` records the snapshot the killed save left running as
  *     failed, and takes its first scheduled snapshot into the claim.
+ * Then, with that scheduled snapshot (test_restore_from_claim and
+ * test_bootstrap_from_claim, reusing the lab, the state and the keys):
+ *   - `gitcd snapshot restore ID --into DIR --print-spec` with the target's
+ *     flags fetches it through a writer Pod: etcd started on DIR serves every
+ *     key, the spec printed names the file in the claim, no writer is left;
+ *   - a third cluster created with bootstrap.restore.source.snapshot: ID holds
+ *     every key;
+ *   - the first cluster's member loses its Pod and its PersistentVolumeClaim
+ *     (its data): `gitcd recover --from-snapshot ID` makes a new member of
+ *     the snapshot, fetched through a writer Pod, holding every key.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <openssl/evp.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -40,6 +51,7 @@
 
 #include "tests/e2e/e2e.h"
 #include "tests/e2e/kube-lab.h"
+#include "tests/harness/harness.h"
 #include "util/fs.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -53,8 +65,17 @@
 
 static kube_lab *lab;
 
+/* What the tests after test_pvc_snapshots take over: its state and a snapshot in the claim. */
+static struct {
+        e2e *e;
+        long long id;       /* a succeeded snapshot of CL in the claim, holding KEYS keys */
+        long long revision; /* the revision it was taken at */
+        char *key;          /* its key under the destination's folder */
+} kept;
+
 static const kube_gvr PODS = {"", "v1", "pods", true};
 static const kube_gvr SECRETS = {"", "v1", "secrets", true};
+static const kube_gvr PVCS = {"", "v1", "persistentvolumeclaims", true};
 
 static size_t count(const kube_gvr *gvr, const char *selector)
 {
@@ -244,15 +265,18 @@ static void test_pvc_snapshots(void **state)
         assert_int_equal(count(&PODS, WRITERS), 0);
         assert_true(path_exists(file2));
 
-        /* a restore on gitcd's host cannot read the claim: refused, saying why */
+        /* a restore that cannot reach the claim's writer: refused, saying what to add */
         _cleanup_free_ char *id =
             xasprintf("%lld", (long long)json_integer_value(json_object_get(second, "id")));
         _cleanup_free_ char *into = path_join(e->root, "restored");
-        const char *restore[] = {"snapshot", "restore", id, "--into", into, NULL};
+        _cleanup_free_ char *nowhere = path_join(e->root, "no-kubeconfig");
+        const char *restore[] = {"snapshot", "restore",      id,      "--into",
+                                 into,       "--kubeconfig", nowhere, NULL};
         free(err);
         err = NULL;
         assert_int_not_equal(e2e_runv(e, NULL, &err, restore), 0);
         assert_non_null(strstr(err, "Kubernetes target"));
+        assert_non_null(strstr(err, "--kubeconfig"));
         assert_false(path_exists(into));
 
         /* gitcd run records the snapshot it was killed in as failed */
@@ -298,11 +322,197 @@ static void test_pvc_snapshots(void **state)
         _cleanup_free_ char *file3 = path_join(folder, sched_key);
         _cleanup_free_ char *sum3 = file_sha256(file3);
         assert_string_equal(sum3, json_string_value(json_object_get(sched, "sha256")));
+        kept.id = (long long)json_integer_value(json_object_get(sched, "id"));
+        kept.revision = (long long)json_integer_value(json_object_get(sched, "revision"));
+        kept.key = xstrdup(sched_key);
         json_decref(sched);
         assert_int_equal(count(&PODS, WRITERS), 0);
         json_decref(first);
         json_decref(second);
-        e2e_free(e);
+        kept.e = e; /* freed in main, after the tests that use it */
+}
+
+/* Start etcd on a restored data directory; its pid, the client URL in *ret_url. */
+static pid_t start_restored(e2e *e, const char *data_dir, const char *name, const char *peer_url,
+                            char **ret_url)
+{
+        char *client = xasprintf("http://127.0.0.1:%d", harness_free_port());
+        _cleanup_free_ char *cluster = xasprintf("%s=%s", name, peer_url);
+        _cleanup_free_ char *bin = harness_etcd_path(VERSION, "etcd");
+        _cleanup_free_ char *log = path_join(e->root, "restored.log");
+        assert_non_null(bin);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                if (!freopen(log, "w", stderr) || !freopen(log, "a", stdout))
+                        _exit(126);
+                execl(bin, bin, "--name", name, "--data-dir", data_dir, "--listen-client-urls",
+                      client, "--advertise-client-urls", client, "--listen-peer-urls", peer_url,
+                      "--initial-advertise-peer-urls", peer_url, "--initial-cluster", cluster,
+                      (char *)NULL);
+                _exit(127);
+        }
+        harness_track_pid(pid);
+        etcd_client_opts o = {.endpoints = client};
+        etcd_client *c = NULL;
+        assert_int_equal(etcd_client_new(&o, &c), 0);
+        etcd_endpoint_status *st = NULL;
+        for (int i = 0; i < 200 && etcd_status(c, NULL, &st) < 0; i++)
+                usleep(100 * 1000);
+        etcd_client_free(c);
+        if (!st)
+                fail_msg("etcd on the restored folder does not serve; see %s", log);
+        etcd_endpoint_status_free(st);
+        *ret_url = client;
+        return pid;
+}
+
+/* `gitcd snapshot restore ID` of a snapshot in the claim, through the target's writer. */
+static void test_restore_from_claim(void **state)
+{
+        (void)state;
+        if (!kept.e)
+                skip();
+        e2e *e = kept.e;
+        _cleanup_free_ char *id = xasprintf("%lld", kept.id);
+        _cleanup_free_ char *into = path_join(e->root, "restored-from-claim");
+        _cleanup_free_ char *peer = xasprintf("http://127.0.0.1:%d", harness_free_port());
+        const char *restore[] = {"snapshot",  "restore",      id,
+                                 "--into",    into,           "--print-spec",
+                                 "--name",    "r0",           "--peer-url",
+                                 peer,        "--kubeconfig", kubeapi_kubeconfig(lab->api),
+                                 "--context", "gitcd",        NULL};
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        int k = e2e_runv(e, &out, &err, restore);
+        if (k != 0)
+                fail_msg("snapshot restore exited %d: %s", k, err);
+        _cleanup_free_ char *restored = xasprintf("restored pvc://backups/etcd/snaps/%s", kept.key);
+        assert_non_null(strstr(out, restored));
+        _cleanup_free_ char *source = xasprintf("        pvc:\n          claimName: backups\n"
+                                                "          subPath: etcd/snaps/%s\n",
+                                                kept.key);
+        if (!strstr(out, source))
+                fail_msg("the printed spec has no pvc source for the file:\n%s", out);
+        assert_int_equal(count(&PODS, WRITERS), 0);
+        assert_int_equal(count(&SECRETS, WRITERS), 0);
+
+        _cleanup_free_ char *url = NULL;
+        pid_t pid = start_restored(e, into, "r0", peer, &url);
+        e2e_check_keys(url, KEYS);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        harness_untrack_pid(pid);
+}
+
+/* A new cluster whose bootstrap.restore.source.snapshot is the id of a snapshot in the claim. */
+static void test_bootstrap_from_claim(void **state)
+{
+        (void)state;
+        if (!kept.e)
+                skip();
+        e2e *e = kept.e;
+        _cleanup_free_ char *spec = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
+                                              "kind: EtcdCluster\n"
+                                              "metadata:\n"
+                                              "  name: kr\n"
+                                              "  namespace: " NS "\n"
+                                              "spec:\n"
+                                              "  replicas: 1\n"
+                                              "  version: \"" VERSION "\"\n"
+                                              "  bootstrap:\n"
+                                              "    restore:\n"
+                                              "      source:\n"
+                                              "        snapshot: %lld\n",
+                                              kept.id);
+        e2e_write_file(e, "kr.yaml", spec);
+        const char *apply[] = {
+            "apply",     "-q",       "--source",   e->source,      "--timeout",
+            "120s",      "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(lab->api),
+            "--context", "gitcd",    NULL};
+        _cleanup_free_ char *err = NULL;
+        int k = e2e_runv(e, NULL, &err, apply);
+        if (k != 0)
+                fail_msg("apply of the cluster restored from snapshot %lld exited %d: %s", kept.id,
+                         k, err);
+        _cleanup_free_ char *eps = e2e_endpoints(e, "kr");
+        e2e_check_keys(eps, KEYS);
+        assert_int_equal(count(&PODS, WRITERS), 0);
+        _cleanup_free_ char *file =
+            xasprintf("%s/node/volumes/" NS "/backups/etcd/snaps/%s", lab->root, kept.key);
+        assert_true(path_exists(file));
+}
+
+/* Delete an object and wait until it is gone. */
+static void delete_and_wait(const kube_gvr *gvr, const char *name)
+{
+        int r = kube_delete(lab->admin, gvr, NS, name, "Background");
+        if (r < 0 && r != -ENOENT)
+                fail_msg("delete %s %s: %s", gvr->resource, name,
+                         kube_client_last_error(lab->admin));
+        for (int64_t end = now_mono_ms() + 30000; now_mono_ms() < end; usleep(200 * 1000)) {
+                json_t *live = NULL;
+                r = kube_get(lab->admin, gvr, NS, name, &live);
+                json_decref(live);
+                if (r == -ENOENT)
+                        return;
+        }
+        fail_msg("%s %s is not gone after 30 s", gvr->resource, name);
+}
+
+/* The first cluster's only member loses its data: recovered from the snapshot in the claim. */
+static void test_recover_from_claim(void **state)
+{
+        (void)state;
+        if (!kept.e)
+                skip();
+        e2e *e = kept.e;
+        json_t *st = e2e_status(e, CL);
+        json_t *members = json_object_get(st, "members");
+        assert_int_equal(json_array_size(members), 1);
+        _cleanup_free_ char *member =
+            xstrdup(json_string_value(json_object_get(json_array_get(members, 0), "name")));
+        json_decref(st);
+        /* its volume: the claim its Pod mounts */
+        json_t *pod = NULL;
+        assert_int_equal(kube_get(lab->admin, &PODS, NS, member, &pod), 0);
+        _cleanup_free_ char *claim = NULL;
+        json_t *vols = json_object_get(json_object_get(pod, "spec"), "volumes");
+        for (size_t i = 0; i < json_array_size(vols) && !claim; i++) {
+                json_t *c = json_object_get(json_array_get(vols, i), "persistentVolumeClaim");
+                if (c)
+                        claim = xstrdup(json_string_value(json_object_get(c, "claimName")));
+        }
+        json_decref(pod);
+        assert_non_null(claim);
+        delete_and_wait(&PODS, member);
+        delete_and_wait(&PVCS, claim);
+
+        _cleanup_free_ char *id = xasprintf("%lld", kept.id);
+        const char *recover[] = {"recover",
+                                 NS "/" CL,
+                                 "--from-snapshot",
+                                 id,
+                                 "--timeout",
+                                 "120s",
+                                 "--kubeconfig",
+                                 kubeapi_kubeconfig(lab->api),
+                                 "--context",
+                                 "gitcd",
+                                 NULL};
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        int k = e2e_runv(e, &out, &err, recover);
+        if (k != 0)
+                fail_msg("gitcd recover --from-snapshot %s exited %d:\n%s\n%s", id, k, out, err);
+        st = e2e_status(e, CL);
+        json_t *r = json_array_get(json_object_get(st, "recoveries"), 0);
+        assert_string_equal(json_string_value(json_object_get(r, "result")), "succeeded");
+        assert_string_equal(json_string_value(json_object_get(r, "from")), "snapshot");
+        assert_string_equal(json_string_value(json_object_get(r, "source")), id);
+        assert_int_equal(json_integer_value(json_object_get(r, "revision")), kept.revision);
+        json_decref(st);
+        _cleanup_free_ char *eps = e2e_endpoints(e, CL);
+        e2e_check_keys(eps, KEYS);
+        assert_int_equal(count(&PODS, WRITERS), 0);
 }
 
 int main(void)
@@ -310,8 +520,12 @@ int main(void)
         lab = kube_lab_start(NS, VERSION);
         if (!lab)
                 return 77;
-        const struct CMUnitTest tests[] = {cmocka_unit_test(test_pvc_snapshots)};
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_pvc_snapshots), cmocka_unit_test(test_restore_from_claim),
+            cmocka_unit_test(test_bootstrap_from_claim), cmocka_unit_test(test_recover_from_claim)};
         int failed = cmocka_run_group_tests(tests, NULL, NULL);
+        e2e_free(kept.e);
+        free(kept.key);
         kube_lab_free(lab);
         return failed;
 }

@@ -144,6 +144,12 @@ static void test_usage(void **state)
         assert_int_equal(run(e, &err, list), 64);
         assert_non_null(strstr(err, "are for save"));
         free(err);
+        /* a file is restored on gitcd's host: no target to name */
+        const char *file[] = {"snapshot", "restore",  "/no/such.db", "--into",
+                              "/no/dir",  "--target", "kubernetes",  NULL};
+        assert_int_equal(run(e, &err, file), 64);
+        assert_non_null(strstr(err, "for restore of a recorded snapshot (by id)"));
+        free(err);
         record_cluster(e, "prod/x", "fake");
         const char *odd[] = {"snapshot", "save", "prod/x", NULL};
         assert_int_equal(run(e, &err, odd), 1);
