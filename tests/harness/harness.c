@@ -18,10 +18,13 @@
  * child that happens to exit never kills its parent's etcd.
  *
  * Ports come from binding 127.0.0.1:0; ports handed out are remembered so a
- * process never gets the same one twice. Other test processes run in
- * parallel and may grab a port between our probe and etcd's bind, so a
- * cluster start that fails with "address already in use" is retried with new
- * ports.
+ * process never gets the same one twice, and claimed by a lock file shared
+ * with the other test processes, so two tests running at once never get the
+ * same one either (the hosts target's labs bind them on 127.0.0.2 and up,
+ * where the kernel's probe on 127.0.0.1 cannot see them). Processes that
+ * are not tests (gitcd's local target, etcd itself) may still grab a port
+ * between our probe and etcd's bind, so a cluster start that fails with
+ * "address already in use" is retried with new ports.
  *
  * harness_member_restart() waits for health only when enough members run
  * for the cluster to have a quorum; otherwise (e.g. restarting members of a
@@ -42,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -352,6 +356,32 @@ static bool port_used(int port)
         return false;
 }
 
+/*
+ * Claim port across the test processes of this user: a lock file
+ * <tmp>/gitcd-test-ports-<uid>/<port> held (flock) until this process
+ * exits. Tests that run at the same time (meson runs two or more) thus
+ * never hand out the same port, even one that is not bound yet, and a
+ * process that dies frees its ports. false when another process holds it.
+ */
+static bool claim_port_across_processes(int port)
+{
+        const char *base = getenv("TMPDIR");
+        if (isempty(base))
+                base = "/tmp";
+        _cleanup_free_ char *dir = xasprintf("%s/gitcd-test-ports-%ld", base, (long)getuid());
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return true; /* no shared folder: the process's own registry is all there is */
+        _cleanup_free_ char *path = xasprintf("%s/%d", dir, port);
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return true;
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                close(fd);
+                return false;
+        }
+        return true; /* fd stays open (and locked) for the life of the process */
+}
+
 int harness_free_port(void)
 {
         for (int attempt = 0; attempt < 200; attempt++) {
@@ -374,7 +404,7 @@ int harness_free_port(void)
                 if (fresh)
                         used_ports[n_used_ports++] = port;
                 pthread_mutex_unlock(&registry_lock);
-                if (fresh)
+                if (fresh && claim_port_across_processes(port))
                         return port;
         }
         return -EADDRNOTAVAIL;
