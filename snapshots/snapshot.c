@@ -83,8 +83,9 @@ void snapshot_job_free(snapshot_job *j)
 typedef struct target_writer {
         target *t;
         etcd_cluster *c;
-        void *handle;    /* the writer running; NULL: none */
-        int64_t wait_ms; /* how long another writer of the cluster in use is waited for */
+        void *handle;        /* the writer running; NULL: none */
+        int64_t wait_ms;     /* how long another writer of the cluster in use is waited for */
+        atomic_bool *cancel; /* set: stop waiting; NULL: never */
 } target_writer;
 
 /*
@@ -103,7 +104,8 @@ static int tw_start(void *userdata, const char *claim, const char *folder,
         int r;
         for (;;) {
                 r = w->t->ops->writer_start(w->t, w->c, claim, folder, &w->handle, ret_peer);
-                if (r != -EAGAIN || now_mono_ms() - t0 >= w->wait_ms)
+                if (r != -EAGAIN || now_mono_ms() - t0 >= w->wait_ms ||
+                    (w->cancel && atomic_load(w->cancel)))
                         break;
                 if (!told)
                         log_warn("%s/%s: %s; waiting up to %lld s for it to end", w->c->namespace_,
@@ -159,12 +161,13 @@ pvc_writer *snapshot_pvc_writer_new(target *t, const etcd_cluster *c)
         return pw;
 }
 
-void snapshot_pvc_writer_set_wait(pvc_writer *pw, int64_t wait_ms)
+void snapshot_pvc_writer_set_wait(pvc_writer *pw, int64_t wait_ms, atomic_bool *cancel)
 {
         if (!pw)
                 return;
         target_writer *w = pw->userdata;
         w->wait_ms = wait_ms > 0 ? wait_ms : 0;
+        w->cancel = cancel;
 }
 
 void snapshot_pvc_writer_free(pvc_writer *pw)

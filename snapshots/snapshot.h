@@ -82,13 +82,15 @@ void snapshot_pvc_writer_free(struct pvc_writer *w);
  * started while another of the cluster is in use, by this gitcd or another
  * sharing the state folder, waits for it, trying again every second, at
  * most wait_ms (0: not at all), with a warning naming the holder when it
- * begins to wait; then the operation fails, naming it. By default
- * SNAPSHOT_WRITER_WAIT_MS; `gitcd run`'s scheduler, whose one worker serves
- * every cluster, waits SNAPSHOT_WRITER_WAIT_RUN_MS. w may be NULL.
+ * begins to wait; then the operation fails, naming it. It stops waiting
+ * as soon as *cancel (when not NULL) is set. By default
+ * SNAPSHOT_WRITER_WAIT_MS, without cancel; `gitcd run`'s scheduler, whose
+ * one worker serves every cluster, waits SNAPSHOT_WRITER_WAIT_RUN_MS.
+ * w may be NULL.
  */
 #define SNAPSHOT_WRITER_WAIT_MS     (10 * 60 * 1000)
 #define SNAPSHOT_WRITER_WAIT_RUN_MS (30 * 1000)
-void snapshot_pvc_writer_set_wait(struct pvc_writer *w, int64_t wait_ms);
+void snapshot_pvc_writer_set_wait(struct pvc_writer *w, int64_t wait_ms, atomic_bool *cancel);
 
 /*
  * A job for cluster from what the state store recorded: its latched spec

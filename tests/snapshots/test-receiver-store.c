@@ -11,8 +11,8 @@
  *     started for all of them and stopped when the destination is freed;
  *   - a writer that cannot start fails the operation with its message;
  *   - the target's writer (snapshot_pvc_writer_new) waits its turn while
- *     another writer of the cluster is in use, as long as it is told, and
- *     then fails naming the holder;
+ *     another writer of the cluster is in use, as long as it is told (not
+ *     once told to stop), and then fails naming the holder;
  *   - a pvc location without a writer is refused (-EOPNOTSUPP), a restore
  *     source's subPath is split into the folder and the key;
  *   - hostile requests to the new verbs: a wrong or missing token (401),
@@ -571,7 +571,7 @@ static void test_writer_waits_its_turn(void **unused)
         /* the other writer ends after a second: this one runs then */
         start_calls = 0;
         busy_calls = 1;
-        snapshot_pvc_writer_set_wait(w, 10 * 1000);
+        snapshot_pvc_writer_set_wait(w, 10 * 1000, NULL);
         int64_t t0 = now_mono_ms();
         assert_int_equal(w->start(w->userdata, "claim", "", &peer, &err), 0);
         assert_int_equal(start_calls, 2);
@@ -581,7 +581,7 @@ static void test_writer_waits_its_turn(void **unused)
         /* no wait: refused at once, naming the holder */
         start_calls = 0;
         busy_calls = 1000;
-        snapshot_pvc_writer_set_wait(w, 0);
+        snapshot_pvc_writer_set_wait(w, 0, NULL);
         assert_int_equal(w->start(w->userdata, "claim", "", &peer, &err), -EAGAIN);
         assert_int_equal(start_calls, 1);
         assert_non_null(strstr(err, "in use by gitcd pid 4242"));
@@ -590,13 +590,24 @@ static void test_writer_waits_its_turn(void **unused)
 
         /* a bounded wait that runs out: the holder and the wait are named */
         start_calls = 0;
-        snapshot_pvc_writer_set_wait(w, 1500);
+        snapshot_pvc_writer_set_wait(w, 1500, NULL);
         t0 = now_mono_ms();
         assert_int_equal(w->start(w->userdata, "claim", "", &peer, &err), -EAGAIN);
         assert_true(now_mono_ms() - t0 >= 1500);
         assert_true(start_calls >= 2);
         assert_non_null(strstr(err, "in use by gitcd pid 4242"));
         assert_non_null(strstr(err, "waited 1 s"));
+        free(err);
+        err = NULL;
+
+        /* gitcd stopping: the wait ends at once */
+        atomic_bool stop = true;
+        start_calls = 0;
+        snapshot_pvc_writer_set_wait(w, 10 * 1000, &stop);
+        t0 = now_mono_ms();
+        assert_int_equal(w->start(w->userdata, "claim", "", &peer, &err), -EAGAIN);
+        assert_true(now_mono_ms() - t0 < 900);
+        assert_int_equal(start_calls, 1);
         free(err);
 
         snapshot_pvc_writer_free(w);
