@@ -19,6 +19,8 @@
  *                               cert-manager), mode 0600
  *       secrets/<name>/         a Secret gitcd itself reads (S3 credentials
  *                               of spec.snapshots), one file per key, 0600
+ *       snapshot-writer.lock    held by the cluster's snapshot writer in use
+ *                               (kubernetes_writer_lock), its holder's pid
  */
 #pragma once
 
