@@ -59,7 +59,8 @@ typedef struct side_doc {
         bool restore; /* a restore source (coreos EtcdRestore) */
         bool one_off; /* one snapshot (EtcdSnapshot, EtcdBackup); neither: a schedule */
         char *schedule;
-        storage_location destination; /* where snapshots go, or the snapshot to restore */
+        storage_location destination;          /* where snapshots go, or the snapshot to restore */
+        int destination_line, destination_col; /* a one-off's spec.destination.pvc; 0: none */
 } side_doc;
 
 typedef struct side_list {

@@ -218,6 +218,7 @@ void etcd_cluster_free(etcd_cluster *c)
         for (size_t i = 0; i < c->n_declared; i++) {
                 free(c->declared[i].object);
                 free(c->declared[i].identity);
+                free(c->declared[i].file);
                 storage_location_release(&c->declared[i].destination);
         }
         free(c->declared);

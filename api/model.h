@@ -202,6 +202,8 @@ typedef struct declared_snapshot {
         char *object;                 /* "EtcdSnapshot ns/name" */
         char *identity;               /* sha256 hex over kind, namespace, name and what it asks */
         storage_location destination; /* DEST_NONE: the cluster's spec.snapshots destination */
+        char *file;                   /* the document: its spec.destination.pvc, else its start */
+        int line, col;
 } declared_snapshot;
 
 typedef struct defrag_spec {

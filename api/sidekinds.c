@@ -40,9 +40,12 @@
  *   EtcdBackup          (improbable) one snapshot: spec.source and
  *                       spec.destination as in a schedule's backupSpec.
  *   EtcdSnapshot        (cozystack) one snapshot of spec.clusterRef.name to
- *                       spec.destination.s3 (as spec.snapshots.destination;
- *                       pvc is refused), or without a destination to the
- *                       cluster's spec.snapshots destination.
+ *                       spec.destination.s3 or .pvc {claimName, subPath}
+ *                       (as spec.snapshots.destination: pvc is a folder in
+ *                       the claim, written by the Kubernetes target, and
+ *                       other targets refuse it, spec_refuse_for_target),
+ *                       or without a destination to the cluster's
+ *                       spec.snapshots destination.
  *
  * The one-off kinds are not spec: they join the cluster as declared
  * snapshots (etcd_cluster.declared), outside the normalized form and its
@@ -302,8 +305,8 @@ static void read_backup(reader *r, const ynode *root, side_doc *s)
 
 /*
  * cozystack EtcdSnapshot: one snapshot of spec.clusterRef.name to
- * spec.destination (s3, as in spec.snapshots; pvc is not supported yet;
- * absent: the cluster's spec.snapshots destination).
+ * spec.destination (s3 or pvc, read as spec.snapshots.destination; absent:
+ * the cluster's spec.snapshots destination).
  */
 static void read_cozystack_snapshot(reader *r, const ynode *root, side_doc *s)
 {
@@ -331,11 +334,11 @@ static void read_cozystack_snapshot(reader *r, const ynode *root, side_doc *s)
                 return;
         read_location(r, dst, "spec.destination", "spec.snapshots.destination", false,
                       &s->destination);
-        if (s->destination.kind == DEST_PVC)
-                rd_error(r, rd_get(dst, "pvc", NULL),
-                         "spec.destination.pvc: not supported yet; gitcd stores snapshots in "
-                         "S3-compatible storage (spec.destination.s3) or, without a destination, "
-                         "where the cluster's spec.snapshots.destination says");
+        const ynode *pvc = rd_get(dst, "pvc", NULL);
+        if (s->destination.kind == DEST_PVC && pvc) {
+                s->destination_line = pvc->line;
+                s->destination_col = pvc->col;
+        }
 }
 
 static void read_coreos_restore(reader *r, const ynode *root, side_doc *s)
@@ -526,6 +529,9 @@ static char *location_text(const storage_location *l)
                 return xasprintf("s3://%s/%s", l->s3.bucket, l->s3.key ? l->s3.key : "");
         if (l->kind == DEST_LOCAL)
                 return xstrdup(l->path);
+        if (l->kind == DEST_PVC)
+                return xasprintf("pvc://%s%s%s", l->claim_name, l->sub_path ? "/" : "",
+                                 l->sub_path ? l->sub_path : "");
         return xstrdup("?");
 }
 
@@ -545,8 +551,6 @@ static void attach_one_off(etcd_cluster *c, side_doc *s, diag_list *diags)
                          s->kind, s->name, s->namespace_, s->cluster);
                 return;
         }
-        if (dest->kind == DEST_PVC) /* the cluster's: refused as not supported there */
-                return;
         json_t *what = json_pack("{s:s, s:s, s:s, s:s, s:o}", "kind", s->kind, "namespace",
                                  s->namespace_, "name", s->name, "cluster", s->cluster,
                                  "destination", spec_location_to_json(&s->destination));
@@ -559,6 +563,9 @@ static void attach_one_off(etcd_cluster *c, side_doc *s, diag_list *diags)
             .object = xasprintf("%s %s/%s", s->kind, s->namespace_, s->name),
             .identity = spec_text_hash(text),
             .destination = s->destination,
+            .file = xstrdup_null(s->file),
+            .line = s->destination_line ? s->destination_line : s->line,
+            .col = s->destination_line ? s->destination_col : s->col,
         };
         s->destination = (storage_location){0};
         diag_add(diags, DIAG_NOTE, s->file, s->line, s->col,

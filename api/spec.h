@@ -75,8 +75,10 @@ int spec_refuse_unsupported(cluster_set *set, bool (*exists)(const char *id, voi
  * a cluster with spec.hosts is taken in only by the hosts target
  * (hosts_target true), and the hosts target takes in only clusters with
  * spec.hosts; snapshots in a PersistentVolumeClaim
- * (spec.snapshots.destination.pvc) are taken in only by a target that
- * runs writer Pods (pvc_target: the Kubernetes target). Every other cluster
+ * (spec.snapshots.destination.pvc, or a one-off snapshot's, such as a
+ * cozystack EtcdSnapshot's spec.destination.pvc or the cluster's claim it
+ * falls back to) are taken in only by a target that runs writer Pods
+ * (pvc_target: the Kubernetes target). Every other cluster
  * is removed from the set (and freed) with an error at its location.
  * Returns 0, or -EOPNOTSUPP when one was refused.
  */

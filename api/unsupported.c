@@ -23,7 +23,9 @@
  * run on, which only the hosts target acts on, and the hosts target has
  * nowhere to run a cluster without them; a snapshot destination in a
  * PersistentVolumeClaim is written by a Pod only the Kubernetes target
- * runs. Any mismatch refuses the cluster at intake, in apply, run and plan
+ * runs, and so is a one-off snapshot a document (cozystack EtcdSnapshot)
+ * asks for in a claim, its own or the cluster's. Any mismatch refuses the
+ * cluster at intake, in apply, run and plan
  * alike, rather than letting a target ignore the inventory (members on the
  * gitcd host instead of the machines) or fail at the first placement or
  * snapshot.
@@ -38,6 +40,52 @@
 static bool uses_snapshot_pvc(const etcd_cluster *c)
 {
         return c->snapshots.enabled && c->snapshots.destination.kind == DEST_PVC;
+}
+
+/* The first one-off snapshot (EtcdSnapshot) going into a claim: its own or the cluster's. */
+static const declared_snapshot *declared_pvc(const etcd_cluster *c)
+{
+        for (size_t i = 0; i < c->n_declared; i++) {
+                const declared_snapshot *ds = &c->declared[i];
+                destination_kind k = ds->destination.kind != DEST_NONE
+                                         ? ds->destination.kind
+                                         : c->snapshots.destination.kind;
+                if (k == DEST_PVC)
+                        return ds;
+        }
+        return NULL;
+}
+
+/* A message for each use of a PersistentVolumeClaim off the Kubernetes target. */
+static void refuse_pvc(const etcd_cluster *c, diag_list *diags)
+{
+        int line, col;
+        if (uses_snapshot_pvc(c)) {
+                etcd_cluster_loc(c, "spec.snapshots.destination.pvc", &line, &col);
+                diag_add(diags, DIAG_ERROR, c->file, line, col,
+                         "spec.snapshots.destination.pvc (snapshots stored in a "
+                         "PersistentVolumeClaim) needs --target kubernetes, which "
+                         "writes them through a Pod mounting the claim; the cluster is "
+                         "not taken in (use a local or s3 destination, or set "
+                         "spec.snapshots.enabled: false)");
+                return;
+        }
+        const declared_snapshot *ds = declared_pvc(c);
+        assert(ds);
+        if (ds->destination.kind == DEST_PVC)
+                diag_add(diags, DIAG_ERROR, ds->file ? ds->file : c->file, ds->line, ds->col,
+                         "%s: spec.destination.pvc (a snapshot stored in a "
+                         "PersistentVolumeClaim) needs --target kubernetes, which writes it "
+                         "through a Pod mounting the claim; cluster %s/%s is not taken in (use "
+                         "an s3 destination, or remove the document)",
+                         ds->object, c->namespace_, c->name);
+        else
+                diag_add(diags, DIAG_ERROR, ds->file ? ds->file : c->file, ds->line, ds->col,
+                         "%s has no destination, so it takes cluster %s/%s's "
+                         "spec.snapshots.destination.pvc (a PersistentVolumeClaim), which "
+                         "needs --target kubernetes; the cluster is not taken in (give the "
+                         "document an s3 destination, or remove it)",
+                         ds->object, c->namespace_, c->name);
 }
 
 static const struct {
@@ -114,20 +162,14 @@ int spec_refuse_for_target(cluster_set *set, bool hosts_target, bool pvc_target,
         int r = 0;
         for (size_t i = 0; i < set->n; i++) {
                 etcd_cluster *c = set->items[i];
-                bool pvc_refused = uses_snapshot_pvc(c) && !pvc_target;
+                bool pvc_refused = (uses_snapshot_pvc(c) || declared_pvc(c)) && !pvc_target;
                 if (c->hosts.set == hosts_target && !pvc_refused) {
                         set->items[kept++] = c;
                         continue;
                 }
                 int line, col;
                 if (c->hosts.set == hosts_target) {
-                        etcd_cluster_loc(c, "spec.snapshots.destination.pvc", &line, &col);
-                        diag_add(diags, DIAG_ERROR, c->file, line, col,
-                                 "spec.snapshots.destination.pvc (snapshots stored in a "
-                                 "PersistentVolumeClaim) needs --target kubernetes, which "
-                                 "writes them through a Pod mounting the claim; the cluster is "
-                                 "not taken in (use a local or s3 destination, or set "
-                                 "spec.snapshots.enabled: false)");
+                        refuse_pvc(c, diags);
                         etcd_cluster_free(c);
                         r = -EOPNOTSUPP;
                         continue;

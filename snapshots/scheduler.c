@@ -203,6 +203,8 @@ static int start_worker(snapshot_scheduler *s, snapshot_job *job)
 {
         job->etcd_dir = xstrdup_null(s->etcd_dir);
         job->cancel = &s->cancel;
+        /* the one worker serves every cluster: a writer of this one in use holds it briefly */
+        snapshot_pvc_writer_set_wait(job->pvc, SNAPSHOT_WRITER_WAIT_RUN_MS, &s->cancel);
         s->job = job;
         atomic_store(&s->done, false);
         atomic_store(&s->cancel, false);

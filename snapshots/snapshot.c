@@ -78,21 +78,53 @@ void snapshot_job_free(snapshot_job *j)
 
 /* ---- the target's writer for pvc locations ---- */
 
+#define WRITER_RETRY_MS 1000
+
 typedef struct target_writer {
         target *t;
         etcd_cluster *c;
-        void *handle; /* the writer running; NULL: none */
+        void *handle;        /* the writer running; NULL: none */
+        int64_t wait_ms;     /* how long another writer of the cluster in use is waited for */
+        atomic_bool *cancel; /* set: stop waiting; NULL: never */
 } target_writer;
 
+/*
+ * The target starts a writer only when no other of the cluster is in use
+ * (-EAGAIN otherwise, at once). The wait is here, between attempts, outside
+ * any operation of the target: the writer in use may be this process's
+ * own, and its stop needs the cluster's operations free.
+ */
 static int tw_start(void *userdata, const char *claim, const char *folder,
                     struct receiver_peer *ret_peer, char **ret_error)
 {
         target_writer *w = userdata;
         assert(!w->handle);
-        int r = w->t->ops->writer_start(w->t, w->c, claim, folder, &w->handle, ret_peer);
+        int64_t t0 = now_mono_ms();
+        bool told = false;
+        int r;
+        for (;;) {
+                r = w->t->ops->writer_start(w->t, w->c, claim, folder, &w->handle, ret_peer);
+                if (r != -EAGAIN || now_mono_ms() - t0 >= w->wait_ms ||
+                    (w->cancel && atomic_load(w->cancel)))
+                        break;
+                if (!told)
+                        log_warn("%s/%s: %s; waiting up to %lld s for it to end", w->c->namespace_,
+                                 w->c->name, target_last_error(w->t),
+                                 (long long)(w->wait_ms / 1000));
+                told = true;
+                int64_t left = w->wait_ms - (now_mono_ms() - t0);
+                msleep(left < WRITER_RETRY_MS ? left : WRITER_RETRY_MS);
+        }
         if (r < 0) {
                 w->handle = NULL;
-                *ret_error = xstrdup(target_last_error(w->t));
+                *ret_error =
+                    r == -EAGAIN && w->wait_ms > 0
+                        ? xasprintf("%s (waited %lld s for it to end)", target_last_error(w->t),
+                                    (long long)((now_mono_ms() - t0) / 1000))
+                        : xstrdup(target_last_error(w->t));
+        } else if (told) {
+                log_info("%s/%s: the other snapshot writer ended; this one runs", w->c->namespace_,
+                         w->c->name);
         }
         return r;
 }
@@ -123,9 +155,19 @@ pvc_writer *snapshot_pvc_writer_new(target *t, const etcd_cluster *c)
         target_writer *w = XNEW(target_writer);
         w->t = t;
         w->c = copy;
+        w->wait_ms = SNAPSHOT_WRITER_WAIT_MS;
         pvc_writer *pw = XNEW(pvc_writer);
         *pw = (pvc_writer){.start = tw_start, .stop = tw_stop, .userdata = w};
         return pw;
+}
+
+void snapshot_pvc_writer_set_wait(pvc_writer *pw, int64_t wait_ms, atomic_bool *cancel)
+{
+        if (!pw)
+                return;
+        target_writer *w = pw->userdata;
+        w->wait_ms = wait_ms > 0 ? wait_ms : 0;
+        w->cancel = cancel;
 }
 
 void snapshot_pvc_writer_free(pvc_writer *pw)

@@ -78,6 +78,21 @@ struct pvc_writer *snapshot_pvc_writer_new(struct target *t, const etcd_cluster 
 void snapshot_pvc_writer_free(struct pvc_writer *w);
 
 /*
+ * One writer per cluster at a time (target_ops.writer_start): a writer
+ * started while another of the cluster is in use, by this gitcd or another
+ * sharing the state folder, waits for it, trying again every second, at
+ * most wait_ms (0: not at all), with a warning naming the holder when it
+ * begins to wait; then the operation fails, naming it. It stops waiting
+ * as soon as *cancel (when not NULL) is set. By default
+ * SNAPSHOT_WRITER_WAIT_MS, without cancel; `gitcd run`'s scheduler, whose
+ * one worker serves every cluster, waits SNAPSHOT_WRITER_WAIT_RUN_MS.
+ * w may be NULL.
+ */
+#define SNAPSHOT_WRITER_WAIT_MS     (10 * 60 * 1000)
+#define SNAPSHOT_WRITER_WAIT_RUN_MS (30 * 1000)
+void snapshot_pvc_writer_set_wait(struct pvc_writer *w, int64_t wait_ms, atomic_bool *cancel);
+
+/*
  * A job for cluster from what the state store recorded: its latched spec
  * (else its desired one), its current members' client URLs, and gitcd's
  * client identity and the S3 credentials Secret of its destination from the

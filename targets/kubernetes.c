@@ -56,8 +56,19 @@
  * - Snapshots in a PersistentVolumeClaim (writer_start/writer_stop): the
  *   same receiver, in store mode, in a Pod that mounts the operator's claim
  *   at subPath; gitcd only ever creates and deletes the Pod and its Secret,
- *   never the claim. One writer per cluster at a time: starting one deletes
- *   the cluster's others (what a killed gitcd left), by label.
+ *   never the claim. One writer per cluster at a time, across processes
+ *   sharing the state folder and across threads of one: a lock file per
+ *   cluster (kubernetes_writer_lock) is held from before the leftover
+ *   clean-up until the writer is deleted. The lock dies with its process,
+ *   so a writer Pod of the cluster found while holding it is what a killed
+ *   gitcd left, and is deleted by label; a writer in use is never deleted.
+ *   Taking the lock never waits (a wait would hold the cluster's operations
+ *   in this process, among them the stop that frees it): a held lock is
+ *   -EAGAIN naming the holder, and the caller decides how long to try again
+ *   (snapshots/snapshot.c). Restore receivers need no such lock: they are
+ *   started only by restore_member, one call that runs whole under the
+ *   cluster's lock, and only by a reconciler, which holds the state
+ *   folder's own lock (gitcd.lock: apply, run, recover).
  * - tls.provider auto: gitcd is the CA (pki/), keeps it under state_dir,
  *   issues one certificate per surface whose names are exactly those render
  *   gives cert-manager, and applies them as kubernetes.io/tls Secrets.
@@ -101,6 +112,7 @@
 #define COMPONENT_RECEIVER   "snapshot-receiver"
 #define COMPONENT_WRITER     "snapshot-writer"
 #define WRITER_MOUNT         "/snapshots"
+#define WRITER_LOCK_FILE     "snapshot-writer.lock"
 #define LABEL_RESTORE_MEMBER "gitcd.io/restore-member"
 #define RECEIVER_PORT        8443
 #define RECEIVER_SECRET_DIR  "/etc/gitcd/receive"
@@ -276,9 +288,14 @@ typedef struct member_record {
         bool exists;
 } member_record;
 
+static char *cluster_dir_in(const char *state_dir, const char *ns, const char *cluster)
+{
+        return xasprintf("%s/kubernetes/%s/%s", state_dir, ns, cluster);
+}
+
 static char *cluster_dir(kubernetes_target *kt, const char *ns, const char *cluster)
 {
-        return xasprintf("%s/kubernetes/%s/%s", kt->state_dir, ns, cluster);
+        return cluster_dir_in(kt->state_dir, ns, cluster);
 }
 
 static int record_path(kubernetes_target *kt, const char *ns, const char *cluster,
@@ -2312,12 +2329,16 @@ static int kt_restore_member(target *t, const etcd_cluster *c, const membership_
 typedef struct kt_writer {
         char *ns, *name, *url;
         receiver_secret sec;
+        int lock_fd; /* kubernetes_writer_lock, held until the writer is deleted */
 } kt_writer;
 
+/* Frees the handle and lets go of the cluster's writer lock: delete the writer first. */
 static void kt_writer_free(kt_writer *w)
 {
         if (!w)
                 return;
+        if (w->lock_fd >= 0)
+                close(w->lock_fd);
         receiver_secret_release(&w->sec);
         free(w->ns);
         free(w->name);
@@ -2335,9 +2356,25 @@ static int delete_writer(kubernetes_target *kt, const kt_writer *w)
         return d;
 }
 
+int kubernetes_writer_lock(const char *state_dir, const char *ns, const char *cluster, int *ret_fd,
+                           pid_t *ret_holder)
+{
+        assert(state_dir && ret_fd);
+        if (!target_name_is_component(ns) || !target_name_is_component(cluster))
+                return -EINVAL;
+        _cleanup_free_ char *dir = cluster_dir_in(state_dir, ns, cluster);
+        int r = mkdir_p(dir, 0700);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *path = path_join(dir, WRITER_LOCK_FILE);
+        return lock_file_try(path, ret_fd, ret_holder);
+}
+
 /*
  * Order, each step safe to cut short: the claim must exist (it is the
- * operator's); the cluster's writers a killed gitcd left go; a Secret
+ * operator's); the cluster's writer lock is taken (-EAGAIN when another
+ * writer of the cluster is in use); the cluster's writers a killed gitcd
+ * left go; a Secret
  * (certificate, key, token made for this writer alone) and the Pod
  * `<cluster>-snapshot-<random>` (restartPolicy Never, activeDeadlineSeconds)
  * are created; gitcd waits until it is Ready. A failure deletes both.
@@ -2362,9 +2399,36 @@ static int kt_writer_start(target *t, const etcd_cluster *c, const char *claim, 
                                    ns, claim);
         if (r < 0)
                 return kube_fail(kt, r);
-        if ((r = sweep_receivers(kt, c, COMPONENT_WRITER)) < 0)
-                return r;
         kt_writer *w = XNEW(kt_writer);
+        pid_t holder = 0;
+        r = kubernetes_writer_lock(kt->state_dir, ns, c->name, &w->lock_fd, &holder);
+        if (r < 0) {
+                w->lock_fd = -1;
+                kt_writer_free(w);
+                if (r != -EAGAIN)
+                        return target_fail(t, r,
+                                           "cannot lock the snapshot writer of %s/%s in %s: %s", ns,
+                                           c->name, kt->state_dir, strerror(-r));
+                if (holder == getpid())
+                        return target_fail(t, -EAGAIN,
+                                           "another snapshot writer of %s/%s is in use by this "
+                                           "gitcd",
+                                           ns, c->name);
+                if (holder > 0)
+                        return target_fail(t, -EAGAIN,
+                                           "another snapshot writer of %s/%s is in use by gitcd "
+                                           "pid %ld",
+                                           ns, c->name, (long)holder);
+                return target_fail(t, -EAGAIN,
+                                   "another snapshot writer of %s/%s is in use by another gitcd "
+                                   "of %s",
+                                   ns, c->name, kt->state_dir);
+        }
+        /* ours alone now: any writer of the cluster is a leftover */
+        if ((r = sweep_receivers(kt, c, COMPONENT_WRITER)) < 0) {
+                kt_writer_free(w);
+                return r;
+        }
         if ((r = receiver_secret_new(&w->sec)) < 0) {
                 kt_writer_free(w);
                 return target_fail(t, r, "cannot make the snapshot writer's certificate: %s",

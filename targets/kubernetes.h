@@ -19,10 +19,13 @@
  *                               cert-manager), mode 0600
  *       secrets/<name>/         a Secret gitcd itself reads (S3 credentials
  *                               of spec.snapshots), one file per key, 0600
+ *       snapshot-writer.lock    held by the cluster's snapshot writer in use
+ *                               (kubernetes_writer_lock), its holder's pid
  */
 #pragma once
 
 #include <jansson.h>
+#include <sys/types.h>
 
 #include "kube/kubeconfig.h"
 #include "targets/target.h"
@@ -117,6 +120,19 @@ json_t *kubernetes_shared_objects(const etcd_cluster *c, const membership_plan *
  */
 int kubernetes_target_objects(target *t, const etcd_cluster *c, const membership_plan *members,
                               json_t **ret);
+
+/*
+ * The lock of cluster ns/cluster's snapshot writer (writer_start), a lock
+ * file in the target's folder of the cluster under state_dir: held by a
+ * writer from before the cluster's leftover writers are deleted until it is
+ * deleted itself, released by its process ending however it ends. Never
+ * waits: -EAGAIN with *ret_holder (when not NULL) the holder's pid (0 when
+ * unknown) while another open lock, of this process or another, holds it;
+ * -EINVAL for names that make no path. On success *ret_fd holds the lock
+ * until closed.
+ */
+int kubernetes_writer_lock(const char *state_dir, const char *ns, const char *cluster, int *ret_fd,
+                           pid_t *ret_holder);
 
 /*
  * -EINVAL without config or state_dir; -errno when the state folder cannot

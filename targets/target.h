@@ -277,9 +277,13 @@ typedef struct target_ops {
          * mounts the cluster namespace's claim `claim` (never created,
          * resized or deleted) at `folder` ("" for its root) and serves it
          * with `gitcd snapshot receive --store-dir`, wait until it is Ready,
-         * and fill *ret_peer, whose strings *ret_handle owns. Writers of the
-         * cluster a killed gitcd left are deleted first, by label.
-         * writer_stop deletes the Pod and its Secret and frees the handle.
+         * and fill *ret_peer, whose strings *ret_handle owns. One writer per
+         * cluster at a time: -EAGAIN, at once and with nothing done, while
+         * another one of the cluster is in use (by this process or another
+         * sharing the state folder; the message names it); the caller may
+         * try again. Writers of the cluster a killed gitcd left are deleted
+         * first, by label. writer_stop deletes the Pod and its Secret and
+         * frees the handle (and with it the cluster's turn).
          * NULL (both): the target has no PersistentVolumeClaims, and pvc
          * locations are refused at intake.
          */

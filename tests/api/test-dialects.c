@@ -331,7 +331,15 @@ static void test_cozystack(void **state)
 {
         etcd_cluster *c = load_example("examples/dialects/cozystack.yaml");
         assert_int_equal(c->dialect, DIALECT_COZYSTACK);
-        assert_int_equal(diags.n, 0);
+        /* the EtcdSnapshot beside it is read, into a folder of a claim */
+        assert_int_equal(diags.n, 1);
+        assert_int_equal(count(DIAG_NOTE), 1);
+        assert_non_null(strstr(diags.items[0].message,
+                               "EtcdSnapshot \"cozystack-example-before-migration\" read as one "
+                               "snapshot of default/cozystack-example to "
+                               "pvc://etcd-backups/cozystack-example"));
+        assert_int_equal(c->n_declared, 1);
+        assert_int_equal(c->declared[0].destination.kind, DEST_PVC);
         assert_int_equal(c->replicas, 3);
         assert_string_equal(c->storage.size, "1Gi");
         assert_int_equal(c->tls.provider, TLS_PROVIDER_SECRETS);
@@ -523,9 +531,9 @@ static void test_side_kinds_refused(void **state)
         snprintf(text, sizeof(text),
                  "%s---\napiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\n"
                  "metadata:\n  name: snap\nspec:\n  clusterRef:\n    name: main\n"
-                 "  destination:\n    pvc:\n      claimName: backups\n",
+                 "  destination:\n    pvc:\n      volumeClaimTemplate: {}\n",
                  COZY_CLUSTER);
-        assert_load_error(text, "spec.destination.pvc: not supported yet");
+        assert_load_error(text, "unknown field \"volumeClaimTemplate\" in spec.destination.pvc");
         snprintf(text, sizeof(text),
                  "%s---\napiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\n"
                  "metadata:\n  name: snap\nspec:\n  clusterRef:\n    name: main\n",
@@ -597,6 +605,29 @@ static void test_one_off_snapshots(void **state)
                  "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: main\n"
                  "spec:\n  replicas: 1\n  snapshots:\n    schedule: \"0 * * * *\"\n"
                  "    destination:\n      local:\n        path: /srv/snaps\n---\n"
+                 "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\n"
+                 "metadata:\n  name: snap\nspec:\n  clusterRef:\n    name: main\n");
+        c = load_text(text);
+        assert_int_equal(c->n_declared, 1);
+        assert_int_equal(c->declared[0].destination.kind, DEST_NONE);
+
+        /* into a folder of a PersistentVolumeClaim, as spec.snapshots.destination.pvc */
+        snprintf(text, sizeof(text),
+                 "%s---\napiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\n"
+                 "metadata:\n  name: snap\nspec:\n  clusterRef:\n    name: main\n"
+                 "  destination:\n    pvc:\n      claimName: backups\n      subPath: etcd\n",
+                 COZY_CLUSTER);
+        c = load_text(text);
+        assert_int_equal(c->n_declared, 1);
+        assert_int_equal(c->declared[0].destination.kind, DEST_PVC);
+        assert_string_equal(c->declared[0].destination.claim_name, "backups");
+        assert_string_equal(c->declared[0].destination.sub_path, "etcd");
+
+        /* without a destination, the cluster's claim: taken, not dropped */
+        snprintf(text, sizeof(text),
+                 "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: main\n"
+                 "spec:\n  replicas: 1\n  snapshots:\n    schedule: \"0 * * * *\"\n"
+                 "    destination:\n      pvc:\n        claimName: backups\n---\n"
                  "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\n"
                  "metadata:\n  name: snap\nspec:\n  clusterRef:\n    name: main\n");
         c = load_text(text);

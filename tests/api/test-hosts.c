@@ -212,6 +212,97 @@ static void test_pvc_destination_needs_a_writer(void **state)
         cluster_set_release(&set);
 }
 
+/*
+ * A cozystack EtcdSnapshot into a claim (its own spec.destination.pvc, or
+ * the cluster's claim it falls back to, even with scheduled snapshots
+ * off) is taken in by a target with writer Pods only, refused at the
+ * document elsewhere; into S3 it is taken in anywhere.
+ */
+static void test_etcdsnapshot_pvc_needs_a_writer(void **state)
+{
+        (void)state;
+        static const char cluster[] = "apiVersion: etcd-operator.cozystack.io/v1alpha2\n"
+                                      "kind: EtcdCluster\n"
+                                      "metadata: {name: main}\n"
+                                      "spec: {replicas: 1, version: \"3.5.16\"}\n";
+        static const char own[] = "---\n"
+                                  "apiVersion: etcd-operator.cozystack.io/v1alpha2\n"
+                                  "kind: EtcdSnapshot\n"
+                                  "metadata: {name: once}\n"
+                                  "spec:\n"
+                                  "  clusterRef: {name: main}\n"
+                                  "  destination:\n"
+                                  "    pvc: {claimName: backups, subPath: etcd}\n";
+        _cleanup_free_ char *text = xasprintf("%s%s", cluster, own);
+        cluster_set set = load_set(text);
+        assert_int_equal(set.n, 1);
+        assert_int_equal(set.items[0]->n_declared, 1);
+        const storage_location *l = &set.items[0]->declared[0].destination;
+        assert_int_equal(l->kind, DEST_PVC);
+        assert_string_equal(l->claim_name, "backups");
+        assert_string_equal(l->sub_path, "etcd");
+        diag_list d = {0};
+        assert_int_equal(spec_refuse_for_target(&set, false, true, &d), 0);
+        assert_int_equal(set.n, 1);
+        assert_int_equal(d.n, 0);
+        cluster_set_release(&set);
+
+        set = load_set(text);
+        assert_int_equal(spec_refuse_for_target(&set, false, false, &d), -EOPNOTSUPP);
+        assert_int_equal(set.n, 0);
+        assert_int_equal(d.n, 1);
+        assert_int_equal(d.items[0].severity, DIAG_ERROR);
+        assert_non_null(strstr(d.items[0].message, "EtcdSnapshot default/once: "
+                                                   "spec.destination.pvc"));
+        assert_non_null(strstr(d.items[0].message, "needs --target kubernetes"));
+        assert_int_equal(d.items[0].line, 12); /* its pvc */
+        diag_list_release(&d);
+        cluster_set_release(&set);
+
+        /* no destination: the cluster's claim, though its scheduled snapshots are off */
+        static const char fallback[] = "apiVersion: gitcd.io/v1alpha1\n"
+                                       "kind: EtcdCluster\n"
+                                       "metadata: {name: main}\n"
+                                       "spec:\n"
+                                       "  snapshots:\n"
+                                       "    enabled: false\n"
+                                       "    destination:\n"
+                                       "      pvc: {claimName: backups}\n"
+                                       "---\n"
+                                       "apiVersion: etcd-operator.cozystack.io/v1alpha2\n"
+                                       "kind: EtcdSnapshot\n"
+                                       "metadata: {name: once}\n"
+                                       "spec: {clusterRef: {name: main}}\n";
+        set = load_set(fallback);
+        assert_int_equal(set.items[0]->n_declared, 1);
+        assert_int_equal(spec_refuse_for_target(&set, false, true, &d), 0);
+        assert_int_equal(set.n, 1);
+        cluster_set_release(&set);
+        set = load_set(fallback);
+        assert_int_equal(spec_refuse_for_target(&set, false, false, &d), -EOPNOTSUPP);
+        assert_int_equal(d.n, 1);
+        assert_non_null(strstr(d.items[0].message, "takes cluster default/main's "
+                                                   "spec.snapshots.destination.pvc"));
+        diag_list_release(&d);
+        cluster_set_release(&set);
+
+        /* into S3: any target */
+        static const char s3[] = "---\n"
+                                 "apiVersion: etcd-operator.cozystack.io/v1alpha2\n"
+                                 "kind: EtcdSnapshot\n"
+                                 "metadata: {name: once}\n"
+                                 "spec:\n"
+                                 "  clusterRef: {name: main}\n"
+                                 "  destination:\n"
+                                 "    s3: {bucket: snaps, credentialsSecretRef: {name: c}}\n";
+        _cleanup_free_ char *t3 = xasprintf("%s%s", cluster, s3);
+        set = load_set(t3);
+        assert_int_equal(spec_refuse_for_target(&set, false, false, &d), 0);
+        assert_int_equal(set.n, 1);
+        assert_int_equal(d.n, 0);
+        cluster_set_release(&set);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -221,6 +312,7 @@ int main(void)
             cmocka_unit_test(test_no_hosts_no_change),
             cmocka_unit_test(test_taken_in_by_the_hosts_target_only),
             cmocka_unit_test(test_pvc_destination_needs_a_writer),
+            cmocka_unit_test(test_etcdsnapshot_pvc_needs_a_writer),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,7 +31,12 @@
  *     every key;
  *   - the first cluster's member loses its Pod and its PersistentVolumeClaim
  *     (its data): `gitcd recover --from-snapshot ID` makes a new member of
- *     the snapshot, fetched through a writer Pod, holding every key.
+ *     the snapshot, fetched through a writer Pod, holding every key;
+ *   - last (test_writers_side_by_side, whose retention deletes older files):
+ *     `gitcd snapshot save` while another process holds a live writer of
+ *     the cluster waits for it, leaves it alone, and succeeds after it; a
+ *     cozystack EtcdSnapshot with spec.destination.pvc is taken into that
+ *     folder of the claim by `gitcd run`.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -49,6 +54,10 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "api/spec.h"
+#include "kube/kubeconfig.h"
+#include "snapshots/receiver.h"
+#include "targets/kubernetes.h"
 #include "tests/e2e/e2e.h"
 #include "tests/e2e/kube-lab.h"
 #include "tests/harness/harness.h"
@@ -71,6 +80,7 @@ static struct {
         long long id;       /* a succeeded snapshot of CL in the claim, holding KEYS keys */
         long long revision; /* the revision it was taken at */
         char *key;          /* its key under the destination's folder */
+        char *folder;       /* the claim's folder (the node simulator's) */
 } kept;
 
 static const kube_gvr PODS = {"", "v1", "pods", true};
@@ -124,6 +134,131 @@ static char *files_under(const char *dir)
         path_list_release(&files);
         path_list_release(&dirs);
         return sb_detach(&sb);
+}
+
+/*
+ * Two writers of one cluster at once, in two processes: while this test
+ * holds a live writer of the cluster (through a Kubernetes target of its
+ * own on gitcd's state folder), `gitcd snapshot save` waits, saying so,
+ * and leaves that writer alone (it still stores a file); once it is
+ * stopped, the save runs and succeeds. Then a cozystack EtcdSnapshot with
+ * spec.destination.pvc is taken once by `gitcd run` into that folder of
+ * the claim. Runs last: the save's retention (count 1) deletes the files
+ * of the snapshots before it.
+ */
+static void writers_side_by_side(e2e *e, const char *claim_folder)
+{
+        kube_config *cfg = NULL;
+        char *kerr = NULL;
+        if (kube_config_load(kubeapi_kubeconfig(lab->api), "gitcd", &cfg, &kerr) < 0)
+                fail_msg("kubeconfig: %s", kerr);
+        kubernetes_target_opts o = {.config = cfg, .state_dir = e->state_dir};
+        target *t = NULL;
+        assert_int_equal(kubernetes_target_new(&o, &t), 0);
+        kube_config_free(cfg);
+        static const char spec[] = "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                                   "metadata: {name: " CL ", namespace: " NS "}\n"
+                                   "spec: {replicas: 1, version: \"" VERSION "\"}\n";
+        cluster_set set = {0};
+        diag_list diags = DIAG_LIST_INIT;
+        assert_int_equal(spec_load_buffer("kp.yaml", spec, strlen(spec), &set, &diags), 0);
+        diag_list_release(&diags);
+        void *ours = NULL;
+        receiver_peer peer = {0};
+        if (t->ops->writer_start(t, set.items[0], "backups", "etcd/snaps", &ours, &peer) < 0)
+                fail_msg("writer_start: %s", target_last_error(t));
+
+        const char *args[] = {
+            "snapshot",  "save",  NS "/" CL, "--kubeconfig", kubeapi_kubeconfig(lab->api),
+            "--context", "gitcd", NULL};
+        pid_t save = e2e_start(e, args, "save-beside.log");
+        _cleanup_free_ char *log = NULL;
+        for (int64_t end = now_mono_ms() + 30000; now_mono_ms() < end; usleep(100 * 1000)) {
+                free(log);
+                log = e2e_read_log(e, "save-beside.log");
+                if (log && strstr(log, "waiting up to"))
+                        break;
+        }
+        _cleanup_free_ char *holder = xasprintf("in use by gitcd pid %ld", (long)getpid());
+        if (!log || !strstr(log, holder))
+                fail_msg("snapshot save does not wait for the writer in use:\n%s", log);
+        assert_int_equal(count(&PODS, WRITERS), 1);
+        _cleanup_free_ char *mine = path_join(e->root, "beside.db");
+        assert_int_equal(write_file_atomic(mine, "beside", 6, 0600), 0);
+        char *err = NULL;
+        if (receiver_put(&peer, "beside/ours.db", mine, NULL, &err) < 0)
+                fail_msg("the writer in use was disturbed: %s", err);
+        _cleanup_free_ char *landed = path_join(claim_folder, "beside/ours.db");
+        assert_true(path_exists(landed));
+        assert_int_equal(receiver_remove(&peer, "beside/ours.db", &err), 0);
+        assert_int_equal(t->ops->writer_stop(t, set.items[0], ours), 0);
+        int k = e2e_wait_exit(save);
+        free(log);
+        log = e2e_read_log(e, "save-beside.log");
+        if (k != 0)
+                fail_msg("snapshot save exited %d:\n%s", k, log);
+        json_t *rec = newest(e);
+        assert_string_equal(json_string_value(json_object_get(rec, "result")), "succeeded");
+        _cleanup_free_ char *file =
+            path_join(claim_folder, json_string_value(json_object_get(rec, "key")));
+        _cleanup_free_ char *sum = file_sha256(file);
+        assert_string_equal(sum, json_string_value(json_object_get(rec, "sha256")));
+        json_decref(rec);
+        assert_int_equal(count(&PODS, WRITERS), 0);
+        cluster_set_release(&set);
+        target_free(t);
+
+        /* a cozystack EtcdSnapshot into a folder of the claim, taken once by gitcd run */
+        e2e_write_file(e, "once.yaml",
+                       "apiVersion: etcd-operator.cozystack.io/v1alpha2\n"
+                       "kind: EtcdSnapshot\n"
+                       "metadata:\n"
+                       "  name: once\n"
+                       "  namespace: " NS "\n"
+                       "spec:\n"
+                       "  clusterRef:\n"
+                       "    name: " CL "\n"
+                       "  destination:\n"
+                       "    pvc:\n"
+                       "      claimName: backups\n"
+                       "      subPath: etcd/declared\n");
+        const char *run[] = {
+            "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(lab->api), "--context",
+            "gitcd",    NULL};
+        pid_t d = e2e_start_daemon(e, run);
+        json_t *taken = NULL;
+        for (int64_t end = now_mono_ms() + 60000; !taken && now_mono_ms() < end;
+             usleep(300 * 1000)) {
+                char *out = NULL;
+                assert_int_equal(
+                    e2e_run(e, &out, "snapshot", "list", NS "/" CL, "-o", "json", NULL), 0);
+                char *save_ptr = NULL;
+                for (char *line = strtok_r(out, "\n", &save_ptr); line && !taken;
+                     line = strtok_r(NULL, "\n", &save_ptr)) {
+                        json_t *j = json_loads(line, 0, NULL);
+                        if (streq_ptr(json_string_value(json_object_get(j, "declared_by")),
+                                      "EtcdSnapshot " NS "/once") &&
+                            json_integer_value(json_object_get(j, "id")) > 0 &&
+                            !streq_ptr(json_string_value(json_object_get(j, "result")), "running"))
+                                taken = json_incref(j);
+                        json_decref(j);
+                }
+                free(out);
+        }
+        kill(d, SIGTERM);
+        waitpid(d, NULL, 0);
+        assert_non_null(taken);
+        if (!streq_ptr(json_string_value(json_object_get(taken, "result")), "succeeded"))
+                fail_msg("EtcdSnapshot: %s", json_string_value(json_object_get(taken, "error")));
+        const char *key = json_string_value(json_object_get(taken, "key"));
+        _cleanup_free_ char *want = xasprintf("pvc://backups/etcd/declared/%s", key);
+        assert_string_equal(json_string_value(json_object_get(taken, "location")), want);
+        _cleanup_free_ char *declared =
+            xasprintf("%s/node/volumes/" NS "/backups/etcd/declared/%s", lab->root, key);
+        _cleanup_free_ char *dsum = file_sha256(declared);
+        assert_string_equal(dsum, json_string_value(json_object_get(taken, "sha256")));
+        json_decref(taken);
+        assert_int_equal(count(&PODS, WRITERS), 0);
 }
 
 static void test_pvc_snapshots(void **state)
@@ -330,6 +465,7 @@ static void test_pvc_snapshots(void **state)
         json_decref(first);
         json_decref(second);
         kept.e = e; /* freed in main, after the tests that use it */
+        kept.folder = xstrdup(folder);
 }
 
 /* Start etcd on a restored data directory; its pid, the client URL in *ret_url. */
@@ -515,6 +651,15 @@ static void test_recover_from_claim(void **state)
         assert_int_equal(count(&PODS, WRITERS), 0);
 }
 
+/* Last: the save in it applies retention (count 1), which deletes the earlier files. */
+static void test_writers_side_by_side(void **unused)
+{
+        (void)unused;
+        if (!kept.e || !kept.folder)
+                fail_msg("test_pvc_snapshots left nothing to work on");
+        writers_side_by_side(kept.e, kept.folder);
+}
+
 int main(void)
 {
         lab = kube_lab_start(NS, VERSION);
@@ -522,10 +667,12 @@ int main(void)
                 return 77;
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_pvc_snapshots), cmocka_unit_test(test_restore_from_claim),
-            cmocka_unit_test(test_bootstrap_from_claim), cmocka_unit_test(test_recover_from_claim)};
+            cmocka_unit_test(test_bootstrap_from_claim), cmocka_unit_test(test_recover_from_claim),
+            cmocka_unit_test(test_writers_side_by_side)};
         int failed = cmocka_run_group_tests(tests, NULL, NULL);
         e2e_free(kept.e);
         free(kept.key);
+        free(kept.folder);
         kube_lab_free(lab);
         return failed;
 }

@@ -10,6 +10,9 @@
  *     changed behind gitcd's back shows another hash); one writer is
  *     started for all of them and stopped when the destination is freed;
  *   - a writer that cannot start fails the operation with its message;
+ *   - the target's writer (snapshot_pvc_writer_new) waits its turn while
+ *     another writer of the cluster is in use, as long as it is told (not
+ *     once told to stop), and then fails naming the holder;
  *   - a pvc location without a writer is refused (-EOPNOTSUPP), a restore
  *     source's subPath is split into the folder and the key;
  *   - hostile requests to the new verbs: a wrong or missing token (401),
@@ -34,11 +37,15 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
+#include "api/spec.h"
 #include "snapshots/destination.h"
 #include "snapshots/receiver.h"
+#include "snapshots/snapshot.h"
+#include "targets/target.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
 #include "util/strbuf.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 typedef struct lab {
@@ -510,6 +517,104 @@ static void test_hostile(void **state)
         lab_free(&l);
 }
 
+/*
+ * A target whose cluster has another writer in use for the first
+ * `busy_calls` starts (writer_start: -EAGAIN at once, naming the holder).
+ */
+static int busy_calls, start_calls;
+
+static int busy_start(target *t, const etcd_cluster *c, const char *claim, const char *folder,
+                      void **ret_handle, receiver_peer *ret_peer)
+{
+        (void)c, (void)claim, (void)folder;
+        if (start_calls++ < busy_calls)
+                return target_fail(t, -EAGAIN,
+                                   "another snapshot writer of default/wb is in use by gitcd "
+                                   "pid 4242");
+        *ret_peer = (receiver_peer){.url = "https://127.0.0.1:1", .token = "t", .pin = "p"};
+        *ret_handle = &start_calls;
+        return 0;
+}
+
+static int busy_stop(target *t, const etcd_cluster *c, void *handle)
+{
+        (void)t, (void)c;
+        assert_ptr_equal(handle, &start_calls);
+        return 0;
+}
+
+static const target_ops busy_ops = {
+    .name = "busy", .writer_start = busy_start, .writer_stop = busy_stop};
+
+/*
+ * The target's writer (snapshot_pvc_writer_new) waits, trying again, while
+ * another writer of the cluster is in use, at most as long as it is told:
+ * it starts when the other ends in time, and fails naming the holder and
+ * the wait when not (at once without a wait).
+ */
+static void test_writer_waits_its_turn(void **unused)
+{
+        (void)unused;
+        const char *yaml = "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                           "metadata: {name: wb, namespace: default}\n"
+                           "spec: {replicas: 1, version: \"3.5.16\"}\n";
+        cluster_set set = {0};
+        diag_list diags = DIAG_LIST_INIT;
+        assert_int_equal(spec_load_buffer("wb.yaml", yaml, strlen(yaml), &set, &diags), 0);
+        diag_list_release(&diags);
+        target t = {.ops = &busy_ops};
+        pvc_writer *w = snapshot_pvc_writer_new(&t, set.items[0]);
+        assert_non_null(w);
+        receiver_peer peer = {0};
+        char *err = NULL;
+
+        /* the other writer ends after a second: this one runs then */
+        start_calls = 0;
+        busy_calls = 1;
+        snapshot_pvc_writer_set_wait(w, 10 * 1000, NULL);
+        int64_t t0 = now_mono_ms();
+        assert_int_equal(w->start(w->userdata, "claim", "", &peer, &err), 0);
+        assert_int_equal(start_calls, 2);
+        assert_true(now_mono_ms() - t0 >= 900);
+        w->stop(w->userdata);
+
+        /* no wait: refused at once, naming the holder */
+        start_calls = 0;
+        busy_calls = 1000;
+        snapshot_pvc_writer_set_wait(w, 0, NULL);
+        assert_int_equal(w->start(w->userdata, "claim", "", &peer, &err), -EAGAIN);
+        assert_int_equal(start_calls, 1);
+        assert_non_null(strstr(err, "in use by gitcd pid 4242"));
+        free(err);
+        err = NULL;
+
+        /* a bounded wait that runs out: the holder and the wait are named */
+        start_calls = 0;
+        snapshot_pvc_writer_set_wait(w, 1500, NULL);
+        t0 = now_mono_ms();
+        assert_int_equal(w->start(w->userdata, "claim", "", &peer, &err), -EAGAIN);
+        assert_true(now_mono_ms() - t0 >= 1500);
+        assert_true(start_calls >= 2);
+        assert_non_null(strstr(err, "in use by gitcd pid 4242"));
+        assert_non_null(strstr(err, "waited 1 s"));
+        free(err);
+        err = NULL;
+
+        /* gitcd stopping: the wait ends at once */
+        atomic_bool stop = true;
+        start_calls = 0;
+        snapshot_pvc_writer_set_wait(w, 10 * 1000, &stop);
+        t0 = now_mono_ms();
+        assert_int_equal(w->start(w->userdata, "claim", "", &peer, &err), -EAGAIN);
+        assert_true(now_mono_ms() - t0 < 900);
+        assert_int_equal(start_calls, 1);
+        free(err);
+
+        snapshot_pvc_writer_free(w);
+        free(t.last_error);
+        cluster_set_release(&set);
+}
+
 int main(void)
 {
         curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -517,6 +622,7 @@ int main(void)
             cmocka_unit_test(test_round_trip),
             cmocka_unit_test(test_open),
             cmocka_unit_test(test_hostile),
+            cmocka_unit_test(test_writer_waits_its_turn),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

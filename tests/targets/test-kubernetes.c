@@ -15,10 +15,13 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kube/client.h"
@@ -29,6 +32,7 @@
 #include "api/spec.h"
 #include "reconciler/membership.h"
 #include "snapshots/destination.h"
+#include "snapshots/receiver.h"
 #include "snapshots/snapshot.h"
 #include "targets/kubernetes.h"
 #include "targets/locked.h"
@@ -881,6 +885,114 @@ static void test_restore_pending(void **state)
         etcd_cluster_free(c);
 }
 
+/* Plays the kubelet for the writer Pod of cluster "wl": Ready, with an address. */
+static void *ready_writer(void *unused)
+{
+        (void)unused;
+        for (int i = 0; i < 400; i++) {
+                json_t *items = NULL;
+                if (kube_list(admin, &GVR_PODS, NS,
+                              "gitcd.io/cluster=wl,app.kubernetes.io/component=snapshot-writer",
+                              &items, NULL) == 0 &&
+                    json_array_size(items) > 0) {
+                        const char *name = md_str(json_array_get(items, 0), "name");
+                        _cleanup_free_ char *path =
+                            xasprintf("/api/v1/namespaces/%s/pods/%s/status", NS, name);
+                        json_t *body = json_pack("{s:{s:s, s:s, s:[{s:s, s:s}]}}", "status",
+                                                 "phase", "Running", "podIP", "127.0.0.1",
+                                                 "conditions", "type", "Ready", "status", "True");
+                        (void)kube_request(admin, "PATCH", path, "application/merge-patch+json",
+                                           body, "patch", "pods/status", NS, NULL);
+                        json_decref(body);
+                        json_decref(items);
+                        return NULL;
+                }
+                json_decref(items);
+                usleep(50 * 1000);
+        }
+        return NULL;
+}
+
+/*
+ * One snapshot writer per cluster across processes: while another process
+ * holds the cluster's writer lock, writer_start fails at once (-EAGAIN,
+ * naming that process) and deletes nothing of the writer in use; once that
+ * process is killed, the lock is free, the next writer deletes the leftover
+ * and holds the lock until it is stopped.
+ */
+static void test_writer_lock(void **state)
+{
+        (void)state;
+        etcd_cluster *c = load_cluster("wl", 1, "");
+        json_t *pvc = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:[s], s:{s:{s:s}}}}", "apiVersion",
+                                "v1", "kind", "PersistentVolumeClaim", "metadata", "name",
+                                "wl-backups", "namespace", NS, "spec", "accessModes",
+                                "ReadWriteOnce", "resources", "requests", "storage", "1Gi");
+        assert_int_equal(kube_apply(admin, pvc, "test", false, false, NULL), 0);
+        json_decref(pvc);
+        /* the Secret of a writer in use (or left by a killed gitcd: only the lock tells) */
+        json_t *secret =
+            json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s, s:s}}, s:{s:s}}", "apiVersion", "v1",
+                      "kind", "Secret", "metadata", "name", "wl-snapshot-0badcafe", "namespace", NS,
+                      "labels", "app.kubernetes.io/managed-by", "gitcd", "gitcd.io/cluster", "wl",
+                      "app.kubernetes.io/component", "snapshot-writer", "data", "token", "eA==");
+        assert_int_equal(kube_apply(admin, secret, "gitcd", false, false, NULL), 0);
+        json_decref(secret);
+
+        int pipefd[2];
+        assert_int_equal(pipe(pipefd), 0);
+        pid_t child = fork();
+        assert_true(child >= 0);
+        if (child == 0) {
+                int fd = -1;
+                char ok = kubernetes_writer_lock(state_dir, NS, "wl", &fd, NULL) == 0 ? 'y' : 'n';
+                if (write(pipefd[1], &ok, 1) != 1)
+                        _exit(1);
+                for (;;)
+                        pause();
+        }
+        char ok = 0;
+        assert_int_equal(read(pipefd[0], &ok, 1), 1);
+        assert_int_equal(ok, 'y');
+        close(pipefd[0]);
+        close(pipefd[1]);
+
+        /* the other holder cannot proceed: neither through the lock nor the writer */
+        int fd = -1;
+        pid_t holder = 0;
+        assert_int_equal(kubernetes_writer_lock(state_dir, NS, "wl", &fd, &holder), -EAGAIN);
+        assert_int_equal(holder, child);
+        void *handle = NULL;
+        receiver_peer peer = {0};
+        assert_int_equal(kt->ops->writer_start(kt, c, "wl-backups", "", &handle, &peer), -EAGAIN);
+        _cleanup_free_ char *want = xasprintf("in use by gitcd pid %ld", (long)child);
+        assert_non_null(strstr(target_last_error(kt), want));
+        assert_null(handle);
+        json_t *live = get(&GVR_SECRETS, "wl-snapshot-0badcafe");
+        assert_non_null(live); /* the writer in use is left alone */
+        json_decref(live);
+
+        /* killed: its lock went with it, and what it left is a leftover */
+        assert_int_equal(kill(child, SIGKILL), 0);
+        int st = 0;
+        assert_int_equal(waitpid(child, &st, 0), child);
+        pthread_t kubelet;
+        assert_int_equal(pthread_create(&kubelet, NULL, ready_writer, NULL), 0);
+        int r = kt->ops->writer_start(kt, c, "wl-backups", "", &handle, &peer);
+        pthread_join(kubelet, NULL);
+        if (r < 0)
+                fail_msg("writer_start: %s", target_last_error(kt));
+        assert_non_null(peer.url);
+        assert_null(get(&GVR_SECRETS, "wl-snapshot-0badcafe"));
+        /* held while the writer is in use, also against this process */
+        assert_int_equal(kubernetes_writer_lock(state_dir, NS, "wl", &fd, &holder), -EAGAIN);
+        assert_int_equal(holder, getpid());
+        assert_int_equal(kt->ops->writer_stop(kt, c, handle), 0);
+        assert_int_equal(kubernetes_writer_lock(state_dir, NS, "wl", &fd, &holder), 0);
+        close(fd);
+        etcd_cluster_free(c);
+}
+
 static void test_rbac_nothing_applied(void **state)
 {
         (void)state;
@@ -918,7 +1030,7 @@ int main(void)
             cmocka_unit_test(test_name_taken),         cmocka_unit_test(test_tls_auto),
             cmocka_unit_test(test_tls_secrets_trust),  cmocka_unit_test(test_s3_credentials_secret),
             cmocka_unit_test(test_tls_secrets_client), cmocka_unit_test(test_rbac_nothing_applied),
-            cmocka_unit_test(test_restore_pending),
+            cmocka_unit_test(test_restore_pending),    cmocka_unit_test(test_writer_lock),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
