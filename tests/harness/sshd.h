@@ -4,8 +4,10 @@
  * key, sshd_config and log, and a root prefix: a folder that stands for
  * the machine's "/" (tests write the machine's paths under it in the
  * spec's inventory, since every "machine" shares this host's file system).
- * Logins are as the current user with the client key the harness makes;
- * the machines share one known_hosts file listing every host key.
+ * Logins are as the current user, or any other local account (the
+ * non-root test accounts scripts/setup creates), with the client key the
+ * harness makes; the machines share one known_hosts file listing every
+ * host key.
  *
  * sshd runs in its own process group and is tracked by the harness
  * registry (harness.h), so a failing test leaves no sshd behind. The code

@@ -22,6 +22,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -64,8 +65,9 @@ static char *machine_path(size_t i, const char *path)
         return xasprintf("%s%s", lab->machines[i].root, path);
 }
 
-static etcd_cluster *load_cluster_with(const char *name, const char *mode, int replicas,
-                                       const char *extra)
+/* user: spec.hosts.ssh.user of every machine, NULL for the default (root). */
+static etcd_cluster *load_cluster_as(const char *name, const char *mode, int replicas,
+                                     const char *extra, const char *user)
 {
         strbuf sb = STRBUF_INIT;
         sb_printf(&sb,
@@ -77,8 +79,9 @@ static etcd_cluster *load_cluster_with(const char *name, const char *mode, int r
                 _cleanup_free_ char *data = machine_path(i, "/var/lib/etcd");
                 _cleanup_free_ char *units = machine_path(i, "/etc/systemd/system");
                 _cleanup_free_ char *pods = machine_path(i, "/etc/kubernetes/manifests");
-                sb_printf(&sb, "    - address: %s\n      ssh: {port: %d}\n      dataDir: %s/%s\n",
-                          lab->machines[i].address, lab->machines[i].port, data, name);
+                sb_printf(&sb, "    - address: %s\n      ssh: {port: %d%s%s}\n      dataDir: %s/%s\n",
+                          lab->machines[i].address, lab->machines[i].port, user ? ", user: " : "",
+                          user ? user : "", data, name);
                 if (streq(mode, "systemd"))
                         sb_printf(&sb, "      unitDir: %s\n      etcdBinary: %s\n", units,
                                   etcd_bin);
@@ -103,6 +106,12 @@ static etcd_cluster *load_cluster_with(const char *name, const char *mode, int r
         diag_list_release(&diags);
         sb_release(&sb);
         return c;
+}
+
+static etcd_cluster *load_cluster_with(const char *name, const char *mode, int replicas,
+                                       const char *extra)
+{
+        return load_cluster_as(name, mode, replicas, extra, NULL);
 }
 
 static etcd_cluster *load_cluster(const char *name, const char *mode, int replicas)
@@ -198,10 +207,33 @@ static size_t systemctl_calls(const char *word)
         return n;
 }
 
-static void contract(const char *mode, const char *name)
+/* The machine holding path (under its root prefix). */
+static size_t machine_of_path(const char *path)
+{
+        for (size_t i = 0; i < MACHINES; i++)
+                if (strneq(path, lab->machines[i].root, strlen(lab->machines[i].root)))
+                        return i;
+        fail_msg("%s is on no machine", path);
+        return 0;
+}
+
+/* path exists, owned by root, with these permission bits. */
+static void assert_root_file(const char *path, mode_t mode)
+{
+        struct stat st;
+        if (stat(path, &st) < 0)
+                fail_msg("%s: %s", path, strerror(errno));
+        if (st.st_uid != 0 || st.st_gid != 0 || (st.st_mode & 07777) != mode)
+                fail_msg("%s: owner %u:%u mode %04o, want 0:0 mode %04o", path,
+                         (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777),
+                         (unsigned)mode);
+}
+
+/* user: the SSH user (NULL: root); every other user goes through `sudo -n`. */
+static void contract(const char *mode, const char *name, const char *user)
 {
         target *t = new_target(NULL);
-        etcd_cluster *c = load_cluster(name, mode, 1);
+        etcd_cluster *c = load_cluster_as(name, mode, 1, NULL, user);
 
         /* An unknown member is absent. */
         target_member_status s = status(t, c, "nobody-7");
@@ -218,7 +250,8 @@ static void contract(const char *mode, const char *name)
         assert_string_equal(again.data_dir, mp->data_dir);
         member_plan_release(&again);
         _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", mp->data_dir);
-        assert_true(path_exists(marker));
+        assert_root_file(marker, 0600);
+        assert_root_file(mp->data_dir, 0700);
 
         /* A member that ran (its data identity recorded) on a machine spec.hosts no longer
          * lists is placed nowhere: no free machine is claimed for it, where it would start
@@ -245,6 +278,15 @@ static void contract(const char *mode, const char *name)
         size_t restarts = systemctl_calls(" restart ");
         assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
         assert_int_equal(systemctl_calls(" restart "), restarts);
+        /* the unit or manifest: root's, with the documented mode */
+        size_t on = machine_of_path(mp->data_dir);
+        _cleanup_free_ char *file =
+            streq(mode, "systemd")
+                ? xasprintf("%s/etc/systemd/system/etcd-%s-%s.service", lab->machines[on].root,
+                            c->namespace_, c->name)
+                : xasprintf("%s/etc/kubernetes/manifests/etcd-%s-%s.yaml",
+                            lab->machines[on].root, c->namespace_, c->name);
+        assert_root_file(file, streq(mode, "systemd") ? 0644 : 0600);
         wait_ready(t, c, mp->name);
         s = status(t, c, mp->name);
         assert_string_equal(s.config_hash, mp->config_hash);
@@ -274,6 +316,7 @@ static void contract(const char *mode, const char *name)
         target_member_status_release(&s);
         assert_false(listed(t, c, mp->name));
         assert_false(path_exists(mp->data_dir));
+        assert_false(path_exists(file));
 
         membership_plan_free(p);
         etcd_cluster_free(c);
@@ -283,14 +326,84 @@ static void contract(const char *mode, const char *name)
 static void test_contract_systemd(void **state)
 {
         (void)state;
-        contract("systemd", "sysd");
+        contract("systemd", "sysd", NULL);
         assert_true(systemctl_calls("daemon-reload") > 0);
 }
 
 static void test_contract_static_pod(void **state)
 {
         (void)state;
-        contract("staticPod", "pods");
+        contract("staticPod", "pods", NULL);
+}
+
+/*
+ * A user other than root, through the machine's real sudo: the accounts
+ * scripts/setup creates (gitcd-test with password-less sudo, gitcd-nosudo
+ * with none). Skipped where they do not exist.
+ */
+#define SUDO_USER   "gitcd-test"
+#define NOSUDO_USER "gitcd-nosudo"
+
+static bool have_test_accounts(void)
+{
+        if (access("/usr/bin/sudo", X_OK) < 0 || !getpwnam(SUDO_USER) || !getpwnam(NOSUDO_USER)) {
+                fprintf(stderr, "skipped: no sudo or no accounts %s and %s (./scripts/setup "
+                                "creates them, as root)\n",
+                        SUDO_USER, NOSUDO_USER);
+                return false;
+        }
+        return true;
+}
+
+/* Whether machine i's sshd let user in with the lab's key. */
+static bool logged_in_as(size_t i, const char *user)
+{
+        _cleanup_free_ char *path = xasprintf("%s/sshd.log", lab->machines[i].dir);
+        _cleanup_free_ char *log = NULL, *want = xasprintf("Accepted publickey for %s ", user);
+        size_t len;
+        return read_file(path, 1 << 24, &log, &len) == 0 && strstr(log, want);
+}
+
+static void test_contract_through_sudo(void **state)
+{
+        (void)state;
+        if (!have_test_accounts())
+                skip();
+        contract("systemd", "viasudo", SUDO_USER);
+        assert_true(logged_in_as(0, SUDO_USER));
+        contract("staticPod", "podsudo", SUDO_USER);
+}
+
+static void test_no_sudo_refused(void **state)
+{
+        (void)state;
+        if (!have_test_accounts())
+                skip();
+        target *t = new_target(NULL);
+        etcd_cluster *c = load_cluster_as("nosudo", "systemd", 1, NULL, NOSUDO_USER);
+        member_plan mp = {.name = render_member_name(c, 0), .ordinal = 0};
+        _cleanup_free_ char *want = xasprintf("`sudo -n` refused for user %s", NOSUDO_USER);
+
+        /* placing asks every machine, and says why none could be asked */
+        assert_true(t->ops->place_member(t, c, &mp) < 0);
+        assert_non_null(strstr(target_last_error(t), want));
+        assert_non_null(strstr(target_last_error(t), "needs password-less sudo"));
+        /* the member is not taken for absent */
+        target_member_status s = {0};
+        assert_int_equal(t->ops->member_status(t, c, mp.name, &s), -EACCES);
+        assert_non_null(strstr(target_last_error(t), want));
+        assert_true(logged_in_as(0, NOSUDO_USER)); /* SSH let it in: sudo refused */
+
+        /* nothing written on any machine */
+        for (size_t i = 0; i < MACHINES; i++) {
+                _cleanup_free_ char *unit =
+                    machine_path(i, "/etc/systemd/system/etcd-default-nosudo.service");
+                assert_false(path_exists(c->hosts.items[i].data_dir));
+                assert_false(path_exists(unit));
+        }
+        member_plan_release(&mp);
+        etcd_cluster_free(c);
+        target_free(t);
 }
 
 static void test_three_machines(void **state)
@@ -636,6 +749,8 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_contract_systemd),
             cmocka_unit_test(test_contract_static_pod),
+            cmocka_unit_test(test_contract_through_sudo),
+            cmocka_unit_test(test_no_sudo_refused),
             cmocka_unit_test(test_three_machines),
             cmocka_unit_test(test_wrong_host_key),
             cmocka_unit_test(test_tls_static_pod),
