@@ -27,6 +27,7 @@ typedef struct sshd_machine {
         char *root;          /* the machine's root prefix */
         char *host_key_line; /* "[127.0.0.2]:PORT ssh-ed25519 AAAA...": its known_hosts line */
         pid_t pid;           /* 0 when stopped */
+        char *hostname;      /* its own host name (sshd_machine_set_hostname), NULL: this host's */
 } sshd_machine;
 
 typedef struct sshd_lab {
@@ -50,6 +51,13 @@ void sshd_lab_free(sshd_lab *l); /* stops every sshd */
  */
 int sshd_machine_stop(sshd_lab *l, size_t i);
 int sshd_machine_start(sshd_lab *l, size_t i);
+
+/*
+ * Give machine i its own host name (NULL: this host's again), as its
+ * commands see it (uname, gethostname): its sshd is started again in a
+ * UTS namespace of its own. Needs CAP_SYS_ADMIN: -EPERM otherwise.
+ */
+int sshd_machine_set_hostname(sshd_lab *l, size_t i, const char *hostname);
 
 /* Write a known_hosts file where machine i carries another key than its own; returns its path. */
 char *sshd_lab_known_hosts_with_wrong_key(sshd_lab *l, size_t i);

@@ -16,11 +16,18 @@
  * data deleted later by drop_kept_data, and no other member's; a static
  * Pod not ready on a changed manifest until it runs it, and its data moved
  * only once its etcd stopped (the simulated kubelet acts on a changed or
- * removed manifest a second later).
+ * removed manifest a second later). With a user other than root
+ * (`ssh.user`), on the machine's real sudo and the accounts scripts/setup
+ * creates: the same contract through `sudo -n` as gitcd-test, the files
+ * root's with their documented modes; gitcd-nosudo (no sudo rights)
+ * refused with sudo's reason and nothing written; sudo's warnings on a
+ * machine whose own name does not resolve not taken for a refusal. Those
+ * cases skip where the accounts do not exist.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <pthread.h>
@@ -79,7 +86,8 @@ static etcd_cluster *load_cluster_as(const char *name, const char *mode, int rep
                 _cleanup_free_ char *data = machine_path(i, "/var/lib/etcd");
                 _cleanup_free_ char *units = machine_path(i, "/etc/systemd/system");
                 _cleanup_free_ char *pods = machine_path(i, "/etc/kubernetes/manifests");
-                sb_printf(&sb, "    - address: %s\n      ssh: {port: %d%s%s}\n      dataDir: %s/%s\n",
+                sb_printf(&sb,
+                          "    - address: %s\n      ssh: {port: %d%s%s}\n      dataDir: %s/%s\n",
                           lab->machines[i].address, lab->machines[i].port, user ? ", user: " : "",
                           user ? user : "", data, name);
                 if (streq(mode, "systemd"))
@@ -119,14 +127,14 @@ static etcd_cluster *load_cluster(const char *name, const char *mode, int replic
         return load_cluster_with(name, mode, replicas, NULL);
 }
 
-static target *new_target(const char *known_hosts)
+static target *new_target_with(const char *known_hosts, const char *systemctl_path)
 {
         hosts_target_opts o = {
             .ssh = {.known_hosts = known_hosts ? known_hosts : lab->known_hosts,
                     .key_file = lab->client_key,
                     .connect_timeout_ms = 5000,
                     .command_timeout_ms = 20000},
-            .systemctl = systemctl,
+            .systemctl = systemctl_path ? systemctl_path : systemctl,
             .client_port = client_port,
             .peer_port = peer_port,
             .metrics_port = metrics_port,
@@ -136,6 +144,11 @@ static target *new_target(const char *known_hosts)
         target *t = NULL;
         assert_int_equal(hosts_target_new(&o, &t), 0);
         return t;
+}
+
+static target *new_target(const char *known_hosts)
+{
+        return new_target_with(known_hosts, NULL);
 }
 
 /* A plan of n members started together ("new"), each placed by the target. */
@@ -224,9 +237,8 @@ static void assert_root_file(const char *path, mode_t mode)
         if (stat(path, &st) < 0)
                 fail_msg("%s: %s", path, strerror(errno));
         if (st.st_uid != 0 || st.st_gid != 0 || (st.st_mode & 07777) != mode)
-                fail_msg("%s: owner %u:%u mode %04o, want 0:0 mode %04o", path,
-                         (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777),
-                         (unsigned)mode);
+                fail_msg("%s: owner %u:%u mode %04o, want 0:0 mode %04o", path, (unsigned)st.st_uid,
+                         (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777), (unsigned)mode);
 }
 
 /* user: the SSH user (NULL: root); every other user goes through `sudo -n`. */
@@ -280,12 +292,11 @@ static void contract(const char *mode, const char *name, const char *user)
         assert_int_equal(systemctl_calls(" restart "), restarts);
         /* the unit or manifest: root's, with the documented mode */
         size_t on = machine_of_path(mp->data_dir);
-        _cleanup_free_ char *file =
-            streq(mode, "systemd")
-                ? xasprintf("%s/etc/systemd/system/etcd-%s-%s.service", lab->machines[on].root,
-                            c->namespace_, c->name)
-                : xasprintf("%s/etc/kubernetes/manifests/etcd-%s-%s.yaml",
-                            lab->machines[on].root, c->namespace_, c->name);
+        _cleanup_free_ char *file = streq(mode, "systemd")
+                                        ? xasprintf("%s/etc/systemd/system/etcd-%s-%s.service",
+                                                    lab->machines[on].root, c->namespace_, c->name)
+                                        : xasprintf("%s/etc/kubernetes/manifests/etcd-%s-%s.yaml",
+                                                    lab->machines[on].root, c->namespace_, c->name);
         assert_root_file(file, streq(mode, "systemd") ? 0644 : 0600);
         wait_ready(t, c, mp->name);
         s = status(t, c, mp->name);
@@ -347,8 +358,9 @@ static void test_contract_static_pod(void **state)
 static bool have_test_accounts(void)
 {
         if (access("/usr/bin/sudo", X_OK) < 0 || !getpwnam(SUDO_USER) || !getpwnam(NOSUDO_USER)) {
-                fprintf(stderr, "skipped: no sudo or no accounts %s and %s (./scripts/setup "
-                                "creates them, as root)\n",
+                fprintf(stderr,
+                        "skipped: no sudo or no accounts %s and %s (./scripts/setup "
+                        "creates them, as root)\n",
                         SUDO_USER, NOSUDO_USER);
                 return false;
         }
@@ -385,7 +397,9 @@ static void test_no_sudo_refused(void **state)
         _cleanup_free_ char *want = xasprintf("`sudo -n` refused for user %s", NOSUDO_USER);
 
         /* placing asks every machine, and says why none could be asked */
-        assert_true(t->ops->place_member(t, c, &mp) < 0);
+        assert_int_equal(t->ops->place_member(t, c, &mp), -EACCES);
+        assert_non_null(strstr(target_last_error(t), "no machine in spec.hosts.machines could "
+                                                     "be asked"));
         assert_non_null(strstr(target_last_error(t), want));
         assert_non_null(strstr(target_last_error(t), "needs password-less sudo"));
         /* the member is not taken for absent */
@@ -744,6 +758,64 @@ static int teardown(void **state)
         return 0;
 }
 
+/*
+ * On a machine whose own name does not resolve, sudo warns on every
+ * command ("sudo: unable to resolve host ..."), and works. A command that
+ * fails there is reported with its own message, not as sudo refusing.
+ */
+static void test_sudo_warning_is_no_refusal(void **state)
+{
+        (void)state;
+        if (!have_test_accounts())
+                skip();
+        const char *name = "gitcd-machine.invalid"; /* RFC 6761: never resolves */
+        int64_t started = now_mono_ms();
+        struct addrinfo *ai = NULL;
+        if (getaddrinfo(name, NULL, NULL, &ai) == 0) {
+                freeaddrinfo(ai);
+                fprintf(stderr, "skipped: %s resolves here\n", name);
+                skip();
+        }
+        if (now_mono_ms() - started > 1000) {
+                fprintf(stderr, "skipped: looking %s up takes over a second here\n", name);
+                skip();
+        }
+        int k = sshd_machine_set_hostname(lab, 0, name);
+        if (k == -EPERM) {
+                fprintf(stderr, "skipped: no UTS namespace for a machine's own host name\n");
+                skip();
+        }
+        assert_int_equal(k, 0);
+
+        /* systemd's own refusal on that machine */
+        _cleanup_free_ char *failing = xasprintf("%s/systemctl-failing", lab->dir);
+        const char *script =
+            "#!/bin/sh\necho \"Failed to $1: Unit etcd.service not found.\" >&2\nexit 5\n";
+        assert_int_equal(write_file_atomic(failing, script, strlen(script), 0755), 0);
+        target *t = new_target_with(NULL, failing);
+        etcd_cluster *c = load_cluster_as("warned", "systemd", 1, NULL, SUDO_USER);
+        membership_plan *p = plan_new(t, c, 1); /* placed through sudo, warnings and all */
+        const member_plan *mp = &p->members[0];
+        assert_non_null(strstr(mp->peer_url, lab->machines[0].address));
+        _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", mp->data_dir);
+        assert_root_file(marker, 0600);
+
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), -EIO);
+        const char *err = target_last_error(t);
+        assert_non_null(strstr(err, "failed (exit 5)"));
+        assert_non_null(strstr(err, "Unit etcd.service not found."));
+        assert_null(strstr(err, "refused"));
+
+        target *ok = new_target(NULL);
+        assert_int_equal(ok->ops->remove_member(ok, c, mp->name, false), 0);
+        assert_false(path_exists(mp->data_dir));
+        target_free(ok);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(t);
+        assert_int_equal(sshd_machine_set_hostname(lab, 0, NULL), 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -751,6 +823,7 @@ int main(void)
             cmocka_unit_test(test_contract_static_pod),
             cmocka_unit_test(test_contract_through_sudo),
             cmocka_unit_test(test_no_sudo_refused),
+            cmocka_unit_test(test_sudo_warning_is_no_refusal),
             cmocka_unit_test(test_three_machines),
             cmocka_unit_test(test_wrong_host_key),
             cmocka_unit_test(test_tls_static_pod),
