@@ -386,6 +386,39 @@ static void test_contract_through_sudo(void **state)
         contract("staticPod", "podsudo", SUDO_USER);
 }
 
+/* tls.provider auto through sudo: the leaves root's, keys 0600 in folders 0700. */
+static void test_tls_through_sudo(void **state)
+{
+        (void)state;
+        if (!have_test_accounts())
+                skip();
+        target *t = new_target(NULL);
+        etcd_cluster *c = load_cluster_as("tlssudo", "staticPod", 1,
+                                          "  tls:\n    provider: auto\n    client: {enabled: "
+                                          "true}\n    peer: {enabled: true}\n",
+                                          SUDO_USER);
+        membership_plan *p = plan_new(t, c, 1);
+        const member_plan *mp = &p->members[0];
+        assert_int_equal(t->ops->ensure_shared(t, c, p), 0);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        static const char *const dirs[] = {"client", "peer"};
+        static const char *const files[] = {"tls.crt", "tls.key", "ca.crt"};
+        for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+                _cleanup_free_ char *d = xasprintf("%s/%s", mp->tls_dir, dirs[i]);
+                assert_root_file(d, 0700);
+                for (size_t j = 0; j < ARRAY_SIZE(files); j++) {
+                        _cleanup_free_ char *f = xasprintf("%s/%s", d, files[j]);
+                        assert_root_file(f, 0600);
+                }
+        }
+        wait_ready(t, c, mp->name); /* etcd runs on what sudo wrote */
+        assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
+        assert_false(path_exists(mp->data_dir));
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(t);
+}
+
 static void test_no_sudo_refused(void **state)
 {
         (void)state;
@@ -822,6 +855,7 @@ int main(void)
             cmocka_unit_test(test_contract_systemd),
             cmocka_unit_test(test_contract_static_pod),
             cmocka_unit_test(test_contract_through_sudo),
+            cmocka_unit_test(test_tls_through_sudo),
             cmocka_unit_test(test_no_sudo_refused),
             cmocka_unit_test(test_sudo_warning_is_no_refusal),
             cmocka_unit_test(test_three_machines),
