@@ -364,6 +364,18 @@ static bool have_test_accounts(void)
                         SUDO_USER, NOSUDO_USER);
                 return false;
         }
+        /* sshd reads the lab's authorized_keys as that user: every folder above the lab
+         * must let others through (a TMPDIR in a private folder does not) */
+        _cleanup_free_ char *dir = xstrdup(lab->dir);
+        for (char *slash; (slash = strrchr(dir, '/')) && slash != dir;) {
+                *slash = '\0';
+                struct stat st;
+                if (stat(dir, &st) < 0 || !(st.st_mode & S_IXOTH)) {
+                        fprintf(stderr, "skipped: other users cannot reach %s, below %s\n",
+                                lab->dir, dir);
+                        return false;
+                }
+        }
         return true;
 }
 
