@@ -18,8 +18,8 @@
  * only once its etcd stopped (the simulated kubelet acts on a changed or
  * removed manifest a second later). With a user other than root
  * (`ssh.user`), on the machine's real sudo and the accounts scripts/setup
- * creates: the same contract through `sudo -n` as gitcd-test, the files
- * root's with their documented modes; gitcd-nosudo (no sudo rights)
+ * creates: the same contract through `sudo -n` as gitcd-test, and
+ * tls.provider auto leaves, the files root's with their documented modes; gitcd-nosudo (no sudo rights)
  * refused with sudo's reason and nothing written; sudo's warnings on a
  * machine whose own name does not resolve not taken for a refusal. Those
  * cases skip where the accounts do not exist.
