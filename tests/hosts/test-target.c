@@ -18,8 +18,9 @@
  * only once its etcd stopped (the simulated kubelet acts on a changed or
  * removed manifest a second later). With a user other than root
  * (`ssh.user`), on the machine's real sudo and the accounts scripts/setup
- * creates: the same contract through `sudo -n` as gitcd-test, and
- * tls.provider auto leaves, the files root's with their documented modes; gitcd-nosudo (no sudo rights)
+ * creates: the same contract through `sudo -n` as gitcd-test,
+ * tls.provider auto leaves and a snapshot restore, the files root's with
+ * their documented modes; gitcd-nosudo (no sudo rights)
  * refused with sudo's reason and nothing written; sudo's warnings on a
  * machine whose own name does not resolve not taken for a refusal. Those
  * cases skip where the accounts do not exist.
@@ -42,6 +43,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -426,6 +428,72 @@ static void test_tls_through_sudo(void **state)
         wait_ready(t, c, mp->name); /* etcd runs on what sudo wrote */
         assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
         assert_false(path_exists(mp->data_dir));
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(t);
+}
+
+/* etcdctl of 3.5.16 with these arguments; its exit status. */
+static int etcdctl(const char *fmt, ...) _printf_(1, 2);
+static int etcdctl(const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *args = xvasprintf(fmt, ap);
+        va_end(ap);
+        _cleanup_free_ char *bin = harness_etcd_path("3.5.16", "etcdctl");
+        _cleanup_free_ char *cmd = xasprintf("ETCDCTL_API=3 '%s' %s", bin, args);
+        int st = system(cmd);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/*
+ * A snapshot restored through sudo (the restored files go to the machine
+ * as root's, 0600 in folders 0700) and a member started on it with the
+ * snapshot's data.
+ */
+static void test_restore_through_sudo(void **state)
+{
+        (void)state;
+        if (!have_test_accounts())
+                skip();
+        /* a snapshot of a member holding one key */
+        target *t = new_target(NULL);
+        etcd_cluster *src = load_cluster_as("snapsrc", "systemd", 1, NULL, SUDO_USER);
+        membership_plan *p = plan_new(t, src, 1);
+        assert_int_equal(t->ops->ensure_member(t, src, p, 0), 0);
+        wait_ready(t, src, p->members[0].name);
+        _cleanup_free_ char *snap = xasprintf("%s/snapsrc.db", lab->dir);
+        assert_int_equal(etcdctl("--endpoints %s put restored-key through-sudo >/dev/null",
+                                 p->members[0].client_url),
+                         0);
+        assert_int_equal(etcdctl("--endpoints %s snapshot save '%s' >/dev/null 2>&1",
+                                 p->members[0].client_url, snap),
+                         0);
+        assert_int_equal(t->ops->remove_member(t, src, p->members[0].name, false), 0);
+        membership_plan_free(p);
+        etcd_cluster_free(src);
+
+        /* restored into another cluster's member, through sudo */
+        etcd_cluster *c = load_cluster_as("snapdst", "systemd", 1, NULL, SUDO_USER);
+        p = plan_new(t, c, 1);
+        const member_plan *mp = &p->members[0];
+        _cleanup_free_ char *tool = harness_etcd_path("3.5.16", "etcdutl");
+        target_restore rs = {.snapshot = snap, .tool = tool};
+        assert_int_equal(t->ops->restore_member(t, c, p, 0, &rs), 0);
+        _cleanup_free_ char *member = xasprintf("%s/member", mp->data_dir);
+        _cleanup_free_ char *snapdir = xasprintf("%s/snap", member);
+        _cleanup_free_ char *db = xasprintf("%s/db", snapdir);
+        assert_root_file(member, 0700);
+        assert_root_file(snapdir, 0700);
+        assert_root_file(db, 0600);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        wait_ready(t, c, mp->name);
+        assert_int_equal(etcdctl("--endpoints %s get restored-key --print-value-only | "
+                                 "grep -qx through-sudo",
+                                 mp->client_url),
+                         0);
+        assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
         membership_plan_free(p);
         etcd_cluster_free(c);
         target_free(t);
@@ -868,6 +936,7 @@ int main(void)
             cmocka_unit_test(test_contract_static_pod),
             cmocka_unit_test(test_contract_through_sudo),
             cmocka_unit_test(test_tls_through_sudo),
+            cmocka_unit_test(test_restore_through_sudo),
             cmocka_unit_test(test_no_sudo_refused),
             cmocka_unit_test(test_sudo_warning_is_no_refusal),
             cmocka_unit_test(test_three_machines),
