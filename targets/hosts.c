@@ -235,17 +235,44 @@ static int ssh_step(hosts_target *ht, const host_spec *h, const char *cmd, const
         return k;
 }
 
-/* A failed command's message; a sudo that wants a password says what to configure. */
+/* Its text without trailing blanks (the newline sudo or the command ended with). */
+static char *message_of(const char *err)
+{
+        size_t n = err ? strlen(err) : 0;
+        while (n > 0 && strchr(" \t\r\n", err[n - 1]))
+                n--;
+        return n ? xstrndup(err, n) : xstrdup("no message");
+}
+
+/*
+ * A failed command's message. Through sudo a non-zero exit is the
+ * command's or sudo's own refusal, and sudo's stderr cannot tell which:
+ * sudo writes warnings on every run ("sudo: unable to resolve host ...",
+ * on a machine whose own name does not resolve) and its messages are
+ * translated. So the machine is asked once more, `sudo -n sh -c true`
+ * (the same form, nothing to fail but sudo): when that fails too, sudo
+ * refused (its message says why: no password-less sudo, or no sudo at
+ * all); else the command failed, with its own message.
+ */
 static int command_failed(hosts_target *ht, const host_spec *h, const char *cmd, int status,
                           const char *err)
 {
-        if (!streq(h->ssh_user, "root") && err && strstr(err, "sudo:"))
-                return target_fail(&ht->base, -EACCES,
-                                   "%s: `sudo -n` refused for user %s (%s); gitcd needs "
-                                   "password-less sudo there (docs/hosts.md)",
-                                   h->address, h->ssh_user, err);
+        _cleanup_free_ char *msg = message_of(err);
+        if (!streq(h->ssh_user, "root")) {
+                _cleanup_free_ char *serr = NULL, *transport = NULL;
+                int sstatus = -1;
+                int k = ssh_step(ht, h, "sudo -n sh -c true", NULL, NULL, 0, 0, &sstatus, NULL,
+                                 &serr, &transport);
+                if (k >= 0 && sstatus != 0) {
+                        _cleanup_free_ char *why = message_of(serr);
+                        return target_fail(&ht->base, -EACCES,
+                                           "%s: `sudo -n` refused for user %s (%s); gitcd needs "
+                                           "password-less sudo there (docs/hosts.md)",
+                                           h->address, h->ssh_user, why);
+                }
+        }
         return target_fail(&ht->base, -EIO, "%s: `%s` failed (exit %d): %s", h->address, cmd,
-                           status, isempty(err) ? "no message" : err);
+                           status, msg);
 }
 
 static char *machine_key(const host_spec *h)
@@ -715,14 +742,18 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
                 return 0;
         }
         _cleanup_free_ char *why_not = NULL; /* the machines that could not be asked */
+        size_t asked = 0;
+        int not_asked = 0; /* why the last machine that could not be asked could not */
         for (size_t i = 0; idx < 0 && i < c->hosts.n; i++) {
                 machine_view v;
                 if (probe(ht, c, &c->hosts.items[i], &v) < 0) {
                         char *more = xasprintf("%s%s%s", why_not ? why_not : "",
                                                why_not ? "; " : "", target_last_error(t));
                         str_assign(&why_not, more);
+                        not_asked = v.error;
                         continue;
                 }
+                asked++;
                 bool free_machine = !v.claimed_by && !v.file_member;
                 view_release(&v);
                 if (!free_machine)
@@ -734,6 +765,11 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
                 log_debug("hosts target: member %s placed on %s", mp->name,
                           c->hosts.items[i].address);
         }
+        if (idx < 0 && asked == 0)
+                return target_fail(t, not_asked,
+                                   "no machine in spec.hosts.machines could be asked for a place "
+                                   "for member %s (%s)",
+                                   mp->name, why_not);
         if (idx < 0 && why_not)
                 return target_fail(t, -ENOSPC,
                                    "no free machine for member %s in spec.hosts.machines: every "

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -54,13 +55,16 @@ static bool port_open(const char *address, int port)
         return connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
 }
 
-static pid_t spawn(const char *log, char *const argv[])
+static pid_t spawn(const char *log, const char *hostname, char *const argv[])
 {
         pid_t pid = fork();
         if (pid == 0) {
                 int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
                 setpgid(0, 0);
                 prctl(PR_SET_PDEATHSIG, SIGTERM);
+                if (hostname &&
+                    (unshare(CLONE_NEWUTS) < 0 || sethostname(hostname, strlen(hostname)) < 0))
+                        _exit(126);
                 if (fd >= 0) {
                         dup2(fd, 1);
                         dup2(fd, 2);
@@ -96,7 +100,7 @@ static int start_once(sshd_lab *l, sshd_machine *m)
         if (write_file_atomic(cfg, text, strlen(text), 0600) < 0)
                 return -EIO;
         char *argv[] = {SSHD_PATH, "-D", "-e", "-f", cfg, NULL};
-        m->pid = spawn(log, argv);
+        m->pid = spawn(log, m->hostname, argv);
         if (m->pid < 0)
                 return -errno;
         for (int i = 0; i < 400; i++) {
@@ -125,6 +129,22 @@ int sshd_machine_start(sshd_lab *l, size_t i)
                 (void)sh("tail -20 '%s' >&2", log);
         }
         return k;
+}
+
+int sshd_machine_set_hostname(sshd_lab *l, size_t i, const char *hostname)
+{
+        /* whether this process may: the child cannot say why it failed */
+        pid_t pid = fork();
+        if (pid == 0)
+                _exit(unshare(CLONE_NEWUTS) < 0 ? 1 : 0);
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                return -EPERM;
+        sshd_machine *m = &l->machines[i];
+        (void)sshd_machine_stop(l, i);
+        free(m->hostname);
+        m->hostname = hostname ? xstrdup(hostname) : NULL;
+        return sshd_machine_start(l, i);
 }
 
 /* Kill the children of pid (sshd's sessions: each calls setsid(), so the group kill misses them). */
@@ -196,6 +216,15 @@ int sshd_lab_start(size_t n, sshd_lab **ret)
                l->dir) != 0) {
                 sshd_lab_free(l);
                 return -EIO;
+        }
+        /* sshd reads authorized_keys as the user logging in: let every local account
+         * (the non-root test accounts of scripts/setup) through the lab's folder to it,
+         * without listing it; the client key stays 0600 */
+        _cleanup_free_ char *ak = xasprintf("%s/authorized_keys", l->dir);
+        if (chmod(l->dir, 0711) < 0 || chmod(ak, 0644) < 0) {
+                int k = -errno;
+                sshd_lab_free(l);
+                return k;
         }
         l->client_key = xasprintf("%s/client", l->dir);
         l->known_hosts = xasprintf("%s/known_hosts", l->dir);
@@ -272,6 +301,7 @@ void sshd_lab_free(sshd_lab *l)
                 free(m->dir);
                 free(m->root);
                 free(m->host_key_line);
+                free(m->hostname);
         }
         free(l->machines);
         free(l->client_key);

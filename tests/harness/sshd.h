@@ -4,8 +4,10 @@
  * key, sshd_config and log, and a root prefix: a folder that stands for
  * the machine's "/" (tests write the machine's paths under it in the
  * spec's inventory, since every "machine" shares this host's file system).
- * Logins are as the current user with the client key the harness makes;
- * the machines share one known_hosts file listing every host key.
+ * Logins are as the current user, or any other local account (the
+ * non-root test accounts scripts/setup creates), with the client key the
+ * harness makes; the machines share one known_hosts file listing every
+ * host key.
  *
  * sshd runs in its own process group and is tracked by the harness
  * registry (harness.h), so a failing test leaves no sshd behind. The code
@@ -25,6 +27,7 @@ typedef struct sshd_machine {
         char *root;          /* the machine's root prefix */
         char *host_key_line; /* "[127.0.0.2]:PORT ssh-ed25519 AAAA...": its known_hosts line */
         pid_t pid;           /* 0 when stopped */
+        char *hostname;      /* its own host name (sshd_machine_set_hostname), NULL: this host's */
 } sshd_machine;
 
 typedef struct sshd_lab {
@@ -48,6 +51,13 @@ void sshd_lab_free(sshd_lab *l); /* stops every sshd */
  */
 int sshd_machine_stop(sshd_lab *l, size_t i);
 int sshd_machine_start(sshd_lab *l, size_t i);
+
+/*
+ * Give machine i its own host name (NULL: this host's again), as its
+ * commands see it (uname, gethostname): its sshd is started again in a
+ * UTS namespace of its own. Needs CAP_SYS_ADMIN: -EPERM otherwise.
+ */
+int sshd_machine_set_hostname(sshd_lab *l, size_t i, const char *hostname);
 
 /* Write a known_hosts file where machine i carries another key than its own; returns its path. */
 char *sshd_lab_known_hosts_with_wrong_key(sshd_lab *l, size_t i);

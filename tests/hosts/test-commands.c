@@ -6,9 +6,10 @@
  * installer (used instead of SFTP for users other than root) writes its
  * standard input atomically with the mode asked for. For the `sudo` case a
  * stand-in `sudo` on PATH (a simulator: it checks for -n and runs the rest
- * as the current user) stands for the machine's sudo, since the tests
- * cannot log in as another user; what is checked is the command gitcd
- * builds and that it works through `sudo -n`.
+ * as the current user) stands for the machine's sudo, so this runs without
+ * any account but the current one; what is checked is the command gitcd
+ * builds and that it works through `sudo -n`. The real sudo, logged in as
+ * another user, is tests/hosts/test-target.c's.
  *
  * Also: `gitcd plan --target hosts`'s lines per machine (the files and
  * commands apply writes and runs), with sudo for other users.

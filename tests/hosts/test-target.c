@@ -16,12 +16,21 @@
  * data deleted later by drop_kept_data, and no other member's; a static
  * Pod not ready on a changed manifest until it runs it, and its data moved
  * only once its etcd stopped (the simulated kubelet acts on a changed or
- * removed manifest a second later).
+ * removed manifest a second later). With a user other than root
+ * (`ssh.user`), on the machine's real sudo and the accounts scripts/setup
+ * creates: the same contract through `sudo -n` as gitcd-test,
+ * tls.provider auto leaves and a snapshot restore, the files root's with
+ * their documented modes; gitcd-nosudo (no sudo rights)
+ * refused with sudo's reason and nothing written; sudo's warnings on a
+ * machine whose own name does not resolve not taken for a refusal. Those
+ * cases skip where the accounts do not exist.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -34,6 +43,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -64,8 +74,9 @@ static char *machine_path(size_t i, const char *path)
         return xasprintf("%s%s", lab->machines[i].root, path);
 }
 
-static etcd_cluster *load_cluster_with(const char *name, const char *mode, int replicas,
-                                       const char *extra)
+/* user: spec.hosts.ssh.user of every machine, NULL for the default (root). */
+static etcd_cluster *load_cluster_as(const char *name, const char *mode, int replicas,
+                                     const char *extra, const char *user)
 {
         strbuf sb = STRBUF_INIT;
         sb_printf(&sb,
@@ -77,8 +88,10 @@ static etcd_cluster *load_cluster_with(const char *name, const char *mode, int r
                 _cleanup_free_ char *data = machine_path(i, "/var/lib/etcd");
                 _cleanup_free_ char *units = machine_path(i, "/etc/systemd/system");
                 _cleanup_free_ char *pods = machine_path(i, "/etc/kubernetes/manifests");
-                sb_printf(&sb, "    - address: %s\n      ssh: {port: %d}\n      dataDir: %s/%s\n",
-                          lab->machines[i].address, lab->machines[i].port, data, name);
+                sb_printf(&sb,
+                          "    - address: %s\n      ssh: {port: %d%s%s}\n      dataDir: %s/%s\n",
+                          lab->machines[i].address, lab->machines[i].port, user ? ", user: " : "",
+                          user ? user : "", data, name);
                 if (streq(mode, "systemd"))
                         sb_printf(&sb, "      unitDir: %s\n      etcdBinary: %s\n", units,
                                   etcd_bin);
@@ -105,19 +118,25 @@ static etcd_cluster *load_cluster_with(const char *name, const char *mode, int r
         return c;
 }
 
+static etcd_cluster *load_cluster_with(const char *name, const char *mode, int replicas,
+                                       const char *extra)
+{
+        return load_cluster_as(name, mode, replicas, extra, NULL);
+}
+
 static etcd_cluster *load_cluster(const char *name, const char *mode, int replicas)
 {
         return load_cluster_with(name, mode, replicas, NULL);
 }
 
-static target *new_target(const char *known_hosts)
+static target *new_target_with(const char *known_hosts, const char *systemctl_path)
 {
         hosts_target_opts o = {
             .ssh = {.known_hosts = known_hosts ? known_hosts : lab->known_hosts,
                     .key_file = lab->client_key,
                     .connect_timeout_ms = 5000,
                     .command_timeout_ms = 20000},
-            .systemctl = systemctl,
+            .systemctl = systemctl_path ? systemctl_path : systemctl,
             .client_port = client_port,
             .peer_port = peer_port,
             .metrics_port = metrics_port,
@@ -127,6 +146,11 @@ static target *new_target(const char *known_hosts)
         target *t = NULL;
         assert_int_equal(hosts_target_new(&o, &t), 0);
         return t;
+}
+
+static target *new_target(const char *known_hosts)
+{
+        return new_target_with(known_hosts, NULL);
 }
 
 /* A plan of n members started together ("new"), each placed by the target. */
@@ -198,10 +222,32 @@ static size_t systemctl_calls(const char *word)
         return n;
 }
 
-static void contract(const char *mode, const char *name)
+/* The machine holding path (under its root prefix). */
+static size_t machine_of_path(const char *path)
+{
+        for (size_t i = 0; i < MACHINES; i++)
+                if (strneq(path, lab->machines[i].root, strlen(lab->machines[i].root)))
+                        return i;
+        fail_msg("%s is on no machine", path);
+        return 0;
+}
+
+/* path exists, owned by root, with these permission bits. */
+static void assert_root_file(const char *path, mode_t mode)
+{
+        struct stat st;
+        if (stat(path, &st) < 0)
+                fail_msg("%s: %s", path, strerror(errno));
+        if (st.st_uid != 0 || st.st_gid != 0 || (st.st_mode & 07777) != mode)
+                fail_msg("%s: owner %u:%u mode %04o, want 0:0 mode %04o", path, (unsigned)st.st_uid,
+                         (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777), (unsigned)mode);
+}
+
+/* user: the SSH user (NULL: root); every other user goes through `sudo -n`. */
+static void contract(const char *mode, const char *name, const char *user)
 {
         target *t = new_target(NULL);
-        etcd_cluster *c = load_cluster(name, mode, 1);
+        etcd_cluster *c = load_cluster_as(name, mode, 1, NULL, user);
 
         /* An unknown member is absent. */
         target_member_status s = status(t, c, "nobody-7");
@@ -218,7 +264,8 @@ static void contract(const char *mode, const char *name)
         assert_string_equal(again.data_dir, mp->data_dir);
         member_plan_release(&again);
         _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", mp->data_dir);
-        assert_true(path_exists(marker));
+        assert_root_file(marker, 0600);
+        assert_root_file(mp->data_dir, 0700);
 
         /* A member that ran (its data identity recorded) on a machine spec.hosts no longer
          * lists is placed nowhere: no free machine is claimed for it, where it would start
@@ -245,6 +292,14 @@ static void contract(const char *mode, const char *name)
         size_t restarts = systemctl_calls(" restart ");
         assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
         assert_int_equal(systemctl_calls(" restart "), restarts);
+        /* the unit or manifest: root's, with the documented mode */
+        size_t on = machine_of_path(mp->data_dir);
+        _cleanup_free_ char *file = streq(mode, "systemd")
+                                        ? xasprintf("%s/etc/systemd/system/etcd-%s-%s.service",
+                                                    lab->machines[on].root, c->namespace_, c->name)
+                                        : xasprintf("%s/etc/kubernetes/manifests/etcd-%s-%s.yaml",
+                                                    lab->machines[on].root, c->namespace_, c->name);
+        assert_root_file(file, streq(mode, "systemd") ? 0644 : 0600);
         wait_ready(t, c, mp->name);
         s = status(t, c, mp->name);
         assert_string_equal(s.config_hash, mp->config_hash);
@@ -274,6 +329,7 @@ static void contract(const char *mode, const char *name)
         target_member_status_release(&s);
         assert_false(listed(t, c, mp->name));
         assert_false(path_exists(mp->data_dir));
+        assert_false(path_exists(file));
 
         membership_plan_free(p);
         etcd_cluster_free(c);
@@ -283,14 +339,198 @@ static void contract(const char *mode, const char *name)
 static void test_contract_systemd(void **state)
 {
         (void)state;
-        contract("systemd", "sysd");
+        contract("systemd", "sysd", NULL);
         assert_true(systemctl_calls("daemon-reload") > 0);
 }
 
 static void test_contract_static_pod(void **state)
 {
         (void)state;
-        contract("staticPod", "pods");
+        contract("staticPod", "pods", NULL);
+}
+
+/*
+ * A user other than root, through the machine's real sudo: the accounts
+ * scripts/setup creates (gitcd-test with password-less sudo, gitcd-nosudo
+ * with none). Skipped where they do not exist.
+ */
+#define SUDO_USER   "gitcd-test"
+#define NOSUDO_USER "gitcd-nosudo"
+
+static bool have_test_accounts(void)
+{
+        if (access("/usr/bin/sudo", X_OK) < 0 || !getpwnam(SUDO_USER) || !getpwnam(NOSUDO_USER)) {
+                fprintf(stderr,
+                        "skipped: no sudo or no accounts %s and %s (./scripts/setup "
+                        "creates them, as root)\n",
+                        SUDO_USER, NOSUDO_USER);
+                return false;
+        }
+        /* sshd reads the lab's authorized_keys as that user: every folder above the lab
+         * must let others through (a TMPDIR in a private folder does not) */
+        _cleanup_free_ char *dir = xstrdup(lab->dir);
+        for (char *slash; (slash = strrchr(dir, '/')) && slash != dir;) {
+                *slash = '\0';
+                struct stat st;
+                if (stat(dir, &st) < 0 || !(st.st_mode & S_IXOTH)) {
+                        fprintf(stderr, "skipped: other users cannot reach %s, below %s\n",
+                                lab->dir, dir);
+                        return false;
+                }
+        }
+        return true;
+}
+
+/* Whether machine i's sshd let user in with the lab's key. */
+static bool logged_in_as(size_t i, const char *user)
+{
+        _cleanup_free_ char *path = xasprintf("%s/sshd.log", lab->machines[i].dir);
+        _cleanup_free_ char *log = NULL, *want = xasprintf("Accepted publickey for %s ", user);
+        size_t len;
+        return read_file(path, 1 << 24, &log, &len) == 0 && strstr(log, want);
+}
+
+static void test_contract_through_sudo(void **state)
+{
+        (void)state;
+        if (!have_test_accounts())
+                skip();
+        contract("systemd", "viasudo", SUDO_USER);
+        assert_true(logged_in_as(0, SUDO_USER));
+        contract("staticPod", "podsudo", SUDO_USER);
+}
+
+/* tls.provider auto through sudo: the leaves root's, keys 0600 in folders 0700. */
+static void test_tls_through_sudo(void **state)
+{
+        (void)state;
+        if (!have_test_accounts())
+                skip();
+        target *t = new_target(NULL);
+        etcd_cluster *c = load_cluster_as("tlssudo", "staticPod", 1,
+                                          "  tls:\n    provider: auto\n    client: {enabled: "
+                                          "true}\n    peer: {enabled: true}\n",
+                                          SUDO_USER);
+        membership_plan *p = plan_new(t, c, 1);
+        const member_plan *mp = &p->members[0];
+        assert_int_equal(t->ops->ensure_shared(t, c, p), 0);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        static const char *const dirs[] = {"client", "peer"};
+        static const char *const files[] = {"tls.crt", "tls.key", "ca.crt"};
+        for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+                _cleanup_free_ char *d = xasprintf("%s/%s", mp->tls_dir, dirs[i]);
+                assert_root_file(d, 0700);
+                for (size_t j = 0; j < ARRAY_SIZE(files); j++) {
+                        _cleanup_free_ char *f = xasprintf("%s/%s", d, files[j]);
+                        assert_root_file(f, 0600);
+                }
+        }
+        wait_ready(t, c, mp->name); /* etcd runs on what sudo wrote */
+        assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
+        assert_false(path_exists(mp->data_dir));
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(t);
+}
+
+/* etcdctl of 3.5.16 with these arguments; its exit status. */
+static int etcdctl(const char *fmt, ...) _printf_(1, 2);
+static int etcdctl(const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *args = xvasprintf(fmt, ap);
+        va_end(ap);
+        _cleanup_free_ char *bin = harness_etcd_path("3.5.16", "etcdctl");
+        _cleanup_free_ char *cmd = xasprintf("ETCDCTL_API=3 '%s' %s", bin, args);
+        int st = system(cmd);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/*
+ * A snapshot restored through sudo (the restored files go to the machine
+ * as root's, 0600 in folders 0700) and a member started on it with the
+ * snapshot's data.
+ */
+static void test_restore_through_sudo(void **state)
+{
+        (void)state;
+        if (!have_test_accounts())
+                skip();
+        /* a snapshot of a member holding one key */
+        target *t = new_target(NULL);
+        etcd_cluster *src = load_cluster_as("snapsrc", "systemd", 1, NULL, SUDO_USER);
+        membership_plan *p = plan_new(t, src, 1);
+        assert_int_equal(t->ops->ensure_member(t, src, p, 0), 0);
+        wait_ready(t, src, p->members[0].name);
+        _cleanup_free_ char *snap = xasprintf("%s/snapsrc.db", lab->dir);
+        assert_int_equal(etcdctl("--endpoints %s put restored-key through-sudo >/dev/null",
+                                 p->members[0].client_url),
+                         0);
+        assert_int_equal(etcdctl("--endpoints %s snapshot save '%s' >/dev/null 2>&1",
+                                 p->members[0].client_url, snap),
+                         0);
+        assert_int_equal(t->ops->remove_member(t, src, p->members[0].name, false), 0);
+        membership_plan_free(p);
+        etcd_cluster_free(src);
+
+        /* restored into another cluster's member, through sudo */
+        etcd_cluster *c = load_cluster_as("snapdst", "systemd", 1, NULL, SUDO_USER);
+        p = plan_new(t, c, 1);
+        const member_plan *mp = &p->members[0];
+        _cleanup_free_ char *tool = harness_etcd_path("3.5.16", "etcdutl");
+        target_restore rs = {.snapshot = snap, .tool = tool};
+        assert_int_equal(t->ops->restore_member(t, c, p, 0, &rs), 0);
+        _cleanup_free_ char *member = xasprintf("%s/member", mp->data_dir);
+        _cleanup_free_ char *snapdir = xasprintf("%s/snap", member);
+        _cleanup_free_ char *db = xasprintf("%s/db", snapdir);
+        assert_root_file(member, 0700);
+        assert_root_file(snapdir, 0700);
+        assert_root_file(db, 0600);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        wait_ready(t, c, mp->name);
+        assert_int_equal(etcdctl("--endpoints %s get restored-key --print-value-only | "
+                                 "grep -qx through-sudo",
+                                 mp->client_url),
+                         0);
+        assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(t);
+}
+
+static void test_no_sudo_refused(void **state)
+{
+        (void)state;
+        if (!have_test_accounts())
+                skip();
+        target *t = new_target(NULL);
+        etcd_cluster *c = load_cluster_as("nosudo", "systemd", 1, NULL, NOSUDO_USER);
+        member_plan mp = {.name = render_member_name(c, 0), .ordinal = 0};
+        _cleanup_free_ char *want = xasprintf("`sudo -n` refused for user %s", NOSUDO_USER);
+
+        /* placing asks every machine, and says why none could be asked */
+        assert_int_equal(t->ops->place_member(t, c, &mp), -EACCES);
+        assert_non_null(strstr(target_last_error(t), "no machine in spec.hosts.machines could "
+                                                     "be asked"));
+        assert_non_null(strstr(target_last_error(t), want));
+        assert_non_null(strstr(target_last_error(t), "needs password-less sudo"));
+        /* the member is not taken for absent */
+        target_member_status s = {0};
+        assert_int_equal(t->ops->member_status(t, c, mp.name, &s), -EACCES);
+        assert_non_null(strstr(target_last_error(t), want));
+        assert_true(logged_in_as(0, NOSUDO_USER)); /* SSH let it in: sudo refused */
+
+        /* nothing written on any machine */
+        for (size_t i = 0; i < MACHINES; i++) {
+                _cleanup_free_ char *unit =
+                    machine_path(i, "/etc/systemd/system/etcd-default-nosudo.service");
+                assert_false(path_exists(c->hosts.items[i].data_dir));
+                assert_false(path_exists(unit));
+        }
+        member_plan_release(&mp);
+        etcd_cluster_free(c);
+        target_free(t);
 }
 
 static void test_three_machines(void **state)
@@ -631,11 +871,74 @@ static int teardown(void **state)
         return 0;
 }
 
+/*
+ * On a machine whose own name does not resolve, sudo warns on every
+ * command ("sudo: unable to resolve host ..."), and works. A command that
+ * fails there is reported with its own message, not as sudo refusing.
+ */
+static void test_sudo_warning_is_no_refusal(void **state)
+{
+        (void)state;
+        if (!have_test_accounts())
+                skip();
+        const char *name = "gitcd-machine.invalid"; /* RFC 6761: never resolves */
+        int64_t started = now_mono_ms();
+        struct addrinfo *ai = NULL;
+        if (getaddrinfo(name, NULL, NULL, &ai) == 0) {
+                freeaddrinfo(ai);
+                fprintf(stderr, "skipped: %s resolves here\n", name);
+                skip();
+        }
+        if (now_mono_ms() - started > 1000) {
+                fprintf(stderr, "skipped: looking %s up takes over a second here\n", name);
+                skip();
+        }
+        int k = sshd_machine_set_hostname(lab, 0, name);
+        if (k == -EPERM) {
+                fprintf(stderr, "skipped: no UTS namespace for a machine's own host name\n");
+                skip();
+        }
+        assert_int_equal(k, 0);
+
+        /* systemd's own refusal on that machine */
+        _cleanup_free_ char *failing = xasprintf("%s/systemctl-failing", lab->dir);
+        const char *script =
+            "#!/bin/sh\necho \"Failed to $1: Unit etcd.service not found.\" >&2\nexit 5\n";
+        assert_int_equal(write_file_atomic(failing, script, strlen(script), 0755), 0);
+        target *t = new_target_with(NULL, failing);
+        etcd_cluster *c = load_cluster_as("warned", "systemd", 1, NULL, SUDO_USER);
+        membership_plan *p = plan_new(t, c, 1); /* placed through sudo, warnings and all */
+        const member_plan *mp = &p->members[0];
+        assert_non_null(strstr(mp->peer_url, lab->machines[0].address));
+        _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", mp->data_dir);
+        assert_root_file(marker, 0600);
+
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), -EIO);
+        const char *err = target_last_error(t);
+        assert_non_null(strstr(err, "failed (exit 5)"));
+        assert_non_null(strstr(err, "Unit etcd.service not found."));
+        assert_null(strstr(err, "refused"));
+
+        target *ok = new_target(NULL);
+        assert_int_equal(ok->ops->remove_member(ok, c, mp->name, false), 0);
+        assert_false(path_exists(mp->data_dir));
+        target_free(ok);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(t);
+        assert_int_equal(sshd_machine_set_hostname(lab, 0, NULL), 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_contract_systemd),
             cmocka_unit_test(test_contract_static_pod),
+            cmocka_unit_test(test_contract_through_sudo),
+            cmocka_unit_test(test_tls_through_sudo),
+            cmocka_unit_test(test_restore_through_sudo),
+            cmocka_unit_test(test_no_sudo_refused),
+            cmocka_unit_test(test_sudo_warning_is_no_refusal),
             cmocka_unit_test(test_three_machines),
             cmocka_unit_test(test_wrong_host_key),
             cmocka_unit_test(test_tls_static_pod),
