@@ -2,8 +2,11 @@
  * Adoption's pure half (see hosts-adopt.h).
  *
  * Design: a manifest is outside input, read with the project's YAML loader
- * (api/yaml.h: limits, positions) and nothing else; only the flags that
- * say who a member is and where its data lives are taken from it. The
+ * (api/yaml.h: limits, positions) and nothing else; a unit is read by
+ * hosts-unit.c. Only the flags that say who a member is and where its
+ * data lives are taken from either, by one function
+ * (hosts_running_from_flags: etcd's flag syntax and its ETCD_*
+ * variables), so both modes share the decision below. The
  * decision compares three sources that must agree before anything is
  * taken over: the spec (count, machines and their addresses, dataDir),
  * what each machine's file says, and what etcd itself lists. Any

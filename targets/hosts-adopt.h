@@ -1,7 +1,8 @@
 /*
  * Adoption on the hosts target, the pure half: reading the etcd a machine
- * already runs (kubeadm's static Pod manifest, or a manifest gitcd wrote
- * before its state store was lost) and deciding, from the spec, what each
+ * already runs (kubeadm's static Pod manifest, the systemd unit
+ * etcd.service with its environment files, or a file gitcd wrote before
+ * its state store was lost) and deciding, from the spec, what each
  * machine runs and etcd's member list, whether gitcd may take the cluster
  * over, and what it does on each machine. No I/O: the effects are in
  * reconciler/adopt.c, the SSH reads in targets/hosts.c.
