@@ -40,8 +40,13 @@
  * Adoption of a cluster already running on the machines: the reads and
  * writes are here (hosts_adopt_*), the rules in hosts-adopt.c, the steps in
  * reconciler/adopt.c. When ensure_member writes a static Pod manifest, a
- * kubeadm etcd.yaml running the same dataDir goes first (an adoption that
- * stopped half-way is finished by the reconciler's next start).
+ * kubeadm etcd.yaml running the same dataDir goes first; when it writes a
+ * unit, an active etcd.service running the same dataDir is disabled and
+ * stopped first (an adoption that stopped half-way is finished by the
+ * reconciler's rolling restart). A foreign etcd.service runs when systemd
+ * says it is active (the file alone is an installed package); the probe
+ * asks, so a member still run by it reports a configuration of none of
+ * gitcd's.
  *
  * Threads (targets/locked.h): every SSH step (ssh_step) runs with the
  * wrapper's shared lock let go, on a connection the pool lends to one
