@@ -26,7 +26,9 @@
  * finished by the next apply (the members still run by etcd.service are
  * moved by the rolling restart): IDs and cluster ID kept, gitcd's names,
  * `systemctl disable --now etcd.service` on each machine, whose unit file
- * stays, gitcd's unit running each member, no acknowledged write lost.
+ * stays, gitcd's unit running each member; then, with gitcd's state store
+ * lost, the cluster on gitcd's own units is adopted again without a
+ * restart; no acknowledged write lost.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -281,6 +283,17 @@ static void write_etcd_service(size_t i)
         assert_int_equal(write_file_atomic(path, unit, strlen(unit), 0644), 0);
 }
 
+/* How many times machine i's systemctl restarted a unit. */
+static size_t systemctl_restarts(size_t i)
+{
+        _cleanup_free_ char *path = hosts_lab_systemctl_log(L, i), *log = NULL;
+        size_t len = 0, n = 0;
+        assert_int_equal(read_file(path, 1 << 20, &log, &len), 0);
+        for (const char *p = log; (p = strstr(p, "restart ")); p++)
+                n++;
+        return n;
+}
+
 static void test_adopt_systemd(void **state)
 {
         (void)state;
@@ -337,6 +350,24 @@ static void test_adopt_systemd(void **state)
                     !strstr(log, "restart etcd-default-" CL ".service"))
                         fail_msg("machine %zu: no move in systemctl's calls:\n%s", i, log);
         }
+
+        /* the state store lost: gitcd's own units are taken over as they run, no restart */
+        size_t restarts[3];
+        for (size_t i = 0; i < 3; i++)
+                restarts[i] = systemctl_restarts(i);
+        e2e *fresh = e2e_new();
+        hosts_lab_write_cluster_systemd(L, fresh, CL, VERSION, 3, 0, 3);
+        hosts_lab_apply_ok(L, fresh, "60s");
+        assert_int_equal(e2e_audit_count(fresh, CL, "member.adopt"), 3);
+        assert_int_equal(e2e_audit_count(fresh, CL, "member.bootstrap"), 0);
+        for (size_t i = 0; i < 3; i++)
+                assert_int_equal(systemctl_restarts(i), restarts[i]);
+        after = e2e_members(fresh, CL);
+        assert_int_equal(after->cluster_id, before->cluster_id);
+        assert_int_equal(id_of(after, CL "-0"), id_of(before, node_name[0]));
+        etcd_members_free(after);
+        e2e_free(fresh);
+
         hosts_writer_check(w, e, CL);
         etcd_members_free(before);
         sb_release(&eps);
