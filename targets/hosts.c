@@ -531,7 +531,7 @@ char *hosts_machine_adoption(const etcd_cluster *c, size_t i)
                     "--name, with its etcd member ID, as %s-%zu (the machine's position; a "
                     "member already named %s-<n> keeps that name), writes the marker into its "
                     "running data dir (which must be %s), and, one member at a time with every "
-                    "member healthy, runs systemctl disable --now " HOSTS_FOREIGN_UNIT " (the "
+                    "member healthy, runs systemctl disable --now " HOSTS_FOREIGN_UNIT "%s (the "
                     "file stays), waits until that etcd stopped, and starts the unit below "
                     "(one restart, which renames a member named otherwise in etcd, keeping its "
                     "ID and data; no restart for gitcd's own unit with the same configuration), "
@@ -542,7 +542,8 @@ char *hosts_machine_adoption(const etcd_cluster *c, size_t i)
                                   "(--trusted-ca-file, and the ca.key beside it) as the "
                                   "cluster's CA; "
                                 : "",
-                    h->advertise_address, c->name, i, c->name, h->data_dir);
+                    h->advertise_address, c->name, i, c->name, h->data_dir,
+                    streq(h->ssh_user, "root") ? "" : " (through sudo -n)");
         return xasprintf(
             "before creating anything, apply reads %s/" HOSTS_KUBEADM_MANIFEST " (kubeadm) and %s; "
             "if etcd already runs from one of them, apply adopts that cluster instead of "
