@@ -347,7 +347,9 @@ int hosts_unit_parse(const char *origin, const char *text, size_t len,
                                 n--;
                         if (cont && n > 0 && (*s == '#' || *s == ';'))
                                 continue; /* a comment inside a continuation */
-                        cont = n > 0 && s[n - 1] == '\\';
+                        /* a comment line never continues (systemd reads it as a whole) */
+                        bool comment = !cont && n > 0 && (*s == '#' || *s == ';');
+                        cont = !comment && n > 0 && s[n - 1] == '\\';
                         sb_append_len(&logical, s, cont ? n - 1 : n);
                         if (cont)
                                 sb_appendc(&logical, ' ');

@@ -804,7 +804,7 @@ static void test_unit_kubespray(void **state)
 
 /* Written by hand: continuations, quotes, escapes, prefixes, a flag beside its variable. */
 #define HAND_UNIT                                                                                  \
-        "# etcd for prod\n"                                                                        \
+        "# etcd for prod, a comment that ends in a backslash \\\n"                                 \
         "[Service]\n"                                                                              \
         "Environment=\"ETCD_NAME=from env\" ETCD_DATA_DIR=/wrong 'PEER=http://10.0.0.11:2380'\n"   \
         "Environment=ETCD_CLIENT_CERT_AUTH=false\n"                                                \
