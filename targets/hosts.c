@@ -1648,7 +1648,9 @@ int hosts_adopt_retire(target *t, const etcd_cluster *c, size_t i, const char *m
 }
 
 /*
- * A file of machine h (at most 1 MiB). A file that does not exist is a
+ * A file of machine h: its first 1 MiB and one byte, so that a reader with
+ * a 1 MiB limit sees a longer file is longer rather than reading it cut
+ * short. A file that does not exist is a
  * refusal with the reason in *ret_why (-EPERM), or with optional reads as
  * ""; a machine that cannot be reached, or a command that fails, fails as
  * any SSH step does.
@@ -1658,7 +1660,7 @@ static int read_machine_file(hosts_target *ht, const host_spec *h, const char *p
 {
         _cleanup_free_ char *q = ssh_quote(path);
         _cleanup_free_ char *cmd = xasprintf(
-            "if [ -f %s ]; then echo file; head -c 1048576 -- %s; else echo none; fi", q, q);
+            "if [ -f %s ]; then echo file; head -c 1048577 -- %s; else echo none; fi", q, q);
         _cleanup_free_ char *out = NULL;
         int k = exec_cmd(ht, h, cmd, NULL, 0, &out);
         if (k < 0)
