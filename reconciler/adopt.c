@@ -15,8 +15,9 @@
  *      the marker's id as data identity) and the cluster ID, in one
  *      transaction: from here on decide() never bootstraps the cluster;
  *   3. one member at a time, every member healthy first: move it onto
- *      gitcd's rendered manifest (remove kubeadm's etcd.yaml, wait until
- *      the old etcd stopped answering, write gitcd's, wait until healthy
+ *      gitcd's rendered manifest or unit (remove kubeadm's etcd.yaml, or
+ *      `systemctl disable --now etcd.service`; wait until the old etcd
+ *      stopped answering, write gitcd's, wait until healthy
  *      and until etcd lists the member's ID under gitcd's name) and record
  *      the config hash it runs with. A member already on gitcd's own file
  *      (a cluster gitcd created whose state store was lost) is rewritten
@@ -244,34 +245,34 @@ static int move_member(state_db *db, target *t, const char *cluster, const etcd_
         int k;
         if (s->replaces) {
                 if (streq(s->member, s->running_name))
-                        log_info("%s: adoption: member %s moves from %s to gitcd's manifest",
-                                 cluster, s->member, s->replaces);
+                        log_info("%s: adoption: member %s moves from %s to gitcd's file", cluster,
+                                 s->member, s->replaces);
                 else
                         log_info("%s: adoption: member %s (ID %016llx) moves from %s to gitcd's "
-                                 "manifest as %s",
+                                 "file as %s",
                                  cluster, s->running_name, (unsigned long long)s->id, s->replaces,
                                  s->member);
-                if ((k = hosts_adopt_retire(t, c, s->machine)) < 0)
+                if ((k = hosts_adopt_retire(t, c, s->machine, s->member)) < 0)
                         goto fail;
                 if (s->client_url && !wait_health(t, c, s->client_url, 0, STOP_TIMEOUT_MS)) {
-                        snprintf(msg, msgsize,
-                                 "adoption: member %s did not stop after %s was "
-                                 "removed",
-                                 s->member, s->replaces);
+                        snprintf(msg, msgsize, "adoption: member %s did not stop after %s was %s",
+                                 s->member, s->replaces,
+                                 c->hosts.items[s->machine].mode == HOST_MODE_SYSTEMD ? "disabled"
+                                                                                      : "removed");
                         return -ETIMEDOUT;
                 }
         }
         if ((k = t->ops->ensure_member(t, c, p, idx)) < 0)
                 goto fail;
         if (s->client_url && !wait_health(t, c, s->client_url, 1, READY_TIMEOUT_MS)) {
-                snprintf(msg, msgsize, "adoption: member %s is not healthy on gitcd's manifest",
+                snprintf(msg, msgsize, "adoption: member %s is not healthy on gitcd's file",
                          s->member);
                 return -ETIMEDOUT;
         }
         if (!wait_renamed(t, c, ap, s, READY_TIMEOUT_MS)) {
                 snprintf(msg, msgsize,
                          "adoption: etcd does not list member %016llx as %s after its restart on "
-                         "gitcd's manifest",
+                         "gitcd's file",
                          (unsigned long long)s->id, s->member);
                 return -ETIMEDOUT;
         }
@@ -310,9 +311,9 @@ static int adopt_locked(state_db *db, target *t, const char *cluster, const etcd
                         snprintf(msg, msgsize, "%s", why ? why : target_last_error(t));
                         free(why);
                         running_free_all(running, n);
-                        if (k == -EPERM || k == -EOPNOTSUPP)
+                        if (k == -EPERM)
                                 audit_refusal(db, cluster, msg, wall_ms(), commit, author);
-                        return k == -EOPNOTSUPP ? -EPERM : k;
+                        return k;
                 }
         }
         /* TLS first: the member list is read with a certificate from the cluster's CA */

@@ -2,8 +2,11 @@
  * Adoption's pure half (see hosts-adopt.h).
  *
  * Design: a manifest is outside input, read with the project's YAML loader
- * (api/yaml.h: limits, positions) and nothing else; only the flags that
- * say who a member is and where its data lives are taken from it. The
+ * (api/yaml.h: limits, positions) and nothing else; a unit is read by
+ * hosts-unit.c. Only the flags that say who a member is and where its
+ * data lives are taken from either, by one function
+ * (hosts_running_from_flags: etcd's flag syntax and its ETCD_*
+ * variables), so both modes share the decision below. The
  * decision compares three sources that must agree before anything is
  * taken over: the spec (count, machines and their addresses, dataDir),
  * what each machine's file says, and what etcd itself lists. Any
@@ -22,12 +25,14 @@
  * cannot be read without a client certificate from that CA).
  */
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "api/yaml.h"
 #include "render/render.h"
@@ -57,35 +62,114 @@ static int bad(diag_list *d, const char *origin, const ynode *n, const char *msg
         return -EINVAL;
 }
 
-/* Take one flag word (and maybe the next word as its value) into r. */
-static void take_flag(hosts_running *r, const char *key, size_t klen, const char *value)
+/*
+ * The flags adoption reads. etcd parses its command line with Go's flag
+ * package (`-k`, `--k`, `--k=v`, `--k v`; a boolean flag takes no separate
+ * value) and, for every flag not on it, reads ETCD_<FLAG> (upper case,
+ * dashes as underscores) from its environment.
+ */
+static const struct {
+        const char *name;
+        ssize_t off; /* the field of hosts_running, -1: only whether TLS is on */
+        bool boolean;
+        bool tls; /* set to anything but "false" or "": TLS is on */
+} known_flags[] = {
+    {"name", offsetof(hosts_running, name), false, false},
+    {"data-dir", offsetof(hosts_running, data_dir), false, false},
+    {"initial-cluster", offsetof(hosts_running, initial_cluster), false, false},
+    {"advertise-client-urls", offsetof(hosts_running, advertise_client_urls), false, false},
+    {"initial-advertise-peer-urls", offsetof(hosts_running, initial_advertise_peer_urls), false,
+     false},
+    {"trusted-ca-file", offsetof(hosts_running, trusted_ca_file), false, true},
+    {"peer-trusted-ca-file", offsetof(hosts_running, peer_trusted_ca_file), false, true},
+    {"cert-file", offsetof(hosts_running, cert_file), false, true},
+    {"peer-cert-file", offsetof(hosts_running, peer_cert_file), false, true},
+    {"key-file", -1, false, true},
+    {"peer-key-file", -1, false, true},
+    {"client-cert-auth", -1, true, true},
+    {"peer-client-cert-auth", -1, true, true},
+    {"config-file", -1, false, false},
+};
+
+static ssize_t flag_index(const char *key, size_t klen)
 {
-        static const struct {
-                const char *name;
-                size_t off;
-        } fields[] = {
-            {"name", offsetof(hosts_running, name)},
-            {"data-dir", offsetof(hosts_running, data_dir)},
-            {"initial-cluster", offsetof(hosts_running, initial_cluster)},
-            {"advertise-client-urls", offsetof(hosts_running, advertise_client_urls)},
-            {"initial-advertise-peer-urls", offsetof(hosts_running, initial_advertise_peer_urls)},
-            {"trusted-ca-file", offsetof(hosts_running, trusted_ca_file)},
-            {"peer-trusted-ca-file", offsetof(hosts_running, peer_trusted_ca_file)},
-            {"cert-file", offsetof(hosts_running, cert_file)},
-            {"peer-cert-file", offsetof(hosts_running, peer_cert_file)},
-        };
-        for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
-                if (strlen(fields[i].name) == klen && strneq(fields[i].name, key, klen)) {
-                        char **slot = (char **)((char *)r + fields[i].off);
-                        str_assign(slot, xstrdup(value ? value : ""));
+        for (size_t i = 0; i < ARRAY_SIZE(known_flags); i++)
+                if (strlen(known_flags[i].name) == klen && strneq(known_flags[i].name, key, klen))
+                        return (ssize_t)i;
+        return -1;
+}
+
+/* The value of variable name in env ("K=V" entries, the last one wins), or NULL. */
+static const char *env_value(char *const *env, size_t n_env, const char *name)
+{
+        size_t len = strlen(name);
+        const char *v = NULL;
+        for (size_t i = 0; i < n_env; i++)
+                if (strneq(env[i], name, len) && env[i][len] == '=')
+                        v = env[i] + len + 1;
+        return v;
+}
+
+int hosts_running_from_flags(char *const *args, size_t n_args, char *const *env, size_t n_env,
+                             const char *default_name, hosts_running *r, char **ret_why)
+{
+        const char *val[ARRAY_SIZE(known_flags)] = {0};
+        for (size_t i = 0; i < ARRAY_SIZE(known_flags); i++) {
+                _cleanup_free_ char *var = xasprintf("ETCD_%s", known_flags[i].name);
+                for (char *p = var; *p; p++)
+                        *p = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+                val[i] = env_value(env, n_env, var);
+        }
+        for (size_t i = 0; i < n_args; i++) {
+                const char *w = args[i];
+                if (w[0] != '-' || !w[1] || streq(w, "--"))
+                        continue;
+                const char *key = w + 1 + (w[1] == '-'), *eq = strchr(key, '=');
+                size_t klen = eq ? (size_t)(eq - key) : strlen(key);
+                ssize_t f = flag_index(key, klen);
+                const char *v = eq ? eq + 1 : NULL;
+                if (!eq && f >= 0 && known_flags[f].boolean)
+                        v = "true";
+                else if (!eq && i + 1 < n_args && args[i + 1][0] != '-')
+                        v = args[++i];
+                else if (!eq)
+                        v = "true";
+                if (f >= 0)
+                        val[f] = v;
+        }
+        hosts_running out = {0};
+        for (size_t i = 0; i < ARRAY_SIZE(known_flags); i++) {
+                if (!val[i])
+                        continue;
+                if (known_flags[i].off >= 0) {
+                        char **slot = (char **)((char *)&out + known_flags[i].off);
+                        *slot = xstrdup(val[i]);
                 }
-        static const char *const tls_flags[] = {
-            "cert-file",       "peer-cert-file",       "client-cert-auth", "peer-client-cert-auth",
-            "trusted-ca-file", "peer-trusted-ca-file", "key-file",         "peer-key-file"};
-        for (size_t i = 0; i < ARRAY_SIZE(tls_flags); i++)
-                if (strlen(tls_flags[i]) == klen && strneq(tls_flags[i], key, klen) &&
-                    !(value && (streq(value, "false") || isempty(value))))
-                        r->tls = true;
+                if (known_flags[i].tls && !streq(val[i], "false") && !isempty(val[i]))
+                        out.tls = true;
+        }
+        ssize_t cfg = flag_index("config-file", strlen("config-file"));
+        if (!isempty(val[cfg])) {
+                hosts_running_release(&out);
+                *ret_why = xasprintf("etcd reads its configuration from the file %s "
+                                     "(--config-file, which makes it ignore its other flags); "
+                                     "adopting such a member is not supported",
+                                     val[cfg]);
+                return -EINVAL;
+        }
+        if (isempty(out.name) && default_name)
+                str_assign(&out.name, xstrdup(default_name));
+        if (isempty(out.name) || isempty(out.data_dir)) {
+                *ret_why = xstrdup(isempty(out.name) ? "etcd runs without --name"
+                                                     : "etcd runs without --data-dir (its default, "
+                                                       "<name>.etcd in its working directory, is "
+                                                       "not adopted)");
+                hosts_running_release(&out);
+                return -EINVAL;
+        }
+        hosts_running_release(r);
+        *r = out;
+        return 0;
 }
 
 /* The words of a sequence of scalars, appended to words. */
@@ -142,25 +226,10 @@ int hosts_running_parse_manifest(const char *origin, const char *text, size_t le
         if ((k = words_of(origin, ynode_get(ctr, "command"), &words, &n, &alloc, diags)) < 0 ||
             (k = words_of(origin, ynode_get(ctr, "args"), &words, &n, &alloc, diags)) < 0)
                 return k;
+        _cleanup_free_ char *why = NULL;
         hosts_running out = {0};
-        for (size_t i = 0; i < n; i++) {
-                const char *w = words[i];
-                if (!strneq(w, "--", 2) || !w[2])
-                        continue;
-                const char *key = w + 2, *eq = strchr(key, '=');
-                if (eq) {
-                        take_flag(&out, key, (size_t)(eq - key), eq + 1);
-                } else if (i + 1 < n && !strneq(words[i + 1], "--", 2)) {
-                        take_flag(&out, key, strlen(key), words[i + 1]);
-                        i++;
-                } else {
-                        take_flag(&out, key, strlen(key), "true");
-                }
-        }
-        if (isempty(out.name) || isempty(out.data_dir)) {
-                hosts_running_release(&out);
-                return bad(diags, origin, ctr, "the etcd command has no --name or no --data-dir");
-        }
+        if (hosts_running_from_flags(words, n, NULL, 0, NULL, &out, &why) < 0)
+                return bad(diags, origin, ctr, why);
         out.file = xstrdup(origin);
         hosts_running_release(r);
         *r = out;

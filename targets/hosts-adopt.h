@@ -1,7 +1,8 @@
 /*
  * Adoption on the hosts target, the pure half: reading the etcd a machine
- * already runs (kubeadm's static Pod manifest, or a manifest gitcd wrote
- * before its state store was lost) and deciding, from the spec, what each
+ * already runs (kubeadm's static Pod manifest, the systemd unit
+ * etcd.service with its environment files, or a file gitcd wrote before
+ * its state store was lost) and deciding, from the spec, what each
  * machine runs and etcd's member list, whether gitcd may take the cluster
  * over, and what it does on each machine. No I/O: the effects are in
  * reconciler/adopt.c, the SSH reads in targets/hosts.c.
@@ -20,10 +21,10 @@
 #define HOSTS_KUBEADM_MANIFEST "etcd.yaml"
 #define HOSTS_FOREIGN_UNIT     "etcd.service"
 
-/* The etcd one machine runs, from its manifest. */
+/* The etcd one machine runs, from its manifest or unit. */
 typedef struct hosts_running {
-        char *file;        /* the manifest's path on the machine */
-        bool gitcd_file;   /* the file is gitcd's own member file (etcd-<ns>-<name>.yaml) */
+        char *file;      /* the manifest's or unit's path on the machine */
+        bool gitcd_file; /* the file is gitcd's own member file (etcd-<ns>-<name>.yaml/.service) */
         char *config_hash; /* gitcd's config hash header of that file, else NULL */
         char *name;        /* --name */
         char *data_dir;    /* --data-dir */
@@ -48,6 +49,72 @@ void hosts_running_release(hosts_running *r);
  */
 int hosts_running_parse_manifest(const char *origin, const char *text, size_t len, hosts_running *r,
                                  diag_list *diags);
+
+/*
+ * What etcd makes of its arguments (after argv[0]) and environment (env:
+ * "NAME=VALUE" entries, the last one of a name wins): the flags of
+ * hosts_running, each from the command line (Go's flag syntax: -k, --k,
+ * --k=v, --k v) or else from ETCD_<FLAG>, as etcd reads them. name is
+ * default_name when neither sets it (etcd's own default is "default"; NULL
+ * to refuse). -EINVAL with the reason in *ret_why, r untouched, without
+ * --name or --data-dir, or with --config-file (etcd then ignores the
+ * rest). r->file is left for the caller.
+ */
+int hosts_running_from_flags(char *const *args, size_t n_args, char *const *env, size_t n_env,
+                             const char *default_name, hosts_running *r, char **ret_why);
+
+/* A systemd unit, as far as adoption reads it (targets/hosts-unit.c). */
+typedef struct hosts_unit {
+        char **exec; /* ExecStart='s words, unquoted, variables not yet replaced */
+        size_t n_exec;
+        bool exec_argv0;    /* the `@` prefix: exec[0] is the program, exec[1] its argv[0] */
+        bool exec_expand;   /* no `:` prefix: $VAR and ${VAR} are replaced */
+        char **environment; /* Environment= assignments "NAME=VALUE", in order */
+        size_t n_environment;
+        char **env_files;        /* EnvironmentFile= paths, in order */
+        bool *env_file_optional; /* its `-` prefix: a missing file is no error */
+        size_t n_env_files;
+        char *user; /* User=, or NULL (root) */
+} hosts_unit;
+
+/* What the specifiers of a unit (%n, %p, %H, ...) stand for. */
+typedef struct hosts_unit_context {
+        const char *unit_name; /* "etcd.service" */
+        const char *hostname;  /* the machine's host name (%H); NULL: unknown */
+} hosts_unit_context;
+
+void hosts_unit_release(hosts_unit *u);
+
+/*
+ * Read a unit file's [Service] section: ExecStart=, Environment=,
+ * EnvironmentFile= and User=, with systemd's quoting, continuation lines
+ * and specifiers. -EINVAL with diagnostics (origin:line) for text that is
+ * not such a unit (no ExecStart=, more than one, an unclosed quote, an
+ * unknown specifier, the limits), ret untouched.
+ */
+int hosts_unit_parse(const char *origin, const char *text, size_t len,
+                     const hosts_unit_context *ctx, hosts_unit *ret, diag_list *diags);
+
+/*
+ * Append the assignments of an environment file (EnvironmentFile=, as
+ * systemd reads it: NAME=VALUE lines, `#` and `;` comments, an optional
+ * `export`, single and double quotes, backslash continuations) to *env as
+ * "NAME=VALUE" (NULL-terminated, *n_env counted). Lines that assign no
+ * valid name are skipped, as systemd skips them. -EINVAL with diagnostics
+ * for an unclosed quote or the limits.
+ */
+int hosts_env_file_parse(const char *origin, const char *text, size_t len, char ***env,
+                         size_t *n_env, diag_list *diags);
+
+/*
+ * The etcd unit u starts: its ExecStart= with the variables replaced from
+ * Environment= and then file_env (the environment files' assignments, in
+ * the order the unit names them: they win over Environment=), read as
+ * hosts_running_from_flags() does with that environment. r->file is
+ * origin. -EINVAL with a diagnostic otherwise.
+ */
+int hosts_running_from_unit(const char *origin, const hosts_unit *u, char *const *file_env,
+                            size_t n_file_env, hosts_running *r, diag_list *diags);
 
 /*
  * The TLS half of the decision, which comes first: adoption has to read

@@ -40,8 +40,13 @@
  * Adoption of a cluster already running on the machines: the reads and
  * writes are here (hosts_adopt_*), the rules in hosts-adopt.c, the steps in
  * reconciler/adopt.c. When ensure_member writes a static Pod manifest, a
- * kubeadm etcd.yaml running the same dataDir goes first (an adoption that
- * stopped half-way is finished by the reconciler's next start).
+ * kubeadm etcd.yaml running the same dataDir goes first; when it writes a
+ * unit, an active etcd.service running the same dataDir is disabled and
+ * stopped first (an adoption that stopped half-way is finished by the
+ * reconciler's rolling restart). A foreign etcd.service runs when systemd
+ * says it is active (the file alone is an installed package); the probe
+ * asks, so a member still run by it reports a configuration of none of
+ * gitcd's.
  *
  * Threads (targets/locked.h): every SSH step (ssh_step) runs with the
  * wrapper's shared lock let go, on a connection the pool lends to one
@@ -113,7 +118,8 @@ typedef struct machine_view {
         char *file_hash;      /* the config hash written in it */
         int64_t file_age_s;   /* seconds since the file was written, by the machine's clock */
         int64_t file_mtime_s; /* when it was written (the machine's clock, Unix seconds) */
-        bool kubeadm_file;    /* kubeadm's etcd.yaml is in the manifest folder */
+        bool foreign_file;    /* kubeadm's etcd.yaml is in the manifest folder, or the
+                                 systemd unit etcd.service is active */
 } machine_view;
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
@@ -384,6 +390,7 @@ static char *line_value(const char *text, const char *prefix)
  * cluster, not one per question. What others change on a machine (a wiped
  * disk) is seen at the next pass.
  */
+static char *foreign_file(const host_spec *h);
 static char *kubeadm_manifest(const host_spec *h);
 
 static int probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, machine_view *v)
@@ -392,10 +399,13 @@ static int probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, ma
         _cleanup_free_ char *qm = ssh_quote(marker), *qf = ssh_quote(file);
         _cleanup_free_ char *member_dir = xasprintf("%s/member", h->data_dir);
         _cleanup_free_ char *qd = ssh_quote(member_dir);
-        _cleanup_free_ char *kubeadm = h->mode == HOST_MODE_STATIC_POD ? kubeadm_manifest(h) : NULL;
-        _cleanup_free_ char *qk = kubeadm ? ssh_quote(kubeadm) : NULL;
+        _cleanup_free_ char *foreign = foreign_file(h), *qk = ssh_quote(foreign);
         _cleanup_free_ char *kubeadm_test =
-            qk ? xasprintf("if [ -f %s ]; then echo kubeadm=yes; fi; ", qk) : xstrdup("");
+            h->mode == HOST_MODE_STATIC_POD
+                ? xasprintf("if [ -f %s ]; then echo foreign=yes; fi; ", qk)
+                : xasprintf("if [ -f %s ] && %s is-active --quiet " HOSTS_FOREIGN_UNIT
+                            "; then echo foreign=yes; fi; ",
+                            qk, ht->systemctl);
         _cleanup_free_ char *cmd = xasprintf(
             "if [ -f %s ]; then sed -n 's/^member=/marker=/p; s/^id=/marker-id=/p' %s; fi; "
             "if [ -d %s ]; then echo data=yes; fi; %s"
@@ -421,8 +431,8 @@ static int probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, ma
         v->identity = line_value(out, "marker-id=");
         _cleanup_free_ char *data = line_value(out, "data=");
         v->has_data = data != NULL;
-        _cleanup_free_ char *kubeadm_yes = line_value(out, "kubeadm=");
-        v->kubeadm_file = kubeadm_yes != NULL;
+        _cleanup_free_ char *foreign_yes = line_value(out, "foreign=");
+        v->foreign_file = foreign_yes != NULL;
         v->file_member = line_value(out, NAME_PREFIX);
         v->file_hash = line_value(out, HASH_PREFIX);
         long long mtime = 0, now = 0;
@@ -538,10 +548,29 @@ char *hosts_machine_adoption(const etcd_cluster *c, size_t i)
         const host_spec *h = &c->hosts.items[i];
         _cleanup_free_ char *own = member_file(c, h);
         if (h->mode == HOST_MODE_SYSTEMD)
-                return xasprintf("before creating anything, apply reads %s/" HOSTS_FOREIGN_UNIT
-                                 " and %s: if etcd already runs there, apply refuses (adopting "
-                                 "systemd-managed etcd is not supported yet) and changes nothing",
-                                 h->unit_dir, own);
+                return xasprintf(
+                    "before creating anything, apply reads %s and, when systemd says it is "
+                    "active, %s/" HOSTS_FOREIGN_UNIT " (ExecStart=, Environment= and the "
+                    "EnvironmentFile= files it names, read over SSH; etcd's flags and its "
+                    "ETCD_* variables); if etcd already runs from one of them, apply adopts "
+                    "that cluster instead of bootstrapping: %sit imports the member etcd lists "
+                    "with its peer URL on this machine's advertiseAddress %s, whatever its "
+                    "--name, with its etcd member ID, as %s-%zu (the machine's position; a "
+                    "member already named %s-<n> keeps that name), writes the marker into its "
+                    "running data dir (which must be %s), and, one member at a time with every "
+                    "member healthy, runs systemctl disable --now " HOSTS_FOREIGN_UNIT "%s (the "
+                    "file stays), waits until that etcd stopped, and starts the unit below "
+                    "(one restart, which renames a member named otherwise in etcd, keeping its "
+                    "ID and data; no restart for gitcd's own unit with the same configuration), "
+                    "or it refuses and changes nothing (docs/hosts.md, \"Adopting a running "
+                    "cluster\")",
+                    own, h->unit_dir,
+                    auto_tls(c) ? "with TLS, it first imports the CA the running etcd trusts "
+                                  "(--trusted-ca-file, and the ca.key beside it) as the "
+                                  "cluster's CA; "
+                                : "",
+                    h->advertise_address, c->name, i, c->name, h->data_dir,
+                    streq(h->ssh_user, "root") ? "" : " (through sudo -n)");
         return xasprintf(
             "before creating anything, apply reads %s/" HOSTS_KUBEADM_MANIFEST " (kubeadm) and %s; "
             "if etcd already runs from one of them, apply adopts that cluster instead of "
@@ -878,14 +907,16 @@ static char *manifest_text(const etcd_cluster *c, const member_plan *mp, char *c
 }
 
 /*
- * Wait until the etcd a removed static Pod ran no longer listens on its
- * client and peer ports: the kubelet stops it on its own schedule, and its
- * data directory must not move (or go) under a running etcd, nor a new
- * member start beside it. A systemd unit is stopped by `disable --now`.
+ * Wait until the etcd a removed static Pod, or the unit etcd.service that
+ * was disabled, ran no longer listens on its client and peer ports: the
+ * kubelet stops a Pod on its own schedule, and a data directory must not
+ * move (or go) under a running etcd, nor a new member start beside it.
+ * gitcd's own units are stopped by `disable --now`, which returns once
+ * they stopped: no wait then (foreign false).
  */
-static int wait_stopped(hosts_target *ht, const host_spec *h, const char *member)
+static int wait_stopped(hosts_target *ht, const host_spec *h, const char *member, bool foreign)
 {
-        if (h->mode != HOST_MODE_STATIC_POD)
+        if (h->mode != HOST_MODE_STATIC_POD && !foreign)
                 return 0;
         int64_t until = now_mono_ms() + ht->o.stop_timeout_ms;
         bool up;
@@ -897,12 +928,19 @@ static int wait_stopped(hosts_target *ht, const host_spec *h, const char *member
         target_blocking_end();
         if (up)
                 return target_fail(&ht->base, -EBUSY,
-                                   "%s: etcd still listens on %s:%d or :%d %d s after the manifest "
-                                   "of %s was removed; its data is moved once it stopped",
+                                   "%s: etcd still listens on %s:%d or :%d %d s after %s of %s "
+                                   "was %s; its data is moved once it stopped",
                                    h->address, h->advertise_address, ht->o.client_port,
-                                   ht->o.peer_port, ht->o.stop_timeout_ms / 1000, member);
+                                   ht->o.peer_port, ht->o.stop_timeout_ms / 1000,
+                                   h->mode == HOST_MODE_STATIC_POD ? "the manifest"
+                                                                   : "the unit " HOSTS_FOREIGN_UNIT,
+                                   member,
+                                   h->mode == HOST_MODE_STATIC_POD ? "removed" : "disabled");
         return 0;
 }
+
+static int read_foreign(hosts_target *ht, const host_spec *h, hosts_running **ret, char **ret_why);
+static int disable_foreign_unit(hosts_target *ht, const host_spec *h, const char *member);
 
 /*
  * Before gitcd's manifest replaces a member adopted from kubeadm's
@@ -932,6 +970,36 @@ static int retire_kubeadm(hosts_target *ht, const host_spec *h)
         _cleanup_free_ char *rm = xasprintf("rm -f -- %s", qp);
         k = run(ht, h, rm, NULL);
         return k < 0 ? k : 1;
+}
+
+/*
+ * Before gitcd's unit starts a member on machine h: when the active unit
+ * etcd.service runs this machine's dataDir (an adopted member not moved
+ * yet, reconciler/adopt.c), disable and stop it and wait until its etcd
+ * stopped, so systemd does not run two etcds on one data directory and its
+ * ports. An etcd.service for other data, or one that cannot be read, is
+ * left alone.
+ */
+static int retire_foreign_unit(hosts_target *ht, const host_spec *h, const char *member)
+{
+        hosts_running *r = NULL;
+        _cleanup_free_ char *why = NULL;
+        int k = read_foreign(ht, h, &r, &why);
+        if (k == -EPERM) {
+                log_warn("hosts target: %s: %s", h->address, why);
+                return 0;
+        }
+        if (k < 0 || !r)
+                return k;
+        bool ours = streq(r->data_dir, h->data_dir);
+        hosts_running_release(r);
+        free(r);
+        if (!ours)
+                return 0;
+        log_info("hosts target: %s: disabling " HOSTS_FOREIGN_UNIT
+                 ", which runs the data of the member gitcd starts",
+                 h->address);
+        return disable_foreign_unit(ht, h, member);
 }
 
 /*
@@ -1012,7 +1080,9 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
         _cleanup_free_ char *text = pod ? manifest_text(c, mp, argv) : unit_text(c, mp, argv);
         if (pod && (k = retire_kubeadm(ht, h)) < 0)
                 return k;
-        if (pod && k > 0 && (k = wait_stopped(ht, h, mp->name)) < 0)
+        if (pod && k > 0 && (k = wait_stopped(ht, h, mp->name, false)) < 0)
+                return k;
+        if (!pod && (k = retire_foreign_unit(ht, h, mp->name)) < 0)
                 return k;
         _cleanup_free_ char *path = member_file(c, h);
         k = upload(ht, h, path, text, strlen(text), pod ? 0600 : 0644);
@@ -1068,7 +1138,7 @@ static int hosts_remove_member(target *t, const etcd_cluster *c, const char *mem
         if (idx < 0)
                 return k;
         const host_spec *h = &c->hosts.items[idx];
-        if ((k = stop_on(ht, c, h)) < 0 || (k = wait_stopped(ht, h, member)) < 0)
+        if ((k = stop_on(ht, c, h)) < 0 || (k = wait_stopped(ht, h, member, false)) < 0)
                 return k;
         _cleanup_free_ char *qd = ssh_quote(h->data_dir);
         _cleanup_free_ char *cmd = NULL;
@@ -1226,17 +1296,19 @@ static int hosts_member_status(target *t, const etcd_cluster *c, const char *mem
                 state = MEMBER_DATA_LOST;
                 detail = xasprintf("%s: the data identity marker in %s is gone (wiped data disk)",
                                    h->address, h->data_dir);
-        } else if (!v.file_member && v.kubeadm_file && v.has_data) {
+        } else if (!v.file_member && v.foreign_file && v.has_data) {
                 /* adopted, not moved yet (reconciler/adopt.c stopped half-way): kubeadm's
-                 * etcd.yaml runs it; a configuration hash of none of gitcd's makes the
-                 * rolling restart move it, one member at a time */
+                 * etcd.yaml or the unit etcd.service runs it; a configuration hash of none
+                 * of gitcd's makes the rolling restart move it, one member at a time */
                 _cleanup_free_ char *url =
                     xasprintf("%s://%s:%d", render_client_tls(c) ? "https" : "http",
                               h->advertise_address, ht->o.client_port);
                 _cleanup_free_ char *why = NULL;
                 state = health(ht, c, url, &why) ? MEMBER_READY : MEMBER_STARTING;
-                detail = xasprintf("%s: run by %s: %s", h->address, HOSTS_KUBEADM_MANIFEST, why);
-                running_hash = "kubeadm";
+                bool pod = h->mode == HOST_MODE_STATIC_POD;
+                detail = xasprintf("%s: run by %s: %s", h->address,
+                                   pod ? HOSTS_KUBEADM_MANIFEST : HOSTS_FOREIGN_UNIT, why);
+                running_hash = pod ? "kubeadm" : HOSTS_FOREIGN_UNIT;
         } else if (!v.file_member) {
                 state = v.has_data ? MEMBER_STOPPED : MEMBER_ABSENT;
                 detail = xasprintf("%s: %s", h->address,
@@ -1425,6 +1497,134 @@ static char *kubeadm_manifest(const host_spec *h)
         return xasprintf("%s/" HOSTS_KUBEADM_MANIFEST, h->manifest_dir);
 }
 
+/* The file a foreign etcd runs from: kubeadm's etcd.yaml or the unit etcd.service. */
+static char *foreign_file(const host_spec *h)
+{
+        if (h->mode == HOST_MODE_STATIC_POD)
+                return kubeadm_manifest(h);
+        return xasprintf("%s/" HOSTS_FOREIGN_UNIT, h->unit_dir);
+}
+
+static int read_machine_file(hosts_target *ht, const host_spec *h, const char *path, bool optional,
+                             char **ret, char **ret_why);
+
+static char *diags_text(const diag_list *d)
+{
+        strbuf sb = STRBUF_INIT;
+        for (size_t j = 0; j < d->n; j++) {
+                if (d->items[j].line > 0)
+                        sb_printf(&sb, "%sline %d: %s", j ? "; " : "", d->items[j].line,
+                                  d->items[j].message);
+                else
+                        sb_printf(&sb, "%s%s", j ? "; " : "", d->items[j].message);
+        }
+        return sb_detach(&sb);
+}
+
+/*
+ * What the file at path (body: its text) runs on machine h: a static Pod
+ * manifest, or a unit with the environment files it names, read over the
+ * same connection. unit is the unit's name and hostname the machine's
+ * (for the unit's specifiers). -EPERM with the reason in *ret_why when it
+ * cannot be read.
+ */
+static int parse_running(hosts_target *ht, const host_spec *h, const char *path, const char *unit,
+                         const char *hostname, const char *body, hosts_running **ret,
+                         char **ret_why)
+{
+        _cleanup_free_ char *origin = xasprintf("%s:%s", h->address, path);
+        diag_list d = DIAG_LIST_INIT;
+        hosts_running *r = XNEW(hosts_running);
+        int k;
+        if (h->mode == HOST_MODE_STATIC_POD) {
+                k = hosts_running_parse_manifest(origin, body, strlen(body), r, &d);
+        } else {
+                hosts_unit u = {0};
+                hosts_unit_context ctx = {.unit_name = unit, .hostname = hostname};
+                char **env = NULL;
+                size_t n_env = 0;
+                k = hosts_unit_parse(origin, body, strlen(body), &ctx, &u, &d);
+                for (size_t j = 0; k >= 0 && j < u.n_env_files; j++) {
+                        _cleanup_free_ char *text = NULL, *why = NULL;
+                        k = read_machine_file(ht, h, u.env_files[j], u.env_file_optional[j], &text,
+                                              &why);
+                        if (k == -EPERM) {
+                                diag_add(&d, DIAG_ERROR, origin, 0, 0,
+                                         "its EnvironmentFile=%s does not exist (systemd does "
+                                         "not start the unit without it)",
+                                         u.env_files[j]);
+                                break;
+                        }
+                        if (k < 0) {
+                                hosts_unit_release(&u);
+                                strv_free(env);
+                                diag_list_release(&d);
+                                free(r);
+                                return k; /* the transport's error */
+                        }
+                        _cleanup_free_ char *eorigin =
+                            xasprintf("%s:%s", h->address, u.env_files[j]);
+                        k = hosts_env_file_parse(eorigin, text, strlen(text), &env, &n_env, &d);
+                        explicit_bzero(text, strlen(text));
+                }
+                if (k >= 0)
+                        k = hosts_running_from_unit(origin, &u, env, n_env, r, &d);
+                hosts_unit_release(&u);
+                strv_free(env);
+        }
+        if (k < 0) {
+                _cleanup_free_ char *text = diags_text(&d);
+                *ret_why = xasprintf("%s: cannot read the etcd it runs from %s: %s", h->address,
+                                     path, d.n ? text : strerror(-k));
+                diag_list_release(&d);
+                free(r);
+                return -EPERM;
+        }
+        diag_list_release(&d);
+        str_assign(&r->file, xstrdup(path));
+        *ret = r;
+        return 0;
+}
+
+/*
+ * The shell test that the foreign file runs: kubelet runs every manifest
+ * of its folder; a unit runs when systemd says it is active.
+ */
+static char *foreign_active_test(hosts_target *ht, const host_spec *h, const char *quoted)
+{
+        if (h->mode == HOST_MODE_STATIC_POD)
+                return xasprintf("[ -f %s ]", quoted);
+        return xasprintf("[ -f %s ] && %s is-active --quiet " HOSTS_FOREIGN_UNIT, quoted,
+                         ht->systemctl);
+}
+
+/* What the foreign file of machine h runs, when it runs; *ret NULL when nothing. */
+static int read_foreign(hosts_target *ht, const host_spec *h, hosts_running **ret, char **ret_why)
+{
+        *ret = NULL;
+        _cleanup_free_ char *path = foreign_file(h), *qp = ssh_quote(path);
+        _cleanup_free_ char *test = foreign_active_test(ht, h, qp);
+        _cleanup_free_ char *cmd =
+            xasprintf("if %s; then uname -n; head -c 1048577 %s; fi", test, qp);
+        _cleanup_free_ char *out = NULL;
+        int k = exec_cmd(ht, h, cmd, NULL, 0, &out);
+        if (k < 0 || isempty(out) || !strchr(out, '\n'))
+                return k;
+        char *nl = strchr(out, '\n');
+        *nl = 0;
+        return parse_running(ht, h, path, HOSTS_FOREIGN_UNIT, out, nl + 1, ret, ret_why);
+}
+
+/* `systemctl disable --now etcd.service` on machine h, then wait until its etcd stopped. */
+static int disable_foreign_unit(hosts_target *ht, const host_spec *h, const char *member)
+{
+        _cleanup_free_ char *cmd = xasprintf("%s disable --now " HOSTS_FOREIGN_UNIT, ht->systemctl);
+        int k = run(ht, h, cmd, NULL);
+        if (k < 0)
+                return k;
+        return wait_stopped(ht, h, member, true);
+}
+
 int hosts_adopt_read(target *t, const etcd_cluster *c, size_t i, hosts_running **ret,
                      char **ret_why)
 {
@@ -1433,47 +1633,29 @@ int hosts_adopt_read(target *t, const etcd_cluster *c, size_t i, hosts_running *
         const host_spec *h = &c->hosts.items[i];
         *ret = NULL;
         *ret_why = NULL;
-        _cleanup_free_ char *own = member_file(c, h);
-        _cleanup_free_ char *foreign = h->mode == HOST_MODE_STATIC_POD
-                                           ? kubeadm_manifest(h)
-                                           : xasprintf("%s/" HOSTS_FOREIGN_UNIT, h->unit_dir);
+        _cleanup_free_ char *own = member_file(c, h), *foreign = foreign_file(h);
         _cleanup_free_ char *qo = ssh_quote(own), *qf = ssh_quote(foreign);
-        _cleanup_free_ char *cmd = xasprintf("if [ -f %s ]; then echo own; head -c 1048577 %s; "
-                                             "elif [ -f %s ]; then echo foreign; head -c 1048577 "
-                                             "%s; fi",
-                                             qo, qo, qf, qf);
+        _cleanup_free_ char *test = foreign_active_test(ht, h, qf);
+        _cleanup_free_ char *cmd = xasprintf("if [ -f %s ]; then echo own; uname -n; head -c "
+                                             "1048577 %s; elif %s; then echo foreign; uname -n; "
+                                             "head -c 1048577 %s; fi",
+                                             qo, qo, test, qf);
         _cleanup_free_ char *out = NULL;
         int k = exec_cmd(ht, h, cmd, NULL, 0, &out);
         if (k < 0)
                 return k;
-        if (!out || !*out)
+        char *host = out ? strchr(out, '\n') : NULL;
+        char *body = host ? strchr(host + 1, '\n') : NULL;
+        if (!body)
                 return 0;
         bool is_own = strneq(out, "own\n", 4);
-        const char *body = strchr(out, '\n') + 1;
-        const char *path = is_own ? own : foreign;
-        if (h->mode == HOST_MODE_SYSTEMD) {
-                *ret_why = xasprintf("%s runs etcd from the unit %s; adopting systemd-managed "
-                                     "etcd is not supported yet",
-                                     h->address, path);
-                return -EOPNOTSUPP;
-        }
-        _cleanup_free_ char *origin = xasprintf("%s:%s", h->address, path);
-        diag_list d = DIAG_LIST_INIT;
-        hosts_running *r = XNEW(hosts_running);
-        k = hosts_running_parse_manifest(origin, body, strlen(body), r, &d);
-        if (k < 0) {
-                strbuf sb = STRBUF_INIT;
-                for (size_t j = 0; j < d.n; j++)
-                        sb_printf(&sb, "%s%s", j ? "; " : "", d.items[j].message);
-                *ret_why = xasprintf("%s: cannot read the etcd it runs from %s: %s", h->address,
-                                     path, d.n ? sb_str(&sb) : strerror(-k));
-                sb_release(&sb);
-                diag_list_release(&d);
-                free(r);
-                return -EPERM;
-        }
-        diag_list_release(&d);
-        str_assign(&r->file, xstrdup(path));
+        *body++ = 0;
+        _cleanup_free_ char *unit = unit_name(c);
+        hosts_running *r = NULL;
+        k = parse_running(ht, h, is_own ? own : foreign, is_own ? unit : HOSTS_FOREIGN_UNIT,
+                          host + 1, body, &r, ret_why);
+        if (k < 0)
+                return k;
         r->gitcd_file = is_own;
         if (is_own)
                 r->config_hash = line_value(body, HASH_PREFIX);
@@ -1506,17 +1688,20 @@ int hosts_adopt_claim(target *t, const etcd_cluster *c, size_t i, const char *me
                            h->data_dir);
 }
 
-int hosts_adopt_retire(target *t, const etcd_cluster *c, size_t i)
+int hosts_adopt_retire(target *t, const etcd_cluster *c, size_t i, const char *member)
 {
         const host_spec *h = &c->hosts.items[i];
-        assert(h->mode == HOST_MODE_STATIC_POD);
+        if (h->mode == HOST_MODE_SYSTEMD)
+                return disable_foreign_unit(HT(t), h, member);
         _cleanup_free_ char *path = kubeadm_manifest(h), *qp = ssh_quote(path);
         _cleanup_free_ char *cmd = xasprintf("rm -f -- %s", qp);
         return run(HT(t), h, cmd, NULL);
 }
 
 /*
- * A file of machine h (at most 1 MiB). A file that does not exist is a
+ * A file of machine h: its first 1 MiB and one byte, so that a reader with
+ * a 1 MiB limit sees a longer file is longer rather than reading it cut
+ * short. A file that does not exist is a
  * refusal with the reason in *ret_why (-EPERM), or with optional reads as
  * ""; a machine that cannot be reached, or a command that fails, fails as
  * any SSH step does.
@@ -1526,7 +1711,7 @@ static int read_machine_file(hosts_target *ht, const host_spec *h, const char *p
 {
         _cleanup_free_ char *q = ssh_quote(path);
         _cleanup_free_ char *cmd = xasprintf(
-            "if [ -f %s ]; then echo file; head -c 1048576 -- %s; else echo none; fi", q, q);
+            "if [ -f %s ]; then echo file; head -c 1048577 -- %s; else echo none; fi", q, q);
         _cleanup_free_ char *out = NULL;
         int k = exec_cmd(ht, h, cmd, NULL, 0, &out);
         if (k < 0)

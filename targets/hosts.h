@@ -98,17 +98,19 @@ char *hosts_install_command(const host_spec *h, const char *path, mode_t mode);
  * Adoption (reconciler/adopt.c, targets/hosts-adopt.h), hosts target only.
  *
  * hosts_adopt_read: what machine i runs: gitcd's own member file when
- * present, else kubeadm's <manifestDir>/etcd.yaml (staticPod) or
- * <unitDir>/etcd.service (systemd). *ret NULL when neither exists.
- * -EOPNOTSUPP for systemd (not supported yet) and -EPERM for a manifest
- * that cannot be read, both with the reason in *ret_why.
+ * present, else kubeadm's <manifestDir>/etcd.yaml (staticPod) or, when
+ * systemd says it is active, <unitDir>/etcd.service and the environment
+ * files it names (systemd). *ret NULL when neither runs. -EPERM for a
+ * file that cannot be read, with the reason in *ret_why.
  *
  * hosts_adopt_claim: write the data identity marker of member on machine
  * i unless it holds one already; its id in *ret_identity. -EEXIST when the
  * marker names another member.
  *
  * hosts_adopt_retire: remove kubeadm's etcd.yaml from machine i (kubelet
- * stops that Pod).
+ * stops that Pod), or `systemctl disable --now etcd.service` there and
+ * wait until the etcd of member stopped listening (-EBUSY when it does
+ * not).
  *
  * hosts_adopt_import_ca: for running members with TLS (after
  * hosts_adopt_check_tls() said 1): read each machine's --trusted-ca-file
@@ -127,7 +129,7 @@ int hosts_adopt_read(target *t, const etcd_cluster *c, size_t i, hosts_running *
                      char **ret_why);
 int hosts_adopt_claim(target *t, const etcd_cluster *c, size_t i, const char *member,
                       char **ret_identity);
-int hosts_adopt_retire(target *t, const etcd_cluster *c, size_t i);
+int hosts_adopt_retire(target *t, const etcd_cluster *c, size_t i, const char *member);
 int hosts_adopt_import_ca(target *t, const etcd_cluster *c, hosts_running *const *running,
                           char **ret_why);
 /* 1 when etcd at client_url answers /health healthy, else 0 (hosts target only). */

@@ -37,14 +37,23 @@ hosts_lab *hosts_lab_start(size_t n, const char *version)
         l->metrics_port = harness_free_port();
         l->ports = xasprintf("%d,%d,%d", l->client_port, l->peer_port, l->metrics_port);
         _cleanup_free_ char *etcd_bin = harness_etcd_path(version, "etcd");
-        const char **dirs = xcalloc(n + 1, sizeof(char *));
+        const char **dirs = xcalloc(2 * n + 1, sizeof(char *));
+        int k = 0;
         for (size_t i = 0; i < n; i++) {
-                char *d = hosts_lab_manifests(l, i);
+                char *d = hosts_lab_manifests(l, i), *u = hosts_lab_units(l, i);
                 (void)mkdir_p(d, 0755);
-                dirs[i] = d;
+                (void)mkdir_p(u, 0755);
+                dirs[2 * i] = d;
+                dirs[2 * i + 1] = u;
+                /* the machine's systemctl, in step with the agent playing systemd */
+                _cleanup_free_ char *sc = xasprintf("%s/bin/systemctl", l->ssh->machines[i].dir);
+                _cleanup_free_ char *log = hosts_lab_systemctl_log(l, i);
+                if (k == 0)
+                        k = hostagent_write_systemctl(sc, u, log);
         }
-        int k = hostagent_start(dirs, etcd_bin, l->ssh->dir, &l->agent);
-        for (size_t i = 0; i < n; i++)
+        if (k == 0)
+                k = hostagent_start(dirs, etcd_bin, l->ssh->dir, &l->agent);
+        for (size_t i = 0; i < 2 * n; i++)
                 free((char *)dirs[i]);
         free(dirs);
         if (k < 0) {
@@ -74,6 +83,16 @@ char *hosts_lab_manifests(const hosts_lab *l, size_t i)
         return hosts_lab_path(l, i, "/etc/kubernetes/manifests");
 }
 
+char *hosts_lab_units(const hosts_lab *l, size_t i)
+{
+        return hosts_lab_path(l, i, "/etc/systemd/system");
+}
+
+char *hosts_lab_systemctl_log(const hosts_lab *l, size_t i)
+{
+        return xasprintf("%s/systemctl.log", l->ssh->machines[i].dir);
+}
+
 char *hosts_lab_data_dir(const hosts_lab *l, size_t i, const char *cluster)
 {
         _cleanup_free_ char *p = xasprintf("/var/lib/etcd/%s", cluster);
@@ -82,7 +101,7 @@ char *hosts_lab_data_dir(const hosts_lab *l, size_t i, const char *cluster)
 
 static void write_cluster_on(const hosts_lab *l, e2e *e, const char *name, const char *version,
                              int replicas, const size_t *machines, size_t n, const char *tls,
-                             const char *extra)
+                             const char *extra, bool systemd)
 {
         strbuf sb = STRBUF_INIT;
         sb_printf(&sb,
@@ -93,15 +112,21 @@ static void write_cluster_on(const hosts_lab *l, e2e *e, const char *name, const
                 sb_printf(&sb, "  tls:\n    provider: auto\n%s", tls);
         if (extra)
                 sb_append(&sb, extra);
-        sb_printf(&sb, "  hosts:\n    mode: staticPod\n    machines:\n");
+        sb_printf(&sb, "  hosts:\n    mode: %s\n    machines:\n",
+                  systemd ? "systemd" : "staticPod");
+        _cleanup_free_ char *etcd_bin = harness_etcd_path(version, "etcd");
         for (size_t j = 0; j < n; j++) {
                 size_t i = machines[j];
                 _cleanup_free_ char *data = hosts_lab_data_dir(l, i, name);
                 _cleanup_free_ char *pods = hosts_lab_manifests(l, i);
-                sb_printf(&sb,
-                          "    - address: %s\n      ssh: {port: %d}\n      dataDir: %s\n"
-                          "      manifestDir: %s\n",
-                          l->ssh->machines[i].address, l->ssh->machines[i].port, data, pods);
+                _cleanup_free_ char *units = hosts_lab_units(l, i);
+                sb_printf(&sb, "    - address: %s\n      ssh: {port: %d}\n      dataDir: %s\n",
+                          l->ssh->machines[i].address, l->ssh->machines[i].port, data);
+                if (systemd)
+                        sb_printf(&sb, "      unitDir: %s\n      etcdBinary: %s\n", units,
+                                  etcd_bin);
+                else
+                        sb_printf(&sb, "      manifestDir: %s\n", pods);
                 /* also without TLS: the default (/etc/etcd/...) would be outside the
                  * machine's root, shared by every machine of the lab */
                 _cleanup_free_ char *rel = xasprintf("/etc/etcd/default-%s/pki", name);
@@ -114,32 +139,38 @@ static void write_cluster_on(const hosts_lab *l, e2e *e, const char *name, const
 }
 
 static void write_cluster(const hosts_lab *l, e2e *e, const char *name, const char *version,
-                          int replicas, size_t first, size_t n, const char *tls)
+                          int replicas, size_t first, size_t n, const char *tls, bool systemd)
 {
         size_t *machines = xcalloc(n ? n : 1, sizeof(size_t));
         for (size_t j = 0; j < n; j++)
                 machines[j] = first + j;
-        write_cluster_on(l, e, name, version, replicas, machines, n, tls, NULL);
+        write_cluster_on(l, e, name, version, replicas, machines, n, tls, NULL, systemd);
         free(machines);
 }
 
 void hosts_lab_write_cluster_on(const hosts_lab *l, e2e *e, const char *name, const char *version,
                                 int replicas, const size_t *machines, size_t n, const char *extra)
 {
-        write_cluster_on(l, e, name, version, replicas, machines, n, NULL, extra);
+        write_cluster_on(l, e, name, version, replicas, machines, n, NULL, extra, false);
 }
 
 void hosts_lab_write_cluster(const hosts_lab *l, e2e *e, const char *name, const char *version,
                              int replicas, size_t first, size_t n)
 {
-        write_cluster(l, e, name, version, replicas, first, n, NULL);
+        write_cluster(l, e, name, version, replicas, first, n, NULL, false);
+}
+
+void hosts_lab_write_cluster_systemd(const hosts_lab *l, e2e *e, const char *name,
+                                     const char *version, int replicas, size_t first, size_t n)
+{
+        write_cluster(l, e, name, version, replicas, first, n, NULL, true);
 }
 
 void hosts_lab_write_cluster_tls(const hosts_lab *l, e2e *e, const char *name, const char *version,
                                  int replicas, size_t first, size_t n)
 {
         write_cluster(l, e, name, version, replicas, first, n,
-                      "    client: {enabled: true}\n    peer: {enabled: true}\n");
+                      "    client: {enabled: true}\n    peer: {enabled: true}\n", false);
 }
 
 void hosts_lab_write_cluster_tls_allow_plain(const hosts_lab *l, e2e *e, const char *name,
@@ -148,7 +179,8 @@ void hosts_lab_write_cluster_tls_allow_plain(const hosts_lab *l, e2e *e, const c
 {
         write_cluster(l, e, name, version, replicas, first, n,
                       "    client: {enabled: true, allowPlainHTTP: true}\n"
-                      "    peer: {enabled: true}\n");
+                      "    peer: {enabled: true}\n",
+                      false);
 }
 
 int hosts_lab_cmd(const hosts_lab *l, e2e *e, const char *cmd, const char *known_hosts,

@@ -1,7 +1,8 @@
 /*
  * The shared set-up of the hosts target's end-to-end tests: real sshd
  * "machines" on 127.0.0.2, .3, ... (tests/harness/sshd.h) with a host agent
- * playing kubelet on each machine's static Pod folder
+ * playing kubelet on each machine's static Pod folder and systemd on its
+ * unit folder, with the agent's systemctl on each machine's PATH
  * (tests/harness/hostagent.h), the members' ports of their own, and the
  * helpers every such test needs: a cluster file over a range of machines,
  * gitcd commands with the lab's SSH flags, and a writer whose every
@@ -35,10 +36,16 @@ char *hosts_lab_path(const hosts_lab *l, size_t i, const char *path);
 /* <root>/etc/kubernetes/manifests and <root>/var/lib/etcd/<cluster> of machine i. */
 char *hosts_lab_manifests(const hosts_lab *l, size_t i);
 char *hosts_lab_data_dir(const hosts_lab *l, size_t i, const char *cluster);
+/* <root>/etc/systemd/system of machine i, and where its systemctl records each call. */
+char *hosts_lab_units(const hosts_lab *l, size_t i);
+char *hosts_lab_systemctl_log(const hosts_lab *l, size_t i);
 
 /* A cluster file <name>.yaml on machines [first, first + n) of the lab, static Pods. */
 void hosts_lab_write_cluster(const hosts_lab *l, e2e *e, const char *name, const char *version,
                              int replicas, size_t first, size_t n);
+/* The same in mode systemd: unitDir under the machine's root, etcdBinary the lab's etcd. */
+void hosts_lab_write_cluster_systemd(const hosts_lab *l, e2e *e, const char *name,
+                                     const char *version, int replicas, size_t first, size_t n);
 /*
  * The same on the listed machines of the lab, in that order, with extra
  * (NULL or lines indented by two spaces, such as "  recovery:\n ...") added

@@ -16,6 +16,19 @@
  * moves from etcd.yaml onto gitcd's manifest, the audit log has
  * cluster.adopt and member.adopt (with the name each had); then a scale to
  * 4 works on the adopted cluster.
+ *
+ * The same for systemd (a lab of its own, three machines): each member
+ * started by hand from /etc/systemd/system/etcd.service the way kubespray
+ * and Debian write it (EnvironmentFile=/etc/etcd.env with ETCD_* variables,
+ * an optional EnvironmentFile= that does not exist, ExecStart=etcd
+ * $DAEMON_ARGS), the host agent playing systemd and its systemctl on the
+ * machines' PATH; adopted under a writer, killed after the first move and
+ * finished by the next apply (the members still run by etcd.service are
+ * moved by the rolling restart): IDs and cluster ID kept, gitcd's names,
+ * `systemctl disable --now etcd.service` on each machine, whose unit file
+ * stays, gitcd's unit running each member; then, with gitcd's state store
+ * lost, the cluster on gitcd's own units is adopted again without a
+ * restart; no acknowledged write lost.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -116,6 +129,8 @@ static uint64_t id_of(const etcd_members *l, const char *name)
 static void test_adopt(void **state)
 {
         (void)state;
+        L = hosts_lab_start(MACHINES, VERSION);
+        assert_non_null(L);
         e2e *e = e2e_new();
         strbuf eps = STRBUF_INIT;
         for (size_t i = 0; i < 3; i++) {
@@ -217,22 +232,161 @@ static void test_adopt(void **state)
         e2e_free(e);
 }
 
-static int setup(void **state)
+/*
+ * Machine i's etcd.service and /etc/etcd.env (under its root), kubespray's
+ * and Debian's layout: every flag an ETCD_* variable of the file, but one
+ * in $DAEMON_ARGS on the command line.
+ */
+static void write_etcd_service(size_t i)
+{
+        strbuf ic = STRBUF_INIT;
+        for (size_t j = 0; j < 3; j++) {
+                _cleanup_free_ char *p = url(j, L->peer_port);
+                sb_printf(&ic, "%s%s=%s", j ? "," : "", node_name[j], p);
+        }
+        _cleanup_free_ char *c = url(i, L->client_port), *p = url(i, L->peer_port);
+        _cleanup_free_ char *data = hosts_lab_data_dir(L, i, CL);
+        _cleanup_free_ char *env_file = hosts_lab_path(L, i, "/etc/etcd.env");
+        _cleanup_free_ char *missing = hosts_lab_path(L, i, "/etc/default/etcd");
+        _cleanup_free_ char *env = xasprintf("# Environment file for etcd v" VERSION "\n"
+                                             "ETCD_NAME=%s\n"
+                                             "ETCD_DATA_DIR=%s\n"
+                                             "ETCD_ADVERTISE_CLIENT_URLS=%s\n"
+                                             "ETCD_LISTEN_CLIENT_URLS=%s\n"
+                                             "ETCD_LISTEN_PEER_URLS=%s\n"
+                                             "ETCD_INITIAL_CLUSTER=%s\n"
+                                             "ETCD_INITIAL_CLUSTER_STATE=new\n"
+                                             "ETCD_INITIAL_CLUSTER_TOKEN=systemd\n"
+                                             "DAEMON_ARGS=\"--initial-advertise-peer-urls %s\"\n",
+                                             node_name[i], data, c, c, p, sb_str(&ic), p);
+        sb_release(&ic);
+        assert_int_equal(write_file_atomic(env_file, env, strlen(env), 0644), 0);
+        _cleanup_free_ char *etcd_bin = harness_etcd_path(VERSION, "etcd");
+        _cleanup_free_ char *unit = xasprintf("[Unit]\n"
+                                              "Description=etcd\n"
+                                              "After=network.target\n"
+                                              "\n"
+                                              "[Service]\n"
+                                              "Type=notify\n"
+                                              "User=root\n"
+                                              "Environment=ETCD_NAME=overridden-by-the-file\n"
+                                              "EnvironmentFile=%s\n"
+                                              "EnvironmentFile=-%s\n"
+                                              "ExecStart=%s $DAEMON_ARGS\n"
+                                              "Restart=always\n"
+                                              "\n"
+                                              "[Install]\n"
+                                              "WantedBy=multi-user.target\n",
+                                              env_file, missing, etcd_bin);
+        _cleanup_free_ char *dir = hosts_lab_units(L, i);
+        _cleanup_free_ char *path = xasprintf("%s/etcd.service", dir);
+        assert_int_equal(write_file_atomic(path, unit, strlen(unit), 0644), 0);
+}
+
+/* How many times machine i's systemctl restarted a unit. */
+static size_t systemctl_restarts(size_t i)
+{
+        _cleanup_free_ char *path = hosts_lab_systemctl_log(L, i), *log = NULL;
+        size_t len = 0, n = 0;
+        assert_int_equal(read_file(path, 1 << 20, &log, &len), 0);
+        for (const char *p = log; (p = strstr(p, "restart ")); p++)
+                n++;
+        return n;
+}
+
+static void test_adopt_systemd(void **state)
 {
         (void)state;
-        L = hosts_lab_start(MACHINES, VERSION);
-        return L ? 0 : -1;
+        L = hosts_lab_start(3, VERSION);
+        assert_non_null(L);
+        e2e *e = e2e_new();
+        strbuf eps = STRBUF_INIT;
+        for (size_t i = 0; i < 3; i++) {
+                write_etcd_service(i);
+                _cleanup_free_ char *c = url(i, L->client_port);
+                sb_printf(&eps, "%s%s", i ? "," : "", c);
+        }
+        etcd_members *before = wait_started(sb_str(&eps));
+        hosts_writer *w = hosts_writer_start(sb_str(&eps));
+
+        hosts_lab_write_cluster_systemd(L, e, CL, VERSION, 3, 0, 3);
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        assert_int_equal(hosts_lab_cmd(L, e, "plan", NULL, &out, &err, NULL, NULL), 0);
+        if (!strstr(out, "systemctl disable --now etcd.service") || strstr(out, "not supported"))
+                fail_msg("plan does not say how systemd's etcd is adopted:\n%s", out);
+        free(out), free(err), out = err = NULL;
+
+        assert_int_equal(hosts_lab_cmd_failpoint(L, e, "adopt.after-first-move", "apply", NULL,
+                                                 &out, &err, "--timeout", "120s"),
+                         128 + SIGKILL);
+        free(out), free(err), out = err = NULL;
+        hosts_lab_apply_ok(L, e, "120s");
+
+        etcd_members *after = e2e_members(e, CL);
+        assert_int_equal(after->n, 3);
+        assert_int_equal(after->cluster_id, before->cluster_id);
+        for (size_t i = 0; i < 3; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), CL "-%zu", i);
+                assert_int_equal(id_of(after, name), id_of(before, node_name[i]));
+        }
+        etcd_members_free(after);
+        assert_int_equal(e2e_audit_count(e, CL, "cluster.adopt"), 1);
+        assert_int_equal(e2e_audit_count(e, CL, "member.adopt"), 3);
+        assert_int_equal(e2e_audit_count(e, CL, "member.bootstrap"), 0);
+        for (size_t i = 0; i < 3; i++) {
+                _cleanup_free_ char *data = hosts_lab_data_dir(L, i, CL);
+                _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", data);
+                assert_true(path_exists(marker));
+                _cleanup_free_ char *dir = hosts_lab_units(L, i);
+                _cleanup_free_ char *old = xasprintf("%s/etcd.service", dir);
+                _cleanup_free_ char *own = xasprintf("%s/etcd-default-" CL ".service", dir);
+                assert_true(path_exists(old)); /* disabled, not removed: it is the package's */
+                assert_true(path_exists(own));
+                _cleanup_free_ char *log_path = hosts_lab_systemctl_log(L, i), *log = NULL;
+                size_t len = 0;
+                assert_int_equal(read_file(log_path, 1 << 20, &log, &len), 0);
+                if (!strstr(log, "disable --now etcd.service") ||
+                    !strstr(log, "restart etcd-default-" CL ".service"))
+                        fail_msg("machine %zu: no move in systemctl's calls:\n%s", i, log);
+        }
+
+        /* the state store lost: gitcd's own units are taken over as they run, no restart */
+        size_t restarts[3];
+        for (size_t i = 0; i < 3; i++)
+                restarts[i] = systemctl_restarts(i);
+        e2e *fresh = e2e_new();
+        hosts_lab_write_cluster_systemd(L, fresh, CL, VERSION, 3, 0, 3);
+        hosts_lab_apply_ok(L, fresh, "60s");
+        assert_int_equal(e2e_audit_count(fresh, CL, "member.adopt"), 3);
+        assert_int_equal(e2e_audit_count(fresh, CL, "member.bootstrap"), 0);
+        for (size_t i = 0; i < 3; i++)
+                assert_int_equal(systemctl_restarts(i), restarts[i]);
+        after = e2e_members(fresh, CL);
+        assert_int_equal(after->cluster_id, before->cluster_id);
+        assert_int_equal(id_of(after, CL "-0"), id_of(before, node_name[0]));
+        etcd_members_free(after);
+        e2e_free(fresh);
+
+        hosts_writer_check(w, e, CL);
+        etcd_members_free(before);
+        sb_release(&eps);
+        e2e_free(e);
 }
 
 static int teardown(void **state)
 {
         (void)state;
         hosts_lab_free(L);
+        L = NULL;
         return 0;
 }
 
 int main(void)
 {
-        const struct CMUnitTest tests[] = {cmocka_unit_test(test_adopt)};
-        return cmocka_run_group_tests(tests, setup, teardown);
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test_teardown(test_adopt, teardown),
+            cmocka_unit_test_teardown(test_adopt_systemd, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
 }

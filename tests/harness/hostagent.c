@@ -37,6 +37,7 @@ typedef struct unit {
         int64_t gone_since;    /* monotonic ms its file was first missed; 0: present */
         int64_t changed_since; /* monotonic ms a changed content was first seen; 0: none */
         bool seen;
+        bool held; /* a unit stopped by the simulated systemctl (its .inactive mark) */
 } unit;
 
 /* how late a kubelet acts on a changed or removed static Pod manifest */
@@ -123,12 +124,91 @@ static char **parse_pod(const char *text, const char *etcd_bin)
         return argv;
 }
 
+/*
+ * The environment systemd gives a unit's process, in the plain forms the
+ * tests write: Environment=NAME=VALUE (one unquoted assignment a line) and
+ * EnvironmentFile=[-]PATH (NAME=VALUE or NAME="VALUE" lines, # comments),
+ * the files' assignments after Environment='s. Entries "NAME=VALUE".
+ */
+static char **unit_env(const char *text, size_t *ret_n)
+{
+        char **env = xcalloc(1, sizeof(char *));
+        size_t n = 0, alloc = 1;
+        strbuf files = STRBUF_INIT;
+        for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+                size_t len = strcspn(p, "\n");
+                if (strneq(p, "Environment=", 12)) {
+                        env = xgrow(env, &alloc, n + 2, sizeof(char *));
+                        env[n++] = xstrndup(p + 12, len - 12);
+                        env[n] = NULL;
+                } else if (strneq(p, "EnvironmentFile=", 16)) {
+                        const char *f = p + 16 + (p[16] == '-');
+                        sb_append_len(&files, f, len - (size_t)(f - p));
+                        sb_appendc(&files, '\n');
+                }
+        }
+        for (const char *f = sb_str(&files); *f; f += strcspn(f, "\n") + 1) {
+                _cleanup_free_ char *path = xstrndup(f, strcspn(f, "\n"));
+                _cleanup_free_ char *body = NULL;
+                size_t blen;
+                if (read_file(path, 1 << 20, &body, &blen) < 0)
+                        continue;
+                for (char *l = strtok(body, "\n"); l; l = strtok(NULL, "\n")) {
+                        char *eq = strchr(l, '=');
+                        if (l[0] == '#' || !eq)
+                                continue;
+                        size_t vlen = strlen(eq + 1);
+                        bool quoted = vlen >= 2 && eq[1] == '"' && eq[vlen] == '"';
+                        env = xgrow(env, &alloc, n + 2, sizeof(char *));
+                        env[n++] = quoted ? xasprintf("%.*s=%.*s", (int)(eq - l), l,
+                                                      (int)(vlen - 2), eq + 2)
+                                          : xstrdup(l);
+                        env[n] = NULL;
+                }
+        }
+        sb_release(&files);
+        *ret_n = n;
+        return env;
+}
+
+/* argv with each word that is $NAME replaced by NAME's words in env (systemd's rule). */
+static char **expand_argv(char **argv, char *const *env, size_t n_env)
+{
+        char **out = xcalloc(1, sizeof(char *));
+        size_t n = 0, alloc = 1;
+        for (size_t i = 0; argv[i]; i++) {
+                if (argv[i][0] != '$') {
+                        out = xgrow(out, &alloc, n + 2, sizeof(char *));
+                        out[n++] = xstrdup(argv[i]);
+                        out[n] = NULL;
+                        continue;
+                }
+                const char *name = argv[i] + 1, *v = "";
+                for (size_t j = 0; j < n_env; j++)
+                        if (strneq(env[j], name, strlen(name)) && env[j][strlen(name)] == '=')
+                                v = env[j] + strlen(name) + 1;
+                _cleanup_free_ char *copy = xstrdup(v);
+                for (char *w = strtok(copy, " \t"); w; w = strtok(NULL, " \t")) {
+                        out = xgrow(out, &alloc, n + 2, sizeof(char *));
+                        out[n++] = xstrdup(w);
+                        out[n] = NULL;
+                }
+        }
+        strv_free(argv);
+        return out;
+}
+
 static pid_t start(const unit *u, const char *etcd_bin, const char *log_dir)
 {
         bool service = strstr(u->path, ".service") != NULL;
         char **argv = service ? parse_exec(u->content) : parse_pod(u->content, etcd_bin);
+        size_t n_env = 0;
+        char **env = service ? unit_env(u->content, &n_env) : NULL;
+        if (argv && service)
+                argv = expand_argv(argv, env, n_env);
         if (!argv || !argv[0]) {
                 strv_free(argv);
+                strv_free(env);
                 return 0;
         }
         const char *base = strrchr(u->path, '/');
@@ -142,10 +222,13 @@ static pid_t start(const unit *u, const char *etcd_bin, const char *log_dir)
                         dup2(fd, 1);
                         dup2(fd, 2);
                 }
+                for (size_t i = 0; i < n_env; i++)
+                        putenv(env[i]);
                 execv(argv[0], argv);
                 _exit(127);
         }
         strv_free(argv);
+        strv_free(env);
         return pid > 0 ? pid : 0;
 }
 
@@ -166,10 +249,22 @@ static void stop(unit *u)
         u->pid = 0;
 }
 
+/* The mark the simulated systemctl leaves for a unit it stopped (hostagent_write_systemctl). */
+static bool held(const char *path)
+{
+        const char *slash = strrchr(path, '/');
+        if (!slash)
+                return false;
+        _cleanup_free_ char *mark =
+            xasprintf("%.*s/.%s.inactive", (int)(slash - path), path, slash + 1);
+        return path_exists(mark);
+}
+
 static bool watched(const char *name)
 {
         size_t n = strlen(name);
-        return (streq(name, "etcd.yaml") || strneq(name, "etcd-", 5)) &&
+        return (streq(name, "etcd.yaml") || streq(name, "etcd.service") ||
+                strneq(name, "etcd-", 5)) &&
                ((n > 8 && streq(name + n - 8, ".service")) ||
                 (n > 5 && streq(name + n - 5, ".yaml")));
 }
@@ -213,12 +308,22 @@ static void agent_loop(char **dirs, const char *etcd_bin, const char *log_dir)
                                         changed =
                                             now_mono_ms() - u->changed_since >= MANIFEST_LAG_MS;
                                 }
+                                bool hold = !is_manifest(path) && held(path);
                                 if (changed) {
                                         u->changed_since = 0;
                                         stop(u);
                                         free(u->content);
                                         u->content = TAKE_PTR(text);
                                         u->restart_at = 0;
+                                        u->held = hold;
+                                        if (!hold)
+                                                u->pid = start(u, etcd_bin, log_dir);
+                                } else if (hold && !u->held) {
+                                        u->held = true; /* systemctl stop / disable --now */
+                                        u->restart_at = 0;
+                                        stop(u);
+                                } else if (!hold && u->held) {
+                                        u->held = false; /* systemctl start / restart */
                                         u->pid = start(u, etcd_bin, log_dir);
                                 }
                         }
@@ -289,4 +394,24 @@ void hostagent_free(hostagent *a)
                 ;
         harness_untrack_pid(a->pid);
         free(a);
+}
+
+int hostagent_write_systemctl(const char *path, const char *unit_dir, const char *log)
+{
+        _cleanup_free_ char *text = xasprintf(
+            "#!/bin/sh\n"
+            "# systemctl of a lab machine (tests/harness/hostagent.h): no systemd runs here\n"
+            "echo \"$*\" >> '%s'\n"
+            "dir='%s'\n"
+            "cmd=$1; shift\n"
+            "[ \"$1\" = --now ] || [ \"$1\" = --quiet ] && { flag=$1; shift; }\n"
+            "case $cmd in\n"
+            "stop) for u; do touch \"$dir/.$u.inactive\"; done ;;\n"
+            "disable) [ \"$flag\" = --now ] && for u; do touch \"$dir/.$u.inactive\"; done ;;\n"
+            "start|restart) for u; do rm -f \"$dir/.$u.inactive\"; done ;;\n"
+            "is-active) [ -f \"$dir/$1\" ] && [ ! -e \"$dir/.$1.inactive\" ] ;;\n"
+            "*) ;;\n"
+            "esac\n",
+            log, unit_dir);
+        return write_file_atomic(path, text, strlen(text), 0755);
 }

@@ -5,8 +5,11 @@
  * neither a kubelet nor systemd can run in the test environment; the SSH
  * transport, the files gitcd writes and etcd are real.
  *
- * Every 100 ms it lists the watched directories: a file etcd-*.service
- * (its ExecStart= line, words in POSIX single quotes) or etcd-*.yaml or kubeadm's etcd.yaml (a
+ * Every 100 ms it lists the watched directories: a file etcd-*.service or
+ * etcd.service (its ExecStart= line, words in POSIX single quotes, a word
+ * $NAME replaced by NAME's words; its process gets the variables of
+ * Environment=NAME=VALUE lines and of the NAME=VALUE lines of its
+ * EnvironmentFile=[-]PATH files, as etcd's environment) or etcd-*.yaml or kubeadm's etcd.yaml (a
  * Pod written as JSON after '#' comment lines; spec.containers[0].command,
  * with "etcd" mapped to the real binary) runs as one etcd process; a
  * changed file restarts it, a removed file stops it (SIGTERM; a changed
@@ -15,6 +18,15 @@
  * and a process that exits is started again after a second
  * (Restart=always, a kubelet's restart). It runs as a child process tracked by the harness,
  * in the way tests/harness/nodesim.c plays a node for Pods.
+ *
+ * systemctl is simulated too (hostagent_write_systemctl()), honest about
+ * what the hosts target relies on: `stop U` and `disable --now U` mark U
+ * inactive (<unit dir>/.U.inactive) and the agent stops its process and
+ * does not run it while marked; `start U` and `restart U` remove the mark
+ * (the agent starts it again); `is-active U` succeeds while U's file
+ * exists unmarked; `daemon-reload` and `enable` are recorded only. A unit
+ * file that appears unmarked runs at once, without `start` (enabled
+ * units, as a machine boots them).
  */
 #pragma once
 
@@ -30,3 +42,9 @@ int hostagent_start(const char *const *dirs, const char *etcd_bin, const char *l
                     hostagent **ret);
 /* Stop the agent and every process it runs. */
 void hostagent_free(hostagent *a);
+
+/*
+ * Write the simulated systemctl (see above) for the units in unit_dir to
+ * path (mode 0755); every call is appended to log. 0 or -errno.
+ */
+int hostagent_write_systemctl(const char *path, const char *unit_dir, const char *log);

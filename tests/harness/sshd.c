@@ -95,8 +95,10 @@ static int start_once(sshd_lab *l, sshd_machine *m)
                                               "Subsystem sftp internal-sftp\n"
                                               "MaxSessions 64\n"
                                               "MaxStartups 64\n"
-                                              "LogLevel VERBOSE\n",
-                                              m->port, m->address, m->dir, l->dir, m->dir);
+                                              "LogLevel VERBOSE\n"
+                                              "SetEnv PATH=%s/bin:/usr/local/sbin:/usr/local/"
+                                              "bin:/usr/sbin:/usr/bin:/sbin:/bin\n",
+                                              m->port, m->address, m->dir, l->dir, m->dir, m->dir);
         if (write_file_atomic(cfg, text, strlen(text), 0600) < 0)
                 return -EIO;
         char *argv[] = {SSHD_PATH, "-D", "-e", "-f", cfg, NULL};
@@ -237,7 +239,8 @@ int sshd_lab_start(size_t n, sshd_lab **ret)
                 m->address = xasprintf("127.0.0.%zu", i + 2);
                 m->dir = xasprintf("%s/machine%zu", l->dir, i);
                 m->root = xasprintf("%s/root", m->dir);
-                if (mkdir_p(m->root, 0755) < 0 ||
+                _cleanup_free_ char *bin = xasprintf("%s/bin", m->dir);
+                if (mkdir_p(m->root, 0755) < 0 || mkdir_p(bin, 0755) < 0 ||
                     sh("ssh-keygen -q -t ed25519 -N '' -f '%s/hostkey'", m->dir) != 0) {
                         k = -EIO;
                         break;

@@ -7,7 +7,9 @@
  * Logins are as the current user, or any other local account (the
  * non-root test accounts scripts/setup creates), with the client key the
  * harness makes; the machines share one known_hosts file listing every
- * host key.
+ * host key. A machine's commands find programs in <dir>/bin first (sshd's
+ * SetEnv PATH): a test puts there what the machine has and this host has
+ * not, such as a systemctl (hostagent_write_systemctl()).
  *
  * sshd runs in its own process group and is tracked by the harness
  * registry (harness.h), so a failing test leaves no sshd behind. The code
@@ -23,7 +25,7 @@
 typedef struct sshd_machine {
         char *address; /* "127.0.0.2" */
         int port;
-        char *dir;           /* the machine's sshd files: hostkey, sshd_config, sshd.log */
+        char *dir;           /* the machine's sshd files: hostkey, sshd_config, sshd.log, bin/ */
         char *root;          /* the machine's root prefix */
         char *host_key_line; /* "[127.0.0.2]:PORT ssh-ed25519 AAAA...": its known_hosts line */
         pid_t pid;           /* 0 when stopped */

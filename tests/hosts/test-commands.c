@@ -12,7 +12,8 @@
  * another user, is tests/hosts/test-target.c's.
  *
  * Also: `gitcd plan --target hosts`'s lines per machine (the files and
- * commands apply writes and runs), with sudo for other users.
+ * commands apply writes and runs), with sudo for other users, and what
+ * adoption would read and do on a systemd machine.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -170,6 +171,14 @@ static void test_plan_lines_per_machine(void **state)
         assert_true(unit && systemctl && marker);
         assert_non_null(strstr(l[0], "deploy@cp1.example.com port 22"));
         strv_free(l);
+
+        /* a cluster with no records: what adoption reads and does on a systemd machine */
+        _cleanup_free_ char *a = hosts_machine_adoption(c, 0);
+        assert_non_null(strstr(a, "/etc/systemd/system/etcd.service"));
+        assert_non_null(strstr(a, "EnvironmentFile="));
+        assert_non_null(strstr(a, "systemctl disable --now etcd.service (through sudo -n)"));
+        assert_non_null(strstr(a, "as demo-0"));
+        assert_null(strstr(a, "not supported"));
 }
 
 int main(void)

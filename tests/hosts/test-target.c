@@ -16,7 +16,10 @@
  * data deleted later by drop_kept_data, and no other member's; a static
  * Pod not ready on a changed manifest until it runs it, and its data moved
  * only once its etcd stopped (the simulated kubelet acts on a changed or
- * removed manifest a second later). With a user other than root
+ * removed manifest a second later); a distribution's etcd.service left
+ * alone when it runs other data, and disabled before gitcd's unit starts
+ * a member whose data it runs (reported until then as run by it). With a
+ * user other than root
  * (`ssh.user`), on the machine's real sudo and the accounts scripts/setup
  * creates: the same contract through `sudo -n` as gitcd-test,
  * tls.provider auto leaves and a snapshot restore, the files root's with
@@ -185,15 +188,17 @@ static target_member_status status(target *t, const etcd_cluster *c, const char 
 
 static void wait_ready(target *t, const etcd_cluster *c, const char *name)
 {
+        _cleanup_free_ char *last = NULL;
         for (int i = 0; i < 600; i++) {
                 target_member_status s = status(t, c, name);
                 bool ready = s.state == MEMBER_READY;
+                str_assign(&last, xstrdup_null(s.detail));
                 target_member_status_release(&s);
                 if (ready)
                         return;
                 msleep(100);
         }
-        fail_msg("member %s never became ready", name);
+        fail_msg("member %s never became ready (%s)", name, last ? last : "no detail");
 }
 
 static bool listed(target *t, const etcd_cluster *c, const char *name)
@@ -823,6 +828,65 @@ static void test_tls_static_pod(void **state)
         target_free(t);
 }
 
+/*
+ * etcd.service on the member's machine (systemd's unit name for a
+ * distribution's etcd; the recorder systemctl says every unit is active):
+ * one for other data is left alone when gitcd writes its unit; one for the
+ * member's dataDir makes the member "run by etcd.service" (a configuration
+ * of none of gitcd's, so the rolling restart moves it), and gitcd disables
+ * it before its own unit starts the member.
+ */
+static void test_foreign_unit(void **state)
+{
+        (void)state;
+        target *t = new_target(NULL);
+        etcd_cluster *c = load_cluster("forn", "systemd", 1);
+        membership_plan *p = plan_new(t, c, 1);
+        const member_plan *mp = &p->members[0];
+        size_t m = 0;
+        for (size_t i = 0; i < MACHINES; i++)
+                if (strstr(mp->peer_url, lab->machines[i].address))
+                        m = i;
+        _cleanup_free_ char *units = machine_path(m, "/etc/systemd/system");
+        _cleanup_free_ char *unit_path = xasprintf("%s/etcd.service", units);
+        _cleanup_free_ char *env_path = machine_path(m, "/etc/etcd.env");
+        _cleanup_free_ char *unit = xasprintf(
+            "[Service]\nEnvironmentFile=%s\nExecStart=/bin/sleep $DAEMON_ARGS\n", env_path);
+        const char *other = "ETCD_DATA_DIR=/var/lib/etcd/other\nDAEMON_ARGS=600\n";
+        assert_int_equal(write_file_atomic(env_path, other, strlen(other), 0644), 0);
+        assert_int_equal(write_file_atomic(unit_path, unit, strlen(unit), 0644), 0);
+
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        wait_ready(t, c, mp->name);
+        assert_int_equal(systemctl_calls("disable --now etcd.service"), 0);
+
+        /* the member stopped by gitcd, then etcd.service pointed at its data */
+        assert_int_equal(t->ops->stop_member(t, c, mp->name), 0);
+        _cleanup_free_ char *ours = xasprintf("ETCD_DATA_DIR=%s\nDAEMON_ARGS=600\n", mp->data_dir);
+        assert_int_equal(write_file_atomic(env_path, ours, strlen(ours), 0644), 0);
+        assert_int_equal(t->ops->tick(t), 0);
+        target_member_status s = status(t, c, mp->name);
+        assert_string_equal(s.config_hash, "etcd.service");
+        assert_non_null(strstr(s.detail, "run by etcd.service"));
+        target_member_status_release(&s);
+
+        size_t restarts = systemctl_calls("restart etcd-default-forn.service");
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        assert_int_equal(systemctl_calls("disable --now etcd.service"), 1);
+        assert_int_equal(systemctl_calls("restart etcd-default-forn.service"), restarts + 1);
+        wait_ready(t, c, mp->name);
+        s = status(t, c, mp->name);
+        assert_string_equal(s.config_hash, mp->config_hash);
+        target_member_status_release(&s);
+
+        assert_int_equal(unlink(unit_path), 0);
+        assert_int_equal(unlink(env_path), 0);
+        assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(t);
+}
+
 static int setup(void **state)
 {
         (void)state;
@@ -943,6 +1007,7 @@ int main(void)
             cmocka_unit_test(test_wrong_host_key),
             cmocka_unit_test(test_tls_static_pod),
             cmocka_unit_test(test_silent_machine_holds_up_no_other),
+            cmocka_unit_test(test_foreign_unit),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

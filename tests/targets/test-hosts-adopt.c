@@ -23,6 +23,7 @@
 
 #include "api/spec.h"
 #include "targets/hosts-adopt.h"
+#include "util/strbuf.h"
 #include "util/xalloc.h"
 
 #define KUBEADM_YAML                                                                               \
@@ -104,7 +105,10 @@ static void test_parse_refusals(void **state)
         parse_fails("kind: Pod\nspec: {containers: []}\n", "no containers");
         parse_fails("kind: Pod\nspec: {containers: [{name: a}, {name: b}]}\n", "no container");
         parse_fails("kind: Pod\nspec: {containers: [{command: [etcd, --name=x]}]}\n",
-                    "no --name or no --data-dir");
+                    "without --data-dir");
+        parse_fails("kind: Pod\nspec: {containers: [{command: [etcd, --name=x, --data-dir=/d, "
+                    "--config-file=/etc/etcd.yml]}]}\n",
+                    "--config-file");
         parse_fails("kind: Pod\nspec: {containers: [{command: {a: b}}]}\n", "not a list");
         parse_fails("kind: Pod\nkind: Pod\n", "uplicate");
         parse_fails("kind: [Pod\n", "");
@@ -611,6 +615,377 @@ static void test_decide_refusals_tls(void **state)
         world_release(&w);
 }
 
+/* ---- systemd units ------------------------------------------------------- */
+
+/* Debian's etcd-server package: the unit, and /etc/default/etcd as an operator edits it. */
+#define DEBIAN_UNIT                                                                                \
+        "[Unit]\n"                                                                                 \
+        "Description=etcd - highly-available key value store\n"                                    \
+        "Documentation=https://etcd.io/docs\n"                                                     \
+        "Documentation=man:etcd\n"                                                                 \
+        "After=network.target\n"                                                                   \
+        "Wants=network-online.target\n"                                                            \
+        "\n"                                                                                       \
+        "[Service]\n"                                                                              \
+        "Environment=DAEMON_ARGS=\n"                                                               \
+        "Environment=ETCD_NAME=%H\n"                                                               \
+        "Environment=ETCD_DATA_DIR=/var/lib/etcd/default\n"                                        \
+        "EnvironmentFile=-/etc/default/%p\n"                                                       \
+        "Type=notify\n"                                                                            \
+        "User=etcd\n"                                                                              \
+        "PermissionsStartOnly=true\n"                                                              \
+        "#ExecStart=/bin/sh -c \"GOMAXPROCS=$(nproc) /usr/bin/etcd $DAEMON_ARGS\"\n"               \
+        "ExecStart=/usr/bin/etcd $DAEMON_ARGS\n"                                                   \
+        "Restart=on-abnormal\n"                                                                    \
+        "#RestartSec=10s\n"                                                                        \
+        "LimitNOFILE=65536\n"                                                                      \
+        "\n"                                                                                       \
+        "[Install]\n"                                                                              \
+        "WantedBy=multi-user.target\n"                                                             \
+        "Alias=etcd2.service\n"
+
+#define DEBIAN_DEFAULT                                                                             \
+        "## etcd(1) daemon options\n"                                                              \
+        "## See \"/usr/share/doc/etcd-server/op-guide/configuration.md.gz\"\n"                     \
+        "\n"                                                                                       \
+        "### Member flags\n"                                                                       \
+        "\n"                                                                                       \
+        "##### --name\n"                                                                           \
+        "## Human-readable name for this member.\n"                                                \
+        "## default: host name returned by `hostname`.\n"                                          \
+        "# ETCD_NAME=\"hostname\"\n"                                                               \
+        "\n"                                                                                       \
+        "##### --data-dir\n"                                                                       \
+        "## Path to the data directory.\n"                                                         \
+        "## default: \"/var/lib/etcd/default/\"\n"                                                 \
+        "ETCD_DATA_DIR=\"/var/lib/etcd/prod\"\n"                                                   \
+        "ETCD_INITIAL_CLUSTER=\"node-a=http://10.0.0.11:2380,node-b=http://10.0.0.12:2380,"        \
+        "node-c=http://10.0.0.13:2380\"\n"                                                         \
+        "ETCD_LISTEN_PEER_URLS=\"http://10.0.0.11:2380\"\n"                                        \
+        "  export ETCD_ADVERTISE_CLIENT_URLS='http://10.0.0.11:2379'\n"                            \
+        "DAEMON_ARGS=\"--initial-advertise-peer-urls http://10.0.0.11:2380 \\\n"                   \
+        "  --listen-client-urls=http://10.0.0.11:2379\"\n"
+
+/* kubespray: /etc/systemd/system/etcd.service and /etc/etcd.env (TLS on both surfaces). */
+#define KUBESPRAY_UNIT                                                                             \
+        "[Unit]\n"                                                                                 \
+        "Description=etcd\n"                                                                       \
+        "After=network.target\n"                                                                   \
+        "\n"                                                                                       \
+        "[Service]\n"                                                                              \
+        "Type=notify\n"                                                                            \
+        "User=root\n"                                                                              \
+        "EnvironmentFile=/etc/etcd.env\n"                                                          \
+        "ExecStart=/usr/local/bin/etcd\n"                                                          \
+        "NotifyAccess=all\n"                                                                       \
+        "Restart=always\n"                                                                         \
+        "RestartSec=10s\n"                                                                         \
+        "LimitNOFILE=40000\n"                                                                      \
+        "\n"                                                                                       \
+        "[Install]\n"                                                                              \
+        "WantedBy=multi-user.target\n"
+
+#define KUBESPRAY_ENV                                                                              \
+        "# Environment file for etcd v3.5.16\n"                                                    \
+        "ETCD_DATA_DIR=/var/lib/etcd\n"                                                            \
+        "ETCD_ADVERTISE_CLIENT_URLS=https://10.0.0.11:2379\n"                                      \
+        "ETCD_INITIAL_ADVERTISE_PEER_URLS=https://10.0.0.11:2380\n"                                \
+        "ETCD_INITIAL_CLUSTER_STATE=existing\n"                                                    \
+        "ETCD_METRICS=basic\n"                                                                     \
+        "ETCD_LISTEN_CLIENT_URLS=https://10.0.0.11:2379,https://127.0.0.1:2379\n"                  \
+        "ETCD_ELECTION_TIMEOUT=5000\n"                                                             \
+        "ETCD_HEARTBEAT_INTERVAL=250\n"                                                            \
+        "ETCD_INITIAL_CLUSTER_TOKEN=k8s_etcd\n"                                                    \
+        "ETCD_LISTEN_PEER_URLS=https://10.0.0.11:2380\n"                                           \
+        "ETCD_NAME=etcd1\n"                                                                        \
+        "ETCD_PROXY=off\n"                                                                         \
+        "ETCD_INITIAL_CLUSTER=etcd1=https://10.0.0.11:2380,etcd2=https://10.0.0.12:2380,"          \
+        "etcd3=https://10.0.0.13:2380\n"                                                           \
+        "ETCD_AUTO_COMPACTION_RETENTION=8\n"                                                       \
+        "ETCD_SNAPSHOT_COUNT=10000\n"                                                              \
+        "\n"                                                                                       \
+        "# TLS settings\n"                                                                         \
+        "ETCD_TRUSTED_CA_FILE=/etc/ssl/etcd/ssl/ca.pem\n"                                          \
+        "ETCD_CERT_FILE=/etc/ssl/etcd/ssl/member-node1.pem\n"                                      \
+        "ETCD_KEY_FILE=/etc/ssl/etcd/ssl/member-node1-key.pem\n"                                   \
+        "ETCD_CLIENT_CERT_AUTH=true\n"                                                             \
+        "\n"                                                                                       \
+        "ETCD_PEER_TRUSTED_CA_FILE=/etc/ssl/etcd/ssl/ca.pem\n"                                     \
+        "ETCD_PEER_CERT_FILE=/etc/ssl/etcd/ssl/member-node1.pem\n"                                 \
+        "ETCD_PEER_KEY_FILE=/etc/ssl/etcd/ssl/member-node1-key.pem\n"                              \
+        "ETCD_PEER_CLIENT_CERT_AUTH=True\n"
+
+/*
+ * The pipeline hosts.c runs: the unit, then each file it names (texts[j]
+ * for env_files[j]; NULL: the file does not exist), then etcd's view.
+ */
+static int unit_running(const char *unit, const char *const *texts, const char *hostname,
+                        hosts_running *r, diag_list *d)
+{
+        hosts_unit u = {0};
+        hosts_unit_context ctx = {.unit_name = "etcd.service", .hostname = hostname};
+        int k = hosts_unit_parse("etcd.service", unit, strlen(unit), &ctx, &u, d);
+        char **env = NULL;
+        size_t n_env = 0;
+        for (size_t j = 0; k == 0 && j < u.n_env_files; j++) {
+                if (!texts || !texts[j]) {
+                        assert_true(u.env_file_optional[j]);
+                        continue;
+                }
+                k = hosts_env_file_parse(u.env_files[j], texts[j], strlen(texts[j]), &env, &n_env,
+                                         d);
+        }
+        if (k == 0)
+                k = hosts_running_from_unit("etcd.service", &u, env, n_env, r, d);
+        strv_free(env);
+        hosts_unit_release(&u);
+        return k;
+}
+
+static void test_unit_debian(void **state)
+{
+        (void)state;
+        hosts_running r = {0};
+        diag_list d = DIAG_LIST_INIT;
+        /* the file overrides Environment=; ETCD_NAME comes from %H; $DAEMON_ARGS splits */
+        const char *texts[] = {DEBIAN_DEFAULT};
+        assert_int_equal(unit_running(DEBIAN_UNIT, texts, "node-a", &r, &d), 0);
+        assert_string_equal(r.name, "node-a");
+        assert_string_equal(r.data_dir, "/var/lib/etcd/prod");
+        assert_string_equal(r.advertise_client_urls, "http://10.0.0.11:2379");
+        assert_string_equal(r.initial_advertise_peer_urls, "http://10.0.0.11:2380");
+        assert_non_null(strstr(r.initial_cluster, "node-c=http://10.0.0.13:2380"));
+        assert_false(r.tls);
+        hosts_running_release(&r);
+
+        /* without /etc/default/etcd (optional): the unit's own defaults */
+        assert_int_equal(unit_running(DEBIAN_UNIT, NULL, "node-b", &r, &d), 0);
+        assert_string_equal(r.name, "node-b");
+        assert_string_equal(r.data_dir, "/var/lib/etcd/default");
+        assert_null(r.advertise_client_urls);
+        hosts_running_release(&r);
+
+        /* the unit's file list and user, as hosts.c reads them */
+        hosts_unit u = {0};
+        hosts_unit_context ctx = {.unit_name = "etcd.service", .hostname = "node-a"};
+        assert_int_equal(
+            hosts_unit_parse("etcd.service", DEBIAN_UNIT, strlen(DEBIAN_UNIT), &ctx, &u, &d), 0);
+        assert_int_equal(u.n_env_files, 1);
+        assert_string_equal(u.env_files[0], "/etc/default/etcd");
+        assert_true(u.env_file_optional[0]);
+        assert_string_equal(u.user, "etcd");
+        assert_int_equal(u.n_exec, 2);
+        hosts_unit_release(&u);
+        assert_int_equal(d.n, 0);
+        diag_list_release(&d);
+}
+
+static void test_unit_kubespray(void **state)
+{
+        (void)state;
+        hosts_running r = {0};
+        diag_list d = DIAG_LIST_INIT;
+        const char *texts[] = {KUBESPRAY_ENV};
+        assert_int_equal(unit_running(KUBESPRAY_UNIT, texts, NULL, &r, &d), 0);
+        assert_string_equal(r.name, "etcd1");
+        assert_string_equal(r.data_dir, "/var/lib/etcd");
+        assert_string_equal(r.advertise_client_urls, "https://10.0.0.11:2379");
+        assert_string_equal(r.initial_advertise_peer_urls, "https://10.0.0.11:2380");
+        assert_string_equal(r.trusted_ca_file, "/etc/ssl/etcd/ssl/ca.pem");
+        assert_string_equal(r.peer_trusted_ca_file, "/etc/ssl/etcd/ssl/ca.pem");
+        assert_string_equal(r.cert_file, "/etc/ssl/etcd/ssl/member-node1.pem");
+        assert_string_equal(r.peer_cert_file, "/etc/ssl/etcd/ssl/member-node1.pem");
+        assert_true(r.tls);
+        /* kubespray's CA is ca.pem: no key file beside it that adoption could find */
+        assert_null(hosts_running_ca_key_file(&r));
+        hosts_running_release(&r);
+        diag_list_release(&d);
+}
+
+/* Written by hand: continuations, quotes, escapes, prefixes, a flag beside its variable. */
+#define HAND_UNIT                                                                                  \
+        "# etcd for prod, a comment that ends in a backslash \\\n"                                 \
+        "[Service]\n"                                                                              \
+        "Environment=\"ETCD_NAME=from env\" ETCD_DATA_DIR=/wrong 'PEER=http://10.0.0.11:2380'\n"   \
+        "Environment=ETCD_CLIENT_CERT_AUTH=false\n"                                                \
+        "ExecStart=/bin/false\n"                                                                   \
+        "ExecStart=\n"                                                                             \
+        "ExecStart=-@/opt/etcd/bin/etcd etcd \\\n"                                                 \
+        "    --name prod-0 \\\n"                                                                   \
+        "# a comment inside the command\n"                                                         \
+        "    \"--data-dir=/var/lib/etcd/my prod\" \\\n"                                            \
+        "    --initial-advertise-peer-urls=${PEER} \\\n"                                           \
+        "    --advertise-client-urls 'http://10.0.0.11:2379' \\\n"                                 \
+        "    --initial-cluster=prod-0=$${PEER}\\x2c\n"                                             \
+        "[Install]\n"                                                                              \
+        "ExecStart=/not/this\n"
+
+static void test_unit_hand_written(void **state)
+{
+        (void)state;
+        hosts_running r = {0};
+        diag_list d = DIAG_LIST_INIT;
+        assert_int_equal(unit_running(HAND_UNIT, NULL, NULL, &r, &d), 0);
+        /* the command line wins over ETCD_NAME and ETCD_DATA_DIR */
+        assert_string_equal(r.name, "prod-0");
+        assert_string_equal(r.data_dir, "/var/lib/etcd/my prod");
+        assert_string_equal(r.initial_advertise_peer_urls, "http://10.0.0.11:2380");
+        assert_string_equal(r.advertise_client_urls, "http://10.0.0.11:2379");
+        assert_string_equal(r.initial_cluster, "prod-0=${PEER},");
+        assert_false(r.tls);
+        hosts_running_release(&r);
+
+        /* gitcd's own unit (targets/hosts.c unit_text): single-quoted words */
+        const char *own = "# gitcd-member: prod-1\n# gitcd-config-hash: abc\n[Unit]\n"
+                          "Description=etcd member prod-1 of default/prod (managed by gitcd)\n\n"
+                          "[Service]\nType=notify\nExecStart='/usr/local/bin/etcd' "
+                          "'--name=prod-1' '--data-dir=/var/lib/etcd/prod' "
+                          "'--advertise-client-urls=http://10.0.0.12:2379'\nRestart=always\n";
+        assert_int_equal(unit_running(own, NULL, NULL, &r, &d), 0);
+        assert_string_equal(r.name, "prod-1");
+        assert_string_equal(r.data_dir, "/var/lib/etcd/prod");
+        hosts_running_release(&r);
+
+        /* ':' turns expansion off; without any name etcd calls itself "default" */
+        const char *plain = "[Service]\nEnvironment=D=/x\nExecStart=:/usr/bin/etcd --data-dir=$D\n";
+        assert_int_equal(unit_running(plain, NULL, NULL, &r, &d), 0);
+        assert_string_equal(r.name, "default");
+        assert_string_equal(r.data_dir, "$D");
+        hosts_running_release(&r);
+        assert_int_equal(d.n, 0);
+        diag_list_release(&d);
+}
+
+static void unit_fails(const char *unit, const char *env, const char *want)
+{
+        hosts_running r = {0};
+        diag_list d = DIAG_LIST_INIT;
+        const char *texts[] = {env};
+        assert_int_equal(unit_running(unit, env ? texts : NULL, "h", &r, &d), -EINVAL);
+        assert_true(d.n > 0);
+        bool found = false;
+        for (size_t i = 0; i < d.n; i++)
+                found = found || strstr(d.items[i].message, want);
+        if (!found)
+                fail_msg("no diagnostic with \"%s\" for:\n%s", want, unit);
+        assert_null(r.name);
+        diag_list_release(&d);
+}
+
+static void test_unit_refusals(void **state)
+{
+        (void)state;
+        unit_fails("[Unit]\nDescription=x\n", NULL, "no ExecStart=");
+        unit_fails("[Service]\nExecStart=/a\nExecStart=/b\n", NULL, "more than one ExecStart=");
+        unit_fails("[Service]\nExecStart=/usr/bin/etcd \"--name=x\n", NULL, "not closed");
+        unit_fails("[Service]\nExecStart=/usr/bin/etcd --name=%Z\n", NULL, "%Z is not supported");
+        unit_fails("[Service]\nExecStart=/usr/bin/etcd --data-dir=/d\\q\n", NULL, "bad escape");
+        unit_fails("[Service]\nExecStart=/usr/bin/etcd --name=x\n", NULL, "without --data-dir");
+        unit_fails("[Service]\nExecStart=/usr/bin/etcd --data-dir=/d ${X\n", NULL, "${");
+        unit_fails("[Service]\nEnvironment=ETCD_CONFIG_FILE=/etc/etcd/etcd.yml\n"
+                   "ExecStart=/usr/bin/etcd\n",
+                   NULL, "--config-file");
+        unit_fails("[Service]\nEnvironment=1X=2\nExecStart=/usr/bin/etcd\n", NULL,
+                   "not NAME=VALUE");
+        unit_fails("[Service]\nEnvironmentFile=etc/x\nExecStart=/usr/bin/etcd\n", NULL,
+                   "not an absolute path");
+        unit_fails("[Service\nExecStart=/usr/bin/etcd\n", NULL, "without its ]");
+        unit_fails("[Service]\njust words\n", NULL, "neither a section nor Key=Value");
+        unit_fails("[Service]\nEnvironmentFile=/etc/e\nExecStart=/usr/bin/etcd\n",
+                   "ETCD_DATA_DIR=\"/d\n", "not closed");
+        /* a variable of 100 words used 50 times: refused, never thousands of words */
+        strbuf big = STRBUF_INIT;
+        sb_append(&big, "[Service]\nEnvironment=\"A=");
+        for (int i = 0; i < 100; i++)
+                sb_append(&big, " a");
+        sb_append(&big, "\"\nExecStart=/usr/bin/etcd --data-dir=/d");
+        for (int i = 0; i < 50; i++)
+                sb_append(&big, " $A");
+        sb_append(&big, "\n");
+        unit_fails(sb_str(&big), NULL, "longer than");
+        sb_release(&big);
+        char *huge = xcalloc(2u << 20, 1);
+        memset(huge, '#', (2u << 20) - 1);
+        unit_fails(huge, NULL, "larger than");
+        free(huge);
+}
+
+static void test_env_file(void **state)
+{
+        (void)state;
+        const char *text = "# comment\n; also a comment\n\n"
+                           "A=plain value  \n"
+                           "export B='single $quoted'\n"
+                           "C=\"double \\\"q\\\" \\$x \\n\"\n"
+                           "D=one\\\ntwo\n"
+                           "not an assignment\n"
+                           "1BAD=x\n"
+                           "E = spaced\n";
+        char **env = NULL;
+        size_t n = 0;
+        diag_list d = DIAG_LIST_INIT;
+        assert_int_equal(hosts_env_file_parse("f", text, strlen(text), &env, &n, &d), 0);
+        assert_int_equal(n, 5);
+        assert_string_equal(env[0], "A=plain value");
+        assert_string_equal(env[1], "B=single $quoted");
+        assert_string_equal(env[2], "C=double \"q\" $x \\n");
+        assert_string_equal(env[3], "D=onetwo");
+        assert_string_equal(env[4], "E=spaced");
+        strv_free(env);
+        env = NULL;
+        n = 0;
+        assert_int_equal(d.n, 0);
+
+        /* more than 1 MiB (hosts.c reads one byte more than that): refused, not cut short */
+        size_t big = (1u << 20) + 1;
+        char *huge = xmalloc(big + 1);
+        memset(huge, 'x', big);
+        memcpy(huge, "A=", 2);
+        huge[big] = 0;
+        assert_int_equal(hosts_env_file_parse("f", huge, big, &env, &n, &d), -EINVAL);
+        assert_int_equal(n, 0);
+        free(huge);
+        assert_int_equal(d.n, 1);
+        diag_list_release(&d);
+}
+
+/* Debian units on three machines, members named after the machines: adopted as for kubeadm. */
+static void test_decide_adopts_units(void **state)
+{
+        (void)state;
+        world w;
+        world_init(&w, 3);
+        static const char *const host[] = {"node-a", "node-b", "node-c"};
+        for (size_t i = 0; i < 3; i++) {
+                _cleanup_free_ char *def =
+                    xasprintf("ETCD_DATA_DIR=/var/lib/etcd/prod\n"
+                              "ETCD_ADVERTISE_CLIENT_URLS=http://10.0.0.1%zu:2379\n"
+                              "DAEMON_ARGS=\"--initial-advertise-peer-urls "
+                              "http://10.0.0.1%zu:2380\"\n",
+                              i + 1, i + 1);
+                const char *texts[] = {def};
+                diag_list d = DIAG_LIST_INIT;
+                hosts_running_release(w.run[i]);
+                assert_int_equal(unit_running(DEBIAN_UNIT, texts, host[i], w.run[i], &d), 0);
+                str_assign(&w.run[i]->file, xstrdup("/etc/systemd/system/etcd.service"));
+                str_assign(&w.m[i].name, xstrdup(host[i]));
+                diag_list_release(&d);
+        }
+        adopt_plan p;
+        char *why = NULL;
+        assert_int_equal(hosts_adopt_decide(w.c, 2380, w.run, &w.list, true, &p, &why), 1);
+        for (size_t i = 0; i < 3; i++) {
+                char want[16];
+                snprintf(want, sizeof(want), "prod-%zu", i);
+                assert_string_equal(p.steps[i].member, want);
+                assert_string_equal(p.steps[i].running_name, host[i]);
+                assert_true(p.steps[i].restart);
+                assert_string_equal(p.steps[i].replaces, "/etc/systemd/system/etcd.service");
+        }
+        adopt_plan_release(&p);
+        world_release(&w);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -624,6 +999,12 @@ int main(void)
             cmocka_unit_test(test_parse_kubeadm_tls),
             cmocka_unit_test(test_decide_adopts_tls),
             cmocka_unit_test(test_decide_refusals_tls),
+            cmocka_unit_test(test_unit_debian),
+            cmocka_unit_test(test_unit_kubespray),
+            cmocka_unit_test(test_unit_hand_written),
+            cmocka_unit_test(test_unit_refusals),
+            cmocka_unit_test(test_env_file),
+            cmocka_unit_test(test_decide_adopts_units),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
