@@ -86,6 +86,14 @@ typedef struct hosts_unit_context {
 void hosts_unit_release(hosts_unit *u);
 
 /*
+ * One word of a unit's ExecStart= written so that systemd (and
+ * hosts_unit_parse) reads exactly word back: '%' and '$' doubled (systemd
+ * replaces specifiers and variables inside quotes too), then in POSIX
+ * single quotes. Newly allocated.
+ */
+char *hosts_unit_word(const char *word);
+
+/*
  * Read a unit file's [Service] section: ExecStart=, Environment=,
  * EnvironmentFile= and User=, with systemd's quoting, continuation lines
  * and specifiers. -EINVAL with diagnostics (origin:line) for text that is

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "targets/hosts-adopt.h"
+#include "targets/ssh.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
@@ -709,4 +710,17 @@ int hosts_running_from_unit(const char *origin, const hosts_unit *u, char *const
         hosts_running_release(r);
         *r = out;
         return 0;
+}
+
+char *hosts_unit_word(const char *word)
+{
+        strbuf sb = STRBUF_INIT;
+        for (const char *p = word; *p; p++) {
+                if (*p == '%' || *p == '$')
+                        sb_appendc(&sb, *p);
+                sb_appendc(&sb, *p);
+        }
+        char *q = ssh_quote(sb_str(&sb));
+        sb_release(&sb);
+        return q;
 }

@@ -864,7 +864,7 @@ static char *unit_text(const etcd_cluster *c, const member_plan *mp, char *const
                   "[Service]\nType=notify\nExecStart=",
                   mp->name, c->namespace_, c->name);
         for (size_t i = 0; argv[i]; i++) {
-                _cleanup_free_ char *q = ssh_quote(argv[i]);
+                _cleanup_free_ char *q = hosts_unit_word(argv[i]);
                 sb_printf(&sb, "%s%s", i ? " " : "", q);
         }
         sb_append(&sb, "\nRestart=always\nRestartSec=5\nLimitNOFILE=65536\n\n"

@@ -57,7 +57,24 @@ static void on_term(int sig)
         stopping = 1;
 }
 
-/* ExecStart= words: POSIX single quotes, backslash outside quotes, spaces between. */
+/* A word as systemd passes it on: "%%" and "$$" stand for '%' and '$' (gitcd doubles them). */
+static char *undouble(const char *w)
+{
+        char *out = xstrdup(w), *o = out;
+        for (const char *p = w; *p; p++) {
+                *o++ = *p;
+                if ((*p == '%' || *p == '$') && p[1] == *p)
+                        p++;
+        }
+        *o = 0;
+        return out;
+}
+
+/*
+ * ExecStart= words: POSIX single quotes, backslash outside quotes, spaces
+ * between, "%%" and "$$" undoubled (no other specifier or variable is
+ * replaced: gitcd's units use none).
+ */
 static char **parse_exec(const char *text)
 {
         const char *p = strstr(text, "\nExecStart=");
@@ -82,7 +99,7 @@ static char **parse_exec(const char *text)
                 } else if (*p == ' ') {
                         if (in_word) {
                                 argv = xgrow(argv, &alloc, n + 2, sizeof(char *));
-                                argv[n++] = xstrdup(sb_str(&w));
+                                argv[n++] = undouble(sb_str(&w));
                                 argv[n] = NULL;
                                 sb_reset(&w);
                                 in_word = false;
@@ -94,7 +111,7 @@ static char **parse_exec(const char *text)
         }
         if (in_word) {
                 argv = xgrow(argv, &alloc, n + 2, sizeof(char *));
-                argv[n++] = xstrdup(sb_str(&w));
+                argv[n++] = undouble(sb_str(&w));
                 argv[n] = NULL;
         }
         sb_release(&w);

@@ -846,6 +846,21 @@ static void test_unit_hand_written(void **state)
         assert_string_equal(r.data_dir, "/var/lib/etcd/prod");
         hosts_running_release(&r);
 
+        /* a word of gitcd's own unit reads back as written, '%', '$' and quotes included */
+        const char *odd[] = {"--name=prod-%n$1", "--data-dir=/var/lib/etcd/100% ${X} it's", NULL};
+        strbuf ob = STRBUF_INIT;
+        sb_append(&ob, "[Service]\nExecStart='/usr/local/bin/etcd'");
+        for (size_t i = 0; odd[i]; i++) {
+                _cleanup_free_ char *w = hosts_unit_word(odd[i]);
+                sb_printf(&ob, " %s", w);
+        }
+        sb_append(&ob, "\n");
+        assert_int_equal(unit_running(sb_str(&ob), NULL, NULL, &r, &d), 0);
+        assert_string_equal(r.name, "prod-%n$1");
+        assert_string_equal(r.data_dir, "/var/lib/etcd/100% ${X} it's");
+        hosts_running_release(&r);
+        sb_release(&ob);
+
         /* ':' turns expansion off; without any name etcd calls itself "default" */
         const char *plain = "[Service]\nEnvironment=D=/x\nExecStart=:/usr/bin/etcd --data-dir=$D\n";
         assert_int_equal(unit_running(plain, NULL, NULL, &r, &d), 0);
