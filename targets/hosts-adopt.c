@@ -335,8 +335,9 @@ static int check_running_tls(const etcd_cluster *c, const host_spec *h, const ho
         _cleanup_free_ char *key = hosts_running_ca_key_file(r);
         if (!key)
                 return refuse(ret_why,
-                              "%s: the CA file %s does not end in .crt, so its key cannot be "
-                              "found beside it (kubeadm's ca.crt and ca.key)",
+                              "%s: the CA file %s ends in neither .crt nor .pem, so its key "
+                              "cannot be found beside it (kubeadm's ca.crt and ca.key; "
+                              "kubespray's ca.pem and ca-key.pem)",
                               h->address, r->trusted_ca_file);
         return 0;
 }
@@ -345,9 +346,13 @@ char *hosts_running_ca_key_file(const hosts_running *r)
 {
         const char *f = r->trusted_ca_file;
         size_t n = f ? strlen(f) : 0;
-        if (n <= 4 || !streq(f + n - 4, ".crt") || f[n - 5] == '/')
+        if (n <= 4 || f[n - 5] == '/')
                 return NULL;
-        return xasprintf("%.*s.key", (int)(n - 4), f);
+        if (streq(f + n - 4, ".crt")) /* kubeadm: ca.crt, ca.key */
+                return xasprintf("%.*s.key", (int)(n - 4), f);
+        if (streq(f + n - 4, ".pem")) /* cfssl, kubespray: ca.pem, ca-key.pem */
+                return xasprintf("%.*s-key.pem", (int)(n - 4), f);
+        return NULL;
 }
 
 int hosts_adopt_ordinals(const etcd_cluster *c, hosts_running *const *running, int *ret_ordinals,

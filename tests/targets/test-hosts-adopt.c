@@ -480,6 +480,10 @@ static void test_parse_kubeadm_tls(void **state)
         assert_string_equal(key, "/etc/kubernetes/pki/etcd/ca.key");
         free(key);
         str_assign(&r.trusted_ca_file, xstrdup("/etc/etcd/ca.pem"));
+        key = hosts_running_ca_key_file(&r);
+        assert_string_equal(key, "/etc/etcd/ca-key.pem");
+        free(key);
+        str_assign(&r.trusted_ca_file, xstrdup("/etc/etcd/ca.cer"));
         assert_null(hosts_running_ca_key_file(&r));
         str_assign(&r.trusted_ca_file, xstrdup("/etc/etcd/.crt"));
         assert_null(hosts_running_ca_key_file(&r));
@@ -598,8 +602,8 @@ static void test_decide_refusals_tls(void **state)
         world_release(&w);
 
         world_init_tls(&w, SPEC_TLS);
-        str_assign(&w.run[2]->trusted_ca_file, xstrdup("/etc/etcd/ca.pem"));
-        refused_tls(&w, "the CA file /etc/etcd/ca.pem does not end in .crt");
+        str_assign(&w.run[2]->trusted_ca_file, xstrdup("/etc/etcd/ca.cer"));
+        refused_tls(&w, "the CA file /etc/etcd/ca.cer ends in neither .crt nor .pem");
         world_release(&w);
 
         world_init_tls(&w, SPEC_TLS); /* clashing names: refused before any CA is read */
@@ -796,8 +800,10 @@ static void test_unit_kubespray(void **state)
         assert_string_equal(r.cert_file, "/etc/ssl/etcd/ssl/member-node1.pem");
         assert_string_equal(r.peer_cert_file, "/etc/ssl/etcd/ssl/member-node1.pem");
         assert_true(r.tls);
-        /* kubespray's CA is ca.pem: no key file beside it that adoption could find */
-        assert_null(hosts_running_ca_key_file(&r));
+        /* kubespray's CA is ca.pem, its key ca-key.pem beside it */
+        char *key = hosts_running_ca_key_file(&r);
+        assert_string_equal(key, "/etc/ssl/etcd/ssl/ca-key.pem");
+        free(key);
         hosts_running_release(&r);
         diag_list_release(&d);
 }
