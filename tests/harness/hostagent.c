@@ -402,6 +402,12 @@ int hostagent_start(const char *const *dirs, const char *etcd_bin, const char *l
         return 0;
 }
 
+void hostagent_hold(hostagent *a, bool hold)
+{
+        if (a && a->pid > 0)
+                kill(a->pid, hold ? SIGSTOP : SIGCONT);
+}
+
 void hostagent_free(hostagent *a)
 {
         if (!a)

@@ -30,6 +30,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 typedef struct hostagent hostagent;
@@ -42,6 +43,13 @@ int hostagent_start(const char *const *dirs, const char *etcd_bin, const char *l
                     hostagent **ret);
 /* Stop the agent and every process it runs. */
 void hostagent_free(hostagent *a);
+/*
+ * Hold the agent (true) or let it go on (false): while held it acts on no
+ * file, as a kubelet that has not looked at its folder yet; the processes
+ * it runs go on running. For tests of what gitcd sees in that window,
+ * which is otherwise only a second long.
+ */
+void hostagent_hold(hostagent *a, bool hold);
 
 /*
  * Write the simulated systemctl (see above) for the units in unit_dir to
