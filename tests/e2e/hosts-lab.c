@@ -280,3 +280,32 @@ void hosts_writer_check(hosts_writer *w, e2e *e, const char *name)
         free(w->endpoints);
         free(w);
 }
+
+uint64_t hosts_lab_member_id(const etcd_members *l, const char *name)
+{
+        for (size_t i = 0; i < l->n; i++)
+                if (streq_ptr(l->members[i].name, name))
+                        return l->members[i].id;
+        strbuf seen = STRBUF_INIT;
+        for (size_t i = 0; i < l->n; i++)
+                sb_printf(&seen, " %s=%016llx", l->members[i].name ? l->members[i].name : "(none)",
+                          (unsigned long long)l->members[i].id);
+        fail_msg("no member %s; etcd lists%s", name, sb_str(&seen));
+        sb_release(&seen);
+        return 0;
+}
+
+void hosts_lab_assert_adopted(e2e *e, const char *cluster, const etcd_members *before,
+                              const etcd_members *after, const char *const *node_names)
+{
+        assert_int_equal(after->n, 3);
+        assert_int_equal(after->cluster_id, before->cluster_id);
+        for (size_t i = 0; i < 3; i++) {
+                _cleanup_free_ char *name = xasprintf("%s-%zu", cluster, i);
+                assert_int_equal(hosts_lab_member_id(after, name),
+                                 hosts_lab_member_id(before, node_names[i]));
+        }
+        assert_int_equal(e2e_audit_count(e, cluster, "cluster.adopt"), 1);
+        assert_int_equal(e2e_audit_count(e, cluster, "member.adopt"), 3);
+        assert_int_equal(e2e_audit_count(e, cluster, "member.bootstrap"), 0);
+}

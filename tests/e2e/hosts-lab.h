@@ -79,3 +79,15 @@ typedef struct hosts_writer hosts_writer;
 hosts_writer *hosts_writer_start(const char *endpoints);
 /* Stop it and assert every acknowledged key is in cluster `name`. */
 void hosts_writer_check(hosts_writer *w, e2e *e, const char *name);
+
+/* The ID etcd lists for member name; fails the test (naming those listed) when none. */
+uint64_t hosts_lab_member_id(const etcd_members *l, const char *name);
+
+/*
+ * After adoption of a 3-member cluster whose members ran as node_names[i]:
+ * etcd lists the same cluster and member IDs as before, member i now named
+ * <cluster>-i, and the audit log holds one cluster.adopt, three
+ * member.adopt and no member.bootstrap. Fails the test otherwise.
+ */
+void hosts_lab_assert_adopted(e2e *e, const char *cluster, const etcd_members *before,
+                              const etcd_members *after, const char *const *node_names);

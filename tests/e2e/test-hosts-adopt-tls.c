@@ -206,20 +206,6 @@ static etcd_members *wait_started(const char *endpoints)
         return NULL;
 }
 
-static uint64_t id_of(const etcd_members *l, const char *name)
-{
-        for (size_t i = 0; i < l->n; i++)
-                if (streq_ptr(l->members[i].name, name))
-                        return l->members[i].id;
-        strbuf seen = STRBUF_INIT;
-        for (size_t i = 0; i < l->n; i++)
-                sb_printf(&seen, " %s=%016llx", l->members[i].name ? l->members[i].name : "(none)",
-                          (unsigned long long)l->members[i].id);
-        fail_msg("no member %s; etcd lists%s", name, sb_str(&seen));
-        sb_release(&seen);
-        return 0;
-}
-
 /* Every key k/0000 .. through member i alone, with the "apiserver" certificate. */
 static void check_keys_on(size_t i)
 {
@@ -364,17 +350,8 @@ static void test_adopt_tls(void **state)
         etcd_members *after = NULL;
         assert_int_equal(etcd_member_list(api, &after), 0);
         etcd_client_free(api);
-        assert_int_equal(after->n, 3);
-        assert_int_equal(after->cluster_id, before->cluster_id);
-        for (size_t i = 0; i < 3; i++) {
-                char name[16];
-                snprintf(name, sizeof(name), CL "-%zu", i);
-                assert_int_equal(id_of(after, name), id_of(before, node_name[i]));
-        }
+        hosts_lab_assert_adopted(e, CL, before, after, node_name);
         etcd_members_free(after);
-        assert_int_equal(e2e_audit_count(e, CL, "cluster.adopt"), 1);
-        assert_int_equal(e2e_audit_count(e, CL, "member.adopt"), 3);
-        assert_int_equal(e2e_audit_count(e, CL, "member.bootstrap"), 0);
 
         _cleanup_free_ char *cafile = path_join(apiserver_dir, "ca.crt");
         for (size_t i = 0; i < MACHINES; i++) {
