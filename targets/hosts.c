@@ -118,8 +118,8 @@ typedef struct machine_view {
         char *file_hash;      /* the config hash written in it */
         int64_t file_age_s;   /* seconds since the file was written, by the machine's clock */
         int64_t file_mtime_s; /* when it was written (the machine's clock, Unix seconds) */
-        bool foreign_file;    /* kubeadm's etcd.yaml is in the manifest folder, or the
-                                 systemd unit etcd.service is active */
+        bool foreign_file;    /* kubeadm's etcd.yaml is in the manifest folder, or
+                                 systemd says the unit etcd.service is active */
 } machine_view;
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
@@ -391,6 +391,7 @@ static char *line_value(const char *text, const char *prefix)
  * disk) is seen at the next pass.
  */
 static char *foreign_file(const host_spec *h);
+static char *foreign_active_test(hosts_target *ht, const host_spec *h, const char *quoted);
 static char *kubeadm_manifest(const host_spec *h);
 
 static int probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, machine_view *v)
@@ -400,12 +401,8 @@ static int probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, ma
         _cleanup_free_ char *member_dir = xasprintf("%s/member", h->data_dir);
         _cleanup_free_ char *qd = ssh_quote(member_dir);
         _cleanup_free_ char *foreign = foreign_file(h), *qk = ssh_quote(foreign);
-        _cleanup_free_ char *kubeadm_test =
-            h->mode == HOST_MODE_STATIC_POD
-                ? xasprintf("if [ -f %s ]; then echo foreign=yes; fi; ", qk)
-                : xasprintf("if [ -f %s ] && %s is-active --quiet " HOSTS_FOREIGN_UNIT
-                            "; then echo foreign=yes; fi; ",
-                            qk, ht->systemctl);
+        _cleanup_free_ char *active = foreign_active_test(ht, h, qk);
+        _cleanup_free_ char *kubeadm_test = xasprintf("if %s; then echo foreign=yes; fi; ", active);
         _cleanup_free_ char *cmd = xasprintf(
             "if [ -f %s ]; then sed -n 's/^member=/marker=/p; s/^id=/marker-id=/p' %s; fi; "
             "if [ -d %s ]; then echo data=yes; fi; %s"
@@ -550,7 +547,8 @@ char *hosts_machine_adoption(const etcd_cluster *c, size_t i)
         if (h->mode == HOST_MODE_SYSTEMD)
                 return xasprintf(
                     "before creating anything, apply reads %s and, when systemd says it is "
-                    "active, %s/" HOSTS_FOREIGN_UNIT " (ExecStart=, Environment= and the "
+                    "active, the unit " HOSTS_FOREIGN_UNIT " as `systemctl cat` shows it, "
+                    "wherever it lies, with its drop-ins (ExecStart=, Environment= and the "
                     "EnvironmentFile= files it names, read over SSH; etcd's flags and its "
                     "ETCD_* variables); if etcd already runs from one of them, apply adopts "
                     "that cluster instead of bootstrapping: %sit imports the member etcd lists "
@@ -564,7 +562,7 @@ char *hosts_machine_adoption(const etcd_cluster *c, size_t i)
                     "ID and data; no restart for gitcd's own unit with the same configuration), "
                     "or it refuses and changes nothing (docs/hosts.md, \"Adopting a running "
                     "cluster\")",
-                    own, h->unit_dir,
+                    own,
                     auto_tls(c) ? "with TLS, it first imports the CA the running etcd trusts "
                                   "(--trusted-ca-file, and the ca.key beside it) as the "
                                   "cluster's CA; "
@@ -1497,12 +1495,27 @@ static char *kubeadm_manifest(const host_spec *h)
         return xasprintf("%s/" HOSTS_KUBEADM_MANIFEST, h->manifest_dir);
 }
 
-/* The file a foreign etcd runs from: kubeadm's etcd.yaml or the unit etcd.service. */
+/*
+ * What a foreign etcd runs from: kubeadm's etcd.yaml, or the unit
+ * etcd.service wherever systemd keeps it (a distribution's package puts it
+ * in /lib/systemd/system, an operator in /etc/systemd/system, either with
+ * drop-ins beside it), read as `systemctl cat` shows it: the unit's file
+ * and then its drop-ins, each after a "# PATH" line, which the unit
+ * reader takes in that order as systemd does.
+ */
 static char *foreign_file(const host_spec *h)
 {
         if (h->mode == HOST_MODE_STATIC_POD)
                 return kubeadm_manifest(h);
-        return xasprintf("%s/" HOSTS_FOREIGN_UNIT, h->unit_dir);
+        return xstrdup("systemctl cat " HOSTS_FOREIGN_UNIT);
+}
+
+/* The command that prints the foreign configuration (quoted: foreign_file, quoted). */
+static char *foreign_read(hosts_target *ht, const host_spec *h, const char *quoted)
+{
+        if (h->mode == HOST_MODE_STATIC_POD)
+                return xasprintf("head -c 1048577 %s", quoted);
+        return xasprintf("%s cat " HOSTS_FOREIGN_UNIT " | head -c 1048577", ht->systemctl);
 }
 
 static int read_machine_file(hosts_target *ht, const host_spec *h, const char *path, bool optional,
@@ -1594,8 +1607,7 @@ static char *foreign_active_test(hosts_target *ht, const host_spec *h, const cha
 {
         if (h->mode == HOST_MODE_STATIC_POD)
                 return xasprintf("[ -f %s ]", quoted);
-        return xasprintf("[ -f %s ] && %s is-active --quiet " HOSTS_FOREIGN_UNIT, quoted,
-                         ht->systemctl);
+        return xasprintf("%s is-active --quiet " HOSTS_FOREIGN_UNIT, ht->systemctl);
 }
 
 /* What the foreign file of machine h runs, when it runs; *ret NULL when nothing. */
@@ -1604,8 +1616,8 @@ static int read_foreign(hosts_target *ht, const host_spec *h, hosts_running **re
         *ret = NULL;
         _cleanup_free_ char *path = foreign_file(h), *qp = ssh_quote(path);
         _cleanup_free_ char *test = foreign_active_test(ht, h, qp);
-        _cleanup_free_ char *cmd =
-            xasprintf("if %s; then uname -n; head -c 1048577 %s; fi", test, qp);
+        _cleanup_free_ char *read = foreign_read(ht, h, qp);
+        _cleanup_free_ char *cmd = xasprintf("if %s; then uname -n; %s; fi", test, read);
         _cleanup_free_ char *out = NULL;
         int k = exec_cmd(ht, h, cmd, NULL, 0, &out);
         if (k < 0 || isempty(out) || !strchr(out, '\n'))
@@ -1636,10 +1648,11 @@ int hosts_adopt_read(target *t, const etcd_cluster *c, size_t i, hosts_running *
         _cleanup_free_ char *own = member_file(c, h), *foreign = foreign_file(h);
         _cleanup_free_ char *qo = ssh_quote(own), *qf = ssh_quote(foreign);
         _cleanup_free_ char *test = foreign_active_test(ht, h, qf);
+        _cleanup_free_ char *read = foreign_read(ht, h, qf);
         _cleanup_free_ char *cmd = xasprintf("if [ -f %s ]; then echo own; uname -n; head -c "
                                              "1048577 %s; elif %s; then echo foreign; uname -n; "
-                                             "head -c 1048577 %s; fi",
-                                             qo, qo, test, qf);
+                                             "%s; fi",
+                                             qo, qo, test, read);
         _cleanup_free_ char *out = NULL;
         int k = exec_cmd(ht, h, cmd, NULL, 0, &out);
         if (k < 0)

@@ -433,6 +433,9 @@ int hostagent_write_systemctl(const char *path, const char *unit_dir, const char
             "disable) [ \"$flag\" = --now ] && for u; do touch \"$dir/.$u.inactive\"; done ;;\n"
             "start|restart) for u; do rm -f \"$dir/.$u.inactive\"; done ;;\n"
             "is-active) [ -f \"$dir/$1\" ] && [ ! -e \"$dir/.$1.inactive\" ] ;;\n"
+            "cat) for u; do [ -f \"$dir/$u\" ] || { echo \"No files found for $u.\" >&2; "
+            "exit 1; }; echo \"# $dir/$u\"; cat \"$dir/$u\"; for f in \"$dir/$u.d\"/*.conf; do "
+            "[ -f \"$f\" ] && { echo; echo \"# $f\"; cat \"$f\"; }; done; done ;;\n"
             "*) ;;\n"
             "esac\n",
             log, unit_dir);

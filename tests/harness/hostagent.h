@@ -24,7 +24,10 @@
  * inactive (<unit dir>/.U.inactive) and the agent stops its process and
  * does not run it while marked; `start U` and `restart U` remove the mark
  * (the agent starts it again); `is-active U` succeeds while U's file
- * exists unmarked; `daemon-reload` and `enable` are recorded only. A unit
+ * exists unmarked; `cat U` prints U's file and its drop-ins
+ * (the files U.d/NAME.conf in the unit dir), each after a "# PATH" line, as systemd's does
+ * (the agent itself runs U's file only); `daemon-reload` and `enable` are
+ * recorded only. A unit
  * file that appears unmarked runs at once, without `start` (enabled
  * units, as a machine boots them).
  */

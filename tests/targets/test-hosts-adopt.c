@@ -769,6 +769,21 @@ static void test_unit_debian(void **state)
         assert_null(r.advertise_client_urls);
         hosts_running_release(&r);
 
+        /* as `systemctl cat` shows it (what hosts.c reads): the package's unit, then a
+         * drop-in that replaces ExecStart= and adds to the environment */
+        const char *cat = "# /lib/systemd/system/etcd.service\n" DEBIAN_UNIT
+                          "\n# /etc/systemd/system/etcd.service.d/override.conf\n"
+                          "[Service]\nEnvironment=ETCD_DATA_DIR=/srv/etcd\nExecStart=\n"
+                          "ExecStart=/usr/local/bin/etcd --name=cp-1\n";
+        assert_int_equal(unit_running(cat, texts, "node-a", &r, &d), 0);
+        assert_string_equal(r.name, "cp-1");
+        /* /etc/default/etcd (the file) still wins over Environment= */
+        assert_string_equal(r.data_dir, "/var/lib/etcd/prod");
+        hosts_running_release(&r);
+        assert_int_equal(unit_running(cat, NULL, "node-a", &r, &d), 0);
+        assert_string_equal(r.data_dir, "/srv/etcd");
+        hosts_running_release(&r);
+
         /* the unit's file list and user, as hosts.c reads them */
         hosts_unit u = {0};
         hosts_unit_context ctx = {.unit_name = "etcd.service", .hostname = "node-a"};
