@@ -1024,6 +1024,31 @@ static int member_machine(hosts_target *ht, const etcd_cluster *c, const member_
         return 0;
 }
 
+/*
+ * systemd mode runs the machine's own etcd binary, so it must be the
+ * version the spec names: a unit on another version would run another etcd
+ * than the one gitcd reconciles (its flags are rendered for spec.version),
+ * and a rolling upgrade would restart a member onto the old binary. Asked
+ * of the binary itself (`etcd --version`) before each unit is written.
+ */
+static int check_binary_version(hosts_target *ht, const etcd_cluster *c, const host_spec *h)
+{
+        _cleanup_free_ char *q = ssh_quote(h->etcd_binary);
+        _cleanup_free_ char *cmd = xasprintf("%s --version", q);
+        _cleanup_free_ char *out = NULL;
+        int k = exec_cmd(ht, h, cmd, NULL, 0, &out);
+        if (k < 0)
+                return k;
+        _cleanup_free_ char *v = line_value(out, "etcd Version: ");
+        if (v && streq(v, c->version))
+                return 0;
+        return target_fail(&ht->base, -EINVAL,
+                           "%s: etcdBinary %s is etcd %s, not %s (spec.version); install etcd %s "
+                           "there and point etcdBinary at it",
+                           h->address, h->etcd_binary, v ? v : "of a version it does not say",
+                           c->version, c->version);
+}
+
 static int hosts_ensure_member(target *t, const etcd_cluster *c, const membership_plan *p,
                                size_t idx)
 {
@@ -1063,6 +1088,8 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
                 return run(ht, h, cmd, NULL);
         }
 
+        if (!pod && (k = check_binary_version(ht, c, h)) < 0)
+                return k;
         if (auto_tls(c)) {
                 /* the member's leaves first: the file that starts it names them */
                 if ((k = tls_issue(ht, c, p, mp->name, false, now_wall_ms())) < 0)

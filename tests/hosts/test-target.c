@@ -545,6 +545,33 @@ static void test_no_sudo_refused(void **state)
         target_free(t);
 }
 
+/* systemd mode: a unit is never written for an etcd binary of another version than the spec's */
+static void test_binary_of_another_version(void **state)
+{
+        (void)state;
+        char *real = etcd_bin;
+        _cleanup_free_ char *fake = xasprintf("%s/etcd-3.5.15", lab->dir);
+        static const char script[] = "#!/bin/sh\necho 'etcd Version: 3.5.15'\necho 'Git SHA: 0'\n";
+        assert_int_equal(write_file_atomic(fake, script, strlen(script), 0755), 0);
+        etcd_bin = fake;
+        etcd_cluster *c = load_cluster("olde", "systemd", 1);
+        etcd_bin = real;
+        target *t = new_target(NULL);
+        membership_plan *p = plan_new(t, c, 1);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), -EINVAL);
+        if (!strstr(target_last_error(t), "is etcd 3.5.15, not 3.5.16 (spec.version)"))
+                fail_msg("no word of the binary's version: %s", target_last_error(t));
+        for (size_t i = 0; i < MACHINES; i++) {
+                _cleanup_free_ char *unit =
+                    machine_path(i, "/etc/systemd/system/etcd-default-olde.service");
+                assert_false(path_exists(unit));
+        }
+        assert_int_equal(t->ops->remove_member(t, c, p->members[0].name, false), 0);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(t);
+}
+
 static void test_three_machines(void **state)
 {
         (void)state;
@@ -1012,6 +1039,7 @@ int main(void)
             cmocka_unit_test(test_restore_through_sudo),
             cmocka_unit_test(test_no_sudo_refused),
             cmocka_unit_test(test_sudo_warning_is_no_refusal),
+            cmocka_unit_test(test_binary_of_another_version),
             cmocka_unit_test(test_three_machines),
             cmocka_unit_test(test_wrong_host_key),
             cmocka_unit_test(test_tls_static_pod),
