@@ -426,6 +426,16 @@ int hostagent_write_systemctl(const char *path, const char *unit_dir, const char
             "# systemctl of a lab machine (tests/harness/hostagent.h): no systemd runs here\n"
             "echo \"$*\" >> '%s'\n"
             "dir='%s'\n"
+            "# no folder given: the machine's, found from the sshd listener this command\n"
+            "# descends from (sshd -f <machine dir>/sshd_config; also through sudo)\n"
+            "p=$$\n"
+            "while [ -z \"$dir\" ] && [ \"${p:-0}\" -gt 1 ]; do\n"
+            "  args=$(tr '\\0' ' ' < \"/proc/$p/cmdline\" 2>/dev/null)\n"
+            "  case $args in *' -f '*/sshd_config*) m=${args#* -f }; "
+            "dir=${m%%%%/sshd_config*}/root/etc/systemd/system ;; esac\n"
+            "  p=$(sed 's/.*) //' \"/proc/$p/stat\" 2>/dev/null | cut -d' ' -f2)\n"
+            "done\n"
+            "[ -n \"$dir\" ] || { echo 'systemctl (lab): on no lab machine' >&2; exit 1; }\n"
             "cmd=$1; shift\n"
             "[ \"$1\" = --now ] || [ \"$1\" = --quiet ] && { flag=$1; shift; }\n"
             "case $cmd in\n"
@@ -438,6 +448,6 @@ int hostagent_write_systemctl(const char *path, const char *unit_dir, const char
             "[ -f \"$f\" ] && { echo; echo \"# $f\"; cat \"$f\"; }; done; done ;;\n"
             "*) ;;\n"
             "esac\n",
-            log, unit_dir);
+            log, unit_dir ? unit_dir : "");
         return write_file_atomic(path, text, strlen(text), 0755);
 }

@@ -56,6 +56,9 @@ void hostagent_hold(hostagent *a, bool hold);
 
 /*
  * Write the simulated systemctl (see above) for the units in unit_dir to
- * path (mode 0755); every call is appended to log. 0 or -errno.
+ * path (mode 0755); every call is appended to log. unit_dir NULL: one
+ * script for every machine of the lab, each call acting on the unit folder
+ * (<root>/etc/systemd/system) of the machine whose sshd it descends from
+ * (tests/harness/sshd.h), also through sudo. 0 or -errno.
  */
 int hostagent_write_systemctl(const char *path, const char *unit_dir, const char *log);
