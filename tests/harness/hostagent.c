@@ -228,8 +228,12 @@ static pid_t start(const unit *u, const char *etcd_bin, const char *log_dir)
                 strv_free(env);
                 return 0;
         }
-        const char *base = strrchr(u->path, '/');
-        _cleanup_free_ char *log = xasprintf("%s/%s.log", log_dir, base ? base + 1 : u->path);
+        /* one log per file, so the machines' members (same file name) do not interleave */
+        _cleanup_free_ char *flat = xstrdup(u->path[0] == '/' ? u->path + 1 : u->path);
+        for (char *c = flat; *c; c++)
+                if (*c == '/')
+                        *c = '_';
+        _cleanup_free_ char *log = xasprintf("%s/%s.log", log_dir, flat);
         pid_t pid = fork();
         if (pid == 0) {
                 int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

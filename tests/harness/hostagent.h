@@ -40,7 +40,8 @@ typedef struct hostagent hostagent;
 
 /*
  * Watch dirs (NULL-terminated). etcd_bin replaces argv[0] "etcd" of Pod
- * manifests. Process output goes to <log_dir>/<file>.log. 0 or -errno.
+ * manifests. Process output goes to <log_dir>/<the file's path, "/" as
+ * "_">.log, one per machine. 0 or -errno.
  */
 int hostagent_start(const char *const *dirs, const char *etcd_bin, const char *log_dir,
                     hostagent **ret);
