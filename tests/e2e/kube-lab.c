@@ -76,3 +76,13 @@ void kube_lab_apply_yaml_file(kube_lab *l, const char *rel)
         ydoc_list_release(&docs);
         diag_list_release(&diags);
 }
+
+size_t kube_lab_count(kube_lab *l, const kube_gvr *gvr, const char *ns, const char *selector)
+{
+        json_t *items = NULL;
+        if (kube_list(l->admin, gvr, ns, selector, &items, NULL) < 0)
+                fail_msg("list %s: %s", gvr->resource, kube_client_last_error(l->admin));
+        size_t n = json_array_size(items);
+        json_decref(items);
+        return n;
+}

@@ -55,12 +55,7 @@ static int kube_apply_gitcd(e2e *e, const char *failpoint, char **ret_stderr)
 
 static size_t count(const kube_gvr *gvr, const char *selector)
 {
-        json_t *items = NULL;
-        if (kube_list(lab->admin, gvr, NS, selector, &items, NULL) < 0)
-                fail_msg("list %s: %s", gvr->resource, kube_client_last_error(lab->admin));
-        size_t n = json_array_size(items);
-        json_decref(items);
-        return n;
+        return kube_lab_count(lab, gvr, NS, selector);
 }
 
 static size_t pending_pvcs(void)
