@@ -29,5 +29,5 @@ kube_lab *kube_lab_start(const char *ns, const char *version);
 void kube_lab_free(kube_lab *l);
 /* Apply every document of a YAML file (relative to the source tree) as admin. */
 void kube_lab_apply_yaml_file(kube_lab *l, const char *rel);
-/* How many objects of gvr in namespace ns admin lists with selector (the test fails if it cannot). */
+/* How many objects of gvr in namespace ns admin lists with selector (failing the test on error). */
 size_t kube_lab_count(kube_lab *l, const kube_gvr *gvr, const char *ns, const char *selector);
