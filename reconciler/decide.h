@@ -3,7 +3,7 @@
  * spec wants and what was observed (etcd's member list, the target's view
  * of each member, the state store's records) to ONE safe step.
  *
- * The act side (reconciler/reconcile.c) performs the step, journaling the
+ * The act side (reconciler/act.c) performs the step, journaling the
  * intent first, then observes again. Because the observation is rebuilt
  * from the world on every pass, the same pass repeated is harmless, and a
  * crash between any two steps resumes from what etcd and the target say.

@@ -1,0 +1,549 @@
+/*
+ * One pass over one cluster: an ordered array of small steps.
+ *
+ * A pass observes the world, compares it with the latched spec, and takes
+ * at most one safe step; the same pass repeated is harmless. Each step is
+ * a function of the pass's one context (pass_ctx: the cluster, its world,
+ * decide()'s step, the result) that either lets the next step run or ends
+ * the pass, the pass_result filled with its typed outcome: converged,
+ * progressed (pass again at once), waiting (requeue after poll_ms), blocked
+ * (retry after a long backoff) or failed (terminal until the spec changes);
+ * or it ends the pass with an error, when the pass could not run at all.
+ *
+ *   begin                latch the spec; end when terminal, unsupported, blocked
+ *   tls-switch-prepare   TLS switched off: the surfaces still on, set on the spec
+ *   ca-rotation-prepare  CA rotation: its phase set on the spec
+ *   observe              a crashed run's journal closed; the world; upkeep
+ *   recovery             disaster recovery: a pass that is the recovery's ends here
+ *   decide               decide.c: the one safe step
+ *   upgrade              the gates of a rolling version change around the step
+ *   conditions           the result says what was decided; conditions and phase
+ *   deadline             converged: cleared; overdue: terminal
+ *       converged only:  ca-rotation, tls-switch, auth, maintenance
+ *                        (the first that takes a step ends the pass)
+ *   act                  a step to take: journal-before-act (act.c)
+ *
+ * The membership state machine (its diagram and invariants) is decide.c's;
+ * the effects, each journaled before it acts, are act.c's.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <string.h>
+
+#include "pki/auto.h"
+#include "reconciler/auth.h"
+#include "reconciler/carotate.h"
+#include "reconciler/internal.h"
+#include "reconciler/recovery.h"
+#include "reconciler/tlsswitch.h"
+#include "util/xalloc.h"
+
+/* Everything one pass knows, from the step that learns it on. */
+typedef struct pass_ctx {
+        reconciler *r;
+        cluster_ctx *x;
+        pass_result *res;
+        world w;
+        const etcd_cluster *c; /* the latched spec (x->latched), from "begin" on */
+        carotate_env ca_env;   /* set up before observing, asked again once converged */
+        bool first_pass;       /* this process's first over the cluster (from "observe" on) */
+        desired want;          /* from "decide" on */
+        step s;                /* decide()'s step, from "decide" on; "upgrade" may rewrite it */
+        bool decided;
+        int error; /* PASS_NEXT_ERROR: the -errno reconciler_pass() returns */
+} pass_ctx;
+
+/* What a step tells the pass. */
+typedef enum pass_next {
+        PASS_NEXT_CONTINUE, /* the next step runs */
+        PASS_NEXT_END,      /* the pass ends here, with res filled */
+        PASS_NEXT_ERROR,    /* the pass could not run: error holds -errno, res->message why */
+} pass_next;
+
+/* Which passes a step runs in. */
+typedef enum pass_when {
+        PASS_WHEN_ALWAYS,
+        /* decide() chose no step, and no converged-only step before took one */
+        PASS_WHEN_CONVERGED,
+        /* decide() chose a step (after the deadline let it through) */
+        PASS_WHEN_STEP,
+} pass_when;
+
+typedef struct pass_step {
+        const char *name;
+        pass_next (*run)(pass_ctx *p);
+        pass_when when;
+} pass_step;
+
+static pass_next pass_error(pass_ctx *p, int k)
+{
+        assert(k < 0);
+        p->error = k;
+        return PASS_NEXT_ERROR;
+}
+
+/* The state store failed in what a step did first: the pass could not run. */
+static pass_next pass_state_error(pass_ctx *p, int k, const char *what)
+{
+        snprintf(p->res->message, sizeof(p->res->message), "%s: %s", what, state_last_error());
+        return pass_error(p, k);
+}
+
+/* ---- before observing ---------------------------------------------------- */
+
+/* The commit and author behind the latched spec, for audit events. */
+static void origin_of(reconciler *r, const state_cluster *sc, char **ret_commit, char **ret_author)
+{
+        *ret_commit = NULL;
+        *ret_author = NULL;
+        if (!sc || isempty(sc->desired_commit))
+                return;
+        *ret_commit = xstrdup(sc->desired_commit);
+        state_revision *rev = NULL;
+        if (state_revision_get(r->opts.db, sc->desired_commit, &rev) == 0 && rev) {
+                if (rev->author_name)
+                        *ret_author = xasprintf("%s <%s>", rev->author_name,
+                                                rev->author_email ? rev->author_email : "");
+                state_revision_free(rev);
+        }
+}
+
+/*
+ * Before observing: latch the spec, and end the pass at once when the
+ * cluster is terminal, asks for what the target cannot do, or waits out a
+ * refused step.
+ */
+static pass_next pass_begin(pass_ctx *p)
+{
+        reconciler *r = p->r;
+        cluster_ctx *x = p->x;
+        world *w = &p->w;
+        pass_result *res = p->res;
+        int k = state_cluster_get(r->opts.db, x->name, &w->sc);
+        if (k < 0)
+                return pass_error(p, k);
+        k = reconciler_latch(r, x, w->sc);
+        if (k < 0) {
+                snprintf(res->message, sizeof(res->message), "cannot latch the spec: %s",
+                         k == -EBADMSG ? "the stored spec does not parse" : state_last_error());
+                return pass_error(p, k);
+        }
+        assert(x->latched);
+        const etcd_cluster *c = p->c = x->latched;
+        origin_of(r, w->sc, &w->commit, &w->author);
+
+        /* Terminal until the spec changes: stored as such when the deadline passed. */
+        if (w->sc->terminal_reason) {
+                res->outcome = PASS_FAILED;
+                snprintf(res->reason, sizeof(res->reason), "%s", w->sc->terminal_reason);
+                snprintf(res->message, sizeof(res->message), "%s",
+                         w->sc->terminal_message ? w->sc->terminal_message : "");
+                return PASS_NEXT_END;
+        }
+
+        const target_ops *ops = r->opts.target->ops;
+        if ((c->tls.provider == TLS_PROVIDER_SECRETS ||
+             c->tls.provider == TLS_PROVIDER_CERT_MANAGER) &&
+            !(ops->caps & TARGET_CAP_TLS_FROM_SECRETS)) {
+                res->outcome = PASS_FAILED;
+                snprintf(res->reason, sizeof(res->reason), "Unsupported");
+                snprintf(res->message, sizeof(res->message),
+                         "tls.provider %s needs Kubernetes; on the %s target use "
+                         "tls.provider auto",
+                         tls_provider_name(c->tls.provider), ops->name);
+                return PASS_NEXT_END;
+        }
+
+        /* A step the target refused: not again before the pause is over. */
+        if (x->blocked_until && mono(r) < x->blocked_until) {
+                res->outcome = PASS_BLOCKED;
+                res->poll_ms = (int)(x->blocked_until - mono(r));
+                snprintf(res->message, sizeof(res->message), "%s", x->blocked_message);
+                return PASS_NEXT_END;
+        }
+        x->blocked_until = 0;
+        return PASS_NEXT_CONTINUE;
+}
+
+/* TLS switched off (reconciler/tlsswitch.h): the surfaces still on, set on the spec. */
+static pass_next pass_tls_switch_prepare(pass_ctx *p)
+{
+        tlsswitch_env pre = {.db = p->r->opts.db,
+                             .cluster = p->x->name,
+                             .commit = p->w.commit,
+                             .author = p->w.author,
+                             .now_ms = wall(p->r)};
+        int k = tlsswitch_prepare(&pre, p->x->latched);
+        return k < 0 ? pass_state_error(p, k, "TLS switch") : PASS_NEXT_CONTINUE;
+}
+
+/*
+ * CA rotation (reconciler/carotate.h): its phase is set on the spec before
+ * observing. The environment is kept for the converged pass's step: the
+ * records it points to are the ones "observe" reads.
+ */
+static pass_next pass_ca_rotation_prepare(pass_ctx *p)
+{
+        reconciler *r = p->r;
+        p->ca_env = (carotate_env){.db = r->opts.db,
+                                   .target = r->opts.target,
+                                   .c = p->x->latched,
+                                   .cluster = p->x->name,
+                                   .bootstrapped = p->w.sc && !isempty(p->w.sc->cluster_id),
+                                   .records = &p->w.records,
+                                   .commit = p->w.commit,
+                                   .author = p->w.author,
+                                   .now_ms = wall(r)};
+        int k = carotate_prepare(&p->ca_env);
+        return k < 0 ? pass_state_error(p, k, "CA rotation") : PASS_NEXT_CONTINUE;
+}
+
+/* ---- observe, decide ----------------------------------------------------- */
+
+/* Observe the world: the journal left by an earlier run, the target, etcd, the records. */
+static pass_next pass_observe(pass_ctx *p)
+{
+        reconciler *r = p->r;
+        cluster_ctx *x = p->x;
+        world *w = &p->w;
+        /* The first pass of this process: time gitcd was not running does not count. */
+        p->first_pass = !x->journal_checked;
+        journal_recover(r, x);
+        (void)r->opts.target->ops->tick(r->opts.target);
+        int k = world_observe(r, x, p->c, w);
+        if (k < 0) {
+                snprintf(p->res->message, sizeof(p->res->message), "cannot observe: %s",
+                         w->target_failed ? target_last_error(r->opts.target) : state_last_error());
+                return pass_error(p, k);
+        }
+        world_record(r, x, p->c, w);
+        if (!w->quiet)
+                act_upkeep(r, x, p->c, w);
+        assert(w->obs.n == w->n);
+        return PASS_NEXT_CONTINUE;
+}
+
+/* Disaster recovery (reconciler/recovery.c): a pass that is the recovery's ends here. */
+static pass_next pass_recovery(pass_ctx *p)
+{
+        reconciler *r = p->r;
+        cluster_ctx *x = p->x;
+        world *w = &p->w;
+        recovery_env env = {
+            .db = r->opts.db,
+            .target = r->opts.target,
+            .etcd = r->opts.etcd,
+            .conn = x->client,
+            .c = p->c,
+            .cluster = x->name,
+            .records = &w->records,
+            .obs = &w->obs,
+            .quorum = world_has_quorum(w),
+            .latched_json = w->sc->observed_json ? w->sc->observed_json : w->sc->desired_json,
+            .latched_hash = x->latched_hash,
+            .commit = w->commit,
+            .author = w->author,
+            .etcd_dir = r->opts.etcd_dir,
+            .now_ms = wall(r),
+        };
+        int k = recovery_pass(&env, p->res);
+        if (k < 0)
+                return pass_error(p, k);
+        if (k == 0)
+                return PASS_NEXT_CONTINUE;
+        (void)state_cluster_set_phase(r->opts.db, x->name, "Recovering", wall(r));
+        return PASS_NEXT_END;
+}
+
+/* The one safe step (reconciler/decide.h). */
+static pass_next pass_decide(pass_ctx *p)
+{
+        int64_t life_s = 0, renew_s = 0;
+        pki_auto_lifetime(p->c, &life_s, &renew_s);
+        p->want = (desired){.replicas = p->c->replicas,
+                            .static_bootstrap = p->c->bootstrap_mode == BOOTSTRAP_STATIC,
+                            .renew_before_ms = renew_s * 1000};
+        decide(&p->want, &p->w.obs, &p->s);
+        p->decided = true;
+        return PASS_NEXT_CONTINUE;
+}
+
+/* A rolling version change (rollout.c): the step may wait; UpgradeFailed ends the pass. */
+static pass_next pass_upgrade(pass_ctx *p)
+{
+        if (rollout_pass(p->r, p->x, p->c, &p->w, &p->s, p->res) == 0)
+                return PASS_NEXT_END; /* terminal, res filled */
+        return PASS_NEXT_CONTINUE;
+}
+
+/* The result says what was decided; the conditions and the phase are stored. */
+static pass_next pass_conditions(pass_ctx *p)
+{
+        pass_result *res = p->res;
+        const step *s = &p->s;
+        res->step = s->kind;
+        snprintf(res->member, sizeof(res->member), "%s", s->member ? s->member : "");
+        snprintf(res->reason, sizeof(res->reason), "%s", s->reason ? s->reason : "");
+        snprintf(res->message, sizeof(res->message), "%s", s->message);
+        conditions_update(p->r, p->x, &p->w, &p->want, s);
+        return PASS_NEXT_CONTINUE;
+}
+
+/* The progress deadline (conditions.c): converged goes on to the converged-only steps. */
+static pass_next pass_deadline(pass_ctx *p)
+{
+        pass_result *res = p->res;
+        if (progress_deadline(p->r, p->x, p->c, &p->w, &p->s, p->first_pass, res))
+                return PASS_NEXT_CONTINUE;
+        if (res->outcome != PASS_CONVERGED)
+                return PASS_NEXT_END; /* terminal */
+        /* Converged: look again when the next certificate is due for renewal. */
+        int64_t due = certs_next_renewal_ms(&p->want, &p->w.obs);
+        if (due)
+                res->poll_ms = (int)MIN(MAX(due - p->w.obs.now_ms, 1000), 3600 * 1000);
+        return PASS_NEXT_CONTINUE;
+}
+
+/* ---- a converged cluster ------------------------------------------------- */
+
+/* CA rotation (reconciler/carotate.h): the rotation's next step. */
+static pass_next pass_ca_rotation(pass_ctx *p)
+{
+        bool new_identity = false;
+        int k = carotate_converged(&p->ca_env, p->res, &new_identity);
+        if (k == 0)
+                return PASS_NEXT_CONTINUE;
+        if (new_identity && p->x->client) /* dial again with the new certificate */
+                cluster_client_drop(p->r, p->x);
+        return k < 0 ? pass_error(p, k) : PASS_NEXT_END;
+}
+
+/* TLS switched on or off (reconciler/tlsswitch.h): the switch's next step. */
+static pass_next pass_tls_switch(pass_ctx *p)
+{
+        reconciler *r = p->r;
+        world *w = &p->w;
+        tlsswitch_env ts = {.db = r->opts.db,
+                            .target = r->opts.target,
+                            .c = p->c,
+                            .cluster = p->x->name,
+                            .records = &w->records,
+                            .etcd = w->etcd,
+                            .leader = w->leader,
+                            .ops = r->opts.etcd,
+                            .conn = p->x->client,
+                            .commit = w->commit,
+                            .author = w->author,
+                            .now_ms = wall(r)};
+        int k = tlsswitch_converged(&ts, p->res);
+        if (k == 0)
+                return PASS_NEXT_CONTINUE;
+        return k < 0 ? pass_error(p, k) : PASS_NEXT_END;
+}
+
+/*
+ * etcd auth of a converged cluster (reconciler/auth.h): one step when etcd's
+ * auth differs from spec.auth. A step may change the credentials clients
+ * use, so the cluster's connection is made again on the next pass.
+ */
+static pass_next pass_auth(pass_ctx *p)
+{
+        reconciler *r = p->r;
+        cluster_ctx *x = p->x;
+        pass_result *res = p->res;
+        if (!x->client_endpoints)
+                return PASS_NEXT_CONTINUE;
+        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
+        cluster_client_tls(r, p->c, &ca, &cert, &key);
+        char *secret_pw = NULL;
+        _cleanup_free_ char *secret_error = NULL;
+        (void)auth_secret_password(r->opts.target, p->c, r->opts.state_dir, &secret_pw,
+                                   &secret_error);
+        auth_env env = {
+            .etcd = r->opts.etcd,
+            .etcd_userdata = r->opts.etcd_userdata,
+            .base = {.endpoints = x->client_endpoints,
+                     .cacert = ca,
+                     .cert = cert,
+                     .key = key,
+                     .call_timeout_ms = r->opts.etcd_timeout_ms},
+            .state_dir = r->opts.state_dir,
+            .cluster = x->name,
+            .want = p->c->auth.enabled,
+            .db = r->opts.db,
+            .now_ms = wall(r),
+            .commit = p->w.commit,
+            .author = p->w.author,
+            .secret_password = secret_pw,
+            .secret_error = secret_error,
+        };
+        int k = auth_pass(&env, res->message, sizeof(res->message));
+        if (secret_pw) {
+                explicit_bzero(secret_pw, strlen(secret_pw));
+                free(secret_pw);
+        }
+        if (k == 0)
+                return PASS_NEXT_CONTINUE;
+        if (k > 0) {
+                res->outcome = PASS_PROGRESSED;
+                cluster_client_drop(r, x);
+                return PASS_NEXT_END;
+        }
+        log_warn("%s: etcd auth: %s", x->name, res->message);
+        res->outcome = PASS_WAITING;
+        res->poll_ms = 10 * POLL_RETRY_MS; /* a person may have to act: not every second */
+        snprintf(res->reason, sizeof(res->reason), "AuthPending");
+        return PASS_NEXT_END;
+}
+
+/*
+ * Maintenance of a converged cluster (maintenance/maintenance.h): at most
+ * one step per pass; a run in progress keeps the pass from reporting
+ * converged, so `gitcd apply` waits for it. Idle, it may only shorten the
+ * converged pass's poll_ms.
+ */
+static pass_next pass_maintenance(pass_ctx *p)
+{
+        reconciler *r = p->r;
+        const world *w = &p->w;
+        pass_result *res = p->res;
+        if (!r->maint)
+                return PASS_NEXT_CONTINUE;
+        const char **names = xcalloc(w->records.n + 1, sizeof(char *));
+        const char **urls = xcalloc(w->records.n + 1, sizeof(char *));
+        size_t n = 0;
+        for (size_t i = 0; i < w->records.n; i++) {
+                const state_member *m = w->records.items[i];
+                if (!m->dormant && !m->learner && !isempty(m->client_url)) {
+                        names[n] = m->name;
+                        urls[n++] = m->client_url;
+                }
+        }
+        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
+        cluster_client_tls(r, p->c, &ca, &cert, &key);
+        auth_creds cr = {0};
+        (void)auth_credentials(r->opts.state_dir, w->sc->name, &cr);
+        maint_cluster mc = {.cluster = w->sc->name,
+                            .spec = p->c,
+                            .sc = w->sc,
+                            .names = names,
+                            .client_urls = urls,
+                            .n = n,
+                            .cacert = ca,
+                            .cert = cert,
+                            .key = key,
+                            .user = cr.user,
+                            .password = cr.password,
+                            .commit = w->commit,
+                            .author = w->author};
+        maint_result mr;
+        if (maintenance_pass(r->maint, &mc, &mr) == 0 && mr.outcome != MAINT_OUT_IDLE) {
+                res->outcome = mr.outcome == MAINT_OUT_ACTED ? PASS_PROGRESSED : PASS_WAITING;
+                res->poll_ms = mr.poll_ms;
+                snprintf(res->message, sizeof(res->message), "%s", mr.message);
+        } else if (mr.poll_ms > 0 && (res->poll_ms == 0 || mr.poll_ms < res->poll_ms)) {
+                res->poll_ms = mr.poll_ms;
+        }
+        auth_creds_release(&cr);
+        free(names);
+        free(urls);
+        return res->outcome == PASS_CONVERGED ? PASS_NEXT_CONTINUE : PASS_NEXT_END;
+}
+
+/* ---- a step to take ------------------------------------------------------ */
+
+/* The step decided (act.c); one that could not even start is tried again soon. */
+static pass_next pass_act(pass_ctx *p)
+{
+        pass_result *res = p->res;
+        int k = act_step(p->r, p->x, p->c, &p->w, &p->s, res);
+        if (k < 0 && res->outcome != PASS_WAITING) {
+                res->outcome = PASS_WAITING;
+                res->poll_ms = POLL_RETRY_MS;
+                if (!res->message[0])
+                        snprintf(res->message, sizeof(res->message), "%s", strerror(-k));
+        }
+        return PASS_NEXT_END;
+}
+
+/* ---- the pass ------------------------------------------------------------ */
+
+/*
+ * The steps of a pass, in order. To add one: write `static pass_next
+ * pass_<name>(pass_ctx *p)` above (what it needs from the pass goes into
+ * pass_ctx, filled by the step that learns it) and add its row where it
+ * belongs, with the passes it runs in (.when). A step that ends the pass
+ * fills res first (its outcome, and a message that says why). A check
+ * that may hold back the step decided goes after "decide": before
+ * "conditions" when it rewrites p->s (a wait that says why, which the
+ * conditions then show), or just before "act" (PASS_WHEN_STEP) when it
+ * ends the pass itself; either way nothing has been acted on yet.
+ */
+static const pass_step pass_steps[] = {
+    {"begin", pass_begin, PASS_WHEN_ALWAYS},
+    {"tls-switch-prepare", pass_tls_switch_prepare, PASS_WHEN_ALWAYS},
+    {"ca-rotation-prepare", pass_ca_rotation_prepare, PASS_WHEN_ALWAYS},
+    {"observe", pass_observe, PASS_WHEN_ALWAYS},
+    {"recovery", pass_recovery, PASS_WHEN_ALWAYS},
+    {"decide", pass_decide, PASS_WHEN_ALWAYS},
+    {"upgrade", pass_upgrade, PASS_WHEN_ALWAYS},
+    {"conditions", pass_conditions, PASS_WHEN_ALWAYS},
+    {"deadline", pass_deadline, PASS_WHEN_ALWAYS},
+    {"ca-rotation", pass_ca_rotation, PASS_WHEN_CONVERGED},
+    {"tls-switch", pass_tls_switch, PASS_WHEN_CONVERGED},
+    {"auth", pass_auth, PASS_WHEN_CONVERGED},
+    {"maintenance", pass_maintenance, PASS_WHEN_CONVERGED},
+    {"act", pass_act, PASS_WHEN_STEP},
+};
+
+static bool pass_step_applies(const pass_ctx *p, pass_when when)
+{
+        switch (when) {
+        case PASS_WHEN_ALWAYS:
+                return true;
+        case PASS_WHEN_CONVERGED:
+                assert(p->decided);
+                return p->s.kind == STEP_CONVERGED && p->res->outcome == PASS_CONVERGED;
+        case PASS_WHEN_STEP:
+                assert(p->decided);
+                return p->s.kind != STEP_CONVERGED;
+        }
+        return false;
+}
+
+/* The steps in order, until one does not continue (each pass ends at one, said at debug level). */
+static int pass_run(pass_ctx *p)
+{
+        const pass_step *last = NULL;
+        pass_next next = PASS_NEXT_CONTINUE;
+        for (size_t i = 0; i < ARRAY_SIZE(pass_steps) && next == PASS_NEXT_CONTINUE; i++) {
+                if (!pass_step_applies(p, pass_steps[i].when))
+                        continue;
+                last = &pass_steps[i];
+                next = last->run(p);
+        }
+        assert(last);
+        log_debug("%s: the pass ended at %s: %s", p->x->name, last->name,
+                  next == PASS_NEXT_ERROR ? strerror(-p->error)
+                                          : pass_outcome_name(p->res->outcome));
+        return next == PASS_NEXT_ERROR ? p->error : 0;
+}
+
+static void pass_ctx_release(pass_ctx *p)
+{
+        world_release(&p->w);
+}
+
+int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
+{
+        memset(res, 0, sizeof(*res));
+        _cleanup_(pass_ctx_release) pass_ctx p = {
+            .r = r,
+            .x = cluster_ctx_get(r, cluster),
+            .res = res,
+        };
+        int k = pass_run(&p);
+        quiet_pass_end(&p.x->quiet, p.w.quiet, k >= 0 && res->outcome == PASS_CONVERGED, p.w.digest,
+                       mono(r));
+        return k;
+}
