@@ -994,8 +994,8 @@ int cmd_snapshot(int argc, char **argv)
         if (target_flag && !streq(verb, "save") && !streq(verb, "verify") &&
             !(streq(verb, "restore") && all_digits(cluster))) {
                 fprintf(stderr,
-                        "gitcd snapshot %s: --target and the target's options are for save, "
-                        "verify, and restore of a recorded snapshot (by id)\n",
+                        "gitcd snapshot %s: --target and the target's options are for save "
+                        "and verify, and for restore of a recorded snapshot (by id)\n",
                         verb);
                 return EXIT_USAGE;
         }

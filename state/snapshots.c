@@ -83,15 +83,20 @@ int state_snapshot_finish(state_db *db, int64_t id, const state_snapshot *s, int
         return db_end(db, r < 0 ? r : 0);
 }
 
-/* A record with its latest finished drill (d: NULL columns when it never had one). */
+/*
+ * A record with its latest drill that reached a verdict, else its latest
+ * finished one (d: NULL columns when it never had one): a drill that could
+ * not run does not hide what an earlier one proved.
+ */
 #define SNAPSHOT_SELECT                                                                            \
         "SELECT s.id, s.cluster, s.trigger, s.slot_ms, s.started_ms, s.finished_ms, s.result, "    \
         "s.error, s.member, s.revision, s.size, s.db_size, s.sha256, s.compression, "              \
         "s.etcd_version, s.destination, s.key, s.location, s.duration_ms, s.expired_ms, "          \
         "s.deleted_ms, s.delete_error, s.declared_by, coalesce(s.key_count, -1), d.result, "       \
         "d.trigger, d.method, d.message, d.finished_ms, d.restore_ms, d.duration_ms "              \
-        "FROM snapshots s LEFT JOIN snapshot_drills d ON d.id = (SELECT max(x.id) FROM "           \
-        "snapshot_drills x WHERE x.snapshot_id = s.id AND x.result <> 'running') "
+        "FROM snapshots s LEFT JOIN snapshot_drills d ON d.id = (SELECT x.id FROM "                \
+        "snapshot_drills x WHERE x.snapshot_id = s.id AND x.result <> 'running' "                  \
+        "ORDER BY x.result = 'unverified', x.id DESC LIMIT 1) "
 
 static state_snapshot *snapshot_from_row(sqlite3_stmt *st)
 {

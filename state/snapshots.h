@@ -55,8 +55,10 @@ typedef struct state_snapshot {
         /* Keys the member held at the snapshot's revision (a count-only Range); -1: unknown. */
         int64_t key_count;
         /*
-         * The latest finished restore drill of this snapshot (state_snapshot_drill,
-         * read with the record; written only by the drill functions below).
+         * The latest restore drill of this snapshot that reached a verdict
+         * (verified or verify-failed), else its latest finished one
+         * (unverified): a drill that could not run does not hide what an
+         * earlier one proved. Read with the record from state_snapshot_drill;
          * verify_result NULL: never drilled.
          */
         char *verify_result; /* "verified", "verify-failed" or "unverified" */
@@ -161,7 +163,7 @@ void state_snapshot_request_list_release(state_snapshot_request_list *l);
  *                              destination unreachable, gitcd stopped): it
  *                              says nothing about the snapshot
  *
- * A snapshot record carries its latest finished drill (verify_* above).
+ * A snapshot record carries its latest verdict (verify_* above).
  */
 typedef struct state_snapshot_drill {
         int64_t id;
