@@ -492,7 +492,9 @@ int main(void)
                 fprintf(stderr, "etcd 3.5.16 not installed; skipping\n");
                 return 77;
         }
-        setenv("GITCD_ETCD_DIR", harness_etcd_dir(), 1);
+        char *etcd_dir = harness_etcd_dir();
+        setenv("GITCD_ETCD_DIR", etcd_dir, 1);
+        free(etcd_dir);
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_hashkv_then_fallback_after_compaction),
             cmocka_unit_test(test_hashkv_mismatch),
