@@ -521,7 +521,7 @@ static int do_list(const char *cluster, const char *path, bool json)
         if (!json && l.n == 0 && pending.n == 0)
                 fprintf(stderr, "gitcd snapshot: no snapshots recorded in %s\n", path);
         else if (!json)
-                printf("%-5s %-24s %-20s %-8s %-9s %-14s %-9s %-10s %-10s %s\n", "ID", "CLUSTER",
+                printf("%-5s %-24s %-20s %-8s %-9s %-15s %-9s %-10s %-10s %s\n", "ID", "CLUSTER",
                        "STARTED", "TRIGGER", "RESULT", "VERIFY", "REVISION", "SIZE", "MEMBER",
                        "LOCATION / ERROR");
         /* declared snapshots not taken yet (`gitcd run` takes them) */
@@ -541,7 +541,7 @@ static int do_list(const char *cluster, const char *path, bool json)
                         continue;
                 }
                 _cleanup_free_ char *c = clean(q->cluster), *obj = clean(q->object);
-                printf("%-5s %-24s %-20s %-8s %-9s %-14s %-9s %-10s %-10s (%s)\n", "-", c, when,
+                printf("%-5s %-24s %-20s %-8s %-9s %-15s %-9s %-10s %-10s (%s)\n", "-", c, when,
                        "declared", "pending", "-", "-", "-", "-", obj);
         }
         state_snapshot_request_list_release(&pending);
@@ -572,7 +572,7 @@ static int do_list(const char *cluster, const char *path, bool json)
                 _cleanup_free_ char *by = s->declared_by ? clean(s->declared_by) : NULL;
                 _cleanup_free_ char *verify = xasprintf(
                     "%s%s", s->verify_result ? s->verify_result : "-", candidate ? " *" : "");
-                printf("%-5lld %-24s %-20s %-8s %-9s %-14s %-9lld %-10lld %-10s %s%s%s%s\n",
+                printf("%-5lld %-24s %-20s %-8s %-9s %-15s %-9lld %-10lld %-10s %s%s%s%s\n",
                        (long long)s->id, c, when, s->trigger, snapshot_state(s), verify,
                        (long long)s->revision, (long long)s->size, m, where, by ? " (" : "",
                        by ? by : "", by ? ")" : "");
