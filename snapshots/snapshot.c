@@ -669,6 +669,8 @@ static void audit_snapshot(state_db *db, const snapshot_job *job, const state_sn
                 json_object_set_new(after, "member", json_string(rec->member));
         if (streq_ptr(rec->result, "succeeded")) {
                 json_object_set_new(after, "revision", json_integer(rec->revision));
+                if (rec->key_count >= 0)
+                        json_object_set_new(after, "keys", json_integer(rec->key_count));
                 json_object_set_new(after, "size", json_integer(rec->size));
                 json_object_set_new(after, "sha256", json_string(rec->sha256));
                 json_object_set_new(after, "compression", json_string(rec->compression));
