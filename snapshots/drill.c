@@ -336,6 +336,21 @@ typedef struct drill {
         int64_t revision, key_count, restore_ms;
 } drill;
 
+static void drill_release(drill *d)
+{
+        etcd_client_free(d->local);
+        etcd_client_free(d->live);
+        throwaway_release(&d->t);
+        free(d->message);
+        free(d->folder);
+        free(d->snapshot);
+        free(d->data_dir);
+        free(d->tool);
+        free(d->etcd);
+        etcd_cluster_free(d->spec);
+        *d = (drill){0};
+}
+
 static int verdict(drill *d, const char *result, char *message)
 {
         d->result = result;
@@ -776,8 +791,10 @@ int snapshot_drill(state_db *db, const snapshot_job *job, int64_t id,
         }
         if (!d.result)
                 UNVERIFIED(&d, "the drill ended without a verdict");
+        /* the throwaway etcd and the folder go whatever the verdict */
         etcd_client_free(d.local);
         etcd_client_free(d.live);
+        d.local = d.live = NULL;
         throwaway_release(&d.t);
         if (d.folder)
                 (void)rm_rf(d.folder);
@@ -796,13 +813,7 @@ int snapshot_drill(state_db *db, const snapshot_job *job, int64_t id,
         close(lock_fd);
         log_debug("%s: drill of snapshot %lld: %s: %s", job->cluster, (long long)id, d.result,
                   d.message);
-        free(d.message);
-        free(d.folder);
-        free(d.snapshot);
-        free(d.data_dir);
-        free(d.tool);
-        free(d.etcd);
-        etcd_cluster_free(d.spec);
+        drill_release(&d);
         if (r < 0) {
                 *ret_error = xstrdup(state_last_error());
                 return r;
