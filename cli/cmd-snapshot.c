@@ -63,8 +63,8 @@
 static void usage(FILE *out)
 {
         fprintf(out,
-                "usage: gitcd snapshot save NS/NAME [--to PATH] [--verify] [--target T ...] "
-                "[options]\n"
+                "usage: gitcd snapshot save NS/NAME [--to PATH] [--verify] [--target T ...]\n"
+                "                           [options]\n"
                 "       gitcd snapshot list [NS/NAME] [-o table|json] [options]\n"
                 "       gitcd snapshot verify ID [--target T ...] [options]\n"
                 "       gitcd snapshot restore ID|FILE (--into DIR | --print-spec)\n"
