@@ -257,6 +257,7 @@ void etcd_cluster_free(etcd_cluster *c)
         free(c->options.auto_compaction_retention);
         kv_list_release(&c->options.extra_flags);
         free(c->snapshots.schedule);
+        free(c->snapshots.verify_schedule);
         storage_location_release(&c->snapshots.destination);
         free(c->defrag.schedule);
         free(c->defrag.free_space_above);

@@ -182,9 +182,18 @@ typedef enum snapshot_compression {
         COMPRESSION_GZIP, /* gzip (zlib), ".gz" keys */
 } snapshot_compression;
 
+/* spec.snapshots.verify: restore drills of the cluster's snapshots (snapshots/drill.h). */
+typedef enum snapshot_verify {
+        VERIFY_EVERY,    /* the default: a drill of each snapshot once it is stored */
+        VERIFY_SCHEDULE, /* at the cron times of verify_schedule: the newest snapshot */
+        VERIFY_OFF,
+} snapshot_verify;
+
 typedef struct snapshot_spec {
         bool enabled;
         char *schedule;                   /* 5-field cron expression */
+        snapshot_verify verify;           /* default VERIFY_EVERY */
+        char *verify_schedule;            /* VERIFY_SCHEDULE: a 5-field cron expression */
         snapshot_compression compression; /* default none */
         int retention_count;              /* keep this many newest; default 7 */
         int64_t retention_max_age_ms;     /* 0: no age limit */

@@ -301,13 +301,25 @@ static void read_snapshots(reader *r, const ynode *spec)
         const char *P = "spec.snapshots";
         if (!rd_map(r, spec, "spec", "snapshots", NULL, &m))
                 return;
-        static const char *const known[] = {"enabled",     "schedule",    "retention",
-                                            "destination", "compression", NULL};
+        static const char *const known[] = {"enabled",     "schedule", "retention", "destination",
+                                            "compression", "verify",   NULL};
         rd_keys(r, m, P, known, NULL);
         s->enabled = true;
         if (!rd_bool(r, m, P, "enabled", NULL, &s->enabled) && rd_get(m, "enabled", NULL))
                 s->enabled = false; /* reported; do not pile up follow-on errors */
         rd_string(r, m, P, "schedule", NULL, &s->schedule);
+        /* every, off, or a cron expression (checked with the schedules, validate.c) */
+        _cleanup_free_ char *verify = NULL;
+        if (rd_string(r, m, P, "verify", NULL, &verify)) {
+                if (streq(verify, "every"))
+                        s->verify = VERIFY_EVERY;
+                else if (streq(verify, "off"))
+                        s->verify = VERIFY_OFF;
+                else {
+                        s->verify = VERIFY_SCHEDULE;
+                        s->verify_schedule = TAKE_PTR(verify);
+                }
+        }
         static const char *const compressions[] = {"none", "gzip", NULL};
         int comp;
         if (rd_enum(r, m, P, "compression", NULL, compressions, &comp))

@@ -234,6 +234,11 @@ json_t *spec_to_json(const etcd_cluster *c)
         set_str(snap, "schedule", s->schedule);
         if (s->compression == COMPRESSION_GZIP)
                 set_str(snap, "compression", "gzip");
+        /* The default (every) is left out, so specs written before it existed keep their hash. */
+        if (s->verify == VERIFY_OFF)
+                set_str(snap, "verify", "off");
+        else if (s->verify == VERIFY_SCHEDULE)
+                set_str(snap, "verify", s->verify_schedule);
         json_t *ret = json_object();
         json_object_set_new(ret, "count", json_integer(s->retention_count));
         if (s->retention_max_age_ms > 0) {

@@ -332,6 +332,11 @@ static void check_schedules(reader *r)
         snapshot_spec *s = &c->snapshots;
         if (s->schedule)
                 check_cron(r, "spec.snapshots.schedule", s->schedule);
+        _cleanup_free_ char *why = NULL;
+        if (s->verify == VERIFY_SCHEDULE && cron_check(s->verify_schedule, &why) < 0)
+                rd_diag_at(r, DIAG_ERROR, "spec.snapshots.verify",
+                           "%s: \"%s\" is not every, off or a cron expression: %s",
+                           rd_name(r, "spec.snapshots.verify"), s->verify_schedule, why);
         if (s->enabled && !s->schedule && !written(c, "spec.snapshots.schedule"))
                 rd_diag_at(r, DIAG_ERROR, "spec.snapshots", "%s.schedule is required",
                            rd_name(r, "spec.snapshots"));

@@ -27,7 +27,9 @@
 #include "cli/runner.h"
 #include "reconciler/reconcile.h"
 #include "reconciler/recovery.h"
+#include "snapshots/schedule.h"
 #include "state/recovery.h"
+#include "state/snapshots.h"
 #include "util/fs.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -35,7 +37,8 @@
 static void usage(FILE *out)
 {
         fprintf(out,
-                "usage: gitcd recover NS/NAME --from-member NAME | --from-snapshot ID [options]\n\n"
+                "usage: gitcd recover NS/NAME (--from-member NAME | --from-snapshot ID|latest)\n"
+                "                     [options]\n\n"
                 "Recover a cluster that lost quorum for good (its missing members' data is\n"
                 "gone). `gitcd status NS/NAME` shows each member's raft index and revision\n"
                 "and proposes the safest source. gitcd refuses while quorum is not lost.\n\n"
@@ -43,7 +46,10 @@ static void usage(FILE *out)
                 "                       never left in its flags), then grow the cluster back\n"
                 "                       with new members joining as learners\n"
                 "  --from-snapshot ID   restore snapshot ID (`gitcd snapshot list`) as the\n"
-                "                       seed of a new member, then grow back the same way\n"
+                "                       seed of a new member, then grow back the same way;\n"
+                "                       latest: the restore candidate, the newest snapshot a\n"
+                "                       restore drill proved (else the newest no drill found\n"
+                "                       wanting; never one that failed its drill)\n"
                 "  --no-wait            record the request and exit (gitcd run, or the\n"
                 "                       next gitcd apply, carries it out)\n"
                 "  --timeout D          stop waiting after D (default 10m; e.g. 90s, 5m)\n"
@@ -95,6 +101,55 @@ static char *who_asks(void)
         if (gethostname(host, sizeof(host) - 1) < 0)
                 host[0] = '\0';
         return xasprintf("%s@%s (gitcd recover)", pw ? pw->pw_name : "?", host[0] ? host : "?");
+}
+
+/*
+ * --from-snapshot latest: the restore candidate of cluster (the newest
+ * snapshot a restore drill proved, else the newest no drill found wanting;
+ * never one that failed its drill), said aloud. A snapshot named by id
+ * that failed its drill is taken, with a warning. -ENOENT when there is
+ * no candidate.
+ */
+static int pick_snapshot(state_db *db, const char *cluster, bool latest, int64_t *id)
+{
+        state_snapshot_list l = {0};
+        int r = state_snapshot_list_for(db, cluster, 0, &l);
+        if (r < 0) {
+                fprintf(stderr, "gitcd recover: %s\n", state_last_error());
+                return r;
+        }
+        const state_snapshot *s = NULL;
+        if (latest) {
+                s = snapshot_restore_candidate(&l);
+                if (!s)
+                        fprintf(stderr,
+                                "gitcd recover: %s has no snapshot to restore: none succeeded "
+                                "and is kept, or each failed its restore drill (gitcd snapshot "
+                                "list %s; name one by id to restore it anyway)\n",
+                                cluster, cluster);
+        } else {
+                for (size_t i = 0; i < l.n && !s; i++)
+                        if (l.items[i]->id == *id)
+                                s = l.items[i];
+        }
+        if (s && latest) {
+                char when[40];
+                format_rfc3339(s->finished_ms, when, sizeof(when));
+                printf("latest: snapshot %lld of %s, revision %lld, taken %s, %s\n",
+                       (long long)s->id, cluster, (long long)s->revision, when,
+                       streq_ptr(s->verify_result, "verified")
+                           ? "proven to restore by its drill"
+                           : "not proven by a restore drill (none was)");
+        } else if (s && streq_ptr(s->verify_result, "verify-failed")) {
+                fprintf(stderr,
+                        "gitcd recover: warning: snapshot %lld failed its restore drill: %s\n",
+                        (long long)s->id, s->verify_message ? s->verify_message : "");
+        }
+        r = latest && !s ? -ENOENT : 0;
+        if (s)
+                *id = s->id;
+        state_snapshot_list_release(&l);
+        return r;
 }
 
 /* The running or finished record: 1 still running, 0 finished (printed), -errno. */
@@ -248,12 +303,13 @@ int cmd_recover(int argc, char **argv)
         }
         const char *cluster = argv[optind];
         int64_t snapshot_id = 0;
-        if (snapshot) {
+        bool latest = snapshot && streq(snapshot, "latest");
+        if (snapshot && !latest) {
                 char *end = NULL;
                 snapshot_id = strtoll(snapshot, &end, 10);
                 if (!end || *end || snapshot_id <= 0) {
                         fprintf(stderr, "gitcd recover: --from-snapshot takes a snapshot id "
-                                        "(gitcd snapshot list)\n");
+                                        "(gitcd snapshot list) or latest\n");
                         return EXIT_USAGE;
                 }
         }
@@ -275,6 +331,15 @@ int cmd_recover(int argc, char **argv)
                 fprintf(stderr, "gitcd recover: %s\n", state_last_error());
                 return EXIT_FAIL;
         }
+        /* latest: the restore candidate, named before anything is recorded */
+        if ((latest || snapshot_id) && pick_snapshot(db, cluster, latest, &snapshot_id) < 0) {
+                state_close(db);
+                return EXIT_FAIL;
+        }
+        _cleanup_free_ char *snapshot_text =
+            snapshot_id ? xasprintf("%lld", (long long)snapshot_id) : NULL;
+        if (snapshot_id)
+                snapshot = snapshot_text;
         /* The target it would drive, checked before anything is recorded. */
         ops_config tc;
         if (runner_cluster_target(db, cluster, &f, file, "gitcd recover", &tc) < 0) {

@@ -55,6 +55,7 @@
 #include "ops/http.h"
 #include "ops/metrics.h"
 #include "ops/notify.h"
+#include "state/snapshots.h"
 #include "snapshots/scheduler.h"
 #include "util/log.h"
 #include "util/timeutil.h"
@@ -417,6 +418,43 @@ static int start_http(const ops_config *c, const char *state_path, ops_http **re
         return 0;
 }
 
+/*
+ * A restore drill ended: one that failed or could not run is notified
+ * (snapshot.verify_failed, critical; snapshot.unverified, warning), and the
+ * first proof after either (snapshot.verified, info).
+ */
+static void notify_drill(state_db *db, const char *cluster, const state_snapshot_drill *d,
+                         void *userdata)
+{
+        notify_ctx *nc = userdata;
+        if (!nc->notifier)
+                return;
+        bool ok = streq(d->result, "verified");
+        if (ok) {
+                /* the drill before this one, of any snapshot of the cluster */
+                state_snapshot_drill_list l = {0};
+                bool after_trouble = false;
+                if (state_snapshot_drill_list_for(db, cluster, 2, &l) == 0 && l.n == 2)
+                        after_trouble = !streq_ptr(l.items[1]->result, "verified");
+                state_snapshot_drill_list_release(&l);
+                if (!after_trouble)
+                        return;
+        }
+        _cleanup_free_ char *message =
+            xasprintf("restore drill of snapshot %lld: %s", (long long)d->snapshot_id,
+                      d->message ? d->message : d->result);
+        bool failed = streq(d->result, "verify-failed");
+        ops_event ev = {.severity = ok       ? OPS_SEV_INFO
+                                    : failed ? OPS_SEV_CRITICAL
+                                             : OPS_SEV_WARNING,
+                        .event = ok       ? "snapshot.verified"
+                                 : failed ? "snapshot.verify_failed"
+                                          : "snapshot.unverified",
+                        .cluster = cluster,
+                        .message = message};
+        (void)ops_notify(nc->notifier, db, &ev);
+}
+
 /* Scheduled snapshots of the clusters of the current revision (in a worker thread). */
 static void snapshot_tick(snapshot_scheduler *snap, runner_source *rs)
 {
@@ -559,8 +597,11 @@ int cmd_run(int argc, char **argv)
                          config, r.state_path);
 
         snapshot_scheduler *snap = NULL;
-        snapshot_scheduler_opts so = {
-            .state_path = r.state_path, .state_dir = r.state_dir, .etcd_dir = cfg->etcd_dir};
+        snapshot_scheduler_opts so = {.state_path = r.state_path,
+                                      .state_dir = r.state_dir,
+                                      .etcd_dir = cfg->etcd_dir,
+                                      .drilled = notify_drill,
+                                      .userdata = &nc};
         if (snapshot_scheduler_new(&so, r.db, &snap) < 0) {
                 runner_close(&r);
                 ops_http_stop(http);

@@ -3,7 +3,11 @@
  *
  *   gitcd snapshot save CLUSTER   one snapshot now, through the same
  *                                 pipeline as scheduled ones (snapshots/)
- *   gitcd snapshot list [CLUSTER] the records in the state store
+ *   gitcd snapshot list [CLUSTER] the records in the state store, with the
+ *                                 latest restore drill of each
+ *   gitcd snapshot verify ID      a restore drill of a recorded snapshot now
+ *                                 (snapshots/drill.h); save --verify runs one
+ *                                 of the snapshot it took
  *   gitcd snapshot restore SNAP   a recorded snapshot (by id) or a file into a
  *                                 new data directory, or an EtcdCluster
  *                                 spec that restores it (snapshots/restore.h)
@@ -34,6 +38,7 @@
 #include <jansson.h>
 #include <libgen.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -42,8 +47,10 @@
 #include "api/spec.h"
 #include "cli/cli.h"
 #include "cli/runner.h"
+#include "snapshots/drill.h"
 #include "snapshots/receiver.h"
 #include "snapshots/restore.h"
+#include "snapshots/schedule.h"
 #include "snapshots/snapshot.h"
 #include "state/snapshots.h"
 #include "util/fs.h"
@@ -56,8 +63,10 @@
 static void usage(FILE *out)
 {
         fprintf(out,
-                "usage: gitcd snapshot save NS/NAME [--to PATH] [--target T ...] [options]\n"
+                "usage: gitcd snapshot save NS/NAME [--to PATH] [--verify] [--target T ...]\n"
+                "                           [options]\n"
                 "       gitcd snapshot list [NS/NAME] [-o table|json] [options]\n"
+                "       gitcd snapshot verify ID [--target T ...] [options]\n"
                 "       gitcd snapshot restore ID|FILE (--into DIR | --print-spec)\n"
                 "                              [--target T ...] [options]\n"
                 "       gitcd snapshot receive (--data-dir DIR | --store-dir DIR)\n"
@@ -69,7 +78,20 @@ static void usage(FILE *out)
                 "      PersistentVolumeClaim destination it waits up to 10 minutes while\n"
                 "      another snapshot writer of the cluster is in use (gitcd run's, say).\n"
                 "list: show the recorded snapshots, newest first, after the declared ones\n"
-                "      (EtcdSnapshot, EtcdBackup documents) `gitcd run` has not taken yet.\n"
+                "      (EtcdSnapshot, EtcdBackup documents) `gitcd run` has not taken yet,\n"
+                "      with what the latest restore drill of each found (VERIFY) and, marked\n"
+                "      *, each cluster's restore candidate (what `gitcd recover\n"
+                "      --from-snapshot latest` restores).\n"
+                "verify: run a restore drill of snapshot ID now and print what it found: fetch\n"
+                "      it back from its destination as a restore would (size and SHA-256\n"
+                "      against the record), restore it with etcd's tool for the cluster's\n"
+                "      version into <state dir>/drills/, start a throwaway etcd on 127.0.0.1\n"
+                "      on it and compare what it serves with the live cluster (HashKV at the\n"
+                "      snapshot's revision while the cluster has it, else the revision and the\n"
+                "      key count recorded with the snapshot). Read-only toward the members.\n"
+                "      Recorded (verified, verify-failed or unverified) and audited; one drill\n"
+                "      at a time per state folder (waits up to 10 minutes for another). The\n"
+                "      target is opened as for save. Exit 0 only when verified.\n"
                 "restore: check a snapshot (a record's size and SHA-256, etcd's own hash,\n"
                 "      etcd's tool) and restore it with etcd's tool for the version into a new\n"
                 "      data directory for one member (--into), or print an EtcdCluster spec\n"
@@ -87,16 +109,18 @@ static void usage(FILE *out)
                 "      until SIGTERM.\n\n"
                 "Options:\n"
                 "  --to PATH          save: store in this folder instead (an absolute path)\n"
-                "  --target T         save, restore ID: the target the cluster runs on (local,\n"
-                "                     kubernetes, hosts); default: the one recorded in the state\n"
-                "                     store when gitcd took the cluster's spec in, else the\n"
-                "                     configuration's target, else local\n"
+                "  --verify           save: then run a restore drill of it, as verify does\n"
+                "                     (exit 1 unless verified)\n"
+                "  --target T         save, verify, restore ID: the target the cluster runs\n"
+                "                     on (local, kubernetes, hosts); default: the one recorded\n"
+                "                     in the state store when gitcd took the cluster's spec in,\n"
+                "                     else the configuration's target, else local\n"
                 "  --kubeconfig F, --context C, --cluster-domain D, --snapshot-image I\n"
-                "                     save, restore ID, kubernetes target: as for apply and run\n"
-                "                     (the image is that of the writer Pod of a claim)\n"
+                "                     save, verify, restore ID, kubernetes target: as for apply\n"
+                "                     and run (the image is that of the writer Pod of a claim)\n"
                 "  --hosts-ssh-key F, --hosts-passphrase-file F, --hosts-known-hosts F,\n"
                 "  --hosts-ports C,P,M\n"
-                "                     save, hosts target: as for apply and run\n"
+                "                     save, verify, hosts target: as for apply and run\n"
                 "  --etcd-dir DIR     where etcd binaries are by version (as for apply/run)\n"
                 "  -o, --output FMT   list: table (default) or json\n"
                 "  --into DIR         restore: the new data directory (must not exist)\n"
@@ -239,8 +263,54 @@ static char *clean(const char *s)
         return c;
 }
 
-static int do_save(const char *cluster, const char *path, const char *to, const runner_flags *tf,
-                   const ops_config *file)
+static volatile sig_atomic_t drill_stop;
+static atomic_bool drill_cancel;
+
+static void on_drill_signal(int sig)
+{
+        (void)sig;
+        drill_stop = 1;
+        atomic_store(&drill_cancel, true);
+}
+
+/*
+ * Run a restore drill of snapshot id with job (the cluster's), print what
+ * it found; 0 when verified, else -errno or 1.
+ */
+static int drill_and_print(state_db *db, snapshot_job *job, int64_t id)
+{
+        /* Ctrl-C stops the drill between steps; its throwaway etcd dies with us anyway */
+        struct sigaction sa = {.sa_handler = on_drill_signal}, old_int, old_term;
+        sigemptyset(&sa.sa_mask);
+        (void)sigaction(SIGINT, &sa, &old_int);
+        (void)sigaction(SIGTERM, &sa, &old_term);
+        job->cancel = &drill_cancel;
+        snapshot_drill_opts o = {.trigger = "manual", .lock_wait_ms = SNAPSHOT_WRITER_WAIT_MS};
+        _cleanup_(state_snapshot_drill_freep) state_snapshot_drill *d = NULL;
+        _cleanup_free_ char *error = NULL;
+        int r = snapshot_drill(db, job, id, &o, &d, &error);
+        (void)sigaction(SIGINT, &old_int, NULL);
+        (void)sigaction(SIGTERM, &old_term, NULL);
+        if (r < 0) {
+                fprintf(stderr, "gitcd snapshot verify: snapshot %lld: %s\n", (long long)id, error);
+                return r;
+        }
+        _cleanup_(state_snapshot_freep) state_snapshot *rec = NULL;
+        (void)state_snapshot_get(db, id, &rec);
+        printf("restore drill %lld of snapshot %lld of %s: %s\n  %s\n", (long long)d->id,
+               (long long)id, job->cluster, d->result, d->message ? d->message : "");
+        if (d->restore_ms > 0) {
+                int64_t bytes = rec && rec->db_size > 0 ? rec->db_size : rec ? rec->size : 0;
+                printf("  restored and served in %.1f s (%.1f MB/s); the drill took %.1f s\n",
+                       (double)d->restore_ms / 1000.0,
+                       (double)bytes / 1e6 / ((double)d->restore_ms / 1000.0),
+                       (double)d->duration_ms / 1000.0);
+        }
+        return streq(d->result, "verified") ? 0 : 1;
+}
+
+static int do_save(const char *cluster, const char *path, const char *to, bool verify,
+                   const runner_flags *tf, const ops_config *file)
 {
         state_db *db = NULL;
         int r = state_open(path, STATE_OPEN_READ_WRITE, &db);
@@ -302,8 +372,44 @@ static int do_save(const char *cluster, const char *path, const char *to, const 
                 diag_list_release(&d);
                 etcd_cluster_free(c);
         }
+        r = verify ? drill_and_print(db, job, id) : 0;
         state_close(db);
-        return EXIT_OK;
+        return r == 0 ? EXIT_OK : EXIT_FAIL;
+}
+
+static int do_verify(const char *what, const char *path, const runner_flags *tf,
+                     const ops_config *file)
+{
+        state_db *db = NULL;
+        _cleanup_(state_snapshot_freep) state_snapshot *rec = NULL;
+        int r = state_open(path, STATE_OPEN_READ_WRITE, &db);
+        if (r >= 0)
+                r = state_snapshot_get(db, strtoll(what, NULL, 10), &rec);
+        if (r < 0) {
+                fprintf(stderr, "gitcd snapshot verify: %s\n", state_last_error());
+                state_close(db);
+                return EXIT_FAIL;
+        }
+        _cleanup_free_ char *state_dir = runner_state_dir(path);
+        _cleanup_(target_freep) target *t = NULL;
+        r = runner_open_cluster_target(db, rec->cluster, tf, file, state_dir,
+                                       "gitcd snapshot verify", &t);
+        if (r < 0) {
+                state_close(db);
+                return EXIT_FAIL;
+        }
+        _cleanup_free_ char *error = NULL;
+        _cleanup_(snapshot_job_freep) snapshot_job *job = NULL;
+        r = snapshot_job_from_state(db, t, rec->cluster, "manual", 0, state_dir, &job, &error);
+        if (r < 0) {
+                fprintf(stderr, "gitcd snapshot verify: %s\n", error);
+                state_close(db);
+                return EXIT_FAIL;
+        }
+        job->etcd_dir = xstrdup_null(runner_etcd_dir(tf, file));
+        r = drill_and_print(db, job, rec->id);
+        state_close(db);
+        return r == 0 ? EXIT_OK : EXIT_FAIL;
 }
 
 static json_t *jstr(const char *s)
@@ -346,6 +452,23 @@ static json_t *snapshot_json(const state_snapshot *s)
         json_object_set_new(o, "deleted", jtime(s->deleted_ms));
         json_object_set_new(o, "delete_error", jstr(s->delete_error));
         json_object_set_new(o, "declared_by", jstr(s->declared_by));
+        json_object_set_new(o, "key_count",
+                            s->key_count >= 0 ? json_integer(s->key_count) : json_null());
+        /* the latest restore drill */
+        json_object_set_new(o, "verify_result", jstr(s->verify_result));
+        json_object_set_new(o, "verified", jtime(s->verify_ms));
+        json_object_set_new(o, "verify_trigger", jstr(s->verify_trigger));
+        json_object_set_new(o, "verify_method", jstr(s->verify_method));
+        json_object_set_new(o, "verify_message", jstr(s->verify_message));
+        json_object_set_new(o, "verify_restore_ms",
+                            s->verify_result ? json_integer(s->verify_restore_ms) : json_null());
+        int64_t bytes = s->db_size > 0 ? s->db_size : s->size;
+        json_object_set_new(o, "verify_restore_bytes_per_second",
+                            s->verify_restore_ms > 0
+                                ? json_integer(bytes * 1000 / s->verify_restore_ms)
+                                : json_null());
+        json_object_set_new(o, "verify_duration_ms",
+                            s->verify_result ? json_integer(s->verify_duration_ms) : json_null());
         return o;
 }
 
@@ -377,11 +500,29 @@ static int do_list(const char *cluster, const char *path, bool json)
                 state_close(db);
                 return EXIT_FAIL;
         }
+        /* each cluster's restore candidate (records newest first, grouped here by cluster) */
+        int64_t *candidates = xcalloc(l.n + 1, sizeof(int64_t));
+        size_t n_candidates = 0;
+        for (size_t i = 0; i < l.n; i++) {
+                bool seen = false;
+                for (size_t k = 0; k < i && !seen; k++)
+                        seen = streq(l.items[k]->cluster, l.items[i]->cluster);
+                if (seen)
+                        continue;
+                state_snapshot_list one = {.items = xcalloc(l.n, sizeof(state_snapshot *))};
+                for (size_t k = i; k < l.n; k++)
+                        if (streq(l.items[k]->cluster, l.items[i]->cluster))
+                                one.items[one.n++] = l.items[k];
+                const state_snapshot *c = snapshot_restore_candidate(&one);
+                if (c)
+                        candidates[n_candidates++] = c->id;
+                free(one.items);
+        }
         if (!json && l.n == 0 && pending.n == 0)
                 fprintf(stderr, "gitcd snapshot: no snapshots recorded in %s\n", path);
         else if (!json)
-                printf("%-5s %-24s %-20s %-8s %-9s %-9s %-10s %-10s %s\n", "ID", "CLUSTER",
-                       "STARTED", "TRIGGER", "RESULT", "REVISION", "SIZE", "MEMBER",
+                printf("%-5s %-24s %-20s %-8s %-9s %-15s %-9s %-10s %-10s %s\n", "ID", "CLUSTER",
+                       "STARTED", "TRIGGER", "RESULT", "VERIFY", "REVISION", "SIZE", "MEMBER",
                        "LOCATION / ERROR");
         /* declared snapshots not taken yet (`gitcd run` takes them) */
         for (size_t i = 0; i < pending.n; i++) {
@@ -400,14 +541,20 @@ static int do_list(const char *cluster, const char *path, bool json)
                         continue;
                 }
                 _cleanup_free_ char *c = clean(q->cluster), *obj = clean(q->object);
-                printf("%-5s %-24s %-20s %-8s %-9s %-9s %-10s %-10s (%s)\n", "-", c, when,
-                       "declared", "pending", "-", "-", "-", obj);
+                printf("%-5s %-24s %-20s %-8s %-9s %-15s %-9s %-10s %-10s (%s)\n", "-", c, when,
+                       "declared", "pending", "-", "-", "-", "-", obj);
         }
         state_snapshot_request_list_release(&pending);
+        bool any_candidate = false;
         for (size_t i = 0; i < l.n; i++) {
                 const state_snapshot *s = l.items[i];
+                bool candidate = false;
+                for (size_t k = 0; k < n_candidates && !candidate; k++)
+                        candidate = candidates[k] == s->id;
+                any_candidate = any_candidate || candidate;
                 if (json) {
                         json_t *o = snapshot_json(s);
+                        json_object_set_new(o, "restore_candidate", json_boolean(candidate));
                         char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
                         if (text)
                                 puts(text);
@@ -423,11 +570,17 @@ static int do_list(const char *cluster, const char *path, bool json)
                               ? (s->delete_error ? s->delete_error : s->location)
                               : s->error);
                 _cleanup_free_ char *by = s->declared_by ? clean(s->declared_by) : NULL;
-                printf("%-5lld %-24s %-20s %-8s %-9s %-9lld %-10lld %-10s %s%s%s%s\n",
-                       (long long)s->id, c, when, s->trigger, snapshot_state(s),
+                _cleanup_free_ char *verify = xasprintf(
+                    "%s%s", s->verify_result ? s->verify_result : "-", candidate ? " *" : "");
+                printf("%-5lld %-24s %-20s %-8s %-9s %-15s %-9lld %-10lld %-10s %s%s%s%s\n",
+                       (long long)s->id, c, when, s->trigger, snapshot_state(s), verify,
                        (long long)s->revision, (long long)s->size, m, where, by ? " (" : "",
                        by ? by : "", by ? ")" : "");
         }
+        if (!json && any_candidate)
+                printf("* the restore candidate of its cluster (gitcd recover NS/NAME "
+                       "--from-snapshot latest)\n");
+        free(candidates);
         state_snapshot_list_release(&l);
         state_close(db);
         if (fflush(stdout) != 0 || ferror(stdout)) {
@@ -732,7 +885,8 @@ enum {
         OPT_PRINT_SPEC,
         OPT_VERSION,
         OPT_NAME,
-        OPT_PEER_URL
+        OPT_PEER_URL,
+        OPT_VERIFY
 };
 
 int cmd_snapshot(int argc, char **argv)
@@ -748,6 +902,7 @@ int cmd_snapshot(int argc, char **argv)
             {"version", required_argument, NULL, OPT_VERSION},
             {"name", required_argument, NULL, OPT_NAME},
             {"peer-url", required_argument, NULL, OPT_PEER_URL},
+            {"verify", no_argument, NULL, OPT_VERIFY},
             {"target", required_argument, NULL, RUNNER_OPT_TARGET},
             RUNNER_TARGET_OPTIONS,
             {"help", no_argument, NULL, 'h'},
@@ -760,14 +915,16 @@ int cmd_snapshot(int argc, char **argv)
         const char *verb = argv[1];
         if (streq(verb, "receive"))
                 return cmd_receive(argc, argv);
-        if (!streq(verb, "save") && !streq(verb, "list") && !streq(verb, "restore")) {
+        if (!streq(verb, "save") && !streq(verb, "list") && !streq(verb, "restore") &&
+            !streq(verb, "verify")) {
                 fprintf(stderr,
-                        "gitcd snapshot: unknown subcommand '%s' (save, list, restore, receive)\n",
+                        "gitcd snapshot: unknown subcommand '%s' (save, list, verify, restore, "
+                        "receive)\n",
                         verb);
                 return EXIT_USAGE;
         }
         const char *state_flag = NULL, *config = NULL, *to = NULL, *etcd_dir = NULL;
-        bool json = false;
+        bool json = false, verify = false;
         restore_flags rf = {0};
         runner_flags tf = {0};
         bool target_flag = false;
@@ -810,6 +967,9 @@ int cmd_snapshot(int argc, char **argv)
                 case OPT_PEER_URL:
                         rf.peer_url = optarg;
                         break;
+                case OPT_VERIFY:
+                        verify = true;
+                        break;
                 case 'h':
                         usage(stdout);
                         return EXIT_OK;
@@ -831,12 +991,25 @@ int cmd_snapshot(int argc, char **argv)
                 return EXIT_USAGE;
         }
         bool restore_flag = rf.into || rf.print_spec || rf.version || rf.name || rf.peer_url;
-        if (target_flag && !streq(verb, "save") &&
+        if (target_flag && !streq(verb, "save") && !streq(verb, "verify") &&
             !(streq(verb, "restore") && all_digits(cluster))) {
                 fprintf(stderr,
-                        "gitcd snapshot %s: --target and the target's options are for save, "
-                        "and for restore of a recorded snapshot (by id)\n",
+                        "gitcd snapshot %s: --target and the target's options are for save "
+                        "and verify, and for restore of a recorded snapshot (by id)\n",
                         verb);
+                return EXIT_USAGE;
+        }
+        if (verify && !streq(verb, "save")) {
+                fprintf(stderr,
+                        "gitcd snapshot %s: --verify is for save (verify ID runs a "
+                        "drill of a recorded snapshot)\n",
+                        verb);
+                return EXIT_USAGE;
+        }
+        if (streq(verb, "verify") && (!all_digits(cluster) || to || json || restore_flag)) {
+                fprintf(stderr, "gitcd snapshot verify: takes one snapshot id (gitcd snapshot "
+                                "list), the target's options, --etcd-dir, --state and "
+                                "--config\n");
                 return EXIT_USAGE;
         }
         if (tf.target && runner_target_kind(tf.target) < 0) {
@@ -862,7 +1035,7 @@ int cmd_snapshot(int argc, char **argv)
                         verb);
                 return EXIT_USAGE;
         }
-        if (!restore && cluster && !state_cluster_name_valid(cluster)) {
+        if (!restore && !streq(verb, "verify") && cluster && !state_cluster_name_valid(cluster)) {
                 fprintf(stderr, "gitcd snapshot: clusters are named namespace/name, not '%s'\n",
                         cluster);
                 return EXIT_USAGE;
@@ -897,5 +1070,7 @@ int cmd_snapshot(int argc, char **argv)
         }
         if (streq(verb, "list"))
                 return do_list(cluster, path, json);
-        return do_save(cluster, path, to, &tf, file);
+        if (streq(verb, "verify"))
+                return do_verify(cluster, path, &tf, file);
+        return do_save(cluster, path, to, verify, &tf, file);
 }

@@ -438,12 +438,17 @@ static void print_recovery(state_db *db, const char *cluster)
                                        sizeof(when));
                         _cleanup_free_ char *loc =
                             clean(json_string_value(json_object_get(s, "location")));
+                        const char *v = json_string_value(json_object_get(s, "verify_result"));
                         printf("  Latest snapshot: %" JSON_INTEGER_FORMAT
-                               " (revision %" JSON_INTEGER_FORMAT ", %s) at %s\n",
+                               " (revision %" JSON_INTEGER_FORMAT ", %s%s) at %s\n",
                                json_integer_value(json_object_get(s, "id")),
-                               json_integer_value(json_object_get(s, "revision")), when, loc);
+                               json_integer_value(json_object_get(s, "revision")), when,
+                               streq_ptr(v, "verified") ? ", proven to restore by its drill"
+                                                        : ", not proven by a restore drill",
+                               loc);
                 } else
-                        printf("  Latest snapshot: none recorded\n");
+                        printf("  Latest snapshot: none recorded (or none a restore could "
+                               "take)\n");
                 json_t *p = json_object_get(a, "proposal");
                 if (p) {
                         _cleanup_free_ char *why =

@@ -1264,6 +1264,29 @@ int etcd_get(etcd_client *c, const char *key, bool prefix, etcd_kv_list **ret_li
         return 0;
 }
 
+int etcd_count_keys(etcd_client *c, const char *endpoint, int64_t revision, int64_t *ret_count,
+                    int64_t *ret_revision)
+{
+        static const uint8_t all[1] = {0}; /* key and range_end "\0": every key */
+        Etcdserverpb__RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
+        req.key = bytes_of(all, 1);
+        req.range_end = bytes_of(all, 1);
+        req.revision = revision;
+        req.serializable = true;
+        req.count_only = true;
+        struct call call =
+            READ("/etcdserverpb.KV/Range", req, etcdserverpb__range_response__descriptor);
+        int r = rpc_at(c, endpoint, &call, c->call_timeout_ms);
+        if (r < 0)
+                return r;
+        Etcdserverpb__RangeResponse *resp = (void *)call.resp;
+        *ret_count = resp->count;
+        if (ret_revision)
+                *ret_revision = resp->header ? resp->header->revision : 0;
+        protobuf_c_message_free_unpacked(call.resp, NULL);
+        return 0;
+}
+
 int etcd_delete(etcd_client *c, const char *key, bool prefix, int64_t *ret_deleted)
 {
         int r = check_key(c, "DeleteRange", key);

@@ -217,6 +217,15 @@ int etcd_put(etcd_client *c, const char *key, const void *value, size_t value_le
 int etcd_get(etcd_client *c, const char *key, bool prefix, etcd_kv_list **ret_list);
 int etcd_delete(etcd_client *c, const char *key, bool prefix, int64_t *ret_deleted);
 /*
+ * How many keys the whole keyspace holds at revision (0: now), as one member
+ * (endpoint; NULL: any) serves it from its own data (a serializable,
+ * count-only Range: no key or value is read out). *ret_revision (may be
+ * NULL) is the store revision the member answered at. Expected errors:
+ * ETCD_ERR_COMPACTED (revision compacted away), ETCD_ERR_FUTURE_REV.
+ */
+int etcd_count_keys(etcd_client *c, const char *endpoint, int64_t revision, int64_t *ret_count,
+                    int64_t *ret_revision);
+/*
  * Compare-and-put: store value when key's mod_revision equals expected_mod_revision
  * (0 = the key must not exist). *ret_succeeded says whether the put happened.
  */

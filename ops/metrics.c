@@ -14,7 +14,7 @@
  * publishes the three file paths per cluster (ops_metrics_set_client_tls);
  * until it has, such members are not asked and, when no member can be
  * asked, the leader comes from the state store. Snapshot facts come from
- * the snapshot records (state/snapshots.h), their one owner.
+ * the snapshot and drill records (state/snapshots.h), their one owner.
  *
  * Counters live as long as the process; "leader changes" counts the
  * changes of the recorded leader seen from one scrape to the next.
@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/spec.h"
 #include "etcd/client.h"
 #include "ops/metrics.h"
 #include "state/snapshots.h"
@@ -338,6 +339,14 @@ static const meta metas[] = {
      "Bytes stored for the last successful snapshot (after compression)."},
     {"gitcd_snapshot_failures_total", "counter",
      "Snapshots of the cluster that failed, as recorded in the state store."},
+    {"gitcd_snapshot_last_verified_timestamp_seconds", "gauge",
+     "When the newest snapshot a restore drill proved to restore was taken (0: none yet)."},
+    {"gitcd_snapshot_last_verified_restore_seconds", "gauge",
+     "How long restoring that snapshot took in its drill, until etcd served it."},
+    {"gitcd_snapshot_verify_total", "counter",
+     "Restore drills of the cluster's snapshots, by result."},
+    {"gitcd_snapshot_verify_duration_seconds", "histogram",
+     "How long one restore drill took, fetch included."},
     {"gitcd_reconcile_passes_total", "counter", "Reconciler passes, by outcome."},
     {"gitcd_reconcile_pass_duration_seconds", "histogram", "How long one pass took."},
     {"gitcd_steps_total", "counter", "Steps taken, by kind and the pass outcome."},
@@ -455,12 +464,83 @@ static bool put_member_status(scrape *s, const char *cluster, const state_member
         return leader;
 }
 
+static const double drill_buckets[] = {1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600};
+
+/*
+ * The restore drills of the cluster (state/snapshots.h: drill records are
+ * never deleted, so the counts only grow): by result, their durations, and
+ * the newest snapshot proven to restore (its latest drill verified it).
+ * drills_on: spec.snapshots.verify is not off, so a cluster with snapshots
+ * but none proven yet shows 0 (the alert on it fires) rather than nothing.
+ */
+static void put_drills(scrape *s, state_db *db, const char *cluster, const state_snapshot_list *sl,
+                       bool drills_on)
+{
+        state_snapshot_drill_list dl = {0};
+        if (state_snapshot_drill_list_for(db, cluster, 0, &dl) < 0)
+                return;
+        static const char *const results[] = {"verified", "verify-failed", "unverified"};
+        int64_t counts[ARRAY_SIZE(results)] = {0};
+        uint64_t buckets[ARRAY_SIZE(drill_buckets)] = {0};
+        uint64_t n = 0;
+        double sum = 0;
+        for (size_t i = 0; i < dl.n; i++) {
+                const state_snapshot_drill *d = dl.items[i];
+                if (streq(d->result, "running"))
+                        continue;
+                for (size_t k = 0; k < ARRAY_SIZE(results); k++)
+                        counts[k] += streq(d->result, results[k]);
+                double secs = (double)d->duration_ms / 1000.0;
+                for (size_t k = 0; k < ARRAY_SIZE(drill_buckets); k++)
+                        buckets[k] += secs <= drill_buckets[k];
+                n++;
+                sum += secs;
+        }
+        const state_snapshot *proven = NULL;
+        bool any = false;
+        for (size_t i = 0; i < sl->n; i++) {
+                const state_snapshot *x = sl->items[i];
+                any = any || streq(x->result, "succeeded");
+                if (!proven && streq(x->result, "succeeded") &&
+                    streq_ptr(x->verify_result, "verified"))
+                        proven = x;
+        }
+        if (proven) {
+                put_cluster(s, "gitcd_snapshot_last_verified_timestamp_seconds", cluster, NULL,
+                            (double)proven->finished_ms / 1000.0);
+                put_cluster(s, "gitcd_snapshot_last_verified_restore_seconds", cluster, NULL,
+                            (double)proven->verify_restore_ms / 1000.0);
+        } else if (drills_on && any) {
+                put_cluster(s, "gitcd_snapshot_last_verified_timestamp_seconds", cluster, NULL, 0);
+        }
+        if (n > 0 || (drills_on && any)) {
+                for (size_t k = 0; k < ARRAY_SIZE(results); k++) {
+                        _cleanup_free_ char *extra = xasprintf("result=\"%s\"", results[k]);
+                        put_cluster(s, "gitcd_snapshot_verify_total", cluster, extra,
+                                    (double)counts[k]);
+                }
+                strbuf l = STRBUF_INIT;
+                cluster_labels(&l, cluster);
+                const char *name = "gitcd_snapshot_verify_duration_seconds";
+                strbuf *b = &s->body[meta_index(name)];
+                for (size_t k = 0; k < ARRAY_SIZE(drill_buckets); k++)
+                        sb_printf(b, "%s_bucket{%s,le=\"%g\"} %llu\n", name, sb_str(&l),
+                                  drill_buckets[k], (unsigned long long)buckets[k]);
+                sb_printf(b, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, sb_str(&l),
+                          (unsigned long long)n);
+                sb_printf(b, "%s_sum{%s} %.6f\n", name, sb_str(&l), sum);
+                sb_printf(b, "%s_count{%s} %llu\n", name, sb_str(&l), (unsigned long long)n);
+                sb_release(&l);
+        }
+        state_snapshot_drill_list_release(&dl);
+}
+
 /*
  * The last successful snapshot of the cluster (the newest succeeded
  * record, whatever retention did with it since) and the failed ones, from
  * the snapshot records, which are never deleted: the count only grows.
  */
-static void put_snapshots(scrape *s, state_db *db, const char *cluster)
+static void put_snapshots(scrape *s, state_db *db, const char *cluster, bool drills_on)
 {
         state_snapshot_list sl = {0};
         if (state_snapshot_list_for(db, cluster, 0, &sl) < 0)
@@ -482,6 +562,7 @@ static void put_snapshots(scrape *s, state_db *db, const char *cluster)
         }
         if (sl.n > 0)
                 put_cluster(s, "gitcd_snapshot_failures_total", cluster, NULL, failures);
+        put_drills(s, db, cluster, &sl, drills_on);
         state_snapshot_list_release(&sl);
 }
 
@@ -508,6 +589,21 @@ static void put_certs(scrape *s, state_db *db, const char *cluster)
                 sb_release(&extra);
         }
         state_cert_list_release(&cl);
+}
+
+/* Whether the cluster's spec asks for restore drills of its scheduled snapshots. */
+static bool drills_on(const state_cluster *c)
+{
+        const char *text = c->observed_json ? c->observed_json : c->desired_json;
+        json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+        diag_list d = DIAG_LIST_INIT;
+        etcd_cluster *spec = NULL;
+        bool on = j && spec_from_json(j, c->name, &spec, &d) >= 0 && spec->snapshots.enabled &&
+                  spec->snapshots.verify != VERIFY_OFF;
+        etcd_cluster_free(spec);
+        diag_list_release(&d);
+        json_decref(j);
+        return on;
 }
 
 static void put_cluster_facts(scrape *s, state_db *db, const state_cluster *c)
@@ -543,7 +639,7 @@ static void put_cluster_facts(scrape *s, state_db *db, const state_cluster *c)
                 state_member_list_release(&ml);
         }
         put_certs(s, db, cl);
-        put_snapshots(s, db, cl);
+        put_snapshots(s, db, cl, drills_on(c));
         pthread_mutex_lock(&lock);
         note_leader(cl, c->leader);
         pthread_mutex_unlock(&lock);

@@ -50,6 +50,7 @@
 #include "render/render.h"
 #include "snapshots/destination.h"
 #include "snapshots/restore.h"
+#include "snapshots/schedule.h"
 #include "snapshots/snapshot.h"
 #include "state/snapshots.h"
 #include "util/failpoint.h"
@@ -685,17 +686,16 @@ static void assess(const recovery_env *env)
         json_t *a = json_pack("{s:o}", "members", members);
         state_snapshot_list snaps = {0};
         const state_snapshot *latest = NULL;
+        /* the restore candidate: the newest proven to restore, never one that failed its drill */
         if (state_snapshot_list_for(env->db, env->cluster, 0, &snaps) == 0)
-                for (size_t i = 0; i < snaps.n && !latest; i++)
-                        if (streq_ptr(snaps.items[i]->result, "succeeded") &&
-                            !snaps.items[i]->deleted_ms)
-                                latest = snaps.items[i];
+                latest = snapshot_restore_candidate(&snaps);
         if (latest)
-                json_object_set_new(a, "snapshot",
-                                    json_pack("{s:I, s:I, s:I, s:s?}", "id", (json_int_t)latest->id,
-                                              "revision", (json_int_t)latest->revision,
-                                              "finished_ms", (json_int_t)latest->finished_ms,
-                                              "location", latest->location));
+                json_object_set_new(
+                    a, "snapshot",
+                    json_pack("{s:I, s:I, s:I, s:s?, s:s?}", "id", (json_int_t)latest->id,
+                              "revision", (json_int_t)latest->revision, "finished_ms",
+                              (json_int_t)latest->finished_ms, "location", latest->location,
+                              "verify_result", latest->verify_result));
         _cleanup_free_ char *cmd = NULL;
         if (best)
                 cmd = xasprintf("gitcd recover %s --from-member %s", env->cluster, best->name);
@@ -707,7 +707,11 @@ static void assess(const recovery_env *env)
                     a, "proposal",
                     json_pack("{s:s, s:s, s:s}", "from", best ? "member" : "snapshot", "why",
                               best ? "the reachable member with the highest raft index"
-                                   : "no member is reachable; the latest good snapshot",
+                              : streq_ptr(latest->verify_result, "verified")
+                                  ? "no member is reachable; the newest snapshot a restore "
+                                    "drill proved"
+                                  : "no member is reachable; the newest snapshot (no restore "
+                                    "drill proved one)",
                               "command", cmd));
         state_snapshot_list_release(&snaps);
         _cleanup_free_ char *text = json_dumps(a, JSON_COMPACT);

@@ -98,7 +98,8 @@ static int record_location(state_db *db, const state_snapshot *rec, storage_loca
 
 /* snapshot_fetch(), and snapshot_fetch_on() when t is not NULL (pvc is then NULL). */
 static int fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
-                 const pvc_writer *pvc, struct target *t, const char *path, char **ret_error)
+                 const char *secret_dir, const pvc_writer *pvc, struct target *t, const char *path,
+                 char **ret_error)
 {
         assert(db && rec && path);
         assert(!(pvc && t));
@@ -129,7 +130,8 @@ static int fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
         if (own)
                 pvc = own;
         _cleanup_free_ char *ns = xstrndup(rec->cluster, strcspn(rec->cluster, "/"));
-        snapshot_dest_context ctx = {.state_dir = state_dir, .namespace_ = ns, .pvc = pvc};
+        snapshot_dest_context ctx = {
+            .state_dir = state_dir, .namespace_ = ns, .secret_dir = secret_dir, .pvc = pvc};
         snapshot_dest *dest = NULL;
         int r = snapshot_dest_open(loc, &ctx, &dest, ret_error);
         if (r == -EOPNOTSUPP && loc->kind == DEST_PVC) {
@@ -180,14 +182,21 @@ static int fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
 int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
                    const pvc_writer *pvc, const char *path, char **ret_error)
 {
-        return fetch(db, rec, state_dir, pvc, NULL, path, ret_error);
+        return fetch(db, rec, state_dir, NULL, pvc, NULL, path, ret_error);
+}
+
+int snapshot_fetch_secret(state_db *db, const state_snapshot *rec, const char *state_dir,
+                          const char *secret_dir, const pvc_writer *pvc, const char *path,
+                          char **ret_error)
+{
+        return fetch(db, rec, state_dir, secret_dir, pvc, NULL, path, ret_error);
 }
 
 int snapshot_fetch_on(state_db *db, const state_snapshot *rec, const char *state_dir,
                       struct target *t, const char *path, char **ret_error)
 {
         assert(t);
-        return fetch(db, rec, state_dir, NULL, t, path, ret_error);
+        return fetch(db, rec, state_dir, NULL, NULL, t, path, ret_error);
 }
 
 int snapshot_unpack(const char *in, const char *out, int64_t *ret_size, char **ret_error)

@@ -32,6 +32,16 @@ int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_di
                    const struct pvc_writer *pvc, const char *path, char **ret_error);
 
 /*
+ * snapshot_fetch() with the S3 credentials Secret of the record's
+ * destination as the target wrote it (snapshot_secret_folder; NULL: the
+ * state folder's Secret folders or gitcd's environment, as for
+ * snapshot_fetch()).
+ */
+int snapshot_fetch_secret(state_db *db, const state_snapshot *rec, const char *state_dir,
+                          const char *secret_dir, const struct pvc_writer *pvc, const char *path,
+                          char **ret_error);
+
+/*
  * snapshot_fetch() for a caller that holds the target the record's cluster
  * runs on but not its spec (gitcd snapshot restore): a record in a
  * PersistentVolumeClaim is fetched through t's writer, made for the

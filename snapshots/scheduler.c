@@ -8,7 +8,10 @@
  * connection, since a state_db belongs to one thread. Whether a cluster is
  * due is decided from the records alone (schedule.c), so a restart of gitcd
  * neither loses nor repeats a slot; the per-cluster "next look" times kept
- * here only save queries.
+ * here only save queries. Restore drills share the worker: one after the
+ * snapshot it proves (verify: every), or on their own when due (a cron
+ * slot of spec.snapshots.verify, a snapshot stored by another process, a
+ * drill that could not run), never beside a snapshot, never two at once.
  */
 #include <assert.h>
 #include <errno.h>
@@ -20,6 +23,7 @@
 #include "api/cron.h"
 #include "api/spec.h"
 #include "snapshots/declared.h"
+#include "snapshots/drill.h"
 #include "snapshots/schedule.h"
 #include "snapshots/scheduler.h"
 #include "snapshots/snapshot.h"
@@ -29,11 +33,14 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
+#define DRILL_LOOK_MS (60 * 1000)
+
 typedef struct next_look {
         char *cluster;
         int64_t at_ms;
-        char *schedule; /* the schedule the time was computed for */
-        char *unneeded; /* the spec hash last found without a snapshot schedule */
+        int64_t drill_at_ms; /* restore drills: look again from then */
+        char *schedule;      /* the schedule the time was computed for */
+        char *unneeded;      /* the spec hash last found without a snapshot schedule */
 } next_look;
 
 struct snapshot_scheduler {
@@ -48,7 +55,11 @@ struct snapshot_scheduler {
         atomic_bool done;   /* the worker finished */
         atomic_bool cancel; /* abort the running snapshot */
         snapshot_job *job;  /* the running job (owned here) */
-        int result;         /* the worker's outcome */
+        /* A drill job: the snapshot and the slot it runs for; 0: the job takes a snapshot. */
+        int64_t drill_id, drill_slot_ms;
+        bool drill_after;            /* a snapshot job: drill what it stored (verify: every) */
+        state_snapshot_drill *drill; /* the drill the worker ran, for reap() */
+        int result;                  /* the worker's outcome */
         char *error;
         int64_t declared_look_ms; /* declared snapshots: look again from then */
 };
@@ -78,8 +89,21 @@ int snapshot_scheduler_new(const snapshot_scheduler_opts *opts, state_db *db,
         if (k > 0)
                 log_warn("%d snapshot%s left running by an earlier gitcd recorded as failed", k,
                          k == 1 ? "" : "s");
+        k = snapshot_drill_cleanup(db, s->state_dir);
+        if (k > 0)
+                log_warn("removed what %d restore drill%s cut short left in %s/%s", k,
+                         k == 1 ? "" : "s", s->state_dir, SNAPSHOT_DRILL_DIR);
         *ret = s;
         return 0;
+}
+
+/* A drill of snapshot id by the worker: never waits for another drill (tried again later). */
+static int worker_drill(snapshot_scheduler *s, state_db *db, int64_t id, int64_t slot_ms)
+{
+        snapshot_drill_opts o = {.trigger = slot_ms ? "schedule" : "snapshot", .slot_ms = slot_ms};
+        free(s->error);
+        s->error = NULL;
+        return snapshot_drill(db, s->job, id, &o, &s->drill, &s->error);
 }
 
 static void *worker(void *userdata)
@@ -90,21 +114,36 @@ static void *worker(void *userdata)
         int r = state_open(s->state_path, STATE_OPEN_READ_WRITE, &db);
         if (r < 0) {
                 s->error = xstrdup(state_last_error());
+        } else if (s->drill_id) {
+                r = worker_drill(s, db, s->drill_id, s->drill_slot_ms);
         } else {
                 int64_t id = 0;
                 r = snapshot_take(db, job, &id, &s->error);
-                if (r >= 0 && !job->request_id) {
-                        json_t *j = json_loads(job->spec_json, 0, NULL);
-                        diag_list d = DIAG_LIST_INIT;
-                        etcd_cluster *c = NULL;
-                        if (j && spec_from_json(j, job->cluster, &c, &d) >= 0)
-                                (void)snapshot_retention(db, job->cluster, &c->snapshots,
-                                                         s->state_dir, job->secret_dir, job->pvc,
-                                                         now_wall_ms());
-                        json_decref(j);
-                        diag_list_release(&d);
-                        etcd_cluster_free(c);
+                json_t *j = r >= 0 ? json_loads(job->spec_json, 0, NULL) : NULL;
+                diag_list d = DIAG_LIST_INIT;
+                etcd_cluster *c = NULL;
+                if (j && spec_from_json(j, job->cluster, &c, &d) < 0)
+                        c = NULL;
+                if (c && !job->request_id)
+                        (void)snapshot_retention(db, job->cluster, &c->snapshots, s->state_dir,
+                                                 job->secret_dir, job->pvc, now_wall_ms());
+                /* verify: every, and stored where the spec's snapshots are */
+                state_snapshot *rec = NULL;
+                if (c && s->drill_after && state_snapshot_get(db, id, &rec) == 0) {
+                        _cleanup_free_ char *dest =
+                            snapshot_destination_id(&c->snapshots.destination);
+                        if (streq_ptr(rec->destination, dest) && !atomic_load(&s->cancel)) {
+                                if (worker_drill(s, db, id, 0) < 0)
+                                        log_debug("%s: no drill of snapshot %lld now: %s",
+                                                  job->cluster, (long long)id, s->error);
+                                free(s->error);
+                                s->error = NULL;
+                        }
                 }
+                state_snapshot_free(rec);
+                json_decref(j);
+                diag_list_release(&d);
+                etcd_cluster_free(c);
         }
         state_close(db);
         s->result = r;
@@ -112,22 +151,43 @@ static void *worker(void *userdata)
         return NULL;
 }
 
-static void reap(snapshot_scheduler *s)
+static void reap(snapshot_scheduler *s, state_db *db)
 {
         if (!s->running)
                 return;
         pthread_join(s->thread, NULL);
         s->running = false;
         const char *what = s->job->declared_by ? s->job->declared_by : "scheduled snapshot";
-        if (s->result < 0)
-                log_error("%s: %s failed: %s", s->job->cluster, what,
+        const char *cluster = s->job->cluster;
+        if (s->drill_id && s->result < 0)
+                log_warn("%s: no restore drill of snapshot %lld: %s", cluster,
+                         (long long)s->drill_id, s->error ? s->error : strerror(-s->result));
+        else if (s->result < 0)
+                log_error("%s: %s failed: %s", cluster, what,
                           s->error ? s->error : strerror(-s->result));
-        else
-                log_info("%s: %s taken", s->job->cluster, what);
+        else if (!s->drill_id)
+                log_info("%s: %s taken", cluster, what);
+        const state_snapshot_drill *d = s->drill;
+        if (d) {
+                enum log_level l = streq(d->result, "verified")        ? LOG_INFO
+                                   : streq(d->result, "verify-failed") ? LOG_ERROR
+                                                                       : LOG_WARN;
+                log_msg(l, "%s: restore drill of snapshot %lld: %s: %s", cluster,
+                        (long long)d->snapshot_id, d->result, d->message ? d->message : "");
+                if (s->opts.drilled && db)
+                        s->opts.drilled(db, cluster, d, s->opts.userdata);
+        }
         /* look at the cluster again soon: its condition and next slot changed */
         for (size_t i = 0; i < s->n_looks; i++)
-                if (streq(s->looks[i].cluster, s->job->cluster))
+                if (streq(s->looks[i].cluster, cluster)) {
                         s->looks[i].at_ms = 0;
+                        /* a drill that could not start (another one ran) waits a while */
+                        s->looks[i].drill_at_ms = s->drill_id && !d ? wall(s) + DRILL_LOOK_MS : 0;
+                }
+        state_snapshot_drill_free(s->drill);
+        s->drill = NULL;
+        s->drill_id = s->drill_slot_ms = 0;
+        s->drill_after = false;
         snapshot_job_free(s->job);
         s->job = NULL;
         free(s->error);
@@ -141,7 +201,7 @@ void snapshot_scheduler_free(snapshot_scheduler *s)
         if (s->running) {
                 log_info("%s: aborting the running snapshot", s->job->cluster);
                 atomic_store(&s->cancel, true);
-                reap(s);
+                reap(s, NULL);
         }
         for (size_t i = 0; i < s->n_looks; i++) {
                 free(s->looks[i].cluster);
@@ -199,6 +259,20 @@ static etcd_cluster *cluster_spec(state_db *db, const char *cluster, bool *ret_a
         return c;
 }
 
+/* Whether the spec of job asks for a drill of each snapshot stored (verify: every). */
+static bool drills_every(const snapshot_job *job)
+{
+        json_t *j = json_loads(job->spec_json ? job->spec_json : "", 0, NULL);
+        diag_list d = DIAG_LIST_INIT;
+        etcd_cluster *c = NULL;
+        bool every = j && spec_from_json(j, job->cluster, &c, &d) >= 0 && c->snapshots.enabled &&
+                     c->snapshots.verify == VERIFY_EVERY;
+        json_decref(j);
+        diag_list_release(&d);
+        etcd_cluster_free(c);
+        return every;
+}
+
 static int start_worker(snapshot_scheduler *s, snapshot_job *job)
 {
         job->etcd_dir = xstrdup_null(s->etcd_dir);
@@ -206,12 +280,15 @@ static int start_worker(snapshot_scheduler *s, snapshot_job *job)
         /* the one worker serves every cluster: a writer of this one in use holds it briefly */
         snapshot_pvc_writer_set_wait(job->pvc, SNAPSHOT_WRITER_WAIT_RUN_MS, &s->cancel);
         s->job = job;
+        if (!s->drill_id)
+                s->drill_after = drills_every(job);
         atomic_store(&s->done, false);
         atomic_store(&s->cancel, false);
         if (pthread_create(&s->thread, NULL, worker, s) != 0) {
                 log_error("%s: cannot start the snapshot worker", job->cluster);
                 snapshot_job_free(s->job);
                 s->job = NULL;
+                s->drill_id = s->drill_slot_ms = 0;
                 return -EAGAIN;
         }
         s->running = true;
@@ -262,12 +339,65 @@ static int start_declared(snapshot_scheduler *s, state_db *db, target *t,
         return started;
 }
 
+/*
+ * The restore drill due for the first cluster that has one (snapshot_drill_due),
+ * started. Each cluster is looked at again at most DRILL_LOOK_MS later: a
+ * snapshot another process stored is drilled within that time.
+ */
+static int start_drill(snapshot_scheduler *s, state_db *db, target *t, const char *const *clusters,
+                       size_t n, int64_t now)
+{
+        for (size_t i = 0; i < n; i++) {
+                next_look *look = look_for(s, clusters[i]);
+                if (now < look->drill_at_ms)
+                        continue;
+                look->drill_at_ms = now + DRILL_LOOK_MS;
+                bool available = false;
+                _cleanup_(etcd_cluster_freep) etcd_cluster *c =
+                    cluster_spec(db, clusters[i], &available);
+                snapshot_verify_policy policy;
+                if (!c || !c->snapshots.enabled || c->snapshots.verify == VERIFY_OFF ||
+                    c->snapshots.destination.kind == DEST_NONE ||
+                    snapshot_verify_policy_of(&c->snapshots, &policy) < 0)
+                        continue;
+                int64_t last_slot = 0;
+                state_snapshot_list l = {0};
+                if (state_snapshot_drill_last_slot(db, clusters[i], &last_slot) < 0 ||
+                    state_snapshot_list_for(db, clusters[i], 0, &l) < 0)
+                        continue;
+                _cleanup_free_ char *dest = snapshot_destination_id(&c->snapshots.destination);
+                int64_t id = 0, slot = 0, next = 0;
+                int due = snapshot_drill_due(&policy, &l, dest, last_slot, now, &id, &slot, &next);
+                state_snapshot_list_release(&l);
+                if (next > 0 && next < look->drill_at_ms)
+                        look->drill_at_ms = next;
+                if (due <= 0)
+                        continue;
+                char *error = NULL;
+                snapshot_job *job = NULL;
+                if (snapshot_job_from_state(db, t, clusters[i], "manual", 0, s->state_dir, &job,
+                                            &error) < 0) {
+                        log_error("%s: cannot run the restore drill of snapshot %lld: %s",
+                                  clusters[i], (long long)id, error);
+                        free(error);
+                        continue;
+                }
+                s->drill_id = id;
+                s->drill_slot_ms = slot;
+                if (start_worker(s, job) < 0)
+                        continue;
+                log_info("%s: restore drill of snapshot %lld", clusters[i], (long long)id);
+                return 1;
+        }
+        return 0;
+}
+
 int snapshot_scheduler_tick(snapshot_scheduler *s, state_db *db, target *t,
                             const char *const *clusters, size_t n)
 {
         assert(s && db);
         if (s->running && atomic_load(&s->done))
-                reap(s);
+                reap(s, db);
         int64_t now = wall(s);
         if (!s->running && start_declared(s, db, t, clusters, n, now) > 0)
                 return 1;
@@ -325,6 +455,8 @@ int snapshot_scheduler_tick(snapshot_scheduler *s, state_db *db, target *t,
                 look->at_ms = 0;
                 return 1;
         }
+        if (!s->running)
+                return start_drill(s, db, t, clusters, n, now);
         return 0;
 }
 
@@ -332,14 +464,16 @@ int snapshot_record_health(state_db *db, const char *cluster, const snapshot_spe
                            int64_t now_ms)
 {
         cron_expr e;
-        if (!spec || !spec->enabled || !spec->schedule || cron_parse(spec->schedule, &e) < 0)
+        snapshot_verify_policy policy;
+        if (!spec || !spec->enabled || !spec->schedule || cron_parse(spec->schedule, &e) < 0 ||
+            snapshot_verify_policy_of(spec, &policy) < 0)
                 return 0;
         state_snapshot_list l = {0};
         int k = state_snapshot_list_for(db, cluster, 100, &l);
         if (k < 0)
                 return k;
         snapshot_condition cond;
-        snapshot_check_health(&l, &e, now_ms, &cond);
+        snapshot_check_health(&l, &e, &policy, now_ms, &cond);
         state_snapshot_list_release(&l);
         k = state_cluster_set_condition(db, cluster, cond.type, cond.status, cond.reason,
                                         cond.message, now_ms);

@@ -15,6 +15,9 @@
  *   - The member is a healthy voter that is not the leader when one
  *     exists (a snapshot costs the member disk and network bandwidth),
  *     else the leader.
+ *   - The record keeps how many keys the member held at the snapshot's
+ *     revision (a count-only Range), what a restore drill compares with
+ *     when the cluster no longer has that revision (snapshots/drill.h).
  *   - Keys are <namespace>/<name>/<UTC time>-<record id>-r<revision>.db
  *     (".gz" added when compressed): unique per record, so retention,
  *     which deletes by recorded key, can never delete another snapshot.
@@ -298,6 +301,31 @@ int snapshot_job_from_state(state_db *db, target *t, const char *cluster, const 
         return 0;
 }
 
+int snapshot_job_client(const snapshot_job *job, const char *endpoints, int call_timeout_ms,
+                        etcd_client **ret)
+{
+        strbuf eps = STRBUF_INIT;
+        for (size_t i = 0; !endpoints && i < job->n_endpoints; i++)
+                sb_printf(&eps, "%s%s", i ? "," : "", job->endpoints[i].client_url);
+        /* with spec.auth: etcd's root, as every client of the cluster (reconciler/auth.h) */
+        auth_creds cr = {0};
+        if (job->state_dir && auth_credentials(job->state_dir, job->cluster, &cr) < 0)
+                log_warn("%s: cannot read the etcd root password files", job->cluster);
+        etcd_client_opts o = {.endpoints = endpoints ? endpoints : sb_str(&eps),
+                              .cacert = endpoints ? NULL : job->ca,
+                              .cert = endpoints ? NULL : job->cert,
+                              .key = endpoints ? NULL : job->key,
+                              .user = cr.user,
+                              .password = cr.password,
+                              .fallback_password = cr.fallback_password,
+                              .call_timeout_ms = call_timeout_ms,
+                              .dial_timeout_ms = 2000};
+        int r = etcd_client_new(&o, ret);
+        auth_creds_release(&cr);
+        sb_release(&eps);
+        return r;
+}
+
 static bool cancelled(const snapshot_job *j)
 {
         return j->cancel && atomic_load(j->cancel);
@@ -324,18 +352,19 @@ static char *default_etcd_dir(void)
         return xasprintf("%s/.cache/gitcd/etcd", home);
 }
 
-int snapshot_etcd_tool(const char *etcd_dir, const char *version, char **ret_path)
+/*
+ * <etcd_dir>/<version>/<name>, then the default folder's, then a <name> on
+ * PATH whose `probe` output holds want (its version).
+ */
+static int find_binary(const char *etcd_dir, const char *version, const char *name,
+                       const char *probe, const char *want, char **ret_path)
 {
-        semver v;
-        if (!version || semver_parse(version, &v) < 0)
-                return -EINVAL;
-        const char *tool = v.major > 3 || (v.major == 3 && v.minor >= 5) ? "etcdutl" : "etcdctl";
         _cleanup_free_ char *dflt = default_etcd_dir();
         const char *dirs[] = {etcd_dir, dflt};
         for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
                 if (isempty(dirs[i]))
                         continue;
-                char *p = xasprintf("%s/%s/%s", dirs[i], version, tool);
+                char *p = xasprintf("%s/%s/%s", dirs[i], version, name);
                 if (access(p, X_OK) == 0) {
                         *ret_path = p;
                         return 0;
@@ -346,20 +375,48 @@ int snapshot_etcd_tool(const char *etcd_dir, const char *version, char **ret_pat
         _cleanup_free_ char *path = xstrdup(env_path ? env_path : "/usr/bin:/bin");
         char *save = NULL;
         for (char *d = strtok_r(path, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-                _cleanup_free_ char *cand = xasprintf("%s/%s", *d ? d : ".", tool);
+                _cleanup_free_ char *cand = xasprintf("%s/%s", *d ? d : ".", name);
                 if (access(cand, X_OK) != 0)
                         continue;
-                char *argv[] = {cand, "version", NULL};
+                char *argv[] = {cand, (char *)probe, NULL};
                 _cleanup_free_ char *out = NULL;
                 if (process_run_capture(argv, &out) < 0)
                         continue;
-                _cleanup_free_ char *want = xasprintf("version: %s\n", version);
                 if (strstr(out, want)) {
                         *ret_path = TAKE_PTR(cand);
                         return 0;
                 }
         }
         return -ENOENT;
+}
+
+int snapshot_etcd_tool(const char *etcd_dir, const char *version, char **ret_path)
+{
+        semver v;
+        if (!version || semver_parse(version, &v) < 0)
+                return -EINVAL;
+        const char *tool = v.major > 3 || (v.major == 3 && v.minor >= 5) ? "etcdutl" : "etcdctl";
+        _cleanup_free_ char *want = xasprintf("version: %s\n", version);
+        return find_binary(etcd_dir, version, tool, "version", want, ret_path);
+}
+
+int snapshot_etcd_binary(const char *etcd_dir, const char *version, char **ret_path)
+{
+        semver v;
+        if (!version || semver_parse(version, &v) < 0)
+                return -EINVAL;
+        _cleanup_free_ char *want = xasprintf("etcd Version: %s\n", version);
+        int r = find_binary(etcd_dir, version, "etcd", "--version", want, ret_path);
+        if (r < 0 || (*ret_path)[0] == '/')
+                return r;
+        /* absolute: the throwaway etcd of a drill runs in a folder of its own */
+        char cwd[4096];
+        if (getcwd(cwd, sizeof(cwd))) {
+                char *abs_path = xasprintf("%s/%s", cwd, *ret_path);
+                free(*ret_path);
+                *ret_path = abs_path;
+        }
+        return 0;
 }
 
 int snapshot_file_status(const char *tool, const char *path, snapshot_status *ret, char **ret_error)
@@ -612,6 +669,8 @@ static void audit_snapshot(state_db *db, const snapshot_job *job, const state_sn
                 json_object_set_new(after, "member", json_string(rec->member));
         if (streq_ptr(rec->result, "succeeded")) {
                 json_object_set_new(after, "revision", json_integer(rec->revision));
+                if (rec->key_count >= 0)
+                        json_object_set_new(after, "keys", json_integer(rec->key_count));
                 json_object_set_new(after, "size", json_integer(rec->size));
                 json_object_set_new(after, "sha256", json_string(rec->sha256));
                 json_object_set_new(after, "compression", json_string(rec->compression));
@@ -671,7 +730,7 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
                         *ret_id = 0;
                 return r;
         }
-        state_snapshot rec = {.result = "failed"};
+        state_snapshot rec = {.result = "failed", .key_count = -1};
         char *error = NULL;
         char raw_sha[65] = "", stored_sha[65] = "";
         /* one exit (out:) frees everything below; no cleanup attributes in this function */
@@ -719,25 +778,7 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
                 r = -EHOSTUNREACH;
                 goto out;
         }
-        strbuf eps = STRBUF_INIT;
-        for (size_t i = 0; i < job->n_endpoints; i++)
-                sb_printf(&eps, "%s%s", i ? "," : "", job->endpoints[i].client_url);
-        /* with spec.auth: etcd's root, as every client of the cluster (reconciler/auth.h) */
-        auth_creds cr = {0};
-        if (job->state_dir && auth_credentials(job->state_dir, job->cluster, &cr) < 0)
-                log_warn("%s: cannot read the etcd root password files", job->cluster);
-        etcd_client_opts o = {.endpoints = sb_str(&eps),
-                              .cacert = job->ca,
-                              .cert = job->cert,
-                              .key = job->key,
-                              .user = cr.user,
-                              .password = cr.password,
-                              .fallback_password = cr.fallback_password,
-                              .call_timeout_ms = 5000,
-                              .dial_timeout_ms = 2000};
-        r = etcd_client_new(&o, &cl);
-        auth_creds_release(&cr);
-        sb_release(&eps);
+        r = snapshot_job_client(job, NULL, 5000, &cl);
         if (r < 0) {
                 error = xstrdup("the members' client URLs are not usable");
                 goto out;
@@ -802,6 +843,15 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
                 goto out;
         }
         rec.revision = status.revision > 0 ? status.revision : info.revision;
+        /* what a restore drill compares with once the cluster compacted this revision away;
+         * revision 0: etcd's tool found no key at all */
+        if (rec.revision == 0)
+                rec.key_count = 0;
+        else if (etcd_count_keys(cl, from->client_url, rec.revision, &rec.key_count, NULL) < 0) {
+                log_debug("%s: cannot count the keys at revision %lld on %s: %s", job->cluster,
+                          (long long)rec.revision, from->member, etcd_client_last_error(cl));
+                rec.key_count = -1;
+        }
 
         if (comp == COMPRESSION_GZIP) {
                 int64_t size = 0;

@@ -110,6 +110,17 @@ int snapshot_job_from_state(state_db *db, struct target *t, const char *cluster,
  */
 void snapshot_job_set_destination(snapshot_job *job, struct target *t, const storage_location *loc);
 
+struct etcd_client;
+/*
+ * A client of job's cluster with gitcd's credentials for it (the client
+ * identity of the job, etcd's root password with spec.auth): of its
+ * members (endpoints NULL), or of other endpoints over plain http (a
+ * restore drill's throwaway etcd, which holds the cluster's auth store),
+ * with the password alone. As etcd_client_new().
+ */
+int snapshot_job_client(const snapshot_job *job, const char *endpoints, int call_timeout_ms,
+                        struct etcd_client **ret);
+
 /*
  * Take the snapshot described by job, record it in db and audit it. Returns
  * 0 with the id of the record (which says succeeded), or -errno with the
@@ -148,6 +159,13 @@ char *snapshot_destination_id(const storage_location *loc);
  * -ENOENT when not found.
  */
 int snapshot_etcd_tool(const char *etcd_dir, const char *version, char **ret_path);
+
+/*
+ * etcd's own binary for a version, looked up as snapshot_etcd_tool() looks
+ * up the tool (`etcd --version` must name the version for one on PATH);
+ * an absolute path. What a restore drill runs (snapshots/drill.h).
+ */
+int snapshot_etcd_binary(const char *etcd_dir, const char *version, char **ret_path);
 
 /* What `etcdutl snapshot status` says about a snapshot file. */
 typedef struct snapshot_status {

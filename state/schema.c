@@ -399,6 +399,36 @@ const char *const state_migrations[] = {
      * keep their certificates until every one of them moved to plain http.
      */
     "ALTER TABLE clusters ADD COLUMN tls_off TEXT;\n",
+    /*
+     * 18: restore drills (snapshots/drill.c): one row per drill of a
+     * snapshot, written running before anything is fetched and finished
+     * once, never deleted (the metrics count them); and the keys a
+     * snapshot's member held at its revision, what a drill compares with
+     * once the live cluster compacted that revision away.
+     */
+    "ALTER TABLE snapshots ADD COLUMN key_count INTEGER;\n"
+    "CREATE TABLE snapshot_drills (\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  snapshot_id INTEGER NOT NULL,\n"
+    "  cluster TEXT NOT NULL,\n"
+    "  trigger TEXT NOT NULL CHECK (trigger IN ('snapshot', 'schedule', 'manual')),\n"
+    "  slot_ms INTEGER NOT NULL DEFAULT 0,\n"
+    "  started_ms INTEGER NOT NULL,\n"
+    "  finished_ms INTEGER,\n"
+    "  result TEXT NOT NULL\n"
+    "    CHECK (result IN ('running', 'verified', 'verify-failed', 'unverified')),\n"
+    "  method TEXT,\n"
+    "  message TEXT,\n"
+    "  revision INTEGER,\n"
+    "  key_count INTEGER,\n"
+    "  restore_ms INTEGER,\n"
+    "  duration_ms INTEGER\n"
+    ");\n"
+    "CREATE INDEX snapshot_drills_snapshot ON snapshot_drills (snapshot_id, id);\n"
+    "CREATE INDEX snapshot_drills_cluster ON snapshot_drills (cluster, id);\n"
+    "CREATE TRIGGER snapshot_drills_final BEFORE UPDATE ON snapshot_drills\n"
+    "  WHEN OLD.result <> 'running'\n"
+    "  BEGIN SELECT RAISE(ABORT, 'drill record already finished'); END;\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

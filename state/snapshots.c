@@ -74,17 +74,29 @@ int state_snapshot_finish(state_db *db, int64_t id, const state_snapshot *s, int
                            "UPDATE snapshots SET result = ?, error = ?, finished_ms = ?, "
                            "member = ?, revision = ?, size = ?, db_size = ?, sha256 = ?, "
                            "compression = ?, etcd_version = ?, destination = ?, key = ?, "
-                           "location = ?, duration_ms = ? WHERE id = ?",
-                           "ssisiiissssssii", s->result, s->error, now_ms, s->member, s->revision,
+                           "location = ?, duration_ms = ?, key_count = nullif(?, -1) "
+                           "WHERE id = ?",
+                           "ssisiiissssssiii", s->result, s->error, now_ms, s->member, s->revision,
                            s->size, s->db_size, s->sha256, s->compression, s->etcd_version,
-                           s->destination, s->key, s->location, s->duration_ms, id);
+                           s->destination, s->key, s->location, s->duration_ms,
+                           ok && s->key_count >= 0 ? s->key_count : (int64_t)-1, id);
         return db_end(db, r < 0 ? r : 0);
 }
 
-#define SNAPSHOT_COLUMNS                                                                           \
-        "id, cluster, trigger, slot_ms, started_ms, finished_ms, result, error, member, "          \
-        "revision, size, db_size, sha256, compression, etcd_version, destination, key, "           \
-        "location, duration_ms, expired_ms, deleted_ms, delete_error, declared_by"
+/*
+ * A record with its latest drill that reached a verdict, else its latest
+ * finished one (d: NULL columns when it never had one): a drill that could
+ * not run does not hide what an earlier one proved.
+ */
+#define SNAPSHOT_SELECT                                                                            \
+        "SELECT s.id, s.cluster, s.trigger, s.slot_ms, s.started_ms, s.finished_ms, s.result, "    \
+        "s.error, s.member, s.revision, s.size, s.db_size, s.sha256, s.compression, "              \
+        "s.etcd_version, s.destination, s.key, s.location, s.duration_ms, s.expired_ms, "          \
+        "s.deleted_ms, s.delete_error, s.declared_by, coalesce(s.key_count, -1), d.result, "       \
+        "d.trigger, d.method, d.message, d.finished_ms, d.restore_ms, d.duration_ms "              \
+        "FROM snapshots s LEFT JOIN snapshot_drills d ON d.id = (SELECT x.id FROM "                \
+        "snapshot_drills x WHERE x.snapshot_id = s.id AND x.result <> 'running' "                  \
+        "ORDER BY x.result = 'unverified', x.id DESC LIMIT 1) "
 
 static state_snapshot *snapshot_from_row(sqlite3_stmt *st)
 {
@@ -112,6 +124,14 @@ static state_snapshot *snapshot_from_row(sqlite3_stmt *st)
         s->deleted_ms = sqlite3_column_int64(st, 20);
         s->delete_error = db_col_text(st, 21);
         s->declared_by = db_col_text(st, 22);
+        s->key_count = sqlite3_column_int64(st, 23);
+        s->verify_result = db_col_text(st, 24);
+        s->verify_trigger = db_col_text(st, 25);
+        s->verify_method = db_col_text(st, 26);
+        s->verify_message = db_col_text(st, 27);
+        s->verify_ms = sqlite3_column_int64(st, 28);
+        s->verify_restore_ms = sqlite3_column_int64(st, 29);
+        s->verify_duration_ms = sqlite3_column_int64(st, 30);
         return s;
 }
 
@@ -119,8 +139,7 @@ int state_snapshot_get(state_db *db, int64_t id, state_snapshot **ret)
 {
         const char *what = "reading a snapshot record";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what, "SELECT " SNAPSHOT_COLUMNS " FROM snapshots WHERE id = ?", &st,
-                           "i", id);
+        int r = db_prepare(db, what, SNAPSHOT_SELECT "WHERE s.id = ?", &st, "i", id);
         if (r < 0)
                 return r;
         r = db_step(db, st, what);
@@ -138,9 +157,8 @@ int state_snapshot_list_for(state_db *db, const char *cluster, size_t limit,
         const char *what = "listing snapshots";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         int r = db_prepare(db, what,
-                           "SELECT " SNAPSHOT_COLUMNS " FROM snapshots "
-                           "WHERE ?1 IS NULL OR cluster = ?1 ORDER BY started_ms DESC, id DESC "
-                           "LIMIT ?2",
+                           SNAPSHOT_SELECT "WHERE ?1 IS NULL OR s.cluster = ?1 "
+                                           "ORDER BY s.started_ms DESC, s.id DESC LIMIT ?2",
                            &st, "si", cluster, limit ? (int64_t)limit : (int64_t)-1);
         if (r < 0)
                 return r;
@@ -212,6 +230,10 @@ void state_snapshot_free(state_snapshot *s)
         free(s->location);
         free(s->delete_error);
         free(s->declared_by);
+        free(s->verify_result);
+        free(s->verify_trigger);
+        free(s->verify_method);
+        free(s->verify_message);
         free(s);
 }
 
@@ -344,3 +366,162 @@ void state_snapshot_request_free(state_snapshot_request *q)
 }
 
 DEFINE_STATE_LIST_RELEASE(state_snapshot_request_list, state_snapshot_request_free)
+
+/* ---- restore drills ---- */
+
+int state_snapshot_drill_begin(state_db *db, int64_t snapshot_id, const char *trigger,
+                               int64_t slot_ms, int64_t now_ms, int64_t *ret_id)
+{
+        const char *what = "recording a restore drill";
+        if (!streq_ptr(trigger, "snapshot") && !streq_ptr(trigger, "schedule") &&
+            !streq_ptr(trigger, "manual"))
+                return db_fail(db, -EINVAL, what,
+                               "a drill runs after a snapshot, on schedule or by hand");
+        int r = state_begin(db);
+        if (r < 0)
+                return r;
+        r = db_run(db, what,
+                   "INSERT INTO snapshot_drills (snapshot_id, cluster, trigger, slot_ms, "
+                   "started_ms, result) SELECT id, cluster, ?, ?, ?, 'running' FROM snapshots "
+                   "WHERE id = ? AND result = 'succeeded'",
+                   "siii", trigger, slot_ms, now_ms, snapshot_id);
+        if (r == 0)
+                r = db_fail(db, -ENOENT, what, "no succeeded snapshot %lld",
+                            (long long)snapshot_id);
+        int64_t id = sqlite3_last_insert_rowid(db->sql);
+        r = db_end(db, r < 0 ? r : 0);
+        if (r >= 0 && ret_id)
+                *ret_id = id;
+        return r;
+}
+
+int state_snapshot_drill_finish(state_db *db, int64_t id, const state_snapshot_drill *d,
+                                int64_t now_ms)
+{
+        const char *what = "finishing a restore drill";
+        assert(d);
+        if (!streq_ptr(d->result, "verified") && !streq_ptr(d->result, "verify-failed") &&
+            !streq_ptr(d->result, "unverified"))
+                return db_fail(db, -EINVAL, what,
+                               "a drill finishes as verified, verify-failed or unverified");
+        int r = state_begin(db);
+        if (r < 0)
+                return r;
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        r = db_prepare(db, what, "SELECT result FROM snapshot_drills WHERE id = ?", &st, "i", id);
+        if (r >= 0)
+                r = db_step(db, st, what);
+        if (r == 0)
+                r = db_fail(db, -ENOENT, what, "no drill %lld", (long long)id);
+        else if (r > 0 && !streq_ptr((const char *)sqlite3_column_text(st, 0), "running"))
+                r = db_fail(db, -EALREADY, what, "drill %lld is already %s", (long long)id,
+                            (const char *)sqlite3_column_text(st, 0));
+        if (r >= 0)
+                r = db_run(db, what,
+                           "UPDATE snapshot_drills SET result = ?, method = ?, message = ?, "
+                           "finished_ms = ?, revision = ?, key_count = nullif(?, -1), "
+                           "restore_ms = ?, duration_ms = ? WHERE id = ?",
+                           "sssiiiiii", d->result, d->method, d->message, now_ms, d->revision,
+                           d->key_count >= 0 ? d->key_count : (int64_t)-1, d->restore_ms,
+                           d->duration_ms, id);
+        return db_end(db, r < 0 ? r : 0);
+}
+
+static state_snapshot_drill *drill_from_row(sqlite3_stmt *st)
+{
+        state_snapshot_drill *d = XNEW(state_snapshot_drill);
+        d->id = sqlite3_column_int64(st, 0);
+        d->snapshot_id = sqlite3_column_int64(st, 1);
+        d->cluster = db_col_text(st, 2);
+        d->trigger = db_col_text(st, 3);
+        d->slot_ms = sqlite3_column_int64(st, 4);
+        d->started_ms = sqlite3_column_int64(st, 5);
+        d->finished_ms = sqlite3_column_int64(st, 6);
+        d->result = db_col_text(st, 7);
+        d->method = db_col_text(st, 8);
+        d->message = db_col_text(st, 9);
+        d->revision = sqlite3_column_int64(st, 10);
+        d->key_count = sqlite3_column_int64(st, 11);
+        d->restore_ms = sqlite3_column_int64(st, 12);
+        d->duration_ms = sqlite3_column_int64(st, 13);
+        return d;
+}
+
+#define DRILL_SELECT                                                                               \
+        "SELECT id, snapshot_id, cluster, trigger, slot_ms, started_ms, finished_ms, result, "     \
+        "method, message, revision, coalesce(key_count, -1), restore_ms, duration_ms "             \
+        "FROM snapshot_drills "
+
+int state_snapshot_drill_get(state_db *db, int64_t id, state_snapshot_drill **ret)
+{
+        const char *what = "reading a restore drill";
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = db_prepare(db, what, DRILL_SELECT "WHERE id = ?", &st, "i", id);
+        if (r < 0)
+                return r;
+        r = db_step(db, st, what);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return db_fail(db, -ENOENT, what, "no drill %lld", (long long)id);
+        *ret = drill_from_row(st);
+        return 0;
+}
+
+int state_snapshot_drill_list_for(state_db *db, const char *cluster, size_t limit,
+                                  state_snapshot_drill_list *ret_list)
+{
+        const char *what = "listing restore drills";
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = db_prepare(db, what,
+                           DRILL_SELECT "WHERE ?1 IS NULL OR cluster = ?1 ORDER BY id DESC "
+                                        "LIMIT ?2",
+                           &st, "si", cluster, limit ? (int64_t)limit : (int64_t)-1);
+        if (r < 0)
+                return r;
+        return DB_COLLECT(db, st, what, state_snapshot_drill_list, drill_from_row,
+                          state_snapshot_drill_list_release, ret_list);
+}
+
+int state_snapshot_drill_abandon_running(state_db *db, const char *why, int64_t now_ms)
+{
+        const char *what = "closing interrupted restore drills";
+        int r = state_begin(db);
+        if (r < 0)
+                return r;
+        r = db_run(db, what,
+                   "UPDATE snapshot_drills SET result = 'unverified', message = ?, "
+                   "finished_ms = ?, duration_ms = ? - started_ms WHERE result = 'running'",
+                   "sii", why, now_ms, now_ms);
+        return db_end(db, r);
+}
+
+int state_snapshot_drill_last_slot(state_db *db, const char *cluster, int64_t *ret_slot_ms)
+{
+        const char *what = "reading the last scheduled drill";
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = db_prepare(db, what,
+                           "SELECT coalesce(max(slot_ms), 0) FROM snapshot_drills "
+                           "WHERE cluster = ? AND trigger = 'schedule'",
+                           &st, "s", cluster);
+        if (r >= 0)
+                r = db_step(db, st, what);
+        if (r < 0)
+                return r;
+        *ret_slot_ms = r > 0 ? sqlite3_column_int64(st, 0) : 0;
+        return 0;
+}
+
+void state_snapshot_drill_free(state_snapshot_drill *d)
+{
+        if (!d)
+                return;
+        free(d->cluster);
+        free(d->trigger);
+        free(d->result);
+        free(d->method);
+        free(d->message);
+        free(d);
+}
+
+DEFINE_STATE_LIST_RELEASE(state_snapshot_drill_list, state_snapshot_drill_free)

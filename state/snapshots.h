@@ -52,6 +52,22 @@ typedef struct state_snapshot {
         int64_t deleted_ms; /* the object was deleted; 0: not (yet) */
         char *delete_error; /* the last failed deletion, or NULL */
         char *declared_by;  /* declared: the document that asked ("EtcdSnapshot ns/name") */
+        /* Keys the member held at the snapshot's revision (a count-only Range); -1: unknown. */
+        int64_t key_count;
+        /*
+         * The latest restore drill of this snapshot that reached a verdict
+         * (verified or verify-failed), else its latest finished one
+         * (unverified): a drill that could not run does not hide what an
+         * earlier one proved. Read with the record from state_snapshot_drill;
+         * verify_result NULL: never drilled.
+         */
+        char *verify_result; /* "verified", "verify-failed" or "unverified" */
+        char *verify_trigger;
+        char *verify_method;
+        char *verify_message;
+        int64_t verify_ms; /* when that drill finished */
+        int64_t verify_restore_ms;
+        int64_t verify_duration_ms;
 } state_snapshot;
 
 typedef struct state_snapshot_list {
@@ -130,6 +146,71 @@ int state_snapshot_begin_declared(state_db *db, int64_t request_id, int64_t now_
                                   int64_t *ret_id);
 void state_snapshot_request_free(state_snapshot_request *r);
 void state_snapshot_request_list_release(state_snapshot_request_list *l);
+
+/*
+ * Restore drills: a drill fetches a succeeded snapshot back from its
+ * destination, restores it with etcd's tool into a scratch folder, starts a
+ * throwaway etcd on it and compares what that serves with the live cluster
+ * (snapshots/drill.h). Each drill is one row, written "running" before
+ * anything is fetched and finished once, never deleted:
+ *
+ *   running ──▶ verified       the snapshot restores and serves what the
+ *                              cluster held at its revision
+ *      ├──────▶ verify-failed  it does not (damaged, refused by etcd's tool,
+ *      │                       etcd does not start on it, other data)
+ *      └──────▶ unverified     the drill could not reach a verdict (no room in
+ *                              the scratch folder, no etcd binary, the
+ *                              destination unreachable, gitcd stopped): it
+ *                              says nothing about the snapshot
+ *
+ * A snapshot record carries its latest verdict (verify_* above).
+ */
+typedef struct state_snapshot_drill {
+        int64_t id;
+        int64_t snapshot_id;
+        char *cluster;
+        char *trigger;   /* "snapshot" (after it was stored), "schedule" or "manual" */
+        int64_t slot_ms; /* schedule: the cron time of spec.snapshots.verify it ran for */
+        int64_t started_ms;
+        int64_t finished_ms; /* 0 while running */
+        char *result;        /* "running", "verified", "verify-failed" or "unverified" */
+        char *method;        /* what was compared: "hashkv", "revision-and-count", "revision" */
+        char *message;       /* what was found, or why it failed */
+        int64_t revision;    /* the revision the throwaway etcd served; 0: not reached */
+        int64_t key_count;   /* the keys it served; -1: not reached */
+        int64_t restore_ms; /* etcd's restore tool and the throwaway etcd's start; 0: not reached */
+        int64_t duration_ms; /* the whole drill, fetch included */
+} state_snapshot_drill;
+
+typedef struct state_snapshot_drill_list {
+        state_snapshot_drill **items;
+        size_t n;
+} state_snapshot_drill_list;
+
+/*
+ * Write a running drill of snapshot snapshot_id and return its id. -ENOENT
+ * when there is no such succeeded snapshot, -EINVAL for a bad trigger.
+ */
+int state_snapshot_drill_begin(state_db *db, int64_t snapshot_id, const char *trigger,
+                               int64_t slot_ms, int64_t now_ms, int64_t *ret_id);
+/*
+ * Finish a running drill with d's result and measurements (its id, snapshot,
+ * trigger and times are the record's and now_ms). -ENOENT, -EALREADY when it
+ * is no longer running, -EINVAL for another result.
+ */
+int state_snapshot_drill_finish(state_db *db, int64_t id, const state_snapshot_drill *d,
+                                int64_t now_ms);
+int state_snapshot_drill_get(state_db *db, int64_t id, state_snapshot_drill **ret);
+/* Drills of cluster (NULL: every cluster), newest first; at most limit (0: all). */
+int state_snapshot_drill_list_for(state_db *db, const char *cluster, size_t limit,
+                                  state_snapshot_drill_list *ret_list);
+/* Running drills become unverified with why (no drill runs: the caller holds the drill lock). */
+int state_snapshot_drill_abandon_running(state_db *db, const char *why, int64_t now_ms);
+/* The cron slot of the last scheduled drill of cluster; 0 when none. */
+int state_snapshot_drill_last_slot(state_db *db, const char *cluster, int64_t *ret_slot_ms);
+void state_snapshot_drill_free(state_snapshot_drill *d);
+DEFINE_TRIVIAL_CLEANUP_FUNC(state_snapshot_drill *, state_snapshot_drill_free);
+void state_snapshot_drill_list_release(state_snapshot_drill_list *l);
 
 void state_snapshot_free(state_snapshot *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(state_snapshot *, state_snapshot_free);

@@ -6,7 +6,9 @@
  * Design: fork + exec with every signal blocked around the fork; the child
  * resets signal dispositions, takes its own session (setsid), gets stdin
  * from /dev/null and stdout/stderr on a log file, closes every other
- * descriptor (close_range) and only then execs. A CLOEXEC pipe reports a
+ * descriptor (close_range) and only then execs (a throwaway process first
+ * lowers its priority and asks the kernel to kill it with its starter:
+ * process_spawn). A CLOEXEC pipe reports a
  * failed exec back to the parent, so "started" means "etcd's binary is
  * running". Between fork and exec only async-signal-safe calls are made:
  * everything the child needs is prepared before the fork.
@@ -18,6 +20,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -123,10 +127,18 @@ static char **child_environment(void)
 }
 
 /* In the child after fork: only async-signal-safe calls from here to exec. */
-static _noreturn_ void exec_child(const char *dir, int in_fd, int out_fd, int err_pipe,
-                                  char *const *argv, char *const *envp)
+static _noreturn_ void exec_child(const process_spawn_opts *o, pid_t parent, int in_fd, int out_fd,
+                                  int err_pipe, char *const *argv, char *const *envp)
 {
+        const char *dir = o->dir;
         (void)setsid();
+        if (o->die_with_parent) {
+                /* the parent may have died before the prctl: then go at once */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+                        _exit(127);
+        }
+        if (o->nice)
+                (void)setpriority(PRIO_PROCESS, 0, o->nice);
         /* Default dispositions first, then unblock (the parent blocked all around fork). */
         struct sigaction dfl = {.sa_handler = SIG_DFL};
         for (int sig = 1; sig < NSIG; sig++)
@@ -162,6 +174,13 @@ fail:;
  */
 int process_spawn_detached(const char *dir, const char *log_path, char *const *argv, pid_t *ret_pid)
 {
+        process_spawn_opts o = {.dir = dir, .log_path = log_path};
+        return process_spawn(&o, argv, ret_pid);
+}
+
+int process_spawn(const process_spawn_opts *o, char *const *argv, pid_t *ret_pid)
+{
+        const char *log_path = o->log_path;
         _cleanup_(env_freep) char **envp = child_environment();
         _cleanup_close_ int in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (in_fd < 0)
@@ -179,9 +198,10 @@ int process_spawn_detached(const char *dir, const char *log_path, char *const *a
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
+        pid_t parent = getpid();
         pid_t pid = fork();
         if (pid == 0)
-                exec_child(dir, in_fd, out_fd, pipefd[1], argv, envp);
+                exec_child(o, parent, in_fd, out_fd, pipefd[1], argv, envp);
         int fork_errno = errno;
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (pid < 0) {

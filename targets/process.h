@@ -19,6 +19,20 @@
 int process_spawn_detached(const char *dir, const char *log_path, char *const *argv,
                            pid_t *ret_pid);
 
+/*
+ * process_spawn_detached() for a throwaway process that must never outlive
+ * the thread that started it: its niceness raised by nice (0: unchanged),
+ * and, with die_with_parent, killed by the kernel (PR_SET_PDEATHSIG) when
+ * that thread ends, also when gitcd is killed with SIGKILL.
+ */
+typedef struct process_spawn_opts {
+        const char *dir;      /* working directory; NULL: ours */
+        const char *log_path; /* stdout and stderr appended; NULL: /dev/null */
+        int nice;
+        bool die_with_parent;
+} process_spawn_opts;
+int process_spawn(const process_spawn_opts *o, char *const *argv, pid_t *ret_pid);
+
 /* Run argv to completion and return its stdout+stderr (first 64 KiB). -EIO on non-zero exit. */
 int process_run_capture(char *const *argv, char **ret_out);
 

@@ -204,6 +204,53 @@ static void test_bootstrap_mode(void **state)
         etcd_cluster_free(c);
 }
 
+/* spec.snapshots.verify: every (the default) leaves the hash alone; the others round-trip. */
+static void test_snapshots_verify(void **state)
+{
+        (void)state;
+        const char *base = "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                           "metadata: {name: v}\nspec:\n  snapshots:\n"
+                           "    schedule: \"0 * * * *\"\n"
+                           "    destination: {local: {path: /b}}\n";
+        char *t_every = xasprintf("%s    verify: every\n", base);
+        char *t_off = xasprintf("%s    verify: \"off\"\n", base);
+        char *t_cron = xasprintf("%s    verify: \"30 4 * * sun\"\n", base);
+        etcd_cluster *plain = load(base), *every = load(t_every), *off = load(t_off),
+                     *cron = load(t_cron);
+        assert_int_equal(plain->snapshots.verify, VERIFY_EVERY);
+        assert_int_equal(off->snapshots.verify, VERIFY_OFF);
+        assert_int_equal(cron->snapshots.verify, VERIFY_SCHEDULE);
+        assert_string_equal(cron->snapshots.verify_schedule, "30 4 * * sun");
+        char *hp = spec_hash(plain), *he = spec_hash(every), *ho = spec_hash(off),
+             *hc = spec_hash(cron);
+        assert_string_equal(hp, he);
+        assert_string_not_equal(hp, ho);
+        assert_string_not_equal(ho, hc);
+        char *dp = dump(plain);
+        assert_null(strstr(dp, "verify"));
+        json_t *j = spec_to_json(cron);
+        etcd_cluster *back = NULL;
+        diag_list d = DIAG_LIST_INIT;
+        assert_int_equal(spec_from_json(j, "state:test", &back, &d), 0);
+        assert_int_equal(back->snapshots.verify, VERIFY_SCHEDULE);
+        assert_string_equal(back->snapshots.verify_schedule, "30 4 * * sun");
+        json_decref(j);
+        diag_list_release(&d);
+        etcd_cluster_free(back);
+        free(dp);
+        free(hp);
+        free(he);
+        free(ho);
+        free(hc);
+        etcd_cluster_free(plain);
+        etcd_cluster_free(every);
+        etcd_cluster_free(off);
+        etcd_cluster_free(cron);
+        free(t_every);
+        free(t_off);
+        free(t_cron);
+}
+
 static void test_from_json_rejects_bad(void **state)
 {
         diag_list diags = DIAG_LIST_INIT;
@@ -230,7 +277,7 @@ int main(void)
             cmocka_unit_test(test_round_trip_quickstart), cmocka_unit_test(test_round_trip_full),
             cmocka_unit_test(test_round_trip_dialects),   cmocka_unit_test(test_quickstart_exact),
             cmocka_unit_test(test_hash_follows_meaning),  cmocka_unit_test(test_bootstrap_mode),
-            cmocka_unit_test(test_from_json_rejects_bad),
+            cmocka_unit_test(test_from_json_rejects_bad), cmocka_unit_test(test_snapshots_verify),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

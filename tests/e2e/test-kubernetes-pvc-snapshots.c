@@ -21,7 +21,10 @@
  *   - `gitcd snapshot restore ID --into` of a record in a claim, without a
  *     usable Kubernetes configuration, is refused and names the flags to add;
  *   - `gitcd run` records the snapshot the killed save left running as
- *     failed, and takes its first scheduled snapshot into the claim.
+ *     failed, takes its first scheduled snapshot into the claim and proves
+ *     it restores (a restore drill, verify: every): fetched back through a
+ *     writer Pod, restored on gitcd's host, verified by HashKV against the
+ *     member, no writer left.
  * Then, with that scheduled snapshot (test_restore_from_claim and
  * test_bootstrap_from_claim, reusing the lab, the state and the keys):
  *   - `gitcd snapshot restore ID --into DIR --print-spec` with the target's
@@ -417,7 +420,7 @@ static void test_pvc_snapshots(void **state)
         bool failed = false, scheduled = false;
         const char *sched_key = NULL;
         json_t *sched = NULL;
-        for (int64_t end = now_mono_ms() + 60000; !(failed && scheduled) && now_mono_ms() < end;
+        for (int64_t end = now_mono_ms() + 90000; !(failed && scheduled) && now_mono_ms() < end;
              usleep(300 * 1000)) {
                 char *out = NULL;
                 assert_int_equal(
@@ -429,11 +432,13 @@ static void test_pvc_snapshots(void **state)
                         const char *res = json_string_value(json_object_get(o, "result"));
                         if (json_integer_value(json_object_get(o, "id")) == killed_id)
                                 failed = streq_ptr(res, "failed");
-                        if (!sched &&
-                            streq_ptr(json_string_value(json_object_get(o, "trigger")),
+                        /* taken, and (verify: every) drilled through a writer Pod */
+                        if (streq_ptr(json_string_value(json_object_get(o, "trigger")),
                                       "schedule") &&
-                            !streq_ptr(res, "running")) {
+                            (streq_ptr(res, "failed") ||
+                             json_is_string(json_object_get(o, "verify_result")))) {
                                 scheduled = true;
+                                json_decref(sched);
                                 sched = json_incref(o);
                         }
                         json_decref(o);
@@ -448,6 +453,11 @@ static void test_pvc_snapshots(void **state)
         if (!streq_ptr(json_string_value(json_object_get(sched, "result")), "succeeded"))
                 fail_msg("scheduled snapshot: %s",
                          json_string_value(json_object_get(sched, "error")));
+        if (!streq_ptr(json_string_value(json_object_get(sched, "verify_result")), "verified"))
+                fail_msg("the restore drill of the scheduled snapshot: %s: %s",
+                         json_string_value(json_object_get(sched, "verify_result")),
+                         json_string_value(json_object_get(sched, "verify_message")));
+        assert_string_equal(json_string_value(json_object_get(sched, "verify_method")), "hashkv");
         sched_key = json_string_value(json_object_get(sched, "key"));
         _cleanup_free_ char *file3 = path_join(folder, sched_key);
         _cleanup_free_ char *sum3 = file_sha256(file3);

@@ -9,7 +9,9 @@
  * every upload below must have read that Secret through the API server:
  *   - `gitcd run --target kubernetes` takes the first scheduled snapshot as
  *     soon as the cluster is available, from the member's Pod, recorded as
- *     succeeded; the object in the bucket has the recorded SHA-256; a
+ *     succeeded; the object in the bucket has the recorded SHA-256, and its
+ *     restore drill, fetching it back with the Secret's credentials, proves
+ *     it restores; a
  *     second cluster's goes, gzip-compressed, into the local folder its
  *     spec names, with the recorded SHA-256;
  *   - `gitcd snapshot save NS/NAME` with no option, beside the daemon, opens
@@ -239,6 +241,16 @@ static void test_snapshots(void **state)
         assert_string_equal(jstr(sched, "member"), "ks-0");
         _cleanup_free_ char *sched_sum = bucket_sha256(&loc, sched);
         assert_string_equal(sched_sum, jstr(sched, "sha256"));
+        /* ... and drilled (verify: every): fetched back with the Secret's credentials too */
+        end = now_mono_ms() + 60 * 1000;
+        while (!json_is_string(json_object_get(sched, "verify_result")) && now_mono_ms() < end) {
+                usleep(300 * 1000);
+                json_decref(sched);
+                sched = finished_record(e, NS "/ks", "schedule");
+        }
+        if (!streq_ptr(jstr(sched, "verify_result"), "verified"))
+                fail_msg("the restore drill of the scheduled snapshot: %s: %s",
+                         jstr(sched, "verify_result"), jstr(sched, "verify_message"));
         json_decref(sched);
 
         /* The other cluster's first scheduled snapshot, in the spec's local folder. */

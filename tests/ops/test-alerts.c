@@ -3,7 +3,8 @@
  * checks it and runs its unit tests (tests/ops/alerts-test.yaml) when
  * installed; and every gitcd_ metric a rule names is in what the real
  * daemon serves on /metrics (with a TLS cluster, so certificates are
- * there, and a snapshot taken by hand so the snapshot metrics are).
+ * there, and a snapshot taken and drilled by hand so the snapshot and
+ * restore drill metrics are).
  */
 #include <regex.h>
 #include <setjmp.h>
@@ -115,7 +116,7 @@ static void test_metric_names(void **state)
         pid_t d = e2e_start(e, args, "daemon.log");
         assert_true(e2e_wait_ready(e, "alpha", 1, 60));
         _cleanup_free_ char *to = path_join(e->root, "copies");
-        const char *save[] = {"snapshot", "save", "default/alpha", "--to", to, NULL};
+        const char *save[] = {"snapshot", "save", "default/alpha", "--to", to, "--verify", NULL};
         char *err = NULL;
         int k = e2e_runv(e, NULL, &err, save);
         if (k != 0)
