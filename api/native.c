@@ -107,6 +107,11 @@ void read_location(reader *r, const ynode *map, const char *path, const char *na
                 if (!rd_string(r, m, pvc, "claimName", n1, &out->claim_name) &&
                     !rd_get(m, "claimName", NULL))
                         rd_error(r, m, "%s.claimName is required", pvc);
+                else if (out->claim_name && !dns1123_subdomain_valid(out->claim_name))
+                        rd_error(r, rd_get(m, "claimName", NULL),
+                                 "%s.claimName: \"%s\" is not a valid Kubernetes object name "
+                                 "(DNS-1123 subdomain)",
+                                 pvc, out->claim_name);
                 if (rd_string(r, m, pvc, "subPath", n2, &out->sub_path) &&
                     !relative_path_valid(out->sub_path))
                         rd_error(r, rd_get(m, "subPath", NULL),
@@ -162,7 +167,12 @@ void read_location(reader *r, const ynode *map, const char *path, const char *na
                                  s3, out->s3.region);
                 rd_bool(r, m, s3, "forcePathStyle", n5, &out->s3.force_path_style);
                 /* optional: without it, gitcd's environment (AWS_ACCESS_KEY_ID, ...) */
-                rd_ref(r, m, s3, "credentialsSecretRef", n6, &out->s3.credentials_secret);
+                if (rd_ref(r, m, s3, "credentialsSecretRef", n6, &out->s3.credentials_secret) &&
+                    !dns1123_subdomain_valid(out->s3.credentials_secret))
+                        rd_error(r, rd_get(m, "credentialsSecretRef", NULL),
+                                 "%s.credentialsSecretRef: \"%s\" is not a valid Kubernetes "
+                                 "object name (DNS-1123 subdomain)",
+                                 s3, out->s3.credentials_secret);
                 n++;
         }
         if (rd_map(r, map, path, "local", nlocal, &m)) {

@@ -390,14 +390,6 @@ static void check_object_name(reader *r, const char *native, const char *name)
                            rd_name(r, native), name);
 }
 
-static void check_location_names(reader *r, const char *native, const storage_location *l)
-{
-        _cleanup_free_ char *claim = xasprintf("%s.pvc.claimName", native);
-        _cleanup_free_ char *cred = xasprintf("%s.s3.credentialsSecretRef", native);
-        check_object_name(r, claim, l->claim_name);
-        check_object_name(r, cred, l->s3.credentials_secret);
-}
-
 /* Every name that refers to another Kubernetes object must be a valid object name. */
 static void check_object_names(reader *r)
 {
@@ -417,8 +409,7 @@ static void check_object_names(reader *r)
                 check_object_name(r, "spec.tls.operatorClient.issuerRef",
                                   t->operator_client_issuer.name);
         check_object_name(r, "spec.auth.rootCredentialsSecretRef", c->auth.root_credentials_secret);
-        check_location_names(r, "spec.snapshots.destination", &c->snapshots.destination);
-        check_location_names(r, "spec.bootstrap.restore.source", &c->restore.source);
+        /* locations' claim and Secret names: read_location (api/native.c), in every kind */
 }
 
 /* The image a member runs is <repository>:v<version>; the repository by the OCI grammar. */
