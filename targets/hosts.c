@@ -734,6 +734,43 @@ static int tls_client_files(hosts_target *ht, const etcd_cluster *c, char **ret_
         return 0;
 }
 
+/*
+ * The machines' paths and addresses as intake checks them (api/spec.h),
+ * checked again before anything runs on a machine: a caller that skipped
+ * intake still never gets rm -rf of a system folder, nor a mount of one.
+ * Every operation that writes on a machine asks it first (place, ensure,
+ * remove, restore, drop_kept_data).
+ * -EINVAL with the target's error set.
+ */
+static int check_machines(hosts_target *ht, const etcd_cluster *c)
+{
+        for (size_t i = 0; i < c->hosts.n; i++) {
+                const host_spec *h = &c->hosts.items[i];
+                static const char *const names[] = {"dataDir", "tlsDir", "unitDir", "manifestDir",
+                                                    "etcdBinary"};
+                const char *values[] = {h->data_dir, h->tls_dir, h->unit_dir, h->manifest_dir,
+                                        h->etcd_binary};
+                const spec_path_kind kinds[] = {SPEC_PATH_OWNED, SPEC_PATH_OWNED, SPEC_PATH_FOLDER,
+                                                SPEC_PATH_FOLDER, SPEC_PATH_FILE};
+                if (!host_address_valid(h->address) ||
+                    !advertise_address_valid(h->advertise_address))
+                        return target_fail(&ht->base, -EINVAL,
+                                           "cluster %s/%s: machine %zu: the address is not a "
+                                           "host name or IP address",
+                                           c->namespace_, c->name, i);
+                for (size_t j = 0; j < ARRAY_SIZE(names); j++) {
+                        _cleanup_free_ char *why = NULL;
+                        if (values[j] && spec_path_check(values[j], kinds[j], &why) < 0)
+                                return target_fail(&ht->base, -EINVAL,
+                                                   "cluster %s/%s: %s: %s \"%s\" %s; nothing "
+                                                   "is done on the machine",
+                                                   c->namespace_, c->name, h->address, names[j],
+                                                   values[j], why);
+                }
+        }
+        return 0;
+}
+
 static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
 {
         hosts_target *ht = HT(t);
@@ -742,6 +779,8 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
         if (!c->hosts.set || c->hosts.n == 0)
                 return target_fail(t, -EINVAL, "cluster %s/%s has no spec.hosts", c->namespace_,
                                    c->name);
+        if (check_machines(ht, c) < 0)
+                return -EINVAL;
         if (!mp->name)
                 return target_fail(t, -EINVAL, "member plan without a name");
 
@@ -1061,39 +1100,6 @@ static int check_binary_version(hosts_target *ht, const etcd_cluster *c, const h
                            "there and point etcdBinary at it",
                            h->address, h->etcd_binary, v ? v : "of a version it does not say",
                            c->version, c->version);
-}
-
-/*
- * The machines' paths and addresses as intake checks them (api/spec.h),
- * checked again before anything runs on a machine: a caller that skipped
- * intake still never gets rm -rf of a system folder, nor a mount of one.
- * -EINVAL with the target's error set.
- */
-static int check_machines(hosts_target *ht, const etcd_cluster *c)
-{
-        for (size_t i = 0; i < c->hosts.n; i++) {
-                const host_spec *h = &c->hosts.items[i];
-                static const char *const names[] = {"dataDir", "tlsDir", "unitDir", "manifestDir",
-                                                    "etcdBinary"};
-                const char *values[] = {h->data_dir, h->tls_dir, h->unit_dir, h->manifest_dir,
-                                        h->etcd_binary};
-                const spec_path_kind kinds[] = {SPEC_PATH_OWNED, SPEC_PATH_OWNED, SPEC_PATH_FOLDER,
-                                                SPEC_PATH_FOLDER, SPEC_PATH_FILE};
-                if (!host_address_valid(h->address) ||
-                    !advertise_address_valid(h->advertise_address))
-                        return target_fail(&ht->base, -EINVAL,
-                                           "cluster %s/%s: machine %zu: the address is not a "
-                                           "host name or IP address",
-                                           c->namespace_, c->name, i);
-                for (size_t j = 0; j < ARRAY_SIZE(names); j++) {
-                        _cleanup_free_ char *why = NULL;
-                        if (values[j] && spec_path_check(values[j], kinds[j], &why) < 0)
-                                return target_fail(&ht->base, -EINVAL, "cluster %s/%s: %s %s: %s",
-                                                   c->namespace_, c->name, h->address, names[j],
-                                                   why);
-                }
-        }
-        return 0;
 }
 
 static int hosts_ensure_member(target *t, const etcd_cluster *c, const membership_plan *p,
