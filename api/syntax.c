@@ -1,8 +1,16 @@
 /*
  * Syntax of the small value types an EtcdCluster is made of: Kubernetes
  * quantities, DNS-1123 names, label keys and values, cron schedules (checked,
- * and evaluated for api/cron.h from the same field table), and the edit
- * distance used for "did you mean" suggestions.
+ * and evaluated for api/cron.h from the same field table), the edit
+ * distance used for "did you mean" suggestions, and the values that reach
+ * a machine: host names and addresses, URLs, image repositories (the OCI
+ * reference grammar) and paths (spec_path_check, with the system folders
+ * a folder gitcd owns may never be).
+ *
+ * Design for the last: each value is checked for what it is, from a
+ * conservative character set, rather than escaped for where it goes, so a
+ * value that passes means the same in a command line, a unit file, a
+ * manifest and a shell command; the writers escape all the same.
  *
  * Design: quantities are computed exactly with 128-bit integers (a
  * numerator and a power-of-ten denominator) and rounded up at the end, the

@@ -1,8 +1,11 @@
 /*
  * Defaults and the semantic rules of an EtcdCluster, shared by all five
  * dialects: replica counts, versions, storage, TLS provider requirements,
- * schedules, etcd timing, and the etcd flags a spec may not set
- * (api/flags.c).
+ * schedules, etcd timing, the etcd flags a spec may set (api/flags.c),
+ * and the syntax of the values that reach a machine: host paths and
+ * addresses, the image repository, issuer groups (api/syntax.c; control
+ * characters and locations are refused where they are read, api/reader.c
+ * and api/native.c).
  *
  * Design: rules run on the model, after defaults are filled, so one rule
  * covers every dialect; each message names the field as the user spelled
@@ -429,9 +432,8 @@ static void check_issuer_group(reader *r, const char *native, const issuer_ref *
         _cleanup_free_ char *group = xasprintf("%s.group", native);
         if (i->group && !dns1123_subdomain_valid(i->group))
                 rd_diag_at(r, DIAG_ERROR, group,
-                           "%s: \"%s\" is not an API group (DNS-1123 "
-                           "subdomain)",
-                           rd_name(r, group), i->group);
+                           "%s: \"%s\" is not an API group (DNS-1123 subdomain)", rd_name(r, group),
+                           i->group);
 }
 
 /* Keys under gitcd.io/ are gitcd's own: render sets them and drops the user's. */
