@@ -25,6 +25,9 @@ bool k8s_qualified_name_valid(const char *s);
 /* Kubernetes label value: empty, or <= 63 of [A-Za-z0-9-_.] with alnum ends. */
 bool k8s_label_value_valid(const char *s);
 
+/* The name of row i of the etcd flag table (api/flags.c), NULL past its end: for tests. */
+const char *etcd_flag_row_name(size_t i);
+
 /* Levenshtein distance (bytes, case-insensitive). */
 size_t edit_distance(const char *a, const char *b);
 /* The closest of the candidates (NULL-terminated), or NULL when none is close. */

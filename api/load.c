@@ -114,6 +114,7 @@ static etcd_cluster *read_cluster(const char *file, const ydoc *doc, spec_dialec
         static const char *const known[] = {"apiVersion", "kind", "metadata", "spec", NULL};
         static const char *const ignored[] = {"status", NULL};
         rd_keys(&r, root, "", known, ignored);
+        rd_check_controls(&r, root);
         read_metadata(&r, root);
 
         const ynode *spec = NULL;

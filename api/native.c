@@ -7,10 +7,12 @@
  * defaults and cross-field rules live in api/validate.c so they apply the
  * same way to all five dialects.
  */
+#include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/flags.h"
 #include "api/internal.h"
 #include "api/reader.h"
 #include "api/spec.h"
@@ -38,6 +40,50 @@ void read_issuer(reader *r, const ynode *map, const char *parent, const char *ke
         rd_string(r, m, path, "group", nat_group, &out->group);
 }
 
+/* A path inside a volume: what spec_path_check allows after a '/', without that '/'. */
+static bool relative_path_valid(const char *s)
+{
+        if (isempty(s) || s[0] == '/')
+                return false;
+        _cleanup_free_ char *abs = xasprintf("/%s", s);
+        _cleanup_free_ char *why = NULL;
+        return spec_path_check(abs, SPEC_PATH_FILE, &why) == 0;
+}
+
+/* An S3 bucket name, as S3 and the S3-compatible stores gitcd is used with take them. */
+static bool bucket_valid(const char *s)
+{
+        size_t n = strlen(s);
+        if (n < 3 || n > 255 || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
+                return false;
+        return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
+}
+
+/*
+ * An object key (or, prefix true, a key prefix, which may end in '/'):
+ * parts of letters, digits and "._-+@=:," between single slashes, none of
+ * them "." or "..", not starting with '/'.
+ */
+static bool object_key_valid(const char *s, bool prefix)
+{
+        size_t n = strlen(s);
+        if (n == 0)
+                return prefix;
+        if (n > 1024 || s[0] == '/' || strstr(s, "//") || (!prefix && s[n - 1] == '/'))
+                return false;
+        if (strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-+@=:,/") !=
+            n)
+                return false;
+        for (const char *c = s;;) {
+                size_t len = strcspn(c, "/");
+                if ((len == 1 && c[0] == '.') || (len == 2 && strneq(c, "..", 2)))
+                        return false;
+                if (!c[len])
+                        return true;
+                c += len + 1;
+        }
+}
+
 void read_location(reader *r, const ynode *map, const char *path, const char *native, bool restore,
                    storage_location *out)
 {
@@ -61,11 +107,18 @@ void read_location(reader *r, const ynode *map, const char *path, const char *na
                 if (!rd_string(r, m, pvc, "claimName", n1, &out->claim_name) &&
                     !rd_get(m, "claimName", NULL))
                         rd_error(r, m, "%s.claimName is required", pvc);
+                else if (out->claim_name && !dns1123_subdomain_valid(out->claim_name))
+                        rd_error(r, rd_get(m, "claimName", NULL),
+                                 "%s.claimName: \"%s\" is not a valid Kubernetes object name "
+                                 "(DNS-1123 subdomain)",
+                                 pvc, out->claim_name);
                 if (rd_string(r, m, pvc, "subPath", n2, &out->sub_path) &&
-                    (out->sub_path[0] == '/' || strstr(out->sub_path, "..")))
+                    !relative_path_valid(out->sub_path))
                         rd_error(r, rd_get(m, "subPath", NULL),
-                                 "%s.subPath: \"%s\" must be a relative path without \"..\"", pvc,
-                                 out->sub_path);
+                                 "%s.subPath: \"%s\" must be a relative path without \".\" or "
+                                 "\"..\", \"//\" or a trailing '/', of letters, digits and "
+                                 "\"/._-+@\"",
+                                 pvc, out->sub_path);
                 if (restore && !out->sub_path)
                         rd_error(r, m, "%s.subPath is required (the snapshot file to restore)",
                                  pvc);
@@ -83,17 +136,43 @@ void read_location(reader *r, const ynode *map, const char *path, const char *na
                 _cleanup_free_ char *n4 = rd_join(ns3, "region");
                 _cleanup_free_ char *n5 = rd_join(ns3, "forcePathStyle");
                 _cleanup_free_ char *n6 = rd_join(ns3, "credentialsSecretRef");
-                rd_string(r, m, s3, "endpoint", n1, &out->s3.endpoint);
+                if (rd_string(r, m, s3, "endpoint", n1, &out->s3.endpoint) &&
+                    !http_url_valid(out->s3.endpoint, true))
+                        rd_error(r, rd_get(m, "endpoint", NULL),
+                                 "%s.endpoint: \"%s\" is not http(s)://host[:port][/path]", s3,
+                                 out->s3.endpoint);
                 if (!rd_string(r, m, s3, "bucket", n2, &out->s3.bucket) &&
                     !rd_get(m, "bucket", NULL))
                         rd_error(r, m, "%s.bucket is required", s3);
+                else if (out->s3.bucket && !bucket_valid(out->s3.bucket))
+                        rd_error(r, rd_get(m, "bucket", NULL),
+                                 "%s.bucket: \"%s\" is not a bucket name (3 to 255 letters, "
+                                 "digits, '.', '_' and '-', a letter or digit at each end)",
+                                 s3, out->s3.bucket);
                 if (!rd_string(r, m, s3, "key", n3, &out->s3.key) && restore &&
                     !rd_get(m, "key", NULL))
                         rd_error(r, m, "%s.key is required (the snapshot object to restore)", s3);
-                rd_string(r, m, s3, "region", n4, &out->s3.region);
+                else if (out->s3.key && !object_key_valid(out->s3.key, !restore))
+                        rd_error(r, rd_get(m, "key", NULL),
+                                 "%s.key: \"%s\" is not an object key%s (letters, digits and "
+                                 "\"/._-+@=:,\", no \".\" or \"..\" part, no \"//\")",
+                                 s3, out->s3.key, restore ? "" : " prefix");
+                if (rd_string(r, m, s3, "region", n4, &out->s3.region) &&
+                    (isempty(out->s3.region) || strlen(out->s3.region) > 64 ||
+                     strspn(out->s3.region, "abcdefghijklmnopqrstuvwxyz0123456789-") !=
+                         strlen(out->s3.region)))
+                        rd_error(r, rd_get(m, "region", NULL),
+                                 "%s.region: \"%s\" is not a region name (lower-case letters, "
+                                 "digits and '-')",
+                                 s3, out->s3.region);
                 rd_bool(r, m, s3, "forcePathStyle", n5, &out->s3.force_path_style);
                 /* optional: without it, gitcd's environment (AWS_ACCESS_KEY_ID, ...) */
-                rd_ref(r, m, s3, "credentialsSecretRef", n6, &out->s3.credentials_secret);
+                if (rd_ref(r, m, s3, "credentialsSecretRef", n6, &out->s3.credentials_secret) &&
+                    !dns1123_subdomain_valid(out->s3.credentials_secret))
+                        rd_error(r, rd_get(m, "credentialsSecretRef", NULL),
+                                 "%s.credentialsSecretRef: \"%s\" is not a valid Kubernetes "
+                                 "object name (DNS-1123 subdomain)",
+                                 s3, out->s3.credentials_secret);
                 n++;
         }
         if (rd_map(r, map, path, "local", nlocal, &m)) {
@@ -101,11 +180,13 @@ void read_location(reader *r, const ynode *map, const char *path, const char *na
                 _cleanup_free_ char *n1 = rd_join(nlocal, "path");
                 rd_keys(r, m, local, k, NULL);
                 out->kind = DEST_LOCAL;
+                _cleanup_free_ char *why = NULL;
                 if (rd_string(r, m, local, "path", n1, &out->path)) {
-                        if (out->path[0] != '/')
-                                rd_error(r, rd_get(m, "path", NULL),
-                                         "%s.path: \"%s\" must be an absolute path", local,
-                                         out->path);
+                        /* snapshots: a folder gitcd writes and prunes; restore: a file it reads */
+                        if (spec_path_check(out->path, restore ? SPEC_PATH_FILE : SPEC_PATH_OWNED,
+                                            &why) < 0)
+                                rd_error(r, rd_get(m, "path", NULL), "%s.path: \"%s\" %s", local,
+                                         out->path, why);
                 } else if (!rd_get(m, "path", NULL)) {
                         rd_error(r, m, "%s.path is required", local);
                 }
@@ -124,13 +205,23 @@ void apply_etcd_flag(reader *r, const ynode *at, const char *path, const char *f
 {
         etcd_cluster *c = r->c;
         etcd_options *o = &c->options;
-        _cleanup_free_ char *native = xasprintf("spec.options.extraFlags.%s", flag);
-        rd_record(r, native, path, NULL, at);
-        if (isempty(flag) || flag[0] == '-' || strchr(flag, '=') || strchr(flag, ' ')) {
+        if (isempty(flag) || flag[0] == '-' || strlen(flag) > 128 ||
+            strspn(flag, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") !=
+                strlen(flag)) {
                 rd_error(r, at, "%s: \"%s\" is not an etcd flag name", path, flag);
                 return;
         }
-        kv_set(&o->extra_flags, flag, value ? value : "");
+        /* kept as etcd spells it, which is what the member's command line says */
+        _cleanup_free_ char *name = etcd_flag_normalize(flag);
+        _cleanup_free_ char *native = xasprintf("spec.options.extraFlags.%s", name);
+        if (kv_get(&o->extra_flags, name)) {
+                rd_error(r, at,
+                         "%s: --%s is set twice (flag names are compared as etcd spells them)",
+                         path, name);
+                return;
+        }
+        rd_record(r, native, path, NULL, at);
+        kv_set(&o->extra_flags, name, value ? value : "");
 }
 
 /* ---- the native spec ---- */

@@ -441,3 +441,49 @@ int duration_parse_ms(const char *s, int64_t *ret_ms)
                 return -EINVAL;
         return parse_duration_ms(s, ret_ms);
 }
+
+static void check_controls(reader *r, const ynode *n, const char *path, size_t *budget)
+{
+        if (!n || *budget == 0)
+                return;
+        if (n->kind == YNODE_SCALAR) {
+                for (size_t i = 0; n->str && i < n->len; i++) {
+                        unsigned char ch = (unsigned char)n->str[i];
+                        if (ch >= 0x20 && ch != 0x7f)
+                                continue;
+                        (*budget)--;
+                        rd_error(r, n,
+                                 "%s: a control character (0x%02x) is not allowed in a spec: "
+                                 "every value lies on one line",
+                                 *path ? path : "the document", ch);
+                        return;
+                }
+                return;
+        }
+        for (size_t i = 0; i < n->n; i++) {
+                _cleanup_free_ char *child = NULL;
+                if (n->kind == YNODE_MAP) {
+                        const ynode *k = n->keys[i];
+                        const char *key = k && k->str ? k->str : "";
+                        child = rd_join(path, key);
+                        if (k && k->kind == YNODE_SCALAR && k->str &&
+                            str_has_control(k->str, k->len)) {
+                                (*budget)--;
+                                rd_error(r, k,
+                                         "%s: a key with a control character is not allowed in "
+                                         "a spec",
+                                         *path ? path : "the document");
+                                continue;
+                        }
+                } else {
+                        child = xasprintf("%s[%zu]", path, i);
+                }
+                check_controls(r, n->values[i], child, budget);
+        }
+}
+
+void rd_check_controls(reader *r, const ynode *root)
+{
+        size_t budget = 20; /* the first twenty say enough */
+        check_controls(r, root, "", &budget);
+}

@@ -41,6 +41,14 @@ const char *rd_name(const reader *r, const char *native);
 void rd_record(reader *r, const char *native, const char *written, const ynode *key,
                const ynode *value);
 
+/*
+ * Every scalar of a document gitcd reads, keys included, without a control
+ * character (bytes below 0x20, and 0x7f): an error at each one found (the
+ * first twenty). Spec content reaches unit files, manifests and command
+ * lines, where a newline or an escape would become syntax.
+ */
+void rd_check_controls(reader *r, const ynode *root);
+
 /* "parent.key" (or "key" when parent is empty), newly allocated. */
 char *rd_join(const char *parent, const char *key);
 
@@ -113,18 +121,6 @@ void read_location(reader *r, const ynode *map, const char *path, const char *na
                    storage_location *out);
 void read_issuer(reader *r, const ynode *map, const char *parent, const char *key,
                  const char *native, issuer_ref *out);
-/*
- * An etcd flag a spec may not set (api/flags.c): either gitcd sets it
- * itself (field: the spec field that controls it) or it breaks a cluster
- * gitcd manages (why: a sentence saying how). Exactly one of them is set.
- */
-typedef struct etcd_flag_rule {
-        const char *flag; /* the name, or a prefix when it ends with '*' */
-        const char *field;
-        const char *why;
-} etcd_flag_rule;
-/* The rule that refuses flag (a name without "--"), or NULL when it is allowed. */
-const etcd_flag_rule *etcd_flag_refused(const char *flag);
 /* One etcd flag ("--name=value" split already) onto the model's options. */
 void apply_etcd_flag(reader *r, const ynode *at, const char *path, const char *flag,
                      const char *value);

@@ -505,6 +505,7 @@ bool side_kind_read(const char *file, const ydoc *doc, spec_dialect d, const cha
                         .line = root->line,
                         .col = root->col};
         size_t errors = diag_count(diags, DIAG_ERROR);
+        rd_check_controls(&r, root);
         s->one_off = one_off;
         if (restore && d == DIALECT_IMPROBABLE)
                 read_improbable_restore(&r, root, s);

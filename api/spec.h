@@ -132,3 +132,46 @@ int quantity_parse_millis(const char *s, int64_t *ret_millis);
 bool dns1123_label_valid(const char *s);
 /* RFC 1123 subdomain (<= 253, dot-separated labels). */
 bool dns1123_subdomain_valid(const char *s);
+
+/* An IPv4 or IPv6 address. */
+bool ip_address_valid(const char *s);
+/* A host name: dot-separated labels of letters, digits and '-' (either case), <= 253. */
+bool host_name_valid(const char *s);
+/* A host name or an IP address (where SSH connects). */
+bool host_address_valid(const char *s);
+/* A host name or an IPv4 address: what gitcd writes into a member's URLs unbracketed. */
+bool advertise_address_valid(const char *s);
+/* host, or host:port (1-65535) when port_required is false; an IPv6 host in brackets. */
+bool host_port_valid(const char *s, bool port_required);
+/* http:// or https:// and host[:port]; with allow_path, a path of unreserved characters. */
+bool http_url_valid(const char *s, bool allow_path);
+/*
+ * An image repository by the OCI distribution reference grammar, without
+ * tag or digest (gitcd adds ":v<version>"): [registry[:port]/]path, each
+ * path component lower-case letters and digits with '.', '_', "__" or
+ * '-' between them; at most 255 characters.
+ */
+bool image_repository_valid(const char *s);
+/* Whether s[0..len) holds a control character (a byte below 0x20, or 0x7f). */
+bool str_has_control(const char *s, size_t len);
+
+#define SPEC_PATH_MAX 1024
+
+/* What a path in a spec names, which decides the rules it follows (spec_path_check). */
+typedef enum spec_path_kind {
+        SPEC_PATH_FILE,   /* a file gitcd runs or reads (etcdBinary, a snapshot to restore) */
+        SPEC_PATH_FOLDER, /* a folder gitcd writes files of its own into (unitDir, manifestDir) */
+        SPEC_PATH_OWNED,  /* a folder gitcd takes whole (dataDir, tlsDir, a snapshot folder) */
+} spec_path_kind;
+
+/*
+ * A path of a spec: absolute, normalized (no "." or ".." component, no
+ * "//", no trailing '/'), at most SPEC_PATH_MAX characters of letters,
+ * digits and "/._-+@", never "/"; an owned folder is never one of the
+ * machine's system folders (spec_system_dirs) nor a parent of one. 0, or
+ * -EINVAL with a newly allocated reason ("must be an absolute path") in
+ * *ret_why.
+ */
+int spec_path_check(const char *path, spec_path_kind kind, char **ret_why);
+/* The system folders an owned folder never is nor holds (NULL-terminated, for docs and tests). */
+const char *const *spec_system_dirs(void);

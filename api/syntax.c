@@ -1,20 +1,31 @@
 /*
  * Syntax of the small value types an EtcdCluster is made of: Kubernetes
  * quantities, DNS-1123 names, label keys and values, cron schedules (checked,
- * and evaluated for api/cron.h from the same field table), and the edit
- * distance used for "did you mean" suggestions.
+ * and evaluated for api/cron.h from the same field table), the edit
+ * distance used for "did you mean" suggestions, and the values that reach
+ * a machine: host names and addresses, URLs, image repositories (the OCI
+ * reference grammar) and paths (spec_path_check, with the system folders
+ * a folder gitcd owns may never be).
+ *
+ * Design for the last: each value is checked for what it is, from a
+ * conservative character set, rather than escaped for where it goes, so a
+ * value that passes means the same in a command line, a unit file, a
+ * manifest and a shell command; the writers escape all the same.
  *
  * Design: quantities are computed exactly with 128-bit integers (a
  * numerator and a power-of-ten denominator) and rounded up at the end, the
  * way Kubernetes rounds a quantity to whole bytes; no floating point, so
  * "0.1Gi" means the same on every machine.
  */
+#include <arpa/inet.h>
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "api/cron.h"
@@ -530,4 +541,345 @@ int cron_prev(const cron_expr *e, int64_t t_ms, int64_t *ret_ms)
                 }
         }
         return -ERANGE;
+}
+
+/* ---- addresses, URLs, image references, paths ---- */
+
+bool ip_address_valid(const char *s)
+{
+        unsigned char buf[sizeof(struct in6_addr)];
+        if (isempty(s) || strlen(s) > 45)
+                return false;
+        return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
+}
+
+static bool is_ipv4(const char *s)
+{
+        unsigned char buf[sizeof(struct in_addr)];
+        return s && inet_pton(AF_INET, s, buf) == 1;
+}
+
+/* One label of a host name: letters (either case), digits, '-' inside, at most 63. */
+static bool host_label_valid(const char *s, size_t n)
+{
+        if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!is_alnum(s[i]) && s[i] != '-')
+                        return false;
+        return true;
+}
+
+bool host_name_valid(const char *s)
+{
+        if (isempty(s) || strlen(s) > 253)
+                return false;
+        bool all_digits = true;
+        for (const char *p = s;;) {
+                const char *dot = strchr(p, '.');
+                size_t len = dot ? (size_t)(dot - p) : strlen(p);
+                if (!host_label_valid(p, len))
+                        return false;
+                if (!dot) {
+                        /* the last label of a name is never all digits: 1.2.3.999 is no name */
+                        for (size_t i = 0; i < len; i++)
+                                all_digits = all_digits && isdigit((unsigned char)p[i]);
+                        return !all_digits;
+                }
+                p = dot + 1;
+        }
+}
+
+bool host_address_valid(const char *s)
+{
+        return ip_address_valid(s) || host_name_valid(s);
+}
+
+bool advertise_address_valid(const char *s)
+{
+        return is_ipv4(s) || host_name_valid(s);
+}
+
+/* "host" or "host:port", host a name, an IPv4 address or a [bracketed] IPv6 address. */
+bool host_port_valid(const char *s, bool port_required)
+{
+        if (isempty(s) || strlen(s) > 300)
+                return false;
+        _cleanup_free_ char *host = NULL;
+        const char *port = NULL;
+        if (s[0] == '[') {
+                const char *close = strchr(s, ']');
+                if (!close)
+                        return false;
+                host = xstrndup(s + 1, (size_t)(close - s - 1));
+                if (!strchr(host, ':') || !ip_address_valid(host))
+                        return false;
+                if (close[1] == ':')
+                        port = close + 2;
+                else if (close[1])
+                        return false;
+        } else {
+                const char *colon = strchr(s, ':');
+                host = colon ? xstrndup(s, (size_t)(colon - s)) : xstrdup(s);
+                port = colon ? colon + 1 : NULL;
+                if (!is_ipv4(host) && !host_name_valid(host))
+                        return false;
+        }
+        if (!port)
+                return !port_required;
+        size_t n = strspn(port, "0123456789");
+        if (n == 0 || n > 5 || port[n] || port[0] == '0')
+                return false;
+        long v = strtol(port, NULL, 10);
+        return v >= 1 && v <= 65535;
+}
+
+bool http_url_valid(const char *s, bool allow_path)
+{
+        if (isempty(s) || strlen(s) > 2048)
+                return false;
+        const char *rest = NULL;
+        if (strneq(s, "http://", 7))
+                rest = s + 7;
+        else if (strneq(s, "https://", 8))
+                rest = s + 8;
+        else
+                return false;
+        size_t n = strcspn(rest, "/");
+        _cleanup_free_ char *hostport = xstrndup(rest, n);
+        if (!host_port_valid(hostport, false))
+                return false;
+        const char *path = rest + n;
+        if (!*path)
+                return true;
+        if (!allow_path)
+                return false;
+        /* a path of unreserved characters and '/': nothing a URL parser reads as more */
+        return strspn(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                            "-._~/") == strlen(path);
+}
+
+/* path-component of the OCI distribution reference grammar: [a-z0-9]+ ([._]|__|-+ [a-z0-9]+)* */
+static bool image_path_component_valid(const char *s, size_t n)
+{
+        size_t i = 0;
+        if (n == 0)
+                return false;
+        for (;;) {
+                size_t run = 0;
+                while (i < n && ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
+                        i++, run++;
+                if (run == 0)
+                        return false;
+                if (i == n)
+                        return true;
+                if (s[i] == '.')
+                        i++;
+                else if (s[i] == '_')
+                        i += i + 1 < n && s[i + 1] == '_' ? 2 : 1;
+                else if (s[i] == '-')
+                        while (i < n && s[i] == '-')
+                                i++;
+                else
+                        return false;
+                if (i == n)
+                        return false; /* a separator ends the component */
+        }
+}
+
+bool image_repository_valid(const char *s)
+{
+        if (isempty(s) || strlen(s) > 255)
+                return false;
+        const char *p = s;
+        const char *slash = strchr(s, '/');
+        if (slash) {
+                /* the first component is a registry when it has '.' or ':' or is localhost */
+                _cleanup_free_ char *first = xstrndup(s, (size_t)(slash - s));
+                if (strpbrk(first, ".:") || streq(first, "localhost")) {
+                        if (!host_port_valid(first, false))
+                                return false;
+                        p = slash + 1;
+                }
+        }
+        for (;;) {
+                const char *next = strchr(p, '/');
+                size_t len = next ? (size_t)(next - p) : strlen(p);
+                if (!image_path_component_valid(p, len))
+                        return false;
+                if (!next)
+                        return true;
+                p = next + 1;
+        }
+}
+
+bool str_has_control(const char *s, size_t len)
+{
+        for (size_t i = 0; i < len; i++)
+                if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+                        return true;
+        return false;
+}
+
+/*
+ * Folders of the machine's own system, which gitcd never takes as a
+ * folder of its own (nor one of their parents: a dataDir of /usr's parent
+ * would be /): deleting one, or mounting it into a Pod, takes the machine
+ * with it. "/home/" stands for every home folder directly under /home.
+ */
+static const char *const system_dirs[] = {
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/etc/cron.d",
+    "/etc/default",
+    "/etc/init.d",
+    "/etc/kubernetes",
+    "/etc/kubernetes/manifests",
+    "/etc/pam.d",
+    "/etc/pki",
+    "/etc/security",
+    "/etc/ssh",
+    "/etc/ssl",
+    "/etc/sudoers.d",
+    "/etc/systemd",
+    "/etc/systemd/system",
+    "/home",
+    "/home/",
+    "/lib",
+    "/lib/modules",
+    "/lib/systemd",
+    "/lib/systemd/system",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/lost+found",
+    "/media",
+    "/mnt",
+    "/opt",
+    "/proc",
+    "/root",
+    "/root/.ssh",
+    "/run",
+    "/sbin",
+    "/snap",
+    "/srv",
+    "/sys",
+    "/tmp",
+    "/usr",
+    "/usr/bin",
+    "/usr/include",
+    "/usr/lib",
+    "/usr/lib/systemd",
+    "/usr/lib/systemd/system",
+    "/usr/lib32",
+    "/usr/lib64",
+    "/usr/libexec",
+    "/usr/local",
+    "/usr/local/bin",
+    "/usr/local/etc",
+    "/usr/local/lib",
+    "/usr/local/sbin",
+    "/usr/local/share",
+    "/usr/sbin",
+    "/usr/share",
+    "/usr/src",
+    "/var",
+    "/var/backups",
+    "/var/cache",
+    "/var/lib",
+    "/var/lib/apt",
+    "/var/lib/containerd",
+    "/var/lib/docker",
+    "/var/lib/dpkg",
+    "/var/lib/kubelet",
+    "/var/lib/systemd",
+    "/var/local",
+    "/var/lock",
+    "/var/log",
+    "/var/mail",
+    "/var/opt",
+    "/var/run",
+    "/var/spool",
+    "/var/tmp",
+    NULL,
+};
+
+const char *const *spec_system_dirs(void)
+{
+        return system_dirs;
+}
+
+/* The system folder path is, or lies under (path is one of its parents); NULL when none. */
+static const char *system_dir_at(const char *path)
+{
+        size_t n = strlen(path);
+        for (size_t i = 0; system_dirs[i]; i++) {
+                const char *d = system_dirs[i];
+                size_t dn = strlen(d);
+                if (d[dn - 1] == '/') {
+                        /* every folder directly under d */
+                        if (strneq(path, d, dn) && path[dn] && !strchr(path + dn, '/'))
+                                return d;
+                        continue;
+                }
+                if (streq(path, d) || (dn > n && strneq(d, path, n) && d[n] == '/'))
+                        return d;
+        }
+        return NULL;
+}
+
+int spec_path_check(const char *path, spec_path_kind kind, char **ret_why)
+{
+        assert(ret_why);
+        if (isempty(path) || path[0] != '/') {
+                *ret_why = xstrdup("must be an absolute path");
+                return -EINVAL;
+        }
+        size_t n = strlen(path);
+        if (n > SPEC_PATH_MAX) {
+                *ret_why = xasprintf("is longer than %d characters", SPEC_PATH_MAX);
+                return -EINVAL;
+        }
+        if (streq(path, "/")) {
+                *ret_why = xstrdup("is the root folder");
+                return -EINVAL;
+        }
+        for (size_t i = 0; i < n; i++) {
+                char ch = path[i];
+                if (!is_alnum(ch) && !strchr("/._-+@", ch)) {
+                        *ret_why = xstrdup("may hold only letters, digits, '/', '.', '_', '-', "
+                                           "'+' and '@'");
+                        return -EINVAL;
+                }
+        }
+        if (strstr(path, "//") || path[n - 1] == '/') {
+                *ret_why = xstrdup("must be written without \"//\" or a trailing '/'");
+                return -EINVAL;
+        }
+        for (const char *c = path + 1;;) {
+                size_t len = strcspn(c, "/");
+                if ((len == 1 && c[0] == '.') || (len == 2 && strneq(c, "..", 2))) {
+                        *ret_why = xstrdup("must be written without \".\" or \"..\"");
+                        return -EINVAL;
+                }
+                if (!c[len])
+                        break;
+                c += len + 1;
+        }
+        if (kind != SPEC_PATH_OWNED)
+                return 0;
+        const char *sys = system_dir_at(path);
+        if (!sys)
+                return 0;
+        const char *owns = "gitcd takes the folder it is given as its own (it may delete it, or "
+                           "mount it into a Pod)";
+        if (sys[strlen(sys) - 1] == '/')
+                *ret_why = xasprintf("is a home folder, and %s", owns);
+        else if (streq(sys, path))
+                *ret_why = xasprintf("is a system folder, and %s", owns);
+        else
+                *ret_why = xasprintf("holds the system folder %s, and %s", sys, owns);
+        return -EINVAL;
 }

@@ -1,17 +1,22 @@
 /*
  * Defaults and the semantic rules of an EtcdCluster, shared by all five
  * dialects: replica counts, versions, storage, TLS provider requirements,
- * schedules, etcd timing, and the etcd flags a spec may not set
- * (api/flags.c).
+ * schedules, etcd timing, the etcd flags a spec may set (api/flags.c),
+ * and the syntax of the values that reach a machine: host paths and
+ * addresses, the image repository, issuer groups (api/syntax.c; control
+ * characters and locations are refused where they are read, api/reader.c
+ * and api/native.c).
  *
  * Design: rules run on the model, after defaults are filled, so one rule
  * covers every dialect; each message names the field as the user spelled
  * it (rd_name) and points at where it was written (the recorded location).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/flags.h"
 #include "api/internal.h"
 #include "api/reader.h"
 #include "api/spec.h"
@@ -296,18 +301,12 @@ static void check_options(reader *r)
                            ETCD_MAX_ELECTION_MS);
 
         for (size_t i = 0; i < o->extra_flags.n; i++) {
-                const char *flag = o->extra_flags.items[i].key;
-                const etcd_flag_rule *rule = etcd_flag_refused(flag);
-                if (!rule)
+                const kv *f = &o->extra_flags.items[i];
+                _cleanup_free_ char *why = NULL;
+                if (etcd_flag_check(f->key, f->value, c->ver.major ? &c->ver : NULL, &why) == 0)
                         continue;
-                _cleanup_free_ char *native = xasprintf("spec.options.extraFlags.%s", flag);
-                if (rule->field)
-                        rd_diag_at(r, DIAG_ERROR, native,
-                                   "%s: --%s is set by gitcd; use %s instead", rd_name(r, native),
-                                   flag, rule->field);
-                else
-                        rd_diag_at(r, DIAG_ERROR, native, "%s: --%s is refused: %s",
-                                   rd_name(r, native), flag, rule->why);
+                _cleanup_free_ char *native = xasprintf("spec.options.extraFlags.%s", f->key);
+                rd_diag_at(r, DIAG_ERROR, native, "%s: %s", rd_name(r, native), why);
         }
 }
 
@@ -399,14 +398,6 @@ static void check_object_name(reader *r, const char *native, const char *name)
                            rd_name(r, native), name);
 }
 
-static void check_location_names(reader *r, const char *native, const storage_location *l)
-{
-        _cleanup_free_ char *claim = xasprintf("%s.pvc.claimName", native);
-        _cleanup_free_ char *cred = xasprintf("%s.s3.credentialsSecretRef", native);
-        check_object_name(r, claim, l->claim_name);
-        check_object_name(r, cred, l->s3.credentials_secret);
-}
-
 /* Every name that refers to another Kubernetes object must be a valid object name. */
 static void check_object_names(reader *r)
 {
@@ -426,8 +417,28 @@ static void check_object_names(reader *r)
                 check_object_name(r, "spec.tls.operatorClient.issuerRef",
                                   t->operator_client_issuer.name);
         check_object_name(r, "spec.auth.rootCredentialsSecretRef", c->auth.root_credentials_secret);
-        check_location_names(r, "spec.snapshots.destination", &c->snapshots.destination);
-        check_location_names(r, "spec.bootstrap.restore.source", &c->restore.source);
+        /* locations' claim and Secret names: read_location (api/native.c), in every kind */
+}
+
+/* The image a member runs is <repository>:v<version>; the repository by the OCI grammar. */
+static void check_repository(reader *r)
+{
+        const char *repo = r->c->repository;
+        if (repo && !image_repository_valid(repo))
+                rd_diag_at(r, DIAG_ERROR, "spec.repository",
+                           "%s: \"%s\" is not an image repository ([registry[:port]/]path, "
+                           "each path part lower-case letters and digits with '.', '_' or '-' "
+                           "between them; gitcd adds the tag v<version>)",
+                           rd_name(r, "spec.repository"), repo);
+}
+
+static void check_issuer_group(reader *r, const char *native, const issuer_ref *i)
+{
+        _cleanup_free_ char *group = xasprintf("%s.group", native);
+        if (i->group && !dns1123_subdomain_valid(i->group))
+                rd_diag_at(r, DIAG_ERROR, group,
+                           "%s: \"%s\" is not an API group (DNS-1123 subdomain)", rd_name(r, group),
+                           i->group);
 }
 
 /* Keys under gitcd.io/ are gitcd's own: render sets them and drops the user's. */
@@ -453,43 +464,37 @@ static char *host_field(const etcd_cluster *c, size_t i, const char *field)
         return xasprintf("spec.hosts.%s", field);
 }
 
-/* A value inherited from the hosts level is reported once, for the first machine that inherits it. */
-static bool first_to_report(const etcd_cluster *c, size_t i, const char *field)
+/*
+ * A path of spec.hosts, where it was written: at the hosts level (checked
+ * whether or not a machine inherits it: a field is used or refused, never
+ * ignored) or on a machine.
+ */
+static void check_host_path(reader *r, const char *native, const char *value, spec_path_kind kind)
 {
-        for (size_t j = 0; j <= i; j++) {
-                _cleanup_free_ char *own = xasprintf("spec.hosts.machines[%zu].%s", j, field);
-                if (j == i)
-                        return true;
-                if (!written(c, own))
-                        return false;
+        _cleanup_free_ char *why = NULL;
+        if (!value || !written(r->c, native) || spec_path_check(value, kind, &why) == 0)
+                return;
+        rd_diag_at(r, DIAG_ERROR, native, "%s: \"%s\" %s", rd_name(r, native), value, why);
+}
+
+static void check_host_paths(reader *r, const char *prefix, const host_spec *h)
+{
+        static const struct {
+                const char *field;
+                size_t offset;
+                spec_path_kind kind;
+        } paths[] = {
+            {"dataDir", offsetof(host_spec, data_dir), SPEC_PATH_OWNED},
+            {"tlsDir", offsetof(host_spec, tls_dir), SPEC_PATH_OWNED},
+            {"manifestDir", offsetof(host_spec, manifest_dir), SPEC_PATH_FOLDER},
+            {"unitDir", offsetof(host_spec, unit_dir), SPEC_PATH_FOLDER},
+            {"etcdBinary", offsetof(host_spec, etcd_binary), SPEC_PATH_FILE},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
+                _cleanup_free_ char *native = xasprintf("%s.%s", prefix, paths[i].field);
+                const char *value = *(char *const *)((const char *)h + paths[i].offset);
+                check_host_path(r, native, value, paths[i].kind);
         }
-        return true;
-}
-
-static void check_host_path(reader *r, size_t i, const char *field, const char *value)
-{
-        size_t n = value ? strlen(value) : 0;
-        if (!value)
-                return;
-        if (value[0] == '/' && !strstr(value, "/../") && !(n >= 3 && streq(value + n - 3, "/..")) &&
-            !strpbrk(value, "\n\r\t '\"\\$`;&|<>*?"))
-                return;
-        _cleanup_free_ char *f = host_field(r->c, i, field);
-        if (!strneq(f, "spec.hosts.machines", 19) && !first_to_report(r->c, i, field))
-                return;
-        rd_diag_at(r, DIAG_ERROR, f,
-                   "%s: \"%s\" must be an absolute path without \"..\", spaces, quotes or "
-                   "shell characters",
-                   f, value);
-}
-
-/* A host name or IP address: letters, digits, '.', '-', ':' (IPv6), no shell meaning. */
-static bool host_address_valid(const char *s)
-{
-        if (isempty(s) || strlen(s) > 253 || s[0] == '-')
-                return false;
-        return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") ==
-               strlen(s);
 }
 
 /* A POSIX user name as useradd accepts it. */
@@ -537,6 +542,7 @@ static void check_hosts(reader *r)
                                            pod ? "systemd" : "staticPod");
                 }
         }
+        check_host_paths(r, "spec.hosts", &hs->defaults);
         if (hs->defaults.ssh_user && !user_name_valid(hs->defaults.ssh_user))
                 rd_diag_at(r, DIAG_ERROR, "spec.hosts.ssh.user",
                            "spec.hosts.ssh.user: \"%s\" is not a user name", hs->defaults.ssh_user);
@@ -550,20 +556,24 @@ static void check_hosts(reader *r)
                                    "%s.address: \"%s\" is not a host name or IP address", at,
                                    h->address);
                 if (!streq(h->advertise_address, h->address) &&
-                    !host_address_valid(h->advertise_address)) {
+                    !advertise_address_valid(h->advertise_address)) {
                         _cleanup_free_ char *f = host_field(c, i, "advertiseAddress");
-                        rd_diag_at(r, DIAG_ERROR, f, "%s: \"%s\" is not a host name or IP address",
-                                   f, h->advertise_address);
+                        rd_diag_at(r, DIAG_ERROR, f,
+                                   "%s: \"%s\" is not a host name or IPv4 address", f,
+                                   h->advertise_address);
+                } else if (streq(h->advertise_address, h->address) &&
+                           host_address_valid(h->address) && !advertise_address_valid(h->address)) {
+                        rd_diag_at(r, DIAG_ERROR, at,
+                                   "%s.address: %s is an IPv6 address, which gitcd cannot write "
+                                   "into etcd's URLs yet; set %s.advertiseAddress to a host name "
+                                   "or IPv4 address of the machine",
+                                   at, h->address, at);
                 }
                 _cleanup_free_ char *own_user = xasprintf("%s.ssh.user", at);
                 if (written(c, own_user) && !user_name_valid(h->ssh_user))
                         rd_diag_at(r, DIAG_ERROR, own_user, "%s: \"%s\" is not a user name",
                                    own_user, h->ssh_user);
-                check_host_path(r, i, "dataDir", h->data_dir);
-                check_host_path(r, i, "tlsDir", h->tls_dir);
-                check_host_path(r, i, "manifestDir", h->manifest_dir);
-                check_host_path(r, i, "unitDir", h->unit_dir);
-                check_host_path(r, i, "etcdBinary", h->etcd_binary);
+                check_host_paths(r, at, h);
                 for (size_t j = 0; j < i; j++) {
                         const host_spec *o = &hs->items[j];
                         if (!o->address)
@@ -609,6 +619,13 @@ void spec_validate(reader *r)
         check_schedules(r);
         check_recovery(r);
         check_object_names(r);
+        check_repository(r);
+        check_issuer_group(r, "spec.tls.client.issuerRef", &c->tls.client.issuer);
+        if (!streq_ptr(c->tls.peer.issuer.group, c->tls.client.issuer.group))
+                check_issuer_group(r, "spec.tls.peer.issuerRef", &c->tls.peer.issuer);
+        if (!streq_ptr(c->tls.operator_client_issuer.group, c->tls.client.issuer.group))
+                check_issuer_group(r, "spec.tls.operatorClient.issuerRef",
+                                   &c->tls.operator_client_issuer);
         check_reserved_keys(r, "spec.additionalMetadata.labels", &c->additional_labels);
         check_reserved_keys(r, "spec.additionalMetadata.annotations", &c->additional_annotations);
         check_reserved_keys(r, "spec.podTemplate.metadata.labels", &c->pod_labels);

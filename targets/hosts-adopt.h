@@ -85,13 +85,52 @@ typedef struct hosts_unit_context {
 
 void hosts_unit_release(hosts_unit *u);
 
+/* The two comment lines that open gitcd's unit files and manifests. */
+#define HOSTS_MEMBER_PREFIX "# gitcd-member: "
+#define HOSTS_HASH_PREFIX   "# gitcd-config-hash: "
+
 /*
- * One word of a unit's ExecStart= written so that systemd (and
- * hosts_unit_parse) reads exactly word back: '%' and '$' doubled (systemd
- * replaces specifiers and variables inside quotes too), then in POSIX
- * single quotes. Newly allocated.
+ * One word of a unit's ExecStart= as systemd reads it back exactly
+ * (systemd.service(5) "Command lines", systemd.syntax(7)): in double
+ * quotes, with '\\', '"' and '\'' escaped by a backslash (systemd unescapes
+ * C-style inside quotes), '%' doubled (specifiers are replaced inside
+ * quotes too) and '$' doubled (so are variables, when the command runs).
+ * NULL when word holds a control character (a byte below 0x20, or 0x7f):
+ * no escape of one is written, the value is refused. Newly allocated.
  */
 char *hosts_unit_word(const char *word);
+
+/* What gitcd's own unit for a member says besides its command. */
+typedef struct hosts_unit_meta {
+        const char *member;      /* the member: the HOSTS_MEMBER_PREFIX line, Description= */
+        const char *config_hash; /* the HOSTS_HASH_PREFIX line; NULL: empty */
+        const char *cluster;     /* "namespace/name", in Description= */
+} hosts_unit_meta;
+
+/*
+ * gitcd's own systemd unit running argv (argv[0] an absolute path without
+ * quotes, '\\' or '$', which systemd would refuse or not replace there): the
+ * two comment lines, [Unit] with Description= ('%' doubled there, as
+ * everywhere systemd replaces specifiers), [Service] with Type=notify,
+ * ExecStart= of hosts_unit_word() words, the restart policy, and
+ * [Install]. 0 with the text in *ret_text; -EINVAL, with a newly allocated
+ * reason in *ret_why and nothing in *ret_text, when a value holds a control
+ * character or argv[0] is not such a path: nothing a spec wrote can
+ * add a line to the unit.
+ */
+int hosts_unit_render(const hosts_unit_meta *m, char *const *argv, char **ret_text, char **ret_why);
+
+/*
+ * The command a unit runs, as systemd builds it when it starts the unit:
+ * ExecStart='s words (argv[0] first, or, with '@', the name it gives
+ * the program) with the variables of env ("NAME=VALUE" entries, the last
+ * one of a name wins) replaced, "$$" turned into '$'; no variable is
+ * replaced after the ':' prefix. 0 with a NULL-terminated list in *ret
+ * (strv_free it); -EINVAL with a newly allocated reason in *ret_why beyond
+ * the limits or for an unclosed "${".
+ */
+int hosts_unit_command(const hosts_unit *u, char *const *env, size_t n_env, char ***ret,
+                       char **ret_why);
 
 /*
  * Read a unit file's [Service] section: ExecStart=, Environment=,

@@ -1,7 +1,16 @@
 /*
  * Reading a systemd unit that runs etcd, and the environment files it
- * names, for adoption (see hosts-adopt.h). Pure functions: the SSH reads
- * are in targets/hosts.c.
+ * names, for adoption (see hosts-adopt.h); and writing gitcd's own unit
+ * (hosts_unit_render), which the same reader reads back. Pure functions:
+ * the SSH reads and writes are in targets/hosts.c.
+ *
+ * Writing: every word of ExecStart= is double-quoted with systemd's own
+ * escapes (hosts_unit_word), Description= has its '%' doubled, and a
+ * value with a control character is refused rather than escaped, so no
+ * spec content can end a line or start one. POSIX single quotes are not
+ * systemd quoting: systemd reads backslash escapes inside them and ends
+ * the line at a newline; the units gitcd wrote that way before are still
+ * read (adoption after a lost state store).
  *
  * Design: no library reads unit files for us (libsystemd does not expose
  * its parser), so this is a small reader of the part of systemd's syntax
@@ -37,7 +46,6 @@
 #include <string.h>
 
 #include "targets/hosts-adopt.h"
-#include "targets/ssh.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
@@ -677,6 +685,30 @@ too_long:
         return -EINVAL;
 }
 
+int hosts_unit_command(const hosts_unit *u, char *const *env, size_t n_env, char ***ret,
+                       char **ret_why)
+{
+        assert(u && ret && ret_why);
+        char **argv = NULL, *why = NULL;
+        size_t n_argv = 0, budget = UNIT_MAX_EXPANDS;
+        int k = 0;
+        for (size_t i = u->exec_argv0 ? 1 : 0; k >= 0 && i < u->n_exec; i++) {
+                if (u->exec_expand)
+                        k = expand_word(u->exec[i], env, n_env, &argv, &n_argv, &budget, &why);
+                else
+                        strv_push(&argv, &n_argv, xstrdup(u->exec[i]));
+        }
+        if (k < 0) {
+                strv_free(argv);
+                *ret_why = why;
+                return k;
+        }
+        if (!argv)
+                argv = xcalloc(1, sizeof(char *));
+        *ret = argv;
+        return 0;
+}
+
 int hosts_running_from_unit(const char *origin, const hosts_unit *u, char *const *file_env,
                             size_t n_file_env, hosts_running *r, diag_list *diags)
 {
@@ -688,20 +720,15 @@ int hosts_running_from_unit(const char *origin, const hosts_unit *u, char *const
         for (size_t i = 0; i < n_file_env; i++)
                 strv_push(&env, &n_env, xstrdup(file_env[i]));
         char **argv = NULL, *why = NULL;
-        size_t n_argv = 0, budget = UNIT_MAX_EXPANDS;
-        int k = 0;
-        for (size_t i = u->exec_argv0 ? 1 : 0; k >= 0 && i < u->n_exec; i++) {
-                if (u->exec_expand)
-                        k = expand_word(u->exec[i], env, n_env, &argv, &n_argv, &budget, &why);
-                else
-                        strv_push(&argv, &n_argv, xstrdup(u->exec[i]));
-        }
+        int k = hosts_unit_command(u, env, n_env, &argv, &why);
         /* argv[0] is the program (with @, the name it is given); the flags follow */
         hosts_running out = {0};
+        size_t n_argv = 0;
+        while (argv && argv[n_argv])
+                n_argv++;
         if (k >= 0)
-                k = hosts_running_from_flags(argv && n_argv ? argv + 1 : NULL,
-                                             n_argv ? n_argv - 1 : 0, env, n_env, "default", &out,
-                                             &why);
+                k = hosts_running_from_flags(n_argv ? argv + 1 : NULL, n_argv ? n_argv - 1 : 0, env,
+                                             n_env, "default", &out, &why);
         strv_free(argv);
         strv_free(env);
         if (k < 0)
@@ -712,15 +739,89 @@ int hosts_running_from_unit(const char *origin, const hosts_unit *u, char *const
         return 0;
 }
 
+static bool has_control(const char *s)
+{
+        for (const char *p = s; *p; p++)
+                if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                        return true;
+        return false;
+}
+
 char *hosts_unit_word(const char *word)
 {
+        assert(word);
+        if (has_control(word))
+                return NULL;
         strbuf sb = STRBUF_INIT;
+        sb_appendc(&sb, '"');
         for (const char *p = word; *p; p++) {
-                if (*p == '%' || *p == '$')
+                if (*p == '\\' || *p == '"' || *p == '\'')
+                        sb_appendc(&sb, '\\');
+                else if (*p == '%' || *p == '$')
                         sb_appendc(&sb, *p);
                 sb_appendc(&sb, *p);
         }
-        char *q = ssh_quote(sb_str(&sb));
-        sb_release(&sb);
-        return q;
+        sb_appendc(&sb, '"');
+        return sb_detach(&sb);
+}
+
+/* A value systemd takes as it is but for its specifiers: '%' doubled. NULL with a control character. */
+static char *unit_text_value(const char *value)
+{
+        if (has_control(value))
+                return NULL;
+        strbuf sb = STRBUF_INIT;
+        for (const char *p = value; *p; p++) {
+                if (*p == '%')
+                        sb_appendc(&sb, '%');
+                sb_appendc(&sb, *p);
+        }
+        return sb_detach(&sb);
+}
+
+int hosts_unit_render(const hosts_unit_meta *m, char *const *argv, char **ret_text, char **ret_why)
+{
+        assert(m && m->member && m->cluster && argv && ret_text && ret_why);
+        const char *hash = m->config_hash ? m->config_hash : "";
+        /*
+         * systemd refuses a program path with quotes or a backslash and
+         * replaces no variable in it: such a path is not written at all
+         */
+        if (!argv[0] || argv[0][0] != '/' || strpbrk(argv[0], "\\'\"$")) {
+                *ret_why = xasprintf("the program \"%s\" is not an absolute path without quotes, "
+                                     "'\\' or '$'",
+                                     argv[0] ? argv[0] : "");
+                return -EINVAL;
+        }
+        /* comment lines end at the newline; a value with one would start a line of its own */
+        if (has_control(m->member) || has_control(hash) || has_control(m->cluster)) {
+                *ret_why = xstrdup("the member, cluster or configuration hash holds a control "
+                                   "character");
+                return -EINVAL;
+        }
+        _cleanup_free_ char *description =
+            xasprintf("etcd member %s of %s (managed by gitcd)", m->member, m->cluster);
+        _cleanup_free_ char *desc = unit_text_value(description);
+        assert(desc); /* checked above */
+        strbuf sb = STRBUF_INIT;
+        sb_printf(&sb, HOSTS_MEMBER_PREFIX "%s\n" HOSTS_HASH_PREFIX "%s\n", m->member, hash);
+        sb_printf(&sb,
+                  "[Unit]\nDescription=%s\n"
+                  "After=network-online.target\nWants=network-online.target\n\n"
+                  "[Service]\nType=notify\nExecStart=",
+                  desc);
+        for (size_t i = 0; argv[i]; i++) {
+                _cleanup_free_ char *q = hosts_unit_word(argv[i]);
+                if (!q) {
+                        sb_release(&sb);
+                        *ret_why =
+                            xasprintf("word %zu of the command holds a control character", i);
+                        return -EINVAL;
+                }
+                sb_printf(&sb, "%s%s", i ? " " : "", q);
+        }
+        sb_append(&sb, "\nRestart=always\nRestartSec=5\nLimitNOFILE=65536\n\n"
+                       "[Install]\nWantedBy=multi-user.target\n");
+        *ret_text = sb_detach(&sb);
+        return 0;
 }

@@ -85,10 +85,10 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-#define HASH_PREFIX "# gitcd-config-hash: "
+#define HASH_PREFIX HOSTS_HASH_PREFIX
 /* A static Pod whose manifest is younger than this is checked to run it (member_status). */
 #define RESTART_CHECK_S 300
-#define NAME_PREFIX     "# gitcd-member: "
+#define NAME_PREFIX     HOSTS_MEMBER_PREFIX
 #define PROBE_MAX       (64u * 1024u)
 
 typedef struct hosts_target {
@@ -734,6 +734,43 @@ static int tls_client_files(hosts_target *ht, const etcd_cluster *c, char **ret_
         return 0;
 }
 
+/*
+ * The machines' paths and addresses as intake checks them (api/spec.h),
+ * checked again before anything runs on a machine: a caller that skipped
+ * intake still never gets rm -rf of a system folder, nor a mount of one.
+ * Every operation that writes on a machine asks it first (place, ensure,
+ * remove, restore, drop_kept_data).
+ * -EINVAL with the target's error set.
+ */
+static int check_machines(hosts_target *ht, const etcd_cluster *c)
+{
+        for (size_t i = 0; i < c->hosts.n; i++) {
+                const host_spec *h = &c->hosts.items[i];
+                static const char *const names[] = {"dataDir", "tlsDir", "unitDir", "manifestDir",
+                                                    "etcdBinary"};
+                const char *values[] = {h->data_dir, h->tls_dir, h->unit_dir, h->manifest_dir,
+                                        h->etcd_binary};
+                const spec_path_kind kinds[] = {SPEC_PATH_OWNED, SPEC_PATH_OWNED, SPEC_PATH_FOLDER,
+                                                SPEC_PATH_FOLDER, SPEC_PATH_FILE};
+                if (!host_address_valid(h->address) ||
+                    !advertise_address_valid(h->advertise_address))
+                        return target_fail(&ht->base, -EINVAL,
+                                           "cluster %s/%s: machine %zu: the address is not a "
+                                           "host name or IP address",
+                                           c->namespace_, c->name, i);
+                for (size_t j = 0; j < ARRAY_SIZE(names); j++) {
+                        _cleanup_free_ char *why = NULL;
+                        if (values[j] && spec_path_check(values[j], kinds[j], &why) < 0)
+                                return target_fail(&ht->base, -EINVAL,
+                                                   "cluster %s/%s: %s: %s \"%s\" %s; nothing "
+                                                   "is done on the machine",
+                                                   c->namespace_, c->name, h->address, names[j],
+                                                   values[j], why);
+                }
+        }
+        return 0;
+}
+
 static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
 {
         hosts_target *ht = HT(t);
@@ -742,6 +779,8 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
         if (!c->hosts.set || c->hosts.n == 0)
                 return target_fail(t, -EINVAL, "cluster %s/%s has no spec.hosts", c->namespace_,
                                    c->name);
+        if (check_machines(ht, c) < 0)
+                return -EINVAL;
         if (!mp->name)
                 return target_fail(t, -EINVAL, "member plan without a name");
 
@@ -850,29 +889,42 @@ static int hosts_ensure_shared(target *t, const etcd_cluster *c, const membershi
         return k < 0 ? k : 0;
 }
 
-/* A systemd unit running argv. Words are single-quoted (systemd accepts POSIX quoting). */
-static char *unit_text(const etcd_cluster *c, const member_plan *mp, char *const *argv)
+/* The systemd unit of member mp running argv (targets/hosts-unit.c writes it). */
+static int unit_text(const etcd_cluster *c, const member_plan *mp, char *const *argv,
+                     char **ret_text, char **ret_why)
 {
-        strbuf sb = STRBUF_INIT;
-        sb_printf(&sb, NAME_PREFIX "%s\n" HASH_PREFIX "%s\n", mp->name,
-                  mp->config_hash ? mp->config_hash : "");
-        sb_printf(&sb,
-                  "[Unit]\nDescription=etcd member %s of %s/%s (managed by gitcd)\n"
-                  "After=network-online.target\nWants=network-online.target\n\n"
-                  "[Service]\nType=notify\nExecStart=",
-                  mp->name, c->namespace_, c->name);
-        for (size_t i = 0; argv[i]; i++) {
-                _cleanup_free_ char *q = hosts_unit_word(argv[i]);
-                sb_printf(&sb, "%s%s", i ? " " : "", q);
-        }
-        sb_append(&sb, "\nRestart=always\nRestartSec=5\nLimitNOFILE=65536\n\n"
-                       "[Install]\nWantedBy=multi-user.target\n");
-        return sb_detach(&sb);
+        _cleanup_free_ char *cluster = xasprintf("%s/%s", c->namespace_, c->name);
+        hosts_unit_meta m = {
+            .member = mp->name, .config_hash = mp->config_hash, .cluster = cluster};
+        return hosts_unit_render(&m, argv, ret_text, ret_why);
 }
 
-/* A kubelet static Pod, written as JSON (valid YAML) after the two header comments. */
-static char *manifest_text(const etcd_cluster *c, const member_plan *mp, char *const *argv)
+static bool has_control(const char *s)
 {
+        for (const char *p = s ? s : ""; *p; p++)
+                if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                        return true;
+        return false;
+}
+
+/*
+ * A kubelet static Pod, written as JSON (valid YAML) after the two header
+ * comments; jansson escapes every string. A value with a control character
+ * is refused all the same (-EINVAL, *ret_why): intake refuses them, and the
+ * header comments end at a newline.
+ */
+static int manifest_text(const etcd_cluster *c, const member_plan *mp, char *const *argv,
+                         char **ret_text, char **ret_why)
+{
+        bool bad = has_control(mp->name) || has_control(mp->config_hash) || has_control(c->name) ||
+                   has_control(c->repository) || has_control(c->version) ||
+                   has_control(mp->data_dir) || has_control(mp->tls_dir);
+        for (size_t i = 0; argv[i]; i++)
+                bad = bad || has_control(argv[i]);
+        if (bad) {
+                *ret_why = xstrdup("a value of the manifest holds a control character");
+                return -EINVAL;
+        }
         json_t *cmd = json_array();
         for (size_t i = 0; argv[i]; i++)
                 json_array_append_new(cmd, json_string(argv[i]));
@@ -900,8 +952,9 @@ static char *manifest_text(const etcd_cluster *c, const member_plan *mp, char *c
         }
         _cleanup_free_ char *body = json_dumps(pod, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(pod);
-        return xasprintf(NAME_PREFIX "%s\n" HASH_PREFIX "%s\n%s\n", mp->name,
-                         mp->config_hash ? mp->config_hash : "", body);
+        *ret_text = xasprintf(NAME_PREFIX "%s\n" HASH_PREFIX "%s\n%s\n", mp->name,
+                              mp->config_hash ? mp->config_hash : "", body);
+        return 0;
 }
 
 /*
@@ -1055,12 +1108,15 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
         hosts_target *ht = HT(t);
         if (c->hosts.set)
                 remember(ht, c);
+        int k = check_machines(ht, c);
+        if (k < 0)
+                return k;
         if (idx >= p->n)
                 return target_fail(t, -EINVAL, "member index %zu out of range", idx);
         const member_plan *mp = &p->members[idx];
         const host_spec *h = NULL;
         _cleanup_(view_release) machine_view v = {0};
-        int k = member_machine(ht, c, mp, &h, &v);
+        k = member_machine(ht, c, mp, &h, &v);
         if (k < 0)
                 return k;
         if (!v.claimed_by && v.file_member)
@@ -1074,10 +1130,21 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
                                    "member %s: the data on %s is not the data it ran with; it "
                                    "must be replaced",
                                    mp->name, h->address);
+        /* the file that starts it, before anything is written to the machine */
+        bool pod = h->mode == HOST_MODE_STATIC_POD;
+        _cleanup_(strv_freep) char **argv = render_member_command(c, p, idx);
+        if (!argv || !argv[0])
+                return target_fail(t, -EINVAL, "member %s: no command rendered", mp->name);
+        if (!pod)
+                str_assign(&argv[0], xstrdup(h->etcd_binary));
+        _cleanup_free_ char *text = NULL, *why = NULL;
+        k = pod ? manifest_text(c, mp, argv, &text, &why) : unit_text(c, mp, argv, &text, &why);
+        if (k < 0)
+                return target_fail(t, k, "member %s: refusing to write %s to %s: %s", mp->name,
+                                   pod ? "the manifest" : "the unit", h->address, why);
         if (!v.claimed_by && (k = write_marker(ht, h, mp->name)) < 0)
                 return k;
 
-        bool pod = h->mode == HOST_MODE_STATIC_POD;
         _cleanup_free_ char *unit = unit_name(c);
         _cleanup_free_ char *qu = ssh_quote(unit);
         if (v.file_member && streq_ptr(v.file_hash, mp->config_hash)) {
@@ -1097,12 +1164,6 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
                 if ((k = tls_upload(ht, c, h, mp)) < 0)
                         return k;
         }
-        _cleanup_(strv_freep) char **argv = render_member_command(c, p, idx);
-        if (!argv || !argv[0])
-                return target_fail(t, -EINVAL, "member %s: no command rendered", mp->name);
-        if (!pod)
-                str_assign(&argv[0], xstrdup(h->etcd_binary));
-        _cleanup_free_ char *text = pod ? manifest_text(c, mp, argv) : unit_text(c, mp, argv);
         if (pod && (k = retire_kubeadm(ht, h)) < 0)
                 return k;
         if (pod && k > 0 && (k = wait_stopped(ht, h, mp->name, false)) < 0)
@@ -1157,9 +1218,12 @@ static int hosts_remove_member(target *t, const etcd_cluster *c, const char *mem
         hosts_target *ht = HT(t);
         if (c->hosts.set)
                 remember(ht, c);
+        int k = check_machines(ht, c);
+        if (k < 0)
+                return k;
         _cleanup_(view_release) machine_view v = {0};
         int idx;
-        int k = locate(ht, c, member, &idx, &v);
+        k = locate(ht, c, member, &idx, &v);
         if (idx < 0)
                 return k;
         const host_spec *h = &c->hosts.items[idx];
@@ -1193,6 +1257,8 @@ static int hosts_drop_kept_data(target *t, const etcd_cluster *c, const char *me
                 remember(ht, c);
         if (!target_name_is_component(member))
                 return target_fail(t, -EINVAL, "invalid member name \"%s\"", member);
+        if (check_machines(ht, c) < 0)
+                return -EINVAL;
         for (size_t i = 0; i < c->hosts.n; i++) {
                 const host_spec *h = &c->hosts.items[i];
                 _cleanup_free_ char *prefix = xasprintf("%s.removed-%s-", h->data_dir, member);
@@ -1979,6 +2045,8 @@ static int hosts_restore_member(target *t, const etcd_cluster *c, const membersh
                 remember(ht, c);
         if (idx >= p->n || !p->members[idx].name || !p->members[idx].peer_url)
                 return target_fail(t, -EINVAL, "member index %zu out of range", idx);
+        if (check_machines(ht, c) < 0)
+                return -EINVAL;
         const member_plan *mp = &p->members[idx];
         if (!target_name_is_component(mp->name))
                 return target_fail(t, -EINVAL, "invalid member name \"%s\"", mp->name);

@@ -9,11 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
 #include "api/internal.h"
 #include "api/spec.h"
+#include "util/xalloc.h"
 
 static void test_quantity_bytes(void **state)
 {
@@ -184,13 +186,159 @@ static void test_suggestions(void **state)
         assert_int_equal(edit_distance("", "abc"), 3);
 }
 
+/* Paths of a spec: absolute, normalized, conservative; an owned folder never a system folder. */
+static void test_paths(void **state)
+{
+        static const char *const ok[] = {"/var/lib/etcd/default-demo",
+                                         "/etc/etcd/default-demo/pki",
+                                         "/srv/etcd",
+                                         "/data",
+                                         "/home/alice/etcd",
+                                         "/tmp/gitcd-lab-Xy12/m1/var/lib/etcd",
+                                         "/root/.cache/gitcd/etcd-v3.5.16/etcd",
+                                         "/mnt/disk1/etcd_data+v3@1",
+                                         NULL};
+        for (size_t i = 0; ok[i]; i++) {
+                char *why = NULL;
+                if (spec_path_check(ok[i], SPEC_PATH_OWNED, &why) != 0)
+                        fail_msg("%s: %s", ok[i], why);
+                assert_null(why);
+        }
+        static const struct {
+                const char *in;
+                const char *why; /* a part of the reason */
+        } bad[] = {
+            {"", "absolute"},
+            {"var/lib/etcd", "absolute"},
+            {"/", "root folder"},
+            {"/etc", "system folder"},
+            {"/var/lib", "system folder"},
+            {"/usr/local/bin", "system folder"},
+            {"/root/.ssh", "system folder"},
+            {"/home/alice", "home folder"},
+            {"/usr/local", "system folder"},
+            {"/srv/etcd/", "trailing"},
+            {"/srv//etcd", "//"},
+            {"/srv/./etcd", "\".\""},
+            {"/srv/etcd/..", "\"..\""},
+            {"/srv/etcd/a b", "only letters"},
+            {"/srv/etcd/a\nb", "only letters"},
+            {"/srv/etcd/$(id)", "only letters"},
+            {"/srv/etcd/`id`", "only letters"},
+            {"/srv/etcd/it's", "only letters"},
+            {"/srv/etcd/a\"b", "only letters"},
+            {"/srv/etcd/a\\b", "only letters"},
+            {"/srv/etcd/100%n", "only letters"},
+            {"/srv/etcd/a;b", "only letters"},
+            {"/srv/etcd/x=y", "only letters"},
+            {"/srv/\xc3\xa9t\xc3\xa9", "only letters"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                char *why = NULL;
+                assert_int_equal(spec_path_check(bad[i].in, SPEC_PATH_OWNED, &why), -EINVAL);
+                if (!strstr(why, bad[i].why))
+                        fail_msg("%s: \"%s\" does not say %s", bad[i].in, why, bad[i].why);
+                free(why);
+        }
+        /* above a system folder: its parents are refused too */
+        for (const char *const *d = spec_system_dirs(); *d; d++) {
+                char *why = NULL;
+                _cleanup_free_ char *dir = xstrdup(*d);
+                if (dir[strlen(dir) - 1] == '/')
+                        continue;
+                for (char *slash; (slash = strrchr(dir, '/')) && slash != dir;) {
+                        *slash = '\0';
+                        assert_int_equal(spec_path_check(dir, SPEC_PATH_OWNED, &why), -EINVAL);
+                        free(why);
+                        why = NULL;
+                }
+        }
+        /* folders gitcd writes files into, and files: the system folders are fine there */
+        char *why = NULL;
+        assert_int_equal(spec_path_check("/etc/systemd/system", SPEC_PATH_FOLDER, &why), 0);
+        assert_int_equal(spec_path_check("/etc/kubernetes/manifests", SPEC_PATH_FOLDER, &why), 0);
+        assert_int_equal(spec_path_check("/usr/local/bin/etcd", SPEC_PATH_FILE, &why), 0);
+        assert_int_equal(spec_path_check("/", SPEC_PATH_FOLDER, &why), -EINVAL);
+        free(why);
+}
+
+static void test_addresses(void **state)
+{
+        static const char *const hosts[] = {
+            "10.0.0.1", "::1", "fd00::12", "node-1.example.com", "Node1", "localhost", "a", NULL};
+        for (size_t i = 0; hosts[i]; i++)
+                assert_true(host_address_valid(hosts[i]));
+        static const char *const bad_hosts[] = {
+            "",          "-a",  "a-",    "a..b",  "a b",  "cp2;reboot", "10.0.0.1\n",
+            "1.2.3.999", "a_b", "[::1]", "$(id)", "a.b.", NULL};
+        for (size_t i = 0; bad_hosts[i]; i++)
+                if (host_address_valid(bad_hosts[i]))
+                        fail_msg("\"%s\" taken for a host", bad_hosts[i]);
+        assert_true(advertise_address_valid("10.0.0.1"));
+        assert_true(advertise_address_valid("node-1.example.com"));
+        assert_false(advertise_address_valid("fd00::12"));
+        assert_true(host_port_valid("collector:4317", true));
+        assert_true(host_port_valid("[::1]:4317", true));
+        assert_true(host_port_valid("10.0.0.1:1", true));
+        assert_false(host_port_valid("collector", true));
+        assert_true(host_port_valid("collector", false));
+        assert_false(host_port_valid("collector:0", true));
+        assert_false(host_port_valid("collector:65536", true));
+        assert_false(host_port_valid("collector:43a", true));
+        assert_false(host_port_valid("::1:4317", true));
+        assert_true(http_url_valid("https://s3.eu-west-1.amazonaws.com", false));
+        assert_true(http_url_valid("http://127.0.0.1:9000", false));
+        assert_true(http_url_valid("http://minio:9000/storage", true));
+        assert_false(http_url_valid("http://minio:9000/storage", false));
+        assert_false(http_url_valid("file:///etc/passwd", true));
+        assert_false(http_url_valid("http://a/b?c", true));
+        assert_false(http_url_valid("http://a/%2e%2e", true));
+        assert_false(http_url_valid("http://user@host", true));
+        assert_false(http_url_valid("javascript:alert(1)", true));
+}
+
+/* Image repositories by the OCI distribution reference grammar (name only, no tag). */
+static void test_images(void **state)
+{
+        static const char *const ok[] = {"quay.io/coreos/etcd",
+                                         "gcr.io/etcd-development/etcd",
+                                         "registry.k8s.io/etcd",
+                                         "localhost:5000/etcd",
+                                         "etcd",
+                                         "my_org/etc__d",
+                                         "a/b-c--d/e.f",
+                                         "[::1]:5000/etcd",
+                                         NULL};
+        for (size_t i = 0; ok[i]; i++)
+                if (!image_repository_valid(ok[i]))
+                        fail_msg("\"%s\" refused", ok[i]);
+        static const char *const bad[] = {"",
+                                          "Quay.io:99999/etcd",
+                                          "quay.io/CoreOS/etcd",
+                                          "quay.io/coreos/etcd:v3.5.16",
+                                          "quay.io/coreos/etcd@sha256:00",
+                                          "quay.io/coreos/etcd;id",
+                                          "quay.io//etcd",
+                                          "quay.io/etcd/",
+                                          "-etcd",
+                                          "etcd-",
+                                          "e___d",
+                                          "quay.io/coreos/etcd\n",
+                                          "quay.io/\"etcd\"",
+                                          NULL};
+        for (size_t i = 0; bad[i]; i++)
+                if (image_repository_valid(bad[i]))
+                        fail_msg("\"%s\" accepted", bad[i]);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_quantity_bytes), cmocka_unit_test(test_quantity_millis),
             cmocka_unit_test(test_semver),         cmocka_unit_test(test_dns),
             cmocka_unit_test(test_labels),         cmocka_unit_test(test_cron),
-            cmocka_unit_test(test_suggestions),
+            cmocka_unit_test(test_suggestions),    cmocka_unit_test(test_paths),
+            cmocka_unit_test(test_addresses),      cmocka_unit_test(test_images),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,8 +49,12 @@ static char *slurp_fd(int fd)
         return sb_detach(&sb);
 }
 
-/* Run "$GITCD_BIN validate args..." in dir, capturing stdout and stderr. */
-static void run_validate_argv(const char *dir, const char *const *args, run_result *res)
+/*
+ * Run "$GITCD_BIN validate args..." in dir, capturing stdout and stderr
+ * (merged: both into one file, res->err empty, as `2>&1` or a terminal).
+ */
+static void run_validate_into(const char *dir, const char *const *args, bool merged,
+                              run_result *res)
 {
         const char *bin = getenv("GITCD_BIN");
         assert_non_null(bin);
@@ -63,7 +67,7 @@ static void run_validate_argv(const char *dir, const char *const *args, run_resu
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
-                if (chdir(dir) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+                if (chdir(dir) < 0 || dup2(out, 1) < 0 || dup2(merged ? out : err, 2) < 0)
                         _exit(127);
                 const char *argv[16] = {bin, "validate"};
                 for (size_t i = 0; args[i] && i < 13; i++)
@@ -79,6 +83,11 @@ static void run_validate_argv(const char *dir, const char *const *args, run_resu
         res->err = slurp_fd(err);
         close(out);
         close(err);
+}
+
+static void run_validate_argv(const char *dir, const char *const *args, run_result *res)
+{
+        run_validate_into(dir, args, false, res);
 }
 
 static void run_validate(const char *dir, const char *arg, run_result *res)
@@ -129,6 +138,22 @@ static void test_cli(void **state)
         assert_int_equal(res.status, 1);
         assert_non_null(strstr(res.out, "examples/ci/github-actions.yml:14:1: error: document "
                                         "has no apiVersion\n"));
+        free_result(&res);
+
+        /*
+         * stdout and stderr into one file: every diagnostic line ends before
+         * the summary starts (the summary goes to stderr, after stdout is
+         * flushed), also for a value that holds a newline
+         */
+        const char *merged[] = {"tests/api/bad/70-control-characters.yaml", NULL};
+        run_validate_into(root, merged, true, &res);
+        assert_int_equal(res.status, 1);
+        run_result alone = {0};
+        run_validate_argv(root, merged, &alone);
+        _cleanup_free_ char *want = xasprintf("%s%s", alone.out, alone.err);
+        assert_string_equal(res.out, want);
+        assert_non_null(strstr(res.out, "'+' and '@'\n15 errors, 0 warnings\n"));
+        free_result(&alone);
         free_result(&res);
 
         const char *quiet[] = {"-q", "examples/dialects/improbable.yaml", NULL};

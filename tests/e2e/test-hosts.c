@@ -12,7 +12,9 @@
  * 3 → 5 → 3, a machine's data disk wiped (the member is replaced, quorum
  * kept), a machine that stops answering SSH (quorum kept, another cluster
  * still changes); and, first, a machine with a wrong host key (refused,
- * nothing written on it).
+ * nothing written on it), and a spec whose values would have become unit
+ * file syntax or removed a system folder (refused by validate, plan and
+ * apply at file:line:col, nothing written or run on the machine).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -225,6 +227,83 @@ static void test_wrong_host_key(void **state)
         e2e_free(e);
 }
 
+/*
+ * A spec written to run a command of its own on the machine (a newline in
+ * an extraFlags value, which systemd would read as a line of the unit),
+ * with a system folder as its data directory and a flag that turns off
+ * etcd's quorum guard: validate, plan and apply refuse it with each
+ * place and reason, and nothing reaches the machine (no file, no
+ * systemctl call, the injected command never ran).
+ */
+static void test_hostile_spec_refused(void **state)
+{
+        (void)state;
+        stage("hostile spec");
+        e2e *e = e2e_new();
+        size_t spare = MACHINES - 1;
+        hosts_lab_write_cluster_systemd(L, e, "hostile", VERSION, 1, spare, 1);
+        _cleanup_free_ char *file = xasprintf("%s/hostile.yaml", e->source);
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(file, 1 << 20, &text, &len), 0);
+        _cleanup_free_ char *ran = machine_path(spare, "/injected");
+        /* the hosts mapping goes on (dataDir at its level), then spec.options */
+        _cleanup_free_ char *hostile =
+            xasprintf("%s    dataDir: /etc\n  options:\n    extraFlags:\n"
+                      "      log-level: \"info\\\\'\\nExecStartPre=/bin/sh -c 'touch %s'\\n#\"\n"
+                      "      strict-reconfig-check: \"false\"\n",
+                      text, ran);
+        e2e_write_file(e, "hostile.yaml", hostile);
+        int lines = 0;
+        for (const char *p = hostile; *p; p++)
+                lines += *p == '\n';
+        _cleanup_free_ char *at_flag = xasprintf("hostile.yaml:%d:18: error: "
+                                                 "spec.options.extraFlags.log-level: a control "
+                                                 "character",
+                                                 lines - 1);
+        _cleanup_free_ char *at_quorum =
+            xasprintf("hostile.yaml:%d:30: error: spec.options.extraFlags.strict-reconfig-check: "
+                      "--strict-reconfig-check is refused",
+                      lines);
+        _cleanup_free_ char *at_dir =
+            xasprintf("hostile.yaml:%d:14: error: spec.hosts.dataDir: \"/etc\" is a system "
+                      "folder",
+                      lines - 4);
+
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        _cleanup_free_ char *path = xasprintf("%s/hostile.yaml", e->source);
+        const char *validate[] = {"validate", path, NULL};
+        assert_int_equal(e2e_runv(e, &out, &err, validate), 1);
+        for (const char *want[] = {at_flag, at_quorum, at_dir, NULL}, **w = want; *w; w++)
+                if (!strstr(out, *w))
+                        fail_msg("validate does not say \"%s\":\n%s%s", *w, out, err);
+        free(out), free(err), out = err = NULL;
+        for (const char *cmd[] = {"plan", "apply", NULL}, **c = cmd; *c; c++) {
+                bool apply = streq(*c, "apply");
+                assert_int_not_equal(hosts_cmd(e, *c, NULL, &out, &err, apply ? "--timeout" : NULL,
+                                               apply ? "8s" : NULL),
+                                     0);
+                for (const char *want[] = {at_flag, at_quorum, at_dir, NULL}, **w = want; *w; w++)
+                        if (!strstr(out, *w) && !strstr(err, *w))
+                                fail_msg("%s does not say \"%s\":\n%s%s", *c, *w, out, err);
+                free(out), free(err), out = err = NULL;
+        }
+
+        _cleanup_free_ char *units = hosts_lab_units(L, spare);
+        _cleanup_free_ char *unit = xasprintf("%s/etcd-default-hostile.service", units);
+        _cleanup_free_ char *data = hosts_lab_data_dir(L, spare, "hostile");
+        _cleanup_free_ char *calls = hosts_lab_systemctl_log(L, spare);
+        _cleanup_free_ char *log = NULL;
+        size_t log_len = 0;
+        (void)read_file(calls, 1 << 20, &log, &log_len);
+        assert_false(path_exists(unit));
+        assert_false(path_exists(data));
+        assert_false(path_exists(ran));
+        if (log && strstr(log, "hostile"))
+                fail_msg("systemctl was called for the refused cluster:\n%s", log);
+        e2e_free(e);
+}
+
 static int setup(void **state)
 {
         (void)state;
@@ -243,6 +322,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_wrong_host_key),
+            cmocka_unit_test(test_hostile_spec_refused),
             cmocka_unit_test(test_lifecycle),
         };
         return cmocka_run_group_tests(tests, setup, teardown);

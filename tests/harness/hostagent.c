@@ -71,9 +71,11 @@ static char *undouble(const char *w)
 }
 
 /*
- * ExecStart= words: POSIX single quotes, backslash outside quotes, spaces
- * between, "%%" and "$$" undoubled (no other specifier or variable is
- * replaced: gitcd's units use none).
+ * ExecStart= words: double quotes with backslash escapes inside (what
+ * gitcd writes: \\, \", \'), single quotes (the tests' hand-written
+ * units, and gitcd's before), backslash outside quotes, spaces between,
+ * "%%" and "$$" undoubled (no other specifier or variable is replaced:
+ * gitcd's units use none).
  */
 static char **parse_exec(const char *text)
 {
@@ -92,6 +94,15 @@ static char **parse_exec(const char *text)
                                 break;
                         sb_append_len(&w, p + 1, (size_t)(end - p - 1));
                         p = end;
+                        in_word = true;
+                } else if (*p == '"') {
+                        for (p++; *p && *p != '"' && *p != '\n'; p++) {
+                                if (*p == '\\' && p[1] && p[1] != '\n')
+                                        p++;
+                                sb_appendc(&w, *p);
+                        }
+                        if (*p != '"')
+                                break;
                         in_word = true;
                 } else if (*p == '\\' && p[1]) {
                         sb_appendc(&w, *++p);

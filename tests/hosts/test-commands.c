@@ -14,6 +14,14 @@
  * Also: `gitcd plan --target hosts`'s lines per machine (the files and
  * commands apply writes and runs), with sudo for other users, and what
  * adoption would read and do on a systemd machine.
+ *
+ * And the one quoting function every command goes through (ssh_quote):
+ * a hostile corpus (every byte but NUL on its own, quotes, escapes,
+ * expansions, globs, separators, newlines) quoted into a command line is
+ * run by a real /bin/sh, directly and nested in `sudo -n sh -c` as
+ * hosts_command builds it for other users, and the argv this test
+ * receives back (it re-runs itself as the program, --dump-argv) must be
+ * the corpus byte for byte.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -31,8 +39,10 @@
 
 #include "api/spec.h"
 #include "targets/hosts.h"
+#include "targets/ssh.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
+#include "util/strbuf.h"
 #include "util/xalloc.h"
 
 static etcd_cluster *load(const char *user)
@@ -80,6 +90,116 @@ static int sh(const char *cmd, const char *data, const char *path_dir)
         int status = 0;
         assert_int_equal(waitpid(pid, &status, 0), pid);
         return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Run cmd with /bin/sh (PATH starting with path_dir): its standard output in *ret_out. */
+static int sh_out(const char *cmd, const char *path_dir, char **ret_out, size_t *ret_len)
+{
+        int fds[2];
+        assert_int_equal(pipe(fds), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                dup2(fds[1], 1);
+                close(fds[0]);
+                if (path_dir) {
+                        char *p = xasprintf("%s:%s", path_dir, getenv("PATH"));
+                        setenv("PATH", p, 1);
+                }
+                execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+                _exit(127);
+        }
+        close(fds[1]);
+        strbuf sb = STRBUF_INIT;
+        char buf[4096];
+        ssize_t n;
+        while ((n = read(fds[0], buf, sizeof(buf))) > 0)
+                sb_append_len(&sb, buf, (size_t)n);
+        close(fds[0]);
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        *ret_len = sb.len;
+        *ret_out = sb_detach(&sb);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* A stand-in sudo in dir/bin that insists on -n and runs the rest as this user. */
+static char *stand_in_sudo(const char *dir)
+{
+        char *bin = xasprintf("%s/bin", dir);
+        assert_int_equal(mkdir_p(bin, 0755), 0);
+        _cleanup_free_ char *sudo = xasprintf("%s/sudo", bin);
+        const char *script = "#!/bin/sh\n[ \"$1\" = -n ] || { echo 'sudo: a password is "
+                             "required' >&2; exit 1; }\nshift\nexec \"$@\"\n";
+        assert_int_equal(write_file_atomic(sudo, script, strlen(script), 0755), 0);
+        return bin;
+}
+
+/* The words the shell handed to this program (--dump-argv), each NUL-terminated, equal corpus. */
+static void assert_argv_back(const char *out, size_t len, char *const *corpus, size_t n)
+{
+        size_t i = 0;
+        for (const char *p = out; p < out + len; p += strlen(p) + 1, i++) {
+                if (i >= n)
+                        fail_msg("more words came back than %zu", n);
+                if (!streq(p, corpus[i]))
+                        fail_msg("word %zu came back as \"%s\", not \"%s\"", i, p, corpus[i]);
+        }
+        assert_int_equal(i, n);
+}
+
+static void test_shell_quoting_is_exact(void **state)
+{
+        (void)state;
+        static const char *const words[] = {
+            "'",      "''",    "'\\''", "\\",  "\"",       "\"'\"",   "$(id)", "`id`", "$HOME",
+            "${IFS}", "$1",    "$@",    "$$",  ";",        "&&",      "|",     "||",   ">/tmp/x",
+            "<",      "&",     "(",     ")",   "{",        "}",       "*",     "?",    "[a]",
+            "~",      "~root", "#",     "!",   " ",        "  a  b ", "\t",    "\n",   "a\nb",
+            "",       "-n",    "--",    "-",   "%",        "%%",      "=",     "a=b",  "\xc3\xa9",
+            "\x01",   "\x7f",  "\xff",  "\\n", "'\\''\\'", "x'\n'y",  "\r\n",
+        };
+        size_t n = 0;
+        char **corpus = xcalloc(ARRAY_SIZE(words) + 256, sizeof(char *));
+        for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+                corpus[n++] = xstrdup(words[i]);
+        for (int b = 1; b < 256; b++)
+                corpus[n++] = xasprintf("%c", b);
+
+        char self[4096];
+        ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        assert_true(sl > 0);
+        self[sl] = '\0';
+        strbuf cmd = STRBUF_INIT;
+        _cleanup_free_ char *qself = ssh_quote(self);
+        sb_printf(&cmd, "exec %s --dump-argv", qself);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *q = ssh_quote(corpus[i]);
+                sb_printf(&cmd, " %s", q);
+        }
+
+        /* root: the command as it is */
+        _cleanup_(etcd_cluster_freep) etcd_cluster *root = load("root");
+        _cleanup_free_ char *as_root = hosts_command(&root->hosts.items[0], sb_str(&cmd));
+        char *out = NULL;
+        size_t len = 0;
+        assert_int_equal(sh_out(as_root, NULL, &out, &len), 0);
+        assert_argv_back(out, len, corpus, n);
+        free(out);
+
+        /* another user: quoted once more, into `sudo -n sh -c` */
+        _cleanup_free_ char *dir = harness_tmpdir("hosts-quoting");
+        _cleanup_free_ char *bin = stand_in_sudo(dir);
+        _cleanup_(etcd_cluster_freep) etcd_cluster *other = load("deploy");
+        _cleanup_free_ char *via_sudo = hosts_command(&other->hosts.items[0], sb_str(&cmd));
+        assert_true(strneq(via_sudo, "sudo -n sh -c '", 15));
+        assert_int_equal(sh_out(via_sudo, bin, &out, &len), 0);
+        assert_argv_back(out, len, corpus, n);
+        free(out);
+
+        sb_release(&cmd);
+        strv_free(corpus);
+        (void)rm_rf(dir);
 }
 
 static void test_root_runs_commands_as_they_are(void **state)
@@ -181,9 +301,16 @@ static void test_plan_lines_per_machine(void **state)
         assert_null(strstr(a, "not supported"));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+        if (argc >= 2 && streq(argv[1], "--dump-argv")) {
+                for (int i = 2; i < argc; i++)
+                        if (fwrite(argv[i], 1, strlen(argv[i]) + 1, stdout) != strlen(argv[i]) + 1)
+                                return 1;
+                return fflush(stdout) == 0 ? 0 : 1;
+        }
         const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_shell_quoting_is_exact),
             cmocka_unit_test(test_root_runs_commands_as_they_are),
             cmocka_unit_test(test_other_users_go_through_sudo_n),
             cmocka_unit_test(test_installer_writes_atomically),

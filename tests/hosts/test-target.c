@@ -18,7 +18,9 @@
  * only once its etcd stopped (the simulated kubelet acts on a changed or
  * removed manifest a second later); a distribution's etcd.service left
  * alone when it runs other data, and disabled before gitcd's unit starts
- * a member whose data it runs (reported until then as run by it). With a
+ * a member whose data it runs (reported until then as run by it); a
+ * cluster that skipped intake (a home folder as dataDir, a newline in a
+ * flag value) refused by the target itself with nothing written. With a
  * user other than root
  * (`ssh.user`), on the machine's real sudo and the accounts scripts/setup
  * creates: the same contract through `sudo -n` as gitcd-test,
@@ -572,6 +574,71 @@ static void test_binary_of_another_version(void **state)
         target_free(t);
 }
 
+/*
+ * A caller that hands the target a cluster intake would have refused:
+ * the target refuses it too, before anything is written or run on a
+ * machine (no data directory, marker, unit or systemctl call; the line a
+ * newline in a flag value would have added never runs).
+ */
+static void test_bypassed_intake_refused(void **state)
+{
+        (void)state;
+        target *t = new_target(NULL);
+        etcd_cluster *c = load_cluster("bypass", "systemd", 1);
+        _cleanup_free_ char *ran = machine_path(0, "/injected");
+        _cleanup_free_ char *calls_before = NULL;
+        size_t len = 0;
+        (void)read_file(systemctl_log, 1 << 20, &calls_before, &len);
+        if (calls_before && strstr(calls_before, "bypass"))
+                fail_msg("systemctl log names the cluster already:\n%s", calls_before);
+
+        /*
+         * a home folder as every machine's dataDir (the machines are this
+         * host: one that does not exist, so a regression costs no data)
+         */
+        const char *home = "/home/gitcd-test-no-such-user";
+        assert_false(path_exists(home));
+        char *saved[MACHINES];
+        for (size_t i = 0; i < MACHINES; i++) {
+                saved[i] = c->hosts.items[i].data_dir;
+                c->hosts.items[i].data_dir = xstrdup(home);
+        }
+        member_plan mp = {.name = render_member_name(c, 0), .ordinal = 0};
+        assert_int_equal(t->ops->place_member(t, c, &mp), -EINVAL);
+        if (!strstr(target_last_error(t), "is a home folder"))
+                fail_msg("no word of the home folder: %s", target_last_error(t));
+        assert_int_equal(t->ops->remove_member(t, c, mp.name, false), -EINVAL);
+        assert_false(path_exists(home));
+        for (size_t i = 0; i < MACHINES; i++) {
+                free(c->hosts.items[i].data_dir);
+                c->hosts.items[i].data_dir = saved[i];
+        }
+        member_plan_release(&mp);
+
+        /* a newline in a flag value: the unit is never written */
+        _cleanup_free_ char *evil = xasprintf("info\nExecStartPre=/bin/sh -c 'touch %s'", ran);
+        kv_set(&c->options.extra_flags, "log-level", evil);
+        membership_plan *p = plan_new(t, c, 1);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), -EINVAL);
+        if (!strstr(target_last_error(t), "refusing to write the unit"))
+                fail_msg("no word of the refusal: %s", target_last_error(t));
+        for (size_t i = 0; i < MACHINES; i++) {
+                _cleanup_free_ char *unit =
+                    machine_path(i, "/etc/systemd/system/etcd-default-bypass.service");
+                assert_false(path_exists(unit)); /* placed at most, never started */
+        }
+        assert_false(path_exists(ran));
+        _cleanup_free_ char *calls = NULL;
+        (void)read_file(systemctl_log, 1 << 20, &calls, &len);
+        const char *since = calls ? calls + (calls_before ? strlen(calls_before) : 0) : "";
+        if (strstr(since, "bypass"))
+                fail_msg("systemctl was asked about the refused member:\n%s", since);
+        assert_int_equal(t->ops->remove_member(t, c, p->members[0].name, false), 0);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(t);
+}
+
 static void test_three_machines(void **state)
 {
         (void)state;
@@ -1040,6 +1107,7 @@ int main(void)
             cmocka_unit_test(test_no_sudo_refused),
             cmocka_unit_test(test_sudo_warning_is_no_refusal),
             cmocka_unit_test(test_binary_of_another_version),
+            cmocka_unit_test(test_bypassed_intake_refused),
             cmocka_unit_test(test_three_machines),
             cmocka_unit_test(test_wrong_host_key),
             cmocka_unit_test(test_tls_static_pod),

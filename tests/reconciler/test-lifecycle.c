@@ -36,24 +36,26 @@ static int setup(void **state)
 }
 
 /*
- * Offer the spec "demo" with replicas, n_flags extra flags (each a long
- * value) and extra lines under spec (or NULL).
+ * Offer the spec "demo" with replicas, an extra flag that grows with n
+ * (--host-whitelist with 5 * n host names, about 100 bytes each n; none
+ * for 0) and extra lines under spec (or NULL).
  */
-static void offer_spec(fx *f, int replicas, int n_flags, const char *extra)
+static void offer_spec(fx *f, int replicas, int n, const char *extra)
 {
         strbuf y = STRBUF_INIT;
         sb_printf(&y, "  replicas: %d\n  version: \"3.5.16\"\n  storage:\n    size: 1Gi\n",
                   replicas);
         if (extra)
                 sb_append(&y, extra);
-        if (n_flags > 0) {
-                sb_append(&y, "  options:\n    extraFlags:\n");
-                for (int i = 0; i < n_flags; i++) {
-                        sb_printf(&y, "      experimental-flag-%03d: \"", i);
-                        for (int j = 0; j < 100; j++)
+        if (n > 0) {
+                sb_append(&y, "  options:\n    extraFlags:\n      host-whitelist: \"");
+                for (int i = 0; i < 5 * n; i++) {
+                        sb_printf(&y, "%sh%04d-", i ? "," : "", i);
+                        for (int j = 0; j < 10; j++)
                                 sb_appendc(&y, (char)('a' + (i + j) % 26));
-                        sb_append(&y, "\"\n");
+                        sb_append(&y, ".example");
                 }
+                sb_append(&y, "\"\n");
         }
         fx_offer(f, NULL, "%s", sb_str(&y));
         sb_release(&y);
@@ -456,7 +458,7 @@ static void test_ca_bundle_change_rolls_each_member_once(void **state)
 }
 
 /*
- * A member command longer than 8 KiB (many extra flags) converges: each
+ * A member command longer than 8 KiB (a long extra flag) converges: each
  * member starts once and is never seen as outdated afterwards.
  */
 static void test_long_command_converges_without_restarts(void **state)
