@@ -193,29 +193,17 @@ static int fetch(const runner_flags *f, bool plain, source_revision **ret)
  * --target hosts: for every cluster the plan creates or changes, what apply
  * writes and runs on each machine (hosts_machine_effects), as
  * [{"cluster": "ns/name", "action": "create", "machines": [{"address",
- * "mode", "effects": [...]}]}]. The revision is parsed again for the
- * clusters' inventories; the plan says which of them are taken in.
+ * "mode", "effects": [...]}]}], from the definitions the plan took in.
  */
-static json_t *hosts_effects(const source_revision *rev, const plan *p)
+static json_t *hosts_effects(const plan *p)
 {
-        cluster_set set = {0};
-        diag_list d = DIAG_LIST_INIT;
-        for (size_t i = 0; i < rev->n_files; i++)
-                (void)spec_load_buffer(rev->files[i].path, rev->files[i].content, rev->files[i].len,
-                                       &set, &d);
-        diag_list_release(&d);
         json_t *out = json_array();
         for (size_t i = 0; i < p->n; i++) {
                 const plan_item *it = &p->items[i];
                 if (it->action != PLAN_CREATE && it->action != PLAN_UPDATE)
                         continue;
-                const etcd_cluster *c = NULL;
-                for (size_t j = 0; j < set.n && !c; j++) {
-                        _cleanup_free_ char *id = etcd_cluster_id(set.items[j]);
-                        if (streq(id, it->name) && set.items[j]->hosts.set)
-                                c = set.items[j];
-                }
-                if (!c)
+                const etcd_cluster *c = it->spec;
+                if (!c || !c->hosts.set)
                         continue;
                 json_t *machines = json_array();
                 for (size_t m = 0; m < c->hosts.n; m++) {
@@ -238,7 +226,6 @@ static json_t *hosts_effects(const source_revision *rev, const plan *p)
                                                      plan_action_name(it->action), "machines",
                                                      machines));
         }
-        cluster_set_release(&set);
         return out;
 }
 
@@ -273,40 +260,28 @@ static void kube_config_freep(kube_config **cfg)
         kube_config_free(*cfg);
 }
 
-/* The clusters a plan takes in (not rejected), parsed again with the driver's rules. */
-static void clusters_taken_in(const source_revision *rev, const plan *p, cluster_set *ret)
+/* The clusters a plan takes in (not rejected), as the plan holds them. */
+static etcd_cluster **clusters_taken_in(const plan *p, size_t *ret_n)
 {
-        cluster_set set = {0};
-        diag_list diags = DIAG_LIST_INIT;
-        for (size_t i = 0; i < rev->n_files; i++)
-                (void)spec_load_buffer(rev->files[i].path, rev->files[i].content, rev->files[i].len,
-                                       &set, &diags);
-        diag_list_release(&diags);
-        for (size_t i = 0; i < set.n; i++) {
-                _cleanup_free_ char *id = etcd_cluster_id(set.items[i]);
-                bool take = false;
-                for (size_t j = 0; j < p->n; j++)
-                        if (streq(p->items[j].name, id))
-                                take = p->items[j].action != PLAN_REJECTED;
-                if (take) {
-                        cluster_set_add(ret, set.items[i]);
-                        set.items[i] = NULL;
-                }
-        }
-        cluster_set_release(&set);
+        etcd_cluster **v = xcalloc(p->n + 1, sizeof(*v));
+        size_t n = 0;
+        for (size_t i = 0; i < p->n; i++)
+                if (p->items[i].spec)
+                        v[n++] = p->items[i].spec;
+        *ret_n = n;
+        return v;
 }
 
 /*
  * Compare the clusters with the live objects on the API server. Prints a
  * clear error and returns -errno when the server cannot be read.
  */
-static int kube_drift(const runner_flags *f, const char *state_path, bool have_state,
-                      const source_revision *rev, const plan *p, drift_report **ret,
-                      kube_config **ret_cfg)
+static int kube_drift(const runner_flags *f, const char *state_path, bool have_state, const plan *p,
+                      drift_report **ret, kube_config **ret_cfg)
 {
         kube_config *cfg = NULL;
         kube_client *kc = NULL;
-        cluster_set set = {0};
+        etcd_cluster **taken = NULL;
         char *err = NULL;
         state_db *db = NULL;
         target *t = NULL;
@@ -337,9 +312,10 @@ static int kube_drift(const runner_flags *f, const char *state_path, bool have_s
                         db = NULL;
                 }
         }
-        clusters_taken_in(rev, p, &set);
+        size_t n_taken = 0;
+        taken = clusters_taken_in(p, &n_taken);
         drift_opts o = {.cluster_domain = f->cluster_domain, .target = t, .db = db};
-        k = drift_compute(kc, set.items, set.n, &o, ret, &err);
+        k = drift_compute(kc, taken, n_taken, &o, ret, &err);
         if (k < 0) {
                 fprintf(stderr, "gitcd plan: Kubernetes API server %s: %s\n", cfg->server,
                         !isempty(err) ? err : strerror(-k));
@@ -347,7 +323,7 @@ static int kube_drift(const runner_flags *f, const char *state_path, bool have_s
         }
         *ret_cfg = TAKE_PTR(cfg);
 out:
-        cluster_set_release(&set);
+        free(taken);
         target_free(t);
         state_close(db);
         kube_client_free(kc);
@@ -444,8 +420,8 @@ int cmd_plan(int argc, char **argv)
                          .applied = have_state ? &applied : NULL,
                          .members = members,
                          .prune = f.prune,
-                         .hosts_target = hosts,
-                         .pvc_target = streq_ptr(f.target, "kubernetes")};
+                         .caps = (hosts ? INTAKE_CAP_HOSTS_INVENTORY : 0) |
+                                 (streq_ptr(f.target, "kubernetes") ? INTAKE_CAP_PVC_WRITER : 0)};
         _cleanup_(plan_freep) plan *p = NULL;
         int k = plan_compute(&in, &p);
         members_release(members, applied.n);
@@ -458,10 +434,10 @@ int cmd_plan(int argc, char **argv)
         _cleanup_(drift_report_freep) drift_report *drift = NULL;
         _cleanup_(kube_config_freep) kube_config *kcfg = NULL;
         if (streq_ptr(f.target, "kubernetes") &&
-            kube_drift(&f, state_path, have_state, rev, p, &drift, &kcfg) < 0)
+            kube_drift(&f, state_path, have_state, p, &drift, &kcfg) < 0)
                 return EXIT_FAIL;
         const char *server = kcfg ? kcfg->server : NULL;
-        json_t *effects = hosts ? hosts_effects(rev, p) : NULL;
+        json_t *effects = hosts ? hosts_effects(p) : NULL;
 
         if (json) {
                 json_t *j = plan_to_json(p, rev);

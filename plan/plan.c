@@ -1,5 +1,5 @@
 /*
- * Plans (see plan.h): the revision parsed with the driver's rules, each
+ * Plans (see plan.h): the revision taken in through the driver's intake, each
  * cluster compared with the spec gitcd accepted last, and the result printed
  * for people or tools.
  *
@@ -21,6 +21,7 @@
 #include <strings.h>
 
 #include "plan/plan.h"
+#include "intake/intake.h"
 #include "render/render.h"
 #include "api/spec.h"
 #include "api/yaml.h"
@@ -78,6 +79,7 @@ static void strv_add(char ***v, size_t *n, const char *fmt, ...)
 
 static void item_release(plan_item *it)
 {
+        etcd_cluster_free(it->spec);
         free(it->name);
         free(it->file);
         for (size_t i = 0; i < it->n_changes; i++) {
@@ -475,8 +477,8 @@ static void note_in_progress(plan_item *it, const state_cluster *sc)
                      from);
 }
 
-static void plan_cluster(plan *p, const etcd_cluster *c, const state_cluster *sc,
-                         const state_member_list *ml)
+static plan_item *plan_cluster(plan *p, const etcd_cluster *c, const state_cluster *sc,
+                               const state_member_list *ml)
 {
         _cleanup_free_ char *id = etcd_cluster_id(c);
         json_auto_t *next = spec_to_json(c);
@@ -488,12 +490,12 @@ static void plan_cluster(plan *p, const etcd_cluster *c, const state_cluster *sc
         it->line = c->line;
         if (!prev_json) {
                 steps_create(it, c);
-                return;
+                return it;
         }
         if (json_equal(prev_json, next)) {
                 it->action = PLAN_UNCHANGED;
                 note_in_progress(it, sc);
-                return;
+                return it;
         }
 
         _cleanup_(etcd_cluster_freep) etcd_cluster *prev = NULL;
@@ -524,6 +526,7 @@ static void plan_cluster(plan *p, const etcd_cluster *c, const state_cluster *sc
                         steps_update(it, prev, c, ml, sc->leader);
         }
         note_in_progress(it, sc);
+        return it;
 }
 
 static void plan_removed(plan *p, const state_cluster *sc, bool prune, bool revision_has_errors)
@@ -666,61 +669,37 @@ int plan_compute(const plan_input *in, plan **ret)
         plan *p = XNEW(plan);
         p->diags = (diag_list)DIAG_LIST_INIT;
 
-        /*
-         * The driver's rules: every file parsed; invalid documents, duplicates and
-         * clusters that use a field not supported yet out.
-         */
-        cluster_set set = {0};
-        diag_list diags = DIAG_LIST_INIT;
-        bool errors = false;
-        {
-                spec_buffer *bufs = xcalloc(rev->n_files + 1, sizeof(*bufs));
-                for (size_t i = 0; i < rev->n_files; i++)
-                        bufs[i] = (spec_buffer){.file = rev->files[i].path,
-                                                .data = rev->files[i].content,
-                                                .len = rev->files[i].len};
-                if (spec_load_buffers(bufs, rev->n_files, &set, &diags) < 0)
-                        errors = true;
-                free(bufs);
-        }
-        if (spec_check_duplicates(&set, &diags) < 0)
-                errors = true;
+        /* The intake apply and run use (intake/intake.h): one rule, so plan and apply agree. */
         applied_index applied;
         applied_index_init(&applied, in->applied);
-        if (spec_refuse_unsupported(&set, applied_exists, &applied, &diags) < 0)
-                errors = true;
-        if (spec_refuse_for_target(&set, in->hosts_target, in->pvc_target, &diags) < 0)
-                errors = true;
-        for (size_t i = 0; i < rev->n_notes; i++)
-                diag_add(&diags, DIAG_NOTE, rev->notes[i].path, 0, 0, "skipped: %s",
-                         rev->notes[i].reason);
-
-        /* How many times each cluster is defined. */
-        strmap first = STRMAP_INIT;
-        int *defined = xcalloc(set.n + 1, sizeof(int));
-        for (size_t i = 0; i < set.n; i++) {
-                _cleanup_free_ char *id = etcd_cluster_id(set.items[i]);
-                size_t f = i;
-                if (!strmap_put(&first, id, i))
-                        (void)strmap_get(&first, id, &f);
-                defined[f]++;
+        intake_input ii = {.rev = rev,
+                           .mode = INTAKE_APPLY,
+                           .caps = in->caps,
+                           .exists = applied_exists,
+                           .userdata = &applied};
+        intake_result taken;
+        int k = spec_intake(&ii, &taken);
+        if (k < 0) {
+                strmap_release(&applied.by_name);
+                plan_free(p);
+                return k;
         }
-        for (size_t i = 0; i < set.n; i++) {
-                _cleanup_free_ char *id = etcd_cluster_id(set.items[i]);
-                if (item_find(p, id))
-                        continue;
-                if (defined[i] > 1) {
+        bool errors = taken.errors;
+        for (size_t i = 0; i < taken.n; i++) {
+                const intake_cluster *ic = &taken.items[i];
+                if (ic->verdict == INTAKE_DUPLICATE) {
                         /* Defined twice: neither definition is taken in. */
-                        plan_item *it = item_add(p, id, PLAN_REJECTED);
-                        it->file = xstrdup_null(set.items[i]->file);
-                        it->line = set.items[i]->line;
+                        plan_item *it = item_add(p, ic->id, PLAN_REJECTED);
+                        it->file = xstrdup_null(ic->spec->file);
+                        it->line = ic->spec->line;
                         continue;
                 }
-                plan_cluster(p, set.items[i], applied_find(&applied, id), members_find(in, id));
+                plan_item *it = plan_cluster(p, ic->spec, applied_find(&applied, ic->id),
+                                             members_find(in, ic->id));
+                if (it->action != PLAN_REJECTED)
+                        it->spec = TAKE_PTR(taken.items[i].spec);
         }
-        strmap_release(&first);
-        free(defined);
-        attribute_diags(p, rev, &diags);
+        attribute_diags(p, rev, &taken.diags);
 
         for (size_t i = 0; in->applied && i < in->applied->n; i++) {
                 const state_cluster *sc = in->applied->items[i];
@@ -749,8 +728,7 @@ int plan_compute(const plan_input *in, plan **ret)
                         break;
                 }
         }
-        diag_list_release(&diags);
-        cluster_set_release(&set);
+        intake_result_release(&taken);
         strmap_release(&applied.by_name);
         strmap_release(&p->by_name); /* the items are sorted now: the index is stale */
         *ret = p;

@@ -3,9 +3,9 @@
  * touching any etcd, target or state.
  *
  * plan_compute() is pure: it takes the revision (files already read by a
- * source) and the clusters the state store has accepted, parses the
- * revision with the same rules as the driver (invalid documents and
- * duplicates rejected, the rest still planned), and classifies every
+ * source) and the clusters the state store has accepted, takes the
+ * revision in through the intake the driver uses (intake/intake.h: invalid
+ * documents and duplicates rejected, the rest still planned), and classifies every
  * cluster as create, update, delete, rejected or unchanged. Updates carry
  * a field-by-field diff of the normalized specs (secret-looking values
  * redacted) and the steps the reconciler will take. The printers turn a
@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "intake/intake.h"
 #include "util/strmap.h"
 #include "sources/source.h"
 #include "state/state.h"
@@ -45,6 +46,7 @@ typedef struct plan_item {
         plan_action action;
         char *file; /* where it is defined in the revision (NULL for a delete) */
         int line;
+        etcd_cluster *spec;   /* the definition taken in; NULL when rejected or deleted */
         plan_change *changes; /* sorted by path */
         size_t n_changes;
         char **steps; /* what the reconciler will do, in order */
@@ -72,9 +74,13 @@ typedef struct plan_input {
          * version policy and the order members roll in. NULL: not known.
          */
         const state_member_list *members;
-        bool prune;        /* clusters removed from the source are stopped */
-        bool hosts_target; /* --target hosts: only clusters with spec.hosts (and only they) */
-        bool pvc_target;   /* --target kubernetes: snapshots may go into a PVC */
+        bool prune; /* clusters removed from the source are stopped */
+        /*
+         * What the target apply would use can do (INTAKE_CAP_*): the hosts
+         * target takes in only clusters with spec.hosts (and only it does);
+         * snapshots may go into a PVC only on the Kubernetes target.
+         */
+        unsigned caps;
 } plan_input;
 
 /*

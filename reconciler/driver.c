@@ -38,6 +38,7 @@
 
 #include "reconciler/driver.h"
 #include "api/spec.h"
+#include "intake/intake.h"
 #include "snapshots/declared.h"
 #include "util/log.h"
 #include "util/strbuf.h"
@@ -642,7 +643,7 @@ static void report_orphan(driver *d, const char *cluster, const source_revision 
                     rev, "success");
 }
 
-/* Whether a cluster was taken in before (for spec_refuse_unsupported's message). */
+/* Whether a cluster was taken in before (for the intake's refusal messages). */
 static bool cluster_exists(const char *id, void *userdata)
 {
         driver *d = userdata;
@@ -685,34 +686,27 @@ int driver_sync(driver *d, diag_list *diags)
         if (source_mark_applied(d->opts.src, rev) < 0)
                 log_warn("%s", source_last_error(d->opts.src));
 
-        cluster_set set = {0};
-        diag_list local = DIAG_LIST_INIT;
-        bool errors = false;
-        {
-                spec_buffer *bufs = xcalloc(rev->n_files + 1, sizeof(*bufs));
-                for (size_t i = 0; i < rev->n_files; i++)
-                        bufs[i] = (spec_buffer){.file = rev->files[i].path,
-                                                .data = rev->files[i].content,
-                                                .len = rev->files[i].len};
-                if (spec_load_buffers(bufs, rev->n_files, &set, &local) < 0)
-                        errors = true;
-                free(bufs);
+        /* The intake plan uses too (intake/intake.h). */
+        const target_ops *ops = d->opts.target->ops;
+        intake_input ii = {
+            .rev = rev,
+            .mode = INTAKE_APPLY,
+            .caps = (ops->caps & TARGET_CAP_HOSTS_INVENTORY ? INTAKE_CAP_HOSTS_INVENTORY : 0) |
+                    (ops->writer_start ? INTAKE_CAP_PVC_WRITER : 0),
+            .exists = cluster_exists,
+            .userdata = d};
+        intake_result taken;
+        k = spec_intake(&ii, &taken);
+        if (k < 0) {
+                set_error(d, "cannot take the revision in: %s", strerror(-k));
+                return k;
         }
-        if (spec_check_duplicates(&set, &local) < 0)
-                errors = true;
-        if (spec_refuse_unsupported(&set, cluster_exists, d, &local) < 0)
-                errors = true;
-        if (spec_refuse_for_target(&set, d->opts.target->ops->caps & TARGET_CAP_HOSTS_INVENTORY,
-                                   d->opts.target->ops->writer_start != NULL, &local) < 0)
-                errors = true;
-        for (size_t i = 0; i < rev->n_notes; i++)
-                diag_add(&local, DIAG_NOTE, rev->notes[i].path, 0, 0, "skipped: %s",
-                         rev->notes[i].reason);
+        bool errors = taken.errors;
         if (errors) {
                 strbuf why = STRBUF_INIT;
-                for (size_t i = 0; i < local.n; i++)
-                        if (local.items[i].severity == DIAG_ERROR) {
-                                _cleanup_free_ char *line = diag_format(&local.items[i]);
+                for (size_t i = 0; i < taken.diags.n; i++)
+                        if (taken.diags.items[i].severity == DIAG_ERROR) {
+                                _cleanup_free_ char *line = diag_format(&taken.diags.items[i]);
                                 if (why.len)
                                         sb_append(&why, "; ");
                                 sb_append(&why, line);
@@ -720,7 +714,7 @@ int driver_sync(driver *d, diag_list *diags)
                 audit_event(d, NULL, "spec.rejected", sb_str(&why), rev, "rejected");
                 sb_release(&why);
         }
-        diag_move(diags, &local);
+        diag_move(diags, &taken.diags);
 
         reconcile_origin origin = {.commit = rev->commit_id[0] ? rev->commit_id : NULL};
         _cleanup_free_ char *author =
@@ -733,18 +727,15 @@ int driver_sync(driver *d, diag_list *diags)
         for (size_t i = 0; i < d->n_all; i++)
                 d->all[i]->active = false;
         free(d->clusters);
-        d->clusters = xcalloc(set.n + 1, sizeof(dcluster *));
+        d->clusters = xcalloc(taken.n + 1, sizeof(dcluster *));
         d->n_clusters = 0;
-        _cleanup_free_ dcluster **steal = xcalloc(set.n + 1, sizeof(dcluster *));
-        for (size_t i = 0; i < set.n; i++) {
-                _cleanup_free_ char *id = etcd_cluster_id(set.items[i]);
-                bool dup = false;
-                for (size_t j = 0; j < set.n && !dup; j++)
-                        if (j != i && streq_ptr(set.items[i]->name, set.items[j]->name)) {
-                                _cleanup_free_ char *other = etcd_cluster_id(set.items[j]);
-                                dup = streq(id, other);
-                        }
-                if (dup)
+        _cleanup_free_ dcluster **steal = xcalloc(taken.n + 1, sizeof(dcluster *));
+        _cleanup_free_ const char **present = xcalloc(taken.n + 1, sizeof(char *));
+        for (size_t i = 0; i < taken.n; i++) {
+                intake_cluster *ic = &taken.items[i];
+                const char *id = ic->id;
+                present[i] = id;
+                if (ic->verdict == INTAKE_DUPLICATE)
                         continue;
                 if (d->opts.claim &&
                     !d->opts.claim(id, DRIVER_CLAIM_DEFINE, d->opts.claim_userdata))
@@ -763,7 +754,7 @@ int driver_sync(driver *d, diag_list *diags)
                         dc->pending_commit = xstrdup_null(origin.commit);
                         dc->pending_author = xstrdup_null(origin.author);
                 } else {
-                        k = reconciler_offer(dc->rec, set.items[i], &origin);
+                        k = reconciler_offer(dc->rec, ic->spec, &origin);
                         if (k < 0) {
                                 log_error("%s: cannot record the desired spec: %s", id,
                                           state_last_error());
@@ -774,7 +765,7 @@ int driver_sync(driver *d, diag_list *diags)
                 dc->wake = true;
                 d->clusters[d->n_clusters++] = dc;
                 /* one-off snapshots its documents declare: requests, taken once */
-                if (snapshot_requests_record(d->opts.db, id, set.items[i], now_wall_ms()) < 0)
+                if (snapshot_requests_record(d->opts.db, id, ic->spec, now_wall_ms()) < 0)
                         log_error("%s: cannot record declared snapshots: %s", id,
                                   state_last_error());
         }
@@ -782,7 +773,7 @@ int driver_sync(driver *d, diag_list *diags)
         if (!errors) {
                 char **orphans = NULL;
                 size_t n = 0;
-                if (reconciler_orphans(d->rec, &set, &orphans, &n) >= 0) {
+                if (reconciler_orphans(d->rec, present, taken.n, &orphans, &n) >= 0) {
                         for (size_t i = 0; i < n; i++) {
                                 if (!d->opts.claim || d->opts.claim(orphans[i], DRIVER_CLAIM_ORPHAN,
                                                                     d->opts.claim_userdata))
@@ -792,10 +783,10 @@ int driver_sync(driver *d, diag_list *diags)
                         free(orphans);
                 }
         }
-        for (size_t i = 0; i < set.n; i++)
+        for (size_t i = 0; i < taken.n; i++)
                 if (steal[i])
-                        steal[i]->pending_spec = TAKE_PTR(set.items[i]);
-        cluster_set_release(&set);
+                        steal[i]->pending_spec = TAKE_PTR(taken.items[i].spec);
+        intake_result_release(&taken);
         snprintf(d->commit, sizeof(d->commit), "%s", rev->commit_id);
         d->have_revision = true;
         return errors ? -EINVAL : 1;
