@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/flags.h"
 #include "api/reader.h"
 #include "util/xalloc.h"
 
@@ -96,4 +97,21 @@ const etcd_flag_rule *etcd_flag_refused(const char *flag)
                         return &rules[i];
         }
         return NULL;
+}
+
+bool etcd_flag_needs_policy(const char *flag)
+{
+        assert(flag);
+        static const char *const gated[] = {
+            "enable-pprof",
+            "experimental-enable-distributed-tracing*",
+            "experimental-distributed-tracing-*",
+        };
+        _cleanup_free_ char *name = xstrdup(flag);
+        for (char *p = name; *p; p++)
+                *p = *p == '_' ? '-' : (char)tolower((unsigned char)*p);
+        for (size_t i = 0; i < ARRAY_SIZE(gated); i++)
+                if (rule_matches(gated[i], name))
+                        return true;
+        return false;
 }
