@@ -57,6 +57,10 @@ static void usage(FILE *out)
                 "                           Git checkout (the working tree as it is)\n"
                 "  --prune                  plan removed clusters as stopped (data kept),\n"
                 "                           as `gitcd apply --prune` would\n"
+                "  --config FILE            the configuration file whose policy bounds what\n"
+                "                           SRC may do, as for apply (default:\n"
+                "                           " OPS_CONFIG_DEFAULT_PATH " when present, else\n"
+                "                           gitcd's built-in policy)\n"
                 "  -h, --help               show this help\n\n"
                 "%s\n"
                 "With --target kubernetes the plan also reads the API server (GET, LIST and\n"
@@ -77,6 +81,10 @@ static void usage(FILE *out)
                 "A Git source is mirrored into a temporary folder removed on exit, unless\n"
                 "--cache-dir names a cache to reuse. --etcd-dir and the --hosts-* flags are\n"
                 "accepted and ignored: only --target kubernetes contacts a target.\n\n"
+                "The operator's policy (docs/operating.md) is applied as apply applies it:\n"
+                "a cluster it refuses is rejected with the policy's line (file:line:col),\n"
+                "and a change that waits for approvals is held (?) with how many trusted\n"
+                "signers it has and needs, counted in the source's signed history.\n\n"
                 "Exit status: 0 no errors (with --detailed-exitcode: and no changes or drift);\n"
                 "1 errors, rejections, an object not managed by gitcd, or an unreadable API\n"
                 "server; 2 changes or drift pending (only with --detailed-exitcode);\n"
@@ -136,7 +144,13 @@ static void tmpdir_removep(char **dir)
         free(*dir);
 }
 
-static int fetch(const runner_flags *f, bool plain, source_revision **ret)
+/*
+ * Open the source and read its revision. The source and its temporary
+ * cache (*ret_tmp, NULL with --cache-dir) stay for the plan: approvals are
+ * counted in the mirror's history.
+ */
+static int fetch(const runner_flags *f, bool plain, char **ret_tmp, source **ret_src,
+                 source_revision **ret)
 {
         source_opts so = f->src;
         so.plain_directory = plain;
@@ -186,6 +200,8 @@ static int fetch(const runner_flags *f, bool plain, source_revision **ret)
                 return k;
         }
         *ret = TAKE_PTR(rev);
+        *ret_src = TAKE_PTR(src);
+        *ret_tmp = TAKE_PTR(tmp);
         return 0;
 }
 
@@ -336,13 +352,14 @@ int cmd_plan(int argc, char **argv)
 {
         runner_flags f = {0};
         bool json = false, detailed = false, verbose = false, plain = false;
-        enum { OPT_DETAILED = RUNNER_OPT_LAST + 1, OPT_PLAIN };
+        enum { OPT_DETAILED = RUNNER_OPT_LAST + 1, OPT_PLAIN, OPT_CONFIG };
         static const struct option own[] = {
             {"help", no_argument, NULL, 'h'},
             {"output", required_argument, NULL, 'o'},
             {"verbose", no_argument, NULL, 'v'},
             {"detailed-exitcode", no_argument, NULL, OPT_DETAILED},
             {"plain-directory", no_argument, NULL, OPT_PLAIN},
+            {"config", required_argument, NULL, OPT_CONFIG},
         };
         _cleanup_free_ struct option *opts = runner_options(own, ARRAY_SIZE(own));
         optind = 1;
@@ -373,6 +390,9 @@ int cmd_plan(int argc, char **argv)
                 case OPT_PLAIN:
                         plain = true;
                         break;
+                case OPT_CONFIG:
+                        f.config = optarg;
+                        break;
                 default:
                         usage(stderr);
                         return EXIT_USAGE;
@@ -401,8 +421,24 @@ int cmd_plan(int argc, char **argv)
         if (read_applied(state_path, &applied, &members, &have_state) < 0)
                 return EXIT_FAIL;
 
+        _cleanup_(policy_freep) policy *pol = NULL;
+        if (runner_policy(&f, "gitcd plan", &pol) < 0)
+                return EXIT_FAIL;
+        const policy_at *approvals = NULL;
+        if (policy_wants_approvals(pol, &approvals) && !f.src.verify_signatures) {
+                fprintf(stderr,
+                        "gitcd plan: %s:%d:%d: policy.approvals: approvals are counted in "
+                        "trusted commit signatures; give --verify-signatures --allowed-signers "
+                        "FILE\n",
+                        approvals->file, approvals->line, approvals->col);
+                return EXIT_USAGE;
+        }
+
+        /* Freed in the reverse order: the source, then its temporary cache. */
         _cleanup_(source_revision_freep) source_revision *rev = NULL;
-        if (fetch(&f, plain, &rev) < 0) {
+        _cleanup_(tmpdir_removep) char *tmp = NULL;
+        _cleanup_(source_freep) source *src = NULL;
+        if (fetch(&f, plain, &tmp, &src, &rev) < 0) {
                 members_release(members, applied.n);
                 state_cluster_list_release(&applied);
                 return EXIT_FAIL;
@@ -416,12 +452,17 @@ int cmd_plan(int argc, char **argv)
                 return EXIT_USAGE;
         }
         bool hosts = streq_ptr(f.target, "hosts");
-        plan_input in = {.rev = rev,
-                         .applied = have_state ? &applied : NULL,
-                         .members = members,
-                         .prune = f.prune,
-                         .caps = (hosts ? INTAKE_CAP_HOSTS_INVENTORY : 0) |
-                                 (streq_ptr(f.target, "kubernetes") ? INTAKE_CAP_PVC_WRITER : 0)};
+        plan_input in = {
+            .rev = rev,
+            .applied = have_state ? &applied : NULL,
+            .members = members,
+            .prune = f.prune,
+            .caps =
+                (hosts ? INTAKE_CAP_HOSTS_INVENTORY : 0) |
+                (streq_ptr(f.target, "kubernetes") ? INTAKE_CAP_PVC_WRITER | INTAKE_CAP_IMAGES : 0),
+            .target = f.target ? f.target : "local",
+            .policy = pol,
+            .src = src};
         _cleanup_(plan_freep) plan *p = NULL;
         int k = plan_compute(&in, &p);
         members_release(members, applied.n);

@@ -31,7 +31,7 @@
 
 static const char *const action_names[] = {
     [PLAN_CREATE] = "create",     [PLAN_UPDATE] = "update",       [PLAN_DELETE] = "delete",
-    [PLAN_REJECTED] = "rejected", [PLAN_UNCHANGED] = "unchanged",
+    [PLAN_REJECTED] = "rejected", [PLAN_UNCHANGED] = "unchanged", [PLAN_HELD] = "held",
 };
 
 const char *plan_action_name(plan_action a)
@@ -451,11 +451,6 @@ static const state_member_list *members_find(const plan_input *in, const char *i
         return NULL;
 }
 
-static bool applied_exists(const char *id, void *userdata)
-{
-        return applied_find(userdata, id) != NULL;
-}
-
 /*
  * The reconciler latches the accepted spec (observed_hash) when it takes
  * it up, and clears the progress deadline once the cluster converged: either
@@ -529,7 +524,8 @@ static plan_item *plan_cluster(plan *p, const etcd_cluster *c, const state_clust
         return it;
 }
 
-static void plan_removed(plan *p, const state_cluster *sc, bool prune, bool revision_has_errors)
+static void plan_removed(plan *p, const state_cluster *sc, bool prune, bool revision_has_errors,
+                         const intake_input *ii)
 {
         const char *phase = sc->phase ? sc->phase : "";
         plan_item *it = item_add(p, sc->name, PLAN_DELETE);
@@ -544,9 +540,25 @@ static void plan_removed(plan *p, const state_cluster *sc, bool prune, bool revi
                 NOTE(it, "pruned earlier: members stopped; data is kept");
                 return;
         }
+        if (!prune && streq(phase, "Orphaned")) {
+                it->action = PLAN_UNCHANGED;
+                NOTE(it, "orphaned: members keep running (use --prune to stop them; data is "
+                         "kept)");
+                return;
+        }
+        /* The policy's gate on removals (clusterDeletion), as the driver asks it. */
+        intake_prior prior = {
+            .id = sc->name, .json = sc->desired_json, .commit = sc->desired_commit};
+        intake_cluster gone;
+        if (spec_intake_removal(ii, &prior, &gone) == 0 && gone.verdict == INTAKE_HELD) {
+                it->action = PLAN_HELD;
+                NOTE(it, "removed from the source, %s; until then gitcd keeps it as accepted",
+                     gone.why);
+                intake_cluster_release(&gone);
+                return;
+        }
+        intake_cluster_release(&gone);
         if (!prune) {
-                if (streq(phase, "Orphaned"))
-                        it->action = PLAN_UNCHANGED;
                 NOTE(it, "orphaned: members keep running (use --prune to stop them; data is "
                          "kept)");
                 return;
@@ -672,40 +684,63 @@ int plan_compute(const plan_input *in, plan **ret)
         /* The intake apply and run use (intake/intake.h): one rule, so plan and apply agree. */
         applied_index applied;
         applied_index_init(&applied, in->applied);
+        size_t n_priors = in->applied ? in->applied->n : 0;
+        intake_prior *priors = xcalloc(n_priors + 1, sizeof(*priors));
+        for (size_t i = 0; i < n_priors; i++) {
+                const state_cluster *sc = in->applied->items[i];
+                priors[i] = (intake_prior){
+                    .id = sc->name, .json = sc->desired_json, .commit = sc->desired_commit};
+        }
         intake_input ii = {.rev = rev,
                            .mode = INTAKE_APPLY,
                            .caps = in->caps,
-                           .exists = applied_exists,
-                           .userdata = &applied};
+                           .target = in->target ? in->target : "local",
+                           .policy = in->policy,
+                           .priors = priors,
+                           .n_priors = n_priors,
+                           .src = in->src};
         intake_result taken;
         int k = spec_intake(&ii, &taken);
         if (k < 0) {
+                free(priors);
                 strmap_release(&applied.by_name);
                 plan_free(p);
                 return k;
         }
         bool errors = taken.errors;
         for (size_t i = 0; i < taken.n; i++) {
-                const intake_cluster *ic = &taken.items[i];
-                if (ic->verdict == INTAKE_DUPLICATE) {
-                        /* Defined twice: neither definition is taken in. */
+                intake_cluster *ic = &taken.items[i];
+                if (ic->verdict == INTAKE_DUPLICATE || ic->verdict == INTAKE_REFUSED) {
+                        /* Defined twice: neither definition is taken in. Refused: not either. */
                         plan_item *it = item_add(p, ic->id, PLAN_REJECTED);
                         it->file = xstrdup_null(ic->spec->file);
                         it->line = ic->spec->line;
+                        for (size_t d = 0; d < ic->diags.n; d++)
+                                diag_copy(&it->diags, &ic->diags.items[d]);
+                        if (ic->verdict == INTAKE_REFUSED && ic->exists)
+                                NOTE(it, "the last accepted spec stays in force");
                         continue;
                 }
                 plan_item *it = plan_cluster(p, ic->spec, applied_find(&applied, ic->id),
                                              members_find(in, ic->id));
+                if (ic->verdict == INTAKE_HELD) {
+                        /* Not offered: the steps say what follows once it is approved. */
+                        it->action = PLAN_HELD;
+                        NOTE(it, "held: %s; the last accepted spec stays in force until then",
+                             ic->why);
+                        continue;
+                }
                 if (it->action != PLAN_REJECTED)
-                        it->spec = TAKE_PTR(taken.items[i].spec);
+                        it->spec = TAKE_PTR(ic->spec);
         }
         attribute_diags(p, rev, &taken.diags);
 
         for (size_t i = 0; in->applied && i < in->applied->n; i++) {
                 const state_cluster *sc = in->applied->items[i];
                 if (!item_find(p, sc->name))
-                        plan_removed(p, sc, in->prune, errors);
+                        plan_removed(p, sc, in->prune, errors, &ii);
         }
+        free(priors);
 
         if (p->n > 1)
                 qsort(p->items, p->n, sizeof(*p->items), cmp_item);
@@ -725,6 +760,9 @@ int plan_compute(const plan_input *in, plan **ret)
                         break;
                 case PLAN_UNCHANGED:
                         p->n_unchanged++;
+                        break;
+                case PLAN_HELD:
+                        p->n_held++;
                         break;
                 }
         }
@@ -776,11 +814,11 @@ static void print_item(const plan_item *it, const plan_print_opts *o, FILE *out)
 {
         static const char marks[] = {
             [PLAN_CREATE] = '+',   [PLAN_UPDATE] = '~',    [PLAN_DELETE] = '-',
-            [PLAN_REJECTED] = '!', [PLAN_UNCHANGED] = '=',
+            [PLAN_REJECTED] = '!', [PLAN_UNCHANGED] = '=', [PLAN_HELD] = '?',
         };
         static const char *const colors[] = {
             [PLAN_CREATE] = C_GREEN,     [PLAN_UPDATE] = C_YELLOW, [PLAN_DELETE] = C_RED,
-            [PLAN_REJECTED] = C_BOLDRED, [PLAN_UNCHANGED] = C_DIM,
+            [PLAN_REJECTED] = C_BOLDRED, [PLAN_UNCHANGED] = C_DIM, [PLAN_HELD] = C_YELLOW,
         };
         const char *on = o->color ? colors[it->action] : "";
         const char *off = o->color ? C_RESET : "";
@@ -856,10 +894,13 @@ void plan_print_text(const plan *p, const source_revision *rev, const plan_print
         }
         if (listed)
                 fputc('\n', out);
-        if (!plan_has_changes(p) && p->n_rejected == 0)
+        if (!plan_has_changes(p) && p->n_rejected == 0 && p->n_held == 0)
                 fprintf(out, "No changes: nothing to create, change or delete.\n");
-        fprintf(out, "Plan: %d to create, %d to change, %d to delete, %d rejected.\n", p->n_create,
+        fprintf(out, "Plan: %d to create, %d to change, %d to delete, %d rejected", p->n_create,
                 p->n_update, p->n_delete, p->n_rejected);
+        if (p->n_held > 0)
+                fprintf(out, ", %d held waiting for approvals", p->n_held);
+        fprintf(out, ".\n");
 }
 
 static json_t *json_str_or_null(const char *s)
@@ -935,9 +976,10 @@ json_t *plan_to_json(const plan *p, const source_revision *rev)
                                         "notes", strv_json(it->notes, it->n_notes), "diagnostics",
                                         diags_json(&it->diags)));
         }
-        json_t *summary = json_pack("{s:i,s:i,s:i,s:i,s:i,s:b}", "create", p->n_create, "update",
-                                    p->n_update, "delete", p->n_delete, "rejected", p->n_rejected,
-                                    "unchanged", p->n_unchanged, "changes", plan_has_changes(p));
+        json_t *summary =
+            json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:b}", "create", p->n_create, "update", p->n_update,
+                      "delete", p->n_delete, "rejected", p->n_rejected, "unchanged", p->n_unchanged,
+                      "held", p->n_held, "changes", plan_has_changes(p));
         return json_pack("{s:o,s:o,s:o,s:o}", "revision", r, "clusters", clusters, "diagnostics",
                          diags_json(&p->diags), "summary", summary);
 }

@@ -29,9 +29,10 @@ typedef enum plan_action {
         PLAN_DELETE,
         PLAN_REJECTED,
         PLAN_UNCHANGED,
+        PLAN_HELD, /* a change (or a removal) waiting for approvals: not applied yet */
 } plan_action;
 
-/* "create", "update", "delete", "rejected", "unchanged" (the JSON names). */
+/* "create", "update", "delete", "rejected", "unchanged", "held" (the JSON names). */
 const char *plan_action_name(plan_action a);
 
 typedef struct plan_change {
@@ -61,7 +62,7 @@ typedef struct plan {
         size_t n;
         size_t alloc;
         diag_list diags; /* problems not tied to one cluster (skipped files, ...) */
-        int n_create, n_update, n_delete, n_rejected, n_unchanged;
+        int n_create, n_update, n_delete, n_rejected, n_unchanged, n_held;
         strmap by_name; /* private to plan.c: the index of each item by name */
 } plan;
 
@@ -81,6 +82,10 @@ typedef struct plan_input {
          * snapshots may go into a PVC only on the Kubernetes target.
          */
         unsigned caps;
+        const char *target;   /* its name, for policy.targets ("local" when NULL) */
+        const policy *policy; /* the operator's policy; NULL: the built-in one */
+        /* The revision's source, to count approvals (NULL: none are counted). */
+        source *src;
 } plan_input;
 
 /*
@@ -91,7 +96,7 @@ int plan_compute(const plan_input *in, plan **ret);
 void plan_free(plan *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(plan *, plan_free);
 
-/* True when taking the revision in would create, change or delete something. */
+/* True when taking the revision in would create, change or delete something (held is not). */
 bool plan_has_changes(const plan *p);
 /* True when a document or a transition was rejected (or any error diagnostic). */
 bool plan_has_errors(const plan *p);
