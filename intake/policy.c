@@ -12,10 +12,12 @@
  * - Paths on a machine are compared component by component, after
  *   refusing any path with "." or ".." components or a relative one:
  *   /var/lib/etcd2 is not inside /var/lib/etcd, and /var/lib/etcd/../..
- *   never gets that far. A dataDir must lie strictly inside its root,
- *   because the hosts target sets a removed member's data aside beside it
- *   (<dataDir>.removed-*): with the root itself as dataDir that copy would
- *   land outside. The other folders may be their root.
+ *   never gets that far. Every folder may be its root itself: kubeadm's
+ *   etcd keeps its data in /var/lib/etcd, the default data root, and is
+ *   adopted as it is. The one thing then outside the root is what a
+ *   disaster recovery sets aside beside a data directory,
+ *   <dataDir>.removed-<member>-<ms>, a name gitcd makes (never the spec)
+ *   and deletes by that exact pattern.
  * - Roots themselves are checked when the file is read: absolute,
  *   normalized, and neither / nor a system folder (/etc, /usr, /var/lib,
  *   ...), so a policy cannot be widened to the whole machine by accident.
@@ -558,9 +560,9 @@ static char *host_field_path(const etcd_cluster *c, size_t i, const char *field)
 }
 
 static void check_root(judge *j, const policy_root *r, const char *key, const etcd_cluster *c,
-                       size_t i, const char *field, const char *path, bool strict)
+                       size_t i, const char *field, const char *path)
 {
-        int k = policy_path_within(r->path, path, strict);
+        int k = policy_path_within(r->path, path, false);
         if (k == 1)
                 return;
         _cleanup_free_ char *at = host_field_path(c, i, field);
@@ -571,8 +573,8 @@ static void check_root(judge *j, const policy_root *r, const char *key, const et
                        "of . and .. components",
                        field, path, machine);
         else
-                refuse(j, &r->at, key, at, "has %s %s on %s, which is not %s %s", field, path,
-                       machine, strict ? "inside" : "in", r->path);
+                refuse(j, &r->at, key, at, "has %s %s on %s, which is not in %s", field, path,
+                       machine, r->path);
 }
 
 static void check_hosts(judge *j, const policy *p, const etcd_cluster *c)
@@ -587,14 +589,14 @@ static void check_hosts(judge *j, const policy *p, const etcd_cluster *c)
                                "(allowed: %s)",
                                h->address, machines);
                 }
-                check_root(j, &p->data_root, "hosts.dataRoot", c, i, "dataDir", h->data_dir, true);
-                check_root(j, &p->tls_root, "hosts.tlsRoot", c, i, "tlsDir", h->tls_dir, false);
+                check_root(j, &p->data_root, "hosts.dataRoot", c, i, "dataDir", h->data_dir);
+                check_root(j, &p->tls_root, "hosts.tlsRoot", c, i, "tlsDir", h->tls_dir);
                 if (h->mode == HOST_MODE_SYSTEMD)
-                        check_root(j, &p->unit_root, "hosts.unitRoot", c, i, "unitDir", h->unit_dir,
-                                   false);
+                        check_root(j, &p->unit_root, "hosts.unitRoot", c, i, "unitDir",
+                                   h->unit_dir);
                 else
                         check_root(j, &p->manifest_root, "hosts.manifestRoot", c, i, "manifestDir",
-                                   h->manifest_dir, false);
+                                   h->manifest_dir);
         }
 }
 

@@ -70,7 +70,7 @@ typedef struct policy {
         policy_list clusters;      /* "namespace/name" patterns it may define */
         policy_list targets;       /* target names it may use */
         policy_list machines;      /* hosts: spec.hosts addresses it may place members on */
-        policy_root data_root;     /* hosts: every dataDir strictly inside */
+        policy_root data_root;     /* hosts: every dataDir in it (or the root itself) */
         policy_root tls_root;      /* hosts: every tlsDir inside (or the root itself) */
         policy_root unit_root;     /* hosts, systemd: every unitDir inside */
         policy_root manifest_root; /* hosts, staticPod: every manifestDir inside */

@@ -114,10 +114,10 @@ static void test_policy(void **state)
                              "(stranger.yaml:11:16) places a member on 127.0.0.4, a machine this "
                              "source may not use");
         assert_contains(out, "! rejected default/faraway");
-        assert_contains(out, "gitcd.yaml:5:5: error: policy.hosts.dataRoot: default/faraway "
-                             "(faraway.yaml:13:16) has dataDir "
-                             "/var/lib/etcd-gitcd-policy-test/faraway on 127.0.0.3, which is not "
-                             "inside ");
+        assert_contains(out,
+                        "gitcd.yaml:5:5: error: policy.hosts.dataRoot: default/faraway "
+                        "(faraway.yaml:13:16) has dataDir "
+                        "/var/lib/etcd-gitcd-policy-test/faraway on 127.0.0.3, which is not in ");
         assert_contains(out, "! rejected default/image");
         assert_contains(out, "(built-in policy): error: policy.images: default/image "
                              "(image.yaml:8:15) runs the image repository "

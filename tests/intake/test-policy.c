@@ -299,7 +299,7 @@ static void test_check(void **state)
         assert_true(has(&d, "places a member on 10.9.9.9, a machine this source may not use"));
         assert_true(
             has(&d, "(built-in policy): error: policy.hosts.dataRoot: prod/main (c.yaml:17:"));
-        assert_true(has(&d, "has dataDir /var/lib/etcd2/prod-main on 10.9.9.9, which is not inside "
+        assert_true(has(&d, "has dataDir /var/lib/etcd2/prod-main on 10.9.9.9, which is not in "
                             "/var/lib/etcd"));
         assert_true(has(&d, "policy.hosts.tlsRoot"));
         assert_true(has(&d, "has tlsDir /etc/ssh on 10.9.9.9, which is not in /etc/etcd"));
