@@ -607,9 +607,13 @@ static void print_verdicts(const state_verdict_list *l, const char *cluster)
                         printf("\nNot as committed (the operator's policy):\n");
                 head = true;
                 _cleanup_free_ char *name = clean(v->cluster), *from = clean(v->source);
-                _cleanup_free_ char *commit = clean(v->commit), *message = clean(v->message);
-                printf("  %s: %s at %.12s (source %s): %s\n", name, v->verdict, commit, from,
-                       message);
+                _cleanup_free_ char *message = clean(v->message);
+                _cleanup_free_ char *at = v->commit ? str_escape(v->commit) : NULL;
+                if (at)
+                        printf("  %s: %s at %.12s (source %s): %s\n", name, v->verdict, at, from,
+                               message);
+                else
+                        printf("  %s: %s (source %s): %s\n", name, v->verdict, from, message);
         }
 }
 

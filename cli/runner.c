@@ -980,8 +980,8 @@ int runner_policy(const runner_flags *f, const char *prog, policy **ret)
         diag_list_release(&diags);
         if (k < 0) {
                 fprintf(stderr,
-                        "%s: the policy in %s cannot be read; nothing was taken in (a policy is "
-                        "never skipped: fix the file, or name another with --config FILE)\n",
+                        "%s: the policy in %s cannot be used: fix the file, or name another with "
+                        "--config FILE (a policy is never skipped)\n",
                         prog, path);
                 return k;
         }

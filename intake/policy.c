@@ -385,10 +385,8 @@ static void parse_root(parser *p, const ynode *key, const ynode *v, const char *
         }
         for (size_t i = 0; i < ARRAY_SIZE(system_folders); i++)
                 if (streq(s, system_folders[i])) {
-                        err(p, v,
-                            "%s: \"%s\" is %s; name the folder gitcd may use inside it "
-                            "(e.g. /var/lib/etcd)",
-                            name, s, streq(s, "/") ? "the whole machine" : "a system folder");
+                        err(p, v, "%s: \"%s\" is %s; name the folder gitcd may use inside it", name,
+                            s, streq(s, "/") ? "the whole machine" : "a system folder");
                         return;
                 }
         root_release(r);

@@ -633,8 +633,8 @@ static void keep_managed(driver *d, const char *cluster)
 
 /*
  * Record a verdict of the intake (refused, held) on a cluster of this
- * source; new for this head: logged and audited (once per head, restarts
- * included: the state store remembers it).
+ * source; new for this head: audited (once per head, restarts included:
+ * the state store remembers it).
  */
 static void verdict(driver *d, const char *cluster, const char *kind, const char *why,
                     const source_revision *rev)
@@ -646,11 +646,12 @@ static void verdict(driver *d, const char *cluster, const char *kind, const char
                 log_warn("%s: cannot record the intake's verdict: %s", cluster, state_last_error());
         if (k == 0)
                 return;
+        /* The diagnostics the caller prints (apply) or logs (run) say why in full. */
         if (streq(kind, "refused")) {
-                log_error("%s: refused by the policy: %s", cluster, why);
+                log_info("%s: refused by the operator's policy (audited as spec.refused)", cluster);
                 audit_event(d, cluster, "spec.refused", why, rev, "rejected");
         } else {
-                log_warn("%s: held: %s", cluster, why);
+                log_info("%s: held waiting for approvals (audited as spec.held)", cluster);
                 audit_event(d, cluster, "spec.held", why, rev, "held");
         }
 }

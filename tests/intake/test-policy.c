@@ -189,6 +189,8 @@ static void test_parse_and_inherit(void **state)
         ops_config_free(c);
 
         /* a file with only a policy is valid (gitcd apply and plan) */
+        free(diags);
+        diags = NULL;
         assert_int_equal(load("policy:\n  namespaces: [a]\n", &c, &diags), 0);
         assert_int_equal(c->n_sources, 0);
         ops_config_free(c);
