@@ -13,7 +13,9 @@
  * (scaleDown needs 2 distinct signers, has 1: alice@example.org)",
  * audited once for that head however often apply runs), while the same
  * commit's change to another cluster is applied; bob's empty signed commit
- * on top approves it and the next apply scales the cluster down.
+ * on top approves it and the next apply scales the cluster down. The
+ * removal of a cluster under clusterDeletion is held the same way: the
+ * cluster stays managed, not orphaned, until the second signer.
  *
  * And the daemon: `gitcd run --config` refuses a cluster outside the
  * policy's namespaces, and takes it in once the file allows it and SIGHUP
@@ -154,6 +156,7 @@ static void test_policy(void **state)
                       "  namespaces: [default]\n"
                       "  approvals:\n"
                       "    scaleDown: 2\n"
+                      "    clusterDeletion: 2\n"
                       "sources:\n"
                       "  - name: clusters\n"
                       "    url: %s\n"
@@ -246,6 +249,38 @@ static void test_policy(void **state)
         etcd_members_free(m);
         assert_null(verdict(e, "default/big"));
         assert_int_equal(audited(e, "default/big", "spec.held"), 1);
+
+        /* alice removes keep: held too (it stays managed, not orphaned) until bob approves */
+        _cleanup_free_ char *keep = path_join(e->source, "keep.yaml");
+        assert_int_equal(unlink(keep), 0);
+        commit(e, "alice", "remove keep");
+        assert_int_equal(gitcd(e, "plan", &out, &err), 0);
+        assert_contains(out, "? held default/keep");
+        assert_contains(out, "removed from the source, waiting for 1 more approval "
+                             "(clusterDeletion needs 2 distinct signers, has 1: "
+                             "alice@example.org)");
+        free(out), free(err), out = err = NULL;
+        assert_int_equal(gitcd(e, "apply", &out, &err), 1);
+        assert_contains(err, "default/keep: warning: removed from the source; held: waiting for "
+                             "1 more approval");
+        free(out), free(err), out = err = NULL;
+        json_t *st = e2e_status(e, "keep");
+        assert_string_equal(json_string_value(json_object_get(st, "phase")), "Running");
+        json_decref(st);
+        free(v);
+        v = verdict(e, "default/keep");
+        assert_non_null(v);
+        assert_contains(v, "held: removal waiting for 1 more approval (clusterDeletion");
+        assert_int_equal(audited(e, "default/keep", "cluster.orphaned"), 0);
+        commit(e, "bob", "approve the removal of default/keep");
+        assert_int_equal(gitcd(e, "apply", &out, &err), 0);
+        free(out), free(err), out = err = NULL;
+        st = e2e_status(e, "keep");
+        assert_string_equal(json_string_value(json_object_get(st, "phase")), "Orphaned");
+        json_decref(st);
+        assert_int_equal(audited(e, "default/keep", "cluster.orphaned"), 1);
+        assert_null(verdict(e, "default/keep"));
+        free(v), v = NULL;
 
         free(keys), free(allowed), free(config);
         e2e_free(e);
