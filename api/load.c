@@ -240,6 +240,18 @@ int spec_load_buffer(const char *file, const char *buf, size_t len, cluster_set 
         return spec_load_buffers(&one, 1, out, diags);
 }
 
+/* Whether any document of a file has an apiVersion or a kind (is meant as a Kubernetes object). */
+static bool has_kubernetes_object(const ydoc_list *docs)
+{
+        for (size_t i = 0; i < docs->n; i++) {
+                const ynode *root = docs->docs[i].root;
+                if (root && root->kind == YNODE_MAP &&
+                    (ynode_get(root, "apiVersion") || ynode_get(root, "kind")))
+                        return true;
+        }
+        return false;
+}
+
 int spec_load_buffers(const spec_buffer *bufs, size_t n, cluster_set *out, diag_list *diags)
 {
         diag_list mine = DIAG_LIST_INIT;
@@ -247,10 +259,25 @@ int spec_load_buffers(const spec_buffer *bufs, size_t n, cluster_set *out, diag_
         cluster_set loaded = {0};
         for (size_t b = 0; b < n; b++) {
                 ydoc_list docs = {0};
-                yaml_parse(bufs[b].file, bufs[b].data, bufs[b].len, NULL, &docs, &mine);
+                diag_list file = DIAG_LIST_INIT;
+                yaml_parse(bufs[b].file, bufs[b].data, bufs[b].len, NULL, &docs, &file);
+                /*
+                 * A folder may hold YAML that is not Kubernetes at all (CI
+                 * workflows, Helm values): found by scanning, a file that
+                 * parses and has no apiVersion or kind anywhere is skipped. A
+                 * file named directly is meant to be checked, so it stays strict.
+                 */
+                if (bufs[b].scanned && docs.n > 0 && !diag_has_errors(&file) &&
+                    !has_kubernetes_object(&docs)) {
+                        diag_add(&file, DIAG_NOTE, bufs[b].file, 0, 0,
+                                 "skipping this file: no document has an apiVersion or a kind "
+                                 "(not a Kubernetes object)");
+                        ydoc_list_release(&docs);
+                }
                 for (size_t i = 0; i < docs.n; i++)
-                        load_document(bufs[b].file, &docs.docs[i], &loaded, &sides, &mine);
+                        load_document(bufs[b].file, &docs.docs[i], &loaded, &sides, &file);
                 ydoc_list_release(&docs);
+                diag_move(&mine, &file);
         }
         /* after every buffer: a side kind may name a cluster of another file */
         side_kinds_attach(&loaded, &sides, &mine);
@@ -341,18 +368,6 @@ static int expand_all(char *const *paths, size_t n, path_list *out, path_list *n
         return ret;
 }
 
-/* Whether any document of a file has an apiVersion or a kind (is meant as a Kubernetes object). */
-static bool has_kubernetes_object(const ydoc_list *docs)
-{
-        for (size_t i = 0; i < docs->n; i++) {
-                const ynode *root = docs->docs[i].root;
-                if (root && root->kind == YNODE_MAP &&
-                    (ynode_get(root, "apiVersion") || ynode_get(root, "kind")))
-                        return true;
-        }
-        return false;
-}
-
 static bool path_listed(const path_list *l, const char *path)
 {
         _cleanup_free_ char *real = realpath(path, NULL);
@@ -362,49 +377,58 @@ static bool path_listed(const path_list *l, const char *path)
         return false;
 }
 
-int spec_load_paths(char *const *paths, size_t n, cluster_set *out, diag_list *diags)
+void spec_file_list_release(spec_file_list *l)
+{
+        for (size_t i = 0; i < l->n; i++) {
+                free((char *)l->items[i].file);
+                free((char *)l->items[i].data);
+        }
+        free(l->items);
+        *l = (spec_file_list){0};
+}
+
+int spec_read_paths(char *const *paths, size_t n, spec_file_list *ret, diag_list *diags)
 {
         path_list files = {0}, named = {0};
         int missing = expand_all(paths, n, &files, &named, diags);
-        cluster_set loaded = {0};
-        side_list sides = {0};
-        diag_list joined = DIAG_LIST_INIT;
+        spec_file_list l = {0};
         bool errors = missing < 0;
+        l.items = xcalloc(files.n + 1, sizeof(*l.items));
         for (size_t i = 0; i < files.n; i++) {
-                ydoc_list docs = {0};
-                diag_list mine = DIAG_LIST_INIT;
-                yaml_load_file(files.paths[i], NULL, &docs, &mine);
-                /*
-                 * A folder may hold YAML that is not Kubernetes at all (CI
-                 * workflows, Helm values): found by scanning, a file that
-                 * parses and has no apiVersion or kind anywhere is skipped. A
-                 * file named directly is meant to be checked, so it stays strict.
-                 */
-                if (docs.n > 0 && !diag_has_errors(&mine) && !has_kubernetes_object(&docs) &&
-                    !path_listed(&named, files.paths[i])) {
-                        diag_add(&mine, DIAG_NOTE, files.paths[i], 0, 0,
-                                 "skipping this file: no document has an apiVersion or a kind "
-                                 "(not a Kubernetes object)");
-                        ydoc_list_release(&docs);
+                char *buf = NULL;
+                size_t len = 0;
+                if (yaml_read_file(files.paths[i], NULL, &buf, &len, diags) < 0) {
+                        errors = true;
+                        continue;
                 }
-                for (size_t j = 0; j < docs.n; j++)
-                        load_document(files.paths[i], &docs.docs[j], &loaded, &sides, &mine);
-                ydoc_list_release(&docs);
-                errors |= diag_has_errors(&mine);
-                diag_move(diags, &mine);
+                l.items[l.n++] = (spec_buffer){.file = xstrdup(files.paths[i]),
+                                               .data = buf,
+                                               .len = len,
+                                               .scanned = !path_listed(&named, files.paths[i])};
         }
         path_list_release(&files);
         path_list_release(&named);
+        *ret = l;
+        if (missing == -ENOENT)
+                return -ENOENT;
+        return errors ? -EINVAL : 0;
+}
+
+int spec_load_paths(char *const *paths, size_t n, cluster_set *out, diag_list *diags)
+{
+        spec_file_list files = {0};
+        int r = spec_read_paths(paths, n, &files, diags);
+        cluster_set loaded = {0};
+        bool errors = r < 0;
+        if (spec_load_buffers(files.items, files.n, &loaded, diags) < 0)
+                errors = true;
+        spec_file_list_release(&files);
         if (spec_check_duplicates(&loaded, diags) < 0)
                 errors = true;
-        side_kinds_attach(&loaded, &sides, &joined);
-        side_list_release(&sides);
-        errors |= diag_has_errors(&joined);
-        diag_move(diags, &joined);
         for (size_t i = 0; i < loaded.n; i++)
                 cluster_set_add(out, loaded.items[i]);
         free(loaded.items);
-        if (missing == -ENOENT)
+        if (r == -ENOENT)
                 return -ENOENT;
         return errors ? -EINVAL : 0;
 }

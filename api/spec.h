@@ -29,8 +29,31 @@ typedef struct spec_buffer {
         const char *file;
         const char *data;
         size_t len;
+        /*
+         * Found by scanning a folder rather than named: when none of its
+         * documents has an apiVersion or a kind (a CI workflow), the file is
+         * skipped with a note.
+         */
+        bool scanned;
 } spec_buffer;
 int spec_load_buffers(const spec_buffer *bufs, size_t n, cluster_set *out, diag_list *diags);
+
+/* Files read from disk (spec_read_paths); the list owns every string. */
+typedef struct spec_file_list {
+        spec_buffer *items;
+        size_t n;
+} spec_file_list;
+
+/*
+ * Read files and directories (recursively, *.yaml and *.yml, sorted; each
+ * file once however it is named), without parsing them: files found in a
+ * directory are marked scanned. A path that does not exist or a file that
+ * cannot be read is a diagnostic. Returns 0, -EINVAL on any error
+ * diagnostic, or -ENOENT when a path does not exist; *ret holds what could
+ * be read either way (spec_file_list_release).
+ */
+int spec_read_paths(char *const *paths, size_t n, spec_file_list *ret, diag_list *diags);
+void spec_file_list_release(spec_file_list *l);
 
 /*
  * Load files and directories (recursively, *.yaml and *.yml, sorted). A

@@ -878,7 +878,8 @@ int yaml_parse(const char *file, const char *buf, size_t len, const yaml_limits 
         return failed ? -EINVAL : 0;
 }
 
-int yaml_load_file(const char *path, const yaml_limits *lim, ydoc_list *out, diag_list *diags)
+int yaml_read_file(const char *path, const yaml_limits *lim, char **ret_buf, size_t *ret_len,
+                   diag_list *diags)
 {
         const yaml_limits *l = lim ? lim : &yaml_default_limits;
         _cleanup_fclose_ FILE *f = fopen(path, "re");
@@ -917,7 +918,22 @@ int yaml_load_file(const char *path, const yaml_limits *lim, ydoc_list *out, dia
                          "file is larger than %zu bytes (size limit)", l->max_file_bytes);
                 return -EFBIG;
         }
-        return yaml_parse(path, buf, len, l, out, diags);
+        if (len == alloc)
+                buf = xrealloc(buf, alloc + 1);
+        buf[len] = '\0';
+        *ret_buf = TAKE_PTR(buf);
+        *ret_len = len;
+        return 0;
+}
+
+int yaml_load_file(const char *path, const yaml_limits *lim, ydoc_list *out, diag_list *diags)
+{
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        int r = yaml_read_file(path, lim, &buf, &len, diags);
+        if (r < 0)
+                return r;
+        return yaml_parse(path, buf, len, lim ? lim : &yaml_default_limits, out, diags);
 }
 
 void ydoc_list_release(ydoc_list *l)

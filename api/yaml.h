@@ -71,6 +71,9 @@ int yaml_parse(const char *file, const char *buf, size_t len, const yaml_limits 
                ydoc_list *out, diag_list *diags);
 /* Read and parse a file; an unreadable or oversized file is a diagnostic and -errno. */
 int yaml_load_file(const char *path, const yaml_limits *lim, ydoc_list *out, diag_list *diags);
+/* Only read it, within lim's size: the text (NUL-terminated) and its length. */
+int yaml_read_file(const char *path, const yaml_limits *lim, char **ret_buf, size_t *ret_len,
+                   diag_list *diags);
 void ydoc_list_release(ydoc_list *l);
 
 /* Map lookup by key; NULL when absent or when map is not a mapping. */

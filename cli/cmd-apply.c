@@ -44,12 +44,20 @@ static void usage(FILE *out)
                 "                           (the default otherwise); json: one JSON event per\n"
                 "                           line\n"
                 "  -q, --quiet              print only errors and the summary\n"
+                "  --config FILE            the configuration file whose policy bounds what\n"
+                "                           SRC may do (default: " OPS_CONFIG_DEFAULT_PATH "\n"
+                "                           when present, else gitcd's built-in policy)\n"
                 "  -h, --help               show this help\n\n"
                 "%s\n"
+                "The policy (docs/operating.md): a cluster it refuses is not taken in (one\n"
+                "that exists keeps its accepted spec), with the policy's line; a change it\n"
+                "holds for approvals waits for more trusted signers. Of the file, apply takes\n"
+                "only the policy: that of its source whose url is SRC, else the top-level one.\n\n"
                 "Only one apply or run works on a state at a time (a lock in the state\n"
                 "folder); another exits 1 at once: \"another gitcd (pid N) holds DIR\".\n\n"
                 "Exit status: 0 every cluster converged; 1 a cluster failed, was\n"
-                "rejected or did not converge in time, or the state is locked; 64 bad usage.\n",
+                "rejected (by a rule or the policy), has a change held for approvals or\n"
+                "did not converge in time, or the state is locked; 64 bad usage.\n",
                 runner_options_help);
 }
 
@@ -279,7 +287,7 @@ int cmd_apply(int argc, char **argv)
                                  ? OUTPUT_TTY
                                  : OUTPUT_PLAIN};
         int64_t timeout_ms = 10 * 60 * 1000;
-        enum { OPT_WAIT = RUNNER_OPT_LAST + 1, OPT_NO_WAIT, OPT_TIMEOUT };
+        enum { OPT_WAIT = RUNNER_OPT_LAST + 1, OPT_NO_WAIT, OPT_TIMEOUT, OPT_CONFIG };
         static const struct option own[] = {
             {"help", no_argument, NULL, 'h'},
             {"quiet", no_argument, NULL, 'q'},
@@ -287,6 +295,7 @@ int cmd_apply(int argc, char **argv)
             {"wait", no_argument, NULL, OPT_WAIT},
             {"no-wait", no_argument, NULL, OPT_NO_WAIT},
             {"timeout", required_argument, NULL, OPT_TIMEOUT},
+            {"config", required_argument, NULL, OPT_CONFIG},
         };
         _cleanup_free_ struct option *opts = runner_options(own, ARRAY_SIZE(own));
         optind = 1;
@@ -320,6 +329,9 @@ int cmd_apply(int argc, char **argv)
                         break;
                 case OPT_NO_WAIT:
                         wait = false;
+                        break;
+                case OPT_CONFIG:
+                        f.config = optarg;
                         break;
                 case OPT_TIMEOUT:
                         if (parse_duration_ms(optarg, &timeout_ms) < 0 || timeout_ms <= 0) {
@@ -406,10 +418,16 @@ int cmd_apply(int argc, char **argv)
                 redraw(&d);
         }
         print_summary(&d, &sum);
+        size_t held = driver_held(r.drv);
         runner_close(&r);
         display_release(&d);
         if (sum.waiting > 0 && wait)
                 fprintf(stderr, "gitcd apply: timed out; `gitcd status` shows where each "
                                 "cluster stands\n");
-        return sum.converged == sum.clusters && !rejected ? EXIT_OK : EXIT_FAIL;
+        if (held > 0)
+                fprintf(stderr,
+                        "gitcd apply: %zu change%s held waiting for approvals (above): the "
+                        "cluster%s stay%s on the spec accepted last\n",
+                        held, held == 1 ? "" : "s", held == 1 ? "" : "s", held == 1 ? "s" : "");
+        return sum.converged == sum.clusters && !rejected && held == 0 ? EXIT_OK : EXIT_FAIL;
 }

@@ -57,6 +57,10 @@ static void usage(FILE *out)
                 "                           Git checkout (the working tree as it is)\n"
                 "  --prune                  plan removed clusters as stopped (data kept),\n"
                 "                           as `gitcd apply --prune` would\n"
+                "  --config FILE            the configuration file whose policy bounds what\n"
+                "                           SRC may do, as for apply (default:\n"
+                "                           " OPS_CONFIG_DEFAULT_PATH " when present, else\n"
+                "                           gitcd's built-in policy)\n"
                 "  -h, --help               show this help\n\n"
                 "%s\n"
                 "With --target kubernetes the plan also reads the API server (GET, LIST and\n"
@@ -77,6 +81,10 @@ static void usage(FILE *out)
                 "A Git source is mirrored into a temporary folder removed on exit, unless\n"
                 "--cache-dir names a cache to reuse. --etcd-dir and the --hosts-* flags are\n"
                 "accepted and ignored: only --target kubernetes contacts a target.\n\n"
+                "The operator's policy (docs/operating.md) is applied as apply applies it:\n"
+                "a cluster it refuses is rejected with the policy's line (file:line:col),\n"
+                "and a change that waits for approvals is held (?) with how many trusted\n"
+                "signers it has and needs, counted in the source's signed history.\n\n"
                 "Exit status: 0 no errors (with --detailed-exitcode: and no changes or drift);\n"
                 "1 errors, rejections, an object not managed by gitcd, or an unreadable API\n"
                 "server; 2 changes or drift pending (only with --detailed-exitcode);\n"
@@ -136,7 +144,13 @@ static void tmpdir_removep(char **dir)
         free(*dir);
 }
 
-static int fetch(const runner_flags *f, bool plain, source_revision **ret)
+/*
+ * Open the source and read its revision. The source and its temporary
+ * cache (*ret_tmp, NULL with --cache-dir) stay for the plan: approvals are
+ * counted in the mirror's history.
+ */
+static int fetch(const runner_flags *f, bool plain, char **ret_tmp, source **ret_src,
+                 source_revision **ret)
 {
         source_opts so = f->src;
         so.plain_directory = plain;
@@ -186,6 +200,8 @@ static int fetch(const runner_flags *f, bool plain, source_revision **ret)
                 return k;
         }
         *ret = TAKE_PTR(rev);
+        *ret_src = TAKE_PTR(src);
+        *ret_tmp = TAKE_PTR(tmp);
         return 0;
 }
 
@@ -193,29 +209,17 @@ static int fetch(const runner_flags *f, bool plain, source_revision **ret)
  * --target hosts: for every cluster the plan creates or changes, what apply
  * writes and runs on each machine (hosts_machine_effects), as
  * [{"cluster": "ns/name", "action": "create", "machines": [{"address",
- * "mode", "effects": [...]}]}]. The revision is parsed again for the
- * clusters' inventories; the plan says which of them are taken in.
+ * "mode", "effects": [...]}]}], from the definitions the plan took in.
  */
-static json_t *hosts_effects(const source_revision *rev, const plan *p)
+static json_t *hosts_effects(const plan *p)
 {
-        cluster_set set = {0};
-        diag_list d = DIAG_LIST_INIT;
-        for (size_t i = 0; i < rev->n_files; i++)
-                (void)spec_load_buffer(rev->files[i].path, rev->files[i].content, rev->files[i].len,
-                                       &set, &d);
-        diag_list_release(&d);
         json_t *out = json_array();
         for (size_t i = 0; i < p->n; i++) {
                 const plan_item *it = &p->items[i];
                 if (it->action != PLAN_CREATE && it->action != PLAN_UPDATE)
                         continue;
-                const etcd_cluster *c = NULL;
-                for (size_t j = 0; j < set.n && !c; j++) {
-                        _cleanup_free_ char *id = etcd_cluster_id(set.items[j]);
-                        if (streq(id, it->name) && set.items[j]->hosts.set)
-                                c = set.items[j];
-                }
-                if (!c)
+                const etcd_cluster *c = it->spec;
+                if (!c || !c->hosts.set)
                         continue;
                 json_t *machines = json_array();
                 for (size_t m = 0; m < c->hosts.n; m++) {
@@ -238,7 +242,6 @@ static json_t *hosts_effects(const source_revision *rev, const plan *p)
                                                      plan_action_name(it->action), "machines",
                                                      machines));
         }
-        cluster_set_release(&set);
         return out;
 }
 
@@ -273,40 +276,28 @@ static void kube_config_freep(kube_config **cfg)
         kube_config_free(*cfg);
 }
 
-/* The clusters a plan takes in (not rejected), parsed again with the driver's rules. */
-static void clusters_taken_in(const source_revision *rev, const plan *p, cluster_set *ret)
+/* The clusters a plan takes in (not rejected), as the plan holds them. */
+static etcd_cluster **clusters_taken_in(const plan *p, size_t *ret_n)
 {
-        cluster_set set = {0};
-        diag_list diags = DIAG_LIST_INIT;
-        for (size_t i = 0; i < rev->n_files; i++)
-                (void)spec_load_buffer(rev->files[i].path, rev->files[i].content, rev->files[i].len,
-                                       &set, &diags);
-        diag_list_release(&diags);
-        for (size_t i = 0; i < set.n; i++) {
-                _cleanup_free_ char *id = etcd_cluster_id(set.items[i]);
-                bool take = false;
-                for (size_t j = 0; j < p->n; j++)
-                        if (streq(p->items[j].name, id))
-                                take = p->items[j].action != PLAN_REJECTED;
-                if (take) {
-                        cluster_set_add(ret, set.items[i]);
-                        set.items[i] = NULL;
-                }
-        }
-        cluster_set_release(&set);
+        etcd_cluster **v = xcalloc(p->n + 1, sizeof(*v));
+        size_t n = 0;
+        for (size_t i = 0; i < p->n; i++)
+                if (p->items[i].spec)
+                        v[n++] = p->items[i].spec;
+        *ret_n = n;
+        return v;
 }
 
 /*
  * Compare the clusters with the live objects on the API server. Prints a
  * clear error and returns -errno when the server cannot be read.
  */
-static int kube_drift(const runner_flags *f, const char *state_path, bool have_state,
-                      const source_revision *rev, const plan *p, drift_report **ret,
-                      kube_config **ret_cfg)
+static int kube_drift(const runner_flags *f, const char *state_path, bool have_state, const plan *p,
+                      drift_report **ret, kube_config **ret_cfg)
 {
         kube_config *cfg = NULL;
         kube_client *kc = NULL;
-        cluster_set set = {0};
+        etcd_cluster **taken = NULL;
         char *err = NULL;
         state_db *db = NULL;
         target *t = NULL;
@@ -337,9 +328,10 @@ static int kube_drift(const runner_flags *f, const char *state_path, bool have_s
                         db = NULL;
                 }
         }
-        clusters_taken_in(rev, p, &set);
+        size_t n_taken = 0;
+        taken = clusters_taken_in(p, &n_taken);
         drift_opts o = {.cluster_domain = f->cluster_domain, .target = t, .db = db};
-        k = drift_compute(kc, set.items, set.n, &o, ret, &err);
+        k = drift_compute(kc, taken, n_taken, &o, ret, &err);
         if (k < 0) {
                 fprintf(stderr, "gitcd plan: Kubernetes API server %s: %s\n", cfg->server,
                         !isempty(err) ? err : strerror(-k));
@@ -347,7 +339,7 @@ static int kube_drift(const runner_flags *f, const char *state_path, bool have_s
         }
         *ret_cfg = TAKE_PTR(cfg);
 out:
-        cluster_set_release(&set);
+        free(taken);
         target_free(t);
         state_close(db);
         kube_client_free(kc);
@@ -360,13 +352,14 @@ int cmd_plan(int argc, char **argv)
 {
         runner_flags f = {0};
         bool json = false, detailed = false, verbose = false, plain = false;
-        enum { OPT_DETAILED = RUNNER_OPT_LAST + 1, OPT_PLAIN };
+        enum { OPT_DETAILED = RUNNER_OPT_LAST + 1, OPT_PLAIN, OPT_CONFIG };
         static const struct option own[] = {
             {"help", no_argument, NULL, 'h'},
             {"output", required_argument, NULL, 'o'},
             {"verbose", no_argument, NULL, 'v'},
             {"detailed-exitcode", no_argument, NULL, OPT_DETAILED},
             {"plain-directory", no_argument, NULL, OPT_PLAIN},
+            {"config", required_argument, NULL, OPT_CONFIG},
         };
         _cleanup_free_ struct option *opts = runner_options(own, ARRAY_SIZE(own));
         optind = 1;
@@ -397,6 +390,9 @@ int cmd_plan(int argc, char **argv)
                 case OPT_PLAIN:
                         plain = true;
                         break;
+                case OPT_CONFIG:
+                        f.config = optarg;
+                        break;
                 default:
                         usage(stderr);
                         return EXIT_USAGE;
@@ -425,8 +421,24 @@ int cmd_plan(int argc, char **argv)
         if (read_applied(state_path, &applied, &members, &have_state) < 0)
                 return EXIT_FAIL;
 
+        _cleanup_(policy_freep) policy *pol = NULL;
+        if (runner_policy(&f, "gitcd plan", &pol) < 0)
+                return EXIT_FAIL;
+        const policy_at *approvals = NULL;
+        if (policy_wants_approvals(pol, &approvals) && !f.src.verify_signatures) {
+                fprintf(stderr,
+                        "gitcd plan: %s:%d:%d: policy.approvals: approvals are counted in "
+                        "trusted commit signatures; give --verify-signatures --allowed-signers "
+                        "FILE\n",
+                        approvals->file, approvals->line, approvals->col);
+                return EXIT_USAGE;
+        }
+
+        /* Freed in the reverse order: the source, then its temporary cache. */
         _cleanup_(source_revision_freep) source_revision *rev = NULL;
-        if (fetch(&f, plain, &rev) < 0) {
+        _cleanup_(tmpdir_removep) char *tmp = NULL;
+        _cleanup_(source_freep) source *src = NULL;
+        if (fetch(&f, plain, &tmp, &src, &rev) < 0) {
                 members_release(members, applied.n);
                 state_cluster_list_release(&applied);
                 return EXIT_FAIL;
@@ -440,12 +452,17 @@ int cmd_plan(int argc, char **argv)
                 return EXIT_USAGE;
         }
         bool hosts = streq_ptr(f.target, "hosts");
-        plan_input in = {.rev = rev,
-                         .applied = have_state ? &applied : NULL,
-                         .members = members,
-                         .prune = f.prune,
-                         .hosts_target = hosts,
-                         .pvc_target = streq_ptr(f.target, "kubernetes")};
+        plan_input in = {
+            .rev = rev,
+            .applied = have_state ? &applied : NULL,
+            .members = members,
+            .prune = f.prune,
+            .caps =
+                (hosts ? INTAKE_CAP_HOSTS_INVENTORY : 0) |
+                (streq_ptr(f.target, "kubernetes") ? INTAKE_CAP_PVC_WRITER | INTAKE_CAP_IMAGES : 0),
+            .target = f.target ? f.target : "local",
+            .policy = pol,
+            .src = src};
         _cleanup_(plan_freep) plan *p = NULL;
         int k = plan_compute(&in, &p);
         members_release(members, applied.n);
@@ -458,10 +475,10 @@ int cmd_plan(int argc, char **argv)
         _cleanup_(drift_report_freep) drift_report *drift = NULL;
         _cleanup_(kube_config_freep) kube_config *kcfg = NULL;
         if (streq_ptr(f.target, "kubernetes") &&
-            kube_drift(&f, state_path, have_state, rev, p, &drift, &kcfg) < 0)
+            kube_drift(&f, state_path, have_state, p, &drift, &kcfg) < 0)
                 return EXIT_FAIL;
         const char *server = kcfg ? kcfg->server : NULL;
-        json_t *effects = hosts ? hosts_effects(rev, p) : NULL;
+        json_t *effects = hosts ? hosts_effects(p) : NULL;
 
         if (json) {
                 json_t *j = plan_to_json(p, rev);

@@ -15,8 +15,12 @@
  *
  * Audit events that could not be written are shown too (after the table;
  * as "audit_failures" in each JSON object): a lost audit event must be
- * visible to whoever looks at the clusters.
+ * visible to whoever looks at the clusters. So are the intake's verdicts
+ * (state/verdicts.h): a cluster whose commit the operator's policy refused,
+ * or whose change waits for approvals, runs on a spec other than its
+ * commit's, and one never taken in has no row of its own.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -27,6 +31,7 @@
 #include "state/carotate.h"
 #include "state/recovery.h"
 #include "state/state.h"
+#include "state/verdicts.h"
 #include "util/escape.h"
 #include "util/macro.h"
 #include "util/strbuf.h"
@@ -568,15 +573,79 @@ static void print_json_line(json_t *o)
         json_decref(o);
 }
 
+/* The verdicts on cluster in l, as JSON: [{"source", "verdict", "message", "commit", "time"}]. */
+static json_t *verdicts_json(const state_verdict_list *l, const char *cluster)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; i < l->n; i++) {
+                const state_verdict *v = l->items[i];
+                if (!streq(v->cluster, cluster))
+                        continue;
+                json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:o,s:o}", "source", v->source,
+                                                   "verdict", v->verdict, "message", v->message,
+                                                   "commit", jstr(v->commit), "time",
+                                                   jtime(v->time_ms)));
+        }
+        return a;
+}
+
+static bool listed(const state_cluster_list *cl, const char *cluster)
+{
+        for (size_t i = 0; i < cl->n; i++)
+                if (streq(cl->items[i]->name, cluster))
+                        return true;
+        return false;
+}
+
+/*
+ * "Not as committed:" and a line per verdict (every cluster's, or one's):
+ * "  prod/main: held at 4f1b2c3d4e5f (source platform): waiting for ...".
+ */
+static void print_verdicts(const state_verdict_list *l, const char *cluster)
+{
+        bool head = false;
+        for (size_t i = 0; i < l->n; i++) {
+                const state_verdict *v = l->items[i];
+                if (cluster && !streq(v->cluster, cluster))
+                        continue;
+                if (!head)
+                        printf("\nNot as committed (the operator's policy):\n");
+                head = true;
+                _cleanup_free_ char *name = clean(v->cluster), *from = clean(v->source);
+                _cleanup_free_ char *message = clean(v->message);
+                _cleanup_free_ char *at = v->commit ? str_escape(v->commit) : NULL;
+                if (at)
+                        printf("  %s: %s at %.12s (source %s): %s\n", name, v->verdict, at, from,
+                               message);
+                else
+                        printf("  %s: %s (source %s): %s\n", name, v->verdict, from, message);
+        }
+}
+
 static int show(state_db *db, const char *name, bool json)
 {
         state_cluster_list cl = {0};
-        int r;
+        state_verdict_list vl = {0};
+        int r = state_verdict_list_get(db, name, &vl);
+        if (r < 0)
+                vl = (state_verdict_list){0}; /* a store from before verdicts were kept */
         if (name) {
                 state_cluster *c = NULL;
                 r = state_cluster_get(db, name, &c);
-                if (r < 0)
+                if (r == -ENOENT && vl.n > 0) {
+                        /* never taken in: only its verdicts say why */
+                        if (json)
+                                print_json_line(json_pack("{s:s,s:o}", "name", name, "intake",
+                                                          verdicts_json(&vl, name)));
+                        else
+                                print_verdicts(&vl, name);
+                        state_verdict_list_release(&vl);
+                        return 0;
+                }
+                if (r < 0) {
+                        state_verdict_list_release(&vl);
                         return r;
+                }
                 cl.items = xmalloc(sizeof(*cl.items));
                 cl.items[0] = c;
                 cl.n = 1;
@@ -589,6 +658,7 @@ static int show(state_db *db, const char *name, bool json)
         r = state_audit_failures_get(db, &af);
         if (r < 0) {
                 state_cluster_list_release(&cl);
+                state_verdict_list_release(&vl);
                 return r;
         }
         int64_t now = now_wall_ms();
@@ -617,6 +687,7 @@ static int show(state_db *db, const char *name, bool json)
                         json_t *o = cluster_json(cl.items[i], &ml, &certs, run, &af);
                         recovery_json(db, cl.items[i]->name, o);
                         ca_rotation_json(db, cl.items[i]->name, o);
+                        json_object_set_new(o, "intake", verdicts_json(&vl, cl.items[i]->name));
                         print_json_line(o);
                 } else if (name) {
                         print_detail(cl.items[i], &ml, &certs, run, now);
@@ -631,10 +702,21 @@ static int show(state_db *db, const char *name, bool json)
         if (t.rows > 0)
                 table_print(&t, "");
         free(t.cells);
+        /* clusters with a verdict but no record: never taken in */
+        for (size_t i = 0; json && !name && r >= 0 && i < vl.n; i++) {
+                const char *cluster = vl.items[i]->cluster;
+                if (listed(&cl, cluster) || (i > 0 && streq(vl.items[i - 1]->cluster, cluster)))
+                        continue;
+                print_json_line(
+                    json_pack("{s:s,s:o}", "name", cluster, "intake", verdicts_json(&vl, cluster)));
+        }
+        if (r >= 0 && !json)
+                print_verdicts(&vl, name);
         if (r >= 0 && !json)
                 print_audit_failures(&af);
         state_audit_failures_release(&af);
         state_cluster_list_release(&cl);
+        state_verdict_list_release(&vl);
         return r;
 }
 

@@ -3,9 +3,15 @@
  * directories, print every diagnostic (sorted by file, line, column) and a
  * one-line summary, and exit 1 when any error was found.
  *
- * Design: the command is a thin shell over spec_load_paths(); everything a
- * user can get wrong is a diagnostic from the library, so `validate` in CI
- * and the reconciler reading Git report exactly the same messages.
+ * Design: the command is a thin shell over the spec intake apply, run and
+ * plan use (intake/intake.h), in its validate mode: the files are read from
+ * disk instead of a revision, and what needs a target or a state store is
+ * left out, so `validate` in CI and the reconciler reading Git report
+ * exactly the same messages. What it checks: YAML syntax, every dialect's
+ * fields and values, the spec's rules, clusters defined twice, and fields
+ * gitcd does not act on yet (a warning: apply, run and plan refuse them).
+ * What it cannot check: the target's rules (spec.hosts needs --target
+ * hosts), transitions from the spec gitcd accepted last (gitcd plan).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -14,6 +20,7 @@
 
 #include "cli/cli.h"
 #include "api/spec.h"
+#include "intake/intake.h"
 
 static void usage(FILE *out)
 {
@@ -24,6 +31,12 @@ static void usage(FILE *out)
               "file:line:column: severity: message, then a summary on stderr. A file found\n"
               "in a directory with no apiVersion or kind in any document (a CI workflow) is\n"
               "skipped with a note; a file named directly is always checked.\n"
+              "\n"
+              "It runs the intake gitcd plan, apply and run use, without a target or a\n"
+              "state: syntax, every field and rule of the spec, clusters defined twice,\n"
+              "and fields gitcd does not act on yet (a warning: apply refuses them). What\n"
+              "needs a target, the accepted specs or the operator's configuration (spec.hosts\n"
+              "on the hosts target only, transitions, the policy) is checked by gitcd plan.\n"
               "\n"
               "Options:\n"
               "  -q, --quiet   print only errors and warnings, no summary\n"
@@ -78,12 +91,14 @@ int cmd_validate(int argc, char **argv)
                 return EXIT_USAGE;
         }
 
-        cluster_set set = {0};
+        spec_file_list files = {0};
         diag_list diags = DIAG_LIST_INIT;
-        spec_load_paths(argv + optind, (size_t)(argc - optind), &set, &diags);
-        /* A valid file that apply would refuse is still valid: a warning, not an error. */
-        for (size_t i = 0; i < set.n; i++)
-                (void)spec_check_unsupported(set.items[i], SPEC_UNSUPPORTED_WARN, &diags);
+        (void)spec_read_paths(argv + optind, (size_t)(argc - optind), &files, &diags);
+        intake_input in = {.files = files.items, .n_files = files.n, .mode = INTAKE_VALIDATE};
+        intake_result taken = {.diags = DIAG_LIST_INIT};
+        (void)spec_intake(&in, &taken);
+        spec_file_list_release(&files);
+        diag_move(&diags, &taken.diags);
         diag_sort(&diags);
         for (size_t i = 0; i < diags.n; i++) {
                 if (quiet && diags.items[i].severity == DIAG_NOTE)
@@ -95,8 +110,8 @@ int cmd_validate(int argc, char **argv)
         fflush(stdout);
         size_t errors = diag_count(&diags, DIAG_ERROR);
         if (!quiet)
-                summary(set.n, errors, diag_count(&diags, DIAG_WARNING));
+                summary(taken.n, errors, diag_count(&diags, DIAG_WARNING));
         diag_list_release(&diags);
-        cluster_set_release(&set);
+        intake_result_release(&taken);
         return errors ? EXIT_FAIL : EXIT_OK;
 }

@@ -289,7 +289,13 @@ static const char *source_target(const ops_config *c, const ops_source *s)
 static int check_settings(const ops_config *c)
 {
         if (c->n_sources == 0) {
-                fprintf(stderr, "gitcd: --source is required\n");
+                if (c->file)
+                        fprintf(stderr,
+                                "gitcd: %s names no sources (sources:), and no --source was "
+                                "given\n",
+                                c->file);
+                else
+                        fprintf(stderr, "gitcd: --source is required\n");
                 return -EINVAL;
         }
         if (c->target && runner_target_kind(c->target) < 0) {
@@ -310,6 +316,16 @@ static int check_settings(const ops_config *c)
                 if (s->src.verify_signatures && isempty(s->src.allowed_signers_path)) {
                         fprintf(stderr,
                                 "gitcd: --verify-signatures needs --allowed-signers FILE\n");
+                        return -EINVAL;
+                }
+                const policy_at *at = NULL;
+                if (s->policy && policy_wants_approvals(s->policy, &at) &&
+                    !s->src.verify_signatures) {
+                        fprintf(stderr,
+                                "gitcd: %s:%d:%d: policy.approvals: approvals are counted in "
+                                "trusted commit signatures; source %s needs "
+                                "--verify-signatures --allowed-signers FILE\n",
+                                at->file, at->line, at->col, s->name);
                         return -EINVAL;
                 }
         }
@@ -376,11 +392,14 @@ int runner_settings(const runner_flags *f, const char *config, int64_t interval_
                 c = ops_config_new();
         }
         if (f->src.url_or_path) {
+                /* The file's policy for that url, if it names the source; else its top-level one. */
+                const policy *pol = ops_config_policy_for(c, f->src.url_or_path);
                 free(c->sources);
                 c->sources = XNEW(ops_source);
                 c->n_sources = 1;
                 c->sources[0].name = "default";
                 c->sources[0].src = f->src;
+                c->sources[0].policy = pol;
         } else if (source_flags_given(&f->src)) {
                 if (c->n_sources != 1) {
                         fprintf(stderr, "gitcd: source flags such as --ref need --source when "
@@ -832,7 +851,9 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                                      .idle_interval_ms = c->observe_interval_ms,
                                      .workers = c->workers,
                                      .adopt_target =
-                                         kind == RUNNER_TARGET_HOSTS ? r->adopt_target : NULL};
+                                         kind == RUNNER_TARGET_HOSTS ? r->adopt_target : NULL,
+                                     .policy = rs->conf->policy,
+                                     .source_name = rs->conf->name};
                 k = driver_new(&dopts, &rs->drv);
                 if (k < 0) {
                         fprintf(stderr, "gitcd: %s\n", strerror(-k));
@@ -944,12 +965,48 @@ int runner_open_config(const ops_config *c, driver_progress_fn progress, void *u
         return k;
 }
 
+int runner_policy(const runner_flags *f, const char *prog, policy **ret)
+{
+        const char *path = cli_config_path(f->config, OPS_CONFIG_DEFAULT_PATH);
+        if (!path) {
+                *ret = policy_builtin();
+                return 0;
+        }
+        ops_config *c = NULL;
+        diag_list diags = DIAG_LIST_INIT;
+        int k = ops_config_load(path, &c, &diags);
+        diag_sort(&diags);
+        diag_print(&diags, stderr);
+        diag_list_release(&diags);
+        if (k < 0) {
+                fprintf(stderr,
+                        "%s: the policy in %s cannot be used: fix the file, or name another with "
+                        "--config FILE (a policy is never skipped)\n",
+                        prog, path);
+                return k;
+        }
+        *ret = policy_copy(ops_config_policy_for(c, f->src.url_or_path));
+        ops_config_free(c);
+        return 0;
+}
+
 int runner_open(const runner_flags *f, driver_progress_fn progress, void *userdata, runner *r)
 {
         ops_config *c = NULL;
         diag_list diags = DIAG_LIST_INIT;
-        int k = runner_settings(f, NULL, 0, &c, &diags);
+        _cleanup_(policy_freep) policy *pol = NULL;
+        int k = runner_policy(f, "gitcd apply", &pol);
+        if (k >= 0)
+                k = runner_settings(f, NULL, 0, &c, &diags);
         diag_list_release(&diags);
+        if (k >= 0) {
+                ops_config_set_policy(c, pol);
+                k = check_settings(c);
+                if (k < 0) {
+                        ops_config_free(c);
+                        c = NULL;
+                }
+        }
         if (k < 0) {
                 memset(r, 0, sizeof(*r));
                 r->lock_fd = -1;

@@ -28,6 +28,8 @@ typedef struct runner_flags {
         ops_hosts hosts;            /* --hosts-* (hosts target) */
         const char *hosts_ports;    /* --hosts-ports CLIENT,PEER,METRICS */
         bool prune;
+        /* apply, plan: --config, the file whose policy applies (run reads all of it) */
+        const char *config;
         /* gitcd run only */
         const char *listen;            /* --listen host:port */
         const char *listen_token_file; /* --listen-token-file */
@@ -194,8 +196,18 @@ int runner_settings(const runner_flags *f, const char *config, int64_t interval_
                     ops_config **ret, diag_list *diags);
 
 /*
+ * The operator's policy for gitcd apply and plan (prog prefixes messages):
+ * read from f->config, else /etc/gitcd/gitcd.yaml when it exists (its
+ * source whose url is --source, else its top-level policy), else gitcd's
+ * built-in one. A file that cannot be read or is invalid is printed and
+ * fails (-errno): a policy is never skipped.
+ */
+int runner_policy(const runner_flags *f, const char *prog, policy **ret);
+
+/*
  * Take the exclusive lock on the state directory, then open the state
- * store, the target, the source and the driver. Prints a clear error and
+ * store, the target, the source and the driver, with the policy of
+ * runner_policy(). Prints a clear error and
  * returns -errno on failure: -EAGAIN when another gitcd holds the lock
  * ("another gitcd (pid N) holds DIR").
  */

@@ -8,7 +8,11 @@
  * Secrets are never in the file itself: credentials, tokens and webhook
  * secrets are named by the files that hold them. The parsed form only holds
  * strings owned by the ops_config, so a reload builds a complete new one and
- * swaps it in, or keeps the old one whole.
+ * swaps it in, or keeps the old one whole. The policy (`policy:`, and per
+ * source) is parsed by intake/policy.c once the whole file is read, so a
+ * source's policy builds on the top-level one wherever the keys stand; a
+ * policy that asks for approvals on a source that does not verify
+ * signatures is an error: approvals are counted in signatures.
  */
 #include <assert.h>
 #include <errno.h>
@@ -23,7 +27,26 @@
 
 ops_config *ops_config_new(void)
 {
-        return XNEW(ops_config);
+        ops_config *c = XNEW(ops_config);
+        c->policy = policy_builtin();
+        return c;
+}
+
+const policy *ops_config_policy_for(const ops_config *cfg, const char *url)
+{
+        for (size_t i = 0; url && i < cfg->n_sources; i++)
+                if (cfg->sources[i].src.url_or_path && streq(cfg->sources[i].src.url_or_path, url))
+                        return cfg->sources[i].policy ? cfg->sources[i].policy : cfg->policy;
+        return cfg->policy;
+}
+
+void ops_config_set_policy(ops_config *cfg, const policy *p)
+{
+        policy *copy = policy_copy(p);
+        policy_free(cfg->policy);
+        cfg->policy = copy;
+        for (size_t i = 0; i < cfg->n_sources; i++)
+                cfg->sources[i].policy = copy;
 }
 
 const char *ops_config_strdup(ops_config *cfg, const char *s)
@@ -47,6 +70,10 @@ void ops_config_free(ops_config *cfg)
         free(cfg->webhooks);
         free(cfg->sources);
         free(cfg->file);
+        policy_free(cfg->policy);
+        for (size_t i = 0; i < cfg->n_owned_policies; i++)
+                policy_free(cfg->owned_policies[i]);
+        free(cfg->owned_policies);
         free(cfg);
 }
 
@@ -72,6 +99,8 @@ typedef struct parser {
         ops_config *cfg;
         const char *file;
         diag_list *diags;
+        const ynode *policy;         /* the top-level policy: */
+        const ynode **source_policy; /* each source's, by index (NULL: none) */
 } parser;
 
 static void err(parser *p, const ynode *n, const char *fmt, ...) _printf_(3, 4);
@@ -252,7 +281,7 @@ static void parse_commit_status(parser *p, const ynode *m, ops_commit_status *cs
                 cs->context = "gitcd";
 }
 
-static void parse_source(parser *p, const ynode *m, ops_source *s)
+static void parse_source(parser *p, const ynode *m, ops_source *s, size_t index)
 {
         if (!want_map(p, m, "a source"))
                 return;
@@ -277,6 +306,8 @@ static void parse_source(parser *p, const ynode *m, ops_source *s)
                         parse_signatures(p, v, &s->src);
                 else if (streq(k, "commitStatus"))
                         parse_commit_status(p, v, &s->status);
+                else if (streq(k, "policy"))
+                        p->source_policy[index] = v; /* once the top-level one is known */
                 else
                         err(p, m->keys[i], "unknown key '%s' in a source", k);
         }
@@ -294,9 +325,10 @@ static void parse_sources(parser *p, const ynode *seq)
                 return;
         }
         c->sources = xcalloc(seq->n + 1, sizeof(ops_source));
+        p->source_policy = xcalloc(seq->n + 1, sizeof(ynode *));
         for (size_t i = 0; i < seq->n; i++) {
                 ops_source *s = &c->sources[c->n_sources++];
-                parse_source(p, seq->values[i], s);
+                parse_source(p, seq->values[i], s, i);
                 for (size_t j = 0; s->name && j + 1 < c->n_sources; j++)
                         if (c->sources[j].name && streq(c->sources[j].name, s->name))
                                 err(p, seq->values[i], "a second source named '%s'", s->name);
@@ -495,6 +527,39 @@ static void parse_log(parser *p, const ynode *m)
         }
 }
 
+/*
+ * The top-level policy over the built-in one, then each source's over it;
+ * approvals need the source's commits to be verified.
+ */
+static void parse_policies(parser *p)
+{
+        ops_config *c = p->cfg;
+        policy *top = NULL;
+        if (p->policy && policy_parse(p->policy, p->file, NULL, &top, p->diags) == 0) {
+                policy_free(c->policy);
+                c->policy = top;
+        }
+        for (size_t i = 0; i < c->n_sources; i++) {
+                ops_source *s = &c->sources[i];
+                s->policy = c->policy;
+                const ynode *own = p->source_policy ? p->source_policy[i] : NULL;
+                policy *mine = NULL;
+                if (own && policy_parse(own, p->file, c->policy, &mine, p->diags) == 0) {
+                        c->owned_policies = xrealloc(c->owned_policies,
+                                                     (c->n_owned_policies + 1) * sizeof(policy *));
+                        c->owned_policies[c->n_owned_policies++] = mine;
+                        s->policy = mine;
+                }
+                const policy_at *at = NULL;
+                if (policy_wants_approvals(s->policy, &at) && !s->src.verify_signatures)
+                        diag_add(p->diags, DIAG_ERROR, at->file, at->line, at->col,
+                                 "policy.approvals: source %s does not verify signatures "
+                                 "(signatures: verify: true, allowedSigners FILE), and approvals "
+                                 "are counted in trusted commit signatures",
+                                 s->name ? s->name : "");
+        }
+}
+
 static void parse_root(parser *p, const ynode *root)
 {
         ops_config *c = p->cfg;
@@ -531,11 +596,12 @@ static void parse_root(parser *p, const ynode *root)
                         parse_notifications(p, v);
                 else if (streq(k, "log"))
                         parse_log(p, v);
+                else if (streq(k, "policy"))
+                        p->policy = v;
                 else
                         err(p, root->keys[i], "unknown key '%s'", k);
         }
-        if (c->n_sources == 0)
-                err(p, root, "the configuration names no sources");
+        parse_policies(p);
 }
 
 static int parse_docs(const char *path, ydoc_list *docs, diag_list *local, ops_config **ret,
@@ -549,6 +615,7 @@ static int parse_docs(const char *path, ydoc_list *docs, diag_list *local, ops_c
                          "the configuration is one YAML document");
         else
                 parse_root(&p, docs->docs[0].root);
+        free(p.source_policy);
         ydoc_list_release(docs);
         bool bad = diag_has_errors(local);
         diag_move(diags, local);

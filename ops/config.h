@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "intake/policy.h"
 #include "sources/source.h"
 #include "util/diag.h"
 
@@ -47,6 +48,12 @@ typedef struct ops_source {
         int64_t interval_ms;      /* 0: the daemon's interval */
         const char *target;       /* "local", "kubernetes" or "hosts"; NULL: the daemon's */
         ops_commit_status status; /* forge NONE: no commit statuses */
+        /*
+         * What its commits may make gitcd do (intake/policy.h): its own
+         * `policy:` over the top-level one, key by key; else the top-level
+         * one. Owned by the ops_config; never NULL once loaded.
+         */
+        const policy *policy;
 } ops_source;
 
 typedef enum ops_severity { OPS_SEV_INFO = 0, OPS_SEV_WARNING, OPS_SEV_CRITICAL } ops_severity;
@@ -94,22 +101,35 @@ typedef struct ops_config {
         size_t n_sources;
         ops_webhook *webhooks;
         size_t n_webhooks;
+        /* The top-level `policy:` over gitcd's built-in one (never NULL once loaded). */
+        policy *policy;
 
         char **owned; /* every string above */
         size_t n_owned;
+        policy **owned_policies; /* the sources' own policies */
+        size_t n_owned_policies;
 } ops_config;
 
 /*
  * Read and validate a configuration file. Every problem is a diagnostic
  * (file:line:col) in diags, and the function returns -EINVAL; -ENOENT and
- * other -errno when the file cannot be read (also a diagnostic).
+ * other -errno when the file cannot be read (also a diagnostic). A file
+ * without sources is valid (it may hold only a policy for gitcd apply and
+ * plan); gitcd run needs sources from it or --source.
  */
 int ops_config_load(const char *path, ops_config **ret, diag_list *diags);
 /* The same from a buffer (path names it in diagnostics). */
 int ops_config_load_buffer(const char *path, const char *buf, size_t len, ops_config **ret,
                            diag_list *diags);
-/* An empty configuration, to be filled from flags. */
+/* An empty configuration, to be filled from flags (the built-in policy). */
 ops_config *ops_config_new(void);
+/*
+ * The policy for a source at url given on the command line: that of the
+ * file's first source with this url, else the top-level one.
+ */
+const policy *ops_config_policy_for(const ops_config *cfg, const char *url);
+/* Take a copy of p as cfg's policy, for every source (gitcd apply and plan). */
+void ops_config_set_policy(ops_config *cfg, const policy *p);
 /* A copy of s owned by cfg (NULL stays NULL). */
 const char *ops_config_strdup(ops_config *cfg, const char *s);
 void ops_config_free(ops_config *cfg);

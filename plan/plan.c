@@ -1,5 +1,5 @@
 /*
- * Plans (see plan.h): the revision parsed with the driver's rules, each
+ * Plans (see plan.h): the revision taken in through the driver's intake, each
  * cluster compared with the spec gitcd accepted last, and the result printed
  * for people or tools.
  *
@@ -21,6 +21,7 @@
 #include <strings.h>
 
 #include "plan/plan.h"
+#include "intake/intake.h"
 #include "render/render.h"
 #include "api/spec.h"
 #include "api/yaml.h"
@@ -30,7 +31,7 @@
 
 static const char *const action_names[] = {
     [PLAN_CREATE] = "create",     [PLAN_UPDATE] = "update",       [PLAN_DELETE] = "delete",
-    [PLAN_REJECTED] = "rejected", [PLAN_UNCHANGED] = "unchanged",
+    [PLAN_REJECTED] = "rejected", [PLAN_UNCHANGED] = "unchanged", [PLAN_HELD] = "held",
 };
 
 const char *plan_action_name(plan_action a)
@@ -78,6 +79,7 @@ static void strv_add(char ***v, size_t *n, const char *fmt, ...)
 
 static void item_release(plan_item *it)
 {
+        etcd_cluster_free(it->spec);
         free(it->name);
         free(it->file);
         for (size_t i = 0; i < it->n_changes; i++) {
@@ -449,11 +451,6 @@ static const state_member_list *members_find(const plan_input *in, const char *i
         return NULL;
 }
 
-static bool applied_exists(const char *id, void *userdata)
-{
-        return applied_find(userdata, id) != NULL;
-}
-
 /*
  * The reconciler latches the accepted spec (observed_hash) when it takes
  * it up, and clears the progress deadline once the cluster converged: either
@@ -475,8 +472,8 @@ static void note_in_progress(plan_item *it, const state_cluster *sc)
                      from);
 }
 
-static void plan_cluster(plan *p, const etcd_cluster *c, const state_cluster *sc,
-                         const state_member_list *ml)
+static plan_item *plan_cluster(plan *p, const etcd_cluster *c, const state_cluster *sc,
+                               const state_member_list *ml)
 {
         _cleanup_free_ char *id = etcd_cluster_id(c);
         json_auto_t *next = spec_to_json(c);
@@ -488,12 +485,12 @@ static void plan_cluster(plan *p, const etcd_cluster *c, const state_cluster *sc
         it->line = c->line;
         if (!prev_json) {
                 steps_create(it, c);
-                return;
+                return it;
         }
         if (json_equal(prev_json, next)) {
                 it->action = PLAN_UNCHANGED;
                 note_in_progress(it, sc);
-                return;
+                return it;
         }
 
         _cleanup_(etcd_cluster_freep) etcd_cluster *prev = NULL;
@@ -524,9 +521,11 @@ static void plan_cluster(plan *p, const etcd_cluster *c, const state_cluster *sc
                         steps_update(it, prev, c, ml, sc->leader);
         }
         note_in_progress(it, sc);
+        return it;
 }
 
-static void plan_removed(plan *p, const state_cluster *sc, bool prune, bool revision_has_errors)
+static void plan_removed(plan *p, const state_cluster *sc, bool prune, bool revision_has_errors,
+                         const intake_input *ii)
 {
         const char *phase = sc->phase ? sc->phase : "";
         plan_item *it = item_add(p, sc->name, PLAN_DELETE);
@@ -541,9 +540,25 @@ static void plan_removed(plan *p, const state_cluster *sc, bool prune, bool revi
                 NOTE(it, "pruned earlier: members stopped; data is kept");
                 return;
         }
+        if (!prune && streq(phase, "Orphaned")) {
+                it->action = PLAN_UNCHANGED;
+                NOTE(it, "orphaned: members keep running (use --prune to stop them; data is "
+                         "kept)");
+                return;
+        }
+        /* The policy's gate on removals (clusterDeletion), as the driver asks it. */
+        intake_prior prior = {
+            .id = sc->name, .json = sc->desired_json, .commit = sc->desired_commit};
+        intake_cluster gone;
+        if (spec_intake_removal(ii, &prior, &gone) == 0 && gone.verdict == INTAKE_HELD) {
+                it->action = PLAN_HELD;
+                NOTE(it, "removed from the source, %s; until then gitcd keeps it as accepted",
+                     gone.why);
+                intake_cluster_release(&gone);
+                return;
+        }
+        intake_cluster_release(&gone);
         if (!prune) {
-                if (streq(phase, "Orphaned"))
-                        it->action = PLAN_UNCHANGED;
                 NOTE(it, "orphaned: members keep running (use --prune to stop them; data is "
                          "kept)");
                 return;
@@ -666,67 +681,66 @@ int plan_compute(const plan_input *in, plan **ret)
         plan *p = XNEW(plan);
         p->diags = (diag_list)DIAG_LIST_INIT;
 
-        /*
-         * The driver's rules: every file parsed; invalid documents, duplicates and
-         * clusters that use a field not supported yet out.
-         */
-        cluster_set set = {0};
-        diag_list diags = DIAG_LIST_INIT;
-        bool errors = false;
-        {
-                spec_buffer *bufs = xcalloc(rev->n_files + 1, sizeof(*bufs));
-                for (size_t i = 0; i < rev->n_files; i++)
-                        bufs[i] = (spec_buffer){.file = rev->files[i].path,
-                                                .data = rev->files[i].content,
-                                                .len = rev->files[i].len};
-                if (spec_load_buffers(bufs, rev->n_files, &set, &diags) < 0)
-                        errors = true;
-                free(bufs);
-        }
-        if (spec_check_duplicates(&set, &diags) < 0)
-                errors = true;
+        /* The intake apply and run use (intake/intake.h): one rule, so plan and apply agree. */
         applied_index applied;
         applied_index_init(&applied, in->applied);
-        if (spec_refuse_unsupported(&set, applied_exists, &applied, &diags) < 0)
-                errors = true;
-        if (spec_refuse_for_target(&set, in->hosts_target, in->pvc_target, &diags) < 0)
-                errors = true;
-        for (size_t i = 0; i < rev->n_notes; i++)
-                diag_add(&diags, DIAG_NOTE, rev->notes[i].path, 0, 0, "skipped: %s",
-                         rev->notes[i].reason);
-
-        /* How many times each cluster is defined. */
-        strmap first = STRMAP_INIT;
-        int *defined = xcalloc(set.n + 1, sizeof(int));
-        for (size_t i = 0; i < set.n; i++) {
-                _cleanup_free_ char *id = etcd_cluster_id(set.items[i]);
-                size_t f = i;
-                if (!strmap_put(&first, id, i))
-                        (void)strmap_get(&first, id, &f);
-                defined[f]++;
+        size_t n_priors = in->applied ? in->applied->n : 0;
+        intake_prior *priors = xcalloc(n_priors + 1, sizeof(*priors));
+        for (size_t i = 0; i < n_priors; i++) {
+                const state_cluster *sc = in->applied->items[i];
+                priors[i] = (intake_prior){
+                    .id = sc->name, .json = sc->desired_json, .commit = sc->desired_commit};
         }
-        for (size_t i = 0; i < set.n; i++) {
-                _cleanup_free_ char *id = etcd_cluster_id(set.items[i]);
-                if (item_find(p, id))
-                        continue;
-                if (defined[i] > 1) {
-                        /* Defined twice: neither definition is taken in. */
-                        plan_item *it = item_add(p, id, PLAN_REJECTED);
-                        it->file = xstrdup_null(set.items[i]->file);
-                        it->line = set.items[i]->line;
+        intake_input ii = {.rev = rev,
+                           .mode = INTAKE_APPLY,
+                           .caps = in->caps,
+                           .target = in->target ? in->target : "local",
+                           .policy = in->policy,
+                           .priors = priors,
+                           .n_priors = n_priors,
+                           .src = in->src};
+        intake_result taken;
+        int k = spec_intake(&ii, &taken);
+        if (k < 0) {
+                free(priors);
+                strmap_release(&applied.by_name);
+                plan_free(p);
+                return k;
+        }
+        bool errors = taken.errors;
+        for (size_t i = 0; i < taken.n; i++) {
+                intake_cluster *ic = &taken.items[i];
+                if (ic->verdict == INTAKE_DUPLICATE || ic->verdict == INTAKE_REFUSED) {
+                        /* Defined twice: neither definition is taken in. Refused: not either. */
+                        plan_item *it = item_add(p, ic->id, PLAN_REJECTED);
+                        it->file = xstrdup_null(ic->spec->file);
+                        it->line = ic->spec->line;
+                        for (size_t d = 0; d < ic->diags.n; d++)
+                                diag_copy(&it->diags, &ic->diags.items[d]);
+                        if (ic->verdict == INTAKE_REFUSED && ic->exists)
+                                NOTE(it, "the last accepted spec stays in force");
                         continue;
                 }
-                plan_cluster(p, set.items[i], applied_find(&applied, id), members_find(in, id));
+                plan_item *it = plan_cluster(p, ic->spec, applied_find(&applied, ic->id),
+                                             members_find(in, ic->id));
+                if (ic->verdict == INTAKE_HELD) {
+                        /* Not offered: the steps say what follows once it is approved. */
+                        it->action = PLAN_HELD;
+                        NOTE(it, "held: %s; the last accepted spec stays in force until then",
+                             ic->why);
+                        continue;
+                }
+                if (it->action != PLAN_REJECTED)
+                        it->spec = TAKE_PTR(ic->spec);
         }
-        strmap_release(&first);
-        free(defined);
-        attribute_diags(p, rev, &diags);
+        attribute_diags(p, rev, &taken.diags);
 
         for (size_t i = 0; in->applied && i < in->applied->n; i++) {
                 const state_cluster *sc = in->applied->items[i];
                 if (!item_find(p, sc->name))
-                        plan_removed(p, sc, in->prune, errors);
+                        plan_removed(p, sc, in->prune, errors, &ii);
         }
+        free(priors);
 
         if (p->n > 1)
                 qsort(p->items, p->n, sizeof(*p->items), cmp_item);
@@ -747,10 +761,12 @@ int plan_compute(const plan_input *in, plan **ret)
                 case PLAN_UNCHANGED:
                         p->n_unchanged++;
                         break;
+                case PLAN_HELD:
+                        p->n_held++;
+                        break;
                 }
         }
-        diag_list_release(&diags);
-        cluster_set_release(&set);
+        intake_result_release(&taken);
         strmap_release(&applied.by_name);
         strmap_release(&p->by_name); /* the items are sorted now: the index is stale */
         *ret = p;
@@ -798,11 +814,11 @@ static void print_item(const plan_item *it, const plan_print_opts *o, FILE *out)
 {
         static const char marks[] = {
             [PLAN_CREATE] = '+',   [PLAN_UPDATE] = '~',    [PLAN_DELETE] = '-',
-            [PLAN_REJECTED] = '!', [PLAN_UNCHANGED] = '=',
+            [PLAN_REJECTED] = '!', [PLAN_UNCHANGED] = '=', [PLAN_HELD] = '?',
         };
         static const char *const colors[] = {
             [PLAN_CREATE] = C_GREEN,     [PLAN_UPDATE] = C_YELLOW, [PLAN_DELETE] = C_RED,
-            [PLAN_REJECTED] = C_BOLDRED, [PLAN_UNCHANGED] = C_DIM,
+            [PLAN_REJECTED] = C_BOLDRED, [PLAN_UNCHANGED] = C_DIM, [PLAN_HELD] = C_YELLOW,
         };
         const char *on = o->color ? colors[it->action] : "";
         const char *off = o->color ? C_RESET : "";
@@ -878,10 +894,13 @@ void plan_print_text(const plan *p, const source_revision *rev, const plan_print
         }
         if (listed)
                 fputc('\n', out);
-        if (!plan_has_changes(p) && p->n_rejected == 0)
+        if (!plan_has_changes(p) && p->n_rejected == 0 && p->n_held == 0)
                 fprintf(out, "No changes: nothing to create, change or delete.\n");
-        fprintf(out, "Plan: %d to create, %d to change, %d to delete, %d rejected.\n", p->n_create,
+        fprintf(out, "Plan: %d to create, %d to change, %d to delete, %d rejected", p->n_create,
                 p->n_update, p->n_delete, p->n_rejected);
+        if (p->n_held > 0)
+                fprintf(out, ", %d held waiting for approvals", p->n_held);
+        fprintf(out, ".\n");
 }
 
 static json_t *json_str_or_null(const char *s)
@@ -957,9 +976,10 @@ json_t *plan_to_json(const plan *p, const source_revision *rev)
                                         "notes", strv_json(it->notes, it->n_notes), "diagnostics",
                                         diags_json(&it->diags)));
         }
-        json_t *summary = json_pack("{s:i,s:i,s:i,s:i,s:i,s:b}", "create", p->n_create, "update",
-                                    p->n_update, "delete", p->n_delete, "rejected", p->n_rejected,
-                                    "unchanged", p->n_unchanged, "changes", plan_has_changes(p));
+        json_t *summary =
+            json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:b}", "create", p->n_create, "update", p->n_update,
+                      "delete", p->n_delete, "rejected", p->n_rejected, "unchanged", p->n_unchanged,
+                      "held", p->n_held, "changes", plan_has_changes(p));
         return json_pack("{s:o,s:o,s:o,s:o}", "revision", r, "clusters", clusters, "diagnostics",
                          diags_json(&p->diags), "summary", summary);
 }

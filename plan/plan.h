@@ -3,9 +3,9 @@
  * touching any etcd, target or state.
  *
  * plan_compute() is pure: it takes the revision (files already read by a
- * source) and the clusters the state store has accepted, parses the
- * revision with the same rules as the driver (invalid documents and
- * duplicates rejected, the rest still planned), and classifies every
+ * source) and the clusters the state store has accepted, takes the
+ * revision in through the intake the driver uses (intake/intake.h: invalid
+ * documents and duplicates rejected, the rest still planned), and classifies every
  * cluster as create, update, delete, rejected or unchanged. Updates carry
  * a field-by-field diff of the normalized specs (secret-looking values
  * redacted) and the steps the reconciler will take. The printers turn a
@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "intake/intake.h"
 #include "util/strmap.h"
 #include "sources/source.h"
 #include "state/state.h"
@@ -28,9 +29,10 @@ typedef enum plan_action {
         PLAN_DELETE,
         PLAN_REJECTED,
         PLAN_UNCHANGED,
+        PLAN_HELD, /* a change (or a removal) waiting for approvals: not applied yet */
 } plan_action;
 
-/* "create", "update", "delete", "rejected", "unchanged" (the JSON names). */
+/* "create", "update", "delete", "rejected", "unchanged", "held" (the JSON names). */
 const char *plan_action_name(plan_action a);
 
 typedef struct plan_change {
@@ -45,6 +47,7 @@ typedef struct plan_item {
         plan_action action;
         char *file; /* where it is defined in the revision (NULL for a delete) */
         int line;
+        etcd_cluster *spec;   /* the definition taken in; NULL when rejected or deleted */
         plan_change *changes; /* sorted by path */
         size_t n_changes;
         char **steps; /* what the reconciler will do, in order */
@@ -59,7 +62,7 @@ typedef struct plan {
         size_t n;
         size_t alloc;
         diag_list diags; /* problems not tied to one cluster (skipped files, ...) */
-        int n_create, n_update, n_delete, n_rejected, n_unchanged;
+        int n_create, n_update, n_delete, n_rejected, n_unchanged, n_held;
         strmap by_name; /* private to plan.c: the index of each item by name */
 } plan;
 
@@ -72,9 +75,17 @@ typedef struct plan_input {
          * version policy and the order members roll in. NULL: not known.
          */
         const state_member_list *members;
-        bool prune;        /* clusters removed from the source are stopped */
-        bool hosts_target; /* --target hosts: only clusters with spec.hosts (and only they) */
-        bool pvc_target;   /* --target kubernetes: snapshots may go into a PVC */
+        bool prune; /* clusters removed from the source are stopped */
+        /*
+         * What the target apply would use can do (INTAKE_CAP_*): the hosts
+         * target takes in only clusters with spec.hosts (and only it does);
+         * snapshots may go into a PVC only on the Kubernetes target.
+         */
+        unsigned caps;
+        const char *target;   /* its name, for policy.targets ("local" when NULL) */
+        const policy *policy; /* the operator's policy; NULL: the built-in one */
+        /* The revision's source, to count approvals (NULL: none are counted). */
+        source *src;
 } plan_input;
 
 /*
@@ -85,7 +96,7 @@ int plan_compute(const plan_input *in, plan **ret);
 void plan_free(plan *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(plan *, plan_free);
 
-/* True when taking the revision in would create, change or delete something. */
+/* True when taking the revision in would create, change or delete something (held is not). */
 bool plan_has_changes(const plan *p);
 /* True when a document or a transition was rejected (or any error diagnostic). */
 bool plan_has_errors(const plan *p);

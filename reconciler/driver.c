@@ -38,7 +38,9 @@
 
 #include "reconciler/driver.h"
 #include "api/spec.h"
+#include "intake/intake.h"
 #include "snapshots/declared.h"
+#include "state/verdicts.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -89,9 +91,10 @@ struct driver {
         dcluster **index; /* open addressing on the name, 2x n_all slots at least */
         size_t n_index;
         dcluster **clusters; /* the current revision's, in order */
-        size_t n_clusters;
+        size_t n_clusters, alloc_clusters;
         char commit[41];
         bool have_revision;
+        size_t n_held; /* changes and removals of the current revision held for approvals */
         char *last_error;
         uint64_t rng;
 
@@ -613,43 +616,97 @@ static void audit_event(driver *d, const char *cluster, const char *action, cons
         (void)state_audit_append(d->opts.db, &ev, NULL);
 }
 
-/* A cluster no longer in the source: reported once; with prune, its members stop. */
-static void report_orphan(driver *d, const char *cluster, const source_revision *rev)
+/* Keep a cluster the revision does not offer on its accepted spec: passes go on. */
+static void keep_managed(driver *d, const char *cluster)
 {
-        state_cluster *sc = NULL;
-        _cleanup_free_ char *phase = NULL;
-        if (state_cluster_get(d->opts.db, cluster, &sc) == 0)
-                phase = xstrdup_null(sc->phase);
-        state_cluster_free(sc);
+        dcluster *dc = cluster_get(d, cluster);
+        if (!dc) {
+                log_error("%s: cannot make a reconciler", cluster);
+                return;
+        }
+        if (dc->active)
+                return;
+        dc->active = true;
+        d->clusters = xgrow(d->clusters, &d->alloc_clusters, d->n_clusters + 1, sizeof(dcluster *));
+        d->clusters[d->n_clusters++] = dc;
+}
+
+/*
+ * Record a verdict of the intake (refused, held) on a cluster of this
+ * source; new for this head: audited (once per head, restarts included:
+ * the state store remembers it).
+ */
+static void verdict(driver *d, const char *cluster, const char *kind, const char *why,
+                    const source_revision *rev)
+{
+        const char *name = d->opts.source_name ? d->opts.source_name : "default";
+        const char *commit = rev->commit_id[0] ? rev->commit_id : NULL;
+        int k = state_verdict_set(d->opts.db, name, cluster, kind, why, commit, now_wall_ms());
+        if (k < 0)
+                log_warn("%s: cannot record the intake's verdict: %s", cluster, state_last_error());
+        if (k == 0)
+                return;
+        /* The diagnostics the caller prints (apply) or logs (run) say why in full. */
+        if (streq(kind, "refused")) {
+                log_info("%s: refused by the operator's policy (audited as spec.refused)", cluster);
+                audit_event(d, cluster, "spec.refused", why, rev, "rejected");
+        } else {
+                log_info("%s: held waiting for approvals (audited as spec.held)", cluster);
+                audit_event(d, cluster, "spec.held", why, rev, "held");
+        }
+}
+
+/*
+ * A cluster no longer in the source: reported once; with prune, its members
+ * stop. When the policy's clusterDeletion needs approvals it does not have
+ * yet, the removal is held: the cluster stays managed on its accepted spec.
+ * Returns true when held.
+ */
+static bool report_orphan(driver *d, const state_cluster *sc, const intake_input *ii,
+                          const source_revision *rev, diag_list *diags)
+{
+        const char *cluster = sc->name;
+        const char *phase = sc->phase;
+        bool done =
+            phase && (streq(phase, "Pruned") || (!d->opts.prune && streq(phase, "Orphaned")));
+        if (!done) {
+                intake_prior prior = {
+                    .id = sc->name, .json = sc->desired_json, .commit = sc->desired_commit};
+                intake_cluster gone;
+                if (spec_intake_removal(ii, &prior, &gone) == 0 && gone.verdict == INTAKE_HELD) {
+                        _cleanup_free_ char *why = xasprintf("removal %s", gone.why);
+                        diag_add(diags, DIAG_WARNING, cluster, 0, 0,
+                                 "removed from the source; held: %s (until then it stays "
+                                 "managed on its accepted spec)",
+                                 gone.why);
+                        verdict(d, cluster, "held", why, rev);
+                        keep_managed(d, cluster);
+                        d->n_held++;
+                        intake_cluster_release(&gone);
+                        return true;
+                }
+                intake_cluster_release(&gone);
+        }
         if (d->opts.prune) {
                 if (phase && streq(phase, "Pruned"))
-                        return;
+                        return false;
                 log_info("%s: removed from the source; pruning (members stopped, data kept)",
                          cluster);
                 dcluster *dc = cluster_get(d, cluster);
                 if (!dc)
-                        return;
+                        return false;
                 dc->pending_prune = true;
                 if (!cluster_busy(d, dc))
                         run_pending(d, dc);
-                return;
+                return false;
         }
         if (phase && (streq(phase, "Orphaned") || streq(phase, "Pruned")))
-                return;
+                return false;
         log_warn("%s: removed from the source; left running (orphaned; --prune stops it)", cluster);
         (void)state_cluster_set_phase(d->opts.db, cluster, "Orphaned", now_wall_ms());
         audit_event(d, cluster, "cluster.orphaned", "removed from the source; members keep running",
                     rev, "success");
-}
-
-/* Whether a cluster was taken in before (for spec_refuse_unsupported's message). */
-static bool cluster_exists(const char *id, void *userdata)
-{
-        driver *d = userdata;
-        state_cluster *sc = NULL;
-        bool found = state_cluster_get(d->opts.db, id, &sc) == 0;
-        state_cluster_free(sc);
-        return found;
+        return false;
 }
 
 int driver_sync(driver *d, diag_list *diags)
@@ -685,34 +742,43 @@ int driver_sync(driver *d, diag_list *diags)
         if (source_mark_applied(d->opts.src, rev) < 0)
                 log_warn("%s", source_last_error(d->opts.src));
 
-        cluster_set set = {0};
-        diag_list local = DIAG_LIST_INIT;
-        bool errors = false;
-        {
-                spec_buffer *bufs = xcalloc(rev->n_files + 1, sizeof(*bufs));
-                for (size_t i = 0; i < rev->n_files; i++)
-                        bufs[i] = (spec_buffer){.file = rev->files[i].path,
-                                                .data = rev->files[i].content,
-                                                .len = rev->files[i].len};
-                if (spec_load_buffers(bufs, rev->n_files, &set, &local) < 0)
-                        errors = true;
-                free(bufs);
+        /* The intake plan uses too (intake/intake.h), over the specs accepted before. */
+        state_cluster_list known = {0};
+        k = state_cluster_list_all(d->opts.db, &known);
+        if (k < 0) {
+                set_error(d, "cannot read the clusters taken in before: %s", state_last_error());
+                return k;
         }
-        if (spec_check_duplicates(&set, &local) < 0)
-                errors = true;
-        if (spec_refuse_unsupported(&set, cluster_exists, d, &local) < 0)
-                errors = true;
-        if (spec_refuse_for_target(&set, d->opts.target->ops->caps & TARGET_CAP_HOSTS_INVENTORY,
-                                   d->opts.target->ops->writer_start != NULL, &local) < 0)
-                errors = true;
-        for (size_t i = 0; i < rev->n_notes; i++)
-                diag_add(&local, DIAG_NOTE, rev->notes[i].path, 0, 0, "skipped: %s",
-                         rev->notes[i].reason);
+        _cleanup_free_ intake_prior *priors = xcalloc(known.n + 1, sizeof(*priors));
+        for (size_t i = 0; i < known.n; i++)
+                priors[i] = (intake_prior){.id = known.items[i]->name,
+                                           .json = known.items[i]->desired_json,
+                                           .commit = known.items[i]->desired_commit};
+        const target_ops *ops = d->opts.target->ops;
+        intake_input ii = {
+            .rev = rev,
+            .mode = INTAKE_APPLY,
+            .caps = (ops->caps & TARGET_CAP_HOSTS_INVENTORY ? INTAKE_CAP_HOSTS_INVENTORY : 0) |
+                    (ops->caps & TARGET_CAP_CONTAINER_IMAGES ? INTAKE_CAP_IMAGES : 0) |
+                    (ops->writer_start ? INTAKE_CAP_PVC_WRITER : 0),
+            .target = ops->name,
+            .policy = d->opts.policy,
+            .priors = priors,
+            .n_priors = known.n,
+            .src = d->opts.src};
+        intake_result taken;
+        k = spec_intake(&ii, &taken);
+        if (k < 0) {
+                state_cluster_list_release(&known);
+                set_error(d, "cannot take the revision in: %s", strerror(-k));
+                return k;
+        }
+        bool errors = taken.errors, refused = false;
         if (errors) {
                 strbuf why = STRBUF_INIT;
-                for (size_t i = 0; i < local.n; i++)
-                        if (local.items[i].severity == DIAG_ERROR) {
-                                _cleanup_free_ char *line = diag_format(&local.items[i]);
+                for (size_t i = 0; i < taken.diags.n; i++)
+                        if (taken.diags.items[i].severity == DIAG_ERROR) {
+                                _cleanup_free_ char *line = diag_format(&taken.diags.items[i]);
                                 if (why.len)
                                         sb_append(&why, "; ");
                                 sb_append(&why, line);
@@ -720,7 +786,7 @@ int driver_sync(driver *d, diag_list *diags)
                 audit_event(d, NULL, "spec.rejected", sb_str(&why), rev, "rejected");
                 sb_release(&why);
         }
-        diag_move(diags, &local);
+        diag_move(diags, &taken.diags);
 
         reconcile_origin origin = {.commit = rev->commit_id[0] ? rev->commit_id : NULL};
         _cleanup_free_ char *author =
@@ -732,23 +798,49 @@ int driver_sync(driver *d, diag_list *diags)
         /* A cluster with a duplicate definition is not offered at all. */
         for (size_t i = 0; i < d->n_all; i++)
                 d->all[i]->active = false;
-        free(d->clusters);
-        d->clusters = xcalloc(set.n + 1, sizeof(dcluster *));
         d->n_clusters = 0;
-        _cleanup_free_ dcluster **steal = xcalloc(set.n + 1, sizeof(dcluster *));
-        for (size_t i = 0; i < set.n; i++) {
-                _cleanup_free_ char *id = etcd_cluster_id(set.items[i]);
-                bool dup = false;
-                for (size_t j = 0; j < set.n && !dup; j++)
-                        if (j != i && streq_ptr(set.items[i]->name, set.items[j]->name)) {
-                                _cleanup_free_ char *other = etcd_cluster_id(set.items[j]);
-                                dup = streq(id, other);
-                        }
-                if (dup)
+        d->n_held = 0;
+        _cleanup_free_ dcluster **steal = xcalloc(taken.n + 1, sizeof(dcluster *));
+        _cleanup_free_ const char **present = xcalloc(taken.n + 1, sizeof(char *));
+        /* The clusters of this source with a verdict recorded now; every other one is dropped. */
+        _cleanup_free_ const char **judged = xcalloc(taken.n + known.n + 1, sizeof(char *));
+        size_t n_judged = 0;
+        for (size_t i = 0; i < taken.n; i++) {
+                intake_cluster *ic = &taken.items[i];
+                const char *id = ic->id;
+                present[i] = id;
+                if (ic->verdict == INTAKE_DUPLICATE)
                         continue;
                 if (d->opts.claim &&
                     !d->opts.claim(id, DRIVER_CLAIM_DEFINE, d->opts.claim_userdata))
                         continue;
+                if (ic->verdict == INTAKE_REFUSED || ic->verdict == INTAKE_HELD) {
+                        /*
+                         * Not offered. One that exists keeps its accepted spec and
+                         * its passes (like a forbidden transition); none is orphaned.
+                         */
+                        bool held = ic->verdict == INTAKE_HELD;
+                        if (held) {
+                                int line, col;
+                                etcd_cluster_loc(ic->spec, "metadata.name", &line, &col);
+                                diag_add(diags, DIAG_WARNING, ic->spec->file, line, col,
+                                         "%s: held: %s; its last accepted spec stays in force", id,
+                                         ic->why);
+                                d->n_held++;
+                        } else {
+                                refused = true;
+                                for (size_t j = 0; j < ic->diags.n; j++) {
+                                        const diag *g = &ic->diags.items[j];
+                                        diag_add(diags, g->severity, g->file, g->line, g->col, "%s",
+                                                 g->message);
+                                }
+                        }
+                        verdict(d, id, held ? "held" : "refused", ic->why, rev);
+                        judged[n_judged++] = id;
+                        if (ic->exists)
+                                keep_managed(d, id);
+                        continue;
+                }
                 dcluster *dc = cluster_get(d, id);
                 if (!dc) {
                         log_error("%s: cannot make a reconciler", id);
@@ -763,7 +855,7 @@ int driver_sync(driver *d, diag_list *diags)
                         dc->pending_commit = xstrdup_null(origin.commit);
                         dc->pending_author = xstrdup_null(origin.author);
                 } else {
-                        k = reconciler_offer(dc->rec, set.items[i], &origin);
+                        k = reconciler_offer(dc->rec, ic->spec, &origin);
                         if (k < 0) {
                                 log_error("%s: cannot record the desired spec: %s", id,
                                           state_last_error());
@@ -772,9 +864,11 @@ int driver_sync(driver *d, diag_list *diags)
                 }
                 dc->active = true;
                 dc->wake = true;
+                d->clusters =
+                    xgrow(d->clusters, &d->alloc_clusters, d->n_clusters + 1, sizeof(dcluster *));
                 d->clusters[d->n_clusters++] = dc;
                 /* one-off snapshots its documents declare: requests, taken once */
-                if (snapshot_requests_record(d->opts.db, id, set.items[i], now_wall_ms()) < 0)
+                if (snapshot_requests_record(d->opts.db, id, ic->spec, now_wall_ms()) < 0)
                         log_error("%s: cannot record declared snapshots: %s", id,
                                   state_last_error());
         }
@@ -782,23 +876,40 @@ int driver_sync(driver *d, diag_list *diags)
         if (!errors) {
                 char **orphans = NULL;
                 size_t n = 0;
-                if (reconciler_orphans(d->rec, &set, &orphans, &n) >= 0) {
+                if (reconciler_orphans(d->rec, present, taken.n, &orphans, &n) >= 0) {
                         for (size_t i = 0; i < n; i++) {
-                                if (!d->opts.claim || d->opts.claim(orphans[i], DRIVER_CLAIM_ORPHAN,
-                                                                    d->opts.claim_userdata))
-                                        report_orphan(d, orphans[i], rev);
-                                free(orphans[i]);
+                                const state_cluster *sc = NULL;
+                                for (size_t j = 0; j < known.n && !sc; j++)
+                                        if (streq(known.items[j]->name, orphans[i]))
+                                                sc = known.items[j];
+                                if (sc &&
+                                    (!d->opts.claim ||
+                                     d->opts.claim(orphans[i], DRIVER_CLAIM_ORPHAN,
+                                                   d->opts.claim_userdata)) &&
+                                    report_orphan(d, sc, &ii, rev, diags))
+                                        judged[n_judged++] = sc->name;
                         }
+                        for (size_t i = 0; i < n; i++)
+                                free(orphans[i]);
                         free(orphans);
                 }
         }
-        for (size_t i = 0; i < set.n; i++)
+        if (state_verdict_retain(d->opts.db, d->opts.source_name ? d->opts.source_name : "default",
+                                 judged, n_judged) < 0)
+                log_warn("cannot forget old intake verdicts: %s", state_last_error());
+        for (size_t i = 0; i < taken.n; i++)
                 if (steal[i])
-                        steal[i]->pending_spec = TAKE_PTR(set.items[i]);
-        cluster_set_release(&set);
+                        steal[i]->pending_spec = TAKE_PTR(taken.items[i].spec);
+        intake_result_release(&taken);
+        state_cluster_list_release(&known);
         snprintf(d->commit, sizeof(d->commit), "%s", rev->commit_id);
         d->have_revision = true;
-        return errors ? -EINVAL : 1;
+        return errors || refused ? -EINVAL : 1;
+}
+
+size_t driver_held(const driver *d)
+{
+        return d->n_held;
 }
 
 /* Hand a cluster to the workers (main thread). */

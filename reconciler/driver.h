@@ -15,6 +15,7 @@
 #include "reconciler/reconcile.h"
 #include "sources/source.h"
 #include "api/model.h"
+#include "intake/policy.h"
 #include "state/state.h"
 #include "targets/target.h"
 #include "util/diag.h"
@@ -73,6 +74,13 @@ typedef struct driver_opts {
         int64_t (*wall_ms)(void);
         int64_t (*mono_ms)(void);
         target *adopt_target; /* reconciler_opts.adopt_target */
+        /*
+         * The operator's policy for this source (intake/policy.h); NULL:
+         * gitcd's built-in one. Must outlive the driver.
+         */
+        const policy *policy;
+        /* The source's name, for its intake verdicts in the state store; NULL: "default". */
+        const char *source_name;
 } driver_opts;
 
 #define DRIVER_IDLE_INTERVAL_MS (30 * 1000)
@@ -93,7 +101,14 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(driver *, driver_free);
  *            in force. A revision taken in becomes the ref's applied commit
  *            (source_mark_applied).
  *  -EINVAL   some documents are invalid: they are audited and skipped; the
- *            valid clusters were still offered; no orphan is pruned
+ *            valid clusters were still offered; no orphan is pruned. Or
+ *            the operator's policy refused a cluster (audited as
+ *            spec.refused, its diagnostics at the policy's lines): the
+ *            cluster is not offered, one that exists keeps its accepted
+ *            spec, the other clusters go on, orphans included
+ * A change (or a removal) the policy holds for approvals is not offered
+ * either (audited once per head as spec.held, a warning in diags): the
+ * cluster keeps its accepted spec until a later head has the signers.
  *  other     the source could not be read (message in driver_last_error)
  */
 int driver_sync(driver *d, diag_list *diags);
@@ -134,6 +149,9 @@ int driver_wait(int timeout_ms);
  * resumes it at the next start). Returns the number still in flight.
  */
 int driver_quiesce(driver *d, int timeout_ms);
+
+/* Changes and removals of the current revision held waiting for approvals. */
+size_t driver_held(const driver *d);
 
 /* Whether a pass of the cluster ("ns/name") is queued or running in a worker (main thread). */
 bool driver_cluster_busy(const driver *d, const char *cluster);

@@ -22,6 +22,8 @@
 #include "api/spec.h"
 #include "reconciler/internal.h"
 #include "util/strbuf.h"
+#include "util/strmap.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 const char *pass_outcome_name(pass_outcome o)
@@ -262,25 +264,25 @@ int reconciler_offer(reconciler *r, const etcd_cluster *c, const reconcile_origi
         return record_target(r, id);
 }
 
-int reconciler_orphans(reconciler *r, const cluster_set *present, char ***ret_names, size_t *ret_n)
+int reconciler_orphans(reconciler *r, const char *const *present, size_t n_present,
+                       char ***ret_names, size_t *ret_n)
 {
         state_cluster_list l = {0};
         int k = state_cluster_list_all(r->opts.db, &l);
         if (k < 0)
                 return k;
+        strmap defined = STRMAP_INIT;
+        for (size_t j = 0; j < n_present; j++)
+                (void)strmap_put(&defined, present[j], j);
         char **names = NULL;
         size_t n = 0, alloc = 0;
         for (size_t i = 0; i < l.n; i++) {
-                bool found = false;
-                for (size_t j = 0; j < present->n && !found; j++) {
-                        _cleanup_free_ char *id = etcd_cluster_id(present->items[j]);
-                        found = streq(id, l.items[i]->name);
-                }
-                if (!found) {
+                if (!strmap_get(&defined, l.items[i]->name, NULL)) {
                         names = xgrow(names, &alloc, n + 1, sizeof(char *));
                         names[n++] = xstrdup(l.items[i]->name);
                 }
         }
+        strmap_release(&defined);
         state_cluster_list_release(&l);
         *ret_names = names;
         *ret_n = n;

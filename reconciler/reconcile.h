@@ -105,8 +105,12 @@ int reconciler_offer(reconciler *r, const etcd_cluster *c, const reconcile_origi
 /* One pass for one cluster ("namespace/name"). 0, or -errno when the pass could not run. */
 int reconciler_pass(reconciler *r, const char *cluster, pass_result *ret);
 
-/* Names of clusters the store knows that are missing from `present`; for orphan reports. */
-int reconciler_orphans(reconciler *r, const cluster_set *present, char ***ret_names, size_t *ret_n);
+/*
+ * Names of clusters the store knows that are missing from `present` (the
+ * n_present "namespace/name" a revision defines); for orphan reports.
+ */
+int reconciler_orphans(reconciler *r, const char *const *present, size_t n_present,
+                       char ***ret_names, size_t *ret_n);
 
 /* Stop every member of an orphaned cluster, keeping data (prune). Audited. */
 int reconciler_prune(reconciler *r, const char *cluster);

@@ -69,6 +69,15 @@ int git_adapter_fetch_poll(git_fetch_job *job, bool wait);
 int git_adapter_fetch_finish(git_fetch_job *job, const git_fetch_request *req, source_revision *rev,
                              char ret_head[41], char **ret_error);
 
+/*
+ * source_signers() for a Git source: the walk over mirror_path (see
+ * source.h). 0, or a negative errno with *ret_error set.
+ */
+int git_adapter_signers(const char *mirror_path, const source_opts *opts, const char *subpath,
+                        const char *head, const char *const *paths, size_t n_paths,
+                        const char *since_commit, unsigned max_commits, source_signer_list *ret,
+                        char **ret_error);
+
 /* Kill the child if it still runs, clean the mirror after it, and free job (NULL: no-op). */
 void git_adapter_fetch_abort(git_fetch_job *job);
 static inline void git_adapter_fetch_abortp(git_fetch_job **job)

@@ -375,6 +375,34 @@ const char *source_display_url(const source *s)
         return s->kind == SOURCE_DIRECTORY ? s->root : s->url.display;
 }
 
+void source_signer_list_release(source_signer_list *r)
+{
+        if (!r)
+                return;
+        for (size_t i = 0; i < r->n; i++)
+                free(r->names[i]);
+        free(r->names);
+        *r = (source_signer_list){0};
+}
+
+int source_signers(source *s, const source_revision *rev, const char *const *paths, size_t n_paths,
+                   const char *since_commit, unsigned max_commits, source_signer_list *ret)
+{
+        assert(s && rev && ret);
+        *ret = (source_signer_list){0};
+        if (s->kind != SOURCE_GIT || !s->opts.verify_signatures || !rev->commit_id[0])
+                return 0;
+        char *err = NULL;
+        int r = git_adapter_signers(
+            s->mirror_path, &s->opts, s->subpath, rev->commit_id, paths, n_paths, since_commit,
+            max_commits ? max_commits : SOURCE_SIGNERS_MAX_COMMITS, ret, &err);
+        if (r < 0) {
+                set_error(s, r, "%s", err ? err : strerror(-r));
+                free(err);
+        }
+        return r;
+}
+
 const char *source_mirror_path(const source *s)
 {
         return s->mirror_path;

@@ -188,6 +188,36 @@ int source_fetch_poll(source *s);
  */
 int source_mark_applied(source *s, const source_revision *rev);
 
+/*
+ * Approvals (docs/security.md): who signed for the state of some files.
+ * Walking the first-parent chain back from rev's commit (a revision this
+ * source returned), every commit counts while the files at `paths` are
+ * byte-identical to the head's (the same blob ids, or absent in both) and
+ * it is not since_commit (the commit the accepted spec came from: what it
+ * signed was accepted already) or older; no paths: the whole tree under
+ * the source's path. A commit counts with the signer of a valid
+ * signature by a key of allowed_signers (judged at the commit's time, as
+ * the head is); each signer (the principals of its allowed_signers line)
+ * once. At most max_commits commits are looked at (0: the default).
+ */
+#define SOURCE_SIGNERS_MAX_COMMITS 100u
+
+typedef struct source_signer_list {
+        char **names; /* distinct trusted signers, newest first */
+        size_t n;
+        unsigned walked; /* commits looked at */
+        bool bounded;    /* the walk stopped at max_commits, not at a change */
+} source_signer_list;
+
+/*
+ * 0 with *ret filled (no signers for a plain directory or without
+ * verify_signatures), or a negative errno with source_last_error():
+ * -ENOENT rev's commit is not in the mirror, -EIO it cannot be read.
+ */
+int source_signers(source *s, const source_revision *rev, const char *const *paths, size_t n_paths,
+                   const char *since_commit, unsigned max_commits, source_signer_list *ret);
+void source_signer_list_release(source_signer_list *r);
+
 /* The message of the last failure, or "" when there was none. */
 const char *source_last_error(const source *s);
 /* The location without credentials (for logs and records). */

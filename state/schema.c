@@ -429,6 +429,20 @@ const char *const state_migrations[] = {
     "CREATE TRIGGER snapshot_drills_final BEFORE UPDATE ON snapshot_drills\n"
     "  WHEN OLD.result <> 'running'\n"
     "  BEGIN SELECT RAISE(ABORT, 'drill record already finished'); END;\n",
+    /*
+     * 19: the intake's verdicts (state/verdicts.h): clusters a source defines
+     * that the operator's policy refuses, or whose change waits for
+     * approvals; a row per source and cluster, gone once it is taken in.
+     */
+    "CREATE TABLE intake_verdicts (\n"
+    "  source TEXT NOT NULL,\n"
+    "  cluster TEXT NOT NULL,\n"
+    "  verdict TEXT NOT NULL CHECK (verdict IN ('refused', 'held')),\n"
+    "  message TEXT NOT NULL,\n"
+    "  commit_id TEXT,\n"
+    "  time_ms INTEGER NOT NULL,\n"
+    "  PRIMARY KEY (source, cluster)\n"
+    ");\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

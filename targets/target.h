@@ -104,6 +104,13 @@ enum {
          * refused with it (reconciler/restore.c).
          */
         TARGET_CAP_MEMORY_MEDIUM = 1u << 2,
+        /*
+         * Members run as container images of spec.repository (the
+         * Kubernetes target): the operator's policy.images applies. (The
+         * hosts target's staticPod machines run images too; the intake asks
+         * the spec's machines for that.)
+         */
+        TARGET_CAP_CONTAINER_IMAGES = 1u << 3,
 };
 
 /*

@@ -32,7 +32,7 @@ static const char good_text[] = "state: /srv/gitcd/state.db\n"
                                 "  - name: platform\n"
                                 "    url: /srv/git/platform.git\n";
 static const char bad_text[] = "state: /srv/gitcd/state.db\n"
-                               "sources: []\n"
+                               "workers: 0\n"
                                "stat: /x\n";
 
 static char *write_config(const char *name, const char *text)
@@ -127,7 +127,7 @@ static void test_unusable_files(void **state)
         /* named with --config: its diagnostics, every one, and an error */
         assert_int_equal(load(bad, NULL, false, &c, &err), -EINVAL);
         assert_non_null(strstr(err, where));
-        assert_non_null(strstr(err, "names no sources"));
+        assert_non_null(strstr(err, "workers must be"));
         free(err);
         assert_int_equal(load(bad, NULL, true, &c, &err), -EINVAL);
         assert_non_null(strstr(err, where));

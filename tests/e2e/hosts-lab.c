@@ -36,6 +36,16 @@ hosts_lab *hosts_lab_start(size_t n, const char *version)
         l->peer_port = harness_free_port();
         l->metrics_port = harness_free_port();
         l->ports = xasprintf("%d,%d,%d", l->client_port, l->peer_port, l->metrics_port);
+        /* The machines' "system" folders are under their roots, inside the lab's folder. */
+        l->config = path_join(l->ssh->dir, "gitcd.yaml");
+        _cleanup_free_ char *policy =
+            xasprintf("policy:\n  hosts:\n    dataRoot: %s\n    tlsRoot: %s\n"
+                      "    unitRoot: %s\n    manifestRoot: %s\n",
+                      l->ssh->dir, l->ssh->dir, l->ssh->dir, l->ssh->dir);
+        if (write_file_atomic(l->config, policy, strlen(policy), 0644) < 0) {
+                hosts_lab_free(l);
+                return NULL;
+        }
         _cleanup_free_ char *etcd_bin = harness_etcd_path(version, "etcd");
         const char **dirs = xcalloc(2 * n + 1, sizeof(char *));
         int k = 0;
@@ -70,6 +80,7 @@ void hosts_lab_free(hosts_lab *l)
         hostagent_free(l->agent);
         sshd_lab_free(l->ssh);
         free(l->ports);
+        free(l->config);
         free(l);
 }
 
@@ -194,6 +205,7 @@ int hosts_lab_cmd_failpoint(const hosts_lab *l, e2e *e, const char *failpoint, c
                             const char *known_hosts, char **ret_out, char **ret_err,
                             const char *extra1, const char *extra2)
 {
+        bool policy = streq(cmd, "apply") || streq(cmd, "plan") || streq(cmd, "run");
         const char *args[] = {cmd,
                               "--source",
                               e->source,
@@ -205,8 +217,10 @@ int hosts_lab_cmd_failpoint(const hosts_lab *l, e2e *e, const char *failpoint, c
                               known_hosts ? known_hosts : l->ssh->known_hosts,
                               "--hosts-ports",
                               l->ports,
-                              extra1,
-                              extra2,
+                              policy ? "--config" : extra1,
+                              policy ? l->config : extra2,
+                              policy ? extra1 : NULL,
+                              policy ? extra2 : NULL,
                               NULL};
         return e2e_runv_failpoint(e, failpoint, ret_out, ret_err, args);
 }

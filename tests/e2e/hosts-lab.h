@@ -5,8 +5,13 @@
  * unit folder, with the agent's systemctl on each machine's PATH
  * (tests/harness/hostagent.h), the members' ports of their own, and the
  * helpers every such test needs: a cluster file over a range of machines,
- * gitcd commands with the lab's SSH flags, and a writer whose every
- * acknowledged key is read back at the end.
+ * gitcd commands with the lab's SSH flags and its configuration file, and a
+ * writer whose every acknowledged key is read back at the end.
+ *
+ * The machines' folders (data, TLS, units, manifests) lie under the lab's
+ * folder, not under /var/lib/etcd and /etc: the lab's configuration file
+ * (config) holds the operator's policy that allows them, and apply, plan
+ * and run get it with --config.
  */
 #pragma once
 
@@ -20,7 +25,8 @@ typedef struct hosts_lab {
         sshd_lab *ssh;
         hostagent *agent;
         int client_port, peer_port, metrics_port;
-        char *ports; /* --hosts-ports C,P,M */
+        char *ports;  /* --hosts-ports C,P,M */
+        char *config; /* gitcd.yaml: a policy whose roots are the lab's folder */
 } hosts_lab;
 
 /*
@@ -64,7 +70,10 @@ void hosts_lab_write_cluster_tls_allow_plain(const hosts_lab *l, e2e *e, const c
                                              const char *version, int replicas, size_t first,
                                              size_t n);
 
-/* gitcd <cmd> --source S --target hosts <the lab's SSH flags> [extra1 extra2]. */
+/*
+ * gitcd <cmd> --source S --target hosts <the lab's SSH flags> [--config
+ * <the lab's file> for apply, plan and run] [extra1 extra2].
+ */
 int hosts_lab_cmd(const hosts_lab *l, e2e *e, const char *cmd, const char *known_hosts,
                   char **ret_out, char **ret_err, const char *extra1, const char *extra2);
 /* hosts_lab_cmd with GITCD_FAILPOINT (util/failpoint.h); 128+signal when killed there. */

@@ -85,12 +85,17 @@ static int hosts_run(e2e *e, const char *failpoint, char **ret_out, char **ret_e
         va_list ap;
         va_start(ap, ret_err);
         for (const char *a; (a = va_arg(ap, const char *));) {
-                assert_true(n + ARRAY_SIZE(flags) + 1 < ARRAY_SIZE(args));
+                assert_true(n + ARRAY_SIZE(flags) + 3 < ARRAY_SIZE(args));
                 args[n++] = a;
         }
         va_end(ap);
         for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
                 args[n++] = flags[i];
+        /* apply and plan with the lab's policy (its folders are under the lab's) */
+        if (n > 0 && (streq(args[0], "apply") || streq(args[0], "plan"))) {
+                args[n++] = "--config";
+                args[n++] = L->config;
+        }
         args[n] = NULL;
         return e2e_runv_failpoint(e, failpoint, ret_out, ret_err, args);
 }
