@@ -258,7 +258,7 @@ static void test_bad_lines(void **state)
         "      dataDir: /var/lib/etcd/prod-main\n"                                                 \
         "    - address: 10.9.9.9\n"                                                                \
         "      dataDir: /var/lib/etcd2/prod-main\n"                                                \
-        "      tlsDir: /etc/ssh\n"
+        "      tlsDir: /etc/etcd-other\n"
 
 static bool has(const diag_list *d, const char *text)
 {
@@ -304,7 +304,7 @@ static void test_check(void **state)
         assert_true(has(&d, "has dataDir /var/lib/etcd2/prod-main on 10.9.9.9, which is not in "
                             "/var/lib/etcd"));
         assert_true(has(&d, "policy.hosts.tlsRoot"));
-        assert_true(has(&d, "has tlsDir /etc/ssh on 10.9.9.9, which is not in /etc/etcd"));
+        assert_true(has(&d, "has tlsDir /etc/etcd-other on 10.9.9.9, which is not in /etc/etcd"));
         /* the staticPod machines run the image */
         assert_true(has(&d, "policy.images: prod/main (c.yaml:7:15) runs the image repository "
                             "registry.example.com/etcd"));
