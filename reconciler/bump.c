@@ -30,16 +30,22 @@ void bump_decide(const bump_inputs *in, bump_decision *out)
         const char *who = in->asked_by ? in->asked_by : "bumpRevision";
         if (in->want.mode != BUMP_AUTO) {
                 out->amount = in->want.mode == BUMP_FIXED ? in->want.amount : 0;
+                int64_t past = in->seen_revision - in->snapshot_revision;
+                char short_of[128] = "";
+                if (past > out->amount)
+                        snprintf(short_of, sizeof(short_of),
+                                 "; short of revision %" PRId64 ", which the cluster reached",
+                                 in->seen_revision);
                 if (out->amount > 0)
-                        snprintf(out->sizing, sizeof(out->sizing), "%" PRId64 " (%s)", out->amount,
-                                 who);
+                        snprintf(out->sizing, sizeof(out->sizing), "%" PRId64 " (%s%s)",
+                                 out->amount, who, short_of);
                 else
-                        snprintf(out->sizing, sizeof(out->sizing), "none (%s)", who);
+                        snprintf(out->sizing, sizeof(out->sizing), "none (%s%s)", who, short_of);
                 return;
         }
         /* Each way of estimating says what it found; the larger estimate wins. */
         double estimate = 0;
-        char by_rate[160] = "", by_seen[96] = "";
+        char by_rate[160] = "", by_seen[112] = "";
         int64_t span_ms = in->newer_ms - in->older_ms;
         int64_t span_rev = in->newer_revision - in->older_revision;
         if (in->older_ms > 0 && span_ms > 0 && span_rev >= 0 && in->snapshot_ms > 0) {
@@ -62,7 +68,8 @@ void bump_decide(const bump_inputs *in, bump_decision *out)
                 if ((double)gap > estimate)
                         estimate = (double)gap;
                 snprintf(by_seen, sizeof(by_seen),
-                         "; revision %" PRId64 " seen, %" PRId64 " past the snapshot",
+                         "; the cluster reached revision %" PRId64 ", %" PRId64
+                         " past the snapshot",
                          in->seen_revision, gap);
         }
         double want = estimate * BUMP_AUTO_SAFETY;

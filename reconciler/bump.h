@@ -12,7 +12,9 @@
  * informer list again. N must exceed the revisions the cluster made after
  * the snapshot was taken; more costs nothing (revisions are 64-bit).
  *
- * A number of revisions is used as written (0: no bump). `auto` sizes it:
+ * A number of revisions is used as written (0: no bump; the sizing text
+ * says when gitcd knows of revisions past the snapshot that it does not
+ * cover). `auto` sizes it:
  *
  *   estimate = the larger of
  *       rate × age   the revision rate between the two newest succeeded
@@ -20,9 +22,11 @@
  *                    (their recorded revisions and times) times the time
  *                    since the restored snapshot was taken: the writes the
  *                    cluster may have made after it;
- *       seen − snap  the highest revision gitcd saw that cluster at (a
- *                    member's Status while quorum was lost) minus the
- *                    snapshot's;
+ *       known − snap the highest revision gitcd knows that cluster
+ *                    reached (a member's Status while quorum was lost, its
+ *                    snapshots, the revision its newest restore started
+ *                    at: a second restore from an older snapshot must go
+ *                    past the first one's bump) minus the snapshot's;
  *   bump = max(BUMP_AUTO_FLOOR, BUMP_AUTO_SAFETY × estimate), at most
  *          GITCD_MAX_REVISION_BUMP.
  *
@@ -51,7 +55,7 @@ typedef struct bump_inputs {
         /* The two newest succeeded snapshots of its cluster (revision, wall ms); 0: fewer. */
         int64_t newer_revision, newer_ms;
         int64_t older_revision, older_ms;
-        int64_t seen_revision; /* the highest revision gitcd saw that cluster at; 0: none */
+        int64_t seen_revision; /* the highest revision gitcd knows that cluster reached; 0: none */
 } bump_inputs;
 
 typedef struct bump_decision {

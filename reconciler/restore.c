@@ -349,24 +349,34 @@ void restore_bump(state_db *db, const revision_bump *want, const char *asked_by,
                           .now_ms = now_ms,
                           .seen_revision = seen_revision};
         state_snapshot_list l = {0};
-        /* the two newest succeeded snapshots of that cluster: its recent write rate */
-        if (want->mode == BUMP_AUTO && from_cluster &&
-            state_snapshot_list_for(db, from_cluster, 0, &l) >= 0) {
+        /*
+         * The two newest succeeded snapshots of that cluster: its recent write
+         * rate; and the highest revision gitcd knows it reached: any of its
+         * snapshots, and its newest restore (its data starts there; a restore
+         * from an older snapshot must go past it too).
+         */
+        if (from_cluster && state_snapshot_list_for(db, from_cluster, 0, &l) >= 0) {
                 int found = 0;
-                for (size_t i = 0; i < l.n && found < 2; i++) {
+                for (size_t i = 0; i < l.n; i++) {
                         const state_snapshot *s = l.items[i];
                         if (!streq_ptr(s->result, "succeeded") || s->revision <= 0)
                                 continue;
-                        if (found++ == 0) {
+                        in.seen_revision = MAX(in.seen_revision, s->revision);
+                        if (found == 0) {
                                 in.newer_revision = s->revision;
                                 in.newer_ms = s->started_ms;
-                        } else {
+                        } else if (found == 1) {
                                 in.older_revision = s->revision;
                                 in.older_ms = s->started_ms;
                         }
+                        found++;
                 }
         }
         state_snapshot_list_release(&l);
+        state_restore *last = NULL;
+        if (from_cluster && state_restore_latest(db, from_cluster, &last) == 0)
+                in.seen_revision = MAX(in.seen_revision, last->revision);
+        state_restore_free(last);
         bump_decide(&in, ret);
 }
 

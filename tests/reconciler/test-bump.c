@@ -2,7 +2,7 @@
  * The revision bump of a restore (reconciler/bump.h), table-driven: a
  * number is used as written; auto is etcd's recommended 1,000,000,000
  * unless the write rate between the two newest snapshots times the
- * snapshot's age (or a revision seen past the snapshot), times the safety
+ * snapshot's age (or a revision the cluster reached past it), times the safety
  * factor, asks for more; never past GITCD_MAX_REVISION_BUMP; and the
  * sentence recorded says how.
  */
@@ -39,6 +39,13 @@ static void test_table(void **state)
              5000,
              "5000 (spec)"},
             {"0: none", {.want = {.mode = BUMP_FIXED}, .asked_by = "spec"}, 0, "none (spec)"},
+            {"a number short of a revision the cluster reached: said",
+             {.want = {.mode = BUMP_FIXED, .amount = 50},
+              .asked_by = "spec",
+              .snapshot_revision = 10,
+              .seen_revision = 100},
+             50,
+             "50 (spec; short of revision 100, which the cluster reached)"},
             {"auto, nothing known: etcd's recommended bump",
              {.want = AUTO, .snapshot_revision = 42, .now_ms = NOW},
              FLOOR,
@@ -82,7 +89,7 @@ static void test_table(void **state)
               .now_ms = NOW,
               .seen_revision = INT64_C(3000000100)},
              INT64_C(30000000000),
-             "revision 3000000100 seen, 3000000000 past the snapshot"},
+             "the cluster reached revision 3000000100, 3000000000 past the snapshot"},
             {"auto, never past the maximum",
              {.want = AUTO,
               .snapshot_revision = 1,
