@@ -24,8 +24,8 @@ typedef struct minor_rule {
         const char *downgrade_path;
         /*
          * The first patch whose restore tool takes --bump-revision and
-         * --mark-compacted (etcd PRs 16165 for 3.5.10, 16193 for 3.4.27; 3.6
-         * has them from its first release); 0: every patch.
+         * --mark-compacted (etcd's CHANGELOG-3.5 at v3.5.10, CHANGELOG-3.4 at
+         * v3.4.27; 3.6 has them from its first release); 0: every patch.
          */
         int restore_bump_from_patch;
 } minor_rule;
