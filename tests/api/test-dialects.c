@@ -147,6 +147,8 @@ static void test_native_full(void **state)
         assert_true(c->restore.enabled);
         assert_int_equal(c->restore.source.kind, DEST_S3);
         assert_string_equal(c->restore.source.s3.key, "orders/2026-11-01T00-15-00Z.db");
+        assert_int_equal(c->role, ROLE_GENERAL);
+        assert_int_equal(c->restore.bump.mode, BUMP_AUTO);
 
         /* Locations point at what was written. */
         int line, col;
@@ -154,7 +156,7 @@ static void test_native_full(void **state)
         assert_int_equal(line, 13);
         assert_int_equal(col, 13);
         etcd_cluster_loc(c, "spec.storage.size", &line, &col);
-        assert_int_equal(line, 17);
+        assert_int_equal(line, 18);
 }
 
 /* spec.defrag.disarmNoSpace alone asks for NOSPACE recovery, and survives normalization. */
