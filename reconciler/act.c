@@ -222,7 +222,7 @@ static int restore_record(act_ctx *a, const char *members)
         if (k <= 0)
                 return k;
         const restore_prep *prep = a->prep;
-        bump_decision d;
+        _cleanup_(bump_decision_release) bump_decision d = {0};
         restore_bump(a->r->opts.db, &a->c->restore.bump, restore_bump_asker(a->c),
                      prep->from_cluster, prep->revision, prep->taken_ms, 0, wall(a->r), &d);
         state_restore want = {.cluster = a->x->name,

@@ -7,21 +7,30 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "reconciler/bump.h"
+#include "util/xalloc.h"
 
-/* An age for people: "45 s", "12 min", "5 h", "9 d" (rounded). */
-static void age_text(int64_t ms, char *buf, size_t size)
+/* An age for people: "45 s", "12 min", "5 h", "9 d" (rounded). Newly allocated. */
+static char *age_text(int64_t ms)
 {
         int64_t s = ms / 1000;
         if (s < 120)
-                snprintf(buf, size, "%" PRId64 " s", s);
-        else if (s < 2 * 3600)
-                snprintf(buf, size, "%" PRId64 " min", (s + 30) / 60);
-        else if (s < 2 * 86400)
-                snprintf(buf, size, "%" PRId64 " h", (s + 1800) / 3600);
-        else
-                snprintf(buf, size, "%" PRId64 " d", (s + 43200) / 86400);
+                return xasprintf("%" PRId64 " s", s);
+        if (s < 2 * 3600)
+                return xasprintf("%" PRId64 " min", (s + 30) / 60);
+        if (s < 2 * 86400)
+                return xasprintf("%" PRId64 " h", (s + 1800) / 3600);
+        return xasprintf("%" PRId64 " d", (s + 43200) / 86400);
+}
+
+void bump_decision_release(bump_decision *d)
+{
+        if (!d)
+                return;
+        free(d->sizing);
+        d->sizing = NULL;
 }
 
 void bump_decide(const bump_inputs *in, bump_decision *out)
@@ -31,46 +40,43 @@ void bump_decide(const bump_inputs *in, bump_decision *out)
         if (in->want.mode != BUMP_AUTO) {
                 out->amount = in->want.mode == BUMP_FIXED ? in->want.amount : 0;
                 int64_t past = in->seen_revision - in->snapshot_revision;
-                char short_of[128] = "";
-                if (past > out->amount)
-                        snprintf(short_of, sizeof(short_of),
-                                 "; short of revision %" PRId64 ", which the cluster reached",
-                                 in->seen_revision);
-                if (out->amount > 0)
-                        snprintf(out->sizing, sizeof(out->sizing), "%" PRId64 " (%s%s)",
-                                 out->amount, who, short_of);
-                else
-                        snprintf(out->sizing, sizeof(out->sizing), "none (%s%s)", who, short_of);
+                _cleanup_free_ char *short_of =
+                    past > out->amount
+                        ? xasprintf("; short of revision %" PRId64 ", which the cluster reached",
+                                    in->seen_revision)
+                        : xstrdup("");
+                out->sizing = out->amount > 0
+                                  ? xasprintf("%" PRId64 " (%s%s)", out->amount, who, short_of)
+                                  : xasprintf("none (%s%s)", who, short_of);
                 return;
         }
         /* Each way of estimating says what it found; the larger estimate wins. */
         double estimate = 0;
-        char by_rate[160] = "", by_seen[112] = "";
+        _cleanup_free_ char *by_rate = NULL, *by_seen = NULL;
         int64_t span_ms = in->newer_ms - in->older_ms;
         int64_t span_rev = in->newer_revision - in->older_revision;
         if (in->older_ms > 0 && span_ms > 0 && span_rev >= 0 && in->snapshot_ms > 0) {
                 double rate = (double)span_rev * 1000.0 / (double)span_ms;
                 int64_t age_ms = in->now_ms > in->snapshot_ms ? in->now_ms - in->snapshot_ms : 0;
-                char age[32];
-                age_text(age_ms, age, sizeof(age));
+                _cleanup_free_ char *age = age_text(age_ms);
                 estimate = rate * (double)age_ms / 1000.0;
-                snprintf(by_rate, sizeof(by_rate),
-                         "%.1f revisions/s between its two newest snapshots × %s since this one",
-                         rate, age);
+                by_rate = xasprintf(
+                    "%.1f revisions/s between its two newest snapshots × %s since this one", rate,
+                    age);
         } else {
-                snprintf(by_rate, sizeof(by_rate), "%s",
-                         in->snapshot_ms > 0 ? "no write rate known (fewer than two snapshots)"
-                                             : "no write rate known (a snapshot gitcd did not "
-                                               "take)");
+                by_rate = xstrdup(in->snapshot_ms > 0
+                                      ? "no write rate known (fewer than two snapshots)"
+                                      : "no write rate known (a snapshot gitcd did not take)");
         }
         if (in->seen_revision > in->snapshot_revision) {
                 int64_t gap = in->seen_revision - in->snapshot_revision;
                 if ((double)gap > estimate)
                         estimate = (double)gap;
-                snprintf(by_seen, sizeof(by_seen),
-                         "; the cluster reached revision %" PRId64 ", %" PRId64
-                         " past the snapshot",
-                         in->seen_revision, gap);
+                by_seen = xasprintf("; the cluster reached revision %" PRId64 ", %" PRId64
+                                    " past the snapshot",
+                                    in->seen_revision, gap);
+        } else {
+                by_seen = xstrdup("");
         }
         double want = estimate * BUMP_AUTO_SAFETY;
         if (!isfinite(want) || want > (double)GITCD_MAX_REVISION_BUMP)
@@ -78,18 +84,17 @@ void bump_decide(const bump_inputs *in, bump_decision *out)
         int64_t sized = (int64_t)ceil(want);
         if (sized <= BUMP_AUTO_FLOOR && estimate <= 0) {
                 out->amount = BUMP_AUTO_FLOOR;
-                snprintf(out->sizing, sizeof(out->sizing),
-                         "auto (%s): %" PRId64 ", etcd's recommended bump (%s%s)", who, out->amount,
-                         by_rate, by_seen);
+                out->sizing = xasprintf("auto (%s): %" PRId64 ", etcd's recommended bump (%s%s)",
+                                        who, out->amount, by_rate, by_seen);
         } else if (sized <= BUMP_AUTO_FLOOR) {
                 out->amount = BUMP_AUTO_FLOOR;
-                snprintf(out->sizing, sizeof(out->sizing),
-                         "auto (%s): %" PRId64 ", etcd's recommended bump (%s%s; × %d = %" PRId64
-                         " is less)",
-                         who, out->amount, by_rate, by_seen, BUMP_AUTO_SAFETY, sized);
+                out->sizing =
+                    xasprintf("auto (%s): %" PRId64
+                              ", etcd's recommended bump (%s%s; × %d = %" PRId64 " is less)",
+                              who, out->amount, by_rate, by_seen, BUMP_AUTO_SAFETY, sized);
         } else {
                 out->amount = sized;
-                snprintf(out->sizing, sizeof(out->sizing), "auto (%s): %" PRId64 " (%s%s; × %d)",
-                         who, out->amount, by_rate, by_seen, BUMP_AUTO_SAFETY);
+                out->sizing = xasprintf("auto (%s): %" PRId64 " (%s%s; × %d)", who, out->amount,
+                                        by_rate, by_seen, BUMP_AUTO_SAFETY);
         }
 }

@@ -59,8 +59,10 @@ typedef struct bump_inputs {
 } bump_inputs;
 
 typedef struct bump_decision {
-        int64_t amount;   /* revisions to add; 0: none */
-        char sizing[320]; /* how it was decided, for the restore record, audit and status */
+        int64_t amount; /* revisions to add; 0: none */
+        char *sizing;   /* how it was decided, for the restore record, audit and status */
 } bump_decision;
 
+/* Fill *out (its sizing newly allocated: bump_decision_release). */
 void bump_decide(const bump_inputs *in, bump_decision *out);
+void bump_decision_release(bump_decision *d);

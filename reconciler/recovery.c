@@ -319,7 +319,7 @@ static int recovery_restore_record(const recovery_env *env, const state_recovery
                                        rec->bump_revision);
                 return -EINVAL;
         }
-        bump_decision d;
+        _cleanup_(bump_decision_release) bump_decision d = {0};
         restore_bump(env->db, &want, asked_by, snap->cluster, snap->revision, snap->started_ms,
                      seen_revision(env), env->now_ms, &d);
         _cleanup_free_ char *source = xasprintf("snapshot %lld (%s)", (long long)snap->id,

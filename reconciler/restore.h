@@ -88,7 +88,8 @@ int restore_into(target *t, const etcd_cluster *c, const membership_plan *p, siz
  * taken_ms (0: not known) from cluster from_cluster (NULL: not known): as
  * want asks (asked_by names who asked), auto sized from the store's
  * snapshot records of from_cluster and seen_revision, the highest revision
- * gitcd saw that cluster at (0: none); see reconciler/bump.h.
+ * gitcd saw that cluster at (0: none); see reconciler/bump.h. Release *ret
+ * with bump_decision_release().
  */
 void restore_bump(state_db *db, const revision_bump *want, const char *asked_by,
                   const char *from_cluster, int64_t snapshot_revision, int64_t taken_ms,

@@ -110,13 +110,14 @@ static void test_table(void **state)
              "0 s since this one"},
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-                bump_decision d;
+                bump_decision d = {0};
                 bump_decide(&cases[i].in, &d);
                 if (d.amount != cases[i].want || !strstr(d.sizing, cases[i].says))
                         print_message("%s: %lld, \"%s\"\n", cases[i].what, (long long)d.amount,
                                       d.sizing);
                 assert_int_equal(d.amount, cases[i].want);
                 assert_non_null(strstr(d.sizing, cases[i].says));
+                bump_decision_release(&d);
         }
 }
 
