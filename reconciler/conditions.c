@@ -17,6 +17,7 @@
  * conditions_terminal(), so all of them read the same in `gitcd status`.
  */
 #include <assert.h>
+#include <string.h>
 
 #include "reconciler/bootstrap.h"
 #include "reconciler/internal.h"
@@ -235,6 +236,15 @@ static void store_check(reconciler *r, const char *cluster, const world *w,
 void conditions_update(reconciler *r, cluster_ctx *x, const world *w, const desired *want,
                        const step *s)
 {
+        /* a refusal stands while the step is to start that member again (act.c says it anew) */
+        if (x->stale_message) {
+                _cleanup_free_ char *who = s->member ? xasprintf("member %s ", s->member) : NULL;
+                if (s->kind != STEP_START_MEMBER || !who ||
+                    !strneq(x->stale_message, who, strlen(who))) {
+                        free(x->stale_message);
+                        x->stale_message = NULL;
+                }
+        }
         pass_facts f = {
             .soonest = certs_soonest(&w->obs),
             .renew_at_ms = certs_next_renewal_ms(want, &w->obs),
