@@ -218,6 +218,14 @@ static int restore_record(act_ctx *a, const char *members)
 {
         if (a->restore)
                 return 1;
+        /* recorded by an earlier pass: no need to fetch the snapshot for it */
+        state_restore *last = NULL;
+        if (state_restore_latest(a->r->opts.db, a->x->name, &last) == 0 &&
+            streq(last->origin, "bootstrap")) {
+                a->restore = last;
+                return 1;
+        }
+        state_restore_free(last);
         int k = restore_check(a);
         if (k <= 0)
                 return k;
