@@ -8,6 +8,11 @@
  * cert-manager). Mixing the two across surfaces is an error, because gitcd
  * runs one provider per cluster. EtcdSnapshot documents (one-off snapshots)
  * are refused with a diagnostic naming `gitcd snapshot save` (api/sidekinds.c).
+ *
+ * Role: cozystack runs these clusters as the datastores of its tenants'
+ * Kubernetes control planes (Kamaji), so a cluster of this dialect is
+ * kubernetes-control-plane and a restore bumps the revision by default;
+ * the dialect has no field to say otherwise (docs/api.md).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -92,6 +97,7 @@ static void read_tls(reader *r, const ynode *tls)
 void read_spec_cozystack(reader *r, const ynode *spec)
 {
         etcd_cluster *c = r->c;
+        c->role = ROLE_KUBERNETES;
         if (!spec)
                 return;
         static const char *const known[] = {"replicas",

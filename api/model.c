@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "api/model.h"
+#include "api/versions.h"
 #include "util/xalloc.h"
 
 const char *dialect_api_version(spec_dialect d)
@@ -52,6 +53,52 @@ const char *dialect_name(spec_dialect d)
 const char *bootstrap_mode_name(bootstrap_mode m)
 {
         return m == BOOTSTRAP_LEARNERS ? "learners" : "static";
+}
+
+const char *cluster_role_name(cluster_role r)
+{
+        return r == ROLE_KUBERNETES ? "kubernetes-control-plane" : "general";
+}
+
+int revision_bump_parse(const char *text, revision_bump *ret)
+{
+        if (!text)
+                return -EINVAL;
+        if (streq(text, "auto")) {
+                *ret = (revision_bump){.mode = BUMP_AUTO};
+                return 0;
+        }
+        if (streq(text, "off")) {
+                *ret = (revision_bump){.mode = BUMP_FIXED};
+                return 0;
+        }
+        size_t n = strlen(text);
+        if (n == 0 || n > 19 || strspn(text, "0123456789") != n)
+                return -EINVAL;
+        int64_t v = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (v > GITCD_MAX_REVISION_BUMP)
+                        return -ERANGE;
+                v = v * 10 + (text[i] - '0');
+        }
+        if (v > GITCD_MAX_REVISION_BUMP)
+                return -ERANGE;
+        *ret = (revision_bump){.mode = BUMP_FIXED, .amount = v};
+        return 0;
+}
+
+char *revision_bump_format(const revision_bump *b)
+{
+        if (b->mode == BUMP_AUTO)
+                return xstrdup("auto");
+        return xasprintf("%" PRId64, b->mode == BUMP_FIXED ? b->amount : 0);
+}
+
+bool revision_bump_equal(const revision_bump *a, const revision_bump *b)
+{
+        if (a->mode != b->mode)
+                return false;
+        return a->mode != BUMP_FIXED || a->amount == b->amount;
 }
 
 const char *tls_provider_name(tls_provider p)
@@ -150,6 +197,13 @@ void kv_list_release(kv_list *l)
         free(l->items);
         l->items = NULL;
         l->n = l->alloc = 0;
+}
+
+revision_bump revision_bump_default(const etcd_cluster *c)
+{
+        if (c->role == ROLE_KUBERNETES && version_has_restore_bump(&c->ver, NULL))
+                return (revision_bump){.mode = BUMP_AUTO};
+        return (revision_bump){.mode = BUMP_FIXED};
 }
 
 etcd_cluster *etcd_cluster_new(void)

@@ -224,10 +224,42 @@ typedef struct defrag_spec {
         bool disarm_nospace; /* on a NOSPACE alarm: compact, defragment, then disarm it */
 } defrag_spec;
 
+/*
+ * How much a restore raises etcd's store revision (bumpRevision of
+ * spec.bootstrap.restore and spec.recovery): etcd's restore tool with
+ * --bump-revision N --mark-compacted, so that every watcher and informer
+ * that saw a revision of the data before the restore gets "revision
+ * compacted" and lists again, instead of waiting for revisions that never
+ * come. BUMP_UNSET (not written) becomes the role's default in
+ * spec_fill_defaults (revision_bump_default); after it, a mode is always
+ * AUTO (sized when the restore runs, reconciler/bump.h) or FIXED (amount
+ * revisions; 0: no bump).
+ */
+typedef enum bump_mode { BUMP_UNSET = 0, BUMP_FIXED, BUMP_AUTO } bump_mode;
+
+typedef struct revision_bump {
+        bump_mode mode;
+        int64_t amount; /* BUMP_FIXED: revisions to add, 0 .. GITCD_MAX_REVISION_BUMP */
+} revision_bump;
+
+/* 10^12 revisions: ten years of 3,000 writes a second; more is a typo. */
+#define GITCD_MAX_REVISION_BUMP INT64_C(1000000000000)
+
+/*
+ * "auto", "off" or a number of revisions (decimal, 0 .. GITCD_MAX_REVISION_BUMP;
+ * 0 and "off" are no bump) as a user writes it (`gitcd recover
+ * --bump-revision`). -EINVAL for anything else, -ERANGE above the maximum.
+ */
+int revision_bump_parse(const char *text, revision_bump *ret);
+/* "auto", or the amount in decimal ("0": none). Newly allocated. */
+char *revision_bump_format(const revision_bump *b);
+bool revision_bump_equal(const revision_bump *a, const revision_bump *b);
+
 typedef struct restore_spec {
         bool enabled;
         int64_t snapshot_id;     /* source.snapshot: a snapshot gitcd recorded; 0: source */
         storage_location source; /* bootstrap.restore.source (pvc, s3, local) */
+        revision_bump bump;      /* bootstrap.restore.bumpRevision */
 } restore_spec;
 
 /*
@@ -246,7 +278,19 @@ typedef struct recovery_spec {
         char *member;        /* RECOVERY_FROM_MEMBER */
         int64_t snapshot_id; /* RECOVERY_FROM_SNAPSHOT: the record's id (`gitcd snapshot list`) */
         char *token;         /* any string; the recovery runs once per token */
+        revision_bump bump;  /* recovery.bumpRevision: RECOVERY_FROM_SNAPSHOT only */
 } recovery_spec;
+
+/*
+ * spec.role: what the cluster is for, where gitcd acts on it differently.
+ * ROLE_KUBERNETES (kubernetes-control-plane): it backs a Kubernetes API
+ * server, whose watchers and informers hold revisions, so a restore bumps
+ * the revision by default. ROLE_GENERAL (the default, zero): any other use;
+ * a restore bumps only when asked.
+ */
+typedef enum cluster_role { ROLE_GENERAL = 0, ROLE_KUBERNETES } cluster_role;
+
+const char *cluster_role_name(cluster_role r); /* "general", "kubernetes-control-plane" */
 
 /*
  * spec.bootstrap.mode: how a brand-new cluster forms. Static (the default,
@@ -346,11 +390,19 @@ typedef struct etcd_cluster {
         defrag_spec defrag;
         restore_spec restore;
         recovery_spec recovery;
+        cluster_role role;             /* spec.role */
         bootstrap_mode bootstrap_mode; /* spec.bootstrap.mode */
         hosts_spec hosts;
         declared_snapshot *declared; /* one-off snapshots documents ask for (not spec) */
         size_t n_declared;
 } etcd_cluster;
+
+/*
+ * The bump a restore of c makes when bumpRevision is not written: auto for
+ * a kubernetes-control-plane cluster whose etcd version's restore tool can
+ * bump (api/versions.h, version_has_restore_bump), else none (FIXED 0).
+ */
+revision_bump revision_bump_default(const etcd_cluster *c);
 
 etcd_cluster *etcd_cluster_new(void);
 void etcd_cluster_free(etcd_cluster *c);

@@ -8,6 +8,7 @@
  * same way to all five dialects.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -464,6 +465,39 @@ static void read_defrag(reader *r, const ynode *spec)
         (void)rd_bool(r, m, P, "disarmNoSpace", NULL, &d->disarm_nospace);
 }
 
+/*
+ * bumpRevision of spec.bootstrap.restore and spec.recovery: a number of
+ * revisions (0: none), auto or off. Not written: the role's default
+ * (spec_fill_defaults).
+ */
+static void read_bump(reader *r, const ynode *m, const char *parent, revision_bump *out)
+{
+        _cleanup_free_ char *path = rd_join(parent, "bumpRevision");
+        const ynode *v = rd_get(m, "bumpRevision", NULL);
+        if (!v)
+                return;
+        const char *type = v->kind == YNODE_SCALAR ? ynode_type_name(v) : "";
+        bool integer = streq(type, "integer");
+        if (!integer && !streq(type, "string")) {
+                rd_type_error(r, v, path, "a number of revisions, auto or off");
+                return;
+        }
+        _cleanup_free_ char *text = NULL;
+        if (!rd_scalar(r, m, parent, "bumpRevision", NULL, &text))
+                return;
+        int k = revision_bump_parse(text, out);
+        if (k >= 0)
+                return;
+        if (integer || k == -ERANGE)
+                rd_error(r, v, "%s: %s is out of range (0 to %lld revisions; 0 is no bump)", path,
+                         text, (long long)GITCD_MAX_REVISION_BUMP);
+        else
+                rd_error(r, v,
+                         "%s: \"%s\" is not a revision bump; write a number of revisions (0 or "
+                         "off: none) or auto",
+                         path, text);
+}
+
 static void read_bootstrap(reader *r, const ynode *spec)
 {
         const ynode *b = NULL, *restore = NULL, *src = NULL;
@@ -477,9 +511,10 @@ static void read_bootstrap(reader *r, const ynode *spec)
                 r->c->bootstrap_mode = (bootstrap_mode)mode;
         if (!rd_map(r, b, "spec.bootstrap", "restore", NULL, &restore))
                 return;
-        static const char *const kr[] = {"source", NULL};
+        static const char *const kr[] = {"source", "bumpRevision", NULL};
         rd_keys(r, restore, "spec.bootstrap.restore", kr, NULL);
         r->c->restore.enabled = true;
+        read_bump(r, restore, "spec.bootstrap.restore", &r->c->restore.bump);
         const char *P = "spec.bootstrap.restore.source";
         if (rd_map(r, restore, "spec.bootstrap.restore", "source", NULL, &src)) {
                 if (rd_get(src, "snapshot", NULL)) {
@@ -630,9 +665,10 @@ static void read_recovery(reader *r, const ynode *spec)
         const char *P = "spec.recovery";
         if (!rd_map(r, spec, "spec", "recovery", NULL, &m))
                 return;
-        static const char *const known[] = {"from", "token", NULL};
+        static const char *const known[] = {"from", "token", "bumpRevision", NULL};
         rd_keys(r, m, P, known, NULL);
         rd_string(r, m, P, "token", NULL, &rc->token);
+        read_bump(r, m, P, &rc->bump);
         if (!rd_map(r, m, P, "from", NULL, &from)) {
                 rc->from = RECOVERY_FROM_MEMBER; /* validation names what is missing */
                 return;
@@ -655,15 +691,33 @@ void read_spec_gitcd(reader *r, const ynode *spec)
         etcd_cluster *c = r->c;
         if (!spec)
                 return;
-        static const char *const known[] = {
-            "replicas",     "version",     "repository",
-            "storage",      "tls",         "auth",
-            "resources",    "affinity",    "topologySpreadConstraints",
-            "nodeSelector", "tolerations", "additionalMetadata",
-            "podTemplate",  "options",     "progressDeadlineSeconds",
-            "snapshots",    "defrag",      "bootstrap",
-            "hosts",        "recovery",    NULL};
+        static const char *const known[] = {"replicas",
+                                            "version",
+                                            "repository",
+                                            "storage",
+                                            "tls",
+                                            "auth",
+                                            "resources",
+                                            "affinity",
+                                            "topologySpreadConstraints",
+                                            "nodeSelector",
+                                            "tolerations",
+                                            "additionalMetadata",
+                                            "podTemplate",
+                                            "options",
+                                            "progressDeadlineSeconds",
+                                            "snapshots",
+                                            "defrag",
+                                            "bootstrap",
+                                            "hosts",
+                                            "recovery",
+                                            "role",
+                                            NULL};
         rd_keys(r, spec, "spec", known, NULL);
+        static const char *const roles[] = {"general", "kubernetes-control-plane", NULL};
+        int role;
+        if (rd_enum(r, spec, "spec", "role", NULL, roles, &role))
+                c->role = (cluster_role)role;
 
         int64_t v;
         if (rd_int(r, spec, "spec", "replicas", NULL, INT32_MIN, INT32_MAX, &v))

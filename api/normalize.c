@@ -170,6 +170,22 @@ static json_t *hosts_json(const hosts_spec *hs)
         return o;
 }
 
+/*
+ * bumpRevision only when it differs from the role's default: a spec that
+ * writes the default means what one that leaves it out means, and specs
+ * written before the field existed keep their hash.
+ */
+static void set_bump(json_t *o, const etcd_cluster *c, const revision_bump *b)
+{
+        revision_bump def = revision_bump_default(c);
+        if (b->mode == BUMP_UNSET || revision_bump_equal(b, &def))
+                return;
+        if (b->mode == BUMP_AUTO)
+                set_str(o, "bumpRevision", "auto");
+        else
+                json_object_set_new(o, "bumpRevision", json_integer(b->amount));
+}
+
 json_t *spec_to_json(const etcd_cluster *c)
 {
         json_t *meta = json_object();
@@ -182,6 +198,9 @@ json_t *spec_to_json(const etcd_cluster *c)
         json_object_set_new(spec, "replicas", json_integer(c->replicas));
         set_str(spec, "version", c->version ? c->version : GITCD_DEFAULT_VERSION);
         set_str(spec, "repository", c->repository ? c->repository : GITCD_DEFAULT_REPOSITORY);
+        /* The default role is left out, so specs written before it existed keep their hash. */
+        if (c->role != ROLE_GENERAL)
+                set_str(spec, "role", cluster_role_name(c->role));
 
         json_t *st = json_object();
         set_str(st, "size", c->storage.size ? c->storage.size : GITCD_DEFAULT_STORAGE_SIZE);
@@ -267,14 +286,15 @@ json_t *spec_to_json(const etcd_cluster *c)
                 json_t *b = json_object();
                 if (c->bootstrap_mode != BOOTSTRAP_STATIC)
                         set_str(b, "mode", bootstrap_mode_name(c->bootstrap_mode));
-                if (c->restore.enabled)
-                        json_object_set_new(
-                            b, "restore",
-                            json_pack("{s:o}", "source",
-                                      c->restore.snapshot_id
-                                          ? json_pack("{s:I}", "snapshot",
-                                                      (json_int_t)c->restore.snapshot_id)
-                                          : location_json(&c->restore.source)));
+                if (c->restore.enabled) {
+                        json_t *rs = json_pack(
+                            "{s:o}", "source",
+                            c->restore.snapshot_id
+                                ? json_pack("{s:I}", "snapshot", (json_int_t)c->restore.snapshot_id)
+                                : location_json(&c->restore.source));
+                        set_bump(rs, c, &c->restore.bump);
+                        json_object_set_new(b, "restore", rs);
+                }
                 json_object_set_new(spec, "bootstrap", b);
         }
         if (c->recovery.from != RECOVERY_NONE) {
@@ -286,6 +306,7 @@ json_t *spec_to_json(const etcd_cluster *c)
                         set_str(from, "member", c->recovery.member);
                 json_t *rc = json_pack("{s:o}", "from", from);
                 set_str(rc, "token", c->recovery.token);
+                set_bump(rc, c, &c->recovery.bump);
                 json_object_set_new(spec, "recovery", rc);
         }
         if (c->hosts.set)

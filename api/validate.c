@@ -109,6 +109,10 @@ void spec_fill_defaults(etcd_cluster *c)
         default_issuer(&t->operator_client_issuer);
         if (c->options.auto_compaction_retention && !c->options.auto_compaction_mode)
                 c->options.auto_compaction_mode = xstrdup("periodic");
+        if (c->restore.bump.mode == BUMP_UNSET)
+                c->restore.bump = revision_bump_default(c);
+        if (c->recovery.bump.mode == BUMP_UNSET)
+                c->recovery.bump = revision_bump_default(c);
         default_hosts(c);
 }
 
@@ -389,6 +393,57 @@ static void check_recovery(reader *r)
                            rd_name(r, "spec.recovery.token"));
 }
 
+/*
+ * bumpRevision of one restore (native: its path): a bump etcd's restore tool
+ * of spec.version cannot make is refused when written, and when it is the
+ * role's default the restore goes without one, with a warning saying so.
+ */
+static void check_one_bump(reader *r, const char *native, const revision_bump *b, bool restores)
+{
+        etcd_cluster *c = r->c;
+        _cleanup_free_ char *first = NULL;
+        if (!restores || version_has_restore_bump(&c->ver, &first) || !first)
+                return;
+        bool bumps = b->mode == BUMP_AUTO || (b->mode == BUMP_FIXED && b->amount > 0);
+        if (written(c, native) && bumps)
+                rd_diag_at(r, DIAG_ERROR, native,
+                           "%s: etcd %s cannot bump the revision of a restore (its restore "
+                           "tool takes --bump-revision and --mark-compacted from %s on); use "
+                           "%s %s or later, or %s: 0",
+                           rd_name(r, native), c->version, first, rd_name(r, "spec.version"), first,
+                           rd_name(r, native));
+        else if (!written(c, native) && c->role == ROLE_KUBERNETES) {
+                _cleanup_free_ char *at = xstrdup(native);
+                at[strlen(at) - strlen(".bumpRevision")] = '\0';
+                rd_diag_at(r, DIAG_WARNING, at,
+                           "%s: etcd %s cannot bump the revision of a restore (from %s on), so "
+                           "this restore keeps the snapshot's revision: the Kubernetes API "
+                           "server's watchers and informers must be restarted by hand after it "
+                           "(use %s %s or later)",
+                           rd_name(r, at), c->version, first, rd_name(r, "spec.version"), first);
+        }
+}
+
+/*
+ * spec.bootstrap.restore.bumpRevision and spec.recovery.bumpRevision: what
+ * the version's restore tool can do, and a bump only where a snapshot is
+ * restored (a recovery from a member keeps its data and its revision).
+ */
+static void check_bumps(reader *r)
+{
+        etcd_cluster *c = r->c;
+        const char *rb = "spec.recovery.bumpRevision";
+        if (c->recovery.from == RECOVERY_FROM_MEMBER && written(c, rb))
+                rd_diag_at(r, DIAG_ERROR, rb,
+                           "%s bumps the revision of a recovery from a snapshot; a recovery "
+                           "from a member keeps that member's data and revision (remove it, or "
+                           "recover from a snapshot)",
+                           rd_name(r, rb));
+        check_one_bump(r, "spec.bootstrap.restore.bumpRevision", &c->restore.bump,
+                       c->restore.enabled);
+        check_one_bump(r, rb, &c->recovery.bump, c->recovery.from == RECOVERY_FROM_SNAPSHOT);
+}
+
 static void check_object_name(reader *r, const char *native, const char *name)
 {
         if (name && !dns1123_subdomain_valid(name))
@@ -618,6 +673,7 @@ void spec_validate(reader *r)
         check_options(r);
         check_schedules(r);
         check_recovery(r);
+        check_bumps(r);
         check_object_names(r);
         check_repository(r);
         check_issuer_group(r, "spec.tls.client.issuerRef", &c->tls.client.issuer);

@@ -22,17 +22,24 @@ typedef struct minor_rule {
         const char *min_patch_why;
         /* How etcd leaves this minor for the one below, NULL: it does not. */
         const char *downgrade_path;
+        /*
+         * The first patch whose restore tool takes --bump-revision and
+         * --mark-compacted (etcd's CHANGELOG-3.5 at v3.5.10, CHANGELOG-3.4 at
+         * v3.4.27; 3.6 has them from its first release); 0: every patch.
+         */
+        int restore_bump_from_patch;
 } minor_rule;
 
 static const minor_rule rules[] = {
-    {3, 4, 0, NULL, NULL},
+    {3, 4, 0, NULL, NULL, 27},
     {3, 5, 26,
      "etcd's upgrade guide asks every 3.5 member to run 3.5.26 or later before 3.6 "
      "(3.5.24 to 3.5.26 fix upgrade blockers)",
-     NULL},
+     NULL, 10},
     {3, 6, 0, NULL,
      "etcd downgrades 3.6 to 3.5 only through its downgrade API (etcdctl downgrade "
-     "validate/enable 3.5) before the binaries change, which gitcd does not drive"},
+     "validate/enable 3.5) before the binaries change, which gitcd does not drive",
+     0},
 };
 
 static const minor_rule *rule_of(int major, int minor)
@@ -51,6 +58,20 @@ bool version_supported(const semver *v)
 const char *version_supported_list(void)
 {
         return "3.4, 3.5 and 3.6";
+}
+
+bool version_has_restore_bump(const semver *v, char **ret_first)
+{
+        const minor_rule *r = rule_of(v->major, v->minor);
+        if (ret_first)
+                *ret_first = NULL;
+        if (!r)
+                return false;
+        if (v->patch >= r->restore_bump_from_patch)
+                return true;
+        if (ret_first)
+                *ret_first = xasprintf("%d.%d.%d", r->major, r->minor, r->restore_bump_from_patch);
+        return false;
 }
 
 const char *version_move_name(version_move m)

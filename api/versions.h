@@ -36,6 +36,14 @@ bool version_supported(const semver *v);
 const char *version_supported_list(void);
 
 /*
+ * Whether etcd's restore tool of version v (etcdutl; etcdctl for 3.4) takes
+ * --bump-revision and --mark-compacted: from 3.4.27, 3.5.10 and every 3.6.
+ * When not, *ret_first (when not NULL; heap) is the first patch of v's
+ * minor that does ("3.4.27"); NULL for a minor gitcd does not run.
+ */
+bool version_has_restore_bump(const semver *v, char **ret_first);
+
+/*
  * The move from `from` to `to`. `running` are the versions the members were
  * last started with (n may be 0): a move back to one of them while the
  * cluster is between versions is a rollback; every one of them must also be

@@ -29,7 +29,10 @@
 #include "reconciler/recovery.h"
 #include "snapshots/schedule.h"
 #include "state/recovery.h"
+#include "state/restores.h"
 #include "state/snapshots.h"
+#include "api/spec.h"
+#include "api/versions.h"
 #include "util/fs.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -50,6 +53,17 @@ static void usage(FILE *out)
                 "                       latest: the restore candidate, the newest snapshot a\n"
                 "                       restore drill proved (else the newest no drill found\n"
                 "                       wanting; never one that failed its drill)\n"
+                "  --bump-revision N|auto|off\n"
+                "                       with --from-snapshot: raise the restored revision by\n"
+                "                       N and mark every revision up to it compacted, so\n"
+                "                       every watcher that saw a later revision gets\n"
+                "                       \"revision compacted\" and lists again (a Kubernetes\n"
+                "                       API server's informers); auto sizes it from the\n"
+                "                       cluster's write rate, at least 1000000000; 0 or off:\n"
+                "                       none. Default: the cluster's\n"
+                "                       spec.recovery.bumpRevision, else its role's (auto\n"
+                "                       for spec.role kubernetes-control-plane, else none).\n"
+                "                       etcd 3.4.27, 3.5.10 or later (refused before)\n"
                 "  --no-wait            record the request and exit (gitcd run, or the\n"
                 "                       next gitcd apply, carries it out)\n"
                 "  --timeout D          stop waiting after D (default 10m; e.g. 90s, 5m)\n"
@@ -71,7 +85,8 @@ static void usage(FILE *out)
                 "  -h, --help           show this help\n\n"
                 "The other members' data is kept aside (renamed; on Kubernetes the volume\n"
                 "is kept) until the cluster is healthy again. Every recovery is audited\n"
-                "with who asked, from what, and the revision recovered to (gitcd log).\n\n"
+                "with who asked, from what, and the revision recovered to (gitcd log);\n"
+                "a bump is recorded with how it was sized (gitcd status).\n\n"
                 "Exit status: 0 recovered (and converged, when this command did the work);\n"
                 "1 refused, failed or not done in time; 64 bad usage.\n");
 }
@@ -82,6 +97,7 @@ enum {
         OPT_NO_WAIT,
         OPT_TIMEOUT,
         OPT_CONFIG,
+        OPT_BUMP_REVISION,
 };
 
 static const struct option own_options[] = {
@@ -90,6 +106,7 @@ static const struct option own_options[] = {
     {"no-wait", no_argument, NULL, OPT_NO_WAIT},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"config", required_argument, NULL, OPT_CONFIG},
+    {"bump-revision", required_argument, NULL, OPT_BUMP_REVISION},
     {"help", no_argument, NULL, 'h'},
 };
 
@@ -169,10 +186,19 @@ static int report(state_db *db, int64_t id, bool *ret_ok)
                         break;
                 }
                 *ret_ok = streq(rec->result, "succeeded");
+                _cleanup_free_ char *bumped = NULL;
+                state_restore_list rl = {0};
+                if (*ret_ok && state_restore_list_for(db, rec->cluster, 0, &rl) >= 0)
+                        for (size_t j = 0; j < rl.n && !bumped; j++)
+                                if (rl.items[j]->recovery_id == id && rl.items[j]->bump > 0)
+                                        bumped = xasprintf(", bumped by %lld to %lld",
+                                                           (long long)rl.items[j]->bump,
+                                                           (long long)rl.items[j]->revision);
+                state_restore_list_release(&rl);
                 if (*ret_ok)
-                        printf("recovery %lld of %s from %s %s succeeded: revision %lld\n",
+                        printf("recovery %lld of %s from %s %s succeeded: revision %lld%s\n",
                                (long long)id, rec->cluster, rec->source_kind, rec->source,
-                               (long long)rec->revision);
+                               (long long)rec->revision, bumped ? bumped : "");
                 else
                         fprintf(stderr, "gitcd recover: recovery %lld %s: %s\n", (long long)id,
                                 rec->result, rec->error ? rec->error : "");
@@ -180,6 +206,41 @@ static int report(state_db *db, int64_t id, bool *ret_ok)
                 break;
         }
         state_recovery_list_release(&l);
+        return r;
+}
+
+/*
+ * A bump the cluster's etcd cannot make is refused before anything is
+ * recorded (the reconciler refuses it too, should the spec change since).
+ * 0, or -EPROTO with the message printed.
+ */
+static int check_bump(state_db *db, const char *cluster, const revision_bump *bump)
+{
+        if (bump->mode != BUMP_AUTO && bump->amount == 0)
+                return 0;
+        state_cluster *sc = NULL;
+        if (state_cluster_get(db, cluster, &sc) < 0)
+                return 0; /* an unknown cluster: the request says so */
+        const char *text = sc->observed_json ? sc->observed_json : sc->desired_json;
+        json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+        etcd_cluster *c = NULL;
+        diag_list d = DIAG_LIST_INIT;
+        _cleanup_free_ char *first = NULL;
+        int r = 0;
+        if (j && spec_from_json(j, cluster, &c, &d) >= 0 &&
+            !version_has_restore_bump(&c->ver, &first) && first) {
+                fprintf(stderr,
+                        "gitcd recover: --bump-revision: etcd %s cannot bump the revision of a "
+                        "restore (its restore tool takes --bump-revision from %s on); use "
+                        "--bump-revision 0, and restart every client that watches %s by hand "
+                        "afterwards\n",
+                        c->version, first, cluster);
+                r = -EPROTO;
+        }
+        etcd_cluster_free(c);
+        diag_list_release(&d);
+        json_decref(j);
+        state_cluster_free(sc);
         return r;
 }
 
@@ -258,7 +319,7 @@ static int drive(state_db *db, const ops_config *target_settings, const char *st
 int cmd_recover(int argc, char **argv)
 {
         runner_flags f = {0};
-        const char *member = NULL, *snapshot = NULL, *config = NULL;
+        const char *member = NULL, *snapshot = NULL, *config = NULL, *bump_text = NULL;
         bool wait = true;
         int64_t timeout_ms = 10 * 60 * 1000;
         _cleanup_free_ struct option *opts = runner_options(own_options, ARRAY_SIZE(own_options));
@@ -281,6 +342,9 @@ int cmd_recover(int argc, char **argv)
                 case OPT_CONFIG:
                         config = optarg;
                         break;
+                case OPT_BUMP_REVISION:
+                        bump_text = optarg;
+                        break;
                 case OPT_TIMEOUT:
                         if (parse_duration_ms(optarg, &timeout_ms) < 0 || timeout_ms <= 0) {
                                 fprintf(stderr, "gitcd recover: --timeout takes a duration such "
@@ -302,6 +366,19 @@ int cmd_recover(int argc, char **argv)
                 return EXIT_USAGE;
         }
         const char *cluster = argv[optind];
+        revision_bump bump = {0};
+        if (bump_text && member) {
+                fprintf(stderr, "gitcd recover: --bump-revision goes with --from-snapshot: a "
+                                "recovery from a member keeps that member's data and revision\n");
+                return EXIT_USAGE;
+        }
+        if (bump_text && revision_bump_parse(bump_text, &bump) < 0) {
+                fprintf(stderr,
+                        "gitcd recover: --bump-revision takes a number of revisions (0 to %lld; "
+                        "0 or off: none) or auto, not \"%s\"\n",
+                        (long long)GITCD_MAX_REVISION_BUMP, bump_text);
+                return EXIT_USAGE;
+        }
         int64_t snapshot_id = 0;
         bool latest = snapshot && streq(snapshot, "latest");
         if (snapshot && !latest) {
@@ -346,9 +423,14 @@ int cmd_recover(int argc, char **argv)
                 state_close(db);
                 return EXIT_FAIL;
         }
+        if (bump_text && check_bump(db, cluster, &bump) < 0) {
+                state_close(db);
+                return EXIT_FAIL;
+        }
         _cleanup_free_ char *who = who_asks();
         int64_t id = 0;
-        int r = recovery_request(db, cluster, member, snapshot_id, who, now_wall_ms(), &id);
+        int r = recovery_request(db, cluster, member, snapshot_id, bump_text ? &bump : NULL, who,
+                                 now_wall_ms(), &id);
         if (r < 0) {
                 fprintf(stderr, "gitcd recover: %s\n",
                         r == -ENOENT ? "no such cluster in the state store" : state_last_error());

@@ -30,6 +30,7 @@
 #include "state/maintenance.h"
 #include "state/carotate.h"
 #include "state/recovery.h"
+#include "state/restores.h"
 #include "state/state.h"
 #include "state/verdicts.h"
 #include "util/escape.h"
@@ -501,6 +502,71 @@ static void print_recovery(state_db *db, const char *cluster)
         state_recovery_list_release(&l);
 }
 
+/*
+ * The snapshots restored into the cluster (spec.bootstrap.restore, recoveries
+ * from a snapshot), newest first: the revision bump each was made with and
+ * how it was sized, and the revision its members' data starts at.
+ */
+static void print_restores(state_db *db, const char *cluster)
+{
+        state_restore_list l = {0};
+        if (state_restore_list_for(db, cluster, 5, &l) < 0 || l.n == 0) {
+                state_restore_list_release(&l);
+                return;
+        }
+        printf("\nRestores:\n");
+        table k = {.cols = 7};
+        const char *heads[] = {"ID",   "FROM",      "WHEN",   "SNAPSHOT REV",
+                               "BUMP", "STARTS AT", "MEMBERS"};
+        table_add(&k, heads);
+        for (size_t i = 0; i < l.n; i++) {
+                const state_restore *r = l.items[i];
+                char when[40];
+                format_rfc3339(r->recorded_ms, when, sizeof(when));
+                _cleanup_free_ char *id = xasprintf("%lld", (long long)r->id);
+                _cleanup_free_ char *from =
+                    r->recovery_id ? xasprintf("recovery %lld", (long long)r->recovery_id)
+                                   : xstrdup("bootstrap");
+                _cleanup_free_ char *snap = xasprintf("%lld", (long long)r->snapshot_revision);
+                _cleanup_free_ char *bump = xasprintf("%lld", (long long)r->bump);
+                _cleanup_free_ char *at = xasprintf("%lld", (long long)r->revision);
+                _cleanup_free_ char *members = clean(r->members);
+                const char *row[] = {id, from, when, snap, bump, at, members};
+                table_add(&k, row);
+        }
+        table_print(&k, "  ");
+        for (size_t i = 0; i < l.n; i++) {
+                _cleanup_free_ char *from = clean(l.items[i]->source);
+                _cleanup_free_ char *sizing = clean(l.items[i]->sizing);
+                printf("  %lld: %s; bump %s\n", (long long)l.items[i]->id, from, sizing);
+        }
+        state_restore_list_release(&l);
+}
+
+/* The same for -o json: "restores", newest first. */
+static void restores_json(state_db *db, const char *cluster, json_t *o)
+{
+        json_t *v = json_array();
+        state_restore_list l = {0};
+        if (state_restore_list_for(db, cluster, 5, &l) == 0)
+                for (size_t i = 0; i < l.n; i++) {
+                        const state_restore *r = l.items[i];
+                        json_t *j =
+                            json_pack("{s:I, s:s, s:s, s:I, s:I, s:o, s:I, s:s, s:o}", "id",
+                                      (json_int_t)r->id, "origin", r->origin, "source", r->source,
+                                      "snapshot_revision", (json_int_t)r->snapshot_revision, "bump",
+                                      (json_int_t)r->bump, "sizing", jstr(r->sizing), "revision",
+                                      (json_int_t)r->revision, "members", r->members, "recorded",
+                                      jtime(r->recorded_ms));
+                        if (r->recovery_id)
+                                json_object_set_new(j, "recovery",
+                                                    json_integer((json_int_t)r->recovery_id));
+                        json_array_append_new(v, j);
+                }
+        state_restore_list_release(&l);
+        json_object_set_new(o, "restores", v);
+}
+
 /* The running CA rotation (tls.auto.rotateCA): its phase and the members done in it. */
 static const char *const ca_phase_names[] = {"finished", "trust old+new CA", "reissue from new CA",
                                              "drop old CA"};
@@ -686,12 +752,14 @@ static int show(state_db *db, const char *name, bool json)
                 if (json) {
                         json_t *o = cluster_json(cl.items[i], &ml, &certs, run, &af);
                         recovery_json(db, cl.items[i]->name, o);
+                        restores_json(db, cl.items[i]->name, o);
                         ca_rotation_json(db, cl.items[i]->name, o);
                         json_object_set_new(o, "intake", verdicts_json(&vl, cl.items[i]->name));
                         print_json_line(o);
                 } else if (name) {
                         print_detail(cl.items[i], &ml, &certs, run, now);
                         print_recovery(db, cl.items[i]->name);
+                        print_restores(db, cl.items[i]->name);
                         print_ca_rotation(db, cl.items[i]->name);
                 } else
                         cluster_row(&t, cl.items[i], &ml, now);

@@ -199,15 +199,35 @@ static void steps_add_learners(plan_item *it, int n)
              plural(n, "learner", "learners"));
 }
 
+/* What a restore does to the revision (spec.bootstrap.restore.bumpRevision, or its role's). */
+static void steps_bump(plan_item *it, const etcd_cluster *c)
+{
+        const revision_bump *b = &c->restore.bump;
+        if (b->mode == BUMP_AUTO)
+                STEP(it, "raise the restored revision by a bump sized from the write rate when it "
+                         "runs (auto: at least 1000000000) and mark every revision up to it "
+                         "compacted, so watchers that saw later revisions list again");
+        else if (b->amount > 0)
+                STEP(it,
+                     "raise the restored revision by %lld and mark every revision up to it "
+                     "compacted, so watchers that saw later revisions list again",
+                     (long long)b->amount);
+        else
+                STEP(it, "keep the snapshot's revision (no bump: clients watching revisions past "
+                         "it must list again by themselves)");
+}
+
 static void steps_create(plan_item *it, const etcd_cluster *c)
 {
         if (c->replicas == 0) {
                 STEP(it, "record the cluster as paused: no member is started");
                 return;
         }
-        if (c->restore.enabled)
+        if (c->restore.enabled) {
                 STEP(it, "check the snapshot of spec.bootstrap.restore (nothing is created if it "
                          "is refused)");
+                steps_bump(it, c);
+        }
         if (c->replicas == 1) {
                 if (c->restore.enabled)
                         STEP(it, "restore the snapshot into its single member (a new cluster ID)");

@@ -35,6 +35,7 @@
 #include "reconciler/bootstrap.h"
 #include "reconciler/internal.h"
 #include "reconciler/restore.h"
+#include "state/restores.h"
 #include "render/render.h"
 #include "util/failpoint.h"
 #include "util/xalloc.h"
@@ -51,7 +52,8 @@ typedef struct act_ctx {
         char *commit;
         char *author;
         pass_result *res;
-        restore_prep *prep; /* spec.bootstrap.restore: the checked snapshot, once fetched */
+        restore_prep *prep;     /* spec.bootstrap.restore: the checked snapshot, once fetched */
+        state_restore *restore; /* its restore record: the bump every member gets */
 } act_ctx;
 
 static int journal_begin(act_ctx *a, const char *kind, const char *subject, const char *payload,
@@ -86,7 +88,7 @@ static int finish(act_ctx *a, int64_t op, const char *action, int result, const 
                 a->res->poll_ms = POLL_RETRY_MS;
                 snprintf(a->res->message, sizeof(a->res->message), "%s failed: %s", action, error);
                 /* Refused, not failed: retrying at once cannot help until a person acts. */
-                if (result == -EACCES || result == -EEXIST) {
+                if (result == -EACCES || result == -EEXIST || result == -ESTALE) {
                         a->res->outcome = PASS_BLOCKED;
                         a->res->poll_ms = POLL_BLOCKED_MS;
                         a->x->blocked_until = mono(a->r) + POLL_BLOCKED_MS;
@@ -205,31 +207,146 @@ static int restore_check(act_ctx *a)
         return 0;
 }
 
+/*
+ * The record of this cluster's bootstrap restore (state/restores.h),
+ * written before the first member is restored and read back after: its
+ * bump, decided once, is every member's. members: the names the restore is
+ * for (the static initial cluster, or the seed). 1: a->restore is set; 0:
+ * the snapshot was refused (res filled); -errno.
+ */
+static int restore_record(act_ctx *a, const char *members)
+{
+        if (a->restore)
+                return 1;
+        /* recorded by an earlier pass: no need to fetch the snapshot for it */
+        state_restore *last = NULL;
+        if (state_restore_latest(a->r->opts.db, a->x->name, &last) == 0 &&
+            streq(last->origin, "bootstrap")) {
+                a->restore = last;
+                return 1;
+        }
+        state_restore_free(last);
+        int k = restore_check(a);
+        if (k <= 0)
+                return k;
+        const restore_prep *prep = a->prep;
+        _cleanup_(bump_decision_release) bump_decision d = {0};
+        restore_bump(a->r->opts.db, &a->c->restore.bump, restore_bump_asker(a->c),
+                     prep->from_cluster, prep->revision, prep->taken_ms, 0, wall(a->r), &d);
+        state_restore want = {.cluster = a->x->name,
+                              .origin = "bootstrap",
+                              .source = prep->source,
+                              .snapshot_revision = prep->revision,
+                              .bump = d.amount,
+                              .sizing = d.sizing,
+                              .revision = prep->revision + d.amount,
+                              .members = (char *)members};
+        k = state_restore_record(a->r->opts.db, &want, wall(a->r), &a->restore);
+        if (k < 0) {
+                snprintf(a->res->message, sizeof(a->res->message), "cannot record the restore: %s",
+                         state_last_error());
+                return k;
+        }
+        if (k == 0) {
+                const state_restore *rec = a->restore;
+                _cleanup_free_ char *what = xasprintf(
+                    "restore of %s into %s (revision %lld) recorded: revision bump %s, the "
+                    "restored data starts at revision %lld",
+                    rec->source, rec->members, (long long)rec->snapshot_revision, rec->sizing,
+                    (long long)rec->revision);
+                json_t *j =
+                    json_pack("{s:I, s:s, s:I, s:I, s:I, s:s}", "restore", (json_int_t)rec->id,
+                              "source", rec->source, "snapshot_revision",
+                              (json_int_t)rec->snapshot_revision, "bump", (json_int_t)rec->bump,
+                              "revision", (json_int_t)rec->revision, "members", rec->members);
+                _cleanup_free_ char *after = json_dumps(j, JSON_COMPACT);
+                json_decref(j);
+                audit(a->r, a->x->name, "restore.recorded", what, NULL, after, "success", 0,
+                      a->commit, a->author);
+                log_info("%s: %s", a->x->name, what);
+        }
+        return 1;
+}
+
+/* The names of a member's --initial-cluster ("a=URL,b=URL" -> "a,b"). */
+static char *initial_names(const char *initial_cluster)
+{
+        strbuf sb = STRBUF_INIT;
+        for (const char *p = initial_cluster; p && *p;) {
+                size_t len = strcspn(p, ","), eq = strcspn(p, "=");
+                if (sb.len)
+                        sb_appendc(&sb, ',');
+                sb_append_len(&sb, p, MIN(len, eq));
+                p = p[len] ? p + len + 1 : NULL;
+        }
+        return sb_detach(&sb);
+}
+
 /* Restore the checked snapshot into member idx's data before its first start (audited). */
 static int act_restore(act_ctx *a, const membership_plan *p, size_t idx, char *err, size_t errsize)
 {
         int64_t t0 = mono(a->r);
         int k = restore_check(a);
+        if (k > 0 && !a->restore) {
+                _cleanup_free_ char *names = target_restore_initial_cluster(&p->members[idx])
+                                                 ? initial_names(p->members[idx].initial_cluster)
+                                                 : xstrdup(p->members[idx].name);
+                k = restore_record(a, names);
+        }
         if (k <= 0) {
                 snprintf(err, errsize, "%s", a->res->message);
                 return k < 0 ? k : -ECANCELED;
         }
         _cleanup_free_ char *error = NULL;
         FAILPOINT("restore.before-target");
-        k = restore_into(a->r->opts.target, a->c, p, idx, a->prep, &error);
+        k = restore_into(a->r->opts.target, a->c, p, idx, a->prep, a->restore->bump, &error);
         FAILPOINT("restore.after-target");
         _cleanup_free_ char *what =
-            xasprintf("%s restored from %s (revision %lld, %lld keys, %lld bytes)",
+            xasprintf("%s restored from %s (revision %lld, %lld keys, %lld bytes; revision bump "
+                      "%s: it starts at revision %lld)",
                       p->members[idx].name, a->prep->source, (long long)a->prep->revision,
-                      (long long)a->prep->keys, (long long)a->prep->size);
-        _cleanup_free_ char *after = xasprintf("{\"member\":\"%s\",\"revision\":%lld}",
-                                               p->members[idx].name, (long long)a->prep->revision);
+                      (long long)a->prep->keys, (long long)a->prep->size, a->restore->sizing,
+                      (long long)a->restore->revision);
+        _cleanup_free_ char *after = xasprintf(
+            "{\"member\":\"%s\",\"revision\":%lld,\"bump\":%lld,\"restored_revision\":%lld}",
+            p->members[idx].name, (long long)a->prep->revision, (long long)a->restore->bump,
+            (long long)a->restore->revision);
         audit(a->r, a->x->name, "member.restore", k < 0 ? error : what, NULL, after,
               k < 0 ? "failure" : "success", mono(a->r) - t0, a->commit, a->author);
         if (k < 0)
                 snprintf(err, errsize, "%s", error);
         else
                 log_info("%s: %s", a->x->name, what);
+        return k;
+}
+
+/*
+ * A member a restore was for, about to start on data gitcd did not just
+ * restore into it: the data must hold the restore's revision
+ * (restore_check_data). Refused (-ESTALE), the cluster is blocked until a
+ * person moves the data away; the refusal is audited once and Degraded
+ * says why while it stands.
+ */
+static int act_check_data(act_ctx *a, const state_member *rec, char *err, size_t errsize)
+{
+        reconciler *r = a->r;
+        _cleanup_free_ char *why = NULL;
+        int k = restore_check_data(r->opts.db, r->opts.target, a->c, a->x->name, rec,
+                                   r->opts.etcd_dir, &why);
+        if (k >= 0)
+                return 0;
+        snprintf(err, errsize, "%s", why ? why : "cannot check the member's data");
+        if (k != -ESTALE)
+                return k;
+        if (!streq_ptr(a->x->stale_message, why)) {
+                _cleanup_free_ char *subject = xasprintf("{\"member\":\"%s\"}", rec->name);
+                audit(r, a->x->name, "member.refused", why, NULL, subject, "rejected", 0, a->commit,
+                      a->author);
+                log_error("%s: %s", a->x->name, why);
+                conditions_refused(r, a->x->name, a->w, why);
+        }
+        free(a->x->stale_message);
+        a->x->stale_message = xstrdup(why);
         return k;
 }
 
@@ -241,14 +358,44 @@ static int start_member(act_ctx *a, state_member *rec, char *err, size_t errsize
         int k = member_start_plan(a->r, a->c, rec, &p);
         if (k >= 0)
                 k = t->ops->ensure_shared(t, a->c, p);
-        if (k >= 0 && restore_due(t, a->c, rec, a->w->obs.bootstrapped))
+        /* a restore in progress is recorded before any of its members starts */
+        if (k >= 0 && a->c->restore.enabled && !a->w->obs.bootstrapped) {
+                _cleanup_free_ char *names = target_restore_initial_cluster(&p->members[0])
+                                                 ? initial_names(rec->initial_cluster)
+                                                 : xstrdup(rec->name);
+                k = restore_record(a, names);
+                if (k <= 0) {
+                        snprintf(err, errsize, "%s", a->res->message);
+                        membership_plan_free(p);
+                        return k < 0 ? k : -ECANCELED;
+                }
+        }
+        bool restored = false;
+        if (k >= 0 && restore_due(t, a->c, rec, a->w->obs.bootstrapped)) {
                 k = act_restore(a, p, 0, err, errsize);
-        if (k >= 0)
-                k = t->ops->ensure_member(t, a->c, p, 0);
+                restored = k >= 0;
+        }
+        if (k < 0) {
+                if (!err[0])
+                        snprintf(err, errsize, "%s", target_last_error(t));
+                membership_plan_free(p);
+                return k;
+        }
+        if (!restored && (k = act_check_data(a, rec, err, errsize)) < 0) {
+                membership_plan_free(p);
+                return k;
+        }
+        k = t->ops->ensure_member(t, a->c, p, 0);
         if (k < 0) {
                 snprintf(err, errsize, "%s", target_last_error(t));
                 membership_plan_free(p);
                 return k;
+        }
+        /* the member refused for its data before starts now (restored): Degraded follows */
+        _cleanup_free_ char *refused = xasprintf("member %s ", rec->name);
+        if (a->x->stale_message && strneq(a->x->stale_message, refused, strlen(refused))) {
+                free(a->x->stale_message);
+                a->x->stale_message = NULL;
         }
         free(rec->config_hash);
         rec->config_hash = xstrdup_null(p->members[0].config_hash);
@@ -318,6 +465,12 @@ static int act_bootstrap(act_ctx *a)
         if (k < 0) {
                 snprintf(a->res->message, sizeof(a->res->message), "%s", err);
                 return k;
+        }
+        if (a->c->restore.enabled) {
+                _cleanup_free_ char *names = initial_names(p->members[0].initial_cluster);
+                k = restore_record(a, names);
+                if (k <= 0)
+                        return k;
         }
         snprintf(a->res->member, sizeof(a->res->member), "%s", p->members[0].name);
         FAILPOINT("bootstrap.after-records");
@@ -765,12 +918,14 @@ void journal_recover(reconciler *r, cluster_ctx *x)
 static void act_ctx_release(act_ctx *a)
 {
         restore_prep_free(a->prep);
+        state_restore_free(a->restore);
 }
 
 int act_step(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w, const step *s,
              pass_result *res)
 {
-        _cleanup_(act_ctx_release) act_ctx a = {r, x, c, w, s, w->commit, w->author, res, NULL};
+        _cleanup_(act_ctx_release)
+            act_ctx a = {r, x, c, w, s, w->commit, w->author, res, NULL, NULL};
         /* Audit actions are "member." plus the step's name: member.promote, member.remove... */
         _cleanup_free_ char *action = xasprintf("member.%s", step_kind_name(s->kind));
         if (s->kind != STEP_WAIT)

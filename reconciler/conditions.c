@@ -17,6 +17,7 @@
  * conditions_terminal(), so all of them read the same in `gitcd status`.
  */
 #include <assert.h>
+#include <string.h>
 
 #include "reconciler/bootstrap.h"
 #include "reconciler/internal.h"
@@ -43,6 +44,7 @@ typedef enum cond_reason {
         CR_CERTS_VALID,
         CR_RENEWAL_DUE,
         CR_BOOTSTRAPPING,
+        CR_DATA_BEHIND_RESTORE,
         _CR_MAX,
 } cond_reason;
 
@@ -65,6 +67,7 @@ static const char *const cond_reason_names[_CR_MAX] = {
     [CR_CERTS_VALID] = "CertificatesValid",
     [CR_RENEWAL_DUE] = "RenewalDue",
     [CR_BOOTSTRAPPING] = REASON_BOOTSTRAPPING,
+    [CR_DATA_BEHIND_RESTORE] = "DataBehindRestore",
 };
 
 static const char *cond_reason_name(cond_reason r)
@@ -95,6 +98,7 @@ typedef struct pass_facts {
         int voters;
         const step *s;
         const char *rejected_message; /* non-NULL: the desired spec was refused */
+        const char *stale_message;    /* non-NULL: a member was refused a start (act.c) */
         char *health;                 /* "N of M voters healthy" */
         const obs_cert *soonest;      /* the certificate that expires first; NULL: none */
         int64_t renew_at_ms;          /* when it enters its renewal window */
@@ -147,6 +151,12 @@ static condition_check check_degraded(const pass_facts *f)
                 c.status = true;
                 c.reason = CR_SPEC_REJECTED;
                 c.message = f->rejected_message;
+                return c;
+        }
+        if (f->stale_message) {
+                c.status = true;
+                c.reason = CR_DATA_BEHIND_RESTORE;
+                c.message = f->stale_message;
                 return c;
         }
         bool unhealthy = !f->paused && f->bootstrapped && f->healthy_voters < f->voters;
@@ -226,6 +236,15 @@ static void store_check(reconciler *r, const char *cluster, const world *w,
 void conditions_update(reconciler *r, cluster_ctx *x, const world *w, const desired *want,
                        const step *s)
 {
+        /* a refusal stands while the step is to start that member again (act.c says it anew) */
+        if (x->stale_message) {
+                _cleanup_free_ char *who = s->member ? xasprintf("member %s ", s->member) : NULL;
+                if (s->kind != STEP_START_MEMBER || !who ||
+                    !strneq(x->stale_message, who, strlen(who))) {
+                        free(x->stale_message);
+                        x->stale_message = NULL;
+                }
+        }
         pass_facts f = {
             .soonest = certs_soonest(&w->obs),
             .renew_at_ms = certs_next_renewal_ms(want, &w->obs),
@@ -239,6 +258,7 @@ void conditions_update(reconciler *r, cluster_ctx *x, const world *w, const desi
             .voters = w->voters,
             .s = s,
             .rejected_message = x->rejected_hash ? x->rejected_message : NULL,
+            .stale_message = x->stale_message,
             .health = xasprintf("%d of %d voters healthy", w->healthy_voters, w->voters),
         };
         const condition_check checks[] = {
@@ -254,6 +274,12 @@ void conditions_update(reconciler *r, cluster_ctx *x, const world *w, const desi
         (void)state_cluster_set_phase(r->opts.db, x->name, phase_of(&f), wall(r));
         free(f.health);
         free(f.cert_message);
+}
+
+void conditions_refused(reconciler *r, const char *cluster, const world *w, const char *message)
+{
+        set_cond(r, cluster, "Degraded", true, cond_reason_name(CR_DATA_BEHIND_RESTORE), message,
+                 w->commit, w->author);
 }
 
 void conditions_terminal(reconciler *r, const char *cluster, const world *w, const char *reason,
@@ -299,8 +325,12 @@ int progress_deadline(reconciler *r, cluster_ctx *x, const etcd_cluster *c, cons
 
         cond_reason why =
             bootstrap_in_progress(&w->obs) ? CR_BOOTSTRAP_FAILED : CR_DEADLINE_EXCEEDED;
-        _cleanup_free_ char *msg =
-            xasprintf("no convergence within %ds: %s", c->progress_deadline_seconds, s->message);
+        /* a member refused for data from before a restore: the reason it never converged */
+        _cleanup_free_ char *msg = x->stale_message
+                                       ? xasprintf("no convergence within %ds: %s",
+                                                   c->progress_deadline_seconds, x->stale_message)
+                                       : xasprintf("no convergence within %ds: %s",
+                                                   c->progress_deadline_seconds, s->message);
         conditions_terminal(r, x->name, w, cond_reason_name(why), msg, "deadline.exceeded", NULL,
                             res);
         log_error("%s: %s", x->name, msg);

@@ -67,6 +67,8 @@ typedef struct cluster_ctx {
         bool journal_checked;   /* operations left pending by an earlier run were closed */
         int64_t blocked_until;  /* monotonic ms: a refused step is not tried before */
         char blocked_message[256];
+        /* a member refused a start on data from before a restore (act.c); Degraded says so */
+        char *stale_message;
         upgrade_track upgrade; /* the member rolled last onto a new version (upgrade.c) */
         int promote_refusals;  /* in a row, for the learner being promoted (backoff) */
         int join_waits;        /* passes in a row waiting for a new member to join (backoff) */
@@ -219,6 +221,13 @@ int progress_deadline(reconciler *r, cluster_ctx *x, const etcd_cluster *c, cons
 void conditions_terminal(reconciler *r, const char *cluster, const world *w, const char *reason,
                          const char *message, const char *action, const char *subject,
                          pass_result *res);
+
+/*
+ * A member was refused a start because its data is from before a restore
+ * (act.c): Degraded True, reason DataBehindRestore, with message; the
+ * Degraded checker keeps it so while x->stale_message stands.
+ */
+void conditions_refused(reconciler *r, const char *cluster, const world *w, const char *message);
 
 /* ---- act.c: the effects -------------------------------------------------- */
 

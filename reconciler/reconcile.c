@@ -74,6 +74,7 @@ static void ctx_release(const reconciler *r, cluster_ctx *x)
         etcd_cluster_free(x->latched);
         free(x->rejected_hash);
         free(x->rejected_message);
+        free(x->stale_message);
         if (x->client)
                 r->opts.etcd->disconnect(x->client);
         free(x->client_endpoints);

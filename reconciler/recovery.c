@@ -47,6 +47,8 @@
 #include "reconciler/membership.h"
 #include "reconciler/recovery.h"
 #include "reconciler/restore.h"
+#include "api/versions.h"
+#include "state/restores.h"
 #include "render/render.h"
 #include "snapshots/destination.h"
 #include "snapshots/restore.h"
@@ -259,6 +261,87 @@ static int fetch_snapshot(const recovery_env *env, const state_recovery *rec,
         return 0;
 }
 
+/*
+ * The bump a recovery from a snapshot asks for: the request's (`gitcd
+ * recover --bump-revision`, a written spec.recovery.bumpRevision), else the
+ * spec's (the role's default). -EINVAL when the recorded request is not a
+ * bump (an older or a newer gitcd wrote it).
+ */
+static int wanted_bump(const recovery_env *env, const state_recovery *rec, revision_bump *ret,
+                       const char **ret_asked_by)
+{
+        if (rec->bump_revision) {
+                *ret_asked_by =
+                    rec->token ? "spec.recovery.bumpRevision" : "gitcd recover --bump-revision";
+                return revision_bump_parse(rec->bump_revision, ret) < 0 ? -EINVAL : 0;
+        }
+        *ret = env->c->recovery.bump;
+        *ret_asked_by = env->c->role == ROLE_KUBERNETES
+                            ? "the default of spec.role kubernetes-control-plane"
+                            : "the default of spec.role general";
+        return 0;
+}
+
+/* The highest revision a member answered while quorum was lost (the assessment); 0: none. */
+static int64_t seen_revision(const recovery_env *env)
+{
+        char *text = NULL;
+        if (state_recovery_assessment_get(env->db, env->cluster, &text, NULL) < 0)
+                return 0;
+        json_t *j = json_loads(text, 0, NULL);
+        free(text);
+        int64_t best = 0;
+        size_t i;
+        json_t *m;
+        json_array_foreach(json_object_get(j, "members"), i, m)
+        {
+                json_t *rev = json_object_get(m, "revision");
+                if (json_is_integer(rev) && json_integer_value(rev) > best)
+                        best = json_integer_value(rev);
+        }
+        json_decref(j);
+        return best;
+}
+
+/*
+ * The restore record of this recovery (state/restores.h), written before
+ * the seed is restored and read back after a crash: the bump is decided
+ * once. 0, or -errno with *ret_error.
+ */
+static int recovery_restore_record(const recovery_env *env, const state_recovery *rec,
+                                   const state_snapshot *snap, const char *seed,
+                                   state_restore **ret, char **ret_error)
+{
+        revision_bump want;
+        const char *asked_by = NULL;
+        if (wanted_bump(env, rec, &want, &asked_by) < 0) {
+                *ret_error = xasprintf("the revision bump recorded for the recovery, \"%s\", is "
+                                       "not one",
+                                       rec->bump_revision);
+                return -EINVAL;
+        }
+        _cleanup_(bump_decision_release) bump_decision d = {0};
+        restore_bump(env->db, &want, asked_by, snap->cluster, snap->revision, snap->started_ms,
+                     seen_revision(env), env->now_ms, &d);
+        _cleanup_free_ char *source = xasprintf("snapshot %lld (%s)", (long long)snap->id,
+                                                snap->location ? snap->location : "no location");
+        state_restore r = {.cluster = (char *)env->cluster,
+                           .origin = "recovery",
+                           .recovery_id = rec->id,
+                           .source = source,
+                           .snapshot_revision = snap->revision,
+                           .bump = d.amount,
+                           .sizing = d.sizing,
+                           .revision = snap->revision + d.amount,
+                           .members = (char *)seed};
+        int k = state_restore_record(env->db, &r, env->now_ms, ret);
+        if (k < 0) {
+                *ret_error = xasprintf("cannot record the restore: %s", state_last_error());
+                return k;
+        }
+        return 0;
+}
+
 /* ---- phases ----------------------------------------------------------------- */
 
 static char *aside_list(const recovery_env *env, const char *keep)
@@ -325,6 +408,21 @@ static int phase_requested(const recovery_env *env, state_recovery *rec, pass_re
                         return refuse(env, rec, res,
                                       "the %s target cannot restore a snapshot into a member",
                                       env->target->ops->name);
+                revision_bump want;
+                const char *asked_by = NULL;
+                if (wanted_bump(env, rec, &want, &asked_by) < 0)
+                        return refuse(env, rec, res, "\"%s\" is not a revision bump",
+                                      rec->bump_revision);
+                _cleanup_free_ char *first = NULL;
+                bool bumps = want.mode == BUMP_AUTO || want.amount > 0;
+                if (bumps && !version_has_restore_bump(&env->c->ver, &first))
+                        return refuse(env, rec, res,
+                                      "%s asks for a revision bump, which etcd %s's restore tool "
+                                      "cannot make (--bump-revision came with %s); ask again with "
+                                      "a bump of 0 (every client watching the cluster must then "
+                                      "be restarted by hand)",
+                                      asked_by, env->c->version,
+                                      first ? first : "3.4.27 and 3.5.10");
                 rec->revision = snap->revision;
                 free(rec->seed);
                 rec->seed = NULL; /* named in the seed phase, from the ordinals recorded then */
@@ -518,19 +616,37 @@ static int phase_seed(const recovery_env *env, state_recovery *rec, pass_result 
                 (void)unlink(path);
                 return finish(env, rec, "failed", tool_error, res);
         }
+        _cleanup_(state_restore_freep) state_restore *restore = NULL;
+        _cleanup_free_ char *record_error = NULL;
+        if (recovery_restore_record(env, rec, snap, m->name, &restore, &record_error) < 0) {
+                (void)unlink(path);
+                return result(res, PASS_WAITING, POLL_RECOVERY_MS, "recovery: %s", record_error);
+        }
         _cleanup_(membership_plan_freep) membership_plan *p = NULL;
         k = membership_plan_for_records(env->target, env->c, &m, 1, &p);
+        bool has_data = false;
         if (k >= 0) {
                 FAILPOINT("recovery.seed.before-restore");
-                target_restore rs = {.snapshot = path, .tool = tool};
+                target_restore rs = {
+                    .snapshot = path, .tool = tool, .bump_revision = restore->bump};
                 k = env->target->ops->restore_member(env->target, env->c, p, 0, &rs);
                 /* The seed has data already: restored before a crash, never over. */
+                has_data = k == -EEXIST;
                 if (k == -EEXIST)
                         k = 0;
         }
         (void)unlink(path);
         if (k < 0)
                 return finish(env, rec, "failed", target_last_error(env->target), res);
+        /* ... and only when that data is the restore's: from before it, the seed is refused */
+        _cleanup_free_ char *why = NULL;
+        if (has_data && (k = restore_check_data(env->db, env->target, env->c, env->cluster, m,
+                                                env->etcd_dir, &why)) < 0) {
+                if (k != -ESTALE)
+                        return result(res, PASS_WAITING, POLL_RECOVERY_MS, "recovery: %s", why);
+                audit(env, rec, "member.refused", why, "rejected");
+                return finish(env, rec, "failed", why, res);
+        }
         FAILPOINT("recovery.seed.after-restore");
         k = start(env, m, false);
         if (k < 0)
@@ -539,7 +655,11 @@ static int phase_seed(const recovery_env *env, state_recovery *rec, pass_result 
         k = advance(env, rec, "seeded");
         if (k < 0)
                 return k;
-        audit(env, rec, "recovery.restored", "snapshot restored as the new seed", "success");
+        _cleanup_free_ char *how =
+            xasprintf("snapshot restored as the new seed %s; revision bump %s: it starts at "
+                      "revision %lld",
+                      m->name, restore->sizing, (long long)restore->revision);
+        audit(env, rec, "recovery.restored", how, "success");
         return result(res, PASS_PROGRESSED, 0, "recovery: %s restored from snapshot %s", m->name,
                       rec->source);
 }
@@ -583,6 +703,11 @@ static int take_spec_request(const recovery_env *env)
         _cleanup_free_ char *id = rs->from == RECOVERY_FROM_SNAPSHOT
                                       ? xasprintf("%" PRId64, rs->snapshot_id)
                                       : xstrdup(rs->member);
+        /* a bump written in the spec is the request's; not written: the spec's default then */
+        _cleanup_free_ char *bump = NULL;
+        for (size_t i = 0; i < env->c->n_locs && rs->from == RECOVERY_FROM_SNAPSHOT; i++)
+                if (streq(env->c->locs[i].path, "spec.recovery.bumpRevision"))
+                        bump = revision_bump_format(&rs->bump);
         state_recovery req = {
             .cluster = (char *)env->cluster,
             .source_kind = rs->from == RECOVERY_FROM_SNAPSHOT ? "snapshot" : "member",
@@ -590,6 +715,7 @@ static int take_spec_request(const recovery_env *env)
             .token = rs->token,
             .requested_by = (char *)env->author,
             .commit = (char *)env->commit,
+            .bump_revision = bump,
         };
         k = state_recovery_request(env->db, &req, env->now_ms, NULL);
         if (k == -EBUSY) {
@@ -600,9 +726,11 @@ static int take_spec_request(const recovery_env *env)
 }
 
 int recovery_request(state_db *db, const char *cluster, const char *member, int64_t snapshot_id,
-                     const char *requested_by, int64_t now_ms, int64_t *ret_id)
+                     const revision_bump *bump, const char *requested_by, int64_t now_ms,
+                     int64_t *ret_id)
 {
         assert(!member != !(snapshot_id > 0));
+        assert(!bump || !member);
         state_cluster *sc = NULL;
         int k = state_cluster_get(db, cluster, &sc);
         if (k < 0)
@@ -610,11 +738,13 @@ int recovery_request(state_db *db, const char *cluster, const char *member, int6
         bool terminal = sc->terminal_reason != NULL;
         state_cluster_free(sc);
         _cleanup_free_ char *id = member ? xstrdup(member) : xasprintf("%" PRId64, snapshot_id);
+        _cleanup_free_ char *bump_text = bump ? revision_bump_format(bump) : NULL;
         state_recovery req = {
             .cluster = (char *)cluster,
             .source_kind = member ? "member" : "snapshot",
             .source = id,
             .requested_by = (char *)requested_by,
+            .bump_revision = bump_text,
         };
         k = state_begin(db);
         if (k < 0)
@@ -624,7 +754,8 @@ int recovery_request(state_db *db, const char *cluster, const char *member, int6
         if (k >= 0 && terminal)
                 k = state_cluster_set_terminal(db, cluster, NULL, NULL, now_ms);
         if (k >= 0) {
-                json_t *after = json_pack("{s:s, s:s}", "from", req.source_kind, "source", id);
+                json_t *after = json_pack("{s:s, s:s, s:s?}", "from", req.source_kind, "source", id,
+                                          "bump_revision", bump_text);
                 _cleanup_free_ char *text = json_dumps(after, JSON_COMPACT);
                 json_decref(after);
                 state_audit_event ev = {.time_ms = now_ms,

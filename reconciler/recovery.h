@@ -56,11 +56,13 @@ int recovery_pass(const recovery_env *env, pass_result *res);
 
 /*
  * Ask for a recovery of cluster from member NAME or snapshot ID (exactly one
- * of member and snapshot_id > 0), for `gitcd recover`: the request is
+ * of member and snapshot_id > 0), for `gitcd recover`; from a snapshot, bump
+ * is the revision bump asked for (NULL: the spec's): the request is
  * checked by the reconciler's next pass (refused there when quorum is not
  * lost, ...). Ends a terminal state, so the next pass acts. *ret_id is the
  * record's id. -EBUSY when a recovery is running, -ENOENT for an unknown
  * cluster; state_last_error() says why.
  */
 int recovery_request(state_db *db, const char *cluster, const char *member, int64_t snapshot_id,
-                     const char *requested_by, int64_t now_ms, int64_t *ret_id);
+                     const revision_bump *bump, const char *requested_by, int64_t now_ms,
+                     int64_t *ret_id);

@@ -27,6 +27,7 @@
 #include "snapshots/destination.h"
 #include "snapshots/restore.h"
 #include "snapshots/snapshot.h"
+#include "state/restores.h"
 #include "state/snapshots.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
@@ -41,6 +42,7 @@ void restore_prep_free(restore_prep *p)
         free(p->snapshot);
         free(p->tool);
         free(p->source);
+        free(p->from_cluster);
         free(p);
 }
 
@@ -98,6 +100,8 @@ static int fetch_recorded(state_db *db, const etcd_cluster *c, const char *state
                 return r;
         }
         *ret_etcd_version = xstrdup_null(rec->etcd_version);
+        prep->from_cluster = xstrdup_null(rec->cluster);
+        prep->taken_ms = rec->started_ms;
         return 0;
 }
 
@@ -173,6 +177,10 @@ static int fetch_source(state_db *db, const etcd_cluster *c, const char *state_d
                 }
         }
         *ret_etcd_version = rec ? xstrdup_null(rec->etcd_version) : NULL;
+        if (rec) {
+                prep->from_cluster = xstrdup_null(rec->cluster);
+                prep->taken_ms = rec->started_ms;
+        }
         return 0;
 }
 
@@ -316,16 +324,126 @@ bool restore_due(target *t, const etcd_cluster *c, const state_member *rec, bool
 }
 
 int restore_into(target *t, const etcd_cluster *c, const membership_plan *p, size_t idx,
-                 const restore_prep *prep, char **ret_error)
+                 const restore_prep *prep, int64_t bump, char **ret_error)
 {
-        assert(t && c && p && prep && idx < p->n);
+        assert(t && c && p && prep && idx < p->n && bump >= 0);
         if (!t->ops->restore_member) {
                 *ret_error = xasprintf("the %s target cannot restore a snapshot", t->ops->name);
                 return -EOPNOTSUPP;
         }
-        target_restore rs = {.snapshot = prep->snapshot, .tool = prep->tool};
+        target_restore rs = {.snapshot = prep->snapshot, .tool = prep->tool, .bump_revision = bump};
         int r = t->ops->restore_member(t, c, p, idx, &rs);
         if (r < 0)
                 *ret_error = xstrdup(target_last_error(t));
         return r;
+}
+
+void restore_bump(state_db *db, const revision_bump *want, const char *asked_by,
+                  const char *from_cluster, int64_t snapshot_revision, int64_t taken_ms,
+                  int64_t seen_revision, int64_t now_ms, bump_decision *ret)
+{
+        bump_inputs in = {.want = *want,
+                          .asked_by = asked_by,
+                          .snapshot_revision = snapshot_revision,
+                          .snapshot_ms = taken_ms,
+                          .now_ms = now_ms,
+                          .seen_revision = seen_revision};
+        state_snapshot_list l = {0};
+        /*
+         * The two newest succeeded snapshots of that cluster: its recent write
+         * rate; and the highest revision gitcd knows it reached: any of its
+         * snapshots, and its newest restore (its data starts there; a restore
+         * from an older snapshot must go past it too).
+         */
+        if (from_cluster && state_snapshot_list_for(db, from_cluster, 0, &l) >= 0) {
+                int found = 0;
+                for (size_t i = 0; i < l.n; i++) {
+                        const state_snapshot *s = l.items[i];
+                        if (!streq_ptr(s->result, "succeeded") || s->revision <= 0)
+                                continue;
+                        in.seen_revision = MAX(in.seen_revision, s->revision);
+                        if (found == 0) {
+                                in.newer_revision = s->revision;
+                                in.newer_ms = s->started_ms;
+                        } else if (found == 1) {
+                                in.older_revision = s->revision;
+                                in.older_ms = s->started_ms;
+                        }
+                        found++;
+                }
+        }
+        state_snapshot_list_release(&l);
+        state_restore *last = NULL;
+        if (from_cluster && state_restore_latest(db, from_cluster, &last) == 0)
+                in.seen_revision = MAX(in.seen_revision, last->revision);
+        state_restore_free(last);
+        bump_decide(&in, ret);
+}
+
+const char *restore_bump_asker(const etcd_cluster *c)
+{
+        for (size_t i = 0; i < c->n_locs; i++)
+                if (streq(c->locs[i].path, "spec.bootstrap.restore.bumpRevision"))
+                        return "spec.bootstrap.restore.bumpRevision";
+        return c->role == ROLE_KUBERNETES ? "the default of spec.role kubernetes-control-plane"
+                                          : "the default of spec.role general";
+}
+
+int restore_check_data(state_db *db, target *t, const etcd_cluster *c, const char *cluster,
+                       const state_member *rec, const char *etcd_dir, char **ret_error)
+{
+        assert(db && t && c && cluster && rec && ret_error);
+        _cleanup_(state_restore_freep) state_restore *last = NULL;
+        int k = state_restore_latest(db, cluster, &last);
+        if (k == -ENOENT)
+                return 0;
+        if (k < 0) {
+                *ret_error =
+                    xasprintf("cannot read the cluster's restores: %s", state_last_error());
+                return k;
+        }
+        /* a member that ran in the restored cluster: its data identity says whether it is its */
+        if (rec->initialized || !state_restore_is_for(last, rec->name))
+                return 0;
+        target_member_status ts = {0};
+        k = t->ops->member_status(t, c, rec->name, &ts);
+        member_runtime_state state = ts.state;
+        target_member_status_release(&ts);
+        if (k < 0) {
+                *ret_error = xasprintf("cannot tell whether member %s has data: %s", rec->name,
+                                       target_last_error(t));
+                return k;
+        }
+        if (state != MEMBER_STOPPED && state != MEMBER_CRASHED && state != MEMBER_CRASH_LOOP)
+                return 0; /* no data to check (absent), or running already */
+        if (!t->ops->data_revision) {
+                *ret_error = xasprintf("member %s holds data the %s target cannot read the "
+                                       "revision of, and restore %lld (%s) was for it: it is not "
+                                       "started on data that may be from before that restore; "
+                                       "remove its data and gitcd restores it",
+                                       rec->name, t->ops->name, (long long)last->id, last->source);
+                return -ESTALE;
+        }
+        _cleanup_free_ char *tool = NULL;
+        k = restore_find_tool(c, etcd_dir, &tool, ret_error);
+        if (k < 0)
+                return k;
+        int64_t revision = 0;
+        k = t->ops->data_revision(t, c, rec->name, tool, &revision);
+        if (k == -ENOENT)
+                return 0;
+        if (k < 0) {
+                *ret_error = xasprintf("cannot read the revision of member %s's data: %s",
+                                       rec->name, target_last_error(t));
+                return k;
+        }
+        if (revision >= last->revision)
+                return 0;
+        *ret_error = xasprintf(
+            "member %s holds data at revision %lld, older than the restore it was made for "
+            "(restore %lld of %s: revision %lld%s): it would rejoin with data from before the "
+            "restore, so it is not started; move its data away and gitcd restores it",
+            rec->name, (long long)revision, (long long)last->id, last->source,
+            (long long)last->revision, last->bump ? ", bumped" : "");
+        return -ESTALE;
 }

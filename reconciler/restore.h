@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "api/model.h"
+#include "reconciler/bump.h"
 #include "state/state.h"
 #include "targets/target.h"
 
@@ -27,6 +28,9 @@ typedef struct restore_prep {
         int64_t revision;
         int64_t keys;
         int64_t size; /* bytes of the uncompressed snapshot */
+        /* The store's record of it, when there is one: its cluster and when it was taken. */
+        char *from_cluster;
+        int64_t taken_ms;
 } restore_prep;
 
 void restore_prep_free(restore_prep *p);
@@ -71,6 +75,39 @@ int restore_prepare(state_db *db, target *t, const etcd_cluster *c, const char *
  */
 bool restore_due(target *t, const etcd_cluster *c, const state_member *rec, bool bootstrapped);
 
-/* Restore prep into member idx of plan p through the target; -errno with *ret_error. */
+/*
+ * Restore prep into member idx of plan p through the target, its revision
+ * raised by bump (0: none; --bump-revision with --mark-compacted);
+ * -errno with *ret_error.
+ */
 int restore_into(target *t, const etcd_cluster *c, const membership_plan *p, size_t idx,
-                 const restore_prep *prep, char **ret_error);
+                 const restore_prep *prep, int64_t bump, char **ret_error);
+
+/*
+ * The bump of a restore of a snapshot at snapshot_revision, taken at
+ * taken_ms (0: not known) from cluster from_cluster (NULL: not known): as
+ * want asks (asked_by names who asked), auto sized from the store's
+ * snapshot records of from_cluster and seen_revision, the highest revision
+ * gitcd saw that cluster at (0: none); see reconciler/bump.h. Release *ret
+ * with bump_decision_release().
+ */
+void restore_bump(state_db *db, const revision_bump *want, const char *asked_by,
+                  const char *from_cluster, int64_t snapshot_revision, int64_t taken_ms,
+                  int64_t seen_revision, int64_t now_ms, bump_decision *ret);
+
+/* Who asked for the bump of a bootstrap restore, for the sizing text. */
+const char *restore_bump_asker(const etcd_cluster *c);
+
+/*
+ * The one check before a member starts on data gitcd did not just restore:
+ * when the cluster's newest restore (state/restores.h) was for this member
+ * and the member has not run since (not initialized), its data, if it has
+ * any, must hold at least the revision the restore left (snapshot revision
+ * plus bump): less is data from before the restore (a machine back with an
+ * old data folder, a folder put back by hand, data set aside moved back).
+ * Read with the target's data_revision. 0: it may start; -ESTALE with
+ * *ret_error saying why it is refused; other -errno: could not tell (the
+ * member is not started either; tried again).
+ */
+int restore_check_data(state_db *db, target *t, const etcd_cluster *c, const char *cluster,
+                       const state_member *rec, const char *etcd_dir, char **ret_error);

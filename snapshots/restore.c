@@ -285,6 +285,7 @@ bool snapshot_is_gzip(const char *path)
 int snapshot_restore_dir(const snapshot_restore_opts *o, char **ret_error)
 {
         assert(o && o->tool && o->snapshot && o->data_dir && o->name && o->peer_url);
+        assert(o->bump_revision >= 0);
         if (path_exists(o->data_dir)) {
                 *ret_error = xasprintf("%s exists; restore into a new folder", o->data_dir);
                 return -EEXIST;
@@ -306,7 +307,19 @@ int snapshot_restore_dir(const snapshot_restore_opts *o, char **ret_error)
                         (char *)o->peer_url,
                         "--initial-cluster-token",
                         (char *)(o->token ? o->token : "etcd-cluster"),
+                        NULL,
+                        NULL,
+                        NULL,
                         NULL};
+        /* etcd takes the two together or neither (a bump without the mark is refused) */
+        char bump[24];
+        if (o->bump_revision > 0) {
+                snprintf(bump, sizeof(bump), "%lld", (long long)o->bump_revision);
+                size_t n = ARRAY_SIZE(argv) - 4;
+                argv[n] = "--bump-revision";
+                argv[n + 1] = bump;
+                argv[n + 2] = "--mark-compacted";
+        }
         _cleanup_free_ char *out = NULL;
         int r = process_run_capture(argv, &out);
         if (r < 0) {

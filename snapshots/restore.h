@@ -74,6 +74,12 @@ typedef struct snapshot_restore_opts {
         /* --initial-cluster: every member of a static initial cluster, each restored from
          * the same snapshot; NULL: the member alone (name=peer_url) */
         const char *initial_cluster;
+        /*
+         * --bump-revision N --mark-compacted (etcd 3.4.27, 3.5.10 and later,
+         * api/versions.h): the restored store's revision is the snapshot's
+         * plus N, every revision up to it compacted; 0: neither flag.
+         */
+        int64_t bump_revision;
 } snapshot_restore_opts;
 
 /* Run the tool's `snapshot restore`. -EEXIST when data_dir exists; -EIO with its words. */

@@ -47,10 +47,10 @@ int state_recovery_request(state_db *db, const state_recovery *req, int64_t now_
         if (r >= 0) {
                 r = db_run(db, what,
                            "INSERT INTO recoveries (cluster, source_kind, source, token, "
-                           "requested_by, commit_id, requested_ms, phase, result) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?, 'requested', 'running')",
-                           "ssssssi", req->cluster, req->source_kind, req->source, req->token,
-                           req->requested_by, req->commit, now_ms);
+                           "requested_by, commit_id, requested_ms, phase, result, bump_revision) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, 'requested', 'running', ?)",
+                           "ssssssis", req->cluster, req->source_kind, req->source, req->token,
+                           req->requested_by, req->commit, now_ms, req->bump_revision);
                 id = sqlite3_last_insert_rowid(db->sql);
         }
         r = db_end(db, r < 0 ? r : 0);
@@ -68,7 +68,7 @@ int state_recovery_token_used(state_db *db, const char *cluster, const char *tok
 
 #define RECOVERY_COLUMNS                                                                           \
         "id, cluster, source_kind, source, token, requested_by, commit_id, requested_ms, phase, "  \
-        "seed, aside, revision, raft_index, result, error, finished_ms, cleaned_ms"
+        "seed, aside, revision, raft_index, result, error, finished_ms, cleaned_ms, bump_revision"
 
 static state_recovery *recovery_from_row(sqlite3_stmt *st)
 {
@@ -90,6 +90,7 @@ static state_recovery *recovery_from_row(sqlite3_stmt *st)
         v->error = db_col_text(st, 14);
         v->finished_ms = sqlite3_column_int64(st, 15);
         v->cleaned_ms = sqlite3_column_int64(st, 16);
+        v->bump_revision = db_col_text(st, 17);
         return v;
 }
 
@@ -235,6 +236,7 @@ void state_recovery_free(state_recovery *v)
         free(v->aside);
         free(v->result);
         free(v->error);
+        free(v->bump_revision);
         free(v);
 }
 

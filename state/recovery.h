@@ -34,6 +34,12 @@ typedef struct state_recovery {
         char *error;         /* why it was refused or failed */
         int64_t finished_ms; /* 0 while running */
         int64_t cleaned_ms;  /* the data set aside was deleted (cluster healthy again) */
+        /*
+         * From a snapshot: the revision bump asked for (`gitcd recover
+         * --bump-revision`, spec.recovery.bumpRevision): "auto" or a number of
+         * revisions; NULL: the spec's (the role's default).
+         */
+        char *bump_revision;
 } state_recovery;
 
 typedef struct state_recovery_list {
@@ -43,7 +49,7 @@ typedef struct state_recovery_list {
 
 /*
  * Record a request (result running, phase "requested") from the fields
- * cluster, source_kind, source, token, requested_by, commit; ret_id may be
+ * cluster, source_kind, source, token, requested_by, commit, bump_revision; ret_id may be
  * NULL. -EBUSY when a recovery of the cluster is already running,
  * -EALREADY when token was already used for the cluster, -EINVAL.
  */

@@ -443,6 +443,34 @@ const char *const state_migrations[] = {
     "  time_ms INTEGER NOT NULL,\n"
     "  PRIMARY KEY (source, cluster)\n"
     ");\n",
+    /*
+     * 20: the restores of a snapshot into a cluster (state/restores.c):
+     * spec.bootstrap.restore and recoveries from a snapshot, each with the
+     * revision bump it was made with (decided once, before the first member
+     * is restored, so every member gets the same) and the revision the
+     * restored data starts at, which a member that the restore was for must
+     * hold before it starts; and the bump a recovery was asked for
+     * (`gitcd recover --bump-revision`, spec.recovery.bumpRevision).
+     */
+    "CREATE TABLE restores (\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  cluster TEXT NOT NULL REFERENCES clusters (name) ON DELETE CASCADE,\n"
+    "  origin TEXT NOT NULL CHECK (origin IN ('bootstrap', 'recovery')),\n"
+    "  recovery_id INTEGER,\n"
+    "  source TEXT NOT NULL,\n"
+    "  snapshot_revision INTEGER NOT NULL,\n"
+    "  bump INTEGER NOT NULL DEFAULT 0 CHECK (bump >= 0),\n"
+    "  sizing TEXT,\n"
+    "  revision INTEGER NOT NULL,\n"
+    "  members TEXT NOT NULL,\n"
+    "  recorded_ms INTEGER NOT NULL,\n"
+    "  CHECK ((origin = 'recovery') = (recovery_id IS NOT NULL))\n"
+    ");\n"
+    "CREATE UNIQUE INDEX restores_bootstrap ON restores (cluster) WHERE origin = 'bootstrap';\n"
+    "CREATE UNIQUE INDEX restores_recovery ON restores (recovery_id) WHERE recovery_id IS NOT "
+    "NULL;\n"
+    "CREATE INDEX restores_cluster ON restores (cluster, id);\n"
+    "ALTER TABLE recoveries ADD COLUMN bump_revision TEXT;\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

@@ -2125,6 +2125,88 @@ static int hosts_restore_member(target *t, const etcd_cluster *c, const membersh
         return 0;
 }
 
+/*
+ * Copy the file at path on machine h into fd as `cat` prints it (through
+ * sudo for a user other than root), at most max bytes: a stall times out,
+ * a large file does not.
+ */
+static int fetch_file(hosts_target *ht, const host_spec *h, const char *path, int fd, uint64_t max)
+{
+        _cleanup_free_ char *q = ssh_quote(path);
+        _cleanup_free_ char *cmd = xasprintf("cat -- %s", q);
+        _cleanup_free_ char *full = hosts_command(h, cmd);
+        _cleanup_free_ char *transport = NULL, *err = NULL;
+        ssh_conn *conn = NULL;
+        int status = -1;
+        target_blocking_begin();
+        int k = ssh_pool_get(ht->pool, h->address, h->ssh_port, h->ssh_user, &conn, &transport);
+        if (k >= 0) {
+                k = ssh_exec_to_fd(conn, full, fd, max, &status, &err);
+                if (k < 0)
+                        transport = xstrdup(ssh_last_error(conn));
+                ssh_pool_put(ht->pool, conn);
+        }
+        target_blocking_end();
+        if (k < 0)
+                return target_fail(&ht->base, k, "%s: %s", h->address, transport);
+        if (status != 0)
+                return command_failed(ht, h, cmd, status, err);
+        return 0;
+}
+
+/*
+ * The revision of a stopped member's data on its machine: member/snap/db
+ * is copied over SSH into <state>/hosts/<ns>/<name>/revision-<member>.db on
+ * gitcd's host (the machines need no etcd tool, as for restores), read
+ * there with etcd's tool and deleted. A member/ without a write-ahead log
+ * holds no data (what an etcd that could not start left), as for restores.
+ */
+static int hosts_data_revision(target *t, const etcd_cluster *c, const char *member,
+                               const char *tool, int64_t *ret_revision)
+{
+        hosts_target *ht = HT(t);
+        if (c->hosts.set)
+                remember(ht, c);
+        if (!target_name_is_component(member))
+                return target_fail(t, -EINVAL, "invalid member name \"%s\"", member);
+        _cleanup_(view_release) machine_view v = {0};
+        int idx = -1;
+        int k = locate(ht, c, member, &idx, &v);
+        if (k < 0)
+                return k;
+        if (idx < 0)
+                return target_fail(t, -ENOENT, "member %s is on no machine of spec.hosts", member);
+        const host_spec *h = &c->hosts.items[idx];
+        if (v.file_member || v.foreign_file)
+                return target_fail(t, -EBUSY, "%s: member %s runs there: its data is being written",
+                                   h->address, member);
+        _cleanup_free_ char *wal = xasprintf("%s/member/wal", h->data_dir);
+        _cleanup_free_ char *db = xasprintf("%s/member/snap/db", h->data_dir);
+        _cleanup_free_ char *qw = ssh_quote(wal), *qd = ssh_quote(db);
+        _cleanup_free_ char *test =
+            xasprintf("if ls -- %s/*.wal >/dev/null 2>&1 && [ -f %s ]; then echo data; fi", qw, qd);
+        _cleanup_free_ char *out = NULL;
+        if (v.has_data && (k = exec_cmd(ht, h, test, NULL, 0, &out)) < 0)
+                return k;
+        if (!out || !strneq(out, "data", 4))
+                return target_fail(t, -ENOENT,
+                                   "%s: member %s holds no data (no %s with a "
+                                   "write-ahead log beside it)",
+                                   h->address, member, db);
+        _cleanup_free_ char *home = NULL;
+        if ((k = tls_home(ht, c, &home)) < 0)
+                return k;
+        _cleanup_free_ char *copy = xasprintf("%s/revision-%s.db", home, member);
+        _cleanup_close_ int fd = open(copy, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return target_fail(t, -errno, "cannot create %s: %s", copy, strerror(errno));
+        k = fetch_file(ht, h, db, fd, UINT64_C(64) << 30);
+        if (k >= 0)
+                k = target_db_revision(t, member, tool, copy, ret_revision);
+        (void)unlink(copy);
+        return k;
+}
+
 static const target_ops hosts_ops = {
     .name = "hosts",
     .caps = TARGET_CAP_HOSTS_INVENTORY,
@@ -2142,6 +2224,7 @@ static const target_ops hosts_ops = {
     .tls_certificates = hosts_tls_certificates,
     .renew_tls = hosts_renew_tls,
     .restore_member = hosts_restore_member,
+    .data_revision = hosts_data_revision,
     .free = hosts_free,
 };
 

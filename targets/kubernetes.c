@@ -77,6 +77,7 @@
 #include <pthread.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <stdarg.h>
@@ -2483,6 +2484,79 @@ static int kt_writer_stop(target *t, const etcd_cluster *c, void *handle)
         return r;
 }
 
+/*
+ * The revision of a stopped member's data (data_revision): its PVC's
+ * member/snap/db is read through a writer Pod (the store-mode receiver of
+ * snapshots in a claim, writer_start) mounting the member's PVC, fetched
+ * into <state>/kubernetes/<ns>/<name>/revision-<member>.db on gitcd's host
+ * with its SHA-256 checked end to end, read there with etcd's tool and
+ * deleted. Only when the member has no Pod (ReadWriteOnce: the writer would
+ * not get the volume, and a running member writes it). The writer takes
+ * the cluster's writer turn, as a snapshot into a claim does.
+ */
+static int kt_data_revision(target *t, const etcd_cluster *c, const char *member, const char *tool,
+                            int64_t *ret_revision)
+{
+        kubernetes_target *kt = KT(t);
+        const char *ns = ns_of(c);
+        if (!target_name_is_component(member) || !target_name_is_component(c->name))
+                return target_fail(t, -EINVAL, "invalid member name \"%s\"", member);
+        if (c->storage.medium == MEDIUM_MEMORY)
+                return target_fail(
+                    t, -ENOENT, "member %s keeps its data in memory: none without its Pod", member);
+        note_namespace(kt, ns);
+        _cleanup_(json_decrefp) json_t *pod = NULL;
+        int r = kube_get(kt->kc, &GVR_PODS, ns, member, &pod);
+        if (r >= 0)
+                return target_fail(t, -EBUSY, "member %s has a Pod: its data is in use", member);
+        if (r != -ENOENT)
+                return kube_fail(kt, r);
+        _cleanup_free_ char *claim = pvc_name(member);
+        _cleanup_(json_decrefp) json_t *pvc = NULL;
+        r = kube_get(kt->kc, &GVR_PVCS, ns, claim, &pvc);
+        if (r < 0 && r != -ENOENT)
+                return kube_fail(kt, r);
+        if (r == -ENOENT || !streq_ptr(obj_label(pvc, LABEL_MEMBER), member) ||
+            obj_terminating(pvc) || restore_pending(pvc))
+                return target_fail(t, -ENOENT,
+                                   "member %s holds no data (no PersistentVolumeClaim "
+                                   "%s of its own)",
+                                   member, claim);
+        _cleanup_free_ char *dir = cluster_dir(kt, ns, c->name);
+        if ((r = mkdir_p(dir, 0700)) < 0)
+                return target_fail(t, r, "cannot create %s: %s", dir, strerror(-r));
+        _cleanup_free_ char *copy = xasprintf("%s/revision-%s.db", dir, member);
+        _cleanup_close_ int fd = open(copy, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return target_fail(t, -errno, "cannot create %s: %s", copy, strerror(errno));
+        void *handle = NULL;
+        receiver_peer peer = {0};
+        r = kt_writer_start(t, c, claim, NULL, &handle, &peer);
+        if (r < 0) {
+                (void)unlink(copy);
+                return r;
+        }
+        /* the data folder's name inside the volume, mounted at its parent */
+        const char *base = strrchr(RENDER_STEADY_DATA_DIR, '/') + 1;
+        _cleanup_free_ char *key = xasprintf("%s/member/snap/db", base);
+        _cleanup_free_ char *err = NULL;
+        r = receiver_fetch(&peer, key, fd, &err);
+        (void)kt_writer_stop(t, c, handle);
+        if (r == -ENOENT)
+                r = target_fail(t, -ENOENT,
+                                "member %s holds no data (its PersistentVolumeClaim %s has no "
+                                "%s)",
+                                member, claim, key);
+        else if (r < 0)
+                r = target_fail(t, r,
+                                "member %s: cannot read %s of its PersistentVolumeClaim %s: %s",
+                                member, key, claim, err);
+        else
+                r = target_db_revision(t, member, tool, copy, ret_revision);
+        (void)unlink(copy);
+        return r;
+}
+
 static void kt_free(target *t)
 {
         kubernetes_target *kt = KT(t);
@@ -2533,6 +2607,7 @@ static const target_ops kubernetes_ops = {
     .renew_tls = kt_renew_tls,
     .secret_folder = kt_secret_folder,
     .restore_member = kt_restore_member,
+    .data_revision = kt_data_revision,
     .writer_start = kt_writer_start,
     .writer_stop = kt_writer_stop,
     .free = kt_free,

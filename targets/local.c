@@ -1674,6 +1674,34 @@ static int local_restore_member(target *t, const etcd_cluster *c, const membersh
         return 0;
 }
 
+/*
+ * The revision of a stopped member's data: etcd's tool reads
+ * data/member/snap/db where it is (read-only; the member does not run). A
+ * folder without member.json (put there by hand) is read too: its data is
+ * what would start.
+ */
+static int local_data_revision(target *t, const etcd_cluster *c, const char *member,
+                               const char *tool, int64_t *ret_revision)
+{
+        local_target *lt = LT(t);
+        local_member *m = NULL;
+        int r = get_member(lt, c->namespace_, c->name, member, &m);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        if (m) {
+                poll_exit(lt, m);
+                if (m->pid)
+                        return target_fail(t, -EBUSY,
+                                           "member %s runs (pid %ld): its data is being written",
+                                           member, (long)m->pid);
+        }
+        _cleanup_free_ char *cdir = cluster_dir(lt, c->namespace_, c->name);
+        _cleanup_free_ char *db = xasprintf("%s/%s/data/member/snap/db", cdir, member);
+        if (!path_exists(db))
+                return target_fail(t, -ENOENT, "member %s holds no data (no %s)", member, db);
+        return target_db_revision(t, member, tool, db, ret_revision);
+}
+
 static const target_ops local_ops = {
     .name = "local",
     .place_member = local_place_member,
@@ -1691,6 +1719,7 @@ static const target_ops local_ops = {
     .tls_certificates = local_tls_certs,
     .renew_tls = local_renew_tls,
     .restore_member = local_restore_member,
+    .data_revision = local_data_revision,
     .free = local_free,
 };
 

@@ -258,6 +258,12 @@ static int lk_restore_member(target *t, const etcd_cluster *c, const membership_
         return FORWARD(t, c, restore_member(LK(t)->inner, c, p, idx, rs));
 }
 
+static int lk_data_revision(target *t, const etcd_cluster *c, const char *member, const char *tool,
+                            int64_t *ret_revision)
+{
+        return FORWARD(t, c, data_revision(LK(t)->inner, c, member, tool, ret_revision));
+}
+
 static int lk_secret_folder(target *t, const etcd_cluster *c, const char *name, char **ret_dir)
 {
         return FORWARD(t, c, secret_folder(LK(t)->inner, c, name, ret_dir));
@@ -298,7 +304,7 @@ static void lk_free(target *t)
 }
 
 /* A new operation in target_ops must be forwarded here too: this fails to compile until it is. */
-_Static_assert(sizeof(target_ops) == 2 * sizeof(void *) + 20 * sizeof(void (*)(void)),
+_Static_assert(sizeof(target_ops) == 2 * sizeof(void *) + 21 * sizeof(void (*)(void)),
                "target_ops changed: forward the new operation in targets/locked.c");
 
 int target_locked_new(target *inner, target **ret)
@@ -328,6 +334,7 @@ int target_locked_new(target *inner, target **ret)
             .renew_tls = in->renew_tls ? lk_renew_tls : NULL,
             .drop_kept_data = in->drop_kept_data ? lk_drop_kept_data : NULL,
             .restore_member = in->restore_member ? lk_restore_member : NULL,
+            .data_revision = in->data_revision ? lk_data_revision : NULL,
             .secret_folder = in->secret_folder ? lk_secret_folder : NULL,
             .writer_start = in->writer_start ? lk_writer_start : NULL,
             .writer_stop = in->writer_stop ? lk_writer_stop : NULL,

@@ -352,15 +352,43 @@ char *ssh_quote(const char *word)
         return sb_detach(&sb);
 }
 
-/* Read what one stream has now into sb: >0 bytes, 0 nothing now or EOF, <0 error. */
-static ssize_t drain(LIBSSH2_CHANNEL *ch, int stream, strbuf *sb)
+/*
+ * Where a command's standard output goes: collected in sb (at most
+ * MAX_OUTPUT bytes), or, with fd >= 0, written to fd (at most max bytes).
+ */
+typedef struct out_sink {
+        strbuf *sb;
+        int fd;
+        uint64_t max;
+        uint64_t written;
+        int error; /* -errno of a failed write to fd */
+} out_sink;
+
+/* Read what one stream has now: >0 bytes, 0 nothing now or EOF, <0 error (-EFBIG: too much). */
+static ssize_t drain(LIBSSH2_CHANNEL *ch, int stream, out_sink *o)
 {
         char buf[16384];
         ssize_t total = 0, n;
         while ((n = libssh2_channel_read_ex(ch, stream, buf, sizeof(buf))) > 0) {
-                if (sb->len + (size_t)n > MAX_OUTPUT)
-                        return -EFBIG;
-                sb_append_len(sb, buf, (size_t)n);
+                if (o->fd >= 0) {
+                        if (o->written + (uint64_t)n > o->max)
+                                return -EFBIG;
+                        for (ssize_t off = 0; off < n;) {
+                                ssize_t w = write(o->fd, buf + off, (size_t)(n - off));
+                                if (w < 0 && errno == EINTR)
+                                        continue;
+                                if (w < 0) {
+                                        o->error = -errno;
+                                        return -EIO;
+                                }
+                                off += w;
+                        }
+                        o->written += (uint64_t)n;
+                } else {
+                        if (o->sb->len + (size_t)n > MAX_OUTPUT)
+                                return -EFBIG;
+                        sb_append_len(o->sb, buf, (size_t)n);
+                }
                 total += n;
         }
         if (n < 0 && n != LIBSSH2_ERROR_EAGAIN)
@@ -369,7 +397,7 @@ static ssize_t drain(LIBSSH2_CHANNEL *ch, int stream, strbuf *sb)
 }
 
 static int exec_channel(ssh_conn *c, LIBSSH2_CHANNEL *ch, const char *command,
-                        const void *stdin_data, size_t stdin_len, strbuf *out, strbuf *err,
+                        const void *stdin_data, size_t stdin_len, out_sink *out, strbuf *err,
                         int *ret_status)
 {
         int rc;
@@ -400,13 +428,24 @@ static int exec_channel(ssh_conn *c, LIBSSH2_CHANNEL *ch, const char *command,
                         else if (rc != LIBSSH2_ERROR_EAGAIN)
                                 return fail_lib(c, "closing the command's input");
                 }
-                ssize_t a = drain(ch, 0, out), b = drain(ch, SSH_EXTENDED_DATA_STDERR, err);
+                out_sink errs = {.sb = err, .fd = -1};
+                ssize_t a = drain(ch, 0, out), b = drain(ch, SSH_EXTENDED_DATA_STDERR, &errs);
+                if (a == -EIO && out->error < 0)
+                        return fail(c, out->error, "writing the command's output: %s",
+                                    strerror(-out->error));
+                if (out->fd >= 0 && a == -EFBIG)
+                        return fail(c, -EFBIG, "the command wrote more than %llu bytes",
+                                    (unsigned long long)out->max);
                 if (a == -EFBIG || b == -EFBIG)
                         return fail(c, -EIO, "the command wrote more than %u bytes", MAX_OUTPUT);
                 if (a < 0 || b < 0)
                         return fail_lib(c, "reading the command's output");
-                if (a > 0 || b > 0)
+                if (a > 0 || b > 0) {
                         progress = true;
+                        /* a long output is a transfer: the timeout bounds a stall */
+                        if (out->fd >= 0)
+                                start_deadline(c, c->command_timeout_ms);
+                }
                 if (eof_sent && libssh2_channel_eof(ch))
                         break;
                 if (!progress && wait_io(c) < 0)
@@ -423,11 +462,10 @@ static int exec_channel(ssh_conn *c, LIBSSH2_CHANNEL *ch, const char *command,
         return 0;
 }
 
-int ssh_exec(ssh_conn *c, const char *command, const void *stdin_data, size_t stdin_len,
-             int *ret_status, char **ret_stdout, char **ret_stderr)
+/* ssh_exec(), its output collected in out or streamed into out_fd (>= 0, at most max bytes). */
+static int exec_into(ssh_conn *c, const char *command, const void *stdin_data, size_t stdin_len,
+                     strbuf *out, int out_fd, uint64_t max, int *ret_status, strbuf *err)
 {
-        assert(c && command && ret_status);
-        _cleanup_(sb_release) strbuf out = STRBUF_INIT, err = STRBUF_INIT;
         LIBSSH2_CHANNEL *ch;
         int status = -1;
 
@@ -437,7 +475,8 @@ int ssh_exec(ssh_conn *c, const char *command, const void *stdin_data, size_t st
         RETRY_PTR(c, ch, libssh2_channel_open_session(c->s), "opening a channel");
         if (!ch)
                 return fail_lib(c, "opening a channel");
-        int k = exec_channel(c, ch, command, stdin_data, stdin_len, &out, &err, &status);
+        out_sink sink = {.sb = out, .fd = out_fd, .max = max};
+        int k = exec_channel(c, ch, command, stdin_data, stdin_len, &sink, err, &status);
         /* on a broken session the channel goes with it (ssh_conn_free) */
         if (!c->broken)
                 while (libssh2_channel_free(ch) == LIBSSH2_ERROR_EAGAIN)
@@ -446,6 +485,30 @@ int ssh_exec(ssh_conn *c, const char *command, const void *stdin_data, size_t st
         if (k < 0)
                 return k;
         log_debug("ssh: `%s` exited with %d", command, status);
+        *ret_status = status;
+        return 0;
+}
+
+int ssh_exec_to_fd(ssh_conn *c, const char *command, int fd, uint64_t max, int *ret_status,
+                   char **ret_stderr)
+{
+        assert(c && command && fd >= 0 && ret_status);
+        _cleanup_(sb_release) strbuf err = STRBUF_INIT;
+        int k = exec_into(c, command, NULL, 0, NULL, fd, max, ret_status, &err);
+        if (k >= 0 && ret_stderr)
+                *ret_stderr = xstrdup(sb_str(&err));
+        return k;
+}
+
+int ssh_exec(ssh_conn *c, const char *command, const void *stdin_data, size_t stdin_len,
+             int *ret_status, char **ret_stdout, char **ret_stderr)
+{
+        assert(c && command && ret_status);
+        _cleanup_(sb_release) strbuf out = STRBUF_INIT, err = STRBUF_INIT;
+        int status = -1;
+        int k = exec_into(c, command, stdin_data, stdin_len, &out, -1, 0, &status, &err);
+        if (k < 0)
+                return k;
         *ret_status = status;
         if (ret_stdout)
                 *ret_stdout = xstrdup(sb_str(&out));

@@ -25,6 +25,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "util/macro.h"
@@ -62,6 +63,16 @@ bool ssh_conn_usable(const ssh_conn *c);
  */
 int ssh_exec(ssh_conn *c, const char *command, const void *stdin_data, size_t stdin_len,
              int *ret_status, char **ret_stdout, char **ret_stderr);
+
+/*
+ * ssh_exec() without input whose standard output is written to fd as it
+ * arrives (at most max bytes; more is -EFBIG), for output too large to hold
+ * (a file copied with `cat`); its standard error is collected. The command
+ * deadline bounds a stall, not the whole transfer. A failed write to fd is
+ * that write's -errno.
+ */
+int ssh_exec_to_fd(ssh_conn *c, const char *command, int fd, uint64_t max, int *ret_status,
+                   char **ret_stderr);
 
 /*
  * Write a file atomically: the data goes to a temporary name in the same

@@ -19,6 +19,7 @@
 #include "pki/pki.h"
 #include "render/layout.h"
 #include "snapshots/restore.h"
+#include "snapshots/snapshot.h"
 #include "targets/locked.h"
 #include "targets/target.h"
 #include "util/fs.h"
@@ -191,7 +192,8 @@ int target_restore_into(target *t, const membership_plan *p, size_t idx, const t
                                    .name = mp->name,
                                    .peer_url = mp->peer_url,
                                    .token = p->cluster_token,
-                                   .initial_cluster = target_restore_initial_cluster(mp)};
+                                   .initial_cluster = target_restore_initial_cluster(mp),
+                                   .bump_revision = rs->bump_revision};
         /* a big snapshot takes a while: the tool works on this member's folder alone */
         target_blocking_begin();
         int r = snapshot_restore_dir(&o, &error);
@@ -200,5 +202,20 @@ int target_restore_into(target *t, const membership_plan *p, size_t idx, const t
                 (void)rm_rf(dir);
                 return target_fail(t, r, "member %s: %s", mp->name, error);
         }
+        return 0;
+}
+
+int target_db_revision(target *t, const char *member, const char *tool, const char *db,
+                       int64_t *ret_revision)
+{
+        snapshot_status st;
+        _cleanup_free_ char *why = NULL;
+        target_blocking_begin();
+        int r = snapshot_file_status(tool, db, &st, &why);
+        target_blocking_end();
+        if (r < 0)
+                return target_fail(t, -EBADMSG, "member %s: %s cannot read %s: %s", member, tool,
+                                   db, why ? why : strerror(-r));
+        *ret_revision = st.revision;
         return 0;
 }

@@ -120,6 +120,13 @@ enum {
 typedef struct target_restore {
         const char *snapshot; /* a checked, uncompressed snapshot file on the gitcd host */
         const char *tool;     /* etcd's restore tool for the cluster's version, on the gitcd host */
+        /*
+         * Revisions the restore adds to the snapshot's, every one up to the
+         * new revision marked compacted (--bump-revision, --mark-compacted);
+         * 0: none. Every member restored from one snapshot for one cluster
+         * gets the same (the reconciler decides it once, reconciler/bump.h).
+         */
+        int64_t bump_revision;
 } target_restore;
 
 /*
@@ -129,6 +136,14 @@ typedef struct target_restore {
  * one cluster; any other member alone (NULL), as a seed others join.
  */
 const char *target_restore_initial_cluster(const member_plan *mp);
+
+/*
+ * The revision of the etcd database file db on gitcd's host with etcd's tool
+ * (`tool snapshot status`), for data_revision: 0, -EBADMSG when the tool
+ * cannot read it; the target's error says which file.
+ */
+int target_db_revision(target *t, const char *member, const char *tool, const char *db,
+                       int64_t *ret_revision);
 
 /*
  * Restore rs with etcd's tool into dir, a folder on the gitcd host, as
@@ -262,6 +277,23 @@ typedef struct target_ops {
          */
         int (*restore_member)(target *t, const etcd_cluster *c, const membership_plan *p,
                               size_t idx, const target_restore *rs);
+
+        /*
+         * The store revision of the data the target holds for member, as
+         * etcd's own tool reads it (`tool snapshot status` on the member's
+         * member/snap/db, run on gitcd's host: tool is etcdutl, etcdctl for
+         * 3.4, of the cluster's version), for a member that is not running
+         * (its database is being written while it runs). Asked before a
+         * member that a restore was for starts on data gitcd did not just
+         * restore (reconciler/restore.h, restore_check_data): data from
+         * before the restore has a lower revision than the restore left.
+         * 0 with *ret_revision; -ENOENT when the member holds no data (no
+         * database); -EBUSY when it runs; -EBADMSG when the tool cannot read
+         * the database. Reads only: the member's data is never changed.
+         * NULL: the target cannot tell, and such a member is refused a start.
+         */
+        int (*data_revision)(target *t, const etcd_cluster *c, const char *member, const char *tool,
+                             int64_t *ret_revision);
 
         /*
          * Secrets gitcd itself reads for a cluster (the S3 credentials of

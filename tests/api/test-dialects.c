@@ -147,6 +147,8 @@ static void test_native_full(void **state)
         assert_true(c->restore.enabled);
         assert_int_equal(c->restore.source.kind, DEST_S3);
         assert_string_equal(c->restore.source.s3.key, "orders/2026-11-01T00-15-00Z.db");
+        assert_int_equal(c->role, ROLE_GENERAL);
+        assert_int_equal(c->restore.bump.mode, BUMP_AUTO);
 
         /* Locations point at what was written. */
         int line, col;
@@ -154,7 +156,7 @@ static void test_native_full(void **state)
         assert_int_equal(line, 13);
         assert_int_equal(col, 13);
         etcd_cluster_loc(c, "spec.storage.size", &line, &col);
-        assert_int_equal(line, 17);
+        assert_int_equal(line, 18);
 }
 
 /* spec.defrag.disarmNoSpace alone asks for NOSPACE recovery, and survives normalization. */
@@ -377,6 +379,9 @@ static void test_cozystack_pause_and_memory(void **state)
         assert_true(c->restore.enabled);
         assert_int_equal(c->restore.source.kind, DEST_PVC);
         assert_string_equal(c->restore.source.sub_path, "snap.db");
+        /* cozystack backs Kubernetes control planes: its restores bump the revision */
+        assert_int_equal(c->role, ROLE_KUBERNETES);
+        assert_int_equal(c->restore.bump.mode, BUMP_AUTO);
 }
 
 /* The same three-member cluster in every dialect. */
@@ -400,17 +405,30 @@ static const char *const same_cluster[] = {
     "      storageClassName: ssd\n      resources:\n        requests:\n"
     "          storage: 2Gi\n  podTemplate:\n    resources:\n      requests: {cpu: 500m}\n"
     "    affinity:\n      nodeAffinity: {}\n",
+};
+
+/*
+ * cozystack's clusters back Kubernetes control planes (Kamaji): the dialect
+ * is kubernetes-control-plane, and normalizes alike the native spec that
+ * says so.
+ */
+static const char *const same_control_plane[] = {
+    "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: same\n"
+    "spec:\n  replicas: 3\n  version: 3.5.16\n  role: kubernetes-control-plane\n"
+    "  storage:\n    size: 2Gi\n    storageClassName: ssd\n  resources:\n"
+    "    requests: {cpu: 500m}\n  affinity:\n    nodeAffinity: {}\n",
     "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\nmetadata:\n"
     "  name: same\nspec:\n  replicas: 3\n  version: 3.5.16\n  storage:\n    size: 2Gi\n"
     "    storageClassName: ssd\n  resources:\n    requests: {cpu: 500m}\n  affinity:\n"
     "    nodeAffinity: {}\n",
 };
 
-static void test_dialects_normalize_alike(void **state)
+static void normalize_alike(const char *const *texts, size_t n, cluster_role role)
 {
         char *first = NULL, *first_hash = NULL;
-        for (size_t i = 0; i < ARRAY_SIZE(same_cluster); i++) {
-                etcd_cluster *c = load_text(same_cluster[i]);
+        for (size_t i = 0; i < n; i++) {
+                etcd_cluster *c = load_text(texts[i]);
+                assert_int_equal(c->role, role);
                 assert_int_equal(diags.n, 0);
                 json_t *j = spec_to_json(c);
                 char *s = json_dumps(j, JSON_INDENT(2));
@@ -431,6 +449,13 @@ static void test_dialects_normalize_alike(void **state)
         }
         free(first);
         free(first_hash);
+}
+
+static void test_dialects_normalize_alike(void **state)
+{
+        (void)state;
+        normalize_alike(same_cluster, ARRAY_SIZE(same_cluster), ROLE_GENERAL);
+        normalize_alike(same_control_plane, ARRAY_SIZE(same_control_plane), ROLE_KUBERNETES);
 }
 
 #define COZY_CLUSTER                                                                               \
@@ -721,6 +746,10 @@ static void test_coreos_restore(void **state)
         assert_string_equal(c->restore.source.s3.credentials_secret, "aws");
         assert_string_equal(c->restore.source.s3.endpoint, "http://minio:9000");
         assert_true(c->restore.source.s3.force_path_style);
+        /* coreos clusters are general: the restore keeps the snapshot's revision */
+        assert_int_equal(c->role, ROLE_GENERAL);
+        assert_int_equal(c->restore.bump.mode, BUMP_FIXED);
+        assert_int_equal(c->restore.bump.amount, 0);
         assert_int_equal(count(DIAG_NOTE), 1);
         assert_non_null(strstr(diags.items[0].message,
                                "EtcdRestore \"from-backup\" read as spec.bootstrap.restore of "

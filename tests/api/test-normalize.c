@@ -251,6 +251,98 @@ static void test_snapshots_verify(void **state)
         free(t_cron);
 }
 
+/* The normalized text of a native spec, read back from the store: the same text. */
+static char *stored(const etcd_cluster *c, etcd_cluster **ret_back)
+{
+        json_t *j = spec_to_json(c);
+        diag_list d = DIAG_LIST_INIT;
+        assert_int_equal(spec_from_json(j, "state:test", ret_back, &d), 0);
+        json_decref(j);
+        diag_list_release(&d);
+        return dump(c);
+}
+
+/*
+ * spec.role and bumpRevision: the default role (general) and a bump equal
+ * to the role's default are left out (specs written before the fields
+ * existed keep their hash; writing the default means what leaving it out
+ * means), anything else is kept and survives the stored round trip.
+ */
+static void test_role_and_bump(void **state)
+{
+        (void)state;
+        static const char *const head = "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                                        "metadata: {name: h}\nspec:\n  replicas: 3\n";
+        static const char *const restore =
+            "  bootstrap:\n    restore:\n      source: {local: {path: /b/s.db}}\n";
+        _cleanup_free_ char *t_plain = xasprintf("%s%s", head, restore);
+        _cleanup_free_ char *t_general =
+            xasprintf("%s  role: general\n%s      bumpRevision: 0\n", head, restore);
+        _cleanup_free_ char *t_k8s =
+            xasprintf("%s  role: kubernetes-control-plane\n%s", head, restore);
+        _cleanup_free_ char *t_k8s_auto = xasprintf(
+            "%s  role: kubernetes-control-plane\n%s      bumpRevision: auto\n", head, restore);
+        _cleanup_free_ char *t_fixed = xasprintf("%s%s      bumpRevision: off\n"
+                                                 "  recovery:\n    from: {snapshot: 3}\n"
+                                                 "    token: t1\n    bumpRevision: 5000\n",
+                                                 head, restore);
+        etcd_cluster *plain = load(t_plain), *general = load(t_general), *k8s = load(t_k8s),
+                     *k8s_auto = load(t_k8s_auto), *fixed = load(t_fixed);
+        assert_int_equal(plain->role, ROLE_GENERAL);
+        assert_int_equal(plain->restore.bump.mode, BUMP_FIXED);
+        assert_int_equal(plain->restore.bump.amount, 0);
+        assert_int_equal(k8s->role, ROLE_KUBERNETES);
+        assert_int_equal(k8s->restore.bump.mode, BUMP_AUTO);
+        assert_int_equal(k8s->recovery.bump.mode, BUMP_AUTO);
+        assert_int_equal(fixed->restore.bump.amount, 0);
+        assert_int_equal(fixed->recovery.bump.amount, 5000);
+
+        char *h_plain = spec_hash(plain), *h_general = spec_hash(general), *h_k8s = spec_hash(k8s),
+             *h_k8s_auto = spec_hash(k8s_auto);
+        assert_string_equal(h_plain, h_general);
+        assert_string_equal(h_k8s, h_k8s_auto);
+        assert_string_not_equal(h_plain, h_k8s);
+        char *d_plain = dump(plain);
+        assert_null(strstr(d_plain, "role"));
+        assert_null(strstr(d_plain, "bumpRevision"));
+
+        etcd_cluster *back = NULL;
+        char *d_k8s = stored(k8s, &back);
+        assert_non_null(strstr(d_k8s, "\"role\": \"kubernetes-control-plane\""));
+        assert_null(strstr(d_k8s, "bumpRevision"));
+        assert_int_equal(back->role, ROLE_KUBERNETES);
+        assert_int_equal(back->restore.bump.mode, BUMP_AUTO);
+        etcd_cluster_free(back);
+        char *d_fixed = stored(fixed, &back);
+        assert_non_null(strstr(d_fixed, "\"bumpRevision\": 5000"));
+        assert_int_equal(back->recovery.bump.mode, BUMP_FIXED);
+        assert_int_equal(back->recovery.bump.amount, 5000);
+        etcd_cluster_free(back);
+        /* A general cluster that asks for auto keeps it. */
+        etcd_cluster *asks = load("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                                  "metadata: {name: h}\nspec:\n  bootstrap:\n    restore:\n"
+                                  "      source: {snapshot: 4}\n      bumpRevision: auto\n");
+        char *d_asks = stored(asks, &back);
+        assert_non_null(strstr(d_asks, "\"bumpRevision\": \"auto\""));
+        assert_int_equal(back->restore.bump.mode, BUMP_AUTO);
+        etcd_cluster_free(back);
+
+        free(d_asks);
+        free(d_fixed);
+        free(d_k8s);
+        free(d_plain);
+        free(h_plain);
+        free(h_general);
+        free(h_k8s);
+        free(h_k8s_auto);
+        etcd_cluster_free(asks);
+        etcd_cluster_free(plain);
+        etcd_cluster_free(general);
+        etcd_cluster_free(k8s);
+        etcd_cluster_free(k8s_auto);
+        etcd_cluster_free(fixed);
+}
+
 static void test_from_json_rejects_bad(void **state)
 {
         diag_list diags = DIAG_LIST_INIT;
@@ -278,6 +370,7 @@ int main(void)
             cmocka_unit_test(test_round_trip_dialects),   cmocka_unit_test(test_quickstart_exact),
             cmocka_unit_test(test_hash_follows_meaning),  cmocka_unit_test(test_bootstrap_mode),
             cmocka_unit_test(test_from_json_rejects_bad), cmocka_unit_test(test_snapshots_verify),
+            cmocka_unit_test(test_role_and_bump),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -115,6 +115,31 @@ static void test_rollback_of_unfinished_upgrade(void **state)
                             "rollback of an unfinished upgrade");
 }
 
+/* etcd's restore tool takes --bump-revision from 3.4.27 and 3.5.10 on, and in every 3.6. */
+static void test_restore_bump(void **state)
+{
+        (void)state;
+        static const struct {
+                semver v;
+                bool bumps;
+                const char *first;
+        } cases[] = {
+            {{3, 4, 23}, false, "3.4.27"}, {{3, 4, 26}, false, "3.4.27"}, {{3, 4, 27}, true, NULL},
+            {{3, 5, 0}, false, "3.5.10"},  {{3, 5, 9}, false, "3.5.10"},  {{3, 5, 10}, true, NULL},
+            {{3, 5, 16}, true, NULL},      {{3, 6, 0}, true, NULL},       {{3, 3, 30}, false, NULL},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char *first = (char *)1;
+                assert_int_equal(version_has_restore_bump(&cases[i].v, &first), cases[i].bumps);
+                if (cases[i].first)
+                        assert_string_equal(first, cases[i].first);
+                else
+                        assert_null(first);
+                free(first);
+                assert_int_equal(version_has_restore_bump(&cases[i].v, NULL), cases[i].bumps);
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -124,6 +149,7 @@ int main(void)
             cmocka_unit_test(test_skips_and_majors),
             cmocka_unit_test(test_downgrades),
             cmocka_unit_test(test_rollback_of_unfinished_upgrade),
+            cmocka_unit_test(test_restore_bump),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

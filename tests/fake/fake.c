@@ -619,6 +619,7 @@ static int fake_restore_member(target *t, const etcd_cluster *c, const membershi
         head[n] = '\0';
         long long rev = strtoll(head, NULL, 10);
         p->restored_revision = rev > 0 ? rev : 1;
+        p->restored_bump = rs->bump_revision;
         /* A member of a static initial cluster joins the cluster its peers formed from the
          * same snapshot; any other restore into a world with a cluster replaces it. */
         const char *with = target_restore_initial_cluster(mp);
@@ -631,6 +632,30 @@ static int fake_restore_member(target *t, const etcd_cluster *c, const membershi
         p->has_data = true;
         copy(p->peer_url, sizeof(p->peer_url), mp->peer_url);
         w->restores++;
+        return 0;
+}
+
+/* The revision a stopped member's data holds, as etcd's tool would read it. */
+static int fake_data_revision(target *t, const etcd_cluster *c, const char *member,
+                              const char *tool, int64_t *ret_revision)
+{
+        if (!tool)
+                return target_fail(t, -EINVAL, "no tool");
+        int k = check_cluster(t, c->namespace_, c->name);
+        if (k < 0)
+                return k;
+        fake_proc *p = fake_proc_find(W(t), member);
+        if (p && p->running)
+                return target_fail(t, -EBUSY, "member %s runs", member);
+        if (!p || !p->has_data || p->lost)
+                return target_fail(t, -ENOENT, "member %s holds no data", member);
+        p->revision_reads++;
+        if (p->foreign_revision)
+                *ret_revision = p->foreign_revision;
+        else if (p->restored_revision && !p->initialized)
+                *ret_revision = p->restored_revision + p->restored_bump;
+        else
+                *ret_revision = MAX(MAX(p->revision, 1), W(t)->data_revision + p->restored_bump);
         return 0;
 }
 
@@ -826,6 +851,7 @@ static const target_ops fake_target_ops = {
     .tls_certificates = fake_tls_certificates,
     .renew_tls = fake_renew_tls,
     .restore_member = fake_restore_member,
+    .data_revision = fake_data_revision,
     .free = fake_free,
 };
 

@@ -80,6 +80,11 @@ typedef struct fake_proc {
         uint64_t raft_index;
         int64_t revision;
         int64_t restored_revision; /* restore_member put a snapshot of this revision in its data */
+        int64_t restored_bump;     /* ... with this --bump-revision (0: none) */
+        /* test hook: its data came from elsewhere (a folder put back by hand); data_revision
+         * reports this revision (0: the data it got from gitcd) */
+        int64_t foreign_revision;
+        int revision_reads;              /* data_revision calls that read its data */
         char restored_with[FAKE_IC_MAX]; /* the --initial-cluster it was restored with */
         int64_t running_since_ms;
         int64_t cert_not_after_ms; /* its leaf certificate (world cert_life_ms > 0) */

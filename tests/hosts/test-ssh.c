@@ -94,6 +94,48 @@ static void test_exec(void **state)
         assert_non_null(strstr(out, "line 2999\n"));
 }
 
+/*
+ * Output streamed into a file: more than a collected output may hold
+ * (16 MiB), byte for byte, with the exit status and standard error; more
+ * than the caller allows is -EFBIG.
+ */
+static void test_exec_to_fd(void **state)
+{
+        (void)state;
+        _cleanup_(ssh_conn_freep) ssh_conn *c = connect_to(0);
+        _cleanup_free_ char *dir = harness_tmpdir("gitcd-ssh-stream");
+        _cleanup_free_ char *path = path_join(dir, "out");
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        assert_true(fd >= 0);
+        _cleanup_free_ char *err = NULL;
+        int status = -1;
+        /* 20 MiB of a byte pattern, and a word on stderr */
+        assert_int_equal(ssh_exec_to_fd(c,
+                                        "head -c 20971520 /dev/zero | tr '\\0' 'g'; echo done >&2; "
+                                        "exit 4",
+                                        fd, UINT64_C(64) << 20, &status, &err),
+                         0);
+        close(fd);
+        assert_int_equal(status, 4);
+        assert_string_equal(err, "done\n");
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_size, 20971520);
+        char *data = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(path, 32 << 20, &data, &len), 0);
+        for (size_t i = 0; i < len; i += 4096)
+                assert_int_equal(data[i], 'g');
+        free(data);
+
+        fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(ssh_exec_to_fd(c, "head -c 100000 /dev/zero", fd, 1000, &status, NULL),
+                         -EFBIG);
+        close(fd);
+        (void)rm_rf(dir);
+}
+
 static void test_upload_atomic(void **state)
 {
         (void)state;
@@ -458,6 +500,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_quote),
             cmocka_unit_test(test_exec),
+            cmocka_unit_test(test_exec_to_fd),
             cmocka_unit_test(test_upload_atomic),
             cmocka_unit_test(test_read_file),
             cmocka_unit_test(test_wrong_host_key),

@@ -498,6 +498,11 @@ static void test_unsupported_fields(void **state)
         assert_contains(out, "restore the snapshot into each of the");
         assert_contains(out, "+ create default/cozy-auth");
         assert_contains(out, "+ create default/cozy-restore");
+        /* a general cluster keeps the snapshot's revision; cozystack's (a Kubernetes control
+         * plane's datastore) bumps it by default */
+        assert_contains(out, "keep the snapshot's revision (no bump");
+        assert_contains(out, "raise the restored revision by a bump sized from the write rate "
+                             "when it runs (auto: at least 1000000000)");
         assert_contains(out, "+ create default/off  (clusters/off.yaml:1)");
         assert_contains(out, "+ create default/plain  (clusters/plain.yaml:1)");
         assert_lacks(out, "delete default/old");

@@ -23,6 +23,7 @@
 #include "reconciler/reconcile.h"
 #include "reconciler/recovery.h"
 #include "state/recovery.h"
+#include "state/restores.h"
 #include "state/snapshots.h"
 #include "tests/fake/fixture.h"
 #include "util/fs.h"
@@ -143,11 +144,11 @@ static void test_recover_from_member(void **state)
         fx *f = *state;
         uint64_t id0 = lose_quorum(f);
         int64_t rid = 0;
-        assert_int_equal(recovery_request(f->db, CLUSTER, "demo-0", 0, "bob", f->w->now_ms, &rid),
-                         0);
+        assert_int_equal(
+            recovery_request(f->db, CLUSTER, "demo-0", 0, NULL, "bob", f->w->now_ms, &rid), 0);
         /* One at a time. */
-        assert_int_equal(recovery_request(f->db, CLUSTER, "demo-0", 0, "bob", f->w->now_ms, NULL),
-                         -EBUSY);
+        assert_int_equal(
+            recovery_request(f->db, CLUSTER, "demo-0", 0, NULL, "bob", f->w->now_ms, NULL), -EBUSY);
         fx_converge(f, NULL);
         assert_whole(f);
         /* The survivor kept its identity (and data); it was forced exactly once. */
@@ -183,8 +184,8 @@ static void test_data_stays_aside_until_whole(void **state)
 {
         fx *f = *state;
         lose_quorum(f);
-        assert_int_equal(recovery_request(f->db, CLUSTER, "demo-0", 0, "bob", f->w->now_ms, NULL),
-                         0);
+        assert_int_equal(
+            recovery_request(f->db, CLUSTER, "demo-0", 0, NULL, "bob", f->w->now_ms, NULL), 0);
         pass_result res;
         for (int i = 0; i < 20 && f->w->forced_starts == 0; i++)
                 (void)fx_converge_n(f, 1, &res);
@@ -201,7 +202,7 @@ static void refused(fx *f, const char *member, int64_t snapshot, const char *why
         int starts = f->w->forced_starts;
         size_t n = fake_etcd_count(f->w, NULL);
         assert_int_equal(
-            recovery_request(f->db, CLUSTER, member, snapshot, "bob", f->w->now_ms, NULL), 0);
+            recovery_request(f->db, CLUSTER, member, snapshot, NULL, "bob", f->w->now_ms, NULL), 0);
         (void)fx_converge_n(f, 5, NULL);
         _cleanup_(state_recovery_freep) state_recovery *r = last_recovery(f);
         assert_string_equal(r->result, "refused");
@@ -296,6 +297,7 @@ static int64_t record_good_snapshot(fx *f)
 {
         unsigned char file[512 + 32];
         memset(file, 'k', 512);
+        memcpy(file, "00000007", 8); /* the fake's data holds revision 7, as recorded */
         unsigned int n = 0;
         assert_int_equal(EVP_Digest(file, 512, file + 512, &n, EVP_sha256(), NULL), 1);
         char sha[65];
@@ -348,9 +350,119 @@ static void test_recover_from_snapshot(void **state)
         _cleanup_free_ char *cmd =
             xasprintf("gitcd recover default/demo --from-snapshot %lld", (long long)id);
         assert_non_null(strstr(json, cmd));
-        assert_int_equal(recovery_request(f->db, CLUSTER, NULL, id, "bob", f->w->now_ms, NULL), 0);
+        assert_int_equal(
+            recovery_request(f->db, CLUSTER, NULL, id, NULL, "bob", f->w->now_ms, NULL), 0);
         fx_converge(f, NULL);
         assert_restored(f, old_cluster);
+}
+
+/*
+ * From a snapshot with --bump-revision auto: the seed is restored with a
+ * bump of at least etcd's recommended 1,000,000,000, sized from the write
+ * rate between the cluster's two newest snapshots; recorded (restore of
+ * origin recovery) and said in the audit log.
+ */
+static void test_recover_from_snapshot_bumped(void **state)
+{
+        fx *f = *state;
+        lose_everything(f);
+        uint64_t old_cluster = f->w->cluster_id;
+        int64_t id = record_good_snapshot(f);
+        revision_bump bump = {.mode = BUMP_AUTO};
+        int64_t rid = 0;
+        assert_int_equal(
+            recovery_request(f->db, CLUSTER, NULL, id, &bump, "bob", f->w->now_ms, &rid), 0);
+        fx_converge(f, NULL);
+        assert_restored(f, old_cluster);
+        fake_proc *seed = fake_proc_find(f->w, "demo-3");
+        assert_int_equal(seed->restored_bump, 1000000000);
+        state_restore *rec = NULL;
+        assert_int_equal(state_restore_latest(f->db, CLUSTER, &rec), 0);
+        assert_string_equal(rec->origin, "recovery");
+        assert_int_equal(rec->recovery_id, rid);
+        assert_string_equal(rec->members, "demo-3");
+        assert_int_equal(rec->snapshot_revision, 7);
+        assert_int_equal(rec->revision, 7 + 1000000000);
+        assert_non_null(strstr(rec->sizing, "gitcd recover --bump-revision"));
+        state_restore_free(rec);
+        assert_int_equal(fx_audit_count(f, "recovery.restored"), 1);
+}
+
+/* spec.role kubernetes-control-plane: a recovery from a snapshot bumps by default. */
+static void test_recover_control_plane_bumps(void **state)
+{
+        fx *f = *state;
+        offer(f, "  role: kubernetes-control-plane\n");
+        fx_converge(f, NULL);
+        for (int i = 0; i < 3; i++) {
+                _cleanup_free_ char *name = xasprintf("demo-%d", i);
+                fake_lose_data(f->w, name);
+        }
+        (void)fx_converge_n(f, 40, NULL);
+        int64_t id = record_good_snapshot(f);
+        assert_int_equal(
+            recovery_request(f->db, CLUSTER, NULL, id, NULL, "bob", f->w->now_ms, NULL), 0);
+        fx_converge(f, NULL);
+        assert_int_equal(fake_proc_find(f->w, "demo-3")->restored_bump, 1000000000);
+        state_restore *rec = NULL;
+        assert_int_equal(state_restore_latest(f->db, CLUSTER, &rec), 0);
+        assert_non_null(strstr(rec->sizing, "the default of spec.role kubernetes-control-plane"));
+        state_restore_free(rec);
+}
+
+/* etcd 3.4.23's etcdctl cannot bump: a bump asked for is refused, with the version. */
+static void test_bump_refused_on_34(void **state)
+{
+        fx *f = *state;
+        reconcile_origin origin = {.commit = COMMIT, .author = "Alice <alice@example.com>"};
+        fx_offer(f, &origin, "  replicas: 3\n  version: \"3.4.23\"\n  storage:\n    size: 1Gi\n");
+        fx_converge(f, NULL);
+        for (int i = 0; i < 3; i++) {
+                _cleanup_free_ char *name = xasprintf("demo-%d", i);
+                fake_lose_data(f->w, name);
+        }
+        (void)fx_converge_n(f, 40, NULL);
+        int64_t id = record_good_snapshot(f);
+        revision_bump bump = {.mode = BUMP_FIXED, .amount = 5000};
+        assert_int_equal(
+            recovery_request(f->db, CLUSTER, NULL, id, &bump, "bob", f->w->now_ms, NULL), 0);
+        (void)fx_converge_n(f, 10, NULL);
+        _cleanup_(state_recovery_freep) state_recovery *r = last_recovery(f);
+        assert_string_equal(r->result, "refused");
+        assert_non_null(strstr(r->error, "etcd 3.4.23's restore tool cannot make"));
+        assert_non_null(strstr(r->error, "3.4.27"));
+        assert_int_equal(f->w->restores, 0);
+}
+
+/*
+ * gitcd killed after the new seed was recorded, before it was restored; a
+ * person then puts data set aside back where the seed's data goes: the
+ * seed holds data the restore did not make (an older revision), so the
+ * recovery fails with the reason and the seed never starts on it.
+ */
+static void test_seed_with_old_data_refused(void **state)
+{
+        fx *f = *state;
+        lose_everything(f);
+        int64_t id = record_good_snapshot(f);
+        assert_int_equal(
+            recovery_request(f->db, CLUSTER, NULL, id, NULL, "bob", f->w->now_ms, NULL), 0);
+        fx_run_until_killed(f, "recovery.seed.before-restore");
+        fake_proc *seed = fake_proc_find(f->w, "demo-3");
+        assert_non_null(seed);
+        seed->has_data = true;
+        seed->foreign_revision = 3;
+        (void)fx_converge_n(f, 10, NULL);
+        _cleanup_(state_recovery_freep) state_recovery *r = last_recovery(f);
+        assert_string_equal(r->result, "failed");
+        assert_non_null(strstr(r->error, "member demo-3 holds data at revision 3, older than the "
+                                         "restore it was made for"));
+        seed = fake_proc_find(f->w, "demo-3");
+        assert_int_equal(seed->starts, 0);
+        assert_int_equal(seed->restored_revision, 0);
+        assert_int_equal(f->w->restores, 0);
+        /* the lifecycle after the failed recovery refuses to start it too */
+        assert_true(fx_audit_count(f, "member.refused") >= 1);
 }
 
 /* A learner never becomes the cluster: it may lack writes the voters committed. */
@@ -420,15 +532,15 @@ static void test_crash_points(void **state)
                         lose_everything(f);
                         uint64_t old_cluster = f->w->cluster_id;
                         int64_t id = record_good_snapshot(f);
-                        assert_int_equal(
-                            recovery_request(f->db, CLUSTER, NULL, id, "bob", f->w->now_ms, NULL),
-                            0);
+                        assert_int_equal(recovery_request(f->db, CLUSTER, NULL, id, NULL, "bob",
+                                                          f->w->now_ms, NULL),
+                                         0);
                         fx_run_until_killed(f, points[i].failpoint);
                         fx_converge(f, NULL);
                         assert_restored(f, old_cluster);
                 } else {
                         uint64_t id0 = lose_quorum(f);
-                        assert_int_equal(recovery_request(f->db, CLUSTER, "demo-0", 0, "bob",
+                        assert_int_equal(recovery_request(f->db, CLUSTER, "demo-0", 0, NULL, "bob",
                                                           f->w->now_ms, NULL),
                                          0);
                         fx_run_until_killed(f, points[i].failpoint);
@@ -454,6 +566,10 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_refuses_a_learner, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_refuses_a_corrupt_snapshot, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_recover_from_snapshot, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_recover_from_snapshot_bumped, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_recover_control_plane_bumps, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_bump_refused_on_34, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_seed_with_old_data_refused, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_spec_token_acts_once, setup, fx_teardown),
             cmocka_unit_test(test_crash_points),
         };

@@ -10,6 +10,14 @@
  * refuses by name; and gitcd killed around the restore converges with each
  * member restored exactly once and never restored over.
  *
+ * With a revision bump (spec.role kubernetes-control-plane, or
+ * bumpRevision written) every member is restored with the same bump,
+ * decided once and recorded before the first member is restored, also
+ * across a crash at any point; and a member the restore is for that holds
+ * data gitcd did not restore (from before the restore) is refused a start,
+ * with the reason in Degraded and the audit log, until a person moves that
+ * data away.
+ *
  * The snapshot files are real files checked by the real pipeline (size,
  * SHA-256, etcd's sha256 trailer); etcd's tool is a script standing in for
  * etcdutl that reports the revision the test wrote into the file (the fake
@@ -31,6 +39,7 @@
 
 #include "api/spec.h"
 #include "reconciler/reconcile.h"
+#include "state/restores.h"
 #include "state/snapshots.h"
 #include "tests/fake/fixture.h"
 #include "util/fs.h"
@@ -100,13 +109,15 @@ static int setup(void **state)
 }
 
 static const char *offer_mode = "static"; /* spec.bootstrap.mode of the next offers */
+static const char *offer_extra = "";      /* more of spec (role), for the next offers */
+static const char *offer_bump = "";       /* more of spec.bootstrap.restore (bumpRevision) */
 
 static void offer_source(fx *f, int replicas, const char *storage, const char *source)
 {
         fx_offer(f, NULL,
-                 "  replicas: %d\n  version: \"3.5.16\"\n  storage:\n    size: %s\n"
-                 "  bootstrap:\n    mode: %s\n    restore:\n      source:\n%s",
-                 replicas, storage, offer_mode, source);
+                 "  replicas: %d\n  version: \"3.5.16\"\n  storage:\n    size: %s\n%s"
+                 "  bootstrap:\n    mode: %s\n    restore:\n%s      source:\n%s",
+                 replicas, storage, offer_extra, offer_mode, offer_bump, source);
 }
 
 static void offer_restore(fx *f, int replicas, const char *storage)
@@ -393,6 +404,29 @@ static void test_memory_medium_refused(void **state)
                           "memorytarget target");
 }
 
+/* Every member restored got the same bump, the one recorded; 1: the members checked. */
+static int assert_same_bump(fx *f, int64_t want)
+{
+        state_restore *rec = NULL;
+        assert_int_equal(state_restore_latest(f->db, CLUSTER, &rec), 0);
+        assert_string_equal(rec->origin, "bootstrap");
+        assert_int_equal(rec->snapshot_revision, REVISION);
+        assert_int_equal(rec->revision, REVISION + rec->bump);
+        if (want >= 0)
+                assert_int_equal(rec->bump, want);
+        int checked = 0;
+        for (int i = 0; i < 3; i++) {
+                _cleanup_free_ char *name = xasprintf("demo-%d", i);
+                fake_proc *p = fake_proc_find(f->w, name);
+                if (p && p->restored_revision) {
+                        assert_int_equal(p->restored_bump, rec->bump);
+                        checked++;
+                }
+        }
+        state_restore_free(rec);
+        return checked;
+}
+
 static void crash_at(const char *const *points, size_t n)
 {
         for (size_t i = 0; i < n; i++) {
@@ -404,6 +438,8 @@ static void crash_at(const char *const *points, size_t n)
                 fx_converge(f, NULL);
                 assert_restored_cluster(f);
                 fx_assert_no_pending_ops(f);
+                if (*offer_extra)
+                        assert_int_equal(assert_same_bump(f, 1000000000), learners_mode() ? 1 : 3);
                 fx_teardown(&st);
         }
 }
@@ -416,6 +452,143 @@ static void test_crash_points(void **state)
             "restore.before-target",         "restore.after-target",
             "bootstrap.after-first-restore", "bootstrap.after-first-start"};
         crash_at(points, sizeof(points) / sizeof(points[0]));
+}
+
+/* The same crash points with a revision bump: one bump for every member, whatever is killed. */
+static void test_crash_points_bumped(void **state)
+{
+        offer_extra = "  role: kubernetes-control-plane\n";
+        test_crash_points(state);
+        offer_extra = "";
+}
+
+/*
+ * spec.role kubernetes-control-plane: the restore bumps by default, sized
+ * auto (a file gitcd did not take: etcd's recommended 1,000,000,000); a
+ * written bumpRevision is used as written; both recorded and audited once.
+ */
+static void test_restore_bumps_revision(void **state)
+{
+        fx *f = *state;
+        offer_extra = "  role: kubernetes-control-plane\n";
+        offer_restore(f, 3, "1Gi");
+        fx_converge(f, NULL);
+        offer_extra = "";
+        assert_restored_cluster(f);
+        assert_int_equal(assert_same_bump(f, 1000000000), 3);
+        assert_int_equal(fx_audit_count(f, "restore.recorded"), 1);
+        state_restore *rec = NULL;
+        assert_int_equal(state_restore_latest(f->db, CLUSTER, &rec), 0);
+        assert_string_equal(rec->members, "demo-0,demo-1,demo-2");
+        assert_non_null(strstr(rec->sizing, "the default of spec.role kubernetes-control-plane"));
+        assert_non_null(strstr(rec->sizing, "etcd's recommended bump"));
+        state_restore_free(rec);
+}
+
+static void test_restore_bump_written(void **state)
+{
+        fx *f = *state;
+        offer_bump = "      bumpRevision: 5000\n";
+        offer_restore(f, 3, "1Gi");
+        fx_converge(f, NULL);
+        offer_bump = "";
+        assert_restored_cluster(f);
+        assert_int_equal(assert_same_bump(f, 5000), 3);
+        state_restore *rec = NULL;
+        assert_int_equal(state_restore_latest(f->db, CLUSTER, &rec), 0);
+        assert_non_null(strstr(rec->sizing, "spec.bootstrap.restore.bumpRevision"));
+        state_restore_free(rec);
+}
+
+/* A general cluster restores without a bump (etcd's default), recorded as such. */
+static void test_restore_without_bump(void **state)
+{
+        fx *f = *state;
+        offer_restore(f, 3, "1Gi");
+        fx_converge(f, NULL);
+        assert_restored_cluster(f);
+        assert_int_equal(assert_same_bump(f, 0), 3);
+}
+
+static const char *condition_reason(fx *f, const char *type, const char **ret_status)
+{
+        static char reason[64];
+        state_cluster *sc = NULL;
+        assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
+        reason[0] = '\0';
+        for (size_t i = 0; i < sc->n_conditions; i++)
+                if (streq(sc->conditions[i].type, type)) {
+                        snprintf(reason, sizeof(reason), "%s", sc->conditions[i].reason);
+                        *ret_status = streq(sc->conditions[i].status, "True") ? "True" : "False";
+                }
+        state_cluster_free(sc);
+        return reason;
+}
+
+/*
+ * A member the restore is for comes back holding data gitcd did not put
+ * there (a machine back with its old data folder, a folder put back by
+ * hand) after gitcd was killed between the records and the restores: its
+ * revision (5000: past the snapshot's 4242, so only the bump tells it from
+ * the restored data) is below the restore's, so it is refused a start,
+ * said in Degraded (DataBehindRestore) and the audit log once, never
+ * restored over and never started; the others form the cluster. The data
+ * moved away by a person, it is restored and started like the others.
+ */
+static void test_member_behind_restore_refused(void **state)
+{
+        fx *f = *state;
+        offer_extra = "  role: kubernetes-control-plane\n";
+        offer_restore(f, 3, "1Gi");
+        offer_extra = "";
+        fx_run_until_killed(f, "bootstrap.after-records");
+        fake_proc *old = fake_proc_find(f->w, "demo-2");
+        assert_non_null(old);
+        old->has_data = true;
+        old->foreign_revision = 5000;
+
+        pass_result res;
+        assert_int_equal(fx_converge_n(f, 8, &res), PASS_BLOCKED);
+        assert_non_null(strstr(res.message, "member demo-2 holds data at revision 5000, older "
+                                            "than the restore it was made for"));
+        old = fake_proc_find(f->w, "demo-2");
+        assert_false(old->running);
+        assert_int_equal(old->starts, 0);
+        assert_int_equal(old->restored_revision, 0);
+        assert_true(old->revision_reads >= 1);
+        assert_int_equal(fake_proc_find(f->w, "demo-0")->restored_bump, 1000000000);
+        const char *status = NULL;
+        assert_string_equal(condition_reason(f, "Degraded", &status), "DataBehindRestore");
+        assert_string_equal(status, "True");
+        assert_int_equal(fx_audit_count(f, "member.refused"), 1);
+        /* still refused after the pause: said once */
+        assert_int_equal(fx_converge_n(f, 3, &res), PASS_BLOCKED);
+        assert_int_equal(fx_audit_count(f, "member.refused"), 1);
+        assert_int_equal(fake_proc_find(f->w, "demo-2")->starts, 0);
+
+        /* moved away by a person: restored from the snapshot like the others */
+        old = fake_proc_find(f->w, "demo-2");
+        old->has_data = false;
+        old->foreign_revision = 0;
+        fx_converge(f, NULL);
+        assert_restored_cluster(f);
+        assert_int_equal(assert_same_bump(f, 1000000000), 3);
+        assert_string_equal(condition_reason(f, "Degraded", &status), "QuorumHealthy");
+        assert_string_equal(status, "False");
+}
+
+/* The restored data itself (after a crash between a member's restore and its start) starts. */
+static void test_restored_member_starts_after_crash(void **state)
+{
+        fx *f = *state;
+        offer_extra = "  role: kubernetes-control-plane\n";
+        offer_restore(f, 3, "1Gi");
+        offer_extra = "";
+        fx_run_until_killed(f, "bootstrap.after-first-restore");
+        fx_converge(f, NULL);
+        assert_restored_cluster(f);
+        assert_true(fake_proc_find(f->w, "demo-0")->revision_reads >= 1);
+        assert_int_equal(fx_audit_count(f, "member.refused"), 0);
 }
 
 static void test_crash_points_learners(void **state)
@@ -473,7 +646,14 @@ int main(void)
                                             fx_teardown),
             cmocka_unit_test_setup_teardown(test_snapshot_gone_after_crash_refused, setup,
                                             fx_teardown),
+            cmocka_unit_test_setup_teardown(test_restore_bumps_revision, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_restore_bump_written, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_restore_without_bump, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_member_behind_restore_refused, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_restored_member_starts_after_crash, setup,
+                                            fx_teardown),
             cmocka_unit_test(test_crash_points),
+            cmocka_unit_test(test_crash_points_bumped),
             cmocka_unit_test(test_crash_points_learners),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,8 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "state/recovery.h"
+#include "state/restores.h"
 #include "tests/state/state-test.h"
 
 #define T0 1790000000000LL /* 2026-09-21 */
@@ -329,6 +331,87 @@ static void test_member_data_identity(void **state)
         state_close(db);
 }
 
+/*
+ * Restore records: a cluster's bootstrap restore, and a recovery's, are
+ * recorded once (a second request gets the first record back, bump and
+ * all); the newest is the latest; they go with the cluster.
+ */
+static void test_restores(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *path = test_db_path();
+        state_db *db = open_rw(path);
+        assert_int_equal(state_cluster_set_desired(db, "prod/main", spec3, NULL, "aaaa", T0), 1);
+        state_restore *got = NULL;
+        assert_int_equal(state_restore_latest(db, "prod/main", &got), -ENOENT);
+
+        state_restore boot = {.cluster = "prod/main",
+                              .origin = "bootstrap",
+                              .source = "snapshot 3 (/b/s.db)",
+                              .snapshot_revision = 420,
+                              .bump = 1000000000,
+                              .sizing = "auto: 1000000000",
+                              .revision = 1000000420,
+                              .members = "main-0,main-1,main-2"};
+        assert_int_equal(state_restore_record(db, &boot, T0, &got), 0);
+        assert_true(got->id > 0);
+        assert_int_equal(got->revision, 1000000420);
+        assert_true(state_restore_is_for(got, "main-1"));
+        assert_false(state_restore_is_for(got, "main-"));
+        assert_false(state_restore_is_for(got, "main-3"));
+        int64_t first = got->id;
+        state_restore_free(got);
+        /* asked again (another pass, after a crash): the first one, whatever is asked now */
+        boot.bump = 5;
+        boot.revision = 425;
+        assert_int_equal(state_restore_record(db, &boot, T0 + 1000, &got), 1);
+        assert_int_equal(got->id, first);
+        assert_int_equal(got->bump, 1000000000);
+        state_restore_free(got);
+        /* a bad record: nothing written */
+        boot.revision = 1;
+        assert_int_equal(state_restore_record(db, &boot, T0, &got), -EINVAL);
+        boot.revision = 425;
+
+        state_recovery req = {.cluster = "prod/main",
+                              .source_kind = "snapshot",
+                              .source = "3",
+                              .requested_by = "bob",
+                              .bump_revision = "auto"};
+        int64_t rid = 0;
+        assert_int_equal(state_recovery_request(db, &req, T0, &rid), 0);
+        state_recovery *rec = NULL;
+        assert_int_equal(state_recovery_running(db, "prod/main", &rec), 0);
+        assert_string_equal(rec->bump_revision, "auto");
+        state_recovery_free(rec);
+        state_restore rr = {.cluster = "prod/main",
+                            .origin = "recovery",
+                            .recovery_id = rid,
+                            .source = "snapshot 3 (/b/s.db)",
+                            .snapshot_revision = 420,
+                            .bump = 0,
+                            .revision = 420,
+                            .members = "main-3"};
+        assert_int_equal(state_restore_record(db, &rr, T0 + 2000, &got), 0);
+        state_restore_free(got);
+        assert_int_equal(state_restore_latest(db, "prod/main", &got), 0);
+        assert_int_equal(got->recovery_id, rid);
+        assert_string_equal(got->origin, "recovery");
+        state_restore_free(got);
+        rr.recovery_id = 0; /* a recovery's restore names its recovery */
+        assert_int_equal(state_restore_record(db, &rr, T0, &got), -EINVAL);
+        state_restore_list l = {0};
+        assert_int_equal(state_restore_list_for(db, "prod/main", 0, &l), 0);
+        assert_int_equal(l.n, 2);
+        assert_int_equal(l.items[1]->id, first);
+        state_restore_list_release(&l);
+
+        /* the cluster forgotten: its restores too */
+        assert_int_equal(state_cluster_delete(db, "prod/main"), 0);
+        assert_int_equal(state_restore_latest(db, "prod/main", &got), -ENOENT);
+        state_close(db);
+}
+
 static void test_transactions(void **state)
 {
         (void)state;
@@ -388,6 +471,7 @@ int main(void)
             cmocka_unit_test(test_clusters),
             cmocka_unit_test(test_members_and_objects),
             cmocka_unit_test(test_member_data_identity),
+            cmocka_unit_test(test_restores),
             cmocka_unit_test(test_transactions),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

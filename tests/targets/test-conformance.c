@@ -15,7 +15,9 @@
  * client TLS identity for a cluster without client TLS; a member's status
  * reports the identity of its data, and once its data is wiped (the way
  * each target loses it: a deleted folder, a deleted PVC) the member the
- * reconciler recorded is reported data lost and never started empty.
+ * reconciler recorded is reported data lost and never started empty; the
+ * revision of a stopped member's data is read with etcd's own tool, never
+ * while the member runs, and a member without data has none.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -54,6 +56,8 @@ struct subject {
         /* Lose a member's data the way it happens on this target. */
         void (*wipe)(const subject *sub, const etcd_cluster *c, const member_plan *mp);
         void *ctx; /* for wipe */
+        /* Let time pass for the members (the fake's clock); NULL: it passes by itself. */
+        void (*advance)(const subject *sub);
 };
 
 static etcd_cluster *load_cluster(const char *ns, const char *name, const char *extra)
@@ -232,6 +236,76 @@ static void run_data_wiped(const subject *sub, const char *cluster_name)
         etcd_cluster_free(c);
 }
 
+/* Until the member answers health checks (at most a minute), as a member that ran. */
+static void wait_ready(const subject *sub, const etcd_cluster *c, const char *name)
+{
+        target *t = sub->t;
+        for (int i = 0; i < 600; i++) {
+                if (sub->advance)
+                        sub->advance(sub);
+                target_member_status s = status(t, c, name);
+                member_runtime_state state = s.state;
+                target_member_status_release(&s);
+                if (state == MEMBER_READY)
+                        return;
+                if (t->ops->tick)
+                        (void)t->ops->tick(t);
+                usleep(100 * 1000);
+        }
+        fail_msg("member %s did not become ready", name);
+}
+
+/*
+ * data_revision: -ENOENT for a member without data, -EBUSY while it runs;
+ * once it ran and stopped, the revision etcd's tool reads in its data (a
+ * fresh member's store holds no key yet: 0 or more), the same when asked
+ * again (reading changes nothing).
+ */
+static void run_data_revision(const subject *sub, const char *cluster_name)
+{
+        target *t = sub->t;
+        fprintf(stderr, "conformance: %s target, data revision\n", sub->name);
+        assert_non_null(t->ops->data_revision);
+        etcd_cluster *c = load_cluster(sub->ns, cluster_name, sub->spec_extra);
+        _cleanup_free_ char *tool = harness_etcd_path("3.5.16", "etcdutl");
+        if (!tool)
+                tool = xstrdup("etcdutl");
+        int64_t rev = -1;
+        assert_int_equal(t->ops->data_revision(t, c, "nobody-7", tool, &rev), -ENOENT);
+        assert_int_equal(rev, -1);
+        membership_plan *p = plan_one(t, c);
+        const member_plan *mp = &p->members[0];
+        assert_int_equal(t->ops->ensure_shared(t, c, p), 0);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        target_member_status s = status(t, c, mp->name);
+        bool runs = s.state == MEMBER_STARTING || s.state == MEMBER_READY;
+        target_member_status_release(&s);
+        if (runs) {
+                assert_int_equal(t->ops->data_revision(t, c, mp->name, tool, &rev), -EBUSY);
+                assert_non_null(strstr(target_last_error(t), mp->name));
+        }
+        if (sub->runs_members) {
+                wait_ready(sub, c, mp->name);
+                assert_int_equal(t->ops->stop_member(t, c, mp->name), 0);
+                int k = t->ops->data_revision(t, c, mp->name, tool, &rev);
+                if (k < 0)
+                        fail_msg("data_revision: %s", target_last_error(t));
+                assert_true(rev >= 0);
+                int64_t again = -1;
+                assert_int_equal(t->ops->data_revision(t, c, mp->name, tool, &again), 0);
+                assert_int_equal(again, rev);
+        }
+        assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
+        assert_int_equal(t->ops->data_revision(t, c, mp->name, tool, &rev), -ENOENT);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
+static void advance_fake(const subject *sub)
+{
+        fake_world_advance(sub->ctx, 100);
+}
+
 static void wipe_fake(const subject *sub, const etcd_cluster *c, const member_plan *mp)
 {
         (void)c;
@@ -263,6 +337,14 @@ static void test_fake(void **state)
         run_data_wiped(&sub, "conf"); /* the fake holds one cluster */
         target_free(sub.t);
         fake_world_free(w);
+        /* a world of its own: the cluster the cases above formed and removed is gone */
+        w = fake_world_new();
+        sub.ctx = w;
+        sub.advance = advance_fake;
+        assert_int_equal(fake_target_new(w, &sub.t), 0);
+        run_data_revision(&sub, "conf");
+        target_free(sub.t);
+        fake_world_free(w);
 }
 
 static void test_local(void **state)
@@ -277,6 +359,7 @@ static void test_local(void **state)
         assert_int_equal(local_target_new(&o, &sub.t), 0);
         run_contract(&sub, "conf");
         run_data_wiped(&sub, "wiped");
+        run_data_revision(&sub, "revision");
         target_free(sub.t);
         (void)rm_rf(dir);
 }
@@ -314,6 +397,7 @@ static void test_kubernetes(void **state)
         kube_config_free(cfg);
         run_contract(&sub, "conf");
         run_data_wiped(&sub, "wiped");
+        run_data_revision(&sub, "revision");
         target_free(sub.t);
         kube_client_free(admin);
         kubeapi_free(api);
@@ -355,6 +439,7 @@ static void test_hosts(void **state)
         subject sub = {.name = "hosts", .ns = "default", .runs_members = true, .spec_extra = extra};
         assert_int_equal(hosts_target_new(&o, &sub.t), 0);
         run_contract(&sub, "conf");
+        run_data_revision(&sub, "conf");
         target_free(sub.t);
         hostagent_free(agent);
         sshd_lab_free(lab);

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "etcd/client.h"
 #include "kube/client.h"
 #include "kube/kubeconfig.h"
 #include "pki/pki.h"
@@ -993,6 +994,167 @@ static void test_writer_lock(void **state)
         etcd_cluster_free(c);
 }
 
+/*
+ * Plays the kubelet for the writer Pod that reads a member's PVC
+ * (data_revision): the Pod's Secret becomes the files of a real store-mode
+ * receiver (`gitcd snapshot receive --store-dir`) serving `store` (what the
+ * claim holds) on its own loopback address, port 8443 as the Pod's; the Pod
+ * is then marked Ready with that address.
+ */
+typedef struct writer_play {
+        const char *cluster;
+        const char *store;
+        const char *secret_dir;
+        char address[32];
+        receiver *rcv;
+        char *error;
+} writer_play;
+
+static void write_secret_key(const json_t *secret, const char *key, const char *dir)
+{
+        const char *b64 = json_string_value(json_object_get(json_object_get(secret, "data"), key));
+        assert_non_null(b64);
+        char *data = NULL;
+        size_t len = 0;
+        assert_int_equal(kube_base64_decode(b64, &data, &len), 0);
+        _cleanup_free_ char *path = path_join(dir, key);
+        assert_int_equal(write_file_atomic(path, data, len, 0600), 0);
+        free(data);
+}
+
+static void *serve_writer(void *arg)
+{
+        writer_play *w = arg;
+        _cleanup_free_ char *selector = xasprintf(
+            "gitcd.io/cluster=%s,app.kubernetes.io/component=snapshot-writer", w->cluster);
+        for (int i = 0; i < 600; i++) {
+                json_t *items = NULL;
+                json_t *secret = NULL;
+                const char *name = NULL;
+                if (kube_list(admin, &GVR_PODS, NS, selector, &items, NULL) == 0 &&
+                    json_array_size(items) > 0)
+                        name = md_str(json_array_get(items, 0), "name");
+                if (name && kube_get(admin, &GVR_SECRETS, NS, name, &secret) == 0) {
+                        write_secret_key(secret, "tls.crt", w->secret_dir);
+                        write_secret_key(secret, "tls.key", w->secret_dir);
+                        write_secret_key(secret, "token", w->secret_dir);
+                        json_decref(secret);
+                        _cleanup_free_ char *cert = path_join(w->secret_dir, "tls.crt");
+                        _cleanup_free_ char *key = path_join(w->secret_dir, "tls.key");
+                        _cleanup_free_ char *token = path_join(w->secret_dir, "token");
+                        _cleanup_free_ char *listen = xasprintf("%s:8443", w->address);
+                        receiver_opts o = {.store_dir = w->store,
+                                           .listen = listen,
+                                           .cert_file = cert,
+                                           .key_file = key,
+                                           .token_file = token};
+                        if (receiver_start(&o, &w->rcv, &w->error) == 0) {
+                                _cleanup_free_ char *path =
+                                    xasprintf("/api/v1/namespaces/%s/pods/%s/status", NS, name);
+                                json_t *body =
+                                    json_pack("{s:{s:s, s:s, s:[{s:s, s:s}]}}", "status", "phase",
+                                              "Running", "podIP", w->address, "conditions", "type",
+                                              "Ready", "status", "True");
+                                (void)kube_request(admin, "PATCH", path,
+                                                   "application/merge-patch+json", body, "patch",
+                                                   "pods/status", NS, NULL);
+                                json_decref(body);
+                        }
+                        json_decref(items);
+                        return NULL;
+                }
+                json_decref(items);
+                usleep(50 * 1000);
+        }
+        return NULL;
+}
+
+/*
+ * data_revision: refused while the member has a Pod; with none, the member's
+ * PVC is read through a writer Pod (its member/snap/db fetched over HTTPS,
+ * its SHA-256 checked) and etcd's tool on gitcd's host reads the revision
+ * of a real etcd database; no writer is left; a member without a PVC of its
+ * own holds no data.
+ */
+static void test_data_revision(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *tool = harness_etcd_path("3.5.16", "etcdutl");
+        if (!tool || !harness_have_etcd("3.5.16"))
+                skip();
+        /* a real etcd database with a few writes: what the member's claim holds */
+        harness_opts ho = {.version = "3.5.16", .members = 1};
+        harness_cluster *hc = NULL;
+        assert_int_equal(harness_cluster_start(&ho, &hc), 0);
+        etcd_client_opts eo = {.endpoints = hc->endpoints};
+        etcd_client *ec = NULL;
+        assert_int_equal(etcd_client_new(&eo, &ec), 0);
+        for (int i = 0; i < 5; i++)
+                assert_int_equal(etcd_put(ec, "k", "v", 1, NULL), 0);
+        etcd_client_free(ec);
+        assert_int_equal(harness_member_stop(hc, 0), 0);
+        _cleanup_free_ char *root = harness_tmpdir("gitcd-kt-revision");
+        _cleanup_free_ char *store = path_join(root, "claim");
+        _cleanup_free_ char *snap = xasprintf("%s/data/member/snap", store);
+        _cleanup_free_ char *secrets = path_join(root, "secret");
+        assert_int_equal(mkdir_p(snap, 0700), 0);
+        assert_int_equal(mkdir_p(secrets, 0700), 0);
+        _cleanup_free_ char *from = xasprintf("%s/member/snap/db", hc->members[0].data_dir);
+        _cleanup_free_ char *db = path_join(snap, "db");
+        char *bytes = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(from, 1 << 28, &bytes, &len), 0);
+        assert_int_equal(write_file_atomic(db, bytes, len, 0600), 0);
+        free(bytes);
+        harness_cluster_free(hc);
+        snapshot_status want;
+        char *why = NULL;
+        assert_int_equal(snapshot_file_status(tool, db, &want, &why), 0);
+        assert_true(want.revision >= 6);
+
+        etcd_cluster *c = load_cluster("dr", 1, "");
+        membership_plan *p = plan_for(c);
+        int64_t rev = -1;
+        assert_int_equal(kt->ops->data_revision(kt, c, "dr-0", tool, &rev), -ENOENT);
+        assert_non_null(strstr(target_last_error(kt), "no PersistentVolumeClaim"));
+        if (kt->ops->ensure_shared(kt, c, p) < 0 || kt->ops->ensure_member(kt, c, p, 0) < 0)
+                fail_msg("ensure: %s", target_last_error(kt));
+        assert_int_equal(kt->ops->data_revision(kt, c, "dr-0", tool, &rev), -EBUSY);
+        assert_non_null(strstr(target_last_error(kt), "has a Pod"));
+        assert_int_equal(kt->ops->stop_member(kt, c, "dr-0"), 0);
+
+        writer_play w = {.cluster = "dr", .store = store, .secret_dir = secrets};
+        snprintf(w.address, sizeof(w.address), "127.0.%d.%d", 40 + (int)(getpid() % 200),
+                 2 + (int)(getpid() / 200 % 250));
+        pthread_t kubelet;
+        assert_int_equal(pthread_create(&kubelet, NULL, serve_writer, &w), 0);
+        int r = kt->ops->data_revision(kt, c, "dr-0", tool, &rev);
+        pthread_join(kubelet, NULL);
+        receiver_stop(w.rcv);
+        if (w.error)
+                fail_msg("the played writer could not serve: %s", w.error);
+        if (r < 0)
+                fail_msg("data_revision: %s", target_last_error(kt));
+        assert_int_equal(rev, want.revision);
+        /* the writer and its Secret went; the claim's data is as it was */
+        json_t *items = NULL;
+        assert_int_equal(
+            kube_list(admin, &GVR_PODS, NS,
+                      "gitcd.io/cluster=dr,app.kubernetes.io/component=snapshot-writer", &items,
+                      NULL),
+            0);
+        assert_int_equal(json_array_size(items), 0);
+        json_decref(items);
+        snapshot_status after;
+        assert_int_equal(snapshot_file_status(tool, db, &after, &why), 0);
+        assert_int_equal(after.revision, want.revision);
+
+        assert_int_equal(kt->ops->remove_member(kt, c, "dr-0", false), 0);
+        (void)rm_rf(root);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
 static void test_rbac_nothing_applied(void **state)
 {
         (void)state;
@@ -1031,6 +1193,7 @@ int main(void)
             cmocka_unit_test(test_tls_secrets_trust),  cmocka_unit_test(test_s3_credentials_secret),
             cmocka_unit_test(test_tls_secrets_client), cmocka_unit_test(test_rbac_nothing_applied),
             cmocka_unit_test(test_restore_pending),    cmocka_unit_test(test_writer_lock),
+            cmocka_unit_test(test_data_revision),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
