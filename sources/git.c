@@ -72,6 +72,7 @@
 #include "sources/sshwire.h"
 #include "sources/tree-walk.h"
 #include "sources/url.h"
+#include "util/escape.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/strbuf.h"
@@ -495,10 +496,11 @@ static int resolve_remote_ref(git_remote *remote, const char *ref, const git_rem
         return 0;
 }
 
+/* Who made a commit, cut to the bounds before anything else reads it. */
 static void person(source_person *p, const git_signature *s)
 {
-        p->name = xstrdup(s->name ? s->name : "");
-        p->email = xstrdup(s->email ? s->email : "");
+        p->name = str_cut(s->name ? s->name : "", SOURCE_MAX_PERSON_BYTES);
+        p->email = str_cut(s->email ? s->email : "", SOURCE_MAX_PERSON_BYTES);
         p->time = (int64_t)s->when.time;
         p->offset_minutes = s->when.offset;
 }
@@ -1060,7 +1062,8 @@ static int read_revision(const git_fetch_request *req, git_repository *repo, con
         rev->ref = xstrdup_null(refname);
         person(&rev->author, git_commit_author(commit));
         person(&rev->committer, git_commit_committer(commit));
-        rev->message = xstrdup(git_commit_message(commit) ? git_commit_message(commit) : "");
+        rev->message = str_cut(git_commit_message(commit) ? git_commit_message(commit) : "",
+                               SOURCE_MAX_MESSAGE_BYTES);
 
         /* Nothing of the tree is read before the commit is trusted. */
         if (opts->verify_signatures) {

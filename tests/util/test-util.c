@@ -346,6 +346,24 @@ static void test_escape(void **state)
         sb_release(&sb);
 }
 
+/* Untrusted text cut to a bound: at a character boundary, with a marker that says how long. */
+static void test_cut(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *same = str_cut("short", 5);
+        assert_string_equal(same, "short");
+        _cleanup_free_ char *cut = str_cut("0123456789", 4);
+        assert_string_equal(cut, "0123 [cut: 10 bytes in all]");
+        /* "é" is two bytes: never half of it */
+        _cleanup_free_ char *utf8 = str_cut("ab\xc3\xa9"
+                                            "cd",
+                                            3);
+        assert_string_equal(utf8, "ab [cut: 6 bytes in all]");
+        _cleanup_free_ char *emoji = str_cut("\xf0\x9f\x99\x82!", 3);
+        assert_string_equal(emoji, " [cut: 5 bytes in all]");
+        assert_null(str_cut(NULL, 3));
+}
+
 /* The map keeps the first value of a key, finds every key after it grew, and nothing else. */
 static void test_strmap(void **state)
 {
@@ -381,6 +399,7 @@ int main(void)
             cmocka_unit_test(test_strbuf),
             cmocka_unit_test(test_strmap),
             cmocka_unit_test(test_escape),
+            cmocka_unit_test(test_cut),
             cmocka_unit_test(test_diag_format_and_sort),
             cmocka_unit_test(test_duration),
             cmocka_unit_test(test_fs),
