@@ -189,6 +189,18 @@ static int fetch(const runner_flags *f, bool plain, source_revision **ret)
         return 0;
 }
 
+/* The revision's documents, read together as the driver reads them (one YAML budget). */
+static void load_revision(const source_revision *rev, cluster_set *set, diag_list *diags)
+{
+        spec_buffer *bufs = xcalloc(rev->n_files + 1, sizeof(*bufs));
+        for (size_t i = 0; i < rev->n_files; i++)
+                bufs[i] = (spec_buffer){.file = rev->files[i].path,
+                                        .data = rev->files[i].content,
+                                        .len = rev->files[i].len};
+        (void)spec_load_buffers(bufs, rev->n_files, set, diags);
+        free(bufs);
+}
+
 /*
  * --target hosts: for every cluster the plan creates or changes, what apply
  * writes and runs on each machine (hosts_machine_effects), as
@@ -200,9 +212,7 @@ static json_t *hosts_effects(const source_revision *rev, const plan *p)
 {
         cluster_set set = {0};
         diag_list d = DIAG_LIST_INIT;
-        for (size_t i = 0; i < rev->n_files; i++)
-                (void)spec_load_buffer(rev->files[i].path, rev->files[i].content, rev->files[i].len,
-                                       &set, &d);
+        load_revision(rev, &set, &d);
         diag_list_release(&d);
         json_t *out = json_array();
         for (size_t i = 0; i < p->n; i++) {
@@ -278,9 +288,7 @@ static void clusters_taken_in(const source_revision *rev, const plan *p, cluster
 {
         cluster_set set = {0};
         diag_list diags = DIAG_LIST_INIT;
-        for (size_t i = 0; i < rev->n_files; i++)
-                (void)spec_load_buffer(rev->files[i].path, rev->files[i].content, rev->files[i].len,
-                                       &set, &diags);
+        load_revision(rev, &set, &diags);
         diag_list_release(&diags);
         for (size_t i = 0; i < set.n; i++) {
                 _cleanup_free_ char *id = etcd_cluster_id(set.items[i]);
