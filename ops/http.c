@@ -131,7 +131,7 @@ int ops_http_start(const ops_http_opts *o, ops_http **ret, char **ret_err)
         if (k >= 0 && o->tls_cert_file) {
                 k = httpd_read_file(o->tls_cert_file, "TLS certificate", &h->cert_pem, ret_err);
                 if (k >= 0)
-                        k = httpd_read_file(o->tls_key_file, "TLS key", &h->key_pem, ret_err);
+                        k = httpd_read_secret(o->tls_key_file, "TLS key", &h->key_pem, ret_err);
         }
         if (k >= 0)
                 k = httpd_start(&(httpd_config){.listen = o->listen,

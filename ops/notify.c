@@ -339,11 +339,10 @@ static int post(ops_notifier *n, const hook *h, const state_notification *row, c
         if (h->forge != OPS_FORGE_NONE) {
                 char *token = NULL;
                 size_t len = 0;
-                int k = read_file(h->token_file, 64 * 1024, &token, &len);
+                int k = read_secret_file(h->token_file, "token file", 64 * 1024, &token, &len,
+                                         ret_error);
                 if (k < 0) {
                         curl_slist_free_all(hdrs);
-                        *ret_error = xasprintf("cannot read the token file %s: %s", h->token_file,
-                                               strerror(-k));
                         return k;
                 }
                 token[strcspn(token, "\r\n")] = 0;
@@ -360,11 +359,10 @@ static int post(ops_notifier *n, const hook *h, const state_notification *row, c
         } else if (h->secret_file) {
                 char *secret = NULL;
                 size_t len = 0;
-                int k = read_file(h->secret_file, 64 * 1024, &secret, &len);
+                int k = read_secret_file(h->secret_file, "secret file", 64 * 1024, &secret, &len,
+                                         ret_error);
                 if (k < 0) {
                         curl_slist_free_all(hdrs);
-                        *ret_error = xasprintf("cannot read the secret file %s: %s", h->secret_file,
-                                               strerror(-k));
                         return k;
                 }
                 while (len && (secret[len - 1] == '\n' || secret[len - 1] == '\r'))

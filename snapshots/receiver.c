@@ -632,7 +632,7 @@ int receiver_start(const receiver_opts *o, receiver **ret, char **ret_err)
         if (k >= 0)
                 k = httpd_read_file(o->cert_file, "TLS certificate", &r->cert_pem, ret_err);
         if (k >= 0)
-                k = httpd_read_file(o->key_file, "TLS key", &r->key_pem, ret_err);
+                k = httpd_read_secret(o->key_file, "TLS key", &r->key_pem, ret_err);
         if (k < 0)
                 goto fail;
         /* What an earlier receiver on this volume staged is never used (a store

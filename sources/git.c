@@ -185,12 +185,9 @@ static int read_secret(const char *file, const char *env, char **ret, char **ret
         int r;
 
         if (file) {
-                r = read_file(file, SECRET_MAX_SIZE, &data, &len);
-                if (r < 0) {
-                        *ret_error =
-                            xasprintf("cannot read secret file %s: %s", file, strerror(-r));
+                r = read_secret_file(file, "secret file", SECRET_MAX_SIZE, &data, &len, ret_error);
+                if (r < 0)
                         return r;
-                }
                 while (len > 0 && (data[len - 1] == '\n' || data[len - 1] == '\r'))
                         data[--len] = '\0';
         } else if (env) {

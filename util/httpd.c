@@ -62,9 +62,16 @@ int httpd_read_file(const char *path, const char *what, char **ret, char **ret_e
         return k;
 }
 
+int httpd_read_secret(const char *path, const char *what, char **ret, char **ret_err)
+{
+        size_t len = 0;
+        *ret = NULL;
+        return read_secret_file(path, what, MAX_CONFIG_FILE_BYTES, ret, &len, ret_err);
+}
+
 int httpd_read_token(const char *path, char **ret, char **ret_err)
 {
-        int k = httpd_read_file(path, "token file", ret, ret_err);
+        int k = httpd_read_secret(path, "token file", ret, ret_err);
         if (k < 0)
                 return k;
         (*ret)[strcspn(*ret, "\r\n")] = 0;

@@ -43,8 +43,14 @@ int httpd_parse_listen(const char *listen, struct addrinfo **ret);
  */
 int httpd_read_file(const char *path, const char *what, char **ret, char **ret_err);
 /*
- * Read a bearer token: the file's first line, which must not be empty.
- * 0, or -errno / -EINVAL with ret_err (no secret in it).
+ * The same for a file holding a secret ("TLS key"): it must be gitcd's own
+ * (read_secret_file, util/fs.h); -EPERM with the chmod or chown to run.
+ */
+int httpd_read_secret(const char *path, const char *what, char **ret, char **ret_err);
+/*
+ * Read a bearer token: the file's first line, which must not be empty;
+ * the file is checked as httpd_read_secret() does. 0, or -errno / -EINVAL
+ * / -EPERM with ret_err (no secret in it).
  */
 int httpd_read_token(const char *path, char **ret, char **ret_err);
 

@@ -64,7 +64,7 @@ static void test_metrics(void **state)
         int port = harness_free_port();
         _cleanup_free_ char *listen = xasprintf("127.0.0.1:%d", port);
         _cleanup_free_ char *base = xasprintf("http://127.0.0.1:%d", port);
-        _cleanup_free_ char *tok = ops_test_write(e, "token", TOKEN "\n");
+        _cleanup_free_ char *tok = ops_test_write_secret(e, "token", TOKEN "\n");
         /* A repository without the branch yet: the daemon is alive but not ready. */
         _cleanup_free_ char *repo = path_join(e->root, "repo");
         _cleanup_free_ char *init = xasprintf("git init -q -b main %s", repo);

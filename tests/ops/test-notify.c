@@ -65,7 +65,7 @@ static void test_webhooks(void **state)
         e2e_write_cluster(e, "dup.yaml", "dup", 1, "3.5.16");
         free(ops_test_write_cluster(e, "second/dup.yaml", "dup", 1));
         int port = harness_free_port();
-        _cleanup_free_ char *secret = ops_test_write(e, "hook.secret", SECRET "\n");
+        _cleanup_free_ char *secret = ops_test_write_secret(e, "hook.secret", SECRET "\n");
         _cleanup_free_ char *text = xasprintf("interval: 1s\n"
                                               "sources:\n"
                                               "  - name: main\n"
@@ -286,7 +286,8 @@ static void test_commit_status(void **state)
         _cleanup_free_ char *lab = make_repo(e, "lab", "beta");
         _cleanup_free_ char *hub_sha = head_of(hub);
         _cleanup_free_ char *lab_sha = head_of(lab);
-        _cleanup_free_ char *tok = ops_test_write(e, "api.token", "ghp-token-never-in-a-body\n");
+        _cleanup_free_ char *tok =
+            ops_test_write_secret(e, "api.token", "ghp-token-never-in-a-body\n");
         int port = harness_free_port();
         ops_receiver *rcv = ops_receiver_start(port, 0);
         _cleanup_free_ char *text = xasprintf("interval: 1s\n"

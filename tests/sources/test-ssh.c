@@ -203,7 +203,8 @@ static int group_setup(void **state)
                    "ssh-keygen -q -t ed25519 -N 'correct horse' -f client_pw && "
                    "ssh-keygen -q -t ed25519 -N '' -f wrong && "
                    "cat client.pub client_pw.pub > authorized_keys && "
-                   "printf 'correct horse\\n' > passphrase && printf 'nope\\n' > badpass",
+                   "printf 'correct horse\\n' > passphrase && printf 'nope\\n' > badpass && "
+                   "chmod 600 passphrase badpass",
                    dir) != 0)
                 return -1;
 
