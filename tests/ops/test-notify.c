@@ -67,6 +67,7 @@ static void test_webhooks(void **state)
         int port = harness_free_port();
         _cleanup_free_ char *secret = ops_test_write_secret(e, "hook.secret", SECRET "\n");
         _cleanup_free_ char *text = xasprintf("interval: 1s\n"
+                                              "allowPlainHTTP: [127.0.0.1]\n"
                                               "sources:\n"
                                               "  - name: main\n"
                                               "    url: %s\n"
@@ -212,6 +213,7 @@ static void test_refusal(void **state)
         int port = harness_free_port();
         ops_receiver *rcv = ops_receiver_start(port, 0);
         _cleanup_free_ char *text = xasprintf("interval: 1s\n"
+                                              "allowPlainHTTP: [127.0.0.1]\n"
                                               "sources:\n"
                                               "  - name: main\n"
                                               "    url: file://%s\n"
@@ -291,6 +293,7 @@ static void test_commit_status(void **state)
         int port = harness_free_port();
         ops_receiver *rcv = ops_receiver_start(port, 0);
         _cleanup_free_ char *text = xasprintf("interval: 1s\n"
+                                              "allowPlainHTTP: [127.0.0.1]\n"
                                               "sources:\n"
                                               "  - name: hub\n"
                                               "    url: file://%s\n"
