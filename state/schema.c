@@ -399,6 +399,12 @@ const char *const state_migrations[] = {
      * keep their certificates until every one of them moved to plain http.
      */
     "ALTER TABLE clusters ADD COLUMN tls_off TEXT;\n",
+    /*
+     * The commit a queued commit status is about: its URL is built again
+     * from the configuration in force when it is sent (ops/notify.c), never
+     * taken from the row, so a forge API moved elsewhere gets no retries.
+     */
+    "ALTER TABLE notifications ADD COLUMN commit_id TEXT;\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);
