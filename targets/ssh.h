@@ -64,11 +64,13 @@ int ssh_exec(ssh_conn *c, const char *command, const void *stdin_data, size_t st
              int *ret_status, char **ret_stdout, char **ret_stderr);
 
 /*
- * Write a file atomically: the data goes to a temporary name in the same
- * directory ("<dir>/.<name>.gitcd-tmp"), is fsynced, and renamed over path,
- * so a reader sees the old or the new content, never a part. The directory
- * must exist. Mode is set on the temporary file before any data is
- * written, so key material is never readable by others, even briefly.
+ * Write a file atomically: the data goes to a temporary file in the same
+ * directory that nobody can guess and that is created exclusively, never
+ * through a symbolic link ("<dir>/.<name>.gitcd-<random>"), is fsynced, and
+ * renamed over path, so a reader sees the old or the new content, never a
+ * part. The directory must exist. Mode is set on the temporary file before
+ * any data is written, so key material is never readable by others, even
+ * briefly.
  */
 int ssh_upload(ssh_conn *c, const char *path, const void *data, size_t len, mode_t mode);
 

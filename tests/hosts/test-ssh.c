@@ -11,6 +11,7 @@
  * loaded machine: the tests assert what times out, never how fast.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -94,6 +95,19 @@ static void test_exec(void **state)
         assert_non_null(strstr(out, "line 2999\n"));
 }
 
+/* How many entries of dir start with prefix. */
+static int count_temporaries(const char *dir, const char *prefix)
+{
+        DIR *d = opendir(dir);
+        assert_non_null(d);
+        int n = 0;
+        struct dirent *e;
+        while ((e = readdir(d)))
+                n += strneq(e->d_name, prefix, strlen(prefix));
+        closedir(d);
+        return n;
+}
+
 static void test_upload_atomic(void **state)
 {
         (void)state;
@@ -111,10 +125,15 @@ static void test_upload_atomic(void **state)
         assert_int_equal(stat(path, &st), 0);
         assert_int_equal(st.st_mode & 07777, 0600);
 
-        /* replacing an existing file, and a leftover temporary file with a loose mode */
-        _cleanup_free_ char *tmp = xasprintf("%s/.peer.key.gitcd-tmp", dir);
-        assert_int_equal(write_file_atomic(tmp, "junk", 4, 0666), 0);
-        assert_int_equal(chmod(tmp, 0666), 0);
+        /*
+         * Replacing an existing file, with a symbolic link planted at the
+         * temporary name gitcd used to write (as root) to: the file it
+         * points to is never written, and no temporary is left behind.
+         */
+        _cleanup_free_ char *victim = under_root(0, "/etc/victim");
+        assert_int_equal(write_file_atomic(victim, "precious", 8, 0644), 0);
+        _cleanup_free_ char *planted = xasprintf("%s/.peer.key.gitcd-tmp", dir);
+        assert_int_equal(symlink(victim, planted), 0);
         assert_int_equal(ssh_upload(c, path, "second", 6, 0600), 0);
         free(data);
         data = NULL;
@@ -122,7 +141,13 @@ static void test_upload_atomic(void **state)
         assert_string_equal(data, "second");
         assert_int_equal(stat(path, &st), 0);
         assert_int_equal(st.st_mode & 07777, 0600);
-        assert_false(path_exists(tmp));
+        free(data);
+        data = NULL;
+        assert_int_equal(read_file(victim, 1024, &data, &n), 0);
+        assert_string_equal(data, "precious");
+        assert_int_equal(lstat(planted, &st), 0);
+        assert_true(S_ISLNK(st.st_mode));
+        assert_int_equal(count_temporaries(dir, ".peer.key.gitcd-"), 1); /* the planted link */
 
         /* a name that needs quoting */
         _cleanup_free_ char *odd = xasprintf("%s/it's $HOME.yaml", dir);
