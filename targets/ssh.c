@@ -10,6 +10,11 @@
  * libssh2's errors are converted here, once, into a negative errno and a
  * message; nothing above this file sees a LIBSSH2_ERROR_* code.
  *
+ * Host keys: before the handshake the session asks for the key types
+ * known_hosts lists for the machine first (as OpenSSH's client does), then
+ * the key the machine shows is checked strictly against the file
+ * (sources/known-hosts.h).
+ *
  * Atomic upload: SFTP creates a temporary "<dir>/.<name>.gitcd-<16 random
  * hex digits>" exclusively (LIBSSH2_FXF_EXCL: O_CREAT | O_EXCL on the
  * server, which never follows a symbolic link, so a link planted there
@@ -204,6 +209,29 @@ static int check_host_key(ssh_conn *c, const ssh_opts *o, const char *host, int 
         return 0;
 }
 
+/*
+ * Ask for the host key types known_hosts lists for the host first
+ * (known_hosts_algorithms), as OpenSSH's client does: libssh2's own order
+ * starts with ECDSA, and a machine listed with its Ed25519 key only would
+ * show its ECDSA key and be refused.
+ */
+static int prefer_known_host_keys(ssh_conn *c, const ssh_opts *o, const char *host, int port)
+{
+        const char **algs = NULL;
+        int n = libssh2_session_supported_algs(c->s, LIBSSH2_METHOD_HOSTKEY, &algs);
+        if (n <= 0)
+                return 0; /* the library's own order */
+        _cleanup_free_ char *prefs =
+            known_hosts_algorithms(o->known_hosts, host, port, algs, (size_t)n);
+        libssh2_free(c->s, (void *)algs);
+        if (!prefs)
+                return 0;
+        if (libssh2_session_method_pref(c->s, LIBSSH2_METHOD_HOSTKEY, prefs) != 0)
+                return fail_lib(c, "setting the host key algorithms");
+        log_debug("ssh: host key algorithms for %s port %d: %s", host, port, prefs);
+        return 0;
+}
+
 static int auth_agent(ssh_conn *c, const char *user)
 {
         LIBSSH2_AGENT *agent = libssh2_agent_init(c->s);
@@ -263,6 +291,8 @@ int ssh_connect(const ssh_opts *o, const char *host, int port, const char *user,
                 goto err;
         }
         libssh2_session_set_blocking(c->s, 0);
+        if ((k = prefer_known_host_keys(c, o, host, port)) < 0)
+                goto err;
         while ((rc = libssh2_session_handshake(c->s, c->fd)) == LIBSSH2_ERROR_EAGAIN)
                 if (wait_io(c) < 0)
                         break;
