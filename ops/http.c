@@ -23,8 +23,16 @@
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
+/* The connection guard (util/httpd.h): see ops_http_start. */
+#define HTTP_IDLE_S          10
+#define HTTP_TRUSTED_IDLE_S  30
+#define HTTP_DEADLINE_S      10
+#define HTTP_MAX_PENDING     200
+#define HTTP_PEER_PENDING    64
+#define HTTP_MAX_CONNECTIONS 256
+
 struct ops_http {
-        struct MHD_Daemon *mhd;
+        httpd *server;
         char *state_path;
         char *token; /* NULL: none */
         char *cert_pem;
@@ -97,6 +105,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         if (!authorized(h, conn))
                 return reply(conn, MHD_HTTP_UNAUTHORIZED, "text/plain",
                              xstrdup("a bearer token is required\n"));
+        httpd_trust(conn); /* authorized: no longer pending (see ops_http_start) */
         if (streq(url, "/healthz"))
                 return reply(conn, MHD_HTTP_OK, "text/plain", xstrdup("ok\n"));
         if (streq(url, "/readyz")) {
@@ -133,15 +142,29 @@ int ops_http_start(const ops_http_opts *o, ops_http **ret, char **ret_err)
                 if (k >= 0)
                         k = httpd_read_secret(o->tls_key_file, "TLS key", &h->key_pem, ret_err);
         }
+        /*
+         * Idle and slow connections cannot fill the server: one that has not
+         * made a request with the token within HTTP_DEADLINE_S, or sends
+         * nothing for HTTP_IDLE_S, is closed; at most HTTP_MAX_PENDING such
+         * connections are kept (HTTP_PEER_PENDING per client address), the
+         * oldest closed for a new one, so /healthz answers a prober with the
+         * token under any number of idle connections; at most
+         * HTTP_MAX_CONNECTIONS in all, far below the process's descriptors.
+         */
         if (k >= 0)
                 k = httpd_start(&(httpd_config){.listen = o->listen,
                                                 .cert_pem = h->cert_pem,
                                                 .key_pem = h->key_pem,
-                                                .timeout_s = 30,
+                                                .timeout_s = HTTP_IDLE_S,
+                                                .trusted_timeout_s = HTTP_TRUSTED_IDLE_S,
+                                                .deadline_s = HTTP_DEADLINE_S,
+                                                .max_pending = HTTP_MAX_PENDING,
+                                                .per_peer_pending = HTTP_PEER_PENDING,
+                                                .connection_limit = HTTP_MAX_CONNECTIONS,
                                                 .log_prefix = "http",
                                                 .handler = handle,
                                                 .handler_cls = h},
-                                &h->mhd, &h->port, ret_err);
+                                &h->server, &h->port, ret_err);
         if (k < 0) {
                 ops_http_stop(h);
                 return k;
@@ -159,8 +182,7 @@ void ops_http_stop(ops_http *h)
 {
         if (!h)
                 return;
-        if (h->mhd)
-                MHD_stop_daemon(h->mhd);
+        httpd_stop(h->server);
         if (h->token)
                 OPENSSL_cleanse(h->token, strlen(h->token));
         free(h->token);

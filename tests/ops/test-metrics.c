@@ -6,8 +6,11 @@
  * gitcd's etcd client) and against the audit log; the database sizes of a
  * cluster whose members serve clients over TLS (asked with gitcd's own
  * client certificate); the last successful snapshot against
- * `gitcd snapshot list`.
+ * `gitcd snapshot list`; /healthz, /readyz and /metrics still answer a
+ * client with the token while 1,100 idle connections are held open.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -15,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -473,12 +478,85 @@ static void test_audit_failures(void **state)
         assert_int_equal(rm_rf(tmpl), 0);
 }
 
+/* A TCP connection to 127.0.0.1:port that says nothing; -1 when refused. */
+static int open_idle(int port)
+{
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+                close(fd);
+                fd = -1;
+        }
+        return fd;
+}
+
+/*
+ * 1,100 idle connections to --listen (more descriptors than a process has
+ * by default): the endpoint used to accept every one of them and then
+ * none, so /healthz failed even with the token. It now keeps a bounded
+ * number of connections that showed no token, closing the oldest for a
+ * new one: a client with the token is answered.
+ */
+static void test_idle_connections(void **state)
+{
+        (void)state;
+        struct rlimit rl;
+        assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+        if (rl.rlim_max < 1300)
+                skip();
+        rl.rlim_cur = rl.rlim_max;
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+        e2e *e = e2e_new();
+        e2e_write_file(e, "README", "no clusters here\n");
+        int port = harness_free_port();
+        _cleanup_free_ char *listen = xasprintf("127.0.0.1:%d", port);
+        _cleanup_free_ char *tok = ops_test_write_secret(e, "token", TOKEN "\n");
+        const char *args[] = {"run", "--source", e->source, "--interval",
+                              "1s",  "--listen", listen,    "--listen-token-file",
+                              tok,   NULL};
+        pid_t d = e2e_start(e, args, "daemon.log");
+        _cleanup_free_ char *base = xasprintf("http://127.0.0.1:%d", port);
+        _cleanup_free_ char *healthz = xasprintf("%s/healthz", base);
+        _cleanup_free_ char *readyz = xasprintf("%s/readyz", base);
+        _cleanup_free_ char *metrics = xasprintf("%s/metrics", base);
+        int64_t t0 = now_mono_ms();
+        while (ops_test_get(readyz, TOKEN, NULL) != 200 && now_mono_ms() - t0 < 30000)
+                usleep(50 * 1000);
+        assert_int_equal(ops_test_get(readyz, TOKEN, NULL), 200);
+
+        enum { IDLE = 1100 };
+        int *fds = xcalloc(IDLE, sizeof(int));
+        for (size_t i = 0; i < IDLE; i++)
+                fds[i] = open_idle(port); /* the backlog takes what is not accepted yet */
+        for (int round = 0; round < 3; round++) {
+                long h = 0;
+                t0 = now_mono_ms();
+                while ((h = ops_test_get(healthz, TOKEN, NULL)) != 200 &&
+                       now_mono_ms() - t0 < 30000)
+                        usleep(100 * 1000);
+                assert_int_equal(h, 200);
+                assert_int_equal(ops_test_get(readyz, TOKEN, NULL), 200);
+                char *body = NULL;
+                assert_int_equal(ops_test_get(metrics, TOKEN, &body), 200);
+                assert_true(ops_test_metric(body, "gitcd_ready") == 1);
+                free(body);
+        }
+        for (size_t i = 0; i < IDLE; i++)
+                if (fds[i] >= 0)
+                        close(fds[i]);
+        free(fds);
+        assert_int_equal(kill(d, SIGTERM), 0);
+        assert_int_equal(e2e_wait_exit(d), 0);
+        e2e_free(e);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_audit_failures), cmocka_unit_test(test_certificates),
             cmocka_unit_test(test_snapshots),      cmocka_unit_test(test_tls),
-            cmocka_unit_test(test_metrics),
+            cmocka_unit_test(test_metrics),        cmocka_unit_test(test_idle_connections),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
