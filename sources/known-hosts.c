@@ -301,7 +301,8 @@ char *known_hosts_lines(const char *text, size_t text_len, const char *host, int
                                                          type, (int)b64_len, b64)};
                 n++;
         }
-        qsort(lines, n, sizeof(*lines), host_line_cmp);
+        if (n > 1)
+                qsort(lines, n, sizeof(*lines), host_line_cmp);
         strbuf sb = STRBUF_INIT;
         for (size_t i = 0; i < n; i++) {
                 sb_append(&sb, lines[i].text);

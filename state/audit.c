@@ -50,11 +50,31 @@ bool state_key_looks_secret(const char *key)
         return n >= 3 && streq(lower + n - 3, "key");
 }
 
+/*
+ * The first needle at or after p, or NULL. A plain loop: libc's search
+ * functions are linear, but the sanitizers' wrappers of them check the
+ * whole rest of the text at each call, which would make every scan below
+ * quadratic in the ASan build that the tests run in.
+ */
+static const char *find(const char *p, const char *needle)
+{
+        for (; *p; p++) {
+                if (*p != needle[0])
+                        continue;
+                size_t i = 1;
+                while (needle[i] && p[i] == needle[i])
+                        i++;
+                if (!needle[i])
+                        return p;
+        }
+        return NULL;
+}
+
 bool state_text_has_private_key(const char *text)
 {
-        for (const char *p = text ? strstr(text, "-----BEGIN ") : NULL; p;
-             p = strstr(p + 1, "-----BEGIN ")) {
-                const char *end = strstr(p + 11, "-----");
+        for (const char *p = text ? find(text, "-----BEGIN ") : NULL; p;
+             p = find(p + 1, "-----BEGIN ")) {
+                const char *end = find(p + 11, "-----");
                 if (!end)
                         return false;
                 size_t n = (size_t)(end - p);
@@ -87,7 +107,7 @@ static const char *find_end_line(end_finder *f, const char *from)
         if (f->from && from >= f->from && (!f->at || from <= f->at))
                 return f->at;
         f->from = from;
-        f->at = strstr(from, "-----END ");
+        f->at = find(from, "-----END ");
         return f->at;
 }
 
@@ -101,7 +121,7 @@ static const char *pem_block_end(end_finder *f, const char *label_end)
         const char *after_begin = label_end + 5;
         const char *end = find_end_line(f, after_begin);
         if (end) {
-                const char *close = strstr(end + 9, "-----");
+                const char *close = find(end + 9, "-----");
                 return close ? close + 5 : end + strlen(end);
         }
         const char *q = after_begin;
@@ -146,9 +166,9 @@ static char *redact_pass(const char *text)
         open_begin *stack = NULL;
         size_t n_stack = 0, alloc = 0;
         const char *copied = text; /* everything before is in sb */
-        const char *p = strstr(text, "-----BEGIN ");
+        const char *p = find(text, "-----BEGIN ");
         while (p) {
-                const char *label_end = strstr(p + 11, "-----");
+                const char *label_end = find(p + 11, "-----");
                 if (!label_end)
                         break; /* no label ends: no BEGIN from here on is a key block */
                 if (n_stack && stack[n_stack - 1].label_end + 5 <= p)
@@ -157,7 +177,7 @@ static char *redact_pass(const char *text)
                         stack = xgrow(stack, &alloc, n_stack + 1, sizeof(*stack));
                         stack[n_stack++] =
                             (open_begin){p, label_end, sb.len + (size_t)(p - copied)};
-                        p = strstr(p + 1, "-----BEGIN ");
+                        p = find(p + 1, "-----BEGIN ");
                         continue;
                 }
                 const char *start = p;
@@ -165,7 +185,7 @@ static char *redact_pass(const char *text)
                 const char *end = pem_block_end(&ends, label_end);
                 while (n_stack && stack[n_stack - 1].label_end + 5 > start) {
                         open_begin *q = &stack[n_stack - 1];
-                        const char *next = strstr(end, "-----");
+                        const char *next = find(end, "-----");
                         if (!next)
                                 break; /* a label that never ends makes no key block */
                         if (!has_private_label(end, next)) {
@@ -186,7 +206,7 @@ static char *redact_pass(const char *text)
                 }
                 sb_append(&sb, REDACTED);
                 copied = end;
-                p = strstr(end, "-----BEGIN ");
+                p = find(end, "-----BEGIN ");
         }
         sb_append(&sb, copied);
         free(stack);
