@@ -611,7 +611,7 @@ static bool claim(const char *cluster, driver_claim what, void *userdata)
 
 /*
  * After each pass: count it, and publish gitcd's client identity toward the
- * cluster for the /metrics scrape (which runs on another thread and must
+ * cluster for the metrics collector (which runs on another thread and must
  * not touch the target), resolved from the spec the reconciler latched:
  * again only when that spec changed (most passes change nothing, and
  * parsing the spec cost more than the pass itself).
