@@ -233,6 +233,16 @@ static void load_document(const char *file, const ydoc *doc, cluster_set *out, s
         rd_note(&r, root, "skipping %s (not an EtcdCluster)", what);
 }
 
+/* The revision's YAML budget ran out in file: the n files after it are not read. */
+static void note_unread(const char *file, size_t n, diag_list *diags)
+{
+        if (n > 0)
+                diag_add(diags, DIAG_NOTE, file, 0, 0,
+                         "%zu more file(s) after this one were not read: the YAML budget of "
+                         "one revision is spent",
+                         n);
+}
+
 int spec_load_buffer(const char *file, const char *buf, size_t len, cluster_set *out,
                      diag_list *diags)
 {
@@ -257,10 +267,12 @@ int spec_load_buffers(const spec_buffer *bufs, size_t n, cluster_set *out, diag_
         diag_list mine = DIAG_LIST_INIT;
         side_list sides = {0};
         cluster_set loaded = {0};
+        yaml_budget budget = yaml_revision_budget;
         for (size_t b = 0; b < n; b++) {
                 ydoc_list docs = {0};
                 diag_list file = DIAG_LIST_INIT;
-                yaml_parse(bufs[b].file, bufs[b].data, bufs[b].len, NULL, &docs, &file);
+                yaml_parse_budget(bufs[b].file, bufs[b].data, bufs[b].len, NULL, &budget, &docs,
+                                  &file);
                 /*
                  * A folder may hold YAML that is not Kubernetes at all (CI
                  * workflows, Helm values): found by scanning, a file that
@@ -278,6 +290,10 @@ int spec_load_buffers(const spec_buffer *bufs, size_t n, cluster_set *out, diag_
                         load_document(bufs[b].file, &docs.docs[i], &loaded, &sides, &file);
                 ydoc_list_release(&docs);
                 diag_move(&mine, &file);
+                if (budget.spent) {
+                        note_unread(bufs[b].file, n - b - 1, &mine);
+                        break;
+                }
         }
         /* after every buffer: a side kind may name a cluster of another file */
         side_kinds_attach(&loaded, &sides, &mine);

@@ -11,7 +11,10 @@
  * The copied top node takes the alias position; nodes inside it keep the
  * position where they were written. A file may expand to at most
  * max_nodes nodes in total (over all its documents) and to at most 16
- * times max_file_bytes bytes of scalars.
+ * times max_file_bytes bytes of scalars. The files of one revision share
+ * a yaml_budget (nodes, aliases and bytes of text, counted where the
+ * limits are): many files each within its own limits stop once they cost
+ * too much together.
  *
  * Merge keys (YAML 1.1 `<<`, common in hand-written manifests) are
  * supported: the value must be a mapping or a sequence of mappings; their
@@ -53,6 +56,12 @@ const yaml_limits yaml_default_limits = {
     .max_documents = 1000,
     .max_depth = 64,
     .max_nodes = 1000000,
+};
+
+const yaml_budget yaml_revision_budget = {
+    .max_nodes = 20000000,
+    .max_aliases = 1000000,
+    .max_bytes = (size_t)1 << 30,
 };
 
 const yaml_limits yaml_config_limits = {
@@ -197,14 +206,23 @@ typedef struct anchor {
         ynode *node;
 } anchor;
 
-typedef enum copy_err { COPY_OK, COPY_NODES, COPY_BYTES, COPY_DEPTH } copy_err;
+typedef enum copy_err {
+        COPY_OK,
+        COPY_NODES,
+        COPY_BYTES,
+        COPY_DEPTH,
+        COPY_BUDGET_NODES,
+        COPY_BUDGET_ALIASES,
+        COPY_BUDGET_BYTES,
+} copy_err;
 
 typedef struct yctx {
         const char *file;
         const char *buf;
         size_t len;
         yaml_limits lim;
-        size_t max_bytes; /* scalar bytes after expansion */
+        size_t max_bytes;    /* scalar bytes after expansion */
+        yaml_budget *budget; /* the revision's, or NULL */
         diag_list *diags;
 
         size_t nodes; /* in this buffer, after expansion */
@@ -333,21 +351,50 @@ static void limit_error(yctx *c, copy_err e, int line, int col)
                 add_error(c, line, col, "nesting deeper than %zu levels (depth limit)",
                           c->lim.max_depth);
                 break;
+        case COPY_BUDGET_NODES:
+                add_error(c, line, col,
+                          "the YAML files of this revision hold more than %zu nodes in all, "
+                          "after alias expansion (revision budget)",
+                          c->budget->max_nodes);
+                break;
+        case COPY_BUDGET_ALIASES:
+                add_error(c, line, col,
+                          "the YAML files of this revision use more than %zu aliases in all "
+                          "(revision budget)",
+                          c->budget->max_aliases);
+                break;
+        case COPY_BUDGET_BYTES:
+                add_error(c, line, col,
+                          "the YAML files of this revision hold more than %zu bytes of text in "
+                          "all, after alias expansion (revision budget)",
+                          c->budget->max_bytes);
+                break;
         case COPY_OK:
                 break;
         }
+        if (e >= COPY_BUDGET_NODES)
+                c->budget->spent = true;
         c->fatal = true;
 }
 
-/* Count one new node with `bytes` bytes of text against the limits. */
+/* Count one new node with `bytes` bytes of text against the limits and the budget. */
 static copy_err count_node(yctx *c, size_t bytes)
 {
         if (c->nodes >= c->lim.max_nodes)
                 return COPY_NODES;
         if (bytes > c->max_bytes - c->bytes)
                 return COPY_BYTES;
+        yaml_budget *b = c->budget;
+        if (b && b->nodes >= b->max_nodes)
+                return COPY_BUDGET_NODES;
+        if (b && bytes > b->max_bytes - b->bytes)
+                return COPY_BUDGET_BYTES;
         c->nodes++;
         c->bytes += bytes;
+        if (b) {
+                b->nodes++;
+                b->bytes += bytes;
+        }
         return COPY_OK;
 }
 
@@ -734,6 +781,12 @@ static void on_alias(yctx *c, const yaml_event_t *ev)
                 attach(c, placeholder);
                 return;
         }
+        if (c->budget && c->budget->aliases >= c->budget->max_aliases) {
+                limit_error(c, COPY_BUDGET_ALIASES, line, col);
+                return;
+        }
+        if (c->budget)
+                c->budget->aliases++;
         ynode *copy = NULL;
         copy_err e = ynode_copy(c, c->anchors[*idx].node, c->depth + 1, &copy);
         if (e != COPY_OK) {
@@ -805,13 +858,22 @@ static void on_document_end(yctx *c, ydoc_list *out)
 int yaml_parse(const char *file, const char *buf, size_t len, const yaml_limits *lim,
                ydoc_list *out, diag_list *diags)
 {
+        return yaml_parse_budget(file, buf, len, lim, NULL, out, diags);
+}
+
+int yaml_parse_budget(const char *file, const char *buf, size_t len, const yaml_limits *lim,
+                      yaml_budget *budget, ydoc_list *out, diag_list *diags)
+{
         yctx c = {
             .file = file ? file : "<input>",
             .buf = buf,
             .len = len,
             .lim = lim ? *lim : yaml_default_limits,
+            .budget = budget,
             .diags = diags,
         };
+        if (budget && budget->spent)
+                return -EINVAL;
         c.max_bytes = c.lim.max_file_bytes > SIZE_MAX / 16 ? SIZE_MAX : c.lim.max_file_bytes * 16;
 
         if (len > c.lim.max_file_bytes) {

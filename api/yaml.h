@@ -6,7 +6,8 @@
  *
  * Hostile input is bounded by yaml_limits: file size, document count,
  * nesting depth and the total number of nodes after alias expansion (a
- * "billion laughs" file is a diagnostic, not an out-of-memory).
+ * "billion laughs" file is a diagnostic, not an out-of-memory); and the
+ * files of one revision together by a yaml_budget.
  */
 #pragma once
 
@@ -48,6 +49,24 @@ extern const yaml_limits yaml_default_limits;
  * expansion, so a hostile file costs tens of MiB, not hundreds. */
 extern const yaml_limits yaml_config_limits;
 
+/*
+ * What all the files of one revision may cost together, after alias
+ * expansion (the per-file limits alone let 100,000 small alias bombs cost
+ * hours). One budget is handed to every parse of the revision's files and
+ * spent as they are parsed; a parse that would go past it stops with a
+ * diagnostic, and so does every later one.
+ */
+typedef struct yaml_budget {
+        size_t max_nodes;             /* nodes */
+        size_t max_aliases;           /* alias expansions */
+        size_t max_bytes;             /* bytes of scalar text */
+        size_t nodes, aliases, bytes; /* spent so far */
+        bool spent;                   /* a parse stopped on this budget */
+} yaml_budget;
+
+/* A revision's budget: 20,000,000 nodes, 1,000,000 aliases, 1 GiB of text. */
+extern const yaml_budget yaml_revision_budget;
+
 typedef struct ydoc {
         char *file;
         int index;   /* 0-based document number in the file */
@@ -69,6 +88,14 @@ typedef struct ydoc_list {
  */
 int yaml_parse(const char *file, const char *buf, size_t len, const yaml_limits *lim,
                ydoc_list *out, diag_list *diags);
+/*
+ * yaml_parse() that also spends budget (NULL: none). A budget that runs
+ * out is a diagnostic at the place it ran out, and -EINVAL; a budget spent
+ * already is -EINVAL at once, without a diagnostic (the caller says which
+ * files were not read).
+ */
+int yaml_parse_budget(const char *file, const char *buf, size_t len, const yaml_limits *lim,
+                      yaml_budget *budget, ydoc_list *out, diag_list *diags);
 /* Read and parse a file; an unreadable or oversized file is a diagnostic and -errno. */
 int yaml_load_file(const char *path, const yaml_limits *lim, ydoc_list *out, diag_list *diags);
 /* Only read it, within lim's size: the text (NUL-terminated) and its length. */

@@ -25,8 +25,10 @@
  * that ends is taken in by then).
  *
  * With --listen (or listen: in the file) the daemon serves /metrics,
- * /healthz and /readyz from libmicrohttpd's own thread (ops/http.h); the
- * loop below only reports fetches to the metrics registry.
+ * /healthz and /readyz from libmicrohttpd's own thread (ops/http.h) and
+ * memory: the loop below reports fetches to the metrics registry and
+ * publishes what the state store says (publish_tick); the HTTP thread
+ * never opens the store.
  *
  * A fetch never blocks the loop: it runs in a child process (sources/git.c)
  * that the loop starts and then looks at without waiting; a source whose
@@ -405,11 +407,11 @@ static int start_http(const ops_config *c, const char *state_path, ops_http **re
         *ret = NULL;
         if (!c->listen)
                 return 0;
+        (void)state_path;
         ops_http_opts o = {.listen = c->listen,
                            .tls_cert_file = c->tls_cert_file,
                            .tls_key_file = c->tls_key_file,
-                           .token_file = c->token_file,
-                           .state_path = state_path};
+                           .token_file = c->token_file};
         char *err = NULL;
         int k = ops_http_start(&o, ret, &err);
         if (k < 0) {
@@ -458,6 +460,42 @@ static void notify_drill(state_db *db, const char *cluster, const state_snapshot
                         .cluster = cluster,
                         .message = message};
         (void)ops_notify(nc->notifier, db, &ev);
+}
+
+/*
+ * What /metrics and /readyz show is published from the loop's own
+ * connection to the state store (ops_metrics_publish), never read by the
+ * HTTP thread: at most every PUBLISH_MS, and at once when passes ended
+ * since the last publication (the loop then wakes for it); whether the
+ * store takes a write transaction is tried every WRITABLE_CHECK_MS.
+ */
+#define PUBLISH_MS        1000
+#define WRITABLE_CHECK_MS 5000
+
+typedef struct publisher {
+        int64_t last_ms, last_check_ms;
+        bool due; /* passes ended (or ran) since the last publication */
+} publisher;
+
+/* Publish when due; *w: how long the loop may sleep (shortened when a publication waits). */
+static void publish_tick(publisher *p, state_db *db, int busy, int64_t *w)
+{
+        int64_t now = now_mono_ms();
+        p->due = p->due || busy > 0;
+        if (p->last_ms && now - p->last_ms < PUBLISH_MS) {
+                if (p->due)
+                        *w = MIN(*w, PUBLISH_MS - (now - p->last_ms));
+                return;
+        }
+        if (p->last_ms && !p->due && now - p->last_ms < LOOP_MAX_SLEEP_MS)
+                return;
+        bool check = !p->last_check_ms || now - p->last_check_ms >= WRITABLE_CHECK_MS;
+        if (ops_metrics_publish(db, check) < 0)
+                log_debug("metrics: the state store could not be read: %s", state_last_error());
+        p->last_ms = now;
+        if (check)
+                p->last_check_ms = now;
+        p->due = busy > 0;
 }
 
 /* Scheduled snapshots of the clusters of the current revision (in a worker thread). */
@@ -593,6 +631,10 @@ int cmd_run(int argc, char **argv)
                 runner_close(&r);
                 return EXIT_FAIL;
         }
+        publisher pub = {0};
+        int64_t no_wait = LOOP_MAX_SLEEP_MS;
+        if (http)
+                publish_tick(&pub, r.db, 0, &no_wait);
         if (r.n_sources == 1)
                 log_info("gitcd %s running: source %s, state %s, polling every %llds",
                          GITCD_VERSION, source_display_url(r.src), r.state_path,
@@ -680,6 +722,8 @@ int cmd_run(int argc, char **argv)
                         break;
                 for (size_t i = 0; i < r.n_sources; i++)
                         snapshot_tick(snap, &r.sources[i]);
+                if (http)
+                        publish_tick(&pub, r.db, busy, &w);
                 if (busy) {
                         /* Waiting on a target's events blocks none of the passes in flight
                          * (targets/locked.h): wait on them, briefly, and then take in the

@@ -142,6 +142,7 @@ static void usage(FILE *out)
                 "  --store-dir DIR    receive: the snapshot folder to keep files in, instead\n"
                 "                     of --data-dir\n"
                 "  --secret-dir DIR   receive: the folder with tls.crt, tls.key and token\n"
+                "                     (tls.key and token must be its own: docs/operating.md)\n"
                 "  --listen ADDR      receive: host:port to serve on (default 0.0.0.0:8443)\n"
                 "  --max-bytes N      receive: the most bytes taken in all (default: no limit)\n"
                 "  -h, --help         show this help\n");

@@ -286,6 +286,42 @@ static const char *source_target(const ops_config *c, const ops_source *s)
         return s->target ? s->target : c->target ? c->target : "local";
 }
 
+/* A secret file the settings name must be gitcd's own (util/fs.h); NULL passes. */
+static int check_secret(const char *path, const char *what)
+{
+        if (!path)
+                return 0;
+        _cleanup_free_ char *err = NULL;
+        int k = secret_file_check(path, what, &err);
+        if (k < 0)
+                fprintf(stderr, "gitcd: %s\n", err);
+        return k;
+}
+
+/*
+ * The files of notifications, which are read only when one is sent, are
+ * checked when the settings are read: a daemon does not start (and a
+ * SIGHUP keeps the settings in force) with a secret others can read. The
+ * sources, the hosts target and the endpoints check their own when they
+ * are opened.
+ */
+static int check_secret_files(const ops_config *c)
+{
+        for (size_t i = 0; i < c->n_webhooks; i++) {
+                int k = check_secret(c->webhooks[i].secret_file, "secret file");
+                if (k < 0)
+                        return k;
+        }
+        for (size_t i = 0; i < c->n_sources; i++) {
+                const ops_commit_status *cs = &c->sources[i].status;
+                int k =
+                    cs->forge != OPS_FORGE_NONE ? check_secret(cs->token_file, "token file") : 0;
+                if (k < 0)
+                        return k;
+        }
+        return 0;
+}
+
 static int check_settings(const ops_config *c)
 {
         if (c->n_sources == 0) {
@@ -345,7 +381,7 @@ static int check_settings(const ops_config *c)
                 fprintf(stderr, "gitcd: --hosts-passphrase-file needs --hosts-ssh-key\n");
                 return -EINVAL;
         }
-        return 0;
+        return check_secret_files(c);
 }
 
 /* Whether any source flag other than --source was given. */
@@ -594,7 +630,7 @@ static bool claim(const char *cluster, driver_claim what, void *userdata)
 
 /*
  * After each pass: count it, and publish gitcd's client identity toward the
- * cluster for the /metrics scrape (which runs on another thread and must
+ * cluster for the metrics collector (which runs on another thread and must
  * not touch the target), resolved from the spec the reconciler latched:
  * again only when that spec changed (most passes change nothing, and
  * parsing the spec cost more than the pass itself).
@@ -673,13 +709,22 @@ static int open_hosts(const ops_config *c, const char *state_dir, target **ret)
                                 "ssh-agent ($SSH_AUTH_SOCK is not set)\n");
                 return -EINVAL;
         }
+        if (h->ssh_key) {
+                _cleanup_free_ char *err = NULL;
+                int k = secret_file_check(h->ssh_key, "SSH key", &err);
+                if (k < 0) {
+                        fprintf(stderr, "gitcd: hosts target: %s\n", err);
+                        return k;
+                }
+        }
         _cleanup_(erase_freep) char *pass = NULL;
         if (h->passphrase_file) {
                 size_t len = 0;
-                int k = read_file(h->passphrase_file, 4096, &pass, &len);
+                _cleanup_free_ char *err = NULL;
+                int k = read_secret_file(h->passphrase_file, "passphrase file", 4096, &pass, &len,
+                                         &err);
                 if (k < 0) {
-                        fprintf(stderr, "gitcd: cannot read %s: %s\n", h->passphrase_file,
-                                strerror(-k));
+                        fprintf(stderr, "gitcd: hosts target: %s\n", err);
                         return k;
                 }
                 pass[strcspn(pass, "\r\n")] = 0;

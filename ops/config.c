@@ -14,11 +14,13 @@
  * policy that asks for approvals on a source that does not verify
  * signatures is an error: approvals are counted in signatures.
  */
+#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/yaml.h"
 #include "ops/config.h"
@@ -69,6 +71,7 @@ void ops_config_free(ops_config *cfg)
                 free(cfg->webhooks[i].clusters);
         free(cfg->webhooks);
         free(cfg->sources);
+        free(cfg->plain_http_hosts);
         free(cfg->file);
         policy_free(cfg->policy);
         for (size_t i = 0; i < cfg->n_owned_policies; i++)
@@ -95,12 +98,20 @@ int ops_severity_from_string(const char *s, ops_severity *ret)
         return -EINVAL;
 }
 
+/* A forge or webhook URL, judged once the whole file (and allowPlainHTTP) is read. */
+typedef struct url_use {
+        const ynode *node;
+        const char *what; /* "url", "api" */
+} url_use;
+
 typedef struct parser {
         ops_config *cfg;
         const char *file;
         diag_list *diags;
         const ynode *policy;         /* the top-level policy: */
         const ynode **source_policy; /* each source's, by index (NULL: none) */
+        url_use *urls;
+        size_t n_urls;
 } parser;
 
 static void err(parser *p, const ynode *n, const char *fmt, ...) _printf_(3, 4);
@@ -164,6 +175,88 @@ static int workers(parser *p, const ynode *n)
                 return 0;
         }
         return (int)v;
+}
+
+static void note_url(parser *p, const ynode *n, const char *what)
+{
+        p->urls = xrealloc(p->urls, (p->n_urls + 1) * sizeof(url_use));
+        p->urls[p->n_urls++] = (url_use){n, what};
+}
+
+char *ops_url_host(const char *url)
+{
+        const char *a = strstr(url, "://");
+        if (!a)
+                return NULL;
+        a += 3;
+        size_t n = strcspn(a, "/?#");
+        const char *at = memrchr(a, '@', n);
+        if (at) {
+                n -= (size_t)(at + 1 - a);
+                a = at + 1;
+        }
+        if (n > 0 && a[0] == '[') {
+                const char *close = memchr(a, ']', n);
+                return close ? xstrndup(a + 1, (size_t)(close - a - 1)) : NULL;
+        }
+        const char *colon = memchr(a, ':', n);
+        size_t len = colon ? (size_t)(colon - a) : n;
+        return len ? xstrndup(a, len) : NULL;
+}
+
+bool ops_config_allows_plain_http(const ops_config *c, const char *url)
+{
+        if (strncmp(url, "http://", 7) != 0)
+                return true; /* not plain http */
+        _cleanup_free_ char *host = ops_url_host(url);
+        for (size_t i = 0; host && i < c->n_plain_http_hosts; i++)
+                if (strcasecmp(c->plain_http_hosts[i], host) == 0)
+                        return true;
+        return false;
+}
+
+/* allowPlainHTTP: the hosts (names or addresses) that webhooks and forge APIs may reach over http. */
+static void parse_plain_http(parser *p, const ynode *seq)
+{
+        ops_config *c = p->cfg;
+        if (seq->kind != YNODE_SEQ) {
+                err(p, seq, "allowPlainHTTP must be a sequence of host names or addresses");
+                return;
+        }
+        c->plain_http_hosts = xcalloc(seq->n + 1, sizeof(char *));
+        for (size_t i = 0; i < seq->n; i++) {
+                const char *h = str(p, seq->values[i], "a host");
+                if (!h)
+                        continue;
+                unsigned char v6[16];
+                if (h[0] == '[' && h[strlen(h) - 1] == ']') {
+                        char *inner = (char *)ops_config_strdup(c, h + 1);
+                        inner[strlen(inner) - 1] = '\0';
+                        h = inner;
+                }
+                if (!*h || (strpbrk(h, "/:@ []") && inet_pton(AF_INET6, h, v6) != 1)) {
+                        err(p, seq->values[i],
+                            "allowPlainHTTP takes host names or addresses (hooks.internal, "
+                            "10.0.0.5, fd00::5), not URLs or ports");
+                        continue;
+                }
+                c->plain_http_hosts[c->n_plain_http_hosts++] = h;
+        }
+}
+
+/* Plain http:// only to the hosts allowPlainHTTP lists. */
+static void check_urls(parser *p)
+{
+        for (size_t i = 0; i < p->n_urls; i++) {
+                const char *url = p->urls[i].node->str;
+                if (ops_config_allows_plain_http(p->cfg, url))
+                        continue;
+                _cleanup_free_ char *host = ops_url_host(url);
+                err(p, p->urls[i].node,
+                    "%s: plain http:// would send notifications and tokens unencrypted; use "
+                    "https://, or list %s under allowPlainHTTP to allow it for that host",
+                    p->urls[i].what, host ? host : "the host");
+        }
 }
 
 static const char *target_name(parser *p, const ynode *n)
@@ -253,6 +346,8 @@ static void parse_commit_status(parser *p, const ynode *m, ops_commit_status *cs
                         if (cs->api && strncmp(cs->api, "http://", 7) != 0 &&
                             strncmp(cs->api, "https://", 8) != 0)
                                 err(p, v, "api must start with http:// or https://");
+                        else if (cs->api)
+                                note_url(p, v, "api");
                 } else if (streq(k, "repository")) {
                         cs->repository = str(p, v, k);
                 } else if (streq(k, "tokenFile")) {
@@ -379,6 +474,8 @@ static void parse_webhook(parser *p, const ynode *m, ops_webhook *w)
                         if (w->url && strncmp(w->url, "http://", 7) != 0 &&
                             strncmp(w->url, "https://", 8) != 0)
                                 err(p, v, "url must start with http:// or https://");
+                        else if (w->url)
+                                note_url(p, v, "url");
                 } else if (streq(k, "format")) {
                         const char *f = str(p, v, k);
                         if (f && streq(f, "slack"))
@@ -598,10 +695,13 @@ static void parse_root(parser *p, const ynode *root)
                         parse_log(p, v);
                 else if (streq(k, "policy"))
                         p->policy = v;
+                else if (streq(k, "allowPlainHTTP"))
+                        parse_plain_http(p, v);
                 else
                         err(p, root->keys[i], "unknown key '%s'", k);
         }
         parse_policies(p);
+        check_urls(p);
 }
 
 static int parse_docs(const char *path, ydoc_list *docs, diag_list *local, ops_config **ret,
@@ -616,6 +716,7 @@ static int parse_docs(const char *path, ydoc_list *docs, diag_list *local, ops_c
         else
                 parse_root(&p, docs->docs[0].root);
         free(p.source_policy);
+        free(p.urls);
         ydoc_list_release(docs);
         bool bad = diag_has_errors(local);
         diag_move(diags, local);

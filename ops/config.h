@@ -103,6 +103,9 @@ typedef struct ops_config {
         size_t n_webhooks;
         /* The top-level `policy:` over gitcd's built-in one (never NULL once loaded). */
         policy *policy;
+        /* allowPlainHTTP: hosts webhooks and forge APIs may reach over plain http:// */
+        const char **plain_http_hosts;
+        size_t n_plain_http_hosts;
 
         char **owned; /* every string above */
         size_t n_owned;
@@ -134,6 +137,15 @@ void ops_config_set_policy(ops_config *cfg, const policy *p);
 const char *ops_config_strdup(ops_config *cfg, const char *s);
 void ops_config_free(ops_config *cfg);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ops_config *, ops_config_free);
+
+/*
+ * Whether url may be used for a webhook or a forge API: https://, or
+ * http:// to a host allowPlainHTTP lists (matched without the port,
+ * ignoring case).
+ */
+bool ops_config_allows_plain_http(const ops_config *c, const char *url);
+/* The host of an http(s) URL, without userinfo, brackets or port; NULL when there is none. */
+char *ops_url_host(const char *url);
 
 const char *ops_severity_name(ops_severity s);
 int ops_severity_from_string(const char *s, ops_severity *ret);

@@ -1,9 +1,19 @@
 /*
  * The HTTP endpoints of the daemon (see http.h) on libmicrohttpd, which
  * runs its own listening thread: a request never waits for a reconciler
- * pass, and a pass never waits for a scrape. Each request that needs the
- * state store opens its own connection (SQLite connections are not shared
- * across threads here).
+ * pass, and a pass never waits for a scrape. /readyz and /metrics answer
+ * from memory (ops/metrics.h: what the daemon's loop publishes from the
+ * state store and what the collector thread asks the members), never from
+ * the state store itself: one thread serves every request, so nothing on
+ * it may wait on a database lock or a member.
+ *
+ * Idle and slow connections cannot fill the server (util/httpd.h): one
+ * that has not made a request with the token within HTTP_DEADLINE_S, or
+ * sends nothing for HTTP_IDLE_S, is closed; at most HTTP_MAX_PENDING such
+ * connections are kept (HTTP_PEER_PENDING per client address), the
+ * oldest closed for a new one, so /healthz answers a prober with the
+ * token under any number of idle connections; at most HTTP_MAX_CONNECTIONS
+ * in all, far below the process's descriptor limit.
  *
  * The bearer token is compared in constant time and never logged; a
  * missing or wrong token is 401 with a WWW-Authenticate header.
@@ -17,15 +27,21 @@
 
 #include "ops/http.h"
 #include "ops/metrics.h"
-#include "state/state.h"
 #include "util/httpd.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
+#define HTTP_IDLE_S          10
+#define HTTP_TRUSTED_IDLE_S  30
+#define HTTP_DEADLINE_S      10
+#define HTTP_MAX_PENDING     200
+#define HTTP_PEER_PENDING    64
+#define HTTP_MAX_CONNECTIONS 256
+
 struct ops_http {
-        struct MHD_Daemon *mhd;
-        char *state_path;
+        httpd *server;
+        ops_metrics_collector *collector;
         char *token; /* NULL: none */
         char *cert_pem;
         char *key_pem;
@@ -63,24 +79,6 @@ static bool authorized(const ops_http *h, struct MHD_Connection *conn)
         return strlen(given) == n && CRYPTO_memcmp(given, h->token, n) == 0;
 }
 
-/* Why the daemon is not ready, or NULL when it is. */
-static char *not_ready(const ops_http *h)
-{
-        if (!ops_metrics_sources_read())
-                return xstrdup("a source was not read yet\n");
-        state_db *db = NULL;
-        int k = state_open(h->state_path, STATE_OPEN_READ_WRITE, &db);
-        if (k >= 0) {
-                k = state_begin(db);
-                if (k >= 0)
-                        (void)state_rollback(db);
-        }
-        state_close(db);
-        if (k < 0)
-                return xasprintf("the state store is not writable: %s\n", strerror(-k));
-        return NULL;
-}
-
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_data_size, void **con_cls)
@@ -97,23 +95,18 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         if (!authorized(h, conn))
                 return reply(conn, MHD_HTTP_UNAUTHORIZED, "text/plain",
                              xstrdup("a bearer token is required\n"));
+        httpd_trust(conn); /* authorized: no longer pending (see the top of this file) */
         if (streq(url, "/healthz"))
                 return reply(conn, MHD_HTTP_OK, "text/plain", xstrdup("ok\n"));
         if (streq(url, "/readyz")) {
-                char *why = not_ready(h);
+                char *why = ops_metrics_not_ready();
                 if (why)
                         return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", why);
                 return reply(conn, MHD_HTTP_OK, "text/plain", xstrdup("ready\n"));
         }
         if (streq(url, "/metrics")) {
                 strbuf out = STRBUF_INIT;
-                _cleanup_free_ char *why = not_ready(h);
-                sb_printf(&out,
-                          "# HELP gitcd_ready 1 when every source was read and the state "
-                          "store is writable.\n# TYPE gitcd_ready gauge\ngitcd_ready %d\n",
-                          why ? 0 : 1);
-                if (ops_metrics_render(h->state_path, &out) < 0)
-                        log_debug("metrics: the state store could not be read");
+                ops_metrics_render(&out);
                 return reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
                              sb_detach(&out));
         }
@@ -124,24 +117,34 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 int ops_http_start(const ops_http_opts *o, ops_http **ret, char **ret_err)
 {
         ops_http *h = XNEW(ops_http);
-        h->state_path = xstrdup(o->state_path);
         int k = 0;
         if (o->token_file)
                 k = httpd_read_token(o->token_file, &h->token, ret_err);
         if (k >= 0 && o->tls_cert_file) {
                 k = httpd_read_file(o->tls_cert_file, "TLS certificate", &h->cert_pem, ret_err);
                 if (k >= 0)
-                        k = httpd_read_file(o->tls_key_file, "TLS key", &h->key_pem, ret_err);
+                        k = httpd_read_secret(o->tls_key_file, "TLS key", &h->key_pem, ret_err);
         }
         if (k >= 0)
                 k = httpd_start(&(httpd_config){.listen = o->listen,
                                                 .cert_pem = h->cert_pem,
                                                 .key_pem = h->key_pem,
-                                                .timeout_s = 30,
+                                                .timeout_s = HTTP_IDLE_S,
+                                                .trusted_timeout_s = HTTP_TRUSTED_IDLE_S,
+                                                .deadline_s = HTTP_DEADLINE_S,
+                                                .max_pending = HTTP_MAX_PENDING,
+                                                .per_peer_pending = HTTP_PEER_PENDING,
+                                                .connection_limit = HTTP_MAX_CONNECTIONS,
                                                 .log_prefix = "http",
                                                 .handler = handle,
                                                 .handler_cls = h},
-                                &h->mhd, &h->port, ret_err);
+                                &h->server, &h->port, ret_err);
+        if (k >= 0) {
+                k = ops_metrics_collector_start(0, &h->collector);
+                if (k < 0)
+                        *ret_err =
+                            xasprintf("cannot start the metrics collector: %s", strerror(-k));
+        }
         if (k < 0) {
                 ops_http_stop(h);
                 return k;
@@ -159,8 +162,8 @@ void ops_http_stop(ops_http *h)
 {
         if (!h)
                 return;
-        if (h->mhd)
-                MHD_stop_daemon(h->mhd);
+        httpd_stop(h->server);
+        ops_metrics_collector_stop(h->collector);
         if (h->token)
                 OPENSSL_cleanse(h->token, strlen(h->token));
         free(h->token);
@@ -168,6 +171,5 @@ void ops_http_stop(ops_http *h)
         if (h->key_pem)
                 OPENSSL_cleanse(h->key_pem, strlen(h->key_pem));
         free(h->key_pem);
-        free(h->state_path);
         free(h);
 }

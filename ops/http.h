@@ -4,11 +4,14 @@
  *
  *   /metrics  the Prometheus text format (ops/metrics.h)
  *   /healthz  200 while the process serves requests
- *   /readyz   200 once every source was read and the state store takes a
- *             write transaction; 503 with the reason otherwise
+ *   /readyz   200 once every source was read and the state store took the
+ *             last write transaction the daemon's loop tried; 503 with the
+ *             reason otherwise
  *
+ * Both answer from memory (ops/metrics.h), never from the state store.
  * Optional TLS (certificate and key files) and an optional bearer token
- * (read from a file) required on every endpoint.
+ * (read from a file) required on every endpoint. Idle and slow connections
+ * are bounded (http.c), so /healthz answers under any number of them.
  */
 #pragma once
 
@@ -19,7 +22,6 @@ typedef struct ops_http_opts {
         const char *tls_cert_file; /* PEM; with tls_key_file, serve https */
         const char *tls_key_file;
         const char *token_file; /* NULL: no token */
-        const char *state_path; /* the state store scraped and checked */
 } ops_http_opts;
 
 /*

@@ -1,23 +1,33 @@
 /*
  * The metrics registry and the scrape (see metrics.h).
  *
- * Decision: as few hooks into the reconciler as possible. The driver calls
- * one function per pass (through driver_opts.pass_done) and the daemon one
- * per fetch; everything else is read at scrape time, on the HTTP thread,
- * with its own connection to the state store: the clusters, their
- * conditions and members as the reconciler recorded them, and each
- * member's status asked from the member itself (database sizes, the
- * leader it follows), so a scrape never waits for a pass and a pass never
- * waits for a scrape. Members reached over https:// are asked with
- * gitcd's client identity, which belongs to the target (the main loop's
- * object, never touched here): the daemon resolves it after each pass and
- * publishes the three file paths per cluster (ops_metrics_set_client_tls);
- * until it has, such members are not asked and, when no member can be
- * asked, the leader comes from the state store. Snapshot facts come from
- * the snapshot and drill records (state/snapshots.h), their one owner.
+ * Decision: a request never touches the state store and never waits on a
+ * member. What /metrics and /readyz show lives in memory, in three parts,
+ * each behind the one mutex:
+ * - the registry of events the process counts as they happen: one call
+ *   per pass (through driver_opts.pass_done) and one per fetch;
+ * - the published facts: the daemon's loop reads the state store with its
+ *   own connection (ops_metrics_publish, at most every second, and at once
+ *   on the first change after a quiet while) and keeps the rendered series
+ *   of the clusters, their conditions, members, certificates, snapshots and
+ *   applied commits, the audit failures, whether the store took a write
+ *   transaction, and which members to ask;
+ * - the members' own answers (database sizes, the leader they follow),
+ *   asked by the collector thread (ops_metrics_collector_start), every 10
+ *   seconds and as soon as the published members change. Members reached
+ *   over https:// are asked with gitcd's client identity, which belongs to
+ *   the target (the main loop's object, never touched here): the daemon
+ *   resolves it after each pass and publishes the three file paths per
+ *   cluster (ops_metrics_set_client_tls); until it has, such members are
+ *   not asked and, when no member can be asked, the leader comes from the
+ *   state store.
+ * A scrape renders those three from memory, so a slow member or a busy
+ * store never holds up /healthz (one thread serves every request), and a
+ * storm of scrapes never takes the store's write lock. Snapshot facts come
+ * from the snapshot and drill records (state/snapshots.h), their one owner.
  *
  * Counters live as long as the process; "leader changes" counts the
- * changes of the recorded leader seen from one scrape to the next.
+ * changes of the recorded leader seen from one publication to the next.
  */
 #include <assert.h>
 #include <errno.h>
@@ -274,36 +284,6 @@ bool ops_metrics_sources_read(void)
         return ok;
 }
 
-void ops_metrics_reset(void)
-{
-        pthread_mutex_lock(&lock);
-        for (size_t i = 0; i < n_all; i++) {
-                free(all[i].name);
-                free(all[i].labels);
-        }
-        free(all);
-        all = NULL;
-        n_all = 0;
-        for (size_t i = 0; i < n_sources; i++)
-                free(sources[i]);
-        free(sources);
-        free(sources_read);
-        sources = NULL;
-        sources_read = NULL;
-        n_sources = 0;
-        for (size_t i = 0; i < n_leaders; i++)
-                free(leaders[i]);
-        free(leaders);
-        leaders = NULL;
-        n_leaders = 0;
-        for (size_t i = 0; i < n_tls_ids; i++)
-                client_tls_release(&tls_ids[i]);
-        free(tls_ids);
-        tls_ids = NULL;
-        n_tls_ids = 0;
-        pthread_mutex_unlock(&lock);
-}
-
 /* ---- rendering ----------------------------------------------------------- */
 
 typedef struct meta {
@@ -417,51 +397,81 @@ static void put_registry(scrape *s)
         pthread_mutex_unlock(&lock);
 }
 
-/*
- * Ask each member for its status: over http://, or over https:// with the
- * client identity the daemon published for the cluster; whether any of
- * them knows a leader. *ret_asked: some member could be asked (a member
- * that does not answer counts: a cluster whose members are all down has no
- * leader, whatever the state store last recorded).
- */
-static bool put_member_status(scrape *s, const char *cluster, const state_member_list *ml,
-                              bool *ret_asked)
+/* ---- published facts (the daemon's loop) ---------------------------------- */
+
+/* A member to ask, as the store recorded it. */
+typedef struct member_addr {
+        char *cluster, *name, *client_url;
+} member_addr;
+
+/* A cluster as published: the leader the store recorded (when no member can be asked). */
+typedef struct pub_cluster {
+        char *name;
+        bool store_leader;
+} pub_cluster;
+
+/* All under `lock`. */
+static char *pub_body[ARRAY_SIZE(metas)]; /* rendered series from the store, per metric */
+static pub_cluster *pub_clusters;
+static size_t n_pub_clusters;
+static member_addr *pub_members;
+static size_t n_pub_members;
+static bool pub_done;           /* published at least once */
+static int pub_store_error;     /* 0: the last write transaction tried was taken */
+static char *pub_store_why;     /* its message */
+static uint64_t pub_generation; /* grows when the members to ask change */
+
+/* The members' own answers (the collector). All under `lock`. */
+typedef struct asked_cluster {
+        char *name;
+        bool asked;  /* some member could be asked (one that did not answer counts) */
+        bool leader; /* some member knows a leader */
+} asked_cluster;
+static char *asked_body[ARRAY_SIZE(metas)];
+static asked_cluster *asked;
+static size_t n_asked;
+
+static pthread_cond_t members_changed = PTHREAD_COND_INITIALIZER;
+
+static void member_addrs_free(member_addr *v, size_t n)
 {
-        bool leader = false;
-        *ret_asked = false;
-        client_tls id = {0};
-        bool have_id = client_tls_get(cluster, &id);
-        for (size_t i = 0; i < ml->n; i++) {
-                const state_member *m = ml->items[i];
-                if (isempty(m->client_url))
-                        continue;
-                bool https = strncmp(m->client_url, "https://", 8) == 0;
-                if (https ? !have_id : strncmp(m->client_url, "http://", 7) != 0)
-                        continue;
-                *ret_asked = true;
-                etcd_client_opts o = {.endpoints = m->client_url,
-                                      .cacert = https ? id.ca : NULL,
-                                      .cert = https ? id.cert : NULL,
-                                      .key = https ? id.key : NULL,
-                                      .call_timeout_ms = 1000,
-                                      .dial_timeout_ms = 500};
-                etcd_client *c = NULL;
-                if (etcd_client_new(&o, &c) < 0)
-                        continue;
-                etcd_endpoint_status *st = NULL;
-                if (etcd_status(c, m->client_url, &st) == 0) {
-                        _cleanup_free_ char *ml_ = xasprintf("member=\"%s\"", m->name);
-                        put_cluster(s, "gitcd_member_db_size_bytes", cluster, ml_,
-                                    (double)st->db_size);
-                        put_cluster(s, "gitcd_member_db_size_in_use_bytes", cluster, ml_,
-                                    (double)st->db_size_in_use);
-                        leader = leader || st->leader != 0;
-                        etcd_endpoint_status_free(st);
-                }
-                etcd_client_free(c);
+        if (!v)
+                return; /* taken (TAKE_PTR): nothing left to free */
+        for (size_t i = 0; i < n; i++) {
+                free(v[i].cluster);
+                free(v[i].name);
+                free(v[i].client_url);
         }
-        client_tls_release(&id);
-        return leader;
+        free(v);
+}
+
+static void pub_clusters_free(pub_cluster *v, size_t n)
+{
+        if (!v)
+                return; /* taken (TAKE_PTR): nothing left to free */
+        for (size_t i = 0; i < n; i++)
+                free(v[i].name);
+        free(v);
+}
+
+static void asked_free(asked_cluster *v, size_t n)
+{
+        if (!v)
+                return; /* taken (TAKE_PTR): nothing left to free */
+        for (size_t i = 0; i < n; i++)
+                free(v[i].name);
+        free(v);
+}
+
+static bool same_members(const member_addr *a, size_t na, const member_addr *b, size_t nb)
+{
+        if (na != nb)
+                return false;
+        for (size_t i = 0; i < na; i++)
+                if (!streq(a[i].cluster, b[i].cluster) || !streq(a[i].name, b[i].name) ||
+                    !streq(a[i].client_url, b[i].client_url))
+                        return false;
+        return true;
 }
 
 static const double drill_buckets[] = {1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600};
@@ -606,7 +616,9 @@ static bool drills_on(const state_cluster *c)
         return on;
 }
 
-static void put_cluster_facts(scrape *s, state_db *db, const state_cluster *c)
+/* What the store says about one cluster; its members to ask are appended to *members. */
+static void put_cluster_facts(scrape *s, state_db *db, const state_cluster *c,
+                              member_addr **members, size_t *n_members, size_t *alloc)
 {
         const char *cl = c->name;
         if (c->desired_replicas >= 0)
@@ -618,6 +630,14 @@ static void put_cluster_facts(scrape *s, state_db *db, const state_cluster *c)
                         const state_member *m = ml.items[i];
                         bool ready = m->state && streq(m->state, "ready");
                         running += ready;
+                        if (!isempty(m->client_url)) {
+                                *members =
+                                    xgrow(*members, alloc, *n_members + 1, sizeof(member_addr));
+                                (*members)[(*n_members)++] =
+                                    (member_addr){.cluster = xstrdup(cl),
+                                                  .name = xstrdup(m->name),
+                                                  .client_url = xstrdup(m->client_url)};
+                        }
                         if (!m->member_id)
                                 continue;
                         if (m->learner) {
@@ -631,18 +651,10 @@ static void put_cluster_facts(scrape *s, state_db *db, const state_cluster *c)
                 put_cluster(s, "gitcd_cluster_members_voters", cl, NULL, voters);
                 put_cluster(s, "gitcd_cluster_members_voters_ready", cl, NULL, voters_ready);
                 put_cluster(s, "gitcd_cluster_members_learners", cl, NULL, learners);
-                bool asked = false;
-                bool leader = put_member_status(s, cl, &ml, &asked);
-                if (!asked)
-                        leader = c->leader != NULL;
-                put_cluster(s, "gitcd_cluster_leader_present", cl, NULL, leader);
                 state_member_list_release(&ml);
         }
         put_certs(s, db, cl);
         put_snapshots(s, db, cl, drills_on(c));
-        pthread_mutex_lock(&lock);
-        note_leader(cl, c->leader);
-        pthread_mutex_unlock(&lock);
 
         static const char *const statuses[] = {"True", "False", "Unknown"};
         bool deadline = false;
@@ -670,27 +682,250 @@ static void put_cluster_facts(scrape *s, state_db *db, const state_cluster *c)
         }
 }
 
-int ops_metrics_render(const char *state_path, strbuf *out)
+int ops_metrics_publish(state_db *db, bool check_writable)
+{
+        assert(db);
+        scrape s;
+        memset(&s, 0, sizeof(s));
+        member_addr *members = NULL;
+        size_t n_members = 0, alloc = 0;
+        pub_cluster *clusters = NULL;
+        size_t n_clusters = 0;
+        state_cluster_list cl = {0};
+        int k = state_cluster_list_all(db, &cl);
+        if (k >= 0) {
+                clusters = xcalloc(cl.n + 1, sizeof(pub_cluster));
+                for (size_t i = 0; i < cl.n; i++) {
+                        put_cluster_facts(&s, db, cl.items[i], &members, &n_members, &alloc);
+                        clusters[n_clusters++] =
+                            (pub_cluster){.name = xstrdup(cl.items[i]->name),
+                                          .store_leader = cl.items[i]->leader != NULL};
+                }
+        }
+        state_audit_failures af = {0};
+        if (state_audit_failures_get(db, &af) >= 0)
+                put(&s, "gitcd_audit_append_failures_total", NULL, (double)af.count);
+        state_audit_failures_release(&af);
+        /* a write transaction, at once rolled back: whether the store takes writes */
+        int w = 0;
+        _cleanup_free_ char *why = NULL;
+        if (check_writable) {
+                w = state_begin(db);
+                if (w >= 0)
+                        (void)state_rollback(db);
+                else
+                        why = xstrdup(state_last_error());
+        }
+
+        pthread_mutex_lock(&lock);
+        for (size_t i = 0; k >= 0 && i < cl.n; i++)
+                note_leader(cl.items[i]->name, cl.items[i]->leader);
+        for (size_t i = 0; i < ARRAY_SIZE(metas); i++) {
+                if (k < 0 && i != meta_index("gitcd_audit_append_failures_total")) {
+                        sb_release(&s.body[i]); /* the store could not be read: keep the last */
+                        continue;
+                }
+                free(pub_body[i]);
+                pub_body[i] = sb_detach(&s.body[i]);
+        }
+        if (k >= 0) {
+                if (!same_members(pub_members, n_pub_members, members, n_members)) {
+                        pub_generation++;
+                        pthread_cond_broadcast(&members_changed);
+                }
+                member_addrs_free(pub_members, n_pub_members);
+                pub_members = TAKE_PTR(members);
+                n_pub_members = n_members;
+                pub_clusters_free(pub_clusters, n_pub_clusters);
+                pub_clusters = TAKE_PTR(clusters);
+                n_pub_clusters = n_clusters;
+        }
+        if (check_writable) {
+                pub_store_error = w < 0 ? w : 0;
+                free(pub_store_why);
+                pub_store_why = TAKE_PTR(why);
+        }
+        pub_done = pub_done || k >= 0;
+        pthread_mutex_unlock(&lock);
+        state_cluster_list_release(&cl);
+        member_addrs_free(members, n_members);
+        pub_clusters_free(clusters, n_clusters);
+        return k < 0 ? k : 0;
+}
+
+/* ---- the members' answers (the collector) ---------------------------------- */
+
+void ops_metrics_collect(void)
+{
+        pthread_mutex_lock(&lock);
+        size_t n = n_pub_members;
+        member_addr *members = xcalloc(n + 1, sizeof(member_addr));
+        for (size_t i = 0; i < n; i++)
+                members[i] = (member_addr){.cluster = xstrdup(pub_members[i].cluster),
+                                           .name = xstrdup(pub_members[i].name),
+                                           .client_url = xstrdup(pub_members[i].client_url)};
+        pthread_mutex_unlock(&lock);
+
+        scrape s;
+        memset(&s, 0, sizeof(s));
+        asked_cluster *res = xcalloc(n + 1, sizeof(asked_cluster));
+        size_t n_res = 0;
+        for (size_t i = 0; i < n; i++) {
+                const member_addr *m = &members[i];
+                if (!n_res || !streq(res[n_res - 1].name, m->cluster))
+                        res[n_res++] = (asked_cluster){.name = xstrdup(m->cluster)};
+                asked_cluster *a = &res[n_res - 1];
+                client_tls id = {0};
+                bool have_id = client_tls_get(m->cluster, &id);
+                bool https = strncmp(m->client_url, "https://", 8) == 0;
+                if (https ? !have_id : strncmp(m->client_url, "http://", 7) != 0) {
+                        client_tls_release(&id);
+                        continue;
+                }
+                a->asked = true;
+                etcd_client_opts o = {.endpoints = m->client_url,
+                                      .cacert = https ? id.ca : NULL,
+                                      .cert = https ? id.cert : NULL,
+                                      .key = https ? id.key : NULL,
+                                      .call_timeout_ms = 1000,
+                                      .dial_timeout_ms = 500};
+                etcd_client *c = NULL;
+                if (etcd_client_new(&o, &c) == 0) {
+                        etcd_endpoint_status *st = NULL;
+                        if (etcd_status(c, m->client_url, &st) == 0) {
+                                _cleanup_free_ char *ml = xasprintf("member=\"%s\"", m->name);
+                                put_cluster(&s, "gitcd_member_db_size_bytes", m->cluster, ml,
+                                            (double)st->db_size);
+                                put_cluster(&s, "gitcd_member_db_size_in_use_bytes", m->cluster, ml,
+                                            (double)st->db_size_in_use);
+                                a->leader = a->leader || st->leader != 0;
+                                etcd_endpoint_status_free(st);
+                        }
+                        etcd_client_free(c);
+                }
+                client_tls_release(&id);
+        }
+        member_addrs_free(members, n);
+
+        pthread_mutex_lock(&lock);
+        for (size_t i = 0; i < ARRAY_SIZE(metas); i++) {
+                free(asked_body[i]);
+                asked_body[i] = sb_detach(&s.body[i]);
+        }
+        asked_free(asked, n_asked);
+        asked = res;
+        n_asked = n_res;
+        pthread_mutex_unlock(&lock);
+}
+
+struct ops_metrics_collector {
+        pthread_t thread;
+        int interval_ms;
+        bool stop; /* under lock */
+};
+
+static void *collector_main(void *userdata)
+{
+        ops_metrics_collector *c = userdata;
+        uint64_t seen = UINT64_MAX;
+        pthread_mutex_lock(&lock);
+        while (!c->stop) {
+                if (seen != pub_generation || seen == UINT64_MAX) {
+                        seen = pub_generation;
+                        pthread_mutex_unlock(&lock);
+                        ops_metrics_collect();
+                        pthread_mutex_lock(&lock);
+                        continue;
+                }
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_sec += c->interval_ms / 1000;
+                ts.tv_nsec += (long)(c->interval_ms % 1000) * 1000000L;
+                if (ts.tv_nsec >= 1000000000L) {
+                        ts.tv_sec++;
+                        ts.tv_nsec -= 1000000000L;
+                }
+                if (pthread_cond_timedwait(&members_changed, &lock, &ts) == ETIMEDOUT)
+                        seen = UINT64_MAX; /* time for another round */
+        }
+        pthread_mutex_unlock(&lock);
+        return NULL;
+}
+
+int ops_metrics_collector_start(int interval_ms, ops_metrics_collector **ret)
+{
+        ops_metrics_collector *c = XNEW(ops_metrics_collector);
+        c->interval_ms = interval_ms > 0 ? interval_ms : 10000;
+        int k = pthread_create(&c->thread, NULL, collector_main, c);
+        if (k != 0) {
+                free(c);
+                return -k;
+        }
+        *ret = c;
+        return 0;
+}
+
+void ops_metrics_collector_stop(ops_metrics_collector *c)
+{
+        if (!c)
+                return;
+        pthread_mutex_lock(&lock);
+        c->stop = true;
+        pthread_cond_broadcast(&members_changed);
+        pthread_mutex_unlock(&lock);
+        pthread_join(c->thread, NULL);
+        free(c);
+}
+
+/* ---- from memory: readiness and the exposition ----------------------------- */
+
+/* Caller holds the lock. */
+static char *not_ready_locked(void)
+{
+        bool read = n_sources > 0;
+        for (size_t i = 0; i < n_sources; i++)
+                read = read && sources_read[i];
+        if (!read)
+                return xstrdup("a source was not read yet\n");
+        if (!pub_done)
+                return xstrdup("the state store was not read yet\n");
+        if (pub_store_error < 0)
+                return xasprintf("the state store is not writable: %s\n",
+                                 pub_store_why ? pub_store_why : strerror(-pub_store_error));
+        return NULL;
+}
+
+char *ops_metrics_not_ready(void)
+{
+        pthread_mutex_lock(&lock);
+        char *why = not_ready_locked();
+        pthread_mutex_unlock(&lock);
+        return why;
+}
+
+void ops_metrics_render(strbuf *out)
 {
         scrape s;
         memset(&s, 0, sizeof(s));
         put(&s, "gitcd_build_info", "version=\"" GITCD_VERSION "\"", 1);
-        int k = 0;
-        state_db *db = NULL;
-        if (state_path)
-                k = state_open(state_path, STATE_OPEN_READ_ONLY, &db);
-        if (db) {
-                state_cluster_list cl = {0};
-                k = state_cluster_list_all(db, &cl);
-                for (size_t i = 0; k >= 0 && i < cl.n; i++)
-                        put_cluster_facts(&s, db, cl.items[i]);
-                state_cluster_list_release(&cl);
-                state_audit_failures af = {0};
-                if (state_audit_failures_get(db, &af) >= 0)
-                        put(&s, "gitcd_audit_append_failures_total", NULL, (double)af.count);
-                state_audit_failures_release(&af);
-                state_close(db);
+        pthread_mutex_lock(&lock);
+        _cleanup_free_ char *why = not_ready_locked();
+        put(&s, "gitcd_ready", NULL, why ? 0 : 1);
+        for (size_t i = 0; i < ARRAY_SIZE(metas); i++) {
+                if (pub_body[i])
+                        sb_append(&s.body[i], pub_body[i]);
+                if (asked_body[i])
+                        sb_append(&s.body[i], asked_body[i]);
         }
+        for (size_t i = 0; i < n_pub_clusters; i++) {
+                const pub_cluster *c = &pub_clusters[i];
+                bool leader = c->store_leader;
+                for (size_t j = 0; j < n_asked; j++)
+                        if (streq(asked[j].name, c->name) && asked[j].asked)
+                                leader = asked[j].leader;
+                put_cluster(&s, "gitcd_cluster_leader_present", c->name, NULL, leader);
+        }
+        pthread_mutex_unlock(&lock);
         put_registry(&s);
         for (size_t i = 0; i < ARRAY_SIZE(metas); i++) {
                 if (s.body[i].len == 0) {
@@ -702,5 +937,52 @@ int ops_metrics_render(const char *state_path, strbuf *out)
                 sb_append(out, sb_str(&s.body[i]));
                 sb_release(&s.body[i]);
         }
-        return k < 0 ? k : 0;
+}
+
+void ops_metrics_reset(void)
+{
+        pthread_mutex_lock(&lock);
+        for (size_t i = 0; i < n_all; i++) {
+                free(all[i].name);
+                free(all[i].labels);
+        }
+        free(all);
+        all = NULL;
+        n_all = 0;
+        for (size_t i = 0; i < n_sources; i++)
+                free(sources[i]);
+        free(sources);
+        free(sources_read);
+        sources = NULL;
+        sources_read = NULL;
+        n_sources = 0;
+        for (size_t i = 0; i < n_leaders; i++)
+                free(leaders[i]);
+        free(leaders);
+        leaders = NULL;
+        n_leaders = 0;
+        for (size_t i = 0; i < n_tls_ids; i++)
+                client_tls_release(&tls_ids[i]);
+        free(tls_ids);
+        tls_ids = NULL;
+        n_tls_ids = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(metas); i++) {
+                free(pub_body[i]);
+                free(asked_body[i]);
+                pub_body[i] = asked_body[i] = NULL;
+        }
+        member_addrs_free(pub_members, n_pub_members);
+        pub_members = NULL;
+        n_pub_members = 0;
+        pub_clusters_free(pub_clusters, n_pub_clusters);
+        pub_clusters = NULL;
+        n_pub_clusters = 0;
+        asked_free(asked, n_asked);
+        asked = NULL;
+        n_asked = 0;
+        pub_done = false;
+        pub_store_error = 0;
+        free(pub_store_why);
+        pub_store_why = NULL;
+        pthread_mutex_unlock(&lock);
 }

@@ -1,12 +1,15 @@
 /*
- * gitcd's own metrics, in the Prometheus text format (0.0.4).
+ * gitcd's own metrics, in the Prometheus text format (0.0.4), and the
+ * daemon's readiness.
  *
- * Two kinds of values: events the process counts as they happen (passes,
- * steps, source fetches: ops_metrics_pass, ops_metrics_fetch), kept in a
- * process-wide registry behind a mutex; and facts gathered when /metrics
- * is scraped, from the state store and from each member's own status
- * (members, leader, database sizes, conditions, applied commits, the last
- * successful snapshot).
+ * Everything a scrape shows is in memory (see metrics.c): events the
+ * process counts as they happen (passes, steps, source fetches:
+ * ops_metrics_pass, ops_metrics_fetch), facts the daemon's loop publishes
+ * from the state store (ops_metrics_publish: members, conditions, applied
+ * commits, certificates, the last successful snapshot, whether the store
+ * takes writes) and what each member says of itself, asked by a thread of
+ * its own (the collector: database sizes, the leader). A request never
+ * opens the state store and never waits on a member.
  */
 #pragma once
 
@@ -14,6 +17,7 @@
 #include <stdint.h>
 
 #include "reconciler/reconcile.h"
+#include "state/state.h"
 #include "util/strbuf.h"
 
 /* The sources the daemon reads now (readiness needs each read once). */
@@ -39,8 +43,28 @@ bool ops_metrics_sources_read(void);
 void ops_metrics_reset(void);
 
 /*
- * Append the whole exposition to out: the registry, then what the state
- * store at state_path and the members say now. 0, or -errno when the store
- * cannot be read (the registry is still appended).
+ * The daemon's loop, with its own connection: read the state store's facts
+ * into memory. check_writable: also take a write transaction (and roll it
+ * back) to tell whether the store takes writes (the loop does that every
+ * few seconds, never per request). 0, or -errno when the store could not
+ * be read (what was published before stays).
  */
-int ops_metrics_render(const char *state_path, strbuf *out);
+int ops_metrics_publish(state_db *db, bool check_writable);
+/* Ask every published member for its status now (blocks: about 1.5 s per member at worst). */
+void ops_metrics_collect(void);
+/*
+ * The collector thread: ops_metrics_collect() every interval_ms (0: 10 s)
+ * and as soon as a publication changes the members to ask.
+ */
+typedef struct ops_metrics_collector ops_metrics_collector;
+int ops_metrics_collector_start(int interval_ms, ops_metrics_collector **ret);
+void ops_metrics_collector_stop(ops_metrics_collector *c); /* NULL: no-op */
+
+/*
+ * Why the daemon is not ready, from memory (newly allocated, ending in a
+ * newline), or NULL: every source was read, the store was published and
+ * took the last write transaction tried.
+ */
+char *ops_metrics_not_ready(void);
+/* Append the whole exposition to out, from memory. */
+void ops_metrics_render(strbuf *out);

@@ -8,6 +8,11 @@
  *   the state store, and a rotated secret applies to what is still queued.
  * - Filters apply when queuing: a row exists only for a webhook that wants
  *   the event.
+ * - The destination is not: a row names its webhook (or its source's
+ *   commit statuses) and, for a commit status, its commit; the URL is read
+ *   from the configuration in force at each attempt (a reload may move a
+ *   webhook or a forge API: retries follow it, never the old host), and a
+ *   row whose destination was removed is dropped with an audit line.
  * - Backoff doubles from 1s up to 5 minutes; a row older than the webhook's
  *   maxAge (24h by default) expires. Any 2xx answer is a delivery; anything
  *   else, or no answer within 10s, is retried.
@@ -244,6 +249,16 @@ static char *url_segment(const char *s)
         return sb_detach(&sb);
 }
 
+/* Where the status of commit goes on h's forge (its API and repository as configured now). */
+static char *commit_status_url(const hook *h, const char *commit)
+{
+        if (h->forge == OPS_FORGE_GITLAB) {
+                _cleanup_free_ char *project = url_segment(h->repository);
+                return xasprintf("%s/projects/%s/statuses/%s", h->url, project, commit);
+        }
+        return xasprintf("%s/repos/%s/statuses/%s", h->url, h->repository, commit);
+}
+
 int ops_notify_commit_status(ops_notifier *n, state_db *db, const char *source_name,
                              const char *commit, const char *cluster, ops_commit_state state,
                              const char *description)
@@ -264,14 +279,11 @@ int ops_notify_commit_status(ops_notifier *n, state_db *db, const char *source_n
                 /* GitHub cuts descriptions at 140 characters. */
                 _cleanup_free_ char *desc = xstrndup(description ? description : "", 140);
                 json_t *o = json_object();
-                _cleanup_free_ char *url = NULL;
+                _cleanup_free_ char *url = commit_status_url(h, commit);
                 if (h->forge == OPS_FORGE_GITLAB) {
-                        _cleanup_free_ char *project = url_segment(h->repository);
-                        url = xasprintf("%s/projects/%s/statuses/%s", h->url, project, commit);
                         json_object_set_new(o, "state", json_string(gitlab[state]));
                         json_object_set_new(o, "name", json_string(ctx));
                 } else {
-                        url = xasprintf("%s/repos/%s/statuses/%s", h->url, h->repository, commit);
                         json_object_set_new(o, "state", json_string(github[state]));
                         json_object_set_new(o, "context", json_string(ctx));
                 }
@@ -281,6 +293,7 @@ int ops_notify_commit_status(ops_notifier *n, state_db *db, const char *source_n
                 state_notification row = {
                     .webhook = h->name,
                     .url = url,
+                    .commit = (char *)commit,
                     .event = "commit.status",
                     .cluster = (char *)cluster,
                     .severity = "info",
@@ -325,8 +338,9 @@ static size_t discard(char *p, size_t size, size_t nmemb, void *userdata)
         return size * nmemb;
 }
 
-/* Post one row; 0 when delivered, else -errno and a reason (no secret in it). */
-static int post(ops_notifier *n, const hook *h, const state_notification *row, char **ret_error)
+/* Post one row to url; 0 when delivered, else -errno and a reason (no secret in it). */
+static int post(ops_notifier *n, const hook *h, const state_notification *row, const char *url,
+                char **ret_error)
 {
         struct curl_slist *hdrs = NULL;
         hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
@@ -339,11 +353,10 @@ static int post(ops_notifier *n, const hook *h, const state_notification *row, c
         if (h->forge != OPS_FORGE_NONE) {
                 char *token = NULL;
                 size_t len = 0;
-                int k = read_file(h->token_file, 64 * 1024, &token, &len);
+                int k = read_secret_file(h->token_file, "token file", 64 * 1024, &token, &len,
+                                         ret_error);
                 if (k < 0) {
                         curl_slist_free_all(hdrs);
-                        *ret_error = xasprintf("cannot read the token file %s: %s", h->token_file,
-                                               strerror(-k));
                         return k;
                 }
                 token[strcspn(token, "\r\n")] = 0;
@@ -360,11 +373,10 @@ static int post(ops_notifier *n, const hook *h, const state_notification *row, c
         } else if (h->secret_file) {
                 char *secret = NULL;
                 size_t len = 0;
-                int k = read_file(h->secret_file, 64 * 1024, &secret, &len);
+                int k = read_secret_file(h->secret_file, "secret file", 64 * 1024, &secret, &len,
+                                         ret_error);
                 if (k < 0) {
                         curl_slist_free_all(hdrs);
-                        *ret_error = xasprintf("cannot read the secret file %s: %s", h->secret_file,
-                                               strerror(-k));
                         return k;
                 }
                 while (len && (secret[len - 1] == '\n' || secret[len - 1] == '\r'))
@@ -382,7 +394,7 @@ static int post(ops_notifier *n, const hook *h, const state_notification *row, c
                 *ret_error = xstrdup("cannot start a request");
                 return -ENOMEM;
         }
-        curl_easy_setopt(c, CURLOPT_URL, row->url);
+        curl_easy_setopt(c, CURLOPT_URL, url);
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, row->payload);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
         curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)SEND_TIMEOUT_S);
@@ -434,12 +446,52 @@ static bool hook_get(ops_notifier *n, const char *name, hook *ret)
                                       .secret_file = xstrdup_null(n->hooks[i].secret_file),
                                       .ca_file = xstrdup_null(n->hooks[i].ca_file),
                                       .forge = n->hooks[i].forge,
-                                      .token_file = xstrdup_null(n->hooks[i].token_file)};
+                                      .token_file = xstrdup_null(n->hooks[i].token_file),
+                                      .repository = xstrdup_null(n->hooks[i].repository)};
                         found = true;
                         break;
                 }
         pthread_mutex_unlock(&n->lock);
         return found;
+}
+
+/*
+ * A queued row that can no longer be sent (its webhook or its source's
+ * commit statuses are no longer configured): expired, with an audit line,
+ * so an operator who removed a destination sees what was not sent.
+ */
+static void drop(state_db *db, const state_notification *row, int64_t now, const char *why)
+{
+        log_warn("notification %lld (%s) to %s dropped: %s", (long long)row->id, row->event,
+                 row->webhook, why);
+        (void)state_notify_expire(db, row->id, now, why);
+        _cleanup_free_ char *reason = xasprintf("notification %lld (%s) to %s dropped: %s",
+                                                (long long)row->id, row->event, row->webhook, why);
+        state_audit_event ev = {.time_ms = now,
+                                .cluster = row->cluster,
+                                .commit = row->commit,
+                                .action = "notification.dropped",
+                                .reason = reason,
+                                .outcome = "dropped"};
+        (void)state_audit_append(db, &ev, NULL);
+}
+
+/*
+ * Where a queued row goes now: the destination is read from the
+ * configuration in force at each attempt, never from the row, so a
+ * webhook or forge API moved to another host is not retried at the old
+ * one (with the new secret). NULL, with why, when it cannot be sent.
+ */
+static char *destination(const hook *h, const state_notification *row, const char **ret_why)
+{
+        if (h->forge == OPS_FORGE_NONE)
+                return xstrdup(h->url);
+        if (isempty(row->commit)) {
+                *ret_why = "queued by an earlier gitcd without its commit, so its destination "
+                           "cannot be read again";
+                return NULL;
+        }
+        return commit_status_url(h, row->commit);
 }
 
 static void send_due(ops_notifier *n, state_db *db)
@@ -462,18 +514,24 @@ static void send_due(ops_notifier *n, state_db *db)
                 }
                 hook h = {0};
                 if (!hook_get(n, row->webhook, &h)) {
-                        (void)state_notify_expire(db, row->id, now,
-                                                  "the webhook is no longer configured");
+                        drop(db, row, now,
+                             strneq(row->webhook, "commit-status/", 14)
+                                 ? "the source's commit statuses are no longer configured"
+                                 : "the webhook is no longer configured");
                         continue;
                 }
+                const char *why = NULL;
+                _cleanup_free_ char *url = destination(&h, row, &why);
                 char *err = NULL;
-                int k = post(n, &h, row, &err);
+                int k = url ? post(n, &h, row, url, &err) : -ENOENT;
+                if (!url)
+                        drop(db, row, now, why);
                 now = now_wall_ms();
                 if (k >= 0) {
                         log_debug("notification %lld (%s) delivered to webhook %s",
                                   (long long)row->id, row->event, row->webhook);
                         (void)state_notify_delivered(db, row->id, now);
-                } else if (!atomic_load(&n->stop)) {
+                } else if (url && !atomic_load(&n->stop)) {
                         int64_t wait = backoff_ms(row->attempts);
                         if (row->attempts == 0)
                                 log_warn("notification %lld (%s) to webhook %s failed: %s; "
@@ -487,6 +545,7 @@ static void send_due(ops_notifier *n, state_db *db)
                 free(h.secret_file);
                 free(h.ca_file);
                 free(h.token_file);
+                free(h.repository);
         }
         state_notification_list_release(&due);
 }

@@ -604,8 +604,8 @@ static const char *scalar(const ynode *n)
 }
 
 /* The "namespace/name" the document at `line` of file names, or NULL. */
-static char *owner_of(file_docs *fd, const strmap *files, const source_revision *rev,
-                      const char *file, int line)
+static char *owner_of(file_docs *fd, yaml_budget *budget, const strmap *files,
+                      const source_revision *rev, const char *file, int line)
 {
         size_t i;
         if (!file || line <= 0 || !strmap_get(files, file, &i))
@@ -614,7 +614,8 @@ static char *owner_of(file_docs *fd, const strmap *files, const source_revision 
         if (!fd[i].parsed) {
                 diag_list ignore = DIAG_LIST_INIT;
                 fd[i].file = sf->path;
-                (void)yaml_parse(sf->path, sf->content, sf->len, NULL, &fd[i].docs, &ignore);
+                (void)yaml_parse_budget(sf->path, sf->content, sf->len, NULL, budget, &fd[i].docs,
+                                        &ignore);
                 diag_list_release(&ignore);
                 fd[i].parsed = true;
         }
@@ -640,6 +641,7 @@ static void diag_copy(diag_list *dst, const diag *d)
 static void attribute_diags(plan *p, const source_revision *rev, const diag_list *diags)
 {
         file_docs *fd = xcalloc(rev->n_files + 1, sizeof(*fd));
+        yaml_budget budget = yaml_revision_budget; /* the files are parsed again, once each */
         char **dest = xcalloc(diags->n + 1, sizeof(char *)); /* where each error went */
         strmap files = STRMAP_INIT;                          /* path → index in rev->files */
         for (size_t i = 0; i < rev->n_files; i++)
@@ -650,7 +652,8 @@ static void attribute_diags(plan *p, const source_revision *rev, const diag_list
                         const diag *d = &diags->items[i];
                         if ((d->severity == DIAG_ERROR) != (pass == 0))
                                 continue;
-                        _cleanup_free_ char *owner = owner_of(fd, &files, rev, d->file, d->line);
+                        _cleanup_free_ char *owner =
+                            owner_of(fd, &budget, &files, rev, d->file, d->line);
                         const char *name = owner ? owner : d->file ? d->file : "(revision)";
                         /* A note right after an error explains that error: keep them together. */
                         if (pass == 1 && i > 0 && dest[i - 1] &&

@@ -57,17 +57,24 @@ static void wipe(char *s)
         }
 }
 
-/* A password file: its first line; *ret NULL when the file is missing. */
-static int read_password(const char *dir, const char *name, char **ret)
+/*
+ * A password file: its first line; *ret NULL when the file is missing.
+ * A file others may read is -EPERM, with why in *ret_why when given
+ * (util/fs.h read_secret_file).
+ */
+static int read_password(const char *dir, const char *name, char **ret, char **ret_why)
 {
         _cleanup_free_ char *path = path_join(dir, name);
+        _cleanup_free_ char *why = NULL;
         char *data = NULL;
         size_t len = 0;
-        int k = read_file(path, PASSWORD_MAX, &data, &len);
+        int k = read_secret_file(path, "password file", PASSWORD_MAX, &data, &len, &why);
         if (k == -ENOENT) {
                 *ret = NULL;
                 return 0;
         }
+        if (k == -EPERM && ret_why)
+                *ret_why = TAKE_PTR(why);
         if (k < 0)
                 return k;
         data[strcspn(data, "\r\n")] = '\0';
@@ -140,7 +147,12 @@ int auth_secret_password(target *t, const etcd_cluster *c, const char *state_dir
                 return -EINVAL;
         }
         char *user = NULL;
-        k = read_password(dir, "username", &user);
+        _cleanup_free_ char *why = NULL;
+        k = read_password(dir, "username", &user, &why);
+        if (k == -EPERM) {
+                *ret_error = xasprintf("root credentials Secret %s/%s: %s", ns, name, why);
+                return k;
+        }
         if (k >= 0 && user && !streq(user, AUTH_ROOT)) {
                 *ret_error = xasprintf("root credentials Secret %s/%s: its username is \"%s\"; "
                                        "gitcd sets root's password, so the key `username` must be "
@@ -151,12 +163,13 @@ int auth_secret_password(target *t, const etcd_cluster *c, const char *state_dir
         }
         wipe(user);
         char *pw = NULL;
-        k = read_password(dir, "password", &pw);
+        k = read_password(dir, "password", &pw, &why);
         if (k < 0 || !pw) {
                 *ret_error =
-                    k == -ENODATA ? xasprintf("root credentials Secret %s/%s: its key `password` "
-                                              "is empty",
-                                              ns, name)
+                    k == -EPERM     ? xasprintf("root credentials Secret %s/%s: %s", ns, name, why)
+                    : k == -ENODATA ? xasprintf("root credentials Secret %s/%s: its key `password` "
+                                                "is empty",
+                                                ns, name)
                     : k < 0
                         ? xasprintf("root credentials Secret %s/%s: cannot read %s/password: %s",
                                     ns, name, dir, strerror(-k))
@@ -179,9 +192,9 @@ int auth_credentials(const char *state_dir, const char *cluster, auth_creds *ret
                 return 0;
         _cleanup_free_ char *dir = auth_dir(state_dir, cluster);
         char *applied = NULL, *next = NULL;
-        int k = read_password(dir, "root-password.etcd", &applied);
+        int k = read_password(dir, "root-password.etcd", &applied, NULL);
         if (k >= 0)
-                k = read_password(dir, "root-password.next", &next);
+                k = read_password(dir, "root-password.next", &next, NULL);
         if (k < 0) {
                 wipe(applied);
                 return k;
@@ -382,14 +395,17 @@ int auth_pass(const auth_env *env, char *msg, size_t msg_size)
         _cleanup_free_ char *dir = auth_dir(env->state_dir, env->cluster);
         char *wanted = NULL, *next = NULL, *applied = NULL;
         bool on = false;
-        int k = read_password(dir, "root-password", &wanted);
+        _cleanup_free_ char *why = NULL;
+        int k = read_password(dir, "root-password", &wanted, &why);
         if (k >= 0)
-                k = read_password(dir, "root-password.next", &next);
+                k = read_password(dir, "root-password.next", &next, &why);
         if (k >= 0)
-                k = read_password(dir, "root-password.etcd", &applied);
+                k = read_password(dir, "root-password.etcd", &applied, &why);
         if (k < 0) {
                 k = say(&s, k, "cannot read the root password files in %s: %s", dir,
-                        k == -ENODATA ? "a file is empty" : strerror(-k));
+                        why             ? why
+                        : k == -ENODATA ? "a file is empty"
+                                        : strerror(-k));
                 goto out;
         }
         if (env->want && env->secret_error) {

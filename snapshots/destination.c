@@ -211,13 +211,19 @@ int dest_commit_part(int fd, const char *part, const char *path)
         return fsync_parent_dir(path);
 }
 
-/* One value of a Secret folder: the file's content without trailing white space. */
-static int read_secret_value(const char *dir, const char *name, char **ret)
+/*
+ * One value of a Secret folder: the file's content without trailing white
+ * space. A file others may read is -EPERM with *ret_err (util/fs.h).
+ */
+static int read_secret_value(const char *dir, const char *name, char **ret, char **ret_err)
 {
         _cleanup_free_ char *p = path_join(dir, name);
         char *data = NULL;
         size_t len = 0;
-        int r = read_file(p, 64 * 1024, &data, &len);
+        _cleanup_free_ char *err = NULL;
+        int r = read_secret_file(p, "credentials file", 64 * 1024, &data, &len, &err);
+        if (r == -EPERM)
+                *ret_err = TAKE_PTR(err);
         if (r < 0)
                 return r;
         while (len > 0 && strchr(" \t\r\n", data[len - 1]))
@@ -236,7 +242,11 @@ static int credentials_from_folder(const char *dir, const char *secret, s3_crede
         static const char *const required[] = {"accessKeyID", "secretAccessKey"};
         char **slots[] = {&c->access_key_id, &c->secret_access_key};
         for (size_t i = 0; i < ARRAY_SIZE(required); i++) {
-                int r = read_secret_value(dir, required[i], slots[i]);
+                _cleanup_free_ char *why = NULL;
+                int r = read_secret_value(dir, required[i], slots[i], &why);
+                if (r == -EPERM)
+                        return dest_fail(ret_error, r, "S3 credentials Secret \"%s\": %s", secret,
+                                         why);
                 if (r == -ENOENT)
                         return dest_fail(ret_error, -ENOKEY,
                                          "S3 credentials Secret \"%s\" (%s) has no key %s", secret,
@@ -246,7 +256,10 @@ static int credentials_from_folder(const char *dir, const char *secret, s3_crede
                                          "S3 credentials Secret \"%s\" (%s): %s %s", secret, dir,
                                          required[i], r == -ENODATA ? "is empty" : strerror(-r));
         }
-        int r = read_secret_value(dir, "sessionToken", &c->session_token);
+        _cleanup_free_ char *why = NULL;
+        int r = read_secret_value(dir, "sessionToken", &c->session_token, &why);
+        if (r == -EPERM)
+                return dest_fail(ret_error, r, "S3 credentials Secret \"%s\": %s", secret, why);
         if (r < 0 && r != -ENOENT && r != -ENODATA)
                 return dest_fail(ret_error, r,
                                  "S3 credentials Secret \"%s\" (%s): sessionToken: %s", secret, dir,

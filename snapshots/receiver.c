@@ -18,6 +18,12 @@
  *   log and the data directory holds none.
  * - One thread (libmicrohttpd's internal polling thread) runs every
  *   handler: the counters need no lock.
+ * - The token is checked on the request line and headers, before any body
+ *   is read (the access handler's first call); a connection that has not
+ *   shown it is "pending" and bounded by util/httpd.h's guard (a deadline,
+ *   a short idle timeout, per-address and total limits, the oldest pending
+ *   connection closed for a new one), so idle or slow connections cannot
+ *   keep gitcd's uploads and restores out.
  * - The token and the key never reach a log line or an answer.
  */
 #include <assert.h>
@@ -58,8 +64,16 @@
 #define PART_SUFFIX  ".part"
 #define SHA256_XATTR "user.gitcd.sha256"
 
+/* The connection guard (receiver_start). */
+#define RECEIVER_IDLE_S        10  /* a connection that has not shown the token, silent */
+#define RECEIVER_DEADLINE_S    15  /* from accept to a request with the token */
+#define RECEIVER_UPLOAD_IDLE_S 120 /* one that has, silent (an upload's next bytes) */
+#define RECEIVER_PEER_PENDING  4
+#define RECEIVER_MAX_PENDING   32
+#define RECEIVER_PER_IP        16
+
 struct receiver {
-        struct MHD_Daemon *mhd;
+        httpd *server;
         char *data_dir; /* restore mode: the data directory to create; NULL in store mode */
         char *stage;    /* where PUT writes: <data dir>.receive, or the store folder */
         bool store;     /* store mode: PUT writes keys in place; HEAD, GET, DELETE */
@@ -547,6 +561,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                 return reply(conn, MHD_HTTP_OK, xstrdup("ok\n"));
         if (!authorized(r, conn))
                 return refuse(conn, MHD_HTTP_UNAUTHORIZED, "a valid bearer token is required");
+        httpd_trust(conn); /* no longer pending: it showed the token (see receiver_start) */
         if (streq(method, "PUT") && strneq(url, FILES_PREFIX, strlen(FILES_PREFIX)))
                 return put_begin(r, conn, url, con_cls);
         if (*upload_data_size)
@@ -632,7 +647,7 @@ int receiver_start(const receiver_opts *o, receiver **ret, char **ret_err)
         if (k >= 0)
                 k = httpd_read_file(o->cert_file, "TLS certificate", &r->cert_pem, ret_err);
         if (k >= 0)
-                k = httpd_read_file(o->key_file, "TLS key", &r->key_pem, ret_err);
+                k = httpd_read_secret(o->key_file, "TLS key", &r->key_pem, ret_err);
         if (k < 0)
                 goto fail;
         /* What an earlier receiver on this volume staged is never used (a store
@@ -642,18 +657,33 @@ int receiver_start(const receiver_opts *o, receiver **ret, char **ret_err)
                 *ret_err = xasprintf("cannot prepare %s: %s", r->stage, strerror(-k));
                 goto fail;
         }
+        /*
+         * Who may hold a connection (util/httpd.h): one that has not shown
+         * the token within RECEIVER_DEADLINE_S of its accept, or sent nothing
+         * for RECEIVER_IDLE_S, is closed; a client address holds at most
+         * RECEIVER_PEER_PENDING such connections and all of them together
+         * RECEIVER_MAX_PENDING (the oldest goes for a new one), and at most
+         * RECEIVER_PER_IP connections in all. gitcd, with the token, makes
+         * one connection at a time: idle connections, from wherever, can
+         * no longer keep an upload or a restore out.
+         */
         k = httpd_start(&(httpd_config){.listen = o->listen,
                                         .cert_pem = r->cert_pem,
                                         .key_pem = r->key_pem,
-                                        .timeout_s = 120,
-                                        .connection_limit = 8,
+                                        .timeout_s = RECEIVER_IDLE_S,
+                                        .trusted_timeout_s = RECEIVER_UPLOAD_IDLE_S,
+                                        .deadline_s = RECEIVER_DEADLINE_S,
+                                        .max_pending = RECEIVER_MAX_PENDING,
+                                        .per_peer_pending = RECEIVER_PEER_PENDING,
+                                        .per_ip_limit = RECEIVER_PER_IP,
+                                        .connection_limit = RECEIVER_MAX_PENDING + 16,
                                         .log_prefix = "receiver",
                                         .handler = handle,
                                         .handler_cls = r,
                                         .completed = completed,
                                         .completed_cls = r,
                                         .unescape = unescape},
-                        &r->mhd, &r->port, ret_err);
+                        &r->server, &r->port, ret_err);
         if (k < 0)
                 goto fail;
         *ret = r;
@@ -672,8 +702,7 @@ void receiver_stop(receiver *r)
 {
         if (!r)
                 return;
-        if (r->mhd)
-                MHD_stop_daemon(r->mhd);
+        httpd_stop(r->server);
         /* a delivery not committed is of no use to anyone */
         if (!r->store && !r->committed && r->stage)
                 (void)rm_rf(r->stage);

@@ -44,7 +44,12 @@
  * The staging folder is <data dir>.receive beside the data directory (the
  * same volume, so the rename is atomic), made with the first file; it is
  * removed when the receiver starts and when it stops without a commit, so
- * a delivery cut short leaves nothing that is used. Refusals:
+ * a delivery cut short leaves nothing that is used. Connections: one that
+ * has not shown the token within 15 s of its accept, or sends nothing for
+ * 10 s, is closed; one client address holds at most 4 such connections
+ * and all of them together 32 (the oldest is closed for a new one), and
+ * at most 16 connections in all; once a request carried the token, its
+ * connection may stay silent 120 s. Refusals:
  * 401 (token), 400 (a bad key or header), 411 (no Content-Length), 413
  * (more than max_bytes in all), 422 (the SHA-256 or size does not match:
  * nothing of that file is kept), 409 (after the commit, nothing more is

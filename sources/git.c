@@ -14,7 +14,8 @@
  *   already in the mirror needs no network at all.
  * - Host keys are checked by our certificate_check callback against the
  *   configured known_hosts file only (libgit2's own check of
- *   ~/.ssh/known_hosts is overridden): strict, no trust on first use.
+ *   ~/.ssh/known_hosts is overridden): strict, no trust on first use. The
+ *   key type asked for comes from the same file (ssh_home).
  * - A lock file next to the mirror (flock) serialises gitcd processes that
  *   share a cache directory.
  * - Files are read from the commit's tree, never checked out: no working
@@ -72,6 +73,7 @@
 #include "sources/sshwire.h"
 #include "sources/tree-walk.h"
 #include "sources/url.h"
+#include "util/escape.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/strbuf.h"
@@ -184,12 +186,9 @@ static int read_secret(const char *file, const char *env, char **ret, char **ret
         int r;
 
         if (file) {
-                r = read_file(file, SECRET_MAX_SIZE, &data, &len);
-                if (r < 0) {
-                        *ret_error =
-                            xasprintf("cannot read secret file %s: %s", file, strerror(-r));
+                r = read_secret_file(file, "secret file", SECRET_MAX_SIZE, &data, &len, ret_error);
+                if (r < 0)
                         return r;
-                }
                 while (len > 0 && (data[len - 1] == '\n' || data[len - 1] == '\r'))
                         data[--len] = '\0';
         } else if (env) {
@@ -495,10 +494,11 @@ static int resolve_remote_ref(git_remote *remote, const char *ref, const git_rem
         return 0;
 }
 
+/* Who made a commit, cut to the bounds before anything else reads it. */
 static void person(source_person *p, const git_signature *s)
 {
-        p->name = xstrdup(s->name ? s->name : "");
-        p->email = xstrdup(s->email ? s->email : "");
+        p->name = str_cut(s->name ? s->name : "", SOURCE_MAX_PERSON_BYTES);
+        p->email = str_cut(s->email ? s->email : "", SOURCE_MAX_PERSON_BYTES);
         p->time = (int64_t)s->when.time;
         p->offset_minutes = s->when.offset;
 }
@@ -893,6 +893,47 @@ static int write_all(int fd, const char *data, size_t len)
 }
 
 /*
+ * In the fetch child of an SSH source: which host key libssh2 asks the
+ * server for. libgit2 sets it from the first line ~/.ssh/known_hosts holds
+ * for the host (and libssh2 starts with ECDSA without one), not from the
+ * configured file, so a server listed with its Ed25519 key only would show
+ * its ECDSA key and be refused. So this child's HOME is a folder beside
+ * the mirror whose .ssh/known_hosts holds the configured file's lines for
+ * the host, the preferred type first (known_hosts_lines); the key the
+ * server shows is then checked against the configured file as always
+ * (certificate_cb). Public keys only; the parent's HOME is untouched.
+ */
+static int ssh_home(fetch_ctx *c, const char *mirror_path, char **ret_error)
+{
+        _cleanup_free_ char *home = xasprintf("%s.ssh-home", mirror_path);
+        _cleanup_free_ char *dir = xasprintf("%s/.ssh", home);
+        _cleanup_free_ char *path = xasprintf("%s/known_hosts", dir);
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        int r = read_file(c->opts->known_hosts_path, 16u * 1024u * 1024u, &text, &len);
+        if (r < 0) {
+                *ret_error = xasprintf("cannot read known_hosts file %s: %s",
+                                       c->opts->known_hosts_path, strerror(-r));
+                return r;
+        }
+        _cleanup_free_ char *lines =
+            known_hosts_lines(text, len, c->url->host, c->url->port ? c->url->port : 22);
+        r = mkdir_p(dir, 0700);
+        if (r >= 0)
+                r = write_file_atomic(path, lines, strlen(lines), 0600);
+        if (r < 0) {
+                *ret_error = xasprintf("cannot write %s: %s", path, strerror(-r));
+                return r;
+        }
+        if (setenv("HOME", home, 1) < 0) {
+                r = -errno;
+                *ret_error = xasprintf("cannot set HOME for the fetch: %s", strerror(-r));
+                return r;
+        }
+        return 0;
+}
+
+/*
  * The fetch child: update the mirror, write the outcome to fd as lines
  * "r=", "skipped=", "objects=", "bytes=", "oid=", "ref=" and last
  * "error=" (the rest of the stream), then exit without running any of the
@@ -908,11 +949,14 @@ static _noreturn_ void fetch_child(fetch_ctx *c, const char *mirror_path, int fd
         int r;
 
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-        r = git_repository_open_bare(&repo, mirror_path);
-        if (r < 0)
-                r = convert_error(NULL, r, &err, "cannot open the mirror");
-        else
-                r = update_mirror(c, repo, &res, &err);
+        r = c->url->kind == SOURCE_URL_SSH ? ssh_home(c, mirror_path, &err) : 0;
+        if (r >= 0) {
+                r = git_repository_open_bare(&repo, mirror_path);
+                if (r < 0)
+                        r = convert_error(NULL, r, &err, "cannot open the mirror");
+                else
+                        r = update_mirror(c, repo, &res, &err);
+        }
         if (r >= 0)
                 git_oid_tostr(hex, sizeof(hex), &res.oid);
         sb_printf(&out, "r=%d\nskipped=%d\nobjects=%u\nbytes=%zu\noid=%s\nref=%s\nerror=%s", r,
@@ -1060,7 +1104,8 @@ static int read_revision(const git_fetch_request *req, git_repository *repo, con
         rev->ref = xstrdup_null(refname);
         person(&rev->author, git_commit_author(commit));
         person(&rev->committer, git_commit_committer(commit));
-        rev->message = xstrdup(git_commit_message(commit) ? git_commit_message(commit) : "");
+        rev->message = str_cut(git_commit_message(commit) ? git_commit_message(commit) : "",
+                               SOURCE_MAX_MESSAGE_BYTES);
 
         /* Nothing of the tree is read before the commit is trusted. */
         if (opts->verify_signatures) {

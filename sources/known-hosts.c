@@ -148,12 +148,17 @@ static int verdict(const char *name, const char *fp, const char *type, bool key_
                                          "man-in-the-middle (offered %s)",
                                          name, fp);
         else if (*other_types)
-                /* OpenSSH would have negotiated a listed type; libssh2 picked another one */
-                *ret_message = xasprintf("host key for %s is not in known_hosts (offered %s, "
-                                         "a %s key; known_hosts lists only %s keys for it: add "
-                                         "its %s key, e.g. from ssh-keyscan)",
-                                         name, fp, type ? type : "unknown", other_types,
-                                         type ? type : "offered");
+                /* the server has none of the listed types, or will not sign with it */
+                *ret_message = xasprintf(
+                    "host key for %s is not in known_hosts (offered %s, a %s key; known_hosts "
+                    "lists only %s keys for it%s: add its %s key, e.g. from ssh-keyscan)",
+                    name, fp, type ? type : "unknown", other_types,
+                    streq(other_types, "ssh-rsa")
+                        ? ", and gitcd's SSH library checks an RSA host key only through ssh-rsa "
+                          "(SHA-1) signatures, which OpenSSH 8.8 and later servers do not make "
+                          "unless HostKeyAlgorithms allows them"
+                        : "",
+                    type ? type : "offered");
         else
                 *ret_message =
                     xasprintf("host key for %s is not in known_hosts (offered %s)", name, fp);
@@ -237,4 +242,123 @@ int known_hosts_check_buffer(const char *text, size_t text_len, const char *host
                     ret_message);
         sb_release(&other_types);
         return r;
+}
+
+/* The place of a key type in gitcd's order of preference (lower first). */
+static int type_rank(const char *type, size_t len)
+{
+        static const char *const order[] = {"ssh-ed25519",
+                                            "ecdsa-sha2-nistp256",
+                                            "ecdsa-sha2-nistp384",
+                                            "ecdsa-sha2-nistp521",
+                                            "ssh-rsa",
+                                            "ssh-dss"};
+        for (size_t i = 0; i < ARRAY_SIZE(order); i++)
+                if (len == strlen(order[i]) && memcmp(type, order[i], len) == 0)
+                        return (int)i;
+        return (int)ARRAY_SIZE(order);
+}
+
+typedef struct host_line {
+        int rank;
+        size_t seq; /* its place in the file: the order within a rank */
+        char *text; /* "<name> <type> <key>\n" */
+} host_line;
+
+static int host_line_cmp(const void *a, const void *b)
+{
+        const host_line *x = a, *y = b;
+        if (x->rank != y->rank)
+                return x->rank < y->rank ? -1 : 1;
+        return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+char *known_hosts_lines(const char *text, size_t text_len, const char *host, int port)
+{
+        _cleanup_free_ char *data = xstrndup(text, text_len), *name = known_hosts_name(host, port);
+        host_line *lines = NULL;
+        size_t n = 0, alloc = 0;
+
+        for (char *line = data, *next; line; line = next) {
+                const char *p = line, *f, *hosts, *type, *b64;
+                size_t len, hosts_len, type_len, b64_len;
+
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = '\0';
+                if (!next_field(&p, &f, &len) || f[0] == '@')
+                        continue; /* blank, a comment, or a marker */
+                hosts = f;
+                hosts_len = len;
+                if (!next_field(&p, &type, &type_len) || !next_field(&p, &b64, &b64_len))
+                        continue;
+                if (!hosts_match(hosts, hosts_len, name))
+                        continue;
+                lines = xgrow(lines, &alloc, n + 1, sizeof(*lines));
+                lines[n] = (host_line){.rank = type_rank(type, type_len),
+                                       .seq = n,
+                                       .text = xasprintf("%s %.*s %.*s\n", name, (int)type_len,
+                                                         type, (int)b64_len, b64)};
+                n++;
+        }
+        if (n > 1)
+                qsort(lines, n, sizeof(*lines), host_line_cmp);
+        strbuf sb = STRBUF_INIT;
+        for (size_t i = 0; i < n; i++) {
+                sb_append(&sb, lines[i].text);
+                free(lines[i].text);
+        }
+        free(lines);
+        return sb_detach(&sb);
+}
+
+static bool listed(const char *const *v, size_t n, const char *s)
+{
+        for (size_t i = 0; i < n; i++)
+                if (streq(v[i], s))
+                        return true;
+        return false;
+}
+
+/* Append alg to the list when the library implements it and it is not there yet. */
+static void offer(strbuf *sb, const char *alg, const char *const *supported, size_t n_supported)
+{
+        if (!listed(supported, n_supported, alg))
+                return;
+        _cleanup_free_ char *with_commas = xasprintf(",%s,", sb_str(sb));
+        _cleanup_free_ char *needle = xasprintf(",%s,", alg);
+        if (strstr(with_commas, needle))
+                return;
+        sb_printf(sb, "%s%s", sb->len ? "," : "", alg);
+}
+
+char *known_hosts_algorithms(const char *path, const char *host, int port,
+                             const char *const *supported, size_t n_supported)
+{
+        _cleanup_free_ char *data = NULL, *lines = NULL;
+        size_t len;
+
+        if (read_file(path, KNOWN_HOSTS_MAX_SIZE, &data, &len) < 0)
+                return NULL;
+        lines = known_hosts_lines(data, len, host, port);
+        strbuf sb = STRBUF_INIT;
+        for (const char *l = lines; *l;) {
+                const char *type = strchr(l, ' ') + 1;
+                size_t type_len = strcspn(type, " ");
+                _cleanup_free_ char *t = xstrndup(type, type_len);
+                if (streq(t, "ssh-rsa")) {
+                        offer(&sb, "rsa-sha2-512", supported, n_supported);
+                        offer(&sb, "rsa-sha2-256", supported, n_supported);
+                }
+                offer(&sb, t, supported, n_supported);
+                l = strchr(l, '\n') + 1;
+        }
+        if (sb.len == 0) {
+                sb_release(&sb);
+                return NULL; /* nothing listed (or nothing the library implements) */
+        }
+        for (size_t i = 0; i < n_supported; i++)
+                if (!strstr(supported[i], "-cert-"))
+                        offer(&sb, supported[i], supported, n_supported);
+        return sb_detach(&sb);
 }

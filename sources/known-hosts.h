@@ -25,3 +25,29 @@ int known_hosts_check_buffer(const char *text, size_t text_len, const char *host
 
 /* How OpenSSH names the host in known_hosts: "host" for port 22, else "[host]:port". */
 char *known_hosts_name(const char *host, int port);
+
+/*
+ * Which host key to ask a server for. An SSH client offers the host key
+ * algorithms it implements in an order, and the server picks the first it
+ * has a key for; libssh2's order starts with ECDSA, so a host listed in
+ * known_hosts with its Ed25519 key only (`ssh-keyscan -t ed25519`) would
+ * show its ECDSA key and be refused. OpenSSH's client puts the types
+ * known_hosts lists for the host first; so does gitcd, from these.
+ *
+ * known_hosts_lines() (text in memory): the lines that apply to host:port
+ * (without a marker: @revoked and @cert-authority lines say nothing about
+ * which key to ask for), rewritten as "<name> <type> <key>\n" with the
+ * plain name (hashed names too), the preferred type first: Ed25519, ECDSA
+ * (nistp256, 384, 521), RSA, DSA, then any other. "" when none.
+ *
+ * known_hosts_algorithms(): the host key algorithms to offer host:port,
+ * for libssh2_session_method_pref(LIBSSH2_METHOD_HOSTKEY): those of the
+ * types the file lists for it, in that order (an RSA key: rsa-sha2-512,
+ * rsa-sha2-256, ssh-rsa), then the other algorithms of supported (what the
+ * SSH library implements, in its order), certificate ones left out;
+ * only algorithms in supported. NULL when the file lists no key for the
+ * host or cannot be read: the library's own order then.
+ */
+char *known_hosts_lines(const char *text, size_t text_len, const char *host, int port);
+char *known_hosts_algorithms(const char *path, const char *host, int port,
+                             const char *const *supported, size_t n_supported);

@@ -186,6 +186,19 @@ static int check_readable(source *s, const char *what, const char *path)
         return 0;
 }
 
+/* A file holding a secret: readable, and gitcd's own (util/fs.h). */
+static int check_secret(source *s, const char *what, const char *path)
+{
+        int r = check_readable(s, what, path);
+        if (r < 0 || !path)
+                return r;
+        _cleanup_free_ char *err = NULL;
+        r = secret_file_check(path, what, &err);
+        if (r < 0)
+                return set_error(s, r, "%s", err);
+        return 0;
+}
+
 /* An encrypted key without a passphrase would only fail at every poll: say so now. */
 static int check_private_key(source *s)
 {
@@ -253,9 +266,12 @@ static int check_git_opts(source *s)
                 if ((r = check_readable(s, "SSH key", o->use_ssh_agent ? NULL : o->ssh_key_path)) <
                     0)
                         return r;
-                if ((r = check_readable(s, "passphrase file", o->ssh_key_passphrase_file)) < 0)
+                if ((r = check_secret(s, "passphrase file", o->ssh_key_passphrase_file)) < 0)
                         return r;
                 if (!o->use_ssh_agent && (r = check_private_key(s)) < 0)
+                        return r;
+                /* what it holds first (a public key given by mistake), then who may read it */
+                if ((r = check_secret(s, "SSH key", o->use_ssh_agent ? NULL : o->ssh_key_path)) < 0)
                         return r;
                 if (o->ssh_key_passphrase_env && !getenv(o->ssh_key_passphrase_env))
                         return set_error(s, -EINVAL, "environment variable %s is not set",
@@ -269,7 +285,7 @@ static int check_git_opts(source *s)
         if (s->url.kind == SOURCE_URL_HTTPS) {
                 if ((r = check_readable(s, "CA file", o->https_ca_file)) < 0)
                         return r;
-                if ((r = check_readable(s, "token file", o->https_token_file)) < 0)
+                if ((r = check_secret(s, "token file", o->https_token_file)) < 0)
                         return r;
                 if (o->https_token_env && !getenv(o->https_token_env))
                         return set_error(s, -EINVAL, "environment variable %s is not set",

@@ -28,6 +28,13 @@
 #define SOURCE_DEFAULT_FETCH_TIMEOUT_S   120u
 #define SOURCE_DEFAULT_MAX_FETCH_BYTES   (1024u * 1024u * 1024u)
 #define SOURCE_DEFAULT_MAX_FETCH_OBJECTS 1000000u
+/*
+ * Commit text is cut to these before anything else is done with a commit
+ * (" [cut: N bytes in all]" appended, util/escape.h str_cut): an author or
+ * committer name or email, and the message.
+ */
+#define SOURCE_MAX_PERSON_BYTES  1024u
+#define SOURCE_MAX_MESSAGE_BYTES (64u * 1024u)
 
 typedef struct source_opts {
         const char
@@ -70,8 +77,8 @@ typedef struct source_opts {
 } source_opts;
 
 typedef struct source_person {
-        char *name;
-        char *email;
+        char *name;         /* at most SOURCE_MAX_PERSON_BYTES, then cut with a marker */
+        char *email;        /* the same */
         int64_t time;       /* seconds since the epoch */
         int offset_minutes; /* time-zone offset */
 } source_person;
@@ -93,7 +100,7 @@ typedef struct source_revision {
         char commit_id[41]; /* 40 hex digits; "" for a plain directory */
         source_person author;
         source_person committer;
-        char *message;
+        char *message; /* at most SOURCE_MAX_MESSAGE_BYTES, then cut with a marker */
 
         bool signature_checked;   /* verify_signatures was on */
         bool signature_verified;  /* a trusted key made a valid signature */

@@ -50,11 +50,31 @@ bool state_key_looks_secret(const char *key)
         return n >= 3 && streq(lower + n - 3, "key");
 }
 
+/*
+ * The first needle at or after p, or NULL. A plain loop: libc's search
+ * functions are linear, but the sanitizers' wrappers of them check the
+ * whole rest of the text at each call, which would make every scan below
+ * quadratic in the ASan build that the tests run in.
+ */
+static const char *find(const char *p, const char *needle)
+{
+        for (; *p; p++) {
+                if (*p != needle[0])
+                        continue;
+                size_t i = 1;
+                while (needle[i] && p[i] == needle[i])
+                        i++;
+                if (!needle[i])
+                        return p;
+        }
+        return NULL;
+}
+
 bool state_text_has_private_key(const char *text)
 {
-        for (const char *p = text ? strstr(text, "-----BEGIN ") : NULL; p;
-             p = strstr(p + 1, "-----BEGIN ")) {
-                const char *end = strstr(p + 11, "-----");
+        for (const char *p = text ? find(text, "-----BEGIN ") : NULL; p;
+             p = find(p + 1, "-----BEGIN ")) {
+                const char *end = find(p + 11, "-----");
                 if (!end)
                         return false;
                 size_t n = (size_t)(end - p);
@@ -73,16 +93,35 @@ static bool pem_body_char(char ch)
 }
 
 /*
- * Where the private key block whose BEGIN line starts at p and whose label
- * ends at label_end ends: after its END line when there is one, else after
- * the base64 body that follows the BEGIN line.
+ * The next "-----END " at or after from, remembered between calls so that
+ * a text of many blocks without an END line is searched once, not once per
+ * block.
  */
-static const char *pem_block_end(const char *label_end)
+typedef struct end_finder {
+        const char *from; /* the search that found at (or nothing) started here */
+        const char *at;   /* NULL: no END line at or after from */
+} end_finder;
+
+static const char *find_end_line(end_finder *f, const char *from)
+{
+        if (f->from && from >= f->from && (!f->at || from <= f->at))
+                return f->at;
+        f->from = from;
+        f->at = find(from, "-----END ");
+        return f->at;
+}
+
+/*
+ * Where the private key block whose label ends at label_end ends: after
+ * its END line when there is one, else after the base64 body that follows
+ * the BEGIN line.
+ */
+static const char *pem_block_end(end_finder *f, const char *label_end)
 {
         const char *after_begin = label_end + 5;
-        const char *end = strstr(after_begin, "-----END ");
+        const char *end = find_end_line(f, after_begin);
         if (end) {
-                const char *close = strstr(end + 9, "-----");
+                const char *close = find(end + 9, "-----");
                 return close ? close + 5 : end + strlen(end);
         }
         const char *q = after_begin;
@@ -93,27 +132,84 @@ static const char *pem_block_end(const char *label_end)
         return q;
 }
 
-/* One pass: each block state_text_has_private_key() would find becomes "[redacted]". */
-static char *redact_once(const char *text)
+static bool has_private_label(const char *from, const char *to)
+{
+        return to > from && memmem(from, (size_t)(to - from), "PRIVATE KEY", 11);
+}
+
+/* A "-----BEGIN " that is no key block (yet): where it is, in the text and the output. */
+typedef struct open_begin {
+        const char *at;
+        const char *label_end; /* the first "-----" after its BEGIN */
+        size_t out;            /* its offset in the output */
+} open_begin;
+
+/*
+ * Every block state_text_has_private_key() finds becomes "[redacted]", in
+ * one pass over the text: linear in its length, whatever it holds.
+ *
+ * The subtle part: cutting a block out joins the text around it. A BEGIN
+ * line whose label ran into the block ("-----BEGIN A" right before it)
+ * gets a new label, which goes on after the cut up to the next "-----"
+ * ("PRIVATE KEY-----" after the block makes it a key block). The scan
+ * keeps such BEGIN lines on a stack, each one's label running into the
+ * next BEGIN; when a block is cut, the top of the stack is judged by what
+ * its label gained after the cut (what came before was judged when it
+ * was pushed) and, when that makes it a key block, it is cut too, from its
+ * own BEGIN, and so on down the stack. "[redacted]" holds no '-', so no
+ * marker or label end forms across it: the output holds no key block.
+ */
+static char *redact_pass(const char *text)
 {
         strbuf sb = STRBUF_INIT;
-        const char *copied = text;
-        const char *p = strstr(text, "-----BEGIN ");
+        end_finder ends = {0};
+        open_begin *stack = NULL;
+        size_t n_stack = 0, alloc = 0;
+        const char *copied = text; /* everything before is in sb */
+        const char *p = find(text, "-----BEGIN ");
         while (p) {
-                const char *label_end = strstr(p + 11, "-----");
+                const char *label_end = find(p + 11, "-----");
                 if (!label_end)
-                        break;
-                if (!memmem(p, (size_t)(label_end - p), "PRIVATE KEY", 11)) {
-                        p = strstr(p + 1, "-----BEGIN ");
+                        break; /* no label ends: no BEGIN from here on is a key block */
+                if (n_stack && stack[n_stack - 1].label_end + 5 <= p)
+                        n_stack = 0; /* the chain is broken: nothing below can change */
+                if (!has_private_label(p, label_end)) {
+                        stack = xgrow(stack, &alloc, n_stack + 1, sizeof(*stack));
+                        stack[n_stack++] =
+                            (open_begin){p, label_end, sb.len + (size_t)(p - copied)};
+                        p = find(p + 1, "-----BEGIN ");
                         continue;
                 }
-                const char *end = pem_block_end(label_end);
-                sb_append_len(&sb, copied, (size_t)(p - copied));
+                const char *start = p;
+                size_t out = sb.len + (size_t)(p - copied);
+                const char *end = pem_block_end(&ends, label_end);
+                while (n_stack && stack[n_stack - 1].label_end + 5 > start) {
+                        open_begin *q = &stack[n_stack - 1];
+                        const char *next = find(end, "-----");
+                        if (!next)
+                                break; /* a label that never ends makes no key block */
+                        if (!has_private_label(end, next)) {
+                                q->label_end = next; /* still no key block; open past the cut */
+                                break;
+                        }
+                        start = q->at;
+                        out = q->out;
+                        end = pem_block_end(&ends, next);
+                        n_stack--;
+                }
+                if (start >= copied) {
+                        sb_append_len(&sb, copied, (size_t)(start - copied));
+                } else {
+                        /* a BEGIN line kept before an earlier cut is cut after all */
+                        sb.len = out;
+                        sb.buf[out] = '\0';
+                }
                 sb_append(&sb, REDACTED);
                 copied = end;
-                p = strstr(end, "-----BEGIN ");
+                p = find(end, "-----BEGIN ");
         }
         sb_append(&sb, copied);
+        free(stack);
         return sb_detach(&sb);
 }
 
@@ -121,14 +217,12 @@ char *state_redact_private_keys(const char *text)
 {
         if (!text)
                 return NULL;
-        char *s = xstrdup(text);
-        /* a pass can join text around a block into a new marker; each pass
-         * removes at least one block and shortens the text, so this ends */
-        while (state_text_has_private_key(s)) {
-                char *next = redact_once(s);
-                assert(strlen(next) < strlen(s));
+        char *s = redact_pass(text);
+        if (state_text_has_private_key(s)) {
+                /* cannot happen (see redact_pass); should it, nothing of the text is kept */
+                assert(!"a private key block survived the redaction");
                 free(s);
-                s = next;
+                s = xstrdup(REDACTED);
         }
         return s;
 }

@@ -23,10 +23,10 @@ int state_notify_enqueue(state_db *db, const state_notification *n, int64_t *ret
         assert(n->webhook && n->url && n->event && n->severity && n->payload);
         int k = db_run(db, "queue a notification",
                        "INSERT INTO notifications (webhook, url, event, cluster, severity, "
-                       "payload, created_ms, expires_ms, next_attempt_ms) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       "ssssssiii", n->webhook, n->url, n->event, n->cluster, n->severity,
-                       n->payload, n->created_ms, n->expires_ms, n->next_attempt_ms);
+                       "payload, created_ms, expires_ms, next_attempt_ms, commit_id) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       "ssssssiiis", n->webhook, n->url, n->event, n->cluster, n->severity,
+                       n->payload, n->created_ms, n->expires_ms, n->next_attempt_ms, n->commit);
         if (k < 0)
                 return k;
         if (ret_id)
@@ -42,6 +42,7 @@ void state_notification_free(state_notification *n)
                 return;
         free(n->webhook);
         free(n->url);
+        free(n->commit);
         free(n->event);
         free(n->cluster);
         free(n->severity);
@@ -53,12 +54,13 @@ void state_notification_free(state_notification *n)
 int state_notify_due(state_db *db, int64_t now_ms, size_t limit, state_notification_list *ret)
 {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int k = db_prepare(db, "read due notifications",
-                           "SELECT id, webhook, url, event, cluster, severity, payload, "
-                           "created_ms, expires_ms, next_attempt_ms, attempts, last_error "
-                           "FROM notifications WHERE " PENDING " AND next_attempt_ms <= ? "
-                           "ORDER BY next_attempt_ms, id LIMIT ?",
-                           &st, "ii", now_ms, (int64_t)limit);
+        int k =
+            db_prepare(db, "read due notifications",
+                       "SELECT id, webhook, url, event, cluster, severity, payload, "
+                       "created_ms, expires_ms, next_attempt_ms, attempts, last_error, "
+                       "commit_id FROM notifications WHERE " PENDING " AND next_attempt_ms <= ? "
+                       "ORDER BY next_attempt_ms, id LIMIT ?",
+                       &st, "ii", now_ms, (int64_t)limit);
         if (k < 0)
                 return k;
         state_notification_list l = {0};
@@ -76,6 +78,7 @@ int state_notify_due(state_db *db, int64_t now_ms, size_t limit, state_notificat
                 n->next_attempt_ms = sqlite3_column_int64(st, 9);
                 n->attempts = sqlite3_column_int(st, 10);
                 n->last_error = db_col_text(st, 11);
+                n->commit = db_col_text(st, 12);
                 l.items = xrealloc(l.items, (l.n + 1) * sizeof(*l.items));
                 l.items[l.n++] = n;
         }

@@ -14,7 +14,9 @@
 typedef struct state_notification {
         int64_t id;
         char *webhook;  /* the webhook's name in the daemon's configuration */
-        char *url;      /* where to send it */
+        char *url;      /* where it was bound when queued (a record: sending asks the
+                         * configuration in force, ops/notify.c) */
+        char *commit;   /* a commit status: the commit it is about; NULL for a webhook */
         char *event;    /* "cluster.converged", ... */
         char *cluster;  /* "ns/name", or NULL */
         char *severity; /* "info", "warning", "critical" */

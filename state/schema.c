@@ -471,6 +471,12 @@ const char *const state_migrations[] = {
     "NULL;\n"
     "CREATE INDEX restores_cluster ON restores (cluster, id);\n"
     "ALTER TABLE recoveries ADD COLUMN bump_revision TEXT;\n",
+    /*
+     * 21: the commit a queued commit status is about: its URL is built again
+     * from the configuration in force when it is sent (ops/notify.c), never
+     * taken from the row, so a forge API moved elsewhere gets no retries.
+     */
+    "ALTER TABLE notifications ADD COLUMN commit_id TEXT;\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

@@ -206,11 +206,13 @@ char *hosts_install_command(const host_spec *h, const char *path, mode_t mode)
         const char *slash = strrchr(path, '/');
         assert(slash);
         _cleanup_free_ char *dir = xstrndup(path, (size_t)(slash - path));
-        _cleanup_free_ char *tmp = xasprintf("%s/.%s.gitcd-tmp", dir, slash + 1);
-        _cleanup_free_ char *qt = ssh_quote(tmp), *qp = ssh_quote(path);
-        _cleanup_free_ char *cmd =
-            xasprintf("umask 077 && cat > %s && chmod %04o %s && sync %s && mv -f -- %s %s", qt,
-                      (unsigned)(mode & 07777), qt, qt, qt, qp);
+        /* mktemp creates it exclusively (O_EXCL, mode 0600) under a name nobody can guess */
+        _cleanup_free_ char *tmpl = xasprintf("%s/.%s.gitcd-XXXXXXXXXX", dir, slash + 1);
+        _cleanup_free_ char *qt = ssh_quote(tmpl), *qp = ssh_quote(path);
+        _cleanup_free_ char *cmd = xasprintf(
+            "umask 077 && t=$(mktemp %s) && { cat > \"$t\" && chmod %04o \"$t\" && sync \"$t\" "
+            "&& mv -f -- \"$t\" %s || { rm -f -- \"$t\"; exit 1; }; }",
+            qt, (unsigned)(mode & 07777), qp);
         return hosts_command(h, cmd);
 }
 

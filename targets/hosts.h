@@ -90,7 +90,9 @@ char *hosts_command(const host_spec *h, const char *cmd);
  * For an SSH user other than root (SFTP cannot write the machine's
  * folders): the command that writes its standard input to path
  * atomically, through hosts_command(): a temporary file in the same folder
- * created under umask 077, chmod mode, fsync (`sync FILE`), rename.
+ * made by mktemp (created exclusively, never through a link, under a name
+ * nobody can guess) under umask 077, chmod mode, fsync (`sync FILE`),
+ * rename; removed when a step fails.
  */
 char *hosts_install_command(const host_spec *h, const char *path, mode_t mode);
 

@@ -9,7 +9,10 @@
  * etcd.log, every other descriptor closed), so it is our child while we
  * run and survives us when we exit. member.json records the command last
  * started; a process is "ours" only when /proc/<pid>/cmdline equals a
- * recorded or desired command, so a recycled pid is never signalled.
+ * recorded or desired command, it runs as gitcd's user and its executable
+ * is that command's binary (process_runs), so a recycled pid is never
+ * signalled and another user's etcd with a member's flags is never taken
+ * over.
  *
  * Exit notification uses pidfds for every member, children and adopted
  * processes alike: wait_event() polls them, so a death is seen at once,
@@ -419,7 +422,7 @@ static void poll_exit(local_target *lt, local_member *m)
                 return; /* its stop reaps it */
         if (m->pidfd < 0) {
                 /* No pidfd (it could not be opened): fall back to /proc. */
-                if (m->pid > 0 && !process_cmdline_is(m->pid, m->command))
+                if (m->pid > 0 && !process_runs(m->pid, m->command))
                         handle_exit(lt, m, false);
                 return;
         }
@@ -441,7 +444,7 @@ static void adopt(local_target *lt, local_member *m)
 {
         pid_t pid = read_pid_file(m);
         bool was_running = pid > 0;
-        if (m->command && (pid <= 0 || !process_cmdline_is(pid, m->command))) {
+        if (m->command && (pid <= 0 || !process_runs(pid, m->command))) {
                 pid_t other = process_find(m->command);
                 if (other > 0) {
                         char buf[32];
@@ -451,10 +454,10 @@ static void adopt(local_target *lt, local_member *m)
                         pid = other;
                 }
         }
-        if (pid > 0 && process_cmdline_is(pid, m->command)) {
+        if (pid > 0 && process_runs(pid, m->command)) {
                 int fd = pidfd_open(pid, 0);
                 /* Check again through the pidfd's lifetime: the pid cannot be recycled now. */
-                if (fd >= 0 && process_cmdline_is(pid, m->command)) {
+                if (fd >= 0 && process_runs(pid, m->command)) {
                         m->pid = pid;
                         m->pidfd = fd;
                         m->started_mono = now_mono_ms();
@@ -1203,7 +1206,7 @@ static int local_ensure_member(target *t, const etcd_cluster *c, const membershi
         bool other_config =
             mp->config_hash && m->config_hash && !streq(m->config_hash, mp->config_hash);
         if (m->pid) {
-                if (!other_config && process_cmdline_is(m->pid, argv)) {
+                if (!other_config && process_runs(m->pid, argv)) {
                         /* Running this very command (started by an older gitcd): note its hash. */
                         if (mp->config_hash && !streq_ptr(m->config_hash, mp->config_hash)) {
                                 str_assign(&m->config_hash, xstrdup(mp->config_hash));

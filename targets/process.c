@@ -1,7 +1,9 @@
 /*
  * Process plumbing for the local target: start a detached process, run a
- * short command for its output, and recognise a process by its command
- * line.
+ * short command for its output, and recognise a process gitcd started: its
+ * command line, its user and its executable must all be what gitcd would
+ * start (a command line alone can be anybody's: any user may run etcd with
+ * a member's flags and would otherwise be taken over).
  *
  * Design: fork + exec with every signal blocked around the fork; the child
  * resets signal dispositions, takes its own session (setsid), gets stdin
@@ -22,6 +24,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,7 +44,7 @@ static void env_free(char **v)
 DEFINE_TRIVIAL_CLEANUP_FUNC(char **, env_free);
 
 /* Does /proc/<pid>/cmdline equal argv exactly? */
-bool process_cmdline_is(pid_t pid, char *const *argv)
+static bool cmdline_is(pid_t pid, char *const *argv)
 {
         if (pid <= 0 || !argv)
                 return false;
@@ -60,6 +63,39 @@ bool process_cmdline_is(pid_t pid, char *const *argv)
                 off += l + 1;
         }
         return off == len;
+}
+
+/* Does pid run as this process's user (its real and effective uid, from /proc/<pid>/status)? */
+static bool runs_as_us(pid_t pid)
+{
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        if (read_file(path, 64 * 1024, &data, &len) < 0)
+                return false;
+        const char *uid = strstr(data, "\nUid:");
+        unsigned long real, effective;
+        if (!uid || sscanf(uid + 5, "%lu %lu", &real, &effective) != 2)
+                return false;
+        return real == (unsigned long)geteuid() && effective == (unsigned long)geteuid();
+}
+
+/* Is /proc/<pid>/exe the file path names (the same inode on the same device)? */
+static bool exe_is(pid_t pid, const char *path)
+{
+        char exe[64];
+        snprintf(exe, sizeof(exe), "/proc/%ld/exe", (long)pid);
+        struct stat a, b;
+        return path && stat(exe, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+               a.st_ino == b.st_ino;
+}
+
+bool process_runs(pid_t pid, char *const *argv)
+{
+        if (pid <= 0 || !argv || !argv[0])
+                return false;
+        return cmdline_is(pid, argv) && runs_as_us(pid) && exe_is(pid, argv[0]);
 }
 
 /*
@@ -82,7 +118,7 @@ pid_t process_find(char *const *argv)
                 long v = strtol(e->d_name, &end, 10);
                 if (*end || v <= 0 || v == (long)getpid())
                         continue;
-                if (process_cmdline_is((pid_t)v, argv))
+                if (process_runs((pid_t)v, argv))
                         found = (pid_t)v;
         }
         closedir(d);

@@ -36,8 +36,13 @@ int process_spawn(const process_spawn_opts *o, char *const *argv, pid_t *ret_pid
 /* Run argv to completion and return its stdout+stderr (first 64 KiB). -EIO on non-zero exit. */
 int process_run_capture(char *const *argv, char **ret_out);
 
-/* True when /proc/<pid>/cmdline is exactly argv (a zombie's is empty: never). */
-bool process_cmdline_is(pid_t pid, char *const *argv);
+/*
+ * True when pid runs argv as gitcd would have started it: /proc/<pid>/cmdline
+ * is exactly argv (a zombie's is empty: never), it runs as gitcd's user
+ * (real and effective uid), and its executable (/proc/<pid>/exe) is the
+ * file argv[0] names. Only such a process is adopted, watched or stopped.
+ */
+bool process_runs(pid_t pid, char *const *argv);
 
-/* A process (not this one) whose command line is exactly argv; 0 when none. */
+/* A process (not this one) that process_runs() argv; 0 when none. */
 pid_t process_find(char *const *argv);

@@ -10,11 +10,21 @@
  * libssh2's errors are converted here, once, into a negative errno and a
  * message; nothing above this file sees a LIBSSH2_ERROR_* code.
  *
- * Atomic upload: SFTP writes "<dir>/.<name>.gitcd-tmp" (mode set with
- * fsetstat before the first byte, so a reused temporary file cannot keep a
- * looser mode), fsyncs it (fsync@openssh.com), and `mv -f` renames it over
- * the destination in the same directory: rename(2) is atomic, while
- * SFTP v3's rename (all OpenSSH speaks) refuses to replace a file.
+ * Host keys: before the handshake the session asks for the key types
+ * known_hosts lists for the machine first (as OpenSSH's client does), then
+ * the key the machine shows is checked strictly against the file
+ * (sources/known-hosts.h).
+ *
+ * Atomic upload: SFTP creates a temporary "<dir>/.<name>.gitcd-<16 random
+ * hex digits>" exclusively (LIBSSH2_FXF_EXCL: O_CREAT | O_EXCL on the
+ * server, which never follows a symbolic link, so a link planted there
+ * cannot make root write elsewhere; a name taken is tried again with
+ * another), sets its mode with fsetstat before the first byte, fsyncs it
+ * (fsync@openssh.com), and `mv -f` renames it over the destination in the
+ * same directory: rename(2) is atomic and replaces a link at the
+ * destination instead of following it, while SFTP v3's rename (all OpenSSH
+ * speaks) refuses to replace a file. A temporary that was not renamed is
+ * removed.
  */
 #include <assert.h>
 #include <errno.h>
@@ -27,6 +37,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -198,6 +209,29 @@ static int check_host_key(ssh_conn *c, const ssh_opts *o, const char *host, int 
         return 0;
 }
 
+/*
+ * Ask for the host key types known_hosts lists for the host first
+ * (known_hosts_algorithms), as OpenSSH's client does: libssh2's own order
+ * starts with ECDSA, and a machine listed with its Ed25519 key only would
+ * show its ECDSA key and be refused.
+ */
+static int prefer_known_host_keys(ssh_conn *c, const ssh_opts *o, const char *host, int port)
+{
+        const char **algs = NULL;
+        int n = libssh2_session_supported_algs(c->s, LIBSSH2_METHOD_HOSTKEY, &algs);
+        if (n <= 0)
+                return 0; /* the library's own order */
+        _cleanup_free_ char *prefs =
+            known_hosts_algorithms(o->known_hosts, host, port, algs, (size_t)n);
+        libssh2_free(c->s, (void *)algs);
+        if (!prefs)
+                return 0;
+        if (libssh2_session_method_pref(c->s, LIBSSH2_METHOD_HOSTKEY, prefs) != 0)
+                return fail_lib(c, "setting the host key algorithms");
+        log_debug("ssh: host key algorithms for %s port %d: %s", host, port, prefs);
+        return 0;
+}
+
 static int auth_agent(ssh_conn *c, const char *user)
 {
         LIBSSH2_AGENT *agent = libssh2_agent_init(c->s);
@@ -257,6 +291,8 @@ int ssh_connect(const ssh_opts *o, const char *host, int port, const char *user,
                 goto err;
         }
         libssh2_session_set_blocking(c->s, 0);
+        if ((k = prefer_known_host_keys(c, o, host, port)) < 0)
+                goto err;
         while ((rc = libssh2_session_handshake(c->s, c->fd)) == LIBSSH2_ERROR_EAGAIN)
                 if (wait_io(c) < 0)
                         break;
@@ -569,40 +605,76 @@ static int write_handle(ssh_conn *c, LIBSSH2_SFTP_HANDLE *h, const char *tmp, co
         return 0;
 }
 
+/* "<dir>/.<base>.gitcd-<16 random hex digits>": a temporary name nobody can guess. */
+static char *temporary_name(const char *dir, const char *base)
+{
+        uint64_t r = 0;
+        if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+                r = ((uint64_t)now_mono_ms() << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)&r;
+        return xasprintf("%s/.%s.gitcd-%016llx", dir, base, (unsigned long long)r);
+}
+
+/* Best effort: remove a temporary that was not renamed into place (the error is kept). */
+static void remove_temporary(ssh_conn *c, LIBSSH2_SFTP *s, const char *tmp)
+{
+        if (c->broken)
+                return;
+        int rc;
+        while ((rc = libssh2_sftp_unlink_ex(s, tmp, (unsigned)strlen(tmp))) == LIBSSH2_ERROR_EAGAIN)
+                if (wait_io(c) < 0)
+                        break;
+        if (rc != 0)
+                log_debug("ssh: %s was left behind", tmp);
+}
+
 int ssh_upload(ssh_conn *c, const char *path, const void *data, size_t len, mode_t mode)
 {
         assert(c && path && path[0] == '/' && (data || len == 0));
         LIBSSH2_SFTP *s = NULL;
-        LIBSSH2_SFTP_HANDLE *h;
+        LIBSSH2_SFTP_HANDLE *h = NULL;
         int k, rc;
 
         if (c->broken)
                 return fail(c, -EIO, "the connection failed earlier");
         const char *slash = strrchr(path, '/');
         _cleanup_free_ char *dir = xstrndup(path, (size_t)(slash - path));
-        _cleanup_free_ char *tmp = xasprintf("%s/.%s.gitcd-tmp", dir, slash + 1);
+        _cleanup_free_ char *tmp = NULL;
 
         start_deadline(c, c->command_timeout_ms);
         if ((k = sftp(c, &s)) < 0)
                 return k;
-        RETRY_PTR(c, h,
-                  libssh2_sftp_open_ex(s, tmp, (unsigned)strlen(tmp),
-                                       LIBSSH2_FXF_WRITE | LIBSSH2_FXF_CREAT | LIBSSH2_FXF_TRUNC,
-                                       (long)(mode & 07777), LIBSSH2_SFTP_OPENFILE),
-                  "opening the file");
+        /* exclusive: a name taken (by chance, or a planted link) is never opened */
+        for (int attempt = 0; !h && attempt < 4; attempt++) {
+                free(tmp);
+                tmp = temporary_name(dir, slash + 1);
+                RETRY_PTR(
+                    c, h,
+                    libssh2_sftp_open_ex(s, tmp, (unsigned)strlen(tmp),
+                                         LIBSSH2_FXF_WRITE | LIBSSH2_FXF_CREAT | LIBSSH2_FXF_EXCL,
+                                         (long)(mode & 07777), LIBSSH2_SFTP_OPENFILE),
+                    "opening the file");
+                unsigned long code = libssh2_sftp_last_error(s);
+                if (!h &&
+                    (c->broken || libssh2_session_last_errno(c->s) != LIBSSH2_ERROR_SFTP_PROTOCOL ||
+                     (code != LIBSSH2_FX_FILE_ALREADY_EXISTS && code != LIBSSH2_FX_FAILURE)))
+                        break;
+        }
         if (!h)
                 return sftp_fail(c, "creating", tmp);
         k = write_handle(c, h, tmp, data, len, mode);
         if (c->broken)
                 return k;
         RETRY(c, rc, libssh2_sftp_close_handle(h), "closing the file");
-        if (k < 0)
+        if (k >= 0 && rc != 0)
+                k = sftp_fail(c, "closing", tmp);
+        if (k < 0) {
+                remove_temporary(c, s, tmp);
                 return k;
-        if (rc != 0)
-                return sftp_fail(c, "closing", tmp);
+        }
 
         _cleanup_free_ char *qt = ssh_quote(tmp), *qp = ssh_quote(path);
-        _cleanup_free_ char *cmd = xasprintf("mv -f -- %s %s", qt, qp);
+        _cleanup_free_ char *cmd =
+            xasprintf("mv -f -- %s %s || { rm -f -- %s; exit 1; }", qt, qp, qt);
         _cleanup_free_ char *err = NULL;
         int status = -1;
         if ((k = ssh_exec(c, cmd, NULL, 0, &status, NULL, &err)) < 0)

@@ -75,11 +75,13 @@ int ssh_exec_to_fd(ssh_conn *c, const char *command, int fd, uint64_t max, int *
                    char **ret_stderr);
 
 /*
- * Write a file atomically: the data goes to a temporary name in the same
- * directory ("<dir>/.<name>.gitcd-tmp"), is fsynced, and renamed over path,
- * so a reader sees the old or the new content, never a part. The directory
- * must exist. Mode is set on the temporary file before any data is
- * written, so key material is never readable by others, even briefly.
+ * Write a file atomically: the data goes to a temporary file in the same
+ * directory that nobody can guess and that is created exclusively, never
+ * through a symbolic link ("<dir>/.<name>.gitcd-<random>"), is fsynced, and
+ * renamed over path, so a reader sees the old or the new content, never a
+ * part. The directory must exist. Mode is set on the temporary file before
+ * any data is written, so key material is never readable by others, even
+ * briefly.
  */
 int ssh_upload(ssh_conn *c, const char *path, const void *data, size_t len, mode_t mode);
 

@@ -9,6 +9,7 @@
  * line that looks like gitcd's own.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "util/escape.h"
@@ -116,4 +117,18 @@ char *str_escape(const char *s)
         strbuf sb = STRBUF_INIT;
         sb_append_escaped(&sb, s, strlen(s));
         return sb_detach(&sb);
+}
+
+char *str_cut(const char *s, size_t max)
+{
+        if (!s)
+                return NULL;
+        size_t len = strlen(s);
+        if (len <= max)
+                return xstrdup(s);
+        size_t keep = max;
+        /* back to the start of a UTF-8 sequence (at most 3 continuation bytes) */
+        for (int i = 0; i < 3 && keep > 0 && ((unsigned char)s[keep] & 0xc0) == 0x80; i++)
+                keep--;
+        return xasprintf("%.*s [cut: %zu bytes in all]", (int)keep, s, len);
 }

@@ -27,3 +27,9 @@ void sb_append_escaped(strbuf *sb, const char *s, size_t len);
 char *str_escape(const char *s);
 /* True when str_escape(s) would differ from s. */
 bool str_needs_escape(const char *s);
+/*
+ * A copy of untrusted text of at most max bytes of s: longer text is cut
+ * at a character boundary and " [cut: N bytes in all]" is appended, so
+ * whoever reads it knows there was more. NULL for NULL.
+ */
+char *str_cut(const char *s, size_t max);

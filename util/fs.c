@@ -7,6 +7,8 @@
 #include <openssl/evp.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,11 +22,8 @@
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
-int read_file(const char *path, size_t max_size, char **ret_data, size_t *ret_len)
+static int read_fd(int fd, size_t max_size, char **ret_data, size_t *ret_len)
 {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
         struct stat st;
         if (fstat(fd, &st) < 0)
                 return -errno;
@@ -54,6 +53,97 @@ int read_file(const char *path, size_t max_size, char **ret_data, size_t *ret_le
         *ret_len = sb.len;
         *ret_data = sb_detach(&sb);
         return 0;
+}
+
+int read_file(const char *path, size_t max_size, char **ret_data, size_t *ret_len)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        return read_fd(fd, max_size, ret_data, ret_len);
+}
+
+/* Whether gid is the group gitcd runs as or one of its supplementary groups. */
+static bool in_own_group(gid_t gid)
+{
+        if (gid == getegid())
+                return true;
+        gid_t groups[256];
+        int n = getgroups((int)ARRAY_SIZE(groups), groups);
+        for (int i = 0; i < n; i++)
+                if (groups[i] == gid)
+                        return true;
+        return false;
+}
+
+/* The name of gitcd's user for a chown command line, or its uid. */
+static char *own_user_name(void)
+{
+        struct passwd pw, *found = NULL;
+        char buf[1024];
+        if (getpwuid_r(geteuid(), &pw, buf, sizeof(buf), &found) == 0 && found)
+                return xstrdup(found->pw_name);
+        return xasprintf("%u", (unsigned)geteuid());
+}
+
+static int secret_stat_check(const struct stat *st, const char *path, const char *what,
+                             char **ret_err)
+{
+        uid_t me = geteuid();
+        mode_t perm = st->st_mode & 07777;
+        bool ok;
+        if (st->st_uid == me)
+                ok = (perm & 077) == 0;
+        else if (st->st_uid == 0)
+                ok = (perm & 027) == 0 && (!(perm & 040) || in_own_group(st->st_gid));
+        else
+                ok = false;
+        if (ok)
+                return 0;
+        _cleanup_free_ char *user = own_user_name();
+        if (st->st_uid != me && st->st_uid != 0)
+                *ret_err = xasprintf("the %s %s belongs to uid %u, not to gitcd's user %s: run "
+                                     "`chown %s '%s' && chmod 600 '%s'`",
+                                     what, path, (unsigned)st->st_uid, user, user, path, path);
+        else if (st->st_uid == me)
+                *ret_err = xasprintf("the %s %s can be read or changed by other users (mode "
+                                     "%04o): run `chmod 600 '%s'`",
+                                     what, path, (unsigned)perm, path);
+        else
+                *ret_err =
+                    xasprintf("the %s %s belongs to root and can be read or changed by "
+                              "users other than gitcd's (mode %04o, group %u): run "
+                              "`chown %s '%s' && chmod 600 '%s'`",
+                              what, path, (unsigned)perm, (unsigned)st->st_gid, user, path, path);
+        return -EPERM;
+}
+
+int secret_file_check(const char *path, const char *what, char **ret_err)
+{
+        assert(path && what && ret_err);
+        struct stat st;
+        if (stat(path, &st) < 0) {
+                int k = -errno;
+                *ret_err = xasprintf("cannot read the %s %s: %s", what, path, strerror(-k));
+                return k;
+        }
+        return secret_stat_check(&st, path, what, ret_err);
+}
+
+int read_secret_file(const char *path, const char *what, size_t max_size, char **ret_data,
+                     size_t *ret_len, char **ret_err)
+{
+        assert(path && what && ret_data && ret_len && ret_err);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        int k = fd < 0 || fstat(fd, &st) < 0 ? -errno : 0;
+        if (k >= 0 && (k = secret_stat_check(&st, path, what, ret_err)) < 0)
+                return k;
+        if (k >= 0)
+                k = read_fd(fd, max_size, ret_data, ret_len); /* the file checked is the one read */
+        if (k < 0)
+                *ret_err = xasprintf("cannot read the %s %s: %s", what, path, strerror(-k));
+        return k;
 }
 
 /* A name for a temporary next to path that nobody can guess in advance. */

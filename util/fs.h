@@ -16,6 +16,25 @@ typedef struct path_list {
 
 /* Read a whole file; -EFBIG if it is larger than max_size bytes. The result is NUL-terminated. */
 int read_file(const char *path, size_t max_size, char **ret_data, size_t *ret_len);
+
+/*
+ * Files holding a secret gitcd reads (a token, a password, a private key,
+ * S3 credentials) must be its own and nobody else's: they belong to
+ * gitcd's user and give its group and others no access at all (chmod 600);
+ * or, as Kubernetes mounts a Secret with fsGroup, they belong to root, may
+ * be read (not written) by a group gitcd runs in, and give others nothing.
+ * Anything else is -EPERM with *ret_err (newly allocated, no secret in it)
+ * naming the file, its owner or mode, and the chmod/chown to run; what
+ * names the file in it ("token file", "TLS key"). Other failures are
+ * -errno with *ret_err as well.
+ *
+ * secret_file_check() looks at the file path names (following links) for
+ * files another library opens (libssh2's key files); read_secret_file()
+ * checks the file it opened and reads it, as read_file().
+ */
+int secret_file_check(const char *path, const char *what, char **ret_err);
+int read_secret_file(const char *path, const char *what, size_t max_size, char **ret_data,
+                     size_t *ret_len, char **ret_err);
 /*
  * fsync the folder holding path, so that a rename into it survives a
  * crash. 0, or -errno; a file system that cannot sync a folder (EINVAL)

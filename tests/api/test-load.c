@@ -144,6 +144,49 @@ static void test_missing_path(void **state)
         diag_list_release(&d);
 }
 
+/*
+ * A revision of many small files, each an alias bomb within the limits of
+ * one file (about 900,000 nodes of 1,000,000): together they spend the
+ * revision's YAML budget, which stops the load with one error where it ran
+ * out and a note on the files not read. (Without the budget every file
+ * was expanded: 100,000 of them cost hours.)
+ */
+static void test_revision_budget(void **state)
+{
+        strbuf bomb = STRBUF_INIT;
+        sb_append(&bomb, "a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        const char *names = "abcde";
+        for (int i = 1; i < 5; i++) {
+                sb_printf(&bomb, "%c: &%c [", names[i], names[i]);
+                for (int k = 0; k < 10; k++)
+                        sb_printf(&bomb, "%s*%c", k ? ", " : "", names[i - 1]);
+                sb_append(&bomb, "]\n");
+        }
+        sb_append(&bomb, "f: [*e, *e, *e, *e, *e, *e, *e]\n");
+        enum { N = 1000 };
+        spec_buffer bufs[N];
+        char *files[N];
+        for (size_t i = 0; i < N; i++) {
+                files[i] = xasprintf("bomb-%04zu.yaml", i);
+                bufs[i] = (spec_buffer){.file = files[i], .data = bomb.buf, .len = bomb.len};
+        }
+        cluster_set set = {0};
+        diag_list d = DIAG_LIST_INIT;
+        assert_int_equal(spec_load_buffers(bufs, N, &set, &d), -EINVAL);
+        _cleanup_free_ char *out = format_all(&d);
+        /* 22 files fit in 20,000,000 nodes; the 23rd runs out (line 6, the copies of *e) */
+        if (!strstr(out, "bomb-0022.yaml:6:") ||
+            !strstr(out, "error: the YAML files of this revision hold more than 20000000 nodes "
+                         "in all, after alias expansion (revision budget)") ||
+            !strstr(out, "bomb-0022.yaml: note: 977 more file(s) after this one were not read"))
+                fail_msg("unexpected diagnostics:\n%.2000s", out);
+        assert_int_equal(set.n, 0);
+        for (size_t i = 0; i < N; i++)
+                free(files[i]);
+        diag_list_release(&d);
+        sb_release(&bomb);
+}
+
 static void test_model_helpers(void **state)
 {
         kv_list l = {0};
@@ -189,6 +232,7 @@ int main(void)
             cmocka_unit_test(test_duplicates_in_a_set),
             cmocka_unit_test(test_missing_path),
             cmocka_unit_test(test_model_helpers),
+            cmocka_unit_test(test_revision_budget),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

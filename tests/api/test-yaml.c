@@ -308,6 +308,54 @@ static void test_limit_nodes(void **state)
         parsed_free(p);
 }
 
+/* One budget spent by several files: each within its own limits, too much together. */
+static void test_budget(void **state)
+{
+        yaml_budget b = {.max_nodes = 10, .max_aliases = 100, .max_bytes = 1000};
+        ydoc_list docs = {0};
+        diag_list diags = DIAG_LIST_INIT;
+        const char *four = "[1, 2, 3]\n"; /* four nodes */
+        assert_int_equal(yaml_parse_budget("a.yaml", four, strlen(four), NULL, &b, &docs, &diags),
+                         0);
+        assert_int_equal(yaml_parse_budget("b.yaml", four, strlen(four), NULL, &b, &docs, &diags),
+                         0);
+        assert_int_equal(b.nodes, 8);
+        assert_int_equal(yaml_parse_budget("c.yaml", four, strlen(four), NULL, &b, &docs, &diags),
+                         -EINVAL);
+        assert_true(b.spent);
+        assert_int_equal(diags.n, 1);
+        _cleanup_free_ char *msg = diag_format(&diags.items[0]);
+        assert_string_equal(msg, "c.yaml:1:5: error: the YAML files of this revision hold more "
+                                 "than 10 nodes in all, after alias expansion (revision budget)");
+        /* spent: the next file is not parsed at all */
+        assert_int_equal(yaml_parse_budget("d.yaml", "x", 1, NULL, &b, &docs, &diags), -EINVAL);
+        assert_int_equal(diags.n, 1);
+        assert_int_equal(docs.n, 2);
+        ydoc_list_release(&docs);
+        diag_list_release(&diags);
+
+        /* aliases, and bytes of text after expansion */
+        b = (yaml_budget){.max_nodes = 1000, .max_aliases = 3, .max_bytes = 1000};
+        const char *aliases = "a: &a x\nb: [*a, *a, *a, *a]\n";
+        assert_int_equal(
+            yaml_parse_budget("e.yaml", aliases, strlen(aliases), NULL, &b, &docs, &diags),
+            -EINVAL);
+        msg = (free(msg), diag_format(&diags.items[0]));
+        assert_string_equal(msg, "e.yaml:2:17: error: the YAML files of this revision use more "
+                                 "than 3 aliases in all (revision budget)");
+        diag_list_release(&diags);
+        b = (yaml_budget){.max_nodes = 1000, .max_aliases = 1000, .max_bytes = 20};
+        const char *text = "a: &a 0123456789\nb: [*a, *a]\n";
+        assert_int_equal(yaml_parse_budget("f.yaml", text, strlen(text), NULL, &b, &docs, &diags),
+                         -EINVAL);
+        msg = (free(msg), diag_format(&diags.items[0]));
+        assert_string_equal(msg, "f.yaml:2:5: error: the YAML files of this revision hold more "
+                                 "than 20 bytes of text in all, after alias expansion (revision "
+                                 "budget)");
+        diag_list_release(&diags);
+        ydoc_list_release(&docs);
+}
+
 static void test_billion_laughs(void **state)
 {
         strbuf sb = STRBUF_INIT;
@@ -672,8 +720,8 @@ int main(void)
             cmocka_unit_test(test_limit_depth),      cmocka_unit_test(test_limit_nodes),
             cmocka_unit_test(test_billion_laughs),   cmocka_unit_test(test_duplicate_keys),
             cmocka_unit_test(test_syntax_errors),    cmocka_unit_test(test_aliases_and_merge),
-            cmocka_unit_test(test_core_schema),      cmocka_unit_test(test_emit_exact),
-            cmocka_unit_test(test_emit_round_trip),
+            cmocka_unit_test(test_budget),           cmocka_unit_test(test_core_schema),
+            cmocka_unit_test(test_emit_exact),       cmocka_unit_test(test_emit_round_trip),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -84,6 +84,8 @@ static int start_once(sshd_lab *l, sshd_machine *m)
         _cleanup_free_ char *text = xasprintf("Port %d\n"
                                               "ListenAddress %s\n"
                                               "HostKey %s/hostkey\n"
+                                              "HostKey %s/hostkey_ecdsa\n"
+                                              "HostKey %s/hostkey_rsa\n"
                                               "AuthorizedKeysFile %s/authorized_keys\n"
                                               "PidFile %s/sshd.pid\n"
                                               "StrictModes no\n"
@@ -97,8 +99,10 @@ static int start_once(sshd_lab *l, sshd_machine *m)
                                               "MaxStartups 64\n"
                                               "LogLevel VERBOSE\n"
                                               "SetEnv PATH=%s/bin:/usr/local/sbin:/usr/local/"
-                                              "bin:/usr/sbin:/usr/bin:/sbin:/bin\n",
-                                              m->port, m->address, m->dir, l->dir, m->dir, m->dir);
+                                              "bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+                                              "%s",
+                                              m->port, m->address, m->dir, m->dir, m->dir, l->dir,
+                                              m->dir, m->dir, m->config ? m->config : "");
         if (write_file_atomic(cfg, text, strlen(text), 0600) < 0)
                 return -EIO;
         char *argv[] = {SSHD_PATH, "-D", "-e", "-f", cfg, NULL};
@@ -146,6 +150,15 @@ int sshd_machine_set_hostname(sshd_lab *l, size_t i, const char *hostname)
         (void)sshd_machine_stop(l, i);
         free(m->hostname);
         m->hostname = hostname ? xstrdup(hostname) : NULL;
+        return sshd_machine_start(l, i);
+}
+
+int sshd_machine_set_config(sshd_lab *l, size_t i, const char *lines)
+{
+        sshd_machine *m = &l->machines[i];
+        (void)sshd_machine_stop(l, i);
+        free(m->config);
+        m->config = lines ? xstrdup(lines) : NULL;
         return sshd_machine_start(l, i);
 }
 
@@ -240,8 +253,12 @@ int sshd_lab_start(size_t n, sshd_lab **ret)
                 m->dir = xasprintf("%s/machine%zu", l->dir, i);
                 m->root = xasprintf("%s/root", m->dir);
                 _cleanup_free_ char *bin = xasprintf("%s/bin", m->dir);
+                /* the stock set of host keys (a distribution's sshd makes these three) */
                 if (mkdir_p(m->root, 0755) < 0 || mkdir_p(bin, 0755) < 0 ||
-                    sh("ssh-keygen -q -t ed25519 -N '' -f '%s/hostkey'", m->dir) != 0) {
+                    sh("cd '%s' && ssh-keygen -q -t ed25519 -N '' -f hostkey && "
+                       "ssh-keygen -q -t ecdsa -N '' -f hostkey_ecdsa && "
+                       "ssh-keygen -q -t rsa -N '' -f hostkey_rsa",
+                       m->dir) != 0) {
                         k = -EIO;
                         break;
                 }
@@ -256,8 +273,12 @@ int sshd_lab_start(size_t n, sshd_lab **ret)
                         break;
                 }
                 _cleanup_free_ char *pub = xasprintf("%s/hostkey.pub", m->dir);
+                _cleanup_free_ char *ecdsa = xasprintf("%s/hostkey_ecdsa.pub", m->dir);
+                _cleanup_free_ char *rsa = xasprintf("%s/hostkey_rsa.pub", m->dir);
                 m->host_key_line = key_line(m->address, m->port, pub);
-                if (!m->host_key_line) {
+                m->ecdsa_key_line = key_line(m->address, m->port, ecdsa);
+                m->rsa_key_line = key_line(m->address, m->port, rsa);
+                if (!m->host_key_line || !m->ecdsa_key_line || !m->rsa_key_line) {
                         k = -EIO;
                         break;
                 }
@@ -304,7 +325,10 @@ void sshd_lab_free(sshd_lab *l)
                 free(m->dir);
                 free(m->root);
                 free(m->host_key_line);
+                free(m->ecdsa_key_line);
+                free(m->rsa_key_line);
                 free(m->hostname);
+                free(m->config);
         }
         free(l->machines);
         free(l->client_key);

@@ -23,6 +23,7 @@
  * receives back (it re-runs itself as the program, --dump-argv) must be
  * the corpus byte for byte.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -226,7 +227,20 @@ static void test_other_users_go_through_sudo_n(void **state)
         assert_true(strneq(inst, "sudo -n sh -c ", 14));
         assert_non_null(strstr(inst, "umask 077"));
         assert_non_null(strstr(inst, "chmod 0600"));
-        assert_non_null(strstr(inst, "/etc/etcd/pki/.tls.key.gitcd-tmp"));
+        assert_non_null(strstr(inst, "mktemp '\\''/etc/etcd/pki/.tls.key.gitcd-XXXXXXXXXX'\\''"));
+}
+
+/* How many entries of dir start with prefix. */
+static int count_entries(const char *dir, const char *prefix)
+{
+        DIR *d = opendir(dir);
+        assert_non_null(d);
+        int n = 0;
+        struct dirent *e;
+        while ((e = readdir(d)))
+                n += strneq(e->d_name, prefix, strlen(prefix));
+        closedir(d);
+        return n;
 }
 
 static void test_installer_writes_atomically(void **state)
@@ -257,6 +271,11 @@ static void test_installer_writes_atomically(void **state)
         _cleanup_(etcd_cluster_freep) etcd_cluster *other = load("deploy");
         _cleanup_free_ char *key = xasprintf("%s/tls.key", dir);
         _cleanup_free_ char *cmd2 = hosts_install_command(&other->hosts.items[0], key, 0600);
+        /* a symbolic link planted at the temporary name gitcd used to write to */
+        _cleanup_free_ char *victim = xasprintf("%s/victim", dir);
+        assert_int_equal(write_file_atomic(victim, "precious", 8, 0644), 0);
+        _cleanup_free_ char *planted = xasprintf("%s/.tls.key.gitcd-tmp", dir);
+        assert_int_equal(symlink(victim, planted), 0);
         assert_int_equal(sh(cmd2, "secret\n", bin), 0);
         free(got);
         got = NULL;
@@ -264,14 +283,27 @@ static void test_installer_writes_atomically(void **state)
         assert_string_equal(got, "secret\n");
         assert_int_equal(stat(key, &st), 0);
         assert_int_equal(st.st_mode & 07777, 0600);
-        /* no temporary file is left behind */
-        _cleanup_free_ char *tmp = xasprintf("%s/.tls.key.gitcd-tmp", dir);
-        assert_false(path_exists(tmp));
+        /* the link's target is untouched, and no temporary file is left behind */
+        free(got);
+        got = NULL;
+        assert_int_equal(read_file(victim, 1024, &got, &len), 0);
+        assert_string_equal(got, "precious");
+        assert_int_equal(count_entries(dir, ".tls.key.gitcd-"), 1); /* the planted link */
 
-        /* a failed write leaves the old file whole */
+        /* a failed write leaves the old file whole and no temporary */
         _cleanup_free_ char *bad = xasprintf("%s/missing/tls.key", dir);
         _cleanup_free_ char *cmd3 = hosts_install_command(&other->hosts.items[0], bad, 0600);
         assert_int_not_equal(sh(cmd3, "x", bin), 0);
+        /* a rename that fails (an mv that refuses): the temporary is removed */
+        _cleanup_free_ char *mv = xasprintf("%s/mv", bin);
+        assert_int_equal(write_file_atomic(mv, "#!/bin/sh\nexit 1\n", 17, 0755), 0);
+        _cleanup_free_ char *cmd4 = hosts_install_command(&other->hosts.items[0], key, 0600);
+        assert_int_not_equal(sh(cmd4, "other\n", bin), 0);
+        free(got);
+        got = NULL;
+        assert_int_equal(read_file(key, 1024, &got, &len), 0);
+        assert_string_equal(got, "secret\n");
+        assert_int_equal(count_entries(dir, ".tls.key.gitcd-"), 1);
         (void)rm_rf(dir);
 }
 

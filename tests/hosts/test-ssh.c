@@ -11,6 +11,7 @@
  * loaded machine: the tests assert what times out, never how fast.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -136,6 +137,19 @@ static void test_exec_to_fd(void **state)
         (void)rm_rf(dir);
 }
 
+/* How many entries of dir start with prefix. */
+static int count_temporaries(const char *dir, const char *prefix)
+{
+        DIR *d = opendir(dir);
+        assert_non_null(d);
+        int n = 0;
+        struct dirent *e;
+        while ((e = readdir(d)))
+                n += strneq(e->d_name, prefix, strlen(prefix));
+        closedir(d);
+        return n;
+}
+
 static void test_upload_atomic(void **state)
 {
         (void)state;
@@ -153,10 +167,15 @@ static void test_upload_atomic(void **state)
         assert_int_equal(stat(path, &st), 0);
         assert_int_equal(st.st_mode & 07777, 0600);
 
-        /* replacing an existing file, and a leftover temporary file with a loose mode */
-        _cleanup_free_ char *tmp = xasprintf("%s/.peer.key.gitcd-tmp", dir);
-        assert_int_equal(write_file_atomic(tmp, "junk", 4, 0666), 0);
-        assert_int_equal(chmod(tmp, 0666), 0);
+        /*
+         * Replacing an existing file, with a symbolic link planted at the
+         * temporary name gitcd used to write (as root) to: the file it
+         * points to is never written, and no temporary is left behind.
+         */
+        _cleanup_free_ char *victim = under_root(0, "/etc/victim");
+        assert_int_equal(write_file_atomic(victim, "precious", 8, 0644), 0);
+        _cleanup_free_ char *planted = xasprintf("%s/.peer.key.gitcd-tmp", dir);
+        assert_int_equal(symlink(victim, planted), 0);
         assert_int_equal(ssh_upload(c, path, "second", 6, 0600), 0);
         free(data);
         data = NULL;
@@ -164,7 +183,13 @@ static void test_upload_atomic(void **state)
         assert_string_equal(data, "second");
         assert_int_equal(stat(path, &st), 0);
         assert_int_equal(st.st_mode & 07777, 0600);
-        assert_false(path_exists(tmp));
+        free(data);
+        data = NULL;
+        assert_int_equal(read_file(victim, 1024, &data, &n), 0);
+        assert_string_equal(data, "precious");
+        assert_int_equal(lstat(planted, &st), 0);
+        assert_true(S_ISLNK(st.st_mode));
+        assert_int_equal(count_temporaries(dir, ".peer.key.gitcd-"), 1); /* the planted link */
 
         /* a name that needs quoting */
         _cleanup_free_ char *odd = xasprintf("%s/it's $HOME.yaml", dir);
@@ -243,6 +268,80 @@ static void test_unknown_host(void **state)
             -EACCES);
         assert_null(c);
         assert_non_null(strstr(err, "127.0.0.3"));
+}
+
+/* Connect to machine i with known_hosts text kh; 0 or the error, its message in *ret_err. */
+static int connect_with(size_t i, const char *name, const char *kh, char **ret_err)
+{
+        _cleanup_free_ char *path = xasprintf("%s/%s", lab->dir, name);
+        assert_int_equal(write_file_atomic(path, kh, strlen(kh), 0600), 0);
+        ssh_opts o = opts();
+        o.known_hosts = path;
+        ssh_conn *c = NULL;
+        int k =
+            ssh_connect(&o, lab->machines[i].address, lab->machines[i].port, "root", &c, ret_err);
+        if (k == 0) {
+                int status = -1;
+                assert_int_equal(ssh_exec(c, "true", NULL, 0, &status, NULL, NULL), 0);
+                assert_int_equal(status, 0);
+        }
+        ssh_conn_free(c);
+        return k;
+}
+
+/*
+ * docs/hosts.md step 3 exactly, `ssh-keyscan -t ed25519 HOST >>
+ * known_hosts`, for machines with the stock set of host keys: gitcd asks
+ * for the Ed25519 key (libssh2's own order asks for ECDSA, which the file
+ * does not list, and every machine was refused).
+ */
+static void test_keyscan_ed25519_recipe(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *kh = xasprintf("%s/kh-keyscan", lab->dir);
+        _cleanup_free_ char *cmd =
+            xasprintf("ssh-keyscan -t ed25519 -p %d %s > '%s' 2>/dev/null && grep -q ssh-ed25519 "
+                      "'%s' && ! grep -q -e ecdsa -e ssh-rsa '%s'",
+                      lab->machines[0].port, lab->machines[0].address, kh, kh, kh);
+        assert_int_equal(system(cmd), 0);
+        ssh_opts o = opts();
+        o.known_hosts = kh;
+        ssh_conn *c = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (ssh_connect(&o, lab->machines[0].address, lab->machines[0].port, "root", &c, &err) < 0)
+                fail_msg("connect: %s", err);
+        ssh_conn_free(c);
+
+        /* the ECDSA line alone works too: the type listed is the one asked for */
+        char *msg = NULL;
+        if (connect_with(1, "kh-ecdsa", lab->machines[1].ecdsa_key_line, &msg) < 0)
+                fail_msg("connect: %s", msg);
+}
+
+/*
+ * A machine listed by its RSA key only. gitcd asks for RSA first, but its
+ * SSH library (libssh2 1.10) checks RSA host keys only through ssh-rsa
+ * (SHA-1) signatures, which a stock OpenSSH 8.8 or later does not make: the
+ * machine shows another key and is refused with a message that says so and
+ * what to add. A machine whose sshd allows ssh-rsa (HostKeyAlgorithms
+ * +ssh-rsa) is reached with its RSA key.
+ */
+static void test_rsa_only(void **state)
+{
+        (void)state;
+        char *msg = NULL;
+        assert_int_equal(connect_with(0, "kh-rsa", lab->machines[0].rsa_key_line, &msg), -EACCES);
+        if (!strstr(msg, "known_hosts lists only ssh-rsa keys for it") ||
+            !strstr(msg, "ssh-rsa (SHA-1) signatures"))
+                fail_msg("unexpected: %s", msg);
+        free(msg);
+        msg = NULL;
+
+        assert_int_equal(sshd_machine_set_config(lab, 0, "HostKeyAlgorithms +ssh-rsa\n"), 0);
+        int k = connect_with(0, "kh-rsa", lab->machines[0].rsa_key_line, &msg);
+        assert_int_equal(sshd_machine_set_config(lab, 0, NULL), 0);
+        if (k < 0)
+                fail_msg("connect with the RSA key: %s", msg);
 }
 
 static void test_refused_key(void **state)
@@ -505,6 +604,8 @@ int main(void)
             cmocka_unit_test(test_read_file),
             cmocka_unit_test(test_wrong_host_key),
             cmocka_unit_test(test_unknown_host),
+            cmocka_unit_test(test_keyscan_ed25519_recipe),
+            cmocka_unit_test(test_rsa_only),
             cmocka_unit_test(test_refused_key),
             cmocka_unit_test(test_agent),
             cmocka_unit_test(test_slow_host_times_out_once_per_pass),

@@ -23,13 +23,23 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-char *ops_test_write(e2e *e, const char *rel, const char *text)
+static char *write_mode(e2e *e, const char *rel, const char *text, mode_t mode)
 {
         char *path = path_join(e->root, rel);
         _cleanup_free_ char *copy = xstrdup(path);
         assert_int_equal(mkdir_p(dirname(copy), 0755), 0);
-        assert_int_equal(write_file_atomic(path, text, strlen(text), 0644), 0);
+        assert_int_equal(write_file_atomic(path, text, strlen(text), mode), 0);
         return path;
+}
+
+char *ops_test_write(e2e *e, const char *rel, const char *text)
+{
+        return write_mode(e, rel, text, 0644);
+}
+
+char *ops_test_write_secret(e2e *e, const char *rel, const char *text)
+{
+        return write_mode(e, rel, text, 0600);
 }
 
 char *ops_test_write_cluster(e2e *e, const char *rel, const char *name, int replicas)

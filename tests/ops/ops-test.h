@@ -10,6 +10,8 @@
 
 /* Write <root>/<rel> (folders created); returns the absolute path, newly allocated. */
 char *ops_test_write(e2e *e, const char *rel, const char *text);
+/* The same for a token or secret: mode 0600, as gitcd requires of such files. */
+char *ops_test_write_secret(e2e *e, const char *rel, const char *text);
 /* Write a native EtcdCluster named `name` (namespace default) to <root>/<rel>. */
 char *ops_test_write_cluster(e2e *e, const char *rel, const char *name, int replicas);
 /* Wait until <root>/<log> contains `needle`; false after timeout_s. */

@@ -3,7 +3,8 @@
  * feeding one state, a cluster both define refused for that cluster only,
  * file:line:col errors, flags over the file, and SIGHUP: a bad file (or
  * one naming a source that cannot be opened) keeps the settings in force,
- * a good one takes a new source in without a restart.
+ * a good one takes a new source in without a restart. Token and key files
+ * other users can read are refused at start with the chmod to run.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -232,12 +234,86 @@ static void test_flags_override(void **state)
         e2e_free(e);
 }
 
+/*
+ * A token or key file that other users can read (0644) is refused when
+ * gitcd run starts, naming the file and the chmod that fixes it; with
+ * 0600 the same settings start.
+ */
+static void test_secret_file_modes(void **state)
+{
+        (void)state;
+        e2e *e = e2e_new();
+        e2e_write_cluster(e, "a.yaml", "alpha", 1, "3.5.16");
+        _cleanup_free_ char *tok = ops_test_write(e, "listen.token", "tok-never-printed\n");
+        _cleanup_free_ char *listen = xasprintf("127.0.0.1:%d", harness_free_port());
+        const char *args[] = {
+            "run", "--source", e->source, "--listen", listen, "--listen-token-file", tok, NULL};
+        char *err = NULL;
+        assert_int_equal(e2e_runv(e, NULL, &err, args), 1);
+        char *want =
+            xasprintf("the token file %s can be read or changed by other users (mode 0644): run "
+                      "`chmod 600 '%s'`",
+                      tok, tok);
+        if (!strstr(err, want))
+                fail_msg("unexpected output: %s", err);
+        assert_null(strstr(err, "tok-never-printed"));
+        free(err);
+
+        /* a source's HTTPS token file */
+        char *text = xasprintf("sources:\n"
+                               "  - name: a\n"
+                               "    url: https://git.example.org/a.git\n"
+                               "    credentials:\n"
+                               "      tokenFile: %s\n",
+                               tok);
+        char *cfg = ops_test_write(e, "gitcd.yaml", text);
+        const char *args2[] = {"run", "--config", cfg, NULL};
+        assert_int_equal(e2e_runv(e, NULL, &err, args2), 1);
+        if (!strstr(err, "chmod 600") || !strstr(err, tok))
+                fail_msg("unexpected output: %s", err);
+        free(err);
+
+        /* a webhook's secret file, read only when a notification is sent: checked at start */
+        _cleanup_free_ char *secret = ops_test_write(e, "hook.secret", "hmac-never-printed\n");
+        free(text);
+        text = xasprintf("sources:\n"
+                         "  - name: a\n"
+                         "    url: %s\n"
+                         "notifications:\n"
+                         "  webhooks:\n"
+                         "    - name: hook\n"
+                         "      url: https://hooks.example.org/in\n"
+                         "      secretFile: %s\n",
+                         e->source, secret);
+        free(cfg);
+        cfg = ops_test_write(e, "gitcd.yaml", text);
+        const char *args3[] = {"run", "--config", cfg, NULL};
+        assert_int_equal(e2e_runv(e, NULL, &err, args3), 1);
+        free(want);
+        want = xasprintf("the secret file %s can be read or changed by other users (mode 0644)",
+                         secret);
+        if (!strstr(err, want) || strstr(err, "hmac-never-printed"))
+                fail_msg("unexpected output: %s", err);
+        free(err);
+
+        /* 0600: the daemon starts and serves with that token */
+        assert_int_equal(chmod(tok, 0600), 0);
+        pid_t d = e2e_start(e, args, "daemon.log");
+        assert_true(ops_test_wait_log(e, "daemon.log", "with a bearer token", 60));
+        assert_int_equal(kill(d, SIGTERM), 0);
+        assert_int_equal(e2e_wait_exit(d), 0);
+        free(want);
+        free(text);
+        free(cfg);
+        e2e_free(e);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_bad_file),       cmocka_unit_test(test_hosts_settings),
             cmocka_unit_test(test_snapshot_image), cmocka_unit_test(test_flags_override),
-            cmocka_unit_test(test_two_sources),
+            cmocka_unit_test(test_two_sources),    cmocka_unit_test(test_secret_file_modes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

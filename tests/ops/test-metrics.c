@@ -6,8 +6,11 @@
  * gitcd's etcd client) and against the audit log; the database sizes of a
  * cluster whose members serve clients over TLS (asked with gitcd's own
  * client certificate); the last successful snapshot against
- * `gitcd snapshot list`.
+ * `gitcd snapshot list`; /healthz, /readyz and /metrics still answer a
+ * client with the token while 1,100 idle connections are held open.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -15,12 +18,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 #include <sqlite3.h>
 
 #include "etcd/client.h"
+#include "ops/http.h"
 #include "ops/metrics.h"
 #include "state/state.h"
 #include "tests/e2e/e2e.h"
@@ -64,7 +70,7 @@ static void test_metrics(void **state)
         int port = harness_free_port();
         _cleanup_free_ char *listen = xasprintf("127.0.0.1:%d", port);
         _cleanup_free_ char *base = xasprintf("http://127.0.0.1:%d", port);
-        _cleanup_free_ char *tok = ops_test_write(e, "token", TOKEN "\n");
+        _cleanup_free_ char *tok = ops_test_write_secret(e, "token", TOKEN "\n");
         /* A repository without the branch yet: the daemon is alive but not ready. */
         _cleanup_free_ char *repo = path_join(e->root, "repo");
         _cleanup_free_ char *init = xasprintf("git init -q -b main %s", repo);
@@ -114,10 +120,20 @@ static void test_metrics(void **state)
         assert_int_equal(ops_test_get(readyz, TOKEN, NULL), 200);
         assert_true(e2e_wait_ready(e, "alpha", 1, 60));
 
+        /* What the loop published catches up with the first member (within a second). */
+        const char *cl = "namespace=\"default\",cluster=\"alpha\"";
+        t0 = now_mono_ms();
+        for (double v = -1; v != 1 && now_mono_ms() - t0 < 30000;) {
+                body = scrape(base);
+                v = metric(body, "gitcd_cluster_members_voters", cl);
+                free(body);
+                if (v != 1)
+                        usleep(100 * 1000);
+        }
+
         /* Scale up to 3, scraping all the way. */
         free(ops_test_write_cluster(e, "repo/alpha.yaml", "alpha", 3));
         commit(repo);
-        const char *cl = "namespace=\"default\",cluster=\"alpha\"";
         t0 = now_mono_ms();
         bool done = false;
         while (!done && now_mono_ms() - t0 < 120000) {
@@ -139,8 +155,24 @@ static void test_metrics(void **state)
         assert_true(done);
         assert_true(e2e_wait_ready(e, "alpha", 3, 60));
 
-        /* Against etcd: the member list, the leader, and each member's database. */
-        body = scrape(base);
+        /*
+         * Against etcd: the member list, the leader, and each member's
+         * database. The members' own answers come from the collector thread,
+         * which asks them once the loop published them: wait for all three.
+         */
+        body = NULL;
+        t0 = now_mono_ms();
+        for (bool all = false; !all && now_mono_ms() - t0 < 60000;) {
+                free(body);
+                body = scrape(base);
+                all = metric(body, "gitcd_cluster_leader_present", cl) == 1;
+                for (int i = 0; i < 3 && all; i++) {
+                        _cleanup_free_ char *labels = xasprintf("%s,member=\"alpha-%d\"", cl, i);
+                        all = metric(body, "gitcd_member_db_size_bytes", labels) > 0;
+                }
+                if (!all)
+                        usleep(200 * 1000);
+        }
         etcd_members *ml = e2e_members(e, "alpha");
         int voters = 0, learners = 0;
         for (size_t i = 0; i < ml->n; i++) {
@@ -415,14 +447,24 @@ static void test_snapshots(void **state)
                 json_t *newest = json_array_get(recs, 0);
                 assert_string_equal(json_string_value(json_object_get(newest, "result")),
                                     "succeeded");
+                /* taken by another process: the daemon's loop publishes it within seconds */
+                const char *finished = json_string_value(json_object_get(newest, "finished"));
+                char shown[40] = "";
+                double when = -1, size = -1;
                 body = NULL;
-                assert_int_equal(ops_test_get(url, NULL, &body), 200);
-                double when = metric(body, "gitcd_snapshot_last_success_timestamp_seconds", cl);
-                double size = metric(body, "gitcd_snapshot_last_success_size_bytes", cl);
+                int64_t t1 = now_mono_ms();
+                while (!streq(shown, finished) && now_mono_ms() - t1 < 30000) {
+                        free(body);
+                        body = NULL;
+                        assert_int_equal(ops_test_get(url, NULL, &body), 200);
+                        when = metric(body, "gitcd_snapshot_last_success_timestamp_seconds", cl);
+                        size = metric(body, "gitcd_snapshot_last_success_size_bytes", cl);
+                        format_rfc3339((int64_t)(when * 1000.0), shown, sizeof(shown));
+                        if (!streq(shown, finished))
+                                usleep(200 * 1000);
+                }
                 assert_true(when > 0);
-                char shown[40];
-                format_rfc3339((int64_t)(when * 1000.0), shown, sizeof(shown));
-                assert_string_equal(shown, json_string_value(json_object_get(newest, "finished")));
+                assert_string_equal(shown, finished);
                 assert_true(size > 0);
                 assert_true(size == (double)json_integer_value(json_object_get(newest, "size")));
                 assert_true(metric(body, "gitcd_snapshot_failures_total", cl) == 0);
@@ -437,7 +479,8 @@ static void test_snapshots(void **state)
 
 /*
  * An audit event the store could not write shows in /metrics
- * (gitcd_audit_append_failures_total), read from the store at scrape time.
+ * (gitcd_audit_append_failures_total), read from the store when the
+ * daemon's loop publishes, never at scrape time.
  */
 static void test_audit_failures(void **state)
 {
@@ -449,7 +492,8 @@ static void test_audit_failures(void **state)
         assert_int_equal(state_open(path, STATE_OPEN_READ_WRITE, &db), 0);
 
         strbuf out = STRBUF_INIT;
-        assert_int_equal(ops_metrics_render(path, &out), 0);
+        assert_int_equal(ops_metrics_publish(db, true), 0);
+        ops_metrics_render(&out);
         assert_true(ops_test_metric(sb_str(&out), "gitcd_audit_append_failures_total") == 0);
         sb_release(&out);
 
@@ -465,20 +509,157 @@ static void test_audit_failures(void **state)
         state_audit_event ev = {.time_ms = 1, .cluster = "default/a", .action = "member.add"};
         assert_true(state_audit_append(db, &ev, NULL) < 0);
         assert_true(state_audit_append(db, &ev, NULL) < 0);
-        state_close(db);
-
-        assert_int_equal(ops_metrics_render(path, &out), 0);
+        /* what the store says shows once it was published: a scrape reads only memory */
+        ops_metrics_render(&out);
+        assert_true(ops_test_metric(sb_str(&out), "gitcd_audit_append_failures_total") == 0);
+        sb_release(&out);
+        assert_int_equal(ops_metrics_publish(db, true), 0);
+        ops_metrics_render(&out);
         assert_true(ops_test_metric(sb_str(&out), "gitcd_audit_append_failures_total") == 2);
         sb_release(&out);
+        state_close(db);
         assert_int_equal(rm_rf(tmpl), 0);
+}
+
+/*
+ * /readyz and /metrics answer from memory: once the loop published, the
+ * state store may be gone altogether (here: its folder deleted) and the
+ * endpoints still show what it said; no request opens it (they used to
+ * open it, and take its write lock, on every request).
+ */
+static void test_from_memory(void **state)
+{
+        (void)state;
+        ops_metrics_reset();
+        char tmpl[] = "/tmp/gitcd-metrics-memory-XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        _cleanup_free_ char *path = path_join(tmpl, "state.db");
+        state_db *db = NULL;
+        assert_int_equal(state_open(path, STATE_OPEN_READ_WRITE, &db), 0);
+        sqlite3 *raw;
+        assert_int_equal(sqlite3_open(path, &raw), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(raw,
+                                      "CREATE TRIGGER broken BEFORE INSERT ON audit BEGIN "
+                                      "SELECT RAISE(ABORT, 'disk full'); END",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+        sqlite3_close(raw);
+        state_audit_event ev = {.time_ms = 1, .cluster = "default/a", .action = "member.add"};
+        assert_true(state_audit_append(db, &ev, NULL) < 0);
+        const char *names[] = {"default"};
+        ops_metrics_set_sources(names, 1);
+        ops_metrics_fetch("default", true, 5);
+        _cleanup_free_ char *why = ops_metrics_not_ready();
+        assert_string_equal(why, "the state store was not read yet\n");
+        assert_int_equal(ops_metrics_publish(db, true), 0);
+        state_close(db);
+        assert_int_equal(rm_rf(tmpl), 0);
+
+        int port = harness_free_port();
+        _cleanup_free_ char *listen = xasprintf("127.0.0.1:%d", port);
+        ops_http_opts o = {.listen = listen};
+        ops_http *h = NULL;
+        char *err = NULL;
+        if (ops_http_start(&o, &h, &err) < 0)
+                fail_msg("ops_http_start: %s", err);
+        _cleanup_free_ char *readyz = xasprintf("http://127.0.0.1:%d/readyz", port);
+        _cleanup_free_ char *metrics = xasprintf("http://127.0.0.1:%d/metrics", port);
+        char *body = NULL;
+        assert_int_equal(ops_test_get(readyz, NULL, &body), 200);
+        free(body);
+        body = NULL;
+        assert_int_equal(ops_test_get(metrics, NULL, &body), 200);
+        assert_true(ops_test_metric(body, "gitcd_ready") == 1);
+        assert_true(ops_test_metric(body, "gitcd_audit_append_failures_total") == 1);
+        free(body);
+        assert_false(path_exists(tmpl)); /* nothing opened it again */
+        ops_http_stop(h);
+        ops_metrics_reset();
+}
+
+/* A TCP connection to 127.0.0.1:port that says nothing; -1 when refused. */
+static int open_idle(int port)
+{
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+                close(fd);
+                fd = -1;
+        }
+        return fd;
+}
+
+/*
+ * 1,100 idle connections to --listen (more descriptors than a process has
+ * by default): the endpoint used to accept every one of them and then
+ * none, so /healthz failed even with the token. It now keeps a bounded
+ * number of connections that showed no token, closing the oldest for a
+ * new one: a client with the token is answered.
+ */
+static void test_idle_connections(void **state)
+{
+        (void)state;
+        struct rlimit rl;
+        assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+        if (rl.rlim_max < 1300)
+                skip();
+        rl.rlim_cur = rl.rlim_max;
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+        e2e *e = e2e_new();
+        e2e_write_file(e, "README", "no clusters here\n");
+        int port = harness_free_port();
+        _cleanup_free_ char *listen = xasprintf("127.0.0.1:%d", port);
+        _cleanup_free_ char *tok = ops_test_write_secret(e, "token", TOKEN "\n");
+        const char *args[] = {"run", "--source", e->source, "--interval",
+                              "1s",  "--listen", listen,    "--listen-token-file",
+                              tok,   NULL};
+        pid_t d = e2e_start(e, args, "daemon.log");
+        _cleanup_free_ char *base = xasprintf("http://127.0.0.1:%d", port);
+        _cleanup_free_ char *healthz = xasprintf("%s/healthz", base);
+        _cleanup_free_ char *readyz = xasprintf("%s/readyz", base);
+        _cleanup_free_ char *metrics = xasprintf("%s/metrics", base);
+        int64_t t0 = now_mono_ms();
+        while (ops_test_get(readyz, TOKEN, NULL) != 200 && now_mono_ms() - t0 < 30000)
+                usleep(50 * 1000);
+        assert_int_equal(ops_test_get(readyz, TOKEN, NULL), 200);
+
+        enum { IDLE = 1100 };
+        int *fds = xcalloc(IDLE, sizeof(int));
+        for (size_t i = 0; i < IDLE; i++)
+                fds[i] = open_idle(port); /* the backlog takes what is not accepted yet */
+        for (int round = 0; round < 3; round++) {
+                long h = 0;
+                t0 = now_mono_ms();
+                while ((h = ops_test_get(healthz, TOKEN, NULL)) != 200 &&
+                       now_mono_ms() - t0 < 30000)
+                        usleep(100 * 1000);
+                assert_int_equal(h, 200);
+                assert_int_equal(ops_test_get(readyz, TOKEN, NULL), 200);
+                char *body = NULL;
+                assert_int_equal(ops_test_get(metrics, TOKEN, &body), 200);
+                assert_true(ops_test_metric(body, "gitcd_ready") == 1);
+                free(body);
+        }
+        for (size_t i = 0; i < IDLE; i++)
+                if (fds[i] >= 0)
+                        close(fds[i]);
+        free(fds);
+        assert_int_equal(kill(d, SIGTERM), 0);
+        assert_int_equal(e2e_wait_exit(d), 0);
+        e2e_free(e);
 }
 
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_audit_failures), cmocka_unit_test(test_certificates),
-            cmocka_unit_test(test_snapshots),      cmocka_unit_test(test_tls),
+            cmocka_unit_test(test_audit_failures),
+            cmocka_unit_test(test_from_memory),
+            cmocka_unit_test(test_certificates),
+            cmocka_unit_test(test_snapshots),
+            cmocka_unit_test(test_tls),
             cmocka_unit_test(test_metrics),
+            cmocka_unit_test(test_idle_connections),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,10 @@
  * recovers) gets every one of them, signed with HMAC-SHA256; the
  * Slack-format webhook gets its own payload; severity and cluster filters
  * keep the others quiet; the webhook secret is in no payload, no log line
- * and not in the state store.
+ * and not in the state store. Queued notifications follow the
+ * configuration: a webhook or forge API moved by a reload gets the retries
+ * at its new address (never the old host), and one removed is dropped with
+ * an audit line.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -21,6 +24,7 @@
 #include <jansson.h>
 
 #include "ops/notify.h"
+#include "state/notify-queue.h"
 #include "tests/e2e/e2e.h"
 #include "tests/harness/harness.h"
 #include "tests/ops/ops-test.h"
@@ -65,8 +69,9 @@ static void test_webhooks(void **state)
         e2e_write_cluster(e, "dup.yaml", "dup", 1, "3.5.16");
         free(ops_test_write_cluster(e, "second/dup.yaml", "dup", 1));
         int port = harness_free_port();
-        _cleanup_free_ char *secret = ops_test_write(e, "hook.secret", SECRET "\n");
+        _cleanup_free_ char *secret = ops_test_write_secret(e, "hook.secret", SECRET "\n");
         _cleanup_free_ char *text = xasprintf("interval: 1s\n"
+                                              "allowPlainHTTP: [127.0.0.1]\n"
                                               "sources:\n"
                                               "  - name: main\n"
                                               "    url: %s\n"
@@ -212,6 +217,7 @@ static void test_refusal(void **state)
         int port = harness_free_port();
         ops_receiver *rcv = ops_receiver_start(port, 0);
         _cleanup_free_ char *text = xasprintf("interval: 1s\n"
+                                              "allowPlainHTTP: [127.0.0.1]\n"
                                               "sources:\n"
                                               "  - name: main\n"
                                               "    url: file://%s\n"
@@ -286,10 +292,12 @@ static void test_commit_status(void **state)
         _cleanup_free_ char *lab = make_repo(e, "lab", "beta");
         _cleanup_free_ char *hub_sha = head_of(hub);
         _cleanup_free_ char *lab_sha = head_of(lab);
-        _cleanup_free_ char *tok = ops_test_write(e, "api.token", "ghp-token-never-in-a-body\n");
+        _cleanup_free_ char *tok =
+            ops_test_write_secret(e, "api.token", "ghp-token-never-in-a-body\n");
         int port = harness_free_port();
         ops_receiver *rcv = ops_receiver_start(port, 0);
         _cleanup_free_ char *text = xasprintf("interval: 1s\n"
+                                              "allowPlainHTTP: [127.0.0.1]\n"
                                               "sources:\n"
                                               "  - name: hub\n"
                                               "    url: file://%s\n"
@@ -358,12 +366,140 @@ static void test_commit_status(void **state)
         e2e_free(e);
 }
 
+static ops_config *config_of(const char *text)
+{
+        ops_config *c = NULL;
+        diag_list d = DIAG_LIST_INIT;
+        if (ops_config_load_buffer("gitcd.yaml", text, strlen(text), &c, &d) < 0) {
+                _cleanup_free_ char *first = d.n ? diag_format(&d.items[0]) : NULL;
+                fail_msg("config: %s", first ? first : "?");
+        }
+        diag_list_release(&d);
+        return c;
+}
+
+/* The configuration with webhook "hook" and the commit statuses of source "main" at port. */
+static ops_config *hooks_at(int port, const char *repository, const char *tok)
+{
+        _cleanup_free_ char *text = xasprintf("allowPlainHTTP: [127.0.0.1]\n"
+                                              "sources:\n"
+                                              "  - name: main\n"
+                                              "    url: /srv/repo\n"
+                                              "    commitStatus:\n"
+                                              "      provider: github\n"
+                                              "      api: http://127.0.0.1:%d\n"
+                                              "      repository: %s\n"
+                                              "      tokenFile: %s\n"
+                                              "notifications:\n"
+                                              "  webhooks:\n"
+                                              "    - name: hook\n"
+                                              "      url: http://127.0.0.1:%d/in\n",
+                                              port, repository, tok, port);
+        return config_of(text);
+}
+
+static size_t requests_seen(ops_receiver *r)
+{
+        size_t n = 0;
+        ops_request *l = ops_receiver_requests(r, &n);
+        ops_request_list_free(l, n);
+        return n;
+}
+
+/*
+ * Queued notifications are sent where the configuration in force says:
+ * the old receiver (failing) sees retries until a reload moves the webhook
+ * and the forge API to another port, then the new one gets both rows, the
+ * commit status at the new repository's path, and the old one nothing
+ * more; a webhook removed by a reload drops what is queued for it, with an
+ * audit line.
+ */
+static void test_destination_follows_reload(void **state)
+{
+        (void)state;
+        e2e *e = e2e_new();
+        _cleanup_free_ char *tok = ops_test_write_secret(e, "api.token", "tok-of-the-new-forge\n");
+        _cleanup_free_ char *path = path_join(e->state_dir, "state.db");
+        state_db *db = NULL;
+        assert_int_equal(state_open(path, STATE_OPEN_READ_WRITE, &db), 0);
+        int old_port = harness_free_port(), new_port = harness_free_port();
+        ops_receiver *old_rcv = ops_receiver_start(old_port, 1000000); /* always 503 */
+        ops_receiver *new_rcv = ops_receiver_start(new_port, 0);
+        ops_config *c1 = hooks_at(old_port, "acme/etcd", tok);
+        ops_notifier *n = NULL;
+        assert_int_equal(ops_notifier_start(path, c1, &n), 0);
+        const char *sha = "0123456789abcdef0123456789abcdef01234567";
+        ops_event ev = {.severity = OPS_SEV_CRITICAL,
+                        .event = "cluster.failed",
+                        .cluster = "default/alpha",
+                        .message = "it broke"};
+        assert_int_equal(ops_notify(n, db, &ev), 1);
+        assert_int_equal(ops_notify_commit_status(n, db, "main", sha, "default/alpha",
+                                                  OPS_COMMIT_FAILED, "it broke"),
+                         1);
+        int64_t t0 = now_mono_ms();
+        while (requests_seen(old_rcv) < 2 && now_mono_ms() - t0 < 30000)
+                usleep(50 * 1000);
+        assert_true(requests_seen(old_rcv) >= 2);
+
+        ops_config *c2 = hooks_at(new_port, "acme/etcd-moved", tok);
+        ops_notifier_configure(n, c2);
+        size_t old_after = requests_seen(old_rcv);
+        ops_request *a = ops_receiver_wait(new_rcv, 1, 60);
+        ops_request *b = ops_receiver_wait(new_rcv, 2, 60);
+        assert_non_null(a);
+        assert_non_null(b);
+        ops_request *status = strstr(a->path, "/repos/") ? a : b;
+        ops_request *hook = status == a ? b : a;
+        _cleanup_free_ char *want = xasprintf("/repos/acme/etcd-moved/statuses/%s", sha);
+        assert_string_equal(status->path, want);
+        assert_string_equal(status->authorization, "Bearer tok-of-the-new-forge");
+        assert_string_equal(hook->path, "/in");
+        ops_request_free(a);
+        ops_request_free(b);
+        /* at most an attempt that was in flight during the reload reached the old one */
+        assert_true(requests_seen(old_rcv) <= old_after + 2);
+
+        /* the webhook removed while a row waits for it: dropped, audited */
+        ops_receiver_stop(new_rcv);
+        assert_int_equal(ops_notify(n, db, &ev), 1);
+        _cleanup_free_ char *text = xasprintf("sources:\n  - {name: main, url: /srv/repo}\n");
+        ops_config *c3 = config_of(text);
+        ops_notifier_configure(n, c3);
+        state_audit_filter f = {.action = "notification.dropped"};
+        state_audit_list l = {0};
+        t0 = now_mono_ms();
+        for (;;) {
+                assert_int_equal(state_audit_query(db, &f, &l), 0);
+                if (l.n > 0 || now_mono_ms() - t0 > 30000)
+                        break;
+                state_audit_list_release(&l);
+                usleep(50 * 1000);
+        }
+        assert_int_equal(l.n, 1);
+        assert_string_equal(l.items[0]->cluster, "default/alpha");
+        assert_non_null(strstr(l.items[0]->reason, "the webhook is no longer configured"));
+        state_audit_list_release(&l);
+        int64_t pending = -1;
+        assert_int_equal(state_notify_pending(db, &pending), 0);
+        assert_int_equal(pending, 0);
+
+        ops_notifier_stop(n);
+        ops_config_free(c1);
+        ops_config_free(c2);
+        ops_config_free(c3);
+        ops_receiver_stop(old_rcv);
+        state_close(db);
+        e2e_free(e);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_commit_status),
             cmocka_unit_test(test_refusal),
             cmocka_unit_test(test_webhooks),
+            cmocka_unit_test(test_destination_follows_reload),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,9 +11,16 @@
  *     body whose SHA-256 or length does not match (422: no file and no
  *     temporary kept), a folder that is a symbolic link (refused, nothing
  *     written through it), a commit of nothing (409);
- *   - a receiver started again empties what an earlier one staged.
+ *   - a receiver started again empties what an earlier one staged;
+ *   - idle and slow connections (more than the receiver has room for, as
+ *     many as an attacker in the cluster might open) do not keep a delivery
+ *     out, and one client address holds at most 4 connections that have
+ *     not shown the token: the oldest is closed for a new one.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -380,14 +388,88 @@ static void test_existing_data(void **state)
         lab_free(&l);
 }
 
+/* A TCP connection to the receiver that says nothing (-1 when it could not connect). */
+static int open_idle(int port)
+{
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+                close(fd);
+                fd = -1;
+        }
+        return fd;
+}
+
+/* Whether the receiver closed fd within timeout_ms (its end of the stream arrived). */
+static bool closed_by_peer(int fd, int timeout_ms)
+{
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, timeout_ms) <= 0)
+                return false;
+        char c;
+        return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+/*
+ * 56 connections that never show the token (48 silent, 8 that sent the
+ * first bytes of a TLS handshake and stopped): the receiver used to take 8
+ * connections and keep each for 120 s, so a delivery waited in vain.
+ * Now the delivery goes through at once, and the oldest idle connections
+ * are closed to make room.
+ */
+static void test_idle_connections(void **state)
+{
+        (void)state;
+        lab l;
+        lab_new(&l, 0);
+        int port = receiver_port(l.r);
+        int fds[56];
+        for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
+                fds[i] = open_idle(port);
+                assert_true(fds[i] >= 0);
+                if (i >= 48)
+                        assert_int_equal(write(fds[i], "\x16\x03\x01\x02", 4), 4);
+        }
+        _cleanup_free_ char *src = make_source(&l);
+        receiver_peer p = peer_of(&l);
+        char *err = NULL;
+        if (receiver_deliver(&p, src, &err) < 0)
+                fail_msg("deliver beside idle connections: %s", err);
+        _cleanup_free_ char *db = path_join(l.data_dir, "member/snap/db");
+        assert_true(path_exists(db));
+        /* all from one address: at most 4 of them are kept, the oldest went first */
+        assert_true(closed_by_peer(fds[0], 10000));
+        size_t open = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+                open += !closed_by_peer(fds[i], 0);
+        assert_true(open <= 4);
+        for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+                close(fds[i]);
+
+        /* one more than 4 from an address: the oldest of them is closed */
+        int five[5];
+        for (size_t i = 0; i < 5; i++) {
+                five[i] = open_idle(port);
+                assert_true(five[i] >= 0);
+                usleep(20 * 1000); /* accepted in this order */
+        }
+        assert_true(closed_by_peer(five[0], 10000));
+        for (size_t i = 1; i < 5; i++)
+                assert_false(closed_by_peer(five[i], 200));
+        for (size_t i = 0; i < 5; i++)
+                close(five[i]);
+        free(err);
+        lab_free(&l);
+}
+
 int main(void)
 {
         curl_global_init(CURL_GLOBAL_DEFAULT);
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_delivery),
-            cmocka_unit_test(test_wrong_pin),
-            cmocka_unit_test(test_hostile),
-            cmocka_unit_test(test_existing_data),
+            cmocka_unit_test(test_delivery),         cmocka_unit_test(test_wrong_pin),
+            cmocka_unit_test(test_hostile),          cmocka_unit_test(test_existing_data),
+            cmocka_unit_test(test_idle_connections),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

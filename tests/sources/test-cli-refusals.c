@@ -3,7 +3,9 @@
  * repository: `gitcd apply` refuses a rollback to an older signed commit
  * (audited as revision.rejected) and accepts it with --allow-rollback; a
  * `gitcd run` daemon polling a refused head audits it once, not at every
- * poll, and still takes in the next good commit.
+ * poll, and still takes in the next good commit; an unsigned commit whose
+ * author name and message are megabytes built to slow the audit log's
+ * redaction is refused at once, its author cut short with a marker.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,9 +22,12 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
+#include "sources/source.h"
 #include "tests/sources/gitfix.h"
 #include "util/fs.h"
+#include "util/strbuf.h"
 #include "util/xalloc.h"
 
 static const char *bin;
@@ -172,11 +177,66 @@ static void test_refused_head_audited_once(void **state)
         assert_int_equal(audit_count("daemon", "revision.rejected"), 1);
 }
 
+/*
+ * An unsigned commit made by hand (git hash-object): an author name of
+ * 1.7 MB of PEM blocks nested so that the redaction of the audit log once
+ * needed a pass per level, and a 2 MB message. gitcd refuses it, and the
+ * audit log holds the name cut to SOURCE_MAX_PERSON_BYTES with a marker.
+ * (Before, the refusal took longer than the test's time limit.)
+ */
+static void test_hostile_author_cut(void **state)
+{
+        _cleanup_free_ char *hostile = xasprintf("%s/hostile", dir);
+        strbuf obj = STRBUF_INIT;
+        const size_t depth = 50000;
+
+        assert_int_equal(fix_sh("git init -q '%s' && cd '%s' && echo x > a.txt && git add a.txt "
+                                "&& git commit -q -m first",
+                                hostile, hostile),
+                         0);
+        _cleanup_free_ char *tree = fix_sh_out("cd '%s' && git rev-parse HEAD^{tree}", hostile);
+        _cleanup_free_ char *parent = fix_sh_out("cd '%s' && git rev-parse HEAD", hostile);
+        sb_printf(&obj, "tree %s\nparent %s\nauthor ", tree, parent);
+        for (size_t i = 0; i < depth; i++)
+                sb_append(&obj, "-----BEGIN A");
+        sb_append(&obj, "-----BEGIN PRIVATE KEY-----");
+        for (size_t i = 0; i < depth; i++)
+                sb_append(&obj, "-PRIVATE KEY-----");
+        sb_append(&obj, " <m@evil.example> 1700000000 +0000\n"
+                        "committer M <m@evil.example> 1700000000 +0000\n\n");
+        for (size_t i = 0; i < 2 * 1024 * 1024 / 64; i++)
+                sb_append(&obj, "a message line that only makes the commit larger, and larger\n");
+        fix_write(dir, "hostile.obj", sb_str(&obj));
+        sb_release(&obj);
+        assert_int_equal(fix_sh("cd '%s' && id=$(git hash-object -t commit -w '%s/hostile.obj') "
+                                "&& git update-ref HEAD \"$id\"",
+                                hostile, dir),
+                         0);
+
+        int k = fix_sh_quiet("'%s' apply --source '%s' --state '%s/hostile-state/state.db' "
+                             "--verify-signatures --allowed-signers '%s' >>'%s/apply.log' 2>&1",
+                             bin, hostile, dir, allowed, dir);
+        assert_int_equal(k, 1);
+        _cleanup_free_ char *line =
+            fix_sh_out("'%s' log --state '%s/hostile-state/state.db' -o json --action "
+                       "revision.rejected",
+                       bin, dir);
+        assert_non_null(line);
+        json_t *ev = json_loads(line, 0, NULL);
+        assert_non_null(ev);
+        _cleanup_free_ char *author = xstrdup(json_string_value(json_object_get(ev, "author")));
+        json_decref(ev);
+        if (!strstr(author, " [cut: ") || strlen(author) > 2 * SOURCE_MAX_PERSON_BYTES)
+                fail_msg("the author was not cut: %.200s... (%zu bytes)", author, strlen(author));
+        assert_true(strneq(author, "-----BEGIN A-----BEGIN A", 24));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_rollback_refused),
             cmocka_unit_test(test_refused_head_audited_once),
+            cmocka_unit_test(test_hostile_author_cut),
         };
 
         return cmocka_run_group_tests(tests, group_setup, group_teardown);

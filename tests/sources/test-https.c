@@ -127,7 +127,8 @@ static int group_setup(void **state)
                    "extendedKeyUsage=serverAuth\\n' > ext && "
                    "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
                    "-out srv.crt -days 2 -extfile ext 2>/dev/null && "
-                   "printf '%%s\\n' '%s' > token && printf 'wrong\\n' > bad_token",
+                   "printf '%%s\\n' '%s' > token && printf 'wrong\\n' > bad_token && "
+                   "chmod 600 token bad_token",
                    dir, TOKEN) != 0)
                 return -1;
         ca = xasprintf("%s/ca.crt", dir);

@@ -1,6 +1,9 @@
 /*
- * Git over SSH against a real sshd started on 127.0.0.1 (its own host key,
- * config and authorized_keys, serving git-upload-pack as the current user):
+ * Git over SSH against a real sshd started on 127.0.0.1 (its own host keys,
+ * Ed25519, ECDSA and RSA as a distribution's sshd has them, config and
+ * authorized_keys, serving git-upload-pack as the current user), listed in
+ * known_hosts by its Ed25519 key only (the SSH library's own order would
+ * ask for the ECDSA one), or by what `ssh-keyscan -t ed25519` writes:
  * fetching with a key file, with a passphrase from a file or an environment
  * variable, through an ssh-agent; refusing an unknown host, a changed host
  * key, and a client key the server does not accept, with clear messages.
@@ -154,6 +157,8 @@ static void start_sshd(void)
         config = xasprintf("Port %d\n"
                            "ListenAddress 127.0.0.1\n"
                            "HostKey %s/hostkey\n"
+                           "HostKey %s/hostkey_ecdsa\n"
+                           "HostKey %s/hostkey_rsa\n"
                            "AuthorizedKeysFile %s/authorized_keys\n"
                            "PidFile %s/sshd.pid\n"
                            "StrictModes no\n"
@@ -163,7 +168,7 @@ static void start_sshd(void)
                            "KbdInteractiveAuthentication no\n"
                            "PubkeyAuthentication yes\n"
                            "LogLevel VERBOSE\n",
-                           port, dir, dir, dir);
+                           port, dir, dir, dir, dir, dir);
         fix_write(dir, "sshd_config", config);
         sshd_pid = spawn(log, argv);
         for (int i = 0; i < 1200 && !port_open(port); i++) {
@@ -197,13 +202,18 @@ static int group_setup(void **state)
         cache = fix_tmpdir("cache");
         work = fix_tmpdir("work");
         mkdir("/run/sshd", 0755);
+        /* the stock set of host keys, as a distribution's sshd has them; known_hosts
+         * lists the Ed25519 one (ssh-keyscan -t ed25519, as docs/hosts.md says) */
         if (fix_sh("cd '%s' && ssh-keygen -q -t ed25519 -N '' -f hostkey && "
+                   "ssh-keygen -q -t ecdsa -N '' -f hostkey_ecdsa && "
+                   "ssh-keygen -q -t rsa -N '' -f hostkey_rsa && "
                    "ssh-keygen -q -t ed25519 -N '' -f otherhost && "
                    "ssh-keygen -q -t ed25519 -N '' -f client && "
                    "ssh-keygen -q -t ed25519 -N 'correct horse' -f client_pw && "
                    "ssh-keygen -q -t ed25519 -N '' -f wrong && "
                    "cat client.pub client_pw.pub > authorized_keys && "
-                   "printf 'correct horse\\n' > passphrase && printf 'nope\\n' > badpass",
+                   "printf 'correct horse\\n' > passphrase && printf 'nope\\n' > badpass && "
+                   "chmod 600 passphrase badpass",
                    dir) != 0)
                 return -1;
 
@@ -278,9 +288,15 @@ static int fetch(const source_opts *o, source_revision **ret, char **ret_msg)
         return r;
 }
 
+/* The SHA256 fingerprint of a host key of the server ("hostkey", "hostkey_ecdsa", ...). */
+static char *fingerprint_of(const char *key)
+{
+        return fix_sh_out("ssh-keygen -lf '%s/%s.pub' | cut -d' ' -f2", dir, key);
+}
+
 static char *host_fingerprint(void)
 {
-        return fix_sh_out("ssh-keygen -lf '%s/hostkey.pub' | cut -d' ' -f2", dir);
+        return fingerprint_of("hostkey");
 }
 
 static void test_fetch_with_key(void **state)
@@ -374,10 +390,34 @@ static void test_hashed_known_hosts(void **state)
         source_revision_free(rev);
 }
 
+/*
+ * docs/hosts.md's recipe, `ssh-keyscan -t ed25519 ... >> known_hosts`, for
+ * a server that has the stock set of host keys: the fetch asks for the
+ * Ed25519 key (the SSH library's own order asks for ECDSA, which the file
+ * does not list) and succeeds.
+ */
+static void test_keyscan_ed25519_recipe(void **state)
+{
+        _cleanup_free_ char *kh = xasprintf("%s/kh_keyscan", dir);
+        assert_int_equal(fix_sh("ssh-keyscan -t ed25519 -p %d 127.0.0.1 > '%s' 2>/dev/null && "
+                                "grep -q ssh-ed25519 '%s' && ! grep -q -e ecdsa -e ssh-rsa '%s'",
+                                port, kh, kh, kh),
+                         0);
+        source_opts o = opts_with("client", kh);
+        source_revision *rev;
+        char *msg = NULL;
+        if (fetch(&o, &rev, &msg) < 0)
+                fail_msg("%s", msg);
+        free(msg);
+        assert_string_equal(rev->commit_id, commit);
+        source_revision_free(rev);
+}
+
 static void test_unknown_host(void **state)
 {
         source_opts o = opts_with("client", kh_empty);
-        _cleanup_free_ char *fp = host_fingerprint(), *expect = NULL;
+        /* nothing listed: the SSH library's own order, which asks for the ECDSA key */
+        _cleanup_free_ char *fp = fingerprint_of("hostkey_ecdsa"), *expect = NULL;
         source_revision *rev;
         char *msg = NULL;
 
@@ -461,6 +501,7 @@ int main(void)
             cmocka_unit_test(test_fetch_with_key),
             cmocka_unit_test(test_passphrase),
             cmocka_unit_test(test_hashed_known_hosts),
+            cmocka_unit_test(test_keyscan_ed25519_recipe),
             cmocka_unit_test(test_unknown_host),
             cmocka_unit_test(test_changed_host_key),
             cmocka_unit_test(test_wrong_client_key),

@@ -244,6 +244,60 @@ static void test_known_hosts_hashed(void **state)
         free(msg);
 }
 
+/*
+ * Which host key to ask for: the types known_hosts lists for the host
+ * (hashed names too, markers never), Ed25519 before ECDSA before RSA, then
+ * whatever else the library implements, without certificates.
+ */
+static void test_known_hosts_algorithms(void **state)
+{
+        _cleanup_free_ char *t = xasprintf("[localhost]:2200 ssh-rsa AAAArsa\n"
+                                           "@revoked [localhost]:2200 ssh-dss AAAAdss\n"
+                                           "other.example %s\n"
+                                           "[localhost]:2200 %s\n"
+                                           "[localhost]:2200 %s\n",
+                                           key_line, other_line, key_line);
+        _cleanup_free_ char *path = xasprintf("%s/known_hosts", dir);
+        fix_write(dir, "known_hosts", t);
+        assert_int_equal(fix_sh("ssh-keygen -q -H -f '%s' >/dev/null 2>&1", path), 0);
+        _cleanup_free_ char *hashed = fix_sh_out("cat '%s'", path);
+        assert_non_null(strstr(hashed, "|1|")); /* the real keys' names are hashed now */
+
+        _cleanup_free_ char *lines = known_hosts_lines(hashed, strlen(hashed), "localhost", 2200);
+        _cleanup_free_ char *want = xasprintf("[localhost]:2200 %s\n[localhost]:2200 %s\n"
+                                              "[localhost]:2200 ssh-rsa AAAArsa\n",
+                                              key_line, other_line);
+        assert_string_equal(lines, want);
+        _cleanup_free_ char *none = known_hosts_lines(hashed, strlen(hashed), "localhost", 22);
+        assert_string_equal(none, "");
+
+        /* libssh2 1.10's list, in its order */
+        static const char *const supported[] = {"ecdsa-sha2-nistp256",
+                                                "ecdsa-sha2-nistp384",
+                                                "ecdsa-sha2-nistp521",
+                                                "ecdsa-sha2-nistp256-cert-v01@openssh.com",
+                                                "ssh-ed25519",
+                                                "ssh-rsa",
+                                                "ssh-dss"};
+        _cleanup_free_ char *algs =
+            known_hosts_algorithms(path, "localhost", 2200, supported, ARRAY_SIZE(supported));
+        assert_string_equal(algs, "ssh-ed25519,ecdsa-sha2-nistp256,ssh-rsa,ecdsa-sha2-nistp384,"
+                                  "ecdsa-sha2-nistp521,ssh-dss");
+        /* an RSA key: the SHA-2 signatures first when the library has them */
+        static const char *const with_sha2[] = {"rsa-sha2-512", "rsa-sha2-256", "ssh-rsa",
+                                                "ssh-ed25519"};
+        _cleanup_free_ char *only_rsa = xasprintf("%s/kh-rsa", dir);
+        fix_write(dir, "kh-rsa", "h ssh-rsa AAAArsa\n");
+        _cleanup_free_ char *rsa =
+            known_hosts_algorithms(only_rsa, "h", 22, with_sha2, ARRAY_SIZE(with_sha2));
+        assert_string_equal(rsa, "rsa-sha2-512,rsa-sha2-256,ssh-rsa,ssh-ed25519");
+        /* nothing listed, or no file: the library's own order */
+        assert_null(
+            known_hosts_algorithms(path, "elsewhere", 22, supported, ARRAY_SIZE(supported)));
+        assert_null(
+            known_hosts_algorithms("/nonexistent/kh", "h", 22, supported, ARRAY_SIZE(supported)));
+}
+
 static void test_known_hosts_markers(void **state)
 {
         _cleanup_free_ char *t1 = xasprintf("host1 %s\n@revoked * %s\n", key_line, key_line);
@@ -288,6 +342,7 @@ int main(void)
             cmocka_unit_test(test_known_hosts_plain),
             cmocka_unit_test(test_known_hosts_hashed),
             cmocka_unit_test(test_known_hosts_markers),
+            cmocka_unit_test(test_known_hosts_algorithms),
         };
         int r = cmocka_run_group_tests_name("url", plain, NULL, NULL);
 

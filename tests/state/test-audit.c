@@ -14,6 +14,7 @@
 #include <sqlite3.h>
 
 #include "tests/state/state-test.h"
+#include "util/strbuf.h"
 
 #define T0   1790000000000LL
 #define HOUR (3600 * 1000LL)
@@ -185,6 +186,49 @@ static void test_redaction(void **state)
         assert_string_equal(l.items[0]->reason, "line one\\nline two\\r\\x7f");
         state_audit_list_release(&l);
         state_close(db);
+}
+
+/* n copies of unit in a new string. */
+static char *repeat(const char *unit, size_t n)
+{
+        strbuf sb = STRBUF_INIT;
+        for (size_t i = 0; i < n; i++)
+                sb_append(&sb, unit);
+        return sb_detach(&sb);
+}
+
+/*
+ * Texts built to make the redaction slow: blocks nested so that cutting
+ * one out makes the one around it a key block ("-----BEGIN A" before,
+ * "-PRIVATE KEY-----" after, 300,000 deep: 8.7 MB), and many blocks
+ * without an END line. The redaction is one pass: these take milliseconds
+ * (a pass per level took hours on the first; the test would time out).
+ */
+static void test_redaction_hostile(void **state)
+{
+        (void)state;
+        const size_t depth = 300000;
+        _cleanup_free_ char *before = repeat("-----BEGIN A", depth);
+        _cleanup_free_ char *after = repeat("-PRIVATE KEY-----", depth);
+        _cleanup_free_ char *nested =
+            xasprintf("Mallory %s-----BEGIN PRIVATE KEY-----%s <m@x>", before, after);
+        _cleanup_free_ char *got = state_redact_private_keys(nested);
+        assert_string_equal(got, "Mallory [redacted] <m@x>");
+
+        /* one level less on the right: the outermost BEGIN line is no key block */
+        _cleanup_free_ char *short_after = repeat("-PRIVATE KEY-----", depth - 1);
+        _cleanup_free_ char *lopsided =
+            xasprintf("%s-----BEGIN PRIVATE KEY-----%s", before, short_after);
+        free(got);
+        got = state_redact_private_keys(lopsided);
+        assert_string_equal(got, "-----BEGIN A[redacted]");
+        assert_false(state_text_has_private_key(got));
+
+        _cleanup_free_ char *flat = repeat("-----BEGIN PRIVATE KEY-----x", depth);
+        free(got);
+        got = state_redact_private_keys(flat);
+        _cleanup_free_ char *want = repeat("[redacted]", depth);
+        assert_string_equal(got, want);
 }
 
 /* An append that fails all the same is counted apart from the audit table. */
@@ -390,9 +434,13 @@ static void test_query_filters(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_secret_keys),   cmocka_unit_test(test_scrubbing),
-            cmocka_unit_test(test_redaction),     cmocka_unit_test(test_failed_append_counted),
-            cmocka_unit_test(test_append_only),   cmocka_unit_test(test_retention),
+            cmocka_unit_test(test_secret_keys),
+            cmocka_unit_test(test_scrubbing),
+            cmocka_unit_test(test_redaction),
+            cmocka_unit_test(test_redaction_hostile),
+            cmocka_unit_test(test_failed_append_counted),
+            cmocka_unit_test(test_append_only),
+            cmocka_unit_test(test_retention),
             cmocka_unit_test(test_query_filters),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,7 +16,10 @@
 #include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <jansson.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -657,6 +660,158 @@ static void test_adopt_orphan(void **state)
         target_member_status_release(&s);
 }
 
+/* --- only gitcd's own process is taken over ------------------------------------ */
+
+/*
+ * The etcd binary in a folder of its own that every user may read (a
+ * copy), so that another user can run the very file a member runs.
+ */
+static int setup_impostors(void **state)
+{
+        int r = fixture_setup(state, "3.5.16", "impostor", 0);
+        if (r != 0)
+                return r;
+        fixture *f = *state;
+        _cleanup_free_ char *bin = harness_etcd_path("3.5.16", "etcd");
+        char *etcd_dir = xasprintf("%s/etcd-bin", root_dir);
+        _cleanup_free_ char *cmd = xasprintf("mkdir -p '%s/3.5.16' && cp '%s' '%s/3.5.16/etcd' && "
+                                             "chmod -R a+rX '%s' && chmod a+x '%s'",
+                                             etcd_dir, bin, etcd_dir, etcd_dir, root_dir);
+        assert_int_equal(system(cmd), 0);
+        f->etcd_dir = etcd_dir;
+        f->stop_timeout_ms = 500;
+        target_free(f->t);
+        f->t = new_target(f);
+        return 0;
+}
+
+static int teardown_impostors(void **state)
+{
+        fixture *f = *state;
+        char *etcd_dir = f ? (char *)f->etcd_dir : NULL;
+        int r = fixture_teardown(state);
+        free(etcd_dir);
+        return r;
+}
+
+/* /proc/<pid>/cmdline as an argument vector. */
+static char **argv_of(pid_t pid)
+{
+        _cleanup_free_ char *path = xasprintf("/proc/%ld/cmdline", (long)pid);
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(path, 1 << 20, &data, &len), 0);
+        size_t n = 0;
+        for (size_t i = 0; i < len; i++)
+                n += data[i] == '\0';
+        char **v = xcalloc(n + 1, sizeof(char *));
+        size_t k = 0;
+        for (size_t off = 0; off < len; off += strlen(data + off) + 1)
+                v[k++] = xstrdup(data + off);
+        return v;
+}
+
+/* Run exe with argv (argv[0] kept as it is), as uid/gid unless uid is -1; silent. */
+static pid_t start_impostor(const char *exe, char *const *argv, uid_t uid, gid_t gid)
+{
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                (void)setsid();
+                int fd = open("/dev/null", O_RDWR);
+                dup2(fd, 0);
+                dup2(fd, 1);
+                dup2(fd, 2);
+                if (uid != (uid_t)-1 &&
+                    (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(uid) < 0))
+                        _exit(126);
+                execv(exe, argv);
+                _exit(127);
+        }
+        track(pid);
+        return pid;
+}
+
+/* Wait until the impostor serves the member's client URL (it really runs the member's etcd). */
+static void wait_serving(pid_t pid, const char *client_url)
+{
+        int64_t deadline = now_mono_ms() + START_TIMEOUT_MS;
+        for (;;) {
+                assert_int_equal(kill(pid, 0), 0);
+                json_t *l = member_list(client_url);
+                if (l) {
+                        json_decref(l);
+                        return;
+                }
+                assert_true(now_mono_ms() < deadline);
+                usleep(100 * 1000);
+        }
+}
+
+/*
+ * Restart the target (gitcd restarted) while impostor runs the member's very
+ * command line: it is not adopted (the member has no pid and does not run),
+ * and stopping the member leaves the impostor alone.
+ */
+static void check_not_adopted(fixture *f, const char *name, pid_t impostor)
+{
+        target_free(f->t);
+        f->t = new_target(f);
+        target_member_status s = status_of(f, name);
+        assert_int_not_equal(PID(f, name), impostor);
+        assert_int_equal(PID(f, name), 0);
+        /* crashed when a pid file said it ran, stopped when none did: never running */
+        assert_true(s.state == MEMBER_CRASHED || s.state == MEMBER_STOPPED);
+        target_member_status_release(&s);
+        assert_int_equal(f->t->ops->stop_member(f->t, f->cluster, name), 0);
+        assert_int_equal(kill(impostor, 0), 0);
+        assert_int_equal(kill(impostor, SIGKILL), 0);
+        assert_int_equal(waitpid(impostor, NULL, 0), impostor);
+}
+
+static void test_adopt_only_ours(void **state)
+{
+        fixture *f = *state;
+        place_members(f, 1);
+        const char *name = f->plan->members[0].name;
+        assert_int_equal(f->t->ops->ensure_member(f->t, f->cluster, f->plan, 0), 0);
+        target_member_status s = wait_state(f, name, MEMBER_READY, START_TIMEOUT_MS);
+        target_member_status_release(&s);
+        pid_t pid = PID(f, name);
+        char **argv = argv_of(pid);
+        target_free(f->t);
+        f->t = NULL;
+        assert_int_equal(kill(pid, SIGKILL), 0);
+        assert_int_equal(waitpid(pid, NULL, 0), pid);
+
+        /* the member's command line, run by another executable (a copy of etcd) */
+        _cleanup_free_ char *copy = xasprintf("%s/not-the-member-etcd", root_dir);
+        _cleanup_free_ char *cp = xasprintf("cp '%s' '%s'", argv[0], copy);
+        assert_int_equal(system(cp), 0);
+        pid_t other_exe = start_impostor(copy, argv, (uid_t)-1, (gid_t)-1);
+        wait_serving(other_exe, f->plan->members[0].client_url);
+        check_not_adopted(f, name, other_exe);
+
+        /* the member's very binary and command line, run by another user */
+        struct passwd *pw = geteuid() == 0 ? getpwnam("gitcd-test") : NULL;
+        if (pw) {
+                _cleanup_free_ char *open_up = xasprintf(
+                    "chmod a+rx '%s' '%s/clusters' '%s/clusters/default' "
+                    "'%s/clusters/default/%s' '%s/clusters/default/%s/%s' && "
+                    "chown -R %u:%u '%s/clusters/default/%s/%s/data'",
+                    f->state_dir, f->state_dir, f->state_dir, f->state_dir, f->cluster->name,
+                    f->state_dir, f->cluster->name, name, (unsigned)pw->pw_uid,
+                    (unsigned)pw->pw_gid, f->state_dir, f->cluster->name, name);
+                assert_int_equal(system(open_up), 0);
+                pid_t other_user = start_impostor(argv[0], argv, pw->pw_uid, pw->pw_gid);
+                wait_serving(other_user, f->plan->members[0].client_url);
+                check_not_adopted(f, name, other_user);
+        } else {
+                print_message("not root or no gitcd-test account: another user's etcd not tried\n");
+        }
+        strv_free(argv);
+}
+
 /* --- a version change is a restart onto the new binary, with the same data ------ */
 
 static int setup_upgrade(void **state)
@@ -988,6 +1143,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_lifecycle, setup_single_35, fixture_teardown),
             cmocka_unit_test_setup_teardown(test_lifecycle, setup_single_34, fixture_teardown),
             cmocka_unit_test_setup_teardown(test_adopt_orphan, setup_orphan, fixture_teardown),
+            cmocka_unit_test_setup_teardown(test_adopt_only_ours, setup_impostors,
+                                            teardown_impostors),
             cmocka_unit_test_setup_teardown(test_upgrade, setup_upgrade, fixture_teardown),
             cmocka_unit_test_setup_teardown(test_minimal_environment, setup_single_35,
                                             fixture_teardown),

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <dirent.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -346,6 +348,134 @@ static void test_escape(void **state)
         sb_release(&sb);
 }
 
+/* Untrusted text cut to a bound: at a character boundary, with a marker that says how long. */
+static void test_cut(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *same = str_cut("short", 5);
+        assert_string_equal(same, "short");
+        _cleanup_free_ char *cut = str_cut("0123456789", 4);
+        assert_string_equal(cut, "0123 [cut: 10 bytes in all]");
+        /* "é" is two bytes: never half of it */
+        _cleanup_free_ char *utf8 = str_cut("ab\xc3\xa9"
+                                            "cd",
+                                            3);
+        assert_string_equal(utf8, "ab [cut: 6 bytes in all]");
+        _cleanup_free_ char *emoji = str_cut("\xf0\x9f\x99\x82!", 3);
+        assert_string_equal(emoji, " [cut: 5 bytes in all]");
+        assert_null(str_cut(NULL, 3));
+}
+
+/* A file for the secret checks: text, mode, owner. */
+static char *secret_at(const char *dir, const char *name, mode_t mode)
+{
+        char *path = path_join(dir, name);
+        assert_int_equal(write_file_atomic(path, "s3cret\n", 7, 0600), 0);
+        assert_int_equal(chmod(path, mode), 0);
+        return path;
+}
+
+/*
+ * Files holding secrets: gitcd's own with no access for others, or root's
+ * readable by a group gitcd runs in (a Kubernetes Secret with fsGroup);
+ * anything else is refused with the command that fixes it.
+ */
+static void test_secret_files(void **state)
+{
+        (void)state;
+        char tmpl[] = "/tmp/gitcd-secret-XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        assert_int_equal(chmod(tmpl, 0755), 0);
+        char *data = NULL, *err = NULL;
+        size_t len = 0;
+
+        _cleanup_free_ char *good = secret_at(tmpl, "good", 0600);
+        assert_int_equal(read_secret_file(good, "token file", 1024, &data, &len, &err), 0);
+        assert_string_equal(data, "s3cret\n");
+        free(data);
+        assert_int_equal(secret_file_check(good, "token file", &err), 0);
+        _cleanup_free_ char *ro = secret_at(tmpl, "ro", 0400);
+        assert_int_equal(secret_file_check(ro, "token file", &err), 0);
+
+        static const mode_t bad_modes[] = {0644, 0640, 0604, 0620, 0660};
+        for (size_t i = 0; i < ARRAY_SIZE(bad_modes); i++) {
+                _cleanup_free_ char *bad = secret_at(tmpl, "bad", bad_modes[i]);
+                data = NULL;
+                assert_int_equal(read_secret_file(bad, "token file", 1024, &data, &len, &err),
+                                 -EPERM);
+                assert_null(data);
+                _cleanup_free_ char *want = xasprintf("the token file %s can be read or changed "
+                                                      "by other users (mode %04o): run `chmod "
+                                                      "600 '%s'`",
+                                                      bad, (unsigned)bad_modes[i], bad);
+                assert_string_equal(err, want);
+                free(err);
+                err = NULL;
+                assert_int_equal(secret_file_check(bad, "TLS key", &err), -EPERM);
+                assert_non_null(strstr(err, "the TLS key "));
+                free(err);
+                err = NULL;
+        }
+        _cleanup_free_ char *missing = path_join(tmpl, "missing");
+        assert_int_equal(read_secret_file(missing, "token file", 1024, &data, &len, &err), -ENOENT);
+        assert_non_null(strstr(err, "cannot read the token file"));
+        free(err);
+        err = NULL;
+
+        if (geteuid() != 0) {
+                assert_int_equal(rm_rf(tmpl), 0);
+                return; /* the rest needs other users */
+        }
+        struct passwd *pw = getpwnam("gitcd-test");
+        if (!pw) {
+                assert_int_equal(rm_rf(tmpl), 0);
+                return;
+        }
+        /* another user's file, even 0600 */
+        _cleanup_free_ char *theirs = secret_at(tmpl, "theirs", 0600);
+        assert_int_equal(chown(theirs, pw->pw_uid, pw->pw_gid), 0);
+        assert_int_equal(secret_file_check(theirs, "SSH key", &err), -EPERM);
+        _cleanup_free_ char *want = xasprintf(
+            "the SSH key %s belongs to uid %u, not to gitcd's user root: run `chown root '%s' && "
+            "chmod 600 '%s'`",
+            theirs, (unsigned)pw->pw_uid, theirs, theirs);
+        assert_string_equal(err, want);
+        free(err);
+        err = NULL;
+
+        /* gitcd running as another user: root's file readable by gitcd's group only passes */
+        _cleanup_free_ char *mounted = secret_at(tmpl, "mounted", 0440);
+        assert_int_equal(chown(mounted, 0, pw->pw_gid), 0);
+        _cleanup_free_ char *other_group = secret_at(tmpl, "other-group", 0440);
+        _cleanup_free_ char *world = secret_at(tmpl, "world", 0444);
+        assert_int_equal(chown(world, 0, pw->pw_gid), 0);
+        _cleanup_free_ char *group_w = secret_at(tmpl, "group-w", 0460);
+        assert_int_equal(chown(group_w, 0, pw->pw_gid), 0);
+        pid_t child = fork();
+        assert_true(child >= 0);
+        if (child == 0) {
+                char *e = NULL;
+                if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0)
+                        _exit(10);
+                if (secret_file_check(mounted, "token file", &e) != 0)
+                        _exit(11);
+                if (secret_file_check(other_group, "token file", &e) != -EPERM ||
+                    !strstr(e, "belongs to root and can be read or changed by users other than "
+                               "gitcd's (mode 0440, group 0): run `chown gitcd-test"))
+                        _exit(12);
+                if (secret_file_check(world, "token file", &e) != -EPERM)
+                        _exit(13);
+                if (secret_file_check(group_w, "token file", &e) != -EPERM)
+                        _exit(14);
+                _exit(0);
+        }
+        int st = 0;
+        assert_int_equal(waitpid(child, &st, 0), child);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+        assert_int_equal(rm_rf(tmpl), 0);
+}
+
 /* The map keeps the first value of a key, finds every key after it grew, and nothing else. */
 static void test_strmap(void **state)
 {
@@ -381,6 +511,8 @@ int main(void)
             cmocka_unit_test(test_strbuf),
             cmocka_unit_test(test_strmap),
             cmocka_unit_test(test_escape),
+            cmocka_unit_test(test_cut),
+            cmocka_unit_test(test_secret_files),
             cmocka_unit_test(test_diag_format_and_sort),
             cmocka_unit_test(test_duration),
             cmocka_unit_test(test_fs),

@@ -2,7 +2,10 @@
  * Fuzz target for known_hosts parsing and matching: the input is a
  * known_hosts file, checked for a fixed ed25519 host key against plain,
  * [host]:port and wildcard names. The result is 0 or -EACCES, and a refusal
- * always comes with a message naming the offered key's fingerprint.
+ * always comes with a message naming the offered key's fingerprint. The
+ * lines kept for a host (known_hosts_lines, which decide the host key type
+ * asked for) are whole "<name> <type> <key>" lines, each naming the host
+ * as OpenSSH does.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -35,6 +38,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (r != 0 && (r != -EACCES || !msg || !strstr(msg, "SHA256:")))
                         abort();
                 free(msg);
+
+                char *lines =
+                    known_hosts_lines((const char *)data, size, hosts[i].host, hosts[i].port);
+                char *name = known_hosts_name(hosts[i].host, hosts[i].port);
+                size_t name_len = strlen(name);
+                for (const char *l = lines; *l;) {
+                        const char *nl = strchr(l, '\n');
+                        if (!nl || strncmp(l, name, name_len) != 0 || l[name_len] != ' ')
+                                abort();
+                        const char *type = l + name_len + 1;
+                        const char *sp = memchr(type, ' ', (size_t)(nl - type));
+                        if (!sp || sp == type || sp + 1 >= nl ||
+                            memchr(sp + 1, ' ', (size_t)(nl - sp - 1)))
+                                abort();
+                        l = nl + 1;
+                }
+                free(name);
+                free(lines);
         }
         free(key);
         return 0;
