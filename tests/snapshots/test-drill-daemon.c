@@ -138,6 +138,20 @@ static double scrape(int port, const char *series)
         return v;
 }
 
+/*
+ * A series' value once it reaches at least want (the daemon publishes what
+ * /metrics shows from its loop, up to ten seconds after the fact).
+ */
+static double scrape_until(int port, const char *series, double want, int timeout_s)
+{
+        double v = scrape(port, series);
+        for (int64_t t0 = now_mono_ms(); v < want && now_mono_ms() - t0 < timeout_s * 1000LL;) {
+                usleep(200 * 1000);
+                v = scrape(port, series);
+        }
+        return v;
+}
+
 static size_t entries(const char *dir)
 {
         DIR *d = opendir(dir);
@@ -220,6 +234,7 @@ static void test_drills_under_run(void **unused)
         int hook_port = harness_free_port(), port = harness_free_port();
         _cleanup_free_ char *text = xasprintf("interval: 1s\n"
                                               "listen: 127.0.0.1:%d\n"
+                                              "allowPlainHTTP: [127.0.0.1]\n"
                                               "sources:\n"
                                               "  - name: main\n"
                                               "    url: %s\n"
@@ -246,9 +261,11 @@ static void test_drills_under_run(void **unused)
         assert_true(json_integer_value(json_object_get(s1, "verify_restore_bytes_per_second")) > 0);
         int64_t id1 = json_integer_value(json_object_get(s1, "id"));
         free(wait_condition(e, "True", "SnapshotVerified", "daemon1.log"));
-        assert_true(scrape(port, SERIES("gitcd_snapshot_verify_total", ",result=\"verified\"")) >=
-                    1);
-        assert_true(scrape(port, SERIES("gitcd_snapshot_last_verified_timestamp_seconds", "")) > 0);
+        assert_true(scrape_until(port,
+                                 SERIES("gitcd_snapshot_verify_total", ",result=\"verified\""), 1,
+                                 60) >= 1);
+        assert_true(scrape_until(port, SERIES("gitcd_snapshot_last_verified_timestamp_seconds", ""),
+                                 1, 60) > 0);
         assert_int_equal(kill(d, SIGTERM), 0);
         assert_int_equal(e2e_wait_exit(d), 0);
 
@@ -334,8 +351,9 @@ static void test_drills_under_run(void **unused)
         json_decref(body);
         ops_request_free(q);
         /* the metric and the condition, which names the snapshot still proven */
-        assert_true(
-            scrape(port, SERIES("gitcd_snapshot_verify_total", ",result=\"verify-failed\"")) == 1);
+        assert_true(scrape_until(port,
+                                 SERIES("gitcd_snapshot_verify_total", ",result=\"verify-failed\""),
+                                 1, 60) == 1);
         char *msg = wait_condition(e, "False", "VerifyFailed", "daemon2.log");
         _cleanup_free_ char *names =
             xasprintf("the restore candidate is snapshot %lld", (long long)id1);
