@@ -20,6 +20,7 @@
 
 #include "reconciler/bootstrap.h"
 #include "reconciler/internal.h"
+#include "reconciler/proof.h"
 #include "snapshots/scheduler.h"
 #include "util/xalloc.h"
 
@@ -43,6 +44,8 @@ typedef enum cond_reason {
         CR_CERTS_VALID,
         CR_RENEWAL_DUE,
         CR_BOOTSTRAPPING,
+        CR_FROZEN,
+        CR_DATA_INCONSISTENT,
         _CR_MAX,
 } cond_reason;
 
@@ -65,6 +68,8 @@ static const char *const cond_reason_names[_CR_MAX] = {
     [CR_CERTS_VALID] = "CertificatesValid",
     [CR_RENEWAL_DUE] = "RenewalDue",
     [CR_BOOTSTRAPPING] = REASON_BOOTSTRAPPING,
+    [CR_FROZEN] = REASON_FROZEN,
+    [CR_DATA_INCONSISTENT] = "DataInconsistent",
 };
 
 static const char *cond_reason_name(cond_reason r)
@@ -95,6 +100,7 @@ typedef struct pass_facts {
         int voters;
         const step *s;
         const char *rejected_message; /* non-NULL: the desired spec was refused */
+        const char *frozen_message;   /* non-NULL: the members' data differs (consistency.h) */
         char *health;                 /* "N of M voters healthy" */
         const obs_cert *soonest;      /* the certificate that expires first; NULL: none */
         int64_t renew_at_ms;          /* when it enters its renewal window */
@@ -132,9 +138,11 @@ static condition_check check_available(const pass_facts *f)
 
 static condition_check check_progressing(const pass_facts *f)
 {
+        /* a step the freeze holds is not in flight: it waits for a person */
+        bool held = f->s->reason && streq(f->s->reason, REASON_FROZEN);
         return (condition_check){
             .type = "Progressing",
-            .status = !f->converged,
+            .status = !f->converged && !held,
             .reason = cond_reason_of_step(f->s),
             .message = f->s->message,
         };
@@ -147,6 +155,12 @@ static condition_check check_degraded(const pass_facts *f)
                 c.status = true;
                 c.reason = CR_SPEC_REJECTED;
                 c.message = f->rejected_message;
+                return c;
+        }
+        if (f->frozen_message) {
+                c.status = true;
+                c.reason = CR_DATA_INCONSISTENT;
+                c.message = f->frozen_message;
                 return c;
         }
         bool unhealthy = !f->paused && f->bootstrapped && f->healthy_voters < f->voters;
@@ -186,11 +200,12 @@ static char *cert_message(const obs_cert *c, int64_t now_ms)
 
 static const char *phase_of(const pass_facts *f)
 {
-        return f->paused          ? "Paused"
-               : !f->bootstrapped ? "Bootstrapping"
-               : !f->quorum       ? "QuorumLost"
-               : f->converged     ? "Running"
-                                  : "Progressing";
+        return f->paused           ? "Paused"
+               : !f->bootstrapped  ? "Bootstrapping"
+               : !f->quorum        ? "QuorumLost"
+               : f->frozen_message ? "Frozen"
+               : f->converged      ? "Running"
+                                   : "Progressing";
 }
 
 /* Store a condition; its change (status) is audited. 1 when the status changed. */
@@ -239,6 +254,7 @@ void conditions_update(reconciler *r, cluster_ctx *x, const world *w, const desi
             .voters = w->voters,
             .s = s,
             .rejected_message = x->rejected_hash ? x->rejected_message : NULL,
+            .frozen_message = w->frozen ? (w->frozen_message ? w->frozen_message : "frozen") : NULL,
             .health = xasprintf("%d of %d voters healthy", w->healthy_voters, w->voters),
         };
         const condition_check checks[] = {
