@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "maintenance/due.h"
 #include "reconciler/consistency.h"
 #include "reconciler/proof.h"
 #include "render/render.h"
@@ -171,6 +172,18 @@ static void lift(const consistency_env *env, consistency_pass *cp, const state_r
                                            (json_int_t)disarmed),
                                  "success", rep->commit, rep->requested_by, 0);
                         log_info("%s: %s", env->cluster, why);
+                        /* CorruptAlarm (its checker is maintenance/'s) says so now, not at
+                         * maintenance's next look */
+                        maint_condition cond;
+                        maint_check_alarm("CorruptAlarm", "CORRUPT", NULL, &cond);
+                        if (state_cluster_set_condition(env->db, env->cluster, cond.type,
+                                                        cond.status, cond.reason, cond.message,
+                                                        env->now_ms) == 1)
+                                audit_as(env, "condition.changed", cond.message,
+                                         json_pack("{s:s, s:s, s:s}", "type", cond.type, "status",
+                                                   cond.status, "reason", cond.reason),
+                                         "success", rep->commit, rep->requested_by, 0);
+                        free(cond.message);
                 }
         }
         if (!row->frozen_ms)
@@ -409,10 +422,10 @@ static int repair_finish(const consistency_env *env, consistency_pass *cp, const
                          const char *why)
 {
         state_repair *rep = cp->repair;
-        int k = state_repair_finish(env->db, rep->id, how, why, env->now_ms);
+        bool ok = streq(how, "succeeded");
+        int k = state_repair_finish(env->db, rep->id, how, ok ? NULL : why, env->now_ms);
         if (k < 0)
                 return k;
-        bool ok = streq(how, "succeeded");
         repair_audit(env, rep,
                      ok                      ? "repair.succeeded"
                      : streq(how, "refused") ? "repair.refused"

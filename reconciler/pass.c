@@ -666,6 +666,8 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
             .res = res,
         };
         int k = pass_run(&p);
+        if (p.cons_ready)
+                res->frozen = p.cons.frozen;
         quiet_pass_end(&p.x->quiet, p.w.quiet, k >= 0 && res->outcome == PASS_CONVERGED, p.w.digest,
                        mono(r));
         return k;
