@@ -17,7 +17,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,16 +85,6 @@ static const struct option own_options[] = {
     {"config", required_argument, NULL, OPT_CONFIG},
     {"help", no_argument, NULL, 'h'},
 };
-
-/* "user@host": who asked, for the audit log. */
-static char *who_asks(void)
-{
-        const struct passwd *pw = getpwuid(getuid());
-        char host[256] = "";
-        if (gethostname(host, sizeof(host) - 1) < 0)
-                host[0] = '\0';
-        return xasprintf("%s@%s (gitcd recover)", pw ? pw->pw_name : "?", host[0] ? host : "?");
-}
 
 /* The running or finished record: 1 still running, 0 finished (printed), -errno. */
 static int report(state_db *db, int64_t id, bool *ret_ok)
@@ -281,7 +270,7 @@ int cmd_recover(int argc, char **argv)
                 state_close(db);
                 return EXIT_FAIL;
         }
-        _cleanup_free_ char *who = who_asks();
+        _cleanup_free_ char *who = cli_who_asks("gitcd recover");
         int64_t id = 0;
         int r = recovery_request(db, cluster, member, snapshot_id, who, now_wall_ms(), &id);
         if (r < 0) {
