@@ -21,7 +21,7 @@
  *   upgrade              the gates of a rolling version change around the step
  *   consistency          the members' data compared when due; the freeze over the step
  *   conditions           the result says what was decided; conditions and phase
- *   deadline             converged: cleared; overdue: terminal; held: cleared
+ *   deadline             converged: cleared; overdue: terminal; held by the freeze: cleared
  *       converged only:  ca-rotation, tls-switch, auth (never while frozen), maintenance
  *                        (while frozen: the alarms only); the first that takes a step
  *                        ends the pass
@@ -357,8 +357,8 @@ static pass_next pass_conditions(pass_ctx *p)
 static pass_next pass_deadline(pass_ctx *p)
 {
         pass_result *res = p->res;
-        if (p->cons.held) {
-                /* Held for a person (or a proof): no deadline runs out meanwhile. */
+        if (p->cons.held && p->cons.frozen) {
+                /* Held for a person: no deadline runs out meanwhile. */
                 const state_cluster *sc = p->w.sc;
                 if (sc->progress_deadline_ms)
                         (void)state_cluster_latch(p->r->opts.db, p->x->name,

@@ -377,6 +377,9 @@ void proof_check_condition(const state_consistency *row, proof_condition *ret)
         json_t *h = row->hashes ? json_loads(row->hashes, 0, NULL) : NULL;
         n = h ? json_object_size(h) : 0;
         json_decref(h);
-        ret->message = xasprintf("%zu member%s hold the same data at revision %" PRId64, n,
-                                 n == 1 ? "" : "s", row->revision);
+        ret->message = n == 1 ? xasprintf("a single member at revision %" PRId64
+                                          ": no other to compare its data with",
+                                          row->revision)
+                              : xasprintf("%zu members hold the same data at revision %" PRId64, n,
+                                          row->revision);
 }
