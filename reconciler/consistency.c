@@ -18,6 +18,12 @@
  *     held (once per step), agreement found again, and every repair's
  *     request, start, refusal and end. A periodic check that agrees again
  *     is only the row (gitcd status, metrics), not 288 audit events a day.
+ *   - A repair's record is written after each effect and each effect is
+ *     idempotent (the replacement is act.c's, journaled; a disarm or a
+ *     lifted freeze done twice is done once), so gitcd killed at a repair's
+ *     failpoints (repair.after-start, repair.after-replacement,
+ *     repair.after-disarm, repair.after-unfreeze) finishes it on its next
+ *     run.
  *   - etcd's CORRUPT alarm is listed by maintenance/ (its one observer,
  *     the CorruptAlarm condition); an alarm raised after the last lift
  *     freezes. gitcd disarms it only at the end of a person's repair, once
@@ -38,6 +44,7 @@
 #include "state/carotate.h"
 #include "state/maintenance.h"
 #include "state/recovery.h"
+#include "util/failpoint.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -163,6 +170,7 @@ static void lift(const consistency_env *env, consistency_pass *cp, const state_r
                         log_warn("%s: cannot disarm etcd's CORRUPT alarms: %s", env->cluster,
                                  env->etcd->last_error(env->conn));
                 else if (disarmed > 0) {
+                        FAILPOINT("repair.after-disarm");
                         _cleanup_free_ char *why =
                             xasprintf("CORRUPT alarm disarmed: every member agrees at revision "
                                       "%" PRId64 " after repair %" PRId64,
@@ -583,6 +591,7 @@ static int judge_request(const consistency_env *env, consistency_pass *cp)
         int k = repair_phase(env, rep, streq(rep->kind, "replace") ? "replacing" : "rechecking");
         if (k < 0)
                 return k;
+        FAILPOINT("repair.after-start");
         if (streq(rep->kind, "recheck"))
                 cp->row->due = true;
         _cleanup_free_ char *why =
@@ -668,6 +677,7 @@ static int repair_replacing(const consistency_env *env, consistency_pass *cp, co
                 int k = state_repair_update(env->db, rep);
                 if (k < 0)
                         return k;
+                FAILPOINT("repair.after-replacement");
                 _cleanup_free_ char *why =
                     xasprintf("%s joins as a learner in %s's place", name, rep->member);
                 repair_audit(env, rep, "repair.replacement", why, "success");
@@ -686,7 +696,10 @@ static int repair_rechecking(const consistency_env *env, consistency_pass *cp)
 {
         if (!settled(env->obs) || !env->etcd->hash_kv_at)
                 return 0;
-        if (env->now_ms < proof_next_check_ms(cp->row, PROOF_RETRY_MS))
+        /* at once; after an attempt that did not conclude, PROOF_RETRY_MS later */
+        const state_consistency *row = cp->row;
+        if (row->attempt_error && row->attempt_ms > row->checked_ms &&
+            env->now_ms < row->attempt_ms + PROOF_RETRY_MS)
                 return 0;
         proof_verdict v = check_all(env, cp);
         if (v == PROOF_INCONCLUSIVE)
@@ -695,6 +708,7 @@ static int repair_rechecking(const consistency_env *env, consistency_pass *cp)
         if (v == PROOF_AGREE) {
                 lift(env, cp, rep);
                 (void)save(env, cp);
+                FAILPOINT("repair.after-unfreeze");
                 _cleanup_free_ char *why =
                     xasprintf("every member agrees at revision %" PRId64 "%s%s", cp->row->revision,
                               rep->replacement ? "; replaced by " : "",

@@ -8,7 +8,8 @@
  * minority from the majority and lifts the freeze, with gitcd restarted in
  * the middle; no majority; a leader in the minority never copied; a
  * crash-looping member never replaced on the word of a minority; etcd's
- * CORRUPT alarm; a spec.repair token acted on once.
+ * CORRUPT alarm; a spec.repair token acted on once; gitcd killed at each
+ * point of a repair.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -377,6 +378,58 @@ static void test_spec_repair_token(void **state)
         assert_int_equal(fake_etcd_count(f->w, NULL), 3);
 }
 
+/* gitcd killed at each point of a repair finishes it on its next run. */
+static void test_repair_crash_points(void **state)
+{
+        (void)state;
+        static const struct {
+                const char *failpoint;
+                bool alarm;
+        } points[] = {
+            {"repair.after-start", false},     {"repair.after-replacement", false},
+            {"add-learner.after-etcd", false}, {"repair.after-unfreeze", false},
+            {"repair.after-disarm", true},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(points); i++) {
+                void *st = NULL;
+                setup(&st);
+                fx *f = st;
+                offer(f, 3, "  consistency: {checkInterval: 1m}\n");
+                fx_converge(f, NULL);
+                if (points[i].alarm) {
+                        f->w->corrupt_alarm = true;
+                        fake_world_advance(f->w, 1000);
+                        assert_int_equal(state_cluster_set_condition(f->db, CLUSTER, "CorruptAlarm",
+                                                                     "True", "AlarmRaised", "x",
+                                                                     f->w->now_ms),
+                                         1);
+                        fake_proc_find(f->w, "demo-1")->garble = 5;
+                } else {
+                        fake_proc_find(f->w, "demo-1")->garble = 5;
+                        fake_world_advance(f->w, 2 * MINUTE);
+                }
+                (void)until_frozen(f, 5);
+                fake_world_advance(f->w, 2 * MINUTE); /* a check that names the minority */
+                (void)fx_pass(f);
+                repair(f, "demo-1");
+                fx_run_until_killed(f, points[i].failpoint);
+                pass_result res;
+                fx_converge(f, &res);
+                assert_false(res.frozen);
+                state_repair *r = last_repair(f);
+                assert_string_equal(r->result, "succeeded");
+                state_repair_free(r);
+                assert_false(member_exists(f, "demo-1"));
+                assert_int_equal(fake_etcd_count(f->w, NULL), 3);
+                assert_int_equal(f->w->garbled_copies, 0);
+                assert_false(f->w->corrupt_alarm);
+                assert_int_equal(fx_audit_count(f, "repair.succeeded"), 1);
+                assert_int_equal(fx_audit_count(f, "consistency.unfrozen"), 1);
+                fx_assert_no_pending_ops(f);
+                fx_teardown(&st);
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -387,6 +440,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_replacement_needs_proof, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_corrupt_alarm, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_spec_repair_token, setup, fx_teardown),
+            cmocka_unit_test(test_repair_crash_points),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
