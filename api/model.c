@@ -217,6 +217,9 @@ etcd_cluster *etcd_cluster_new(void)
         c->tls.validity_seconds = 90 * TLS_DAY_SECONDS;
         c->tls.renew_before_seconds = 30 * TLS_DAY_SECONDS;
         c->snapshots.retention_count = 7;
+        c->consistency.etcd_checks = true;
+        c->consistency.etcd_check_interval_ms = GITCD_DEFAULT_ETCD_CHECK_INTERVAL_MS;
+        c->consistency.check_interval_ms = GITCD_DEFAULT_CHECK_INTERVAL_MS;
         return c;
 }
 
@@ -318,6 +321,9 @@ void etcd_cluster_free(etcd_cluster *c)
         storage_location_release(&c->restore.source);
         free(c->recovery.member);
         free(c->recovery.token);
+        free(c->consistency.reason);
+        free(c->repair.replace);
+        free(c->repair.token);
         host_spec_release(&c->hosts.defaults);
         for (size_t i = 0; i < c->hosts.n; i++)
                 host_spec_release(&c->hosts.items[i]);
@@ -403,4 +409,16 @@ char *duration_format_s(int64_t seconds)
                 if (seconds != 0 && seconds % units[i].unit == 0)
                         return xasprintf("%" PRId64 "%c", seconds / units[i].unit, units[i].suffix);
         return xasprintf("%" PRId64 "s", seconds);
+}
+
+char *duration_format_ms(int64_t ms)
+{
+        static const struct {
+                int64_t unit;
+                const char *suffix;
+        } units[] = {{3600000, "h"}, {60000, "m"}, {1000, "s"}};
+        for (size_t i = 0; i < ARRAY_SIZE(units); i++)
+                if (ms != 0 && ms % units[i].unit == 0)
+                        return xasprintf("%" PRId64 "%s", ms / units[i].unit, units[i].suffix);
+        return xasprintf("%" PRId64 "ms", ms);
 }

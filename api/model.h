@@ -106,6 +106,11 @@ typedef struct tls_surface_spec {
 
 /* Seconds as the coarsest exact duration: 7776000 -> "90d", 90 -> "90s", 5400 -> "90m". */
 char *duration_format_s(int64_t seconds);
+/*
+ * Milliseconds as the coarsest exact Go duration (hours at most, which both
+ * the spec and etcd's flags read): 14400000 -> "4h", 300000 -> "5m".
+ */
+char *duration_format_ms(int64_t ms);
 
 typedef struct tls_spec {
         tls_provider provider;
@@ -293,6 +298,37 @@ typedef enum cluster_role { ROLE_GENERAL = 0, ROLE_KUBERNETES } cluster_role;
 const char *cluster_role_name(cluster_role r); /* "general", "kubernetes-control-plane" */
 
 /*
+ * spec.consistency: the proofs that a cluster's members hold the same data
+ * (docs/consistency.md). etcd's own corruption checks are member flags
+ * (render/command.c renders what each minor needs); gitcd's own check
+ * compares every member's HashKV at one revision (reconciler/consistency.c).
+ * Every dialect gets the defaults: etcd's checks on, gitcd's every 5 min.
+ */
+#define GITCD_DEFAULT_CHECK_INTERVAL_MS      (INT64_C(5) * 60 * 1000)
+#define GITCD_DEFAULT_ETCD_CHECK_INTERVAL_MS (INT64_C(4) * 3600 * 1000)
+
+typedef struct consistency_spec {
+        bool etcd_checks;               /* etcd's initial, periodic and compaction checks */
+        int64_t etcd_check_interval_ms; /* etcd's periodic check of the latest revision */
+        int64_t check_interval_ms;      /* gitcd's cross-member check */
+        char *reason;                   /* why etcd_checks is off: required then, refused else */
+} consistency_spec;
+
+/*
+ * spec.repair: a person's answer to members found holding different data,
+ * acted on once per token (reconciler/consistency.c), as `gitcd repair`
+ * does: replace a member of the minority from the majority, or prove again
+ * and lift the freeze when every member agrees. Every dialect but the
+ * native one leaves it unset.
+ */
+typedef struct repair_spec {
+        bool set;
+        char *replace; /* the member to replace; NULL with recheck */
+        bool recheck;
+        char *token; /* any string; the repair runs once per token */
+} repair_spec;
+
+/*
  * spec.bootstrap.mode: how a brand-new cluster forms. Static (the default,
  * zero, so every dialect maps to it): every member at once with one static
  * --initial-cluster. Learners: a seed alone, then one learner at a time.
@@ -390,7 +426,9 @@ typedef struct etcd_cluster {
         defrag_spec defrag;
         restore_spec restore;
         recovery_spec recovery;
-        cluster_role role;             /* spec.role */
+        cluster_role role; /* spec.role */
+        consistency_spec consistency;
+        repair_spec repair;
         bootstrap_mode bootstrap_mode; /* spec.bootstrap.mode */
         hosts_spec hosts;
         declared_snapshot *declared; /* one-off snapshots documents ask for (not spec) */

@@ -686,33 +686,69 @@ static void read_recovery(reader *r, const ynode *spec)
         rc->snapshot_id = id;
 }
 
+/* A positive duration field ("5m", "2h"), in ms; false when absent or not a duration. */
+static bool read_duration(reader *r, const ynode *m, const char *parent, const char *key,
+                          const char *example, int64_t *ret_ms)
+{
+        _cleanup_free_ char *text = NULL;
+        if (!rd_string(r, m, parent, key, NULL, &text))
+                return false;
+        int64_t ms;
+        if (duration_parse_ms(text, &ms) < 0 || ms <= 0) {
+                rd_error(r, rd_get(m, key, NULL),
+                         "%s.%s: \"%s\" is not a positive duration (for example %s)", parent, key,
+                         text, example);
+                return false;
+        }
+        *ret_ms = ms;
+        return true;
+}
+
+static void read_consistency(reader *r, const ynode *spec)
+{
+        consistency_spec *cs = &r->c->consistency;
+        const ynode *m = NULL;
+        const char *P = "spec.consistency";
+        if (!rd_map(r, spec, "spec", "consistency", NULL, &m))
+                return;
+        static const char *const known[] = {"etcdChecks", "etcdCheckInterval", "checkInterval",
+                                            "reason", NULL};
+        rd_keys(r, m, P, known, NULL);
+        (void)rd_bool(r, m, P, "etcdChecks", NULL, &cs->etcd_checks);
+        (void)read_duration(r, m, P, "etcdCheckInterval", "4h", &cs->etcd_check_interval_ms);
+        (void)read_duration(r, m, P, "checkInterval", "5m", &cs->check_interval_ms);
+        rd_string(r, m, P, "reason", NULL, &cs->reason);
+}
+
+static void read_repair(reader *r, const ynode *spec)
+{
+        repair_spec *rp = &r->c->repair;
+        const ynode *m = NULL;
+        const char *P = "spec.repair";
+        if (!rd_map(r, spec, "spec", "repair", NULL, &m))
+                return;
+        static const char *const known[] = {"replace", "recheck", "token", NULL};
+        rd_keys(r, m, P, known, NULL);
+        rp->set = true;
+        rd_string(r, m, P, "replace", NULL, &rp->replace);
+        (void)rd_bool(r, m, P, "recheck", NULL, &rp->recheck);
+        rd_string(r, m, P, "token", NULL, &rp->token);
+}
+
 void read_spec_gitcd(reader *r, const ynode *spec)
 {
         etcd_cluster *c = r->c;
         if (!spec)
                 return;
-        static const char *const known[] = {"replicas",
-                                            "version",
-                                            "repository",
-                                            "storage",
-                                            "tls",
-                                            "auth",
-                                            "resources",
-                                            "affinity",
-                                            "topologySpreadConstraints",
-                                            "nodeSelector",
-                                            "tolerations",
-                                            "additionalMetadata",
-                                            "podTemplate",
-                                            "options",
-                                            "progressDeadlineSeconds",
-                                            "snapshots",
-                                            "defrag",
-                                            "bootstrap",
-                                            "hosts",
-                                            "recovery",
-                                            "role",
-                                            NULL};
+        static const char *const known[] = {
+            "replicas",     "version",     "repository",
+            "storage",      "tls",         "auth",
+            "resources",    "affinity",    "topologySpreadConstraints",
+            "nodeSelector", "tolerations", "additionalMetadata",
+            "podTemplate",  "options",     "progressDeadlineSeconds",
+            "snapshots",    "defrag",      "bootstrap",
+            "hosts",        "recovery",    "role",
+            "consistency",  "repair",      NULL};
         rd_keys(r, spec, "spec", known, NULL);
         static const char *const roles[] = {"general", "kubernetes-control-plane", NULL};
         int role;
@@ -756,5 +792,7 @@ void read_spec_gitcd(reader *r, const ynode *spec)
         read_defrag(r, spec);
         read_bootstrap(r, spec);
         read_recovery(r, spec);
+        read_consistency(r, spec);
+        read_repair(r, spec);
         read_hosts(r, spec);
 }

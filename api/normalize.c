@@ -89,17 +89,6 @@ static json_t *location_json(const storage_location *l)
         return o;
 }
 
-static char *duration_text(int64_t ms)
-{
-        if (ms % 3600000 == 0)
-                return xasprintf("%lldh", (long long)(ms / 3600000));
-        if (ms % 60000 == 0)
-                return xasprintf("%lldm", (long long)(ms / 60000));
-        if (ms % 1000 == 0)
-                return xasprintf("%llds", (long long)(ms / 1000));
-        return xasprintf("%lldms", (long long)ms);
-}
-
 static json_t *tls_json(const tls_spec *t)
 {
         json_t *o = json_object();
@@ -261,7 +250,7 @@ json_t *spec_to_json(const etcd_cluster *c)
         json_t *ret = json_object();
         json_object_set_new(ret, "count", json_integer(s->retention_count));
         if (s->retention_max_age_ms > 0) {
-                _cleanup_free_ char *age = duration_text(s->retention_max_age_ms);
+                _cleanup_free_ char *age = duration_format_ms(s->retention_max_age_ms);
                 set_str(ret, "maxAge", age);
         }
         json_object_set_new(snap, "retention", ret);
@@ -308,6 +297,32 @@ json_t *spec_to_json(const etcd_cluster *c)
                 set_str(rc, "token", c->recovery.token);
                 set_bump(rc, c, &c->recovery.bump);
                 json_object_set_new(spec, "recovery", rc);
+        }
+        /* Only what differs from the defaults, so specs written before it keep their hash. */
+        const consistency_spec *cs = &c->consistency;
+        json_t *co = json_object();
+        if (!cs->etcd_checks)
+                json_object_set_new(co, "etcdChecks", json_false());
+        if (cs->etcd_check_interval_ms != GITCD_DEFAULT_ETCD_CHECK_INTERVAL_MS) {
+                _cleanup_free_ char *iv = duration_format_ms(cs->etcd_check_interval_ms);
+                set_str(co, "etcdCheckInterval", iv);
+        }
+        if (cs->check_interval_ms != GITCD_DEFAULT_CHECK_INTERVAL_MS) {
+                _cleanup_free_ char *iv = duration_format_ms(cs->check_interval_ms);
+                set_str(co, "checkInterval", iv);
+        }
+        set_str(co, "reason", cs->reason);
+        if (json_object_size(co) > 0)
+                json_object_set_new(spec, "consistency", co);
+        else
+                json_decref(co);
+        if (c->repair.set) {
+                json_t *rp = json_object();
+                set_str(rp, "replace", c->repair.replace);
+                if (c->repair.recheck)
+                        json_object_set_new(rp, "recheck", json_true());
+                set_str(rp, "token", c->repair.token);
+                json_object_set_new(spec, "repair", rp);
         }
         if (c->hosts.set)
                 json_object_set_new(spec, "hosts", hosts_json(&c->hosts));

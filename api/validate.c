@@ -11,10 +11,12 @@
  * covers every dialect; each message names the field as the user spelled
  * it (rd_name) and points at where it was written (the recorded location).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/flags.h"
 #include "api/internal.h"
@@ -424,6 +426,49 @@ static void check_one_bump(reader *r, const char *native, const revision_bump *b
         }
 }
 
+/* Free text a person wrote for the audit log: one line, at most max characters. */
+static bool one_line(const char *s, size_t max)
+{
+        return strlen(s) <= max && !strpbrk(s, "\n\r\t");
+}
+
+/*
+ * The feature gates of etcd's own corruption checks on 3.6, which gitcd
+ * sets from spec.consistency (render/command.c): --feature-gates carries
+ * other gates too, so only these two are refused there. The flags of 3.4
+ * and 3.5 are set by gitcd in the flag table (api/flags.c).
+ */
+static const char *const consistency_gates[] = {"InitialCorruptCheck", "CompactHashCheck"};
+
+static void check_consistency_flags(reader *r)
+{
+        const etcd_options *o = &r->c->options;
+        if (r->c->ver.major == 3 && r->c->ver.minor < 6)
+                return; /* no feature gates: the flag table refuses --feature-gates */
+        for (size_t i = 0; i < o->extra_flags.n; i++) {
+                const kv *f = &o->extra_flags.items[i];
+                _cleanup_free_ char *name = xstrdup(f->key);
+                for (char *p = name; *p; p++)
+                        *p = *p == '_' ? '-' : (char)tolower((unsigned char)*p);
+                if (!streq(name, "feature-gates") || !f->value)
+                        continue;
+                _cleanup_free_ char *native = xasprintf("spec.options.extraFlags.%s", f->key);
+                for (size_t j = 0; j < ARRAY_SIZE(consistency_gates); j++) {
+                        const char *g = consistency_gates[j];
+                        size_t n = strlen(g);
+                        for (const char *p = f->value; p && *p;
+                             p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+                                p += strspn(p, " ");
+                                if (strncasecmp(p, g, n) == 0 && (p[n] == '=' || p[n] == ' '))
+                                        rd_diag_at(r, DIAG_ERROR, native,
+                                                   "%s: the feature gate %s is set by gitcd; use "
+                                                   "spec.consistency instead",
+                                                   rd_name(r, native), g);
+                        }
+                }
+        }
+}
+
 /*
  * spec.bootstrap.restore.bumpRevision and spec.recovery.bumpRevision: what
  * the version's restore tool can do, and a bump only where a snapshot is
@@ -442,6 +487,74 @@ static void check_bumps(reader *r)
         check_one_bump(r, "spec.bootstrap.restore.bumpRevision", &c->restore.bump,
                        c->restore.enabled);
         check_one_bump(r, rb, &c->recovery.bump, c->recovery.from == RECOVERY_FROM_SNAPSHOT);
+}
+
+/*
+ * spec.consistency: turning etcd's own checks off needs a reason (it is
+ * audited with the spec); a reason or an interval for checks that are off
+ * would be a field that does nothing, so both are refused then.
+ */
+static void check_consistency(reader *r)
+{
+        const etcd_cluster *c = r->c;
+        const consistency_spec *cs = &c->consistency;
+        const char *P = "spec.consistency";
+        if (!cs->etcd_checks && isempty(cs->reason))
+                rd_diag_at(r, DIAG_ERROR, "spec.consistency.etcdChecks",
+                           "%s.reason is required when etcdChecks is false: say why etcd's own "
+                           "corruption checks are off",
+                           rd_name(r, P));
+        if (cs->etcd_checks && cs->reason)
+                rd_diag_at(r, DIAG_ERROR, "spec.consistency.reason",
+                           "%s: a reason is only for etcdChecks: false (etcd's checks are on)",
+                           rd_name(r, "spec.consistency.reason"));
+        else if (cs->reason && !one_line(cs->reason, 256))
+                rd_diag_at(r, DIAG_ERROR, "spec.consistency.reason",
+                           "%s: at most 256 characters on one line",
+                           rd_name(r, "spec.consistency.reason"));
+        if (!cs->etcd_checks && written(c, "spec.consistency.etcdCheckInterval"))
+                rd_diag_at(r, DIAG_ERROR, "spec.consistency.etcdCheckInterval",
+                           "%s: etcd's checks are off (etcdChecks: false); remove it or turn "
+                           "them on",
+                           rd_name(r, "spec.consistency.etcdCheckInterval"));
+        static const struct {
+                const char *field;
+                int64_t min_ms, max_ms;
+                const char *range;
+        } bounds[] = {
+            {"spec.consistency.checkInterval", 1000, INT64_C(7) * 86400 * 1000, "1s to 168h"},
+            {"spec.consistency.etcdCheckInterval", 1000, INT64_C(7) * 86400 * 1000, "1s to 168h"},
+        };
+        const int64_t values[] = {cs->check_interval_ms, cs->etcd_check_interval_ms};
+        for (size_t i = 0; i < ARRAY_SIZE(bounds); i++)
+                if (values[i] < bounds[i].min_ms || values[i] > bounds[i].max_ms)
+                        rd_diag_at(r, DIAG_ERROR, bounds[i].field, "%s: must be from %s",
+                                   rd_name(r, bounds[i].field), bounds[i].range);
+        check_consistency_flags(r);
+}
+
+/* spec.repair: one member to replace, or a recheck; and a token, as spec.recovery has. */
+static void check_repair(reader *r)
+{
+        const repair_spec *rp = &r->c->repair;
+        if (!rp->set)
+                return;
+        if (!rp->replace == !rp->recheck)
+                rd_diag_at(r, DIAG_ERROR, "spec.repair",
+                           "%s needs exactly one of replace (a member of the minority) or "
+                           "recheck: true",
+                           rd_name(r, "spec.repair"));
+        else if (rp->replace && !dns1123_label_valid(rp->replace))
+                rd_diag_at(r, DIAG_ERROR, "spec.repair.replace", "%s: \"%s\" is not a member name",
+                           rd_name(r, "spec.repair.replace"), rp->replace);
+        if (isempty(rp->token))
+                rd_diag_at(r, DIAG_ERROR, "spec.repair",
+                           "%s.token is required: the repair runs once per token",
+                           rd_name(r, "spec.repair"));
+        else if (!one_line(rp->token, 128))
+                rd_diag_at(r, DIAG_ERROR, "spec.repair.token",
+                           "%s: at most 128 characters on one line",
+                           rd_name(r, "spec.repair.token"));
 }
 
 static void check_object_name(reader *r, const char *native, const char *name)
@@ -674,6 +787,8 @@ void spec_validate(reader *r)
         check_schedules(r);
         check_recovery(r);
         check_bumps(r);
+        check_consistency(r);
+        check_repair(r);
         check_object_names(r);
         check_repository(r);
         check_issuer_group(r, "spec.tls.client.issuerRef", &c->tls.client.issuer);

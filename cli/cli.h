@@ -27,6 +27,7 @@ int cmd_run(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
+int cmd_repair(int argc, char **argv);
 
 /*
  * The state database path, one rule for every command: --state
@@ -53,6 +54,9 @@ const char *cli_config_path(const char *flag, const char *default_path);
  */
 int cli_daemon_config(const char *flag, const char *default_path, bool state_given,
                       const char *prog, ops_config **ret);
+
+/* "user@host (command)": who asked, for the audit log of a request (recover, repair). */
+char *cli_who_asks(const char *command);
 
 /* True when stdout is a terminal and NO_COLOR is unset. */
 bool cli_color(void);

@@ -56,8 +56,10 @@ static void usage(FILE *out)
                 "Only one apply or run works on a state at a time (a lock in the state\n"
                 "folder); another exits 1 at once: \"another gitcd (pid N) holds DIR\".\n\n"
                 "Exit status: 0 every cluster converged; 1 a cluster failed, was\n"
-                "rejected (by a rule or the policy), has a change held for approvals or\n"
-                "did not converge in time, or the state is locked; 64 bad usage.\n",
+                "rejected (by a rule or the policy), has a change held for approvals, is\n"
+                "blocked (the target refused a step, or the cluster is frozen because its\n"
+                "members hold different data: gitcd status says which and the gitcd repair\n"
+                "to run) or did not converge in time, or the state is locked; 64 bad usage.\n",
                 runner_options_help);
 }
 

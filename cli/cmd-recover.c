@@ -17,7 +17,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,16 +108,6 @@ static const struct option own_options[] = {
     {"bump-revision", required_argument, NULL, OPT_BUMP_REVISION},
     {"help", no_argument, NULL, 'h'},
 };
-
-/* "user@host": who asked, for the audit log. */
-static char *who_asks(void)
-{
-        const struct passwd *pw = getpwuid(getuid());
-        char host[256] = "";
-        if (gethostname(host, sizeof(host) - 1) < 0)
-                host[0] = '\0';
-        return xasprintf("%s@%s (gitcd recover)", pw ? pw->pw_name : "?", host[0] ? host : "?");
-}
 
 /*
  * --from-snapshot latest: the restore candidate of cluster (the newest
@@ -427,7 +416,7 @@ int cmd_recover(int argc, char **argv)
                 state_close(db);
                 return EXIT_FAIL;
         }
-        _cleanup_free_ char *who = who_asks();
+        _cleanup_free_ char *who = cli_who_asks("gitcd recover");
         int64_t id = 0;
         int r = recovery_request(db, cluster, member, snapshot_id, bump_text ? &bump : NULL, who,
                                  now_wall_ms(), &id);

@@ -159,12 +159,61 @@ typedef struct notify_ctx {
         runner *r;
         char **clusters;
         pass_outcome *sent;
+        char **frozen; /* per cluster: frozen since this message was notified, or NULL */
         size_t n;
         char **conflicts; /* conflicts notified, while they last */
         size_t n_conflicts;
         char **refusals; /* per source: the refusal notified last, or NULL */
         size_t n_refusals;
 } notify_ctx;
+
+/* The index of cluster in nc's tables, added when new. */
+static size_t notify_index(notify_ctx *nc, const char *cluster)
+{
+        size_t i = 0;
+        while (i < nc->n && !streq(nc->clusters[i], cluster))
+                i++;
+        if (i == nc->n) {
+                nc->clusters = xrealloc(nc->clusters, (nc->n + 1) * sizeof(char *));
+                nc->sent = xrealloc(nc->sent, (nc->n + 1) * sizeof(pass_outcome));
+                nc->frozen = xrealloc(nc->frozen, (nc->n + 1) * sizeof(char *));
+                nc->clusters[nc->n] = xstrdup(cluster);
+                nc->sent[nc->n] = PASS_PROGRESSED;
+                nc->frozen[nc->n] = NULL;
+                nc->n++;
+        }
+        return i;
+}
+
+/*
+ * The members of a cluster were found holding different data (or etcd
+ * raised CORRUPT) and it is frozen: cluster.data-inconsistent once, and
+ * cluster.data-consistent once a repair lifted the freeze.
+ */
+static void notify_frozen(notify_ctx *nc, const char *cluster, const pass_result *res)
+{
+        if (!nc->notifier || !nc->r->db)
+                return;
+        size_t i = notify_index(nc, cluster);
+        /* lifted: told once the cluster converged again (a repair's passes are not frozen) */
+        if (!res->frozen == !nc->frozen[i] || (!res->frozen && res->outcome != PASS_CONVERGED))
+                return;
+        free(nc->frozen[i]);
+        nc->frozen[i] = res->frozen ? xstrdup(res->message) : NULL;
+        state_cluster *sc = NULL;
+        (void)state_cluster_get(nc->r->db, cluster, &sc);
+        ops_event ev = {
+            .severity = res->frozen ? OPS_SEV_CRITICAL : OPS_SEV_INFO,
+            .event = res->frozen ? "cluster.data-inconsistent" : "cluster.data-consistent",
+            .cluster = cluster,
+            .message = res->frozen ? res->message
+                                   : "every member holds the same data again; the freeze is "
+                                     "lifted",
+            .commit = sc ? sc->desired_commit : NULL,
+        };
+        (void)ops_notify(nc->notifier, nc->r->db, &ev);
+        state_cluster_free(sc);
+}
 
 /* A cluster converged, failed or is blocked: one notification per change of outcome. */
 static void notify_outcome(notify_ctx *nc, const char *cluster, const pass_result *res)
@@ -174,18 +223,9 @@ static void notify_outcome(notify_ctx *nc, const char *cluster, const pass_resul
         if (res->outcome != PASS_CONVERGED && res->outcome != PASS_FAILED &&
             res->outcome != PASS_BLOCKED)
                 return;
-        size_t i = 0;
-        while (i < nc->n && !streq(nc->clusters[i], cluster))
-                i++;
-        if (i == nc->n) {
-                nc->clusters = xrealloc(nc->clusters, (nc->n + 1) * sizeof(char *));
-                nc->sent = xrealloc(nc->sent, (nc->n + 1) * sizeof(pass_outcome));
-                nc->clusters[nc->n] = xstrdup(cluster);
-                nc->sent[nc->n] = PASS_PROGRESSED;
-                nc->n++;
-        } else if (nc->sent[i] == res->outcome) {
+        size_t i = notify_index(nc, cluster);
+        if (nc->sent[i] == res->outcome)
                 return;
-        }
         nc->sent[i] = res->outcome;
         state_cluster *sc = NULL;
         (void)state_cluster_get(nc->r->db, cluster, &sc);
@@ -210,10 +250,13 @@ static void notify_outcome(notify_ctx *nc, const char *cluster, const pass_resul
 
 static void notify_ctx_release(notify_ctx *nc)
 {
-        for (size_t i = 0; i < nc->n; i++)
+        for (size_t i = 0; i < nc->n; i++) {
                 free(nc->clusters[i]);
+                free(nc->frozen[i]);
+        }
         free(nc->clusters);
         free(nc->sent);
+        free(nc->frozen);
         for (size_t i = 0; i < nc->n_conflicts; i++)
                 free(nc->conflicts[i]);
         free(nc->conflicts);
@@ -295,6 +338,7 @@ static void progress(const char *cluster, const pass_result *res, void *userdata
         enum log_level l =
             res->outcome == PASS_FAILED || res->outcome == PASS_BLOCKED ? LOG_ERROR : LOG_INFO;
         log_msg(l, "%s: %s: %s", cluster, pass_outcome_name(res->outcome), res->message);
+        notify_frozen(userdata, cluster, res);
         notify_outcome(userdata, cluster, res);
 }
 

@@ -4,9 +4,10 @@
  *
  * Without an argument: one line per cluster. With NS/NAME: that line, then
  * the desired and latched specs, its members, the expiry of its
- * certificates (tls.provider auto), its last defragmentation run and its
- * conditions in full (the NoSpaceAlarm and CorruptAlarm conditions among
- * them).
+ * certificates (tls.provider auto), its last defragmentation run, its
+ * conditions in full (the NoSpaceAlarm, CorruptAlarm and DataConsistent
+ * conditions among them) and the last check of its members' data with the
+ * freeze and the repairs asked for.
  * READY counts current members whose last observed state is "ready"
  * against the desired replicas. The database is opened read-only, so this
  * is safe to run next to a running reconciler; it shows the last committed
@@ -29,6 +30,7 @@
 #include "cli/cli.h"
 #include "state/maintenance.h"
 #include "state/carotate.h"
+#include "state/consistency.h"
 #include "state/recovery.h"
 #include "state/restores.h"
 #include "state/state.h"
@@ -44,8 +46,9 @@ static void usage(FILE *out)
         fprintf(out, "usage: gitcd status [NS/NAME] [options]\n\n"
                      "Show clusters from the state store; for one cluster also its members,\n"
                      "certificate expiry dates, a running CA rotation's phase, the last\n"
-                     "defragmentation and the conditions (etcd's NOSPACE and CORRUPT alarms\n"
-                     "among them).\n\n"
+                     "defragmentation, the conditions (etcd's NOSPACE and CORRUPT alarms\n"
+                     "among them) and the last check that the members hold the same data\n"
+                     "(FROZEN, with the repair to run, when they do not; the repairs asked).\n\n"
                      "Options:\n"
                      "  -o, --output FMT    table (default) or json\n"
                      "  --state PATH        the state database (default: the configuration's\n"
@@ -630,6 +633,146 @@ static void recovery_json(state_db *db, const char *cluster, json_t *o)
         json_object_set_new(o, "recoveries", v);
 }
 
+/* "demo-0 9e1b44d0, demo-1 3a0f12cc" from the row's hashes. */
+static char *hashes_text(const state_consistency *v)
+{
+        json_t *h = v->hashes ? json_loads(v->hashes, 0, NULL) : NULL;
+        strbuf sb = STRBUF_INIT;
+        const char *key;
+        json_t *val;
+        json_object_foreach(h, key, val)
+        {
+                sb_printf(&sb, "%s%s %s", sb.len ? ", " : "", key, json_string_value(val));
+        }
+        json_decref(h);
+        _cleanup_free_ char *text = sb_detach(&sb);
+        return clean(text);
+}
+
+/*
+ * The members' data: the last check (gitcd's HashKV of every member), the
+ * freeze with what a person can run, and the repairs asked for.
+ */
+static void print_consistency(state_db *db, const char *cluster)
+{
+        char when[40];
+        state_consistency *v = NULL;
+        if (state_consistency_get(db, cluster, &v) == 0) {
+                printf("\n");
+                if (v->frozen_ms) {
+                        format_rfc3339(v->frozen_ms, when, sizeof(when));
+                        _cleanup_free_ char *msg = clean(v->frozen_message);
+                        printf("FROZEN since %s: %s\n", when, msg);
+                }
+                if (v->checked_ms) {
+                        format_rfc3339(v->checked_ms, when, sizeof(when));
+                        _cleanup_free_ char *hashes = hashes_text(v);
+                        _cleanup_free_ char *minority = clean(v->minority);
+                        _cleanup_free_ char *compacted =
+                            v->compact_revision > 0
+                                ? xasprintf("compacted at %lld", (long long)v->compact_revision)
+                                : xstrdup("never compacted");
+                        printf("Data:      %s at revision %lld (%s), checked %s in %lld ms\n"
+                               "           %s\n",
+                               streq_ptr(v->verdict, "agree")      ? "every member agrees"
+                               : streq_ptr(v->verdict, "minority") ? "a MINORITY differs"
+                                                                   : "NO MAJORITY agrees",
+                               (long long)v->revision, compacted, when, (long long)v->duration_ms,
+                               hashes);
+                        if (!isempty(v->minority))
+                                printf("           minority: %s\n", minority);
+                } else
+                        printf("Data:      not compared yet\n");
+                if (v->attempt_error && v->attempt_ms > v->checked_ms) {
+                        format_rfc3339(v->attempt_ms, when, sizeof(when));
+                        _cleanup_free_ char *err = clean(v->attempt_error);
+                        printf("           last attempt %s did not conclude: %s\n", when, err);
+                }
+                state_consistency_free(v);
+        }
+        state_repair_list l = {0};
+        if (state_repair_list_for(db, cluster, 5, &l) < 0 || l.n == 0) {
+                state_repair_list_release(&l);
+                return;
+        }
+        printf("\nRepairs:\n");
+        table k = {.cols = 6};
+        const char *heads[] = {"ID", "ASKED", "ASKED BY", "WHEN", "RESULT", "DETAIL"};
+        table_add(&k, heads);
+        for (size_t i = 0; i < l.n; i++) {
+                const state_repair *r = l.items[i];
+                _cleanup_free_ char *id = xasprintf("%lld", (long long)r->id);
+                _cleanup_free_ char *what =
+                    r->member ? xasprintf("replace %s", r->member) : xstrdup("recheck");
+                _cleanup_free_ char *by = clean(r->requested_by);
+                _cleanup_free_ char *res = streq(r->result, "running")
+                                               ? xasprintf("running (%s)", r->phase)
+                                               : xstrdup(r->result);
+                _cleanup_free_ char *replaced =
+                    r->replacement ? xasprintf("replaced by %s", r->replacement) : NULL;
+                _cleanup_free_ char *detail = clean(r->error ? r->error : replaced);
+                format_rfc3339(r->requested_ms, when, sizeof(when));
+                const char *row[] = {id, what, by, when, res, detail};
+                table_add(&k, row);
+        }
+        table_print(&k, "  ");
+        state_repair_list_release(&l);
+}
+
+/* The same for -o json: "consistency" (or null) and "repairs". */
+static void consistency_json(state_db *db, const char *cluster, json_t *o)
+{
+        state_consistency *v = NULL;
+        if (state_consistency_get(db, cluster, &v) < 0) {
+                json_object_set_new(o, "consistency", json_null());
+        } else {
+                json_t *h = v->hashes ? json_loads(v->hashes, 0, NULL) : NULL;
+                json_t *minority = json_array();
+                _cleanup_free_ char *list = xstrdup_null(v->minority);
+                char *save = NULL;
+                for (char *n = list ? strtok_r(list, ",", &save) : NULL; n;
+                     n = strtok_r(NULL, ",", &save))
+                        json_array_append_new(minority, json_string(n));
+                json_t *c = json_object();
+                json_object_set_new(c, "checked", jtime(v->checked_ms));
+                json_object_set_new(c, "revision",
+                                    v->checked_ms ? json_integer(v->revision) : json_null());
+                json_object_set_new(c, "compact_revision",
+                                    v->checked_ms ? json_integer(v->compact_revision)
+                                                  : json_null());
+                json_object_set_new(c, "verdict", jstr(v->verdict));
+                json_object_set_new(c, "agree", json_boolean(streq_ptr(v->verdict, "agree")));
+                json_object_set_new(c, "hashes", h ? h : json_object());
+                json_object_set_new(c, "minority", minority);
+                json_object_set_new(c, "duration_ms", json_integer(v->duration_ms));
+                json_object_set_new(c, "last_attempt", jtime(v->attempt_ms));
+                json_object_set_new(c, "last_attempt_error",
+                                    jstr(v->attempt_ms > v->checked_ms ? v->attempt_error : NULL));
+                json_object_set_new(c, "frozen", json_boolean(v->frozen_ms != 0));
+                json_object_set_new(c, "frozen_since", jtime(v->frozen_ms));
+                json_object_set_new(c, "frozen_cause", jstr(v->frozen_cause));
+                json_object_set_new(c, "frozen_message", jstr(v->frozen_message));
+                json_object_set_new(o, "consistency", c);
+                state_consistency_free(v);
+        }
+        json_t *a = json_array();
+        state_repair_list l = {0};
+        if (state_repair_list_for(db, cluster, 5, &l) == 0)
+                for (size_t i = 0; i < l.n; i++) {
+                        const state_repair *r = l.items[i];
+                        json_array_append_new(
+                            a,
+                            json_pack("{s:I, s:s, s:o, s:o, s:o, s:s, s:s, s:o, s:o, s:o}", "id",
+                                      (json_int_t)r->id, "kind", r->kind, "member", jstr(r->member),
+                                      "requested_by", jstr(r->requested_by), "requested",
+                                      jtime(r->requested_ms), "result", r->result, "phase",
+                                      r->phase, "replacement", jstr(r->replacement), "error",
+                                      jstr(r->error), "finished", jtime(r->finished_ms)));
+                }
+        state_repair_list_release(&l);
+        json_object_set_new(o, "repairs", a);
+}
+
 static void print_json_line(json_t *o)
 {
         char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -755,12 +898,14 @@ static int show(state_db *db, const char *name, bool json)
                         restores_json(db, cl.items[i]->name, o);
                         ca_rotation_json(db, cl.items[i]->name, o);
                         json_object_set_new(o, "intake", verdicts_json(&vl, cl.items[i]->name));
+                        consistency_json(db, cl.items[i]->name, o);
                         print_json_line(o);
                 } else if (name) {
                         print_detail(cl.items[i], &ml, &certs, run, now);
                         print_recovery(db, cl.items[i]->name);
                         print_restores(db, cl.items[i]->name);
                         print_ca_rotation(db, cl.items[i]->name);
+                        print_consistency(db, cl.items[i]->name);
                 } else
                         cluster_row(&t, cl.items[i], &ml, now);
                 state_member_list_release(&ml);

@@ -12,6 +12,7 @@
  * only matters when the command has no --state, so an unusable default
  * file is forgiven (with a warning) when --state is given.
  */
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -79,4 +80,13 @@ bool cli_color(void)
 {
         const char *nc = getenv("NO_COLOR");
         return isatty(STDOUT_FILENO) && isempty(nc);
+}
+
+char *cli_who_asks(const char *command)
+{
+        const struct passwd *pw = getpwuid(getuid());
+        char host[256] = "";
+        if (gethostname(host, sizeof(host) - 1) < 0)
+                host[0] = '\0';
+        return xasprintf("%s@%s (%s)", pw ? pw->pw_name : "?", host[0] ? host : "?", command);
 }

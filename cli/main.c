@@ -37,6 +37,7 @@ static const struct command commands[] = {
     {"status", cmd_status, "show clusters, members and conditions from the state store"},
     {"snapshot", cmd_snapshot, "take, list and restore snapshots of a cluster"},
     {"recover", cmd_recover, "recover a cluster that lost quorum, from a member or a snapshot"},
+    {"repair", cmd_repair, "replace a member whose data differs from the majority's, or recheck"},
 };
 
 static void usage(FILE *out)

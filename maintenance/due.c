@@ -191,11 +191,14 @@ void maint_decide(const maint_view *v, maint_action *ret)
         *ret = (maint_action){.kind = MAINT_IDLE};
         const state_maint_run *run = maint_running(v->runs);
 
-        /* 1. CORRUPT: a person must look first; unknown alarms: look again later */
-        if (v->corrupt) {
+        /* 1. CORRUPT or frozen: a person must look first; unknown alarms: look again later */
+        if (v->corrupt || v->frozen) {
                 ret->kind = run ? MAINT_ABORT : MAINT_IDLE;
-                ret->message = xstrdup("a CORRUPT alarm is raised: no maintenance until it is "
-                                       "investigated and disarmed by hand");
+                ret->message =
+                    xstrdup(v->corrupt ? "a CORRUPT alarm is raised: no maintenance until a person "
+                                         "repaired the cluster (docs/consistency.md)"
+                                       : "the members' data differs: no maintenance until a person "
+                                         "repaired the cluster (docs/consistency.md)");
                 return;
         }
         if (v->alarms_unknown) {

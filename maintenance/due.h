@@ -55,6 +55,7 @@ typedef struct maint_view {
         size_t n;
         bool nospace;                     /* a NOSPACE alarm is active on some member */
         bool corrupt;                     /* a CORRUPT alarm is active on some member */
+        bool frozen;                      /* the members' data differs (consistency freeze) */
         bool alarms_unknown;              /* the alarms could not be listed */
         const state_maint_run_list *runs; /* the cluster's records, newest first */
         int64_t created_ms; /* when gitcd first saw the cluster: no slot before is due */
@@ -102,7 +103,9 @@ maint_trigger maint_due(const maint_view *v, int64_t *ret_slot_ms, int64_t *ret_
 
 /*
  * The next step. Rules, first match wins:
- *   1. a CORRUPT alarm: a running run is given up (ABORT), none starts;
+ *   1. a CORRUPT alarm, or the cluster frozen because its members' data
+ *      differs (reconciler/consistency.h): a running run is given up
+ *      (ABORT), none starts;
  *      alarms that could not be listed: WAIT / IDLE;
  *   2. a member unreachable, without a leader, or the members disagreeing
  *      on the leader: WAIT (a run in progress; never defragment while

@@ -491,6 +491,8 @@ int maintenance_pass(maintenance *m, const maint_cluster *c, maint_result *ret)
                 v.corrupt |= o.alarms[i].type == ETCD_ALARM_CORRUPT;
         }
         v.alarms_unknown = !o.alarms_known;
+        v.frozen = c->frozen;
+        ret->corrupt = v.corrupt;
         maint_action a;
         maint_decide(&v, &a);
         /* maint_decide acts on a run only while one is running (maintenance/due.c). */

@@ -52,6 +52,12 @@ typedef struct maint_cluster {
         const char *password;
         const char *commit; /* behind the latched spec, for audit events; may be NULL */
         const char *author;
+        /*
+         * The members were found holding different data (reconciler/
+         * consistency.h): the alarms are listed and recorded, nothing runs
+         * (a run in progress is given up).
+         */
+        bool frozen;
 } maint_cluster;
 
 typedef enum maint_outcome {
@@ -64,6 +70,7 @@ typedef struct maint_result {
         maint_outcome outcome;
         int poll_ms;
         char message[256];
+        bool corrupt; /* etcd listed an active CORRUPT alarm in this call */
 } maint_result;
 
 int maintenance_new(const maintenance_opts *opts, maintenance **ret);

@@ -40,6 +40,7 @@
 #include "api/spec.h"
 #include "etcd/client.h"
 #include "ops/metrics.h"
+#include "state/consistency.h"
 #include "state/snapshots.h"
 #include "state/state.h"
 #include "util/timeutil.h"
@@ -336,6 +337,20 @@ static const meta metas[] = {
      "When the source was last read successfully."},
     {"gitcd_audit_append_failures_total", "counter",
      "Audit events that could not be written to the state store."},
+    {"gitcd_cluster_data_consistent", "gauge",
+     "1 when the last check found every member holding the same data and the cluster is not "
+     "frozen, 0 otherwise."},
+    {"gitcd_cluster_frozen", "gauge",
+     "1 while voluntary changes are held because members' data differs (or etcd raised "
+     "CORRUPT)."},
+    {"gitcd_member_data_differs", "gauge",
+     "1 for a member whose hash was not the majority's in the last check, 0 for the others."},
+    {"gitcd_consistency_last_check_timestamp_seconds", "gauge",
+     "When gitcd last compared the members' data (HashKV of every member)."},
+    {"gitcd_consistency_last_check_revision", "gauge",
+     "The revision the last check compared the members at."},
+    {"gitcd_consistency_last_check_duration_seconds", "gauge",
+     "How long the last check took (every member's HashKV, one after the other)."},
 };
 
 typedef struct scrape {
@@ -616,6 +631,53 @@ static bool drills_on(const state_cluster *c)
         return on;
 }
 
+/*
+ * The last check of the members' data and the freeze, as the reconciler
+ * recorded them (state/consistency.h, their one owner); no series before
+ * the first check.
+ */
+static void put_consistency(scrape *s, state_db *db, const char *cluster)
+{
+        state_consistency *v = NULL;
+        if (state_consistency_get(db, cluster, &v) < 0)
+                return;
+        put_cluster(s, "gitcd_cluster_frozen", cluster, NULL, v->frozen_ms != 0);
+        if (v->checked_ms > 0) {
+                bool agree = v->verdict && streq(v->verdict, "agree");
+                put_cluster(s, "gitcd_cluster_data_consistent", cluster, NULL,
+                            agree && !v->frozen_ms);
+                put_cluster(s, "gitcd_consistency_last_check_timestamp_seconds", cluster, NULL,
+                            (double)v->checked_ms / 1000.0);
+                put_cluster(s, "gitcd_consistency_last_check_revision", cluster, NULL,
+                            (double)v->revision);
+                put_cluster(s, "gitcd_consistency_last_check_duration_seconds", cluster, NULL,
+                            (double)v->duration_ms / 1000.0);
+                json_t *h = v->hashes ? json_loads(v->hashes, 0, NULL) : NULL;
+                const char *member;
+                json_t *val;
+                json_object_foreach(h, member, val)
+                {
+                        strbuf extra = STRBUF_INIT;
+                        sb_append(&extra, "member=\"");
+                        escape_label(&extra, member);
+                        sb_appendc(&extra, '"');
+                        bool differs = false;
+                        size_t n = strlen(member);
+                        for (const char *p = v->minority; p && *p;) {
+                                const char *end = strchr(p, ',');
+                                size_t len = end ? (size_t)(end - p) : strlen(p);
+                                differs = differs || (len == n && strncmp(p, member, n) == 0);
+                                p = end ? end + 1 : NULL;
+                        }
+                        put_cluster(s, "gitcd_member_data_differs", cluster, sb_str(&extra),
+                                    differs);
+                        sb_release(&extra);
+                }
+                json_decref(h);
+        }
+        state_consistency_free(v);
+}
+
 /* What the store says about one cluster; its members to ask are appended to *members. */
 static void put_cluster_facts(scrape *s, state_db *db, const state_cluster *c,
                               member_addr **members, size_t *n_members, size_t *alloc)
@@ -655,6 +717,7 @@ static void put_cluster_facts(scrape *s, state_db *db, const state_cluster *c,
         }
         put_certs(s, db, cl);
         put_snapshots(s, db, cl, drills_on(c));
+        put_consistency(s, db, cl);
 
         static const char *const statuses[] = {"True", "False", "Unknown"};
         bool deadline = false;

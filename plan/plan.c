@@ -381,7 +381,10 @@ static void steps_update(plan_item *it, const etcd_cluster *prev, const etcd_clu
 {
         int p = prev->replicas, n = next->replicas;
         bool version = !streq_ptr(prev->version, next->version);
-        bool flags = changed_under(it, "spec.options");
+        /* etcd's own corruption checks are member flags too (render/command.c) */
+        bool flags = changed_under(it, "spec.options") ||
+                     changed_under(it, "spec.consistency.etcdChecks") ||
+                     changed_under(it, "spec.consistency.etcdCheckInterval");
 
         if (p > 0 && n > p) {
                 steps_add_learners(it, n - p);

@@ -21,6 +21,7 @@
 
 #include "reconciler/bootstrap.h"
 #include "reconciler/internal.h"
+#include "reconciler/proof.h"
 #include "snapshots/scheduler.h"
 #include "util/xalloc.h"
 
@@ -45,6 +46,8 @@ typedef enum cond_reason {
         CR_RENEWAL_DUE,
         CR_BOOTSTRAPPING,
         CR_DATA_BEHIND_RESTORE,
+        CR_FROZEN,
+        CR_DATA_INCONSISTENT,
         _CR_MAX,
 } cond_reason;
 
@@ -68,6 +71,8 @@ static const char *const cond_reason_names[_CR_MAX] = {
     [CR_RENEWAL_DUE] = "RenewalDue",
     [CR_BOOTSTRAPPING] = REASON_BOOTSTRAPPING,
     [CR_DATA_BEHIND_RESTORE] = "DataBehindRestore",
+    [CR_FROZEN] = REASON_FROZEN,
+    [CR_DATA_INCONSISTENT] = "DataInconsistent",
 };
 
 static const char *cond_reason_name(cond_reason r)
@@ -99,6 +104,7 @@ typedef struct pass_facts {
         const step *s;
         const char *rejected_message; /* non-NULL: the desired spec was refused */
         const char *stale_message;    /* non-NULL: a member was refused a start (act.c) */
+        const char *frozen_message;   /* non-NULL: the members' data differs (consistency.h) */
         char *health;                 /* "N of M voters healthy" */
         const obs_cert *soonest;      /* the certificate that expires first; NULL: none */
         int64_t renew_at_ms;          /* when it enters its renewal window */
@@ -136,9 +142,11 @@ static condition_check check_available(const pass_facts *f)
 
 static condition_check check_progressing(const pass_facts *f)
 {
+        /* a step the freeze holds is not in flight: it waits for a person */
+        bool held = f->s->reason && streq(f->s->reason, REASON_FROZEN);
         return (condition_check){
             .type = "Progressing",
-            .status = !f->converged,
+            .status = !f->converged && !held,
             .reason = cond_reason_of_step(f->s),
             .message = f->s->message,
         };
@@ -151,6 +159,12 @@ static condition_check check_degraded(const pass_facts *f)
                 c.status = true;
                 c.reason = CR_SPEC_REJECTED;
                 c.message = f->rejected_message;
+                return c;
+        }
+        if (f->frozen_message) {
+                c.status = true;
+                c.reason = CR_DATA_INCONSISTENT;
+                c.message = f->frozen_message;
                 return c;
         }
         if (f->stale_message) {
@@ -196,11 +210,12 @@ static char *cert_message(const obs_cert *c, int64_t now_ms)
 
 static const char *phase_of(const pass_facts *f)
 {
-        return f->paused          ? "Paused"
-               : !f->bootstrapped ? "Bootstrapping"
-               : !f->quorum       ? "QuorumLost"
-               : f->converged     ? "Running"
-                                  : "Progressing";
+        return f->paused           ? "Paused"
+               : !f->bootstrapped  ? "Bootstrapping"
+               : !f->quorum        ? "QuorumLost"
+               : f->frozen_message ? "Frozen"
+               : f->converged      ? "Running"
+                                   : "Progressing";
 }
 
 /* Store a condition; its change (status) is audited. 1 when the status changed. */
@@ -259,6 +274,7 @@ void conditions_update(reconciler *r, cluster_ctx *x, const world *w, const desi
             .s = s,
             .rejected_message = x->rejected_hash ? x->rejected_message : NULL,
             .stale_message = x->stale_message,
+            .frozen_message = w->frozen ? (w->frozen_message ? w->frozen_message : "frozen") : NULL,
             .health = xasprintf("%d of %d voters healthy", w->healthy_voters, w->voters),
         };
         const condition_check checks[] = {

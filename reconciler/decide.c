@@ -69,7 +69,7 @@ static bool is_ready(const obs_member *m)
 /* A member that will not come back by restarting: its data is gone or it crash-loops. */
 static bool is_lost(const observation *obs, const obs_member *m)
 {
-        if (m->runtime == MEMBER_DATA_LOST || m->runtime == MEMBER_CRASH_LOOP)
+        if (m->runtime == MEMBER_DATA_LOST || m->runtime == MEMBER_CRASH_LOOP || m->replace)
                 return true;
         /* etcd knows it as started, but the target has nothing: its data is gone. */
         return m->in_etcd && !m->unstarted && m->runtime == MEMBER_ABSENT && obs->etcd_listed;
@@ -261,15 +261,15 @@ static bool decide_replace(const observation *obs, int voters, int healthy, step
                 if (move_leader_away(obs, m, REASON_REPLACING_MEMBER, s))
                         return true;
                 int healthy_after = healthy - (is_ready(m) ? 1 : 0);
+                const char *why =
+                    m->replace ? "to be replaced" : member_runtime_state_name(m->runtime);
                 if (healthy_after < quorum(voters - 1)) {
                         set(s, STEP_WAIT, m, REASON_REPLACING_MEMBER,
-                            "member %s is %s but removing it now would break quorum", m->name,
-                            member_runtime_state_name(m->runtime));
+                            "member %s is %s but removing it now would break quorum", m->name, why);
                         return true;
                 }
                 set(s, STEP_REMOVE_MEMBER, m, REASON_REPLACING_MEMBER,
-                    "remove member %s (%s) so a new member can replace it", m->name,
-                    member_runtime_state_name(m->runtime));
+                    "remove member %s (%s) so a new member can replace it", m->name, why);
                 return true;
         }
         return false;

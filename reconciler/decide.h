@@ -40,6 +40,12 @@ typedef struct obs_member {
          * over (reconciler/bootstrap.h).
          */
         bool static_initial;
+        /*
+         * A person asked to replace it from the majority (`gitcd repair
+         * --replace`, reconciler/consistency.c): taken for lost, so the
+         * replacement rule (7) removes it and a learner takes its place.
+         */
+        bool replace;
 } obs_member;
 
 /* A TLS leaf certificate gitcd issued (tls.provider auto), from the target. */
@@ -127,8 +133,9 @@ typedef struct step {
  *  4. a member etcd knows but that never started: start it;
  *  5. a started learner: promote it (one learner at a time);
  *  6. a member etcd dropped whose process or data remains: delete it;
- *  7. a member whose data is lost, or that crash-loops: remove it from
- *     etcd (replacement), only while the others keep quorum;
+ *  7. a member whose data is lost, that crash-loops, or that a person
+ *     asked to replace (obs_member.replace): remove it from etcd
+ *     (replacement), only while the others keep quorum;
  *  8. a recorded member whose process is stopped or absent (not paused):
  *     start it again with its data;
  *  9. fewer members than wanted: add a learner;

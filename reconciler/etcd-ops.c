@@ -140,6 +140,49 @@ static int real_status_at(etcd_conn *conn, const char *endpoint, etcd_endpoint_s
         return k;
 }
 
+static int real_hash_kv_at(etcd_conn *conn, const char *endpoint, int64_t revision, int timeout_ms,
+                           uint32_t *ret_hash, int64_t *ret_compact_revision)
+{
+        etcd_client_opts co = {
+            .endpoints = endpoint,
+            .cacert = conn->o.cacert,
+            .cert = conn->o.cert,
+            .key = conn->o.key,
+            .user = conn->o.user,
+            .password = conn->o.password,
+            .fallback_password = conn->o.fallback_password,
+            .call_timeout_ms = MAX(timeout_ms, conn->o.call_timeout_ms),
+            .dial_timeout_ms = 1000,
+        };
+        etcd_client *c = NULL;
+        int k = etcd_client_new(&co, &c);
+        if (k >= 0)
+                k = etcd_hash_kv(c, endpoint, revision, ret_hash, ret_compact_revision);
+        free(conn->error);
+        conn->error = k < 0 ? xasprintf("%s: %s", endpoint,
+                                        c ? etcd_client_last_error(c) : "unusable endpoint")
+                            : NULL;
+        etcd_client_free(c);
+        return k;
+}
+
+static int real_corrupt_disarm(etcd_conn *conn, size_t *ret_n)
+{
+        etcd_client *c = C(conn);
+        etcd_alarm *alarms = NULL;
+        size_t n = 0, corrupt = 0;
+        int k = etcd_alarm_list(c, &alarms, &n);
+        for (size_t i = 0; k >= 0 && i < n; i++)
+                if (alarms[i].type == ETCD_ALARM_CORRUPT) {
+                        k = etcd_alarm_disarm(c, alarms[i].member_id, ETCD_ALARM_CORRUPT);
+                        corrupt++;
+                }
+        free(alarms);
+        if (k >= 0)
+                *ret_n = corrupt;
+        return k;
+}
+
 static int real_leader(etcd_conn *conn, uint64_t *ret_leader)
 {
         etcd_endpoint_status *st = NULL;
@@ -262,6 +305,8 @@ const etcd_membership_ops etcd_membership_real = {
     .remove = real_remove,
     .move_leader = real_move_leader,
     .status_at = real_status_at,
+    .hash_kv_at = real_hash_kv_at,
+    .corrupt_disarm = real_corrupt_disarm,
     .auth_status = real_auth_status,
     .user_add = real_user_add,
     .user_change_password = real_user_change_password,

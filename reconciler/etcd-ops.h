@@ -68,6 +68,24 @@ typedef struct etcd_membership_ops {
         int (*status_at)(etcd_conn *conn, const char *endpoint, etcd_endpoint_status **ret_status);
 
         /*
+         * The hash of the member at endpoint's keyspace at revision (etcd's
+         * HashKV, asked of that member alone, with its own deadline:
+         * etcd reads the whole keyspace for it), and the compact revision
+         * it was computed above (reconciler/consistency.c). Expected:
+         * ETCD_ERR_COMPACTED (revision is below the member's compaction),
+         * ETCD_ERR_FUTURE_REV (the member has not applied it). May be NULL:
+         * unsupported, no check is made.
+         */
+        int (*hash_kv_at)(etcd_conn *conn, const char *endpoint, int64_t revision, int timeout_ms,
+                          uint32_t *ret_hash, int64_t *ret_compact_revision);
+        /*
+         * Disarm every active CORRUPT alarm (the last step of a repair a
+         * person asked for, once every member agrees). *ret_n: how many
+         * there were. May be NULL.
+         */
+        int (*corrupt_disarm)(etcd_conn *conn, size_t *ret_n);
+
+        /*
          * etcd auth (reconciler/auth.c), with the connection's credentials.
          * auth_status: whether auth is on (on etcd 3.4, which has no
          * AuthStatus, told by whether UserList needs credentials).

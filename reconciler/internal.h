@@ -115,6 +115,9 @@ typedef struct world {
         bool target_failed; /* observe failed because the target could not report a member */
         unsigned char digest[QUIET_DIGEST_LEN]; /* of what was observed (quiet.h) */
         bool quiet; /* the same as the last full pass, which converged: no upkeep */
+        /* The consistency freeze (reconciler/consistency.h), for the conditions and phase. */
+        bool frozen;
+        const char *frozen_message; /* points into the pass's consistency state */
 } world;
 
 /* ---- reconcile.c: the reconciler and its clusters ------------------------ */

@@ -15,12 +15,17 @@
  *   ca-rotation-prepare  CA rotation: its phase set on the spec
  *   observe              a crashed run's journal closed; the world; upkeep
  *   recovery             disaster recovery: a pass that is the recovery's ends here
+ *   consistency-prepare  consistency.c: the freeze, a repair asked for (its member
+ *                        taken for lost), etcd's CORRUPT alarm as last listed
  *   decide               decide.c: the one safe step
  *   upgrade              the gates of a rolling version change around the step
+ *   consistency          the members' data compared when due; the freeze over the step
  *   conditions           the result says what was decided; conditions and phase
- *   deadline             converged: cleared; overdue: terminal
- *       converged only:  ca-rotation, tls-switch, auth, maintenance
- *                        (the first that takes a step ends the pass)
+ *   deadline             converged: cleared; overdue: terminal; held by the freeze: cleared
+ *       converged only:  ca-rotation, tls-switch, auth (never while frozen), maintenance
+ *                        (while frozen: the alarms only); the first that takes a step
+ *                        ends the pass
+ *   freeze               frozen, or a step held: the pass ends blocked (or waiting)
  *   act                  a step to take: journal-before-act (act.c)
  *
  * The membership state machine (its diagram and invariants) is decide.c's;
@@ -33,7 +38,9 @@
 #include "pki/auto.h"
 #include "reconciler/auth.h"
 #include "reconciler/carotate.h"
+#include "reconciler/consistency.h"
 #include "reconciler/internal.h"
+#include "reconciler/proof.h"
 #include "reconciler/recovery.h"
 #include "reconciler/tlsswitch.h"
 #include "util/xalloc.h"
@@ -50,7 +57,10 @@ typedef struct pass_ctx {
         desired want;          /* from "decide" on */
         step s;                /* decide()'s step, from "decide" on; "upgrade" may rewrite it */
         bool decided;
-        int error; /* PASS_NEXT_ERROR: the -errno reconciler_pass() returns */
+        consistency_pass cons; /* from "consistency-prepare" on: the freeze, a repair */
+        bool cons_ready;       /* cons was filled */
+        bool corrupt_listed;   /* maintenance listed an active CORRUPT alarm this pass */
+        int error;             /* PASS_NEXT_ERROR: the -errno reconciler_pass() returns */
 } pass_ctx;
 
 /* What a step tells the pass. */
@@ -63,9 +73,11 @@ typedef enum pass_next {
 /* Which passes a step runs in. */
 typedef enum pass_when {
         PASS_WHEN_ALWAYS,
-        /* decide() chose no step, and no converged-only step before took one */
+        /* decide() chose no step, no converged-only step before took one, not frozen */
         PASS_WHEN_CONVERGED,
-        /* decide() chose a step (after the deadline let it through) */
+        /* as CONVERGED, frozen or not; or the freeze (or a missing proof) held the step */
+        PASS_WHEN_IDLE,
+        /* decide() chose a step (after the deadline let it through) that was not held */
         PASS_WHEN_STEP,
 } pass_when;
 
@@ -255,6 +267,40 @@ static pass_next pass_recovery(pass_ctx *p)
         return PASS_NEXT_END;
 }
 
+/* What the consistency check gets from the pass (reconciler/consistency.h). */
+static consistency_env cons_env(pass_ctx *p)
+{
+        reconciler *r = p->r;
+        world *w = &p->w;
+        return (consistency_env){
+            .db = r->opts.db,
+            .etcd = r->opts.etcd,
+            .conn = p->x->client,
+            .c = p->c,
+            .cluster = p->x->name,
+            .sc = w->sc,
+            .records = &w->records,
+            .obs = &w->obs,
+            .commit = w->commit,
+            .author = w->author,
+            .now_ms = wall(r),
+        };
+}
+
+/*
+ * The freeze and a repair, before deciding: a member a person asked to
+ * replace is taken for lost by decide() (reconciler/consistency.h).
+ */
+static pass_next pass_consistency_prepare(pass_ctx *p)
+{
+        consistency_env env = cons_env(p);
+        int k = consistency_prepare(&env, &p->cons);
+        p->cons_ready = true;
+        if (k < 0)
+                return pass_state_error(p, k, "consistency");
+        return PASS_NEXT_CONTINUE;
+}
+
 /* The one safe step (reconciler/decide.h). */
 static pass_next pass_decide(pass_ctx *p)
 {
@@ -276,6 +322,22 @@ static pass_next pass_upgrade(pass_ctx *p)
         return PASS_NEXT_CONTINUE;
 }
 
+/*
+ * The members' data compared when a check is due, and the freeze over the
+ * step decided (reconciler/proof.h): a held step becomes a wait that says
+ * why, which the conditions then show.
+ */
+static pass_next pass_consistency(pass_ctx *p)
+{
+        consistency_env env = cons_env(p);
+        int k = consistency_after_decide(&env, &p->cons, &p->s, p->s.kind == STEP_CONVERGED);
+        if (k < 0)
+                return pass_state_error(p, k, "consistency");
+        p->w.frozen = p->cons.frozen;
+        p->w.frozen_message = p->cons.frozen ? p->cons.message : NULL;
+        return PASS_NEXT_CONTINUE;
+}
+
 /* The result says what was decided; the conditions and the phase are stored. */
 static pass_next pass_conditions(pass_ctx *p)
 {
@@ -286,6 +348,8 @@ static pass_next pass_conditions(pass_ctx *p)
         snprintf(res->reason, sizeof(res->reason), "%s", s->reason ? s->reason : "");
         snprintf(res->message, sizeof(res->message), "%s", s->message);
         conditions_update(p->r, p->x, &p->w, &p->want, s);
+        consistency_env env = cons_env(p);
+        (void)consistency_record_condition(&env, &p->cons);
         return PASS_NEXT_CONTINUE;
 }
 
@@ -293,6 +357,16 @@ static pass_next pass_conditions(pass_ctx *p)
 static pass_next pass_deadline(pass_ctx *p)
 {
         pass_result *res = p->res;
+        if (p->cons.held && p->cons.frozen) {
+                /* Held for a person: no deadline runs out meanwhile. */
+                const state_cluster *sc = p->w.sc;
+                if (sc->progress_deadline_ms)
+                        (void)state_cluster_latch(p->r->opts.db, p->x->name,
+                                                  sc->observed_json ? sc->observed_json
+                                                                    : sc->desired_json,
+                                                  p->x->latched_hash, 0, wall(p->r));
+                return PASS_NEXT_CONTINUE;
+        }
         if (progress_deadline(p->r, p->x, p->c, &p->w, &p->s, p->first_pass, res))
                 return PASS_NEXT_CONTINUE;
         if (res->outcome != PASS_CONVERGED)
@@ -407,7 +481,7 @@ static pass_next pass_maintenance(pass_ctx *p)
         reconciler *r = p->r;
         const world *w = &p->w;
         pass_result *res = p->res;
-        if (!r->maint)
+        if (!r->maint || (p->cons.held && !p->cons.frozen))
                 return PASS_NEXT_CONTINUE;
         const char **names = xcalloc(w->records.n + 1, sizeof(char *));
         const char **urls = xcalloc(w->records.n + 1, sizeof(char *));
@@ -435,7 +509,8 @@ static pass_next pass_maintenance(pass_ctx *p)
                             .user = cr.user,
                             .password = cr.password,
                             .commit = w->commit,
-                            .author = w->author};
+                            .author = w->author,
+                            .frozen = p->cons.frozen};
         maint_result mr;
         if (maintenance_pass(r->maint, &mc, &mr) == 0 && mr.outcome != MAINT_OUT_IDLE) {
                 res->outcome = mr.outcome == MAINT_OUT_ACTED ? PASS_PROGRESSED : PASS_WAITING;
@@ -444,10 +519,49 @@ static pass_next pass_maintenance(pass_ctx *p)
         } else if (mr.poll_ms > 0 && (res->poll_ms == 0 || mr.poll_ms < res->poll_ms)) {
                 res->poll_ms = mr.poll_ms;
         }
+        p->corrupt_listed = mr.corrupt;
         auth_creds_release(&cr);
         free(names);
         free(urls);
         return res->outcome == PASS_CONVERGED ? PASS_NEXT_CONTINUE : PASS_NEXT_END;
+}
+
+/*
+ * The freeze: an active CORRUPT alarm maintenance just listed freezes the
+ * cluster; a frozen cluster with nothing else to do, or a step the freeze
+ * held, ends the pass blocked (a person must act; gitcd apply stops and
+ * says why); a step waiting for a proof ends it waiting. Otherwise the
+ * converged pass is requeued in time for the next check.
+ */
+static pass_next pass_freeze(pass_ctx *p)
+{
+        pass_result *res = p->res;
+        consistency_env env = cons_env(p);
+        if (p->corrupt_listed && consistency_alarm(&env, &p->cons) > 0) {
+                p->w.frozen = true;
+                p->w.frozen_message = p->cons.message;
+                conditions_update(p->r, p->x, &p->w, &p->want, &p->s);
+                (void)consistency_record_condition(&env, &p->cons);
+        }
+        int64_t until = p->cons.next_check_ms > 0 ? p->cons.next_check_ms - env.now_ms : 0;
+        int next = (int)MIN(MAX(until, 1000), POLL_BLOCKED_MS);
+        if (p->cons.frozen) {
+                res->outcome = PASS_BLOCKED;
+                res->poll_ms = next;
+                res->frozen = true;
+                snprintf(res->reason, sizeof(res->reason), "DataInconsistent");
+                snprintf(res->message, sizeof(res->message), "%s", p->cons.message);
+                return PASS_NEXT_END;
+        }
+        if (p->cons.held) {
+                res->outcome = PASS_WAITING;
+                res->poll_ms = (int)PROOF_RETRY_MS;
+                snprintf(res->message, sizeof(res->message), "%s", p->cons.message);
+                return PASS_NEXT_END;
+        }
+        if (p->cons.next_check_ms > 0 && (res->poll_ms == 0 || next < res->poll_ms))
+                res->poll_ms = next;
+        return PASS_NEXT_CONTINUE;
 }
 
 /* ---- a step to take ------------------------------------------------------ */
@@ -485,14 +599,17 @@ static const pass_step pass_steps[] = {
     {"ca-rotation-prepare", pass_ca_rotation_prepare, PASS_WHEN_ALWAYS},
     {"observe", pass_observe, PASS_WHEN_ALWAYS},
     {"recovery", pass_recovery, PASS_WHEN_ALWAYS},
+    {"consistency-prepare", pass_consistency_prepare, PASS_WHEN_ALWAYS},
     {"decide", pass_decide, PASS_WHEN_ALWAYS},
     {"upgrade", pass_upgrade, PASS_WHEN_ALWAYS},
+    {"consistency", pass_consistency, PASS_WHEN_ALWAYS},
     {"conditions", pass_conditions, PASS_WHEN_ALWAYS},
     {"deadline", pass_deadline, PASS_WHEN_ALWAYS},
     {"ca-rotation", pass_ca_rotation, PASS_WHEN_CONVERGED},
     {"tls-switch", pass_tls_switch, PASS_WHEN_CONVERGED},
     {"auth", pass_auth, PASS_WHEN_CONVERGED},
-    {"maintenance", pass_maintenance, PASS_WHEN_CONVERGED},
+    {"maintenance", pass_maintenance, PASS_WHEN_IDLE},
+    {"freeze", pass_freeze, PASS_WHEN_IDLE},
     {"act", pass_act, PASS_WHEN_STEP},
 };
 
@@ -503,10 +620,15 @@ static bool pass_step_applies(const pass_ctx *p, pass_when when)
                 return true;
         case PASS_WHEN_CONVERGED:
                 assert(p->decided);
-                return p->s.kind == STEP_CONVERGED && p->res->outcome == PASS_CONVERGED;
+                return p->s.kind == STEP_CONVERGED && p->res->outcome == PASS_CONVERGED &&
+                       !p->cons.frozen;
+        case PASS_WHEN_IDLE:
+                assert(p->decided);
+                return (p->s.kind == STEP_CONVERGED && p->res->outcome == PASS_CONVERGED) ||
+                       p->cons.held;
         case PASS_WHEN_STEP:
                 assert(p->decided);
-                return p->s.kind != STEP_CONVERGED;
+                return p->s.kind != STEP_CONVERGED && !p->cons.held;
         }
         return false;
 }
@@ -531,6 +653,7 @@ static int pass_run(pass_ctx *p)
 
 static void pass_ctx_release(pass_ctx *p)
 {
+        consistency_pass_release(&p->cons);
         world_release(&p->w);
 }
 
@@ -543,6 +666,8 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
             .res = res,
         };
         int k = pass_run(&p);
+        if (p.cons_ready)
+                res->frozen = p.cons.frozen;
         quiet_pass_end(&p.x->quiet, p.w.quiet, k >= 0 && res->outcome == PASS_CONVERGED, p.w.digest,
                        mono(r));
         return k;

@@ -85,6 +85,12 @@ typedef struct pass_result {
         char reason[48];
         char message[256];
         int poll_ms; /* PASS_WAITING: look again after at most this long */
+        /*
+         * The cluster is frozen: its members were found holding different
+         * data (or etcd raised CORRUPT) and voluntary changes wait for a
+         * person (reconciler/consistency.h). The message says why.
+         */
+        bool frozen;
 } pass_result;
 
 int reconciler_new(const reconciler_opts *opts, reconciler **ret);

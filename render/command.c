@@ -14,6 +14,13 @@
  *   --initial-cluster --initial-cluster-state --initial-cluster-token
  *   --quota-backend-bytes --auto-compaction-mode --auto-compaction-retention
  *   --snapshot-count --heartbeat-interval --election-timeout
+ *   etcd's own corruption checks (spec.consistency.etcdChecks, on by default),
+ *     as the member's minor spells them:
+ *       3.4, 3.5.0-3.5.4  --experimental-initial-corrupt-check=true
+ *                         --experimental-corrupt-check-time=<etcdCheckInterval>
+ *       3.5.5 and later   the same and --experimental-compact-hash-check-enabled=true
+ *       3.6 and later     --feature-gates=InitialCorruptCheck=true,CompactHashCheck=true
+ *                         --corrupt-check-time=<etcdCheckInterval>
  *   client TLS: --cert-file --key-file --trusted-ca-file --client-cert-auth=true
  *   peer TLS:   --peer-cert-file --peer-key-file --peer-trusted-ca-file
  *               --peer-client-cert-auth=true
@@ -77,6 +84,37 @@ static int cmp_kv(const void *a, const void *b)
         return strcmp((*(const kv *const *)a)->key, (*(const kv *const *)b)->key);
 }
 
+/*
+ * etcd's corruption checks, spelled for the version's minor: the check at
+ * start-up (a member whose data differs from its peers' refuses to serve),
+ * the leader's periodic check of the latest revision (a CORRUPT alarm) and,
+ * from 3.5.5 (where etcd added it), the leader's cheap check of the hashes
+ * its compactions record. 3.6 turns the experimental flags into feature
+ * gates and a plain --corrupt-check-time. An unknown version (0.0.0, a spec
+ * that did not parse) gets none.
+ */
+static void flags_consistency(strv *s, const etcd_cluster *c)
+{
+        const semver *v = &c->ver;
+        if (!c->consistency.etcd_checks || v->major != 3 || v->minor < 4)
+                return;
+        _cleanup_free_ char *every = duration_format_ms(c->consistency.etcd_check_interval_ms);
+        if (v->minor >= 6) {
+                /* one --feature-gates: the spec's other gates (extraFlags) go after gitcd's */
+                const char *more = kv_get(&c->options.extra_flags, "feature-gates");
+                _cleanup_free_ char *gates =
+                    xasprintf("InitialCorruptCheck=true,CompactHashCheck=true%s%s",
+                              isempty(more) ? "" : ",", isempty(more) ? "" : more);
+                flag_str(s, "feature-gates", gates);
+                flag_str(s, "corrupt-check-time", every);
+                return;
+        }
+        flag_str(s, "experimental-initial-corrupt-check", "true");
+        flag_str(s, "experimental-corrupt-check-time", every);
+        if (v->minor == 5 && v->patch >= 5)
+                flag_str(s, "experimental-compact-hash-check-enabled", "true");
+}
+
 char **render_member_command(const etcd_cluster *c, const membership_plan *p, size_t idx)
 {
         if (idx >= p->n)
@@ -104,6 +142,7 @@ char **render_member_command(const etcd_cluster *c, const membership_plan *p, si
         flag_int(&s, "snapshot-count", o->snapshot_count);
         flag_int(&s, "heartbeat-interval", o->heartbeat_interval_ms);
         flag_int(&s, "election-timeout", o->election_timeout_ms);
+        flags_consistency(&s, c);
         if (render_client_tls(c)) {
                 flag_tls_file(&s, c, m, "cert-file", TLS_SUBDIR_CLIENT, "tls.crt");
                 flag_tls_file(&s, c, m, "key-file", TLS_SUBDIR_CLIENT, "tls.key");
@@ -117,12 +156,15 @@ char **render_member_command(const etcd_cluster *c, const membership_plan *p, si
                 flag_str(&s, "peer-client-cert-auth", "true");
         }
 
+        bool merged_gates = c->consistency.etcd_checks && c->ver.major == 3 && c->ver.minor >= 6;
         size_t n = o->extra_flags.n;
         const kv **extra = xcalloc(n ? n : 1, sizeof(kv *));
         for (size_t i = 0; i < n; i++)
                 extra[i] = &o->extra_flags.items[i];
         qsort(extra, n, sizeof(kv *), cmp_kv);
         for (size_t i = 0; i < n; i++) {
+                if (merged_gates && streq(extra[i]->key, "feature-gates"))
+                        continue; /* in gitcd's own --feature-gates (flags_consistency) */
                 if (isempty(extra[i]->value))
                         strv_push(&s, xasprintf("--%s", extra[i]->key));
                 else

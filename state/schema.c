@@ -477,6 +477,48 @@ const char *const state_migrations[] = {
      * taken from the row, so a forge API moved elsewhere gets no retries.
      */
     "ALTER TABLE notifications ADD COLUMN commit_id TEXT;\n",
+    /*
+     * 22: the proof that a cluster's members hold the same data
+     * (state/consistency.c): the last cross-member check of each cluster
+     * and the freeze a disagreement (or etcd's CORRUPT alarm) puts on it;
+     * and the repairs a person asked for (`gitcd repair`, spec.repair),
+     * one running per cluster, a spec token consumed once.
+     */
+    "CREATE TABLE consistency (\n"
+    "  cluster TEXT PRIMARY KEY,\n"
+    "  checked_ms INTEGER NOT NULL DEFAULT 0,\n"
+    "  revision INTEGER NOT NULL DEFAULT 0,\n"
+    "  compact_revision INTEGER NOT NULL DEFAULT 0,\n"
+    "  verdict TEXT,\n"
+    "  hashes TEXT,\n"
+    "  minority TEXT,\n"
+    "  duration_ms INTEGER NOT NULL DEFAULT 0,\n"
+    "  attempt_ms INTEGER NOT NULL DEFAULT 0,\n"
+    "  attempt_error TEXT,\n"
+    "  due INTEGER NOT NULL DEFAULT 0,\n"
+    "  frozen_ms INTEGER NOT NULL DEFAULT 0,\n"
+    "  frozen_cause TEXT,\n"
+    "  frozen_message TEXT,\n"
+    "  held TEXT,\n"
+    "  lifted_ms INTEGER NOT NULL DEFAULT 0\n"
+    ");\n"
+    "CREATE TABLE repairs (\n"
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  cluster TEXT NOT NULL,\n"
+    "  kind TEXT NOT NULL CHECK (kind IN ('replace', 'recheck')),\n"
+    "  member TEXT,\n"
+    "  token TEXT,\n"
+    "  requested_by TEXT,\n"
+    "  commit_id TEXT,\n"
+    "  requested_ms INTEGER NOT NULL,\n"
+    "  phase TEXT NOT NULL,\n"
+    "  replacement TEXT,\n"
+    "  result TEXT NOT NULL CHECK (result IN ('running', 'succeeded', 'refused', 'failed')),\n"
+    "  error TEXT,\n"
+    "  finished_ms INTEGER\n"
+    ");\n"
+    "CREATE UNIQUE INDEX repairs_running ON repairs (cluster) WHERE result = 'running';\n"
+    "CREATE UNIQUE INDEX repairs_token ON repairs (cluster, token) WHERE token IS NOT NULL;\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

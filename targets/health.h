@@ -12,6 +12,16 @@
 #include "util/strbuf.h"
 
 /*
+ * The path of etcd's health check the local and hosts targets ask. Two
+ * alarms are excluded: NOSPACE is a full database and CORRUPT members
+ * whose data differs, not dead members; each has its own condition and its
+ * own way out (docs/maintenance.md, docs/consistency.md), and neither must
+ * make every member look down, the cluster QuorumLost and that way out
+ * impossible. etcd 3.4.23 and 3.5 honour exclude.
+ */
+#define TARGET_HEALTH_PATH "/health?exclude=NOSPACE&exclude=CORRUPT"
+
+/*
  * Perform the GET prepared on h for url, its answer collected into body.
  * A member asked over https that answers the handshake in plain http is
  * asked again over http: TLS is being switched on for its cluster

@@ -1322,13 +1322,14 @@ static CURLcode member_get(hosts_target *ht, const etcd_cluster *c, const char *
 
 /*
  * GET <client URL>/health from etcd itself: 1 healthy, 0 not (detail says
- * why). NOSPACE is excluded, as on the local target (targets/local.c).
+ * why). NOSPACE and CORRUPT are excluded, as on the local target
+ * (TARGET_HEALTH_PATH).
  */
 static int health(hosts_target *ht, const etcd_cluster *c, const char *client_url,
                   char **ret_detail)
 {
         struct body b = {.sb = STRBUF_INIT, .cap = 65536};
-        CURLcode cr = member_get(ht, c, client_url, "/health?exclude=NOSPACE", &b);
+        CURLcode cr = member_get(ht, c, client_url, TARGET_HEALTH_PATH, &b);
         int ok = 0;
         if (cr != CURLE_OK) {
                 *ret_detail = xasprintf("not answering yet (%s)", curl_easy_strerror(cr));

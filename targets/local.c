@@ -766,11 +766,9 @@ static size_t collect_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 }
 
 /*
- * GET <client_url>/health?exclude=NOSPACE: 1 healthy, 0 not (detail says
- * why). A NOSPACE alarm is a full database, not a dead member: it has its
- * own condition (NoSpaceAlarm) and recovery (docs/maintenance.md), and must
- * not make every member look down, the cluster QuorumLost and that
- * recovery impossible. etcd 3.5 honours exclude; 3.4 ignores it.
+ * GET <client_url>/health without the NOSPACE and CORRUPT alarms
+ * (TARGET_HEALTH_PATH, targets/health.h): 1 healthy, 0 not (detail says
+ * why).
  */
 static int check_health(local_target *lt, local_member *m, char **ret_detail)
 {
@@ -782,7 +780,7 @@ static int check_health(local_target *lt, local_member *m, char **ret_detail)
         char *comma = strchr(base, ',');
         if (comma)
                 *comma = '\0';
-        _cleanup_free_ char *url = xasprintf("%s/health?exclude=NOSPACE", base);
+        _cleanup_free_ char *url = xasprintf("%s" TARGET_HEALTH_PATH, base);
         CURL *h = curl_easy_init();
         if (!h) {
                 *ret_detail = xstrdup("cannot create an HTTP handle");

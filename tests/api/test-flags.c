@@ -78,11 +78,15 @@ static void test_classes(void **state)
         assert_false(etcd_flag_needs_policy("strict-reconfig-check"));
         assert_false(etcd_flag_needs_policy("no-such-flag"));
 
-        /* the corruption checks stay allowed, with their types */
-        check("experimental-initial-corrupt-check", "true", &v3_4_23, 0, NULL);
-        check("experimental-compact-hash-check-enabled", "true", &v3_5_16, 0, NULL);
-        check("experimental-corrupt-check-time", "5m", &v3_5_16, 0, NULL);
-        check("experimental-corrupt-check-time", "often", &v3_5_16, -EINVAL, "duration");
+        /* etcd's corruption checks are set by gitcd from spec.consistency */
+        check("experimental-initial-corrupt-check", "true", &v3_4_23, -EPERM,
+              "use spec.consistency.etcdChecks");
+        check("experimental-compact-hash-check-enabled", "true", &v3_5_16, -EPERM,
+              "use spec.consistency.etcdChecks");
+        check("experimental-corrupt-check-time", "5m", &v3_5_16, -EPERM,
+              "use spec.consistency.etcdCheckInterval");
+        check("corrupt-check-time", "5m", &v3_6_0, -EPERM,
+              "use spec.consistency.etcdCheckInterval");
 
         _cleanup_free_ char *n = etcd_flag_normalize("Log_LEVEL");
         assert_string_equal(n, "log-level");

@@ -343,6 +343,58 @@ static void test_role_and_bump(void **state)
         etcd_cluster_free(fixed);
 }
 
+/*
+ * spec.consistency: its defaults (etcd's checks on, gitcd's check every 5
+ * minutes, etcd's every 4 hours) are left out of the normalized form, so a
+ * spec written before the field existed keeps its hash; what differs, and
+ * spec.repair, survive the stored round trip.
+ */
+static void test_consistency_and_repair(void **state)
+{
+        (void)state;
+        etcd_cluster *a = load("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                               "metadata: {name: h}\nspec: {replicas: 3}\n");
+        etcd_cluster *b = load("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                               "metadata: {name: h}\nspec:\n  replicas: 3\n"
+                               "  consistency: {etcdChecks: true, checkInterval: 300s, "
+                               "etcdCheckInterval: 240m}\n");
+        etcd_cluster *c = load("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                               "metadata: {name: h}\nspec:\n  replicas: 3\n"
+                               "  consistency: {etcdChecks: false, reason: \"slow disks\", "
+                               "checkInterval: 90s}\n"
+                               "  repair: {replace: h-1, token: incident-7}\n");
+        assert_true(a->consistency.etcd_checks);
+        assert_int_equal(a->consistency.check_interval_ms, 5 * 60 * 1000);
+        assert_int_equal(a->consistency.etcd_check_interval_ms, 4 * 3600 * 1000);
+        assert_false(a->repair.set);
+        char *ha = spec_hash(a), *hb = spec_hash(b), *hc = spec_hash(c);
+        assert_string_equal(ha, hb);
+        assert_string_not_equal(ha, hc);
+        char *da = dump(a);
+        assert_null(strstr(da, "consistency"));
+        assert_null(strstr(da, "repair"));
+        json_t *j = spec_to_json(c);
+        etcd_cluster *back = NULL;
+        diag_list d = DIAG_LIST_INIT;
+        assert_int_equal(spec_from_json(j, "state:test", &back, &d), 0);
+        assert_false(back->consistency.etcd_checks);
+        assert_string_equal(back->consistency.reason, "slow disks");
+        assert_int_equal(back->consistency.check_interval_ms, 90000);
+        assert_true(back->repair.set);
+        assert_string_equal(back->repair.replace, "h-1");
+        assert_string_equal(back->repair.token, "incident-7");
+        json_decref(j);
+        diag_list_release(&d);
+        etcd_cluster_free(back);
+        free(da);
+        free(ha);
+        free(hb);
+        free(hc);
+        etcd_cluster_free(a);
+        etcd_cluster_free(b);
+        etcd_cluster_free(c);
+}
+
 static void test_from_json_rejects_bad(void **state)
 {
         diag_list diags = DIAG_LIST_INIT;
@@ -366,11 +418,16 @@ static void test_from_json_rejects_bad(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_round_trip_quickstart), cmocka_unit_test(test_round_trip_full),
-            cmocka_unit_test(test_round_trip_dialects),   cmocka_unit_test(test_quickstart_exact),
-            cmocka_unit_test(test_hash_follows_meaning),  cmocka_unit_test(test_bootstrap_mode),
-            cmocka_unit_test(test_from_json_rejects_bad), cmocka_unit_test(test_snapshots_verify),
+            cmocka_unit_test(test_round_trip_quickstart),
+            cmocka_unit_test(test_round_trip_full),
+            cmocka_unit_test(test_round_trip_dialects),
+            cmocka_unit_test(test_quickstart_exact),
+            cmocka_unit_test(test_hash_follows_meaning),
+            cmocka_unit_test(test_bootstrap_mode),
+            cmocka_unit_test(test_from_json_rejects_bad),
+            cmocka_unit_test(test_snapshots_verify),
             cmocka_unit_test(test_role_and_bump),
+            cmocka_unit_test(test_consistency_and_repair),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

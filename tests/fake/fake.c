@@ -388,6 +388,13 @@ static void proc_start(fake_world *w, fake_proc *p)
         p->etcd_id = m->id;
         p->has_data = true;
         p->initialized = true;
+        if (streq(p->initial_state, "existing") && !restored) {
+                /* a joining member gets the leader's data, whatever it holds */
+                const fake_proc *lead = proc_up(w, w->leader);
+                p->garble = lead ? lead->garble : 0;
+                if (p->garble)
+                        w->garbled_copies++;
+        }
 }
 
 void fake_world_advance(fake_world *w, int64_t ms)
@@ -1225,11 +1232,44 @@ static int fe_status_at(etcd_conn *c, const char *endpoint, etcd_endpoint_status
         st->raft_index = p->raft_index        ? p->raft_index
                          : head > p->raft_lag ? head - p->raft_lag
                                               : 0;
-        st->revision = p->revision;
+        st->revision =
+            p->revision ? p->revision : (w->kv_revision ? w->kv_revision : 100) - p->kv_lag;
         st->raft_applied_index = st->raft_index;
         const fake_etcd_member *m = member_by_id(w, p->etcd_id);
         st->is_learner = m && m->learner;
         *ret = st;
+        return ok(c);
+}
+
+/* HashKV of one member: the cluster's hash at revision, xor the member's garble. */
+static int fe_hash_kv_at(etcd_conn *c, const char *endpoint, int64_t revision, int timeout_ms,
+                         uint32_t *ret_hash, int64_t *ret_compact_revision)
+{
+        fake_world *w = c->w;
+        elect(w);
+        fake_proc *p = proc_at(w, endpoint);
+        if (!p)
+                return fail(c, ETCD_ERR_UNREACHABLE, "%s: cannot connect", endpoint);
+        int64_t head = (w->kv_revision ? w->kv_revision : 100) - p->kv_lag;
+        if (revision > head)
+                return fail(c, ETCD_ERR_FUTURE_REV,
+                            "etcdserver: mvcc: required revision is a future revision");
+        if (revision > 0 && revision < w->compact_revision)
+                return fail(c, ETCD_ERR_COMPACTED,
+                            "etcdserver: mvcc: required revision has been compacted");
+        w->hashes++;
+        *ret_hash = (uint32_t)(0x9e3779b9u * (uint32_t)(revision ? revision : head)) ^ p->garble;
+        *ret_compact_revision = w->compact_revision;
+        return ok(c);
+}
+
+static int fe_corrupt_disarm(etcd_conn *c, size_t *ret_n)
+{
+        int k = reach(c);
+        if (k < 0)
+                return k;
+        *ret_n = c->w->corrupt_alarm ? 1 : 0;
+        c->w->corrupt_alarm = false;
         return ok(c);
 }
 
@@ -1335,6 +1375,8 @@ const etcd_membership_ops fake_etcd_ops = {
     .remove = fe_remove,
     .move_leader = fe_move_leader,
     .status_at = fe_status_at,
+    .hash_kv_at = fe_hash_kv_at,
+    .corrupt_disarm = fe_corrupt_disarm,
     .auth_status = fe_auth_status,
     .user_add = fe_user_add,
     .user_change_password = fe_user_change_password,

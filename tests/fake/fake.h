@@ -95,6 +95,13 @@ typedef struct fake_proc {
         int restarts;
         char version[16];  /* the etcd version it was last started on (its Status says so) */
         uint64_t raft_lag; /* test hook: raft entries it is behind the leader */
+        /*
+         * test hook: its data differs from the cluster's by this (0: the same):
+         * its HashKV answers the cluster's hash xor it. A learner that joins
+         * copies the leader's (etcd sends a new member the leader's data).
+         */
+        uint32_t garble;
+        int64_t kv_lag; /* test hook: store revisions it is behind (its Status says so) */
 } fake_proc;
 
 typedef struct fake_world {
@@ -165,6 +172,16 @@ typedef struct fake_world {
                 char root_password[128];
         } auth;
         int auth_refusals; /* calls refused for missing or wrong credentials */
+        /*
+         * The keyspace (reconciler/consistency.c): the store revision members
+         * answer in Status (0: 100) and the compact revision their HashKV
+         * answers above. corrupt_alarm: etcd's CORRUPT alarm is raised.
+         */
+        int64_t kv_revision;
+        int64_t compact_revision;
+        bool corrupt_alarm;
+        int hashes;         /* HashKV calls answered */
+        int garbled_copies; /* learners that joined with a leader's garbled data */
         /* Counters of calls that changed something, for assertions. */
         int adds, promotes, removes, leader_moves;
         int peer_updates; /* MemberUpdate calls (update_peer) */

@@ -320,8 +320,20 @@ static void test_health_gate(void **unused)
         a = decide(&v);
         assert_int_equal(a.kind, MAINT_IDLE);
         maint_action_release(&a);
-        /* alarms unknown: same */
+        /* the members' data differs (the consistency freeze): the same */
         v.corrupt = false;
+        v.frozen = true;
+        v.runs = &l;
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_ABORT);
+        assert_non_null(strstr(a.message, "data differs"));
+        maint_action_release(&a);
+        v.runs = NULL;
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_IDLE);
+        maint_action_release(&a);
+        v.frozen = false;
+        /* alarms unknown: same */
         v.alarms_unknown = true;
         v.runs = &l;
         a = decide(&v);

@@ -173,6 +173,41 @@ static void test_model(void **state)
         source_revision_free(rev);
 }
 
+/*
+ * spec.consistency: etcd's checks and their interval are member flags (a
+ * rolling restart); gitcd's own check interval and a repair restart nothing.
+ */
+static void test_consistency(void **state)
+{
+        (void)state;
+        const char *paths[] = {"c/off.yaml", "c/gitcd.yaml"};
+        const char *now[] = {
+            HEAD("off") "  replicas: 3\n  consistency:\n    etcdChecks: false\n"
+                        "    reason: \"bench\"\n",
+            HEAD("gitcd") "  replicas: 3\n  consistency:\n    checkInterval: 1m\n"
+                          "  repair: {recheck: true, token: t}\n",
+        };
+        source_revision *rev = revision(paths, now, 2);
+        state_cluster *items[] = {
+            accepted(HEAD("off") "  replicas: 3\n", true, "Running"),
+            accepted(HEAD("gitcd") "  replicas: 3\n", true, "Running"),
+        };
+        state_cluster_list applied = {.items = items, .n = 2};
+        plan *p = NULL;
+        plan_input in = {.rev = rev, .applied = &applied};
+        assert_int_equal(plan_compute(&in, &p), 0);
+        const plan_item *off = item(p, "default/off");
+        assert_int_equal(off->action, PLAN_UPDATE);
+        assert_true(has_step(off, "restart 3 members one at a time with the new flags"));
+        const plan_item *g = item(p, "default/gitcd");
+        assert_int_equal(g->action, PLAN_UPDATE);
+        assert_true(has_step(g, "no member restarts"));
+        plan_free(p);
+        for (size_t i = 0; i < 2; i++)
+                state_cluster_free(items[i]);
+        source_revision_free(rev);
+}
+
 static void test_empty(void **state)
 {
         (void)state;
@@ -283,6 +318,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_model),
+            cmocka_unit_test(test_consistency),
             cmocka_unit_test(test_empty),
             cmocka_unit_test(test_roll_order),
             cmocka_unit_test(test_hostile_text_escaped),

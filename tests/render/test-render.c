@@ -105,7 +105,10 @@ static void test_command_base(void **state)
                  " --listen-metrics-urls=http://0.0.0.0:2381"
                  " --initial-cluster=db-0=http://db-0.db-headless.prod.svc.cluster.local:2380,"
                  "db-1=http://db-1.db-headless.prod.svc.cluster.local:2380"
-                 " --initial-cluster-state=existing --initial-cluster-token=prod-db");
+                 " --initial-cluster-state=existing --initial-cluster-token=prod-db"
+                 " --experimental-initial-corrupt-check=true"
+                 " --experimental-corrupt-check-time=4h"
+                 " --experimental-compact-hash-check-enabled=true");
         assert_null(render_member_command(c, p, 3));
 }
 
@@ -134,7 +137,10 @@ static void test_command_options(void **state)
                                   " --quota-backend-bytes=4294967296"
                                   " --auto-compaction-mode=periodic"
                                   " --auto-compaction-retention=1h --snapshot-count=50000"
-                                  " --heartbeat-interval=250 --election-timeout=2500");
+                                  " --heartbeat-interval=250 --election-timeout=2500"
+                                  " --experimental-initial-corrupt-check=true"
+                                  " --experimental-corrupt-check-time=4h"
+                                  " --experimental-compact-hash-check-enabled=true");
 
         /* Unset options leave etcd's defaults alone: no flag at all. */
         _cleanup_(etcd_cluster_freep) etcd_cluster *bare = fixture_cluster("db", 1);
@@ -145,6 +151,83 @@ static void test_command_options(void **state)
         assert_null(strstr(bare_cmd, "heartbeat"));
         assert_null(strstr(bare_cmd, "election"));
         assert_null(strstr(bare_cmd, "cert"));
+}
+
+/* The flags of etcd's own corruption checks, as each minor spells them (render/command.c). */
+static char *consistency_tail(const char *version, semver v, bool on, int64_t every_ms)
+{
+        _cleanup_(etcd_cluster_freep) etcd_cluster *c = fixture_cluster("db", 1);
+        free(c->version);
+        c->version = xstrdup(version);
+        c->ver = v;
+        c->consistency.etcd_checks = on;
+        if (every_ms)
+                c->consistency.etcd_check_interval_ms = every_ms;
+        _cleanup_(membership_plan_freep) membership_plan *p = membership_plan_steady(c, NULL);
+        _cleanup_free_ char *cmd = command_line(c, p, 0);
+        const char *tail = strstr(cmd, " --initial-cluster-token=prod-db");
+        assert_non_null(tail);
+        return xstrdup(tail + strlen(" --initial-cluster-token=prod-db"));
+}
+
+static void test_command_consistency(void **state)
+{
+        struct {
+                const char *version;
+                semver v;
+                const char *tail;
+        } cases[] = {
+            {"3.4.23",
+             {3, 4, 23},
+             " --experimental-initial-corrupt-check=true --experimental-corrupt-check-time=4h"},
+            /* etcd added the compaction hash check in 3.5.5 */
+            {"3.5.4",
+             {3, 5, 4},
+             " --experimental-initial-corrupt-check=true --experimental-corrupt-check-time=4h"},
+            {"3.5.5",
+             {3, 5, 5},
+             " --experimental-initial-corrupt-check=true --experimental-corrupt-check-time=4h"
+             " --experimental-compact-hash-check-enabled=true"},
+            {"3.5.30",
+             {3, 5, 30},
+             " --experimental-initial-corrupt-check=true --experimental-corrupt-check-time=4h"
+             " --experimental-compact-hash-check-enabled=true"},
+            /* 3.6: feature gates, and the periodic check's flag without "experimental" */
+            {"3.6.4",
+             {3, 6, 4},
+             " --feature-gates=InitialCorruptCheck=true,CompactHashCheck=true"
+             " --corrupt-check-time=4h"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                _cleanup_free_ char *tail = consistency_tail(cases[i].version, cases[i].v, true, 0);
+                assert_string_equal(tail, cases[i].tail);
+                /* turned off (with a reason, in the spec): no flag at all, on every minor */
+                _cleanup_free_ char *off = consistency_tail(cases[i].version, cases[i].v, false, 0);
+                assert_string_equal(off, "");
+        }
+        /* spec.consistency.etcdCheckInterval, as a Go duration etcd parses */
+        _cleanup_free_ char *every = consistency_tail("3.5.16", (semver){3, 5, 16}, true, 90000);
+        assert_non_null(strstr(every, " --experimental-corrupt-check-time=90s"));
+        _cleanup_free_ char *every6 = consistency_tail("3.6.4", (semver){3, 6, 4}, true, 1800000);
+        assert_non_null(strstr(every6, " --corrupt-check-time=30m"));
+
+        /* 3.6: the spec's own gates join gitcd's in one --feature-gates */
+        _cleanup_(etcd_cluster_freep) etcd_cluster *c = fixture_cluster("db", 3);
+        free(c->version);
+        c->version = xstrdup("3.6.4");
+        c->ver = (semver){3, 6, 4};
+        kv_set(&c->options.extra_flags, "feature-gates", "StopGRPCServiceOnDefrag=true");
+        _cleanup_(membership_plan_freep) membership_plan *p = membership_plan_steady(c, NULL);
+        _cleanup_free_ char *cmd = command_line(c, p, 0);
+        assert_non_null(strstr(cmd, " --feature-gates=InitialCorruptCheck=true,CompactHashCheck="
+                                    "true,StopGRPCServiceOnDefrag=true"));
+        const char *first = strstr(cmd, "--feature-gates");
+        assert_null(strstr(first + 1, "--feature-gates"));
+        /* with etcd's checks off, the spec's gates stand alone */
+        c->consistency.etcd_checks = false;
+        _cleanup_free_ char *off = command_line(c, p, 0);
+        assert_non_null(strstr(off, " --feature-gates=StopGRPCServiceOnDefrag=true"));
+        assert_null(strstr(off, "InitialCorruptCheck"));
 }
 
 static void test_command_tls(void **state)
@@ -756,6 +839,7 @@ int main(void)
             cmocka_unit_test(test_steady_plan),
             cmocka_unit_test(test_command_base),
             cmocka_unit_test(test_command_options),
+            cmocka_unit_test(test_command_consistency),
             cmocka_unit_test(test_command_tls),
             cmocka_unit_test(test_command_extra_flags),
             cmocka_unit_test(test_pod_command_is_render_command),
