@@ -5,7 +5,7 @@
  * applies) and a non-zero exit, nothing crashes, and nothing already stored
  * is lost.
  *
- * The full disk is a real 512 KiB tmpfs when this runs as root and mount
+ * The full disk is a real 1 MiB tmpfs when this runs as root and mount
  * works; the file-size limit (RLIMIT_FSIZE with SIGXFSZ ignored, in a
  * child) runs always, so the ENOSPC-like path is covered either way. The
  * read-only directory is tested as an unprivileged user (nobody) when
@@ -291,14 +291,14 @@ static void test_full_disk(void **state)
         _cleanup_free_ char *base = test_db_path();
         _cleanup_free_ char *dir = xasprintf("%s.mnt", base);
         assert_int_equal(mkdir(dir, 0755), 0);
-        if (mount("tmpfs", dir, "tmpfs", 0, "size=512k") < 0) {
+        if (mount("tmpfs", dir, "tmpfs", 0, "size=1m") < 0) {
                 printf("# full disk: mount failed (%s); only the file-size limit case runs\n",
                        strerror(errno));
                 skip();
         }
         mounted_dir = dir;
         atexit(unmount_at_exit);
-        printf("# full disk: a real 512 KiB tmpfs\n");
+        printf("# full disk: a real 1 MiB tmpfs\n");
         _cleanup_free_ char *path = path_join(dir, "state.db");
         state_db *db = NULL;
         assert_int_equal(state_open(path, STATE_OPEN_READ_WRITE, &db), 0);
