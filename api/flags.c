@@ -602,7 +602,7 @@ int etcd_flag_check(const char *flag, const char *value, const semver *v, char *
         if (!r) {
                 _cleanup_free_ char *minors = minors_of(name);
                 const char *best = minors ? NULL : suggest(name);
-                if (minors)
+                if (minors && v)
                         *ret_why = xasprintf("--%s is not an etcd %d.%d flag (etcd %s %s it)", name,
                                              v->major, v->minor, minors,
                                              strchr(minors, ' ') ? "have" : "has");

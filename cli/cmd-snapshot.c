@@ -381,6 +381,11 @@ static int do_save(const char *cluster, const char *path, const char *to, bool v
 static int do_verify(const char *what, const char *path, const runner_flags *tf,
                      const ops_config *file)
 {
+        if (!what) {
+                fprintf(stderr,
+                        "gitcd snapshot verify: name the snapshot: gitcd snapshot verify ID\n");
+                return EXIT_USAGE;
+        }
         state_db *db = NULL;
         _cleanup_(state_snapshot_freep) state_snapshot *rec = NULL;
         int r = state_open(path, STATE_OPEN_READ_WRITE, &db);

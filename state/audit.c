@@ -201,6 +201,7 @@ static char *redact_pass(const char *text)
                         sb_append_len(&sb, copied, (size_t)(start - copied));
                 } else {
                         /* a BEGIN line kept before an earlier cut is cut after all */
+                        assert(sb.buf && out <= sb.len);
                         sb.len = out;
                         sb.buf[out] = '\0';
                 }

@@ -136,7 +136,9 @@ int read_secret_file(const char *path, const char *what, size_t max_size, char *
         assert(path && what && ret_data && ret_len && ret_err);
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
         struct stat st;
-        int k = fd < 0 || fstat(fd, &st) < 0 ? -errno : 0;
+        int k = 0;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                k = errno > 0 ? -errno : -EIO;
         if (k >= 0 && (k = secret_stat_check(&st, path, what, ret_err)) < 0)
                 return k;
         if (k >= 0)

@@ -238,6 +238,7 @@ static void test_divergent_member(void **unused)
         /* 3. gitcd run starts it again (its pid file says it died while gitcd was down) */
         int hook = harness_free_port();
         _cleanup_free_ char *cfg_text = xasprintf("interval: 1s\n"
+                                                  "allowPlainHTTP: [127.0.0.1]\n"
                                                   "sources:\n"
                                                   "  - name: main\n"
                                                   "    url: %s\n"
