@@ -121,7 +121,7 @@ static int secret_stat_check(const struct stat *st, const char *path, const char
 int secret_file_check(const char *path, const char *what, char **ret_err)
 {
         assert(path && what && ret_err);
-        struct stat st;
+        struct stat st = {0};
         if (stat(path, &st) < 0) {
                 int k = -errno;
                 *ret_err = xasprintf("cannot read the %s %s: %s", what, path, strerror(-k));
@@ -135,7 +135,7 @@ int read_secret_file(const char *path, const char *what, size_t max_size, char *
 {
         assert(path && what && ret_data && ret_len && ret_err);
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        struct stat st;
+        struct stat st = {0};
         int k = 0;
         if (fd < 0 || fstat(fd, &st) < 0)
                 k = errno > 0 ? -errno : -EIO;
