@@ -21,6 +21,22 @@
  * - Roots themselves are checked when the file is read: absolute,
  *   normalized, and neither / nor a system folder (/etc, /usr, /var/lib,
  *   ...), so a policy cannot be widened to the whole machine by accident.
+ * - The etcd binary of a systemd machine is a program gitcd runs as root
+ *   (`<etcdBinary> --version`, then the unit's ExecStart=), so it is
+ *   matched against patterns of absolute paths (hosts.etcdBinaries) whose
+ *   file name is never a bare `*`: `/opt/etcd/` + `*` + `/etcd` allows every
+ *   version installed side by side, while a pattern such as `/usr/bin/` +
+ *   `*` would allow any program there and is refused. The default is where
+ *   etcd's release tarball (docs/hosts.md), Debian's etcd-server package
+ *   and a side-by-side upgrade put it.
+ * - Paths on the gitcd host that a spec names (a local snapshot folder, a
+ *   local file to restore, the folder of an EtcdSnapshot beside the
+ *   cluster) must lie in one of the localSnapshotRoots, on every target: a
+ *   folder may be a root itself, a file lies strictly inside one. The
+ *   default is one fixed folder, /var/lib/gitcd/snapshots (the packaged
+ *   daemon's <state dir>/snapshots), never a folder that depends on where
+ *   the state of the command at hand lies: `gitcd plan` in CI, with a
+ *   state of its own, must judge a spec as the daemon does.
  * - A source's policy overrides the top-level one key by key; a key's list
  *   replaces the inherited list whole (no merging of lists: what a source
  *   may do is read in one place).
@@ -36,6 +52,7 @@
 #include <string.h>
 
 #include "api/flags.h"
+#include "api/spec.h"
 #include "intake/policy.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
@@ -110,12 +127,17 @@ policy *policy_builtin(void)
         static const char *const any[] = {"*"};
         static const char *const any_cluster[] = {"*/*"};
         static const char *const images[] = {GITCD_DEFAULT_REPOSITORY};
+        static const char *const binaries[] = {"/usr/bin/etcd", "/usr/local/bin/etcd",
+                                               "/opt/etcd/*/etcd"};
+        static const char *const local_roots[] = {POLICY_DEFAULT_LOCAL_ROOT};
         list_set(&p->namespaces, any, 1);
         list_set(&p->clusters, any_cluster, 1);
         list_set(&p->targets, any, 1);
         list_set(&p->machines, any, 1);
         list_set(&p->images, images, ARRAY_SIZE(images));
         list_set(&p->etcd_flags, NULL, 0);
+        list_set(&p->etcd_binaries, binaries, ARRAY_SIZE(binaries));
+        list_set(&p->local_roots, local_roots, ARRAY_SIZE(local_roots));
         p->data_root = (policy_root){.path = xstrdup("/var/lib/etcd"), .at = at_builtin()};
         p->tls_root = (policy_root){.path = xstrdup("/etc/etcd"), .at = at_builtin()};
         p->unit_root = (policy_root){.path = xstrdup("/etc/systemd/system"), .at = at_builtin()};
@@ -135,6 +157,8 @@ policy *policy_copy(const policy *src)
         list_copy(&p->machines, &src->machines);
         list_copy(&p->images, &src->images);
         list_copy(&p->etcd_flags, &src->etcd_flags);
+        list_copy(&p->etcd_binaries, &src->etcd_binaries);
+        list_copy(&p->local_roots, &src->local_roots);
         root_copy(&p->data_root, &src->data_root);
         root_copy(&p->tls_root, &src->tls_root);
         root_copy(&p->unit_root, &src->unit_root);
@@ -155,6 +179,8 @@ void policy_free(policy *p)
         list_release(&p->machines);
         list_release(&p->images);
         list_release(&p->etcd_flags);
+        list_release(&p->etcd_binaries);
+        list_release(&p->local_roots);
         root_release(&p->data_root);
         root_release(&p->tls_root);
         root_release(&p->unit_root);
@@ -297,13 +323,15 @@ static const char *word(parser *p, const ynode *n, const char *key)
 }
 
 typedef bool (*entry_check)(parser *p, const ynode *n, const char *key, const char *s);
+static bool check_local_root(parser *p, const ynode *n, const char *key, const char *s);
 
 /* A sequence of words into l (replacing it), each passed through check. */
 static void parse_list(parser *p, const ynode *key, const ynode *v, const char *name,
                        entry_check check, policy_list *l)
 {
         if (v->kind != YNODE_SEQ) {
-                err(p, v, "%s must be a sequence of patterns, not %s", name, ynode_type_name(v));
+                err(p, v, "%s must be a sequence of %s, not %s", name,
+                    check == check_local_root ? "folders" : "patterns", ynode_type_name(v));
                 return;
         }
         policy_list out = {.items = xcalloc(v->n + 1, sizeof(char *)), .at = at_of(p, key)};
@@ -367,12 +395,9 @@ static const char *const system_folders[] = {
     "/usr/sbin", "/usr/local/bin", "/var",  "/var/lib", "/var/log", "/var/run", "/var/tmp",
 };
 
-static void parse_root(parser *p, const ynode *key, const ynode *v, const char *name,
-                       policy_root *r)
+/* A root: absolute, normalized, neither / nor a system folder. */
+static bool check_root(parser *p, const ynode *v, const char *name, const char *s)
 {
-        const char *s = word(p, v, name);
-        if (!s)
-                return;
         /* normalized: absolute, no empty, "." or ".." component, no trailing '/' */
         bool clean = s[0] == '/' && !strstr(s, "//") && !strstr(s, "/./") && !strstr(s, "/../") &&
                      (strlen(s) == 1 || s[strlen(s) - 1] != '/');
@@ -381,16 +406,62 @@ static void parse_root(parser *p, const ynode *key, const ynode *v, const char *
                 clean = false;
         if (!clean) {
                 err(p, v, "%s: \"%s\" is not an absolute, normalized path", name, s);
-                return;
+                return false;
         }
         for (size_t i = 0; i < ARRAY_SIZE(system_folders); i++)
                 if (streq(s, system_folders[i])) {
                         err(p, v, "%s: \"%s\" is %s; name the folder gitcd may use inside it", name,
                             s, streq(s, "/") ? "the whole machine" : "a system folder");
-                        return;
+                        return false;
                 }
+        return true;
+}
+
+static void parse_root(parser *p, const ynode *key, const ynode *v, const char *name,
+                       policy_root *r)
+{
+        const char *s = word(p, v, name);
+        if (!s || !check_root(p, v, name, s))
+                return;
         root_release(r);
         *r = (policy_root){.path = xstrdup(s), .at = at_of(p, key)};
+}
+
+/*
+ * An etcd binary pattern: a path as a spec writes one (spec_path_check,
+ * with each `*` read as a letter) whose file name is more than stars.
+ */
+static bool check_binary(parser *p, const ynode *n, const char *key, const char *s)
+{
+        _cleanup_free_ char *plain = xstrdup(s);
+        for (char *c = plain; *c; c++)
+                if (*c == '*')
+                        *c = 'x';
+        _cleanup_free_ char *why = NULL;
+        if (spec_path_check(plain, SPEC_PATH_FILE, &why) < 0) {
+                err(p, n, "%s: \"%s\" is not an absolute, normalized path of a file (it %s)", key,
+                    s, why);
+                return false;
+        }
+        const char *file = strrchr(s, '/') + 1;
+        if (strspn(file, "*") == strlen(file)) {
+                err(p, n,
+                    "%s: \"%s\" allows any program in its folder, which gitcd would run as root; "
+                    "name the binary (/opt/etcd/*/etcd)",
+                    key, s);
+                return false;
+        }
+        return true;
+}
+
+/* A root on the gitcd host: a root, and no pattern (roots are compared, not matched). */
+static bool check_local_root(parser *p, const ynode *n, const char *key, const char *s)
+{
+        if (strchr(s, '*')) {
+                err(p, n, "%s: \"%s\": a root is a folder, not a pattern", key, s);
+                return false;
+        }
+        return check_root(p, n, key, s);
 }
 
 static void parse_hosts(parser *p, const ynode *m, policy *out)
@@ -413,10 +484,13 @@ static void parse_hosts(parser *p, const ynode *m, policy *out)
                         parse_root(p, k, v, "policy.hosts.unitRoot", &out->unit_root);
                 else if (streq(key, "manifestRoot"))
                         parse_root(p, k, v, "policy.hosts.manifestRoot", &out->manifest_root);
+                else if (streq(key, "etcdBinaries"))
+                        parse_list(p, k, v, "policy.hosts.etcdBinaries", check_binary,
+                                   &out->etcd_binaries);
                 else
                         err(p, k,
                             "unknown key '%s' in policy.hosts (machines, dataRoot, tlsRoot, "
-                            "unitRoot, manifestRoot)",
+                            "unitRoot, manifestRoot, etcdBinaries)",
                             key);
         }
 }
@@ -480,12 +554,15 @@ int policy_parse(const ynode *n, const char *file, const policy *base, policy **
                         parse_list(&p, k, v, "policy.etcdFlags", check_flag, &out->etcd_flags);
                 else if (streq(key, "hosts"))
                         parse_hosts(&p, v, out);
+                else if (streq(key, "localSnapshotRoots"))
+                        parse_list(&p, k, v, "policy.localSnapshotRoots", check_local_root,
+                                   &out->local_roots);
                 else if (streq(key, "approvals"))
                         parse_approvals(&p, v, out);
                 else
                         err(&p, k,
                             "unknown key '%s' in policy (namespaces, clusters, targets, hosts, "
-                            "images, etcdFlags, approvals)",
+                            "localSnapshotRoots, images, etcdFlags, approvals)",
                             key);
         }
         if (p.bad) {
@@ -557,7 +634,7 @@ static char *host_field_path(const etcd_cluster *c, size_t i, const char *field)
         return own; /* a default: the machine's entry is the place to write another */
 }
 
-static void check_root(judge *j, const policy_root *r, const char *key, const etcd_cluster *c,
+static void judge_root(judge *j, const policy_root *r, const char *key, const etcd_cluster *c,
                        size_t i, const char *field, const char *path)
 {
         int k = policy_path_within(r->path, path, false);
@@ -575,6 +652,19 @@ static void check_root(judge *j, const policy_root *r, const char *key, const et
                        machine, r->path);
 }
 
+/* systemd: the program gitcd runs as root on machine i. */
+static void check_binary_allowed(judge *j, const policy *p, const etcd_cluster *c, size_t i)
+{
+        const host_spec *h = &c->hosts.items[i];
+        if (policy_list_matches(&p->etcd_binaries, h->etcd_binary))
+                return;
+        _cleanup_free_ char *at = host_field_path(c, i, "etcdBinary");
+        _cleanup_free_ char *allowed = list_text(&p->etcd_binaries);
+        refuse(j, &p->etcd_binaries.at, "hosts.etcdBinaries", at,
+               "runs %s as etcd on %s, a program this source may not run there (allowed: %s)",
+               h->etcd_binary, h->address, allowed);
+}
+
 static void check_hosts(judge *j, const policy *p, const etcd_cluster *c)
 {
         _cleanup_free_ char *machines = list_text(&p->machines);
@@ -587,15 +677,71 @@ static void check_hosts(judge *j, const policy *p, const etcd_cluster *c)
                                "(allowed: %s)",
                                h->address, machines);
                 }
-                check_root(j, &p->data_root, "hosts.dataRoot", c, i, "dataDir", h->data_dir);
-                check_root(j, &p->tls_root, "hosts.tlsRoot", c, i, "tlsDir", h->tls_dir);
-                if (h->mode == HOST_MODE_SYSTEMD)
-                        check_root(j, &p->unit_root, "hosts.unitRoot", c, i, "unitDir",
+                judge_root(j, &p->data_root, "hosts.dataRoot", c, i, "dataDir", h->data_dir);
+                judge_root(j, &p->tls_root, "hosts.tlsRoot", c, i, "tlsDir", h->tls_dir);
+                if (h->mode == HOST_MODE_SYSTEMD) {
+                        judge_root(j, &p->unit_root, "hosts.unitRoot", c, i, "unitDir",
                                    h->unit_dir);
-                else
-                        check_root(j, &p->manifest_root, "hosts.manifestRoot", c, i, "manifestDir",
+                        check_binary_allowed(j, p, c, i);
+                } else
+                        judge_root(j, &p->manifest_root, "hosts.manifestRoot", c, i, "manifestDir",
                                    h->manifest_dir);
         }
+}
+
+/*
+ * Whether path lies in one of the local roots: a folder in one or one
+ * itself, a file strictly inside. 1, 0, or -EINVAL when path is not an
+ * absolute path free of "." and "..".
+ */
+static int local_within(const policy_list *roots, const char *path, bool file)
+{
+        int k = 0;
+        for (size_t i = 0; i < roots->n && k == 0; i++)
+                k = policy_path_within(roots->items[i], path, file);
+        return k;
+}
+
+static char *local_refusal(const policy_list *roots, const char *what, const char *path, int k)
+{
+        if (k < 0)
+                return xasprintf("%s %s on the gitcd host, which is not an absolute path free of . "
+                                 "and .. components",
+                                 what, path);
+        _cleanup_free_ char *allowed = list_text(roots);
+        return xasprintf("%s %s on the gitcd host, which is not in %s%s", what, path,
+                         roots->n > 1 ? "any of " : "", allowed);
+}
+
+/* A location of the spec on the gitcd host (spec_path: where the spec names it). */
+static void check_local(judge *j, const policy *p, const storage_location *l, bool file,
+                        const char *what, const char *spec_path)
+{
+        if (l->kind != DEST_LOCAL || !l->path)
+                return;
+        int k = local_within(&p->local_roots, l->path, file);
+        if (k == 1)
+                return;
+        _cleanup_free_ char *why = local_refusal(&p->local_roots, what, l->path, k);
+        refuse(j, &p->local_roots.at, "localSnapshotRoots", spec_path, "%s", why);
+}
+
+/* The folder an EtcdSnapshot document beside the cluster names, at that document's line. */
+static void check_declared(judge *j, const policy *p, const declared_snapshot *ds)
+{
+        const storage_location *l = &ds->destination;
+        if (l->kind != DEST_LOCAL || !l->path)
+                return;
+        int k = local_within(&p->local_roots, l->path, false);
+        if (k == 1)
+                return;
+        _cleanup_free_ char *why =
+            local_refusal(&p->local_roots, "writes a snapshot to", l->path, k);
+        const policy_at *at = &p->local_roots.at;
+        diag_add(j->diags, DIAG_ERROR, at->file ? at->file : POLICY_BUILTIN, at->line, at->col,
+                 "policy.localSnapshotRoots: %s (%s, %s:%d:%d) %s; %s", j->id, ds->object,
+                 ds->file ? ds->file : "?", ds->line, ds->col, why, j->then);
+        j->n++;
 }
 
 static bool runs_pods(const etcd_cluster *c)
@@ -655,6 +801,12 @@ size_t policy_check(const policy *p, const etcd_cluster *c, const char *target, 
                                repo, allowed);
                 }
         }
+        check_local(&j, p, &c->snapshots.destination, false, "writes snapshots to",
+                    "spec.snapshots.destination.local.path");
+        check_local(&j, p, &c->restore.source, true, "restores from",
+                    "spec.bootstrap.restore.source.local.path");
+        for (size_t i = 0; i < c->n_declared; i++)
+                check_declared(&j, p, &c->declared[i]);
         for (size_t i = 0; i < c->options.extra_flags.n; i++) {
                 const char *flag = c->options.extra_flags.items[i].key;
                 if (!etcd_flag_needs_policy(flag))

@@ -6,8 +6,10 @@
  *
  * A policy holds: the namespaces and clusters a source may define, the
  * targets it may use, for the hosts target the machines it may place
- * members on and the roots every folder gitcd creates or deletes on a
- * machine must lie in, the image repositories it may run, the etcd flags
+ * members on, the roots every folder gitcd creates or deletes on a
+ * machine must lie in and the etcd binaries it may run there, the folders
+ * on the gitcd host itself a spec may name for snapshots (written to, or
+ * restored from), the image repositories it may run, the etcd flags
  * beyond the safe set it may set, and which kinds of change need more than
  * one trusted signer (approvals). docs/operating.md lists every key;
  * docs/security.md the threat and the approvals design.
@@ -33,7 +35,10 @@ typedef struct policy_at {
         int line, col;
 } policy_at;
 
-/* A list of patterns: `*` matches any run of characters but '/'. */
+/*
+ * A list of patterns (`*` matches any run of characters but '/'), or of
+ * roots (absolute, normalized folders, no pattern) where a field says so.
+ */
 typedef struct policy_list {
         char **items;
         size_t n;
@@ -74,10 +79,19 @@ typedef struct policy {
         policy_root tls_root;      /* hosts: every tlsDir inside (or the root itself) */
         policy_root unit_root;     /* hosts, systemd: every unitDir inside */
         policy_root manifest_root; /* hosts, staticPod: every manifestDir inside */
-        policy_list images;        /* image repositories (Kubernetes, hosts staticPod) */
-        policy_list etcd_flags;    /* flags beyond the safe set (etcd_flag_needs_policy) */
+        policy_list etcd_binaries; /* hosts, systemd: etcdBinary patterns (absolute paths) */
+        /*
+         * Roots on the gitcd host: every local snapshot folder in one of
+         * them (or one itself), every local file a restore reads inside one.
+         */
+        policy_list local_roots;
+        policy_list images;     /* image repositories (Kubernetes, hosts staticPod) */
+        policy_list etcd_flags; /* flags beyond the safe set (etcd_flag_needs_policy) */
         policy_approval approvals[POLICY_N_CHANGES];
 } policy;
+
+/* The built-in policy.localSnapshotRoots: the packaged daemon's <state dir>/snapshots. */
+#define POLICY_DEFAULT_LOCAL_ROOT "/var/lib/gitcd/snapshots"
 
 /* gitcd's built-in policy (docs/operating.md, "The policy"). */
 policy *policy_builtin(void);
@@ -115,8 +129,10 @@ int policy_path_within(const char *root, const char *path, bool strict);
  * key's location for every rule it breaks, naming where the spec asks for
  * it; returns how many. target is the target's name; hosts_target and
  * runs_images say whether it runs members on spec.hosts and runs container
- * images (the hosts target's staticPod machines run images too). exists
- * picks "not changed" over "not taken in" in the messages.
+ * images (the hosts target's staticPod machines run images too). Paths on
+ * the gitcd host (local snapshot folders and restore files, those of the
+ * snapshot documents beside the cluster included) are judged on every
+ * target. exists picks "not changed" over "not taken in" in the messages.
  */
 size_t policy_check(const policy *p, const etcd_cluster *c, const char *target, bool hosts_target,
                     bool runs_images, bool exists, diag_list *diags);

@@ -118,7 +118,48 @@ void e2e_free(e2e *e)
         free(e->root);
         free(e->source);
         free(e->state_dir);
+        free(e->config);
         free(e);
+}
+
+void e2e_set_policy(e2e *e, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *keys = xvasprintf(fmt, ap);
+        va_end(ap);
+        _cleanup_free_ char *text = xasprintf("policy: {%s}\n", keys);
+        free(e->config);
+        e->config = path_join(e->root, "gitcd.yaml");
+        assert_int_equal(write_file_atomic(e->config, text, strlen(text), 0644), 0);
+}
+
+/*
+ * argv (argv[0] the binary, argv[1] the command) with --config <e->config>
+ * after the command when the test set a policy, the command reads one
+ * (apply, plan, run) and names no file of its own. A new array of the same
+ * strings; free() it.
+ */
+static const char **with_config(const e2e *e, const char *const *argv)
+{
+        size_t n = 0;
+        bool has = false;
+        for (; argv[n]; n++)
+                if (streq(argv[n], "--config"))
+                        has = true;
+        const char **out = xcalloc(n + 3, sizeof(char *));
+        const char *cmd = n > 1 ? argv[1] : "";
+        bool add =
+            e->config && !has && (streq(cmd, "apply") || streq(cmd, "plan") || streq(cmd, "run"));
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+                out[k++] = argv[i];
+                if (i == 1 && add) {
+                        out[k++] = "--config";
+                        out[k++] = e->config;
+                }
+        }
+        return out;
 }
 
 void e2e_write_file(e2e *e, const char *file, const char *text)
@@ -145,9 +186,10 @@ void e2e_write_cluster(e2e *e, const char *file, const char *name, int replicas,
         free(text);
 }
 
-static int run_argv(e2e *e, const char *failpoint, char **argv, char **ret_stdout,
+static int run_argv(e2e *e, const char *failpoint, char **args, char **ret_stdout,
                     char **ret_stderr)
 {
+        _cleanup_free_ const char **argv = with_config(e, (const char *const *)args);
         int out[2] = {-1, -1};
         _cleanup_free_ char *err_path = ret_stderr ? path_join(e->root, "stderr.txt") : NULL;
         if (ret_stdout)
@@ -177,7 +219,7 @@ static int run_argv(e2e *e, const char *failpoint, char **argv, char **ret_stdou
                         if (getenv("GITCD_E2E_VERBOSE") == NULL)
                                 dup2(devnull, STDOUT_FILENO);
                 }
-                execv(e->bin, argv);
+                execv(e->bin, (char **)argv);
                 _exit(127);
         }
         strbuf sb = STRBUF_INIT;
@@ -251,6 +293,7 @@ pid_t e2e_start_daemon(e2e *e, const char *const *extra_args)
         for (size_t i = 0; extra_args && extra_args[i] && n < ARRAY_SIZE(argv) - 1; i++)
                 argv[n++] = extra_args[i];
         argv[n] = NULL;
+        _cleanup_free_ const char **full = with_config(e, argv);
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
@@ -258,7 +301,7 @@ pid_t e2e_start_daemon(e2e *e, const char *const *extra_args)
                 char *log = xasprintf("%s/daemon.log", e->root);
                 if (!freopen(log, "w", stderr) || !freopen("/dev/null", "w", stdout))
                         _exit(126);
-                execv(e->bin, (char **)argv);
+                execv(e->bin, (char **)full);
                 _exit(127);
         }
         harness_track_pid(pid);
@@ -272,6 +315,7 @@ pid_t e2e_start(e2e *e, const char *const *args, const char *log_name)
         for (size_t i = 0; args[i] && n < ARRAY_SIZE(argv) - 1; i++)
                 argv[n++] = args[i];
         argv[n] = NULL;
+        _cleanup_free_ const char **full = with_config(e, argv);
         char *log = path_join(e->root, log_name);
         pid_t pid = fork();
         assert_true(pid >= 0);
@@ -281,7 +325,7 @@ pid_t e2e_start(e2e *e, const char *const *args, const char *log_name)
                 unsetenv("GITCD_FAILPOINT");
                 if (!freopen(log, "w", stderr) || dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
                         _exit(126);
-                execv(e->bin, (char **)argv);
+                execv(e->bin, (char **)full);
                 _exit(127);
         }
         free(log);

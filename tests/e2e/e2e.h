@@ -23,11 +23,22 @@ typedef struct e2e {
         char *source;    /* root/source: the EtcdCluster files */
         char *state_dir; /* root/state: GITCD_STATE_DIR */
         const char *bin; /* gitcd */
+        char *config;    /* root/gitcd.yaml once e2e_set_policy() wrote it; NULL: none */
 } e2e;
 
 e2e *e2e_new(void);
 /* Kill every member process, remove the folders. */
 void e2e_free(e2e *e);
+
+/*
+ * The operator's policy of this test: write root/gitcd.yaml holding
+ * `policy: {<fmt...>}` (keys in YAML's flow style: "localSnapshotRoots:
+ * [/x]") and give it with --config to every later apply, plan and run these
+ * helpers start (e2e_apply, e2e_run*, e2e_start*) that names no --config of
+ * its own. Without it they give none (gitcd then reads /etc/gitcd/gitcd.yaml
+ * where it exists, else takes its built-in policy).
+ */
+void e2e_set_policy(e2e *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Write source/<file> with a native EtcdCluster named `name` in namespace default. */
 void e2e_write_cluster(e2e *e, const char *file, const char *name, int replicas,

@@ -36,12 +36,24 @@ hosts_lab *hosts_lab_start(size_t n, const char *version)
         l->peer_port = harness_free_port();
         l->metrics_port = harness_free_port();
         l->ports = xasprintf("%d,%d,%d", l->client_port, l->peer_port, l->metrics_port);
-        /* The machines' "system" folders are under their roots, inside the lab's folder. */
+        /*
+         * The machines' "system" folders are under their roots, inside the
+         * lab's folder; their etcd (systemd) is the test cache's, of any
+         * version; snapshot files the specs name on the gitcd host go in
+         * the lab's snapshots/.
+         */
         l->config = path_join(l->ssh->dir, "gitcd.yaml");
-        _cleanup_free_ char *policy =
-            xasprintf("policy:\n  hosts:\n    dataRoot: %s\n    tlsRoot: %s\n"
-                      "    unitRoot: %s\n    manifestRoot: %s\n",
-                      l->ssh->dir, l->ssh->dir, l->ssh->dir, l->ssh->dir);
+        l->snapshots = path_join(l->ssh->dir, "snapshots");
+        _cleanup_free_ char *etcd = harness_etcd_path(version, "etcd");
+        _cleanup_free_ char *suffix = xasprintf("/%s/etcd", version);
+        size_t cut = strlen(etcd) - strlen(suffix);
+        assert_string_equal(etcd + cut, suffix);
+        l->etcd_binaries = xasprintf("%.*s/*/etcd", (int)cut, etcd);
+        _cleanup_free_ char *policy = xasprintf(
+            "policy:\n  hosts:\n    dataRoot: %s\n    tlsRoot: %s\n"
+            "    unitRoot: %s\n    manifestRoot: %s\n"
+            "    etcdBinaries: [\"%s\"]\n  localSnapshotRoots: [%s]\n",
+            l->ssh->dir, l->ssh->dir, l->ssh->dir, l->ssh->dir, l->etcd_binaries, l->snapshots);
         if (write_file_atomic(l->config, policy, strlen(policy), 0644) < 0) {
                 hosts_lab_free(l);
                 return NULL;
@@ -81,6 +93,8 @@ void hosts_lab_free(hosts_lab *l)
         sshd_lab_free(l->ssh);
         free(l->ports);
         free(l->config);
+        free(l->snapshots);
+        free(l->etcd_binaries);
         free(l);
 }
 

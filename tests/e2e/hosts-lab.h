@@ -9,9 +9,10 @@
  * writer whose every acknowledged key is read back at the end.
  *
  * The machines' folders (data, TLS, units, manifests) lie under the lab's
- * folder, not under /var/lib/etcd and /etc: the lab's configuration file
- * (config) holds the operator's policy that allows them, and apply, plan
- * and run get it with --config.
+ * folder, not under /var/lib/etcd and /etc, and their etcd binary is the
+ * test cache's: the lab's configuration file (config) holds the operator's
+ * policy that allows them (and snapshot files on the gitcd host in the
+ * lab's snapshots/), and apply, plan and run get it with --config.
  */
 #pragma once
 
@@ -25,8 +26,10 @@ typedef struct hosts_lab {
         sshd_lab *ssh;
         hostagent *agent;
         int client_port, peer_port, metrics_port;
-        char *ports;  /* --hosts-ports C,P,M */
-        char *config; /* gitcd.yaml: a policy whose roots are the lab's folder */
+        char *ports;         /* --hosts-ports C,P,M */
+        char *config;        /* gitcd.yaml: a policy whose roots are the lab's folder */
+        char *snapshots;     /* <lab>/snapshots: the policy's one local snapshot root */
+        char *etcd_binaries; /* "<etcd cache>/<version: a star>/etcd": hosts.etcdBinaries */
 } hosts_lab;
 
 /*

@@ -5,13 +5,17 @@
  * (a simulator: no kubelet runs here), real etcd 3.5.16.
  *
  * The policy lets the source place members on 127.0.0.2 and .3 only, with
- * every folder under the lab's; images stay the built-in ones. One
- * revision defines four clusters: one within the policy (it runs), one on
- * 127.0.0.4 (policy.hosts.machines), one whose dataDir lies outside the
- * data root (policy.hosts.dataRoot) and one running another image
- * repository in a static Pod (policy.images). Each refused cluster is
- * refused alone, with the policy's line, audited, shown by plan and
- * status, and nothing of it is written on any machine.
+ * every folder under the lab's and the etcd binaries of the test cache;
+ * images stay the built-in ones. One revision defines five clusters: one
+ * within the policy (it runs), one on 127.0.0.4 (policy.hosts.machines),
+ * one whose dataDir lies outside the data root (policy.hosts.dataRoot),
+ * one running another image repository in a static Pod (policy.images)
+ * and a systemd one whose etcdBinary is another program
+ * (policy.hosts.etcdBinaries). Each refused cluster is refused alone, with
+ * the policy's line, audited, shown by plan and status, and nothing of it
+ * is written on any machine; the program named as etcdBinary (a script
+ * that leaves a mark when it runs) never runs, not even as
+ * `etcdBinary --version`.
  */
 #include <jansson.h>
 #include <setjmp.h>
@@ -61,6 +65,33 @@ static void write_cluster(e2e *e, const char *name, size_t i, const char *spec_e
         e2e_write_file(e, file, text);
 }
 
+/*
+ * A one-member systemd cluster on machine i whose etcdBinary is program, a
+ * script that creates marker whenever it runs (as etcd would answer
+ * --version, so that only the policy stops it).
+ */
+static void write_systemd_cluster(e2e *e, const char *name, size_t i, const char *program,
+                                  const char *marker)
+{
+        _cleanup_free_ char *script = xasprintf("#!/bin/sh\ntouch '%s'\n"
+                                                "echo 'etcd Version: " VERSION "'\n",
+                                                marker);
+        assert_int_equal(write_file_atomic(program, script, strlen(script), 0755), 0);
+        _cleanup_free_ char *units = hosts_lab_units(L, i);
+        _cleanup_free_ char *own = hosts_lab_data_dir(L, i, name);
+        _cleanup_free_ char *rel = xasprintf("/etc/etcd/default-%s/pki", name);
+        _cleanup_free_ char *tls = hosts_lab_path(L, i, rel);
+        _cleanup_free_ char *text = xasprintf(
+            "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: %s\n"
+            "spec:\n  replicas: 1\n  version: \"" VERSION "\"\n"
+            "  hosts:\n    mode: systemd\n    machines:\n"
+            "    - address: %s\n      ssh: {port: %d}\n      dataDir: %s\n"
+            "      unitDir: %s\n      etcdBinary: %s\n      tlsDir: %s\n",
+            name, L->ssh->machines[i].address, L->ssh->machines[i].port, own, units, program, tls);
+        _cleanup_free_ char *file = xasprintf("%s.yaml", name);
+        e2e_write_file(e, file, text);
+}
+
 static int audited(e2e *e, const char *name, const char *action)
 {
         return e2e_audit_count(e, name, action);
@@ -95,9 +126,10 @@ static void test_policy(void **state)
                       "policy:\n"
                       "  hosts:\n"
                       "    machines: [\"%s\", \"%s\"]\n"
-                      "    dataRoot: %s\n    tlsRoot: %s\n    unitRoot: %s\n    manifestRoot: %s\n",
+                      "    dataRoot: %s\n    tlsRoot: %s\n    unitRoot: %s\n    manifestRoot: %s\n"
+                      "    etcdBinaries: [\"%s\"]\n",
                       L->ssh->machines[0].address, L->ssh->machines[1].address, L->ssh->dir,
-                      L->ssh->dir, L->ssh->dir, L->ssh->dir);
+                      L->ssh->dir, L->ssh->dir, L->ssh->dir, L->etcd_binaries);
         assert_int_equal(write_file_atomic(L->config, policy, strlen(policy), 0644), 0);
 
         write_cluster(e, "good", 0, NULL, NULL);
@@ -105,6 +137,10 @@ static void test_policy(void **state)
         /* outside the lab, so outside the data root (and never created: it is refused first) */
         write_cluster(e, "faraway", 1, NULL, "/var/lib/etcd-gitcd-policy-test/faraway");
         write_cluster(e, "image", 1, "  repository: registry.example.com/etcd\n", NULL);
+        /* a program of the lab's folder as etcd: within every root, outside etcdBinaries */
+        _cleanup_free_ char *program = path_join(L->ssh->dir, "not-etcd");
+        _cleanup_free_ char *marker = path_join(L->ssh->dir, "not-etcd.ran");
+        write_systemd_cluster(e, "binary", 1, program, marker);
 
         char *out = NULL, *err = NULL;
         assert_int_equal(hosts_lab_cmd(L, e, "plan", NULL, &out, &err, NULL, NULL), 1);
@@ -123,7 +159,14 @@ static void test_policy(void **state)
                              "(image.yaml:8:15) runs the image repository "
                              "registry.example.com/etcd, which this source may not run (allowed: "
                              "quay.io/coreos/etcd)");
-        assert_contains(out, "Plan: 1 to create, 0 to change, 0 to delete, 3 rejected.");
+        assert_contains(out, "! rejected default/binary");
+        _cleanup_free_ char *binary_line =
+            xasprintf("gitcd.yaml:9:5: error: policy.hosts.etcdBinaries: default/binary "
+                      "(binary.yaml:15:19) runs %s as etcd on 127.0.0.3, a program this source "
+                      "may not run there (allowed: %s); the cluster is not taken in",
+                      program, L->etcd_binaries);
+        assert_contains(out, binary_line);
+        assert_contains(out, "Plan: 1 to create, 0 to change, 0 to delete, 4 rejected.");
         free(out), free(err), out = err = NULL;
 
         int k = hosts_lab_cmd(L, e, "apply", NULL, &out, &err, "--timeout", "120s");
@@ -131,6 +174,7 @@ static void test_policy(void **state)
         assert_contains(err, "error: policy.hosts.machines: default/stranger");
         assert_contains(err, "error: policy.hosts.dataRoot: default/faraway");
         assert_contains(err, "error: policy.images: default/image");
+        assert_contains(err, "error: policy.hosts.etcdBinaries: default/binary");
         free(out), free(err), out = err = NULL;
 
         /* the cluster within the policy runs; the others are refused, each alone */
@@ -138,6 +182,12 @@ static void test_policy(void **state)
         assert_refused(e, "stranger", "policy.hosts.machines");
         assert_refused(e, "faraway", "policy.hosts.dataRoot");
         assert_refused(e, "image", "policy.images");
+        assert_refused(e, "binary", "policy.hosts.etcdBinaries");
+        /* the program never ran (not even as --version) and no unit names it */
+        assert_false(path_exists(marker));
+        _cleanup_free_ char *units = hosts_lab_units(L, 1);
+        _cleanup_free_ char *unit = path_join(units, "etcd-default-binary.service");
+        assert_false(path_exists(unit));
         assert_false(path_exists("/var/lib/etcd-gitcd-policy-test"));
 
         /* applied again at the same head: audited once */

@@ -33,8 +33,8 @@
 #define MACHINES 3
 #define CL       "copy"
 
-/* A 1-member local cluster "src" with keys keys, snapshotted; returns the file. */
-static char *source_snapshot(e2e *e, const char *version, int keys)
+/* A 1-member local cluster "src" with keys keys, snapshotted into folder; returns the file. */
+static char *source_snapshot(e2e *e, const char *version, int keys, const char *folder)
 {
         _cleanup_free_ char *spec =
             xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n"
@@ -44,7 +44,6 @@ static char *source_snapshot(e2e *e, const char *version, int keys)
         assert_int_equal(e2e_apply(e, NULL, 90), 0);
         _cleanup_free_ char *eps = e2e_endpoints(e, "src");
         e2e_fill_keys(eps, keys);
-        _cleanup_free_ char *folder = xasprintf("%s/backups", e->root);
         _cleanup_free_ char *out = NULL, *err = NULL;
         const char *args[] = {"snapshot", "save", "default/src", "--to", folder, NULL};
         if (e2e_runv(e, &out, &err, args) != 0)
@@ -82,7 +81,8 @@ static void restore_case(const char *version, int keys)
         hosts_lab *L = hosts_lab_start(MACHINES, version);
         assert_non_null(L);
         e2e *src = e2e_new();
-        _cleanup_free_ char *snap = source_snapshot(src, version, keys);
+        /* in the lab's snapshots/, the folder its policy allows specs to restore from */
+        _cleanup_free_ char *snap = source_snapshot(src, version, keys, L->snapshots);
         _cleanup_free_ char *src_eps = e2e_endpoints(src, "src");
         uint64_t src_id = cluster_id(src_eps, 1);
 

@@ -107,6 +107,8 @@ static void test_restore(void **state)
         e2e_kill_members(src);
 
         e2e *e = e2e_new();
+        /* the snapshot file on the gitcd host, in the source cluster's folder */
+        e2e_set_policy(e, "localSnapshotRoots: [%s]", src->root);
         _cleanup_free_ char *spec = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
                                               "kind: EtcdCluster\n"
                                               "metadata:\n"

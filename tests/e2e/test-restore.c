@@ -122,6 +122,8 @@ static void restore_case(const char *version, int keys, int replicas, bool refus
         if (!e2e_have_version(version))
                 skip();
         e2e *e = e2e_new();
+        /* the snapshot files the specs restore from: on the gitcd host, under root */
+        e2e_set_policy(e, "localSnapshotRoots: [%s]", e->root);
         write_cluster(e, "src", 1, version, NULL);
         assert_int_equal(e2e_apply(e, NULL, APPLY_TIMEOUT), 0);
         char *eps = e2e_endpoints(e, "src");

@@ -213,6 +213,8 @@ static void test_upgrades(void **state)
                 skip();
         }
         e2e *e = e2e_new();
+        /* the snapshots the spec keeps in root/snaps: a folder on the gitcd host */
+        e2e_set_policy(e, "localSnapshotRoots: [%s]", e->root);
         const char *versions[] = {"3.4.23", "3.5.16", newest};
         _cleanup_free_ char *dir = etcd_dir(e, versions, 3);
         _cleanup_free_ char *saved = xstrdup_null(getenv("GITCD_ETCD_DIR"));

@@ -125,6 +125,16 @@ static void test_builtin(void **state)
         assert_int_equal(p->etcd_flags.n, 0);
         assert_false(policy_wants_approvals(p, NULL));
         assert_string_equal(p->data_root.at.file, POLICY_BUILTIN);
+        /* etcd where its release tarball, Debian's package and a side-by-side upgrade put it */
+        assert_true(policy_list_matches(&p->etcd_binaries, "/usr/local/bin/etcd"));
+        assert_true(policy_list_matches(&p->etcd_binaries, "/usr/bin/etcd"));
+        assert_true(policy_list_matches(&p->etcd_binaries, "/opt/etcd/3.5.17/etcd"));
+        assert_false(policy_list_matches(&p->etcd_binaries, "/opt/etcd/3.5.17/bin/etcd"));
+        assert_false(policy_list_matches(&p->etcd_binaries, "/bin/sh"));
+        assert_false(policy_list_matches(&p->etcd_binaries, "/usr/local/bin/etcdctl"));
+        assert_int_equal(p->local_roots.n, 1);
+        assert_string_equal(p->local_roots.items[0], "/var/lib/gitcd/snapshots");
+        assert_string_equal(p->local_roots.at.file, POLICY_BUILTIN);
         /* without a file, a configuration has the built-in policy too */
         ops_config *c = ops_config_new();
         assert_non_null(c->policy);
@@ -228,6 +238,30 @@ static void test_bad_lines(void **state)
                      "gitcd.yaml:3:15: error: policy.hosts.dataRoot: \"/\" is the whole machine");
         expect_error("policy:\n  hosts:\n    root: /srv\n",
                      "gitcd.yaml:3:5: error: unknown key 'root' in policy.hosts");
+        expect_error("policy:\n  hosts:\n    etcdBinaries: [etcd]\n",
+                     "gitcd.yaml:3:20: error: policy.hosts.etcdBinaries: \"etcd\" is not an "
+                     "absolute, normalized path of a file (it must be an absolute path)");
+        expect_error("policy:\n  hosts:\n    etcdBinaries: [/opt/etcd/../../bin/sh]\n",
+                     "gitcd.yaml:3:20: error: policy.hosts.etcdBinaries: "
+                     "\"/opt/etcd/../../bin/sh\" is not an absolute, normalized path");
+        expect_error("policy:\n  hosts:\n    etcdBinaries: [\"/usr/bin/*\"]\n",
+                     "gitcd.yaml:3:20: error: policy.hosts.etcdBinaries: \"/usr/bin/*\" allows "
+                     "any program in its folder, which gitcd would run as root");
+        expect_error("policy:\n  hosts:\n    etcdBinaries: /usr/bin/etcd\n",
+                     "gitcd.yaml:3:19: error: policy.hosts.etcdBinaries must be a sequence of "
+                     "patterns");
+        expect_error("policy:\n  localSnapshotRoots: /srv/backups\n",
+                     "gitcd.yaml:2:23: error: policy.localSnapshotRoots must be a sequence of "
+                     "folders");
+        expect_error("policy:\n  localSnapshotRoots: [/var/lib]\n",
+                     "gitcd.yaml:2:24: error: policy.localSnapshotRoots: \"/var/lib\" is a system "
+                     "folder");
+        expect_error("policy:\n  localSnapshotRoots: [backups]\n",
+                     "gitcd.yaml:2:24: error: policy.localSnapshotRoots: \"backups\" is not an "
+                     "absolute, normalized path");
+        expect_error("policy:\n  localSnapshotRoots: [\"/srv/*\"]\n",
+                     "gitcd.yaml:2:24: error: policy.localSnapshotRoots: \"/srv/*\": a root is a "
+                     "folder, not a pattern");
         expect_error("policy:\n  approvals:\n    recovery: two\n",
                      "gitcd.yaml:3:15: error: policy.approvals.recovery: the number of distinct");
         expect_error("policy:\n  approvals:\n    recovery: 17\n",
@@ -360,6 +394,182 @@ static void test_check_allowed(void **state)
         ops_config_free(cfg);
 }
 
+/* The etcd binary of a systemd machine: the program gitcd runs there as root. */
+static void test_check_binary(void **state)
+{
+        (void)state;
+        _cleanup_(policy_freep) policy *builtin = policy_builtin();
+        _cleanup_(etcd_cluster_freep) etcd_cluster *c =
+            cluster("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                    "metadata: {name: main, namespace: prod}\n"
+                    "spec:\n  replicas: 3\n  version: \"3.5.16\"\n"
+                    "  hosts:\n    mode: systemd\n    etcdBinary: /bin/sh\n    machines:\n"
+                    "    - address: 10.0.1.5\n"
+                    "    - address: 10.0.1.6\n      etcdBinary: /opt/etcd/3.5.16/etcd\n"
+                    "    - address: 10.0.1.7\n      etcdBinary: /usr/bin/python3\n");
+        diag_list d = DIAG_LIST_INIT;
+        size_t n = policy_check(builtin, c, "hosts", true, false, false, &d);
+        if (n != 2) {
+                diag_print(&d, stderr);
+                fail_msg("%zu refusals, not 2", n);
+        }
+        /* at the hosts-level key for the machine that inherits it, at its own key for the other */
+        assert_true(has(&d, "(built-in policy): error: policy.hosts.etcdBinaries: prod/main "
+                            "(c.yaml:9:17) runs /bin/sh as etcd on 10.0.1.5, a program this source "
+                            "may not run there (allowed: /usr/bin/etcd, /usr/local/bin/etcd, "
+                            "/opt/etcd/*/etcd); the cluster is not taken in"));
+        assert_true(has(&d, "policy.hosts.etcdBinaries: prod/main (c.yaml:15:19) runs "
+                            "/usr/bin/python3 as etcd on 10.0.1.7"));
+        assert_false(has(&d, "10.0.1.6"));
+        diag_list_release(&d);
+        /* not on another target: the hosts rules do not apply there */
+        assert_int_equal(policy_check(builtin, c, "local", false, false, false, &d), 0);
+
+        /* the operator's own list, at its line */
+        ops_config *cfg = NULL;
+        _cleanup_free_ char *diags = NULL;
+        assert_int_equal(
+            load("policy:\n  hosts:\n    etcdBinaries: [\"/srv/etcd-*/etcd\"]\n", &cfg, &diags), 0);
+        _cleanup_(etcd_cluster_freep) etcd_cluster *ok =
+            cluster("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                    "metadata: {name: main, namespace: prod}\n"
+                    "spec:\n  replicas: 1\n  version: \"3.5.16\"\n"
+                    "  hosts:\n    mode: systemd\n    etcdBinary: /srv/etcd-3.5.16/etcd\n"
+                    "    machines:\n    - address: 10.0.1.5\n");
+        assert_int_equal(policy_check(cfg->policy, ok, "hosts", true, false, false, &d), 0);
+        /* the default binary is no longer allowed by a list that does not name it */
+        _cleanup_(etcd_cluster_freep) etcd_cluster *dflt =
+            cluster("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                    "metadata: {name: main, namespace: prod}\n"
+                    "spec:\n  replicas: 1\n  version: \"3.5.16\"\n"
+                    "  hosts:\n    mode: systemd\n    machines:\n    - address: 10.0.1.5\n");
+        assert_int_equal(policy_check(cfg->policy, dflt, "hosts", true, false, true, &d), 1);
+        assert_true(has(&d, "gitcd.yaml:3:5: error: policy.hosts.etcdBinaries: prod/main "
+                            "(c.yaml:10:7) runs /usr/local/bin/etcd as etcd on 10.0.1.5"));
+        assert_true(has(&d, "(allowed: /srv/etcd-*/etcd); the cluster is not changed"));
+        diag_list_release(&d);
+        ops_config_free(cfg);
+}
+
+/* Folders and files on the gitcd host a spec names: in the local roots, on every target. */
+static void test_check_local(void **state)
+{
+        (void)state;
+        _cleanup_(policy_freep) policy *builtin = policy_builtin();
+        static const char head[] = "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                                   "metadata: {name: main, namespace: prod}\n"
+                                   "spec:\n  replicas: 1\n  version: \"3.5.16\"\n";
+        diag_list d = DIAG_LIST_INIT;
+
+        /* inside the root, and the root itself, for a folder of snapshots */
+        const char *const good[] = {
+            "  snapshots:\n    schedule: \"0 * * * *\"\n    destination:\n      local: {path: "
+            "/var/lib/gitcd/snapshots/prod}\n",
+            "  snapshots:\n    schedule: \"0 * * * *\"\n    destination:\n      local: {path: "
+            "/var/lib/gitcd/snapshots}\n",
+            "  bootstrap:\n    restore:\n      source:\n"
+            "        local: {path: /var/lib/gitcd/snapshots/prod/main.db}\n",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
+                _cleanup_free_ char *y = xasprintf("%s%s", head, good[i]);
+                _cleanup_(etcd_cluster_freep) etcd_cluster *c = cluster(y);
+                size_t n = policy_check(builtin, c, "local", false, false, false, &d);
+                if (n != 0) {
+                        diag_print(&d, stderr);
+                        fail_msg("good[%zu] refused", i);
+                }
+        }
+
+        /* outside: refused at the spec's line, whatever the target */
+        _cleanup_free_ char *y =
+            xasprintf("%s  snapshots:\n    schedule: \"0 * * * *\"\n    destination:\n"
+                      "      local: {path: /srv/team-b}\n"
+                      "  bootstrap:\n    restore:\n      source:\n"
+                      "        local: {path: /var/lib/gitcd/state.db}\n",
+                      head);
+        _cleanup_(etcd_cluster_freep) etcd_cluster *c = cluster(y);
+        for (int k = 0; k < 3; k++) {
+                const char *target = k == 0 ? "local" : k == 1 ? "kubernetes" : "hosts";
+                size_t n = policy_check(builtin, c, target, k == 2, k == 1, false, &d);
+                if (n != 2) {
+                        diag_print(&d, stderr);
+                        fail_msg("%zu refusals on %s, not 2", n, target);
+                }
+                assert_true(has(&d, "(built-in policy): error: policy.localSnapshotRoots: "
+                                    "prod/main (c.yaml:10:21) writes snapshots to /srv/team-b on "
+                                    "the gitcd host, which is not in /var/lib/gitcd/snapshots; "
+                                    "the cluster is not taken in"));
+                assert_true(has(&d, "policy.localSnapshotRoots: prod/main (c.yaml:14:23) restores "
+                                    "from /var/lib/gitcd/state.db on the gitcd host, which is not "
+                                    "in /var/lib/gitcd/snapshots"));
+                diag_list_release(&d);
+        }
+
+        /* component by component; a file is never the root itself */
+        const char *const bad[] = {
+            "  snapshots:\n    schedule: \"0 * * * *\"\n    destination:\n      local: {path: "
+            "/var/lib/gitcd/snapshots2}\n",
+            "  bootstrap:\n    restore:\n      source:\n"
+            "        local: {path: /var/lib/gitcd/snapshots}\n",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                _cleanup_free_ char *text = xasprintf("%s%s", head, bad[i]);
+                _cleanup_(etcd_cluster_freep) etcd_cluster *b = cluster(text);
+                assert_int_equal(policy_check(builtin, b, "local", false, false, false, &d), 1);
+                assert_true(has(&d, "policy.localSnapshotRoots"));
+                diag_list_release(&d);
+        }
+
+        /* a snapshot document beside the cluster: refused at its own line */
+        _cleanup_free_ char *with_doc =
+            xasprintf("apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdCluster\n"
+                      "metadata: {name: main, namespace: prod}\n"
+                      "spec:\n  replicas: 1\n  version: \"3.5.16\"\n"
+                      "---\n"
+                      "apiVersion: etcd-operator.cozystack.io/v1alpha2\nkind: EtcdSnapshot\n"
+                      "metadata: {name: before, namespace: prod}\n"
+                      "spec:\n  clusterRef: {name: main}\n"
+                      "  destination:\n    local: {path: /srv/elsewhere}\n");
+        _cleanup_(etcd_cluster_freep) etcd_cluster *doc = cluster(with_doc);
+        assert_int_equal(doc->n_declared, 1);
+        assert_int_equal(policy_check(builtin, doc, "local", false, false, false, &d), 1);
+        assert_true(has(&d, "(built-in policy): error: policy.localSnapshotRoots: prod/main "
+                            "(EtcdSnapshot prod/before, c.yaml:"));
+        assert_true(has(&d, "writes a snapshot to /srv/elsewhere on the gitcd host, which is not "
+                            "in /var/lib/gitcd/snapshots; the cluster is not taken in"));
+        diag_list_release(&d);
+
+        /* the operator's roots: several, per source */
+        const char *text = "policy:\n"
+                           "  localSnapshotRoots: [/srv/backups, /var/lib/gitcd/snapshots]\n"
+                           "sources:\n"
+                           "  - name: team-b\n"
+                           "    url: /srv/b\n"
+                           "    policy:\n"
+                           "      localSnapshotRoots: [/srv/backups/team-b]\n";
+        ops_config *cfg = NULL;
+        _cleanup_free_ char *diags = NULL;
+        assert_int_equal(load(text, &cfg, &diags), 0);
+        _cleanup_free_ char *a_text =
+            xasprintf("%s  snapshots:\n    schedule: \"0 * * * *\"\n    destination:\n"
+                      "      local: {path: /srv/backups/team-a}\n",
+                      head);
+        _cleanup_(etcd_cluster_freep) etcd_cluster *a = cluster(a_text);
+        assert_int_equal(policy_check(cfg->policy, a, "local", false, false, false, &d), 0);
+        assert_int_equal(policy_check(cfg->sources[0].policy, a, "local", false, false, false, &d),
+                         1);
+        assert_true(has(&d, "gitcd.yaml:7:7: error: policy.localSnapshotRoots: prod/main "
+                            "(c.yaml:10:21) writes snapshots to /srv/backups/team-a on the gitcd "
+                            "host, which is not in /srv/backups/team-b"));
+        diag_list_release(&d);
+        assert_int_equal(policy_check(cfg->policy, c, "local", false, false, false, &d), 2);
+        assert_true(has(&d, "gitcd.yaml:2:3: error: policy.localSnapshotRoots: prod/main "
+                            "(c.yaml:10:21) writes snapshots to /srv/team-b on the gitcd host, "
+                            "which is not in any of /srv/backups, /var/lib/gitcd/snapshots"));
+        diag_list_release(&d);
+        ops_config_free(cfg);
+}
+
 static void test_changes(void **state)
 {
         (void)state;
@@ -411,7 +621,8 @@ int main(void)
             cmocka_unit_test(test_globs),         cmocka_unit_test(test_containment),
             cmocka_unit_test(test_builtin),       cmocka_unit_test(test_parse_and_inherit),
             cmocka_unit_test(test_bad_lines),     cmocka_unit_test(test_check),
-            cmocka_unit_test(test_check_allowed), cmocka_unit_test(test_changes),
+            cmocka_unit_test(test_check_allowed), cmocka_unit_test(test_check_binary),
+            cmocka_unit_test(test_check_local),   cmocka_unit_test(test_changes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -453,7 +453,7 @@ static void test_unsupported_fields(void **state)
                         "      pvc:\n        claimName: backups\n");
         write_with_spec("clusters/restore.yaml", "restore",
                         "  bootstrap:\n    restore:\n      source:\n        local:\n"
-                        "          path: /var/backups/x.db\n");
+                        "          path: /var/lib/gitcd/snapshots/x.db\n");
         write_with_spec("clusters/off.yaml", "off",
                         "  auth:\n    enabled: false\n  snapshots:\n    enabled: false\n"
                         "  defrag:\n    enabled: false\n");

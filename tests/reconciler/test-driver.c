@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ops/config.h"
 #include "reconciler/driver.h"
 #include "snapshots/scheduler.h"
 #include "state/snapshots.h"
@@ -29,6 +30,7 @@ typedef struct fx {
         fake_fleet *fleet;
         target *t;
         source *src;
+        ops_config *cfg; /* its policy: local snapshot folders under dir */
         driver *d;
         /* What the callbacks saw. */
         int passes[4];
@@ -88,6 +90,11 @@ static void fx_open(fx *f, int workers)
         source_opts so = {.url_or_path = f->src_dir, .plain_directory = true};
         char *err = NULL;
         assert_int_equal(source_open(&so, &f->src, &err), 0);
+        _cleanup_free_ char *conf = xasprintf("policy: {localSnapshotRoots: [%s]}\n", f->dir);
+        diag_list diags = DIAG_LIST_INIT;
+        assert_int_equal(ops_config_load_buffer("gitcd.yaml", conf, strlen(conf), &f->cfg, &diags),
+                         0);
+        diag_list_release(&diags);
         driver_opts o = {.db = f->db,
                          .target = f->t,
                          .src = f->src,
@@ -100,13 +107,15 @@ static void fx_open(fx *f, int workers)
                          .etcd = &fake_fleet_etcd_ops,
                          .etcd_userdata = f->fleet,
                          .wall_ms = fake_fleet_clock_ms,
-                         .mono_ms = fake_fleet_clock_ms};
+                         .mono_ms = fake_fleet_clock_ms,
+                         .policy = f->cfg->policy};
         assert_int_equal(driver_new(&o, &f->d), 0);
 }
 
 static void fx_close(fx *f)
 {
         driver_free(f->d);
+        ops_config_free(f->cfg);
         source_free(f->src);
         target_free(f->t);
         fake_fleet_free(f->fleet);

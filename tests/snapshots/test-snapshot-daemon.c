@@ -97,6 +97,7 @@ static void test_scheduled_snapshots_under_run(void **unused)
 {
         (void)unused;
         e2e *e = e2e_new();
+        e2e_set_policy(e, "localSnapshotRoots: [%s]", e->root);
         char *backups = path_join(e->root, "backups");
         char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
                                "metadata:\n  name: snapc\nspec:\n  replicas: 3\n"
@@ -251,6 +252,7 @@ static void test_killed_mid_snapshot(void **unused)
 {
         (void)unused;
         e2e *e = e2e_new();
+        e2e_set_policy(e, "localSnapshotRoots: [%s]", e->root);
         char *backups = path_join(e->root, "backups");
         char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
                                "metadata:\n  name: snapc\nspec:\n  replicas: 1\n"
