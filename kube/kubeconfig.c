@@ -12,6 +12,7 @@
  */
 #include "kube/kubeconfig.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
 #include <openssl/evp.h>
@@ -224,6 +225,24 @@ static int load_credential(const json_t *obj, const char *file_key, const char *
         return 0;
 }
 
+/* libcurl's own URL parser decides whether the server names a host: a
+ * server of "https://" or "https:///x" would otherwise lose its slashes and
+ * turn into a scheme alone. */
+static bool server_has_host(const char *server)
+{
+        CURLU *u = curl_url();
+        char *host = NULL;
+        bool ok;
+
+        if (!u)
+                return false;
+        ok = curl_url_set(u, CURLUPART_URL, server, 0) == CURLUE_OK &&
+             curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK && host && *host;
+        curl_free(host);
+        curl_url_cleanup(u);
+        return ok;
+}
+
 static int load_cluster(kube_config *cfg, const json_t *cluster, const char *dir, const char *what,
                         char **ret_error)
 {
@@ -240,6 +259,9 @@ static int load_cluster(kube_config *cfg, const json_t *cluster, const char *dir
         if (!strneq(server, "https://", 8) && !strneq(server, "http://", 7))
                 return fail(ret_error, -EINVAL,
                             "%s in %s: server \"%s\" must start with https:// or http://", what,
+                            cfg->source, server);
+        if (!server_has_host(server))
+                return fail(ret_error, -EINVAL, "%s in %s: server \"%s\" names no host", what,
                             cfg->source, server);
         cfg->server = xstrdup(server);
         n = strlen(cfg->server);

@@ -237,6 +237,9 @@ static void test_errors(void **state)
         _cleanup_free_ char *scheme =
             write_in("scheme", "current-context: a\ncontexts:\n- name: a\n  context: {cluster: c}\n"
                                "clusters:\n- name: c\n  cluster: {server: 'ftp://x'}\n");
+        _cleanup_free_ char *nohost =
+            write_in("nohost", "current-context: a\ncontexts:\n- name: a\n  context: {cluster: c}\n"
+                               "clusters:\n- name: c\n  cluster: {server: 'https://'}\n");
 
         expect_error(config_path, "x", -ENOENT, "context \"x\" not found in ", config_path,
                      "(contexts: prod, dev, lab, lab-inline, orphan, nouser)", NULL);
@@ -260,6 +263,7 @@ static void test_errors(void **state)
                      "No such file", NULL);
         expect_error(exec, NULL, -EINVAL, "credential plugin", NULL);
         expect_error(scheme, NULL, -EINVAL, "ftp://x", "https://", NULL);
+        expect_error(nohost, NULL, -EINVAL, "server \"https://\" names no host", NULL);
 }
 
 static void test_token_file_errors(void **state)
