@@ -257,6 +257,13 @@ void maint_decide(const maint_view *v, maint_action *ret)
                 }
                 if (state_maint_run_has_done(run, v->members[i].name))
                         continue;
+                if (v->members[i].compaction_pending) {
+                        ret->kind = MAINT_WAIT;
+                        ret->message = xasprintf("waiting for %s to apply the compaction before "
+                                                 "defragmenting it",
+                                                 v->members[i].name);
+                        return;
+                }
                 ret->kind = MAINT_DEFRAG;
                 ret->member = i;
                 ret->message = xasprintf("defragmenting %s (a follower)", v->members[i].name);
@@ -272,6 +279,13 @@ void maint_decide(const maint_view *v, maint_action *ret)
         /* 6. the leader last, once it is no longer the leader */
         if (!state_maint_run_has_done(run, v->members[leader_i].name)) {
                 const maint_member *l = &v->members[leader_i];
+                if (l->compaction_pending) {
+                        ret->kind = MAINT_WAIT;
+                        ret->message = xasprintf("waiting for %s to apply the compaction before "
+                                                 "defragmenting it",
+                                                 l->name);
+                        return;
+                }
                 if (v->n == 1) {
                         ret->kind = MAINT_DEFRAG;
                         ret->member = leader_i;

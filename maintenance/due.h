@@ -46,6 +46,8 @@ typedef struct maint_member {
         uint64_t leader; /* the leader it reports (0: none) */
         int64_t db_size;
         int64_t db_size_in_use;
+        bool compaction_pending; /* a nospace run compacted, and it still serves the revision
+                                  * before (its defragmentation would give nothing back) */
 } maint_member;
 
 typedef struct maint_view {

@@ -194,7 +194,12 @@ static void observed_release(observed *o)
         *o = (observed){0};
 }
 
-static void observe(maint_ctx *x, const maint_cluster *c, observed *o)
+/*
+ * compact_revision: the running nospace run's compaction (0: none). Each
+ * member applies a compaction on its own: a member that still answers at the
+ * revision before it has not, and defragmenting it now gives nothing back.
+ */
+static void observe(maint_ctx *x, const maint_cluster *c, int64_t compact_revision, observed *o)
 {
         o->n = c->n;
         o->members = xcalloc(c->n + 1, sizeof(maint_member));
@@ -211,6 +216,10 @@ static void observe(maint_ctx *x, const maint_cluster *c, observed *o)
                 mm->leader = s->leader;
                 mm->db_size = s->db_size;
                 mm->db_size_in_use = s->db_size_in_use;
+                int64_t count;
+                mm->compaction_pending = compact_revision > 1 &&
+                                         etcd_count_keys(x->client, c->client_urls[i],
+                                                         compact_revision - 1, &count, NULL) == 0;
         }
         o->alarms_known = etcd_alarm_list(x->client, &o->alarms, &o->n_alarms) == 0;
 }
@@ -470,7 +479,7 @@ int maintenance_pass(maintenance *m, const maint_cluster *c, maint_result *ret)
         }
 
         observed o = {0};
-        observe(x, c, &o);
+        observe(x, c, run && streq_ptr(run->trigger, "nospace") ? run->compact_revision : 0, &o);
         if (o.alarms_known) {
                 _cleanup_free_ char *nospace = alarm_members(&o, ETCD_ALARM_NOSPACE);
                 _cleanup_free_ char *corrupt = alarm_members(&o, ETCD_ALARM_CORRUPT);

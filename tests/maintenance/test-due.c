@@ -400,6 +400,39 @@ static void test_nospace(void **unused)
         state_maint_run_free(run);
 }
 
+/* A member defragmented before it applied the compaction gives nothing back: it waits. */
+static void test_nospace_waits_for_compaction(void **unused)
+{
+        (void)unused;
+        defrag_spec d = {.enabled = true, .disarm_nospace = true};
+        maint_member m[3];
+        members3(m, 12);
+        state_maint_run *run = run_new("nospace", "running", "", HOUR_MS, 0);
+        run->compact_revision = 40;
+        state_maint_run_list l = {.items = &run, .n = 1};
+        maint_view v = {
+            .defrag = &d, .members = m, .n = 3, .runs = &l, .now_ms = HOUR_MS, .nospace = true};
+        m[0].compaction_pending = true;
+        maint_action a = decide(&v);
+        assert_int_equal(a.kind, MAINT_WAIT);
+        assert_non_null(strstr(a.message, "waiting for main-0 to apply the compaction"));
+        maint_action_release(&a);
+        m[0].compaction_pending = false;
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_DEFRAG);
+        assert_int_equal(a.member, 0);
+        maint_action_release(&a);
+        /* the leader (main-2) too, before leadership moves away from it */
+        free(run->members_done);
+        run->members_done = xstrdup("main-0,main-1");
+        m[2].compaction_pending = true;
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_WAIT);
+        assert_non_null(strstr(a.message, "main-2"));
+        maint_action_release(&a);
+        state_maint_run_free(run);
+}
+
 static void test_alarm_conditions(void **unused)
 {
         (void)unused;
@@ -461,7 +494,9 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_schedule),          cmocka_unit_test(test_thresholds),
             cmocka_unit_test(test_order_leader_last), cmocka_unit_test(test_health_gate),
-            cmocka_unit_test(test_nospace),           cmocka_unit_test(test_alarm_conditions),
+            cmocka_unit_test(test_nospace),
+            cmocka_unit_test(test_nospace_waits_for_compaction),
+            cmocka_unit_test(test_alarm_conditions),
             cmocka_unit_test(test_records),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
