@@ -37,7 +37,7 @@
 #include "snapshots/restore.h"
 #include "snapshots/snapshot.h"
 #include "state/snapshots.h"
-#include "targets/process.h"
+#include "util/process.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
 #include "util/log.h"

@@ -39,7 +39,7 @@
 #include "snapshots/restore.h"
 #include "util/log.h"
 #include "snapshots/snapshot.h"
-#include "targets/process.h"
+#include "util/process.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
 #include "util/timeutil.h"

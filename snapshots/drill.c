@@ -55,7 +55,7 @@
 #include "etcd/client.h"
 #include "snapshots/drill.h"
 #include "snapshots/restore.h"
-#include "targets/process.h"
+#include "util/process.h"
 #include "util/failpoint.h"
 #include "util/fs.h"
 #include "util/log.h"

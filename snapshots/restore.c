@@ -19,7 +19,7 @@
 #include "snapshots/restore.h"
 #include "snapshots/snapshot.h"
 #include "api/spec.h"
-#include "targets/process.h"
+#include "util/process.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 

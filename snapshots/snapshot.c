@@ -39,7 +39,7 @@
 #include "reconciler/auth.h"
 #include "snapshots/destination.h"
 #include "snapshots/snapshot.h"
-#include "targets/process.h"
+#include "util/process.h"
 #include "targets/target.h"
 #include "util/failpoint.h"
 #include "util/fs.h"

@@ -4,7 +4,7 @@
  *
  * The command line comes only from render_member_command(), the same
  * flags the Kubernetes Pod gets; argv[0] "etcd" becomes the binary for
- * the cluster's version. A member is started detached (targets/process.h:
+ * the cluster's version. A member is started detached (util/process.h:
  * its own session and process group, stdin /dev/null, output appended to
  * etcd.log, every other descriptor closed), so it is our child while we
  * run and survives us when we exit. member.json records the command last
@@ -59,7 +59,7 @@
 #include "targets/local-tls.h"
 #include "targets/local.h"
 #include "targets/locked.h"
-#include "targets/process.h"
+#include "util/process.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/strbuf.h"
