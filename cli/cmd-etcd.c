@@ -31,7 +31,7 @@
 #include "cli/cli.h"
 #include "cli/runner.h"
 #include "etcd/client.h"
-#include "reconciler/auth.h"
+#include "etcd/credentials.h"
 #include "util/fs.h"
 #include "util/strbuf.h"
 #include "util/macro.h"

@@ -36,7 +36,7 @@
 
 #include "api/spec.h"
 #include "etcd/client.h"
-#include "reconciler/auth.h"
+#include "etcd/credentials.h"
 #include "snapshots/destination.h"
 #include "snapshots/snapshot.h"
 #include "util/process.h"
@@ -307,7 +307,7 @@ int snapshot_job_client(const snapshot_job *job, const char *endpoints, int call
         strbuf eps = STRBUF_INIT;
         for (size_t i = 0; !endpoints && i < job->n_endpoints; i++)
                 sb_printf(&eps, "%s%s", i ? "," : "", job->endpoints[i].client_url);
-        /* with spec.auth: etcd's root, as every client of the cluster (reconciler/auth.h) */
+        /* with spec.auth: etcd's root, as every client of the cluster (etcd/credentials.h) */
         auth_creds cr = {0};
         if (job->state_dir && auth_credentials(job->state_dir, job->cluster, &cr) < 0)
                 log_warn("%s: cannot read the etcd root password files", job->cluster);
