@@ -36,7 +36,8 @@
 
 #include "etcd/client.h"
 #include "bench/world.h"
-#include "snapshots/restore.h"
+#include "snapstore/restore.h"
+#include "snapstore/tool.h"
 #include "util/log.h"
 #include "snapshots/snapshot.h"
 #include "util/process.h"

@@ -10,10 +10,10 @@
  *                                 of the snapshot it took
  *   gitcd snapshot restore SNAP   a recorded snapshot (by id) or a file into a
  *                                 new data directory, or an EtcdCluster
- *                                 spec that restores it (snapshots/restore.h)
+ *                                 spec that restores it (snapstore/restore.h)
  *   gitcd snapshot receive        the receiver the Kubernetes target runs in
  *                                 a short-lived Pod to fill a volume
- *                                 (snapshots/receiver.h); not for people
+ *                                 (snapstore/receiver.h); not for people
  *
  * save writes to the state store next to a running daemon (SQLite WAL; it
  * does not take the daemon's lock: a snapshot changes nothing in the
@@ -48,10 +48,12 @@
 #include "cli/cli.h"
 #include "cli/runner.h"
 #include "snapshots/drill.h"
-#include "snapshots/receiver.h"
-#include "snapshots/restore.h"
+#include "snapstore/destination.h"
+#include "snapstore/receiver.h"
+#include "snapstore/restore.h"
 #include "snapshots/schedule.h"
 #include "snapshots/snapshot.h"
+#include "snapstore/tool.h"
 #include "state/snapshots.h"
 #include "util/fs.h"
 #include "util/log.h"

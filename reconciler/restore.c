@@ -2,7 +2,7 @@
  * spec.bootstrap.restore in the reconciler (reconciler/restore.h).
  *
  * Design: the checks reuse the pipeline of `gitcd snapshot restore`
- * (snapshots/restore.h: fetch, etcd's sha256 trailer, etcd's tool), so a
+ * (snapstore/restore.h: fetch, etcd's sha256 trailer, etcd's tool), so a
  * snapshot the CLI refuses is refused here for the same reason and in the
  * same words. What the CLI learns from a record id, this file learns from
  * the store's record of the source's location (the snapshot gitcd took and
@@ -24,9 +24,10 @@
 #include <unistd.h>
 
 #include "reconciler/restore.h"
-#include "snapshots/destination.h"
-#include "snapshots/restore.h"
+#include "snapstore/destination.h"
+#include "snapstore/restore.h"
 #include "snapshots/snapshot.h"
+#include "snapstore/tool.h"
 #include "state/restores.h"
 #include "state/snapshots.h"
 #include "util/fs.h"

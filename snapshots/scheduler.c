@@ -27,6 +27,7 @@
 #include "snapshots/schedule.h"
 #include "snapshots/scheduler.h"
 #include "snapshots/snapshot.h"
+#include "snapstore/destination.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/strmap.h"

@@ -73,7 +73,6 @@
 #include "pki/pki.h"
 #include "render/layout.h"
 #include "render/render.h"
-#include "snapshots/restore.h"
 #include "targets/health.h"
 #include "targets/hosts-adopt.h"
 #include "targets/hosts.h"

@@ -48,7 +48,7 @@
  *   callback takes the shared lock back to record an event.
  * - Restores (restore_member): etcd's tool runs on gitcd's host, as on the
  *   other targets, and a short-lived receiver Pod (`gitcd snapshot receive`,
- *   snapshots/receiver.h) only puts the files into the member's PVC, each
+ *   snapstore/receiver.h) only puts the files into the member's PVC, each
  *   checked by SHA-256 on both ends. The PVC annotation
  *   gitcd.io/restore=pending is the marker (as the local target's
  *   data.restore/ and the hosts target's member.restore/): while it is
@@ -92,8 +92,8 @@
 #include "kube/client.h"
 #include "pki/auto.h"
 #include "pki/pki.h"
-#include "snapshots/receiver.h"
-#include "snapshots/restore.h"
+#include "snapstore/receiver.h"
+#include "snapstore/restore.h"
 #include "targets/locked.h"
 #include "render/layout.h"
 #include "render/render.h"

@@ -79,7 +79,7 @@ typedef struct kubernetes_target_opts {
  *                  receive`, labelled app.kubernetes.io/component=
  *                  snapshot-receiver) mounts the member's PVC, and a Secret
  *                  of the same name holds its certificate, key and token;
- *                  the files go to it over HTTPS (snapshots/receiver.h),
+ *                  the files go to it over HTTPS (snapstore/receiver.h),
  *                  then both are deleted. Leftovers of a killed gitcd are
  *                  deleted by label first (and by remove_member).
  *   remove_member  Pod (awaited) and the receiver of a restore a killed gitcd

@@ -53,8 +53,6 @@
 #include <unistd.h>
 
 #include "render/render.h"
-#include "snapshots/restore.h"
-#include "snapshots/snapshot.h"
 #include "targets/health.h"
 #include "targets/local-tls.h"
 #include "targets/local.h"

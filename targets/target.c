@@ -18,8 +18,8 @@
 
 #include "pki/pki.h"
 #include "render/layout.h"
-#include "snapshots/restore.h"
-#include "snapshots/snapshot.h"
+#include "snapstore/restore.h"
+#include "snapstore/tool.h"
 #include "targets/locked.h"
 #include "targets/target.h"
 #include "util/fs.h"

@@ -266,7 +266,7 @@ typedef struct target_ops {
          * never formed) and a disaster recovery from a snapshot (a new seed
          * replacing a cluster that lost quorum). rs->snapshot is an
          * uncompressed file on gitcd's host, already checked
-         * (snapshots/restore.h); rs->tool is etcd's restore tool for the
+         * (snapstore/restore.h); rs->tool is etcd's restore tool for the
          * cluster's version. All or nothing: a failure or a crash midway
          * leaves the member without data, so it can be tried again. -EEXIST
          * when the member has data already (or runs): it is never restored
@@ -305,14 +305,14 @@ typedef struct target_ops {
          * the folder's path (the caller frees it). -ENOENT when there is no
          * such Secret, -EACCES when gitcd may not read it. NULL: the target
          * has no Secrets; a Secret reference then names a folder a person
-         * made on gitcd's host (snapshots/destination.h).
+         * made on gitcd's host (snapstore/destination.h).
          */
         int (*secret_folder)(target *t, const etcd_cluster *c, const char *name, char **ret_dir);
 
         /*
          * The writer of a snapshot location in a PersistentVolumeClaim
          * (spec.snapshots.destination.pvc, a pvc restore source; see
-         * snapshots/destination.h, pvc_writer): start a Pod gitcd owns that
+         * snapstore/destination.h, pvc_writer): start a Pod gitcd owns that
          * mounts the cluster namespace's claim `claim` (never created,
          * resized or deleted) at `folder` ("" for its root) and serves it
          * with `gitcd snapshot receive --store-dir`, wait until it is Ready,

@@ -1,7 +1,7 @@
 /*
  * The receiver's store mode (`gitcd snapshot receive --store-dir`,
- * snapshots/receiver.h) over real HTTPS on loopback, driven through the
- * `pvc` destination (snapshots/dest-pvc.c) with a writer that starts a
+ * snapstore/receiver.h) over real HTTPS on loopback, driven through the
+ * `pvc` destination (snapstore/dest-pvc.c) with a writer that starts a
  * receiver on a folder standing for the claim mounted at subPath:
  *   - put, stat, get and delete of a key through the destination seam: the
  *     file is in the claim's folder at the key's path, byte for byte, with
@@ -38,8 +38,8 @@
 #include <curl/curl.h>
 
 #include "api/spec.h"
-#include "snapshots/destination.h"
-#include "snapshots/receiver.h"
+#include "snapstore/destination.h"
+#include "snapstore/receiver.h"
 #include "snapshots/snapshot.h"
 #include "targets/target.h"
 #include "tests/harness/harness.h"
