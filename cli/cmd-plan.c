@@ -452,17 +452,17 @@ int cmd_plan(int argc, char **argv)
                 return EXIT_USAGE;
         }
         bool hosts = streq_ptr(f.target, "hosts");
-        plan_input in = {
-            .rev = rev,
-            .applied = have_state ? &applied : NULL,
-            .members = members,
-            .prune = f.prune,
-            .caps =
-                (hosts ? INTAKE_CAP_HOSTS_INVENTORY : 0) |
-                (streq_ptr(f.target, "kubernetes") ? INTAKE_CAP_PVC_WRITER | INTAKE_CAP_IMAGES : 0),
-            .target = f.target ? f.target : "local",
-            .policy = pol,
-            .src = src};
+        plan_input in = {.rev = rev,
+                         .applied = have_state ? &applied : NULL,
+                         .members = members,
+                         .prune = f.prune,
+                         .caps = (hosts ? TARGET_CAP_HOSTS_INVENTORY : 0) |
+                                 (streq_ptr(f.target, "kubernetes")
+                                      ? TARGET_CAP_PVC_WRITER | TARGET_CAP_CONTAINER_IMAGES
+                                      : 0),
+                         .target = f.target ? f.target : "local",
+                         .policy = pol,
+                         .src = src};
         _cleanup_(plan_freep) plan *p = NULL;
         int k = plan_compute(&in, &p);
         members_release(members, applied.n);

@@ -77,7 +77,7 @@ typedef struct plan_input {
         const state_member_list *members;
         bool prune; /* clusters removed from the source are stopped */
         /*
-         * What the target apply would use can do (INTAKE_CAP_*): the hosts
+         * What the target apply would use can do (TARGET_CAP_*): the hosts
          * target takes in only clusters with spec.hosts (and only it does);
          * snapshots may go into a PVC only on the Kubernetes target.
          */

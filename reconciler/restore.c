@@ -226,7 +226,7 @@ int restore_prepare(state_db *db, target *t, const etcd_cluster *c, const char *
                 return -EOPNOTSUPP;
         }
         if (!c->restore.snapshot_id && c->restore.source.kind == DEST_PVC &&
-            !t->ops->writer_start) {
+            !(t->ops->caps & TARGET_CAP_PVC_WRITER)) {
                 *ret_refused = true;
                 *ret_error = xasprintf("spec.bootstrap.restore.source.pvc needs the Kubernetes "
                                        "target; the %s target reads a local or s3 source",

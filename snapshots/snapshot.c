@@ -144,7 +144,7 @@ static void tw_stop(void *userdata)
 
 pvc_writer *snapshot_pvc_writer_new(target *t, const etcd_cluster *c)
 {
-        if (!t || !t->ops->writer_start || !t->ops->writer_stop || !c)
+        if (!t || !(t->ops->caps & TARGET_CAP_PVC_WRITER) || !c)
                 return NULL;
         json_t *j = spec_to_json(c);
         diag_list d = DIAG_LIST_INIT;

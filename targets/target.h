@@ -111,6 +111,14 @@ enum {
          * the spec's machines for that.)
          */
         TARGET_CAP_CONTAINER_IMAGES = 1u << 3,
+        /*
+         * Writes snapshot locations in PersistentVolumeClaims through a
+         * writer Pod (the Kubernetes target): writer_start and writer_stop
+         * are there exactly when this bit is, and a pvc snapshot
+         * destination or restore source is taken in only with it
+         * (spec_refuse_for_target).
+         */
+        TARGET_CAP_PVC_WRITER = 1u << 4,
 };
 
 /*
@@ -323,8 +331,9 @@ typedef struct target_ops {
          * try again. Writers of the cluster a killed gitcd left are deleted
          * first, by label. writer_stop deletes the Pod and its Secret and
          * frees the handle (and with it the cluster's turn).
-         * NULL (both): the target has no PersistentVolumeClaims, and pvc
-         * locations are refused at intake.
+         * Both there exactly when caps has TARGET_CAP_PVC_WRITER (else NULL:
+         * the target has no PersistentVolumeClaims, and pvc locations are
+         * refused at intake).
          */
         int (*writer_start)(target *t, const etcd_cluster *c, const char *claim, const char *folder,
                             void **ret_handle, struct receiver_peer *ret_peer);

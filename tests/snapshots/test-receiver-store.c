@@ -543,8 +543,10 @@ static int busy_stop(target *t, const etcd_cluster *c, void *handle)
         return 0;
 }
 
-static const target_ops busy_ops = {
-    .name = "busy", .writer_start = busy_start, .writer_stop = busy_stop};
+static const target_ops busy_ops = {.name = "busy",
+                                    .caps = TARGET_CAP_PVC_WRITER,
+                                    .writer_start = busy_start,
+                                    .writer_stop = busy_stop};
 
 /*
  * The target's writer (snapshot_pvc_writer_new) waits, trying again, while
