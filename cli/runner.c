@@ -856,9 +856,6 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                                 (void)target_locked_new(*t, t);
                 }
                 rs->target = *t;
-                if (kind == RUNNER_TARGET_HOSTS && !r->adopt_target &&
-                    (k = open_hosts(c, r->state_dir, &r->adopt_target)) < 0)
-                        return k;
                 source_opts so = rs->conf->src;
                 _cleanup_free_ char *cache =
                     c->cache_dir ? xstrdup(c->cache_dir) : path_join(r->state_dir, "cache");
@@ -895,8 +892,6 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                                      .claim_userdata = rs,
                                      .idle_interval_ms = c->observe_interval_ms,
                                      .workers = c->workers,
-                                     .adopt_target =
-                                         kind == RUNNER_TARGET_HOSTS ? r->adopt_target : NULL,
                                      .policy = rs->conf->policy,
                                      .source_name = rs->conf->name};
                 k = driver_new(&dopts, &rs->drv);
@@ -931,8 +926,6 @@ static void close_parts(runner *r)
                 target_free(r->targets[i]);
                 r->targets[i] = NULL;
         }
-        target_free(r->adopt_target);
-        r->adopt_target = NULL;
         list_free(&r->conflicts, &r->n_conflicts);
         state_close(r->db);
         r->drv = NULL;

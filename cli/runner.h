@@ -166,8 +166,7 @@ typedef struct runner_source {
 typedef struct runner {
         int lock_fd; /* holds RUNNER_LOCK_FILE; -1 when closed */
         state_db *db;
-        target *targets[3];   /* local, kubernetes, hosts: opened when a source needs it */
-        target *adopt_target; /* hosts: a second one, for adoption (reconciler/adopt.h) */
+        target *targets[3]; /* local, kubernetes, hosts: opened when a source needs it */
         runner_source *sources;
         size_t n_sources;
         /* The first source's, for the commands that take one (apply). */

@@ -177,8 +177,7 @@ static reconciler_opts reconciler_opts_of(const driver_opts *o)
                                  .wall_ms = o->wall_ms,
                                  .mono_ms = o->mono_ms,
                                  .state_dir = o->state_dir,
-                                 .etcd_dir = o->etcd_dir,
-                                 .adopt_target = o->adopt_target};
+                                 .etcd_dir = o->etcd_dir};
 }
 
 /* The cluster's entry, made on first use with a reconciler of its own; NULL when it cannot. */

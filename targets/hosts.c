@@ -38,7 +38,8 @@
  * travels is the one gitcd checked. See hosts_restore_member().
  *
  * Adoption of a cluster already running on the machines: the reads and
- * writes are here (hosts_adopt_*), the rules in hosts-adopt.c, the steps in
+ * writes are here (hosts_adopt_*), the rules in hosts-adopt.c, the adopt
+ * operations over them in hosts-adopt-ops.c, the steps in
  * reconciler/adopt.c. When ensure_member writes a static Pod manifest, a
  * kubeadm etcd.yaml running the same dataDir goes first; when it writes a
  * unit, an active etcd.service running the same dataDir is disabled and
@@ -2227,6 +2228,7 @@ static const target_ops hosts_ops = {
     .renew_tls = hosts_renew_tls,
     .restore_member = hosts_restore_member,
     .data_revision = hosts_data_revision,
+    .adopt = &hosts_adopt_ops,
     .free = hosts_free,
 };
 

@@ -97,7 +97,13 @@ char *hosts_command(const host_spec *h, const char *cmd);
 char *hosts_install_command(const host_spec *h, const char *path, mode_t mode);
 
 /*
- * Adoption (reconciler/adopt.c, targets/hosts-adopt.h), hosts target only.
+ * Adoption: the hosts target's target_adopt_ops (hosts-adopt-ops.c), over
+ * the reads and writes below (targets/hosts-adopt.h holds the rules).
+ */
+extern const target_adopt_ops hosts_adopt_ops;
+
+/*
+ * The machine reads and writes of adoption, for hosts_adopt_ops.
  *
  * hosts_adopt_read: what machine i runs: gitcd's own member file when
  * present, else kubeadm's <manifestDir>/etcd.yaml (staticPod) or, when

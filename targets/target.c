@@ -219,3 +219,18 @@ int target_db_revision(target *t, const char *member, const char *tool, const ch
         *ret_revision = st.revision;
         return 0;
 }
+
+void adopt_plan_release(adopt_plan *p)
+{
+        for (size_t i = 0; i < p->n; i++) {
+                free(p->steps[i].member);
+                free(p->steps[i].where);
+                free(p->steps[i].running_name);
+                free(p->steps[i].peer_url);
+                free(p->steps[i].client_url);
+                free(p->steps[i].replaces);
+        }
+        free(p->steps);
+        free(p->initial_cluster);
+        memset(p, 0, sizeof(*p));
+}

@@ -163,6 +163,75 @@ int target_db_revision(target *t, const char *member, const char *tool, const ch
 int target_restore_into(target *t, const membership_plan *p, size_t idx, const target_restore *rs,
                         const char *dir);
 
+/*
+ * Adoption of a cluster that already runs where a target would place its
+ * members (docs/hosts.md, "Adopting a running cluster"): what the target
+ * found and what taking it over does with each member. The steps are the
+ * reconciler's (reconciler/adopt.c: markers, records, then one member at a
+ * time onto gitcd's own files); the target says what runs and whether it
+ * may be taken over (target_adopt_ops).
+ */
+typedef struct adopt_step {
+        size_t machine;     /* where it runs: its index in spec.hosts.machines */
+        char *where;        /* that machine's address, for messages and the audit */
+        char *member;       /* gitcd's name for it, "<cluster>-<ordinal>", recorded */
+        char *running_name; /* its name in etcd now; member's once it ran on gitcd's file */
+        int ordinal;        /* see hosts_adopt_ordinals() */
+        uint64_t id;        /* its etcd member ID, kept */
+        char *peer_url;
+        char *client_url;
+        bool restart;        /* moved onto gitcd's rendered file: one restart */
+        char *replaces;      /* the file that runs it and gitcd retires first, or NULL */
+        const char *retired; /* what retiring does to that file: "removed", "disabled" */
+} adopt_step;
+
+typedef struct adopt_plan {
+        uint64_t cluster_id;
+        /* as the first machine's member was started with; a renamed member's entry
+           (its old name and peer URL) under its new name */
+        char *initial_cluster;
+        adopt_step *steps; /* one per member, in machine order */
+        size_t n;
+} adopt_plan;
+
+void adopt_plan_release(adopt_plan *p);
+
+/*
+ * The optional operations of a target that can take over a cluster already
+ * running where it would place the members (the hosts target). Each
+ * returns 0 or a negative errno with the target's error, as every
+ * operation; the locked wrapper forwards them under the cluster's lock.
+ */
+typedef struct target_adopt_ops {
+        /*
+         * What runs where c's members would go and whether gitcd may take it
+         * over, read from there and from etcd, changing nothing there: 0
+         * when nothing runs (bootstrap as usual); 1 with *ret filled when it
+         * may be adopted (member IDs and data kept); -EPERM when it must be
+         * refused, with the reason in *ret_why (for a person: what runs
+         * and what to change); another -errno when a place or etcd could
+         * not be read (never bootstrap then). When the members run with
+         * TLS, the CA they trust is made the cluster's auto CA on gitcd's
+         * host first (the only write; the same CA when asked again), so
+         * that gitcd's client certificate comes from it.
+         */
+        int (*survey)(target *t, const etcd_cluster *c, adopt_plan *ret, char **ret_why);
+        /*
+         * Write the data identity marker of s's member where it runs, unless
+         * one is there; the marker's id in *ret_identity. -EEXIST when the
+         * marker names another member.
+         */
+        int (*claim)(target *t, const etcd_cluster *c, const adopt_step *s, char **ret_identity);
+        /*
+         * Retire s->replaces (s->retired says how), so that what ran s's
+         * member before gitcd stops; the caller then waits until the member
+         * stopped answering.
+         */
+        int (*retire)(target *t, const etcd_cluster *c, const adopt_step *s);
+        /* 1 when etcd at client_url answers its health check healthy, else 0. */
+        int (*member_healthy)(target *t, const etcd_cluster *c, const char *client_url);
+} target_adopt_ops;
+
 typedef struct target_ops {
         const char *name; /* "local", "kubernetes": for messages only */
         unsigned caps;    /* TARGET_CAP_* */
@@ -344,6 +413,13 @@ typedef struct target_ops {
          * target shared by threads (targets/locked.h). NULL: t->last_error.
          */
         const char *(*last_error)(const target *t);
+
+        /*
+         * Adoption of a cluster already running where the members would go;
+         * NULL: the target never adopts (a cluster with no records is
+         * bootstrapped).
+         */
+        const target_adopt_ops *adopt;
 
         void (*free)(target *t);
 } target_ops;
