@@ -89,7 +89,7 @@ static void usage(FILE *out)
                 "1 errors, rejections, an object not managed by gitcd, or an unreadable API\n"
                 "server; 2 changes or drift pending (only with --detailed-exitcode);\n"
                 "64 bad usage.\n",
-                runner_options_help);
+                runner_options_help());
 }
 
 static char *default_known_hosts(void)
@@ -444,10 +444,8 @@ int cmd_plan(int argc, char **argv)
                 return EXIT_FAIL;
         }
 
-        if (f.target && runner_target_kind(f.target) < 0) {
-                fprintf(stderr,
-                        "gitcd plan: unknown target '%s' (available: local, kubernetes, hosts)\n",
-                        f.target);
+        if (f.target && !target_kind_find(f.target)) {
+                runner_unknown_target("gitcd plan", f.target);
                 state_cluster_list_release(&applied);
                 return EXIT_USAGE;
         }

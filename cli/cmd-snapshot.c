@@ -55,6 +55,7 @@
 #include "snapshots/snapshot.h"
 #include "snapstore/tool.h"
 #include "state/snapshots.h"
+#include "targets/registry.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -64,6 +65,7 @@
 
 static void usage(FILE *out)
 {
+        _cleanup_free_ char *kinds = target_kind_names(", ", ", ");
         fprintf(out,
                 "usage: gitcd snapshot save NS/NAME [--to PATH] [--verify] [--target T ...]\n"
                 "                           [options]\n"
@@ -114,7 +116,7 @@ static void usage(FILE *out)
                 "  --verify           save: then run a restore drill of it, as verify does\n"
                 "                     (exit 1 unless verified)\n"
                 "  --target T         save, verify, restore ID: the target the cluster runs\n"
-                "                     on (local, kubernetes, hosts); default: the one recorded\n"
+                "                     on (%s); default: the one recorded\n"
                 "                     in the state store when gitcd took the cluster's spec in,\n"
                 "                     else the configuration's target, else local\n"
                 "  --kubeconfig F, --context C, --cluster-domain D, --snapshot-image I\n"
@@ -147,7 +149,8 @@ static void usage(FILE *out)
                 "                     (tls.key and token must be its own: docs/operating.md)\n"
                 "  --listen ADDR      receive: host:port to serve on (default 0.0.0.0:8443)\n"
                 "  --max-bytes N      receive: the most bytes taken in all (default: no limit)\n"
-                "  -h, --help         show this help\n");
+                "  -h, --help         show this help\n",
+                kinds);
 }
 
 static volatile sig_atomic_t receive_stop;
@@ -1020,11 +1023,8 @@ int cmd_snapshot(int argc, char **argv)
                                 "--config\n");
                 return EXIT_USAGE;
         }
-        if (tf.target && runner_target_kind(tf.target) < 0) {
-                fprintf(stderr,
-                        "gitcd snapshot: unknown target '%s' (available: local, kubernetes, "
-                        "hosts)\n",
-                        tf.target);
+        if (tf.target && !target_kind_find(tf.target)) {
+                runner_unknown_target("gitcd snapshot", tf.target);
                 return EXIT_USAGE;
         }
         bool restore = streq(verb, "restore");

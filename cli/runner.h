@@ -12,13 +12,14 @@
 #include "reconciler/driver.h"
 #include "sources/source.h"
 #include "state/state.h"
+#include "targets/registry.h"
 #include "targets/target.h"
 #include "util/strmap.h"
 
 typedef struct runner_flags {
         source_opts src;
         const char *state;          /* --state */
-        const char *target;         /* --target: "local" (default), "kubernetes" or "hosts" */
+        const char *target;         /* --target: a kind's name (targets/registry.h) */
         const char *kubeconfig;     /* --kubeconfig (kubernetes target) */
         const char *kube_context;   /* --context */
         const char *cluster_domain; /* --cluster-domain (default cluster.local) */
@@ -100,12 +101,14 @@ extern const size_t runner_n_long_options;
  */
 struct option *runner_options(const struct option *own, size_t n_own);
 
-/* RUNNER_TARGET_* for a --target name, or -1 when there is no such target. */
-enum { RUNNER_TARGET_LOCAL, RUNNER_TARGET_KUBERNETES, RUNNER_TARGET_HOSTS };
-int runner_target_kind(const char *name);
+/*
+ * Print "<prog>: unknown target 'NAME' (available: ...)", the kinds of
+ * targets/registry.h.
+ */
+void runner_unknown_target(const char *prog, const char *name);
 
-/* The help text for the shared options. */
-extern const char runner_options_help[];
+/* The help text for the shared options (the kinds of --target from targets/registry.h). */
+const char *runner_options_help(void);
 
 /* Handle one shared option; false when opt is not one of them. */
 bool runner_flag(runner_flags *f, int opt, const char *arg);
@@ -166,7 +169,8 @@ typedef struct runner_source {
 typedef struct runner {
         int lock_fd; /* holds RUNNER_LOCK_FILE; -1 when closed */
         state_db *db;
-        target *targets[3]; /* local, kubernetes, hosts: opened when a source needs it */
+        /* One per kind (targets/registry.h, by index): opened when a source needs it. */
+        target *targets[TARGET_KIND_COUNT];
         runner_source *sources;
         size_t n_sources;
         /* The first source's, for the commands that take one (apply). */

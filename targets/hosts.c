@@ -2212,7 +2212,7 @@ static int hosts_data_revision(target *t, const etcd_cluster *c, const char *mem
 
 static const target_ops hosts_ops = {
     .name = "hosts",
-    .caps = TARGET_CAP_HOSTS_INVENTORY,
+    .caps = HOSTS_TARGET_CAPS,
     .place_member = hosts_place_member,
     .ensure_shared = hosts_ensure_shared,
     .ensure_member = hosts_ensure_member,

@@ -55,6 +55,9 @@ typedef struct hosts_target_opts {
         const char *state_dir;
 } hosts_target_opts;
 
+/* What the hosts target can do beyond every target (TARGET_CAP_*). */
+#define HOSTS_TARGET_CAPS TARGET_CAP_HOSTS_INVENTORY
+
 /*
  * Errors of the operations (message in target_last_error()):
  *   place_member   -ENOSPC no free machine in spec.hosts.machines;

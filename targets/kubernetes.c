@@ -2590,8 +2590,7 @@ static void kt_free(target *t)
 
 static const target_ops kubernetes_ops = {
     .name = "kubernetes",
-    .caps = TARGET_CAP_TLS_FROM_SECRETS | TARGET_CAP_MEMORY_MEDIUM | TARGET_CAP_CONTAINER_IMAGES |
-            TARGET_CAP_PVC_WRITER,
+    .caps = KUBERNETES_TARGET_CAPS,
     .place_member = kt_place_member,
     .ensure_shared = kt_ensure_shared,
     .ensure_member = kt_ensure_member,

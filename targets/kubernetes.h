@@ -28,6 +28,7 @@
 #include <sys/types.h>
 
 #include "kube/kubeconfig.h"
+#include "targets/registry.h"
 #include "targets/target.h"
 
 typedef struct kubernetes_target_opts {
@@ -50,8 +51,8 @@ typedef struct kubernetes_target_opts {
         const char *snapshot_image;
 } kubernetes_target_opts;
 
-/* gitcd's own image of this version, as deploy/build-image names it. */
-#define KUBERNETES_DEFAULT_SNAPSHOT_IMAGE "gitcd:" GITCD_VERSION
+/* gitcd's own image of this version (targets/registry.h). */
+#define KUBERNETES_DEFAULT_SNAPSHOT_IMAGE TARGET_DEFAULT_SNAPSHOT_IMAGE
 
 /*
  * Behaviour of the operations (targets/target.h) specific to this target:
@@ -133,6 +134,11 @@ int kubernetes_target_objects(target *t, const etcd_cluster *c, const membership
  */
 int kubernetes_writer_lock(const char *state_dir, const char *ns, const char *cluster, int *ret_fd,
                            pid_t *ret_holder);
+
+/* What the Kubernetes target can do beyond every target (TARGET_CAP_*). */
+#define KUBERNETES_TARGET_CAPS                                                                     \
+        (TARGET_CAP_TLS_FROM_SECRETS | TARGET_CAP_MEMORY_MEDIUM | TARGET_CAP_CONTAINER_IMAGES |    \
+         TARGET_CAP_PVC_WRITER)
 
 /*
  * -EINVAL without config or state_dir; -errno when the state folder cannot

@@ -1703,6 +1703,7 @@ static int local_data_revision(target *t, const etcd_cluster *c, const char *mem
 
 static const target_ops local_ops = {
     .name = "local",
+    .caps = LOCAL_TARGET_CAPS,
     .place_member = local_place_member,
     .ensure_shared = local_ensure_shared,
     .ensure_member = local_ensure_member,
