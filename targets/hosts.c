@@ -590,6 +590,11 @@ char *hosts_machine_adoption(const etcd_cluster *c, size_t i)
             h->advertise_address, c->name, i, c->name, h->data_dir);
 }
 
+const target_plan_ops hosts_plan_ops = {
+    .machine_effects = hosts_machine_effects,
+    .machine_adoption = hosts_machine_adoption,
+};
+
 /* ---- TLS (tls.provider auto) --------------------------------------------- */
 
 static bool auto_tls(const etcd_cluster *c)

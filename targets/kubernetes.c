@@ -1071,6 +1071,18 @@ int kubernetes_target_objects(target *t, const etcd_cluster *c, const membership
         return applied_objects(kt, c, steady, members, true, ret);
 }
 
+static int plan_kube_objects(target *t, const etcd_cluster *c, const membership_plan *steady,
+                             const membership_plan *members, json_t **ret)
+{
+        if (!t) {
+                *ret = kubernetes_shared_objects(c, steady, NULL);
+                return 0;
+        }
+        return kubernetes_target_objects(t, c, members, ret);
+}
+
+const target_plan_ops kubernetes_plan_ops = {.kube_objects = plan_kube_objects};
+
 /* The first write for a spec: dry-run everything the cluster needs, TLS Secrets included. */
 static int preflight_cluster(kubernetes_target *kt, const json_t *shared, const json_t *all)
 {

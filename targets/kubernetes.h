@@ -123,6 +123,13 @@ int kubernetes_target_objects(target *t, const etcd_cluster *c, const membership
                               json_t **ret);
 
 /*
+ * What gitcd plan says of the Kubernetes target (target_plan_ops):
+ * kube_objects is kubernetes_target_objects() with a target,
+ * kubernetes_shared_objects() of the steady plan without.
+ */
+extern const target_plan_ops kubernetes_plan_ops;
+
+/*
  * The lock of cluster ns/cluster's snapshot writer (writer_start), a lock
  * file in the target's folder of the cluster under state_dir: held by a
  * writer from before the cluster's leftover writers are deleted until it is

@@ -179,6 +179,7 @@ const target_kind target_kinds[TARGET_KIND_COUNT] = {
         .open = open_kubernetes,
         .settings_given = kubernetes_given,
         .options = "--kubeconfig, --context, --cluster-domain and --snapshot-image",
+        .plan = &kubernetes_plan_ops,
     },
     {
         .name = "hosts",
@@ -189,6 +190,7 @@ const target_kind target_kinds[TARGET_KIND_COUNT] = {
         .options = "--hosts-ssh-key, --hosts-passphrase-file, --hosts-known-hosts and "
                    "--hosts-ports",
         .adopt = &hosts_adopt_ops,
+        .plan = &hosts_plan_ops,
     },
 };
 

@@ -18,6 +18,7 @@
  */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -51,6 +52,41 @@ typedef struct target_settings {
 } target_settings;
 
 /*
+ * What `gitcd plan` can say of a kind from the spec alone, without
+ * contacting anything of the target's (cli/cmd-plan.c, plan/drift.c).
+ * Each operation may be NULL: the kind has nothing of that to say.
+ */
+typedef struct target_plan_ops {
+        /*
+         * A kind that runs members on the machines of spec.hosts: what apply
+         * writes and runs on machine i of c, one line each (the SSH login,
+         * the data identity marker, the unit file or manifest, the commands,
+         * each saying when it goes through `sudo -n`). NULL-terminated,
+         * newly allocated (strv_free).
+         */
+        char **(*machine_effects)(const etcd_cluster *c, size_t i);
+        /*
+         * For a cluster gitcd has no records of: what apply reads on machine
+         * i first and how it adopts a cluster already running there (or
+         * refuses). Newly allocated.
+         */
+        char *(*machine_adoption)(const etcd_cluster *c, size_t i);
+        /*
+         * A kind that applies Kubernetes objects: exactly the objects it
+         * applies for c, in the order it applies them, not yet fitted to
+         * the server's API versions (what plan/drift.h compares with the
+         * live ones). With t, a target of this kind (its state folder holds
+         * the TLS material it issued), and members, the plan of the
+         * recorded members: the shared objects with the PodDisruptionBudget
+         * fitted to their voters, the TLS Secrets, each member's objects.
+         * t NULL: the shared objects of steady (the steady plan) alone.
+         * 0, or -errno with target_last_error(t).
+         */
+        int (*kube_objects)(target *t, const etcd_cluster *c, const membership_plan *steady,
+                            const membership_plan *members, json_t **ret);
+} target_plan_ops;
+
+/*
  * gitcd's own image of this version, as deploy/build-image names it: what
  * the Kubernetes target's receiver and writer Pods run by default.
  */
@@ -75,6 +111,8 @@ typedef struct target_kind {
         const char *options;
         /* Adoption of a running cluster (what its targets' ops.adopt are); NULL: none. */
         const target_adopt_ops *adopt;
+        /* What gitcd plan says of the kind; NULL: nothing of its own. */
+        const target_plan_ops *plan;
 } target_kind;
 
 /* Every kind, the default first. */
