@@ -82,7 +82,7 @@ typedef struct plan_input {
          * snapshots may go into a PVC only on the Kubernetes target.
          */
         unsigned caps;
-        const char *target;   /* its name, for policy.targets ("local" when NULL) */
+        const char *target;   /* its kind's name, for policy.targets (the default's when NULL) */
         const policy *policy; /* the operator's policy; NULL: the built-in one */
         /* The revision's source, to count approvals (NULL: none are counted). */
         source *src;
