@@ -124,9 +124,10 @@ char *runner_state_dir(const char *db_path);
  * the daemon's configuration file (file, NULL when none was read), else
  * local. A --target that contradicts the record, and another target's
  * options on the command line, are refused. The settings are f's, and the
- * file's where f gives none (the file's settings of other targets are not
- * used). Opens nothing: *ret's strings point into f and file. prog
- * prefixes the messages it prints.
+ * file's where f gives none (a kind reads only its own when it is opened,
+ * so the file's settings of other kinds are not used). Opens nothing:
+ * *ret's strings point into f and file. prog prefixes the messages it
+ * prints.
  */
 int runner_cluster_target(state_db *db, const char *cluster, const runner_flags *f,
                           const ops_config *file, const char *prog, ops_config *ret);
