@@ -36,3 +36,19 @@ bool cron_matches(const cron_expr *e, int64_t t_ms);
 int cron_next(const cron_expr *e, int64_t t_ms, int64_t *ret_ms);
 /* The last matching minute at or before t_ms. -ERANGE when none within five years. */
 int cron_prev(const cron_expr *e, int64_t t_ms, int64_t *ret_ms);
+
+/*
+ * Whether a schedule is due at now_ms (what spec.snapshots.schedule,
+ * spec.snapshots.verify and spec.defrag.schedule share). The due slot is
+ * the latest cron time at or before now; it is due when no attempt was
+ * made for it or a later one (last_slot_ms). However many slots passed
+ * while gitcd was down, only the latest is due: a missed schedule is
+ * caught up once. last_slot_ms 0 (no attempt yet): due at once. Returns 1
+ * with *ret_slot_ms set when due, else 0; *ret_next_ms (when not NULL) is
+ * the next time to look again. -ERANGE for a schedule that never matches.
+ */
+int cron_due(const cron_expr *e, int64_t last_slot_ms, int64_t now_ms, int64_t *ret_slot_ms,
+             int64_t *ret_next_ms);
+
+/* The interval of the schedule around now: from the latest slot to the one after it. */
+int cron_interval(const cron_expr *e, int64_t now_ms, int64_t *ret_ms);

@@ -543,6 +543,42 @@ int cron_prev(const cron_expr *e, int64_t t_ms, int64_t *ret_ms)
         return -ERANGE;
 }
 
+int cron_due(const cron_expr *e, int64_t last_slot_ms, int64_t now_ms, int64_t *ret_slot_ms,
+             int64_t *ret_next_ms)
+{
+        int64_t prev = 0, next = 0;
+        int r = cron_prev(e, now_ms, &prev);
+        if (r == -ERANGE)
+                prev = 0; /* no slot in the past five years; maybe one ahead */
+        else if (r < 0)
+                return r;
+        r = cron_next(e, now_ms, &next);
+        if (r < 0 && prev == 0)
+                return -ERANGE;
+        if (ret_next_ms)
+                *ret_next_ms = r < 0 ? 0 : next;
+        if (prev > 0 && prev > last_slot_ms) {
+                *ret_slot_ms = prev;
+                return 1;
+        }
+        return 0;
+}
+
+int cron_interval(const cron_expr *e, int64_t now_ms, int64_t *ret_ms)
+{
+        int64_t prev, next;
+        int r = cron_prev(e, now_ms, &prev);
+        if (r < 0)
+                r = cron_next(e, now_ms, &prev);
+        if (r < 0)
+                return r;
+        r = cron_next(e, prev, &next);
+        if (r < 0)
+                return r;
+        *ret_ms = next - prev;
+        return 0;
+}
+
 /* ---- addresses, URLs, image references, paths ---- */
 
 bool ip_address_valid(const char *s)

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "ops/http.h"
-#include "snapshots/receiver.h"
+#include "snapstore/receiver.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 

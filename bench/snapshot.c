@@ -36,10 +36,11 @@
 
 #include "etcd/client.h"
 #include "bench/world.h"
-#include "snapshots/restore.h"
+#include "snapstore/restore.h"
+#include "snapstore/tool.h"
 #include "util/log.h"
 #include "snapshots/snapshot.h"
-#include "targets/process.h"
+#include "util/process.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
 #include "util/timeutil.h"

@@ -60,7 +60,7 @@ static void usage(FILE *out)
                 "blocked (the target refused a step, or the cluster is frozen because its\n"
                 "members hold different data: gitcd status says which and the gitcd repair\n"
                 "to run) or did not converge in time, or the state is locked; 64 bad usage.\n",
-                runner_options_help);
+                runner_options_help());
 }
 
 typedef enum output { OUTPUT_TTY, OUTPUT_PLAIN, OUTPUT_JSON } output;

@@ -31,7 +31,8 @@
 #include "cli/cli.h"
 #include "cli/runner.h"
 #include "etcd/client.h"
-#include "reconciler/auth.h"
+#include "etcd/credentials.h"
+#include "targets/registry.h"
 #include "util/fs.h"
 #include "util/strbuf.h"
 #include "util/macro.h"
@@ -843,10 +844,8 @@ int cmd_etcd(int argc, char **argv)
                                 "--cert, --key, --user or --password-file\n");
                 goto out;
         }
-        if (tf.target && runner_target_kind(tf.target) < 0) {
-                fprintf(stderr,
-                        "gitcd: etcd: unknown target '%s' (available: local, kubernetes, hosts)\n",
-                        tf.target);
+        if (tf.target && !target_kind_find(tf.target)) {
+                runner_unknown_target("gitcd: etcd", tf.target);
                 goto out;
         }
         if (cluster && from_cluster(&cli, cluster, state_flag, config, &tf) < 0) {

@@ -29,8 +29,7 @@
 #include "kube/kubeconfig.h"
 #include "plan/drift.h"
 #include "plan/plan.h"
-#include "targets/kubernetes.h"
-#include "targets/hosts.h"
+#include "targets/registry.h"
 #include "api/spec.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -89,7 +88,7 @@ static void usage(FILE *out)
                 "1 errors, rejections, an object not managed by gitcd, or an unreadable API\n"
                 "server; 2 changes or drift pending (only with --detailed-exitcode);\n"
                 "64 bad usage.\n",
-                runner_options_help);
+                runner_options_help());
 }
 
 static char *default_known_hosts(void)
@@ -206,12 +205,13 @@ static int fetch(const runner_flags *f, bool plain, char **ret_tmp, source **ret
 }
 
 /*
- * --target hosts: for every cluster the plan creates or changes, what apply
- * writes and runs on each machine (hosts_machine_effects), as
- * [{"cluster": "ns/name", "action": "create", "machines": [{"address",
- * "mode", "effects": [...]}]}], from the definitions the plan took in.
+ * A kind that runs members on the machines of spec.hosts (--target hosts):
+ * for every cluster the plan creates or changes, what apply writes and runs
+ * on each machine (target_plan_ops.machine_effects), as [{"cluster":
+ * "ns/name", "action": "create", "machines": [{"address", "mode",
+ * "effects": [...]}]}], from the definitions the plan took in.
  */
-static json_t *hosts_effects(const plan *p)
+static json_t *machine_effects(const plan *p, const target_plan_ops *ops)
 {
         json_t *out = json_array();
         for (size_t i = 0; i < p->n; i++) {
@@ -223,7 +223,7 @@ static json_t *hosts_effects(const plan *p)
                         continue;
                 json_t *machines = json_array();
                 for (size_t m = 0; m < c->hosts.n; m++) {
-                        char **l = hosts_machine_effects(c, m);
+                        char **l = ops->machine_effects(c, m);
                         json_t *e = json_array();
                         for (size_t k = 0; l[k]; k++)
                                 json_array_append_new(e, json_string(l[k]));
@@ -232,8 +232,8 @@ static json_t *hosts_effects(const plan *p)
                             json_pack("{s:s,s:s,s:o}", "address", c->hosts.items[m].address, "mode",
                                       host_mode_name(c->hosts.items[m].mode), "effects", e);
                         /* no records yet: apply may adopt what already runs there */
-                        if (it->action == PLAN_CREATE) {
-                                _cleanup_free_ char *a = hosts_machine_adoption(c, m);
+                        if (it->action == PLAN_CREATE && ops->machine_adoption) {
+                                _cleanup_free_ char *a = ops->machine_adoption(c, m);
                                 json_object_set_new(mj, "adoption", json_string(a));
                         }
                         json_array_append_new(machines, mj);
@@ -245,12 +245,14 @@ static json_t *hosts_effects(const plan *p)
         return out;
 }
 
-static void hosts_effects_print(json_t *effects, FILE *out)
+static void machine_effects_print(json_t *effects, const char *kind, FILE *out)
 {
         if (json_array_size(effects) == 0)
                 return;
-        fprintf(out, "\nOn the machines (from the spec; no machine was contacted), "
-                     "`gitcd apply --target hosts` would:\n");
+        fprintf(out,
+                "\nOn the machines (from the spec; no machine was contacted), "
+                "`gitcd apply --target %s` would:\n",
+                kind);
         size_t i, m, k;
         json_t *cl, *mach, *line;
         json_array_foreach(effects, i, cl)
@@ -292,8 +294,13 @@ static etcd_cluster **clusters_taken_in(const plan *p, size_t *ret_n)
  * Compare the clusters with the live objects on the API server. Prints a
  * clear error and returns -errno when the server cannot be read.
  */
-static int kube_drift(const runner_flags *f, const char *state_path, bool have_state, const plan *p,
-                      drift_report **ret, kube_config **ret_cfg)
+static void warn_nowhere(void *userdata, const char *message)
+{
+        (void)userdata, (void)message; /* kube_drift() said it once already */
+}
+
+static int kube_drift(const runner_flags *f, const target_kind *kind, const char *state_path,
+                      bool have_state, const plan *p, drift_report **ret, kube_config **ret_cfg)
 {
         kube_config *cfg = NULL;
         kube_client *kc = NULL;
@@ -320,17 +327,21 @@ static int kube_drift(const runner_flags *f, const char *state_path, bool have_s
          * --target kubernetes` uses: the state file's).
          */
         if (have_state && state_open(state_path, STATE_OPEN_READ_ONLY, &db) >= 0) {
-                _cleanup_free_ char *copy = xstrdup(state_path);
-                kubernetes_target_opts ko = {
-                    .config = cfg, .state_dir = dirname(copy), .cluster_domain = f->cluster_domain};
-                if (kubernetes_target_new(&ko, &t) < 0) {
+                _cleanup_free_ char *copy = xstrdup(state_path), *why = NULL;
+                target_settings ts = {.state_dir = dirname(copy),
+                                      .kubeconfig = f->kubeconfig,
+                                      .kube_context = f->kube_context,
+                                      .cluster_domain = f->cluster_domain,
+                                      .warn = warn_nowhere};
+                if (kind->open(&ts, &t, &why) < 0) {
                         state_close(db);
                         db = NULL;
                 }
         }
         size_t n_taken = 0;
         taken = clusters_taken_in(p, &n_taken);
-        drift_opts o = {.cluster_domain = f->cluster_domain, .target = t, .db = db};
+        drift_opts o = {
+            .plan = kind->plan, .cluster_domain = f->cluster_domain, .target = t, .db = db};
         k = drift_compute(kc, taken, n_taken, &o, ret, &err);
         if (k < 0) {
                 fprintf(stderr, "gitcd plan: Kubernetes API server %s: %s\n", cfg->server,
@@ -444,25 +455,21 @@ int cmd_plan(int argc, char **argv)
                 return EXIT_FAIL;
         }
 
-        if (f.target && runner_target_kind(f.target) < 0) {
-                fprintf(stderr,
-                        "gitcd plan: unknown target '%s' (available: local, kubernetes, hosts)\n",
-                        f.target);
+        if (f.target && !target_kind_find(f.target)) {
+                runner_unknown_target("gitcd plan", f.target);
                 state_cluster_list_release(&applied);
                 return EXIT_USAGE;
         }
-        bool hosts = streq_ptr(f.target, "hosts");
-        plan_input in = {
-            .rev = rev,
-            .applied = have_state ? &applied : NULL,
-            .members = members,
-            .prune = f.prune,
-            .caps =
-                (hosts ? INTAKE_CAP_HOSTS_INVENTORY : 0) |
-                (streq_ptr(f.target, "kubernetes") ? INTAKE_CAP_PVC_WRITER | INTAKE_CAP_IMAGES : 0),
-            .target = f.target ? f.target : "local",
-            .policy = pol,
-            .src = src};
+        const target_kind *kind = target_kind_or_default(f.target);
+        const target_plan_ops *pops = kind->plan;
+        plan_input in = {.rev = rev,
+                         .applied = have_state ? &applied : NULL,
+                         .members = members,
+                         .prune = f.prune,
+                         .caps = kind->caps,
+                         .target = kind->name,
+                         .policy = pol,
+                         .src = src};
         _cleanup_(plan_freep) plan *p = NULL;
         int k = plan_compute(&in, &p);
         members_release(members, applied.n);
@@ -474,11 +481,11 @@ int cmd_plan(int argc, char **argv)
 
         _cleanup_(drift_report_freep) drift_report *drift = NULL;
         _cleanup_(kube_config_freep) kube_config *kcfg = NULL;
-        if (streq_ptr(f.target, "kubernetes") &&
-            kube_drift(&f, state_path, have_state, p, &drift, &kcfg) < 0)
+        if (pops && pops->kube_objects &&
+            kube_drift(&f, kind, state_path, have_state, p, &drift, &kcfg) < 0)
                 return EXIT_FAIL;
         const char *server = kcfg ? kcfg->server : NULL;
-        json_t *effects = hosts ? hosts_effects(p) : NULL;
+        json_t *effects = pops && pops->machine_effects ? machine_effects(p, pops) : NULL;
 
         if (json) {
                 json_t *j = plan_to_json(p, rev);
@@ -486,13 +493,13 @@ int cmd_plan(int argc, char **argv)
                     j, "state", json_pack("{s:s,s:b}", "path", state_path, "exists", have_state));
                 if (drift) {
                         assert(kcfg); /* kube_drift() returns both or neither */
-                        json_object_set_new(j, "kubernetes",
+                        json_object_set_new(j, kind->name,
                                             drift_to_json(drift, server, kcfg->context));
                         json_object_set_new(json_object_get(j, "summary"), "drift",
                                             json_boolean(drift_has_changes(drift)));
                 }
                 if (effects)
-                        json_object_set(j, "hosts", effects);
+                        json_object_set(j, kind->name, effects);
                 json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 fputc('\n', stdout);
                 json_decref(j);
@@ -504,7 +511,7 @@ int cmd_plan(int argc, char **argv)
                 if (drift)
                         drift_print_text(drift, server, po.color, stdout);
                 if (effects)
-                        hosts_effects_print(effects, stdout);
+                        machine_effects_print(effects, kind->name, stdout);
         }
         json_decref(effects);
         fflush(stdout);

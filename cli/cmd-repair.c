@@ -25,6 +25,7 @@
 #include "reconciler/consistency.h"
 #include "reconciler/reconcile.h"
 #include "state/consistency.h"
+#include "targets/registry.h"
 #include "util/fs.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -147,11 +148,11 @@ static int wait_for_other(state_db *db, const char *cluster, int64_t id, int64_t
 }
 
 /* Nobody holds the state: run the reconciler's passes for the cluster here. */
-static int drive(state_db *db, const ops_config *target_settings, const char *state_dir,
+static int drive(state_db *db, const ops_config *settings, const char *state_dir,
                  const char *cluster, int64_t id, int64_t deadline)
 {
         _cleanup_(target_freep) target *t = NULL;
-        if (runner_open_target(target_settings, state_dir, &t) < 0)
+        if (runner_open_target(settings, state_dir, &t) < 0)
                 return EXIT_FAIL;
         reconciler_opts o = {.db = db, .target = t, .state_dir = state_dir};
         _cleanup_(reconciler_freep) reconciler *rc = NULL;
@@ -248,11 +249,8 @@ int cmd_repair(int argc, char **argv)
                 return EXIT_USAGE;
         }
         const char *cluster = argv[optind];
-        if (f.target && runner_target_kind(f.target) < 0) {
-                fprintf(stderr,
-                        "gitcd repair: unknown target '%s' (available: local, kubernetes, "
-                        "hosts)\n",
-                        f.target);
+        if (f.target && !target_kind_find(f.target)) {
+                runner_unknown_target("gitcd repair", f.target);
                 return EXIT_USAGE;
         }
         _cleanup_(ops_config_freep) ops_config *file = NULL;

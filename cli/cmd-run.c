@@ -150,7 +150,7 @@ static void usage(FILE *out)
                 "(a reload that changes the target's settings waits for them).\n"
                 "The daemon holds a lock in the state folder while it runs: another\n"
                 "apply or run on the same state exits 1; plan, status and log still read.\n",
-                runner_options_help);
+                runner_options_help());
 }
 
 /* What the progress callback needs to notify: the queue and the last outcome sent per cluster. */

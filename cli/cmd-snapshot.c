@@ -10,10 +10,10 @@
  *                                 of the snapshot it took
  *   gitcd snapshot restore SNAP   a recorded snapshot (by id) or a file into a
  *                                 new data directory, or an EtcdCluster
- *                                 spec that restores it (snapshots/restore.h)
+ *                                 spec that restores it (snapstore/restore.h)
  *   gitcd snapshot receive        the receiver the Kubernetes target runs in
  *                                 a short-lived Pod to fill a volume
- *                                 (snapshots/receiver.h); not for people
+ *                                 (snapstore/receiver.h); not for people
  *
  * save writes to the state store next to a running daemon (SQLite WAL; it
  * does not take the daemon's lock: a snapshot changes nothing in the
@@ -48,11 +48,14 @@
 #include "cli/cli.h"
 #include "cli/runner.h"
 #include "snapshots/drill.h"
-#include "snapshots/receiver.h"
-#include "snapshots/restore.h"
+#include "snapstore/destination.h"
+#include "snapstore/receiver.h"
+#include "snapstore/restore.h"
 #include "snapshots/schedule.h"
 #include "snapshots/snapshot.h"
+#include "snapstore/tool.h"
 #include "state/snapshots.h"
+#include "targets/registry.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -62,6 +65,7 @@
 
 static void usage(FILE *out)
 {
+        _cleanup_free_ char *kinds = target_kind_names(", ", ", ");
         fprintf(out,
                 "usage: gitcd snapshot save NS/NAME [--to PATH] [--verify] [--target T ...]\n"
                 "                           [options]\n"
@@ -112,7 +116,7 @@ static void usage(FILE *out)
                 "  --verify           save: then run a restore drill of it, as verify does\n"
                 "                     (exit 1 unless verified)\n"
                 "  --target T         save, verify, restore ID: the target the cluster runs\n"
-                "                     on (local, kubernetes, hosts); default: the one recorded\n"
+                "                     on (%s); default: the one recorded\n"
                 "                     in the state store when gitcd took the cluster's spec in,\n"
                 "                     else the configuration's target, else local\n"
                 "  --kubeconfig F, --context C, --cluster-domain D, --snapshot-image I\n"
@@ -145,7 +149,8 @@ static void usage(FILE *out)
                 "                     (tls.key and token must be its own: docs/operating.md)\n"
                 "  --listen ADDR      receive: host:port to serve on (default 0.0.0.0:8443)\n"
                 "  --max-bytes N      receive: the most bytes taken in all (default: no limit)\n"
-                "  -h, --help         show this help\n");
+                "  -h, --help         show this help\n",
+                kinds);
 }
 
 static volatile sig_atomic_t receive_stop;
@@ -1018,11 +1023,8 @@ int cmd_snapshot(int argc, char **argv)
                                 "--config\n");
                 return EXIT_USAGE;
         }
-        if (tf.target && runner_target_kind(tf.target) < 0) {
-                fprintf(stderr,
-                        "gitcd snapshot: unknown target '%s' (available: local, kubernetes, "
-                        "hosts)\n",
-                        tf.target);
+        if (tf.target && !target_kind_find(tf.target)) {
+                runner_unknown_target("gitcd snapshot", tf.target);
                 return EXIT_USAGE;
         }
         bool restore = streq(verb, "restore");

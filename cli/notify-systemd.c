@@ -16,7 +16,7 @@
  * point of the watchdog.
  *
  * Members the local target starts never see $NOTIFY_SOCKET
- * (targets/process.c drops it from their environment), so an etcd's own
+ * (util/process.c drops it from their environment), so an etcd's own
  * READY=1 cannot be mistaken for gitcd's.
  */
 #include <stdbool.h>

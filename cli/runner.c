@@ -25,10 +25,8 @@
 #include "api/spec.h"
 #include "kube/kubeconfig.h"
 #include "ops/metrics.h"
-#include "targets/hosts.h"
-#include "targets/kubernetes.h"
-#include "targets/local.h"
 #include "targets/locked.h"
+#include "targets/registry.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/timeutil.h"
@@ -59,7 +57,7 @@ const struct option runner_long_options[] = {
 };
 const size_t runner_n_long_options = sizeof(runner_long_options) / sizeof(runner_long_options[0]);
 
-const char runner_options_help[] =
+static const char options_help_head[] =
     "Source:\n"
     "  --source SRC             a directory, a repository path, file://, ssh://,\n"
     "                           git@host:path or https:// URL (required)\n"
@@ -79,10 +77,9 @@ const char runner_options_help[] =
     "State and target:\n"
     "  --state PATH             state database (default: for run, the configuration's\n"
     "                           state; else $GITCD_STATE_DIR/state.db, else\n"
-    "                           ./.gitcd/state.db); members of the local target live beside it\n"
-    "  --target TARGET          where members run: local (the default), etcd processes\n"
-    "                           on this host; kubernetes, Pods through an API server; or\n"
-    "                           hosts, the machines of spec.hosts over SSH (docs/hosts.md)\n"
+    "                           ./.gitcd/state.db); members of the local target live beside it\n";
+
+static const char options_help_tail[] =
     "  --kubeconfig FILE        kubernetes target: the kubeconfig (default: in-cluster\n"
     "                           configuration inside a Pod, else $KUBECONFIG or ~/.kube/config)\n"
     "  --context NAME           kubernetes target: the kubeconfig context (default: current)\n"
@@ -90,7 +87,7 @@ const char runner_options_help[] =
     "                           (default: cluster.local)\n"
     "  --snapshot-image IMAGE   kubernetes target: the image of the Pods that put a restored\n"
     "                           snapshot into a member's volume (gitcd snapshot receive;\n"
-    "                           default: " KUBERNETES_DEFAULT_SNAPSHOT_IMAGE ")\n"
+    "                           default: " TARGET_DEFAULT_SNAPSHOT_IMAGE ")\n"
     "  --hosts-ssh-key FILE     hosts target: the SSH private key (default: the keys of\n"
     "                           the ssh-agent at $SSH_AUTH_SOCK); its passphrase from\n"
     "                           --hosts-passphrase-file FILE\n"
@@ -102,6 +99,50 @@ const char runner_options_help[] =
     "                           then ~/.cache/gitcd/etcd, then etcd on PATH)\n"
     "  --prune                  stop the members of clusters removed from the source\n"
     "                           (their data is kept)\n";
+
+/* Words of text after col columns, wrapped at 80 with continuation lines indented by indent. */
+static void sb_wrap(strbuf *sb, const char *text, size_t col, size_t indent)
+{
+        for (const char *p = text; *p;) {
+                size_t len = strcspn(p, " ");
+                if (col > indent && col + 1 + len > 80) {
+                        sb_printf(sb, "\n%*s", (int)indent, "");
+                        col = indent;
+                } else if (p != text) {
+                        sb_appendc(sb, ' ');
+                        col++;
+                }
+                sb_printf(sb, "%.*s", (int)len, p);
+                col += len;
+                p += len;
+                p += *p == ' ';
+        }
+        sb_appendc(sb, '\n');
+}
+
+const char *runner_options_help(void)
+{
+        static char *help;
+        if (help)
+                return help;
+        /* --target: every kind of targets/registry.h, the default first */
+        strbuf what = STRBUF_INIT;
+        sb_printf(&what, "where members run:");
+        for (size_t i = 0; i < TARGET_KIND_COUNT; i++) {
+                const target_kind *k = &target_kinds[i];
+                sb_printf(&what, " %s%s%s, %s%s", i + 1 == TARGET_KIND_COUNT && i > 0 ? "or " : "",
+                          k->name, k == target_kind_default() ? " (the default)" : "", k->summary,
+                          i + 1 < TARGET_KIND_COUNT ? ";" : "");
+        }
+        static const char option[] = "  --target TARGET          ";
+        strbuf sb = STRBUF_INIT;
+        sb_printf(&sb, "%s%s", options_help_head, option);
+        sb_wrap(&sb, sb_str(&what), strlen(option), strlen(option));
+        sb_printf(&sb, "%s", options_help_tail);
+        sb_release(&what);
+        help = sb_detach(&sb);
+        return help;
+}
 
 struct option *runner_options(const struct option *own, size_t n_own)
 {
@@ -209,57 +250,47 @@ static char *default_known_hosts(void)
         return home ? xasprintf("%s/.ssh/known_hosts", home) : NULL;
 }
 
-static int open_local(const ops_config *c, const char *state_dir, target **ret)
+/* A warning of a target being opened, for the person at the terminal. */
+static void warn_stderr(void *userdata, const char *message)
 {
-        local_target_opts lo = {.state_dir = state_dir, .etcd_dir = c->etcd_dir};
-        int k = local_target_new(&lo, ret);
+        (void)userdata;
+        fprintf(stderr, "gitcd: warning: %s\n", message);
+}
+
+/* What a target is opened with, from the settings of c (strings borrowed from c). */
+static target_settings settings_of(const ops_config *c, const char *state_dir)
+{
+        return (target_settings){.state_dir = state_dir,
+                                 .etcd_dir = c->etcd_dir,
+                                 .kubeconfig = c->kubeconfig,
+                                 .kube_context = c->kube_context,
+                                 .cluster_domain = c->cluster_domain,
+                                 .snapshot_image = c->snapshot_image,
+                                 .ssh_key = c->hosts.ssh_key,
+                                 .ssh_passphrase_file = c->hosts.passphrase_file,
+                                 .known_hosts = c->hosts.known_hosts,
+                                 .client_port = c->hosts.client_port,
+                                 .peer_port = c->hosts.peer_port,
+                                 .metrics_port = c->hosts.metrics_port,
+                                 .warn = warn_stderr};
+}
+
+/* Open a target of kind with c's settings over state_dir; prints why not. */
+static int open_kind(const target_kind *kind, const ops_config *c, const char *state_dir,
+                     target **ret)
+{
+        target_settings s = settings_of(c, state_dir);
+        _cleanup_free_ char *err = NULL;
+        int k = kind->open(&s, ret, &err);
         if (k < 0)
-                fprintf(stderr, "gitcd: cannot set up the local target in %s: %s\n", state_dir,
-                        strerror(-k));
+                fprintf(stderr, "gitcd: %s\n", err ? err : strerror(-k));
         return k;
 }
 
-/*
- * The kubernetes target: --kubeconfig (and --context), else the in-cluster
- * configuration inside a Pod, else $KUBECONFIG or ~/.kube/config.
- */
-static int open_kubernetes(const ops_config *c, const char *state_dir, target **ret)
+void runner_unknown_target(const char *prog, const char *name)
 {
-        kube_config *cfg = NULL;
-        char *err = NULL;
-        int k = kube_config_resolve(c->kubeconfig, c->kube_context, &cfg, &err);
-        if (k < 0) {
-                fprintf(stderr, "gitcd: cannot load the Kubernetes configuration: %s\n",
-                        err ? err : strerror(-k));
-                free(err);
-                return k;
-        }
-        if (cfg->insecure_skip_tls_verify)
-                fprintf(stderr,
-                        "gitcd: warning: insecure-skip-tls-verify is set for %s (%s): the "
-                        "API server's certificate is not checked\n",
-                        cfg->server, cfg->source);
-        kubernetes_target_opts ko = {.config = cfg,
-                                     .state_dir = state_dir,
-                                     .cluster_domain = c->cluster_domain,
-                                     .snapshot_image = c->snapshot_image};
-        k = kubernetes_target_new(&ko, ret);
-        if (k < 0)
-                fprintf(stderr, "gitcd: cannot set up the kubernetes target for %s: %s\n",
-                        cfg->server, strerror(-k));
-        kube_config_free(cfg);
-        return k;
-}
-
-int runner_target_kind(const char *name)
-{
-        if (streq_ptr(name, "local"))
-                return RUNNER_TARGET_LOCAL;
-        if (streq_ptr(name, "kubernetes"))
-                return RUNNER_TARGET_KUBERNETES;
-        if (streq_ptr(name, "hosts"))
-                return RUNNER_TARGET_HOSTS;
-        return -1;
+        _cleanup_free_ char *names = target_kind_names(", ", ", ");
+        fprintf(stderr, "%s: unknown target '%s' (available: %s)\n", prog, name, names);
 }
 
 /* --hosts-ports CLIENT,PEER,METRICS into h. */
@@ -283,7 +314,7 @@ static int hosts_ports(const char *arg, ops_hosts *h)
 
 static const char *source_target(const ops_config *c, const ops_source *s)
 {
-        return s->target ? s->target : c->target ? c->target : "local";
+        return s->target ? s->target : c->target ? c->target : target_kind_default()->name;
 }
 
 /* A secret file the settings name must be gitcd's own (util/fs.h); NULL passes. */
@@ -334,17 +365,16 @@ static int check_settings(const ops_config *c)
                         fprintf(stderr, "gitcd: --source is required\n");
                 return -EINVAL;
         }
-        if (c->target && runner_target_kind(c->target) < 0) {
-                fprintf(stderr,
-                        "gitcd: unknown target '%s' (available: local, kubernetes, hosts)\n",
-                        c->target);
+        if (c->target && !target_kind_find(c->target)) {
+                runner_unknown_target("gitcd", c->target);
                 return -EINVAL;
         }
-        bool kube = false, hosts = false;
+        bool used[TARGET_KIND_COUNT] = {false};
         for (size_t i = 0; i < c->n_sources; i++) {
                 const ops_source *s = &c->sources[i];
-                kube = kube || streq(source_target(c, s), "kubernetes");
-                hosts = hosts || streq(source_target(c, s), "hosts");
+                const target_kind *kind = target_kind_find(source_target(c, s));
+                if (kind)
+                        used[target_kind_index(kind)] = true;
                 if (isempty(s->src.url_or_path)) {
                         fprintf(stderr, "gitcd: source %s has no url\n", s->name);
                         return -EINVAL;
@@ -365,18 +395,16 @@ static int check_settings(const ops_config *c)
                         return -EINVAL;
                 }
         }
-        if (!kube && (c->kubeconfig || c->kube_context || c->cluster_domain || c->snapshot_image)) {
-                fprintf(stderr, "gitcd: --kubeconfig, --context, --cluster-domain and "
-                                "--snapshot-image need --target kubernetes\n");
-                return -EINVAL;
+        /* A kind no source uses would ignore its settings: refused. */
+        target_settings given = settings_of(c, NULL);
+        for (size_t i = 0; i < TARGET_KIND_COUNT; i++) {
+                const target_kind *kind = &target_kinds[i];
+                if (!used[i] && kind->settings_given && kind->settings_given(&given)) {
+                        fprintf(stderr, "gitcd: %s need --target %s\n", kind->options, kind->name);
+                        return -EINVAL;
+                }
         }
         const ops_hosts *h = &c->hosts;
-        if (!hosts && (h->ssh_key || h->passphrase_file || h->known_hosts || h->client_port ||
-                       h->peer_port || h->metrics_port)) {
-                fprintf(stderr, "gitcd: --hosts-ssh-key, --hosts-passphrase-file, "
-                                "--hosts-known-hosts and --hosts-ports need --target hosts\n");
-                return -EINVAL;
-        }
         if (h->passphrase_file && !h->ssh_key) {
                 fprintf(stderr, "gitcd: --hosts-passphrase-file needs --hosts-ssh-key\n");
                 return -EINVAL;
@@ -674,87 +702,14 @@ static void pass_done(const char *cluster, const pass_result *res, int64_t durat
         state_cluster_free(sc);
 }
 
-static void erase_freep(char **s)
-{
-        if (*s)
-                explicit_bzero(*s, strlen(*s));
-        free(*s);
-}
-
-/*
- * The hosts target: SSH with --hosts-ssh-key (its passphrase read from
- * --hosts-passphrase-file) or the ssh-agent, host keys checked strictly
- * against --hosts-known-hosts or ~/.ssh/known_hosts. The cluster CAs of
- * tls.provider auto live in the state folder (<state dir>/hosts/).
- */
-static int open_hosts(const ops_config *c, const char *state_dir, target **ret)
-{
-        const ops_hosts *h = &c->hosts;
-        _cleanup_free_ char *kh = h->known_hosts ? xstrdup(h->known_hosts) : default_known_hosts();
-        if (!kh) {
-                fprintf(stderr, "gitcd: the hosts target needs --hosts-known-hosts FILE ($HOME is "
-                                "not set)\n");
-                return -EINVAL;
-        }
-        if (!path_exists(kh)) {
-                fprintf(stderr,
-                        "gitcd: hosts target: no known_hosts file %s; list the machines' host "
-                        "keys there (ssh-keyscan, checked out of band) or name one with "
-                        "--hosts-known-hosts (host keys are never trusted on first use)\n",
-                        kh);
-                return -ENOENT;
-        }
-        if (!h->ssh_key && isempty(getenv("SSH_AUTH_SOCK"))) {
-                fprintf(stderr, "gitcd: the hosts target needs --hosts-ssh-key FILE or an "
-                                "ssh-agent ($SSH_AUTH_SOCK is not set)\n");
-                return -EINVAL;
-        }
-        if (h->ssh_key) {
-                _cleanup_free_ char *err = NULL;
-                int k = secret_file_check(h->ssh_key, "SSH key", &err);
-                if (k < 0) {
-                        fprintf(stderr, "gitcd: hosts target: %s\n", err);
-                        return k;
-                }
-        }
-        _cleanup_(erase_freep) char *pass = NULL;
-        if (h->passphrase_file) {
-                size_t len = 0;
-                _cleanup_free_ char *err = NULL;
-                int k = read_secret_file(h->passphrase_file, "passphrase file", 4096, &pass, &len,
-                                         &err);
-                if (k < 0) {
-                        fprintf(stderr, "gitcd: hosts target: %s\n", err);
-                        return k;
-                }
-                pass[strcspn(pass, "\r\n")] = 0;
-        }
-        hosts_target_opts o = {
-            .ssh = {.known_hosts = kh, .key_file = h->ssh_key, .key_passphrase = pass},
-            .client_port = h->client_port,
-            .peer_port = h->peer_port,
-            .metrics_port = h->metrics_port,
-            .state_dir = state_dir,
-        };
-        int k = hosts_target_new(&o, ret);
-        if (k < 0)
-                fprintf(stderr, "gitcd: cannot set up the hosts target: %s\n", strerror(-k));
-        return k;
-}
-
 int runner_open_target(const ops_config *c, const char *state_dir, target **ret)
 {
-        switch (runner_target_kind(c->target ? c->target : "local")) {
-        case RUNNER_TARGET_LOCAL:
-                return open_local(c, state_dir, ret);
-        case RUNNER_TARGET_KUBERNETES:
-                return open_kubernetes(c, state_dir, ret);
-        case RUNNER_TARGET_HOSTS:
-                return open_hosts(c, state_dir, ret);
+        const target_kind *kind = target_kind_or_default(c->target);
+        if (!kind) {
+                runner_unknown_target("gitcd", c->target);
+                return -EINVAL;
         }
-        fprintf(stderr, "gitcd: unknown target '%s' (available: local, kubernetes, hosts)\n",
-                c->target);
-        return -EINVAL;
+        return open_kind(kind, c, state_dir, ret);
 }
 
 static const char *or_empty(const char *s)
@@ -842,13 +797,11 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                 runner_source *rs = &r->sources[i];
                 rs->conf = &c->sources[i];
                 rs->interval_ms = rs->conf->interval_ms > 0 ? rs->conf->interval_ms : 30000;
-                int kind = runner_target_kind(source_target(c, rs->conf));
-                assert(kind >= 0 && (size_t)kind < ARRAY_SIZE(r->targets));
-                target **t = &r->targets[kind];
+                const target_kind *kind = target_kind_find(source_target(c, rs->conf));
+                assert(kind); /* check_settings() */
+                target **t = &r->targets[target_kind_index(kind)];
                 if (!*t) {
-                        k = kind == RUNNER_TARGET_KUBERNETES ? open_kubernetes(c, r->state_dir, t)
-                            : kind == RUNNER_TARGET_HOSTS    ? open_hosts(c, r->state_dir, t)
-                                                             : open_local(c, r->state_dir, t);
+                        k = open_kind(kind, c, r->state_dir, t);
                         if (k < 0)
                                 return k;
                         /* Worker threads share it (reconciler/driver.h). */
@@ -856,9 +809,6 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                                 (void)target_locked_new(*t, t);
                 }
                 rs->target = *t;
-                if (kind == RUNNER_TARGET_HOSTS && !r->adopt_target &&
-                    (k = open_hosts(c, r->state_dir, &r->adopt_target)) < 0)
-                        return k;
                 source_opts so = rs->conf->src;
                 _cleanup_free_ char *cache =
                     c->cache_dir ? xstrdup(c->cache_dir) : path_join(r->state_dir, "cache");
@@ -895,8 +845,6 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                                      .claim_userdata = rs,
                                      .idle_interval_ms = c->observe_interval_ms,
                                      .workers = c->workers,
-                                     .adopt_target =
-                                         kind == RUNNER_TARGET_HOSTS ? r->adopt_target : NULL,
                                      .policy = rs->conf->policy,
                                      .source_name = rs->conf->name};
                 k = driver_new(&dopts, &rs->drv);
@@ -931,8 +879,6 @@ static void close_parts(runner *r)
                 target_free(r->targets[i]);
                 r->targets[i] = NULL;
         }
-        target_free(r->adopt_target);
-        r->adopt_target = NULL;
         list_free(&r->conflicts, &r->n_conflicts);
         state_close(r->db);
         r->drv = NULL;
@@ -1138,17 +1084,12 @@ const char *runner_etcd_dir(const runner_flags *f, const ops_config *file)
 int runner_cluster_target(state_db *db, const char *cluster, const runner_flags *f,
                           const ops_config *file, const char *prog, ops_config *ret)
 {
-        static const char *const names[] = {
-            [RUNNER_TARGET_LOCAL] = "local",
-            [RUNNER_TARGET_KUBERNETES] = "kubernetes",
-            [RUNNER_TARGET_HOSTS] = "hosts",
-        };
         _cleanup_free_ char *recorded = NULL;
         if (state_cluster_target(db, cluster, &recorded) < 0) {
                 fprintf(stderr, "%s: %s\n", prog, state_last_error());
                 return -ENOENT;
         }
-        if (recorded && runner_target_kind(recorded) < 0) {
+        if (recorded && !target_kind_find(recorded)) {
                 fprintf(stderr,
                         "%s: %s runs on the target '%s', which this command "
                         "cannot open\n",
@@ -1165,46 +1106,42 @@ int runner_cluster_target(state_db *db, const char *cluster, const runner_flags 
         const char *name = f->target              ? f->target
                            : recorded             ? recorded
                            : file && file->target ? file->target
-                                                  : "local";
-        int kind = runner_target_kind(name);
-        if (kind < 0) {
-                fprintf(stderr, "%s: unknown target '%s' (available: local, kubernetes, hosts)\n",
-                        prog, name);
-                return -EINVAL;
-        }
-        if (kind != RUNNER_TARGET_KUBERNETES &&
-            (f->kubeconfig || f->kube_context || f->cluster_domain || f->snapshot_image)) {
-                fprintf(stderr,
-                        "%s: %s runs on the %s target: --kubeconfig, --context, "
-                        "--cluster-domain and --snapshot-image are for the kubernetes target\n",
-                        prog, cluster, name);
-                return -EINVAL;
-        }
-        if (kind != RUNNER_TARGET_HOSTS && (f->hosts.ssh_key || f->hosts.passphrase_file ||
-                                            f->hosts.known_hosts || f->hosts_ports)) {
-                fprintf(stderr,
-                        "%s: %s runs on the %s target: --hosts-* options are "
-                        "for the hosts target\n",
-                        prog, cluster, name);
+                                                  : target_kind_default()->name;
+        const target_kind *kind = target_kind_find(name);
+        if (!kind) {
+                runner_unknown_target(prog, name);
                 return -EINVAL;
         }
         /* The command line's settings; the file's where it gives none, as for gitcd run. */
-        ops_config c = {.target = names[kind],
+        ops_config c = {.target = kind->name,
                         .kubeconfig = f->kubeconfig,
                         .kube_context = f->kube_context,
                         .cluster_domain = f->cluster_domain,
                         .snapshot_image = f->snapshot_image,
                         .etcd_dir = runner_etcd_dir(f, file),
                         .hosts = f->hosts};
+        /* Another kind's options on the command line: refused (--hosts-ports is parsed below). */
+        target_settings given = settings_of(&c, NULL);
+        given.client_port = f->hosts_ports ? 1 : 0;
+        for (size_t i = 0; i < TARGET_KIND_COUNT; i++) {
+                const target_kind *other = &target_kinds[i];
+                if (other != kind && other->settings_given && other->settings_given(&given)) {
+                        fprintf(stderr, "%s: %s runs on the %s target: %s are for the %s target\n",
+                                prog, cluster, kind->name, other->options, other->name);
+                        return -EINVAL;
+                }
+        }
         if (f->hosts_ports && hosts_ports(f->hosts_ports, &c.hosts) < 0)
                 return -EINVAL;
-        if (file && kind == RUNNER_TARGET_KUBERNETES) {
+        /*
+         * Each kind reads only its own settings when it is opened, so the
+         * file's settings of other kinds are never used.
+         */
+        if (file) {
                 c.kubeconfig = c.kubeconfig ? c.kubeconfig : file->kubeconfig;
                 c.kube_context = c.kube_context ? c.kube_context : file->kube_context;
                 c.cluster_domain = c.cluster_domain ? c.cluster_domain : file->cluster_domain;
                 c.snapshot_image = c.snapshot_image ? c.snapshot_image : file->snapshot_image;
-        }
-        if (file && kind == RUNNER_TARGET_HOSTS) {
                 const ops_hosts *h = &file->hosts;
                 c.hosts.ssh_key = c.hosts.ssh_key ? c.hosts.ssh_key : h->ssh_key;
                 c.hosts.passphrase_file =
@@ -1215,13 +1152,6 @@ int runner_cluster_target(state_db *db, const char *cluster, const runner_flags 
                         c.hosts.peer_port = h->peer_port;
                         c.hosts.metrics_port = h->metrics_port;
                 }
-        }
-        if (c.hosts.passphrase_file && !c.hosts.ssh_key) {
-                fprintf(stderr,
-                        "%s: the hosts target's passphrase file needs its SSH key "
-                        "(--hosts-ssh-key, or sshKey under hosts: in the configuration)\n",
-                        prog);
-                return -EINVAL;
         }
         *ret = c;
         return 0;

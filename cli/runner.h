@@ -12,13 +12,14 @@
 #include "reconciler/driver.h"
 #include "sources/source.h"
 #include "state/state.h"
+#include "targets/registry.h"
 #include "targets/target.h"
 #include "util/strmap.h"
 
 typedef struct runner_flags {
         source_opts src;
         const char *state;          /* --state */
-        const char *target;         /* --target: "local" (default), "kubernetes" or "hosts" */
+        const char *target;         /* --target: a kind's name (targets/registry.h) */
         const char *kubeconfig;     /* --kubeconfig (kubernetes target) */
         const char *kube_context;   /* --context */
         const char *cluster_domain; /* --cluster-domain (default cluster.local) */
@@ -100,12 +101,14 @@ extern const size_t runner_n_long_options;
  */
 struct option *runner_options(const struct option *own, size_t n_own);
 
-/* RUNNER_TARGET_* for a --target name, or -1 when there is no such target. */
-enum { RUNNER_TARGET_LOCAL, RUNNER_TARGET_KUBERNETES, RUNNER_TARGET_HOSTS };
-int runner_target_kind(const char *name);
+/*
+ * Print "<prog>: unknown target 'NAME' (available: ...)", the kinds of
+ * targets/registry.h.
+ */
+void runner_unknown_target(const char *prog, const char *name);
 
-/* The help text for the shared options. */
-extern const char runner_options_help[];
+/* The help text for the shared options (the kinds of --target from targets/registry.h). */
+const char *runner_options_help(void);
 
 /* Handle one shared option; false when opt is not one of them. */
 bool runner_flag(runner_flags *f, int opt, const char *arg);
@@ -121,9 +124,10 @@ char *runner_state_dir(const char *db_path);
  * the daemon's configuration file (file, NULL when none was read), else
  * local. A --target that contradicts the record, and another target's
  * options on the command line, are refused. The settings are f's, and the
- * file's where f gives none (the file's settings of other targets are not
- * used). Opens nothing: *ret's strings point into f and file. prog
- * prefixes the messages it prints.
+ * file's where f gives none (a kind reads only its own when it is opened,
+ * so the file's settings of other kinds are not used). Opens nothing:
+ * *ret's strings point into f and file. prog prefixes the messages it
+ * prints.
  */
 int runner_cluster_target(state_db *db, const char *cluster, const runner_flags *f,
                           const ops_config *file, const char *prog, ops_config *ret);
@@ -166,8 +170,8 @@ typedef struct runner_source {
 typedef struct runner {
         int lock_fd; /* holds RUNNER_LOCK_FILE; -1 when closed */
         state_db *db;
-        target *targets[3];   /* local, kubernetes, hosts: opened when a source needs it */
-        target *adopt_target; /* hosts: a second one, for adoption (reconciler/adopt.h) */
+        /* One per kind (targets/registry.h, by index): opened when a source needs it. */
+        target *targets[TARGET_KIND_COUNT];
         runner_source *sources;
         size_t n_sources;
         /* The first source's, for the commands that take one (apply). */

@@ -244,9 +244,9 @@ static etcd_cluster *prior_spec(const intake_prior *p)
 static void judge(const intake_input *in, const policy *pol, const prior_index *priors,
                   intake_cluster *c)
 {
-        bool hosts = in->caps & INTAKE_CAP_HOSTS_INVENTORY;
-        if (policy_check(pol, c->spec, in->target, hosts, in->caps & INTAKE_CAP_IMAGES, c->exists,
-                         &c->diags) > 0) {
+        bool hosts = in->caps & TARGET_CAP_HOSTS_INVENTORY;
+        if (policy_check(pol, c->spec, in->target, hosts, in->caps & TARGET_CAP_CONTAINER_IMAGES,
+                         c->exists, &c->diags) > 0) {
                 c->verdict = INTAKE_REFUSED;
                 strbuf sb = STRBUF_INIT;
                 for (size_t i = 0; i < c->diags.n; i++) {
@@ -293,8 +293,8 @@ int spec_intake(const intake_input *in, intake_result *ret)
         } else {
                 if (spec_refuse_unsupported(&set, prior_exists, &priors, &r.diags) < 0)
                         r.errors = true;
-                if (spec_refuse_for_target(&set, in->caps & INTAKE_CAP_HOSTS_INVENTORY,
-                                           in->caps & INTAKE_CAP_PVC_WRITER, &r.diags) < 0)
+                if (spec_refuse_for_target(&set, in->caps & TARGET_CAP_HOSTS_INVENTORY,
+                                           in->caps & TARGET_CAP_PVC_WRITER, &r.diags) < 0)
                         r.errors = true;
         }
         for (size_t i = 0; in->rev && i < in->rev->n_notes; i++)

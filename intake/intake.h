@@ -13,8 +13,8 @@
  * refuses is REFUSED with the policy lines that refuse it, and a change of
  * a kind that needs more trusted signers than it has (approvals, counted by
  * sources/ over the revision's history) is HELD. What the intake needs of
- * the target comes as data (INTAKE_CAP_* bits and its name), of the state
- * store as data too (the specs accepted before), so plan/ never includes a
+ * the target comes as data (its kind's TARGET_CAP_* bits and its name), of the state
+ * store as data too (the specs accepted before), so plan/ never opens a
  * target and the intake never opens a state store.
  */
 #pragma once
@@ -26,17 +26,8 @@
 #include "api/spec.h"
 #include "intake/policy.h"
 #include "sources/source.h"
+#include "targets/target.h"
 #include "util/diag.h"
-
-/* What the target the revision is taken in for can do (the caller maps its caps). */
-enum {
-        /* Runs members on the machines of spec.hosts, and nowhere else (the hosts target). */
-        INTAKE_CAP_HOSTS_INVENTORY = 1u << 0,
-        /* Writes snapshots into PersistentVolumeClaims through a Pod (the Kubernetes target). */
-        INTAKE_CAP_PVC_WRITER = 1u << 1,
-        /* Runs members as container images (the Kubernetes target): policy.images applies. */
-        INTAKE_CAP_IMAGES = 1u << 2,
-};
 
 /* A cluster gitcd accepted before (the state store's record), as data. */
 typedef struct intake_prior {
@@ -71,7 +62,8 @@ typedef struct intake_input {
         const spec_buffer *files;
         size_t n_files;
         intake_mode mode;
-        unsigned caps;      /* INTAKE_CAP_* */
+        /* What the target can do (TARGET_CAP_*: its kind's, targets/registry.h) */
+        unsigned caps;
         const char *target; /* the target's name, for policy.targets; NULL: not checked */
         /*
          * The operator's policy; NULL: gitcd's built-in one (validate checks

@@ -48,12 +48,14 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/flags.h"
 #include "api/spec.h"
 #include "intake/policy.h"
+#include "targets/registry.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
@@ -363,9 +365,10 @@ static bool check_cluster(parser *p, const ynode *n, const char *key, const char
 
 static bool check_target(parser *p, const ynode *n, const char *key, const char *s)
 {
-        if (streq(s, "*") || streq(s, "local") || streq(s, "kubernetes") || streq(s, "hosts"))
+        if (streq(s, "*") || target_kind_find(s))
                 return true;
-        err(p, n, "%s: unknown target '%s' (local, kubernetes, hosts, or *)", key, s);
+        _cleanup_free_ char *kinds = target_kind_names(", ", ", ");
+        err(p, n, "%s: unknown target '%s' (%s, or *)", key, s, kinds);
         return false;
 }
 
@@ -529,6 +532,27 @@ static void parse_approvals(parser *p, const ynode *m, policy *out)
         }
 }
 
+/* The keys of a policy: a list of patterns each, or a section with a reader of its own. */
+typedef struct policy_key {
+        const char *key;
+        const char *name;  /* lists: for messages */
+        entry_check check; /* lists: each entry's check */
+        size_t list;       /* lists: offsetof(policy, the list) */
+        void (*section)(parser *p, const ynode *m, policy *out);
+} policy_key;
+
+static const policy_key policy_keys[] = {
+    {"namespaces", "policy.namespaces", check_no_slash, offsetof(policy, namespaces), NULL},
+    {"clusters", "policy.clusters", check_cluster, offsetof(policy, clusters), NULL},
+    {"targets", "policy.targets", check_target, offsetof(policy, targets), NULL},
+    {"hosts", NULL, NULL, 0, parse_hosts},
+    {"localSnapshotRoots", "policy.localSnapshotRoots", check_local_root,
+     offsetof(policy, local_roots), NULL},
+    {"images", "policy.images", check_image, offsetof(policy, images), NULL},
+    {"etcdFlags", "policy.etcdFlags", check_flag, offsetof(policy, etcd_flags), NULL},
+    {"approvals", NULL, NULL, 0, parse_approvals},
+};
+
 int policy_parse(const ynode *n, const char *file, const policy *base, policy **ret,
                  diag_list *diags)
 {
@@ -541,29 +565,20 @@ int policy_parse(const ynode *n, const char *file, const policy *base, policy **
         policy *out = base ? policy_copy(base) : policy_builtin();
         for (size_t i = 0; i < n->n; i++) {
                 const ynode *k = n->keys[i], *v = n->values[i];
-                const char *key = k->str;
-                if (streq(key, "namespaces"))
-                        parse_list(&p, k, v, "policy.namespaces", check_no_slash, &out->namespaces);
-                else if (streq(key, "clusters"))
-                        parse_list(&p, k, v, "policy.clusters", check_cluster, &out->clusters);
-                else if (streq(key, "targets"))
-                        parse_list(&p, k, v, "policy.targets", check_target, &out->targets);
-                else if (streq(key, "images"))
-                        parse_list(&p, k, v, "policy.images", check_image, &out->images);
-                else if (streq(key, "etcdFlags"))
-                        parse_list(&p, k, v, "policy.etcdFlags", check_flag, &out->etcd_flags);
-                else if (streq(key, "hosts"))
-                        parse_hosts(&p, v, out);
-                else if (streq(key, "localSnapshotRoots"))
-                        parse_list(&p, k, v, "policy.localSnapshotRoots", check_local_root,
-                                   &out->local_roots);
-                else if (streq(key, "approvals"))
-                        parse_approvals(&p, v, out);
+                const policy_key *pk = NULL;
+                for (size_t j = 0; !pk && j < ARRAY_SIZE(policy_keys); j++)
+                        if (streq(k->str, policy_keys[j].key))
+                                pk = &policy_keys[j];
+                if (pk && pk->section)
+                        pk->section(&p, v, out);
+                else if (pk)
+                        parse_list(&p, k, v, pk->name, pk->check,
+                                   (policy_list *)((char *)out + pk->list));
                 else
                         err(&p, k,
                             "unknown key '%s' in policy (namespaces, clusters, targets, hosts, "
                             "localSnapshotRoots, images, etcdFlags, approvals)",
-                            key);
+                            k->str);
         }
         if (p.bad) {
                 policy_free(out);
@@ -752,8 +767,8 @@ static bool runs_pods(const etcd_cluster *c)
         return false;
 }
 
-size_t policy_check(const policy *p, const etcd_cluster *c, const char *target, bool hosts_target,
-                    bool runs_images, bool exists, diag_list *diags)
+size_t policy_check(const policy *p, const etcd_cluster *c, const char *target_name,
+                    bool hosts_target, bool runs_images, bool exists, diag_list *diags)
 {
         assert(p && c);
         judge j = {.c = c,
@@ -782,11 +797,11 @@ size_t policy_check(const policy *p, const etcd_cluster *c, const char *target, 
                 refuse(&j, &p->clusters.at, "clusters", "metadata.name",
                        "is not a cluster this source may define (allowed: %s)", allowed);
         }
-        if (target && !policy_list_matches(&p->targets, target)) {
+        if (target_name && !policy_list_matches(&p->targets, target_name)) {
                 _cleanup_free_ char *allowed = list_text(&p->targets);
                 refuse(&j, &p->targets.at, "targets", "metadata.name",
                        "would run on the %s target, which this source may not use (allowed: %s)",
-                       target, allowed);
+                       target_name, allowed);
         }
         if (hosts_target && c->hosts.set)
                 check_hosts(&j, p, c);

@@ -127,15 +127,15 @@ int policy_path_within(const char *root, const char *path, bool strict);
 /*
  * Judge one cluster against the policy: an error diagnostic at the policy
  * key's location for every rule it breaks, naming where the spec asks for
- * it; returns how many. target is the target's name; hosts_target and
+ * it; returns how many. target_name is the target's name; hosts_target and
  * runs_images say whether it runs members on spec.hosts and runs container
  * images (the hosts target's staticPod machines run images too). Paths on
  * the gitcd host (local snapshot folders and restore files, those of the
  * snapshot documents beside the cluster included) are judged on every
  * target. exists picks "not changed" over "not taken in" in the messages.
  */
-size_t policy_check(const policy *p, const etcd_cluster *c, const char *target, bool hosts_target,
-                    bool runs_images, bool exists, diag_list *diags);
+size_t policy_check(const policy *p, const etcd_cluster *c, const char *target_name,
+                    bool hosts_target, bool runs_images, bool exists, diag_list *diags);
 
 /* The kinds of change (1u << policy_change) from prev to next; next NULL: a removal. */
 unsigned policy_changes(const etcd_cluster *prev, const etcd_cluster *next);

@@ -18,7 +18,6 @@
 
 #include "api/cron.h"
 #include "maintenance/due.h"
-#include "snapshots/schedule.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -107,7 +106,7 @@ maint_trigger maint_due(const maint_view *v, int64_t *ret_slot_ms, int64_t *ret_
         if (d->schedule && cron_parse(d->schedule, &e) == 0) {
                 int64_t slot = 0, next = 0;
                 int64_t since = MAX(last_slot(v->runs), v->created_ms);
-                int k = snapshot_schedule_due(&e, since, v->now_ms, &slot, &next);
+                int k = cron_due(&e, since, v->now_ms, &slot, &next);
                 if (k >= 0)
                         *ret_next_ms = next;
                 if (k > 0) {

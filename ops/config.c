@@ -24,6 +24,7 @@
 
 #include "api/yaml.h"
 #include "ops/config.h"
+#include "targets/registry.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -262,8 +263,9 @@ static void check_urls(parser *p)
 static const char *target_name(parser *p, const ynode *n)
 {
         const char *t = str(p, n, "target");
-        if (t && !streq(t, "local") && !streq(t, "kubernetes") && !streq(t, "hosts")) {
-                err(p, n, "unknown target '%s' (available: local, kubernetes, hosts)", t);
+        if (t && !target_kind_find(t)) {
+                _cleanup_free_ char *kinds = target_kind_names(", ", ", ");
+                err(p, n, "unknown target '%s' (available: %s)", t, kinds);
                 return NULL;
         }
         return t;
@@ -657,9 +659,34 @@ static void parse_policies(parser *p)
         }
 }
 
+/* The sections of the file, each read by a parser of its own. */
+typedef struct config_section {
+        const char *key;
+        void (*parse)(parser *p, const ynode *v);
+} config_section;
+
+static const config_section sections[] = {
+    {"kubernetes", parse_kubernetes},
+    {"hosts", parse_hosts},
+    {"listen", parse_listen},
+    {"sources", parse_sources},
+    {"notifications", parse_notifications},
+    {"log", parse_log},
+    {"allowPlainHTTP", parse_plain_http},
+};
+
+static const config_section *section(const char *key)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(sections); i++)
+                if (streq(key, sections[i].key))
+                        return &sections[i];
+        return NULL;
+}
+
 static void parse_root(parser *p, const ynode *root)
 {
         ops_config *c = p->cfg;
+        const config_section *sec;
         if (!want_map(p, root, "the configuration"))
                 return;
         for (size_t i = 0; i < root->n; i++) {
@@ -681,22 +708,10 @@ static void parse_root(parser *p, const ynode *root)
                         c->observe_interval_ms = duration(p, v, k, 1000);
                 else if (streq(k, "workers"))
                         c->workers = workers(p, v);
-                else if (streq(k, "kubernetes"))
-                        parse_kubernetes(p, v);
-                else if (streq(k, "hosts"))
-                        parse_hosts(p, v);
-                else if (streq(k, "listen"))
-                        parse_listen(p, v);
-                else if (streq(k, "sources"))
-                        parse_sources(p, v);
-                else if (streq(k, "notifications"))
-                        parse_notifications(p, v);
-                else if (streq(k, "log"))
-                        parse_log(p, v);
                 else if (streq(k, "policy"))
                         p->policy = v;
-                else if (streq(k, "allowPlainHTTP"))
-                        parse_plain_http(p, v);
+                else if ((sec = section(k)))
+                        sec->parse(p, v);
                 else
                         err(p, root->keys[i], "unknown key '%s'", k);
         }

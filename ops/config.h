@@ -46,7 +46,7 @@ typedef struct ops_source {
         const char *name;         /* unique; "default" for the one source of the flags */
         source_opts src;          /* strings owned by the ops_config */
         int64_t interval_ms;      /* 0: the daemon's interval */
-        const char *target;       /* "local", "kubernetes" or "hosts"; NULL: the daemon's */
+        const char *target;       /* a kind of targets/registry.h; NULL: the daemon's */
         ops_commit_status status; /* forge NONE: no commit statuses */
         /*
          * What its commits may make gitcd do (intake/policy.h): its own

@@ -14,12 +14,13 @@
  * with the live values, to still name the paths.
  *
  * The objects compared are exactly those the Kubernetes target applies:
- * kubernetes_target_objects() produces them for both, from the member
- * records through the one membership plan builder, the TLS Secrets from
- * the target's state folder.
+ * its kind's kube_objects (target_plan_ops, targets/registry.h) produces
+ * them for both, from the member records through the one membership plan
+ * builder, the TLS Secrets from the target's state folder.
  *
  * Nothing here writes: GET, LIST and dry-run PATCH only.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,6 @@
 #include "plan/drift.h"
 #include "reconciler/membership.h"
 #include "render/render.h"
-#include "targets/kubernetes.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
@@ -423,10 +423,8 @@ static bool dormant_pod(const json_t *obj, const state_member_list *recs)
 static int applied_set(const etcd_cluster *c, const drift_opts *o, const membership_plan *steady,
                        json_t **ret, char **ret_error)
 {
-        if (!o->target || !o->db) {
-                *ret = kubernetes_shared_objects(c, steady, NULL);
-                return 0;
-        }
+        if (!o->target || !o->db)
+                return o->plan->kube_objects(NULL, c, steady, NULL, ret);
         _cleanup_free_ char *id = etcd_cluster_id(c);
         _cleanup_(state_member_list_release) state_member_list recs = {0};
         int k = state_member_list_for(o->db, id, false, &recs);
@@ -439,7 +437,7 @@ static int applied_set(const etcd_cluster *c, const drift_opts *o, const members
                 k = membership_plan_for_records(o->target, c, recs.items, recs.n, &members);
         json_t *objs = NULL;
         if (k >= 0)
-                k = kubernetes_target_objects(o->target, c, members, &objs);
+                k = o->plan->kube_objects(o->target, c, steady, members, &objs);
         if (k < 0) {
                 *ret_error = xstrdup(target_last_error(o->target));
                 return k;
@@ -516,6 +514,7 @@ static int check_cluster(kube_client *kc, const etcd_cluster *c, const drift_opt
 int drift_compute(kube_client *kc, etcd_cluster *const *clusters, size_t n, const drift_opts *o,
                   drift_report **ret, char **ret_error)
 {
+        assert(o && o->plan && o->plan->kube_objects);
         _cleanup_(drift_report_freep) drift_report *r = XNEW(drift_report);
         r->items = xcalloc(n ? n : 1, sizeof(*r->items));
         for (size_t i = 0; i < n; i++) {

@@ -2,8 +2,8 @@
  * Drift: how the objects live on a Kubernetes API server differ from what
  * gitcd would apply for each cluster, found without writing anything.
  *
- * For every object the Kubernetes target applies for a cluster
- * (kubernetes_target_objects(): Services, PodDisruptionBudget, cert-manager
+ * For every object the Kubernetes target applies for a cluster (its
+ * kind's kube_objects, targets/registry.h: Services, PodDisruptionBudget, cert-manager
  * Certificates, the TLS Secrets of tls.provider auto, and each recorded
  * member's PVC and Pod with its pod-hash and config-hash annotations),
  * fitted to the server's API versions, drift_compute() reads the live
@@ -23,6 +23,7 @@
 #include "kube/client.h"
 #include "api/model.h"
 #include "state/state.h"
+#include "targets/registry.h"
 #include "targets/target.h"
 
 typedef enum drift_state {
@@ -67,6 +68,8 @@ typedef struct drift_report {
 } drift_report;
 
 typedef struct drift_opts {
+        /* Required: the plan operations of the kind whose objects are compared (kube_objects). */
+        const target_plan_ops *plan;
         const char *cluster_domain; /* NULL: cluster.local */
         /*
          * The Kubernetes target the clusters run with (its state folder holds

@@ -23,6 +23,7 @@
 #include "plan/plan.h"
 #include "intake/intake.h"
 #include "render/render.h"
+#include "targets/registry.h"
 #include "api/spec.h"
 #include "api/yaml.h"
 #include "util/escape.h"
@@ -720,7 +721,7 @@ int plan_compute(const plan_input *in, plan **ret)
         intake_input ii = {.rev = rev,
                            .mode = INTAKE_APPLY,
                            .caps = in->caps,
-                           .target = in->target ? in->target : "local",
+                           .target = in->target ? in->target : target_kind_default()->name,
                            .policy = in->policy,
                            .priors = priors,
                            .n_priors = n_priors,

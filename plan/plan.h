@@ -77,12 +77,12 @@ typedef struct plan_input {
         const state_member_list *members;
         bool prune; /* clusters removed from the source are stopped */
         /*
-         * What the target apply would use can do (INTAKE_CAP_*): the hosts
+         * What the target apply would use can do (TARGET_CAP_*): the hosts
          * target takes in only clusters with spec.hosts (and only it does);
          * snapshots may go into a PVC only on the Kubernetes target.
          */
         unsigned caps;
-        const char *target;   /* its name, for policy.targets ("local" when NULL) */
+        const char *target;   /* its kind's name, for policy.targets (the default's when NULL) */
         const policy *policy; /* the operator's policy; NULL: the built-in one */
         /* The revision's source, to count approvals (NULL: none are counted). */
         source *src;

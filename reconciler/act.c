@@ -512,10 +512,10 @@ static int act_bootstrap(act_ctx *a)
 static int act_adopt(act_ctx *a)
 {
         reconciler *r = a->r;
-        if (!r->opts.adopt_target || a->w->obs.bootstrapped)
+        if (!r->opts.target->ops->adopt || a->w->obs.bootstrapped)
                 return 0;
         char msg[sizeof(a->res->message)] = "";
-        int k = adopt_try(r->opts.db, r->opts.adopt_target, a->x->name, a->c, a->commit, a->author,
+        int k = adopt_try(r->opts.db, r->opts.target, a->x->name, a->c, a->commit, a->author,
                           r->opts.wall_ms, msg, sizeof(msg));
         if (k == 0)
                 return 0;

@@ -1,13 +1,12 @@
 /*
- * Adoption on the hosts target (see adopt.h), the effects: read what each
- * machine runs (targets/hosts.c); when it runs with TLS, check the TLS
- * half of the decision (hosts_adopt_check_tls) and import the members' CA
- * as the cluster's auto CA on the gitcd host (hosts_adopt_import_ca, which
- * refuses CAs that differ between machines), so that gitcd's client
- * certificate, and later the members' leaves, come from the CA the
- * cluster's other clients (the kube-apiserver) already use; read etcd's
- * member list and health (over TLS then); let hosts_adopt_decide()
- * (targets/hosts-adopt.c) rule, then, in this order:
+ * Adoption of a cluster already running where the target would place its
+ * members (see adopt.h), the steps: the target surveys what runs there
+ * (target_adopt_ops.survey: on the hosts target, what each machine runs;
+ * with TLS, the members' CA imported as the cluster's auto CA on the gitcd
+ * host first, so that gitcd's client certificate, and later the members'
+ * leaves, come from the CA the cluster's other clients already use; etcd's
+ * member list and health; the decision, targets/hosts-adopt.c) and says
+ * whether gitcd may take it over; then, in this order:
  *
  *   1. write the data identity marker into each running member's data
  *      directory (so a later wipe is data loss, not an empty restart);
@@ -15,17 +14,18 @@
  *      the marker's id as data identity) and the cluster ID, in one
  *      transaction: from here on decide() never bootstraps the cluster;
  *   3. one member at a time, every member healthy first: move it onto
- *      gitcd's rendered manifest or unit (remove kubeadm's etcd.yaml, or
- *      `systemctl disable --now etcd.service`; wait until the old etcd
- *      stopped answering, write gitcd's, wait until healthy
- *      and until etcd lists the member's ID under gitcd's name) and record
- *      the config hash it runs with. A member already on gitcd's own file
- *      (a cluster gitcd created whose state store was lost) is rewritten
- *      only when its config hash differs.
+ *      gitcd's rendered manifest or unit (the target retires what ran it:
+ *      kubeadm's etcd.yaml removed, or `systemctl disable --now
+ *      etcd.service`; wait until the old etcd stopped answering, write
+ *      gitcd's, wait until healthy and until etcd lists the member's ID
+ *      under gitcd's name) and record the config hash it runs with. A
+ *      member already on gitcd's own file (a cluster gitcd created whose
+ *      state store was lost) is rewritten only when its config hash
+ *      differs.
  *
  * Names: a member is recorded under gitcd's name "<cluster>-<ordinal>"
- * (hosts_adopt_ordinals(): its own when it already has that form, else
- * its machine's position), never under kubeadm's node name. etcd takes a
+ * (the survey's: its own when it already has that form, else its
+ * machine's position), never under kubeadm's node name. etcd takes a
  * member's name from --name at every start and publishes it to the
  * cluster (the ID and data stay; --initial-cluster is ignored on existing
  * data), so step 3's restart is the rename. Until then the member core
@@ -36,12 +36,13 @@
  * changes nothing there; the only earlier write is the imported CA on the
  * gitcd host, which is the CA the members already trust (a refusal after
  * it leaves it in place, and the next try finds it equal).
- * Everything runs inside one reconciler pass, serialized by a mutex; each
- * wait has a deadline, after which the pass fails and the reconciler
- * carries on from the records like after any other failed step.
+ * Everything runs inside one reconciler pass of the cluster, on the target
+ * the cluster runs on (shared between the driver's workers: the locked
+ * wrapper forwards the adopt operations under the cluster's lock, as every
+ * other); each wait has a deadline, after which the pass fails and the
+ * reconciler carries on from the records like after any other failed step.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,8 +52,6 @@
 #include "etcd/client.h"
 #include "reconciler/adopt.h"
 #include "reconciler/membership.h"
-#include "targets/hosts-adopt.h"
-#include "targets/hosts.h"
 #include "util/failpoint.h"
 #include "util/log.h"
 #include "util/strbuf.h"
@@ -61,8 +60,6 @@
 
 #define STOP_TIMEOUT_MS  30000
 #define READY_TIMEOUT_MS 90000
-
-static pthread_mutex_t adopt_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void audit(state_db *db, const char *cluster, const char *action, const char *reason,
                   const char *after, const char *outcome, int64_t now, const char *commit,
@@ -98,22 +95,12 @@ static void audit_refusal(state_db *db, const char *cluster, const char *why, in
                 audit(db, cluster, "cluster.adopt", why, NULL, "rejected", now, commit, author);
 }
 
-static void running_free_all(hosts_running **v, size_t n)
-{
-        for (size_t i = 0; i < n; i++)
-                if (v[i]) {
-                        hosts_running_release(v[i]);
-                        free(v[i]);
-                }
-        free(v);
-}
-
 /* Wait until client_url answers healthy (want 1) or stops answering healthy (want 0). */
 static bool wait_health(target *t, const etcd_cluster *c, const char *url, int want, int ms)
 {
         int64_t end = now_mono_ms() + ms;
         for (;;) {
-                if (hosts_member_healthy(t, c, url) == want)
+                if (t->ops->adopt->member_healthy(t, c, url) == want)
                         return true;
                 if (now_mono_ms() > end)
                         return false;
@@ -125,7 +112,7 @@ static bool all_healthy(target *t, const etcd_cluster *c, const adopt_plan *ap)
 {
         for (size_t i = 0; i < ap->n; i++)
                 if (!ap->steps[i].client_url ||
-                    !hosts_member_healthy(t, c, ap->steps[i].client_url))
+                    !t->ops->adopt->member_healthy(t, c, ap->steps[i].client_url))
                         return false;
         return true;
 }
@@ -152,20 +139,6 @@ static etcd_members *member_list_at(target *t, const etcd_cluster *c, const char
         if (etcd_member_list(ec, &l) < 0)
                 l = NULL;
         etcd_client_free(ec);
-        return l;
-}
-
-/* etcd's member list through the running members' advertised client URLs. */
-static etcd_members *member_list(target *t, const etcd_cluster *c, hosts_running *const *running,
-                                 size_t n)
-{
-        strbuf eps = STRBUF_INIT;
-        for (size_t i = 0; i < n; i++)
-                if (running[i] && !isempty(running[i]->advertise_client_urls))
-                        sb_printf(&eps, "%s%s", eps.len ? "," : "",
-                                  running[i]->advertise_client_urls);
-        etcd_members *l = member_list_at(t, c, sb_str(&eps));
-        sb_release(&eps);
         return l;
 }
 
@@ -252,13 +225,11 @@ static int move_member(state_db *db, target *t, const char *cluster, const etcd_
                                  "file as %s",
                                  cluster, s->running_name, (unsigned long long)s->id, s->replaces,
                                  s->member);
-                if ((k = hosts_adopt_retire(t, c, s->machine, s->member)) < 0)
+                if ((k = t->ops->adopt->retire(t, c, s)) < 0)
                         goto fail;
                 if (s->client_url && !wait_health(t, c, s->client_url, 0, STOP_TIMEOUT_MS)) {
                         snprintf(msg, msgsize, "adoption: member %s did not stop after %s was %s",
-                                 s->member, s->replaces,
-                                 c->hosts.items[s->machine].mode == HOST_MODE_SYSTEMD ? "disabled"
-                                                                                      : "removed");
+                                 s->member, s->replaces, s->retired);
                         return -ETIMEDOUT;
                 }
         }
@@ -290,9 +261,9 @@ fail:
         return k;
 }
 
-static int adopt_locked(state_db *db, target *t, const char *cluster, const etcd_cluster *c,
-                        const char *commit, const char *author, int64_t (*wall_ms)(void), char *msg,
-                        size_t msgsize)
+static int adopt(state_db *db, target *t, const char *cluster, const etcd_cluster *c,
+                 const char *commit, const char *author, int64_t (*wall_ms)(void), char *msg,
+                 size_t msgsize)
 {
         state_member_list recs = {0};
         int k = state_member_list_for(db, cluster, true, &recs);
@@ -301,69 +272,24 @@ static int adopt_locked(state_db *db, target *t, const char *cluster, const etcd
         if (k < 0 || n_recs > 0)
                 return 0; /* adoption is for a cluster with no records only */
 
-        (void)t->ops->tick(t); /* probes of an earlier pass are stale */
-        size_t n = c->hosts.n;
-        hosts_running **running = xcalloc(n, sizeof(*running));
-        for (size_t i = 0; i < n; i++) {
-                char *why = NULL;
-                k = hosts_adopt_read(t, c, i, &running[i], &why);
-                if (k < 0) {
-                        snprintf(msg, msgsize, "%s", why ? why : target_last_error(t));
-                        free(why);
-                        running_free_all(running, n);
-                        if (k == -EPERM)
-                                audit_refusal(db, cluster, msg, wall_ms(), commit, author);
-                        return k;
-                }
-        }
-        /* TLS first: the member list is read with a certificate from the cluster's CA */
-        char *why = NULL;
-        k = hosts_adopt_check_tls(c, running, &why);
-        if (k > 0)
-                k = hosts_adopt_import_ca(t, c, running, &why);
-        if (k < 0) {
-                if (k == -EPERM) {
-                        snprintf(msg, msgsize, "adoption refused: %s", why);
-                        audit_refusal(db, cluster, msg, wall_ms(), commit, author);
-                        log_error("%s: %s", cluster, msg);
-                } else {
-                        snprintf(msg, msgsize, "adoption: %s", target_last_error(t));
-                }
-                free(why);
-                running_free_all(running, n);
-                return k;
-        }
-        etcd_members *list = NULL;
-        bool healthy = false, any = false;
-        for (size_t i = 0; i < n; i++)
-                any = any || running[i];
-        if (any) {
-                list = member_list(t, c, running, n);
-                healthy = list != NULL;
-                for (size_t i = 0; list && i < list->n; i++) {
-                        const etcd_member *em = &list->members[i];
-                        healthy = healthy && em->n_client_urls > 0 &&
-                                  hosts_member_healthy(t, c, em->client_urls[0]) == 1;
-                }
-        }
         _cleanup_(adopt_plan_release) adopt_plan ap = {0};
-        k = hosts_adopt_decide(c, hosts_target_peer_port(t), running, list, healthy, &ap, &why);
-        running_free_all(running, n);
-        etcd_members_free(list);
-        if (k <= 0) {
-                if (k < 0) {
-                        snprintf(msg, msgsize, "adoption refused: %s", why);
-                        audit_refusal(db, cluster, msg, wall_ms(), commit, author);
-                        log_error("%s: %s", cluster, msg);
-                }
-                free(why);
-                return k;
+        char *why = NULL;
+        k = t->ops->adopt->survey(t, c, &ap, &why);
+        if (k == -EPERM) {
+                snprintf(msg, msgsize, "adoption refused: %s", why);
+                audit_refusal(db, cluster, msg, wall_ms(), commit, author);
+                log_error("%s: %s", cluster, msg);
+        } else if (k < 0) {
+                snprintf(msg, msgsize, "adoption: %s", target_last_error(t));
         }
+        free(why);
+        if (k <= 0)
+                return k;
 
         /* 1. markers */
         char **ids = xcalloc(ap.n + 1, sizeof(char *));
         for (size_t i = 0; i < ap.n && k >= 0; i++) {
-                k = hosts_adopt_claim(t, c, ap.steps[i].machine, ap.steps[i].member, &ids[i]);
+                k = t->ops->adopt->claim(t, c, &ap.steps[i], &ids[i]);
                 if (k < 0)
                         snprintf(msg, msgsize, "adoption: %s", target_last_error(t));
         }
@@ -381,9 +307,8 @@ static int adopt_locked(state_db *db, target *t, const char *cluster, const etcd
                 const adopt_step *s = &ap.steps[i];
                 char id[17];
                 snprintf(id, sizeof(id), "%016llx", (unsigned long long)s->id);
-                json_t *m =
-                    json_pack("{s:s, s:s, s:s, s:b}", "name", s->member, "id", id, "machine",
-                              c->hosts.items[s->machine].address, "restart", s->restart);
+                json_t *m = json_pack("{s:s, s:s, s:s, s:b}", "name", s->member, "id", id,
+                                      "machine", s->where, "restart", s->restart);
                 if (s->replaces)
                         json_object_set_new(m, "replaces", json_string(s->replaces));
                 if (!streq(s->member, s->running_name))
@@ -431,11 +356,8 @@ int adopt_try(state_db *db, target *t, const char *cluster, const etcd_cluster *
               const char *commit, const char *author, int64_t (*wall_ms)(void), char *msg,
               size_t msgsize)
 {
-        if (!c->hosts.set || !t || !(t->ops->caps & TARGET_CAP_HOSTS_INVENTORY))
+        if (!t || !t->ops->adopt)
                 return 0;
-        pthread_mutex_lock(&adopt_lock);
-        int k = adopt_locked(db, t, cluster, c, commit, author, wall_ms ? wall_ms : now_wall_ms,
-                             msg, msgsize);
-        pthread_mutex_unlock(&adopt_lock);
-        return k;
+        return adopt(db, t, cluster, c, commit, author, wall_ms ? wall_ms : now_wall_ms, msg,
+                     msgsize);
 }

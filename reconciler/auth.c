@@ -41,73 +41,6 @@
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
-#define PASSWORD_MAX 4096
-
-static char *auth_dir(const char *state_dir, const char *cluster)
-{
-        _cleanup_free_ char *sub = xasprintf("auth/%s", cluster);
-        return path_join(state_dir, sub);
-}
-
-static void wipe(char *s)
-{
-        if (s) {
-                explicit_bzero(s, strlen(s));
-                free(s);
-        }
-}
-
-/*
- * A password file: its first line; *ret NULL when the file is missing.
- * A file others may read is -EPERM, with why in *ret_why when given
- * (util/fs.h read_secret_file).
- */
-static int read_password(const char *dir, const char *name, char **ret, char **ret_why)
-{
-        _cleanup_free_ char *path = path_join(dir, name);
-        _cleanup_free_ char *why = NULL;
-        char *data = NULL;
-        size_t len = 0;
-        int k = read_secret_file(path, "password file", PASSWORD_MAX, &data, &len, &why);
-        if (k == -ENOENT) {
-                *ret = NULL;
-                return 0;
-        }
-        if (k == -EPERM && ret_why)
-                *ret_why = TAKE_PTR(why);
-        if (k < 0)
-                return k;
-        data[strcspn(data, "\r\n")] = '\0';
-        if (!data[0]) {
-                wipe(data);
-                return -ENODATA;
-        }
-        *ret = data;
-        return 0;
-}
-
-static int write_password(const char *dir, const char *name, const char *password)
-{
-        int k = mkdir_p(dir, 0700);
-        if (k < 0)
-                return k;
-        _cleanup_free_ char *path = path_join(dir, name);
-        strbuf sb = STRBUF_INIT;
-        sb_printf(&sb, "%s\n", password);
-        k = write_file_atomic(path, sb_str(&sb), sb.len, 0600);
-        explicit_bzero(sb.buf, sb.len);
-        sb_release(&sb);
-        return k;
-}
-
-static int remove_file(const char *dir, const char *name)
-{
-        _cleanup_free_ char *path = path_join(dir, name);
-        if (unlink(path) < 0 && errno != ENOENT)
-                return -errno;
-        return fsync_parent_dir(path);
-}
-
 static char *new_password(void)
 {
         unsigned char raw[24];
@@ -148,7 +81,7 @@ int auth_secret_password(target *t, const etcd_cluster *c, const char *state_dir
         }
         char *user = NULL;
         _cleanup_free_ char *why = NULL;
-        k = read_password(dir, "username", &user, &why);
+        k = auth_password_read(dir, "username", &user, &why);
         if (k == -EPERM) {
                 *ret_error = xasprintf("root credentials Secret %s/%s: %s", ns, name, why);
                 return k;
@@ -158,12 +91,12 @@ int auth_secret_password(target *t, const etcd_cluster *c, const char *state_dir
                                        "gitcd sets root's password, so the key `username` must be "
                                        "root or absent",
                                        ns, name, user);
-                wipe(user);
+                auth_password_wipe(user);
                 return -EINVAL;
         }
-        wipe(user);
+        auth_password_wipe(user);
         char *pw = NULL;
-        k = read_password(dir, "password", &pw, &why);
+        k = auth_password_read(dir, "password", &pw, &why);
         if (k < 0 || !pw) {
                 *ret_error =
                     k == -EPERM     ? xasprintf("root credentials Secret %s/%s: %s", ns, name, why)
@@ -182,43 +115,6 @@ int auth_secret_password(target *t, const etcd_cluster *c, const char *state_dir
         }
         *ret = pw;
         return 0;
-}
-
-int auth_credentials(const char *state_dir, const char *cluster, auth_creds *ret)
-{
-        assert(cluster && ret);
-        *ret = (auth_creds){0};
-        if (!state_dir)
-                return 0;
-        _cleanup_free_ char *dir = auth_dir(state_dir, cluster);
-        char *applied = NULL, *next = NULL;
-        int k = read_password(dir, "root-password.etcd", &applied, NULL);
-        if (k >= 0)
-                k = read_password(dir, "root-password.next", &next, NULL);
-        if (k < 0) {
-                wipe(applied);
-                return k;
-        }
-        if (!applied && !next)
-                return 0;
-        ret->user = xstrdup(AUTH_ROOT);
-        if (applied) {
-                ret->password = applied;
-                ret->fallback_password = next;
-        } else {
-                ret->password = next;
-        }
-        return 0;
-}
-
-void auth_creds_release(auth_creds *a)
-{
-        if (!a)
-                return;
-        free(a->user);
-        wipe(a->password);
-        wipe(a->fallback_password);
-        *a = (auth_creds){0};
 }
 
 /* Steps done are audited; a failed one is retried, logged and reported by the pass. */
@@ -284,9 +180,9 @@ static int ensure_root(step_ctx *s, const char *password)
 /* root-password.etcd := password; the change is done. */
 static int commit(step_ctx *s, const char *dir, const char *password)
 {
-        int k = write_password(dir, "root-password.etcd", password);
+        int k = auth_password_write(dir, "root-password.etcd", password);
         if (k >= 0)
-                k = remove_file(dir, "root-password.next");
+                k = auth_password_remove(dir, "root-password.next");
         if (k < 0)
                 return say(s, k, "cannot record the root password in %s: %s", dir, strerror(-k));
         return 0;
@@ -323,7 +219,7 @@ static int act(step_ctx *s, const char *dir, bool on, const char *wanted, const 
         if (on && !next && applied && streq(applied, wanted))
                 return 0;
         if (!next) {
-                k = write_password(dir, "root-password.next", goal);
+                k = auth_password_write(dir, "root-password.next", goal);
                 if (k < 0)
                         return say(s, k, "cannot write %s/root-password.next: %s", dir,
                                    strerror(-k));
@@ -392,15 +288,15 @@ int auth_pass(const auth_env *env, char *msg, size_t msg_size)
                                  : 0;
         if (!env->etcd->auth_status)
                 return env->want ? say(&s, -EOPNOTSUPP, "this etcd connection cannot do auth") : 0;
-        _cleanup_free_ char *dir = auth_dir(env->state_dir, env->cluster);
+        _cleanup_free_ char *dir = auth_credentials_dir(env->state_dir, env->cluster);
         char *wanted = NULL, *next = NULL, *applied = NULL;
         bool on = false;
         _cleanup_free_ char *why = NULL;
-        int k = read_password(dir, "root-password", &wanted, &why);
+        int k = auth_password_read(dir, "root-password", &wanted, &why);
         if (k >= 0)
-                k = read_password(dir, "root-password.next", &next, &why);
+                k = auth_password_read(dir, "root-password.next", &next, &why);
         if (k >= 0)
-                k = read_password(dir, "root-password.etcd", &applied, &why);
+                k = auth_password_read(dir, "root-password.etcd", &applied, &why);
         if (k < 0) {
                 k = say(&s, k, "cannot read the root password files in %s: %s", dir,
                         why             ? why
@@ -414,13 +310,13 @@ int auth_pass(const auth_env *env, char *msg, size_t msg_size)
                 goto out;
         }
         if (env->want && env->secret_password && !streq_ptr(wanted, env->secret_password)) {
-                k = write_password(dir, "root-password", env->secret_password);
+                k = auth_password_write(dir, "root-password", env->secret_password);
                 if (k < 0) {
                         k = say(&s, k, "cannot write the root password into %s: %s", dir,
                                 strerror(-k));
                         goto out;
                 }
-                wipe(wanted);
+                auth_password_wipe(wanted);
                 wanted = xstrdup(env->secret_password);
                 log_info("%s: root's password from spec.auth.rootCredentialsSecretRef is new: it "
                          "becomes %s/root-password",
@@ -432,7 +328,7 @@ int auth_pass(const auth_env *env, char *msg, size_t msg_size)
         }
         if (env->want && !wanted) {
                 wanted = new_password();
-                k = wanted ? write_password(dir, "root-password", wanted) : -EIO;
+                k = wanted ? auth_password_write(dir, "root-password", wanted) : -EIO;
                 if (k < 0) {
                         k = say(&s, k, "cannot write a new root password into %s: %s", dir,
                                 strerror(-k));
@@ -465,7 +361,7 @@ int auth_pass(const auth_env *env, char *msg, size_t msg_size)
                 k = act(&s, dir, on, wanted, next, applied);
         if (refused(k)) {
                 /* none of the passwords opens etcd: a change in flight never happened */
-                (void)remove_file(dir, "root-password.next");
+                (void)auth_password_remove(dir, "root-password.next");
                 say(&s, k,
                     "etcd refuses root's password (was auth switched on or the password "
                     "changed outside gitcd?): write etcd's current root password into "
@@ -476,8 +372,8 @@ int auth_pass(const auth_env *env, char *msg, size_t msg_size)
 out:
         if (s.conn)
                 env->etcd->disconnect(s.conn);
-        wipe(wanted);
-        wipe(next);
-        wipe(applied);
+        auth_password_wipe(wanted);
+        auth_password_wipe(next);
+        auth_password_wipe(applied);
         return k;
 }

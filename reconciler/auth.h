@@ -1,28 +1,15 @@
 /*
- * etcd authentication of a cluster (spec.auth): the one owner of "this
- * cluster's credentials", and the step that brings etcd's auth to what the
- * spec asks (root user, root role, auth on; a password change; auth off).
+ * etcd authentication of a cluster (spec.auth): the step that brings
+ * etcd's auth to what the spec asks (root user, root role, auth on; a
+ * password change; auth off). The credentials it works with, and every
+ * gitcd client of the cluster authenticates with, are files under the
+ * state folder owned by etcd/credentials.h.
  *
- * Credentials live in the cluster's folder under the state folder,
- * <state_dir>/auth/<namespace>/<name>/ (0700, files 0600):
- *   root-password          the password the operator wants root to have.
- *                          gitcd generates it when it is missing; replacing
- *                          it (atomically: write aside, rename) rotates the
- *                          password.
- *   root-password.etcd     the password etcd's root user has: what every
- *                          gitcd client of the cluster authenticates with.
- *                          Written by gitcd only.
- *   root-password.next     written before a password is set in etcd and
- *                          removed once root-password.etcd holds it: while it
- *                          exists etcd has one of the two, and clients try
- *                          both (etcd_client_opts.fallback_password).
  * With spec.auth.rootCredentialsSecretRef the key `password` of that Secret
- * (its `username`, when present, must be root) is the wanted password: gitcd copies it into root-password whenever the
- * two differ (auth_secret_password reads it), so a new value in the Secret
- * rotates etcd's password the same way.
- * gitcd authenticates as root: only root may change membership, defragment,
- * take snapshots or move the leader, so a user of its own would need the
- * root role and be a second root password to keep.
+ * (its `username`, when present, must be root) is the wanted password:
+ * gitcd copies it into root-password whenever the two differ
+ * (auth_secret_password reads it), so a new value in the Secret rotates
+ * etcd's password the same way.
  */
 #pragma once
 
@@ -30,25 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "etcd/credentials.h"
 #include "reconciler/etcd-ops.h"
 #include "state/state.h"
-
-#define AUTH_ROOT "root"
-
-/* What a client of the cluster authenticates with; all NULL when gitcd holds none. */
-typedef struct auth_creds {
-        char *user;
-        char *password;
-        char *fallback_password; /* a password change in flight: etcd has one of the two */
-} auth_creds;
-
-/*
- * The credentials every gitcd etcd client of cluster ("namespace/name") uses.
- * 0 (fields NULL when none are recorded, or state_dir is NULL), or -errno
- * when a file exists but cannot be read.
- */
-int auth_credentials(const char *state_dir, const char *cluster, auth_creds *ret);
-void auth_creds_release(auth_creds *a);
 
 typedef struct auth_env {
         const etcd_membership_ops *etcd;

@@ -177,8 +177,7 @@ static reconciler_opts reconciler_opts_of(const driver_opts *o)
                                  .wall_ms = o->wall_ms,
                                  .mono_ms = o->mono_ms,
                                  .state_dir = o->state_dir,
-                                 .etcd_dir = o->etcd_dir,
-                                 .adopt_target = o->adopt_target};
+                                 .etcd_dir = o->etcd_dir};
 }
 
 /* The cluster's entry, made on first use with a reconciler of its own; NULL when it cannot. */
@@ -755,17 +754,14 @@ int driver_sync(driver *d, diag_list *diags)
                                            .json = known.items[i]->desired_json,
                                            .commit = known.items[i]->desired_commit};
         const target_ops *ops = d->opts.target->ops;
-        intake_input ii = {
-            .rev = rev,
-            .mode = INTAKE_APPLY,
-            .caps = (ops->caps & TARGET_CAP_HOSTS_INVENTORY ? INTAKE_CAP_HOSTS_INVENTORY : 0) |
-                    (ops->caps & TARGET_CAP_CONTAINER_IMAGES ? INTAKE_CAP_IMAGES : 0) |
-                    (ops->writer_start ? INTAKE_CAP_PVC_WRITER : 0),
-            .target = ops->name,
-            .policy = d->opts.policy,
-            .priors = priors,
-            .n_priors = known.n,
-            .src = d->opts.src};
+        intake_input ii = {.rev = rev,
+                           .mode = INTAKE_APPLY,
+                           .caps = ops->caps,
+                           .target = ops->name,
+                           .policy = d->opts.policy,
+                           .priors = priors,
+                           .n_priors = known.n,
+                           .src = d->opts.src};
         intake_result taken;
         k = spec_intake(&ii, &taken);
         if (k < 0) {

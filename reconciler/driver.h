@@ -73,7 +73,6 @@ typedef struct driver_opts {
         void *etcd_userdata;
         int64_t (*wall_ms)(void);
         int64_t (*mono_ms)(void);
-        target *adopt_target; /* reconciler_opts.adopt_target */
         /*
          * The operator's policy for this source (intake/policy.h); NULL:
          * gitcd's built-in one. Must outlive the driver.

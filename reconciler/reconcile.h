@@ -50,11 +50,6 @@ typedef struct reconciler_opts {
         /* Clocks (injected for tests); NULL: the real ones (util/timeutil.h). */
         int64_t (*wall_ms)(void);
         int64_t (*mono_ms)(void);
-        /*
-         * A hosts target of its own for adopting clusters that already run on
-         * the machines (reconciler/adopt.h); NULL: never adopt.
-         */
-        target *adopt_target;
 } reconciler_opts;
 
 /* Where a desired spec came from, for the audit log. */

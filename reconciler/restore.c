@@ -2,7 +2,7 @@
  * spec.bootstrap.restore in the reconciler (reconciler/restore.h).
  *
  * Design: the checks reuse the pipeline of `gitcd snapshot restore`
- * (snapshots/restore.h: fetch, etcd's sha256 trailer, etcd's tool), so a
+ * (snapstore/restore.h: fetch, etcd's sha256 trailer, etcd's tool), so a
  * snapshot the CLI refuses is refused here for the same reason and in the
  * same words. What the CLI learns from a record id, this file learns from
  * the store's record of the source's location (the snapshot gitcd took and
@@ -24,9 +24,10 @@
 #include <unistd.h>
 
 #include "reconciler/restore.h"
-#include "snapshots/destination.h"
-#include "snapshots/restore.h"
+#include "snapstore/destination.h"
+#include "snapstore/restore.h"
 #include "snapshots/snapshot.h"
+#include "snapstore/tool.h"
 #include "state/restores.h"
 #include "state/snapshots.h"
 #include "util/fs.h"
@@ -225,7 +226,7 @@ int restore_prepare(state_db *db, target *t, const etcd_cluster *c, const char *
                 return -EOPNOTSUPP;
         }
         if (!c->restore.snapshot_id && c->restore.source.kind == DEST_PVC &&
-            !t->ops->writer_start) {
+            !(t->ops->caps & TARGET_CAP_PVC_WRITER)) {
                 *ret_refused = true;
                 *ret_error = xasprintf("spec.bootstrap.restore.source.pvc needs the Kubernetes "
                                        "target; the %s target reads a local or s3 source",

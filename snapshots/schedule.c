@@ -31,46 +31,10 @@ int64_t snapshot_last_slot(const state_snapshot_list *records)
         return last;
 }
 
-int snapshot_schedule_due(const cron_expr *e, int64_t last_slot_ms, int64_t now_ms,
-                          int64_t *ret_slot_ms, int64_t *ret_next_ms)
-{
-        int64_t prev = 0, next = 0;
-        int r = cron_prev(e, now_ms, &prev);
-        if (r == -ERANGE)
-                prev = 0; /* no slot in the past five years; maybe one ahead */
-        else if (r < 0)
-                return r;
-        r = cron_next(e, now_ms, &next);
-        if (r < 0 && prev == 0)
-                return -ERANGE;
-        if (ret_next_ms)
-                *ret_next_ms = r < 0 ? 0 : next;
-        if (prev > 0 && prev > last_slot_ms) {
-                *ret_slot_ms = prev;
-                return 1;
-        }
-        return 0;
-}
-
-int snapshot_schedule_interval(const cron_expr *e, int64_t now_ms, int64_t *ret_ms)
-{
-        int64_t prev, next;
-        int r = cron_prev(e, now_ms, &prev);
-        if (r < 0)
-                r = cron_next(e, now_ms, &prev);
-        if (r < 0)
-                return r;
-        r = cron_next(e, prev, &next);
-        if (r < 0)
-                return r;
-        *ret_ms = next - prev;
-        return 0;
-}
-
 int64_t snapshot_drill_pending_ms(const cron_expr *schedule, int64_t now_ms)
 {
         int64_t interval = 0;
-        if (!schedule || snapshot_schedule_interval(schedule, now_ms, &interval) < 0)
+        if (!schedule || cron_interval(schedule, now_ms, &interval) < 0)
                 interval = 0;
         return 2 * interval > SNAPSHOT_DRILL_PENDING_MIN_MS ? 2 * interval
                                                             : SNAPSHOT_DRILL_PENDING_MIN_MS;
@@ -147,7 +111,7 @@ int snapshot_drill_due(const snapshot_verify_policy *verify, const state_snapsho
                 return 1;
         }
         int64_t slot = 0;
-        int r = snapshot_schedule_due(&verify->schedule, last_slot_ms, now_ms, &slot, ret_next_ms);
+        int r = cron_due(&verify->schedule, last_slot_ms, now_ms, &slot, ret_next_ms);
         if (r <= 0)
                 return r;
         *ret_id = newest->id;
@@ -250,7 +214,7 @@ static void check_drills(const state_snapshot_list *records, const cron_expr *sc
                 }
         } else {
                 int64_t interval = 0;
-                if (snapshot_schedule_interval(&verify->schedule, now_ms, &interval) < 0)
+                if (cron_interval(&verify->schedule, now_ms, &interval) < 0)
                         interval = 0;
                 window = 2 * interval;
                 bool ever = proven != NULL;
@@ -338,8 +302,7 @@ void snapshot_check_health(const state_snapshot_list *records, const cron_expr *
         char age[32];
         int64_t taken = newest_ok->finished_ms ? newest_ok->finished_ms : newest_ok->started_ms;
         format_age(now_ms - taken, age, sizeof(age));
-        if (snapshot_schedule_interval(schedule, now_ms, &interval) == 0 &&
-            now_ms - taken > 2 * interval) {
+        if (cron_interval(schedule, now_ms, &interval) == 0 && now_ms - taken > 2 * interval) {
                 char iv[32];
                 format_age(interval, iv, sizeof(iv));
                 ret->status = "False";

@@ -19,22 +19,6 @@
  */
 int64_t snapshot_last_slot(const state_snapshot_list *records);
 
-/*
- * Whether a scheduled snapshot is due at now_ms. The due slot is the
- * latest cron time at or before now; it is due when no scheduled attempt
- * was made for it or a later one (last_slot_ms). However many slots passed
- * while gitcd was down, only the latest is due: a missed schedule is caught
- * up once. A cluster without any scheduled attempt gets one at once.
- * Returns 1 with *ret_slot_ms set when due, else 0; *ret_next_ms (when not
- * NULL) is the next time to look again. -ERANGE for a schedule that never
- * matches.
- */
-int snapshot_schedule_due(const cron_expr *e, int64_t last_slot_ms, int64_t now_ms,
-                          int64_t *ret_slot_ms, int64_t *ret_next_ms);
-
-/* The interval of the schedule around now: from the latest slot to the one after it. */
-int snapshot_schedule_interval(const cron_expr *e, int64_t now_ms, int64_t *ret_ms);
-
 /* A condition as a checker returns it (static strings but the message). */
 typedef struct snapshot_condition {
         const char *type;   /* "SnapshotsHealthy" */

@@ -27,6 +27,7 @@
 #include "snapshots/schedule.h"
 #include "snapshots/scheduler.h"
 #include "snapshots/snapshot.h"
+#include "snapstore/destination.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/strmap.h"
@@ -427,7 +428,7 @@ int snapshot_scheduler_tick(snapshot_scheduler *s, state_db *db, target *t,
                         continue;
                 }
                 int64_t slot = 0, next = 0;
-                int due = snapshot_schedule_due(&e, snapshot_last_slot(&l), now, &slot, &next);
+                int due = cron_due(&e, snapshot_last_slot(&l), now, &slot, &next);
                 state_snapshot_list_release(&l);
                 if (due <= 0) {
                         look->at_ms = next > 0 ? next : now + 3600 * 1000;

@@ -27,7 +27,6 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <openssl/evp.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -36,10 +35,11 @@
 
 #include "api/spec.h"
 #include "etcd/client.h"
-#include "reconciler/auth.h"
-#include "snapshots/destination.h"
+#include "etcd/credentials.h"
 #include "snapshots/snapshot.h"
-#include "targets/process.h"
+#include "snapstore/destination.h"
+#include "snapstore/restore.h"
+#include "snapstore/tool.h"
 #include "targets/target.h"
 #include "util/failpoint.h"
 #include "util/fs.h"
@@ -144,7 +144,7 @@ static void tw_stop(void *userdata)
 
 pvc_writer *snapshot_pvc_writer_new(target *t, const etcd_cluster *c)
 {
-        if (!t || !t->ops->writer_start || !t->ops->writer_stop || !c)
+        if (!t || !(t->ops->caps & TARGET_CAP_PVC_WRITER) || !c)
                 return NULL;
         json_t *j = spec_to_json(c);
         diag_list d = DIAG_LIST_INIT;
@@ -182,6 +182,19 @@ void snapshot_pvc_writer_free(pvc_writer *pw)
         etcd_cluster_free(w->c);
         free(w);
         free(pw);
+}
+
+int snapshot_fetch_on(state_db *db, const state_snapshot *rec, const char *state_dir, target *t,
+                      const char *path, char **ret_error)
+{
+        assert(t);
+        /* the writer of the target, for the spec the record's destination is in */
+        etcd_cluster *c = snapshot_record_cluster(db, rec);
+        pvc_writer *own = c ? snapshot_pvc_writer_new(t, c) : NULL;
+        int r = snapshot_fetch(db, rec, state_dir, own, path, ret_error);
+        snapshot_pvc_writer_free(own);
+        etcd_cluster_free(c);
+        return r;
 }
 
 int snapshot_secret_folder(target *t, const etcd_cluster *c, const storage_location *loc,
@@ -307,7 +320,7 @@ int snapshot_job_client(const snapshot_job *job, const char *endpoints, int call
         strbuf eps = STRBUF_INIT;
         for (size_t i = 0; !endpoints && i < job->n_endpoints; i++)
                 sb_printf(&eps, "%s%s", i ? "," : "", job->endpoints[i].client_url);
-        /* with spec.auth: etcd's root, as every client of the cluster (reconciler/auth.h) */
+        /* with spec.auth: etcd's root, as every client of the cluster (etcd/credentials.h) */
         auth_creds cr = {0};
         if (job->state_dir && auth_credentials(job->state_dir, job->cluster, &cr) < 0)
                 log_warn("%s: cannot read the etcd root password files", job->cluster);
@@ -335,138 +348,6 @@ static void hex(const unsigned char *md, size_t n, char *out)
 {
         for (size_t i = 0; i < n; i++)
                 snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
-
-/* ---- etcd's tool ---- */
-
-static char *default_etcd_dir(void)
-{
-        const char *env = getenv("GITCD_ETCD_DIR");
-        if (!isempty(env))
-                return xstrdup(env);
-        const char *home = getenv("HOME");
-        if (isempty(home)) {
-                struct passwd *pw = getpwuid(getuid());
-                home = pw ? pw->pw_dir : "/";
-        }
-        return xasprintf("%s/.cache/gitcd/etcd", home);
-}
-
-/*
- * <etcd_dir>/<version>/<name>, then the default folder's, then a <name> on
- * PATH whose `probe` output holds want (its version).
- */
-static int find_binary(const char *etcd_dir, const char *version, const char *name,
-                       const char *probe, const char *want, char **ret_path)
-{
-        _cleanup_free_ char *dflt = default_etcd_dir();
-        const char *dirs[] = {etcd_dir, dflt};
-        for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
-                if (isempty(dirs[i]))
-                        continue;
-                char *p = xasprintf("%s/%s/%s", dirs[i], version, name);
-                if (access(p, X_OK) == 0) {
-                        *ret_path = p;
-                        return 0;
-                }
-                free(p);
-        }
-        const char *env_path = getenv("PATH");
-        _cleanup_free_ char *path = xstrdup(env_path ? env_path : "/usr/bin:/bin");
-        char *save = NULL;
-        for (char *d = strtok_r(path, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-                _cleanup_free_ char *cand = xasprintf("%s/%s", *d ? d : ".", name);
-                if (access(cand, X_OK) != 0)
-                        continue;
-                char *argv[] = {cand, (char *)probe, NULL};
-                _cleanup_free_ char *out = NULL;
-                if (process_run_capture(argv, &out) < 0)
-                        continue;
-                if (strstr(out, want)) {
-                        *ret_path = TAKE_PTR(cand);
-                        return 0;
-                }
-        }
-        return -ENOENT;
-}
-
-int snapshot_etcd_tool(const char *etcd_dir, const char *version, char **ret_path)
-{
-        semver v;
-        if (!version || semver_parse(version, &v) < 0)
-                return -EINVAL;
-        const char *tool = v.major > 3 || (v.major == 3 && v.minor >= 5) ? "etcdutl" : "etcdctl";
-        _cleanup_free_ char *want = xasprintf("version: %s\n", version);
-        return find_binary(etcd_dir, version, tool, "version", want, ret_path);
-}
-
-int snapshot_etcd_binary(const char *etcd_dir, const char *version, char **ret_path)
-{
-        semver v;
-        if (!version || semver_parse(version, &v) < 0)
-                return -EINVAL;
-        _cleanup_free_ char *want = xasprintf("etcd Version: %s\n", version);
-        int r = find_binary(etcd_dir, version, "etcd", "--version", want, ret_path);
-        if (r < 0 || (*ret_path)[0] == '/')
-                return r;
-        /* absolute: the throwaway etcd of a drill runs in a folder of its own */
-        char cwd[4096];
-        if (getcwd(cwd, sizeof(cwd))) {
-                char *abs_path = xasprintf("%s/%s", cwd, *ret_path);
-                free(*ret_path);
-                *ret_path = abs_path;
-        }
-        return 0;
-}
-
-int snapshot_file_status(const char *tool, const char *path, snapshot_status *ret, char **ret_error)
-{
-        char *argv[] = {(char *)tool, "snapshot", "status", "-w", "json", (char *)path, NULL};
-        _cleanup_free_ char *out = NULL;
-        int r = process_run_capture(argv, &out);
-        if (r < 0) {
-                /* the tool's own words: first line */
-                _cleanup_free_ char *first = xstrdup(out ? out : "");
-                first[strcspn(first, "\n")] = '\0';
-                *ret_error =
-                    xasprintf("%s snapshot status refused it%s%s", tool, *first ? ": " : "", first);
-                return r == -EIO ? -EBADMSG : r;
-        }
-        const char *brace = strchr(out, '{');
-        json_t *j = brace ? json_loads(brace, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
-        if (!j || !json_is_integer(json_object_get(j, "revision"))) {
-                json_decref(j);
-                *ret_error = xasprintf("%s snapshot status printed no revision", tool);
-                return -EBADMSG;
-        }
-        *ret = (snapshot_status){
-            .hash = (uint32_t)json_integer_value(json_object_get(j, "hash")),
-            .revision = json_integer_value(json_object_get(j, "revision")),
-            .total_keys = json_integer_value(json_object_get(j, "totalKey")),
-            .total_size = json_integer_value(json_object_get(j, "totalSize")),
-        };
-        json_decref(j);
-        return 0;
-}
-
-/* ---- destinations ---- */
-
-char *snapshot_destination_id(const storage_location *loc)
-{
-        switch (loc->kind) {
-        case DEST_LOCAL:
-                return xasprintf("local:%s", loc->path ? loc->path : "");
-        case DEST_S3:
-                return xasprintf("s3:%s/%s/%s", loc->s3.endpoint ? loc->s3.endpoint : "aws",
-                                 loc->s3.bucket ? loc->s3.bucket : "",
-                                 loc->s3.key ? loc->s3.key : "");
-        case DEST_PVC:
-                return xasprintf("pvc:%s/%s", loc->claim_name ? loc->claim_name : "",
-                                 loc->sub_path ? loc->sub_path : "");
-        case DEST_NONE:
-                break;
-        }
-        return xstrdup("none");
 }
 
 static int open_dest(const storage_location *loc, const char *state_dir, const char *secret_dir,

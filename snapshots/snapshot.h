@@ -4,7 +4,7 @@
  *
  *   pick a member ─▶ stream to a temporary file (SHA-256 on the way)
  *     ─▶ verify (etcd's sha256 trailer; `etcdutl snapshot status`)
- *     ─▶ compress (optional, gzip) ─▶ upload (snapshots/destination.h)
+ *     ─▶ compress (optional, gzip) ─▶ upload (snapstore/destination.h)
  *     ─▶ record (state/snapshots.h) and audit ("snapshot.save")
  *
  * A snapshot_job owns copies of everything it needs (no pointer into the
@@ -61,7 +61,7 @@ struct target;
  * (target_ops.secret_folder, the Kubernetes target): *ret_dir is the folder
  * it wrote the Secret into. *ret_dir is NULL when loc names no Secret or t
  * has no Secrets (then <state dir>/secrets/ or the environment serve,
- * snapshots/destination.h). -errno with *ret_error when the target cannot
+ * snapstore/destination.h). -errno with *ret_error when the target cannot
  * read the Secret (-ENOENT: there is none).
  */
 int snapshot_secret_folder(struct target *t, const etcd_cluster *c, const storage_location *loc,
@@ -69,7 +69,7 @@ int snapshot_secret_folder(struct target *t, const etcd_cluster *c, const storag
 
 /*
  * The writer of target t for the pvc locations of cluster c
- * (target_ops.writer_start, snapshots/destination.h): what a
+ * (target_ops.writer_start, snapstore/destination.h): what a
  * snapshot_dest_context names for a pvc destination or restore source.
  * NULL when t has none (pvc locations are then refused). It holds t, which
  * must outlive it, and a copy of c.
@@ -122,6 +122,16 @@ int snapshot_job_client(const snapshot_job *job, const char *endpoints, int call
                         struct etcd_client **ret);
 
 /*
+ * snapshot_fetch() for a caller that holds the target the record's cluster
+ * runs on but not its spec (gitcd snapshot restore): a record in a
+ * PersistentVolumeClaim is fetched through t's writer, made for the
+ * cluster's spec in the state store (snapshot_pvc_writer_new). A target
+ * without writers: -EOPNOTSUPP, as snapshot_fetch() without one.
+ */
+int snapshot_fetch_on(state_db *db, const state_snapshot *rec, const char *state_dir,
+                      struct target *t, const char *path, char **ret_error);
+
+/*
  * Take the snapshot described by job, record it in db and audit it. Returns
  * 0 with the id of the record (which says succeeded), or -errno with the
  * record saying failed (and why) and *ret_error set. The record id is
@@ -147,37 +157,3 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
 int snapshot_retention(state_db *db, const char *cluster, const snapshot_spec *spec,
                        const char *state_dir, const char *secret_dir, const struct pvc_writer *pvc,
                        int64_t now_ms);
-
-/* The identity of a destination as recorded ("local:/srv/backups", "s3:host/bucket/prefix"). */
-char *snapshot_destination_id(const storage_location *loc);
-
-/*
- * The etcd tool that reads snapshot files for an etcd version: etcdutl from
- * 3.5 on, etcdctl before, looked up as the local target looks up etcd:
- * <etcd_dir>/<version>/, then $GITCD_ETCD_DIR/<version>/, then
- * ~/.cache/gitcd/etcd/<version>/, then PATH when its version matches.
- * -ENOENT when not found.
- */
-int snapshot_etcd_tool(const char *etcd_dir, const char *version, char **ret_path);
-
-/*
- * etcd's own binary for a version, looked up as snapshot_etcd_tool() looks
- * up the tool (`etcd --version` must name the version for one on PATH);
- * an absolute path. What a restore drill runs (snapshots/drill.h).
- */
-int snapshot_etcd_binary(const char *etcd_dir, const char *version, char **ret_path);
-
-/* What `etcdutl snapshot status` says about a snapshot file. */
-typedef struct snapshot_status {
-        uint32_t hash;
-        int64_t revision;
-        int64_t total_keys;
-        int64_t total_size;
-} snapshot_status;
-
-/*
- * Run the tool's `snapshot status` on an uncompressed snapshot file.
- * -EBADMSG with *ret_error when etcd's tool refuses the file.
- */
-int snapshot_file_status(const char *tool, const char *path, snapshot_status *ret,
-                         char **ret_error);

@@ -236,20 +236,6 @@ int hosts_running_parse_manifest(const char *origin, const char *text, size_t le
         return 0;
 }
 
-void adopt_plan_release(adopt_plan *p)
-{
-        for (size_t i = 0; i < p->n; i++) {
-                free(p->steps[i].member);
-                free(p->steps[i].running_name);
-                free(p->steps[i].peer_url);
-                free(p->steps[i].client_url);
-                free(p->steps[i].replaces);
-        }
-        free(p->steps);
-        free(p->initial_cluster);
-        memset(p, 0, sizeof(*p));
-}
-
 int hosts_adopt_ordinal(const char *cluster, const char *member)
 {
         size_t n = strlen(cluster);
@@ -564,6 +550,8 @@ int hosts_adopt_decide(const etcd_cluster *c, int peer_port, hosts_running *cons
                 s->client_url = em->n_client_urls ? xstrdup(em->client_urls[0]) : NULL;
                 s->restart = !r->gitcd_file || !streq(s->member, s->running_name);
                 s->replaces = r->gitcd_file ? NULL : xstrdup(r->file);
+                s->retired = h->mode == HOST_MODE_SYSTEMD ? "disabled" : "removed";
+                s->where = xstrdup(h->address);
                 if (!plan->initial_cluster && r->initial_cluster)
                         plan->initial_cluster = xstrdup(r->initial_cluster);
         }

@@ -15,6 +15,7 @@
 
 #include "api/model.h"
 #include "etcd/client.h"
+#include "targets/target.h"
 #include "util/diag.h"
 
 /* kubeadm's stacked etcd: <manifestDir>/etcd.yaml; systemd: <unitDir>/etcd.service. */
@@ -201,30 +202,6 @@ int hosts_adopt_ordinal(const char *cluster, const char *member);
  */
 int hosts_adopt_ordinals(const etcd_cluster *c, hosts_running *const *running, int *ret_ordinals,
                          char **ret_why);
-
-/* What adoption does on one machine. */
-typedef struct adopt_step {
-        size_t machine;     /* index in spec.hosts.machines */
-        char *member;       /* gitcd's name for it, "<cluster>-<ordinal>", recorded */
-        char *running_name; /* its name in etcd now; member's once it ran on gitcd's file */
-        int ordinal;        /* see hosts_adopt_ordinals() */
-        uint64_t id;        /* its etcd member ID, kept */
-        char *peer_url;
-        char *client_url;
-        bool restart;   /* moved onto gitcd's rendered file: one restart */
-        char *replaces; /* the file gitcd removes (the foreign manifest), or NULL */
-} adopt_step;
-
-typedef struct adopt_plan {
-        uint64_t cluster_id;
-        /* as the first machine's member was started with; a renamed member's entry
-           (its old name and peer URL) under its new name */
-        char *initial_cluster;
-        adopt_step *steps; /* one per member, in machine order */
-        size_t n;
-} adopt_plan;
-
-void adopt_plan_release(adopt_plan *p);
 
 /*
  * Decide adoption. running[i] is what machine i runs (NULL: nothing);

@@ -38,7 +38,8 @@
  * travels is the one gitcd checked. See hosts_restore_member().
  *
  * Adoption of a cluster already running on the machines: the reads and
- * writes are here (hosts_adopt_*), the rules in hosts-adopt.c, the steps in
+ * writes are here (hosts_adopt_*), the rules in hosts-adopt.c, the adopt
+ * operations over them in hosts-adopt-ops.c, the steps in
  * reconciler/adopt.c. When ensure_member writes a static Pod manifest, a
  * kubeadm etcd.yaml running the same dataDir goes first; when it writes a
  * unit, an active etcd.service running the same dataDir is disabled and
@@ -73,7 +74,6 @@
 #include "pki/pki.h"
 #include "render/layout.h"
 #include "render/render.h"
-#include "snapshots/restore.h"
 #include "targets/health.h"
 #include "targets/hosts-adopt.h"
 #include "targets/hosts.h"
@@ -589,6 +589,11 @@ char *hosts_machine_adoption(const etcd_cluster *c, size_t i)
                         : "",
             h->advertise_address, c->name, i, c->name, h->data_dir);
 }
+
+const target_plan_ops hosts_plan_ops = {
+    .machine_effects = hosts_machine_effects,
+    .machine_adoption = hosts_machine_adoption,
+};
 
 /* ---- TLS (tls.provider auto) --------------------------------------------- */
 
@@ -2212,7 +2217,7 @@ static int hosts_data_revision(target *t, const etcd_cluster *c, const char *mem
 
 static const target_ops hosts_ops = {
     .name = "hosts",
-    .caps = TARGET_CAP_HOSTS_INVENTORY,
+    .caps = HOSTS_TARGET_CAPS,
     .place_member = hosts_place_member,
     .ensure_shared = hosts_ensure_shared,
     .ensure_member = hosts_ensure_member,
@@ -2228,6 +2233,7 @@ static const target_ops hosts_ops = {
     .renew_tls = hosts_renew_tls,
     .restore_member = hosts_restore_member,
     .data_revision = hosts_data_revision,
+    .adopt = &hosts_adopt_ops,
     .free = hosts_free,
 };
 

@@ -25,6 +25,7 @@
  */
 #pragma once
 
+#include "targets/registry.h"
 #include "targets/ssh.h"
 #include "targets/target.h"
 
@@ -55,6 +56,9 @@ typedef struct hosts_target_opts {
         const char *state_dir;
 } hosts_target_opts;
 
+/* What the hosts target can do beyond every target (TARGET_CAP_*). */
+#define HOSTS_TARGET_CAPS TARGET_CAP_HOSTS_INVENTORY
+
 /*
  * Errors of the operations (message in target_last_error()):
  *   place_member   -ENOSPC no free machine in spec.hosts.machines;
@@ -66,18 +70,17 @@ typedef struct hosts_target_opts {
 int hosts_target_new(const hosts_target_opts *opts, target **ret);
 
 /*
- * What apply does on machine i of c (`gitcd plan --target hosts`), from the
- * spec alone, one line each: the SSH login, the data identity marker, the
- * unit file or manifest, the systemctl commands, each saying when it goes
- * through `sudo -n`. NULL-terminated, newly allocated (strv_free).
+ * What gitcd plan says of the hosts target (target_plan_ops, from the spec
+ * alone; plan itself contacts no machine): hosts_machine_effects, what
+ * apply does on machine i of c, one line each: the SSH login, the data
+ * identity marker, the unit file or manifest, the systemctl commands, each
+ * saying when it goes through `sudo -n` (NULL-terminated, newly allocated,
+ * strv_free); hosts_machine_adoption, for a cluster gitcd has no records
+ * of, what apply reads on machine i first and what adoption would do there
+ * (newly allocated).
  */
+extern const target_plan_ops hosts_plan_ops;
 char **hosts_machine_effects(const etcd_cluster *c, size_t i);
-
-/*
- * For `gitcd plan --target hosts` on a cluster gitcd has no records of:
- * what apply reads on machine i first and what adoption would do there
- * (plan itself contacts no machine). Newly allocated.
- */
 char *hosts_machine_adoption(const etcd_cluster *c, size_t i);
 
 /*
@@ -97,7 +100,13 @@ char *hosts_command(const host_spec *h, const char *cmd);
 char *hosts_install_command(const host_spec *h, const char *path, mode_t mode);
 
 /*
- * Adoption (reconciler/adopt.c, targets/hosts-adopt.h), hosts target only.
+ * Adoption: the hosts target's target_adopt_ops (hosts-adopt-ops.c), over
+ * the reads and writes below (targets/hosts-adopt.h holds the rules).
+ */
+extern const target_adopt_ops hosts_adopt_ops;
+
+/*
+ * The machine reads and writes of adoption, for hosts_adopt_ops.
  *
  * hosts_adopt_read: what machine i runs: gitcd's own member file when
  * present, else kubeadm's <manifestDir>/etcd.yaml (staticPod) or, when

@@ -48,7 +48,7 @@
  *   callback takes the shared lock back to record an event.
  * - Restores (restore_member): etcd's tool runs on gitcd's host, as on the
  *   other targets, and a short-lived receiver Pod (`gitcd snapshot receive`,
- *   snapshots/receiver.h) only puts the files into the member's PVC, each
+ *   snapstore/receiver.h) only puts the files into the member's PVC, each
  *   checked by SHA-256 on both ends. The PVC annotation
  *   gitcd.io/restore=pending is the marker (as the local target's
  *   data.restore/ and the hosts target's member.restore/): while it is
@@ -92,8 +92,8 @@
 #include "kube/client.h"
 #include "pki/auto.h"
 #include "pki/pki.h"
-#include "snapshots/receiver.h"
-#include "snapshots/restore.h"
+#include "snapstore/receiver.h"
+#include "snapstore/restore.h"
 #include "targets/locked.h"
 #include "render/layout.h"
 #include "render/render.h"
@@ -1070,6 +1070,18 @@ int kubernetes_target_objects(target *t, const etcd_cluster *c, const membership
             membership_plan_steady(c, kt->domain);
         return applied_objects(kt, c, steady, members, true, ret);
 }
+
+static int plan_kube_objects(target *t, const etcd_cluster *c, const membership_plan *steady,
+                             const membership_plan *members, json_t **ret)
+{
+        if (!t) {
+                *ret = kubernetes_shared_objects(c, steady, NULL);
+                return 0;
+        }
+        return kubernetes_target_objects(t, c, members, ret);
+}
+
+const target_plan_ops kubernetes_plan_ops = {.kube_objects = plan_kube_objects};
 
 /* The first write for a spec: dry-run everything the cluster needs, TLS Secrets included. */
 static int preflight_cluster(kubernetes_target *kt, const json_t *shared, const json_t *all)
@@ -2590,7 +2602,7 @@ static void kt_free(target *t)
 
 static const target_ops kubernetes_ops = {
     .name = "kubernetes",
-    .caps = TARGET_CAP_TLS_FROM_SECRETS | TARGET_CAP_MEMORY_MEDIUM | TARGET_CAP_CONTAINER_IMAGES,
+    .caps = KUBERNETES_TARGET_CAPS,
     .place_member = kt_place_member,
     .ensure_shared = kt_ensure_shared,
     .ensure_member = kt_ensure_member,

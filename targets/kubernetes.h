@@ -28,6 +28,7 @@
 #include <sys/types.h>
 
 #include "kube/kubeconfig.h"
+#include "targets/registry.h"
 #include "targets/target.h"
 
 typedef struct kubernetes_target_opts {
@@ -50,8 +51,8 @@ typedef struct kubernetes_target_opts {
         const char *snapshot_image;
 } kubernetes_target_opts;
 
-/* gitcd's own image of this version, as deploy/build-image names it. */
-#define KUBERNETES_DEFAULT_SNAPSHOT_IMAGE "gitcd:" GITCD_VERSION
+/* gitcd's own image of this version (targets/registry.h). */
+#define KUBERNETES_DEFAULT_SNAPSHOT_IMAGE TARGET_DEFAULT_SNAPSHOT_IMAGE
 
 /*
  * Behaviour of the operations (targets/target.h) specific to this target:
@@ -79,7 +80,7 @@ typedef struct kubernetes_target_opts {
  *                  receive`, labelled app.kubernetes.io/component=
  *                  snapshot-receiver) mounts the member's PVC, and a Secret
  *                  of the same name holds its certificate, key and token;
- *                  the files go to it over HTTPS (snapshots/receiver.h),
+ *                  the files go to it over HTTPS (snapstore/receiver.h),
  *                  then both are deleted. Leftovers of a killed gitcd are
  *                  deleted by label first (and by remove_member).
  *   remove_member  Pod (awaited) and the receiver of a restore a killed gitcd
@@ -122,6 +123,13 @@ int kubernetes_target_objects(target *t, const etcd_cluster *c, const membership
                               json_t **ret);
 
 /*
+ * What gitcd plan says of the Kubernetes target (target_plan_ops):
+ * kube_objects is kubernetes_target_objects() with a target,
+ * kubernetes_shared_objects() of the steady plan without.
+ */
+extern const target_plan_ops kubernetes_plan_ops;
+
+/*
  * The lock of cluster ns/cluster's snapshot writer (writer_start), a lock
  * file in the target's folder of the cluster under state_dir: held by a
  * writer from before the cluster's leftover writers are deleted until it is
@@ -133,6 +141,11 @@ int kubernetes_target_objects(target *t, const etcd_cluster *c, const membership
  */
 int kubernetes_writer_lock(const char *state_dir, const char *ns, const char *cluster, int *ret_fd,
                            pid_t *ret_holder);
+
+/* What the Kubernetes target can do beyond every target (TARGET_CAP_*). */
+#define KUBERNETES_TARGET_CAPS                                                                     \
+        (TARGET_CAP_TLS_FROM_SECRETS | TARGET_CAP_MEMORY_MEDIUM | TARGET_CAP_CONTAINER_IMAGES |    \
+         TARGET_CAP_PVC_WRITER)
 
 /*
  * -EINVAL without config or state_dir; -errno when the state folder cannot

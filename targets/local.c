@@ -4,7 +4,7 @@
  *
  * The command line comes only from render_member_command(), the same
  * flags the Kubernetes Pod gets; argv[0] "etcd" becomes the binary for
- * the cluster's version. A member is started detached (targets/process.h:
+ * the cluster's version. A member is started detached (util/process.h:
  * its own session and process group, stdin /dev/null, output appended to
  * etcd.log, every other descriptor closed), so it is our child while we
  * run and survives us when we exit. member.json records the command last
@@ -53,13 +53,11 @@
 #include <unistd.h>
 
 #include "render/render.h"
-#include "snapshots/restore.h"
-#include "snapshots/snapshot.h"
 #include "targets/health.h"
 #include "targets/local-tls.h"
 #include "targets/local.h"
 #include "targets/locked.h"
-#include "targets/process.h"
+#include "util/process.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/strbuf.h"
@@ -1705,6 +1703,7 @@ static int local_data_revision(target *t, const etcd_cluster *c, const char *mem
 
 static const target_ops local_ops = {
     .name = "local",
+    .caps = LOCAL_TARGET_CAPS,
     .place_member = local_place_member,
     .ensure_shared = local_ensure_shared,
     .ensure_member = local_ensure_member,

@@ -87,6 +87,9 @@ typedef struct local_target_opts {
  *                  that has one.
  */
 
+/* What the local target can do beyond every target (TARGET_CAP_*): nothing more. */
+#define LOCAL_TARGET_CAPS 0u
+
 /* -EINVAL without state_dir; -errno when the state directory cannot be created. */
 int local_target_new(const local_target_opts *opts, target **ret);
 

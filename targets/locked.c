@@ -20,9 +20,11 @@
  * safe: targets/local.c looks at its processes again after the wait,
  * targets/kubernetes.c has a lock of its own for its watch client).
  *
- * The wrapper has its own copy of the operation table, with an operation
- * left NULL where the inner target has none, so callers that test for an
- * optional operation see the same thing. An inner target used without the
+ * The wrapper has its own copy of the operation table (and of the optional
+ * adopt table, forwarded under the cluster's lock like every operation
+ * that names a cluster), with an operation left NULL where the inner
+ * target has none, so callers that test for an optional operation see the
+ * same thing. An inner target used without the
  * wrapper (one thread) finds target_blocking_begin/end do nothing.
  */
 #include <assert.h>
@@ -47,6 +49,7 @@ typedef struct cluster_lock {
 typedef struct locked_target {
         target base;
         target_ops ops;
+        target_adopt_ops adopt; /* ops.adopt when the inner target has adopt ops */
         target *inner;
         pthread_mutex_t shared; /* the inner target's own state */
         pthread_mutex_t map;    /* buckets */
@@ -280,6 +283,28 @@ static int lk_writer_stop(target *t, const etcd_cluster *c, void *handle)
         return FORWARD(t, c, writer_stop(LK(t)->inner, c, handle));
 }
 
+/* The adopt operations (target_adopt_ops), under the cluster's lock as every operation of it. */
+static int lk_adopt_survey(target *t, const etcd_cluster *c, adopt_plan *ret, char **ret_why)
+{
+        return FORWARD(t, c, adopt->survey(LK(t)->inner, c, ret, ret_why));
+}
+
+static int lk_adopt_claim(target *t, const etcd_cluster *c, const adopt_step *s,
+                          char **ret_identity)
+{
+        return FORWARD(t, c, adopt->claim(LK(t)->inner, c, s, ret_identity));
+}
+
+static int lk_adopt_retire(target *t, const etcd_cluster *c, const adopt_step *s)
+{
+        return FORWARD(t, c, adopt->retire(LK(t)->inner, c, s));
+}
+
+static int lk_adopt_member_healthy(target *t, const etcd_cluster *c, const char *client_url)
+{
+        return FORWARD(t, c, adopt->member_healthy(LK(t)->inner, c, client_url));
+}
+
 static const char *lk_last_error(const target *t)
 {
         (void)t;
@@ -304,8 +329,10 @@ static void lk_free(target *t)
 }
 
 /* A new operation in target_ops must be forwarded here too: this fails to compile until it is. */
-_Static_assert(sizeof(target_ops) == 2 * sizeof(void *) + 21 * sizeof(void (*)(void)),
+_Static_assert(sizeof(target_ops) == 3 * sizeof(void *) + 21 * sizeof(void (*)(void)),
                "target_ops changed: forward the new operation in targets/locked.c");
+_Static_assert(sizeof(target_adopt_ops) == 4 * sizeof(void (*)(void)),
+               "target_adopt_ops changed: forward the new operation in targets/locked.c");
 
 int target_locked_new(target *inner, target **ret)
 {
@@ -338,9 +365,17 @@ int target_locked_new(target *inner, target **ret)
             .secret_folder = in->secret_folder ? lk_secret_folder : NULL,
             .writer_start = in->writer_start ? lk_writer_start : NULL,
             .writer_stop = in->writer_stop ? lk_writer_stop : NULL,
+            .adopt = in->adopt ? &lk->adopt : NULL,
             .last_error = lk_last_error,
             .free = lk_free,
         };
+        if (in->adopt)
+                lk->adopt = (target_adopt_ops){
+                    .survey = in->adopt->survey ? lk_adopt_survey : NULL,
+                    .claim = in->adopt->claim ? lk_adopt_claim : NULL,
+                    .retire = in->adopt->retire ? lk_adopt_retire : NULL,
+                    .member_healthy = in->adopt->member_healthy ? lk_adopt_member_healthy : NULL,
+                };
         lk->base.ops = &lk->ops;
         *ret = &lk->base;
         return 0;

@@ -18,8 +18,8 @@
 
 #include "pki/pki.h"
 #include "render/layout.h"
-#include "snapshots/restore.h"
-#include "snapshots/snapshot.h"
+#include "snapstore/restore.h"
+#include "snapstore/tool.h"
 #include "targets/locked.h"
 #include "targets/target.h"
 #include "util/fs.h"
@@ -218,4 +218,19 @@ int target_db_revision(target *t, const char *member, const char *tool, const ch
                                    db, why ? why : strerror(-r));
         *ret_revision = st.revision;
         return 0;
+}
+
+void adopt_plan_release(adopt_plan *p)
+{
+        for (size_t i = 0; i < p->n; i++) {
+                free(p->steps[i].member);
+                free(p->steps[i].where);
+                free(p->steps[i].running_name);
+                free(p->steps[i].peer_url);
+                free(p->steps[i].client_url);
+                free(p->steps[i].replaces);
+        }
+        free(p->steps);
+        free(p->initial_cluster);
+        memset(p, 0, sizeof(*p));
 }

@@ -111,6 +111,14 @@ enum {
          * the spec's machines for that.)
          */
         TARGET_CAP_CONTAINER_IMAGES = 1u << 3,
+        /*
+         * Writes snapshot locations in PersistentVolumeClaims through a
+         * writer Pod (the Kubernetes target): writer_start and writer_stop
+         * are there exactly when this bit is, and a pvc snapshot
+         * destination or restore source is taken in only with it
+         * (spec_refuse_for_target).
+         */
+        TARGET_CAP_PVC_WRITER = 1u << 4,
 };
 
 /*
@@ -154,6 +162,75 @@ int target_db_revision(target *t, const char *member, const char *tool, const ch
  */
 int target_restore_into(target *t, const membership_plan *p, size_t idx, const target_restore *rs,
                         const char *dir);
+
+/*
+ * Adoption of a cluster that already runs where a target would place its
+ * members (docs/hosts.md, "Adopting a running cluster"): what the target
+ * found and what taking it over does with each member. The steps are the
+ * reconciler's (reconciler/adopt.c: markers, records, then one member at a
+ * time onto gitcd's own files); the target says what runs and whether it
+ * may be taken over (target_adopt_ops).
+ */
+typedef struct adopt_step {
+        size_t machine;     /* where it runs: its index in spec.hosts.machines */
+        char *where;        /* that machine's address, for messages and the audit */
+        char *member;       /* gitcd's name for it, "<cluster>-<ordinal>", recorded */
+        char *running_name; /* its name in etcd now; member's once it ran on gitcd's file */
+        int ordinal;        /* see hosts_adopt_ordinals() */
+        uint64_t id;        /* its etcd member ID, kept */
+        char *peer_url;
+        char *client_url;
+        bool restart;        /* moved onto gitcd's rendered file: one restart */
+        char *replaces;      /* the file that runs it and gitcd retires first, or NULL */
+        const char *retired; /* what retiring does to that file: "removed", "disabled" */
+} adopt_step;
+
+typedef struct adopt_plan {
+        uint64_t cluster_id;
+        /* as the first machine's member was started with; a renamed member's entry
+           (its old name and peer URL) under its new name */
+        char *initial_cluster;
+        adopt_step *steps; /* one per member, in machine order */
+        size_t n;
+} adopt_plan;
+
+void adopt_plan_release(adopt_plan *p);
+
+/*
+ * The optional operations of a target that can take over a cluster already
+ * running where it would place the members (the hosts target). Each
+ * returns 0 or a negative errno with the target's error, as every
+ * operation; the locked wrapper forwards them under the cluster's lock.
+ */
+typedef struct target_adopt_ops {
+        /*
+         * What runs where c's members would go and whether gitcd may take it
+         * over, read from there and from etcd, changing nothing there: 0
+         * when nothing runs (bootstrap as usual); 1 with *ret filled when it
+         * may be adopted (member IDs and data kept); -EPERM when it must be
+         * refused, with the reason in *ret_why (for a person: what runs
+         * and what to change); another -errno when a place or etcd could
+         * not be read (never bootstrap then). When the members run with
+         * TLS, the CA they trust is made the cluster's auto CA on gitcd's
+         * host first (the only write; the same CA when asked again), so
+         * that gitcd's client certificate comes from it.
+         */
+        int (*survey)(target *t, const etcd_cluster *c, adopt_plan *ret, char **ret_why);
+        /*
+         * Write the data identity marker of s's member where it runs, unless
+         * one is there; the marker's id in *ret_identity. -EEXIST when the
+         * marker names another member.
+         */
+        int (*claim)(target *t, const etcd_cluster *c, const adopt_step *s, char **ret_identity);
+        /*
+         * Retire s->replaces (s->retired says how), so that what ran s's
+         * member before gitcd stops; the caller then waits until the member
+         * stopped answering.
+         */
+        int (*retire)(target *t, const etcd_cluster *c, const adopt_step *s);
+        /* 1 when etcd at client_url answers its health check healthy, else 0. */
+        int (*member_healthy)(target *t, const etcd_cluster *c, const char *client_url);
+} target_adopt_ops;
 
 typedef struct target_ops {
         const char *name; /* "local", "kubernetes": for messages only */
@@ -266,7 +343,7 @@ typedef struct target_ops {
          * never formed) and a disaster recovery from a snapshot (a new seed
          * replacing a cluster that lost quorum). rs->snapshot is an
          * uncompressed file on gitcd's host, already checked
-         * (snapshots/restore.h); rs->tool is etcd's restore tool for the
+         * (snapstore/restore.h); rs->tool is etcd's restore tool for the
          * cluster's version. All or nothing: a failure or a crash midway
          * leaves the member without data, so it can be tried again. -EEXIST
          * when the member has data already (or runs): it is never restored
@@ -305,14 +382,14 @@ typedef struct target_ops {
          * the folder's path (the caller frees it). -ENOENT when there is no
          * such Secret, -EACCES when gitcd may not read it. NULL: the target
          * has no Secrets; a Secret reference then names a folder a person
-         * made on gitcd's host (snapshots/destination.h).
+         * made on gitcd's host (snapstore/destination.h).
          */
         int (*secret_folder)(target *t, const etcd_cluster *c, const char *name, char **ret_dir);
 
         /*
          * The writer of a snapshot location in a PersistentVolumeClaim
          * (spec.snapshots.destination.pvc, a pvc restore source; see
-         * snapshots/destination.h, pvc_writer): start a Pod gitcd owns that
+         * snapstore/destination.h, pvc_writer): start a Pod gitcd owns that
          * mounts the cluster namespace's claim `claim` (never created,
          * resized or deleted) at `folder` ("" for its root) and serves it
          * with `gitcd snapshot receive --store-dir`, wait until it is Ready,
@@ -323,8 +400,9 @@ typedef struct target_ops {
          * try again. Writers of the cluster a killed gitcd left are deleted
          * first, by label. writer_stop deletes the Pod and its Secret and
          * frees the handle (and with it the cluster's turn).
-         * NULL (both): the target has no PersistentVolumeClaims, and pvc
-         * locations are refused at intake.
+         * Both there exactly when caps has TARGET_CAP_PVC_WRITER (else NULL:
+         * the target has no PersistentVolumeClaims, and pvc locations are
+         * refused at intake).
          */
         int (*writer_start)(target *t, const etcd_cluster *c, const char *claim, const char *folder,
                             void **ret_handle, struct receiver_peer *ret_peer);
@@ -335,6 +413,13 @@ typedef struct target_ops {
          * target shared by threads (targets/locked.h). NULL: t->last_error.
          */
         const char *(*last_error)(const target *t);
+
+        /*
+         * Adoption of a cluster already running where the members would go;
+         * NULL: the target never adopts (a cluster with no records is
+         * bootstrapped).
+         */
+        const target_adopt_ops *adopt;
 
         void (*free)(target *t);
 } target_ops;

@@ -1,6 +1,6 @@
 /*
  * Starting one of gitcd's HTTP servers on libmicrohttpd: the daemon's
- * endpoints (ops/http.h) and the snapshot receiver (snapshots/receiver.h).
+ * endpoints (ops/http.h) and the snapshot receiver (snapstore/receiver.h).
  * What they share lives here once: the listen address's forms, reading a
  * certificate, key or token file, the daemon's options (own polling
  * thread, IPv6 when the address is one, TLS from memory, libmicrohttpd's

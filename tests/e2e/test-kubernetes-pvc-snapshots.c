@@ -59,7 +59,7 @@
 
 #include "api/spec.h"
 #include "kube/kubeconfig.h"
-#include "snapshots/receiver.h"
+#include "snapstore/receiver.h"
 #include "targets/kubernetes.h"
 #include "tests/e2e/e2e.h"
 #include "tests/e2e/kube-lab.h"

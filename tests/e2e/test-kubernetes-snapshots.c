@@ -43,7 +43,7 @@
 #include "api/spec.h"
 #include "api/yaml.h"
 #include "kube/client.h"
-#include "snapshots/destination.h"
+#include "snapstore/destination.h"
 #include "tests/e2e/e2e.h"
 #include "tests/e2e/kube-lab.h"
 #include "tests/harness/harness.h"

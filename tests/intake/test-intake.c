@@ -86,7 +86,7 @@ static void test_target_rules(void **state)
         intake_result_release(&r);
 
         /* the hosts target: the other way round */
-        in.caps = INTAKE_CAP_HOSTS_INVENTORY;
+        in.caps = TARGET_CAP_HOSTS_INVENTORY;
         assert_int_equal(spec_intake(&in, &r), 0);
         assert_int_equal(r.n, 1);
         assert_string_equal(r.items[0].id, "default/m");

@@ -1,6 +1,6 @@
 /*
  * The local-folder snapshot destination through the public seam
- * (snapshots/destination.h): put/get/stat/delete, keys with folders, the
+ * (snapstore/destination.h): put/get/stat/delete, keys with folders, the
  * all-or-nothing put (a process killed before the rename leaves no object),
  * symlinks inside the folder refused, bad keys refused, and where S3
  * credentials are looked up on the gitcd host.
@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "snapshots/destination.h"
+#include "snapstore/destination.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
 #include "util/xalloc.h"

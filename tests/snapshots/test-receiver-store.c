@@ -1,7 +1,7 @@
 /*
  * The receiver's store mode (`gitcd snapshot receive --store-dir`,
- * snapshots/receiver.h) over real HTTPS on loopback, driven through the
- * `pvc` destination (snapshots/dest-pvc.c) with a writer that starts a
+ * snapstore/receiver.h) over real HTTPS on loopback, driven through the
+ * `pvc` destination (snapstore/dest-pvc.c) with a writer that starts a
  * receiver on a folder standing for the claim mounted at subPath:
  *   - put, stat, get and delete of a key through the destination seam: the
  *     file is in the claim's folder at the key's path, byte for byte, with
@@ -38,8 +38,8 @@
 #include <curl/curl.h>
 
 #include "api/spec.h"
-#include "snapshots/destination.h"
-#include "snapshots/receiver.h"
+#include "snapstore/destination.h"
+#include "snapstore/receiver.h"
 #include "snapshots/snapshot.h"
 #include "targets/target.h"
 #include "tests/harness/harness.h"
@@ -543,8 +543,10 @@ static int busy_stop(target *t, const etcd_cluster *c, void *handle)
         return 0;
 }
 
-static const target_ops busy_ops = {
-    .name = "busy", .writer_start = busy_start, .writer_stop = busy_stop};
+static const target_ops busy_ops = {.name = "busy",
+                                    .caps = TARGET_CAP_PVC_WRITER,
+                                    .writer_start = busy_start,
+                                    .writer_stop = busy_stop};
 
 /*
  * The target's writer (snapshot_pvc_writer_new) waits, trying again, while

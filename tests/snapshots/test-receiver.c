@@ -1,5 +1,5 @@
 /*
- * The receiver of `gitcd snapshot receive` (snapshots/receiver.h) over real
+ * The receiver of `gitcd snapshot receive` (snapstore/receiver.h) over real
  * HTTPS on loopback, with gitcd's own client:
  *   - a data directory is delivered whole (every file byte for byte), the
  *     staging folder is gone, and a second delivery is refused (-EEXIST)
@@ -35,7 +35,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
-#include "snapshots/receiver.h"
+#include "snapstore/receiver.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
 #include "util/strbuf.h"

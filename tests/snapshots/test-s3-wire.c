@@ -33,7 +33,7 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
-#include "snapshots/s3.h"
+#include "snapstore/s3.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
 #include "util/strbuf.h"

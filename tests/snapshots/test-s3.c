@@ -24,8 +24,8 @@
 
 #include <cmocka.h>
 
-#include "snapshots/destination.h"
-#include "snapshots/s3.h"
+#include "snapstore/destination.h"
+#include "snapstore/s3.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/s3rver.h"
 #include "util/fs.h"

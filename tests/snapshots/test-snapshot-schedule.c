@@ -97,13 +97,13 @@ static void test_due_and_catch_up_once(void **unused)
         int64_t t = at(2026, 11, 23, 14, 5);
 
         /* no scheduled snapshot yet: one at once, for the 14:00 slot */
-        assert_int_equal(snapshot_schedule_due(&e, 0, t, &slot, &next), 1);
+        assert_int_equal(cron_due(&e, 0, t, &slot, &next), 1);
         assert_int_equal(slot, at(2026, 11, 23, 14, 0));
         int64_t last = slot;
         /* taken: nothing due until 15:00 */
-        assert_int_equal(snapshot_schedule_due(&e, last, t + MIN_MS, &slot, &next), 0);
+        assert_int_equal(cron_due(&e, last, t + MIN_MS, &slot, &next), 0);
         assert_int_equal(next, at(2026, 11, 23, 15, 0));
-        assert_int_equal(snapshot_schedule_due(&e, last, at(2026, 11, 23, 15, 0), &slot, &next), 1);
+        assert_int_equal(cron_due(&e, last, at(2026, 11, 23, 15, 0), &slot, &next), 1);
         assert_int_equal(slot, at(2026, 11, 23, 15, 0));
         last = slot;
 
@@ -111,7 +111,7 @@ static void test_due_and_catch_up_once(void **unused)
         int taken = 0;
         for (int64_t now = at(2026, 11, 23, 20, 30); now < at(2026, 11, 23, 20, 59);
              now += 10 * 1000) {
-                if (snapshot_schedule_due(&e, last, now, &slot, &next) == 1) {
+                if (cron_due(&e, last, now, &slot, &next) == 1) {
                         taken++;
                         assert_int_equal(slot, at(2026, 11, 23, 20, 0));
                         last = slot; /* the record of the attempt carries its slot */
@@ -119,8 +119,7 @@ static void test_due_and_catch_up_once(void **unused)
         }
         assert_int_equal(taken, 1);
         /* a failed attempt also carries its slot: no retry loop, the next slot decides */
-        assert_int_equal(snapshot_schedule_due(&e, last, at(2026, 11, 23, 20, 59), &slot, &next),
-                         0);
+        assert_int_equal(cron_due(&e, last, at(2026, 11, 23, 20, 59), &slot, &next), 0);
         assert_int_equal(next, at(2026, 11, 23, 21, 0));
 
         /* a whole day of an every-minute schedule driven by a fake clock: one per minute */
@@ -128,17 +127,17 @@ static void test_due_and_catch_up_once(void **unused)
         last = 0;
         taken = 0;
         for (int64_t now = t; now < t + DAY_MS; now += 7 * 1000)
-                if (snapshot_schedule_due(&e, last, now, &slot, &next) == 1) {
+                if (cron_due(&e, last, now, &slot, &next) == 1) {
                         taken++;
                         last = slot;
                 }
         assert_int_equal(taken, 24 * 60);
 
         int64_t iv;
-        assert_int_equal(snapshot_schedule_interval(&e, t, &iv), 0);
+        assert_int_equal(cron_interval(&e, t, &iv), 0);
         assert_int_equal(iv, MIN_MS);
         cron_expr daily = parse("30 3 * * *");
-        assert_int_equal(snapshot_schedule_interval(&daily, t, &iv), 0);
+        assert_int_equal(cron_interval(&daily, t, &iv), 0);
         assert_int_equal(iv, DAY_MS);
 }
 

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The style test: every C file in the tree is formatted as .clang-format says.
+# The style test: every folder of the library includes only from the layers
+# below it (check-layers.sh, the layers of docs/architecture.md), and every
+# C file in the tree is formatted as .clang-format says.
 set -u
-root=${GITCD_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+here=$(cd "$(dirname "$0")" && pwd)
+root=${GITCD_SOURCE_ROOT:-$(cd "$here/../.." && pwd)}
 cd "$root" || exit 1
+GITCD_SOURCE_ROOT=$root "$here/check-layers.sh" || exit 1
 cf=$(command -v clang-format || command -v clang-format-14 || true)
 if [ -z "$cf" ]; then
   echo "clang-format not installed"; exit 77

@@ -18,6 +18,13 @@
  * reconciler recorded is reported data lost and never started empty; the
  * revision of a stopped member's data is read with etcd's own tool, never
  * while the member runs, and a member without data has none.
+ *
+ * Every target is also held to its kind in the registry (targets/registry.h:
+ * its name, its capabilities, whether it adopts), and every case runs a
+ * second time through the locked wrapper (targets/locked.h), as `gitcd run
+ * --workers N` drives a target. A target with adopt operations (the hosts
+ * target) has them checked on a member it runs: what the survey finds, the
+ * marker a claim reads back, the health probe, an idempotent retire.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -38,6 +45,8 @@
 #include "targets/hosts.h"
 #include "targets/kubernetes.h"
 #include "targets/local.h"
+#include "targets/locked.h"
+#include "targets/registry.h"
 #include "tests/fake/fake.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/hostagent.h"
@@ -122,10 +131,38 @@ static target_member_status status(target *t, const etcd_cluster *c, const char 
         return s;
 }
 
+/*
+ * The target is what its kind in the registry says (the fake is of no
+ * kind): the same name and capabilities, adopt operations exactly when the
+ * kind adopts; and a PVC writer exactly with TARGET_CAP_PVC_WRITER.
+ */
+static void check_kind(const subject *sub)
+{
+        const target_ops *ops = sub->t->ops;
+        assert_true(!ops->writer_start == !ops->writer_stop);
+        assert_int_equal(!!(ops->caps & TARGET_CAP_PVC_WRITER), ops->writer_start != NULL);
+        if (ops->adopt) {
+                assert_non_null(ops->adopt->survey);
+                assert_non_null(ops->adopt->claim);
+                assert_non_null(ops->adopt->retire);
+                assert_non_null(ops->adopt->member_healthy);
+        }
+        const target_kind *kind = target_kind_find(sub->name);
+        if (streq(sub->name, "fake")) {
+                assert_null(kind);
+                return;
+        }
+        assert_non_null(kind);
+        assert_string_equal(ops->name, kind->name);
+        assert_int_equal(ops->caps, kind->caps);
+        assert_int_equal(ops->adopt != NULL, kind->adopt != NULL);
+}
+
 static void run_contract(const subject *sub, const char *cluster_name)
 {
         target *t = sub->t;
         fprintf(stderr, "conformance: %s target\n", sub->name);
+        check_kind(sub);
         etcd_cluster *c = load_cluster(sub->ns, cluster_name, sub->spec_extra);
 
         /* Required operations. */
@@ -301,6 +338,72 @@ static void run_data_revision(const subject *sub, const char *cluster_name)
         etcd_cluster_free(c);
 }
 
+/*
+ * The adopt operations on a member the target runs (a cluster gitcd
+ * created whose state store was lost): nothing runs before it starts; then
+ * the survey finds it as it runs, on gitcd's own file under its own name
+ * (no restart, nothing to retire), with its etcd member ID; a claim reads
+ * back the marker its data holds; the probe says healthy while it runs and
+ * not once it stopped; retiring what gitcd did not write is harmless.
+ */
+static void run_adopt(const subject *sub, const char *cluster_name)
+{
+        target *t = sub->t;
+        fprintf(stderr, "conformance: %s target, adopt operations\n", sub->name);
+        const target_adopt_ops *ao = t->ops->adopt;
+        assert_non_null(ao);
+        etcd_cluster *c = load_cluster(sub->ns, cluster_name, sub->spec_extra);
+        adopt_plan ap = {0};
+        char *why = NULL;
+        assert_int_equal(ao->survey(t, c, &ap, &why), 0);
+        assert_int_equal(ap.n, 0);
+        assert_null(why);
+
+        membership_plan *p = plan_one(t, c);
+        const member_plan *mp = &p->members[0];
+        assert_int_equal(t->ops->ensure_shared(t, c, p), 0);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        wait_ready(sub, c, mp->name);
+
+        int k = ao->survey(t, c, &ap, &why);
+        if (k != 1)
+                fail_msg("survey: %d: %s", k, why ? why : target_last_error(t));
+        assert_int_equal(ap.n, 1);
+        const adopt_step *st = &ap.steps[0];
+        assert_string_equal(st->member, mp->name);
+        assert_string_equal(st->running_name, mp->name);
+        assert_string_equal(st->peer_url, mp->peer_url);
+        assert_false(st->restart);
+        assert_null(st->replaces);
+        assert_non_null(st->where);
+        assert_true(st->id != 0);
+        assert_true(ap.cluster_id != 0);
+
+        target_member_status s = status(t, c, mp->name);
+        char *identity = NULL;
+        assert_int_equal(ao->claim(t, c, st, &identity), 0);
+        assert_string_equal(identity, s.data_identity);
+        free(identity);
+        target_member_status_release(&s);
+
+        assert_int_equal(ao->member_healthy(t, c, st->client_url), 1);
+        assert_int_equal(ao->retire(t, c, st), 0);
+        assert_int_equal(ao->retire(t, c, st), 0);
+        assert_int_equal(t->ops->stop_member(t, c, mp->name), 0);
+        bool stopped = false;
+        for (int i = 0; i < 600 && !stopped; i++) {
+                stopped = ao->member_healthy(t, c, st->client_url) == 0;
+                if (!stopped)
+                        usleep(100 * 1000);
+        }
+        assert_true(stopped);
+
+        adopt_plan_release(&ap);
+        assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
 static void advance_fake(const subject *sub)
 {
         fake_world_advance(sub->ctx, 100);
@@ -326,25 +429,43 @@ static void wipe_claim(const subject *sub, const etcd_cluster *c, const member_p
         assert_int_equal(kube_delete(sub->ctx, &pvcs, c->namespace_, claim, NULL), 0);
 }
 
+/* t as it is, or wrapped in the locked target (which then owns it). */
+static target *maybe_locked(target *t, bool locked)
+{
+        if (!locked)
+                return t;
+        target *lk = NULL;
+        assert_int_equal(target_locked_new(t, &lk), 0);
+        return lk;
+}
+
 static void test_fake(void **state)
 {
         (void)state;
-        fake_world *w = fake_world_new();
-        subject sub = {
-            .name = "fake", .ns = "default", .runs_members = true, .wipe = wipe_fake, .ctx = w};
-        assert_int_equal(fake_target_new(w, &sub.t), 0);
-        run_contract(&sub, "conf");
-        run_data_wiped(&sub, "conf"); /* the fake holds one cluster */
-        target_free(sub.t);
-        fake_world_free(w);
-        /* a world of its own: the cluster the cases above formed and removed is gone */
-        w = fake_world_new();
-        sub.ctx = w;
-        sub.advance = advance_fake;
-        assert_int_equal(fake_target_new(w, &sub.t), 0);
-        run_data_revision(&sub, "conf");
-        target_free(sub.t);
-        fake_world_free(w);
+        for (int locked = 0; locked < 2; locked++) {
+                fake_world *w = fake_world_new();
+                subject sub = {.name = "fake",
+                               .ns = "default",
+                               .runs_members = true,
+                               .wipe = wipe_fake,
+                               .ctx = w};
+                assert_int_equal(fake_target_new(w, &sub.t), 0);
+                sub.t = maybe_locked(sub.t, locked);
+                assert_null(sub.t->ops->adopt);
+                run_contract(&sub, "conf");
+                run_data_wiped(&sub, "conf"); /* the fake holds one cluster */
+                target_free(sub.t);
+                fake_world_free(w);
+                /* a world of its own: the cluster the cases above formed and removed is gone */
+                w = fake_world_new();
+                sub.ctx = w;
+                sub.advance = advance_fake;
+                assert_int_equal(fake_target_new(w, &sub.t), 0);
+                sub.t = maybe_locked(sub.t, locked);
+                run_data_revision(&sub, "conf");
+                target_free(sub.t);
+                fake_world_free(w);
+        }
 }
 
 static void test_local(void **state)
@@ -357,9 +478,15 @@ static void test_local(void **state)
         local_target_opts o = {.state_dir = dir, .health_timeout_ms = 1000};
         subject sub = {.name = "local", .ns = "default", .runs_members = true, .wipe = wipe_folder};
         assert_int_equal(local_target_new(&o, &sub.t), 0);
+        assert_null(sub.t->ops->adopt);
         run_contract(&sub, "conf");
         run_data_wiped(&sub, "wiped");
         run_data_revision(&sub, "revision");
+        /* again through the locked wrapper, on clusters of their own */
+        sub.t = maybe_locked(sub.t, true);
+        run_contract(&sub, "conf-locked");
+        run_data_wiped(&sub, "wiped-locked");
+        run_data_revision(&sub, "revision-locked");
         target_free(sub.t);
         (void)rm_rf(dir);
 }
@@ -395,9 +522,15 @@ static void test_kubernetes(void **state)
                        .ctx = admin};
         assert_int_equal(kubernetes_target_new(&o, &sub.t), 0);
         kube_config_free(cfg);
+        assert_null(sub.t->ops->adopt);
         run_contract(&sub, "conf");
         run_data_wiped(&sub, "wiped");
         run_data_revision(&sub, "revision");
+        /* again through the locked wrapper, on clusters of their own */
+        sub.t = maybe_locked(sub.t, true);
+        run_contract(&sub, "conf-locked");
+        run_data_wiped(&sub, "wiped-locked");
+        run_data_revision(&sub, "revision-locked");
         target_free(sub.t);
         kube_client_free(admin);
         kubeapi_free(api);
@@ -440,6 +573,12 @@ static void test_hosts(void **state)
         assert_int_equal(hosts_target_new(&o, &sub.t), 0);
         run_contract(&sub, "conf");
         run_data_revision(&sub, "conf");
+        run_adopt(&sub, "conf");
+        /* again through the locked wrapper (one machine: the same cluster again) */
+        sub.t = maybe_locked(sub.t, true);
+        run_contract(&sub, "conf");
+        run_data_revision(&sub, "conf");
+        run_adopt(&sub, "conf");
         target_free(sub.t);
         hostagent_free(agent);
         sshd_lab_free(lab);

@@ -11,7 +11,6 @@
 
 #include "api/cron.h"
 #include "api/internal.h"
-#include "snapshots/schedule.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -43,8 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (cron_prev(&e, t, &prev) == 0 &&
                     (prev > t || prev % 60000 != 0 || !cron_matches(&e, prev)))
                         abort();
-                if (snapshot_schedule_due(&e, 0, t, &slot, NULL) == 1 &&
-                    snapshot_schedule_due(&e, slot, t, &slot, NULL) != 0)
+                if (cron_due(&e, 0, t, &slot, NULL) == 1 && cron_due(&e, slot, t, &slot, NULL) != 0)
                         abort();
         }
         return 0;

@@ -1,5 +1,5 @@
 /*
- * The receiver's PUT checks (receiver_check_put, snapshots/receiver.h): the
+ * The receiver's PUT checks (receiver_check_put, snapstore/receiver.h): the
  * input's first byte says which of the four request fields are absent
  * (bit i: field i is NULL) and which room to give (bit 4: no limit, else
  * 4096 bytes); the rest is the key, Content-Length, Transfer-Encoding and
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "snapshots/receiver.h"
+#include "snapstore/receiver.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

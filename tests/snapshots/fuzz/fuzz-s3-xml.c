@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "snapshots/s3.h"
+#include "snapstore/s3.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,9 +1,10 @@
 /*
- * Process plumbing for the local target: start a detached process, run a
- * short command for its output, and recognise a process gitcd started: its
- * command line, its user and its executable must all be what gitcd would
- * start (a command line alone can be anybody's: any user may run etcd with
- * a member's flags and would otherwise be taken over).
+ * Process plumbing for the local target and etcd's tools (snapshots,
+ * drills): start a detached process, run a short command for its output,
+ * and recognise a process gitcd started: its command line, its user and
+ * its executable must all be what gitcd would start (a command line alone
+ * can be anybody's: any user may run etcd with a member's flags and would
+ * otherwise be taken over).
  *
  * Design: fork + exec with every signal blocked around the fork; the child
  * resets signal dispositions, takes its own session (setsid), gets stdin
@@ -28,7 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "targets/process.h"
+#include "util/process.h"
 #include "util/fs.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"

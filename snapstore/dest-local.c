@@ -27,7 +27,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "snapshots/dest-internal.h"
+#include "snapstore/dest-internal.h"
 #include "util/failpoint.h"
 #include "util/fs.h"
 #include "util/xalloc.h"

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "snapshots/dest-internal.h"
-#include "snapshots/s3.h"
+#include "snapstore/dest-internal.h"
+#include "snapstore/s3.h"
 #include "util/xalloc.h"
 
 typedef struct s3_dest {

@@ -24,7 +24,7 @@
  *
  * Store mode (--store-dir, receiver_opts.store_dir): the receiver keeps
  * snapshot files in a folder of a volume (the snapshot destination in a
- * PersistentVolumeClaim, snapshots/dest-pvc.c). KEY is checked as above,
+ * PersistentVolumeClaim, snapstore/dest-pvc.c). KEY is checked as above,
  * every folder on the way is opened with O_NOFOLLOW, and there is no
  * staging folder, /state or /commit:
  *

@@ -4,8 +4,8 @@
  */
 #pragma once
 
-#include "snapshots/destination.h"
-#include "snapshots/s3.h"
+#include "snapstore/destination.h"
+#include "snapstore/s3.h"
 
 /* A destination storing keys as files under folder (created on the first put). */
 snapshot_dest *dest_local_new(const char *folder);

@@ -3,9 +3,9 @@
  * keys are files under the location's subPath in the claim, laid out as in
  * a local folder. gitcd cannot open the volume itself, so every operation
  * goes through a writer: `gitcd snapshot receive --store-dir` in a Pod that
- * mounts the claim at subPath (snapshots/receiver.h, store mode), started by
+ * mounts the claim at subPath (snapstore/receiver.h, store mode), started by
  * the target on the first operation and stopped when the destination is
- * freed (pvc_writer, snapshots/destination.h).
+ * freed (pvc_writer, snapstore/destination.h).
  *
  * Decisions:
  * - The writer does the all-or-nothing work on the volume (hidden
@@ -25,8 +25,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "snapshots/dest-internal.h"
-#include "snapshots/receiver.h"
+#include "snapstore/dest-internal.h"
+#include "snapstore/receiver.h"
 #include "util/xalloc.h"
 
 typedef struct pvc_dest {

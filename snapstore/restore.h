@@ -13,10 +13,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "api/model.h"
 #include "state/snapshots.h"
 
 struct pvc_writer;
-struct target;
 
 /*
  * Download the snapshot of a succeeded record into path, then check its
@@ -42,14 +42,11 @@ int snapshot_fetch_secret(state_db *db, const state_snapshot *rec, const char *s
                           char **ret_error);
 
 /*
- * snapshot_fetch() for a caller that holds the target the record's cluster
- * runs on but not its spec (gitcd snapshot restore): a record in a
- * PersistentVolumeClaim is fetched through t's writer, made for the
- * cluster's spec in the state store (snapshot_pvc_writer_new). A target
- * without writers: -EOPNOTSUPP, as snapshot_fetch() without one.
+ * The cluster rec was taken of, as the state store holds its spec (the
+ * latched one, else the desired one), when rec's destination is that
+ * spec's destination still; else NULL. Newly allocated.
  */
-int snapshot_fetch_on(state_db *db, const state_snapshot *rec, const char *state_dir,
-                      struct target *t, const char *path, char **ret_error);
+etcd_cluster *snapshot_record_cluster(state_db *db, const state_snapshot *rec);
 
 /*
  * Make an uncompressed snapshot file at out from in (gzip is recognised by

@@ -19,7 +19,7 @@
 
 #include <curl/curl.h>
 
-#include "snapshots/destination.h" /* s3_credentials */
+#include "snapstore/destination.h" /* s3_credentials */
 
 typedef struct s3_client s3_client;
 

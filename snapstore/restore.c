@@ -1,5 +1,5 @@
 /*
- * Restoring a snapshot into a data directory (snapshots/restore.h).
+ * Restoring a snapshot into a data directory (snapstore/restore.h).
  *
  * Design: gitcd checks what it can itself first, with messages that name
  * the problem (the record's size and SHA-256, etcd's sha256 trailer), and
@@ -15,11 +15,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "snapshots/destination.h"
-#include "snapshots/restore.h"
-#include "snapshots/snapshot.h"
+#include "snapstore/destination.h"
+#include "snapstore/restore.h"
 #include "api/spec.h"
-#include "targets/process.h"
+#include "util/process.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -61,32 +60,39 @@ static int sha256_file(const char *path, char out[65], int64_t *ret_size)
         return 0;
 }
 
+etcd_cluster *snapshot_record_cluster(state_db *db, const state_snapshot *rec)
+{
+        state_cluster *sc = NULL;
+        if (state_cluster_get(db, rec->cluster, &sc) < 0)
+                return NULL;
+        const char *text = sc->observed_json ? sc->observed_json : sc->desired_json;
+        json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+        diag_list d = DIAG_LIST_INIT;
+        etcd_cluster *c = NULL;
+        if (j && spec_from_json(j, rec->cluster, &c, &d) >= 0) {
+                _cleanup_free_ char *id = snapshot_destination_id(&c->snapshots.destination);
+                if (!streq_ptr(id, rec->destination)) {
+                        etcd_cluster_free(c);
+                        c = NULL;
+                }
+        } else {
+                etcd_cluster_free(c);
+                c = NULL;
+        }
+        json_decref(j);
+        diag_list_release(&d);
+        state_cluster_free(sc);
+        return c;
+}
+
 /* The storage location a record's destination id stands for, when it can be known now. */
 static int record_location(state_db *db, const state_snapshot *rec, storage_location *tmp,
                            etcd_cluster **ret_c, const storage_location **ret_loc)
 {
-        *ret_c = NULL;
-        state_cluster *sc = NULL;
-        if (state_cluster_get(db, rec->cluster, &sc) == 0) {
-                const char *text = sc->observed_json ? sc->observed_json : sc->desired_json;
-                json_t *j = text ? json_loads(text, 0, NULL) : NULL;
-                diag_list d = DIAG_LIST_INIT;
-                etcd_cluster *c = NULL;
-                if (j && spec_from_json(j, rec->cluster, &c, &d) >= 0) {
-                        _cleanup_free_ char *id =
-                            snapshot_destination_id(&c->snapshots.destination);
-                        if (streq_ptr(id, rec->destination)) {
-                                *ret_c = c;
-                                *ret_loc = &c->snapshots.destination;
-                                c = NULL;
-                        }
-                }
-                etcd_cluster_free(c);
-                json_decref(j);
-                diag_list_release(&d);
-                state_cluster_free(sc);
-                if (*ret_c)
-                        return 0;
+        *ret_c = snapshot_record_cluster(db, rec);
+        if (*ret_c) {
+                *ret_loc = &(*ret_c)->snapshots.destination;
+                return 0;
         }
         if (rec->destination && strneq(rec->destination, "local:", 6)) {
                 *tmp = (storage_location){.kind = DEST_LOCAL, .path = rec->destination + 6};
@@ -96,13 +102,10 @@ static int record_location(state_db *db, const state_snapshot *rec, storage_loca
         return -EINVAL;
 }
 
-/* snapshot_fetch(), and snapshot_fetch_on() when t is not NULL (pvc is then NULL). */
 static int fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
-                 const char *secret_dir, const pvc_writer *pvc, struct target *t, const char *path,
-                 char **ret_error)
+                 const char *secret_dir, const pvc_writer *pvc, const char *path, char **ret_error)
 {
         assert(db && rec && path);
-        assert(!(pvc && t));
         if (!streq_ptr(rec->result, "succeeded") || isempty(rec->key)) {
                 *ret_error =
                     xasprintf("snapshot %lld %s; only a succeeded snapshot can be restored",
@@ -125,10 +128,6 @@ static int fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
                               (long long)rec->id, rec->destination, rec->cluster, rec->location);
                 return -EINVAL;
         }
-        /* the writer of the target, for the spec the record's destination is in */
-        pvc_writer *own = t && c ? snapshot_pvc_writer_new(t, c) : NULL;
-        if (own)
-                pvc = own;
         _cleanup_free_ char *ns = xstrndup(rec->cluster, strcspn(rec->cluster, "/"));
         snapshot_dest_context ctx = {
             .state_dir = state_dir, .namespace_ = ns, .secret_dir = secret_dir, .pvc = pvc};
@@ -152,7 +151,6 @@ static int fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
                         *ret_error = xasprintf("cannot fetch %s: %s", rec->location, err);
         }
         snapshot_dest_free(dest); /* stops the writer it started */
-        snapshot_pvc_writer_free(own);
         etcd_cluster_free(c);
         if (r < 0)
                 return r;
@@ -182,21 +180,14 @@ static int fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
 int snapshot_fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
                    const pvc_writer *pvc, const char *path, char **ret_error)
 {
-        return fetch(db, rec, state_dir, NULL, pvc, NULL, path, ret_error);
+        return fetch(db, rec, state_dir, NULL, pvc, path, ret_error);
 }
 
 int snapshot_fetch_secret(state_db *db, const state_snapshot *rec, const char *state_dir,
                           const char *secret_dir, const pvc_writer *pvc, const char *path,
                           char **ret_error)
 {
-        return fetch(db, rec, state_dir, secret_dir, pvc, NULL, path, ret_error);
-}
-
-int snapshot_fetch_on(state_db *db, const state_snapshot *rec, const char *state_dir,
-                      struct target *t, const char *path, char **ret_error)
-{
-        assert(t);
-        return fetch(db, rec, state_dir, NULL, NULL, t, path, ret_error);
+        return fetch(db, rec, state_dir, secret_dir, pvc, path, ret_error);
 }
 
 int snapshot_unpack(const char *in, const char *out, int64_t *ret_size, char **ret_error)

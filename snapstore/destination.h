@@ -12,7 +12,7 @@
  * Local: a hidden temporary in the same folder, fsync, rename, folder fsync.
  * S3: one PUT, or a multipart upload completed only after every part succeeded
  * and aborted otherwise. PVC: the writer's temporary, SHA-256 check, fsync,
- * rename and folder fsync (snapshots/receiver.h, store mode). A get writes
+ * rename and folder fsync (snapstore/receiver.h, store mode). A get writes
  * `path.part`, fsyncs it and renames it to `path`, so `path` is never a
  * partial download either.
  *
@@ -63,7 +63,7 @@ void dest_object_release(dest_object *o);
 
 /*
  * How a target reaches a PersistentVolumeClaim: start() runs a writer (a
- * receiver in store mode, snapshots/receiver.h) with claim mounted at folder
+ * receiver in store mode, snapstore/receiver.h) with claim mounted at folder
  * ("" for the claim's root) and fills *ret_peer, whose strings stay valid
  * until stop(); stop() ends the writer and removes what start() made. The
  * destination calls start() on its first operation and stop() when freed.
@@ -99,7 +99,7 @@ typedef struct snapshot_dest_context {
         const s3_credentials *credentials; /* NULL: resolve as described above */
         /* The folder holding the Secret's keys, written by the target; NULL: as above. */
         const char *secret_dir;
-        /* S3 client tuning (snapshots/s3.h): part size, multipart threshold, retries,
+        /* S3 client tuning (snapstore/s3.h): part size, multipart threshold, retries,
          * callbacks, extra name resolution; its endpoint, bucket, region, addressing
          * and credentials are ignored (they come from the location). NULL: defaults. */
         const struct s3_config *s3_tuning;
@@ -146,6 +146,9 @@ const char *snapshot_dest_kind(const snapshot_dest *d);
 
 /* True when key follows the rules above. */
 bool snapshot_dest_key_valid(const char *key);
+
+/* The identity of a destination as recorded ("local:/srv/backups", "s3:host/bucket/prefix"). */
+char *snapshot_destination_id(const storage_location *loc);
 
 /*
  * The operation table behind a destination. Keys reach an operation already

@@ -43,8 +43,8 @@
 
 #include <openssl/evp.h>
 
-#include "snapshots/dest-internal.h"
-#include "snapshots/s3.h"
+#include "snapstore/dest-internal.h"
+#include "snapstore/s3.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"

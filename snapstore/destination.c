@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "snapshots/dest-internal.h"
+#include "snapstore/dest-internal.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
 
@@ -435,4 +435,22 @@ int snapshot_source_open(const storage_location *loc, const snapshot_dest_contex
                 break;
         }
         return dest_fail(ret_error, -EINVAL, "no snapshot location given");
+}
+
+char *snapshot_destination_id(const storage_location *loc)
+{
+        switch (loc->kind) {
+        case DEST_LOCAL:
+                return xasprintf("local:%s", loc->path ? loc->path : "");
+        case DEST_S3:
+                return xasprintf("s3:%s/%s/%s", loc->s3.endpoint ? loc->s3.endpoint : "aws",
+                                 loc->s3.bucket ? loc->s3.bucket : "",
+                                 loc->s3.key ? loc->s3.key : "");
+        case DEST_PVC:
+                return xasprintf("pvc:%s/%s", loc->claim_name ? loc->claim_name : "",
+                                 loc->sub_path ? loc->sub_path : "");
+        case DEST_NONE:
+                break;
+        }
+        return xstrdup("none");
 }

@@ -1,5 +1,5 @@
 /*
- * The receiver of snapshots/receiver.h and the client gitcd sends with.
+ * The receiver of snapstore/receiver.h and the client gitcd sends with.
  *
  * Decisions:
  * - HTTP is libmicrohttpd's; nothing here parses a request line or a
@@ -50,8 +50,8 @@
 #include <openssl/x509.h>
 
 #include "pki/pki.h"
-#include "snapshots/destination.h"
-#include "snapshots/receiver.h"
+#include "snapstore/destination.h"
+#include "snapstore/receiver.h"
 #include "util/failpoint.h"
 #include "util/fs.h"
 #include "util/httpd.h"

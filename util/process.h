@@ -1,5 +1,6 @@
 /*
- * Starting and recognising processes, for the local target (targets/process.c).
+ * Starting and recognising processes, for the local target and etcd's tools
+ * (util/process.c).
  * All return 0 or a negative errno unless said otherwise.
  */
 #pragma once
