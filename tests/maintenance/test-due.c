@@ -492,8 +492,10 @@ static void test_records(void **unused)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_schedule),          cmocka_unit_test(test_thresholds),
-            cmocka_unit_test(test_order_leader_last), cmocka_unit_test(test_health_gate),
+            cmocka_unit_test(test_schedule),
+            cmocka_unit_test(test_thresholds),
+            cmocka_unit_test(test_order_leader_last),
+            cmocka_unit_test(test_health_gate),
             cmocka_unit_test(test_nospace),
             cmocka_unit_test(test_nospace_waits_for_compaction),
             cmocka_unit_test(test_alarm_conditions),
