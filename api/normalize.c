@@ -9,12 +9,12 @@
  * rules; a stored spec that no longer validates is reported like any file.
  */
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/internal.h"
 #include "api/spec.h"
+#include "util/hash.h"
 #include "util/xalloc.h"
 
 static json_t *kv_json(const kv_list *l)
@@ -416,14 +416,9 @@ int spec_location_from_json(const json_t *j, storage_location *ret)
 
 static char *sha256_hex(const char *text)
 {
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int n = 0;
-        if (!text || EVP_Digest(text, strlen(text), md, &n, EVP_sha256(), NULL) != 1)
+        if (!text)
                 abort(); /* only on out-of-memory, which gitcd treats as fatal */
-        char *hex = xmalloc(2 * n + 1);
-        for (unsigned int i = 0; i < n; i++)
-                snprintf(hex + 2 * i, 3, "%02x", md[i]);
-        return hex;
+        return hash_sha256_hex_new(text, strlen(text));
 }
 
 char *spec_text_hash(const char *text)

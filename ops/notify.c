@@ -31,12 +31,11 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "ops/notify.h"
 #include "state/notify-queue.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -76,18 +75,6 @@ struct ops_notifier {
         hook *hooks; /* under lock */
         size_t n_hooks;
 };
-
-char *ops_hmac_sha256_hex(const char *key, size_t key_len, const char *body, size_t len)
-{
-        unsigned char mac[EVP_MAX_MD_SIZE];
-        unsigned int n = 0;
-        if (!HMAC(EVP_sha256(), key, (int)key_len, (const unsigned char *)body, len, mac, &n))
-                return NULL;
-        char *hex = xmalloc(2 * n + 1);
-        for (unsigned i = 0; i < n; i++)
-                snprintf(hex + 2 * i, 3, "%02x", mac[i]);
-        return hex;
-}
 
 static void hooks_free(hook *h, size_t n)
 {
@@ -382,10 +369,10 @@ static int post(ops_notifier *n, const hook *h, const state_notification *row, c
                 while (len && (secret[len - 1] == '\n' || secret[len - 1] == '\r'))
                         len--;
                 _cleanup_free_ char *hex =
-                    ops_hmac_sha256_hex(secret, len, row->payload, strlen(row->payload));
+                    hash_hmac_sha256_hex(secret, len, row->payload, strlen(row->payload));
                 OPENSSL_cleanse(secret, len);
                 free(secret);
-                sig = xasprintf(OPS_SIGNATURE_HEADER ": sha256=%s", hex ? hex : "");
+                sig = xasprintf(OPS_SIGNATURE_HEADER ": sha256=%s", hex);
                 hdrs = curl_slist_append(hdrs, sig);
         }
         CURL *c = curl_easy_init();

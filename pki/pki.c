@@ -39,6 +39,7 @@
 #include "pki/pki.h"
 #include "util/failpoint.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
 
@@ -949,10 +950,9 @@ int pki_bundle_fingerprint(const char *pem, size_t len, char **ret_hex)
 {
         assert(pem);
         BIO *bio = BIO_new_mem_buf(pem, (int)len);
-        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-        if (!bio || !ctx)
+        if (!bio)
                 abort();
-        (void)EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+        hash_ctx *h = hash_sha256_new();
         size_t n = 0;
         X509 *x;
         while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL))) {
@@ -961,22 +961,18 @@ int pki_bundle_fingerprint(const char *pem, size_t len, char **ret_hex)
                 X509_free(x);
                 if (dlen <= 0)
                         abort();
-                (void)EVP_DigestUpdate(ctx, der, (size_t)dlen);
+                hash_update(h, der, (size_t)dlen);
                 OPENSSL_free(der);
                 n++;
         }
         ERR_clear_error();
         BIO_free(bio);
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int mdlen = 0;
-        (void)EVP_DigestFinal_ex(ctx, md, &mdlen);
-        EVP_MD_CTX_free(ctx);
+        char hex[HASH_SHA256_HEX];
+        hash_final_hex(h, hex);
+        hash_free(h);
         if (n == 0)
                 return pki_error(-EBADMSG, "no certificate in the CA bundle");
-        char *hex = xmalloc(2 * mdlen + 1);
-        for (unsigned int i = 0; i < mdlen; i++)
-                snprintf(hex + 2 * i, 3, "%02x", md[i]);
-        *ret_hex = hex;
+        *ret_hex = xstrdup(hex);
         return 0;
 }
 

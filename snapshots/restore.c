@@ -9,7 +9,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,45 +20,10 @@
 #include "api/spec.h"
 #include "targets/process.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/xalloc.h"
 
 #define CHUNK (256 * 1024)
-
-static int sha256_file(const char *path, char out[65], int64_t *ret_size)
-{
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        EVP_MD_CTX *sha = EVP_MD_CTX_new();
-        if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1)
-                abort();
-        _cleanup_free_ uint8_t *buf = xmalloc(CHUNK);
-        int64_t size = 0;
-        int r = 0;
-        for (;;) {
-                ssize_t n = read(fd, buf, CHUNK);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        r = -errno;
-                        break;
-                }
-                if (n == 0)
-                        break;
-                EVP_DigestUpdate(sha, buf, (size_t)n);
-                size += n;
-        }
-        unsigned char md[32];
-        unsigned int len = 0;
-        EVP_DigestFinal_ex(sha, md, &len);
-        EVP_MD_CTX_free(sha);
-        if (r < 0)
-                return r;
-        for (int i = 0; i < 32; i++)
-                snprintf(out + 2 * i, 3, "%02x", md[i]);
-        *ret_size = size;
-        return 0;
-}
 
 /* The storage location a record's destination id stands for, when it can be known now. */
 static int record_location(state_db *db, const state_snapshot *rec, storage_location *tmp,
@@ -158,7 +122,7 @@ static int fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
                 return r;
         char sha[65];
         int64_t size = 0;
-        r = sha256_file(path, sha, &size);
+        r = hash_file_sha256_hex(path, sha, &size);
         if (r < 0) {
                 *ret_error = xasprintf("cannot read %s: %s", path, strerror(-r));
                 return r;
@@ -216,9 +180,7 @@ int snapshot_unpack(const char *in, const char *out, int64_t *ret_size, char **r
                 return r;
         }
         gzbuffer(gz, CHUNK);
-        EVP_MD_CTX *sha = EVP_MD_CTX_new();
-        if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1)
-                abort();
+        hash_ctx *sha = hash_sha256_new();
         _cleanup_free_ uint8_t *buf = xmalloc(CHUNK + 32);
         uint8_t tail[32];
         size_t tail_len = 0;
@@ -244,15 +206,14 @@ int snapshot_unpack(const char *in, const char *out, int64_t *ret_size, char **r
                 memcpy(buf, tail, tail_len);
                 size_t have = tail_len + (size_t)n;
                 size_t hash = have > 32 ? have - 32 : 0;
-                EVP_DigestUpdate(sha, buf, hash);
+                hash_update(sha, buf, hash);
                 tail_len = have - hash;
                 memmove(tail, buf + hash, tail_len);
         }
         gzclose(gz);
-        unsigned char md[32];
-        unsigned int len = 0;
-        EVP_DigestFinal_ex(sha, md, &len);
-        EVP_MD_CTX_free(sha);
+        uint8_t md[HASH_SHA256_LEN];
+        hash_final(sha, md);
+        hash_free(sha);
         if (r == 0 && out && fsync(fd) < 0)
                 r = -errno;
         if (r == 0 && (size % 512 != 32 || tail_len != 32)) {

@@ -41,10 +41,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "snapshots/dest-internal.h"
 #include "snapshots/s3.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
@@ -118,58 +117,6 @@ void s3_object_info_release(s3_object_info *o)
         free(o->sha256_hex);
         free(o->etag);
         *o = (s3_object_info){0};
-}
-
-/* ---- hashing ---- */
-
-static void hex_encode(const unsigned char *d, size_t n, char *out)
-{
-        static const char digits[] = "0123456789abcdef";
-        for (size_t i = 0; i < n; i++) {
-                out[2 * i] = digits[d[i] >> 4];
-                out[2 * i + 1] = digits[d[i] & 15];
-        }
-        out[2 * n] = '\0';
-}
-
-static void sha256_mem(const void *data, size_t len, char out[65])
-{
-        unsigned char md[32];
-        unsigned int n = 0;
-        EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-        hex_encode(md, 32, out);
-}
-
-/* SHA-256 of len bytes of fd from offset, read with pread. */
-static int sha256_range(int fd, int64_t offset, int64_t len, char out[65])
-{
-        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-        if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
-                EVP_MD_CTX_free(ctx);
-                return -ENOMEM;
-        }
-        _cleanup_free_ char *buf = xmalloc(1 << 20);
-        int r = 0;
-        while (len > 0) {
-                ssize_t n = pread(fd, buf, (size_t)MIN(len, 1 << 20), offset);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0) {
-                        r = n < 0 ? -errno : -EIO; /* 0: the file shrank under us */
-                        break;
-                }
-                EVP_DigestUpdate(ctx, buf, (size_t)n);
-                offset += n;
-                len -= n;
-        }
-        unsigned char md[32];
-        unsigned int mdlen = 0;
-        if (r == 0)
-                EVP_DigestFinal_ex(ctx, md, &mdlen);
-        EVP_MD_CTX_free(ctx);
-        if (r == 0)
-                hex_encode(md, 32, out);
-        return r;
 }
 
 /* ---- encoding and XML ---- */
@@ -502,7 +449,7 @@ static CURLcode attempt(s3_client *c, request *rq, char *errbuf)
         char body_sha[65];
         const char *payload = rq->payload_sha256;
         if (!payload) {
-                sha256_mem(rq->body ? rq->body : "", rq->body ? rq->body_len : 0, body_sha);
+                hash_sha256_hex(rq->body, rq->body ? rq->body_len : 0, body_sha);
                 payload = body_sha;
         }
         _cleanup_free_ char *h_payload = xasprintf("x-amz-content-sha256: %s", payload);
@@ -750,7 +697,7 @@ static int put_single(s3_client *c, const char *key, int fd, int64_t size, const
 {
         char sha[65];
         if (!sha256_hex) {
-                int r = sha256_range(fd, 0, size, sha);
+                int r = hash_fd_sha256_hex(fd, 0, size, sha, NULL);
                 if (r < 0) {
                         *ret_why = xasprintf("cannot read the file: %s", strerror(-r));
                         return r;
@@ -829,7 +776,7 @@ static int put_multipart(s3_client *c, const char *key, int fd, int64_t size,
                 int64_t off = i * part_size;
                 int64_t len = MIN(part_size, size - off);
                 char sha[65];
-                r = sha256_range(fd, off, len, sha);
+                r = hash_fd_sha256_hex(fd, off, len, sha, NULL);
                 if (r < 0) {
                         *ret_why = xasprintf("cannot read the file: %s", strerror(-r));
                         break;

@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,6 +42,7 @@
 #include "targets/target.h"
 #include "util/failpoint.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -331,12 +331,6 @@ static bool cancelled(const snapshot_job *j)
         return j->cancel && atomic_load(j->cancel);
 }
 
-static void hex(const unsigned char *md, size_t n, char *out)
-{
-        for (size_t i = 0; i < n; i++)
-                snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
-
 /* ---- etcd's tool ---- */
 
 static char *default_etcd_dir(void)
@@ -484,14 +478,14 @@ static int open_dest(const storage_location *loc, const char *state_dir, const c
 typedef struct sink {
         int fd;
         int err;
-        EVP_MD_CTX *sha;
+        hash_ctx *sha;
         const snapshot_job *job;
 } sink;
 
 static int sink_write(sink *s, const void *data, size_t len)
 {
         const uint8_t *p = data;
-        EVP_DigestUpdate(s->sha, data, len);
+        hash_update(s->sha, data, len);
         while (len > 0) {
                 ssize_t w = write(s->fd, p, len);
                 if (w < 0) {
@@ -512,23 +506,6 @@ static int stream_chunk(const void *data, size_t len, void *userdata)
         if (cancelled(s->job))
                 return s->err = -ECANCELED;
         return sink_write(s, data, len);
-}
-
-static void sha_final(EVP_MD_CTX *sha, char out[65])
-{
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int n = 0;
-        EVP_DigestFinal_ex(sha, md, &n);
-        assert(n == 32);
-        hex(md, n, out);
-}
-
-static EVP_MD_CTX *sha_new(void)
-{
-        EVP_MD_CTX *sha = EVP_MD_CTX_new();
-        if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1)
-                abort(); /* out of memory, as xmalloc would */
-        return sha;
 }
 
 /* A new empty temporary file under dir; its path in *ret_path. */
@@ -561,7 +538,7 @@ static int compress_gzip(const snapshot_job *job, const char *dir, const char *s
                 return out;
         }
         assert(path);
-        sink s = {.fd = out, .sha = sha_new(), .job = job};
+        sink s = {.fd = out, .sha = hash_sha256_new(), .job = job};
         z_stream z = {0};
         if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
                 abort();
@@ -600,14 +577,14 @@ static int compress_gzip(const snapshot_job *job, const char *dir, const char *s
         if (r == 0 && fsync(out) < 0)
                 r = -errno;
         if (r < 0) {
-                EVP_MD_CTX_free(s.sha);
+                hash_free(s.sha);
                 unlink(path);
                 if (r != -ECANCELED)
                         *ret_error = xasprintf("compressing the snapshot failed: %s", strerror(-r));
                 return r;
         }
-        sha_final(s.sha, sha_out);
-        EVP_MD_CTX_free(s.sha);
+        hash_final_hex(s.sha, sha_out);
+        hash_free(s.sha);
         *ret_size = size;
         *ret_path = TAKE_PTR(path);
         return 0;
@@ -813,14 +790,14 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
                     xasprintf("cannot create a temporary file in %s: %s", tmp_dir, strerror(-r));
                 goto out;
         }
-        sink s = {.fd = fd, .sha = sha_new(), .job = job};
+        sink s = {.fd = fd, .sha = hash_sha256_new(), .job = job};
         etcd_snapshot_info info = {0};
         r = etcd_snapshot(cl, from->client_url, stream_chunk, &s, &info);
         if (r >= 0 && fsync(fd) < 0)
                 r = s.err = -errno;
         if (r >= 0)
-                sha_final(s.sha, raw_sha);
-        EVP_MD_CTX_free(s.sha);
+                hash_final_hex(s.sha, raw_sha);
+        hash_free(s.sha);
         close(fd);
         fd = -1;
         if (r < 0) {

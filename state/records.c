@@ -12,10 +12,10 @@
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <string.h>
 
 #include "state/internal.h"
+#include "util/hash.h"
 #include "util/xalloc.h"
 
 /* ---- validation ---- */
@@ -71,17 +71,6 @@ static bool json_object_text(const char *s)
         bool ok = j && json_is_object(j);
         json_decref(j);
         return ok;
-}
-
-static char *sha256_hex(const char *s)
-{
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int n = 0;
-        EVP_Digest(s, strlen(s), md, &n, EVP_sha256(), NULL);
-        char *hex = xmalloc(2 * n + 1);
-        for (unsigned int i = 0; i < n; i++)
-                snprintf(hex + 2 * i, 3, "%02x", md[i]);
-        return hex;
 }
 
 int db_cluster_exists(state_db *db, const char *cluster, const char *what)
@@ -236,7 +225,7 @@ int state_cluster_set_desired(state_db *db, const char *cluster, const char *jso
         if (!json_object_text(json))
                 return db_fail(db, -EINVAL, what, "the desired spec of %s is not a JSON object",
                                cluster);
-        _cleanup_free_ char *computed = hash ? NULL : sha256_hex(json);
+        _cleanup_free_ char *computed = hash ? NULL : hash_sha256_hex_new(json, strlen(json));
         if (!hash)
                 hash = computed;
         r = state_begin(db);
@@ -339,7 +328,7 @@ int state_cluster_latch(state_db *db, const char *cluster, const char *json, con
         if (!json_object_text(json))
                 return db_fail(db, -EINVAL, what, "the target of %s is not a JSON object",
                                cluster ? cluster : "");
-        _cleanup_free_ char *computed = hash ? NULL : sha256_hex(json);
+        _cleanup_free_ char *computed = hash ? NULL : hash_sha256_hex_new(json, strlen(json));
         int r = state_begin(db);
         if (r < 0)
                 return r;

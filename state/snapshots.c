@@ -8,22 +8,12 @@
  * succeeded record.
  */
 #include <assert.h>
-#include <ctype.h>
 #include <errno.h>
 
 #include "state/internal.h"
 #include "state/snapshots.h"
+#include "util/hash.h"
 #include "util/xalloc.h"
-
-static bool sha256_hex_valid(const char *s)
-{
-        if (!s || strlen(s) != 64)
-                return false;
-        for (const char *p = s; *p; p++)
-                if (!isdigit((unsigned char)*p) && !(*p >= 'a' && *p <= 'f'))
-                        return false;
-        return true;
-}
 
 int state_snapshot_begin(state_db *db, const char *cluster, const char *trigger, int64_t slot_ms,
                          int64_t now_ms, int64_t *ret_id)
@@ -55,7 +45,7 @@ int state_snapshot_finish(state_db *db, int64_t id, const state_snapshot *s, int
         bool ok = streq_ptr(s->result, "succeeded");
         if (!ok && !streq_ptr(s->result, "failed"))
                 return db_fail(db, -EINVAL, what, "a snapshot finishes as succeeded or failed");
-        if (ok && (isempty(s->key) || !sha256_hex_valid(s->sha256)))
+        if (ok && (isempty(s->key) || !hash_sha256_hex_valid(s->sha256)))
                 return db_fail(db, -EINVAL, what, "a succeeded snapshot needs its key and SHA-256");
         int r = state_begin(db);
         if (r < 0)

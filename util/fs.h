@@ -81,6 +81,4 @@ void path_list_add(path_list *l, const char *path);
  * file are left out. Appends to ret_files and ret_dirs.
  */
 int list_tree(const char *dir, path_list *ret_files, path_list *ret_dirs);
-/* The SHA-256 of a file's content, as 64 lowercase hex digits and a NUL. */
-int file_sha256_hex(const char *path, char ret_hex[65]);
 void path_list_release(path_list *l);
