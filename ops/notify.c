@@ -36,6 +36,7 @@
 #include "state/notify-queue.h"
 #include "util/fs.h"
 #include "util/hash.h"
+#include "util/http.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -375,7 +376,12 @@ static int post(ops_notifier *n, const hook *h, const state_notification *row, c
                 sig = xasprintf(OPS_SIGNATURE_HEADER ": sha256=%s", hex);
                 hdrs = curl_slist_append(hdrs, sig);
         }
-        CURL *c = curl_easy_init();
+        /* Webhooks and forges are services outside: the environment's proxy (util/http.h). */
+        http_opts o = {.proxy = HTTP_PROXY_ENV,
+                       .connect_timeout_ms = 5000,
+                       .timeout_ms = SEND_TIMEOUT_S * 1000,
+                       .tls = {.ca_file = h->ca_file}};
+        CURL *c = http_handle_new(&o);
         if (!c) {
                 curl_slist_free_all(hdrs);
                 *ret_error = xstrdup("cannot start a request");
@@ -384,17 +390,10 @@ static int post(ops_notifier *n, const hook *h, const state_notification *row, c
         curl_easy_setopt(c, CURLOPT_URL, url);
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, row->payload);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)SEND_TIMEOUT_S);
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 5L);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
         curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
         curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, abort_on_stop);
         curl_easy_setopt(c, CURLOPT_XFERINFODATA, n);
-        curl_easy_setopt(c, CURLOPT_USERAGENT, "gitcd/" GITCD_VERSION);
-        if (h->ca_file)
-                curl_easy_setopt(c, CURLOPT_CAINFO, h->ca_file);
         CURLcode rc = curl_easy_perform(c);
         long status = 0;
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -584,7 +583,6 @@ int ops_notifier_start(const char *state_path, const ops_config *cfg, ops_notifi
         pthread_mutex_init(&n->lock, NULL);
         pthread_cond_init(&n->wake, NULL);
         n->hooks = hooks_copy(cfg, &n->n_hooks);
-        curl_global_init(CURL_GLOBAL_DEFAULT);
         int k = pthread_create(&n->thread, NULL, sender, n);
         if (k != 0) {
                 ops_notifier_stop(n);

@@ -40,6 +40,7 @@
 #include "util/failpoint.h"
 #include "util/fs.h"
 #include "util/hash.h"
+#include "util/http.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
 
@@ -1000,21 +1001,17 @@ int pki_served_serial(const char *url, const char *cert, const char *key, int ti
                       char **ret_serial)
 {
         *ret_serial = NULL;
-        CURL *h = curl_easy_init();
+        /* A member is reached directly, never through a proxy (util/http.h). */
+        http_opts o = {.proxy = HTTP_PROXY_NONE,
+                       .https_only = true,
+                       .timeout_ms = timeout_ms,
+                       .tls = {.insecure = true, .cert_file = cert, .key_file = key}};
+        CURL *h = http_handle_new(&o);
         if (!h)
                 return -ENOMEM;
         curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(h, CURLOPT_CONNECT_ONLY, 1L);
         curl_easy_setopt(h, CURLOPT_CERTINFO, 1L);
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https");
-        if (cert)
-                curl_easy_setopt(h, CURLOPT_SSLCERT, cert);
-        if (key)
-                curl_easy_setopt(h, CURLOPT_SSLKEY, key);
         CURLcode rc = curl_easy_perform(h);
         int r = 0;
         struct curl_certinfo *ci = NULL;

@@ -55,6 +55,7 @@
 #include "util/failpoint.h"
 #include "util/fs.h"
 #include "util/hash.h"
+#include "util/http.h"
 #include "util/httpd.h"
 #include "util/log.h"
 #include "util/strbuf.h"
@@ -774,7 +775,22 @@ static int request_to(const receiver_peer *peer, const char *method, const char 
                       int64_t in_size, const char *sha_hex, answer *a, char **ret_body,
                       char **ret_error)
 {
-        CURL *curl = curl_easy_init();
+        assert(peer->pin); /* never a receiver whose key is not pinned */
+        long timeout = peer->timeout_s > 0 ? peer->timeout_s : 60;
+        char errbuf[CURL_ERROR_SIZE] = "";
+        /*
+         * The receiver is a Pod gitcd reaches directly, as it reaches the
+         * members (util/http.h: no proxy). Its certificate is its own: its
+         * public key is pinned instead of a CA.
+         */
+        http_opts o = {.proxy = HTTP_PROXY_NONE,
+                       .https_only = true,
+                       .connect_timeout_ms = 10000,
+                       .stall_bytes_per_s = 1024,
+                       .stall_s = timeout,
+                       .errbuf = errbuf,
+                       .tls = {.pinned_key = peer->pin}};
+        CURL *curl = http_handle_new(&o);
         if (!curl)
                 return -ENOMEM;
         a->curl = curl;
@@ -788,24 +804,12 @@ static int request_to(const receiver_peer *peer, const char *method, const char 
             sha_hex ? xasprintf(RECEIVER_HEADER_SHA256 ": %s", sha_hex) : NULL;
         if (sha)
                 hdr = curl_slist_append(hdr, sha);
-        long timeout = peer->timeout_s > 0 ? peer->timeout_s : 60;
-        char errbuf[CURL_ERROR_SIZE] = "";
         curl_easy_setopt(curl, CURLOPT_URL, url);
         curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdr);
-        curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
-        curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
-        curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-        curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, timeout);
         curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(curl, CURLOPT_WRITEDATA, a);
         curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
         curl_easy_setopt(curl, CURLOPT_HEADERDATA, a);
-        /* The receiver's certificate is its own: its public key is pinned instead of a CA. */
-        curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
-        curl_easy_setopt(curl, CURLOPT_PINNEDPUBLICKEY, peer->pin);
-        curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "https");
         body_reader br = {.f = in};
         if (in) {
                 curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
@@ -840,8 +844,7 @@ static int request_to(const receiver_peer *peer, const char *method, const char 
                                                strerror(-a->out_err));
                         return a->out_err;
                 }
-                *ret_error = xasprintf("%s %s: %s", method, url,
-                                       errbuf[0] ? errbuf : curl_easy_strerror(cc));
+                *ret_error = xasprintf("%s %s: %s", method, url, http_error_text(cc, errbuf));
                 return cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH ? -EPERM : -EIO;
         }
         char *body = sb_detach(&a->body);

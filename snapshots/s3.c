@@ -44,6 +44,7 @@
 #include "snapshots/dest-internal.h"
 #include "snapshots/s3.h"
 #include "util/hash.h"
+#include "util/http.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
@@ -186,6 +187,21 @@ static bool bucket_name_valid(const char *b)
                b[0] != '.' && b[0] != '-';
 }
 
+/*
+ * The handle set-up of every request (util/http.h): S3 is a service outside
+ * what gitcd runs, reached through the environment's proxy when it names
+ * one; a transfer that stalls is cut, not the one that is merely long.
+ */
+static http_opts handle_opts(const s3_client *c, char *errbuf)
+{
+        return (http_opts){.proxy = HTTP_PROXY_ENV,
+                           .connect_timeout_ms = CONNECT_TIMEOUT_MS,
+                           .stall_bytes_per_s = STALL_BYTES_PER_SEC,
+                           .stall_s = STALL_SECONDS,
+                           .errbuf = errbuf,
+                           .tls = {.ca_file = c->creds.ca_file}};
+}
+
 int s3_client_new(const s3_config *cfg, s3_client **ret, char **ret_error)
 {
         assert(cfg && ret);
@@ -257,7 +273,8 @@ int s3_client_new(const s3_config *cfg, s3_client **ret, char **ret_error)
         c->on_retry = cfg->on_retry;
         c->on_progress = cfg->on_progress;
         c->userdata = cfg->userdata;
-        c->h = curl_easy_init();
+        http_opts o = handle_opts(c, NULL);
+        c->h = http_handle_new(&o);
         if (!c->h) {
                 s3_client_free(c);
                 return dest_fail(ret_error, -ENOMEM, "cannot start libcurl");
@@ -412,6 +429,9 @@ static CURLcode attempt(s3_client *c, request *rq, char *errbuf)
 {
         CURL *h = c->h;
         curl_easy_reset(h);
+        http_opts o = handle_opts(c, errbuf);
+        if (http_setup(h, &o) < 0)
+                return CURLE_FAILED_INIT;
         sb_reset(&rq->resp);
         free(rq->etag);
         free(rq->resp_sha256);
@@ -419,7 +439,6 @@ static CURLcode attempt(s3_client *c, request *rq, char *errbuf)
         rq->status = 0;
         rq->in_pos = 0;
         rq->read_errno = rq->write_errno = 0;
-        errbuf[0] = '\0';
         if (rq->out_fd >= 0 &&
             (ftruncate(rq->out_fd, 0) < 0 || lseek(rq->out_fd, 0, SEEK_SET) < 0)) {
                 rq->write_errno = errno;
@@ -428,18 +447,9 @@ static CURLcode attempt(s3_client *c, request *rq, char *errbuf)
 
         _cleanup_free_ char *url = object_url(c, rq->key, rq->query);
         curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
-        curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, STALL_BYTES_PER_SEC);
-        curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, STALL_SECONDS);
-        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
         curl_easy_setopt(h, CURLOPT_FILETIME, 1L);
         if (c->resolve)
                 curl_easy_setopt(h, CURLOPT_RESOLVE, c->resolve);
-        if (c->creds.ca_file)
-                curl_easy_setopt(h, CURLOPT_CAINFO, c->creds.ca_file);
         curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
         curl_easy_setopt(h, CURLOPT_HEADERDATA, rq);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
@@ -502,7 +512,7 @@ static int classify(const s3_client *c, request *rq, CURLcode cc, const char *er
 {
         *ret_retry = false;
         if (cc != CURLE_OK) {
-                const char *detail = errbuf[0] ? errbuf : curl_easy_strerror(cc);
+                const char *detail = http_error_text(cc, errbuf);
                 int r;
                 switch (cc) {
                 case CURLE_READ_ERROR:
