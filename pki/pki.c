@@ -642,15 +642,6 @@ static void strv_push(char ***v, size_t *n, char *s)
         (*v)[*n] = NULL;
 }
 
-void pki_strv_free(char **v)
-{
-        if (!v)
-                return;
-        for (char **s = v; *s; s++)
-                free(*s);
-        free(v);
-}
-
 int pki_cert_sans(const pki_cert *c, char ***ret_dns, char ***ret_ips)
 {
         char **dns = xcalloc(1, sizeof(char *));
@@ -659,8 +650,8 @@ int pki_cert_sans(const pki_cert *c, char ***ret_dns, char ***ret_ips)
         int crit = 0;
         GENERAL_NAMES *names = X509_get_ext_d2i(c->x509, NID_subject_alt_name, &crit, NULL);
         if (!names && crit != -1) {
-                pki_strv_free(dns);
-                pki_strv_free(ips);
+                strv_free(dns);
+                strv_free(ips);
                 return fail(-EBADMSG, "the certificate's subject alternative names are malformed");
         }
         for (int i = 0; names && i < sk_GENERAL_NAME_num(names); i++) {
@@ -685,11 +676,11 @@ int pki_cert_sans(const pki_cert *c, char ***ret_dns, char ***ret_ips)
         if (ret_dns)
                 *ret_dns = dns;
         else
-                pki_strv_free(dns);
+                strv_free(dns);
         if (ret_ips)
                 *ret_ips = ips;
         else
-                pki_strv_free(ips);
+                strv_free(ips);
         return 0;
 }
 
@@ -891,8 +882,8 @@ bool pki_leaf_is_current(const char *dir, const pki_cert *ca, const char *const 
                 ok = strv_has(have_dns, dns[i]);
         for (size_t i = 0; ok && ips && ips[i]; i++)
                 ok = strv_has(have_ips, ips[i]);
-        pki_strv_free(have_dns);
-        pki_strv_free(have_ips);
+        strv_free(have_dns);
+        strv_free(have_ips);
         pki_key_free(k);
         pki_cert_free(cert);
         return ok;

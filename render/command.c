@@ -174,15 +174,6 @@ char **render_member_command(const etcd_cluster *c, const membership_plan *p, si
         return s.v;
 }
 
-void render_strv_free(char **v)
-{
-        if (!v)
-                return;
-        for (char **i = v; *i; i++)
-                free(*i);
-        free(v);
-}
-
 char *render_member_config_hash(const etcd_cluster *c, const membership_plan *p, size_t idx)
 {
         char **argv = render_member_command(c, p, idx);
@@ -202,6 +193,6 @@ char *render_member_config_hash(const etcd_cluster *c, const membership_plan *p,
         char *hex = xmalloc(HASH_SHA256_HEX);
         hash_final_hex(h, hex);
         hash_free(h);
-        render_strv_free(argv);
+        strv_free(argv);
         return hex;
 }

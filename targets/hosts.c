@@ -123,8 +123,6 @@ typedef struct machine_view {
                                  systemd says the unit etcd.service is active */
 } machine_view;
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
-
 /* One probe's answer, kept for the rest of the pass. */
 typedef struct probe_cache {
         char *machine; /* "address:port" */

@@ -152,8 +152,6 @@ static size_t strv_len(char *const *v)
         return n;
 }
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
-
 static char **strv_copy(char *const *v)
 {
         size_t n = strv_len(v);
