@@ -36,6 +36,7 @@
 #include "etcd/client.h"
 #include "etcd/grpc.h"
 #include "etcd/rpc.pb-c.h"
+#include "util/fs.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -1083,19 +1084,10 @@ struct file_sink {
 static int write_sink(const void *data, size_t len, void *userdata)
 {
         struct file_sink *s = userdata;
-        const uint8_t *p = data;
-        while (len > 0) {
-                ssize_t w = write(s->fd, p, len);
-                if (w < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        s->err = -errno;
-                        return s->err;
-                }
-                p += w;
-                len -= (size_t)w;
-        }
-        return 0;
+        int r = write_all(s->fd, data, len);
+        if (r < 0)
+                s->err = r;
+        return r;
 }
 
 int etcd_snapshot_save(etcd_client *c, const char *endpoint, const char *path,

@@ -299,17 +299,10 @@ static void put_data(upload *u, const char *data, size_t n)
         }
         hash_update(u->sha, data, n);
         u->got += (int64_t)n;
-        while (n > 0) {
-                ssize_t w = write(u->fd, data, n);
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w < 0) {
-                        u->fail_status = MHD_HTTP_INSUFFICIENT_STORAGE;
-                        u->fail_text = xasprintf("cannot write: %s", strerror(errno));
-                        return;
-                }
-                data += w;
-                n -= (size_t)w;
+        int k = write_all(u->fd, data, n);
+        if (k < 0) {
+                u->fail_status = MHD_HTTP_INSUFFICIENT_STORAGE;
+                u->fail_text = xasprintf("cannot write: %s", strerror(-k));
         }
 }
 
@@ -708,15 +701,10 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
         if (status == 200) {
                 hash_update(a->sha, data, n);
                 a->out_bytes += (int64_t)n;
-                for (size_t done = 0; done < n;) {
-                        ssize_t w = write(a->out_fd, data + done, n - done);
-                        if (w < 0 && errno == EINTR)
-                                continue;
-                        if (w < 0) {
-                                a->out_err = -errno;
-                                return 0; /* curl stops with CURLE_WRITE_ERROR */
-                        }
-                        done += (size_t)w;
+                int k = write_all(a->out_fd, data, n);
+                if (k < 0) {
+                        a->out_err = k;
+                        return 0; /* curl stops with CURLE_WRITE_ERROR */
                 }
         } else if (a->body.len + n > MAX_REPLY) {
                 a->too_long = true;

@@ -43,6 +43,7 @@
 
 #include "snapshots/dest-internal.h"
 #include "snapshots/s3.h"
+#include "util/fs.h"
 #include "util/hash.h"
 #include "util/http.h"
 #include "util/log.h"
@@ -375,15 +376,10 @@ static size_t on_body(char *data, size_t size, size_t n, void *userdata)
         long status = 0;
         curl_easy_getinfo(rq->c->h, CURLINFO_RESPONSE_CODE, &status);
         if (rq->out_fd >= 0 && status >= 200 && status < 300) {
-                for (const char *p = data; p < data + len;) {
-                        ssize_t w = write(rq->out_fd, p, (size_t)(data + len - p));
-                        if (w < 0 && errno == EINTR)
-                                continue;
-                        if (w < 0) {
-                                rq->write_errno = errno;
-                                return 0; /* CURLE_WRITE_ERROR */
-                        }
-                        p += w;
+                int r = write_all(rq->out_fd, data, len);
+                if (r < 0) {
+                        rq->write_errno = -r;
+                        return 0; /* CURLE_WRITE_ERROR */
                 }
                 return len;
         }

@@ -484,19 +484,11 @@ typedef struct sink {
 
 static int sink_write(sink *s, const void *data, size_t len)
 {
-        const uint8_t *p = data;
         hash_update(s->sha, data, len);
-        while (len > 0) {
-                ssize_t w = write(s->fd, p, len);
-                if (w < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return s->err = -errno;
-                }
-                p += w;
-                len -= (size_t)w;
-        }
-        return 0;
+        int r = write_all(s->fd, data, len);
+        if (r < 0)
+                s->err = r;
+        return r;
 }
 
 static int stream_chunk(const void *data, size_t len, void *userdata)

@@ -157,7 +157,7 @@ static char *temporary_name(const char *path)
         return xasprintf("%s.tmp.%ld.%016llx", path, (long)getpid(), (unsigned long long)r);
 }
 
-static int write_all(int fd, const void *data, size_t len)
+int write_all(int fd, const void *data, size_t len)
 {
         const char *p = data;
         while (len > 0) {

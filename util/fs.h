@@ -16,6 +16,11 @@ typedef struct path_list {
 
 /* Read a whole file; -EFBIG if it is larger than max_size bytes. The result is NUL-terminated. */
 int read_file(const char *path, size_t max_size, char **ret_data, size_t *ret_len);
+/*
+ * Write all len bytes to fd, through short writes and signal
+ * interruptions: 0, or -errno from write().
+ */
+int write_all(int fd, const void *data, size_t len);
 
 /*
  * Files holding a secret gitcd reads (a token, a password, a private key,
