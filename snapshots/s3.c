@@ -48,6 +48,7 @@
 #include "util/http.h"
 #include "util/log.h"
 #include "util/strbuf.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 #define MIB                 (1024 * 1024LL)
@@ -587,9 +588,7 @@ static void backoff_sleep(const s3_client *c, int attempt)
         uint32_t jitter = 0;
         if (getrandom(&jitter, sizeof(jitter), GRND_NONBLOCK) == (ssize_t)sizeof(jitter))
                 ms += jitter % (uint32_t)(ms / 4 + 1);
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
+        msleep(ms);
 }
 
 /* Run a request with retries; on failure *ret_why says what happened (without the location). */
