@@ -13,12 +13,12 @@ int state_ca_rotation_start(state_db *db, const char *cluster, const char *token
                             int64_t now_ms)
 {
         const char *what = "recording a CA rotation";
-        if (!state_cluster_name_valid(cluster))
-                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
-                               cluster ? cluster : "");
+        int r = db_check_cluster_name(db, cluster, what);
+        if (r < 0)
+                return r;
         if (isempty(token))
                 return db_fail(db, -EINVAL, what, "a CA rotation needs its token");
-        int r = state_begin(db);
+        r = state_begin(db);
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;

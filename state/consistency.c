@@ -59,10 +59,10 @@ int state_consistency_put(state_db *db, const state_consistency *v)
 {
         const char *what = "recording the consistency check";
         assert(v);
-        if (!state_cluster_name_valid(v->cluster))
-                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
-                               v->cluster ? v->cluster : "");
-        int r = state_begin(db);
+        int r = db_check_cluster_name(db, v->cluster, what);
+        if (r < 0)
+                return r;
+        r = state_begin(db);
         if (r < 0)
                 return r;
         r = db_run(db, what,
@@ -96,15 +96,15 @@ int state_repair_request(state_db *db, const state_repair *req, int64_t now_ms, 
 {
         const char *what = "recording a repair request";
         assert(req);
-        if (!state_cluster_name_valid(req->cluster))
-                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
-                               req->cluster ? req->cluster : "");
+        int r = db_check_cluster_name(db, req->cluster, what);
+        if (r < 0)
+                return r;
         bool replace = streq_ptr(req->kind, "replace");
         if (!replace && !streq_ptr(req->kind, "recheck"))
                 return db_fail(db, -EINVAL, what, "a repair replaces a member or rechecks");
         if (replace == isempty(req->member))
                 return db_fail(db, -EINVAL, what, "a replacement names one member, a recheck none");
-        int r = state_begin(db);
+        r = state_begin(db);
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;

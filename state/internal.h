@@ -99,6 +99,9 @@ int db_exec(state_db *db, const char *what, const char *sql);
 /* End a write begun with state_begin(): commit when r >= 0, else roll back. Returns r or -errno. */
 int db_end(state_db *db, int r);
 
+/* 0, or -EINVAL with the rule for cluster names when cluster breaks it (state_cluster_name_valid). */
+int db_check_cluster_name(state_db *db, const char *cluster, const char *what);
+
 /* Column helpers: a copy of the text (NULL for SQL NULL). */
 char *db_col_text(sqlite3_stmt *st, int col);
 

@@ -23,13 +23,13 @@ int state_maint_run_begin(state_db *db, const char *cluster, const char *trigger
                           int64_t now_ms, int64_t *ret_id)
 {
         const char *what = "recording a maintenance run";
-        if (!state_cluster_name_valid(cluster))
-                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
-                               cluster ? cluster : "");
+        int r = db_check_cluster_name(db, cluster, what);
+        if (r < 0)
+                return r;
         if (!trigger_valid(trigger))
                 return db_fail(db, -EINVAL, what, "\"%s\" is not a maintenance trigger",
                                trigger ? trigger : "");
-        int r = state_begin(db);
+        r = state_begin(db);
         if (r < 0)
                 return r;
         r = db_run(db, what,

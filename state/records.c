@@ -53,7 +53,7 @@ bool state_hex16_valid(const char *s)
         return true;
 }
 
-static int check_cluster_name(state_db *db, const char *cluster, const char *what)
+int db_check_cluster_name(state_db *db, const char *cluster, const char *what)
 {
         if (!state_cluster_name_valid(cluster))
                 return db_fail(db, -EINVAL, what,
@@ -219,7 +219,7 @@ int state_cluster_set_desired(state_db *db, const char *cluster, const char *jso
                               const char *commit, int64_t now_ms)
 {
         const char *what = "recording the desired spec";
-        int r = check_cluster_name(db, cluster, what);
+        int r = db_check_cluster_name(db, cluster, what);
         if (r < 0)
                 return r;
         if (!json_object_text(json))

@@ -17,14 +17,14 @@ int state_recovery_request(state_db *db, const state_recovery *req, int64_t now_
 {
         const char *what = "recording a recovery request";
         assert(req);
-        if (!state_cluster_name_valid(req->cluster))
-                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
-                               req->cluster ? req->cluster : "");
+        int r = db_check_cluster_name(db, req->cluster, what);
+        if (r < 0)
+                return r;
         if (!streq_ptr(req->source_kind, "member") && !streq_ptr(req->source_kind, "snapshot"))
                 return db_fail(db, -EINVAL, what, "a recovery starts from a member or a snapshot");
         if (isempty(req->source))
                 return db_fail(db, -EINVAL, what, "a recovery needs its source");
-        int r = state_begin(db);
+        r = state_begin(db);
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;

@@ -19,12 +19,12 @@ int state_snapshot_begin(state_db *db, const char *cluster, const char *trigger,
                          int64_t now_ms, int64_t *ret_id)
 {
         const char *what = "recording a snapshot";
-        if (!state_cluster_name_valid(cluster))
-                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
-                               cluster ? cluster : "");
+        int r = db_check_cluster_name(db, cluster, what);
+        if (r < 0)
+                return r;
         if (!streq_ptr(trigger, "manual") && !streq_ptr(trigger, "schedule"))
                 return db_fail(db, -EINVAL, what, "a snapshot is taken by hand or on schedule");
-        int r = state_begin(db);
+        r = state_begin(db);
         if (r < 0)
                 return r;
         r = db_run(db, what,
@@ -235,10 +235,10 @@ int state_snapshot_requests_sync(state_db *db, const char *cluster,
                                  const state_snapshot_request *reqs, size_t n, int64_t now_ms)
 {
         const char *what = "recording declared snapshots";
-        if (!state_cluster_name_valid(cluster))
-                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
-                               cluster ? cluster : "");
-        int r = state_begin(db);
+        int r = db_check_cluster_name(db, cluster, what);
+        if (r < 0)
+                return r;
+        r = state_begin(db);
         if (r < 0)
                 return r;
         int added = 0;
