@@ -118,22 +118,10 @@ static void upload_free(upload *u)
         free(u);
 }
 
+/* The receiver answers JSON, or a line of text when it refuses. */
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, char *body)
 {
-        struct MHD_Response *r =
-            MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-        if (!r) {
-                free(body);
-                return MHD_NO;
-        }
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-                                body[0] == '{' ? "application/json" : "text/plain");
-        if (status == MHD_HTTP_UNAUTHORIZED)
-                MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-                                        "Bearer realm=\"gitcd\"");
-        enum MHD_Result ret = MHD_queue_response(conn, status, r);
-        MHD_destroy_response(r);
-        return ret;
+        return httpd_reply(conn, status, body[0] == '{' ? "application/json" : "text/plain", body);
 }
 
 _printf_(3, 4) static enum MHD_Result
@@ -147,17 +135,6 @@ _printf_(3, 4) static enum MHD_Result
         char *body = xasprintf("%s\n", text);
         free(text);
         return reply(conn, status, body);
-}
-
-static bool authorized(const receiver *r, struct MHD_Connection *conn)
-{
-        const char *auth =
-            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-        if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
-                return false;
-        const char *given = auth + 7;
-        size_t n = strlen(r->token);
-        return strlen(given) == n && CRYPTO_memcmp(given, r->token, n) == 0;
 }
 
 /* Whether dir holds etcd data: a write-ahead log file under member/wal/. */
@@ -517,7 +494,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         }
         if (streq(url, "/healthz") && streq(method, "GET"))
                 return reply(conn, MHD_HTTP_OK, xstrdup("ok\n"));
-        if (!authorized(r, conn))
+        if (!httpd_bearer_ok(conn, r->token))
                 return refuse(conn, MHD_HTTP_UNAUTHORIZED, "a valid bearer token is required");
         httpd_trust(conn); /* no longer pending: it showed the token (see receiver_start) */
         if (streq(method, "PUT") && strneq(url, FILES_PREFIX, strlen(FILES_PREFIX)))
