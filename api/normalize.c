@@ -8,6 +8,7 @@
  * loader (JSON is YAML), so there is exactly one parser and one set of
  * rules; a stored spec that no longer validates is reported like any file.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,6 +355,33 @@ int spec_from_json(const json_t *j, const char *origin, etcd_cluster **ret, diag
         *ret = set.items[0];
         free(set.items);
         return 0;
+}
+
+etcd_cluster *spec_from_json_text(const char *text, const char *origin)
+{
+        if (!text)
+                return NULL;
+        json_t *j = json_loads(text, 0, NULL);
+        diag_list d = DIAG_LIST_INIT;
+        etcd_cluster *c = NULL;
+        if (j && spec_from_json(j, origin, &c, &d) < 0)
+                c = NULL;
+        json_decref(j);
+        diag_list_release(&d);
+        return c;
+}
+
+etcd_cluster *spec_dup(const etcd_cluster *c, const char *origin)
+{
+        assert(c);
+        json_t *j = spec_to_json(c);
+        diag_list d = DIAG_LIST_INIT;
+        etcd_cluster *copy = NULL;
+        if (!j || spec_from_json(j, origin, &copy, &d) < 0)
+                copy = NULL;
+        json_decref(j);
+        diag_list_release(&d);
+        return copy;
 }
 
 json_t *spec_location_to_json(const storage_location *l)

@@ -32,11 +32,8 @@ static int record_location(state_db *db, const state_snapshot *rec, storage_loca
         *ret_c = NULL;
         state_cluster *sc = NULL;
         if (state_cluster_get(db, rec->cluster, &sc) == 0) {
-                const char *text = sc->observed_json ? sc->observed_json : sc->desired_json;
-                json_t *j = text ? json_loads(text, 0, NULL) : NULL;
-                diag_list d = DIAG_LIST_INIT;
-                etcd_cluster *c = NULL;
-                if (j && spec_from_json(j, rec->cluster, &c, &d) >= 0) {
+                etcd_cluster *c = spec_from_json_text(state_cluster_spec_json(sc), rec->cluster);
+                if (c) {
                         _cleanup_free_ char *id =
                             snapshot_destination_id(&c->snapshots.destination);
                         if (streq_ptr(id, rec->destination)) {
@@ -46,8 +43,6 @@ static int record_location(state_db *db, const state_snapshot *rec, storage_loca
                         }
                 }
                 etcd_cluster_free(c);
-                json_decref(j);
-                diag_list_release(&d);
                 state_cluster_free(sc);
                 if (*ret_c)
                         return 0;

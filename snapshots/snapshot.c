@@ -146,14 +146,9 @@ pvc_writer *snapshot_pvc_writer_new(target *t, const etcd_cluster *c)
 {
         if (!t || !t->ops->writer_start || !t->ops->writer_stop || !c)
                 return NULL;
-        json_t *j = spec_to_json(c);
-        diag_list d = DIAG_LIST_INIT;
         _cleanup_free_ char *id = etcd_cluster_id(c);
-        etcd_cluster *copy = NULL;
-        int r = j ? spec_from_json(j, id, &copy, &d) : -EINVAL;
-        json_decref(j);
-        diag_list_release(&d);
-        if (r < 0)
+        etcd_cluster *copy = spec_dup(c, id);
+        if (!copy)
                 return NULL;
         target_writer *w = XNEW(target_writer);
         w->t = t;
@@ -231,13 +226,9 @@ void snapshot_job_set_destination(snapshot_job *job, target *t, const storage_lo
         job->secret_dir = job->secret_error = NULL;
         if (!t)
                 return;
-        json_t *js = json_loads(job->spec_json, 0, NULL);
-        diag_list d = DIAG_LIST_INIT;
-        etcd_cluster *c = NULL;
-        if (js && spec_from_json(js, job->cluster, &c, &d) >= 0)
+        etcd_cluster *c = spec_from_json_text(job->spec_json, job->cluster);
+        if (c)
                 job_read_secret(job, t, c, job->override);
-        json_decref(js);
-        diag_list_release(&d);
         etcd_cluster_free(c);
 }
 
@@ -251,7 +242,7 @@ int snapshot_job_from_state(state_db *db, target *t, const char *cluster, const 
                 *ret_error = xstrdup(state_last_error());
                 return r;
         }
-        const char *json = sc->observed_json ? sc->observed_json : sc->desired_json;
+        const char *json = state_cluster_spec_json(sc);
         if (!json) {
                 state_cluster_free(sc);
                 *ret_error = xasprintf("%s has no recorded spec", cluster);
@@ -282,18 +273,14 @@ int snapshot_job_from_state(state_db *db, target *t, const char *cluster, const 
                 j->endpoints[j->n_endpoints++].client_url = xstrdup(m->client_url);
         }
         if (t) {
-                json_t *js = json_loads(j->spec_json, 0, NULL);
-                diag_list d = DIAG_LIST_INIT;
-                etcd_cluster *c = NULL;
-                if (js && spec_from_json(js, cluster, &c, &d) >= 0) {
+                etcd_cluster *c = spec_from_json_text(j->spec_json, cluster);
+                if (c) {
                         if (first && target_client_tls(t, c, &j->ca, &j->cert, &j->key) < 0)
                                 log_warn("%s: no client certificate for gitcd: %s", cluster,
                                          target_last_error(t));
                         job_read_secret(j, t, c, &c->snapshots.destination);
                         j->pvc = snapshot_pvc_writer_new(t, c);
                 }
-                json_decref(js);
-                diag_list_release(&d);
                 etcd_cluster_free(c);
         }
         state_member_list_release(&ml);
@@ -711,17 +698,11 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
         snapshot_dest *dest = NULL;
         int fd = -1;
 
-        {
-                json_t *j = json_loads(job->spec_json ? job->spec_json : "", 0, NULL);
-                diag_list d = DIAG_LIST_INIT;
-                r = j ? spec_from_json(j, job->cluster, &spec, &d) : -EINVAL;
-                json_decref(j);
-                diag_list_release(&d);
-                if (r < 0) {
-                        error = xstrdup("the cluster's recorded spec cannot be read");
-                        r = -EBADMSG;
-                        goto out;
-                }
+        spec = spec_from_json_text(job->spec_json, job->cluster);
+        if (!spec) {
+                error = xstrdup("the cluster's recorded spec cannot be read");
+                r = -EBADMSG;
+                goto out;
         }
         const storage_location *loc = job->override ? job->override : &spec->snapshots.destination;
         if (loc->kind == DEST_NONE) {

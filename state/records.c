@@ -9,6 +9,7 @@
  * transaction), not left to callers. Each write is its own transaction
  * unless the caller holds one (state_begin).
  */
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
@@ -41,6 +42,12 @@ bool state_cluster_name_valid(const char *cluster)
                 return false;
         return name_part_valid(cluster, (size_t)(slash - cluster)) &&
                name_part_valid(slash + 1, strlen(slash + 1));
+}
+
+const char *state_cluster_spec_json(const state_cluster *sc)
+{
+        assert(sc);
+        return sc->observed_json ? sc->observed_json : sc->desired_json;
 }
 
 bool state_hex16_valid(const char *s)

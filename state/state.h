@@ -140,6 +140,9 @@ typedef struct state_cluster {
         size_t n_conditions;
 } state_cluster;
 
+/* The spec gitcd works toward: the latched one, else the desired one; NULL when neither. */
+const char *state_cluster_spec_json(const state_cluster *sc);
+
 typedef struct state_cluster_list {
         state_cluster **items;
         size_t n;

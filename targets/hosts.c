@@ -148,13 +148,8 @@ static void remember(hosts_target *ht, const etcd_cluster *c)
                 if (streq(a, b))
                         return;
         }
-        json_t *j = spec_to_json(c);
-        etcd_cluster *copy = NULL;
-        diag_list d = DIAG_LIST_INIT;
-        int k = spec_from_json(j, "hosts target", &copy, &d);
-        json_decref(j);
-        diag_list_release(&d);
-        if (k < 0)
+        etcd_cluster *copy = spec_dup(c, "hosts target");
+        if (!copy)
                 return; /* cannot happen for a validated spec; list_members then reports it */
         if (i < ht->n_seen) {
                 etcd_cluster_free(ht->seen[i]);
