@@ -382,17 +382,6 @@ void state_audit_failures_release(state_audit_failures *f)
         *f = (state_audit_failures){0};
 }
 
-static bool commit_prefix_valid(const char *s)
-{
-        size_t n = strlen(s);
-        if (n < 4 || n > 64)
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!isxdigit((unsigned char)s[i]))
-                        return false;
-        return true;
-}
-
 int state_audit_query(state_db *db, const state_audit_filter *filter, state_audit_list *ret_list)
 {
         const char *what = "reading the audit log";
@@ -401,7 +390,7 @@ int state_audit_query(state_db *db, const state_audit_filter *filter, state_audi
                 filter = &none;
         _cleanup_free_ char *prefix = NULL;
         if (filter->commit_prefix) {
-                if (!commit_prefix_valid(filter->commit_prefix))
+                if (!state_commit_prefix_valid(filter->commit_prefix))
                         return db_fail(db, -EINVAL, what,
                                        "a commit is given as at least 4 hex digits, not \"%s\"",
                                        filter->commit_prefix);

@@ -138,7 +138,7 @@ static state_revision *revision_from_row(sqlite3_stmt *st)
         return rev;
 }
 
-static bool hex_prefix_valid(const char *s)
+bool state_commit_prefix_valid(const char *s)
 {
         size_t n = s ? strlen(s) : 0;
         if (n < 4 || n > 64)
@@ -152,7 +152,7 @@ static bool hex_prefix_valid(const char *s)
 int state_revision_get(state_db *db, const char *commit_prefix, state_revision **ret_rev)
 {
         const char *what = "looking up a revision";
-        if (!hex_prefix_valid(commit_prefix))
+        if (!state_commit_prefix_valid(commit_prefix))
                 return db_fail(db, -EINVAL, what, "a commit is at least 4 hex digits");
         _cleanup_free_ char *lower = xstrdup(commit_prefix);
         for (char *p = lower; *p; p++)
