@@ -353,13 +353,10 @@ int state_audit_failures_get(state_db *db, state_audit_failures *ret)
 {
         const char *what = "reading the count of failed audit events";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT count, last_ms, last_action, last_error FROM audit_failures "
-                           "WHERE id = 1",
-                           &st, NULL);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what,
+                             "SELECT count, last_ms, last_action, last_error FROM audit_failures "
+                             "WHERE id = 1",
+                             &st, NULL);
         if (r < 0)
                 return r;
         state_audit_failures f = {0};

@@ -69,6 +69,12 @@ int db_prepare(state_db *db, const char *what, const char *sql, sqlite3_stmt **r
                const char *fmt, ...);
 /* Step once: 1 for a row, 0 when done, or -errno. */
 int db_step(state_db *db, sqlite3_stmt *st, const char *what);
+/*
+ * db_prepare() and db_step() once, for a lookup of one row: 1 with the row
+ * in *ret_stmt, 0 when there is none, or -errno.
+ */
+int db_query_row(state_db *db, const char *what, const char *sql, sqlite3_stmt **ret_stmt,
+                 const char *fmt, ...);
 
 /*
  * Step st to its last row, turning each row into an item with from_row,

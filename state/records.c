@@ -83,10 +83,7 @@ static bool json_object_text(const char *s)
 int db_cluster_exists(state_db *db, const char *cluster, const char *what)
 {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what, "SELECT 1 FROM clusters WHERE name = ?", &st, "s", cluster);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what, "SELECT 1 FROM clusters WHERE name = ?", &st, "s", cluster);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -189,14 +186,11 @@ int state_revision_latest(state_db *db, const char *repository, const char *ref,
 {
         const char *what = "looking up the latest revision";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT " REVISION_COLUMNS " FROM revisions "
-                           "WHERE repository = ? AND ref = ? ORDER BY fetched_ms DESC, id DESC "
-                           "LIMIT 1",
-                           &st, "ss", repository, ref);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what,
+                             "SELECT " REVISION_COLUMNS " FROM revisions "
+                             "WHERE repository = ? AND ref = ? ORDER BY fetched_ms DESC, id DESC "
+                             "LIMIT 1",
+                             &st, "ss", repository, ref);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -239,10 +233,9 @@ int state_cluster_set_desired(state_db *db, const char *cluster, const char *jso
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = db_prepare(db, what, "SELECT desired_hash, desired_commit FROM clusters WHERE name = ?",
-                       &st, "s", cluster);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        r = db_query_row(db, what,
+                         "SELECT desired_hash, desired_commit FROM clusters WHERE name = ?", &st,
+                         "s", cluster);
         bool changed = true;
         if (r > 0) {
                 const char *old_hash = (const char *)sqlite3_column_text(st, 0);
@@ -279,9 +272,7 @@ static int cluster_text(state_db *db, const char *what, const char *sql, const c
 {
         *ret = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what, sql, &st, "s", cluster);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        int r = db_query_row(db, what, sql, &st, "s", cluster);
         if (r == 0)
                 return db_fail(db, -ENOENT, what, "no cluster %s", cluster);
         if (r < 0)
@@ -367,10 +358,8 @@ int state_cluster_set_phase(state_db *db, const char *cluster, const char *phase
         {
                 /* Unchanged (most passes): nothing to write. */
                 _cleanup_stmt_ sqlite3_stmt *cur = NULL;
-                int k = db_prepare(db, what, "SELECT phase FROM clusters WHERE name = ?", &cur, "s",
-                                   cluster);
-                if (k >= 0)
-                        k = db_step(db, cur, what);
+                int k = db_query_row(db, what, "SELECT phase FROM clusters WHERE name = ?", &cur,
+                                     "s", cluster);
                 if (k < 0)
                         return k;
                 if (k > 0 && streq_ptr((const char *)sqlite3_column_text(cur, 0), phase))
@@ -438,12 +427,10 @@ int state_cluster_set_condition(state_db *db, const char *cluster, const char *t
         /* Most passes change nothing: read first, and write only what differs. */
         {
                 _cleanup_stmt_ sqlite3_stmt *cur = NULL;
-                int k = db_prepare(db, what,
-                                   "SELECT status, reason, message FROM conditions "
-                                   "WHERE cluster = ? AND type = ?",
-                                   &cur, "ss", cluster, type);
-                if (k >= 0)
-                        k = db_step(db, cur, what);
+                int k = db_query_row(db, what,
+                                     "SELECT status, reason, message FROM conditions "
+                                     "WHERE cluster = ? AND type = ?",
+                                     &cur, "ss", cluster, type);
                 if (k < 0)
                         return k;
                 if (k > 0 && streq_ptr((const char *)sqlite3_column_text(cur, 0), status) &&
@@ -457,11 +444,9 @@ int state_cluster_set_condition(state_db *db, const char *cluster, const char *t
         r = db_cluster_exists(db, cluster, what);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         if (r >= 0)
-                r = db_prepare(db, what,
-                               "SELECT status FROM conditions WHERE cluster = ? AND type = ?", &st,
-                               "ss", cluster, type);
-        if (r >= 0)
-                r = db_step(db, st, what);
+                r = db_query_row(db, what,
+                                 "SELECT status FROM conditions WHERE cluster = ? AND type = ?",
+                                 &st, "ss", cluster, type);
         bool changed =
             r == 0 || (r > 0 && !streq_ptr((const char *)sqlite3_column_text(st, 0), status));
         if (r >= 0)
@@ -552,11 +537,8 @@ int state_cluster_get(state_db *db, const char *cluster, state_cluster **ret_clu
 {
         const char *what = "reading a cluster";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what, "SELECT " CLUSTER_COLUMNS " FROM clusters WHERE name = ?", &st,
-                           "s", cluster);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what, "SELECT " CLUSTER_COLUMNS " FROM clusters WHERE name = ?",
+                             &st, "s", cluster);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -575,13 +557,10 @@ int state_cluster_spec_hash(state_db *db, const char *cluster, char **ret_hash)
 {
         const char *what = "reading a cluster";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT coalesce(observed_hash, desired_hash) FROM clusters "
-                           "WHERE name = ?",
-                           &st, "s", cluster);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what,
+                             "SELECT coalesce(observed_hash, desired_hash) FROM clusters "
+                             "WHERE name = ?",
+                             &st, "s", cluster);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -739,12 +718,9 @@ int state_member_get(state_db *db, const char *cluster, const char *name, state_
 {
         const char *what = "reading a member";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT " MEMBER_COLUMNS " FROM members WHERE cluster = ? AND name = ?",
-                           &st, "ss", cluster, name);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(
+            db, what, "SELECT " MEMBER_COLUMNS " FROM members WHERE cluster = ? AND name = ?", &st,
+            "ss", cluster, name);
         if (r < 0)
                 return r;
         if (r == 0)

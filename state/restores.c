@@ -108,13 +108,10 @@ int state_restore_latest(state_db *db, const char *cluster, state_restore **ret)
 {
         const char *what = "reading the latest restore";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT " RESTORE_COLUMNS
-                           " FROM restores WHERE cluster = ? ORDER BY id DESC LIMIT 1",
-                           &st, "s", cluster);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what,
+                             "SELECT " RESTORE_COLUMNS
+                             " FROM restores WHERE cluster = ? ORDER BY id DESC LIMIT 1",
+                             &st, "s", cluster);
         if (r < 0)
                 return r;
         if (r == 0)

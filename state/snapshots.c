@@ -51,9 +51,7 @@ int state_snapshot_finish(state_db *db, int64_t id, const state_snapshot *s, int
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = db_prepare(db, what, "SELECT result FROM snapshots WHERE id = ?", &st, "i", id);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        r = db_query_row(db, what, "SELECT result FROM snapshots WHERE id = ?", &st, "i", id);
         if (r == 0)
                 r = db_fail(db, -ENOENT, what, "no snapshot %lld", (long long)id);
         else if (r > 0 && !streq_ptr((const char *)sqlite3_column_text(st, 0), "running"))
@@ -129,10 +127,7 @@ int state_snapshot_get(state_db *db, int64_t id, state_snapshot **ret)
 {
         const char *what = "reading a snapshot record";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what, SNAPSHOT_SELECT "WHERE s.id = ?", &st, "i", id);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what, SNAPSHOT_SELECT "WHERE s.id = ?", &st, "i", id);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -312,12 +307,10 @@ int state_snapshot_begin_declared(state_db *db, int64_t request_id, int64_t now_
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         _cleanup_free_ char *cluster = NULL, *object = NULL;
-        r = db_prepare(db, what,
-                       "SELECT cluster, object, snapshot_id IS NULL AND withdrawn_ms IS NULL "
-                       "FROM snapshot_requests WHERE id = ?",
-                       &st, "i", request_id);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        r = db_query_row(db, what,
+                         "SELECT cluster, object, snapshot_id IS NULL AND withdrawn_ms IS NULL "
+                         "FROM snapshot_requests WHERE id = ?",
+                         &st, "i", request_id);
         if (r == 0)
                 r = db_fail(db, -ENOENT, what, "no declared snapshot %lld", (long long)request_id);
         else if (r > 0 && !sqlite3_column_int(st, 2))
@@ -398,9 +391,7 @@ int state_snapshot_drill_finish(state_db *db, int64_t id, const state_snapshot_d
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = db_prepare(db, what, "SELECT result FROM snapshot_drills WHERE id = ?", &st, "i", id);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        r = db_query_row(db, what, "SELECT result FROM snapshot_drills WHERE id = ?", &st, "i", id);
         if (r == 0)
                 r = db_fail(db, -ENOENT, what, "no drill %lld", (long long)id);
         else if (r > 0 && !streq_ptr((const char *)sqlite3_column_text(st, 0), "running"))
@@ -446,10 +437,7 @@ int state_snapshot_drill_get(state_db *db, int64_t id, state_snapshot_drill **re
 {
         const char *what = "reading a restore drill";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what, DRILL_SELECT "WHERE id = ?", &st, "i", id);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what, DRILL_SELECT "WHERE id = ?", &st, "i", id);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -490,12 +478,10 @@ int state_snapshot_drill_last_slot(state_db *db, const char *cluster, int64_t *r
 {
         const char *what = "reading the last scheduled drill";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT coalesce(max(slot_ms), 0) FROM snapshot_drills "
-                           "WHERE cluster = ? AND trigger = 'schedule'",
-                           &st, "s", cluster);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        int r = db_query_row(db, what,
+                             "SELECT coalesce(max(slot_ms), 0) FROM snapshot_drills "
+                             "WHERE cluster = ? AND trigger = 'schedule'",
+                             &st, "s", cluster);
         if (r < 0)
                 return r;
         *ret_slot_ms = r > 0 ? sqlite3_column_int64(st, 0) : 0;

@@ -23,12 +23,10 @@ int state_verdict_set(state_db *db, const char *source, const char *cluster, con
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = db_prepare(db, what,
-                       "SELECT 1 FROM intake_verdicts WHERE source = ?1 AND cluster = ?2 AND "
-                       "verdict = ?3 AND message = ?4 AND commit_id IS ?5",
-                       &st, "sssss", source, cluster, verdict, message, commit);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        r = db_query_row(db, what,
+                         "SELECT 1 FROM intake_verdicts WHERE source = ?1 AND cluster = ?2 AND "
+                         "verdict = ?3 AND message = ?4 AND commit_id IS ?5",
+                         &st, "sssss", source, cluster, verdict, message, commit);
         if (r == 0) {
                 r = db_run(db, what,
                            "INSERT INTO intake_verdicts (source, cluster, verdict, message, "
