@@ -8,13 +8,14 @@
  * loader (JSON is YAML), so there is exactly one parser and one set of
  * rules; a stored spec that no longer validates is reported like any file.
  */
+#include <assert.h>
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/internal.h"
 #include "api/spec.h"
+#include "util/hash.h"
 #include "util/xalloc.h"
 
 static json_t *kv_json(const kv_list *l)
@@ -356,6 +357,33 @@ int spec_from_json(const json_t *j, const char *origin, etcd_cluster **ret, diag
         return 0;
 }
 
+etcd_cluster *spec_from_json_text(const char *text, const char *origin)
+{
+        if (!text)
+                return NULL;
+        json_t *j = json_loads(text, 0, NULL);
+        diag_list d = DIAG_LIST_INIT;
+        etcd_cluster *c = NULL;
+        if (j && spec_from_json(j, origin, &c, &d) < 0)
+                c = NULL;
+        json_decref(j);
+        diag_list_release(&d);
+        return c;
+}
+
+etcd_cluster *spec_dup(const etcd_cluster *c, const char *origin)
+{
+        assert(c);
+        json_t *j = spec_to_json(c);
+        diag_list d = DIAG_LIST_INIT;
+        etcd_cluster *copy = NULL;
+        if (!j || spec_from_json(j, origin, &copy, &d) < 0)
+                copy = NULL;
+        json_decref(j);
+        diag_list_release(&d);
+        return copy;
+}
+
 json_t *spec_location_to_json(const storage_location *l)
 {
         return location_json(l);
@@ -416,14 +444,9 @@ int spec_location_from_json(const json_t *j, storage_location *ret)
 
 static char *sha256_hex(const char *text)
 {
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int n = 0;
-        if (!text || EVP_Digest(text, strlen(text), md, &n, EVP_sha256(), NULL) != 1)
+        if (!text)
                 abort(); /* only on out-of-memory, which gitcd treats as fatal */
-        char *hex = xmalloc(2 * n + 1);
-        for (unsigned int i = 0; i < n; i++)
-                snprintf(hex + 2 * i, 3, "%02x", md[i]);
-        return hex;
+        return hash_sha256_hex_new(text, strlen(text));
 }
 
 char *spec_text_hash(const char *text)

@@ -116,6 +116,16 @@ int spec_refuse_for_target(cluster_set *set, bool hosts_target, bool pvc_target,
 json_t *spec_to_json(const etcd_cluster *c);
 /* Parse the normalized form back (e.g. from the state store). 0 or -EINVAL. */
 int spec_from_json(const json_t *j, const char *origin, etcd_cluster **ret, diag_list *diags);
+/*
+ * The same from JSON text (a spec the state store or a snapshot job holds),
+ * for a reader that only needs the model: NULL for NULL text or text that
+ * is not a readable spec. The diagnostics are dropped: gitcd wrote the text
+ * itself, and a reader that gets NULL says in its own words what it could
+ * not read.
+ */
+etcd_cluster *spec_from_json_text(const char *text, const char *origin);
+/* A deep copy of a model, through its normalized form; NULL only for one that is not valid. */
+etcd_cluster *spec_dup(const etcd_cluster *c, const char *origin);
 /* sha256 of the compact, key-sorted normalized JSON, as 64 hex digits. */
 char *spec_hash(const etcd_cluster *c);
 /* sha256 of text, as 64 hex digits. */

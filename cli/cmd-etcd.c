@@ -647,16 +647,10 @@ static int from_cluster(struct etcd_cli *cli, const char *cluster, const char *s
                 fprintf(stderr, "gitcd: etcd: %s has no member with a client URL yet\n", cluster);
                 r = -ENOENT;
         }
-        const char *json = sc ? (sc->observed_json ? sc->observed_json : sc->desired_json) : NULL;
-        if (r >= 0) {
-                json_t *j = json ? json_loads(json, 0, NULL) : NULL;
-                diag_list d = DIAG_LIST_INIT;
-                if (!j || spec_from_json(j, cluster, &c, &d) < 0) {
-                        fprintf(stderr, "gitcd: etcd: %s has no readable recorded spec\n", cluster);
-                        r = -EINVAL;
-                }
-                json_decref(j);
-                diag_list_release(&d);
+        if (r >= 0 &&
+            !(c = spec_from_json_text(sc ? state_cluster_spec_json(sc) : NULL, cluster))) {
+                fprintf(stderr, "gitcd: etcd: %s has no readable recorded spec\n", cluster);
+                r = -EINVAL;
         }
         if (r >= 0)
                 r = runner_open_cluster_target(db, cluster, tf, file, state_dir, "gitcd: etcd", &t);

@@ -92,17 +92,6 @@ static int parse_since(const char *s, int64_t now_ms, int64_t *ret_ms)
         return parse_date_ms(s, ret_ms);
 }
 
-static bool hex_prefix(const char *s)
-{
-        size_t n = strlen(s);
-        if (n < 4 || n > 64)
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!isxdigit((unsigned char)s[i]))
-                        return false;
-        return true;
-}
-
 /* Printable copy: control characters escaped; at most max code points ("..." if cut). */
 static char *cell(const char *raw, size_t max)
 {
@@ -329,7 +318,7 @@ int cmd_log(int argc, char **argv)
                         }
                         break;
                 case OPT_COMMIT:
-                        if (!hex_prefix(optarg)) {
+                        if (!state_commit_prefix_valid(optarg)) {
                                 fprintf(stderr,
                                         "gitcd log: --commit takes at least 4 hex digits of a "
                                         "commit id, not '%s'\n",

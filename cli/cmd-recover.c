@@ -211,14 +211,10 @@ static int check_bump(state_db *db, const char *cluster, const revision_bump *bu
         state_cluster *sc = NULL;
         if (state_cluster_get(db, cluster, &sc) < 0)
                 return 0; /* an unknown cluster: the request says so */
-        const char *text = sc->observed_json ? sc->observed_json : sc->desired_json;
-        json_t *j = text ? json_loads(text, 0, NULL) : NULL;
-        etcd_cluster *c = NULL;
-        diag_list d = DIAG_LIST_INIT;
+        etcd_cluster *c = spec_from_json_text(state_cluster_spec_json(sc), cluster);
         _cleanup_free_ char *first = NULL;
         int r = 0;
-        if (j && spec_from_json(j, cluster, &c, &d) >= 0 &&
-            !version_has_restore_bump(&c->ver, &first) && first) {
+        if (c && !version_has_restore_bump(&c->ver, &first) && first) {
                 fprintf(stderr,
                         "gitcd recover: --bump-revision: etcd %s cannot bump the revision of a "
                         "restore (its restore tool takes --bump-revision from %s on); use "
@@ -228,8 +224,6 @@ static int check_bump(state_db *db, const char *cluster, const revision_bump *bu
                 r = -EPROTO;
         }
         etcd_cluster_free(c);
-        diag_list_release(&d);
-        json_decref(j);
         state_cluster_free(sc);
         return r;
 }

@@ -364,18 +364,14 @@ static int do_save(const char *cluster, const char *path, const char *to, bool v
                 state_snapshot_free(s);
         }
         if (!to) {
-                json_t *j = json_loads(job->spec_json, 0, NULL);
-                diag_list d = DIAG_LIST_INIT;
-                etcd_cluster *c = NULL;
-                if (j && spec_from_json(j, cluster, &c, &d) >= 0) {
+                etcd_cluster *c = spec_from_json_text(job->spec_json, cluster);
+                if (c) {
                         int k = snapshot_retention(db, cluster, &c->snapshots, state_dir,
                                                    job->secret_dir, job->pvc, now_wall_ms());
                         if (k > 0)
                                 printf("retention: deleted %d older snapshot%s\n", k,
                                        k == 1 ? "" : "s");
                 }
-                json_decref(j);
-                diag_list_release(&d);
                 etcd_cluster_free(c);
         }
         r = verify ? drill_and_print(db, job, id) : 0;
@@ -632,14 +628,7 @@ static etcd_cluster *recorded_spec(state_db *db, const char *cluster)
         state_cluster *sc = NULL;
         if (!db || state_cluster_get(db, cluster, &sc) < 0)
                 return NULL;
-        const char *text = sc->observed_json ? sc->observed_json : sc->desired_json;
-        json_t *j = text ? json_loads(text, 0, NULL) : NULL;
-        diag_list d = DIAG_LIST_INIT;
-        etcd_cluster *c = NULL;
-        if (j && spec_from_json(j, cluster, &c, &d) < 0)
-                c = NULL;
-        json_decref(j);
-        diag_list_release(&d);
+        etcd_cluster *c = spec_from_json_text(state_cluster_spec_json(sc), cluster);
         state_cluster_free(sc);
         return c;
 }

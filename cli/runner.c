@@ -678,13 +678,9 @@ static void pass_done(const char *cluster, const pass_result *res, int64_t durat
         state_cluster *sc = NULL;
         if (state_cluster_get(rs->owner->db, cluster, &sc) < 0)
                 return;
-        const char *text = sc->observed_json ? sc->observed_json : sc->desired_json;
-        json_t *js = text ? json_loads(text, 0, NULL) : NULL;
-        diag_list d = DIAG_LIST_INIT;
-        etcd_cluster *c = NULL;
+        etcd_cluster *c = spec_from_json_text(state_cluster_spec_json(sc), cluster);
         _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
-        if (js && spec_from_json(js, cluster, &c, &d) >= 0 &&
-            target_client_tls(rs->target, c, &ca, &cert, &key) >= 0) {
+        if (c && target_client_tls(rs->target, c, &ca, &cert, &key) >= 0) {
                 ops_metrics_set_client_tls(cluster, ca, cert, key);
                 if (!seen) {
                         slot = rs->tls_for.n;
@@ -697,8 +693,6 @@ static void pass_done(const char *cluster, const pass_result *res, int64_t durat
                 rs->tls_hash[slot] = TAKE_PTR(hash);
         }
         etcd_cluster_free(c);
-        diag_list_release(&d);
-        json_decref(js);
         state_cluster_free(sc);
 }
 

@@ -27,7 +27,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +36,8 @@
 #include "etcd/client.h"
 #include "etcd/grpc.h"
 #include "etcd/rpc.pb-c.h"
+#include "util/fs.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/strbuf.h"
@@ -993,7 +994,7 @@ int etcd_hash_kv(etcd_client *c, const char *endpoint, int64_t revision, uint32_
 struct snap_state {
         etcd_snapshot_fn fn;
         void *userdata;
-        EVP_MD_CTX *sha;
+        hash_ctx *sha;
         uint8_t tail[32];
         size_t tail_len;
         uint64_t size;
@@ -1017,8 +1018,8 @@ static int snap_feed(struct snap_state *st, const uint8_t *data, size_t len)
         size_t to_hash = st->tail_len + len - sizeof(st->tail);
         size_t from_tail = MIN(to_hash, st->tail_len);
         size_t from_data = to_hash - from_tail;
-        EVP_DigestUpdate(st->sha, st->tail, from_tail);
-        EVP_DigestUpdate(st->sha, data, from_data);
+        hash_update(st->sha, st->tail, from_tail);
+        hash_update(st->sha, data, from_data);
         memmove(st->tail, st->tail + from_tail, st->tail_len - from_tail);
         st->tail_len -= from_tail;
         memcpy(st->tail + st->tail_len, data + from_data, len - from_data);
@@ -1047,9 +1048,7 @@ int etcd_snapshot(etcd_client *c, const char *endpoint, etcd_snapshot_fn fn, voi
 {
         if (!fn)
                 return -EINVAL;
-        struct snap_state st = {.fn = fn, .userdata = userdata, .sha = EVP_MD_CTX_new()};
-        if (!st.sha || EVP_DigestInit_ex(st.sha, EVP_sha256(), NULL) != 1)
-                abort(); /* out of memory, as xmalloc would */
+        struct snap_state st = {.fn = fn, .userdata = userdata, .sha = hash_sha256_new()};
         Etcdserverpb__SnapshotRequest req = ETCDSERVERPB__SNAPSHOT_REQUEST__INIT;
         struct call call = {
             .path = "/etcdserverpb.Maintenance/Snapshot",
@@ -1059,9 +1058,8 @@ int etcd_snapshot(etcd_client *c, const char *endpoint, etcd_snapshot_fn fn, voi
         };
         int r = rpc_at(c, endpoint, &call, c->snapshot_timeout_ms);
         if (r == 0) {
-                uint8_t digest[32];
-                unsigned int dlen = 0;
-                EVP_DigestFinal_ex(st.sha, digest, &dlen);
+                uint8_t digest[HASH_SHA256_LEN];
+                hash_final(st.sha, digest);
                 bool ok = st.tail_len == 32 && memcmp(digest, st.tail, 32) == 0;
                 if (!ok) {
                         set_error(c,
@@ -1074,7 +1072,7 @@ int etcd_snapshot(etcd_client *c, const char *endpoint, etcd_snapshot_fn fn, voi
                             .size = st.size, .revision = st.revision, .checksum_ok = true};
                 }
         }
-        EVP_MD_CTX_free(st.sha);
+        hash_free(st.sha);
         return r;
 }
 
@@ -1086,19 +1084,10 @@ struct file_sink {
 static int write_sink(const void *data, size_t len, void *userdata)
 {
         struct file_sink *s = userdata;
-        const uint8_t *p = data;
-        while (len > 0) {
-                ssize_t w = write(s->fd, p, len);
-                if (w < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        s->err = -errno;
-                        return s->err;
-                }
-                p += w;
-                len -= (size_t)w;
-        }
-        return 0;
+        int r = write_all(s->fd, data, len);
+        if (r < 0)
+                s->err = r;
+        return r;
 }
 
 int etcd_snapshot_save(etcd_client *c, const char *endpoint, const char *path,

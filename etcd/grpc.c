@@ -17,13 +17,13 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "etcd/errors.h"
 #include "etcd/grpc.h"
 #include "util/escape.h"
+#include "util/http.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/strbuf.h"
@@ -39,12 +39,7 @@ struct grpc_conn {
         char *key;
 };
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-static void curl_init_once(void)
-{
-        curl_global_init(CURL_GLOBAL_DEFAULT);
-}
+#define USER_AGENT "gitcd/" GITCD_VERSION " grpc-c"
 
 /* The state of one call, shared by curl's callbacks. */
 struct call_state {
@@ -62,6 +57,26 @@ struct call_state {
         bool saw_headers;
 };
 
+/*
+ * The handle set-up of a call (util/http.h): etcd members are reached
+ * directly, never through a proxy; opts NULL: the connection's alone.
+ */
+static http_opts call_http_opts(const grpc_conn *conn, const grpc_call_opts *opts, char *errbuf)
+{
+        http_opts o = {
+            .proxy = HTTP_PROXY_NONE,
+            .user_agent = USER_AGENT,
+            .errbuf = errbuf,
+            .tls = {.ca_file = conn->cacert, .cert_file = conn->cert, .key_file = conn->key},
+        };
+        if (opts) {
+                o.timeout_ms = (long)MAX(opts->timeout_ms, 1);
+                o.connect_timeout_ms =
+                    (long)MAX(MIN(opts->connect_timeout_ms, opts->timeout_ms), 1);
+        }
+        return o;
+}
+
 int grpc_conn_new(const char *url, const grpc_tls_opts *tls, grpc_conn **ret_conn)
 {
         if (isempty(url))
@@ -69,12 +84,7 @@ int grpc_conn_new(const char *url, const grpc_tls_opts *tls, grpc_conn **ret_con
         bool is_tls = strneq(url, "https://", 8);
         if (!is_tls && !strneq(url, "http://", 7))
                 return -EINVAL;
-        pthread_once(&curl_once, curl_init_once);
-        CURL *curl = curl_easy_init();
-        if (!curl)
-                return -ENOMEM;
         grpc_conn *c = XNEW(grpc_conn);
-        c->curl = curl;
         c->url = xstrdup(url);
         size_t n = strlen(c->url);
         while (n > 0 && c->url[n - 1] == '/')
@@ -84,6 +94,12 @@ int grpc_conn_new(const char *url, const grpc_tls_opts *tls, grpc_conn **ret_con
                 c->cacert = xstrdup_null(tls->cacert);
                 c->cert = xstrdup_null(tls->cert);
                 c->key = xstrdup_null(tls->key);
+        }
+        http_opts o = call_http_opts(c, NULL, NULL);
+        c->curl = http_handle_new(&o);
+        if (!c->curl) {
+                grpc_conn_free(c);
+                return -ENOMEM;
         }
         *ret_conn = c;
         return 0;
@@ -419,34 +435,21 @@ int grpc_call(grpc_conn *conn, const char *path, const uint8_t *req, size_t req_
         }
 
         CURL *c = conn->curl;
+        http_opts ho = call_http_opts(conn, opts, errbuf);
+        if (http_setup(c, &ho) < 0) {
+                res->detail = xasprintf("call to %s: libcurl refused the HTTP set-up", conn->url);
+                r = ETCD_ERR_INTERNAL;
+                goto out;
+        }
         curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(c, CURLOPT_POST, 1L);
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, frame);
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(req_len + 5));
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-        curl_easy_setopt(c, CURLOPT_USERAGENT, "gitcd/" GITCD_VERSION " grpc-c");
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)MAX(opts->timeout_ms, 1));
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                         (long)MAX(MIN(opts->connect_timeout_ms, opts->timeout_ms), 1));
         curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
         curl_easy_setopt(c, CURLOPT_HEADERDATA, &st);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(c, CURLOPT_WRITEDATA, &st);
-        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-        curl_easy_setopt(c, CURLOPT_PROXY, "");
-        curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
-        curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-        if (conn->tls) {
-                curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
-                curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
-                if (conn->cacert)
-                        curl_easy_setopt(c, CURLOPT_CAINFO, conn->cacert);
-                if (conn->cert)
-                        curl_easy_setopt(c, CURLOPT_SSLCERT, conn->cert);
-                if (conn->key)
-                        curl_easy_setopt(c, CURLOPT_SSLKEY, conn->key);
-        }
 
         CURLcode cc;
         for (int attempt = 0;; attempt++) {

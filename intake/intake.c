@@ -228,16 +228,7 @@ static void gate(const intake_input *in, const policy *pol, const char *const *p
 /* The spec accepted before, parsed back; NULL when there is none or it cannot be read. */
 static etcd_cluster *prior_spec(const intake_prior *p)
 {
-        if (!p || !p->json)
-                return NULL;
-        json_t *j = json_loads(p->json, 0, NULL);
-        etcd_cluster *c = NULL;
-        diag_list d = DIAG_LIST_INIT;
-        if (j)
-                (void)spec_from_json(j, p->id, &c, &d);
-        json_decref(j);
-        diag_list_release(&d);
-        return c;
+        return p ? spec_from_json_text(p->json, p->id) : NULL;
 }
 
 /* The policy and the approvals for one cluster taken in so far. */

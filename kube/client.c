@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "util/escape.h"
+#include "util/http.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/strbuf.h"
@@ -359,13 +360,6 @@ static kube_config *config_dup(const kube_config *s)
         return d;
 }
 
-static void set_blob(CURL *curl, CURLoption opt, const char *data, size_t len)
-{
-        struct curl_blob blob = {.data = (void *)data, .len = len, .flags = CURL_BLOB_COPY};
-
-        curl_easy_setopt(curl, opt, &blob);
-}
-
 static void free_token(kube_client *c)
 {
         if (c->token) {
@@ -404,8 +398,23 @@ int kube_client_new(const kube_config *cfg, kube_client **ret_client, char **ret
         r = kube_config_read_token(cfg, &token, ret_error);
         if (r < 0)
                 return r;
-        curl_global_init(CURL_GLOBAL_DEFAULT);
-        curl = curl_easy_init();
+        /* An API server is reached directly, never through a proxy (util/http.h). */
+        http_opts o = {
+            .proxy = HTTP_PROXY_NONE,
+            .connect_timeout_ms = 10000,
+            .http_version = CURL_HTTP_VERSION_2TLS,
+            .tls = {.insecure = cfg->insecure_skip_tls_verify,
+                    .ca_file = cfg->ca_file,
+                    .ca_pem = cfg->ca_data,
+                    .ca_pem_len = cfg->ca_len,
+                    .cert_file = cfg->cert_file,
+                    .cert_pem = cfg->cert_data,
+                    .cert_pem_len = cfg->cert_len,
+                    .key_file = cfg->key_file,
+                    .key_pem = cfg->key_data,
+                    .key_pem_len = cfg->key_len},
+        };
+        curl = http_handle_new(&o);
         if (!curl) {
                 if (token)
                         explicit_bzero(token, strlen(token));
@@ -417,38 +426,6 @@ int kube_client_new(const kube_config *cfg, kube_client **ret_client, char **ret
         c->curl = curl;
         c->token = token;
         c->resources = json_object();
-
-        curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(curl, CURLOPT_USERAGENT, "gitcd/" GITCD_VERSION);
-        curl_easy_setopt(curl, CURLOPT_PROXY, "");
-        curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
-        curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-        curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-        curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
-        if (cfg->insecure_skip_tls_verify) {
-                curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
-                curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
-        } else {
-                curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
-                curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
-        }
-        if (cfg->ca_data)
-                set_blob(curl, CURLOPT_CAINFO_BLOB, cfg->ca_data, cfg->ca_len);
-        else if (cfg->ca_file)
-                curl_easy_setopt(curl, CURLOPT_CAINFO, cfg->ca_file);
-        if (cfg->cert_data) {
-                curl_easy_setopt(curl, CURLOPT_SSLCERTTYPE, "PEM");
-                set_blob(curl, CURLOPT_SSLCERT_BLOB, cfg->cert_data, cfg->cert_len);
-        } else if (cfg->cert_file) {
-                curl_easy_setopt(curl, CURLOPT_SSLCERT, cfg->cert_file);
-        }
-        if (cfg->key_data) {
-                curl_easy_setopt(curl, CURLOPT_SSLKEYTYPE, "PEM");
-                set_blob(curl, CURLOPT_SSLKEY_BLOB, cfg->key_data, cfg->key_len);
-        } else if (cfg->key_file) {
-                curl_easy_setopt(curl, CURLOPT_SSLKEY, cfg->key_file);
-        }
         *ret_client = c;
         return 0;
 }
@@ -679,7 +656,7 @@ static int request(kube_client *c, const struct req *rq, strbuf *ret_body)
                                 return set_error(
                                     c, -EIO, "cannot %s %s: Kubernetes API server %s: %s%s",
                                     rq->verb, rq->resource, c->cfg->server,
-                                    errbuf[0] ? errbuf : curl_easy_strerror(cc),
+                                    http_error_text(cc, errbuf),
                                     transient(cc) && rs.delivered == 0 ? " (after retries)" : "");
                         }
                         retry = true;

@@ -294,12 +294,6 @@ static json_t *sizes_json(const maint_member *mm)
                          (json_int_t)mm->db_size_in_use);
 }
 
-static void sleep_ms(int ms)
-{
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-}
-
 /* Wait until the member at url answers Status with a leader; its status then, or NULL. */
 static etcd_endpoint_status *wait_healthy(maintenance *m, maint_ctx *x, const char *url)
 {
@@ -311,7 +305,7 @@ static etcd_endpoint_status *wait_healthy(maintenance *m, maint_ctx *x, const ch
                 etcd_endpoint_status_free(s);
                 if (now_mono_ms() >= until)
                         return NULL;
-                sleep_ms(MAINT_HEALTH_POLL_MS);
+                msleep(MAINT_HEALTH_POLL_MS);
         }
 }
 

@@ -48,35 +48,9 @@ struct ops_http {
         int port;
 };
 
-static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *type,
-                             char *body)
-{
-        struct MHD_Response *r =
-            MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-        if (!r) {
-                free(body);
-                return MHD_NO;
-        }
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-        if (status == MHD_HTTP_UNAUTHORIZED)
-                MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-                                        "Bearer realm=\"gitcd\"");
-        enum MHD_Result ret = MHD_queue_response(conn, status, r);
-        MHD_destroy_response(r);
-        return ret;
-}
-
 static bool authorized(const ops_http *h, struct MHD_Connection *conn)
 {
-        if (!h->token)
-                return true;
-        const char *auth =
-            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-        if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
-                return false;
-        const char *given = auth + 7;
-        size_t n = strlen(h->token);
-        return strlen(given) == n && CRYPTO_memcmp(given, h->token, n) == 0;
+        return !h->token || httpd_bearer_ok(conn, h->token);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
@@ -90,28 +64,28 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         if (*upload_data_size)
                 return MHD_NO;
         if (!streq(method, "GET") && !streq(method, "HEAD"))
-                return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
-                             xstrdup("only GET and HEAD\n"));
+                return httpd_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
+                                   xstrdup("only GET and HEAD\n"));
         if (!authorized(h, conn))
-                return reply(conn, MHD_HTTP_UNAUTHORIZED, "text/plain",
-                             xstrdup("a bearer token is required\n"));
+                return httpd_reply(conn, MHD_HTTP_UNAUTHORIZED, "text/plain",
+                                   xstrdup("a bearer token is required\n"));
         httpd_trust(conn); /* authorized: no longer pending (see the top of this file) */
         if (streq(url, "/healthz"))
-                return reply(conn, MHD_HTTP_OK, "text/plain", xstrdup("ok\n"));
+                return httpd_reply(conn, MHD_HTTP_OK, "text/plain", xstrdup("ok\n"));
         if (streq(url, "/readyz")) {
                 char *why = ops_metrics_not_ready();
                 if (why)
-                        return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", why);
-                return reply(conn, MHD_HTTP_OK, "text/plain", xstrdup("ready\n"));
+                        return httpd_reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", why);
+                return httpd_reply(conn, MHD_HTTP_OK, "text/plain", xstrdup("ready\n"));
         }
         if (streq(url, "/metrics")) {
                 strbuf out = STRBUF_INIT;
                 ops_metrics_render(&out);
-                return reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
-                             sb_detach(&out));
+                return httpd_reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
+                                   sb_detach(&out));
         }
-        return reply(conn, MHD_HTTP_NOT_FOUND, "text/plain",
-                     xstrdup("not found; try /metrics, /healthz or /readyz\n"));
+        return httpd_reply(conn, MHD_HTTP_NOT_FOUND, "text/plain",
+                           xstrdup("not found; try /metrics, /healthz or /readyz\n"));
 }
 
 int ops_http_start(const ops_http_opts *o, ops_http **ret, char **ret_err)

@@ -619,15 +619,9 @@ static void put_certs(scrape *s, state_db *db, const char *cluster)
 /* Whether the cluster's spec asks for restore drills of its scheduled snapshots. */
 static bool drills_on(const state_cluster *c)
 {
-        const char *text = c->observed_json ? c->observed_json : c->desired_json;
-        json_t *j = text ? json_loads(text, 0, NULL) : NULL;
-        diag_list d = DIAG_LIST_INIT;
-        etcd_cluster *spec = NULL;
-        bool on = j && spec_from_json(j, c->name, &spec, &d) >= 0 && spec->snapshots.enabled &&
-                  spec->snapshots.verify != VERIFY_OFF;
+        etcd_cluster *spec = spec_from_json_text(state_cluster_spec_json(c), c->name);
+        bool on = spec && spec->snapshots.enabled && spec->snapshots.verify != VERIFY_OFF;
         etcd_cluster_free(spec);
-        diag_list_release(&d);
-        json_decref(j);
         return on;
 }
 

@@ -31,12 +31,12 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "ops/notify.h"
 #include "state/notify-queue.h"
 #include "util/fs.h"
+#include "util/hash.h"
+#include "util/http.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -76,18 +76,6 @@ struct ops_notifier {
         hook *hooks; /* under lock */
         size_t n_hooks;
 };
-
-char *ops_hmac_sha256_hex(const char *key, size_t key_len, const char *body, size_t len)
-{
-        unsigned char mac[EVP_MAX_MD_SIZE];
-        unsigned int n = 0;
-        if (!HMAC(EVP_sha256(), key, (int)key_len, (const unsigned char *)body, len, mac, &n))
-                return NULL;
-        char *hex = xmalloc(2 * n + 1);
-        for (unsigned i = 0; i < n; i++)
-                snprintf(hex + 2 * i, 3, "%02x", mac[i]);
-        return hex;
-}
 
 static void hooks_free(hook *h, size_t n)
 {
@@ -382,13 +370,18 @@ static int post(ops_notifier *n, const hook *h, const state_notification *row, c
                 while (len && (secret[len - 1] == '\n' || secret[len - 1] == '\r'))
                         len--;
                 _cleanup_free_ char *hex =
-                    ops_hmac_sha256_hex(secret, len, row->payload, strlen(row->payload));
+                    hash_hmac_sha256_hex(secret, len, row->payload, strlen(row->payload));
                 OPENSSL_cleanse(secret, len);
                 free(secret);
-                sig = xasprintf(OPS_SIGNATURE_HEADER ": sha256=%s", hex ? hex : "");
+                sig = xasprintf(OPS_SIGNATURE_HEADER ": sha256=%s", hex);
                 hdrs = curl_slist_append(hdrs, sig);
         }
-        CURL *c = curl_easy_init();
+        /* Webhooks and forges are services outside: the environment's proxy (util/http.h). */
+        http_opts o = {.proxy = HTTP_PROXY_ENV,
+                       .connect_timeout_ms = 5000,
+                       .timeout_ms = SEND_TIMEOUT_S * 1000,
+                       .tls = {.ca_file = h->ca_file}};
+        CURL *c = http_handle_new(&o);
         if (!c) {
                 curl_slist_free_all(hdrs);
                 *ret_error = xstrdup("cannot start a request");
@@ -397,17 +390,10 @@ static int post(ops_notifier *n, const hook *h, const state_notification *row, c
         curl_easy_setopt(c, CURLOPT_URL, url);
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, row->payload);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)SEND_TIMEOUT_S);
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 5L);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
         curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
         curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, abort_on_stop);
         curl_easy_setopt(c, CURLOPT_XFERINFODATA, n);
-        curl_easy_setopt(c, CURLOPT_USERAGENT, "gitcd/" GITCD_VERSION);
-        if (h->ca_file)
-                curl_easy_setopt(c, CURLOPT_CAINFO, h->ca_file);
         CURLcode rc = curl_easy_perform(c);
         long status = 0;
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -597,7 +583,6 @@ int ops_notifier_start(const char *state_path, const ops_config *cfg, ops_notifi
         pthread_mutex_init(&n->lock, NULL);
         pthread_cond_init(&n->wake, NULL);
         n->hooks = hooks_copy(cfg, &n->n_hooks);
-        curl_global_init(CURL_GLOBAL_DEFAULT);
         int k = pthread_create(&n->thread, NULL, sender, n);
         if (k != 0) {
                 ops_notifier_stop(n);

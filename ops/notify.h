@@ -63,6 +63,3 @@ bool ops_config_has_notifications(const ops_config *cfg);
 
 /* Stop the sender (an attempt in flight is cut short); NULL is a no-op. */
 void ops_notifier_stop(ops_notifier *n);
-
-/* The hex HMAC-SHA256 of body under key (newly allocated). */
-char *ops_hmac_sha256_hex(const char *key, size_t key_len, const char *body, size_t len);

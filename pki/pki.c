@@ -39,6 +39,8 @@
 #include "pki/pki.h"
 #include "util/failpoint.h"
 #include "util/fs.h"
+#include "util/hash.h"
+#include "util/http.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
 
@@ -640,15 +642,6 @@ static void strv_push(char ***v, size_t *n, char *s)
         (*v)[*n] = NULL;
 }
 
-void pki_strv_free(char **v)
-{
-        if (!v)
-                return;
-        for (char **s = v; *s; s++)
-                free(*s);
-        free(v);
-}
-
 int pki_cert_sans(const pki_cert *c, char ***ret_dns, char ***ret_ips)
 {
         char **dns = xcalloc(1, sizeof(char *));
@@ -657,8 +650,8 @@ int pki_cert_sans(const pki_cert *c, char ***ret_dns, char ***ret_ips)
         int crit = 0;
         GENERAL_NAMES *names = X509_get_ext_d2i(c->x509, NID_subject_alt_name, &crit, NULL);
         if (!names && crit != -1) {
-                pki_strv_free(dns);
-                pki_strv_free(ips);
+                strv_free(dns);
+                strv_free(ips);
                 return fail(-EBADMSG, "the certificate's subject alternative names are malformed");
         }
         for (int i = 0; names && i < sk_GENERAL_NAME_num(names); i++) {
@@ -683,11 +676,11 @@ int pki_cert_sans(const pki_cert *c, char ***ret_dns, char ***ret_ips)
         if (ret_dns)
                 *ret_dns = dns;
         else
-                pki_strv_free(dns);
+                strv_free(dns);
         if (ret_ips)
                 *ret_ips = ips;
         else
-                pki_strv_free(ips);
+                strv_free(ips);
         return 0;
 }
 
@@ -889,8 +882,8 @@ bool pki_leaf_is_current(const char *dir, const pki_cert *ca, const char *const 
                 ok = strv_has(have_dns, dns[i]);
         for (size_t i = 0; ok && ips && ips[i]; i++)
                 ok = strv_has(have_ips, ips[i]);
-        pki_strv_free(have_dns);
-        pki_strv_free(have_ips);
+        strv_free(have_dns);
+        strv_free(have_ips);
         pki_key_free(k);
         pki_cert_free(cert);
         return ok;
@@ -949,10 +942,9 @@ int pki_bundle_fingerprint(const char *pem, size_t len, char **ret_hex)
 {
         assert(pem);
         BIO *bio = BIO_new_mem_buf(pem, (int)len);
-        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-        if (!bio || !ctx)
+        if (!bio)
                 abort();
-        (void)EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+        hash_ctx *h = hash_sha256_new();
         size_t n = 0;
         X509 *x;
         while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL))) {
@@ -961,22 +953,18 @@ int pki_bundle_fingerprint(const char *pem, size_t len, char **ret_hex)
                 X509_free(x);
                 if (dlen <= 0)
                         abort();
-                (void)EVP_DigestUpdate(ctx, der, (size_t)dlen);
+                hash_update(h, der, (size_t)dlen);
                 OPENSSL_free(der);
                 n++;
         }
         ERR_clear_error();
         BIO_free(bio);
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int mdlen = 0;
-        (void)EVP_DigestFinal_ex(ctx, md, &mdlen);
-        EVP_MD_CTX_free(ctx);
+        char hex[HASH_SHA256_HEX];
+        hash_final_hex(h, hex);
+        hash_free(h);
         if (n == 0)
                 return pki_error(-EBADMSG, "no certificate in the CA bundle");
-        char *hex = xmalloc(2 * mdlen + 1);
-        for (unsigned int i = 0; i < mdlen; i++)
-                snprintf(hex + 2 * i, 3, "%02x", md[i]);
-        *ret_hex = hex;
+        *ret_hex = xstrdup(hex);
         return 0;
 }
 
@@ -1004,21 +992,17 @@ int pki_served_serial(const char *url, const char *cert, const char *key, int ti
                       char **ret_serial)
 {
         *ret_serial = NULL;
-        CURL *h = curl_easy_init();
+        /* A member is reached directly, never through a proxy (util/http.h). */
+        http_opts o = {.proxy = HTTP_PROXY_NONE,
+                       .https_only = true,
+                       .timeout_ms = timeout_ms,
+                       .tls = {.insecure = true, .cert_file = cert, .key_file = key}};
+        CURL *h = http_handle_new(&o);
         if (!h)
                 return -ENOMEM;
         curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(h, CURLOPT_CONNECT_ONLY, 1L);
         curl_easy_setopt(h, CURLOPT_CERTINFO, 1L);
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https");
-        if (cert)
-                curl_easy_setopt(h, CURLOPT_SSLCERT, cert);
-        if (key)
-                curl_easy_setopt(h, CURLOPT_SSLKEY, key);
         CURLcode rc = curl_easy_perform(h);
         int r = 0;
         struct curl_certinfo *ci = NULL;

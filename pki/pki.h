@@ -86,10 +86,10 @@ int pki_cert_not_before(const pki_cert *c, int64_t *ret_wall_ms);
 int pki_cert_common_name(const pki_cert *c, char **ret_cn);
 /*
  * The subject alternative names, as two NULL-terminated lists (either
- * output may be NULL). IP addresses in their usual text form.
+ * output may be NULL; free each with strv_free()). IP addresses in their
+ * usual text form.
  */
 int pki_cert_sans(const pki_cert *c, char ***ret_dns, char ***ret_ips);
-void pki_strv_free(char **v);
 /* True when the certificate is a CA (basicConstraints CA:TRUE). */
 bool pki_cert_is_ca(const pki_cert *c);
 /* True when the key is the private half of the certificate's public key. */

@@ -36,6 +36,7 @@
 #include "targets/target.h"
 #include "util/failpoint.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/strbuf.h"
@@ -46,9 +47,7 @@ static char *new_password(void)
         unsigned char raw[24];
         if (RAND_bytes(raw, sizeof(raw)) != 1)
                 return NULL;
-        char *s = xmalloc(2 * sizeof(raw) + 1);
-        for (size_t i = 0; i < sizeof(raw); i++)
-                snprintf(s + 2 * i, 3, "%02x", raw[i]);
+        char *s = hex_encode_new(raw, sizeof(raw));
         explicit_bzero(raw, sizeof(raw));
         return s;
 }

@@ -322,8 +322,7 @@ int progress_deadline(reconciler *r, cluster_ctx *x, const etcd_cluster *c, cons
                       const step *s, bool first_pass, pass_result *res)
 {
         int64_t now = wall(r);
-        const char *latched_json =
-            w->sc->observed_json ? w->sc->observed_json : w->sc->desired_json;
+        const char *latched_json = state_cluster_spec_json(w->sc);
         if (s->kind == STEP_CONVERGED) {
                 if (w->sc->progress_deadline_ms)
                         (void)state_cluster_latch(r->opts.db, x->name, latched_json,

@@ -81,7 +81,7 @@ static void member_wanted(reconciler *r, const etcd_cluster *c, state_member *re
         if (!isempty(legacy)) {
                 char **argv = render_member_command(c, p, 0);
                 v->command = join_strv(argv);
-                render_strv_free(argv);
+                strv_free(argv);
         }
 }
 

@@ -251,7 +251,7 @@ static pass_next pass_recovery(pass_ctx *p)
             .records = &w->records,
             .obs = &w->obs,
             .quorum = world_has_quorum(w),
-            .latched_json = w->sc->observed_json ? w->sc->observed_json : w->sc->desired_json,
+            .latched_json = state_cluster_spec_json(w->sc),
             .latched_hash = x->latched_hash,
             .commit = w->commit,
             .author = w->author,
@@ -362,9 +362,8 @@ static pass_next pass_deadline(pass_ctx *p)
                 const state_cluster *sc = p->w.sc;
                 if (sc->progress_deadline_ms)
                         (void)state_cluster_latch(p->r->opts.db, p->x->name,
-                                                  sc->observed_json ? sc->observed_json
-                                                                    : sc->desired_json,
-                                                  p->x->latched_hash, 0, wall(p->r));
+                                                  state_cluster_spec_json(sc), p->x->latched_hash,
+                                                  0, wall(p->r));
                 return PASS_NEXT_CONTINUE;
         }
         if (progress_deadline(p->r, p->x, p->c, &p->w, &p->s, p->first_pass, res))

@@ -6,11 +6,11 @@
  * compared wrongly. A field the upkeep depends on must be fed here.
  */
 #include <inttypes.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "reconciler/quiet.h"
+#include "util/hash.h"
 
 static void put_str(quiet_digest *d, const char *s)
 {
@@ -93,12 +93,8 @@ void quiet_digest_etcd(quiet_digest *d, const etcd_members *l, uint64_t leader)
 
 void quiet_digest_end(quiet_digest *d, unsigned char ret[QUIET_DIGEST_LEN])
 {
-        unsigned int len = 0;
-        unsigned char md[EVP_MAX_MD_SIZE];
-        if (EVP_Digest(d->sb.buf ? d->sb.buf : "", d->sb.len, md, &len, EVP_sha256(), NULL) != 1 ||
-            len != QUIET_DIGEST_LEN)
-                abort();
-        memcpy(ret, md, QUIET_DIGEST_LEN);
+        _Static_assert(QUIET_DIGEST_LEN == HASH_SHA256_LEN, "the digest is a SHA-256");
+        hash_sha256(d->sb.buf, d->sb.len, ret);
         sb_release(&d->sb);
 }
 

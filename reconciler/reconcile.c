@@ -112,13 +112,8 @@ int reconciler_latch(reconciler *r, cluster_ctx *x, state_cluster *sc)
         if (relatch || !x->latched || !streq_ptr(x->latched_hash, sc->observed_hash)) {
                 const char *json = relatch ? sc->desired_json : sc->observed_json;
                 const char *hash = relatch ? sc->desired_hash : sc->observed_hash;
-                json_t *j = json_loads(json, 0, NULL);
-                diag_list d = DIAG_LIST_INIT;
-                etcd_cluster *c = NULL;
-                int k = j ? spec_from_json(j, x->name, &c, &d) : -EINVAL;
-                json_decref(j);
-                diag_list_release(&d);
-                if (k < 0)
+                etcd_cluster *c = spec_from_json_text(json, x->name);
+                if (!c)
                         return -EBADMSG;
                 etcd_cluster_free(x->latched);
                 x->latched = c;
@@ -126,7 +121,8 @@ int reconciler_latch(reconciler *r, cluster_ctx *x, state_cluster *sc)
                 x->latched_hash = xstrdup(hash);
                 if (relatch) {
                         int64_t deadline = wall(r) + (int64_t)c->progress_deadline_seconds * 1000;
-                        k = state_cluster_latch(r->opts.db, x->name, json, hash, deadline, wall(r));
+                        int k =
+                            state_cluster_latch(r->opts.db, x->name, json, hash, deadline, wall(r));
                         if (k < 0)
                                 return k;
                         /* both, or progress_deadline stores the old spec under the new hash */
@@ -196,15 +192,7 @@ int reconciler_offer(reconciler *r, const etcd_cluster *c, const reconcile_origi
         }
 
         /* Transition rules against the spec gitcd has accepted last. */
-        etcd_cluster *prev = NULL;
-        if (sc && sc->desired_json) {
-                json_t *j = json_loads(sc->desired_json, 0, NULL);
-                diag_list d = DIAG_LIST_INIT;
-                if (j)
-                        (void)spec_from_json(j, id, &prev, &d);
-                json_decref(j);
-                diag_list_release(&d);
-        }
+        etcd_cluster *prev = sc ? spec_from_json_text(sc->desired_json, id) : NULL;
         _cleanup_free_ char *before = summary_json(prev);
         _cleanup_free_ char *after = summary_json(c);
         if (prev) {

@@ -31,6 +31,7 @@
 #include "state/restores.h"
 #include "state/snapshots.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/xalloc.h"
 
 void restore_prep_free(restore_prep *p)
@@ -163,7 +164,7 @@ static int fetch_source(state_db *db, const etcd_cluster *c, const char *state_d
         }
         if (want_sha) {
                 char sha[65];
-                r = file_sha256_hex(path, sha);
+                r = hash_file_sha256_hex(path, sha, NULL);
                 if (r < 0) {
                         *ret_error = xasprintf("cannot read %s: %s", path, strerror(-r));
                         return r;

@@ -37,13 +37,13 @@
  * version covers only what a restart must pick up (the trusted CAs); the
  * target computes it (pki/auto.c), render only hashes it.
  */
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "render/render-internal.h"
 #include "render/render.h"
+#include "util/hash.h"
 #include "util/xalloc.h"
 
 typedef struct strv {
@@ -174,45 +174,25 @@ char **render_member_command(const etcd_cluster *c, const membership_plan *p, si
         return s.v;
 }
 
-void render_strv_free(char **v)
-{
-        if (!v)
-                return;
-        for (char **i = v; *i; i++)
-                free(*i);
-        free(v);
-}
-
 char *render_member_config_hash(const etcd_cluster *c, const membership_plan *p, size_t idx)
 {
         char **argv = render_member_command(c, p, idx);
         if (!argv)
                 return NULL;
-        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-        if (!ctx)
-                abort();
-        (void)EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+        hash_ctx *h = hash_sha256_new();
         const char *version = c->version ? c->version : "";
-        (void)EVP_DigestUpdate(ctx, version, strlen(version) + 1);
+        hash_update(h, version, strlen(version) + 1);
         for (size_t i = 0; argv[i]; i++)
-                (void)EVP_DigestUpdate(ctx, argv[i], strlen(argv[i]) + 1);
+                hash_update(h, argv[i], strlen(argv[i]) + 1);
         const char *tls = p->members[idx].tls_version;
         if (!isempty(tls)) {
                 /* After the command's NULL: cannot collide with a command word. */
-                (void)EVP_DigestUpdate(ctx, "", 1);
-                (void)EVP_DigestUpdate(ctx, tls, strlen(tls) + 1);
+                hash_update(h, "", 1);
+                hash_update(h, tls, strlen(tls) + 1);
         }
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int len = 0;
-        (void)EVP_DigestFinal_ex(ctx, md, &len);
-        EVP_MD_CTX_free(ctx);
-        render_strv_free(argv);
-        static const char digits[] = "0123456789abcdef";
-        char *hex = xmalloc(2 * len + 1);
-        for (unsigned int i = 0; i < len; i++) {
-                hex[2 * i] = digits[md[i] >> 4];
-                hex[2 * i + 1] = digits[md[i] & 0xf];
-        }
-        hex[2 * len] = '\0';
+        char *hex = xmalloc(HASH_SHA256_HEX);
+        hash_final_hex(h, hex);
+        hash_free(h);
+        strv_free(argv);
         return hex;
 }

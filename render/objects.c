@@ -132,7 +132,7 @@ json_t *render_member_pod(const etcd_cluster *c, const membership_plan *p, size_
         char **argv = render_member_command(c, p, idx);
         for (char **a = argv; a && *a; a++)
                 json_array_append_new(command, json_string(*a));
-        render_strv_free(argv);
+        strv_free(argv);
 
         json_t *volumes = json_array(), *mounts = json_array();
         _cleanup_free_ char *mount = data_mount_path(m);

@@ -103,9 +103,11 @@ bool member_plan_listen_plain(member_plan *m);
 /* tls.client.allowPlainHTTP: member_plan_listen_plain() when the spec asks for it. */
 void member_plan_allow_plain(const etcd_cluster *c, member_plan *m);
 
-/* The etcd container command line for one member: argv[0] "etcd", then flags; NULL-terminated. */
+/*
+ * The etcd container command line for one member: argv[0] "etcd", then
+ * flags; NULL-terminated (free it with strv_free()).
+ */
 char **render_member_command(const etcd_cluster *c, const membership_plan *p, size_t idx);
-void render_strv_free(char **v);
 
 /*
  * "Outdated" in one value: a hash of what one member runs (the etcd

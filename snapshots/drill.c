@@ -773,12 +773,7 @@ int snapshot_drill(state_db *db, const snapshot_job *job, int64_t id,
         }
 
         drill d = {.db = db, .job = job, .rec = rec, .key_count = -1};
-        json_t *js = json_loads(job->spec_json ? job->spec_json : "", 0, NULL);
-        diag_list dl = DIAG_LIST_INIT;
-        if (!js || spec_from_json(js, job->cluster, &d.spec, &dl) < 0)
-                d.spec = NULL;
-        json_decref(js);
-        diag_list_release(&dl);
+        d.spec = spec_from_json_text(job->spec_json, job->cluster);
         _cleanup_free_ char *tmpl = xasprintf("%s/%lld-XXXXXX", dir, (long long)id);
         if (!d.spec)
                 UNVERIFIED(&d, "the cluster's recorded spec cannot be read");

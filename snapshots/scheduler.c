@@ -120,11 +120,7 @@ static void *worker(void *userdata)
         } else {
                 int64_t id = 0;
                 r = snapshot_take(db, job, &id, &s->error);
-                json_t *j = r >= 0 ? json_loads(job->spec_json, 0, NULL) : NULL;
-                diag_list d = DIAG_LIST_INIT;
-                etcd_cluster *c = NULL;
-                if (j && spec_from_json(j, job->cluster, &c, &d) < 0)
-                        c = NULL;
+                etcd_cluster *c = r >= 0 ? spec_from_json_text(job->spec_json, job->cluster) : NULL;
                 if (c && !job->request_id)
                         (void)snapshot_retention(db, job->cluster, &c->snapshots, s->state_dir,
                                                  job->secret_dir, job->pvc, now_wall_ms());
@@ -142,8 +138,6 @@ static void *worker(void *userdata)
                         }
                 }
                 state_snapshot_free(rec);
-                json_decref(j);
-                diag_list_release(&d);
                 etcd_cluster_free(c);
         }
         state_close(db);
@@ -248,14 +242,7 @@ static etcd_cluster *cluster_spec(state_db *db, const char *cluster, bool *ret_a
         for (size_t i = 0; i < sc->n_conditions; i++)
                 if (streq(sc->conditions[i].type, "Available"))
                         *ret_available = streq(sc->conditions[i].status, "True");
-        const char *text = sc->observed_json ? sc->observed_json : sc->desired_json;
-        json_t *j = text ? json_loads(text, 0, NULL) : NULL;
-        diag_list d = DIAG_LIST_INIT;
-        etcd_cluster *c = NULL;
-        if (j && spec_from_json(j, cluster, &c, &d) < 0)
-                c = NULL;
-        json_decref(j);
-        diag_list_release(&d);
+        etcd_cluster *c = spec_from_json_text(state_cluster_spec_json(sc), cluster);
         state_cluster_free(sc);
         return c;
 }
@@ -263,13 +250,8 @@ static etcd_cluster *cluster_spec(state_db *db, const char *cluster, bool *ret_a
 /* Whether the spec of job asks for a drill of each snapshot stored (verify: every). */
 static bool drills_every(const snapshot_job *job)
 {
-        json_t *j = json_loads(job->spec_json ? job->spec_json : "", 0, NULL);
-        diag_list d = DIAG_LIST_INIT;
-        etcd_cluster *c = NULL;
-        bool every = j && spec_from_json(j, job->cluster, &c, &d) >= 0 && c->snapshots.enabled &&
-                     c->snapshots.verify == VERIFY_EVERY;
-        json_decref(j);
-        diag_list_release(&d);
+        etcd_cluster *c = spec_from_json_text(job->spec_json, job->cluster);
+        bool every = c && c->snapshots.enabled && c->snapshots.verify == VERIFY_EVERY;
         etcd_cluster_free(c);
         return every;
 }

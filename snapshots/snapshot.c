@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -43,6 +42,7 @@
 #include "targets/target.h"
 #include "util/failpoint.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -146,14 +146,9 @@ pvc_writer *snapshot_pvc_writer_new(target *t, const etcd_cluster *c)
 {
         if (!t || !(t->ops->caps & TARGET_CAP_PVC_WRITER) || !c)
                 return NULL;
-        json_t *j = spec_to_json(c);
-        diag_list d = DIAG_LIST_INIT;
         _cleanup_free_ char *id = etcd_cluster_id(c);
-        etcd_cluster *copy = NULL;
-        int r = j ? spec_from_json(j, id, &copy, &d) : -EINVAL;
-        json_decref(j);
-        diag_list_release(&d);
-        if (r < 0)
+        etcd_cluster *copy = spec_dup(c, id);
+        if (!copy)
                 return NULL;
         target_writer *w = XNEW(target_writer);
         w->t = t;
@@ -244,13 +239,9 @@ void snapshot_job_set_destination(snapshot_job *job, target *t, const storage_lo
         job->secret_dir = job->secret_error = NULL;
         if (!t)
                 return;
-        json_t *js = json_loads(job->spec_json, 0, NULL);
-        diag_list d = DIAG_LIST_INIT;
-        etcd_cluster *c = NULL;
-        if (js && spec_from_json(js, job->cluster, &c, &d) >= 0)
+        etcd_cluster *c = spec_from_json_text(job->spec_json, job->cluster);
+        if (c)
                 job_read_secret(job, t, c, job->override);
-        json_decref(js);
-        diag_list_release(&d);
         etcd_cluster_free(c);
 }
 
@@ -264,7 +255,7 @@ int snapshot_job_from_state(state_db *db, target *t, const char *cluster, const 
                 *ret_error = xstrdup(state_last_error());
                 return r;
         }
-        const char *json = sc->observed_json ? sc->observed_json : sc->desired_json;
+        const char *json = state_cluster_spec_json(sc);
         if (!json) {
                 state_cluster_free(sc);
                 *ret_error = xasprintf("%s has no recorded spec", cluster);
@@ -295,18 +286,14 @@ int snapshot_job_from_state(state_db *db, target *t, const char *cluster, const 
                 j->endpoints[j->n_endpoints++].client_url = xstrdup(m->client_url);
         }
         if (t) {
-                json_t *js = json_loads(j->spec_json, 0, NULL);
-                diag_list d = DIAG_LIST_INIT;
-                etcd_cluster *c = NULL;
-                if (js && spec_from_json(js, cluster, &c, &d) >= 0) {
+                etcd_cluster *c = spec_from_json_text(j->spec_json, cluster);
+                if (c) {
                         if (first && target_client_tls(t, c, &j->ca, &j->cert, &j->key) < 0)
                                 log_warn("%s: no client certificate for gitcd: %s", cluster,
                                          target_last_error(t));
                         job_read_secret(j, t, c, &c->snapshots.destination);
                         j->pvc = snapshot_pvc_writer_new(t, c);
                 }
-                json_decref(js);
-                diag_list_release(&d);
                 etcd_cluster_free(c);
         }
         state_member_list_release(&ml);
@@ -344,12 +331,6 @@ static bool cancelled(const snapshot_job *j)
         return j->cancel && atomic_load(j->cancel);
 }
 
-static void hex(const unsigned char *md, size_t n, char *out)
-{
-        for (size_t i = 0; i < n; i++)
-                snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
-
 static int open_dest(const storage_location *loc, const char *state_dir, const char *secret_dir,
                      const pvc_writer *pvc, const char *cluster, snapshot_dest **ret,
                      char **ret_error)
@@ -365,25 +346,17 @@ static int open_dest(const storage_location *loc, const char *state_dir, const c
 typedef struct sink {
         int fd;
         int err;
-        EVP_MD_CTX *sha;
+        hash_ctx *sha;
         const snapshot_job *job;
 } sink;
 
 static int sink_write(sink *s, const void *data, size_t len)
 {
-        const uint8_t *p = data;
-        EVP_DigestUpdate(s->sha, data, len);
-        while (len > 0) {
-                ssize_t w = write(s->fd, p, len);
-                if (w < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return s->err = -errno;
-                }
-                p += w;
-                len -= (size_t)w;
-        }
-        return 0;
+        hash_update(s->sha, data, len);
+        int r = write_all(s->fd, data, len);
+        if (r < 0)
+                s->err = r;
+        return r;
 }
 
 static int stream_chunk(const void *data, size_t len, void *userdata)
@@ -393,23 +366,6 @@ static int stream_chunk(const void *data, size_t len, void *userdata)
         if (cancelled(s->job))
                 return s->err = -ECANCELED;
         return sink_write(s, data, len);
-}
-
-static void sha_final(EVP_MD_CTX *sha, char out[65])
-{
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int n = 0;
-        EVP_DigestFinal_ex(sha, md, &n);
-        assert(n == 32);
-        hex(md, n, out);
-}
-
-static EVP_MD_CTX *sha_new(void)
-{
-        EVP_MD_CTX *sha = EVP_MD_CTX_new();
-        if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1)
-                abort(); /* out of memory, as xmalloc would */
-        return sha;
 }
 
 /* A new empty temporary file under dir; its path in *ret_path. */
@@ -442,7 +398,7 @@ static int compress_gzip(const snapshot_job *job, const char *dir, const char *s
                 return out;
         }
         assert(path);
-        sink s = {.fd = out, .sha = sha_new(), .job = job};
+        sink s = {.fd = out, .sha = hash_sha256_new(), .job = job};
         z_stream z = {0};
         if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
                 abort();
@@ -481,14 +437,14 @@ static int compress_gzip(const snapshot_job *job, const char *dir, const char *s
         if (r == 0 && fsync(out) < 0)
                 r = -errno;
         if (r < 0) {
-                EVP_MD_CTX_free(s.sha);
+                hash_free(s.sha);
                 unlink(path);
                 if (r != -ECANCELED)
                         *ret_error = xasprintf("compressing the snapshot failed: %s", strerror(-r));
                 return r;
         }
-        sha_final(s.sha, sha_out);
-        EVP_MD_CTX_free(s.sha);
+        hash_final_hex(s.sha, sha_out);
+        hash_free(s.sha);
         *ret_size = size;
         *ret_path = TAKE_PTR(path);
         return 0;
@@ -623,17 +579,11 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
         snapshot_dest *dest = NULL;
         int fd = -1;
 
-        {
-                json_t *j = json_loads(job->spec_json ? job->spec_json : "", 0, NULL);
-                diag_list d = DIAG_LIST_INIT;
-                r = j ? spec_from_json(j, job->cluster, &spec, &d) : -EINVAL;
-                json_decref(j);
-                diag_list_release(&d);
-                if (r < 0) {
-                        error = xstrdup("the cluster's recorded spec cannot be read");
-                        r = -EBADMSG;
-                        goto out;
-                }
+        spec = spec_from_json_text(job->spec_json, job->cluster);
+        if (!spec) {
+                error = xstrdup("the cluster's recorded spec cannot be read");
+                r = -EBADMSG;
+                goto out;
         }
         const storage_location *loc = job->override ? job->override : &spec->snapshots.destination;
         if (loc->kind == DEST_NONE) {
@@ -694,14 +644,14 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
                     xasprintf("cannot create a temporary file in %s: %s", tmp_dir, strerror(-r));
                 goto out;
         }
-        sink s = {.fd = fd, .sha = sha_new(), .job = job};
+        sink s = {.fd = fd, .sha = hash_sha256_new(), .job = job};
         etcd_snapshot_info info = {0};
         r = etcd_snapshot(cl, from->client_url, stream_chunk, &s, &info);
         if (r >= 0 && fsync(fd) < 0)
                 r = s.err = -errno;
         if (r >= 0)
-                sha_final(s.sha, raw_sha);
-        EVP_MD_CTX_free(s.sha);
+                hash_final_hex(s.sha, raw_sha);
+        hash_free(s.sha);
         close(fd);
         fd = -1;
         if (r < 0) {

@@ -38,22 +38,6 @@ typedef struct local_dest {
         char *folder;
 } local_dest;
 
-static int write_all(int fd, const void *data, size_t len)
-{
-        const char *p = data;
-        while (len > 0) {
-                ssize_t w = write(fd, p, len);
-                if (w < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += w;
-                len -= (size_t)w;
-        }
-        return 0;
-}
-
 /* Copy everything from in to out in chunks; -EIO-style errno from either side. */
 static int copy_fd(int in, int out)
 {

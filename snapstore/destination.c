@@ -22,6 +22,7 @@
 
 #include "snapstore/dest-internal.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/xalloc.h"
 
 struct snapshot_dest {
@@ -145,13 +146,9 @@ int snapshot_dest_put_file(snapshot_dest *d, const char *key, const char *path,
         assert(d && path);
         if (!snapshot_dest_key_valid(key))
                 return bad_key(ret_error, key);
-        if (sha256_hex) {
-                size_t n = strspn(sha256_hex, "0123456789abcdef");
-                if (n != 64 || sha256_hex[n])
-                        return dest_fail(ret_error, -EINVAL,
-                                         "SHA-256 \"%s\" is not 64 lowercase hex digits",
-                                         sha256_hex);
-        }
+        if (sha256_hex && !hash_sha256_hex_valid(sha256_hex))
+                return dest_fail(ret_error, -EINVAL,
+                                 "SHA-256 \"%s\" is not 64 lowercase hex digits", sha256_hex);
         _cleanup_free_ char *err = NULL;
         int r = d->ops->put_file(d->impl, key, path, sha256_hex, &err);
         return finish(r, &err, ret_error);

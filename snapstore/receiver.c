@@ -54,6 +54,8 @@
 #include "snapstore/receiver.h"
 #include "util/failpoint.h"
 #include "util/fs.h"
+#include "util/hash.h"
+#include "util/http.h"
 #include "util/httpd.h"
 #include "util/log.h"
 #include "util/strbuf.h"
@@ -92,8 +94,8 @@ typedef struct upload {
         char *base; /* its name there */
         char *part; /* the temporary's name there */
         int fd;
-        EVP_MD_CTX *sha;
-        char want_sha[65];
+        hash_ctx *sha;
+        char want_sha[HASH_SHA256_HEX];
         int64_t want_size, got;
         unsigned fail_status; /* set: refuse at the end, keep nothing */
         char *fail_text;
@@ -109,29 +111,17 @@ static void upload_free(upload *u)
                 (void)unlinkat(u->dir_fd, u->part, 0);
         if (u->dir_fd >= 0)
                 close(u->dir_fd);
-        EVP_MD_CTX_free(u->sha);
+        hash_free(u->sha);
         free(u->base);
         free(u->part);
         free(u->fail_text);
         free(u);
 }
 
+/* The receiver answers JSON, or a line of text when it refuses. */
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, char *body)
 {
-        struct MHD_Response *r =
-            MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-        if (!r) {
-                free(body);
-                return MHD_NO;
-        }
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-                                body[0] == '{' ? "application/json" : "text/plain");
-        if (status == MHD_HTTP_UNAUTHORIZED)
-                MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-                                        "Bearer realm=\"gitcd\"");
-        enum MHD_Result ret = MHD_queue_response(conn, status, r);
-        MHD_destroy_response(r);
-        return ret;
+        return httpd_reply(conn, status, body[0] == '{' ? "application/json" : "text/plain", body);
 }
 
 _printf_(3, 4) static enum MHD_Result
@@ -145,17 +135,6 @@ _printf_(3, 4) static enum MHD_Result
         char *body = xasprintf("%s\n", text);
         free(text);
         return reply(conn, status, body);
-}
-
-static bool authorized(const receiver *r, struct MHD_Connection *conn)
-{
-        const char *auth =
-            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-        if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
-                return false;
-        const char *given = auth + 7;
-        size_t n = strlen(r->token);
-        return strlen(given) == n && CRYPTO_memcmp(given, r->token, n) == 0;
 }
 
 /* Whether dir holds etcd data: a write-ahead log file under member/wal/. */
@@ -226,7 +205,7 @@ unsigned receiver_check_put(const char *key, const char *content_length,
                 *ret_why = "Content-Length is required (no chunked bodies)";
                 return MHD_HTTP_LENGTH_REQUIRED;
         }
-        if (!sha256 || strlen(sha256) != 64 || strspn(sha256, "0123456789abcdef") != 64) {
+        if (!hash_sha256_hex_valid(sha256)) {
                 *ret_why = RECEIVER_HEADER_SHA256 " must be 64 lowercase hex digits";
                 return MHD_HTTP_BAD_REQUEST;
         }
@@ -280,9 +259,7 @@ static enum MHD_Result put_begin(receiver *r, struct MHD_Connection *conn, const
                 return refuse(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot create %s: %s", key,
                               strerror(-k));
         }
-        u->sha = EVP_MD_CTX_new();
-        if (!u->sha || EVP_DigestInit_ex(u->sha, EVP_sha256(), NULL) != 1)
-                abort();
+        u->sha = hash_sha256_new();
         r->taken += size;
         *con_cls = u;
         return MHD_YES;
@@ -297,19 +274,12 @@ static void put_data(upload *u, const char *data, size_t n)
                 u->fail_text = xstrdup("more bytes than Content-Length");
                 return;
         }
-        EVP_DigestUpdate(u->sha, data, n);
+        hash_update(u->sha, data, n);
         u->got += (int64_t)n;
-        while (n > 0) {
-                ssize_t w = write(u->fd, data, n);
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w < 0) {
-                        u->fail_status = MHD_HTTP_INSUFFICIENT_STORAGE;
-                        u->fail_text = xasprintf("cannot write: %s", strerror(errno));
-                        return;
-                }
-                data += w;
-                n -= (size_t)w;
+        int k = write_all(u->fd, data, n);
+        if (k < 0) {
+                u->fail_status = MHD_HTTP_INSUFFICIENT_STORAGE;
+                u->fail_text = xasprintf("cannot write: %s", strerror(-k));
         }
 }
 
@@ -319,12 +289,8 @@ static enum MHD_Result put_check(const receiver *r, struct MHD_Connection *conn,
 {
         if (u->fail_status)
                 return refuse(conn, u->fail_status, "%s: %s", key, u->fail_text);
-        unsigned char md[32];
-        unsigned int len = 0;
-        EVP_DigestFinal_ex(u->sha, md, &len);
-        char hex[65];
-        for (int i = 0; i < 32; i++)
-                snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        char hex[HASH_SHA256_HEX];
+        hash_final_hex(u->sha, hex);
         if (u->got != u->want_size)
                 return refuse(conn, 422, "%s: %lld bytes received, %lld announced", key,
                               (long long)u->got, (long long)u->want_size);
@@ -432,39 +398,6 @@ static int open_existing_parent(const receiver *r, const char *key, int *ret_fd,
         return 0;
 }
 
-/* The SHA-256 of what fd holds, read from the start; the offset is put back at 0. */
-static int fd_sha256_hex(int fd, char ret_hex[65])
-{
-        EVP_MD_CTX *sha = EVP_MD_CTX_new();
-        if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1)
-                abort();
-        char buf[64 * 1024];
-        off_t at = 0;
-        int k = 0;
-        for (;;) {
-                ssize_t n = pread(fd, buf, sizeof(buf), at);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        k = -errno;
-                        break;
-                }
-                if (n == 0)
-                        break;
-                EVP_DigestUpdate(sha, buf, (size_t)n);
-                at += n;
-        }
-        unsigned char md[32];
-        unsigned int len = 0;
-        EVP_DigestFinal_ex(sha, md, &len);
-        EVP_MD_CTX_free(sha);
-        if (k < 0)
-                return k;
-        for (int i = 0; i < 32; i++)
-                snprintf(ret_hex + 2 * i, 3, "%02x", md[i]);
-        return lseek(fd, 0, SEEK_SET) < 0 ? -errno : 0;
-}
-
 /*
  * HEAD and GET of a stored key: its size (Content-Length), the SHA-256 of
  * the bytes on the volume now (computed, not remembered: what is sent is
@@ -487,9 +420,11 @@ static enum MHD_Result store_read(receiver *r, struct MHD_Connection *conn, cons
                 k = -errno;
         if (k >= 0 && !S_ISREG(st.st_mode))
                 k = -ENOENT;
-        char hex[65];
+        char hex[HASH_SHA256_HEX];
         if (k >= 0)
-                k = fd_sha256_hex(fd, hex);
+                k = hash_fd_sha256_hex(fd, 0, -1, hex, NULL);
+        if (k >= 0 && lseek(fd, 0, SEEK_SET) < 0)
+                k = -errno;
         if (k < 0) {
                 if (fd >= 0)
                         close(fd);
@@ -559,7 +494,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         }
         if (streq(url, "/healthz") && streq(method, "GET"))
                 return reply(conn, MHD_HTTP_OK, xstrdup("ok\n"));
-        if (!authorized(r, conn))
+        if (!httpd_bearer_ok(conn, r->token))
                 return refuse(conn, MHD_HTTP_UNAUTHORIZED, "a valid bearer token is required");
         httpd_trust(conn); /* no longer pending: it showed the token (see receiver_start) */
         if (streq(method, "PUT") && strneq(url, FILES_PREFIX, strlen(FILES_PREFIX)))
@@ -724,7 +659,7 @@ typedef struct answer {
         strbuf body;
         bool too_long;
         int out_fd;             /* >= 0: a 200 answer's body goes here (GET of a key) */
-        EVP_MD_CTX *sha;        /* the hash of what went to out_fd */
+        hash_ctx *sha;          /* the hash of what went to out_fd */
         int64_t out_bytes;      /* how many */
         int out_err;            /* a failed write to out_fd */
         char sha_hdr[65];       /* X-Gitcd-Sha256 of the answer; "" when absent or malformed */
@@ -741,17 +676,12 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
         if (a->out_fd >= 0)
                 curl_easy_getinfo(a->curl, CURLINFO_RESPONSE_CODE, &status);
         if (status == 200) {
-                EVP_DigestUpdate(a->sha, data, n);
+                hash_update(a->sha, data, n);
                 a->out_bytes += (int64_t)n;
-                for (size_t done = 0; done < n;) {
-                        ssize_t w = write(a->out_fd, data + done, n - done);
-                        if (w < 0 && errno == EINTR)
-                                continue;
-                        if (w < 0) {
-                                a->out_err = -errno;
-                                return 0; /* curl stops with CURLE_WRITE_ERROR */
-                        }
-                        done += (size_t)w;
+                int k = write_all(a->out_fd, data, n);
+                if (k < 0) {
+                        a->out_err = k;
+                        return 0; /* curl stops with CURLE_WRITE_ERROR */
                 }
         } else if (a->body.len + n > MAX_REPLY) {
                 a->too_long = true;
@@ -774,8 +704,8 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata)
         *colon = 0;
         const char *v = colon + 1 + strspn(colon + 1, " \t");
         if (strcasecmp(line, RECEIVER_HEADER_SHA256) == 0) {
-                bool ok = strlen(v) == 64 && strspn(v, "0123456789abcdef") == 64;
-                memcpy(a->sha_hdr, ok ? v : "", ok ? 65 : 1);
+                bool ok = hash_sha256_hex_valid(v);
+                memcpy(a->sha_hdr, ok ? v : "", ok ? HASH_SHA256_HEX : 1);
         } else if (strcasecmp(line, RECEIVER_HEADER_MTIME) == 0) {
                 int64_t t;
                 a->mtime_ms = parse_size(v, &t) ? t : -1;
@@ -810,7 +740,22 @@ static int request_to(const receiver_peer *peer, const char *method, const char 
                       int64_t in_size, const char *sha_hex, answer *a, char **ret_body,
                       char **ret_error)
 {
-        CURL *curl = curl_easy_init();
+        assert(peer->pin); /* never a receiver whose key is not pinned */
+        long timeout = peer->timeout_s > 0 ? peer->timeout_s : 60;
+        char errbuf[CURL_ERROR_SIZE] = "";
+        /*
+         * The receiver is a Pod gitcd reaches directly, as it reaches the
+         * members (util/http.h: no proxy). Its certificate is its own: its
+         * public key is pinned instead of a CA.
+         */
+        http_opts o = {.proxy = HTTP_PROXY_NONE,
+                       .https_only = true,
+                       .connect_timeout_ms = 10000,
+                       .stall_bytes_per_s = 1024,
+                       .stall_s = timeout,
+                       .errbuf = errbuf,
+                       .tls = {.pinned_key = peer->pin}};
+        CURL *curl = http_handle_new(&o);
         if (!curl)
                 return -ENOMEM;
         a->curl = curl;
@@ -824,24 +769,12 @@ static int request_to(const receiver_peer *peer, const char *method, const char 
             sha_hex ? xasprintf(RECEIVER_HEADER_SHA256 ": %s", sha_hex) : NULL;
         if (sha)
                 hdr = curl_slist_append(hdr, sha);
-        long timeout = peer->timeout_s > 0 ? peer->timeout_s : 60;
-        char errbuf[CURL_ERROR_SIZE] = "";
         curl_easy_setopt(curl, CURLOPT_URL, url);
         curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdr);
-        curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
-        curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
-        curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-        curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, timeout);
         curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(curl, CURLOPT_WRITEDATA, a);
         curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
         curl_easy_setopt(curl, CURLOPT_HEADERDATA, a);
-        /* The receiver's certificate is its own: its public key is pinned instead of a CA. */
-        curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
-        curl_easy_setopt(curl, CURLOPT_PINNEDPUBLICKEY, peer->pin);
-        curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "https");
         body_reader br = {.f = in};
         if (in) {
                 curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
@@ -876,8 +809,7 @@ static int request_to(const receiver_peer *peer, const char *method, const char 
                                                strerror(-a->out_err));
                         return a->out_err;
                 }
-                *ret_error = xasprintf("%s %s: %s", method, url,
-                                       errbuf[0] ? errbuf : curl_easy_strerror(cc));
+                *ret_error = xasprintf("%s %s: %s", method, url, http_error_text(cc, errbuf));
                 return cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH ? -EPERM : -EIO;
         }
         char *body = sb_detach(&a->body);
@@ -912,8 +844,8 @@ static int json_answer(const char *body, const char *key, json_t **ret)
 static int send_file(const receiver_peer *peer, const char *path, const char *key,
                      const char *sha_hex, char **ret_error)
 {
-        char sha[65];
-        int k = sha_hex ? 0 : file_sha256_hex(path, sha);
+        char sha[HASH_SHA256_HEX];
+        int k = sha_hex ? 0 : hash_file_sha256_hex(path, sha, NULL);
         if (k < 0) {
                 *ret_error = xasprintf("cannot read %s: %s", path, strerror(-k));
                 return k;
@@ -994,21 +926,15 @@ int receiver_fetch(const receiver_peer *peer, const char *key, int fd, char **re
         assert(peer && key && fd >= 0 && ret_error);
         _cleanup_free_ char *url_path = xasprintf(FILES_PREFIX "%s", key);
         _cleanup_free_ char *body = NULL;
-        answer a = {.out_fd = fd, .sha = EVP_MD_CTX_new()};
-        if (!a.sha || EVP_DigestInit_ex(a.sha, EVP_sha256(), NULL) != 1)
-                abort();
+        answer a = {.out_fd = fd, .sha = hash_sha256_new()};
         int status = request_to(peer, "GET", url_path, NULL, 0, NULL, &a, &body, ret_error);
-        unsigned char md[32];
-        unsigned int len = 0;
-        EVP_DigestFinal_ex(a.sha, md, &len);
-        EVP_MD_CTX_free(a.sha);
+        char hex[HASH_SHA256_HEX];
+        hash_final_hex(a.sha, hex);
+        hash_free(a.sha);
         if (status < 0)
                 return status;
         if (status != 200)
                 return key_refused("GET", key, status, body, ret_error);
-        char hex[65];
-        for (int i = 0; i < 32; i++)
-                snprintf(hex + 2 * i, 3, "%02x", md[i]);
         if (!a.sha_hdr[0] || !streq(hex, a.sha_hdr) ||
             (a.content_length >= 0 && a.content_length != a.out_bytes)) {
                 *ret_error =
@@ -1097,12 +1023,9 @@ int receiver_pin_of_cert(const char *cert_pem, char **ret_pin)
         X509_free(x);
         if (len <= 0)
                 return -EINVAL;
-        unsigned char md[32];
-        unsigned int n = 0;
-        int ok = EVP_Digest(der, (size_t)len, md, &n, EVP_sha256(), NULL);
+        uint8_t md[HASH_SHA256_LEN];
+        hash_sha256(der, (size_t)len, md);
         OPENSSL_free(der);
-        if (ok != 1)
-                return -EINVAL;
         unsigned char b64[48];
         EVP_EncodeBlock(b64, md, 32);
         *ret_pin = xasprintf("sha256//%s", b64);
@@ -1134,9 +1057,7 @@ int receiver_secret_new(receiver_secret *ret)
         if (k >= 0 && getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
                 k = -EIO;
         if (k >= 0) {
-                s.token = xmalloc(65);
-                for (size_t i = 0; i < sizeof(raw); i++)
-                        snprintf(s.token + 2 * i, 3, "%02x", raw[i]);
+                s.token = hex_encode_new(raw, sizeof(raw));
         }
         OPENSSL_cleanse(raw, sizeof(raw));
         if (k < 0) {

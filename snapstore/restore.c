@@ -9,7 +9,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,68 +19,25 @@
 #include "api/spec.h"
 #include "util/process.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/xalloc.h"
 
 #define CHUNK (256 * 1024)
-
-static int sha256_file(const char *path, char out[65], int64_t *ret_size)
-{
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        EVP_MD_CTX *sha = EVP_MD_CTX_new();
-        if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1)
-                abort();
-        _cleanup_free_ uint8_t *buf = xmalloc(CHUNK);
-        int64_t size = 0;
-        int r = 0;
-        for (;;) {
-                ssize_t n = read(fd, buf, CHUNK);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        r = -errno;
-                        break;
-                }
-                if (n == 0)
-                        break;
-                EVP_DigestUpdate(sha, buf, (size_t)n);
-                size += n;
-        }
-        unsigned char md[32];
-        unsigned int len = 0;
-        EVP_DigestFinal_ex(sha, md, &len);
-        EVP_MD_CTX_free(sha);
-        if (r < 0)
-                return r;
-        for (int i = 0; i < 32; i++)
-                snprintf(out + 2 * i, 3, "%02x", md[i]);
-        *ret_size = size;
-        return 0;
-}
 
 etcd_cluster *snapshot_record_cluster(state_db *db, const state_snapshot *rec)
 {
         state_cluster *sc = NULL;
         if (state_cluster_get(db, rec->cluster, &sc) < 0)
                 return NULL;
-        const char *text = sc->observed_json ? sc->observed_json : sc->desired_json;
-        json_t *j = text ? json_loads(text, 0, NULL) : NULL;
-        diag_list d = DIAG_LIST_INIT;
-        etcd_cluster *c = NULL;
-        if (j && spec_from_json(j, rec->cluster, &c, &d) >= 0) {
+        etcd_cluster *c = spec_from_json_text(state_cluster_spec_json(sc), rec->cluster);
+        state_cluster_free(sc);
+        if (c) {
                 _cleanup_free_ char *id = snapshot_destination_id(&c->snapshots.destination);
                 if (!streq_ptr(id, rec->destination)) {
                         etcd_cluster_free(c);
                         c = NULL;
                 }
-        } else {
-                etcd_cluster_free(c);
-                c = NULL;
         }
-        json_decref(j);
-        diag_list_release(&d);
-        state_cluster_free(sc);
         return c;
 }
 
@@ -156,7 +112,7 @@ static int fetch(state_db *db, const state_snapshot *rec, const char *state_dir,
                 return r;
         char sha[65];
         int64_t size = 0;
-        r = sha256_file(path, sha, &size);
+        r = hash_file_sha256_hex(path, sha, &size);
         if (r < 0) {
                 *ret_error = xasprintf("cannot read %s: %s", path, strerror(-r));
                 return r;
@@ -207,9 +163,7 @@ int snapshot_unpack(const char *in, const char *out, int64_t *ret_size, char **r
                 return r;
         }
         gzbuffer(gz, CHUNK);
-        EVP_MD_CTX *sha = EVP_MD_CTX_new();
-        if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1)
-                abort();
+        hash_ctx *sha = hash_sha256_new();
         _cleanup_free_ uint8_t *buf = xmalloc(CHUNK + 32);
         uint8_t tail[32];
         size_t tail_len = 0;
@@ -235,15 +189,14 @@ int snapshot_unpack(const char *in, const char *out, int64_t *ret_size, char **r
                 memcpy(buf, tail, tail_len);
                 size_t have = tail_len + (size_t)n;
                 size_t hash = have > 32 ? have - 32 : 0;
-                EVP_DigestUpdate(sha, buf, hash);
+                hash_update(sha, buf, hash);
                 tail_len = have - hash;
                 memmove(tail, buf + hash, tail_len);
         }
         gzclose(gz);
-        unsigned char md[32];
-        unsigned int len = 0;
-        EVP_DigestFinal_ex(sha, md, &len);
-        EVP_MD_CTX_free(sha);
+        uint8_t md[HASH_SHA256_LEN];
+        hash_final(sha, md);
+        hash_free(sha);
         if (r == 0 && out && fsync(fd) < 0)
                 r = -errno;
         if (r == 0 && (size % 512 != 32 || tail_len != 32)) {

@@ -41,12 +41,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "snapstore/dest-internal.h"
 #include "snapstore/s3.h"
+#include "util/fs.h"
+#include "util/hash.h"
+#include "util/http.h"
 #include "util/log.h"
 #include "util/strbuf.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 #define MIB                 (1024 * 1024LL)
@@ -120,58 +122,6 @@ void s3_object_info_release(s3_object_info *o)
         *o = (s3_object_info){0};
 }
 
-/* ---- hashing ---- */
-
-static void hex_encode(const unsigned char *d, size_t n, char *out)
-{
-        static const char digits[] = "0123456789abcdef";
-        for (size_t i = 0; i < n; i++) {
-                out[2 * i] = digits[d[i] >> 4];
-                out[2 * i + 1] = digits[d[i] & 15];
-        }
-        out[2 * n] = '\0';
-}
-
-static void sha256_mem(const void *data, size_t len, char out[65])
-{
-        unsigned char md[32];
-        unsigned int n = 0;
-        EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-        hex_encode(md, 32, out);
-}
-
-/* SHA-256 of len bytes of fd from offset, read with pread. */
-static int sha256_range(int fd, int64_t offset, int64_t len, char out[65])
-{
-        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-        if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
-                EVP_MD_CTX_free(ctx);
-                return -ENOMEM;
-        }
-        _cleanup_free_ char *buf = xmalloc(1 << 20);
-        int r = 0;
-        while (len > 0) {
-                ssize_t n = pread(fd, buf, (size_t)MIN(len, 1 << 20), offset);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0) {
-                        r = n < 0 ? -errno : -EIO; /* 0: the file shrank under us */
-                        break;
-                }
-                EVP_DigestUpdate(ctx, buf, (size_t)n);
-                offset += n;
-                len -= n;
-        }
-        unsigned char md[32];
-        unsigned int mdlen = 0;
-        if (r == 0)
-                EVP_DigestFinal_ex(ctx, md, &mdlen);
-        EVP_MD_CTX_free(ctx);
-        if (r == 0)
-                hex_encode(md, 32, out);
-        return r;
-}
-
 /* ---- encoding and XML ---- */
 
 /* AWS URI encoding: unreserved bytes stay, '/' stays when keep_slash, the rest %XX. */
@@ -237,6 +187,21 @@ static bool bucket_name_valid(const char *b)
         size_t n = strlen(b);
         return n >= 3 && n <= 63 && strspn(b, "abcdefghijklmnopqrstuvwxyz0123456789.-_") == n &&
                b[0] != '.' && b[0] != '-';
+}
+
+/*
+ * The handle set-up of every request (util/http.h): S3 is a service outside
+ * what gitcd runs, reached through the environment's proxy when it names
+ * one; a transfer that stalls is cut, not the one that is merely long.
+ */
+static http_opts handle_opts(const s3_client *c, char *errbuf)
+{
+        return (http_opts){.proxy = HTTP_PROXY_ENV,
+                           .connect_timeout_ms = CONNECT_TIMEOUT_MS,
+                           .stall_bytes_per_s = STALL_BYTES_PER_SEC,
+                           .stall_s = STALL_SECONDS,
+                           .errbuf = errbuf,
+                           .tls = {.ca_file = c->creds.ca_file}};
 }
 
 int s3_client_new(const s3_config *cfg, s3_client **ret, char **ret_error)
@@ -310,7 +275,8 @@ int s3_client_new(const s3_config *cfg, s3_client **ret, char **ret_error)
         c->on_retry = cfg->on_retry;
         c->on_progress = cfg->on_progress;
         c->userdata = cfg->userdata;
-        c->h = curl_easy_init();
+        http_opts o = handle_opts(c, NULL);
+        c->h = http_handle_new(&o);
         if (!c->h) {
                 s3_client_free(c);
                 return dest_fail(ret_error, -ENOMEM, "cannot start libcurl");
@@ -411,15 +377,10 @@ static size_t on_body(char *data, size_t size, size_t n, void *userdata)
         long status = 0;
         curl_easy_getinfo(rq->c->h, CURLINFO_RESPONSE_CODE, &status);
         if (rq->out_fd >= 0 && status >= 200 && status < 300) {
-                for (const char *p = data; p < data + len;) {
-                        ssize_t w = write(rq->out_fd, p, (size_t)(data + len - p));
-                        if (w < 0 && errno == EINTR)
-                                continue;
-                        if (w < 0) {
-                                rq->write_errno = errno;
-                                return 0; /* CURLE_WRITE_ERROR */
-                        }
-                        p += w;
+                int r = write_all(rq->out_fd, data, len);
+                if (r < 0) {
+                        rq->write_errno = -r;
+                        return 0; /* CURLE_WRITE_ERROR */
                 }
                 return len;
         }
@@ -465,6 +426,9 @@ static CURLcode attempt(s3_client *c, request *rq, char *errbuf)
 {
         CURL *h = c->h;
         curl_easy_reset(h);
+        http_opts o = handle_opts(c, errbuf);
+        if (http_setup(h, &o) < 0)
+                return CURLE_FAILED_INIT;
         sb_reset(&rq->resp);
         free(rq->etag);
         free(rq->resp_sha256);
@@ -472,7 +436,6 @@ static CURLcode attempt(s3_client *c, request *rq, char *errbuf)
         rq->status = 0;
         rq->in_pos = 0;
         rq->read_errno = rq->write_errno = 0;
-        errbuf[0] = '\0';
         if (rq->out_fd >= 0 &&
             (ftruncate(rq->out_fd, 0) < 0 || lseek(rq->out_fd, 0, SEEK_SET) < 0)) {
                 rq->write_errno = errno;
@@ -481,18 +444,9 @@ static CURLcode attempt(s3_client *c, request *rq, char *errbuf)
 
         _cleanup_free_ char *url = object_url(c, rq->key, rq->query);
         curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
-        curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, STALL_BYTES_PER_SEC);
-        curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, STALL_SECONDS);
-        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
         curl_easy_setopt(h, CURLOPT_FILETIME, 1L);
         if (c->resolve)
                 curl_easy_setopt(h, CURLOPT_RESOLVE, c->resolve);
-        if (c->creds.ca_file)
-                curl_easy_setopt(h, CURLOPT_CAINFO, c->creds.ca_file);
         curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
         curl_easy_setopt(h, CURLOPT_HEADERDATA, rq);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
@@ -502,7 +456,7 @@ static CURLcode attempt(s3_client *c, request *rq, char *errbuf)
         char body_sha[65];
         const char *payload = rq->payload_sha256;
         if (!payload) {
-                sha256_mem(rq->body ? rq->body : "", rq->body ? rq->body_len : 0, body_sha);
+                hash_sha256_hex(rq->body, rq->body ? rq->body_len : 0, body_sha);
                 payload = body_sha;
         }
         _cleanup_free_ char *h_payload = xasprintf("x-amz-content-sha256: %s", payload);
@@ -555,7 +509,7 @@ static int classify(const s3_client *c, request *rq, CURLcode cc, const char *er
 {
         *ret_retry = false;
         if (cc != CURLE_OK) {
-                const char *detail = errbuf[0] ? errbuf : curl_easy_strerror(cc);
+                const char *detail = http_error_text(cc, errbuf);
                 int r;
                 switch (cc) {
                 case CURLE_READ_ERROR:
@@ -634,9 +588,7 @@ static void backoff_sleep(const s3_client *c, int attempt)
         uint32_t jitter = 0;
         if (getrandom(&jitter, sizeof(jitter), GRND_NONBLOCK) == (ssize_t)sizeof(jitter))
                 ms += jitter % (uint32_t)(ms / 4 + 1);
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
+        msleep(ms);
 }
 
 /* Run a request with retries; on failure *ret_why says what happened (without the location). */
@@ -750,7 +702,7 @@ static int put_single(s3_client *c, const char *key, int fd, int64_t size, const
 {
         char sha[65];
         if (!sha256_hex) {
-                int r = sha256_range(fd, 0, size, sha);
+                int r = hash_fd_sha256_hex(fd, 0, size, sha, NULL);
                 if (r < 0) {
                         *ret_why = xasprintf("cannot read the file: %s", strerror(-r));
                         return r;
@@ -829,7 +781,7 @@ static int put_multipart(s3_client *c, const char *key, int fd, int64_t size,
                 int64_t off = i * part_size;
                 int64_t len = MIN(part_size, size - off);
                 char sha[65];
-                r = sha256_range(fd, off, len, sha);
+                r = hash_fd_sha256_hex(fd, off, len, sha, NULL);
                 if (r < 0) {
                         *ret_why = xasprintf("cannot read the file: %s", strerror(-r));
                         break;

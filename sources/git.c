@@ -877,21 +877,6 @@ static int update_mirror(fetch_ctx *c, git_repository *repo, fetch_result *res, 
         return 0;
 }
 
-static int write_all(int fd, const char *data, size_t len)
-{
-        while (len > 0) {
-                ssize_t k = write(fd, data, len);
-
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        return -errno;
-                data += k;
-                len -= (size_t)k;
-        }
-        return 0;
-}
-
 /*
  * In the fetch child of an SSH source: which host key libssh2 asks the
  * server for. libgit2 sets it from the first line ~/.ssh/known_hosts holds

@@ -25,8 +25,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <openssl/sha.h>
-
 #include "sources/git.h"
 #include "sources/heads.h"
 #include "sources/revision.h"
@@ -34,6 +32,7 @@
 #include "sources/sshwire.h"
 #include "sources/url.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
@@ -297,12 +296,11 @@ static int check_git_opts(source *s)
 /* <sha256(url)[0:32]> followed by suffix. */
 static char *mirror_name(const char *url, const char *suffix)
 {
-        uint8_t md[SHA256_DIGEST_LENGTH];
+        uint8_t md[HASH_SHA256_LEN];
         char hex[33];
 
-        SHA256((const uint8_t *)url, strlen(url), md);
-        for (size_t i = 0; i < 16; i++)
-                snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        hash_sha256(url, strlen(url), md);
+        hex_encode(md, 16, hex);
         return xasprintf("%s%s", hex, suffix);
 }
 

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include <openssl/evp.h>
-#include <openssl/sha.h>
 
 #include "sources/sshwire.h"
+#include "util/hash.h"
 #include "util/xalloc.h"
 
 static int b64_value(char c)
@@ -150,10 +150,10 @@ int ssh_private_key_encrypted(const char *text, size_t len)
 
 char *ssh_fingerprint(const uint8_t *blob, size_t len)
 {
-        uint8_t md[SHA256_DIGEST_LENGTH];
+        uint8_t md[HASH_SHA256_LEN];
         _cleanup_free_ char *b64 = NULL;
 
-        SHA256(blob, len, md);
+        hash_sha256(blob, len, md);
         b64 = base64_encode_nopad(md, sizeof(md));
         return xasprintf("SHA256:%s", b64);
 }

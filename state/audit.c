@@ -353,13 +353,10 @@ int state_audit_failures_get(state_db *db, state_audit_failures *ret)
 {
         const char *what = "reading the count of failed audit events";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT count, last_ms, last_action, last_error FROM audit_failures "
-                           "WHERE id = 1",
-                           &st, NULL);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what,
+                             "SELECT count, last_ms, last_action, last_error FROM audit_failures "
+                             "WHERE id = 1",
+                             &st, NULL);
         if (r < 0)
                 return r;
         state_audit_failures f = {0};
@@ -382,17 +379,6 @@ void state_audit_failures_release(state_audit_failures *f)
         *f = (state_audit_failures){0};
 }
 
-static bool commit_prefix_valid(const char *s)
-{
-        size_t n = strlen(s);
-        if (n < 4 || n > 64)
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!isxdigit((unsigned char)s[i]))
-                        return false;
-        return true;
-}
-
 int state_audit_query(state_db *db, const state_audit_filter *filter, state_audit_list *ret_list)
 {
         const char *what = "reading the audit log";
@@ -401,7 +387,7 @@ int state_audit_query(state_db *db, const state_audit_filter *filter, state_audi
                 filter = &none;
         _cleanup_free_ char *prefix = NULL;
         if (filter->commit_prefix) {
-                if (!commit_prefix_valid(filter->commit_prefix))
+                if (!state_commit_prefix_valid(filter->commit_prefix))
                         return db_fail(db, -EINVAL, what,
                                        "a commit is given as at least 4 hex digits, not \"%s\"",
                                        filter->commit_prefix);

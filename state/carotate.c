@@ -13,21 +13,19 @@ int state_ca_rotation_start(state_db *db, const char *cluster, const char *token
                             int64_t now_ms)
 {
         const char *what = "recording a CA rotation";
-        if (!state_cluster_name_valid(cluster))
-                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
-                               cluster ? cluster : "");
+        int r = db_check_cluster_name(db, cluster, what);
+        if (r < 0)
+                return r;
         if (isempty(token))
                 return db_fail(db, -EINVAL, what, "a CA rotation needs its token");
-        int r = state_begin(db);
+        r = state_begin(db);
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = db_prepare(db, what,
-                       "SELECT token = ?2 FROM ca_rotations WHERE cluster = ?1 AND "
-                       "(result = 'running' OR token = ?2)",
-                       &st, "ss", cluster, token);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        r = db_query_row(db, what,
+                         "SELECT token = ?2 FROM ca_rotations WHERE cluster = ?1 AND "
+                         "(result = 'running' OR token = ?2)",
+                         &st, "ss", cluster, token);
         if (r > 0)
                 r = sqlite3_column_int(st, 0)
                         ? db_fail(db, -EALREADY, what, "%s: rotateCA token %s already used",
@@ -46,14 +44,11 @@ int state_ca_rotation_running(state_db *db, const char *cluster, state_ca_rotati
 {
         const char *what = "reading the running CA rotation";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT cluster, token, phase, members_done, started_ms, phase_ms, "
-                           "finished_ms, result FROM ca_rotations WHERE cluster = ? AND "
-                           "result = 'running'",
-                           &st, "s", cluster);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what,
+                             "SELECT cluster, token, phase, members_done, started_ms, phase_ms, "
+                             "finished_ms, result FROM ca_rotations WHERE cluster = ? AND "
+                             "result = 'running'",
+                             &st, "s", cluster);
         if (r < 0)
                 return r;
         if (r == 0)

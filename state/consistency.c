@@ -24,12 +24,9 @@ int state_consistency_get(state_db *db, const char *cluster, state_consistency *
 {
         const char *what = "reading the consistency check";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT " CONSISTENCY_COLUMNS " FROM consistency WHERE cluster = ?", &st,
-                           "s", cluster);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what,
+                             "SELECT " CONSISTENCY_COLUMNS " FROM consistency WHERE cluster = ?",
+                             &st, "s", cluster);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -59,10 +56,10 @@ int state_consistency_put(state_db *db, const state_consistency *v)
 {
         const char *what = "recording the consistency check";
         assert(v);
-        if (!state_cluster_name_valid(v->cluster))
-                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
-                               v->cluster ? v->cluster : "");
-        int r = state_begin(db);
+        int r = db_check_cluster_name(db, v->cluster, what);
+        if (r < 0)
+                return r;
+        r = state_begin(db);
         if (r < 0)
                 return r;
         r = db_run(db, what,
@@ -96,24 +93,22 @@ int state_repair_request(state_db *db, const state_repair *req, int64_t now_ms, 
 {
         const char *what = "recording a repair request";
         assert(req);
-        if (!state_cluster_name_valid(req->cluster))
-                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
-                               req->cluster ? req->cluster : "");
+        int r = db_check_cluster_name(db, req->cluster, what);
+        if (r < 0)
+                return r;
         bool replace = streq_ptr(req->kind, "replace");
         if (!replace && !streq_ptr(req->kind, "recheck"))
                 return db_fail(db, -EINVAL, what, "a repair replaces a member or rechecks");
         if (replace == isempty(req->member))
                 return db_fail(db, -EINVAL, what, "a replacement names one member, a recheck none");
-        int r = state_begin(db);
+        r = state_begin(db);
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = db_prepare(db, what,
-                       "SELECT id, token IS NOT NULL AND token = ?2 FROM repairs WHERE "
-                       "cluster = ?1 AND (result = 'running' OR token = ?2)",
-                       &st, "ss", req->cluster, req->token);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        r = db_query_row(db, what,
+                         "SELECT id, token IS NOT NULL AND token = ?2 FROM repairs WHERE "
+                         "cluster = ?1 AND (result = 'running' OR token = ?2)",
+                         &st, "ss", req->cluster, req->token);
         if (r > 0) {
                 int64_t other = sqlite3_column_int64(st, 0);
                 bool token = sqlite3_column_int(st, 1);
@@ -172,13 +167,10 @@ int state_repair_running(state_db *db, const char *cluster, state_repair **ret)
 {
         const char *what = "reading the running repair";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT " REPAIR_COLUMNS
-                           " FROM repairs WHERE cluster = ? AND result = 'running'",
-                           &st, "s", cluster);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what,
+                             "SELECT " REPAIR_COLUMNS
+                             " FROM repairs WHERE cluster = ? AND result = 'running'",
+                             &st, "s", cluster);
         if (r < 0)
                 return r;
         if (r == 0)

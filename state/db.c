@@ -316,13 +316,20 @@ int db_step(state_db *db, sqlite3_stmt *st, const char *what)
         return db_error(db, sqlite3_extended_errcode(db->sql), what);
 }
 
+int db_query_row(state_db *db, const char *what, const char *sql, sqlite3_stmt **ret_stmt,
+                 const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        int r = db_preparev(db, what, sql, ret_stmt, fmt, ap);
+        va_end(ap);
+        return r < 0 ? r : db_step(db, *ret_stmt, what);
+}
+
 int db_has_row(state_db *db, const char *what, const char *sql, const char *a, const char *b)
 {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what, sql, &st, "ss", a, b);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what, sql, &st, "ss", a, b);
         return r < 0 ? r : r > 0;
 }
 
@@ -449,10 +456,7 @@ int db_end(state_db *db, int r)
 static int pragma_int(state_db *db, const char *what, const char *sql, int64_t *ret)
 {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what, sql, &st, NULL);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what, sql, &st, NULL);
         if (r < 0)
                 return r;
         *ret = r > 0 ? sqlite3_column_int64(st, 0) : 0;
@@ -463,10 +467,7 @@ int state_check_integrity(state_db *db)
 {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         const char *what = "checking integrity";
-        int r = db_prepare(db, what, "PRAGMA integrity_check", &st, NULL);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what, "PRAGMA integrity_check", &st, NULL);
         if (r < 0)
                 return r;
         const char *res = r > 0 ? (const char *)sqlite3_column_text(st, 0) : NULL;
@@ -481,10 +482,7 @@ static int quick_check(state_db *db)
 {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         const char *what = "opening";
-        int r = db_prepare(db, what, "PRAGMA quick_check(1)", &st, NULL);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what, "PRAGMA quick_check(1)", &st, NULL);
         if (r < 0)
                 return r;
         const char *res = r > 0 ? (const char *)sqlite3_column_text(st, 0) : NULL;

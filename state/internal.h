@@ -69,6 +69,12 @@ int db_prepare(state_db *db, const char *what, const char *sql, sqlite3_stmt **r
                const char *fmt, ...);
 /* Step once: 1 for a row, 0 when done, or -errno. */
 int db_step(state_db *db, sqlite3_stmt *st, const char *what);
+/*
+ * db_prepare() and db_step() once, for a lookup of one row: 1 with the row
+ * in *ret_stmt, 0 when there is none, or -errno.
+ */
+int db_query_row(state_db *db, const char *what, const char *sql, sqlite3_stmt **ret_stmt,
+                 const char *fmt, ...);
 
 /*
  * Step st to its last row, turning each row into an item with from_row,
@@ -98,6 +104,9 @@ int db_exec(state_db *db, const char *what, const char *sql);
 
 /* End a write begun with state_begin(): commit when r >= 0, else roll back. Returns r or -errno. */
 int db_end(state_db *db, int r);
+
+/* 0, or -EINVAL with the rule for cluster names when cluster breaks it (state_cluster_name_valid). */
+int db_check_cluster_name(state_db *db, const char *cluster, const char *what);
 
 /* Column helpers: a copy of the text (NULL for SQL NULL). */
 char *db_col_text(sqlite3_stmt *st, int col);

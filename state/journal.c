@@ -76,9 +76,7 @@ int state_op_finish(state_db *db, int64_t id, state_op_state to, const char *err
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = db_prepare(db, what, "SELECT state FROM operations WHERE id = ?", &st, "i", id);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        r = db_query_row(db, what, "SELECT state FROM operations WHERE id = ?", &st, "i", id);
         if (r == 0)
                 r = db_fail(db, -ENOENT, what, "no operation %lld", (long long)id);
         else if (r > 0 && !streq_ptr((const char *)sqlite3_column_text(st, 0), "pending"))
@@ -113,11 +111,8 @@ int state_op_get(state_db *db, int64_t id, state_op **ret_op)
 {
         const char *what = "reading an operation";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what, "SELECT " OP_COLUMNS " FROM operations WHERE id = ?", &st, "i",
-                           id);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what, "SELECT " OP_COLUMNS " FROM operations WHERE id = ?", &st,
+                             "i", id);
         if (r < 0)
                 return r;
         if (r == 0)

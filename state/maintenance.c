@@ -23,13 +23,13 @@ int state_maint_run_begin(state_db *db, const char *cluster, const char *trigger
                           int64_t now_ms, int64_t *ret_id)
 {
         const char *what = "recording a maintenance run";
-        if (!state_cluster_name_valid(cluster))
-                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
-                               cluster ? cluster : "");
+        int r = db_check_cluster_name(db, cluster, what);
+        if (r < 0)
+                return r;
         if (!trigger_valid(trigger))
                 return db_fail(db, -EINVAL, what, "\"%s\" is not a maintenance trigger",
                                trigger ? trigger : "");
-        int r = state_begin(db);
+        r = state_begin(db);
         if (r < 0)
                 return r;
         r = db_run(db, what,
@@ -51,9 +51,8 @@ static int run_update(state_db *db, int64_t id, const char *what, const char *sq
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = db_prepare(db, what, "SELECT result FROM maintenance_runs WHERE id = ?", &st, "i", id);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        r = db_query_row(db, what, "SELECT result FROM maintenance_runs WHERE id = ?", &st, "i",
+                         id);
         if (r == 0)
                 r = db_fail(db, -ENOENT, what, "no maintenance run %lld", (long long)id);
         else if (r > 0 && !streq_ptr((const char *)sqlite3_column_text(st, 0), "running"))
@@ -103,9 +102,8 @@ int state_maint_run_finish(state_db *db, int64_t id, const char *error, int64_t 
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = db_prepare(db, what, "SELECT result FROM maintenance_runs WHERE id = ?", &st, "i", id);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        r = db_query_row(db, what, "SELECT result FROM maintenance_runs WHERE id = ?", &st, "i",
+                         id);
         if (r == 0)
                 r = db_fail(db, -ENOENT, what, "no maintenance run %lld", (long long)id);
         else if (r > 0 && !streq_ptr((const char *)sqlite3_column_text(st, 0), "running"))

@@ -9,13 +9,14 @@
  * transaction), not left to callers. Each write is its own transaction
  * unless the caller holds one (state_begin).
  */
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <string.h>
 
 #include "state/internal.h"
+#include "util/hash.h"
 #include "util/xalloc.h"
 
 /* ---- validation ---- */
@@ -43,6 +44,12 @@ bool state_cluster_name_valid(const char *cluster)
                name_part_valid(slash + 1, strlen(slash + 1));
 }
 
+const char *state_cluster_spec_json(const state_cluster *sc)
+{
+        assert(sc);
+        return sc->observed_json ? sc->observed_json : sc->desired_json;
+}
+
 bool state_hex16_valid(const char *s)
 {
         if (!s || strlen(s) != 16)
@@ -53,7 +60,7 @@ bool state_hex16_valid(const char *s)
         return true;
 }
 
-static int check_cluster_name(state_db *db, const char *cluster, const char *what)
+int db_check_cluster_name(state_db *db, const char *cluster, const char *what)
 {
         if (!state_cluster_name_valid(cluster))
                 return db_fail(db, -EINVAL, what,
@@ -73,24 +80,10 @@ static bool json_object_text(const char *s)
         return ok;
 }
 
-static char *sha256_hex(const char *s)
-{
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int n = 0;
-        EVP_Digest(s, strlen(s), md, &n, EVP_sha256(), NULL);
-        char *hex = xmalloc(2 * n + 1);
-        for (unsigned int i = 0; i < n; i++)
-                snprintf(hex + 2 * i, 3, "%02x", md[i]);
-        return hex;
-}
-
 int db_cluster_exists(state_db *db, const char *cluster, const char *what)
 {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what, "SELECT 1 FROM clusters WHERE name = ?", &st, "s", cluster);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what, "SELECT 1 FROM clusters WHERE name = ?", &st, "s", cluster);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -142,7 +135,7 @@ static state_revision *revision_from_row(sqlite3_stmt *st)
         return rev;
 }
 
-static bool hex_prefix_valid(const char *s)
+bool state_commit_prefix_valid(const char *s)
 {
         size_t n = s ? strlen(s) : 0;
         if (n < 4 || n > 64)
@@ -156,7 +149,7 @@ static bool hex_prefix_valid(const char *s)
 int state_revision_get(state_db *db, const char *commit_prefix, state_revision **ret_rev)
 {
         const char *what = "looking up a revision";
-        if (!hex_prefix_valid(commit_prefix))
+        if (!state_commit_prefix_valid(commit_prefix))
                 return db_fail(db, -EINVAL, what, "a commit is at least 4 hex digits");
         _cleanup_free_ char *lower = xstrdup(commit_prefix);
         for (char *p = lower; *p; p++)
@@ -193,14 +186,11 @@ int state_revision_latest(state_db *db, const char *repository, const char *ref,
 {
         const char *what = "looking up the latest revision";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT " REVISION_COLUMNS " FROM revisions "
-                           "WHERE repository = ? AND ref = ? ORDER BY fetched_ms DESC, id DESC "
-                           "LIMIT 1",
-                           &st, "ss", repository, ref);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what,
+                             "SELECT " REVISION_COLUMNS " FROM revisions "
+                             "WHERE repository = ? AND ref = ? ORDER BY fetched_ms DESC, id DESC "
+                             "LIMIT 1",
+                             &st, "ss", repository, ref);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -230,23 +220,22 @@ int state_cluster_set_desired(state_db *db, const char *cluster, const char *jso
                               const char *commit, int64_t now_ms)
 {
         const char *what = "recording the desired spec";
-        int r = check_cluster_name(db, cluster, what);
+        int r = db_check_cluster_name(db, cluster, what);
         if (r < 0)
                 return r;
         if (!json_object_text(json))
                 return db_fail(db, -EINVAL, what, "the desired spec of %s is not a JSON object",
                                cluster);
-        _cleanup_free_ char *computed = hash ? NULL : sha256_hex(json);
+        _cleanup_free_ char *computed = hash ? NULL : hash_sha256_hex_new(json, strlen(json));
         if (!hash)
                 hash = computed;
         r = state_begin(db);
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = db_prepare(db, what, "SELECT desired_hash, desired_commit FROM clusters WHERE name = ?",
-                       &st, "s", cluster);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        r = db_query_row(db, what,
+                         "SELECT desired_hash, desired_commit FROM clusters WHERE name = ?", &st,
+                         "s", cluster);
         bool changed = true;
         if (r > 0) {
                 const char *old_hash = (const char *)sqlite3_column_text(st, 0);
@@ -283,9 +272,7 @@ static int cluster_text(state_db *db, const char *what, const char *sql, const c
 {
         *ret = NULL;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what, sql, &st, "s", cluster);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        int r = db_query_row(db, what, sql, &st, "s", cluster);
         if (r == 0)
                 return db_fail(db, -ENOENT, what, "no cluster %s", cluster);
         if (r < 0)
@@ -339,7 +326,7 @@ int state_cluster_latch(state_db *db, const char *cluster, const char *json, con
         if (!json_object_text(json))
                 return db_fail(db, -EINVAL, what, "the target of %s is not a JSON object",
                                cluster ? cluster : "");
-        _cleanup_free_ char *computed = hash ? NULL : sha256_hex(json);
+        _cleanup_free_ char *computed = hash ? NULL : hash_sha256_hex_new(json, strlen(json));
         int r = state_begin(db);
         if (r < 0)
                 return r;
@@ -371,10 +358,8 @@ int state_cluster_set_phase(state_db *db, const char *cluster, const char *phase
         {
                 /* Unchanged (most passes): nothing to write. */
                 _cleanup_stmt_ sqlite3_stmt *cur = NULL;
-                int k = db_prepare(db, what, "SELECT phase FROM clusters WHERE name = ?", &cur, "s",
-                                   cluster);
-                if (k >= 0)
-                        k = db_step(db, cur, what);
+                int k = db_query_row(db, what, "SELECT phase FROM clusters WHERE name = ?", &cur,
+                                     "s", cluster);
                 if (k < 0)
                         return k;
                 if (k > 0 && streq_ptr((const char *)sqlite3_column_text(cur, 0), phase))
@@ -442,12 +427,10 @@ int state_cluster_set_condition(state_db *db, const char *cluster, const char *t
         /* Most passes change nothing: read first, and write only what differs. */
         {
                 _cleanup_stmt_ sqlite3_stmt *cur = NULL;
-                int k = db_prepare(db, what,
-                                   "SELECT status, reason, message FROM conditions "
-                                   "WHERE cluster = ? AND type = ?",
-                                   &cur, "ss", cluster, type);
-                if (k >= 0)
-                        k = db_step(db, cur, what);
+                int k = db_query_row(db, what,
+                                     "SELECT status, reason, message FROM conditions "
+                                     "WHERE cluster = ? AND type = ?",
+                                     &cur, "ss", cluster, type);
                 if (k < 0)
                         return k;
                 if (k > 0 && streq_ptr((const char *)sqlite3_column_text(cur, 0), status) &&
@@ -461,11 +444,9 @@ int state_cluster_set_condition(state_db *db, const char *cluster, const char *t
         r = db_cluster_exists(db, cluster, what);
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         if (r >= 0)
-                r = db_prepare(db, what,
-                               "SELECT status FROM conditions WHERE cluster = ? AND type = ?", &st,
-                               "ss", cluster, type);
-        if (r >= 0)
-                r = db_step(db, st, what);
+                r = db_query_row(db, what,
+                                 "SELECT status FROM conditions WHERE cluster = ? AND type = ?",
+                                 &st, "ss", cluster, type);
         bool changed =
             r == 0 || (r > 0 && !streq_ptr((const char *)sqlite3_column_text(st, 0), status));
         if (r >= 0)
@@ -556,11 +537,8 @@ int state_cluster_get(state_db *db, const char *cluster, state_cluster **ret_clu
 {
         const char *what = "reading a cluster";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what, "SELECT " CLUSTER_COLUMNS " FROM clusters WHERE name = ?", &st,
-                           "s", cluster);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what, "SELECT " CLUSTER_COLUMNS " FROM clusters WHERE name = ?",
+                             &st, "s", cluster);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -579,13 +557,10 @@ int state_cluster_spec_hash(state_db *db, const char *cluster, char **ret_hash)
 {
         const char *what = "reading a cluster";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT coalesce(observed_hash, desired_hash) FROM clusters "
-                           "WHERE name = ?",
-                           &st, "s", cluster);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what,
+                             "SELECT coalesce(observed_hash, desired_hash) FROM clusters "
+                             "WHERE name = ?",
+                             &st, "s", cluster);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -743,12 +718,9 @@ int state_member_get(state_db *db, const char *cluster, const char *name, state_
 {
         const char *what = "reading a member";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT " MEMBER_COLUMNS " FROM members WHERE cluster = ? AND name = ?",
-                           &st, "ss", cluster, name);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(
+            db, what, "SELECT " MEMBER_COLUMNS " FROM members WHERE cluster = ? AND name = ?", &st,
+            "ss", cluster, name);
         if (r < 0)
                 return r;
         if (r == 0)

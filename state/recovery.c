@@ -17,23 +17,21 @@ int state_recovery_request(state_db *db, const state_recovery *req, int64_t now_
 {
         const char *what = "recording a recovery request";
         assert(req);
-        if (!state_cluster_name_valid(req->cluster))
-                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
-                               req->cluster ? req->cluster : "");
+        int r = db_check_cluster_name(db, req->cluster, what);
+        if (r < 0)
+                return r;
         if (!streq_ptr(req->source_kind, "member") && !streq_ptr(req->source_kind, "snapshot"))
                 return db_fail(db, -EINVAL, what, "a recovery starts from a member or a snapshot");
         if (isempty(req->source))
                 return db_fail(db, -EINVAL, what, "a recovery needs its source");
-        int r = state_begin(db);
+        r = state_begin(db);
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = db_prepare(db, what,
-                       "SELECT id, token IS NOT NULL AND token = ?2 FROM recoveries WHERE "
-                       "cluster = ?1 AND (result = 'running' OR token = ?2)",
-                       &st, "ss", req->cluster, req->token);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        r = db_query_row(db, what,
+                         "SELECT id, token IS NOT NULL AND token = ?2 FROM recoveries WHERE "
+                         "cluster = ?1 AND (result = 'running' OR token = ?2)",
+                         &st, "ss", req->cluster, req->token);
         if (r > 0) {
                 int64_t other = sqlite3_column_int64(st, 0);
                 bool token = sqlite3_column_int(st, 1);
@@ -98,13 +96,10 @@ int state_recovery_running(state_db *db, const char *cluster, state_recovery **r
 {
         const char *what = "reading the running recovery";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT " RECOVERY_COLUMNS
-                           " FROM recoveries WHERE cluster = ? AND result = 'running'",
-                           &st, "s", cluster);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what,
+                             "SELECT " RECOVERY_COLUMNS
+                             " FROM recoveries WHERE cluster = ? AND result = 'running'",
+                             &st, "s", cluster);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -195,12 +190,9 @@ int state_recovery_assessment_get(state_db *db, const char *cluster, char **ret_
 {
         const char *what = "reading the quorum-loss assessment";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT json, observed_ms FROM recovery_assessments WHERE cluster = ?",
-                           &st, "s", cluster);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what,
+                             "SELECT json, observed_ms FROM recovery_assessments WHERE cluster = ?",
+                             &st, "s", cluster);
         if (r < 0)
                 return r;
         if (r == 0)

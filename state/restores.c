@@ -60,9 +60,9 @@ int state_restore_record(state_db *db, const state_restore *rec, int64_t now_ms,
         const char *what = "recording a restore";
         assert(rec && ret);
         bool recovery = streq_ptr(rec->origin, "recovery");
-        if (!state_cluster_name_valid(rec->cluster))
-                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
-                               rec->cluster ? rec->cluster : "");
+        int r = db_check_cluster_name(db, rec->cluster, what);
+        if (r < 0)
+                return r;
         if ((!recovery && !streq_ptr(rec->origin, "bootstrap")) ||
             recovery != (rec->recovery_id > 0))
                 return db_fail(db, -EINVAL, what,
@@ -70,7 +70,7 @@ int state_restore_record(state_db *db, const state_restore *rec, int64_t now_ms,
         if (isempty(rec->source) || isempty(rec->members) || rec->bump < 0 ||
             rec->snapshot_revision < 0 || rec->revision != rec->snapshot_revision + rec->bump)
                 return db_fail(db, -EINVAL, what, "an incomplete restore record");
-        int r = state_begin(db);
+        r = state_begin(db);
         if (r < 0)
                 return r;
         state_restore *found = NULL;
@@ -108,13 +108,10 @@ int state_restore_latest(state_db *db, const char *cluster, state_restore **ret)
 {
         const char *what = "reading the latest restore";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT " RESTORE_COLUMNS
-                           " FROM restores WHERE cluster = ? ORDER BY id DESC LIMIT 1",
-                           &st, "s", cluster);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what,
+                             "SELECT " RESTORE_COLUMNS
+                             " FROM restores WHERE cluster = ? ORDER BY id DESC LIMIT 1",
+                             &st, "s", cluster);
         if (r < 0)
                 return r;
         if (r == 0)

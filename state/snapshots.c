@@ -8,33 +8,23 @@
  * succeeded record.
  */
 #include <assert.h>
-#include <ctype.h>
 #include <errno.h>
 
 #include "state/internal.h"
 #include "state/snapshots.h"
+#include "util/hash.h"
 #include "util/xalloc.h"
-
-static bool sha256_hex_valid(const char *s)
-{
-        if (!s || strlen(s) != 64)
-                return false;
-        for (const char *p = s; *p; p++)
-                if (!isdigit((unsigned char)*p) && !(*p >= 'a' && *p <= 'f'))
-                        return false;
-        return true;
-}
 
 int state_snapshot_begin(state_db *db, const char *cluster, const char *trigger, int64_t slot_ms,
                          int64_t now_ms, int64_t *ret_id)
 {
         const char *what = "recording a snapshot";
-        if (!state_cluster_name_valid(cluster))
-                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
-                               cluster ? cluster : "");
+        int r = db_check_cluster_name(db, cluster, what);
+        if (r < 0)
+                return r;
         if (!streq_ptr(trigger, "manual") && !streq_ptr(trigger, "schedule"))
                 return db_fail(db, -EINVAL, what, "a snapshot is taken by hand or on schedule");
-        int r = state_begin(db);
+        r = state_begin(db);
         if (r < 0)
                 return r;
         r = db_run(db, what,
@@ -55,15 +45,13 @@ int state_snapshot_finish(state_db *db, int64_t id, const state_snapshot *s, int
         bool ok = streq_ptr(s->result, "succeeded");
         if (!ok && !streq_ptr(s->result, "failed"))
                 return db_fail(db, -EINVAL, what, "a snapshot finishes as succeeded or failed");
-        if (ok && (isempty(s->key) || !sha256_hex_valid(s->sha256)))
+        if (ok && (isempty(s->key) || !hash_sha256_hex_valid(s->sha256)))
                 return db_fail(db, -EINVAL, what, "a succeeded snapshot needs its key and SHA-256");
         int r = state_begin(db);
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = db_prepare(db, what, "SELECT result FROM snapshots WHERE id = ?", &st, "i", id);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        r = db_query_row(db, what, "SELECT result FROM snapshots WHERE id = ?", &st, "i", id);
         if (r == 0)
                 r = db_fail(db, -ENOENT, what, "no snapshot %lld", (long long)id);
         else if (r > 0 && !streq_ptr((const char *)sqlite3_column_text(st, 0), "running"))
@@ -139,10 +127,7 @@ int state_snapshot_get(state_db *db, int64_t id, state_snapshot **ret)
 {
         const char *what = "reading a snapshot record";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what, SNAPSHOT_SELECT "WHERE s.id = ?", &st, "i", id);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what, SNAPSHOT_SELECT "WHERE s.id = ?", &st, "i", id);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -245,10 +230,10 @@ int state_snapshot_requests_sync(state_db *db, const char *cluster,
                                  const state_snapshot_request *reqs, size_t n, int64_t now_ms)
 {
         const char *what = "recording declared snapshots";
-        if (!state_cluster_name_valid(cluster))
-                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
-                               cluster ? cluster : "");
-        int r = state_begin(db);
+        int r = db_check_cluster_name(db, cluster, what);
+        if (r < 0)
+                return r;
+        r = state_begin(db);
         if (r < 0)
                 return r;
         int added = 0;
@@ -322,12 +307,10 @@ int state_snapshot_begin_declared(state_db *db, int64_t request_id, int64_t now_
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         _cleanup_free_ char *cluster = NULL, *object = NULL;
-        r = db_prepare(db, what,
-                       "SELECT cluster, object, snapshot_id IS NULL AND withdrawn_ms IS NULL "
-                       "FROM snapshot_requests WHERE id = ?",
-                       &st, "i", request_id);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        r = db_query_row(db, what,
+                         "SELECT cluster, object, snapshot_id IS NULL AND withdrawn_ms IS NULL "
+                         "FROM snapshot_requests WHERE id = ?",
+                         &st, "i", request_id);
         if (r == 0)
                 r = db_fail(db, -ENOENT, what, "no declared snapshot %lld", (long long)request_id);
         else if (r > 0 && !sqlite3_column_int(st, 2))
@@ -408,9 +391,7 @@ int state_snapshot_drill_finish(state_db *db, int64_t id, const state_snapshot_d
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = db_prepare(db, what, "SELECT result FROM snapshot_drills WHERE id = ?", &st, "i", id);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        r = db_query_row(db, what, "SELECT result FROM snapshot_drills WHERE id = ?", &st, "i", id);
         if (r == 0)
                 r = db_fail(db, -ENOENT, what, "no drill %lld", (long long)id);
         else if (r > 0 && !streq_ptr((const char *)sqlite3_column_text(st, 0), "running"))
@@ -456,10 +437,7 @@ int state_snapshot_drill_get(state_db *db, int64_t id, state_snapshot_drill **re
 {
         const char *what = "reading a restore drill";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what, DRILL_SELECT "WHERE id = ?", &st, "i", id);
-        if (r < 0)
-                return r;
-        r = db_step(db, st, what);
+        int r = db_query_row(db, what, DRILL_SELECT "WHERE id = ?", &st, "i", id);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -500,12 +478,10 @@ int state_snapshot_drill_last_slot(state_db *db, const char *cluster, int64_t *r
 {
         const char *what = "reading the last scheduled drill";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_prepare(db, what,
-                           "SELECT coalesce(max(slot_ms), 0) FROM snapshot_drills "
-                           "WHERE cluster = ? AND trigger = 'schedule'",
-                           &st, "s", cluster);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        int r = db_query_row(db, what,
+                             "SELECT coalesce(max(slot_ms), 0) FROM snapshot_drills "
+                             "WHERE cluster = ? AND trigger = 'schedule'",
+                             &st, "s", cluster);
         if (r < 0)
                 return r;
         *ret_slot_ms = r > 0 ? sqlite3_column_int64(st, 0) : 0;

@@ -140,6 +140,9 @@ typedef struct state_cluster {
         size_t n_conditions;
 } state_cluster;
 
+/* The spec gitcd works toward: the latched one, else the desired one; NULL when neither. */
+const char *state_cluster_spec_json(const state_cluster *sc);
+
 typedef struct state_cluster_list {
         state_cluster **items;
         size_t n;
@@ -209,6 +212,8 @@ void state_cluster_list_release(state_cluster_list *l);
 bool state_cluster_name_valid(const char *cluster);
 /* 16 lowercase hex digits (an etcd cluster or member ID). */
 bool state_hex16_valid(const char *s);
+/* A commit id or a prefix of one, as the store is asked for them: 4 to 64 hex digits, any case. */
+bool state_commit_prefix_valid(const char *s);
 
 /* ---- members ------------------------------------------------------------- */
 

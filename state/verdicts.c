@@ -14,21 +14,19 @@ int state_verdict_set(state_db *db, const char *source, const char *cluster, con
                       const char *message, const char *commit, int64_t now_ms)
 {
         const char *what = "recording a cluster's intake verdict";
-        if (!state_cluster_name_valid(cluster))
-                return db_fail(db, -EINVAL, what, "\"%s\" is not a cluster name",
-                               cluster ? cluster : "");
+        int r = db_check_cluster_name(db, cluster, what);
+        if (r < 0)
+                return r;
         if (isempty(source) || isempty(verdict) || !message)
                 return db_fail(db, -EINVAL, what, "a verdict needs its source, kind and message");
-        int r = state_begin(db);
+        r = state_begin(db);
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = db_prepare(db, what,
-                       "SELECT 1 FROM intake_verdicts WHERE source = ?1 AND cluster = ?2 AND "
-                       "verdict = ?3 AND message = ?4 AND commit_id IS ?5",
-                       &st, "sssss", source, cluster, verdict, message, commit);
-        if (r >= 0)
-                r = db_step(db, st, what);
+        r = db_query_row(db, what,
+                         "SELECT 1 FROM intake_verdicts WHERE source = ?1 AND cluster = ?2 AND "
+                         "verdict = ?3 AND message = ?4 AND commit_id IS ?5",
+                         &st, "sssss", source, cluster, verdict, message, commit);
         if (r == 0) {
                 r = db_run(db, what,
                            "INSERT INTO intake_verdicts (source, cluster, verdict, message, "

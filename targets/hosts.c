@@ -80,6 +80,7 @@
 #include "targets/locked.h"
 #include "targets/local-tls.h"
 #include "util/fs.h"
+#include "util/http.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -122,8 +123,6 @@ typedef struct machine_view {
                                  systemd says the unit etcd.service is active */
 } machine_view;
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
-
 /* One probe's answer, kept for the rest of the pass. */
 typedef struct probe_cache {
         char *machine; /* "address:port" */
@@ -149,13 +148,8 @@ static void remember(hosts_target *ht, const etcd_cluster *c)
                 if (streq(a, b))
                         return;
         }
-        json_t *j = spec_to_json(c);
-        etcd_cluster *copy = NULL;
-        diag_list d = DIAG_LIST_INIT;
-        int k = spec_from_json(j, "hosts target", &copy, &d);
-        json_decref(j);
-        diag_list_release(&d);
-        if (k < 0)
+        etcd_cluster *copy = spec_dup(c, "hosts target");
+        if (!copy)
                 return; /* cannot happen for a validated spec; list_members then reports it */
         if (i < ht->n_seen) {
                 etcd_cluster_free(ht->seen[i]);
@@ -1305,21 +1299,18 @@ static CURLcode member_get(hosts_target *ht, const etcd_cluster *c, const char *
         if (render_client_tls(c))
                 (void)tls_client_files(ht, c, &ca, &cert, &key);
         _cleanup_free_ char *url = xasprintf("%s%s", client_url, path);
-        CURL *h = curl_easy_init();
+        /* A member is asked directly, never through a proxy (util/http.h). */
+        http_opts ho = {.proxy = HTTP_PROXY_NONE,
+                        .timeout_ms = ht->o.health_timeout_ms,
+                        .connect_timeout_ms = ht->o.health_timeout_ms};
+        if (ca)
+                ho.tls = (http_tls){.ca_file = ca, .cert_file = cert, .key_file = key};
+        CURL *h = http_handle_new(&ho);
         if (!h)
                 return CURLE_OUT_OF_MEMORY;
         curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)ht->o.health_timeout_ms);
-        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)ht->o.health_timeout_ms);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect_body);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
-        if (ca) {
-                curl_easy_setopt(h, CURLOPT_CAINFO, ca);
-                curl_easy_setopt(h, CURLOPT_SSLCERT, cert);
-                curl_easy_setopt(h, CURLOPT_SSLKEY, key);
-        }
         CURLcode cr = target_health_perform(h, url, &b->sb);
         curl_easy_cleanup(h);
         return cr;

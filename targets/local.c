@@ -59,6 +59,7 @@
 #include "targets/locked.h"
 #include "util/process.h"
 #include "util/fs.h"
+#include "util/http.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -148,8 +149,6 @@ static size_t strv_len(char *const *v)
                 n++;
         return n;
 }
-
-DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
 
 static char **strv_copy(char *const *v)
 {
@@ -779,19 +778,10 @@ static int check_health(local_target *lt, local_member *m, char **ret_detail)
         if (comma)
                 *comma = '\0';
         _cleanup_free_ char *url = xasprintf("%s" TARGET_HEALTH_PATH, base);
-        CURL *h = curl_easy_init();
-        if (!h) {
-                *ret_detail = xstrdup("cannot create an HTTP handle");
-                return 0;
-        }
-        strbuf body = STRBUF_INIT;
-        curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)lt->health_timeout_ms);
-        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)lt->health_timeout_ms);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect_body);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
+        /* A member is asked directly, never through a proxy (util/http.h). */
+        http_opts ho = {.proxy = HTTP_PROXY_NONE,
+                        .timeout_ms = lt->health_timeout_ms,
+                        .connect_timeout_ms = lt->health_timeout_ms};
         _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
         if (strneq(base, "https:", 6) && m->tls_dir) {
                 const char *cas[] = {"operator/ca.crt", "client/ca.crt"};
@@ -802,15 +792,23 @@ static int check_health(local_target *lt, local_member *m, char **ret_detail)
                         else
                                 free(p);
                 }
-                if (ca)
-                        curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+                ho.tls.ca_file = ca;
                 cert = xasprintf("%s/operator/tls.crt", m->tls_dir);
                 key = xasprintf("%s/operator/tls.key", m->tls_dir);
                 if (path_exists(cert) && path_exists(key)) {
-                        curl_easy_setopt(h, CURLOPT_SSLCERT, cert);
-                        curl_easy_setopt(h, CURLOPT_SSLKEY, key);
+                        ho.tls.cert_file = cert;
+                        ho.tls.key_file = key;
                 }
         }
+        CURL *h = http_handle_new(&ho);
+        if (!h) {
+                *ret_detail = xstrdup("cannot create an HTTP handle");
+                return 0;
+        }
+        strbuf body = STRBUF_INIT;
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect_body);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
         /* The handle, URL and paths are this call's own: other clusters' operations go on. */
         target_blocking_begin();
         CURLcode cr = target_health_perform(h, url, &body);
@@ -1560,7 +1558,6 @@ static void local_free(target *t)
         if (lt->wake_fd >= 0)
                 close(lt->wake_fd);
         free(lt);
-        curl_global_cleanup();
 }
 
 /*
@@ -1769,7 +1766,6 @@ int local_target_new(const local_target_opts *opts, target **ret)
         if (lt->backoff_max_ms < lt->backoff_base_ms)
                 lt->backoff_max_ms = lt->backoff_base_ms;
         lt->stop_timeout_ms = opts->stop_timeout_ms > 0 ? opts->stop_timeout_ms : 10000;
-        curl_global_init(CURL_GLOBAL_DEFAULT);
         adopt_all(lt);
         *ret = &lt->base;
         return 0;

@@ -46,6 +46,7 @@
 
 #include "sources/known-hosts.h"
 #include "targets/ssh.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -409,15 +410,10 @@ static ssize_t drain(LIBSSH2_CHANNEL *ch, int stream, out_sink *o)
                 if (o->fd >= 0) {
                         if (o->written + (uint64_t)n > o->max)
                                 return -EFBIG;
-                        for (ssize_t off = 0; off < n;) {
-                                ssize_t w = write(o->fd, buf + off, (size_t)(n - off));
-                                if (w < 0 && errno == EINTR)
-                                        continue;
-                                if (w < 0) {
-                                        o->error = -errno;
-                                        return -EIO;
-                                }
-                                off += w;
+                        int k = write_all(o->fd, buf, (size_t)n);
+                        if (k < 0) {
+                                o->error = k;
+                                return -EIO;
                         }
                         o->written += (uint64_t)n;
                 } else {

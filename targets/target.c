@@ -23,6 +23,7 @@
 #include "targets/locked.h"
 #include "targets/target.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
@@ -91,9 +92,9 @@ char *target_data_marker_new(const char *member)
                 return NULL;
         strbuf sb = STRBUF_INIT;
         sb_printf(&sb, "member=%s\nid=", member);
-        for (size_t i = 0; i < sizeof(raw); i++)
-                sb_printf(&sb, "%02x", raw[i]);
-        sb_appendc(&sb, '\n');
+        char hex[2 * sizeof(raw) + 1];
+        hex_encode(raw, sizeof(raw), hex);
+        sb_printf(&sb, "%s\n", hex);
         return sb_detach(&sb);
 }
 

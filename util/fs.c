@@ -4,7 +4,6 @@
  */
 #include <assert.h>
 #include <dirent.h>
-#include <openssl/evp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -158,7 +157,7 @@ static char *temporary_name(const char *path)
         return xasprintf("%s.tmp.%ld.%016llx", path, (long)getpid(), (unsigned long long)r);
 }
 
-static int write_all(int fd, const void *data, size_t len)
+int write_all(int fd, const void *data, size_t len)
 {
         const char *p = data;
         while (len > 0) {
@@ -452,27 +451,4 @@ int list_tree(const char *dir, path_list *ret_files, path_list *ret_dirs)
 {
         assert(dir && ret_files && ret_dirs);
         return list_tree_at(dir, NULL, ret_files, ret_dirs);
-}
-
-int file_sha256_hex(const char *path, char ret_hex[65])
-{
-        FILE *f = fopen(path, "re");
-        if (!f)
-                return -errno;
-        EVP_MD_CTX *sha = EVP_MD_CTX_new();
-        if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1)
-                abort();
-        _cleanup_free_ unsigned char *buf = xmalloc(1 << 18);
-        size_t n;
-        while ((n = fread(buf, 1, 1 << 18, f)) > 0)
-                EVP_DigestUpdate(sha, buf, n);
-        int r = ferror(f) ? -EIO : 0;
-        fclose(f);
-        unsigned char md[32];
-        unsigned int len = 0;
-        EVP_DigestFinal_ex(sha, md, &len);
-        EVP_MD_CTX_free(sha);
-        for (int i = 0; i < 32 && r == 0; i++)
-                snprintf(ret_hex + 2 * i, 3, "%02x", md[i]);
-        return r;
 }

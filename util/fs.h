@@ -16,6 +16,11 @@ typedef struct path_list {
 
 /* Read a whole file; -EFBIG if it is larger than max_size bytes. The result is NUL-terminated. */
 int read_file(const char *path, size_t max_size, char **ret_data, size_t *ret_len);
+/*
+ * Write all len bytes to fd, through short writes and signal
+ * interruptions: 0, or -errno from write().
+ */
+int write_all(int fd, const void *data, size_t len);
 
 /*
  * Files holding a secret gitcd reads (a token, a password, a private key,
@@ -81,6 +86,4 @@ void path_list_add(path_list *l, const char *path);
  * file are left out. Appends to ret_files and ret_dirs.
  */
 int list_tree(const char *dir, path_list *ret_files, path_list *ret_dirs);
-/* The SHA-256 of a file's content, as 64 lowercase hex digits and a NUL. */
-int file_sha256_hex(const char *path, char ret_hex[65]);
 void path_list_release(path_list *l);

@@ -22,7 +22,10 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
+
+#include <openssl/crypto.h>
 
 #include "util/fs.h"
 #include "util/httpd.h"
@@ -330,4 +333,35 @@ void httpd_get_stats(const httpd *h, httpd_stats *ret)
             .expired = __atomic_load_n(&h->expired, __ATOMIC_RELAXED),
             .trusted = __atomic_load_n(&h->trusted, __ATOMIC_RELAXED),
         };
+}
+
+enum MHD_Result httpd_reply(struct MHD_Connection *conn, unsigned status, const char *type,
+                            char *body)
+{
+        assert(conn && type && body);
+        struct MHD_Response *r =
+            MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+        if (!r) {
+                free(body);
+                return MHD_NO;
+        }
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+        if (status == MHD_HTTP_UNAUTHORIZED)
+                MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                        "Bearer realm=\"gitcd\"");
+        enum MHD_Result ret = MHD_queue_response(conn, status, r);
+        MHD_destroy_response(r);
+        return ret;
+}
+
+bool httpd_bearer_ok(struct MHD_Connection *conn, const char *token)
+{
+        assert(conn && token);
+        const char *auth =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
+                return false;
+        const char *given = auth + 7;
+        size_t n = strlen(token);
+        return strlen(given) == n && CRYPTO_memcmp(given, token, n) == 0;
 }

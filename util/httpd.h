@@ -11,6 +11,8 @@
  */
 #pragma once
 
+#include <stdbool.h>
+
 #include <microhttpd.h>
 
 struct addrinfo;
@@ -103,4 +105,17 @@ void httpd_stop(httpd *h);
  * connection is no longer pending (no deadline, the trusted idle timeout).
  */
 void httpd_trust(struct MHD_Connection *conn);
+
+/*
+ * Queue body (newly allocated, taken; freed even on failure) as the answer
+ * to conn with status and Content-Type type; a 401 also names the scheme
+ * (WWW-Authenticate: Bearer realm="gitcd"). libmicrohttpd's result.
+ */
+enum MHD_Result httpd_reply(struct MHD_Connection *conn, unsigned status, const char *type,
+                            char *body);
+/*
+ * Whether the request on conn carries "Authorization: Bearer <token>",
+ * compared in constant time.
+ */
+bool httpd_bearer_ok(struct MHD_Connection *conn, const char *token);
 void httpd_get_stats(const httpd *h, httpd_stats *ret);

@@ -36,14 +36,6 @@
 
 extern char **environ;
 
-static void env_free(char **v)
-{
-        for (size_t i = 0; v && v[i]; i++)
-                free(v[i]);
-        free(v);
-}
-DEFINE_TRIVIAL_CLEANUP_FUNC(char **, env_free);
-
 /* Does /proc/<pid>/cmdline equal argv exactly? */
 static bool cmdline_is(pid_t pid, char *const *argv)
 {
@@ -218,7 +210,7 @@ int process_spawn_detached(const char *dir, const char *log_path, char *const *a
 int process_spawn(const process_spawn_opts *o, char *const *argv, pid_t *ret_pid)
 {
         const char *log_path = o->log_path;
-        _cleanup_(env_freep) char **envp = child_environment();
+        _cleanup_(strv_freep) char **envp = child_environment();
         _cleanup_close_ int in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (in_fd < 0)
                 return -errno;
@@ -267,7 +259,7 @@ int process_run_capture(char *const *argv, char **ret_out)
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;
-        _cleanup_(env_freep) char **envp = child_environment();
+        _cleanup_(strv_freep) char **envp = child_environment();
         int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (devnull < 0) {
                 int e = -errno;

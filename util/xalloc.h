@@ -29,3 +29,4 @@ char *xvasprintf(const char *fmt, va_list ap) _printf_(1, 0);
 void str_assign(char **slot, char *value);
 /* Free a NULL-terminated vector of strings and the vector; strv_free(NULL) is a no-op. */
 void strv_free(char **v);
+DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);

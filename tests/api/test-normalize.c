@@ -60,6 +60,20 @@ static void round_trip(const char *rel)
                 assert_int_equal(d2.n, 0); /* the normalized form has nothing to warn about */
                 char *b = dump(back);
                 assert_string_equal(a, b);
+                /* From the stored text, and a copy: the same spec. */
+                char *text = json_dumps(j, JSON_COMPACT);
+                etcd_cluster *from_text = spec_from_json_text(text, "state:test");
+                etcd_cluster *copy = spec_dup(set.items[i], "state:test");
+                assert_non_null(from_text);
+                assert_non_null(copy);
+                char *c1 = dump(from_text), *c2 = dump(copy);
+                assert_string_equal(a, c1);
+                assert_string_equal(a, c2);
+                free(c1);
+                free(c2);
+                free(text);
+                etcd_cluster_free(from_text);
+                etcd_cluster_free(copy);
                 char *h1 = spec_hash(set.items[i]), *h2 = spec_hash(back);
                 assert_string_equal(h1, h2);
                 assert_int_equal(strlen(h1), 64);
@@ -413,6 +427,16 @@ static void test_from_json_rejects_bad(void **state)
         assert_null(c);
         json_decref(j);
         diag_list_release(&diags);
+
+        /* From text: NULL for no text, text that is not JSON, or not a valid spec. */
+        assert_null(spec_from_json_text(NULL, "state:x"));
+        assert_null(spec_from_json_text("", "state:x"));
+        assert_null(spec_from_json_text("{\"apiVersion\":", "state:x"));
+        assert_null(spec_from_json_text("[]", "state:x"));
+        assert_null(spec_from_json_text("{\"apiVersion\":\"gitcd.io/v1alpha1\",\"kind\":"
+                                        "\"EtcdCluster\",\"metadata\":{\"name\":\"x\"},"
+                                        "\"spec\":{\"replicas\":-3}}",
+                                        "state:x"));
 }
 
 int main(void)

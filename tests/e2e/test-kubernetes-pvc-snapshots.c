@@ -65,6 +65,7 @@
 #include "tests/e2e/kube-lab.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -117,7 +118,7 @@ static json_t *newest(e2e *e)
 static char *file_sha256(const char *path)
 {
         char *hex = xmalloc(65);
-        assert_int_equal(file_sha256_hex(path, hex), 0);
+        assert_int_equal(hash_file_sha256_hex(path, hex, NULL), 0);
         return hex;
 }
 

@@ -564,7 +564,7 @@ static int fake_ensure_member(target *t, const etcd_cluster *c, const membership
         bool force = false;
         for (size_t i = 0; argv && argv[i]; i++)
                 force = force || streq(argv[i], "--force-new-cluster=true");
-        render_strv_free(argv);
+        strv_free(argv);
 
         fake_proc *p = proc_get(t, mp->name);
         if (mp->data_identity && !streq(p->data_id, mp->data_identity))

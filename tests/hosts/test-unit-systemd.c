@@ -40,8 +40,6 @@
 #define SETPRIV "/usr/bin/setpriv"
 #define NOBODY  "65534"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
-
 /* Values with no control character: each must come back from systemd exactly. */
 static const char *const hostile[] = {
     "\\",      "'",     "\"",

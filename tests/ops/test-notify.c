@@ -29,6 +29,7 @@
 #include "tests/harness/harness.h"
 #include "tests/ops/ops-test.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -51,11 +52,11 @@ static void check_signature(const ops_request *q)
 {
         assert_non_null(q->signature);
         _cleanup_free_ char *hex =
-            ops_hmac_sha256_hex(SECRET, strlen(SECRET), q->body, strlen(q->body));
+            hash_hmac_sha256_hex(SECRET, strlen(SECRET), q->body, strlen(q->body));
         _cleanup_free_ char *want = xasprintf("sha256=%s", hex);
         assert_string_equal(q->signature, want);
         /* And a body changed on the way would not verify. */
-        _cleanup_free_ char *other = ops_hmac_sha256_hex(SECRET, strlen(SECRET), "{}", 2);
+        _cleanup_free_ char *other = hash_hmac_sha256_hex(SECRET, strlen(SECRET), "{}", 2);
         assert_string_not_equal(hex, other);
 }
 

@@ -180,15 +180,15 @@ static void test_sans_and_ekus(void **state)
         assert_string_equal(ips[0], "127.0.0.1");
         assert_string_equal(ips[1], "::1");
         assert_null(ips[2]);
-        pki_strv_free(dns);
-        pki_strv_free(ips);
+        strv_free(dns);
+        strv_free(ips);
 
         /* The client certificate has no SANs at all. */
         assert_int_equal(pki_cert_sans(f->client, &dns, &ips), 0);
         assert_null(dns[0]);
         assert_null(ips[0]);
-        pki_strv_free(dns);
-        pki_strv_free(ips);
+        strv_free(dns);
+        strv_free(ips);
 
         X509 *server = pki_cert_x509(f->server);
         X509 *client = pki_cert_x509(f->client);

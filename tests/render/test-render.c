@@ -13,6 +13,7 @@
 #include "render-fixture.h"
 #include "util/macro.h"
 #include "util/strbuf.h"
+#include "util/xalloc.h"
 
 static char *dump(const json_t *v)
 {
@@ -30,7 +31,7 @@ static char *command_line(const etcd_cluster *c, const membership_plan *p, size_
                         sb_appendc(&sb, ' ');
                 sb_append(&sb, *a);
         }
-        render_strv_free(argv);
+        strv_free(argv);
         return sb_detach(&sb);
 }
 
@@ -40,7 +41,7 @@ static bool has_arg(const etcd_cluster *c, const membership_plan *p, size_t idx,
         bool found = false;
         for (char **a = argv; *a; a++)
                 found = found || streq(*a, arg);
-        render_strv_free(argv);
+        strv_free(argv);
         return found;
 }
 
@@ -302,7 +303,7 @@ static void test_pod_command_is_render_command(void **state)
                 for (; argv[n]; n++)
                         assert_string_equal(json_string_value(json_array_get(cmd, n)), argv[n]);
                 assert_int_equal(n, json_array_size(cmd));
-                render_strv_free(argv);
+                strv_free(argv);
                 json_decref(pod);
         }
 }

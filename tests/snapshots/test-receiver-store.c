@@ -44,6 +44,7 @@
 #include "targets/target.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -173,7 +174,7 @@ static void test_round_trip(void **state)
         _cleanup_free_ char *src = path_join(l.dir, "snap.db");
         write_bytes(src, (2u << 20) + 17, 1);
         char sha[65];
-        assert_int_equal(file_sha256_hex(src, sha), 0);
+        assert_int_equal(hash_file_sha256_hex(src, sha, NULL), 0);
         const char *key = "prod/orders/s-r1.db.gz";
         char *err = NULL;
         if (snapshot_dest_put_file(d, key, src, sha, &err) < 0)
@@ -183,7 +184,7 @@ static void test_round_trip(void **state)
         _cleanup_free_ char *stored =
             xasprintf("%s/backups/etcd/snapshots/prod/orders/s-r1.db.gz", l.claims);
         char got[65];
-        assert_int_equal(file_sha256_hex(stored, got), 0);
+        assert_int_equal(hash_file_sha256_hex(stored, got, NULL), 0);
         assert_string_equal(got, sha);
         char attr[80] = "";
         ssize_t an = getxattr(stored, "user.gitcd.sha256", attr, sizeof(attr) - 1);
@@ -217,7 +218,7 @@ static void test_round_trip(void **state)
         _cleanup_free_ char *back = path_join(l.dir, "back.db");
         if (snapshot_dest_get_file(d, key, back, &err) < 0)
                 fail_msg("get: %s", err);
-        assert_int_equal(file_sha256_hex(back, got), 0);
+        assert_int_equal(hash_file_sha256_hex(back, got, NULL), 0);
         assert_string_equal(got, sha);
         _cleanup_free_ char *part = xasprintf("%s.part", back);
         assert_false(path_exists(part));
@@ -302,8 +303,8 @@ static void test_open(void **state)
         if (snapshot_dest_get_file(d, key, to, &err) < 0)
                 fail_msg("get: %s", err);
         char a[65], b[65];
-        assert_int_equal(file_sha256_hex(file, a), 0);
-        assert_int_equal(file_sha256_hex(to, b), 0);
+        assert_int_equal(hash_file_sha256_hex(file, a, NULL), 0);
+        assert_int_equal(hash_file_sha256_hex(to, b, NULL), 0);
         assert_string_equal(a, b);
         snapshot_dest_free(d);
         free(key);
@@ -406,7 +407,7 @@ static char *sha_of(const lab *l, const char *data, size_t len)
         _cleanup_free_ char *p = path_join(l->dir, "sha-input");
         assert_int_equal(write_file_atomic(p, data, len, 0600), 0);
         char *hex = xmalloc(65);
-        assert_int_equal(file_sha256_hex(p, hex), 0);
+        assert_int_equal(hash_file_sha256_hex(p, hex, NULL), 0);
         return hex;
 }
 
@@ -507,7 +508,7 @@ static void test_hostile(void **state)
         _cleanup_free_ char *sha5 = sha_of(&l, body, 5);
         assert_int_equal(raw(&l, "PUT", "/files/up/outside.db", tok, sha5, body, 5, 0), 409);
         char a[65];
-        assert_int_equal(file_sha256_hex(outside, a), 0);
+        assert_int_equal(hash_file_sha256_hex(outside, a, NULL), 0);
         assert_string_not_equal(a, sha5);
 
         /* the store folder is never emptied by a receiver starting or stopping */

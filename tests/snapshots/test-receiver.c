@@ -38,6 +38,7 @@
 #include "snapstore/receiver.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
@@ -135,8 +136,8 @@ static char *make_source(const lab *l)
 static void assert_same_file(const char *a, const char *b)
 {
         char ha[65], hb[65];
-        assert_int_equal(file_sha256_hex(a, ha), 0);
-        assert_int_equal(file_sha256_hex(b, hb), 0);
+        assert_int_equal(hash_file_sha256_hex(a, ha, NULL), 0);
+        assert_int_equal(hash_file_sha256_hex(b, hb, NULL), 0);
         assert_string_equal(ha, hb);
 }
 
@@ -195,7 +196,7 @@ static char *sha_of(const char *data, size_t len)
         _cleanup_free_ char *p = path_join(dir, "x");
         assert_int_equal(write_file_atomic(p, data, len, 0600), 0);
         char *hex = xmalloc(65);
-        assert_int_equal(file_sha256_hex(p, hex), 0);
+        assert_int_equal(hash_file_sha256_hex(p, hex, NULL), 0);
         return hex;
 }
 

@@ -205,6 +205,40 @@ static size_t count_entries(const char *dir)
  * was predictable): the victim is untouched, path ends up a regular file
  * with the whole content, and no temporary is left behind.
  */
+/* write_all: everything arrives through a pipe that takes 64 KiB at a time; a bad fd is -EBADF. */
+static void test_write_all(void **state)
+{
+        (void)state;
+        int p[2];
+        assert_int_equal(pipe(p), 0);
+        size_t len = 1 << 20;
+        char *data = xmalloc(len);
+        for (size_t i = 0; i < len; i++)
+                data[i] = (char)(i * 7 + i / 4096);
+        pid_t child = fork();
+        assert_true(child >= 0);
+        if (child == 0) {
+                close(p[0]);
+                _exit(write_all(p[1], data, len) == 0 ? 0 : 1);
+        }
+        close(p[1]);
+        char *got = xmalloc(len + 1);
+        size_t have = 0;
+        ssize_t n;
+        while ((n = read(p[0], got + have, len + 1 - have)) > 0)
+                have += (size_t)n;
+        close(p[0]);
+        int status = 0;
+        assert_int_equal(waitpid(child, &status, 0), child);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        assert_int_equal(have, len);
+        assert_memory_equal(got, data, len);
+        assert_int_equal(write_all(-1, "x", 1), -EBADF);
+        assert_int_equal(write_all(-1, "", 0), 0);
+        free(got);
+        free(data);
+}
+
 static void test_write_file_atomic(void **state)
 {
         (void)state;
@@ -508,15 +542,11 @@ static void test_strmap(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_strbuf),
-            cmocka_unit_test(test_strmap),
-            cmocka_unit_test(test_escape),
-            cmocka_unit_test(test_cut),
-            cmocka_unit_test(test_secret_files),
-            cmocka_unit_test(test_diag_format_and_sort),
-            cmocka_unit_test(test_duration),
-            cmocka_unit_test(test_fs),
-            cmocka_unit_test(test_write_file_atomic),
+            cmocka_unit_test(test_strbuf),       cmocka_unit_test(test_strmap),
+            cmocka_unit_test(test_escape),       cmocka_unit_test(test_cut),
+            cmocka_unit_test(test_secret_files), cmocka_unit_test(test_diag_format_and_sort),
+            cmocka_unit_test(test_duration),     cmocka_unit_test(test_fs),
+            cmocka_unit_test(test_write_all),    cmocka_unit_test(test_write_file_atomic),
             cmocka_unit_test(test_lock_file),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
