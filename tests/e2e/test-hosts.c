@@ -142,7 +142,7 @@ static void test_lifecycle(void **state)
         apply_ok(e, "90s");
         e2e_assert_voters(e, cl, 3);
         _cleanup_free_ char *eps = e2e_endpoints(e, cl);
-        hosts_writer *w = hosts_writer_start(eps);
+        harness_writer *w = harness_writer_start(&(harness_writer_opts){.endpoints = eps});
         write_cluster(e, cl, 5, 0, MACHINES);
         stage("scale to 5");
         apply_ok(e, "90s");
@@ -192,7 +192,8 @@ static void test_lifecycle(void **state)
         assert_int_equal(e2e_audit_count(e, cl, "member.remove"), removes);
         assert_int_equal(sshd_machine_start(L->ssh, down), 0);
         apply_ok(e, "90s");
-        hosts_writer_check(w, e, cl);
+        e2e_writer_check(w, e, cl, 10);
+        harness_writer_free(w);
 
         stage("done");
         e2e_free(e);

@@ -28,70 +28,12 @@
 
 #define APPLY_TIMEOUT 90
 
-/* ---- a writer that records every acknowledged put ----------------------- */
-
-typedef struct writer {
-        pthread_t thread;
-        char *endpoints;
-        volatile int stop;
-        int acked;  /* keys w/0000 .. w/(acked-1) were acknowledged, in order */
-        int failed; /* puts that failed (not acknowledged: allowed) */
-} writer;
-
-static void *writer_main(void *arg)
+/* Wait for the writer to get going (slow under load), then read back every acknowledged key. */
+static void writer_check(harness_writer *w, e2e *e, const char *name)
 {
-        writer *w = arg;
-        etcd_client_opts o = {
-            .endpoints = w->endpoints, .call_timeout_ms = 3000, .dial_timeout_ms = 500};
-        etcd_client *c = NULL;
-        if (etcd_client_new(&o, &c) < 0)
-                return NULL;
-        int next = 0;
-        while (!w->stop) {
-                char key[32];
-                snprintf(key, sizeof(key), "w/%05d", next);
-                if (etcd_put(c, key, key, strlen(key), NULL) == 0) {
-                        next++;
-                        w->acked = next;
-                } else
-                        w->failed++;
-                usleep(20 * 1000);
-        }
-        etcd_client_free(c);
-        return NULL;
-}
-
-static writer *writer_start(const char *endpoints)
-{
-        writer *w = XNEW(writer);
-        w->endpoints = xstrdup(endpoints);
-        assert_int_equal(pthread_create(&w->thread, NULL, writer_main, w), 0);
-        return w;
-}
-
-/* Stop the writer and read back every acknowledged key. */
-static void writer_check(writer *w, e2e *e, const char *name)
-{
-        /* Under load the writer may be slow to start: give it time to write some keys. */
-        for (int i = 0; i < 600 && w->acked <= 10; i++)
-                usleep(100 * 1000);
-        w->stop = 1;
-        pthread_join(w->thread, NULL);
-        assert_true(w->acked > 10);
-        etcd_client *c = e2e_client(e, name);
-        etcd_kv_list *l = NULL;
-        assert_int_equal(etcd_get(c, "w/", true, &l), 0);
-        /* Every acknowledged key is there (a put whose ack was lost may be there too). */
-        assert_true(l->n >= (size_t)w->acked);
-        for (int i = 0; i < w->acked; i++) {
-                char key[32];
-                snprintf(key, sizeof(key), "w/%05d", i);
-                assert_string_equal(l->kvs[i].key, key);
-        }
-        etcd_kv_list_free(l);
-        etcd_client_free(c);
-        free(w->endpoints);
-        free(w);
+        harness_writer_wait(w, 11);
+        e2e_writer_check(w, e, name, 10);
+        harness_writer_free(w);
 }
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -154,7 +96,7 @@ static void lifecycle(const char *version)
 
         /* 3 → 5 → 3 with a writer; the newest members go first. */
         char *eps = e2e_endpoints(e, cl);
-        writer *w = writer_start(eps);
+        harness_writer *w = harness_writer_start(&(harness_writer_opts){.endpoints = eps});
         e2e_write_cluster(e, "life.yaml", cl, 5, version);
         apply_ok(e);
         e2e_assert_voters(e, cl, 5);
@@ -276,7 +218,7 @@ static void failures(const char *version)
 
         /* A member's data lost: replaced by a new member while quorum holds; writes go on. */
         char *eps = e2e_endpoints(e, cl);
-        writer *w = writer_start(eps);
+        harness_writer *w = harness_writer_start(&(harness_writer_opts){.endpoints = eps});
         usleep(300 * 1000);
         pid = e2e_member_pid(e, cl, "fail-2");
         kill(pid, SIGKILL);
