@@ -256,6 +256,16 @@ int e2e_apply(e2e *e, const char *failpoint, int timeout_s)
         return run_argv(e, failpoint, argv, NULL, NULL);
 }
 
+void e2e_apply_ok(e2e *e, int timeout_s)
+{
+        int k = e2e_apply(e, NULL, timeout_s);
+        if (k != 0) {
+                char *out = NULL;
+                e2e_run(e, &out, "status", NULL);
+                fail_msg("gitcd apply exited %d; status:\n%s", k, out);
+        }
+}
+
 int e2e_runv_failpoint(e2e *e, const char *failpoint, char **ret_stdout, char **ret_stderr,
                        const char *const *args)
 {

@@ -53,6 +53,8 @@ void e2e_write_file(e2e *e, const char *file, const char *text);
  * Returns the exit status, or 128+signal when it was killed.
  */
 int e2e_apply(e2e *e, const char *failpoint, int timeout_s);
+/* e2e_apply without a failpoint that must succeed: fails the test with `gitcd status` otherwise. */
+void e2e_apply_ok(e2e *e, int timeout_s);
 /*
  * Run gitcd with a NULL-terminated argument vector; stdout and stderr are
  * captured when ret_stdout / ret_stderr are not NULL. Returns the exit status.

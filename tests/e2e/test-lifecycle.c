@@ -60,16 +60,6 @@ static char *cluster_id(e2e *e, const char *name)
         return id;
 }
 
-static void apply_ok(e2e *e)
-{
-        int k = e2e_apply(e, NULL, APPLY_TIMEOUT);
-        if (k != 0) {
-                char *out = NULL;
-                e2e_run(e, &out, "status", NULL);
-                fail_msg("gitcd apply exited %d; status:\n%s", k, out);
-        }
-}
-
 /* ---- the lifecycle ------------------------------------------------------ */
 
 static void lifecycle(const char *version)
@@ -81,13 +71,13 @@ static void lifecycle(const char *version)
 
         /* 1 → 3 */
         e2e_write_cluster(e, "life.yaml", cl, 1, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 1);
         uint64_t seed_id = 0;
         char *seed = xasprintf("%s-0", cl);
         assert_true(etcd_has_member(e, cl, seed, &seed_id));
         e2e_write_cluster(e, "life.yaml", cl, 3, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 3);
         char *cid = cluster_id(e, cl);
         etcd_client *c = e2e_client(e, cl);
@@ -98,10 +88,10 @@ static void lifecycle(const char *version)
         char *eps = e2e_endpoints(e, cl);
         harness_writer *w = harness_writer_start(&(harness_writer_opts){.endpoints = eps});
         e2e_write_cluster(e, "life.yaml", cl, 5, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 5);
         e2e_write_cluster(e, "life.yaml", cl, 3, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 3);
         for (int i = 0; i < 3; i++) {
                 char *m = xasprintf("%s-%d", cl, i);
@@ -113,7 +103,7 @@ static void lifecycle(const char *version)
 
         /* 3 → 0: one dormant member keeps the data, no process runs. */
         e2e_write_cluster(e, "life.yaml", cl, 0, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         for (int i = 0; i < 3; i++) {
                 char *m = xasprintf("%s-%d", cl, i);
                 assert_int_equal(e2e_member_pid(e, cl, m), 0);
@@ -125,7 +115,7 @@ static void lifecycle(const char *version)
 
         /* 0 → 3: same cluster, same seed member, data intact. */
         e2e_write_cluster(e, "life.yaml", cl, 3, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 3);
         char *cid2 = cluster_id(e, cl);
         assert_string_equal(cid, cid2);
@@ -168,7 +158,7 @@ static void failures(const char *version)
         e2e *e = e2e_new();
         const char *cl = "fail";
         e2e_write_cluster(e, "fail.yaml", cl, 3, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 3);
 
         /* kill -9 of a member: restarted with its data, same member ID. */
@@ -178,7 +168,7 @@ static void failures(const char *version)
         assert_true(pid > 0);
         kill(pid, SIGKILL);
         usleep(200 * 1000);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 3);
         assert_true(etcd_has_member(e, cl, "fail-1", &id_after));
         assert_true(id_before == id_after);
@@ -191,7 +181,7 @@ static void failures(const char *version)
         kill(e2e_member_pid(e, cl, "fail-1"), SIGKILL);
         kill(e2e_member_pid(e, cl, "fail-2"), SIGKILL);
         usleep(200 * 1000);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 3);
         assert_int_equal(e2e_audit_count(e, cl, "member.remove"), 0);
 
@@ -212,7 +202,7 @@ static void failures(const char *version)
         assert_int_equal(e2e_audit_count(e, cl, "member.delete"), 0);
         kill(p1, SIGCONT);
         kill(p2, SIGCONT);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 3);
         assert_int_equal(e2e_member_pid(e, cl, "fail-1"), p1);
 
@@ -226,7 +216,7 @@ static void failures(const char *version)
         char *data = path_join(dir, "data");
         usleep(100 * 1000);
         assert_int_equal(rm_rf(data), 0);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 3);
         assert_false(etcd_has_member(e, cl, "fail-2", NULL));
         assert_true(etcd_has_member(e, cl, "fail-3", NULL));
@@ -235,7 +225,7 @@ static void failures(const char *version)
 
         /* A second cluster beside it. */
         e2e_write_cluster(e, "other.yaml", "other", 1, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, "other", 1);
         e2e_assert_voters(e, cl, 3);
 
@@ -268,7 +258,7 @@ static void failures(const char *version)
         if (streq(version, "3.4.23") && e2e_have_version("3.5.16")) {
                 etcd_members *before = e2e_members(e, cl);
                 e2e_write_cluster(e, "fail.yaml", cl, 3, "3.5.16");
-                apply_ok(e);
+                e2e_apply_ok(e, APPLY_TIMEOUT);
                 e2e_assert_voters(e, cl, 3);
                 etcd_members *after = e2e_members(e, cl);
                 for (size_t i = 0; i < before->n; i++)
@@ -341,7 +331,7 @@ static void test_deadline(void **state)
         assert_int_equal(e2e_audit_count(e, "late", "deadline.exceeded"), 1);
         /* A new spec starts afresh and converges. */
         e2e_write_cluster(e, "d.yaml", "late", 1, "3.5.16");
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, "late", 1);
         e2e_free(e);
 }
@@ -381,7 +371,7 @@ static void static_bootstrap(const char *version)
                 skip();
         e2e *e = e2e_new();
         e2e_write_cluster(e, "stat.yaml", "stat", 3, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, "stat", 3);
         assert_int_equal(e2e_audit_count(e, "stat", "member.bootstrap"), 1);
         assert_int_equal(e2e_audit_count(e, "stat", "member.add-learner"), 0);

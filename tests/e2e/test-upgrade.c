@@ -65,16 +65,6 @@ static uint64_t assert_serving(e2e *e, const char *version, size_t want)
         return term;
 }
 
-static void apply_ok(e2e *e)
-{
-        int k = e2e_apply(e, NULL, APPLY_TIMEOUT);
-        if (k != 0) {
-                char *out = NULL;
-                e2e_run(e, &out, "status", NULL);
-                fail_msg("gitcd apply exited %d; status:\n%s", k, out);
-        }
-}
-
 /* `gitcd plan` of the source as it is now: stdout and stderr together. */
 static char *plan_text(e2e *e)
 {
@@ -128,7 +118,7 @@ static void upgrade(e2e *e, const char *from, const char *to, const char *prefix
         assert_plan_says(e, "restart 3 members one at a time on ");
         harness_writer *w = writer_start(e, prefix);
         usleep(300 * 1000);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         writer_check(w, e);
         uint64_t term1 = assert_serving(e, to, 3);
         if (term1 - term0 > 3)
@@ -177,7 +167,7 @@ static void test_upgrades(void **state)
         setenv("GITCD_ETCD_DIR", dir, 1);
 
         write_spec(e, "3.4.23");
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         assert_serving(e, "3.4.23", 3);
 
         /* A skipped minor is refused. */
@@ -221,7 +211,7 @@ static void test_upgrades(void **state)
 
         /* One spec change rolls it back. */
         write_spec(e, newest);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         assert_serving(e, newest, 3);
 
         if (saved)
