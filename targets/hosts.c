@@ -1415,8 +1415,16 @@ static int hosts_member_status(target *t, const etcd_cluster *c, const char *mem
                     v.file_mtime_s > 0 && v.file_age_s < RESTART_CHECK_S) {
                         double started = process_started(ht, c, url);
                         /* the start time is the boot time (whole seconds) plus the
-                         * process's age: up to a second early; the file's, truncated */
-                        if (started >= 0 && started < (double)v.file_mtime_s - 1) {
+                         * process's age: up to a second early; the file's, truncated.
+                         * Not read (a slow or refused /metrics): not known to have
+                         * restarted, so not ready either */
+                        if (started < 0) {
+                                state = MEMBER_STARTING;
+                                str_assign(&why, xstrdup("answers, but its start time could not "
+                                                         "be read (/metrics): not known yet "
+                                                         "whether the kubelet restarted it onto "
+                                                         "the manifest"));
+                        } else if (started < (double)v.file_mtime_s - 1) {
                                 state = MEMBER_STARTING;
                                 str_assign(&why, xstrdup("still the etcd started before its "
                                                          "manifest changed: the kubelet has not "

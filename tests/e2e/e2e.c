@@ -256,6 +256,16 @@ int e2e_apply(e2e *e, const char *failpoint, int timeout_s)
         return run_argv(e, failpoint, argv, NULL, NULL);
 }
 
+void e2e_apply_ok(e2e *e, int timeout_s)
+{
+        int k = e2e_apply(e, NULL, timeout_s);
+        if (k != 0) {
+                char *out = NULL;
+                e2e_run(e, &out, "status", NULL);
+                fail_msg("gitcd apply exited %d; status:\n%s", k, out);
+        }
+}
+
 int e2e_runv_failpoint(e2e *e, const char *failpoint, char **ret_stdout, char **ret_stderr,
                        const char *const *args)
 {
@@ -641,73 +651,17 @@ void e2e_check_keys(const char *eps, int n)
         free(endpoints);
 }
 
-static void *writer_main(void *arg)
-{
-        e2e_writer *w = arg;
-        etcd_client_opts o = {
-            .endpoints = w->endpoints, .call_timeout_ms = 2000, .dial_timeout_ms = 500};
-        etcd_client *c = NULL;
-        if (etcd_client_new(&o, &c) < 0)
-                return NULL;
-        while (!w->stop && w->acked < w->max) {
-                char key[32];
-                snprintf(key, sizeof(key), "w/%05d", w->acked);
-                int64_t rev = 0;
-                if (etcd_put(c, key, key, strlen(key), &rev) == 0) {
-                        w->revisions[w->acked] = rev;
-                        w->acked = w->acked + 1;
-                }
-                usleep(5 * 1000);
-        }
-        etcd_client_free(c);
-        return NULL;
-}
-
-void e2e_writer_start(e2e_writer *w, const char *endpoints, int max_keys)
-{
-        *w = (e2e_writer){.endpoints = xstrdup(endpoints),
-                          .revisions = xcalloc((size_t)max_keys, sizeof(int64_t)),
-                          .max = max_keys};
-        assert_int_equal(pthread_create(&w->thread, NULL, writer_main, w), 0);
-}
-
-void e2e_writer_wait(e2e_writer *w, int n)
-{
-        for (int i = 0; i < 6000 && w->acked < n; i++)
-                usleep(10 * 1000);
-        assert_true(w->acked >= n);
-}
-
-void e2e_writer_stop(e2e_writer *w)
-{
-        w->stop = 1;
-        pthread_join(w->thread, NULL);
-}
-
-void e2e_writer_release(e2e_writer *w)
-{
-        free(w->endpoints);
-        free(w->revisions);
-}
-
-int e2e_writer_check_kept(const e2e_writer *w, e2e *e, const char *name, int64_t rev)
+void e2e_writer_check(harness_writer *w, e2e *e, const char *name, int min_acked)
 {
         etcd_client *c = e2e_client(e, name);
-        etcd_kv_list *l = NULL;
-        assert_int_equal(etcd_get(c, "w/", true, &l), 0);
-        int kept = 0;
-        for (int i = 0; i < w->acked; i++) {
-                if (w->revisions[i] > rev)
-                        break;
-                char key[32];
-                snprintf(key, sizeof(key), "w/%05d", i);
-                if ((size_t)i >= l->n || !streq(l->kvs[i].key, key))
-                        fail_msg("acknowledged key %s (revision %lld <= %lld) is missing", key,
-                                 (long long)w->revisions[i], (long long)rev);
-                assert_string_equal(l->kvs[i].value, key);
-                kept++;
-        }
-        etcd_kv_list_free(l);
+        harness_writer_check(w, c, min_acked);
+        etcd_client_free(c);
+}
+
+int e2e_writer_kept(harness_writer *w, e2e *e, const char *name, int64_t rev)
+{
+        etcd_client *c = e2e_client(e, name);
+        int kept = harness_writer_kept(w, c, rev);
         etcd_client_free(c);
         return kept;
 }

@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "etcd/client.h"
+#include "tests/harness/writer.h"
 
 typedef struct e2e {
         char *root;      /* temporary folder */
@@ -52,6 +53,8 @@ void e2e_write_file(e2e *e, const char *file, const char *text);
  * Returns the exit status, or 128+signal when it was killed.
  */
 int e2e_apply(e2e *e, const char *failpoint, int timeout_s);
+/* e2e_apply without a failpoint that must succeed: fails the test with `gitcd status` otherwise. */
+void e2e_apply_ok(e2e *e, int timeout_s);
 /*
  * Run gitcd with a NULL-terminated argument vector; stdout and stderr are
  * captured when ret_stdout / ret_stderr are not NULL. Returns the exit status.
@@ -128,29 +131,13 @@ void e2e_check_keys(const char *endpoints, int n);
 bool e2e_put_retry(etcd_client *c, const char *key, char **ret_error);
 
 /*
- * A writer thread: keys w/00000, w/00001, ... put in order through
- * endpoints (values: the keys), each acknowledged put's revision kept, so
- * that a test can tell which acknowledged writes a recovery kept.
+ * The acknowledged-writes writer (tests/harness/writer.h) read back
+ * through cluster name's recorded endpoints: w stopped, more than
+ * min_acked puts acknowledged and every acknowledged key there in order.
  */
-typedef struct e2e_writer {
-        pthread_t thread;
-        char *endpoints;
-        volatile int stop;
-        volatile int acked; /* keys w/00000 .. acked-1 were acknowledged, in order */
-        int64_t *revisions; /* the revision each acknowledged put was given */
-        int max;
-} e2e_writer;
-
-void e2e_writer_start(e2e_writer *w, const char *endpoints, int max_keys);
-/* Wait (at most a minute, asserted) until n puts were acknowledged. */
-void e2e_writer_wait(e2e_writer *w, int n);
-void e2e_writer_stop(e2e_writer *w);
-void e2e_writer_release(e2e_writer *w);
-/*
- * Every acknowledged key whose put revision is at most rev is in cluster
- * name's data (read through its recorded endpoints); returns how many.
- */
-int e2e_writer_check_kept(const e2e_writer *w, e2e *e, const char *name, int64_t rev);
+void e2e_writer_check(harness_writer *w, e2e *e, const char *name, int min_acked);
+/* w stopped, every acknowledged key whose put revision is at most rev is in name's data: how many. */
+int e2e_writer_kept(harness_writer *w, e2e *e, const char *name, int64_t rev);
 
 /* Cluster name has n members in etcd, every one a voter; returns its cluster ID. */
 uint64_t e2e_assert_voters(e2e *e, const char *name, size_t n);

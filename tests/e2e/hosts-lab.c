@@ -252,63 +252,6 @@ void hosts_lab_apply_ok(const hosts_lab *l, e2e *e, const char *timeout)
         }
 }
 
-/* ---- a writer that records every acknowledged put ----------------------- */
-
-struct hosts_writer {
-        pthread_t thread;
-        char *endpoints;
-        volatile int stop;
-        int acked;
-};
-
-static void *writer_main(void *arg)
-{
-        hosts_writer *w = arg;
-        etcd_client_opts o = {
-            .endpoints = w->endpoints, .call_timeout_ms = 3000, .dial_timeout_ms = 500};
-        etcd_client *c = NULL;
-        if (etcd_client_new(&o, &c) < 0)
-                return NULL;
-        int next = 0;
-        while (!w->stop) {
-                char key[32];
-                snprintf(key, sizeof(key), "w/%05d", next);
-                if (etcd_put(c, key, key, strlen(key), NULL) == 0)
-                        w->acked = ++next;
-                usleep(20 * 1000);
-        }
-        etcd_client_free(c);
-        return NULL;
-}
-
-hosts_writer *hosts_writer_start(const char *endpoints)
-{
-        hosts_writer *w = XNEW(hosts_writer);
-        w->endpoints = xstrdup(endpoints);
-        assert_int_equal(pthread_create(&w->thread, NULL, writer_main, w), 0);
-        return w;
-}
-
-void hosts_writer_check(hosts_writer *w, e2e *e, const char *name)
-{
-        w->stop = 1;
-        pthread_join(w->thread, NULL);
-        assert_true(w->acked > 10);
-        etcd_client *c = e2e_client(e, name);
-        etcd_kv_list *l = NULL;
-        assert_int_equal(etcd_get(c, "w/", true, &l), 0);
-        assert_true(l->n >= (size_t)w->acked);
-        for (int i = 0; i < w->acked; i++) {
-                char key[32];
-                snprintf(key, sizeof(key), "w/%05d", i);
-                assert_string_equal(l->kvs[i].key, key);
-        }
-        etcd_kv_list_free(l);
-        etcd_client_free(c);
-        free(w->endpoints);
-        free(w);
-}
-
 uint64_t hosts_lab_member_id(const etcd_members *l, const char *name)
 {
         for (size_t i = 0; i < l->n; i++)

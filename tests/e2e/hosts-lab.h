@@ -5,8 +5,9 @@
  * unit folder, with the agent's systemctl on each machine's PATH
  * (tests/harness/hostagent.h), the members' ports of their own, and the
  * helpers every such test needs: a cluster file over a range of machines,
- * gitcd commands with the lab's SSH flags and its configuration file, and a
- * writer whose every acknowledged key is read back at the end.
+ * gitcd commands with the lab's SSH flags and its configuration file (the
+ * writer whose every acknowledged key is read back at the end is
+ * tests/harness/writer.h).
  *
  * The machines' folders (data, TLS, units, manifests) lie under the lab's
  * folder, not under /var/lib/etcd and /etc, and their etcd binary is the
@@ -85,12 +86,6 @@ int hosts_lab_cmd_failpoint(const hosts_lab *l, e2e *e, const char *failpoint, c
                             const char *extra1, const char *extra2);
 /* `gitcd apply --target hosts --timeout T`; fails the test with the status when it fails. */
 void hosts_lab_apply_ok(const hosts_lab *l, e2e *e, const char *timeout);
-
-/* A writer putting w/00000, w/00001, ... through endpoints until checked. */
-typedef struct hosts_writer hosts_writer;
-hosts_writer *hosts_writer_start(const char *endpoints);
-/* Stop it and assert every acknowledged key is in cluster `name`. */
-void hosts_writer_check(hosts_writer *w, e2e *e, const char *name);
 
 /* The ID etcd lists for member name; fails the test (naming those listed) when none. */
 uint64_t hosts_lab_member_id(const etcd_members *l, const char *name);

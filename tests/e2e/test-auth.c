@@ -36,15 +36,11 @@
 #define APPLY_TIMEOUT 90
 #define CLUSTER       "default/sec"
 
-typedef struct writer {
-        pthread_t thread;
-        char *endpoints;
+/* What the writer logs in with: the credentials gitcd keeps for the cluster, read again. */
+typedef struct writer_login {
+        const char *endpoints;
         const char *state_dir;
-        volatile int stop;
-        volatile int acked; /* keys w/00000 .. w/(acked-1) were acknowledged, in order */
-        int failed;
-        int reconnects; /* clients made again after etcd refused the credentials */
-} writer;
+} writer_login;
 
 static bool auth_refusal(int k)
 {
@@ -52,8 +48,9 @@ static bool auth_refusal(int k)
                k == ETCD_ERR_INVALID_TOKEN || k == ETCD_ERR_PERMISSION_DENIED;
 }
 
-static etcd_client *writer_client(writer *w)
+static etcd_client *writer_client(void *data)
 {
+        const writer_login *w = data;
         auth_creds cr = {0};
         if (auth_credentials(w->state_dir, CLUSTER, &cr) < 0)
                 return NULL;
@@ -69,39 +66,10 @@ static etcd_client *writer_client(writer *w)
         return k < 0 ? NULL : c;
 }
 
-static void *writer_main(void *arg)
-{
-        writer *w = arg;
-        etcd_client *c = writer_client(w);
-        int next = 0;
-        while (c && !w->stop) {
-                char key[32];
-                snprintf(key, sizeof(key), "w/%05d", next);
-                int k = etcd_put(c, key, key, strlen(key), NULL);
-                if (k == 0) {
-                        next++;
-                        w->acked = next;
-                } else {
-                        w->failed++;
-                        if (auth_refusal(k)) {
-                                etcd_client_free(c);
-                                c = writer_client(w);
-                                w->reconnects++;
-                        }
-                }
-                usleep(20 * 1000);
-        }
-        etcd_client_free(c);
-        return NULL;
-}
-
 /* Wait until the writer acknowledged `more` keys beyond what it had. */
-static void writer_progress(writer *w, int more)
+static void writer_progress(harness_writer *w, int more)
 {
-        int from = w->acked;
-        for (int i = 0; i < 600 && w->acked < from + more; i++)
-                usleep(100 * 1000);
-        assert_true(w->acked >= from + more);
+        harness_writer_wait(w, w->acked + more);
 }
 
 static void write_spec(e2e *e, const char *version, int replicas, bool auth)
@@ -190,10 +158,9 @@ static void run(const char *version)
         _cleanup_free_ char *eps = e2e_endpoints(e, "sec");
         assert_int_equal(etcdctl_put(version, eps, NULL), 0);
 
-        writer *w = XNEW(writer);
-        w->endpoints = xstrdup(eps);
-        w->state_dir = e->state_dir;
-        assert_int_equal(pthread_create(&w->thread, NULL, writer_main, w), 0);
+        writer_login login = {.endpoints = eps, .state_dir = e->state_dir};
+        harness_writer *w = harness_writer_start(&(harness_writer_opts){
+            .connect = writer_client, .data = &login, .reconnect_on = auth_refusal});
         writer_progress(w, 10);
 
         /* auth on, by a new spec, under the writer */
@@ -254,22 +221,10 @@ static void run(const char *version)
         writer_progress(w, 10);
 
         /* no acknowledged write lost */
-        w->stop = 1;
-        pthread_join(w->thread, NULL);
+        harness_writer_stop(w);
         assert_true(w->reconnects >= 1); /* it was refused once auth came on */
-        etcd_client *c = e2e_client(e, "sec");
-        etcd_kv_list *l = NULL;
-        assert_int_equal(etcd_get(c, "w/", true, &l), 0);
-        assert_true(l->n >= (size_t)w->acked);
-        for (int i = 0; i < w->acked; i++) {
-                char key[32];
-                snprintf(key, sizeof(key), "w/%05d", i);
-                assert_string_equal(l->kvs[i].key, key);
-        }
-        etcd_kv_list_free(l);
-        etcd_client_free(c);
-        free(w->endpoints);
-        free(w);
+        e2e_writer_check(w, e, "sec", 0);
+        harness_writer_free(w);
         e2e_free(e);
 }
 

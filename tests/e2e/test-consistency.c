@@ -226,14 +226,14 @@ static void test_divergent_member(void **unused)
         etcd_client *c = e2e_client(e, name);
         assert_int_equal(etcd_put(c, "canary", CANARY, strlen(CANARY), NULL), 0);
         etcd_client_free(c);
-        e2e_writer w;
-        e2e_writer_start(&w, eps, MAX_KEYS);
-        e2e_writer_wait(&w, 100);
+        harness_writer *w = harness_writer_start(&(harness_writer_opts){
+            .endpoints = eps, .max = MAX_KEYS, .interval_ms = 5, .call_timeout_ms = 2000});
+        harness_writer_wait(w, 100);
 
         /* 2. demo-1 stopped; one byte of the canary's value changed in its bbolt file */
         stop_member(e, name, "demo-1");
         flip_canary(e, name, "demo-1");
-        e2e_writer_wait(&w, w.acked + 50);
+        harness_writer_wait(w, w->acked + 50);
 
         /* 3. gitcd run starts it again (its pid file says it died while gitcd was down) */
         int hook = harness_free_port();
@@ -338,15 +338,15 @@ static void test_divergent_member(void **unused)
         assert_true(wait_log(e, "daemon.log", "(cluster.data-consistent) to webhook ops", 30));
 
         /* 7. every member serves the value written; no acknowledged write is lost */
-        e2e_writer_stop(&w);
+        harness_writer_stop(w);
         _cleanup_free_ char *all = e2e_endpoints(e, name);
         char *save = NULL;
         for (char *ep = strtok_r(all, ",", &save); ep; ep = strtok_r(NULL, ",", &save)) {
                 _cleanup_free_ char *v = canary_at(ep);
                 assert_string_equal(v, CANARY);
         }
-        assert_int_equal(e2e_writer_check_kept(&w, e, name, INT64_MAX), w.acked);
-        e2e_writer_release(&w);
+        assert_int_equal(e2e_writer_kept(w, e, name, INT64_MAX), w->acked);
+        harness_writer_free(w);
         assert_int_equal(kill(d, SIGTERM), 0);
         assert_int_equal(e2e_wait_exit(d), 0);
         e2e_free(e);

@@ -130,7 +130,7 @@ static void test_adopt(void **state)
                 sb_printf(&eps, "%s%s", i ? "," : "", c);
         }
         etcd_members *before = wait_started(sb_str(&eps));
-        hosts_writer *w = hosts_writer_start(sb_str(&eps));
+        harness_writer *w = harness_writer_start(&(harness_writer_opts){.endpoints = sb_str(&eps)});
 
         /* a spec that does not match what runs: refused, nothing written */
         e2e *other = e2e_new();
@@ -209,7 +209,8 @@ static void test_adopt(void **state)
                                  hosts_lab_member_id(before, node_name[i]));
         }
         etcd_members_free(after);
-        hosts_writer_check(w, e, CL);
+        e2e_writer_check(w, e, CL, 10);
+        harness_writer_free(w);
         etcd_members_free(before);
         sb_release(&eps);
         e2e_free(e);
@@ -290,7 +291,7 @@ static void test_adopt_systemd(void **state)
                 sb_printf(&eps, "%s%s", i ? "," : "", c);
         }
         etcd_members *before = wait_started(sb_str(&eps));
-        hosts_writer *w = hosts_writer_start(sb_str(&eps));
+        harness_writer *w = harness_writer_start(&(harness_writer_opts){.endpoints = sb_str(&eps)});
 
         hosts_lab_write_cluster_systemd(L, e, CL, VERSION, 3, 0, 3);
         _cleanup_free_ char *out = NULL, *err = NULL;
@@ -343,7 +344,8 @@ static void test_adopt_systemd(void **state)
         etcd_members_free(after);
         e2e_free(fresh);
 
-        hosts_writer_check(w, e, CL);
+        e2e_writer_check(w, e, CL, 10);
+        harness_writer_free(w);
         etcd_members_free(before);
         sb_release(&eps);
         e2e_free(e);

@@ -272,10 +272,10 @@ static void test_recovery(void **unused)
         uint64_t id0 = member_id(e, "demo-0");
 
         /* 1. A writer; a snapshot on the way. */
-        e2e_writer w;
         _cleanup_free_ char *eps = e2e_endpoints(e, NAME);
-        e2e_writer_start(&w, eps, MAX_KEYS);
-        e2e_writer_wait(&w, 50);
+        harness_writer *w = harness_writer_start(&(harness_writer_opts){
+            .endpoints = eps, .max = MAX_KEYS, .interval_ms = 5, .call_timeout_ms = 2000});
+        harness_writer_wait(w, 50);
         stage("snapshot");
         _cleanup_free_ char *backups = path_join(e->root, "backups");
         char *out = NULL, *err = NULL;
@@ -293,7 +293,7 @@ static void test_recovery(void **unused)
         int64_t snap_rev = json_integer_value(json_object_get(snap, "revision"));
         json_decref(snap);
         assert_true(snap_id > 0 && snap_rev > 0);
-        e2e_writer_wait(&w, w.acked + 50);
+        harness_writer_wait(w, w->acked + 50);
 
         /*
          * 2. Two members' data deleted for good while the writer writes; one
@@ -311,7 +311,7 @@ static void test_recovery(void **unused)
                         gone = on[j];
         }
         assert_int_equal(sshd_machine_stop(L->ssh, gone), 0);
-        int acked_at_loss = w.acked;
+        int acked_at_loss = w->acked;
         /* A listed machine that does not answer is never guessed about: nothing changes. */
         assert_int_not_equal(hosts_run(e, NULL, &out, &err, "apply", "--target", "hosts",
                                        "--source", e->source, "--timeout", "4s", NULL),
@@ -396,7 +396,7 @@ static void test_recovery(void **unused)
                 fail_msg("gitcd apply after the killed recovery exited %d:\n%s\n%s", k, out, err);
         free(out), free(err), out = err = NULL;
         stage("recovered");
-        e2e_writer_stop(&w);
+        harness_writer_stop(w);
         assert_true(e2e_wait_ready(e, NAME, 3, 30));
         assert_int_equal(e2e_assert_voters(e, NAME, 3), old_cluster);
         assert_int_equal(member_id(e, "demo-0"), id0);
@@ -411,7 +411,7 @@ static void test_recovery(void **unused)
         json_decref(r);
         /* The survivor held at least what the snapshot held, before the loss. */
         assert_true(rev >= snap_rev);
-        int kept = e2e_writer_check_kept(&w, e, NAME, rev);
+        int kept = e2e_writer_kept(w, e, NAME, rev);
         assert_true(kept >= 50 && kept <= acked_at_loss);
         assert_int_equal(e2e_audit_count(e, NAME, "recovery.succeeded"), 1);
         /* The cluster is whole: what was set aside is deleted, every machine holds a member. */
@@ -469,7 +469,7 @@ static void test_recovery(void **unused)
         assert_string_equal(json_string_value(json_object_get(r, "result")), "succeeded");
         assert_int_equal(json_integer_value(json_object_get(r, "revision")), snap_rev);
         json_decref(r);
-        kept = e2e_writer_check_kept(&w, e, NAME, snap_rev);
+        kept = e2e_writer_kept(w, e, NAME, snap_rev);
         assert_true(kept >= 50);
         assert_int_equal(e2e_audit_count(e, NAME, "recovery.succeeded"), 2);
         assert_int_equal(e2e_audit_count(e, NAME, "recovery.restored"), 1);
@@ -483,7 +483,7 @@ static void test_recovery(void **unused)
         if (d)
                 closedir(d);
 
-        e2e_writer_release(&w);
+        harness_writer_free(w);
         e2e_free(e);
         stage("done");
 }

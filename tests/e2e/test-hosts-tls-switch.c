@@ -89,7 +89,7 @@ static void test_switch_on_and_off(void **state)
         for (size_t i = 0; i < MACHINES; i++)
                 sb_printf(&eps, "%shttp://%s:%d", i ? "," : "", L->ssh->machines[i].address,
                           L->client_port);
-        hosts_writer *w = hosts_writer_start(sb_str(&eps));
+        harness_writer *w = harness_writer_start(&(harness_writer_opts){.endpoints = sb_str(&eps)});
 
         /* on: plain http served beside https, so the writer goes on */
         hosts_lab_write_cluster_tls_allow_plain(L, e, CL, VERSION, MACHINES, 0, MACHINES);
@@ -108,7 +108,8 @@ static void test_switch_on_and_off(void **state)
         assert_true(count_events(e, "tls.disable") > 0);
         assert_peer_scheme(sb_str(&eps), "http", crt, key);
 
-        hosts_writer_check(w, e, CL);
+        e2e_writer_check(w, e, CL, 10);
+        harness_writer_free(w);
         sb_release(&eps);
         e2e_free(e);
         hosts_lab_free(L);

@@ -59,11 +59,6 @@ static int hosts_cmd(e2e *e, const char *cmd, const char *known_hosts, char **re
         return hosts_lab_cmd(L, e, cmd, known_hosts, ret_out, ret_err, extra1, extra2);
 }
 
-static void apply_ok(e2e *e, const char *timeout)
-{
-        hosts_lab_apply_ok(L, e, timeout);
-}
-
 /* The lab machine a member's client URL points at. */
 static size_t machine_of(e2e *e, const char *name, const char *member)
 {
@@ -139,17 +134,17 @@ static void test_lifecycle(void **state)
 
         /* Bootstrap 3 across three machines, then 3 → 5 → 3 under a writer. */
         stage("bootstrap 3");
-        apply_ok(e, "90s");
+        hosts_lab_apply_ok(L, e, "90s");
         e2e_assert_voters(e, cl, 3);
         _cleanup_free_ char *eps = e2e_endpoints(e, cl);
-        hosts_writer *w = hosts_writer_start(eps);
+        harness_writer *w = harness_writer_start(&(harness_writer_opts){.endpoints = eps});
         write_cluster(e, cl, 5, 0, MACHINES);
         stage("scale to 5");
-        apply_ok(e, "90s");
+        hosts_lab_apply_ok(L, e, "90s");
         e2e_assert_voters(e, cl, 5);
         write_cluster(e, cl, 3, 0, MACHINES);
         stage("scale to 3");
-        apply_ok(e, "90s");
+        hosts_lab_apply_ok(L, e, "90s");
         e2e_assert_voters(e, cl, 3);
 
         /* Member 1's machine gets a new data disk: replaced, never restarted empty. */
@@ -157,7 +152,7 @@ static void test_lifecycle(void **state)
         _cleanup_free_ char *dir = machine_path(wiped, "/var/lib/etcd/hostly");
         assert_int_equal(rm_rf(dir), 0);
         stage("data disk wiped");
-        apply_ok(e, "90s");
+        hosts_lab_apply_ok(L, e, "90s");
         e2e_assert_voters(e, cl, 3);
         etcd_members *l = e2e_members(e, cl);
         for (size_t i = 0; i < l->n; i++)
@@ -191,8 +186,9 @@ static void test_lifecycle(void **state)
         assert_true(path_exists(m0)); /* its member was left alone */
         assert_int_equal(e2e_audit_count(e, cl, "member.remove"), removes);
         assert_int_equal(sshd_machine_start(L->ssh, down), 0);
-        apply_ok(e, "90s");
-        hosts_writer_check(w, e, cl);
+        hosts_lab_apply_ok(L, e, "90s");
+        e2e_writer_check(w, e, cl, 10);
+        harness_writer_free(w);
 
         stage("done");
         e2e_free(e);

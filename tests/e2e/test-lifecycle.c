@@ -28,70 +28,12 @@
 
 #define APPLY_TIMEOUT 90
 
-/* ---- a writer that records every acknowledged put ----------------------- */
-
-typedef struct writer {
-        pthread_t thread;
-        char *endpoints;
-        volatile int stop;
-        int acked;  /* keys w/0000 .. w/(acked-1) were acknowledged, in order */
-        int failed; /* puts that failed (not acknowledged: allowed) */
-} writer;
-
-static void *writer_main(void *arg)
+/* Wait for the writer to get going (slow under load), then read back every acknowledged key. */
+static void writer_check(harness_writer *w, e2e *e, const char *name)
 {
-        writer *w = arg;
-        etcd_client_opts o = {
-            .endpoints = w->endpoints, .call_timeout_ms = 3000, .dial_timeout_ms = 500};
-        etcd_client *c = NULL;
-        if (etcd_client_new(&o, &c) < 0)
-                return NULL;
-        int next = 0;
-        while (!w->stop) {
-                char key[32];
-                snprintf(key, sizeof(key), "w/%05d", next);
-                if (etcd_put(c, key, key, strlen(key), NULL) == 0) {
-                        next++;
-                        w->acked = next;
-                } else
-                        w->failed++;
-                usleep(20 * 1000);
-        }
-        etcd_client_free(c);
-        return NULL;
-}
-
-static writer *writer_start(const char *endpoints)
-{
-        writer *w = XNEW(writer);
-        w->endpoints = xstrdup(endpoints);
-        assert_int_equal(pthread_create(&w->thread, NULL, writer_main, w), 0);
-        return w;
-}
-
-/* Stop the writer and read back every acknowledged key. */
-static void writer_check(writer *w, e2e *e, const char *name)
-{
-        /* Under load the writer may be slow to start: give it time to write some keys. */
-        for (int i = 0; i < 600 && w->acked <= 10; i++)
-                usleep(100 * 1000);
-        w->stop = 1;
-        pthread_join(w->thread, NULL);
-        assert_true(w->acked > 10);
-        etcd_client *c = e2e_client(e, name);
-        etcd_kv_list *l = NULL;
-        assert_int_equal(etcd_get(c, "w/", true, &l), 0);
-        /* Every acknowledged key is there (a put whose ack was lost may be there too). */
-        assert_true(l->n >= (size_t)w->acked);
-        for (int i = 0; i < w->acked; i++) {
-                char key[32];
-                snprintf(key, sizeof(key), "w/%05d", i);
-                assert_string_equal(l->kvs[i].key, key);
-        }
-        etcd_kv_list_free(l);
-        etcd_client_free(c);
-        free(w->endpoints);
-        free(w);
+        harness_writer_wait(w, 11);
+        e2e_writer_check(w, e, name, 10);
+        harness_writer_free(w);
 }
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -118,16 +60,6 @@ static char *cluster_id(e2e *e, const char *name)
         return id;
 }
 
-static void apply_ok(e2e *e)
-{
-        int k = e2e_apply(e, NULL, APPLY_TIMEOUT);
-        if (k != 0) {
-                char *out = NULL;
-                e2e_run(e, &out, "status", NULL);
-                fail_msg("gitcd apply exited %d; status:\n%s", k, out);
-        }
-}
-
 /* ---- the lifecycle ------------------------------------------------------ */
 
 static void lifecycle(const char *version)
@@ -139,13 +71,13 @@ static void lifecycle(const char *version)
 
         /* 1 → 3 */
         e2e_write_cluster(e, "life.yaml", cl, 1, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 1);
         uint64_t seed_id = 0;
         char *seed = xasprintf("%s-0", cl);
         assert_true(etcd_has_member(e, cl, seed, &seed_id));
         e2e_write_cluster(e, "life.yaml", cl, 3, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 3);
         char *cid = cluster_id(e, cl);
         etcd_client *c = e2e_client(e, cl);
@@ -154,12 +86,12 @@ static void lifecycle(const char *version)
 
         /* 3 → 5 → 3 with a writer; the newest members go first. */
         char *eps = e2e_endpoints(e, cl);
-        writer *w = writer_start(eps);
+        harness_writer *w = harness_writer_start(&(harness_writer_opts){.endpoints = eps});
         e2e_write_cluster(e, "life.yaml", cl, 5, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 5);
         e2e_write_cluster(e, "life.yaml", cl, 3, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 3);
         for (int i = 0; i < 3; i++) {
                 char *m = xasprintf("%s-%d", cl, i);
@@ -171,7 +103,7 @@ static void lifecycle(const char *version)
 
         /* 3 → 0: one dormant member keeps the data, no process runs. */
         e2e_write_cluster(e, "life.yaml", cl, 0, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         for (int i = 0; i < 3; i++) {
                 char *m = xasprintf("%s-%d", cl, i);
                 assert_int_equal(e2e_member_pid(e, cl, m), 0);
@@ -183,7 +115,7 @@ static void lifecycle(const char *version)
 
         /* 0 → 3: same cluster, same seed member, data intact. */
         e2e_write_cluster(e, "life.yaml", cl, 3, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 3);
         char *cid2 = cluster_id(e, cl);
         assert_string_equal(cid, cid2);
@@ -226,7 +158,7 @@ static void failures(const char *version)
         e2e *e = e2e_new();
         const char *cl = "fail";
         e2e_write_cluster(e, "fail.yaml", cl, 3, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 3);
 
         /* kill -9 of a member: restarted with its data, same member ID. */
@@ -236,7 +168,7 @@ static void failures(const char *version)
         assert_true(pid > 0);
         kill(pid, SIGKILL);
         usleep(200 * 1000);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 3);
         assert_true(etcd_has_member(e, cl, "fail-1", &id_after));
         assert_true(id_before == id_after);
@@ -249,7 +181,7 @@ static void failures(const char *version)
         kill(e2e_member_pid(e, cl, "fail-1"), SIGKILL);
         kill(e2e_member_pid(e, cl, "fail-2"), SIGKILL);
         usleep(200 * 1000);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 3);
         assert_int_equal(e2e_audit_count(e, cl, "member.remove"), 0);
 
@@ -270,13 +202,13 @@ static void failures(const char *version)
         assert_int_equal(e2e_audit_count(e, cl, "member.delete"), 0);
         kill(p1, SIGCONT);
         kill(p2, SIGCONT);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 3);
         assert_int_equal(e2e_member_pid(e, cl, "fail-1"), p1);
 
         /* A member's data lost: replaced by a new member while quorum holds; writes go on. */
         char *eps = e2e_endpoints(e, cl);
-        writer *w = writer_start(eps);
+        harness_writer *w = harness_writer_start(&(harness_writer_opts){.endpoints = eps});
         usleep(300 * 1000);
         pid = e2e_member_pid(e, cl, "fail-2");
         kill(pid, SIGKILL);
@@ -284,7 +216,7 @@ static void failures(const char *version)
         char *data = path_join(dir, "data");
         usleep(100 * 1000);
         assert_int_equal(rm_rf(data), 0);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, cl, 3);
         assert_false(etcd_has_member(e, cl, "fail-2", NULL));
         assert_true(etcd_has_member(e, cl, "fail-3", NULL));
@@ -293,7 +225,7 @@ static void failures(const char *version)
 
         /* A second cluster beside it. */
         e2e_write_cluster(e, "other.yaml", "other", 1, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, "other", 1);
         e2e_assert_voters(e, cl, 3);
 
@@ -326,7 +258,7 @@ static void failures(const char *version)
         if (streq(version, "3.4.23") && e2e_have_version("3.5.16")) {
                 etcd_members *before = e2e_members(e, cl);
                 e2e_write_cluster(e, "fail.yaml", cl, 3, "3.5.16");
-                apply_ok(e);
+                e2e_apply_ok(e, APPLY_TIMEOUT);
                 e2e_assert_voters(e, cl, 3);
                 etcd_members *after = e2e_members(e, cl);
                 for (size_t i = 0; i < before->n; i++)
@@ -399,7 +331,7 @@ static void test_deadline(void **state)
         assert_int_equal(e2e_audit_count(e, "late", "deadline.exceeded"), 1);
         /* A new spec starts afresh and converges. */
         e2e_write_cluster(e, "d.yaml", "late", 1, "3.5.16");
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, "late", 1);
         e2e_free(e);
 }
@@ -439,7 +371,7 @@ static void static_bootstrap(const char *version)
                 skip();
         e2e *e = e2e_new();
         e2e_write_cluster(e, "stat.yaml", "stat", 3, version);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         e2e_assert_voters(e, "stat", 3);
         assert_int_equal(e2e_audit_count(e, "stat", "member.bootstrap"), 1);
         assert_int_equal(e2e_audit_count(e, "stat", "member.add-learner"), 0);

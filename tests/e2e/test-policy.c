@@ -387,13 +387,13 @@ static void test_recovery_approved(void **state)
         assert_true(id0 != 0);
 
         /* demo loses quorum under a writer: two members' data deleted for good */
-        e2e_writer w;
         _cleanup_free_ char *eps = e2e_endpoints(e, "demo");
-        e2e_writer_start(&w, eps, 100000);
-        e2e_writer_wait(&w, 50);
+        harness_writer *w = harness_writer_start(&(harness_writer_opts){
+            .endpoints = eps, .max = 100000, .interval_ms = 5, .call_timeout_ms = 2000});
+        harness_writer_wait(w, 50);
         destroy(e, "demo", "demo-1");
         destroy(e, "demo", "demo-2");
-        int acked_at_loss = w.acked;
+        int acked_at_loss = w->acked;
 
         /* alice asks for the recovery from the survivor, and scales other up, in one commit */
         static const char recovery[] = "  recovery:\n    from: {member: demo-0}\n"
@@ -456,7 +456,7 @@ static void test_recovery_approved(void **state)
         if (k != 0)
                 fail_msg("apply exited %d:\n%s", k, err);
         free(out), free(err), out = err = NULL;
-        e2e_writer_stop(&w);
+        harness_writer_stop(w);
         e2e_assert_voters(e, "demo", 3);
         assert_int_equal(member_id(e, "demo", "demo-0"), id0);
         json_t *st = e2e_status(e, "demo");
@@ -465,14 +465,14 @@ static void test_recovery_approved(void **state)
         assert_string_equal(json_string_value(json_object_get(r, "result")), "succeeded");
         int64_t rev = json_integer_value(json_object_get(r, "revision"));
         json_decref(st);
-        int kept = e2e_writer_check_kept(&w, e, "demo", rev);
+        int kept = e2e_writer_kept(w, e, "demo", rev);
         assert_true(kept >= 50 && kept <= acked_at_loss);
         assert_int_equal(e2e_audit_count(e, "demo", "recovery.succeeded"), 1);
         assert_null(verdict(e, "default/demo"));
         assert_int_equal(audited(e, "default/demo", "spec.held"), 1);
         e2e_assert_voters(e, "other", 3);
 
-        e2e_writer_release(&w);
+        harness_writer_free(w);
         free_signers();
         e2e_free(e);
 }

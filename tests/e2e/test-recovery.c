@@ -95,10 +95,10 @@ static void test_recovery(void **unused)
         uint64_t id0 = member_id(e, "demo-0");
 
         /* 1. A writer; a snapshot on the way. */
-        e2e_writer w;
         _cleanup_free_ char *eps = e2e_endpoints(e, NAME);
-        e2e_writer_start(&w, eps, MAX_KEYS);
-        e2e_writer_wait(&w, 50);
+        harness_writer *w = harness_writer_start(&(harness_writer_opts){
+            .endpoints = eps, .max = MAX_KEYS, .interval_ms = 5, .call_timeout_ms = 2000});
+        harness_writer_wait(w, 50);
         _cleanup_free_ char *backups = path_join(e->root, "backups");
         char *out = NULL;
         int k = e2e_run(e, &out, "snapshot", "save", "default/" NAME, "--to", backups, NULL);
@@ -117,12 +117,12 @@ static void test_recovery(void **unused)
         int64_t snap_rev = json_integer_value(json_object_get(snap, "revision"));
         json_decref(snap);
         assert_true(snap_id > 0 && snap_rev > 0);
-        e2e_writer_wait(&w, w.acked + 50);
+        harness_writer_wait(w, w->acked + 50);
 
         /* 2. Two members' data deleted for good while the writer writes. */
         destroy(e, "demo-1");
         destroy(e, "demo-2");
-        int acked_at_loss = w.acked;
+        int acked_at_loss = w->acked;
         /* gitcd does nothing by itself: an apply only waits, and says what it knows. */
         assert_int_not_equal(e2e_apply(e, NULL, 8), 0);
         st = e2e_status(e, NAME);
@@ -147,7 +147,7 @@ static void test_recovery(void **unused)
                 fail_msg("gitcd recover exited %d:\n%s\n%s", k, out, err);
         free(out);
         free(err);
-        e2e_writer_stop(&w);
+        harness_writer_stop(w);
         e2e_assert_voters(e, NAME, 3);
         assert_int_equal(member_id(e, "demo-0"), id0);
         assert_false(cmdline_has(e2e_member_pid(e, NAME, "demo-0"), "--force-new-cluster"));
@@ -157,7 +157,7 @@ static void test_recovery(void **unused)
         json_decref(r);
         /* The survivor held at least what the snapshot held, before the loss. */
         assert_true(rev >= snap_rev);
-        int kept = e2e_writer_check_kept(&w, e, NAME, rev);
+        int kept = e2e_writer_kept(w, e, NAME, rev);
         assert_true(kept >= 50 && kept <= acked_at_loss);
         assert_int_equal(e2e_audit_count(e, NAME, "recovery.succeeded"), 1);
         assert_int_equal(e2e_audit_count(e, NAME, "recovery.cleaned"), 1);
@@ -195,7 +195,7 @@ static void test_recovery(void **unused)
         assert_string_equal(json_string_value(json_object_get(r, "result")), "succeeded");
         assert_int_equal(json_integer_value(json_object_get(r, "revision")), snap_rev);
         json_decref(r);
-        kept = e2e_writer_check_kept(&w, e, NAME, snap_rev);
+        kept = e2e_writer_kept(w, e, NAME, snap_rev);
         assert_true(kept >= 50);
         st = e2e_status(e, NAME);
         assert_string_not_equal(json_string_value(json_object_get(st, "cluster_id")), old_cluster);
@@ -207,7 +207,7 @@ static void test_recovery(void **unused)
         assert_null(strstr(out, "Quorum lost"));
         free(out);
 
-        e2e_writer_release(&w);
+        harness_writer_free(w);
         e2e_free(e);
 }
 

@@ -32,61 +32,17 @@
 #define APPLY_TIMEOUT 120
 #define BROKEN        "3.5.99" /* a version whose etcd exits at once */
 
-typedef struct writer {
-        pthread_t thread;
-        char *endpoints;
-        volatile int stop;
-        int acked; /* keys <prefix>00000 .. acked-1 were acknowledged, in order */
-        char prefix[16];
-} writer;
-
-static void *writer_main(void *arg)
+static harness_writer *writer_start(e2e *e, const char *prefix)
 {
-        writer *w = arg;
-        etcd_client_opts o = {
-            .endpoints = w->endpoints, .call_timeout_ms = 3000, .dial_timeout_ms = 500};
-        etcd_client *c = NULL;
-        if (etcd_client_new(&o, &c) < 0)
-                return NULL;
-        while (!w->stop) {
-                char key[48];
-                snprintf(key, sizeof(key), "%s%05d", w->prefix, w->acked);
-                if (etcd_put(c, key, key, strlen(key), NULL) == 0)
-                        w->acked++;
-                usleep(20 * 1000);
-        }
-        etcd_client_free(c);
-        return NULL;
-}
-
-static writer *writer_start(e2e *e, const char *prefix)
-{
-        writer *w = XNEW(writer);
-        w->endpoints = e2e_endpoints(e, CL);
-        snprintf(w->prefix, sizeof(w->prefix), "%s", prefix);
-        assert_int_equal(pthread_create(&w->thread, NULL, writer_main, w), 0);
-        return w;
+        _cleanup_free_ char *eps = e2e_endpoints(e, CL);
+        return harness_writer_start(&(harness_writer_opts){.endpoints = eps, .prefix = prefix});
 }
 
 /* Stop the writer; every acknowledged key is there, in order. */
-static void writer_check(writer *w, e2e *e)
+static void writer_check(harness_writer *w, e2e *e)
 {
-        w->stop = 1;
-        pthread_join(w->thread, NULL);
-        assert_true(w->acked > 10);
-        etcd_client *c = e2e_client(e, CL);
-        etcd_kv_list *l = NULL;
-        assert_int_equal(etcd_get(c, w->prefix, true, &l), 0);
-        assert_true(l->n >= (size_t)w->acked);
-        for (int i = 0; i < w->acked; i++) {
-                char key[48];
-                snprintf(key, sizeof(key), "%s%05d", w->prefix, i);
-                assert_string_equal(l->kvs[i].key, key);
-        }
-        etcd_kv_list_free(l);
-        etcd_client_free(c);
-        free(w->endpoints);
-        free(w);
+        e2e_writer_check(w, e, CL, 10);
+        harness_writer_free(w);
 }
 
 /* Every member answers Status with `version`; returns the highest raft term seen. */
@@ -107,16 +63,6 @@ static uint64_t assert_serving(e2e *e, const char *version, size_t want)
         etcd_client_free(c);
         assert_int_equal(n, want);
         return term;
-}
-
-static void apply_ok(e2e *e)
-{
-        int k = e2e_apply(e, NULL, APPLY_TIMEOUT);
-        if (k != 0) {
-                char *out = NULL;
-                e2e_run(e, &out, "status", NULL);
-                fail_msg("gitcd apply exited %d; status:\n%s", k, out);
-        }
 }
 
 /* `gitcd plan` of the source as it is now: stdout and stderr together. */
@@ -170,9 +116,9 @@ static void upgrade(e2e *e, const char *from, const char *to, const char *prefix
         int restarts = e2e_audit_count(e, CL, "member.restart");
         write_spec(e, to);
         assert_plan_says(e, "restart 3 members one at a time on ");
-        writer *w = writer_start(e, prefix);
+        harness_writer *w = writer_start(e, prefix);
         usleep(300 * 1000);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         writer_check(w, e);
         uint64_t term1 = assert_serving(e, to, 3);
         if (term1 - term0 > 3)
@@ -221,7 +167,7 @@ static void test_upgrades(void **state)
         setenv("GITCD_ETCD_DIR", dir, 1);
 
         write_spec(e, "3.4.23");
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         assert_serving(e, "3.4.23", 3);
 
         /* A skipped minor is refused. */
@@ -265,7 +211,7 @@ static void test_upgrades(void **state)
 
         /* One spec change rolls it back. */
         write_spec(e, newest);
-        apply_ok(e);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
         assert_serving(e, newest, 3);
 
         if (saved)

@@ -5,6 +5,7 @@
  * and when to restart after an exit. SIGTERM stops every process it runs
  * and then the agent.
  */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -281,15 +282,35 @@ static void stop(unit *u)
         u->pid = 0;
 }
 
-/* The mark the simulated systemctl leaves for a unit it stopped (hostagent_write_systemctl). */
-static bool held(const char *path)
+/* <dir>/.<name>.<what> beside the unit file <dir>/<name> (hostagent_write_systemctl). */
+static char *beside(const char *path, const char *what)
 {
         const char *slash = strrchr(path, '/');
-        if (!slash)
-                return false;
-        _cleanup_free_ char *mark =
-            xasprintf("%.*s/.%s.inactive", (int)(slash - path), path, slash + 1);
+        assert(slash);
+        return xasprintf("%.*s/.%s.%s", (int)(slash - path), path, slash + 1, what);
+}
+
+/* The mark the simulated systemctl leaves for a unit it stopped. */
+static bool held(const char *path)
+{
+        _cleanup_free_ char *mark = beside(path, "inactive");
         return path_exists(mark);
+}
+
+/*
+ * The unit's <dir>/.<name>.running exists exactly while the agent runs its
+ * process, so the simulated systemctl's stop returns once it stopped, as
+ * systemd's does.
+ */
+static void publish_running(const unit *u)
+{
+        if (is_manifest(u->path))
+                return;
+        _cleanup_free_ char *running = beside(u->path, "running");
+        if (u->pid > 0 && !path_exists(running))
+                (void)write_file_atomic(running, "", 0, 0644);
+        else if (u->pid <= 0)
+                (void)unlink(running);
 }
 
 static bool watched(const char *name)
@@ -372,6 +393,7 @@ static void agent_loop(char **dirs, const char *etcd_bin, const char *log_dir)
                                     now_mono_ms() - u->gone_since < MANIFEST_LAG_MS)
                                         continue;
                                 stop(u);
+                                publish_running(u);
                                 free(u->content);
                                 u->content = NULL;
                                 continue;
@@ -384,6 +406,7 @@ static void agent_loop(char **dirs, const char *etcd_bin, const char *log_dir)
                                 u->restart_at = 0;
                                 u->pid = start(u, etcd_bin, log_dir);
                         }
+                        publish_running(u);
                 }
                 msleep(100);
         }
@@ -453,9 +476,21 @@ int hostagent_write_systemctl(const char *path, const char *unit_dir, const char
             "[ -n \"$dir\" ] || { echo 'systemctl (lab): on no lab machine' >&2; exit 1; }\n"
             "cmd=$1; shift\n"
             "[ \"$1\" = --now ] || [ \"$1\" = --quiet ] && { flag=$1; shift; }\n"
+            "# stop returns once the agent stopped the unit (its .U.running gone), as\n"
+            "# systemd's does; two minutes at most\n"
+            "stop_units() {\n"
+            "  for u; do\n"
+            "    touch \"$dir/.$u.inactive\"; i=0\n"
+            "    while [ -e \"$dir/.$u.running\" ]; do\n"
+            "      i=$((i + 1)); [ $i -le 1200 ] || { echo \"systemctl (lab): $u still runs "
+            "two minutes after stop\" >&2; exit 1; }\n"
+            "      sleep 0.1\n"
+            "    done\n"
+            "  done\n"
+            "}\n"
             "case $cmd in\n"
-            "stop) for u; do touch \"$dir/.$u.inactive\"; done ;;\n"
-            "disable) [ \"$flag\" = --now ] && for u; do touch \"$dir/.$u.inactive\"; done ;;\n"
+            "stop) stop_units \"$@\" ;;\n"
+            "disable) [ \"$flag\" = --now ] && stop_units \"$@\" ;;\n"
             "start|restart) for u; do rm -f \"$dir/.$u.inactive\"; done ;;\n"
             "is-active) [ -f \"$dir/$1\" ] && [ ! -e \"$dir/.$1.inactive\" ] ;;\n"
             "cat) for u; do [ -f \"$dir/$u\" ] || { echo \"No files found for $u.\" >&2; "

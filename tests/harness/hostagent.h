@@ -21,8 +21,10 @@
  *
  * systemctl is simulated too (hostagent_write_systemctl()), honest about
  * what the hosts target relies on: `stop U` and `disable --now U` mark U
- * inactive (<unit dir>/.U.inactive) and the agent stops its process and
- * does not run it while marked; `start U` and `restart U` remove the mark
+ * inactive (<unit dir>/.U.inactive), the agent stops its process and does
+ * not run it while marked, and they return once it stopped, as systemd's
+ * do (the agent keeps <unit dir>/.U.running while it runs U's process; two
+ * minutes at most, then they fail); `start U` and `restart U` remove the mark
  * (the agent starts it again); `is-active U` succeeds while U's file
  * exists unmarked; `cat U` prints U's file and its drop-ins
  * (the files U.d/NAME.conf in the unit dir), each after a "# PATH" line, as systemd's does

@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pwd.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -134,12 +135,14 @@ static etcd_cluster *load_cluster(const char *name, const char *mode, int replic
         return load_cluster_with(name, mode, replicas, NULL);
 }
 
-static target *new_target_with(const char *known_hosts, const char *systemctl_path)
+/* connect_timeout_ms: how long a step waits for a machine's SSH greeting and login. */
+static target *new_target_timeout(const char *known_hosts, const char *systemctl_path,
+                                  int connect_timeout_ms)
 {
         hosts_target_opts o = {
             .ssh = {.known_hosts = known_hosts ? known_hosts : lab->known_hosts,
                     .key_file = lab->client_key,
-                    .connect_timeout_ms = 5000,
+                    .connect_timeout_ms = connect_timeout_ms,
                     .command_timeout_ms = 20000},
             .systemctl = systemctl_path ? systemctl_path : systemctl,
             .client_port = client_port,
@@ -151,6 +154,11 @@ static target *new_target_with(const char *known_hosts, const char *systemctl_pa
         target *t = NULL;
         assert_int_equal(hosts_target_new(&o, &t), 0);
         return t;
+}
+
+static target *new_target_with(const char *known_hosts, const char *systemctl_path)
+{
+        return new_target_timeout(known_hosts, systemctl_path, 5000);
 }
 
 static target *new_target(const char *known_hosts)
@@ -749,33 +757,61 @@ static void test_wrong_host_key(void **state)
         target_free(t);
 }
 
-/* A machine that takes TCP connections and never speaks SSH: every step waits out its deadline. */
-static int silent_machine(int *ret_port)
+/*
+ * A machine that takes TCP connections and never speaks SSH: a step on it
+ * waits until its deadline passes or the machine goes away
+ * (silent_machine_release()).
+ */
+typedef struct silent {
+        int listener;
+        int conn; /* the step's connection, once it arrived; -1 before */
+        int port;
+} silent;
+
+static void silent_machine(silent *m)
 {
         struct sockaddr_in a = {.sin_family = AF_INET};
         socklen_t len = sizeof(a);
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        assert_true(fd >= 0);
+        m->conn = -1;
+        m->listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(m->listener >= 0);
         inet_pton(AF_INET, "127.0.0.9", &a.sin_addr);
-        assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-        assert_int_equal(listen(fd, 16), 0);
-        assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-        *ret_port = ntohs(a.sin_port);
-        return fd;
+        assert_int_equal(bind(m->listener, (struct sockaddr *)&a, sizeof(a)), 0);
+        assert_int_equal(listen(m->listener, 16), 0);
+        assert_int_equal(getsockname(m->listener, (struct sockaddr *)&a, &len), 0);
+        m->port = ntohs(a.sin_port);
+}
+
+/* Wait (a minute at most) until a step connected to the silent machine, and hold its connection. */
+static void silent_machine_wait_connected(silent *m)
+{
+        struct pollfd p = {.fd = m->listener, .events = POLLIN};
+        if (poll(&p, 1, 60000) != 1)
+                fail_msg("no step connected to the silent machine within a minute");
+        m->conn = accept4(m->listener, NULL, NULL, SOCK_CLOEXEC);
+        assert_true(m->conn >= 0);
+}
+
+/* The machine goes away: the step on it fails at once (its connection closed, no listener). */
+static void silent_machine_release(silent *m)
+{
+        if (m->conn >= 0)
+                close(m->conn);
+        close(m->listener);
+        m->conn = m->listener = -1;
 }
 
 typedef struct stuck_op {
         target *t;
         const etcd_cluster *c;
-        atomic_bool started, done;
+        atomic_bool done;
 } stuck_op;
 
 static void *stuck_main(void *arg)
 {
         stuck_op *s = arg;
         member_plan mp = {.name = render_member_name(s->c, 0), .ordinal = 0};
-        atomic_store(&s->started, true);
-        (void)s->t->ops->place_member(s->t, s->c, &mp); /* fails once the deadline passes */
+        (void)s->t->ops->place_member(s->t, s->c, &mp); /* fails once the machine went away */
         atomic_store(&s->done, true);
         member_plan_release(&mp);
         return NULL;
@@ -783,31 +819,32 @@ static void *stuck_main(void *arg)
 
 /*
  * Through the wrapper gitcd run uses (targets/locked.h): while one
- * cluster's machine does not answer (its step waits out the 5 s connect
- * deadline), another cluster on another machine is placed, started and
- * reported on.
+ * cluster's machine does not answer (its step waits on it, with a connect
+ * deadline longer than this test takes), another cluster on another
+ * machine is placed, started and reported on. The silent machine then
+ * goes away and the waiting step ends.
  */
 static void test_silent_machine_holds_up_no_other(void **state)
 {
         (void)state;
-        int port;
-        int fd = silent_machine(&port);
+        silent m;
+        silent_machine(&m);
         target *t = NULL;
-        assert_int_equal(target_locked_new(new_target(NULL), &t), 0);
+        assert_int_equal(target_locked_new(new_target_timeout(NULL, NULL, 600000), &t), 0);
         _cleanup_free_ char *text =
             xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: stuck\n"
                       "spec:\n  replicas: 1\n  version: \"3.5.16\"\n  hosts:\n    mode: systemd\n"
                       "    machines:\n    - address: 127.0.0.9\n      ssh: {port: %d}\n",
-                      port);
+                      m.port);
         cluster_set set = {0};
         diag_list diags = DIAG_LIST_INIT;
         assert_int_equal(spec_load_buffer("stuck.yaml", text, strlen(text), &set, &diags), 0);
-        stuck_op s = {.t = t, .c = set.items[0]};
+        /* static: a failed assertion below leaves the thread running, never on a dead frame */
+        static stuck_op s;
+        s = (stuck_op){.t = t, .c = set.items[0]};
         pthread_t th;
         assert_int_equal(pthread_create(&th, NULL, stuck_main, &s), 0);
-        while (!atomic_load(&s.started))
-                msleep(10);
-        msleep(300); /* let it reach the silent machine */
+        silent_machine_wait_connected(&m); /* the step waits on the silent machine */
 
         etcd_cluster *c = load_cluster("free", "systemd", 1);
         membership_plan *p = plan_new(t, c, 1);
@@ -816,16 +853,17 @@ static void test_silent_machine_holds_up_no_other(void **state)
         assert_int_not_equal(st.state, MEMBER_ABSENT);
         target_member_status_release(&st);
         /* All that while the other cluster's step was still waiting on its machine. */
-        assert_false(atomic_load(&s.done));
-
-        assert_int_equal(t->ops->remove_member(t, c, p->members[0].name, false), 0);
+        bool done = atomic_load(&s.done);
+        silent_machine_release(&m);
         pthread_join(th, NULL);
+        assert_int_equal(t->ops->remove_member(t, c, p->members[0].name, false), 0);
+        assert_false(done);
+
         membership_plan_free(p);
         etcd_cluster_free(c);
         cluster_set_release(&set);
         diag_list_release(&diags);
         target_free(t);
-        close(fd);
 }
 
 /*
@@ -901,11 +939,18 @@ static void test_tls_static_pod(void **state)
         _cleanup_free_ char *old_hash = mw->config_hash;
         mw->config_hash = render_member_config_hash(c, p, 0);
         assert_string_not_equal(old_hash, mw->config_hash);
-        hostagent_hold(agent, true); /* the window, however slow this machine is */
-        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
-        assert_int_equal(t->ops->tick(t), 0);
-        target_member_status s = status(t, c, mp->name);
+        /* the window, however slow this machine is; nothing in it may fail before the
+         * agent goes on, or the member would outlive this test on the ports of the next */
+        hostagent_hold(agent, true);
+        int ensured = t->ops->ensure_member(t, c, p, 0);
+        int ticked = ensured < 0 ? 0 : t->ops->tick(t);
+        target_member_status s = {0};
+        int got = ensured < 0 ? 0 : t->ops->member_status(t, c, mp->name, &s);
+        _cleanup_free_ char *error = xstrdup_null(target_last_error(t));
         hostagent_hold(agent, false);
+        if (ensured < 0 || ticked < 0 || got < 0)
+                fail_msg("ensure %d, tick %d, status %d: %s", ensured, ticked, got,
+                         error ? error : "no message");
         assert_int_equal(s.state, MEMBER_STARTING);
         assert_non_null(strstr(s.detail, "kubelet has not restarted it"));
         target_member_status_release(&s);
