@@ -20,11 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/request.h"
 #include "cli/runner.h"
-#include "reconciler/reconcile.h"
 #include "reconciler/recovery.h"
 #include "snapshots/schedule.h"
 #include "state/recovery.h"
@@ -32,8 +31,6 @@
 #include "state/snapshots.h"
 #include "api/spec.h"
 #include "api/versions.h"
-#include "targets/registry.h"
-#include "util/fs.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -159,9 +156,13 @@ static int pick_snapshot(state_db *db, const char *cluster, bool latest, int64_t
         return r;
 }
 
-/* The running or finished record: 1 still running, 0 finished (printed), -errno. */
-static int report(state_db *db, int64_t id, bool *ret_ok)
+/*
+ * The running or finished record (the id names it; cluster only for the
+ * shape request_kind asks): 1 still running, 0 finished (printed), -errno.
+ */
+static int report(state_db *db, const char *cluster, int64_t id, bool *ret_ok)
 {
+        (void)cluster;
         state_recovery_list l = {0};
         int r = state_recovery_list_for(db, NULL, 0, &l);
         if (r < 0)
@@ -228,76 +229,42 @@ static int check_bump(state_db *db, const char *cluster, const revision_bump *bu
         return r;
 }
 
-/* A gitcd run holds the state: it carries the recovery out; wait for the record. */
-static int wait_for_other(state_db *db, int64_t id, int64_t deadline)
-{
-        bool ok = false;
-        for (;;) {
-                int r = report(db, id, &ok);
-                if (r < 0) {
-                        fprintf(stderr, "gitcd recover: %s\n", state_last_error());
-                        return EXIT_FAIL;
-                }
-                if (r == 0)
-                        return ok ? EXIT_OK : EXIT_FAIL;
-                if (now_mono_ms() > deadline) {
-                        fprintf(stderr,
-                                "gitcd recover: recovery %lld still running; see gitcd "
-                                "status\n",
-                                (long long)id);
-                        return EXIT_FAIL;
-                }
-                msleep(500);
-        }
-}
+static const request_kind recover_kind = {
+    .prog = "gitcd recover",
+    .noun = "recovery",
+    .undone = "recover",
+    .report = report,
+};
 
-/* Nobody holds the state: run the reconciler's passes for the cluster here. */
-static int drive(state_db *db, const ops_config *settings, const char *state_dir,
-                 const char *cluster, int64_t id, int64_t deadline)
+/*
+ * Name the snapshot (latest: the restore candidate) and check the bump
+ * before anything is recorded, record the recovery, then see it through
+ * unless --no-wait.
+ */
+static int request(request_ctx *ctx, const char *cluster, const char *member, int64_t snapshot_id,
+                   bool latest, const revision_bump *bump, bool wait, int64_t timeout_ms)
 {
-        _cleanup_(target_freep) target *t = NULL;
-        if (runner_open_target(settings, state_dir, &t) < 0)
+        if ((latest || snapshot_id) && pick_snapshot(ctx->db, cluster, latest, &snapshot_id) < 0)
                 return EXIT_FAIL;
-        reconciler_opts o = {.db = db, .target = t, .state_dir = state_dir};
-        _cleanup_(reconciler_freep) reconciler *rc = NULL;
-        if (reconciler_new(&o, &rc) < 0)
+        if (bump && check_bump(ctx->db, cluster, bump) < 0)
                 return EXIT_FAIL;
-        _cleanup_free_ char *last = NULL;
-        bool finished = false, ok = false;
-        while (now_mono_ms() <= deadline) {
-                pass_result res;
-                if (reconciler_pass(rc, cluster, &res) < 0) {
-                        fprintf(stderr, "gitcd recover: %s\n", state_last_error());
-                        return EXIT_FAIL;
-                }
-                if (!streq_ptr(last, res.message)) {
-                        printf("%s: %s\n", cluster, res.message);
-                        fflush(stdout);
-                        free(last);
-                        last = xstrdup(res.message);
-                }
-                if (!finished) {
-                        int r = report(db, id, &ok);
-                        if (r < 0)
-                                return EXIT_FAIL;
-                        finished = r == 0;
-                        if (finished && !ok)
-                                return EXIT_FAIL;
-                }
-                if (finished && res.outcome == PASS_CONVERGED) {
-                        printf("%s: converged\n", cluster);
-                        return EXIT_OK;
-                }
-                if (res.outcome == PASS_FAILED) {
-                        fprintf(stderr, "gitcd recover: %s: %s\n", cluster, res.message);
-                        return EXIT_FAIL;
-                }
-                if (res.outcome != PASS_PROGRESSED)
-                        (void)t->ops->wait_event(t, res.poll_ms > 0 ? MIN(res.poll_ms, 1000) : 200);
+        _cleanup_free_ char *who = cli_who_asks("gitcd recover");
+        int64_t id = 0;
+        int r =
+            recovery_request(ctx->db, cluster, member, snapshot_id, bump, who, now_wall_ms(), &id);
+        if (r < 0) {
+                request_record_failed(&recover_kind, r);
+                return EXIT_FAIL;
         }
-        fprintf(stderr, "gitcd recover: %s did not %s in time; see gitcd status\n", cluster,
-                finished ? "converge" : "recover");
-        return EXIT_FAIL;
+        if (member)
+                printf("recovery %lld of %s from member %s requested by %s\n", (long long)id,
+                       cluster, member, who);
+        else
+                printf("recovery %lld of %s from snapshot %lld requested by %s\n", (long long)id,
+                       cluster, (long long)snapshot_id, who);
+        if (!wait)
+                return EXIT_OK;
+        return request_see_through(&recover_kind, ctx, cluster, id, timeout_ms);
 }
 
 int cmd_recover(int argc, char **argv)
@@ -330,11 +297,8 @@ int cmd_recover(int argc, char **argv)
                         bump_text = optarg;
                         break;
                 case OPT_TIMEOUT:
-                        if (parse_duration_ms(optarg, &timeout_ms) < 0 || timeout_ms <= 0) {
-                                fprintf(stderr, "gitcd recover: --timeout takes a duration such "
-                                                "as 90s or 5m\n");
+                        if (request_parse_timeout(&recover_kind, optarg, &timeout_ms) < 0)
                                 return EXIT_USAGE;
-                        }
                         break;
                 default:
                         if (runner_flag(&f, c, optarg))
@@ -375,74 +339,11 @@ int cmd_recover(int argc, char **argv)
                 }
         }
 
-        if (f.target && !target_kind_find(f.target)) {
-                runner_unknown_target("gitcd recover", f.target);
-                return EXIT_USAGE;
-        }
-        _cleanup_(ops_config_freep) ops_config *file = NULL;
-        if (cli_daemon_config(config, OPS_CONFIG_DEFAULT_PATH, f.state != NULL, "gitcd recover",
-                              &file) < 0)
-                return EXIT_FAIL;
-        _cleanup_free_ char *path = cli_state_path(f.state, file);
-        state_db *db = NULL;
-        if (state_open(path, STATE_OPEN_READ_WRITE, &db) < 0) {
-                fprintf(stderr, "gitcd recover: %s\n", state_last_error());
-                return EXIT_FAIL;
-        }
-        /* latest: the restore candidate, named before anything is recorded */
-        if ((latest || snapshot_id) && pick_snapshot(db, cluster, latest, &snapshot_id) < 0) {
-                state_close(db);
-                return EXIT_FAIL;
-        }
-        _cleanup_free_ char *snapshot_text =
-            snapshot_id ? xasprintf("%lld", (long long)snapshot_id) : NULL;
-        if (snapshot_id)
-                snapshot = snapshot_text;
-        /* The target it would drive, checked before anything is recorded. */
-        ops_config tc;
-        if (runner_cluster_target(db, cluster, &f, file, "gitcd recover", &tc) < 0) {
-                state_close(db);
-                return EXIT_FAIL;
-        }
-        if (bump_text && check_bump(db, cluster, &bump) < 0) {
-                state_close(db);
-                return EXIT_FAIL;
-        }
-        _cleanup_free_ char *who = cli_who_asks("gitcd recover");
-        int64_t id = 0;
-        int r = recovery_request(db, cluster, member, snapshot_id, bump_text ? &bump : NULL, who,
-                                 now_wall_ms(), &id);
-        if (r < 0) {
-                fprintf(stderr, "gitcd recover: %s\n",
-                        r == -ENOENT ? "no such cluster in the state store" : state_last_error());
-                state_close(db);
-                return EXIT_FAIL;
-        }
-        printf("recovery %lld of %s from %s %s requested by %s\n", (long long)id, cluster,
-               member ? "member" : "snapshot", member ? member : snapshot, who);
-        if (!wait) {
-                state_close(db);
-                return EXIT_OK;
-        }
-
-        _cleanup_free_ char *state_dir = runner_state_dir(path);
-        _cleanup_free_ char *lock = path_join(state_dir, RUNNER_LOCK_FILE);
-        int lock_fd = -1;
-        pid_t holder = 0;
-        int64_t deadline = now_mono_ms() + timeout_ms;
-        r = lock_file_try(lock, &lock_fd, &holder);
-        int status;
-        if (r == -EAGAIN) {
-                printf("another gitcd (pid %ld) holds %s; it carries the recovery out\n",
-                       (long)holder, state_dir);
-                status = wait_for_other(db, id, deadline);
-        } else if (r < 0) {
-                fprintf(stderr, "gitcd recover: cannot lock %s: %s\n", lock, strerror(-r));
-                status = EXIT_FAIL;
-        } else {
-                status = drive(db, &tc, state_dir, cluster, id, deadline);
-                close(lock_fd);
-        }
-        state_close(db);
+        request_ctx ctx;
+        int status = request_open(&recover_kind, config, &f, cluster, &ctx);
+        if (status == EXIT_OK)
+                status = request(&ctx, cluster, member, snapshot_id, latest,
+                                 bump_text ? &bump : NULL, wait, timeout_ms);
+        request_close(&ctx);
         return status;
 }

@@ -18,15 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/request.h"
 #include "cli/runner.h"
 #include "reconciler/consistency.h"
-#include "reconciler/reconcile.h"
 #include "state/consistency.h"
-#include "targets/registry.h"
-#include "util/fs.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -125,76 +122,34 @@ static int report(state_db *db, const char *cluster, int64_t id, bool *ret_ok)
         return r;
 }
 
-/* A gitcd run holds the state: it carries the repair out; wait for the record. */
-static int wait_for_other(state_db *db, const char *cluster, int64_t id, int64_t deadline)
-{
-        bool ok = false;
-        for (;;) {
-                int r = report(db, cluster, id, &ok);
-                if (r < 0) {
-                        fprintf(stderr, "gitcd repair: %s\n", state_last_error());
-                        return EXIT_FAIL;
-                }
-                if (r == 0)
-                        return ok ? EXIT_OK : EXIT_FAIL;
-                if (now_mono_ms() > deadline) {
-                        fprintf(stderr,
-                                "gitcd repair: repair %lld still running; see gitcd status\n",
-                                (long long)id);
-                        return EXIT_FAIL;
-                }
-                msleep(500);
-        }
-}
+static const request_kind repair_kind = {
+    .prog = "gitcd repair",
+    .noun = "repair",
+    .undone = "finish its repair",
+    .blocked_fails = true,
+    .report = report,
+};
 
-/* Nobody holds the state: run the reconciler's passes for the cluster here. */
-static int drive(state_db *db, const ops_config *settings, const char *state_dir,
-                 const char *cluster, int64_t id, int64_t deadline)
+/* Record the repair, then see it through unless --no-wait. */
+static int request(request_ctx *ctx, const char *cluster, const char *member, bool wait,
+                   int64_t timeout_ms)
 {
-        _cleanup_(target_freep) target *t = NULL;
-        if (runner_open_target(settings, state_dir, &t) < 0)
+        _cleanup_free_ char *who = cli_who_asks("gitcd repair");
+        int64_t id = 0;
+        int r = consistency_repair_request(ctx->db, cluster, member, who, now_wall_ms(), &id);
+        if (r < 0) {
+                request_record_failed(&repair_kind, r);
                 return EXIT_FAIL;
-        reconciler_opts o = {.db = db, .target = t, .state_dir = state_dir};
-        _cleanup_(reconciler_freep) reconciler *rc = NULL;
-        if (reconciler_new(&o, &rc) < 0)
-                return EXIT_FAIL;
-        _cleanup_free_ char *last = NULL;
-        bool finished = false, ok = false;
-        while (now_mono_ms() <= deadline) {
-                pass_result res;
-                if (reconciler_pass(rc, cluster, &res) < 0) {
-                        fprintf(stderr, "gitcd repair: %s\n", state_last_error());
-                        return EXIT_FAIL;
-                }
-                if (!streq_ptr(last, res.message)) {
-                        printf("%s: %s\n", cluster, res.message);
-                        fflush(stdout);
-                        free(last);
-                        last = xstrdup(res.message);
-                }
-                if (!finished) {
-                        int r = report(db, cluster, id, &ok);
-                        if (r < 0)
-                                return EXIT_FAIL;
-                        finished = r == 0;
-                        if (finished && !ok)
-                                return EXIT_FAIL;
-                }
-                if (finished && res.outcome == PASS_CONVERGED) {
-                        printf("%s: converged\n", cluster);
-                        return EXIT_OK;
-                }
-                if (res.outcome == PASS_FAILED ||
-                    (finished && res.outcome == PASS_BLOCKED && !res.frozen)) {
-                        fprintf(stderr, "gitcd repair: %s: %s\n", cluster, res.message);
-                        return EXIT_FAIL;
-                }
-                if (res.outcome != PASS_PROGRESSED)
-                        (void)t->ops->wait_event(t, res.poll_ms > 0 ? MIN(res.poll_ms, 1000) : 200);
         }
-        fprintf(stderr, "gitcd repair: %s did not %s in time; see gitcd status\n", cluster,
-                finished ? "converge" : "finish its repair");
-        return EXIT_FAIL;
+        if (member)
+                printf("repair %lld of %s (replace %s) requested by %s\n", (long long)id, cluster,
+                       member, who);
+        else
+                printf("repair %lld of %s (recheck) requested by %s\n", (long long)id, cluster,
+                       who);
+        if (!wait)
+                return EXIT_OK;
+        return request_see_through(&repair_kind, ctx, cluster, id, timeout_ms);
 }
 
 int cmd_repair(int argc, char **argv)
@@ -224,11 +179,8 @@ int cmd_repair(int argc, char **argv)
                         config = optarg;
                         break;
                 case OPT_TIMEOUT:
-                        if (parse_duration_ms(optarg, &timeout_ms) < 0 || timeout_ms <= 0) {
-                                fprintf(stderr, "gitcd repair: --timeout takes a duration such "
-                                                "as 90s or 5m\n");
+                        if (request_parse_timeout(&repair_kind, optarg, &timeout_ms) < 0)
                                 return EXIT_USAGE;
-                        }
                         break;
                 default:
                         if (runner_flag(&f, c, optarg))
@@ -249,64 +201,10 @@ int cmd_repair(int argc, char **argv)
                 return EXIT_USAGE;
         }
         const char *cluster = argv[optind];
-        if (f.target && !target_kind_find(f.target)) {
-                runner_unknown_target("gitcd repair", f.target);
-                return EXIT_USAGE;
-        }
-        _cleanup_(ops_config_freep) ops_config *file = NULL;
-        if (cli_daemon_config(config, OPS_CONFIG_DEFAULT_PATH, f.state != NULL, "gitcd repair",
-                              &file) < 0)
-                return EXIT_FAIL;
-        _cleanup_free_ char *path = cli_state_path(f.state, file);
-        state_db *db = NULL;
-        if (state_open(path, STATE_OPEN_READ_WRITE, &db) < 0) {
-                fprintf(stderr, "gitcd repair: %s\n", state_last_error());
-                return EXIT_FAIL;
-        }
-        /* The target it would drive, checked before anything is recorded. */
-        ops_config tc;
-        if (runner_cluster_target(db, cluster, &f, file, "gitcd repair", &tc) < 0) {
-                state_close(db);
-                return EXIT_FAIL;
-        }
-        _cleanup_free_ char *who = cli_who_asks("gitcd repair");
-        int64_t id = 0;
-        int r = consistency_repair_request(db, cluster, member, who, now_wall_ms(), &id);
-        if (r < 0) {
-                fprintf(stderr, "gitcd repair: %s\n",
-                        r == -ENOENT ? "no such cluster in the state store" : state_last_error());
-                state_close(db);
-                return EXIT_FAIL;
-        }
-        if (member)
-                printf("repair %lld of %s (replace %s) requested by %s\n", (long long)id, cluster,
-                       member, who);
-        else
-                printf("repair %lld of %s (recheck) requested by %s\n", (long long)id, cluster,
-                       who);
-        if (!wait) {
-                state_close(db);
-                return EXIT_OK;
-        }
-
-        _cleanup_free_ char *state_dir = runner_state_dir(path);
-        _cleanup_free_ char *lock = path_join(state_dir, RUNNER_LOCK_FILE);
-        int lock_fd = -1;
-        pid_t holder = 0;
-        int64_t deadline = now_mono_ms() + timeout_ms;
-        r = lock_file_try(lock, &lock_fd, &holder);
-        int status;
-        if (r == -EAGAIN) {
-                printf("another gitcd (pid %ld) holds %s; it carries the repair out\n",
-                       (long)holder, state_dir);
-                status = wait_for_other(db, cluster, id, deadline);
-        } else if (r < 0) {
-                fprintf(stderr, "gitcd repair: cannot lock %s: %s\n", lock, strerror(-r));
-                status = EXIT_FAIL;
-        } else {
-                status = drive(db, &tc, state_dir, cluster, id, deadline);
-                close(lock_fd);
-        }
-        state_close(db);
+        request_ctx ctx;
+        int status = request_open(&repair_kind, config, &f, cluster, &ctx);
+        if (status == EXIT_OK)
+                status = request(&ctx, cluster, member, wait, timeout_ms);
+        request_close(&ctx);
         return status;
 }
