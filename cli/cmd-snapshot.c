@@ -419,54 +419,40 @@ static int do_verify(const char *what, const char *path, const runner_flags *tf,
         return r == 0 ? EXIT_OK : EXIT_FAIL;
 }
 
-static json_t *jstr(const char *s)
-{
-        return s ? json_string(s) : json_null();
-}
-
-static json_t *jtime(int64_t ms)
-{
-        char buf[40];
-        if (ms <= 0)
-                return json_null();
-        format_rfc3339(ms, buf, sizeof(buf));
-        return json_string(buf);
-}
-
 static json_t *snapshot_json(const state_snapshot *s)
 {
         json_t *o = json_object();
         json_object_set_new(o, "id", json_integer(s->id));
-        json_object_set_new(o, "cluster", jstr(s->cluster));
-        json_object_set_new(o, "trigger", jstr(s->trigger));
-        json_object_set_new(o, "scheduled_for", jtime(s->slot_ms));
-        json_object_set_new(o, "started", jtime(s->started_ms));
-        json_object_set_new(o, "finished", jtime(s->finished_ms));
-        json_object_set_new(o, "result", jstr(s->result));
-        json_object_set_new(o, "error", jstr(s->error));
-        json_object_set_new(o, "member", jstr(s->member));
-        json_object_set_new(o, "etcd_version", jstr(s->etcd_version));
+        json_object_set_new(o, "cluster", cli_json_string(s->cluster));
+        json_object_set_new(o, "trigger", cli_json_string(s->trigger));
+        json_object_set_new(o, "scheduled_for", cli_json_time(s->slot_ms));
+        json_object_set_new(o, "started", cli_json_time(s->started_ms));
+        json_object_set_new(o, "finished", cli_json_time(s->finished_ms));
+        json_object_set_new(o, "result", cli_json_string(s->result));
+        json_object_set_new(o, "error", cli_json_string(s->error));
+        json_object_set_new(o, "member", cli_json_string(s->member));
+        json_object_set_new(o, "etcd_version", cli_json_string(s->etcd_version));
         json_object_set_new(o, "revision", json_integer(s->revision));
         json_object_set_new(o, "size", json_integer(s->size));
         json_object_set_new(o, "db_size", json_integer(s->db_size));
-        json_object_set_new(o, "sha256", jstr(s->sha256));
-        json_object_set_new(o, "compression", jstr(s->compression));
-        json_object_set_new(o, "destination", jstr(s->destination));
-        json_object_set_new(o, "key", jstr(s->key));
-        json_object_set_new(o, "location", jstr(s->location));
+        json_object_set_new(o, "sha256", cli_json_string(s->sha256));
+        json_object_set_new(o, "compression", cli_json_string(s->compression));
+        json_object_set_new(o, "destination", cli_json_string(s->destination));
+        json_object_set_new(o, "key", cli_json_string(s->key));
+        json_object_set_new(o, "location", cli_json_string(s->location));
         json_object_set_new(o, "duration_ms", json_integer(s->duration_ms));
-        json_object_set_new(o, "expired", jtime(s->expired_ms));
-        json_object_set_new(o, "deleted", jtime(s->deleted_ms));
-        json_object_set_new(o, "delete_error", jstr(s->delete_error));
-        json_object_set_new(o, "declared_by", jstr(s->declared_by));
+        json_object_set_new(o, "expired", cli_json_time(s->expired_ms));
+        json_object_set_new(o, "deleted", cli_json_time(s->deleted_ms));
+        json_object_set_new(o, "delete_error", cli_json_string(s->delete_error));
+        json_object_set_new(o, "declared_by", cli_json_string(s->declared_by));
         json_object_set_new(o, "key_count",
                             s->key_count >= 0 ? json_integer(s->key_count) : json_null());
         /* the latest restore drill */
-        json_object_set_new(o, "verify_result", jstr(s->verify_result));
-        json_object_set_new(o, "verified", jtime(s->verify_ms));
-        json_object_set_new(o, "verify_trigger", jstr(s->verify_trigger));
-        json_object_set_new(o, "verify_method", jstr(s->verify_method));
-        json_object_set_new(o, "verify_message", jstr(s->verify_message));
+        json_object_set_new(o, "verify_result", cli_json_string(s->verify_result));
+        json_object_set_new(o, "verified", cli_json_time(s->verify_ms));
+        json_object_set_new(o, "verify_trigger", cli_json_string(s->verify_trigger));
+        json_object_set_new(o, "verify_method", cli_json_string(s->verify_method));
+        json_object_set_new(o, "verify_message", cli_json_string(s->verify_message));
         json_object_set_new(o, "verify_restore_ms",
                             s->verify_result ? json_integer(s->verify_restore_ms) : json_null());
         int64_t bytes = s->db_size > 0 ? s->db_size : s->size;
