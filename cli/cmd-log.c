@@ -277,7 +277,16 @@ static void print_json(const state_audit_list *l)
 
 enum { OPT_CLUSTER = 256, OPT_SINCE, OPT_COMMIT, OPT_ACTION, OPT_LIMIT, OPT_STATE, OPT_CONFIG };
 
-int cmd_log(int argc, char **argv)
+/* The command line of gitcd log. */
+typedef struct log_args {
+        state_audit_filter filter;
+        const char *state_flag, *config;
+        bool json;
+        int64_t now; /* what --since counts back from */
+} log_args;
+
+/* The options into a: -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, log_args *a)
 {
         static const struct option options[] = {
             {"cluster", required_argument, NULL, OPT_CLUSTER},
@@ -291,10 +300,7 @@ int cmd_log(int argc, char **argv)
             {"help", no_argument, NULL, 'h'},
             {0},
         };
-        state_audit_filter filter = {0};
-        const char *state_flag = NULL, *config = NULL;
-        bool json = false;
-        int64_t now = now_wall_ms();
+        state_audit_filter *filter = &a->filter;
         int opt;
         optind = 0;
         while ((opt = getopt_long(argc, argv, "+o:h", options, NULL)) != -1) {
@@ -306,10 +312,10 @@ int cmd_log(int argc, char **argv)
                                         optarg);
                                 return EXIT_USAGE;
                         }
-                        filter.cluster = optarg;
+                        filter->cluster = optarg;
                         break;
                 case OPT_SINCE:
-                        if (parse_since(optarg, now, &filter.since_ms) < 0) {
+                        if (parse_since(optarg, a->now, &filter->since_ms) < 0) {
                                 fprintf(stderr,
                                         "gitcd log: --since takes a duration (30m, 2h, 7d) or a "
                                         "date (2026-11-01, 2026-11-01T12:00:00Z), not '%s'\n",
@@ -325,10 +331,10 @@ int cmd_log(int argc, char **argv)
                                         optarg);
                                 return EXIT_USAGE;
                         }
-                        filter.commit_prefix = optarg;
+                        filter->commit_prefix = optarg;
                         break;
                 case OPT_ACTION:
-                        filter.action = optarg;
+                        filter->action = optarg;
                         break;
                 case OPT_LIMIT: {
                         char *end;
@@ -340,14 +346,14 @@ int cmd_log(int argc, char **argv)
                                         optarg);
                                 return EXIT_USAGE;
                         }
-                        filter.limit = (size_t)n;
+                        filter->limit = (size_t)n;
                         break;
                 }
                 case 'o':
                         if (streq(optarg, "json"))
-                                json = true;
+                                a->json = true;
                         else if (streq(optarg, "table"))
-                                json = false;
+                                a->json = false;
                         else {
                                 fprintf(stderr, "gitcd log: -o takes table or json, not '%s'\n",
                                         optarg);
@@ -355,10 +361,10 @@ int cmd_log(int argc, char **argv)
                         }
                         break;
                 case OPT_STATE:
-                        state_flag = optarg;
+                        a->state_flag = optarg;
                         break;
                 case OPT_CONFIG:
-                        config = optarg;
+                        a->config = optarg;
                         break;
                 case 'h':
                         usage(stdout);
@@ -374,11 +380,20 @@ int cmd_log(int argc, char **argv)
                 return EXIT_USAGE;
         }
 
+        return -1;
+}
+
+int cmd_log(int argc, char **argv)
+{
+        log_args a = {.now = now_wall_ms()};
+        int status = parse_args(argc, argv, &a);
+        if (status >= 0)
+                return status;
         _cleanup_(ops_config_freep) ops_config *file = NULL;
-        if (cli_daemon_config(config, OPS_CONFIG_DEFAULT_PATH, state_flag != NULL, "gitcd log",
+        if (cli_daemon_config(a.config, OPS_CONFIG_DEFAULT_PATH, a.state_flag != NULL, "gitcd log",
                               &file) < 0)
                 return EXIT_FAIL;
-        _cleanup_free_ char *path = cli_state_path(state_flag, file);
+        _cleanup_free_ char *path = cli_state_path(a.state_flag, file);
         state_db *db = NULL;
         int r = state_open(path, STATE_OPEN_READ_ONLY, &db);
         if (r < 0) {
@@ -386,18 +401,18 @@ int cmd_log(int argc, char **argv)
                 return EXIT_FAIL;
         }
         state_audit_list l = {0};
-        r = state_audit_query(db, &filter, &l);
+        r = state_audit_query(db, &a.filter, &l);
         if (r < 0) {
                 fprintf(stderr, "gitcd log: %s\n", state_last_error());
                 state_close(db);
                 return EXIT_FAIL;
         }
-        if (json)
+        if (a.json)
                 print_json(&l);
         else if (l.n == 0)
                 fprintf(stderr, "gitcd log: no events match\n");
         else
-                print_table(&l, now);
+                print_table(&l, a.now);
         state_audit_list_release(&l);
         state_close(db);
         if (fflush(stdout) != 0 || ferror(stdout)) {

@@ -875,8 +875,18 @@ enum {
         OPT_VERIFY
 };
 
-int cmd_snapshot(int argc, char **argv)
+/* What the command line of gitcd snapshot save, list, verify and restore says. */
+typedef struct snapshot_args {
+        const char *verb, *cluster, *state_flag, *config, *to, *etcd_dir;
+        bool json, verify, target_flag;
+        restore_flags rf;
+        runner_flags tf;
+} snapshot_args;
+
+/* The options of argv (after the verb) into a: -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, snapshot_args *a)
 {
+        const char *verb = a->verb;
         static const struct option options[] = {
             {"output", required_argument, NULL, 'o'},
             {"state", required_argument, NULL, OPT_STATE},
@@ -894,75 +904,55 @@ int cmd_snapshot(int argc, char **argv)
             {"help", no_argument, NULL, 'h'},
             {0},
         };
-        if (argc < 2 || streq(argv[1], "-h") || streq(argv[1], "--help")) {
-                usage(argc < 2 ? stderr : stdout);
-                return argc < 2 ? EXIT_USAGE : EXIT_OK;
-        }
-        const char *verb = argv[1];
-        if (streq(verb, "receive"))
-                return cmd_receive(argc, argv);
-        if (!streq(verb, "save") && !streq(verb, "list") && !streq(verb, "restore") &&
-            !streq(verb, "verify")) {
-                fprintf(stderr,
-                        "gitcd snapshot: unknown subcommand '%s' (save, list, verify, restore, "
-                        "receive)\n",
-                        verb);
-                return EXIT_USAGE;
-        }
-        const char *state_flag = NULL, *config = NULL, *to = NULL, *etcd_dir = NULL;
-        bool json = false, verify = false;
-        restore_flags rf = {0};
-        runner_flags tf = {0};
-        bool target_flag = false;
         int opt;
         optind = 0;
         while ((opt = getopt_long(argc - 1, argv + 1, "o:h", options, NULL)) != -1) {
                 switch (opt) {
                 case 'o':
                         if (streq(optarg, "json") || streq(optarg, "table")) {
-                                json = streq(optarg, "json");
+                                a->json = streq(optarg, "json");
                                 break;
                         }
                         fprintf(stderr, "gitcd snapshot: -o takes table or json, not '%s'\n",
                                 optarg);
                         return EXIT_USAGE;
                 case OPT_STATE:
-                        state_flag = optarg;
+                        a->state_flag = optarg;
                         break;
                 case OPT_CONFIG:
-                        config = optarg;
+                        a->config = optarg;
                         break;
                 case OPT_TO:
-                        to = optarg;
+                        a->to = optarg;
                         break;
                 case OPT_ETCD_DIR:
-                        etcd_dir = optarg;
+                        a->etcd_dir = optarg;
                         break;
                 case OPT_INTO:
-                        rf.into = optarg;
+                        a->rf.into = optarg;
                         break;
                 case OPT_PRINT_SPEC:
-                        rf.print_spec = true;
+                        a->rf.print_spec = true;
                         break;
                 case OPT_VERSION:
-                        rf.version = optarg;
+                        a->rf.version = optarg;
                         break;
                 case OPT_NAME:
-                        rf.name = optarg;
+                        a->rf.name = optarg;
                         break;
                 case OPT_PEER_URL:
-                        rf.peer_url = optarg;
+                        a->rf.peer_url = optarg;
                         break;
                 case OPT_VERIFY:
-                        verify = true;
+                        a->verify = true;
                         break;
                 case 'h':
                         usage(stdout);
                         return EXIT_OK;
                 default:
                         if (opt > RUNNER_OPT_SOURCE && opt < RUNNER_OPT_LAST &&
-                            runner_flag(&tf, opt, optarg)) {
-                                target_flag = true;
+                            runner_flag(&a->tf, opt, optarg)) {
+                                a->target_flag = true;
                                 break;
                         }
                         usage(stderr);
@@ -971,12 +961,21 @@ int cmd_snapshot(int argc, char **argv)
         }
         int rest = argc - 1 - optind;
         char **args = argv + 1 + optind;
-        const char *cluster = rest > 0 ? args[0] : NULL;
-        if (rest > 1 || (!streq(verb, "list") && !cluster)) {
+        a->cluster = rest > 0 ? args[0] : NULL;
+        if (rest > 1 || (!streq(verb, "list") && !a->cluster)) {
                 usage(stderr);
                 return EXIT_USAGE;
         }
-        bool restore_flag = rf.into || rf.print_spec || rf.version || rf.name || rf.peer_url;
+        return -1;
+}
+
+/* The options that go together for a->verb: -1 to go on, else EXIT_USAGE (printed). */
+static int check_args(snapshot_args *a)
+{
+        const char *verb = a->verb, *cluster = a->cluster, *to = a->to, *etcd_dir = a->etcd_dir;
+        bool json = a->json, verify = a->verify, target_flag = a->target_flag;
+        bool restore_flag =
+            a->rf.into || a->rf.print_spec || a->rf.version || a->rf.name || a->rf.peer_url;
         if (target_flag && !streq(verb, "save") && !streq(verb, "verify") &&
             !(streq(verb, "restore") && all_digits(cluster))) {
                 fprintf(stderr,
@@ -998,12 +997,12 @@ int cmd_snapshot(int argc, char **argv)
                                 "--config\n");
                 return EXIT_USAGE;
         }
-        if (tf.target && !target_kind_find(tf.target)) {
-                runner_unknown_target("gitcd snapshot", tf.target);
+        if (a->tf.target && !target_kind_find(a->tf.target)) {
+                runner_unknown_target("gitcd snapshot", a->tf.target);
                 return EXIT_USAGE;
         }
         bool restore = streq(verb, "restore");
-        if (restore && !rf.into && !rf.print_spec) {
+        if (restore && !a->rf.into && !a->rf.print_spec) {
                 fprintf(stderr, "gitcd snapshot restore: --into DIR or --print-spec\n");
                 return EXIT_USAGE;
         }
@@ -1036,24 +1035,58 @@ int cmd_snapshot(int argc, char **argv)
                 return EXIT_USAGE;
         }
 
+        return -1;
+}
+
+/* The state (or none, for a file restored) and the verb's work. */
+static int dispatch(snapshot_args *a)
+{
+        const char *verb = a->verb, *cluster = a->cluster;
+        bool restore = streq(verb, "restore");
+        runner_flags *tf = &a->tf;
+        restore_flags *rf = &a->rf;
         /* Restoring a file needs no state: an unusable default file is then no matter. */
         bool needs_state = !restore || all_digits(cluster);
         _cleanup_(ops_config_freep) ops_config *file = NULL;
-        if (cli_daemon_config(config, OPS_CONFIG_DEFAULT_PATH, state_flag != NULL || !needs_state,
-                              "gitcd snapshot", &file) < 0)
+        if (cli_daemon_config(a->config, OPS_CONFIG_DEFAULT_PATH,
+                              a->state_flag != NULL || !needs_state, "gitcd snapshot", &file) < 0)
                 return EXIT_FAIL;
-        _cleanup_free_ char *path = cli_state_path(state_flag, file);
-        tf.etcd_dir = etcd_dir;
+        _cleanup_free_ char *path = cli_state_path(a->state_flag, file);
+        tf->etcd_dir = a->etcd_dir;
         if (restore) {
-                rf.etcd_dir = runner_etcd_dir(&tf, file);
-                rf.state = path;
-                rf.tf = &tf;
-                rf.file = file;
-                return do_restore(cluster, &rf);
+                rf->etcd_dir = runner_etcd_dir(tf, file);
+                rf->state = path;
+                rf->tf = tf;
+                rf->file = file;
+                return do_restore(cluster, rf);
         }
         if (streq(verb, "list"))
-                return do_list(cluster, path, json);
+                return do_list(cluster, path, a->json);
         if (streq(verb, "verify"))
-                return do_verify(cluster, path, &tf, file);
-        return do_save(cluster, path, to, verify, &tf, file);
+                return do_verify(cluster, path, tf, file);
+        return do_save(cluster, path, a->to, a->verify, tf, file);
+}
+
+int cmd_snapshot(int argc, char **argv)
+{
+        if (argc < 2 || streq(argv[1], "-h") || streq(argv[1], "--help")) {
+                usage(argc < 2 ? stderr : stdout);
+                return argc < 2 ? EXIT_USAGE : EXIT_OK;
+        }
+        const char *verb = argv[1];
+        if (streq(verb, "receive"))
+                return cmd_receive(argc, argv);
+        if (!streq(verb, "save") && !streq(verb, "list") && !streq(verb, "restore") &&
+            !streq(verb, "verify")) {
+                fprintf(stderr,
+                        "gitcd snapshot: unknown subcommand '%s' (save, list, verify, restore, "
+                        "receive)\n",
+                        verb);
+                return EXIT_USAGE;
+        }
+        snapshot_args a = {.verb = verb};
+        int status = parse_args(argc, argv, &a);
+        if (status < 0)
+                status = check_args(&a);
+        return status < 0 ? dispatch(&a) : status;
 }
