@@ -704,26 +704,63 @@ typedef struct etcd_args {
         bool target_flag, connection_flag;
 } etcd_args;
 
+/* gitcd etcd's own options (the shared ones of cli/runner.h come above them). */
+enum {
+        OPT_ENDPOINTS = 256,
+        OPT_CACERT,
+        OPT_CERT,
+        OPT_KEY,
+        OPT_USER,
+        OPT_TIMEOUT,
+        OPT_PREFIX,
+        OPT_LEARNER,
+        OPT_PEER_URLS,
+        OPT_PASSWORD_FILE,
+        OPT_CLUSTER,
+        OPT_CONFIG,
+        OPT_STATE,
+};
+_Static_assert((int)OPT_STATE < (int)RUNNER_OPT_SOURCE, "own options below the shared ones");
+
+/* --endpoints, --cacert, --cert, --key, --user, --password-file into cli: 0, or -errno (printed). */
+static int connection_option(struct etcd_cli *cli, int opt, const char *arg)
+{
+        switch (opt) {
+        case OPT_ENDPOINTS:
+                cli->opts.endpoints = arg;
+                break;
+        case OPT_CACERT:
+                cli->opts.cacert = arg;
+                break;
+        case OPT_CERT:
+                cli->opts.cert = arg;
+                break;
+        case OPT_KEY:
+                cli->opts.key = arg;
+                break;
+        case OPT_USER: {
+                free(cli->user);
+                const char *colon = strchr(arg, ':');
+                if (colon) {
+                        cli->user = xstrndup(arg, (size_t)(colon - arg));
+                        wipe_free(cli->password);
+                        cli->password = xstrdup(colon + 1);
+                } else {
+                        cli->user = xstrdup(arg);
+                }
+                break;
+        }
+        case OPT_PASSWORD_FILE:
+                if (read_password_file(arg, &cli->password) < 0)
+                        return -EINVAL;
+                break;
+        }
+        return 0;
+}
+
 /* The options into cli and a: -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, struct etcd_cli *cli, etcd_args *a)
 {
-        enum {
-                OPT_ENDPOINTS = 256,
-                OPT_CACERT,
-                OPT_CERT,
-                OPT_KEY,
-                OPT_USER,
-                OPT_TIMEOUT,
-                OPT_PREFIX,
-                OPT_LEARNER,
-                OPT_PEER_URLS,
-                OPT_PASSWORD_FILE,
-                OPT_CLUSTER,
-                OPT_CONFIG,
-                OPT_STATE,
-        };
-        _Static_assert((int)OPT_STATE < (int)RUNNER_OPT_SOURCE,
-                       "own options below the shared ones");
         static const struct option longopts[] = {
             {"endpoints", required_argument, NULL, OPT_ENDPOINTS},
             {"cacert", required_argument, NULL, OPT_CACERT},
@@ -749,37 +786,13 @@ static int parse_args(int argc, char **argv, struct etcd_cli *cli, etcd_args *a)
         while ((opt = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
                 switch (opt) {
                 case OPT_ENDPOINTS:
-                        a->connection_flag = true;
-                        cli->opts.endpoints = optarg;
-                        break;
                 case OPT_CACERT:
-                        a->connection_flag = true;
-                        cli->opts.cacert = optarg;
-                        break;
                 case OPT_CERT:
-                        a->connection_flag = true;
-                        cli->opts.cert = optarg;
-                        break;
                 case OPT_KEY:
-                        a->connection_flag = true;
-                        cli->opts.key = optarg;
-                        break;
-                case OPT_USER: {
-                        a->connection_flag = true;
-                        free(cli->user);
-                        const char *colon = strchr(optarg, ':');
-                        if (colon) {
-                                cli->user = xstrndup(optarg, (size_t)(colon - optarg));
-                                wipe_free(cli->password);
-                                cli->password = xstrdup(colon + 1);
-                        } else {
-                                cli->user = xstrdup(optarg);
-                        }
-                        break;
-                }
+                case OPT_USER:
                 case OPT_PASSWORD_FILE:
                         a->connection_flag = true;
-                        if (read_password_file(optarg, &cli->password) < 0)
+                        if (connection_option(cli, opt, optarg) < 0)
                                 return EXIT_USAGE;
                         break;
                 case 'o':

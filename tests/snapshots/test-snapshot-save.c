@@ -465,6 +465,30 @@ static pid_t start_restored(fixture *f, const char *data_dir, const char *name,
 
 #define MANY 100000
 
+/* every key of test_restore_many_keys, with its value, in ranges of 1000 */
+static void assert_many_keys(etcd_client *rc)
+{
+        int seen = 0;
+        for (int p = 0; p < MANY / 1000; p++) {
+                char prefix[32];
+                snprintf(prefix, sizeof(prefix), "k/%03d", p);
+                etcd_kv_list *l = NULL;
+                assert_int_equal(etcd_get(rc, prefix, true, &l), 0);
+                assert_int_equal(l->n, 1000);
+                for (size_t i = 0; i < l->n; i++) {
+                        int n = atoi(l->kvs[i].key + 2);
+                        assert_int_equal(n, p * 1000 + (int)i);
+                        char want[32];
+                        snprintf(want, sizeof(want), "value-%d", n);
+                        assert_int_equal(l->kvs[i].value_len, strlen(want));
+                        assert_memory_equal(l->kvs[i].value, want, strlen(want));
+                        seen++;
+                }
+                etcd_kv_list_free(l);
+        }
+        assert_int_equal(seen, MANY);
+}
+
 static void test_restore_many_keys(void **unused)
 {
         (void)unused;
@@ -516,26 +540,7 @@ static void test_restore_many_keys(void **unused)
         assert_non_null(st);
         etcd_endpoint_status_free(st);
 
-        /* every key, with its value, in ranges of 1000 */
-        int seen = 0;
-        for (int p = 0; p < MANY / 1000; p++) {
-                char prefix[32];
-                snprintf(prefix, sizeof(prefix), "k/%03d", p);
-                etcd_kv_list *l = NULL;
-                assert_int_equal(etcd_get(rc, prefix, true, &l), 0);
-                assert_int_equal(l->n, 1000);
-                for (size_t i = 0; i < l->n; i++) {
-                        int n = atoi(l->kvs[i].key + 2);
-                        assert_int_equal(n, p * 1000 + (int)i);
-                        char want[32];
-                        snprintf(want, sizeof(want), "value-%d", n);
-                        assert_int_equal(l->kvs[i].value_len, strlen(want));
-                        assert_memory_equal(l->kvs[i].value, want, strlen(want));
-                        seen++;
-                }
-                etcd_kv_list_free(l);
-        }
-        assert_int_equal(seen, MANY);
+        assert_many_keys(rc);
         etcd_client_free(rc);
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
