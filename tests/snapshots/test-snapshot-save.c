@@ -627,6 +627,42 @@ static int64_t take_with_target(fixture *f, char **ret_error)
         return r < 0 ? -id : id;
 }
 
+/*
+ * The target's Secret: missing fails the snapshot, recorded; then its keys
+ * are used and the state folder's Secret folder is not looked at.
+ */
+static void snapshot_with_target_secret(fixture *f)
+{
+        k8s_secret = NULL;
+        char *why = NULL;
+        int64_t failed = take_with_target(f, &why);
+        assert_true(failed < 0);
+        assert_non_null(strstr(why, "S3 credentials Secret default/s3creds: not found"));
+        free(why);
+        state_snapshot *rec = NULL;
+        assert_int_equal(state_snapshot_get(f->db, -failed, &rec), 0);
+        assert_string_equal(rec->result, "failed");
+        state_snapshot_free(rec);
+        char *k8s_dir = path_join(f->dir, "k8s-secret");
+        assert_int_equal(mkdir_p(k8s_dir, 0700), 0);
+        char *kid = path_join(k8s_dir, "accessKeyID");
+        assert_int_equal(write_file_atomic(kid, "WRONG", 5, 0600), 0);
+        char *kkey = path_join(k8s_dir, "secretAccessKey");
+        assert_int_equal(write_file_atomic(kkey, HARNESS_S3RVER_KEY, 6, 0600), 0);
+        k8s_secret = k8s_dir;
+        assert_true(take_with_target(f, &why) < 0); /* s3rver refuses that access key */
+        assert_non_null(strstr(why, "403"));
+        free(why);
+        assert_int_equal(write_file_atomic(kid, HARNESS_S3RVER_KEY, 6, 0600), 0);
+        int64_t ok = take_with_target(f, &why);
+        if (ok < 0)
+                fail_msg("snapshot with the target's Secret failed: %s", why);
+        free(why);
+        free(kid);
+        free(kkey);
+        free(k8s_dir);
+}
+
 static void test_s3_destination(void **unused)
 {
         (void)unused;
@@ -692,36 +728,7 @@ static void test_s3_destination(void **unused)
         assert_int_equal(snapshot_dest_stat(dest, "default/snap/foreign.db", &obj, &err), 0);
         dest_object_release(&obj);
 
-        /* the target's Secret: missing fails the snapshot, recorded; then its keys are used
-         * and the state folder's Secret folder is not looked at */
-        k8s_secret = NULL;
-        char *why = NULL;
-        int64_t failed = take_with_target(&f, &why);
-        assert_true(failed < 0);
-        assert_non_null(strstr(why, "S3 credentials Secret default/s3creds: not found"));
-        free(why);
-        state_snapshot *rec = NULL;
-        assert_int_equal(state_snapshot_get(f.db, -failed, &rec), 0);
-        assert_string_equal(rec->result, "failed");
-        state_snapshot_free(rec);
-        char *k8s_dir = path_join(f.dir, "k8s-secret");
-        assert_int_equal(mkdir_p(k8s_dir, 0700), 0);
-        char *kid = path_join(k8s_dir, "accessKeyID");
-        assert_int_equal(write_file_atomic(kid, "WRONG", 5, 0600), 0);
-        char *kkey = path_join(k8s_dir, "secretAccessKey");
-        assert_int_equal(write_file_atomic(kkey, HARNESS_S3RVER_KEY, 6, 0600), 0);
-        k8s_secret = k8s_dir;
-        assert_true(take_with_target(&f, &why) < 0); /* s3rver refuses that access key */
-        assert_non_null(strstr(why, "403"));
-        free(why);
-        assert_int_equal(write_file_atomic(kid, HARNESS_S3RVER_KEY, 6, 0600), 0);
-        int64_t ok = take_with_target(&f, &why);
-        if (ok < 0)
-                fail_msg("snapshot with the target's Secret failed: %s", why);
-        free(why);
-        free(kid);
-        free(kkey);
-        free(k8s_dir);
+        snapshot_with_target_secret(&f);
 
         /* fetched back through the record, intact */
         char *fetched = path_join(f.dir, "fetched");
