@@ -16,7 +16,6 @@
  * /etc/gitcd/gitcd.yaml when present).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,78 +33,52 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-static void usage(FILE *out)
+/*
+ * The source of the recovery: a snapshot id (latest: 0, chosen later) and
+ * the bump, which goes only with a snapshot. 0, or -EINVAL with why printed.
+ */
+static int parse_source(const char *member, const char *snapshot, const char *bump_text,
+                        int64_t *ret_snapshot_id, revision_bump *ret_bump)
 {
-        fprintf(out,
-                "usage: gitcd recover NS/NAME (--from-member NAME | --from-snapshot ID|latest)\n"
-                "                     [options]\n\n"
-                "Recover a cluster that lost quorum for good (its missing members' data is\n"
-                "gone). `gitcd status NS/NAME` shows each member's raft index and revision\n"
-                "and proposes the safest source. gitcd refuses while quorum is not lost.\n\n"
-                "  --from-member NAME   restart NAME alone with --force-new-cluster (once;\n"
-                "                       never left in its flags), then grow the cluster back\n"
-                "                       with new members joining as learners\n"
-                "  --from-snapshot ID   restore snapshot ID (`gitcd snapshot list`) as the\n"
-                "                       seed of a new member, then grow back the same way;\n"
-                "                       latest: the restore candidate, the newest snapshot a\n"
-                "                       restore drill proved (else the newest no drill found\n"
-                "                       wanting; never one that failed its drill)\n"
-                "  --bump-revision N|auto|off\n"
-                "                       with --from-snapshot: raise the restored revision by\n"
-                "                       N and mark every revision up to it compacted, so\n"
-                "                       every watcher that saw a later revision gets\n"
-                "                       \"revision compacted\" and lists again (a Kubernetes\n"
-                "                       API server's informers); auto sizes it from the\n"
-                "                       cluster's write rate, at least 1000000000; 0 or off:\n"
-                "                       none. Default: the cluster's\n"
-                "                       spec.recovery.bumpRevision, else its role's (auto\n"
-                "                       for spec.role kubernetes-control-plane, else none).\n"
-                "                       etcd 3.4.27, 3.5.10 or later (refused before)\n"
-                "  --no-wait            record the request and exit (gitcd run, or the\n"
-                "                       next gitcd apply, carries it out)\n"
-                "  --timeout D          stop waiting after D (default 10m; e.g. 90s, 5m)\n"
-                "  --state PATH         the state database (default: the configuration's\n"
-                "                       state, else $GITCD_STATE_DIR/state.db, else\n"
-                "                       ./.gitcd/state.db)\n"
-                "  --config FILE        the daemon's configuration file (default:\n"
-                "                       " OPS_CONFIG_DEFAULT_PATH " when present): the state\n"
-                "                       and the settings of the cluster's target that the\n"
-                "                       command line leaves out\n"
-                "  --target T           where the members run (default: the target recorded\n"
-                "                       when gitcd took the cluster's spec in, else the\n"
-                "                       configuration's target, else local)\n"
-                "  --etcd-dir DIR       etcd binaries by version (local and hosts targets)\n"
-                "  --kubeconfig PATH, --context NAME, --cluster-domain D,\n"
-                "  --snapshot-image IMAGE (kubernetes target, as for apply)\n"
-                "  --hosts-ssh-key F, --hosts-passphrase-file F, --hosts-known-hosts F,\n"
-                "  --hosts-ports C,P,M  (hosts target, as for apply)\n"
-                "  -h, --help           show this help\n\n"
-                "The other members' data is kept aside (renamed; on Kubernetes the volume\n"
-                "is kept) until the cluster is healthy again. Every recovery is audited\n"
-                "with who asked, from what, and the revision recovered to (gitcd log);\n"
-                "a bump is recorded with how it was sized (gitcd status).\n\n"
-                "Exit status: 0 recovered (and converged, when this command did the work);\n"
-                "1 refused, failed or not done in time; 64 bad usage.\n");
+        if (bump_text && member) {
+                fprintf(stderr, "gitcd recover: --bump-revision goes with --from-snapshot: a "
+                                "recovery from a member keeps that member's data and revision\n");
+                return -EINVAL;
+        }
+        if (bump_text && revision_bump_parse(bump_text, ret_bump) < 0) {
+                fprintf(stderr,
+                        "gitcd recover: --bump-revision takes a number of revisions (0 to %lld; "
+                        "0 or off: none) or auto, not \"%s\"\n",
+                        (long long)GITCD_MAX_REVISION_BUMP, bump_text);
+                return -EINVAL;
+        }
+        bool latest = snapshot && streq(snapshot, "latest");
+        if (snapshot && !latest) {
+                char *end = NULL;
+                *ret_snapshot_id = strtoll(snapshot, &end, 10);
+                if (!end || *end || *ret_snapshot_id <= 0) {
+                        fprintf(stderr, "gitcd recover: --from-snapshot takes a snapshot id "
+                                        "(gitcd snapshot list) or latest\n");
+                        return -EINVAL;
+                }
+        }
+        return 0;
 }
 
-enum {
-        OPT_FROM_MEMBER = RUNNER_OPT_LAST + 1,
-        OPT_FROM_SNAPSHOT,
-        OPT_NO_WAIT,
-        OPT_TIMEOUT,
-        OPT_CONFIG,
-        OPT_BUMP_REVISION,
-};
+static const char usage_text[] =
+    "usage: gitcd recover NS/NAME (--from-member NAME | --from-snapshot ID|latest)\n"
+    "                     [options]\n\n"
+    "Recover a cluster that lost quorum for good (its missing members' data is\n"
+    "gone). `gitcd status NS/NAME` shows each member's raft index and revision\n"
+    "and proposes the safest source. gitcd refuses while quorum is not lost.\n\n";
 
-static const struct option own_options[] = {
-    {"from-member", required_argument, NULL, OPT_FROM_MEMBER},
-    {"from-snapshot", required_argument, NULL, OPT_FROM_SNAPSHOT},
-    {"no-wait", no_argument, NULL, OPT_NO_WAIT},
-    {"timeout", required_argument, NULL, OPT_TIMEOUT},
-    {"config", required_argument, NULL, OPT_CONFIG},
-    {"bump-revision", required_argument, NULL, OPT_BUMP_REVISION},
-    {"help", no_argument, NULL, 'h'},
-};
+static const char footer_text[] =
+    "\nThe other members' data is kept aside (renamed; on Kubernetes the volume\n"
+    "is kept) until the cluster is healthy again. Every recovery is audited\n"
+    "with who asked, from what, and the revision recovered to (gitcd log);\n"
+    "a bump is recorded with how it was sized (gitcd status).\n\n"
+    "Exit status: 0 recovered (and converged, when this command did the work);\n"
+    "1 refused, failed or not done in time; 64 bad usage.\n";
 
 /*
  * --from-snapshot latest: the restore candidate of cluster (the newest
@@ -273,74 +246,64 @@ int cmd_recover(int argc, char **argv)
         const char *member = NULL, *snapshot = NULL, *config = NULL, *bump_text = NULL;
         bool wait = true;
         int64_t timeout_ms = 10 * 60 * 1000;
-        _cleanup_free_ struct option *opts = runner_options(own_options, ARRAY_SIZE(own_options));
-        int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-                switch (c) {
-                case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
-                case OPT_FROM_MEMBER:
-                        member = optarg;
-                        break;
-                case OPT_FROM_SNAPSHOT:
-                        snapshot = optarg;
-                        break;
-                case OPT_NO_WAIT:
-                        wait = false;
-                        break;
-                case OPT_CONFIG:
-                        config = optarg;
-                        break;
-                case OPT_BUMP_REVISION:
-                        bump_text = optarg;
-                        break;
-                case OPT_TIMEOUT:
-                        if (request_parse_timeout(&recover_kind, optarg, &timeout_ms) < 0)
-                                return EXIT_USAGE;
-                        break;
-                default:
-                        if (runner_flag(&f, c, optarg))
-                                break;
-                        usage(stderr);
-                        return EXIT_USAGE;
-                }
-        }
+        const cli_opt opts[] = {
+            {.kind = CLI_OPT_STRING,
+             .name = "from-member",
+             .arg = "NAME",
+             .dest = &member,
+             .help = "restart NAME alone with --force-new-cluster (once;\n"
+                     "never left in its flags), then grow the cluster back\n"
+                     "with new members joining as learners"},
+            {.kind = CLI_OPT_STRING,
+             .name = "from-snapshot",
+             .arg = "ID",
+             .dest = &snapshot,
+             .help = "restore snapshot ID (`gitcd snapshot list`) as the\n"
+                     "seed of a new member, then grow back the same way;\n"
+                     "latest: the restore candidate, the newest snapshot a\n"
+                     "restore drill proved (else the newest no drill found\n"
+                     "wanting; never one that failed its drill)"},
+            {.kind = CLI_OPT_STRING,
+             .name = "bump-revision",
+             .arg = "N|auto|off",
+             .dest = &bump_text,
+             .help = "with --from-snapshot: raise the restored revision by\n"
+                     "N and mark every revision up to it compacted, so\n"
+                     "every watcher that saw a later revision gets\n"
+                     "\"revision compacted\" and lists again (a Kubernetes\n"
+                     "API server's informers); auto sizes it from the\n"
+                     "cluster's write rate, at least 1000000000; 0 or off:\n"
+                     "none. Default: the cluster's\n"
+                     "spec.recovery.bumpRevision, else its role's (auto\n"
+                     "for spec.role kubernetes-control-plane, else none).\n"
+                     "etcd 3.4.27, 3.5.10 or later (refused before)"},
+            REQUEST_WAIT_ROWS(&wait, &timeout_ms),
+            REQUEST_OPTION_ROWS(&config),
+        };
+        const cli_command cmd = {.prog = recover_kind.prog,
+                                 .usage = usage_text,
+                                 .footer = footer_text,
+                                 .opts = opts,
+                                 .n_opts = ARRAY_SIZE(opts),
+                                 .shared = &f};
+        int status = cli_parse(&cmd, argc, argv);
+        if (status >= 0)
+                return status;
         if (optind + 1 != argc || !state_cluster_name_valid(argv[optind]) || !member == !snapshot) {
                 fprintf(stderr, "gitcd recover: name one cluster (NS/NAME) and exactly one of "
                                 "--from-member or --from-snapshot\n");
-                usage(stderr);
+                cli_help(&cmd, stderr);
                 return EXIT_USAGE;
         }
         const char *cluster = argv[optind];
         revision_bump bump = {0};
-        if (bump_text && member) {
-                fprintf(stderr, "gitcd recover: --bump-revision goes with --from-snapshot: a "
-                                "recovery from a member keeps that member's data and revision\n");
-                return EXIT_USAGE;
-        }
-        if (bump_text && revision_bump_parse(bump_text, &bump) < 0) {
-                fprintf(stderr,
-                        "gitcd recover: --bump-revision takes a number of revisions (0 to %lld; "
-                        "0 or off: none) or auto, not \"%s\"\n",
-                        (long long)GITCD_MAX_REVISION_BUMP, bump_text);
-                return EXIT_USAGE;
-        }
         int64_t snapshot_id = 0;
         bool latest = snapshot && streq(snapshot, "latest");
-        if (snapshot && !latest) {
-                char *end = NULL;
-                snapshot_id = strtoll(snapshot, &end, 10);
-                if (!end || *end || snapshot_id <= 0) {
-                        fprintf(stderr, "gitcd recover: --from-snapshot takes a snapshot id "
-                                        "(gitcd snapshot list) or latest\n");
-                        return EXIT_USAGE;
-                }
-        }
+        if (parse_source(member, snapshot, bump_text, &snapshot_id, &bump) < 0)
+                return EXIT_USAGE;
 
         request_ctx ctx;
-        int status = request_open(&recover_kind, config, &f, cluster, &ctx);
+        status = request_open(&recover_kind, config, &f, cluster, &ctx);
         if (status == EXIT_OK)
                 status = request(&ctx, cluster, member, snapshot_id, latest,
                                  bump_text ? &bump : NULL, wait, timeout_ms);

@@ -14,7 +14,6 @@
  * cluster converged.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,64 +26,20 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-static void usage(FILE *out)
-{
-        fprintf(out, "usage: gitcd repair NS/NAME --replace MEMBER | --recheck [options]\n\n"
-                     "Repair a cluster frozen because its members hold different data (gitcd's\n"
-                     "check of every member's hash, or etcd's CORRUPT alarm). `gitcd status\n"
-                     "NS/NAME` names the minority and the command to run. Nothing voluntary\n"
-                     "happens to a frozen cluster until a repair proves every member agrees.\n\n"
-                     "  --replace MEMBER     replace MEMBER, a member of the minority, from the\n"
-                     "                       majority: it is removed, its data discarded, and a\n"
-                     "                       new member joins as a learner while a member of the\n"
-                     "                       majority leads; refused when MEMBER is not in the\n"
-                     "                       minority, when the majority is not a quorum of the\n"
-                     "                       voters, or while another change of the cluster runs\n"
-                     "  --recheck            compare every member's data again (after a repair by\n"
-                     "                       hand, or for etcd's CORRUPT alarm)\n"
-                     "  --no-wait            record the request and exit (gitcd run, or the\n"
-                     "                       next gitcd apply, carries it out)\n"
-                     "  --timeout D          stop waiting after D (default 10m; e.g. 90s, 5m)\n"
-                     "  --state PATH         the state database (default: the configuration's\n"
-                     "                       state, else $GITCD_STATE_DIR/state.db, else\n"
-                     "                       ./.gitcd/state.db)\n"
-                     "  --config FILE        the daemon's configuration file (default:\n"
-                     "                       " OPS_CONFIG_DEFAULT_PATH " when present): the state\n"
-                     "                       and the settings of the cluster's target that the\n"
-                     "                       command line leaves out\n"
-                     "  --target T           where the members run (default: the target recorded\n"
-                     "                       when gitcd took the cluster's spec in, else the\n"
-                     "                       configuration's target, else local)\n"
-                     "  --etcd-dir DIR       etcd binaries by version (local and hosts targets)\n"
-                     "  --kubeconfig PATH, --context NAME, --cluster-domain D,\n"
-                     "  --snapshot-image IMAGE (kubernetes target, as for apply)\n"
-                     "  --hosts-ssh-key F, --hosts-passphrase-file F, --hosts-known-hosts F,\n"
-                     "  --hosts-ports C,P,M  (hosts target, as for apply)\n"
-                     "  -h, --help           show this help\n\n"
-                     "The freeze lifts only when a check after the repair finds every member\n"
-                     "agreeing; gitcd then disarms etcd's CORRUPT alarms. Every repair is audited\n"
-                     "with who asked (gitcd log --action repair.succeeded). The same can be\n"
-                     "committed as spec.repair: {replace: MEMBER, token: T} (acted on once).\n\n"
-                     "Exit status: 0 repaired (and converged, when this command did the work);\n"
-                     "1 refused, failed or not done in time; 64 bad usage.\n");
-}
+static const char usage_text[] =
+    "usage: gitcd repair NS/NAME --replace MEMBER | --recheck [options]\n\n"
+    "Repair a cluster frozen because its members hold different data (gitcd's\n"
+    "check of every member's hash, or etcd's CORRUPT alarm). `gitcd status\n"
+    "NS/NAME` names the minority and the command to run. Nothing voluntary\n"
+    "happens to a frozen cluster until a repair proves every member agrees.\n\n";
 
-enum {
-        OPT_REPLACE = RUNNER_OPT_LAST + 1,
-        OPT_RECHECK,
-        OPT_NO_WAIT,
-        OPT_TIMEOUT,
-        OPT_CONFIG,
-};
-
-static const struct option own_options[] = {
-    {"replace", required_argument, NULL, OPT_REPLACE},
-    {"recheck", no_argument, NULL, OPT_RECHECK},
-    {"no-wait", no_argument, NULL, OPT_NO_WAIT},
-    {"timeout", required_argument, NULL, OPT_TIMEOUT},
-    {"config", required_argument, NULL, OPT_CONFIG},
-    {"help", no_argument, NULL, 'h'},
-};
+static const char footer_text[] =
+    "\nThe freeze lifts only when a check after the repair finds every member\n"
+    "agreeing; gitcd then disarms etcd's CORRUPT alarms. Every repair is audited\n"
+    "with who asked (gitcd log --action repair.succeeded). The same can be\n"
+    "committed as spec.repair: {replace: MEMBER, token: T} (acted on once).\n\n"
+    "Exit status: 0 repaired (and converged, when this command did the work);\n"
+    "1 refused, failed or not done in time; 64 bad usage.\n";
 
 /* The repair record id: 1 still running, 0 finished (printed), -errno. */
 static int report(state_db *db, const char *cluster, int64_t id, bool *ret_ok)
@@ -158,41 +113,38 @@ int cmd_repair(int argc, char **argv)
         const char *member = NULL, *config = NULL;
         bool recheck = false, wait = true;
         int64_t timeout_ms = 10 * 60 * 1000;
-        _cleanup_free_ struct option *opts = runner_options(own_options, ARRAY_SIZE(own_options));
-        int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-                switch (c) {
-                case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
-                case OPT_REPLACE:
-                        member = optarg;
-                        break;
-                case OPT_RECHECK:
-                        recheck = true;
-                        break;
-                case OPT_NO_WAIT:
-                        wait = false;
-                        break;
-                case OPT_CONFIG:
-                        config = optarg;
-                        break;
-                case OPT_TIMEOUT:
-                        if (request_parse_timeout(&repair_kind, optarg, &timeout_ms) < 0)
-                                return EXIT_USAGE;
-                        break;
-                default:
-                        if (runner_flag(&f, c, optarg))
-                                break;
-                        usage(stderr);
-                        return EXIT_USAGE;
-                }
-        }
+        const cli_opt opts[] = {
+            {.kind = CLI_OPT_STRING,
+             .name = "replace",
+             .arg = "MEMBER",
+             .dest = &member,
+             .help = "replace MEMBER, a member of the minority, from the\n"
+                     "majority: it is removed, its data discarded, and a\n"
+                     "new member joins as a learner while a member of the\n"
+                     "majority leads; refused when MEMBER is not in the\n"
+                     "minority, when the majority is not a quorum of the\n"
+                     "voters, or while another change of the cluster runs"},
+            {.kind = CLI_OPT_SET,
+             .name = "recheck",
+             .dest = &recheck,
+             .help = "compare every member's data again (after a repair by\n"
+                     "hand, or for etcd's CORRUPT alarm)"},
+            REQUEST_WAIT_ROWS(&wait, &timeout_ms),
+            REQUEST_OPTION_ROWS(&config),
+        };
+        const cli_command cmd = {.prog = repair_kind.prog,
+                                 .usage = usage_text,
+                                 .footer = footer_text,
+                                 .opts = opts,
+                                 .n_opts = ARRAY_SIZE(opts),
+                                 .shared = &f};
+        int status = cli_parse(&cmd, argc, argv);
+        if (status >= 0)
+                return status;
         if (optind + 1 != argc || !state_cluster_name_valid(argv[optind]) || !member == !recheck) {
                 fprintf(stderr, "gitcd repair: name one cluster (NS/NAME) and exactly one of "
                                 "--replace MEMBER or --recheck\n");
-                usage(stderr);
+                cli_help(&cmd, stderr);
                 return EXIT_USAGE;
         }
         if (member && (!*member || strchr(member, ',') || strlen(member) > 63)) {
@@ -202,7 +154,7 @@ int cmd_repair(int argc, char **argv)
         }
         const char *cluster = argv[optind];
         request_ctx ctx;
-        int status = request_open(&repair_kind, config, &f, cluster, &ctx);
+        status = request_open(&repair_kind, config, &f, cluster, &ctx);
         if (status == EXIT_OK)
                 status = request(&ctx, cluster, member, wait, timeout_ms);
         request_close(&ctx);

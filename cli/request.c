@@ -59,17 +59,6 @@ void request_record_failed(const request_kind *k, int r)
                 r == -ENOENT ? "no such cluster in the state store" : state_last_error());
 }
 
-int request_parse_timeout(const request_kind *k, const char *arg, int64_t *ret_ms)
-{
-        int64_t ms = 0;
-        if (parse_duration_ms(arg, &ms) < 0 || ms <= 0) {
-                fprintf(stderr, "%s: --timeout takes a duration such as 90s or 5m\n", k->prog);
-                return -EINVAL;
-        }
-        *ret_ms = ms;
-        return 0;
-}
-
 /* Another gitcd holds the state and carries the request out: wait for the record. */
 static int wait_for_other(const request_kind *k, state_db *db, const char *cluster, int64_t id,
                           int64_t deadline)

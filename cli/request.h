@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cli/options.h"
 #include "cli/runner.h"
 #include "ops/config.h"
 #include "state/state.h"
@@ -49,9 +50,6 @@ void request_close(request_ctx *ctx);
 /* The message for a request that could not be recorded (r from the recorder). */
 void request_record_failed(const request_kind *k, int r);
 
-/* --timeout D: 0, or -EINVAL with the message printed. */
-int request_parse_timeout(const request_kind *k, const char *arg, int64_t *ret_ms);
-
 /*
  * See request id of cluster through (see above) for at most timeout_ms.
  * EXIT_OK when it succeeded (and the cluster converged, when this command
@@ -59,3 +57,56 @@ int request_parse_timeout(const request_kind *k, const char *arg, int64_t *ret_m
  */
 int request_see_through(const request_kind *k, request_ctx *ctx, const char *cluster, int64_t id,
                         int64_t timeout_ms);
+
+/*
+ * The option rows recover and repair share after their own (cli/options.h):
+ * --state, --config FILE into config_dest, --target and the target's
+ * settings, --help.
+ */
+#define REQUEST_OPTION_ROWS(config_dest)                                                           \
+        {.kind = CLI_OPT_TEXT,                                                                     \
+         .name = "--state PATH",                                                                   \
+         .help = "the state database (default: the configuration's\n"                              \
+                 "state, else $GITCD_STATE_DIR/state.db, else\n"                                   \
+                 "./.gitcd/state.db)"},                                                            \
+            {.kind = CLI_OPT_STRING,                                                               \
+             .name = "config",                                                                     \
+             .arg = "FILE",                                                                        \
+             .dest = (config_dest),                                                                \
+             .help = "the daemon's configuration file (default:\n" OPS_CONFIG_DEFAULT_PATH         \
+                     " when present): the state\n"                                                 \
+                     "and the settings of the cluster's target that the\n"                         \
+                     "command line leaves out"},                                                   \
+            {.kind = CLI_OPT_TEXT,                                                                 \
+             .name = "--target T",                                                                 \
+             .help = "where the members run (default: the target recorded\n"                       \
+                     "when gitcd took the cluster's spec in, else the\n"                           \
+                     "configuration's target, else local)"},                                       \
+            {.kind = CLI_OPT_TEXT,                                                                 \
+             .name = "--etcd-dir DIR",                                                             \
+             .help = "etcd binaries by version (local and hosts targets)"},                        \
+            {.kind = CLI_OPT_TEXT,                                                                 \
+             .name = "--kubeconfig PATH, --context NAME, --cluster-domain D,"},                    \
+            {.kind = CLI_OPT_TEXT,                                                                 \
+             .name = "--snapshot-image IMAGE (kubernetes target, as for apply)"},                  \
+            {.kind = CLI_OPT_TEXT,                                                                 \
+             .name = "--hosts-ssh-key F, --hosts-passphrase-file F, --hosts-known-hosts F,"},      \
+            {.kind = CLI_OPT_TEXT,                                                                 \
+             .name = "--hosts-ports C,P,M",                                                        \
+             .help = "(hosts target, as for apply)"},                                              \
+        {                                                                                          \
+                .kind = CLI_OPT_HELP, .help = "show this help"                                     \
+        }
+
+/* --no-wait and --timeout D into wait_dest and timeout_dest, as recover and repair say them. */
+#define REQUEST_WAIT_ROWS(wait_dest, timeout_dest)                                                 \
+        {.kind = CLI_OPT_CLEAR,                                                                    \
+         .name = "no-wait",                                                                        \
+         .dest = (wait_dest),                                                                      \
+         .help = "record the request and exit (gitcd run, or the\n"                                \
+                 "next gitcd apply, carries it out)"},                                             \
+        {                                                                                          \
+                .kind = CLI_OPT_DURATION, .name = "timeout", .arg = "D", .dest = (timeout_dest),   \
+                .help = "stop waiting after D (default 10m; e.g. 90s, 5m)",                        \
+                .bad = "--timeout takes a duration such as 90s or 5m"                              \
+        }
