@@ -22,12 +22,12 @@
  * commit's, and one never taken in has no row of its own.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "state/maintenance.h"
 #include "state/carotate.h"
 #include "state/consistency.h"
@@ -41,23 +41,14 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-static void usage(FILE *out)
-{
-        fprintf(out, "usage: gitcd status [NS/NAME] [options]\n\n"
-                     "Show clusters from the state store; for one cluster also its members,\n"
-                     "certificate expiry dates, a running CA rotation's phase, the last\n"
-                     "defragmentation, the conditions (etcd's NOSPACE and CORRUPT alarms\n"
-                     "among them) and the last check that the members hold the same data\n"
-                     "(FROZEN, with the repair to run, when they do not; the repairs asked).\n\n"
-                     "Options:\n"
-                     "  -o, --output FMT    table (default) or json\n"
-                     "  --state PATH        the state database (default: the configuration's\n"
-                     "                      state, else $GITCD_STATE_DIR/state.db, else\n"
-                     "                      ./.gitcd/state.db)\n"
-                     "  --config FILE       the daemon's configuration file, for its state\n"
-                     "                      (default: " OPS_CONFIG_DEFAULT_PATH " when present)\n"
-                     "  -h, --help          show this help\n");
-}
+static const char usage_text[] =
+    "usage: gitcd status [NS/NAME] [options]\n\n"
+    "Show clusters from the state store; for one cluster also its members,\n"
+    "certificate expiry dates, a running CA rotation's phase, the last\n"
+    "defragmentation, the conditions (etcd's NOSPACE and CORRUPT alarms\n"
+    "among them) and the last check that the members hold the same data\n"
+    "(FROZEN, with the repair to run, when they do not; the repairs asked).\n\n"
+    "Options:\n";
 
 /* A printable copy: control characters escaped, empty becomes "-". */
 static char *clean(const char *s)
@@ -926,54 +917,37 @@ static int show(state_db *db, const char *name, bool json)
         return r;
 }
 
-enum { OPT_STATE = 256, OPT_CONFIG };
-
 int cmd_status(int argc, char **argv)
 {
-        static const struct option options[] = {
-            {"output", required_argument, NULL, 'o'},
-            {"state", required_argument, NULL, OPT_STATE},
-            {"config", required_argument, NULL, OPT_CONFIG},
-            {"help", no_argument, NULL, 'h'},
-            {0},
-        };
         const char *state_flag = NULL, *config = NULL;
-        bool json = false;
-        int opt;
-        optind = 0;
-        while ((opt = getopt_long(argc, argv, "o:h", options, NULL)) != -1) {
-                switch (opt) {
-                case 'o':
-                        if (streq(optarg, "json"))
-                                json = true;
-                        else if (streq(optarg, "table"))
-                                json = false;
-                        else {
-                                fprintf(stderr, "gitcd status: -o takes table or json, not '%s'\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case OPT_STATE:
-                        state_flag = optarg;
-                        break;
-                case OPT_CONFIG:
-                        config = optarg;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
-                default:
-                        usage(stderr);
-                        return EXIT_USAGE;
-                }
-        }
+        int json = 0;
+        const cli_opt opts[] = {
+            {.kind = CLI_OPT_CHOICE,
+             .name = "output",
+             .short_name = 'o',
+             .arg = "FMT",
+             .dest = &json,
+             .choices = cli_output_formats,
+             .help = "table (default) or json",
+             .bad = "-o takes table or json",
+             .show_arg = true},
+            CLI_RECORDS_ROWS(&state_flag, &config),
+        };
+        const cli_command cmd = {.prog = "gitcd status",
+                                 .usage = usage_text,
+                                 .footer = "",
+                                 .opts = opts,
+                                 .n_opts = ARRAY_SIZE(opts),
+                                 .width = 20};
+        int status = cli_parse(&cmd, argc, argv);
+        if (status >= 0)
+                return status;
         const char *name = NULL;
         if (optind < argc)
                 name = argv[optind++];
         if (optind < argc) {
                 fprintf(stderr, "gitcd status: unexpected argument '%s'\n", argv[optind]);
-                usage(stderr);
+                cli_help(&cmd, stderr);
                 return EXIT_USAGE;
         }
         if (name && !state_cluster_name_valid(name)) {

@@ -22,6 +22,8 @@ typedef enum cli_opt_kind {
         CLI_OPT_CLEAR,    /* *(bool *)dest = false */
         CLI_OPT_STRING,   /* *(const char **)dest = the argument */
         CLI_OPT_DURATION, /* *(int64_t *)dest = milliseconds, at least min (> 0) */
+        CLI_OPT_CHOICE,   /* *(int *)dest = the index of the argument in choices */
+        CLI_OPT_CUSTOM,   /* parse(arg, dest): 0, or < 0 for a bad value */
 } cli_opt_kind;
 
 typedef struct cli_opt {
@@ -30,8 +32,12 @@ typedef struct cli_opt {
         const char *arg;  /* the argument's name in --help ("D", "FILE"), or NULL */
         const char *help; /* the help, lines separated by \n */
         void *dest;
-        int64_t min;     /* CLI_OPT_DURATION: the least value in ms */
-        const char *bad; /* what a bad value is told, after "PROG: " */
+        int64_t min;                               /* CLI_OPT_DURATION: the least value in ms */
+        const char *bad;                           /* what a bad value is told, after "PROG: " */
+        bool show_arg;                             /* the bad value is told too: "BAD, not 'ARG'" */
+        char short_name;                           /* -X as well as --name, or 0 */
+        const char *const *choices;                /* CLI_OPT_CHOICE: NULL-terminated */
+        int (*parse)(const char *arg, void *dest); /* CLI_OPT_CUSTOM */
 } cli_opt;
 
 typedef struct cli_command {
@@ -41,9 +47,11 @@ typedef struct cli_command {
         const cli_opt *opts;
         size_t n_opts;
         runner_flags *shared; /* the options of cli/runner.h too, or NULL */
+        int width;            /* of the help's name column after two spaces (0: 21) */
+        bool stop_at_operand; /* options only before the first operand */
 } cli_command;
 
-/* The command's help: usage, one row per option (the name column 21 wide), footer. */
+/* The command's help: usage, one row per option, footer. */
 void cli_help(const cli_command *c, FILE *out);
 
 /*
@@ -54,3 +62,29 @@ void cli_help(const cli_command *c, FILE *out);
  * and the help on stderr).
  */
 int cli_parse(const cli_command *c, int argc, char **argv);
+
+/* table, json: the choices of -o for the commands that print records. */
+extern const char *const cli_output_formats[];
+
+/*
+ * The rows of the commands that read gitcd's records beside the daemon
+ * (status, log): --state PATH into state_dest, --config FILE into
+ * config_dest, --help.
+ */
+#define CLI_RECORDS_ROWS(state_dest, config_dest)                                                  \
+        {.kind = CLI_OPT_STRING,                                                                   \
+         .name = "state",                                                                          \
+         .arg = "PATH",                                                                            \
+         .dest = (state_dest),                                                                     \
+         .help = "the state database (default: the configuration's\n"                              \
+                 "state, else $GITCD_STATE_DIR/state.db, else\n"                                   \
+                 "./.gitcd/state.db)"},                                                            \
+            {.kind = CLI_OPT_STRING,                                                               \
+             .name = "config",                                                                     \
+             .arg = "FILE",                                                                        \
+             .dest = (config_dest),                                                                \
+             .help = "the daemon's configuration file, for its state\n"                            \
+                     "(default: " OPS_CONFIG_DEFAULT_PATH " when present)"},                       \
+        {                                                                                          \
+                .kind = CLI_OPT_HELP, .help = "show this help"                                     \
+        }
