@@ -63,6 +63,12 @@ void cli_help(const cli_command *c, FILE *out);
  */
 int cli_parse(const cli_command *c, int argc, char **argv);
 
+/* The help of --state, one rule for every command (cli_state_path). */
+#define CLI_STATE_HELP                                                                             \
+        "the state database (default: the configuration's\n"                                       \
+        "state, else $GITCD_STATE_DIR/state.db, else\n"                                            \
+        "./.gitcd/state.db)"
+
 /* table, json: the choices of -o for the commands that print records. */
 extern const char *const cli_output_formats[];
 
@@ -76,9 +82,7 @@ extern const char *const cli_output_formats[];
          .name = "state",                                                                          \
          .arg = "PATH",                                                                            \
          .dest = (state_dest),                                                                     \
-         .help = "the state database (default: the configuration's\n"                              \
-                 "state, else $GITCD_STATE_DIR/state.db, else\n"                                   \
-                 "./.gitcd/state.db)"},                                                            \
+         .help = CLI_STATE_HELP},                                                                  \
             {.kind = CLI_OPT_STRING,                                                               \
              .name = "config",                                                                     \
              .arg = "FILE",                                                                        \

@@ -64,11 +64,7 @@ int request_see_through(const request_kind *k, request_ctx *ctx, const char *clu
  * settings, --help.
  */
 #define REQUEST_OPTION_ROWS(config_dest)                                                           \
-        {.kind = CLI_OPT_TEXT,                                                                     \
-         .name = "--state PATH",                                                                   \
-         .help = "the state database (default: the configuration's\n"                              \
-                 "state, else $GITCD_STATE_DIR/state.db, else\n"                                   \
-                 "./.gitcd/state.db)"},                                                            \
+        {.kind = CLI_OPT_TEXT, .name = "--state PATH", .help = CLI_STATE_HELP},                    \
             {.kind = CLI_OPT_STRING,                                                               \
              .name = "config",                                                                     \
              .arg = "FILE",                                                                        \
