@@ -176,50 +176,9 @@ static void set_bump(json_t *o, const etcd_cluster *c, const revision_bump *b)
                 json_object_set_new(o, "bumpRevision", json_integer(b->amount));
 }
 
-json_t *spec_to_json(const etcd_cluster *c)
+/* spec.options */
+static json_t *options_json(const etcd_options *o)
 {
-        json_t *meta = json_object();
-        set_str(meta, "name", c->name);
-        set_str(meta, "namespace", c->namespace_ ? c->namespace_ : "default");
-        json_object_set_new(meta, "labels", kv_json(&c->labels));
-        json_object_set_new(meta, "annotations", kv_json(&c->annotations));
-
-        json_t *spec = json_object();
-        json_object_set_new(spec, "replicas", json_integer(c->replicas));
-        set_str(spec, "version", c->version ? c->version : GITCD_DEFAULT_VERSION);
-        set_str(spec, "repository", c->repository ? c->repository : GITCD_DEFAULT_REPOSITORY);
-        /* The default role is left out, so specs written before it existed keep their hash. */
-        if (c->role != ROLE_GENERAL)
-                set_str(spec, "role", cluster_role_name(c->role));
-
-        json_t *st = json_object();
-        set_str(st, "size", c->storage.size ? c->storage.size : GITCD_DEFAULT_STORAGE_SIZE);
-        set_str(st, "medium", c->storage.medium == MEDIUM_MEMORY ? "Memory" : "Disk");
-        set_str(st, "storageClassName", c->storage.storage_class);
-        json_object_set_new(spec, "storage", st);
-
-        json_object_set_new(spec, "tls", tls_json(&c->tls));
-
-        json_t *auth = json_object();
-        json_object_set_new(auth, "enabled", json_boolean(c->auth.enabled));
-        set_ref(auth, "rootCredentialsSecretRef", c->auth.root_credentials_secret);
-        json_object_set_new(spec, "auth", auth);
-
-        set_copy(spec, "resources", c->resources);
-        set_copy(spec, "affinity", c->affinity);
-        set_copy(spec, "topologySpreadConstraints", c->topology_spread_constraints);
-        set_copy(spec, "nodeSelector", c->node_selector);
-        set_copy(spec, "tolerations", c->tolerations);
-
-        json_object_set_new(spec, "additionalMetadata",
-                            json_pack("{s:o,s:o}", "labels", kv_json(&c->additional_labels),
-                                      "annotations", kv_json(&c->additional_annotations)));
-        json_object_set_new(spec, "podTemplate",
-                            json_pack("{s:{s:o,s:o}}", "metadata", "labels",
-                                      kv_json(&c->pod_labels), "annotations",
-                                      kv_json(&c->pod_annotations)));
-
-        const etcd_options *o = &c->options;
         json_t *opt = json_object();
         set_str(opt, "quotaBackendBytes", o->quota_backend);
         set_str(opt, "autoCompactionMode", o->auto_compaction_mode);
@@ -232,12 +191,12 @@ json_t *spec_to_json(const etcd_cluster *c)
         if (o->election_timeout_ms)
                 json_object_set_new(opt, "electionTimeout", json_integer(o->election_timeout_ms));
         json_object_set_new(opt, "extraFlags", kv_json(&o->extra_flags));
-        json_object_set_new(spec, "options", opt);
+        return opt;
+}
 
-        json_object_set_new(spec, "progressDeadlineSeconds",
-                            json_integer(c->progress_deadline_seconds));
-
-        const snapshot_spec *s = &c->snapshots;
+/* spec.snapshots */
+static json_t *snapshots_json(const snapshot_spec *s)
+{
         json_t *snap = json_object();
         json_object_set_new(snap, "enabled", json_boolean(s->enabled));
         set_str(snap, "schedule", s->schedule);
@@ -257,9 +216,12 @@ json_t *spec_to_json(const etcd_cluster *c)
         json_object_set_new(snap, "retention", ret);
         if (s->destination.kind != DEST_NONE)
                 json_object_set_new(snap, "destination", location_json(&s->destination));
-        json_object_set_new(spec, "snapshots", snap);
+        return snap;
+}
 
-        const defrag_spec *d = &c->defrag;
+/* spec.defrag */
+static json_t *defrag_json(const defrag_spec *d)
+{
         json_t *df = json_object();
         json_object_set_new(df, "enabled", json_boolean(d->enabled));
         set_str(df, "schedule", d->schedule);
@@ -269,8 +231,16 @@ json_t *spec_to_json(const etcd_cluster *c)
                                     json_integer(d->quota_usage_above_percent));
         if (d->disarm_nospace)
                 json_object_set_new(df, "disarmNoSpace", json_true());
-        json_object_set_new(spec, "defrag", df);
+        return df;
+}
 
+/*
+ * What a cluster is asked to do from its spec: bootstrap (a restore),
+ * recovery, consistency, repair, each only when it differs from the
+ * default.
+ */
+static void set_requests(json_t *spec, const etcd_cluster *c)
+{
         /* The default mode is left out, so specs written before it existed keep their hash. */
         if (c->restore.enabled || c->bootstrap_mode != BOOTSTRAP_STATIC) {
                 json_t *b = json_object();
@@ -325,6 +295,61 @@ json_t *spec_to_json(const etcd_cluster *c)
                 set_str(rp, "token", c->repair.token);
                 json_object_set_new(spec, "repair", rp);
         }
+}
+
+json_t *spec_to_json(const etcd_cluster *c)
+{
+        json_t *meta = json_object();
+        set_str(meta, "name", c->name);
+        set_str(meta, "namespace", c->namespace_ ? c->namespace_ : "default");
+        json_object_set_new(meta, "labels", kv_json(&c->labels));
+        json_object_set_new(meta, "annotations", kv_json(&c->annotations));
+
+        json_t *spec = json_object();
+        json_object_set_new(spec, "replicas", json_integer(c->replicas));
+        set_str(spec, "version", c->version ? c->version : GITCD_DEFAULT_VERSION);
+        set_str(spec, "repository", c->repository ? c->repository : GITCD_DEFAULT_REPOSITORY);
+        /* The default role is left out, so specs written before it existed keep their hash. */
+        if (c->role != ROLE_GENERAL)
+                set_str(spec, "role", cluster_role_name(c->role));
+
+        json_t *st = json_object();
+        set_str(st, "size", c->storage.size ? c->storage.size : GITCD_DEFAULT_STORAGE_SIZE);
+        set_str(st, "medium", c->storage.medium == MEDIUM_MEMORY ? "Memory" : "Disk");
+        set_str(st, "storageClassName", c->storage.storage_class);
+        json_object_set_new(spec, "storage", st);
+
+        json_object_set_new(spec, "tls", tls_json(&c->tls));
+
+        json_t *auth = json_object();
+        json_object_set_new(auth, "enabled", json_boolean(c->auth.enabled));
+        set_ref(auth, "rootCredentialsSecretRef", c->auth.root_credentials_secret);
+        json_object_set_new(spec, "auth", auth);
+
+        set_copy(spec, "resources", c->resources);
+        set_copy(spec, "affinity", c->affinity);
+        set_copy(spec, "topologySpreadConstraints", c->topology_spread_constraints);
+        set_copy(spec, "nodeSelector", c->node_selector);
+        set_copy(spec, "tolerations", c->tolerations);
+
+        json_object_set_new(spec, "additionalMetadata",
+                            json_pack("{s:o,s:o}", "labels", kv_json(&c->additional_labels),
+                                      "annotations", kv_json(&c->additional_annotations)));
+        json_object_set_new(spec, "podTemplate",
+                            json_pack("{s:{s:o,s:o}}", "metadata", "labels",
+                                      kv_json(&c->pod_labels), "annotations",
+                                      kv_json(&c->pod_annotations)));
+
+        json_object_set_new(spec, "options", options_json(&c->options));
+
+        json_object_set_new(spec, "progressDeadlineSeconds",
+                            json_integer(c->progress_deadline_seconds));
+
+        json_object_set_new(spec, "snapshots", snapshots_json(&c->snapshots));
+
+        json_object_set_new(spec, "defrag", defrag_json(&c->defrag));
+
+        set_requests(spec, c);
         if (c->hosts.set)
                 json_object_set_new(spec, "hosts", hosts_json(&c->hosts));
 

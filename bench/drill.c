@@ -166,6 +166,51 @@ static double ratio(double a, double b)
         return b > 0 ? a / b : 0;
 }
 
+/* n values written by WRITERS threads: 0, or -1 when etcd refused one. */
+static int fill_values(harness_cluster *hc, int n)
+{
+        fill f[WRITERS];
+        for (int i = 0; i < WRITERS; i++) {
+                f[i] = (fill){.endpoints = hc->endpoints,
+                              .from = (int)((int64_t)n * i / WRITERS),
+                              .to = (int)((int64_t)n * (i + 1) / WRITERS)};
+                pthread_create(&f[i].thread, NULL, fill_main, &f[i]);
+        }
+        int failed = 0;
+        for (int i = 0; i < WRITERS; i++) {
+                pthread_join(f[i].thread, NULL);
+                failed |= f[i].failed;
+        }
+        return failed ? -1 : 0;
+}
+
+/* default/bench recorded in the state store: its spec (snapshots into folder) and member. */
+static int record_cluster(state_db *db, harness_cluster *hc, const char *version,
+                          const char *folder)
+{
+        _cleanup_free_ char *yaml = xasprintf(
+            "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: bench\n"
+            "spec:\n  replicas: 1\n  version: \"%s\"\n  snapshots:\n"
+            "    schedule: \"0 0 1 1 *\"\n    destination:\n      local:\n        path: %s\n",
+            version, folder);
+        cluster_set set = {0};
+        diag_list d = DIAG_LIST_INIT;
+        if (spec_load_buffer("bench.yaml", yaml, strlen(yaml), &set, &d) < 0)
+                return -1;
+        json_t *j = spec_to_json(set.items[0]);
+        _cleanup_free_ char *json = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        cluster_set_release(&set);
+        diag_list_release(&d);
+        (void)state_cluster_set_desired(db, "default/bench", json, NULL, NULL, 1000);
+        state_member m = {.cluster = "default/bench",
+                          .name = "bench-0",
+                          .client_url = hc->members[0].client_url,
+                          .peer_url = hc->members[0].peer_url};
+        (void)state_member_put(db, &m, 1000);
+        return 0;
+}
+
 static int bench_size(long size_mib, const char *version)
 {
         harness_opts o = {
@@ -179,19 +224,7 @@ static int bench_size(long size_mib, const char *version)
         printf("== %ld MiB (etcd %s, %d values of %d KiB)\n", size_mib, version, n,
                VALUE_SIZE / 1024);
         fflush(stdout);
-        fill f[WRITERS];
-        for (int i = 0; i < WRITERS; i++) {
-                f[i] = (fill){.endpoints = hc->endpoints,
-                              .from = (int)((int64_t)n * i / WRITERS),
-                              .to = (int)((int64_t)n * (i + 1) / WRITERS)};
-                pthread_create(&f[i].thread, NULL, fill_main, &f[i]);
-        }
-        int failed = 0;
-        for (int i = 0; i < WRITERS; i++) {
-                pthread_join(f[i].thread, NULL);
-                failed |= f[i].failed;
-        }
-        if (failed) {
+        if (fill_values(hc, n) < 0) {
                 harness_cluster_free(hc);
                 return 1;
         }
@@ -204,26 +237,8 @@ static int bench_size(long size_mib, const char *version)
         state_db *db = NULL;
         if (state_open(db_path, STATE_OPEN_READ_WRITE, &db) < 0)
                 return 1;
-        _cleanup_free_ char *yaml = xasprintf(
-            "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: bench\n"
-            "spec:\n  replicas: 1\n  version: \"%s\"\n  snapshots:\n"
-            "    schedule: \"0 0 1 1 *\"\n    destination:\n      local:\n        path: %s\n",
-            version, folder);
-        cluster_set set = {0};
-        diag_list d = DIAG_LIST_INIT;
-        if (spec_load_buffer("bench.yaml", yaml, strlen(yaml), &set, &d) < 0)
+        if (record_cluster(db, hc, version, folder) < 0)
                 return 1;
-        json_t *j = spec_to_json(set.items[0]);
-        _cleanup_free_ char *json = json_dumps(j, JSON_COMPACT);
-        json_decref(j);
-        cluster_set_release(&set);
-        diag_list_release(&d);
-        (void)state_cluster_set_desired(db, "default/bench", json, NULL, NULL, 1000);
-        state_member m = {.cluster = "default/bench",
-                          .name = "bench-0",
-                          .client_url = hc->members[0].client_url,
-                          .peer_url = hc->members[0].peer_url};
-        (void)state_member_put(db, &m, 1000);
         snapshot_job *job = NULL;
         char *err = NULL;
         if (snapshot_job_from_state(db, NULL, "default/bench", "manual", 0, dir, &job, &err) < 0)

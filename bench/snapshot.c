@@ -146,25 +146,9 @@ static int64_t restore_cluster(const char *version, const char *snapshot, const 
         return ms;
 }
 
-int main(int argc, char **argv)
+/* size_mib of values written by WRITERS threads; -1 (printed) when etcd refused them. */
+static int fill_cluster(harness_cluster *hc, const char *version, long size_mib)
 {
-        long size_mib = argc > 1 ? strtol(argv[1], NULL, 10) : 1024;
-        const char *version = argc > 2 ? argv[2] : "3.5.16";
-        if (size_mib <= 0 || size_mib > 7 * 1024) {
-                fprintf(stderr, "usage: bench-snapshot [SIZE-MIB (1..7168)] [VERSION]\n");
-                return 2;
-        }
-        if (!harness_have_etcd(version)) {
-                fprintf(stderr, "etcd %s is not installed (scripts/setup)\n", version);
-                return 77;
-        }
-        log_set_level(LOG_ERROR);
-        harness_opts o = {.version = version, .members = 1};
-        harness_cluster *hc = NULL;
-        if (harness_cluster_start(&o, &hc) < 0) {
-                fprintf(stderr, "cannot start etcd %s\n", version);
-                return 1;
-        }
         /* etcd's default quota is 2 GiB: make room for bigger databases. */
         int n = (int)(size_mib * 1024 * 1024 / VALUE_SIZE);
         printf("etcd %s, one member; filling %ld MiB (%d values of %d KiB) ...\n", version,
@@ -186,11 +170,109 @@ int main(int argc, char **argv)
         if (failed) {
                 fprintf(stderr, "filling failed (is the quota big enough? etcd's default is "
                                 "2 GiB)\n");
+                return -1;
+        }
+        printf("filled in %.1f s\n\n", (double)(now_mono_ms() - t0) / 1000.0);
+        return 0;
+}
+
+/* What one run measured. */
+typedef struct bench_times {
+        int64_t bytes;
+        int64_t gitcd_save_ms, ctl_save_ms, gitcd_restore_ms, check_ms, status_ms, tool_restore_ms;
+        long hwm_before, hwm_save, hwm_unpack; /* peak resident memory, KiB */
+} bench_times;
+
+/* The figures of a run: seconds and MB/s of each way, and gitcd's peak memory. */
+static void print_times(const bench_times *t, const snapshot_status *st, const char *tool)
+{
+        double mib = (double)t->bytes / (1024.0 * 1024.0);
+        printf("snapshot: %.0f MiB (revision %lld, %lld keys)\n\n", mib, (long long)st->revision,
+               (long long)st->total_keys);
+        printf("%-44s %9s %9s\n", "", "seconds", "MB/s");
+        printf("%-44s %9.2f %9.1f\n", "save     gitcd (stream, trailer checked)",
+               (double)t->gitcd_save_ms / 1000.0, mbps(t->bytes, t->gitcd_save_ms));
+        printf("%-44s %9.2f %9.1f\n", "save     etcdctl snapshot save",
+               (double)t->ctl_save_ms / 1000.0, mbps(t->bytes, t->ctl_save_ms));
+        printf("%-44s %9.2f %9.1f\n", "restore  gitcd (all checks + etcd's tool)",
+               (double)t->gitcd_restore_ms / 1000.0, mbps(t->bytes, t->gitcd_restore_ms));
+        printf("%-44s %9.2f %9.1f\n", "           of which: etcd's trailer checked",
+               (double)t->check_ms / 1000.0, mbps(t->bytes, t->check_ms));
+        printf("%-44s %9.2f %9.1f\n", "           of which: snapshot status",
+               (double)t->status_ms / 1000.0, mbps(t->bytes, t->status_ms));
+        printf("%-44s %9.2f %9.1f\n",
+               tool[strlen(tool) - 1] == 'l' && strstr(tool, "etcdutl")
+                   ? "restore  etcdutl snapshot restore"
+                   : "restore  etcdctl snapshot restore",
+               (double)t->tool_restore_ms / 1000.0, mbps(t->bytes, t->tool_restore_ms));
+        printf("\ngitcd peak resident memory (VmHWM): %ld KiB before, %ld KiB while streaming the "
+               "snapshot, %ld KiB while checking it (a %.0f MiB snapshot)\n",
+               t->hwm_before, t->hwm_save, t->hwm_unpack, mib);
+}
+
+/* etcd's tool alone restores snapshot_file into data_dir: how long it took, or -1. */
+static int64_t tool_restore(char *tool, const char *snapshot_file, const char *data_dir)
+{
+        char *restore_argv[] = {tool,
+                                "snapshot",
+                                "restore",
+                                (char *)snapshot_file,
+                                "--data-dir",
+                                (char *)data_dir,
+                                "--name",
+                                "bench-0",
+                                "--initial-cluster",
+                                "bench-0=http://127.0.0.1:2380",
+                                "--initial-advertise-peer-urls",
+                                "http://127.0.0.1:2380",
+                                NULL};
+        int64_t t0 = now_mono_ms();
+        if (run(restore_argv) < 0)
+                return -1;
+        return now_mono_ms() - t0;
+}
+
+/* A new 3-member cluster from this snapshot, both ways spec.bootstrap.restore knows. */
+static void print_restore_cluster(const char *version, const char *snapshot_file)
+{
+        printf("\na new cluster of %d members from this snapshot (spec.bootstrap.restore), apply "
+               "until every member is a healthy voter:\n",
+               RESTORE_MEMBERS);
+        int64_t t_static = restore_cluster(version, snapshot_file, "static");
+        int64_t t_learners = restore_cluster(version, snapshot_file, "learners");
+        printf("%-44s %9.2f\n", "  bootstrap.mode: static (every member)", t_static / 1000.0);
+        printf("%-44s %9.2f\n", "  bootstrap.mode: learners (seed + learners)",
+               t_learners / 1000.0);
+        if (t_static > 0 && t_learners > 0)
+                printf("%-44s %9.2fx\n", "  learners / static",
+                       (double)t_learners / (double)t_static);
+}
+
+int main(int argc, char **argv)
+{
+        long size_mib = argc > 1 ? strtol(argv[1], NULL, 10) : 1024;
+        const char *version = argc > 2 ? argv[2] : "3.5.16";
+        if (size_mib <= 0 || size_mib > 7 * 1024) {
+                fprintf(stderr, "usage: bench-snapshot [SIZE-MIB (1..7168)] [VERSION]\n");
+                return 2;
+        }
+        if (!harness_have_etcd(version)) {
+                fprintf(stderr, "etcd %s is not installed (scripts/setup)\n", version);
+                return 77;
+        }
+        log_set_level(LOG_ERROR);
+        harness_opts o = {.version = version, .members = 1};
+        harness_cluster *hc = NULL;
+        if (harness_cluster_start(&o, &hc) < 0) {
+                fprintf(stderr, "cannot start etcd %s\n", version);
+                return 1;
+        }
+        if (fill_cluster(hc, version, size_mib) < 0) {
                 harness_cluster_free(hc);
                 return 1;
         }
-        printf("filled in %.1f s\n\n", (double)(now_mono_ms() - t0) / 1000.0);
 
+        bench_times bt = {0};
         _cleanup_free_ char *dir = xasprintf("%s/bench-snapshot", hc->root_dir);
         (void)mkdir_p(dir, 0700);
         _cleanup_free_ char *gitcd_file = path_join(dir, "gitcd.db");
@@ -202,12 +284,12 @@ int main(int argc, char **argv)
         if (etcd_client_new(&co, &c) < 0)
                 return 1;
         reset_hwm();
-        long hwm_before = vm_hwm_kib();
+        bt.hwm_before = vm_hwm_kib();
         etcd_snapshot_info info = {0};
-        t0 = now_mono_ms();
+        int64_t t0 = now_mono_ms();
         int r = etcd_snapshot_save(c, NULL, gitcd_file, &info);
-        int64_t gitcd_save_ms = now_mono_ms() - t0;
-        long hwm_save = vm_hwm_kib();
+        bt.gitcd_save_ms = now_mono_ms() - t0;
+        bt.hwm_save = vm_hwm_kib();
         if (r < 0) {
                 fprintf(stderr, "gitcd snapshot failed: %s\n", etcd_client_last_error(c));
                 return 1;
@@ -220,8 +302,8 @@ int main(int argc, char **argv)
         t0 = now_mono_ms();
         if (run(save_argv) < 0)
                 return 1;
-        int64_t ctl_save_ms = now_mono_ms() - t0;
-        int64_t bytes = file_size(gitcd_file);
+        bt.ctl_save_ms = now_mono_ms() - t0;
+        bt.bytes = file_size(gitcd_file);
 
         /* restore: gitcd (checks, then etcd's tool) */
         _cleanup_free_ char *tool = NULL;
@@ -243,12 +325,12 @@ int main(int argc, char **argv)
                 free(raw);
                 raw = xstrdup(gitcd_file);
         }
-        int64_t check_ms = now_mono_ms() - t0;
-        long hwm_unpack = vm_hwm_kib();
+        bt.check_ms = now_mono_ms() - t0;
+        bt.hwm_unpack = vm_hwm_kib();
         snapshot_status st = {0};
         if (r >= 0)
                 r = snapshot_file_status(tool, raw, &st, &err);
-        int64_t status_ms = now_mono_ms() - t0 - check_ms;
+        bt.status_ms = now_mono_ms() - t0 - bt.check_ms;
         snapshot_restore_opts ro = {.tool = tool,
                                     .snapshot = raw,
                                     .data_dir = data1,
@@ -257,65 +339,19 @@ int main(int argc, char **argv)
                                     .token = "bench"};
         if (r >= 0)
                 r = snapshot_restore_dir(&ro, &err);
-        int64_t gitcd_restore_ms = now_mono_ms() - t0;
+        bt.gitcd_restore_ms = now_mono_ms() - t0;
         if (r < 0) {
                 fprintf(stderr, "gitcd restore failed: %s\n", err);
                 return 1;
         }
         /* restore: etcd's tool alone */
-        char *restore_argv[] = {tool,
-                                "snapshot",
-                                "restore",
-                                ctl_file,
-                                "--data-dir",
-                                data2,
-                                "--name",
-                                "bench-0",
-                                "--initial-cluster",
-                                "bench-0=http://127.0.0.1:2380",
-                                "--initial-advertise-peer-urls",
-                                "http://127.0.0.1:2380",
-                                NULL};
-        t0 = now_mono_ms();
-        if (run(restore_argv) < 0)
+        bt.tool_restore_ms = tool_restore(tool, ctl_file, data2);
+        if (bt.tool_restore_ms < 0)
                 return 1;
-        int64_t tool_restore_ms = now_mono_ms() - t0;
 
-        double mib = (double)bytes / (1024.0 * 1024.0);
-        printf("snapshot: %.0f MiB (revision %lld, %lld keys)\n\n", mib, (long long)st.revision,
-               (long long)st.total_keys);
-        printf("%-44s %9s %9s\n", "", "seconds", "MB/s");
-        printf("%-44s %9.2f %9.1f\n", "save     gitcd (stream, trailer checked)",
-               (double)gitcd_save_ms / 1000.0, mbps(bytes, gitcd_save_ms));
-        printf("%-44s %9.2f %9.1f\n", "save     etcdctl snapshot save",
-               (double)ctl_save_ms / 1000.0, mbps(bytes, ctl_save_ms));
-        printf("%-44s %9.2f %9.1f\n", "restore  gitcd (all checks + etcd's tool)",
-               (double)gitcd_restore_ms / 1000.0, mbps(bytes, gitcd_restore_ms));
-        printf("%-44s %9.2f %9.1f\n", "           of which: etcd's trailer checked",
-               (double)check_ms / 1000.0, mbps(bytes, check_ms));
-        printf("%-44s %9.2f %9.1f\n", "           of which: snapshot status",
-               (double)status_ms / 1000.0, mbps(bytes, status_ms));
-        printf("%-44s %9.2f %9.1f\n",
-               tool[strlen(tool) - 1] == 'l' && strstr(tool, "etcdutl")
-                   ? "restore  etcdutl snapshot restore"
-                   : "restore  etcdctl snapshot restore",
-               (double)tool_restore_ms / 1000.0, mbps(bytes, tool_restore_ms));
-        printf("\ngitcd peak resident memory (VmHWM): %ld KiB before, %ld KiB while streaming the "
-               "snapshot, %ld KiB while checking it (a %.0f MiB snapshot)\n",
-               hwm_before, hwm_save, hwm_unpack, mib);
+        print_times(&bt, &st, tool);
 
-        /* A new 3-member cluster from this snapshot, both ways spec.bootstrap.restore knows. */
-        printf("\na new cluster of %d members from this snapshot (spec.bootstrap.restore), apply "
-               "until every member is a healthy voter:\n",
-               RESTORE_MEMBERS);
-        int64_t t_static = restore_cluster(version, gitcd_file, "static");
-        int64_t t_learners = restore_cluster(version, gitcd_file, "learners");
-        printf("%-44s %9.2f\n", "  bootstrap.mode: static (every member)", t_static / 1000.0);
-        printf("%-44s %9.2f\n", "  bootstrap.mode: learners (seed + learners)",
-               t_learners / 1000.0);
-        if (t_static > 0 && t_learners > 0)
-                printf("%-44s %9.2fx\n", "  learners / static",
-                       (double)t_learners / (double)t_static);
+        print_restore_cluster(version, gitcd_file);
         (void)rm_rf(dir);
         harness_cluster_free(hc);
         return 0;

@@ -5,7 +5,9 @@
  */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "ops/config.h"
 
@@ -57,6 +59,11 @@ int cli_daemon_config(const char *flag, const char *default_path, bool state_giv
 
 /* "user@host (command)": who asked, for the audit log of a request (recover, repair). */
 char *cli_who_asks(const char *command);
+
+/* JSON output of the records: s, or null for NULL. */
+json_t *cli_json_string(const char *s);
+/* JSON output of the records: a time in ms as RFC 3339, or null when unset (<= 0). */
+json_t *cli_json_time(int64_t ms);
 
 /* True when stdout is a terminal and NO_COLOR is unset. */
 bool cli_color(void);

@@ -281,14 +281,16 @@ static void print_summary(display *d, const driver_summary *sum)
                sum->waiting, t);
 }
 
-int cmd_apply(int argc, char **argv)
+/* The command line of gitcd apply. */
+typedef struct apply_args {
+        runner_flags f;
+        bool wait;
+        int64_t timeout_ms;
+} apply_args;
+
+/* The options into a and d: -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, apply_args *a, display *d)
 {
-        runner_flags f = {0};
-        bool wait = true;
-        display d = {.mode = isatty(STDOUT_FILENO) && !streq_ptr(getenv("TERM"), "dumb")
-                                 ? OUTPUT_TTY
-                                 : OUTPUT_PLAIN};
-        int64_t timeout_ms = 10 * 60 * 1000;
         enum { OPT_WAIT = RUNNER_OPT_LAST + 1, OPT_NO_WAIT, OPT_TIMEOUT, OPT_CONFIG };
         static const struct option own[] = {
             {"help", no_argument, NULL, 'h'},
@@ -303,22 +305,22 @@ int cmd_apply(int argc, char **argv)
         optind = 1;
         int c;
         while ((c = getopt_long(argc, argv, "hqo:", opts, NULL)) != -1) {
-                if (runner_flag(&f, c, optarg))
+                if (runner_flag(&a->f, c, optarg))
                         continue;
                 switch (c) {
                 case 'h':
                         usage(stdout);
                         return EXIT_OK;
                 case 'q':
-                        d.quiet = true;
+                        d->quiet = true;
                         break;
                 case 'o':
                         if (streq(optarg, "tty"))
-                                d.mode = OUTPUT_TTY;
+                                d->mode = OUTPUT_TTY;
                         else if (streq(optarg, "plain"))
-                                d.mode = OUTPUT_PLAIN;
+                                d->mode = OUTPUT_PLAIN;
                         else if (streq(optarg, "json"))
-                                d.mode = OUTPUT_JSON;
+                                d->mode = OUTPUT_JSON;
                         else {
                                 fprintf(stderr,
                                         "gitcd apply: -o takes tty, plain or json, not '%s'\n",
@@ -327,16 +329,16 @@ int cmd_apply(int argc, char **argv)
                         }
                         break;
                 case OPT_WAIT:
-                        wait = true;
+                        a->wait = true;
                         break;
                 case OPT_NO_WAIT:
-                        wait = false;
+                        a->wait = false;
                         break;
                 case OPT_CONFIG:
-                        f.config = optarg;
+                        a->f.config = optarg;
                         break;
                 case OPT_TIMEOUT:
-                        if (parse_duration_ms(optarg, &timeout_ms) < 0 || timeout_ms <= 0) {
+                        if (parse_duration_ms(optarg, &a->timeout_ms) < 0 || a->timeout_ms <= 0) {
                                 fprintf(stderr, "gitcd apply: --timeout takes a duration such "
                                                 "as 90s or 5m\n");
                                 return EXIT_USAGE;
@@ -351,11 +353,86 @@ int cmd_apply(int argc, char **argv)
                 fprintf(stderr, "gitcd apply: unexpected argument '%s'\n", argv[optind]);
                 return EXIT_USAGE;
         }
-        if (!f.src.url_or_path) {
+        if (!a->f.src.url_or_path) {
                 fprintf(stderr, "gitcd apply: --source is required\n");
                 usage(stderr);
                 return EXIT_USAGE;
         }
+        return -1;
+}
+
+/*
+ * The source's clusters taken in (the diagnostics printed): -1 to go on,
+ * else the exit status, when the sync failed or took no cluster in.
+ */
+static int take_in(display *d, runner *r, const char *where, bool *ret_rejected)
+{
+        diag_list diags = DIAG_LIST_INIT;
+        int k = driver_sync(r->drv, &diags);
+        diag_sort(&diags);
+        diag_print(&diags, stderr);
+        bool rejected = diag_has_errors(&diags);
+        diag_list_release(&diags);
+        *ret_rejected = rejected;
+        if (k < 0 && k != -EINVAL) {
+                fprintf(stderr, "gitcd apply: %s\n", driver_last_error(r->drv));
+                return EXIT_FAIL;
+        }
+        if (driver_cluster_count(r->drv) == 0) {
+                if (rejected)
+                        printf("no EtcdCluster in %s was taken in\n", where);
+                else
+                        printf("no EtcdCluster definitions in %s\n", where);
+                return rejected ? EXIT_FAIL : EXIT_OK;
+        }
+        /* On a terminal every cluster has its line from the start. */
+        for (size_t i = 0; d->mode == OUTPUT_TTY && i < driver_cluster_count(r->drv); i++)
+                facts(d, row_for(d, driver_cluster_name(r->drv, i)));
+        if (d->mode == OUTPUT_TTY && !d->quiet)
+                redraw(d);
+        return -1;
+}
+
+/* Every row's facts again, redrawn (a terminal, not quiet). */
+static void refresh(display *d)
+{
+        if (d->mode != OUTPUT_TTY || d->quiet)
+                return;
+        for (size_t i = 0; i < d->n_rows; i++)
+                facts(d, &d->rows[i]);
+        redraw(d);
+}
+
+/* The driver's steps until every cluster is done, the deadline, or at once without wait. */
+static void drive(display *d, runner *r, bool wait, int64_t deadline, driver_summary *sum)
+{
+        for (;;) {
+                int k = driver_step(r->drv, sum);
+                if (k < 0 || sum->waiting == 0 || !wait)
+                        break;
+                int64_t left = deadline - now_mono_ms();
+                if (left <= 0)
+                        break;
+                int w = (int)MIN((int64_t)sum->wait_ms, left);
+                /* The elapsed times on a terminal move on at least every second. */
+                if (d->mode == OUTPUT_TTY)
+                        w = MIN(w, 1000);
+                if (w > 0)
+                        (void)r->target->ops->wait_event(r->target, w);
+                refresh(d);
+        }
+        refresh(d);
+}
+
+int cmd_apply(int argc, char **argv)
+{
+        apply_args a = {.wait = true, .timeout_ms = 10 * 60 * 1000};
+        display d = {.mode = isatty(STDOUT_FILENO) && !streq_ptr(getenv("TERM"), "dumb")
+                                 ? OUTPUT_TTY
+                                 : OUTPUT_PLAIN};
+        int status = parse_args(argc, argv, &a, &d);
+        if (status >= 0)
+                return status;
 
         /* The progress lines tell the story; library logging only for warnings. */
         if (!log_level_is_explicit())
@@ -363,67 +440,22 @@ int cmd_apply(int argc, char **argv)
         d.start_ms = now_mono_ms();
         runner r;
         d.r = &r;
-        if (runner_open(&f, progress, &d, &r) < 0)
+        if (runner_open(&a.f, progress, &d, &r) < 0)
                 return EXIT_FAIL;
-
-        diag_list diags = DIAG_LIST_INIT;
-        int k = driver_sync(r.drv, &diags);
-        diag_sort(&diags);
-        diag_print(&diags, stderr);
-        bool rejected = diag_has_errors(&diags);
-        diag_list_release(&diags);
-        if (k < 0 && k != -EINVAL) {
-                fprintf(stderr, "gitcd apply: %s\n", driver_last_error(r.drv));
+        bool rejected = false;
+        status = take_in(&d, &r, a.f.src.url_or_path, &rejected);
+        if (status >= 0) {
                 runner_close(&r);
                 display_release(&d);
-                return EXIT_FAIL;
+                return status;
         }
-        if (driver_cluster_count(r.drv) == 0) {
-                if (rejected)
-                        printf("no EtcdCluster in %s was taken in\n", f.src.url_or_path);
-                else
-                        printf("no EtcdCluster definitions in %s\n", f.src.url_or_path);
-                runner_close(&r);
-                display_release(&d);
-                return rejected ? EXIT_FAIL : EXIT_OK;
-        }
-        /* On a terminal every cluster has its line from the start. */
-        for (size_t i = 0; d.mode == OUTPUT_TTY && i < driver_cluster_count(r.drv); i++)
-                facts(&d, row_for(&d, driver_cluster_name(r.drv, i)));
-        if (d.mode == OUTPUT_TTY && !d.quiet)
-                redraw(&d);
-
         driver_summary sum = {0};
-        int64_t deadline = d.start_ms + timeout_ms;
-        for (;;) {
-                k = driver_step(r.drv, &sum);
-                if (k < 0 || sum.waiting == 0 || !wait)
-                        break;
-                int64_t left = deadline - now_mono_ms();
-                if (left <= 0)
-                        break;
-                int w = (int)MIN((int64_t)sum.wait_ms, left);
-                /* The elapsed times on a terminal move on at least every second. */
-                if (d.mode == OUTPUT_TTY)
-                        w = MIN(w, 1000);
-                if (w > 0)
-                        (void)r.target->ops->wait_event(r.target, w);
-                if (d.mode == OUTPUT_TTY && !d.quiet) {
-                        for (size_t i = 0; i < d.n_rows; i++)
-                                facts(&d, &d.rows[i]);
-                        redraw(&d);
-                }
-        }
-        if (d.mode == OUTPUT_TTY && !d.quiet) {
-                for (size_t i = 0; i < d.n_rows; i++)
-                        facts(&d, &d.rows[i]);
-                redraw(&d);
-        }
+        drive(&d, &r, a.wait, d.start_ms + a.timeout_ms, &sum);
         print_summary(&d, &sum);
         size_t held = driver_held(r.drv);
         runner_close(&r);
         display_release(&d);
-        if (sum.waiting > 0 && wait)
+        if (sum.waiting > 0 && a.wait)
                 fprintf(stderr, "gitcd apply: timed out; `gitcd status` shows where each "
                                 "cluster stands\n");
         if (held > 0)

@@ -237,6 +237,83 @@ static void free_strv(char **v, size_t n)
         free(v);
 }
 
+/* gitcd etcd member list */
+static int member_list(struct etcd_cli *cli, etcd_client *c)
+{
+        int r;
+        etcd_members *l = NULL;
+        r = etcd_member_list(c, &l);
+        if (r < 0)
+                return fail(c, "member list", r);
+        if (cli->out == OUT_JSON) {
+                dump_json(members_json(l));
+        } else {
+                printf("%-16s  %-9s  %-12s  %-28s  %-28s  %s\n", "ID", "STATUS", "NAME",
+                       "PEER ADDRS", "CLIENT ADDRS", "IS LEARNER");
+                for (size_t i = 0; i < l->n; i++) {
+                        const etcd_member *m = &l->members[i];
+                        char id[17];
+                        etcd_member_id_format(m->id, id);
+                        char *peers = join(m->peer_urls, m->n_peer_urls);
+                        char *clients = join(m->client_urls, m->n_client_urls);
+                        printf("%-16s  %-9s  %-12s  %-28s  %-28s  %s\n", id,
+                               isempty(m->name) ? "unstarted" : "started", m->name, peers, clients,
+                               m->is_learner ? "true" : "false");
+                        free(peers);
+                        free(clients);
+                }
+        }
+        etcd_members_free(l);
+        return EXIT_OK;
+}
+
+/* gitcd etcd member add NAME: the environment a new member starts with, as etcdctl prints it. */
+static int member_add(struct etcd_cli *cli, etcd_client *c, int argc, char **argv)
+{
+        int r;
+        if (argc != 2) {
+                fprintf(stderr, "gitcd: etcd member add: expected NAME\n");
+                return EXIT_USAGE;
+        }
+        if (isempty(cli->peer_urls)) {
+                fprintf(stderr, "gitcd: etcd member add: --peer-urls is required\n");
+                return EXIT_USAGE;
+        }
+        size_t n = 0;
+        char **urls = split_commas(cli->peer_urls, &n);
+        uint64_t id = 0;
+        etcd_members *l = NULL;
+        r = etcd_member_add(c, (const char *const *)urls, n, cli->learner, &id, &l);
+        free_strv(urls, n);
+        if (r < 0)
+                return fail(c, "member add", r);
+        char idbuf[17], cidbuf[17];
+        etcd_member_id_format(id, idbuf);
+        etcd_member_id_format(l->cluster_id, cidbuf);
+        if (cli->out == OUT_JSON) {
+                json_t *o = members_json(l);
+                json_object_set_new(o, "added", json_string(idbuf));
+                dump_json(o);
+        } else {
+                printf("Member %s added to cluster %s\n\n", idbuf, cidbuf);
+                printf("ETCD_NAME=\"%s\"\nETCD_INITIAL_CLUSTER=\"", argv[1]);
+                bool first = true;
+                for (size_t i = 0; i < l->n; i++) {
+                        const etcd_member *m = &l->members[i];
+                        const char *name = m->id == id ? argv[1] : m->name;
+                        if (isempty(name))
+                                continue;
+                        for (size_t j = 0; j < m->n_peer_urls; j++) {
+                                printf("%s%s=%s", first ? "" : ",", name, m->peer_urls[j]);
+                                first = false;
+                        }
+                }
+                printf("\"\nETCD_INITIAL_CLUSTER_STATE=\"existing\"\n");
+        }
+        etcd_members_free(l);
+        return EXIT_OK;
+}
+
 static int do_member(struct etcd_cli *cli, etcd_client *c, int argc, char **argv)
 {
         if (argc < 1) {
@@ -249,74 +326,10 @@ static int do_member(struct etcd_cli *cli, etcd_client *c, int argc, char **argv
         if (streq(sub, "list")) {
                 if (argc != 1)
                         goto extra;
-                etcd_members *l = NULL;
-                r = etcd_member_list(c, &l);
-                if (r < 0)
-                        return fail(c, "member list", r);
-                if (cli->out == OUT_JSON) {
-                        dump_json(members_json(l));
-                } else {
-                        printf("%-16s  %-9s  %-12s  %-28s  %-28s  %s\n", "ID", "STATUS", "NAME",
-                               "PEER ADDRS", "CLIENT ADDRS", "IS LEARNER");
-                        for (size_t i = 0; i < l->n; i++) {
-                                const etcd_member *m = &l->members[i];
-                                char id[17];
-                                etcd_member_id_format(m->id, id);
-                                char *peers = join(m->peer_urls, m->n_peer_urls);
-                                char *clients = join(m->client_urls, m->n_client_urls);
-                                printf("%-16s  %-9s  %-12s  %-28s  %-28s  %s\n", id,
-                                       isempty(m->name) ? "unstarted" : "started", m->name, peers,
-                                       clients, m->is_learner ? "true" : "false");
-                                free(peers);
-                                free(clients);
-                        }
-                }
-                etcd_members_free(l);
-                return EXIT_OK;
+                return member_list(cli, c);
         }
-        if (streq(sub, "add")) {
-                if (argc != 2) {
-                        fprintf(stderr, "gitcd: etcd member add: expected NAME\n");
-                        return EXIT_USAGE;
-                }
-                if (isempty(cli->peer_urls)) {
-                        fprintf(stderr, "gitcd: etcd member add: --peer-urls is required\n");
-                        return EXIT_USAGE;
-                }
-                size_t n = 0;
-                char **urls = split_commas(cli->peer_urls, &n);
-                uint64_t id = 0;
-                etcd_members *l = NULL;
-                r = etcd_member_add(c, (const char *const *)urls, n, cli->learner, &id, &l);
-                free_strv(urls, n);
-                if (r < 0)
-                        return fail(c, "member add", r);
-                char idbuf[17], cidbuf[17];
-                etcd_member_id_format(id, idbuf);
-                etcd_member_id_format(l->cluster_id, cidbuf);
-                if (cli->out == OUT_JSON) {
-                        json_t *o = members_json(l);
-                        json_object_set_new(o, "added", json_string(idbuf));
-                        dump_json(o);
-                } else {
-                        printf("Member %s added to cluster %s\n\n", idbuf, cidbuf);
-                        printf("ETCD_NAME=\"%s\"\nETCD_INITIAL_CLUSTER=\"", argv[1]);
-                        bool first = true;
-                        for (size_t i = 0; i < l->n; i++) {
-                                const etcd_member *m = &l->members[i];
-                                const char *name = m->id == id ? argv[1] : m->name;
-                                if (isempty(name))
-                                        continue;
-                                for (size_t j = 0; j < m->n_peer_urls; j++) {
-                                        printf("%s%s=%s", first ? "" : ",", name, m->peer_urls[j]);
-                                        first = false;
-                                }
-                        }
-                        printf("\"\nETCD_INITIAL_CLUSTER_STATE=\"existing\"\n");
-                }
-                etcd_members_free(l);
-                return EXIT_OK;
-        }
+        if (streq(sub, "add"))
+                return member_add(cli, c, argc, argv);
         if (streq(sub, "remove") || streq(sub, "promote") || streq(sub, "update")) {
                 if (argc != 2) {
                         fprintf(stderr, "gitcd: etcd member %s: expected one member ID\n", sub);
@@ -684,25 +697,70 @@ static int from_cluster(struct etcd_cli *cli, const char *cluster, const char *s
         return 0;
 }
 
-int cmd_etcd(int argc, char **argv)
+/* What the command line says besides the connection (struct etcd_cli). */
+typedef struct etcd_args {
+        const char *cluster, *state_flag, *config;
+        runner_flags tf;
+        bool target_flag, connection_flag;
+} etcd_args;
+
+/* gitcd etcd's own options (the shared ones of cli/runner.h come above them). */
+enum {
+        OPT_ENDPOINTS = 256,
+        OPT_CACERT,
+        OPT_CERT,
+        OPT_KEY,
+        OPT_USER,
+        OPT_TIMEOUT,
+        OPT_PREFIX,
+        OPT_LEARNER,
+        OPT_PEER_URLS,
+        OPT_PASSWORD_FILE,
+        OPT_CLUSTER,
+        OPT_CONFIG,
+        OPT_STATE,
+};
+_Static_assert((int)OPT_STATE < (int)RUNNER_OPT_SOURCE, "own options below the shared ones");
+
+/* --endpoints, --cacert, --cert, --key, --user, --password-file into cli: 0, or -errno (printed). */
+static int connection_option(struct etcd_cli *cli, int opt, const char *arg)
 {
-        enum {
-                OPT_ENDPOINTS = 256,
-                OPT_CACERT,
-                OPT_CERT,
-                OPT_KEY,
-                OPT_USER,
-                OPT_TIMEOUT,
-                OPT_PREFIX,
-                OPT_LEARNER,
-                OPT_PEER_URLS,
-                OPT_PASSWORD_FILE,
-                OPT_CLUSTER,
-                OPT_CONFIG,
-                OPT_STATE,
-        };
-        _Static_assert((int)OPT_STATE < (int)RUNNER_OPT_SOURCE,
-                       "own options below the shared ones");
+        switch (opt) {
+        case OPT_ENDPOINTS:
+                cli->opts.endpoints = arg;
+                break;
+        case OPT_CACERT:
+                cli->opts.cacert = arg;
+                break;
+        case OPT_CERT:
+                cli->opts.cert = arg;
+                break;
+        case OPT_KEY:
+                cli->opts.key = arg;
+                break;
+        case OPT_USER: {
+                free(cli->user);
+                const char *colon = strchr(arg, ':');
+                if (colon) {
+                        cli->user = xstrndup(arg, (size_t)(colon - arg));
+                        wipe_free(cli->password);
+                        cli->password = xstrdup(colon + 1);
+                } else {
+                        cli->user = xstrdup(arg);
+                }
+                break;
+        }
+        case OPT_PASSWORD_FILE:
+                if (read_password_file(arg, &cli->password) < 0)
+                        return -EINVAL;
+                break;
+        }
+        return 0;
+}
+
+/* The options into cli and a: -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, struct etcd_cli *cli, etcd_args *a)
+{
         static const struct option longopts[] = {
             {"endpoints", required_argument, NULL, OPT_ENDPOINTS},
             {"cacert", required_argument, NULL, OPT_CACERT},
@@ -723,61 +781,28 @@ int cmd_etcd(int argc, char **argv)
             {"help", no_argument, NULL, 'h'},
             {},
         };
-        struct etcd_cli cli = {.out = OUT_TABLE};
-        const char *env_ep = getenv("GITCD_ETCD_ENDPOINTS");
-        cli.opts.endpoints = isempty(env_ep) ? "http://127.0.0.1:2379" : env_ep;
-        int ret = EXIT_USAGE;
-        etcd_client *c = NULL;
         int opt;
-        const char *cluster = NULL, *state_flag = NULL, *config = NULL;
-        runner_flags tf = {0};
-        bool target_flag = false, connection_flag = false;
-
         optind = 0; /* reset getopt: argv[0] is the subcommand name */
         while ((opt = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
                 switch (opt) {
                 case OPT_ENDPOINTS:
-                        connection_flag = true;
-                        cli.opts.endpoints = optarg;
-                        break;
                 case OPT_CACERT:
-                        connection_flag = true;
-                        cli.opts.cacert = optarg;
-                        break;
                 case OPT_CERT:
-                        connection_flag = true;
-                        cli.opts.cert = optarg;
-                        break;
                 case OPT_KEY:
-                        connection_flag = true;
-                        cli.opts.key = optarg;
-                        break;
-                case OPT_USER: {
-                        connection_flag = true;
-                        free(cli.user);
-                        const char *colon = strchr(optarg, ':');
-                        if (colon) {
-                                cli.user = xstrndup(optarg, (size_t)(colon - optarg));
-                                wipe_free(cli.password);
-                                cli.password = xstrdup(colon + 1);
-                        } else {
-                                cli.user = xstrdup(optarg);
-                        }
-                        break;
-                }
+                case OPT_USER:
                 case OPT_PASSWORD_FILE:
-                        connection_flag = true;
-                        if (read_password_file(optarg, &cli.password) < 0)
-                                goto out;
+                        a->connection_flag = true;
+                        if (connection_option(cli, opt, optarg) < 0)
+                                return EXIT_USAGE;
                         break;
                 case 'o':
                         if (streq(optarg, "json"))
-                                cli.out = OUT_JSON;
+                                cli->out = OUT_JSON;
                         else if (streq(optarg, "table"))
-                                cli.out = OUT_TABLE;
+                                cli->out = OUT_TABLE;
                         else {
                                 fprintf(stderr, "gitcd: etcd: --output takes table or json\n");
-                                goto out;
+                                return EXIT_USAGE;
                         }
                         break;
                 case OPT_TIMEOUT: {
@@ -785,83 +810,95 @@ int cmd_etcd(int argc, char **argv)
                         if (parse_duration_ms(optarg, &ms) < 0 || ms <= 0 || ms > INT32_MAX) {
                                 fprintf(stderr, "gitcd: etcd: --timeout takes a duration such "
                                                 "as 5s or 500ms\n");
-                                goto out;
+                                return EXIT_USAGE;
                         }
-                        cli.opts.call_timeout_ms = (int)ms;
-                        cli.opts.dial_timeout_ms = (int)MIN(ms, 2000);
+                        cli->opts.call_timeout_ms = (int)ms;
+                        cli->opts.dial_timeout_ms = (int)MIN(ms, 2000);
                         break;
                 }
                 case OPT_PREFIX:
-                        cli.prefix = true;
+                        cli->prefix = true;
                         break;
                 case OPT_LEARNER:
-                        cli.learner = true;
+                        cli->learner = true;
                         break;
                 case OPT_PEER_URLS:
-                        cli.peer_urls = optarg;
+                        cli->peer_urls = optarg;
                         break;
                 case OPT_CLUSTER:
-                        cluster = optarg;
+                        a->cluster = optarg;
                         break;
                 case OPT_STATE:
-                        state_flag = optarg;
+                        a->state_flag = optarg;
                         break;
                 case OPT_CONFIG:
-                        config = optarg;
+                        a->config = optarg;
                         break;
                 case 'h':
                         usage(stdout);
-                        ret = EXIT_OK;
-                        goto out;
+                        return EXIT_OK;
                 default:
                         if (opt > RUNNER_OPT_SOURCE && opt < RUNNER_OPT_LAST &&
-                            runner_flag(&tf, opt, optarg)) {
-                                target_flag = true;
+                            runner_flag(&a->tf, opt, optarg)) {
+                                a->target_flag = true;
                                 break;
                         }
                         usage(stderr);
-                        goto out;
+                        return EXIT_USAGE;
                 }
         }
         if (optind >= argc) {
                 usage(stderr);
-                goto out;
+                return EXIT_USAGE;
         }
-        if (!cluster && (target_flag || state_flag || config)) {
+        return -1;
+}
+
+/*
+ * The options that go together, the connection gitcd recorded for
+ * --cluster, and the password: -1 to go on, else the exit status.
+ */
+static int check_args(struct etcd_cli *cli, etcd_args *a)
+{
+        if (!a->cluster && (a->target_flag || a->state_flag || a->config)) {
                 fprintf(stderr, "gitcd: etcd: --state, --config, --target and the target's "
                                 "options go with --cluster\n");
-                goto out;
+                return EXIT_USAGE;
         }
-        if (cluster && connection_flag) {
+        if (a->cluster && a->connection_flag) {
                 fprintf(stderr, "gitcd: etcd: --cluster takes the endpoints, certificates and "
                                 "credentials gitcd recorded: not with --endpoints, --cacert, "
                                 "--cert, --key, --user or --password-file\n");
-                goto out;
+                return EXIT_USAGE;
         }
-        if (tf.target && !target_kind_find(tf.target)) {
-                runner_unknown_target("gitcd: etcd", tf.target);
-                goto out;
+        if (a->tf.target && !target_kind_find(a->tf.target)) {
+                runner_unknown_target("gitcd: etcd", a->tf.target);
+                return EXIT_USAGE;
         }
-        if (cluster && from_cluster(&cli, cluster, state_flag, config, &tf) < 0) {
-                ret = EXIT_FAIL;
-                goto out;
-        }
-        if (cli.user && !cli.password) {
+        if (a->cluster && from_cluster(cli, a->cluster, a->state_flag, a->config, &a->tf) < 0)
+                return EXIT_FAIL;
+        if (cli->user && !cli->password) {
                 const char *pw = getenv("GITCD_ETCD_PASSWORD");
                 if (!pw) {
                         fprintf(stderr,
                                 "gitcd: etcd: --user %s needs a password: set "
                                 "GITCD_ETCD_PASSWORD or use --password-file FILE\n",
-                                cli.user);
-                        goto out;
+                                cli->user);
+                        return EXIT_USAGE;
                 }
-                cli.password = xstrdup(pw);
+                cli->password = xstrdup(pw);
         }
-        cli.opts.user = cli.user;
-        cli.opts.password = cli.password;
-        cli.opts.fallback_password = cli.fallback_password;
-        int r = etcd_client_new(&cli.opts, &c);
-        if (r < 0 && cli.opts.endpoints && strchr(cli.opts.endpoints, '@'))
+        return -1;
+}
+
+/* The client for cli's options; -errno with why printed (never the endpoints' secrets). */
+static int client_open(struct etcd_cli *cli, etcd_client **ret)
+{
+        cli->opts.user = cli->user;
+        cli->opts.password = cli->password;
+        cli->opts.fallback_password = cli->fallback_password;
+        int r = etcd_client_new(&cli->opts, ret);
+        if (r < 0 && cli->opts.endpoints && strchr(cli->opts.endpoints, '@'))
                 /* never echo the list: it may hold a password */
                 fprintf(stderr, "gitcd: etcd: --endpoints must not carry a user name or "
                                 "password: use --user NAME and $GITCD_ETCD_PASSWORD\n");
@@ -869,11 +906,23 @@ int cmd_etcd(int argc, char **argv)
                 fprintf(stderr,
                         "gitcd: etcd: --endpoints '%s' is not a list of http:// or "
                         "https:// URLs\n",
-                        cli.opts.endpoints);
-        if (r < 0)
-                goto out;
-        ret = run(&cli, c, argc - optind, argv + optind);
-out:
+                        cli->opts.endpoints);
+        return r;
+}
+
+int cmd_etcd(int argc, char **argv)
+{
+        struct etcd_cli cli = {.out = OUT_TABLE};
+        const char *env_ep = getenv("GITCD_ETCD_ENDPOINTS");
+        cli.opts.endpoints = isempty(env_ep) ? "http://127.0.0.1:2379" : env_ep;
+        etcd_args a = {0};
+        etcd_client *c = NULL;
+        int ret = parse_args(argc, argv, &cli, &a);
+        if (ret < 0)
+                ret = check_args(&cli, &a);
+        if (ret < 0)
+                ret = client_open(&cli, &c) < 0 ? EXIT_USAGE
+                                                : run(&cli, c, argc - optind, argv + optind);
         etcd_client_free(c);
         free(cli.user);
         wipe_free(cli.password);

@@ -11,7 +11,6 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "state/state.h"
 #include "util/escape.h"
 #include "util/macro.h"
@@ -27,26 +27,10 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-static void usage(FILE *out)
-{
-        fprintf(out,
-                "usage: gitcd log [options]\n\n"
-                "Show the audit log (who changed what, when, and what it did), newest first.\n\n"
-                "Options:\n"
-                "  --cluster NS/NAME   only events of this cluster\n"
-                "  --since WHEN        only events since a duration ago (30m, 2h, 7d) or a\n"
-                "                      date (2026-11-01, 2026-11-01T12:00:00Z)\n"
-                "  --commit SHA        only events caused by this commit (4+ hex digits)\n"
-                "  --action ACTION     only this action (e.g. member.add-learner)\n"
-                "  --limit N           at most N events\n"
-                "  -o, --output FMT    table (default) or json (one object per line)\n"
-                "  --state PATH        the state database (default: the configuration's\n"
-                "                      state, else $GITCD_STATE_DIR/state.db, else\n"
-                "                      ./.gitcd/state.db)\n"
-                "  --config FILE       the daemon's configuration file, for its state\n"
-                "                      (default: " OPS_CONFIG_DEFAULT_PATH " when present)\n"
-                "  -h, --help          show this help\n");
-}
+static const char usage_text[] =
+    "usage: gitcd log [options]\n\n"
+    "Show the audit log (who changed what, when, and what it did), newest first.\n\n"
+    "Options:\n";
 
 /* "2026-11-01", "2026-11-01T12:00:00Z", "2026-11-01T12:00:00+02:00" -> epoch ms. */
 static int parse_date_ms(const char *s, int64_t *ret_ms)
@@ -275,110 +259,134 @@ static void print_json(const state_audit_list *l)
         }
 }
 
-enum { OPT_CLUSTER = 256, OPT_SINCE, OPT_COMMIT, OPT_ACTION, OPT_LIMIT, OPT_STATE, OPT_CONFIG };
+/* The command line of gitcd log. */
+typedef struct log_args {
+        state_audit_filter filter;
+        const char *state_flag, *config;
+        int json;    /* -o: 0 table, 1 json */
+        int64_t now; /* what --since counts back from */
+} log_args;
+
+/* --cluster NS/NAME */
+static int parse_cluster(const char *arg, void *dest)
+{
+        if (!state_cluster_name_valid(arg))
+                return -EINVAL;
+        *(const char **)dest = arg;
+        return 0;
+}
+
+/* --since WHEN, counted back from the log_args' now */
+static int parse_since_arg(const char *arg, void *dest)
+{
+        log_args *a = dest;
+        return parse_since(arg, a->now, &a->filter.since_ms);
+}
+
+/* --commit SHA: a prefix of at least 4 hex digits */
+static int parse_commit(const char *arg, void *dest)
+{
+        if (!state_commit_prefix_valid(arg))
+                return -EINVAL;
+        *(const char **)dest = arg;
+        return 0;
+}
+
+/* --limit N: a positive number */
+static int parse_limit(const char *arg, void *dest)
+{
+        char *end;
+        errno = 0;
+        long long n = strtoll(arg, &end, 10);
+        if (errno || *end || end == arg || n < 1)
+                return -EINVAL;
+        *(size_t *)dest = (size_t)n;
+        return 0;
+}
+
+/* The options into a: -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, log_args *a)
+{
+        const cli_opt opts[] = {
+            {.kind = CLI_OPT_CUSTOM,
+             .name = "cluster",
+             .arg = "NS/NAME",
+             .dest = &a->filter.cluster,
+             .parse = parse_cluster,
+             .help = "only events of this cluster",
+             .bad = "--cluster takes namespace/name",
+             .show_arg = true},
+            {.kind = CLI_OPT_CUSTOM,
+             .name = "since",
+             .arg = "WHEN",
+             .dest = a,
+             .parse = parse_since_arg,
+             .help = "only events since a duration ago (30m, 2h, 7d) or a\n"
+                     "date (2026-11-01, 2026-11-01T12:00:00Z)",
+             .bad = "--since takes a duration (30m, 2h, 7d) or a date (2026-11-01, "
+                    "2026-11-01T12:00:00Z)",
+             .show_arg = true},
+            {.kind = CLI_OPT_CUSTOM,
+             .name = "commit",
+             .arg = "SHA",
+             .dest = &a->filter.commit_prefix,
+             .parse = parse_commit,
+             .help = "only events caused by this commit (4+ hex digits)",
+             .bad = "--commit takes at least 4 hex digits of a commit id",
+             .show_arg = true},
+            {.kind = CLI_OPT_STRING,
+             .name = "action",
+             .arg = "ACTION",
+             .dest = &a->filter.action,
+             .help = "only this action (e.g. member.add-learner)"},
+            {.kind = CLI_OPT_CUSTOM,
+             .name = "limit",
+             .arg = "N",
+             .dest = &a->filter.limit,
+             .parse = parse_limit,
+             .help = "at most N events",
+             .bad = "--limit takes a positive number",
+             .show_arg = true},
+            {.kind = CLI_OPT_CHOICE,
+             .name = "output",
+             .short_name = 'o',
+             .arg = "FMT",
+             .dest = &a->json,
+             .choices = cli_output_formats,
+             .help = "table (default) or json (one object per line)",
+             .bad = "-o takes table or json",
+             .show_arg = true},
+            CLI_RECORDS_ROWS(&a->state_flag, &a->config),
+        };
+        const cli_command cmd = {.prog = "gitcd log",
+                                 .usage = usage_text,
+                                 .footer = "",
+                                 .opts = opts,
+                                 .n_opts = ARRAY_SIZE(opts),
+                                 .width = 20,
+                                 .stop_at_operand = true};
+        int status = cli_parse(&cmd, argc, argv);
+        if (status >= 0)
+                return status;
+        if (optind < argc) {
+                fprintf(stderr, "gitcd log: unexpected argument '%s'\n", argv[optind]);
+                cli_help(&cmd, stderr);
+                return EXIT_USAGE;
+        }
+        return -1;
+}
 
 int cmd_log(int argc, char **argv)
 {
-        static const struct option options[] = {
-            {"cluster", required_argument, NULL, OPT_CLUSTER},
-            {"since", required_argument, NULL, OPT_SINCE},
-            {"commit", required_argument, NULL, OPT_COMMIT},
-            {"action", required_argument, NULL, OPT_ACTION},
-            {"limit", required_argument, NULL, OPT_LIMIT},
-            {"output", required_argument, NULL, 'o'},
-            {"state", required_argument, NULL, OPT_STATE},
-            {"config", required_argument, NULL, OPT_CONFIG},
-            {"help", no_argument, NULL, 'h'},
-            {0},
-        };
-        state_audit_filter filter = {0};
-        const char *state_flag = NULL, *config = NULL;
-        bool json = false;
-        int64_t now = now_wall_ms();
-        int opt;
-        optind = 0;
-        while ((opt = getopt_long(argc, argv, "+o:h", options, NULL)) != -1) {
-                switch (opt) {
-                case OPT_CLUSTER:
-                        if (!state_cluster_name_valid(optarg)) {
-                                fprintf(stderr,
-                                        "gitcd log: --cluster takes namespace/name, not '%s'\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        filter.cluster = optarg;
-                        break;
-                case OPT_SINCE:
-                        if (parse_since(optarg, now, &filter.since_ms) < 0) {
-                                fprintf(stderr,
-                                        "gitcd log: --since takes a duration (30m, 2h, 7d) or a "
-                                        "date (2026-11-01, 2026-11-01T12:00:00Z), not '%s'\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case OPT_COMMIT:
-                        if (!state_commit_prefix_valid(optarg)) {
-                                fprintf(stderr,
-                                        "gitcd log: --commit takes at least 4 hex digits of a "
-                                        "commit id, not '%s'\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        filter.commit_prefix = optarg;
-                        break;
-                case OPT_ACTION:
-                        filter.action = optarg;
-                        break;
-                case OPT_LIMIT: {
-                        char *end;
-                        errno = 0;
-                        long long n = strtoll(optarg, &end, 10);
-                        if (errno || *end || end == optarg || n < 1) {
-                                fprintf(stderr,
-                                        "gitcd log: --limit takes a positive number, not '%s'\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        filter.limit = (size_t)n;
-                        break;
-                }
-                case 'o':
-                        if (streq(optarg, "json"))
-                                json = true;
-                        else if (streq(optarg, "table"))
-                                json = false;
-                        else {
-                                fprintf(stderr, "gitcd log: -o takes table or json, not '%s'\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case OPT_STATE:
-                        state_flag = optarg;
-                        break;
-                case OPT_CONFIG:
-                        config = optarg;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
-                default:
-                        usage(stderr);
-                        return EXIT_USAGE;
-                }
-        }
-        if (optind < argc) {
-                fprintf(stderr, "gitcd log: unexpected argument '%s'\n", argv[optind]);
-                usage(stderr);
-                return EXIT_USAGE;
-        }
-
+        log_args a = {.now = now_wall_ms()};
+        int status = parse_args(argc, argv, &a);
+        if (status >= 0)
+                return status;
         _cleanup_(ops_config_freep) ops_config *file = NULL;
-        if (cli_daemon_config(config, OPS_CONFIG_DEFAULT_PATH, state_flag != NULL, "gitcd log",
+        if (cli_daemon_config(a.config, OPS_CONFIG_DEFAULT_PATH, a.state_flag != NULL, "gitcd log",
                               &file) < 0)
                 return EXIT_FAIL;
-        _cleanup_free_ char *path = cli_state_path(state_flag, file);
+        _cleanup_free_ char *path = cli_state_path(a.state_flag, file);
         state_db *db = NULL;
         int r = state_open(path, STATE_OPEN_READ_ONLY, &db);
         if (r < 0) {
@@ -386,18 +394,18 @@ int cmd_log(int argc, char **argv)
                 return EXIT_FAIL;
         }
         state_audit_list l = {0};
-        r = state_audit_query(db, &filter, &l);
+        r = state_audit_query(db, &a.filter, &l);
         if (r < 0) {
                 fprintf(stderr, "gitcd log: %s\n", state_last_error());
                 state_close(db);
                 return EXIT_FAIL;
         }
-        if (json)
+        if (a.json)
                 print_json(&l);
         else if (l.n == 0)
                 fprintf(stderr, "gitcd log: no events match\n");
         else
-                print_table(&l, now);
+                print_table(&l, a.now);
         state_audit_list_release(&l);
         state_close(db);
         if (fflush(stdout) != 0 || ferror(stdout)) {

@@ -359,10 +359,16 @@ out:
         return k;
 }
 
-int cmd_plan(int argc, char **argv)
+/* The command line of gitcd plan. */
+typedef struct plan_args {
+        runner_flags f;
+        bool json, detailed, verbose, plain;
+} plan_args;
+
+/* The options into a: -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, plan_args *a)
 {
-        runner_flags f = {0};
-        bool json = false, detailed = false, verbose = false, plain = false;
+        runner_flags *f = &a->f;
         enum { OPT_DETAILED = RUNNER_OPT_LAST + 1, OPT_PLAIN, OPT_CONFIG };
         static const struct option own[] = {
             {"help", no_argument, NULL, 'h'},
@@ -376,7 +382,7 @@ int cmd_plan(int argc, char **argv)
         optind = 1;
         int c;
         while ((c = getopt_long(argc, argv, "ho:v", opts, NULL)) != -1) {
-                if (runner_flag(&f, c, optarg))
+                if (runner_flag(f, c, optarg))
                         continue;
                 switch (c) {
                 case 'h':
@@ -384,25 +390,25 @@ int cmd_plan(int argc, char **argv)
                         return EXIT_OK;
                 case 'o':
                         if (streq(optarg, "json"))
-                                json = true;
+                                a->json = true;
                         else if (streq(optarg, "text"))
-                                json = false;
+                                a->json = false;
                         else {
                                 fprintf(stderr, "gitcd plan: -o takes text or json\n");
                                 return EXIT_USAGE;
                         }
                         break;
                 case 'v':
-                        verbose = true;
+                        a->verbose = true;
                         break;
                 case OPT_DETAILED:
-                        detailed = true;
+                        a->detailed = true;
                         break;
                 case OPT_PLAIN:
-                        plain = true;
+                        a->plain = true;
                         break;
                 case OPT_CONFIG:
-                        f.config = optarg;
+                        f->config = optarg;
                         break;
                 default:
                         usage(stderr);
@@ -413,30 +419,68 @@ int cmd_plan(int argc, char **argv)
                 fprintf(stderr, "gitcd plan: unexpected argument '%s'\n", argv[optind]);
                 return EXIT_USAGE;
         }
-        if (isempty(f.src.url_or_path)) {
+        if (isempty(f->src.url_or_path)) {
                 fprintf(stderr, "gitcd plan: --source is required\n");
                 usage(stderr);
                 return EXIT_USAGE;
         }
-        if (f.src.verify_signatures && isempty(f.src.allowed_signers_path)) {
+        if (f->src.verify_signatures && isempty(f->src.allowed_signers_path)) {
                 fprintf(stderr, "gitcd plan: --verify-signatures needs --allowed-signers FILE\n");
                 return EXIT_USAGE;
         }
-        if (!log_level_is_explicit())
-                log_set_level(LOG_WARN);
+        return -1;
+}
 
-        _cleanup_free_ char *state_path = cli_state_path(f.state, NULL);
-        state_cluster_list applied = {0};
-        state_member_list *members = NULL;
-        bool have_state = false;
-        if (read_applied(state_path, &applied, &members, &have_state) < 0)
-                return EXIT_FAIL;
+/* What gitcd plan shows: the plan, the state it compared with, drift and machine effects. */
+typedef struct plan_view {
+        plan *p;
+        source_revision *rev;
+        const char *state_path;
+        bool have_state;
+        drift_report *drift; /* or NULL */
+        kube_config *kcfg;   /* with drift */
+        const char *kind;    /* the target kind's name */
+        json_t *effects;     /* or NULL */
+} plan_view;
 
-        _cleanup_(policy_freep) policy *pol = NULL;
-        if (runner_policy(&f, "gitcd plan", &pol) < 0)
+static void print_json(const plan_view *v)
+{
+        json_t *j = plan_to_json(v->p, v->rev);
+        json_object_set_new(j, "state",
+                            json_pack("{s:s,s:b}", "path", v->state_path, "exists", v->have_state));
+        if (v->drift) {
+                assert(v->kcfg); /* kube_drift() returns both or neither */
+                json_object_set_new(j, v->kind,
+                                    drift_to_json(v->drift, v->kcfg->server, v->kcfg->context));
+                json_object_set_new(json_object_get(j, "summary"), "drift",
+                                    json_boolean(drift_has_changes(v->drift)));
+        }
+        if (v->effects)
+                json_object_set(j, v->kind, v->effects);
+        json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        fputc('\n', stdout);
+        json_decref(j);
+}
+
+static void print_text(const plan_view *v, bool verbose)
+{
+        if (!v->have_state)
+                printf("No state database at %s: nothing applied yet.\n", v->state_path);
+        plan_print_opts po = {.color = cli_color(), .verbose = verbose, .show_diag = true};
+        plan_print_text(v->p, v->rev, &po, stdout);
+        if (v->drift)
+                drift_print_text(v->drift, v->kcfg ? v->kcfg->server : NULL, po.color, stdout);
+        if (v->effects)
+                machine_effects_print(v->effects, v->kind, stdout);
+}
+
+/* The policy, and approvals only with signatures verified: -1 to go on, else the exit status. */
+static int load_policy(const runner_flags *f, policy **ret)
+{
+        if (runner_policy(f, "gitcd plan", ret) < 0)
                 return EXIT_FAIL;
         const policy_at *approvals = NULL;
-        if (policy_wants_approvals(pol, &approvals) && !f.src.verify_signatures) {
+        if (policy_wants_approvals(*ret, &approvals) && !f->src.verify_signatures) {
                 fprintf(stderr,
                         "gitcd plan: %s:%d:%d: policy.approvals: approvals are counted in "
                         "trusted commit signatures; give --verify-signatures --allowed-signers "
@@ -444,28 +488,51 @@ int cmd_plan(int argc, char **argv)
                         approvals->file, approvals->line, approvals->col);
                 return EXIT_USAGE;
         }
+        return -1;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+        plan_args a = {0};
+        int status = parse_args(argc, argv, &a);
+        if (status >= 0)
+                return status;
+        runner_flags *f = &a.f;
+        if (!log_level_is_explicit())
+                log_set_level(LOG_WARN);
+
+        _cleanup_free_ char *state_path = cli_state_path(f->state, NULL);
+        state_cluster_list applied = {0};
+        state_member_list *members = NULL;
+        bool have_state = false;
+        if (read_applied(state_path, &applied, &members, &have_state) < 0)
+                return EXIT_FAIL;
+        _cleanup_(policy_freep) policy *pol = NULL;
+        status = load_policy(f, &pol);
+        if (status >= 0)
+                return status;
 
         /* Freed in the reverse order: the source, then its temporary cache. */
         _cleanup_(source_revision_freep) source_revision *rev = NULL;
         _cleanup_(tmpdir_removep) char *tmp = NULL;
         _cleanup_(source_freep) source *src = NULL;
-        if (fetch(&f, plain, &tmp, &src, &rev) < 0) {
+        if (fetch(f, a.plain, &tmp, &src, &rev) < 0) {
                 members_release(members, applied.n);
                 state_cluster_list_release(&applied);
                 return EXIT_FAIL;
         }
-
-        if (f.target && !target_kind_find(f.target)) {
-                runner_unknown_target("gitcd plan", f.target);
+        if (f->target && !target_kind_find(f->target)) {
+                runner_unknown_target("gitcd plan", f->target);
+                members_release(members, applied.n);
                 state_cluster_list_release(&applied);
                 return EXIT_USAGE;
         }
-        const target_kind *kind = target_kind_or_default(f.target);
+        const target_kind *kind = target_kind_or_default(f->target);
         const target_plan_ops *pops = kind->plan;
         plan_input in = {.rev = rev,
                          .applied = have_state ? &applied : NULL,
                          .members = members,
-                         .prune = f.prune,
+                         .prune = f->prune,
                          .caps = kind->caps,
                          .target = kind->name,
                          .policy = pol,
@@ -482,42 +549,25 @@ int cmd_plan(int argc, char **argv)
         _cleanup_(drift_report_freep) drift_report *drift = NULL;
         _cleanup_(kube_config_freep) kube_config *kcfg = NULL;
         if (pops && pops->kube_objects &&
-            kube_drift(&f, kind, state_path, have_state, p, &drift, &kcfg) < 0)
+            kube_drift(f, kind, state_path, have_state, p, &drift, &kcfg) < 0)
                 return EXIT_FAIL;
-        const char *server = kcfg ? kcfg->server : NULL;
-        json_t *effects = pops && pops->machine_effects ? machine_effects(p, pops) : NULL;
-
-        if (json) {
-                json_t *j = plan_to_json(p, rev);
-                json_object_set_new(
-                    j, "state", json_pack("{s:s,s:b}", "path", state_path, "exists", have_state));
-                if (drift) {
-                        assert(kcfg); /* kube_drift() returns both or neither */
-                        json_object_set_new(j, kind->name,
-                                            drift_to_json(drift, server, kcfg->context));
-                        json_object_set_new(json_object_get(j, "summary"), "drift",
-                                            json_boolean(drift_has_changes(drift)));
-                }
-                if (effects)
-                        json_object_set(j, kind->name, effects);
-                json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-                fputc('\n', stdout);
-                json_decref(j);
-        } else {
-                if (!have_state)
-                        printf("No state database at %s: nothing applied yet.\n", state_path);
-                plan_print_opts po = {.color = cli_color(), .verbose = verbose, .show_diag = true};
-                plan_print_text(p, rev, &po, stdout);
-                if (drift)
-                        drift_print_text(drift, server, po.color, stdout);
-                if (effects)
-                        machine_effects_print(effects, kind->name, stdout);
-        }
-        json_decref(effects);
+        plan_view v = {.p = p,
+                       .rev = rev,
+                       .state_path = state_path,
+                       .have_state = have_state,
+                       .drift = drift,
+                       .kcfg = kcfg,
+                       .kind = kind->name,
+                       .effects = pops && pops->machine_effects ? machine_effects(p, pops) : NULL};
+        if (a.json)
+                print_json(&v);
+        else
+                print_text(&v, a.verbose);
+        json_decref(v.effects);
         fflush(stdout);
         if (plan_has_errors(p) || (drift && drift_has_errors(drift)))
                 return EXIT_FAIL;
-        if (detailed && (plan_has_changes(p) || (drift && drift_has_changes(drift))))
+        if (a.detailed && (plan_has_changes(p) || (drift && drift_has_changes(drift))))
                 return EXIT_CHANGES;
         return EXIT_OK;
 }

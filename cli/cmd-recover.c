@@ -16,15 +16,13 @@
  * /etc/gitcd/gitcd.yaml when present).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/request.h"
 #include "cli/runner.h"
-#include "reconciler/reconcile.h"
 #include "reconciler/recovery.h"
 #include "snapshots/schedule.h"
 #include "state/recovery.h"
@@ -32,83 +30,55 @@
 #include "state/snapshots.h"
 #include "api/spec.h"
 #include "api/versions.h"
-#include "targets/registry.h"
-#include "util/fs.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-static void usage(FILE *out)
+/*
+ * The source of the recovery: a snapshot id (latest: 0, chosen later) and
+ * the bump, which goes only with a snapshot. 0, or -EINVAL with why printed.
+ */
+static int parse_source(const char *member, const char *snapshot, const char *bump_text,
+                        int64_t *ret_snapshot_id, revision_bump *ret_bump)
 {
-        fprintf(out,
-                "usage: gitcd recover NS/NAME (--from-member NAME | --from-snapshot ID|latest)\n"
-                "                     [options]\n\n"
-                "Recover a cluster that lost quorum for good (its missing members' data is\n"
-                "gone). `gitcd status NS/NAME` shows each member's raft index and revision\n"
-                "and proposes the safest source. gitcd refuses while quorum is not lost.\n\n"
-                "  --from-member NAME   restart NAME alone with --force-new-cluster (once;\n"
-                "                       never left in its flags), then grow the cluster back\n"
-                "                       with new members joining as learners\n"
-                "  --from-snapshot ID   restore snapshot ID (`gitcd snapshot list`) as the\n"
-                "                       seed of a new member, then grow back the same way;\n"
-                "                       latest: the restore candidate, the newest snapshot a\n"
-                "                       restore drill proved (else the newest no drill found\n"
-                "                       wanting; never one that failed its drill)\n"
-                "  --bump-revision N|auto|off\n"
-                "                       with --from-snapshot: raise the restored revision by\n"
-                "                       N and mark every revision up to it compacted, so\n"
-                "                       every watcher that saw a later revision gets\n"
-                "                       \"revision compacted\" and lists again (a Kubernetes\n"
-                "                       API server's informers); auto sizes it from the\n"
-                "                       cluster's write rate, at least 1000000000; 0 or off:\n"
-                "                       none. Default: the cluster's\n"
-                "                       spec.recovery.bumpRevision, else its role's (auto\n"
-                "                       for spec.role kubernetes-control-plane, else none).\n"
-                "                       etcd 3.4.27, 3.5.10 or later (refused before)\n"
-                "  --no-wait            record the request and exit (gitcd run, or the\n"
-                "                       next gitcd apply, carries it out)\n"
-                "  --timeout D          stop waiting after D (default 10m; e.g. 90s, 5m)\n"
-                "  --state PATH         the state database (default: the configuration's\n"
-                "                       state, else $GITCD_STATE_DIR/state.db, else\n"
-                "                       ./.gitcd/state.db)\n"
-                "  --config FILE        the daemon's configuration file (default:\n"
-                "                       " OPS_CONFIG_DEFAULT_PATH " when present): the state\n"
-                "                       and the settings of the cluster's target that the\n"
-                "                       command line leaves out\n"
-                "  --target T           where the members run (default: the target recorded\n"
-                "                       when gitcd took the cluster's spec in, else the\n"
-                "                       configuration's target, else local)\n"
-                "  --etcd-dir DIR       etcd binaries by version (local and hosts targets)\n"
-                "  --kubeconfig PATH, --context NAME, --cluster-domain D,\n"
-                "  --snapshot-image IMAGE (kubernetes target, as for apply)\n"
-                "  --hosts-ssh-key F, --hosts-passphrase-file F, --hosts-known-hosts F,\n"
-                "  --hosts-ports C,P,M  (hosts target, as for apply)\n"
-                "  -h, --help           show this help\n\n"
-                "The other members' data is kept aside (renamed; on Kubernetes the volume\n"
-                "is kept) until the cluster is healthy again. Every recovery is audited\n"
-                "with who asked, from what, and the revision recovered to (gitcd log);\n"
-                "a bump is recorded with how it was sized (gitcd status).\n\n"
-                "Exit status: 0 recovered (and converged, when this command did the work);\n"
-                "1 refused, failed or not done in time; 64 bad usage.\n");
+        if (bump_text && member) {
+                fprintf(stderr, "gitcd recover: --bump-revision goes with --from-snapshot: a "
+                                "recovery from a member keeps that member's data and revision\n");
+                return -EINVAL;
+        }
+        if (bump_text && revision_bump_parse(bump_text, ret_bump) < 0) {
+                fprintf(stderr,
+                        "gitcd recover: --bump-revision takes a number of revisions (0 to %lld; "
+                        "0 or off: none) or auto, not \"%s\"\n",
+                        (long long)GITCD_MAX_REVISION_BUMP, bump_text);
+                return -EINVAL;
+        }
+        bool latest = snapshot && streq(snapshot, "latest");
+        if (snapshot && !latest) {
+                char *end = NULL;
+                *ret_snapshot_id = strtoll(snapshot, &end, 10);
+                if (!end || *end || *ret_snapshot_id <= 0) {
+                        fprintf(stderr, "gitcd recover: --from-snapshot takes a snapshot id "
+                                        "(gitcd snapshot list) or latest\n");
+                        return -EINVAL;
+                }
+        }
+        return 0;
 }
 
-enum {
-        OPT_FROM_MEMBER = RUNNER_OPT_LAST + 1,
-        OPT_FROM_SNAPSHOT,
-        OPT_NO_WAIT,
-        OPT_TIMEOUT,
-        OPT_CONFIG,
-        OPT_BUMP_REVISION,
-};
+static const char usage_text[] =
+    "usage: gitcd recover NS/NAME (--from-member NAME | --from-snapshot ID|latest)\n"
+    "                     [options]\n\n"
+    "Recover a cluster that lost quorum for good (its missing members' data is\n"
+    "gone). `gitcd status NS/NAME` shows each member's raft index and revision\n"
+    "and proposes the safest source. gitcd refuses while quorum is not lost.\n\n";
 
-static const struct option own_options[] = {
-    {"from-member", required_argument, NULL, OPT_FROM_MEMBER},
-    {"from-snapshot", required_argument, NULL, OPT_FROM_SNAPSHOT},
-    {"no-wait", no_argument, NULL, OPT_NO_WAIT},
-    {"timeout", required_argument, NULL, OPT_TIMEOUT},
-    {"config", required_argument, NULL, OPT_CONFIG},
-    {"bump-revision", required_argument, NULL, OPT_BUMP_REVISION},
-    {"help", no_argument, NULL, 'h'},
-};
+static const char footer_text[] =
+    "\nThe other members' data is kept aside (renamed; on Kubernetes the volume\n"
+    "is kept) until the cluster is healthy again. Every recovery is audited\n"
+    "with who asked, from what, and the revision recovered to (gitcd log);\n"
+    "a bump is recorded with how it was sized (gitcd status).\n\n"
+    "Exit status: 0 recovered (and converged, when this command did the work);\n"
+    "1 refused, failed or not done in time; 64 bad usage.\n";
 
 /*
  * --from-snapshot latest: the restore candidate of cluster (the newest
@@ -159,9 +129,13 @@ static int pick_snapshot(state_db *db, const char *cluster, bool latest, int64_t
         return r;
 }
 
-/* The running or finished record: 1 still running, 0 finished (printed), -errno. */
-static int report(state_db *db, int64_t id, bool *ret_ok)
+/*
+ * The running or finished record (the id names it; cluster only for the
+ * shape request_kind asks): 1 still running, 0 finished (printed), -errno.
+ */
+static int report(state_db *db, const char *cluster, int64_t id, bool *ret_ok)
 {
+        (void)cluster;
         state_recovery_list l = {0};
         int r = state_recovery_list_for(db, NULL, 0, &l);
         if (r < 0)
@@ -228,76 +202,42 @@ static int check_bump(state_db *db, const char *cluster, const revision_bump *bu
         return r;
 }
 
-/* A gitcd run holds the state: it carries the recovery out; wait for the record. */
-static int wait_for_other(state_db *db, int64_t id, int64_t deadline)
-{
-        bool ok = false;
-        for (;;) {
-                int r = report(db, id, &ok);
-                if (r < 0) {
-                        fprintf(stderr, "gitcd recover: %s\n", state_last_error());
-                        return EXIT_FAIL;
-                }
-                if (r == 0)
-                        return ok ? EXIT_OK : EXIT_FAIL;
-                if (now_mono_ms() > deadline) {
-                        fprintf(stderr,
-                                "gitcd recover: recovery %lld still running; see gitcd "
-                                "status\n",
-                                (long long)id);
-                        return EXIT_FAIL;
-                }
-                msleep(500);
-        }
-}
+static const request_kind recover_kind = {
+    .prog = "gitcd recover",
+    .noun = "recovery",
+    .undone = "recover",
+    .report = report,
+};
 
-/* Nobody holds the state: run the reconciler's passes for the cluster here. */
-static int drive(state_db *db, const ops_config *settings, const char *state_dir,
-                 const char *cluster, int64_t id, int64_t deadline)
+/*
+ * Name the snapshot (latest: the restore candidate) and check the bump
+ * before anything is recorded, record the recovery, then see it through
+ * unless --no-wait.
+ */
+static int request(request_ctx *ctx, const char *cluster, const char *member, int64_t snapshot_id,
+                   bool latest, const revision_bump *bump, bool wait, int64_t timeout_ms)
 {
-        _cleanup_(target_freep) target *t = NULL;
-        if (runner_open_target(settings, state_dir, &t) < 0)
+        if ((latest || snapshot_id) && pick_snapshot(ctx->db, cluster, latest, &snapshot_id) < 0)
                 return EXIT_FAIL;
-        reconciler_opts o = {.db = db, .target = t, .state_dir = state_dir};
-        _cleanup_(reconciler_freep) reconciler *rc = NULL;
-        if (reconciler_new(&o, &rc) < 0)
+        if (bump && check_bump(ctx->db, cluster, bump) < 0)
                 return EXIT_FAIL;
-        _cleanup_free_ char *last = NULL;
-        bool finished = false, ok = false;
-        while (now_mono_ms() <= deadline) {
-                pass_result res;
-                if (reconciler_pass(rc, cluster, &res) < 0) {
-                        fprintf(stderr, "gitcd recover: %s\n", state_last_error());
-                        return EXIT_FAIL;
-                }
-                if (!streq_ptr(last, res.message)) {
-                        printf("%s: %s\n", cluster, res.message);
-                        fflush(stdout);
-                        free(last);
-                        last = xstrdup(res.message);
-                }
-                if (!finished) {
-                        int r = report(db, id, &ok);
-                        if (r < 0)
-                                return EXIT_FAIL;
-                        finished = r == 0;
-                        if (finished && !ok)
-                                return EXIT_FAIL;
-                }
-                if (finished && res.outcome == PASS_CONVERGED) {
-                        printf("%s: converged\n", cluster);
-                        return EXIT_OK;
-                }
-                if (res.outcome == PASS_FAILED) {
-                        fprintf(stderr, "gitcd recover: %s: %s\n", cluster, res.message);
-                        return EXIT_FAIL;
-                }
-                if (res.outcome != PASS_PROGRESSED)
-                        (void)t->ops->wait_event(t, res.poll_ms > 0 ? MIN(res.poll_ms, 1000) : 200);
+        _cleanup_free_ char *who = cli_who_asks("gitcd recover");
+        int64_t id = 0;
+        int r =
+            recovery_request(ctx->db, cluster, member, snapshot_id, bump, who, now_wall_ms(), &id);
+        if (r < 0) {
+                request_record_failed(&recover_kind, r);
+                return EXIT_FAIL;
         }
-        fprintf(stderr, "gitcd recover: %s did not %s in time; see gitcd status\n", cluster,
-                finished ? "converge" : "recover");
-        return EXIT_FAIL;
+        if (member)
+                printf("recovery %lld of %s from member %s requested by %s\n", (long long)id,
+                       cluster, member, who);
+        else
+                printf("recovery %lld of %s from snapshot %lld requested by %s\n", (long long)id,
+                       cluster, (long long)snapshot_id, who);
+        if (!wait)
+                return EXIT_OK;
+        return request_see_through(&recover_kind, ctx, cluster, id, timeout_ms);
 }
 
 int cmd_recover(int argc, char **argv)
@@ -306,143 +246,67 @@ int cmd_recover(int argc, char **argv)
         const char *member = NULL, *snapshot = NULL, *config = NULL, *bump_text = NULL;
         bool wait = true;
         int64_t timeout_ms = 10 * 60 * 1000;
-        _cleanup_free_ struct option *opts = runner_options(own_options, ARRAY_SIZE(own_options));
-        int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-                switch (c) {
-                case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
-                case OPT_FROM_MEMBER:
-                        member = optarg;
-                        break;
-                case OPT_FROM_SNAPSHOT:
-                        snapshot = optarg;
-                        break;
-                case OPT_NO_WAIT:
-                        wait = false;
-                        break;
-                case OPT_CONFIG:
-                        config = optarg;
-                        break;
-                case OPT_BUMP_REVISION:
-                        bump_text = optarg;
-                        break;
-                case OPT_TIMEOUT:
-                        if (parse_duration_ms(optarg, &timeout_ms) < 0 || timeout_ms <= 0) {
-                                fprintf(stderr, "gitcd recover: --timeout takes a duration such "
-                                                "as 90s or 5m\n");
-                                return EXIT_USAGE;
-                        }
-                        break;
-                default:
-                        if (runner_flag(&f, c, optarg))
-                                break;
-                        usage(stderr);
-                        return EXIT_USAGE;
-                }
-        }
+        const cli_opt opts[] = {
+            {.kind = CLI_OPT_STRING,
+             .name = "from-member",
+             .arg = "NAME",
+             .dest = &member,
+             .help = "restart NAME alone with --force-new-cluster (once;\n"
+                     "never left in its flags), then grow the cluster back\n"
+                     "with new members joining as learners"},
+            {.kind = CLI_OPT_STRING,
+             .name = "from-snapshot",
+             .arg = "ID",
+             .dest = &snapshot,
+             .help = "restore snapshot ID (`gitcd snapshot list`) as the\n"
+                     "seed of a new member, then grow back the same way;\n"
+                     "latest: the restore candidate, the newest snapshot a\n"
+                     "restore drill proved (else the newest no drill found\n"
+                     "wanting; never one that failed its drill)"},
+            {.kind = CLI_OPT_STRING,
+             .name = "bump-revision",
+             .arg = "N|auto|off",
+             .dest = &bump_text,
+             .help = "with --from-snapshot: raise the restored revision by\n"
+                     "N and mark every revision up to it compacted, so\n"
+                     "every watcher that saw a later revision gets\n"
+                     "\"revision compacted\" and lists again (a Kubernetes\n"
+                     "API server's informers); auto sizes it from the\n"
+                     "cluster's write rate, at least 1000000000; 0 or off:\n"
+                     "none. Default: the cluster's\n"
+                     "spec.recovery.bumpRevision, else its role's (auto\n"
+                     "for spec.role kubernetes-control-plane, else none).\n"
+                     "etcd 3.4.27, 3.5.10 or later (refused before)"},
+            REQUEST_WAIT_ROWS(&wait, &timeout_ms),
+            REQUEST_OPTION_ROWS(&config),
+        };
+        const cli_command cmd = {.prog = recover_kind.prog,
+                                 .usage = usage_text,
+                                 .footer = footer_text,
+                                 .opts = opts,
+                                 .n_opts = ARRAY_SIZE(opts),
+                                 .shared = &f};
+        int status = cli_parse(&cmd, argc, argv);
+        if (status >= 0)
+                return status;
         if (optind + 1 != argc || !state_cluster_name_valid(argv[optind]) || !member == !snapshot) {
                 fprintf(stderr, "gitcd recover: name one cluster (NS/NAME) and exactly one of "
                                 "--from-member or --from-snapshot\n");
-                usage(stderr);
+                cli_help(&cmd, stderr);
                 return EXIT_USAGE;
         }
         const char *cluster = argv[optind];
         revision_bump bump = {0};
-        if (bump_text && member) {
-                fprintf(stderr, "gitcd recover: --bump-revision goes with --from-snapshot: a "
-                                "recovery from a member keeps that member's data and revision\n");
-                return EXIT_USAGE;
-        }
-        if (bump_text && revision_bump_parse(bump_text, &bump) < 0) {
-                fprintf(stderr,
-                        "gitcd recover: --bump-revision takes a number of revisions (0 to %lld; "
-                        "0 or off: none) or auto, not \"%s\"\n",
-                        (long long)GITCD_MAX_REVISION_BUMP, bump_text);
-                return EXIT_USAGE;
-        }
         int64_t snapshot_id = 0;
         bool latest = snapshot && streq(snapshot, "latest");
-        if (snapshot && !latest) {
-                char *end = NULL;
-                snapshot_id = strtoll(snapshot, &end, 10);
-                if (!end || *end || snapshot_id <= 0) {
-                        fprintf(stderr, "gitcd recover: --from-snapshot takes a snapshot id "
-                                        "(gitcd snapshot list) or latest\n");
-                        return EXIT_USAGE;
-                }
-        }
-
-        if (f.target && !target_kind_find(f.target)) {
-                runner_unknown_target("gitcd recover", f.target);
+        if (parse_source(member, snapshot, bump_text, &snapshot_id, &bump) < 0)
                 return EXIT_USAGE;
-        }
-        _cleanup_(ops_config_freep) ops_config *file = NULL;
-        if (cli_daemon_config(config, OPS_CONFIG_DEFAULT_PATH, f.state != NULL, "gitcd recover",
-                              &file) < 0)
-                return EXIT_FAIL;
-        _cleanup_free_ char *path = cli_state_path(f.state, file);
-        state_db *db = NULL;
-        if (state_open(path, STATE_OPEN_READ_WRITE, &db) < 0) {
-                fprintf(stderr, "gitcd recover: %s\n", state_last_error());
-                return EXIT_FAIL;
-        }
-        /* latest: the restore candidate, named before anything is recorded */
-        if ((latest || snapshot_id) && pick_snapshot(db, cluster, latest, &snapshot_id) < 0) {
-                state_close(db);
-                return EXIT_FAIL;
-        }
-        _cleanup_free_ char *snapshot_text =
-            snapshot_id ? xasprintf("%lld", (long long)snapshot_id) : NULL;
-        if (snapshot_id)
-                snapshot = snapshot_text;
-        /* The target it would drive, checked before anything is recorded. */
-        ops_config tc;
-        if (runner_cluster_target(db, cluster, &f, file, "gitcd recover", &tc) < 0) {
-                state_close(db);
-                return EXIT_FAIL;
-        }
-        if (bump_text && check_bump(db, cluster, &bump) < 0) {
-                state_close(db);
-                return EXIT_FAIL;
-        }
-        _cleanup_free_ char *who = cli_who_asks("gitcd recover");
-        int64_t id = 0;
-        int r = recovery_request(db, cluster, member, snapshot_id, bump_text ? &bump : NULL, who,
-                                 now_wall_ms(), &id);
-        if (r < 0) {
-                fprintf(stderr, "gitcd recover: %s\n",
-                        r == -ENOENT ? "no such cluster in the state store" : state_last_error());
-                state_close(db);
-                return EXIT_FAIL;
-        }
-        printf("recovery %lld of %s from %s %s requested by %s\n", (long long)id, cluster,
-               member ? "member" : "snapshot", member ? member : snapshot, who);
-        if (!wait) {
-                state_close(db);
-                return EXIT_OK;
-        }
 
-        _cleanup_free_ char *state_dir = runner_state_dir(path);
-        _cleanup_free_ char *lock = path_join(state_dir, RUNNER_LOCK_FILE);
-        int lock_fd = -1;
-        pid_t holder = 0;
-        int64_t deadline = now_mono_ms() + timeout_ms;
-        r = lock_file_try(lock, &lock_fd, &holder);
-        int status;
-        if (r == -EAGAIN) {
-                printf("another gitcd (pid %ld) holds %s; it carries the recovery out\n",
-                       (long)holder, state_dir);
-                status = wait_for_other(db, id, deadline);
-        } else if (r < 0) {
-                fprintf(stderr, "gitcd recover: cannot lock %s: %s\n", lock, strerror(-r));
-                status = EXIT_FAIL;
-        } else {
-                status = drive(db, &tc, state_dir, cluster, id, deadline);
-                close(lock_fd);
-        }
-        state_close(db);
+        request_ctx ctx;
+        status = request_open(&recover_kind, config, &f, cluster, &ctx);
+        if (status == EXIT_OK)
+                status = request(&ctx, cluster, member, snapshot_id, latest,
+                                 bump_text ? &bump : NULL, wait, timeout_ms);
+        request_close(&ctx);
         return status;
 }

@@ -14,80 +14,32 @@
  * cluster converged.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/request.h"
 #include "cli/runner.h"
 #include "reconciler/consistency.h"
-#include "reconciler/reconcile.h"
 #include "state/consistency.h"
-#include "targets/registry.h"
-#include "util/fs.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-static void usage(FILE *out)
-{
-        fprintf(out, "usage: gitcd repair NS/NAME --replace MEMBER | --recheck [options]\n\n"
-                     "Repair a cluster frozen because its members hold different data (gitcd's\n"
-                     "check of every member's hash, or etcd's CORRUPT alarm). `gitcd status\n"
-                     "NS/NAME` names the minority and the command to run. Nothing voluntary\n"
-                     "happens to a frozen cluster until a repair proves every member agrees.\n\n"
-                     "  --replace MEMBER     replace MEMBER, a member of the minority, from the\n"
-                     "                       majority: it is removed, its data discarded, and a\n"
-                     "                       new member joins as a learner while a member of the\n"
-                     "                       majority leads; refused when MEMBER is not in the\n"
-                     "                       minority, when the majority is not a quorum of the\n"
-                     "                       voters, or while another change of the cluster runs\n"
-                     "  --recheck            compare every member's data again (after a repair by\n"
-                     "                       hand, or for etcd's CORRUPT alarm)\n"
-                     "  --no-wait            record the request and exit (gitcd run, or the\n"
-                     "                       next gitcd apply, carries it out)\n"
-                     "  --timeout D          stop waiting after D (default 10m; e.g. 90s, 5m)\n"
-                     "  --state PATH         the state database (default: the configuration's\n"
-                     "                       state, else $GITCD_STATE_DIR/state.db, else\n"
-                     "                       ./.gitcd/state.db)\n"
-                     "  --config FILE        the daemon's configuration file (default:\n"
-                     "                       " OPS_CONFIG_DEFAULT_PATH " when present): the state\n"
-                     "                       and the settings of the cluster's target that the\n"
-                     "                       command line leaves out\n"
-                     "  --target T           where the members run (default: the target recorded\n"
-                     "                       when gitcd took the cluster's spec in, else the\n"
-                     "                       configuration's target, else local)\n"
-                     "  --etcd-dir DIR       etcd binaries by version (local and hosts targets)\n"
-                     "  --kubeconfig PATH, --context NAME, --cluster-domain D,\n"
-                     "  --snapshot-image IMAGE (kubernetes target, as for apply)\n"
-                     "  --hosts-ssh-key F, --hosts-passphrase-file F, --hosts-known-hosts F,\n"
-                     "  --hosts-ports C,P,M  (hosts target, as for apply)\n"
-                     "  -h, --help           show this help\n\n"
-                     "The freeze lifts only when a check after the repair finds every member\n"
-                     "agreeing; gitcd then disarms etcd's CORRUPT alarms. Every repair is audited\n"
-                     "with who asked (gitcd log --action repair.succeeded). The same can be\n"
-                     "committed as spec.repair: {replace: MEMBER, token: T} (acted on once).\n\n"
-                     "Exit status: 0 repaired (and converged, when this command did the work);\n"
-                     "1 refused, failed or not done in time; 64 bad usage.\n");
-}
+static const char usage_text[] =
+    "usage: gitcd repair NS/NAME --replace MEMBER | --recheck [options]\n\n"
+    "Repair a cluster frozen because its members hold different data (gitcd's\n"
+    "check of every member's hash, or etcd's CORRUPT alarm). `gitcd status\n"
+    "NS/NAME` names the minority and the command to run. Nothing voluntary\n"
+    "happens to a frozen cluster until a repair proves every member agrees.\n\n";
 
-enum {
-        OPT_REPLACE = RUNNER_OPT_LAST + 1,
-        OPT_RECHECK,
-        OPT_NO_WAIT,
-        OPT_TIMEOUT,
-        OPT_CONFIG,
-};
-
-static const struct option own_options[] = {
-    {"replace", required_argument, NULL, OPT_REPLACE},
-    {"recheck", no_argument, NULL, OPT_RECHECK},
-    {"no-wait", no_argument, NULL, OPT_NO_WAIT},
-    {"timeout", required_argument, NULL, OPT_TIMEOUT},
-    {"config", required_argument, NULL, OPT_CONFIG},
-    {"help", no_argument, NULL, 'h'},
-};
+static const char footer_text[] =
+    "\nThe freeze lifts only when a check after the repair finds every member\n"
+    "agreeing; gitcd then disarms etcd's CORRUPT alarms. Every repair is audited\n"
+    "with who asked (gitcd log --action repair.succeeded). The same can be\n"
+    "committed as spec.repair: {replace: MEMBER, token: T} (acted on once).\n\n"
+    "Exit status: 0 repaired (and converged, when this command did the work);\n"
+    "1 refused, failed or not done in time; 64 bad usage.\n";
 
 /* The repair record id: 1 still running, 0 finished (printed), -errno. */
 static int report(state_db *db, const char *cluster, int64_t id, bool *ret_ok)
@@ -125,157 +77,23 @@ static int report(state_db *db, const char *cluster, int64_t id, bool *ret_ok)
         return r;
 }
 
-/* A gitcd run holds the state: it carries the repair out; wait for the record. */
-static int wait_for_other(state_db *db, const char *cluster, int64_t id, int64_t deadline)
-{
-        bool ok = false;
-        for (;;) {
-                int r = report(db, cluster, id, &ok);
-                if (r < 0) {
-                        fprintf(stderr, "gitcd repair: %s\n", state_last_error());
-                        return EXIT_FAIL;
-                }
-                if (r == 0)
-                        return ok ? EXIT_OK : EXIT_FAIL;
-                if (now_mono_ms() > deadline) {
-                        fprintf(stderr,
-                                "gitcd repair: repair %lld still running; see gitcd status\n",
-                                (long long)id);
-                        return EXIT_FAIL;
-                }
-                msleep(500);
-        }
-}
+static const request_kind repair_kind = {
+    .prog = "gitcd repair",
+    .noun = "repair",
+    .undone = "finish its repair",
+    .blocked_fails = true,
+    .report = report,
+};
 
-/* Nobody holds the state: run the reconciler's passes for the cluster here. */
-static int drive(state_db *db, const ops_config *settings, const char *state_dir,
-                 const char *cluster, int64_t id, int64_t deadline)
+/* Record the repair, then see it through unless --no-wait. */
+static int request(request_ctx *ctx, const char *cluster, const char *member, bool wait,
+                   int64_t timeout_ms)
 {
-        _cleanup_(target_freep) target *t = NULL;
-        if (runner_open_target(settings, state_dir, &t) < 0)
-                return EXIT_FAIL;
-        reconciler_opts o = {.db = db, .target = t, .state_dir = state_dir};
-        _cleanup_(reconciler_freep) reconciler *rc = NULL;
-        if (reconciler_new(&o, &rc) < 0)
-                return EXIT_FAIL;
-        _cleanup_free_ char *last = NULL;
-        bool finished = false, ok = false;
-        while (now_mono_ms() <= deadline) {
-                pass_result res;
-                if (reconciler_pass(rc, cluster, &res) < 0) {
-                        fprintf(stderr, "gitcd repair: %s\n", state_last_error());
-                        return EXIT_FAIL;
-                }
-                if (!streq_ptr(last, res.message)) {
-                        printf("%s: %s\n", cluster, res.message);
-                        fflush(stdout);
-                        free(last);
-                        last = xstrdup(res.message);
-                }
-                if (!finished) {
-                        int r = report(db, cluster, id, &ok);
-                        if (r < 0)
-                                return EXIT_FAIL;
-                        finished = r == 0;
-                        if (finished && !ok)
-                                return EXIT_FAIL;
-                }
-                if (finished && res.outcome == PASS_CONVERGED) {
-                        printf("%s: converged\n", cluster);
-                        return EXIT_OK;
-                }
-                if (res.outcome == PASS_FAILED ||
-                    (finished && res.outcome == PASS_BLOCKED && !res.frozen)) {
-                        fprintf(stderr, "gitcd repair: %s: %s\n", cluster, res.message);
-                        return EXIT_FAIL;
-                }
-                if (res.outcome != PASS_PROGRESSED)
-                        (void)t->ops->wait_event(t, res.poll_ms > 0 ? MIN(res.poll_ms, 1000) : 200);
-        }
-        fprintf(stderr, "gitcd repair: %s did not %s in time; see gitcd status\n", cluster,
-                finished ? "converge" : "finish its repair");
-        return EXIT_FAIL;
-}
-
-int cmd_repair(int argc, char **argv)
-{
-        runner_flags f = {0};
-        const char *member = NULL, *config = NULL;
-        bool recheck = false, wait = true;
-        int64_t timeout_ms = 10 * 60 * 1000;
-        _cleanup_free_ struct option *opts = runner_options(own_options, ARRAY_SIZE(own_options));
-        int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-                switch (c) {
-                case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
-                case OPT_REPLACE:
-                        member = optarg;
-                        break;
-                case OPT_RECHECK:
-                        recheck = true;
-                        break;
-                case OPT_NO_WAIT:
-                        wait = false;
-                        break;
-                case OPT_CONFIG:
-                        config = optarg;
-                        break;
-                case OPT_TIMEOUT:
-                        if (parse_duration_ms(optarg, &timeout_ms) < 0 || timeout_ms <= 0) {
-                                fprintf(stderr, "gitcd repair: --timeout takes a duration such "
-                                                "as 90s or 5m\n");
-                                return EXIT_USAGE;
-                        }
-                        break;
-                default:
-                        if (runner_flag(&f, c, optarg))
-                                break;
-                        usage(stderr);
-                        return EXIT_USAGE;
-                }
-        }
-        if (optind + 1 != argc || !state_cluster_name_valid(argv[optind]) || !member == !recheck) {
-                fprintf(stderr, "gitcd repair: name one cluster (NS/NAME) and exactly one of "
-                                "--replace MEMBER or --recheck\n");
-                usage(stderr);
-                return EXIT_USAGE;
-        }
-        if (member && (!*member || strchr(member, ',') || strlen(member) > 63)) {
-                fprintf(stderr, "gitcd repair: --replace takes a member's name (gitcd status "
-                                "lists them)\n");
-                return EXIT_USAGE;
-        }
-        const char *cluster = argv[optind];
-        if (f.target && !target_kind_find(f.target)) {
-                runner_unknown_target("gitcd repair", f.target);
-                return EXIT_USAGE;
-        }
-        _cleanup_(ops_config_freep) ops_config *file = NULL;
-        if (cli_daemon_config(config, OPS_CONFIG_DEFAULT_PATH, f.state != NULL, "gitcd repair",
-                              &file) < 0)
-                return EXIT_FAIL;
-        _cleanup_free_ char *path = cli_state_path(f.state, file);
-        state_db *db = NULL;
-        if (state_open(path, STATE_OPEN_READ_WRITE, &db) < 0) {
-                fprintf(stderr, "gitcd repair: %s\n", state_last_error());
-                return EXIT_FAIL;
-        }
-        /* The target it would drive, checked before anything is recorded. */
-        ops_config tc;
-        if (runner_cluster_target(db, cluster, &f, file, "gitcd repair", &tc) < 0) {
-                state_close(db);
-                return EXIT_FAIL;
-        }
         _cleanup_free_ char *who = cli_who_asks("gitcd repair");
         int64_t id = 0;
-        int r = consistency_repair_request(db, cluster, member, who, now_wall_ms(), &id);
+        int r = consistency_repair_request(ctx->db, cluster, member, who, now_wall_ms(), &id);
         if (r < 0) {
-                fprintf(stderr, "gitcd repair: %s\n",
-                        r == -ENOENT ? "no such cluster in the state store" : state_last_error());
-                state_close(db);
+                request_record_failed(&repair_kind, r);
                 return EXIT_FAIL;
         }
         if (member)
@@ -284,29 +102,61 @@ int cmd_repair(int argc, char **argv)
         else
                 printf("repair %lld of %s (recheck) requested by %s\n", (long long)id, cluster,
                        who);
-        if (!wait) {
-                state_close(db);
+        if (!wait)
                 return EXIT_OK;
-        }
+        return request_see_through(&repair_kind, ctx, cluster, id, timeout_ms);
+}
 
-        _cleanup_free_ char *state_dir = runner_state_dir(path);
-        _cleanup_free_ char *lock = path_join(state_dir, RUNNER_LOCK_FILE);
-        int lock_fd = -1;
-        pid_t holder = 0;
-        int64_t deadline = now_mono_ms() + timeout_ms;
-        r = lock_file_try(lock, &lock_fd, &holder);
-        int status;
-        if (r == -EAGAIN) {
-                printf("another gitcd (pid %ld) holds %s; it carries the repair out\n",
-                       (long)holder, state_dir);
-                status = wait_for_other(db, cluster, id, deadline);
-        } else if (r < 0) {
-                fprintf(stderr, "gitcd repair: cannot lock %s: %s\n", lock, strerror(-r));
-                status = EXIT_FAIL;
-        } else {
-                status = drive(db, &tc, state_dir, cluster, id, deadline);
-                close(lock_fd);
+int cmd_repair(int argc, char **argv)
+{
+        runner_flags f = {0};
+        const char *member = NULL, *config = NULL;
+        bool recheck = false, wait = true;
+        int64_t timeout_ms = 10 * 60 * 1000;
+        const cli_opt opts[] = {
+            {.kind = CLI_OPT_STRING,
+             .name = "replace",
+             .arg = "MEMBER",
+             .dest = &member,
+             .help = "replace MEMBER, a member of the minority, from the\n"
+                     "majority: it is removed, its data discarded, and a\n"
+                     "new member joins as a learner while a member of the\n"
+                     "majority leads; refused when MEMBER is not in the\n"
+                     "minority, when the majority is not a quorum of the\n"
+                     "voters, or while another change of the cluster runs"},
+            {.kind = CLI_OPT_SET,
+             .name = "recheck",
+             .dest = &recheck,
+             .help = "compare every member's data again (after a repair by\n"
+                     "hand, or for etcd's CORRUPT alarm)"},
+            REQUEST_WAIT_ROWS(&wait, &timeout_ms),
+            REQUEST_OPTION_ROWS(&config),
+        };
+        const cli_command cmd = {.prog = repair_kind.prog,
+                                 .usage = usage_text,
+                                 .footer = footer_text,
+                                 .opts = opts,
+                                 .n_opts = ARRAY_SIZE(opts),
+                                 .shared = &f};
+        int status = cli_parse(&cmd, argc, argv);
+        if (status >= 0)
+                return status;
+        if (optind + 1 != argc || !state_cluster_name_valid(argv[optind]) || !member == !recheck) {
+                fprintf(stderr, "gitcd repair: name one cluster (NS/NAME) and exactly one of "
+                                "--replace MEMBER or --recheck\n");
+                cli_help(&cmd, stderr);
+                return EXIT_USAGE;
         }
-        state_close(db);
+        if (member && (!*member || strchr(member, ',') || strlen(member) > 63)) {
+                fprintf(stderr, "gitcd repair: --replace takes a member's name (gitcd status "
+                                "lists them)\n");
+                return EXIT_USAGE;
+        }
+        const char *cluster = argv[optind];
+        request_ctx ctx;
+        status = request_open(&repair_kind, config, &f, cluster, &ctx);
+        if (status == EXIT_OK)
+                status = request(&ctx, cluster, member, wait, timeout_ms);
+        request_close(&ctx);
         return status;
 }

@@ -553,11 +553,23 @@ static void snapshot_tick(snapshot_scheduler *snap, runner_source *rs)
         free(names);
 }
 
-int cmd_run(int argc, char **argv)
+/* The daemon's state for the life of the process. */
+typedef struct run_ctx {
+        runner_flags f;
+        int64_t interval_ms; /* --interval; 0: unset */
+        const char *config;  /* the configuration file, or NULL */
+        ops_config *cfg;     /* the settings in force */
+        runner r;
+        notify_ctx nc;
+        ops_http *http;
+        publisher pub;
+        snapshot_scheduler *snap;
+} run_ctx;
+
+/* The command line into d: -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, run_ctx *d)
 {
-        runner_flags f = {0};
-        int64_t interval_ms = 0;
-        const char *config = NULL;
+        runner_flags *f = &d->f;
         enum {
                 OPT_INTERVAL = RUNNER_OPT_LAST + 1,
                 OPT_OBSERVE_INTERVAL,
@@ -583,22 +595,23 @@ int cmd_run(int argc, char **argv)
         optind = 1;
         int c;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-                if (runner_flag(&f, c, optarg))
+                if (runner_flag(f, c, optarg))
                         continue;
                 switch (c) {
                 case 'h':
                         usage(stdout);
                         return EXIT_OK;
                 case OPT_INTERVAL:
-                        if (parse_duration_ms(optarg, &interval_ms) < 0 || interval_ms < 1000) {
+                        if (parse_duration_ms(optarg, &d->interval_ms) < 0 ||
+                            d->interval_ms < 1000) {
                                 fprintf(stderr, "gitcd run: --interval takes a duration of at "
                                                 "least 1s\n");
                                 return EXIT_USAGE;
                         }
                         break;
                 case OPT_OBSERVE_INTERVAL:
-                        if (parse_duration_ms(optarg, &f.observe_interval_ms) < 0 ||
-                            f.observe_interval_ms < 1000) {
+                        if (parse_duration_ms(optarg, &f->observe_interval_ms) < 0 ||
+                            f->observe_interval_ms < 1000) {
                                 fprintf(stderr, "gitcd run: --observe-interval takes a duration "
                                                 "of at least 1s\n");
                                 return EXIT_USAGE;
@@ -613,47 +626,56 @@ int cmd_run(int argc, char **argv)
                                         OPS_WORKERS_MAX);
                                 return EXIT_USAGE;
                         }
-                        f.workers = (int)n;
+                        f->workers = (int)n;
                         break;
                 }
                 case OPT_CONFIG:
-                        config = optarg;
+                        d->config = optarg;
                         break;
                 case OPT_LISTEN:
-                        f.listen = optarg;
+                        f->listen = optarg;
                         break;
                 case OPT_LISTEN_TOKEN_FILE:
-                        f.listen_token_file = optarg;
+                        f->listen_token_file = optarg;
                         break;
                 case OPT_TLS_CERT:
-                        f.listen_tls_cert = optarg;
+                        f->listen_tls_cert = optarg;
                         break;
                 case OPT_TLS_KEY:
-                        f.listen_tls_key = optarg;
+                        f->listen_tls_key = optarg;
                         break;
                 default:
                         usage(stderr);
                         return EXIT_USAGE;
                 }
         }
-        config = cli_config_path(config, OPS_CONFIG_DEFAULT_PATH);
-        if (optind < argc || (!f.src.url_or_path && !config)) {
+        d->config = cli_config_path(d->config, OPS_CONFIG_DEFAULT_PATH);
+        if (optind < argc || (!f->src.url_or_path && !d->config)) {
                 usage(stderr);
                 return EXIT_USAGE;
         }
+        return -1;
+}
 
-        _cleanup_(ops_config_freep) ops_config *cfg = NULL;
+/* The settings (the file with the flags on top) into d->cfg; -errno with why printed. */
+static int load_settings(run_ctx *d)
+{
         diag_list diags = DIAG_LIST_INIT;
-        int k = runner_settings(&f, config, interval_ms, &cfg, &diags);
+        int k = runner_settings(&d->f, d->config, d->interval_ms, &d->cfg, &diags);
         if (k >= 0)
-                run_defaults(cfg);
+                run_defaults(d->cfg);
         diag_sort(&diags);
         diag_print(&diags, stderr);
         diag_list_release(&diags);
         if (k < 0)
-                return EXIT_FAIL;
-        apply_log_level(cfg);
+                return k;
+        apply_log_level(d->cfg);
+        return 0;
+}
 
+/* Signal handlers, the runner, notifications, the HTTP endpoints and the snapshot scheduler. */
+static int start(run_ctx *d)
+{
         struct sigaction sa = {0};
         sa.sa_handler = on_signal;
         sigemptyset(&sa.sa_mask);
@@ -661,141 +683,150 @@ int cmd_run(int argc, char **argv)
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGHUP, &sa, NULL);
 
-        runner r;
-        notify_ctx nc = {.r = &r};
+        runner *r = &d->r;
         sigset_t oldmask;
         signals_block(&oldmask);
-        if (runner_open_config(cfg, progress, &nc, &r) < 0)
+        if (runner_open_config(d->cfg, progress, &d->nc, r) < 0)
                 return EXIT_FAIL;
-        if (ops_config_has_notifications(cfg) &&
-            ops_notifier_start(r.state_path, cfg, &nc.notifier) < 0)
+        if (ops_config_has_notifications(d->cfg) &&
+            ops_notifier_start(r->state_path, d->cfg, &d->nc.notifier) < 0)
                 log_error("notifications: cannot start the sender; none will be sent");
-        ops_http *http = NULL;
-        if (start_http(cfg, r.state_path, &http) < 0) {
-                runner_close(&r);
+        if (start_http(d->cfg, r->state_path, &d->http) < 0) {
+                runner_close(r);
                 return EXIT_FAIL;
         }
-        publisher pub = {0};
         int64_t no_wait = LOOP_MAX_SLEEP_MS;
-        if (http)
-                publish_tick(&pub, r.db, 0, &no_wait);
-        if (r.n_sources == 1)
+        if (d->http)
+                publish_tick(&d->pub, r->db, 0, &no_wait);
+        if (r->n_sources == 1)
                 log_info("gitcd %s running: source %s, state %s, polling every %llds",
-                         GITCD_VERSION, source_display_url(r.src), r.state_path,
-                         (long long)(r.sources[0].interval_ms / 1000));
+                         GITCD_VERSION, source_display_url(r->src), r->state_path,
+                         (long long)(r->sources[0].interval_ms / 1000));
         else
-                log_info("gitcd %s running: %zu sources (%s), state %s", GITCD_VERSION, r.n_sources,
-                         config, r.state_path);
+                log_info("gitcd %s running: %zu sources (%s), state %s", GITCD_VERSION,
+                         r->n_sources, d->config, r->state_path);
 
-        snapshot_scheduler *snap = NULL;
-        snapshot_scheduler_opts so = {.state_path = r.state_path,
-                                      .state_dir = r.state_dir,
-                                      .etcd_dir = cfg->etcd_dir,
+        snapshot_scheduler_opts so = {.state_path = r->state_path,
+                                      .state_dir = r->state_dir,
+                                      .etcd_dir = d->cfg->etcd_dir,
                                       .drilled = notify_drill,
-                                      .userdata = &nc};
-        if (snapshot_scheduler_new(&so, r.db, &snap) < 0) {
-                runner_close(&r);
-                ops_http_stop(http);
-                ops_notifier_stop(nc.notifier);
-                notify_ctx_release(&nc);
+                                      .userdata = &d->nc};
+        if (snapshot_scheduler_new(&so, r->db, &d->snap) < 0) {
+                runner_close(r);
+                ops_http_stop(d->http);
+                ops_notifier_stop(d->nc.notifier);
+                notify_ctx_release(&d->nc);
                 return EXIT_FAIL;
         }
         signals_restore(&oldmask);
+        return EXIT_OK;
+}
 
-        while (!got_term) {
-                service_notify_watchdog();
-                if (got_hup) {
-                        got_hup = 0;
-                        signals_block(&oldmask);
-                        ops_config *fresh = reload(&f, config, interval_ms, cfg);
-                        if (fresh) {
-                                apply_log_level(fresh);
-                                notify_forget_sources(&nc);
-                                k = runner_reopen(fresh, progress, &nc, &r);
-                                if (k < 0) {
-                                        /* Valid, but it cannot be opened: the old settings stay. */
-                                        log_error("SIGHUP: %s cannot be put in force; the "
-                                                  "configuration in force stays unchanged",
-                                                  config ? config : "the configuration");
-                                        ops_config_free(fresh);
-                                        fresh = NULL;
-                                }
-                        }
-                        if (fresh) {
-                                if (!nc.notifier && ops_config_has_notifications(fresh) &&
-                                    ops_notifier_start(r.state_path, fresh, &nc.notifier) < 0)
-                                        log_error("notifications: cannot start the sender");
-                                ops_notifier_configure(nc.notifier, fresh);
-                                /* The endpoints restart with the new address, TLS and token. */
-                                ops_http_stop(http);
-                                http = NULL;
-                                if (k >= 0 && start_http(fresh, r.state_path, &http) < 0)
-                                        log_error("SIGHUP: the HTTP endpoints stay down until "
-                                                  "the next reload");
-                                ops_config_free(cfg);
-                                cfg = fresh;
-                        } else {
-                                k = runner_reopen(cfg, progress, &nc, &r);
-                        }
-                        signals_restore(&oldmask);
-                        if (k < 0) {
-                                snapshot_scheduler_free(snap);
-                                runner_close(&r);
-                                ops_http_stop(http);
-                                ops_notifier_stop(nc.notifier);
-                                notify_ctx_release(&nc);
-                                return EXIT_FAIL;
-                        }
-                }
-                for (size_t i = 0; i < r.n_sources; i++)
-                        if (now_mono_ms() >= r.sources[i].next_sync_ms && !got_term)
-                                sync_source(&r, i, &nc);
-                int64_t w = LOOP_MAX_SLEEP_MS;
-                /* Passes a reload retired: their clusters are passed again once they end. */
-                int busy = runner_retired_reap(&r);
-                for (size_t i = 0; i < r.n_sources && !got_term; i++) {
-                        driver_summary sum = {0};
-                        (void)driver_step(r.sources[i].drv, &sum);
-                        busy += sum.busy;
-                        if (sum.clusters)
-                                w = MIN(w, (int64_t)sum.wait_ms);
-                        w = MIN(w, r.sources[i].next_sync_ms - now_mono_ms());
-                }
-                service_notify_ready();
-                if (got_term)
-                        break;
-                for (size_t i = 0; i < r.n_sources; i++)
-                        snapshot_tick(snap, &r.sources[i]);
-                if (http)
-                        publish_tick(&pub, r.db, busy, &w);
-                if (busy) {
-                        /* Waiting on a target's events blocks none of the passes in flight
-                         * (targets/locked.h): wait on them, briefly, and then take in the
-                         * passes that ended. */
-                        if (w > 0 &&
-                            r.target->ops->wait_event(r.target, (int)MIN(w, BUSY_POLL_MS)) > 0)
-                                wake_clusters(&r, r.target);
-                        for (size_t i = 0; i < ARRAY_SIZE(r.targets); i++)
-                                if (r.targets[i] && r.targets[i] != r.target &&
-                                    r.targets[i]->ops->wait_event(r.targets[i], 0) > 0)
-                                        wake_clusters(&r, r.targets[i]);
-                } else if (w > 0) {
-                        /* Several targets: wait on the first, look at the others at once. */
-                        if (r.target->ops->wait_event(r.target, (int)w) > 0)
-                                wake_clusters(&r, r.target);
-                        for (size_t i = 0; i < ARRAY_SIZE(r.targets); i++)
-                                if (r.targets[i] && r.targets[i] != r.target &&
-                                    r.targets[i]->ops->wait_event(r.targets[i], 0) > 0)
-                                        wake_clusters(&r, r.targets[i]);
+/*
+ * SIGHUP: read the configuration again and put it in force, or keep the
+ * settings in force (reopened) when it is invalid or cannot be opened.
+ * -errno when the runner cannot be reopened at all.
+ */
+static int reload_now(run_ctx *d)
+{
+        sigset_t oldmask;
+        signals_block(&oldmask);
+        int k = 0;
+        ops_config *fresh = reload(&d->f, d->config, d->interval_ms, d->cfg);
+        if (fresh) {
+                apply_log_level(fresh);
+                notify_forget_sources(&d->nc);
+                k = runner_reopen(fresh, progress, &d->nc, &d->r);
+                if (k < 0) {
+                        /* Valid, but it cannot be opened: the old settings stay. */
+                        log_error("SIGHUP: %s cannot be put in force; the "
+                                  "configuration in force stays unchanged",
+                                  d->config ? d->config : "the configuration");
+                        ops_config_free(fresh);
+                        fresh = NULL;
                 }
         }
+        if (fresh) {
+                if (!d->nc.notifier && ops_config_has_notifications(fresh) &&
+                    ops_notifier_start(d->r.state_path, fresh, &d->nc.notifier) < 0)
+                        log_error("notifications: cannot start the sender");
+                ops_notifier_configure(d->nc.notifier, fresh);
+                /* The endpoints restart with the new address, TLS and token. */
+                ops_http_stop(d->http);
+                d->http = NULL;
+                if (k >= 0 && start_http(fresh, d->r.state_path, &d->http) < 0)
+                        log_error("SIGHUP: the HTTP endpoints stay down until "
+                                  "the next reload");
+                ops_config_free(d->cfg);
+                d->cfg = fresh;
+        } else {
+                k = runner_reopen(d->cfg, progress, &d->nc, &d->r);
+        }
+        signals_restore(&oldmask);
+        return k;
+}
+
+/* The targets' events, for at most w ms (BUSY_POLL_MS with passes in flight). */
+static void wait_targets(runner *r, int busy, int64_t w)
+{
+        if (busy) {
+                /* Waiting on a target's events blocks none of the passes in flight
+                 * (targets/locked.h): wait on them, briefly, and then take in the
+                 * passes that ended. */
+                if (w > 0 && r->target->ops->wait_event(r->target, (int)MIN(w, BUSY_POLL_MS)) > 0)
+                        wake_clusters(r, r->target);
+        } else if (w > 0) {
+                /* Several targets: wait on the first, look at the others at once. */
+                if (r->target->ops->wait_event(r->target, (int)w) > 0)
+                        wake_clusters(r, r->target);
+        } else {
+                return;
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(r->targets); i++)
+                if (r->targets[i] && r->targets[i] != r->target &&
+                    r->targets[i]->ops->wait_event(r->targets[i], 0) > 0)
+                        wake_clusters(r, r->targets[i]);
+}
+
+/* One turn of the loop: fetches, a step of every source's driver, snapshots, publishing, a wait. */
+static void turn(run_ctx *d)
+{
+        runner *r = &d->r;
+        for (size_t i = 0; i < r->n_sources; i++)
+                if (now_mono_ms() >= r->sources[i].next_sync_ms && !got_term)
+                        sync_source(r, i, &d->nc);
+        int64_t w = LOOP_MAX_SLEEP_MS;
+        /* Passes a reload retired: their clusters are passed again once they end. */
+        int busy = runner_retired_reap(r);
+        for (size_t i = 0; i < r->n_sources && !got_term; i++) {
+                driver_summary sum = {0};
+                (void)driver_step(r->sources[i].drv, &sum);
+                busy += sum.busy;
+                if (sum.clusters)
+                        w = MIN(w, (int64_t)sum.wait_ms);
+                w = MIN(w, r->sources[i].next_sync_ms - now_mono_ms());
+        }
+        service_notify_ready();
+        if (got_term)
+                return;
+        for (size_t i = 0; i < r->n_sources; i++)
+                snapshot_tick(d->snap, &r->sources[i]);
+        if (d->http)
+                publish_tick(&d->pub, r->db, busy, &w);
+        wait_targets(r, busy, w);
+}
+
+/* SIGTERM: no new pass, one grace for the passes in flight, then everything closed. */
+static int stop(run_ctx *d)
+{
+        runner *r = &d->r;
         /* No source hands out a pass any more; then one grace for all of them. */
-        for (size_t i = 0; i < r.n_sources; i++)
-                (void)driver_quiesce(r.sources[i].drv, 0);
+        for (size_t i = 0; i < r->n_sources; i++)
+                (void)driver_quiesce(r->sources[i].drv, 0);
         int64_t grace_end = now_mono_ms() + STOP_GRACE_MS;
-        int left = runner_retired_quiesce(&r, STOP_GRACE_MS);
-        for (size_t i = 0; i < r.n_sources; i++)
-                left += driver_quiesce(r.sources[i].drv, (int)MAX(grace_end - now_mono_ms(), 0));
+        int left = runner_retired_quiesce(r, STOP_GRACE_MS);
+        for (size_t i = 0; i < r->n_sources; i++)
+                left += driver_quiesce(r->sources[i].drv, (int)MAX(grace_end - now_mono_ms(), 0));
         if (left > 0) {
                 /* Every step is journaled before it acts: the next start resumes it. */
                 log_warn("stopping with %d pass(es) still in flight after %ds; members keep "
@@ -807,10 +838,45 @@ int cmd_run(int argc, char **argv)
         }
         service_notify_stopping();
         log_info("stopping; members keep running");
-        ops_http_stop(http);
-        ops_notifier_stop(nc.notifier);
-        notify_ctx_release(&nc);
-        snapshot_scheduler_free(snap);
-        runner_close(&r);
+        ops_http_stop(d->http);
+        ops_notifier_stop(d->nc.notifier);
+        notify_ctx_release(&d->nc);
+        snapshot_scheduler_free(d->snap);
+        runner_close(r);
         return EXIT_OK;
+}
+
+/* The loop until SIGTERM; SIGHUP reloads between two turns. */
+static int run(run_ctx *d)
+{
+        int status = start(d);
+        if (status != EXIT_OK)
+                return status;
+        while (!got_term) {
+                service_notify_watchdog();
+                if (got_hup) {
+                        got_hup = 0;
+                        if (reload_now(d) < 0) {
+                                snapshot_scheduler_free(d->snap);
+                                runner_close(&d->r);
+                                ops_http_stop(d->http);
+                                ops_notifier_stop(d->nc.notifier);
+                                notify_ctx_release(&d->nc);
+                                return EXIT_FAIL;
+                        }
+                }
+                turn(d);
+        }
+        return stop(d);
+}
+
+int cmd_run(int argc, char **argv)
+{
+        run_ctx d = {0};
+        d.nc.r = &d.r;
+        int status = parse_args(argc, argv, &d);
+        if (status < 0)
+                status = load_settings(&d) < 0 ? EXIT_FAIL : run(&d);
+        ops_config_free(d.cfg);
+        return status;
 }

@@ -419,54 +419,40 @@ static int do_verify(const char *what, const char *path, const runner_flags *tf,
         return r == 0 ? EXIT_OK : EXIT_FAIL;
 }
 
-static json_t *jstr(const char *s)
-{
-        return s ? json_string(s) : json_null();
-}
-
-static json_t *jtime(int64_t ms)
-{
-        char buf[40];
-        if (ms <= 0)
-                return json_null();
-        format_rfc3339(ms, buf, sizeof(buf));
-        return json_string(buf);
-}
-
 static json_t *snapshot_json(const state_snapshot *s)
 {
         json_t *o = json_object();
         json_object_set_new(o, "id", json_integer(s->id));
-        json_object_set_new(o, "cluster", jstr(s->cluster));
-        json_object_set_new(o, "trigger", jstr(s->trigger));
-        json_object_set_new(o, "scheduled_for", jtime(s->slot_ms));
-        json_object_set_new(o, "started", jtime(s->started_ms));
-        json_object_set_new(o, "finished", jtime(s->finished_ms));
-        json_object_set_new(o, "result", jstr(s->result));
-        json_object_set_new(o, "error", jstr(s->error));
-        json_object_set_new(o, "member", jstr(s->member));
-        json_object_set_new(o, "etcd_version", jstr(s->etcd_version));
+        json_object_set_new(o, "cluster", cli_json_string(s->cluster));
+        json_object_set_new(o, "trigger", cli_json_string(s->trigger));
+        json_object_set_new(o, "scheduled_for", cli_json_time(s->slot_ms));
+        json_object_set_new(o, "started", cli_json_time(s->started_ms));
+        json_object_set_new(o, "finished", cli_json_time(s->finished_ms));
+        json_object_set_new(o, "result", cli_json_string(s->result));
+        json_object_set_new(o, "error", cli_json_string(s->error));
+        json_object_set_new(o, "member", cli_json_string(s->member));
+        json_object_set_new(o, "etcd_version", cli_json_string(s->etcd_version));
         json_object_set_new(o, "revision", json_integer(s->revision));
         json_object_set_new(o, "size", json_integer(s->size));
         json_object_set_new(o, "db_size", json_integer(s->db_size));
-        json_object_set_new(o, "sha256", jstr(s->sha256));
-        json_object_set_new(o, "compression", jstr(s->compression));
-        json_object_set_new(o, "destination", jstr(s->destination));
-        json_object_set_new(o, "key", jstr(s->key));
-        json_object_set_new(o, "location", jstr(s->location));
+        json_object_set_new(o, "sha256", cli_json_string(s->sha256));
+        json_object_set_new(o, "compression", cli_json_string(s->compression));
+        json_object_set_new(o, "destination", cli_json_string(s->destination));
+        json_object_set_new(o, "key", cli_json_string(s->key));
+        json_object_set_new(o, "location", cli_json_string(s->location));
         json_object_set_new(o, "duration_ms", json_integer(s->duration_ms));
-        json_object_set_new(o, "expired", jtime(s->expired_ms));
-        json_object_set_new(o, "deleted", jtime(s->deleted_ms));
-        json_object_set_new(o, "delete_error", jstr(s->delete_error));
-        json_object_set_new(o, "declared_by", jstr(s->declared_by));
+        json_object_set_new(o, "expired", cli_json_time(s->expired_ms));
+        json_object_set_new(o, "deleted", cli_json_time(s->deleted_ms));
+        json_object_set_new(o, "delete_error", cli_json_string(s->delete_error));
+        json_object_set_new(o, "declared_by", cli_json_string(s->declared_by));
         json_object_set_new(o, "key_count",
                             s->key_count >= 0 ? json_integer(s->key_count) : json_null());
         /* the latest restore drill */
-        json_object_set_new(o, "verify_result", jstr(s->verify_result));
-        json_object_set_new(o, "verified", jtime(s->verify_ms));
-        json_object_set_new(o, "verify_trigger", jstr(s->verify_trigger));
-        json_object_set_new(o, "verify_method", jstr(s->verify_method));
-        json_object_set_new(o, "verify_message", jstr(s->verify_message));
+        json_object_set_new(o, "verify_result", cli_json_string(s->verify_result));
+        json_object_set_new(o, "verified", cli_json_time(s->verify_ms));
+        json_object_set_new(o, "verify_trigger", cli_json_string(s->verify_trigger));
+        json_object_set_new(o, "verify_method", cli_json_string(s->verify_method));
+        json_object_set_new(o, "verify_message", cli_json_string(s->verify_message));
         json_object_set_new(o, "verify_restore_ms",
                             s->verify_result ? json_integer(s->verify_restore_ms) : json_null());
         int64_t bytes = s->db_size > 0 ? s->db_size : s->size;
@@ -889,8 +875,18 @@ enum {
         OPT_VERIFY
 };
 
-int cmd_snapshot(int argc, char **argv)
+/* What the command line of gitcd snapshot save, list, verify and restore says. */
+typedef struct snapshot_args {
+        const char *verb, *cluster, *state_flag, *config, *to, *etcd_dir;
+        bool json, verify, target_flag;
+        restore_flags rf;
+        runner_flags tf;
+} snapshot_args;
+
+/* The options of argv (after the verb) into a: -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, snapshot_args *a)
 {
+        const char *verb = a->verb;
         static const struct option options[] = {
             {"output", required_argument, NULL, 'o'},
             {"state", required_argument, NULL, OPT_STATE},
@@ -908,75 +904,55 @@ int cmd_snapshot(int argc, char **argv)
             {"help", no_argument, NULL, 'h'},
             {0},
         };
-        if (argc < 2 || streq(argv[1], "-h") || streq(argv[1], "--help")) {
-                usage(argc < 2 ? stderr : stdout);
-                return argc < 2 ? EXIT_USAGE : EXIT_OK;
-        }
-        const char *verb = argv[1];
-        if (streq(verb, "receive"))
-                return cmd_receive(argc, argv);
-        if (!streq(verb, "save") && !streq(verb, "list") && !streq(verb, "restore") &&
-            !streq(verb, "verify")) {
-                fprintf(stderr,
-                        "gitcd snapshot: unknown subcommand '%s' (save, list, verify, restore, "
-                        "receive)\n",
-                        verb);
-                return EXIT_USAGE;
-        }
-        const char *state_flag = NULL, *config = NULL, *to = NULL, *etcd_dir = NULL;
-        bool json = false, verify = false;
-        restore_flags rf = {0};
-        runner_flags tf = {0};
-        bool target_flag = false;
         int opt;
         optind = 0;
         while ((opt = getopt_long(argc - 1, argv + 1, "o:h", options, NULL)) != -1) {
                 switch (opt) {
                 case 'o':
                         if (streq(optarg, "json") || streq(optarg, "table")) {
-                                json = streq(optarg, "json");
+                                a->json = streq(optarg, "json");
                                 break;
                         }
                         fprintf(stderr, "gitcd snapshot: -o takes table or json, not '%s'\n",
                                 optarg);
                         return EXIT_USAGE;
                 case OPT_STATE:
-                        state_flag = optarg;
+                        a->state_flag = optarg;
                         break;
                 case OPT_CONFIG:
-                        config = optarg;
+                        a->config = optarg;
                         break;
                 case OPT_TO:
-                        to = optarg;
+                        a->to = optarg;
                         break;
                 case OPT_ETCD_DIR:
-                        etcd_dir = optarg;
+                        a->etcd_dir = optarg;
                         break;
                 case OPT_INTO:
-                        rf.into = optarg;
+                        a->rf.into = optarg;
                         break;
                 case OPT_PRINT_SPEC:
-                        rf.print_spec = true;
+                        a->rf.print_spec = true;
                         break;
                 case OPT_VERSION:
-                        rf.version = optarg;
+                        a->rf.version = optarg;
                         break;
                 case OPT_NAME:
-                        rf.name = optarg;
+                        a->rf.name = optarg;
                         break;
                 case OPT_PEER_URL:
-                        rf.peer_url = optarg;
+                        a->rf.peer_url = optarg;
                         break;
                 case OPT_VERIFY:
-                        verify = true;
+                        a->verify = true;
                         break;
                 case 'h':
                         usage(stdout);
                         return EXIT_OK;
                 default:
                         if (opt > RUNNER_OPT_SOURCE && opt < RUNNER_OPT_LAST &&
-                            runner_flag(&tf, opt, optarg)) {
-                                target_flag = true;
+                            runner_flag(&a->tf, opt, optarg)) {
+                                a->target_flag = true;
                                 break;
                         }
                         usage(stderr);
@@ -985,12 +961,21 @@ int cmd_snapshot(int argc, char **argv)
         }
         int rest = argc - 1 - optind;
         char **args = argv + 1 + optind;
-        const char *cluster = rest > 0 ? args[0] : NULL;
-        if (rest > 1 || (!streq(verb, "list") && !cluster)) {
+        a->cluster = rest > 0 ? args[0] : NULL;
+        if (rest > 1 || (!streq(verb, "list") && !a->cluster)) {
                 usage(stderr);
                 return EXIT_USAGE;
         }
-        bool restore_flag = rf.into || rf.print_spec || rf.version || rf.name || rf.peer_url;
+        return -1;
+}
+
+/* The options that go together for a->verb: -1 to go on, else EXIT_USAGE (printed). */
+static int check_args(snapshot_args *a)
+{
+        const char *verb = a->verb, *cluster = a->cluster, *to = a->to, *etcd_dir = a->etcd_dir;
+        bool json = a->json, verify = a->verify, target_flag = a->target_flag;
+        bool restore_flag =
+            a->rf.into || a->rf.print_spec || a->rf.version || a->rf.name || a->rf.peer_url;
         if (target_flag && !streq(verb, "save") && !streq(verb, "verify") &&
             !(streq(verb, "restore") && all_digits(cluster))) {
                 fprintf(stderr,
@@ -1012,12 +997,12 @@ int cmd_snapshot(int argc, char **argv)
                                 "--config\n");
                 return EXIT_USAGE;
         }
-        if (tf.target && !target_kind_find(tf.target)) {
-                runner_unknown_target("gitcd snapshot", tf.target);
+        if (a->tf.target && !target_kind_find(a->tf.target)) {
+                runner_unknown_target("gitcd snapshot", a->tf.target);
                 return EXIT_USAGE;
         }
         bool restore = streq(verb, "restore");
-        if (restore && !rf.into && !rf.print_spec) {
+        if (restore && !a->rf.into && !a->rf.print_spec) {
                 fprintf(stderr, "gitcd snapshot restore: --into DIR or --print-spec\n");
                 return EXIT_USAGE;
         }
@@ -1050,24 +1035,58 @@ int cmd_snapshot(int argc, char **argv)
                 return EXIT_USAGE;
         }
 
+        return -1;
+}
+
+/* The state (or none, for a file restored) and the verb's work. */
+static int dispatch(snapshot_args *a)
+{
+        const char *verb = a->verb, *cluster = a->cluster;
+        bool restore = streq(verb, "restore");
+        runner_flags *tf = &a->tf;
+        restore_flags *rf = &a->rf;
         /* Restoring a file needs no state: an unusable default file is then no matter. */
         bool needs_state = !restore || all_digits(cluster);
         _cleanup_(ops_config_freep) ops_config *file = NULL;
-        if (cli_daemon_config(config, OPS_CONFIG_DEFAULT_PATH, state_flag != NULL || !needs_state,
-                              "gitcd snapshot", &file) < 0)
+        if (cli_daemon_config(a->config, OPS_CONFIG_DEFAULT_PATH,
+                              a->state_flag != NULL || !needs_state, "gitcd snapshot", &file) < 0)
                 return EXIT_FAIL;
-        _cleanup_free_ char *path = cli_state_path(state_flag, file);
-        tf.etcd_dir = etcd_dir;
+        _cleanup_free_ char *path = cli_state_path(a->state_flag, file);
+        tf->etcd_dir = a->etcd_dir;
         if (restore) {
-                rf.etcd_dir = runner_etcd_dir(&tf, file);
-                rf.state = path;
-                rf.tf = &tf;
-                rf.file = file;
-                return do_restore(cluster, &rf);
+                rf->etcd_dir = runner_etcd_dir(tf, file);
+                rf->state = path;
+                rf->tf = tf;
+                rf->file = file;
+                return do_restore(cluster, rf);
         }
         if (streq(verb, "list"))
-                return do_list(cluster, path, json);
+                return do_list(cluster, path, a->json);
         if (streq(verb, "verify"))
-                return do_verify(cluster, path, &tf, file);
-        return do_save(cluster, path, to, verify, &tf, file);
+                return do_verify(cluster, path, tf, file);
+        return do_save(cluster, path, a->to, a->verify, tf, file);
+}
+
+int cmd_snapshot(int argc, char **argv)
+{
+        if (argc < 2 || streq(argv[1], "-h") || streq(argv[1], "--help")) {
+                usage(argc < 2 ? stderr : stdout);
+                return argc < 2 ? EXIT_USAGE : EXIT_OK;
+        }
+        const char *verb = argv[1];
+        if (streq(verb, "receive"))
+                return cmd_receive(argc, argv);
+        if (!streq(verb, "save") && !streq(verb, "list") && !streq(verb, "restore") &&
+            !streq(verb, "verify")) {
+                fprintf(stderr,
+                        "gitcd snapshot: unknown subcommand '%s' (save, list, verify, restore, "
+                        "receive)\n",
+                        verb);
+                return EXIT_USAGE;
+        }
+        snapshot_args a = {.verb = verb};
+        int status = parse_args(argc, argv, &a);
+        if (status < 0)
+                status = check_args(&a);
+        return status < 0 ? dispatch(&a) : status;
 }

@@ -22,12 +22,12 @@
  * commit's, and one never taken in has no row of its own.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "state/maintenance.h"
 #include "state/carotate.h"
 #include "state/consistency.h"
@@ -41,23 +41,14 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-static void usage(FILE *out)
-{
-        fprintf(out, "usage: gitcd status [NS/NAME] [options]\n\n"
-                     "Show clusters from the state store; for one cluster also its members,\n"
-                     "certificate expiry dates, a running CA rotation's phase, the last\n"
-                     "defragmentation, the conditions (etcd's NOSPACE and CORRUPT alarms\n"
-                     "among them) and the last check that the members hold the same data\n"
-                     "(FROZEN, with the repair to run, when they do not; the repairs asked).\n\n"
-                     "Options:\n"
-                     "  -o, --output FMT    table (default) or json\n"
-                     "  --state PATH        the state database (default: the configuration's\n"
-                     "                      state, else $GITCD_STATE_DIR/state.db, else\n"
-                     "                      ./.gitcd/state.db)\n"
-                     "  --config FILE       the daemon's configuration file, for its state\n"
-                     "                      (default: " OPS_CONFIG_DEFAULT_PATH " when present)\n"
-                     "  -h, --help          show this help\n");
-}
+static const char usage_text[] =
+    "usage: gitcd status [NS/NAME] [options]\n\n"
+    "Show clusters from the state store; for one cluster also its members,\n"
+    "certificate expiry dates, a running CA rotation's phase, the last\n"
+    "defragmentation, the conditions (etcd's NOSPACE and CORRUPT alarms\n"
+    "among them) and the last check that the members hold the same data\n"
+    "(FROZEN, with the repair to run, when they do not; the repairs asked).\n\n"
+    "Options:\n";
 
 /* A printable copy: control characters escaped, empty becomes "-". */
 static char *clean(const char *s)
@@ -286,27 +277,13 @@ static void print_detail(const state_cluster *c, const state_member_list *ml,
         }
 }
 
-static json_t *jstr(const char *s)
-{
-        return s ? json_string(s) : json_null();
-}
-
-static json_t *jtime(int64_t ms)
-{
-        char buf[40];
-        if (ms <= 0)
-                return json_null();
-        format_rfc3339(ms, buf, sizeof(buf));
-        return json_string(buf);
-}
-
 static json_t *audit_failures_json(const state_audit_failures *f)
 {
         json_t *o = json_object();
         json_object_set_new(o, "count", json_integer(f->count));
-        json_object_set_new(o, "last_time", jtime(f->last_ms));
-        json_object_set_new(o, "last_action", jstr(f->last_action));
-        json_object_set_new(o, "last_error", jstr(f->last_error));
+        json_object_set_new(o, "last_time", cli_json_time(f->last_ms));
+        json_object_set_new(o, "last_action", cli_json_string(f->last_action));
+        json_object_set_new(o, "last_error", cli_json_string(f->last_error));
         return o;
 }
 
@@ -328,13 +305,13 @@ static json_t *maint_run_json(const state_maint_run *r)
         if (!r)
                 return json_null();
         json_t *o = json_pack("{s:s, s:s, s:o, s:o, s:s}", "trigger", r->trigger, "result",
-                              r->result, "started", jtime(r->started_ms), "finished",
-                              jtime(r->finished_ms), "members_done", r->members_done);
-        json_object_set_new(o, "leader_moved_from", jstr(r->leader));
+                              r->result, "started", cli_json_time(r->started_ms), "finished",
+                              cli_json_time(r->finished_ms), "members_done", r->members_done);
+        json_object_set_new(o, "leader_moved_from", cli_json_string(r->leader));
         json_object_set_new(o, "compact_revision",
                             r->compact_revision ? json_integer(r->compact_revision) : json_null());
         json_object_set_new(o, "disarmed", json_boolean(r->disarmed));
-        json_object_set_new(o, "error", jstr(r->error));
+        json_object_set_new(o, "error", cli_json_string(r->error));
         return o;
 }
 
@@ -343,28 +320,29 @@ static json_t *cluster_json(const state_cluster *c, const state_member_list *ml,
                             const state_audit_failures *af)
 {
         json_t *o = json_object();
-        json_object_set_new(o, "name", jstr(c->name));
-        json_object_set_new(o, "phase", jstr(c->phase));
-        json_object_set_new(o, "cluster_id", jstr(c->cluster_id));
-        json_object_set_new(o, "version", jstr(cluster_version(c)));
+        json_object_set_new(o, "name", cli_json_string(c->name));
+        json_object_set_new(o, "phase", cli_json_string(c->phase));
+        json_object_set_new(o, "cluster_id", cli_json_string(c->cluster_id));
+        json_object_set_new(o, "version", cli_json_string(cluster_version(c)));
         json_object_set_new(o, "ready", json_integer((json_int_t)ready_members(ml)));
         json_object_set_new(o, "replicas",
                             c->desired_replicas >= 0 ? json_integer(c->desired_replicas)
                                                      : json_null());
-        json_object_set_new(o, "created", jtime(c->created_ms));
-        json_object_set_new(o, "desired_commit", jstr(c->desired_commit));
-        json_object_set_new(o, "desired_hash", jstr(c->desired_hash));
-        json_object_set_new(o, "observed_hash", jstr(c->observed_hash));
-        json_object_set_new(o, "progress_deadline", jtime(c->progress_deadline_ms));
+        json_object_set_new(o, "created", cli_json_time(c->created_ms));
+        json_object_set_new(o, "desired_commit", cli_json_string(c->desired_commit));
+        json_object_set_new(o, "desired_hash", cli_json_string(c->desired_hash));
+        json_object_set_new(o, "observed_hash", cli_json_string(c->observed_hash));
+        json_object_set_new(o, "progress_deadline", cli_json_time(c->progress_deadline_ms));
         json_t *conds = json_array();
         for (size_t i = 0; i < c->n_conditions; i++) {
                 const state_condition *x = &c->conditions[i];
                 json_t *k = json_object();
-                json_object_set_new(k, "type", jstr(x->type));
-                json_object_set_new(k, "status", jstr(x->status));
-                json_object_set_new(k, "reason", jstr(x->reason));
-                json_object_set_new(k, "message", jstr(x->message));
-                json_object_set_new(k, "last_transition_time", jtime(x->last_transition_ms));
+                json_object_set_new(k, "type", cli_json_string(x->type));
+                json_object_set_new(k, "status", cli_json_string(x->status));
+                json_object_set_new(k, "reason", cli_json_string(x->reason));
+                json_object_set_new(k, "message", cli_json_string(x->message));
+                json_object_set_new(k, "last_transition_time",
+                                    cli_json_time(x->last_transition_ms));
                 json_array_append_new(conds, k);
         }
         json_object_set_new(o, "conditions", conds);
@@ -372,16 +350,16 @@ static json_t *cluster_json(const state_cluster *c, const state_member_list *ml,
         for (size_t i = 0; i < ml->n; i++) {
                 const state_member *x = ml->items[i];
                 json_t *m = json_object();
-                json_object_set_new(m, "name", jstr(x->name));
-                json_object_set_new(m, "id", jstr(x->member_id));
+                json_object_set_new(m, "name", cli_json_string(x->name));
+                json_object_set_new(m, "id", cli_json_string(x->member_id));
                 json_object_set_new(m, "role", json_string(member_role(x)));
                 json_object_set_new(m, "seed", json_boolean(x->seed));
                 json_object_set_new(m, "leader",
                                     json_boolean(c->leader && streq(c->leader, x->name)));
-                json_object_set_new(m, "version", jstr(x->version));
-                json_object_set_new(m, "peer_url", jstr(x->peer_url));
-                json_object_set_new(m, "client_url", jstr(x->client_url));
-                json_object_set_new(m, "state", jstr(x->state));
+                json_object_set_new(m, "version", cli_json_string(x->version));
+                json_object_set_new(m, "peer_url", cli_json_string(x->peer_url));
+                json_object_set_new(m, "client_url", cli_json_string(x->client_url));
+                json_object_set_new(m, "state", cli_json_string(x->state));
                 json_array_append_new(members, m);
         }
         json_object_set_new(o, "members", members);
@@ -391,11 +369,11 @@ static json_t *cluster_json(const state_cluster *c, const state_member_list *ml,
                 json_array_append_new(
                     certs, json_pack("{s:o,s:s,s:o,s:s}", "member",
                                      isempty(x->member) ? json_null() : json_string(x->member),
-                                     "surface", x->surface, "not_after", jtime(x->not_after_ms),
-                                     "serial", x->serial));
+                                     "surface", x->surface, "not_after",
+                                     cli_json_time(x->not_after_ms), "serial", x->serial));
         }
         json_object_set_new(o, "certificates", certs);
-        json_object_set_new(o, "leader", jstr(c->leader));
+        json_object_set_new(o, "leader", cli_json_string(c->leader));
         json_object_set_new(o, "last_defrag", maint_run_json(run));
         json_object_set_new(o, "audit_failures", audit_failures_json(af));
         return o;
@@ -558,9 +536,9 @@ static void restores_json(state_db *db, const char *cluster, json_t *o)
                             json_pack("{s:I, s:s, s:s, s:I, s:I, s:o, s:I, s:s, s:o}", "id",
                                       (json_int_t)r->id, "origin", r->origin, "source", r->source,
                                       "snapshot_revision", (json_int_t)r->snapshot_revision, "bump",
-                                      (json_int_t)r->bump, "sizing", jstr(r->sizing), "revision",
-                                      (json_int_t)r->revision, "members", r->members, "recorded",
-                                      jtime(r->recorded_ms));
+                                      (json_int_t)r->bump, "sizing", cli_json_string(r->sizing),
+                                      "revision", (json_int_t)r->revision, "members", r->members,
+                                      "recorded", cli_json_time(r->recorded_ms));
                         if (r->recovery_id)
                                 json_object_set_new(j, "recovery",
                                                     json_integer((json_int_t)r->recovery_id));
@@ -604,7 +582,8 @@ static void ca_rotation_json(state_db *db, const char *cluster, json_t *o)
                             json_pack("{s:s,s:i,s:s,s:s,s:o,s:o}", "token", r->token, "phase",
                                       r->phase, "phase_name", ca_phase_names[r->phase & 3],
                                       "members_done", r->members_done, "started",
-                                      jtime(r->started_ms), "phase_since", jtime(r->phase_ms)));
+                                      cli_json_time(r->started_ms), "phase_since",
+                                      cli_json_time(r->phase_ms)));
         state_ca_rotation_free(r);
 }
 
@@ -622,12 +601,14 @@ static void recovery_json(state_db *db, const char *cluster, json_t *o)
                 for (size_t i = 0; i < l.n; i++) {
                         const state_recovery *r = l.items[i];
                         json_array_append_new(
-                            v, json_pack("{s:I, s:s, s:s, s:o, s:o, s:s, s:s, s:I, s:o, s:o}", "id",
-                                         (json_int_t)r->id, "from", r->source_kind, "source",
-                                         r->source, "requested_by", jstr(r->requested_by),
-                                         "requested", jtime(r->requested_ms), "result", r->result,
-                                         "phase", r->phase, "revision", (json_int_t)r->revision,
-                                         "error", jstr(r->error), "cleaned", jtime(r->cleaned_ms)));
+                            v,
+                            json_pack("{s:I, s:s, s:s, s:o, s:o, s:s, s:s, s:I, s:o, s:o}", "id",
+                                      (json_int_t)r->id, "from", r->source_kind, "source",
+                                      r->source, "requested_by", cli_json_string(r->requested_by),
+                                      "requested", cli_json_time(r->requested_ms), "result",
+                                      r->result, "phase", r->phase, "revision",
+                                      (json_int_t)r->revision, "error", cli_json_string(r->error),
+                                      "cleaned", cli_json_time(r->cleaned_ms)));
                 }
         state_recovery_list_release(&l);
         json_object_set_new(o, "recoveries", v);
@@ -734,24 +715,25 @@ static void consistency_json(state_db *db, const char *cluster, json_t *o)
                      n = strtok_r(NULL, ",", &save))
                         json_array_append_new(minority, json_string(n));
                 json_t *c = json_object();
-                json_object_set_new(c, "checked", jtime(v->checked_ms));
+                json_object_set_new(c, "checked", cli_json_time(v->checked_ms));
                 json_object_set_new(c, "revision",
                                     v->checked_ms ? json_integer(v->revision) : json_null());
                 json_object_set_new(c, "compact_revision",
                                     v->checked_ms ? json_integer(v->compact_revision)
                                                   : json_null());
-                json_object_set_new(c, "verdict", jstr(v->verdict));
+                json_object_set_new(c, "verdict", cli_json_string(v->verdict));
                 json_object_set_new(c, "agree", json_boolean(streq_ptr(v->verdict, "agree")));
                 json_object_set_new(c, "hashes", h ? h : json_object());
                 json_object_set_new(c, "minority", minority);
                 json_object_set_new(c, "duration_ms", json_integer(v->duration_ms));
-                json_object_set_new(c, "last_attempt", jtime(v->attempt_ms));
-                json_object_set_new(c, "last_attempt_error",
-                                    jstr(v->attempt_ms > v->checked_ms ? v->attempt_error : NULL));
+                json_object_set_new(c, "last_attempt", cli_json_time(v->attempt_ms));
+                json_object_set_new(
+                    c, "last_attempt_error",
+                    cli_json_string(v->attempt_ms > v->checked_ms ? v->attempt_error : NULL));
                 json_object_set_new(c, "frozen", json_boolean(v->frozen_ms != 0));
-                json_object_set_new(c, "frozen_since", jtime(v->frozen_ms));
-                json_object_set_new(c, "frozen_cause", jstr(v->frozen_cause));
-                json_object_set_new(c, "frozen_message", jstr(v->frozen_message));
+                json_object_set_new(c, "frozen_since", cli_json_time(v->frozen_ms));
+                json_object_set_new(c, "frozen_cause", cli_json_string(v->frozen_cause));
+                json_object_set_new(c, "frozen_message", cli_json_string(v->frozen_message));
                 json_object_set_new(o, "consistency", c);
                 state_consistency_free(v);
         }
@@ -763,11 +745,13 @@ static void consistency_json(state_db *db, const char *cluster, json_t *o)
                         json_array_append_new(
                             a,
                             json_pack("{s:I, s:s, s:o, s:o, s:o, s:s, s:s, s:o, s:o, s:o}", "id",
-                                      (json_int_t)r->id, "kind", r->kind, "member", jstr(r->member),
-                                      "requested_by", jstr(r->requested_by), "requested",
-                                      jtime(r->requested_ms), "result", r->result, "phase",
-                                      r->phase, "replacement", jstr(r->replacement), "error",
-                                      jstr(r->error), "finished", jtime(r->finished_ms)));
+                                      (json_int_t)r->id, "kind", r->kind, "member",
+                                      cli_json_string(r->member), "requested_by",
+                                      cli_json_string(r->requested_by), "requested",
+                                      cli_json_time(r->requested_ms), "result", r->result, "phase",
+                                      r->phase, "replacement", cli_json_string(r->replacement),
+                                      "error", cli_json_string(r->error), "finished",
+                                      cli_json_time(r->finished_ms)));
                 }
         state_repair_list_release(&l);
         json_object_set_new(o, "repairs", a);
@@ -792,8 +776,8 @@ static json_t *verdicts_json(const state_verdict_list *l, const char *cluster)
                         continue;
                 json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:o,s:o}", "source", v->source,
                                                    "verdict", v->verdict, "message", v->message,
-                                                   "commit", jstr(v->commit), "time",
-                                                   jtime(v->time_ms)));
+                                                   "commit", cli_json_string(v->commit), "time",
+                                                   cli_json_time(v->time_ms)));
         }
         return a;
 }
@@ -933,54 +917,37 @@ static int show(state_db *db, const char *name, bool json)
         return r;
 }
 
-enum { OPT_STATE = 256, OPT_CONFIG };
-
 int cmd_status(int argc, char **argv)
 {
-        static const struct option options[] = {
-            {"output", required_argument, NULL, 'o'},
-            {"state", required_argument, NULL, OPT_STATE},
-            {"config", required_argument, NULL, OPT_CONFIG},
-            {"help", no_argument, NULL, 'h'},
-            {0},
-        };
         const char *state_flag = NULL, *config = NULL;
-        bool json = false;
-        int opt;
-        optind = 0;
-        while ((opt = getopt_long(argc, argv, "o:h", options, NULL)) != -1) {
-                switch (opt) {
-                case 'o':
-                        if (streq(optarg, "json"))
-                                json = true;
-                        else if (streq(optarg, "table"))
-                                json = false;
-                        else {
-                                fprintf(stderr, "gitcd status: -o takes table or json, not '%s'\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case OPT_STATE:
-                        state_flag = optarg;
-                        break;
-                case OPT_CONFIG:
-                        config = optarg;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
-                default:
-                        usage(stderr);
-                        return EXIT_USAGE;
-                }
-        }
+        int json = 0;
+        const cli_opt opts[] = {
+            {.kind = CLI_OPT_CHOICE,
+             .name = "output",
+             .short_name = 'o',
+             .arg = "FMT",
+             .dest = &json,
+             .choices = cli_output_formats,
+             .help = "table (default) or json",
+             .bad = "-o takes table or json",
+             .show_arg = true},
+            CLI_RECORDS_ROWS(&state_flag, &config),
+        };
+        const cli_command cmd = {.prog = "gitcd status",
+                                 .usage = usage_text,
+                                 .footer = "",
+                                 .opts = opts,
+                                 .n_opts = ARRAY_SIZE(opts),
+                                 .width = 20};
+        int status = cli_parse(&cmd, argc, argv);
+        if (status >= 0)
+                return status;
         const char *name = NULL;
         if (optind < argc)
                 name = argv[optind++];
         if (optind < argc) {
                 fprintf(stderr, "gitcd status: unexpected argument '%s'\n", argv[optind]);
-                usage(stderr);
+                cli_help(&cmd, stderr);
                 return EXIT_USAGE;
         }
         if (name && !state_cluster_name_valid(name)) {

@@ -13,39 +13,36 @@
  * What it cannot check: the target's rules (spec.hosts needs --target
  * hosts), transitions from the spec gitcd accepted last (gitcd plan).
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "api/spec.h"
 #include "intake/intake.h"
 
-static void usage(FILE *out)
-{
-        fputs("Usage: gitcd validate [--quiet] PATH...\n"
-              "\n"
-              "Check EtcdCluster definitions (files, or directories searched recursively for\n"
-              "*.yaml and *.yml) in any supported dialect. Prints each problem as\n"
-              "file:line:column: severity: message, then a summary on stderr. A file found\n"
-              "in a directory with no apiVersion or kind in any document (a CI workflow) is\n"
-              "skipped with a note; a file named directly is always checked.\n"
-              "\n"
-              "It runs the intake gitcd plan, apply and run use, without a target or a\n"
-              "state: syntax, every field and rule of the spec, clusters defined twice,\n"
-              "and fields gitcd does not act on yet (a warning: apply refuses them). What\n"
-              "needs a target, the accepted specs or the operator's configuration (spec.hosts\n"
-              "on the hosts target only, transitions, the policy) is checked by gitcd plan.\n"
-              "\n"
-              "Options:\n"
-              "  -q, --quiet   print only errors and warnings, no summary\n"
-              "  -h, --help    show this help\n"
-              "\n"
-              "Exit status: 0 when every cluster is valid (warnings allowed), 1 on any error,\n"
-              "64 on bad usage.\n",
-              out);
-}
+static const char usage_text[] =
+    "Usage: gitcd validate [--quiet] PATH...\n"
+    "\n"
+    "Check EtcdCluster definitions (files, or directories searched recursively for\n"
+    "*.yaml and *.yml) in any supported dialect. Prints each problem as\n"
+    "file:line:column: severity: message, then a summary on stderr. A file found\n"
+    "in a directory with no apiVersion or kind in any document (a CI workflow) is\n"
+    "skipped with a note; a file named directly is always checked.\n"
+    "\n"
+    "It runs the intake gitcd plan, apply and run use, without a target or a\n"
+    "state: syntax, every field and rule of the spec, clusters defined twice,\n"
+    "and fields gitcd does not act on yet (a warning: apply refuses them). What\n"
+    "needs a target, the accepted specs or the operator's configuration (spec.hosts\n"
+    "on the hosts target only, transitions, the policy) is checked by gitcd plan.\n"
+    "\n"
+    "Options:\n";
+
+static const char footer_text[] =
+    "\n"
+    "Exit status: 0 when every cluster is valid (warnings allowed), 1 on any error,\n"
+    "64 on bad usage.\n";
 
 static void summary(size_t clusters, size_t errors, size_t warnings)
 {
@@ -64,30 +61,27 @@ static void summary(size_t clusters, size_t errors, size_t warnings)
 
 int cmd_validate(int argc, char **argv)
 {
-        static const struct option opts[] = {
-            {"quiet", no_argument, NULL, 'q'},
-            {"help", no_argument, NULL, 'h'},
-            {0},
-        };
         bool quiet = false;
-        int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
-                switch (c) {
-                case 'q':
-                        quiet = true;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
-                default:
-                        usage(stderr);
-                        return EXIT_USAGE;
-                }
-        }
+        const cli_opt opts[] = {
+            {.kind = CLI_OPT_SET,
+             .name = "quiet",
+             .short_name = 'q',
+             .dest = &quiet,
+             .help = "print only errors and warnings, no summary"},
+            {.kind = CLI_OPT_HELP, .help = "show this help"},
+        };
+        const cli_command cmd = {.prog = "gitcd validate",
+                                 .usage = usage_text,
+                                 .footer = footer_text,
+                                 .opts = opts,
+                                 .n_opts = ARRAY_SIZE(opts),
+                                 .width = 14};
+        int status = cli_parse(&cmd, argc, argv);
+        if (status >= 0)
+                return status;
         if (optind >= argc) {
                 fputs("gitcd validate: no PATH given\n", stderr);
-                usage(stderr);
+                cli_help(&cmd, stderr);
                 return EXIT_USAGE;
         }
 

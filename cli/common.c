@@ -1,7 +1,8 @@
 /*
  * Helpers shared by the subcommands: where the state lives, the daemon's
  * configuration file as the commands beside the daemon read it, and
- * whether to colour output.
+ * whether to colour output, and the JSON form of a string or a time in
+ * the records' JSON output.
  *
  * The state path has one rule for every command, `gitcd run` included
  * (cli_state_path). The commands that read gitcd's records next to the
@@ -19,6 +20,7 @@
 
 #include "cli/cli.h"
 #include "util/fs.h"
+#include "util/timeutil.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
 
@@ -74,6 +76,20 @@ int cli_daemon_config(const char *flag, const char *default_path, bool state_giv
                 "the state database with --state PATH, or another file with --config FILE\n",
                 prog, path);
         return k;
+}
+
+json_t *cli_json_string(const char *s)
+{
+        return s ? json_string(s) : json_null();
+}
+
+json_t *cli_json_time(int64_t ms)
+{
+        char buf[40];
+        if (ms <= 0)
+                return json_null();
+        format_rfc3339(ms, buf, sizeof(buf));
+        return json_string(buf);
 }
 
 bool cli_color(void)

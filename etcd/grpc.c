@@ -389,22 +389,9 @@ static long pick_http_version(const grpc_conn *conn, bool reuse)
         return reuse ? CURL_HTTP_VERSION_2_0 : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
 }
 
-int grpc_call(grpc_conn *conn, const char *path, const uint8_t *req, size_t req_len,
-              const grpc_call_opts *opts, grpc_msg_fn on_msg, void *userdata, grpc_result *res)
+/* The length-prefixed request frame (uncompressed). Newly allocated, req_len + 5 bytes. */
+static uint8_t *request_frame(const uint8_t *req, size_t req_len)
 {
-        *res = (grpc_result){.grpc_status = -1};
-        struct call_state st = {
-            .opts = opts,
-            .on_msg = on_msg,
-            .userdata = userdata,
-            .res = res,
-        };
-        grpc_frames_init(&st.frames, opts->max_message);
-        char errbuf[CURL_ERROR_SIZE] = "";
-        struct curl_slist *headers = NULL;
-        int r;
-
-        /* Length-prefixed request frame. */
         uint8_t *frame = xmalloc(req_len + 5);
         frame[0] = 0;
         frame[1] = (uint8_t)(req_len >> 24);
@@ -413,8 +400,13 @@ int grpc_call(grpc_conn *conn, const char *path, const uint8_t *req, size_t req_
         frame[4] = (uint8_t)req_len;
         if (req_len)
                 memcpy(frame + 5, req, req_len);
+        return frame;
+}
 
-        char *url = xasprintf("%s%s", conn->url, path);
+/* The call's headers: gRPC's, its deadline, the auth token; curl's own Expect and Accept off. */
+static struct curl_slist *call_headers(const grpc_call_opts *opts)
+{
+        struct curl_slist *headers = NULL;
         char timeout_hdr[64];
         /* gRPC allows at most 8 digits: switch to seconds for very long deadlines */
         long long tmo = MAX(opts->timeout_ms, 1);
@@ -428,29 +420,22 @@ int grpc_call(grpc_conn *conn, const char *path, const uint8_t *req, size_t req_
         headers = curl_slist_append(headers, timeout_hdr);
         headers = curl_slist_append(headers, "Expect:");
         headers = curl_slist_append(headers, "Accept:");
-        char *token_hdr = NULL;
         if (opts->token) {
-                token_hdr = xasprintf("token: %s", opts->token);
-                headers = curl_slist_append(headers, token_hdr);
+                char *token_hdr = xasprintf("token: %s", opts->token);
+                headers = curl_slist_append(headers, token_hdr); /* copied */
+                free(token_hdr);
         }
+        return headers;
+}
 
+/*
+ * The call performed on conn's handle (set up by grpc_call), on the kept
+ * HTTP/2 connection when there is one, and once again on a fresh one when
+ * the kept one turns out to be gone. The curl code of the last attempt.
+ */
+static CURLcode perform(grpc_conn *conn, struct call_state *st, char *errbuf)
+{
         CURL *c = conn->curl;
-        http_opts ho = call_http_opts(conn, opts, errbuf);
-        if (http_setup(c, &ho) < 0) {
-                res->detail = xasprintf("call to %s: libcurl refused the HTTP set-up", conn->url);
-                r = ETCD_ERR_INTERNAL;
-                goto out;
-        }
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_POST, 1L);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, frame);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(req_len + 5));
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-        curl_easy_setopt(c, CURLOPT_HEADERDATA, &st);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, &st);
-
         CURLcode cc;
         for (int attempt = 0;; attempt++) {
                 bool reuse = conn->h2_up && attempt == 0;
@@ -458,7 +443,7 @@ int grpc_call(grpc_conn *conn, const char *path, const uint8_t *req, size_t req_
                 curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, (long)!reuse);
                 cc = curl_easy_perform(c);
                 long hv = 0;
-                curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st.http_status);
+                curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st->http_status);
                 curl_easy_getinfo(c, CURLINFO_HTTP_VERSION, &hv);
                 conn->h2_up = cc == CURLE_OK && hv == CURL_HTTP_VERSION_2_0;
                 if (!reuse)
@@ -470,58 +455,98 @@ int grpc_call(grpc_conn *conn, const char *path, const uint8_t *req, size_t req_
                  * broke with nothing back may go to another member anyway, so
                  * this sends nothing a fail-over would not.) */
                 bool downgraded = !conn->tls && cc == CURLE_OK && hv != CURL_HTTP_VERSION_2_0;
-                if (!downgraded && !(broke_silently(cc) && !st.saw_headers && res->bytes_in == 0))
+                if (!downgraded &&
+                    !(broke_silently(cc) && !st->saw_headers && st->res->bytes_in == 0))
                         break;
                 log_debug("etcd: %s: kept connection was closed (curl %d); reconnecting", conn->url,
                           (int)cc);
+                grpc_result *res = st->res;
                 grpc_result_release(res);
                 *res = (grpc_result){.grpc_status = -1};
-                grpc_frames_release(&st.frames);
-                st = (struct call_state){
-                    .opts = opts, .on_msg = on_msg, .userdata = userdata, .res = res};
-                grpc_frames_init(&st.frames, opts->max_message);
+                grpc_frames_release(&st->frames);
+                *st = (struct call_state){
+                    .opts = st->opts, .on_msg = st->on_msg, .userdata = st->userdata, .res = res};
+                grpc_frames_init(&st->frames, st->opts->max_message);
                 errbuf[0] = '\0';
         }
-        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
+        return cc;
+}
 
-        if (st.cb_err < 0 && cc == CURLE_WRITE_ERROR) {
-                r = st.cb_err;
+/* What the call came to: etcd's error for its gRPC status, or why it is not one. */
+static int call_outcome(grpc_conn *conn, const char *path, struct call_state *st, CURLcode cc,
+                        const char *errbuf)
+{
+        grpc_result *res = st->res;
+        if (st->cb_err < 0 && cc == CURLE_WRITE_ERROR) {
+                int r = st->cb_err;
                 if (r == ETCD_ERR_PROTOCOL)
                         res->detail = xasprintf("%s sent a compressed gRPC message", conn->url);
                 else if (r == ETCD_ERR_RESOURCE_EXHAUSTED)
                         res->detail = xasprintf("%s sent a message larger than %zu bytes",
-                                                conn->url, opts->max_message);
-                goto out;
+                                                conn->url, st->opts->max_message);
+                return r;
         }
         if (cc != CURLE_OK) {
                 log_debug("etcd: %s%s: curl %d: %s", conn->url, path, (int)cc, errbuf);
-                r = transport_error(conn, cc, errbuf, &st);
-                goto out;
+                return transport_error(conn, cc, errbuf, st);
         }
-        if (st.http_status != 200 || !st.saw_grpc_content_type) {
+        if (st->http_status != 200 || !st->saw_grpc_content_type) {
                 res->detail = xasprintf("%s is not a gRPC server (HTTP status %ld)", conn->url,
-                                        st.http_status);
-                r = ETCD_ERR_PROTOCOL;
-                goto out;
+                                        st->http_status);
+                return ETCD_ERR_PROTOCOL;
         }
         if (res->grpc_status < 0) {
                 res->detail = xasprintf("%s ended the call without a gRPC status", conn->url);
-                r = ETCD_ERR_PROTOCOL;
-                goto out;
+                return ETCD_ERR_PROTOCOL;
         }
-        if (grpc_frames_partial(&st.frames)) {
+        if (grpc_frames_partial(&st->frames)) {
                 res->detail = xasprintf("%s ended the call in the middle of a message", conn->url);
-                r = ETCD_ERR_PROTOCOL;
-                goto out;
+                return ETCD_ERR_PROTOCOL;
         }
-        r = etcd_err_from_grpc(res->grpc_status, res->grpc_message);
-out:
+        return etcd_err_from_grpc(res->grpc_status, res->grpc_message);
+}
+
+int grpc_call(grpc_conn *conn, const char *path, const uint8_t *req, size_t req_len,
+              const grpc_call_opts *opts, grpc_msg_fn on_msg, void *userdata, grpc_result *res)
+{
+        *res = (grpc_result){.grpc_status = -1};
+        struct call_state st = {
+            .opts = opts,
+            .on_msg = on_msg,
+            .userdata = userdata,
+            .res = res,
+        };
+        grpc_frames_init(&st.frames, opts->max_message);
+        char errbuf[CURL_ERROR_SIZE] = "";
+        uint8_t *frame = request_frame(req, req_len);
+        char *url = xasprintf("%s%s", conn->url, path);
+        struct curl_slist *headers = call_headers(opts);
+        int r;
+
+        CURL *c = conn->curl;
+        http_opts ho = call_http_opts(conn, opts, errbuf);
+        if (http_setup(c, &ho) < 0) {
+                res->detail = xasprintf("call to %s: libcurl refused the HTTP set-up", conn->url);
+                r = ETCD_ERR_INTERNAL;
+        } else {
+                curl_easy_setopt(c, CURLOPT_URL, url);
+                curl_easy_setopt(c, CURLOPT_POST, 1L);
+                curl_easy_setopt(c, CURLOPT_POSTFIELDS, frame);
+                curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(req_len + 5));
+                curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+                curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+                curl_easy_setopt(c, CURLOPT_HEADERDATA, &st);
+                curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+                curl_easy_setopt(c, CURLOPT_WRITEDATA, &st);
+                CURLcode cc = perform(conn, &st, errbuf);
+                curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
+                r = call_outcome(conn, path, &st, cc, errbuf);
+        }
         curl_slist_free_all(headers);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, NULL);
         free(frame);
         grpc_frames_release(&st.frames);
         free(url);
-        free(token_hdr);
         return r;
 }

@@ -184,12 +184,13 @@ static uint64_t agreed_leader(const maint_view *v)
         return leader;
 }
 
-void maint_decide(const maint_view *v, maint_action *ret)
+/*
+ * Steps 1 and 2 of maint_decide: CORRUPT or frozen, alarms unknown, or a
+ * member unhealthy or without the agreed leader. True when that decides.
+ */
+static bool decide_blocked(const maint_view *v, const state_maint_run *run, uint64_t leader,
+                           maint_action *ret)
 {
-        assert(v && ret);
-        *ret = (maint_action){.kind = MAINT_IDLE};
-        const state_maint_run *run = maint_running(v->runs);
-
         /* 1. CORRUPT or frozen: a person must look first; unknown alarms: look again later */
         if (v->corrupt || v->frozen) {
                 ret->kind = run ? MAINT_ABORT : MAINT_IDLE;
@@ -198,16 +199,15 @@ void maint_decide(const maint_view *v, maint_action *ret)
                                          "repaired the cluster (docs/consistency.md)"
                                        : "the members' data differs: no maintenance until a person "
                                          "repaired the cluster (docs/consistency.md)");
-                return;
+                return true;
         }
         if (v->alarms_unknown) {
                 ret->kind = run ? MAINT_WAIT : MAINT_IDLE;
                 ret->message = xstrdup("the alarms cannot be listed");
-                return;
+                return true;
         }
 
         /* 2. every member healthy, agreeing on one leader */
-        uint64_t leader = agreed_leader(v);
         for (size_t i = 0; i < v->n && !ret->message; i++) {
                 const maint_member *m = &v->members[i];
                 if (!m->reachable || m->leader == 0)
@@ -220,22 +220,73 @@ void maint_decide(const maint_view *v, maint_action *ret)
         if (ret->message) {
                 /* nothing starts (a due slot or threshold is seen again at the next look) */
                 ret->kind = run ? MAINT_WAIT : MAINT_IDLE;
+                return true;
+        }
+        return false;
+}
+
+/* Step 3: nothing running: start one when due. */
+static void decide_start(const maint_view *v, maint_action *ret)
+{
+        int64_t slot, next;
+        size_t member;
+        maint_trigger t = maint_due(v, &slot, &next, &member);
+        if (t == MAINT_TRIGGER_NONE) {
+                ret->next_ms = next;
                 return;
         }
+        ret->kind = MAINT_START;
+        ret->trigger = t;
+        ret->slot_ms = slot;
+        ret->message = due_message(v, t, member, slot);
+}
 
-        /* 3. nothing running: start one when due */
+/* A member waits until it applied the compaction. True when that decides. */
+static bool decide_compaction_pending(const maint_member *m, maint_action *ret)
+{
+        if (!m->compaction_pending)
+                return false;
+        ret->kind = MAINT_WAIT;
+        ret->message = xasprintf("waiting for %s to apply the compaction before "
+                                 "defragmenting it",
+                                 m->name);
+        return true;
+}
+
+/* Step 6: the leader last, once it is no longer the leader. True when that decides. */
+static bool decide_leader(const maint_view *v, const state_maint_run *run, size_t leader_i,
+                          maint_action *ret)
+{
+        const maint_member *l = &v->members[leader_i];
+        if (state_maint_run_has_done(run, l->name))
+                return false;
+        if (decide_compaction_pending(l, ret))
+                return true;
+        if (v->n == 1) {
+                ret->kind = MAINT_DEFRAG;
+                ret->member = leader_i;
+                ret->message = xasprintf("defragmenting %s (the only member)", l->name);
+                return true;
+        }
+        size_t to = leader_i == 0 ? 1 : 0;
+        ret->kind = MAINT_MOVE_LEADER;
+        ret->member = leader_i;
+        ret->to_id = v->members[to].id;
+        ret->message = xasprintf("moving leadership from %s to %s before defragmenting it", l->name,
+                                 v->members[to].name);
+        return true;
+}
+
+void maint_decide(const maint_view *v, maint_action *ret)
+{
+        assert(v && ret);
+        *ret = (maint_action){.kind = MAINT_IDLE};
+        const state_maint_run *run = maint_running(v->runs);
+        uint64_t leader = agreed_leader(v);
+        if (decide_blocked(v, run, leader, ret))
+                return;
         if (!run) {
-                int64_t slot, next;
-                size_t member;
-                maint_trigger t = maint_due(v, &slot, &next, &member);
-                if (t == MAINT_TRIGGER_NONE) {
-                        ret->next_ms = next;
-                        return;
-                }
-                ret->kind = MAINT_START;
-                ret->trigger = t;
-                ret->slot_ms = slot;
-                ret->message = due_message(v, t, member, slot);
+                decide_start(v, ret);
                 return;
         }
         bool nospace = streq_ptr(run->trigger, "nospace");
@@ -256,49 +307,20 @@ void maint_decide(const maint_view *v, maint_action *ret)
                 }
                 if (state_maint_run_has_done(run, v->members[i].name))
                         continue;
-                if (v->members[i].compaction_pending) {
-                        ret->kind = MAINT_WAIT;
-                        ret->message = xasprintf("waiting for %s to apply the compaction before "
-                                                 "defragmenting it",
-                                                 v->members[i].name);
+                if (decide_compaction_pending(&v->members[i], ret))
                         return;
-                }
                 ret->kind = MAINT_DEFRAG;
                 ret->member = i;
                 ret->message = xasprintf("defragmenting %s (a follower)", v->members[i].name);
                 return;
         }
-
         if (leader_i == v->n) {
                 ret->kind = MAINT_WAIT;
                 ret->message = xstrdup("waiting for the leader to be one of the recorded members");
                 return;
         }
-
-        /* 6. the leader last, once it is no longer the leader */
-        if (!state_maint_run_has_done(run, v->members[leader_i].name)) {
-                const maint_member *l = &v->members[leader_i];
-                if (l->compaction_pending) {
-                        ret->kind = MAINT_WAIT;
-                        ret->message = xasprintf("waiting for %s to apply the compaction before "
-                                                 "defragmenting it",
-                                                 l->name);
-                        return;
-                }
-                if (v->n == 1) {
-                        ret->kind = MAINT_DEFRAG;
-                        ret->member = leader_i;
-                        ret->message = xasprintf("defragmenting %s (the only member)", l->name);
-                        return;
-                }
-                size_t to = leader_i == 0 ? 1 : 0;
-                ret->kind = MAINT_MOVE_LEADER;
-                ret->member = leader_i;
-                ret->to_id = v->members[to].id;
-                ret->message = xasprintf("moving leadership from %s to %s before defragmenting it",
-                                         l->name, v->members[to].name);
+        if (decide_leader(v, run, leader_i, ret))
                 return;
-        }
 
         /* 7. nospace: the alarm goes last, when there is space again */
         if (nospace && v->nospace) {

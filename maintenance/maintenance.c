@@ -449,6 +449,45 @@ static int act_finish(maintenance *m, const maint_cluster *c, const state_maint_
         return 0;
 }
 
+/* MAINT_START: a run recorded and audited. */
+static int act_start(maintenance *m, maint_ctx *x, const maint_cluster *c, const maint_action *a,
+                     int64_t now)
+{
+        int64_t id = 0;
+        const char *trigger = maint_trigger_name(a->trigger);
+        int k = state_maint_run_begin(m->opts.db, c->cluster, trigger, a->slot_ms, now, &id);
+        if (k < 0)
+                return k;
+        x->running = true;
+        audit(m, c, "defrag.started", a->message, NULL,
+              json_pack("{s:s, s:I}", "trigger", trigger, "run", (json_int_t)id), "success", 0);
+        log_info("%s: defragmentation started: %s", c->cluster, a->message);
+        return k;
+}
+
+/* MAINT_MOVE_LEADER: leadership moved away from the member to defragment, recorded first. */
+static int act_move_leader(maintenance *m, maint_ctx *x, const maint_cluster *c, const observed *o,
+                           const state_maint_run *run, const maint_action *a, maint_result *ret)
+{
+        const char *from = o->members[a->member].name;
+        int k = state_maint_run_set_leader(m->opts.db, run->id, from);
+        if (k < 0)
+                return k;
+        k = etcd_move_leader(x->client, a->to_id);
+        if (k < 0) {
+                snprintf(ret->message, sizeof(ret->message),
+                         "cannot move leadership away from %s: %s", from,
+                         etcd_client_last_error(x->client));
+                return k;
+        }
+        char to[17];
+        etcd_member_id_format(a->to_id, to);
+        audit(m, c, "defrag.leader-moved", a->message, NULL,
+              json_pack("{s:s, s:s}", "from", from, "to", to), "success", 0);
+        log_info("%s: %s", c->cluster, a->message);
+        return k;
+}
+
 int maintenance_pass(maintenance *m, const maint_cluster *c, maint_result *ret)
 {
         assert(m && c && c->spec && ret);
@@ -515,41 +554,15 @@ int maintenance_pass(maintenance *m, const maint_cluster *c, maint_result *ret)
                 ret->outcome = MAINT_OUT_WAITING;
                 ret->poll_ms = MAINT_WAIT_POLL_MS;
                 break;
-        case MAINT_START: {
-                int64_t id = 0;
-                const char *trigger = maint_trigger_name(a.trigger);
-                k = state_maint_run_begin(m->opts.db, c->cluster, trigger, a.slot_ms, now, &id);
-                if (k < 0)
-                        break;
-                x->running = true;
-                audit(m, c, "defrag.started", a.message, NULL,
-                      json_pack("{s:s, s:I}", "trigger", trigger, "run", (json_int_t)id), "success",
-                      0);
-                log_info("%s: defragmentation started: %s", c->cluster, a.message);
+        case MAINT_START:
+                k = act_start(m, x, c, &a, now);
                 break;
-        }
         case MAINT_COMPACT:
                 k = act_compact(m, x, c, run, ret);
                 break;
-        case MAINT_MOVE_LEADER: {
-                const char *from = o.members[a.member].name;
-                k = state_maint_run_set_leader(m->opts.db, run->id, from);
-                if (k < 0)
-                        break;
-                k = etcd_move_leader(x->client, a.to_id);
-                if (k < 0) {
-                        snprintf(ret->message, sizeof(ret->message),
-                                 "cannot move leadership away from %s: %s", from,
-                                 etcd_client_last_error(x->client));
-                        break;
-                }
-                char to[17];
-                etcd_member_id_format(a.to_id, to);
-                audit(m, c, "defrag.leader-moved", a.message, NULL,
-                      json_pack("{s:s, s:s}", "from", from, "to", to), "success", 0);
-                log_info("%s: %s", c->cluster, a.message);
+        case MAINT_MOVE_LEADER:
+                k = act_move_leader(m, x, c, &o, run, &a, ret);
                 break;
-        }
         case MAINT_DEFRAG:
                 k = act_defrag(m, x, c, &o, run, a.member, ret);
                 break;

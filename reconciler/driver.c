@@ -708,27 +708,149 @@ static bool report_orphan(driver *d, const state_cluster *sc, const intake_input
         return false;
 }
 
+/*
+ * A head the source refused (signature, rollback, policy): recorded, and
+ * audited once per head. -EPERM.
+ */
+static int sync_refused(driver *d, const source_revision *rev)
+{
+        /* A head refused before and unchanged since: already recorded and audited. */
+        if (rev->refusal_repeated)
+                return -EPERM;
+        record_revision(d, rev);
+        if (!d->have_revision || !streq(d->commit, rev->commit_id)) {
+                _cleanup_free_ char *why =
+                    xasprintf("commit %s refused: %s", rev->commit_id,
+                              rev->refusal            ? rev->refusal
+                              : rev->signature_reason ? rev->signature_reason
+                                                      : "signature not verified");
+                audit_event(d, NULL, "revision.rejected", why, rev, "rejected");
+                log_error("%s; the last good revision stays in force", why);
+                set_error(d, "%s", why);
+        }
+        return -EPERM;
+}
+
+/* The errors of a revision taken in, audited as one spec.rejected event. */
+static void audit_spec_errors(driver *d, const intake_result *taken, const source_revision *rev)
+{
+        strbuf why = STRBUF_INIT;
+        for (size_t i = 0; i < taken->diags.n; i++)
+                if (taken->diags.items[i].severity == DIAG_ERROR) {
+                        _cleanup_free_ char *line = diag_format(&taken->diags.items[i]);
+                        if (why.len)
+                                sb_append(&why, "; ");
+                        sb_append(&why, line);
+                }
+        audit_event(d, NULL, "spec.rejected", sb_str(&why), rev, "rejected");
+        sb_release(&why);
+}
+
+/* One revision taken in, cluster by cluster (driver_sync). */
+typedef struct sync_ctx {
+        driver *d;
+        const source_revision *rev;
+        diag_list *diags;
+        reconcile_origin origin;
+        const char **judged; /* the clusters with a verdict recorded now */
+        size_t n_judged;
+        bool refused;
+} sync_ctx;
+
+/*
+ * A cluster refused or held is not offered. One that exists keeps its
+ * accepted spec and its passes (like a forbidden transition); none is
+ * orphaned.
+ */
+static void judge_not_offered(sync_ctx *s, const intake_cluster *ic)
+{
+        driver *d = s->d;
+        const char *id = ic->id;
+        bool held = ic->verdict == INTAKE_HELD;
+        if (held) {
+                int line, col;
+                etcd_cluster_loc(ic->spec, "metadata.name", &line, &col);
+                diag_add(s->diags, DIAG_WARNING, ic->spec->file, line, col,
+                         "%s: held: %s; its last accepted spec stays in force", id, ic->why);
+                d->n_held++;
+        } else {
+                s->refused = true;
+                for (size_t j = 0; j < ic->diags.n; j++) {
+                        const diag *g = &ic->diags.items[j];
+                        diag_add(s->diags, g->severity, g->file, g->line, g->col, "%s", g->message);
+                }
+        }
+        verdict(d, id, held ? "held" : "refused", ic->why, s->rev);
+        s->judged[s->n_judged++] = id;
+        if (ic->exists)
+                keep_managed(d, id);
+}
+
+/*
+ * An accepted cluster offered to its reconciler, or kept pending (*steal)
+ * while its pass is in flight; its declared snapshots recorded.
+ */
+static void offer(sync_ctx *s, const intake_cluster *ic, dcluster **steal)
+{
+        driver *d = s->d;
+        const char *id = ic->id;
+        dcluster *dc = cluster_get(d, id);
+        if (!dc) {
+                log_error("%s: cannot make a reconciler", id);
+                return;
+        }
+        if (dc->active)
+                return;
+        if (cluster_busy(d, dc)) {
+                /* Offered when its pass in flight ends; the latest revision wins. */
+                pending_release(dc);
+                *steal = dc; /* the spec itself once orphans are known */
+                dc->pending_commit = xstrdup_null(s->origin.commit);
+                dc->pending_author = xstrdup_null(s->origin.author);
+        } else if (reconciler_offer(dc->rec, ic->spec, &s->origin) < 0) {
+                log_error("%s: cannot record the desired spec: %s", id, state_last_error());
+                return;
+        }
+        dc->active = true;
+        dc->wake = true;
+        d->clusters = xgrow(d->clusters, &d->alloc_clusters, d->n_clusters + 1, sizeof(dcluster *));
+        d->clusters[d->n_clusters++] = dc;
+        /* one-off snapshots its documents declare: requests, taken once */
+        if (snapshot_requests_record(d->opts.db, id, ic->spec, now_wall_ms()) < 0)
+                log_error("%s: cannot record declared snapshots: %s", id, state_last_error());
+}
+
+/* The clusters taken in before and gone from the source now: reported, judged. */
+static void judge_orphans(sync_ctx *s, const state_cluster_list *known, const intake_input *ii,
+                          const char **present, size_t n_present)
+{
+        driver *d = s->d;
+        char **orphans = NULL;
+        size_t n = 0;
+        if (reconciler_orphans(d->rec, present, n_present, &orphans, &n) < 0)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                const state_cluster *sc = NULL;
+                for (size_t j = 0; j < known->n && !sc; j++)
+                        if (streq(known->items[j]->name, orphans[i]))
+                                sc = known->items[j];
+                if (sc &&
+                    (!d->opts.claim ||
+                     d->opts.claim(orphans[i], DRIVER_CLAIM_ORPHAN, d->opts.claim_userdata)) &&
+                    report_orphan(d, sc, ii, s->rev, s->diags))
+                        s->judged[s->n_judged++] = sc->name;
+        }
+        for (size_t i = 0; i < n; i++)
+                free(orphans[i]);
+        free(orphans);
+}
+
 int driver_sync(driver *d, diag_list *diags)
 {
         _cleanup_(source_revision_freep) source_revision *rev = NULL;
         int k = source_fetch(d->opts.src, &rev);
-        if (k == -EPERM && rev) {
-                /* A head refused before and unchanged since: already recorded and audited. */
-                if (rev->refusal_repeated)
-                        return -EPERM;
-                record_revision(d, rev);
-                if (!d->have_revision || !streq(d->commit, rev->commit_id)) {
-                        _cleanup_free_ char *why =
-                            xasprintf("commit %s refused: %s", rev->commit_id,
-                                      rev->refusal            ? rev->refusal
-                                      : rev->signature_reason ? rev->signature_reason
-                                                              : "signature not verified");
-                        audit_event(d, NULL, "revision.rejected", why, rev, "rejected");
-                        log_error("%s; the last good revision stays in force", why);
-                        set_error(d, "%s", why);
-                }
-                return -EPERM;
-        }
+        if (k == -EPERM && rev)
+                return sync_refused(d, rev);
         if (k < 0) {
                 set_error(d, "%s", source_last_error(d->opts.src));
                 return k;
@@ -769,27 +891,22 @@ int driver_sync(driver *d, diag_list *diags)
                 set_error(d, "cannot take the revision in: %s", strerror(-k));
                 return k;
         }
-        bool errors = taken.errors, refused = false;
-        if (errors) {
-                strbuf why = STRBUF_INIT;
-                for (size_t i = 0; i < taken.diags.n; i++)
-                        if (taken.diags.items[i].severity == DIAG_ERROR) {
-                                _cleanup_free_ char *line = diag_format(&taken.diags.items[i]);
-                                if (why.len)
-                                        sb_append(&why, "; ");
-                                sb_append(&why, line);
-                        }
-                audit_event(d, NULL, "spec.rejected", sb_str(&why), rev, "rejected");
-                sb_release(&why);
-        }
+        bool errors = taken.errors;
+        if (errors)
+                audit_spec_errors(d, &taken, rev);
         diag_move(diags, &taken.diags);
 
-        reconcile_origin origin = {.commit = rev->commit_id[0] ? rev->commit_id : NULL};
         _cleanup_free_ char *author =
             rev->author.name
                 ? xasprintf("%s <%s>", rev->author.name, rev->author.email ? rev->author.email : "")
                 : NULL;
-        origin.author = author;
+        _cleanup_free_ const char **judged = xcalloc(taken.n + known.n + 1, sizeof(char *));
+        sync_ctx s = {
+            .d = d,
+            .rev = rev,
+            .diags = diags,
+            .origin = {.commit = rev->commit_id[0] ? rev->commit_id : NULL, .author = author},
+            .judged = judged};
 
         /* A cluster with a duplicate definition is not offered at all. */
         for (size_t i = 0; i < d->n_all; i++)
@@ -798,100 +915,23 @@ int driver_sync(driver *d, diag_list *diags)
         d->n_held = 0;
         _cleanup_free_ dcluster **steal = xcalloc(taken.n + 1, sizeof(dcluster *));
         _cleanup_free_ const char **present = xcalloc(taken.n + 1, sizeof(char *));
-        /* The clusters of this source with a verdict recorded now; every other one is dropped. */
-        _cleanup_free_ const char **judged = xcalloc(taken.n + known.n + 1, sizeof(char *));
-        size_t n_judged = 0;
         for (size_t i = 0; i < taken.n; i++) {
                 intake_cluster *ic = &taken.items[i];
-                const char *id = ic->id;
-                present[i] = id;
+                present[i] = ic->id;
                 if (ic->verdict == INTAKE_DUPLICATE)
                         continue;
                 if (d->opts.claim &&
-                    !d->opts.claim(id, DRIVER_CLAIM_DEFINE, d->opts.claim_userdata))
+                    !d->opts.claim(ic->id, DRIVER_CLAIM_DEFINE, d->opts.claim_userdata))
                         continue;
-                if (ic->verdict == INTAKE_REFUSED || ic->verdict == INTAKE_HELD) {
-                        /*
-                         * Not offered. One that exists keeps its accepted spec and
-                         * its passes (like a forbidden transition); none is orphaned.
-                         */
-                        bool held = ic->verdict == INTAKE_HELD;
-                        if (held) {
-                                int line, col;
-                                etcd_cluster_loc(ic->spec, "metadata.name", &line, &col);
-                                diag_add(diags, DIAG_WARNING, ic->spec->file, line, col,
-                                         "%s: held: %s; its last accepted spec stays in force", id,
-                                         ic->why);
-                                d->n_held++;
-                        } else {
-                                refused = true;
-                                for (size_t j = 0; j < ic->diags.n; j++) {
-                                        const diag *g = &ic->diags.items[j];
-                                        diag_add(diags, g->severity, g->file, g->line, g->col, "%s",
-                                                 g->message);
-                                }
-                        }
-                        verdict(d, id, held ? "held" : "refused", ic->why, rev);
-                        judged[n_judged++] = id;
-                        if (ic->exists)
-                                keep_managed(d, id);
-                        continue;
-                }
-                dcluster *dc = cluster_get(d, id);
-                if (!dc) {
-                        log_error("%s: cannot make a reconciler", id);
-                        continue;
-                }
-                if (dc->active)
-                        continue;
-                if (cluster_busy(d, dc)) {
-                        /* Offered when its pass in flight ends; the latest revision wins. */
-                        pending_release(dc);
-                        steal[i] = dc; /* the spec itself once orphans are known */
-                        dc->pending_commit = xstrdup_null(origin.commit);
-                        dc->pending_author = xstrdup_null(origin.author);
-                } else {
-                        k = reconciler_offer(dc->rec, ic->spec, &origin);
-                        if (k < 0) {
-                                log_error("%s: cannot record the desired spec: %s", id,
-                                          state_last_error());
-                                continue;
-                        }
-                }
-                dc->active = true;
-                dc->wake = true;
-                d->clusters =
-                    xgrow(d->clusters, &d->alloc_clusters, d->n_clusters + 1, sizeof(dcluster *));
-                d->clusters[d->n_clusters++] = dc;
-                /* one-off snapshots its documents declare: requests, taken once */
-                if (snapshot_requests_record(d->opts.db, id, ic->spec, now_wall_ms()) < 0)
-                        log_error("%s: cannot record declared snapshots: %s", id,
-                                  state_last_error());
+                if (ic->verdict == INTAKE_REFUSED || ic->verdict == INTAKE_HELD)
+                        judge_not_offered(&s, ic);
+                else
+                        offer(&s, ic, &steal[i]);
         }
-
-        if (!errors) {
-                char **orphans = NULL;
-                size_t n = 0;
-                if (reconciler_orphans(d->rec, present, taken.n, &orphans, &n) >= 0) {
-                        for (size_t i = 0; i < n; i++) {
-                                const state_cluster *sc = NULL;
-                                for (size_t j = 0; j < known.n && !sc; j++)
-                                        if (streq(known.items[j]->name, orphans[i]))
-                                                sc = known.items[j];
-                                if (sc &&
-                                    (!d->opts.claim ||
-                                     d->opts.claim(orphans[i], DRIVER_CLAIM_ORPHAN,
-                                                   d->opts.claim_userdata)) &&
-                                    report_orphan(d, sc, &ii, rev, diags))
-                                        judged[n_judged++] = sc->name;
-                        }
-                        for (size_t i = 0; i < n; i++)
-                                free(orphans[i]);
-                        free(orphans);
-                }
-        }
+        if (!errors)
+                judge_orphans(&s, &known, &ii, present, taken.n);
         if (state_verdict_retain(d->opts.db, d->opts.source_name ? d->opts.source_name : "default",
-                                 judged, n_judged) < 0)
+                                 judged, s.n_judged) < 0)
                 log_warn("cannot forget old intake verdicts: %s", state_last_error());
         for (size_t i = 0; i < taken.n; i++)
                 if (steal[i])
@@ -900,7 +940,7 @@ int driver_sync(driver *d, diag_list *diags)
         state_cluster_list_release(&known);
         snprintf(d->commit, sizeof(d->commit), "%s", rev->commit_id);
         d->have_revision = true;
-        return errors || refused ? -EINVAL : 1;
+        return errors || s.refused ? -EINVAL : 1;
 }
 
 size_t driver_held(const driver *d)

@@ -132,6 +132,140 @@ static void restore_figures(const state_snapshot *s, char *buf, size_t size)
 }
 
 /* The condition while drills are on, once snapshots are taken as they should be. */
+/* The latest drill failed: the condition says so, and names the restore candidate if any. */
+static void drill_failed(const state_snapshot *last, const state_snapshot *proven,
+                         snapshot_condition *ret)
+{
+        char when[40];
+        format_rfc3339(last->verify_ms, when, sizeof(when));
+        ret->status = "False";
+        ret->reason = "VerifyFailed";
+        if (proven) {
+                char pwhen[40];
+                format_rfc3339(proven->verify_ms, pwhen, sizeof(pwhen));
+                ret->message =
+                    xasprintf("the restore drill of snapshot %lld on %s failed: %s; the restore "
+                              "candidate is snapshot %lld (revision %lld, proven on %s)",
+                              (long long)last->id, when, last->verify_message,
+                              (long long)proven->id, (long long)proven->revision, pwhen);
+        } else {
+                ret->message = xasprintf("the restore drill of snapshot %lld on %s "
+                                         "failed: %s; no snapshot is proven to restore",
+                                         (long long)last->id, when, last->verify_message);
+        }
+}
+
+/* Where the drills stand against their window (check_drills). */
+typedef struct drill_view {
+        const state_snapshot *proven; /* proven within the window, or NULL */
+        const state_snapshot *wait;   /* the snapshot a drill is awaited for */
+        const char *could_not;        /* why the last drill could not run */
+        int64_t window;
+        bool in_time; /* the drill awaited is not late yet */
+} drill_view;
+
+/*
+ * verify: every. Each snapshot within the window: the oldest one kept
+ * since the newest proven one (all kept ones when none was proven)
+ * decides; before any drill finished, the newest (a new cluster, or gitcd
+ * just upgraded: the drills of what is there are under way).
+ */
+static void drill_window_every(const state_snapshot_list *records, const cron_expr *schedule,
+                               const state_snapshot *newest, const state_snapshot *last,
+                               int64_t now_ms, drill_view *v)
+{
+        v->window = snapshot_drill_pending_ms(schedule, now_ms);
+        if (streq_ptr(newest->verify_result, "verified")) {
+                v->proven = newest;
+                v->could_not = NULL;
+                return;
+        }
+        v->wait = newest;
+        const state_snapshot *oldest = newest;
+        for (size_t i = 0; last && records && i < records->n; i++) {
+                const state_snapshot *x = records->items[i];
+                if (x == v->proven)
+                        break;
+                if (kept(x))
+                        oldest = x;
+        }
+        int64_t taken = oldest->finished_ms ? oldest->finished_ms : oldest->started_ms;
+        v->in_time = now_ms - taken <= v->window;
+        if (!v->in_time) {
+                v->proven = NULL;
+                v->wait = oldest;
+        }
+        if (!streq_ptr(newest->verify_result, "unverified") &&
+            !streq_ptr(v->wait->verify_result, "unverified"))
+                v->could_not = NULL;
+}
+
+/* verify: a schedule. A proof holds for twice its interval. */
+static void drill_window_schedule(const snapshot_verify_policy *verify,
+                                  const state_snapshot *newest, int64_t now_ms, drill_view *v)
+{
+        int64_t interval = 0;
+        if (cron_interval(&verify->schedule, now_ms, &interval) < 0)
+                interval = 0;
+        v->window = 2 * interval;
+        bool ever = v->proven != NULL;
+        if (v->proven && now_ms - v->proven->verify_ms > v->window)
+                v->proven = NULL;
+        if (!v->proven) {
+                /* pending only before any snapshot was proven, for a while */
+                v->wait = newest;
+                int64_t taken = newest->finished_ms ? newest->finished_ms : newest->started_ms;
+                int64_t w = v->window > SNAPSHOT_DRILL_PENDING_MIN_MS
+                                ? v->window
+                                : SNAPSHOT_DRILL_PENDING_MIN_MS;
+                v->in_time = !ever && now_ms - taken <= w;
+        }
+}
+
+/* The condition for v: proven, pending or overdue. */
+static void drill_report(const drill_view *v, const snapshot_verify_policy *verify, int64_t now_ms,
+                         snapshot_condition *ret)
+{
+        char age[32], figures[64];
+        const char *could_not = v->could_not;
+        if (v->proven) {
+                const state_snapshot *proven = v->proven;
+                format_age(now_ms - proven->verify_ms, age, sizeof(age));
+                restore_figures(proven, figures, sizeof(figures));
+                ret->status = "True";
+                ret->reason = "SnapshotVerified";
+                ret->message = xasprintf(
+                    "snapshot %lld (revision %lld, %s) was proven to restore %s ago: %s%s%s%s",
+                    (long long)proven->id, (long long)proven->revision,
+                    proven->location ? proven->location : "", age, figures,
+                    v->wait ? "; the newest snapshot awaits its drill" : "",
+                    could_not ? ", the last one could not run: " : "", could_not ? could_not : "");
+                return;
+        }
+        format_age(v->window, age, sizeof(age));
+        if (v->in_time) {
+                ret->status = "Unknown";
+                ret->reason = "VerifyPending";
+                ret->message = xasprintf(
+                    "snapshot %lld awaits its restore drill%s%s", (long long)v->wait->id,
+                    could_not ? "; the last one could not run: " : "", could_not ? could_not : "");
+                return;
+        }
+        ret->status = "False";
+        ret->reason = "VerifyOverdue";
+        if (verify->mode == VERIFY_EVERY)
+                ret->message = xasprintf("snapshot %lld was not proven to restore within %s of "
+                                         "being taken%s%s",
+                                         (long long)v->wait->id, age,
+                                         could_not ? "; the last drill could not run: " : "",
+                                         could_not ? could_not : "");
+        else
+                ret->message = xasprintf("no restore drill proved a snapshot within %s (twice "
+                                         "the interval of spec.snapshots.verify)%s%s",
+                                         age, could_not ? "; the last one could not run: " : "",
+                                         could_not ? could_not : "");
+}
+
 static void check_drills(const state_snapshot_list *records, const cron_expr *schedule,
                          const snapshot_verify_policy *verify, const state_snapshot *newest,
                          int64_t now_ms, snapshot_condition *ret)
@@ -142,12 +276,12 @@ static void check_drills(const state_snapshot_list *records, const cron_expr *sc
                 if (s->verify_result && (!last || s->verify_ms > last->verify_ms))
                         last = s;
         }
-        const state_snapshot *proven = NULL; /* newest verified and kept */
-        for (size_t i = 0; records && i < records->n && !proven; i++)
+        drill_view v = {0};
+        /* newest verified and kept */
+        for (size_t i = 0; records && i < records->n && !v.proven; i++)
                 if (kept(records->items[i]) &&
                     streq_ptr(records->items[i]->verify_result, "verified"))
-                        proven = records->items[i];
-        char when[40], age[32], figures[64];
+                        v.proven = records->items[i];
         /* the latest drill failed; with every, the newest snapshot's too (it is not drilled
          * again, whatever drills of older ones said since) */
         const state_snapshot *failed =
@@ -156,116 +290,16 @@ static void check_drills(const state_snapshot_list *records, const cron_expr *sc
                 ? newest
                 : NULL;
         if (failed) {
-                last = failed;
-                format_rfc3339(last->verify_ms, when, sizeof(when));
-                ret->status = "False";
-                ret->reason = "VerifyFailed";
-                if (proven) {
-                        char pwhen[40];
-                        format_rfc3339(proven->verify_ms, pwhen, sizeof(pwhen));
-                        ret->message = xasprintf(
-                            "the restore drill of snapshot %lld on %s failed: %s; the restore "
-                            "candidate is snapshot %lld (revision %lld, proven on %s)",
-                            (long long)last->id, when, last->verify_message, (long long)proven->id,
-                            (long long)proven->revision, pwhen);
-                } else {
-                        ret->message = xasprintf("the restore drill of snapshot %lld on %s "
-                                                 "failed: %s; no snapshot is proven to restore",
-                                                 (long long)last->id, when, last->verify_message);
-                }
+                drill_failed(failed, v.proven, ret);
                 return;
         }
-        const char *could_not =
+        v.could_not =
             last && streq(last->verify_result, "unverified") ? last->verify_message : NULL;
-        int64_t window = 0;
-        const state_snapshot *wait = NULL; /* the snapshot a drill is awaited for */
-        bool in_time = false;
-        if (verify->mode == VERIFY_EVERY) {
-                /*
-                 * Each snapshot within the window: the oldest one kept since the
-                 * newest proven one (all kept ones when none was proven) decides;
-                 * before any drill finished, the newest (a new cluster, or gitcd
-                 * just upgraded: the drills of what is there are under way).
-                 */
-                window = snapshot_drill_pending_ms(schedule, now_ms);
-                if (streq_ptr(newest->verify_result, "verified")) {
-                        proven = newest;
-                        could_not = NULL;
-                } else {
-                        wait = newest;
-                        const state_snapshot *oldest = newest;
-                        for (size_t i = 0; last && records && i < records->n; i++) {
-                                const state_snapshot *x = records->items[i];
-                                if (x == proven)
-                                        break;
-                                if (kept(x))
-                                        oldest = x;
-                        }
-                        int64_t taken =
-                            oldest->finished_ms ? oldest->finished_ms : oldest->started_ms;
-                        in_time = now_ms - taken <= window;
-                        if (!in_time) {
-                                proven = NULL;
-                                wait = oldest;
-                        }
-                        if (!streq_ptr(newest->verify_result, "unverified") &&
-                            !streq_ptr(wait->verify_result, "unverified"))
-                                could_not = NULL;
-                }
-        } else {
-                int64_t interval = 0;
-                if (cron_interval(&verify->schedule, now_ms, &interval) < 0)
-                        interval = 0;
-                window = 2 * interval;
-                bool ever = proven != NULL;
-                if (proven && now_ms - proven->verify_ms > window)
-                        proven = NULL;
-                if (!proven) {
-                        /* pending only before any snapshot was proven, for a while */
-                        wait = newest;
-                        int64_t taken =
-                            newest->finished_ms ? newest->finished_ms : newest->started_ms;
-                        int64_t w = window > SNAPSHOT_DRILL_PENDING_MIN_MS
-                                        ? window
-                                        : SNAPSHOT_DRILL_PENDING_MIN_MS;
-                        in_time = !ever && now_ms - taken <= w;
-                }
-        }
-        if (proven) {
-                format_age(now_ms - proven->verify_ms, age, sizeof(age));
-                restore_figures(proven, figures, sizeof(figures));
-                ret->status = "True";
-                ret->reason = "SnapshotVerified";
-                ret->message = xasprintf(
-                    "snapshot %lld (revision %lld, %s) was proven to restore %s ago: %s%s%s%s",
-                    (long long)proven->id, (long long)proven->revision,
-                    proven->location ? proven->location : "", age, figures,
-                    wait ? "; the newest snapshot awaits its drill" : "",
-                    could_not ? ", the last one could not run: " : "", could_not ? could_not : "");
-                return;
-        }
-        format_age(window, age, sizeof(age));
-        if (in_time) {
-                ret->status = "Unknown";
-                ret->reason = "VerifyPending";
-                ret->message = xasprintf(
-                    "snapshot %lld awaits its restore drill%s%s", (long long)wait->id,
-                    could_not ? "; the last one could not run: " : "", could_not ? could_not : "");
-                return;
-        }
-        ret->status = "False";
-        ret->reason = "VerifyOverdue";
         if (verify->mode == VERIFY_EVERY)
-                ret->message = xasprintf("snapshot %lld was not proven to restore within %s of "
-                                         "being taken%s%s",
-                                         (long long)wait->id, age,
-                                         could_not ? "; the last drill could not run: " : "",
-                                         could_not ? could_not : "");
+                drill_window_every(records, schedule, newest, last, now_ms, &v);
         else
-                ret->message = xasprintf("no restore drill proved a snapshot within %s (twice "
-                                         "the interval of spec.snapshots.verify)%s%s",
-                                         age, could_not ? "; the last one could not run: " : "",
-                                         could_not ? could_not : "");
+                drill_window_schedule(verify, newest, now_ms, &v);
+        drill_report(&v, verify, now_ms, ret);
 }
 
 void snapshot_check_health(const state_snapshot_list *records, const cron_expr *schedule,

@@ -552,6 +552,231 @@ static char *snapshot_key(const char *cluster, int64_t now_ms, int64_t id, int64
         return key;
 }
 
+/*
+ * One snapshot on its way, handed from step to step (snapshot_take). Every
+ * step returns 0 or a negative errno with ->error set; the record (rec)
+ * points into the fields below and is finished once, by take_finish.
+ */
+typedef struct take_ctx {
+        const snapshot_job *job;
+        int64_t id, started;
+        state_snapshot rec;
+        char *error;
+        char raw_sha[65], stored_sha[65];
+        char *tmp_dir, *raw_path, *gz_path, *version, *tool, *dest_id, *key, *location,
+            *compression, *why;
+        etcd_cluster *spec;
+        snapshot_compression comp;
+        etcd_client *cl;
+        snapshot_dest *dest;
+        const snapshot_endpoint *from;
+} take_ctx;
+
+/* Where it goes: the recorded spec's destination (or --to), opened. */
+static int take_destination(take_ctx *t)
+{
+        const snapshot_job *job = t->job;
+        t->spec = spec_from_json_text(job->spec_json, job->cluster);
+        if (!t->spec) {
+                t->error = xstrdup("the cluster's recorded spec cannot be read");
+                return -EBADMSG;
+        }
+        const storage_location *loc =
+            job->override ? job->override : &t->spec->snapshots.destination;
+        if (loc->kind == DEST_NONE) {
+                t->error = xstrdup("the cluster has no snapshot destination (spec.snapshots."
+                                   "destination, or --to)");
+                return -EINVAL;
+        }
+        t->comp = t->spec->snapshots.compression;
+        t->compression = xstrdup(t->comp == COMPRESSION_GZIP ? "gzip" : "none");
+        t->dest_id = snapshot_destination_id(loc);
+        if (job->secret_error) {
+                t->error = xstrdup(job->secret_error);
+                return -ENOKEY;
+        }
+        return open_dest(loc, job->state_dir, job->secret_dir, job->pvc, job->cluster, &t->dest,
+                         &t->error);
+}
+
+/* From whom: a healthy voter (not the leader when one can), and etcd's tool for its version. */
+static int take_member(take_ctx *t)
+{
+        const snapshot_job *job = t->job;
+        if (job->n_endpoints == 0) {
+                t->error = xstrdup("the cluster has no members with a client URL");
+                return -EHOSTUNREACH;
+        }
+        int r = snapshot_job_client(job, NULL, 5000, &t->cl);
+        if (r < 0) {
+                t->error = xstrdup("the members' client URLs are not usable");
+                return r;
+        }
+        size_t idx = 0;
+        r = pick_member(t->cl, job, &idx, &t->version, &t->error);
+        if (r < 0)
+                return r;
+        t->from = &job->endpoints[idx];
+        t->rec.member = t->from->member;
+        t->rec.etcd_version = t->version;
+
+        if (snapshot_etcd_tool(job->etcd_dir, t->version, &t->tool) < 0) {
+                const char *version = t->version;
+                const char *want = strneq(version ? version : "", "3.4", 3) ? "etcdctl" : "etcdutl";
+                t->error = xasprintf("no %s %s found to verify the snapshot with (put it in "
+                                     "<etcd dir>/%s/ next to etcd)",
+                                     want, version ? version : "?", version ? version : "VERSION");
+                return -ENOENT;
+        }
+        return 0;
+}
+
+/* etcd's stream into a temporary file, hashed on the way; the member's db size recorded. */
+static int take_stream(take_ctx *t)
+{
+        int r = mkdir_p(t->tmp_dir, 0700);
+        if (r < 0) {
+                t->error = xasprintf("cannot create %s: %s", t->tmp_dir, strerror(-r));
+                return r;
+        }
+        int fd = temp_file(t->tmp_dir, ".db", &t->raw_path);
+        if (fd < 0) {
+                t->error = xasprintf("cannot create a temporary file in %s: %s", t->tmp_dir,
+                                     strerror(-fd));
+                return fd;
+        }
+        sink s = {.fd = fd, .sha = hash_sha256_new(), .job = t->job};
+        etcd_snapshot_info info = {0};
+        r = etcd_snapshot(t->cl, t->from->client_url, stream_chunk, &s, &info);
+        if (r >= 0 && fsync(fd) < 0)
+                r = s.err = -errno;
+        if (r >= 0)
+                hash_final_hex(s.sha, t->raw_sha);
+        hash_free(s.sha);
+        close(fd);
+        if (r < 0) {
+                if (s.err == -ECANCELED)
+                        t->error = xstrdup("aborted: gitcd is stopping");
+                else if (s.err < 0)
+                        t->error = xasprintf("cannot write %s: %s", t->raw_path, strerror(-s.err));
+                else
+                        t->error = xasprintf("from %s: %s", t->from->member,
+                                             etcd_client_last_error(t->cl));
+                return s.err < 0 ? s.err : r == ETCD_ERR_SNAPSHOT_CHECKSUM ? -EBADMSG : -EIO;
+        }
+        t->rec.db_size = (int64_t)info.size;
+        t->rec.revision = info.revision; /* until etcd's tool says */
+        return 0;
+}
+
+/* etcd's tool must read the file; the revision it reports, and the keys at that revision. */
+static int take_verify(take_ctx *t)
+{
+        snapshot_status status = {0};
+        int r = snapshot_file_status(t->tool, t->raw_path, &status, &t->why);
+        if (r < 0) {
+                t->error = xasprintf("the snapshot from %s failed verification: %s",
+                                     t->from->member, t->why);
+                return r;
+        }
+        if (status.revision > 0)
+                t->rec.revision = status.revision;
+        /* what a restore drill compares with once the cluster compacted this revision away;
+         * revision 0: etcd's tool found no key at all */
+        if (t->rec.revision == 0)
+                t->rec.key_count = 0;
+        else if (etcd_count_keys(t->cl, t->from->client_url, t->rec.revision, &t->rec.key_count,
+                                 NULL) < 0) {
+                log_debug("%s: cannot count the keys at revision %lld on %s: %s", t->job->cluster,
+                          (long long)t->rec.revision, t->from->member,
+                          etcd_client_last_error(t->cl));
+                t->rec.key_count = -1;
+        }
+        return 0;
+}
+
+/* Compressed when the spec asks, then uploaded under a key of its own. */
+static int take_store(take_ctx *t)
+{
+        const snapshot_job *job = t->job;
+        if (t->comp == COMPRESSION_GZIP) {
+                int64_t size = 0;
+                int r = compress_gzip(job, t->tmp_dir, t->raw_path, &t->gz_path, t->stored_sha,
+                                      &size, &t->error);
+                if (r == -ECANCELED)
+                        t->error = xstrdup("aborted: gitcd is stopping");
+                if (r < 0)
+                        return r;
+                t->rec.size = size;
+        } else {
+                memcpy(t->stored_sha, t->raw_sha, sizeof(t->stored_sha));
+                t->rec.size = t->rec.db_size;
+        }
+        if (cancelled(job)) {
+                t->error = xstrdup("aborted: gitcd is stopping");
+                return -ECANCELED;
+        }
+        t->key = snapshot_key(job->cluster, t->started, t->id, t->rec.revision, t->comp);
+        int r = snapshot_dest_put_file(t->dest, t->key, t->gz_path ? t->gz_path : t->raw_path,
+                                       t->stored_sha, &t->error);
+        if (r < 0)
+                return r;
+        t->location = snapshot_dest_location(t->dest, t->key);
+        t->rec.result = "succeeded";
+        t->rec.sha256 = t->stored_sha;
+        t->rec.key = t->key;
+        t->rec.location = t->location;
+        return 0;
+}
+
+/*
+ * The record finished once, the outcome audited, everything freed. An
+ * upload the state could not record is deleted again. Returns r, or the
+ * recording's -errno.
+ */
+static int take_finish(state_db *db, take_ctx *t, int64_t t0, int r)
+{
+        if (t->raw_path)
+                unlink(t->raw_path);
+        if (t->gz_path)
+                unlink(t->gz_path);
+        t->rec.error = t->error;
+        t->rec.compression = t->compression;
+        t->rec.destination = t->dest_id;
+        t->rec.duration_ms = now_mono_ms() - t0;
+        int64_t now = now_wall_ms();
+        int k = state_snapshot_finish(db, t->id, &t->rec, now);
+        if (k < 0 && r >= 0) {
+                /* uploaded, but not recorded: it must not count; remove it again */
+                t->error = xasprintf("cannot record the snapshot: %s", state_last_error());
+                (void)snapshot_dest_delete(t->dest, t->key, NULL);
+                r = k;
+        }
+        audit_snapshot(db, t->job, &t->rec, t->id, now);
+        if (r < 0)
+                log_debug("%s: snapshot %lld failed: %s", t->job->cluster, (long long)t->id,
+                          t->error);
+        snapshot_dest_free(t->dest);
+        etcd_client_free(t->cl);
+        etcd_cluster_free(t->spec);
+        free(t->tmp_dir);
+        free(t->raw_path);
+        free(t->gz_path);
+        free(t->version);
+        free(t->tool);
+        free(t->dest_id);
+        free(t->key);
+        free(t->location);
+        free(t->compression);
+        free(t->why);
+        return r;
+}
+
+/* The steps of a snapshot, in order; the first that fails ends it. */
+static int (*const take_steps[])(take_ctx *t) = {
+    take_destination, take_member, take_stream, take_verify, take_store,
+};
+
 int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char **ret_error)
 {
         assert(db && job && job->cluster && job->trigger);
@@ -567,192 +792,23 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
                         *ret_id = 0;
                 return r;
         }
-        state_snapshot rec = {.result = "failed", .key_count = -1};
-        char *error = NULL;
-        char raw_sha[65] = "", stored_sha[65] = "";
-        /* one exit (out:) frees everything below; no cleanup attributes in this function */
-        char *tmp_dir = path_join(job->state_dir, "snapshots-tmp");
-        char *raw_path = NULL, *gz_path = NULL, *version = NULL, *tool = NULL, *dest_id = NULL,
-             *key = NULL, *location = NULL, *compression = NULL, *why = NULL;
-        etcd_cluster *spec = NULL;
-        etcd_client *cl = NULL;
-        snapshot_dest *dest = NULL;
-        int fd = -1;
-
-        spec = spec_from_json_text(job->spec_json, job->cluster);
-        if (!spec) {
-                error = xstrdup("the cluster's recorded spec cannot be read");
-                r = -EBADMSG;
-                goto out;
-        }
-        const storage_location *loc = job->override ? job->override : &spec->snapshots.destination;
-        if (loc->kind == DEST_NONE) {
-                error = xstrdup("the cluster has no snapshot destination (spec.snapshots."
-                                "destination, or --to)");
-                r = -EINVAL;
-                goto out;
-        }
-        snapshot_compression comp = spec->snapshots.compression;
-        compression = xstrdup(comp == COMPRESSION_GZIP ? "gzip" : "none");
-        dest_id = snapshot_destination_id(loc);
-        if (job->secret_error) {
-                error = xstrdup(job->secret_error);
-                r = -ENOKEY;
-                goto out;
-        }
-        r = open_dest(loc, job->state_dir, job->secret_dir, job->pvc, job->cluster, &dest, &error);
-        if (r < 0)
-                goto out;
-
-        if (job->n_endpoints == 0) {
-                error = xstrdup("the cluster has no members with a client URL");
-                r = -EHOSTUNREACH;
-                goto out;
-        }
-        r = snapshot_job_client(job, NULL, 5000, &cl);
-        if (r < 0) {
-                error = xstrdup("the members' client URLs are not usable");
-                goto out;
-        }
-        size_t idx = 0;
-        r = pick_member(cl, job, &idx, &version, &error);
-        if (r < 0)
-                goto out;
-        const snapshot_endpoint *from = &job->endpoints[idx];
-        rec.member = from->member;
-        rec.etcd_version = version;
-
-        r = snapshot_etcd_tool(job->etcd_dir, version, &tool);
-        if (r < 0) {
-                const char *want = strneq(version ? version : "", "3.4", 3) ? "etcdctl" : "etcdutl";
-                error = xasprintf("no %s %s found to verify the snapshot with (put it in "
-                                  "<etcd dir>/%s/ next to etcd)",
-                                  want, version ? version : "?", version ? version : "VERSION");
-                r = -ENOENT;
-                goto out;
-        }
-
-        r = mkdir_p(tmp_dir, 0700);
-        if (r < 0) {
-                error = xasprintf("cannot create %s: %s", tmp_dir, strerror(-r));
-                goto out;
-        }
-        fd = temp_file(tmp_dir, ".db", &raw_path);
-        if (fd < 0) {
-                r = fd;
-                error =
-                    xasprintf("cannot create a temporary file in %s: %s", tmp_dir, strerror(-r));
-                goto out;
-        }
-        sink s = {.fd = fd, .sha = hash_sha256_new(), .job = job};
-        etcd_snapshot_info info = {0};
-        r = etcd_snapshot(cl, from->client_url, stream_chunk, &s, &info);
-        if (r >= 0 && fsync(fd) < 0)
-                r = s.err = -errno;
-        if (r >= 0)
-                hash_final_hex(s.sha, raw_sha);
-        hash_free(s.sha);
-        close(fd);
-        fd = -1;
-        if (r < 0) {
-                if (s.err == -ECANCELED)
-                        error = xstrdup("aborted: gitcd is stopping");
-                else if (s.err < 0)
-                        error = xasprintf("cannot write %s: %s", raw_path, strerror(-s.err));
-                else
-                        error = xasprintf("from %s: %s", from->member, etcd_client_last_error(cl));
-                r = s.err < 0 ? s.err : r == ETCD_ERR_SNAPSHOT_CHECKSUM ? -EBADMSG : -EIO;
-                goto out;
-        }
-        rec.db_size = (int64_t)info.size;
-
-        snapshot_status status = {0};
-        r = snapshot_file_status(tool, raw_path, &status, &why);
-        if (r < 0) {
-                error =
-                    xasprintf("the snapshot from %s failed verification: %s", from->member, why);
-                goto out;
-        }
-        rec.revision = status.revision > 0 ? status.revision : info.revision;
-        /* what a restore drill compares with once the cluster compacted this revision away;
-         * revision 0: etcd's tool found no key at all */
-        if (rec.revision == 0)
-                rec.key_count = 0;
-        else if (etcd_count_keys(cl, from->client_url, rec.revision, &rec.key_count, NULL) < 0) {
-                log_debug("%s: cannot count the keys at revision %lld on %s: %s", job->cluster,
-                          (long long)rec.revision, from->member, etcd_client_last_error(cl));
-                rec.key_count = -1;
-        }
-
-        if (comp == COMPRESSION_GZIP) {
-                int64_t size = 0;
-                r = compress_gzip(job, tmp_dir, raw_path, &gz_path, stored_sha, &size, &error);
-                if (r == -ECANCELED)
-                        error = xstrdup("aborted: gitcd is stopping");
-                if (r < 0)
-                        goto out;
-                rec.size = size;
-        } else {
-                memcpy(stored_sha, raw_sha, sizeof(stored_sha));
-                rec.size = rec.db_size;
-        }
-        if (cancelled(job)) {
-                error = xstrdup("aborted: gitcd is stopping");
-                r = -ECANCELED;
-                goto out;
-        }
-
-        key = snapshot_key(job->cluster, started, id, rec.revision, comp);
-        r = snapshot_dest_put_file(dest, key, gz_path ? gz_path : raw_path, stored_sha, &error);
-        if (r < 0)
-                goto out;
-        location = snapshot_dest_location(dest, key);
-        rec.result = "succeeded";
-        rec.sha256 = stored_sha;
-        rec.key = key;
-        rec.location = location;
+        take_ctx t = {
+            .job = job,
+            .id = id,
+            .started = started,
+            .rec = {.result = "failed", .key_count = -1},
+            .tmp_dir = path_join(job->state_dir, "snapshots-tmp"),
+        };
         r = 0;
-out:
-        if (fd >= 0)
-                close(fd);
-        if (raw_path)
-                unlink(raw_path);
-        if (gz_path)
-                unlink(gz_path);
-        rec.error = error;
-        rec.compression = compression;
-        rec.destination = dest_id;
-        rec.duration_ms = now_mono_ms() - t0;
-        int64_t now = now_wall_ms();
-        int k = state_snapshot_finish(db, id, &rec, now);
-        if (k < 0 && r >= 0) {
-                /* uploaded, but not recorded: it must not count; remove it again */
-                error = xasprintf("cannot record the snapshot: %s", state_last_error());
-                (void)snapshot_dest_delete(dest, key, NULL);
-                r = k;
-        }
-        audit_snapshot(db, job, &rec, id, now);
-        if (r < 0)
-                log_debug("%s: snapshot %lld failed: %s", job->cluster, (long long)id, error);
-        snapshot_dest_free(dest);
-        etcd_client_free(cl);
-        etcd_cluster_free(spec);
-        free(tmp_dir);
-        free(raw_path);
-        free(gz_path);
-        free(version);
-        free(tool);
-        free(dest_id);
-        free(key);
-        free(location);
-        free(compression);
-        free(why);
+        for (size_t i = 0; i < ARRAY_SIZE(take_steps) && r >= 0; i++)
+                r = take_steps[i](&t);
+        r = take_finish(db, &t, t0, r < 0 ? r : 0);
         if (ret_id)
                 *ret_id = id;
         if (r < 0)
-                *ret_error = error;
+                *ret_error = t.error;
         else
-                free(error);
+                free(t.error);
         return r;
 }
 

@@ -324,6 +324,146 @@ static int take_exec(hosts_unit *u, const char *value, char **ret_why)
         return 0;
 }
 
+/*
+ * The next logical line of [*p, end) into *logical: continuation lines
+ * joined with a space, comments inside a continuation dropped, a comment
+ * line never continued (systemd reads it as a whole). Returns the number
+ * of its first line; *line counts the lines read.
+ */
+static int next_logical_line(const char **p, const char *end, int *line, strbuf *logical)
+{
+        sb_reset(logical);
+        int first_line = *line + 1;
+        bool cont = false;
+        do {
+                const char *nl = memchr(*p, '\n', (size_t)(end - *p));
+                const char *e = nl ? nl : end;
+                (*line)++;
+                const char *s = *p;
+                *p = nl ? nl + 1 : end;
+                while (s < e && isspace((unsigned char)*s))
+                        s++;
+                size_t n = (size_t)(e - s);
+                while (n > 0 && isspace((unsigned char)s[n - 1]))
+                        n--;
+                if (cont && n > 0 && (*s == '#' || *s == ';'))
+                        continue; /* a comment inside a continuation */
+                /* a comment line never continues (systemd reads it as a whole) */
+                bool comment = !cont && n > 0 && (*s == '#' || *s == ';');
+                cont = !comment && n > 0 && s[n - 1] == '\\';
+                sb_append_len(logical, s, cont ? n - 1 : n);
+                if (cont)
+                        sb_appendc(logical, ' ');
+        } while (cont && *p < end);
+        return first_line;
+}
+
+/* Where a unit's lines are read from, for the diagnostics. */
+typedef struct unit_reader {
+        const char *origin;
+        diag_list *diags;
+        int first_line; /* of the logical line being read */
+        int n_exec_lines;
+} unit_reader;
+
+/* ExecStart=: one (an empty value resets it). 0 or -errno with the diagnostic added. */
+static int read_exec(unit_reader *ur, hosts_unit *u, const char *value)
+{
+        if (!*value) {
+                ur->n_exec_lines = 0;
+                strv_reset(&u->exec, &u->n_exec);
+                return 0;
+        }
+        if (++ur->n_exec_lines > 1)
+                return unit_error(ur->diags, ur->origin, ur->first_line,
+                                  xstrdup("more than one ExecStart= (a oneshot "
+                                          "service does not run etcd)"));
+        char *why = NULL;
+        int k = take_exec(u, value, &why);
+        if (k < 0)
+                k = unit_error(ur->diags, ur->origin, ur->first_line,
+                               xasprintf("ExecStart=: %s", why));
+        free(why);
+        return k;
+}
+
+/* Environment=: NAME=VALUE words (an empty value resets them). */
+static int read_environment(unit_reader *ur, hosts_unit *u, const char *value)
+{
+        if (!*value) {
+                strv_reset(&u->environment, &u->n_environment);
+                return 0;
+        }
+        char *why = NULL;
+        size_t before = u->n_environment;
+        int k = split_words(value, &u->environment, &u->n_environment, &why);
+        for (size_t i = before; k >= 0 && i < u->n_environment; i++) {
+                const char *a = u->environment[i], *aeq = strchr(a, '=');
+                if (!aeq || !valid_env_name(a, (size_t)(aeq - a))) {
+                        why = xasprintf("\"%s\" is not NAME=VALUE", a);
+                        k = -EINVAL;
+                }
+        }
+        if (k < 0)
+                k = unit_error(ur->diags, ur->origin, ur->first_line,
+                               xasprintf("Environment=: %s", why));
+        free(why);
+        return k;
+}
+
+/* EnvironmentFile=: an absolute path, optional with a leading - (an empty value resets them). */
+static int read_environment_file(unit_reader *ur, hosts_unit *u, const char *value)
+{
+        if (!*value) {
+                strv_reset(&u->env_files, &u->n_env_files);
+                return 0;
+        }
+        bool optional = value[0] == '-';
+        const char *path = value + optional;
+        if (path[0] != '/')
+                return unit_error(ur->diags, ur->origin, ur->first_line,
+                                  xasprintf("EnvironmentFile=%s is not an absolute "
+                                            "path",
+                                            value));
+        if (u->n_env_files >= UNIT_MAX_FILES)
+                return unit_error(ur->diags, ur->origin, ur->first_line,
+                                  xasprintf("more than %u EnvironmentFile= lines", UNIT_MAX_FILES));
+        u->env_file_optional = xrealloc(u->env_file_optional, (u->n_env_files + 1) * sizeof(bool));
+        u->env_file_optional[u->n_env_files] = optional;
+        strv_push(&u->env_files, &u->n_env_files, xstrdup(path));
+        return 0;
+}
+
+/* A Key=Value line of [Service]: the keys gitcd reads, the others passed over. */
+static int read_service_line(unit_reader *ur, hosts_unit *u, const char *l, const char *eq,
+                             const hosts_unit_context *ctx)
+{
+        size_t klen = (size_t)(eq - l);
+        while (klen > 0 && isspace((unsigned char)l[klen - 1]))
+                klen--;
+        const char *raw = eq + 1;
+        while (isspace((unsigned char)*raw))
+                raw++;
+        bool is_exec = klen == 9 && strneq(l, "ExecStart", 9);
+        bool is_env = klen == 11 && strneq(l, "Environment", 11);
+        bool is_file = klen == 15 && strneq(l, "EnvironmentFile", 15);
+        bool is_user = klen == 4 && strneq(l, "User", 4);
+        if (!is_exec && !is_env && !is_file && !is_user)
+                return 0;
+        char *why = NULL;
+        _cleanup_free_ char *value = resolve_specifiers(raw, ctx, &why);
+        if (!value)
+                return unit_error(ur->diags, ur->origin, ur->first_line, why);
+        if (is_exec)
+                return read_exec(ur, u, value);
+        if (is_env)
+                return read_environment(ur, u, value);
+        if (is_file)
+                return read_environment_file(ur, u, value);
+        str_assign(&u->user, *value ? xstrdup(value) : NULL);
+        return 0;
+}
+
 int hosts_unit_parse(const char *origin, const char *text, size_t len,
                      const hosts_unit_context *ctx, hosts_unit *ret, diag_list *diags)
 {
@@ -333,43 +473,21 @@ int hosts_unit_parse(const char *origin, const char *text, size_t len,
         if (memchr(text, '\0', len))
                 return unit_error(diags, origin, 0, xstrdup("the unit holds a NUL byte"));
         hosts_unit u = {0};
-        int n_exec_lines = 0, k = 0;
+        unit_reader ur = {.origin = origin, .diags = diags};
+        int k = 0;
         bool in_service = false;
         const char *p = text, *end = text + len;
         int line = 0;
         strbuf logical = STRBUF_INIT;
         while (p < end && k >= 0) {
-                /* one logical line: continuation lines joined with a space */
-                sb_reset(&logical);
-                int first_line = line + 1;
-                bool cont = false;
-                do {
-                        const char *nl = memchr(p, '\n', (size_t)(end - p));
-                        const char *e = nl ? nl : end;
-                        line++;
-                        const char *s = p;
-                        p = nl ? nl + 1 : end;
-                        while (s < e && isspace((unsigned char)*s))
-                                s++;
-                        size_t n = (size_t)(e - s);
-                        while (n > 0 && isspace((unsigned char)s[n - 1]))
-                                n--;
-                        if (cont && n > 0 && (*s == '#' || *s == ';'))
-                                continue; /* a comment inside a continuation */
-                        /* a comment line never continues (systemd reads it as a whole) */
-                        bool comment = !cont && n > 0 && (*s == '#' || *s == ';');
-                        cont = !comment && n > 0 && s[n - 1] == '\\';
-                        sb_append_len(&logical, s, cont ? n - 1 : n);
-                        if (cont)
-                                sb_appendc(&logical, ' ');
-                } while (cont && p < end);
+                ur.first_line = next_logical_line(&p, end, &line, &logical);
                 const char *l = sb_str(&logical);
                 if (!*l || *l == '#' || *l == ';')
                         continue;
                 if (*l == '[') {
                         const char *close = strchr(l, ']');
                         if (!close || close[1]) {
-                                k = unit_error(diags, origin, first_line,
+                                k = unit_error(diags, origin, ur.first_line,
                                                xstrdup("a section header without its ]"));
                                 break;
                         }
@@ -378,93 +496,12 @@ int hosts_unit_parse(const char *origin, const char *text, size_t len,
                 }
                 const char *eq = strchr(l, '=');
                 if (!eq) {
-                        k = unit_error(diags, origin, first_line,
+                        k = unit_error(diags, origin, ur.first_line,
                                        xstrdup("a line that is neither a section nor Key=Value"));
                         break;
                 }
-                if (!in_service)
-                        continue;
-                size_t klen = (size_t)(eq - l);
-                while (klen > 0 && isspace((unsigned char)l[klen - 1]))
-                        klen--;
-                const char *raw = eq + 1;
-                while (isspace((unsigned char)*raw))
-                        raw++;
-                bool is_exec = klen == 9 && strneq(l, "ExecStart", 9);
-                bool is_env = klen == 11 && strneq(l, "Environment", 11);
-                bool is_file = klen == 15 && strneq(l, "EnvironmentFile", 15);
-                bool is_user = klen == 4 && strneq(l, "User", 4);
-                if (!is_exec && !is_env && !is_file && !is_user)
-                        continue;
-                char *why = NULL;
-                _cleanup_free_ char *value = resolve_specifiers(raw, ctx, &why);
-                if (!value) {
-                        k = unit_error(diags, origin, first_line, why);
-                        break;
-                }
-                if (is_exec) {
-                        if (!*value) {
-                                n_exec_lines = 0;
-                                strv_reset(&u.exec, &u.n_exec);
-                                continue;
-                        }
-                        if (++n_exec_lines > 1) {
-                                k = unit_error(diags, origin, first_line,
-                                               xstrdup("more than one ExecStart= (a oneshot "
-                                                       "service does not run etcd)"));
-                                break;
-                        }
-                        if ((k = take_exec(&u, value, &why)) < 0)
-                                k = unit_error(diags, origin, first_line,
-                                               xasprintf("ExecStart=: %s", why));
-                        free(why);
-                        why = NULL;
-                } else if (is_env) {
-                        if (!*value) {
-                                strv_reset(&u.environment, &u.n_environment);
-                                continue;
-                        }
-                        size_t before = u.n_environment;
-                        k = split_words(value, &u.environment, &u.n_environment, &why);
-                        for (size_t i = before; k >= 0 && i < u.n_environment; i++) {
-                                const char *a = u.environment[i], *aeq = strchr(a, '=');
-                                if (!aeq || !valid_env_name(a, (size_t)(aeq - a))) {
-                                        why = xasprintf("\"%s\" is not NAME=VALUE", a);
-                                        k = -EINVAL;
-                                }
-                        }
-                        if (k < 0)
-                                k = unit_error(diags, origin, first_line,
-                                               xasprintf("Environment=: %s", why));
-                        free(why);
-                        why = NULL;
-                } else if (is_file) {
-                        if (!*value) {
-                                strv_reset(&u.env_files, &u.n_env_files);
-                                continue;
-                        }
-                        bool optional = value[0] == '-';
-                        const char *path = value + optional;
-                        if (path[0] != '/') {
-                                k = unit_error(diags, origin, first_line,
-                                               xasprintf("EnvironmentFile=%s is not an absolute "
-                                                         "path",
-                                                         value));
-                                break;
-                        }
-                        if (u.n_env_files >= UNIT_MAX_FILES) {
-                                k = unit_error(diags, origin, first_line,
-                                               xasprintf("more than %u EnvironmentFile= lines",
-                                                         UNIT_MAX_FILES));
-                                break;
-                        }
-                        u.env_file_optional =
-                            xrealloc(u.env_file_optional, (u.n_env_files + 1) * sizeof(bool));
-                        u.env_file_optional[u.n_env_files] = optional;
-                        strv_push(&u.env_files, &u.n_env_files, xstrdup(path));
-                } else {
-                        str_assign(&u.user, *value ? xstrdup(value) : NULL);
-                }
+                if (in_service)
+                        k = read_service_line(&ur, &u, l, eq, ctx);
         }
         sb_release(&logical);
         if (k >= 0 && u.n_exec == 0)

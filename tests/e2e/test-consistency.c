@@ -196,6 +196,68 @@ static bool cmdline_has(pid_t pid, const char *word)
         return found;
 }
 
+/* etcd's checks are off as the spec says (none of their flags); every member agrees. */
+static void assert_agree_without_etcd_checks(e2e *e, const char *name)
+{
+        pid_t pid0 = e2e_member_pid(e, name, "demo-0");
+        assert_false(cmdline_has(pid0, "--experimental-initial-corrupt-check=true"));
+        json_t *st = e2e_status(e, name);
+        json_t *cons = json_object_get(st, "consistency");
+        assert_non_null(cons);
+        assert_true(json_is_true(json_object_get(cons, "agree")));
+        assert_string_equal(
+            json_string_value(json_object_get(condition(st, "DataConsistent"), "status")), "True");
+        json_decref(st);
+}
+
+/* Every member of name serves the canary's value as written. */
+static void assert_canary_everywhere(e2e *e, const char *name)
+{
+        _cleanup_free_ char *all = e2e_endpoints(e, name);
+        char *save = NULL;
+        for (char *ep = strtok_r(all, ",", &save); ep; ep = strtok_r(NULL, ",", &save)) {
+                _cleanup_free_ char *v = canary_at(ep);
+                assert_string_equal(v, CANARY);
+        }
+}
+
+/*
+ * Frozen on demo-1: the member really serves the changed value, the others
+ * the one written; status, the audit log and the webhook say so.
+ */
+static void assert_frozen_on_demo1(e2e *e, const char *name)
+{
+        _cleanup_free_ char *url1 = client_url(e, name, "demo-1");
+        _cleanup_free_ char *url0 = client_url(e, name, "demo-0");
+        _cleanup_free_ char *v1 = canary_at(url1);
+        _cleanup_free_ char *v0 = canary_at(url0);
+        assert_string_equal(v1, CHANGED);
+        assert_string_equal(v0, CANARY);
+        json_t *st = e2e_status(e, name);
+        json_t *dc = condition(st, "DataConsistent");
+        assert_string_equal(json_string_value(json_object_get(dc, "status")), "False");
+        assert_string_equal(json_string_value(json_object_get(dc, "reason")), "Mismatch");
+        const char *msg = json_string_value(json_object_get(dc, "message"));
+        assert_non_null(strstr(msg, "data of demo-1 differs from demo-0, demo-2"));
+        assert_non_null(strstr(msg, "gitcd repair default/demo --replace demo-1"));
+        json_t *cons = json_object_get(st, "consistency");
+        assert_true(json_is_true(json_object_get(cons, "frozen")));
+        assert_string_equal(json_string_value(json_array_get(json_object_get(cons, "minority"), 0)),
+                            "demo-1");
+        assert_string_equal(json_string_value(json_object_get(condition(st, "Degraded"), "reason")),
+                            "DataInconsistent");
+        json_decref(st);
+        assert_true(e2e_audit_count(e, name, "consistency.diverged") >= 1);
+        assert_int_equal(e2e_audit_count(e, name, "consistency.frozen"), 1);
+        /* the webhook event (its receiver is down: the attempt is logged) */
+        assert_true(wait_log(e, "daemon.log", "(cluster.data-inconsistent) to webhook ops", 30));
+        char *out = NULL;
+        assert_int_equal(e2e_run(e, &out, "status", "default/demo", NULL), 0);
+        assert_non_null(strstr(out, "FROZEN since"));
+        assert_non_null(strstr(out, "minority: demo-1"));
+        free(out);
+}
+
 static void test_divergent_member(void **unused)
 {
         (void)unused;
@@ -210,16 +272,7 @@ static void test_divergent_member(void **unused)
         write_spec(e, name, 3, consistency);
         assert_int_equal(e2e_apply(e, NULL, 120), 0);
         e2e_assert_voters(e, name, 3);
-        /* etcd's checks are off as the spec says: none of their flags */
-        pid_t pid0 = e2e_member_pid(e, name, "demo-0");
-        assert_false(cmdline_has(pid0, "--experimental-initial-corrupt-check=true"));
-        json_t *st = e2e_status(e, name);
-        json_t *cons = json_object_get(st, "consistency");
-        assert_non_null(cons);
-        assert_true(json_is_true(json_object_get(cons, "agree")));
-        assert_string_equal(
-            json_string_value(json_object_get(condition(st, "DataConsistent"), "status")), "True");
-        json_decref(st);
+        assert_agree_without_etcd_checks(e, name);
 
         /* 1. a writer of acknowledged puts, and the canary */
         _cleanup_free_ char *eps = e2e_endpoints(e, name);
@@ -255,36 +308,7 @@ static void test_divergent_member(void **unused)
                 _cleanup_free_ char *log = e2e_read_log(e, "daemon.log");
                 fail_msg("not frozen:\n%s", log);
         }
-        /* the member really serves the changed value; the others the one written */
-        _cleanup_free_ char *url1 = client_url(e, name, "demo-1");
-        _cleanup_free_ char *url0 = client_url(e, name, "demo-0");
-        _cleanup_free_ char *v1 = canary_at(url1);
-        _cleanup_free_ char *v0 = canary_at(url0);
-        assert_string_equal(v1, CHANGED);
-        assert_string_equal(v0, CANARY);
-        st = e2e_status(e, name);
-        json_t *dc = condition(st, "DataConsistent");
-        assert_string_equal(json_string_value(json_object_get(dc, "status")), "False");
-        assert_string_equal(json_string_value(json_object_get(dc, "reason")), "Mismatch");
-        const char *msg = json_string_value(json_object_get(dc, "message"));
-        assert_non_null(strstr(msg, "data of demo-1 differs from demo-0, demo-2"));
-        assert_non_null(strstr(msg, "gitcd repair default/demo --replace demo-1"));
-        cons = json_object_get(st, "consistency");
-        assert_true(json_is_true(json_object_get(cons, "frozen")));
-        assert_string_equal(json_string_value(json_array_get(json_object_get(cons, "minority"), 0)),
-                            "demo-1");
-        assert_string_equal(json_string_value(json_object_get(condition(st, "Degraded"), "reason")),
-                            "DataInconsistent");
-        json_decref(st);
-        assert_true(e2e_audit_count(e, name, "consistency.diverged") >= 1);
-        assert_int_equal(e2e_audit_count(e, name, "consistency.frozen"), 1);
-        /* the webhook event (its receiver is down: the attempt is logged) */
-        assert_true(wait_log(e, "daemon.log", "(cluster.data-inconsistent) to webhook ops", 30));
-        char *out = NULL;
-        assert_int_equal(e2e_run(e, &out, "status", "default/demo", NULL), 0);
-        assert_non_null(strstr(out, "FROZEN since"));
-        assert_non_null(strstr(out, "minority: demo-1"));
-        free(out);
+        assert_frozen_on_demo1(e, name);
 
         /* 4. a scale-up committed meanwhile does not happen; the audit log says why */
         write_spec(e, name, 4, consistency);
@@ -296,7 +320,7 @@ static void test_divergent_member(void **unused)
 
         /* 5. a repair that names a member of the majority is refused */
         char *err = NULL;
-        out = NULL;
+        char *out = NULL;
         const char *bad[] = {"repair",    "default/demo", "--replace", "demo-0",
                              "--timeout", "60s",          NULL};
         assert_int_equal(e2e_runv(e, &out, &err, bad), 1);
@@ -325,8 +349,8 @@ static void test_divergent_member(void **unused)
         for (size_t i = 0; i < l->n; i++)
                 assert_string_not_equal(l->members[i].name, "demo-1");
         etcd_members_free(l);
-        st = e2e_status(e, name);
-        dc = condition(st, "DataConsistent");
+        json_t *st = e2e_status(e, name);
+        json_t *dc = condition(st, "DataConsistent");
         assert_string_equal(json_string_value(json_object_get(dc, "status")), "True");
         assert_false(json_is_true(json_object_get(json_object_get(st, "consistency"), "frozen")));
         json_t *rep = json_array_get(json_object_get(st, "repairs"), 0);
@@ -339,12 +363,7 @@ static void test_divergent_member(void **unused)
 
         /* 7. every member serves the value written; no acknowledged write is lost */
         harness_writer_stop(w);
-        _cleanup_free_ char *all = e2e_endpoints(e, name);
-        char *save = NULL;
-        for (char *ep = strtok_r(all, ",", &save); ep; ep = strtok_r(NULL, ",", &save)) {
-                _cleanup_free_ char *v = canary_at(ep);
-                assert_string_equal(v, CANARY);
-        }
+        assert_canary_everywhere(e, name);
         assert_int_equal(e2e_writer_kept(w, e, name, INT64_MAX), w->acked);
         harness_writer_free(w);
         assert_int_equal(kill(d, SIGTERM), 0);

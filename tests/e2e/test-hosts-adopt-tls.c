@@ -259,6 +259,34 @@ static void apply_refused(e2e *e, const char *want)
                 fail_msg("no refusal with \"%s\":\n%s%s", want, out, err);
 }
 
+/* Machine i after the adoption: on gitcd's manifest, with gitcd's leaves, every key kept. */
+static void assert_machine_adopted(size_t i, const char *cafile)
+{
+        _cleanup_free_ char *dir = hosts_lab_manifests(L, i);
+        _cleanup_free_ char *old = xasprintf("%s/etcd.yaml", dir);
+        _cleanup_free_ char *own = xasprintf("%s/etcd-default-" CL ".yaml", dir);
+        assert_false(path_exists(old));
+        assert_true(path_exists(own));
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(own, 1 << 20, &text, &len), 0);
+        _cleanup_free_ char *tls_dir = hosts_lab_path(L, i, "/etc/etcd/default-" CL "/pki");
+        if (!strstr(text, tls_dir) || strstr(text, "/etc/kubernetes/pki"))
+                fail_msg("%s does not run on gitcd's TLS files:\n%s", own, text);
+        _cleanup_free_ char *leaf = xasprintf("%s/client", tls_dir);
+        _cleanup_free_ char *serial = NULL;
+        assert_int_equal(pki_leaf_info(leaf, &(int64_t){0}, &serial), 0);
+        _cleanup_free_ char *ep = url(i, L->client_port);
+        _cleanup_free_ char *served = e2e_served_serial(ep, cafile);
+        if (!served || !streq(served, serial))
+                fail_msg("%s serves %s, gitcd issued %s", ep, served ? served : "nothing", serial);
+        _cleanup_free_ char *data = hosts_lab_data_dir(L, i, CL);
+        _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", data);
+        assert_true(path_exists(marker));
+        /* every key, and the kube-apiserver's certificate still accepted */
+        check_keys_on(i);
+}
+
 static void test_adopt_tls(void **state)
 {
         (void)state;
@@ -354,33 +382,8 @@ static void test_adopt_tls(void **state)
         etcd_members_free(after);
 
         _cleanup_free_ char *cafile = path_join(apiserver_dir, "ca.crt");
-        for (size_t i = 0; i < MACHINES; i++) {
-                /* on gitcd's manifest, with gitcd's leaves */
-                _cleanup_free_ char *dir = hosts_lab_manifests(L, i);
-                _cleanup_free_ char *old = xasprintf("%s/etcd.yaml", dir);
-                _cleanup_free_ char *own = xasprintf("%s/etcd-default-" CL ".yaml", dir);
-                assert_false(path_exists(old));
-                assert_true(path_exists(own));
-                _cleanup_free_ char *text = NULL;
-                size_t len = 0;
-                assert_int_equal(read_file(own, 1 << 20, &text, &len), 0);
-                _cleanup_free_ char *tls_dir = hosts_lab_path(L, i, "/etc/etcd/default-" CL "/pki");
-                if (!strstr(text, tls_dir) || strstr(text, "/etc/kubernetes/pki"))
-                        fail_msg("%s does not run on gitcd's TLS files:\n%s", own, text);
-                _cleanup_free_ char *leaf = xasprintf("%s/client", tls_dir);
-                _cleanup_free_ char *serial = NULL;
-                assert_int_equal(pki_leaf_info(leaf, &(int64_t){0}, &serial), 0);
-                _cleanup_free_ char *ep = url(i, L->client_port);
-                _cleanup_free_ char *served = e2e_served_serial(ep, cafile);
-                if (!served || !streq(served, serial))
-                        fail_msg("%s serves %s, gitcd issued %s", ep, served ? served : "nothing",
-                                 serial);
-                _cleanup_free_ char *data = hosts_lab_data_dir(L, i, CL);
-                _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", data);
-                assert_true(path_exists(marker));
-                /* every key, and the kube-apiserver's certificate still accepted */
-                check_keys_on(i);
-        }
+        for (size_t i = 0; i < MACHINES; i++)
+                assert_machine_adopted(i, cafile);
         etcd_members_free(before);
         sb_release(&eps);
         e2e_free(e);

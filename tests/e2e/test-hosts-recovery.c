@@ -260,23 +260,9 @@ static bool cmdline_has(pid_t pid, const char *word)
         return found;
 }
 
-static void test_recovery(void **unused)
+/* A snapshot saved into a local folder: its id, and its revision in *ret_rev. */
+static int64_t take_snapshot(e2e *e, int64_t *ret_rev)
 {
-        (void)unused;
-        stage("bootstrap 3");
-        e2e *e = e2e_new();
-        hosts_lab_write_cluster(L, e, NAME, VERSION, 3, 0, MACHINES);
-        hosts_lab_apply_ok(L, e, "90s");
-        uint64_t old_cluster = e2e_assert_voters(e, NAME, 3);
-        size_t m0 = machine_of(e, "demo-0");
-        uint64_t id0 = member_id(e, "demo-0");
-
-        /* 1. A writer; a snapshot on the way. */
-        _cleanup_free_ char *eps = e2e_endpoints(e, NAME);
-        harness_writer *w = harness_writer_start(&(harness_writer_opts){
-            .endpoints = eps, .max = MAX_KEYS, .interval_ms = 5, .call_timeout_ms = 2000});
-        harness_writer_wait(w, 50);
-        stage("snapshot");
         _cleanup_free_ char *backups = path_join(e->root, "backups");
         char *out = NULL, *err = NULL;
         int k = hosts_run(e, NULL, &out, &err, "snapshot", "save", "default/" NAME, "--to", backups,
@@ -293,42 +279,14 @@ static void test_recovery(void **unused)
         int64_t snap_rev = json_integer_value(json_object_get(snap, "revision"));
         json_decref(snap);
         assert_true(snap_id > 0 && snap_rev > 0);
-        harness_writer_wait(w, w->acked + 50);
+        *ret_rev = snap_rev;
+        return snap_id;
+}
 
-        /*
-         * 2. Two members' data deleted for good while the writer writes; one
-         * of their machines is gone as well.
-         */
-        stage("two members lost, one machine gone");
-        size_t lost = MACHINES, gone = MACHINES;
-        for (size_t j = 0; j < MACHINES; j++) {
-                if (on[j] == m0)
-                        continue;
-                destroy(on[j]);
-                if (lost == MACHINES)
-                        lost = on[j];
-                else
-                        gone = on[j];
-        }
-        assert_int_equal(sshd_machine_stop(L->ssh, gone), 0);
-        int acked_at_loss = w->acked;
-        /* A listed machine that does not answer is never guessed about: nothing changes. */
-        assert_int_not_equal(hosts_run(e, NULL, &out, &err, "apply", "--target", "hosts",
-                                       "--source", e->source, "--timeout", "4s", NULL),
-                             0);
-        if (!strstr(err, L->ssh->machines[gone].address))
-                fail_msg("gitcd apply names no unreachable machine:\n%s%s", out, err);
-        free(out), free(err), out = err = NULL;
-        /* The machine is replaced in spec.hosts by the spare (a commit a person reviews). */
-        for (size_t j = 0; j < MACHINES; j++)
-                if (on[j] == gone)
-                        on[j] = MACHINES; /* the spare, LAB - 1 */
-        hosts_lab_write_cluster_on(L, e, NAME, VERSION, 3, on, MACHINES, NULL);
-        /* gitcd does nothing by itself: an apply only waits, and says what it knows. */
-        assert_int_not_equal(hosts_run(e, NULL, &out, &err, "apply", "--target", "hosts",
-                                       "--source", e->source, "--timeout", "8s", NULL),
-                             0);
-        free(out), free(err), out = err = NULL;
+/* Quorum lost: status proposes the recovery from demo-0, in JSON and in text. */
+static void assert_recovery_proposed(e2e *e)
+{
+        char *out = NULL;
         json_t *st = e2e_status(e, NAME);
         assert_string_equal(json_string_value(json_object_get(st, "phase")), "QuorumLost");
         json_t *proposal = json_object_get(json_object_get(st, "quorum_loss"), "proposal");
@@ -340,8 +298,12 @@ static void test_recovery(void **unused)
         if (!strstr(out, "Run: gitcd recover default/" NAME " --from-member demo-0"))
                 fail_msg("gitcd status proposes no recovery:\n%s", out);
         free(out), out = NULL;
+}
 
-        /* A --target that is not the cluster's is refused, and nothing is recorded. */
+/* A --target that is not the cluster's is refused, and nothing is recorded. */
+static void refuse_wrong_target(e2e *e)
+{
+        char *out = NULL, *err = NULL;
         const char *const wrong[] = {
             "recover", "default/" NAME, "--from-member", "demo-0", "--target", "local", NULL};
         assert_int_not_equal(e2e_runv(e, &out, &err, wrong), 0);
@@ -349,29 +311,18 @@ static void test_recovery(void **unused)
                 fail_msg("gitcd recover --target local: no word of the cluster's target:\n%s%s",
                          out, err);
         free(out), free(err), out = err = NULL;
-        st = e2e_status(e, NAME);
+        json_t *st = e2e_status(e, NAME);
         assert_int_equal(json_array_size(json_object_get(st, "recoveries")), 0);
         json_decref(st);
         assert_int_equal(e2e_audit_count(e, NAME, "recovery.requested"), 0);
+}
 
-        /*
-         * The recovery asked by a commit (spec.recovery), applied and killed
-         * once demo-0 was started alone: the lost member's machine that
-         * answers is free, what its data directory held set aside beside
-         * it, and demo-0's static Pod carries --force-new-cluster for this
-         * one start. The gone machine is not listed any more: nothing is
-         * asked of it.
-         */
-        stage("spec.recovery from demo-0, killed after its forced start");
-        hosts_lab_write_cluster_on(L, e, NAME, VERSION, 3, on, MACHINES,
-                                   "  recovery:\n    from: {member: demo-0}\n"
-                                   "    token: incident-1\n");
-        k = hosts_run(e, "recovery.force.after-target", &out, &err, "apply", "--target", "hosts",
-                      "--source", e->source, "--timeout", "120s", NULL);
-        if (k != 128 + SIGKILL)
-                fail_msg("gitcd apply was not killed after the forced start (%d):\n%s\n%s", k, out,
-                         err);
-        free(out), free(err), out = err = NULL;
+/*
+ * After the kill: only demo-0's machine (m0) runs, with --force-new-cluster;
+ * the lost member's machine holds its data set aside; the gone one is as it was.
+ */
+static void assert_forced_start_only(size_t m0, size_t lost, size_t gone)
+{
         for (size_t j = 0; j < MACHINES; j++) {
                 size_t i = on[j];
                 _cleanup_free_ char *pod = manifest_of(i);
@@ -388,15 +339,66 @@ static void test_recovery(void **unused)
         }
         _cleanup_free_ char *gone_pod = manifest_of(gone);
         assert_non_null(gone_pod); /* what gitcd could not reach, it did not change */
-        /* The next gitcd resumes it where it stopped, and grows the cluster back. */
-        stage("resumed by apply");
-        k = hosts_run(e, NULL, &out, &err, "apply", "--target", "hosts", "--source", e->source,
-                      "--timeout", "120s", NULL);
-        if (k != 0)
-                fail_msg("gitcd apply after the killed recovery exited %d:\n%s\n%s", k, out, err);
-        free(out), free(err), out = err = NULL;
-        stage("recovered");
-        harness_writer_stop(w);
+}
+
+/*
+ * Every machine's data set aside, one machine holding the seed; there, a
+ * member/ folder an etcd left without a write-ahead log.
+ */
+static void seed_leftover(void)
+{
+        size_t seed = LAB;
+        for (size_t j = 0; j < MACHINES; j++) {
+                size_t i = on[j];
+                _cleanup_free_ char *holder = marker_of(i);
+                assert_int_equal(set_aside_on(i), 1);
+                if (holder) {
+                        assert_int_equal(seed, LAB); /* one machine holds the seed */
+                        seed = i;
+                }
+        }
+        assert_true(seed < LAB);
+        _cleanup_free_ char *seed_data = hosts_lab_data_dir(L, seed, NAME);
+        _cleanup_free_ char *leftover = xasprintf("%s/member/snap", seed_data);
+        assert_int_equal(mkdir_p(leftover, 0700), 0);
+        _cleanup_free_ char *leftover_db = xasprintf("%s/db", leftover);
+        assert_int_equal(write_file_atomic(leftover_db, "", 0, 0600), 0);
+}
+
+/* Nothing of the restore is left on gitcd's host. */
+static void assert_no_restore_left(e2e *e)
+{
+        _cleanup_free_ char *local = xasprintf("%s/hosts/default/" NAME, e->state_dir);
+        DIR *d = opendir(local);
+        for (struct dirent *de; d && (de = readdir(d));)
+                assert_null(strstr(de->d_name, "restore-"));
+        if (d)
+                closedir(d);
+}
+
+/* The members beside demo-0's (on m0) lose their data: on *lost, and on *gone. */
+static void lose_two_members(size_t m0, size_t *lost, size_t *gone)
+{
+        for (size_t j = 0; j < MACHINES; j++) {
+                if (on[j] == m0)
+                        continue;
+                destroy(on[j]);
+                if (*lost == MACHINES)
+                        *lost = on[j];
+                else
+                        *gone = on[j];
+        }
+}
+
+/*
+ * Recovered from demo-0 (id0 on m0): the same cluster, demo-0 without
+ * --force-new-cluster, at least what the snapshot held, no acknowledged
+ * write lost before the loss; what was set aside deleted.
+ */
+static void assert_recovered_from_member(e2e *e, harness_writer *w, uint64_t old_cluster,
+                                         uint64_t id0, size_t m0, int64_t snap_rev,
+                                         int acked_at_loss)
+{
         assert_true(e2e_wait_ready(e, NAME, 3, 30));
         assert_int_equal(e2e_assert_voters(e, NAME, 3), old_cluster);
         assert_int_equal(member_id(e, "demo-0"), id0);
@@ -417,6 +419,109 @@ static void test_recovery(void **unused)
         /* The cluster is whole: what was set aside is deleted, every machine holds a member. */
         assert_int_equal(e2e_audit_count(e, NAME, "recovery.cleaned"), 1);
         assert_machines_hold_members(e);
+}
+
+/* Recovered from the snapshot (snap_rev): a new cluster ID, the snapshot's writes kept. */
+static void assert_recovered_from_snapshot(e2e *e, harness_writer *w, uint64_t old_cluster,
+                                           int64_t snap_rev)
+{
+        assert_true(e2e_wait_ready(e, NAME, 3, 30));
+        uint64_t new_cluster = e2e_assert_voters(e, NAME, 3);
+        assert_true(new_cluster != old_cluster);
+        json_t *r = last_recovery(e);
+        assert_string_equal(json_string_value(json_object_get(r, "result")), "succeeded");
+        assert_int_equal(json_integer_value(json_object_get(r, "revision")), snap_rev);
+        json_decref(r);
+        int kept = e2e_writer_kept(w, e, NAME, snap_rev);
+        assert_true(kept >= 50);
+        assert_int_equal(e2e_audit_count(e, NAME, "recovery.succeeded"), 2);
+        assert_int_equal(e2e_audit_count(e, NAME, "recovery.restored"), 1);
+        assert_int_equal(e2e_audit_count(e, NAME, "recovery.cleaned"), 2);
+        assert_machines_hold_members(e);
+}
+
+static void test_recovery(void **unused)
+{
+        (void)unused;
+        stage("bootstrap 3");
+        e2e *e = e2e_new();
+        hosts_lab_write_cluster(L, e, NAME, VERSION, 3, 0, MACHINES);
+        hosts_lab_apply_ok(L, e, "90s");
+        uint64_t old_cluster = e2e_assert_voters(e, NAME, 3);
+        size_t m0 = machine_of(e, "demo-0");
+        uint64_t id0 = member_id(e, "demo-0");
+
+        /* 1. A writer; a snapshot on the way. */
+        _cleanup_free_ char *eps = e2e_endpoints(e, NAME);
+        harness_writer *w = harness_writer_start(&(harness_writer_opts){
+            .endpoints = eps, .max = MAX_KEYS, .interval_ms = 5, .call_timeout_ms = 2000});
+        harness_writer_wait(w, 50);
+        stage("snapshot");
+        int64_t snap_rev = 0, snap_id = take_snapshot(e, &snap_rev);
+        char *out = NULL, *err = NULL;
+        int k;
+        harness_writer_wait(w, w->acked + 50);
+
+        /*
+         * 2. Two members' data deleted for good while the writer writes; one
+         * of their machines is gone as well.
+         */
+        stage("two members lost, one machine gone");
+        size_t lost = MACHINES, gone = MACHINES;
+        lose_two_members(m0, &lost, &gone);
+        assert_int_equal(sshd_machine_stop(L->ssh, gone), 0);
+        int acked_at_loss = w->acked;
+        /* A listed machine that does not answer is never guessed about: nothing changes. */
+        assert_int_not_equal(hosts_run(e, NULL, &out, &err, "apply", "--target", "hosts",
+                                       "--source", e->source, "--timeout", "4s", NULL),
+                             0);
+        if (!strstr(err, L->ssh->machines[gone].address))
+                fail_msg("gitcd apply names no unreachable machine:\n%s%s", out, err);
+        free(out), free(err), out = err = NULL;
+        /* The machine is replaced in spec.hosts by the spare (a commit a person reviews). */
+        for (size_t j = 0; j < MACHINES; j++)
+                if (on[j] == gone)
+                        on[j] = MACHINES; /* the spare, LAB - 1 */
+        hosts_lab_write_cluster_on(L, e, NAME, VERSION, 3, on, MACHINES, NULL);
+        /* gitcd does nothing by itself: an apply only waits, and says what it knows. */
+        assert_int_not_equal(hosts_run(e, NULL, &out, &err, "apply", "--target", "hosts",
+                                       "--source", e->source, "--timeout", "8s", NULL),
+                             0);
+        free(out), free(err), out = err = NULL;
+        assert_recovery_proposed(e);
+
+        /* A --target that is not the cluster's is refused, and nothing is recorded. */
+        refuse_wrong_target(e);
+
+        /*
+         * The recovery asked by a commit (spec.recovery), applied and killed
+         * once demo-0 was started alone: the lost member's machine that
+         * answers is free, what its data directory held set aside beside
+         * it, and demo-0's static Pod carries --force-new-cluster for this
+         * one start. The gone machine is not listed any more: nothing is
+         * asked of it.
+         */
+        stage("spec.recovery from demo-0, killed after its forced start");
+        hosts_lab_write_cluster_on(L, e, NAME, VERSION, 3, on, MACHINES,
+                                   "  recovery:\n    from: {member: demo-0}\n"
+                                   "    token: incident-1\n");
+        k = hosts_run(e, "recovery.force.after-target", &out, &err, "apply", "--target", "hosts",
+                      "--source", e->source, "--timeout", "120s", NULL);
+        if (k != 128 + SIGKILL)
+                fail_msg("gitcd apply was not killed after the forced start (%d):\n%s\n%s", k, out,
+                         err);
+        free(out), free(err), out = err = NULL;
+        assert_forced_start_only(m0, lost, gone);
+        /* The next gitcd resumes it where it stopped, and grows the cluster back. */
+        stage("resumed by apply");
+        k = hosts_run(e, NULL, &out, &err, "apply", "--target", "hosts", "--source", e->source,
+                      "--timeout", "120s", NULL);
+        if (k != 0)
+                fail_msg("gitcd apply after the killed recovery exited %d:\n%s\n%s", k, out, err);
+        free(out), free(err), out = err = NULL;
+        stage("recovered");
+        harness_writer_stop(w);
+        assert_recovered_from_member(e, w, old_cluster, id0, m0, snap_rev, acked_at_loss);
 
         /* 3. Every member's data lost: the snapshot becomes the seed of a new cluster ID. */
         stage("every member lost");
@@ -439,22 +544,7 @@ static void test_recovery(void **unused)
                 fail_msg("gitcd recover was not killed before the restore (%d):\n%s\n%s", k, out,
                          err);
         free(out), free(err), out = err = NULL;
-        size_t seed = LAB;
-        for (size_t j = 0; j < MACHINES; j++) {
-                size_t i = on[j];
-                _cleanup_free_ char *holder = marker_of(i);
-                assert_int_equal(set_aside_on(i), 1);
-                if (holder) {
-                        assert_int_equal(seed, LAB); /* one machine holds the seed */
-                        seed = i;
-                }
-        }
-        assert_true(seed < LAB);
-        _cleanup_free_ char *seed_data = hosts_lab_data_dir(L, seed, NAME);
-        _cleanup_free_ char *leftover = xasprintf("%s/member/snap", seed_data);
-        assert_int_equal(mkdir_p(leftover, 0700), 0);
-        _cleanup_free_ char *leftover_db = xasprintf("%s/db", leftover);
-        assert_int_equal(write_file_atomic(leftover_db, "", 0, 0600), 0);
+        seed_leftover();
         stage("resumed by apply");
         k = hosts_run(e, NULL, &out, &err, "apply", "--target", "hosts", "--source", e->source,
                       "--timeout", "120s", NULL);
@@ -462,26 +552,9 @@ static void test_recovery(void **unused)
                 fail_msg("gitcd apply after the killed recovery exited %d:\n%s\n%s", k, out, err);
         free(out), free(err), out = err = NULL;
         stage("recovered");
-        assert_true(e2e_wait_ready(e, NAME, 3, 30));
-        uint64_t new_cluster = e2e_assert_voters(e, NAME, 3);
-        assert_true(new_cluster != old_cluster);
-        r = last_recovery(e);
-        assert_string_equal(json_string_value(json_object_get(r, "result")), "succeeded");
-        assert_int_equal(json_integer_value(json_object_get(r, "revision")), snap_rev);
-        json_decref(r);
-        kept = e2e_writer_kept(w, e, NAME, snap_rev);
-        assert_true(kept >= 50);
-        assert_int_equal(e2e_audit_count(e, NAME, "recovery.succeeded"), 2);
-        assert_int_equal(e2e_audit_count(e, NAME, "recovery.restored"), 1);
-        assert_int_equal(e2e_audit_count(e, NAME, "recovery.cleaned"), 2);
-        assert_machines_hold_members(e);
+        assert_recovered_from_snapshot(e, w, old_cluster, snap_rev);
         /* Nothing of the restore is left on gitcd's host. */
-        _cleanup_free_ char *local = xasprintf("%s/hosts/default/" NAME, e->state_dir);
-        DIR *d = opendir(local);
-        for (struct dirent *de; d && (de = readdir(d));)
-                assert_null(strstr(de->d_name, "restore-"));
-        if (d)
-                closedir(d);
+        assert_no_restore_left(e);
 
         harness_writer_free(w);
         e2e_free(e);

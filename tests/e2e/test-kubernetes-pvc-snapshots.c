@@ -260,6 +260,130 @@ static void writers_side_by_side(e2e *e, const char *claim_folder)
         assert_int_equal(count(&PODS, WRITERS), 0);
 }
 
+/* A snapshot save killed with a part sent: nothing that looks like one is left. Its id. */
+static json_int_t save_killed_midway(e2e *e, const char *folder)
+{
+        _cleanup_free_ char *err = NULL;
+        int k = save(e, "receiver.put-body", &err);
+        if (k != 128 + SIGKILL)
+                fail_msg("snapshot save was not killed mid-transfer (%d): %s", k, err);
+        assert_int_equal(count(&PODS, WRITERS), 1);
+        assert_int_equal(count(&SECRETS, WRITERS), 1);
+        char *listing = NULL;
+        for (int64_t end = now_mono_ms() + 20000; now_mono_ms() < end; usleep(200 * 1000)) {
+                free(listing);
+                listing = files_under(folder);
+                if (streq(listing, NS "/" CL "/made-by-the-operator.db\n"))
+                        break;
+        }
+        assert_string_equal(listing, NS "/" CL "/made-by-the-operator.db\n");
+        free(listing);
+        json_t *killed = newest(e);
+        json_int_t killed_id = json_integer_value(json_object_get(killed, "id"));
+        assert_string_equal(json_string_value(json_object_get(killed, "result")), "running");
+        json_decref(killed);
+        return killed_id;
+}
+
+/* A restore of snapshot second that cannot reach the claim's writer: refused, saying what to add. */
+static void refuse_restore_without_writer(e2e *e, json_t *second)
+{
+        _cleanup_free_ char *id =
+            xasprintf("%lld", (long long)json_integer_value(json_object_get(second, "id")));
+        _cleanup_free_ char *into = path_join(e->root, "restored");
+        _cleanup_free_ char *nowhere = path_join(e->root, "no-kubeconfig");
+        const char *restore[] = {"snapshot", "restore",      id,      "--into",
+                                 into,       "--kubeconfig", nowhere, NULL};
+        _cleanup_free_ char *err = NULL;
+        assert_int_not_equal(e2e_runv(e, NULL, &err, restore), 0);
+        assert_non_null(strstr(err, "Kubernetes target"));
+        assert_non_null(strstr(err, "--kubeconfig"));
+        assert_false(path_exists(into));
+}
+
+/*
+ * gitcd run records the snapshot killed_id as failed, and takes its first
+ * scheduled snapshot from its worker thread, through a writer: its record.
+ */
+static json_t *run_until_scheduled(e2e *e, json_int_t killed_id)
+{
+        const char *run[] = {
+            "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(lab->api), "--context",
+            "gitcd",    NULL};
+        pid_t d = e2e_start_daemon(e, run);
+        bool failed = false, scheduled = false;
+        json_t *sched = NULL;
+        for (int64_t end = now_mono_ms() + 90000; !(failed && scheduled) && now_mono_ms() < end;
+             usleep(300 * 1000)) {
+                char *out = NULL;
+                assert_int_equal(
+                    e2e_run(e, &out, "snapshot", "list", NS "/" CL, "-o", "json", NULL), 0);
+                char *save_ptr = NULL;
+                for (char *line = strtok_r(out, "\n", &save_ptr); line;
+                     line = strtok_r(NULL, "\n", &save_ptr)) {
+                        json_t *o = json_loads(line, 0, NULL);
+                        const char *res = json_string_value(json_object_get(o, "result"));
+                        if (json_integer_value(json_object_get(o, "id")) == killed_id)
+                                failed = streq_ptr(res, "failed");
+                        /* taken, and (verify: every) drilled through a writer Pod */
+                        if (streq_ptr(json_string_value(json_object_get(o, "trigger")),
+                                      "schedule") &&
+                            (streq_ptr(res, "failed") ||
+                             json_is_string(json_object_get(o, "verify_result")))) {
+                                scheduled = true;
+                                json_decref(sched);
+                                sched = json_incref(o);
+                        }
+                        json_decref(o);
+                }
+                free(out);
+        }
+        kill(d, SIGTERM);
+        waitpid(d, NULL, 0);
+        assert_true(failed);
+        /* and takes its first scheduled snapshot from its worker thread, through a writer */
+        assert_true(scheduled);
+        return sched;
+}
+
+/* A cluster created from the file key2 in the claim: fetched through a writer Pod. */
+static void restore_from_claim(e2e *e, const char *const *apply, const char *key2)
+{
+        _cleanup_free_ char *restored = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
+                                                  "kind: EtcdCluster\n"
+                                                  "metadata:\n"
+                                                  "  name: kq\n"
+                                                  "  namespace: " NS "\n"
+                                                  "spec:\n"
+                                                  "  replicas: 1\n"
+                                                  "  version: \"" VERSION "\"\n"
+                                                  "  bootstrap:\n"
+                                                  "    restore:\n"
+                                                  "      source:\n"
+                                                  "        pvc:\n"
+                                                  "          claimName: backups\n"
+                                                  "          subPath: etcd/snaps/%s\n",
+                                                  key2);
+        e2e_write_file(e, "kq.yaml", restored);
+        _cleanup_free_ char *err = NULL;
+        int k = e2e_runv(e, NULL, &err, apply);
+        if (k != 0)
+                fail_msg("apply of the restored cluster exited %d: %s", k, err);
+        _cleanup_free_ char *eps_kq = e2e_endpoints(e, "kq");
+        e2e_check_keys(eps_kq, KEYS);
+        assert_int_equal(count(&PODS, WRITERS), 0);
+}
+
+/* The operator's own file in the claim's folder. Newly allocated path. */
+static char *operator_file(const char *folder)
+{
+        _cleanup_free_ char *theirs_dir = path_join(folder, NS "/" CL);
+        assert_int_equal(mkdir_p(theirs_dir, 0755), 0);
+        char *theirs = path_join(theirs_dir, "made-by-the-operator.db");
+        assert_int_equal(write_file_atomic(theirs, "theirs", 6, 0644), 0);
+        return theirs;
+}
+
 static void test_pvc_snapshots(void **state)
 {
         (void)state;
@@ -299,33 +423,12 @@ static void test_pvc_snapshots(void **state)
         if (k != 0)
                 fail_msg("apply exited %d: %s", k, err);
         /* the operator's file (the simulator has seen the claim by now: it keeps its folder) */
-        _cleanup_free_ char *theirs_dir = path_join(folder, NS "/" CL);
-        assert_int_equal(mkdir_p(theirs_dir, 0755), 0);
-        _cleanup_free_ char *theirs = path_join(theirs_dir, "made-by-the-operator.db");
-        assert_int_equal(write_file_atomic(theirs, "theirs", 6, 0644), 0);
+        _cleanup_free_ char *theirs = operator_file(folder);
         _cleanup_free_ char *eps = e2e_endpoints(e, CL);
         e2e_fill_keys(eps, KEYS);
 
         /* killed with a part of the snapshot sent: nothing that looks like one is left */
-        free(err);
-        err = NULL;
-        k = save(e, "receiver.put-body", &err);
-        if (k != 128 + SIGKILL)
-                fail_msg("snapshot save was not killed mid-transfer (%d): %s", k, err);
-        assert_int_equal(count(&PODS, WRITERS), 1);
-        assert_int_equal(count(&SECRETS, WRITERS), 1);
-        _cleanup_free_ char *listing = NULL;
-        for (int64_t end = now_mono_ms() + 20000; now_mono_ms() < end; usleep(200 * 1000)) {
-                free(listing);
-                listing = files_under(folder);
-                if (streq(listing, NS "/" CL "/made-by-the-operator.db\n"))
-                        break;
-        }
-        assert_string_equal(listing, NS "/" CL "/made-by-the-operator.db\n");
-        json_t *killed = newest(e);
-        json_int_t killed_id = json_integer_value(json_object_get(killed, "id"));
-        assert_string_equal(json_string_value(json_object_get(killed, "result")), "running");
-        json_decref(killed);
+        json_int_t killed_id = save_killed_midway(e, folder);
 
         /* the next one removes the leftover writer and stores the snapshot */
         free(err);
@@ -362,8 +465,7 @@ static void test_pvc_snapshots(void **state)
         assert_string_equal(sum2, json_string_value(json_object_get(second, "sha256")));
         assert_false(path_exists(file1));
         assert_true(path_exists(theirs));
-        free(listing);
-        listing = files_under(folder);
+        _cleanup_free_ char *listing = files_under(folder);
         _cleanup_free_ char *want =
             xasprintf("%s\n%s", key2, NS "/" CL "/made-by-the-operator.db\n");
         _cleanup_free_ char *want_rev =
@@ -372,85 +474,14 @@ static void test_pvc_snapshots(void **state)
                 fail_msg("the claim's folder holds:\n%s", listing);
         assert_int_equal(count(&PODS, WRITERS), 0);
 
-        /* a cluster created from that file in the claim: fetched through a writer Pod */
-        _cleanup_free_ char *restored = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
-                                                  "kind: EtcdCluster\n"
-                                                  "metadata:\n"
-                                                  "  name: kq\n"
-                                                  "  namespace: " NS "\n"
-                                                  "spec:\n"
-                                                  "  replicas: 1\n"
-                                                  "  version: \"" VERSION "\"\n"
-                                                  "  bootstrap:\n"
-                                                  "    restore:\n"
-                                                  "      source:\n"
-                                                  "        pvc:\n"
-                                                  "          claimName: backups\n"
-                                                  "          subPath: etcd/snaps/%s\n",
-                                                  key2);
-        e2e_write_file(e, "kq.yaml", restored);
-        free(err);
-        err = NULL;
-        k = e2e_runv(e, NULL, &err, apply);
-        if (k != 0)
-                fail_msg("apply of the restored cluster exited %d: %s", k, err);
-        _cleanup_free_ char *eps_kq = e2e_endpoints(e, "kq");
-        e2e_check_keys(eps_kq, KEYS);
-        assert_int_equal(count(&PODS, WRITERS), 0);
+        restore_from_claim(e, apply, key2);
         assert_true(path_exists(file2));
 
-        /* a restore that cannot reach the claim's writer: refused, saying what to add */
-        _cleanup_free_ char *id =
-            xasprintf("%lld", (long long)json_integer_value(json_object_get(second, "id")));
-        _cleanup_free_ char *into = path_join(e->root, "restored");
-        _cleanup_free_ char *nowhere = path_join(e->root, "no-kubeconfig");
-        const char *restore[] = {"snapshot", "restore",      id,      "--into",
-                                 into,       "--kubeconfig", nowhere, NULL};
-        free(err);
-        err = NULL;
-        assert_int_not_equal(e2e_runv(e, NULL, &err, restore), 0);
-        assert_non_null(strstr(err, "Kubernetes target"));
-        assert_non_null(strstr(err, "--kubeconfig"));
-        assert_false(path_exists(into));
+        refuse_restore_without_writer(e, second);
 
-        /* gitcd run records the snapshot it was killed in as failed */
-        const char *run[] = {
-            "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(lab->api), "--context",
-            "gitcd",    NULL};
-        pid_t d = e2e_start_daemon(e, run);
-        bool failed = false, scheduled = false;
-        const char *sched_key = NULL;
-        json_t *sched = NULL;
-        for (int64_t end = now_mono_ms() + 90000; !(failed && scheduled) && now_mono_ms() < end;
-             usleep(300 * 1000)) {
-                char *out = NULL;
-                assert_int_equal(
-                    e2e_run(e, &out, "snapshot", "list", NS "/" CL, "-o", "json", NULL), 0);
-                char *save_ptr = NULL;
-                for (char *line = strtok_r(out, "\n", &save_ptr); line;
-                     line = strtok_r(NULL, "\n", &save_ptr)) {
-                        json_t *o = json_loads(line, 0, NULL);
-                        const char *res = json_string_value(json_object_get(o, "result"));
-                        if (json_integer_value(json_object_get(o, "id")) == killed_id)
-                                failed = streq_ptr(res, "failed");
-                        /* taken, and (verify: every) drilled through a writer Pod */
-                        if (streq_ptr(json_string_value(json_object_get(o, "trigger")),
-                                      "schedule") &&
-                            (streq_ptr(res, "failed") ||
-                             json_is_string(json_object_get(o, "verify_result")))) {
-                                scheduled = true;
-                                json_decref(sched);
-                                sched = json_incref(o);
-                        }
-                        json_decref(o);
-                }
-                free(out);
-        }
-        kill(d, SIGTERM);
-        waitpid(d, NULL, 0);
-        assert_true(failed);
-        /* and takes its first scheduled snapshot from its worker thread, through a writer */
-        assert_true(scheduled);
+        /* gitcd run records the snapshot it was killed in as failed, and takes its first
+         * scheduled snapshot from its worker thread, through a writer */
+        json_t *sched = run_until_scheduled(e, killed_id);
         if (!streq_ptr(json_string_value(json_object_get(sched, "result")), "succeeded"))
                 fail_msg("scheduled snapshot: %s",
                          json_string_value(json_object_get(sched, "error")));
@@ -459,7 +490,7 @@ static void test_pvc_snapshots(void **state)
                          json_string_value(json_object_get(sched, "verify_result")),
                          json_string_value(json_object_get(sched, "verify_message")));
         assert_string_equal(json_string_value(json_object_get(sched, "verify_method")), "hashkv");
-        sched_key = json_string_value(json_object_get(sched, "key"));
+        const char *sched_key = json_string_value(json_object_get(sched, "key"));
         _cleanup_free_ char *file3 = path_join(folder, sched_key);
         _cleanup_free_ char *sum3 = file_sha256(file3);
         assert_string_equal(sum3, json_string_value(json_object_get(sched, "sha256")));

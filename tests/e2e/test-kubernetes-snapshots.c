@@ -162,6 +162,129 @@ static bool wait_audit(e2e *e, const char *name, const char *action, int n)
         return false;
 }
 
+/* The other cluster's first scheduled snapshot, gzip-compressed in the spec's local folder. */
+static void assert_local_scheduled(e2e *e, const char *spec_folder)
+{
+        json_t *sched = NULL;
+        int64_t end = now_mono_ms() + 60 * 1000;
+        while (!(sched = finished_record(e, NS "/kl", "schedule")) && now_mono_ms() < end)
+                usleep(300 * 1000);
+        if (!sched)
+                fail_msg("no scheduled snapshot of kl recorded in time");
+        if (!streq(jstr(sched, "result"), "succeeded"))
+                fail_msg("scheduled snapshot of kl %s: %s", jstr(sched, "result"),
+                         json_string_value(json_object_get(sched, "error")));
+        assert_string_equal(jstr(sched, "member"), "kl-0");
+        assert_string_equal(jstr(sched, "compression"), "gzip");
+        const char *file = jstr(sched, "location");
+        assert_true(strneq(file, spec_folder, strlen(spec_folder)));
+        _cleanup_free_ char *file_sum = file_sha256(file);
+        assert_string_equal(file_sum, jstr(sched, "sha256"));
+        json_decref(sched);
+}
+
+/*
+ * On demand, beside the daemon, with no option at all: the recorded
+ * target, and the API server of $KUBECONFIG as for apply and run.
+ */
+static void save_on_demand(e2e *e, const char *kc, const storage_location *loc)
+{
+        char *out = NULL, *err = NULL;
+        setenv("KUBECONFIG", kc, 1);
+        const char *save[] = {"snapshot", "save", NS "/ks", NULL};
+        int k = e2e_runv(e, &out, &err, save);
+        unsetenv("KUBECONFIG");
+        if (k != 0)
+                fail_msg("snapshot save: exit %d: %s", k, err);
+        free(out);
+        free(err);
+        json_t *manual = finished_record(e, NS "/ks", "manual");
+        assert_non_null(manual);
+        assert_string_equal(jstr(manual, "result"), "succeeded");
+        assert_string_equal(jstr(manual, "member"), "ks-0");
+        assert_true(strneq(jstr(manual, "location"), "s3://", 5));
+        _cleanup_free_ char *manual_sum = bucket_sha256(loc, manual);
+        assert_string_equal(manual_sum, jstr(manual, "sha256"));
+        json_decref(manual);
+}
+
+/* Into a local folder on the gitcd host. */
+static void save_to_folder(e2e *e, const char *kc)
+{
+        _cleanup_free_ char *folder = path_join(root, "local-snaps");
+        const char *to[] = {"snapshot",     "save", NS "/ks",    "--to",  folder,
+                            "--kubeconfig", kc,     "--context", "gitcd", NULL};
+        char *out = NULL, *err = NULL;
+        int k = e2e_runv(e, &out, &err, to);
+        if (k != 0)
+                fail_msg("snapshot save --to: exit %d: %s", k, err);
+        free(out);
+        free(err);
+        json_t *local = finished_record(e, NS "/ks", "manual");
+        assert_non_null(local);
+        assert_string_equal(jstr(local, "result"), "succeeded");
+        const char *where = jstr(local, "location");
+        assert_true(strneq(where, folder, strlen(folder)));
+        _cleanup_free_ char *local_sum = file_sha256(where);
+        assert_string_equal(local_sum, jstr(local, "sha256"));
+        json_decref(local);
+}
+
+/* Another target than the recorded one: refused, nothing taken. */
+static void refuse_other_target(e2e *e)
+{
+        json_t *before = records(e, NS "/ks");
+        const char *wrong[] = {"snapshot", "save", NS "/ks", "--target", "local", NULL};
+        char *out = NULL, *err = NULL;
+        int k = e2e_runv(e, &out, &err, wrong);
+        assert_int_equal(k, 1);
+        assert_non_null(strstr(err, "runs on the kubernetes target"));
+        free(out);
+        free(err);
+        json_t *after = records(e, NS "/ks");
+        assert_int_equal(json_array_size(after), json_array_size(before));
+        json_decref(before);
+        json_decref(after);
+}
+
+/*
+ * etcd auth on the Kubernetes target, root's password from a Secret read
+ * through the API server: on, then rotated by a new value in the Secret.
+ */
+static void auth_from_secret(e2e *e, const char *kc, const char *spec2)
+{
+        root_secret("Zmlyc3Qtc2VjcmV0LXB3LTAxMjM0NTY3ODk="); /* first-secret-pw-0123456789 */
+        _cleanup_free_ char *spec_auth =
+            xasprintf("%s  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n"
+                      "      name: kl-root\n",
+                      spec2);
+        e2e_write_file(e, "kl.yaml", spec_auth);
+        assert_true(wait_audit(e, "kl", "auth.enable", 1));
+        etcd_client *anon = e2e_client(e, "kl");
+        assert_true(etcd_put(anon, "anon", "x", 1, NULL) < 0); /* refused without credentials */
+        etcd_client_free(anon);
+        const char *cli_put[] = {"etcd",  "--cluster", NS "/kl",   "--kubeconfig", kc,  "--context",
+                                 "gitcd", "put",       "auth-key", "v1",           NULL};
+        char *out = NULL, *err = NULL;
+        int k = e2e_runv(e, &out, &err, cli_put);
+        if (k != 0)
+                fail_msg("gitcd etcd --cluster: exit %d: %s", k, err);
+        assert_null(strstr(out, "first-secret-pw"));
+        assert_null(strstr(err, "first-secret-pw"));
+        free(out);
+        free(err);
+        root_secret("c2Vjb25kLXNlY3JldC1wdy05ODc2NTQzMjEw"); /* second-secret-pw-9876543210 */
+        assert_true(wait_audit(e, "kl", "auth.password-change", 1));
+        k = e2e_runv(e, &out, &err, cli_put);
+        if (k != 0)
+                fail_msg("gitcd etcd --cluster after the change: exit %d: %s", k, err);
+        free(out);
+        free(err);
+        _cleanup_free_ char *log = e2e_read_log(e, "daemon.log");
+        assert_null(strstr(log, "first-secret-pw"));
+        assert_null(strstr(log, "second-secret-pw"));
+}
+
 static void test_snapshots(void **state)
 {
         (void)state;
@@ -256,104 +379,14 @@ static void test_snapshots(void **state)
         json_decref(sched);
 
         /* The other cluster's first scheduled snapshot, in the spec's local folder. */
-        end = now_mono_ms() + 60 * 1000;
-        while (!(sched = finished_record(e, NS "/kl", "schedule")) && now_mono_ms() < end)
-                usleep(300 * 1000);
-        if (!sched)
-                fail_msg("no scheduled snapshot of kl recorded in time");
-        if (!streq(jstr(sched, "result"), "succeeded"))
-                fail_msg("scheduled snapshot of kl %s: %s", jstr(sched, "result"),
-                         json_string_value(json_object_get(sched, "error")));
-        assert_string_equal(jstr(sched, "member"), "kl-0");
-        assert_string_equal(jstr(sched, "compression"), "gzip");
-        const char *file = jstr(sched, "location");
-        assert_true(strneq(file, spec_folder, strlen(spec_folder)));
-        _cleanup_free_ char *file_sum = file_sha256(file);
-        assert_string_equal(file_sum, jstr(sched, "sha256"));
-        json_decref(sched);
+        assert_local_scheduled(e, spec_folder);
 
-        /* On demand, beside the daemon, with no option at all: the recorded target, and
-         * the API server of $KUBECONFIG as for apply and run. */
-        char *out = NULL, *err = NULL;
-        setenv("KUBECONFIG", kc, 1);
-        const char *save[] = {"snapshot", "save", NS "/ks", NULL};
-        int k = e2e_runv(e, &out, &err, save);
-        unsetenv("KUBECONFIG");
-        if (k != 0)
-                fail_msg("snapshot save: exit %d: %s", k, err);
-        free(out);
-        free(err);
-        json_t *manual = finished_record(e, NS "/ks", "manual");
-        assert_non_null(manual);
-        assert_string_equal(jstr(manual, "result"), "succeeded");
-        assert_string_equal(jstr(manual, "member"), "ks-0");
-        assert_true(strneq(jstr(manual, "location"), "s3://", 5));
-        _cleanup_free_ char *manual_sum = bucket_sha256(&loc, manual);
-        assert_string_equal(manual_sum, jstr(manual, "sha256"));
-        json_decref(manual);
+        save_on_demand(e, kc, &loc);
 
-        /* Into a local folder on the gitcd host. */
-        _cleanup_free_ char *folder = path_join(root, "local-snaps");
-        const char *to[] = {"snapshot",     "save", NS "/ks",    "--to",  folder,
-                            "--kubeconfig", kc,     "--context", "gitcd", NULL};
-        k = e2e_runv(e, &out, &err, to);
-        if (k != 0)
-                fail_msg("snapshot save --to: exit %d: %s", k, err);
-        free(out);
-        free(err);
-        json_t *local = finished_record(e, NS "/ks", "manual");
-        assert_non_null(local);
-        assert_string_equal(jstr(local, "result"), "succeeded");
-        const char *where = jstr(local, "location");
-        assert_true(strneq(where, folder, strlen(folder)));
-        _cleanup_free_ char *local_sum = file_sha256(where);
-        assert_string_equal(local_sum, jstr(local, "sha256"));
-        json_decref(local);
+        save_to_folder(e, kc);
+        refuse_other_target(e);
 
-        /* Another target than the recorded one: refused, nothing taken. */
-        json_t *before = records(e, NS "/ks");
-        const char *wrong[] = {"snapshot", "save", NS "/ks", "--target", "local", NULL};
-        k = e2e_runv(e, &out, &err, wrong);
-        assert_int_equal(k, 1);
-        assert_non_null(strstr(err, "runs on the kubernetes target"));
-        free(out);
-        free(err);
-        json_t *after = records(e, NS "/ks");
-        assert_int_equal(json_array_size(after), json_array_size(before));
-        json_decref(before);
-        json_decref(after);
-
-        /* etcd auth on the Kubernetes target, root's password from a Secret read through
-         * the API server: on, then rotated by a new value in the Secret */
-        root_secret("Zmlyc3Qtc2VjcmV0LXB3LTAxMjM0NTY3ODk="); /* first-secret-pw-0123456789 */
-        _cleanup_free_ char *spec_auth =
-            xasprintf("%s  auth:\n    enabled: true\n    rootCredentialsSecretRef:\n"
-                      "      name: kl-root\n",
-                      spec2);
-        e2e_write_file(e, "kl.yaml", spec_auth);
-        assert_true(wait_audit(e, "kl", "auth.enable", 1));
-        etcd_client *anon = e2e_client(e, "kl");
-        assert_true(etcd_put(anon, "anon", "x", 1, NULL) < 0); /* refused without credentials */
-        etcd_client_free(anon);
-        const char *cli_put[] = {"etcd",  "--cluster", NS "/kl",   "--kubeconfig", kc,  "--context",
-                                 "gitcd", "put",       "auth-key", "v1",           NULL};
-        k = e2e_runv(e, &out, &err, cli_put);
-        if (k != 0)
-                fail_msg("gitcd etcd --cluster: exit %d: %s", k, err);
-        assert_null(strstr(out, "first-secret-pw"));
-        assert_null(strstr(err, "first-secret-pw"));
-        free(out);
-        free(err);
-        root_secret("c2Vjb25kLXNlY3JldC1wdy05ODc2NTQzMjEw"); /* second-secret-pw-9876543210 */
-        assert_true(wait_audit(e, "kl", "auth.password-change", 1));
-        k = e2e_runv(e, &out, &err, cli_put);
-        if (k != 0)
-                fail_msg("gitcd etcd --cluster after the change: exit %d: %s", k, err);
-        free(out);
-        free(err);
-        _cleanup_free_ char *log = e2e_read_log(e, "daemon.log");
-        assert_null(strstr(log, "first-secret-pw"));
-        assert_null(strstr(log, "second-secret-pw"));
+        auth_from_secret(e, kc, spec2);
 
         kill(d, SIGTERM);
         waitpid(d, NULL, 0);

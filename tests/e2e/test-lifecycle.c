@@ -151,17 +151,9 @@ static void test_lifecycle_34(void **state)
 
 /* ---- failures ----------------------------------------------------------- */
 
-static void failures(const char *version)
+/* kill -9 of a member: restarted with its data, same member ID. */
+static void assert_killed_member_restarted(e2e *e, const char *cl)
 {
-        if (!e2e_have_version(version))
-                skip();
-        e2e *e = e2e_new();
-        const char *cl = "fail";
-        e2e_write_cluster(e, "fail.yaml", cl, 3, version);
-        e2e_apply_ok(e, APPLY_TIMEOUT);
-        e2e_assert_voters(e, cl, 3);
-
-        /* kill -9 of a member: restarted with its data, same member ID. */
         uint64_t id_before = 0, id_after = 0;
         assert_true(etcd_has_member(e, cl, "fail-1", &id_before));
         pid_t pid = e2e_member_pid(e, cl, "fail-1");
@@ -176,6 +168,19 @@ static void failures(const char *version)
         assert_true(pid2 > 0 && pid2 != pid);
         int removes = e2e_audit_count(e, cl, "member.remove");
         assert_int_equal(removes, 0);
+}
+
+static void failures(const char *version)
+{
+        if (!e2e_have_version(version))
+                skip();
+        e2e *e = e2e_new();
+        const char *cl = "fail";
+        e2e_write_cluster(e, "fail.yaml", cl, 3, version);
+        e2e_apply_ok(e, APPLY_TIMEOUT);
+        e2e_assert_voters(e, cl, 3);
+
+        assert_killed_member_restarted(e, cl);
 
         /* Two of three killed while gitcd is not running: restarted, nothing removed. */
         kill(e2e_member_pid(e, cl, "fail-1"), SIGKILL);
@@ -210,7 +215,7 @@ static void failures(const char *version)
         char *eps = e2e_endpoints(e, cl);
         harness_writer *w = harness_writer_start(&(harness_writer_opts){.endpoints = eps});
         usleep(300 * 1000);
-        pid = e2e_member_pid(e, cl, "fail-2");
+        pid_t pid = e2e_member_pid(e, cl, "fail-2");
         kill(pid, SIGKILL);
         char *dir = e2e_member_dir(e, cl, "fail-2");
         char *data = path_join(dir, "data");

@@ -168,6 +168,61 @@ static int setup(void **state)
         return 0;
 }
 
+/* bob approves on top: the signature covers the commit below */
+static void approve_scale_down(e2e *e)
+{
+        char *out = NULL, *err = NULL;
+        commit(e, "bob", "approve the scale-down of default/big");
+        assert_int_equal(gitcd(e, "plan", &out, &err), 0);
+        assert_contains(out, "~ update default/big");
+        free(out), free(err), out = err = NULL;
+        int k = gitcd(e, "apply", &out, &err);
+        if (k != 0)
+                fail_msg("apply exited %d:\n%s", k, err);
+        free(out), free(err), out = err = NULL;
+        assert_true(e2e_wait_ready(e, "big", 1, 60));
+        etcd_members *m = e2e_members(e, "big");
+        assert_int_equal(m->n, 1);
+        etcd_members_free(m);
+        assert_null(verdict(e, "default/big"));
+        assert_int_equal(audited(e, "default/big", "spec.held"), 1);
+}
+
+/* alice removes keep: held too (it stays managed, not orphaned) until bob approves */
+static void remove_keep_held(e2e *e)
+{
+        char *out = NULL, *err = NULL;
+        _cleanup_free_ char *keep = path_join(e->source, "keep.yaml");
+        assert_int_equal(unlink(keep), 0);
+        commit(e, "alice", "remove keep");
+        assert_int_equal(gitcd(e, "plan", &out, &err), 0);
+        assert_contains(out, "? held default/keep");
+        assert_contains(out, "removed from the source, waiting for 1 more approval "
+                             "(clusterDeletion needs 2 distinct signers, has 1: "
+                             "alice@example.org)");
+        free(out), free(err), out = err = NULL;
+        assert_int_equal(gitcd(e, "apply", &out, &err), 1);
+        assert_contains(err, "default/keep: warning: removed from the source; held: waiting for "
+                             "1 more approval");
+        free(out), free(err), out = err = NULL;
+        json_t *st = e2e_status(e, "keep");
+        assert_string_equal(json_string_value(json_object_get(st, "phase")), "Running");
+        json_decref(st);
+        char *v = verdict(e, "default/keep");
+        assert_non_null(v);
+        assert_contains(v, "held: removal waiting for 1 more approval (clusterDeletion");
+        assert_int_equal(audited(e, "default/keep", "cluster.orphaned"), 0);
+        commit(e, "bob", "approve the removal of default/keep");
+        assert_int_equal(gitcd(e, "apply", &out, &err), 0);
+        free(out), free(err), out = err = NULL;
+        st = e2e_status(e, "keep");
+        assert_string_equal(json_string_value(json_object_get(st, "phase")), "Orphaned");
+        json_decref(st);
+        assert_int_equal(audited(e, "default/keep", "cluster.orphaned"), 1);
+        assert_null(verdict(e, "default/keep"));
+        free(v), v = NULL;
+}
+
 static void test_policy(void **state)
 {
         (void)state;
@@ -278,53 +333,10 @@ static void test_policy(void **state)
         assert_int_not_equal(e2e_run(e, &out, "status", "prod/out", NULL), 0);
         free(out), out = NULL;
 
-        /* bob approves on top: the signature covers the commit below */
-        commit(e, "bob", "approve the scale-down of default/big");
-        assert_int_equal(gitcd(e, "plan", &out, &err), 0);
-        assert_contains(out, "~ update default/big");
-        free(out), free(err), out = err = NULL;
-        int k = gitcd(e, "apply", &out, &err);
-        if (k != 0)
-                fail_msg("apply exited %d:\n%s", k, err);
-        free(out), free(err), out = err = NULL;
-        assert_true(e2e_wait_ready(e, "big", 1, 60));
-        m = e2e_members(e, "big");
-        assert_int_equal(m->n, 1);
-        etcd_members_free(m);
-        assert_null(verdict(e, "default/big"));
-        assert_int_equal(audited(e, "default/big", "spec.held"), 1);
+        approve_scale_down(e);
 
-        /* alice removes keep: held too (it stays managed, not orphaned) until bob approves */
-        _cleanup_free_ char *keep = path_join(e->source, "keep.yaml");
-        assert_int_equal(unlink(keep), 0);
-        commit(e, "alice", "remove keep");
-        assert_int_equal(gitcd(e, "plan", &out, &err), 0);
-        assert_contains(out, "? held default/keep");
-        assert_contains(out, "removed from the source, waiting for 1 more approval "
-                             "(clusterDeletion needs 2 distinct signers, has 1: "
-                             "alice@example.org)");
-        free(out), free(err), out = err = NULL;
-        assert_int_equal(gitcd(e, "apply", &out, &err), 1);
-        assert_contains(err, "default/keep: warning: removed from the source; held: waiting for "
-                             "1 more approval");
-        free(out), free(err), out = err = NULL;
-        json_t *st = e2e_status(e, "keep");
-        assert_string_equal(json_string_value(json_object_get(st, "phase")), "Running");
-        json_decref(st);
-        free(v);
-        v = verdict(e, "default/keep");
-        assert_non_null(v);
-        assert_contains(v, "held: removal waiting for 1 more approval (clusterDeletion");
-        assert_int_equal(audited(e, "default/keep", "cluster.orphaned"), 0);
-        commit(e, "bob", "approve the removal of default/keep");
-        assert_int_equal(gitcd(e, "apply", &out, &err), 0);
-        free(out), free(err), out = err = NULL;
-        st = e2e_status(e, "keep");
-        assert_string_equal(json_string_value(json_object_get(st, "phase")), "Orphaned");
-        json_decref(st);
-        assert_int_equal(audited(e, "default/keep", "cluster.orphaned"), 1);
-        assert_null(verdict(e, "default/keep"));
         free(v), v = NULL;
+        remove_keep_held(e);
 
         free_signers();
         e2e_free(e);
@@ -352,6 +364,21 @@ static uint64_t member_id(e2e *e, const char *name, const char *member)
                         id = l->members[i].id;
         etcd_members_free(l);
         return id;
+}
+
+/* demo waits on its accepted spec: quorum lost, nothing recovered */
+static void assert_quorum_lost_unrecovered(e2e *e)
+{
+        bool lost = false;
+        for (int i = 0; i < 300 && !lost; i++) {
+                json_t *st = e2e_status(e, "demo");
+                lost = streq_ptr(json_string_value(json_object_get(st, "phase")), "QuorumLost");
+                assert_int_equal(json_array_size(json_object_get(st, "recoveries")), 0);
+                json_decref(st);
+                if (!lost)
+                        usleep(100 * 1000);
+        }
+        assert_true(lost);
 }
 
 static void test_recovery_approved(void **state)
@@ -431,16 +458,7 @@ static void test_recovery_approved(void **state)
         assert_contains(v, held);
         assert_int_equal(audited(e, "default/demo", "spec.held"), 1);
         /* demo waits on its accepted spec: quorum lost, nothing recovered */
-        bool lost = false;
-        for (int i = 0; i < 300 && !lost; i++) {
-                json_t *st = e2e_status(e, "demo");
-                lost = streq_ptr(json_string_value(json_object_get(st, "phase")), "QuorumLost");
-                assert_int_equal(json_array_size(json_object_get(st, "recoveries")), 0);
-                json_decref(st);
-                if (!lost)
-                        usleep(100 * 1000);
-        }
-        assert_true(lost);
+        assert_quorum_lost_unrecovered(e);
         assert_int_equal(e2e_audit_count(e, "demo", "recovery.started"), 0);
         assert_int_equal(kill(d, SIGTERM), 0);
         assert_int_equal(e2e_wait_exit(d), 0);

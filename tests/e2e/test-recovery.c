@@ -83,6 +83,24 @@ static bool cmdline_has(pid_t pid, const char *word)
         return found;
 }
 
+/* gitcd does nothing by itself: an apply only waits, and says what it knows. */
+static void assert_recovery_proposed(e2e *e)
+{
+        assert_int_not_equal(e2e_apply(e, NULL, 8), 0);
+        json_t *st = e2e_status(e, NAME);
+        assert_string_equal(json_string_value(json_object_get(st, "phase")), "QuorumLost");
+        json_t *proposal = json_object_get(json_object_get(st, "quorum_loss"), "proposal");
+        assert_non_null(proposal);
+        assert_string_equal(json_string_value(json_object_get(proposal, "command")),
+                            "gitcd recover default/" NAME " --from-member demo-0");
+        json_decref(st);
+        char *out = NULL;
+        assert_int_equal(e2e_run(e, &out, "status", "default/" NAME, NULL), 0);
+        if (!strstr(out, "Run: gitcd recover default/" NAME " --from-member demo-0"))
+                fail_msg("gitcd status proposes no recovery:\n%s", out);
+        free(out);
+}
+
 static void test_recovery(void **unused)
 {
         (void)unused;
@@ -124,19 +142,7 @@ static void test_recovery(void **unused)
         destroy(e, "demo-2");
         int acked_at_loss = w->acked;
         /* gitcd does nothing by itself: an apply only waits, and says what it knows. */
-        assert_int_not_equal(e2e_apply(e, NULL, 8), 0);
-        st = e2e_status(e, NAME);
-        assert_string_equal(json_string_value(json_object_get(st, "phase")), "QuorumLost");
-        json_t *proposal = json_object_get(json_object_get(st, "quorum_loss"), "proposal");
-        assert_non_null(proposal);
-        assert_string_equal(json_string_value(json_object_get(proposal, "command")),
-                            "gitcd recover default/" NAME " --from-member demo-0");
-        json_decref(st);
-        out = NULL;
-        assert_int_equal(e2e_run(e, &out, "status", "default/" NAME, NULL), 0);
-        if (!strstr(out, "Run: gitcd recover default/" NAME " --from-member demo-0"))
-                fail_msg("gitcd status proposes no recovery:\n%s", out);
-        free(out);
+        assert_recovery_proposed(e);
 
         out = NULL;
         char *err = NULL;

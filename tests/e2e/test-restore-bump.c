@@ -164,6 +164,30 @@ static char *tool(const char *version, const char *binary)
         return path;
 }
 
+/* A watch, and a read, from revision seen: compacted, at once, not a wait. */
+static void assert_compacted_at(e2e *e, int64_t seen)
+{
+        int k;
+        _cleanup_free_ char *eps = e2e_endpoints(e, NAME);
+        _cleanup_free_ char *etcdctl = tool("3.5.16", "etcdctl");
+        _cleanup_free_ char *ep = xasprintf("--endpoints=%s", eps);
+        _cleanup_free_ char *rev = xasprintf("--rev=%lld", (long long)seen);
+        const char *const watch[] = {etcdctl, ep, "watch", rev, "--prefix", "k/", NULL};
+        char *said = NULL;
+        k = run_tool(watch, 60, &said);
+        if (k == -1)
+                fail_msg("the watch at revision %lld still waits after a minute:\n%s",
+                         (long long)seen, said);
+        if (k == 0 || !strstr(said, "required revision has been compacted"))
+                fail_msg("the watch at revision %lld ended with %d:\n%s", (long long)seen, k, said);
+        free(said);
+        const char *const get[] = {etcdctl, ep, "get", rev, "k/000001", NULL};
+        k = run_tool(get, 60, &said);
+        if (k <= 0 || !strstr(said, "required revision has been compacted"))
+                fail_msg("a read at revision %lld gave %d:\n%s", (long long)seen, k, said);
+        free(said);
+}
+
 static void test_watch_after_bumped_recovery(void **unused)
 {
         (void)unused;
@@ -211,24 +235,7 @@ static void test_watch_after_bumped_recovery(void **unused)
         free(out);
 
         /* a watch from the revision the watchers had: compacted, at once, not a wait */
-        _cleanup_free_ char *eps = e2e_endpoints(e, NAME);
-        _cleanup_free_ char *etcdctl = tool("3.5.16", "etcdctl");
-        _cleanup_free_ char *ep = xasprintf("--endpoints=%s", eps);
-        _cleanup_free_ char *rev = xasprintf("--rev=%lld", (long long)seen);
-        const char *const watch[] = {etcdctl, ep, "watch", rev, "--prefix", "k/", NULL};
-        char *said = NULL;
-        k = run_tool(watch, 60, &said);
-        if (k == -1)
-                fail_msg("the watch at revision %lld still waits after a minute:\n%s",
-                         (long long)seen, said);
-        if (k == 0 || !strstr(said, "required revision has been compacted"))
-                fail_msg("the watch at revision %lld ended with %d:\n%s", (long long)seen, k, said);
-        free(said);
-        const char *const get[] = {etcdctl, ep, "get", rev, "k/000001", NULL};
-        k = run_tool(get, 60, &said);
-        if (k <= 0 || !strstr(said, "required revision has been compacted"))
-                fail_msg("a read at revision %lld gave %d:\n%s", (long long)seen, k, said);
-        free(said);
+        assert_compacted_at(e, seen);
 
         /* the store goes on from the bumped revision, with the snapshot's keys */
         etcd_client *c = e2e_client(e, NAME);

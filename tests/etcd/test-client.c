@@ -474,6 +474,36 @@ static void test_move_leader(void **state)
         assert_int_equal(r, ETCD_ERR_BAD_LEADER_TRANSFEREE);
 }
 
+/* test_learner_lifecycle: the learner id promoted as soon as it has caught up */
+static void promote_caught_up(uint64_t id)
+{
+        int64_t until = now_mono_ms() + 60000;
+        int r;
+        while ((r = etcd_member_promote(cl, id)) != 0 && etcd_err_is_transient(r) &&
+               now_mono_ms() < until)
+                usleep(200 * 1000);
+        if (r != 0)
+                fail_msg("promote: %s", etcd_client_last_error(cl));
+
+        /* MemberList answers from the member asked, which may apply the change a moment later */
+        etcd_members *l = NULL;
+        const etcd_member *pm = NULL;
+        until = now_mono_ms() + 20000;
+        for (;;) {
+                assert_ok(cl, etcd_member_list(cl, &l));
+                pm = etcd_members_find(l, id);
+                if ((pm && !pm->is_learner) || now_mono_ms() > until)
+                        break;
+                etcd_members_free(l);
+                usleep(100 * 1000);
+        }
+        assert_int_equal(l->n, 4);
+        assert_non_null(pm);
+        assert_false(pm->is_learner);
+        assert_string_equal(pm->name, "m3");
+        etcd_members_free(l);
+}
+
 static void test_learner_lifecycle(void **state)
 {
         int peer = harness_free_port(), client_port = harness_free_port();
@@ -560,37 +590,14 @@ static void test_learner_lifecycle(void **state)
         etcd_client_free(fc);
         free(eps);
 
-        /* promote as soon as it has caught up */
-        until = now_mono_ms() + 60000;
-        while ((r = etcd_member_promote(cl, id)) != 0 && etcd_err_is_transient(r) &&
-               now_mono_ms() < until)
-                usleep(200 * 1000);
-        if (r != 0)
-                fail_msg("promote: %s", etcd_client_last_error(cl));
-
-        /* MemberList answers from the member asked, which may apply the change a moment later */
-        etcd_members *l = NULL;
-        const etcd_member *pm = NULL;
-        until = now_mono_ms() + 20000;
-        for (;;) {
-                assert_ok(cl, etcd_member_list(cl, &l));
-                pm = etcd_members_find(l, id);
-                if ((pm && !pm->is_learner) || now_mono_ms() > until)
-                        break;
-                etcd_members_free(l);
-                usleep(100 * 1000);
-        }
-        assert_int_equal(l->n, 4);
-        assert_non_null(pm);
-        assert_false(pm->is_learner);
-        assert_string_equal(pm->name, "m3");
-        etcd_members_free(l);
+        promote_caught_up(id);
 
         /* update its peer URL to the same value (a no-op change etcd accepts) */
         assert_ok(cl, etcd_member_update(cl, id, urls, 1));
 
         /* and remove it again */
         assert_ok(cl, etcd_member_remove(cl, id));
+        etcd_members *l = NULL;
         until = now_mono_ms() + 20000;
         for (;;) {
                 assert_ok(cl, etcd_member_list(cl, &l));

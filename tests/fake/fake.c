@@ -271,6 +271,46 @@ static bool trusts_gen(const char *trusts, int gen)
         return false;
 }
 
+/*
+ * A snapshot restored while a cluster exists (a disaster recovery) starts
+ * a new cluster (a new ID) of this member alone, in place of the old one.
+ */
+static void start_recovered(fake_world *w, fake_proc *p)
+{
+        memset(w->members, 0, sizeof(w->members));
+        fake_etcd_member *m = &w->members[0];
+        m->used = true;
+        m->id = w->next_id;
+        w->next_id += 0x1111;
+        copy(m->peer_url, sizeof(m->peer_url), p->peer_url);
+        copy(m->name, sizeof(m->name), p->name);
+        copy(m->client_url, sizeof(m->client_url), p->client_url);
+        w->cluster_id = w->cluster_id * 31 + 7;
+        w->leader = 0;
+        p->etcd_id = m->id;
+        w->data_revision = p->restored_revision;
+        p->restored = false;
+        p->initialized = true;
+}
+
+/* A member with data rejoins with its identity; a member etcd removed shuts down. */
+static void start_rejoin(fake_world *w, fake_proc *p)
+{
+        if (!member_by_id(w, p->etcd_id))
+                return proc_exit(p);
+        if (p->force) {
+                /* --force-new-cluster: the membership becomes this member alone. */
+                w->forced_starts++;
+                for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                        if (w->members[i].used && w->members[i].id != p->etcd_id)
+                                memset(&w->members[i], 0, sizeof(w->members[i]));
+                member_by_id(w, p->etcd_id)->learner = false;
+        }
+        /* etcd publishes its client URLs at every start */
+        fake_etcd_member *me = member_by_id(w, p->etcd_id);
+        copy(me->client_url, sizeof(me->client_url), p->client_url);
+}
+
 /* Start the process: it joins etcd the way etcd does, or exits at once. */
 static void proc_start(fake_world *w, fake_proc *p)
 {
@@ -295,50 +335,15 @@ static void proc_start(fake_world *w, fake_proc *p)
         if (p->broken || streq(p->name, w->never_starts) ||
             (w->bad_version[0] && streq(p->version, w->bad_version)))
                 return proc_exit(p);
-        if (p->has_data && p->restored) {
-                /*
-                 * A snapshot restored while a cluster exists (a disaster
-                 * recovery) starts a new cluster (a new ID) of this member
-                 * alone, in place of the old one.
-                 */
-                memset(w->members, 0, sizeof(w->members));
-                fake_etcd_member *m = &w->members[0];
-                m->used = true;
-                m->id = w->next_id;
-                w->next_id += 0x1111;
-                copy(m->peer_url, sizeof(m->peer_url), p->peer_url);
-                copy(m->name, sizeof(m->name), p->name);
-                copy(m->client_url, sizeof(m->client_url), p->client_url);
-                w->cluster_id = w->cluster_id * 31 + 7;
-                w->leader = 0;
-                p->etcd_id = m->id;
-                w->data_revision = p->restored_revision;
-                p->restored = false;
-                p->initialized = true;
-                return;
-        }
+        if (p->has_data && p->restored)
+                return start_recovered(w, p);
         /*
          * Restored before any cluster formed (spec.bootstrap.restore) and never
          * started: its data makes it a new cluster of one, whatever its flags.
          */
         bool restored = p->restored_revision && !p->initialized;
-        if (p->has_data && !restored) {
-                /* Rejoins with its identity; a member etcd removed shuts down. */
-                if (!member_by_id(w, p->etcd_id))
-                        return proc_exit(p);
-                if (p->force) {
-                        /* --force-new-cluster: the membership becomes this member alone. */
-                        w->forced_starts++;
-                        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
-                                if (w->members[i].used && w->members[i].id != p->etcd_id)
-                                        memset(&w->members[i], 0, sizeof(w->members[i]));
-                        member_by_id(w, p->etcd_id)->learner = false;
-                }
-                /* etcd publishes its client URLs at every start */
-                fake_etcd_member *me = member_by_id(w, p->etcd_id);
-                copy(me->client_url, sizeof(me->client_url), p->client_url);
-                return;
-        }
+        if (p->has_data && !restored)
+                return start_rejoin(w, p);
         fake_etcd_member *m = member_by_peer(w, p->peer_url);
         if (restored && strchr(p->restored_with, ',')) {
                 /* Every member of a static initial cluster restored from one snapshot. */

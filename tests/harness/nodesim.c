@@ -587,6 +587,77 @@ static json_t *find_volume(const json_t *spec, const char *name)
  * image's version, the command line rewritten for the host. Sets the
  * waiting reason and returns negative when the Pod cannot start yet.
  */
+/* Volume mount m of the Pod's container onto a folder of the host, made as a kubelet would. */
+static int mount_volume(sim *s, sim_pod *p, launch *l, const json_t *spec, const json_t *m)
+{
+        const char *vname = jstr(m, "name"), *mount_path = jstr(m, "mountPath");
+        const char *sub_path = jstr(m, "subPath");
+        const json_t *vol = find_volume(spec, vname);
+        _cleanup_free_ char *host = NULL;
+
+        if (!vol || isempty(mount_path)) {
+                set_waiting(p, "CreateContainerConfigError", "volumeMount \"%s\": no such volume",
+                            vname ? vname : "");
+                return -EINVAL;
+        }
+        if (json_object_get(vol, "persistentVolumeClaim")) {
+                const char *claim = jstr(vol, "persistentVolumeClaim.claimName");
+                if (isempty(claim) || !find_pvc(s, p->ns, claim)) {
+                        set_waiting(p, "ContainerCreating",
+                                    "persistentvolumeclaim \"%s\" not found", claim ? claim : "");
+                        return -ENOENT;
+                }
+                host = xasprintf("%s/volumes/%s/%s", s->work_dir, p->ns, claim);
+                if (mkdir_p(host, 0755) < 0)
+                        return -EIO;
+        } else if (json_object_get(vol, "emptyDir")) {
+                host = path_join(p->pod_dir, vname);
+                if (mkdir_p(host, 0755) < 0)
+                        return -EIO;
+        } else if (json_object_get(vol, "secret")) {
+                host = path_join(p->pod_dir, vname);
+                if (write_secret(s, p, vol, host, false) < 0)
+                        return -ENOENT;
+        } else {
+                set_waiting(p, "CreateContainerConfigError",
+                            "volume \"%s\": only persistentVolumeClaim, emptyDir and "
+                            "secret volumes are simulated",
+                            vname);
+                return -EINVAL;
+        }
+        if (!isempty(sub_path)) {
+                /* as a kubelet: a missing subPath folder is made */
+                char *sub = path_join(host, sub_path);
+                free(host);
+                host = sub;
+                if (mkdir_p(host, 0755) < 0)
+                        return -EIO;
+        }
+        l->mounts[l->n_mounts] = xstrdup(mount_path);
+        l->hosts[l->n_mounts++] = TAKE_PTR(host);
+        return 0;
+}
+
+/* The environment: ours plus the container's literal values. */
+static void launch_environment(launch *l, const json_t *ctr)
+{
+        size_t i;
+        const json_t *a;
+        size_t n_environ = 0;
+        while (environ[n_environ])
+                n_environ++;
+        l->env =
+            xcalloc(n_environ + json_array_size(json_object_get(ctr, "env")) + 1, sizeof(char *));
+        for (i = 0; i < n_environ; i++)
+                l->env[l->n_env++] = xstrdup(environ[i]);
+        json_array_foreach(json_object_get(ctr, "env"), i, a)
+        {
+                const char *name = jstr(a, "name"), *value = jstr(a, "value");
+                if (!isempty(name))
+                        l->env[l->n_env++] = xasprintf("%s=%s", name, value ? value : "");
+        }
+}
+
 static int prepare(sim *s, sim_pod *p, launch *l)
 {
         const json_t *spec = json_object_get(p->obj, "spec");
@@ -625,52 +696,9 @@ static int prepare(sim *s, sim_pod *p, launch *l)
         l->hosts = xcalloc(n_mounts + 1, sizeof(char *));
         json_array_foreach(json_object_get(ctr, "volumeMounts"), i, m)
         {
-                const char *vname = jstr(m, "name"), *mount_path = jstr(m, "mountPath");
-                const char *sub_path = jstr(m, "subPath");
-                const json_t *vol = find_volume(spec, vname);
-                _cleanup_free_ char *host = NULL;
-
-                if (!vol || isempty(mount_path)) {
-                        set_waiting(p, "CreateContainerConfigError",
-                                    "volumeMount \"%s\": no such volume", vname ? vname : "");
-                        return -EINVAL;
-                }
-                if (json_object_get(vol, "persistentVolumeClaim")) {
-                        const char *claim = jstr(vol, "persistentVolumeClaim.claimName");
-                        if (isempty(claim) || !find_pvc(s, p->ns, claim)) {
-                                set_waiting(p, "ContainerCreating",
-                                            "persistentvolumeclaim \"%s\" not found",
-                                            claim ? claim : "");
-                                return -ENOENT;
-                        }
-                        host = xasprintf("%s/volumes/%s/%s", s->work_dir, p->ns, claim);
-                        if (mkdir_p(host, 0755) < 0)
-                                return -EIO;
-                } else if (json_object_get(vol, "emptyDir")) {
-                        host = path_join(p->pod_dir, vname);
-                        if (mkdir_p(host, 0755) < 0)
-                                return -EIO;
-                } else if (json_object_get(vol, "secret")) {
-                        host = path_join(p->pod_dir, vname);
-                        if (write_secret(s, p, vol, host, false) < 0)
-                                return -ENOENT;
-                } else {
-                        set_waiting(p, "CreateContainerConfigError",
-                                    "volume \"%s\": only persistentVolumeClaim, emptyDir and "
-                                    "secret volumes are simulated",
-                                    vname);
-                        return -EINVAL;
-                }
-                if (!isempty(sub_path)) {
-                        /* as a kubelet: a missing subPath folder is made */
-                        char *sub = path_join(host, sub_path);
-                        free(host);
-                        host = sub;
-                        if (mkdir_p(host, 0755) < 0)
-                                return -EIO;
-                }
-                l->mounts[l->n_mounts] = xstrdup(mount_path);
-                l->hosts[l->n_mounts++] = TAKE_PTR(host);
+                int r = mount_volume(s, p, l, spec, m);
+                if (r < 0)
+                        return r;
         }
 
         n_args = json_array_size(json_object_get(ctr, "command")) +
@@ -716,20 +744,7 @@ static int prepare(sim *s, sim_pod *p, launch *l)
                 }
         }
 
-        /* The environment: ours plus the container's literal values. */
-        size_t n_environ = 0;
-        while (environ[n_environ])
-                n_environ++;
-        l->env =
-            xcalloc(n_environ + json_array_size(json_object_get(ctr, "env")) + 1, sizeof(char *));
-        for (i = 0; i < n_environ; i++)
-                l->env[l->n_env++] = xstrdup(environ[i]);
-        json_array_foreach(json_object_get(ctr, "env"), i, a)
-        {
-                const char *name = jstr(a, "name"), *value = jstr(a, "value");
-                if (!isempty(name))
-                        l->env[l->n_env++] = xasprintf("%s=%s", name, value ? value : "");
-        }
+        launch_environment(l, ctr);
         l->log_path = xasprintf("%s/logs/%s_%s.log", s->work_dir, p->ns, p->name);
         return 0;
 }

@@ -162,6 +162,89 @@ static state_audit_list audit_of(state_db *db, const char *action)
         return l;
 }
 
+/* The run recorded: every member, the leader last. */
+static void assert_run_leader_last(fixture *f, const char *leader)
+{
+        state_maint_run_list runs = {0};
+        assert_int_equal(state_maint_run_list_for(f->db, "default/main", 0, &runs), 0);
+        assert_int_equal(runs.n, 1);
+        state_maint_run *run = runs.items[0];
+        assert_string_equal(run->result, "succeeded");
+        assert_string_equal(run->trigger, "free-space");
+        assert_string_equal(run->leader, leader);
+        const char *last = strrchr(run->members_done, ',');
+        assert_non_null(last);
+        assert_string_equal(last + 1, leader);
+        assert_int_equal(strlen(run->members_done),
+                         strlen(f->names[0]) + strlen(f->names[1]) + strlen(f->names[2]) + 2);
+        state_maint_run_list_release(&runs);
+}
+
+/* The audit log tells the same order (newest first): leadership moved before the leader. */
+static void assert_audit_leader_last(fixture *f, const char *leader)
+{
+        state_audit_list members = audit_of(f->db, "defrag.member");
+        assert_int_equal(members.n, 3);
+        assert_non_null(strstr(members.items[0]->after_json, leader));
+        assert_null(strstr(members.items[1]->after_json, leader));
+        assert_null(strstr(members.items[2]->after_json, leader));
+        state_audit_list moved = audit_of(f->db, "defrag.leader-moved");
+        assert_int_equal(moved.n, 1);
+        assert_true(moved.items[0]->id < members.items[0]->id);
+        assert_true(moved.items[0]->id > members.items[1]->id);
+        assert_string_equal(members.items[0]->commit, "0123456789abcdef0123456789abcdef01234567");
+        state_audit_list_release(&members);
+        state_audit_list_release(&moved);
+        state_audit_list fin = audit_of(f->db, "defrag.finished");
+        assert_int_equal(fin.n, 1);
+        state_audit_list_release(&fin);
+}
+
+/* NOSPACE recorded: its condition cleared, raised, compacted, disarmed and cleared in order. */
+static void assert_nospace_recorded(fixture *f)
+{
+        state_cluster *sc = NULL;
+        assert_int_equal(state_cluster_get(f->db, "default/main", &sc), 0);
+        const state_condition *cond = condition(sc, "NoSpaceAlarm");
+        assert_non_null(cond);
+        assert_string_equal(cond->status, "False");
+        assert_null(condition(sc, "CorruptAlarm"));
+        state_cluster_free(sc);
+        state_audit_list raised = audit_of(f->db, "alarm.raised");
+        state_audit_list cleared = audit_of(f->db, "alarm.cleared");
+        state_audit_list disarmed = audit_of(f->db, "alarm.disarmed");
+        state_audit_list compacted = audit_of(f->db, "compaction");
+        assert_int_equal(raised.n, 1);
+        assert_int_equal(cleared.n, 1);
+        assert_int_equal(disarmed.n, 1);
+        assert_int_equal(compacted.n, 1);
+        assert_true(raised.items[0]->id < compacted.items[0]->id);
+        assert_true(compacted.items[0]->id < disarmed.items[0]->id);
+        assert_true(disarmed.items[0]->id < cleared.items[0]->id);
+        state_audit_list_release(&raised);
+        state_audit_list_release(&cleared);
+        state_audit_list_release(&disarmed);
+        state_audit_list_release(&compacted);
+}
+
+/* One key overwritten with 256 KiB values until etcd refuses: its NOSPACE alarm raised. */
+static void fill_until_nospace(etcd_client *c)
+{
+        char *big = xmalloc(256 << 10);
+        memset(big, 'y', 256 << 10);
+        int k = 0;
+        for (int i = 0; i < 400 && k == 0; i++)
+                k = etcd_put(c, "big", big, 256 << 10, NULL);
+        assert_int_equal(k, ETCD_ERR_NOSPACE);
+        etcd_alarm *alarms = NULL;
+        size_t n_alarms = 0;
+        assert_int_equal(etcd_alarm_list(c, &alarms, &n_alarms), 0);
+        assert_true(n_alarms >= 1);
+        assert_int_equal(alarms[0].type, ETCD_ALARM_NOSPACE);
+        free(alarms);
+        free(big);
+}
+
 static void test_defrag_and_nospace(void **unused)
 {
         (void)unused;
@@ -232,39 +315,13 @@ static void test_defrag_and_nospace(void **unused)
         etcd_kv_list_free(l);
 
         /* the run: every member, the leader last after leadership moved away */
-        state_maint_run_list runs = {0};
-        assert_int_equal(state_maint_run_list_for(f.db, "default/main", 0, &runs), 0);
-        assert_int_equal(runs.n, 1);
-        state_maint_run *run = runs.items[0];
-        assert_string_equal(run->result, "succeeded");
-        assert_string_equal(run->trigger, "free-space");
-        assert_string_equal(run->leader, leader);
-        const char *last = strrchr(run->members_done, ',');
-        assert_non_null(last);
-        assert_string_equal(last + 1, leader);
-        assert_int_equal(strlen(run->members_done),
-                         strlen(f.names[0]) + strlen(f.names[1]) + strlen(f.names[2]) + 2);
-        state_maint_run_list_release(&runs);
+        assert_run_leader_last(&f, leader);
         assert_string_not_equal(leader_name(f.hc, c), leader);
         for (size_t i = 0; i < 3; i++)
                 assert_true(db_size(c, f.urls[i]) < before[i]);
 
         /* the audit log tells the same order (newest first) */
-        state_audit_list members = audit_of(f.db, "defrag.member");
-        assert_int_equal(members.n, 3);
-        assert_non_null(strstr(members.items[0]->after_json, leader));
-        assert_null(strstr(members.items[1]->after_json, leader));
-        assert_null(strstr(members.items[2]->after_json, leader));
-        state_audit_list moved = audit_of(f.db, "defrag.leader-moved");
-        assert_int_equal(moved.n, 1);
-        assert_true(moved.items[0]->id < members.items[0]->id);
-        assert_true(moved.items[0]->id > members.items[1]->id);
-        assert_string_equal(members.items[0]->commit, "0123456789abcdef0123456789abcdef01234567");
-        state_audit_list_release(&members);
-        state_audit_list_release(&moved);
-        state_audit_list fin = audit_of(f.db, "defrag.finished");
-        assert_int_equal(fin.n, 1);
-        state_audit_list_release(&fin);
+        assert_audit_leader_last(&f, leader);
 
         /* a threshold run is not repeated within the hour */
         clock_offset_ms += 31 * 1000;
@@ -273,57 +330,27 @@ static void test_defrag_and_nospace(void **unused)
         /* NOSPACE for real: overwrite one key with 256 KiB values until etcd refuses */
         f.spec->defrag.disarm_nospace = true;
         clock_offset_ms += 2 * 3600 * 1000;
-        char *big = xmalloc(256 << 10);
-        memset(big, 'y', 256 << 10);
-        int k = 0;
-        for (int i = 0; i < 400 && k == 0; i++)
-                k = etcd_put(c, "big", big, 256 << 10, NULL);
-        assert_int_equal(k, ETCD_ERR_NOSPACE);
-        etcd_alarm *alarms = NULL;
-        size_t n_alarms = 0;
-        assert_int_equal(etcd_alarm_list(c, &alarms, &n_alarms), 0);
-        assert_true(n_alarms >= 1);
-        assert_int_equal(alarms[0].type, ETCD_ALARM_NOSPACE);
-        free(alarms);
+        fill_until_nospace(c);
 
         steps = run_until_idle(&f);
         assert_true(steps >= 8); /* start, compact, 3 defrags, move, disarm, finish */
+        etcd_alarm *alarms = NULL;
+        size_t n_alarms = 0;
         assert_int_equal(etcd_alarm_list(c, &alarms, &n_alarms), 0);
         assert_int_equal(n_alarms, 0);
         free(alarms);
         assert_int_equal(etcd_put(c, "after", "ok", 2, NULL), 0);
-        free(big);
 
+        state_maint_run_list runs = {0};
         assert_int_equal(state_maint_run_list_for(f.db, "default/main", 1, &runs), 0);
-        run = runs.items[0];
+        state_maint_run *run = runs.items[0];
         assert_string_equal(run->trigger, "nospace");
         assert_string_equal(run->result, "succeeded");
         assert_true(run->compact_revision > rev);
         assert_true(run->disarmed);
         state_maint_run_list_release(&runs);
 
-        state_cluster *sc = NULL;
-        assert_int_equal(state_cluster_get(f.db, "default/main", &sc), 0);
-        const state_condition *cond = condition(sc, "NoSpaceAlarm");
-        assert_non_null(cond);
-        assert_string_equal(cond->status, "False");
-        assert_null(condition(sc, "CorruptAlarm"));
-        state_cluster_free(sc);
-        state_audit_list raised = audit_of(f.db, "alarm.raised");
-        state_audit_list cleared = audit_of(f.db, "alarm.cleared");
-        state_audit_list disarmed = audit_of(f.db, "alarm.disarmed");
-        state_audit_list compacted = audit_of(f.db, "compaction");
-        assert_int_equal(raised.n, 1);
-        assert_int_equal(cleared.n, 1);
-        assert_int_equal(disarmed.n, 1);
-        assert_int_equal(compacted.n, 1);
-        assert_true(raised.items[0]->id < compacted.items[0]->id);
-        assert_true(compacted.items[0]->id < disarmed.items[0]->id);
-        assert_true(disarmed.items[0]->id < cleared.items[0]->id);
-        state_audit_list_release(&raised);
-        state_audit_list_release(&cleared);
-        state_audit_list_release(&disarmed);
-        state_audit_list_release(&compacted);
+        assert_nospace_recorded(&f);
 
         etcd_client_free(c);
         maintenance_free(f.m);

@@ -61,6 +61,84 @@ static char *scrape(const char *base)
         return body;
 }
 
+/* A scrape once the collector asked all three members (the leader, each database). */
+static char *scrape_all_members(const char *base, const char *cl)
+{
+        char *body;
+        int64_t t0;
+        body = NULL;
+        t0 = now_mono_ms();
+        for (bool all = false; !all && now_mono_ms() - t0 < 60000;) {
+                free(body);
+                body = scrape(base);
+                all = metric(body, "gitcd_cluster_leader_present", cl) == 1;
+                for (int i = 0; i < 3 && all; i++) {
+                        _cleanup_free_ char *labels = xasprintf("%s,member=\"alpha-%d\"", cl, i);
+                        all = metric(body, "gitcd_member_db_size_bytes", labels) > 0;
+                }
+                if (!all)
+                        usleep(200 * 1000);
+        }
+        return body;
+}
+
+/* Scale up to 3, scraping all the way: one membership change at a time. */
+static void scrape_scale_up(const char *base, const char *cl)
+{
+        int64_t t0;
+        char *body;
+        t0 = now_mono_ms();
+        bool done = false;
+        while (!done && now_mono_ms() - t0 < 120000) {
+                body = scrape(base);
+                double want = metric(body, "gitcd_cluster_members_desired", cl);
+                double voters = metric(body, "gitcd_cluster_members_voters", cl);
+                double learners = metric(body, "gitcd_cluster_members_learners", cl);
+                /* One membership change at a time: never more than one learner. */
+                assert_true(voters >= 1 && voters <= 3);
+                assert_true(learners >= 0 && learners <= 1);
+                done = want == 3 && voters == 3 &&
+                       metric(body, "gitcd_cluster_members_running", cl) == 3 &&
+                       metric(body, "gitcd_cluster_condition",
+                              "namespace=\"default\",cluster=\"alpha\",type=\"Progressing\","
+                              "status=\"False\"") == 1;
+                free(body);
+                usleep(200 * 1000);
+        }
+        assert_true(done);
+}
+
+/* Each member's database sizes in the scrape body are etcd's own (idle: nothing writes). */
+static void assert_db_sizes(e2e *e, const char *body, const char *cl)
+{
+        etcd_client *c = e2e_client(e, "alpha");
+        for (int i = 0; i < 3; i++) {
+                _cleanup_free_ char *name = xasprintf("alpha-%d", i);
+                _cleanup_free_ char *dir = e2e_member_dir(e, "alpha", name);
+                _cleanup_free_ char *labels = xasprintf("%s,member=\"%s\"", cl, name);
+                double size = metric(body, "gitcd_member_db_size_bytes", labels);
+                assert_true(size > 0);
+                /* etcd's own answer for the same member (idle: nothing writes). */
+                json_t *st = e2e_status(e, "alpha");
+                json_t *members = json_object_get(st, "members");
+                const char *url = NULL;
+                size_t j;
+                json_t *m;
+                json_array_foreach(
+                    members, j, m) if (streq(json_string_value(json_object_get(m, "name")), name))
+                    url = json_string_value(json_object_get(m, "client_url"));
+                assert_non_null(url);
+                etcd_endpoint_status *es = NULL;
+                assert_int_equal(etcd_status(c, url, &es), 0);
+                assert_true(size == (double)es->db_size);
+                assert_true(metric(body, "gitcd_member_db_size_in_use_bytes", labels) ==
+                            (double)es->db_size_in_use);
+                etcd_endpoint_status_free(es);
+                json_decref(st);
+        }
+        etcd_client_free(c);
+}
+
 static void test_metrics(void **state)
 {
         (void)state;
@@ -134,25 +212,7 @@ static void test_metrics(void **state)
         /* Scale up to 3, scraping all the way. */
         free(ops_test_write_cluster(e, "repo/alpha.yaml", "alpha", 3));
         commit(repo);
-        t0 = now_mono_ms();
-        bool done = false;
-        while (!done && now_mono_ms() - t0 < 120000) {
-                body = scrape(base);
-                double want = metric(body, "gitcd_cluster_members_desired", cl);
-                double voters = metric(body, "gitcd_cluster_members_voters", cl);
-                double learners = metric(body, "gitcd_cluster_members_learners", cl);
-                /* One membership change at a time: never more than one learner. */
-                assert_true(voters >= 1 && voters <= 3);
-                assert_true(learners >= 0 && learners <= 1);
-                done = want == 3 && voters == 3 &&
-                       metric(body, "gitcd_cluster_members_running", cl) == 3 &&
-                       metric(body, "gitcd_cluster_condition",
-                              "namespace=\"default\",cluster=\"alpha\",type=\"Progressing\","
-                              "status=\"False\"") == 1;
-                free(body);
-                usleep(200 * 1000);
-        }
-        assert_true(done);
+        scrape_scale_up(base, cl);
         assert_true(e2e_wait_ready(e, "alpha", 3, 60));
 
         /*
@@ -160,19 +220,7 @@ static void test_metrics(void **state)
          * database. The members' own answers come from the collector thread,
          * which asks them once the loop published them: wait for all three.
          */
-        body = NULL;
-        t0 = now_mono_ms();
-        for (bool all = false; !all && now_mono_ms() - t0 < 60000;) {
-                free(body);
-                body = scrape(base);
-                all = metric(body, "gitcd_cluster_leader_present", cl) == 1;
-                for (int i = 0; i < 3 && all; i++) {
-                        _cleanup_free_ char *labels = xasprintf("%s,member=\"alpha-%d\"", cl, i);
-                        all = metric(body, "gitcd_member_db_size_bytes", labels) > 0;
-                }
-                if (!all)
-                        usleep(200 * 1000);
-        }
+        body = scrape_all_members(base, cl);
         etcd_members *ml = e2e_members(e, "alpha");
         int voters = 0, learners = 0;
         for (size_t i = 0; i < ml->n; i++) {
@@ -186,32 +234,7 @@ static void test_metrics(void **state)
         assert_true(metric(body, "gitcd_cluster_members_voters", cl) == voters);
         assert_true(metric(body, "gitcd_cluster_members_learners", cl) == learners);
         assert_true(metric(body, "gitcd_cluster_leader_present", cl) == 1);
-        etcd_client *c = e2e_client(e, "alpha");
-        for (int i = 0; i < 3; i++) {
-                _cleanup_free_ char *name = xasprintf("alpha-%d", i);
-                _cleanup_free_ char *dir = e2e_member_dir(e, "alpha", name);
-                _cleanup_free_ char *labels = xasprintf("%s,member=\"%s\"", cl, name);
-                double size = metric(body, "gitcd_member_db_size_bytes", labels);
-                assert_true(size > 0);
-                /* etcd's own answer for the same member (idle: nothing writes). */
-                json_t *st = e2e_status(e, "alpha");
-                json_t *members = json_object_get(st, "members");
-                const char *url = NULL;
-                size_t j;
-                json_t *m;
-                json_array_foreach(
-                    members, j, m) if (streq(json_string_value(json_object_get(m, "name")), name))
-                    url = json_string_value(json_object_get(m, "client_url"));
-                assert_non_null(url);
-                etcd_endpoint_status *es = NULL;
-                assert_int_equal(etcd_status(c, url, &es), 0);
-                assert_true(size == (double)es->db_size);
-                assert_true(metric(body, "gitcd_member_db_size_in_use_bytes", labels) ==
-                            (double)es->db_size_in_use);
-                etcd_endpoint_status_free(es);
-                json_decref(st);
-        }
-        etcd_client_free(c);
+        assert_db_sizes(e, body, cl);
         /* Steps against the audit log: two learners added, two promoted. */
         _cleanup_free_ char *add = xasprintf("%s,kind=\"add-learner\",result=\"progressed\"", cl);
         _cleanup_free_ char *pro = xasprintf("%s,kind=\"promote\",result=\"progressed\"", cl);

@@ -60,6 +60,56 @@ static void check_signature(const ops_request *q)
         assert_string_not_equal(hex, other);
 }
 
+/* Every notification queued before the restart arrives, as each webhook asked for it. */
+static void assert_queued_delivered(ops_receiver *rcv, int64_t queued)
+{
+        bool converged = false, conflict = false, slack = false;
+        for (long id = 1; id <= queued; id++) {
+                ops_request *q = ops_receiver_wait(rcv, id, 60);
+                if (!q)
+                        fail_msg("notification %ld queued before the restart never arrived", id);
+                json_error_t jerr;
+                json_t *body = json_loads(q->body, 0, &jerr);
+                assert_non_null(body);
+                if (streq(q->path, "/generic")) {
+                        check_signature(q);
+                        const char *ev = json_string_value(json_object_get(body, "event"));
+                        assert_string_equal(q->event, ev);
+                        if (streq(ev, "cluster.converged")) {
+                                converged = true;
+                                assert_string_equal(
+                                    json_string_value(json_object_get(body, "severity")), "info");
+                                assert_string_equal(
+                                    json_string_value(json_object_get(body, "cluster")),
+                                    "default/alpha");
+                                assert_string_equal(
+                                    json_string_value(json_object_get(body, "namespace")),
+                                    "default");
+                                assert_string_equal(
+                                    json_string_value(json_object_get(body, "name")), "alpha");
+                        } else {
+                                assert_string_equal(ev, "cluster.conflict");
+                                assert_string_equal(
+                                    json_string_value(json_object_get(body, "severity")),
+                                    "warning");
+                                assert_string_equal(
+                                    json_string_value(json_object_get(body, "cluster")),
+                                    "default/dup");
+                                conflict = true;
+                        }
+                } else {
+                        assert_string_equal(q->path, "/slack");
+                        assert_null(q->signature);
+                        const char *t = json_string_value(json_object_get(body, "text"));
+                        assert_non_null(t);
+                        slack = slack || strstr(t, "default/alpha") != NULL;
+                }
+                json_decref(body);
+                ops_request_free(q);
+        }
+        assert_true(converged && conflict && slack);
+}
+
 static void test_webhooks(void **state)
 {
         (void)state;
@@ -117,51 +167,7 @@ static void test_webhooks(void **state)
         /* The receiver comes back, answering 503 twice first; gitcd restarts. */
         ops_receiver *rcv = ops_receiver_start(port, 2);
         d = e2e_start(e, args, "daemon2.log");
-        bool converged = false, conflict = false, slack = false;
-        for (long id = 1; id <= queued; id++) {
-                ops_request *q = ops_receiver_wait(rcv, id, 60);
-                if (!q)
-                        fail_msg("notification %ld queued before the restart never arrived", id);
-                json_error_t jerr;
-                json_t *body = json_loads(q->body, 0, &jerr);
-                assert_non_null(body);
-                if (streq(q->path, "/generic")) {
-                        check_signature(q);
-                        const char *ev = json_string_value(json_object_get(body, "event"));
-                        assert_string_equal(q->event, ev);
-                        if (streq(ev, "cluster.converged")) {
-                                converged = true;
-                                assert_string_equal(
-                                    json_string_value(json_object_get(body, "severity")), "info");
-                                assert_string_equal(
-                                    json_string_value(json_object_get(body, "cluster")),
-                                    "default/alpha");
-                                assert_string_equal(
-                                    json_string_value(json_object_get(body, "namespace")),
-                                    "default");
-                                assert_string_equal(
-                                    json_string_value(json_object_get(body, "name")), "alpha");
-                        } else {
-                                assert_string_equal(ev, "cluster.conflict");
-                                assert_string_equal(
-                                    json_string_value(json_object_get(body, "severity")),
-                                    "warning");
-                                assert_string_equal(
-                                    json_string_value(json_object_get(body, "cluster")),
-                                    "default/dup");
-                                conflict = true;
-                        }
-                } else {
-                        assert_string_equal(q->path, "/slack");
-                        assert_null(q->signature);
-                        const char *t = json_string_value(json_object_get(body, "text"));
-                        assert_non_null(t);
-                        slack = slack || strstr(t, "default/alpha") != NULL;
-                }
-                json_decref(body);
-                ops_request_free(q);
-        }
-        assert_true(converged && conflict && slack);
+        assert_queued_delivered(rcv, queued);
 
         /* The 503s were retried, not dropped; filters kept the other webhooks quiet. */
         size_t n = 0;

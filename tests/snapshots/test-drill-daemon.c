@@ -203,6 +203,87 @@ static int64_t sql_count(e2e *e, const char *query)
         return n;
 }
 
+/* A drill by hand killed once its throwaway etcd runs: that etcd goes too. */
+static void kill_drill_by_hand(e2e *e, int64_t id1, const char *drills)
+{
+        _cleanup_free_ char *id1s = xasprintf("%lld", (long long)id1);
+        const char *verify[] = {"snapshot", "verify", id1s, NULL};
+        assert_int_equal(e2e_runv_failpoint(e, "drill.after-start", NULL, NULL, verify),
+                         128 + SIGKILL);
+        assert_int_equal(entries(drills), 1);
+        bool gone = false;
+        for (int64_t t0 = now_mono_ms(); !gone && now_mono_ms() - t0 < 10 * 1000;) {
+                gone = !process_naming(drills);
+                if (!gone)
+                        usleep(100 * 1000);
+        }
+        assert_true(gone);
+        assert_int_equal(sql_count(e, "SELECT count(*) FROM snapshot_drills WHERE result = "
+                                      "'running'"),
+                         1);
+}
+
+/* A snapshot by hand, damaged in the bucket after the upload: its id. */
+static int64_t save_damaged(e2e *e, const harness_s3rver *s3, int64_t id1)
+{
+        etcd_client *c = e2e_client(e, "drilled");
+        for (int i = 0; i < 20; i++) {
+                char k[16];
+                snprintf(k, sizeof(k), "k%d", i);
+                assert_int_equal(etcd_put(c, k, "v", 1, NULL), 0);
+        }
+        etcd_client_free(c);
+        char *out = NULL, *err = NULL;
+        const char *save[] = {"snapshot", "save", "default/drilled", NULL};
+        if (e2e_runv(e, &out, &err, save) != 0)
+                fail_msg("snapshot save: %s", err);
+        free(out);
+        free(err);
+        json_t *recs = records(e);
+        json_t *s2 = json_array_get(recs, 0);
+        int64_t id2 = json_integer_value(json_object_get(s2, "id"));
+        assert_true(id2 > id1);
+        assert_null(json_object_get(s2, "verify_result") ? str(s2, "verify_result") : NULL);
+        _cleanup_free_ char *object =
+            xasprintf("%s/%s/backups/%s._S3rver_object", s3->data_dir, s3->bucket, str(s2, "key"));
+        char *data = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(object, 1 << 26, &data, &len), 0);
+        data[len / 2] ^= 0x01;
+        assert_int_equal(write_file_atomic(object, data, len, 0600), 0);
+        free(data);
+        json_decref(recs);
+        return id2;
+}
+
+/* The snapshot.verify_failed webhook: critical, naming the cluster and the damage. */
+static void assert_verify_failed_webhook(e2e *e, ops_receiver *hook)
+{
+        ops_request *q = NULL;
+        for (int64_t t0 = now_mono_ms(); !q && now_mono_ms() - t0 < 60 * 1000;) {
+                size_t n = 0;
+                ops_request *all = ops_receiver_requests(hook, &n);
+                for (size_t i = 0; i < n && !q; i++)
+                        if (streq_ptr(all[i].event, "snapshot.verify_failed")) {
+                                q = XNEW(ops_request);
+                                q->body = xstrdup(all[i].body);
+                        }
+                ops_request_list_free(all, n);
+                if (!q)
+                        usleep(200 * 1000);
+        }
+        if (!q) {
+                char *log = e2e_read_log(e, "daemon2.log");
+                fail_msg("no snapshot.verify_failed webhook:\n%s", log);
+        }
+        json_t *body = json_loads(q->body, 0, NULL);
+        assert_string_equal(str(body, "severity"), "critical");
+        assert_string_equal(str(body, "cluster"), "default/drilled");
+        assert_non_null(strstr(str(body, "message"), "is damaged"));
+        json_decref(body);
+        ops_request_free(q);
+}
+
 static void test_drills_under_run(void **unused)
 {
         (void)unused;
@@ -271,50 +352,10 @@ static void test_drills_under_run(void **unused)
 
         /* a drill by hand killed once its throwaway etcd runs: that etcd goes too */
         _cleanup_free_ char *drills = path_join(e->state_dir, SNAPSHOT_DRILL_DIR);
-        _cleanup_free_ char *id1s = xasprintf("%lld", (long long)id1);
-        const char *verify[] = {"snapshot", "verify", id1s, NULL};
-        assert_int_equal(e2e_runv_failpoint(e, "drill.after-start", NULL, NULL, verify),
-                         128 + SIGKILL);
-        assert_int_equal(entries(drills), 1);
-        bool gone = false;
-        for (int64_t t0 = now_mono_ms(); !gone && now_mono_ms() - t0 < 10 * 1000;) {
-                gone = !process_naming(drills);
-                if (!gone)
-                        usleep(100 * 1000);
-        }
-        assert_true(gone);
-        assert_int_equal(sql_count(e, "SELECT count(*) FROM snapshot_drills WHERE result = "
-                                      "'running'"),
-                         1);
+        kill_drill_by_hand(e, id1, drills);
 
         /* a snapshot by hand, damaged in the bucket after the upload */
-        etcd_client *c = e2e_client(e, "drilled");
-        for (int i = 0; i < 20; i++) {
-                char k[16];
-                snprintf(k, sizeof(k), "k%d", i);
-                assert_int_equal(etcd_put(c, k, "v", 1, NULL), 0);
-        }
-        etcd_client_free(c);
-        char *out = NULL, *err = NULL;
-        const char *save[] = {"snapshot", "save", "default/drilled", NULL};
-        if (e2e_runv(e, &out, &err, save) != 0)
-                fail_msg("snapshot save: %s", err);
-        free(out);
-        free(err);
-        json_t *recs = records(e);
-        json_t *s2 = json_array_get(recs, 0);
-        int64_t id2 = json_integer_value(json_object_get(s2, "id"));
-        assert_true(id2 > id1);
-        assert_null(json_object_get(s2, "verify_result") ? str(s2, "verify_result") : NULL);
-        _cleanup_free_ char *object =
-            xasprintf("%s/%s/backups/%s._S3rver_object", s3->data_dir, s3->bucket, str(s2, "key"));
-        char *data = NULL;
-        size_t len = 0;
-        assert_int_equal(read_file(object, 1 << 26, &data, &len), 0);
-        data[len / 2] ^= 0x01;
-        assert_int_equal(write_file_atomic(object, data, len, 0600), 0);
-        free(data);
-        json_decref(recs);
+        int64_t id2 = save_damaged(e, s3, id1);
 
         /* the daemon again: leftovers removed, the damaged snapshot drilled and failed */
         d = e2e_start(e, run, "daemon2.log");
@@ -326,30 +367,7 @@ static void test_drills_under_run(void **unused)
         assert_int_equal(sql_count(e, "SELECT count(*) FROM snapshot_drills WHERE result = "
                                       "'unverified' AND message = 'gitcd stopped while it ran'"),
                          1);
-        /* the webhook */
-        ops_request *q = NULL;
-        for (int64_t t0 = now_mono_ms(); !q && now_mono_ms() - t0 < 60 * 1000;) {
-                size_t n = 0;
-                ops_request *all = ops_receiver_requests(hook, &n);
-                for (size_t i = 0; i < n && !q; i++)
-                        if (streq_ptr(all[i].event, "snapshot.verify_failed")) {
-                                q = XNEW(ops_request);
-                                q->body = xstrdup(all[i].body);
-                        }
-                ops_request_list_free(all, n);
-                if (!q)
-                        usleep(200 * 1000);
-        }
-        if (!q) {
-                char *log = e2e_read_log(e, "daemon2.log");
-                fail_msg("no snapshot.verify_failed webhook:\n%s", log);
-        }
-        json_t *body = json_loads(q->body, 0, NULL);
-        assert_string_equal(str(body, "severity"), "critical");
-        assert_string_equal(str(body, "cluster"), "default/drilled");
-        assert_non_null(strstr(str(body, "message"), "is damaged"));
-        json_decref(body);
-        ops_request_free(q);
+        assert_verify_failed_webhook(e, hook);
         /* the metric and the condition, which names the snapshot still proven */
         assert_true(scrape_until(port,
                                  SERIES("gitcd_snapshot_verify_total", ",result=\"verify-failed\""),
@@ -360,14 +378,14 @@ static void test_drills_under_run(void **unused)
         assert_non_null(strstr(msg, names));
         free(msg);
         /* the restore candidate: the proven one (its killed drill hid nothing) */
-        recs = records(e);
+        json_t *recs = records(e);
         assert_string_equal(str(record(recs, id1), "verify_result"), "verified");
         assert_true(json_is_true(json_object_get(record(recs, id1), "restore_candidate")));
         assert_true(json_is_false(json_object_get(record(recs, id2), "restore_candidate")));
         json_decref(recs);
         const char *latest[] = {"recover", "default/drilled", "--from-snapshot",
                                 "latest",  "--no-wait",       NULL};
-        out = NULL;
+        char *out = NULL;
         assert_int_equal(e2e_runv(e, &out, NULL, latest), 0);
         _cleanup_free_ char *said =
             xasprintf("latest: snapshot %lld of default/drilled", (long long)id1);

@@ -93,6 +93,51 @@ static const char *condition(json_t *status, const char *type)
         return NULL;
 }
 
+/* A kept snapshot restored into a new folder, and as a spec; a deleted one refused. */
+static void restore_kept_and_deleted(e2e *e, json_t *recs)
+{
+        char kept_id[32] = "", deleted_id[32] = "";
+        size_t i;
+        json_t *r;
+        json_array_foreach(recs, i, r)
+        {
+                if (!streq(json_string_value(json_object_get(r, "result")), "succeeded") ||
+                    streq(json_string_value(json_object_get(r, "trigger")), "declared"))
+                        continue;
+                char *id = kept_id;
+                if (json_is_string(json_object_get(r, "deleted")))
+                        id = deleted_id;
+                snprintf(id, sizeof(kept_id), "%lld",
+                         (long long)json_integer_value(json_object_get(r, "id")));
+        }
+        assert_true(kept_id[0] && deleted_id[0]);
+        char *into = path_join(e->root, "restored");
+        const char *restore[] = {"snapshot", "restore", kept_id, "--into", into, NULL};
+        char *out = NULL, *err = NULL;
+        int k = e2e_runv(e, &out, &err, restore);
+        if (k != 0)
+                fail_msg("snapshot restore: exit %d: %s", k, err);
+        assert_non_null(strstr(out, "restored "));
+        char *member = path_join(into, "member");
+        assert_true(path_is_dir(member));
+        free(member);
+        free(out);
+        free(err);
+        const char *spec[] = {"snapshot", "restore", kept_id, "--print-spec", NULL};
+        out = err = NULL;
+        assert_int_equal(e2e_runv(e, &out, &err, spec), 0);
+        assert_non_null(strstr(out, "  bootstrap:\n    restore:\n      source:\n        local:\n"));
+        free(out);
+        free(err);
+        const char *gone[] = {"snapshot", "restore", deleted_id, "--print-spec", NULL};
+        out = err = NULL;
+        assert_int_equal(e2e_runv(e, &out, &err, gone), 1);
+        assert_non_null(strstr(err, "deleted by retention"));
+        free(out);
+        free(err);
+        free(into);
+}
+
 static void test_scheduled_snapshots_under_run(void **unused)
 {
         (void)unused;
@@ -202,44 +247,7 @@ static void test_scheduled_snapshots_under_run(void **unused)
         assert_true(e2e_audit_count(e, "snapc", "snapshot.save") >= 3);
 
         /* restore: a kept snapshot into a new folder, and as a spec; a deleted one refused */
-        char kept_id[32] = "", deleted_id[32] = "";
-        json_array_foreach(recs, i, r)
-        {
-                if (!streq(json_string_value(json_object_get(r, "result")), "succeeded") ||
-                    streq(json_string_value(json_object_get(r, "trigger")), "declared"))
-                        continue;
-                char *id = kept_id;
-                if (json_is_string(json_object_get(r, "deleted")))
-                        id = deleted_id;
-                snprintf(id, sizeof(kept_id), "%lld",
-                         (long long)json_integer_value(json_object_get(r, "id")));
-        }
-        assert_true(kept_id[0] && deleted_id[0]);
-        char *into = path_join(e->root, "restored");
-        const char *restore[] = {"snapshot", "restore", kept_id, "--into", into, NULL};
-        out = err = NULL;
-        k = e2e_runv(e, &out, &err, restore);
-        if (k != 0)
-                fail_msg("snapshot restore: exit %d: %s", k, err);
-        assert_non_null(strstr(out, "restored "));
-        char *member = path_join(into, "member");
-        assert_true(path_is_dir(member));
-        free(member);
-        free(out);
-        free(err);
-        const char *spec[] = {"snapshot", "restore", kept_id, "--print-spec", NULL};
-        out = err = NULL;
-        assert_int_equal(e2e_runv(e, &out, &err, spec), 0);
-        assert_non_null(strstr(out, "  bootstrap:\n    restore:\n      source:\n        local:\n"));
-        free(out);
-        free(err);
-        const char *gone[] = {"snapshot", "restore", deleted_id, "--print-spec", NULL};
-        out = err = NULL;
-        assert_int_equal(e2e_runv(e, &out, &err, gone), 1);
-        assert_non_null(strstr(err, "deleted by retention"));
-        free(out);
-        free(err);
-        free(into);
+        restore_kept_and_deleted(e, recs);
         json_decref(recs);
 
         free(foreign);

@@ -465,6 +465,30 @@ static pid_t start_restored(fixture *f, const char *data_dir, const char *name,
 
 #define MANY 100000
 
+/* every key of test_restore_many_keys, with its value, in ranges of 1000 */
+static void assert_many_keys(etcd_client *rc)
+{
+        int seen = 0;
+        for (int p = 0; p < MANY / 1000; p++) {
+                char prefix[32];
+                snprintf(prefix, sizeof(prefix), "k/%03d", p);
+                etcd_kv_list *l = NULL;
+                assert_int_equal(etcd_get(rc, prefix, true, &l), 0);
+                assert_int_equal(l->n, 1000);
+                for (size_t i = 0; i < l->n; i++) {
+                        int n = atoi(l->kvs[i].key + 2);
+                        assert_int_equal(n, p * 1000 + (int)i);
+                        char want[32];
+                        snprintf(want, sizeof(want), "value-%d", n);
+                        assert_int_equal(l->kvs[i].value_len, strlen(want));
+                        assert_memory_equal(l->kvs[i].value, want, strlen(want));
+                        seen++;
+                }
+                etcd_kv_list_free(l);
+        }
+        assert_int_equal(seen, MANY);
+}
+
 static void test_restore_many_keys(void **unused)
 {
         (void)unused;
@@ -516,26 +540,7 @@ static void test_restore_many_keys(void **unused)
         assert_non_null(st);
         etcd_endpoint_status_free(st);
 
-        /* every key, with its value, in ranges of 1000 */
-        int seen = 0;
-        for (int p = 0; p < MANY / 1000; p++) {
-                char prefix[32];
-                snprintf(prefix, sizeof(prefix), "k/%03d", p);
-                etcd_kv_list *l = NULL;
-                assert_int_equal(etcd_get(rc, prefix, true, &l), 0);
-                assert_int_equal(l->n, 1000);
-                for (size_t i = 0; i < l->n; i++) {
-                        int n = atoi(l->kvs[i].key + 2);
-                        assert_int_equal(n, p * 1000 + (int)i);
-                        char want[32];
-                        snprintf(want, sizeof(want), "value-%d", n);
-                        assert_int_equal(l->kvs[i].value_len, strlen(want));
-                        assert_memory_equal(l->kvs[i].value, want, strlen(want));
-                        seen++;
-                }
-                etcd_kv_list_free(l);
-        }
-        assert_int_equal(seen, MANY);
+        assert_many_keys(rc);
         etcd_client_free(rc);
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
@@ -622,6 +627,42 @@ static int64_t take_with_target(fixture *f, char **ret_error)
         return r < 0 ? -id : id;
 }
 
+/*
+ * The target's Secret: missing fails the snapshot, recorded; then its keys
+ * are used and the state folder's Secret folder is not looked at.
+ */
+static void snapshot_with_target_secret(fixture *f)
+{
+        k8s_secret = NULL;
+        char *why = NULL;
+        int64_t failed = take_with_target(f, &why);
+        assert_true(failed < 0);
+        assert_non_null(strstr(why, "S3 credentials Secret default/s3creds: not found"));
+        free(why);
+        state_snapshot *rec = NULL;
+        assert_int_equal(state_snapshot_get(f->db, -failed, &rec), 0);
+        assert_string_equal(rec->result, "failed");
+        state_snapshot_free(rec);
+        char *k8s_dir = path_join(f->dir, "k8s-secret");
+        assert_int_equal(mkdir_p(k8s_dir, 0700), 0);
+        char *kid = path_join(k8s_dir, "accessKeyID");
+        assert_int_equal(write_file_atomic(kid, "WRONG", 5, 0600), 0);
+        char *kkey = path_join(k8s_dir, "secretAccessKey");
+        assert_int_equal(write_file_atomic(kkey, HARNESS_S3RVER_KEY, 6, 0600), 0);
+        k8s_secret = k8s_dir;
+        assert_true(take_with_target(f, &why) < 0); /* s3rver refuses that access key */
+        assert_non_null(strstr(why, "403"));
+        free(why);
+        assert_int_equal(write_file_atomic(kid, HARNESS_S3RVER_KEY, 6, 0600), 0);
+        int64_t ok = take_with_target(f, &why);
+        if (ok < 0)
+                fail_msg("snapshot with the target's Secret failed: %s", why);
+        free(why);
+        free(kid);
+        free(kkey);
+        free(k8s_dir);
+}
+
 static void test_s3_destination(void **unused)
 {
         (void)unused;
@@ -687,36 +728,7 @@ static void test_s3_destination(void **unused)
         assert_int_equal(snapshot_dest_stat(dest, "default/snap/foreign.db", &obj, &err), 0);
         dest_object_release(&obj);
 
-        /* the target's Secret: missing fails the snapshot, recorded; then its keys are used
-         * and the state folder's Secret folder is not looked at */
-        k8s_secret = NULL;
-        char *why = NULL;
-        int64_t failed = take_with_target(&f, &why);
-        assert_true(failed < 0);
-        assert_non_null(strstr(why, "S3 credentials Secret default/s3creds: not found"));
-        free(why);
-        state_snapshot *rec = NULL;
-        assert_int_equal(state_snapshot_get(f.db, -failed, &rec), 0);
-        assert_string_equal(rec->result, "failed");
-        state_snapshot_free(rec);
-        char *k8s_dir = path_join(f.dir, "k8s-secret");
-        assert_int_equal(mkdir_p(k8s_dir, 0700), 0);
-        char *kid = path_join(k8s_dir, "accessKeyID");
-        assert_int_equal(write_file_atomic(kid, "WRONG", 5, 0600), 0);
-        char *kkey = path_join(k8s_dir, "secretAccessKey");
-        assert_int_equal(write_file_atomic(kkey, HARNESS_S3RVER_KEY, 6, 0600), 0);
-        k8s_secret = k8s_dir;
-        assert_true(take_with_target(&f, &why) < 0); /* s3rver refuses that access key */
-        assert_non_null(strstr(why, "403"));
-        free(why);
-        assert_int_equal(write_file_atomic(kid, HARNESS_S3RVER_KEY, 6, 0600), 0);
-        int64_t ok = take_with_target(&f, &why);
-        if (ok < 0)
-                fail_msg("snapshot with the target's Secret failed: %s", why);
-        free(why);
-        free(kid);
-        free(kkey);
-        free(k8s_dir);
+        snapshot_with_target_secret(&f);
 
         /* fetched back through the record, intact */
         char *fetched = path_join(f.dir, "fetched");

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The style test: every folder of the library includes only from the layers
-# below it (check-layers.sh, the layers of docs/architecture.md), and every
-# C file in the tree is formatted as .clang-format says.
+# below it (check-layers.sh, the layers of docs/architecture.md), no function
+# is over 120 lines (check-functions.sh), and every C file in the tree is
+# formatted as .clang-format says.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=${GITCD_SOURCE_ROOT:-$(cd "$here/../.." && pwd)}
 cd "$root" || exit 1
 GITCD_SOURCE_ROOT=$root "$here/check-layers.sh" || exit 1
+GITCD_SOURCE_ROOT=$root "$here/check-functions.sh" || exit 1
 cf=$(command -v clang-format || command -v clang-format-14 || true)
 if [ -z "$cf" ]; then
   echo "clang-format not installed"; exit 77

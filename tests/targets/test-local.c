@@ -328,6 +328,173 @@ static int setup_single_34(void **state)
         return setup_single(state, "3.4.23");
 }
 
+/* The same place for the member from another target instance (gitcd restarted). */
+static void assert_placed_again(fixture *f, const char *name, const char *client_url,
+                                const char *peer_url)
+{
+        etcd_cluster *c = f->cluster;
+        target *t2 = new_target(f);
+        member_plan again = {.name = (char *)name};
+        assert_int_equal(t2->ops->place_member(t2, c, &again), 0);
+        assert_string_equal(again.client_url, client_url);
+        assert_string_equal(again.peer_url, peer_url);
+        again.name = NULL;
+        free(again.peer_url);
+        free(again.client_url);
+        free(again.listen_peer_url);
+        free(again.listen_client_url);
+        free(again.listen_metrics_url);
+        free(again.data_dir);
+        free(again.tls_dir);
+        target_free(t2);
+}
+
+/* The exit names its cluster, so a daemon observes just that one. */
+static void assert_exit_event(fixture *f)
+{
+        target *t = f->t;
+        char **events = NULL;
+        size_t n_events = 0;
+        assert_int_equal(t->ops->take_events(t, &events, &n_events), 0);
+        assert_true(n_events >= 1);
+        _cleanup_free_ char *cluster_id = xasprintf(
+            "%s/%s", f->cluster->namespace_ ? f->cluster->namespace_ : "default", f->cluster->name);
+        assert_string_equal(events[0], cluster_id);
+        for (size_t i = 0; i < n_events; i++)
+                free(events[i]);
+        free(events);
+}
+
+/*
+ * A new target (gitcd restarted) adopts the running member pid, even
+ * without its pid file, and supervises it. The member's pid after its
+ * restart.
+ */
+static pid_t adopt_running(fixture *f, const char *name, pid_t pid)
+{
+        etcd_cluster *c = f->cluster;
+        target *t = f->t;
+        target_member_status s;
+        int64_t t0;
+        target_free(t);
+        t = f->t = new_target(f);
+        s = status_of(f, name);
+        assert_int_equal(s.state, MEMBER_READY);
+        assert_int_equal(PID(f, name), pid);
+        target_member_status_release(&s);
+        assert_int_equal(t->ops->ensure_member(t, c, f->plan, 0), 0);
+        s = status_of(f, name);
+        assert_int_equal(PID(f, name), pid);
+        target_member_status_release(&s);
+        /* Without its pid file (lost between fork and recording), /proc still finds it. */
+        target_free(t);
+        t = f->t = NULL;
+        _cleanup_free_ char *pid_file =
+            xasprintf("%s/clusters/default/%s/%s/pid", f->state_dir, c->name, name);
+        assert_int_equal(unlink(pid_file), 0);
+        t = f->t = new_target(f);
+        s = status_of(f, name);
+        assert_int_equal(s.state, MEMBER_READY);
+        assert_int_equal(PID(f, name), pid);
+        target_member_status_release(&s);
+        assert_true(path_exists(pid_file));
+        /* ... and supervises it: its death is an event too. */
+        t0 = now_mono_ms();
+        assert_int_equal(kill(pid, SIGKILL), 0);
+        assert_int_equal(t->ops->wait_event(t, 10000), 1);
+        assert_true(now_mono_ms() - t0 < 900);
+        s = status_of(f, name);
+        assert_int_equal(s.state, MEMBER_CRASHED);
+        target_member_status_release(&s);
+        s = wait_state(f, name, MEMBER_READY, START_TIMEOUT_MS);
+        pid = PID(f, name);
+        target_member_status_release(&s);
+        return pid;
+}
+
+/* Stop: STOPPED, and no restart, not even by a new target. */
+static void stop_stays_stopped(fixture *f, const char *name, pid_t pid, const member_plan *mp)
+{
+        etcd_cluster *c = f->cluster;
+        target *t = f->t;
+        target_member_status s;
+        assert_int_equal(t->ops->stop_member(t, c, name), 0);
+        assert_int_equal(kill(pid, 0), -1);
+        s = status_of(f, name);
+        assert_int_equal(s.state, MEMBER_STOPPED);
+        assert_int_equal(PID(f, name), 0);
+        target_member_status_release(&s);
+        assert_int_equal(t->ops->wait_event(t, 1500), 0);
+        assert_true(t->ops->tick(t) >= 0);
+        s = status_of(f, name);
+        assert_int_equal(s.state, MEMBER_STOPPED);
+        target_member_status_release(&s);
+        assert_int_equal(t->ops->stop_member(t, c, name), 0); /* idempotent */
+
+        /*
+         * A new target (gitcd restarted) leaves it stopped: without a pid file
+         * nothing is restarted, and member.json keeps no "stopped" of its own
+         * (whether it should run is the state store's).
+         */
+        target_free(f->t);
+        f->t = t = new_target(f);
+        assert_true(t->ops->tick(t) >= 0);
+        s = status_of(f, name);
+        assert_int_equal(s.state, MEMBER_STOPPED);
+        assert_int_equal(PID(f, name), 0);
+        target_member_status_release(&s);
+        {
+                /* <member dir>/data -> <member dir>/member.json */
+                int dir_len = (int)(strrchr(mp->data_dir, '/') - mp->data_dir);
+                _cleanup_free_ char *json_path =
+                    xasprintf("%.*s/member.json", dir_len, mp->data_dir);
+                _cleanup_free_ char *json = NULL;
+                size_t len = 0;
+                assert_int_equal(read_file(json_path, 1 << 20, &json, &len), 0);
+                assert_null(strstr(json, "\"stopped\""));
+        }
+}
+
+/* Its data deleted: DATA_LOST, not started as a new member; listed until removed. */
+static void data_lost_then_removed(fixture *f, const char *name, const member_plan *mp)
+{
+        etcd_cluster *c = f->cluster;
+        target *t = f->t;
+        target_member_status s;
+        assert_int_equal(rm_rf(mp->data_dir), 0);
+        s = status_of(f, name);
+        assert_int_equal(s.state, MEMBER_DATA_LOST);
+        target_member_status_release(&s);
+        assert_int_equal(t->ops->ensure_member(t, c, f->plan, 0), -ESTALE);
+        assert_non_null(strstr(target_last_error(t), name));
+        s = status_of(f, name);
+        assert_int_equal(s.state, MEMBER_DATA_LOST);
+        assert_int_equal(PID(f, name), 0);
+        target_member_status_release(&s);
+
+        /* Listed while it exists; remove deletes its directory. */
+        char **names = NULL;
+        size_t n = 0;
+        assert_int_equal(t->ops->list_members(t, c->namespace_, c->name, &names, &n), 0);
+        assert_int_equal(n, 1);
+        assert_string_equal(names[0], name);
+        for (size_t i = 0; i < n; i++)
+                free(names[i]);
+        free(names);
+        _cleanup_free_ char *mdir =
+            xasprintf("%s/clusters/default/%s/%s", f->state_dir, c->name, name);
+        assert_true(path_is_dir(mdir));
+        assert_int_equal(t->ops->remove_member(t, c, name, false), 0);
+        assert_false(path_exists(mdir));
+        s = status_of(f, name);
+        assert_int_equal(s.state, MEMBER_ABSENT);
+        target_member_status_release(&s);
+        assert_int_equal(t->ops->list_members(t, c->namespace_, c->name, &names, &n), 0);
+        assert_int_equal(n, 0);
+        free(names);
+        assert_int_equal(t->ops->remove_member(t, c, name, false), 0); /* idempotent */
+}
+
 static void test_lifecycle(void **state)
 {
         fixture *f = *state;
@@ -347,22 +514,7 @@ static void test_lifecycle(void **state)
         _cleanup_free_ char *peer_url = xstrdup(mp->peer_url);
         assert_int_equal(t->ops->place_member(t, c, mp), 0);
         assert_string_equal(mp->client_url, client_url);
-        {
-                target *t2 = new_target(f);
-                member_plan again = {.name = (char *)name};
-                assert_int_equal(t2->ops->place_member(t2, c, &again), 0);
-                assert_string_equal(again.client_url, client_url);
-                assert_string_equal(again.peer_url, peer_url);
-                again.name = NULL;
-                free(again.peer_url);
-                free(again.client_url);
-                free(again.listen_peer_url);
-                free(again.listen_client_url);
-                free(again.listen_metrics_url);
-                free(again.data_dir);
-                free(again.tls_dir);
-                target_free(t2);
-        }
+        assert_placed_again(f, name, client_url, peer_url);
         target_member_status s = status_of(f, name);
         assert_int_equal(s.state, MEMBER_ABSENT);
         target_member_status_release(&s);
@@ -404,20 +556,7 @@ static void test_lifecycle(void **state)
         int64_t seen = now_mono_ms() - t0;
         print_message("exit noticed after %lld ms\n", (long long)seen);
         assert_true(seen < 900); /* the backoff is 1000 ms */
-        {
-                /* The exit names its cluster, so a daemon observes just that one. */
-                char **events = NULL;
-                size_t n_events = 0;
-                assert_int_equal(t->ops->take_events(t, &events, &n_events), 0);
-                assert_true(n_events >= 1);
-                _cleanup_free_ char *cluster_id =
-                    xasprintf("%s/%s", f->cluster->namespace_ ? f->cluster->namespace_ : "default",
-                              f->cluster->name);
-                assert_string_equal(events[0], cluster_id);
-                for (size_t i = 0; i < n_events; i++)
-                        free(events[i]);
-                free(events);
-        }
+        assert_exit_event(f);
         s = status_of(f, name);
         assert_int_equal(s.state, MEMBER_CRASHED);
         assert_int_equal(PID(f, name), 0);
@@ -436,40 +575,8 @@ static void test_lifecycle(void **state)
         _cleanup_free_ char *id2 = member_id(client_url);
         assert_string_equal(id, id2); /* same data, same member */
 
-        /* A new target (gitcd restarted) adopts the running member. */
-        target_free(t);
-        t = f->t = new_target(f);
-        s = status_of(f, name);
-        assert_int_equal(s.state, MEMBER_READY);
-        assert_int_equal(PID(f, name), pid);
-        target_member_status_release(&s);
-        assert_int_equal(t->ops->ensure_member(t, c, f->plan, 0), 0);
-        s = status_of(f, name);
-        assert_int_equal(PID(f, name), pid);
-        target_member_status_release(&s);
-        /* Without its pid file (lost between fork and recording), /proc still finds it. */
-        target_free(t);
-        t = f->t = NULL;
-        _cleanup_free_ char *pid_file =
-            xasprintf("%s/clusters/default/%s/%s/pid", f->state_dir, c->name, name);
-        assert_int_equal(unlink(pid_file), 0);
-        t = f->t = new_target(f);
-        s = status_of(f, name);
-        assert_int_equal(s.state, MEMBER_READY);
-        assert_int_equal(PID(f, name), pid);
-        target_member_status_release(&s);
-        assert_true(path_exists(pid_file));
-        /* ... and supervises it: its death is an event too. */
-        t0 = now_mono_ms();
-        assert_int_equal(kill(pid, SIGKILL), 0);
-        assert_int_equal(t->ops->wait_event(t, 10000), 1);
-        assert_true(now_mono_ms() - t0 < 900);
-        s = status_of(f, name);
-        assert_int_equal(s.state, MEMBER_CRASHED);
-        target_member_status_release(&s);
-        s = wait_state(f, name, MEMBER_READY, START_TIMEOUT_MS);
-        pid = PID(f, name);
-        target_member_status_release(&s);
+        pid = adopt_running(f, name, pid);
+        t = f->t;
 
         /* A changed spec (different command) restarts it with the new command. */
         char *old_token = f->plan->cluster_token;
@@ -483,42 +590,8 @@ static void test_lifecycle(void **state)
         _cleanup_free_ char *cmdline2 = proc_cmdline(pid);
         assert_non_null(strstr(cmdline2, "-changed"));
 
-        /* Stop: STOPPED, and no restart. */
-        assert_int_equal(t->ops->stop_member(t, c, name), 0);
-        assert_int_equal(kill(pid, 0), -1);
-        s = status_of(f, name);
-        assert_int_equal(s.state, MEMBER_STOPPED);
-        assert_int_equal(PID(f, name), 0);
-        target_member_status_release(&s);
-        assert_int_equal(t->ops->wait_event(t, 1500), 0);
-        assert_true(t->ops->tick(t) >= 0);
-        s = status_of(f, name);
-        assert_int_equal(s.state, MEMBER_STOPPED);
-        target_member_status_release(&s);
-        assert_int_equal(t->ops->stop_member(t, c, name), 0); /* idempotent */
-
-        /*
-         * A new target (gitcd restarted) leaves it stopped: without a pid file
-         * nothing is restarted, and member.json keeps no "stopped" of its own
-         * (whether it should run is the state store's).
-         */
-        target_free(f->t);
-        f->t = t = new_target(f);
-        assert_true(t->ops->tick(t) >= 0);
-        s = status_of(f, name);
-        assert_int_equal(s.state, MEMBER_STOPPED);
-        assert_int_equal(PID(f, name), 0);
-        target_member_status_release(&s);
-        {
-                /* <member dir>/data -> <member dir>/member.json */
-                int dir_len = (int)(strrchr(mp->data_dir, '/') - mp->data_dir);
-                _cleanup_free_ char *json_path =
-                    xasprintf("%.*s/member.json", dir_len, mp->data_dir);
-                _cleanup_free_ char *json = NULL;
-                size_t len = 0;
-                assert_int_equal(read_file(json_path, 1 << 20, &json, &len), 0);
-                assert_null(strstr(json, "\"stopped\""));
-        }
+        stop_stays_stopped(f, name, pid, mp);
+        t = f->t;
 
         /* A started-again stopped member is the same member. */
         assert_int_equal(t->ops->ensure_member(t, c, f->plan, 0), 0);
@@ -528,39 +601,7 @@ static void test_lifecycle(void **state)
         assert_string_equal(id, id3);
         assert_int_equal(t->ops->stop_member(t, c, name), 0);
 
-        /* Its data deleted: DATA_LOST, and it is not started as a new member. */
-        assert_int_equal(rm_rf(mp->data_dir), 0);
-        s = status_of(f, name);
-        assert_int_equal(s.state, MEMBER_DATA_LOST);
-        target_member_status_release(&s);
-        assert_int_equal(t->ops->ensure_member(t, c, f->plan, 0), -ESTALE);
-        assert_non_null(strstr(target_last_error(t), name));
-        s = status_of(f, name);
-        assert_int_equal(s.state, MEMBER_DATA_LOST);
-        assert_int_equal(PID(f, name), 0);
-        target_member_status_release(&s);
-
-        /* Listed while it exists; remove deletes its directory. */
-        char **names = NULL;
-        size_t n = 0;
-        assert_int_equal(t->ops->list_members(t, c->namespace_, c->name, &names, &n), 0);
-        assert_int_equal(n, 1);
-        assert_string_equal(names[0], name);
-        for (size_t i = 0; i < n; i++)
-                free(names[i]);
-        free(names);
-        _cleanup_free_ char *mdir =
-            xasprintf("%s/clusters/default/%s/%s", f->state_dir, c->name, name);
-        assert_true(path_is_dir(mdir));
-        assert_int_equal(t->ops->remove_member(t, c, name, false), 0);
-        assert_false(path_exists(mdir));
-        s = status_of(f, name);
-        assert_int_equal(s.state, MEMBER_ABSENT);
-        target_member_status_release(&s);
-        assert_int_equal(t->ops->list_members(t, c->namespace_, c->name, &names, &n), 0);
-        assert_int_equal(n, 0);
-        free(names);
-        assert_int_equal(t->ops->remove_member(t, c, name, false), 0); /* idempotent */
+        data_lost_then_removed(f, name, mp);
 }
 
 /* --- adoption of a member whose parent is gone ------------------------------ */
