@@ -7,29 +7,14 @@
  */
 
 #include <assert.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <curl/curl.h>
-#include <jansson.h>
-#include "api/spec.h"
 #include "pki/pki.h"
-#include "render/layout.h"
-#include "render/render.h"
 #include "targets/health.h"
-#include "targets/hosts-adopt.h"
-#include "targets/hosts.h"
 #include "targets/locked.h"
-#include "targets/local-tls.h"
 #include "util/fs.h"
-#include "util/http.h"
 #include "util/log.h"
-#include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 #include "targets/hosts-internal.h"

@@ -17,6 +17,7 @@
 #include "targets/hosts-adopt.h"
 #include "targets/hosts.h"
 #include "targets/ssh.h"
+#include "util/xalloc.h"
 
 #define HASH_PREFIX HOSTS_HASH_PREFIX
 #define NAME_PREFIX HOSTS_MEMBER_PREFIX

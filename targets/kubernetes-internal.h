@@ -15,8 +15,11 @@
 #include <stdint.h>
 
 #include "kube/client.h"
+#include "pki/pki.h"
 #include "render/render.h"
+#include "snapstore/receiver.h"
 #include "targets/kubernetes.h"
+#include "util/xalloc.h"
 
 #define LABEL_KEY_COMPONENT "app.kubernetes.io/component"
 #define ANNOTATION_POD_HASH "gitcd.io/pod-hash"

@@ -7,35 +7,18 @@
  * copied into a folder of 0600 files (secret_folder).
  */
 
-#include <assert.h>
-#include <pthread.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdint.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
-#include "kube/adapt.h"
-#include "kube/client.h"
 #include "pki/auto.h"
-#include "pki/pki.h"
-#include "snapstore/receiver.h"
-#include "snapstore/restore.h"
-#include "targets/locked.h"
 #include "render/layout.h"
-#include "render/render.h"
-#include "targets/kubernetes.h"
-#include "util/failpoint.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/strbuf.h"
-#include "util/timeutil.h"
 #include "util/xalloc.h"
 #include "targets/kubernetes-internal.h"
 

@@ -16,6 +16,7 @@
 
 #include "targets/local.h"
 #include "util/macro.h"
+#include "util/xalloc.h"
 
 #define MAX_EXITS_KEPT  8
 #define MEMBER_JSON_MAX (1024 * 1024)

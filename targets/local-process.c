@@ -6,36 +6,19 @@
  * backoff and the crash-loop window. Design: targets/local.c.
  */
 
-#include <curl/curl.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <poll.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/file.h>
 #include <sys/pidfd.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
-#include <time.h>
 #include <unistd.h>
-#include "render/render.h"
-#include "targets/health.h"
-#include "targets/local-tls.h"
-#include "targets/local.h"
 #include "targets/locked.h"
 #include "util/process.h"
 #include "util/fs.h"
-#include "util/http.h"
 #include "util/log.h"
-#include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 #include "targets/local-internal.h"
