@@ -104,22 +104,6 @@ static int finish(act_ctx *a, int64_t op, const char *action, int result, const 
 
 /* ---- members recorded, restored, started --------------------------------- */
 
-/* Does the target hold a member of that name (placed, running or not)? */
-static bool target_holds(target *t, const etcd_cluster *c, const char *name)
-{
-        char **names = NULL;
-        size_t n = 0;
-        bool found = false;
-        if (t->ops->list_members(t, c->namespace_, c->name, &names, &n) < 0)
-                return false;
-        for (size_t i = 0; i < n; i++) {
-                found = found || streq(names[i], name);
-                free(names[i]);
-        }
-        free(names);
-        return found;
-}
-
 static int new_member_record(act_ctx *a, int ordinal, bool seed, bool learner,
                              const char *initial_cluster_extra, state_member **ret)
 {
@@ -134,7 +118,7 @@ static int new_member_record(act_ctx *a, int ordinal, bool seed, bool learner,
         int k = state_member_get(a->r->opts.db, a->x->name, name, &other);
         bool taken = k >= 0 && other->removed_ms == 0;
         state_member_free(other);
-        if (!taken && target_holds(a->r->opts.target, c, name))
+        if (!taken && target_holds_member(a->r->opts.target, c, name))
                 taken = true;
         if (taken) {
                 snprintf(a->res->message, sizeof(a->res->message),

@@ -94,22 +94,6 @@ bool bootstrap_in_progress(const observation *obs)
         return false;
 }
 
-/* Does the target hold a member of that name (placed, running or not)? */
-static bool target_holds(target *t, const etcd_cluster *c, const char *name)
-{
-        char **names = NULL;
-        size_t n = 0;
-        bool found = false;
-        if (t->ops->list_members(t, c->namespace_, c->name, &names, &n) < 0)
-                return false;
-        for (size_t i = 0; i < n; i++) {
-                found = found || streq(names[i], name);
-                free(names[i]);
-        }
-        free(names);
-        return found;
-}
-
 int bootstrap_static_plan(state_db *db, target *t, const char *cluster, const etcd_cluster *c,
                           int first_ordinal, int n, membership_plan **ret_plan, char *err,
                           size_t errsize)
@@ -126,7 +110,7 @@ int bootstrap_static_plan(state_db *db, target *t, const char *cluster, const et
                 int k = state_member_get(db, cluster, name, &other);
                 bool taken = k >= 0 && other->removed_ms == 0;
                 state_member_free(other);
-                if (taken || target_holds(t, c, name)) {
+                if (taken || target_holds_member(t, c, name)) {
                         snprintf(err, errsize,
                                  "member %s already exists (another gitcd on this state?); not "
                                  "touched",

@@ -1,7 +1,7 @@
 /*
  * The adopt operations of the hosts target (target_adopt_ops,
  * targets/target.h): what the machines of spec.hosts already run, read
- * over SSH (hosts.c: hosts_adopt_read, the CA import) and from etcd, and
+ * over SSH (hosts-adopt-machine.c: hosts_adopt_read, the CA import) and from etcd, and
  * the decision (hosts-adopt.c, pure) on whether gitcd may take it over.
  * The steps of an adoption (markers, records, members moved one at a time
  * onto gitcd's files) are the reconciler's (reconciler/adopt.c), which

@@ -5,7 +5,7 @@
  * its state store was lost) and deciding, from the spec, what each
  * machine runs and etcd's member list, whether gitcd may take the cluster
  * over, and what it does on each machine. No I/O: the effects are in
- * reconciler/adopt.c, the SSH reads in targets/hosts.c.
+ * reconciler/adopt.c, the SSH reads in targets/hosts-adopt-machine.c.
  */
 #pragma once
 

@@ -2,7 +2,7 @@
  * Reading a systemd unit that runs etcd, and the environment files it
  * names, for adoption (see hosts-adopt.h); and writing gitcd's own unit
  * (hosts_unit_render), which the same reader reads back. Pure functions:
- * the SSH reads and writes are in targets/hosts.c.
+ * the SSH reads are in targets/hosts-adopt-machine.c, the writes in hosts.c.
  *
  * Writing: every word of ExecStart= is double-quoted with systemd's own
  * escapes (hosts_unit_word), Description= has its '%' doubled, and a

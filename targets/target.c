@@ -163,6 +163,21 @@ void target_free(target *t)
         free(err);
 }
 
+bool target_holds_member(target *t, const etcd_cluster *c, const char *name)
+{
+        char **names = NULL;
+        size_t n = 0;
+        bool found = false;
+        if (t->ops->list_members(t, c->namespace_, c->name, &names, &n) < 0)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                found = found || streq(names[i], name);
+                free(names[i]);
+        }
+        free(names);
+        return found;
+}
+
 int target_client_tls(target *t, const etcd_cluster *c, char **ret_ca, char **ret_cert,
                       char **ret_key)
 {

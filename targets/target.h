@@ -445,6 +445,12 @@ int target_fail(target *t, int err, const char *fmt, ...) _printf_(3, 4);
 void target_free(target *t);
 
 /*
+ * Whether the target holds a member of that name (placed, running or not),
+ * by its list_members; false when it cannot list them.
+ */
+bool target_holds_member(target *t, const etcd_cluster *c, const char *name);
+
+/*
  * gitcd's own client identity toward a cluster: the target's client_tls
  * operation when the cluster has client TLS (render_client_tls), else all
  * three NULL. The one place that asks; the caller frees the strings.
