@@ -1,7 +1,7 @@
 /*
  * The libgit2 adapter (see git.h): mirror, fetch, read trees, extract
  * signatures. Every libgit2 error is converted here into -errno plus a
- * message; git_error_last() never leaves this file, and because libgit2 is
+ * message; git_error_last() never leaves this file and git-approvals.c, and because libgit2 is
  * only ever given URLs without credentials (they travel through the
  * credential callback), its messages cannot contain secrets.
  *
@@ -66,6 +66,7 @@
 #include <git2.h>
 
 #include "sources/git.h"
+#include "sources/git-internal.h"
 #include "sources/heads.h"
 #include "sources/known-hosts.h"
 #include "sources/revision.h"
@@ -80,19 +81,9 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-#define SECRET_MAX_SIZE    (64u * 1024u)
-#define SIGNATURE_MAX_SIZE (1024u * 1024u)
-#define SYSTEM_CA_BUNDLE   "/etc/ssl/certs/ca-certificates.crt"
-#define SYSTEM_CA_DIR      "/etc/ssl/certs"
-
-DEFINE_TRIVIAL_CLEANUP_FUNC(git_repository *, git_repository_free)
-DEFINE_TRIVIAL_CLEANUP_FUNC(git_remote *, git_remote_free)
-DEFINE_TRIVIAL_CLEANUP_FUNC(git_object *, git_object_free)
-DEFINE_TRIVIAL_CLEANUP_FUNC(git_tree *, git_tree_free)
-DEFINE_TRIVIAL_CLEANUP_FUNC(git_tree_entry *, git_tree_entry_free)
-DEFINE_TRIVIAL_CLEANUP_FUNC(git_blob *, git_blob_free)
-DEFINE_TRIVIAL_CLEANUP_FUNC(git_odb *, git_odb_free)
-DEFINE_TRIVIAL_CLEANUP_FUNC(git_odb_object *, git_odb_object_free)
+#define SECRET_MAX_SIZE  (64u * 1024u)
+#define SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+#define SYSTEM_CA_DIR    "/etc/ssl/certs"
 
 /* libgit2's message for the last failure, never NULL. */
 static const char *git_message(void)
@@ -102,7 +93,7 @@ static const char *git_message(void)
         return e && e->message ? e->message : "unknown error";
 }
 
-static void git_buf_disposep(git_buf *b)
+void git_buf_disposep(git_buf *b)
 {
         git_buf_dispose(b);
 }
@@ -158,12 +149,17 @@ static void ctx_fail(fetch_ctx *c, int code, const char *fmt, ...)
 /* Turn a failed libgit2 call into -errno and a message (our callback's message wins). */
 static int convert_error(fetch_ctx *c, int gerr, char **ret_error, const char *what)
 {
-        const git_error *e = git_error_last();
-
         if (c && c->error) {
                 *ret_error = TAKE_PTR(c->error);
                 return c->error_code;
         }
+        return git_error_to_errno(gerr, ret_error, what);
+}
+
+int git_error_to_errno(int gerr, char **ret_error, const char *what)
+{
+        const git_error *e = git_error_last();
+
         *ret_error = xasprintf("%s: %s", what, e && e->message ? e->message : "unknown error");
         switch (gerr) {
         case GIT_ENOTFOUND:
@@ -1448,137 +1444,5 @@ int git_adapter_fetch_finish(git_fetch_job *job, const git_fetch_request *req, s
         else
                 r = read_revision(req, repo, res.refname, &res.oid, rev, ret_error);
         free(res.refname);
-        return r;
-}
-
-/* ---- approvals: the signers of an unchanged state ------------------------ */
-
-DEFINE_TRIVIAL_CLEANUP_FUNC(git_commit *, git_commit_free)
-
-/* The ids of the objects at paths in commit's tree (zero: absent), or of the subpath's tree. */
-static int state_ids(git_repository *repo, const git_commit *commit, const char *subpath,
-                     const char *const *paths, size_t n, git_oid *ret_ids, char **ret_error)
-{
-        _cleanup_(git_tree_freep) git_tree *tree = NULL;
-        int r = git_commit_tree(&tree, commit);
-        if (r < 0)
-                return convert_error(NULL, r, ret_error, "cannot read a commit's tree");
-        size_t count = n ? n : 1;
-        for (size_t i = 0; i < count; i++) {
-                const char *path = n ? paths[i] : subpath;
-                memset(&ret_ids[i], 0, sizeof(git_oid));
-                if (!path) {
-                        git_oid_cpy(&ret_ids[i], git_tree_id(tree));
-                        continue;
-                }
-                _cleanup_(git_tree_entry_freep) git_tree_entry *e = NULL;
-                r = git_tree_entry_bypath(&e, tree, path);
-                if (r == GIT_ENOTFOUND)
-                        continue;
-                if (r < 0)
-                        return convert_error(NULL, r, ret_error, "cannot read a commit's tree");
-                git_oid_cpy(&ret_ids[i], git_tree_entry_id(e));
-        }
-        return 0;
-}
-
-/* The trusted signer of commit, or NULL (unsigned, untrusted, invalid). */
-static char *commit_signer(git_repository *repo, const git_commit *commit,
-                           const char *allowed_signers, char **ret_error, int *ret_r)
-{
-        _cleanup_(git_buf_disposep) git_buf sig = {0};
-        _cleanup_(git_buf_disposep) git_buf data = {0};
-        sshsig_verdict v = {0};
-        char *who = NULL;
-
-        *ret_r = 0;
-        int r =
-            git_commit_extract_signature(&sig, &data, repo, (git_oid *)git_commit_id(commit), NULL);
-        if (r == GIT_ENOTFOUND)
-                return NULL;
-        if (r < 0) {
-                *ret_r = convert_error(NULL, r, ret_error, "cannot read a commit's signature");
-                return NULL;
-        }
-        if (sig.size > SIGNATURE_MAX_SIZE)
-                return NULL;
-        r = sshsig_verify(sig.ptr, sig.size, data.ptr, data.size, allowed_signers,
-                          (int64_t)git_commit_committer(commit)->when.time, &v, ret_error);
-        if (r < 0) {
-                *ret_r = r;
-                return NULL;
-        }
-        if (v.verified)
-                who = xstrdup(v.identity ? v.identity : v.fingerprint ? v.fingerprint : "?");
-        sshsig_verdict_release(&v);
-        return who;
-}
-
-int git_adapter_signers(const char *mirror_path, const source_opts *opts, const char *subpath,
-                        const char *head, const char *const *paths, size_t n_paths,
-                        const char *since_commit, unsigned max_commits, source_signer_list *ret,
-                        char **ret_error)
-{
-        _cleanup_(git_repository_freep) git_repository *repo = NULL;
-        _cleanup_(git_commit_freep) git_commit *commit = NULL;
-        source_signer_list out = {0};
-        git_oid head_oid, since_oid;
-        bool have_since = since_commit && git_oid_fromstr(&since_oid, since_commit) == 0;
-        size_t count = n_paths ? n_paths : 1;
-        _cleanup_free_ git_oid *want = xcalloc(count, sizeof(git_oid));
-        _cleanup_free_ git_oid *have = xcalloc(count, sizeof(git_oid));
-        int r;
-
-        r = git_repository_open_bare(&repo, mirror_path);
-        if (r < 0)
-                return convert_error(NULL, r, ret_error, "cannot open the mirror");
-        if (git_oid_fromstr(&head_oid, head) < 0 ||
-            git_commit_lookup(&commit, repo, &head_oid) < 0) {
-                *ret_error = xasprintf("commit %s is not in the mirror", head);
-                return -ENOENT;
-        }
-        r = state_ids(repo, commit, subpath, paths, n_paths, want, ret_error);
-        if (r < 0)
-                return r;
-        while (commit) {
-                if (out.walked == max_commits) {
-                        out.bounded = true;
-                        break;
-                }
-                if (have_since && git_oid_equal(git_commit_id(commit), &since_oid))
-                        break;
-                r = state_ids(repo, commit, subpath, paths, n_paths, have, ret_error);
-                if (r < 0)
-                        goto fail;
-                if (memcmp(want, have, count * sizeof(git_oid)) != 0)
-                        break;
-                out.walked++;
-                char *who = commit_signer(repo, commit, opts->allowed_signers_path, ret_error, &r);
-                if (r < 0)
-                        goto fail;
-                bool seen = !who;
-                for (size_t i = 0; who && i < out.n && !seen; i++)
-                        seen = streq(out.names[i], who);
-                if (seen) {
-                        free(who);
-                } else {
-                        out.names = xrealloc(out.names, (out.n + 1) * sizeof(char *));
-                        out.names[out.n++] = who;
-                }
-                git_commit *parent = NULL;
-                if (git_commit_parentcount(commit) == 0)
-                        break;
-                r = git_commit_parent(&parent, commit, 0);
-                if (r < 0) {
-                        /* a shallow or damaged mirror: what was seen counts, no further */
-                        break;
-                }
-                git_commit_free(commit);
-                commit = parent;
-        }
-        *ret = out;
-        return 0;
-fail:
-        source_signer_list_release(&out);
         return r;
 }
