@@ -30,16 +30,10 @@ int kt_tick(target *t)
 static void record_event(kubernetes_target *kt, char *id)
 {
         target_blocking_end();
-        bool seen = false;
-        if (!id)
+        if (id)
+                target_event_set_add(&kt->events, id);
+        else
                 kt->events_unknown = true;
-        for (size_t i = 0; id && i < kt->n_events && !seen; i++)
-                seen = streq(kt->events[i], id);
-        if (id && !seen) {
-                kt->events = xrealloc(kt->events, (kt->n_events + 1) * sizeof(char *));
-                kt->events[kt->n_events++] = TAKE_PTR(id);
-        }
-        free(id);
         target_blocking_begin();
 }
 
@@ -62,10 +56,7 @@ static int on_watch_event(const char *type, const json_t *object, void *userdata
 int kt_take_events(target *t, char ***ret_clusters, size_t *ret_n)
 {
         kubernetes_target *kt = KT(t);
-        *ret_clusters = kt->events;
-        *ret_n = kt->n_events;
-        kt->events = NULL;
-        kt->n_events = 0;
+        target_event_set_take(&kt->events, ret_clusters, ret_n);
         if (kt->events_unknown) {
                 kt->events_unknown = false;
                 return -ESTALE;

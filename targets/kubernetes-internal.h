@@ -68,8 +68,8 @@ typedef struct kubernetes_target {
         pthread_mutex_t watch_lock;
         char *watch_scope; /* the namespace watched, "" for all */
         char *watch_rv;
-        char **events; /* "ns/cluster" of Pods with a watch event not taken yet (take_events) */
-        size_t n_events;
+        target_event_set
+            events;          /* clusters whose Pods had a watch event not taken yet (take_events) */
         bool events_unknown; /* the watch started over: any cluster may have changed */
 
         char **preflighted; /* "ns/cluster/hash" of specs dry-run already */

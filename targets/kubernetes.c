@@ -777,9 +777,7 @@ static int kt_list_members(target *t, const char *namespace_, const char *cluste
 static void kt_free(target *t)
 {
         kubernetes_target *kt = KT(t);
-        for (size_t i = 0; i < kt->n_events; i++)
-                free(kt->events[i]);
-        free(kt->events);
+        target_event_set_release(&kt->events);
         kube_client_free(kt->kc);
         kube_client_free(kt->wc);
         free(kt->state_dir);

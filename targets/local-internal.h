@@ -78,9 +78,8 @@ typedef struct local_target {
         etcd_binary *binaries;
         size_t n_binaries;
         size_t alloc_binaries;
-        char **events; /* "ns/cluster" with a member event not taken yet (take_events) */
-        size_t n_events;
-        int wake_fd; /* eventfd: a member started, wait_event looks again; -1 without */
+        target_event_set events; /* clusters with a member event not taken yet (take_events) */
+        int wake_fd;             /* eventfd: a member started, wait_event looks again; -1 without */
 } local_target;
 
 /* local.c */

@@ -71,12 +71,7 @@ static void record_exit(local_member *m, int64_t wall)
 /* Remember that a member of m's cluster had an event, once per cluster until taken. */
 static void note_event(local_target *lt, const local_member *m)
 {
-        _cleanup_free_ char *id = xasprintf("%s/%s", m->ns, m->cluster);
-        for (size_t i = 0; i < lt->n_events; i++)
-                if (streq(lt->events[i], id))
-                        return;
-        lt->events = xrealloc(lt->events, (lt->n_events + 1) * sizeof(char *));
-        lt->events[lt->n_events++] = TAKE_PTR(id);
+        target_event_set_add(&lt->events, xasprintf("%s/%s", m->ns, m->cluster));
 }
 
 /*
@@ -450,10 +445,7 @@ int local_wait_event(target *t, int timeout_ms)
 int local_take_events(target *t, char ***ret_clusters, size_t *ret_n)
 {
         local_target *lt = LT(t);
-        *ret_clusters = lt->events;
-        *ret_n = lt->n_events;
-        lt->events = NULL;
-        lt->n_events = 0;
+        target_event_set_take(&lt->events, ret_clusters, ret_n);
         return 0;
 }
 

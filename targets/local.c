@@ -530,9 +530,7 @@ static int local_list_members(target *t, const char *namespace_, const char *clu
 static void local_free(target *t)
 {
         local_target *lt = LT(t);
-        for (size_t i = 0; i < lt->n_events; i++)
-                free(lt->events[i]);
-        free(lt->events);
+        target_event_set_release(&lt->events);
         for (size_t i = 0; i < lt->n_members; i++)
                 local_member_free(lt->members[i]);
         free(lt->members);

@@ -178,6 +178,32 @@ bool target_holds_member(target *t, const etcd_cluster *c, const char *name)
         return found;
 }
 
+void target_event_set_add(target_event_set *s, char *id)
+{
+        for (size_t i = 0; i < s->n; i++)
+                if (streq(s->ids[i], id)) {
+                        free(id);
+                        return;
+                }
+        s->ids = xrealloc(s->ids, (s->n + 1) * sizeof(char *));
+        s->ids[s->n++] = id;
+}
+
+void target_event_set_take(target_event_set *s, char ***ret_ids, size_t *ret_n)
+{
+        *ret_ids = s->ids;
+        *ret_n = s->n;
+        *s = (target_event_set){0};
+}
+
+void target_event_set_release(target_event_set *s)
+{
+        for (size_t i = 0; i < s->n; i++)
+                free(s->ids[i]);
+        free(s->ids);
+        *s = (target_event_set){0};
+}
+
 int target_client_tls(target *t, const etcd_cluster *c, char **ret_ca, char **ret_cert,
                       char **ret_key)
 {

@@ -451,6 +451,22 @@ void target_free(target *t);
 bool target_holds_member(target *t, const etcd_cluster *c, const char *name);
 
 /*
+ * The clusters ("ns/name") a target saw an event for and take_events has
+ * not handed out yet, each once: what a target with events keeps between
+ * its watch (or process exits) and take_events.
+ */
+typedef struct target_event_set {
+        char **ids;
+        size_t n;
+} target_event_set;
+
+/* Add id (taken over; freed when already there). */
+void target_event_set_add(target_event_set *s, char *id);
+/* Hand the ids over (as take_events does) and start empty again. */
+void target_event_set_take(target_event_set *s, char ***ret_ids, size_t *ret_n);
+void target_event_set_release(target_event_set *s);
+
+/*
  * gitcd's own client identity toward a cluster: the target's client_tls
  * operation when the cluster has client TLS (render_client_tls), else all
  * three NULL. The one place that asks; the caller frees the strings.
