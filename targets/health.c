@@ -1,5 +1,5 @@
 /*
- * The health GET of the local and hosts targets (targets/health.h).
+ * Whether anything still listens on a member's port (targets/health.h).
  */
 #include <errno.h>
 #include <netdb.h>
@@ -12,17 +12,6 @@
 #include "targets/health.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
-
-CURLcode target_health_perform(CURL *h, const char *url, strbuf *body)
-{
-        CURLcode cr = curl_easy_perform(h);
-        if (cr != CURLE_SSL_CONNECT_ERROR || !strneq(url, "https://", 8))
-                return cr;
-        _cleanup_free_ char *plain = xasprintf("http://%s", url + 8);
-        sb_reset(body);
-        curl_easy_setopt(h, CURLOPT_URL, plain);
-        return curl_easy_perform(h);
-}
 
 bool target_port_accepts(const char *host, int port, int timeout_ms)
 {

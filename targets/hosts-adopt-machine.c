@@ -12,6 +12,7 @@
 #include <string.h>
 #include "pki/pki.h"
 #include "targets/health.h"
+#include "util/strbuf.h"
 #include "targets/locked.h"
 #include "util/fs.h"
 #include "util/log.h"

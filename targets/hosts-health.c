@@ -8,7 +8,9 @@
 #include <string.h>
 #include <curl/curl.h>
 #include <jansson.h>
+#include "etcd/health.h"
 #include "targets/health.h"
+#include "util/strbuf.h"
 #include "util/http.h"
 #include "util/xalloc.h"
 #include "targets/hosts-internal.h"
@@ -51,34 +53,25 @@ static CURLcode member_get(hosts_target *ht, const etcd_cluster *c, const char *
         curl_easy_setopt(h, CURLOPT_URL, url);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect_body);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
-        CURLcode cr = target_health_perform(h, url, &b->sb);
+        CURLcode cr = etcd_http_perform(h, url, &b->sb);
         curl_easy_cleanup(h);
         return cr;
 }
 
 /*
- * GET <client URL>/health from etcd itself: 1 healthy, 0 not (detail says
- * why). NOSPACE and CORRUPT are excluded, as on the local target
- * (TARGET_HEALTH_PATH).
+ * The member's health (etcd_member_health, the one definition), asked
+ * with gitcd's client identity when the cluster serves TLS.
  */
 static int health(hosts_target *ht, const etcd_cluster *c, const char *client_url,
                   char **ret_detail)
 {
-        struct body b = {.sb = STRBUF_INIT, .cap = 65536};
-        CURLcode cr = member_get(ht, c, client_url, TARGET_HEALTH_PATH, &b);
-        int ok = 0;
-        if (cr != CURLE_OK) {
-                *ret_detail = xasprintf("not answering yet (%s)", curl_easy_strerror(cr));
-        } else {
-                json_t *o = json_loadb(sb_str(&b.sb), b.sb.len, 0, NULL);
-                json_t *hv = json_object_get(o, "health");
-                ok = (json_is_string(hv) && streq(json_string_value(hv), "true")) ||
-                     json_is_true(hv);
-                *ret_detail = xstrdup(ok ? "healthy" : "no leader or unhealthy");
-                json_decref(o);
-        }
-        sb_release(&b.sb);
-        return ok;
+        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
+        if (render_client_tls(c))
+                (void)ht_tls_client_files(ht, c, &ca, &cert, &key);
+        etcd_health_opts o = {.timeout_ms = ht->o.health_timeout_ms};
+        if (ca)
+                o.tls = (http_tls){.ca_file = ca, .cert_file = cert, .key_file = key};
+        return etcd_member_health(client_url, &o, ret_detail);
 }
 
 /*

@@ -1,0 +1,94 @@
+/*
+ * Whether one etcd member is healthy (etcd/health.h).
+ */
+#include <jansson.h>
+#include <string.h>
+
+#include "etcd/health.h"
+#include "util/macro.h"
+#include "util/xalloc.h"
+
+#define HEALTH_BODY_MAX 65536
+
+CURLcode etcd_http_perform(CURL *h, const char *url, strbuf *body)
+{
+        CURLcode cr = curl_easy_perform(h);
+        if (cr != CURLE_SSL_CONNECT_ERROR || !strneq(url, "https://", 8))
+                return cr;
+        _cleanup_free_ char *plain = xasprintf("http://%s", url + 8);
+        sb_reset(body);
+        curl_easy_setopt(h, CURLOPT_URL, plain);
+        return curl_easy_perform(h);
+}
+
+static size_t collect_body(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+        strbuf *sb = userdata;
+        size_t n = size * nmemb;
+        if (sb->len + n > HEALTH_BODY_MAX)
+                return 0;
+        sb_append_len(sb, ptr, n);
+        return n;
+}
+
+/* What etcd's answer says: 1 healthy, 0 not, with the reason. */
+static int judge(const strbuf *body, long code, char **ret_detail)
+{
+        json_t *o = json_loadb(sb_str(body), body->len, 0, NULL);
+        json_t *hv = json_object_get(o, "health");
+        int healthy = 0;
+        if ((json_is_string(hv) && streq(json_string_value(hv), "true")) || json_is_true(hv)) {
+                healthy = 1;
+                *ret_detail = xstrdup("healthy");
+        } else if (hv) {
+                const char *reason = json_string_value(json_object_get(o, "reason"));
+                if (isempty(reason) || strstr(reason, "NO LEADER"))
+                        *ret_detail = xstrdup("no leader");
+                else
+                        *ret_detail = xasprintf("unhealthy: %s", reason);
+        } else {
+                *ret_detail = xasprintf("unexpected /health answer (HTTP %ld)", code);
+        }
+        json_decref(o);
+        return healthy;
+}
+
+int etcd_member_health(const char *client_url, const etcd_health_opts *o, char **ret_detail)
+{
+        if (isempty(client_url)) {
+                *ret_detail = xstrdup("no client URL recorded");
+                return 0;
+        }
+        _cleanup_free_ char *base = xstrndup(client_url, strcspn(client_url, ","));
+        _cleanup_free_ char *url = xasprintf("%s" ETCD_HEALTH_PATH, base);
+        int timeout = o->timeout_ms > 0 ? o->timeout_ms : 2000;
+        /* A member is asked directly, never through a proxy (util/http.h). */
+        http_opts ho = {.proxy = HTTP_PROXY_NONE,
+                        .timeout_ms = timeout,
+                        .connect_timeout_ms = timeout,
+                        .tls = o->tls};
+        CURL *h = http_handle_new(&ho);
+        if (!h) {
+                *ret_detail = xstrdup("cannot create an HTTP handle");
+                return 0;
+        }
+        strbuf body = STRBUF_INIT;
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect_body);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
+        if (o->wait_begin)
+                o->wait_begin();
+        CURLcode cr = etcd_http_perform(h, url, &body);
+        if (o->wait_end)
+                o->wait_end();
+        long code = 0;
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+        curl_easy_cleanup(h);
+        int healthy = 0;
+        if (cr != CURLE_OK)
+                *ret_detail = xasprintf("not answering yet (%s)", curl_easy_strerror(cr));
+        else
+                healthy = judge(&body, code, ret_detail);
+        sb_release(&body);
+        return healthy;
+}
