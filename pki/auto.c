@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "pki/auto.h"
+#include "render/layout.h"
 #include "render/render.h"
 #include "util/fs.h"
 #include "util/xalloc.h"
@@ -356,4 +357,16 @@ int pki_auto_leaf(pki_auto *a, const char *dir, const char *cn, const char *cons
                 return r;
         }
         return 1;
+}
+
+const char *const pki_auto_leaf_dirs[PKI_AUTO_LEAVES] = {TLS_SUBDIR_CLIENT, TLS_SUBDIR_PEER,
+                                                         TLS_SUBDIR_OPERATOR};
+
+bool pki_auto_leaves(const etcd_cluster *c, pki_auto_leaf_kind ret[PKI_AUTO_LEAVES])
+{
+        bool client = render_client_tls(c), peer = render_peer_tls(c);
+        ret[0] = (pki_auto_leaf_kind){pki_auto_leaf_dirs[0], client, true};
+        ret[1] = (pki_auto_leaf_kind){pki_auto_leaf_dirs[1], peer, true};
+        ret[2] = (pki_auto_leaf_kind){pki_auto_leaf_dirs[2], client, false};
+        return c->tls.provider == TLS_PROVIDER_AUTO && (client || peer);
 }

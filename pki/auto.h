@@ -64,3 +64,23 @@ int pki_auto_trust_version(const char *cluster_dir, const etcd_cluster *c, bool 
 
 /* Does <dir> hold a leaf certificate (tls.crt)? For members_depend. */
 bool pki_auto_leaf_exists(const char *dir);
+
+/*
+ * The leaves of tls.provider auto, the one table every target issues and
+ * lists them by: a folder (TLS_SUBDIR_CLIENT, _PEER, _OPERATOR of
+ * render/layout.h) per surface, a server certificate for the client and
+ * peer surfaces, and gitcd's own client identity (CN root) whenever clients
+ * speak TLS.
+ */
+#define PKI_AUTO_LEAVES 3
+typedef struct pki_auto_leaf_kind {
+        const char *sub; /* the folder under a member's (or the cluster's) tls folder */
+        bool on;         /* the cluster has this surface */
+        bool server;     /* a server certificate (DNS names and IPs); else gitcd's, CN root */
+} pki_auto_leaf_kind;
+
+/* Every folder a leaf may be in, whichever surfaces a cluster has on. */
+extern const char *const pki_auto_leaf_dirs[PKI_AUTO_LEAVES];
+
+/* The leaves of c, in that order; false when c issues none (not auto, or no TLS at all). */
+bool pki_auto_leaves(const etcd_cluster *c, pki_auto_leaf_kind ret[PKI_AUTO_LEAVES]);

@@ -18,6 +18,7 @@
 #include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
+#include "pki/auto.h"
 #include "targets/kubernetes-internal.h"
 
 #define DEFAULT_GRACE_SECONDS 30
@@ -232,8 +233,8 @@ static bool in_set(const json_t *keep, const char *kind, const char *name)
 /* Is name one of the Secret names gitcd creates for a cluster (tls.provider auto)? */
 static bool is_gitcd_secret_name(const etcd_cluster *c, const char *name)
 {
-        static const char *const subs[] = {TLS_SUBDIR_CLIENT, TLS_SUBDIR_PEER, TLS_SUBDIR_OPERATOR};
-        for (size_t i = 0; i < ARRAY_SIZE(subs); i++) {
+        const char *const *subs = pki_auto_leaf_dirs;
+        for (size_t i = 0; i < PKI_AUTO_LEAVES; i++) {
                 _cleanup_free_ char *n = xasprintf("%s-%s-tls", c->name, subs[i]);
                 if (streq(n, name))
                         return true;

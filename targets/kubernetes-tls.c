@@ -109,30 +109,13 @@ static int tls_secret(kubernetes_target *kt, const char *dir, const char *name,
 /* Members hold leaves the cluster CA signed: half a CA must not be silently replaced. */
 bool kt_tls_leaves_exist(const char *tls)
 {
-        static const char *const subdirs[] = {TLS_SUBDIR_CLIENT, TLS_SUBDIR_PEER,
-                                              TLS_SUBDIR_OPERATOR};
-        for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++) {
+        const char *const *subdirs = pki_auto_leaf_dirs;
+        for (size_t i = 0; i < PKI_AUTO_LEAVES; i++) {
                 _cleanup_free_ char *dir = path_join(tls, subdirs[i]);
                 if (pki_auto_leaf_exists(dir))
                         return true;
         }
         return false;
-}
-
-/* The certificate folders of tls.provider auto: the surfaces c has on. */
-typedef struct tls_leaf {
-        const char *sub;
-        bool on;
-        bool server;
-} tls_leaf;
-
-static bool tls_leaves(const etcd_cluster *c, tls_leaf ret[3])
-{
-        bool client = render_client_tls(c), peer = render_peer_tls(c);
-        ret[0] = (tls_leaf){TLS_SUBDIR_CLIENT, client, true};
-        ret[1] = (tls_leaf){TLS_SUBDIR_PEER, peer, true};
-        ret[2] = (tls_leaf){TLS_SUBDIR_OPERATOR, client, false};
-        return c->tls.provider == TLS_PROVIDER_AUTO && (client || peer);
 }
 
 /*
@@ -142,8 +125,8 @@ static bool tls_leaves(const etcd_cluster *c, tls_leaf ret[3])
  */
 int kt_tls_secrets(kubernetes_target *kt, const etcd_cluster *c, const json_t *labels, json_t *out)
 {
-        tls_leaf leaves[3];
-        if (!tls_leaves(c, leaves))
+        pki_auto_leaf_kind leaves[PKI_AUTO_LEAVES];
+        if (!pki_auto_leaves(c, leaves))
                 return 0;
         _cleanup_free_ char *cdir = cluster_dir(kt, ns_of(c), c->name);
         _cleanup_free_ char *tls = path_join(cdir, "tls");
@@ -168,8 +151,8 @@ int kt_tls_secrets(kubernetes_target *kt, const etcd_cluster *c, const json_t *l
  */
 int kt_tls_issue(kubernetes_target *kt, const etcd_cluster *c, const membership_plan *steady)
 {
-        tls_leaf leaves[3];
-        if (!tls_leaves(c, leaves))
+        pki_auto_leaf_kind leaves[PKI_AUTO_LEAVES];
+        if (!pki_auto_leaves(c, leaves))
                 return 0;
         _cleanup_free_ char *cdir = cluster_dir(kt, ns_of(c), c->name);
         _cleanup_free_ char *tls = path_join(cdir, "tls");
@@ -407,11 +390,10 @@ int kt_tls_certificates(target *t, const etcd_cluster *c, const membership_plan 
         if (!target_name_is_component(ns) || !target_name_is_component(c->name))
                 return target_fail(t, -EINVAL, "invalid cluster name \"%s/%s\"", ns, c->name);
         _cleanup_free_ char *cdir = cluster_dir(kt, ns, c->name);
-        static const char *const subdirs[] = {TLS_SUBDIR_CLIENT, TLS_SUBDIR_PEER,
-                                              TLS_SUBDIR_OPERATOR};
-        target_cert *v = xcalloc(ARRAY_SIZE(subdirs), sizeof(*v));
+        const char *const *subdirs = pki_auto_leaf_dirs;
+        target_cert *v = xcalloc(PKI_AUTO_LEAVES, sizeof(*v));
         size_t n = 0;
-        for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++) {
+        for (size_t i = 0; i < PKI_AUTO_LEAVES; i++) {
                 _cleanup_free_ char *dir = xasprintf("%s/tls/%s", cdir, subdirs[i]);
                 int64_t not_after;
                 char *serial = NULL;

@@ -32,15 +32,13 @@ static bool looks_like_ip(const char *s)
         return strspn(s, "0123456789.") == strlen(s) || strchr(s, ':');
 }
 
-static const char *const leaf_dirs[] = {TLS_SUBDIR_CLIENT, TLS_SUBDIR_PEER, TLS_SUBDIR_OPERATOR};
-
 /* Members hold certificates the CA signed: half a CA must not be silently replaced. */
 static bool members_depend(const membership_plan *p)
 {
         for (size_t i = 0; i < p->n; i++)
-                for (size_t j = 0; !isempty(p->members[i].tls_dir) && j < ARRAY_SIZE(leaf_dirs);
-                     j++) {
-                        _cleanup_free_ char *dir = path_join(p->members[i].tls_dir, leaf_dirs[j]);
+                for (size_t j = 0; !isempty(p->members[i].tls_dir) && j < PKI_AUTO_LEAVES; j++) {
+                        _cleanup_free_ char *dir =
+                            path_join(p->members[i].tls_dir, pki_auto_leaf_dirs[j]);
                         if (pki_auto_leaf_exists(dir))
                                 return true;
                 }
@@ -55,9 +53,9 @@ int local_tls_certificates(const char *cluster_dir, const etcd_cluster *c, const
         if (c->tls.provider == TLS_PROVIDER_AUTO)
                 for (size_t i = 0; i < p->n; i++) {
                         const member_plan *mp = &p->members[i];
-                        for (size_t j = 0; !isempty(mp->tls_dir) && j < ARRAY_SIZE(leaf_dirs);
-                             j++) {
-                                _cleanup_free_ char *dir = path_join(mp->tls_dir, leaf_dirs[j]);
+                        for (size_t j = 0; !isempty(mp->tls_dir) && j < PKI_AUTO_LEAVES; j++) {
+                                _cleanup_free_ char *dir =
+                                    path_join(mp->tls_dir, pki_auto_leaf_dirs[j]);
                                 int64_t not_after;
                                 char *serial = NULL;
                                 if (pki_leaf_info(dir, &not_after, &serial) < 0)
@@ -65,7 +63,7 @@ int local_tls_certificates(const char *cluster_dir, const etcd_cluster *c, const
                                 v = xrealloc(v, (n + 1) * sizeof(*v));
                                 v[n++] = (target_cert){
                                     .member = xstrdup(mp->name),
-                                    .surface = xstrdup(leaf_dirs[j]),
+                                    .surface = xstrdup(pki_auto_leaf_dirs[j]),
                                     .not_after_ms = not_after,
                                     .serial = serial,
                                 };
@@ -83,8 +81,8 @@ int local_tls_certificates(const char *cluster_dir, const etcd_cluster *c, const
 int local_tls_ensure(const char *cluster_dir, const etcd_cluster *c, const membership_plan *p,
                      const char *only_member, bool renew, int64_t now_ms, char **ret_error)
 {
-        bool client = render_client_tls(c), peer = render_peer_tls(c);
-        if (c->tls.provider != TLS_PROVIDER_AUTO || (!client && !peer))
+        pki_auto_leaf_kind leaves[PKI_AUTO_LEAVES];
+        if (!pki_auto_leaves(c, leaves))
                 return 0;
         _cleanup_(pki_auto_freep) pki_auto *a = NULL;
         int r = pki_auto_open(cluster_dir, c, members_depend(p), &a);
@@ -99,21 +97,13 @@ int local_tls_ensure(const char *cluster_dir, const etcd_cluster *c, const membe
                 if (isempty(mp->tls_dir) || isempty(mp->name) ||
                     (only_member && !streq(only_member, mp->name)))
                         continue;
-                struct {
-                        const char *sub;
-                        bool on;
-                        const char *cn;
-                        const char *url;
-                        bool server;
-                } leaves[] = {
-                    {TLS_SUBDIR_CLIENT, client, mp->name, mp->client_url, true},
-                    {TLS_SUBDIR_PEER, peer, mp->name, mp->peer_url, true},
-                    {TLS_SUBDIR_OPERATOR, client, "root", NULL, false},
-                };
                 for (size_t j = 0; j < ARRAY_SIZE(leaves); j++) {
                         if (!leaves[j].on)
                                 continue;
-                        _cleanup_free_ char *host = url_host(leaves[j].url);
+                        /* a server certificate names the member's own host */
+                        const char *url =
+                            streq(leaves[j].sub, TLS_SUBDIR_PEER) ? mp->peer_url : mp->client_url;
+                        _cleanup_free_ char *host = leaves[j].server ? url_host(url) : NULL;
                         const char *dns[3] = {"localhost", NULL, NULL};
                         const char *ips[3] = {"127.0.0.1", NULL, NULL};
                         if (host && !streq(host, "localhost") && !streq(host, "127.0.0.1")) {
@@ -124,7 +114,7 @@ int local_tls_ensure(const char *cluster_dir, const etcd_cluster *c, const membe
                         }
                         bool server = leaves[j].server;
                         _cleanup_free_ char *dir = path_join(mp->tls_dir, leaves[j].sub);
-                        r = pki_auto_leaf(a, dir, leaves[j].cn, server ? dns : NULL,
+                        r = pki_auto_leaf(a, dir, server ? mp->name : "root", server ? dns : NULL,
                                           server ? ips : NULL, server, renew, now_ms);
                         if (r < 0) {
                                 *ret_error = xasprintf("cannot issue the certificate in %s: %s",
@@ -160,9 +150,9 @@ static bool cluster_members_depend(const char *cluster_dir)
         while (!depend && (de = readdir(d))) {
                 if (de->d_name[0] == '.' || streq(de->d_name, "pki"))
                         continue;
-                for (size_t j = 0; !depend && j < ARRAY_SIZE(leaf_dirs); j++) {
-                        _cleanup_free_ char *dir =
-                            xasprintf("%s/%s/tls/%s", cluster_dir, de->d_name, leaf_dirs[j]);
+                for (size_t j = 0; !depend && j < PKI_AUTO_LEAVES; j++) {
+                        _cleanup_free_ char *dir = xasprintf("%s/%s/tls/%s", cluster_dir,
+                                                             de->d_name, pki_auto_leaf_dirs[j]);
                         depend = pki_auto_leaf_exists(dir);
                 }
         }
