@@ -510,7 +510,7 @@ static pass_next pass_maintenance(pass_ctx *p)
                             .commit = w->commit,
                             .author = w->author,
                             .frozen = p->cons.frozen};
-        maint_result mr;
+        maint_result mr = {0};
         if (maintenance_pass(r->maint, &mc, &mr) == 0 && mr.outcome != MAINT_OUT_IDLE) {
                 res->outcome = mr.outcome == MAINT_OUT_ACTED ? PASS_PROGRESSED : PASS_WAITING;
                 res->poll_ms = mr.poll_ms;
@@ -519,6 +519,7 @@ static pass_next pass_maintenance(pass_ctx *p)
                 res->poll_ms = mr.poll_ms;
         }
         p->corrupt_listed = mr.corrupt;
+        maint_result_release(&mr);
         auth_creds_release(&cr);
         free(names);
         free(urls);
