@@ -309,7 +309,7 @@ void conditions_terminal(reconciler *r, const char *cluster, const world *w, con
         audit(r, cluster, action, message, NULL, subject, "failure", 0, w->commit, w->author);
         res->outcome = PASS_FAILED;
         snprintf(res->reason, sizeof(res->reason), "%s", reason);
-        snprintf(res->message, sizeof(res->message), "%s", message);
+        pass_say(res, "%s", message);
 }
 
 /*

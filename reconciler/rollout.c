@@ -64,7 +64,7 @@ static int snapshot_before_minor(reconciler *r, cluster_ctx *x, const etcd_clust
                 log_warn("%s: %s", x->name, s->message);
                 /* A person may have to act (destination, credentials): not again at once. */
                 x->blocked_until = mono(r) + POLL_BLOCKED_MS;
-                snprintf(x->blocked_message, sizeof(x->blocked_message), "%s", s->message);
+                str_assign(&x->blocked_message, xstrdup(s->message));
                 return k;
         }
         audit(r, x->name, "upgrade.snapshot", "snapshot before a minor upgrade", NULL, subject,
