@@ -39,7 +39,7 @@ static void set(step *s, step_kind kind, const obs_member *m, const char *fmt, .
         s->reason = REASON_BOOTSTRAPPING;
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(s->message, sizeof(s->message), fmt, ap);
+        str_assign(&s->message, xvasprintf(fmt, ap));
         va_end(ap);
 }
 

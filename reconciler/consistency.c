@@ -750,7 +750,7 @@ static void proof_before_copy(const consistency_env *env, consistency_pass *cp, 
             s->message, cp->row->attempt_error ? cp->row->attempt_error : "not compared yet");
         _cleanup_free_ char *short_ = xasprintf("%s waits for a consistency proof", s->message);
         str_assign(&cp->message, TAKE_PTR(why));
-        snprintf(s->message, sizeof(s->message), "%s", short_);
+        str_assign(&s->message, xstrdup(short_));
         s->kind = STEP_WAIT;
         cp->held = true;
 }

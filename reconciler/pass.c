@@ -653,6 +653,7 @@ static int pass_run(pass_ctx *p)
 static void pass_ctx_release(pass_ctx *p)
 {
         consistency_pass_release(&p->cons);
+        step_release(&p->s);
         world_release(&p->w);
 }
 
