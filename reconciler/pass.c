@@ -461,7 +461,7 @@ static pass_next pass_auth(pass_ctx *p)
                 cluster_client_drop(r, x);
                 return PASS_NEXT_END;
         }
-        log_warn("%s: etcd auth: %s", x->name, res->message);
+        log_warn("%s: etcd auth: %s", x->name, res->message ? res->message : "");
         res->outcome = PASS_WAITING;
         res->poll_ms = 10 * POLL_RETRY_MS; /* a person may have to act: not every second */
         snprintf(res->reason, sizeof(res->reason), "AuthPending");
