@@ -196,9 +196,10 @@ static void round_gitcd(harness_cluster *hc, etcd_client *c, const char *dir)
                                     .names = names,
                                     .client_urls = urls,
                                     .n = hc->n};
-                maint_result r;
+                maint_result r = {0};
                 int k = maintenance_pass(m, &mc, &r);
                 state_cluster_free(sc);
+                maint_result_release(&r);
                 if (k < 0 || r.outcome == MAINT_OUT_IDLE)
                         break;
                 if (r.outcome == MAINT_OUT_WAITING)

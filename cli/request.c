@@ -120,7 +120,7 @@ static int drive(const request_kind *k, const request_ctx *ctx, const char *stat
         _cleanup_free_ char *last = NULL;
         bool finished = false;
         while (now_mono_ms() <= deadline) {
-                pass_result res;
+                _cleanup_(pass_result_release) pass_result res = {0};
                 if (reconciler_pass(rc, cluster, &res) < 0) {
                         fprintf(stderr, "%s: %s\n", k->prog, state_last_error());
                         return EXIT_FAIL;

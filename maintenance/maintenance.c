@@ -333,7 +333,7 @@ static int act_defrag(maintenance *m, maint_ctx *x, const maint_cluster *c, obse
                 _cleanup_free_ char *e = xasprintf("defragmenting %s: %s", before->name,
                                                    etcd_client_last_error(x->slow));
                 fail_run(m, c, run, e);
-                snprintf(ret->message, sizeof(ret->message), "%s", e);
+                str_assign(&ret->message, xstrdup(e));
                 return 0;
         }
         int64_t took = now_mono_ms() - t0;
@@ -344,7 +344,7 @@ static int act_defrag(maintenance *m, maint_ctx *x, const maint_cluster *c, obse
                                                    "of its defragmentation",
                                                    before->name, m->opts.health_timeout_ms / 1000);
                 fail_run(m, c, run, e);
-                snprintf(ret->message, sizeof(ret->message), "%s", e);
+                str_assign(&ret->message, xstrdup(e));
                 return 0;
         }
         maint_member after = *before;
@@ -371,7 +371,7 @@ static int act_defrag(maintenance *m, maint_ctx *x, const maint_cluster *c, obse
                 return k;
         FAILPOINT("defrag.after-member");
         log_info("%s: %s", c->cluster, why);
-        snprintf(ret->message, sizeof(ret->message), "%s", why);
+        str_assign(&ret->message, xstrdup(why));
         return 0;
 }
 
@@ -381,16 +381,16 @@ static int act_compact(maintenance *m, maint_ctx *x, const maint_cluster *c,
         etcd_kv_list *l = NULL;
         int k = etcd_get(x->client, "gitcd/maintenance", false, &l);
         if (k < 0) {
-                snprintf(ret->message, sizeof(ret->message), "cannot read the revision: %s",
-                         etcd_client_last_error(x->client));
+                str_assign(&ret->message, xasprintf("cannot read the revision: %s",
+                                                    etcd_client_last_error(x->client)));
                 return k;
         }
         int64_t rev = l->revision;
         etcd_kv_list_free(l);
         k = etcd_compact(x->client, rev, true);
         if (k < 0 && k != ETCD_ERR_COMPACTED) {
-                snprintf(ret->message, sizeof(ret->message), "cannot compact: %s",
-                         etcd_client_last_error(x->client));
+                str_assign(&ret->message,
+                           xasprintf("cannot compact: %s", etcd_client_last_error(x->client)));
                 return k;
         }
         k = state_maint_run_set_compacted(m->opts.db, run->id, rev);
@@ -401,7 +401,7 @@ static int act_compact(maintenance *m, maint_ctx *x, const maint_cluster *c,
               json_pack("{s:I, s:s}", "revision", (json_int_t)rev, "trigger", run->trigger),
               "success", 0);
         log_info("%s: %s", c->cluster, why);
-        snprintf(ret->message, sizeof(ret->message), "%s", why);
+        str_assign(&ret->message, xstrdup(why));
         return 0;
 }
 
@@ -414,8 +414,8 @@ static int act_disarm(maintenance *m, maint_ctx *x, const maint_cluster *c, cons
                         continue;
                 int k = etcd_alarm_disarm(x->client, o->alarms[i].member_id, ETCD_ALARM_NOSPACE);
                 if (k < 0) {
-                        snprintf(ret->message, sizeof(ret->message), "cannot disarm: %s",
-                                 etcd_client_last_error(x->client));
+                        str_assign(&ret->message, xasprintf("cannot disarm: %s",
+                                                            etcd_client_last_error(x->client)));
                         return k;
                 }
         }
@@ -426,7 +426,7 @@ static int act_disarm(maintenance *m, maint_ctx *x, const maint_cluster *c, cons
         audit(m, c, "alarm.disarmed", why, NULL,
               json_pack("{s:s, s:s}", "alarm", "NOSPACE", "members", members), "success", 0);
         log_info("%s: %s", c->cluster, why);
-        snprintf(ret->message, sizeof(ret->message), "%s", why);
+        str_assign(&ret->message, xstrdup(why));
         return 0;
 }
 
@@ -445,7 +445,7 @@ static int act_finish(maintenance *m, const maint_cluster *c, const state_maint_
                 json_object_set_new(after, "disarmed", json_boolean(run->disarmed));
         audit(m, c, "defrag.finished", message, NULL, after, "success", wall(m) - run->started_ms);
         log_info("%s: defragmentation finished: %s", c->cluster, message);
-        snprintf(ret->message, sizeof(ret->message), "%s", message);
+        str_assign(&ret->message, xstrdup(message));
         return 0;
 }
 
@@ -475,9 +475,8 @@ static int act_move_leader(maintenance *m, maint_ctx *x, const maint_cluster *c,
                 return k;
         k = etcd_move_leader(x->client, a->to_id);
         if (k < 0) {
-                snprintf(ret->message, sizeof(ret->message),
-                         "cannot move leadership away from %s: %s", from,
-                         etcd_client_last_error(x->client));
+                str_assign(&ret->message, xasprintf("cannot move leadership away from %s: %s", from,
+                                                    etcd_client_last_error(x->client)));
                 return k;
         }
         char to[17];
@@ -486,6 +485,14 @@ static int act_move_leader(maintenance *m, maint_ctx *x, const maint_cluster *c,
               json_pack("{s:s, s:s}", "from", from, "to", to), "success", 0);
         log_info("%s: %s", c->cluster, a->message);
         return k;
+}
+
+void maint_result_release(maint_result *r)
+{
+        if (!r)
+                return;
+        free(r->message);
+        r->message = NULL;
 }
 
 int maintenance_pass(maintenance *m, const maint_cluster *c, maint_result *ret)
@@ -539,7 +546,7 @@ int maintenance_pass(maintenance *m, const maint_cluster *c, maint_result *ret)
         maint_decide(&v, &a);
         /* maint_decide acts on a run only while one is running (maintenance/due.c). */
         assert(run || a.kind == MAINT_IDLE || a.kind == MAINT_WAIT || a.kind == MAINT_START);
-        snprintf(ret->message, sizeof(ret->message), "%s", a.message ? a.message : "");
+        str_assign(&ret->message, xstrdup(a.message ? a.message : ""));
         ret->outcome = MAINT_OUT_ACTED;
         ret->poll_ms = 0;
         switch (a.kind) {
@@ -579,7 +586,7 @@ int maintenance_pass(maintenance *m, const maint_cluster *c, maint_result *ret)
         if (k < 0) {
                 /* a step that could not be taken is tried again on a later pass */
                 if (!ret->message[0])
-                        snprintf(ret->message, sizeof(ret->message), "%s", state_last_error());
+                        str_assign(&ret->message, xstrdup(state_last_error()));
                 log_warn("%s: maintenance: %s", c->cluster, ret->message);
                 ret->outcome = MAINT_OUT_WAITING;
                 ret->poll_ms = MAINT_WAIT_POLL_MS;

@@ -69,9 +69,12 @@ typedef enum maint_outcome {
 typedef struct maint_result {
         maint_outcome outcome;
         int poll_ms;
-        char message[256];
-        bool corrupt; /* etcd listed an active CORRUPT alarm in this call */
+        char *message; /* what was done or waits, or NULL; freed by maint_result_release() */
+        bool corrupt;  /* etcd listed an active CORRUPT alarm in this call */
 } maint_result;
+
+/* Frees the message; the result may be passed to maintenance_pass() again. */
+void maint_result_release(maint_result *r);
 
 int maintenance_new(const maintenance_opts *opts, maintenance **ret);
 void maintenance_free(maintenance *m);
@@ -79,6 +82,7 @@ void maintenance_free(maintenance *m);
 /*
  * One maintenance step for a converged cluster. 0 (ret says what
  * happened; a failed step fails and closes the run, recorded and audited),
- * or -errno when the state store cannot be read.
+ * or -errno when the state store cannot be read. *ret is written whole (never
+ * read): release it with maint_result_release(), also after an error.
  */
 int maintenance_pass(maintenance *m, const maint_cluster *c, maint_result *ret);

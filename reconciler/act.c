@@ -86,14 +86,13 @@ static int finish(act_ctx *a, int64_t op, const char *action, int result, const 
                 log_warn("%s: %s failed: %s", a->x->name, action, error);
                 a->res->outcome = PASS_WAITING;
                 a->res->poll_ms = POLL_RETRY_MS;
-                snprintf(a->res->message, sizeof(a->res->message), "%s failed: %s", action, error);
+                pass_say(a->res, "%s failed: %s", action, error);
                 /* Refused, not failed: retrying at once cannot help until a person acts. */
                 if (result == -EACCES || result == -EEXIST || result == -ESTALE) {
                         a->res->outcome = PASS_BLOCKED;
                         a->res->poll_ms = POLL_BLOCKED_MS;
                         a->x->blocked_until = mono(a->r) + POLL_BLOCKED_MS;
-                        snprintf(a->x->blocked_message, sizeof(a->x->blocked_message), "%s",
-                                 a->res->message);
+                        str_assign(&a->x->blocked_message, xstrdup(a->res->message));
                 }
                 return 0;
         }
@@ -121,7 +120,7 @@ static int new_member_record(act_ctx *a, int ordinal, bool seed, bool learner,
         if (!taken && target_holds_member(a->r->opts.target, c, name))
                 taken = true;
         if (taken) {
-                snprintf(a->res->message, sizeof(a->res->message),
+                pass_say(a->res,
                          "member %s already exists (another gitcd on this state?); not touched",
                          name);
                 return -EEXIST;
@@ -132,8 +131,8 @@ static int new_member_record(act_ctx *a, int ordinal, bool seed, bool learner,
                 /* the target's reason (no free machine, a refused host key) reaches the user */
                 log_warn("%s: cannot place member %s: %s", a->x->name, name,
                          target_last_error(a->r->opts.target));
-                snprintf(a->res->message, sizeof(a->res->message), "cannot place member %s: %s",
-                         name, target_last_error(a->r->opts.target));
+                pass_say(a->res, "cannot place member %s: %s", name,
+                         target_last_error(a->r->opts.target));
                 return k;
         }
         const member_plan *mp = &p->members[0];
@@ -180,7 +179,7 @@ static int restore_check(act_ctx *a)
         if (k >= 0)
                 return 1;
         if (!refused) {
-                snprintf(a->res->message, sizeof(a->res->message), "cannot restore yet: %s", error);
+                pass_say(a->res, "cannot restore yet: %s", error);
                 log_warn("%s: %s", a->x->name, error);
                 return k;
         }
@@ -227,8 +226,7 @@ static int restore_record(act_ctx *a, const char *members)
                               .members = (char *)members};
         k = state_restore_record(a->r->opts.db, &want, wall(a->r), &a->restore);
         if (k < 0) {
-                snprintf(a->res->message, sizeof(a->res->message), "cannot record the restore: %s",
-                         state_last_error());
+                pass_say(a->res, "cannot record the restore: %s", state_last_error());
                 return k;
         }
         if (k == 0) {
@@ -267,7 +265,7 @@ static char *initial_names(const char *initial_cluster)
 }
 
 /* Restore the checked snapshot into member idx's data before its first start (audited). */
-static int act_restore(act_ctx *a, const membership_plan *p, size_t idx, char *err, size_t errsize)
+static int act_restore(act_ctx *a, const membership_plan *p, size_t idx, char **err)
 {
         int64_t t0 = mono(a->r);
         int k = restore_check(a);
@@ -278,7 +276,7 @@ static int act_restore(act_ctx *a, const membership_plan *p, size_t idx, char *e
                 k = restore_record(a, names);
         }
         if (k <= 0) {
-                snprintf(err, errsize, "%s", a->res->message);
+                str_assign(err, xstrdup_null(a->res->message));
                 return k < 0 ? k : -ECANCELED;
         }
         _cleanup_free_ char *error = NULL;
@@ -298,7 +296,7 @@ static int act_restore(act_ctx *a, const membership_plan *p, size_t idx, char *e
         audit(a->r, a->x->name, "member.restore", k < 0 ? error : what, NULL, after,
               k < 0 ? "failure" : "success", mono(a->r) - t0, a->commit, a->author);
         if (k < 0)
-                snprintf(err, errsize, "%s", error);
+                str_assign(err, xstrdup_null(error));
         else
                 log_info("%s: %s", a->x->name, what);
         return k;
@@ -311,7 +309,7 @@ static int act_restore(act_ctx *a, const membership_plan *p, size_t idx, char *e
  * person moves the data away; the refusal is audited once and Degraded
  * says why while it stands.
  */
-static int act_check_data(act_ctx *a, const state_member *rec, char *err, size_t errsize)
+static int act_check_data(act_ctx *a, const state_member *rec, char **err)
 {
         reconciler *r = a->r;
         _cleanup_free_ char *why = NULL;
@@ -319,7 +317,7 @@ static int act_check_data(act_ctx *a, const state_member *rec, char *err, size_t
                                    r->opts.etcd_dir, &why);
         if (k >= 0)
                 return 0;
-        snprintf(err, errsize, "%s", why ? why : "cannot check the member's data");
+        str_assign(err, xstrdup(why ? why : "cannot check the member's data"));
         if (k != -ESTALE)
                 return k;
         if (!streq_ptr(a->x->stale_message, why)) {
@@ -335,7 +333,7 @@ static int act_check_data(act_ctx *a, const state_member *rec, char *err, size_t
 }
 
 /* Start (or restart onto its current command) a recorded member; records its config hash. */
-static int start_member(act_ctx *a, state_member *rec, char *err, size_t errsize)
+static int start_member(act_ctx *a, state_member *rec, char **err)
 {
         target *t = a->r->opts.target;
         membership_plan *p = NULL;
@@ -349,29 +347,29 @@ static int start_member(act_ctx *a, state_member *rec, char *err, size_t errsize
                                                  : xstrdup(rec->name);
                 k = restore_record(a, names);
                 if (k <= 0) {
-                        snprintf(err, errsize, "%s", a->res->message);
+                        str_assign(err, xstrdup_null(a->res->message));
                         membership_plan_free(p);
                         return k < 0 ? k : -ECANCELED;
                 }
         }
         bool restored = false;
         if (k >= 0 && restore_due(t, a->c, rec, a->w->obs.bootstrapped)) {
-                k = act_restore(a, p, 0, err, errsize);
+                k = act_restore(a, p, 0, err);
                 restored = k >= 0;
         }
         if (k < 0) {
-                if (!err[0])
-                        snprintf(err, errsize, "%s", target_last_error(t));
+                if (!*err || !**err)
+                        str_assign(err, xstrdup(target_last_error(t)));
                 membership_plan_free(p);
                 return k;
         }
-        if (!restored && (k = act_check_data(a, rec, err, errsize)) < 0) {
+        if (!restored && (k = act_check_data(a, rec, err)) < 0) {
                 membership_plan_free(p);
                 return k;
         }
         k = t->ops->ensure_member(t, a->c, p, 0);
         if (k < 0) {
-                snprintf(err, errsize, "%s", target_last_error(t));
+                str_assign(err, xstrdup(target_last_error(t)));
                 membership_plan_free(p);
                 return k;
         }
@@ -392,7 +390,7 @@ static int start_member(act_ctx *a, state_member *rec, char *err, size_t errsize
         membership_plan_free(p);
         k = state_member_put(a->r->opts.db, rec, wall(a->r));
         if (k < 0)
-                snprintf(err, errsize, "%s", state_last_error());
+                str_assign(err, xstrdup(state_last_error()));
         return k;
 }
 
@@ -402,7 +400,7 @@ static int act_start_seed(act_ctx *a)
 {
         int64_t t0 = mono(a->r), op;
         state_member *rec = NULL;
-        char err[512] = "";
+        _cleanup_free_ char *err = NULL;
         /* spec.bootstrap.restore: the snapshot is checked before anything is created. */
         int k = a->c->restore.enabled ? restore_check(a) : 1;
         if (k <= 0)
@@ -414,9 +412,9 @@ static int act_start_seed(act_ctx *a)
         FAILPOINT("start-seed.after-record");
         k = journal_begin(a, "member.start-seed", rec->name, NULL, &op);
         if (k >= 0) {
-                k = start_member(a, rec, err, sizeof(err));
+                k = start_member(a, rec, &err);
                 FAILPOINT("start-seed.after-start");
-                finish(a, op, "member.start-seed", k, err, t0);
+                finish(a, op, "member.start-seed", k, err ? err : "", t0);
                 k = 0;
         }
         state_member_free(rec);
@@ -435,19 +433,18 @@ static int act_bootstrap(act_ctx *a)
 {
         int64_t t0 = mono(a->r), op;
         reconciler *r = a->r;
-        char err[sizeof(a->res->message)] = "";
+        _cleanup_free_ char *err = NULL;
         _cleanup_(membership_plan_freep) membership_plan *p = NULL;
         /* spec.bootstrap.restore: the snapshot is checked before anything is created. */
         int k = a->c->restore.enabled ? restore_check(a) : 1;
         if (k <= 0)
                 return k;
         k = bootstrap_static_plan(r->opts.db, r->opts.target, a->x->name, a->c, a->s->ordinal,
-                                  a->s->count, &p, err, sizeof(err));
+                                  a->s->count, &p, &err);
         if (k >= 0)
-                k = bootstrap_static_record(r->opts.db, a->x->name, a->c, p, wall(r), err,
-                                            sizeof(err));
+                k = bootstrap_static_record(r->opts.db, a->x->name, a->c, p, wall(r), &err);
         if (k < 0) {
-                snprintf(a->res->message, sizeof(a->res->message), "%s", err);
+                pass_say(a->res, "%s", err ? err : "");
                 return k;
         }
         if (a->c->restore.enabled) {
@@ -469,22 +466,21 @@ static int act_bootstrap(act_ctx *a)
         if (a->c->restore.enabled) {
                 k = r->opts.target->ops->ensure_shared(r->opts.target, a->c, p);
                 if (k < 0)
-                        snprintf(err, sizeof(err), "%s", target_last_error(r->opts.target));
+                        str_assign(&err, xstrdup(target_last_error(r->opts.target)));
                 for (size_t i = 0; k >= 0 && i < p->n; i++) {
-                        k = act_restore(a, p, i, err, sizeof(err));
+                        k = act_restore(a, p, i, &err);
                         if (i == 0)
                                 FAILPOINT("bootstrap.after-first-restore");
                 }
                 if (k < 0)
-                        return finish(a, op, "member.bootstrap", k, err, t0);
+                        return finish(a, op, "member.bootstrap", k, err ? err : "", t0);
         }
-        k = bootstrap_static_start(r->opts.db, r->opts.target, a->x->name, a->c, p, wall(r), err,
-                                   sizeof(err));
+        k = bootstrap_static_start(r->opts.db, r->opts.target, a->x->name, a->c, p, wall(r), &err);
         FAILPOINT("bootstrap.after-start");
         /* New voters: etcd takes the next member only after its health interval. */
         if (k >= 0)
                 a->x->add_not_before = mono(r) + ETCD_HEALTH_INTERVAL_MS;
-        return finish(a, op, "member.bootstrap", k, err, t0);
+        return finish(a, op, "member.bootstrap", k, err ? err : "", t0);
 }
 
 /*
@@ -498,12 +494,12 @@ static int act_adopt(act_ctx *a)
         reconciler *r = a->r;
         if (!r->opts.target->ops->adopt || a->w->obs.bootstrapped)
                 return 0;
-        char msg[sizeof(a->res->message)] = "";
+        _cleanup_free_ char *msg = NULL;
         int k = adopt_try(r->opts.db, r->opts.target, a->x->name, a->c, a->commit, a->author,
-                          r->opts.wall_ms, msg, sizeof(msg));
+                          r->opts.wall_ms, &msg);
         if (k == 0)
                 return 0;
-        snprintf(a->res->message, sizeof(a->res->message), "%s", msg);
+        pass_say(a->res, "%s", msg ? msg : "");
         if (k > 0) {
                 a->res->outcome = PASS_PROGRESSED;
                 return 1;
@@ -515,7 +511,7 @@ static int act_adopt(act_ctx *a)
                 snprintf(a->res->reason, sizeof(a->res->reason), "AdoptionRefused");
                 return 1;
         }
-        log_warn("%s: %s", a->x->name, msg);
+        log_warn("%s: %s", a->x->name, a->res->message);
         a->res->outcome = PASS_WAITING;
         a->res->poll_ms = POLL_RETRY_MS;
         return 1;
@@ -570,7 +566,7 @@ static int act_add_learner(act_ctx *a)
                         a->res->outcome = PASS_WAITING;
                         a->res->poll_ms = POLL_RETRY_MS;
                         a->x->add_not_before = mono(a->r) + POLL_RETRY_MS;
-                        snprintf(a->res->message, sizeof(a->res->message),
+                        pass_say(a->res,
                                  "waiting for etcd to accept a new member (every voter must be "
                                  "connected for 5 s)");
                 } else
@@ -622,8 +618,7 @@ static int act_simple_etcd(act_ctx *a, const char *action)
                             MIN(POLL_PROMOTE_FIRST_MS << MIN(a->x->promote_refusals, 4),
                                 POLL_PROMOTE_MS);
                         a->x->promote_refusals++;
-                        snprintf(a->res->message, sizeof(a->res->message),
-                                 "waiting for learner %s to catch up", a->s->member);
+                        pass_say(a->res, "waiting for learner %s to catch up", a->s->member);
                         return 0;
                 }
                 break;
@@ -643,7 +638,7 @@ static int act_simple_etcd(act_ctx *a, const char *action)
                         a->res->outcome = PASS_WAITING;
                         a->res->poll_ms = POLL_RETRY_MS;
                         a->x->add_not_before = mono(a->r) + POLL_RETRY_MS;
-                        snprintf(a->res->message, sizeof(a->res->message),
+                        pass_say(a->res,
                                  "waiting for etcd to accept removing %s (the others must be "
                                  "connected for 5 s)",
                                  a->s->member);
@@ -675,7 +670,7 @@ static int act_simple_etcd(act_ctx *a, const char *action)
  * member's list is not enough: a member restarted with force-new-cluster
  * lists only itself. -EAGAIN (with why in err) when not confirmed.
  */
-static int confirm_gone(act_ctx *a, const state_member *gone, char *err, size_t errsize)
+static int confirm_gone(act_ctx *a, const state_member *gone, char **err)
 {
         const etcd_membership_ops *eo = a->r->opts.etcd;
         uint64_t id = 0;
@@ -700,10 +695,11 @@ static int confirm_gone(act_ctx *a, const state_member *gone, char *err, size_t 
         int need = asked / 2 + 1;
         if (with == 0 && without >= need)
                 return 0;
-        snprintf(err, errsize,
-                 "not deleting %s: %d of the other %d members no longer list it, %d still do "
-                 "(%d must confirm)",
-                 gone->name, without, asked, with, need);
+        str_assign(
+            err,
+            xasprintf("not deleting %s: %d of the other %d members no longer list it, %d still do "
+                      "(%d must confirm)",
+                      gone->name, without, asked, with, need));
         return -EAGAIN;
 }
 
@@ -712,7 +708,7 @@ static int act_target(act_ctx *a, const char *action)
         int64_t t0 = mono(a->r), op;
         target *t = a->r->opts.target;
         member_view *v = world_view(a->w, a->s->member);
-        char err[512] = "";
+        _cleanup_free_ char *err = NULL;
         int k = journal_begin(a, action, a->s->member, NULL, &op);
         if (k < 0)
                 return k;
@@ -720,13 +716,11 @@ static int act_target(act_ctx *a, const char *action)
         case STEP_START_MEMBER:
         case STEP_RESTART_MEMBER:
                 FAILPOINT("start.before-target");
-                k = v && v->rec ? start_member(a, v->rec, err, sizeof(err)) : -ENOENT;
+                k = v && v->rec ? start_member(a, v->rec, &err) : -ENOENT;
                 FAILPOINT("start.after-target");
                 break;
         case STEP_DELETE_MEMBER:
-                k = v && v->rec && !isempty(v->rec->member_id)
-                        ? confirm_gone(a, v->rec, err, sizeof(err))
-                        : 0;
+                k = v && v->rec && !isempty(v->rec->member_id) ? confirm_gone(a, v->rec, &err) : 0;
                 if (k < 0)
                         break;
                 k = t->ops->remove_member(t, a->c, a->s->member, false);
@@ -734,8 +728,8 @@ static int act_target(act_ctx *a, const char *action)
                 if (k >= 0)
                         k = state_member_mark_removed(a->r->opts.db, a->x->name, a->s->member,
                                                       wall(a->r));
-                if (k < 0 && !err[0])
-                        snprintf(err, sizeof(err), "%s", target_last_error(t));
+                if (k < 0 && (!err || !*err))
+                        str_assign(&err, xstrdup(target_last_error(t)));
                 break;
         case STEP_STOP_MEMBER:
                 k = t->ops->stop_member(t, a->c, a->s->member);
@@ -744,15 +738,15 @@ static int act_target(act_ctx *a, const char *action)
                         v->rec->dormant = true;
                         k = state_member_put(a->r->opts.db, v->rec, wall(a->r));
                 }
-                if (k < 0 && !err[0])
-                        snprintf(err, sizeof(err), "%s", target_last_error(t));
+                if (k < 0 && (!err || !*err))
+                        str_assign(&err, xstrdup(target_last_error(t)));
                 break;
         default:
                 k = -EINVAL;
         }
-        if (k < 0 && !err[0])
-                snprintf(err, sizeof(err), "%s", strerror(-k));
-        return finish(a, op, action, k, err, t0);
+        if (k < 0 && (!err || !*err))
+                str_assign(&err, xstrdup(strerror(-k)));
+        return finish(a, op, action, k, err ? err : "", t0);
 }
 
 /*
@@ -937,8 +931,7 @@ int act_step(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w, con
                 if (mono(r) < x->add_not_before) {
                         res->outcome = PASS_WAITING;
                         res->poll_ms = (int)(x->add_not_before - mono(r));
-                        snprintf(res->message, sizeof(res->message),
-                                 "%s after etcd's health interval", s->message);
+                        pass_say(res, "%s after etcd's health interval", s->message);
                         return 0;
                 }
                 return x->client ? act_add_learner(&a) : -ENOTCONN;

@@ -167,7 +167,7 @@ static bool wait_renamed(target *t, const etcd_cluster *c, const adopt_plan *ap,
 }
 
 static int import(state_db *db, const char *cluster, const adopt_plan *ap, char **identities,
-                  int64_t now, char *msg, size_t msgsize)
+                  int64_t now, char **msg)
 {
         int k = state_begin(db);
         for (size_t i = 0; k >= 0 && i < ap->n; i++) {
@@ -195,8 +195,8 @@ static int import(state_db *db, const char *cluster, const adopt_plan *ap, char 
         if (k >= 0)
                 k = state_commit(db);
         if (k < 0) {
-                snprintf(msg, msgsize, "adoption: cannot record the members: %s",
-                         state_last_error());
+                str_assign(
+                    msg, xasprintf("adoption: cannot record the members: %s", state_last_error()));
                 (void)state_rollback(db);
         }
         return k;
@@ -205,14 +205,15 @@ static int import(state_db *db, const char *cluster, const adopt_plan *ap, char 
 /* Step 3 for member s (plan entry idx). */
 static int move_member(state_db *db, target *t, const char *cluster, const etcd_cluster *c,
                        const membership_plan *p, size_t idx, const adopt_step *s,
-                       const adopt_plan *ap, int64_t now, char *msg, size_t msgsize)
+                       const adopt_plan *ap, int64_t now, char **msg)
 {
         const member_plan *mp = &p->members[idx];
         if (!all_healthy(t, c, ap)) {
-                snprintf(msg, msgsize,
-                         "adoption: not every member is healthy before moving %s; it goes on "
-                         "at the next pass",
-                         s->member);
+                str_assign(
+                    msg,
+                    xasprintf("adoption: not every member is healthy before moving %s; it goes on "
+                              "at the next pass",
+                              s->member));
                 return -EAGAIN;
         }
         int k;
@@ -228,28 +229,31 @@ static int move_member(state_db *db, target *t, const char *cluster, const etcd_
                 if ((k = t->ops->adopt->retire(t, c, s)) < 0)
                         goto fail;
                 if (s->client_url && !wait_health(t, c, s->client_url, 0, STOP_TIMEOUT_MS)) {
-                        snprintf(msg, msgsize, "adoption: member %s did not stop after %s was %s",
-                                 s->member, s->replaces, s->retired);
+                        str_assign(msg,
+                                   xasprintf("adoption: member %s did not stop after %s was %s",
+                                             s->member, s->replaces, s->retired));
                         return -ETIMEDOUT;
                 }
         }
         if ((k = t->ops->ensure_member(t, c, p, idx)) < 0)
                 goto fail;
         if (s->client_url && !wait_health(t, c, s->client_url, 1, READY_TIMEOUT_MS)) {
-                snprintf(msg, msgsize, "adoption: member %s is not healthy on gitcd's file",
-                         s->member);
+                str_assign(msg, xasprintf("adoption: member %s is not healthy on gitcd's file",
+                                          s->member));
                 return -ETIMEDOUT;
         }
         if (!wait_renamed(t, c, ap, s, READY_TIMEOUT_MS)) {
-                snprintf(msg, msgsize,
-                         "adoption: etcd does not list member %016llx as %s after its restart on "
-                         "gitcd's file",
-                         (unsigned long long)s->id, s->member);
+                str_assign(
+                    msg,
+                    xasprintf(
+                        "adoption: etcd does not list member %016llx as %s after its restart on "
+                        "gitcd's file",
+                        (unsigned long long)s->id, s->member));
                 return -ETIMEDOUT;
         }
         state_member *rec = NULL;
         if ((k = state_member_get(db, cluster, s->member, &rec)) < 0) {
-                snprintf(msg, msgsize, "adoption: %s", state_last_error());
+                str_assign(msg, xasprintf("adoption: %s", state_last_error()));
                 return k;
         }
         str_assign(&rec->config_hash, xstrdup_null(mp->config_hash));
@@ -257,13 +261,12 @@ static int move_member(state_db *db, target *t, const char *cluster, const etcd_
         state_member_free(rec);
         return k;
 fail:
-        snprintf(msg, msgsize, "adoption: member %s: %s", s->member, target_last_error(t));
+        str_assign(msg, xasprintf("adoption: member %s: %s", s->member, target_last_error(t)));
         return k;
 }
 
 static int adopt(state_db *db, target *t, const char *cluster, const etcd_cluster *c,
-                 const char *commit, const char *author, int64_t (*wall_ms)(void), char *msg,
-                 size_t msgsize)
+                 const char *commit, const char *author, int64_t (*wall_ms)(void), char **msg)
 {
         state_member_list recs = {0};
         int k = state_member_list_for(db, cluster, true, &recs);
@@ -276,11 +279,11 @@ static int adopt(state_db *db, target *t, const char *cluster, const etcd_cluste
         char *why = NULL;
         k = t->ops->adopt->survey(t, c, &ap, &why);
         if (k == -EPERM) {
-                snprintf(msg, msgsize, "adoption refused: %s", why);
-                audit_refusal(db, cluster, msg, wall_ms(), commit, author);
-                log_error("%s: %s", cluster, msg);
+                str_assign(msg, xasprintf("adoption refused: %s", why));
+                audit_refusal(db, cluster, *msg, wall_ms(), commit, author);
+                log_error("%s: %s", cluster, *msg);
         } else if (k < 0) {
-                snprintf(msg, msgsize, "adoption: %s", target_last_error(t));
+                str_assign(msg, xasprintf("adoption: %s", target_last_error(t)));
         }
         free(why);
         if (k <= 0)
@@ -291,11 +294,11 @@ static int adopt(state_db *db, target *t, const char *cluster, const etcd_cluste
         for (size_t i = 0; i < ap.n && k >= 0; i++) {
                 k = t->ops->adopt->claim(t, c, &ap.steps[i], &ids[i]);
                 if (k < 0)
-                        snprintf(msg, msgsize, "adoption: %s", target_last_error(t));
+                        str_assign(msg, xasprintf("adoption: %s", target_last_error(t)));
         }
         /* 2. records */
         if (k >= 0)
-                k = import(db, cluster, &ap, ids, wall_ms(), msg, msgsize);
+                k = import(db, cluster, &ap, ids, wall_ms(), msg);
         strv_free(ids);
         if (k < 0)
                 return k;
@@ -326,20 +329,20 @@ static int adopt(state_db *db, target *t, const char *cluster, const etcd_cluste
         /* 3. one member at a time onto gitcd's files */
         state_member_list l = {0};
         if ((k = state_member_list_for(db, cluster, false, &l)) < 0) {
-                snprintf(msg, msgsize, "adoption: %s", state_last_error());
+                str_assign(msg, xasprintf("adoption: %s", state_last_error()));
                 return k;
         }
         membership_plan *p = NULL;
         k = membership_plan_for_records(t, c, l.items, l.n, &p);
         if (k < 0)
-                snprintf(msg, msgsize, "adoption: %s", target_last_error(t));
+                str_assign(msg, xasprintf("adoption: %s", target_last_error(t)));
         if (k >= 0)
                 k = t->ops->ensure_shared(t, c, p);
         for (size_t i = 0; k >= 0 && i < ap.n; i++) {
                 for (size_t j = 0; k >= 0 && j < p->n; j++)
                         if (streq(p->members[j].name, ap.steps[i].member))
                                 k = move_member(db, t, cluster, c, p, j, &ap.steps[i], &ap,
-                                                wall_ms(), msg, msgsize);
+                                                wall_ms(), msg);
                 if (i == 0)
                         FAILPOINT("adopt.after-first-move");
         }
@@ -347,17 +350,16 @@ static int adopt(state_db *db, target *t, const char *cluster, const etcd_cluste
         state_member_list_release(&l);
         if (k < 0)
                 return k;
-        snprintf(msg, msgsize, "adopted the running cluster %s (%zu members, IDs kept)", cid, ap.n);
-        log_info("%s: %s", cluster, msg);
+        str_assign(msg,
+                   xasprintf("adopted the running cluster %s (%zu members, IDs kept)", cid, ap.n));
+        log_info("%s: %s", cluster, *msg);
         return 1;
 }
 
 int adopt_try(state_db *db, target *t, const char *cluster, const etcd_cluster *c,
-              const char *commit, const char *author, int64_t (*wall_ms)(void), char *msg,
-              size_t msgsize)
+              const char *commit, const char *author, int64_t (*wall_ms)(void), char **msg)
 {
         if (!t || !t->ops->adopt)
                 return 0;
-        return adopt(db, t, cluster, c, commit, author, wall_ms ? wall_ms : now_wall_ms, msg,
-                     msgsize);
+        return adopt(db, t, cluster, c, commit, author, wall_ms ? wall_ms : now_wall_ms, msg);
 }

@@ -22,9 +22,9 @@
  * adopts (0). 0: nothing runs there (bootstrap as usual); 1: adopted
  * (records, cluster ID, markers, members on gitcd's files; audited as
  * cluster.adopt and member.adopt); -EPERM: refused, nothing changed, why
- * in msg; another -errno: a machine or etcd could not be read (never
- * bootstrap then), why in msg.
+ * in *msg; another -errno: a machine or etcd could not be read (never
+ * bootstrap then), why in *msg. *msg (the caller's, freed when replaced)
+ * also says what was adopted.
  */
 int adopt_try(state_db *db, target *t, const char *cluster, const etcd_cluster *c,
-              const char *commit, const char *author, int64_t (*wall_ms)(void), char *msg,
-              size_t msgsize);
+              const char *commit, const char *author, int64_t (*wall_ms)(void), char **msg);

@@ -136,14 +136,13 @@ static void audit(const auth_env *env, const char *action, const char *reason)
 typedef struct step_ctx {
         const auth_env *env;
         etcd_conn *conn;
-        char *msg;
-        size_t msg_size;
+        char **msg; /* the caller's message, replaced */
 } step_ctx;
 
 /* A failed etcd call: the message names the call; etcd's errors never hold a password. */
 static int failed(step_ctx *s, const char *what, int k)
 {
-        snprintf(s->msg, s->msg_size, "%s: %s", what, s->env->etcd->last_error(s->conn));
+        str_assign(s->msg, xasprintf("%s: %s", what, s->env->etcd->last_error(s->conn)));
         return k;
 }
 
@@ -152,7 +151,7 @@ static int say(step_ctx *s, int k, const char *fmt, ...)
 {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(s->msg, s->msg_size, fmt, ap);
+        str_assign(s->msg, xvasprintf(fmt, ap));
         va_end(ap);
         return k;
 }
@@ -276,11 +275,11 @@ static void set_condition(const auth_env *env, int k, bool was_on, const char *m
                          state_last_error());
 }
 
-int auth_pass(const auth_env *env, char *msg, size_t msg_size)
+int auth_pass(const auth_env *env, char **msg)
 {
         assert(env && env->etcd && env->cluster && msg);
-        msg[0] = '\0';
-        step_ctx s = {.env = env, .msg = msg, .msg_size = msg_size};
+        str_assign(msg, NULL);
+        step_ctx s = {.env = env, .msg = msg};
         if (!env->state_dir)
                 return env->want ? say(&s, -EINVAL,
                                        "spec.auth needs a state folder to keep the root password")
@@ -305,7 +304,7 @@ int auth_pass(const auth_env *env, char *msg, size_t msg_size)
         }
         if (env->want && env->secret_error) {
                 k = say(&s, -ENOKEY, "%s", env->secret_error);
-                set_condition(env, k, false, msg);
+                set_condition(env, k, false, *msg ? *msg : "");
                 goto out;
         }
         if (env->want && env->secret_password && !streq_ptr(wanted, env->secret_password)) {
@@ -367,7 +366,7 @@ int auth_pass(const auth_env *env, char *msg, size_t msg_size)
                     "%s/root-password",
                     dir);
         }
-        set_condition(env, k, on, msg);
+        set_condition(env, k, on, *msg ? *msg : "");
 out:
         if (s.conn)
                 env->etcd->disconnect(s.conn);

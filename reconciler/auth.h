@@ -60,6 +60,7 @@ int auth_secret_password(struct target *t, const struct etcd_cluster *c, const c
  * step cut short by a crash is simply taken again.
  * 0: nothing to do; 1: a step was taken (the credentials clients use may
  * have changed: reconnect); a negative errno or etcd_err with a sentence
- * in msg (never a password).
+ * in *msg (never a password). *msg is freed first and replaced when there is
+ * something to say.
  */
-int auth_pass(const auth_env *env, char *msg, size_t msg_size);
+int auth_pass(const auth_env *env, char **msg);

@@ -39,7 +39,7 @@ static void set(step *s, step_kind kind, const obs_member *m, const char *fmt, .
         s->reason = REASON_BOOTSTRAPPING;
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(s->message, sizeof(s->message), fmt, ap);
+        str_assign(&s->message, xvasprintf(fmt, ap));
         va_end(ap);
 }
 
@@ -95,8 +95,7 @@ bool bootstrap_in_progress(const observation *obs)
 }
 
 int bootstrap_static_plan(state_db *db, target *t, const char *cluster, const etcd_cluster *c,
-                          int first_ordinal, int n, membership_plan **ret_plan, char *err,
-                          size_t errsize)
+                          int first_ordinal, int n, membership_plan **ret_plan, char **ret_error)
 {
         /*
          * A current record or a target member of one of these names was made
@@ -111,21 +110,23 @@ int bootstrap_static_plan(state_db *db, target *t, const char *cluster, const et
                 bool taken = k >= 0 && other->removed_ms == 0;
                 state_member_free(other);
                 if (taken || target_holds_member(t, c, name)) {
-                        snprintf(err, errsize,
-                                 "member %s already exists (another gitcd on this state?); not "
-                                 "touched",
-                                 name);
+                        str_assign(
+                            ret_error,
+                            xasprintf(
+                                "member %s already exists (another gitcd on this state?); not "
+                                "touched",
+                                name));
                         return -EEXIST;
                 }
         }
         int k = membership_plan_static(t, c, first_ordinal, n, ret_plan);
         if (k < 0)
-                snprintf(err, errsize, "%s", target_last_error(t));
+                str_assign(ret_error, xstrdup(target_last_error(t)));
         return k;
 }
 
 int bootstrap_static_record(state_db *db, const char *cluster, const etcd_cluster *c,
-                            const membership_plan *plan, int64_t now_ms, char *err, size_t errsize)
+                            const membership_plan *plan, int64_t now_ms, char **ret_error)
 {
         int k = state_begin(db);
         if (k < 0)
@@ -154,16 +155,17 @@ int bootstrap_static_record(state_db *db, const char *cluster, const etcd_cluste
                 goto fail;
         return 0;
 fail:
-        snprintf(err, errsize, "cannot record the initial members: %s", state_last_error());
+        str_assign(ret_error,
+                   xasprintf("cannot record the initial members: %s", state_last_error()));
         return k;
 }
 
 int bootstrap_static_start(state_db *db, target *t, const char *cluster, const etcd_cluster *c,
-                           const membership_plan *plan, int64_t now_ms, char *err, size_t errsize)
+                           const membership_plan *plan, int64_t now_ms, char **ret_error)
 {
         int k = t->ops->ensure_shared(t, c, plan);
         if (k < 0) {
-                snprintf(err, errsize, "%s", target_last_error(t));
+                str_assign(ret_error, xstrdup(target_last_error(t)));
                 return k;
         }
         int first = 0;
@@ -172,8 +174,8 @@ int bootstrap_static_start(state_db *db, target *t, const char *cluster, const e
                 k = t->ops->ensure_member(t, c, plan, i);
                 if (k < 0) {
                         if (first == 0)
-                                snprintf(err, errsize, "member %s: %s", mp->name,
-                                         target_last_error(t));
+                                str_assign(ret_error, xasprintf("member %s: %s", mp->name,
+                                                                target_last_error(t)));
                         first = first ? first : k;
                         continue;
                 }
@@ -186,7 +188,8 @@ int bootstrap_static_start(state_db *db, target *t, const char *cluster, const e
                         state_member_free(rec);
                 }
                 if (k < 0 && first == 0) {
-                        snprintf(err, errsize, "member %s: %s", mp->name, state_last_error());
+                        str_assign(ret_error,
+                                   xasprintf("member %s: %s", mp->name, state_last_error()));
                         first = k;
                 }
                 if (i == 0)

@@ -46,26 +46,25 @@ bool bootstrap_in_progress(const observation *obs);
 
 /*
  * The plan of n new members from first_ordinal (membership_plan_static()),
- * after checking that none of their names is taken. -EEXIST (why in err)
+ * after checking that none of their names is taken. -EEXIST (why in *ret_error)
  * when a record or a target member of one of those names exists already:
  * nothing is placed and nothing is taken over. Else 0 or the target's error.
  */
 int bootstrap_static_plan(state_db *db, target *t, const char *cluster, const etcd_cluster *c,
-                          int first_ordinal, int n, membership_plan **ret_plan, char *err,
-                          size_t errsize);
+                          int first_ordinal, int n, membership_plan **ret_plan, char **ret_error);
 
 /*
  * Record every member of plan for cluster ("ns/name") in one transaction:
- * all or none. 0, or the store's error (why in err).
+ * all or none. 0, or the store's error (why in *ret_error).
  */
 int bootstrap_static_record(state_db *db, const char *cluster, const etcd_cluster *c,
-                            const membership_plan *plan, int64_t now_ms, char *err, size_t errsize);
+                            const membership_plan *plan, int64_t now_ms, char **ret_error);
 
 /*
  * Start every member of plan: the shared objects once, then each member,
  * and record the config hash each was started with. A member that cannot
  * start does not hold the others back; the first error is returned (with
- * the member named in err) after every member was tried.
+ * the member named in *ret_error) after every member was tried.
  */
 int bootstrap_static_start(state_db *db, target *t, const char *cluster, const etcd_cluster *c,
-                           const membership_plan *plan, int64_t now_ms, char *err, size_t errsize);
+                           const membership_plan *plan, int64_t now_ms, char **ret_error);

@@ -264,8 +264,7 @@ static int reissue_next(const carotate_env *env, const state_ca_rotation *rot, p
                                             env->now_ms)
                         : -EOPNOTSUPP;
         if (k < 0) {
-                snprintf(res->message, sizeof(res->message),
-                         "CA rotation: cannot reissue the certificates of %s: %s", next,
+                pass_say(res, "CA rotation: cannot reissue the certificates of %s: %s", next,
                          target_last_error(t));
                 return k;
         }
@@ -330,8 +329,7 @@ static int members_serve_reissued(const carotate_env *env, pass_result *res)
         if (k >= 0)
                 k = t->ops->tls_certificates(t, env->c, p, &certs, &n);
         if (k < 0) {
-                snprintf(res->message, sizeof(res->message),
-                         "CA rotation: cannot list the reissued certificates: %s",
+                pass_say(res, "CA rotation: cannot list the reissued certificates: %s",
                          target_last_error(t));
                 return 0;
         }
@@ -352,12 +350,12 @@ static int members_serve_reissued(const carotate_env *env, pass_result *res)
                                 continue;
                         _cleanup_free_ char *served = NULL;
                         if (pki_served_serial(url, cert, key, SERVED_TIMEOUT_MS, &served) < 0)
-                                snprintf(res->message, sizeof(res->message),
+                                pass_say(res,
                                          "CA rotation phase 2/3: waiting for %s to serve its "
                                          "reissued %s certificate: %s",
                                          m->name, looks[j].surface, pki_last_error());
                         else if (!streq(served, held))
-                                snprintf(res->message, sizeof(res->message),
+                                pass_say(res,
                                          "CA rotation phase 2/3: waiting for %s to serve its "
                                          "reissued %s certificate (%s serves serial %s, the "
                                          "new one is %s)",
@@ -397,8 +395,7 @@ int carotate_converged(const carotate_env *env, pass_result *res, bool *ret_new_
                         return 1;
                 }
                 if (!all) {
-                        snprintf(res->message, sizeof(res->message),
-                                 "CA rotation phase 2/3 (%s): %s reissued", phase_names[2],
+                        pass_say(res, "CA rotation phase 2/3 (%s): %s reissued", phase_names[2],
                                  res->member[0] ? res->member : "shared certificates");
                         return 1;
                 }
@@ -422,12 +419,10 @@ int carotate_converged(const carotate_env *env, pass_result *res, bool *ret_new_
                                 : "started: the old CA and its key are deleted; "
                                   "members restart onto the new CA alone");
         if (next)
-                snprintf(res->message, sizeof(res->message),
-                         "CA rotation phase %d/3 (%s) done; phase %d/3 (%s) begins", phase,
+                pass_say(res, "CA rotation phase %d/3 (%s) done; phase %d/3 (%s) begins", phase,
                          phase_names[phase], next, phase_names[next]);
         else
-                snprintf(res->message, sizeof(res->message),
-                         "CA rotation phase 3/3 (%s) done; the rotation is complete",
+                pass_say(res, "CA rotation phase 3/3 (%s) done; the rotation is complete",
                          phase_names[phase]);
         return 1;
 }

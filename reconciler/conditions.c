@@ -148,7 +148,7 @@ static condition_check check_progressing(const pass_facts *f)
             .type = "Progressing",
             .status = !f->converged && !held,
             .reason = cond_reason_of_step(f->s),
-            .message = f->s->message,
+            .message = f->s->message ? f->s->message : "",
         };
 }
 
@@ -309,7 +309,7 @@ void conditions_terminal(reconciler *r, const char *cluster, const world *w, con
         audit(r, cluster, action, message, NULL, subject, "failure", 0, w->commit, w->author);
         res->outcome = PASS_FAILED;
         snprintf(res->reason, sizeof(res->reason), "%s", reason);
-        snprintf(res->message, sizeof(res->message), "%s", message);
+        pass_say(res, "%s", message);
 }
 
 /*
@@ -341,11 +341,12 @@ int progress_deadline(reconciler *r, cluster_ctx *x, const etcd_cluster *c, cons
         cond_reason why =
             bootstrap_in_progress(&w->obs) ? CR_BOOTSTRAP_FAILED : CR_DEADLINE_EXCEEDED;
         /* a member refused for data from before a restore: the reason it never converged */
-        _cleanup_free_ char *msg = x->stale_message
-                                       ? xasprintf("no convergence within %ds: %s",
-                                                   c->progress_deadline_seconds, x->stale_message)
-                                       : xasprintf("no convergence within %ds: %s",
-                                                   c->progress_deadline_seconds, s->message);
+        _cleanup_free_ char *msg =
+            x->stale_message
+                ? xasprintf("no convergence within %ds: %s", c->progress_deadline_seconds,
+                            x->stale_message)
+                : xasprintf("no convergence within %ds: %s", c->progress_deadline_seconds,
+                            s->message ? s->message : "");
         conditions_terminal(r, x->name, w, cond_reason_name(why), msg, "deadline.exceeded", NULL,
                             res);
         log_error("%s: %s", x->name, msg);

@@ -151,7 +151,7 @@ static void freeze(const consistency_env *env, consistency_pass *cp, const char 
         set_str(&row->frozen_cause, cause);
         set_str(&row->frozen_message, msg);
         cp->frozen = true;
-        snprintf(cp->message, sizeof(cp->message), "%s", msg);
+        str_assign(&cp->message, xstrdup(msg));
         if (!fresh)
                 return;
         json_t *after = check_json(row);
@@ -208,7 +208,7 @@ static void lift(const consistency_env *env, consistency_pass *cp, const state_r
         set_str(&row->held, NULL);
         row->lifted_ms = env->now_ms;
         cp->frozen = false;
-        cp->message[0] = '\0';
+        str_assign(&cp->message, NULL);
         audit_as(env, "consistency.unfrozen", why, after, "success", rep->commit, rep->requested_by,
                  0);
         log_info("%s: %s", env->cluster, why);
@@ -637,8 +637,7 @@ int consistency_prepare(const consistency_env *env, consistency_pass *cp)
                 return k;
         cp->frozen = cp->row->frozen_ms != 0;
         if (cp->frozen)
-                snprintf(cp->message, sizeof(cp->message), "%s",
-                         cp->row->frozen_message ? cp->row->frozen_message : "frozen");
+                cp->message = xstrdup(cp->row->frozen_message ? cp->row->frozen_message : "frozen");
         k = take_spec_request(env);
         if (k < 0)
                 return k;
@@ -750,8 +749,8 @@ static void proof_before_copy(const consistency_env *env, consistency_pass *cp, 
             "leader's data): %s",
             s->message, cp->row->attempt_error ? cp->row->attempt_error : "not compared yet");
         _cleanup_free_ char *short_ = xasprintf("%s waits for a consistency proof", s->message);
-        snprintf(cp->message, sizeof(cp->message), "%s", why);
-        snprintf(s->message, sizeof(s->message), "%s", short_);
+        str_assign(&cp->message, TAKE_PTR(why));
+        str_assign(&s->message, xstrdup(short_));
         s->kind = STEP_WAIT;
         cp->held = true;
 }
@@ -850,8 +849,10 @@ void consistency_pass_release(consistency_pass *cp)
 {
         state_consistency_free(cp->row);
         state_repair_free(cp->repair);
+        free(cp->message);
         cp->row = NULL;
         cp->repair = NULL;
+        cp->message = NULL;
 }
 
 int consistency_repair_request(state_db *db, const char *cluster, const char *member,

@@ -64,7 +64,7 @@ typedef struct consistency_pass {
         bool frozen;            /* voluntary changes are held */
         bool held;              /* this pass's step was held (frozen, or waiting for a proof) */
         int64_t next_check_ms;  /* when a check is due next (wall ms) */
-        char message[256];      /* frozen: why; held for a proof: what waits */
+        char *message;          /* frozen: why; held for a proof: what waits; or NULL */
 } consistency_pass;
 
 /*
@@ -72,7 +72,8 @@ typedef struct consistency_pass {
  * request (a token not seen before); a requested repair judged (refused,
  * with the reason, or started); the member being replaced marked in the
  * observation (obs_member.replace); etcd's CORRUPT alarm freezes.
- * 0, or -errno when the state store failed.
+ * 0, or -errno when the state store failed. *cp is written whole: release it
+ * with consistency_pass_release(), also after an error.
  */
 int consistency_prepare(const consistency_env *env, consistency_pass *cp);
 
@@ -91,6 +92,7 @@ int consistency_alarm(const consistency_env *env, consistency_pass *cp);
 /* Store the DataConsistent condition (its checker: proof_check_condition). 1: it changed. */
 int consistency_record_condition(const consistency_env *env, const consistency_pass *cp);
 
+/* Frees what the pass holds (the row, the repair, the message). */
 void consistency_pass_release(consistency_pass *cp);
 
 /*

@@ -33,6 +33,7 @@
 
 #include "reconciler/bootstrap.h"
 #include "reconciler/decide.h"
+#include "util/xalloc.h"
 
 static const char *const step_names[] = {
     [STEP_CONVERGED] = "converged",     [STEP_WAIT] = "wait",
@@ -101,7 +102,7 @@ static void set(step *s, step_kind kind, const obs_member *m, const char *reason
         s->reason = reason;
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(s->message, sizeof(s->message), fmt, ap);
+        str_assign(&s->message, xvasprintf(fmt, ap));
         va_end(ap);
 }
 
@@ -332,13 +333,15 @@ static bool decide_renew(const desired *want, const observation *obs, bool expir
         bool expired = c->not_after_ms <= obs->now_ms;
         if (expired_only ? !expired : c->not_after_ms - want->renew_before_ms > obs->now_ms)
                 return false;
+        step_release(s);
         memset(s, 0, sizeof(*s));
         s->kind = STEP_RENEW_CERTS;
         s->member = c->member;
         s->reason = expired ? REASON_CERTS_EXPIRED : REASON_RENEWING_CERTS;
-        snprintf(s->message, sizeof(s->message), "%s the %s certificate%s%s",
-                 expired ? "expired: renew" : "renew", c->surface, c->member ? " of " : "s",
-                 c->member ? c->member : " shared by every member");
+        str_assign(&s->message,
+                   xasprintf("%s the %s certificate%s%s", expired ? "expired: renew" : "renew",
+                             c->surface, c->member ? " of " : "s",
+                             c->member ? c->member : " shared by every member"));
         return true;
 }
 
@@ -375,10 +378,34 @@ static bool decide_roll(const observation *obs, int voters, int healthy, step *s
         return true;
 }
 
+void step_release(step *s)
+{
+        if (!s)
+                return;
+        free(s->message);
+        s->message = NULL;
+}
+
+void step_say(step *s, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        str_assign(&s->message, xvasprintf(fmt, ap));
+        va_end(ap);
+}
+
+static void decide_rules(const desired *want, const observation *obs, step *s);
+
 void decide(const desired *want, const observation *obs, step *s)
 {
         memset(s, 0, sizeof(*s));
+        decide_rules(want, obs, s);
+        if (!s->message)
+                s->message = xstrdup("");
+}
 
+static void decide_rules(const desired *want, const observation *obs, step *s)
+{
         if (decide_renew(want, obs, true, s))
                 return;
         if (decide_bootstrap(want, obs, s)) /* rules 1 (static) and 1b: bootstrap.c */

@@ -113,8 +113,13 @@ typedef struct step {
         int count;          /* STEP_BOOTSTRAP: how many members form the initial cluster */
         uint64_t member_id; /* etcd ID for PROMOTE / REMOVE / MOVE_LEADER (target) */
         const char *reason; /* one of REASON_* */
-        char message[192];  /* a sentence for people and the audit log */
+        char *message;      /* a sentence for people and the audit log; owned (step_release) */
 } step;
+
+/* Frees the message; a step copied by value needs its own (xstrdup) before either is released. */
+void step_release(step *s);
+/* Sets s->message, freeing the one it replaces. */
+void step_say(step *s, const char *fmt, ...) _printf_(2, 3);
 
 /*
  * The decision. Rules, first match wins:
@@ -151,6 +156,8 @@ typedef struct step {
  * a stopped member is how quorum comes back.)
  */
 void decide(const desired *want, const observation *obs, step *ret_step);
+/* (*ret_step is written whole, never read, its message always set: release it with
+ * step_release() before it is decided again.) */
 
 /*
  * When the next certificate enters its renewal window (wall ms; it may be

@@ -223,6 +223,8 @@ static void cluster_free(dcluster *dc)
 {
         pending_release(dc);
         reconciler_free(dc->rec);
+        pass_result_release(&dc->last);
+        pass_result_release(&dc->res);
         free(dc->name);
         free(dc);
 }
@@ -265,6 +267,8 @@ static void callback(driver *d, bool on_worker, const char *cluster, const pass_
             xgrow(d->callbacks, &d->alloc_callbacks, d->n_callbacks + 1, sizeof(dcallback));
         d->callbacks[d->n_callbacks++] =
             (dcallback){.cluster = xstrdup(cluster), .res = *res, .duration_ms = duration_ms};
+        /* the queued copy owns its own message */
+        d->callbacks[d->n_callbacks - 1].res.message = xstrdup_null(res->message);
         pthread_mutex_unlock(&d->lock);
 }
 
@@ -279,6 +283,7 @@ static void callbacks_deliver(driver *d)
         for (size_t i = 0; i < n; i++) {
                 callback(d, false, v[i].cluster, &v[i].res, v[i].duration_ms);
                 free(v[i].cluster);
+                pass_result_release(&v[i].res);
         }
         free(v);
 }
@@ -293,6 +298,7 @@ static void run_passes(driver *d, dcluster *dc, state_db *db, bool on_worker)
         int k = 0;
         for (int n = 0; n < MAX_PASSES_PER_STEP; n++) {
                 int64_t t0 = now_mono_ms();
+                pass_result_release(&res);
                 k = reconciler_pass(dc->rec, dc->name, &res);
                 if (k >= 0)
                         callback(d, on_worker, dc->name, &res, now_mono_ms() - t0);
@@ -301,7 +307,8 @@ static void run_passes(driver *d, dcluster *dc, state_db *db, bool on_worker)
                 callback(d, on_worker, dc->name, &res, -1);
         }
         reconciler_set_db(dc->rec, d->opts.db);
-        dc->res = res;
+        pass_result_release(&dc->res);
+        dc->res = res; /* dc owns the message; take_result() moves it to last */
         dc->k = k;
 }
 
@@ -309,14 +316,16 @@ static void run_passes(driver *d, dcluster *dc, state_db *db, bool on_worker)
 static void take_result(driver *d, dcluster *dc)
 {
         pass_result res = dc->res;
+        dc->res = (pass_result){0};
         if (dc->k < 0) {
                 log_error("%s: pass failed: %s", dc->name, res.message);
                 res.outcome = PASS_WAITING;
                 res.poll_ms = 1000;
         }
         if (!dc->have_last || dc->last.outcome != res.outcome ||
-            !streq(dc->last.message, res.message))
+            !streq_ptr(dc->last.message, res.message))
                 callback(d, false, dc->name, &res, -1);
+        pass_result_release(&dc->last);
         dc->last = res;
         dc->have_last = true;
         int64_t now = mono(d);

@@ -66,7 +66,7 @@ typedef struct cluster_ctx {
         int64_t add_not_before; /* monotonic ms: etcd's health interval after a change */
         bool journal_checked;   /* operations left pending by an earlier run were closed */
         int64_t blocked_until;  /* monotonic ms: a refused step is not tried before */
-        char blocked_message[256];
+        char *blocked_message;  /* what the refused step said */
         /* a member refused a start on data from before a restore (act.c); Degraded says so */
         char *stale_message;
         upgrade_track upgrade; /* the member rolled last onto a new version (upgrade.c) */

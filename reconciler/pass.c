@@ -97,7 +97,7 @@ static pass_next pass_error(pass_ctx *p, int k)
 /* The state store failed in what a step did first: the pass could not run. */
 static pass_next pass_state_error(pass_ctx *p, int k, const char *what)
 {
-        snprintf(p->res->message, sizeof(p->res->message), "%s: %s", what, state_last_error());
+        pass_say(p->res, "%s: %s", what, state_last_error());
         return pass_error(p, k);
 }
 
@@ -136,7 +136,7 @@ static pass_next pass_begin(pass_ctx *p)
                 return pass_error(p, k);
         k = reconciler_latch(r, x, w->sc);
         if (k < 0) {
-                snprintf(res->message, sizeof(res->message), "cannot latch the spec: %s",
+                pass_say(res, "cannot latch the spec: %s",
                          k == -EBADMSG ? "the stored spec does not parse" : state_last_error());
                 return pass_error(p, k);
         }
@@ -148,8 +148,7 @@ static pass_next pass_begin(pass_ctx *p)
         if (w->sc->terminal_reason) {
                 res->outcome = PASS_FAILED;
                 snprintf(res->reason, sizeof(res->reason), "%s", w->sc->terminal_reason);
-                snprintf(res->message, sizeof(res->message), "%s",
-                         w->sc->terminal_message ? w->sc->terminal_message : "");
+                pass_say(res, "%s", w->sc->terminal_message ? w->sc->terminal_message : "");
                 return PASS_NEXT_END;
         }
 
@@ -159,7 +158,7 @@ static pass_next pass_begin(pass_ctx *p)
             !(ops->caps & TARGET_CAP_TLS_FROM_SECRETS)) {
                 res->outcome = PASS_FAILED;
                 snprintf(res->reason, sizeof(res->reason), "Unsupported");
-                snprintf(res->message, sizeof(res->message),
+                pass_say(res,
                          "tls.provider %s needs Kubernetes; on the %s target use "
                          "tls.provider auto",
                          tls_provider_name(c->tls.provider), ops->name);
@@ -170,7 +169,7 @@ static pass_next pass_begin(pass_ctx *p)
         if (x->blocked_until && mono(r) < x->blocked_until) {
                 res->outcome = PASS_BLOCKED;
                 res->poll_ms = (int)(x->blocked_until - mono(r));
-                snprintf(res->message, sizeof(res->message), "%s", x->blocked_message);
+                pass_say(res, "%s", x->blocked_message ? x->blocked_message : "");
                 return PASS_NEXT_END;
         }
         x->blocked_until = 0;
@@ -224,7 +223,7 @@ static pass_next pass_observe(pass_ctx *p)
         (void)r->opts.target->ops->tick(r->opts.target);
         int k = world_observe(r, x, p->c, w);
         if (k < 0) {
-                snprintf(p->res->message, sizeof(p->res->message), "cannot observe: %s",
+                pass_say(p->res, "cannot observe: %s",
                          w->target_failed ? target_last_error(r->opts.target) : state_last_error());
                 return pass_error(p, k);
         }
@@ -346,7 +345,7 @@ static pass_next pass_conditions(pass_ctx *p)
         res->step = s->kind;
         snprintf(res->member, sizeof(res->member), "%s", s->member ? s->member : "");
         snprintf(res->reason, sizeof(res->reason), "%s", s->reason ? s->reason : "");
-        snprintf(res->message, sizeof(res->message), "%s", s->message);
+        pass_say(res, "%s", s->message);
         conditions_update(p->r, p->x, &p->w, &p->want, s);
         consistency_env env = cons_env(p);
         (void)consistency_record_condition(&env, &p->cons);
@@ -450,7 +449,7 @@ static pass_next pass_auth(pass_ctx *p)
             .secret_password = secret_pw,
             .secret_error = secret_error,
         };
-        int k = auth_pass(&env, res->message, sizeof(res->message));
+        int k = auth_pass(&env, &res->message);
         if (secret_pw) {
                 explicit_bzero(secret_pw, strlen(secret_pw));
                 free(secret_pw);
@@ -462,7 +461,7 @@ static pass_next pass_auth(pass_ctx *p)
                 cluster_client_drop(r, x);
                 return PASS_NEXT_END;
         }
-        log_warn("%s: etcd auth: %s", x->name, res->message);
+        log_warn("%s: etcd auth: %s", x->name, res->message ? res->message : "");
         res->outcome = PASS_WAITING;
         res->poll_ms = 10 * POLL_RETRY_MS; /* a person may have to act: not every second */
         snprintf(res->reason, sizeof(res->reason), "AuthPending");
@@ -510,15 +509,16 @@ static pass_next pass_maintenance(pass_ctx *p)
                             .commit = w->commit,
                             .author = w->author,
                             .frozen = p->cons.frozen};
-        maint_result mr;
+        maint_result mr = {0};
         if (maintenance_pass(r->maint, &mc, &mr) == 0 && mr.outcome != MAINT_OUT_IDLE) {
                 res->outcome = mr.outcome == MAINT_OUT_ACTED ? PASS_PROGRESSED : PASS_WAITING;
                 res->poll_ms = mr.poll_ms;
-                snprintf(res->message, sizeof(res->message), "%s", mr.message);
+                pass_say(res, "%s", mr.message);
         } else if (mr.poll_ms > 0 && (res->poll_ms == 0 || mr.poll_ms < res->poll_ms)) {
                 res->poll_ms = mr.poll_ms;
         }
         p->corrupt_listed = mr.corrupt;
+        maint_result_release(&mr);
         auth_creds_release(&cr);
         free(names);
         free(urls);
@@ -549,13 +549,13 @@ static pass_next pass_freeze(pass_ctx *p)
                 res->poll_ms = next;
                 res->frozen = true;
                 snprintf(res->reason, sizeof(res->reason), "DataInconsistent");
-                snprintf(res->message, sizeof(res->message), "%s", p->cons.message);
+                pass_say(res, "%s", p->cons.message);
                 return PASS_NEXT_END;
         }
         if (p->cons.held) {
                 res->outcome = PASS_WAITING;
                 res->poll_ms = (int)PROOF_RETRY_MS;
-                snprintf(res->message, sizeof(res->message), "%s", p->cons.message);
+                pass_say(res, "%s", p->cons.message);
                 return PASS_NEXT_END;
         }
         if (p->cons.next_check_ms > 0 && (res->poll_ms == 0 || next < res->poll_ms))
@@ -573,8 +573,8 @@ static pass_next pass_act(pass_ctx *p)
         if (k < 0 && res->outcome != PASS_WAITING) {
                 res->outcome = PASS_WAITING;
                 res->poll_ms = POLL_RETRY_MS;
-                if (!res->message[0])
-                        snprintf(res->message, sizeof(res->message), "%s", strerror(-k));
+                if (!res->message || !res->message[0])
+                        pass_say(res, "%s", strerror(-k));
         }
         return PASS_NEXT_END;
 }
@@ -653,7 +653,24 @@ static int pass_run(pass_ctx *p)
 static void pass_ctx_release(pass_ctx *p)
 {
         consistency_pass_release(&p->cons);
+        step_release(&p->s);
         world_release(&p->w);
+}
+
+void pass_say(pass_result *res, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        str_assign(&res->message, xvasprintf(fmt, ap));
+        va_end(ap);
+}
+
+void pass_result_release(pass_result *r)
+{
+        if (!r)
+                return;
+        free(r->message);
+        r->message = NULL;
 }
 
 int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
@@ -667,6 +684,8 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
         int k = pass_run(&p);
         if (p.cons_ready)
                 res->frozen = p.cons.frozen;
+        if (!res->message)
+                res->message = xstrdup("");
         quiet_pass_end(&p.x->quiet, p.w.quiet, k >= 0 && res->outcome == PASS_CONVERGED, p.w.digest,
                        mono(r));
         return k;

@@ -256,7 +256,7 @@ static void hold(step *s, const char *why)
         _cleanup_free_ char *msg = xasprintf("frozen (%s): %s waits", why, s->message);
         s->kind = STEP_WAIT;
         s->reason = REASON_FROZEN;
-        snprintf(s->message, sizeof(s->message), "%s", msg);
+        str_assign(&s->message, xstrdup(msg));
 }
 
 /*
@@ -277,9 +277,9 @@ static bool lead_from_majority(const proof_freeze *f, const observation *obs, st
         s->member_id = to->id;
         s->ordinal = to->ordinal;
         s->reason = REASON_REPLACING_MEMBER;
-        snprintf(s->message, sizeof(s->message),
-                 "move leadership from %s (minority) to %s before the repair goes on", leader->name,
-                 to->name);
+        str_assign(&s->message,
+                   xasprintf("move leadership from %s (minority) to %s before the repair goes on",
+                             leader->name, to->name));
         return true;
 }
 
@@ -322,9 +322,11 @@ bool proof_gate(const proof_freeze *f, const observation *obs, step *s)
                 s->member = other->name;
                 s->member_id = other->id;
                 s->ordinal = other->ordinal;
-                snprintf(s->message, sizeof(s->message),
-                         "move leadership to %s (outside the minority) before the repair goes on",
-                         other->name);
+                str_assign(
+                    &s->message,
+                    xasprintf(
+                        "move leadership to %s (outside the minority) before the repair goes on",
+                        other->name));
                 return true;
         }
         case STEP_REMOVE_MEMBER:

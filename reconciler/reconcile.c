@@ -75,6 +75,7 @@ static void ctx_release(const reconciler *r, cluster_ctx *x)
         free(x->rejected_hash);
         free(x->rejected_message);
         free(x->stale_message);
+        free(x->blocked_message);
         if (x->client)
                 r->opts.etcd->disconnect(x->client);
         free(x->client_endpoints);

@@ -78,8 +78,8 @@ typedef struct pass_result {
         step_kind step;
         char member[64];
         char reason[48];
-        char message[256];
-        int poll_ms; /* PASS_WAITING: look again after at most this long */
+        char *message; /* a sentence for people (never NULL after reconciler_pass()); owned */
+        int poll_ms;   /* PASS_WAITING: look again after at most this long */
         /*
          * The cluster is frozen: its members were found holding different
          * data (or etcd raised CORRUPT) and voluntary changes wait for a
@@ -87,6 +87,11 @@ typedef struct pass_result {
          */
         bool frozen;
 } pass_result;
+
+/* Frees the message; pass_result_release(NULL) is a no-op. */
+void pass_result_release(pass_result *r);
+/* Sets r->message, freeing the one it replaces. */
+void pass_say(pass_result *r, const char *fmt, ...) _printf_(2, 3);
 
 int reconciler_new(const reconciler_opts *opts, reconciler **ret);
 void reconciler_free(reconciler *r);
@@ -103,7 +108,11 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(reconciler *, reconciler_free);
  */
 int reconciler_offer(reconciler *r, const etcd_cluster *c, const reconcile_origin *origin);
 
-/* One pass for one cluster ("namespace/name"). 0, or -errno when the pass could not run. */
+/*
+ * One pass for one cluster ("namespace/name"). 0, or -errno when the pass
+ * could not run. *ret is written whole (never read), its message set in
+ * both cases: release it with pass_result_release().
+ */
 int reconciler_pass(reconciler *r, const char *cluster, pass_result *ret);
 
 /*

@@ -105,7 +105,7 @@ static int result(pass_result *res, pass_outcome o, int poll_ms, const char *fmt
         snprintf(res->reason, sizeof(res->reason), "Recovering");
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(res->message, sizeof(res->message), fmt, ap);
+        str_assign(&res->message, xvasprintf(fmt, ap));
         va_end(ap);
         return 1;
 }
@@ -175,8 +175,7 @@ static int finish(const recovery_env *env, state_recovery *rec, const char *how,
         }
         log_error("%s: recovery %" PRId64 " %s: %s", env->cluster, rec->id, how, why);
         /* Refused or failed: the normal lifecycle goes on (QuorumLost, most likely). */
-        snprintf(res->message, sizeof(res->message), "recovery %" PRId64 " %s: %s", rec->id, how,
-                 why);
+        pass_say(res, "recovery %" PRId64 " %s: %s", rec->id, how, why);
         return 0;
 }
 

@@ -56,15 +56,16 @@ static int snapshot_before_minor(reconciler *r, cluster_ctx *x, const etcd_clust
                                                  "\"to\":\"%s\"}",
                                                  id, v->rec->version, c->version);
         if (k < 0) {
-                snprintf(s->message, sizeof(s->message), "no snapshot before the upgrade to %s: %s",
-                         c->version, err ? err : "gitcd has no state folder for it");
+                str_assign(&s->message,
+                           xasprintf("no snapshot before the upgrade to %s: %s", c->version,
+                                     err ? err : "gitcd has no state folder for it"));
                 s->kind = STEP_WAIT;
                 audit(r, x->name, "upgrade.snapshot", s->message, NULL, subject, "failure", 0,
                       w->commit, w->author);
                 log_warn("%s: %s", x->name, s->message);
                 /* A person may have to act (destination, credentials): not again at once. */
                 x->blocked_until = mono(r) + POLL_BLOCKED_MS;
-                snprintf(x->blocked_message, sizeof(x->blocked_message), "%s", s->message);
+                str_assign(&x->blocked_message, xstrdup(s->message));
                 return k;
         }
         audit(r, x->name, "upgrade.snapshot", "snapshot before a minor upgrade", NULL, subject,

@@ -149,7 +149,7 @@ static void step_taken(const tlsswitch_env *env, pass_result *res, const char *m
         snprintf(res->member, sizeof(res->member), "%s", member ? member : "");
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(res->message, sizeof(res->message), fmt, ap);
+        str_assign(&res->message, xvasprintf(fmt, ap));
         va_end(ap);
 }
 

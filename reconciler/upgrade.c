@@ -74,7 +74,7 @@ static void say(step *s, step_kind kind, const char *member, const char *reason,
         s->reason = reason;
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(s->message, sizeof(s->message), fmt, ap);
+        str_assign(&s->message, xvasprintf(fmt, ap));
         va_end(ap);
 }
 

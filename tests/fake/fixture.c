@@ -66,6 +66,7 @@ int fx_teardown(void **state)
 {
         fx *f = *state;
         fx_close(f);
+        pass_result_release(&f->last);
         if (f->config->release)
                 f->config->release(f);
         fake_world_free(f->w);
@@ -144,10 +145,12 @@ void fx_wait(fx *f, const pass_result *res)
 
 pass_result fx_pass(fx *f)
 {
+        pass_result_release(&f->last);
         pass_result res = {0};
         assert_int_equal(reconciler_pass(f->r, f->cluster, &res), 0);
         if (res.outcome == PASS_WAITING || res.outcome == PASS_BLOCKED)
                 fx_wait(f, &res);
+        f->last = res;
         return res;
 }
 

@@ -58,7 +58,8 @@ struct fx {
         state_db *db;
         target *t;
         reconciler *r;
-        void *data; /* the test file's own (config->prepare/release) */
+        void *data;       /* the test file's own (config->prepare/release) */
+        pass_result last; /* what fx_pass returned last: its message is held here */
 };
 
 /* cmocka setup and teardown: *state becomes an open fixture, and is freed. */
@@ -74,7 +75,11 @@ void fx_close(fx *f);
  */
 void fx_offer(fx *f, const reconcile_origin *origin, const char *fmt, ...) _printf_(3, 4);
 
-/* One pass; a pass that waits (or is blocked) advances the clock by what it asked for. */
+/*
+ * One pass; a pass that waits (or is blocked) advances the clock by what it
+ * asked for. The result's message is the fixture's: valid until the next
+ * fx_pass (fx_converge*) or the teardown.
+ */
 pass_result fx_pass(fx *f);
 /* Advance the clock by what a pass asked for (200 ms when it named no time). */
 void fx_wait(fx *f, const pass_result *res);

@@ -133,9 +133,10 @@ static int run_until_idle(fixture *f)
                                     .client_urls = f->urls,
                                     .n = 3,
                                     .commit = "0123456789abcdef0123456789abcdef01234567"};
-                maint_result r;
+                maint_result r = {0};
                 assert_int_equal(maintenance_pass(f->m, &mc, &r), 0);
                 state_cluster_free(sc);
+                maint_result_release(&r);
                 if (r.outcome == MAINT_OUT_IDLE)
                         return steps;
                 steps++;

@@ -14,6 +14,7 @@
 
 #include "reconciler/bootstrap.h"
 #include "reconciler/decide.h"
+#include "util/macro.h"
 
 #define R MEMBER_READY
 #define S MEMBER_STARTING
@@ -390,6 +391,13 @@ static const struct tcase cases[] = {
      REASON_UPGRADING},
 };
 
+/* decide() again on s: the message of the step before is freed first. */
+static void redecide(const desired *want, const observation *obs, step *s)
+{
+        step_release(s);
+        decide(want, obs, s);
+}
+
 static void run_case(const struct tcase *tc)
 {
         obs_member members[8];
@@ -403,8 +411,8 @@ static void run_case(const struct tcase *tc)
             .next_ordinal = 9,
         };
         desired want = {.replicas = tc->replicas};
-        step s;
-        decide(&want, &obs, &s);
+        _cleanup_(step_release) step s = {0};
+        redecide(&want, &obs, &s);
         if (s.kind != tc->want || !streq_ptr(s.reason, tc->want_reason) ||
             (tc->want_member && !streq_ptr(s.member, tc->want_member)))
                 fail_msg("%s: got %s(%s) reason %s: %s", tc->what, step_kind_name(s.kind),
@@ -445,8 +453,8 @@ static void test_never_breaks_quorum(void **state)
                         for (int replicas = 0; replicas <= 5; replicas++) {
                                 observation obs = {members, (size_t)n, true, 0x100, true, 9};
                                 desired want = {replicas};
-                                step s;
-                                decide(&want, &obs, &s);
+                                _cleanup_(step_release) step s = {0};
+                                redecide(&want, &obs, &s);
                                 if (s.kind != STEP_REMOVE_MEMBER)
                                         continue;
                                 const obs_member *v = NULL;
@@ -496,28 +504,28 @@ static void test_certificates(void **state)
             .certs = certs,
             .n_certs = 3,
         };
-        step s;
+        _cleanup_(step_release) step s = {0};
 
         assert_int_equal(certs_next_renewal_ms(&want, &obs), 50000);
         obs.now_ms = 49999;
-        decide(&want, &obs, &s);
+        redecide(&want, &obs, &s);
         assert_int_equal(s.kind, STEP_CONVERGED);
 
         obs.now_ms = 50000;
-        decide(&want, &obs, &s);
+        redecide(&want, &obs, &s);
         assert_int_equal(s.kind, STEP_RENEW_CERTS);
         assert_string_equal(s.member, "c-1");
         assert_string_equal(s.reason, REASON_RENEWING_CERTS);
 
         /* Quorum lost: a leaf in its window waits ... */
         obs.members = broken3;
-        decide(&want, &obs, &s);
+        redecide(&want, &obs, &s);
         assert_int_equal(s.kind, STEP_WAIT);
         assert_string_equal(s.reason, REASON_QUORUM_LOST);
         /* ... an expired one does not, even when etcd cannot be listed at all. */
         obs.now_ms = 95000;
         obs.etcd_listed = false;
-        decide(&want, &obs, &s);
+        redecide(&want, &obs, &s);
         assert_int_equal(s.kind, STEP_RENEW_CERTS);
         assert_string_equal(s.member, "c-1");
         assert_string_equal(s.reason, REASON_CERTS_EXPIRED);
@@ -529,7 +537,7 @@ static void test_certificates(void **state)
         obs.members = healthy3;
         obs.etcd_listed = true;
         obs.now_ms = 30000;
-        decide(&want, &obs, &s);
+        redecide(&want, &obs, &s);
         assert_int_equal(s.kind, STEP_RENEW_CERTS);
         assert_null(s.member);
         assert_true(strstr(s.message, "shared") != NULL);
@@ -538,7 +546,7 @@ static void test_certificates(void **state)
         obs.certs = NULL;
         obs.n_certs = 0;
         assert_int_equal(certs_next_renewal_ms(&want, &obs), 0);
-        decide(&want, &obs, &s);
+        redecide(&want, &obs, &s);
         assert_int_equal(s.kind, STEP_CONVERGED);
 }
 
@@ -551,14 +559,14 @@ static void test_certificates(void **state)
 static void decide_static(int replicas, bool static_mode, observation *obs, step *s)
 {
         desired want = {.replicas = replicas, .static_bootstrap = static_mode};
-        decide(&want, obs, s);
+        redecide(&want, obs, s);
 }
 
 /* spec.bootstrap.mode static: rules 1 and 1b (reconciler/bootstrap.c). */
 static void test_static_bootstrap(void **state)
 {
         (void)state;
-        step s;
+        _cleanup_(step_release) step s = {0};
         observation obs = {.next_ordinal = 0};
 
         /* Nothing anywhere: every member at once. */

@@ -372,7 +372,7 @@ static void test_unreported_member_is_not_replaced(void **state)
         int adds = f->w->adds;
         fake_proc_find(f->w, "demo-1")->silent = true;
         for (int i = 0; i < 30; i++) {
-                pass_result res = {0};
+                _cleanup_(pass_result_release) pass_result res = {0};
                 assert_true(reconciler_pass(f->r, CLUSTER, &res) < 0);
                 assert_non_null(strstr(res.message, "demo-1: its machine does not answer"));
                 fake_world_advance(f->w, 1000);
@@ -552,8 +552,8 @@ static void test_one_diverged_member_list_deletes_nothing(void **state)
 /* Pass once at a time until the injected MemberAdd failure was used. */
 static void pass_until_add_failed(fx *f)
 {
-        pass_result res;
         for (int i = 0; i < FX_MAX_PASSES && f->w->fail_next_add; i++) {
+                _cleanup_(pass_result_release) pass_result res = {0};
                 assert_int_equal(reconciler_pass(f->r, CLUSTER, &res), 0);
                 if (res.outcome != PASS_PROGRESSED)
                         fake_world_advance(f->w, res.poll_ms > 0 ? res.poll_ms : 200);

@@ -211,8 +211,15 @@ static observation world(uint64_t leader)
 static step mk(step_kind kind, const char *member, uint64_t id, const char *reason)
 {
         step s = {.kind = kind, .member = member, .member_id = id, .reason = reason};
-        snprintf(s.message, sizeof(s.message), "%s %s", step_kind_name(kind), member ? member : "");
+        s.message = xasprintf("%s %s", step_kind_name(kind), member ? member : "");
         return s;
+}
+
+/* *s becomes a new step, its message freed first. */
+static void remk(step *s, step_kind kind, const char *member, uint64_t id, const char *reason)
+{
+        step_release(s);
+        *s = mk(kind, member, id, reason);
 }
 
 static void test_gate(void **state)
@@ -249,6 +256,7 @@ static void test_gate(void **state)
         obs.n = 4;
         for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
                 step t = cases[i].s;
+                t.message = xstrdup(cases[i].s.message); /* the gate rewrites t's own */
                 bool goes = proof_gate(&f, &obs, &t);
                 print_message("%s -> %s\n", cases[i].s.message, t.message);
                 assert_int_equal(goes, cases[i].goes);
@@ -259,7 +267,10 @@ static void test_gate(void **state)
                         assert_string_equal(t.reason, REASON_FROZEN);
                         assert_non_null(strstr(t.message, cases[i].s.message));
                 }
+                step_release(&t);
+                step_release(&cases[i].s);
         }
+        step_release(&s);
 }
 
 static void test_gate_repair(void **state)
@@ -286,7 +297,7 @@ static void test_gate_repair(void **state)
         observation big = {.members = five, .n = 5, .etcd_listed = true, .leader_id = 1};
         proof_freeze f5 = {
             .frozen = true, .cause = "hashes", .minority = "m-0,m-1", .repair_member = "m-0"};
-        s = mk(STEP_MOVE_LEADER, "m-1", 2, REASON_REPLACING_MEMBER);
+        remk(&s, STEP_MOVE_LEADER, "m-1", 2, REASON_REPLACING_MEMBER);
         assert_true(proof_gate(&f5, &big, &s));
         assert_int_equal(s.kind, STEP_MOVE_LEADER);
         assert_string_equal(s.member, "m-2");
@@ -294,28 +305,28 @@ static void test_gate_repair(void **state)
 
         /* the removal of the member replaced goes, once leadership is in the majority */
         big.leader_id = 2; /* m-1, the other of the minority, leads */
-        s = mk(STEP_REMOVE_MEMBER, "m-0", 1, REASON_REPLACING_MEMBER);
+        remk(&s, STEP_REMOVE_MEMBER, "m-0", 1, REASON_REPLACING_MEMBER);
         assert_true(proof_gate(&f5, &big, &s));
         assert_int_equal(s.kind, STEP_MOVE_LEADER);
         assert_string_equal(s.member, "m-2");
         big.leader_id = 3;
-        s = mk(STEP_REMOVE_MEMBER, "m-0", 1, REASON_REPLACING_MEMBER);
+        remk(&s, STEP_REMOVE_MEMBER, "m-0", 1, REASON_REPLACING_MEMBER);
         assert_true(proof_gate(&f5, &big, &s));
         assert_int_equal(s.kind, STEP_REMOVE_MEMBER);
         /* another member's removal is still held */
-        s = mk(STEP_REMOVE_MEMBER, "m-4", 5, REASON_SCALING_DOWN);
+        remk(&s, STEP_REMOVE_MEMBER, "m-4", 5, REASON_SCALING_DOWN);
         assert_false(proof_gate(&f5, &big, &s));
 
         /* m-1 gone from etcd: its deletion, then one learner in its place */
         observation gone = world(3);
         members[1].in_etcd = false;
         members[1].id = 0;
-        s = mk(STEP_DELETE_MEMBER, "m-1", 0, REASON_SCALING_DOWN);
+        remk(&s, STEP_DELETE_MEMBER, "m-1", 0, REASON_SCALING_DOWN);
         assert_true(proof_gate(&f, &gone, &s));
         gone.n = 3;
         members[1] = members[2]; /* the record deleted: m-2 moves up */
         gone.n = 2;
-        s = mk(STEP_ADD_LEARNER, NULL, 0, REASON_SCALING_UP);
+        remk(&s, STEP_ADD_LEARNER, NULL, 0, REASON_SCALING_UP);
         assert_true(proof_gate(&f, &gone, &s));
         assert_int_equal(s.kind, STEP_ADD_LEARNER);
         /* the replacement joins: started and promoted; a second learner waits */
@@ -330,15 +341,15 @@ static void test_gate_repair(void **state)
                                   .unstarted = true,
                                   .runtime = MEMBER_ABSENT};
         gone.n = 3;
-        s = mk(STEP_START_MEMBER, "m-3", 4, REASON_SCALING_UP);
+        remk(&s, STEP_START_MEMBER, "m-3", 4, REASON_SCALING_UP);
         assert_true(proof_gate(&g, &gone, &s));
-        s = mk(STEP_PROMOTE, "m-3", 4, REASON_SCALING_UP);
+        remk(&s, STEP_PROMOTE, "m-3", 4, REASON_SCALING_UP);
         assert_true(proof_gate(&g, &gone, &s));
-        s = mk(STEP_ADD_LEARNER, NULL, 0, REASON_SCALING_UP);
+        remk(&s, STEP_ADD_LEARNER, NULL, 0, REASON_SCALING_UP);
         assert_false(proof_gate(&g, &gone, &s));
         /* a replacement whose MemberAdd failed (no record left) is added again */
         gone.n = 2;
-        s = mk(STEP_ADD_LEARNER, NULL, 0, REASON_SCALING_UP);
+        remk(&s, STEP_ADD_LEARNER, NULL, 0, REASON_SCALING_UP);
         assert_true(proof_gate(&g, &gone, &s));
 
         /* while a minority member leads, the learner waits for leadership to move */
@@ -346,10 +357,11 @@ static void test_gate_repair(void **state)
         members[1].replace = false;
         proof_freeze h = {
             .frozen = true, .cause = "hashes", .minority = "m-1,m-4", .repair_member = "m-4"};
-        s = mk(STEP_ADD_LEARNER, NULL, 0, REASON_SCALING_UP);
+        remk(&s, STEP_ADD_LEARNER, NULL, 0, REASON_SCALING_UP);
         assert_true(proof_gate(&h, &led, &s));
         assert_int_equal(s.kind, STEP_MOVE_LEADER);
         assert_string_equal(s.member, "m-0");
+        step_release(&s);
 }
 
 static void test_condition(void **state)

@@ -107,7 +107,7 @@ static void test_renewal_one_member_at_a_time(void **state)
         for (int k = 0; k < 3 * 3; k++) {
                 f->w->now_ms = soonest_expiry(f) - 40000;
                 int before = f->w->renewals;
-                pass_result r1;
+                _cleanup_(pass_result_release) pass_result r1 = {0};
                 assert_int_equal(reconciler_pass(f->r, CLUSTER, &r1), 0);
                 assert_int_equal(r1.step, STEP_RENEW_CERTS);
                 assert_int_equal(f->w->renewals, before + 1); /* one member per step */
@@ -155,7 +155,7 @@ static void test_expired_while_gitcd_was_down(void **state)
         fake_world_advance(f->w, LIFE_MS + 5000);
         assert_true(soonest_expiry(f) < f->w->now_ms);
 
-        pass_result res;
+        _cleanup_(pass_result_release) pass_result res = {0};
         assert_int_equal(reconciler_pass(f->r, CLUSTER, &res), 0);
         assert_int_equal(res.step, STEP_RENEW_CERTS);
         assert_string_equal(res.reason, "CertificatesExpired");
