@@ -26,7 +26,7 @@ static void help_row(FILE *out, int width, const char *left, const char *help)
         fprintf(out, "  %s", left);
         int used = (int)strlen(left);
         const char *line = help;
-        if (used > width - 2) {
+        if (used > width - 1) {
                 fputc('\n', out);
                 used = -2;
         }
@@ -48,6 +48,10 @@ void cli_help(const cli_command *c, FILE *out)
         fputs(c->usage, out);
         for (size_t i = 0; i < c->n_opts; i++) {
                 const cli_opt *o = &c->opts[i];
+                if (o->kind == CLI_OPT_HEADING) {
+                        fprintf(out, "%s\n", o->name);
+                        continue;
+                }
                 if (o->kind == CLI_OPT_TEXT) {
                         if (o->help)
                                 help_row(out, width, o->name, o->help);
@@ -55,6 +59,8 @@ void cli_help(const cli_command *c, FILE *out)
                                 fprintf(out, "  %s\n", o->name);
                         continue;
                 }
+                if (!o->help)
+                        continue;
                 _cleanup_free_ char *shrt =
                     o->short_name ? xasprintf("-%c, ", o->short_name) : xstrdup("");
                 _cleanup_free_ char *left = o->kind == CLI_OPT_HELP ? xstrdup("-h, --help")
@@ -107,6 +113,7 @@ static int take(const cli_command *c, const cli_opt *o, const char *arg)
         case CLI_OPT_CUSTOM:
                 return o->parse(arg, o->dest) < 0 ? bad_value(c, o, arg) : 0;
         case CLI_OPT_TEXT:
+        case CLI_OPT_HEADING:
         case CLI_OPT_HELP:
                 break;
         }
@@ -131,25 +138,49 @@ static int one_option(const cli_command *c, int ch, const char *arg)
         return EXIT_USAGE;
 }
 
+/* Row i of c's table into getopt's table opts (at *n) and its short name into shorts. */
+static void add_option(const cli_command *c, size_t i, struct option *opts, size_t *n,
+                       strbuf *shorts)
+{
+        const cli_opt *o = &c->opts[i];
+        bool has_arg = o->kind == CLI_OPT_STRING || o->kind == CLI_OPT_DURATION ||
+                       o->kind == CLI_OPT_CHOICE || o->kind == CLI_OPT_CUSTOM;
+        opts[(*n)++] =
+            (struct option){.name = o->kind == CLI_OPT_HELP ? "help" : o->name,
+                            .has_arg = has_arg ? required_argument : no_argument,
+                            .val = o->kind == CLI_OPT_HELP ? 'h' : CLI_OPT_BASE + (int)i};
+        if (o->short_name)
+                sb_printf(shorts, "%c%s", o->short_name, has_arg ? ":" : "");
+}
+
+/*
+ * getopt's table: the command's own options in the table's order, then
+ * its rows of cli/runner.h in runner_long_options' order (the order getopt
+ * lists the options an abbreviation could mean).
+ */
+static struct option *getopt_table(const cli_command *c, size_t *ret_n, strbuf *shorts)
+{
+        struct option *opts = xcalloc(c->n_opts + 1, sizeof(*opts));
+        size_t n = 0;
+        for (size_t i = 0; i < c->n_opts; i++)
+                if (c->opts[i].kind != CLI_OPT_TEXT && c->opts[i].kind != CLI_OPT_HEADING &&
+                    !c->opts[i].runner)
+                        add_option(c, i, opts, &n, shorts);
+        for (size_t j = 0; j < runner_n_long_options; j++)
+                for (size_t i = 0; i < c->n_opts; i++)
+                        if (c->opts[i].runner &&
+                            streq(c->opts[i].name, runner_long_options[j].name))
+                                add_option(c, i, opts, &n, shorts);
+        *ret_n = n;
+        return opts;
+}
+
 int cli_parse(const cli_command *c, int argc, char **argv)
 {
-        struct option *own = xcalloc(c->n_opts + 1, sizeof(*own));
-        size_t n_own = 0;
         strbuf shorts = STRBUF_INIT;
         sb_append(&shorts, c->stop_at_operand ? "+" : "");
-        for (size_t i = 0; i < c->n_opts; i++) {
-                const cli_opt *o = &c->opts[i];
-                if (o->kind == CLI_OPT_TEXT)
-                        continue;
-                bool has_arg = o->kind == CLI_OPT_STRING || o->kind == CLI_OPT_DURATION ||
-                               o->kind == CLI_OPT_CHOICE || o->kind == CLI_OPT_CUSTOM;
-                own[n_own++] =
-                    (struct option){.name = o->kind == CLI_OPT_HELP ? "help" : o->name,
-                                    .has_arg = has_arg ? required_argument : no_argument,
-                                    .val = o->kind == CLI_OPT_HELP ? 'h' : CLI_OPT_BASE + (int)i};
-                if (o->short_name)
-                        sb_printf(&shorts, "%c%s", o->short_name, has_arg ? ":" : "");
-        }
+        size_t n_own = 0;
+        struct option *own = getopt_table(c, &n_own, &shorts);
         /* the options of cli/runner.h only for a command that takes them */
         _cleanup_free_ struct option *opts = c->shared ? runner_options(own, n_own) : NULL;
         if (opts)

@@ -100,13 +100,17 @@ static const char options_help_tail[] =
     "  --prune                  stop the members of clusters removed from the source\n"
     "                           (their data is kept)\n";
 
-/* Words of text after col columns, wrapped at 80 with continuation lines indented by indent. */
-static void sb_wrap(strbuf *sb, const char *text, size_t col, size_t indent)
+/*
+ * Words of text after col columns, wrapped at 80: a continuation line is
+ * indented by indent (pad), or starts after "\n" with the indent left to
+ * the printer (no pad).
+ */
+static void sb_wrap(strbuf *sb, const char *text, size_t col, size_t indent, bool pad)
 {
         for (const char *p = text; *p;) {
                 size_t len = strcspn(p, " ");
                 if (col > indent && col + 1 + len > 80) {
-                        sb_printf(sb, "\n%*s", (int)indent, "");
+                        sb_printf(sb, "\n%*s", pad ? (int)indent : 0, "");
                         col = indent;
                 } else if (p != text) {
                         sb_appendc(sb, ' ');
@@ -117,15 +121,11 @@ static void sb_wrap(strbuf *sb, const char *text, size_t col, size_t indent)
                 p += len;
                 p += *p == ' ';
         }
-        sb_appendc(sb, '\n');
 }
 
-const char *runner_options_help(void)
+/* "where members run: ...": every kind of targets/registry.h, the default first. */
+static char *target_kinds_text(void)
 {
-        static char *help;
-        if (help)
-                return help;
-        /* --target: every kind of targets/registry.h, the default first */
         strbuf what = STRBUF_INIT;
         sb_printf(&what, "where members run:");
         for (size_t i = 0; i < TARGET_KIND_COUNT; i++) {
@@ -134,12 +134,32 @@ const char *runner_options_help(void)
                           k->name, k == target_kind_default() ? " (the default)" : "", k->summary,
                           i + 1 < TARGET_KIND_COUNT ? ";" : "");
         }
+        return sb_detach(&what);
+}
+
+const char *runner_target_help(void)
+{
+        static char *help;
+        if (help)
+                return help;
+        _cleanup_free_ char *what = target_kinds_text();
+        strbuf sb = STRBUF_INIT;
+        sb_wrap(&sb, what, RUNNER_HELP_COLUMN, RUNNER_HELP_COLUMN, false);
+        help = sb_detach(&sb);
+        return help;
+}
+
+const char *runner_options_help(void)
+{
+        static char *help;
+        if (help)
+                return help;
+        _cleanup_free_ char *what = target_kinds_text();
         static const char option[] = "  --target TARGET          ";
         strbuf sb = STRBUF_INIT;
         sb_printf(&sb, "%s%s", options_help_head, option);
-        sb_wrap(&sb, sb_str(&what), strlen(option), strlen(option));
-        sb_printf(&sb, "%s", options_help_tail);
-        sb_release(&what);
+        sb_wrap(&sb, what, strlen(option), strlen(option), true);
+        sb_printf(&sb, "\n%s", options_help_tail);
         help = sb_detach(&sb);
         return help;
 }

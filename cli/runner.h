@@ -107,6 +107,12 @@ struct option *runner_options(const struct option *own, size_t n_own);
  */
 void runner_unknown_target(const char *prog, const char *name);
 
+/* The column the help of the shared options starts at (cli/options.h's width + 2). */
+#define RUNNER_HELP_COLUMN 27
+
+/* The help of --target: the kinds of targets/registry.h, lines separated by \n. */
+const char *runner_target_help(void);
+
 /* The help text for the shared options (the kinds of --target from targets/registry.h). */
 const char *runner_options_help(void);
 
