@@ -113,9 +113,6 @@ void runner_unknown_target(const char *prog, const char *name);
 /* The help of --target: the kinds of targets/registry.h, lines separated by \n. */
 const char *runner_target_help(void);
 
-/* The help text for the shared options (the kinds of --target from targets/registry.h). */
-const char *runner_options_help(void);
-
 /* Handle one shared option; false when opt is not one of them. */
 bool runner_flag(runner_flags *f, int opt, const char *arg);
 
