@@ -61,8 +61,9 @@ void cli_help(const cli_command *c, FILE *out)
                 }
                 if (!o->help)
                         continue;
-                _cleanup_free_ char *shrt =
-                    o->short_name ? xasprintf("-%c, ", o->short_name) : xstrdup("");
+                _cleanup_free_ char *shrt = o->short_name   ? xasprintf("-%c, ", o->short_name)
+                                            : c->align_long ? xstrdup("    ")
+                                                            : xstrdup("");
                 _cleanup_free_ char *left = o->kind == CLI_OPT_HELP ? xstrdup("-h, --help")
                                             : o->arg ? xasprintf("%s--%s %s", shrt, o->name, o->arg)
                                                      : xasprintf("%s--%s", shrt, o->name);
@@ -76,7 +77,10 @@ const char *const cli_output_formats[] = {"table", "json", NULL};
 /* A bad value of option o: its message. -EINVAL. */
 static int bad_value(const cli_command *c, const cli_opt *o, const char *arg)
 {
-        if (o->show_arg)
+        const char *at = strstr(o->bad, "%s");
+        if (at)
+                fprintf(stderr, "%s: %.*s%s%s\n", c->prog, (int)(at - o->bad), o->bad, arg, at + 2);
+        else if (o->show_arg)
                 fprintf(stderr, "%s: %s, not '%s'\n", c->prog, o->bad, arg);
         else
                 fprintf(stderr, "%s: %s\n", c->prog, o->bad);
@@ -120,9 +124,27 @@ static int take(const cli_command *c, const cli_opt *o, const char *arg)
         return 0;
 }
 
-/* The code getopt returned for ch: -1 to go on, else the exit status. */
-static int one_option(const cli_command *c, int ch, const char *arg)
+/*
+ * A missing value or an unknown option, said by the command (quiet_getopt):
+ * EXIT_USAGE, the help on stderr.
+ */
+static int own_error(const cli_command *c, int ch, char **argv)
 {
+        if (ch == ':')
+                fprintf(stderr, "%s: %s needs a value\n", c->prog, argv[optind - 1]);
+        else if (optopt)
+                fprintf(stderr, "%s: unknown option '-%c'\n", c->prog, optopt);
+        else
+                fprintf(stderr, "%s: unknown option '%s'\n", c->prog, argv[optind - 1]);
+        cli_help(c, stderr);
+        return EXIT_USAGE;
+}
+
+/* The code getopt returned for ch: -1 to go on, else the exit status. */
+static int one_option(const cli_command *c, int ch, const char *arg, char **argv)
+{
+        if (c->quiet_getopt && (ch == ':' || ch == '?'))
+                return own_error(c, ch, argv);
         if (ch == 'h') {
                 cli_help(c, stdout);
                 return EXIT_OK;
@@ -179,6 +201,7 @@ int cli_parse(const cli_command *c, int argc, char **argv)
 {
         strbuf shorts = STRBUF_INIT;
         sb_append(&shorts, c->stop_at_operand ? "+" : "");
+        sb_append(&shorts, c->quiet_getopt ? ":" : "");
         size_t n_own = 0;
         struct option *own = getopt_table(c, &n_own, &shorts);
         /* the options of cli/runner.h only for a command that takes them */
@@ -191,7 +214,7 @@ int cli_parse(const cli_command *c, int argc, char **argv)
         int ch;
         optind = 1;
         while ((ch = getopt_long(argc, argv, sb_str(&shorts), opts, NULL)) != -1) {
-                int status = one_option(c, ch, optarg);
+                int status = one_option(c, ch, optarg, argv);
                 if (status >= 0) {
                         sb_release(&shorts);
                         return status;

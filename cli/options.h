@@ -3,8 +3,10 @@
  * where its value goes and how it is read. Parsing, the options block of
  * `--help` and the message for a bad value all come from the table, so they
  * cannot disagree. The options of cli/runner.h (the source, the state, the
- * target and its settings) are parsed by runner_flag() when the command
- * gives its runner_flags; their help lines are rows of text in the table.
+ * target and its settings) are rows written once (CLI_RUNNER_ROWS) for the
+ * commands that show them all (apply, plan, run); a command that takes
+ * them with a shorter help (recover, repair) gives its runner_flags for
+ * runner_flag() to parse, and says them in rows of text.
  */
 #pragma once
 
@@ -52,6 +54,13 @@ typedef struct cli_command {
         runner_flags *shared; /* the options of cli/runner.h too, or NULL */
         int width;            /* of the help's name column after two spaces (0: 21) */
         bool stop_at_operand; /* options only before the first operand */
+        /* A long-only option's row under the long names of those with a short one. */
+        bool align_long;
+        /*
+         * getopt says nothing: the command says "PROG: OPT needs a value" and
+         * "PROG: unknown option 'OPT'", then the help.
+         */
+        bool quiet_getopt;
 } cli_command;
 
 /* The command's help: usage, one row per option, footer. */
