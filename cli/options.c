@@ -77,8 +77,10 @@ const char *const cli_output_formats[] = {"table", "json", NULL};
 /* A bad value of option o: its message. -EINVAL. */
 static int bad_value(const cli_command *c, const cli_opt *o, const char *arg)
 {
-        const char *at = strstr(o->bad, "%s");
-        if (at)
+        const char *at = o->bad ? strstr(o->bad, "%s") : NULL;
+        if (!o->bad)
+                ; /* the reader said why */
+        else if (at)
                 fprintf(stderr, "%s: %.*s%s%s\n", c->prog, (int)(at - o->bad), o->bad, arg, at + 2);
         else if (o->show_arg)
                 fprintf(stderr, "%s: %s, not '%s'\n", c->prog, o->bad, arg);

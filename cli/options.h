@@ -287,3 +287,26 @@ extern const char *const cli_output_formats[];
 
 /* Both, as apply, plan and run show them. */
 #define CLI_RUNNER_ROWS(f) CLI_RUNNER_SOURCE_ROWS(f), CLI_RUNNER_TARGET_ROWS(f)
+
+/*
+ * --target and the target's settings into the runner_flags at f, as rows
+ * without help of their own, for the commands that open a recorded
+ * cluster's target and say these options in another row's help (etcd
+ * --cluster, snapshot save); runner_target_given() says whether any was.
+ */
+#define CLI_TARGET_HIDDEN_ROWS(f)                                                                  \
+        {.kind = CLI_OPT_STRING, .name = "target", .dest = &(f)->target},                          \
+            {.kind = CLI_OPT_STRING, .name = "kubeconfig", .dest = &(f)->kubeconfig},              \
+            {.kind = CLI_OPT_STRING, .name = "context", .dest = &(f)->kube_context},               \
+            {.kind = CLI_OPT_STRING, .name = "cluster-domain", .dest = &(f)->cluster_domain},      \
+            {.kind = CLI_OPT_STRING, .name = "snapshot-image", .dest = &(f)->snapshot_image},      \
+            {.kind = CLI_OPT_STRING, .name = "hosts-ssh-key", .dest = &(f)->hosts.ssh_key},        \
+            {.kind = CLI_OPT_STRING,                                                               \
+             .name = "hosts-passphrase-file",                                                      \
+             .dest = &(f)->hosts.passphrase_file},                                                 \
+            {.kind = CLI_OPT_STRING,                                                               \
+             .name = "hosts-known-hosts",                                                          \
+             .dest = &(f)->hosts.known_hosts},                                                     \
+        {                                                                                          \
+                .kind = CLI_OPT_STRING, .name = "hosts-ports", .dest = &(f)->hosts_ports           \
+        }

@@ -113,6 +113,13 @@ struct option *runner_options(const struct option *own, size_t n_own)
         return o;
 }
 
+bool runner_target_given(const runner_flags *f)
+{
+        return f->target || f->kubeconfig || f->kube_context || f->cluster_domain ||
+               f->snapshot_image || f->hosts.ssh_key || f->hosts.passphrase_file ||
+               f->hosts.known_hosts || f->hosts_ports;
+}
+
 bool runner_flag(runner_flags *f, int opt, const char *arg)
 {
         switch (opt) {

@@ -113,6 +113,9 @@ void runner_unknown_target(const char *prog, const char *name);
 /* The help of --target: the kinds of targets/registry.h, lines separated by \n. */
 const char *runner_target_help(void);
 
+/* Whether f has --target or a target's setting (CLI_TARGET_HIDDEN_ROWS). */
+bool runner_target_given(const runner_flags *f);
+
 /* Handle one shared option; false when opt is not one of them. */
 bool runner_flag(runner_flags *f, int opt, const char *arg);
 
