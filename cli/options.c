@@ -186,10 +186,13 @@ static struct option *getopt_table(const cli_command *c, size_t *ret_n, strbuf *
 {
         struct option *opts = xcalloc(c->n_opts + 1, sizeof(*opts));
         size_t n = 0;
-        for (size_t i = 0; i < c->n_opts; i++)
-                if (c->opts[i].kind != CLI_OPT_TEXT && c->opts[i].kind != CLI_OPT_HEADING &&
-                    !c->opts[i].runner)
+        for (size_t i = 0; i < c->n_opts; i++) {
+                const cli_opt *o = &c->opts[i];
+                if (o->kind == CLI_OPT_HELP ||
+                    (o->kind != CLI_OPT_TEXT && o->kind != CLI_OPT_HEADING && !o->runner &&
+                     o->group == c->group))
                         add_option(c, i, opts, &n, shorts);
+        }
         for (size_t j = 0; j < runner_n_long_options; j++)
                 for (size_t i = 0; i < c->n_opts; i++)
                         if (c->opts[i].runner &&

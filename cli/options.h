@@ -43,6 +43,8 @@ typedef struct cli_opt {
         bool runner;
         const char *const *choices;                /* CLI_OPT_CHOICE: NULL-terminated */
         int (*parse)(const char *arg, void *dest); /* CLI_OPT_CUSTOM */
+        /* The command that parses it: the one of the same cli_command.group. */
+        unsigned char group;
 } cli_opt;
 
 typedef struct cli_command {
@@ -61,6 +63,11 @@ typedef struct cli_command {
          * "PROG: unknown option 'OPT'", then the help.
          */
         bool quiet_getopt;
+        /*
+         * The rows it parses: those of this group (and the help). The others
+         * are shown, as for the verbs of one command sharing one help.
+         */
+        unsigned char group;
 } cli_command;
 
 /* The command's help: usage, one row per option, footer. */

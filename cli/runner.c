@@ -53,7 +53,14 @@ const struct option runner_long_options[] = {
     {"allowed-signers", required_argument, NULL, RUNNER_OPT_ALLOWED_SIGNERS},
     {"allow-rollback", no_argument, NULL, RUNNER_OPT_ALLOW_ROLLBACK},
     {"prune", no_argument, NULL, RUNNER_OPT_PRUNE},
-    RUNNER_TARGET_OPTIONS,
+    {"kubeconfig", required_argument, NULL, RUNNER_OPT_KUBECONFIG},
+    {"context", required_argument, NULL, RUNNER_OPT_CONTEXT},
+    {"cluster-domain", required_argument, NULL, RUNNER_OPT_CLUSTER_DOMAIN},
+    {"snapshot-image", required_argument, NULL, RUNNER_OPT_SNAPSHOT_IMAGE},
+    {"hosts-ssh-key", required_argument, NULL, RUNNER_OPT_HOSTS_SSH_KEY},
+    {"hosts-passphrase-file", required_argument, NULL, RUNNER_OPT_HOSTS_PASSPHRASE_FILE},
+    {"hosts-known-hosts", required_argument, NULL, RUNNER_OPT_HOSTS_KNOWN_HOSTS},
+    {"hosts-ports", required_argument, NULL, RUNNER_OPT_HOSTS_PORTS},
 };
 const size_t runner_n_long_options = sizeof(runner_long_options) / sizeof(runner_long_options[0]);
 

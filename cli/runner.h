@@ -74,24 +74,9 @@ enum {
 };
 
 /*
- * The options of the targets themselves (Kubernetes' API server, the hosts
- * target's SSH), for the option tables of commands that open a recorded
- * cluster's target without a source (snapshot save, etcd --cluster).
+ * The long options above: the getopt table of runner_options(), and the
+ * order cli/options.c matches the rows of CLI_RUNNER_ROWS in.
  */
-/* clang-format off */
-#define RUNNER_TARGET_OPTIONS                                                           \
-        {"kubeconfig", required_argument, NULL, RUNNER_OPT_KUBECONFIG},                 \
-        {"context", required_argument, NULL, RUNNER_OPT_CONTEXT},                       \
-        {"cluster-domain", required_argument, NULL, RUNNER_OPT_CLUSTER_DOMAIN},         \
-        {"snapshot-image", required_argument, NULL, RUNNER_OPT_SNAPSHOT_IMAGE},         \
-        {"hosts-ssh-key", required_argument, NULL, RUNNER_OPT_HOSTS_SSH_KEY},           \
-        {"hosts-passphrase-file", required_argument, NULL,                              \
-         RUNNER_OPT_HOSTS_PASSPHRASE_FILE},                                             \
-        {"hosts-known-hosts", required_argument, NULL, RUNNER_OPT_HOSTS_KNOWN_HOSTS},   \
-        {"hosts-ports", required_argument, NULL, RUNNER_OPT_HOSTS_PORTS}
-/* clang-format on */
-
-/* The long options above, to be copied into a command's option table. */
 extern const struct option runner_long_options[];
 extern const size_t runner_n_long_options;
 
