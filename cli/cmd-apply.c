@@ -13,7 +13,6 @@
  * The final summary line is the same in tty and plain.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,46 +21,32 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/runner.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-static void usage(FILE *out)
-{
-        fprintf(out,
-                "usage: gitcd apply --source SRC [options]\n\n"
-                "Reconcile every EtcdCluster in SRC until each converges or fails.\n"
-                "Members run on the local target (etcd processes on this host) by\n"
-                "default; they keep running after gitcd exits.\n\n"
-                "  --wait                   wait for convergence (the default)\n"
-                "  --no-wait                take in the revision, act while steps complete\n"
-                "                           at once, then exit without waiting\n"
-                "  --timeout D              give up after D (default 10m; e.g. 90s, 5m)\n"
-                "  -o, --output FMT         tty: one line per cluster, redrawn in place (the\n"
-                "                           default on a terminal); plain: timestamped lines\n"
-                "                           (the default otherwise); json: one JSON event per\n"
-                "                           line\n"
-                "  -q, --quiet              print only errors and the summary\n"
-                "  --config FILE            the configuration file whose policy bounds what\n"
-                "                           SRC may do (default: " OPS_CONFIG_DEFAULT_PATH "\n"
-                "                           when present, else gitcd's built-in policy)\n"
-                "  -h, --help               show this help\n\n"
-                "%s\n"
-                "The policy (docs/operating.md): a cluster it refuses is not taken in (one\n"
-                "that exists keeps its accepted spec), with the policy's line; a change it\n"
-                "holds for approvals waits for more trusted signers. Of the file, apply takes\n"
-                "only the policy: that of its source whose url is SRC, else the top-level one.\n\n"
-                "Only one apply or run works on a state at a time (a lock in the state\n"
-                "folder); another exits 1 at once: \"another gitcd (pid N) holds DIR\".\n\n"
-                "Exit status: 0 every cluster converged; 1 a cluster failed, was\n"
-                "rejected (by a rule or the policy), has a change held for approvals, is\n"
-                "blocked (the target refused a step, or the cluster is frozen because its\n"
-                "members hold different data: gitcd status says which and the gitcd repair\n"
-                "to run) or did not converge in time, or the state is locked; 64 bad usage.\n",
-                runner_options_help());
-}
+static const char usage_text[] =
+    "usage: gitcd apply --source SRC [options]\n\n"
+    "Reconcile every EtcdCluster in SRC until each converges or fails.\n"
+    "Members run on the local target (etcd processes on this host) by\n"
+    "default; they keep running after gitcd exits.\n\n";
+
+static const char footer_text[] =
+    "\n"
+    "The policy (docs/operating.md): a cluster it refuses is not taken in (one\n"
+    "that exists keeps its accepted spec), with the policy's line; a change it\n"
+    "holds for approvals waits for more trusted signers. Of the file, apply takes\n"
+    "only the policy: that of its source whose url is SRC, else the top-level one.\n\n"
+    "Only one apply or run works on a state at a time (a lock in the state\n"
+    "folder); another exits 1 at once: \"another gitcd (pid N) holds DIR\".\n\n"
+    "Exit status: 0 every cluster converged; 1 a cluster failed, was\n"
+    "rejected (by a rule or the policy), has a change held for approvals, is\n"
+    "blocked (the target refused a step, or the cluster is frozen because its\n"
+    "members hold different data: gitcd status says which and the gitcd repair\n"
+    "to run) or did not converge in time, or the state is locked; 64 bad usage.\n";
 
 typedef enum output { OUTPUT_TTY, OUTPUT_PLAIN, OUTPUT_JSON } output;
 
@@ -288,74 +273,73 @@ typedef struct apply_args {
         int64_t timeout_ms;
 } apply_args;
 
+/* tty, plain, json: the values of -o, in the order of enum output. */
+static const char *const output_names[] = {"tty", "plain", "json", NULL};
+
 /* The options into a and d: -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, apply_args *a, display *d)
 {
-        enum { OPT_WAIT = RUNNER_OPT_LAST + 1, OPT_NO_WAIT, OPT_TIMEOUT, OPT_CONFIG };
-        static const struct option own[] = {
-            {"help", no_argument, NULL, 'h'},
-            {"quiet", no_argument, NULL, 'q'},
-            {"output", required_argument, NULL, 'o'},
-            {"wait", no_argument, NULL, OPT_WAIT},
-            {"no-wait", no_argument, NULL, OPT_NO_WAIT},
-            {"timeout", required_argument, NULL, OPT_TIMEOUT},
-            {"config", required_argument, NULL, OPT_CONFIG},
+        int mode = (int)d->mode;
+        const cli_opt opts[] = {
+            {.kind = CLI_OPT_SET,
+             .name = "wait",
+             .dest = &a->wait,
+             .help = "wait for convergence (the default)"},
+            {.kind = CLI_OPT_CLEAR,
+             .name = "no-wait",
+             .dest = &a->wait,
+             .help = "take in the revision, act while steps complete\n"
+                     "at once, then exit without waiting"},
+            {.kind = CLI_OPT_DURATION,
+             .name = "timeout",
+             .arg = "D",
+             .dest = &a->timeout_ms,
+             .help = "give up after D (default 10m; e.g. 90s, 5m)",
+             .bad = "--timeout takes a duration such as 90s or 5m"},
+            {.kind = CLI_OPT_CHOICE,
+             .name = "output",
+             .short_name = 'o',
+             .arg = "FMT",
+             .dest = &mode,
+             .choices = output_names,
+             .help = "tty: one line per cluster, redrawn in place (the\n"
+                     "default on a terminal); plain: timestamped lines\n"
+                     "(the default otherwise); json: one JSON event per\n"
+                     "line",
+             .bad = "-o takes tty, plain or json",
+             .show_arg = true},
+            {.kind = CLI_OPT_SET,
+             .name = "quiet",
+             .short_name = 'q',
+             .dest = &d->quiet,
+             .help = "print only errors and the summary"},
+            {.kind = CLI_OPT_STRING,
+             .name = "config",
+             .arg = "FILE",
+             .dest = &a->f.config,
+             .help = "the configuration file whose policy bounds what\n"
+                     "SRC may do (default: " OPS_CONFIG_DEFAULT_PATH "\n"
+                     "when present, else gitcd's built-in policy)"},
+            {.kind = CLI_OPT_HELP, .help = "show this help"},
+            CLI_RUNNER_ROWS(&a->f),
         };
-        _cleanup_free_ struct option *opts = runner_options(own, ARRAY_SIZE(own));
-        optind = 1;
-        int c;
-        while ((c = getopt_long(argc, argv, "hqo:", opts, NULL)) != -1) {
-                if (runner_flag(&a->f, c, optarg))
-                        continue;
-                switch (c) {
-                case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
-                case 'q':
-                        d->quiet = true;
-                        break;
-                case 'o':
-                        if (streq(optarg, "tty"))
-                                d->mode = OUTPUT_TTY;
-                        else if (streq(optarg, "plain"))
-                                d->mode = OUTPUT_PLAIN;
-                        else if (streq(optarg, "json"))
-                                d->mode = OUTPUT_JSON;
-                        else {
-                                fprintf(stderr,
-                                        "gitcd apply: -o takes tty, plain or json, not '%s'\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case OPT_WAIT:
-                        a->wait = true;
-                        break;
-                case OPT_NO_WAIT:
-                        a->wait = false;
-                        break;
-                case OPT_CONFIG:
-                        a->f.config = optarg;
-                        break;
-                case OPT_TIMEOUT:
-                        if (parse_duration_ms(optarg, &a->timeout_ms) < 0 || a->timeout_ms <= 0) {
-                                fprintf(stderr, "gitcd apply: --timeout takes a duration such "
-                                                "as 90s or 5m\n");
-                                return EXIT_USAGE;
-                        }
-                        break;
-                default:
-                        usage(stderr);
-                        return EXIT_USAGE;
-                }
-        }
+        const cli_command cmd = {.prog = "gitcd apply",
+                                 .usage = usage_text,
+                                 .footer = footer_text,
+                                 .opts = opts,
+                                 .n_opts = ARRAY_SIZE(opts),
+                                 .width = 25};
+        int status = cli_parse(&cmd, argc, argv);
+        d->mode = (output)mode;
+        if (status >= 0)
+                return status;
         if (optind < argc) {
                 fprintf(stderr, "gitcd apply: unexpected argument '%s'\n", argv[optind]);
                 return EXIT_USAGE;
         }
         if (!a->f.src.url_or_path) {
                 fprintf(stderr, "gitcd apply: --source is required\n");
-                usage(stderr);
+                cli_help(&cmd, stderr);
                 return EXIT_USAGE;
         }
         return -1;

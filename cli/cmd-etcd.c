@@ -20,7 +20,6 @@
  * present), read only with --cluster.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -29,6 +28,7 @@
 
 #include "api/spec.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/runner.h"
 #include "etcd/client.h"
 #include "etcd/credentials.h"
@@ -51,56 +51,28 @@ struct etcd_cli {
         bool prefix;
         bool learner;
         const char *peer_urls;
+        cli_command cmd; /* its option table, for the help (opts owned) */
 };
 
-static void usage(FILE *f)
-{
-        fprintf(f, "usage: gitcd etcd [options] <command> [args]\n\n"
-                   "Talk to an etcd cluster directly with gitcd's own client.\n\n"
-                   "Commands:\n"
-                   "  member list                              list members (IDs in hex)\n"
-                   "  member add NAME --peer-urls URL[,URL] [--learner]\n"
-                   "                                           add a member (a learner with "
-                   "--learner)\n"
-                   "  member remove ID                         remove a member\n"
-                   "  member promote ID                        promote a learner to a voter\n"
-                   "  member update ID --peer-urls URL[,URL]   change a member's peer URLs\n"
-                   "  status                                   status of every endpoint\n"
-                   "  put KEY VALUE                            store a value\n"
-                   "  get KEY [--prefix]                       read a key (or a prefix)\n"
-                   "  del KEY [--prefix]                       delete a key (or a prefix)\n"
-                   "  snapshot save FILE                       stream a snapshot into FILE\n"
-                   "  defrag                                   defragment every endpoint\n"
-                   "  move-leader ID                           hand leadership to member ID\n"
-                   "  alarm list | alarm disarm                show or clear alarms\n\n"
-                   "Options:\n"
-                   "  --endpoints URLS    comma-separated client URLs (default "
-                   "$GITCD_ETCD_ENDPOINTS,\n"
-                   "                      else http://127.0.0.1:2379)\n"
-                   "  --cacert FILE       CA bundle to verify https:// endpoints\n"
-                   "  --cert FILE         client certificate (mTLS)\n"
-                   "  --key FILE          client key (mTLS)\n"
-                   "  --cluster NS/NAME   a cluster gitcd runs: its members, gitcd's client\n"
-                   "                      certificate and, with auth on, root's credentials,\n"
-                   "                      as gitcd recorded them (with --state, --target and\n"
-                   "                      the target's options as for apply; not with\n"
-                   "                      --endpoints, --cacert, --cert, --key, --user)\n"
-                   "  --config FILE       with --cluster: the daemon's configuration file,\n"
-                   "                      for the state and the settings of the target the\n"
-                   "                      cluster runs on that the command line leaves out\n"
-                   "                      (default: " OPS_CONFIG_DEFAULT_PATH " when present)\n"
-                   "  --user NAME         authenticate as NAME; the password comes from\n"
-                   "                      $GITCD_ETCD_PASSWORD or --password-file\n"
-                   "  --password-file F   read the password from the first line of F\n"
-                   "                      (--user NAME:PASS works too, but every user of\n"
-                   "                      the host can read it until gitcd blanks it out)\n"
-                   "  -o, --output FMT    table (default) or json\n"
-                   "  --timeout DUR       deadline of each call (default 5s)\n"
-                   "  --prefix            get/del: every key starting with KEY\n"
-                   "  --learner           member add: add as a learner\n"
-                   "  --peer-urls URLS    member add/update: the member's peer URLs\n"
-                   "  -h, --help          show this help\n");
-}
+static const char usage_text[] =
+    "usage: gitcd etcd [options] <command> [args]\n\n"
+    "Talk to an etcd cluster directly with gitcd's own client.\n\n"
+    "Commands:\n"
+    "  member list                              list members (IDs in hex)\n"
+    "  member add NAME --peer-urls URL[,URL] [--learner]\n"
+    "                                           add a member (a learner with --learner)\n"
+    "  member remove ID                         remove a member\n"
+    "  member promote ID                        promote a learner to a voter\n"
+    "  member update ID --peer-urls URL[,URL]   change a member's peer URLs\n"
+    "  status                                   status of every endpoint\n"
+    "  put KEY VALUE                            store a value\n"
+    "  get KEY [--prefix]                       read a key (or a prefix)\n"
+    "  del KEY [--prefix]                       delete a key (or a prefix)\n"
+    "  snapshot save FILE                       stream a snapshot into FILE\n"
+    "  defrag                                   defragment every endpoint\n"
+    "  move-leader ID                           hand leadership to member ID\n"
+    "  alarm list | alarm disarm                show or clear alarms\n\n"
+    "Options:\n";
 
 static void wipe_free(char *s)
 {
@@ -618,7 +590,7 @@ static int run(struct etcd_cli *cli, etcd_client *c, int argc, char **argv)
         if (streq(cmd, "alarm"))
                 return do_alarm(cli, c, argc - 1, argv + 1);
         fprintf(stderr, "gitcd: etcd: unknown command '%s'\n", cmd);
-        usage(stderr);
+        cli_help(&cli->cmd, stderr);
         return EXIT_USAGE;
 usage:
         fprintf(stderr, "gitcd: etcd %s: wrong arguments (see gitcd etcd --help)\n", cmd);
@@ -700,158 +672,162 @@ static int from_cluster(struct etcd_cli *cli, const char *cluster, const char *s
 /* What the command line says besides the connection (struct etcd_cli). */
 typedef struct etcd_args {
         const char *cluster, *state_flag, *config;
+        const char *endpoints; /* --endpoints, over the default */
         runner_flags tf;
         bool target_flag, connection_flag;
 } etcd_args;
 
-/* gitcd etcd's own options (the shared ones of cli/runner.h come above them). */
-enum {
-        OPT_ENDPOINTS = 256,
-        OPT_CACERT,
-        OPT_CERT,
-        OPT_KEY,
-        OPT_USER,
-        OPT_TIMEOUT,
-        OPT_PREFIX,
-        OPT_LEARNER,
-        OPT_PEER_URLS,
-        OPT_PASSWORD_FILE,
-        OPT_CLUSTER,
-        OPT_CONFIG,
-        OPT_STATE,
-};
-_Static_assert((int)OPT_STATE < (int)RUNNER_OPT_SOURCE, "own options below the shared ones");
-
-/* --endpoints, --cacert, --cert, --key, --user, --password-file into cli: 0, or -errno (printed). */
-static int connection_option(struct etcd_cli *cli, int opt, const char *arg)
+/* --user NAME[:PASS] into the struct etcd_cli at dest. */
+static int parse_user(const char *arg, void *dest)
 {
-        switch (opt) {
-        case OPT_ENDPOINTS:
-                cli->opts.endpoints = arg;
-                break;
-        case OPT_CACERT:
-                cli->opts.cacert = arg;
-                break;
-        case OPT_CERT:
-                cli->opts.cert = arg;
-                break;
-        case OPT_KEY:
-                cli->opts.key = arg;
-                break;
-        case OPT_USER: {
-                free(cli->user);
-                const char *colon = strchr(arg, ':');
-                if (colon) {
-                        cli->user = xstrndup(arg, (size_t)(colon - arg));
-                        wipe_free(cli->password);
-                        cli->password = xstrdup(colon + 1);
-                } else {
-                        cli->user = xstrdup(arg);
-                }
-                break;
-        }
-        case OPT_PASSWORD_FILE:
-                if (read_password_file(arg, &cli->password) < 0)
-                        return -EINVAL;
-                break;
+        struct etcd_cli *cli = dest;
+        free(cli->user);
+        const char *colon = strchr(arg, ':');
+        if (colon) {
+                cli->user = xstrndup(arg, (size_t)(colon - arg));
+                wipe_free(cli->password);
+                cli->password = xstrdup(colon + 1);
+        } else {
+                cli->user = xstrdup(arg);
         }
         return 0;
+}
+
+/* --password-file F: its first line into *(char **)dest; -errno, printed. */
+static int parse_password_file(const char *arg, void *dest)
+{
+        return read_password_file(arg, dest) < 0 ? -EINVAL : 0;
+}
+
+/* --timeout D: each call's deadline, and the dial's (at most 2s), into the etcd_client_opts at dest. */
+static int parse_timeout(const char *arg, void *dest)
+{
+        etcd_client_opts *o = dest;
+        int64_t ms;
+        if (parse_duration_ms(arg, &ms) < 0 || ms <= 0 || ms > INT32_MAX)
+                return -EINVAL;
+        o->call_timeout_ms = (int)ms;
+        o->dial_timeout_ms = (int)MIN(ms, 2000);
+        return 0;
+}
+
+static const char *const output_names[] = {"table", "json", NULL};
+
+/* gitcd etcd's option table, the options into cli, out and a. Newly allocated. */
+static cli_opt *option_table(struct etcd_cli *cli, int *out, etcd_args *a, size_t *ret_n)
+{
+        const cli_opt opts[] = {
+            {.kind = CLI_OPT_STRING,
+             .name = "endpoints",
+             .arg = "URLS",
+             .dest = &a->endpoints,
+             .help = "comma-separated client URLs (default $GITCD_ETCD_ENDPOINTS,\n"
+                     "else http://127.0.0.1:2379)"},
+            {.kind = CLI_OPT_STRING,
+             .name = "cacert",
+             .arg = "FILE",
+             .dest = &cli->opts.cacert,
+             .help = "CA bundle to verify https:// endpoints"},
+            {.kind = CLI_OPT_STRING,
+             .name = "cert",
+             .arg = "FILE",
+             .dest = &cli->opts.cert,
+             .help = "client certificate (mTLS)"},
+            {.kind = CLI_OPT_STRING,
+             .name = "key",
+             .arg = "FILE",
+             .dest = &cli->opts.key,
+             .help = "client key (mTLS)"},
+            {.kind = CLI_OPT_STRING,
+             .name = "cluster",
+             .arg = "NS/NAME",
+             .dest = &a->cluster,
+             .help = "a cluster gitcd runs: its members, gitcd's client\n"
+                     "certificate and, with auth on, root's credentials,\n"
+                     "as gitcd recorded them (with --state, --target and\n"
+                     "the target's options as for apply; not with\n"
+                     "--endpoints, --cacert, --cert, --key, --user)"},
+            {.kind = CLI_OPT_STRING,
+             .name = "config",
+             .arg = "FILE",
+             .dest = &a->config,
+             .help = "with --cluster: the daemon's configuration file,\n"
+                     "for the state and the settings of the target the\n"
+                     "cluster runs on that the command line leaves out\n"
+                     "(default: " OPS_CONFIG_DEFAULT_PATH " when present)"},
+            {.kind = CLI_OPT_CUSTOM,
+             .name = "user",
+             .arg = "NAME",
+             .dest = cli,
+             .parse = parse_user,
+             .help = "authenticate as NAME; the password comes from\n"
+                     "$GITCD_ETCD_PASSWORD or --password-file"},
+            {.kind = CLI_OPT_CUSTOM,
+             .name = "password-file",
+             .arg = "F",
+             .dest = &cli->password,
+             .parse = parse_password_file,
+             .help = "read the password from the first line of F\n"
+                     "(--user NAME:PASS works too, but every user of\n"
+                     "the host can read it until gitcd blanks it out)"},
+            {.kind = CLI_OPT_CHOICE,
+             .name = "output",
+             .short_name = 'o',
+             .arg = "FMT",
+             .dest = out,
+             .choices = output_names,
+             .help = "table (default) or json",
+             .bad = "--output takes table or json"},
+            {.kind = CLI_OPT_CUSTOM,
+             .name = "timeout",
+             .arg = "DUR",
+             .dest = &cli->opts,
+             .parse = parse_timeout,
+             .help = "deadline of each call (default 5s)",
+             .bad = "--timeout takes a duration such as 5s or 500ms"},
+            {.kind = CLI_OPT_SET,
+             .name = "prefix",
+             .dest = &cli->prefix,
+             .help = "get/del: every key starting with KEY"},
+            {.kind = CLI_OPT_SET,
+             .name = "learner",
+             .dest = &cli->learner,
+             .help = "member add: add as a learner"},
+            {.kind = CLI_OPT_STRING,
+             .name = "peer-urls",
+             .arg = "URLS",
+             .dest = &cli->peer_urls,
+             .help = "member add/update: the member's peer URLs"},
+            /* said in --cluster's help */
+            {.kind = CLI_OPT_STRING, .name = "state", .dest = &a->state_flag},
+            CLI_TARGET_HIDDEN_ROWS(&a->tf),
+            {.kind = CLI_OPT_HELP, .help = "show this help"},
+        };
+        *ret_n = ARRAY_SIZE(opts);
+        cli_opt *copy = xmalloc(sizeof(opts));
+        memcpy(copy, opts, sizeof(opts));
+        return copy;
 }
 
 /* The options into cli and a: -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, struct etcd_cli *cli, etcd_args *a)
 {
-        static const struct option longopts[] = {
-            {"endpoints", required_argument, NULL, OPT_ENDPOINTS},
-            {"cacert", required_argument, NULL, OPT_CACERT},
-            {"cert", required_argument, NULL, OPT_CERT},
-            {"key", required_argument, NULL, OPT_KEY},
-            {"user", required_argument, NULL, OPT_USER},
-            {"password-file", required_argument, NULL, OPT_PASSWORD_FILE},
-            {"output", required_argument, NULL, 'o'},
-            {"timeout", required_argument, NULL, OPT_TIMEOUT},
-            {"prefix", no_argument, NULL, OPT_PREFIX},
-            {"learner", no_argument, NULL, OPT_LEARNER},
-            {"peer-urls", required_argument, NULL, OPT_PEER_URLS},
-            {"cluster", required_argument, NULL, OPT_CLUSTER},
-            {"state", required_argument, NULL, OPT_STATE},
-            {"config", required_argument, NULL, OPT_CONFIG},
-            {"target", required_argument, NULL, RUNNER_OPT_TARGET},
-            RUNNER_TARGET_OPTIONS,
-            {"help", no_argument, NULL, 'h'},
-            {},
-        };
-        int opt;
-        optind = 0; /* reset getopt: argv[0] is the subcommand name */
-        while ((opt = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
-                switch (opt) {
-                case OPT_ENDPOINTS:
-                case OPT_CACERT:
-                case OPT_CERT:
-                case OPT_KEY:
-                case OPT_USER:
-                case OPT_PASSWORD_FILE:
-                        a->connection_flag = true;
-                        if (connection_option(cli, opt, optarg) < 0)
-                                return EXIT_USAGE;
-                        break;
-                case 'o':
-                        if (streq(optarg, "json"))
-                                cli->out = OUT_JSON;
-                        else if (streq(optarg, "table"))
-                                cli->out = OUT_TABLE;
-                        else {
-                                fprintf(stderr, "gitcd: etcd: --output takes table or json\n");
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case OPT_TIMEOUT: {
-                        int64_t ms;
-                        if (parse_duration_ms(optarg, &ms) < 0 || ms <= 0 || ms > INT32_MAX) {
-                                fprintf(stderr, "gitcd: etcd: --timeout takes a duration such "
-                                                "as 5s or 500ms\n");
-                                return EXIT_USAGE;
-                        }
-                        cli->opts.call_timeout_ms = (int)ms;
-                        cli->opts.dial_timeout_ms = (int)MIN(ms, 2000);
-                        break;
-                }
-                case OPT_PREFIX:
-                        cli->prefix = true;
-                        break;
-                case OPT_LEARNER:
-                        cli->learner = true;
-                        break;
-                case OPT_PEER_URLS:
-                        cli->peer_urls = optarg;
-                        break;
-                case OPT_CLUSTER:
-                        a->cluster = optarg;
-                        break;
-                case OPT_STATE:
-                        a->state_flag = optarg;
-                        break;
-                case OPT_CONFIG:
-                        a->config = optarg;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
-                default:
-                        if (opt > RUNNER_OPT_SOURCE && opt < RUNNER_OPT_LAST &&
-                            runner_flag(&a->tf, opt, optarg)) {
-                                a->target_flag = true;
-                                break;
-                        }
-                        usage(stderr);
-                        return EXIT_USAGE;
-                }
+        int out = (int)cli->out;
+        cli->cmd =
+            (cli_command){.prog = "gitcd: etcd", .usage = usage_text, .footer = "", .width = 20};
+        cli->cmd.opts = option_table(cli, &out, a, &cli->cmd.n_opts);
+        int status = cli_parse(&cli->cmd, argc, argv);
+        if (status < 0 && optind >= argc) {
+                cli_help(&cli->cmd, stderr);
+                status = EXIT_USAGE;
         }
-        if (optind >= argc) {
-                usage(stderr);
-                return EXIT_USAGE;
-        }
-        return -1;
+        cli->out = (enum output)out;
+        if (a->endpoints)
+                cli->opts.endpoints = a->endpoints;
+        a->connection_flag = a->endpoints || cli->opts.cacert || cli->opts.cert || cli->opts.key ||
+                             cli->user || cli->password;
+        a->target_flag = runner_target_given(&a->tf);
+        return status;
 }
 
 /*
@@ -931,5 +907,6 @@ int cmd_etcd(int argc, char **argv)
         free(cli.ca);
         free(cli.cert);
         free(cli.key);
+        free((cli_opt *)cli.cmd.opts);
         return ret;
 }

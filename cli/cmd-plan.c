@@ -17,13 +17,13 @@
  */
 #include <assert.h>
 #include <errno.h>
-#include <getopt.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/runner.h"
 #include "kube/client.h"
 #include "kube/kubeconfig.h"
@@ -35,61 +35,47 @@
 #include "util/log.h"
 #include "util/xalloc.h"
 
-static void usage(FILE *out)
-{
-        fprintf(out,
-                "usage: gitcd plan --source SRC [--ref R] [--path P] [--state DB]\n"
-                "                  [-o text|json] [--detailed-exitcode] [options]\n"
-                "                  [--target kubernetes [--kubeconfig F] [--context C]]\n"
-                "                  [--target hosts]\n\n"
-                "Compare the EtcdClusters at SRC's revision with what the state store says\n"
-                "gitcd has accepted, and show every cluster to create, change or delete,\n"
-                "field by field, with the steps that will follow, and every rejected\n"
-                "document or transition with its location. Nothing is touched: the state\n"
-                "database is only read (a missing one means nothing was applied yet), no\n"
-                "etcd member is contacted, and no target unless --target kubernetes asks\n"
-                "for drift (below).\n\n"
-                "  -o, --output FORMAT      text (default) or json\n"
-                "  --detailed-exitcode      exit 2 when there are changes (0 when none)\n"
-                "  -v, --verbose            also list unchanged clusters\n"
-                "  --plain-directory        read SRC as files on disk even when it is a\n"
-                "                           Git checkout (the working tree as it is)\n"
-                "  --prune                  plan removed clusters as stopped (data kept),\n"
-                "                           as `gitcd apply --prune` would\n"
-                "  --config FILE            the configuration file whose policy bounds what\n"
-                "                           SRC may do, as for apply (default:\n"
-                "                           " OPS_CONFIG_DEFAULT_PATH " when present, else\n"
-                "                           gitcd's built-in policy)\n"
-                "  -h, --help               show this help\n\n"
-                "%s\n"
-                "With --target kubernetes the plan also reads the API server (GET, LIST and\n"
-                "dry-run applies only) and reports per cluster how the live objects differ\n"
-                "from what the Kubernetes target would apply (with a state store: also the\n"
-                "tls.provider auto Secrets issued in its folder and the recorded members'\n"
-                "PVCs and Pods): missing, drift: <fields>, not managed by gitcd, would\n"
-                "prune; and the live Pods and PVCs against spec.replicas and spec.version\n"
-                "(docs/kubernetes.md).\n\n"
-                "With --target hosts the plan takes in only clusters with spec.hosts, as\n"
-                "`gitcd apply --target hosts` would, and lists for each cluster to create\n"
-                "or change, machine by machine, the files apply writes there and the\n"
-                "commands it runs (with `sudo -n` for SSH users other than root). They\n"
-                "are computed from the spec: no machine is contacted (docs/hosts.md).\n"
-                "For a cluster gitcd has no records of it also says what apply reads\n"
-                "first on each machine and how it adopts a cluster already running there\n"
-                "(or refuses) instead of bootstrapping; the reading happens at apply.\n\n"
-                "A Git source is mirrored into a temporary folder removed on exit, unless\n"
-                "--cache-dir names a cache to reuse. --etcd-dir and the --hosts-* flags are\n"
-                "accepted and ignored: only --target kubernetes contacts a target.\n\n"
-                "The operator's policy (docs/operating.md) is applied as apply applies it:\n"
-                "a cluster it refuses is rejected with the policy's line (file:line:col),\n"
-                "and a change that waits for approvals is held (?) with how many trusted\n"
-                "signers it has and needs, counted in the source's signed history.\n\n"
-                "Exit status: 0 no errors (with --detailed-exitcode: and no changes or drift);\n"
-                "1 errors, rejections, an object not managed by gitcd, or an unreadable API\n"
-                "server; 2 changes or drift pending (only with --detailed-exitcode);\n"
-                "64 bad usage.\n",
-                runner_options_help());
-}
+static const char usage_text[] =
+    "usage: gitcd plan --source SRC [--ref R] [--path P] [--state DB]\n"
+    "                  [-o text|json] [--detailed-exitcode] [options]\n"
+    "                  [--target kubernetes [--kubeconfig F] [--context C]]\n"
+    "                  [--target hosts]\n\n"
+    "Compare the EtcdClusters at SRC's revision with what the state store says\n"
+    "gitcd has accepted, and show every cluster to create, change or delete,\n"
+    "field by field, with the steps that will follow, and every rejected\n"
+    "document or transition with its location. Nothing is touched: the state\n"
+    "database is only read (a missing one means nothing was applied yet), no\n"
+    "etcd member is contacted, and no target unless --target kubernetes asks\n"
+    "for drift (below).\n\n";
+
+static const char footer_text[] =
+    "\n"
+    "With --target kubernetes the plan also reads the API server (GET, LIST and\n"
+    "dry-run applies only) and reports per cluster how the live objects differ\n"
+    "from what the Kubernetes target would apply (with a state store: also the\n"
+    "tls.provider auto Secrets issued in its folder and the recorded members'\n"
+    "PVCs and Pods): missing, drift: <fields>, not managed by gitcd, would\n"
+    "prune; and the live Pods and PVCs against spec.replicas and spec.version\n"
+    "(docs/kubernetes.md).\n\n"
+    "With --target hosts the plan takes in only clusters with spec.hosts, as\n"
+    "`gitcd apply --target hosts` would, and lists for each cluster to create\n"
+    "or change, machine by machine, the files apply writes there and the\n"
+    "commands it runs (with `sudo -n` for SSH users other than root). They\n"
+    "are computed from the spec: no machine is contacted (docs/hosts.md).\n"
+    "For a cluster gitcd has no records of it also says what apply reads\n"
+    "first on each machine and how it adopts a cluster already running there\n"
+    "(or refuses) instead of bootstrapping; the reading happens at apply.\n\n"
+    "A Git source is mirrored into a temporary folder removed on exit, unless\n"
+    "--cache-dir names a cache to reuse. --etcd-dir and the --hosts-* flags are\n"
+    "accepted and ignored: only --target kubernetes contacts a target.\n\n"
+    "The operator's policy (docs/operating.md) is applied as apply applies it:\n"
+    "a cluster it refuses is rejected with the policy's line (file:line:col),\n"
+    "and a change that waits for approvals is held (?) with how many trusted\n"
+    "signers it has and needs, counted in the source's signed history.\n\n"
+    "Exit status: 0 no errors (with --detailed-exitcode: and no changes or drift);\n"
+    "1 errors, rejections, an object not managed by gitcd, or an unreadable API\n"
+    "server; 2 changes or drift pending (only with --detailed-exitcode);\n"
+    "64 bad usage.\n";
 
 static char *default_known_hosts(void)
 {
@@ -362,66 +348,70 @@ out:
 /* The command line of gitcd plan. */
 typedef struct plan_args {
         runner_flags f;
-        bool json, detailed, verbose, plain;
+        int json; /* the index of -o's value in plan_formats: 1 for json */
+        bool detailed, verbose, plain;
 } plan_args;
+
+static const char *const plan_formats[] = {"text", "json", NULL};
 
 /* The options into a: -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, plan_args *a)
 {
         runner_flags *f = &a->f;
-        enum { OPT_DETAILED = RUNNER_OPT_LAST + 1, OPT_PLAIN, OPT_CONFIG };
-        static const struct option own[] = {
-            {"help", no_argument, NULL, 'h'},
-            {"output", required_argument, NULL, 'o'},
-            {"verbose", no_argument, NULL, 'v'},
-            {"detailed-exitcode", no_argument, NULL, OPT_DETAILED},
-            {"plain-directory", no_argument, NULL, OPT_PLAIN},
-            {"config", required_argument, NULL, OPT_CONFIG},
+        const cli_opt opts[] = {
+            {.kind = CLI_OPT_CHOICE,
+             .name = "output",
+             .short_name = 'o',
+             .arg = "FORMAT",
+             .dest = &a->json,
+             .choices = plan_formats,
+             .help = "text (default) or json",
+             .bad = "-o takes text or json"},
+            {.kind = CLI_OPT_SET,
+             .name = "detailed-exitcode",
+             .dest = &a->detailed,
+             .help = "exit 2 when there are changes (0 when none)"},
+            {.kind = CLI_OPT_SET,
+             .name = "verbose",
+             .short_name = 'v',
+             .dest = &a->verbose,
+             .help = "also list unchanged clusters"},
+            {.kind = CLI_OPT_SET,
+             .name = "plain-directory",
+             .dest = &a->plain,
+             .help = "read SRC as files on disk even when it is a\n"
+                     "Git checkout (the working tree as it is)"},
+            {.kind = CLI_OPT_TEXT,
+             .name = "--prune",
+             .help = "plan removed clusters as stopped (data kept),\n"
+                     "as `gitcd apply --prune` would"},
+            {.kind = CLI_OPT_STRING,
+             .name = "config",
+             .arg = "FILE",
+             .dest = &f->config,
+             .help = "the configuration file whose policy bounds what\n"
+                     "SRC may do, as for apply (default:\n" OPS_CONFIG_DEFAULT_PATH
+                     " when present, else\n"
+                     "gitcd's built-in policy)"},
+            {.kind = CLI_OPT_HELP, .help = "show this help"},
+            CLI_RUNNER_ROWS(f),
         };
-        _cleanup_free_ struct option *opts = runner_options(own, ARRAY_SIZE(own));
-        optind = 1;
-        int c;
-        while ((c = getopt_long(argc, argv, "ho:v", opts, NULL)) != -1) {
-                if (runner_flag(f, c, optarg))
-                        continue;
-                switch (c) {
-                case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
-                case 'o':
-                        if (streq(optarg, "json"))
-                                a->json = true;
-                        else if (streq(optarg, "text"))
-                                a->json = false;
-                        else {
-                                fprintf(stderr, "gitcd plan: -o takes text or json\n");
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case 'v':
-                        a->verbose = true;
-                        break;
-                case OPT_DETAILED:
-                        a->detailed = true;
-                        break;
-                case OPT_PLAIN:
-                        a->plain = true;
-                        break;
-                case OPT_CONFIG:
-                        f->config = optarg;
-                        break;
-                default:
-                        usage(stderr);
-                        return EXIT_USAGE;
-                }
-        }
+        const cli_command cmd = {.prog = "gitcd plan",
+                                 .usage = usage_text,
+                                 .footer = footer_text,
+                                 .opts = opts,
+                                 .n_opts = ARRAY_SIZE(opts),
+                                 .width = 25};
+        int status = cli_parse(&cmd, argc, argv);
+        if (status >= 0)
+                return status;
         if (optind < argc) {
                 fprintf(stderr, "gitcd plan: unexpected argument '%s'\n", argv[optind]);
                 return EXIT_USAGE;
         }
         if (isempty(f->src.url_or_path)) {
                 fprintf(stderr, "gitcd plan: --source is required\n");
-                usage(stderr);
+                cli_help(&cmd, stderr);
                 return EXIT_USAGE;
         }
         if (f->src.verify_signatures && isempty(f->src.allowed_signers_path)) {

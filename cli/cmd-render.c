@@ -9,11 +9,11 @@
  * accepted by `kubectl apply -f -`.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "render/render.h"
 #include "api/spec.h"
 #include "api/yaml.h"
@@ -23,31 +23,33 @@
 
 enum output_format { OUTPUT_YAML, OUTPUT_JSON };
 
-static void usage(FILE *out)
+static const char usage_text[] =
+    "usage: gitcd render [-o yaml|json] [--cluster-domain DOMAIN] PATH...\n"
+    "\n"
+    "Print the Kubernetes objects that run the EtcdClusters defined in PATH (files,\n"
+    "or directories searched recursively for *.yaml and *.yml): per cluster the\n"
+    "headless and client Services, the PodDisruptionBudget, cert-manager\n"
+    "Certificates (tls provider cert-manager), then each member's\n"
+    "PersistentVolumeClaim and Pod, for the steady state of a fresh cluster.\n"
+    "A paused cluster (replicas 0) gets its Services and the dormant member's\n"
+    "volume only. Problems go to stderr; with any error nothing is printed.\n"
+    "\n"
+    "Options:\n";
+
+static const char footer_text[] =
+    "\n"
+    "Exit status: 0 rendered, 1 invalid input, 64 bad command line.\n";
+
+/* --cluster-domain D: a DNS name into *(const char **)dest; -EINVAL. */
+static int parse_domain(const char *arg, void *dest)
 {
-        fprintf(out, "usage: gitcd render [-o yaml|json] [--cluster-domain DOMAIN] PATH...\n"
-                     "\n"
-                     "Print the Kubernetes objects that run the EtcdClusters defined in PATH "
-                     "(files,\n"
-                     "or directories searched recursively for *.yaml and *.yml): per cluster "
-                     "the\n"
-                     "headless and client Services, the PodDisruptionBudget, cert-manager\n"
-                     "Certificates (tls provider cert-manager), then each member's\n"
-                     "PersistentVolumeClaim and Pod, for the steady state of a fresh "
-                     "cluster.\n"
-                     "A paused cluster (replicas 0) gets its Services and the dormant "
-                     "member's\n"
-                     "volume only. Problems go to stderr; with any error nothing is printed.\n"
-                     "\n"
-                     "Options:\n"
-                     "  -o, --output FORMAT     yaml (default): \"---\"-separated documents;\n"
-                     "                          json: one {\"kind\": \"List\"} object\n"
-                     "      --cluster-domain D  the cluster's DNS domain (default "
-                     "cluster.local)\n"
-                     "  -h, --help              show this help\n"
-                     "\n"
-                     "Exit status: 0 rendered, 1 invalid input, 64 bad command line.\n");
+        if (!dns1123_subdomain_valid(arg))
+                return -EINVAL;
+        *(const char **)dest = arg;
+        return 0;
 }
+
+static const char *const output_formats[] = {"yaml", "json", NULL};
 
 static void note_paused(const etcd_cluster *c, diag_list *diags)
 {
@@ -102,62 +104,41 @@ static int format_output(const json_t *items, enum output_format fmt, strbuf *ou
 
 int cmd_render(int argc, char **argv)
 {
-        static const struct option options[] = {
-            {"output", required_argument, NULL, 'o'},
-            {"cluster-domain", required_argument, NULL, 'D'},
-            {"help", no_argument, NULL, 'h'},
-            {},
-        };
-        enum output_format fmt = OUTPUT_YAML;
+        int fmt = OUTPUT_YAML;
         const char *domain = "cluster.local";
-        int opt;
-
-        optind = 0;
-        while ((opt = getopt_long(argc, argv, ":o:h", options, NULL)) != -1) {
-                switch (opt) {
-                case 'o':
-                        if (streq(optarg, "yaml")) {
-                                fmt = OUTPUT_YAML;
-                        } else if (streq(optarg, "json")) {
-                                fmt = OUTPUT_JSON;
-                        } else {
-                                fprintf(stderr,
-                                        "gitcd render: unknown output format \"%s\" (use yaml or "
-                                        "json)\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case 'D':
-                        if (!dns1123_subdomain_valid(optarg)) {
-                                fprintf(stderr,
-                                        "gitcd render: --cluster-domain \"%s\" is not a DNS "
-                                        "name (such as cluster.local)\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        domain = optarg;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
-                case ':':
-                        fprintf(stderr, "gitcd render: %s needs a value\n", argv[optind - 1]);
-                        usage(stderr);
-                        return EXIT_USAGE;
-                default:
-                        if (optopt)
-                                fprintf(stderr, "gitcd render: unknown option '-%c'\n", optopt);
-                        else
-                                fprintf(stderr, "gitcd render: unknown option '%s'\n",
-                                        argv[optind - 1]);
-                        usage(stderr);
-                        return EXIT_USAGE;
-                }
-        }
+        const cli_opt opts[] = {
+            {.kind = CLI_OPT_CHOICE,
+             .name = "output",
+             .short_name = 'o',
+             .arg = "FORMAT",
+             .dest = &fmt,
+             .choices = output_formats,
+             .help = "yaml (default): \"---\"-separated documents;\n"
+                     "json: one {\"kind\": \"List\"} object",
+             .bad = "unknown output format \"%s\" (use yaml or json)"},
+            {.kind = CLI_OPT_CUSTOM,
+             .name = "cluster-domain",
+             .arg = "D",
+             .dest = &domain,
+             .parse = parse_domain,
+             .help = "the cluster's DNS domain (default cluster.local)",
+             .bad = "--cluster-domain \"%s\" is not a DNS name (such as cluster.local)"},
+            {.kind = CLI_OPT_HELP, .help = "show this help"},
+        };
+        const cli_command cmd = {.prog = "gitcd render",
+                                 .usage = usage_text,
+                                 .footer = footer_text,
+                                 .opts = opts,
+                                 .n_opts = ARRAY_SIZE(opts),
+                                 .width = 24,
+                                 .align_long = true,
+                                 .quiet_getopt = true};
+        int status = cli_parse(&cmd, argc, argv);
+        if (status >= 0)
+                return status;
         if (optind >= argc) {
                 fprintf(stderr, "gitcd render: no PATH given\n");
-                usage(stderr);
+                cli_help(&cmd, stderr);
                 return EXIT_USAGE;
         }
 

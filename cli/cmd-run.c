@@ -43,7 +43,6 @@
  * one (recorded as failed).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -53,6 +52,7 @@
 
 #include "cli/cli.h"
 #include "cli/notify-systemd.h"
+#include "cli/options.h"
 #include "cli/runner.h"
 #include "ops/http.h"
 #include "ops/metrics.h"
@@ -104,54 +104,35 @@ static void signals_restore(const sigset_t *old)
         pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
-static void usage(FILE *out)
-{
-        fprintf(out,
-                "usage: gitcd run --source SRC [options]\n"
-                "       gitcd run [--config FILE] [options]\n\n"
-                "Run the reconciler as a daemon: poll the sources, take in new revisions and\n"
-                "keep every cluster converged. The daemon's documented configuration keeps its\n"
-                "state in /var/lib/gitcd/state.db (--state).\n\n"
-                "  --config FILE            the daemon's configuration file (default:\n"
-                "                           " OPS_CONFIG_DEFAULT_PATH " when present); flags\n"
-                "                           override it, --source replaces its sources\n"
-                "                           (docs/operating.md)\n"
-                "  --interval D             how often to poll a source (default 30s)\n"
-                "  --observe-interval D     how often a converged cluster is observed when\n"
-                "                           nothing wakes it (default 30s, each cluster\n"
-                "                           jittered by +-25%%; member events, a new\n"
-                "                           revision and due renewals wake it at once)\n"
-                "  --workers N              clusters reconciled at once (default 8): a\n"
-                "                           slow cluster never holds up the others\n"
-                "  --listen ADDR            serve /metrics, /healthz and /readyz on ADDR\n"
-                "                           (host:port, [v6]:port or :port)\n"
-                "  --listen-token-file FILE require \"Authorization: Bearer <token>\"\n"
-                "  --tls-cert FILE          serve https with this certificate and\n"
-                "  --tls-key FILE           this key (PEM)\n"
-                "  -h, --help               show this help\n\n"
-                "%s\n"
-                "The file's policy: (per source, over the top-level one; built in without a\n"
-                "file) bounds what each source's commits may do: a cluster it refuses is\n"
-                "not taken in (one that exists keeps its accepted spec), a change it holds\n"
-                "waits for more trusted signers; `gitcd status` shows both\n"
-                "(docs/operating.md, docs/security.md).\n\n"
-                "Clusters with spec.snapshots get their scheduled snapshots (cron, UTC),\n"
-                "one at a time beside the reconciliation; a schedule missed while gitcd\n"
-                "was down is caught up once.\n\n"
-                "A slow or stalled remote never holds up the reconciliation: its fetch\n"
-                "runs beside it (within its 120 s budget) and is taken in when it ends.\n\n"
-                "Signals: SIGTERM/SIGINT start no new pass, give the passes in flight\n"
-                "10 s to end (every step is journaled: the next start resumes one cut\n"
-                "short), abort a running snapshot (recorded as failed) and any fetch in\n"
-                "flight, and exit 0; SIGHUP reads the configuration file again at once\n"
-                "(an invalid one is reported and the settings in force stay), re-reads\n"
-                "the files it names and polls every source at once (a fetch in flight is\n"
-                "started again); passes in flight end on the settings they started with\n"
-                "(a reload that changes the target's settings waits for them).\n"
-                "The daemon holds a lock in the state folder while it runs: another\n"
-                "apply or run on the same state exits 1; plan, status and log still read.\n",
-                runner_options_help());
-}
+static const char usage_text[] =
+    "usage: gitcd run --source SRC [options]\n"
+    "       gitcd run [--config FILE] [options]\n\n"
+    "Run the reconciler as a daemon: poll the sources, take in new revisions and\n"
+    "keep every cluster converged. The daemon's documented configuration keeps its\n"
+    "state in /var/lib/gitcd/state.db (--state).\n\n";
+
+static const char footer_text[] =
+    "\n"
+    "The file's policy: (per source, over the top-level one; built in without a\n"
+    "file) bounds what each source's commits may do: a cluster it refuses is\n"
+    "not taken in (one that exists keeps its accepted spec), a change it holds\n"
+    "waits for more trusted signers; `gitcd status` shows both\n"
+    "(docs/operating.md, docs/security.md).\n\n"
+    "Clusters with spec.snapshots get their scheduled snapshots (cron, UTC),\n"
+    "one at a time beside the reconciliation; a schedule missed while gitcd\n"
+    "was down is caught up once.\n\n"
+    "A slow or stalled remote never holds up the reconciliation: its fetch\n"
+    "runs beside it (within its 120 s budget) and is taken in when it ends.\n\n"
+    "Signals: SIGTERM/SIGINT start no new pass, give the passes in flight\n"
+    "10 s to end (every step is journaled: the next start resumes one cut\n"
+    "short), abort a running snapshot (recorded as failed) and any fetch in\n"
+    "flight, and exit 0; SIGHUP reads the configuration file again at once\n"
+    "(an invalid one is reported and the settings in force stay), re-reads\n"
+    "the files it names and polls every source at once (a fetch in flight is\n"
+    "started again); passes in flight end on the settings they started with\n"
+    "(a reload that changes the target's settings waits for them).\n"
+    "The daemon holds a lock in the state folder while it runs: another\n"
+    "apply or run on the same state exits 1; plan, status and log still read.\n";
 
 /* What the progress callback needs to notify: the queue and the last outcome sent per cluster. */
 typedef struct notify_ctx {
@@ -566,92 +547,93 @@ typedef struct run_ctx {
         snapshot_scheduler *snap;
 } run_ctx;
 
+/* --workers N: a number from 1 to OPS_WORKERS_MAX into *(int *)dest; -EINVAL. */
+static int parse_workers(const char *arg, void *dest)
+{
+        char *end = NULL;
+        long n = strtol(arg, &end, 10);
+        if (end == arg || *end || n < 1 || n > OPS_WORKERS_MAX)
+                return -EINVAL;
+        *(int *)dest = (int)n;
+        return 0;
+}
+
+_Static_assert(OPS_WORKERS_MAX == 256, "the message of --workers says 256");
+
 /* The command line into d: -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, run_ctx *d)
 {
         runner_flags *f = &d->f;
-        enum {
-                OPT_INTERVAL = RUNNER_OPT_LAST + 1,
-                OPT_OBSERVE_INTERVAL,
-                OPT_WORKERS,
-                OPT_CONFIG,
-                OPT_LISTEN,
-                OPT_LISTEN_TOKEN_FILE,
-                OPT_TLS_CERT,
-                OPT_TLS_KEY
+        const cli_opt opts[] = {
+            {.kind = CLI_OPT_STRING,
+             .name = "config",
+             .arg = "FILE",
+             .dest = &d->config,
+             .help = "the daemon's configuration file (default:\n" OPS_CONFIG_DEFAULT_PATH
+                     " when present); flags\n"
+                     "override it, --source replaces its sources\n"
+                     "(docs/operating.md)"},
+            {.kind = CLI_OPT_DURATION,
+             .name = "interval",
+             .arg = "D",
+             .dest = &d->interval_ms,
+             .min = 1000,
+             .help = "how often to poll a source (default 30s)",
+             .bad = "--interval takes a duration of at least 1s"},
+            {.kind = CLI_OPT_DURATION,
+             .name = "observe-interval",
+             .arg = "D",
+             .dest = &f->observe_interval_ms,
+             .min = 1000,
+             .help = "how often a converged cluster is observed when\n"
+                     "nothing wakes it (default 30s, each cluster\n"
+                     "jittered by +-25%; member events, a new\n"
+                     "revision and due renewals wake it at once)",
+             .bad = "--observe-interval takes a duration of at least 1s"},
+            {.kind = CLI_OPT_CUSTOM,
+             .name = "workers",
+             .arg = "N",
+             .dest = &f->workers,
+             .parse = parse_workers,
+             .help = "clusters reconciled at once (default 8): a\n"
+                     "slow cluster never holds up the others",
+             .bad = "--workers takes a number from 1 to 256"},
+            {.kind = CLI_OPT_STRING,
+             .name = "listen",
+             .arg = "ADDR",
+             .dest = &f->listen,
+             .help = "serve /metrics, /healthz and /readyz on ADDR\n"
+                     "(host:port, [v6]:port or :port)"},
+            {.kind = CLI_OPT_STRING,
+             .name = "listen-token-file",
+             .arg = "FILE",
+             .dest = &f->listen_token_file,
+             .help = "require \"Authorization: Bearer <token>\""},
+            {.kind = CLI_OPT_STRING,
+             .name = "tls-cert",
+             .arg = "FILE",
+             .dest = &f->listen_tls_cert,
+             .help = "serve https with this certificate and"},
+            {.kind = CLI_OPT_STRING,
+             .name = "tls-key",
+             .arg = "FILE",
+             .dest = &f->listen_tls_key,
+             .help = "this key (PEM)"},
+            {.kind = CLI_OPT_HELP, .help = "show this help"},
+            CLI_RUNNER_ROWS(f),
         };
-        static const struct option own[] = {
-            {"help", no_argument, NULL, 'h'},
-            {"interval", required_argument, NULL, OPT_INTERVAL},
-            {"observe-interval", required_argument, NULL, OPT_OBSERVE_INTERVAL},
-            {"workers", required_argument, NULL, OPT_WORKERS},
-            {"config", required_argument, NULL, OPT_CONFIG},
-            {"listen", required_argument, NULL, OPT_LISTEN},
-            {"listen-token-file", required_argument, NULL, OPT_LISTEN_TOKEN_FILE},
-            {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
-            {"tls-key", required_argument, NULL, OPT_TLS_KEY},
-        };
-        _cleanup_free_ struct option *opts = runner_options(own, ARRAY_SIZE(own));
-        optind = 1;
-        int c;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-                if (runner_flag(f, c, optarg))
-                        continue;
-                switch (c) {
-                case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
-                case OPT_INTERVAL:
-                        if (parse_duration_ms(optarg, &d->interval_ms) < 0 ||
-                            d->interval_ms < 1000) {
-                                fprintf(stderr, "gitcd run: --interval takes a duration of at "
-                                                "least 1s\n");
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case OPT_OBSERVE_INTERVAL:
-                        if (parse_duration_ms(optarg, &f->observe_interval_ms) < 0 ||
-                            f->observe_interval_ms < 1000) {
-                                fprintf(stderr, "gitcd run: --observe-interval takes a duration "
-                                                "of at least 1s\n");
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case OPT_WORKERS: {
-                        char *end = NULL;
-                        long n = strtol(optarg, &end, 10);
-                        if (end == optarg || *end || n < 1 || n > OPS_WORKERS_MAX) {
-                                fprintf(stderr,
-                                        "gitcd run: --workers takes a number from 1 to %d\n",
-                                        OPS_WORKERS_MAX);
-                                return EXIT_USAGE;
-                        }
-                        f->workers = (int)n;
-                        break;
-                }
-                case OPT_CONFIG:
-                        d->config = optarg;
-                        break;
-                case OPT_LISTEN:
-                        f->listen = optarg;
-                        break;
-                case OPT_LISTEN_TOKEN_FILE:
-                        f->listen_token_file = optarg;
-                        break;
-                case OPT_TLS_CERT:
-                        f->listen_tls_cert = optarg;
-                        break;
-                case OPT_TLS_KEY:
-                        f->listen_tls_key = optarg;
-                        break;
-                default:
-                        usage(stderr);
-                        return EXIT_USAGE;
-                }
-        }
+        const cli_command cmd = {.prog = "gitcd run",
+                                 .usage = usage_text,
+                                 .footer = footer_text,
+                                 .opts = opts,
+                                 .n_opts = ARRAY_SIZE(opts),
+                                 .width = 25};
+        int status = cli_parse(&cmd, argc, argv);
+        if (status >= 0)
+                return status;
         d->config = cli_config_path(d->config, OPS_CONFIG_DEFAULT_PATH);
         if (optind < argc || (!f->src.url_or_path && !d->config)) {
-                usage(stderr);
+                cli_help(&cmd, stderr);
                 return EXIT_USAGE;
         }
         return -1;

@@ -33,8 +33,8 @@
  * settings, the etcd binaries -- from the daemon's configuration file
  * (--config, or /etc/gitcd/gitcd.yaml when present: cli_daemon_config).
  */
+#include <assert.h>
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <libgen.h>
 #include <signal.h>
@@ -46,6 +46,7 @@
 
 #include "api/spec.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/runner.h"
 #include "snapshots/drill.h"
 #include "snapstore/destination.h"
@@ -63,95 +64,52 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-static void usage(FILE *out)
-{
-        _cleanup_free_ char *kinds = target_kind_names(", ", ", ");
-        fprintf(out,
-                "usage: gitcd snapshot save NS/NAME [--to PATH] [--verify] [--target T ...]\n"
-                "                           [options]\n"
-                "       gitcd snapshot list [NS/NAME] [-o table|json] [options]\n"
-                "       gitcd snapshot verify ID [--target T ...] [options]\n"
-                "       gitcd snapshot restore ID|FILE (--into DIR | --print-spec)\n"
-                "                              [--target T ...] [options]\n"
-                "       gitcd snapshot receive (--data-dir DIR | --store-dir DIR)\n"
-                "                              --secret-dir DIR [--listen ADDR] [--max-bytes N]\n\n"
-                "save: take a snapshot of a cluster now from a healthy member (a follower when\n"
-                "      one is healthy), verify it with etcd's own tool, compress it as\n"
-                "      spec.snapshots.compression says, store it in spec.snapshots.destination\n"
-                "      and record it; then apply the retention to that destination. With a\n"
-                "      PersistentVolumeClaim destination it waits up to 10 minutes while\n"
-                "      another snapshot writer of the cluster is in use (gitcd run's, say).\n"
-                "list: show the recorded snapshots, newest first, after the declared ones\n"
-                "      (EtcdSnapshot, EtcdBackup documents) `gitcd run` has not taken yet,\n"
-                "      with what the latest restore drill of each found (VERIFY) and, marked\n"
-                "      *, each cluster's restore candidate (what `gitcd recover\n"
-                "      --from-snapshot latest` restores).\n"
-                "verify: run a restore drill of snapshot ID now and print what it found: fetch\n"
-                "      it back from its destination as a restore would (size and SHA-256\n"
-                "      against the record), restore it with etcd's tool for the cluster's\n"
-                "      version into <state dir>/drills/, start a throwaway etcd on 127.0.0.1\n"
-                "      on it and compare what it serves with the live cluster (HashKV at the\n"
-                "      snapshot's revision while the cluster has it, else the revision and the\n"
-                "      key count recorded with the snapshot). Read-only toward the members.\n"
-                "      Recorded (verified, verify-failed or unverified) and audited; one drill\n"
-                "      at a time per state folder (waits up to 10 minutes for another). The\n"
-                "      target is opened as for save. Exit 0 only when verified.\n"
-                "restore: check a snapshot (a record's size and SHA-256, etcd's own hash,\n"
-                "      etcd's tool) and restore it with etcd's tool for the version into a new\n"
-                "      data directory for one member (--into), or print an EtcdCluster spec\n"
-                "      with bootstrap.restore pointing at it (--print-spec). A recorded\n"
-                "      snapshot in a PersistentVolumeClaim is fetched through a writer Pod of\n"
-                "      the Kubernetes target, opened as for save; other snapshots need no\n"
-                "      target.\n"
-                "receive: what gitcd runs in a short-lived Pod on the Kubernetes target to\n"
-                "      put a restored member's data into its PersistentVolumeClaim: an HTTPS\n"
-                "      server (the certificate tls.crt, tls.key and the bearer token `token`\n"
-                "      from --secret-dir) that takes the files, checks each one's SHA-256 and\n"
-                "      renames the whole folder to --data-dir at the end. With --store-dir it\n"
-                "      keeps snapshot files in that folder instead (PUT, HEAD, GET and\n"
-                "      DELETE of one file; each PUT checked and renamed into place). It serves\n"
-                "      until SIGTERM.\n\n"
-                "Options:\n"
-                "  --to PATH          save: store in this folder instead (an absolute path)\n"
-                "  --verify           save: then run a restore drill of it, as verify does\n"
-                "                     (exit 1 unless verified)\n"
-                "  --target T         save, verify, restore ID: the target the cluster runs\n"
-                "                     on (%s); default: the one recorded\n"
-                "                     in the state store when gitcd took the cluster's spec in,\n"
-                "                     else the configuration's target, else local\n"
-                "  --kubeconfig F, --context C, --cluster-domain D, --snapshot-image I\n"
-                "                     save, verify, restore ID, kubernetes target: as for apply\n"
-                "                     and run (the image is that of the writer Pod of a claim)\n"
-                "  --hosts-ssh-key F, --hosts-passphrase-file F, --hosts-known-hosts F,\n"
-                "  --hosts-ports C,P,M\n"
-                "                     save, verify, hosts target: as for apply and run\n"
-                "  --etcd-dir DIR     where etcd binaries are by version (as for apply/run)\n"
-                "  -o, --output FMT   list: table (default) or json\n"
-                "  --into DIR         restore: the new data directory (must not exist)\n"
-                "  --print-spec       restore: print an EtcdCluster spec that restores it\n"
-                "  --version V        restore: the etcd version to restore with (default: the\n"
-                "                     version it was taken from, else " GITCD_DEFAULT_VERSION ")\n"
-                "  --name NAME        restore: the member's name (default: <cluster>-0)\n"
-                "  --peer-url URL     restore: its peer URL (default http://127.0.0.1:2380)\n"
-                "  --state PATH       the state database (default: the configuration's state,\n"
-                "                     else $GITCD_STATE_DIR/state.db, else ./.gitcd/state.db)\n"
-                "  --config FILE      the daemon's configuration file (default:\n"
-                "                     " OPS_CONFIG_DEFAULT_PATH " when present): what the\n"
-                "                     command line leaves out -- the state, etcdDir and, for\n"
-                "                     save and restore ID, the settings of the target the\n"
-                "                     cluster runs on\n"
-                "                     (those of other targets are ignored)\n"
-                "  --data-dir DIR     receive: etcd's data directory to create (the\n"
-                "                     files are staged in DIR.receive beside it)\n"
-                "  --store-dir DIR    receive: the snapshot folder to keep files in, instead\n"
-                "                     of --data-dir\n"
-                "  --secret-dir DIR   receive: the folder with tls.crt, tls.key and token\n"
-                "                     (tls.key and token must be its own: docs/operating.md)\n"
-                "  --listen ADDR      receive: host:port to serve on (default 0.0.0.0:8443)\n"
-                "  --max-bytes N      receive: the most bytes taken in all (default: no limit)\n"
-                "  -h, --help         show this help\n",
-                kinds);
-}
+static const char usage_text[] =
+    "usage: gitcd snapshot save NS/NAME [--to PATH] [--verify] [--target T ...]\n"
+    "                           [options]\n"
+    "       gitcd snapshot list [NS/NAME] [-o table|json] [options]\n"
+    "       gitcd snapshot verify ID [--target T ...] [options]\n"
+    "       gitcd snapshot restore ID|FILE (--into DIR | --print-spec)\n"
+    "                              [--target T ...] [options]\n"
+    "       gitcd snapshot receive (--data-dir DIR | --store-dir DIR)\n"
+    "                              --secret-dir DIR [--listen ADDR] [--max-bytes N]\n\n"
+    "save: take a snapshot of a cluster now from a healthy member (a follower when\n"
+    "      one is healthy), verify it with etcd's own tool, compress it as\n"
+    "      spec.snapshots.compression says, store it in spec.snapshots.destination\n"
+    "      and record it; then apply the retention to that destination. With a\n"
+    "      PersistentVolumeClaim destination it waits up to 10 minutes while\n"
+    "      another snapshot writer of the cluster is in use (gitcd run's, say).\n"
+    "list: show the recorded snapshots, newest first, after the declared ones\n"
+    "      (EtcdSnapshot, EtcdBackup documents) `gitcd run` has not taken yet,\n"
+    "      with what the latest restore drill of each found (VERIFY) and, marked\n"
+    "      *, each cluster's restore candidate (what `gitcd recover\n"
+    "      --from-snapshot latest` restores).\n"
+    "verify: run a restore drill of snapshot ID now and print what it found: fetch\n"
+    "      it back from its destination as a restore would (size and SHA-256\n"
+    "      against the record), restore it with etcd's tool for the cluster's\n"
+    "      version into <state dir>/drills/, start a throwaway etcd on 127.0.0.1\n"
+    "      on it and compare what it serves with the live cluster (HashKV at the\n"
+    "      snapshot's revision while the cluster has it, else the revision and the\n"
+    "      key count recorded with the snapshot). Read-only toward the members.\n"
+    "      Recorded (verified, verify-failed or unverified) and audited; one drill\n"
+    "      at a time per state folder (waits up to 10 minutes for another). The\n"
+    "      target is opened as for save. Exit 0 only when verified.\n"
+    "restore: check a snapshot (a record's size and SHA-256, etcd's own hash,\n"
+    "      etcd's tool) and restore it with etcd's tool for the version into a new\n"
+    "      data directory for one member (--into), or print an EtcdCluster spec\n"
+    "      with bootstrap.restore pointing at it (--print-spec). A recorded\n"
+    "      snapshot in a PersistentVolumeClaim is fetched through a writer Pod of\n"
+    "      the Kubernetes target, opened as for save; other snapshots need no\n"
+    "      target.\n"
+    "receive: what gitcd runs in a short-lived Pod on the Kubernetes target to\n"
+    "      put a restored member's data into its PersistentVolumeClaim: an HTTPS\n"
+    "      server (the certificate tls.crt, tls.key and the bearer token `token`\n"
+    "      from --secret-dir) that takes the files, checks each one's SHA-256 and\n"
+    "      renames the whole folder to --data-dir at the end. With --store-dir it\n"
+    "      keeps snapshot files in that folder instead (PUT, HEAD, GET and\n"
+    "      DELETE of one file; each PUT checked and renamed into place). It serves\n"
+    "      until SIGTERM.\n\n"
+    "Options:\n";
 
 static volatile sig_atomic_t receive_stop;
 
@@ -159,102 +117,6 @@ static void on_receive_signal(int sig)
 {
         (void)sig;
         receive_stop = 1;
-}
-
-/* gitcd snapshot receive: serve until SIGTERM or SIGINT. */
-static int cmd_receive(int argc, char **argv)
-{
-        enum { OPT_DATA_DIR = 1, OPT_STORE_DIR, OPT_SECRET_DIR, OPT_LISTEN, OPT_MAX_BYTES };
-        static const struct option options[] = {
-            {"data-dir", required_argument, NULL, OPT_DATA_DIR},
-            {"store-dir", required_argument, NULL, OPT_STORE_DIR},
-            {"secret-dir", required_argument, NULL, OPT_SECRET_DIR},
-            {"listen", required_argument, NULL, OPT_LISTEN},
-            {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
-            {"help", no_argument, NULL, 'h'},
-            {0},
-        };
-        const char *data_dir = NULL, *store_dir = NULL, *secret_dir = NULL,
-                   *listen = "0.0.0.0:8443";
-        int64_t max_bytes = 0;
-        int opt;
-        optind = 0;
-        while ((opt = getopt_long(argc - 1, argv + 1, "h", options, NULL)) != -1) {
-                switch (opt) {
-                case OPT_DATA_DIR:
-                        data_dir = optarg;
-                        break;
-                case OPT_STORE_DIR:
-                        store_dir = optarg;
-                        break;
-                case OPT_SECRET_DIR:
-                        secret_dir = optarg;
-                        break;
-                case OPT_LISTEN:
-                        listen = optarg;
-                        break;
-                case OPT_MAX_BYTES: {
-                        char *end = NULL;
-                        errno = 0;
-                        long long v = strtoll(optarg, &end, 10);
-                        if (errno || !end || *end || v < 0) {
-                                fprintf(stderr,
-                                        "gitcd snapshot receive: --max-bytes takes a "
-                                        "number of bytes, not '%s'\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        max_bytes = v;
-                        break;
-                }
-                case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
-                default:
-                        usage(stderr);
-                        return EXIT_USAGE;
-                }
-        }
-        if (optind + 1 < argc || !data_dir == !store_dir || !secret_dir) {
-                fprintf(stderr, "gitcd snapshot receive: one of --data-dir and --store-dir, and "
-                                "--secret-dir, are required, and nothing else\n");
-                return EXIT_USAGE;
-        }
-        _cleanup_free_ char *cert = path_join(secret_dir, "tls.crt");
-        _cleanup_free_ char *key = path_join(secret_dir, "tls.key");
-        _cleanup_free_ char *token = path_join(secret_dir, "token");
-        receiver_opts o = {.data_dir = data_dir,
-                           .store_dir = store_dir,
-                           .listen = listen,
-                           .cert_file = cert,
-                           .key_file = key,
-                           .token_file = token,
-                           .max_bytes = max_bytes};
-        struct sigaction sa = {.sa_handler = on_receive_signal};
-        sigemptyset(&sa.sa_mask);
-        (void)sigaction(SIGTERM, &sa, NULL);
-        (void)sigaction(SIGINT, &sa, NULL);
-        sigset_t stop, old;
-        sigemptyset(&stop);
-        sigaddset(&stop, SIGTERM);
-        sigaddset(&stop, SIGINT);
-        /* blocked but for the wait below: a signal never falls between check and wait */
-        (void)sigprocmask(SIG_BLOCK, &stop, &old);
-        receiver *r = NULL;
-        _cleanup_free_ char *err = NULL;
-        if (receiver_start(&o, &r, &err) < 0) {
-                fprintf(stderr, "gitcd snapshot receive: %s\n", err);
-                return EXIT_FAILURE;
-        }
-        log_info("receiver: serving %s on port %d", data_dir ? data_dir : store_dir,
-                 receiver_port(r));
-        sigset_t wait_set = old;
-        sigdelset(&wait_set, SIGTERM);
-        sigdelset(&wait_set, SIGINT);
-        while (!receive_stop)
-                sigsuspend(&wait_set);
-        receiver_stop(r);
-        return EXIT_OK;
 }
 
 /* A printable copy: control characters become spaces, empty becomes "-". */
@@ -862,103 +724,275 @@ static int do_restore(const char *what, const restore_flags *f)
         return EXIT_OK;
 }
 
-enum {
-        OPT_STATE = 256,
-        OPT_CONFIG,
-        OPT_TO,
-        OPT_ETCD_DIR,
-        OPT_INTO,
-        OPT_PRINT_SPEC,
-        OPT_VERSION,
-        OPT_NAME,
-        OPT_PEER_URL,
-        OPT_VERIFY
-};
+/* --max-bytes N: a number of bytes into *(int64_t *)dest; -EINVAL. */
+static int parse_max_bytes(const char *arg, void *dest)
+{
+        char *end = NULL;
+        errno = 0;
+        long long v = strtoll(arg, &end, 10);
+        if (errno || !end || *end || v < 0)
+                return -EINVAL;
+        *(int64_t *)dest = v;
+        return 0;
+}
 
 /* What the command line of gitcd snapshot save, list, verify and restore says. */
 typedef struct snapshot_args {
         const char *verb, *cluster, *state_flag, *config, *to, *etcd_dir;
-        bool json, verify, target_flag;
+        int json; /* the index of -o's value in output_names: 1 for json */
+        bool verify, target_flag;
         restore_flags rf;
         runner_flags tf;
 } snapshot_args;
+
+/* What the command line of gitcd snapshot receive says. */
+typedef struct receive_args {
+        const char *data_dir, *store_dir, *secret_dir, *listen;
+        int64_t max_bytes;
+} receive_args;
+
+/* The verbs share one help; receive parses its rows, the other verbs theirs. */
+enum { GROUP_VERBS = 0, GROUP_RECEIVE = 1 };
+
+static const char *const output_names[] = {"table", "json", NULL};
+
+#define COPY_ROWS(out, rows) (memcpy((out), (rows), sizeof(rows)), ARRAY_SIZE(rows))
+
+/* The rows of save, list, verify and restore before --state, into out; their number. */
+static size_t verb_rows(snapshot_args *a, const char *target_help, cli_opt *out)
+{
+        const cli_opt rows[] = {
+            {.kind = CLI_OPT_STRING,
+             .name = "to",
+             .arg = "PATH",
+             .dest = &a->to,
+             .help = "save: store in this folder instead (an absolute path)"},
+            {.kind = CLI_OPT_TEXT,
+             .name = "--verify",
+             .help = "save: then run a restore drill of it, as verify does\n"
+                     "(exit 1 unless verified)"},
+            {.kind = CLI_OPT_TEXT, .name = "--target T", .help = target_help},
+            {.kind = CLI_OPT_TEXT,
+             .name = "--kubeconfig F, --context C, --cluster-domain D, --snapshot-image I",
+             .help = "save, verify, restore ID, kubernetes target: as for apply\n"
+                     "and run (the image is that of the writer Pod of a claim)"},
+            {.kind = CLI_OPT_TEXT,
+             .name = "--hosts-ssh-key F, --hosts-passphrase-file F, --hosts-known-hosts F,"},
+            {.kind = CLI_OPT_TEXT,
+             .name = "--hosts-ports C,P,M",
+             .help = "save, verify, hosts target: as for apply and run"},
+            {.kind = CLI_OPT_STRING,
+             .name = "etcd-dir",
+             .arg = "DIR",
+             .dest = &a->etcd_dir,
+             .help = "where etcd binaries are by version (as for apply/run)"},
+            {.kind = CLI_OPT_CHOICE,
+             .name = "output",
+             .short_name = 'o',
+             .arg = "FMT",
+             .dest = &a->json,
+             .choices = output_names,
+             .help = "list: table (default) or json",
+             .bad = "-o takes table or json",
+             .show_arg = true},
+            {.kind = CLI_OPT_STRING,
+             .name = "into",
+             .arg = "DIR",
+             .dest = &a->rf.into,
+             .help = "restore: the new data directory (must not exist)"},
+            {.kind = CLI_OPT_SET,
+             .name = "print-spec",
+             .dest = &a->rf.print_spec,
+             .help = "restore: print an EtcdCluster spec that restores it"},
+            {.kind = CLI_OPT_STRING,
+             .name = "version",
+             .arg = "V",
+             .dest = &a->rf.version,
+             .help = "restore: the etcd version to restore with (default: the\n"
+                     "version it was taken from, else " GITCD_DEFAULT_VERSION ")"},
+            {.kind = CLI_OPT_STRING,
+             .name = "name",
+             .arg = "NAME",
+             .dest = &a->rf.name,
+             .help = "restore: the member's name (default: <cluster>-0)"},
+            {.kind = CLI_OPT_STRING,
+             .name = "peer-url",
+             .arg = "URL",
+             .dest = &a->rf.peer_url,
+             .help = "restore: its peer URL (default http://127.0.0.1:2380)"},
+            /* said above; here after the restore options, as getopt lists "--ver" */
+            {.kind = CLI_OPT_SET, .name = "verify", .dest = &a->verify},
+        };
+        return COPY_ROWS(out, rows);
+}
+
+/* --state, --config, then receive's rows, the target's and --help, into out; their number. */
+static size_t other_rows(snapshot_args *a, receive_args *r, cli_opt *out)
+{
+        const cli_opt rows[] = {
+            {.kind = CLI_OPT_STRING,
+             .name = "state",
+             .arg = "PATH",
+             .dest = &a->state_flag,
+             .help = "the state database (default: the configuration's state,\n"
+                     "else $GITCD_STATE_DIR/state.db, else ./.gitcd/state.db)"},
+            {.kind = CLI_OPT_STRING,
+             .name = "config",
+             .arg = "FILE",
+             .dest = &a->config,
+             .help = "the daemon's configuration file (default:\n" OPS_CONFIG_DEFAULT_PATH
+                     " when present): what the\n"
+                     "command line leaves out -- the state, etcdDir and, for\n"
+                     "save and restore ID, the settings of the target the\n"
+                     "cluster runs on\n"
+                     "(those of other targets are ignored)"},
+            {.kind = CLI_OPT_STRING,
+             .name = "data-dir",
+             .arg = "DIR",
+             .dest = &r->data_dir,
+             .group = GROUP_RECEIVE,
+             .help = "receive: etcd's data directory to create (the\n"
+                     "files are staged in DIR.receive beside it)"},
+            {.kind = CLI_OPT_STRING,
+             .name = "store-dir",
+             .arg = "DIR",
+             .dest = &r->store_dir,
+             .group = GROUP_RECEIVE,
+             .help = "receive: the snapshot folder to keep files in, instead\n"
+                     "of --data-dir"},
+            {.kind = CLI_OPT_STRING,
+             .name = "secret-dir",
+             .arg = "DIR",
+             .dest = &r->secret_dir,
+             .group = GROUP_RECEIVE,
+             .help = "receive: the folder with tls.crt, tls.key and token\n"
+                     "(tls.key and token must be its own: docs/operating.md)"},
+            {.kind = CLI_OPT_STRING,
+             .name = "listen",
+             .arg = "ADDR",
+             .dest = &r->listen,
+             .group = GROUP_RECEIVE,
+             .help = "receive: host:port to serve on (default 0.0.0.0:8443)"},
+            {.kind = CLI_OPT_CUSTOM,
+             .name = "max-bytes",
+             .arg = "N",
+             .dest = &r->max_bytes,
+             .parse = parse_max_bytes,
+             .group = GROUP_RECEIVE,
+             .help = "receive: the most bytes taken in all (default: no limit)",
+             .bad = "--max-bytes takes a number of bytes",
+             .show_arg = true},
+            CLI_TARGET_HIDDEN_ROWS(&a->tf),
+            {.kind = CLI_OPT_HELP, .help = "show this help"},
+        };
+        return COPY_ROWS(out, rows);
+}
+
+/* The command of gitcd snapshot's verbs (group), its rows into a and r. */
+typedef struct snapshot_command {
+        cli_command cmd;
+        cli_opt opts[48];
+        char *target_help;
+} snapshot_command;
+
+static void command_init(snapshot_command *c, const char *prog, int group, snapshot_args *a,
+                         receive_args *r)
+{
+        _cleanup_free_ char *kinds = target_kind_names(", ", ", ");
+        c->target_help = xasprintf("save, verify, restore ID: the target the cluster runs\n"
+                                   "on (%s); default: the one recorded\n"
+                                   "in the state store when gitcd took the cluster's spec in,\n"
+                                   "else the configuration's target, else local",
+                                   kinds);
+        size_t n = verb_rows(a, c->target_help, c->opts);
+        n += other_rows(a, r, c->opts + n);
+        assert(n <= ARRAY_SIZE(c->opts));
+        c->cmd = (cli_command){.prog = prog,
+                               .usage = usage_text,
+                               .footer = "",
+                               .opts = c->opts,
+                               .n_opts = n,
+                               .width = 19,
+                               .group = (unsigned char)group};
+}
+
+/* The help of gitcd snapshot on out. */
+static void usage(FILE *out)
+{
+        snapshot_args a = {0};
+        receive_args r = {0};
+        snapshot_command c;
+        command_init(&c, "gitcd snapshot", GROUP_VERBS, &a, &r);
+        cli_help(&c.cmd, out);
+        free(c.target_help);
+}
+
+/* gitcd snapshot receive: serve until SIGTERM or SIGINT. */
+static int cmd_receive(int argc, char **argv)
+{
+        snapshot_args unused = {0};
+        receive_args ra = {.listen = "0.0.0.0:8443"};
+        snapshot_command c;
+        command_init(&c, "gitcd snapshot receive", GROUP_RECEIVE, &unused, &ra);
+        int status = cli_parse(&c.cmd, argc - 1, argv + 1);
+        free(c.target_help);
+        if (status >= 0)
+                return status;
+        const char *data_dir = ra.data_dir, *store_dir = ra.store_dir, *secret_dir = ra.secret_dir;
+        if (optind + 1 < argc || !data_dir == !store_dir || !secret_dir) {
+                fprintf(stderr, "gitcd snapshot receive: one of --data-dir and --store-dir, and "
+                                "--secret-dir, are required, and nothing else\n");
+                return EXIT_USAGE;
+        }
+        _cleanup_free_ char *cert = path_join(secret_dir, "tls.crt");
+        _cleanup_free_ char *key = path_join(secret_dir, "tls.key");
+        _cleanup_free_ char *token = path_join(secret_dir, "token");
+        receiver_opts o = {.data_dir = data_dir,
+                           .store_dir = store_dir,
+                           .listen = ra.listen,
+                           .cert_file = cert,
+                           .key_file = key,
+                           .token_file = token,
+                           .max_bytes = ra.max_bytes};
+        struct sigaction sa = {.sa_handler = on_receive_signal};
+        sigemptyset(&sa.sa_mask);
+        (void)sigaction(SIGTERM, &sa, NULL);
+        (void)sigaction(SIGINT, &sa, NULL);
+        sigset_t stop, old;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        /* blocked but for the wait below: a signal never falls between check and wait */
+        (void)sigprocmask(SIG_BLOCK, &stop, &old);
+        receiver *r = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (receiver_start(&o, &r, &err) < 0) {
+                fprintf(stderr, "gitcd snapshot receive: %s\n", err);
+                return EXIT_FAILURE;
+        }
+        log_info("receiver: serving %s on port %d", data_dir ? data_dir : store_dir,
+                 receiver_port(r));
+        sigset_t wait_set = old;
+        sigdelset(&wait_set, SIGTERM);
+        sigdelset(&wait_set, SIGINT);
+        while (!receive_stop)
+                sigsuspend(&wait_set);
+        receiver_stop(r);
+        return EXIT_OK;
+}
 
 /* The options of argv (after the verb) into a: -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, snapshot_args *a)
 {
         const char *verb = a->verb;
-        static const struct option options[] = {
-            {"output", required_argument, NULL, 'o'},
-            {"state", required_argument, NULL, OPT_STATE},
-            {"config", required_argument, NULL, OPT_CONFIG},
-            {"to", required_argument, NULL, OPT_TO},
-            {"etcd-dir", required_argument, NULL, OPT_ETCD_DIR},
-            {"into", required_argument, NULL, OPT_INTO},
-            {"print-spec", no_argument, NULL, OPT_PRINT_SPEC},
-            {"version", required_argument, NULL, OPT_VERSION},
-            {"name", required_argument, NULL, OPT_NAME},
-            {"peer-url", required_argument, NULL, OPT_PEER_URL},
-            {"verify", no_argument, NULL, OPT_VERIFY},
-            {"target", required_argument, NULL, RUNNER_OPT_TARGET},
-            RUNNER_TARGET_OPTIONS,
-            {"help", no_argument, NULL, 'h'},
-            {0},
-        };
-        int opt;
-        optind = 0;
-        while ((opt = getopt_long(argc - 1, argv + 1, "o:h", options, NULL)) != -1) {
-                switch (opt) {
-                case 'o':
-                        if (streq(optarg, "json") || streq(optarg, "table")) {
-                                a->json = streq(optarg, "json");
-                                break;
-                        }
-                        fprintf(stderr, "gitcd snapshot: -o takes table or json, not '%s'\n",
-                                optarg);
-                        return EXIT_USAGE;
-                case OPT_STATE:
-                        a->state_flag = optarg;
-                        break;
-                case OPT_CONFIG:
-                        a->config = optarg;
-                        break;
-                case OPT_TO:
-                        a->to = optarg;
-                        break;
-                case OPT_ETCD_DIR:
-                        a->etcd_dir = optarg;
-                        break;
-                case OPT_INTO:
-                        a->rf.into = optarg;
-                        break;
-                case OPT_PRINT_SPEC:
-                        a->rf.print_spec = true;
-                        break;
-                case OPT_VERSION:
-                        a->rf.version = optarg;
-                        break;
-                case OPT_NAME:
-                        a->rf.name = optarg;
-                        break;
-                case OPT_PEER_URL:
-                        a->rf.peer_url = optarg;
-                        break;
-                case OPT_VERIFY:
-                        a->verify = true;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return EXIT_OK;
-                default:
-                        if (opt > RUNNER_OPT_SOURCE && opt < RUNNER_OPT_LAST &&
-                            runner_flag(&a->tf, opt, optarg)) {
-                                a->target_flag = true;
-                                break;
-                        }
-                        usage(stderr);
-                        return EXIT_USAGE;
-                }
-        }
+        receive_args unused = {0};
+        snapshot_command c;
+        command_init(&c, "gitcd snapshot", GROUP_VERBS, a, &unused);
+        int status = cli_parse(&c.cmd, argc - 1, argv + 1);
+        free(c.target_help);
+        if (status >= 0)
+                return status;
+        a->target_flag = runner_target_given(&a->tf);
         int rest = argc - 1 - optind;
         char **args = argv + 1 + optind;
         a->cluster = rest > 0 ? args[0] : NULL;

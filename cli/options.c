@@ -26,7 +26,7 @@ static void help_row(FILE *out, int width, const char *left, const char *help)
         fprintf(out, "  %s", left);
         int used = (int)strlen(left);
         const char *line = help;
-        if (used > width - 2) {
+        if (used > width - 1) {
                 fputc('\n', out);
                 used = -2;
         }
@@ -48,6 +48,10 @@ void cli_help(const cli_command *c, FILE *out)
         fputs(c->usage, out);
         for (size_t i = 0; i < c->n_opts; i++) {
                 const cli_opt *o = &c->opts[i];
+                if (o->kind == CLI_OPT_HEADING) {
+                        fprintf(out, "%s\n", o->name);
+                        continue;
+                }
                 if (o->kind == CLI_OPT_TEXT) {
                         if (o->help)
                                 help_row(out, width, o->name, o->help);
@@ -55,8 +59,11 @@ void cli_help(const cli_command *c, FILE *out)
                                 fprintf(out, "  %s\n", o->name);
                         continue;
                 }
-                _cleanup_free_ char *shrt =
-                    o->short_name ? xasprintf("-%c, ", o->short_name) : xstrdup("");
+                if (!o->help)
+                        continue;
+                _cleanup_free_ char *shrt = o->short_name   ? xasprintf("-%c, ", o->short_name)
+                                            : c->align_long ? xstrdup("    ")
+                                                            : xstrdup("");
                 _cleanup_free_ char *left = o->kind == CLI_OPT_HELP ? xstrdup("-h, --help")
                                             : o->arg ? xasprintf("%s--%s %s", shrt, o->name, o->arg)
                                                      : xasprintf("%s--%s", shrt, o->name);
@@ -70,7 +77,12 @@ const char *const cli_output_formats[] = {"table", "json", NULL};
 /* A bad value of option o: its message. -EINVAL. */
 static int bad_value(const cli_command *c, const cli_opt *o, const char *arg)
 {
-        if (o->show_arg)
+        const char *at = o->bad ? strstr(o->bad, "%s") : NULL;
+        if (!o->bad)
+                ; /* the reader said why */
+        else if (at)
+                fprintf(stderr, "%s: %.*s%s%s\n", c->prog, (int)(at - o->bad), o->bad, arg, at + 2);
+        else if (o->show_arg)
                 fprintf(stderr, "%s: %s, not '%s'\n", c->prog, o->bad, arg);
         else
                 fprintf(stderr, "%s: %s\n", c->prog, o->bad);
@@ -107,15 +119,34 @@ static int take(const cli_command *c, const cli_opt *o, const char *arg)
         case CLI_OPT_CUSTOM:
                 return o->parse(arg, o->dest) < 0 ? bad_value(c, o, arg) : 0;
         case CLI_OPT_TEXT:
+        case CLI_OPT_HEADING:
         case CLI_OPT_HELP:
                 break;
         }
         return 0;
 }
 
-/* The code getopt returned for ch: -1 to go on, else the exit status. */
-static int one_option(const cli_command *c, int ch, const char *arg)
+/*
+ * A missing value or an unknown option, said by the command (quiet_getopt):
+ * EXIT_USAGE, the help on stderr.
+ */
+static int own_error(const cli_command *c, int ch, char **argv)
 {
+        if (ch == ':')
+                fprintf(stderr, "%s: %s needs a value\n", c->prog, argv[optind - 1]);
+        else if (optopt)
+                fprintf(stderr, "%s: unknown option '-%c'\n", c->prog, optopt);
+        else
+                fprintf(stderr, "%s: unknown option '%s'\n", c->prog, argv[optind - 1]);
+        cli_help(c, stderr);
+        return EXIT_USAGE;
+}
+
+/* The code getopt returned for ch: -1 to go on, else the exit status. */
+static int one_option(const cli_command *c, int ch, const char *arg, char **argv)
+{
+        if (c->quiet_getopt && (ch == ':' || ch == '?'))
+                return own_error(c, ch, argv);
         if (ch == 'h') {
                 cli_help(c, stdout);
                 return EXIT_OK;
@@ -131,25 +162,53 @@ static int one_option(const cli_command *c, int ch, const char *arg)
         return EXIT_USAGE;
 }
 
-int cli_parse(const cli_command *c, int argc, char **argv)
+/* Row i of c's table into getopt's table opts (at *n) and its short name into shorts. */
+static void add_option(const cli_command *c, size_t i, struct option *opts, size_t *n,
+                       strbuf *shorts)
 {
-        struct option *own = xcalloc(c->n_opts + 1, sizeof(*own));
-        size_t n_own = 0;
-        strbuf shorts = STRBUF_INIT;
-        sb_append(&shorts, c->stop_at_operand ? "+" : "");
+        const cli_opt *o = &c->opts[i];
+        bool has_arg = o->kind == CLI_OPT_STRING || o->kind == CLI_OPT_DURATION ||
+                       o->kind == CLI_OPT_CHOICE || o->kind == CLI_OPT_CUSTOM;
+        opts[(*n)++] =
+            (struct option){.name = o->kind == CLI_OPT_HELP ? "help" : o->name,
+                            .has_arg = has_arg ? required_argument : no_argument,
+                            .val = o->kind == CLI_OPT_HELP ? 'h' : CLI_OPT_BASE + (int)i};
+        if (o->short_name)
+                sb_printf(shorts, "%c%s", o->short_name, has_arg ? ":" : "");
+}
+
+/*
+ * getopt's table: the command's own options in the table's order, then
+ * its rows of cli/runner.h in runner_long_options' order (the order getopt
+ * lists the options an abbreviation could mean).
+ */
+static struct option *getopt_table(const cli_command *c, size_t *ret_n, strbuf *shorts)
+{
+        struct option *opts = xcalloc(c->n_opts + 1, sizeof(*opts));
+        size_t n = 0;
         for (size_t i = 0; i < c->n_opts; i++) {
                 const cli_opt *o = &c->opts[i];
-                if (o->kind == CLI_OPT_TEXT)
-                        continue;
-                bool has_arg = o->kind == CLI_OPT_STRING || o->kind == CLI_OPT_DURATION ||
-                               o->kind == CLI_OPT_CHOICE || o->kind == CLI_OPT_CUSTOM;
-                own[n_own++] =
-                    (struct option){.name = o->kind == CLI_OPT_HELP ? "help" : o->name,
-                                    .has_arg = has_arg ? required_argument : no_argument,
-                                    .val = o->kind == CLI_OPT_HELP ? 'h' : CLI_OPT_BASE + (int)i};
-                if (o->short_name)
-                        sb_printf(&shorts, "%c%s", o->short_name, has_arg ? ":" : "");
+                if (o->kind == CLI_OPT_HELP ||
+                    (o->kind != CLI_OPT_TEXT && o->kind != CLI_OPT_HEADING && !o->runner &&
+                     o->group == c->group))
+                        add_option(c, i, opts, &n, shorts);
         }
+        for (size_t j = 0; j < runner_n_long_options; j++)
+                for (size_t i = 0; i < c->n_opts; i++)
+                        if (c->opts[i].runner &&
+                            streq(c->opts[i].name, runner_long_options[j].name))
+                                add_option(c, i, opts, &n, shorts);
+        *ret_n = n;
+        return opts;
+}
+
+int cli_parse(const cli_command *c, int argc, char **argv)
+{
+        strbuf shorts = STRBUF_INIT;
+        sb_append(&shorts, c->stop_at_operand ? "+" : "");
+        sb_append(&shorts, c->quiet_getopt ? ":" : "");
+        size_t n_own = 0;
+        struct option *own = getopt_table(c, &n_own, &shorts);
         /* the options of cli/runner.h only for a command that takes them */
         _cleanup_free_ struct option *opts = c->shared ? runner_options(own, n_own) : NULL;
         if (opts)
@@ -160,7 +219,7 @@ int cli_parse(const cli_command *c, int argc, char **argv)
         int ch;
         optind = 1;
         while ((ch = getopt_long(argc, argv, sb_str(&shorts), opts, NULL)) != -1) {
-                int status = one_option(c, ch, optarg);
+                int status = one_option(c, ch, optarg, argv);
                 if (status >= 0) {
                         sb_release(&shorts);
                         return status;

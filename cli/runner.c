@@ -53,60 +53,27 @@ const struct option runner_long_options[] = {
     {"allowed-signers", required_argument, NULL, RUNNER_OPT_ALLOWED_SIGNERS},
     {"allow-rollback", no_argument, NULL, RUNNER_OPT_ALLOW_ROLLBACK},
     {"prune", no_argument, NULL, RUNNER_OPT_PRUNE},
-    RUNNER_TARGET_OPTIONS,
+    {"kubeconfig", required_argument, NULL, RUNNER_OPT_KUBECONFIG},
+    {"context", required_argument, NULL, RUNNER_OPT_CONTEXT},
+    {"cluster-domain", required_argument, NULL, RUNNER_OPT_CLUSTER_DOMAIN},
+    {"snapshot-image", required_argument, NULL, RUNNER_OPT_SNAPSHOT_IMAGE},
+    {"hosts-ssh-key", required_argument, NULL, RUNNER_OPT_HOSTS_SSH_KEY},
+    {"hosts-passphrase-file", required_argument, NULL, RUNNER_OPT_HOSTS_PASSPHRASE_FILE},
+    {"hosts-known-hosts", required_argument, NULL, RUNNER_OPT_HOSTS_KNOWN_HOSTS},
+    {"hosts-ports", required_argument, NULL, RUNNER_OPT_HOSTS_PORTS},
 };
 const size_t runner_n_long_options = sizeof(runner_long_options) / sizeof(runner_long_options[0]);
 
-static const char options_help_head[] =
-    "Source:\n"
-    "  --source SRC             a directory, a repository path, file://, ssh://,\n"
-    "                           git@host:path or https:// URL (required)\n"
-    "  --ref REF                branch, tag or commit id (default: the remote's HEAD)\n"
-    "  --path DIR               folder inside the repository\n"
-    "  --cache-dir DIR          where bare mirrors live (default: <state dir>/cache)\n"
-    "  --ssh-key FILE           SSH private key; passphrase from --ssh-passphrase-file FILE\n"
-    "                           or --ssh-passphrase-env VAR, or --ssh-agent\n"
-    "  --known-hosts FILE       host keys, checked strictly (default: ~/.ssh/known_hosts)\n"
-    "  --https-ca FILE          CA bundle for https:// sources\n"
-    "  --token-file FILE        token or password for https://, or --token-env VAR;\n"
-    "                           --username NAME\n"
-    "  --verify-signatures      apply only commits signed by a key in --allowed-signers FILE\n"
-    "  --allow-rollback         accept a head that does not descend from the last commit\n"
-    "                           applied from the ref (refused by default; see\n"
-    "                           docs/security.md)\n"
-    "State and target:\n"
-    "  --state PATH             state database (default: for run, the configuration's\n"
-    "                           state; else $GITCD_STATE_DIR/state.db, else\n"
-    "                           ./.gitcd/state.db); members of the local target live beside it\n";
-
-static const char options_help_tail[] =
-    "  --kubeconfig FILE        kubernetes target: the kubeconfig (default: in-cluster\n"
-    "                           configuration inside a Pod, else $KUBECONFIG or ~/.kube/config)\n"
-    "  --context NAME           kubernetes target: the kubeconfig context (default: current)\n"
-    "  --cluster-domain DOMAIN  kubernetes target: the DNS domain of Services\n"
-    "                           (default: cluster.local)\n"
-    "  --snapshot-image IMAGE   kubernetes target: the image of the Pods that put a restored\n"
-    "                           snapshot into a member's volume (gitcd snapshot receive;\n"
-    "                           default: " TARGET_DEFAULT_SNAPSHOT_IMAGE ")\n"
-    "  --hosts-ssh-key FILE     hosts target: the SSH private key (default: the keys of\n"
-    "                           the ssh-agent at $SSH_AUTH_SOCK); its passphrase from\n"
-    "                           --hosts-passphrase-file FILE\n"
-    "  --hosts-known-hosts FILE hosts target: the machines' host keys, checked strictly,\n"
-    "                           never trusted on first use (default: ~/.ssh/known_hosts)\n"
-    "  --hosts-ports C,P,M      hosts target: the members' client, peer and metrics ports\n"
-    "                           (default: 2379,2380,2381)\n"
-    "  --etcd-dir DIR           etcd binaries as DIR/<version>/etcd (default: $GITCD_ETCD_DIR,\n"
-    "                           then ~/.cache/gitcd/etcd, then etcd on PATH)\n"
-    "  --prune                  stop the members of clusters removed from the source\n"
-    "                           (their data is kept)\n";
-
-/* Words of text after col columns, wrapped at 80 with continuation lines indented by indent. */
+/*
+ * Words of text after col columns, wrapped at 80: a continuation line
+ * starts after "\n", its indent of indent columns left to the printer.
+ */
 static void sb_wrap(strbuf *sb, const char *text, size_t col, size_t indent)
 {
         for (const char *p = text; *p;) {
                 size_t len = strcspn(p, " ");
                 if (col > indent && col + 1 + len > 80) {
-                        sb_printf(sb, "\n%*s", (int)indent, "");
+                        sb_appendc(sb, '\n');
                         col = indent;
                 } else if (p != text) {
                         sb_appendc(sb, ' ');
@@ -117,15 +84,11 @@ static void sb_wrap(strbuf *sb, const char *text, size_t col, size_t indent)
                 p += len;
                 p += *p == ' ';
         }
-        sb_appendc(sb, '\n');
 }
 
-const char *runner_options_help(void)
+/* "where members run: ...": every kind of targets/registry.h, the default first. */
+static char *target_kinds_text(void)
 {
-        static char *help;
-        if (help)
-                return help;
-        /* --target: every kind of targets/registry.h, the default first */
         strbuf what = STRBUF_INIT;
         sb_printf(&what, "where members run:");
         for (size_t i = 0; i < TARGET_KIND_COUNT; i++) {
@@ -134,12 +97,17 @@ const char *runner_options_help(void)
                           k->name, k == target_kind_default() ? " (the default)" : "", k->summary,
                           i + 1 < TARGET_KIND_COUNT ? ";" : "");
         }
-        static const char option[] = "  --target TARGET          ";
+        return sb_detach(&what);
+}
+
+const char *runner_target_help(void)
+{
+        static char *help;
+        if (help)
+                return help;
+        _cleanup_free_ char *what = target_kinds_text();
         strbuf sb = STRBUF_INIT;
-        sb_printf(&sb, "%s%s", options_help_head, option);
-        sb_wrap(&sb, sb_str(&what), strlen(option), strlen(option));
-        sb_printf(&sb, "%s", options_help_tail);
-        sb_release(&what);
+        sb_wrap(&sb, what, RUNNER_HELP_COLUMN, RUNNER_HELP_COLUMN);
         help = sb_detach(&sb);
         return help;
 }
@@ -150,6 +118,13 @@ struct option *runner_options(const struct option *own, size_t n_own)
         memcpy(o, own, n_own * sizeof(struct option));
         memcpy(o + n_own, runner_long_options, runner_n_long_options * sizeof(struct option));
         return o;
+}
+
+bool runner_target_given(const runner_flags *f)
+{
+        return f->target || f->kubeconfig || f->kube_context || f->cluster_domain ||
+               f->snapshot_image || f->hosts.ssh_key || f->hosts.passphrase_file ||
+               f->hosts.known_hosts || f->hosts_ports;
 }
 
 bool runner_flag(runner_flags *f, int opt, const char *arg)

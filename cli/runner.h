@@ -74,24 +74,9 @@ enum {
 };
 
 /*
- * The options of the targets themselves (Kubernetes' API server, the hosts
- * target's SSH), for the option tables of commands that open a recorded
- * cluster's target without a source (snapshot save, etcd --cluster).
+ * The long options above: the getopt table of runner_options(), and the
+ * order cli/options.c matches the rows of CLI_RUNNER_ROWS in.
  */
-/* clang-format off */
-#define RUNNER_TARGET_OPTIONS                                                           \
-        {"kubeconfig", required_argument, NULL, RUNNER_OPT_KUBECONFIG},                 \
-        {"context", required_argument, NULL, RUNNER_OPT_CONTEXT},                       \
-        {"cluster-domain", required_argument, NULL, RUNNER_OPT_CLUSTER_DOMAIN},         \
-        {"snapshot-image", required_argument, NULL, RUNNER_OPT_SNAPSHOT_IMAGE},         \
-        {"hosts-ssh-key", required_argument, NULL, RUNNER_OPT_HOSTS_SSH_KEY},           \
-        {"hosts-passphrase-file", required_argument, NULL,                              \
-         RUNNER_OPT_HOSTS_PASSPHRASE_FILE},                                             \
-        {"hosts-known-hosts", required_argument, NULL, RUNNER_OPT_HOSTS_KNOWN_HOSTS},   \
-        {"hosts-ports", required_argument, NULL, RUNNER_OPT_HOSTS_PORTS}
-/* clang-format on */
-
-/* The long options above, to be copied into a command's option table. */
 extern const struct option runner_long_options[];
 extern const size_t runner_n_long_options;
 
@@ -107,8 +92,14 @@ struct option *runner_options(const struct option *own, size_t n_own);
  */
 void runner_unknown_target(const char *prog, const char *name);
 
-/* The help text for the shared options (the kinds of --target from targets/registry.h). */
-const char *runner_options_help(void);
+/* The column the help of the shared options starts at (cli/options.h's width + 2). */
+#define RUNNER_HELP_COLUMN 27
+
+/* The help of --target: the kinds of targets/registry.h, lines separated by \n. */
+const char *runner_target_help(void);
+
+/* Whether f has --target or a target's setting (CLI_TARGET_HIDDEN_ROWS). */
+bool runner_target_given(const runner_flags *f);
 
 /* Handle one shared option; false when opt is not one of them. */
 bool runner_flag(runner_flags *f, int opt, const char *arg);
