@@ -9,7 +9,7 @@
  * as the current user) stands for the machine's sudo, so this runs without
  * any account but the current one; what is checked is the command gitcd
  * builds and that it works through `sudo -n`. The real sudo, logged in as
- * another user, is tests/hosts/test-target.c's.
+ * another user, is tests/targets/test-hosts.c's.
  *
  * Also: `gitcd plan --target hosts`'s lines per machine (the files and
  * commands apply writes and runs), with sudo for other users, and what

@@ -6,7 +6,9 @@
  * when the kube-apiserver is not built) and the hosts target (a real sshd
  * "machine" on 127.0.0.2 with real etcd, the host agent of
  * tests/harness/hostagent.h playing kubelet for its static Pod folder;
- * skipped without sshd).
+ * skipped without sshd). Where a kubelet would be needed (a Kubernetes
+ * member running, the PVC writer's Pod Ready), this test plays it or
+ * checks only what the target does without one, as each case says.
  *
  * What every target must do, whatever runs the members: placing a member
  * is stable; every operation is idempotent; an unknown member is absent;
@@ -15,18 +17,34 @@
  * client TLS identity for a cluster without client TLS; a member's status
  * reports the identity of its data, and once its data is wiped (the way
  * each target loses it: a deleted folder, a deleted PVC) the member the
- * reconciler recorded is reported data lost and never started empty; the
- * revision of a stopped member's data is read with etcd's own tool, never
- * while the member runs, and a member without data has none.
+ * reconciler recorded is reported data lost and never started empty (the
+ * fake, local and Kubernetes targets; the hosts target's own test wipes a
+ * running member's disk); the revision of a stopped member's data is read
+ * with etcd's own tool, never while the member runs, and a member without
+ * data has none. Then, the optional operations: a member removed with its
+ * data kept is gone, and the kept data dropped (drop_kept_data, twice is
+ * once); housekeeping and events (tick, wait_event, take_events) never
+ * fail and name clusters as "namespace/name"; tls.provider auto's leaves
+ * (tls_certificates), the member's own and the shared ones, renewed near
+ * their end and not before (renew_tls); a snapshot never restored over a
+ * member's data (-EEXIST), and, where members run, restored into a new
+ * member that then starts on it (restore_member, with a snapshot etcdctl
+ * saved; the fake takes any file); a Secret's keys as files
+ * (secret_folder) and the PVC writer, one per cluster at a time
+ * (writer_start, writer_stop), on the Kubernetes target, the only one with
+ * them.
  *
  * Every target is also held to its kind in the registry (targets/registry.h:
- * its name, its capabilities, whether it adopts), and every case runs a
- * second time through the locked wrapper (targets/locked.h), as `gitcd run
- * --workers N` drives a target. A target with adopt operations (the hosts
- * target) has them checked on a member it runs: what the survey finds, the
- * marker a claim reads back, the health probe, an idempotent retire.
+ * its name, its capabilities, whether it adopts: adopt operations on the
+ * hosts target only, checked absent on every other), and to the set of
+ * operations it has (the same through the locked wrapper). Every case runs
+ * a second time through the locked wrapper (targets/locked.h), as `gitcd
+ * run --workers N` drives a target. The hosts target's adopt operations are
+ * checked on a member it runs: what the survey finds, the marker a claim
+ * reads back, the health probe, an idempotent retire.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,6 +52,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
 
 #include <cmocka.h>
 
@@ -42,6 +63,7 @@
 #include "kube/kubeconfig.h"
 #include "reconciler/membership.h"
 #include "render/render.h"
+#include "snapstore/receiver.h"
 #include "targets/hosts.h"
 #include "targets/kubernetes.h"
 #include "targets/local.h"
@@ -67,6 +89,8 @@ struct subject {
         void *ctx; /* for wipe */
         /* Let time pass for the members (the fake's clock); NULL: it passes by itself. */
         void (*advance)(const subject *sub);
+        /* Save a snapshot of the running member mp to path; NULL: any file (the fake). */
+        void (*snapshot)(const subject *sub, const member_plan *mp, const char *path);
 };
 
 static etcd_cluster *load_cluster(const char *ns, const char *name, const char *extra)
@@ -404,6 +428,388 @@ static void run_adopt(const subject *sub, const char *cluster_name)
         etcd_cluster_free(c);
 }
 
+/* A member of c ensured (and, where members run, ready): the plan, its entry placed. */
+static membership_plan *start_one(const subject *sub, const etcd_cluster *c)
+{
+        target *t = sub->t;
+        membership_plan *p = plan_one(t, c);
+        assert_int_equal(t->ops->ensure_shared(t, c, p), 0);
+        if (t->ops->ensure_member(t, c, p, 0) < 0)
+                fail_msg("ensure_member: %s", target_last_error(t));
+        if (sub->runs_members)
+                wait_ready(sub, c, p->members[0].name);
+        return p;
+}
+
+/*
+ * The optional operations a target has: the same through the locked
+ * wrapper as without it (it forwards each one, and adds none); the
+ * Secrets and the PVC writer are the Kubernetes target's alone.
+ */
+static unsigned ops_present(const target_ops *o)
+{
+        const void *opt[] = {
+            o->drop_kept_data, o->list_members,     o->tick,         o->wait_event,
+            o->take_events,    o->tls_certificates, o->renew_tls,    o->restore_member,
+            o->data_revision,  o->secret_folder,    o->writer_start, o->writer_stop,
+            o->adopt,          o->ensure_shared,    o->stop_member,  o->remove_member};
+        unsigned bits = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(opt); i++)
+                bits |= (opt[i] != NULL) << i;
+        return bits;
+}
+
+static void check_ops(const subject *sub, unsigned unlocked)
+{
+        const target_ops *o = sub->t->ops;
+        assert_int_equal(ops_present(o), unlocked);
+        /* every target here keeps data aside, restores, reads revisions, renews TLS */
+        assert_non_null(o->drop_kept_data);
+        assert_non_null(o->restore_member);
+        assert_non_null(o->data_revision);
+        assert_true(!o->tls_certificates == !o->renew_tls);
+        assert_non_null(o->tls_certificates);
+        bool kube = streq(sub->name, "kubernetes");
+        assert_int_equal(o->secret_folder != NULL, kube);
+        assert_int_equal(o->writer_start != NULL, kube);
+        assert_int_equal(o->adopt != NULL, streq(sub->name, "hosts"));
+}
+
+/*
+ * Removed with its data kept: absent and not listed, twice is once; the
+ * kept data dropped, twice is once, and for a member with none kept.
+ */
+static void run_kept_data(const subject *sub, const char *cluster_name)
+{
+        target *t = sub->t;
+        fprintf(stderr, "conformance: %s target, kept data\n", sub->name);
+        etcd_cluster *c = load_cluster(sub->ns, cluster_name, sub->spec_extra);
+        membership_plan *p = start_one(sub, c);
+        const char *name = p->members[0].name;
+        assert_int_equal(t->ops->remove_member(t, c, name, true), 0);
+        assert_int_equal(t->ops->remove_member(t, c, name, true), 0);
+        target_member_status s = status(t, c, name);
+        assert_int_equal(s.state, MEMBER_ABSENT);
+        target_member_status_release(&s);
+        assert_false(listed(t, c, name));
+        assert_int_equal(t->ops->drop_kept_data(t, c, name), 0);
+        assert_int_equal(t->ops->drop_kept_data(t, c, name), 0);
+        assert_int_equal(t->ops->drop_kept_data(t, c, "nobody-7"), 0);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
+/*
+ * Events: housekeeping and waiting never fail; an event wait times out or
+ * reports one; the clusters with events are "namespace/name", whenever
+ * they are taken.
+ */
+static void run_events(const subject *sub, const char *cluster_name)
+{
+        target *t = sub->t;
+        fprintf(stderr, "conformance: %s target, events\n", sub->name);
+        etcd_cluster *c = load_cluster(sub->ns, cluster_name, sub->spec_extra);
+        membership_plan *p = start_one(sub, c);
+        assert_int_equal(t->ops->stop_member(t, c, p->members[0].name), 0);
+        if (t->ops->tick)
+                assert_true(t->ops->tick(t) >= 0);
+        if (t->ops->wait_event) {
+                int k = t->ops->wait_event(t, 50);
+                assert_true(k == 0 || k == 1);
+        }
+        assert_int_equal(t->ops->remove_member(t, c, p->members[0].name, false), 0);
+        if (t->ops->take_events) {
+                for (int round = 0; round < 2; round++) {
+                        char **v = NULL;
+                        size_t n = 0;
+                        assert_int_equal(t->ops->take_events(t, &v, &n), 0);
+                        for (size_t i = 0; i < n; i++) {
+                                assert_non_null(strchr(v[i], '/'));
+                                free(v[i]);
+                        }
+                        free(v);
+                }
+        }
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
+/* Whether cert is a leaf of member (NULL: a leaf every member shares). */
+static bool leaf_of(const target_cert *cert, const char *member)
+{
+        if (streq(cert->surface, TARGET_CERT_CA))
+                return false;
+        return member ? cert->member && streq(cert->member, member) : !cert->member;
+}
+
+/* The earliest end of member's leaves (NULL: the shared ones), 0 when it has none; their
+ * serials in *ret_serials. */
+static int64_t leaves_of(target *t, const etcd_cluster *c, const membership_plan *p,
+                         const char *member, char **ret_serials)
+{
+        target_cert *certs = NULL;
+        size_t n = 0;
+        assert_int_equal(t->ops->tls_certificates(t, c, p, &certs, &n), 0);
+        int64_t end = 0;
+        char *serials = xstrdup("");
+        for (size_t i = 0; i < n; i++) {
+                if (!leaf_of(&certs[i], member))
+                        continue;
+                if (!end || certs[i].not_after_ms < end)
+                        end = certs[i].not_after_ms;
+                char *more = xasprintf("%s%s,", serials, certs[i].serial);
+                free(serials);
+                serials = more;
+        }
+        target_certs_free(certs, n);
+        *ret_serials = serials;
+        return end;
+}
+
+/*
+ * Renewal of member's leaves (NULL: the shared ones), when it has any:
+ * nothing is due long before they end; near their end they are reissued
+ * (new serials, ending no earlier); long before the new ones end,
+ * nothing is due again. Whether it had any.
+ */
+static bool check_renewal(const subject *sub, const etcd_cluster *c, const membership_plan *p,
+                          const char *member)
+{
+        target *t = sub->t;
+        _cleanup_free_ char *serials = NULL, *renewed = NULL;
+        int64_t end = leaves_of(t, c, p, member, &serials);
+        if (!end)
+                return false;
+        int64_t before = (int64_t)c->tls.renew_before_seconds * 1000;
+        assert_int_equal(t->ops->renew_tls(t, c, p, member, end - before - 60 * 1000), 0);
+        int k = t->ops->renew_tls(t, c, p, member, end - 1000);
+        if (k <= 0)
+                fail_msg("renew_tls: %d: %s", k, target_last_error(t));
+        int64_t again = leaves_of(t, c, p, member, &renewed);
+        assert_true(again >= end);
+        assert_string_not_equal(renewed, serials);
+        assert_int_equal(t->ops->renew_tls(t, c, p, member, again - before - 60 * 1000), 0);
+        return true;
+}
+
+/*
+ * tls.provider auto: the target holds leaves for the member, its own or
+ * shared by every member (and the cluster CA); each kind is renewed as
+ * check_renewal says, and the member is ready on the renewed ones.
+ */
+static void run_tls(const subject *sub, const char *cluster_name)
+{
+        target *t = sub->t;
+        fprintf(stderr, "conformance: %s target, TLS renewal\n", sub->name);
+        _cleanup_free_ char *extra =
+            xasprintf("%s  tls:\n    provider: auto\n    client: {enabled: true}\n"
+                      "    peer: {enabled: true}\n",
+                      sub->spec_extra ? sub->spec_extra : "");
+        etcd_cluster *c = load_cluster(sub->ns, cluster_name, extra);
+        membership_plan *p = start_one(sub, c);
+        const char *name = p->members[0].name;
+        bool own = check_renewal(sub, c, p, name);
+        bool shared = check_renewal(sub, c, p, NULL);
+        assert_true(own || shared);
+        if (sub->runs_members)
+                wait_ready(sub, c, name);
+
+        assert_int_equal(t->ops->remove_member(t, c, name, false), 0);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
+/*
+ * restore_member: never over a member's data (-EEXIST, and the member as
+ * before); into a member placed and never started, the snapshot's data,
+ * on which it starts (where members run) with the snapshot's revision or
+ * more, as data_revision reads it once stopped.
+ */
+static void run_restore(const subject *sub, const char *cluster_name)
+{
+        target *t = sub->t;
+        fprintf(stderr, "conformance: %s target, restore\n", sub->name);
+        _cleanup_free_ char *tool = harness_etcd_path("3.5.16", "etcdutl");
+        if (!tool)
+                tool = xstrdup("etcdutl");
+        _cleanup_free_ char *dir = harness_tmpdir("gitcd-conformance-snap");
+        assert_non_null(dir);
+        _cleanup_free_ char *snap = xasprintf("%s/snap.db", dir);
+        etcd_cluster *c = load_cluster(sub->ns, cluster_name, sub->spec_extra);
+        membership_plan *p = start_one(sub, c);
+        const member_plan *mp = &p->members[0];
+        if (sub->snapshot)
+                sub->snapshot(sub, mp, snap);
+        else
+                assert_int_equal(write_file_atomic(snap, "7\n", 2, 0600), 0);
+        target_restore rs = {.snapshot = snap, .tool = tool};
+        assert_int_equal(t->ops->restore_member(t, c, p, 0, &rs), -EEXIST);
+        target_member_status s = status(t, c, mp->name);
+        assert_true(s.state != MEMBER_ABSENT && s.state != MEMBER_DATA_LOST);
+        target_member_status_release(&s);
+        assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
+        membership_plan_free(p);
+
+        if (sub->runs_members) {
+                p = plan_one(t, c);
+                mp = &p->members[0];
+                assert_int_equal(t->ops->ensure_shared(t, c, p), 0);
+                int k = t->ops->restore_member(t, c, p, 0, &rs);
+                if (k < 0)
+                        fail_msg("restore_member: %s", target_last_error(t));
+                assert_int_equal(t->ops->restore_member(t, c, p, 0, &rs), -EEXIST);
+                assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+                wait_ready(sub, c, mp->name);
+                assert_int_equal(t->ops->stop_member(t, c, mp->name), 0);
+                int64_t rev = -1;
+                if (t->ops->data_revision(t, c, mp->name, tool, &rev) < 0)
+                        fail_msg("data_revision: %s", target_last_error(t));
+                assert_true(rev >= 1);
+                assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
+                membership_plan_free(p);
+        }
+        etcd_cluster_free(c);
+        (void)rm_rf(dir);
+}
+
+/*
+ * secret_folder (the Kubernetes target's): a Secret's keys as files 0600
+ * in a folder 0700; -ENOENT for a Secret that is not there.
+ */
+static void run_secret(const subject *sub, const char *cluster_name)
+{
+        target *t = sub->t;
+        if (!t->ops->secret_folder)
+                return;
+        fprintf(stderr, "conformance: %s target, secrets\n", sub->name);
+        etcd_cluster *c = load_cluster(sub->ns, cluster_name, sub->spec_extra);
+        char *dir = NULL;
+        assert_int_equal(t->ops->secret_folder(t, c, "nobody-secret", &dir), -ENOENT);
+        assert_null(dir);
+        _cleanup_free_ char *name = xasprintf("%s-creds", cluster_name);
+        json_t *secret = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s}}", "apiVersion", "v1", "kind",
+                                   "Secret", "metadata", "name", name, "namespace", c->namespace_,
+                                   "data", "accessKey", "a2V5"); /* "key" */
+        assert_int_equal(kube_apply(sub->ctx, secret, "test", false, false, NULL), 0);
+        json_decref(secret);
+        assert_int_equal(t->ops->secret_folder(t, c, name, &dir), 0);
+        _cleanup_free_ char *file = xasprintf("%s/accessKey", dir);
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(file, 1024, &text, &len), 0);
+        assert_int_equal(len, 3);
+        assert_memory_equal(text, "key", 3);
+        struct stat st;
+        assert_int_equal(stat(file, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0600);
+        assert_int_equal(stat(dir, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0700);
+        free(dir);
+        etcd_cluster_free(c);
+}
+
+/* Plays the kubelet for cluster's writer Pod (no kubelet here): Running and Ready. */
+typedef struct writer_kubelet {
+        kube_client *admin;
+        const char *ns;
+        const char *cluster;
+} writer_kubelet;
+
+static void *ready_writer(void *arg)
+{
+        const writer_kubelet *k = arg;
+        static const kube_gvr pods = {"", "v1", "pods", true};
+        _cleanup_free_ char *sel = xasprintf(
+            "gitcd.io/cluster=%s,app.kubernetes.io/component=snapshot-writer", k->cluster);
+        for (int i = 0; i < 1200; i++) {
+                json_t *items = NULL;
+                if (kube_list(k->admin, &pods, k->ns, sel, &items, NULL) == 0 &&
+                    json_array_size(items) > 0) {
+                        json_t *md = json_object_get(json_array_get(items, 0), "metadata");
+                        const char *name = json_string_value(json_object_get(md, "name"));
+                        _cleanup_free_ char *path =
+                            xasprintf("/api/v1/namespaces/%s/pods/%s/status", k->ns, name);
+                        json_t *body = json_pack("{s:{s:s, s:s, s:[{s:s, s:s}]}}", "status",
+                                                 "phase", "Running", "podIP", "127.0.0.1",
+                                                 "conditions", "type", "Ready", "status", "True");
+                        (void)kube_request(k->admin, "PATCH", path, "application/merge-patch+json",
+                                           body, "patch", "pods/status", k->ns, NULL);
+                        json_decref(body);
+                        json_decref(items);
+                        return NULL;
+                }
+                json_decref(items);
+                usleep(50 * 1000);
+        }
+        return NULL;
+}
+
+/*
+ * The PVC writer (the Kubernetes target's): started on a claim of the
+ * cluster's namespace once its Pod is Ready, with the address to send to;
+ * a second writer of the same cluster refused at once (-EAGAIN, nothing
+ * handed out) while the first is in use; stopped, and the cluster's turn
+ * free again for the next.
+ */
+static void run_writer(const subject *sub, const char *cluster_name)
+{
+        target *t = sub->t;
+        if (!t->ops->writer_start)
+                return;
+        fprintf(stderr, "conformance: %s target, PVC writer\n", sub->name);
+        etcd_cluster *c = load_cluster(sub->ns, cluster_name, sub->spec_extra);
+        _cleanup_free_ char *claim = xasprintf("%s-backups", cluster_name);
+        json_t *pvc = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:[s], s:{s:{s:s}}}}", "apiVersion",
+                                "v1", "kind", "PersistentVolumeClaim", "metadata", "name", claim,
+                                "namespace", c->namespace_, "spec", "accessModes", "ReadWriteOnce",
+                                "resources", "requests", "storage", "1Gi");
+        assert_int_equal(kube_apply(sub->ctx, pvc, "test", false, false, NULL), 0);
+        json_decref(pvc);
+        writer_kubelet k = {.admin = sub->ctx, .ns = c->namespace_, .cluster = c->name};
+        for (int round = 0; round < 2; round++) {
+                pthread_t kubelet;
+                assert_int_equal(pthread_create(&kubelet, NULL, ready_writer, &k), 0);
+                void *handle = NULL;
+                receiver_peer peer = {0};
+                int r = t->ops->writer_start(t, c, claim, "", &handle, &peer);
+                pthread_join(kubelet, NULL);
+                if (r < 0)
+                        fail_msg("writer_start: %s", target_last_error(t));
+                assert_non_null(handle);
+                assert_non_null(peer.url);
+                void *other = NULL;
+                receiver_peer other_peer = {0};
+                assert_int_equal(t->ops->writer_start(t, c, claim, "", &other, &other_peer),
+                                 -EAGAIN);
+                assert_null(other);
+                assert_null(other_peer.url);
+                assert_int_equal(t->ops->writer_stop(t, c, handle), 0);
+        }
+        etcd_cluster_free(c);
+}
+
+/*
+ * The cases beyond the contract, on clusters named after prefix: the
+ * operations the target has (unlocked: those of the target unwrapped),
+ * kept data, events, TLS renewal, restore, Secrets, the PVC writer.
+ */
+static void run_more(const subject *sub, const char *prefix, unsigned unlocked)
+{
+        check_ops(sub, unlocked);
+        _cleanup_free_ char *kept = xasprintf("%s-kept", prefix);
+        _cleanup_free_ char *events = xasprintf("%s-events", prefix);
+        _cleanup_free_ char *tls = xasprintf("%s-tls", prefix);
+        _cleanup_free_ char *restore = xasprintf("%s-restore", prefix);
+        _cleanup_free_ char *secret = xasprintf("%s-secret", prefix);
+        _cleanup_free_ char *writer = xasprintf("%s-writer", prefix);
+        run_kept_data(sub, kept);
+        run_events(sub, events);
+        run_tls(sub, tls);
+        run_restore(sub, restore);
+        run_secret(sub, secret);
+        run_writer(sub, writer);
+}
+
 static void advance_fake(const subject *sub)
 {
         fake_world_advance(sub->ctx, 100);
@@ -427,6 +833,19 @@ static void wipe_claim(const subject *sub, const etcd_cluster *c, const member_p
         static const kube_gvr pvcs = {"", "v1", "persistentvolumeclaims", true};
         _cleanup_free_ char *claim = xasprintf("data-%s", mp->name);
         assert_int_equal(kube_delete(sub->ctx, &pvcs, c->namespace_, claim, NULL), 0);
+}
+
+/* A snapshot of the running member with etcd's own etcdctl. */
+static void snapshot_etcdctl(const subject *sub, const member_plan *mp, const char *path)
+{
+        (void)sub;
+        _cleanup_free_ char *bin = harness_etcd_path("3.5.16", "etcdctl");
+        assert_non_null(bin);
+        _cleanup_free_ char *cmd =
+            xasprintf("ETCDCTL_API=3 '%s' --endpoints %s put conformance-key v >/dev/null && "
+                      "ETCDCTL_API=3 '%s' --endpoints %s snapshot save '%s' >/dev/null 2>&1",
+                      bin, mp->client_url, bin, mp->client_url, path);
+        assert_int_equal(system(cmd), 0);
 }
 
 /* t as it is, or wrapped in the locked target (which then owns it). */
@@ -465,6 +884,21 @@ static void test_fake(void **state)
                 run_data_revision(&sub, "conf");
                 target_free(sub.t);
                 fake_world_free(w);
+                /* the other cases, each in a world of its own */
+                static void (*const cases[])(const subject *, const char *) = {
+                    run_kept_data, run_events, run_tls, run_restore, run_secret, run_writer};
+                for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                        w = fake_world_new();
+                        w->cert_life_ms = 90LL * 24 * 3600 * 1000;
+                        sub.ctx = w;
+                        assert_int_equal(fake_target_new(w, &sub.t), 0);
+                        unsigned unlocked = ops_present(sub.t->ops);
+                        sub.t = maybe_locked(sub.t, locked);
+                        check_ops(&sub, unlocked);
+                        cases[i](&sub, "conf");
+                        target_free(sub.t);
+                        fake_world_free(w);
+                }
         }
 }
 
@@ -476,17 +910,24 @@ static void test_local(void **state)
         _cleanup_free_ char *dir = harness_tmpdir("gitcd-conformance");
         assert_non_null(dir);
         local_target_opts o = {.state_dir = dir, .health_timeout_ms = 1000};
-        subject sub = {.name = "local", .ns = "default", .runs_members = true, .wipe = wipe_folder};
+        subject sub = {.name = "local",
+                       .ns = "default",
+                       .runs_members = true,
+                       .wipe = wipe_folder,
+                       .snapshot = snapshot_etcdctl};
         assert_int_equal(local_target_new(&o, &sub.t), 0);
         assert_null(sub.t->ops->adopt);
+        unsigned unlocked = ops_present(sub.t->ops);
         run_contract(&sub, "conf");
         run_data_wiped(&sub, "wiped");
         run_data_revision(&sub, "revision");
+        run_more(&sub, "more", unlocked);
         /* again through the locked wrapper, on clusters of their own */
         sub.t = maybe_locked(sub.t, true);
         run_contract(&sub, "conf-locked");
         run_data_wiped(&sub, "wiped-locked");
         run_data_revision(&sub, "revision-locked");
+        run_more(&sub, "more-locked", unlocked);
         target_free(sub.t);
         (void)rm_rf(dir);
 }
@@ -523,14 +964,17 @@ static void test_kubernetes(void **state)
         assert_int_equal(kubernetes_target_new(&o, &sub.t), 0);
         kube_config_free(cfg);
         assert_null(sub.t->ops->adopt);
+        unsigned unlocked = ops_present(sub.t->ops);
         run_contract(&sub, "conf");
         run_data_wiped(&sub, "wiped");
         run_data_revision(&sub, "revision");
+        run_more(&sub, "more", unlocked);
         /* again through the locked wrapper, on clusters of their own */
         sub.t = maybe_locked(sub.t, true);
         run_contract(&sub, "conf-locked");
         run_data_wiped(&sub, "wiped-locked");
         run_data_revision(&sub, "revision-locked");
+        run_more(&sub, "more-locked", unlocked);
         target_free(sub.t);
         kube_client_free(admin);
         kubeapi_free(api);
@@ -569,16 +1013,23 @@ static void test_hosts(void **state)
             .health_timeout_ms = 1000,
             .state_dir = state_dir,
         };
-        subject sub = {.name = "hosts", .ns = "default", .runs_members = true, .spec_extra = extra};
+        subject sub = {.name = "hosts",
+                       .ns = "default",
+                       .runs_members = true,
+                       .spec_extra = extra,
+                       .snapshot = snapshot_etcdctl};
         assert_int_equal(hosts_target_new(&o, &sub.t), 0);
+        unsigned unlocked = ops_present(sub.t->ops);
         run_contract(&sub, "conf");
         run_data_revision(&sub, "conf");
         run_adopt(&sub, "conf");
-        /* again through the locked wrapper (one machine: the same cluster again) */
+        run_more(&sub, "more", unlocked);
+        /* again through the locked wrapper (one machine: one cluster at a time) */
         sub.t = maybe_locked(sub.t, true);
         run_contract(&sub, "conf");
         run_data_revision(&sub, "conf");
         run_adopt(&sub, "conf");
+        run_more(&sub, "more-locked", unlocked);
         target_free(sub.t);
         hostagent_free(agent);
         sshd_lab_free(lab);
