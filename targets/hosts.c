@@ -446,6 +446,12 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
                                    "data disk); it cannot rejoin with the same identity and must "
                                    "be replaced",
                                    mp->name, h->address);
+        if (mp->data_identity && !v.claimed_by)
+                return target_fail(t, -ESTALE,
+                                   "member %s: %s holds no data identity marker, but the member "
+                                   "ran with data before (a wiped data disk, or another machine); "
+                                   "it cannot rejoin empty and must be replaced",
+                                   mp->name, h->address);
         if (mp->data_identity && v.claimed_by && !streq_ptr(v.identity, mp->data_identity))
                 return target_fail(t, -ESTALE,
                                    "member %s: the data on %s is not the data it ran with; it "

@@ -17,9 +17,9 @@
  * client TLS identity for a cluster without client TLS; a member's status
  * reports the identity of its data, and once its data is wiped (the way
  * each target loses it: a deleted folder, a deleted PVC) the member the
- * reconciler recorded is reported data lost and never started empty (the
- * fake, local and Kubernetes targets; the hosts target's own test wipes a
- * running member's disk); the revision of a stopped member's data is read
+ * reconciler recorded is reported data lost and never started empty (every
+ * target; the hosts target's own test also wipes a running member's disk);
+ * the revision of a stopped member's data is read
  * with etcd's own tool, never while the member runs, and a member without
  * data has none. Then, the optional operations: a member removed with its
  * data kept is gone, and the kept data dropped (drop_kept_data, twice is
@@ -1016,6 +1016,7 @@ static void test_hosts(void **state)
         subject sub = {.name = "hosts",
                        .ns = "default",
                        .runs_members = true,
+                       .wipe = wipe_folder,
                        .spec_extra = extra,
                        .snapshot = snapshot_etcdctl};
         assert_int_equal(hosts_target_new(&o, &sub.t), 0);
@@ -1025,11 +1026,13 @@ static void test_hosts(void **state)
         run_adopt(&sub, "conf");
         run_more(&sub, "more", unlocked);
         /* again through the locked wrapper (one machine: one cluster at a time) */
+        run_data_wiped(&sub, "conf");
         sub.t = maybe_locked(sub.t, true);
         run_contract(&sub, "conf");
         run_data_revision(&sub, "conf");
         run_adopt(&sub, "conf");
         run_more(&sub, "more-locked", unlocked);
+        run_data_wiped(&sub, "conf");
         target_free(sub.t);
         hostagent_free(agent);
         sshd_lab_free(lab);
