@@ -17,7 +17,7 @@
 #include "util/process.h"
 #include "util/xalloc.h"
 
-static char *default_etcd_dir(void)
+char *etcd_default_dir(void)
 {
         const char *env = getenv("GITCD_ETCD_DIR");
         if (!isempty(env))
@@ -37,7 +37,7 @@ static char *default_etcd_dir(void)
 static int find_binary(const char *etcd_dir, const char *version, const char *name,
                        const char *probe, const char *want, char **ret_path)
 {
-        _cleanup_free_ char *dflt = default_etcd_dir();
+        _cleanup_free_ char *dflt = etcd_default_dir();
         const char *dirs[] = {etcd_dir, dflt};
         for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
                 if (isempty(dirs[i]))

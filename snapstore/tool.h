@@ -9,6 +9,13 @@
 #include <stdint.h>
 
 /*
+ * Where etcd binaries are found by version when no folder is given (the
+ * local target's --etcd-dir default, and the tools here): $GITCD_ETCD_DIR,
+ * else ~/.cache/gitcd/etcd (the home folder of $HOME, else of the user).
+ */
+char *etcd_default_dir(void);
+
+/*
  * The etcd tool that reads snapshot files for an etcd version: etcdutl from
  * 3.5 on, etcdctl before, looked up as the local target looks up etcd:
  * <etcd_dir>/<version>/, then $GITCD_ETCD_DIR/<version>/, then

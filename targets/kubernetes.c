@@ -832,12 +832,10 @@ int kubernetes_target_new(const kubernetes_target_opts *opts, target **ret)
 {
         if (!opts || !opts->config || isempty(opts->state_dir))
                 return -EINVAL;
-        int r = mkdir_p(opts->state_dir, 0700);
+        char *abs_state = NULL;
+        int r = target_state_dir(opts->state_dir, &abs_state);
         if (r < 0)
                 return r;
-        char *abs_state = realpath(opts->state_dir, NULL);
-        if (!abs_state)
-                return -errno;
         kubernetes_target *kt = XNEW(kubernetes_target);
         pthread_mutex_init(&kt->watch_lock, NULL);
         kt->base.ops = &kubernetes_ops;

@@ -35,7 +35,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
-#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -43,6 +42,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "snapstore/tool.h"
 #include "targets/local-tls.h"
 #include "util/process.h"
 #include "util/fs.h"
@@ -644,27 +644,19 @@ int local_target_new(const local_target_opts *opts, target **ret)
 {
         if (!opts || isempty(opts->state_dir))
                 return -EINVAL;
-        int r = mkdir_p(opts->state_dir, 0700);
+        /* Absolute, because members run in their own directory and get these paths as flags. */
+        char *abs_state = NULL;
+        int r = target_state_dir(opts->state_dir, &abs_state);
         if (r < 0)
                 return r;
-        /* Absolute, because members run in their own directory and get these paths as flags. */
-        char *abs_state = realpath(opts->state_dir, NULL);
-        if (!abs_state)
-                return -errno;
         local_target *lt = XNEW(local_target);
         lt->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         lt->base.ops = &local_ops;
         lt->state_dir = abs_state;
         if (!isempty(opts->etcd_dir)) {
                 lt->etcd_dir = xstrdup(opts->etcd_dir);
-        } else if (!isempty(getenv("GITCD_ETCD_DIR"))) {
-                lt->etcd_dir = xstrdup(getenv("GITCD_ETCD_DIR"));
         } else {
-                const char *home = getenv("HOME");
-                struct passwd *pw = isempty(home) ? getpwuid(getuid()) : NULL;
-                if (pw && !isempty(pw->pw_dir))
-                        home = pw->pw_dir;
-                lt->etcd_dir = xasprintf("%s/.cache/gitcd/etcd", isempty(home) ? "/" : home);
+                lt->etcd_dir = etcd_default_dir();
         }
         lt->health_timeout_ms = opts->health_timeout_ms > 0 ? opts->health_timeout_ms : 2000;
         lt->backoff_base_ms = opts->backoff_base_ms > 0 ? opts->backoff_base_ms : 1000;

@@ -178,6 +178,15 @@ bool target_holds_member(target *t, const etcd_cluster *c, const char *name)
         return found;
 }
 
+int target_state_dir(const char *dir, char **ret_abs)
+{
+        int r = mkdir_p(dir, 0700);
+        if (r < 0)
+                return r;
+        *ret_abs = realpath(dir, NULL);
+        return *ret_abs ? 0 : -errno;
+}
+
 void target_event_set_add(target_event_set *s, char *id)
 {
         for (size_t i = 0; i < s->n; i++)

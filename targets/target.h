@@ -450,6 +450,9 @@ void target_free(target *t);
  */
 bool target_holds_member(target *t, const etcd_cluster *c, const char *name);
 
+/* A target's state folder made (0700) when missing, and its absolute path (allocated). */
+int target_state_dir(const char *dir, char **ret_abs);
+
 /*
  * The clusters ("ns/name") a target saw an event for and take_events has
  * not handed out yet, each once: what a target with events keeps between
