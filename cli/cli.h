@@ -37,8 +37,7 @@ int cmd_repair(int argc, char **argv);
  * file with gitcd run's flags on top, or NULL), else
  * $GITCD_STATE_DIR/state.db, else ./.gitcd/state.db. Newly allocated.
  */
-char *cli_state_path(const char *flag_value, const ops_config *cfg)
-    __attribute__((returns_nonnull));
+char *cli_state_path(const char *flag_value, const ops_config *cfg);
 
 /*
  * Which daemon configuration file to read: `flag` (--config FILE), else

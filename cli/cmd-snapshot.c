@@ -673,6 +673,8 @@ static int do_restore(const char *what, const restore_flags *f)
         _cleanup_(state_snapshot_freep) state_snapshot *rec = NULL;
         _cleanup_(state_closep) state_db *db = NULL;
         _cleanup_free_ char *state_dir = NULL, *error = NULL;
+        if (!what)
+                return EXIT_USAGE; /* check_args refuses a restore without ID|FILE first */
         if (all_digits(what)) {
                 int r = state_open(f->state, STATE_OPEN_READ_ONLY, &db);
                 if (r >= 0)
