@@ -24,6 +24,7 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "cli/plan-source.h"
 #include "cli/runner.h"
 #include "kube/client.h"
 #include "kube/kubeconfig.h"
@@ -77,12 +78,6 @@ static const char footer_text[] =
     "server; 2 changes or drift pending (only with --detailed-exitcode);\n"
     "64 bad usage.\n";
 
-static char *default_known_hosts(void)
-{
-        const char *home = getenv("HOME");
-        return home ? xasprintf("%s/.ssh/known_hosts", home) : NULL;
-}
-
 static void members_release(state_member_list *m, size_t n)
 {
         for (size_t i = 0; m && i < n; i++)
@@ -119,75 +114,6 @@ static int read_applied(const char *path, state_cluster_list *ret, state_member_
         state_close(db);
         *ret_exists = k >= 0;
         return k < 0 ? k : 0;
-}
-
-/* A temporary folder removed (with its contents) when it goes out of scope. */
-static void tmpdir_removep(char **dir)
-{
-        if (*dir)
-                (void)rm_rf(*dir);
-        free(*dir);
-}
-
-/*
- * Open the source and read its revision. The source and its temporary
- * cache (*ret_tmp, NULL with --cache-dir) stay for the plan: approvals are
- * counted in the mirror's history.
- */
-static int fetch(const runner_flags *f, bool plain, char **ret_tmp, source **ret_src,
-                 source_revision **ret)
-{
-        source_opts so = f->src;
-        so.plain_directory = plain;
-        _cleanup_(tmpdir_removep) char *tmp = NULL;
-        if (f->cache_dir) {
-                so.cache_dir = f->cache_dir;
-        } else {
-                const char *t = getenv("TMPDIR");
-                char *dir = xasprintf("%s/gitcd-plan-XXXXXX", isempty(t) ? "/tmp" : t);
-                if (!mkdtemp(dir)) {
-                        int k = -errno;
-                        fprintf(stderr, "gitcd plan: cannot create a temporary folder %s: %s\n",
-                                dir, strerror(-k));
-                        free(dir);
-                        return k;
-                }
-                tmp = dir;
-                so.cache_dir = tmp;
-        }
-        _cleanup_free_ char *kh = NULL;
-        if (!so.known_hosts_path) {
-                kh = default_known_hosts();
-                so.known_hosts_path = kh;
-        }
-
-        _cleanup_(source_freep) source *src = NULL;
-        _cleanup_free_ char *err = NULL;
-        int k = source_open(&so, &src, &err);
-        if (k < 0) {
-                fprintf(stderr, "gitcd plan: %s\n", err ? err : strerror(-k));
-                return k;
-        }
-        _cleanup_(source_revision_freep) source_revision *rev = NULL;
-        k = source_fetch(src, &rev);
-        if (k == -EPERM && rev) {
-                fprintf(stderr,
-                        "gitcd plan: commit %s refused: %s; gitcd would keep applying the last "
-                        "good revision\n",
-                        rev->commit_id,
-                        rev->refusal            ? rev->refusal
-                        : rev->signature_reason ? rev->signature_reason
-                                                : "signature not verified");
-                return k;
-        }
-        if (k < 0) {
-                fprintf(stderr, "gitcd plan: %s\n", source_last_error(src));
-                return k;
-        }
-        *ret = TAKE_PTR(rev);
-        *ret_src = TAKE_PTR(src);
-        *ret_tmp = TAKE_PTR(tmp);
-        return 0;
 }
 
 /*
@@ -464,23 +390,6 @@ static void print_text(const plan_view *v, bool verbose)
                 machine_effects_print(v->effects, v->kind, stdout);
 }
 
-/* The policy, and approvals only with signatures verified: -1 to go on, else the exit status. */
-static int load_policy(const runner_flags *f, policy **ret)
-{
-        if (runner_policy(f, "gitcd plan", ret) < 0)
-                return EXIT_FAIL;
-        const policy_at *approvals = NULL;
-        if (policy_wants_approvals(*ret, &approvals) && !f->src.verify_signatures) {
-                fprintf(stderr,
-                        "gitcd plan: %s:%d:%d: policy.approvals: approvals are counted in "
-                        "trusted commit signatures; give --verify-signatures --allowed-signers "
-                        "FILE\n",
-                        approvals->file, approvals->line, approvals->col);
-                return EXIT_USAGE;
-        }
-        return -1;
-}
-
 int cmd_plan(int argc, char **argv)
 {
         plan_args a = {0};
@@ -498,15 +407,15 @@ int cmd_plan(int argc, char **argv)
         if (read_applied(state_path, &applied, &members, &have_state) < 0)
                 return EXIT_FAIL;
         _cleanup_(policy_freep) policy *pol = NULL;
-        status = load_policy(f, &pol);
+        status = cli_plan_policy(f, "gitcd plan", &pol);
         if (status >= 0)
                 return status;
 
         /* Freed in the reverse order: the source, then its temporary cache. */
         _cleanup_(source_revision_freep) source_revision *rev = NULL;
-        _cleanup_(tmpdir_removep) char *tmp = NULL;
+        _cleanup_(cli_tmpdir_removep) char *tmp = NULL;
         _cleanup_(source_freep) source *src = NULL;
-        if (fetch(f, a.plain, &tmp, &src, &rev) < 0) {
+        if (cli_source_fetch(f, a.plain, "gitcd plan", false, &tmp, &src, &rev) < 0) {
                 members_release(members, applied.n);
                 state_cluster_list_release(&applied);
                 return EXIT_FAIL;

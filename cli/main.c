@@ -30,6 +30,7 @@ static const struct command commands[] = {
     {"validate", cmd_validate, "check EtcdCluster files and print every problem"},
     {"render", cmd_render, "print the Kubernetes objects for EtcdCluster files"},
     {"plan", cmd_plan, "show what applying a source would change, without touching anything"},
+    {"diff", cmd_diff, "show what changed between two revisions of a source, and its steps"},
     {"apply", cmd_apply, "reconcile the clusters in a source until they converge"},
     {"run", cmd_run, "run the reconciler as a daemon"},
     {"etcd", cmd_etcd, "talk to an etcd cluster directly (members, status, snapshot, ...)"},
