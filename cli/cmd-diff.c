@@ -124,25 +124,6 @@ static int parse_args(int argc, char **argv, diff_args *a)
         return -1;
 }
 
-/*
- * Read revision spec of src: 0, or -errno with the reason printed. HEAD
- * (alone or as the start of an expression, HEAD~1) is the revision fetched:
- * --ref's, else the remote's default branch (a mirror has no HEAD of its
- * own).
- */
-static int read_at(source *src, const source_revision *head, const char *spec,
-                   source_revision **ret)
-{
-        _cleanup_free_ char *own = NULL;
-        if (strneq(spec, "HEAD", 4) && (spec[4] == '\0' || strchr("~^@", spec[4])) &&
-            head->commit_id[0])
-                own = xasprintf("%s%s", head->commit_id, spec + 4);
-        int k = source_read_at(src, own ? own : spec, ret);
-        if (k < 0)
-                fprintf(stderr, "gitcd diff: %s\n", source_last_error(src));
-        return k;
-}
-
 int cmd_diff(int argc, char **argv)
 {
         diff_args a = {0};
@@ -169,7 +150,8 @@ int cmd_diff(int argc, char **argv)
                 return EXIT_FAIL;
         _cleanup_(source_revision_freep) source_revision *from = NULL;
         _cleanup_(source_revision_freep) source_revision *to = NULL;
-        if (read_at(src, head, a.from, &from) < 0 || read_at(src, head, a.to, &to) < 0)
+        if (cli_read_revision(src, head, a.from, "gitcd diff", &from) < 0 ||
+            cli_read_revision(src, head, a.to, "gitcd diff", &to) < 0)
                 return EXIT_FAIL;
 
         const target_kind *kind = target_kind_or_default(f->target);

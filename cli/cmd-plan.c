@@ -30,6 +30,7 @@
 #include "kube/kubeconfig.h"
 #include "plan/drift.h"
 #include "plan/plan.h"
+#include "plan/revdiff.h"
 #include "targets/registry.h"
 #include "api/spec.h"
 #include "util/fs.h"
@@ -38,7 +39,7 @@
 
 static const char usage_text[] =
     "usage: gitcd plan --source SRC [--ref R] [--path P] [--state DB]\n"
-    "                  [-o text|json] [--detailed-exitcode] [options]\n"
+    "                  [-o text|json] [--detailed-exitcode] [--since REV] [options]\n"
     "                  [--target kubernetes [--kubeconfig F] [--context C]]\n"
     "                  [--target hosts]\n\n"
     "Compare the EtcdClusters at SRC's revision with what the state store says\n"
@@ -276,6 +277,7 @@ typedef struct plan_args {
         runner_flags f;
         int json; /* the index of -o's value in plan_formats: 1 for json */
         bool detailed, verbose, plain;
+        const char *since; /* --since REV */
 } plan_args;
 
 static const char *const plan_formats[] = {"text", "json", NULL};
@@ -307,6 +309,13 @@ static int parse_args(int argc, char **argv, plan_args *a)
              .dest = &a->plain,
              .help = "read SRC as files on disk even when it is a\n"
                      "Git checkout (the working tree as it is)"},
+            {.kind = CLI_OPT_STRING,
+             .name = "since",
+             .arg = "REV",
+             .dest = &a->since,
+             .help = "above the plan, per cluster what changed from\n"
+                     "REV (a commit, branch or tag of SRC) to the\n"
+                     "revision planned, as `gitcd diff --summary`"},
             {.kind = CLI_OPT_TEXT,
              .name = "--prune",
              .help = "plan removed clusters as stopped (data kept),\n"
@@ -344,6 +353,10 @@ static int parse_args(int argc, char **argv, plan_args *a)
                 fprintf(stderr, "gitcd plan: --verify-signatures needs --allowed-signers FILE\n");
                 return EXIT_USAGE;
         }
+        if (a->since && a->plain) {
+                fprintf(stderr, "gitcd plan: --since needs a Git source, not --plain-directory\n");
+                return EXIT_USAGE;
+        }
         return -1;
 }
 
@@ -357,6 +370,8 @@ typedef struct plan_view {
         kube_config *kcfg;   /* with drift */
         const char *kind;    /* the target kind's name */
         json_t *effects;     /* or NULL */
+        revdiff *since;      /* --since: what changed from since_rev, or NULL */
+        source_revision *since_rev;
 } plan_view;
 
 static void print_json(const plan_view *v)
@@ -373,6 +388,8 @@ static void print_json(const plan_view *v)
         }
         if (v->effects)
                 json_object_set(j, v->kind, v->effects);
+        if (v->since)
+                json_object_set_new(j, "since", revdiff_to_json(v->since, v->since_rev, v->rev));
         json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         fputc('\n', stdout);
         json_decref(j);
@@ -383,11 +400,40 @@ static void print_text(const plan_view *v, bool verbose)
         if (!v->have_state)
                 printf("No state database at %s: nothing applied yet.\n", v->state_path);
         plan_print_opts po = {.color = cli_color(), .verbose = verbose, .show_diag = true};
+        if (v->since) {
+                revdiff_print_opts ro = {.color = po.color, .verbose = verbose};
+                revdiff_print_text(v->since, v->since_rev, v->rev, &ro, stdout);
+                fputc('\n', stdout);
+        }
         plan_print_text(v->p, v->rev, &po, stdout);
         if (v->drift)
                 drift_print_text(v->drift, v->kcfg ? v->kcfg->server : NULL, po.color, stdout);
         if (v->effects)
                 machine_effects_print(v->effects, v->kind, stdout);
+}
+
+/* --since: what changed from a.since to rev, as gitcd diff says it. 0, or -errno printed. */
+static int since_diff(const plan_args *a, const target_kind *kind, const policy *pol, source *src,
+                      source_revision *rev, source_revision **ret_rev, revdiff **ret)
+{
+        _cleanup_(source_revision_freep) source_revision *from = NULL;
+        int k = cli_read_revision(src, rev, a->since, "gitcd plan", &from);
+        if (k < 0)
+                return k;
+        revdiff_input in = {.from = from,
+                            .to = rev,
+                            .prune = a->f.prune,
+                            .caps = kind->caps,
+                            .target = kind->name,
+                            .policy = pol,
+                            .src = src};
+        k = revdiff_compute(&in, ret);
+        if (k < 0) {
+                fprintf(stderr, "gitcd plan: %s\n", strerror(-k));
+                return k;
+        }
+        *ret_rev = TAKE_PTR(from);
+        return 0;
 }
 
 int cmd_plan(int argc, char **argv)
@@ -428,6 +474,13 @@ int cmd_plan(int argc, char **argv)
         }
         const target_kind *kind = target_kind_or_default(f->target);
         const target_plan_ops *pops = kind->plan;
+        _cleanup_(source_revision_freep) source_revision *since_rev = NULL;
+        _cleanup_(revdiff_freep) revdiff *since = NULL;
+        if (a.since && since_diff(&a, kind, pol, src, rev, &since_rev, &since) < 0) {
+                members_release(members, applied.n);
+                state_cluster_list_release(&applied);
+                return EXIT_FAIL;
+        }
         plan_input in = {.rev = rev,
                          .applied = have_state ? &applied : NULL,
                          .members = members,
@@ -457,7 +510,9 @@ int cmd_plan(int argc, char **argv)
                        .drift = drift,
                        .kcfg = kcfg,
                        .kind = kind->name,
-                       .effects = pops && pops->machine_effects ? machine_effects(p, pops) : NULL};
+                       .effects = pops && pops->machine_effects ? machine_effects(p, pops) : NULL,
+                       .since = since,
+                       .since_rev = since_rev};
         if (a.json)
                 print_json(&v);
         else

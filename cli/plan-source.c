@@ -98,3 +98,16 @@ int cli_plan_policy(const runner_flags *f, const char *prog, policy **ret)
         }
         return -1;
 }
+
+int cli_read_revision(source *src, const source_revision *head, const char *spec, const char *prog,
+                      source_revision **ret)
+{
+        _cleanup_free_ char *own = NULL;
+        if (strneq(spec, "HEAD", 4) && (spec[4] == '\0' || strchr("~^@", spec[4])) &&
+            head->commit_id[0])
+                own = xasprintf("%s%s", head->commit_id, spec + 4);
+        int k = source_read_at(src, own ? own : spec, ret);
+        if (k < 0)
+                fprintf(stderr, "%s: %s\n", prog, source_last_error(src));
+        return k;
+}

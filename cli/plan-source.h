@@ -29,3 +29,12 @@ int cli_source_fetch(const runner_flags *f, bool plain, const char *prog, bool r
  * -1 to go on, else the exit status.
  */
 int cli_plan_policy(const runner_flags *f, const char *prog, policy **ret);
+
+/*
+ * Revision spec of src (source_read_at): 0, or -errno with the reason
+ * printed after prog. HEAD (alone or as the start of an expression, HEAD~1)
+ * is head, the revision fetched: --ref's, else the remote's default branch
+ * (a mirror has no HEAD of its own).
+ */
+int cli_read_revision(source *src, const source_revision *head, const char *spec, const char *prog,
+                      source_revision **ret);
