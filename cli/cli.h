@@ -28,9 +28,16 @@ int cmd_apply(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
+int cmd_completion(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
+
+/* The subcommands of cli/main.c's table, in its order (gitcd completion). */
+size_t cli_subcommand_count(void);
+const char *cli_subcommand_name(size_t i);
+const char *cli_subcommand_summary(size_t i);
+int cli_subcommand_run(size_t i, int argc, char **argv);
 
 /*
  * The state database path, one rule for every command: --state
