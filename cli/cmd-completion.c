@@ -138,10 +138,14 @@ static comp_command *collect_all(size_t *ret_n)
                         add(&v[i], "-h", false, NULL, "show this help");
                         continue;
                 }
-                /* a verb first, for the commands that take one (snapshot) */
-                char *argv[] = {(char *)v[i].name, (char *)"save", NULL};
+                /*
+                 * a verb first, for the commands that take one (snapshot); --help
+                 * so that a command that parsed without its table would only
+                 * print its help
+                 */
+                char *argv[] = {(char *)v[i].name, (char *)"save", (char *)"--help", NULL};
                 cli_collect(collect, &v[i]);
-                (void)cli_subcommand_run(i, 2, argv);
+                (void)cli_subcommand_run(i, 3, argv);
                 cli_collect(NULL, NULL);
         }
         *ret_n = n;
