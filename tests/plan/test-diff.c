@@ -186,9 +186,9 @@ static void test_refused(void **state)
 {
         (void)state;
         write_cluster("clusters/a.yaml", "a", 3, "3.5.16", NULL);
-        pf_commit(repo, "good");
+        free(pf_commit(repo, "good"));
         write_cluster("clusters/a.yaml", "a", 3, "3.5.16", "  progressDeadlineSeconds: -5\n");
-        pf_commit(repo, "bad");
+        free(pf_commit(repo, "bad"));
         _cleanup_free_ char *out = NULL;
         diff(1, &out, NULL, "HEAD~1 HEAD");
         assert_contains(out, "! refused default/a");
@@ -197,7 +197,7 @@ static void test_refused(void **state)
 
         /* REV1 refused it, REV2 defines it validly: shown as added, with why it was refused */
         write_cluster("clusters/a.yaml", "a", 3, "3.5.30", NULL);
-        pf_commit(repo, "fixed");
+        free(pf_commit(repo, "fixed"));
         _cleanup_free_ char *fixed = NULL;
         diff(2, &fixed, NULL, "HEAD~1 HEAD");
         assert_contains(fixed, "+ added default/a");
@@ -210,10 +210,10 @@ static void test_ca_rotation(void **state)
         (void)state;
         const char *tls = "  tls:\n    provider: auto\n    client:\n      enabled: true\n";
         write_cluster("clusters/a.yaml", "a", 3, "3.5.16", tls);
-        pf_commit(repo, "tls");
+        free(pf_commit(repo, "tls"));
         _cleanup_free_ char *rot = xasprintf("%s    auto:\n      rotateCA: \"2026-11\"\n", tls);
         write_cluster("clusters/a.yaml", "a", 3, "3.5.16", rot);
-        pf_commit(repo, "rotate");
+        free(pf_commit(repo, "rotate"));
         _cleanup_free_ char *out = NULL;
         diff(2, &out, NULL, "HEAD~1 HEAD");
         assert_contains(out, "spec.tls.auto.rotateCA: (none) → 2026-11");
@@ -225,7 +225,7 @@ static void test_bad_revisions(void **state)
 {
         (void)state;
         write_cluster("clusters/a.yaml", "a", 3, "3.5.16", NULL);
-        pf_commit(repo, "one");
+        free(pf_commit(repo, "one"));
         _cleanup_free_ char *out = NULL, *err = NULL;
         diff(1, &out, &err, "main nosuch");
         assert_contains(err, "gitcd diff: revision \"nosuch\" not found in");
@@ -254,7 +254,7 @@ static void test_json(void **state)
 {
         (void)state;
         write_cluster("clusters/a.yaml", "a", 3, "3.5.16", NULL);
-        pf_commit(repo, "one");
+        free(pf_commit(repo, "one"));
         write_cluster("clusters/a.yaml", "a", 5, "3.5.16", NULL);
         _cleanup_free_ char *two = pf_commit(repo, "two");
         _cleanup_free_ char *out = NULL;
@@ -284,10 +284,10 @@ static void test_plan_since(void **state)
 {
         (void)state;
         write_cluster("clusters/a.yaml", "a", 3, "3.5.16", NULL);
-        pf_commit(repo, "one");
+        free(pf_commit(repo, "one"));
         assert_int_equal(pf_sh("git -C '%s' tag before", repo), 0);
         write_cluster("clusters/a.yaml", "a", 3, "3.5.30", NULL);
-        pf_commit(repo, "two");
+        free(pf_commit(repo, "two"));
         _cleanup_free_ char *db = pf_path("since/state.db");
         _cleanup_free_ char *out = NULL, *err = NULL;
         int st = pf_plan(&out, &err, "--source '%s' --state '%s' --since before", repo, db);
