@@ -6,7 +6,8 @@
  * specs in another layout are no change; a revision that refuses a cluster;
  * a CA rotation; tags, branches and HEAD~1 as revisions; bad revisions and
  * bad usage; the exit statuses; the JSON form; plan's summary above its
- * plan.
+ * plan; secret-looking values never shown; an unsigned revision refused
+ * under --verify-signatures.
  */
 #include <jansson.h>
 #include <setjmp.h>
@@ -307,6 +308,58 @@ static void test_plan_since(void **state)
         assert_contains(berr, "gitcd plan: revision \"nosuch\" not found");
 }
 
+/* Secret-looking values never shown, in the fields or the unified diff. */
+static void test_secrets(void **state)
+{
+        (void)state;
+        write_cluster("clusters/a.yaml", "a", 3, "3.5.16", NULL);
+        free(pf_commit(repo, "one"));
+        pf_write(repo, "clusters/a.yaml",
+                 "apiVersion: gitcd.io/v1alpha1\n"
+                 "kind: EtcdCluster\n"
+                 "metadata:\n"
+                 "  name: a\n"
+                 "  labels:\n"
+                 "    api-token: s3cr3t-value\n"
+                 "    team: db\n"
+                 "spec:\n"
+                 "  replicas: 3\n"
+                 "  version: \"3.5.16\"\n");
+        free(pf_commit(repo, "label"));
+        _cleanup_free_ char *out = NULL;
+        diff(2, &out, NULL, "HEAD~1 HEAD");
+        assert_contains(out, "metadata.labels.api-token: (none) → (redacted)");
+        assert_contains(out, "+      \"api-token\": \"(redacted)\",");
+        assert_contains(out, "+      \"team\": \"db\"");
+        assert_lacks(out, "s3cr3t");
+        _cleanup_free_ char *json = NULL;
+        diff(2, &json, NULL, "-o json HEAD~1 HEAD");
+        assert_lacks(json, "s3cr3t");
+}
+
+/* With --verify-signatures, an unsigned revision is refused, not diffed. */
+static void test_unsigned_refused(void **state)
+{
+        (void)state;
+        write_cluster("clusters/a.yaml", "a", 3, "3.5.16", NULL);
+        free(pf_commit(repo, "one"));
+        write_cluster("clusters/a.yaml", "a", 5, "3.5.16", NULL);
+        free(pf_commit(repo, "two"));
+        /* a trusted key that signed nothing */
+        assert_int_equal(pf_sh("mkdir -p keys && rm -f keys/k keys/k.pub && "
+                               "ssh-keygen -q -t ed25519 -N '' -f keys/k && "
+                               "printf 'ops@example.com %%s\\n' \"$(cat keys/k.pub)\" "
+                               "> keys/allowed_signers"),
+                         0);
+        _cleanup_free_ char *file = pf_path("keys/allowed_signers");
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        _cleanup_free_ char *args =
+            xasprintf("--verify-signatures --allowed-signers '%s' HEAD~1 HEAD", file);
+        diff(1, &out, &err, args);
+        assert_contains(err, "is not signed by a trusted key");
+        assert_lacks(out, "changed default/a");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -317,6 +370,8 @@ int main(void)
             cmocka_unit_test_setup(test_bad_revisions, test_setup),
             cmocka_unit_test_setup(test_json, test_setup),
             cmocka_unit_test_setup(test_plan_since, test_setup),
+            cmocka_unit_test_setup(test_secrets, test_setup),
+            cmocka_unit_test_setup(test_unsigned_refused, test_setup),
         };
         int r = cmocka_run_group_tests(tests, setup, teardown);
         free(repo);
