@@ -44,7 +44,11 @@ static const char footer_text[] =
     "hosts); nothing is contacted. The operator's policy applies as for plan.\n\n"
     "A Git source is mirrored into a temporary folder removed on exit, unless\n"
     "--cache-dir names a cache to reuse (whose branches and tags other than\n"
-    "--ref are then as its last fetch left them).\n\n"
+    "--ref are then as its last fetch left them). The rollback check does not\n"
+    "apply (any two commits may be compared), so --allow-rollback changes\n"
+    "nothing; --state, --etcd-dir and the target's settings (--kubeconfig,\n"
+    "--hosts-*...) are accepted, so the same flags work for plan and diff,\n"
+    "and ignored: diff reads no state and contacts no target.\n\n"
     "Exit status: 0 no changes; 2 changes; 1 errors: a revision that cannot be\n"
     "read, or a cluster REV2 refuses; 64 bad usage.\n";
 
