@@ -14,7 +14,7 @@
 enum {
         EXIT_OK = 0,      /* success; for plan: no changes */
         EXIT_FAIL = 1,    /* errors, invalid input, rejections */
-        EXIT_CHANGES = 2, /* plan --detailed-exitcode: changes pending */
+        EXIT_CHANGES = 2, /* plan --detailed-exitcode, diff: changes pending */
         EXIT_USAGE = 64,  /* bad command line */
 };
 
@@ -27,9 +27,17 @@ int cmd_status(int argc, char **argv);
 int cmd_apply(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_completion(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
+
+/* The subcommands of cli/main.c's table, in its order (gitcd completion). */
+size_t cli_subcommand_count(void);
+const char *cli_subcommand_name(size_t i);
+const char *cli_subcommand_summary(size_t i);
+int cli_subcommand_run(size_t i, int argc, char **argv);
 
 /*
  * The state database path, one rule for every command: --state

@@ -11,6 +11,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,8 +29,9 @@
 #include "util/xalloc.h"
 
 static const char usage_text[] =
-    "usage: gitcd log [options]\n\n"
-    "Show the audit log (who changed what, when, and what it did), newest first.\n\n"
+    "usage: gitcd log [options] [--follow]\n\n"
+    "Show the audit log (who changed what, when, and what it did), newest first;\n"
+    "with --follow, then each event appended as it comes, until Ctrl-C.\n\n"
     "Options:\n";
 
 /* "2026-11-01", "2026-11-01T12:00:00Z", "2026-11-01T12:00:00+02:00" -> epoch ms. */
@@ -161,7 +163,7 @@ enum { COL_TIME, COL_CLUSTER, COL_ACTION, COL_OUTCOME, COL_COMMIT, COL_AUTHOR, N
 
 #define REASON_MIN 20
 
-static void print_table(const state_audit_list *l, int64_t now)
+static void print_table(const state_audit_list *l, int64_t now, bool header)
 {
         static const char *const heads[N_COLS] = {"TIME",    "CLUSTER", "ACTION",
                                                   "OUTCOME", "COMMIT",  "AUTHOR"};
@@ -203,9 +205,10 @@ static void print_table(const state_audit_list *l, int64_t now)
         size_t reason_w = total > used + 10 ? total - used : 10;
 
         strbuf sb = STRBUF_INIT;
-        for (int c = 0; c < N_COLS; c++)
+        for (int c = 0; header && c < N_COLS; c++)
                 pad(&sb, heads[c], w[c]);
-        sb_append(&sb, "REASON\n");
+        if (header)
+                sb_append(&sb, "REASON\n");
         for (size_t i = 0; i < l->n; i++) {
                 for (int c = 0; c < N_COLS; c++) {
                         _cleanup_free_ char *x = cell(raw[i * N_COLS + c], w[c]);
@@ -265,6 +268,7 @@ typedef struct log_args {
         const char *state_flag, *config;
         int json;    /* -o: 0 table, 1 json */
         int64_t now; /* what --since counts back from */
+        bool follow; /* -f: then the events appended, until SIGINT */
 } log_args;
 
 /* --cluster NS/NAME */
@@ -356,6 +360,13 @@ static int parse_args(int argc, char **argv, log_args *a)
              .help = "table (default) or json (one object per line)",
              .bad = "-o takes table or json",
              .show_arg = true},
+            {.kind = CLI_OPT_SET,
+             .name = "follow",
+             .short_name = 'f',
+             .dest = &a->follow,
+             .help = "then print each event appended, oldest first,\n"
+                     "as it comes (the filters apply, --limit only to\n"
+                     "what is printed first); Ctrl-C ends it"},
             CLI_RECORDS_ROWS(&a->state_flag, &a->config),
         };
         const cli_command cmd = {.prog = "gitcd log",
@@ -374,6 +385,82 @@ static int parse_args(int argc, char **argv, log_args *a)
                 return EXIT_USAGE;
         }
         return -1;
+}
+
+/* ---- --follow ---- */
+
+/* How often --follow reads the store for new events. */
+#define FOLLOW_INTERVAL_MS 500
+
+static volatile sig_atomic_t follow_stop;
+
+static void on_interrupt(int sig)
+{
+        (void)sig;
+        follow_stop = 1;
+}
+
+/* The newest id in l (newest first), or since when l is empty. */
+static int64_t last_id(const state_audit_list *l, int64_t since)
+{
+        for (size_t i = 0; i < l->n; i++)
+                since = MAX(since, l->items[i]->id);
+        return since;
+}
+
+/* Oldest first: the order events are appended in, for a log that grows downwards. */
+static void reverse(state_audit_list *l)
+{
+        for (size_t i = 0; i < l->n / 2; i++) {
+                state_audit_event *t = l->items[i];
+                l->items[i] = l->items[l->n - 1 - i];
+                l->items[l->n - 1 - i] = t;
+        }
+}
+
+/*
+ * Read the store (read-only, each query its own read transaction) every
+ * FOLLOW_INTERVAL_MS for events after last and print them, until SIGINT
+ * or SIGTERM: EXIT_OK, or EXIT_FAIL when the store or stdout fails.
+ */
+static int follow(state_db *db, const log_args *a, int64_t last, bool header)
+{
+        struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+        state_audit_filter f = a->filter;
+        f.limit = 0;
+        int status = EXIT_OK;
+        while (!follow_stop) {
+                struct timespec ts = {FOLLOW_INTERVAL_MS / 1000,
+                                      (FOLLOW_INTERVAL_MS % 1000) * 1000000L};
+                if (nanosleep(&ts, NULL) < 0 && follow_stop)
+                        break;
+                f.after_id = last;
+                state_audit_list l = {0};
+                if (state_audit_query(db, &f, &l) < 0) {
+                        fprintf(stderr, "gitcd log: %s\n", state_last_error());
+                        status = EXIT_FAIL;
+                        break;
+                }
+                last = last_id(&l, last);
+                reverse(&l);
+                if (a->json)
+                        print_json(&l);
+                else if (l.n > 0)
+                        print_table(&l, now_wall_ms(), header);
+                header = header && l.n == 0;
+                state_audit_list_release(&l);
+                if (fflush(stdout) != 0 || ferror(stdout)) {
+                        fprintf(stderr, "gitcd log: writing the output failed\n");
+                        status = EXIT_FAIL;
+                        break;
+                }
+        }
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+        return status;
 }
 
 int cmd_log(int argc, char **argv)
@@ -402,15 +489,33 @@ int cmd_log(int argc, char **argv)
         }
         if (a.json)
                 print_json(&l);
-        else if (l.n == 0)
+        else if (l.n == 0 && !a.follow)
                 fprintf(stderr, "gitcd log: no events match\n");
-        else
-                print_table(&l, a.now);
+        else if (l.n > 0)
+                print_table(&l, a.now, true);
+        /* The newest event of the whole log, so --limit does not make --follow repeat any. */
+        int64_t last = 0;
+        if (a.follow) {
+                state_audit_filter newest = {.limit = 1};
+                state_audit_list n = {0};
+                r = state_audit_query(db, &newest, &n);
+                last = last_id(&n, last_id(&l, 0));
+                state_audit_list_release(&n);
+        }
+        bool header = l.n == 0;
         state_audit_list_release(&l);
-        state_close(db);
         if (fflush(stdout) != 0 || ferror(stdout)) {
                 fprintf(stderr, "gitcd log: writing the output failed\n");
+                state_close(db);
                 return EXIT_FAIL;
         }
-        return EXIT_OK;
+        status = EXIT_OK;
+        if (a.follow && r >= 0)
+                status = follow(db, &a, last, header);
+        else if (r < 0) {
+                fprintf(stderr, "gitcd log: %s\n", state_last_error());
+                status = EXIT_FAIL;
+        }
+        state_close(db);
+        return status;
 }

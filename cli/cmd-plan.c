@@ -24,11 +24,13 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "cli/plan-source.h"
 #include "cli/runner.h"
 #include "kube/client.h"
 #include "kube/kubeconfig.h"
 #include "plan/drift.h"
 #include "plan/plan.h"
+#include "plan/revdiff.h"
 #include "targets/registry.h"
 #include "api/spec.h"
 #include "util/fs.h"
@@ -37,7 +39,7 @@
 
 static const char usage_text[] =
     "usage: gitcd plan --source SRC [--ref R] [--path P] [--state DB]\n"
-    "                  [-o text|json] [--detailed-exitcode] [options]\n"
+    "                  [-o text|json] [--detailed-exitcode] [--since REV] [options]\n"
     "                  [--target kubernetes [--kubeconfig F] [--context C]]\n"
     "                  [--target hosts]\n\n"
     "Compare the EtcdClusters at SRC's revision with what the state store says\n"
@@ -77,12 +79,6 @@ static const char footer_text[] =
     "server; 2 changes or drift pending (only with --detailed-exitcode);\n"
     "64 bad usage.\n";
 
-static char *default_known_hosts(void)
-{
-        const char *home = getenv("HOME");
-        return home ? xasprintf("%s/.ssh/known_hosts", home) : NULL;
-}
-
 static void members_release(state_member_list *m, size_t n)
 {
         for (size_t i = 0; m && i < n; i++)
@@ -119,75 +115,6 @@ static int read_applied(const char *path, state_cluster_list *ret, state_member_
         state_close(db);
         *ret_exists = k >= 0;
         return k < 0 ? k : 0;
-}
-
-/* A temporary folder removed (with its contents) when it goes out of scope. */
-static void tmpdir_removep(char **dir)
-{
-        if (*dir)
-                (void)rm_rf(*dir);
-        free(*dir);
-}
-
-/*
- * Open the source and read its revision. The source and its temporary
- * cache (*ret_tmp, NULL with --cache-dir) stay for the plan: approvals are
- * counted in the mirror's history.
- */
-static int fetch(const runner_flags *f, bool plain, char **ret_tmp, source **ret_src,
-                 source_revision **ret)
-{
-        source_opts so = f->src;
-        so.plain_directory = plain;
-        _cleanup_(tmpdir_removep) char *tmp = NULL;
-        if (f->cache_dir) {
-                so.cache_dir = f->cache_dir;
-        } else {
-                const char *t = getenv("TMPDIR");
-                char *dir = xasprintf("%s/gitcd-plan-XXXXXX", isempty(t) ? "/tmp" : t);
-                if (!mkdtemp(dir)) {
-                        int k = -errno;
-                        fprintf(stderr, "gitcd plan: cannot create a temporary folder %s: %s\n",
-                                dir, strerror(-k));
-                        free(dir);
-                        return k;
-                }
-                tmp = dir;
-                so.cache_dir = tmp;
-        }
-        _cleanup_free_ char *kh = NULL;
-        if (!so.known_hosts_path) {
-                kh = default_known_hosts();
-                so.known_hosts_path = kh;
-        }
-
-        _cleanup_(source_freep) source *src = NULL;
-        _cleanup_free_ char *err = NULL;
-        int k = source_open(&so, &src, &err);
-        if (k < 0) {
-                fprintf(stderr, "gitcd plan: %s\n", err ? err : strerror(-k));
-                return k;
-        }
-        _cleanup_(source_revision_freep) source_revision *rev = NULL;
-        k = source_fetch(src, &rev);
-        if (k == -EPERM && rev) {
-                fprintf(stderr,
-                        "gitcd plan: commit %s refused: %s; gitcd would keep applying the last "
-                        "good revision\n",
-                        rev->commit_id,
-                        rev->refusal            ? rev->refusal
-                        : rev->signature_reason ? rev->signature_reason
-                                                : "signature not verified");
-                return k;
-        }
-        if (k < 0) {
-                fprintf(stderr, "gitcd plan: %s\n", source_last_error(src));
-                return k;
-        }
-        *ret = TAKE_PTR(rev);
-        *ret_src = TAKE_PTR(src);
-        *ret_tmp = TAKE_PTR(tmp);
-        return 0;
 }
 
 /*
@@ -350,6 +277,7 @@ typedef struct plan_args {
         runner_flags f;
         int json; /* the index of -o's value in plan_formats: 1 for json */
         bool detailed, verbose, plain;
+        const char *since; /* --since REV */
 } plan_args;
 
 static const char *const plan_formats[] = {"text", "json", NULL};
@@ -381,6 +309,13 @@ static int parse_args(int argc, char **argv, plan_args *a)
              .dest = &a->plain,
              .help = "read SRC as files on disk even when it is a\n"
                      "Git checkout (the working tree as it is)"},
+            {.kind = CLI_OPT_STRING,
+             .name = "since",
+             .arg = "REV",
+             .dest = &a->since,
+             .help = "above the plan, per cluster what changed from\n"
+                     "REV (a commit, branch or tag of SRC) to the\n"
+                     "revision planned, as `gitcd diff --summary`"},
             {.kind = CLI_OPT_TEXT,
              .name = "--prune",
              .help = "plan removed clusters as stopped (data kept),\n"
@@ -418,6 +353,10 @@ static int parse_args(int argc, char **argv, plan_args *a)
                 fprintf(stderr, "gitcd plan: --verify-signatures needs --allowed-signers FILE\n");
                 return EXIT_USAGE;
         }
+        if (a->since && a->plain) {
+                fprintf(stderr, "gitcd plan: --since needs a Git source, not --plain-directory\n");
+                return EXIT_USAGE;
+        }
         return -1;
 }
 
@@ -431,6 +370,8 @@ typedef struct plan_view {
         kube_config *kcfg;   /* with drift */
         const char *kind;    /* the target kind's name */
         json_t *effects;     /* or NULL */
+        revdiff *since;      /* --since: what changed from since_rev, or NULL */
+        source_revision *since_rev;
 } plan_view;
 
 static void print_json(const plan_view *v)
@@ -447,6 +388,8 @@ static void print_json(const plan_view *v)
         }
         if (v->effects)
                 json_object_set(j, v->kind, v->effects);
+        if (v->since)
+                json_object_set_new(j, "since", revdiff_to_json(v->since, v->since_rev, v->rev));
         json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         fputc('\n', stdout);
         json_decref(j);
@@ -457,6 +400,11 @@ static void print_text(const plan_view *v, bool verbose)
         if (!v->have_state)
                 printf("No state database at %s: nothing applied yet.\n", v->state_path);
         plan_print_opts po = {.color = cli_color(), .verbose = verbose, .show_diag = true};
+        if (v->since) {
+                revdiff_print_opts ro = {.color = po.color, .verbose = verbose};
+                revdiff_print_text(v->since, v->since_rev, v->rev, &ro, stdout);
+                fputc('\n', stdout);
+        }
         plan_print_text(v->p, v->rev, &po, stdout);
         if (v->drift)
                 drift_print_text(v->drift, v->kcfg ? v->kcfg->server : NULL, po.color, stdout);
@@ -464,21 +412,28 @@ static void print_text(const plan_view *v, bool verbose)
                 machine_effects_print(v->effects, v->kind, stdout);
 }
 
-/* The policy, and approvals only with signatures verified: -1 to go on, else the exit status. */
-static int load_policy(const runner_flags *f, policy **ret)
+/* --since: what changed from a.since to rev, as gitcd diff says it. 0, or -errno printed. */
+static int since_diff(const plan_args *a, const target_kind *kind, const policy *pol, source *src,
+                      source_revision *rev, source_revision **ret_rev, revdiff **ret)
 {
-        if (runner_policy(f, "gitcd plan", ret) < 0)
-                return EXIT_FAIL;
-        const policy_at *approvals = NULL;
-        if (policy_wants_approvals(*ret, &approvals) && !f->src.verify_signatures) {
-                fprintf(stderr,
-                        "gitcd plan: %s:%d:%d: policy.approvals: approvals are counted in "
-                        "trusted commit signatures; give --verify-signatures --allowed-signers "
-                        "FILE\n",
-                        approvals->file, approvals->line, approvals->col);
-                return EXIT_USAGE;
+        _cleanup_(source_revision_freep) source_revision *from = NULL;
+        int k = cli_read_revision(src, rev, a->since, "gitcd plan", &from);
+        if (k < 0)
+                return k;
+        revdiff_input in = {.from = from,
+                            .to = rev,
+                            .prune = a->f.prune,
+                            .caps = kind->caps,
+                            .target = kind->name,
+                            .policy = pol,
+                            .src = src};
+        k = revdiff_compute(&in, ret);
+        if (k < 0) {
+                fprintf(stderr, "gitcd plan: %s\n", strerror(-k));
+                return k;
         }
-        return -1;
+        *ret_rev = TAKE_PTR(from);
+        return 0;
 }
 
 int cmd_plan(int argc, char **argv)
@@ -498,15 +453,15 @@ int cmd_plan(int argc, char **argv)
         if (read_applied(state_path, &applied, &members, &have_state) < 0)
                 return EXIT_FAIL;
         _cleanup_(policy_freep) policy *pol = NULL;
-        status = load_policy(f, &pol);
+        status = cli_plan_policy(f, "gitcd plan", &pol);
         if (status >= 0)
                 return status;
 
         /* Freed in the reverse order: the source, then its temporary cache. */
         _cleanup_(source_revision_freep) source_revision *rev = NULL;
-        _cleanup_(tmpdir_removep) char *tmp = NULL;
+        _cleanup_(cli_tmpdir_removep) char *tmp = NULL;
         _cleanup_(source_freep) source *src = NULL;
-        if (fetch(f, a.plain, &tmp, &src, &rev) < 0) {
+        if (cli_source_fetch(f, a.plain, "gitcd plan", false, &tmp, &src, &rev) < 0) {
                 members_release(members, applied.n);
                 state_cluster_list_release(&applied);
                 return EXIT_FAIL;
@@ -519,6 +474,13 @@ int cmd_plan(int argc, char **argv)
         }
         const target_kind *kind = target_kind_or_default(f->target);
         const target_plan_ops *pops = kind->plan;
+        _cleanup_(source_revision_freep) source_revision *since_rev = NULL;
+        _cleanup_(revdiff_freep) revdiff *since = NULL;
+        if (a.since && since_diff(&a, kind, pol, src, rev, &since_rev, &since) < 0) {
+                members_release(members, applied.n);
+                state_cluster_list_release(&applied);
+                return EXIT_FAIL;
+        }
         plan_input in = {.rev = rev,
                          .applied = have_state ? &applied : NULL,
                          .members = members,
@@ -548,7 +510,9 @@ int cmd_plan(int argc, char **argv)
                        .drift = drift,
                        .kcfg = kcfg,
                        .kind = kind->name,
-                       .effects = pops && pops->machine_effects ? machine_effects(p, pops) : NULL};
+                       .effects = pops && pops->machine_effects ? machine_effects(p, pops) : NULL,
+                       .since = since,
+                       .since_rev = since_rev};
         if (a.json)
                 print_json(&v);
         else

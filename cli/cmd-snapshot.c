@@ -897,6 +897,9 @@ typedef struct snapshot_command {
         char *target_help;
 } snapshot_command;
 
+/* The verbs, for completion. */
+static const char *const snapshot_verbs[] = {"save", "list", "verify", "restore", "receive", NULL};
+
 static void command_init(snapshot_command *c, const char *prog, int group, snapshot_args *a,
                          receive_args *r)
 {
@@ -915,7 +918,8 @@ static void command_init(snapshot_command *c, const char *prog, int group, snaps
                                .opts = c->opts,
                                .n_opts = n,
                                .width = 19,
-                               .group = (unsigned char)group};
+                               .group = (unsigned char)group,
+                               .operands = snapshot_verbs};
 }
 
 /* The help of gitcd snapshot on out. */

@@ -30,6 +30,7 @@ static const struct command commands[] = {
     {"validate", cmd_validate, "check EtcdCluster files and print every problem"},
     {"render", cmd_render, "print the Kubernetes objects for EtcdCluster files"},
     {"plan", cmd_plan, "show what applying a source would change, without touching anything"},
+    {"diff", cmd_diff, "show what changed between two revisions of a source, and its steps"},
     {"apply", cmd_apply, "reconcile the clusters in a source until they converge"},
     {"run", cmd_run, "run the reconciler as a daemon"},
     {"etcd", cmd_etcd, "talk to an etcd cluster directly (members, status, snapshot, ...)"},
@@ -38,7 +39,29 @@ static const struct command commands[] = {
     {"snapshot", cmd_snapshot, "take, list and restore snapshots of a cluster"},
     {"recover", cmd_recover, "recover a cluster that lost quorum, from a member or a snapshot"},
     {"repair", cmd_repair, "replace a member whose data differs from the majority's, or recheck"},
+    {"completion", cmd_completion, "print the bash or zsh completion script"},
 };
+
+size_t cli_subcommand_count(void)
+{
+        return ARRAY_SIZE(commands);
+}
+
+const char *cli_subcommand_name(size_t i)
+{
+        return i < ARRAY_SIZE(commands) ? commands[i].name : NULL;
+}
+
+const char *cli_subcommand_summary(size_t i)
+{
+        return i < ARRAY_SIZE(commands) ? commands[i].summary : NULL;
+}
+
+int cli_subcommand_run(size_t i, int argc, char **argv)
+{
+        assert(i < ARRAY_SIZE(commands));
+        return commands[i].run(argc, argv);
+}
 
 static void usage(FILE *out)
 {

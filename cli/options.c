@@ -202,8 +202,21 @@ static struct option *getopt_table(const cli_command *c, size_t *ret_n, strbuf *
         return opts;
 }
 
+static cli_collect_fn collect_fn;
+static void *collect_userdata;
+
+void cli_collect(cli_collect_fn fn, void *userdata)
+{
+        collect_fn = fn;
+        collect_userdata = userdata;
+}
+
 int cli_parse(const cli_command *c, int argc, char **argv)
 {
+        if (collect_fn) {
+                collect_fn(c, collect_userdata);
+                return EXIT_OK;
+        }
         strbuf shorts = STRBUF_INIT;
         sb_append(&shorts, c->stop_at_operand ? "+" : "");
         sb_append(&shorts, c->quiet_getopt ? ":" : "");

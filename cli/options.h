@@ -68,6 +68,8 @@ typedef struct cli_command {
          * are shown, as for the verbs of one command sharing one help.
          */
         unsigned char group;
+        /* The words the first operand may be (a verb: "save", "list"...), or NULL. */
+        const char *const *operands;
 } cli_command;
 
 /* The command's help: usage, one row per option, footer. */
@@ -81,6 +83,14 @@ void cli_help(const cli_command *c, FILE *out);
  * and the help on stderr).
  */
 int cli_parse(const cli_command *c, int argc, char **argv);
+
+/*
+ * While fn is set (not NULL), cli_parse() hands fn the command's table and
+ * returns EXIT_OK without parsing: `gitcd completion` runs each command so
+ * to learn its options from the one table that parses them.
+ */
+typedef void (*cli_collect_fn)(const cli_command *c, void *userdata);
+void cli_collect(cli_collect_fn fn, void *userdata);
 
 /* The help of --state, one rule for every command (cli_state_path). */
 #define CLI_STATE_HELP                                                                             \

@@ -112,7 +112,7 @@ void plan_free(plan *p)
 
 /* ---- the field-by-field diff ------------------------------------------- */
 
-static bool key_looks_secret(const char *key)
+bool plan_key_looks_secret(const char *key)
 {
         static const char *const words[] = {"password", "token", "secret", "key", "credential"};
         for (size_t i = 0; i < ARRAY_SIZE(words); i++)
@@ -154,7 +154,7 @@ static void diff_json(plan_item *it, const char *path, const json_t *a, const js
                         {
                                 _cleanup_free_ char *p = path_child(path, key);
                                 diff_json(it, p, v, b ? json_object_get(b, key) : NULL,
-                                          secret || key_looks_secret(key));
+                                          secret || plan_key_looks_secret(key));
                         }
                 if (b)
                         json_object_foreach((json_t *)b, key, v)
@@ -162,7 +162,7 @@ static void diff_json(plan_item *it, const char *path, const json_t *a, const js
                                 if (a && json_object_get(a, key))
                                         continue;
                                 _cleanup_free_ char *p = path_child(path, key);
-                                diff_json(it, p, NULL, v, secret || key_looks_secret(key));
+                                diff_json(it, p, NULL, v, secret || plan_key_looks_secret(key));
                         }
                 return;
         }

@@ -101,6 +101,12 @@ bool plan_has_changes(const plan *p);
 /* True when a document or a transition was rejected (or any error diagnostic). */
 bool plan_has_errors(const plan *p);
 
+/*
+ * A key whose value is never shown (password, token, secret, key,
+ * credential, in any case): the plan's and the diff's one rule.
+ */
+bool plan_key_looks_secret(const char *key);
+
 typedef struct plan_print_opts {
         bool color;     /* ANSI colours */
         bool verbose;   /* also list unchanged clusters */

@@ -1134,6 +1134,52 @@ static int read_revision(const git_fetch_request *req, git_repository *repo, con
                           rev, ret_error);
 }
 
+int git_adapter_read_at(const git_fetch_request *req, const char *spec, source_revision *rev,
+                        char **ret_error)
+{
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_(git_object_freep) git_object *obj = NULL;
+        git_reference *ref = NULL;
+        int fd = -1;
+        int r;
+
+        assert(req && spec && rev);
+        if (isempty(spec) || spec[0] == '-') {
+                *ret_error = xasprintf("\"%s\" is not a revision", spec);
+                return -EINVAL;
+        }
+        r = take_lock(req->mirror_path, true, &fd, ret_error);
+        if (r < 0)
+                return r;
+        r = git_repository_open_bare(&repo, req->mirror_path);
+        if (r < 0) {
+                close(fd);
+                return convert_error(NULL, r, ret_error, "cannot open the mirror");
+        }
+        r = git_revparse_ext(&obj, &ref, repo, spec);
+        if (r < 0) {
+                *ret_error =
+                    r == GIT_EAMBIGUOUS
+                        ? xasprintf("revision \"%s\" is ambiguous in %s", spec, rev->repository)
+                        : xasprintf("revision \"%s\" not found in %s (a commit, "
+                                    "branch or tag): %s",
+                                    spec, rev->repository, git_message());
+                close(fd);
+                return r == GIT_EAMBIGUOUS ? -EINVAL : -ENOENT;
+        }
+        /* Any commit may be looked at: no rollback check, signatures as the source says. */
+        source_opts opts = *req->opts;
+        opts.allow_rollback = true;
+        opts.ref = spec;
+        git_fetch_request at = *req;
+        at.opts = &opts;
+        _cleanup_free_ char *refname = ref ? xstrdup(git_reference_name(ref)) : NULL;
+        git_reference_free(ref);
+        r = read_revision(&at, repo, refname, git_object_id(obj), rev, ret_error);
+        close(fd);
+        return r;
+}
+
 /*
  * Point libgit2's TLS at the source's CA bundle, or back at the system's.
  * The setting is process-wide, so it is made before every HTTPS fetch.

@@ -78,6 +78,18 @@ int git_adapter_signers(const char *mirror_path, const source_opts *opts, const 
                         const char *since_commit, unsigned max_commits, source_signer_list *ret,
                         char **ret_error);
 
+/*
+ * Read the revision spec names in the mirror of req (a commit id or an
+ * abbreviation of one, a branch, a tag, or any libgit2 revparse
+ * expression such as "main~2"), as fetched last: its description, the
+ * signature verdict when req->opts->verify_signatures, and its files under
+ * req->subpath; no rollback check. 0, or a negative errno with *ret_error
+ * set: -ENOENT spec names nothing (or not a commit), -EINVAL it is
+ * ambiguous or not a revision, -EPERM the signature is not trusted.
+ */
+int git_adapter_read_at(const git_fetch_request *req, const char *spec, source_revision *rev,
+                        char **ret_error);
+
 /* Kill the child if it still runs, clean the mirror after it, and free job (NULL: no-op). */
 void git_adapter_fetch_abort(git_fetch_job *job);
 static inline void git_adapter_fetch_abortp(git_fetch_job **job)

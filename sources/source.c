@@ -659,6 +659,29 @@ int source_fetch(source *s, source_revision **ret)
         return 0;
 }
 
+int source_read_at(source *s, const char *spec, source_revision **ret)
+{
+        _cleanup_(source_revision_freep) source_revision *rev = XNEW(source_revision);
+        _cleanup_free_ char *err = NULL;
+        git_fetch_request req;
+
+        assert(s && spec && ret);
+        free(s->error);
+        s->error = NULL;
+        if (s->kind == SOURCE_DIRECTORY)
+                return set_error(s, -EOPNOTSUPP,
+                                 "%s is read as a plain directory: it has no revisions to name",
+                                 s->root);
+        fetch_request(s, &req);
+        rev->repository = xstrdup(s->url.display);
+        int r = git_adapter_read_at(&req, spec, rev, &err);
+        if (r < 0)
+                return set_error(s, r, "%s", err ? err : strerror(-r));
+        revision_sort(rev);
+        *ret = TAKE_PTR(rev);
+        return 0;
+}
+
 int source_mark_applied(source *s, const source_revision *rev)
 {
         int r;

@@ -225,6 +225,18 @@ int source_signers(source *s, const source_revision *rev, const char *const *pat
                    const char *since_commit, unsigned max_commits, source_signer_list *ret);
 void source_signer_list_release(source_signer_list *r);
 
+/*
+ * The revision spec names in a Git source's mirror as source_fetch() left
+ * it (a commit id, a branch, a tag, or a revparse expression such as
+ * "main~1"): *ret as source_fetch() would fill it, without the rollback
+ * check. Branches and tags are those of the last fetch (a fetch that found
+ * --ref unchanged downloads nothing, so other refs may be older than the
+ * remote's). 0, or a negative errno with source_last_error():
+ * -EOPNOTSUPP for a plain directory (it has no revisions), -ENOENT spec
+ * names nothing, -EINVAL ambiguous, -EPERM an untrusted signature.
+ */
+int source_read_at(source *s, const char *spec, source_revision **ret);
+
 /* The message of the last failure, or "" when there was none. */
 const char *source_last_error(const source *s);
 /* The location without credentials (for logs and records). */

@@ -401,10 +401,10 @@ int state_audit_query(state_db *db, const state_audit_filter *filter, state_audi
                            "before, after, outcome, duration_ms FROM audit "
                            "WHERE (?1 IS NULL OR cluster = ?1) AND time_ms >= ?2 "
                            "AND (?3 IS NULL OR substr(commit_id, 1, length(?3)) = ?3) "
-                           "AND (?4 IS NULL OR action = ?4) "
+                           "AND (?4 IS NULL OR action = ?4) AND id > ?6 "
                            "ORDER BY time_ms DESC, id DESC LIMIT ?5",
-                           &st, "sissi", filter->cluster, filter->since_ms, prefix, filter->action,
-                           filter->limit ? (int64_t)filter->limit : (int64_t)-1);
+                           &st, "sissii", filter->cluster, filter->since_ms, prefix, filter->action,
+                           filter->limit ? (int64_t)filter->limit : (int64_t)-1, filter->after_id);
         if (r < 0)
                 return r;
         state_audit_list l = {0};

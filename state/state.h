@@ -412,6 +412,7 @@ typedef struct state_audit_filter {
         const char *commit_prefix; /* >= 4 hex digits, or NULL */
         const char *action;        /* exact, or NULL */
         size_t limit;              /* 0 = no limit */
+        int64_t after_id;          /* only events appended after the one with this id; 0 = all */
 } state_audit_filter;
 
 /* Events matching filter, newest first. -EINVAL for a bad commit prefix. */

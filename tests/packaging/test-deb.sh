@@ -5,7 +5,8 @@
 # paths: `gitcd --version` says the package's version, `gitcd validate`
 # accepts the installed examples, the man pages are found by `man`, the
 # unit passes `systemd-analyze verify` (man pages included) and is not
-# enabled, and postinst created the gitcd system user. Then `dpkg --purge`
+# enabled, postinst created the gitcd system user, and the bash and zsh
+# completion scripts are where the shells look. Then `dpkg --purge`
 # removes every file, /etc/default/gitcd included, and the empty state
 # folder; the gitcd user stays (Debian keeps system users).
 #
@@ -49,6 +50,10 @@ echo "dpkg-buildpackage: $(( $(date +%s) - t0 ))s"
 deb=$(ls "$tmp"/gitcd_"$version"_*.deb)
 dpkg-deb -c "$deb" | awk '{print $6}'
 dpkg-deb -f "$deb" Version Depends Recommends
+# the shell completion scripts gitcd completion made at build time
+for f in ./usr/share/bash-completion/completions/gitcd ./usr/share/zsh/vendor-completions/_gitcd; do
+  dpkg-deb -c "$deb" | awk '{print $6}' | grep -qx "$f" || { echo "FAIL: $f is not in the package"; exit 1; }
+done
 # dh_installsystemd took the unit in: the maintainer scripts hand it to
 # deb-systemd-helper (which also forgets it on purge).
 dpkg-deb -e "$deb" "$tmp/control"
@@ -76,6 +81,11 @@ for c in "" validate render plan apply run etcd log status; do
   page=gitcd${c:+-$c}
   man -w "$page" >/dev/null || fail "man cannot find $page"
 done
+bash -n /usr/share/bash-completion/completions/gitcd || fail "the installed bash completion does not parse"
+grep -q '^complete .*-F _gitcd gitcd$' /usr/share/bash-completion/completions/gitcd ||
+  fail "the installed bash completion does not complete gitcd"
+head -n 1 /usr/share/zsh/vendor-completions/_gitcd | grep -qx '#compdef gitcd' ||
+  fail "the installed zsh completion is not a #compdef gitcd file"
 unit=/lib/systemd/system/gitcd.service
 [ -f "$unit" ] || fail "no $unit"
 out=$(systemd-analyze verify "$unit" 2>&1) && [ -z "$out" ] || fail "systemd-analyze verify $unit: $out"
@@ -95,7 +105,8 @@ installed=0
 if dpkg-query -W -f='${Status}' gitcd 2>/dev/null | grep -q 'installed'; then
   fail "gitcd is still installed after purge"
 fi
-for f in /usr/bin/gitcd "$unit" /etc/default/gitcd /usr/share/man/man1/gitcd.1.gz /var/lib/gitcd; do
+for f in /usr/bin/gitcd "$unit" /etc/default/gitcd /usr/share/man/man1/gitcd.1.gz /var/lib/gitcd \
+         /usr/share/bash-completion/completions/gitcd /usr/share/zsh/vendor-completions/_gitcd; do
   [ ! -e "$f" ] || fail "$f left after purge"
 done
 getent passwd gitcd >/dev/null || fail "the gitcd user was removed (it is kept on purge)"
