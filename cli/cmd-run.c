@@ -30,6 +30,17 @@
  * publishes what the state store says (publish_tick); the HTTP thread
  * never opens the store.
  *
+ * A push reaches the loop at once: the HTTP thread judges a forge's
+ * webhook (/hooks/<forge>, ops/push.h) and puts the source's name in the
+ * push inbox, then wakes the loop with SIGUSR1 sent to the loop's own
+ * thread (its wait on target events ends on a signal, as for SIGHUP).
+ * The loop takes the inbox at the start of each turn: a source with no
+ * fetch in flight is fetched at once, one whose fetch is in flight is
+ * fetched once more when that ends (fetch_again), so a flood of pushes
+ * costs at most two fetches; the inbox itself holds each source once.
+ * Polling stays as the safety net. Each push taken is logged and audited
+ * (source.push) once, with the number of pushes it stands for.
+ *
  * A fetch never blocks the loop: it runs in a child process (sources/git.c)
  * that the loop starts and then looks at without waiting; a source whose
  * fetch is in flight is skipped, its clusters (and every other source's)
@@ -43,6 +54,7 @@
  * one (recorded as failed).
  */
 #include <errno.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -57,6 +69,8 @@
 #include "ops/http.h"
 #include "ops/metrics.h"
 #include "ops/notify.h"
+#include "ops/push.h"
+#include "state/state.h"
 #include "state/snapshots.h"
 #include "snapshots/scheduler.h"
 #include "util/log.h"
@@ -65,6 +79,8 @@
 
 /* How often a source whose fetch is in flight is looked at: the loop's own cadence. */
 #define FETCH_POLL_MS 1000
+/* The same for a fetch a push asked for: a push's commit is wanted at once. */
+#define PUSH_FETCH_POLL_MS 50
 /* The longest the loop sleeps: scheduled snapshots are looked for at least this often. */
 #define LOOP_MAX_SLEEP_MS 10000
 /* With passes in flight, the loop waits on target events at most this long before it
@@ -75,13 +91,25 @@
 
 static volatile sig_atomic_t got_term;
 static volatile sig_atomic_t got_hup;
+static volatile sig_atomic_t got_push;
+/* The loop's thread, which SIGUSR1 is sent to when a push comes in. */
+static pthread_t loop_thread;
 
 static void on_signal(int sig)
 {
         if (sig == SIGHUP)
                 got_hup = 1;
+        else if (sig == SIGUSR1)
+                got_push = 1;
         else
                 got_term = 1;
+}
+
+/* The push inbox's wake (on the HTTP thread): end the loop's wait. */
+static void wake_loop(void *cls)
+{
+        (void)cls;
+        (void)pthread_kill(loop_thread, SIGUSR1);
 }
 
 /*
@@ -353,7 +381,8 @@ static void sync_source(runner *r, size_t i, notify_ctx *nc)
                 rs->fetch_started_ms = now_mono_ms();
         /* A start is a no-op while a fetch runs; -EAGAIN: the mirror is busy, not started. */
         if (source_fetch_start(rs->src) == -EAGAIN || source_fetch_poll(rs->src) == -EAGAIN) {
-                rs->next_sync_ms = now_mono_ms() + FETCH_POLL_MS;
+                rs->next_sync_ms =
+                    now_mono_ms() + (rs->pushed ? PUSH_FETCH_POLL_MS : FETCH_POLL_MS);
                 return;
         }
         int64_t t0 = rs->fetch_started_ms;
@@ -374,6 +403,67 @@ static void sync_source(runner *r, size_t i, notify_ctx *nc)
                 log_error("source %s: %s (retrying in %llds)", rs->conf->name,
                           driver_last_error(rs->drv), (long long)(rs->interval_ms / 1000));
         rs->next_sync_ms = now_mono_ms() + rs->interval_ms;
+        /* A push during this fetch may not be in it: fetch once more, at once. */
+        rs->pushed = rs->fetch_again;
+        if (rs->fetch_again)
+                rs->next_sync_ms = 0;
+        rs->fetch_again = false;
+}
+
+/* A push of source rs taken from the inbox: logged and audited once. */
+static void push_record(runner *r, const runner_source *rs, const push_item *it, bool again)
+{
+        _cleanup_free_ char *reason =
+            xasprintf("%u %s push(es) of %s to source %s; %s", it->count,
+                      push_forge_name(it->forge), it->ref ? it->ref : "a ref", rs->conf->name,
+                      again ? "fetching again once the fetch in flight ends" : "fetching now");
+        log_info("push: %s%s%s", reason, it->commit ? ", head " : "", it->commit ? it->commit : "");
+        json_t *after =
+            json_pack("{s:s, s:s, s:s?, s:i}", "source", rs->conf->name, "forge",
+                      push_forge_name(it->forge), "ref", it->ref, "pushes", (json_int_t)it->count);
+        _cleanup_free_ char *after_json = after ? json_dumps(after, JSON_COMPACT) : NULL;
+        json_decref(after);
+        state_audit_event ev = {.time_ms = now_wall_ms(),
+                                .commit = it->commit,
+                                .action = "source.push",
+                                .reason = reason,
+                                .after_json = after_json,
+                                .outcome = again ? "fetch-again" : "fetch"};
+        if (r->db)
+                (void)state_audit_append(r->db, &ev, NULL);
+}
+
+/*
+ * The pushes the HTTP thread took in since the last turn: each source
+ * named is fetched at once, or again right after the fetch in flight.
+ */
+static void take_pushes(runner *r, push_inbox *inbox)
+{
+        got_push = 0;
+        if (!inbox)
+                return;
+        push_item *items = NULL;
+        size_t n = 0;
+        push_inbox_take(inbox, &items, &n);
+        for (size_t j = 0; j < n; j++) {
+                runner_source *rs = NULL;
+                for (size_t i = 0; i < r->n_sources && !rs; i++)
+                        if (streq(r->sources[i].conf->name, items[j].source))
+                                rs = &r->sources[i];
+                if (!rs)
+                        continue; /* gone with a reload */
+                bool again = rs->fetch_started_ms != 0;
+                if (again) {
+                        rs->fetch_again = true;
+                        rs->next_sync_ms =
+                            MIN(rs->next_sync_ms, now_mono_ms() + PUSH_FETCH_POLL_MS);
+                } else {
+                        rs->pushed = true;
+                        rs->next_sync_ms = 0;
+                }
+                push_record(r, rs, &items[j], again);
+        }
+        push_items_free(items, n);
 }
 
 /* What only the daemon defaults to: its worker threads. */
@@ -427,16 +517,18 @@ static ops_config *reload(const runner_flags *f, const char *config, int64_t int
         return c;
 }
 
-static int start_http(const ops_config *c, const char *state_path, ops_http **ret)
+static int start_http(const ops_config *c, push_inbox *inbox, ops_http **ret)
 {
         *ret = NULL;
         if (!c->listen)
                 return 0;
-        (void)state_path;
         ops_http_opts o = {.listen = c->listen,
                            .tls_cert_file = c->tls_cert_file,
                            .tls_key_file = c->tls_key_file,
-                           .token_file = c->token_file};
+                           .token_file = c->token_file,
+                           .sources = c->sources,
+                           .n_sources = c->n_sources,
+                           .inbox = inbox};
         char *err = NULL;
         int k = ops_http_start(&o, ret, &err);
         if (k < 0) {
@@ -444,9 +536,16 @@ static int start_http(const ops_config *c, const char *state_path, ops_http **re
                 free(err);
                 return k;
         }
+        size_t hooks = 0;
+        for (size_t i = 0; i < c->n_sources; i++)
+                hooks += c->sources[i].webhook_secret_file != NULL;
         log_info("serving /metrics, /healthz and /readyz on %s://%s (port %d)%s",
                  c->tls_cert_file ? "https" : "http", c->listen, ops_http_port(*ret),
                  c->token_file ? " with a bearer token" : "");
+        if (hooks)
+                log_info("push webhooks: POST /hooks/{github,gitlab,gitea,generic} for %zu "
+                         "source(s)",
+                         hooks);
         return 0;
 }
 
@@ -543,6 +642,7 @@ typedef struct run_ctx {
         runner r;
         notify_ctx nc;
         ops_http *http;
+        push_inbox *inbox; /* pushes from the HTTP thread to the loop */
         publisher pub;
         snapshot_scheduler *snap;
 } run_ctx;
@@ -664,6 +764,13 @@ static int start(run_ctx *d)
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGHUP, &sa, NULL);
+        /* A push's wake ends the loop's wait (poll and nanosleep are never restarted)
+         * and restarts every other call it lands in. */
+        struct sigaction push_sa = sa;
+        push_sa.sa_flags = SA_RESTART;
+        sigaction(SIGUSR1, &push_sa, NULL);
+        loop_thread = pthread_self();
+        d->inbox = push_inbox_new(wake_loop, NULL);
 
         runner *r = &d->r;
         sigset_t oldmask;
@@ -673,7 +780,7 @@ static int start(run_ctx *d)
         if (ops_config_has_notifications(d->cfg) &&
             ops_notifier_start(r->state_path, d->cfg, &d->nc.notifier) < 0)
                 log_error("notifications: cannot start the sender; none will be sent");
-        if (start_http(d->cfg, r->state_path, &d->http) < 0) {
+        if (start_http(d->cfg, d->inbox, &d->http) < 0) {
                 runner_close(r);
                 return EXIT_FAIL;
         }
@@ -736,7 +843,7 @@ static int reload_now(run_ctx *d)
                 /* The endpoints restart with the new address, TLS and token. */
                 ops_http_stop(d->http);
                 d->http = NULL;
-                if (k >= 0 && start_http(fresh, d->r.state_path, &d->http) < 0)
+                if (k >= 0 && start_http(fresh, d->inbox, &d->http) < 0)
                         log_error("SIGHUP: the HTTP endpoints stay down until "
                                   "the next reload");
                 ops_config_free(d->cfg);
@@ -774,6 +881,7 @@ static void wait_targets(runner *r, int busy, int64_t w)
 static void turn(run_ctx *d)
 {
         runner *r = &d->r;
+        take_pushes(r, d->inbox);
         for (size_t i = 0; i < r->n_sources; i++)
                 if (now_mono_ms() >= r->sources[i].next_sync_ms && !got_term)
                         sync_source(r, i, &d->nc);
@@ -795,6 +903,8 @@ static void turn(run_ctx *d)
                 snapshot_tick(d->snap, &r->sources[i]);
         if (d->http)
                 publish_tick(&d->pub, r->db, busy, &w);
+        if (got_push)
+                return; /* a push came in meanwhile: take it before any wait */
         wait_targets(r, busy, w);
 }
 
@@ -859,6 +969,7 @@ int cmd_run(int argc, char **argv)
         int status = parse_args(argc, argv, &d);
         if (status < 0)
                 status = load_settings(&d) < 0 ? EXIT_FAIL : run(&d);
+        push_inbox_free(d.inbox); /* the HTTP server that puts in it is stopped by now */
         ops_config_free(d.cfg);
         return status;
 }
