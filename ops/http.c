@@ -163,6 +163,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         push_forge forge;
         if (push_forge_from_path(url, &forge) == 0)
                 return handle_hook(h, conn, forge, method, upload_data, upload_data_size, con_cls);
+        if (strncmp(url, "/hooks/", 7) == 0) /* before the body, which is not read */
+                return httpd_reply(conn, MHD_HTTP_NOT_FOUND, "text/plain",
+                                   xstrdup("no such hook; POST /hooks/github, /hooks/gitlab, "
+                                           "/hooks/gitea or /hooks/generic\n"));
         if (*upload_data_size)
                 return MHD_NO;
         if (!streq(method, "GET") && !streq(method, "HEAD"))
