@@ -149,6 +149,13 @@ static const char footer_text[] =
     "Clusters with spec.snapshots get their scheduled snapshots (cron, UTC),\n"
     "one at a time beside the reconciliation; a schedule missed while gitcd\n"
     "was down is caught up once.\n\n"
+    "A push reaches the daemon at once: a source with webhook: {secretFile:\n"
+    "FILE} in the file is fetched as soon as its forge posts a push of its\n"
+    "branch to /hooks/FORGE, signed with that secret (GitHub's\n"
+    "X-Hub-Signature-256, Gitea's X-Gitea-Signature, GitLab's X-Gitlab-Token,\n"
+    "or X-Gitcd-Signature: sha256=HMAC for {\"repository\": URL, \"ref\":\n"
+    "\"refs/heads/B\"} from a script); pushes during a fetch coalesce into one\n"
+    "more, and polling stays as the safety net (docs/operating.md).\n\n"
     "A slow or stalled remote never holds up the reconciliation: its fetch\n"
     "runs beside it (within its 120 s budget) and is taken in when it ends.\n\n"
     "Signals: SIGTERM/SIGINT start no new pass, give the passes in flight\n"
@@ -703,12 +710,17 @@ static int parse_args(int argc, char **argv, run_ctx *d)
              .arg = "ADDR",
              .dest = &f->listen,
              .help = "serve /metrics, /healthz and /readyz on ADDR\n"
-                     "(host:port, [v6]:port or :port)"},
+                     "(host:port, [v6]:port or :port), and the push\n"
+                     "webhooks POST /hooks/github, /hooks/gitlab,\n"
+                     "/hooks/gitea, /hooks/generic for the sources\n"
+                     "with webhook: in the file"},
             {.kind = CLI_OPT_STRING,
              .name = "listen-token-file",
              .arg = "FILE",
              .dest = &f->listen_token_file,
-             .help = "require \"Authorization: Bearer <token>\""},
+             .help = "require \"Authorization: Bearer <token>\"\n"
+                     "(not on /hooks/: their signature is their\n"
+                     "authentication)"},
             {.kind = CLI_OPT_STRING,
              .name = "tls-cert",
              .arg = "FILE",
