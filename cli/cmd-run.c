@@ -499,6 +499,24 @@ static void wake_clusters(runner *r, target *t)
         free(names);
 }
 
+/*
+ * A source's webhook: needs the endpoints that receive it: refused without
+ * --listen or listen:, which would leave it accepted and never acting.
+ */
+static int check_webhooks(const ops_config *c, diag_list *diags)
+{
+        int k = 0;
+        for (size_t i = 0; !c->listen && i < c->n_sources; i++)
+                if (c->sources[i].webhook_secret_file) {
+                        diag_add(diags, DIAG_ERROR, c->file ? c->file : "gitcd run", 0, 0,
+                                 "source %s has a webhook, but nothing receives pushes: give "
+                                 "--listen ADDR or listen: in the file",
+                                 c->sources[i].name);
+                        k = -EINVAL;
+                }
+        return k;
+}
+
 /* SIGHUP: the new settings, or NULL when the file is invalid (the old ones stay). */
 static ops_config *reload(const runner_flags *f, const char *config, int64_t interval_ms,
                           const ops_config *old)
@@ -507,8 +525,11 @@ static ops_config *reload(const runner_flags *f, const char *config, int64_t int
         ops_config *c = NULL;
         int k = runner_settings(f, config, interval_ms, &c, &diags);
         if (k >= 0)
+                k = check_webhooks(c, &diags);
+        if (k >= 0)
                 run_defaults(c);
         if (k < 0) {
+                ops_config_free(c);
                 log_diags(&diags);
                 diag_list_release(&diags);
                 log_error("SIGHUP: %s is invalid; the configuration in force stays unchanged",
@@ -756,6 +777,8 @@ static int load_settings(run_ctx *d)
 {
         diag_list diags = DIAG_LIST_INIT;
         int k = runner_settings(&d->f, d->config, d->interval_ms, &d->cfg, &diags);
+        if (k >= 0)
+                k = check_webhooks(d->cfg, &diags);
         if (k >= 0)
                 run_defaults(d->cfg);
         diag_sort(&diags);
