@@ -426,7 +426,7 @@ static void push_record(runner *r, const runner_source *rs, const push_item *it,
                       again ? "fetching again once the fetch in flight ends" : "fetching now");
         log_info("push: %s%s%s", reason, it->commit ? ", head " : "", it->commit ? it->commit : "");
         json_t *after =
-            json_pack("{s:s, s:s, s:s?, s:i}", "source", rs->conf->name, "forge",
+            json_pack("{s:s, s:s, s:s?, s:I}", "source", rs->conf->name, "forge",
                       push_forge_name(it->forge), "ref", it->ref, "pushes", (json_int_t)it->count);
         _cleanup_free_ char *after_json = after ? json_dumps(after, JSON_COMPACT) : NULL;
         json_decref(after);

@@ -299,6 +299,22 @@ static size_t candidates(const push_source *sources, size_t n, const char **urls
         return k;
 }
 
+/* No space, control character or byte over 0x7e: what may reach a log line as a ref. */
+static bool printable_word(const char *s)
+{
+        for (; *s; s++)
+                if ((unsigned char)*s <= ' ' || (unsigned char)*s >= 0x7f)
+                        return false;
+        return true;
+}
+
+/* A full commit id: 40 (SHA-1) or 64 (SHA-256) hex digits. */
+static bool is_commit_id(const char *s)
+{
+        size_t n = s ? strlen(s) : 0;
+        return (n == 40 || n == 64) && strspn(s, "0123456789abcdefABCDEF") == n;
+}
+
 static bool all_zeros(const char *s)
 {
         if (!s || !*s)
@@ -322,11 +338,15 @@ static void judge_signed(const push_request *req, json_t *root, const push_sourc
                 verdict(v, PUSH_MALFORMED, xstrdup("the payload has no \"ref\" string"));
                 return;
         }
+        if (!printable_word(ref)) {
+                verdict(v, PUSH_MALFORMED, xstrdup("the payload's \"ref\" is not a Git ref"));
+                return;
+        }
         v->ref = xstrdup(ref);
         const char *after = json_str(root, "after");
         if (!after && req->forge == PUSH_GITLAB)
                 after = json_str(root, "checkout_sha");
-        if (after && *after)
+        if (is_commit_id(after)) /* logged and audited: only a commit id, nothing else */
                 v->commit = xstrdup(after);
         if (all_zeros(after)) {
                 verdict(v, PUSH_IGNORED, xasprintf("ignored: %s was deleted", ref));

@@ -232,6 +232,17 @@ static void test_judge_unknown_and_malformed(void **state)
                 assert_int_equal(push_outcome_status(o), 400);
                 push_verdict_release(&v);
         }
+        /* signed, with a ref that is no Git ref: never reaches a log line */
+        const char *ctl = "{\"ref\":\"refs/heads/main\\u001b[2J\",\"repository\":"
+                          "{\"clone_url\":\"https://github.com/acme/fleet\"}}";
+        assert_int_equal(judge(PUSH_GITHUB, "one", "push", ctl, &v), PUSH_MALFORMED);
+        push_verdict_release(&v);
+        /* an "after" that is no commit id is left out */
+        const char *odd = "{\"ref\":\"refs/heads/main\",\"after\":\"\\u001b[2J\","
+                          "\"repository\":{\"clone_url\":\"https://github.com/acme/fleet\"}}";
+        assert_int_equal(judge(PUSH_GITHUB, "one", "push", odd, &v), PUSH_QUEUED);
+        assert_null(v.commit);
+        push_verdict_release(&v);
         /* signed, but no ref */
         const char *noref = "{\"repository\":{\"clone_url\":\"https://github.com/acme/fleet\"}}";
         assert_int_equal(judge(PUSH_GITHUB, "one", "push", noref, &v), PUSH_MALFORMED);
