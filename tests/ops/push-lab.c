@@ -131,14 +131,21 @@ push_lab *push_lab_new(void)
         return l;
 }
 
+int push_lab_stop_daemon(push_lab *l)
+{
+        if (l->daemon <= 0)
+                return 0;
+        kill(l->daemon, SIGTERM);
+        int status = e2e_wait_exit(l->daemon);
+        l->daemon = 0;
+        return status;
+}
+
 void push_lab_free(push_lab *l)
 {
         if (!l)
                 return;
-        if (l->daemon > 0) {
-                kill(l->daemon, SIGTERM);
-                (void)e2e_wait_exit(l->daemon);
-        }
+        (void)push_lab_stop_daemon(l);
         if (l->server > 0) {
                 kill(l->server, SIGTERM);
                 waitpid(l->server, NULL, 0);

@@ -33,6 +33,8 @@ typedef struct push_lab {
  * git-http-backend): the caller skips.
  */
 push_lab *push_lab_new(void);
+/* SIGTERM to the daemon; its exit status (0 when it stopped cleanly, without a leak under ASan). */
+int push_lab_stop_daemon(push_lab *l);
 /* Stop the daemon and the server, remove everything. NULL: no-op. */
 void push_lab_free(push_lab *l);
 /*

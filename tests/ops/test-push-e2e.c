@@ -157,6 +157,17 @@ static void test_flood_coalesces(void **state)
         assert_int_equal(webhook_metric("accepted"), 21);
 }
 
+/* SIGTERM: the daemon stops cleanly (under the sanitizers: nothing leaked, no error). */
+static void test_daemon_stops(void **state)
+{
+        (void)state;
+        int status = push_lab_stop_daemon(lab);
+        if (status != 0) {
+                _cleanup_free_ char *log = e2e_read_log(lab->e, "daemon.log");
+                fail_msg("gitcd run exited with %d:\n%s", status, log);
+        }
+}
+
 static int setup(void **state)
 {
         (void)state;
@@ -183,6 +194,7 @@ int main(void)
             cmocka_unit_test(test_endpoint_answers),
             cmocka_unit_test(test_bad_signature_then_push),
             cmocka_unit_test(test_flood_coalesces),
+            cmocka_unit_test(test_daemon_stops),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
