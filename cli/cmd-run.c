@@ -39,7 +39,11 @@
  * fetched once more when that ends (fetch_again), so a flood of pushes
  * costs at most two fetches; the inbox itself holds each source once.
  * Polling stays as the safety net. Each push taken is logged and audited
- * (source.push) once, with the number of pushes it stands for.
+ * (source.push) once, with the number of pushes it stands for. Limits of
+ * the wake: a signal that lands between the loop's last look at got_push
+ * and the start of its wait (a few instructions) is seen when that wait
+ * ends, and the hosts and Kubernetes targets' waits do not end on a
+ * signal (as for SIGHUP): either way at most LOOP_MAX_SLEEP_MS.
  *
  * A fetch never blocks the loop: it runs in a child process (sources/git.c)
  * that the loop starts and then looks at without waiting; a source whose
