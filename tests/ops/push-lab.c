@@ -254,6 +254,43 @@ long push_lab_post(const push_lab *l, const char *forge, const char *header, con
         return status;
 }
 
+typedef struct reader {
+        const char *data;
+        size_t left;
+} reader;
+
+static size_t feed(char *buf, size_t size, size_t n, void *userdata)
+{
+        reader *r = userdata;
+        size_t k = MIN(size * n, r->left);
+        memcpy(buf, r->data, k);
+        r->data += k;
+        r->left -= k;
+        return k;
+}
+
+long push_lab_post_chunked(const push_lab *l, const char *forge, const char *body, size_t len)
+{
+        CURL *c = curl_easy_init();
+        assert_non_null(c);
+        _cleanup_free_ char *url = xasprintf("%s/%s", l->hooks, forge);
+        reader r = {body, len};
+        struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+        h = curl_slist_append(h, "Transfer-Encoding: chunked");
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(c, CURLOPT_POST, 1L);
+        curl_easy_setopt(c, CURLOPT_READFUNCTION, feed);
+        curl_easy_setopt(c, CURLOPT_READDATA, &r);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+        long status = 0;
+        if (curl_easy_perform(c) == CURLE_OK)
+                curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+        return status;
+}
+
 long push_lab_github_push(const push_lab *l, const char *secret, const char *commit)
 {
         _cleanup_free_ char *body = push_lab_github_payload(l, "refs/heads/main", commit);

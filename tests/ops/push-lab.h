@@ -54,6 +54,8 @@ char *push_lab_github_payload(const push_lab *l, const char *ref, const char *co
  */
 long push_lab_post(const push_lab *l, const char *forge, const char *header, const char *body,
                    size_t len, char **ret_body);
+/* The same with a chunked body (no Content-Length, so the size is only known as it is read). */
+long push_lab_post_chunked(const push_lab *l, const char *forge, const char *body, size_t len);
 /* POST a GitHub push signed with secret (PUSH_LAB_SECRET: the right one); the status. */
 long push_lab_github_push(const push_lab *l, const char *secret, const char *commit);
 /* The daemon's /metrics (newly allocated). */

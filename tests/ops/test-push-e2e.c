@@ -10,8 +10,10 @@
  * the daemon takes the commit in and starts the cluster's first member on
  * real etcd. Then 20 signed pushes of one more commit, sent back to back,
  * make at most 3 fetches (coalesced). The endpoint's other answers (405,
- * 404, 400, 413, a tag ignored) and gitcd_webhook_requests_total are
- * checked on the way.
+ * 404, 400, 413 by Content-Length and chunked, a tag ignored), Gitea's,
+ * GitLab's and the generic hook's headers (right and wrong) and
+ * gitcd_webhook_requests_total are checked on the way; at the end the
+ * daemon stops cleanly on SIGTERM.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -65,6 +67,36 @@ static double webhook_metric(const char *result)
         return ops_test_metric(m, series);
 }
 
+/* POST body to forge with header "NAME: VALUE" formatted from value; the status. */
+static long post_signed(const char *forge, const char *name, const char *value, const char *body)
+{
+        _cleanup_free_ char *header = xasprintf("%s: %s", name, value);
+        return push_lab_post(lab, forge, header, body, strlen(body), NULL);
+}
+
+/* Gitea's, GitLab's and the generic hook's own headers: a signed tag push is ignored. */
+static void other_forges(void)
+{
+        _cleanup_free_ char *tea =
+            xasprintf("{\"ref\":\"refs/tags/v1\",\"repository\":{\"clone_url\":\"%s\"}}", lab->url);
+        _cleanup_free_ char *lab_body =
+            xasprintf("{\"object_kind\":\"tag_push\",\"ref\":\"refs/tags/v1\","
+                      "\"project\":{\"git_http_url\":\"%s\"}}",
+                      lab->url);
+        _cleanup_free_ char *gen =
+            xasprintf("{\"repository\":\"%s\",\"ref\":\"refs/tags/v1\"}", lab->url);
+        const size_t n = strlen(PUSH_LAB_SECRET);
+        _cleanup_free_ char *tea_hex = hash_hmac_sha256_hex(PUSH_LAB_SECRET, n, tea, strlen(tea));
+        _cleanup_free_ char *gen_hex = hash_hmac_sha256_hex(PUSH_LAB_SECRET, n, gen, strlen(gen));
+        _cleanup_free_ char *gen_sig = xasprintf("sha256=%s", gen_hex);
+        assert_int_equal(post_signed("gitea", "X-Gitea-Signature", tea_hex, tea), 200);
+        assert_int_equal(post_signed("gitea", "X-Gitea-Signature", gen_hex, tea), 401);
+        assert_int_equal(post_signed("gitlab", "X-Gitlab-Token", PUSH_LAB_SECRET, lab_body), 200);
+        assert_int_equal(post_signed("gitlab", "X-Gitlab-Token", "guess", lab_body), 401);
+        assert_int_equal(post_signed("generic", "X-Gitcd-Signature", gen_sig, gen), 200);
+        assert_int_equal(post_signed("generic", "X-Hub-Signature-256", gen_sig, gen), 401);
+}
+
 static void test_endpoint_answers(void **state)
 {
         (void)state;
@@ -95,6 +127,12 @@ static void test_endpoint_answers(void **state)
             hash_hmac_sha256_hex(PUSH_LAB_SECRET, strlen(PUSH_LAB_SECRET), tag, strlen(tag));
         _cleanup_free_ char *sig = xasprintf("X-Hub-Signature-256: sha256=%s", hex);
         assert_int_equal(push_lab_post(lab, "github", sig, tag, strlen(tag), NULL), 200);
+        /* over 1 MiB, chunked: told once read */
+        huge = xmalloc(big);
+        memset(huge, ' ', big);
+        assert_int_equal(push_lab_post_chunked(lab, "generic", huge, big), 413);
+        free(huge);
+        other_forges();
         assert_int_equal(webhook_metric("bad_method"), 1);
         assert_int_equal(webhook_metric("unknown"), 1);
         assert_int_equal(webhook_metric("malformed"), 1);
