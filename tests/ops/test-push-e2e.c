@@ -13,7 +13,8 @@
  * 404, 400, 413 by Content-Length and chunked, a tag ignored), Gitea's,
  * GitLab's and the generic hook's headers (right and wrong) and
  * gitcd_webhook_requests_total are checked on the way; at the end the
- * daemon stops cleanly on SIGTERM.
+ * daemon stops cleanly on SIGTERM. gitcd run does not start with a webhook
+ * secret file others can read, nor with a webhook and nothing listening.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +27,7 @@
 
 #include <cmocka.h>
 
+#include "tests/harness/harness.h"
 #include "tests/ops/ops-test.h"
 #include "tests/ops/push-lab.h"
 #include "util/hash.h"
@@ -206,6 +208,38 @@ static void test_daemon_stops(void **state)
         }
 }
 
+/* A secret file others can read, and a webhook with nothing listening: gitcd run does not start. */
+static void test_refusals(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *secret = ops_test_write(lab->e, "open.secret", "s3cret\n");
+        _cleanup_free_ char *text = xasprintf("listen: 127.0.0.1:%d\n"
+                                              "sources:\n"
+                                              "  - name: fleet\n"
+                                              "    url: %s\n"
+                                              "    webhook: {secretFile: %s}\n",
+                                              harness_free_port(), lab->url, secret);
+        _cleanup_free_ char *open_cfg = ops_test_write(lab->e, "open.yaml", text);
+        char *err = NULL;
+        const char *args[] = {"run", "--config", open_cfg, NULL};
+        assert_int_equal(e2e_runv(lab->e, NULL, &err, args), 1);
+        if (!strstr(err, "webhook secret file") || !strstr(err, "chmod 600"))
+                fail_msg("unexpected message: %s", err);
+        free(err);
+        err = NULL;
+        _cleanup_free_ char *quiet = xasprintf("sources:\n"
+                                               "  - name: fleet\n"
+                                               "    url: %s\n"
+                                               "    webhook: {secretFile: %s}\n",
+                                               lab->url, secret);
+        _cleanup_free_ char *quiet_cfg = ops_test_write(lab->e, "quiet.yaml", quiet);
+        const char *args2[] = {"run", "--config", quiet_cfg, NULL};
+        assert_int_equal(e2e_runv(lab->e, NULL, &err, args2), 1);
+        if (!strstr(err, "source fleet has a webhook, but nothing receives pushes"))
+                fail_msg("unexpected message: %s", err);
+        free(err);
+}
+
 static int setup(void **state)
 {
         (void)state;
@@ -229,10 +263,9 @@ static int teardown(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_endpoint_answers),
-            cmocka_unit_test(test_bad_signature_then_push),
-            cmocka_unit_test(test_flood_coalesces),
-            cmocka_unit_test(test_daemon_stops),
+            cmocka_unit_test(test_endpoint_answers), cmocka_unit_test(test_bad_signature_then_push),
+            cmocka_unit_test(test_flood_coalesces),  cmocka_unit_test(test_daemon_stops),
+            cmocka_unit_test(test_refusals),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
