@@ -255,6 +255,16 @@ static size_t payload_urls(push_forge forge, json_t *root, const char **urls, si
         return n;
 }
 
+static bool printable_word(const char *s);
+
+/* The repository's default branch as the payload names it (the remote's HEAD), or NULL. */
+static const char *default_branch(push_forge forge, json_t *root)
+{
+        json_t *repo = json_object_get(root, forge == PUSH_GITLAB ? "project" : "repository");
+        const char *b = json_str(repo, "default_branch");
+        return b && *b && printable_word(b) ? b : NULL;
+}
+
 /* Whether the request is a push by the forge's event header (absent: taken for one). */
 static bool is_push_event(push_forge forge, const char *event)
 {
@@ -352,9 +362,13 @@ static void judge_signed(const push_request *req, json_t *root, const push_sourc
                 verdict(v, PUSH_IGNORED, xasprintf("ignored: %s was deleted", ref));
                 return;
         }
+        /* a source without ref follows the remote's HEAD: its default branch, when named */
+        const char *head = default_branch(req->forge, root);
+        _cleanup_free_ char *head_ref = head ? xasprintf("refs/heads/%s", head) : NULL;
         v->sources = xcalloc(n_signers + 1, sizeof(char *));
         for (size_t i = 0; i < n_signers; i++)
-                if (push_ref_matches(sources[signers[i]].ref, ref))
+                if (push_ref_matches(sources[signers[i]].ref ? sources[signers[i]].ref : head_ref,
+                                     ref))
                         v->sources[v->n_sources++] = xstrdup(sources[signers[i]].name);
         if (!v->n_sources) {
                 verdict(v, PUSH_IGNORED, xasprintf("ignored: no source follows %s", ref));

@@ -100,8 +100,12 @@ bool push_url_same(const char *a, const char *b);
 /*
  * Whether ref (as pushed: "refs/heads/main", "refs/tags/v1") is what a
  * source of source_ref follows: a branch name matches refs/heads/<it>, a
- * tag name refs/tags/<it>, a bare name either; a source without ref
- * (the remote's HEAD, which a push does not name) matches every branch.
+ * tag name refs/tags/<it>, a bare name either; NULL (a source without
+ * ref, which follows the remote's HEAD, when the payload does not name
+ * the repository's default branch) matches every branch. push_judge()
+ * gives a source without ref "refs/heads/<default_branch>" when the
+ * payload names it (GitHub's and Gitea's repository.default_branch,
+ * GitLab's project.default_branch).
  */
 bool push_ref_matches(const char *source_ref, const char *ref);
 

@@ -276,6 +276,15 @@ static void test_judge_gitlab_gitea_generic(void **state)
         assert_int_equal(judge(PUSH_GITEA, "tea", "push", tea, &v), PUSH_QUEUED);
         assert_string_equal(v.sources[0], "tea");
         push_verdict_release(&v);
+        /* ... its default branch, when the payload names it */
+        const char *tea_head = "{\"ref\":\"refs/heads/dev\",\"repository\":{\"clone_url\":"
+                               "\"https://gitea.local/ops/etcd.git\",\"default_branch\":\"main\"}}";
+        assert_int_equal(judge(PUSH_GITEA, "tea", "push", tea_head, &v), PUSH_IGNORED);
+        push_verdict_release(&v);
+        const char *tea_main = "{\"ref\":\"refs/heads/main\",\"repository\":{\"clone_url\":"
+                               "\"https://gitea.local/ops/etcd.git\",\"default_branch\":\"main\"}}";
+        assert_int_equal(judge(PUSH_GITEA, "tea", "push", tea_main, &v), PUSH_QUEUED);
+        push_verdict_release(&v);
 
         const char *gen = "{\"repository\":\"https://github.com/acme/fleet.git\","
                           "\"ref\":\"refs/heads/main\"}";
