@@ -30,6 +30,21 @@
  * publishes what the state store says (publish_tick); the HTTP thread
  * never opens the store.
  *
+ * A push reaches the loop at once: the HTTP thread judges a forge's
+ * webhook (/hooks/<forge>, ops/push.h) and puts the source's name in the
+ * push inbox, then wakes the loop with SIGUSR1 sent to the loop's own
+ * thread (its wait on target events ends on a signal, as for SIGHUP).
+ * The loop takes the inbox at the start of each turn: a source with no
+ * fetch in flight is fetched at once, one whose fetch is in flight is
+ * fetched once more when that ends (fetch_again), so a flood of pushes
+ * costs at most two fetches; the inbox itself holds each source once.
+ * Polling stays as the safety net. Each push taken is logged and audited
+ * (source.push) once, with the number of pushes it stands for. Limits of
+ * the wake: a signal that lands between the loop's last look at got_push
+ * and the start of its wait (a few instructions) is seen when that wait
+ * ends, and the hosts and Kubernetes targets' waits do not end on a
+ * signal (as for SIGHUP): either way at most LOOP_MAX_SLEEP_MS.
+ *
  * A fetch never blocks the loop: it runs in a child process (sources/git.c)
  * that the loop starts and then looks at without waiting; a source whose
  * fetch is in flight is skipped, its clusters (and every other source's)
@@ -43,6 +58,7 @@
  * one (recorded as failed).
  */
 #include <errno.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -57,6 +73,8 @@
 #include "ops/http.h"
 #include "ops/metrics.h"
 #include "ops/notify.h"
+#include "ops/push.h"
+#include "state/state.h"
 #include "state/snapshots.h"
 #include "snapshots/scheduler.h"
 #include "util/log.h"
@@ -65,6 +83,8 @@
 
 /* How often a source whose fetch is in flight is looked at: the loop's own cadence. */
 #define FETCH_POLL_MS 1000
+/* The same for a fetch a push asked for: a push's commit is wanted at once. */
+#define PUSH_FETCH_POLL_MS 50
 /* The longest the loop sleeps: scheduled snapshots are looked for at least this often. */
 #define LOOP_MAX_SLEEP_MS 10000
 /* With passes in flight, the loop waits on target events at most this long before it
@@ -75,13 +95,25 @@
 
 static volatile sig_atomic_t got_term;
 static volatile sig_atomic_t got_hup;
+static volatile sig_atomic_t got_push;
+/* The loop's thread, which SIGUSR1 is sent to when a push comes in. */
+static pthread_t loop_thread;
 
 static void on_signal(int sig)
 {
         if (sig == SIGHUP)
                 got_hup = 1;
+        else if (sig == SIGUSR1)
+                got_push = 1;
         else
                 got_term = 1;
+}
+
+/* The push inbox's wake (on the HTTP thread): end the loop's wait. */
+static void wake_loop(void *cls)
+{
+        (void)cls;
+        (void)pthread_kill(loop_thread, SIGUSR1);
 }
 
 /*
@@ -121,6 +153,13 @@ static const char footer_text[] =
     "Clusters with spec.snapshots get their scheduled snapshots (cron, UTC),\n"
     "one at a time beside the reconciliation; a schedule missed while gitcd\n"
     "was down is caught up once.\n\n"
+    "A push reaches the daemon at once: a source with webhook: {secretFile:\n"
+    "FILE} in the file is fetched as soon as its forge posts a push of its\n"
+    "branch to /hooks/FORGE, signed with that secret (GitHub's\n"
+    "X-Hub-Signature-256, Gitea's X-Gitea-Signature, GitLab's X-Gitlab-Token,\n"
+    "or X-Gitcd-Signature: sha256=HMAC for {\"repository\": URL, \"ref\":\n"
+    "\"refs/heads/B\"} from a script); pushes during a fetch coalesce into one\n"
+    "more, and polling stays as the safety net (docs/operating.md).\n\n"
     "A slow or stalled remote never holds up the reconciliation: its fetch\n"
     "runs beside it (within its 120 s budget) and is taken in when it ends.\n\n"
     "Signals: SIGTERM/SIGINT start no new pass, give the passes in flight\n"
@@ -353,7 +392,8 @@ static void sync_source(runner *r, size_t i, notify_ctx *nc)
                 rs->fetch_started_ms = now_mono_ms();
         /* A start is a no-op while a fetch runs; -EAGAIN: the mirror is busy, not started. */
         if (source_fetch_start(rs->src) == -EAGAIN || source_fetch_poll(rs->src) == -EAGAIN) {
-                rs->next_sync_ms = now_mono_ms() + FETCH_POLL_MS;
+                rs->next_sync_ms =
+                    now_mono_ms() + (rs->pushed ? PUSH_FETCH_POLL_MS : FETCH_POLL_MS);
                 return;
         }
         int64_t t0 = rs->fetch_started_ms;
@@ -374,6 +414,67 @@ static void sync_source(runner *r, size_t i, notify_ctx *nc)
                 log_error("source %s: %s (retrying in %llds)", rs->conf->name,
                           driver_last_error(rs->drv), (long long)(rs->interval_ms / 1000));
         rs->next_sync_ms = now_mono_ms() + rs->interval_ms;
+        /* A push during this fetch may not be in it: fetch once more, at once. */
+        rs->pushed = rs->fetch_again;
+        if (rs->fetch_again)
+                rs->next_sync_ms = 0;
+        rs->fetch_again = false;
+}
+
+/* A push of source rs taken from the inbox: logged and audited once. */
+static void push_record(runner *r, const runner_source *rs, const push_item *it, bool again)
+{
+        _cleanup_free_ char *reason =
+            xasprintf("%u %s push(es) of %s to source %s; %s", it->count,
+                      push_forge_name(it->forge), it->ref ? it->ref : "a ref", rs->conf->name,
+                      again ? "fetching again once the fetch in flight ends" : "fetching now");
+        log_info("push: %s%s%s", reason, it->commit ? ", head " : "", it->commit ? it->commit : "");
+        json_t *after =
+            json_pack("{s:s, s:s, s:s?, s:I}", "source", rs->conf->name, "forge",
+                      push_forge_name(it->forge), "ref", it->ref, "pushes", (json_int_t)it->count);
+        _cleanup_free_ char *after_json = after ? json_dumps(after, JSON_COMPACT) : NULL;
+        json_decref(after);
+        state_audit_event ev = {.time_ms = now_wall_ms(),
+                                .commit = it->commit,
+                                .action = "source.push",
+                                .reason = reason,
+                                .after_json = after_json,
+                                .outcome = again ? "fetch-again" : "fetch"};
+        if (r->db)
+                (void)state_audit_append(r->db, &ev, NULL);
+}
+
+/*
+ * The pushes the HTTP thread took in since the last turn: each source
+ * named is fetched at once, or again right after the fetch in flight.
+ */
+static void take_pushes(runner *r, push_inbox *inbox)
+{
+        got_push = 0;
+        if (!inbox)
+                return;
+        push_item *items = NULL;
+        size_t n = 0;
+        push_inbox_take(inbox, &items, &n);
+        for (size_t j = 0; j < n; j++) {
+                runner_source *rs = NULL;
+                for (size_t i = 0; i < r->n_sources && !rs; i++)
+                        if (streq(r->sources[i].conf->name, items[j].source))
+                                rs = &r->sources[i];
+                if (!rs)
+                        continue; /* gone with a reload */
+                bool again = rs->fetch_started_ms != 0;
+                if (again) {
+                        rs->fetch_again = true;
+                        rs->next_sync_ms =
+                            MIN(rs->next_sync_ms, now_mono_ms() + PUSH_FETCH_POLL_MS);
+                } else {
+                        rs->pushed = true;
+                        rs->next_sync_ms = 0;
+                }
+                push_record(r, rs, &items[j], again);
+        }
+        push_items_free(items, n);
 }
 
 /* What only the daemon defaults to: its worker threads. */
@@ -402,6 +503,24 @@ static void wake_clusters(runner *r, target *t)
         free(names);
 }
 
+/*
+ * A source's webhook: needs the endpoints that receive it: refused without
+ * --listen or listen:, which would leave it accepted and never acting.
+ */
+static int check_webhooks(const ops_config *c, diag_list *diags)
+{
+        int k = 0;
+        for (size_t i = 0; !c->listen && i < c->n_sources; i++)
+                if (c->sources[i].webhook_secret_file) {
+                        diag_add(diags, DIAG_ERROR, c->file ? c->file : "gitcd run", 0, 0,
+                                 "source %s has a webhook, but nothing receives pushes: give "
+                                 "--listen ADDR or listen: in the file",
+                                 c->sources[i].name);
+                        k = -EINVAL;
+                }
+        return k;
+}
+
 /* SIGHUP: the new settings, or NULL when the file is invalid (the old ones stay). */
 static ops_config *reload(const runner_flags *f, const char *config, int64_t interval_ms,
                           const ops_config *old)
@@ -410,8 +529,11 @@ static ops_config *reload(const runner_flags *f, const char *config, int64_t int
         ops_config *c = NULL;
         int k = runner_settings(f, config, interval_ms, &c, &diags);
         if (k >= 0)
+                k = check_webhooks(c, &diags);
+        if (k >= 0)
                 run_defaults(c);
         if (k < 0) {
+                ops_config_free(c);
                 log_diags(&diags);
                 diag_list_release(&diags);
                 log_error("SIGHUP: %s is invalid; the configuration in force stays unchanged",
@@ -427,16 +549,18 @@ static ops_config *reload(const runner_flags *f, const char *config, int64_t int
         return c;
 }
 
-static int start_http(const ops_config *c, const char *state_path, ops_http **ret)
+static int start_http(const ops_config *c, push_inbox *inbox, ops_http **ret)
 {
         *ret = NULL;
         if (!c->listen)
                 return 0;
-        (void)state_path;
         ops_http_opts o = {.listen = c->listen,
                            .tls_cert_file = c->tls_cert_file,
                            .tls_key_file = c->tls_key_file,
-                           .token_file = c->token_file};
+                           .token_file = c->token_file,
+                           .sources = c->sources,
+                           .n_sources = c->n_sources,
+                           .inbox = inbox};
         char *err = NULL;
         int k = ops_http_start(&o, ret, &err);
         if (k < 0) {
@@ -444,9 +568,16 @@ static int start_http(const ops_config *c, const char *state_path, ops_http **re
                 free(err);
                 return k;
         }
+        size_t hooks = 0;
+        for (size_t i = 0; i < c->n_sources; i++)
+                hooks += c->sources[i].webhook_secret_file != NULL;
         log_info("serving /metrics, /healthz and /readyz on %s://%s (port %d)%s",
                  c->tls_cert_file ? "https" : "http", c->listen, ops_http_port(*ret),
                  c->token_file ? " with a bearer token" : "");
+        if (hooks)
+                log_info("push webhooks: POST /hooks/{github,gitlab,gitea,generic} for %zu "
+                         "source(s)",
+                         hooks);
         return 0;
 }
 
@@ -543,6 +674,7 @@ typedef struct run_ctx {
         runner r;
         notify_ctx nc;
         ops_http *http;
+        push_inbox *inbox; /* pushes from the HTTP thread to the loop */
         publisher pub;
         snapshot_scheduler *snap;
 } run_ctx;
@@ -603,12 +735,17 @@ static int parse_args(int argc, char **argv, run_ctx *d)
              .arg = "ADDR",
              .dest = &f->listen,
              .help = "serve /metrics, /healthz and /readyz on ADDR\n"
-                     "(host:port, [v6]:port or :port)"},
+                     "(host:port, [v6]:port or :port), and the push\n"
+                     "webhooks POST /hooks/github, /hooks/gitlab,\n"
+                     "/hooks/gitea, /hooks/generic for the sources\n"
+                     "with webhook: in the file"},
             {.kind = CLI_OPT_STRING,
              .name = "listen-token-file",
              .arg = "FILE",
              .dest = &f->listen_token_file,
-             .help = "require \"Authorization: Bearer <token>\""},
+             .help = "require \"Authorization: Bearer <token>\"\n"
+                     "(not on /hooks/: their signature is their\n"
+                     "authentication)"},
             {.kind = CLI_OPT_STRING,
              .name = "tls-cert",
              .arg = "FILE",
@@ -645,6 +782,8 @@ static int load_settings(run_ctx *d)
         diag_list diags = DIAG_LIST_INIT;
         int k = runner_settings(&d->f, d->config, d->interval_ms, &d->cfg, &diags);
         if (k >= 0)
+                k = check_webhooks(d->cfg, &diags);
+        if (k >= 0)
                 run_defaults(d->cfg);
         diag_sort(&diags);
         diag_print(&diags, stderr);
@@ -664,6 +803,13 @@ static int start(run_ctx *d)
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGHUP, &sa, NULL);
+        /* A push's wake ends the loop's wait (poll and nanosleep are never restarted)
+         * and restarts every other call it lands in. */
+        struct sigaction push_sa = sa;
+        push_sa.sa_flags = SA_RESTART;
+        sigaction(SIGUSR1, &push_sa, NULL);
+        loop_thread = pthread_self();
+        d->inbox = push_inbox_new(wake_loop, NULL);
 
         runner *r = &d->r;
         sigset_t oldmask;
@@ -673,7 +819,7 @@ static int start(run_ctx *d)
         if (ops_config_has_notifications(d->cfg) &&
             ops_notifier_start(r->state_path, d->cfg, &d->nc.notifier) < 0)
                 log_error("notifications: cannot start the sender; none will be sent");
-        if (start_http(d->cfg, r->state_path, &d->http) < 0) {
+        if (start_http(d->cfg, d->inbox, &d->http) < 0) {
                 runner_close(r);
                 return EXIT_FAIL;
         }
@@ -736,7 +882,7 @@ static int reload_now(run_ctx *d)
                 /* The endpoints restart with the new address, TLS and token. */
                 ops_http_stop(d->http);
                 d->http = NULL;
-                if (k >= 0 && start_http(fresh, d->r.state_path, &d->http) < 0)
+                if (k >= 0 && start_http(fresh, d->inbox, &d->http) < 0)
                         log_error("SIGHUP: the HTTP endpoints stay down until "
                                   "the next reload");
                 ops_config_free(d->cfg);
@@ -774,6 +920,7 @@ static void wait_targets(runner *r, int busy, int64_t w)
 static void turn(run_ctx *d)
 {
         runner *r = &d->r;
+        take_pushes(r, d->inbox);
         for (size_t i = 0; i < r->n_sources; i++)
                 if (now_mono_ms() >= r->sources[i].next_sync_ms && !got_term)
                         sync_source(r, i, &d->nc);
@@ -795,6 +942,8 @@ static void turn(run_ctx *d)
                 snapshot_tick(d->snap, &r->sources[i]);
         if (d->http)
                 publish_tick(&d->pub, r->db, busy, &w);
+        if (got_push)
+                return; /* a push came in meanwhile: take it before any wait */
         wait_targets(r, busy, w);
 }
 
@@ -859,6 +1008,7 @@ int cmd_run(int argc, char **argv)
         int status = parse_args(argc, argv, &d);
         if (status < 0)
                 status = load_settings(&d) < 0 ? EXIT_FAIL : run(&d);
+        push_inbox_free(d.inbox); /* the HTTP server that puts in it is stopped by now */
         ops_config_free(d.cfg);
         return status;
 }

@@ -147,6 +147,8 @@ typedef struct runner_source {
         int64_t interval_ms;      /* how often run polls it */
         int64_t next_sync_ms;     /* monotonic; 0: at once */
         int64_t fetch_started_ms; /* monotonic; 0: no fetch in flight (run) */
+        bool pushed;              /* run: the fetch due or in flight was asked for by a push */
+        bool fetch_again;         /* run: a push came during that fetch: fetch again after it */
         bool synced;              /* a revision was taken in */
         char **defines;           /* clusters its current revision defines */
         size_t n_defines;

@@ -24,6 +24,7 @@
 
 #include "api/yaml.h"
 #include "ops/config.h"
+#include "ops/push.h"
 #include "targets/registry.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -378,6 +379,42 @@ static void parse_commit_status(parser *p, const ynode *m, ops_commit_status *cs
                 cs->context = "gitcd";
 }
 
+/* webhook: {secretFile: PATH}: the push receiver's secret for this source (ops/push.h). */
+static void parse_source_webhook(parser *p, const ynode *m, ops_source *s)
+{
+        if (!want_map(p, m, "webhook"))
+                return;
+        for (size_t i = 0; i < m->n; i++) {
+                const char *k = m->keys[i]->str;
+                if (streq(k, "secretFile"))
+                        s->webhook_secret_file = str(p, m->values[i], k);
+                else if (streq(k, "secret"))
+                        err(p, m->keys[i], "secrets are not kept in this file; use secretFile");
+                else
+                        err(p, m->keys[i], "unknown key '%s' in webhook", k);
+        }
+        if (!s->webhook_secret_file)
+                err(p, m, "webhook needs a secretFile");
+}
+
+/* A push can only change a remote repository's branch or tag: refuse a webhook that never could. */
+static void check_webhook(parser *p, const ynode *m, const ops_source *s)
+{
+        if (!s->webhook_secret_file || !s->src.url_or_path)
+                return;
+        const ynode *at = ynode_get(m, "webhook");
+        _cleanup_free_ char *norm = push_url_normalize(s->src.url_or_path);
+        if (!norm)
+                err(p, at ? at : m,
+                    "webhook: source %s reads %s, not a remote repository; no forge pushes to it",
+                    s->name ? s->name : "", s->src.url_or_path);
+        else if (s->src.ref && strlen(s->src.ref) == 40 &&
+                 strspn(s->src.ref, "0123456789abcdef") == 40)
+                err(p, at ? at : m,
+                    "webhook: source %s is pinned to commit %s; a push never changes it",
+                    s->name ? s->name : "", s->src.ref);
+}
+
 static void parse_source(parser *p, const ynode *m, ops_source *s, size_t index)
 {
         if (!want_map(p, m, "a source"))
@@ -403,6 +440,8 @@ static void parse_source(parser *p, const ynode *m, ops_source *s, size_t index)
                         parse_signatures(p, v, &s->src);
                 else if (streq(k, "commitStatus"))
                         parse_commit_status(p, v, &s->status);
+                else if (streq(k, "webhook"))
+                        parse_source_webhook(p, v, s);
                 else if (streq(k, "policy"))
                         p->source_policy[index] = v; /* once the top-level one is known */
                 else
@@ -412,6 +451,7 @@ static void parse_source(parser *p, const ynode *m, ops_source *s, size_t index)
                 err(p, m, "a source needs a name");
         if (!s->src.url_or_path)
                 err(p, m, "source %s needs a url", s->name ? s->name : "");
+        check_webhook(p, m, s);
 }
 
 static void parse_sources(parser *p, const ynode *seq)

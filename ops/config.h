@@ -49,6 +49,11 @@ typedef struct ops_source {
         const char *target;       /* a kind of targets/registry.h; NULL: the daemon's */
         ops_commit_status status; /* forge NONE: no commit statuses */
         /*
+         * webhook.secretFile: the secret a forge's push webhook is signed
+         * with (ops/push.h); NULL: a push never triggers this source.
+         */
+        const char *webhook_secret_file;
+        /*
          * What its commits may make gitcd do (intake/policy.h): its own
          * `policy:` over the top-level one, key by key; else the top-level
          * one. Owned by the ops_config; never NULL once loaded.

@@ -17,6 +17,14 @@
  *
  * The bearer token is compared in constant time and never logged; a
  * missing or wrong token is 401 with a WWW-Authenticate header.
+ *
+ * /hooks/<forge> (ops/push.h) takes no token: a forge cannot send one, and
+ * the signature made with the source's secret is the request's
+ * authentication. Its body is collected up to PUSH_MAX_BODY (a larger one
+ * is 413, told by its Content-Length before it is read, or once read),
+ * judged by push_judge() on this thread, and an accepted push only puts
+ * the source's name in the inbox: the daemon's loop fetches. A request
+ * whose signature matched is trusted (httpd_trust), like one with the token.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -27,6 +35,8 @@
 
 #include "ops/http.h"
 #include "ops/metrics.h"
+#include "ops/push.h"
+#include "util/fs.h"
 #include "util/httpd.h"
 #include "util/log.h"
 #include "util/strbuf.h"
@@ -46,7 +56,98 @@ struct ops_http {
         char *cert_pem;
         char *key_pem;
         int port;
+        push_source *hooks; /* the sources, each with its webhook secret or NULL */
+        size_t n_hooks;
+        push_inbox *inbox;
 };
+
+/* One request to /hooks/<forge>, from its first call of the handler to its completion. */
+typedef struct hook_request {
+        push_forge forge;
+        strbuf body;
+        bool too_large;
+} hook_request;
+
+static void hook_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                           enum MHD_RequestTerminationCode toe)
+{
+        (void)cls;
+        (void)conn;
+        (void)toe;
+        hook_request *hr = *con_cls;
+        if (!hr)
+                return;
+        sb_release(&hr->body);
+        free(hr);
+        *con_cls = NULL;
+}
+
+static enum MHD_Result hook_reply(struct MHD_Connection *conn, push_forge forge, push_outcome o,
+                                  const char *message)
+{
+        ops_metrics_webhook(push_forge_name(forge), push_outcome_name(o));
+        return httpd_reply(conn, push_outcome_status(o), "text/plain", xasprintf("%s\n", message));
+}
+
+/* The request's whole body is in: judge it, hand an accepted push to the loop. */
+static enum MHD_Result hook_judge(ops_http *h, struct MHD_Connection *conn, hook_request *hr)
+{
+        if (hr->too_large)
+                return hook_reply(conn, hr->forge, PUSH_TOO_LARGE, "the payload is over 1 MiB");
+        static const char *const sig_headers[PUSH_FORGE_COUNT] = {
+            "X-Hub-Signature-256", "X-Gitlab-Token", "X-Gitea-Signature", "X-Gitcd-Signature"};
+        static const char *const event_headers[PUSH_FORGE_COUNT] = {
+            "X-GitHub-Event", "X-Gitlab-Event", "X-Gitea-Event", NULL};
+        push_request req = {
+            .forge = hr->forge,
+            .signature = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, sig_headers[hr->forge]),
+            .event = event_headers[hr->forge] ? MHD_lookup_connection_value(
+                                                    conn, MHD_HEADER_KIND, event_headers[hr->forge])
+                                              : NULL,
+            .body = hr->body.len ? sb_str(&hr->body) : "",
+            .len = hr->body.len,
+        };
+        push_verdict v;
+        push_judge(&req, h->inbox ? h->hooks : NULL, h->inbox ? h->n_hooks : 0, &v);
+        if (v.outcome == PUSH_QUEUED || v.outcome == PUSH_IGNORED)
+                httpd_trust(conn);
+        for (size_t i = 0; v.outcome == PUSH_QUEUED && i < v.n_sources; i++)
+                push_inbox_put(h->inbox, v.sources[i], hr->forge, v.ref, v.commit);
+        if (v.outcome != PUSH_QUEUED)
+                log_debug("http: %s hook: %s", push_forge_name(hr->forge), v.message);
+        enum MHD_Result r = hook_reply(conn, hr->forge, v.outcome, v.message);
+        push_verdict_release(&v);
+        return r;
+}
+
+/* POST /hooks/<forge>: called once with the headers, then with the body, then once with none. */
+static enum MHD_Result handle_hook(ops_http *h, struct MHD_Connection *conn, push_forge forge,
+                                   const char *method, const char *upload_data,
+                                   size_t *upload_data_size, void **con_cls)
+{
+        hook_request *hr = *con_cls;
+        if (!hr) {
+                if (!streq(method, "POST"))
+                        return hook_reply(conn, forge, PUSH_BAD_METHOD, "only POST");
+                const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                             MHD_HTTP_HEADER_CONTENT_LENGTH);
+                if (cl && strtoull(cl, NULL, 10) > PUSH_MAX_BODY)
+                        return hook_reply(conn, forge, PUSH_TOO_LARGE, "the payload is over 1 MiB");
+                hr = XNEW(hook_request);
+                hr->forge = forge;
+                *con_cls = hr;
+                return MHD_YES;
+        }
+        if (*upload_data_size) {
+                if (hr->body.len + *upload_data_size > PUSH_MAX_BODY)
+                        hr->too_large = true;
+                else
+                        sb_append_len(&hr->body, upload_data, *upload_data_size);
+                *upload_data_size = 0;
+                return MHD_YES;
+        }
+        return hook_judge(h, conn, hr);
+}
 
 static bool authorized(const ops_http *h, struct MHD_Connection *conn)
 {
@@ -59,8 +160,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 {
         ops_http *h = cls;
         (void)version;
-        (void)upload_data;
-        (void)con_cls;
+        push_forge forge;
+        if (push_forge_from_path(url, &forge) == 0)
+                return handle_hook(h, conn, forge, method, upload_data, upload_data_size, con_cls);
+        if (strncmp(url, "/hooks/", 7) == 0) /* before the body, which is not read */
+                return httpd_reply(conn, MHD_HTTP_NOT_FOUND, "text/plain",
+                                   xstrdup("no such hook; POST /hooks/github, /hooks/gitlab, "
+                                           "/hooks/gitea or /hooks/generic\n"));
         if (*upload_data_size)
                 return MHD_NO;
         if (!streq(method, "GET") && !streq(method, "HEAD"))
@@ -85,14 +191,43 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                                    sb_detach(&out));
         }
         return httpd_reply(conn, MHD_HTTP_NOT_FOUND, "text/plain",
-                           xstrdup("not found; try /metrics, /healthz or /readyz\n"));
+                           xstrdup("not found; try /metrics, /healthz, /readyz or "
+                                   "POST /hooks/{github,gitlab,gitea,generic}\n"));
+}
+
+/* Each source's webhook secret: the first line of its secretFile, which must be gitcd's own. */
+static int read_hook_secrets(ops_http *h, const ops_http_opts *o, char **ret_err)
+{
+        h->hooks = xcalloc(o->n_sources + 1, sizeof(push_source));
+        for (size_t i = 0; i < o->n_sources; i++) {
+                const ops_source *s = &o->sources[i];
+                push_source *p = &h->hooks[h->n_hooks++];
+                *p = (push_source){.name = s->name, .url = s->src.url_or_path, .ref = s->src.ref};
+                if (!s->webhook_secret_file)
+                        continue;
+                char *secret = NULL;
+                int k = httpd_read_secret(s->webhook_secret_file, "webhook secret file", &secret,
+                                          ret_err);
+                if (k < 0)
+                        return k;
+                secret[strcspn(secret, "\r\n")] = 0;
+                if (!*secret) {
+                        free(secret);
+                        *ret_err = xasprintf("source %s: the webhook secret file %s is empty",
+                                             s->name, s->webhook_secret_file);
+                        return -EINVAL;
+                }
+                p->secret = secret;
+        }
+        return 0;
 }
 
 int ops_http_start(const ops_http_opts *o, ops_http **ret, char **ret_err)
 {
         ops_http *h = XNEW(ops_http);
-        int k = 0;
-        if (o->token_file)
+        h->inbox = o->inbox;
+        int k = read_hook_secrets(h, o, ret_err);
+        if (k >= 0 && o->token_file)
                 k = httpd_read_token(o->token_file, &h->token, ret_err);
         if (k >= 0 && o->tls_cert_file) {
                 k = httpd_read_file(o->tls_cert_file, "TLS certificate", &h->cert_pem, ret_err);
@@ -111,7 +246,8 @@ int ops_http_start(const ops_http_opts *o, ops_http **ret, char **ret_err)
                                                 .connection_limit = HTTP_MAX_CONNECTIONS,
                                                 .log_prefix = "http",
                                                 .handler = handle,
-                                                .handler_cls = h},
+                                                .handler_cls = h,
+                                                .completed = hook_completed},
                                 &h->server, &h->port, ret_err);
         if (k >= 0) {
                 k = ops_metrics_collector_start(0, &h->collector);
@@ -145,5 +281,11 @@ void ops_http_stop(ops_http *h)
         if (h->key_pem)
                 OPENSSL_cleanse(h->key_pem, strlen(h->key_pem));
         free(h->key_pem);
+        for (size_t i = 0; i < h->n_hooks; i++)
+                if (h->hooks[i].secret) {
+                        OPENSSL_cleanse((char *)h->hooks[i].secret, strlen(h->hooks[i].secret));
+                        free((char *)h->hooks[i].secret);
+                }
+        free(h->hooks);
         free(h);
 }

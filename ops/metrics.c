@@ -222,6 +222,20 @@ void ops_metrics_fetch(const char *source, bool read, int64_t duration_ms)
         pthread_mutex_unlock(&lock);
 }
 
+void ops_metrics_webhook(const char *forge, const char *result)
+{
+        pthread_mutex_lock(&lock);
+        strbuf l = STRBUF_INIT;
+        sb_append(&l, "forge=\"");
+        escape_label(&l, forge);
+        sb_append(&l, "\",result=\"");
+        escape_label(&l, result);
+        sb_appendc(&l, '"');
+        find("gitcd_webhook_requests_total", sb_str(&l))->value++;
+        sb_release(&l);
+        pthread_mutex_unlock(&lock);
+}
+
 static void client_tls_release(client_tls *x)
 {
         free(x->cluster);
@@ -335,6 +349,8 @@ static const meta metas[] = {
     {"gitcd_source_fetch_errors_total", "counter", "Fetches that could not read the source."},
     {"gitcd_source_last_read_timestamp_seconds", "gauge",
      "When the source was last read successfully."},
+    {"gitcd_webhook_requests_total", "counter",
+     "Push webhook requests (/hooks/FORGE), by forge and result."},
     {"gitcd_audit_append_failures_total", "counter",
      "Audit events that could not be written to the state store."},
     {"gitcd_cluster_data_consistent", "gauge",

@@ -29,6 +29,8 @@ void ops_metrics_pass(const char *cluster, const pass_result *res, int64_t durat
  * revision, the same one, or one refused or with invalid documents).
  */
 void ops_metrics_fetch(const char *source, bool read, int64_t duration_ms);
+/* A request to /hooks/<forge> was answered with result (push_outcome_name(), ops/push.h). */
+void ops_metrics_webhook(const char *forge, const char *result);
 /*
  * gitcd's client identity toward cluster ("ns/name"), as the daemon's main
  * loop resolved it (target_client_tls): the CA bundle, certificate and key
