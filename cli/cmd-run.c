@@ -39,11 +39,13 @@
  * fetched once more when that ends (fetch_again), so a flood of pushes
  * costs at most two fetches; the inbox itself holds each source once.
  * Polling stays as the safety net. Each push taken is logged and audited
- * (source.push) once, with the number of pushes it stands for. Limits of
- * the wake: a signal that lands between the loop's last look at got_push
- * and the start of its wait (a few instructions) is seen when that wait
- * ends, and the hosts and Kubernetes targets' waits do not end on a
- * signal (as for SIGHUP): either way at most LOOP_MAX_SLEEP_MS.
+ * (source.push) once, with the number of pushes it stands for. Before the
+ * signal the HTTP thread calls target_wake(), which ends the target's
+ * wait_event in progress or the next one to start (targets/target.h): so
+ * a push that lands between the loop's last look at got_push and the start
+ * of its wait is not left waiting, and the hosts target's sleep and the
+ * Kubernetes target's watch, which do not end on a signal, end too (the
+ * watch within about a second, libcurl's progress callback).
  *
  * A fetch never blocks the loop: it runs in a child process (sources/git.c)
  * that the loop starts and then looks at without waiting; a source whose
@@ -76,6 +78,7 @@
 #include "ops/push.h"
 #include "state/state.h"
 #include "state/snapshots.h"
+#include "targets/target.h"
 #include "snapshots/scheduler.h"
 #include "util/log.h"
 #include "util/timeutil.h"
@@ -113,6 +116,7 @@ static void on_signal(int sig)
 static void wake_loop(void *cls)
 {
         (void)cls;
+        target_wake(); /* ends a wait_event that does not end on a signal */
         (void)pthread_kill(loop_thread, SIGUSR1);
 }
 

@@ -43,9 +43,10 @@ struct kube_client {
         char *token; /* secret */
         strbuf error;
         int http_version;
-        json_t *core;      /* GET /api */
-        json_t *groups;    /* GET /apis */
-        json_t *resources; /* "group/version" -> APIResourceList, or null when absent */
+        json_t *core;            /* GET /api */
+        json_t *groups;          /* GET /apis */
+        json_t *resources;       /* "group/version" -> APIResourceList, or null when absent */
+        bool (*interrupt)(void); /* ends a kube_watch_for early (NULL: none) */
 };
 
 /* ---- pure functions ---- */
@@ -554,6 +555,15 @@ static bool transient(CURLcode cc)
 }
 
 /* One attempt. Returns the CURLcode; the response lands in rs. */
+/* libcurl's progress callback of an interruptible watch: non-zero ends it. */
+static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+        const kube_client *c = userdata;
+        (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+        return c->interrupt() ? 1 : 0;
+}
+
 static CURLcode perform(kube_client *c, const struct req *rq, struct resp *rs, char *errbuf)
 {
         _cleanup_free_ char *url = xasprintf("%s%s", c->cfg->server, rq->path);
@@ -594,6 +604,10 @@ static CURLcode perform(kube_client *c, const struct req *rq, struct resp *rs, c
         curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, rs);
         curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, errbuf);
+        bool interruptible = rq->timeout_ends_stream && c->interrupt;
+        curl_easy_setopt(c->curl, CURLOPT_NOPROGRESS, interruptible ? 0L : 1L);
+        curl_easy_setopt(c->curl, CURLOPT_XFERINFOFUNCTION, interruptible ? on_progress : NULL);
+        curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, interruptible ? c : NULL);
         curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS,
                          rq->timeout_ms < 0
                              ? 0L
@@ -646,7 +660,8 @@ static int request(kube_client *c, const struct req *rq, strbuf *ret_body)
                                          "cannot %s %s: the response is larger than %u MiB",
                                          rq->verb, rq->resource, KUBE_MAX_BODY >> 20);
                 }
-                if (cc == CURLE_OPERATION_TIMEDOUT && rq->timeout_ends_stream) {
+                if ((cc == CURLE_OPERATION_TIMEDOUT || cc == CURLE_ABORTED_BY_CALLBACK) &&
+                    rq->timeout_ends_stream) {
                         sb_release(&rs.body);
                         return 0;
                 }
@@ -995,6 +1010,11 @@ int kube_watch(kube_client *c, const kube_gvr *gvr, const char *ns, const char *
 {
         return watch(c, gvr, ns, label_selector, resource_version, timeout_seconds, 0, fn,
                      userdata);
+}
+
+void kube_client_set_interrupt(kube_client *c, bool (*interrupt)(void))
+{
+        c->interrupt = interrupt;
 }
 
 int kube_watch_for(kube_client *c, const kube_gvr *gvr, const char *ns, const char *label_selector,

@@ -151,11 +151,18 @@ int kube_watch(kube_client *c, const kube_gvr *gvr, const char *ns, const char *
 
 /*
  * The same watch, ended by us after timeout_ms (milliseconds; the server
- * is asked to end it at the next whole second): 0 when the time ran out or
- * the server ended it, the callback's value when it stopped the watch, and
- * the errors of kube_watch. For "wait until something changes or this much
- * time passes" loops.
+ * is asked to end it at the next whole second) or as soon as the client's
+ * interrupt (kube_client_set_interrupt) says so: 0 when the time ran out,
+ * the interrupt ended it or the server did, the callback's value when it
+ * stopped the watch, and the errors of kube_watch. For "wait until
+ * something changes or this much time passes" loops.
  */
+/*
+ * What ends a kube_watch_for early: asked while the watch waits, about
+ * every second (libcurl's progress callback) and at once on data; true ends
+ * it. NULL: none.
+ */
+void kube_client_set_interrupt(kube_client *c, bool (*interrupt)(void));
 int kube_watch_for(kube_client *c, const kube_gvr *gvr, const char *ns, const char *label_selector,
                    const char *resource_version, int timeout_ms, kube_watch_fn fn, void *userdata);
 

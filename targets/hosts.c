@@ -666,10 +666,11 @@ static int hosts_tick(target *t)
 static int hosts_wait_event(target *t, int timeout_ms)
 {
         (void)t;
-        /* no events from remote machines: the reconciler polls */
+        /* No events from remote machines: the reconciler polls. Nothing
+         * shared is used while it sleeps (target_sleep lets others in). */
         if (timeout_ms > 0) {
-                target_blocking_begin(); /* nothing shared is used: let others in */
-                msleep(timeout_ms);
+                target_blocking_begin();
+                (void)target_sleep(timeout_ms);
                 target_blocking_end();
         }
         return 0;

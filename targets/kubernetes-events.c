@@ -68,7 +68,7 @@ int kt_take_events(target *t, char ***ret_clusters, size_t *ret_n)
 static void wait_sleep(int64_t ms)
 {
         target_blocking_begin();
-        msleep(ms);
+        (void)target_sleep(ms);
         target_blocking_end();
 }
 
@@ -93,9 +93,11 @@ static int watch_pods(kubernetes_target *kt, const char *scope, int64_t deadline
         while (r >= 0) {
                 int64_t left = deadline - now_mono_ms();
                 if (left < WATCH_MIN_MS) {
-                        msleep(left);
+                        (void)target_sleep(left);
                         return 0;
                 }
+                if (target_wake_take())
+                        return 0;
                 r = kube_watch_for(kt->wc, &GVR_PODS, ns, sel, kt->watch_rv, (int)left,
                                    on_watch_event, kt);
                 if (r > 0)
@@ -109,7 +111,7 @@ static int watch_pods(kubernetes_target *kt, const char *scope, int64_t deadline
         }
         /* -EACCES, -EIO: the next reconciler pass observes the world anyway. */
         log_debug("kubernetes target: cannot watch Pods: %s", kube_client_last_error(kt->wc));
-        msleep(deadline - now_mono_ms());
+        (void)target_sleep(deadline - now_mono_ms());
         return 0;
 }
 

@@ -851,6 +851,8 @@ int kubernetes_target_new(const kubernetes_target_opts *opts, target **ret)
         r = kube_client_new(opts->config, &kt->kc, &err);
         if (r >= 0)
                 r = kube_client_new(opts->config, &kt->wc, &err);
+        if (r >= 0) /* target_wake() ends wait_event's watch */
+                kube_client_set_interrupt(kt->wc, target_wake_pending);
         if (r < 0) {
                 log_error("kubernetes target: %s", err ? err : strerror(-r));
                 free(err);

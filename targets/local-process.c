@@ -421,7 +421,7 @@ int local_wait_event(target *t, int timeout_ms)
                 int64_t wait = 0;
                 if (wait_scan(lt, deadline, &pfds, &n, &wait))
                         return 1;
-                if (now_mono_ms() >= deadline)
+                if (now_mono_ms() >= deadline || target_wake_take())
                         return 0;
                 /*
                  * Outside the shared lock: another thread may close one of

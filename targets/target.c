@@ -11,6 +11,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,7 @@
 #include "util/fs.h"
 #include "util/hash.h"
 #include "util/strbuf.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 const char *member_runtime_state_name(member_runtime_state s)
@@ -211,6 +213,43 @@ void target_event_set_release(target_event_set *s)
                 free(s->ids[i]);
         free(s->ids);
         *s = (target_event_set){0};
+}
+
+static atomic_bool wake_pending;
+
+void target_wake(void)
+{
+        atomic_store(&wake_pending, true);
+}
+
+bool target_wake_pending(void)
+{
+        return atomic_load(&wake_pending);
+}
+
+bool target_wake_take(void)
+{
+        return atomic_exchange(&wake_pending, false);
+}
+
+/* How often target_sleep looks for a wake. */
+#define WAKE_SLICE_MS 20
+
+int target_sleep(int64_t ms)
+{
+        int64_t deadline = now_mono_ms() + ms;
+        int woken = 0;
+        for (;;) {
+                if (target_wake_take()) {
+                        woken = 1;
+                        break;
+                }
+                int64_t left = deadline - now_mono_ms();
+                if (left <= 0)
+                        break;
+                msleep(MIN(left, WAKE_SLICE_MS));
+        }
+        return woken;
 }
 
 int target_client_tls(target *t, const etcd_cluster *c, char **ret_ca, char **ret_cert,

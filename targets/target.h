@@ -290,8 +290,9 @@ typedef struct target_ops {
         int (*tick)(target *t);
 
         /*
-         * Block until something changes (a member process exits, ...) or
-         * timeout_ms passes. Returns 1 when an event arrived, 0 on timeout.
+         * Block until something changes (a member process exits, ...),
+         * timeout_ms passes or target_wake() is called. Returns 1 when an
+         * event arrived, 0 on timeout or a wake.
          */
         int (*wait_event)(target *t, int timeout_ms);
 
@@ -468,6 +469,23 @@ void target_event_set_add(target_event_set *s, char *id);
 /* Hand the ids over (as take_events does) and start empty again. */
 void target_event_set_take(target_event_set *s, char ***ret_ids, size_t *ret_n);
 void target_event_set_release(target_event_set *s);
+
+/*
+ * Ends the wait_event in progress, or the next one to start, at once: for
+ * the daemon, when a push asks for a fetch. One wake is pending at most,
+ * taken by the first wait it ends. Async-signal-safe (a lock-free atomic),
+ * so a signal handler may call it.
+ */
+void target_wake(void);
+/* For wait_event: whether a wake is pending (target_wake_take() also clears it). */
+bool target_wake_pending(void);
+bool target_wake_take(void);
+/*
+ * Sleep up to ms, ending early on a wake, which it takes: 1 when a wake
+ * ended it, else 0. A wait_event calls it outside the shared lock
+ * (target_blocking_begin).
+ */
+int target_sleep(int64_t ms);
 
 /*
  * gitcd's own client identity toward a cluster: the target's client_tls

@@ -203,6 +203,11 @@ struct seen {
         char *type;
 };
 
+static bool always(void)
+{
+        return true;
+}
+
 static int on_event(const char *type, const json_t *object, void *userdata)
 {
         struct seen *s = userdata;
@@ -256,6 +261,16 @@ static void test_list_watch_delete(void **state)
         assert_null(seen.type);
         assert_string_equal(kube_client_last_error(admin), "");
         /* and the client is usable right after */
+        assert_int_equal(kube_get(admin, &cms, NS, "labelled-b", &obj), 0);
+        json_decref(obj);
+        obj = NULL;
+        /* an interrupt ends a long watch_for with nothing new (else the test's
+         * timeout would end it), and the client is usable after it too */
+        kube_client_set_interrupt(admin, always);
+        assert_int_equal(
+            kube_watch_for(admin, &cms, NS, "app=listed", now_rv, 600000, on_event, &seen), 0);
+        assert_null(seen.type);
+        kube_client_set_interrupt(admin, NULL);
         assert_int_equal(kube_get(admin, &cms, NS, "labelled-b", &obj), 0);
         json_decref(obj);
         obj = NULL;

@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "targets/locked.h"
+#include "targets/target.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 typedef struct gate_target {
@@ -228,6 +230,30 @@ static void test_wait_event_blocks_nothing(void **state)
         target_free(t);
 }
 
+/* A wake ends the sleep in progress, or the next one, and is taken once. */
+static void *wake_soon(void *arg)
+{
+        (void)arg;
+        msleep(50);
+        target_wake();
+        return NULL;
+}
+
+static void test_wake_ends_a_sleep(void **state)
+{
+        (void)state;
+        (void)target_wake_take();
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, wake_soon, NULL), 0);
+        assert_int_equal(target_sleep(600000), 1); /* else the test's timeout ends it */
+        pthread_join(th, NULL);
+        assert_false(target_wake_pending());
+        target_wake(); /* before the sleep starts: it ends at once */
+        target_wake();
+        assert_int_equal(target_sleep(600000), 1);
+        assert_int_equal(target_sleep(1), 0); /* taken once */
+}
+
 /* Without the wrapper (one thread), the blocking marks do nothing. */
 static void test_unwrapped_marks_are_noops(void **state)
 {
@@ -242,6 +268,7 @@ int main(void)
             cmocka_unit_test(test_other_cluster_goes_on),
             cmocka_unit_test(test_one_cluster_serialized),
             cmocka_unit_test(test_wait_event_blocks_nothing),
+            cmocka_unit_test(test_wake_ends_a_sleep),
             cmocka_unit_test(test_unwrapped_marks_are_noops),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
