@@ -146,6 +146,57 @@ static int prepare(const nspawn_lab *l, nspawn_machine *m)
         return chmod(ssh_dir, 0700) < 0 ? -errno : 0;
 }
 
+/*
+ * The hierarchies a machine's systemd manages: the named v1 hierarchy
+ * "systemd" and the unified one of a hybrid host, or the one cgroup2 of a
+ * unified host (a hybrid host's /sys/fs/cgroup is a tmpfs without
+ * cgroup.procs, so it is passed over).
+ */
+static const char *const cgroup_roots[] = {"/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified",
+                                           "/sys/fs/cgroup", NULL};
+
+static char *cgroup_dir(const char *root, const nspawn_machine *m)
+{
+        return xasprintf("%s/gitcd-nspawn-%s", root, m->name);
+}
+
+/*
+ * Move the calling process (nspawn, about to exec) into a cgroup of the
+ * machine's own in each systemd hierarchy. nspawn --keep-unit runs the
+ * machine in the cgroup it was started in: without this every machine's
+ * systemd would manage the same system.slice/<unit> folders, and one
+ * machine's stop of a unit would break another's start of the same unit
+ * (status 219/CGROUP).
+ */
+static void enter_own_cgroup(const nspawn_machine *m)
+{
+        for (size_t i = 0; cgroup_roots[i]; i++) {
+                _cleanup_free_ char *procs = path_join(cgroup_roots[i], "cgroup.procs");
+                if (access(procs, W_OK) != 0)
+                        continue;
+                _cleanup_free_ char *dir = cgroup_dir(cgroup_roots[i], m);
+                _cleanup_free_ char *own = path_join(dir, "cgroup.procs");
+                _cleanup_free_ char *pid = xasprintf("%ld\n", (long)getpid());
+                if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                        continue;
+                int fd = open(own, O_WRONLY | O_CLOEXEC);
+                if (fd >= 0) {
+                        (void)!write(fd, pid, strlen(pid));
+                        close(fd);
+                }
+        }
+}
+
+/* Remove what the machine left of its cgroups (the deepest folders first). */
+static void remove_own_cgroup(const nspawn_machine *m)
+{
+        for (size_t i = 0; cgroup_roots[i]; i++) {
+                _cleanup_free_ char *dir = cgroup_dir(cgroup_roots[i], m);
+                if (path_exists(dir))
+                        (void)sh("find '%s' -depth -type d -exec rmdir {} + 2>/dev/null", dir);
+        }
+}
+
 static int boot(nspawn_machine *m, const char *etcd_bin)
 {
         _cleanup_free_ char *log = path_join(m->dir, "console.log");
@@ -176,6 +227,7 @@ static int boot(nspawn_machine *m, const char *etcd_bin)
                 }
                 if (null >= 0)
                         dup2(null, 0);
+                enter_own_cgroup(m);
                 execv(argv[0], argv);
                 _exit(127);
         }
@@ -214,9 +266,12 @@ static void console_tail(const nspawn_machine *m)
 /* Wait until machine i answers over SSH and systemd finished booting it. */
 static int wait_booted(const nspawn_lab *l, size_t i, int64_t until)
 {
+        int k = -ETIMEDOUT;
+        _cleanup_free_ char *out = NULL;
         while (now_mono_ms() < until) {
-                _cleanup_free_ char *out = NULL;
-                int k = nspawn_ssh(l, i, "systemctl is-system-running --wait", &out);
+                free(out);
+                out = NULL;
+                k = nspawn_ssh(l, i, "systemctl is-system-running --wait", &out);
                 /* "degraded" is a booted machine too: some unit of the minimal root failed */
                 if (k >= 0 && out && (strneq(out, "running", 7) || strneq(out, "degraded", 8)))
                         return 0;
@@ -231,7 +286,10 @@ static int wait_booted(const nspawn_lab *l, size_t i, int64_t until)
                 }
                 msleep(200);
         }
-        fprintf(stderr, "nspawn lab: %s did not finish booting in time\n", l->machines[i].name);
+        fprintf(stderr,
+                "nspawn lab: %s did not finish booting in time (the last `systemctl "
+                "is-system-running --wait` over SSH: status %d, \"%s\")\n",
+                l->machines[i].name, k, out ? out : "");
         console_tail(&l->machines[i]);
         return -ETIMEDOUT;
 }
@@ -324,6 +382,8 @@ void nspawn_lab_free(nspawn_lab *l)
                 }
                 if (m->root)
                         (void)umount2(m->root, MNT_DETACH);
+                if (m->name)
+                        remove_own_cgroup(m);
                 free(m->name);
                 free(m->address);
                 free(m->dir);
