@@ -18,7 +18,9 @@
  * the ratio is gitcd / by hand (the aim: 1.5x at most). Prints figures
  * only; never fails on timing. Needs root, systemd-nspawn and the cached
  * root file system (it says which is missing); it runs gitcd from
- * $GITCD_BIN, else the build tree's cli/gitcd beside bench/.
+ * $GITCD_BIN, else the build tree's cli/gitcd beside bench/. With
+ * BENCH_SHOW_APPLY=1 it prints each apply's output (with
+ * GITCD_LOG_LEVEL=debug GITCD_LOG_TIME=1: every SSH command, timed).
  *
  *   bench-hosts-systemd
  */
@@ -139,6 +141,10 @@ static int64_t gitcd_run(void)
         }
         if (!wait_healthy(t0 + TIMEOUT_MS))
                 return -1;
+        if (getenv("BENCH_SHOW_APPLY")) {
+                _cleanup_free_ char *show = xasprintf("cat '%s/apply.log' >&2", dir);
+                (void)system(show);
+        }
         return now_mono_ms() - t0;
 }
 
