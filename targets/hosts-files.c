@@ -69,7 +69,8 @@ char **hosts_machine_effects(const etcd_cluster *c, size_t i)
                                    "when its configuration changes",
                                    file, via, h->etcd_binary);
                 l[n++] = xasprintf("systemctl daemon-reload && systemctl enable %s && systemctl "
-                                   "restart %s (after each rewrite%s)",
+                                   "restart --no-block %s (after each rewrite%s; queued, not "
+                                   "waited on: gitcd waits on etcd's health)",
                                    unit, unit, via);
         }
         return l;

@@ -49,6 +49,18 @@
  * asks, so a member still run by it reports a configuration of none of
  * gitcd's.
  *
+ * Starting without waiting: the unit is Type=notify, and etcd says
+ * READY=1 only once it serves, which a member of a new static cluster
+ * does only once a quorum of its peers runs. A `systemctl start` or
+ * `restart` that waited for it would hold the first member's start until
+ * the others were started, which happens only after it returns (a
+ * bootstrap then took the SSH command's whole deadline per member). So
+ * every start and restart is queued with --no-block, and the reconciler
+ * waits on etcd's health (as it does on every target). A stop is never
+ * queued: `systemctl disable --now` returns once the process is gone,
+ * which remove_member relies on before it moves or deletes the data (a
+ * pending start job is cancelled by it, not waited for).
+ *
  * Threads (targets/locked.h): every SSH step (ssh_step) runs with the
  * wrapper's shared lock let go, on a connection the pool lends to one
  * thread at a time (a libssh2 session is never used by two threads at
@@ -478,8 +490,9 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
         if (v.file_member && streq_ptr(v.file_hash, mp->config_hash)) {
                 if (pod)
                         return 0; /* kubelet keeps it running */
-                _cleanup_free_ char *cmd = xasprintf("%s is-active --quiet %s || %s start %s",
-                                                     ht->systemctl, qu, ht->systemctl, qu);
+                _cleanup_free_ char *cmd =
+                    xasprintf("%s is-active --quiet %s || %s start --no-block %s", ht->systemctl,
+                              qu, ht->systemctl, qu);
                 return run(ht, h, cmd, NULL);
         }
 
@@ -505,9 +518,11 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
         log_debug("hosts target: wrote %s on %s for member %s", path, h->address, mp->name);
         if (pod)
                 return 0;
-        /* one remote command, so the restart happens even if gitcd stops half-way */
-        _cleanup_free_ char *cmd = xasprintf("%s daemon-reload && %s enable %s && %s restart %s",
-                                             ht->systemctl, ht->systemctl, qu, ht->systemctl, qu);
+        /* one remote command, so the restart happens even if gitcd stops half-way;
+         * queued, not waited on (see "Starting without waiting" above) */
+        _cleanup_free_ char *cmd =
+            xasprintf("%s daemon-reload && %s enable %s && %s restart --no-block %s", ht->systemctl,
+                      ht->systemctl, qu, ht->systemctl, qu);
         return run(ht, h, cmd, NULL);
 }
 

@@ -4,16 +4,28 @@
  * keeps one record per watched file: the content it started, the pid,
  * and when to restart after an exit. SIGTERM stops every process it runs
  * and then the agent.
+ *
+ * Readiness, as systemd has it for Type=notify: each start of such a unit
+ * gets a fresh datagram socket in the abstract namespace, named to the
+ * process in NOTIFY_SOCKET (etcd calls sd_notify("READY=1") once it
+ * serves, which for a member of a new static cluster is once a quorum
+ * formed); the agent reads it every pass and publishes <dir>/.U.ready
+ * when READY=1 came, which the simulated systemctl's start and restart
+ * wait for. The socket goes with the process, so a late message of a
+ * stopped process never marks its successor ready.
  */
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,6 +49,8 @@ typedef struct unit {
         int64_t restart_at;    /* monotonic ms; 0: not waiting */
         int64_t gone_since;    /* monotonic ms its file was first missed; 0: present */
         int64_t changed_since; /* monotonic ms a changed content was first seen; 0: none */
+        int notify_fd;         /* the running process's NOTIFY_SOCKET (Type=notify); -1: none */
+        bool ready;            /* READY=1 came from the running process */
         bool seen;
         bool held; /* a unit stopped by the simulated systemctl (its .inactive mark) */
 } unit;
@@ -227,7 +241,52 @@ static char **expand_argv(char **argv, char *const *env, size_t n_env)
         return out;
 }
 
-static pid_t start(const unit *u, const char *etcd_bin, const char *log_dir)
+/* Does the unit file say Type=notify (a line of its own, as gitcd writes it)? */
+static bool notify_type(const char *text)
+{
+        return strneq(text, "Type=notify\n", 12) || strstr(text, "\nType=notify\n");
+}
+
+/*
+ * A datagram socket in the abstract namespace for one start of u; its name
+ * (with systemd's leading '@') in ret_name. -1 when none could be made:
+ * then the process starts without NOTIFY_SOCKET and is never ready.
+ */
+static int notify_socket(char **ret_name)
+{
+        static unsigned serial;
+        int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -1;
+        _cleanup_free_ char *name = xasprintf("gitcd-hostagent-%ld-%u", (long)getpid(), serial++);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        size_t len = strlen(name);
+        assert(len + 1 < sizeof(sa.sun_path));
+        memcpy(sa.sun_path + 1, name, len); /* sun_path[0] 0: abstract */
+        if (bind(fd, (struct sockaddr *)&sa,
+                 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) < 0) {
+                close(fd);
+                return -1;
+        }
+        *ret_name = xasprintf("@%s", name);
+        return fd;
+}
+
+/* Read what u's process sent to its notify socket; true once READY=1 came. */
+static bool read_notify(unit *u)
+{
+        char buf[4096];
+        ssize_t n;
+        while (u->notify_fd >= 0 && (n = recv(u->notify_fd, buf, sizeof(buf) - 1, 0)) >= 0) {
+                buf[n] = 0;
+                for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n"))
+                        if (streq(l, "READY=1"))
+                                u->ready = true;
+        }
+        return u->ready;
+}
+
+static pid_t start(unit *u, const char *etcd_bin, const char *log_dir)
 {
         bool service = strstr(u->path, ".service") != NULL;
         char **argv = service ? parse_exec(u->content) : parse_pod(u->content, etcd_bin);
@@ -246,6 +305,13 @@ static pid_t start(const unit *u, const char *etcd_bin, const char *log_dir)
                 if (*c == '/')
                         *c = '_';
         _cleanup_free_ char *log = xasprintf("%s/%s.log", log_dir, flat);
+        _cleanup_free_ char *notify = NULL;
+        if (u->notify_fd >= 0) /* the socket of a process that exited */
+                close(u->notify_fd);
+        u->notify_fd = -1;
+        u->ready = false;
+        if (service && notify_type(u->content))
+                u->notify_fd = notify_socket(&notify);
         pid_t pid = fork();
         if (pid == 0) {
                 int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -257,6 +323,10 @@ static pid_t start(const unit *u, const char *etcd_bin, const char *log_dir)
                 }
                 for (size_t i = 0; i < n_env; i++)
                         putenv(env[i]);
+                if (notify)
+                        setenv("NOTIFY_SOCKET", notify, 1);
+                else
+                        unsetenv("NOTIFY_SOCKET");
                 execv(argv[0], argv);
                 _exit(127);
         }
@@ -265,8 +335,16 @@ static pid_t start(const unit *u, const char *etcd_bin, const char *log_dir)
         return pid > 0 ? pid : 0;
 }
 
+static void publish_mark(const char *path, const char *what, bool on);
+
 static void stop(unit *u)
 {
+        if (u->notify_fd >= 0)
+                close(u->notify_fd);
+        u->notify_fd = -1;
+        u->ready = false;
+        if (!is_manifest(u->path))
+                publish_mark(u->path, "ready", false);
         if (u->pid <= 0)
                 return;
         kill(u->pid, SIGTERM);
@@ -297,20 +375,47 @@ static bool held(const char *path)
         return path_exists(mark);
 }
 
+static void publish_mark(const char *path, const char *what, bool on)
+{
+        _cleanup_free_ char *mark = beside(path, what);
+        if (on && !path_exists(mark))
+                (void)write_file_atomic(mark, "", 0, 0644);
+        else if (!on)
+                (void)unlink(mark);
+}
+
 /*
  * The unit's <dir>/.<name>.running exists exactly while the agent runs its
  * process, so the simulated systemctl's stop returns once it stopped, as
- * systemd's does.
+ * systemd's does; <dir>/.<name>.ready while that process said READY=1, so
+ * its start and restart return then.
  */
-static void publish_running(const unit *u)
+static void publish_running(unit *u)
 {
         if (is_manifest(u->path))
                 return;
-        _cleanup_free_ char *running = beside(u->path, "running");
-        if (u->pid > 0 && !path_exists(running))
-                (void)write_file_atomic(running, "", 0, 0644);
-        else if (u->pid <= 0)
-                (void)unlink(running);
+        publish_mark(u->path, "running", u->pid > 0);
+        publish_mark(u->path, "ready", u->pid > 0 && read_notify(u));
+}
+
+/*
+ * The request the simulated systemctl's restart leaves for u
+ * (<dir>/.<name>.restart). It is removed once acted on, after the old
+ * process stopped and its .ready went, so a restart that sees it gone
+ * waits for the new process's readiness only.
+ */
+static bool restart_requested(const unit *u)
+{
+        if (is_manifest(u->path))
+                return false;
+        _cleanup_free_ char *mark = beside(u->path, "restart");
+        return path_exists(mark);
+}
+
+static void restart_done(const unit *u)
+{
+        _cleanup_free_ char *mark = beside(u->path, "restart");
+        (void)unlink(mark);
 }
 
 static bool watched(const char *name)
@@ -348,6 +453,7 @@ static void agent_loop(char **dirs, const char *etcd_bin, const char *log_dir)
                                         units = xgrow(units, &alloc, n + 1, sizeof(*units));
                                         u = &units[n++];
                                         memset(u, 0, sizeof(*u));
+                                        u->notify_fd = -1;
                                         u->path = xstrdup(path);
                                 }
                                 u->seen = true;
@@ -362,7 +468,9 @@ static void agent_loop(char **dirs, const char *etcd_bin, const char *log_dir)
                                             now_mono_ms() - u->changed_since >= MANIFEST_LAG_MS;
                                 }
                                 bool hold = !is_manifest(path) && held(path);
-                                if (changed) {
+                                /* systemctl restart: a new process, once not held */
+                                bool again = !hold && restart_requested(u);
+                                if (changed || again) {
                                         u->changed_since = 0;
                                         stop(u);
                                         free(u->content);
@@ -379,6 +487,8 @@ static void agent_loop(char **dirs, const char *etcd_bin, const char *log_dir)
                                         u->held = false; /* systemctl start / restart */
                                         u->pid = start(u, etcd_bin, log_dir);
                                 }
+                                if (again)
+                                        restart_done(u);
                         }
                         if (dir)
                                 closedir(dir);
@@ -474,8 +584,12 @@ int hostagent_write_systemctl(const char *path, const char *unit_dir, const char
             "  p=$(sed 's/.*) //' \"/proc/$p/stat\" 2>/dev/null | cut -d' ' -f2)\n"
             "done\n"
             "[ -n \"$dir\" ] || { echo 'systemctl (lab): on no lab machine' >&2; exit 1; }\n"
-            "cmd=$1; shift\n"
-            "[ \"$1\" = --now ] || [ \"$1\" = --quiet ] && { flag=$1; shift; }\n"
+            "# options anywhere, as systemctl takes them; unit names have no spaces\n"
+            "cmd= flags=' ' units=\n"
+            "for a; do case $a in --*) flags=\"$flags$a \" ;; *) if [ -z \"$cmd\" ]; then "
+            "cmd=$a; else units=\"$units $a\"; fi ;; esac; done\n"
+            "set -- $units\n"
+            "has() { case $flags in *\" $1 \"*) return 0 ;; esac; return 1; }\n"
             "# stop returns once the agent stopped the unit (its .U.running gone), as\n"
             "# systemd's does; two minutes at most\n"
             "stop_units() {\n"
@@ -488,10 +602,27 @@ int hostagent_write_systemctl(const char *path, const char *unit_dir, const char
             "    done\n"
             "  done\n"
             "}\n"
+            "# start and restart of a Type=notify unit return once its process said\n"
+            "# READY=1 (the agent's .U.ready), unless --no-block; a restart first waits\n"
+            "# for the agent to take its request (.U.restart gone: the old process\n"
+            "# stopped); systemd's TimeoutStartSec= default, 90 s, at most\n"
+            "wait_ready() {\n"
+            "  for u; do\n"
+            "    grep -qx 'Type=notify' \"$dir/$u\" 2>/dev/null || continue; i=0\n"
+            "    while [ -e \"$dir/.$u.restart\" ] || [ ! -e \"$dir/.$u.ready\" ]; do\n"
+            "      i=$((i + 1)); [ $i -le 900 ] || { echo \"Job for $u failed because a "
+            "timeout was exceeded.\" >&2; exit 1; }\n"
+            "      sleep 0.1\n"
+            "    done\n"
+            "  done\n"
+            "}\n"
             "case $cmd in\n"
             "stop) stop_units \"$@\" ;;\n"
-            "disable) [ \"$flag\" = --now ] && stop_units \"$@\" ;;\n"
-            "start|restart) for u; do rm -f \"$dir/.$u.inactive\"; done ;;\n"
+            "disable) has --now && stop_units \"$@\" ;;\n"
+            "start) for u; do rm -f \"$dir/.$u.inactive\"; done; has --no-block || wait_ready "
+            "\"$@\" ;;\n"
+            "restart) for u; do touch \"$dir/.$u.restart\"; rm -f \"$dir/.$u.inactive\"; done\n"
+            "  has --no-block || wait_ready \"$@\" ;;\n"
             "is-active) [ -f \"$dir/$1\" ] && [ ! -e \"$dir/.$1.inactive\" ] ;;\n"
             "cat) for u; do [ -f \"$dir/$u\" ] || { echo \"No files found for $u.\" >&2; "
             "exit 1; }; echo \"# $dir/$u\"; cat \"$dir/$u\"; for f in \"$dir/$u.d\"/*.conf; do "

@@ -25,7 +25,12 @@
  * not run it while marked, and they return once it stopped, as systemd's
  * do (the agent keeps <unit dir>/.U.running while it runs U's process; two
  * minutes at most, then they fail); `start U` and `restart U` remove the mark
- * (the agent starts it again); `is-active U` succeeds while U's file
+ * (the agent starts it again; restart starts a new process even when U
+ * runs) and, for a Type=notify unit, return only once its process said
+ * READY=1 on the NOTIFY_SOCKET the agent gives it, as systemd's do (etcd
+ * says it once it serves: for a member of a new cluster, once a quorum
+ * runs; 90 s at most, systemd's default start timeout, then they fail),
+ * or at once with --no-block; `is-active U` succeeds while U's file
  * exists unmarked; `cat U` prints U's file and its drop-ins
  * (the files U.d/NAME.conf in the unit dir), each after a "# PATH" line, as systemd's does
  * (the agent itself runs U's file only); `daemon-reload` and `enable` are
