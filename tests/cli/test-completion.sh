@@ -5,9 +5,10 @@
 # completes commands (pl<TAB> -> plan), a command's options from its
 # option table (plan --sin<TAB> -> --since, diff --su<TAB> -> --summary),
 # a choice's values (plan -o <TAB>), a verb (snapshot <TAB>) and the shell
-# of completion itself. The zsh script is checked for its #compdef line and
-# with `zsh -n` when zsh is installed (it is not in the test image: then
-# only the line is checked, and the test says so).
+# of completion itself. The zsh script is checked for its #compdef line, with
+# `zsh -n`, and its dispatch with zsh's completion functions replaced by ones
+# that print what they get (scripts/setup installs zsh; without it only the
+# line is checked, and the test says so).
 set -eu
 : "${GITCD_BIN:?}"
 fail() { echo "FAIL: $*"; exit 1; }
@@ -56,8 +57,23 @@ grep -q "'--since\[" "$tmp/_gitcd" || fail "the zsh script lacks plan --since"
 if command -v zsh >/dev/null 2>&1; then
   zsh -n "$tmp/_gitcd" || fail "zsh -n refuses the zsh script"
   echo "ok: zsh -n"
+  # The script's dispatch, with zsh's completion functions replaced by ones
+  # that print what they are given: the commands at the second word, and a
+  # command's own options after it.
+  cat >"$tmp/dispatch.zsh" <<'ZSH'
+_describe() { local arr=$4; print -l -- ${(P)arr} }
+_arguments() { print -l -- "$@" }
+source $1
+words=(gitcd pl); CURRENT=2; _gitcd
+print -- ----
+words=(gitcd plan --sin); CURRENT=3; _gitcd
+ZSH
+  zsh "$tmp/dispatch.zsh" "$tmp/_gitcd" >"$tmp/zsh-out" || fail "the zsh script's function failed"
+  sed -n '1,/^----$/p' "$tmp/zsh-out" | grep -q '^plan:' || fail "zsh: no plan among the commands"
+  sed -n '/^----$/,$p' "$tmp/zsh-out" | grep -q -- '^--since\[' || fail "zsh: plan's options lack --since"
+  echo "ok: zsh completes commands and a command's options"
 else
-  echo "zsh is not installed: the zsh script's syntax is not checked"
+  echo "zsh is not installed (scripts/setup installs it): the zsh script's syntax is not checked"
 fi
 
 # bad usage
