@@ -47,8 +47,21 @@
  */
 #define POLL_PROMOTE_FIRST_MS 25
 #define POLL_PROMOTE_MS       250
-#define POLL_RETRY_MS         1000
-#define POLL_BLOCKED_MS       30000 /* a step the target refused (RBAC, ownership) */
+/*
+ * The members of a new cluster (a static bootstrap, a seed) answer as soon
+ * as etcd has elected a leader, about half a second after they start on an
+ * idle machine; a wait of POLL_IN_FLIGHT_MS between looks doubled that.
+ * A cluster being formed is looked at every POLL_FORMING_MS for its first
+ * POLL_FORMING_LOOKS looks (a look at members that do not listen yet is a
+ * refused connection; one that listens answers /health only once it has a
+ * leader, so a look waits on etcd, not on a timer), then every
+ * POLL_IN_FLIGHT_MS, so a member that does not start is not asked 50 times
+ * a second until the progress deadline.
+ */
+#define POLL_FORMING_MS    20
+#define POLL_FORMING_LOOKS 150
+#define POLL_RETRY_MS      1000
+#define POLL_BLOCKED_MS    30000 /* a step the target refused (RBAC, ownership) */
 /*
  * etcd refuses MemberAdd ("unhealthy cluster") until every voter has been
  * connected for its health interval (5 s) after the previous change.
@@ -71,7 +84,7 @@ typedef struct cluster_ctx {
         char *stale_message;
         upgrade_track upgrade; /* the member rolled last onto a new version (upgrade.c) */
         int promote_refusals;  /* in a row, for the learner being promoted (backoff) */
-        int join_waits;        /* passes in a row waiting for a new member to join (backoff) */
+        int join_waits;        /* passes in a row waiting for a new member or cluster (backoff) */
         quiet_track quiet;     /* which idle passes may leave the upkeep out (quiet.h) */
 } cluster_ctx;
 
