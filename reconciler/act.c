@@ -920,8 +920,10 @@ int act_step(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w, con
                         x->join_waits++;
                 } else if (s->reason && (streq(s->reason, REASON_BOOTSTRAPPING) ||
                                          streq(s->reason, REASON_WAITING_FOR_SEED))) {
+                        int64_t look = mono(r) - w->observe_began_mono_ms;
                         if (x->join_waits < POLL_FORMING_LOOKS)
-                                res->poll_ms = POLL_FORMING_MS;
+                                res->poll_ms =
+                                    (int)MIN(MAX(POLL_FORMING_MS, look), POLL_IN_FLIGHT_MS);
                         x->join_waits++;
                 }
                 return 0;

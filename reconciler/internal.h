@@ -56,7 +56,9 @@
  * refused connection; one that listens answers /health only once it has a
  * leader, so a look waits on etcd, not on a timer), then every
  * POLL_IN_FLIGHT_MS, so a member that does not start is not asked 50 times
- * a second until the progress deadline.
+ * a second until the progress deadline. A target whose look itself takes
+ * longer than POLL_FORMING_MS (SSH to machines, an API server) waits as
+ * long as its last look took, so it is never asked back to back.
  */
 #define POLL_FORMING_MS    20
 #define POLL_FORMING_LOOKS 150
@@ -108,6 +110,7 @@ typedef struct member_view {
 } member_view;
 
 typedef struct world {
+        int64_t observe_began_mono_ms; /* when this pass began to observe (its cost, see act.c) */
         state_cluster *sc;
         state_member_list records;
         state_member_list all_records; /* including removed ones: ordinals are never reused */
