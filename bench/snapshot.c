@@ -4,6 +4,16 @@
  * it streams.
  *
  *   bench-snapshot [SIZE-MIB] [VERSION]      (default 1024 MiB, 3.5.16)
+ *   bench-snapshot cli [VERSION]
+ *
+ * `cli` measures the command a person runs instead: `gitcd snapshot save
+ * NS/NAME --to DIR` (the binary, exec to exit: it opens the state, picks a
+ * healthy follower, streams, checks with etcd's tool, stores and records)
+ * of a small database (a 3-member cluster made by `gitcd apply`, with
+ * about 30 KB of keys) beside `etcdctl snapshot save` of one of its members
+ * to the same disk, CLI_RUNS times alternating, with each run's times,
+ * throughput and ratio, then the medians. A stall in the client shows as
+ * runs a second longer than etcdctl.
  *
  * A one-member cluster (test harness) is filled with SIZE MiB of values
  * (512 KiB each, written by 8 clients at once). Then:
@@ -26,12 +36,15 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "etcd/client.h"
@@ -248,8 +261,174 @@ static void print_restore_cluster(const char *version, const char *snapshot_file
                        (double)t_learners / (double)t_static);
 }
 
+#define CLI_RUNS 20
+static char *version_etcdctl; /* etcdctl of the version measured */
+
+static int run_quiet(char *const argv[], char *const envp[])
+{
+        pid_t pid = fork();
+        if (pid == 0) {
+                int fd = open("/dev/null", O_RDWR);
+                if (fd >= 0) {
+                        dup2(fd, 0);
+                        dup2(fd, 1);
+                        dup2(fd, 2);
+                }
+                if (envp)
+                        execve(argv[0], argv, envp);
+                else
+                        execv(argv[0], argv);
+                _exit(127);
+        }
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid)
+                return -1;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int64_t timed_us(char *const argv[], char *const envp[])
+{
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        int r = run_quiet(argv, envp);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        if (r != 0)
+                return -1;
+        return (int64_t)(b.tv_sec - a.tv_sec) * 1000000 + (b.tv_nsec - a.tv_nsec) / 1000;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+        int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+static double median_ms(int64_t *v, size_t n)
+{
+        qsort(v, n, sizeof(*v), cmp_i64);
+        return (double)v[n / 2] / 1000.0;
+}
+
+/* The newest regular file under dir (recursively), its size; 0 when none. */
+static off_t newest_size(const char *dir)
+{
+        _cleanup_free_ char *cmd =
+            xasprintf("find '%s' -type f -printf '%%T@ %%s\\n' | sort -n | tail -1", dir);
+        FILE *f = popen(cmd, "r");
+        double t = 0;
+        long long size = 0;
+        if (f) {
+                if (fscanf(f, "%lf %lld", &t, &size) != 2)
+                        size = 0;
+                pclose(f);
+        }
+        return (off_t)size;
+}
+
+/* gitcd snapshot save against etcdctl snapshot save, CLI_RUNS times, on a small database. */
+static int bench_cli(const char *version)
+{
+        _cleanup_free_ char *dir = harness_tmpdir("gitcd-bench-snapcli");
+        _cleanup_free_ char *src = path_join(dir, "src");
+        _cleanup_free_ char *state = path_join(dir, "state");
+        _cleanup_free_ char *to = path_join(dir, "to");
+        _cleanup_free_ char *ctl_file = path_join(dir, "etcdctl.db");
+        _cleanup_free_ char *spec_path = path_join(src, "etcd.yaml");
+        _cleanup_free_ char *spec = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                                              "metadata:\n  name: snap\n  namespace: default\n"
+                                              "spec:\n  replicas: 3\n  version: \"%s\"\n",
+                                              version);
+        (void)mkdir_p(src, 0755);
+        (void)mkdir_p(to, 0755);
+        (void)write_file_atomic(spec_path, spec, strlen(spec), 0644);
+        _cleanup_free_ char *etcd_dir = harness_etcd_dir();
+        _cleanup_free_ char *env_state = xasprintf("GITCD_STATE_DIR=%s", state);
+        _cleanup_free_ char *env_etcd = xasprintf("GITCD_ETCD_DIR=%s", etcd_dir);
+        char *envp[] = {env_state, env_etcd, "PATH=/usr/bin:/bin", NULL};
+        char *apply[] = {GITCD_BIN, "apply", "--source", src, "-q", NULL};
+        int rc = 1;
+        char *url = NULL, *ep = NULL;
+        if (run_quiet(apply, envp) != 0) {
+                fprintf(stderr, "gitcd apply failed\n");
+                goto out;
+        }
+        char *mj = xasprintf("%s/clusters/default/snap/snap-0/member.json", state);
+        json_t *m = json_load_file(mj, 0, NULL);
+        free(mj);
+        url = xstrdup_null(json_string_value(json_object_get(m, "clientURL")));
+        json_decref(m);
+        if (!url)
+                goto out;
+        etcd_client_opts co = {.endpoints = url};
+        etcd_client *c = NULL;
+        if (etcd_client_new(&co, &c) < 0)
+                goto out;
+        char value[1024];
+        memset(value, 'x', sizeof(value));
+        for (int i = 0; i < 30; i++) {
+                char key[32];
+                snprintf(key, sizeof(key), "small/%02d", i);
+                (void)etcd_put(c, key, value, sizeof(value), NULL);
+        }
+        etcd_client_free(c);
+
+        ep = xasprintf("--endpoints=%s", url);
+        char *save[] = {GITCD_BIN, "snapshot", "save", "default/snap", "--to", to, NULL};
+        char *ctl[] = {version_etcdctl, ep, "snapshot", "save", ctl_file, NULL};
+        int64_t g[CLI_RUNS], e[CLI_RUNS];
+        printf("gitcd snapshot save against etcdctl snapshot save, etcd %s, a small database, "
+               "same disk\n",
+               version);
+        printf("%4s %10s %10s %12s %12s %7s\n", "run", "gitcd", "etcdctl", "gitcd MB/s",
+               "etcdctl MB/s", "ratio");
+        for (int r = 0; r < CLI_RUNS; r++) {
+                g[r] = timed_us(save, envp);
+                off_t gsize = newest_size(to);
+                e[r] = timed_us(ctl, NULL);
+                struct stat st = {0};
+                (void)stat(ctl_file, &st);
+                if (g[r] < 0 || e[r] < 0) {
+                        printf("%4d failed (gitcd %lld us, etcdctl %lld us)\n", r + 1,
+                               (long long)g[r], (long long)e[r]);
+                        goto out;
+                }
+                printf("%4d %7.1f ms %7.1f ms %12.2f %12.2f %6.2fx\n", r + 1, (double)g[r] / 1000.0,
+                       (double)e[r] / 1000.0, (double)gsize / (double)g[r],
+                       (double)st.st_size / (double)e[r], (double)g[r] / (double)e[r]);
+                fflush(stdout);
+        }
+        double gm = median_ms(g, CLI_RUNS), em = median_ms(e, CLI_RUNS);
+        printf("median %5.1f ms %7.1f ms %27.2fx   (ratio = gitcd / etcdctl)\n\n", gm, em, gm / em);
+        rc = 0;
+out:
+        for (int i = 0; i < 3; i++) {
+                _cleanup_free_ char *pidf =
+                    xasprintf("%s/clusters/default/snap/snap-%d/pid", state, i);
+                char *data = NULL;
+                size_t len;
+                if (read_file(pidf, 64, &data, &len) == 0) {
+                        kill((pid_t)atoi(data), SIGKILL);
+                        free(data);
+                }
+        }
+        usleep(200 * 1000);
+        (void)rm_rf(dir);
+        free(url);
+        free(ep);
+        return rc;
+}
+
 int main(int argc, char **argv)
 {
+        if (argc > 1 && streq(argv[1], "cli")) {
+                const char *v = argc > 2 ? argv[2] : "3.5.16";
+                if (!harness_have_etcd(v)) {
+                        fprintf(stderr, "etcd %s is not installed (scripts/setup)\n", v);
+                        return 77;
+                }
+                version_etcdctl = harness_etcd_path(v, "etcdctl");
+                return bench_cli(v);
+        }
         long size_mib = argc > 1 ? strtol(argv[1], NULL, 10) : 1024;
         const char *version = argc > 2 ? argv[2] : "3.5.16";
         if (size_mib <= 0 || size_mib > 7 * 1024) {

@@ -103,6 +103,15 @@ const char *etcd_client_last_error(const etcd_client *c)
         return c && c->last_error ? c->last_error : "";
 }
 
+uint64_t etcd_client_timer_wakeups(const etcd_client *c)
+{
+        uint64_t n = 0;
+        for (size_t i = 0; i < c->n_eps; i++)
+                if (c->eps[i].conn)
+                        n += grpc_conn_timer_wakeups(c->eps[i].conn);
+        return n;
+}
+
 size_t etcd_client_endpoint_count(const etcd_client *c)
 {
         return c->n_eps;

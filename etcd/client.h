@@ -63,6 +63,13 @@ void etcd_client_free(etcd_client *c);
 const char *etcd_client_last_error(const etcd_client *c);
 size_t etcd_client_endpoint_count(const etcd_client *c);
 const char *etcd_client_endpoint(const etcd_client *c, size_t i);
+/*
+ * How many times, over the client's life, a call waited on a timer while
+ * part of etcd's answer was already in hand (grpc_conn_timer_wakeups on
+ * every endpoint): 0 when the transport works as designed. For tests and
+ * benchmarks.
+ */
+uint64_t etcd_client_timer_wakeups(const etcd_client *c);
 
 /* Member IDs print in lowercase hex without leading zeros, like etcdctl ("8e9e05c52164694d"). */
 void etcd_member_id_format(uint64_t id, char buf[static 17]);

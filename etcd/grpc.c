@@ -9,6 +9,12 @@
  * (an error before any message) carries it in the ordinary headers, which
  * go through the same callback, so one parser handles both.
  *
+ * The transfer is driven on a multi handle of our own, not with
+ * curl_easy_perform: libcurl 7.88's HTTP/2 can hold the end of an answer in
+ * its buffer with no timer set, and curl_easy_perform then waits a whole
+ * second on a quiet socket before it looks again (drive() says how the
+ * loop avoids that and counts any wait that slips through).
+ *
  * curl's own error text never leaves this file: transport failures become
  * an etcd_err code plus a sentence written here. The server's grpc-message
  * is outside input: it is percent-decoded and then escaped (util/escape.h)
@@ -31,6 +37,8 @@
 
 struct grpc_conn {
         CURL *curl;
+        CURLM *multi; /* drives curl: the connection cache lives here (see drive) */
+        uint64_t timer_wakeups;
         char *url;
         bool tls;
         bool h2_up; /* an HTTP/2 connection is open (see pick_http_version) */
@@ -55,6 +63,7 @@ struct call_state {
         long http_status_line; /* from the status line, known before the body */
         bool saw_grpc_content_type;
         bool saw_headers;
+        uint64_t delivered; /* header lines and body bytes handed to us so far */
 };
 
 /*
@@ -97,7 +106,8 @@ int grpc_conn_new(const char *url, const grpc_tls_opts *tls, grpc_conn **ret_con
         }
         http_opts o = call_http_opts(c, NULL, NULL);
         c->curl = http_handle_new(&o);
-        if (!c->curl) {
+        c->multi = c->curl ? curl_multi_init() : NULL;
+        if (!c->multi) {
                 grpc_conn_free(c);
                 return -ENOMEM;
         }
@@ -109,6 +119,7 @@ void grpc_conn_free(grpc_conn *conn)
 {
         if (!conn)
                 return;
+        curl_multi_cleanup(conn->multi); /* first: it closes the kept connection */
         curl_easy_cleanup(conn->curl);
         free(conn->url);
         free(conn->cacert);
@@ -120,6 +131,11 @@ void grpc_conn_free(grpc_conn *conn)
 const char *grpc_conn_url(const grpc_conn *conn)
 {
         return conn->url;
+}
+
+uint64_t grpc_conn_timer_wakeups(const grpc_conn *conn)
+{
+        return conn->timer_wakeups;
 }
 
 void grpc_result_release(grpc_result *res)
@@ -168,6 +184,7 @@ static size_t on_header(char *data, size_t size, size_t nitems, void *userdata)
         struct call_state *st = userdata;
         size_t len = size * nitems;
         st->saw_headers = true;
+        st->delivered++;
 
         /* Strip the CRLF and split name: value. */
         size_t end = len;
@@ -280,6 +297,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
         struct call_state *st = userdata;
         size_t len = size * nmemb;
         st->res->bytes_in += len;
+        st->delivered += len;
         if (!st->saw_grpc_content_type || st->http_status_line != 200)
                 return len; /* not a gRPC answer: reported after the transfer */
         int r = grpc_frames_feed(&st->frames, (const uint8_t *)data, len, st->on_msg, st->userdata);
@@ -429,6 +447,62 @@ static struct curl_slist *call_headers(const grpc_call_opts *opts)
 }
 
 /*
+ * How long one wait for the socket may last when libcurl names no timer of
+ * its own: a safety net only (see drive), as in curl_easy_perform.
+ */
+#define SAFETY_WAIT_MS 1000
+
+/*
+ * The transfer of conn's handle, driven on conn's multi handle. libcurl
+ * 7.88's HTTP/2 reads up to 32 KB from the socket at once but hands a
+ * transfer at most its buffer's worth per run; the rest (often the last
+ * DATA frame and the trailers with END_STREAM) stays in libcurl's buffer
+ * without a timer, so curl_easy_perform, waiting only on the socket, sat
+ * in poll() for its whole 1 s fallback before looking again. Here a run
+ * that handed us anything (a header line, body bytes) is followed at once
+ * by another, and only a run that handed us nothing waits on the socket;
+ * a run after a wait that timed out with no timer of libcurl's and that
+ * then hands us something counts as a timer wake-up (grpc_conn_timer_wakeups):
+ * time the call lost to a timer, which this loop exists to keep at 0.
+ */
+static CURLcode drive(grpc_conn *conn, struct call_state *st)
+{
+        CURLM *m = conn->multi;
+        if (curl_multi_add_handle(m, conn->curl) != CURLM_OK)
+                return CURLE_FAILED_INIT;
+        CURLcode cc = CURLE_FAILED_INIT;
+        bool waited_on_timer = false;
+        for (;;) {
+                uint64_t before = st->delivered;
+                int running = 0;
+                if (curl_multi_perform(m, &running) != CURLM_OK)
+                        break;
+                bool delivered = st->delivered != before;
+                if (waited_on_timer && delivered)
+                        conn->timer_wakeups++;
+                waited_on_timer = false;
+                if (!running) {
+                        CURLMsg *msg;
+                        int left;
+                        while ((msg = curl_multi_info_read(m, &left)))
+                                if (msg->msg == CURLMSG_DONE && msg->easy_handle == conn->curl)
+                                        cc = msg->data.result;
+                        break;
+                }
+                if (delivered)
+                        continue; /* libcurl may hold more of what it read: ask again */
+                long curl_ms = -1;
+                curl_multi_timeout(m, &curl_ms);
+                int ready = 0;
+                if (curl_multi_poll(m, NULL, 0, SAFETY_WAIT_MS, &ready) != CURLM_OK)
+                        break;
+                waited_on_timer = ready == 0 && (curl_ms < 0 || curl_ms >= SAFETY_WAIT_MS);
+        }
+        curl_multi_remove_handle(m, conn->curl);
+        return cc;
+}
+
+/*
  * The call performed on conn's handle (set up by grpc_call), on the kept
  * HTTP/2 connection when there is one, and once again on a fresh one when
  * the kept one turns out to be gone. The curl code of the last attempt.
@@ -441,7 +515,7 @@ static CURLcode perform(grpc_conn *conn, struct call_state *st, char *errbuf)
                 bool reuse = conn->h2_up && attempt == 0;
                 curl_easy_setopt(c, CURLOPT_HTTP_VERSION, pick_http_version(conn, reuse));
                 curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, (long)!reuse);
-                cc = curl_easy_perform(c);
+                cc = drive(conn, st);
                 long hv = 0;
                 curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st->http_status);
                 curl_easy_getinfo(c, CURLINFO_HTTP_VERSION, &hv);

@@ -6,9 +6,9 @@
  * "trailers-only" reply). Messages are opaque bytes here; protobuf encoding
  * is the client's business (etcd/client.c).
  *
- * One grpc_conn wraps one CURL easy handle for one endpoint and is reused
- * for every call to it, so the TCP/TLS connection and its HTTP/2 session
- * stay open between calls. A grpc_conn is not thread-safe: one per thread.
+ * One grpc_conn wraps one CURL easy handle and the multi handle that drives
+ * it, for one endpoint, and is reused for every call to it, so the TCP/TLS
+ * connection and its HTTP/2 session stay open between calls. A grpc_conn is not thread-safe: one per thread.
  */
 #pragma once
 
@@ -50,6 +50,13 @@ typedef struct grpc_result {
 int grpc_conn_new(const char *url, const grpc_tls_opts *tls, grpc_conn **ret_conn);
 void grpc_conn_free(grpc_conn *conn);
 const char *grpc_conn_url(const grpc_conn *conn);
+/*
+ * How many times a call on conn waited on the socket until a timer ran out
+ * while libcurl already held part of the answer (see etcd/grpc.c, drive):
+ * time lost to a timer. 0 when the transport works as designed; tests and
+ * benchmarks read it.
+ */
+uint64_t grpc_conn_timer_wakeups(const grpc_conn *conn);
 
 /*
  * Call `path` ("/etcdserverpb.Cluster/MemberList") with one request message.

@@ -918,6 +918,13 @@ int act_step(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w, con
                         int shift = x->join_waits < 4 ? 0 : MIN(x->join_waits - 3, 3);
                         res->poll_ms = MIN(POLL_PROMOTE_FIRST_MS << shift, POLL_IN_FLIGHT_MS);
                         x->join_waits++;
+                } else if (s->reason && (streq(s->reason, REASON_BOOTSTRAPPING) ||
+                                         streq(s->reason, REASON_WAITING_FOR_SEED))) {
+                        int64_t look = mono(r) - w->observe_began_mono_ms;
+                        if (x->join_waits < POLL_FORMING_LOOKS)
+                                res->poll_ms =
+                                    (int)MIN(MAX(POLL_FORMING_MS, look), POLL_IN_FLIGHT_MS);
+                        x->join_waits++;
                 }
                 return 0;
         case STEP_START_SEED:

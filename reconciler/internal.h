@@ -47,8 +47,23 @@
  */
 #define POLL_PROMOTE_FIRST_MS 25
 #define POLL_PROMOTE_MS       250
-#define POLL_RETRY_MS         1000
-#define POLL_BLOCKED_MS       30000 /* a step the target refused (RBAC, ownership) */
+/*
+ * The members of a new cluster (a static bootstrap, a seed) answer as soon
+ * as etcd has elected a leader, about half a second after they start on an
+ * idle machine; a wait of POLL_IN_FLIGHT_MS between looks doubled that.
+ * A cluster being formed is looked at every POLL_FORMING_MS for its first
+ * POLL_FORMING_LOOKS looks (a look at members that do not listen yet is a
+ * refused connection; one that listens answers /health only once it has a
+ * leader, so a look waits on etcd, not on a timer), then every
+ * POLL_IN_FLIGHT_MS, so a member that does not start is not asked 50 times
+ * a second until the progress deadline. A target whose look itself takes
+ * longer than POLL_FORMING_MS (SSH to machines, an API server) waits as
+ * long as its last look took, so it is never asked back to back.
+ */
+#define POLL_FORMING_MS    20
+#define POLL_FORMING_LOOKS 150
+#define POLL_RETRY_MS      1000
+#define POLL_BLOCKED_MS    30000 /* a step the target refused (RBAC, ownership) */
 /*
  * etcd refuses MemberAdd ("unhealthy cluster") until every voter has been
  * connected for its health interval (5 s) after the previous change.
@@ -71,7 +86,7 @@ typedef struct cluster_ctx {
         char *stale_message;
         upgrade_track upgrade; /* the member rolled last onto a new version (upgrade.c) */
         int promote_refusals;  /* in a row, for the learner being promoted (backoff) */
-        int join_waits;        /* passes in a row waiting for a new member to join (backoff) */
+        int join_waits;        /* passes in a row waiting for a new member or cluster (backoff) */
         quiet_track quiet;     /* which idle passes may leave the upkeep out (quiet.h) */
 } cluster_ctx;
 
@@ -95,6 +110,7 @@ typedef struct member_view {
 } member_view;
 
 typedef struct world {
+        int64_t observe_began_mono_ms; /* when this pass began to observe (its cost, see act.c) */
         state_cluster *sc;
         state_member_list records;
         state_member_list all_records; /* including removed ones: ordinals are never reused */

@@ -343,6 +343,7 @@ static void observe_decide_input(const etcd_cluster *c, world *w)
 
 int world_observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w)
 {
+        w->observe_began_mono_ms = mono(r);
         int k = state_member_list_for(r->opts.db, x->name, false, &w->records);
         if (k < 0)
                 return k;

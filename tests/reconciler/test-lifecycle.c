@@ -208,6 +208,36 @@ static void test_static_member_never_starts(void **state)
 }
 
 /*
+ * A cluster being formed is looked at soon (every 20 ms, at etcd's pace,
+ * not a 200 ms timer's) and, when a member does not start, less often after
+ * its first 150 looks: never 50 times a second until the deadline.
+ */
+static void test_forming_cluster_is_looked_at_soon_then_less_often(void **state)
+{
+        fx *f = *state;
+        snprintf(f->w->never_starts, sizeof(f->w->never_starts), "demo-2");
+        offer_spec(f, 3, 0, "  progressDeadlineSeconds: 600\n");
+        int waits = 0, soon = 0, last_poll = 0;
+        for (int i = 0; i < 1000 && waits < 200; i++) {
+                _cleanup_(pass_result_release) pass_result res = {0};
+                assert_int_equal(reconciler_pass(f->r, CLUSTER, &res), 0);
+                assert_int_not_equal(res.outcome, PASS_FAILED);
+                if (res.outcome == PASS_PROGRESSED)
+                        continue;
+                assert_int_equal(res.outcome, PASS_WAITING);
+                assert_string_equal(res.reason, "Bootstrapping");
+                waits++;
+                soon += res.poll_ms == 20;
+                last_poll = res.poll_ms;
+                fake_world_advance(f->w, res.poll_ms);
+        }
+        assert_int_equal(waits, 200);
+        assert_int_equal(soon, 150);
+        assert_int_equal(last_poll, 200);
+        assert_int_equal(f->w->adds, 0);
+}
+
+/*
  * The records say the cluster formed (a cluster ID, members recorded) and
  * every member is down when gitcd starts: the members are started with
  * their data, never a new initial cluster.
@@ -697,6 +727,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_bootstrap_three, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_static_bootstrap_three, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_static_member_never_starts, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_forming_cluster_is_looked_at_soon_then_less_often,
+                                            setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_formed_cluster_is_never_bootstrapped_again, setup,
                                             fx_teardown),
             cmocka_unit_test_setup_teardown(test_scale_up_and_down, setup, fx_teardown),
