@@ -30,8 +30,9 @@
 /* The reason words of a held-back dependent (`gitcd status`, `gitcd plan`, the audit). */
 #define ORDER_REASON_WAITING "WaitingForDependency"
 #define ORDER_REASON_FAILED  "DependencyFailed"
-/* The intake verdict (state/verdicts.h) a held-back dependent is recorded with. */
-#define ORDER_VERDICT "waiting"
+/* The intake verdict (state/verdicts.h) a held-back dependent is recorded with, its message
+ * led by the reason word: "WaitingForDependency: waits for staging ...". */
+#define ORDER_VERDICT "held"
 
 /* "namespace/name" of a dependsOn entry of c ("name": c's own namespace); newly allocated. */
 char *order_resolve(const etcd_cluster *c, const char *entry);

@@ -526,10 +526,12 @@ static void gate_released(driver *d, dcluster *dc)
         if (gate_offer(d, dc) < 0)
                 return;
         if (dc->gated_reason) {
+                _cleanup_free_ char *on =
+                    dc->gated_commit ? xstrndup(dc->gated_commit, 7) : xstrdup("the same revision");
                 _cleanup_free_ char *why = xasprintf(
-                    "every cluster it depends on converged on %.7s and stayed healthy %d s; the "
+                    "every cluster it depends on converged on %s and stayed healthy %d s; the "
                     "change is taken in",
-                    dc->gated_commit ? dc->gated_commit : "", dc->gated_spec->soak_seconds);
+                    on, dc->gated_spec->soak_seconds);
                 log_info("%s: released: %s", dc->name, why);
                 audit_at(d, dc->name, "rollout.release", why, dc->gated_commit, dc->gated_author,
                          "success");
