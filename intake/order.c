@@ -126,14 +126,17 @@ static void cycle_found(cycle_walk *w, size_t u, size_t j, size_t v)
                 sb_printf(&path, "%s -> ", path_name(&w->r->items[w->stack[k]], one_ns));
         sb_append(&path, path_name(&w->r->items[v], one_ns));
         refuse(w->in, w->r, &w->r->items[u], j, "a dependency cycle: %s", sb_str(&path));
-        if (w->in->mode == INTAKE_APPLY)
-                for (size_t k = from; k < w->depth; k++) {
-                        intake_cluster *c = &w->r->items[w->stack[k]];
-                        if (c->verdict == INTAKE_REFUSED)
-                                continue;
-                        c->verdict = INTAKE_REFUSED;
-                        c->why = xasprintf("on the dependency cycle %s", sb_str(&path));
-                }
+        /* apply: every cluster on it is refused, each at its own entry on the cycle */
+        for (size_t k = from; w->in->mode == INTAKE_APPLY && k + 1 < w->depth; k++) {
+                size_t at = w->stack[k], next = w->stack[k + 1];
+                const etcd_cluster *s = w->r->items[at].spec;
+                for (size_t e = 0; e < s->n_depends_on; e++)
+                        if (w->edges[at][e] == (ssize_t)next) {
+                                refuse(w->in, w->r, &w->r->items[at], e,
+                                       "on the dependency cycle %s", sb_str(&path));
+                                break;
+                        }
+        }
         sb_release(&path);
 }
 
