@@ -182,6 +182,12 @@ void order_check(const intake_input *in, intake_result *r)
                                        "depend on clusters of its own source, whose commits "
                                        "it shares",
                                        id);
+                        else if (r->errors)
+                                /* an invalid document may be that cluster */
+                                refuse(in, r, c, j,
+                                       "no valid cluster %s in this source (a document with "
+                                       "errors may be it)",
+                                       id);
                         else
                                 refuse(in, r, c, j, "no cluster %s in this source", id);
                 }
