@@ -1123,9 +1123,10 @@ static void gate_taken(sync_ctx *s, intake_result *taken, const bool *gated)
         for (size_t i = 0; i < taken->n; i++)
                 if (gated[i])
                         top = MAX(top, tiers[i]);
-        for (int t = 0; t <= top; t++)
+        /* tier -1 last: an upstream refused (a cycle of its own) holds these */
+        for (int t = 0; t <= top + 1; t++)
                 for (size_t i = 0; i < taken->n; i++) {
-                        if (!gated[i] || tiers[i] != t)
+                        if (!gated[i] || (t <= top ? tiers[i] != t : tiers[i] >= 0))
                                 continue;
                         intake_cluster *ic = &taken->items[i];
                         dcluster *dc = cluster_get(d, ic->id);

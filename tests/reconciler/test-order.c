@@ -8,6 +8,7 @@
  * each, and an upstream whose change was refused holds the dependent with
  * the reason while the dependent keeps its accepted spec.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -274,12 +275,38 @@ static void test_failed_upstream_holds(void **state)
         fx_close(&f);
 }
 
+/* An upstream the intake refuses (on a cycle of its own): prod is held, not dropped. */
+static void test_refused_upstream_holds(void **state)
+{
+        (void)state;
+        fx f = {0};
+        fx_open(&f, 0);
+        write_spec(&f, "staging", 1, "3.5.16", "  dependsOn: [qa]\n");
+        write_spec(&f, "qa", 1, "3.5.16", "  dependsOn: [staging]\n");
+        write_spec(&f, "prod", 1, "3.5.16", PROD_EXTRA);
+        diag_list diags = DIAG_LIST_INIT;
+        assert_int_equal(driver_sync(f.d, &diags), -EINVAL); /* staging and qa refused */
+        diag_list_release(&diags);
+        for (int n = 0; n < 20; n++)
+                (void)drive(&f);
+        assert_null(fake_fleet_world(f.fleet, "prod"));
+        state_verdict_list vl = {0};
+        assert_int_equal(state_verdict_list_get(f.db, "default/prod", &vl), 0);
+        const state_verdict *v = verdict_of(&vl);
+        assert_non_null(v);
+        assert_non_null(strstr(v->message, ORDER_REASON_FAILED ": held: staging refused: "));
+        state_verdict_list_release(&vl);
+        assert_int_equal(audits(&f, "default/prod", "rollout.wait"), 1);
+        fx_close(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_order_and_soak),
             cmocka_unit_test(test_order_and_soak_workers),
             cmocka_unit_test(test_failed_upstream_holds),
+            cmocka_unit_test(test_refused_upstream_holds),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
