@@ -1327,7 +1327,7 @@ static int64_t count_outcome(const driver *d, const dcluster *dc, int64_t now, d
 
 int driver_step(driver *d, driver_summary *ret)
 {
-        driver_summary sum = {.clusters = (int)d->n_clusters};
+        driver_summary sum = {0};
         int64_t wait_ms = -1;
 
         /* What the workers finished since the last step. */
@@ -1341,7 +1341,9 @@ int driver_step(driver *d, driver_summary *ret)
                         if (!cluster_busy(d, dc))
                                 run_pending(d, dc);
         }
+        /* a change released now makes its cluster one of this step's */
         gates_step(d);
+        sum.clusters = (int)d->n_clusters;
 
         int64_t now = mono(d);
         for (size_t i = 0; i < d->n_clusters; i++) {

@@ -102,6 +102,8 @@ static driver_summary drive(fx *f)
 {
         driver_summary sum = {0};
         assert_int_equal(driver_step(f->d, &sum), 0);
+        /* every cluster counted once, one released in this very step included (apply's exit) */
+        assert_int_equal(sum.converged + sum.failed + sum.waiting, sum.clusters);
         if (sum.busy)
                 (void)driver_wait(5);
         fake_fleet_advance(MIN(MAX(sum.wait_ms, 1), 1000));
