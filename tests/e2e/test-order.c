@@ -1,6 +1,7 @@
 /*
  * Ordered rollouts end to end on real etcd, through the real `gitcd
- * apply`, `gitcd status` and `gitcd plan` on the local target: clusters
+ * apply`, `gitcd status` and `gitcd plan` on the local target, the source
+ * a Git repository with a commit per change: clusters
  * staging and prod of one member each, prod.dependsOn: [staging] with a
  * 5 s soak. One apply creates staging, then prod after the soak; one
  * change bumping both from 3.5.16 to the newest 3.5 in the cache upgrades
@@ -31,6 +32,16 @@
 #define APPLY_TIMEOUT 180
 #define BROKEN        "3.5.99" /* a version whose etcd exits at once */
 
+/* One commit of the source folder (a Git repository: gitcd reads its head commit). */
+static void commit(e2e *e, const char *message)
+{
+        _cleanup_free_ char *cmd =
+            xasprintf("cd '%s' && { [ -d .git ] || git init -q -b main; } && git add -A && "
+                      "git -c user.name=Ops -c user.email=ops@example.com commit -q -m '%s'",
+                      e->source, message);
+        assert_int_equal(system(cmd), 0);
+}
+
 static void write_both(e2e *e, const char *staging, const char *prod)
 {
         e2e_write_cluster(e, "staging.yaml", "staging", 3, staging);
@@ -41,6 +52,8 @@ static void write_both(e2e *e, const char *staging, const char *prod)
                       "    soakSeconds: 5\n",
                       prod);
         e2e_write_file(e, "prod.yaml", text);
+        _cleanup_free_ char *message = xasprintf("staging %s, prod %s", staging, prod);
+        commit(e, message);
 }
 
 /* A private etcd folder: the real versions, and BROKEN whose etcd exits at once. */
@@ -140,6 +153,11 @@ static void assert_order(e2e *e, int from)
         int pr_restart = find_event(ev, "default/prod", "member.restart", from, false);
         assert_true(st_restart > from && wait > from);
         assert_true(wait < st_restart && st_restart < release && release < pr_restart);
+        /* the wait and the release are of the one commit that changed both */
+        const char *c1 = json_string_value(json_object_get(json_array_get(ev, wait), "commit"));
+        const char *c2 = json_string_value(json_object_get(json_array_get(ev, release), "commit"));
+        assert_non_null(c1);
+        assert_string_equal(c1, c2);
         /*
          * the soak: released no sooner than 5 s after staging's member came
          * back (whole seconds: floor(b) - floor(a) > (b - a) - 1 >= 4)
