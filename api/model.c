@@ -212,6 +212,7 @@ etcd_cluster *etcd_cluster_new(void)
         c->dialect = DIALECT_GITCD;
         c->replicas = GITCD_DEFAULT_REPLICAS;
         c->progress_deadline_seconds = GITCD_DEFAULT_PROGRESS_DEADLINE;
+        c->soak_seconds = GITCD_DEFAULT_SOAK_SECONDS;
         c->storage.medium = MEDIUM_DISK;
         c->tls.provider = TLS_PROVIDER_NONE;
         c->tls.validity_seconds = 90 * TLS_DAY_SECONDS;
@@ -324,6 +325,9 @@ void etcd_cluster_free(etcd_cluster *c)
         free(c->consistency.reason);
         free(c->repair.replace);
         free(c->repair.token);
+        for (size_t i = 0; i < c->n_depends_on; i++)
+                free(c->depends_on[i]);
+        free(c->depends_on);
         host_spec_release(&c->hosts.defaults);
         for (size_t i = 0; i < c->hosts.n; i++)
                 host_spec_release(&c->hosts.items[i]);

@@ -26,6 +26,8 @@
 #define GITCD_DEFAULT_REPLICAS          3
 #define GITCD_DEFAULT_STORAGE_SIZE      "1Gi"
 #define GITCD_DEFAULT_PROGRESS_DEADLINE 600
+#define GITCD_DEFAULT_SOAK_SECONDS      60
+#define GITCD_MAX_SOAK_SECONDS          86400
 #define GITCD_MAX_RECOMMENDED_REPLICAS  7
 
 typedef enum spec_dialect {
@@ -431,6 +433,16 @@ typedef struct etcd_cluster {
         repair_spec repair;
         bootstrap_mode bootstrap_mode; /* spec.bootstrap.mode */
         hosts_spec hosts;
+        /*
+         * spec.dependsOn (native dialect): clusters of the same source this
+         * one's changes wait for, as written ("name" or "namespace/name";
+         * the namespace defaults to the cluster's own). intake/order.h
+         * resolves them and gates on them.
+         */
+        char **depends_on;
+        size_t n_depends_on;
+        /* spec.rollout.soakSeconds: how long each upstream stays healthy first (default 60). */
+        int soak_seconds;
         declared_snapshot *declared; /* one-off snapshots documents ask for (not spec) */
         size_t n_declared;
 } etcd_cluster;

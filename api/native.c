@@ -735,6 +735,49 @@ static void read_repair(reader *r, const ynode *spec)
         rd_string(r, m, P, "token", NULL, &rp->token);
 }
 
+/*
+ * spec.dependsOn: a sequence of strings, each recorded at its own place
+ * ("spec.dependsOn[1]") so an unknown name or a cycle points at the entry.
+ */
+static void read_depends_on(reader *r, const ynode *spec)
+{
+        etcd_cluster *c = r->c;
+        const ynode *k = NULL;
+        const ynode *seq = rd_get(spec, "dependsOn", &k);
+        if (!seq)
+                return;
+        rd_record(r, "spec.dependsOn", "spec.dependsOn", k, seq);
+        if (seq->kind != YNODE_SEQ) {
+                rd_type_error(r, seq, "spec.dependsOn", "a sequence of cluster names");
+                return;
+        }
+        c->depends_on = xcalloc(seq->n + 1, sizeof(char *));
+        for (size_t i = 0; i < seq->n; i++) {
+                const ynode *v = seq->values[i];
+                _cleanup_free_ char *path = xasprintf("spec.dependsOn[%zu]", i);
+                rd_record(r, path, path, NULL, v);
+                if (v->kind != YNODE_SCALAR || !streq(ynode_type_name(v), "string") ||
+                    strlen(v->str) != v->len) {
+                        rd_type_error(r, v, path,
+                                      "a cluster name (\"name\" or \"namespace/name\")");
+                        continue;
+                }
+                c->depends_on[c->n_depends_on++] = xstrdup(v->str);
+        }
+}
+
+static void read_rollout(reader *r, const ynode *spec)
+{
+        const ynode *m = NULL;
+        if (!rd_map(r, spec, "spec", "rollout", NULL, &m))
+                return;
+        static const char *const known[] = {"soakSeconds", NULL};
+        rd_keys(r, m, "spec.rollout", known, NULL);
+        int64_t v;
+        if (rd_int(r, m, "spec.rollout", "soakSeconds", NULL, INT32_MIN, INT32_MAX, &v))
+                r->c->soak_seconds = (int)v;
+}
+
 void read_spec_gitcd(reader *r, const ynode *spec)
 {
         etcd_cluster *c = r->c;
@@ -748,7 +791,8 @@ void read_spec_gitcd(reader *r, const ynode *spec)
             "podTemplate",  "options",     "progressDeadlineSeconds",
             "snapshots",    "defrag",      "bootstrap",
             "hosts",        "recovery",    "role",
-            "consistency",  "repair",      NULL};
+            "consistency",  "repair",      "dependsOn",
+            "rollout",      NULL};
         rd_keys(r, spec, "spec", known, NULL);
         static const char *const roles[] = {"general", "kubernetes-control-plane", NULL};
         int role;
@@ -795,4 +839,6 @@ void read_spec_gitcd(reader *r, const ynode *spec)
         read_consistency(r, spec);
         read_repair(r, spec);
         read_hosts(r, spec);
+        read_depends_on(r, spec);
+        read_rollout(r, spec);
 }

@@ -352,6 +352,16 @@ json_t *spec_to_json(const etcd_cluster *c)
         set_requests(spec, c);
         if (c->hosts.set)
                 json_object_set_new(spec, "hosts", hosts_json(&c->hosts));
+        /* Left out when not written (the default soak too), so earlier specs keep their hash. */
+        if (c->n_depends_on) {
+                json_t *deps = json_array();
+                for (size_t i = 0; i < c->n_depends_on; i++)
+                        json_array_append_new(deps, json_string(c->depends_on[i]));
+                json_object_set_new(spec, "dependsOn", deps);
+        }
+        if (c->soak_seconds != GITCD_DEFAULT_SOAK_SECONDS)
+                json_object_set_new(spec, "rollout",
+                                    json_pack("{s:i}", "soakSeconds", c->soak_seconds));
 
         return json_pack("{s:s,s:s,s:o,s:o}", "apiVersion", GITCD_API_VERSION, "kind",
                          "EtcdCluster", "metadata", meta, "spec", spec);

@@ -760,6 +760,53 @@ static void check_hosts(reader *r)
         }
 }
 
+/*
+ * spec.dependsOn's entries each name a cluster ("name" or "namespace/name"),
+ * once, not the cluster itself; spec.rollout.soakSeconds 0..86400. Whether
+ * the named clusters exist, in the same source and without a cycle, is the
+ * intake's (intake/order.h): it needs every file of the source.
+ */
+static void check_order(reader *r)
+{
+        etcd_cluster *c = r->c;
+        if (c->soak_seconds < 0 || c->soak_seconds > GITCD_MAX_SOAK_SECONDS)
+                rd_diag_at(r, DIAG_ERROR, "spec.rollout.soakSeconds",
+                           "%s: %d is out of range (0 to %d seconds)",
+                           rd_name(r, "spec.rollout.soakSeconds"), c->soak_seconds,
+                           GITCD_MAX_SOAK_SECONDS);
+        const char *own_ns = c->namespace_ ? c->namespace_ : "default";
+        for (size_t i = 0; i < c->n_depends_on; i++) {
+                const char *e = c->depends_on[i];
+                _cleanup_free_ char *at = xasprintf("spec.dependsOn[%zu]", i);
+                const char *slash = strchr(e, '/');
+                _cleanup_free_ char *ns = slash ? xstrndup(e, (size_t)(slash - e)) : NULL;
+                const char *name = slash ? slash + 1 : e;
+                if ((ns && !dns1123_label_valid(ns)) || !dns1123_subdomain_valid(name)) {
+                        rd_diag_at(r, DIAG_ERROR, at,
+                                   "%s: \"%s\" is not a cluster name (\"name\" or "
+                                   "\"namespace/name\", DNS names)",
+                                   at, e);
+                        continue;
+                }
+                if (streq(name, c->name ? c->name : "") && streq(ns ? ns : own_ns, own_ns)) {
+                        rd_diag_at(r, DIAG_ERROR, at, "%s: a cluster cannot depend on itself", at);
+                        continue;
+                }
+                for (size_t j = 0; j < i; j++) {
+                        const char *o = c->depends_on[j];
+                        const char *os = strchr(o, '/');
+                        _cleanup_free_ char *ons = os ? xstrndup(o, (size_t)(os - o)) : NULL;
+                        if (streq(os ? os + 1 : o, name) &&
+                            streq(ons ? ons : own_ns, ns ? ns : own_ns)) {
+                                rd_diag_at(r, DIAG_ERROR, at,
+                                           "%s: %s is already listed as spec.dependsOn[%zu]", at, e,
+                                           j);
+                                break;
+                        }
+                }
+        }
+}
+
 void spec_validate(reader *r)
 {
         etcd_cluster *c = r->c;
@@ -802,4 +849,5 @@ void spec_validate(reader *r)
         check_reserved_keys(r, "spec.podTemplate.metadata.labels", &c->pod_labels);
         check_reserved_keys(r, "spec.podTemplate.metadata.annotations", &c->pod_annotations);
         check_hosts(r);
+        check_order(r);
 }

@@ -40,13 +40,19 @@ static const char footer_text[] =
     "that exists keeps its accepted spec), with the policy's line; a change it\n"
     "holds for approvals waits for more trusted signers. Of the file, apply takes\n"
     "only the policy: that of its source whose url is SRC, else the top-level one.\n\n"
+    "Clusters with spec.dependsOn (docs/api.md) are taken in in order: a changed\n"
+    "or new one waits until every cluster it depends on converged on the same\n"
+    "revision and stayed healthy for its spec.rollout.soakSeconds; apply waits for\n"
+    "the soaks (within --timeout), --no-wait leaves the rest held for the next\n"
+    "apply or gitcd run. One held by a failed upstream counts as failed.\n\n"
     "Only one apply or run works on a state at a time (a lock in the state\n"
     "folder); another exits 1 at once: \"another gitcd (pid N) holds DIR\".\n\n"
     "Exit status: 0 every cluster converged; 1 a cluster failed, was\n"
-    "rejected (by a rule or the policy), has a change held for approvals, is\n"
-    "blocked (the target refused a step, or the cluster is frozen because its\n"
-    "members hold different data: gitcd status says which and the gitcd repair\n"
-    "to run) or did not converge in time, or the state is locked; 64 bad usage.\n";
+    "rejected (by a rule or the policy), has a change held for approvals or by\n"
+    "a failed upstream, is blocked (the target refused a step, or the cluster is\n"
+    "frozen because its members hold different data: gitcd status says which\n"
+    "and the gitcd repair to run) or did not converge in time, or the state is\n"
+    "locked; 64 bad usage.\n";
 
 typedef enum output { OUTPUT_TTY, OUTPUT_PLAIN, OUTPUT_JSON } output;
 

@@ -35,6 +35,7 @@
 #include "api/spec.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 static const char usage_text[] =
@@ -88,7 +89,7 @@ static void members_release(state_member_list *m, size_t n)
 
 /* Read what the state store has accepted; -ENOENT (no database) is "nothing yet". */
 static int read_applied(const char *path, state_cluster_list *ret, state_member_list **ret_members,
-                        bool *ret_exists)
+                        state_verdict_list *ret_verdicts, bool *ret_exists)
 {
         state_db *db = NULL;
         *ret_exists = false;
@@ -111,6 +112,9 @@ static int read_applied(const char *path, state_cluster_list *ret, state_member_
                 for (size_t i = 0; i < ret->n; i++)
                         (void)state_member_list_for(db, ret->items[i]->name, false,
                                                     &(*ret_members)[i]);
+                /* an upstream refused or held (spec.dependsOn); none in a store from before */
+                if (state_verdict_list_get(db, NULL, ret_verdicts) < 0)
+                        *ret_verdicts = (state_verdict_list){0};
         }
         state_close(db);
         *ret_exists = k >= 0;
@@ -449,8 +453,9 @@ int cmd_plan(int argc, char **argv)
         _cleanup_free_ char *state_path = cli_state_path(f->state, NULL);
         state_cluster_list applied = {0};
         state_member_list *members = NULL;
+        _cleanup_(state_verdict_list_release) state_verdict_list verdicts = {0};
         bool have_state = false;
-        if (read_applied(state_path, &applied, &members, &have_state) < 0)
+        if (read_applied(state_path, &applied, &members, &verdicts, &have_state) < 0)
                 return EXIT_FAIL;
         _cleanup_(policy_freep) policy *pol = NULL;
         status = cli_plan_policy(f, "gitcd plan", &pol);
@@ -488,7 +493,9 @@ int cmd_plan(int argc, char **argv)
                          .caps = kind->caps,
                          .target = kind->name,
                          .policy = pol,
-                         .src = src};
+                         .src = src,
+                         .verdicts = &verdicts,
+                         .now_ms = now_wall_ms()};
         _cleanup_(plan_freep) plan *p = NULL;
         int k = plan_compute(&in, &p);
         members_release(members, applied.n);

@@ -18,8 +18,10 @@
  * as "audit_failures" in each JSON object): a lost audit event must be
  * visible to whoever looks at the clusters. So are the intake's verdicts
  * (state/verdicts.h): a cluster whose commit the operator's policy refused,
- * or whose change waits for approvals, runs on a spec other than its
- * commit's, and one never taken in has no row of its own.
+ * or whose change waits for approvals or for the clusters it depends on
+ * (spec.dependsOn: "held ...: WaitingForDependency: waits for staging to
+ * converge on abc1234 and soak 60 s (until <time>)"), runs on a spec other
+ * than its commit's, and one never taken in has no row of its own.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -802,7 +804,7 @@ static void print_verdicts(const state_verdict_list *l, const char *cluster)
                 if (cluster && !streq(v->cluster, cluster))
                         continue;
                 if (!head)
-                        printf("\nNot as committed (the operator's policy):\n");
+                        printf("\nNot as committed (the operator's policy, or spec.dependsOn):\n");
                 head = true;
                 _cleanup_free_ char *name = clean(v->cluster), *from = clean(v->source);
                 _cleanup_free_ char *message = clean(v->message);

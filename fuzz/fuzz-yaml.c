@@ -2,8 +2,9 @@
  * The YAML fuzz target: any bytes go through the loader, every document
  * is converted to JSON, emitted as YAML again and parsed back, and the two
  * JSON values must be equal (the emitter's round-trip promise). The same
- * bytes then go through spec_load_buffer (dialect detection, validation).
- * Everything is released, so LeakSanitizer checks the error paths too.
+ * bytes then go through spec_load_buffer (dialect detection, validation)
+ * and the intake over them as one source's files (spec.dependsOn's
+ * references, cycles and tiers, intake/order.h). Everything is released, so LeakSanitizer checks the error paths too.
  *
  * Limits are smaller than the defaults so that one input stays fast and
  * the fuzzer reaches the limit paths; the logic is the same. Inputs that
@@ -17,6 +18,8 @@
 
 #include "api/spec.h"
 #include "api/yaml.h"
+#include "intake/intake.h"
+#include "intake/order.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -108,5 +111,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)spec_load_buffer("fuzz.yaml", (const char *)data, size, &set, &sdiags);
         cluster_set_release(&set);
         diag_list_release(&sdiags);
+
+        /* The documents as a source's files: validate's and apply's intake, and the tiers. */
+        spec_buffer buf = {.file = "fuzz.yaml", .data = (const char *)data, .len = size};
+        for (int mode = INTAKE_APPLY; mode <= INTAKE_VALIDATE; mode++) {
+                intake_input in = {.files = &buf, .n_files = 1, .mode = (intake_mode)mode};
+                intake_result res;
+                if (spec_intake(&in, &res) < 0)
+                        abort();
+                free(order_tiers(&res));
+                intake_result_release(&res);
+        }
         return 0;
 }

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include "intake/intake.h"
+#include "intake/order.h"
 #include "util/strbuf.h"
 #include "util/strmap.h"
 #include "util/xalloc.h"
@@ -294,6 +295,8 @@ int spec_intake(const intake_input *in, intake_result *ret)
 
         verdicts(&set, &priors, &r);
         cluster_set_release(&set);
+        /* spec.dependsOn: names of this source's clusters, without a cycle (order.h). */
+        order_check(in, &r);
         if (!validate) {
                 policy *owned = NULL;
                 const policy *pol = policy_of(in, &owned);

@@ -8,7 +8,9 @@
  * defined twice are found, clusters that use a field gitcd does not act on
  * yet are refused (api/unsupported.c), then the target's rules (spec.hosts
  * only on the hosts target, snapshots in a PersistentVolumeClaim only where
- * a writer Pod can run), and every file the source skipped is noted. Then,
+ * a writer Pod can run), and every file the source skipped is noted; a
+ * spec.dependsOn that names a cluster outside the revision or closes a
+ * cycle refuses its cluster (intake/order.h). Then,
  * cluster by cluster, the operator's policy (intake/policy.h): a cluster it
  * refuses is REFUSED with the policy lines that refuse it, and a change of
  * a kind that needs more trusted signers than it has (approvals, counted by

@@ -22,6 +22,7 @@
 
 #include "plan/plan.h"
 #include "intake/intake.h"
+#include "intake/order.h"
 #include "render/render.h"
 #include "targets/registry.h"
 #include "api/spec.h"
@@ -56,6 +57,7 @@ static plan_item *item_add(plan *p, const char *name, plan_action action)
         it->name = xstrdup(name);
         it->action = action;
         it->diags = (diag_list)DIAG_LIST_INIT;
+        it->tier = -1;
         return it;
 }
 
@@ -95,6 +97,7 @@ static void item_release(plan_item *it)
         for (size_t i = 0; i < it->n_notes; i++)
                 free(it->notes[i]);
         free(it->notes);
+        free(it->wait);
         diag_list_release(&it->diags);
 }
 
@@ -693,6 +696,64 @@ static void attribute_diags(plan *p, const source_revision *rev, const diag_list
         strmap_release(&files);
 }
 
+/* ---- the order (spec.dependsOn) -------------------------------------------- */
+
+/* The spec this revision defines for id, from the intake's result; NULL: none. */
+static const etcd_cluster *taken_spec(const intake_result *taken, const char *id)
+{
+        const intake_cluster *c = intake_find(taken, id);
+        return c && c->verdict != INTAKE_DUPLICATE ? c->spec : NULL;
+}
+
+/*
+ * The gate the driver would put on a change (or a creation) of ic with
+ * upstreams, judged now over what the state store holds: the same function
+ * and facts the driver reads (intake/order.h), so plan says what apply does.
+ */
+static void plan_gate(const plan_input *in, const intake_result *taken, const intake_cluster *ic,
+                      plan_item *it)
+{
+        const etcd_cluster *c = ic->spec;
+        if (!c->n_depends_on || (it->action != PLAN_CREATE && it->action != PLAN_UPDATE))
+                return;
+        order_upstream *ups = xcalloc(c->n_depends_on + 1, sizeof(*ups));
+        char **ids = xcalloc(c->n_depends_on + 1, sizeof(char *));
+        char **hashes = xcalloc(c->n_depends_on + 1, sizeof(char *));
+        const char *commit = in->rev->commit_id[0] ? in->rev->commit_id : NULL;
+        for (size_t j = 0; j < c->n_depends_on; j++) {
+                ids[j] = order_resolve(c, c->depends_on[j]);
+                const etcd_cluster *up = taken_spec(taken, ids[j]);
+                hashes[j] = up ? spec_hash(up) : NULL;
+                const state_cluster *sc = NULL;
+                for (size_t i = 0; in->applied && i < in->applied->n && !sc; i++)
+                        if (streq(in->applied->items[i]->name, ids[j]))
+                                sc = in->applied->items[i];
+                order_upstream_from_state(ids[j], sc, in->verdicts, commit, hashes[j], &ups[j]);
+                /* an upstream the revision refuses now holds it as the driver's would */
+                const intake_cluster *uc = intake_find(taken, ids[j]);
+                if (uc && uc->verdict == INTAKE_REFUSED) {
+                        ups[j].failed_reason = "refused";
+                        ups[j].failed_message = uc->why;
+                } else if (uc && uc->verdict == INTAKE_HELD) {
+                        ups[j].held = uc->why;
+                }
+        }
+        order_gate g;
+        if (order_gate_decide(commit, c->soak_seconds, ups, c->n_depends_on, in->now_ms, &g) == 0 &&
+            g.kind != ORDER_RELEASE) {
+                it->wait_reason = g.reason;
+                it->wait = TAKE_PTR(g.message);
+        }
+        order_gate_release(&g);
+        for (size_t j = 0; j < c->n_depends_on; j++) {
+                free(ids[j]);
+                free(hashes[j]);
+        }
+        free(ids);
+        free(hashes);
+        free(ups);
+}
+
 /* ---- the plan ----------------------------------------------------------- */
 
 static int cmp_item(const void *x, const void *y)
@@ -735,6 +796,7 @@ int plan_compute(const plan_input *in, plan **ret)
                 return k;
         }
         bool errors = taken.errors;
+        _cleanup_free_ int *tiers = order_tiers(&taken);
         for (size_t i = 0; i < taken.n; i++) {
                 intake_cluster *ic = &taken.items[i];
                 if (ic->verdict == INTAKE_DUPLICATE || ic->verdict == INTAKE_REFUSED) {
@@ -750,6 +812,8 @@ int plan_compute(const plan_input *in, plan **ret)
                 }
                 plan_item *it = plan_cluster(p, ic->spec, applied_find(&applied, ic->id),
                                              members_find(in, ic->id));
+                it->tier = tiers[i];
+                plan_gate(in, &taken, ic, it);
                 if (ic->verdict == INTAKE_HELD) {
                         /* Not offered: the steps say what follows once it is approved. */
                         it->action = PLAN_HELD;
@@ -872,6 +936,11 @@ static void print_item(const plan_item *it, const plan_print_opts *o, FILE *out)
                 _cleanup_free_ char *note = str_escape(it->notes[i]);
                 fprintf(out, "    %s\n", note);
         }
+        if (it->wait) {
+                _cleanup_free_ char *wait = str_escape(it->wait);
+                fprintf(out, "    %s: %s; taken in then, the steps below follow\n", it->wait_reason,
+                        wait);
+        }
         if (it->n_steps > 0) {
                 fprintf(out, "    Steps:\n");
                 for (size_t i = 0; i < it->n_steps; i++)
@@ -884,6 +953,36 @@ static void first_line(const char *s, strbuf *out)
         if (!s)
                 return;
         sb_append_len(out, s, strcspn(s, "\n"));
+}
+
+/*
+ * "Order (spec.dependsOn):", a line per tier, then what waits on what;
+ * nothing when no cluster has upstreams.
+ */
+static void print_order(const plan *p, FILE *out)
+{
+        int top = -1;
+        for (size_t i = 0; i < p->n; i++)
+                top = MAX(top, p->items[i].tier);
+        if (top < 1)
+                return;
+        fprintf(out, "Order (spec.dependsOn), each tier after the one before:\n");
+        for (int t = 0; t <= top; t++) {
+                fprintf(out, "  %d:", t);
+                for (size_t i = 0; i < p->n; i++)
+                        if (p->items[i].tier == t) {
+                                _cleanup_free_ char *name = str_escape(p->items[i].name);
+                                fprintf(out, " %s", name);
+                        }
+                fputc('\n', out);
+        }
+        for (size_t i = 0; i < p->n; i++)
+                if (p->items[i].wait) {
+                        _cleanup_free_ char *name = str_escape(p->items[i].name);
+                        _cleanup_free_ char *wait = str_escape(p->items[i].wait);
+                        fprintf(out, "  %s: %s\n", name, wait);
+                }
+        fputc('\n', out);
 }
 
 void plan_print_text(const plan *p, const source_revision *rev, const plan_print_opts *o, FILE *out)
@@ -921,6 +1020,7 @@ void plan_print_text(const plan *p, const source_revision *rev, const plan_print
         }
         if (listed)
                 fputc('\n', out);
+        print_order(p, out);
         if (!plan_has_changes(p) && p->n_rejected == 0 && p->n_held == 0)
                 fprintf(out, "No changes: nothing to create, change or delete.\n");
         fprintf(out, "Plan: %d to create, %d to change, %d to delete, %d rejected", p->n_create,
@@ -995,13 +1095,18 @@ json_t *plan_to_json(const plan *p, const source_revision *rev)
                                                change_value(ch->to, ch->redacted), "redacted",
                                                ch->redacted));
                 }
+                json_t *wait = it->wait ? json_pack("{s:s,s:s}", "reason", it->wait_reason,
+                                                    "message", it->wait)
+                                        : json_null();
                 json_array_append_new(
-                    clusters, json_pack("{s:s,s:s,s:o,s:i,s:o,s:o,s:o,s:o}", "name", it->name,
-                                        "action", plan_action_name(it->action), "file",
-                                        json_str_or_null(it->file), "line", it->line, "changes",
-                                        changes, "steps", strv_json(it->steps, it->n_steps),
-                                        "notes", strv_json(it->notes, it->n_notes), "diagnostics",
-                                        diags_json(&it->diags)));
+                    clusters,
+                    json_pack("{s:s,s:s,s:o,s:i,s:o,s:o,s:o,s:o,s:o,s:o}", "name", it->name,
+                              "action", plan_action_name(it->action), "file",
+                              json_str_or_null(it->file), "line", it->line, "changes", changes,
+                              "steps", strv_json(it->steps, it->n_steps), "notes",
+                              strv_json(it->notes, it->n_notes), "diagnostics",
+                              diags_json(&it->diags), "tier",
+                              it->tier >= 0 ? json_integer(it->tier) : json_null(), "wait", wait));
         }
         json_t *summary =
             json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:b}", "create", p->n_create, "update", p->n_update,

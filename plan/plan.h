@@ -21,6 +21,7 @@
 #include "util/strmap.h"
 #include "sources/source.h"
 #include "state/state.h"
+#include "state/verdicts.h"
 #include "util/diag.h"
 
 typedef enum plan_action {
@@ -54,6 +55,16 @@ typedef struct plan_item {
         size_t n_steps;
         char **notes; /* remarks: "still being applied", "kept: ..." */
         size_t n_notes;
+        /*
+         * spec.dependsOn (intake/order.h): its tier in the order (0: no
+         * upstreams; -1: not in the order), and for a change or a creation
+         * held back behind its upstreams the reason word and the sentence
+         * ("waits for staging to converge on abc1234 and soak 60 s (32 s
+         * left)"); NULL: taken in at once.
+         */
+        int tier;
+        const char *wait_reason;
+        char *wait;
         diag_list diags; /* the reasons for a rejection; warnings for the others */
 } plan_item;
 
@@ -86,6 +97,10 @@ typedef struct plan_input {
         const policy *policy; /* the operator's policy; NULL: the built-in one */
         /* The revision's source, to count approvals (NULL: none are counted). */
         source *src;
+        /* The intake's verdicts on record (an upstream refused or held); NULL: none. */
+        const state_verdict_list *verdicts;
+        /* The time a soak is measured at (wall ms); the gate of spec.dependsOn reads no clock. */
+        int64_t now_ms;
 } plan_input;
 
 /*

@@ -39,6 +39,7 @@
 #include "reconciler/driver.h"
 #include "api/spec.h"
 #include "intake/intake.h"
+#include "intake/order.h"
 #include "snapshots/declared.h"
 #include "state/verdicts.h"
 #include "util/log.h"
@@ -68,6 +69,18 @@ typedef struct dcluster {
         char *pending_commit;
         char *pending_author;
         bool pending_prune;
+        /*
+         * A change spec.dependsOn holds back (intake/order.h) until its
+         * upstreams converged on its commit and soaked: not offered yet; the
+         * cluster goes on with its accepted spec meanwhile (main thread).
+         */
+        etcd_cluster *gated_spec;
+        char *gated_commit;
+        char *gated_author;
+        char *gated_reason;     /* the reason word recorded last: audited once per change */
+        int64_t gated_until_ms; /* a soak under way ends (wall ms); 0: none */
+        /* A pass found it converged since its desired spec last changed (an upstream's fact). */
+        bool settled;
         /* Set by both sides (atomic: the main thread scans every cluster at each step). */
         atomic_bool busy; /* queued or running in a worker */
         atomic_bool done; /* the worker finished; res and k wait to be taken in */
@@ -95,6 +108,10 @@ struct driver {
         char commit[41];
         bool have_revision;
         size_t n_held; /* changes and removals of the current revision held for approvals */
+        /* The current revision's clusters and the hash of the spec it defines for each. */
+        char **rev_ids;
+        char **rev_hashes;
+        size_t n_rev;
         char *last_error;
         uint64_t rng;
 
@@ -219,9 +236,21 @@ static void pending_release(dcluster *dc)
         dc->pending_commit = dc->pending_author = NULL;
 }
 
+static void gated_release(dcluster *dc)
+{
+        etcd_cluster_free(dc->gated_spec);
+        free(dc->gated_commit);
+        free(dc->gated_author);
+        free(dc->gated_reason);
+        dc->gated_spec = NULL;
+        dc->gated_commit = dc->gated_author = dc->gated_reason = NULL;
+        dc->gated_until_ms = 0;
+}
+
 static void cluster_free(dcluster *dc)
 {
         pending_release(dc);
+        gated_release(dc);
         reconciler_free(dc->rec);
         pass_result_release(&dc->last);
         pass_result_release(&dc->res);
@@ -328,6 +357,8 @@ static void take_result(driver *d, dcluster *dc)
         pass_result_release(&dc->last);
         dc->last = res;
         dc->have_last = true;
+        if (res.outcome == PASS_CONVERGED)
+                dc->settled = true;
         int64_t now = mono(d);
         switch (res.outcome) {
         case PASS_CONVERGED:
@@ -363,8 +394,215 @@ static void run_pending(driver *d, dcluster *dc)
                         log_error("%s: cannot record the desired spec: %s", dc->name,
                                   state_last_error());
                 pending_release(dc);
+                dc->settled = false;
                 dc->wake = true;
         }
+}
+
+/* ---- spec.dependsOn: changes held back for their upstreams --------------- */
+
+static int64_t wall(const driver *d)
+{
+        return d->opts.wall_ms ? d->opts.wall_ms() : now_wall_ms();
+}
+
+static const char *source_name(const driver *d)
+{
+        return d->opts.source_name ? d->opts.source_name : "default";
+}
+
+static void rev_forget(driver *d)
+{
+        for (size_t i = 0; i < d->n_rev; i++) {
+                free(d->rev_ids[i]);
+                free(d->rev_hashes[i]);
+        }
+        free(d->rev_ids);
+        free(d->rev_hashes);
+        d->rev_ids = d->rev_hashes = NULL;
+        d->n_rev = 0;
+}
+
+/* The hash of the spec the current revision defines for id; NULL: none. */
+static const char *rev_hash(const driver *d, const char *id)
+{
+        for (size_t i = 0; i < d->n_rev; i++)
+                if (streq(d->rev_ids[i], id))
+                        return d->rev_hashes[i];
+        return NULL;
+}
+
+static void audit_at(driver *d, const char *cluster, const char *action, const char *reason,
+                     const char *commit, const char *author, const char *outcome)
+{
+        state_audit_event ev = {
+            .time_ms = now_wall_ms(),
+            .cluster = (char *)cluster,
+            .commit = (char *)commit,
+            .author = (char *)author,
+            .action = (char *)action,
+            .reason = (char *)reason,
+            .outcome = (char *)outcome,
+        };
+        (void)state_audit_append(d->opts.db, &ev, NULL);
+}
+
+/* The gate over the held-back change of dc, from the state store's facts (order.h). */
+static void gate_eval(driver *d, dcluster *dc, order_gate *ret)
+{
+        const etcd_cluster *c = dc->gated_spec;
+        size_t n = c->n_depends_on;
+        order_upstream *ups = xcalloc(n + 1, sizeof(*ups));
+        state_cluster **scs = xcalloc(n + 1, sizeof(*scs));
+        state_verdict_list *vls = xcalloc(n + 1, sizeof(*vls));
+        char **ids = xcalloc(n + 1, sizeof(char *));
+        for (size_t j = 0; j < n; j++) {
+                ids[j] = order_resolve(c, c->depends_on[j]);
+                int k = state_cluster_get(d->opts.db, ids[j], &scs[j]);
+                if (k < 0 && k != -ENOENT)
+                        log_warn("%s: cannot read %s: %s", dc->name, ids[j], state_last_error());
+                if (state_verdict_list_get(d->opts.db, ids[j], &vls[j]) < 0)
+                        vls[j] = (state_verdict_list){0};
+                order_upstream_from_state(ids[j], k < 0 ? NULL : scs[j], &vls[j], dc->gated_commit,
+                                          rev_hash(d, ids[j]), &ups[j]);
+                /* The store's phase may predate the spec just latched: a pass must say so. */
+                dcluster *up = cluster_find(d, ids[j]);
+                if (!up || !up->settled || up->gated_spec)
+                        ups[j].converged = false;
+        }
+        (void)order_gate_decide(dc->gated_commit, c->soak_seconds, ups, n, wall(d), ret);
+        for (size_t j = 0; j < n; j++) {
+                free(ids[j]);
+                state_cluster_free(scs[j]);
+                state_verdict_list_release(&vls[j]);
+        }
+        free(ids);
+        free(scs);
+        free(vls);
+        free(ups);
+}
+
+/* Whether the store already has this wait (reason and commit): audited before a restart. */
+static bool wait_recorded(driver *d, const char *cluster, const char *reason, const char *commit)
+{
+        state_verdict_list vl = {0};
+        if (state_verdict_list_get(d->opts.db, cluster, &vl) < 0)
+                return false;
+        bool same = false;
+        size_t len = strlen(reason);
+        for (size_t i = 0; i < vl.n && !same; i++) {
+                const state_verdict *v = vl.items[i];
+                same = streq_ptr(v->source, source_name(d)) &&
+                       streq_ptr(v->verdict, ORDER_VERDICT) && streq_ptr(v->commit, commit) &&
+                       v->message && strneq(v->message, reason, len) && v->message[len] == ':';
+        }
+        state_verdict_list_release(&vl);
+        return same;
+}
+
+/* The held-back change of dc offered now that its upstreams are through (not busy). */
+static int gate_offer(driver *d, dcluster *dc)
+{
+        reconcile_origin origin = {.commit = dc->gated_commit, .author = dc->gated_author};
+        if (reconciler_offer(dc->rec, dc->gated_spec, &origin) < 0) {
+                log_error("%s: cannot record the desired spec: %s", dc->name, state_last_error());
+                return -EIO;
+        }
+        if (snapshot_requests_record(d->opts.db, dc->name, dc->gated_spec, now_wall_ms()) < 0)
+                log_error("%s: cannot record declared snapshots: %s", dc->name, state_last_error());
+        dc->settled = false;
+        dc->wake = true;
+        if (!dc->active) {
+                dc->active = true;
+                d->clusters =
+                    xgrow(d->clusters, &d->alloc_clusters, d->n_clusters + 1, sizeof(dcluster *));
+                d->clusters[d->n_clusters++] = dc;
+        }
+        return 0;
+}
+
+static void gate_released(driver *d, dcluster *dc)
+{
+        if (gate_offer(d, dc) < 0)
+                return;
+        if (dc->gated_reason) {
+                _cleanup_free_ char *on =
+                    dc->gated_commit ? xstrndup(dc->gated_commit, 7) : xstrdup("the same revision");
+                _cleanup_free_ char *why = xasprintf(
+                    "every cluster it depends on converged on %s and stayed healthy %d s; the "
+                    "change is taken in",
+                    on, dc->gated_spec->soak_seconds);
+                log_info("%s: released: %s", dc->name, why);
+                audit_at(d, dc->name, "rollout.release", why, dc->gated_commit, dc->gated_author,
+                         "success");
+                if (state_verdict_clear(d->opts.db, source_name(d), dc->name) < 0)
+                        log_warn("%s: cannot forget its wait: %s", dc->name, state_last_error());
+        }
+        gated_release(dc);
+}
+
+/*
+ * Judge the held-back change of dc again: offered when released, else its
+ * wait recorded (the intake's verdict "waiting", shown by gitcd status) and
+ * audited once per change of its reason. Returns the gate's kind.
+ */
+static order_gate_kind gate_check(driver *d, dcluster *dc, diag_list *diags)
+{
+        order_gate g;
+        gate_eval(d, dc, &g);
+        order_gate_kind kind = g.kind;
+        if (kind == ORDER_RELEASE) {
+                order_gate_release(&g);
+                gate_released(d, dc);
+                return kind;
+        }
+        _cleanup_free_ char *msg = xasprintf("%s: %s", g.reason, g.stored);
+        bool changed = !streq_ptr(dc->gated_reason, g.reason);
+        bool audited = changed && wait_recorded(d, dc->name, g.reason, dc->gated_commit);
+        if (state_verdict_set(d->opts.db, source_name(d), dc->name, ORDER_VERDICT, msg,
+                              dc->gated_commit, now_wall_ms()) < 0)
+                log_warn("%s: cannot record its wait: %s", dc->name, state_last_error());
+        if (changed && !audited) {
+                log_info("%s: %s: %s", dc->name, g.reason, g.message);
+                audit_at(d, dc->name, "rollout.wait", msg, dc->gated_commit, dc->gated_author,
+                         kind == ORDER_HOLD ? "held" : "waiting");
+        }
+        if (diags)
+                diag_add(diags, DIAG_WARNING, dc->gated_spec->file, dc->gated_spec->line,
+                         dc->gated_spec->col, "%s: %s: %s; %s", dc->name, g.reason, g.message,
+                         dc->active ? "its last accepted spec stays in force until then"
+                                    : "it is created then");
+        if (changed) {
+                free(dc->gated_reason);
+                dc->gated_reason = xstrdup(g.reason);
+        }
+        dc->gated_until_ms = g.until_ms;
+        order_gate_release(&g);
+        return kind;
+}
+
+/* Every held-back change judged again (a step; main thread). */
+static void gates_step(driver *d)
+{
+        for (size_t i = 0; i < d->n_all; i++) {
+                dcluster *dc = d->all[i];
+                if (dc->gated_spec && !cluster_busy(d, dc))
+                        (void)gate_check(d, dc, NULL);
+        }
+}
+
+/* A held-back cluster in a step's summary; its wait in *w (ms). */
+static void gate_count(const driver *d, const dcluster *dc, driver_summary *sum, int64_t *w)
+{
+        if (streq_ptr(dc->gated_reason, ORDER_REASON_FAILED)) {
+                sum->failed++;
+                *w = d->opts.idle_interval_ms;
+                return;
+        }
+        sum->waiting++;
+        /* a soak under way: wake when it ends; else the upstreams' own passes pace it */
+        int64_t left = dc->gated_until_ms ? dc->gated_until_ms - wall(d) : 1000;
+        *w = MAX(left, 0);
 }
 
 /* ---- workers ------------------------------------------------------------- */
@@ -556,6 +794,7 @@ void driver_free(driver *d)
         pthread_cond_destroy(&d->work);
         pthread_cond_destroy(&d->idle);
         free(d->last_error);
+        rev_forget(d);
         free(d);
 }
 
@@ -612,16 +851,8 @@ static void audit_event(driver *d, const char *cluster, const char *action, cons
             rev && rev->author.name
                 ? xasprintf("%s <%s>", rev->author.name, rev->author.email ? rev->author.email : "")
                 : NULL;
-        state_audit_event ev = {
-            .time_ms = now_wall_ms(),
-            .cluster = (char *)cluster,
-            .commit = rev && rev->commit_id[0] ? (char *)rev->commit_id : NULL,
-            .author = author,
-            .action = (char *)action,
-            .reason = (char *)reason,
-            .outcome = (char *)outcome,
-        };
-        (void)state_audit_append(d->opts.db, &ev, NULL);
+        audit_at(d, cluster, action, reason, rev && rev->commit_id[0] ? rev->commit_id : NULL,
+                 author, outcome);
 }
 
 /* Keep a cluster the revision does not offer on its accepted spec: passes go on. */
@@ -656,7 +887,7 @@ static void verdict(driver *d, const char *cluster, const char *kind, const char
                 return;
         /* The diagnostics the caller prints (apply) or logs (run) say why in full. */
         if (streq(kind, "refused")) {
-                log_info("%s: refused by the operator's policy (audited as spec.refused)", cluster);
+                log_info("%s: refused (audited as spec.refused)", cluster);
                 audit_event(d, cluster, "spec.refused", why, rev, "rejected");
         } else {
                 log_info("%s: held waiting for approvals (audited as spec.held)", cluster);
@@ -829,6 +1060,91 @@ static void offer(sync_ctx *s, const intake_cluster *ic, dcluster **steal)
                 log_error("%s: cannot record declared snapshots: %s", id, state_last_error());
 }
 
+static const state_cluster *known_find(const state_cluster_list *known, const char *id)
+{
+        for (size_t i = 0; i < known->n; i++)
+                if (streq(known->items[i]->name, id))
+                        return known->items[i];
+        return NULL;
+}
+
+/*
+ * The current revision's clusters and the hash of each one's spec (what an
+ * upstream must hold to be at the revision); a change held back for an
+ * earlier revision is judged anew against this one.
+ */
+static void rev_remember(driver *d, const intake_result *taken)
+{
+        rev_forget(d);
+        d->rev_ids = xcalloc(taken->n + 1, sizeof(char *));
+        d->rev_hashes = xcalloc(taken->n + 1, sizeof(char *));
+        for (size_t i = 0; i < taken->n; i++) {
+                if (!taken->items[i].spec)
+                        continue;
+                d->rev_ids[d->n_rev] = xstrdup(taken->items[i].id);
+                d->rev_hashes[d->n_rev++] = spec_hash(taken->items[i].spec);
+        }
+        for (size_t i = 0; i < d->n_all; i++)
+                gated_release(d->all[i]);
+}
+
+/* Whether the revision changes (or creates) a cluster that has upstreams. */
+static bool gate_needed(driver *d, const state_cluster_list *known, const intake_cluster *ic)
+{
+        if (!ic->spec || !ic->spec->n_depends_on)
+                return false;
+        const state_cluster *sc = known_find(known, ic->id);
+        return !sc || !streq_ptr(sc->desired_hash, rev_hash(d, ic->id));
+}
+
+/* offer(), and a changed spec is not converged on until a pass says so. */
+static void offer_taken(sync_ctx *s, const state_cluster_list *known, const intake_cluster *ic,
+                        dcluster **steal)
+{
+        const state_cluster *sc = known_find(known, ic->id);
+        bool changed = !sc || !streq_ptr(sc->desired_hash, rev_hash(s->d, ic->id));
+        offer(s, ic, steal);
+        dcluster *dc = cluster_find(s->d, ic->id);
+        if (dc && changed)
+                dc->settled = false;
+}
+
+/*
+ * The changes spec.dependsOn gates, upstreams first (tier by tier): each
+ * is offered at once when its upstreams are through already, else held
+ * back with its verdict recorded; a cluster that exists goes on with its
+ * accepted spec meanwhile.
+ */
+static void gate_taken(sync_ctx *s, intake_result *taken, const bool *gated)
+{
+        driver *d = s->d;
+        _cleanup_free_ int *tiers = order_tiers(taken);
+        int top = 0;
+        for (size_t i = 0; i < taken->n; i++)
+                if (gated[i])
+                        top = MAX(top, tiers[i]);
+        /* tier -1 last: an upstream refused (a cycle of its own) holds these */
+        for (int t = 0; t <= top + 1; t++)
+                for (size_t i = 0; i < taken->n; i++) {
+                        if (!gated[i] || (t <= top ? tiers[i] != t : tiers[i] >= 0))
+                                continue;
+                        intake_cluster *ic = &taken->items[i];
+                        dcluster *dc = cluster_get(d, ic->id);
+                        if (!dc) {
+                                log_error("%s: cannot make a reconciler", ic->id);
+                                continue;
+                        }
+                        if (ic->exists)
+                                keep_managed(d, ic->id);
+                        dc->gated_spec = TAKE_PTR(ic->spec);
+                        dc->gated_commit = xstrdup_null(s->origin.commit);
+                        dc->gated_author = xstrdup_null(s->origin.author);
+                        /* judged at the next step, once its pass in flight is over */
+                        if (cluster_busy(d, dc) || gate_check(d, dc, s->diags) != ORDER_RELEASE)
+                                s->judged[s->n_judged++] = dc->name;
+                }
+}
+
 /* The clusters taken in before and gone from the source now: reported, judged. */
 static void judge_orphans(sync_ctx *s, const state_cluster_list *known, const intake_input *ii,
                           const char **present, size_t n_present)
@@ -924,6 +1240,8 @@ int driver_sync(driver *d, diag_list *diags)
         d->n_held = 0;
         _cleanup_free_ dcluster **steal = xcalloc(taken.n + 1, sizeof(dcluster *));
         _cleanup_free_ const char **present = xcalloc(taken.n + 1, sizeof(char *));
+        _cleanup_free_ bool *gated = xcalloc(taken.n + 1, sizeof(bool));
+        rev_remember(d, &taken);
         for (size_t i = 0; i < taken.n; i++) {
                 intake_cluster *ic = &taken.items[i];
                 present[i] = ic->id;
@@ -934,9 +1252,10 @@ int driver_sync(driver *d, diag_list *diags)
                         continue;
                 if (ic->verdict == INTAKE_REFUSED || ic->verdict == INTAKE_HELD)
                         judge_not_offered(&s, ic);
-                else
-                        offer(&s, ic, &steal[i]);
+                else if (!(gated[i] = gate_needed(d, &known, ic)))
+                        offer_taken(&s, &known, ic, &steal[i]);
         }
+        gate_taken(&s, &taken, gated);
         if (!errors)
                 judge_orphans(&s, &known, &ii, present, taken.n);
         if (state_verdict_retain(d->opts.db, d->opts.source_name ? d->opts.source_name : "default",
@@ -983,9 +1302,32 @@ static bool due(const dcluster *dc, int64_t now)
         return !dc->have_last || dc->wake || now >= dc->due_ms;
 }
 
+/* A cluster's last pass in a step's summary; when to look again (ms). */
+static int64_t count_outcome(const driver *d, const dcluster *dc, int64_t now, driver_summary *sum)
+{
+        const pass_result *res = &dc->last;
+        switch (res->outcome) {
+        case PASS_CONVERGED:
+                sum->converged++;
+                return dc->wake ? 0 : MAX(dc->due_ms - now, IDLE_BATCH_MS);
+        case PASS_FAILED:
+        case PASS_BLOCKED:
+                sum->failed++;
+                return dc->wake ? 0 : MAX(dc->due_ms - now, IDLE_BATCH_MS);
+        case PASS_PROGRESSED:
+                sum->waiting++;
+                return 0;
+        default:
+                sum->waiting++;
+                if (d->n_threads > 0)
+                        return dc->due_ms - now;
+                return res->poll_ms > 0 ? MIN(res->poll_ms, 1000) : 1000;
+        }
+}
+
 int driver_step(driver *d, driver_summary *ret)
 {
-        driver_summary sum = {.clusters = (int)d->n_clusters};
+        driver_summary sum = {0};
         int64_t wait_ms = -1;
 
         /* What the workers finished since the last step. */
@@ -999,6 +1341,9 @@ int driver_step(driver *d, driver_summary *ret)
                         if (!cluster_busy(d, dc))
                                 run_pending(d, dc);
         }
+        /* a change released now makes its cluster one of this step's */
+        gates_step(d);
+        sum.clusters = (int)d->n_clusters;
 
         int64_t now = mono(d);
         for (size_t i = 0; i < d->n_clusters; i++) {
@@ -1023,30 +1368,27 @@ int driver_step(driver *d, driver_summary *ret)
                         run_passes(d, dc, d->opts.db, false);
                         take_result(d, dc);
                 }
-                const pass_result *res = &dc->last;
                 int64_t w = 0;
-                switch (res->outcome) {
-                case PASS_CONVERGED:
-                        sum.converged++;
-                        w = dc->wake ? 0 : MAX(dc->due_ms - now, IDLE_BATCH_MS);
-                        break;
-                case PASS_FAILED:
-                case PASS_BLOCKED:
-                        sum.failed++;
-                        w = dc->wake ? 0 : MAX(dc->due_ms - now, IDLE_BATCH_MS);
-                        break;
-                case PASS_PROGRESSED:
-                        sum.waiting++;
-                        w = 0;
-                        break;
-                default:
-                        sum.waiting++;
-                        if (d->n_threads > 0)
-                                w = dc->due_ms - now;
-                        else
-                                w = res->poll_ms > 0 ? MIN(res->poll_ms, 1000) : 1000;
+                if (dc->gated_spec) {
+                        /* counted by its gate; its passes on the accepted spec go on */
+                        driver_summary scratch = {0};
+                        gate_count(d, dc, &sum, &w);
+                        w = MIN(w, count_outcome(d, dc, now, &scratch));
+                } else {
+                        w = count_outcome(d, dc, now, &sum);
                 }
                 w = MAX(w, 0);
+                if (wait_ms < 0 || w < wait_ms)
+                        wait_ms = w;
+        }
+        /* held back and not created yet: no passes, a wait of their own */
+        for (size_t i = 0; i < d->n_all; i++) {
+                dcluster *dc = d->all[i];
+                if (!dc->gated_spec || dc->active)
+                        continue;
+                int64_t w = 0;
+                sum.clusters++;
+                gate_count(d, dc, &sum, &w);
                 if (wait_ms < 0 || w < wait_ms)
                         wait_ms = w;
         }

@@ -314,6 +314,88 @@ static void test_hostile_text_escaped(void **state)
         source_revision_free(rev);
 }
 
+/*
+ * spec.dependsOn: tiers, and the driver's gate judged over the records:
+ * prod's change waits for staging's (changed by the same revision), with
+ * the time left once staging is on it and soaking, and is held when
+ * staging gave up; the text has the Order section, the JSON tier and wait.
+ */
+static void test_order(void **state)
+{
+        (void)state;
+        const char *paths[] = {"prod.yaml", "staging.yaml"};
+        const char *texts[] = {HEAD("prod") "  replicas: 3\n  dependsOn: [staging]\n",
+                               HEAD("staging") "  replicas: 3\n"};
+        source_revision *rev = revision(paths, texts, 2);
+        snprintf(rev->commit_id, sizeof(rev->commit_id), "%s",
+                 "abc1234def0123456789abcdef0123456789abcd");
+        state_cluster *items[] = {
+            accepted(HEAD("prod") "  replicas: 1\n  dependsOn: [staging]\n", true, "Running"),
+            accepted(HEAD("staging") "  replicas: 1\n", true, "Running")};
+        state_cluster_list applied = {.items = items, .n = 2};
+        plan *p = NULL;
+        plan_input in = {.rev = rev, .applied = &applied, .now_ms = 100000};
+        assert_int_equal(plan_compute(&in, &p), 0);
+        const plan_item *prod = item(p, "default/prod");
+        assert_int_equal(prod->tier, 1);
+        assert_int_equal(item(p, "default/staging")->tier, 0);
+        assert_string_equal(prod->wait_reason, "WaitingForDependency");
+        assert_string_equal(prod->wait, "waits for staging to converge on abc1234 and soak 60 s");
+        assert_null(item(p, "default/staging")->wait);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&text, &len);
+        plan_print_text(p, rev, &(plan_print_opts){0}, mem);
+        fclose(mem);
+        assert_non_null(strstr(text, "Order (spec.dependsOn), each tier after the one before:\n"
+                                     "  0: default/staging\n  1: default/prod\n"));
+        free(text);
+        json_t *j = plan_to_json(p, rev);
+        json_t *c0 = json_array_get(json_object_get(j, "clusters"), 0);
+        assert_int_equal(json_integer_value(json_object_get(c0, "tier")), 1);
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(c0, "wait"), "reason")),
+            "WaitingForDependency");
+        json_decref(j);
+        plan_free(p);
+
+        /* staging already holds this revision's spec and has been healthy 28 s */
+        free(items[1]->desired_hash);
+        free(items[1]->observed_hash);
+        cluster_set set = {0};
+        diag_list d = DIAG_LIST_INIT;
+        assert_int_equal(spec_load_buffer("s.yaml", texts[1], strlen(texts[1]), &set, &d), 0);
+        items[1]->desired_hash = spec_hash(set.items[0]);
+        items[1]->observed_hash = xstrdup(items[1]->desired_hash);
+        cluster_set_release(&set);
+        diag_list_release(&d);
+        state_condition conds[] = {
+            {.type = "Available", .status = "True", .last_transition_ms = 72000},
+            {.type = "Progressing", .status = "False", .last_transition_ms = 72000},
+            {.type = "Degraded", .status = "False", .last_transition_ms = 1000}};
+        items[1]->conditions = conds;
+        items[1]->n_conditions = 3;
+        assert_int_equal(plan_compute(&in, &p), 0);
+        assert_string_equal(item(p, "default/prod")->wait,
+                            "waits for staging to converge on abc1234 and soak 60 s (32 s left)");
+        plan_free(p);
+
+        /* staging given up on: prod held with the reason */
+        items[1]->terminal_reason = xstrdup("UpgradeFailed");
+        items[1]->terminal_message = xstrdup("member staging-2 crash-loops on etcd 3.5.99");
+        assert_int_equal(plan_compute(&in, &p), 0);
+        assert_string_equal(item(p, "default/prod")->wait_reason, "DependencyFailed");
+        assert_string_equal(item(p, "default/prod")->wait,
+                            "held: staging UpgradeFailed: member staging-2 crash-loops on etcd "
+                            "3.5.99");
+        plan_free(p);
+        items[1]->conditions = NULL;
+        items[1]->n_conditions = 0;
+        state_cluster_free(items[0]);
+        state_cluster_free(items[1]);
+        source_revision_free(rev);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -322,6 +404,7 @@ int main(void)
             cmocka_unit_test(test_empty),
             cmocka_unit_test(test_roll_order),
             cmocka_unit_test(test_hostile_text_escaped),
+            cmocka_unit_test(test_order),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
