@@ -30,6 +30,8 @@ int cmd_plan(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
+int cmd_suspend(int argc, char **argv);
+int cmd_resume(int argc, char **argv);
 
 /*
  * The state database path, one rule for every command: --state
