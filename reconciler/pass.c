@@ -421,6 +421,9 @@ static pass_next pass_upgrade(pass_ctx *p)
 {
         if (rollout_pass(p->r, p->x, p->c, &p->w, &p->s, p->res) == 0)
                 return PASS_NEXT_END; /* terminal, res filled */
+        /* The member in flight still settles: that wait is the pass's, not the hold's. */
+        if (p->held && !streq_ptr(p->s.reason, p->held))
+                p->held = NULL;
         return PASS_NEXT_CONTINUE;
 }
 
