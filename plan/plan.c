@@ -22,6 +22,7 @@
 
 #include "plan/plan.h"
 #include "intake/intake.h"
+#include "reconciler/hold.h"
 #include "render/render.h"
 #include "targets/registry.h"
 #include "api/spec.h"
@@ -548,6 +549,45 @@ static plan_item *plan_cluster(plan *p, const etcd_cluster *c, const state_clust
         return it;
 }
 
+/*
+ * The holds on the cluster (reconciler/hold.h) as the next pass would
+ * judge them: suspended, outside the maintenance windows (what waits, and
+ * until when), the override token in force or spent.
+ */
+static void note_holds(plan_item *it, const plan_input *in, const etcd_cluster *c)
+{
+        hold_state hs;
+        if (in->db) {
+                if (hold_read(in->db, it->name, c, in->now_ms, &hs) < 0)
+                        return;
+        } else {
+                hold_input hi = {.c = c, .now_ms = in->now_ms};
+                hold_assess(&hi, &hs);
+        }
+        char when[32];
+        if (hs.suspended)
+                NOTE(it,
+                     "held (%s): %s: no voluntary step until it is resumed; certificate "
+                     "renewal and scheduled snapshots go on",
+                     REASON_SUSPENDED, hs.suspended_message);
+        if (in->now_ms && hs.windows && !hs.in_window && !hs.override_active)
+                NOTE(it,
+                     "held (%s): restarts, upgrades, CA rotation, the TLS switch and "
+                     "scheduled defragmentation %s",
+                     REASON_MAINTENANCE_WINDOW, hs.window_message);
+        if (hs.windows && hs.override_active && !hs.in_window)
+                NOTE(it,
+                     "the maintenance override %s lets held disruptive steps run now; it is "
+                     "spent when the cluster converges",
+                     c->maintenance.override);
+        if (c->maintenance.override && hs.override_spent_ms) {
+                hold_format_minute(hs.override_spent_ms, when, sizeof(when));
+                NOTE(it, "the maintenance override %s was spent at %s: it lets nothing run",
+                     c->maintenance.override, when);
+        }
+        hold_state_release(&hs);
+}
+
 static void plan_removed(plan *p, const state_cluster *sc, bool prune, bool revision_has_errors,
                          const intake_input *ii)
 {
@@ -750,6 +790,7 @@ int plan_compute(const plan_input *in, plan **ret)
                 }
                 plan_item *it = plan_cluster(p, ic->spec, applied_find(&applied, ic->id),
                                              members_find(in, ic->id));
+                note_holds(it, in, ic->spec);
                 if (ic->verdict == INTAKE_HELD) {
                         /* Not offered: the steps say what follows once it is approved. */
                         it->action = PLAN_HELD;

@@ -86,6 +86,14 @@ typedef struct plan_input {
         const policy *policy; /* the operator's policy; NULL: the built-in one */
         /* The revision's source, to count approvals (NULL: none are counted). */
         source *src;
+        /*
+         * The state store, read for each cluster's holds (reconciler/hold.h:
+         * a suspension `gitcd suspend` recorded, a spent override token);
+         * NULL: the spec's holds only. now_ms: the wall clock the
+         * maintenance windows are judged at (0: the windows are not shown).
+         */
+        state_db *db;
+        int64_t now_ms;
 } plan_input;
 
 /*

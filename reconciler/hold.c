@@ -15,6 +15,7 @@
 
 #include "api/cron.h"
 #include "reconciler/hold.h"
+#include "state/holds.h"
 #include "util/xalloc.h"
 
 hold_class hold_step_class(const step *s)
@@ -156,4 +157,25 @@ const char *hold_judge(const hold_state *hs, hold_class cls, const char **ret_me
         if (word && ret_message)
                 *ret_message = msg;
         return word;
+}
+
+int hold_read(state_db *db, const char *cluster, const etcd_cluster *c, int64_t now_ms,
+              hold_state *ret)
+{
+        _cleanup_(state_hold_freep) state_hold *h = NULL;
+        int k = state_hold_get(db, cluster, &h);
+        if (k < 0 && k != -ENOENT)
+                return k;
+        int64_t spent = 0;
+        const char *token = c->maintenance.override;
+        if (token && (k = state_override_spent(db, cluster, token, &spent)) < 0)
+                return k;
+        hold_input in = {.c = c,
+                         .suspended_by = h ? h->suspended_by : NULL,
+                         .suspended_ms = h ? h->suspended_ms : 0,
+                         .suspend_reason = h ? h->suspend_reason : NULL,
+                         .override_spent_ms = spent,
+                         .now_ms = now_ms};
+        hold_assess(&in, ret);
+        return 0;
 }

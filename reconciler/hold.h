@@ -1,7 +1,7 @@
 /*
  * May this step run now? The one place that says, for every kind of step
- * gitcd takes, whether a hold keeps it back: pure, so plan, status and the
- * pass judge alike, and target-agnostic.
+ * gitcd takes, whether a hold keeps it back: pure (but for hold_read), so
+ * plan, status and the pass judge alike, and target-agnostic.
  *
  * Every step has one class:
  *
@@ -45,6 +45,7 @@
 
 #include "api/model.h"
 #include "reconciler/decide.h"
+#include "state/state.h"
 
 typedef enum hold_class {
         HOLD_SAFETY,
@@ -113,6 +114,15 @@ void hold_state_release(hold_state *hs);
  * (when not NULL) pointing at the sentence in hs.
  */
 const char *hold_judge(const hold_state *hs, hold_class cls, const char **ret_message);
+
+/*
+ * The one reader of the holds' records (the only function here that does
+ * I/O: the state store, never the clock): the suspension and whether c's
+ * override token was spent, assessed at now_ms for c. What the pass,
+ * `gitcd status` and `gitcd plan` share. 0, or the store's -errno.
+ */
+int hold_read(state_db *db, const char *cluster, const etcd_cluster *c, int64_t now_ms,
+              hold_state *ret);
 
 /* "2026-12-01T02:00Z" (UTC, to the minute) into buf (>= 24 bytes). */
 void hold_format_minute(int64_t ms, char *buf, size_t size);

@@ -196,22 +196,9 @@ static pass_next pass_begin(pass_ctx *p)
  */
 static pass_next pass_holds(pass_ctx *p)
 {
-        reconciler *r = p->r;
-        _cleanup_(state_hold_freep) state_hold *h = NULL;
-        int k = state_hold_get(r->opts.db, p->x->name, &h);
-        if (k < 0 && k != -ENOENT)
+        int k = hold_read(p->r->opts.db, p->x->name, p->c, wall(p->r), &p->holds);
+        if (k < 0)
                 return pass_state_error(p, k, "holds");
-        int64_t spent = 0;
-        const char *token = p->c->maintenance.override;
-        if (token && (k = state_override_spent(r->opts.db, p->x->name, token, &spent)) < 0)
-                return pass_state_error(p, k, "holds");
-        hold_input in = {.c = p->c,
-                         .suspended_by = h ? h->suspended_by : NULL,
-                         .suspended_ms = h ? h->suspended_ms : 0,
-                         .suspend_reason = h ? h->suspend_reason : NULL,
-                         .override_spent_ms = spent,
-                         .now_ms = wall(r)};
-        hold_assess(&in, &p->holds);
         p->holds_ready = true;
         return PASS_NEXT_CONTINUE;
 }
