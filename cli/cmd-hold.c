@@ -20,6 +20,7 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "state/holds.h"
+#include "util/fs.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -91,11 +92,11 @@ static int record(const char *prog, const char *state_flag, const char *config, 
                 return EXIT_FAIL;
         _cleanup_free_ char *path = cli_state_path(state_flag, file);
         state_db *db = NULL;
-        if (state_open(path, STATE_OPEN_READ_ONLY, &db) < 0) {
-                fprintf(stderr, "%s: %s\n", prog, state_last_error());
+        /* nothing is made where nothing was applied: a state to write must exist */
+        if (!path_exists(path)) {
+                fprintf(stderr, "%s: no state at %s (nothing has been applied yet)\n", prog, path);
                 return EXIT_FAIL;
         }
-        state_close(db);
         if (state_open(path, STATE_OPEN_READ_WRITE, &db) < 0) {
                 fprintf(stderr, "%s: %s\n", prog, state_last_error());
                 return EXIT_FAIL;

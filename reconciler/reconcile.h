@@ -91,7 +91,7 @@ typedef struct pass_result {
          * suspended, or a disruptive step waits for a maintenance window.
          * The outcome is PASS_BLOCKED, reason the hold's word (Suspended,
          * MaintenanceWindow), the message what waits and why; `gitcd apply`
-         * reports it and does not count it as a failure.
+         * reports it and stops waiting for the cluster (exit 1, not converged).
          */
         bool held;
 } pass_result;
