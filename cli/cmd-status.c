@@ -859,9 +859,14 @@ static void print_holds(state_db *db, const state_cluster *c, int64_t now)
         if (hs.windows && hs.in_window) {
                 hold_format_minute(hs.window_end_ms, when, sizeof(when));
                 printf("Windows:   inside a maintenance window until %s\n", when);
+        } else if (hs.windows && hs.next_window_ms) {
+                hold_format_minute(hs.next_window_ms, when, sizeof(when));
+                printf("Windows:   outside the maintenance windows; disruptive steps wait for "
+                       "the next at %s\n",
+                       when);
         } else if (hs.windows) {
-                _cleanup_free_ char *msg = clean(hs.window_message);
-                printf("Windows:   outside the maintenance windows: disruptive steps %s\n", msg);
+                printf("Windows:   outside the maintenance windows; none opens within five "
+                       "years\n");
         }
         if (hs.windows && hs.override_active)
                 printf("Override:  a maintenance override is in force until the cluster "
