@@ -71,6 +71,7 @@ typedef struct pass_ctx {
         bool corrupt_listed;   /* maintenance listed an active CORRUPT alarm this pass */
         hold_state holds;      /* from "holds" on (reconciler/hold.h) */
         bool holds_ready;
+        bool ca_start_waits;      /* a new rotateCA token waits for the holds to lift */
         const char *held;         /* a step held this pass: its reason word (REASON_SUSPENDED...) */
         const char *held_message; /* points into holds */
         int error;                /* PASS_NEXT_ERROR: the -errno reconciler_pass() returns */
@@ -255,15 +256,19 @@ static pass_next pass_tls_switch_prepare(pass_ctx *p)
 static pass_next pass_ca_rotation_prepare(pass_ctx *p)
 {
         reconciler *r = p->r;
-        p->ca_env = (carotate_env){.db = r->opts.db,
-                                   .target = r->opts.target,
-                                   .c = p->x->latched,
-                                   .cluster = p->x->name,
-                                   .bootstrapped = p->w.sc && !isempty(p->w.sc->cluster_id),
-                                   .records = &p->w.records,
-                                   .commit = p->w.commit,
-                                   .author = p->w.author,
-                                   .now_ms = wall(r)};
+        p->ca_env = (carotate_env){
+            .db = r->opts.db,
+            .target = r->opts.target,
+            .c = p->x->latched,
+            .cluster = p->x->name,
+            .bootstrapped = p->w.sc && !isempty(p->w.sc->cluster_id),
+            .records = &p->w.records,
+            .commit = p->w.commit,
+            .author = p->w.author,
+            .now_ms = wall(r),
+            .start_held =
+                hold_judge(&p->holds, hold_work_class(HOLD_WORK_CA_ROTATION), NULL) != NULL,
+            .ret_start_waits = &p->ca_start_waits};
         int k = carotate_prepare(&p->ca_env);
         return k < 0 ? pass_state_error(p, k, "CA rotation") : PASS_NEXT_CONTINUE;
 }
@@ -484,7 +489,7 @@ static pass_next pass_ca_rotation(pass_ctx *p)
                 state_ca_rotation *run = NULL;
                 bool running = state_ca_rotation_running(p->r->opts.db, p->x->name, &run) == 0;
                 state_ca_rotation_free(run);
-                if (running)
+                if (running || p->ca_start_waits)
                         return pass_end_held(p, "the CA rotation");
                 p->held = NULL;
                 return PASS_NEXT_CONTINUE;
@@ -814,7 +819,7 @@ static int pass_run(pass_ctx *p)
 static void pass_audit_held(pass_ctx *p)
 {
         reconciler *r = p->r;
-        if (!p->decided || !p->holds_ready)
+        if (!p->holds_ready || (!p->decided && !p->res->held))
                 return;
         const char *held = p->res->held ? p->res->reason : NULL;
         int k = state_hold_set_held(r->opts.db, p->x->name, held, wall(r));

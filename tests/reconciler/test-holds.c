@@ -27,6 +27,7 @@
 
 #include "reconciler/hold.h"
 #include "reconciler/reconcile.h"
+#include "state/carotate.h"
 #include "state/holds.h"
 #include "tests/fake/fixture.h"
 #include "util/xalloc.h"
@@ -246,6 +247,45 @@ static void test_override(void **state)
         assert_int_equal(fx_audit_count(f, "maintenance.override"), 1);
 }
 
+/*
+ * A rotateCA token committed outside the windows starts nothing (it is not
+ * used up): the pass says the CA rotation waits; inside the window the
+ * rotation runs to its end.
+ */
+static void ca_offer(fx *f, const char *token)
+{
+        _cleanup_free_ char *rot = token ? xasprintf("\n      rotateCA: \"%s\"", token) : NULL;
+        fx_offer(f, NULL,
+                 "  replicas: 3\n  version: \"3.5.16\"\n"
+                 "  progressDeadlineSeconds: 3600\n"
+                 "  tls:\n    provider: auto\n"
+                 "    client:\n      enabled: true\n"
+                 "    peer:\n      enabled: true\n"
+                 "    auto:\n      validityDays: 90%s\n%s",
+                 rot ? rot : "", windows);
+}
+
+static void test_ca_rotation_waits(void **state)
+{
+        fx *f = *state;
+        f->w->ca_model = true;
+        ca_offer(f, NULL);
+        fx_converge(f, NULL);
+        ca_offer(f, "r1");
+        pass_result res = settle(f, 50);
+        assert_true(res.held);
+        assert_string_equal(res.reason, REASON_MAINTENANCE_WINDOW);
+        assert_non_null(strstr(res.message, "the CA rotation: waits for the window at "));
+        assert_int_equal(state_ca_rotation_token_used(f->db, CLUSTER, "r1"), 0);
+        assert_int_equal(f->w->ca_signer, 1);
+
+        f->w->now_ms = 2 * HOUR_;
+        fx_converge(f, NULL);
+        assert_int_equal(state_ca_rotation_token_used(f->db, CLUSTER, "r1"), 1);
+        assert_int_equal(f->w->ca_signer, 2);
+        assert_int_equal(f->w->ca_violations, 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -253,6 +293,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_suspended_by_person, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_window, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_override, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_ca_rotation_waits, setup, fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
