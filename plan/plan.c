@@ -565,22 +565,28 @@ static void note_holds(plan_item *it, const plan_input *in, const etcd_cluster *
                 hold_assess(&hi, &hs);
         }
         char when[32];
+        /* the windows matter to a change, or to one still being applied */
+        bool pending = it->action == PLAN_UPDATE || it->n_notes > 0;
         if (hs.suspended)
                 NOTE(it,
                      "held (%s): %s: no voluntary step until it is resumed; certificate "
                      "renewal and scheduled snapshots go on",
                      REASON_SUSPENDED, hs.suspended_message);
-        if (in->now_ms && hs.windows && !hs.in_window && !hs.override_active)
+        if (pending && in->now_ms && hs.windows && !hs.in_window && !hs.override_active) {
+                if (hs.next_window_ms)
+                        hold_format_minute(hs.next_window_ms, when, sizeof(when));
                 NOTE(it,
                      "held (%s): restarts, upgrades, CA rotation, the TLS switch and "
-                     "scheduled defragmentation %s",
-                     REASON_MAINTENANCE_WINDOW, hs.window_message);
-        if (hs.windows && hs.override_active && !hs.in_window)
+                     "scheduled defragmentation wait for the window at %s",
+                     REASON_MAINTENANCE_WINDOW,
+                     hs.next_window_ms ? when : "(none opens within five years)");
+        }
+        if (pending && hs.windows && hs.override_active && !hs.in_window)
                 NOTE(it,
                      "the maintenance override %s lets held disruptive steps run now; it is "
                      "spent when the cluster converges",
                      c->maintenance.override);
-        if (c->maintenance.override && hs.override_spent_ms) {
+        if (pending && c->maintenance.override && hs.override_spent_ms) {
                 hold_format_minute(hs.override_spent_ms, when, sizeof(when));
                 NOTE(it, "the maintenance override %s was spent at %s: it lets nothing run",
                      c->maintenance.override, when);
