@@ -72,6 +72,7 @@ typedef struct pass_ctx {
         hold_state holds;      /* from "holds" on (reconciler/hold.h) */
         bool holds_ready;
         bool ca_start_waits;      /* a new rotateCA token waits for the holds to lift */
+        bool renewed_under_hold;  /* a renewal ran in the place of a held step */
         const char *held;         /* a step held this pass: its reason word (REASON_SUSPENDED...) */
         const char *held_message; /* points into holds */
         int error;                /* PASS_NEXT_ERROR: the -errno reconciler_pass() returns */
@@ -401,6 +402,12 @@ static pass_next pass_hold(pass_ctx *p)
         step *s = &p->s;
         if (!pass_held(p, hold_step_class(s)))
                 return PASS_NEXT_CONTINUE;
+        /* Renewal is never held, nor kept waiting by a held step decided before it. */
+        if (decide_renewal(&p->want, &p->w.obs, s)) {
+                p->held = NULL;
+                p->renewed_under_hold = true;
+                return PASS_NEXT_CONTINUE;
+        }
         _cleanup_free_ char *what = xstrdup(s->message ? s->message : step_kind_name(s->kind));
         s->kind = STEP_WAIT;
         s->reason = p->held;
@@ -819,8 +826,8 @@ static int pass_run(pass_ctx *p)
 static void pass_audit_held(pass_ctx *p)
 {
         reconciler *r = p->r;
-        if (!p->holds_ready || (!p->decided && !p->res->held))
-                return;
+        if (!p->holds_ready || (!p->decided && !p->res->held) || p->renewed_under_hold)
+                return; /* a renewal in a held step's place changes no hold */
         const char *held = p->res->held ? p->res->reason : NULL;
         int k = state_hold_set_held(r->opts.db, p->x->name, held, wall(r));
         if (k <= 0)

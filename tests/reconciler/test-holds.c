@@ -286,6 +286,38 @@ static void test_ca_rotation_waits(void **state)
         assert_int_equal(f->w->ca_violations, 0);
 }
 
+/*
+ * Suspended with a scale-up waiting: certificate renewal still runs when
+ * a leaf enters its renewal window (it restarts nothing), the held step
+ * stays held, and the hold is audited once, not again after each renewal.
+ */
+static void test_renewal_goes_on(void **state)
+{
+        fx *f = *state;
+        f->w->cert_life_ms = 60000;
+        static const char tls[] = "  tls:\n    provider: auto\n"
+                                  "    client:\n      enabled: true\n"
+                                  "    peer:\n      enabled: true\n"
+                                  "    auto:\n      validity: 60s\n      renewBefore: 40s\n";
+        fx_offer(f, NULL, "  replicas: 1\n  version: \"3.5.16\"\n%s", tls);
+        fx_converge(f, NULL);
+        fx_offer(f, NULL, "  replicas: 3\n  version: \"3.5.16\"\n  suspend: true\n%s", tls);
+        int renewals = f->w->renewals;
+        int starts = fx_total_starts(f);
+        for (int i = 0; i < 40; i++) {
+                pass_result res = pass_once(f);
+                assert_true(res.held || res.step == STEP_RENEW_CERTS);
+                /* renewed ahead of expiry (renewBefore), never once expired */
+                assert_string_not_equal(res.reason, REASON_CERTS_EXPIRED);
+                fake_world_advance(f->w, 5000);
+        }
+        assert_true(f->w->renewals > renewals);
+        assert_int_equal(fx_total_starts(f), starts);
+        assert_int_equal(fake_etcd_count(f->w, NULL), 1);
+        assert_int_equal(fx_audit_count(f, "cluster.held"), 1);
+        assert_int_equal(fx_audit_count(f, "cluster.released"), 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -294,6 +326,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_window, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_override, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_ca_rotation_waits, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_renewal_goes_on, setup, fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
