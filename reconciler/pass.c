@@ -38,6 +38,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <jansson.h>
 #include <string.h>
 
 #include "pki/auto.h"
@@ -720,7 +721,9 @@ static pass_next pass_override_spent(pass_ctx *p)
         if (k > 0) {
                 _cleanup_free_ char *why =
                     xasprintf("maintenance override %s spent: the cluster converged", token);
-                _cleanup_free_ char *after = xasprintf("{\"override\":\"%s\"}", token);
+                json_t *j = json_pack("{s:s}", "override", token);
+                _cleanup_free_ char *after = j ? json_dumps(j, JSON_COMPACT) : NULL;
+                json_decref(j);
                 audit(r, p->x->name, "maintenance.override", why, NULL, after, "success", 0,
                       p->w.commit, p->w.author);
                 log_info("%s: %s", p->x->name, why);
