@@ -139,7 +139,8 @@ void hold_state_release(hold_state *hs)
                 return;
         free(hs->suspended_message);
         free(hs->window_message);
-        hs->suspended_message = hs->window_message = NULL;
+        free(hs->held_recorded);
+        hs->suspended_message = hs->window_message = hs->held_recorded = NULL;
 }
 
 const char *hold_judge(const hold_state *hs, hold_class cls, const char **ret_message)
@@ -177,5 +178,6 @@ int hold_read(state_db *db, const char *cluster, const etcd_cluster *c, int64_t 
                          .override_spent_ms = spent,
                          .now_ms = now_ms};
         hold_assess(&in, ret);
+        ret->held_recorded = h && h->held ? xstrdup(h->held) : NULL;
         return 0;
 }

@@ -103,6 +103,7 @@ typedef struct hold_state {
         int64_t override_spent_ms;
         char *suspended_message; /* "suspended (by spec)", "suspended (by USER at TIME: REASON)" */
         char *window_message;    /* "waits for the window at 2026-12-01T02:00Z", ... */
+        char *held_recorded; /* hold_read: the held state last audited (state/holds.h), or NULL */
 } hold_state;
 
 void hold_assess(const hold_input *in, hold_state *ret);

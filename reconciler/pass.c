@@ -832,6 +832,8 @@ static void pass_audit_held(pass_ctx *p)
         if (!p->holds_ready || (!p->decided && !p->res->held) || p->renewed_under_hold)
                 return; /* a renewal in a held step's place changes no hold */
         const char *held = p->res->held ? p->res->reason : NULL;
+        if (streq_ptr(held, p->holds.held_recorded))
+                return; /* unchanged: no write */
         int k = state_hold_set_held(r->opts.db, p->x->name, held, wall(r));
         if (k <= 0)
                 return;
