@@ -9,12 +9,15 @@
  *               restarts nothing on any target; an expired certificate is
  *               an outage), scheduled snapshots (read-only, the safety net
  *               during an incident), observation, conditions, metrics,
- *               consistency checks, and a NOSPACE alarm's defragmentation
- *               outside the windows (it ends an outage; suspended, it waits)
+ *               consistency checks. A held step decided before a due
+ *               renewal never keeps it waiting (the pass renews instead,
+ *               decide_renewal)
  *   voluntary   held while the cluster is suspended: every membership change
  *               (bootstrap, adding, promoting, removing, deleting, stopping,
  *               starting a stopped member, replacing a lost one), a
- *               recovery, etcd auth changes
+ *               recovery, etcd auth changes, the target's upkeep (shared
+ *               objects, strays), and a NOSPACE alarm's defragmentation
+ *               (not held by the windows: it ends an outage)
  *   disruptive  held while suspended, and outside the maintenance windows
  *               when spec.maintenance.windows is set: restarting a member
  *               onto a new command (minor and patch upgrades, a rolling
@@ -37,6 +40,10 @@
  * Override: a spec.maintenance.override token gitcd has not seen spent for
  * the cluster lets disruptive steps run outside the windows (not while
  * suspended); the token is spent when the cluster next converges.
+ *
+ * A rotateCA token committed while CA rotation is held starts nothing (and
+ * is not used up); a CA rotation gitcd starts by itself before the CA
+ * expires is recorded at once, its restarts held like any other.
  */
 #pragma once
 
