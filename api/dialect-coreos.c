@@ -5,9 +5,9 @@
  *
  * Design decision: `spec.paused: true` is NOT mapped to replicas 0. In the
  * coreos operator, paused meant "the operator stops managing the cluster"
- * while etcd kept serving; replicas 0 in gitcd stops serving. Mapping one to
- * the other would take a running cluster down, so paused gets a warning
- * that it is ignored (suspend the Git source instead).
+ * while etcd kept serving; replicas 0 in gitcd stops serving. It maps onto
+ * gitcd's spec.suspend instead (reconciler/hold.h): etcd keeps serving,
+ * gitcd keeps observing and takes no voluntary step.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -147,12 +147,7 @@ void read_spec_coreos(reader *r, const ynode *spec)
         rd_string(r, spec, "spec", "version", NULL, &c->version);
         if (!rd_string(r, spec, "spec", "repository", NULL, &c->repository))
                 rd_string(r, spec, "spec", "baseImage", "spec.repository", &c->repository);
-        bool paused = false;
-        if (rd_bool(r, spec, "spec", "paused", "spec.paused", &paused) && paused)
-                rd_warning(r, rd_get(spec, "paused", NULL),
-                           "spec.paused is not supported by gitcd and is ignored (coreos paused "
-                           "only stopped the operator; gitcd keeps reconciling, so suspend the "
-                           "Git source instead, or set spec.size: 0 to stop etcd)");
+        (void)rd_bool(r, spec, "spec", "paused", "spec.suspend", &c->suspend);
         const ynode *m = NULL;
         if (rd_map(r, spec, "spec", "pod", NULL, &m))
                 read_pod(r, m);

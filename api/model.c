@@ -319,6 +319,12 @@ void etcd_cluster_free(etcd_cluster *c)
         storage_location_release(&c->snapshots.destination);
         free(c->defrag.schedule);
         free(c->defrag.free_space_above);
+        for (size_t i = 0; i < c->maintenance.n_windows; i++) {
+                free(c->maintenance.windows[i].schedule);
+                free(c->maintenance.windows[i].duration);
+        }
+        free(c->maintenance.windows);
+        free(c->maintenance.override);
         storage_location_release(&c->restore.source);
         free(c->recovery.member);
         free(c->recovery.token);

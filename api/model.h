@@ -232,6 +232,23 @@ typedef struct defrag_spec {
 } defrag_spec;
 
 /*
+ * spec.maintenance: when disruptive steps may run (reconciler/hold.h). A
+ * window opens at each cron time of its schedule (UTC) and stays open for
+ * duration_ms; no windows: disruptive steps run at any time.
+ */
+typedef struct maint_window {
+        char *schedule;      /* 5-field cron expression */
+        char *duration;      /* as written ("4h") */
+        int64_t duration_ms; /* 1 minute to 7 days */
+} maint_window;
+
+typedef struct maintenance_spec {
+        maint_window *windows;
+        size_t n_windows;
+        char *override; /* a token that lets held disruptive steps run once; NULL: none */
+} maintenance_spec;
+
+/*
  * How much a restore raises etcd's store revision (bumpRevision of
  * spec.bootstrap.restore and spec.recovery): etcd's restore tool with
  * --bump-revision N --mark-compacted, so that every watcher and informer
@@ -426,6 +443,9 @@ typedef struct etcd_cluster {
         int progress_deadline_seconds; /* default 600 */
         snapshot_spec snapshots;
         defrag_spec defrag;
+        /* spec.suspend: no voluntary step (reconciler/hold.h); also coreos spec.paused */
+        bool suspend;
+        maintenance_spec maintenance;
         restore_spec restore;
         recovery_spec recovery;
         cluster_role role; /* spec.role */

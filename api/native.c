@@ -778,21 +778,94 @@ static void read_rollout(reader *r, const ynode *spec)
                 r->c->soak_seconds = (int)v;
 }
 
+/*
+ * spec.maintenance: windows (a cron schedule and a duration of 1 minute to
+ * 7 days each; the schedules are checked with the others, validate.c) and
+ * the emergency override token (its characters checked in validate.c).
+ */
+static void read_maintenance(reader *r, const ynode *spec)
+{
+        maintenance_spec *ms = &r->c->maintenance;
+        const ynode *m = NULL, *k = NULL;
+        const char *P = "spec.maintenance";
+        if (!rd_map(r, spec, "spec", "maintenance", NULL, &m))
+                return;
+        static const char *const known[] = {"windows", "override", NULL};
+        rd_keys(r, m, P, known, NULL);
+        rd_string(r, m, P, "override", NULL, &ms->override);
+        const ynode *seq = rd_get(m, "windows", &k);
+        if (!seq)
+                return;
+        rd_record(r, "spec.maintenance.windows", "spec.maintenance.windows", k, seq);
+        if (seq->kind != YNODE_SEQ) {
+                rd_type_error(r, seq, "spec.maintenance.windows", "a sequence of mappings");
+                return;
+        }
+        ms->windows = xcalloc(seq->n ? seq->n : 1, sizeof(maint_window));
+        for (size_t i = 0; i < seq->n; i++) {
+                const ynode *v = seq->values[i];
+                _cleanup_free_ char *path = xasprintf("spec.maintenance.windows[%zu]", i);
+                maint_window *w = &ms->windows[ms->n_windows++];
+                rd_record(r, path, path, NULL, v);
+                if (v->kind != YNODE_MAP) {
+                        rd_type_error(r, v, path, "a mapping");
+                        continue;
+                }
+                static const char *const kw[] = {"schedule", "duration", NULL};
+                rd_keys(r, v, path, kw, NULL);
+                if (!rd_string(r, v, path, "schedule", NULL, &w->schedule) &&
+                    !rd_get(v, "schedule", NULL))
+                        rd_error(r, v, "%s.schedule is required", path);
+                if (!rd_string(r, v, path, "duration", NULL, &w->duration)) {
+                        if (!rd_get(v, "duration", NULL))
+                                rd_error(r, v, "%s.duration is required", path);
+                        continue;
+                }
+                int64_t ms_ = 0;
+                if (duration_parse_ms(w->duration, &ms_) < 0 || ms_ < 60 * 1000 ||
+                    ms_ > 7 * 24 * 3600 * 1000LL)
+                        rd_error(r, rd_get(v, "duration", NULL),
+                                 "%s.duration: \"%s\" is not a duration from 1m to 7d (for "
+                                 "example 4h)",
+                                 path, w->duration);
+                else
+                        w->duration_ms = ms_;
+        }
+}
+
 void read_spec_gitcd(reader *r, const ynode *spec)
 {
         etcd_cluster *c = r->c;
         if (!spec)
                 return;
-        static const char *const known[] = {
-            "replicas",     "version",     "repository",
-            "storage",      "tls",         "auth",
-            "resources",    "affinity",    "topologySpreadConstraints",
-            "nodeSelector", "tolerations", "additionalMetadata",
-            "podTemplate",  "options",     "progressDeadlineSeconds",
-            "snapshots",    "defrag",      "bootstrap",
-            "hosts",        "recovery",    "role",
-            "consistency",  "repair",      "dependsOn",
-            "rollout",      NULL};
+        static const char *const known[] = {"replicas",
+                                            "version",
+                                            "repository",
+                                            "storage",
+                                            "tls",
+                                            "auth",
+                                            "resources",
+                                            "affinity",
+                                            "topologySpreadConstraints",
+                                            "nodeSelector",
+                                            "tolerations",
+                                            "additionalMetadata",
+                                            "podTemplate",
+                                            "options",
+                                            "progressDeadlineSeconds",
+                                            "snapshots",
+                                            "defrag",
+                                            "bootstrap",
+                                            "hosts",
+                                            "recovery",
+                                            "role",
+                                            "consistency",
+                                            "repair",
+                                            "dependsOn",
+                                            "rollout",
+                                            "suspend",
+                                            "maintenance",
+                                            NULL};
         rd_keys(r, spec, "spec", known, NULL);
         static const char *const roles[] = {"general", "kubernetes-control-plane", NULL};
         int role;
@@ -834,6 +907,8 @@ void read_spec_gitcd(reader *r, const ynode *spec)
                 c->progress_deadline_seconds = (int)v;
         read_snapshots(r, spec);
         read_defrag(r, spec);
+        (void)rd_bool(r, spec, "spec", "suspend", NULL, &c->suspend);
+        read_maintenance(r, spec);
         read_bootstrap(r, spec);
         read_recovery(r, spec);
         read_consistency(r, spec);

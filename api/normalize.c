@@ -234,6 +234,27 @@ static json_t *defrag_json(const defrag_spec *d)
         return df;
 }
 
+/* spec.suspend and spec.maintenance, only when written: older specs keep their hash. */
+static void set_holds(json_t *spec, const etcd_cluster *c)
+{
+        if (c->suspend)
+                json_object_set_new(spec, "suspend", json_true());
+        const maintenance_spec *ms = &c->maintenance;
+        if (ms->n_windows == 0 && !ms->override)
+                return;
+        json_t *m = json_object();
+        if (ms->n_windows) {
+                json_t *ws = json_array();
+                for (size_t i = 0; i < ms->n_windows; i++)
+                        json_array_append_new(ws, json_pack("{s:s?,s:s?}", "schedule",
+                                                            ms->windows[i].schedule, "duration",
+                                                            ms->windows[i].duration));
+                json_object_set_new(m, "windows", ws);
+        }
+        set_str(m, "override", ms->override);
+        json_object_set_new(spec, "maintenance", m);
+}
+
 /*
  * What a cluster is asked to do from its spec: bootstrap (a restore),
  * recovery, consistency, repair, each only when it differs from the
@@ -349,6 +370,7 @@ json_t *spec_to_json(const etcd_cluster *c)
 
         json_object_set_new(spec, "defrag", defrag_json(&c->defrag));
 
+        set_holds(spec, c);
         set_requests(spec, c);
         if (c->hosts.set)
                 json_object_set_new(spec, "hosts", hosts_json(&c->hosts));

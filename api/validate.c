@@ -371,6 +371,28 @@ static void check_schedules(reader *r)
                            rd_name(r, "spec.defrag"));
 }
 
+/*
+ * spec.maintenance: each window's schedule a cron expression; the override
+ * token short and of safe characters, as it is shown, audited and stored.
+ */
+static void check_maintenance(reader *r)
+{
+        const maintenance_spec *ms = &r->c->maintenance;
+        for (size_t i = 0; i < ms->n_windows; i++) {
+                if (!ms->windows[i].schedule)
+                        continue;
+                _cleanup_free_ char *path = xasprintf("spec.maintenance.windows[%zu].schedule", i);
+                check_cron(r, path, ms->windows[i].schedule);
+        }
+        const char *t = ms->override;
+        if (t &&
+            (isempty(t) || strlen(t) > 64 ||
+             t[strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")]))
+                rd_diag_at(r, DIAG_ERROR, "spec.maintenance.override",
+                           "%s: \"%s\" is not a token: 1 to 64 letters, digits, '.', '_' or '-'",
+                           rd_name(r, "spec.maintenance.override"), t);
+}
+
 /* spec.recovery: a source and a token, both short single-line words a person can type. */
 static void check_recovery(reader *r)
 {
@@ -832,6 +854,7 @@ void spec_validate(reader *r)
                            c->progress_deadline_seconds);
         check_options(r);
         check_schedules(r);
+        check_maintenance(r);
         check_recovery(r);
         check_bumps(r);
         check_consistency(r);

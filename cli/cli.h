@@ -32,6 +32,8 @@ int cmd_completion(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
+int cmd_suspend(int argc, char **argv);
+int cmd_resume(int argc, char **argv);
 
 /* The subcommands of cli/main.c's table, in its order (gitcd completion). */
 size_t cli_subcommand_count(void);

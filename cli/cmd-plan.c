@@ -89,11 +89,12 @@ static void members_release(state_member_list *m, size_t n)
 
 /* Read what the state store has accepted; -ENOENT (no database) is "nothing yet". */
 static int read_applied(const char *path, state_cluster_list *ret, state_member_list **ret_members,
-                        state_verdict_list *ret_verdicts, bool *ret_exists)
+                        state_verdict_list *ret_verdicts, bool *ret_exists, state_db **ret_db)
 {
         state_db *db = NULL;
         *ret_exists = false;
         *ret_members = NULL;
+        *ret_db = NULL;
         if (!path_exists(path))
                 return 0;
         int k = state_open(path, STATE_OPEN_READ_ONLY, &db);
@@ -116,7 +117,11 @@ static int read_applied(const char *path, state_cluster_list *ret, state_member_
                 if (state_verdict_list_get(db, NULL, ret_verdicts) < 0)
                         *ret_verdicts = (state_verdict_list){0};
         }
-        state_close(db);
+        /* kept open for the holds of each cluster (plan_input.db) */
+        if (k >= 0)
+                *ret_db = db;
+        else
+                state_close(db);
         *ret_exists = k >= 0;
         return k < 0 ? k : 0;
 }
@@ -455,24 +460,29 @@ int cmd_plan(int argc, char **argv)
         state_member_list *members = NULL;
         _cleanup_(state_verdict_list_release) state_verdict_list verdicts = {0};
         bool have_state = false;
-        if (read_applied(state_path, &applied, &members, &verdicts, &have_state) < 0)
+        state_db *db = NULL; /* closed once the plan is computed */
+        if (read_applied(state_path, &applied, &members, &verdicts, &have_state, &db) < 0)
                 return EXIT_FAIL;
         _cleanup_(policy_freep) policy *pol = NULL;
         status = cli_plan_policy(f, "gitcd plan", &pol);
-        if (status >= 0)
+        if (status >= 0) {
+                state_close(db);
                 return status;
+        }
 
         /* Freed in the reverse order: the source, then its temporary cache. */
         _cleanup_(source_revision_freep) source_revision *rev = NULL;
         _cleanup_(cli_tmpdir_removep) char *tmp = NULL;
         _cleanup_(source_freep) source *src = NULL;
         if (cli_source_fetch(f, a.plain, "gitcd plan", false, &tmp, &src, &rev) < 0) {
+                state_close(db);
                 members_release(members, applied.n);
                 state_cluster_list_release(&applied);
                 return EXIT_FAIL;
         }
         if (f->target && !target_kind_find(f->target)) {
                 runner_unknown_target("gitcd plan", f->target);
+                state_close(db);
                 members_release(members, applied.n);
                 state_cluster_list_release(&applied);
                 return EXIT_USAGE;
@@ -495,9 +505,11 @@ int cmd_plan(int argc, char **argv)
                          .policy = pol,
                          .src = src,
                          .verdicts = &verdicts,
+                         .db = db,
                          .now_ms = now_wall_ms()};
         _cleanup_(plan_freep) plan *p = NULL;
         int k = plan_compute(&in, &p);
+        state_close(db);
         members_release(members, applied.n);
         state_cluster_list_release(&applied);
         if (k < 0) {

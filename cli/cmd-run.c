@@ -244,8 +244,10 @@ static void notify_outcome(notify_ctx *nc, const char *cluster, const pass_resul
 {
         if (!nc->notifier || !nc->r->db)
                 return;
-        if (res->outcome != PASS_CONVERGED && res->outcome != PASS_FAILED &&
-            res->outcome != PASS_BLOCKED)
+        /* a step held back (reconciler/hold.h) is what a person asked for: audited, not paged */
+        if ((res->outcome != PASS_CONVERGED && res->outcome != PASS_FAILED &&
+             res->outcome != PASS_BLOCKED) ||
+            res->held)
                 return;
         size_t i = notify_index(nc, cluster);
         if (nc->sent[i] == res->outcome)
@@ -360,7 +362,8 @@ static void notify_refusal(notify_ctx *nc, size_t idx, int k, const char *why)
 static void progress(const char *cluster, const pass_result *res, void *userdata)
 {
         enum log_level l =
-            res->outcome == PASS_FAILED || res->outcome == PASS_BLOCKED ? LOG_ERROR : LOG_INFO;
+            res->outcome == PASS_FAILED || (res->outcome == PASS_BLOCKED && !res->held) ? LOG_ERROR
+                                                                                        : LOG_INFO;
         log_msg(l, "%s: %s: %s", cluster, pass_outcome_name(res->outcome), res->message);
         notify_frozen(userdata, cluster, res);
         notify_outcome(userdata, cluster, res);

@@ -30,6 +30,9 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "api/spec.h"
+#include "reconciler/hold.h"
+#include "state/holds.h"
 #include "state/maintenance.h"
 #include "state/carotate.h"
 #include "state/consistency.h"
@@ -817,6 +820,89 @@ static void print_verdicts(const state_verdict_list *l, const char *cluster)
         }
 }
 
+/*
+ * The holds on a cluster (reconciler/hold.h) as the pass judges them now,
+ * from the spec gitcd works toward and the state store: 0 with *ret
+ * filled, or -errno (the spec does not parse: no holds shown).
+ */
+static int holds_of(state_db *db, const state_cluster *c, int64_t now, hold_state *ret)
+{
+        const char *text = state_cluster_spec_json(c);
+        if (!text)
+                return -ENOENT;
+        json_t *j = json_loads(text, 0, NULL);
+        etcd_cluster *spec = NULL;
+        diag_list diags = {0};
+        int r = j ? spec_from_json(j, c->name, &spec, &diags) : -EINVAL;
+        json_decref(j);
+        diag_list_release(&diags);
+        if (r >= 0)
+                r = hold_read(db, c->name, spec, now, ret);
+        etcd_cluster_free(spec);
+        return r;
+}
+
+/* "Holds:" lines: suspended, the windows, the override, a step held since when. */
+static void print_holds(state_db *db, const state_cluster *c, int64_t now)
+{
+        hold_state hs;
+        if (holds_of(db, c, now, &hs) < 0)
+                return;
+        _cleanup_(state_hold_freep) state_hold *h = NULL;
+        (void)state_hold_get(db, c->name, &h);
+        char when[40];
+        bool any = hs.suspended || hs.windows || (h && h->held);
+        if (any)
+                printf("\n");
+        if (hs.suspended) {
+                _cleanup_free_ char *msg = clean(hs.suspended_message);
+                printf("Suspended: %s\n", msg);
+        }
+        if (hs.windows && hs.in_window) {
+                hold_format_minute(hs.window_end_ms, when, sizeof(when));
+                printf("Windows:   inside a maintenance window until %s\n", when);
+        } else if (hs.windows && hs.next_window_ms) {
+                hold_format_minute(hs.next_window_ms, when, sizeof(when));
+                printf("Windows:   outside the maintenance windows; disruptive steps wait for "
+                       "the next at %s\n",
+                       when);
+        } else if (hs.windows) {
+                printf("Windows:   outside the maintenance windows; none opens within five "
+                       "years\n");
+        }
+        if (hs.windows && hs.override_active)
+                printf("Override:  a maintenance override is in force until the cluster "
+                       "converges\n");
+        else if (hs.override_spent_ms) {
+                hold_format_minute(hs.override_spent_ms, when, sizeof(when));
+                printf("Override:  the maintenance override token was spent at %s\n", when);
+        }
+        if (h && h->held) {
+                format_rfc3339(h->held_ms, when, sizeof(when));
+                _cleanup_free_ char *word = clean(h->held);
+                printf("Held:      a step held (%s) since %s\n", word, when);
+        }
+        hold_state_release(&hs);
+}
+
+static void holds_json(state_db *db, const state_cluster *c, int64_t now, json_t *o)
+{
+        hold_state hs;
+        if (holds_of(db, c, now, &hs) < 0)
+                return;
+        _cleanup_(state_hold_freep) state_hold *h = NULL;
+        (void)state_hold_get(db, c->name, &h);
+        json_object_set_new(o, "suspended", json_boolean(hs.suspended));
+        json_object_set_new(o, "suspended_message", cli_json_string(hs.suspended_message));
+        json_object_set_new(o, "maintenance_windows", json_boolean(hs.windows));
+        json_object_set_new(o, "in_window", json_boolean(hs.windows && hs.in_window));
+        json_object_set_new(o, "next_window", cli_json_time(hs.next_window_ms));
+        json_object_set_new(o, "override_spent", cli_json_time(hs.override_spent_ms));
+        json_object_set_new(o, "held", cli_json_string(h ? h->held : NULL));
+        json_object_set_new(o, "held_since", cli_json_time(h && h->held ? h->held_ms : 0));
+        hold_state_release(&hs);
+}
+
 static int show(state_db *db, const char *name, bool json)
 {
         state_cluster_list cl = {0};
@@ -885,9 +971,11 @@ static int show(state_db *db, const char *name, bool json)
                         ca_rotation_json(db, cl.items[i]->name, o);
                         json_object_set_new(o, "intake", verdicts_json(&vl, cl.items[i]->name));
                         consistency_json(db, cl.items[i]->name, o);
+                        holds_json(db, cl.items[i], now, o);
                         print_json_line(o);
                 } else if (name) {
                         print_detail(cl.items[i], &ml, &certs, run, now);
+                        print_holds(db, cl.items[i], now);
                         print_recovery(db, cl.items[i]->name);
                         print_restores(db, cl.items[i]->name);
                         print_ca_rotation(db, cl.items[i]->name);

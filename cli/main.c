@@ -39,6 +39,8 @@ static const struct command commands[] = {
     {"snapshot", cmd_snapshot, "take, list and restore snapshots of a cluster"},
     {"recover", cmd_recover, "recover a cluster that lost quorum, from a member or a snapshot"},
     {"repair", cmd_repair, "replace a member whose data differs from the majority's, or recheck"},
+    {"suspend", cmd_suspend, "hold every voluntary step of a cluster until gitcd resume"},
+    {"resume", cmd_resume, "lift a suspension gitcd suspend recorded"},
     {"completion", cmd_completion, "print the bash or zsh completion script"},
 };
 

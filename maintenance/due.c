@@ -277,7 +277,33 @@ static bool decide_leader(const maint_view *v, const state_maint_run *run, size_
         return true;
 }
 
+/* A step the holds keep back (maint_view.held_*): a start stays due, a run waits. */
+static void decide_held(const maint_view *v, const state_maint_run *run, maint_action *ret)
+{
+        if (ret->kind == MAINT_IDLE || ret->kind == MAINT_WAIT || ret->kind == MAINT_ABORT ||
+            ret->kind == MAINT_FINISH)
+                return;
+        bool nospace =
+            run ? streq_ptr(run->trigger, "nospace") : ret->trigger == MAINT_TRIGGER_NOSPACE;
+        const char *why = v->held_all ? v->held_all : nospace ? NULL : v->held_disruptive;
+        if (!why)
+                return;
+        bool start = ret->kind == MAINT_START;
+        maint_action_release(ret);
+        *ret = (maint_action){.kind = start ? MAINT_IDLE : MAINT_WAIT,
+                              .next_ms = start ? v->held_until_ms : 0,
+                              .message = xasprintf("defragmentation held: %s", why)};
+}
+
+static void decide_run(const maint_view *v, maint_action *ret);
+
 void maint_decide(const maint_view *v, maint_action *ret)
+{
+        decide_run(v, ret);
+        decide_held(v, maint_running(v->runs), ret);
+}
+
+static void decide_run(const maint_view *v, maint_action *ret)
 {
         assert(v && ret);
         *ret = (maint_action){.kind = MAINT_IDLE};

@@ -55,10 +55,22 @@ typedef struct maint_view {
         int64_t quota_bytes;       /* spec.options.quotaBackendBytes, 0: etcd's default */
         const maint_member *members;
         size_t n;
-        bool nospace;                     /* a NOSPACE alarm is active on some member */
-        bool corrupt;                     /* a CORRUPT alarm is active on some member */
-        bool frozen;                      /* the members' data differs (consistency freeze) */
-        bool alarms_unknown;              /* the alarms could not be listed */
+        bool nospace;        /* a NOSPACE alarm is active on some member */
+        bool corrupt;        /* a CORRUPT alarm is active on some member */
+        bool frozen;         /* the members' data differs (consistency freeze) */
+        bool alarms_unknown; /* the alarms could not be listed */
+        /*
+         * Holds (reconciler/hold.h), each a sentence saying why, or NULL:
+         * held_all (suspended) holds every run; held_disruptive (outside
+         * the maintenance windows) every run but a NOSPACE alarm's, which
+         * ends an outage. A held run starts no step: the member in flight
+         * finished with the step before, the next waits; a run due but not
+         * started stays due (its slot is not taken), so it starts when the
+         * hold ends. held_until_ms: when the hold may end (0: not known).
+         */
+        const char *held_all;
+        const char *held_disruptive;
+        int64_t held_until_ms;
         const state_maint_run_list *runs; /* the cluster's records, newest first */
         int64_t created_ms; /* when gitcd first saw the cluster: no slot before is due */
         int64_t now_ms;

@@ -541,6 +541,9 @@ int maintenance_pass(maintenance *m, const maint_cluster *c, maint_result *ret)
         }
         v.alarms_unknown = !o.alarms_known;
         v.frozen = c->frozen;
+        v.held_all = c->held_all;
+        v.held_disruptive = c->held_disruptive;
+        v.held_until_ms = c->held_until_ms;
         ret->corrupt = v.corrupt;
         maint_action a;
         maint_decide(&v, &a);

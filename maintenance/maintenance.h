@@ -58,6 +58,10 @@ typedef struct maint_cluster {
          * (a run in progress is given up).
          */
         bool frozen;
+        /* Holds on defragmentation (maint_view.held_*, reconciler/hold.h); NULL: none. */
+        const char *held_all;
+        const char *held_disruptive;
+        int64_t held_until_ms;
 } maint_cluster;
 
 typedef enum maint_outcome {

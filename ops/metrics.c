@@ -40,6 +40,8 @@
 #include "api/spec.h"
 #include "etcd/client.h"
 #include "ops/metrics.h"
+#include "reconciler/hold.h"
+#include "state/holds.h"
 #include "state/consistency.h"
 #include "state/snapshots.h"
 #include "state/state.h"
@@ -359,6 +361,10 @@ static const meta metas[] = {
     {"gitcd_cluster_frozen", "gauge",
      "1 while voluntary changes are held because members' data differs (or etcd raised "
      "CORRUPT)."},
+    {"gitcd_cluster_suspended", "gauge",
+     "1 while the cluster is suspended (spec.suspend or gitcd suspend): no voluntary step runs."},
+    {"gitcd_cluster_held", "gauge",
+     "1 while a step of the cluster is held back, by reason (Suspended, MaintenanceWindow)."},
     {"gitcd_member_data_differs", "gauge",
      "1 for a member whose hash was not the majority's in the last check, 0 for the others."},
     {"gitcd_consistency_last_check_timestamp_seconds", "gauge",
@@ -688,6 +694,34 @@ static void put_consistency(scrape *s, state_db *db, const char *cluster)
         state_consistency_free(v);
 }
 
+/*
+ * The holds (reconciler/hold.h): whether the cluster is suspended, from the
+ * spec in force and the state store, and the step held when the last pass
+ * ended on one (state/holds.h).
+ */
+static void put_holds(scrape *s, state_db *db, const state_cluster *c)
+{
+        etcd_cluster *spec = spec_from_json_text(state_cluster_spec_json(c), c->name);
+        if (!spec)
+                return;
+        hold_state hs;
+        if (hold_read(db, c->name, spec, now_wall_ms(), &hs) == 0) {
+                put_cluster(s, "gitcd_cluster_suspended", c->name, NULL, hs.suspended);
+                hold_state_release(&hs);
+        }
+        etcd_cluster_free(spec);
+        state_hold *h = NULL;
+        if (state_hold_get(db, c->name, &h) == 0 && h->held) {
+                strbuf extra = STRBUF_INIT;
+                sb_append(&extra, "reason=\"");
+                escape_label(&extra, h->held);
+                sb_appendc(&extra, '"');
+                put_cluster(s, "gitcd_cluster_held", c->name, sb_str(&extra), 1);
+                sb_release(&extra);
+        }
+        state_hold_free(h);
+}
+
 /* What the store says about one cluster; its members to ask are appended to *members. */
 static void put_cluster_facts(scrape *s, state_db *db, const state_cluster *c,
                               member_addr **members, size_t *n_members, size_t *alloc)
@@ -728,6 +762,7 @@ static void put_cluster_facts(scrape *s, state_db *db, const state_cluster *c,
         put_certs(s, db, cl);
         put_snapshots(s, db, cl, drills_on(c));
         put_consistency(s, db, cl);
+        put_holds(s, db, c);
 
         static const char *const statuses[] = {"True", "False", "Unknown"};
         bool deadline = false;

@@ -23,6 +23,7 @@
 #include "plan/plan.h"
 #include "intake/intake.h"
 #include "intake/order.h"
+#include "reconciler/hold.h"
 #include "render/render.h"
 #include "targets/registry.h"
 #include "api/spec.h"
@@ -551,6 +552,51 @@ static plan_item *plan_cluster(plan *p, const etcd_cluster *c, const state_clust
         return it;
 }
 
+/*
+ * The holds on the cluster (reconciler/hold.h) as the next pass would
+ * judge them: suspended, outside the maintenance windows (what waits, and
+ * until when), the override token in force or spent.
+ */
+static void note_holds(plan_item *it, const plan_input *in, const etcd_cluster *c)
+{
+        hold_state hs;
+        if (in->db) {
+                if (hold_read(in->db, it->name, c, in->now_ms, &hs) < 0)
+                        return;
+        } else {
+                hold_input hi = {.c = c, .now_ms = in->now_ms};
+                hold_assess(&hi, &hs);
+        }
+        char when[32];
+        /* the windows matter to a change, or to one still being applied */
+        bool pending = it->action == PLAN_UPDATE || it->n_notes > 0;
+        if (hs.suspended)
+                NOTE(it,
+                     "held (%s): %s: no voluntary step until it is resumed; certificate "
+                     "renewal and scheduled snapshots go on",
+                     REASON_SUSPENDED, hs.suspended_message);
+        if (pending && in->now_ms && hs.windows && !hs.in_window && !hs.override_active) {
+                if (hs.next_window_ms)
+                        hold_format_minute(hs.next_window_ms, when, sizeof(when));
+                NOTE(it,
+                     "held (%s): restarts, upgrades, CA rotation, the TLS switch and "
+                     "scheduled defragmentation wait for the window at %s",
+                     REASON_MAINTENANCE_WINDOW,
+                     hs.next_window_ms ? when : "(none opens within five years)");
+        }
+        if (pending && hs.windows && hs.override_active && !hs.in_window)
+                NOTE(it,
+                     "the maintenance override %s lets held disruptive steps run now; it is "
+                     "spent when the cluster converges",
+                     c->maintenance.override);
+        if (pending && c->maintenance.override && hs.override_spent_ms) {
+                hold_format_minute(hs.override_spent_ms, when, sizeof(when));
+                NOTE(it, "the maintenance override %s was spent at %s: it lets nothing run",
+                     c->maintenance.override, when);
+        }
+        hold_state_release(&hs);
+}
+
 static void plan_removed(plan *p, const state_cluster *sc, bool prune, bool revision_has_errors,
                          const intake_input *ii)
 {
@@ -814,6 +860,7 @@ int plan_compute(const plan_input *in, plan **ret)
                                              members_find(in, ic->id));
                 it->tier = tiers[i];
                 plan_gate(in, &taken, ic, it);
+                note_holds(it, in, ic->spec);
                 if (ic->verdict == INTAKE_HELD) {
                         /* Not offered: the steps say what follows once it is approved. */
                         it->action = PLAN_HELD;

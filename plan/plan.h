@@ -99,7 +99,15 @@ typedef struct plan_input {
         source *src;
         /* The intake's verdicts on record (an upstream refused or held); NULL: none. */
         const state_verdict_list *verdicts;
-        /* The time a soak is measured at (wall ms); the gate of spec.dependsOn reads no clock. */
+        /*
+         * The state store, read for each cluster's holds (reconciler/hold.h:
+         * a suspension `gitcd suspend` recorded, a spent override token);
+         * NULL: the spec's holds only.
+         */
+        state_db *db;
+        /* The wall clock (ms) a soak of spec.dependsOn is measured at and the
+         * maintenance windows are judged at (0: the windows are not shown);
+         * the gate of spec.dependsOn reads no clock of its own. */
         int64_t now_ms;
 } plan_input;
 

@@ -194,7 +194,10 @@ int carotate_prepare(const carotate_env *env)
                 int k = state_ca_rotation_token_used(env->db, env->cluster, token);
                 if (k < 0)
                         return k;
-                if (k == 0 && env->bootstrapped && ca_taken_over(env)) {
+                if (k == 0 && env->bootstrapped && env->start_held) {
+                        if (env->ret_start_waits)
+                                *env->ret_start_waits = true;
+                } else if (k == 0 && env->bootstrapped && ca_taken_over(env)) {
                         refuse_taken_over(env, token);
                 } else if (k == 0) {
                         k = state_ca_rotation_start(env->db, env->cluster, token,

@@ -24,6 +24,14 @@ typedef struct carotate_env {
         const char *commit; /* the commit and author behind the latched spec */
         const char *author;
         int64_t now_ms; /* wall clock */
+        /*
+         * A hold keeps CA rotation back (reconciler/hold.h): a rotateCA token
+         * not seen before starts nothing (it is not used up either), and
+         * *ret_start_waits (when not NULL) says one waits. A rotation that
+         * runs keeps its phase; its restarts are held as restarts.
+         */
+        bool start_held;
+        bool *ret_start_waits;
 } carotate_env;
 
 /*

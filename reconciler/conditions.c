@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "reconciler/bootstrap.h"
+#include "reconciler/hold.h"
 #include "reconciler/internal.h"
 #include "reconciler/proof.h"
 #include "snapshots/scheduler.h"
@@ -48,6 +49,8 @@ typedef enum cond_reason {
         CR_DATA_BEHIND_RESTORE,
         CR_FROZEN,
         CR_DATA_INCONSISTENT,
+        CR_SUSPENDED,
+        CR_MAINTENANCE_WINDOW,
         _CR_MAX,
 } cond_reason;
 
@@ -73,6 +76,8 @@ static const char *const cond_reason_names[_CR_MAX] = {
     [CR_DATA_BEHIND_RESTORE] = "DataBehindRestore",
     [CR_FROZEN] = REASON_FROZEN,
     [CR_DATA_INCONSISTENT] = "DataInconsistent",
+    [CR_SUSPENDED] = REASON_SUSPENDED,
+    [CR_MAINTENANCE_WINDOW] = REASON_MAINTENANCE_WINDOW,
 };
 
 static const char *cond_reason_name(cond_reason r)

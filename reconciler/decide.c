@@ -345,6 +345,15 @@ static bool decide_renew(const desired *want, const observation *obs, bool expir
         return true;
 }
 
+bool decide_renewal(const desired *want, const observation *obs, step *s)
+{
+        int voters, healthy;
+        observation_voters(obs, &voters, &healthy);
+        if (!obs->etcd_listed || healthy < quorum(voters))
+                return false;
+        return decide_renew(want, obs, false, s);
+}
+
 /* Rule 13: roll outdated members, followers first (highest ordinal), the leader last. */
 static bool decide_roll(const observation *obs, int voters, int healthy, step *s)
 {

@@ -160,6 +160,15 @@ void decide(const desired *want, const observation *obs, step *ret_step);
  * step_release() before it is decided again.) */
 
 /*
+ * Rule 12 alone: a certificate within tls.auto.renewBefore of expiry (with
+ * quorum) gives its renewal step in *s (released first) and true; else
+ * false and *s untouched. For a pass whose step is held back
+ * (reconciler/hold.h): renewal is never held, and rules before it (a
+ * membership change) must not keep it waiting.
+ */
+bool decide_renewal(const desired *want, const observation *obs, step *s);
+
+/*
  * When the next certificate enters its renewal window (wall ms; it may be
  * in the past), or 0 when there is no certificate. For the requeue of a
  * converged pass and the CertificatesExpiring condition.

@@ -11,6 +11,7 @@
  * or it ends the pass with an error, when the pass could not run at all.
  *
  *   begin                latch the spec; end when terminal, unsupported, blocked
+ *   holds                hold.h: suspended, the maintenance windows, an override
  *   tls-switch-prepare   TLS switched off: the surfaces still on, set on the spec
  *   ca-rotation-prepare  CA rotation: its phase set on the spec
  *   observe              a crashed run's journal closed; the world; upkeep
@@ -18,13 +19,17 @@
  *   consistency-prepare  consistency.c: the freeze, a repair asked for (its member
  *                        taken for lost), etcd's CORRUPT alarm as last listed
  *   decide               decide.c: the one safe step
+ *   hold                 hold.h: a step a hold keeps back becomes a wait that says why
  *   upgrade              the gates of a rolling version change around the step
  *   consistency          the members' data compared when due; the freeze over the step
  *   conditions           the result says what was decided; conditions and phase
  *   deadline             converged: cleared; overdue: terminal; held by the freeze: cleared
+ *   held                 a step held (suspended, outside the windows): the pass ends blocked,
+ *                        requeued for the next window
  *       converged only:  ca-rotation, tls-switch, auth (never while frozen), maintenance
  *                        (while frozen: the alarms only); the first that takes a step
- *                        ends the pass
+ *                        ends the pass; each asks hold.h first
+ *   override-spent       converged: a maintenance override token is spent
  *   freeze               frozen, or a step held: the pass ends blocked (or waiting)
  *   act                  a step to take: journal-before-act (act.c)
  *
@@ -33,16 +38,21 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <jansson.h>
 #include <string.h>
 
 #include "pki/auto.h"
 #include "reconciler/auth.h"
 #include "reconciler/carotate.h"
 #include "reconciler/consistency.h"
+#include "reconciler/hold.h"
 #include "reconciler/internal.h"
 #include "reconciler/proof.h"
 #include "reconciler/recovery.h"
 #include "reconciler/tlsswitch.h"
+#include "state/carotate.h"
+#include "state/holds.h"
+#include "state/recovery.h"
 #include "util/xalloc.h"
 
 /* Everything one pass knows, from the step that learns it on. */
@@ -60,7 +70,13 @@ typedef struct pass_ctx {
         consistency_pass cons; /* from "consistency-prepare" on: the freeze, a repair */
         bool cons_ready;       /* cons was filled */
         bool corrupt_listed;   /* maintenance listed an active CORRUPT alarm this pass */
-        int error;             /* PASS_NEXT_ERROR: the -errno reconciler_pass() returns */
+        hold_state holds;      /* from "holds" on (reconciler/hold.h) */
+        bool holds_ready;
+        bool ca_start_waits;      /* a new rotateCA token waits for the holds to lift */
+        bool renewed_under_hold;  /* a renewal ran in the place of a held step */
+        const char *held;         /* a step held this pass: its reason word (REASON_SUSPENDED...) */
+        const char *held_message; /* points into holds */
+        int error;                /* PASS_NEXT_ERROR: the -errno reconciler_pass() returns */
 } pass_ctx;
 
 /* What a step tells the pass. */
@@ -176,6 +192,52 @@ static pass_next pass_begin(pass_ctx *p)
         return PASS_NEXT_CONTINUE;
 }
 
+/*
+ * The holds on the cluster (reconciler/hold.h): spec.suspend or `gitcd
+ * suspend`, the maintenance windows at this pass's wall clock, whether
+ * spec.maintenance.override's token was spent.
+ */
+static pass_next pass_holds(pass_ctx *p)
+{
+        int k = hold_read(p->r->opts.db, p->x->name, p->c, wall(p->r), &p->holds);
+        if (k < 0)
+                return pass_state_error(p, k, "holds");
+        p->holds_ready = true;
+        return PASS_NEXT_CONTINUE;
+}
+
+/* Whether a hold keeps work of class cls back; p->held and p->held_message say which. */
+static bool pass_held(pass_ctx *p, hold_class cls)
+{
+        const char *msg = NULL;
+        const char *word = hold_judge(&p->holds, cls, &msg);
+        if (!word)
+                return false;
+        p->held = word;
+        p->held_message = msg;
+        return true;
+}
+
+/*
+ * The pass ends on held work: blocked (a person or the clock must act),
+ * its message "WHAT: why" (what NULL: the message already says both).
+ */
+static pass_next pass_end_held(pass_ctx *p, const char *what)
+{
+        pass_result *res = p->res;
+        res->outcome = PASS_BLOCKED;
+        res->held = true;
+        snprintf(res->reason, sizeof(res->reason), "%s", p->held);
+        if (what)
+                pass_say(res, "%s: %s", what, p->held_message ? p->held_message : "held");
+        /* The daemon wakes at the window; a person's resume is seen within the blocked poll. */
+        int64_t wait = POLL_BLOCKED_MS;
+        if (streq(p->held, REASON_MAINTENANCE_WINDOW) && p->holds.next_window_ms)
+                wait = MIN(MAX(p->holds.next_window_ms - wall(p->r), 1000), 3600 * 1000);
+        res->poll_ms = (int)wait;
+        return PASS_NEXT_END;
+}
+
 /* TLS switched off (reconciler/tlsswitch.h): the surfaces still on, set on the spec. */
 static pass_next pass_tls_switch_prepare(pass_ctx *p)
 {
@@ -196,15 +258,19 @@ static pass_next pass_tls_switch_prepare(pass_ctx *p)
 static pass_next pass_ca_rotation_prepare(pass_ctx *p)
 {
         reconciler *r = p->r;
-        p->ca_env = (carotate_env){.db = r->opts.db,
-                                   .target = r->opts.target,
-                                   .c = p->x->latched,
-                                   .cluster = p->x->name,
-                                   .bootstrapped = p->w.sc && !isempty(p->w.sc->cluster_id),
-                                   .records = &p->w.records,
-                                   .commit = p->w.commit,
-                                   .author = p->w.author,
-                                   .now_ms = wall(r)};
+        p->ca_env = (carotate_env){
+            .db = r->opts.db,
+            .target = r->opts.target,
+            .c = p->x->latched,
+            .cluster = p->x->name,
+            .bootstrapped = p->w.sc && !isempty(p->w.sc->cluster_id),
+            .records = &p->w.records,
+            .commit = p->w.commit,
+            .author = p->w.author,
+            .now_ms = wall(r),
+            .start_held =
+                hold_judge(&p->holds, hold_work_class(HOLD_WORK_CA_ROTATION), NULL) != NULL,
+            .ret_start_waits = &p->ca_start_waits};
         int k = carotate_prepare(&p->ca_env);
         return k < 0 ? pass_state_error(p, k, "CA rotation") : PASS_NEXT_CONTINUE;
 }
@@ -228,7 +294,8 @@ static pass_next pass_observe(pass_ctx *p)
                 return pass_error(p, k);
         }
         world_record(r, x, p->c, w);
-        if (!w->quiet)
+        /* Suspended: the target's shared objects and strays are left as they are too. */
+        if (!w->quiet && !p->holds.suspended)
                 act_upkeep(r, x, p->c, w);
         assert(w->obs.n == w->n);
         return PASS_NEXT_CONTINUE;
@@ -240,6 +307,19 @@ static pass_next pass_recovery(pass_ctx *p)
         reconciler *r = p->r;
         cluster_ctx *x = p->x;
         world *w = &p->w;
+        if (pass_held(p, hold_work_class(HOLD_WORK_RECOVERY))) {
+                /* a recovery asked for (running, or a spec token not used yet) waits */
+                state_recovery *run = NULL;
+                bool asked = state_recovery_running(r->opts.db, x->name, &run) == 0;
+                state_recovery_free(run);
+                const recovery_spec *rc = &p->c->recovery;
+                asked = asked || (rc->from != RECOVERY_NONE && rc->token &&
+                                  state_recovery_token_used(r->opts.db, x->name, rc->token) == 0);
+                if (asked)
+                        return pass_end_held(p, "the recovery");
+                p->held = NULL;
+                p->held_message = NULL;
+        }
         recovery_env env = {
             .db = r->opts.db,
             .target = r->opts.target,
@@ -313,11 +393,37 @@ static pass_next pass_decide(pass_ctx *p)
         return PASS_NEXT_CONTINUE;
 }
 
+/*
+ * A step a hold keeps back (reconciler/hold.h) becomes a wait that says
+ * why, before the rollout's gates (no snapshot before a held upgrade) and
+ * the conditions (which show it: Progressing with the hold's reason).
+ */
+static pass_next pass_hold(pass_ctx *p)
+{
+        step *s = &p->s;
+        if (!pass_held(p, hold_step_class(s)))
+                return PASS_NEXT_CONTINUE;
+        /* Renewal is never held, nor kept waiting by a held step decided before it. */
+        if (decide_renewal(&p->want, &p->w.obs, s)) {
+                p->held = NULL;
+                p->renewed_under_hold = true;
+                return PASS_NEXT_CONTINUE;
+        }
+        _cleanup_free_ char *what = xstrdup(s->message ? s->message : step_kind_name(s->kind));
+        s->kind = STEP_WAIT;
+        s->reason = p->held;
+        step_say(s, "%s: %s", what, p->held_message ? p->held_message : "held");
+        return PASS_NEXT_CONTINUE;
+}
+
 /* A rolling version change (rollout.c): the step may wait; UpgradeFailed ends the pass. */
 static pass_next pass_upgrade(pass_ctx *p)
 {
         if (rollout_pass(p->r, p->x, p->c, &p->w, &p->s, p->res) == 0)
                 return PASS_NEXT_END; /* terminal, res filled */
+        /* The member in flight still settles: that wait is the pass's, not the hold's. */
+        if (p->held && !streq_ptr(p->s.reason, p->held))
+                p->held = NULL;
         return PASS_NEXT_CONTINUE;
 }
 
@@ -356,7 +462,7 @@ static pass_next pass_conditions(pass_ctx *p)
 static pass_next pass_deadline(pass_ctx *p)
 {
         pass_result *res = p->res;
-        if (p->cons.held && p->cons.frozen) {
+        if ((p->cons.held && p->cons.frozen) || p->held) {
                 /* Held for a person: no deadline runs out meanwhile. */
                 const state_cluster *sc = p->w.sc;
                 if (sc->progress_deadline_ms)
@@ -376,11 +482,26 @@ static pass_next pass_deadline(pass_ctx *p)
         return PASS_NEXT_CONTINUE;
 }
 
+/* A step held (pass_hold): the pass ends blocked, its message the step's and why. */
+static pass_next pass_held_step(pass_ctx *p)
+{
+        return p->held ? pass_end_held(p, NULL) : PASS_NEXT_CONTINUE;
+}
+
 /* ---- a converged cluster ------------------------------------------------- */
 
 /* CA rotation (reconciler/carotate.h): the rotation's next step. */
 static pass_next pass_ca_rotation(pass_ctx *p)
 {
+        if (pass_held(p, hold_work_class(HOLD_WORK_CA_ROTATION))) {
+                state_ca_rotation *run = NULL;
+                bool running = state_ca_rotation_running(p->r->opts.db, p->x->name, &run) == 0;
+                state_ca_rotation_free(run);
+                if (running || p->ca_start_waits)
+                        return pass_end_held(p, "the CA rotation");
+                p->held = NULL;
+                return PASS_NEXT_CONTINUE;
+        }
         bool new_identity = false;
         int k = carotate_converged(&p->ca_env, p->res, &new_identity);
         if (k == 0)
@@ -407,6 +528,12 @@ static pass_next pass_tls_switch(pass_ctx *p)
                             .commit = w->commit,
                             .author = w->author,
                             .now_ms = wall(r)};
+        if (pass_held(p, hold_work_class(HOLD_WORK_TLS_SWITCH))) {
+                if (tlsswitch_pending(&ts))
+                        return pass_end_held(p, "the TLS switch");
+                p->held = NULL;
+                return PASS_NEXT_CONTINUE;
+        }
         int k = tlsswitch_converged(&ts, p->res);
         if (k == 0)
                 return PASS_NEXT_CONTINUE;
@@ -425,6 +552,10 @@ static pass_next pass_auth(pass_ctx *p)
         pass_result *res = p->res;
         if (!x->client_endpoints)
                 return PASS_NEXT_CONTINUE;
+        if (pass_held(p, hold_work_class(HOLD_WORK_AUTH))) {
+                p->held = NULL; /* suspended: etcd's auth is left as it is */
+                return PASS_NEXT_CONTINUE;
+        }
         _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
         cluster_client_tls(r, p->c, &ca, &cert, &key);
         char *secret_pw = NULL;
@@ -509,6 +640,13 @@ static pass_next pass_maintenance(pass_ctx *p)
                             .commit = w->commit,
                             .author = w->author,
                             .frozen = p->cons.frozen};
+        const char *why = NULL;
+        if (hold_judge(&p->holds, hold_work_class(HOLD_WORK_NOSPACE_DEFRAG), &why))
+                mc.held_all = why;
+        if (hold_judge(&p->holds, hold_work_class(HOLD_WORK_DEFRAG), &why)) {
+                mc.held_disruptive = why;
+                mc.held_until_ms = p->holds.next_window_ms;
+        }
         maint_result mr = {0};
         if (maintenance_pass(r->maint, &mc, &mr) == 0 && mr.outcome != MAINT_OUT_IDLE) {
                 res->outcome = mr.outcome == MAINT_OUT_ACTED ? PASS_PROGRESSED : PASS_WAITING;
@@ -563,6 +701,36 @@ static pass_next pass_freeze(pass_ctx *p)
         return PASS_NEXT_CONTINUE;
 }
 
+/*
+ * A converged cluster spends spec.maintenance.override's token (recorded
+ * once per cluster, audited maintenance.override with the commit): the same
+ * token later lets nothing run.
+ */
+static pass_next pass_override_spent(pass_ctx *p)
+{
+        reconciler *r = p->r;
+        const char *token = p->c->maintenance.override;
+        if (!token || p->holds.override_spent_ms)
+                return PASS_NEXT_CONTINUE;
+        int k = state_override_spend(r->opts.db, p->x->name, token, p->w.commit, wall(r));
+        if (k < 0) {
+                log_warn("%s: could not record the maintenance override as spent: %s", p->x->name,
+                         state_last_error());
+                return PASS_NEXT_CONTINUE;
+        }
+        if (k > 0) {
+                _cleanup_free_ char *why =
+                    xasprintf("maintenance override %s spent: the cluster converged", token);
+                json_t *j = json_pack("{s:s}", "override", token);
+                _cleanup_free_ char *after = j ? json_dumps(j, JSON_COMPACT) : NULL;
+                json_decref(j);
+                audit(r, p->x->name, "maintenance.override", why, NULL, after, "success", 0,
+                      p->w.commit, p->w.author);
+                log_info("%s: %s", p->x->name, why);
+        }
+        return PASS_NEXT_CONTINUE;
+}
+
 /* ---- a step to take ------------------------------------------------------ */
 
 /* The step decided (act.c); one that could not even start is tried again soon. */
@@ -594,21 +762,25 @@ static pass_next pass_act(pass_ctx *p)
  */
 static const pass_step pass_steps[] = {
     {"begin", pass_begin, PASS_WHEN_ALWAYS},
+    {"holds", pass_holds, PASS_WHEN_ALWAYS},
     {"tls-switch-prepare", pass_tls_switch_prepare, PASS_WHEN_ALWAYS},
     {"ca-rotation-prepare", pass_ca_rotation_prepare, PASS_WHEN_ALWAYS},
     {"observe", pass_observe, PASS_WHEN_ALWAYS},
     {"recovery", pass_recovery, PASS_WHEN_ALWAYS},
     {"consistency-prepare", pass_consistency_prepare, PASS_WHEN_ALWAYS},
     {"decide", pass_decide, PASS_WHEN_ALWAYS},
+    {"hold", pass_hold, PASS_WHEN_ALWAYS},
     {"upgrade", pass_upgrade, PASS_WHEN_ALWAYS},
     {"consistency", pass_consistency, PASS_WHEN_ALWAYS},
     {"conditions", pass_conditions, PASS_WHEN_ALWAYS},
     {"deadline", pass_deadline, PASS_WHEN_ALWAYS},
+    {"held", pass_held_step, PASS_WHEN_ALWAYS},
     {"ca-rotation", pass_ca_rotation, PASS_WHEN_CONVERGED},
     {"tls-switch", pass_tls_switch, PASS_WHEN_CONVERGED},
     {"auth", pass_auth, PASS_WHEN_CONVERGED},
     {"maintenance", pass_maintenance, PASS_WHEN_IDLE},
     {"freeze", pass_freeze, PASS_WHEN_IDLE},
+    {"override-spent", pass_override_spent, PASS_WHEN_CONVERGED},
     {"act", pass_act, PASS_WHEN_STEP},
 };
 
@@ -650,8 +822,34 @@ static int pass_run(pass_ctx *p)
         return next == PASS_NEXT_ERROR ? p->error : 0;
 }
 
+/*
+ * The held state, audited once per change (cluster.held, cluster.released)
+ * and not every pass; only a pass that decided judges it.
+ */
+static void pass_audit_held(pass_ctx *p)
+{
+        reconciler *r = p->r;
+        if (!p->holds_ready || (!p->decided && !p->res->held) || p->renewed_under_hold)
+                return; /* a renewal in a held step's place changes no hold */
+        const char *held = p->res->held ? p->res->reason : NULL;
+        if (streq_ptr(held, p->holds.held_recorded))
+                return; /* unchanged: no write */
+        int k = state_hold_set_held(r->opts.db, p->x->name, held, wall(r));
+        if (k <= 0)
+                return;
+        const char *msg = p->res->message ? p->res->message : "";
+        audit(r, p->x->name, held ? "cluster.held" : "cluster.released",
+              held ? msg : "no step is held any more", NULL, NULL, "success", 0, p->w.commit,
+              p->w.author);
+        if (held)
+                log_info("%s: held (%s): %s", p->x->name, held, msg);
+        else
+                log_info("%s: no step is held any more", p->x->name);
+}
+
 static void pass_ctx_release(pass_ctx *p)
 {
+        hold_state_release(&p->holds);
         consistency_pass_release(&p->cons);
         step_release(&p->s);
         world_release(&p->w);
@@ -682,6 +880,8 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
             .res = res,
         };
         int k = pass_run(&p);
+        if (k >= 0)
+                pass_audit_held(&p);
         if (p.cons_ready)
                 res->frozen = p.cons.frozen;
         if (!res->message)

@@ -86,6 +86,14 @@ typedef struct pass_result {
          * person (reconciler/consistency.h). The message says why.
          */
         bool frozen;
+        /*
+         * A hold keeps the next step back (reconciler/hold.h): the cluster is
+         * suspended, or a disruptive step waits for a maintenance window.
+         * The outcome is PASS_BLOCKED, reason the hold's word (Suspended,
+         * MaintenanceWindow), the message what waits and why; `gitcd apply`
+         * reports it and stops waiting for the cluster (exit 1, not converged).
+         */
+        bool held;
 } pass_result;
 
 /* Frees the message; pass_result_release(NULL) is a no-op. */

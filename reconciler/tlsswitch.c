@@ -310,6 +310,20 @@ static int switch_off_converged(const tlsswitch_env *env, pass_result *res)
         return 1;
 }
 
+bool tlsswitch_pending(const tlsswitch_env *env)
+{
+        if (switching_off(env))
+                return true;
+        bool client = render_client_tls(env->c), peer = render_peer_tls(env->c);
+        for (size_t i = 0; i < env->records->n; i++) {
+                const state_member *m = env->records->items[i];
+                if (!m->removed_ms &&
+                    ((client && is_http(m->client_url)) || (peer && is_http(m->peer_url))))
+                        return true;
+        }
+        return false;
+}
+
 int tlsswitch_converged(const tlsswitch_env *env, pass_result *res)
 {
         if (switching_off(env))

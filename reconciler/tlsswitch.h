@@ -48,3 +48,10 @@ int tlsswitch_prepare(const tlsswitch_env *env, etcd_cluster *c);
  * for; negative: the step failed (res says why).
  */
 int tlsswitch_converged(const tlsswitch_env *env, pass_result *res);
+
+/*
+ * Whether a switch has a step left (what tlsswitch_converged would act
+ * on): a surface switched off still recorded https, or one switched on
+ * still recorded http. For the holds (reconciler/hold.h).
+ */
+bool tlsswitch_pending(const tlsswitch_env *env);

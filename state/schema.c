@@ -519,6 +519,27 @@ const char *const state_migrations[] = {
     ");\n"
     "CREATE UNIQUE INDEX repairs_running ON repairs (cluster) WHERE result = 'running';\n"
     "CREATE UNIQUE INDEX repairs_token ON repairs (cluster, token) WHERE token IS NOT NULL;\n",
+    /*
+     * The holds on a cluster's steps (state/holds.h, reconciler/hold.h): a
+     * suspension a person asked for (`gitcd suspend`), the held state last
+     * audited (once per change, not every pass), and the maintenance
+     * override tokens spent, each acted on once per cluster.
+     */
+    "CREATE TABLE holds (\n"
+    "  cluster TEXT PRIMARY KEY,\n"
+    "  suspended_by TEXT,\n"
+    "  suspended_ms INTEGER NOT NULL DEFAULT 0,\n"
+    "  suspend_reason TEXT,\n"
+    "  held TEXT,\n"
+    "  held_ms INTEGER NOT NULL DEFAULT 0\n"
+    ");\n"
+    "CREATE TABLE override_tokens (\n"
+    "  cluster TEXT NOT NULL,\n"
+    "  token TEXT NOT NULL,\n"
+    "  spent_ms INTEGER NOT NULL,\n"
+    "  commit_id TEXT,\n"
+    "  PRIMARY KEY (cluster, token)\n"
+    ");\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

@@ -234,7 +234,8 @@ static void test_coreos(void **state)
         assert_true(c->tls.peer.enabled && c->tls.client.enabled);
 }
 
-static void test_coreos_paused_is_not_replicas_zero(void **state)
+/* coreos paused is gitcd's suspend: etcd keeps serving, gitcd takes no voluntary step. */
+static void test_coreos_paused_is_suspend(void **state)
 {
         etcd_cluster *c = load_text("apiVersion: etcd.database.coreos.com/v1beta2\n"
                                     "kind: EtcdCluster\n"
@@ -245,8 +246,8 @@ static void test_coreos_paused_is_not_replicas_zero(void **state)
                                     "  version: 3.5.16\n"
                                     "  paused: true\n");
         assert_int_equal(c->replicas, 3);
-        assert_int_equal(count(DIAG_WARNING), 1);
-        assert_non_null(strstr(diags.items[0].message, "spec.paused is not supported by gitcd"));
+        assert_true(c->suspend);
+        assert_int_equal(count(DIAG_WARNING), 0);
 }
 
 static void test_etcdio(void **state)
@@ -775,7 +776,7 @@ int main(void)
             cmocka_unit_test(test_native_defaults),
             cmocka_unit_test(test_native_disarm_nospace),
             cmocka_unit_test(test_coreos),
-            cmocka_unit_test(test_coreos_paused_is_not_replicas_zero),
+            cmocka_unit_test(test_coreos_paused_is_suspend),
             cmocka_unit_test(test_etcdio),
             cmocka_unit_test(test_etcdio_size_and_provider_cfg),
             cmocka_unit_test(test_improbable),

@@ -489,6 +489,65 @@ static void test_records(void **unused)
         (void)rm_rf(tmpl);
 }
 
+/*
+ * Holds (reconciler/hold.h): outside the windows a scheduled run does not
+ * start and stays due (it starts when the hold ends); a run in progress
+ * waits between members; a NOSPACE run is held only while suspended.
+ */
+static void test_holds(void **unused)
+{
+        (void)unused;
+        defrag_spec d = {.enabled = true, .schedule = "0 3 * * *", .disarm_nospace = true};
+        maint_member m[3];
+        members3(m, 10);
+        state_maint_run_list none = {0};
+        int64_t now = at(2026, 11, 23, 14, 5);
+        maint_view v = {.defrag = &d,
+                        .members = m,
+                        .n = 3,
+                        .runs = &none,
+                        .now_ms = now,
+                        .created_ms = at(2026, 11, 1, 0, 0),
+                        .held_disruptive = "waits for the window at 2026-11-28T02:00Z",
+                        .held_until_ms = at(2026, 11, 28, 2, 0)};
+        maint_action a = decide(&v);
+        assert_int_equal(a.kind, MAINT_IDLE);
+        assert_int_equal(a.next_ms, at(2026, 11, 28, 2, 0));
+        assert_non_null(strstr(a.message, "defragmentation held: waits for the window at"));
+        maint_action_release(&a);
+        /* the hold lifted (days later): the latest slot is due, once */
+        v.held_disruptive = NULL;
+        v.now_ms = at(2026, 11, 28, 3, 1);
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_START);
+        assert_int_equal(a.slot_ms, at(2026, 11, 28, 3, 0));
+        maint_action_release(&a);
+
+        /* a run in progress: the next member waits */
+        state_maint_run *run = run_new("schedule", "running", "main-1", now, 0);
+        state_maint_run_list l = {.items = &run, .n = 1};
+        v.runs = &l;
+        v.held_disruptive = "waits for the window at 2026-11-28T02:00Z";
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_WAIT);
+        maint_action_release(&a);
+        state_maint_run_free(run);
+
+        /* NOSPACE: not held by the windows, held while suspended */
+        v.runs = &none;
+        v.nospace = true;
+        v.created_ms = now; /* no scheduled slot due */
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_START);
+        assert_int_equal(a.trigger, MAINT_TRIGGER_NOSPACE);
+        maint_action_release(&a);
+        v.held_all = "suspended (by spec)";
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_IDLE);
+        assert_non_null(strstr(a.message, "suspended (by spec)"));
+        maint_action_release(&a);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -500,6 +559,7 @@ int main(void)
             cmocka_unit_test(test_nospace_waits_for_compaction),
             cmocka_unit_test(test_alarm_conditions),
             cmocka_unit_test(test_records),
+            cmocka_unit_test(test_holds),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

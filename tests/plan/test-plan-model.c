@@ -283,6 +283,58 @@ static void test_roll_order(void **state)
 }
 
 /* Author, subject and file names come from the commit: the text output escapes them. */
+static bool has_note(const plan_item *it, const char *text)
+{
+        for (size_t i = 0; i < it->n_notes; i++)
+                if (strstr(it->notes[i], text))
+                        return true;
+        return false;
+}
+
+/*
+ * The holds (reconciler/hold.h) as notes: a suspended cluster, and an
+ * upgrade outside its maintenance window with the window's start; an
+ * unchanged cluster outside its window gets no note.
+ */
+static void test_holds(void **state)
+{
+        (void)state;
+        const char *paths[] = {"c/s.yaml", "c/w.yaml", "c/q.yaml"};
+        static const char win[] = "  maintenance:\n    windows:\n"
+                                  "      - {schedule: \"0 2 * * 6\", duration: 4h}\n";
+        char *w_text = xasprintf(HEAD("w") "  replicas: 3\n  version: \"3.5.30\"\n%s", win);
+        char *q_text = xasprintf(HEAD("q") "  replicas: 3\n%s", win);
+        const char *s_text = HEAD("s") "  replicas: 3\n  suspend: true\n";
+        const char *now_texts[] = {s_text, w_text, q_text};
+        source_revision *rev = revision(paths, now_texts, 3);
+        char *w_old = xasprintf(HEAD("w") "  replicas: 3\n  version: \"3.5.16\"\n%s", win);
+        state_cluster *items[] = {
+            accepted(HEAD("s") "  replicas: 1\n", true, "Running"),
+            accepted(w_old, true, "Running"),
+            accepted(q_text, true, "Running"),
+        };
+        state_cluster_list applied = {.items = items, .n = 3};
+        plan *p = NULL;
+        /* Thursday 2026-11-26T12:00Z */
+        plan_input in = {.rev = rev, .applied = &applied, .now_ms = INT64_C(1795694400000)};
+        assert_int_equal(plan_compute(&in, &p), 0);
+        assert_true(has_note(item(p, "default/s"), "held (Suspended): suspended (by spec)"));
+        assert_true(has_note(item(p, "default/w"),
+                             "held (MaintenanceWindow): restarts, upgrades, CA rotation, the TLS "
+                             "switch and scheduled defragmentation wait for the window at "
+                             "2026-11-28T02:00Z"));
+        const plan_item *q = item(p, "default/q");
+        assert_int_equal(q->action, PLAN_UNCHANGED);
+        assert_int_equal(q->n_notes, 0);
+        plan_free(p);
+        for (size_t i = 0; i < 3; i++)
+                state_cluster_free(items[i]);
+        source_revision_free(rev);
+        free(w_text);
+        free(q_text);
+        free(w_old);
+}
+
 static void test_hostile_text_escaped(void **state)
 {
         (void)state;
@@ -405,6 +457,7 @@ int main(void)
             cmocka_unit_test(test_roll_order),
             cmocka_unit_test(test_hostile_text_escaped),
             cmocka_unit_test(test_order),
+            cmocka_unit_test(test_holds),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
