@@ -815,6 +815,40 @@ static void print_verdicts(const state_verdict_list *l, const char *cluster)
         }
 }
 
+json_t *cli_status_cluster_json(state_db *db, const char *name)
+{
+        state_cluster *c = NULL;
+        if (state_cluster_get(db, name, &c) < 0)
+                return NULL;
+        state_verdict_list vl = {0};
+        if (state_verdict_list_get(db, name, &vl) < 0)
+                vl = (state_verdict_list){0};
+        state_audit_failures af = {0};
+        (void)state_audit_failures_get(db, &af);
+        state_member_list ml = {0};
+        if (state_member_list_for(db, name, false, &ml) < 0)
+                ml = (state_member_list){0};
+        state_cert_list certs = {0};
+        if (state_certs_list(db, name, &certs) < 0)
+                certs = (state_cert_list){0};
+        state_maint_run_list runs = {0};
+        if (state_maint_run_list_for(db, name, 1, &runs) < 0)
+                runs = (state_maint_run_list){0};
+        json_t *o = cluster_json(c, &ml, &certs, runs.n ? runs.items[0] : NULL, &af);
+        recovery_json(db, name, o);
+        restores_json(db, name, o);
+        ca_rotation_json(db, name, o);
+        json_object_set_new(o, "intake", verdicts_json(&vl, name));
+        consistency_json(db, name, o);
+        state_member_list_release(&ml);
+        state_cert_list_release(&certs);
+        state_maint_run_list_release(&runs);
+        state_audit_failures_release(&af);
+        state_verdict_list_release(&vl);
+        state_cluster_free(c);
+        return o;
+}
+
 static int show(state_db *db, const char *name, bool json)
 {
         state_cluster_list cl = {0};

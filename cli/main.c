@@ -39,6 +39,7 @@ static const struct command commands[] = {
     {"snapshot", cmd_snapshot, "take, list and restore snapshots of a cluster"},
     {"recover", cmd_recover, "recover a cluster that lost quorum, from a member or a snapshot"},
     {"repair", cmd_repair, "replace a member whose data differs from the majority's, or recheck"},
+    {"debug", cmd_debug, "collect an incident bundle of a cluster (gitcd debug bundle)"},
     {"completion", cmd_completion, "print the bash or zsh completion script"},
 };
 
