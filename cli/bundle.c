@@ -194,15 +194,20 @@ typedef struct conn {
         auth_creds cr;
 } conn;
 
-static int client_for(const conn *k, const char *endpoints, etcd_client **ret)
+/*
+ * A client of endpoints; with root's credentials only when auth is true.
+ * Status and /metrics need none, and etcd's Authenticate goes through raft:
+ * a member of a cluster that lost quorum answers only callers without.
+ */
+static int client_for(const conn *k, const char *endpoints, bool auth, etcd_client **ret)
 {
         etcd_client_opts o = {.endpoints = endpoints,
                               .cacert = k->ca,
                               .cert = k->cert,
                               .key = k->key,
-                              .user = k->cr.user,
-                              .password = k->cr.password,
-                              .fallback_password = k->cr.fallback_password,
+                              .user = auth ? k->cr.user : NULL,
+                              .password = auth ? k->cr.password : NULL,
+                              .fallback_password = auth ? k->cr.fallback_password : NULL,
                               .call_timeout_ms = BUNDLE_STEP_TIMEOUT_MS,
                               .dial_timeout_ms = 1000};
         return etcd_client_new(&o, ret);
@@ -214,13 +219,27 @@ static char *etcd_error(etcd_client *c, int r)
         return xasprintf("%s\n", !isempty(m) ? m : etcd_strerror(r));
 }
 
+static bool auth_refusal(int r)
+{
+        return r == ETCD_ERR_UNAUTHENTICATED || r == ETCD_ERR_AUTH_FAILED ||
+               r == ETCD_ERR_INVALID_TOKEN || r == ETCD_ERR_PERMISSION_DENIED;
+}
+
 static void collect_cluster(bundle *b, const conn *k, const char *endpoints)
 {
         etcd_client *c = NULL;
-        int r = client_for(k, endpoints, &c);
+        int r = client_for(k, endpoints, false, &c);
         etcd_members *ml = NULL;
         if (r >= 0)
                 r = etcd_member_list(c, &ml);
+        if (auth_refusal(r) && k->cr.user) {
+                /* asked again as root: the alarms below too */
+                etcd_client_free(c);
+                c = NULL;
+                r = client_for(k, endpoints, true, &c);
+                if (r >= 0)
+                        r = etcd_member_list(c, &ml);
+        }
         if (r < 0) {
                 add(b, FILE_OTHER, xstrdup("etcd/members.error.txt"),
                     xasprintf("the member list: %s", etcd_error(c, r)));
@@ -243,7 +262,15 @@ static void collect_cluster(bundle *b, const conn *k, const char *endpoints)
         }
         etcd_alarm *al = NULL;
         size_t n_al = 0;
-        if (c && (r = etcd_alarm_list(c, &al, &n_al)) >= 0) {
+        if (c)
+                r = etcd_alarm_list(c, &al, &n_al);
+        if (c && auth_refusal(r) && k->cr.user) {
+                etcd_client_free(c);
+                c = NULL;
+                if (client_for(k, endpoints, true, &c) >= 0)
+                        r = etcd_alarm_list(c, &al, &n_al);
+        }
+        if (c && r >= 0) {
                 json_t *a = json_array();
                 for (size_t i = 0; i < n_al; i++)
                         json_array_append_new(
@@ -271,7 +298,7 @@ static void collect_member(bundle *b, const conn *k, const state_member *m, targ
                 _cleanup_free_ char *first = xstrndup(m->client_url, strcspn(m->client_url, ","));
                 etcd_client *c = NULL;
                 etcd_endpoint_status *st = NULL;
-                int r = client_for(k, first, &c);
+                int r = client_for(k, first, false, &c);
                 if (r >= 0)
                         r = etcd_status(c, NULL, &st);
                 if (r >= 0) {

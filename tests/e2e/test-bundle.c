@@ -1,0 +1,192 @@
+/*
+ * gitcd debug bundle end to end, on the local target with real etcd: a
+ * 3-member cluster with auth on (root's password chosen by the test) and
+ * TLS by gitcd's own CA (private keys on disk), and a spec.repair token,
+ * loses quorum (two members killed). `gitcd debug bundle` still writes a
+ * bundle (mode 0600), read back with tar: README.txt, gitcd's status and
+ * spec, the surviving member's status (raft index and term), metrics and
+ * log, and an error.txt for each stopped member; no byte of root's
+ * password, no PEM private key header and no token in any file. Taken
+ * without -o it goes to <state>/bundles/, where the newest 10 of the
+ * cluster are kept.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/e2e/e2e.h"
+#include "util/fs.h"
+#include "util/macro.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+#define VERSION  "3.5.16"
+#define PASSWORD "bundle-root-pw-6a1f0c93e7d24b58"
+#define TOKEN    "bundle-token-c0ffee-4417"
+
+/* What a shell command printed (its exit status must be 0). */
+static char *sh(const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        char *cmd = NULL;
+        assert_true(vasprintf(&cmd, fmt, ap) >= 0);
+        va_end(ap);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        strbuf sb = STRBUF_INIT;
+        char buf[4096];
+        for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;)
+                sb_append_len(&sb, buf, n);
+        int st = pclose(p);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                fail_msg("`%s` failed", cmd);
+        free(cmd);
+        return sb_detach(&sb);
+}
+
+static bool listed(const char *list, const char *file)
+{
+        _cleanup_free_ char *want = xasprintf("/%s\n", file);
+        return strstr(list, want) != NULL;
+}
+
+static void test_quorum_lost(void **state)
+{
+        (void)state;
+        if (!e2e_have_version(VERSION))
+                skip();
+        e2e *e = e2e_new();
+        /* root's password, chosen before auth is on (docs/auth.md) */
+        _cleanup_free_ char *adir = xasprintf("%s/auth/default/inc", e->state_dir);
+        assert_int_equal(mkdir_p(adir, 0700), 0);
+        _cleanup_free_ char *pwfile = xasprintf("%s/root-password", adir);
+        assert_int_equal(write_file_atomic(pwfile, PASSWORD "\n", strlen(PASSWORD) + 1, 0600), 0);
+        e2e_write_file(e, "inc.yaml",
+                       "apiVersion: gitcd.io/v1alpha1\n"
+                       "kind: EtcdCluster\n"
+                       "metadata:\n"
+                       "  name: inc\n"
+                       "spec:\n"
+                       "  replicas: 3\n"
+                       "  version: \"" VERSION "\"\n"
+                       "  auth:\n"
+                       "    enabled: true\n"
+                       "  tls:\n"
+                       "    provider: auto\n"
+                       "  repair:\n"
+                       "    recheck: true\n"
+                       "    token: " TOKEN "\n");
+        e2e_apply_ok(e, 120);
+        assert_true(e2e_wait_ready(e, "inc", 3, 60));
+
+        /* quorum lost: two of three members killed (no daemon runs to restart them) */
+        for (int i = 1; i <= 2; i++) {
+                _cleanup_free_ char *m = xasprintf("inc-%d", i);
+                pid_t pid = e2e_member_pid(e, "inc", m);
+                assert_true(pid > 0);
+                assert_int_equal(kill(pid, SIGKILL), 0);
+        }
+        for (int i = 1; i <= 2; i++) {
+                _cleanup_free_ char *m = xasprintf("inc-%d", i);
+                pid_t pid = e2e_member_pid(e, "inc", m);
+                for (int t = 0; t < 300 && pid > 0 && kill(pid, 0) == 0; t++)
+                        usleep(100 * 1000);
+        }
+
+        _cleanup_free_ char *out = xasprintf("%s/incident.tar.gz", e->root);
+        _cleanup_free_ char *printed = NULL;
+        assert_int_equal(e2e_run(e, &printed, "debug", "bundle", "default/inc", "-o", out, NULL),
+                         0);
+        assert_non_null(strstr(printed, out));
+        struct stat st;
+        assert_int_equal(stat(out, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0600);
+
+        _cleanup_free_ char *list = sh("tar -tzf '%s'", out);
+        const char *const want[] = {"README.txt",
+                                    "cluster/spec.json",
+                                    "gitcd/status.json",
+                                    "gitcd/audit.json",
+                                    "gitcd/journal.json",
+                                    "members/inc-0/status.json",
+                                    "members/inc-0/metrics.txt",
+                                    "members/inc-0/log.txt",
+                                    "members/inc-1/error.txt",
+                                    "members/inc-2/error.txt",
+                                    "members/inc-1/log.txt"};
+        for (size_t i = 0; i < ARRAY_SIZE(want); i++)
+                if (!listed(list, want[i]))
+                        fail_msg("%s is not in the bundle:\n%s", want[i], list);
+        assert_false(listed(list, "members/inc-0/error.txt"));
+        assert_false(listed(list, "members/inc-1/status.json"));
+
+        _cleanup_free_ char *status =
+            sh("tar -xzOf '%s' --wildcards '*/members/inc-0/status.json'", out);
+        assert_non_null(strstr(status, "\"raftIndex\""));
+        assert_non_null(strstr(status, "\"raftTerm\""));
+        assert_non_null(strstr(status, "\"version\": \"" VERSION "\""));
+        _cleanup_free_ char *err =
+            sh("tar -xzOf '%s' --wildcards '*/members/inc-1/error.txt'", out);
+        assert_non_null(strstr(err, "status"));
+        _cleanup_free_ char *readme = sh("tar -xzOf '%s' --wildcards '*/README.txt'", out);
+        assert_non_null(strstr(readme, "default/inc"));
+        _cleanup_free_ char *log = sh("tar -xzOf '%s' --wildcards '*/members/inc-0/log.txt'", out);
+        assert_non_null(strstr(log, "etcd.log"));
+        _cleanup_free_ char *gitcd = sh("tar -xzOf '%s' --wildcards '*/gitcd/status.json'", out);
+        assert_non_null(strstr(gitcd, "\"conditions\""));
+
+        /* no secret in any file */
+        _cleanup_free_ char *all = sh("tar -xzOf '%s'", out);
+        assert_null(strstr(all, PASSWORD));
+        assert_null(strstr(all, "PRIVATE KEY"));
+        assert_null(strstr(all, TOKEN));
+        /* the keys are there to be leaked: gitcd's client key on disk */
+        _cleanup_free_ char *keys = sh("grep -rl 'PRIVATE KEY' '%s' | head -n 1", e->state_dir);
+        assert_true(strlen(keys) > 0);
+
+        /* without -o: <state>/bundles/, the newest 10 of the cluster kept */
+        _cleanup_free_ char *bdir = xasprintf("%s/bundles", e->state_dir);
+        assert_int_equal(mkdir_p(bdir, 0700), 0);
+        for (int i = 0; i < 11; i++) {
+                _cleanup_free_ char *old =
+                    xasprintf("%s/default_inc-2020010%dT000000.000Z.tar.gz", bdir, i % 9 + 1);
+                if (i >= 9)
+                        str_assign(&old, xasprintf("%s/default_inc-2021010%dT000000.000Z.tar.gz",
+                                                   bdir, i - 8));
+                assert_int_equal(write_file_atomic(old, "x", 1, 0600), 0);
+        }
+        _cleanup_free_ char *other =
+            xasprintf("%s/default_other-20200101T000000.000Z.tar.gz", bdir);
+        assert_int_equal(write_file_atomic(other, "x", 1, 0600), 0);
+        _cleanup_free_ char *kept_path = NULL;
+        assert_int_equal(e2e_run(e, &kept_path, "debug", "bundle", "inc", NULL), 0);
+        kept_path[strcspn(kept_path, "\n")] = '\0';
+        assert_int_equal(stat(kept_path, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0600);
+        _cleanup_free_ char *count = sh("ls '%s' | grep -c '^default_inc-'", bdir);
+        assert_int_equal(atoi(count), 10);
+        assert_int_equal(access(other, F_OK), 0); /* another cluster's bundles are its own */
+        _cleanup_free_ char *oldest = xasprintf("%s/default_inc-20200101T000000.000Z.tar.gz", bdir);
+        assert_int_not_equal(access(oldest, F_OK), 0);
+        e2e_free(e);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_quorum_lost),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
