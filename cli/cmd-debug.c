@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/bundle.h"
+#include "ops/bundle.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "cli/runner.h"
@@ -107,7 +107,8 @@ int cmd_debug(int argc, char **argv)
                              .cluster = cluster,
                              .t = t,
                              .reason = reason,
-                             .path = out};
+                             .path = out,
+                             .status_json = cli_status_cluster_json};
         char *written = NULL, *error = NULL;
         int r = bundle_take(&rq, &written, &error);
         if (r < 0)

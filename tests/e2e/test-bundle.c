@@ -2,13 +2,15 @@
  * gitcd debug bundle end to end, on the local target with real etcd: a
  * 3-member cluster with auth on (root's password chosen by the test) and
  * TLS by gitcd's own CA (private keys on disk), and a spec.repair token,
- * loses quorum (two members killed). `gitcd debug bundle` still writes a
+ * loses quorum (two members stopped with SIGSTOP). `gitcd debug bundle` still writes a
  * bundle (mode 0600), read back with tar: README.txt, gitcd's status and
  * spec, the surviving member's status (raft index and term), metrics and
  * log, and an error.txt for each stopped member; no byte of root's
  * password, no PEM private key header and no token in any file. Taken
  * without -o it goes to <state>/bundles/, where the newest 10 of the
- * cluster are kept.
+ * cluster are kept. Then `gitcd run` takes one by itself for the quorum
+ * loss, audited (debug.bundle) with its path, and only once for the
+ * episode however many passes see it.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -29,6 +31,7 @@
 #include "util/fs.h"
 #include "util/macro.h"
 #include "util/strbuf.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 #define VERSION  "3.5.16"
@@ -91,18 +94,14 @@ static void test_quorum_lost(void **state)
         e2e_apply_ok(e, 120);
         assert_true(e2e_wait_ready(e, "inc", 3, 60));
 
-        /* quorum lost: two of three members killed (no daemon runs to restart them) */
+        /* quorum lost: two of three members stopped (SIGSTOP: they hold their port and never
+           answer, and no target restarts them) */
+        pid_t stopped[2];
         for (int i = 1; i <= 2; i++) {
                 _cleanup_free_ char *m = xasprintf("inc-%d", i);
-                pid_t pid = e2e_member_pid(e, "inc", m);
-                assert_true(pid > 0);
-                assert_int_equal(kill(pid, SIGKILL), 0);
-        }
-        for (int i = 1; i <= 2; i++) {
-                _cleanup_free_ char *m = xasprintf("inc-%d", i);
-                pid_t pid = e2e_member_pid(e, "inc", m);
-                for (int t = 0; t < 300 && pid > 0 && kill(pid, 0) == 0; t++)
-                        usleep(100 * 1000);
+                stopped[i - 1] = e2e_member_pid(e, "inc", m);
+                assert_true(stopped[i - 1] > 0);
+                assert_int_equal(kill(stopped[i - 1], SIGSTOP), 0);
         }
 
         _cleanup_free_ char *out = xasprintf("%s/incident.tar.gz", e->root);
@@ -161,10 +160,8 @@ static void test_quorum_lost(void **state)
         assert_int_equal(mkdir_p(bdir, 0700), 0);
         for (int i = 0; i < 11; i++) {
                 _cleanup_free_ char *old =
-                    xasprintf("%s/default_inc-2020010%dT000000.000Z.tar.gz", bdir, i % 9 + 1);
-                if (i >= 9)
-                        str_assign(&old, xasprintf("%s/default_inc-2021010%dT000000.000Z.tar.gz",
-                                                   bdir, i - 8));
+                    i < 9 ? xasprintf("%s/default_inc-2020010%dT000000.000Z.tar.gz", bdir, i + 1)
+                          : xasprintf("%s/default_inc-2021010%dT000000.000Z.tar.gz", bdir, i - 8);
                 assert_int_equal(write_file_atomic(old, "x", 1, 0600), 0);
         }
         _cleanup_free_ char *other =
@@ -180,6 +177,28 @@ static void test_quorum_lost(void **state)
         assert_int_equal(access(other, F_OK), 0); /* another cluster's bundles are its own */
         _cleanup_free_ char *oldest = xasprintf("%s/default_inc-20200101T000000.000Z.tar.gz", bdir);
         assert_int_not_equal(access(oldest, F_OK), 0);
+
+        /* gitcd run takes one by itself, once for the episode, audited with its path */
+        const char *const args[] = {"--observe-interval", "1s", NULL};
+        pid_t d = e2e_start_daemon(e, args);
+        int64_t t0 = now_mono_ms();
+        while (e2e_audit_count(e, "inc", "debug.bundle") < 1 && now_mono_ms() - t0 < 120000)
+                usleep(200 * 1000);
+        assert_int_equal(e2e_audit_count(e, "inc", "debug.bundle"), 1);
+        _cleanup_free_ char *audit = NULL;
+        assert_int_equal(e2e_run(e, &audit, "log", "-o", "json", "--action", "debug.bundle", NULL),
+                         0);
+        assert_non_null(strstr(audit, "QuorumLost"));
+        assert_non_null(strstr(audit, "/bundles/default_inc-"));
+        /* more passes see the same quorum loss: no second bundle */
+        int64_t t1 = now_mono_ms();
+        while (now_mono_ms() - t1 < 5000)
+                usleep(200 * 1000);
+        assert_int_equal(e2e_audit_count(e, "inc", "debug.bundle"), 1);
+        assert_int_equal(kill(d, SIGTERM), 0);
+        assert_int_equal(e2e_wait_exit(d), 0);
+        for (int i = 0; i < 2; i++)
+                assert_int_equal(kill(stopped[i], SIGCONT), 0);
         e2e_free(e);
 }
 

@@ -28,6 +28,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,14 +38,16 @@
 #include <unistd.h>
 
 #include "api/spec.h"
-#include "cli/bundle.h"
-#include "cli/cli.h"
+#include "ops/bundle.h"
 #include "etcd/client.h"
 #include "etcd/credentials.h"
 #include "etcd/health.h"
+#include "ops/notify.h"
 #include "util/fs.h"
+#include "util/log.h"
 #include "util/macro.h"
 #include "util/strbuf.h"
+#include "util/strmap.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -157,6 +161,20 @@ static void bound(bundle *b)
                         }
 }
 
+static json_t *json_str(const char *s)
+{
+        return s ? json_string(s) : json_null();
+}
+
+static json_t *json_time(int64_t ms)
+{
+        if (ms <= 0)
+                return json_null();
+        char buf[40];
+        format_rfc3339(ms, buf, sizeof(buf));
+        return json_string(buf);
+}
+
 /* ---- what etcd says ---- */
 
 static json_t *hex_id(uint64_t id)
@@ -166,7 +184,7 @@ static json_t *hex_id(uint64_t id)
         return json_string(buf);
 }
 
-static json_t *status_json(const etcd_endpoint_status *s)
+static json_t *endpoint_status_json(const etcd_endpoint_status *s)
 {
         json_t *errors = json_array();
         for (size_t i = 0; i < s->n_errors; i++)
@@ -301,12 +319,16 @@ static void collect_member(bundle *b, const conn *k, const state_member *m, targ
                 int r = client_for(k, first, false, &c);
                 if (r >= 0)
                         r = etcd_status(c, NULL, &st);
+                bool answered = r >= 0;
                 if (r >= 0) {
-                        add_json(b, xasprintf("members/%s/status.json", name), status_json(st));
+                        add_json(b, xasprintf("members/%s/status.json", name),
+                                 endpoint_status_json(st));
                         etcd_endpoint_status_free(st);
                 } else {
                         _cleanup_free_ char *e = etcd_error(c, r);
                         sb_printf(&errors, "status (%s): %s", first, e);
+                        /* a member that answers nothing is not waited on twice */
+                        answered = r != ETCD_ERR_UNREACHABLE && r != ETCD_ERR_TIMEOUT;
                 }
                 etcd_client_free(c);
 
@@ -314,7 +336,9 @@ static void collect_member(bundle *b, const conn *k, const state_member *m, targ
                     .timeout_ms = BUNDLE_STEP_TIMEOUT_MS,
                     .tls = {.ca_file = k->ca, .cert_file = k->cert, .key_file = k->key}};
                 char *text = NULL, *why = NULL;
-                if (etcd_member_metrics(first, &ho, BUNDLE_METRICS_MAX, &text, &why) >= 0)
+                if (!answered)
+                        sb_printf(&errors, "metrics: not asked: the member did not answer\n");
+                else if (etcd_member_metrics(first, &ho, BUNDLE_METRICS_MAX, &text, &why) >= 0)
                         add(b, FILE_METRICS, xasprintf("members/%s/metrics.txt", name), text);
                 else
                         sb_printf(&errors, "metrics: %s\n", why);
@@ -361,9 +385,11 @@ static json_t *scrubbed(const char *json)
         return j ? j : json_string("[not valid JSON: left out]");
 }
 
-static void collect_gitcd(bundle *b, state_db *db, const state_cluster *sc)
+static void collect_gitcd(bundle *b, state_db *db, const state_cluster *sc,
+                          bundle_status_fn status_json_fn)
 {
-        add_json(b, xstrdup("gitcd/status.json"), cli_status_cluster_json(db, sc->name));
+        add_json(b, xstrdup("gitcd/status.json"),
+                 status_json_fn ? status_json_fn(db, sc->name) : json_null());
         add_json(b, xstrdup("cluster/spec.json"), scrubbed(state_cluster_spec_json(sc)));
 
         state_audit_list al = {0};
@@ -374,12 +400,12 @@ static void collect_gitcd(bundle *b, state_db *db, const state_cluster *sc)
                         const state_audit_event *e = al.items[i];
                         json_t *o = json_object();
                         json_object_set_new(o, "id", json_integer(e->id));
-                        json_object_set_new(o, "time", cli_json_time(e->time_ms));
-                        json_object_set_new(o, "action", cli_json_string(e->action));
-                        json_object_set_new(o, "outcome", cli_json_string(e->outcome));
-                        json_object_set_new(o, "reason", cli_json_string(e->reason));
-                        json_object_set_new(o, "commit", cli_json_string(e->commit));
-                        json_object_set_new(o, "author", cli_json_string(e->author));
+                        json_object_set_new(o, "time", json_time(e->time_ms));
+                        json_object_set_new(o, "action", json_str(e->action));
+                        json_object_set_new(o, "outcome", json_str(e->outcome));
+                        json_object_set_new(o, "reason", json_str(e->reason));
+                        json_object_set_new(o, "commit", json_str(e->commit));
+                        json_object_set_new(o, "author", json_str(e->author));
                         json_object_set_new(o, "before", scrubbed(e->before_json));
                         json_object_set_new(o, "after", scrubbed(e->after_json));
                         json_object_set_new(o, "duration_ms", json_integer(e->duration_ms));
@@ -395,9 +421,9 @@ static void collect_gitcd(bundle *b, state_db *db, const state_cluster *sc)
                         const state_op *op = ol.items[i];
                         json_array_append_new(
                             j, json_pack("{s:I,s:s,s:o,s:o,s:o,s:s}", "id", (json_int_t)op->id,
-                                         "kind", op->kind, "subject", cli_json_string(op->subject),
+                                         "kind", op->kind, "subject", json_str(op->subject),
                                          "payload", scrubbed(op->payload_json), "started",
-                                         cli_json_time(op->started_ms), "state",
+                                         json_time(op->started_ms), "state",
                                          state_op_state_to_string(op->state)));
                 }
         state_op_list_release(&ol);
@@ -571,7 +597,7 @@ int bundle_take(const bundle_request *rq, char **ret_path, char **ret_error)
         b.fallback_password = k.cr.fallback_password;
 
         add(&b, FILE_OTHER, xstrdup("README.txt"), readme(rq, now, &ml));
-        collect_gitcd(&b, rq->db, sc);
+        collect_gitcd(&b, rq->db, sc, rq->status_json);
         strbuf eps = STRBUF_INIT;
         for (size_t i = 0; i < ml.n; i++)
                 if (!ml.items[i]->dormant && !isempty(ml.items[i]->client_url))
@@ -630,4 +656,243 @@ int bundle_take(const bundle_request *rq, char **ret_path, char **ret_error)
         state_member_list_release(&ml);
         state_cluster_free(sc);
         return r < 0 ? r : 0;
+}
+
+/* ---- automatic bundles (gitcd run) ---- */
+
+static const state_condition *condition(const state_cluster *sc, const char *type)
+{
+        for (size_t i = 0; i < sc->n_conditions; i++)
+                if (streq_ptr(sc->conditions[i].type, type))
+                        return &sc->conditions[i];
+        return NULL;
+}
+
+static bool condition_is(const state_cluster *sc, const char *type, const char *status)
+{
+        const state_condition *c = condition(sc, type);
+        return c && streq_ptr(c->status, status);
+}
+
+char *bundle_trouble(const state_cluster *sc)
+{
+        strbuf sb = STRBUF_INIT;
+        const state_condition *av = condition(sc, "Available");
+        if (av && streq_ptr(av->status, "False") && streq_ptr(av->reason, "QuorumLost"))
+                sb_append(&sb, "QuorumLost");
+        for (size_t i = 0; i < sc->n_conditions; i++)
+                if (streq_ptr(sc->conditions[i].reason, "UpgradeFailed") &&
+                    !streq_ptr(sc->conditions[i].status, "Unknown")) {
+                        sb_printf(&sb, "%sUpgradeFailed", sb.len ? "," : "");
+                        break;
+                }
+        if (condition_is(sc, "CorruptAlarm", "True"))
+                sb_printf(&sb, "%sCorruptAlarm", sb.len ? "," : "");
+        if (condition_is(sc, "NoSpaceAlarm", "True"))
+                sb_printf(&sb, "%sNoSpaceAlarm", sb.len ? "," : "");
+        if (condition_is(sc, "DataConsistent", "False"))
+                sb_printf(&sb, "%sDataInconsistent", sb.len ? "," : "");
+        if (!sb.len) {
+                sb_release(&sb);
+                return NULL;
+        }
+        return sb_detach(&sb);
+}
+
+/* Whether the comma-separated list has word. */
+static bool has_word(const char *list, const char *word, size_t n)
+{
+        for (const char *p = list; p && *p;) {
+                size_t len = strcspn(p, ",");
+                if (len == n && strneq(p, word, n))
+                        return true;
+                p += len;
+                if (*p == ',')
+                        p++;
+        }
+        return false;
+}
+
+typedef struct bundle_job {
+        bundler *owner;
+        char *cluster;
+        char *trouble;
+        target *t;
+        struct ops_notifier *notifier;
+} bundle_job;
+
+struct bundler {
+        char *state_path, *state_dir;
+        bundle_status_fn status_json;
+        strmap seen; /* cluster -> index in words */
+        char **words;
+        size_t n_words, alloc_words;
+        pthread_mutex_t lock;
+        bool running; /* a worker was started and not joined */
+        bool busy;    /* that worker is still at work */
+        pthread_t thread;
+};
+
+bundler *bundler_new(const char *state_path, const char *state_dir, bundle_status_fn status_json)
+{
+        bundler *b = XNEW(bundler);
+        b->status_json = status_json;
+        b->state_path = xstrdup(state_path);
+        b->state_dir = xstrdup(state_dir);
+        pthread_mutex_init(&b->lock, NULL);
+        return b;
+}
+
+static void bundler_join(bundler *b)
+{
+        if (b->running) {
+                pthread_join(b->thread, NULL);
+                b->running = false;
+        }
+}
+
+void bundler_free(bundler *b)
+{
+        if (!b)
+                return;
+        bundler_join(b);
+        pthread_mutex_destroy(&b->lock);
+        for (size_t i = 0; i < b->n_words; i++)
+                free(b->words[i]);
+        free(b->words);
+        strmap_release(&b->seen);
+        free(b->state_path);
+        free(b->state_dir);
+        free(b);
+}
+
+/* The slot of cluster's last trouble (NULL in it: none). */
+static char **seen_slot(bundler *b, const char *cluster)
+{
+        size_t i;
+        if (!strmap_get(&b->seen, cluster, &i)) {
+                b->words = xgrow(b->words, &b->alloc_words, b->n_words + 1, sizeof(char *));
+                i = b->n_words++;
+                b->words[i] = NULL;
+                strmap_put(&b->seen, cluster, i);
+        }
+        return &b->words[i];
+}
+
+char *bundler_due(bundler *b, state_db *db, const char *cluster)
+{
+        state_cluster *sc = NULL;
+        if (state_cluster_get(db, cluster, &sc) < 0)
+                return NULL;
+        char *now = bundle_trouble(sc);
+        state_cluster_free(sc);
+        char **slot = seen_slot(b, cluster);
+        bool fresh = false;
+        for (const char *p = now; p && *p;) {
+                size_t len = strcspn(p, ",");
+                if (!has_word(*slot, p, len))
+                        fresh = true;
+                p += len + (p[len] == ',');
+        }
+        pthread_mutex_lock(&b->lock);
+        bool busy = b->busy;
+        pthread_mutex_unlock(&b->lock);
+        if (fresh && busy) {
+                free(now); /* asked again after the next pass */
+                return NULL;
+        }
+        /* what it shows now is what the next bundle is compared with: a word gone ends its episode */
+        str_assign(slot, now ? xstrdup(now) : NULL);
+        if (!fresh) {
+                free(now);
+                return NULL;
+        }
+        return now;
+}
+
+static void *bundle_worker(void *userdata)
+{
+        bundle_job *job = userdata;
+        bundler *b = job->owner;
+        state_db *db = NULL;
+        char *path = NULL, *error = NULL;
+        _cleanup_free_ char *reason =
+            xasprintf("taken by gitcd run: the cluster shows %s", job->trouble);
+        int r = state_open(b->state_path, STATE_OPEN_READ_WRITE, &db);
+        if (r < 0)
+                error = xstrdup(state_last_error());
+        else {
+                bundle_request rq = {.db = db,
+                                     .state_dir = b->state_dir,
+                                     .cluster = job->cluster,
+                                     .t = job->t,
+                                     .reason = reason,
+                                     .status_json = b->status_json};
+                r = bundle_take(&rq, &path, &error);
+        }
+        if (r < 0)
+                log_warn("%s: the incident bundle for %s could not be written: %s", job->cluster,
+                         job->trouble, error);
+        else
+                log_warn("%s: incident bundle for %s written: %s", job->cluster, job->trouble,
+                         path);
+        if (db) {
+                json_t *after =
+                    r < 0 ? json_pack("{s:s}", "error", error) : json_pack("{s:s}", "path", path);
+                _cleanup_free_ char *after_json = json_dumps(after, JSON_COMPACT);
+                json_decref(after);
+                state_audit_event ev = {.time_ms = now_wall_ms(),
+                                        .cluster = job->cluster,
+                                        .action = "debug.bundle",
+                                        .reason = reason,
+                                        .after_json = after_json,
+                                        .outcome = r < 0 ? "failure" : "success"};
+                (void)state_audit_append(db, &ev, NULL);
+                if (r >= 0) {
+                        _cleanup_free_ char *message =
+                            xasprintf("an incident bundle was taken (%s): %s", job->trouble, path);
+                        ops_event ne = {.severity = OPS_SEV_WARNING,
+                                        .event = "debug.bundle",
+                                        .cluster = job->cluster,
+                                        .message = message,
+                                        .bundle = path};
+                        (void)ops_notify(job->notifier, db, &ne);
+                }
+                state_close(db);
+        }
+        free(path);
+        free(error);
+        target_free(job->t);
+        free(job->cluster);
+        free(job->trouble);
+        free(job);
+        pthread_mutex_lock(&b->lock);
+        b->busy = false;
+        pthread_mutex_unlock(&b->lock);
+        return NULL;
+}
+
+void bundler_start(bundler *b, const char *cluster, char *trouble, target *t,
+                   struct ops_notifier *n)
+{
+        bundler_join(b); /* the last one ended: bundler_due saw it free */
+        bundle_job *job = XNEW(bundle_job);
+        *job = (bundle_job){
+            .owner = b, .cluster = xstrdup(cluster), .trouble = trouble, .t = t, .notifier = n};
+        b->busy = true;
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old); /* signals stay with the loop */
+        int k = pthread_create(&b->thread, NULL, bundle_worker, job);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (k != 0) {
+                log_warn("%s: no thread for the incident bundle: %s", cluster, strerror(k));
+                b->busy = false;
+                target_free(t);
+                free(job->cluster);
+                free(job->trouble);
+                free(job);
+                return;
+        }
+        b->running = true;
 }
