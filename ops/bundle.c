@@ -259,8 +259,9 @@ static void collect_cluster(bundle *b, const conn *k, const char *endpoints)
                         r = etcd_member_list(c, &ml);
         }
         if (r < 0) {
+                _cleanup_free_ char *e = etcd_error(c, r);
                 add(b, FILE_OTHER, xstrdup("etcd/members.error.txt"),
-                    xasprintf("the member list: %s", etcd_error(c, r)));
+                    xasprintf("the member list: %s", e));
         } else {
                 json_t *a = json_array();
                 for (size_t i = 0; i < ml->n; i++) {
@@ -298,9 +299,11 @@ static void collect_cluster(bundle *b, const conn *k, const char *endpoints)
                                                                             : "NONE"));
                 add_json(b, xstrdup("etcd/alarms.json"), a);
                 free(al);
-        } else if (c)
+        } else if (c) {
+                _cleanup_free_ char *e = etcd_error(c, r);
                 add(b, FILE_OTHER, xstrdup("etcd/alarms.error.txt"),
-                    xasprintf("the alarm list: %s", etcd_error(c, r)));
+                    xasprintf("the alarm list: %s", e));
+        }
         etcd_client_free(c);
 }
 
