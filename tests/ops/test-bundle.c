@@ -6,7 +6,8 @@
  * root password (also where it is not under a secret-looking key), no
  * token and no private key in any file; mode 0600. Which conditions take
  * a bundle in gitcd run, once per episode; the automatic bundle's worker
- * writes under <state>/bundles and audits debug.bundle with the path; the
+ * writes under <state>/bundles, audits debug.bundle with the path and
+ * queues the webhook notification whose payload carries it; the
  * newest BUNDLE_KEEP of a cluster are kept. The same on real etcd, with
  * quorum lost: tests/e2e/test-bundle.c (slow suite).
  */
@@ -26,6 +27,10 @@
 #include <cmocka.h>
 
 #include "ops/bundle.h"
+#include "ops/config.h"
+#include "ops/notify.h"
+#include "state/notify-queue.h"
+#include "util/diag.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
 #include "util/macro.h"
@@ -215,9 +220,22 @@ static void test_trouble_and_episodes(void **state)
         due = bundler_due(b, f->db, CLUSTER);
         assert_string_equal(due, "QuorumLost");
 
-        /* the worker: the bundle under <state>/bundles, audited with its path */
-        bundler_start(b, CLUSTER, due, NULL, NULL);
+        /* the worker: the bundle under <state>/bundles, audited and notified with its path */
+        static const char conf[] = "allowPlainHTTP: [127.0.0.1]\n"
+                                   "notifications:\n"
+                                   "  webhooks:\n"
+                                   "    - name: t\n"
+                                   "      url: http://127.0.0.1:9/hook\n";
+        ops_config *cfg = NULL;
+        diag_list diags = {0};
+        assert_int_equal(ops_config_load_buffer("gitcd.yaml", conf, strlen(conf), &cfg, &diags), 0);
+        diag_list_release(&diags);
+        ops_notifier *n = NULL;
+        assert_int_equal(ops_notifier_start(f->db_path, cfg, &n), 0);
+        bundler_start(b, CLUSTER, due, NULL, n);
         bundler_free(b);
+        ops_notifier_stop(n);
+        ops_config_free(cfg);
         state_audit_list al = {0};
         state_audit_filter af = {.cluster = CLUSTER, .action = "debug.bundle"};
         assert_int_equal(state_audit_query(f->db, &af, &al), 0);
@@ -232,6 +250,13 @@ static void test_trouble_and_episodes(void **state)
         assert_int_equal(stat(written, &st), 0);
         assert_int_equal(st.st_mode & 0777, 0600);
         state_audit_list_release(&al);
+        state_notification_list nl = {0};
+        assert_int_equal(state_notify_due(f->db, INT64_MAX / 2, 10, &nl), 0);
+        assert_int_equal(nl.n, 1);
+        assert_string_equal(nl.items[0]->event, "debug.bundle");
+        _cleanup_free_ char *field = xasprintf("\"bundle\":\"%s\"", written);
+        assert_non_null(strstr(nl.items[0]->payload, field));
+        state_notification_list_release(&nl);
 
         /* UpgradeFailed and NOSPACE, each by its own condition */
         state_condition conds[] = {
