@@ -53,7 +53,9 @@ static int hosts_member_logs(target *t, const etcd_cluster *c, const char *membe
                 return k;
         _cleanup_free_ char *cmd = NULL, *source = NULL;
         if (h->mode == HOST_MODE_STATIC_POD) {
-                /* member names are DNS labels (api/ validates them): nothing to quote in the glob */
+                /* it goes into a glob, unquoted: a DNS label (as api/ makes them) or nothing */
+                if (strspn(member, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(member))
+                        return target_fail(t, -EINVAL, "member %s: not a DNS label", member);
                 cmd = xasprintf("f=$(ls -t /var/log/pods/kube-system_%s-*_*/etcd/*.log "
                                 "2>/dev/null | head -n 1); "
                                 "if [ -n \"$f\" ]; then echo \"== $f\"; tail -c %zu -- \"$f\"; "
