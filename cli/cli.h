@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "ops/config.h"
+#include "state/state.h"
 
 enum {
         EXIT_OK = 0,      /* success; for plan: no changes */
@@ -69,6 +70,10 @@ int cli_daemon_config(const char *flag, const char *default_path, bool state_giv
 
 /* "user@host (command)": who asked, for the audit log of a request (recover, repair). */
 char *cli_who_asks(const char *command);
+
+/* One cluster's object as `gitcd status NAME -o json` prints it; NULL when not recorded. */
+json_t *cli_status_cluster_json(state_db *db, const char *name);
+int cmd_debug(int argc, char **argv);
 
 /* JSON output of the records: s, or null for NULL. */
 json_t *cli_json_string(const char *s);

@@ -68,6 +68,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ops/bundle.h"
 #include "cli/cli.h"
 #include "cli/notify-systemd.h"
 #include "cli/options.h"
@@ -164,15 +165,21 @@ static const char footer_text[] =
     "or X-Gitcd-Signature: sha256=HMAC for {\"repository\": URL, \"ref\":\n"
     "\"refs/heads/B\"} from a script); pushes during a fetch coalesce into one\n"
     "more, and polling stays as the safety net (docs/operating.md).\n\n"
+    "A cluster that loses quorum, fails an upgrade, raises CORRUPT or NOSPACE\n"
+    "or whose members disagree gets an incident bundle (gitcd debug bundle),\n"
+    "once per episode, taken beside the loop into <state dir>/bundles/ (the\n"
+    "newest 10 per cluster kept), audited and notified as debug.bundle with\n"
+    "its path (docs/incidents.md).\n\n"
     "A slow or stalled remote never holds up the reconciliation: its fetch\n"
     "runs beside it (within its 120 s budget) and is taken in when it ends.\n\n"
     "Signals: SIGTERM/SIGINT start no new pass, give the passes in flight\n"
     "10 s to end (every step is journaled: the next start resumes one cut\n"
     "short), abort a running snapshot (recorded as failed) and any fetch in\n"
-    "flight, and exit 0; SIGHUP reads the configuration file again at once\n"
-    "(an invalid one is reported and the settings in force stay), re-reads\n"
-    "the files it names and polls every source at once (a fetch in flight is\n"
-    "started again); passes in flight end on the settings they started with\n"
+    "flight, wait for an incident bundle being taken, and exit 0; SIGHUP\n"
+    "reads the configuration file again at once (an invalid one is reported\n"
+    "and the settings in force stay), re-reads the files it names and polls\n"
+    "every source at once (a fetch in flight is started again); passes in\n"
+    "flight end on the settings they started with\n"
     "(a reload that changes the target's settings waits for them).\n"
     "The daemon holds a lock in the state folder while it runs: another\n"
     "apply or run on the same state exits 1; plan, status and log still read.\n";
@@ -189,6 +196,8 @@ typedef struct notify_ctx {
         size_t n_conflicts;
         char **refusals; /* per source: the refusal notified last, or NULL */
         size_t n_refusals;
+        bundler *bundler; /* incident bundles on trouble (cli/bundle.h) */
+        ops_config **cfg; /* the settings in force: the target a bundle asks */
 } notify_ctx;
 
 /* The index of cluster in nc's tables, added when new. */
@@ -359,6 +368,27 @@ static void notify_refusal(notify_ctx *nc, size_t idx, int k, const char *why)
         (void)ops_notify(nc->notifier, nc->r->db, &ev);
 }
 
+/*
+ * Trouble a cluster did not show at its last bundle (quorum lost, a failed
+ * upgrade, CORRUPT or NOSPACE, members that disagree): an incident bundle,
+ * taken by the bundler's worker thread with a target of its own, so the
+ * loop never waits on it.
+ */
+static void bundle_check(notify_ctx *nc, const char *cluster)
+{
+        if (!nc->bundler || !nc->r->db || !nc->cfg)
+                return;
+        char *trouble = bundler_due(nc->bundler, nc->r->db, cluster);
+        if (!trouble)
+                return;
+        target *t = NULL;
+        runner_flags none = {0};
+        if (runner_open_cluster_target(nc->r->db, cluster, &none, *nc->cfg, nc->r->state_dir,
+                                       "gitcd run", &t) < 0)
+                t = NULL; /* a bundle without the target's logs, said in it */
+        bundler_start(nc->bundler, cluster, trouble, t, nc->notifier);
+}
+
 static void progress(const char *cluster, const pass_result *res, void *userdata)
 {
         enum log_level l =
@@ -367,6 +397,7 @@ static void progress(const char *cluster, const pass_result *res, void *userdata
         log_msg(l, "%s: %s: %s", cluster, pass_outcome_name(res->outcome), res->message);
         notify_frozen(userdata, cluster, res);
         notify_outcome(userdata, cluster, res);
+        bundle_check(userdata, cluster);
 }
 
 static void log_diags(diag_list *diags)
@@ -823,10 +854,12 @@ static int start(run_ctx *d)
         signals_block(&oldmask);
         if (runner_open_config(d->cfg, progress, &d->nc, r) < 0)
                 return EXIT_FAIL;
+        d->nc.bundler = bundler_new(r->state_path, r->state_dir, cli_status_cluster_json);
         if (ops_config_has_notifications(d->cfg) &&
             ops_notifier_start(r->state_path, d->cfg, &d->nc.notifier) < 0)
                 log_error("notifications: cannot start the sender; none will be sent");
         if (start_http(d->cfg, d->inbox, &d->http) < 0) {
+                bundler_free(d->nc.bundler);
                 runner_close(r);
                 return EXIT_FAIL;
         }
@@ -847,6 +880,7 @@ static int start(run_ctx *d)
                                       .drilled = notify_drill,
                                       .userdata = &d->nc};
         if (snapshot_scheduler_new(&so, r->db, &d->snap) < 0) {
+                bundler_free(d->nc.bundler);
                 runner_close(r);
                 ops_http_stop(d->http);
                 ops_notifier_stop(d->nc.notifier);
@@ -977,6 +1011,7 @@ static int stop(run_ctx *d)
         service_notify_stopping();
         log_info("stopping; members keep running");
         ops_http_stop(d->http);
+        bundler_free(d->nc.bundler); /* a bundle being taken ends within its steps' deadlines */
         ops_notifier_stop(d->nc.notifier);
         notify_ctx_release(&d->nc);
         snapshot_scheduler_free(d->snap);
@@ -995,6 +1030,7 @@ static int run(run_ctx *d)
                 if (got_hup) {
                         got_hup = 0;
                         if (reload_now(d) < 0) {
+                                bundler_free(d->nc.bundler);
                                 snapshot_scheduler_free(d->snap);
                                 runner_close(&d->r);
                                 ops_http_stop(d->http);
@@ -1012,6 +1048,7 @@ int cmd_run(int argc, char **argv)
 {
         run_ctx d = {0};
         d.nc.r = &d.r;
+        d.nc.cfg = &d.cfg;
         int status = parse_args(argc, argv, &d);
         if (status < 0)
                 status = load_settings(&d) < 0 ? EXIT_FAIL : run(&d);

@@ -903,6 +903,52 @@ static void holds_json(state_db *db, const state_cluster *c, int64_t now, json_t
         hold_state_release(&hs);
 }
 
+/* One cluster's object of `gitcd status -o json` (and of an incident bundle). */
+static json_t *status_json(state_db *db, const state_cluster *c, const state_member_list *ml,
+                           const state_cert_list *certs, const state_maint_run *run,
+                           const state_audit_failures *af, const state_verdict_list *vl,
+                           int64_t now)
+{
+        json_t *o = cluster_json(c, ml, certs, run, af);
+        recovery_json(db, c->name, o);
+        restores_json(db, c->name, o);
+        ca_rotation_json(db, c->name, o);
+        json_object_set_new(o, "intake", verdicts_json(vl, c->name));
+        consistency_json(db, c->name, o);
+        holds_json(db, c, now, o);
+        return o;
+}
+
+json_t *cli_status_cluster_json(state_db *db, const char *name)
+{
+        state_cluster *c = NULL;
+        if (state_cluster_get(db, name, &c) < 0)
+                return NULL;
+        state_verdict_list vl = {0};
+        if (state_verdict_list_get(db, name, &vl) < 0)
+                vl = (state_verdict_list){0};
+        state_audit_failures af = {0};
+        (void)state_audit_failures_get(db, &af);
+        state_member_list ml = {0};
+        if (state_member_list_for(db, name, false, &ml) < 0)
+                ml = (state_member_list){0};
+        state_cert_list certs = {0};
+        if (state_certs_list(db, name, &certs) < 0)
+                certs = (state_cert_list){0};
+        state_maint_run_list runs = {0};
+        if (state_maint_run_list_for(db, name, 1, &runs) < 0)
+                runs = (state_maint_run_list){0};
+        json_t *o = status_json(db, c, &ml, &certs, runs.n ? runs.items[0] : NULL, &af, &vl,
+                                now_wall_ms());
+        state_member_list_release(&ml);
+        state_cert_list_release(&certs);
+        state_maint_run_list_release(&runs);
+        state_audit_failures_release(&af);
+        state_verdict_list_release(&vl);
+        state_cluster_free(c);
+        return o;
+}
+
 static int show(state_db *db, const char *name, bool json)
 {
         state_cluster_list cl = {0};
@@ -965,14 +1011,8 @@ static int show(state_db *db, const char *name, bool json)
                         runs = (state_maint_run_list){0};
                 const state_maint_run *run = runs.n ? runs.items[0] : NULL;
                 if (json) {
-                        json_t *o = cluster_json(cl.items[i], &ml, &certs, run, &af);
-                        recovery_json(db, cl.items[i]->name, o);
-                        restores_json(db, cl.items[i]->name, o);
-                        ca_rotation_json(db, cl.items[i]->name, o);
-                        json_object_set_new(o, "intake", verdicts_json(&vl, cl.items[i]->name));
-                        consistency_json(db, cl.items[i]->name, o);
-                        holds_json(db, cl.items[i], now, o);
-                        print_json_line(o);
+                        print_json_line(
+                            status_json(db, cl.items[i], &ml, &certs, run, &af, &vl, now));
                 } else if (name) {
                         print_detail(cl.items[i], &ml, &certs, run, now);
                         print_holds(db, cl.items[i], now);

@@ -41,6 +41,7 @@ static const struct command commands[] = {
     {"repair", cmd_repair, "replace a member whose data differs from the majority's, or recheck"},
     {"suspend", cmd_suspend, "hold every voluntary step of a cluster until gitcd resume"},
     {"resume", cmd_resume, "lift a suspension gitcd suspend recorded"},
+    {"debug", cmd_debug, "collect an incident bundle of a cluster (gitcd debug bundle)"},
     {"completion", cmd_completion, "print the bash or zsh completion script"},
 };
 

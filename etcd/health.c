@@ -1,6 +1,7 @@
 /*
  * Whether one etcd member is healthy (etcd/health.h).
  */
+#include <errno.h>
 #include <jansson.h>
 #include <string.h>
 
@@ -91,4 +92,68 @@ int etcd_member_health(const char *client_url, const etcd_health_opts *o, char *
                 healthy = judge(&body, code, ret_detail);
         sb_release(&body);
         return healthy;
+}
+
+typedef struct capped_body {
+        strbuf *sb;
+        size_t max;
+        bool cut;
+} capped_body;
+
+static size_t collect_capped(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+        capped_body *b = userdata;
+        size_t n = size * nmemb;
+        size_t room = b->max > b->sb->len ? b->max - b->sb->len : 0;
+        if (n > room) {
+                sb_append_len(b->sb, ptr, room);
+                b->cut = true;
+                return 0; /* ends the transfer: the rest is not wanted */
+        }
+        sb_append_len(b->sb, ptr, n);
+        return n;
+}
+
+int etcd_member_metrics(const char *client_url, const etcd_health_opts *o, size_t max_bytes,
+                        char **ret_text, char **ret_error)
+{
+        if (isempty(client_url)) {
+                *ret_error = xstrdup("no client URL recorded");
+                return -EINVAL;
+        }
+        _cleanup_free_ char *base = xstrndup(client_url, strcspn(client_url, ","));
+        _cleanup_free_ char *url = xasprintf("%s/metrics", base);
+        int timeout = o->timeout_ms > 0 ? o->timeout_ms : 2000;
+        http_opts ho = {.proxy = HTTP_PROXY_NONE,
+                        .timeout_ms = timeout,
+                        .connect_timeout_ms = timeout,
+                        .tls = o->tls};
+        CURL *h = http_handle_new(&ho);
+        if (!h) {
+                *ret_error = xstrdup("cannot create an HTTP handle");
+                return -ENOMEM;
+        }
+        strbuf body = STRBUF_INIT;
+        capped_body cb = {.sb = &body, .max = max_bytes};
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect_capped);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &cb);
+        CURLcode cr = curl_easy_perform(h);
+        long code = 0;
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+        curl_easy_cleanup(h);
+        if (cr != CURLE_OK && !(cr == CURLE_WRITE_ERROR && cb.cut)) {
+                *ret_error = xasprintf("GET %s: %s", url, curl_easy_strerror(cr));
+                sb_release(&body);
+                return -EIO;
+        }
+        if (code != 200) {
+                *ret_error = xasprintf("GET %s: HTTP status %ld", url, code);
+                sb_release(&body);
+                return -EIO;
+        }
+        if (cb.cut)
+                sb_printf(&body, "\n# gitcd: cut at %zu bytes\n", max_bytes);
+        *ret_text = sb_detach(&body);
+        return 0;
 }

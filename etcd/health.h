@@ -38,6 +38,16 @@ typedef struct etcd_health_opts {
 int etcd_member_health(const char *client_url, const etcd_health_opts *o, char **ret_detail);
 
 /*
+ * GET <client_url>/metrics: etcd's Prometheus text, at most max_bytes of it
+ * (a longer answer is cut there, with a comment saying so), asked as the
+ * health check is (directly, o->tls, o->timeout_ms for the whole GET).
+ * 0 with *ret_text; -EIO when the member does not answer 200, with why in
+ * *ret_error (allocated; no secret in it).
+ */
+int etcd_member_metrics(const char *client_url, const etcd_health_opts *o, size_t max_bytes,
+                        char **ret_text, char **ret_error);
+
+/*
  * Perform the GET prepared on h for url, its answer collected into body.
  * A member asked over https that answers the handshake in plain http is
  * asked again over http: TLS is being switched on for its cluster

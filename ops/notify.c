@@ -149,9 +149,10 @@ static char *payload(const hook *h, const ops_event *ev, int64_t now_ms)
                 const char *icon = ev->severity == OPS_SEV_CRITICAL  ? ":red_circle:"
                                    : ev->severity == OPS_SEV_WARNING ? ":warning:"
                                                                      : ":white_check_mark:";
-                _cleanup_free_ char *text =
-                    xasprintf("%s *%s* %s: %s", icon, ev->cluster ? ev->cluster : "gitcd",
-                              ev->event, ev->message ? ev->message : "");
+                _cleanup_free_ char *text = xasprintf(
+                    "%s *%s* %s: %s%s%s", icon, ev->cluster ? ev->cluster : "gitcd", ev->event,
+                    ev->message ? ev->message : "", ev->bundle ? "\nincident bundle: " : "",
+                    ev->bundle ? ev->bundle : "");
                 json_object_set_new(o, "text", json_string(text));
         } else {
                 json_object_set_new(o, "version", json_string("gitcd.io/v1"));
@@ -170,6 +171,8 @@ static char *payload(const hook *h, const ops_event *ev, int64_t now_ms)
                 json_object_set_new(o, "message", json_string(ev->message ? ev->message : ""));
                 if (ev->commit)
                         json_object_set_new(o, "commit", json_string(ev->commit));
+                if (ev->bundle)
+                        json_object_set_new(o, "bundle", json_string(ev->bundle));
                 json_object_set_new(o, "time", json_string(when));
         }
         char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);

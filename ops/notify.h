@@ -25,6 +25,7 @@ typedef struct ops_event {
         const char *cluster; /* "ns/name", or NULL */
         const char *message; /* for people; never a secret */
         const char *commit;  /* the revision it concerns, or NULL */
+        const char *bundle; /* the incident bundle taken for it (a path on gitcd's host), or NULL */
 } ops_event;
 
 /* The HTTP header carrying "sha256=<hex HMAC-SHA256 of the body>". */

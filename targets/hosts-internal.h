@@ -95,6 +95,9 @@ int hosts_restore_member(target *t, const etcd_cluster *c, const membership_plan
 int hosts_data_revision(target *t, const etcd_cluster *c, const char *member, const char *tool,
                         int64_t *ret_revision);
 
+/* hosts-debug.c */
+extern const target_debug_ops hosts_debug_ops;
+
 /* hosts-health.c */
 int hosts_member_status(target *t, const etcd_cluster *c, const char *member,
                         target_member_status *ret_status);

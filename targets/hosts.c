@@ -729,6 +729,7 @@ static const target_ops hosts_ops = {
     .restore_member = hosts_restore_member,
     .data_revision = hosts_data_revision,
     .adopt = &hosts_adopt_ops,
+    .debug = &hosts_debug_ops,
     .free = hosts_free,
 };
 

@@ -33,6 +33,8 @@
  */
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -604,6 +606,53 @@ static int local_renew_tls(target *t, const etcd_cluster *c, const membership_pl
         return r;
 }
 
+/*
+ * The member's log: its etcd writes stdout and stderr to etcd.log in its
+ * folder (local-process.c). Its last max_bytes, read from the end, so a
+ * large log costs no more than the tail.
+ */
+static int local_member_logs(target *t, const etcd_cluster *c, const char *member, size_t max_bytes,
+                             char **ret_text, char **ret_source)
+{
+        local_target *lt = (local_target *)t;
+        local_member *m = NULL;
+        int r = lt_get_member(lt, c->namespace_, c->name, member, &m);
+        if (r == -ENOENT)
+                return target_fail(t, r, "%s/%s: no member %s here", c->namespace_, c->name,
+                                   member);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *path = member_file(m, "etcd.log");
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return target_fail(t, -errno, "%s: %s", path, strerror(errno));
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+                return target_fail(t, -EINVAL, "%s: not a regular file", path);
+        size_t size = (size_t)st.st_size;
+        size_t want = MIN(size, max_bytes);
+        _cleanup_free_ char *buf = xmalloc(want + 1);
+        size_t got = 0;
+        while (got < want) {
+                ssize_t n = pread(fd, buf + got, want - got, (off_t)(size - want + got));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return target_fail(t, -errno, "%s: %s", path, strerror(errno));
+                if (n == 0)
+                        break;
+                got += (size_t)n;
+        }
+        /* cut at a line start unless the whole file fits */
+        *ret_text = size <= max_bytes ? xstrndup(buf, got) : target_text_tail(buf, got, got - 1);
+        *ret_source = TAKE_PTR(path);
+        return 0;
+}
+
+static const target_debug_ops local_debug_ops = {
+    .member_logs = local_member_logs,
+};
+
 static const target_ops local_ops = {
     .name = "local",
     .caps = LOCAL_TARGET_CAPS,
@@ -623,6 +672,7 @@ static const target_ops local_ops = {
     .renew_tls = local_renew_tls,
     .restore_member = local_restore_member,
     .data_revision = local_data_revision,
+    .debug = &local_debug_ops,
     .free = local_free,
 };
 

@@ -50,6 +50,7 @@ typedef struct locked_target {
         target base;
         target_ops ops;
         target_adopt_ops adopt; /* ops.adopt when the inner target has adopt ops */
+        target_debug_ops debug; /* ops.debug when the inner target has debug ops */
         target *inner;
         pthread_mutex_t shared; /* the inner target's own state */
         pthread_mutex_t map;    /* buckets */
@@ -305,6 +306,20 @@ static int lk_adopt_member_healthy(target *t, const etcd_cluster *c, const char 
         return FORWARD(t, c, adopt->member_healthy(LK(t)->inner, c, client_url));
 }
 
+/* The debug operations (target_debug_ops), under the cluster's lock as every operation of it. */
+static int lk_debug_member_logs(target *t, const etcd_cluster *c, const char *member,
+                                size_t max_bytes, char **ret_text, char **ret_source)
+{
+        return FORWARD(
+            t, c, debug->member_logs(LK(t)->inner, c, member, max_bytes, ret_text, ret_source));
+}
+
+static int lk_debug_machine_facts(target *t, const etcd_cluster *c, const char *member,
+                                  size_t max_bytes, char **ret_text)
+{
+        return FORWARD(t, c, debug->machine_facts(LK(t)->inner, c, member, max_bytes, ret_text));
+}
+
 static const char *lk_last_error(const target *t)
 {
         (void)t;
@@ -329,10 +344,12 @@ static void lk_free(target *t)
 }
 
 /* A new operation in target_ops must be forwarded here too: this fails to compile until it is. */
-_Static_assert(sizeof(target_ops) == 3 * sizeof(void *) + 21 * sizeof(void (*)(void)),
+_Static_assert(sizeof(target_ops) == 4 * sizeof(void *) + 21 * sizeof(void (*)(void)),
                "target_ops changed: forward the new operation in targets/locked.c");
 _Static_assert(sizeof(target_adopt_ops) == 4 * sizeof(void (*)(void)),
                "target_adopt_ops changed: forward the new operation in targets/locked.c");
+_Static_assert(sizeof(target_debug_ops) == 2 * sizeof(void (*)(void)),
+               "target_debug_ops changed: forward the new operation in targets/locked.c");
 
 int target_locked_new(target *inner, target **ret)
 {
@@ -366,6 +383,7 @@ int target_locked_new(target *inner, target **ret)
             .writer_start = in->writer_start ? lk_writer_start : NULL,
             .writer_stop = in->writer_stop ? lk_writer_stop : NULL,
             .adopt = in->adopt ? &lk->adopt : NULL,
+            .debug = in->debug ? &lk->debug : NULL,
             .last_error = lk_last_error,
             .free = lk_free,
         };
@@ -375,6 +393,11 @@ int target_locked_new(target *inner, target **ret)
                     .claim = in->adopt->claim ? lk_adopt_claim : NULL,
                     .retire = in->adopt->retire ? lk_adopt_retire : NULL,
                     .member_healthy = in->adopt->member_healthy ? lk_adopt_member_healthy : NULL,
+                };
+        if (in->debug)
+                lk->debug = (target_debug_ops){
+                    .member_logs = in->debug->member_logs ? lk_debug_member_logs : NULL,
+                    .machine_facts = in->debug->machine_facts ? lk_debug_machine_facts : NULL,
                 };
         lk->base.ops = &lk->ops;
         *ret = &lk->base;

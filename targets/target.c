@@ -324,3 +324,14 @@ void adopt_plan_release(adopt_plan *p)
         free(p->initial_cluster);
         memset(p, 0, sizeof(*p));
 }
+
+char *target_text_tail(const char *text, size_t len, size_t max_bytes)
+{
+        if (len <= max_bytes)
+                return xstrndup(text, len);
+        const char *p = text + (len - max_bytes);
+        const char *nl = memchr(p, '\n', max_bytes);
+        if (nl && nl + 1 < text + len)
+                p = nl + 1; /* start at a whole line */
+        return xstrndup(p, (size_t)(text + len - p));
+}

@@ -232,6 +232,40 @@ typedef struct target_adopt_ops {
         int (*member_healthy)(target *t, const etcd_cluster *c, const char *client_url);
 } target_adopt_ops;
 
+/*
+ * The optional operations a target has for an incident bundle (gitcd debug
+ * bundle, cli/bundle.c): what the places members run on say about them,
+ * read only, each bounded in bytes and in time. Each returns 0 or a
+ * negative errno with the target's error, as every operation; the locked
+ * wrapper forwards them under the cluster's lock.
+ */
+typedef struct target_debug_ops {
+        /*
+         * The member's last log lines, at most max_bytes of them (the newest
+         * kept, cut at a line start), into *ret_text (allocated, NUL-ended),
+         * and where they were read into *ret_source ("journalctl -u UNIT on
+         * 10.0.0.1", the file's path). -ENOENT when the target keeps no log
+         * of the member (never started, or removed). Never blocks longer
+         * than the target's own command deadline.
+         */
+        int (*member_logs)(target *t, const etcd_cluster *c, const char *member, size_t max_bytes,
+                           char **ret_text, char **ret_source);
+        /*
+         * What the machine the member runs on says about itself, as text for
+         * a person (at most max_bytes): the kernel's lines about disk errors
+         * where readable and the machine's clock against gitcd's host.
+         * -ENOENT when the member has no machine of its own. May be NULL.
+         */
+        int (*machine_facts)(target *t, const etcd_cluster *c, const char *member, size_t max_bytes,
+                             char **ret_text);
+} target_debug_ops;
+
+/*
+ * The last max_bytes of text (cut at the first line start after the cut)
+ * as a new string: the tail of a log, kept whole when it fits.
+ */
+char *target_text_tail(const char *text, size_t len, size_t max_bytes);
+
 typedef struct target_ops {
         const char *name; /* "local", "kubernetes": for messages only */
         unsigned caps;    /* TARGET_CAP_* */
@@ -421,6 +455,9 @@ typedef struct target_ops {
          * bootstrapped).
          */
         const target_adopt_ops *adopt;
+
+        /* What the places members run on say about them, for an incident bundle; NULL: nothing. */
+        const target_debug_ops *debug;
 
         void (*free)(target *t);
 } target_ops;

@@ -320,7 +320,9 @@ static void wait_ready(const subject *sub, const etcd_cluster *c, const char *na
  * data_revision: -ENOENT for a member without data, -EBUSY while it runs;
  * once it ran and stopped, the revision etcd's tool reads in its data (a
  * fresh member's store holds no key yet: 0 or more), the same when asked
- * again (reading changes nothing).
+ * again (reading changes nothing). Beside it the optional member_logs of
+ * target_debug_ops: -ENOENT for a member the target does not hold, and the
+ * stopped member's log within the bound asked.
  */
 static void run_data_revision(const subject *sub, const char *cluster_name)
 {
@@ -355,6 +357,22 @@ static void run_data_revision(const subject *sub, const char *cluster_name)
                 int64_t again = -1;
                 assert_int_equal(t->ops->data_revision(t, c, mp->name, tool, &again), 0);
                 assert_int_equal(again, rev);
+        }
+        /* member_logs: -ENOENT for a member it does not hold; a stopped member's log, bounded */
+        if (t->ops->debug && t->ops->debug->member_logs) {
+                char *text = NULL, *from = NULL;
+                assert_int_equal(t->ops->debug->member_logs(t, c, "nobody-7", 4096, &text, &from),
+                                 -ENOENT);
+                assert_null(text);
+                if (sub->runs_members) {
+                        int k = t->ops->debug->member_logs(t, c, mp->name, 4096, &text, &from);
+                        if (k < 0)
+                                fail_msg("member_logs: %s", target_last_error(t));
+                        assert_true(strlen(text) > 0 && strlen(text) <= 4096);
+                        assert_non_null(from);
+                        free(text);
+                        free(from);
+                }
         }
         assert_int_equal(t->ops->remove_member(t, c, mp->name, false), 0);
         assert_int_equal(t->ops->data_revision(t, c, mp->name, tool, &rev), -ENOENT);
@@ -448,11 +466,12 @@ static membership_plan *start_one(const subject *sub, const etcd_cluster *c)
  */
 static unsigned ops_present(const target_ops *o)
 {
-        const void *opt[] = {
-            o->drop_kept_data, o->list_members,     o->tick,         o->wait_event,
-            o->take_events,    o->tls_certificates, o->renew_tls,    o->restore_member,
-            o->data_revision,  o->secret_folder,    o->writer_start, o->writer_stop,
-            o->adopt,          o->ensure_shared,    o->stop_member,  o->remove_member};
+        const void *opt[] = {o->drop_kept_data, o->list_members,   o->tick,
+                             o->wait_event,     o->take_events,    o->tls_certificates,
+                             o->renew_tls,      o->restore_member, o->data_revision,
+                             o->secret_folder,  o->writer_start,   o->writer_stop,
+                             o->adopt,          o->ensure_shared,  o->stop_member,
+                             o->remove_member,  o->debug};
         unsigned bits = 0;
         for (size_t i = 0; i < ARRAY_SIZE(opt); i++)
                 bits |= (opt[i] != NULL) << i;
@@ -473,6 +492,8 @@ static void check_ops(const subject *sub, unsigned unlocked)
         assert_int_equal(o->secret_folder != NULL, kube);
         assert_int_equal(o->writer_start != NULL, kube);
         assert_int_equal(o->adopt != NULL, streq(sub->name, "hosts"));
+        /* the members' logs for an incident bundle: where the target keeps them */
+        assert_int_equal(o->debug != NULL, streq(sub->name, "local") || streq(sub->name, "hosts"));
 }
 
 /*
