@@ -938,8 +938,8 @@ json_t *cli_status_cluster_json(state_db *db, const char *name)
         state_maint_run_list runs = {0};
         if (state_maint_run_list_for(db, name, 1, &runs) < 0)
                 runs = (state_maint_run_list){0};
-        json_t *o = status_json(db, c, &ml, &certs, runs.n ? runs.items[0] : NULL, &af, &vl,
-                                now_wall_ms());
+        json_t *o =
+            status_json(db, c, &ml, &certs, runs.n ? runs.items[0] : NULL, &af, &vl, now_wall_ms());
         state_member_list_release(&ml);
         state_cert_list_release(&certs);
         state_maint_run_list_release(&runs);
