@@ -355,6 +355,7 @@ static void bench_version(const char *version, int mb)
 
 int main(int argc, char **argv)
 {
+        setvbuf(stdout, NULL, _IOLBF, 0); /* progress as it comes, also into a file */
         const char *env = getenv("GITCD_BENCH_DEFRAG_MB");
         int mb = argc > 1 ? atoi(argv[1]) : env ? atoi(env) : 1024;
         _cleanup_free_ char *newest = harness_etcd_newest("3.5");
