@@ -71,6 +71,7 @@ typedef struct writer {
         int failed;  /* attempts that failed */
         int retried; /* writes that needed more than one attempt */
         bool joined;
+        char *first_error; /* the first failed attempt's error */
 } writer;
 
 static void *write_loop(void *userdata)
@@ -89,8 +90,8 @@ static void *write_loop(void *userdata)
                 do {
                         k = etcd_put(c, key, "v", 1, NULL);
                         attempts++;
-                        if (k < 0)
-                                w->failed++;
+                        if (k < 0 && w->failed++ == 0)
+                                w->first_error = xstrdup(etcd_client_last_error(c));
                 } while (k < 0 && !atomic_load(&w->stop));
                 clock_gettime(CLOCK_MONOTONIC, &b);
                 if (k < 0)
@@ -142,6 +143,9 @@ static void writer_report(writer *w, const char *label)
                w->lat_us[w->n / 2] / 1000.0, w->lat_us[(w->n * 99) / 100] / 1000.0,
                w->lat_us[w->n - 1] / 1000.0, w->failed, w->retried);
         free(w->lat_us);
+        if (w->first_error)
+                printf("  %-34s first failure: %s\n", "", w->first_error);
+        free(w->first_error);
 }
 
 static void report_header(void)
