@@ -94,15 +94,6 @@ static int cmp_kv(const void *a, const void *b)
         return strcmp((*(const kv *const *)a)->key, (*(const kv *const *)b)->key);
 }
 
-/*
- * etcd's corruption checks, spelled for the version's minor: the check at
- * start-up (a member whose data differs from its peers' refuses to serve),
- * the leader's periodic check of the latest revision (a CORRUPT alarm) and,
- * from 3.5.5 (where etcd added it), the leader's cheap check of the hashes
- * its compactions record. 3.6 turns the experimental flags into feature
- * gates and a plain --corrupt-check-time. An unknown version (0.0.0, a spec
- * that did not parse) gets none.
- */
 /* Whether the spec's extraFlags name a feature gate ("Gate=..." in its --feature-gates). */
 static bool extra_gate_set(const etcd_cluster *c, const char *gate)
 {
@@ -122,8 +113,8 @@ static bool extra_gate_set(const etcd_cluster *c, const char *gate)
  * gRPC health, so a client with several endpoints moves to another member
  * instead of waiting on the one whose backend is locked). Only the
  * versions that have it (api/flags.c decides); 3.6 spells it as a feature
- * gate, which flags_gates() adds. The spec's own value, when it sets one,
- * is the one etcd gets.
+ * gate in gitcd's one --feature-gates (flags_checks_and_gates). The spec's
+ * own value, when it sets one, is the one etcd gets.
  */
 static bool defrag_stops_grpc(const etcd_cluster *c)
 {
@@ -135,8 +126,10 @@ static bool defrag_stops_grpc(const etcd_cluster *c)
 }
 
 /*
- * etcd's corruption checks, spelled for the version's minor: the check at
- * start-up (a member whose data differs from its peers' refuses to serve),
+ * etcd's corruption checks and the gRPC stop during defragmentation
+ * (defrag_stops_grpc), spelled for the version's minor. The checks: the
+ * check at start-up (a member whose data differs from its peers' refuses to
+ * serve),
  * the leader's periodic check of the latest revision (a CORRUPT alarm) and,
  * from 3.5.5 (where etcd added it), the leader's cheap check of the hashes
  * its compactions record. 3.6 turns the experimental flags into feature
@@ -146,8 +139,9 @@ static bool defrag_stops_grpc(const etcd_cluster *c)
  * 3.6's gates are one --feature-gates: gitcd's (the checks, then
  * StopGRPCServiceOnDefrag), then the spec's own from extraFlags; gitcd_gates
  * says whether gitcd wrote one (the spec's then is not written again).
+ * etcd's checks off leave the gRPC stop alone.
  */
-static void flags_consistency(strv *s, const etcd_cluster *c, bool *ret_gitcd_gates)
+static void flags_checks_and_gates(strv *s, const etcd_cluster *c, bool *ret_gitcd_gates)
 {
         const semver *v = &c->ver;
         *ret_gitcd_gates = false;
@@ -211,7 +205,7 @@ char **render_member_command(const etcd_cluster *c, const membership_plan *p, si
         flag_int(&s, "heartbeat-interval", o->heartbeat_interval_ms);
         flag_int(&s, "election-timeout", o->election_timeout_ms);
         bool merged_gates;
-        flags_consistency(&s, c, &merged_gates);
+        flags_checks_and_gates(&s, c, &merged_gates);
         if (render_client_tls(c)) {
                 flag_tls_file(&s, c, m, "cert-file", TLS_SUBDIR_CLIENT, "tls.crt");
                 flag_tls_file(&s, c, m, "key-file", TLS_SUBDIR_CLIENT, "tls.key");
@@ -232,7 +226,7 @@ char **render_member_command(const etcd_cluster *c, const membership_plan *p, si
         qsort(extra, n, sizeof(kv *), cmp_kv);
         for (size_t i = 0; i < n; i++) {
                 if (merged_gates && streq(extra[i]->key, "feature-gates"))
-                        continue; /* in gitcd's own --feature-gates (flags_consistency) */
+                        continue; /* in gitcd's own --feature-gates */
                 if (isempty(extra[i]->value))
                         strv_push(&s, xasprintf("--%s", extra[i]->key));
                 else
