@@ -639,6 +639,17 @@ int etcd_flag_check(const char *flag, const char *value, const semver *v, char *
         return 0;
 }
 
+bool etcd_flag_in_version(const char *flag, const semver *v)
+{
+        assert(flag);
+        if (!v || v->major != 3 || v->minor < MINOR_FIRST || v->minor >= MINOR_FIRST + N_MINORS)
+                return false;
+        _cleanup_free_ char *name = etcd_flag_normalize(flag);
+        int m = v->minor - MINOR_FIRST;
+        const flag_row *r = typed_row(name, m);
+        return r && v->patch >= r->in.patch[m];
+}
+
 const char *etcd_flag_row_name(size_t i)
 {
         return i < ARRAY_SIZE(rows) ? rows[i].name : NULL;

@@ -40,3 +40,12 @@ int etcd_flag_check(const char *flag, const char *value, const semver *v, char *
  * operator's policy refuses them unless its configuration lists them.
  */
 bool etcd_flag_needs_policy(const char *flag);
+
+/*
+ * Whether etcd version v has flag (a name without "--"), by the same table
+ * etcd_flag_check() reads: its minor has the flag and v's patch is at or
+ * after the first patch of that minor that has it. False for a version
+ * outside the table's minors or that did not parse (0.0.0). render/ uses it
+ * to decide the flags gitcd adds on the versions that have them.
+ */
+bool etcd_flag_in_version(const char *flag, const semver *v);

@@ -1,19 +1,35 @@
 /*
- * Benchmark: defragmenting a fragmented database on a local 3-member
- * cluster (test harness), gitcd's way against `etcdctl defrag` run by
- * hand on the same data. Prints, for each: the time per member, each
- * member's file before and after, and the latency a client writing all
- * along sees (median, 99th percentile, worst, failed writes).
+ * Benchmark: what a client feels while a fragmented database is
+ * defragmented on a local 3-member cluster (test harness): gitcd's run
+ * against `etcdctl defrag --cluster` typed by hand, on the same cluster and
+ * the same amount of data, in one run.
  *
  * gitcd's way is maintenance_pass() as the reconciler calls it (a
- * freeSpaceAbove threshold, followers first, the leader last after moving
- * leadership, each member's health checked). By hand is what a person
- * types: `etcdctl --endpoints=URL defrag`, one member after the other in
- * list order, the leader wherever it falls. Before each round the
- * database is fragmented the same way: MB megabytes written in 64 KiB
- * values, every other key deleted, the history compacted.
+ * freeSpaceAbove threshold; the most fragmented follower first, the leader
+ * last after moving leadership away; a pause between members until every
+ * member applied what was committed; each member's health checked). By
+ * hand is `etcdctl --endpoints=ALL defrag --cluster`: every member, one
+ * after the other, the leader wherever it falls. The members run with
+ * --experimental-stop-grpc-service-on-defrag=true when their version has
+ * it (api/flags.c decides, as for the members gitcd starts): etcd then
+ * reports NOT_SERVING on its gRPC health while it defragments.
  *
- *   bench-defrag [MB (default 500)] [VERSION (default 3.5.16)]
+ * Before each round the database is fragmented the same way: MB megabytes
+ * written in 64 KiB values, every other key deleted, the history compacted
+ * (each member's file is then about MB, half of it free). A writer with all
+ * three endpoints (the project's etcd client) puts small keys all along;
+ * for each round it prints the median, 99th percentile and worst latency
+ * of a write (retries included: what the application waits), the attempts
+ * that failed and the writes that needed a retry. A baseline of a few
+ * seconds without defragmentation comes first.
+ *
+ *   bench-defrag [MB] [VERSION]
+ *
+ * MB defaults to $GITCD_BENCH_DEFRAG_MB, else 1024 (about 1 GB per member;
+ * writing it takes about a minute per round here, see docs/performance.md;
+ * 64 for a quick run); VERSION to the newest etcd 3.5 in the cache. Without
+ * a VERSION, the newest 3.4 in the cache is measured after it the same way
+ * (it has no such flag), unless $GITCD_BENCH_DEFRAG_NO_34 is set.
  *
  * Prints figures only; it never fails on timing.
  */
@@ -26,6 +42,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "api/flags.h"
+#include "api/model.h"
 #include "etcd/client.h"
 #include "maintenance/maintenance.h"
 #include "state/maintenance.h"
@@ -48,9 +66,12 @@ typedef struct writer {
         const char *endpoints;
         pthread_t thread;
         atomic_bool stop;
-        int64_t *lat_us;
+        int64_t *lat_us; /* per acknowledged write, its retries included */
         size_t n, alloc;
-        int failed;
+        int failed;  /* attempts that failed */
+        int retried; /* writes that needed more than one attempt */
+        bool joined;
+        char *first_error; /* the first failed attempt's error */
 } writer;
 
 static void *write_loop(void *userdata)
@@ -65,12 +86,18 @@ static void *write_loop(void *userdata)
                 snprintf(key, sizeof(key), "writer/%08ld", i % 1000);
                 struct timespec a, b;
                 clock_gettime(CLOCK_MONOTONIC, &a);
-                int k = etcd_put(c, key, "v", 1, NULL);
+                int attempts = 0, k;
+                do {
+                        k = etcd_put(c, key, "v", 1, NULL);
+                        attempts++;
+                        if (k < 0 && w->failed++ == 0)
+                                w->first_error = xstrdup(etcd_client_last_error(c));
+                } while (k < 0 && !atomic_load(&w->stop));
                 clock_gettime(CLOCK_MONOTONIC, &b);
-                if (k < 0) {
-                        w->failed++;
-                        continue;
-                }
+                if (k < 0)
+                        break;
+                if (attempts > 1)
+                        w->retried++;
                 w->lat_us = xgrow(w->lat_us, &w->alloc, w->n + 1, sizeof(int64_t));
                 w->lat_us[w->n++] =
                     (b.tv_sec - a.tv_sec) * 1000000LL + (b.tv_nsec - a.tv_nsec) / 1000;
@@ -94,20 +121,37 @@ static void writer_start(writer *w, const char *endpoints)
         }
 }
 
-static void writer_report(writer *w)
+static void writer_stop(writer *w)
 {
+        if (w->joined)
+                return;
         atomic_store(&w->stop, true);
         pthread_join(w->thread, NULL);
+        w->joined = true;
+}
+
+/* One row of the summary: p50, p99, max, failed attempts, retried writes. */
+static void writer_report(writer *w, const char *label)
+{
+        writer_stop(w);
         if (w->n == 0) {
-                printf("  client writes: none acknowledged, %d failed\n", w->failed);
+                printf("  %-34s none acknowledged, %d attempts failed\n", label, w->failed);
                 return;
         }
         qsort(w->lat_us, w->n, sizeof(int64_t), cmp64);
-        printf("  client writes: %zu acknowledged, %d failed; latency median %.1f ms, p99 "
-               "%.1f ms, worst %.1f ms\n",
-               w->n, w->failed, w->lat_us[w->n / 2] / 1000.0, w->lat_us[(w->n * 99) / 100] / 1000.0,
-               w->lat_us[w->n - 1] / 1000.0);
+        printf("  %-34s %7zu %9.1f %9.1f %9.1f %7d %7d\n", label, w->n,
+               w->lat_us[w->n / 2] / 1000.0, w->lat_us[(w->n * 99) / 100] / 1000.0,
+               w->lat_us[w->n - 1] / 1000.0, w->failed, w->retried);
         free(w->lat_us);
+        if (w->first_error)
+                printf("  %-34s first failure: %s\n", "", w->first_error);
+        free(w->first_error);
+}
+
+static void report_header(void)
+{
+        printf("  %-34s %7s %9s %9s %9s %7s %7s\n", "client writes during", "writes", "p50 ms",
+               "p99 ms", "max ms", "failed", "retried");
 }
 
 /* ---- data ---- */
@@ -159,7 +203,8 @@ static void print_sizes(harness_cluster *hc, etcd_client *c, const int64_t *befo
 
 /* ---- gitcd ---- */
 
-static void round_gitcd(harness_cluster *hc, etcd_client *c, const char *dir)
+/* gitcd's run; the writer running all along is left running for the caller to report. */
+static void round_gitcd(harness_cluster *hc, etcd_client *c, const char *dir, writer *w)
 {
         _cleanup_free_ char *path = xasprintf("%s/state.db", dir);
         state_db *db = NULL;
@@ -184,10 +229,9 @@ static void round_gitcd(harness_cluster *hc, etcd_client *c, const char *dir)
         for (size_t i = 0; i < hc->n; i++)
                 before[i] = db_size(c, urls[i]);
 
-        writer w;
-        writer_start(&w, hc->endpoints);
+        writer_start(w, hc->endpoints);
         int64_t t0 = now_mono_ms();
-        for (int guard = 0; guard < 1000; guard++) {
+        for (int guard = 0; guard < 2000; guard++) {
                 state_cluster *sc = NULL;
                 (void)state_cluster_get(db, "default/bench", &sc);
                 maint_cluster mc = {.cluster = "default/bench",
@@ -206,7 +250,8 @@ static void round_gitcd(harness_cluster *hc, etcd_client *c, const char *dir)
                         usleep(200 * 1000);
         }
         int64_t total = now_mono_ms() - t0;
-        printf("gitcd (followers first, leader last after MoveLeader; %.1f s in all):\n",
+        printf("gitcd (most fragmented follower first, leader last after MoveLeader, a pause "
+               "for apply lag between members; %.1f s in all):\n",
                total / 1000.0);
         state_audit_list l = {0};
         state_audit_filter f = {.cluster = "default/bench", .action = "defrag.member"};
@@ -214,7 +259,6 @@ static void round_gitcd(harness_cluster *hc, etcd_client *c, const char *dir)
         for (size_t i = l.n; i-- > 0;)
                 printf("    %s: %.2f s\n", l.items[i]->reason, l.items[i]->duration_ms / 1000.0);
         state_audit_list_release(&l);
-        writer_report(&w);
         print_sizes(hc, c, before);
         maintenance_free(m);
         etcd_cluster_free(spec);
@@ -243,58 +287,91 @@ static int spawn_wait(char *const argv[])
         return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static void round_etcdctl(harness_cluster *hc, etcd_client *c)
+/* `etcdctl --endpoints=ALL defrag --cluster`, the writer left running for the caller. */
+static void round_etcdctl(harness_cluster *hc, etcd_client *c, writer *w)
 {
         int64_t before[8];
         for (size_t i = 0; i < hc->n; i++)
                 before[i] = db_size(c, hc->members[i].client_url);
-        writer w;
-        writer_start(&w, hc->endpoints);
-        printf("etcdctl defrag by hand (one member after the other, in list order):\n");
+        writer_start(w, hc->endpoints);
+        _cleanup_free_ char *ep = xasprintf("--endpoints=%s", hc->endpoints);
+        char *argv[] = {
+            hc->etcdctl_bin,     ep,  (char *)"--command-timeout=600s", (char *)"defrag",
+            (char *)"--cluster", NULL};
         int64_t t0 = now_mono_ms();
-        for (size_t i = 0; i < hc->n; i++) {
-                _cleanup_free_ char *ep = xasprintf("--endpoints=%s", hc->members[i].client_url);
-                char *argv[] = {hc->etcdctl_bin, ep, (char *)"--command-timeout=600s",
-                                (char *)"defrag", NULL};
-                int64_t a = now_mono_ms();
-                int k = spawn_wait(argv);
-                printf("    %s: %.2f s%s\n", hc->members[i].name, (now_mono_ms() - a) / 1000.0,
-                       k == 0 ? "" : " (etcdctl failed)");
-        }
-        printf("  %.1f s in all\n", (now_mono_ms() - t0) / 1000.0);
-        writer_report(&w);
+        int k = spawn_wait(argv);
+        printf("etcdctl defrag --cluster by hand (every member in list order, the leader "
+               "wherever it falls): %.1f s in all%s\n",
+               (now_mono_ms() - t0) / 1000.0, k == 0 ? "" : " (etcdctl failed)");
         print_sizes(hc, c, before);
 }
 
-int main(int argc, char **argv)
+/* Both rounds on one cluster of version; the summary table last. */
+static void bench_version(const char *version, int mb)
 {
-        int mb = argc > 1 ? atoi(argv[1]) : 500;
-        const char *version = argc > 2 ? argv[2] : "3.5.16";
-        if (mb <= 0 || !harness_have_etcd(version)) {
-                fprintf(stderr, "usage: bench-defrag [MB] [VERSION] (etcd %s installed?)\n",
-                        version);
-                return 2;
-        }
-        harness_opts ho = {
-            .version = version, .members = 3, .quota_backend_bytes = (int64_t)(mb * 4 + 256) << 20};
+        semver v = {0};
+        (void)semver_parse(version, &v);
+        const char *flag = "experimental-stop-grpc-service-on-defrag";
+        bool stop_grpc = etcd_flag_in_version(flag, &v);
+        _cleanup_free_ char *arg = stop_grpc ? xasprintf("--%s=true", flag) : NULL;
+        harness_opts ho = {.version = version,
+                           .members = 3,
+                           .quota_backend_bytes = (int64_t)(mb * 4 + 256) << 20,
+                           .extra_arg = arg};
         harness_cluster *hc = NULL;
         if (harness_cluster_start(&ho, &hc) < 0) {
                 fprintf(stderr, "cannot start etcd %s\n", version);
-                return 1;
+                exit(1);
         }
         etcd_client *c = NULL;
         etcd_client_opts o = {.endpoints = hc->endpoints, .call_timeout_ms = 60000};
         if (etcd_client_new(&o, &c) < 0)
-                return 1;
-        printf("etcd %s, 3 members on loopback, %d MB\n\n", version, mb);
+                exit(1);
+        printf("etcd %s, 3 members on loopback, %d MB, %s\n\n", version, mb,
+               stop_grpc ? "gRPC service stopped during defrag"
+                         : "no --experimental-stop-grpc-service-on-defrag in this version");
         char *dir = harness_tmpdir("gitcd-bench-defrag");
+
+        writer idle;
+        writer_start(&idle, hc->endpoints);
+        sleep(3);
+        writer_stop(&idle);
+
+        writer wg, we;
         fragment(c, mb);
-        round_gitcd(hc, c, dir);
+        round_gitcd(hc, c, dir, &wg);
+        writer_stop(&wg);
         printf("\n");
         fragment(c, mb);
-        round_etcdctl(hc, c);
+        round_etcdctl(hc, c, &we);
+        writer_stop(&we);
+
+        printf("\netcd %s, %d MB:\n", version, mb);
+        report_header();
+        writer_report(&idle, "nothing (3 s baseline)");
+        writer_report(&wg, "gitcd's defragmentation");
+        writer_report(&we, "etcdctl defrag --cluster");
+        printf("\n");
         etcd_client_free(c);
         harness_cluster_free(hc);
         free(dir);
+}
+
+int main(int argc, char **argv)
+{
+        setvbuf(stdout, NULL, _IOLBF, 0); /* progress as it comes, also into a file */
+        const char *env = getenv("GITCD_BENCH_DEFRAG_MB");
+        int mb = argc > 1 ? atoi(argv[1]) : env ? atoi(env) : 1024;
+        _cleanup_free_ char *newest = harness_etcd_newest("3.5");
+        const char *version = argc > 2 ? argv[2] : newest;
+        if (mb <= 0 || !version || !harness_have_etcd(version)) {
+                fprintf(stderr, "usage: bench-defrag [MB] [VERSION] (etcd %s installed?)\n",
+                        version ? version : "3.5");
+                return 2;
+        }
+        bench_version(version, mb);
+        _cleanup_free_ char *v34 = harness_etcd_newest("3.4");
+        if (argc <= 2 && v34 && !getenv("GITCD_BENCH_DEFRAG_NO_34"))
+                bench_version(v34, mb);
         return 0;
 }

@@ -8,6 +8,13 @@
  * therefore needs no special case: the leader is whoever leads at the
  * moment a step is chosen, and it is always the last member defragmented.
  *
+ * Which member goes next is what clients feel: a defragmentation locks the
+ * member's backend, so the leader is never defragmented while it leads
+ * (its heartbeats would stop and the cluster would hold an election), the
+ * follower with the most free space goes first, and between members the
+ * run waits (bounded) until every member applied what was committed, so
+ * the cluster is not asked to catch up two members at once.
+ *
  * The schedule reuses the snapshot schedule's rule (snapshots/schedule.h):
  * only the latest cron slot at or before now is due, once, whatever was
  * missed while gitcd was down; slots before the cluster existed are not.
@@ -253,7 +260,69 @@ static bool decide_compaction_pending(const maint_member *m, maint_action *ret)
         return true;
 }
 
-/* Step 6: the leader last, once it is no longer the leader. True when that decides. */
+size_t maint_apply_lag(const maint_view *v, int64_t *ret_lag)
+{
+        assert(v && ret_lag);
+        size_t worst = v->n;
+        int64_t lag = 0;
+        for (size_t i = 0; i < v->n; i++) {
+                const maint_member *m = &v->members[i];
+                if (!m->reachable || m->raft_applied_index == 0 ||
+                    m->raft_index <= m->raft_applied_index)
+                        continue;
+                int64_t behind = (int64_t)(m->raft_index - m->raft_applied_index);
+                if (behind > lag) {
+                        lag = behind;
+                        worst = i;
+                }
+        }
+        *ret_lag = lag;
+        return worst;
+}
+
+/*
+ * Step 5: before a member's step, every member caught up with what was
+ * committed, or the bounded wait for it over. True when the run waits.
+ */
+static bool decide_apply_lag(const maint_view *v, maint_action *ret)
+{
+        int64_t lag;
+        size_t i = maint_apply_lag(v, &lag);
+        if (i == v->n || lag <= MAINT_APPLY_LAG_NORMAL)
+                return false;
+        const char *name = v->members[i].name;
+        int64_t waited = v->lag_since_ms > 0 ? v->now_ms - v->lag_since_ms : 0;
+        ret->apply_lag = true;
+        if (waited < MAINT_APPLY_LAG_WAIT_MS) {
+                ret->kind = MAINT_WAIT;
+                ret->message = xasprintf("waiting for %s to apply what the cluster committed "
+                                         "(%" PRId64 " entries behind, normal is at most %" PRId64
+                                         ") before the next member",
+                                         name, lag, MAINT_APPLY_LAG_NORMAL);
+                return true;
+        }
+        ret->lag_message = xasprintf("%s is still %" PRId64 " entries behind in applying after "
+                                     "%" PRId64 " s of waiting: going on with the next member",
+                                     name, lag, waited / 1000);
+        return false;
+}
+
+/* The follower not done yet with the most free space (member order among equals); v->n: none. */
+static size_t most_fragmented(const maint_view *v, const state_maint_run *run, uint64_t leader)
+{
+        size_t best = v->n;
+        for (size_t i = 0; i < v->n; i++) {
+                const maint_member *m = &v->members[i];
+                if (m->id == leader || state_maint_run_has_done(run, m->name))
+                        continue;
+                if (best == v->n || m->db_size - m->db_size_in_use >
+                                        v->members[best].db_size - v->members[best].db_size_in_use)
+                        best = i;
+        }
+        return best;
+}
+
+/* Step 7: the leader last, once it is no longer the leader. True when that decides. */
 static bool decide_leader(const maint_view *v, const state_maint_run *run, size_t leader_i,
                           maint_action *ret)
 {
@@ -261,6 +330,8 @@ static bool decide_leader(const maint_view *v, const state_maint_run *run, size_
         if (state_maint_run_has_done(run, l->name))
                 return false;
         if (decide_compaction_pending(l, ret))
+                return true;
+        if (decide_apply_lag(v, ret))
                 return true;
         if (v->n == 1) {
                 ret->kind = MAINT_DEFRAG;
@@ -324,20 +395,24 @@ static void decide_run(const maint_view *v, maint_action *ret)
                 return;
         }
 
-        /* 5. followers first */
+        /* 6. followers first, the most fragmented first */
         size_t leader_i = v->n;
-        for (size_t i = 0; i < v->n; i++) {
-                if (v->members[i].id == leader) {
+        for (size_t i = 0; i < v->n; i++)
+                if (v->members[i].id == leader)
                         leader_i = i;
-                        continue;
-                }
-                if (state_maint_run_has_done(run, v->members[i].name))
-                        continue;
-                if (decide_compaction_pending(&v->members[i], ret))
+        size_t next = most_fragmented(v, run, leader);
+        if (next < v->n) {
+                const maint_member *m = &v->members[next];
+                if (decide_compaction_pending(m, ret))
                         return;
+                if (decide_apply_lag(v, ret))
+                        return;
+                char free_text[32];
+                size_text(m->db_size - m->db_size_in_use, free_text, sizeof(free_text));
                 ret->kind = MAINT_DEFRAG;
-                ret->member = i;
-                ret->message = xasprintf("defragmenting %s (a follower)", v->members[i].name);
+                ret->member = next;
+                ret->message =
+                    xasprintf("defragmenting %s (a follower, %s free)", m->name, free_text);
                 return;
         }
         if (leader_i == v->n) {
@@ -348,14 +423,14 @@ static void decide_run(const maint_view *v, maint_action *ret)
         if (decide_leader(v, run, leader_i, ret))
                 return;
 
-        /* 7. nospace: the alarm goes last, when there is space again */
+        /* 8. nospace: the alarm goes last, when there is space again */
         if (nospace && v->nospace) {
                 ret->kind = MAINT_DISARM;
                 ret->message = xstrdup("disarming the NOSPACE alarm");
                 return;
         }
 
-        /* 8. */
+        /* 9. */
         ret->kind = MAINT_FINISH;
         ret->message = xasprintf("every member defragmented (%s)", run->members_done);
 }
@@ -365,7 +440,8 @@ void maint_action_release(maint_action *a)
         if (!a)
                 return;
         free(a->message);
-        a->message = NULL;
+        free(a->lag_message);
+        a->message = a->lag_message = NULL;
 }
 
 void maint_check_alarm(const char *type, const char *alarm, const char *members,

@@ -26,6 +26,17 @@
 #define MAINT_RETRIGGER_MS (INT64_C(3600) * 1000)
 /* How often thresholds and alarms are looked at when nothing is running. */
 #define MAINT_LOOK_MS (INT64_C(30) * 1000)
+/*
+ * The pause between members: the next member is not defragmented while any
+ * member has more than MAINT_APPLY_LAG_NORMAL committed raft entries it has
+ * not applied yet (Status's raftIndex - raftAppliedIndex; a healthy member
+ * under load is a few entries behind, etcd refuses requests at 5000), and
+ * the run waits for that at most MAINT_APPLY_LAG_WAIT_MS, then goes on with
+ * a log line: a member that stays behind must not stop maintenance forever,
+ * and a cluster that is merely busy is not one a defragmentation breaks.
+ */
+#define MAINT_APPLY_LAG_NORMAL  INT64_C(100)
+#define MAINT_APPLY_LAG_WAIT_MS (INT64_C(60) * 1000)
 
 typedef enum maint_trigger {
         MAINT_TRIGGER_NONE,
@@ -46,8 +57,10 @@ typedef struct maint_member {
         uint64_t leader; /* the leader it reports (0: none) */
         int64_t db_size;
         int64_t db_size_in_use;
-        bool compaction_pending; /* a nospace run compacted, and it still serves the revision
+        bool compaction_pending;     /* a nospace run compacted, and it still serves the revision
                                   * before (its defragmentation would give nothing back) */
+        uint64_t raft_index;         /* committed (Status raftIndex) */
+        uint64_t raft_applied_index; /* applied (Status raftAppliedIndex; 0: not reported) */
 } maint_member;
 
 typedef struct maint_view {
@@ -72,7 +85,8 @@ typedef struct maint_view {
         const char *held_disruptive;
         int64_t held_until_ms;
         const state_maint_run_list *runs; /* the cluster's records, newest first */
-        int64_t created_ms; /* when gitcd first saw the cluster: no slot before is due */
+        int64_t created_ms;   /* when gitcd first saw the cluster: no slot before is due */
+        int64_t lag_since_ms; /* since when the run has been waiting on apply lag (0: it is not) */
         int64_t now_ms;
 } maint_view;
 
@@ -97,8 +111,18 @@ typedef struct maint_action {
         size_t member;         /* DEFRAG, MOVE_LEADER: index into view->members */
         uint64_t to_id;        /* MOVE_LEADER: the new leader */
         int64_t next_ms;       /* IDLE: when something may be due next (0: look at MAINT_LOOK_MS) */
-        char *message;         /* for a person; newly allocated */
+        bool apply_lag;        /* WAIT: for apply lag; DEFRAG, MOVE_LEADER: going on despite it,
+                                * the wait was MAINT_APPLY_LAG_WAIT_MS (lag_message says so) */
+        char *lag_message; /* DEFRAG, MOVE_LEADER with apply_lag: for the log; newly allocated */
+        char *message;     /* for a person; newly allocated */
 } maint_action;
+
+/*
+ * The member furthest behind in applying what its cluster committed
+ * (raftIndex - raftAppliedIndex), among the reachable members; *ret_lag its
+ * lag (0 when every member applied all). v->n when none is behind.
+ */
+size_t maint_apply_lag(const maint_view *v, int64_t *ret_lag);
 
 /* The run in progress (the newest record, when it is running); NULL when none. */
 const state_maint_run *maint_running(const state_maint_run_list *runs);
@@ -126,13 +150,20 @@ maint_trigger maint_due(const maint_view *v, int64_t *ret_slot_ms, int64_t *ret_
  *      another member is unhealthy) or IDLE (none starts);
  *   3. no run running: START when maint_due() says so, else IDLE;
  *   4. a nospace run not compacted yet: COMPACT;
- *   5. a follower not done yet (in member order): DEFRAG it;
- *   6. the leader not done yet: MOVE_LEADER to a done follower, or DEFRAG
+ *   5. before a member's step (DEFRAG, MOVE_LEADER): a member more than
+ *      MAINT_APPLY_LAG_NORMAL entries behind in applying: WAIT for it,
+ *      up to MAINT_APPLY_LAG_WAIT_MS from lag_since_ms, then go on
+ *      (apply_lag set, lag_message for the log);
+ *   6. the follower not done yet with the most free space in its file
+ *      (dbSize - dbSizeInUse; member order among equals): DEFRAG it;
+ *   7. the leader not done yet: MOVE_LEADER to a done follower, or DEFRAG
  *      it when it is the only member;
- *   7. a nospace run with the alarm still raised: DISARM;
- *   8. FINISH.
- * So followers go first, the leader last and only after it stopped being
- * the leader, and a resumed run skips what its record says is done.
+ *   8. a nospace run with the alarm still raised: DISARM;
+ *   9. FINISH.
+ * So followers go first, most fragmented first (what a run gives back
+ * soonest, should it be stopped), the leader last and only after it
+ * stopped being the leader, each after the cluster caught up with the
+ * previous one, and a resumed run skips what its record says is done.
  */
 void maint_decide(const maint_view *v, maint_action *ret);
 void maint_action_release(maint_action *a);

@@ -14,7 +14,14 @@
  * deadline used for Defragment alone, which holds a member's backend for
  * as long as it needs. Both are rebuilt when the member endpoints change.
  * Nothing else is kept between calls except the time to look again,
- * which only saves Status calls.
+ * which only saves Status calls, and since when the run has been waiting
+ * for the members to apply what was committed (a gitcd restarted in the
+ * middle of that wait waits again, at most as long).
+ *
+ * A member is asked for Status once more right before its Defragment: a
+ * member that became the leader since the step was decided is not
+ * defragmented (the step is decided again), so the leader's backend is
+ * never locked while it leads.
  */
 #include <assert.h>
 #include <errno.h>
@@ -44,7 +51,8 @@ typedef struct maint_ctx {
         etcd_client *client; /* ordinary deadline */
         etcd_client *slow;   /* Defragment */
         int64_t next_look_ms;
-        bool running; /* the last look found a run in progress, or started one */
+        int64_t lag_since_ms; /* the run has been waiting on apply lag since (0: it is not) */
+        bool running;         /* the last look found a run in progress, or started one */
 } maint_ctx;
 
 struct maintenance {
@@ -216,6 +224,8 @@ static void observe(maint_ctx *x, const maint_cluster *c, int64_t compact_revisi
                 mm->leader = s->leader;
                 mm->db_size = s->db_size;
                 mm->db_size_in_use = s->db_size_in_use;
+                mm->raft_index = s->raft_index;
+                mm->raft_applied_index = s->raft_applied_index;
                 int64_t count;
                 mm->compaction_pending = compact_revision > 1 &&
                                          etcd_count_keys(x->client, c->client_urls[i],
@@ -326,9 +336,28 @@ static int act_defrag(maintenance *m, maint_ctx *x, const maint_cluster *c, obse
 {
         const char *url = c->client_urls[i];
         const maint_member *before = &o->members[i];
+        /* leadership may have moved to this member since it was observed: decide again */
+        etcd_endpoint_status *now = NULL;
+        int k = etcd_status(x->client, url, &now);
+        if (k < 0 || now->leader == 0 || (now->leader == now->member_id && o->n > 1)) {
+                str_assign(&ret->message,
+                           xasprintf(k < 0 ? "%s does not answer: not defragmenting it now"
+                                     : now->leader == 0
+                                         ? "%s knows no leader: not defragmenting it now"
+                                         : "%s became the leader: not defragmenting it while it "
+                                           "leads",
+                                     before->name));
+                etcd_endpoint_status_free(now);
+                ret->outcome = MAINT_OUT_WAITING;
+                ret->poll_ms = MAINT_HEALTH_POLL_MS;
+                return 0;
+        }
+        char leader_hex[17];
+        etcd_member_id_format(now->leader, leader_hex);
+        etcd_endpoint_status_free(now);
         log_info("%s: defragmenting %s", c->cluster, before->name);
         int64_t t0 = now_mono_ms();
-        int k = etcd_defragment(x->slow, url);
+        k = etcd_defragment(x->slow, url);
         if (k < 0) {
                 _cleanup_free_ char *e = xasprintf("defragmenting %s: %s", before->name,
                                                    etcd_client_last_error(x->slow));
@@ -363,8 +392,9 @@ static int act_defrag(maintenance *m, maint_ctx *x, const maint_cluster *c, obse
                 return k;
         }
         audit(m, c, "defrag.member", why, sizes_json(before),
-              json_pack("{s:s, s:I, s:I}", "member", before->name, "dbSize",
-                        (json_int_t)after.db_size, "dbSizeInUse", (json_int_t)after.db_size_in_use),
+              json_pack("{s:s, s:s, s:I, s:I}", "member", before->name, "leader", leader_hex,
+                        "dbSize", (json_int_t)after.db_size, "dbSizeInUse",
+                        (json_int_t)after.db_size_in_use),
               "success", took);
         k = state_commit(m->opts.db);
         if (k < 0)
@@ -533,6 +563,7 @@ int maintenance_pass(maintenance *m, const maint_cluster *c, maint_result *ret)
             .n = o.n,
             .runs = &runs,
             .created_ms = c->sc ? c->sc->created_ms : 0,
+            .lag_since_ms = x->lag_since_ms,
             .now_ms = now,
         };
         for (size_t i = 0; i < o.n_alarms; i++) {
@@ -550,6 +581,16 @@ int maintenance_pass(maintenance *m, const maint_cluster *c, maint_result *ret)
         /* maint_decide acts on a run only while one is running (maintenance/due.c). */
         assert(run || a.kind == MAINT_IDLE || a.kind == MAINT_WAIT || a.kind == MAINT_START);
         str_assign(&ret->message, xstrdup(a.message ? a.message : ""));
+        if (a.kind == MAINT_WAIT && a.apply_lag) {
+                if (!x->lag_since_ms) {
+                        x->lag_since_ms = now;
+                        log_info("%s: %s", c->cluster, a.message);
+                }
+        } else {
+                if (a.lag_message)
+                        log_warn("%s: %s", c->cluster, a.lag_message);
+                x->lag_since_ms = 0;
+        }
         ret->outcome = MAINT_OUT_ACTED;
         ret->poll_ms = 0;
         switch (a.kind) {

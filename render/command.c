@@ -21,6 +21,12 @@
  *       3.5.5 and later   the same and --experimental-compact-hash-check-enabled=true
  *       3.6 and later     --feature-gates=InitialCorruptCheck=true,CompactHashCheck=true
  *                         --corrupt-check-time=<etcdCheckInterval>
+ *   the member stops serving gRPC while it is defragmented (its clients
+ *     move to another member; docs/maintenance.md), on the versions that
+ *     have it (api/flags.c's table: 3.5.14 and later):
+ *       3.5               --experimental-stop-grpc-service-on-defrag=true
+ *       3.6 and later     StopGRPCServiceOnDefrag=true in gitcd's --feature-gates
+ *     unless the spec's extraFlags set it themselves (their value then stands)
  *   client TLS: --cert-file --key-file --trusted-ca-file --client-cert-auth=true
  *   peer TLS:   --peer-cert-file --peer-key-file --peer-trusted-ca-file
  *               --peer-client-cert-auth=true
@@ -41,10 +47,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/flags.h"
 #include "render/render-internal.h"
 #include "render/render.h"
 #include "util/hash.h"
+#include "util/strbuf.h"
 #include "util/xalloc.h"
+
+#define DEFRAG_STOP_GRPC_FLAG "experimental-stop-grpc-service-on-defrag"
 
 typedef struct strv {
         char **v;
@@ -84,35 +94,87 @@ static int cmp_kv(const void *a, const void *b)
         return strcmp((*(const kv *const *)a)->key, (*(const kv *const *)b)->key);
 }
 
+/* Whether the spec's extraFlags name a feature gate ("Gate=..." in its --feature-gates). */
+static bool extra_gate_set(const etcd_cluster *c, const char *gate)
+{
+        const char *gates = kv_get(&c->options.extra_flags, "feature-gates");
+        size_t n = strlen(gate);
+        for (const char *p = gates; p && *p;) {
+                p += strspn(p, " ,");
+                if (strncmp(p, gate, n) == 0 && (p[n] == '=' || p[n] == ' '))
+                        return true;
+                p += strcspn(p, ",");
+        }
+        return false;
+}
+
 /*
- * etcd's corruption checks, spelled for the version's minor: the check at
- * start-up (a member whose data differs from its peers' refuses to serve),
+ * Stop serving gRPC while defragmenting (etcd reports NOT_SERVING on its
+ * gRPC health, so a client with several endpoints moves to another member
+ * instead of waiting on the one whose backend is locked). Only the
+ * versions that have it (api/flags.c decides); 3.6 spells it as a feature
+ * gate in gitcd's one --feature-gates (flags_checks_and_gates). The spec's
+ * own value, when it sets one, is the one etcd gets.
+ */
+static bool defrag_stops_grpc(const etcd_cluster *c)
+{
+        if (!etcd_flag_in_version(DEFRAG_STOP_GRPC_FLAG, &c->ver))
+                return false;
+        if (c->ver.minor >= 6)
+                return !extra_gate_set(c, "StopGRPCServiceOnDefrag");
+        return !kv_get(&c->options.extra_flags, DEFRAG_STOP_GRPC_FLAG);
+}
+
+/*
+ * etcd's corruption checks and the gRPC stop during defragmentation
+ * (defrag_stops_grpc), spelled for the version's minor. The checks: the
+ * check at start-up (a member whose data differs from its peers' refuses to
+ * serve),
  * the leader's periodic check of the latest revision (a CORRUPT alarm) and,
  * from 3.5.5 (where etcd added it), the leader's cheap check of the hashes
  * its compactions record. 3.6 turns the experimental flags into feature
  * gates and a plain --corrupt-check-time. An unknown version (0.0.0, a spec
  * that did not parse) gets none.
+ *
+ * 3.6's gates are one --feature-gates: gitcd's (the checks, then
+ * StopGRPCServiceOnDefrag), then the spec's own from extraFlags; gitcd_gates
+ * says whether gitcd wrote one (the spec's then is not written again).
+ * etcd's checks off leave the gRPC stop alone.
  */
-static void flags_consistency(strv *s, const etcd_cluster *c)
+static void flags_checks_and_gates(strv *s, const etcd_cluster *c, bool *ret_gitcd_gates)
 {
         const semver *v = &c->ver;
-        if (!c->consistency.etcd_checks || v->major != 3 || v->minor < 4)
+        *ret_gitcd_gates = false;
+        if (v->major != 3 || v->minor < 4)
                 return;
+        bool checks = c->consistency.etcd_checks;
         _cleanup_free_ char *every = duration_format_ms(c->consistency.etcd_check_interval_ms);
         if (v->minor >= 6) {
-                /* one --feature-gates: the spec's other gates (extraFlags) go after gitcd's */
+                strbuf gates = STRBUF_INIT;
+                if (checks)
+                        sb_append(&gates, "InitialCorruptCheck=true,CompactHashCheck=true");
+                if (defrag_stops_grpc(c))
+                        sb_printf(&gates, "%sStopGRPCServiceOnDefrag=true", gates.len ? "," : "");
                 const char *more = kv_get(&c->options.extra_flags, "feature-gates");
-                _cleanup_free_ char *gates =
-                    xasprintf("InitialCorruptCheck=true,CompactHashCheck=true%s%s",
-                              isempty(more) ? "" : ",", isempty(more) ? "" : more);
-                flag_str(s, "feature-gates", gates);
-                flag_str(s, "corrupt-check-time", every);
+                if (gates.len && !isempty(more))
+                        sb_printf(&gates, ",%s", more);
+                if (gates.len) {
+                        flag_str(s, "feature-gates", sb_str(&gates));
+                        *ret_gitcd_gates = true;
+                }
+                sb_release(&gates);
+                if (checks)
+                        flag_str(s, "corrupt-check-time", every);
                 return;
         }
-        flag_str(s, "experimental-initial-corrupt-check", "true");
-        flag_str(s, "experimental-corrupt-check-time", every);
-        if (v->minor == 5 && v->patch >= 5)
-                flag_str(s, "experimental-compact-hash-check-enabled", "true");
+        if (checks) {
+                flag_str(s, "experimental-initial-corrupt-check", "true");
+                flag_str(s, "experimental-corrupt-check-time", every);
+                if (v->minor == 5 && v->patch >= 5)
+                        flag_str(s, "experimental-compact-hash-check-enabled", "true");
+        }
+        if (defrag_stops_grpc(c))
+                flag_str(s, DEFRAG_STOP_GRPC_FLAG, "true");
 }
 
 char **render_member_command(const etcd_cluster *c, const membership_plan *p, size_t idx)
@@ -142,7 +204,8 @@ char **render_member_command(const etcd_cluster *c, const membership_plan *p, si
         flag_int(&s, "snapshot-count", o->snapshot_count);
         flag_int(&s, "heartbeat-interval", o->heartbeat_interval_ms);
         flag_int(&s, "election-timeout", o->election_timeout_ms);
-        flags_consistency(&s, c);
+        bool merged_gates;
+        flags_checks_and_gates(&s, c, &merged_gates);
         if (render_client_tls(c)) {
                 flag_tls_file(&s, c, m, "cert-file", TLS_SUBDIR_CLIENT, "tls.crt");
                 flag_tls_file(&s, c, m, "key-file", TLS_SUBDIR_CLIENT, "tls.key");
@@ -156,7 +219,6 @@ char **render_member_command(const etcd_cluster *c, const membership_plan *p, si
                 flag_str(&s, "peer-client-cert-auth", "true");
         }
 
-        bool merged_gates = c->consistency.etcd_checks && c->ver.major == 3 && c->ver.minor >= 6;
         size_t n = o->extra_flags.n;
         const kv **extra = xcalloc(n ? n : 1, sizeof(kv *));
         for (size_t i = 0; i < n; i++)
@@ -164,7 +226,7 @@ char **render_member_command(const etcd_cluster *c, const membership_plan *p, si
         qsort(extra, n, sizeof(kv *), cmp_kv);
         for (size_t i = 0; i < n; i++) {
                 if (merged_gates && streq(extra[i]->key, "feature-gates"))
-                        continue; /* in gitcd's own --feature-gates (flags_consistency) */
+                        continue; /* in gitcd's own --feature-gates */
                 if (isempty(extra[i]->value))
                         strv_push(&s, xasprintf("--%s", extra[i]->key));
                 else

@@ -103,6 +103,14 @@ static void test_versions(void **state)
         check("experimental-stop-grpc-service-on-defrag", "true", &v3_5_12, -ENOENT,
               "from 3.5.14 on, not of etcd 3.5.12");
         check("experimental-stop-grpc-service-on-defrag", "true", &v3_5_14, 0, NULL);
+        /* the same table decides the flags gitcd adds itself (render/command.c) */
+        assert_false(etcd_flag_in_version("experimental-stop-grpc-service-on-defrag", &v3_4_23));
+        assert_false(etcd_flag_in_version("experimental-stop-grpc-service-on-defrag", &v3_5_12));
+        assert_true(etcd_flag_in_version("experimental-stop-grpc-service-on-defrag", &v3_5_14));
+        assert_true(etcd_flag_in_version("experimental_stop_grpc_service_on_defrag", &v3_6_0));
+        assert_false(
+            etcd_flag_in_version("experimental-stop-grpc-service-on-defrag", &(semver){0, 0, 0}));
+        assert_false(etcd_flag_in_version("no-such-flag", &v3_5_14));
         check("debug", "true", &v3_5_16, -ENOENT, "etcd 3.4 has it");
         check("max-txn-opz", "1", &v3_5_16, -ENOENT, "did you mean --max-txn-ops?");
         check("experimental-x", "1", &v3_4_23, -ENOENT, "--experimental-x is not an etcd 3.4 flag");

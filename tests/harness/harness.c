@@ -435,6 +435,7 @@ typedef struct cluster_priv {
         size_t alloc;
         bool client_cert_auth;
         int64_t quota_backend_bytes;
+        char *extra_arg;
         char *token;
 } cluster_priv;
 
@@ -522,6 +523,8 @@ static char **member_argv(cluster_priv *p, const harness_member *m, const char *
         if (p->quota_backend_bytes > 0)
                 add_arg(&v, &n,
                         xasprintf("--quota-backend-bytes=%lld", (long long)p->quota_backend_bytes));
+        if (p->extra_arg)
+                add_arg(&v, &n, xstrdup(p->extra_arg));
         if (c->tls) {
                 add_arg(&v, &n, xasprintf("--cert-file=%s", c->tls->server_cert));
                 add_arg(&v, &n, xasprintf("--key-file=%s", c->tls->server_key));
@@ -930,6 +933,7 @@ static int cluster_try_start(const harness_opts *o, const char *etcd_bin, cluste
         c->etcdutl_bin = harness_etcd_path(o->version, "etcdutl");
         p->client_cert_auth = o->client_cert_auth;
         p->quota_backend_bytes = o->quota_backend_bytes;
+        p->extra_arg = o->extra_arg ? xstrdup(o->extra_arg) : NULL;
         p->token = xasprintf("gitcd-test-%ld-%u-%lld", (long)getpid(), cluster_counter++,
                              (long long)now_wall_ms());
         c->root_dir = harness_tmpdir("gitcd-etcd");
@@ -1042,6 +1046,7 @@ void harness_cluster_free(harness_cluster *c)
         free(c->root_dir);
         free(c->endpoints);
         free(p->token);
+        free(p->extra_arg);
         free(p);
 }
 

@@ -48,6 +48,7 @@ typedef struct harness_opts {
         bool client_cert_auth;       /* require client certificates (mTLS) */
         int start_timeout_ms;        /* default 20000 */
         int64_t quota_backend_bytes; /* --quota-backend-bytes; 0: etcd's default */
+        const char *extra_arg;       /* one more "--flag=value" for every member; NULL: none */
 } harness_opts;
 
 typedef struct harness_cluster {

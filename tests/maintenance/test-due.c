@@ -4,7 +4,9 @@
  * schedule (caught up once, never for slots before the cluster existed),
  * the free-space and quota thresholds and their one-hour re-trigger pause,
  * NOSPACE recovery (compact, followers, leader, disarm) only when the spec
- * allows it, followers first and the leader last after leadership moved,
+ * allows it, followers first (the most fragmented first) and the leader
+ * last after leadership moved, the bounded pause for apply lag between
+ * members,
  * no step while a member is unhealthy or a CORRUPT alarm is raised, a
  * resumed run skipping what its record says is done; the alarm
  * conditions; and the run records in a real SQLite store.
@@ -267,6 +269,141 @@ static void test_order_leader_last(void **unused)
         l.items = &run;
         drive(&v, m, run, &alarm, &steps);
         steps_equal(steps, (const char *const[]){"defrag main-0", "finish", NULL});
+        state_maint_run_free(run);
+}
+
+/*
+ * The most fragmented follower first (dbSize - dbSizeInUse), member order
+ * among equals, the leader last whatever its free space; a member whose
+ * free space grows during the run is taken in its new place.
+ */
+static void test_order_most_fragmented(void **unused)
+{
+        (void)unused;
+        defrag_spec d = {.enabled = true, .free_space_above = "1Mi", .free_space_above_bytes = MiB};
+        maint_member m[5];
+        static const char *const names[] = {"a", "b", "c", "d", "e"};
+        /* free MiB per member; "c" (id 12) leads and has the most */
+        static const int64_t free_mib[] = {2, 30, 900, 30, 400};
+        for (int i = 0; i < 5; i++)
+                m[i] = (maint_member){.name = names[i],
+                                      .id = 10 + (uint64_t)i,
+                                      .reachable = true,
+                                      .leader = 12,
+                                      .db_size = 1000 * MiB,
+                                      .db_size_in_use = (1000 - free_mib[i]) * MiB};
+        state_maint_run *run = run_new("free-space", "running", "", 0, 0);
+        state_maint_run_list l = {.items = &run, .n = 1};
+        maint_view v = {.defrag = &d, .members = m, .n = 5, .runs = &l, .now_ms = HOUR_MS};
+        bool alarm = false;
+        char **steps;
+        drive(&v, m, run, &alarm, &steps);
+        steps_equal(steps, (const char *const[]){"defrag e", "defrag b", "defrag d", "defrag a",
+                                                 "move-leader c", "defrag c", "finish", NULL});
+        state_maint_run_free(run);
+
+        /* the message says why this one */
+        run = run_new("free-space", "running", "e", 0, 0);
+        l.items = &run;
+        for (int i = 0; i < 5; i++)
+                m[i].leader = 12;
+        maint_action a = decide(&v);
+        assert_int_equal(a.kind, MAINT_DEFRAG);
+        assert_string_equal(m[a.member].name, "b");
+        assert_string_equal(a.message, "defragmenting b (a follower, 30.0 MiB free)");
+        maint_action_release(&a);
+        /* d's free space grew since: it goes before b now */
+        m[3].db_size_in_use = 500 * MiB;
+        a = decide(&v);
+        assert_string_equal(m[a.member].name, "d");
+        maint_action_release(&a);
+        state_maint_run_free(run);
+}
+
+/*
+ * Between members the run waits while a member is more than
+ * MAINT_APPLY_LAG_NORMAL entries behind in applying, then goes on after
+ * MAINT_APPLY_LAG_WAIT_MS with a message for the log; a lag within normal,
+ * an unreachable member's or a member that reports no applied index never
+ * holds it.
+ */
+static void test_apply_lag_pause(void **unused)
+{
+        (void)unused;
+        defrag_spec d = {.enabled = true, .schedule = "0 3 * * *"};
+        maint_member m[3];
+        members3(m, 10);
+        for (int i = 0; i < 3; i++) {
+                m[i].raft_index = 5000;
+                m[i].raft_applied_index = 5000 - MAINT_APPLY_LAG_NORMAL; /* at the limit: normal */
+        }
+        state_maint_run *run = run_new("schedule", "running", "main-1", 0, 0);
+        state_maint_run_list l = {.items = &run, .n = 1};
+        maint_view v = {.defrag = &d, .members = m, .n = 3, .runs = &l, .now_ms = HOUR_MS};
+        maint_action a = decide(&v);
+        assert_int_equal(a.kind, MAINT_DEFRAG);
+        assert_false(a.apply_lag);
+        assert_null(a.lag_message);
+        maint_action_release(&a);
+
+        /* main-1, just defragmented, is 4000 entries behind: wait */
+        m[1].raft_applied_index = 1000;
+        int64_t lag;
+        assert_int_equal(maint_apply_lag(&v, &lag), 1);
+        assert_int_equal(lag, 4000);
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_WAIT);
+        assert_true(a.apply_lag);
+        assert_non_null(strstr(a.message, "waiting for main-1 to apply"));
+        assert_non_null(strstr(a.message, "4000 entries behind"));
+        maint_action_release(&a);
+        /* still within the bounded wait */
+        v.lag_since_ms = v.now_ms - MAINT_APPLY_LAG_WAIT_MS + 1;
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_WAIT);
+        maint_action_release(&a);
+        /* the wait is over: go on, and say so */
+        v.lag_since_ms = v.now_ms - MAINT_APPLY_LAG_WAIT_MS;
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_DEFRAG);
+        assert_true(a.apply_lag);
+        assert_non_null(a.lag_message);
+        assert_non_null(strstr(a.lag_message, "main-1 is still 4000 entries behind"));
+        assert_non_null(strstr(a.lag_message, "after 60 s"));
+        maint_action_release(&a);
+
+        /* the leader's step waits the same way */
+        v.lag_since_ms = 0;
+        free(run->members_done);
+        run->members_done = xstrdup("main-1,main-2");
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_WAIT);
+        assert_true(a.apply_lag);
+        maint_action_release(&a);
+        m[1].raft_applied_index = m[1].raft_index;
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_MOVE_LEADER);
+        assert_false(a.apply_lag);
+        maint_action_release(&a);
+
+        /* an unreachable member's or an unreported applied index never holds a run */
+        m[1].raft_applied_index = 0;
+        m[2].reachable = false;
+        m[2].raft_applied_index = 1;
+        assert_int_equal(maint_apply_lag(&v, &lag), 0);
+        assert_int_equal(lag, MAINT_APPLY_LAG_NORMAL);
+        m[0].raft_applied_index = m[0].raft_index;
+        assert_int_equal(maint_apply_lag(&v, &lag), 3);
+        assert_int_equal(lag, 0);
+        m[2].reachable = true;
+        m[2].raft_applied_index = m[2].raft_index;
+        /* nor does it start or wait a run that has nothing left to defragment */
+        m[1].raft_applied_index = 1;
+        free(run->members_done);
+        run->members_done = xstrdup("main-1,main-2,main-0");
+        a = decide(&v);
+        assert_int_equal(a.kind, MAINT_FINISH);
+        maint_action_release(&a);
         state_maint_run_free(run);
 }
 
@@ -554,6 +691,8 @@ int main(void)
             cmocka_unit_test(test_schedule),
             cmocka_unit_test(test_thresholds),
             cmocka_unit_test(test_order_leader_last),
+            cmocka_unit_test(test_order_most_fragmented),
+            cmocka_unit_test(test_apply_lag_pause),
             cmocka_unit_test(test_health_gate),
             cmocka_unit_test(test_nospace),
             cmocka_unit_test(test_nospace_waits_for_compaction),

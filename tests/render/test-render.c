@@ -109,7 +109,8 @@ static void test_command_base(void **state)
                  " --initial-cluster-state=existing --initial-cluster-token=prod-db"
                  " --experimental-initial-corrupt-check=true"
                  " --experimental-corrupt-check-time=4h"
-                 " --experimental-compact-hash-check-enabled=true");
+                 " --experimental-compact-hash-check-enabled=true"
+                 " --experimental-stop-grpc-service-on-defrag=true");
         assert_null(render_member_command(c, p, 3));
 }
 
@@ -141,7 +142,8 @@ static void test_command_options(void **state)
                                   " --heartbeat-interval=250 --election-timeout=2500"
                                   " --experimental-initial-corrupt-check=true"
                                   " --experimental-corrupt-check-time=4h"
-                                  " --experimental-compact-hash-check-enabled=true");
+                                  " --experimental-compact-hash-check-enabled=true"
+                                  " --experimental-stop-grpc-service-on-defrag=true");
 
         /* Unset options leave etcd's defaults alone: no flag at all. */
         _cleanup_(etcd_cluster_freep) etcd_cluster *bare = fixture_cluster("db", 1);
@@ -177,6 +179,7 @@ static void test_command_consistency(void **state)
                 const char *version;
                 semver v;
                 const char *tail;
+                const char *off; /* the checks turned off: what stays */
         } cases[] = {
             {"3.4.23",
              {3, 4, 23},
@@ -192,19 +195,23 @@ static void test_command_consistency(void **state)
             {"3.5.30",
              {3, 5, 30},
              " --experimental-initial-corrupt-check=true --experimental-corrupt-check-time=4h"
-             " --experimental-compact-hash-check-enabled=true"},
+             " --experimental-compact-hash-check-enabled=true"
+             " --experimental-stop-grpc-service-on-defrag=true",
+             " --experimental-stop-grpc-service-on-defrag=true"},
             /* 3.6: feature gates, and the periodic check's flag without "experimental" */
             {"3.6.4",
              {3, 6, 4},
-             " --feature-gates=InitialCorruptCheck=true,CompactHashCheck=true"
-             " --corrupt-check-time=4h"},
+             " --feature-gates=InitialCorruptCheck=true,CompactHashCheck=true,"
+             "StopGRPCServiceOnDefrag=true"
+             " --corrupt-check-time=4h",
+             " --feature-gates=StopGRPCServiceOnDefrag=true"},
         };
         for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
                 _cleanup_free_ char *tail = consistency_tail(cases[i].version, cases[i].v, true, 0);
                 assert_string_equal(tail, cases[i].tail);
-                /* turned off (with a reason, in the spec): no flag at all, on every minor */
+                /* turned off (with a reason, in the spec): no check flag, on every minor */
                 _cleanup_free_ char *off = consistency_tail(cases[i].version, cases[i].v, false, 0);
-                assert_string_equal(off, "");
+                assert_string_equal(off, cases[i].off ? cases[i].off : "");
         }
         /* spec.consistency.etcdCheckInterval, as a Go duration etcd parses */
         _cleanup_free_ char *every = consistency_tail("3.5.16", (semver){3, 5, 16}, true, 90000);
@@ -229,6 +236,72 @@ static void test_command_consistency(void **state)
         _cleanup_free_ char *off = command_line(c, p, 0);
         assert_non_null(strstr(off, " --feature-gates=StopGRPCServiceOnDefrag=true"));
         assert_null(strstr(off, "InitialCorruptCheck"));
+}
+
+/*
+ * --experimental-stop-grpc-service-on-defrag: on every version api/flags.c's
+ * table says has it (3.5.14 on; a feature gate in 3.6), on none before, and
+ * the spec's own value stands when its extraFlags set one.
+ */
+static char *defrag_command(const char *version, semver v, const char *flag, const char *value)
+{
+        _cleanup_(etcd_cluster_freep) etcd_cluster *c = fixture_cluster("db", 3);
+        free(c->version);
+        c->version = xstrdup(version);
+        c->ver = v;
+        if (flag)
+                kv_set(&c->options.extra_flags, flag, value);
+        _cleanup_(membership_plan_freep) membership_plan *p = membership_plan_steady(c, NULL);
+        return command_line(c, p, 0);
+}
+
+static size_t count_of(const char *s, const char *word)
+{
+        size_t n = 0;
+        for (const char *p = strstr(s, word); p; p = strstr(p + 1, word))
+                n++;
+        return n;
+}
+
+static void test_command_defrag_stops_grpc(void **state)
+{
+        struct {
+                const char *version;
+                semver v;
+                const char *want; /* NULL: no such flag or gate at all */
+        } cases[] = {
+            {"3.4.23", {3, 4, 23}, NULL},
+            {"3.5.0", {3, 5, 0}, NULL},
+            {"3.5.13", {3, 5, 13}, NULL},
+            {"3.5.14", {3, 5, 14}, " --experimental-stop-grpc-service-on-defrag=true"},
+            {"3.5.16", {3, 5, 16}, " --experimental-stop-grpc-service-on-defrag=true"},
+            {"3.5.30", {3, 5, 30}, " --experimental-stop-grpc-service-on-defrag=true"},
+            {"3.6.0", {3, 6, 0}, ",StopGRPCServiceOnDefrag=true "},
+            {"0.0.0", {0, 0, 0}, NULL},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                _cleanup_free_ char *cmd = defrag_command(cases[i].version, cases[i].v, NULL, NULL);
+                if (!cases[i].want) {
+                        assert_null(strstr(cmd, "stop-grpc-service-on-defrag"));
+                        assert_null(strstr(cmd, "StopGRPCServiceOnDefrag"));
+                        continue;
+                }
+                assert_non_null(strstr(cmd, cases[i].want));
+                /* the experimental flag is not repeated on 3.6, where the gate says it */
+                if (cases[i].v.minor == 6)
+                        assert_null(strstr(cmd, "stop-grpc-service-on-defrag"));
+        }
+
+        /* the spec's own value is the one etcd gets, once */
+        _cleanup_free_ char *off = defrag_command(
+            "3.5.30", (semver){3, 5, 30}, "experimental-stop-grpc-service-on-defrag", "false");
+        assert_non_null(strstr(off, " --experimental-stop-grpc-service-on-defrag=false"));
+        assert_int_equal(count_of(off, "stop-grpc-service-on-defrag"), 1);
+        _cleanup_free_ char *gate = defrag_command("3.6.4", (semver){3, 6, 4}, "feature-gates",
+                                                   "StopGRPCServiceOnDefrag=false");
+        assert_non_null(strstr(gate, ",StopGRPCServiceOnDefrag=false"));
+        assert_int_equal(count_of(gate, "StopGRPCServiceOnDefrag"), 1);
+        assert_int_equal(count_of(gate, "--feature-gates"), 1);
 }
 
 static void test_command_tls(void **state)
@@ -841,6 +914,7 @@ int main(void)
             cmocka_unit_test(test_command_base),
             cmocka_unit_test(test_command_options),
             cmocka_unit_test(test_command_consistency),
+            cmocka_unit_test(test_command_defrag_stops_grpc),
             cmocka_unit_test(test_command_tls),
             cmocka_unit_test(test_command_extra_flags),
             cmocka_unit_test(test_pod_command_is_render_command),
