@@ -175,6 +175,28 @@ static char *maint_run_text(const state_maint_run *r)
         return clean(text);
 }
 
+/*
+ * A member gitcd could not see in its last pass (its machine does not
+ * answer): why, and what was last observed of it and when.
+ */
+static void print_unknown(const state_member *x, int64_t now)
+{
+        if (!streq_ptr(x->state, "unknown"))
+                return;
+        _cleanup_free_ char *name = clean(x->name);
+        _cleanup_free_ char *why =
+            clean(x->unreachable ? x->unreachable : "the target did not say");
+        _cleanup_free_ char *seen = clean(x->seen_state ? x->seen_state : "nothing");
+        if (x->seen_ms > 0) {
+                char when[40], age[32];
+                format_rfc3339(x->seen_ms, when, sizeof(when));
+                format_age(now - x->seen_ms, age, sizeof(age));
+                printf("  %s is unknown: %s; last seen %s at %s (%s ago)\n", name, why, seen, when,
+                       age);
+        } else
+                printf("  %s is unknown: %s; never seen by this gitcd\n", name, why);
+}
+
 static void print_detail(const state_cluster *c, const state_member_list *ml,
                          const state_cert_list *cl, const state_maint_run *run, int64_t now)
 {
@@ -219,6 +241,8 @@ static void print_detail(const state_cluster *c, const state_member_list *ml,
                         table_add(&m, row);
                 }
                 table_print(&m, "  ");
+                for (size_t i = 0; i < ml->n; i++)
+                        print_unknown(ml->items[i], now);
         }
 
         if (cl->n > 0) {
@@ -360,6 +384,13 @@ static json_t *cluster_json(const state_cluster *c, const state_member_list *ml,
                 json_object_set_new(m, "peer_url", cli_json_string(x->peer_url));
                 json_object_set_new(m, "client_url", cli_json_string(x->client_url));
                 json_object_set_new(m, "state", cli_json_string(x->state));
+                json_object_set_new(m, "last_seen_ms",
+                                    x->seen_ms > 0 ? json_integer((json_int_t)x->seen_ms)
+                                                   : json_null());
+                if (streq_ptr(x->state, "unknown")) {
+                        json_object_set_new(m, "last_seen_state", cli_json_string(x->seen_state));
+                        json_object_set_new(m, "unreachable", cli_json_string(x->unreachable));
+                }
                 json_array_append_new(members, m);
         }
         json_object_set_new(o, "members", members);
