@@ -9,7 +9,9 @@
  * conditions among them) and the last check of its members' data with the
  * freeze and the repairs asked for.
  * READY counts current members whose last observed state is "ready"
- * against the desired replicas. The database is opened read-only, so this
+ * against the desired replicas. A member the last pass could not see (its
+ * machine does not answer) is "unknown", with what was last seen of it and
+ * when under the members table. The database is opened read-only, so this
  * is safe to run next to a running reconciler; it shows the last committed
  * state, never a half-written one. Text from the store has its control
  * characters escaped (util/escape.h) before it reaches the terminal.
