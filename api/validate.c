@@ -771,8 +771,13 @@ static void check_host_domains(reader *r)
 {
         const etcd_cluster *c = r->c;
         const hosts_spec *hs = &c->hosts;
-        if (!hosts_have_domains(hs))
+        if (!hosts_have_domains(hs)) {
+                if (written(c, "spec.hosts.placement"))
+                        rd_diag_at(r, DIAG_WARNING, "spec.hosts.placement",
+                                   "spec.hosts.placement: no machine names domains, so there is "
+                                   "nothing to judge: members go on the machines in list order");
                 return;
+        }
         for (size_t i = 0; i < hs->n; i++) {
                 const kv_list *d = &hs->items[i].domains;
                 _cleanup_free_ char *at = xasprintf("spec.hosts.machines[%zu].domains", i);

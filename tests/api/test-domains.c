@@ -327,6 +327,18 @@ static void test_intake_missing_key_warned(void **state)
                                     "own"));
 }
 
+static void test_intake_placement_without_domains(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *out = NULL;
+        assert_int_equal(load("    placement: preferred\n"
+                              "    machines: [{address: h1}, {address: h2}, {address: h3}]\n",
+                              &out),
+                         0);
+        assert_non_null(strstr(out, "spec.hosts.placement: no machine names domains, so there is "
+                                    "nothing to judge"));
+}
+
 static void test_normalized_round_trip(void **state)
 {
         (void)state;
@@ -374,6 +386,7 @@ int main(void)
             cmocka_unit_test(test_intake_spread_is_quiet),
             cmocka_unit_test(test_intake_bad_domains),
             cmocka_unit_test(test_intake_missing_key_warned),
+            cmocka_unit_test(test_intake_placement_without_domains),
             cmocka_unit_test(test_normalized_round_trip),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
