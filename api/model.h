@@ -344,7 +344,8 @@ const char *bootstrap_mode_name(bootstrap_mode m); /* "static", "learners" */
 /*
  * spec.hosts: the machines members run on when gitcd drives bare-metal
  * hosts over SSH (targets/hosts.c). One member per host; the list order is
- * the placement order. Every field is filled in by spec_fill_defaults():
+ * the placement order, unless machines name failure domains (domains,
+ * placement: api/domains.h). Every field is filled in by spec_fill_defaults():
  * per-host values override the hosts-level defaults.
  */
 typedef enum host_mode {
