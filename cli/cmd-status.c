@@ -49,7 +49,9 @@ static const char usage_text[] =
     "certificate expiry dates, a running CA rotation's phase, the last\n"
     "defragmentation, the conditions (etcd's NOSPACE and CORRUPT alarms\n"
     "among them) and the last check that the members hold the same data\n"
-    "(FROZEN, with the repair to run, when they do not; the repairs asked).\n\n"
+    "(FROZEN, with the repair to run, when they do not; the repairs asked).\n"
+    "A member whose machine did not answer in the last pass is \"unknown\",\n"
+    "with the state last seen and when, and Degraded names the machine.\n\n"
     "Options:\n";
 
 /* A printable copy: control characters escaped, empty becomes "-". */
