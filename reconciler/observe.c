@@ -22,7 +22,9 @@
  * when it does not come back).
  *
  * A member the target cannot report on is never taken for absent: the
- * pass stops before deciding anything. What the world tells that the
+ * pass stops before deciding anything, and world_record_unknown() records
+ * it "unknown" (no longer what was seen last, which stays beside it with
+ * its time) with Degraded naming its machine. What the world tells that the
  * records do not say yet (member IDs, learner flags, the cluster ID, the
  * leader, a data identity) is written back by world_record().
  */
@@ -35,6 +37,9 @@
 #include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
+
+/* How often the time a member was last observed is written again while nothing else changes. */
+#define SEEN_REFRESH_MS (60 * 1000)
 
 /* ---- what a recorded member should run ----------------------------------- */
 
@@ -250,11 +255,10 @@ static void observe_certs(reconciler *r, cluster_ctx *x, const etcd_cluster *c, 
 /*
  * The recorded members, each matched with the member etcd lists under its
  * name or peer URL and with the target's status; then the members only
- * etcd knows. -errno when the target could not report a member.
+ * etcd knows. -errno when the target could not report a member; every
+ * member is asked still, and each it could not report keeps the target's
+ * error (view->unknown) for world_record_unknown().
  */
-/* How often the time a member was last observed is written again while nothing else changes. */
-#define SEEN_REFRESH_MS (60 * 1000)
-
 static int observe_members(reconciler *r, const etcd_cluster *c, world *w)
 {
         size_t alloc = 0;
