@@ -177,13 +177,21 @@ void domain_risks_free(domain_risk *risks, size_t n)
         free(risks);
 }
 
-char *domain_risk_message(const domain_risk *r, char *const *names)
+char *domain_risk_summary(const domain_risk *r, char *const *names)
 {
         strbuf sb = STRBUF_INIT;
         sb_printf(&sb, "%s=%s holds ", r->key, r->value);
         for (size_t i = 0; i < r->n; i++)
                 sb_printf(&sb, "%s%s", i ? ", " : "", names[r->members[i]]);
         sb_printf(&sb, " of %zu members: losing %s loses quorum", r->replicas, r->value);
+        return sb_detach(&sb);
+}
+
+char *domain_risk_message(const domain_risk *r, char *const *names)
+{
+        strbuf sb = STRBUF_INIT;
+        _cleanup_free_ char *summary = domain_risk_summary(r, names);
+        sb_append(&sb, summary);
         size_t cap = (r->replicas - 1) / 2;
         if (!r->avoidable)
                 sb_printf(&sb,

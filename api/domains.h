@@ -61,7 +61,9 @@ size_t domains_risks(const hosts_spec *hs, const size_t *placement, size_t n,
 void domain_risks_free(domain_risk *risks, size_t n);
 
 /*
- * "rack=r1 holds demo-0, demo-1 of 3 members: losing r1 loses quorum",
- * then why it cannot be avoided when it cannot. names[k]: member k's name.
+ * "rack=r1 holds demo-0, demo-1 of 3 members: losing r1 loses quorum".
+ * names[k]: member k's name.
  */
+char *domain_risk_summary(const domain_risk *r, char *const *names);
+/* The summary, then for machines of spec.hosts why it cannot be avoided, or how it can. */
 char *domain_risk_message(const domain_risk *r, char *const *names);
