@@ -256,6 +256,16 @@ const char *host_mode_name(host_mode m)
         return m == HOST_MODE_STATIC_POD ? "staticPod" : "systemd";
 }
 
+char *spec_member_name(const etcd_cluster *c, int ordinal)
+{
+        return xasprintf("%s-%d", c->name, ordinal);
+}
+
+const char *host_placement_name(host_placement p)
+{
+        return p == HOST_PLACEMENT_PREFERRED ? "preferred" : "strict";
+}
+
 static void host_spec_release(host_spec *h)
 {
         free(h->address);
@@ -266,6 +276,7 @@ static void host_spec_release(host_spec *h)
         free(h->unit_dir);
         free(h->etcd_binary);
         free(h->tls_dir);
+        kv_list_release(&h->domains);
         memset(h, 0, sizeof(*h));
 }
 

@@ -363,7 +363,8 @@ const char *bootstrap_mode_name(bootstrap_mode m); /* "static", "learners" */
 /*
  * spec.hosts: the machines members run on when gitcd drives bare-metal
  * hosts over SSH (targets/hosts.c). One member per host; the list order is
- * the placement order. Every field is filled in by spec_fill_defaults():
+ * the placement order, unless machines name failure domains (domains,
+ * placement: api/domains.h). Every field is filled in by spec_fill_defaults():
  * per-host values override the hosts-level defaults.
  */
 typedef enum host_mode {
@@ -384,12 +385,26 @@ typedef struct host_spec {
         char *unit_dir;     /* systemd: default /etc/systemd/system */
         char *etcd_binary;  /* systemd: default /usr/local/bin/etcd */
         char *tls_dir;      /* TLS material on the host: default /etc/etcd/<namespace>-<name>/pki */
+        kv_list domains;    /* machines[].domains: failure domains {rack: r1, power: pdu-a} */
 } host_spec;
+
+/*
+ * spec.hosts.placement: what a placement in which losing one failure
+ * domain value loses quorum does (api/domains.h). Strict (the default)
+ * refuses the spec, preferred warns and places members anyway.
+ */
+typedef enum host_placement {
+        HOST_PLACEMENT_STRICT = 0,
+        HOST_PLACEMENT_PREFERRED,
+} host_placement;
+
+const char *host_placement_name(host_placement p); /* "strict", "preferred" */
 
 typedef struct hosts_spec {
         bool set;           /* spec.hosts was written */
         host_spec defaults; /* the hosts-level fields (address, advertise_address unused) */
         bool mode_set;      /* defaults.mode was written */
+        host_placement placement;
         host_spec *items;
         size_t n;
 } hosts_spec;
@@ -476,6 +491,9 @@ revision_bump revision_bump_default(const etcd_cluster *c);
 
 etcd_cluster *etcd_cluster_new(void);
 void etcd_cluster_free(etcd_cluster *c);
+
+/* The name of c's member with this ordinal, "<name>-<ordinal>" (render_member_name's rule). */
+char *spec_member_name(const etcd_cluster *c, int ordinal);
 DEFINE_TRIVIAL_CLEANUP_FUNC(etcd_cluster *, etcd_cluster_free);
 
 /* Record / look up where a field was written. Lookups fall back to the document. */

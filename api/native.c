@@ -568,9 +568,9 @@ static void read_hosts(reader *r, const ynode *spec)
         if (!rd_map(r, spec, "spec", "hosts", NULL, &m))
                 return;
         hs->set = true;
-        static const char *const known[] = {"mode",        "ssh",      "dataDir",
-                                            "manifestDir", "unitDir",  "etcdBinary",
-                                            "tlsDir",      "machines", NULL};
+        static const char *const known[] = {"mode",      "ssh",        "dataDir", "manifestDir",
+                                            "unitDir",   "etcdBinary", "tlsDir",  "machines",
+                                            "placement", NULL};
         rd_keys(r, m, P, known, NULL);
         static const char *const modes[] = {"systemd", "staticPod", NULL};
         int mode;
@@ -579,6 +579,10 @@ static void read_hosts(reader *r, const ynode *spec)
                 hs->mode_set = true;
         }
         read_host_fields(r, m, P, &hs->defaults);
+        static const char *const placements[] = {"strict", "preferred", NULL};
+        int placement;
+        if (rd_enum(r, m, P, "placement", NULL, placements, &placement))
+                hs->placement = (host_placement)placement;
 
         const ynode *seq = rd_get(m, "machines", &k);
         if (!seq)
@@ -598,14 +602,15 @@ static void read_hosts(reader *r, const ynode *spec)
                         rd_type_error(r, v, path, "a mapping");
                         continue;
                 }
-                static const char *const kh[] = {"address",    "advertiseAddress", "ssh",
-                                                 "dataDir",    "manifestDir",      "unitDir",
-                                                 "etcdBinary", "tlsDir",           NULL};
+                static const char *const kh[] = {
+                    "address", "advertiseAddress", "ssh",    "dataDir", "manifestDir",
+                    "unitDir", "etcdBinary",       "tlsDir", "domains", NULL};
                 rd_keys(r, v, path, kh, NULL);
                 if (!rd_string(r, v, path, "address", NULL, &h->address) &&
                     !rd_get(v, "address", NULL))
                         rd_error(r, v, "%s.address is required", path);
                 rd_string(r, v, path, "advertiseAddress", NULL, &h->advertise_address);
+                rd_kv(r, v, path, "domains", NULL, true, &h->domains);
                 read_host_fields(r, v, path, h);
         }
 }

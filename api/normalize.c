@@ -141,6 +141,9 @@ static json_t *hosts_json(const hosts_spec *hs)
 {
         json_t *o = json_object(), *machines = json_array();
         set_str(o, "mode", host_mode_name(hs->defaults.mode));
+        /* the default left out: specs written before the field keep their hash */
+        if (hs->placement != HOST_PLACEMENT_STRICT)
+                set_str(o, "placement", host_placement_name(hs->placement));
         for (size_t i = 0; i < hs->n; i++) {
                 const host_spec *h = &hs->items[i];
                 json_t *m = json_object();
@@ -154,6 +157,12 @@ static json_t *hosts_json(const hosts_spec *hs)
                 set_str(m, "manifestDir", h->manifest_dir);
                 set_str(m, "unitDir", h->unit_dir);
                 set_str(m, "etcdBinary", h->etcd_binary);
+                if (h->domains.n) {
+                        json_t *d = json_object();
+                        for (size_t j = 0; j < h->domains.n; j++)
+                                set_str(d, h->domains.items[j].key, h->domains.items[j].value);
+                        json_object_set_new(m, "domains", d);
+                }
                 json_array_append_new(machines, m);
         }
         json_object_set_new(o, "machines", machines);

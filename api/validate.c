@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/domains.h"
 #include "api/flags.h"
 #include "api/internal.h"
 #include "api/reader.h"
@@ -829,6 +830,74 @@ static void check_order(reader *r)
         }
 }
 
+/*
+ * Failure domains (api/domains.h): values are not empty, a key some
+ * machines name and others do not is pointed out, and the placement gitcd
+ * makes for the cluster's members is judged: losing one domain value must
+ * not lose quorum. Strict placement refuses the spec, preferred warns.
+ */
+static void check_host_domains(reader *r)
+{
+        const etcd_cluster *c = r->c;
+        const hosts_spec *hs = &c->hosts;
+        if (!hosts_have_domains(hs)) {
+                if (written(c, "spec.hosts.placement"))
+                        rd_diag_at(r, DIAG_WARNING, "spec.hosts.placement",
+                                   "spec.hosts.placement: no machine names domains, so there is "
+                                   "nothing to judge: members go on the machines in list order");
+                return;
+        }
+        for (size_t i = 0; i < hs->n; i++) {
+                const kv_list *d = &hs->items[i].domains;
+                _cleanup_free_ char *at = xasprintf("spec.hosts.machines[%zu].domains", i);
+                for (size_t j = 0; j < d->n; j++)
+                        if (isempty(d->items[j].value))
+                                rd_diag_at(r, DIAG_ERROR, at, "%s.%s: a domain needs a value", at,
+                                           d->items[j].key);
+                for (size_t o = 0; o < hs->n; o++)
+                        for (size_t j = 0; j < hs->items[o].domains.n; j++) {
+                                const char *key = hs->items[o].domains.items[j].key;
+                                bool told = false; /* once per key */
+                                for (size_t p = 0; p < o && !told; p++)
+                                        told = kv_get(&hs->items[p].domains, key) != NULL;
+                                for (size_t q = 0; q < j && !told; q++)
+                                        told = streq(hs->items[o].domains.items[q].key, key);
+                                if (told || kv_get(d, key))
+                                        continue;
+                                _cleanup_free_ char *m = xasprintf("spec.hosts.machines[%zu]", i);
+                                rd_diag_at(r, DIAG_WARNING, m,
+                                           "%s (%s) names no %s while spec.hosts.machines[%zu] "
+                                           "does: it is counted in a %s of its own",
+                                           m, hs->items[i].address ? hs->items[i].address : "", key,
+                                           o, key);
+                        }
+        }
+        if (c->replicas < 3 || (size_t)c->replicas > hs->n)
+                return;
+        size_t n = (size_t)c->replicas;
+        _cleanup_free_ size_t *placement = xcalloc(n, sizeof(size_t));
+        domains_place(hs, n, placement);
+        domain_risk *risks = NULL;
+        size_t n_risks = domains_risks(hs, placement, n, &risks);
+        if (!n_risks)
+                return;
+        char **names = xcalloc(n, sizeof(char *));
+        for (size_t k = 0; k < n; k++)
+                names[k] = spec_member_name(c, (int)k);
+        bool strict = hs->placement == HOST_PLACEMENT_STRICT;
+        for (size_t i = 0; i < n_risks; i++) {
+                _cleanup_free_ char *why = domain_risk_message(&risks[i], names);
+                rd_diag_at(r, strict ? DIAG_ERROR : DIAG_WARNING, "spec.hosts.machines",
+                           "spec.hosts.placement %s: %s%s", host_placement_name(hs->placement), why,
+                           strict ? " (spec.hosts.placement: preferred places the members anyway)"
+                                  : "");
+        }
+        for (size_t k = 0; k < n; k++)
+                free(names[k]);
+        free(names);
+        domain_risks_free(risks, n_risks);
+}
+
 void spec_validate(reader *r)
 {
         etcd_cluster *c = r->c;
@@ -873,4 +942,6 @@ void spec_validate(reader *r)
         check_reserved_keys(r, "spec.podTemplate.metadata.annotations", &c->pod_annotations);
         check_hosts(r);
         check_order(r);
+        if (c->hosts.set)
+                check_host_domains(r);
 }

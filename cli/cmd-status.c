@@ -9,7 +9,9 @@
  * conditions among them) and the last check of its members' data with the
  * freeze and the repairs asked for.
  * READY counts current members whose last observed state is "ready"
- * against the desired replicas. The database is opened read-only, so this
+ * against the desired replicas. A member the last pass could not see (its
+ * machine does not answer) is "unknown", with what was last seen of it and
+ * when under the members table. The database is opened read-only, so this
  * is safe to run next to a running reconciler; it shows the last committed
  * state, never a half-written one. Text from the store has its control
  * characters escaped (util/escape.h) before it reaches the terminal.
@@ -52,7 +54,9 @@ static const char usage_text[] =
     "certificate expiry dates, a running CA rotation's phase, the last\n"
     "defragmentation, the conditions (etcd's NOSPACE and CORRUPT alarms\n"
     "among them) and the last check that the members hold the same data\n"
-    "(FROZEN, with the repair to run, when they do not; the repairs asked).\n\n"
+    "(FROZEN, with the repair to run, when they do not; the repairs asked).\n"
+    "A member whose machine did not answer in the last pass is \"unknown\",\n"
+    "with the state last seen and when, and Degraded names the machine.\n\n"
     "Options:\n";
 
 /* A printable copy: control characters escaped, empty becomes "-". */
@@ -180,6 +184,28 @@ static char *maint_run_text(const state_maint_run *r)
         return clean(text);
 }
 
+/*
+ * A member gitcd could not see in its last pass (its machine does not
+ * answer): why, and what was last observed of it and when.
+ */
+static void print_unknown(const state_member *x, int64_t now)
+{
+        if (!streq_ptr(x->state, "unknown"))
+                return;
+        _cleanup_free_ char *name = clean(x->name);
+        _cleanup_free_ char *why =
+            clean(x->unreachable ? x->unreachable : "the target did not say");
+        _cleanup_free_ char *seen = clean(x->seen_state ? x->seen_state : "nothing");
+        if (x->seen_ms > 0) {
+                char when[40], age[32];
+                format_rfc3339(x->seen_ms, when, sizeof(when));
+                format_age(now - x->seen_ms, age, sizeof(age));
+                printf("  %s is unknown: %s; last seen %s at %s (%s ago)\n", name, why, seen, when,
+                       age);
+        } else
+                printf("  %s is unknown: %s; never seen by this gitcd\n", name, why);
+}
+
 static void print_detail(const state_cluster *c, const state_member_list *ml,
                          const state_cert_list *cl, const state_maint_run *run, int64_t now)
 {
@@ -224,6 +250,8 @@ static void print_detail(const state_cluster *c, const state_member_list *ml,
                         table_add(&m, row);
                 }
                 table_print(&m, "  ");
+                for (size_t i = 0; i < ml->n; i++)
+                        print_unknown(ml->items[i], now);
         }
 
         if (cl->n > 0) {
@@ -365,6 +393,13 @@ static json_t *cluster_json(const state_cluster *c, const state_member_list *ml,
                 json_object_set_new(m, "peer_url", cli_json_string(x->peer_url));
                 json_object_set_new(m, "client_url", cli_json_string(x->client_url));
                 json_object_set_new(m, "state", cli_json_string(x->state));
+                json_object_set_new(m, "last_seen_ms",
+                                    x->seen_ms > 0 ? json_integer((json_int_t)x->seen_ms)
+                                                   : json_null());
+                if (streq_ptr(x->state, "unknown")) {
+                        json_object_set_new(m, "last_seen_state", cli_json_string(x->seen_state));
+                        json_object_set_new(m, "unreachable", cli_json_string(x->unreachable));
+                }
                 json_array_append_new(members, m);
         }
         json_object_set_new(o, "members", members);

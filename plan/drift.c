@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/domains.h"
 #include "kube/adapt.h"
 #include "plan/drift.h"
 #include "reconciler/membership.h"
@@ -178,6 +179,7 @@ void drift_report_free(drift_report *r)
                 free(dc->name);
                 free(dc->version);
                 strvn_free(dc->stale, dc->n_stale);
+                strvn_free(dc->domain_risks, dc->n_domain_risks);
         }
         free(r->items);
         free(r);
@@ -368,6 +370,69 @@ static const char *etcd_image(const json_t *pod)
         return json_string_value(json_object_get(json_array_get(containers, 0), "image"));
 }
 
+static void add_domain_risk(drift_cluster *dc, char *text)
+{
+        dc->domain_risks =
+            xrealloc(dc->domain_risks, (dc->n_domain_risks + 1) * sizeof(*dc->domain_risks));
+        dc->domain_risks[dc->n_domain_risks++] = text;
+}
+
+/*
+ * The live member Pods' failure domains: each scheduled Pod's node (the
+ * node itself and its topology.kubernetes.io/zone label, read from the
+ * Node object) judged as the hosts target's machines are (api/domains.h):
+ * a domain value whose loss loses quorum is named. A Node that cannot be
+ * read is said, and nothing is judged.
+ */
+static void check_domains(kube_client *kc, drift_cluster *dc, json_t *pods)
+{
+        static const char *const zone_key = "topology.kubernetes.io/zone";
+        const kube_gvr nodes = {"", "v1", "nodes", false};
+        size_t n = json_array_size(pods);
+        if (n < 3)
+                return;
+        hosts_spec hs = {.items = xcalloc(n, sizeof(host_spec)), .n = n};
+        char **names = xcalloc(n, sizeof(char *));
+        size_t *placement = xcalloc(n, sizeof(size_t));
+        bool judged = true;
+        for (size_t i = 0; i < n; i++) {
+                json_t *pod = json_array_get(pods, i);
+                placement[i] = i;
+                names[i] = xstrdup_null(
+                    json_string_value(json_object_get(json_object_get(pod, "metadata"), "name")));
+                const char *node =
+                    json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+                if (!names[i] || isempty(node))
+                        continue; /* not scheduled: on no node, it shares none */
+                kv_set(&hs.items[i].domains, "kubernetes.io/hostname", node);
+                json_t *obj = NULL;
+                if (kube_get(kc, &nodes, NULL, node, &obj) < 0) {
+                        add_domain_risk(dc, xasprintf("failure domains not judged: cannot read "
+                                                      "Node %s: %s",
+                                                      node, kube_client_last_error(kc)));
+                        judged = false;
+                        break;
+                }
+                const char *zone = json_string_value(json_object_get(
+                    json_object_get(json_object_get(obj, "metadata"), "labels"), zone_key));
+                if (!isempty(zone))
+                        kv_set(&hs.items[i].domains, zone_key, zone);
+                json_decref(obj);
+        }
+        domain_risk *risks = NULL;
+        size_t n_risks = judged ? domains_risks(&hs, placement, n, &risks) : 0;
+        for (size_t i = 0; i < n_risks; i++)
+                add_domain_risk(dc, domain_risk_summary(&risks[i], names));
+        domain_risks_free(risks, n_risks);
+        for (size_t i = 0; i < n; i++) {
+                free(names[i]);
+                kv_list_release(&hs.items[i].domains);
+        }
+        free(names);
+        free(placement);
+        free(hs.items);
+}
+
 static int check_members(kube_client *kc, drift_cluster *dc, const etcd_cluster *c, const char *ns,
                          const char *selector, char **ret_error)
 {
@@ -392,6 +457,7 @@ static int check_members(kube_client *kc, drift_cluster *dc, const etcd_cluster 
                     json_string_value(json_object_get(json_object_get(pod, "metadata"), "name")),
                     image ? image : "(no image)");
         }
+        check_domains(kc, dc, items);
         json_decref(items);
 
         k = kube_list(kc, &pvcs, ns, selector, &items, NULL);
@@ -577,6 +643,8 @@ void drift_print_text(const drift_report *r, const char *server, bool color, FIL
                 const drift_cluster *dc = &r->items[i];
                 if (cluster_clean(dc)) {
                         fprintf(out, "%s= %s: no drift%s\n", green, dc->name, reset);
+                        for (size_t j = 0; j < dc->n_domain_risks; j++)
+                                fprintf(out, "    warning: %s\n", dc->domain_risks[j]);
                         continue;
                 }
                 fprintf(out, "%s~ %s%s\n", yellow, dc->name, reset);
@@ -624,6 +692,8 @@ void drift_print_text(const drift_report *r, const char *server, bool color, FIL
                 for (size_t j = 0; j < dc->n_stale; j++)
                         fprintf(out, "    Pod %s, not spec.version %s\n", dc->stale[j],
                                 dc->version ? dc->version : "?");
+                for (size_t j = 0; j < dc->n_domain_risks; j++)
+                        fprintf(out, "    warning: %s\n", dc->domain_risks[j]);
         }
         fprintf(out,
                 "Drift: %d to create, %d to change, %d to prune, %d not managed by gitcd, "
@@ -658,6 +728,8 @@ json_t *drift_to_json(const drift_report *r, const char *server, const char *con
                     "{s:i, s:s?, s:i, s:i, s:i, s:i, s:o}", "replicas", dc->replicas, "version",
                     dc->version, "pods", dc->pods, "pvcs", dc->pvcs, "wantPods", dc->want_pods,
                     "wantPvcs", dc->want_pvcs, "otherVersion", strv_json(dc->stale, dc->n_stale));
+                json_object_set_new(members, "domainRisks",
+                                    strv_json(dc->domain_risks, dc->n_domain_risks));
                 json_array_append_new(clusters, json_pack("{s:s, s:b, s:o, s:o}", "name", dc->name,
                                                           "drift", !cluster_clean(dc), "objects",
                                                           objs, "members", members));

@@ -59,6 +59,14 @@ typedef struct drift_cluster {
         int pods, pvcs;           /* what is live */
         char **stale;             /* "pod: image" for Pods running another etcd version */
         size_t n_stale;
+        /*
+         * Failure domains of the live Pods' nodes (their zone label and the
+         * node itself) whose loss loses quorum: "topology.kubernetes.io/zone=z1
+         * holds demo-0, demo-1 of 3 members: losing z1 loses quorum"; or why
+         * the nodes could not be judged. Warnings: not drift.
+         */
+        char **domain_risks;
+        size_t n_domain_risks;
 } drift_cluster;
 
 typedef struct drift_report {

@@ -51,6 +51,7 @@ typedef enum cond_reason {
         CR_DATA_INCONSISTENT,
         CR_SUSPENDED,
         CR_MAINTENANCE_WINDOW,
+        CR_MACHINE_UNREACHABLE,
         _CR_MAX,
 } cond_reason;
 
@@ -78,6 +79,7 @@ static const char *const cond_reason_names[_CR_MAX] = {
     [CR_DATA_INCONSISTENT] = "DataInconsistent",
     [CR_SUSPENDED] = REASON_SUSPENDED,
     [CR_MAINTENANCE_WINDOW] = REASON_MAINTENANCE_WINDOW,
+    [CR_MACHINE_UNREACHABLE] = "MachineUnreachable",
 };
 
 static const char *cond_reason_name(cond_reason r)
@@ -300,6 +302,12 @@ void conditions_update(reconciler *r, cluster_ctx *x, const world *w, const desi
 void conditions_refused(reconciler *r, const char *cluster, const world *w, const char *message)
 {
         set_cond(r, cluster, "Degraded", true, cond_reason_name(CR_DATA_BEHIND_RESTORE), message,
+                 w->commit, w->author);
+}
+
+void conditions_unreachable(reconciler *r, const char *cluster, const world *w, const char *message)
+{
+        set_cond(r, cluster, "Degraded", true, cond_reason_name(CR_MACHINE_UNREACHABLE), message,
                  w->commit, w->author);
 }
 

@@ -107,6 +107,7 @@ typedef struct member_view {
         target_member_status ts;
         char *want_hash; /* config hash of the member as the spec renders it now */
         char *command;   /* rendered now, joined with spaces: only for a legacy record */
+        char *unknown;   /* the target could not report it: its error (naming the machine) */
 } member_view;
 
 typedef struct world {
@@ -202,6 +203,13 @@ int world_observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w
 void world_release(world *w);
 /* Record what the world told: member IDs, learner flags, cluster ID, leader, certificates. */
 void world_record(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w);
+/*
+ * The target could not report some members (w->target_failed): they are
+ * recorded "unknown" with what was last observed of them, the leader as
+ * etcd tells it (none when etcd did not answer and it led), and Degraded
+ * names their machines. Nothing else is decided.
+ */
+void world_record_unknown(reconciler *r, cluster_ctx *x, world *w);
 /* A quorum of the voters etcd lists is healthy: what Available and a recovery go by. */
 bool world_has_quorum(const world *w);
 /* The observed member of that name, or NULL. */
@@ -247,6 +255,9 @@ void conditions_terminal(reconciler *r, const char *cluster, const world *w, con
  * Degraded checker keeps it so while x->stale_message stands.
  */
 void conditions_refused(reconciler *r, const char *cluster, const world *w, const char *message);
+/* Members whose machines do not answer: Degraded True, reason MachineUnreachable, with message. */
+void conditions_unreachable(reconciler *r, const char *cluster, const world *w,
+                            const char *message);
 
 /* ---- act.c: the effects -------------------------------------------------- */
 

@@ -22,7 +22,9 @@
  * when it does not come back).
  *
  * A member the target cannot report on is never taken for absent: the
- * pass stops before deciding anything. What the world tells that the
+ * pass stops before deciding anything, and world_record_unknown() records
+ * it "unknown" (no longer what was seen last, which stays beside it with
+ * its time) with Degraded naming its machine. What the world tells that the
  * records do not say yet (member IDs, learner flags, the cluster ID, the
  * leader, a data identity) is written back by world_record().
  */
@@ -33,7 +35,11 @@
 #include "reconciler/internal.h"
 #include "render/render.h"
 #include "util/strbuf.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
+
+/* How often the time a member was last observed is written again while nothing else changes. */
+#define SEEN_REFRESH_MS (60 * 1000)
 
 /* ---- what a recorded member should run ----------------------------------- */
 
@@ -175,6 +181,7 @@ void world_release(world *w)
                 free(w->views[i].name);
                 free(w->views[i].command);
                 free(w->views[i].want_hash);
+                free(w->views[i].unknown);
                 target_member_status_release(&w->views[i].ts);
         }
         free(w->views);
@@ -248,11 +255,14 @@ static void observe_certs(reconciler *r, cluster_ctx *x, const etcd_cluster *c, 
 /*
  * The recorded members, each matched with the member etcd lists under its
  * name or peer URL and with the target's status; then the members only
- * etcd knows. -errno when the target could not report a member.
+ * etcd knows. -errno when the target could not report a member; every
+ * member is asked still, and each it could not report keeps the target's
+ * error (view->unknown) for world_record_unknown().
  */
 static int observe_members(reconciler *r, const etcd_cluster *c, world *w)
 {
         size_t alloc = 0;
+        int failed = 0;
         bool *matched = w->etcd ? xcalloc(w->etcd->n + 1, sizeof(bool)) : NULL;
         for (size_t i = 0; i < w->records.n; i++) {
                 state_member *rec = w->records.items[i];
@@ -279,12 +289,18 @@ static int observe_members(reconciler *r, const etcd_cluster *c, world *w)
                  */
                 int k = r->opts.target->ops->member_status(r->opts.target, c, rec->name, &v->ts);
                 if (k < 0) {
+                        /* the others are still asked: status shows every member it cannot see */
                         w->target_failed = true;
-                        free(matched);
-                        return k;
+                        v->unknown = xstrdup(target_last_error(r->opts.target));
+                        failed = failed ? failed : k;
+                        continue;
                 }
                 (void)membership_check_identity(rec->data_identity, &v->ts);
                 member_wanted(r, c, rec, v);
+        }
+        if (failed) {
+                free(matched);
+                return failed;
         }
         for (size_t j = 0; w->etcd && j < w->etcd->n; j++) {
                 if (matched[j])
@@ -460,9 +476,70 @@ static void record_observed(reconciler *r, cluster_ctx *x, world *w)
                         v->rec->state = xstrdup(sname);
                         changed = true;
                 }
+                /* seen again: what was kept while it was unknown goes */
+                if (v->rec->seen_state || v->rec->unreachable) {
+                        str_assign(&v->rec->seen_state, NULL);
+                        str_assign(&v->rec->unreachable, NULL);
+                        changed = true;
+                }
+                /* when it was last observed, to within a minute (not a write every pass) */
+                if (changed || now - v->rec->seen_ms >= SEEN_REFRESH_MS) {
+                        v->rec->seen_ms = now;
+                        changed = true;
+                }
                 if (changed)
                         (void)state_member_put(r->opts.db, v->rec, now);
         }
+}
+
+void world_record_unknown(reconciler *r, cluster_ctx *x, world *w)
+{
+        int64_t now = wall(r);
+        /* etcd answered: who leads is observed; else a leader gitcd cannot see is not claimed */
+        const char *leader = w->sc ? w->sc->leader : NULL;
+        if (w->etcd) {
+                leader = NULL;
+                for (size_t i = 0; i < w->etcd->n; i++)
+                        if (w->leader && w->etcd->members[i].id == w->leader)
+                                leader = w->etcd->members[i].name;
+        }
+        strbuf sb = STRBUF_INIT;
+        bool news = false; /* logged when what is unknown changes, not every pass */
+        for (size_t i = 0; i < w->n; i++) {
+                member_view *v = &w->views[i];
+                if (!v->unknown || !v->rec)
+                        continue;
+                state_member *m = v->rec;
+                bool changed = false;
+                if (!streq_ptr(m->state, "unknown")) {
+                        str_assign(&m->seen_state, xstrdup_null(m->state));
+                        str_assign(&m->state, xstrdup("unknown"));
+                        changed = true;
+                }
+                if (!streq_ptr(m->unreachable, v->unknown)) {
+                        str_assign(&m->unreachable, xstrdup(v->unknown));
+                        changed = true;
+                }
+                if (changed)
+                        (void)state_member_put(r->opts.db, m, now);
+                news |= changed;
+                if (!w->etcd && streq_ptr(leader, m->name))
+                        leader = NULL;
+                char when[40] = "never";
+                if (m->seen_ms)
+                        format_rfc3339(m->seen_ms, when, sizeof(when));
+                sb_printf(&sb, "%smember %s is unknown: %s (last observed %s at %s)",
+                          sb.len ? "; " : "", m->name, v->unknown,
+                          m->seen_state ? m->seen_state : "nothing", when);
+        }
+        if (w->sc && !streq_ptr(w->sc->leader, leader))
+                (void)state_cluster_set_leader(r->opts.db, x->name, leader, now);
+        if (sb.len) {
+                if (news)
+                        log_warn("%s: %s", x->name, sb_str(&sb));
+                conditions_unreachable(r, x->name, w, sb_str(&sb));
+        }
+        sb_release(&sb);
 }
 
 void world_record(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w)

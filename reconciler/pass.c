@@ -291,6 +291,8 @@ static pass_next pass_observe(pass_ctx *p)
         if (k < 0) {
                 pass_say(p->res, "cannot observe: %s",
                          w->target_failed ? target_last_error(r->opts.target) : state_last_error());
+                if (w->target_failed)
+                        world_record_unknown(r, x, w);
                 return pass_error(p, k);
         }
         world_record(r, x, p->c, w);

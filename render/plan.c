@@ -34,7 +34,7 @@ char *render_client_service_name(const etcd_cluster *c)
 
 char *render_member_name(const etcd_cluster *c, int ordinal)
 {
-        return xasprintf("%s-%d", c->name, ordinal);
+        return spec_member_name(c, ordinal);
 }
 
 member_plan *membership_plan_add(membership_plan *p)

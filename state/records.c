@@ -651,21 +651,24 @@ int state_member_put(state_db *db, const state_member *m, int64_t now_ms)
                            "INSERT INTO members (cluster, name, ordinal, member_id, peer_url, "
                            "client_url, learner, version, seed, dormant, state, runtime, "
                            "created_ms, removed_ms, initialized, initial_cluster, "
-                           "initial_cluster_state, config_hash, data_identity) "
+                           "initial_cluster_state, config_hash, data_identity, seen_state, "
+                           "seen_ms, unreachable) "
                            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-                           "NULLIF(?14, 0), ?15, ?16, ?17, ?18, ?19) "
+                           "NULLIF(?14, 0), ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22) "
                            "ON CONFLICT (cluster, name) DO UPDATE SET ordinal = ?3, "
                            "member_id = ?4, peer_url = ?5, client_url = ?6, learner = ?7, "
                            "version = ?8, seed = ?9, dormant = ?10, state = ?11, runtime = ?12, "
                            "removed_ms = NULLIF(?14, 0), initialized = ?15, "
                            "initial_cluster = ?16, initial_cluster_state = ?17, "
-                           "config_hash = ?18, data_identity = ?19",
-                           "ssdsssbsbbssiibssss", m->cluster, m->name, m->ordinal, m->member_id,
+                           "config_hash = ?18, data_identity = ?19, seen_state = ?20, "
+                           "seen_ms = ?21, unreachable = ?22",
+                           "ssdsssbsbbssiibsssssis", m->cluster, m->name, m->ordinal, m->member_id,
                            m->peer_url, m->client_url, (int)m->learner, m->version, (int)m->seed,
                            (int)m->dormant, m->state, m->runtime_json,
                            m->created_ms ? m->created_ms : now_ms, m->removed_ms,
                            (int)m->initialized, m->initial_cluster, m->initial_cluster_state,
-                           m->config_hash, m->data_identity);
+                           m->config_hash, m->data_identity, m->seen_state, m->seen_ms,
+                           m->unreachable);
         return db_end(db, r < 0 ? r : 0);
 }
 
@@ -687,7 +690,7 @@ int state_member_mark_removed(state_db *db, const char *cluster, const char *nam
 #define MEMBER_COLUMNS                                                                             \
         "cluster, name, ordinal, member_id, peer_url, client_url, learner, version, seed, "        \
         "dormant, state, runtime, created_ms, removed_ms, initialized, initial_cluster, "          \
-        "initial_cluster_state, config_hash, data_identity"
+        "initial_cluster_state, config_hash, data_identity, seen_state, seen_ms, unreachable"
 
 static state_member *member_from_row(sqlite3_stmt *st)
 {
@@ -711,6 +714,9 @@ static state_member *member_from_row(sqlite3_stmt *st)
         m->initial_cluster_state = db_col_text(st, 16);
         m->config_hash = db_col_text(st, 17);
         m->data_identity = db_col_text(st, 18);
+        m->seen_state = db_col_text(st, 19);
+        m->seen_ms = sqlite3_column_int64(st, 20);
+        m->unreachable = db_col_text(st, 21);
         return m;
 }
 
@@ -760,6 +766,8 @@ void state_member_free(state_member *m)
         free(m->initial_cluster_state);
         free(m->config_hash);
         free(m->data_identity);
+        free(m->seen_state);
+        free(m->unreachable);
         free(m->runtime_json);
         free(m);
 }

@@ -540,6 +540,13 @@ const char *const state_migrations[] = {
     "  commit_id TEXT,\n"
     "  PRIMARY KEY (cluster, token)\n"
     ");\n",
+    /*
+     * A member whose machine does not answer is "unknown": what was last
+     * observed of it, and when, is kept beside it (gitcd status).
+     */
+    "ALTER TABLE members ADD COLUMN seen_state TEXT;\n"
+    "ALTER TABLE members ADD COLUMN seen_ms INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE members ADD COLUMN unreachable TEXT;\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

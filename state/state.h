@@ -227,9 +227,18 @@ typedef struct state_member {
         bool learner;
         char *version;
         bool seed;
-        bool dormant;                /* stopped on purpose (pause): kept with its data */
-        bool initialized;            /* has started once and joined etcd (listed with its name) */
-        char *state;                 /* last observed: absent|starting|ready|crashed|data-lost */
+        bool dormant;     /* stopped on purpose (pause): kept with its data */
+        bool initialized; /* has started once and joined etcd (listed with its name) */
+        char *state;      /* last observed: absent|starting|ready|crashed|data-lost, or unknown */
+        /*
+         * While state is "unknown" (the target could not report the member:
+         * its machine does not answer): the state last observed, when it
+         * was last observed (0 when gitcd never saw it), and why it is
+         * unknown now (the target's error, naming the machine).
+         */
+        char *seen_state;
+        int64_t seen_ms;
+        char *unreachable;
         char *initial_cluster;       /* --initial-cluster it was created with */
         char *initial_cluster_state; /* "new" (seed) | "existing"; NULL: existing */
         char *config_hash;           /* member_plan.config_hash it was last started with, or NULL */

@@ -73,6 +73,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "api/domains.h"
 #include "api/spec.h"
 #include "targets/locked.h"
 #include "targets/local-tls.h"
@@ -307,6 +308,14 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
         _cleanup_free_ char *why_not = NULL; /* the machines that could not be asked */
         size_t asked = 0;
         int not_asked = 0; /* why the last machine that could not be asked could not */
+        /*
+         * Without failure domains, the first free machine in list order. With
+         * them every machine is asked, and the free one that spreads the
+         * members best over the domains is taken (api/domains.h).
+         */
+        bool placing = idx < 0, spread = hosts_have_domains(&c->hosts);
+        _cleanup_free_ bool *taken = xcalloc(c->hosts.n, sizeof(bool));
+        _cleanup_free_ bool *candidate = xcalloc(c->hosts.n, sizeof(bool));
         for (size_t i = 0; idx < 0 && i < c->hosts.n; i++) {
                 machine_view v;
                 if (ht_probe(ht, c, &c->hosts.items[i], &v) < 0) {
@@ -319,14 +328,20 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
                 asked++;
                 bool free_machine = !v.claimed_by && !v.file_member;
                 ht_view_release(&v);
-                if (!free_machine)
+                taken[i] = !free_machine;
+                candidate[i] = free_machine;
+                if (!free_machine || spread)
                         continue;
-                int k = ht_write_marker(ht, &c->hosts.items[i], mp->name);
+                idx = (int)i;
+        }
+        if (placing && spread)
+                idx = domains_pick(&c->hosts, taken, candidate);
+        if (placing && idx >= 0) {
+                int k = ht_write_marker(ht, &c->hosts.items[idx], mp->name);
                 if (k < 0)
                         return k;
-                idx = (int)i;
                 log_debug("hosts target: member %s placed on %s", mp->name,
-                          c->hosts.items[i].address);
+                          c->hosts.items[idx].address);
         }
         if (idx < 0 && asked == 0)
                 return target_fail(t, not_asked,

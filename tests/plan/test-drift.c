@@ -274,6 +274,69 @@ static void test_member_on_other_version(void **state)
         assert_int_equal(plan(&again, NULL, "admin", ""), 0);
 }
 
+/* POST (or DELETE at once, with path naming the object) as an administrator would. */
+static void by_hand(const char *method, const char *path, const char *resource, const char *ns,
+                    json_t *body)
+{
+        if (kube_request(admin, method, path, "application/json", body, "create", resource, ns,
+                         NULL) < 0)
+                fail_msg("%s %s: %s", method, path, kube_client_last_error(admin));
+        json_decref(body);
+}
+
+/*
+ * Member Pods scheduled on nodes that share a zone: plan warns, naming the
+ * zone, its value and the Pods (the live Pods' nodes, read from the Node
+ * objects). Three Pods of the cluster's labels are added by hand on nodes
+ * in zones z1, z1 and z2 beside the unscheduled drift-0: four members, of
+ * which losing z1's two loses quorum.
+ */
+static void test_pods_sharing_a_zone(void **state)
+{
+        (void)state;
+        static const char *const zones[] = {"z1", "z1", "z2"};
+        json_t *live = NULL;
+        assert_int_equal(kube_request(admin, "GET", "/api/v1/namespaces/" NS "/pods/" CLUSTER "-0",
+                                      NULL, NULL, "get", "pods", NS, &live),
+                         0);
+        json_t *labels = json_object_get(json_object_get(live, "metadata"), "labels");
+        for (size_t i = 0; i < 3; i++) {
+                _cleanup_free_ char *node = xasprintf("drift-node-%zu", i);
+                _cleanup_free_ char *pod = xasprintf("drift-zoned-%zu", i);
+                by_hand("POST", "/api/v1/nodes", "nodes", NULL,
+                        json_pack("{s:s, s:s, s:{s:s, s:{s:s}}}", "apiVersion", "v1", "kind",
+                                  "Node", "metadata", "name", node, "labels",
+                                  "topology.kubernetes.io/zone", zones[i]));
+                by_hand("POST", "/api/v1/namespaces/" NS "/pods", "pods", NS,
+                        json_pack("{s:s, s:s, s:{s:s, s:O}, s:{s:s, s:[{s:s, s:s}]}}", "apiVersion",
+                                  "v1", "kind", "Pod", "metadata", "name", pod, "labels", labels,
+                                  "spec", "nodeName", node, "containers", "name", "etcd", "image",
+                                  "quay.io/coreos/etcd:v3.5.16"));
+        }
+        json_decref(live);
+
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        assert_int_equal(plan(&out, &err, "admin", ""), 2);
+        assert_contains(out, "warning: topology.kubernetes.io/zone=z1 holds drift-zoned-0, "
+                             "drift-zoned-1 of 4 members: losing z1 loses quorum");
+        assert_null(strstr(out, "zone=z2 holds"));
+        _cleanup_free_ char *json = NULL;
+        assert_int_equal(plan(&json, NULL, "admin", "-o json"), 2);
+        assert_contains(json, "\"domainRisks\"");
+
+        for (size_t i = 0; i < 3; i++) {
+                _cleanup_free_ char *pod =
+                    xasprintf("/api/v1/namespaces/" NS "/pods/drift-zoned-%zu", i);
+                _cleanup_free_ char *node = xasprintf("/api/v1/nodes/drift-node-%zu", i);
+                by_hand("DELETE", pod, "pods", NS, json_pack("{s:i}", "gracePeriodSeconds", 0));
+                by_hand("DELETE", node, "nodes", NULL, NULL);
+        }
+        /* the Pods are gone at once (no grace period): no drift again */
+        _cleanup_free_ char *again = NULL;
+        assert_int_equal(plan(&again, NULL, "admin", ""), 0);
+        assert_null(strstr(again, "warning:"));
+}
+
 /* ---- exactly what the Kubernetes target applies ---- */
 
 #define TLS_CLUSTER "drift-tls"
@@ -567,6 +630,7 @@ int main(void)
             cmocka_unit_test(test_unmanaged_service),
             cmocka_unit_test(test_extra_labelled_service),
             cmocka_unit_test(test_member_on_other_version),
+            cmocka_unit_test(test_pods_sharing_a_zone),
             cmocka_unit_test(test_target_objects),
             cmocka_unit_test(test_forbidden),
             cmocka_unit_test(test_unreachable),

@@ -391,8 +391,9 @@ static void test_quorum_loss_removes_nothing(void **state)
 /*
  * A member the target cannot report on (its machine does not answer SSH)
  * is never taken for absent: the pass says why and decides nothing, so
- * nothing is removed or replaced; once the target answers, the same three
- * members carry on.
+ * nothing is removed or replaced; it is recorded unknown with what was
+ * last seen of it and Degraded names why; once the target answers, the
+ * same three members carry on and the marks go.
  */
 static void test_unreported_member_is_not_replaced(void **state)
 {
@@ -400,6 +401,7 @@ static void test_unreported_member_is_not_replaced(void **state)
         offer(f, 3);
         fx_converge(f, NULL);
         int adds = f->w->adds;
+        int changes = fx_audit_count(f, "condition.changed");
         fake_proc_find(f->w, "demo-1")->silent = true;
         for (int i = 0; i < 30; i++) {
                 _cleanup_(pass_result_release) pass_result res = {0};
@@ -412,10 +414,46 @@ static void test_unreported_member_is_not_replaced(void **state)
         assert_int_equal(fx_audit_count(f, "member.delete"), 0);
         assert_non_null(fake_etcd_find(f->w, "demo-1"));
 
+        /* status tells the truth: unknown, what was seen last and when, Degraded says why */
+        state_member *m = NULL;
+        assert_int_equal(state_member_get(f->db, CLUSTER, "demo-1", &m), 0);
+        assert_string_equal(m->state, "unknown");
+        assert_string_equal(m->seen_state, "ready");
+        assert_true(m->seen_ms > 0 && m->seen_ms <= f->w->now_ms - 29000);
+        assert_string_equal(m->unreachable, "demo-1: its machine does not answer");
+        state_member_free(m);
+        assert_int_equal(state_member_get(f->db, CLUSTER, "demo-0", &m), 0);
+        assert_string_equal(m->state, "ready");
+        assert_null(m->seen_state);
+        state_member_free(m);
+        state_cluster *sc = NULL;
+        assert_int_equal(state_cluster_get(f->db, CLUSTER, &sc), 0);
+        bool degraded = false;
+        for (size_t i = 0; i < sc->n_conditions; i++) {
+                const state_condition *c = &sc->conditions[i];
+                if (!streq(c->type, "Degraded"))
+                        continue;
+                degraded = true;
+                assert_string_equal(c->status, "True");
+                assert_string_equal(c->reason, "MachineUnreachable");
+                assert_non_null(strstr(c->message, "member demo-1 is unknown: demo-1: its machine "
+                                                   "does not answer (last observed ready at "));
+        }
+        assert_true(degraded);
+        assert_non_null(sc->leader); /* etcd answered: who leads is still observed */
+        state_cluster_free(sc);
+        /* audited once, not every pass */
+        assert_int_equal(fx_audit_count(f, "condition.changed"), changes + 1);
+
         fake_proc_find(f->w, "demo-1")->silent = false;
         fx_converge(f, NULL);
         assert_cluster(f, 3);
         assert_int_equal(f->w->removes, 0);
+        assert_int_equal(state_member_get(f->db, CLUSTER, "demo-1", &m), 0);
+        assert_string_equal(m->state, "ready");
+        assert_null(m->seen_state);
+        assert_null(m->unreachable);
+        state_member_free(m);
 }
 
 /* A changed flag makes every member outdated: each restarts once, followers first. */
