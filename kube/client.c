@@ -775,7 +775,9 @@ int kube_get_text(kube_client *c, const char *path, size_t max_bytes, int timeou
 {
         struct req rq = {.method = "GET",
                          .path = path,
-                         .accept = "text/plain",
+                         /* kube-apiserver answers 406 unless its own JSON is acceptable
+                            too (its errors are Status objects; the log itself is text) */
+                         .accept = "text/plain, application/json",
                          .max_body = max_bytes,
                          .cut_at_max = true,
                          .timeout_ms = timeout_ms > 0 ? timeout_ms : 0,

@@ -114,7 +114,8 @@ int kube_request(kube_client *c, const char *method, const char *path, const cha
                  const json_t *body, const char *verb, const char *resource, const char *ns,
                  json_t **ret_obj);
 /*
- * A plain-text GET (Accept: text/plain), for subresources that answer
+ * A plain-text GET (Accept: text/plain, application/json: the API server
+ * refuses a request that does not accept its JSON errors), for subresources that answer
  * text, such as a Pod's log ("/api/v1/namespaces/NS/pods/NAME/log?..."):
  * at most max_bytes are read, a longer answer is cut there (*ret_cut true,
  * the rest never read), and the call ends after timeout_ms (0 = the

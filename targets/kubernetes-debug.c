@@ -7,7 +7,8 @@
  * The Pod is the member's name in the cluster's namespace, and it is read
  * only when it is gitcd's Pod of that member (its labels say so): a Pod of
  * the same name that something else made is not ours to read. The log is
- * the container render/ names RENDER_ETCD_CONTAINER.
+ * the container render/ names RENDER_ETCD_CONTAINER. A Pod on no node
+ * has no log (the API server would answer an empty one): -ENOENT, said.
  *
  * Bounds: the kubelet is asked for the last lines (tailLines) and at most
  * KT_LOG_LIMIT_FACTOR times max_bytes of them (limitBytes, which the
@@ -50,11 +51,18 @@ static int kt_member_logs(target *t, const etcd_cluster *c, const char *member, 
                 return kube_fail(kt, r);
         bool ours = managed_by_gitcd(pod) && streq_ptr(obj_label(pod, LABEL_MEMBER), member) &&
                     streq_ptr(obj_label(pod, LABEL_CLUSTER), c->name);
+        bool placed =
+            !isempty(json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName")));
         json_decref(pod);
         if (!ours)
                 return target_fail(t, -ENOENT,
                                    "%s/%s: Pod %s in namespace %s is not gitcd's Pod of member %s",
                                    c->namespace_, c->name, member, ns, member);
+        /* the API server answers an empty log for it: say why there is none */
+        if (!placed)
+                return target_fail(t, -ENOENT,
+                                   "%s/%s: Pod %s in namespace %s is on no node yet: it has no log",
+                                   c->namespace_, c->name, member, ns);
 
         size_t limit = max_bytes * KT_LOG_LIMIT_FACTOR;
         size_t lines = MAX(max_bytes / KT_LOG_LINE_GUESS, (size_t)KT_LOG_MIN_LINES);

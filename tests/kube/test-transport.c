@@ -126,7 +126,7 @@ static void handle(SSL *ssl, const char *method, const char *target, const char 
                 send_response(ssl, 503, NULL, status_body(503, "ServiceUnavailable", msg));
         } else if (streq(target, "/api/v1/namespaces/db/pods/etcd-0/log?container=etcd&"
                                  "tailLines=3&limitBytes=4096")) {
-                if (!streq_ptr(accept_header, "text/plain"))
+                if (!streq_ptr(accept_header, "text/plain, application/json"))
                         send_response(ssl, 406, NULL,
                                       status_body(406, "NotAcceptable", "wants text/plain"));
                 else

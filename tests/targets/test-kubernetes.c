@@ -1156,6 +1156,98 @@ static void test_data_revision(void **state)
         etcd_cluster_free(c);
 }
 
+/*
+ * member_logs through the real API server. It proxies a Pod's log to the
+ * kubelet of the Pod's node, and no kubelet runs here (nodesim.c does not
+ * serve the kubelet's log endpoint): the Pod is bound to a Node object
+ * whose kubelet port has nothing listening, and the test holds the target
+ * to what the API server then answers: the request accepted and proxied
+ * to the kubelet's containerLogs endpoint for container etcd, and its
+ * failure as an error naming the Pod's log (what an incident bundle writes
+ * to the member's error.txt). The text of a log that is read (the happy
+ * path) is covered by kube-transport's scripted server.
+ */
+static void test_member_logs(void **state)
+{
+        (void)state;
+        assert_non_null(kt->ops->debug);
+        assert_non_null(kt->ops->debug->member_logs);
+        etcd_cluster *c = load_cluster("logs", 1, "");
+        membership_plan *p = plan_for(c);
+        char *text = NULL, *from = NULL;
+        assert_int_equal(kt->ops->debug->member_logs(kt, c, "logs-0", 4096, &text, &from), -ENOENT);
+        assert_null(text);
+        assert_non_null(strstr(target_last_error(kt), "no Pod of member logs-0"));
+        assert_int_equal(kt->ops->debug->member_logs(kt, c, "Not/A-Name", 4096, &text, &from),
+                         -EINVAL);
+        if (kt->ops->ensure_shared(kt, c, p) < 0 || kt->ops->ensure_member(kt, c, p, 0) < 0)
+                fail_msg("ensure: %s", target_last_error(kt));
+        /* a Pod on no node has no log yet */
+        assert_int_equal(kt->ops->debug->member_logs(kt, c, "logs-0", 4096, &text, &from), -ENOENT);
+        assert_non_null(strstr(target_last_error(kt), "on no node"));
+
+        /* a node whose kubelet does not answer */
+        _cleanup_free_ char *node_name = xasprintf("ghost-%d", (int)getpid());
+        json_t *node = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1", "kind", "Node",
+                                 "metadata", "name", node_name);
+        assert_int_equal(
+            kube_request(admin, "POST", "/api/v1/nodes", NULL, node, "create", "nodes", NULL, NULL),
+            0);
+        json_decref(node);
+        json_t *status = json_pack("{s:{s:[{s:s, s:s}], s:{s:{s:i}}}}", "status", "addresses",
+                                   "type", "InternalIP", "address", "127.0.0.1", "daemonEndpoints",
+                                   "kubeletEndpoint", "Port", harness_free_port());
+        _cleanup_free_ char *status_path = xasprintf("/api/v1/nodes/%s/status", node_name);
+        assert_int_equal(kube_request(admin, "PATCH", status_path, "application/merge-patch+json",
+                                      status, "patch", "nodes/status", NULL, NULL),
+                         0);
+        json_decref(status);
+        json_t *b = json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s, s:s}}", "apiVersion", "v1", "kind",
+                              "Binding", "metadata", "name", "logs-0", "target", "apiVersion", "v1",
+                              "kind", "Node", "name", node_name);
+        assert_int_equal(kube_request(admin, "POST",
+                                      "/api/v1/namespaces/" NS "/pods/logs-0/binding", NULL, b,
+                                      "create", "pods/binding", NS, NULL),
+                         0);
+        json_decref(b);
+        int r = kt->ops->debug->member_logs(kt, c, "logs-0", 4096, &text, &from);
+        fprintf(stderr, "member_logs of a Pod whose kubelet does not answer: %d %s\n", r,
+                target_last_error(kt));
+        assert_int_equal(r, -EIO);
+        assert_null(text);
+        /* the API server took the request and proxied it: its reason is the kubelet's */
+        assert_non_null(strstr(target_last_error(kt), "pods/log \"logs-0\""));
+        assert_non_null(strstr(target_last_error(kt), "/containerLogs/" NS "/logs-0/etcd?"));
+        assert_non_null(strstr(target_last_error(kt), "connection refused"));
+
+        /* a Pod of that name that gitcd did not make is not read */
+        json_t *stray = json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s}]}}", "apiVersion", "v1",
+                                  "kind", "Pod", "metadata", "name", "stray-0", "spec",
+                                  "containers", "name", "etcd", "image", "etcd");
+        assert_int_equal(kube_request(admin, "POST", "/api/v1/namespaces/" NS "/pods", NULL, stray,
+                                      "create", "pods", NS, NULL),
+                         0);
+        json_decref(stray);
+        etcd_cluster *sc = load_cluster("stray", 1, "");
+        assert_int_equal(kt->ops->debug->member_logs(kt, sc, "stray-0", 4096, &text, &from),
+                         -ENOENT);
+        assert_non_null(strstr(target_last_error(kt), "not gitcd's Pod"));
+        etcd_cluster_free(sc);
+
+        /* a bound Pod waits for its kubelet to go: delete it at once */
+        (void)kube_request(admin, "DELETE",
+                           "/api/v1/namespaces/" NS "/pods/logs-0?gracePeriodSeconds=0", NULL, NULL,
+                           "delete", "pods", NS, NULL);
+        (void)kube_request(admin, "DELETE",
+                           "/api/v1/namespaces/" NS "/pods/stray-0?gracePeriodSeconds=0", NULL,
+                           NULL, "delete", "pods", NS, NULL);
+        _cleanup_free_ char *node_path = xasprintf("/api/v1/nodes/%s", node_name);
+        (void)kube_request(admin, "DELETE", node_path, NULL, NULL, "delete", "nodes", NULL, NULL);
+        assert_int_equal(kt->ops->remove_member(kt, c, "logs-0", false), 0);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
 static void test_rbac_nothing_applied(void **state)
 {
         (void)state;
@@ -1194,7 +1286,7 @@ int main(void)
             cmocka_unit_test(test_tls_secrets_trust),  cmocka_unit_test(test_s3_credentials_secret),
             cmocka_unit_test(test_tls_secrets_client), cmocka_unit_test(test_rbac_nothing_applied),
             cmocka_unit_test(test_restore_pending),    cmocka_unit_test(test_writer_lock),
-            cmocka_unit_test(test_data_revision),
+            cmocka_unit_test(test_data_revision),      cmocka_unit_test(test_member_logs),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
