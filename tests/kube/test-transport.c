@@ -97,6 +97,44 @@ static const char *status_body(int code, const char *reason, const char *message
         return buf;
 }
 
+/* The Pod log subresource: text, cut, an unreachable kubelet, no RBAC. */
+static bool handle_log(SSL *ssl, const char *target)
+{
+        if (streq(target, "/api/v1/namespaces/db/pods/etcd-0/log?container=etcd&"
+                          "tailLines=3&limitBytes=4096")) {
+                if (!streq_ptr(accept_header, "text/plain, application/json"))
+                        send_response(ssl, 406, NULL,
+                                      status_body(406, "NotAcceptable", "wants text/plain"));
+                else
+                        send_text(ssl, "{\"level\":\"info\",\"msg\":\"one\"}\n"
+                                       "{\"level\":\"warn\",\"msg\":\"two\"}\n");
+                return true;
+        }
+        if (streq(target, "/api/v1/namespaces/db/pods/etcd-1/log?container=etcd")) {
+                static char big[8192];
+                memset(big, 'x', sizeof(big) - 1);
+                send_text(ssl, big);
+                return true;
+        }
+        if (streq(target, "/api/v1/namespaces/db/pods/etcd-2/log?container=etcd")) {
+                /* what kube-apiserver answers when the node's kubelet does not */
+                send_response(ssl, 500, NULL,
+                              status_body(500, "InternalError",
+                                          "Get \\\"https://node-a:10250/containerLogs/db/"
+                                          "etcd-2/etcd\\\": dial tcp 127.0.0.9:10250: connect: "
+                                          "connection refused"));
+                return true;
+        }
+        if (streq(target, "/api/v1/namespaces/db/pods/etcd-3/log?container=etcd")) {
+                send_response(ssl, 403, NULL,
+                              status_body(403, "Forbidden",
+                                          "pods \\\"etcd-3\\\" is forbidden: cannot get "
+                                          "resource \\\"pods/log\\\""));
+                return true;
+        }
+        return false;
+}
+
 static void handle(SSL *ssl, const char *method, const char *target, const char *auth,
                    const char *ctype, const char *body)
 {
@@ -104,6 +142,8 @@ static void handle(SSL *ssl, const char *method, const char *target, const char 
                 send_response(ssl, 401, NULL, status_body(401, "Unauthorized", "Unauthorized"));
                 return;
         }
+        if (handle_log(ssl, target))
+                return;
         if (streq(target, "/rotate")) {
                 if (streq(auth, "Bearer token-2"))
                         send_response(ssl, 200, NULL, "{\"rotated\":true}");
@@ -124,30 +164,6 @@ static void handle(SSL *ssl, const char *method, const char *target, const char 
                 char msg[64];
                 snprintf(msg, sizeof(msg), "etcd unavailable (try %d)", always_count);
                 send_response(ssl, 503, NULL, status_body(503, "ServiceUnavailable", msg));
-        } else if (streq(target, "/api/v1/namespaces/db/pods/etcd-0/log?container=etcd&"
-                                 "tailLines=3&limitBytes=4096")) {
-                if (!streq_ptr(accept_header, "text/plain, application/json"))
-                        send_response(ssl, 406, NULL,
-                                      status_body(406, "NotAcceptable", "wants text/plain"));
-                else
-                        send_text(ssl, "{\"level\":\"info\",\"msg\":\"one\"}\n"
-                                       "{\"level\":\"warn\",\"msg\":\"two\"}\n");
-        } else if (streq(target, "/api/v1/namespaces/db/pods/etcd-1/log?container=etcd")) {
-                static char big[8192];
-                memset(big, 'x', sizeof(big) - 1);
-                send_text(ssl, big);
-        } else if (streq(target, "/api/v1/namespaces/db/pods/etcd-2/log?container=etcd")) {
-                /* what kube-apiserver answers when the node's kubelet does not */
-                send_response(ssl, 500, NULL,
-                              status_body(500, "InternalError",
-                                          "Get \\\"https://node-a:10250/containerLogs/db/"
-                                          "etcd-2/etcd\\\": dial tcp 127.0.0.9:10250: connect: "
-                                          "connection refused"));
-        } else if (streq(target, "/api/v1/namespaces/db/pods/etcd-3/log?container=etcd")) {
-                send_response(ssl, 403, NULL,
-                              status_body(403, "Forbidden",
-                                          "pods \\\"etcd-3\\\" is forbidden: cannot get "
-                                          "resource \\\"pods/log\\\""));
         } else if (streq(target, "/api")) {
                 send_response(ssl, 200, NULL, "{\"kind\":\"APIVersions\",\"versions\":[\"v1\"]}");
         } else if (streq(target, "/api/v1")) {
