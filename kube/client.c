@@ -643,7 +643,8 @@ static CURLcode perform(kube_client *c, const struct req *rq, struct resp *rs, c
 
 /*
  * Send rq with retries. On success (2xx) returns 0 with the body in
- * ret_body (may be NULL). On failure sets the client's error.
+ * ret_body (may be NULL), or 1 when rq->cut_at_max cut the body at
+ * rq->max_body. On failure sets the client's error.
  */
 static int request(kube_client *c, const struct req *rq, strbuf *ret_body)
 {

@@ -76,8 +76,10 @@ static int kt_member_logs(target *t, const etcd_cluster *c, const char *member, 
                           &cut);
         if (r < 0)
                 return kube_fail(kt, r);
-        /* a NUL in the log ends the text: the bundle writes it as a string */
-        len = strnlen(text, len);
+        /* the bundle writes it as a string: a NUL byte in the log becomes a space */
+        for (size_t i = 0; i < len; i++)
+                if (text[i] == '\0')
+                        text[i] = ' ';
         *ret_text = len <= max_bytes ? xstrndup(text, len) : target_text_tail(text, len, max_bytes);
         *ret_source = xasprintf("the log of container %s of Pod %s in namespace %s (tailLines=%zu, "
                                 "limitBytes=%zu%s)",
