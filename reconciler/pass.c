@@ -886,6 +886,11 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
                 pass_audit_held(&p);
         if (p.cons_ready)
                 res->frozen = p.cons.frozen;
+        /* a converged pass says what it found, e.g. "3 of 3 voters healthy" */
+        if (k >= 0 && res->outcome == PASS_CONVERGED && isempty(res->message))
+                pass_say(res, "%s",
+                         p.s.kind == STEP_CONVERGED && !isempty(p.s.message) ? p.s.message
+                                                                             : "converged");
         if (!res->message)
                 res->message = xstrdup("");
         quiet_pass_end(&p.x->quiet, p.w.quiet, k >= 0 && res->outcome == PASS_CONVERGED, p.w.digest,

@@ -98,6 +98,15 @@ static void test_daemon(void **state)
                                  "--timeout", "60s", NULL),
                          0);
         free(out);
+        /* a converged cluster's line says what gitcd found, never an empty message */
+        out = NULL;
+        assert_int_equal(e2e_run(e, &out, "apply", "-o", "plain", "--source", e->source,
+                                 "--timeout", "60s", NULL),
+                         0);
+        if (!strstr(out, "✓ default/alpha: 3 of 3 voters healthy"))
+                fprintf(stderr, "apply said:\n%s\n", out);
+        assert_non_null(strstr(out, "✓ default/alpha: 3 of 3 voters healthy"));
+        free(out);
         assert_int_equal(e2e_member_pid(e, "beta", "beta-0"), 0);
         assert_true(e2e_member_pid(e, "alpha", "alpha-0") > 0);
         char *bdir = e2e_member_dir(e, "beta", "beta-0");
