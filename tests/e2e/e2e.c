@@ -712,3 +712,22 @@ uint64_t e2e_assert_voters(e2e *e, const char *name, size_t n)
         etcd_members_free(l);
         return id;
 }
+
+char *e2e_sh(const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        char *cmd = xvasprintf(fmt, ap);
+        va_end(ap);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        strbuf sb = STRBUF_INIT;
+        char buf[4096];
+        for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;)
+                sb_append_len(&sb, buf, n);
+        int st = pclose(p);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                fail_msg("`%s` failed", cmd);
+        free(cmd);
+        return sb_detach(&sb);
+}

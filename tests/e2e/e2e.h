@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "etcd/client.h"
+#include "util/macro.h"
 #include "tests/harness/writer.h"
 
 typedef struct e2e {
@@ -82,6 +83,8 @@ pid_t e2e_start(e2e *e, const char *const *args, const char *log_name);
 int e2e_wait_exit(pid_t pid);
 /* The text of <root>/<log_name> (newly allocated, "" when missing). */
 char *e2e_read_log(e2e *e, const char *log_name);
+/* What the shell command fmt printed on stdout; a non-zero exit status fails the test. */
+char *e2e_sh(const char *fmt, ...) _printf_(1, 2);
 /* The pid written in the state folder's lock file (apply and run hold it), 0 when none. */
 pid_t e2e_lock_pid(e2e *e);
 /* Poll `gitcd status` until default/<name> is Running with n ready members; false on timeout. */

@@ -41,27 +41,6 @@
 #define PASSWORD "bundle-root-pw-6a1f0c93e7d24b58"
 #define TOKEN    "bundle-token-c0ffee-4417"
 
-/* What a shell command printed (its exit status must be 0). */
-static char *sh(const char *fmt, ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        char *cmd = NULL;
-        assert_true(vasprintf(&cmd, fmt, ap) >= 0);
-        va_end(ap);
-        FILE *p = popen(cmd, "r");
-        assert_non_null(p);
-        strbuf sb = STRBUF_INIT;
-        char buf[4096];
-        for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;)
-                sb_append_len(&sb, buf, n);
-        int st = pclose(p);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-                fail_msg("`%s` failed", cmd);
-        free(cmd);
-        return sb_detach(&sb);
-}
-
 static bool listed(const char *list, const char *file)
 {
         _cleanup_free_ char *want = xasprintf("/%s\n", file);
@@ -116,7 +95,7 @@ static void test_quorum_lost(void **state)
         assert_int_equal(stat(out, &st), 0);
         assert_int_equal(st.st_mode & 0777, 0600);
 
-        _cleanup_free_ char *list = sh("tar -tzf '%s'", out);
+        _cleanup_free_ char *list = e2e_sh("tar -tzf '%s'", out);
         const char *const want[] = {"README.txt",
                                     "cluster/spec.json",
                                     "gitcd/status.json",
@@ -135,27 +114,29 @@ static void test_quorum_lost(void **state)
         assert_false(listed(list, "members/inc-1/status.json"));
 
         _cleanup_free_ char *status =
-            sh("tar -xzOf '%s' --wildcards '*/members/inc-0/status.json'", out);
+            e2e_sh("tar -xzOf '%s' --wildcards '*/members/inc-0/status.json'", out);
         assert_non_null(strstr(status, "\"raftIndex\""));
         assert_non_null(strstr(status, "\"raftTerm\""));
         assert_non_null(strstr(status, "\"version\": \"" VERSION "\""));
         _cleanup_free_ char *err =
-            sh("tar -xzOf '%s' --wildcards '*/members/inc-1/error.txt'", out);
+            e2e_sh("tar -xzOf '%s' --wildcards '*/members/inc-1/error.txt'", out);
         assert_non_null(strstr(err, "status"));
-        _cleanup_free_ char *readme = sh("tar -xzOf '%s' --wildcards '*/README.txt'", out);
+        _cleanup_free_ char *readme = e2e_sh("tar -xzOf '%s' --wildcards '*/README.txt'", out);
         assert_non_null(strstr(readme, "default/inc"));
-        _cleanup_free_ char *log = sh("tar -xzOf '%s' --wildcards '*/members/inc-0/log.txt'", out);
+        _cleanup_free_ char *log =
+            e2e_sh("tar -xzOf '%s' --wildcards '*/members/inc-0/log.txt'", out);
         assert_non_null(strstr(log, "etcd.log"));
-        _cleanup_free_ char *gitcd = sh("tar -xzOf '%s' --wildcards '*/gitcd/status.json'", out);
+        _cleanup_free_ char *gitcd =
+            e2e_sh("tar -xzOf '%s' --wildcards '*/gitcd/status.json'", out);
         assert_non_null(strstr(gitcd, "\"conditions\""));
 
         /* no secret in any file */
-        _cleanup_free_ char *all = sh("tar -xzOf '%s'", out);
+        _cleanup_free_ char *all = e2e_sh("tar -xzOf '%s'", out);
         assert_null(strstr(all, PASSWORD));
         assert_null(strstr(all, "PRIVATE KEY"));
         assert_null(strstr(all, TOKEN));
         /* the keys are there to be leaked: gitcd's client key on disk */
-        _cleanup_free_ char *keys = sh("grep -rl 'PRIVATE KEY' '%s' | head -n 1", e->state_dir);
+        _cleanup_free_ char *keys = e2e_sh("grep -rl 'PRIVATE KEY' '%s' | head -n 1", e->state_dir);
         assert_true(strlen(keys) > 0);
 
         /* gitcd run takes one by itself, once for the episode, audited with its path */
@@ -224,14 +205,15 @@ static void test_hosts(void **state)
         int k = e2e_runv(e, &printed, &err, args);
         if (k != 0)
                 fail_msg("gitcd debug bundle exited %d: %s", k, err);
-        _cleanup_free_ char *list = sh("tar -tzf '%s'", out);
+        _cleanup_free_ char *list = e2e_sh("tar -tzf '%s'", out);
         assert_true(listed(list, "members/hb-0/status.json"));
         assert_true(listed(list, "members/hb-0/log.txt"));
         assert_true(listed(list, "members/hb-0/machine.txt"));
-        _cleanup_free_ char *log = sh("tar -xzOf '%s' --wildcards '*/members/hb-0/log.txt'", out);
+        _cleanup_free_ char *log =
+            e2e_sh("tar -xzOf '%s' --wildcards '*/members/hb-0/log.txt'", out);
         assert_non_null(strstr(log, "# from journalctl -u etcd-default-hb.service on 127.0.0."));
         _cleanup_free_ char *facts =
-            sh("tar -xzOf '%s' --wildcards '*/members/hb-0/machine.txt'", out);
+            e2e_sh("tar -xzOf '%s' --wildcards '*/members/hb-0/machine.txt'", out);
         assert_non_null(strstr(facts, "machine: 127.0.0."));
         assert_non_null(strstr(facts, "clock offset: "));
         assert_null(strstr(facts, "clock offset: unknown"));
