@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "tests/harness/harness.h"
+#include "tests/harness/kubelet.h"
 #include "util/fs.h"
 #include "util/macro.h"
 #include "util/strbuf.h"
@@ -540,11 +541,40 @@ static void test_child_sigkill_leaves_nothing(void **state)
         child_dies(SIGKILL);
 }
 
+/* What the simulated kubelet answers for tailLines and limitBytes, as a kubelet does. */
+static void test_kubelet_select(void **state)
+{
+        (void)state;
+        const struct {
+                const char *text;
+                long tail, limit;
+                const char *want;
+        } cases[] = {
+            {"a\nb\nc\n", -1, -1, "a\nb\nc\n"},
+            {"a\nb\nc\n", 2, -1, "b\nc\n"},
+            {"a\nb\nc\n", 3, -1, "a\nb\nc\n"},
+            {"a\nb\nc\n", 9, -1, "a\nb\nc\n"},
+            {"a\nb\nc", 1, -1, "c"},
+            {"a\nb\nc\n", 0, -1, ""},
+            {"a\nb\nc\n", 2, 3, "b\nc"},
+            {"a\nb\nc\n", -1, 0, ""},
+            {"", 5, 5, ""},
+            {"\n\n", 1, -1, "\n"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                char *got = kubelet_logs_select(cases[i].text, cases[i].tail, cases[i].limit);
+                if (!streq(got, cases[i].want))
+                        fail_msg("case %zu: got \"%s\", want \"%s\"", i, got, cases[i].want);
+                free(got);
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_free_ports_unique),
             cmocka_unit_test(test_paths),
+            cmocka_unit_test(test_kubelet_select),
             cmocka_unit_test_teardown(test_plain_3_5, teardown),
             cmocka_unit_test_teardown(test_plain_3_4, teardown),
             cmocka_unit_test_teardown(test_tls_3_5, teardown),
