@@ -36,6 +36,13 @@ typedef struct kubeapi kubeapi;
 char *kubeapi_find_binary(void);
 
 /*
+ * The kube-controller-manager binary, the same way: $GITCD_KUBE_CONTROLLER_MANAGER,
+ * else kube/v1.20.2/kube-controller-manager in the cache (built beside
+ * kube-apiserver by scripts/build-kube-apiserver). NULL when absent.
+ */
+char *kubeapi_find_controller_manager(void);
+
+/*
  * Start etcd (3.5.16) and the apiserver in a new temporary folder, wait
  * until /readyz answers, create the namespace KUBEAPI_NAMESPACE. -ENOENT
  * when the binary is missing; other errors abort the test.
@@ -50,6 +57,23 @@ const char *kubeapi_server(const kubeapi *k);     /* "https://127.0.0.1:PORT" */
 
 /* A new client for one of the kubeconfig's contexts ("admin", "limited", "gitcd"). */
 kube_client *kubeapi_client(const kubeapi *k, const char *context);
+
+/*
+ * Start a real kube-controller-manager against this apiserver with only the
+ * statefulset, replicaset and garbagecollector controllers (admin
+ * credentials, no leader election, its own secure port, no insecure one)
+ * and wait until its /healthz answers. A StatefulSet or ReplicaSet then
+ * gets its Pods (and a StatefulSet its PVCs from volumeClaimTemplates), a
+ * deleted Pod is recreated, and deleting an owner deletes its dependents.
+ * No scheduler, kubelet, endpoints or deployment controller: the node
+ * simulator schedules and runs the Pods; a Deployment stays as written.
+ * Idempotent. -ENOENT when the binary is missing (the caller skips with
+ * 77); -ECHILD or -ETIMEDOUT (its log's end printed) when it does not come
+ * up. Stopped by kubeapi_free() or kubeapi_stop_controllers();
+ * kubeapi_pause() leaves it running.
+ */
+int kubeapi_start_controllers(kubeapi *k);
+void kubeapi_stop_controllers(kubeapi *k);
 
 /* Create a namespace (idempotent). 0 or negative errno. */
 int kubeapi_create_namespace(kubeapi *k, const char *ns);
