@@ -3,17 +3,20 @@
  * 3-member etcd clusters on a real kube-apiserver v1.20.2 with a real
  * kube-controller-manager (StatefulSet, ReplicaSet, garbage collector) and
  * the node simulator playing kubelet: coreos (bare Pods, with TLS from the
- * test's CA), etcd-io and cozystack (StatefulSets), improbable (one
- * ReplicaSet per peer). For each: etcd's member list holds three started
- * members named and addressed as the operator names them, and a write and
- * a read through the client Service's Pods work. For the StatefulSet ones,
- * a deleted Pod is recreated by the controller and its member rejoins with
- * its data.
+ * test's CA), etcd-io and cozystack (StatefulSets; cozystack twice: with
+ * peer auto-TLS, and with TLS Secrets from the test's CA and client
+ * certificates), improbable (one ReplicaSet per peer). For each: etcd's
+ * member list holds three started members named and addressed as the
+ * operator names them, and a write and a read through the client Service's
+ * Pods work. For the StatefulSet ones, a deleted Pod is recreated by the
+ * controller and its member rejoins with its data. A member removed from
+ * etcd exits, and its Pod follows its restartPolicy: a coreos Pod (Never)
+ * ends, a StatefulSet Pod (Always) is restarted.
  *
  * Needs root (a private /etc/hosts for the Pods' DNS names), the
  * kube-apiserver and kube-controller-manager binaries
  * (scripts/build-kube-apiserver) and etcd 3.5.16; skipped (77) without
- * them. Slow suite: twelve etcd processes on two cores.
+ * them. Slow suite: fifteen etcd processes on two cores.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -58,6 +61,9 @@ static fixture fixtures[] = {
     {LAYOUT_COZYSTACK,
      {.name = "cozy", .ns = "l-cozystack", .operator_namespace = "cozy-operator-system"},
      "https://cozy-0.cozy-headless.l-cozystack.svc:2380"},
+    {LAYOUT_COZYSTACK,
+     {.name = "cozyt", .ns = "l-cozytls", .operator_namespace = "cozy-operator-system"},
+     "https://cozyt-0.cozyt-headless.l-cozytls.svc:2380"},
 };
 
 static void sleep_ms(int ms)
@@ -77,6 +83,8 @@ static int setup(void **state)
         /* coreos with TLS: its three Secrets, https for clients and peers */
         fixtures[0].opts.ca = ca;
         fixtures[0].opts.ca_key = ca_key;
+        fixtures[4].opts.ca = ca;
+        fixtures[4].opts.ca_key = ca_key;
         return 0;
 }
 
@@ -131,7 +139,8 @@ static void test_layouts_healthy(void **state)
                 etcd_members_free(ml);
                 etcd_client_free(ec);
         }
-        fprintf(stderr, "four layouts healthy in %lld s\n", (long long)(time(NULL) - start));
+        fprintf(stderr, "%zu layouts healthy in %lld s\n", ARRAY_SIZE(fixtures),
+                (long long)(time(NULL) - start));
 }
 
 /* The uid of a Pod, NULL when it does not exist. */
@@ -157,7 +166,7 @@ static void test_statefulset_recreates_pod(void **state)
                 etcd_kv_list *kvs = NULL;
                 time_t deadline;
 
-                if (f->kind != LAYOUT_ETCDIO && f->kind != LAYOUT_COZYSTACK)
+                if ((f->kind != LAYOUT_ETCDIO && f->kind != LAYOUT_COZYSTACK) || f->opts.ca)
                         continue;
                 pod = xasprintf("%s-1", f->opts.name);
                 ec = client_for(f);
@@ -204,11 +213,81 @@ static void test_statefulset_recreates_pod(void **state)
         }
 }
 
+/* The Pod whose etcd member is named member, once check(pod) holds. */
+static json_t *wait_member_pod(const fixture *f, const char *member, bool (*check)(json_t *),
+                               const char *what)
+{
+        time_t deadline = time(NULL) + WAIT_S;
+        json_t *pod = NULL;
+
+        for (;;) {
+                json_decref(pod);
+                pod = NULL;
+                if (kube_get(admin, &pods, f->opts.ns, member, &pod) == 0 && check(pod))
+                        return pod;
+                if (time(NULL) > deadline)
+                        fail_msg("%s/%s is not %s after %d s", f->opts.ns, member, what, WAIT_S);
+                sleep_ms(300);
+        }
+}
+
+static bool ended(json_t *pod)
+{
+        const char *phase =
+            json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+        return streq_ptr(phase, "Succeeded") || streq_ptr(phase, "Failed");
+}
+
+static bool restarted(json_t *pod)
+{
+        json_t *cs =
+            json_array_get(json_object_get(json_object_get(pod, "status"), "containerStatuses"), 0);
+        return json_integer_value(json_object_get(cs, "restartCount")) > 0;
+}
+
+/* Remove the member named after the fixture's last Pod from etcd; return that Pod's name. */
+static char *remove_last_member(const fixture *f)
+{
+        etcd_client *ec = client_for(f);
+        etcd_members *ml = NULL;
+        char *name = NULL;
+
+        assert_int_equal(etcd_member_list(ec, &ml), 0);
+        for (size_t m = 0; m < ml->n; m++)
+                if (!name || strcmp(ml->members[m].name, name) > 0) {
+                        free(name);
+                        name = xstrdup(ml->members[m].name);
+                }
+        for (size_t m = 0; m < ml->n; m++)
+                if (streq(ml->members[m].name, name))
+                        assert_int_equal(etcd_member_remove(ec, ml->members[m].id), 0);
+        etcd_members_free(ml);
+        etcd_client_free(ec);
+        return name;
+}
+
+static void test_removed_member_exits(void **state)
+{
+        /* coreos: restartPolicy Never, the Pod ends and stays ended */
+        _cleanup_free_ char *co = remove_last_member(&fixtures[0]);
+        json_t *pod = wait_member_pod(&fixtures[0], co, ended, "ended");
+        json_t *cs =
+            json_array_get(json_object_get(json_object_get(pod, "status"), "containerStatuses"), 0);
+        assert_int_equal(json_integer_value(json_object_get(cs, "restartCount")), 0);
+        json_decref(pod);
+        /* etcd-io: a StatefulSet's Pod (Always) is restarted */
+        _cleanup_free_ char *eio = remove_last_member(&fixtures[1]);
+        assert_string_equal(eio, "eio-2");
+        pod = wait_member_pod(&fixtures[1], eio, restarted, "restarted");
+        json_decref(pod);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_layouts_healthy),
             cmocka_unit_test(test_statefulset_recreates_pod),
+            cmocka_unit_test(test_removed_member_exits),
         };
         char *bin = kubeapi_find_binary(), *cm = kubeapi_find_controller_manager();
         int r;
