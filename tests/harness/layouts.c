@@ -263,6 +263,176 @@ static json_t *coreos_labels(const build *b)
         return json_pack("{s:s, s:s}", "etcd_cluster", b->name, "app", "etcd");
 }
 
+/* The static TLS Secrets a coreos user makes (example/tls): peer, server and operator client. */
+static int coreos_secrets(build *b)
+{
+        const char *ns = b->ns, *name = b->name;
+        _cleanup_free_ char *peer_secret = xasprintf("%s-peer-tls", name);
+        _cleanup_free_ char *server_secret = xasprintf("%s-server-tls", name);
+        _cleanup_free_ char *operator_secret = xasprintf("%s-client-tls", name);
+        _cleanup_free_ char *client_svc = xasprintf("%s-client", name);
+        int r;
+
+        _cleanup_free_ char *w1 = xasprintf("*.%s.%s.svc", name, ns);
+        _cleanup_free_ char *w2 = xasprintf("*.%s.%s.svc.cluster.local", name, ns);
+        _cleanup_free_ char *c1 = xasprintf("%s.%s.svc", client_svc, ns);
+        const char *const peer_dns[] = {w1, w2, NULL};
+        const char *const server_dns[] = {w1, w2, c1, client_svc, "localhost", NULL};
+        const char *const client_dns[] = {NULL};
+        char *pc = NULL, *pk = NULL, *pca = NULL, *sc = NULL, *sk = NULL, *sca = NULL;
+        char *cc = NULL, *ck = NULL, *cca = NULL;
+
+        r = issue(b->o, "etcd-peer", peer_dns, &pc, &pk, &pca);
+        if (r >= 0)
+                r = issue(b->o, "etcd-server", server_dns, &sc, &sk, &sca);
+        if (r >= 0)
+                r = issue(b->o, "root", client_dns, &cc, &ck, &cca);
+        if (r >= 0) {
+                /* example/tls: the key names coreos reads (etcdutil/tls.go) */
+                const char *const peer_kv[] = {"peer.crt",    pc,  "peer.key", pk,
+                                               "peer-ca.crt", pca, NULL};
+                const char *const server_kv[] = {"server.crt",    sc,  "server.key", sk,
+                                                 "server-ca.crt", sca, NULL};
+                const char *const client_kv[] = {
+                    "etcd-client.crt", cc, "etcd-client.key", ck, "etcd-client-ca.crt", cca, NULL};
+                add_secret(b, peer_secret, NULL, "Opaque", peer_kv);
+                add_secret(b, server_secret, NULL, "Opaque", server_kv);
+                add_secret(b, operator_secret, NULL, "Opaque", client_kv);
+        }
+        free(pc), free(pk), free(pca), free(sc), free(sk), free(sca);
+        free(cc), free(ck), free(cca);
+        return r;
+}
+
+static void coreos_services(build *b)
+{
+        const char *ns = b->ns, *name = b->name;
+        _cleanup_free_ char *client_svc = xasprintf("%s-client", name);
+
+        /* CreateClientService, CreatePeerService */
+        add(b, "services", true,
+            json_pack("{s:s, s:s, s:{s:s, s:s, s:o, s:{s:s}}, s:{s:[o], s:o}}", "apiVersion", "v1",
+                      "kind", "Service", "metadata", "name", client_svc, "namespace", ns, "labels",
+                      coreos_labels(b), "annotations",
+                      "service.alpha.kubernetes.io/tolerate-unready-endpoints", "false", "spec",
+                      "ports", service_port("client", 2379), "selector", coreos_labels(b)));
+        owned_by(b, COREOS_API, "EtcdCluster", name);
+        add(b, "services", true,
+            json_pack("{s:s, s:s, s:{s:s, s:s, s:o, s:{s:s}}, s:{s:[o, o], s:o, s:s}}",
+                      "apiVersion", "v1", "kind", "Service", "metadata", "name", name, "namespace",
+                      ns, "labels", coreos_labels(b), "annotations",
+                      "service.alpha.kubernetes.io/tolerate-unready-endpoints", "true", "spec",
+                      "ports", service_port("client", 2379), service_port("peer", 2380), "selector",
+                      coreos_labels(b), "clusterIP", "None"));
+        owned_by(b, COREOS_API, "EtcdCluster", name);
+}
+
+/* newEtcdPod and NewEtcdPodPVC for member m. */
+static void coreos_member(build *b, const char *m, const char *initial, const char *token)
+{
+        const char *ns = b->ns, *name = b->name;
+        const char *scheme = tls(b) ? "https" : "http";
+        _cleanup_free_ char *peer_secret = xasprintf("%s-peer-tls", name);
+        _cleanup_free_ char *server_secret = xasprintf("%s-server-tls", name);
+        _cleanup_free_ char *operator_secret = xasprintf("%s-client-tls", name);
+        _cleanup_free_ char *addr = xasprintf("%s.%s.%s.svc", m, name, ns);
+        _cleanup_free_ char *image = xasprintf("quay.io/coreos/etcd:v%s", b->version);
+        strbuf cmd = STRBUF_INIT;
+        json_t *labels = coreos_labels(b), *volumes, *mounts, *command, *probe;
+
+        /* NewEtcdPodPVC: the claim is named after the member */
+        add(b, "persistentvolumeclaims", true,
+            json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind", "PersistentVolumeClaim",
+                      "metadata", meta(m, ns, coreos_labels(b)), "spec", pvc_spec()));
+        owned_by(b, COREOS_API, "EtcdCluster", name);
+
+        /* newEtcdPod: one string split on spaces, no shell */
+        sb_printf(&cmd,
+                  "/usr/local/bin/etcd --data-dir=/var/etcd/data --name=%s "
+                  "--initial-advertise-peer-urls=%s://%s:2380 "
+                  "--listen-peer-urls=%s://0.0.0.0:2380 "
+                  "--listen-client-urls=%s://0.0.0.0:2379 "
+                  "--advertise-client-urls=%s://%s:2379 --initial-cluster=%s "
+                  "--initial-cluster-state=new",
+                  m, scheme, addr, scheme, scheme, scheme, addr, initial);
+        if (tls(b))
+                sb_printf(&cmd, " --peer-client-cert-auth=true "
+                                "--peer-trusted-ca-file=/etc/etcdtls/member/peer-tls/"
+                                "peer-ca.crt "
+                                "--peer-cert-file=/etc/etcdtls/member/peer-tls/peer.crt "
+                                "--peer-key-file=/etc/etcdtls/member/peer-tls/peer.key "
+                                "--client-cert-auth=true "
+                                "--trusted-ca-file=/etc/etcdtls/member/server-tls/"
+                                "server-ca.crt "
+                                "--cert-file=/etc/etcdtls/member/server-tls/server.crt "
+                                "--key-file=/etc/etcdtls/member/server-tls/server.key");
+        sb_printf(&cmd, " --initial-cluster-token=%s", token);
+        command = json_array();
+        _cleanup_free_ char *text = sb_detach(&cmd);
+        char *save = NULL;
+        for (char *t = strtok_r(text, " ", &save); t; t = strtok_r(NULL, " ", &save))
+                json_array_append_new(command, json_string(t));
+
+        volumes = json_pack("[{s:s, s:{s:s}}]", "name", "etcd-data", "persistentVolumeClaim",
+                            "claimName", m);
+        mounts = json_pack("[{s:s, s:s}]", "name", "etcd-data", "mountPath", "/var/etcd");
+        if (tls(b)) {
+                json_array_append_new(volumes,
+                                      json_pack("{s:s, s:{s:s}}", "name", "member-peer-tls",
+                                                "secret", "secretName", peer_secret));
+                json_array_append_new(volumes,
+                                      json_pack("{s:s, s:{s:s}}", "name", "member-server-tls",
+                                                "secret", "secretName", server_secret));
+                json_array_append_new(volumes,
+                                      json_pack("{s:s, s:{s:s}}", "name", "etcd-client-tls",
+                                                "secret", "secretName", operator_secret));
+                json_array_append_new(mounts,
+                                      json_pack("{s:s, s:s}", "name", "member-peer-tls",
+                                                "mountPath", "/etc/etcdtls/member/peer-tls"));
+                json_array_append_new(mounts,
+                                      json_pack("{s:s, s:s}", "name", "member-server-tls",
+                                                "mountPath", "/etc/etcdtls/member/server-tls"));
+                json_array_append_new(mounts,
+                                      json_pack("{s:s, s:s}", "name", "etcd-client-tls",
+                                                "mountPath", "/etc/etcdtls/operator/etcd-tls"));
+        }
+        probe =
+            json_pack("{s:{s:[s, s, s]}, s:i, s:i, s:i, s:i}", "exec", "command", "/bin/sh", "-ec",
+                      tls(b) ? "ETCDCTL_API=3 etcdctl --endpoints=https://localhost:2379 "
+                               "--cert=/etc/etcdtls/operator/etcd-tls/etcd-client.crt "
+                               "--key=/etc/etcdtls/operator/etcd-tls/etcd-client.key "
+                               "--cacert=/etc/etcdtls/operator/etcd-tls/etcd-client-ca.crt "
+                               "endpoint status"
+                             : "ETCDCTL_API=3 etcdctl endpoint status",
+                      "initialDelaySeconds", 1, "timeoutSeconds", 5, "periodSeconds", 5,
+                      "failureThreshold", 3);
+        json_object_set_new(labels, "etcd_node", json_string(m));
+        _cleanup_free_ char *check_dns =
+            xasprintf("\n\t\t\t\t\tTIMEOUT_READY=0\n\t\t\t\t\twhile ( ! nslookup %s )\n"
+                      "\t\t\t\t\tdo\n\t\t\t\t\t\tTIMEOUT_READY=$(( TIMEOUT_READY-1 ))\n"
+                      "\t\t\t\t\t\tif [ $TIMEOUT_READY -eq 0 ];\n\t\t\t\t\t\tthen\n"
+                      "\t\t\t\t\t\t\techo \"Timed out waiting for DNS entry\"\n"
+                      "\t\t\t\t\t\t\texit 1\n\t\t\t\t\t\tfi\n\t\t\t\t\t\tsleep 1\n"
+                      "\t\t\t\t\tdone",
+                      addr);
+        add(b, "pods", true,
+            json_pack("{s:s, s:s, s:{s:s, s:s, s:o, s:{s:s}}, "
+                      "s:{s:[{s:s, s:s, s:[s, s, s]}], "
+                      "s:[{s:s, s:s, s:o, s:[{s:s, s:i, s:s}, {s:s, s:i, s:s}], s:o, "
+                      "s:O, s:o}], "
+                      "s:s, s:o, s:s, s:s, s:b}}",
+                      "apiVersion", "v1", "kind", "Pod", "metadata", "name", m, "namespace", ns,
+                      "labels", labels, "annotations", "etcd.version", b->version, "spec",
+                      "initContainers", "image", "busybox:1.28.0-glibc", "name", "check-dns",
+                      "command", "/bin/sh", "-c", check_dns, "containers", "name", "etcd", "image",
+                      image, "command", command, "ports", "name", "server", "containerPort", 2380,
+                      "protocol", "TCP", "name", "client", "containerPort", 2379, "protocol", "TCP",
+                      "volumeMounts", mounts, "livenessProbe", probe, "readinessProbe", probe,
+                      "restartPolicy", "Never", "volumes", volumes, "hostname", m, "subdomain",
+                      name, "automountServiceAccountToken", 0));
+        owned_by(b, COREOS_API, "EtcdCluster", name);
+}
+
 static int build_coreos(build *b)
 {
         const char *ns = b->ns, *name = b->name;
@@ -315,161 +485,13 @@ static int build_coreos(build *b)
                       members_ready));
 
         if (tls(b)) {
-                _cleanup_free_ char *w1 = xasprintf("*.%s.%s.svc", name, ns);
-                _cleanup_free_ char *w2 = xasprintf("*.%s.%s.svc.cluster.local", name, ns);
-                _cleanup_free_ char *c1 = xasprintf("%s.%s.svc", client_svc, ns);
-                const char *const peer_dns[] = {w1, w2, NULL};
-                const char *const server_dns[] = {w1, w2, c1, client_svc, "localhost", NULL};
-                const char *const client_dns[] = {NULL};
-                char *pc = NULL, *pk = NULL, *pca = NULL, *sc = NULL, *sk = NULL, *sca = NULL;
-                char *cc = NULL, *ck = NULL, *cca = NULL;
-
-                r = issue(b->o, "etcd-peer", peer_dns, &pc, &pk, &pca);
-                if (r >= 0)
-                        r = issue(b->o, "etcd-server", server_dns, &sc, &sk, &sca);
-                if (r >= 0)
-                        r = issue(b->o, "root", client_dns, &cc, &ck, &cca);
-                if (r >= 0) {
-                        /* example/tls: the key names coreos reads (etcdutil/tls.go) */
-                        const char *const peer_kv[] = {"peer.crt",    pc,  "peer.key", pk,
-                                                       "peer-ca.crt", pca, NULL};
-                        const char *const server_kv[] = {"server.crt",    sc,  "server.key", sk,
-                                                         "server-ca.crt", sca, NULL};
-                        const char *const client_kv[] = {"etcd-client.crt",
-                                                         cc,
-                                                         "etcd-client.key",
-                                                         ck,
-                                                         "etcd-client-ca.crt",
-                                                         cca,
-                                                         NULL};
-                        add_secret(b, peer_secret, NULL, "Opaque", peer_kv);
-                        add_secret(b, server_secret, NULL, "Opaque", server_kv);
-                        add_secret(b, operator_secret, NULL, "Opaque", client_kv);
-                }
-                free(pc), free(pk), free(pca), free(sc), free(sk), free(sca);
-                free(cc), free(ck), free(cca);
+                r = coreos_secrets(b);
                 if (r < 0)
                         goto out;
         }
-
-        /* CreateClientService, CreatePeerService */
-        add(b, "services", true,
-            json_pack("{s:s, s:s, s:{s:s, s:s, s:o, s:{s:s}}, s:{s:[o], s:o}}", "apiVersion", "v1",
-                      "kind", "Service", "metadata", "name", client_svc, "namespace", ns, "labels",
-                      coreos_labels(b), "annotations",
-                      "service.alpha.kubernetes.io/tolerate-unready-endpoints", "false", "spec",
-                      "ports", service_port("client", 2379), "selector", coreos_labels(b)));
-        owned_by(b, COREOS_API, "EtcdCluster", name);
-        add(b, "services", true,
-            json_pack("{s:s, s:s, s:{s:s, s:s, s:o, s:{s:s}}, s:{s:[o, o], s:o, s:s}}",
-                      "apiVersion", "v1", "kind", "Service", "metadata", "name", name, "namespace",
-                      ns, "labels", coreos_labels(b), "annotations",
-                      "service.alpha.kubernetes.io/tolerate-unready-endpoints", "true", "spec",
-                      "ports", service_port("client", 2379), service_port("peer", 2380), "selector",
-                      coreos_labels(b), "clusterIP", "None"));
-        owned_by(b, COREOS_API, "EtcdCluster", name);
-
-        for (int i = 0; i < b->size; i++) {
-                const char *m = members[i];
-                _cleanup_free_ char *addr = xasprintf("%s.%s.%s.svc", m, name, ns);
-                _cleanup_free_ char *image = xasprintf("quay.io/coreos/etcd:v%s", b->version);
-                strbuf cmd = STRBUF_INIT;
-                json_t *labels = coreos_labels(b), *volumes, *mounts, *command, *probe;
-
-                /* NewEtcdPodPVC: the claim is named after the member */
-                add(b, "persistentvolumeclaims", true,
-                    json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind",
-                              "PersistentVolumeClaim", "metadata", meta(m, ns, coreos_labels(b)),
-                              "spec", pvc_spec()));
-                owned_by(b, COREOS_API, "EtcdCluster", name);
-
-                /* newEtcdPod: one string split on spaces, no shell */
-                sb_printf(&cmd,
-                          "/usr/local/bin/etcd --data-dir=/var/etcd/data --name=%s "
-                          "--initial-advertise-peer-urls=%s://%s:2380 "
-                          "--listen-peer-urls=%s://0.0.0.0:2380 "
-                          "--listen-client-urls=%s://0.0.0.0:2379 "
-                          "--advertise-client-urls=%s://%s:2379 --initial-cluster=%s "
-                          "--initial-cluster-state=new",
-                          m, scheme, addr, scheme, scheme, scheme, addr, sb_str(&initial));
-                if (tls(b))
-                        sb_printf(&cmd, " --peer-client-cert-auth=true "
-                                        "--peer-trusted-ca-file=/etc/etcdtls/member/peer-tls/"
-                                        "peer-ca.crt "
-                                        "--peer-cert-file=/etc/etcdtls/member/peer-tls/peer.crt "
-                                        "--peer-key-file=/etc/etcdtls/member/peer-tls/peer.key "
-                                        "--client-cert-auth=true "
-                                        "--trusted-ca-file=/etc/etcdtls/member/server-tls/"
-                                        "server-ca.crt "
-                                        "--cert-file=/etc/etcdtls/member/server-tls/server.crt "
-                                        "--key-file=/etc/etcdtls/member/server-tls/server.key");
-                sb_printf(&cmd, " --initial-cluster-token=%s", token);
-                command = json_array();
-                _cleanup_free_ char *text = sb_detach(&cmd);
-                char *save = NULL;
-                for (char *t = strtok_r(text, " ", &save); t; t = strtok_r(NULL, " ", &save))
-                        json_array_append_new(command, json_string(t));
-
-                volumes = json_pack("[{s:s, s:{s:s}}]", "name", "etcd-data",
-                                    "persistentVolumeClaim", "claimName", m);
-                mounts = json_pack("[{s:s, s:s}]", "name", "etcd-data", "mountPath", "/var/etcd");
-                if (tls(b)) {
-                        json_array_append_new(volumes,
-                                              json_pack("{s:s, s:{s:s}}", "name", "member-peer-tls",
-                                                        "secret", "secretName", peer_secret));
-                        json_array_append_new(volumes, json_pack("{s:s, s:{s:s}}", "name",
-                                                                 "member-server-tls", "secret",
-                                                                 "secretName", server_secret));
-                        json_array_append_new(volumes,
-                                              json_pack("{s:s, s:{s:s}}", "name", "etcd-client-tls",
-                                                        "secret", "secretName", operator_secret));
-                        json_array_append_new(mounts, json_pack("{s:s, s:s}", "name",
-                                                                "member-peer-tls", "mountPath",
-                                                                "/etc/etcdtls/member/peer-tls"));
-                        json_array_append_new(mounts, json_pack("{s:s, s:s}", "name",
-                                                                "member-server-tls", "mountPath",
-                                                                "/etc/etcdtls/member/server-tls"));
-                        json_array_append_new(mounts, json_pack("{s:s, s:s}", "name",
-                                                                "etcd-client-tls", "mountPath",
-                                                                "/etc/etcdtls/operator/etcd-tls"));
-                }
-                probe = json_pack(
-                    "{s:{s:[s, s, s]}, s:i, s:i, s:i, s:i}", "exec", "command", "/bin/sh", "-ec",
-                    tls(b) ? "ETCDCTL_API=3 etcdctl --endpoints=https://localhost:2379 "
-                             "--cert=/etc/etcdtls/operator/etcd-tls/etcd-client.crt "
-                             "--key=/etc/etcdtls/operator/etcd-tls/etcd-client.key "
-                             "--cacert=/etc/etcdtls/operator/etcd-tls/etcd-client-ca.crt "
-                             "endpoint status"
-                           : "ETCDCTL_API=3 etcdctl endpoint status",
-                    "initialDelaySeconds", 1, "timeoutSeconds", 5, "periodSeconds", 5,
-                    "failureThreshold", 3);
-                json_object_set_new(labels, "etcd_node", json_string(m));
-                _cleanup_free_ char *check_dns =
-                    xasprintf("\n\t\t\t\t\tTIMEOUT_READY=0\n\t\t\t\t\twhile ( ! nslookup %s )\n"
-                              "\t\t\t\t\tdo\n\t\t\t\t\t\tTIMEOUT_READY=$(( TIMEOUT_READY-1 ))\n"
-                              "\t\t\t\t\t\tif [ $TIMEOUT_READY -eq 0 ];\n\t\t\t\t\t\tthen\n"
-                              "\t\t\t\t\t\t\techo \"Timed out waiting for DNS entry\"\n"
-                              "\t\t\t\t\t\t\texit 1\n\t\t\t\t\t\tfi\n\t\t\t\t\t\tsleep 1\n"
-                              "\t\t\t\t\tdone",
-                              addr);
-                add(b, "pods", true,
-                    json_pack("{s:s, s:s, s:{s:s, s:s, s:o, s:{s:s}}, "
-                              "s:{s:[{s:s, s:s, s:[s, s, s]}], "
-                              "s:[{s:s, s:s, s:o, s:[{s:s, s:i, s:s}, {s:s, s:i, s:s}], s:o, "
-                              "s:O, s:o}], "
-                              "s:s, s:o, s:s, s:s, s:b}}",
-                              "apiVersion", "v1", "kind", "Pod", "metadata", "name", m, "namespace",
-                              ns, "labels", labels, "annotations", "etcd.version", b->version,
-                              "spec", "initContainers", "image", "busybox:1.28.0-glibc", "name",
-                              "check-dns", "command", "/bin/sh", "-c", check_dns, "containers",
-                              "name", "etcd", "image", image, "command", command, "ports", "name",
-                              "server", "containerPort", 2380, "protocol", "TCP", "name", "client",
-                              "containerPort", 2379, "protocol", "TCP", "volumeMounts", mounts,
-                              "livenessProbe", probe, "readinessProbe", probe, "restartPolicy",
-                              "Never", "volumes", volumes, "hostname", m, "subdomain", name,
-                              "automountServiceAccountToken", 0));
-                owned_by(b, COREOS_API, "EtcdCluster", name);
-        }
+        coreos_services(b);
+        for (int i = 0; i < b->size; i++)
+                coreos_member(b, members[i], sb_str(&initial), token);
 out:
         for (int i = 0; i < b->size; i++)
                 free(members[i]);
@@ -780,18 +802,14 @@ static int cozy_secrets(build *b, const char *name, const char *ns)
         return r;
 }
 
-static int build_cozystack(build *b)
+/* CreateOrUpdateStatefulSet with generateContainer, generateEtcdArgs and generateVolumes. */
+static void cozy_statefulset(build *b)
 {
         const char *ns = b->ns, *name = b->name;
-        const char *op_ns =
-            b->o->operator_namespace ? b->o->operator_namespace : "etcd-operator-system";
         const char *client_scheme = tls(b) ? "https://" : "http://";
         _cleanup_free_ char *headless = xasprintf("%s-headless", name);
         _cleanup_free_ char *state_cm = xasprintf("%s-cluster-state", name);
         _cleanup_free_ char *image = xasprintf("quay.io/coreos/etcd:v%s", b->version);
-        _cleanup_free_ char *suffix = xasprintf(".%s.svc", ns);
-        _cleanup_free_ char *initial = NULL;
-        _cleanup_free_ char *token = xasprintf("%s-%s", name, ns);
         _cleanup_free_ char *listen_client =
             xasprintf("--listen-client-urls=%s0.0.0.0:2379", client_scheme);
         _cleanup_free_ char *peer_adv = xasprintf(
@@ -800,7 +818,89 @@ static int build_cozystack(build *b)
         _cleanup_free_ char *client_adv =
             xasprintf("--advertise-client-urls=%s$(POD_NAME).%s.$(POD_NAMESPACE).svc:2379",
                       client_scheme, headless);
-        json_t *args, *spec, *container, *volumes, *mounts;
+        json_t *args, *container, *volumes, *mounts;
+
+        /* generateEtcdArgs, in its order; extra options sorted */
+        args = json_pack("[s, s, s, s, s, s, s]", "--name=$(POD_NAME)",
+                         "--listen-metrics-urls=http://0.0.0.0:2381",
+                         "--listen-peer-urls=https://0.0.0.0:2380", listen_client, peer_adv,
+                         "--data-dir=/var/run/etcd/default.etcd", client_adv);
+        volumes = json_pack("[{s:s, s:{s:s}}]", "name", "data", "persistentVolumeClaim",
+                            "claimName", "data");
+        mounts = json_pack("[{s:s, s:b, s:s}]", "name", "data", "readOnly", 0, "mountPath",
+                           "/var/run/etcd");
+        if (!tls(b)) {
+                json_array_append_new(args, json_string("--peer-auto-tls"));
+        } else {
+                static const char *const flags[] = {
+                    "--peer-trusted-ca-file=/etc/etcd/pki/peer/ca/ca.crt",
+                    "--peer-cert-file=/etc/etcd/pki/peer/cert/tls.crt",
+                    "--peer-key-file=/etc/etcd/pki/peer/cert/tls.key",
+                    "--peer-client-cert-auth",
+                    "--cert-file=/etc/etcd/pki/server/cert/tls.crt",
+                    "--key-file=/etc/etcd/pki/server/cert/tls.key",
+                    "--trusted-ca-file=/etc/etcd/pki/client/ca/ca.crt",
+                    "--client-cert-auth",
+                };
+                static const char *const vols[][3] = {
+                    {"peer-trusted-ca-certificate", "peer-ca", "/etc/etcd/pki/peer/ca"},
+                    {"peer-certificate", "peer-cert", "/etc/etcd/pki/peer/cert"},
+                    {"server-certificate", "server-cert", "/etc/etcd/pki/server/cert"},
+                    {"client-trusted-ca-certificate", "client-ca", "/etc/etcd/pki/client/ca"},
+                };
+                for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
+                        json_array_append_new(args, json_string(flags[i]));
+                for (size_t i = 0; i < ARRAY_SIZE(vols); i++) {
+                        _cleanup_free_ char *secret = xasprintf("%s-%s", name, vols[i][1]);
+                        json_array_append_new(volumes,
+                                              json_pack("{s:s, s:{s:s}}", "name", vols[i][0],
+                                                        "secret", "secretName", secret));
+                        json_array_append_new(mounts,
+                                              json_pack("{s:s, s:b, s:s}", "name", vols[i][0],
+                                                        "readOnly", 1, "mountPath", vols[i][2]));
+                }
+        }
+        json_array_append_new(args, json_string("--auto-compaction-retention=5m"));
+        json_array_append_new(args, json_string("--snapshot-count=10000"));
+        json_array_append_new(args, json_string("--quota-backend-bytes=" LAYOUT_COZY_QUOTA));
+
+        container = json_pack(
+            "{s:s, s:s, s:[s], s:o, s:[{s:s, s:i}, {s:s, s:i}], s:[{s:{s:s}}], "
+            "s:{s:{s:s, s:i}, s:i}, s:{s:{s:s, s:i}, s:i}, s:{s:{s:s, s:i}, s:i}, s:[o, o], "
+            "s:o}",
+            "name", "etcd", "image", image, "command", "etcd", "args", args, "ports", "name",
+            "peer", "containerPort", 2380, "name", "client", "containerPort", 2379, "envFrom",
+            "configMapRef", "name", state_cm, "startupProbe", "httpGet", "path",
+            "/readyz?serializable=false", "port", 2381, "periodSeconds", 5, "livenessProbe",
+            "httpGet", "path", "/livez", "port", 2381, "periodSeconds", 5, "readinessProbe",
+            "httpGet", "path", "/readyz", "port", 2381, "periodSeconds", 5, "env",
+            field_env("POD_NAME", "metadata.name"),
+            field_env("POD_NAMESPACE", "metadata.namespace"), "volumeMounts", mounts);
+        add(b, "statefulsets", true,
+            json_pack("{s:s, s:s, s:o, s:{s:i, s:s, s:s, s:{s:o}, s:{s:{s:o}, s:{s:[o], s:o}}, "
+                      "s:[{s:{s:s}, s:{s:[s], s:{s:{s:s}}}}]}}",
+                      "apiVersion", "apps/v1", "kind", "StatefulSet", "metadata",
+                      meta(name, ns, NULL), "spec", "replicas", b->size, "serviceName", headless,
+                      "podManagementPolicy", "Parallel", "selector", "matchLabels", cozy_labels(b),
+                      "template", "metadata", "labels", cozy_labels(b), "spec", "containers",
+                      container, "volumes", volumes, "volumeClaimTemplates", "metadata", "name",
+                      "data", "spec", "accessModes", "ReadWriteOnce", "resources", "requests",
+                      "storage", LAYOUT_VOLUME_SIZE));
+        owned_by(b, COZY_API, "EtcdCluster", name);
+}
+
+static int build_cozystack(build *b)
+{
+        const char *ns = b->ns, *name = b->name;
+        const char *op_ns =
+            b->o->operator_namespace ? b->o->operator_namespace : "etcd-operator-system";
+        _cleanup_free_ char *headless = xasprintf("%s-headless", name);
+        _cleanup_free_ char *state_cm = xasprintf("%s-cluster-state", name);
+        _cleanup_free_ char *image = xasprintf("quay.io/coreos/etcd:v%s", b->version);
+        _cleanup_free_ char *suffix = xasprintf(".%s.svc", ns);
+        _cleanup_free_ char *initial = NULL;
+        _cleanup_free_ char *token = xasprintf("%s-%s", name, ns);
+        json_t *spec;
         int r;
 
         /* TemplateClusterStateConfigMap: NAME-i=https://NAME-i.NAME-headless.NS.svc:2380 */
@@ -870,73 +970,7 @@ static int build_cozystack(build *b)
                       "publishNotReadyAddresses", 1));
         owned_by(b, COZY_API, "EtcdCluster", name);
 
-        /* generateEtcdArgs, in its order; extra options sorted */
-        args = json_pack("[s, s, s, s, s, s, s]", "--name=$(POD_NAME)",
-                         "--listen-metrics-urls=http://0.0.0.0:2381",
-                         "--listen-peer-urls=https://0.0.0.0:2380", listen_client, peer_adv,
-                         "--data-dir=/var/run/etcd/default.etcd", client_adv);
-        volumes = json_pack("[{s:s, s:{s:s}}]", "name", "data", "persistentVolumeClaim",
-                            "claimName", "data");
-        mounts = json_pack("[{s:s, s:b, s:s}]", "name", "data", "readOnly", 0, "mountPath",
-                           "/var/run/etcd");
-        if (!tls(b)) {
-                json_array_append_new(args, json_string("--peer-auto-tls"));
-        } else {
-                static const char *const flags[] = {
-                    "--peer-trusted-ca-file=/etc/etcd/pki/peer/ca/ca.crt",
-                    "--peer-cert-file=/etc/etcd/pki/peer/cert/tls.crt",
-                    "--peer-key-file=/etc/etcd/pki/peer/cert/tls.key",
-                    "--peer-client-cert-auth",
-                    "--cert-file=/etc/etcd/pki/server/cert/tls.crt",
-                    "--key-file=/etc/etcd/pki/server/cert/tls.key",
-                    "--trusted-ca-file=/etc/etcd/pki/client/ca/ca.crt",
-                    "--client-cert-auth",
-                };
-                static const char *const vols[][3] = {
-                    {"peer-trusted-ca-certificate", "peer-ca", "/etc/etcd/pki/peer/ca"},
-                    {"peer-certificate", "peer-cert", "/etc/etcd/pki/peer/cert"},
-                    {"server-certificate", "server-cert", "/etc/etcd/pki/server/cert"},
-                    {"client-trusted-ca-certificate", "client-ca", "/etc/etcd/pki/client/ca"},
-                };
-                for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
-                        json_array_append_new(args, json_string(flags[i]));
-                for (size_t i = 0; i < ARRAY_SIZE(vols); i++) {
-                        _cleanup_free_ char *secret = xasprintf("%s-%s", name, vols[i][1]);
-                        json_array_append_new(volumes,
-                                              json_pack("{s:s, s:{s:s}}", "name", vols[i][0],
-                                                        "secret", "secretName", secret));
-                        json_array_append_new(mounts,
-                                              json_pack("{s:s, s:b, s:s}", "name", vols[i][0],
-                                                        "readOnly", 1, "mountPath", vols[i][2]));
-                }
-        }
-        json_array_append_new(args, json_string("--auto-compaction-retention=5m"));
-        json_array_append_new(args, json_string("--snapshot-count=10000"));
-        json_array_append_new(args, json_string("--quota-backend-bytes=" LAYOUT_COZY_QUOTA));
-
-        container = json_pack(
-            "{s:s, s:s, s:[s], s:o, s:[{s:s, s:i}, {s:s, s:i}], s:[{s:{s:s}}], "
-            "s:{s:{s:s, s:i}, s:i}, s:{s:{s:s, s:i}, s:i}, s:{s:{s:s, s:i}, s:i}, s:[o, o], "
-            "s:o}",
-            "name", "etcd", "image", image, "command", "etcd", "args", args, "ports", "name",
-            "peer", "containerPort", 2380, "name", "client", "containerPort", 2379, "envFrom",
-            "configMapRef", "name", state_cm, "startupProbe", "httpGet", "path",
-            "/readyz?serializable=false", "port", 2381, "periodSeconds", 5, "livenessProbe",
-            "httpGet", "path", "/livez", "port", 2381, "periodSeconds", 5, "readinessProbe",
-            "httpGet", "path", "/readyz", "port", 2381, "periodSeconds", 5, "env",
-            field_env("POD_NAME", "metadata.name"),
-            field_env("POD_NAMESPACE", "metadata.namespace"), "volumeMounts", mounts);
-        add(b, "statefulsets", true,
-            json_pack("{s:s, s:s, s:o, s:{s:i, s:s, s:s, s:{s:o}, s:{s:{s:o}, s:{s:[o], s:o}}, "
-                      "s:[{s:{s:s}, s:{s:[s], s:{s:{s:s}}}}]}}",
-                      "apiVersion", "apps/v1", "kind", "StatefulSet", "metadata",
-                      meta(name, ns, NULL), "spec", "replicas", b->size, "serviceName", headless,
-                      "podManagementPolicy", "Parallel", "selector", "matchLabels", cozy_labels(b),
-                      "template", "metadata", "labels", cozy_labels(b), "spec", "containers",
-                      container, "volumes", volumes, "volumeClaimTemplates", "metadata", "name",
-                      "data", "spec", "accessModes", "ReadWriteOnce", "resources", "requests",
-                      "storage", LAYOUT_VOLUME_SIZE));
-        owned_by(b, COZY_API, "EtcdCluster", name);
+        cozy_statefulset(b);
         return 0;
 }
 
