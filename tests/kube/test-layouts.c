@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "etcd/client.h"
+#include "etcd/errors.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/kubeapi.h"
 #include "tests/harness/layouts.h"
@@ -258,9 +259,17 @@ static char *remove_last_member(const fixture *f)
                         free(name);
                         name = xstrdup(ml->members[m].name);
                 }
-        for (size_t m = 0; m < ml->n; m++)
-                if (streq(ml->members[m].name, name))
-                        assert_int_equal(etcd_member_remove(ec, ml->members[m].id), 0);
+        for (size_t m = 0; m < ml->n; m++) {
+                time_t deadline = time(NULL) + WAIT_S;
+                int r;
+                if (!streq(ml->members[m].name, name))
+                        continue;
+                /* etcd refuses ("unhealthy cluster") until it has had a quorum for 5 s */
+                while ((r = etcd_member_remove(ec, ml->members[m].id)) == ETCD_ERR_UNHEALTHY &&
+                       time(NULL) < deadline)
+                        sleep_ms(500);
+                assert_int_equal(r, 0);
+        }
         etcd_members_free(ml);
         etcd_client_free(ec);
         return name;
