@@ -1259,7 +1259,9 @@ int layout_client_endpoints(kube_client *admin, layout_kind kind, const layout_o
 int layout_etcd_client(kube_client *admin, layout_kind kind, const layout_opts *o,
                        etcd_client **ret_client)
 {
-        _cleanup_free_ char *endpoints = NULL, *dir = NULL, *ca = NULL, *cert = NULL, *key = NULL;
+        /* One folder for the client certificates of every call (layout_wait_healthy polls). */
+        static char *dir;
+        _cleanup_free_ char *endpoints = NULL, *ca = NULL, *cert = NULL, *key = NULL;
         etcd_client_opts eo = {.call_timeout_ms = 5000, .dial_timeout_ms = 2000};
         int r = layout_client_endpoints(admin, kind, o, &endpoints);
 
@@ -1271,10 +1273,13 @@ int layout_etcd_client(kube_client *admin, layout_kind kind, const layout_opts *
                 pki_cert_request req = {.cn = "root", .dns_names = none, .days = 1, .client = true};
                 pki_key *k = NULL;
                 pki_cert *c = NULL;
-                dir = harness_tmpdir("gitcd-layout-client");
-                ca = path_join(dir, "ca.crt");
-                cert = path_join(dir, "client.crt");
-                key = path_join(dir, "client.key");
+                if (!dir)
+                        dir = harness_tmpdir("gitcd-layout-client");
+                if (!dir)
+                        return -EIO;
+                ca = xasprintf("%s/%s_%s-ca.crt", dir, o->ns, o->name);
+                cert = xasprintf("%s/%s_%s-client.crt", dir, o->ns, o->name);
+                key = xasprintf("%s/%s_%s-client.key", dir, o->ns, o->name);
                 r = pki_cert_issue(o->ca, o->ca_key, &req, &k, &c);
                 if (r >= 0)
                         r = pki_write_pem(ca, NULL, o->ca, NULL);
