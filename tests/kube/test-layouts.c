@@ -11,7 +11,11 @@
  * Pods work. For the StatefulSet ones, a deleted Pod is recreated by the
  * controller and its member rejoins with its data. A member removed from
  * etcd exits, and its Pod follows its restartPolicy: a coreos Pod (Never)
- * ends, a StatefulSet Pod (Always) is restarted.
+ * ends, a StatefulSet Pod (Always) is restarted. The garbage collector
+ * acts on the operators' ownerReferences: deleting etcd-io's custom
+ * resource with propagation Orphan leaves its StatefulSet and Pods running
+ * without the reference, deleting cozystack's in the background takes its
+ * StatefulSet and member Pods with it.
  *
  * Needs root (a private /etc/hosts for the Pods' DNS names), the
  * kube-apiserver and kube-controller-manager binaries
@@ -291,12 +295,64 @@ static void test_removed_member_exits(void **state)
         json_decref(pod);
 }
 
+static bool gone(const kube_gvr *gvr, const char *ns, const char *name)
+{
+        json_t *obj = NULL;
+        int r = kube_get(admin, gvr, ns, name, &obj);
+
+        json_decref(obj);
+        return r == -ENOENT;
+}
+
+static void wait_until(bool (*check)(const kube_gvr *, const char *, const char *),
+                       const kube_gvr *gvr, const char *ns, const char *name, const char *what)
+{
+        time_t deadline = time(NULL) + WAIT_S;
+
+        while (!check(gvr, ns, name)) {
+                if (time(NULL) > deadline)
+                        fail_msg("%s %s/%s: not %s after %d s", gvr->resource, ns, name, what,
+                                 WAIT_S);
+                sleep_ms(300);
+        }
+}
+
+static bool unowned(const kube_gvr *gvr, const char *ns, const char *name)
+{
+        json_t *obj = NULL;
+        bool r = kube_get(admin, gvr, ns, name, &obj) == 0 &&
+                 json_array_size(
+                     json_object_get(json_object_get(obj, "metadata"), "ownerReferences")) == 0;
+
+        json_decref(obj);
+        return r;
+}
+
+static void test_garbage_collector(void **state)
+{
+        const kube_gvr sts = {"apps", "v1", "statefulsets", true};
+        const kube_gvr etcdio = {"operator.etcd.io", "v1alpha1", "etcdclusters", true};
+        const kube_gvr cozy = {"etcd.aenix.io", "v1alpha1", "etcdclusters", true};
+        const fixture *e = &fixtures[1], *c = &fixtures[3];
+
+        /* Orphan: the collector strips the references, then lets the resource go */
+        assert_int_equal(kube_delete(admin, &etcdio, e->opts.ns, e->opts.name, "Orphan"), 0);
+        wait_until(gone, &etcdio, e->opts.ns, e->opts.name, "deleted");
+        wait_until(unowned, &sts, e->opts.ns, e->opts.name, "orphaned");
+        assert_false(gone(&pods, e->opts.ns, "eio-0"));
+        /* Background: the StatefulSet goes, and its Pods with it */
+        assert_int_equal(kube_delete(admin, &cozy, c->opts.ns, c->opts.name, "Background"), 0);
+        wait_until(gone, &sts, c->opts.ns, c->opts.name, "deleted");
+        wait_until(gone, &pods, c->opts.ns, "cozy-0", "deleted");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_layouts_healthy),
             cmocka_unit_test(test_statefulset_recreates_pod),
             cmocka_unit_test(test_removed_member_exits),
+            cmocka_unit_test(test_garbage_collector),
         };
         char *bin = kubeapi_find_binary(), *cm = kubeapi_find_controller_manager();
         int r;
