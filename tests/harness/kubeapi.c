@@ -12,6 +12,16 @@
  * apiserver's own /readyz (every post-start hook, the RBAC bootstrap roles
  * included), asked through a kube client as admin.
  *
+ * kubeapi_start_controllers() adds a real kube-controller-manager v1.20.2
+ * (the same source build) with only the controllers the tests need:
+ * statefulset, replicaset and garbagecollector. It talks to the apiserver
+ * with the admin kubeconfig (--use-service-account-credentials=false, so no
+ * ServiceAccount tokens are needed), without leader election, and serves
+ * its own /healthz on a harness port (the insecure port is off), which is
+ * how its readiness is seen. It is tracked and stopped like the apiserver;
+ * kubeapi_pause() leaves it running: it retries on its own, as a real
+ * controller-manager does while the apiserver is away.
+ *
  * kubeapi_private_hosts() gives the test process a private mount namespace
  * in which /etc/hosts is bind-mounted from a file in the test's folder. The
  * node simulator (nodesim.c) writes Pod DNS names into that file. glibc's
@@ -23,6 +33,7 @@
  */
 #include "tests/harness/kubeapi.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -54,6 +65,7 @@
 #define KUBEAPI_READY_TIMEOUT_S 120
 #define KUBEAPI_STOP_TIMEOUT_S  20
 #define KUBEAPI_MAX_ARGS        40
+#define KUBECM_CONTROLLERS      "statefulset,replicaset,garbagecollector"
 
 struct kubeapi {
         char *dir;
@@ -65,6 +77,12 @@ struct kubeapi {
         char *argv[KUBEAPI_MAX_ARGS];
         int port;
         pid_t pid;
+        /* kube-controller-manager, when started */
+        char *cm_bin;
+        char *cm_log_path;
+        char *cm_argv[KUBEAPI_MAX_ARGS];
+        int cm_port;
+        pid_t cm_pid;
 };
 
 char *kubeapi_find_binary(void)
@@ -74,6 +92,21 @@ char *kubeapi_find_binary(void)
                 return access(env, X_OK) == 0 ? xstrdup(env) : NULL;
         /* Where scripts/build-kube-apiserver puts it: the same cache as scripts/setup. */
         char *p = harness_cache_path("kube/" KUBEAPI_VERSION "/kube-apiserver");
+        if (!p)
+                return NULL;
+        if (access(p, X_OK) == 0)
+                return p;
+        free(p);
+        return NULL;
+}
+
+char *kubeapi_find_controller_manager(void)
+{
+        const char *env = getenv("GITCD_KUBE_CONTROLLER_MANAGER");
+        if (!isempty(env))
+                return access(env, X_OK) == 0 ? xstrdup(env) : NULL;
+        /* scripts/build-kube-apiserver builds it beside kube-apiserver. */
+        char *p = harness_cache_path("kube/" KUBEAPI_VERSION "/kube-controller-manager");
         if (!p)
                 return NULL;
         if (access(p, X_OK) == 0)
@@ -261,9 +294,10 @@ static void build_argv(kubeapi *k)
         k->argv[n] = NULL;
 }
 
-static int spawn(kubeapi *k)
+/* A tracked child running bin with argv, its output appended to log_path. */
+static int spawn_process(const char *bin, char *const *argv, const char *log_path, pid_t *ret_pid)
 {
-        int fd = open(k->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
         pid_t pid;
 
         if (fd < 0)
@@ -276,28 +310,38 @@ static int spawn(kubeapi *k)
                 return r;
         }
         if (pid == 0) {
-                /* kube-apiserver never outlives the test, however the test ends. */
+                /* It never outlives the test, however the test ends. */
                 prctl(PR_SET_PDEATHSIG, SIGKILL);
                 setpgid(0, 0);
                 dup2(fd, 1);
                 dup2(fd, 2);
-                execv(k->bin, k->argv);
+                execv(bin, argv);
                 _exit(127);
         }
         harness_track_pid(pid);
         close(fd);
-        k->pid = pid;
+        *ret_pid = pid;
         return 0;
 }
 
-static void print_log_tail(const kubeapi *k)
+static int spawn(kubeapi *k)
+{
+        return spawn_process(k->bin, k->argv, k->log_path, &k->pid);
+}
+
+static void print_file_tail(const char *what, const char *path)
 {
         _cleanup_free_ char *data = NULL;
         size_t len = 0;
 
-        if (k->log_path && read_file(k->log_path, 64u << 20, &data, &len) == 0)
-                fprintf(stderr, "--- kube-apiserver log (end) ---\n%s\n",
+        if (path && read_file(path, 64u << 20, &data, &len) == 0)
+                fprintf(stderr, "--- %s log (end) ---\n%s\n", what,
                         len > 4000 ? data + len - 4000 : data);
+}
+
+static void print_log_tail(const kubeapi *k)
+{
+        print_file_tail("kube-apiserver", k->log_path);
 }
 
 /* Until /readyz answers 200 (every post-start hook done, RBAC roles bootstrapped). */
@@ -332,19 +376,24 @@ static int wait_ready(kubeapi *k)
         return r;
 }
 
-static void stop_apiserver(kubeapi *k)
+/* SIGTERM, and SIGKILL if it has not exited after KUBEAPI_STOP_TIMEOUT_S. */
+static void stop_process(pid_t *pid)
 {
-        if (k->pid <= 0)
+        if (*pid <= 0)
                 return;
-        /* SIGTERM, and SIGKILL if it has not exited after KUBEAPI_STOP_TIMEOUT_S. */
-        kill(k->pid, SIGTERM);
-        for (int i = 0; waitpid(k->pid, NULL, WNOHANG) == 0; i++) {
+        kill(*pid, SIGTERM);
+        for (int i = 0; waitpid(*pid, NULL, WNOHANG) == 0; i++) {
                 if (i == KUBEAPI_STOP_TIMEOUT_S * 10)
-                        kill(k->pid, SIGKILL);
+                        kill(*pid, SIGKILL);
                 usleep(100 * 1000);
         }
-        harness_untrack_pid(k->pid);
-        k->pid = 0;
+        harness_untrack_pid(*pid);
+        *pid = 0;
+}
+
+static void stop_apiserver(kubeapi *k)
+{
+        stop_process(&k->pid);
 }
 
 kube_client *kubeapi_client(const kubeapi *k, const char *context)
@@ -380,12 +429,17 @@ void kubeapi_free(kubeapi *k)
 {
         if (!k)
                 return;
+        stop_process(&k->cm_pid);
         stop_apiserver(k);
         harness_cluster_free(k->etcd);
         if (k->dir)
                 (void)rm_rf(k->dir);
         for (size_t i = 0; k->argv[i]; i++)
                 free(k->argv[i]);
+        for (size_t i = 0; k->cm_argv[i]; i++)
+                free(k->cm_argv[i]);
+        free(k->cm_bin);
+        free(k->cm_log_path);
         free(k->dir);
         free(k->bin);
         free(k->kubeconfig);
@@ -487,4 +541,91 @@ int kubeapi_private_hosts(const char *dir, char **ret_hosts_path)
                 return -errno;
         *ret_hosts_path = TAKE_PTR(path);
         return 0;
+}
+
+static size_t discard(char *data, size_t size, size_t nmemb, void *userdata)
+{
+        (void)data;
+        (void)userdata;
+        return size * nmemb;
+}
+
+/* Does the controller-manager's /healthz (its own self-signed certificate) answer 200? */
+static bool controller_manager_healthy(const kubeapi *k)
+{
+        _cleanup_free_ char *url = xasprintf("https://127.0.0.1:%d/healthz", k->cm_port);
+        CURL *curl = curl_easy_init();
+        long status = 0;
+
+        if (!curl)
+                return false;
+        curl_easy_setopt(curl, CURLOPT_URL, url);
+        curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 2000L);
+        curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard);
+        curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
+        if (curl_easy_perform(curl) == CURLE_OK)
+                curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_cleanup(curl);
+        return status == 200;
+}
+
+int kubeapi_start_controllers(kubeapi *k)
+{
+        time_t deadline;
+        size_t n = 0;
+        int r;
+
+        if (k->cm_pid > 0)
+                return 0;
+        if (!k->cm_bin) {
+                k->cm_bin = kubeapi_find_controller_manager();
+                if (!k->cm_bin)
+                        return -ENOENT;
+                k->cm_log_path = path_join(k->dir, "kube-controller-manager.log");
+                k->cm_port = harness_free_port();
+                k->cm_argv[n++] = xstrdup(k->cm_bin);
+                k->cm_argv[n++] = xasprintf("--kubeconfig=%s", k->kubeconfig);
+                k->cm_argv[n++] = xstrdup("--controllers=" KUBECM_CONTROLLERS);
+                k->cm_argv[n++] = xstrdup("--leader-elect=false");
+                k->cm_argv[n++] = xstrdup("--use-service-account-credentials=false");
+                k->cm_argv[n++] = xstrdup("--port=0");
+                k->cm_argv[n++] = xasprintf("--secure-port=%d", k->cm_port);
+                k->cm_argv[n++] = xstrdup("--bind-address=127.0.0.1");
+                k->cm_argv[n++] = xasprintf("--cert-dir=%s/kcm-certs", k->dir);
+                /* Its own endpoints need no delegated authentication in a test. */
+                k->cm_argv[n++] = xstrdup("--authentication-skip-lookup=true");
+                k->cm_argv[n] = NULL;
+        }
+        r = spawn_process(k->cm_bin, k->cm_argv, k->cm_log_path, &k->cm_pid);
+        if (r < 0) {
+                fprintf(stderr, "kubeapi: cannot start %s: %s\n", k->cm_bin, strerror(-r));
+                return r;
+        }
+        deadline = time(NULL) + KUBEAPI_READY_TIMEOUT_S;
+        while (!controller_manager_healthy(k)) {
+                if (waitpid(k->cm_pid, NULL, WNOHANG) == k->cm_pid) {
+                        harness_untrack_pid(k->cm_pid);
+                        k->cm_pid = 0;
+                        print_file_tail("kube-controller-manager", k->cm_log_path);
+                        fprintf(stderr,
+                                "kubeapi: kube-controller-manager exited during start-up\n");
+                        return -ECHILD;
+                }
+                if (time(NULL) > deadline) {
+                        print_file_tail("kube-controller-manager", k->cm_log_path);
+                        fprintf(stderr, "kubeapi: kube-controller-manager not healthy after %d s\n",
+                                KUBEAPI_READY_TIMEOUT_S);
+                        stop_process(&k->cm_pid);
+                        return -ETIMEDOUT;
+                }
+                usleep(250 * 1000);
+        }
+        return 0;
+}
+
+void kubeapi_stop_controllers(kubeapi *k)
+{
+        stop_process(&k->cm_pid);
 }

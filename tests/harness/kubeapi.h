@@ -36,6 +36,13 @@ typedef struct kubeapi kubeapi;
 char *kubeapi_find_binary(void);
 
 /*
+ * The kube-controller-manager binary, the same way: $GITCD_KUBE_CONTROLLER_MANAGER,
+ * else kube/v1.20.2/kube-controller-manager in the cache (built beside
+ * kube-apiserver by scripts/build-kube-apiserver). NULL when absent.
+ */
+char *kubeapi_find_controller_manager(void);
+
+/*
  * Start etcd (3.5.16) and the apiserver in a new temporary folder, wait
  * until /readyz answers, create the namespace KUBEAPI_NAMESPACE. -ENOENT
  * when the binary is missing; other errors abort the test.
@@ -50,6 +57,23 @@ const char *kubeapi_server(const kubeapi *k);     /* "https://127.0.0.1:PORT" */
 
 /* A new client for one of the kubeconfig's contexts ("admin", "limited", "gitcd"). */
 kube_client *kubeapi_client(const kubeapi *k, const char *context);
+
+/*
+ * Start a real kube-controller-manager against this apiserver with only the
+ * statefulset, replicaset and garbagecollector controllers (admin
+ * credentials, no leader election, its own secure port, no insecure one)
+ * and wait until its /healthz answers. A StatefulSet or ReplicaSet then
+ * gets its Pods (and a StatefulSet its PVCs from volumeClaimTemplates), a
+ * deleted Pod is recreated, and deleting an owner deletes its dependents.
+ * No scheduler, kubelet, endpoints or deployment controller: the node
+ * simulator schedules and runs the Pods; a Deployment stays as written.
+ * Idempotent. -ENOENT when the binary is missing (the caller skips with
+ * 77); -ECHILD or -ETIMEDOUT (its log's end printed) when it does not come
+ * up. Stopped by kubeapi_free() or kubeapi_stop_controllers();
+ * kubeapi_pause() leaves it running.
+ */
+int kubeapi_start_controllers(kubeapi *k);
+void kubeapi_stop_controllers(kubeapi *k);
 
 /* Create a namespace (idempotent). 0 or negative errno. */
 int kubeapi_create_namespace(kubeapi *k, const char *ns);
@@ -92,22 +116,46 @@ typedef struct nodesim nodesim;
  *     kubelet's atomic writer does (each key a link into ..data, swapped
  *     in one rename) and synced with the Secret every 5 s while the Pod
  *     runs (the kubelet: about a minute);
- *   - runs the etcd container's command as a local process: argv[0] "etcd"
- *     becomes the binary for the image tag's version
- *     (~/.cache/gitcd/etcd/<version>/etcd; the tag "v3.5.16" -> 3.5.16),
- *     arguments under a volume's mountPath point into its folder (a
- *     claim's folder, or the subPath folder in it, made when missing), and
- *     listen URLs on 0.0.0.0 listen on the Pod's address; its output goes
- *     to work_dir/logs/<ns>_<pod>.log; argv[0] "gitcd" (gitcd's own image,
- *     any tag) becomes $GITCD_BIN, the gitcd under test, and its
- *     --listen=0.0.0.0:PORT listens on the Pod's address;
+ *   - runs the first container's command as a local process: argv[0]
+ *     "etcd" (any folder: "/usr/local/bin/etcd") becomes the binary for the
+ *     image tag's version (~/.cache/gitcd/etcd/<version>/etcd; the tag
+ *     "v3.5.16" -> 3.5.16), and so does a container without a command
+ *     whose image is named etcd (".../etcd:v3.5.16": the image's
+ *     entrypoint); argv[0] "gitcd" (gitcd's own image, any tag) becomes
+ *     $GITCD_BIN, the gitcd under test, and its --listen=0.0.0.0:PORT
+ *     listens on the Pod's address. Anything else (a shell, "sh -c ...")
+ *     is refused (CreateContainerError). Init containers are not run;
+ *   - gives the container its environment as the kubelet does: envFrom
+ *     (configMapRef, secretRef, prefix), then env in order, each value and
+ *     then every command and args element $(VAR)-expanded with the
+ *     container's variables ("$$" is "$", an undefined $(VAR) stays as
+ *     written: tests/harness/podenv.h); valueFrom fieldRef (metadata.name,
+ *     metadata.namespace, metadata.uid, status.podIP, status.hostIP,
+ *     spec.nodeName, spec.serviceAccountName), configMapKeyRef and
+ *     secretKeyRef; anything else, or a missing source that is not
+ *     optional, is CreateContainerConfigError;
+ *   - rewrites etcd's settings for the host, in flags and in ETCD_*
+ *     variables alike: a path under a volume's mountPath points into its
+ *     folder (a claim's folder, or the subPath / expanded subPathExpr
+ *     folder in it, made when missing); etcd's data and WAL folders
+ *     outside any volume go into the Pod's own folder (its container file
+ *     system), never the machine's; listen URLs on 0.0.0.0 listen on the
+ *     Pod's address; its output goes to work_dir/logs/<ns>_<pod>.log;
  *   - writes "<address> <hostname>.<subdomain>.<ns>.svc.cluster.local
- *     <hostname>.<subdomain>.<ns>.svc" lines for its Pods into hosts_path
- *     (rewritten in place, as it is bind-mounted over /etc/hosts);
+ *     <hostname>.<subdomain>.<ns>.svc <hostname>.<subdomain>" lines for its
+ *     Pods into hosts_path (the last is the name a Pod of the namespace
+ *     finds through its DNS search path; the hosts file is one for every
+ *     namespace, so the first line with a name wins). Only its own lines
+ *     (each ends in "# nodesim <pid>") are replaced, under an flock, in
+ *     place (the file is bind-mounted over /etc/hosts): two simulators of
+ *     one test (two API servers) share the file. hostAliases are not
+ *     applied;
  *   - writes Pod status through the API: Pending until the process runs,
  *     then Running with podIP, and the Ready condition from the container's
  *     readinessProbe (an HTTP or HTTPS GET on the Pod's address, no
- *     certificate check, as a kubelet) every second;
+ *     certificate check, as a kubelet) every second; an exec probe is not
+ *     run (ready while the process runs), nor are liveness and startup
+ *     probes;
  *     restarts an exited process with a back-off (restartCount,
  *     CrashLoopBackOff as the waiting reason after 3 quick exits); with
  *     restartPolicy Never it does not: the Pod turns Succeeded (exit code

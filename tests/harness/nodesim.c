@@ -49,6 +49,7 @@
 
 #include "kube/kubeconfig.h"
 #include "tests/harness/harness.h"
+#include "tests/harness/podenv.h"
 #include "util/fs.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
@@ -110,7 +111,7 @@ typedef struct sim {
         char *node;
         char *work_dir;
         char *hosts_path;
-        char *hosts_base; /* the hosts file as it was: the localhost lines */
+        char *hosts_mark; /* " # nodesim <pid>": ends each line of ours in the hosts file */
         char *hosts_written;
         char *addresses_written;
         kube_client *kc;
@@ -264,32 +265,65 @@ static void write_addresses(sim *s)
         (void)write_file_atomic(path, s->addresses_written, strlen(s->addresses_written), 0644);
 }
 
-/* In place, in one write: the file is the source of the /etc/hosts bind mount. */
-static void write_hosts_text(const char *path, const char *text)
+/*
+ * Replace our lines of the hosts file (those ending in s->hosts_mark) with
+ * block, keeping every other line: the base lines and those of the other
+ * simulators of the test (two API servers, each with its own simulator,
+ * share the test's one /etc/hosts). Under an flock of the file, so two
+ * simulators never interleave; in place (truncate, one write), as the file
+ * is the source of the /etc/hosts bind mount.
+ */
+static void write_hosts_block(const sim *s, const char *block)
 {
-        int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+        int fd = open(s->hosts_path, O_RDWR | O_CLOEXEC);
+        strbuf sb = STRBUF_INIT;
+        struct stat st;
+        char *old = NULL, *line, *save = NULL;
 
         if (fd < 0)
                 return;
-        (void)!write(fd, text, strlen(text));
+        if (flock(fd, LOCK_EX) < 0 || fstat(fd, &st) < 0 || st.st_size > (1 << 20)) {
+                close(fd);
+                return;
+        }
+        old = xmalloc((size_t)st.st_size + 1);
+        ssize_t n = pread(fd, old, (size_t)st.st_size, 0);
+        old[n > 0 ? n : 0] = '\0';
+        for (line = strtok_r(old, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                size_t len = strlen(line), mark = strlen(s->hosts_mark);
+                if (len >= mark && streq(line + len - mark, s->hosts_mark))
+                        continue;
+                sb_printf(&sb, "%s\n", line);
+        }
+        sb_append(&sb, block);
+        if (ftruncate(fd, 0) == 0)
+                (void)!pwrite(fd, sb_str(&sb), sb.len, 0);
+        flock(fd, LOCK_UN);
         close(fd);
+        free(old);
+        sb_release(&sb);
 }
 
+/*
+ * A Pod with hostname and subdomain gets HOST.SUB.NS.svc.cluster.local and
+ * HOST.SUB.NS.svc, as cluster DNS gives it, and HOST.SUB, the name a Pod
+ * of its namespace reaches it by through its DNS search path (the hosts
+ * file is one for every namespace: the first line with a name wins).
+ */
 static void write_hosts(sim *s)
 {
         strbuf sb = STRBUF_INIT;
 
         if (!s->hosts_path)
                 return;
-        sb_append(&sb, s->hosts_base);
         for (size_t i = 0; i < s->n_pods; i++) {
                 const sim_pod *p = s->pods[i];
                 const char *host = jstr(p->obj, "spec.hostname");
                 const char *sub = jstr(p->obj, "spec.subdomain");
                 if (isempty(host) || isempty(sub))
                         continue;
-                sb_printf(&sb, "127.0.0.%d %s.%s.%s.svc.cluster.local %s.%s.%s.svc\n", p->addr,
-                          host, sub, p->ns, host, sub, p->ns);
+                sb_printf(&sb, "127.0.0.%d %s.%s.%s.svc.cluster.local %s.%s.%s.svc %s.%s%s\n",
+                          p->addr, host, sub, p->ns, host, sub, p->ns, host, sub, s->hosts_mark);
         }
         if (streq_ptr(s->hosts_written, sb_str(&sb))) {
                 sb_release(&sb);
@@ -297,7 +331,7 @@ static void write_hosts(sim *s)
         }
         free(s->hosts_written);
         s->hosts_written = sb_detach(&sb);
-        write_hosts_text(s->hosts_path, s->hosts_written);
+        write_hosts_block(s, s->hosts_written);
 }
 
 /* ---- processes ---- */
@@ -547,8 +581,11 @@ typedef struct launch {
         size_t n_mounts;
         char **env;
         size_t n_env;
+        char **vars; /* the container's own environment, "NAME=VALUE" */
+        size_t n_vars;
         char *binary;
         char *log_path;
+        bool gitcd; /* the gitcd under test, not etcd */
 } launch;
 
 static void launch_release(launch *l)
@@ -565,6 +602,9 @@ static void launch_release(launch *l)
         for (size_t i = 0; i < l->n_env; i++)
                 free(l->env[i]);
         free(l->env);
+        for (size_t i = 0; i < l->n_vars; i++)
+                free(l->vars[i]);
+        free(l->vars);
         free(l->binary);
         free(l->log_path);
 }
@@ -592,8 +632,9 @@ static int mount_volume(sim *s, sim_pod *p, launch *l, const json_t *spec, const
 {
         const char *vname = jstr(m, "name"), *mount_path = jstr(m, "mountPath");
         const char *sub_path = jstr(m, "subPath");
+        const char *sub_path_expr = jstr(m, "subPathExpr");
         const json_t *vol = find_volume(spec, vname);
-        _cleanup_free_ char *host = NULL;
+        _cleanup_free_ char *host = NULL, *expanded = NULL;
 
         if (!vol || isempty(mount_path)) {
                 set_waiting(p, "CreateContainerConfigError", "volumeMount \"%s\": no such volume",
@@ -625,6 +666,17 @@ static int mount_volume(sim *s, sim_pod *p, launch *l, const json_t *spec, const
                             vname);
                 return -EINVAL;
         }
+        if (isempty(sub_path) && !isempty(sub_path_expr)) {
+                /* as a kubelet: subPathExpr is expanded with the container's environment */
+                expanded = podenv_expand(sub_path_expr, l->vars, l->n_vars);
+                if (strstr(expanded, "..") || expanded[0] == '/') {
+                        set_waiting(p, "CreateContainerConfigError",
+                                    "volumeMount \"%s\": subPathExpr \"%s\" is not a relative path",
+                                    vname, expanded);
+                        return -EINVAL;
+                }
+                sub_path = expanded;
+        }
         if (!isempty(sub_path)) {
                 /* as a kubelet: a missing subPath folder is made */
                 char *sub = path_join(host, sub_path);
@@ -638,24 +690,240 @@ static int mount_volume(sim *s, sim_pod *p, launch *l, const json_t *spec, const
         return 0;
 }
 
-/* The environment: ours plus the container's literal values. */
-static void launch_environment(launch *l, const json_t *ctr)
+static void add_var(launch *l, size_t *alloc, const char *name, const char *value)
 {
-        size_t i;
+        l->vars = xgrow(l->vars, alloc, l->n_vars + 1, sizeof(char *));
+        l->vars[l->n_vars++] = xasprintf("%s=%s", name, value ? value : "");
+}
+
+/* A key of a ConfigMap ("data") or Secret ("data", base64); -ENOENT when either is missing. */
+static int object_key(sim *s, const sim_pod *p, bool secret, const char *name, const char *key,
+                      char **ret_value)
+{
+        kube_gvr gvr = {"", "v1", secret ? "secrets" : "configmaps", true};
+        json_t *obj = NULL;
+        const char *v;
+        int r = kube_get(s->kc, &gvr, p->ns, name, &obj);
+
+        if (r < 0)
+                return r;
+        v = json_string_value(json_object_get(json_object_get(obj, "data"), key));
+        if (!v) {
+                r = -ENOENT;
+        } else if (secret) {
+                char *d = NULL;
+                size_t len = 0;
+                r = kube_base64_decode(v, &d, &len);
+                if (r >= 0)
+                        *ret_value = d;
+        } else {
+                *ret_value = xstrdup(v);
+        }
+        json_decref(obj);
+        return r;
+}
+
+/* A Pod field for env valueFrom.fieldRef, as the kubelet's downward API; NULL when not simulated. */
+static char *pod_field(const sim_pod *p, const char *path)
+{
+        if (streq(path, "metadata.name"))
+                return xstrdup(p->name);
+        if (streq(path, "metadata.namespace"))
+                return xstrdup(p->ns);
+        if (streq(path, "metadata.uid"))
+                return xstrdup(p->uid);
+        if (streq(path, "status.podIP"))
+                return xasprintf("127.0.0.%d", p->addr);
+        if (streq(path, "status.hostIP"))
+                return xstrdup("127.0.0.1");
+        if (streq(path, "spec.nodeName") || streq(path, "spec.serviceAccountName"))
+                return xstrdup_null(jstr(p->obj, path));
+        return NULL;
+}
+
+/*
+ * The container's environment as the kubelet makes it: envFrom (ConfigMap
+ * and Secret refs, with their prefix) first, then env in order, each env
+ * value $(VAR)-expanded with what is defined before it; valueFrom from a
+ * fieldRef (metadata.name, metadata.namespace, metadata.uid, status.podIP,
+ * status.hostIP, spec.nodeName, spec.serviceAccountName), a configMapKeyRef
+ * or a secretKeyRef. Anything else, or a missing non-optional source, sets
+ * the waiting reason (CreateContainerConfigError) and returns negative.
+ */
+static int container_vars(sim *s, sim_pod *p, launch *l, const json_t *ctr)
+{
+        size_t i, alloc = 0;
         const json_t *a;
-        size_t n_environ = 0;
-        while (environ[n_environ])
-                n_environ++;
-        l->env =
-            xcalloc(n_environ + json_array_size(json_object_get(ctr, "env")) + 1, sizeof(char *));
-        for (i = 0; i < n_environ; i++)
-                l->env[l->n_env++] = xstrdup(environ[i]);
+
+        json_array_foreach(json_object_get(ctr, "envFrom"), i, a)
+        {
+                const json_t *ref = json_object_get(a, "configMapRef");
+                bool secret = !ref;
+                const char *prefix = jstr(a, "prefix");
+                kube_gvr gvr = {"", "v1", "configmaps", true};
+                json_t *obj = NULL, *val;
+                const char *key;
+
+                if (!ref)
+                        ref = json_object_get(a, "secretRef");
+                if (secret)
+                        gvr.resource = "secrets";
+                const char *name = jstr(ref, "name");
+                if (isempty(name)) {
+                        set_waiting(p, "CreateContainerConfigError",
+                                    "envFrom: only configMapRef and secretRef are simulated");
+                        return -EINVAL;
+                }
+                if (kube_get(s->kc, &gvr, p->ns, name, &obj) < 0) {
+                        if (json_is_true(json_object_get(ref, "optional")))
+                                continue;
+                        set_waiting(p, "CreateContainerConfigError", "%s \"%s\" not found",
+                                    secret ? "secret" : "configmap", name);
+                        return -ENOENT;
+                }
+                json_object_foreach(json_object_get(obj, "data"), key, val)
+                {
+                        _cleanup_free_ char *full = xasprintf("%s%s", prefix ? prefix : "", key);
+                        char *d = NULL;
+                        size_t len = 0;
+                        if (!secret) {
+                                add_var(l, &alloc, full, json_string_value(val));
+                        } else if (kube_base64_decode(json_string_value(val), &d, &len) >= 0) {
+                                add_var(l, &alloc, full, d);
+                                free(d);
+                        }
+                }
+                json_decref(obj);
+        }
         json_array_foreach(json_object_get(ctr, "env"), i, a)
         {
                 const char *name = jstr(a, "name"), *value = jstr(a, "value");
-                if (!isempty(name))
-                        l->env[l->n_env++] = xasprintf("%s=%s", name, value ? value : "");
+                const json_t *from = json_object_get(a, "valueFrom");
+                _cleanup_free_ char *v = NULL;
+
+                if (isempty(name))
+                        continue;
+                if (!from) {
+                        v = podenv_expand(value ? value : "", l->vars, l->n_vars);
+                } else if (json_object_get(from, "fieldRef")) {
+                        const char *path = jstr(from, "fieldRef.fieldPath");
+                        v = path ? pod_field(p, path) : NULL;
+                        if (!v) {
+                                set_waiting(p, "CreateContainerConfigError",
+                                            "env %s: fieldRef \"%s\" is not simulated", name,
+                                            path ? path : "");
+                                return -EINVAL;
+                        }
+                } else {
+                        bool secret = !json_object_get(from, "configMapKeyRef");
+                        const json_t *ref =
+                            json_object_get(from, secret ? "secretKeyRef" : "configMapKeyRef");
+                        const char *ref_name = jstr(ref, "name"), *key = jstr(ref, "key");
+                        if (!ref || isempty(ref_name) || isempty(key)) {
+                                set_waiting(p, "CreateContainerConfigError",
+                                            "env %s: only fieldRef, configMapKeyRef and "
+                                            "secretKeyRef are simulated",
+                                            name);
+                                return -EINVAL;
+                        }
+                        if (object_key(s, p, secret, ref_name, key, &v) < 0) {
+                                if (json_is_true(json_object_get(ref, "optional")))
+                                        continue;
+                                set_waiting(p, "CreateContainerConfigError",
+                                            "env %s: key \"%s\" of %s \"%s\" not found", name, key,
+                                            secret ? "secret" : "configmap", ref_name);
+                                return -ENOENT;
+                        }
+                }
+                add_var(l, &alloc, name, v);
         }
+        return 0;
+}
+
+/*
+ * The process's environment: ours (minus names the container sets) plus
+ * the container's, each value rewritten for the host as the command line
+ * is (etcd's ETCD_* settings: a path under a mount, a listen URL on
+ * 0.0.0.0). A later definition of a name wins, as in the container.
+ */
+static void launch_environment(launch *l,
+                               char *(*rewrite)(const launch *, const sim_pod *, const char *,
+                                                const char *),
+                               const sim_pod *p)
+{
+        size_t n_environ = 0;
+
+        while (environ[n_environ])
+                n_environ++;
+        l->env = xcalloc(n_environ + l->n_vars + 1, sizeof(char *));
+        for (size_t i = 0; i < n_environ; i++) {
+                const char *eq = strchr(environ[i], '=');
+                _cleanup_free_ char *name =
+                    eq ? xstrndup(environ[i], (size_t)(eq - environ[i])) : NULL;
+                if (name && podenv_get(l->vars, l->n_vars, name))
+                        continue;
+                l->env[l->n_env++] = xstrdup(environ[i]);
+        }
+        for (size_t i = 0; i < l->n_vars; i++) {
+                const char *eq = strchr(l->vars[i], '=');
+                _cleanup_free_ char *name = xstrndup(l->vars[i], (size_t)(eq - l->vars[i]));
+                _cleanup_free_ char *value = NULL;
+                bool later = false;
+                for (size_t j = i + 1; j < l->n_vars; j++)
+                        if (strneq(l->vars[j], name, strlen(name)) &&
+                            l->vars[j][strlen(name)] == '=')
+                                later = true;
+                if (later)
+                        continue;
+                value = rewrite(l, p, name, eq + 1);
+                l->env[l->n_env++] = xasprintf("%s=%s", name, value ? value : eq + 1);
+        }
+}
+
+/* The last path component of an image's repository: "quay.io/coreos/etcd:v3.5.16" -> "etcd". */
+static char *image_name(const char *image)
+{
+        const char *slash = strrchr(image, '/');
+        const char *start = slash ? slash + 1 : image;
+        const char *end = strchr(start, ':');
+        const char *at = strchr(start, '@');
+
+        if (at && (!end || at < end))
+                end = at;
+        return end ? xstrndup(start, (size_t)(end - start)) : xstrdup(start);
+}
+
+/*
+ * A value of the container rewritten for the host: a path under a
+ * mountPath points into the volume's folder; etcd's data and WAL folders
+ * elsewhere go into the Pod's own rootfs folder (never the machine's
+ * /var/lib/etcd: a container without a volume writes to its own file
+ * system); listen URLs on 0.0.0.0 listen on the Pod's address. NULL when
+ * the value stays as it is. key is a flag ("--data-dir") or an environment
+ * name ("ETCD_DATA_DIR").
+ */
+static char *host_value(const launch *l, const sim_pod *p, const char *key, const char *value)
+{
+        char *v = map_path(l->mounts, l->hosts, l->n_mounts, value);
+        bool etcd = !l->gitcd;
+
+        if (v)
+                return v;
+        if (etcd && value[0] == '/' &&
+            (streq(key, "--data-dir") || streq(key, "--wal-dir") || streq(key, "ETCD_DATA_DIR") ||
+             streq(key, "ETCD_WAL_DIR")))
+                return xasprintf("%s/rootfs%s", p->pod_dir, value);
+        if (strneq(key, "--listen-", 9) || strneq(key, "ETCD_LISTEN_", 12))
+                return listen_on(value, p->addr);
+        return NULL;
+}
+
+static char *host_env_value(const launch *l, const sim_pod *p, const char *name, const char *value)
+{
+        /* Only etcd's own settings: the rest of the environment is passed as it is. */
+        if (l->gitcd || !strneq(name, "ETCD_", 5))
+                return NULL;
+        return host_value(l, p, name, value);
 }
 
 static int prepare(sim *s, sim_pod *p, launch *l)
@@ -667,6 +935,7 @@ static int prepare(sim *s, sim_pod *p, launch *l)
         const json_t *m, *a;
         size_t i, n_mounts = json_array_size(json_object_get(ctr, "volumeMounts"));
         size_t n_args;
+        int r;
 
         if (!ctr) {
                 set_waiting(p, "CreateContainerConfigError", "the Pod has no container");
@@ -674,7 +943,20 @@ static int prepare(sim *s, sim_pod *p, launch *l)
         }
         const char *cmd0 = json_string_value(json_array_get(json_object_get(ctr, "command"), 0));
         const char *cmd_base = cmd0 && strrchr(cmd0, '/') ? strrchr(cmd0, '/') + 1 : cmd0;
+        _cleanup_free_ char *entrypoint = NULL;
+        /* No command: the image's entrypoint; an etcd image's is etcd. */
+        if (!cmd0 && image) {
+                entrypoint = image_name(image);
+                if (!streq(entrypoint, "etcd")) {
+                        set_waiting(p, "CreateContainerConfigError",
+                                    "the container has no command and only an etcd image's "
+                                    "entrypoint is simulated, not \"%s\"'s",
+                                    image);
+                        return -EINVAL;
+                }
+        }
         bool gitcd = streq_ptr(cmd_base, "gitcd");
+        l->gitcd = gitcd;
         /* gitcd's own image runs the gitcd under test, whatever its tag. */
         if (gitcd && !isempty(getenv("GITCD_BIN")))
                 l->binary = xstrdup(getenv("GITCD_BIN"));
@@ -692,26 +974,33 @@ static int prepare(sim *s, sim_pod *p, launch *l)
                 return -ENOENT;
         }
 
+        r = container_vars(s, p, l, ctr);
+        if (r < 0)
+                return r;
         l->mounts = xcalloc(n_mounts + 1, sizeof(char *));
         l->hosts = xcalloc(n_mounts + 1, sizeof(char *));
         json_array_foreach(json_object_get(ctr, "volumeMounts"), i, m)
         {
-                int r = mount_volume(s, p, l, spec, m);
+                r = mount_volume(s, p, l, spec, m);
                 if (r < 0)
                         return r;
         }
 
         n_args = json_array_size(json_object_get(ctr, "command")) +
-                 json_array_size(json_object_get(ctr, "args"));
+                 json_array_size(json_object_get(ctr, "args")) + (entrypoint ? 1 : 0);
         if (n_args == 0) {
                 set_waiting(p, "CreateContainerConfigError", "the container has no command");
                 return -EINVAL;
         }
         l->argv = xcalloc(n_args + 1, sizeof(char *));
+        if (entrypoint)
+                l->argv[l->argc++] = xstrdup(l->binary);
         for (int part = 0; part < 2; part++) {
                 json_array_foreach(json_object_get(ctr, part ? "args" : "command"), i, a)
                 {
-                        const char *arg = json_string_value(a) ? json_string_value(a) : "";
+                        /* as a kubelet: $(VAR) from the container's environment */
+                        _cleanup_free_ char *arg = podenv_expand(
+                            json_string_value(a) ? json_string_value(a) : "", l->vars, l->n_vars);
                         const char *eq = strchr(arg, '=');
                         char *mapped = NULL;
 
@@ -729,10 +1018,7 @@ static int prepare(sim *s, sim_pod *p, launch *l)
                         }
                         if (eq && arg[0] == '-' && arg[1] == '-') {
                                 _cleanup_free_ char *flag = xstrndup(arg, (size_t)(eq - arg));
-                                _cleanup_free_ char *value = NULL;
-                                value = map_path(l->mounts, l->hosts, l->n_mounts, eq + 1);
-                                if (!value && strneq(arg, "--listen-", 9))
-                                        value = listen_on(eq + 1, p->addr);
+                                _cleanup_free_ char *value = host_value(l, p, flag, eq + 1);
                                 /* gitcd snapshot receive --listen=0.0.0.0:PORT */
                                 if (!value && gitcd && streq(flag, "--listen") &&
                                     strneq(eq + 1, "0.0.0.0:", 8))
@@ -744,7 +1030,7 @@ static int prepare(sim *s, sim_pod *p, launch *l)
                 }
         }
 
-        launch_environment(l, ctr);
+        launch_environment(l, host_env_value, p);
         l->log_path = xasprintf("%s/logs/%s_%s.log", s->work_dir, p->ns, p->name);
         return 0;
 }
@@ -827,6 +1113,9 @@ static bool probe(const sim_pod *p)
         CURLcode cc;
 
         if (!json_object_get(ctr, "readinessProbe"))
+                return true;
+        /* An exec probe is not run: ready while the process runs (said in kubeapi.h). */
+        if (jget(ctr, "readinessProbe.exec"))
                 return true;
         if (!get)
                 return false;
@@ -1311,8 +1600,8 @@ static void sim_release(sim *s)
                         kill(-s->pods[i]->pid, SIGTERM);
         while (s->n_pods > 0)
                 pod_remove(s, s->n_pods - 1);
-        if (s->hosts_path && s->hosts_base)
-                write_hosts_text(s->hosts_path, s->hosts_base);
+        if (s->hosts_path)
+                write_hosts_block(s, "");
         for (size_t i = 0; i < s->n_addrs; i++) {
                 free(s->addr_keys[i]);
                 close(s->addr_locks[i]);
@@ -1326,7 +1615,7 @@ static void sim_release(sim *s)
         free(s->node);
         free(s->work_dir);
         free(s->hosts_path);
-        free(s->hosts_base);
+        free(s->hosts_mark);
         free(s->hosts_written);
         free(s->addresses_written);
 }
@@ -1362,11 +1651,7 @@ _noreturn_ static void child_main(const kubeapi *k, const char *node, const char
         s.node = xstrdup(node);
         s.work_dir = xstrdup(work_dir);
         s.hosts_path = xstrdup_null(hosts_path);
-        if (hosts_path) {
-                size_t len;
-                if (read_file(hosts_path, 1 << 20, &s.hosts_base, &len) < 0)
-                        s.hosts_base = xstrdup("127.0.0.1 localhost\n::1 localhost\n");
-        }
+        s.hosts_mark = xasprintf(" # nodesim %d", (int)getpid());
         r = new_client(k, &s.kc);
         if (r == 0)
                 r = register_node(&s);
