@@ -242,6 +242,45 @@ static void test_bootstrap(void **state)
         check_keys(env, "boot", 20);
 }
 
+/*
+ * gitcd debug bundle of a cluster on Kubernetes: each member's status and
+ * metrics through etcd, and its log from the API server's pods/log (what
+ * the RBAC file grants), nothing asked of a machine.
+ */
+static void test_bundle(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *out = xasprintf("%s/kc.tar.gz", env->root);
+        const char *args[] = {
+            "debug",      "bundle",       NS "/" CLUSTER,          "-o",        out,     "--target",
+            "kubernetes", "--kubeconfig", kubeapi_kubeconfig(api), "--context", "gitcd", NULL};
+        char *printed = NULL, *err = NULL;
+        int k = e2e_runv(env, &printed, &err, args);
+        if (k != 0)
+                fail_msg("gitcd debug bundle exited %d: %s", k, err);
+        assert_non_null(strstr(printed, out));
+        free(printed);
+        free(err);
+        _cleanup_free_ char *list = e2e_sh("tar -tzf '%s'", out);
+        for (int i = 0; i < 3; i++) {
+                _cleanup_free_ char *st = xasprintf("/members/" CLUSTER "-%d/status.json\n", i);
+                _cleanup_free_ char *log = xasprintf("/members/" CLUSTER "-%d/log.txt\n", i);
+                if (!strstr(list, st) || !strstr(list, log)) {
+                        fprintf(stderr, "the bundle holds:\n%s", list);
+                        fail_msg("member %d's status or log is not in the bundle", i);
+                }
+        }
+        assert_non_null(strstr(list, "/README.txt\n"));
+        assert_null(strstr(list, "/error.txt\n"));
+        /* the Pod's log, as the node simulator keeps it for pods/log: etcd's own lines */
+        _cleanup_free_ char *log =
+            e2e_sh("tar -xzOf '%s' --wildcards '*/members/" CLUSTER "-0/log.txt'", out);
+        assert_non_null(strstr(log, "\"msg\""));
+        _cleanup_free_ char *status =
+            e2e_sh("tar -xzOf '%s' --wildcards '*/members/" CLUSTER "-0/status.json'", out);
+        assert_non_null(strstr(status, "\"raftIndex\""));
+}
+
 static void test_scale(void **state)
 {
         (void)state;
@@ -449,10 +488,10 @@ int main(void)
         env = e2e_new();
 
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_bootstrap),         cmocka_unit_test(test_scale),
-            cmocka_unit_test(test_pod_deleted),       cmocka_unit_test(test_pvc_lost),
-            cmocka_unit_test(test_apiserver_restart), cmocka_unit_test(test_tls_auto),
-            cmocka_unit_test(test_rbac_denied),
+            cmocka_unit_test(test_bootstrap), cmocka_unit_test(test_bundle),
+            cmocka_unit_test(test_scale),     cmocka_unit_test(test_pod_deleted),
+            cmocka_unit_test(test_pvc_lost),  cmocka_unit_test(test_apiserver_restart),
+            cmocka_unit_test(test_tls_auto),  cmocka_unit_test(test_rbac_denied),
         };
         int failed = cmocka_run_group_tests(tests, NULL, NULL);
 

@@ -291,6 +291,8 @@ static void build_argv(kubeapi *k)
         k->argv[n++] = xstrdup("--service-cluster-ip-range=10.96.0.0/24");
         k->argv[n++] = xasprintf("--cert-dir=%s/certs", k->dir);
         k->argv[n++] = xstrdup("--etcd-prefix=/gitcd-kube-test");
+        /* pods/log dials the node simulator's kubelet endpoint at the Node's InternalIP */
+        k->argv[n++] = xstrdup("--kubelet-preferred-address-types=InternalIP");
         k->argv[n] = NULL;
 }
 

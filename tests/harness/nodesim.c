@@ -19,6 +19,10 @@
  * hosts file (bind-mounted over /etc/hosts by kubeapi_private_hosts()),
  * always rewritten in place with one write, never renamed.
  *
+ * It serves the kubelet's container log endpoint (kubelet.h) on a port of
+ * its own, registered as the Node's kubeletEndpoint, so the apiserver's
+ * pods/log returns a Pod's log file as it does from a real node.
+ *
  * Every etcd runs in its own process group with PR_SET_PDEATHSIG SIGKILL:
  * if the simulator dies, its processes die with it. On SIGTERM the
  * simulator stops them (SIGTERM, SIGKILL after 10 s) and exits.
@@ -49,6 +53,7 @@
 
 #include "kube/kubeconfig.h"
 #include "tests/harness/harness.h"
+#include "tests/harness/kubelet.h"
 #include "tests/harness/podenv.h"
 #include "util/fs.h"
 #include "util/strbuf.h"
@@ -122,7 +127,9 @@ typedef struct sim {
         int *addr_locks; /* the lock file descriptor of each address */
         size_t n_addrs, alloc_addrs;
         int next_octet;
-        json_t *pvcs; /* items of the last successful PVC list, or NULL */
+        json_t *pvcs;          /* items of the last successful PVC list, or NULL */
+        kubelet_logs *kubelet; /* the container log endpoint pods/log reaches (kubelet.h) */
+        int kubelet_port;
 } sim;
 
 static volatile sig_atomic_t stop_requested;
@@ -1272,6 +1279,11 @@ static int register_node(sim *s)
 
         json_object_set_new(json_object_get(status, "status"), "allocatable",
                             json_deep_copy(jget(status, "status.capacity")));
+        /* where the apiserver's pods/log finds this node's kubelet: InternalIP and this port */
+        if (s->kubelet_port > 0)
+                json_object_set_new(
+                    json_object_get(status, "status"), "daemonEndpoints",
+                    json_pack("{s:{s:i}}", "kubeletEndpoint", "Port", s->kubelet_port));
         r = kube_request(s->kc, "POST", "/api/v1/nodes", NULL, node, "create", "nodes", NULL, NULL);
         if (r == -EEXIST)
                 r = 0;
@@ -1600,6 +1612,7 @@ static void sim_release(sim *s)
                         kill(-s->pods[i]->pid, SIGTERM);
         while (s->n_pods > 0)
                 pod_remove(s, s->n_pods - 1);
+        kubelet_logs_stop(s->kubelet);
         if (s->hosts_path)
                 write_hosts_block(s, "");
         for (size_t i = 0; i < s->n_addrs; i++) {
@@ -1653,6 +1666,10 @@ _noreturn_ static void child_main(const kubeapi *k, const char *node, const char
         s.hosts_path = xstrdup_null(hosts_path);
         s.hosts_mark = xasprintf(" # nodesim %d", (int)getpid());
         r = new_client(k, &s.kc);
+        if (r == 0) {
+                _cleanup_free_ char *logs = path_join(work_dir, "logs");
+                r = kubelet_logs_start(logs, &s.kubelet, &s.kubelet_port);
+        }
         if (r == 0)
                 r = register_node(&s);
         (void)!write(fd, &r, sizeof(r));
