@@ -14,6 +14,20 @@
  *    are left; a write keeps the whole deadline, so a write that timed out
  *    is never sent again (a MemberAdd never runs twice because of a retry
  *    here). After a fail-over the next call starts on the next endpoint.
+ *  - A member that is not serving is skipped (etcd 3.5.14+ with
+ *    --experimental-stop-grpc-service-on-defrag says NOT_SERVING on
+ *    grpc.health.v1.Health/Check while it defragments). The client asks
+ *    the health service only on failure, never before every call: a read
+ *    first gets a short deadline (FIRST_READ_MS) while other endpoints are
+ *    left, and when it passes with nothing back, or a call fails with
+ *    UNAVAILABLE, the client asks that endpoint's health. NOT_SERVING marks
+ *    it down for DOWN_MS: calls try the endpoints that are up first
+ *    (etcd/select.c), and an endpoint whose mark has run out is asked again
+ *    before a call is sent there. Whether the call itself moves on is
+ *    decided by the fail-over rule above, unchanged: a write that may have
+ *    been applied is never sent again. A background prober was rejected
+ *    (a client is single-threaded and owns its connections); asking before
+ *    each call costs a round trip when all is well.
  *  - With a user configured, the client authenticates lazily on the first
  *    call and once more when etcd says the token is invalid or stale.
  *  - The client talks only to the endpoints it was configured with, with
@@ -35,7 +49,9 @@
 
 #include "etcd/client.h"
 #include "etcd/grpc.h"
+#include "etcd/health.pb-c.h"
 #include "etcd/rpc.pb-c.h"
+#include "etcd/select.h"
 #include "util/fs.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -45,10 +61,18 @@
 #include "util/xalloc.h"
 
 #define MAX_MESSAGE (64u * 1024u * 1024u)
+/* A read's first attempt while other endpoints are left: past it with nothing
+ * back, the endpoint's health is asked. */
+#define FIRST_READ_MS 1000
+/* The health question's own deadline. */
+#define PROBE_MS 500
+/* How long an endpoint that said NOT_SERVING is tried last. */
+#define DOWN_MS 3000
 
 struct endpoint {
         char *url;
-        grpc_conn *conn; /* opened on first use */
+        grpc_conn *conn;    /* opened on first use */
+        int64_t down_until; /* monotonic ms; 0: never marked down (select.h) */
 };
 
 struct etcd_client {
@@ -70,6 +94,7 @@ struct etcd_client {
         int dial_timeout_ms;
         int snapshot_timeout_ms;
         char *last_error;
+        uint64_t not_serving; /* times an endpoint was found not serving */
 };
 
 /* ---- small helpers ---- */
@@ -110,6 +135,11 @@ uint64_t etcd_client_timer_wakeups(const etcd_client *c)
                 if (c->eps[i].conn)
                         n += grpc_conn_timer_wakeups(c->eps[i].conn);
         return n;
+}
+
+uint64_t etcd_client_not_serving(const etcd_client *c)
+{
+        return c->not_serving;
 }
 
 size_t etcd_client_endpoint_count(const etcd_client *c)
@@ -530,11 +560,52 @@ static void report(etcd_client *c, struct call *call, struct endpoint *ep, int r
 }
 
 /*
- * A cluster-wide call: the preferred endpoint first, then the others. A read
- * gets at most half of the remaining time on an endpoint while others are
- * left, so one hung member cannot eat the whole deadline. A write keeps the
- * whole deadline on the endpoint it was sent to: if that endpoint times out
- * there is no time left to send it again, so it is never applied twice.
+ * Ask ep's gRPC health service (grpc.health.v1.Health/Check, service "")
+ * whether it serves, within PROBE_MS and the call's deadline. NOT_SERVING
+ * marks it down for DOWN_MS; any other answer, or none, clears the mark (the
+ * call itself then says what is wrong). Returns false only for NOT_SERVING.
+ */
+static bool probe_serving(etcd_client *c, struct endpoint *ep, int64_t deadline)
+{
+        Grpc__Health__V1__HealthCheckRequest req = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
+        req.service = (char *)"";
+        struct call call = {
+            .path = "/grpc.health.v1.Health/Check",
+            .req = &req.base,
+            .resp_desc = &grpc__health__v1__health_check_response__descriptor,
+            .deadline = MIN(deadline, now_mono_ms() + PROBE_MS),
+        };
+        grpc_result res;
+        int r = rpc_raw(c, ep, &call, NULL, &res);
+        grpc_result_release(&res);
+        bool serving = true;
+        if (r == 0) {
+                Grpc__Health__V1__HealthCheckResponse *resp = (void *)call.resp;
+                serving = resp->status !=
+                          GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+                protobuf_c_message_free_unpacked(call.resp, NULL);
+        }
+        if (serving) {
+                ep->down_until = 0;
+                return true;
+        }
+        ep->down_until = now_mono_ms() + DOWN_MS;
+        c->not_serving++;
+        log_debug("etcd: %s is not serving (defragmenting?); trying it last for %d ms", ep->url,
+                  DOWN_MS);
+        return false;
+}
+
+/*
+ * A cluster-wide call: the preferred endpoint first, then the others, the
+ * ones marked not serving last (etcd/select.c). A read's first attempt gets
+ * FIRST_READ_MS while others are left, later ones at most half of the
+ * remaining time, so one hung member cannot eat the whole deadline. A write
+ * keeps the whole deadline on the endpoint it was sent to: if that endpoint
+ * times out there is no time left to send it again, so it is never applied
+ * twice. A read cut short with nothing back, or a call that failed with
+ * UNAVAILABLE, makes the client ask that endpoint's health (probe_serving);
+ * a read that got UNAVAILABLE from a member not serving moves on too.
  */
 static int rpc_any(etcd_client *c, struct call *call, int64_t timeout_ms)
 {
@@ -547,14 +618,28 @@ static int rpc_any(etcd_client *c, struct call *call, int64_t timeout_ms)
          * endpoints that sent the call back to the first one). */
         const size_t start = c->preferred;
         assert(start < c->n_eps);
+        _cleanup_free_ size_t *order = xcalloc(c->n_eps, sizeof(*order));
+        _cleanup_free_ int64_t *down = xcalloc(c->n_eps, sizeof(*down));
+        for (size_t i = 0; i < c->n_eps; i++)
+                down[i] = c->eps[i].down_until;
+        etcd_select_order(c->n_eps, start, down, now_mono_ms(), order);
         for (size_t k = 0; k < c->n_eps; k++) {
-                size_t i = (start + k) % c->n_eps;
+                size_t i = order[k];
                 struct endpoint *ep = &c->eps[i];
+                bool others_left = k + 1 < c->n_eps;
+                /* a mark run out: ask before sending the call there again */
+                if (others_left && etcd_select_probe_first(ep->down_until, now_mono_ms()) &&
+                    !probe_serving(c, ep, call->deadline)) {
+                        c->preferred = order[k + 1];
+                        continue;
+                }
                 grpc_result res;
                 int64_t now = now_mono_ms();
-                call->attempt_deadline = call->read_only && k + 1 < c->n_eps
-                                             ? now + MAX((call->deadline - now) / 2, 1)
-                                             : 0;
+                bool first_read = call->read_only && others_left && k == 0;
+                int64_t half = MAX((call->deadline - now) / 2, 1);
+                call->attempt_deadline = !call->read_only || !others_left ? 0
+                                         : first_read ? now + MIN(half, FIRST_READ_MS)
+                                                      : now + half;
                 int r = rpc_once(c, ep, call, &res);
                 call->attempt_deadline = 0;
                 if (r == 0) {
@@ -567,11 +652,17 @@ static int rpc_any(etcd_client *c, struct call *call, int64_t timeout_ms)
                 if (!res.no_connection)
                         all_unreachable = false;
                 report(c, call, ep, r, &res);
-                bool again = should_fail_over(r, &res) && now_mono_ms() < call->deadline;
+                bool fail_over = should_fail_over(r, &res);
+                bool cut_short =
+                    call->read_only && r == ETCD_ERR_TIMEOUT && now_mono_ms() < call->deadline;
+                if ((cut_short || r == ETCD_ERR_UNAVAILABLE) && now_mono_ms() < call->deadline &&
+                    !probe_serving(c, ep, call->deadline) && call->read_only)
+                        fail_over = true; /* a read: safe to repeat elsewhere */
+                bool again = fail_over && now_mono_ms() < call->deadline;
                 log_debug("etcd: %s via %s failed (%s)%s", method_name(call->path), ep->url,
                           etcd_strerror(r), again ? ", trying the next endpoint" : "");
-                if (should_fail_over(r, &res))
-                        c->preferred = (i + 1) % c->n_eps; /* start elsewhere next time */
+                if (fail_over)
+                        c->preferred = others_left ? order[k + 1] : (i + 1) % c->n_eps;
                 grpc_result_release(&res);
                 if (!again)
                         return r;

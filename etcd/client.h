@@ -5,7 +5,9 @@
  * A client holds a list of endpoints and one connection per endpoint,
  * reused across calls. Cluster-wide calls go to the endpoint that answered
  * last and fail over to the next one when an endpoint cannot be reached, or
- * when it is a learner that refuses the call. Per-member calls (status,
+ * when it is a learner that refuses the call; a member whose gRPC health
+ * service says NOT_SERVING (defragmenting) is tried last for a short while.
+ * Per-member calls (status,
  * defragment, snapshot, hash) take an explicit endpoint, which must be one
  * of the configured ones (-EINVAL otherwise): the client never dials a URL
  * it was not given, nor changes a configured scheme, so credentials go
@@ -70,6 +72,14 @@ const char *etcd_client_endpoint(const etcd_client *c, size_t i);
  * benchmarks.
  */
 uint64_t etcd_client_timer_wakeups(const etcd_client *c);
+/*
+ * How many times, over the client's life, an endpoint's gRPC health service
+ * said NOT_SERVING (a member defragmenting with etcd 3.5.14+'s
+ * --experimental-stop-grpc-service-on-defrag): each time, that endpoint was
+ * tried last for a short while and calls were served by the others. For
+ * tests and benchmarks.
+ */
+uint64_t etcd_client_not_serving(const etcd_client *c);
 
 /* Member IDs print in lowercase hex without leading zeros, like etcdctl ("8e9e05c52164694d"). */
 void etcd_member_id_format(uint64_t id, char buf[static 17]);
