@@ -18,7 +18,7 @@
  *    --experimental-stop-grpc-service-on-defrag says NOT_SERVING on
  *    grpc.health.v1.Health/Check while it defragments). The client asks
  *    the health service only on failure, never before every call: a read
- *    first gets a short deadline (FIRST_READ_MS) while other endpoints are
+ *    first gets a short deadline (opts.read_first_try_ms, 1 s by default) while other endpoints are
  *    left, and when it passes with nothing back, or a call fails with
  *    UNAVAILABLE, the client asks that endpoint's health. NOT_SERVING marks
  *    it down for DOWN_MS: calls try the endpoints that are up first
@@ -61,9 +61,6 @@
 #include "util/xalloc.h"
 
 #define MAX_MESSAGE (64u * 1024u * 1024u)
-/* A read's first attempt while other endpoints are left: past it with nothing
- * back, the endpoint's health is asked. */
-#define FIRST_READ_MS 1000
 /* The health question's own deadline. */
 #define PROBE_MS 500
 /* How long an endpoint that said NOT_SERVING is tried last. */
@@ -93,6 +90,7 @@ struct etcd_client {
         int call_timeout_ms;
         int dial_timeout_ms;
         int snapshot_timeout_ms;
+        int read_first_try_ms;
         char *last_error;
         uint64_t not_serving; /* times an endpoint was found not serving */
 };
@@ -305,6 +303,7 @@ int etcd_client_new(const etcd_client_opts *opts, etcd_client **ret_client)
         c->call_timeout_ms = opts->call_timeout_ms > 0 ? opts->call_timeout_ms : 5000;
         c->dial_timeout_ms = opts->dial_timeout_ms > 0 ? opts->dial_timeout_ms : 2000;
         c->snapshot_timeout_ms = opts->snapshot_timeout_ms > 0 ? opts->snapshot_timeout_ms : 600000;
+        c->read_first_try_ms = opts->read_first_try_ms > 0 ? opts->read_first_try_ms : 1000;
         *ret_client = c;
         return 0;
 }
@@ -599,7 +598,7 @@ static bool probe_serving(etcd_client *c, struct endpoint *ep, int64_t deadline)
 /*
  * A cluster-wide call: the preferred endpoint first, then the others, the
  * ones marked not serving last (etcd/select.c). A read's first attempt gets
- * FIRST_READ_MS while others are left, later ones at most half of the
+ * opts.read_first_try_ms while others are left, later ones at most half of the
  * remaining time, so one hung member cannot eat the whole deadline. A write
  * keeps the whole deadline on the endpoint it was sent to: if that endpoint
  * times out there is no time left to send it again, so it is never applied
@@ -638,7 +637,7 @@ static int rpc_any(etcd_client *c, struct call *call, int64_t timeout_ms)
                 bool first_read = call->read_only && others_left && k == 0;
                 int64_t half = MAX((call->deadline - now) / 2, 1);
                 call->attempt_deadline = !call->read_only || !others_left ? 0
-                                         : first_read ? now + MIN(half, FIRST_READ_MS)
+                                         : first_read ? now + MIN(half, c->read_first_try_ms)
                                                       : now + half;
                 int r = rpc_once(c, ep, call, &res);
                 call->attempt_deadline = 0;

@@ -52,6 +52,12 @@ typedef struct etcd_client_opts {
         int call_timeout_ms;     /* deadline of one call incl. fail-over; default 5000 */
         int dial_timeout_ms;     /* TCP + TLS connect per endpoint; default 2000 */
         int snapshot_timeout_ms; /* deadline of a whole snapshot; default 600000 */
+        /*
+         * A read's first attempt while other endpoints are left; past it
+         * with nothing back the client asks that member's gRPC health and
+         * moves on when it is not serving (defragmenting). Default 1000.
+         */
+        int read_first_try_ms;
 } etcd_client_opts;
 
 /*
