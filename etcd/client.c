@@ -617,8 +617,17 @@ static int rpc_any(etcd_client *c, struct call *call, int64_t timeout_ms)
          * endpoints that sent the call back to the first one). */
         const size_t start = c->preferred;
         assert(start < c->n_eps);
-        _cleanup_free_ size_t *order = xcalloc(c->n_eps, sizeof(*order));
-        _cleanup_free_ int64_t *down = xcalloc(c->n_eps, sizeof(*down));
+        /* no allocation for the usual few endpoints */
+        size_t order_buf[8];
+        int64_t down_buf[8];
+        _cleanup_free_ size_t *order_heap = NULL;
+        _cleanup_free_ int64_t *down_heap = NULL;
+        size_t *order = order_buf;
+        int64_t *down = down_buf;
+        if (c->n_eps > ARRAY_SIZE(order_buf)) {
+                order = order_heap = xcalloc(c->n_eps, sizeof(*order));
+                down = down_heap = xcalloc(c->n_eps, sizeof(*down));
+        }
         for (size_t i = 0; i < c->n_eps; i++)
                 down[i] = c->eps[i].down_until;
         etcd_select_order(c->n_eps, start, down, now_mono_ms(), order);
