@@ -17,17 +17,26 @@
  *  - A member that is not serving is skipped (etcd 3.5.14+ with
  *    --experimental-stop-grpc-service-on-defrag says NOT_SERVING on
  *    grpc.health.v1.Health/Check while it defragments). The client asks
- *    the health service only on failure, never before every call: a read
- *    first gets a short deadline (opts.read_first_try_ms, 1 s by default) while other endpoints are
+ *    the health service only on failure, never before every call: a small
+ *    read (one key, the member list, ...) first gets a short deadline
+ *    (opts.read_first_try_ms, 1 s by default) while other endpoints are
  *    left, and when it passes with nothing back, or a call fails with
- *    UNAVAILABLE, the client asks that endpoint's health. NOT_SERVING marks
- *    it down for DOWN_MS: calls try the endpoints that are up first
- *    (etcd/select.c), and an endpoint whose mark has run out is asked again
- *    before a call is sent there. Whether the call itself moves on is
- *    decided by the fail-over rule above, unchanged: a write that may have
- *    been applied is never sent again. A background prober was rejected
- *    (a client is single-threaded and owns its connections); asking before
- *    each call costs a round trip when all is well.
+ *    UNAVAILABLE, the client asks that endpoint's health. A read over a
+ *    prefix is not cut that early: etcd sends a Range's answer in one
+ *    message at the end, so a slow large read looks exactly like a stuck
+ *    member, and cutting it would send it to a second member. NOT_SERVING
+ *    marks the member down for DOWN_MS, for every client of the process
+ *    (etcd/marks.h): calls, writes as well as reads, try the endpoints
+ *    that are up first (etcd/select.c), and an endpoint whose mark has run
+ *    out is asked again before a call is sent there. etcd_defragment holds
+ *    its member down in the same marks while its call runs, so the
+ *    process's writes go elsewhere before they are sent, and lets the
+ *    calls already sent there finish before it sends the Defragment. Whether a call
+ *    already sent moves on is decided by the fail-over rule above,
+ *    unchanged: a write that may have been applied is never sent again. A
+ *    background prober was rejected (a client is single-threaded and owns
+ *    its connections); asking before each call costs a round trip when
+ *    all is well.
  *  - With a user configured, the client authenticates lazily on the first
  *    call and once more when etcd says the token is invalid or stale.
  *  - The client talks only to the endpoints it was configured with, with
@@ -50,6 +59,7 @@
 #include "etcd/client.h"
 #include "etcd/grpc.h"
 #include "etcd/health.pb-c.h"
+#include "etcd/marks.h"
 #include "etcd/rpc.pb-c.h"
 #include "etcd/select.h"
 #include "util/fs.h"
@@ -65,11 +75,13 @@
 #define PROBE_MS 500
 /* How long an endpoint that said NOT_SERVING is tried last. */
 #define DOWN_MS 3000
+/* How long a Defragment waits for the process's calls already sent to its member. */
+#define DRAIN_MS 2000
 
 struct endpoint {
         char *url;
-        grpc_conn *conn;    /* opened on first use */
-        int64_t down_until; /* monotonic ms; 0: never marked down (select.h) */
+        grpc_conn *conn; /* opened on first use */
+        etcd_mark *mark; /* whether it serves, calls in flight: the process's (marks.h) */
 };
 
 struct etcd_client {
@@ -284,7 +296,7 @@ int etcd_client_new(const etcd_client_opts *opts, etcd_client **ret_client)
                         return -EINVAL;
                 }
                 c->eps = xrealloc(c->eps, (c->n_eps + 1) * sizeof(*c->eps));
-                c->eps[c->n_eps++] = (struct endpoint){.url = url};
+                c->eps[c->n_eps++] = (struct endpoint){.url = url, .mark = etcd_marks_ref(url)};
                 if (!comma)
                         break;
                 p = comma + 1;
@@ -314,6 +326,7 @@ void etcd_client_free(etcd_client *c)
                 return;
         for (size_t i = 0; i < c->n_eps; i++) {
                 grpc_conn_free(c->eps[i].conn);
+                etcd_marks_unref(c->eps[i].mark);
                 free(c->eps[i].url);
         }
         free(c->eps);
@@ -399,6 +412,7 @@ struct call {
         void *stream_ud;
         int64_t deadline;         /* monotonic ms, for the whole call */
         bool read_only;           /* safe to cut short and repeat on another endpoint */
+        bool large;               /* a read whose answer's size is unknown (select.h) */
         int64_t attempt_deadline; /* for the current endpoint; set by rpc_any() */
 };
 
@@ -434,9 +448,11 @@ static int rpc_raw(etcd_client *c, struct endpoint *ep, struct call *call, const
             .max_message = MAX_MESSAGE,
         };
         struct unary_buf ub = {0};
+        etcd_mark_enter(ep->mark);
         r = grpc_call(ep->conn, call->path, buf, len, &o,
                       call->stream_fn ? call->stream_fn : collect_unary,
                       call->stream_fn ? call->stream_ud : &ub, res);
+        etcd_mark_leave(ep->mark);
         free(buf);
         if (r == 0 && call->resp_desc) {
                 call->resp = protobuf_c_message_unpack(call->resp_desc, NULL, ub.len, ub.data);
@@ -585,10 +601,10 @@ static bool probe_serving(etcd_client *c, struct endpoint *ep, int64_t deadline)
                 protobuf_c_message_free_unpacked(call.resp, NULL);
         }
         if (serving) {
-                ep->down_until = 0;
+                etcd_mark_up(ep->mark);
                 return true;
         }
-        ep->down_until = now_mono_ms() + DOWN_MS;
+        etcd_mark_down(ep->mark, now_mono_ms() + DOWN_MS);
         c->not_serving++;
         log_debug("etcd: %s is not serving (defragmenting?); trying it last for %d ms", ep->url,
                   DOWN_MS);
@@ -597,14 +613,16 @@ static bool probe_serving(etcd_client *c, struct endpoint *ep, int64_t deadline)
 
 /*
  * A cluster-wide call: the preferred endpoint first, then the others, the
- * ones marked not serving last (etcd/select.c). A read's first attempt gets
- * opts.read_first_try_ms while others are left, later ones at most half of the
- * remaining time, so one hung member cannot eat the whole deadline. A write
- * keeps the whole deadline on the endpoint it was sent to: if that endpoint
- * times out there is no time left to send it again, so it is never applied
- * twice. A read cut short with nothing back, or a call that failed with
- * UNAVAILABLE, makes the client ask that endpoint's health (probe_serving);
- * a read that got UNAVAILABLE from a member not serving moves on too.
+ * ones marked not serving last (etcd/select.c, etcd/marks.h), for writes as
+ * for reads. A small read's first attempt gets opts.read_first_try_ms while
+ * others are left, any other read's attempts at most half of the remaining
+ * time, so one hung member cannot eat the whole deadline
+ * (etcd_select_attempt_deadline). A write keeps the whole deadline on the
+ * endpoint it was sent to: if that endpoint times out there is no time left
+ * to send it again, so it is never applied twice. A read cut short with
+ * nothing back, or a call that failed with UNAVAILABLE, makes the client ask
+ * that endpoint's health (probe_serving); a read that got UNAVAILABLE from a
+ * member not serving moves on too.
  */
 static int rpc_any(etcd_client *c, struct call *call, int64_t timeout_ms)
 {
@@ -629,25 +647,26 @@ static int rpc_any(etcd_client *c, struct call *call, int64_t timeout_ms)
                 down = down_heap = xcalloc(c->n_eps, sizeof(*down));
         }
         for (size_t i = 0; i < c->n_eps; i++)
-                down[i] = c->eps[i].down_until;
+                down[i] = etcd_mark_until(c->eps[i].mark);
         etcd_select_order(c->n_eps, start, down, now_mono_ms(), order);
+        etcd_call_kind kind = !call->read_only ? ETCD_CALL_WRITE
+                              : call->large    ? ETCD_CALL_LARGE_READ
+                                               : ETCD_CALL_SMALL_READ;
+        bool tried = false;
         for (size_t k = 0; k < c->n_eps; k++) {
                 size_t i = order[k];
                 struct endpoint *ep = &c->eps[i];
                 bool others_left = k + 1 < c->n_eps;
                 /* a mark run out: ask before sending the call there again */
-                if (others_left && etcd_select_probe_first(ep->down_until, now_mono_ms()) &&
+                if (others_left && etcd_select_probe_first(down[i], now_mono_ms()) &&
                     !probe_serving(c, ep, call->deadline)) {
                         c->preferred = order[k + 1];
                         continue;
                 }
                 grpc_result res;
-                int64_t now = now_mono_ms();
-                bool first_read = call->read_only && others_left && k == 0;
-                int64_t half = MAX((call->deadline - now) / 2, 1);
-                call->attempt_deadline = !call->read_only || !others_left ? 0
-                                         : first_read ? now + MIN(half, c->read_first_try_ms)
-                                                      : now + half;
+                call->attempt_deadline = etcd_select_attempt_deadline(
+                    kind, !tried, others_left, now_mono_ms(), call->deadline, c->read_first_try_ms);
+                tried = true;
                 int r = rpc_once(c, ep, call, &res);
                 call->attempt_deadline = 0;
                 if (r == 0) {
@@ -1000,8 +1019,25 @@ int etcd_defragment(etcd_client *c, const char *endpoint)
         Etcdserverpb__DefragmentRequest req = ETCDSERVERPB__DEFRAGMENT_REQUEST__INIT;
         struct call call = UNARY("/etcdserverpb.Maintenance/Defragment", req,
                                  etcdserverpb__defragment_response__descriptor);
+        /*
+         * The member does not serve while it defragments: every client of
+         * this process tries it last until the call returns (etcd/marks.h),
+         * so their writes go to another member before they are sent. The
+         * calls they had already sent there are let finish first (at most
+         * DRAIN_MS), or they would wait for the whole defragmentation.
+         */
+        struct endpoint *ep = endpoint ? configured_endpoint(c, endpoint) : NULL;
+        if (ep) {
+                etcd_mark_hold(ep->mark);
+                if (!etcd_mark_drain(ep->mark, now_mono_ms() + DRAIN_MS))
+                        log_debug("etcd: calls still in flight on %s after %d ms; defragmenting "
+                                  "it anyway",
+                                  ep->url, DRAIN_MS);
+        }
         /* Defragmenting a large database takes a while: allow more than a plain call. */
         int r = rpc_at(c, endpoint, &call, MAX(c->call_timeout_ms, 60000));
+        if (ep)
+                etcd_mark_release(ep->mark, r == 0);
         if (r < 0)
                 return r;
         protobuf_c_message_free_unpacked(call.resp, NULL);
@@ -1334,6 +1370,7 @@ int etcd_get(etcd_client *c, const char *key, bool prefix, etcd_kv_list **ret_li
         }
         struct call call =
             READ("/etcdserverpb.KV/Range", req, etcdserverpb__range_response__descriptor);
+        call.large = prefix; /* one key is small; a prefix may hold any number */
         r = rpc_any(c, &call, c->call_timeout_ms);
         if (r < 0)
                 return r;

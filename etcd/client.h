@@ -6,7 +6,9 @@
  * reused across calls. Cluster-wide calls go to the endpoint that answered
  * last and fail over to the next one when an endpoint cannot be reached, or
  * when it is a learner that refuses the call; a member whose gRPC health
- * service says NOT_SERVING (defragmenting) is tried last for a short while.
+ * service says NOT_SERVING (defragmenting) is tried last for a short while,
+ * and one this process is defragmenting (etcd_defragment) for as long as
+ * that lasts, by every client of the process.
  * Per-member calls (status,
  * defragment, snapshot, hash) take an explicit endpoint, which must be one
  * of the configured ones (-EINVAL otherwise): the client never dials a URL
@@ -53,9 +55,11 @@ typedef struct etcd_client_opts {
         int dial_timeout_ms;     /* TCP + TLS connect per endpoint; default 2000 */
         int snapshot_timeout_ms; /* deadline of a whole snapshot; default 600000 */
         /*
-         * A read's first attempt while other endpoints are left; past it
-         * with nothing back the client asks that member's gRPC health and
-         * moves on when it is not serving (defragmenting). Default 1000.
+         * A small read's first attempt (one key, the member list, the
+         * alarms, ...) while other endpoints are left; past it with nothing
+         * back the client asks that member's gRPC health and moves on when
+         * it is not serving (defragmenting). A read over a prefix is not cut
+         * at it (a large answer takes long to build). Default 1000.
          */
         int read_first_try_ms;
 } etcd_client_opts;
@@ -176,7 +180,12 @@ int etcd_alarm_disarm(etcd_client *c, uint64_t member_id, etcd_alarm_type type);
 /* Raise an alarm by hand (for drills and tests: NOSPACE makes etcd refuse writes). */
 int etcd_alarm_activate(etcd_client *c, uint64_t member_id, etcd_alarm_type type);
 
-/* Defragment one member's backend (it blocks that member while it runs). */
+/*
+ * Defragment one member's backend (it blocks that member while it runs).
+ * While the call runs, every etcd client of this process tries that member
+ * last (cluster-wide calls, writes included: they go to another member
+ * before they are sent); after it, the member is tried as before.
+ */
 int etcd_defragment(etcd_client *c, const char *endpoint);
 
 /*

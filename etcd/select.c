@@ -28,3 +28,16 @@ bool etcd_select_probe_first(int64_t down_until, int64_t now)
 {
         return down_until != 0 && down_until <= now;
 }
+
+int64_t etcd_select_attempt_deadline(etcd_call_kind kind, bool first, bool others_left, int64_t now,
+                                     int64_t deadline, int first_try_ms)
+{
+        if (kind == ETCD_CALL_WRITE || !others_left)
+                return 0;
+        int64_t half = (deadline - now) / 2;
+        if (half < 1)
+                half = 1;
+        if (kind == ETCD_CALL_SMALL_READ && first && first_try_ms > 0 && first_try_ms < half)
+                return now + first_try_ms;
+        return now + half;
+}
