@@ -24,7 +24,11 @@
  * the writes that needed a retry, and how many times the client found a
  * member not serving (etcd_client_not_serving: a read cut short asked the
  * member's gRPC health, and the member was tried last for a while). A baseline of a few
- * seconds without defragmentation comes first.
+ * seconds without defragmentation comes first. The writer runs in the
+ * bench's process, as gitcd's own clients run in gitcd's: during gitcd's
+ * round it knows which member gitcd is defragmenting (etcd/marks.h), which
+ * an application's client in another process does not; during the etcdctl
+ * round it knows only what the members' gRPC health tells it.
  *
  *   bench-defrag [MB] [VERSION]
  *
