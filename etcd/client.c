@@ -653,13 +653,31 @@ static int rpc_any(etcd_client *c, struct call *call, int64_t timeout_ms)
                               : call->large    ? ETCD_CALL_LARGE_READ
                                                : ETCD_CALL_SMALL_READ;
         bool tried = false;
+        size_t requeued = 0;
         for (size_t k = 0; k < c->n_eps; k++) {
+                bool others_left = k + 1 < c->n_eps;
+                /*
+                 * Counted in flight before the hold is looked at: a
+                 * defragmentation of this process that begins meanwhile
+                 * either waits for this call (etcd_mark_drain) or this call
+                 * sees its hold, and the endpoint goes last.
+                 */
+                while (!etcd_mark_enter_unless_held(c->eps[order[k]].mark)) {
+                        if (!others_left || requeued == c->n_eps) {
+                                etcd_mark_enter(c->eps[order[k]].mark);
+                                break;
+                        }
+                        size_t held = order[k];
+                        memmove(&order[k], &order[k + 1], (c->n_eps - k - 1) * sizeof(*order));
+                        order[c->n_eps - 1] = held;
+                        requeued++;
+                }
                 size_t i = order[k];
                 struct endpoint *ep = &c->eps[i];
-                bool others_left = k + 1 < c->n_eps;
                 /* a mark run out: ask before sending the call there again */
                 if (others_left && etcd_select_probe_first(down[i], now_mono_ms()) &&
                     !probe_serving(c, ep, call->deadline)) {
+                        etcd_mark_leave(ep->mark);
                         c->preferred = order[k + 1];
                         continue;
                 }
@@ -668,6 +686,7 @@ static int rpc_any(etcd_client *c, struct call *call, int64_t timeout_ms)
                     kind, !tried, others_left, now_mono_ms(), call->deadline, c->read_first_try_ms);
                 tried = true;
                 int r = rpc_once(c, ep, call, &res);
+                etcd_mark_leave(ep->mark);
                 call->attempt_deadline = 0;
                 if (r == 0) {
                         c->preferred = i;

@@ -118,6 +118,15 @@ void etcd_mark_enter(etcd_mark *m)
         atomic_fetch_add(&m->in_flight, 1);
 }
 
+bool etcd_mark_enter_unless_held(etcd_mark *m)
+{
+        atomic_fetch_add(&m->in_flight, 1);
+        if (atomic_load(&m->holds) == 0)
+                return true;
+        atomic_fetch_sub(&m->in_flight, 1);
+        return false;
+}
+
 void etcd_mark_leave(etcd_mark *m)
 {
         assert(atomic_load(&m->in_flight) > 0);

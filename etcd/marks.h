@@ -53,15 +53,24 @@ void etcd_mark_up(etcd_mark *m);
 void etcd_mark_hold(etcd_mark *m);
 void etcd_mark_release(etcd_mark *m, bool served);
 
-/* A call of this process on the endpoint begins / ends. */
+/* A call of this process on the endpoint begins / ends (they nest). */
 void etcd_mark_enter(etcd_mark *m);
 void etcd_mark_leave(etcd_mark *m);
+/*
+ * A call begins unless a defragmentation holds the endpoint: false then,
+ * and nothing is counted. The call is counted before the hold is looked at,
+ * and etcd_mark_hold comes before etcd_mark_drain looks at the count (all
+ * sequentially consistent), so either the call sees the hold or the drain
+ * sees the call: no call slips past a drain.
+ */
+bool etcd_mark_enter_unless_held(etcd_mark *m);
 
 /*
  * Wait, until deadline (monotonic ms), for the process's calls in flight on
  * the endpoint to end. True when they did; false at the deadline (a long
  * call, a snapshot: the caller goes on). Called after etcd_mark_hold, it
- * lets the calls sent before the hold finish; a call whose endpoint was
- * chosen before the hold and is sent right after it is not waited for.
+ * lets the calls sent before the hold finish (with
+ * etcd_mark_enter_unless_held, also one whose endpoint was chosen just
+ * before the hold).
  */
 bool etcd_mark_drain(const etcd_mark *m, int64_t deadline);

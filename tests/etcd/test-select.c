@@ -213,6 +213,16 @@ static void test_drain_waits_for_calls_in_flight(void **state)
         assert_false(etcd_mark_drain(a, 0)); /* a call in flight: until the deadline */
         etcd_mark_leave(a);
         assert_true(etcd_mark_drain(a, 0));
+        /* a call about to be sent sees a hold taken before it, and is not counted */
+        assert_true(etcd_mark_enter_unless_held(a));
+        etcd_mark_hold(a);
+        assert_false(etcd_mark_drain(a, 0)); /* the call counted before the hold */
+        etcd_mark_leave(a);
+        assert_false(etcd_mark_enter_unless_held(a));
+        assert_true(etcd_mark_drain(a, 0));
+        etcd_mark_release(a, true);
+        assert_true(etcd_mark_enter_unless_held(a));
+        etcd_mark_leave(a);
         etcd_marks_unref(a);
 }
 
