@@ -1141,6 +1141,7 @@ int etcd_hash_kv(etcd_client *c, const char *endpoint, int64_t revision, uint32_
         req.revision = revision;
         struct call call = READ("/etcdserverpb.Maintenance/HashKV", req,
                                 etcdserverpb__hash_kvresponse__descriptor);
+        call.large = true; /* small, but computed over every key: as slow as a large read */
         int r = rpc_at(c, endpoint, &call, c->call_timeout_ms);
         if (r < 0)
                 return r;

@@ -42,7 +42,8 @@ bool etcd_select_probe_first(int64_t down_until, int64_t now);
 typedef enum etcd_call_kind {
         ETCD_CALL_WRITE,      /* may be applied: never cut short, never sent twice */
         ETCD_CALL_SMALL_READ, /* an answer known to be small: a key, the member list, ... */
-        ETCD_CALL_LARGE_READ, /* an answer of unknown size: a Range over a prefix */
+        ETCD_CALL_LARGE_READ, /* an answer of unknown size (a Range over a prefix) or one
+                                 computed over every key (HashKV) */
 } etcd_call_kind;
 
 /*
