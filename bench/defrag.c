@@ -17,11 +17,18 @@
  * Before each round the database is fragmented the same way: MB megabytes
  * written in 64 KiB values, every other key deleted, the history compacted
  * (each member's file is then about MB, half of it free). A writer with all
- * three endpoints (the project's etcd client) puts small keys all along;
- * for each round it prints the median, 99th percentile and worst latency
- * of a write (retries included: what the application waits), the attempts
- * that failed and the writes that needed a retry. A baseline of a few
- * seconds without defragmentation comes first.
+ * three endpoints (the project's etcd client) puts small keys all along,
+ * reading each one back after its write; for each round it prints the
+ * median, 99th percentile and worst latency of a write and of a read
+ * (retries included: what the application waits), the attempts that failed,
+ * the writes that needed a retry, and how many times the client found a
+ * member not serving (etcd_client_not_serving: a read cut short asked the
+ * member's gRPC health, and the member was tried last for a while). A baseline of a few
+ * seconds without defragmentation comes first. The writer runs in the
+ * bench's process, as gitcd's own clients run in gitcd's: during gitcd's
+ * round it knows which member gitcd is defragmenting (etcd/marks.h), which
+ * an application's client in another process does not; during the etcdctl
+ * round it knows only what the members' gRPC health tells it.
  *
  *   bench-defrag [MB] [VERSION]
  *
@@ -72,7 +79,17 @@ typedef struct writer {
         int retried; /* writes that needed more than one attempt */
         bool joined;
         char *first_error; /* the first failed attempt's error */
+        /* after each write, a read of the key through the same client */
+        int64_t *rlat_us;
+        size_t rn, ralloc;
+        int rfailed;
+        uint64_t not_serving; /* etcd_client_not_serving() at the end */
 } writer;
+
+static int64_t elapsed_us(const struct timespec *a, const struct timespec *b)
+{
+        return (b->tv_sec - a->tv_sec) * 1000000LL + (b->tv_nsec - a->tv_nsec) / 1000;
+}
 
 static void *write_loop(void *userdata)
 {
@@ -99,9 +116,22 @@ static void *write_loop(void *userdata)
                 if (attempts > 1)
                         w->retried++;
                 w->lat_us = xgrow(w->lat_us, &w->alloc, w->n + 1, sizeof(int64_t));
-                w->lat_us[w->n++] =
-                    (b.tv_sec - a.tv_sec) * 1000000LL + (b.tv_nsec - a.tv_nsec) / 1000;
+                w->lat_us[w->n++] = elapsed_us(&a, &b);
+                clock_gettime(CLOCK_MONOTONIC, &a);
+                do {
+                        etcd_kv_list *l = NULL;
+                        k = etcd_get(c, key, false, &l);
+                        etcd_kv_list_free(l);
+                        if (k < 0)
+                                w->rfailed++;
+                } while (k < 0 && !atomic_load(&w->stop));
+                clock_gettime(CLOCK_MONOTONIC, &b);
+                if (k < 0)
+                        break;
+                w->rlat_us = xgrow(w->rlat_us, &w->ralloc, w->rn + 1, sizeof(int64_t));
+                w->rlat_us[w->rn++] = elapsed_us(&a, &b);
         }
+        w->not_serving = etcd_client_not_serving(c);
         etcd_client_free(c);
         return NULL;
 }
@@ -143,6 +173,14 @@ static void writer_report(writer *w, const char *label)
                w->lat_us[w->n / 2] / 1000.0, w->lat_us[(w->n * 99) / 100] / 1000.0,
                w->lat_us[w->n - 1] / 1000.0, w->failed, w->retried);
         free(w->lat_us);
+        if (w->rn > 0) {
+                qsort(w->rlat_us, w->rn, sizeof(int64_t), cmp64);
+                printf("  %-34s %7zu %9.1f %9.1f %9.1f %7d %7s\n", "  its reads", w->rn,
+                       w->rlat_us[w->rn / 2] / 1000.0, w->rlat_us[(w->rn * 99) / 100] / 1000.0,
+                       w->rlat_us[w->rn - 1] / 1000.0, w->rfailed, "-");
+        }
+        free(w->rlat_us);
+        printf("  %-34s members found not serving: %llu\n", "", (unsigned long long)w->not_serving);
         if (w->first_error)
                 printf("  %-34s first failure: %s\n", "", w->first_error);
         free(w->first_error);

@@ -14,6 +14,29 @@
  *    are left; a write keeps the whole deadline, so a write that timed out
  *    is never sent again (a MemberAdd never runs twice because of a retry
  *    here). After a fail-over the next call starts on the next endpoint.
+ *  - A member that is not serving is skipped (etcd 3.5.14+ with
+ *    --experimental-stop-grpc-service-on-defrag says NOT_SERVING on
+ *    grpc.health.v1.Health/Check while it defragments). The client asks
+ *    the health service only on failure, never before every call: a small
+ *    read (one key, the member list, ...) first gets a short deadline
+ *    (opts.read_first_try_ms, 1 s by default) while other endpoints are
+ *    left, and when it passes with nothing back, or a call fails with
+ *    UNAVAILABLE, the client asks that endpoint's health. A read over a
+ *    prefix is not cut that early: etcd sends a Range's answer in one
+ *    message at the end, so a slow large read looks exactly like a stuck
+ *    member, and cutting it would send it to a second member. NOT_SERVING
+ *    marks the member down for DOWN_MS, for every client of the process
+ *    (etcd/marks.h): calls, writes as well as reads, try the endpoints
+ *    that are up first (etcd/select.c), and an endpoint whose mark has run
+ *    out is asked again before a call is sent there. etcd_defragment holds
+ *    its member down in the same marks while its call runs, so the
+ *    process's writes go elsewhere before they are sent, and lets the
+ *    calls already sent there finish before it sends the Defragment. Whether a call
+ *    already sent moves on is decided by the fail-over rule above,
+ *    unchanged: a write that may have been applied is never sent again. A
+ *    background prober was rejected (a client is single-threaded and owns
+ *    its connections); asking before each call costs a round trip when
+ *    all is well.
  *  - With a user configured, the client authenticates lazily on the first
  *    call and once more when etcd says the token is invalid or stale.
  *  - The client talks only to the endpoints it was configured with, with
@@ -35,7 +58,10 @@
 
 #include "etcd/client.h"
 #include "etcd/grpc.h"
+#include "etcd/health.pb-c.h"
+#include "etcd/marks.h"
 #include "etcd/rpc.pb-c.h"
+#include "etcd/select.h"
 #include "util/fs.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -45,10 +71,17 @@
 #include "util/xalloc.h"
 
 #define MAX_MESSAGE (64u * 1024u * 1024u)
+/* The health question's own deadline. */
+#define PROBE_MS 500
+/* How long an endpoint that said NOT_SERVING is tried last. */
+#define DOWN_MS 3000
+/* How long a Defragment waits for the process's calls already sent to its member. */
+#define DRAIN_MS 2000
 
 struct endpoint {
         char *url;
         grpc_conn *conn; /* opened on first use */
+        etcd_mark *mark; /* whether it serves, calls in flight: the process's (marks.h) */
 };
 
 struct etcd_client {
@@ -69,7 +102,9 @@ struct etcd_client {
         int call_timeout_ms;
         int dial_timeout_ms;
         int snapshot_timeout_ms;
+        int read_first_try_ms;
         char *last_error;
+        uint64_t not_serving; /* times an endpoint was found not serving */
 };
 
 /* ---- small helpers ---- */
@@ -110,6 +145,11 @@ uint64_t etcd_client_timer_wakeups(const etcd_client *c)
                 if (c->eps[i].conn)
                         n += grpc_conn_timer_wakeups(c->eps[i].conn);
         return n;
+}
+
+uint64_t etcd_client_not_serving(const etcd_client *c)
+{
+        return c->not_serving;
 }
 
 size_t etcd_client_endpoint_count(const etcd_client *c)
@@ -256,7 +296,7 @@ int etcd_client_new(const etcd_client_opts *opts, etcd_client **ret_client)
                         return -EINVAL;
                 }
                 c->eps = xrealloc(c->eps, (c->n_eps + 1) * sizeof(*c->eps));
-                c->eps[c->n_eps++] = (struct endpoint){.url = url};
+                c->eps[c->n_eps++] = (struct endpoint){.url = url, .mark = etcd_marks_ref(url)};
                 if (!comma)
                         break;
                 p = comma + 1;
@@ -275,6 +315,7 @@ int etcd_client_new(const etcd_client_opts *opts, etcd_client **ret_client)
         c->call_timeout_ms = opts->call_timeout_ms > 0 ? opts->call_timeout_ms : 5000;
         c->dial_timeout_ms = opts->dial_timeout_ms > 0 ? opts->dial_timeout_ms : 2000;
         c->snapshot_timeout_ms = opts->snapshot_timeout_ms > 0 ? opts->snapshot_timeout_ms : 600000;
+        c->read_first_try_ms = opts->read_first_try_ms > 0 ? opts->read_first_try_ms : 1000;
         *ret_client = c;
         return 0;
 }
@@ -285,6 +326,7 @@ void etcd_client_free(etcd_client *c)
                 return;
         for (size_t i = 0; i < c->n_eps; i++) {
                 grpc_conn_free(c->eps[i].conn);
+                etcd_marks_unref(c->eps[i].mark);
                 free(c->eps[i].url);
         }
         free(c->eps);
@@ -370,6 +412,7 @@ struct call {
         void *stream_ud;
         int64_t deadline;         /* monotonic ms, for the whole call */
         bool read_only;           /* safe to cut short and repeat on another endpoint */
+        bool large;               /* a read whose answer's size is unknown (select.h) */
         int64_t attempt_deadline; /* for the current endpoint; set by rpc_any() */
 };
 
@@ -405,9 +448,11 @@ static int rpc_raw(etcd_client *c, struct endpoint *ep, struct call *call, const
             .max_message = MAX_MESSAGE,
         };
         struct unary_buf ub = {0};
+        etcd_mark_enter(ep->mark);
         r = grpc_call(ep->conn, call->path, buf, len, &o,
                       call->stream_fn ? call->stream_fn : collect_unary,
                       call->stream_fn ? call->stream_ud : &ub, res);
+        etcd_mark_leave(ep->mark);
         free(buf);
         if (r == 0 && call->resp_desc) {
                 call->resp = protobuf_c_message_unpack(call->resp_desc, NULL, ub.len, ub.data);
@@ -530,11 +575,54 @@ static void report(etcd_client *c, struct call *call, struct endpoint *ep, int r
 }
 
 /*
- * A cluster-wide call: the preferred endpoint first, then the others. A read
- * gets at most half of the remaining time on an endpoint while others are
- * left, so one hung member cannot eat the whole deadline. A write keeps the
- * whole deadline on the endpoint it was sent to: if that endpoint times out
- * there is no time left to send it again, so it is never applied twice.
+ * Ask ep's gRPC health service (grpc.health.v1.Health/Check, service "")
+ * whether it serves, within PROBE_MS and the call's deadline. NOT_SERVING
+ * marks it down for DOWN_MS; any other answer, or none, clears the mark (the
+ * call itself then says what is wrong). Returns false only for NOT_SERVING.
+ */
+static bool probe_serving(etcd_client *c, struct endpoint *ep, int64_t deadline)
+{
+        Grpc__Health__V1__HealthCheckRequest req = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
+        req.service = (char *)"";
+        struct call call = {
+            .path = "/grpc.health.v1.Health/Check",
+            .req = &req.base,
+            .resp_desc = &grpc__health__v1__health_check_response__descriptor,
+            .deadline = MIN(deadline, now_mono_ms() + PROBE_MS),
+        };
+        grpc_result res;
+        int r = rpc_raw(c, ep, &call, NULL, &res);
+        grpc_result_release(&res);
+        bool serving = true;
+        if (r == 0) {
+                Grpc__Health__V1__HealthCheckResponse *resp = (void *)call.resp;
+                serving = resp->status !=
+                          GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+                protobuf_c_message_free_unpacked(call.resp, NULL);
+        }
+        if (serving) {
+                etcd_mark_up(ep->mark);
+                return true;
+        }
+        etcd_mark_down(ep->mark, now_mono_ms() + DOWN_MS);
+        c->not_serving++;
+        log_debug("etcd: %s is not serving (defragmenting?); trying it last for %d ms", ep->url,
+                  DOWN_MS);
+        return false;
+}
+
+/*
+ * A cluster-wide call: the preferred endpoint first, then the others, the
+ * ones marked not serving last (etcd/select.c, etcd/marks.h), for writes as
+ * for reads. A small read's first attempt gets opts.read_first_try_ms while
+ * others are left, any other read's attempts at most half of the remaining
+ * time, so one hung member cannot eat the whole deadline
+ * (etcd_select_attempt_deadline). A write keeps the whole deadline on the
+ * endpoint it was sent to: if that endpoint times out there is no time left
+ * to send it again, so it is never applied twice. A read cut short with
+ * nothing back, or a call that failed with UNAVAILABLE, makes the client ask
+ * that endpoint's health (probe_serving); a read that got UNAVAILABLE from a
+ * member not serving moves on too.
  */
 static int rpc_any(etcd_client *c, struct call *call, int64_t timeout_ms)
 {
@@ -547,15 +635,58 @@ static int rpc_any(etcd_client *c, struct call *call, int64_t timeout_ms)
          * endpoints that sent the call back to the first one). */
         const size_t start = c->preferred;
         assert(start < c->n_eps);
+        /* no allocation for the usual few endpoints */
+        size_t order_buf[8];
+        int64_t down_buf[8];
+        _cleanup_free_ size_t *order_heap = NULL;
+        _cleanup_free_ int64_t *down_heap = NULL;
+        size_t *order = order_buf;
+        int64_t *down = down_buf;
+        if (c->n_eps > ARRAY_SIZE(order_buf)) {
+                order = order_heap = xcalloc(c->n_eps, sizeof(*order));
+                down = down_heap = xcalloc(c->n_eps, sizeof(*down));
+        }
+        for (size_t i = 0; i < c->n_eps; i++)
+                down[i] = etcd_mark_until(c->eps[i].mark);
+        etcd_select_order(c->n_eps, start, down, now_mono_ms(), order);
+        etcd_call_kind kind = !call->read_only ? ETCD_CALL_WRITE
+                              : call->large    ? ETCD_CALL_LARGE_READ
+                                               : ETCD_CALL_SMALL_READ;
+        bool tried = false;
+        size_t requeued = 0;
         for (size_t k = 0; k < c->n_eps; k++) {
-                size_t i = (start + k) % c->n_eps;
+                bool others_left = k + 1 < c->n_eps;
+                /*
+                 * Counted in flight before the hold is looked at: a
+                 * defragmentation of this process that begins meanwhile
+                 * either waits for this call (etcd_mark_drain) or this call
+                 * sees its hold, and the endpoint goes last.
+                 */
+                while (!etcd_mark_enter_unless_held(c->eps[order[k]].mark)) {
+                        if (!others_left || requeued == c->n_eps) {
+                                etcd_mark_enter(c->eps[order[k]].mark);
+                                break;
+                        }
+                        size_t held = order[k];
+                        memmove(&order[k], &order[k + 1], (c->n_eps - k - 1) * sizeof(*order));
+                        order[c->n_eps - 1] = held;
+                        requeued++;
+                }
+                size_t i = order[k];
                 struct endpoint *ep = &c->eps[i];
+                /* a mark run out: ask before sending the call there again */
+                if (others_left && etcd_select_probe_first(down[i], now_mono_ms()) &&
+                    !probe_serving(c, ep, call->deadline)) {
+                        etcd_mark_leave(ep->mark);
+                        c->preferred = order[k + 1];
+                        continue;
+                }
                 grpc_result res;
-                int64_t now = now_mono_ms();
-                call->attempt_deadline = call->read_only && k + 1 < c->n_eps
-                                             ? now + MAX((call->deadline - now) / 2, 1)
-                                             : 0;
+                call->attempt_deadline = etcd_select_attempt_deadline(
+                    kind, !tried, others_left, now_mono_ms(), call->deadline, c->read_first_try_ms);
+                tried = true;
                 int r = rpc_once(c, ep, call, &res);
+                etcd_mark_leave(ep->mark);
                 call->attempt_deadline = 0;
                 if (r == 0) {
                         c->preferred = i;
@@ -567,11 +698,17 @@ static int rpc_any(etcd_client *c, struct call *call, int64_t timeout_ms)
                 if (!res.no_connection)
                         all_unreachable = false;
                 report(c, call, ep, r, &res);
-                bool again = should_fail_over(r, &res) && now_mono_ms() < call->deadline;
+                bool fail_over = should_fail_over(r, &res);
+                bool cut_short =
+                    call->read_only && r == ETCD_ERR_TIMEOUT && now_mono_ms() < call->deadline;
+                if ((cut_short || r == ETCD_ERR_UNAVAILABLE) && now_mono_ms() < call->deadline &&
+                    !probe_serving(c, ep, call->deadline) && call->read_only)
+                        fail_over = true; /* a read: safe to repeat elsewhere */
+                bool again = fail_over && now_mono_ms() < call->deadline;
                 log_debug("etcd: %s via %s failed (%s)%s", method_name(call->path), ep->url,
                           etcd_strerror(r), again ? ", trying the next endpoint" : "");
-                if (should_fail_over(r, &res))
-                        c->preferred = (i + 1) % c->n_eps; /* start elsewhere next time */
+                if (fail_over)
+                        c->preferred = others_left ? order[k + 1] : (i + 1) % c->n_eps;
                 grpc_result_release(&res);
                 if (!again)
                         return r;
@@ -901,8 +1038,25 @@ int etcd_defragment(etcd_client *c, const char *endpoint)
         Etcdserverpb__DefragmentRequest req = ETCDSERVERPB__DEFRAGMENT_REQUEST__INIT;
         struct call call = UNARY("/etcdserverpb.Maintenance/Defragment", req,
                                  etcdserverpb__defragment_response__descriptor);
+        /*
+         * The member does not serve while it defragments: every client of
+         * this process tries it last until the call returns (etcd/marks.h),
+         * so their writes go to another member before they are sent. The
+         * calls they had already sent there are let finish first (at most
+         * DRAIN_MS), or they would wait for the whole defragmentation.
+         */
+        struct endpoint *ep = endpoint ? configured_endpoint(c, endpoint) : NULL;
+        if (ep) {
+                etcd_mark_hold(ep->mark);
+                if (!etcd_mark_drain(ep->mark, now_mono_ms() + DRAIN_MS))
+                        log_debug("etcd: calls still in flight on %s after %d ms; defragmenting "
+                                  "it anyway",
+                                  ep->url, DRAIN_MS);
+        }
         /* Defragmenting a large database takes a while: allow more than a plain call. */
         int r = rpc_at(c, endpoint, &call, MAX(c->call_timeout_ms, 60000));
+        if (ep)
+                etcd_mark_release(ep->mark, r == 0);
         if (r < 0)
                 return r;
         protobuf_c_message_free_unpacked(call.resp, NULL);
@@ -987,6 +1141,7 @@ int etcd_hash_kv(etcd_client *c, const char *endpoint, int64_t revision, uint32_
         req.revision = revision;
         struct call call = READ("/etcdserverpb.Maintenance/HashKV", req,
                                 etcdserverpb__hash_kvresponse__descriptor);
+        call.large = true; /* small, but computed over every key: as slow as a large read */
         int r = rpc_at(c, endpoint, &call, c->call_timeout_ms);
         if (r < 0)
                 return r;
@@ -1235,6 +1390,7 @@ int etcd_get(etcd_client *c, const char *key, bool prefix, etcd_kv_list **ret_li
         }
         struct call call =
             READ("/etcdserverpb.KV/Range", req, etcdserverpb__range_response__descriptor);
+        call.large = prefix; /* one key is small; a prefix may hold any number */
         r = rpc_any(c, &call, c->call_timeout_ms);
         if (r < 0)
                 return r;

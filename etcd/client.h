@@ -5,7 +5,11 @@
  * A client holds a list of endpoints and one connection per endpoint,
  * reused across calls. Cluster-wide calls go to the endpoint that answered
  * last and fail over to the next one when an endpoint cannot be reached, or
- * when it is a learner that refuses the call. Per-member calls (status,
+ * when it is a learner that refuses the call; a member whose gRPC health
+ * service says NOT_SERVING (defragmenting) is tried last for a short while,
+ * and one this process is defragmenting (etcd_defragment) for as long as
+ * that lasts, by every client of the process.
+ * Per-member calls (status,
  * defragment, snapshot, hash) take an explicit endpoint, which must be one
  * of the configured ones (-EINVAL otherwise): the client never dials a URL
  * it was not given, nor changes a configured scheme, so credentials go
@@ -50,6 +54,14 @@ typedef struct etcd_client_opts {
         int call_timeout_ms;     /* deadline of one call incl. fail-over; default 5000 */
         int dial_timeout_ms;     /* TCP + TLS connect per endpoint; default 2000 */
         int snapshot_timeout_ms; /* deadline of a whole snapshot; default 600000 */
+        /*
+         * A small read's first attempt (one key, the member list, the
+         * alarms, ...) while other endpoints are left; past it with nothing
+         * back the client asks that member's gRPC health and moves on when
+         * it is not serving (defragmenting). A read over a prefix is not cut
+         * at it (a large answer takes long to build). Default 1000.
+         */
+        int read_first_try_ms;
 } etcd_client_opts;
 
 /*
@@ -70,6 +82,14 @@ const char *etcd_client_endpoint(const etcd_client *c, size_t i);
  * benchmarks.
  */
 uint64_t etcd_client_timer_wakeups(const etcd_client *c);
+/*
+ * How many times, over the client's life, an endpoint's gRPC health service
+ * said NOT_SERVING (a member defragmenting with etcd 3.5.14+'s
+ * --experimental-stop-grpc-service-on-defrag): each time, that endpoint was
+ * tried last for a short while and calls were served by the others. For
+ * tests and benchmarks.
+ */
+uint64_t etcd_client_not_serving(const etcd_client *c);
 
 /* Member IDs print in lowercase hex without leading zeros, like etcdctl ("8e9e05c52164694d"). */
 void etcd_member_id_format(uint64_t id, char buf[static 17]);
@@ -160,7 +180,12 @@ int etcd_alarm_disarm(etcd_client *c, uint64_t member_id, etcd_alarm_type type);
 /* Raise an alarm by hand (for drills and tests: NOSPACE makes etcd refuse writes). */
 int etcd_alarm_activate(etcd_client *c, uint64_t member_id, etcd_alarm_type type);
 
-/* Defragment one member's backend (it blocks that member while it runs). */
+/*
+ * Defragment one member's backend (it blocks that member while it runs).
+ * While the call runs, every etcd client of this process tries that member
+ * last (cluster-wide calls, writes included: they go to another member
+ * before they are sent); after it, the member is tried as before.
+ */
 int etcd_defragment(etcd_client *c, const char *endpoint);
 
 /*

@@ -1,13 +1,15 @@
 /*
  * Fuzz target for what gitcd reads from an etcd server: the gRPC response
  * framing (etcd/grpc.h) fed in odd splits, and every complete message
- * decoded as the replies gitcd parses most (MemberList, Status, Range).
+ * decoded as the replies gitcd parses most (MemberList, Status, Range) and
+ * gRPC health's Check answer.
  * Malformed input must give an error, never a crash or a leak.
  */
 #include <stddef.h>
 #include <stdint.h>
 
 #include "etcd/grpc.h"
+#include "etcd/health.pb-c.h"
 #include "etcd/rpc.pb-c.h"
 
 static int on_msg(const uint8_t *msg, size_t len, void *userdata)
@@ -23,6 +25,10 @@ static int on_msg(const uint8_t *msg, size_t len, void *userdata)
         Etcdserverpb__RangeResponse *rr = etcdserverpb__range_response__unpack(NULL, len, msg);
         if (rr)
                 etcdserverpb__range_response__free_unpacked(rr, NULL);
+        Grpc__Health__V1__HealthCheckResponse *hc =
+            grpc__health__v1__health_check_response__unpack(NULL, len, msg);
+        if (hc)
+                grpc__health__v1__health_check_response__free_unpacked(hc, NULL);
         return 0;
 }
 

@@ -16,6 +16,7 @@
 
 #include "etcd/errors.h"
 #include "etcd/grpc.h"
+#include "etcd/health.pb-c.h"
 #include "etcd/rpc.pb-c.h"
 
 struct seen {
@@ -152,6 +153,10 @@ static void test_random_bytes(void **state)
                     etcdserverpb__snapshot_response__unpack(NULL, len, buf);
                 if (sn)
                         etcdserverpb__snapshot_response__free_unpacked(sn, NULL);
+                Grpc__Health__V1__HealthCheckResponse *hc =
+                    grpc__health__v1__health_check_response__unpack(NULL, len, buf);
+                if (hc)
+                        grpc__health__v1__health_check_response__free_unpacked(hc, NULL);
         }
 }
 
