@@ -3,8 +3,9 @@
  * node simulator of tests/harness/kubeapi.h (a kubelet simulator: no real
  * kubelet can run here; skipped, 77, without them or without root).
  *
- * Leaf renewal: `gitcd run --target kubernetes` with 60 s certificates
- * renewed 40 s early updates the cluster's TLS Secrets with certificates
+ * Leaf renewal: `gitcd run --target kubernetes` with 40 s certificates
+ * renewed 30 s early (every ~10 s, 30 s to spare beside the simulated
+ * kubelet's 5 s Secret sync) updates the cluster's TLS Secrets with certificates
  * from the same CA and a new serial, twice, without touching a member Pod;
  * once the simulated kubelet synced the Secret volumes, every member
  * serves the new serial on its client and peer ports; `gitcd status`
@@ -249,8 +250,8 @@ static void test_secrets_renewed(void **state)
         e2e *e = e2e_new();
         write_cluster(e, "kr",
                       AUTO_TLS "    auto:\n"
-                               "      validity: 60s\n"
-                               "      renewBefore: 40s\n");
+                               "      validity: 40s\n"
+                               "      renewBefore: 30s\n");
         pid_t d = start_daemon(e);
         assert_true(e2e_wait_ready(e, "kr", 3, 240));
 
@@ -259,7 +260,7 @@ static void test_secrets_renewed(void **state)
         assert_non_null(first);
         _cleanup_free_ char *uids = pod_uids();
 
-        /* Two renewals (every ~20 s): a new serial in the Secret, from the same CA. */
+        /* Two renewals (every ~10 s): a new serial in the Secret, from the same CA. */
         char *last = xstrdup(first);
         int renewals = 0;
         int64_t end = now_mono_ms() + 120 * 1000;
