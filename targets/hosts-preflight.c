@@ -30,6 +30,9 @@ char *preflight_script(const char *data_dir, const char *dd)
             "echo 'gitcd-preflight 1'; echo \"kernel=$(uname -r)\"; "
             "echo \"fstype=$(stat -f -c %%T -- \"$d\")\"; "
             "echo \"free=$(df -B1 --output=avail -- \"$d\" | tail -n 1 | tr -d ' ')\"; "
+            "i=0; while [ $i -lt 5 ]; do a=$(date +%%s%%N); "
+            "timeout 2 %s if=/dev/zero of=\"$f\" bs=8k count=1 conv=notrunc 2>/dev/null; "
+            "b=$(date +%%s%%N); echo \"base=$(( (b - a) / 1000 ))\"; i=$((i + 1)); done; "
             "end=$(( $(date +%%s) + %d )); i=0; "
             "while [ $i -lt %d ] && [ $(date +%%s) -lt $end ]; do "
             "a=$(date +%%s%%N); "
@@ -38,7 +41,7 @@ char *preflight_script(const char *data_dir, const char *dd)
             "break; }; "
             "b=$(date +%%s%%N); echo \"sync=$(( (b - a) / 1000 ))\"; i=$((i + 1)); done; "
             "rm -f -- \"$f\"; echo end",
-            qd, PREFLIGHT_BUDGET_S, PREFLIGHT_SAMPLES, qdd);
+            qd, qdd, PREFLIGHT_BUDGET_S, PREFLIGHT_SAMPLES, qdd);
 }
 
 /* A non-negative decimal integer filling the whole of s. */
@@ -72,7 +75,7 @@ int preflight_parse(const char *out, size_t len, preflight_result *ret, char **r
 {
         preflight_result r = {0};
         int64_t *samples = NULL;
-        size_t n = 0;
+        size_t n = 0, n_base = 0;
         bool header = false, end = false, have_free = false;
         int line = 0, k = 0;
         _cleanup_free_ char *why = NULL;
@@ -106,6 +109,14 @@ int preflight_parse(const char *out, size_t len, preflight_result *ret, char **r
                                 why =
                                     xasprintf("line %d: free space is not a number of bytes", line);
                         have_free = true;
+                } else if (startswith(text, "base=")) {
+                        int64_t v;
+                        if (parse_count(text + 5, &v) < 0 || n_base >= PREFLIGHT_MAX_SAMPLES)
+                                why = xasprintf("line %d: a baseline is not a number of "
+                                                "microseconds",
+                                                line);
+                        else if (n_base++ == 0 || v < r.base_us)
+                                r.base_us = v;
                 } else if (startswith(text, "sync=")) {
                         int64_t v;
                         if (parse_count(text + 5, &v) < 0)
@@ -137,6 +148,8 @@ int preflight_parse(const char *out, size_t len, preflight_result *ret, char **r
                 *ret_why = TAKE_PTR(why);
                 return -EINVAL;
         }
+        for (size_t j = 0; j < n; j++)
+                samples[j] = samples[j] > r.base_us ? samples[j] - r.base_us : 0;
         if (n > 0) {
                 qsort(samples, n, sizeof(*samples), cmp_i64);
                 r.sync_p50_us = percentile(samples, n, 50);

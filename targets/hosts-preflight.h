@@ -10,9 +10,10 @@
  * Bounds: the script writes at most PREFLIGHT_SAMPLES blocks of 8 KiB, each
  * with `dd oflag=dsync` under `timeout 2`, and stops sampling after
  * PREFLIGHT_BUDGET_S seconds, whichever comes first; so a preflight costs
- * at most about 12 s on the slowest disk and about 100 process starts on a
- * healthy one. A sample includes dd's process start-up (about a
- * millisecond): the latency it reports is an upper bound, never flattering.
+ * at most about 12 s on the slowest disk and about 105 process starts on a
+ * healthy one. A timed dd includes its process start-up (2 ms on a loaded
+ * machine), so five writes without dsync are timed first and the fastest
+ * of them (the baseline) is taken off every sample.
  */
 #pragma once
 
@@ -41,7 +42,8 @@ typedef struct preflight_result {
         int64_t sync_p50_us; /* fdatasync latency, microseconds (nearest rank) */
         int64_t sync_p99_us;
         int64_t sync_max_us;
-        char *error; /* the script's own complaint (a write that failed), or NULL */
+        int64_t base_us; /* the fastest write without dsync, taken off each sample */
+        char *error;     /* the script's own complaint (a write that failed), or NULL */
 } preflight_result;
 
 /*
