@@ -20,7 +20,9 @@
  * alone when it runs other data, and disabled before gitcd's unit starts
  * a member whose data it runs (reported until then as run by it); a
  * cluster that skipped intake (a home folder as dataDir, a newline in a
- * flag value) refused by the target itself with nothing written. With a
+ * flag value) refused by the target itself with nothing written; a free
+ * machine whose disk fails the preflight not placed on (see
+ * test_preflight_refuses_slow_machine for how its disk is slow). With a
  * user other than root
  * (`ssh.user`), on the machine's real sudo and the accounts scripts/setup
  * creates: the same contract through `sudo -n` as gitcd-test,
@@ -647,6 +649,74 @@ static void test_bypassed_intake_refused(void **state)
         target_free(t);
 }
 
+/*
+ * The preflight before placement: machine 0's disk is slow, machines 1
+ * and 2's fast. How: the target's dd on the machines is a wrapper the
+ * test writes (the test's machines are slow or fast, not gitcd's code; a
+ * loop device or dm-delay cannot be made here). Into machine 0's data
+ * directory it sleeps 50 ms before each synchronous write; into the
+ * others' it writes the same block synchronously to a file on tmpfs
+ * (/dev/shm), since this loaded test machine's own disk shows an
+ * fdatasync p99 of 90 to 180 ms and would fail every machine. The
+ * threshold is 30 ms. About 20 s: three placements, each measuring
+ * machine 0 (about 6 s).
+ */
+static void test_preflight_refuses_slow_machine(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *slow_dir = machine_path(0, "/var/lib/etcd/slow");
+        _cleanup_free_ char *dd = xasprintf("%s/slow-dd", lab->dir);
+        _cleanup_free_ char *wrapper =
+            xasprintf("#!/bin/sh\ncase \"$*\" in\n"
+                      "*'of=%s/'*oflag=dsync*) sleep 0.05; exec dd \"$@\";;\n"
+                      "*oflag=dsync*) f=/dev/shm/gitcd-preflight-$$; dd if=/dev/zero of=$f "
+                      "bs=8k count=1 oflag=dsync; r=$?; rm -f $f; exit $r;;\n"
+                      "esac\nexec dd \"$@\"\n",
+                      slow_dir);
+        assert_int_equal(write_file_atomic(dd, wrapper, strlen(wrapper), 0755), 0);
+        hosts_target_opts o = {
+            .ssh = {.known_hosts = lab->known_hosts,
+                    .key_file = lab->client_key,
+                    .connect_timeout_ms = 5000,
+                    .command_timeout_ms = 20000},
+            .systemctl = systemctl,
+            .client_port = client_port,
+            .peer_port = peer_port,
+            .metrics_port = metrics_port,
+            .health_timeout_ms = 1000,
+            .state_dir = state_dir,
+            .preflight = true,
+            .preflight_dd = dd,
+            .preflight_sync_p99_max_us = 30000,
+        };
+        target *t = NULL;
+        assert_int_equal(hosts_target_new(&o, &t), 0);
+        etcd_cluster *c = load_cluster("slow", "systemd", 3);
+        membership_plan *p = membership_plan_new(c);
+        const char *want[] = {lab->machines[1].address, lab->machines[2].address};
+        for (size_t i = 0; i < 2; i++) {
+                member_plan *mp = membership_plan_add(p);
+                mp->name = render_member_name(c, (int)i);
+                if (t->ops->place_member(t, c, mp) < 0)
+                        fail_msg("place %s: %s", mp->name, target_last_error(t));
+                /* machine 0 comes first in the list and is free, but refused */
+                assert_non_null(strstr(mp->peer_url, want[i]));
+        }
+        /* only machine 0 is left: the step waits, saying the measured latency */
+        member_plan *mp = membership_plan_add(p);
+        mp->name = render_member_name(c, 2);
+        assert_int_equal(t->ops->place_member(t, c, mp), -EAGAIN);
+        const char *err = target_last_error(t);
+        assert_non_null(strstr(err, lab->machines[0].address));
+        assert_non_null(strstr(err, "fdatasync p99 "));
+        assert_non_null(strstr(err, "> 30.0 ms"));
+        _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", slow_dir);
+        assert_false(path_exists(marker)); /* nothing claimed machine 0 */
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(t);
+}
+
 static void test_three_machines(void **state)
 {
         (void)state;
@@ -1158,6 +1228,7 @@ int main(void)
             cmocka_unit_test(test_binary_of_another_version),
             cmocka_unit_test(test_bypassed_intake_refused),
             cmocka_unit_test(test_three_machines),
+            cmocka_unit_test(test_preflight_refuses_slow_machine),
             cmocka_unit_test(test_wrong_host_key),
             cmocka_unit_test(test_tls_static_pod),
             cmocka_unit_test(test_silent_machine_holds_up_no_other),
