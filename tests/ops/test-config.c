@@ -71,6 +71,8 @@ static void test_hosts_settings(void **state)
                                                   "hosts:\n"
                                                   "  clientPort: 70000\n"
                                                   "  knownHost: /etc/x\n"
+                                                  "  preflight: maybe\n"
+                                                  "  preflightSyncP99: 0ms\n"
                                                   "sources:\n"
                                                   "  - name: a\n"
                                                   "    url: /nowhere\n"
@@ -80,8 +82,13 @@ static void test_hosts_settings(void **state)
         assert_int_equal(e2e_runv(e, NULL, &err, args), 1);
         _cleanup_free_ char *l3 = xasprintf("%s:3:15: error: clientPort must be a port", cfg);
         _cleanup_free_ char *l4 = xasprintf("%s:4:3: error: unknown key 'knownHost' in hosts", cfg);
+        _cleanup_free_ char *l5 = xasprintf("%s:5:14: error: preflight must be", cfg);
+        _cleanup_free_ char *l6 =
+            xasprintf("%s:6:21: error: preflightSyncP99 must be a duration of at least 1ms", cfg);
         _cleanup_free_ char *l8 = xasprintf(
-            "%s:8:13: error: unknown target 'moon' (available: local, kubernetes, hosts)", cfg);
+            "%s:10:13: error: unknown target 'moon' (available: local, kubernetes, hosts)", cfg);
+        assert_non_null(strstr(err, l5));
+        assert_non_null(strstr(err, l6));
         assert_non_null(strstr(err, l3));
         assert_non_null(strstr(err, l4));
         assert_non_null(strstr(err, l8));
