@@ -1011,11 +1011,14 @@ static int stop(run_ctx *d)
         service_notify_stopping();
         log_info("stopping; members keep running");
         ops_http_stop(d->http);
+        snapshot_scheduler_free(d->snap);
+        /* Closing the runner delivers the passes' last progress callbacks, which look at
+         * the bundler and the notification context: those go after it. */
+        runner_close(r);
         bundler_free(d->nc.bundler); /* a bundle being taken ends within its steps' deadlines */
+        d->nc.bundler = NULL;
         ops_notifier_stop(d->nc.notifier);
         notify_ctx_release(&d->nc);
-        snapshot_scheduler_free(d->snap);
-        runner_close(r);
         return EXIT_OK;
 }
 

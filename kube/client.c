@@ -469,6 +469,9 @@ struct req {
         /* Streaming: called with each complete line of a 200 response. */
         int (*on_line)(const char *line, size_t len, void *userdata);
         void *userdata;
+        const char *accept;       /* NULL = "application/json" */
+        size_t max_body;          /* 0 = KUBE_MAX_BODY */
+        bool cut_at_max;          /* a larger body is cut at max_body, not refused */
         int timeout_ms;           /* 0 = KUBE_CALL_TIMEOUT_MS; -1 = none */
         bool timeout_ends_stream; /* a streaming request's timeout is its normal end */
 };
@@ -482,6 +485,7 @@ struct resp {
         size_t delivered; /* lines given to on_line */
         int stop;         /* on_line's non-zero result */
         bool too_big;
+        bool cut; /* the body was cut at rq->max_body (cut_at_max) */
 };
 
 static size_t on_header(char *data, size_t size, size_t n, void *userdata)
@@ -504,7 +508,14 @@ static size_t on_body(char *data, size_t size, size_t n, void *userdata)
         size_t len = size * n;
         long status = 0;
 
-        if (rs->body.len + len > KUBE_MAX_BODY) {
+        size_t max = rs->rq->max_body ? rs->rq->max_body : KUBE_MAX_BODY;
+        if (rs->body.len + len > max) {
+                curl_easy_getinfo(rs->curl, CURLINFO_RESPONSE_CODE, &status);
+                if (rs->rq->cut_at_max && status >= 200 && status < 300) {
+                        sb_append_len(&rs->body, data, max - rs->body.len);
+                        rs->cut = true;
+                        return 0;
+                }
                 rs->too_big = true;
                 return 0;
         }
@@ -571,7 +582,9 @@ static CURLcode perform(kube_client *c, const struct req *rq, struct resp *rs, c
         CURLcode cc;
         long version = 0;
 
-        headers = curl_slist_append(headers, "Accept: application/json");
+        _cleanup_free_ char *accept =
+            xasprintf("Accept: %s", rq->accept ? rq->accept : "application/json");
+        headers = curl_slist_append(headers, accept);
         if (rq->content_type) {
                 _cleanup_free_ char *ct = xasprintf("Content-Type: %s", rq->content_type);
                 headers = curl_slist_append(headers, ct);
@@ -630,7 +643,8 @@ static CURLcode perform(kube_client *c, const struct req *rq, struct resp *rs, c
 
 /*
  * Send rq with retries. On success (2xx) returns 0 with the body in
- * ret_body (may be NULL). On failure sets the client's error.
+ * ret_body (may be NULL), or 1 when rq->cut_at_max cut the body at
+ * rq->max_body. On failure sets the client's error.
  */
 static int request(kube_client *c, const struct req *rq, strbuf *ret_body)
 {
@@ -654,11 +668,22 @@ static int request(kube_client *c, const struct req *rq, strbuf *ret_body)
                         sb_release(&rs.body);
                         return rs.stop;
                 }
+                if (rs.cut) {
+                        /* what fits is the answer; the rest was not read */
+                        if (ret_body) {
+                                sb_release(ret_body);
+                                *ret_body = rs.body;
+                        } else {
+                                sb_release(&rs.body);
+                        }
+                        return 1;
+                }
                 if (rs.too_big) {
+                        size_t max = rq->max_body ? rq->max_body : KUBE_MAX_BODY;
                         sb_release(&rs.body);
                         return set_error(c, -EPROTO,
-                                         "cannot %s %s: the response is larger than %u MiB",
-                                         rq->verb, rq->resource, KUBE_MAX_BODY >> 20);
+                                         "cannot %s %s: the response is larger than %zu bytes",
+                                         rq->verb, rq->resource, max);
                 }
                 if ((cc == CURLE_OPERATION_TIMEDOUT || cc == CURLE_ABORTED_BY_CALLBACK) &&
                     rq->timeout_ends_stream) {
@@ -743,6 +768,36 @@ int kube_get_path(kube_client *c, const char *path, json_t **ret_obj)
         if (r < 0)
                 return r;
         return parse_body(c, &rq, &body, ret_obj);
+}
+
+int kube_get_text(kube_client *c, const char *path, size_t max_bytes, int timeout_ms,
+                  const char *verb, const char *resource, const char *ns, char **ret_text,
+                  size_t *ret_len, bool *ret_cut)
+{
+        struct req rq = {.method = "GET",
+                         .path = path,
+                         /* kube-apiserver answers 406 unless its own JSON is acceptable
+                            too (its errors are Status objects; the log itself is text) */
+                         .accept = "text/plain, application/json",
+                         .max_body = max_bytes,
+                         .cut_at_max = true,
+                         .timeout_ms = timeout_ms > 0 ? timeout_ms : 0,
+                         .verb = verb ? verb : "get",
+                         .resource = resource ? resource : path,
+                         .ns = ns};
+        strbuf body = STRBUF_INIT;
+
+        if (isempty(path) || path[0] != '/' || max_bytes == 0)
+                return set_error(c, -EINVAL, "invalid request: an absolute path and a size needed");
+        int r = request(c, &rq, &body);
+        if (r < 0)
+                return r;
+        if (ret_len)
+                *ret_len = body.len;
+        if (ret_cut)
+                *ret_cut = r > 0;
+        *ret_text = body.buf ? sb_detach(&body) : xstrdup("");
+        return 0;
 }
 
 int kube_request(kube_client *c, const char *method, const char *path, const char *content_type,

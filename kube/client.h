@@ -114,6 +114,20 @@ int kube_request(kube_client *c, const char *method, const char *path, const cha
                  const json_t *body, const char *verb, const char *resource, const char *ns,
                  json_t **ret_obj);
 /*
+ * A plain-text GET (Accept: text/plain, application/json: the API server
+ * refuses a request that does not accept its JSON errors), for subresources that answer
+ * text, such as a Pod's log ("/api/v1/namespaces/NS/pods/NAME/log?..."):
+ * at most max_bytes are read, a longer answer is cut there (*ret_cut true,
+ * the rest never read), and the call ends after timeout_ms (0 = the
+ * client's 30 s). *ret_text is NUL-ended; ret_len (may be NULL) gets its
+ * length, as the text may hold NUL bytes. The same credentials, TLS,
+ * retries and error mapping as every other call; verb, resource and ns
+ * only word the error message ("get", "pods/log \"a-0\"", "db").
+ */
+int kube_get_text(kube_client *c, const char *path, size_t max_bytes, int timeout_ms,
+                  const char *verb, const char *resource, const char *ns, char **ret_text,
+                  size_t *ret_len, bool *ret_cut);
+/*
  * Server-side apply of obj with the given field manager (NULL = "gitcd").
  * force=false keeps other managers' fields: a conflict is -EBUSY with a
  * message naming the manager and the fields. dry_run asks the server to

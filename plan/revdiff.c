@@ -19,6 +19,7 @@
  *   normalized spec is a few hundred lines. Beyond REVDIFF_MAX_CELLS the
  *   whole spec is shown as replaced rather than spending the memory.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,7 +280,10 @@ static void unified(revdiff_item *it, const text_lines *a, const text_lines *b)
                 line_add(it, xasprintf("@@ -%zu,%zu +%zu,%zu @@", na ? a0 + 1 : a0, na,
                                        nb ? b0 + 1 : b0, nb));
                 for (size_t j = start; j < end; j++) {
-                        const char *text = e[j].op == '+' ? b->v[e[j].bi] : a->v[e[j].ai];
+                        /* an edit names a line of the side it is from: that side has lines */
+                        const text_lines *side = e[j].op == '+' ? b : a;
+                        assert(side->v);
+                        const char *text = side->v[e[j].op == '+' ? e[j].bi : e[j].ai];
                         line_add(it, xasprintf("%c%s", e[j].op, text));
                 }
                 i = end;

@@ -15,3 +15,5 @@
 #define RENDER_DEFAULT_CLUSTER_DOMAIN "cluster.local"
 #define RENDER_STEADY_DATA_DIR        "/var/lib/etcd/data"
 #define RENDER_STEADY_TLS_DIR         "/etc/etcd/tls"
+/* The name of the etcd container in a member's Pod (its logs are read by that name). */
+#define RENDER_ETCD_CONTAINER "etcd"

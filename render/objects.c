@@ -152,7 +152,7 @@ json_t *render_member_pod(const etcd_cluster *c, const membership_plan *p, size_
         render_tls_volumes(c, m, volumes, mounts);
 
         json_t *ctr = json_object();
-        json_object_set_new(ctr, "name", json_string("etcd"));
+        json_object_set_new(ctr, "name", json_string(RENDER_ETCD_CONTAINER));
         json_object_set_new(ctr, "image", json_string(image));
         json_object_set_new(ctr, "imagePullPolicy", json_string("IfNotPresent"));
         json_object_set_new(ctr, "command", command);

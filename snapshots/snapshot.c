@@ -5,6 +5,9 @@
  *   - Streamed, never held whole: etcd's stream goes chunk by chunk into a
  *     temporary file under <state dir>/snapshots-tmp/ while a SHA-256 runs
  *     over it; compression reads that file and writes a second one.
+ *     Temporaries are not fsynced (they are deleted at the end): the
+ *     destination makes its copy durable, and every destination checks
+ *     that the bytes it stored have the SHA-256 taken on the way in.
  *   - Verified twice before upload: etcd/client.c checks the sha256 trailer
  *     etcd appends, and etcd's own tool for the member's version
  *     (`etcdutl snapshot status`, `etcdctl` for 3.4) must read the file;
@@ -434,8 +437,6 @@ static int compress_gzip(const snapshot_job *job, const char *dir, const char *s
                 } while (z.avail_out == 0);
         }
         deflateEnd(&z);
-        if (r == 0 && fsync(out) < 0)
-                r = -errno;
         if (r < 0) {
                 hash_free(s.sha);
                 unlink(path);
@@ -648,8 +649,6 @@ static int take_stream(take_ctx *t)
         sink s = {.fd = fd, .sha = hash_sha256_new(), .job = t->job};
         etcd_snapshot_info info = {0};
         r = etcd_snapshot(t->cl, t->from->client_url, stream_chunk, &s, &info);
-        if (r >= 0 && fsync(fd) < 0)
-                r = s.err = -errno;
         if (r >= 0)
                 hash_final_hex(s.sha, t->raw_sha);
         hash_free(s.sha);
@@ -730,9 +729,9 @@ static int take_store(take_ctx *t)
 }
 
 /*
- * The record finished once, the outcome audited, everything freed. An
- * upload the state could not record is deleted again. Returns r, or the
- * recording's -errno.
+ * The record finished once, the outcome audited in the same transaction,
+ * everything freed. An upload the state could not record is deleted again
+ * and audited as failed. Returns r, or the recording's -errno.
  */
 static int take_finish(state_db *db, take_ctx *t, int64_t t0, int r)
 {
@@ -745,14 +744,25 @@ static int take_finish(state_db *db, take_ctx *t, int64_t t0, int r)
         t->rec.destination = t->dest_id;
         t->rec.duration_ms = now_mono_ms() - t0;
         int64_t now = now_wall_ms();
-        int k = state_snapshot_finish(db, t->id, &t->rec, now);
-        if (k < 0 && r >= 0) {
-                /* uploaded, but not recorded: it must not count; remove it again */
-                t->error = xasprintf("cannot record the snapshot: %s", state_last_error());
-                (void)snapshot_dest_delete(t->dest, t->key, NULL);
-                r = k;
+        /* the record and its audit line in one commit (one fsync, not two) */
+        int k = state_begin(db);
+        if (k >= 0) {
+                k = state_snapshot_finish(db, t->id, &t->rec, now);
+                if (k >= 0)
+                        audit_snapshot(db, t->job, &t->rec, t->id, now);
+                k = k < 0 ? (state_rollback(db), k) : state_commit(db);
         }
-        audit_snapshot(db, t->job, &t->rec, t->id, now);
+        if (k < 0) {
+                if (r >= 0) {
+                        /* uploaded, but not recorded: it must not count; remove it again */
+                        t->error = xasprintf("cannot record the snapshot: %s", state_last_error());
+                        (void)snapshot_dest_delete(t->dest, t->key, NULL);
+                        r = k;
+                }
+                t->rec.result = "failed";
+                t->rec.error = t->error;
+                audit_snapshot(db, t->job, &t->rec, t->id, now);
+        }
         if (r < 0)
                 log_debug("%s: snapshot %lld failed: %s", t->job->cluster, (long long)t->id,
                           t->error);

@@ -11,6 +11,9 @@
  *   0600) beside the final name, fsyncs it, renames it over the name and
  *   fsyncs the folder: a snapshot is either absent or whole, even after a
  *   crash. Keys never start with '.', so a temporary never looks like one.
+ *   These are the only two fsyncs of a snapshot stored here: the file put
+ *   reads from is a temporary nobody fsynced, so put hashes what it copies
+ *   and refuses (-EBADMSG) bytes whose SHA-256 is not the one given.
  * - Snapshot files hold every key of a cluster: files and folders are 0600/0700.
  * - The SHA-256 given to put is kept in the extended attribute
  *   "user.gitcd.sha256" when the file system supports user attributes, and
@@ -30,6 +33,7 @@
 #include "snapstore/dest-internal.h"
 #include "util/failpoint.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/xalloc.h"
 
 #define SHA256_XATTR "user.gitcd.sha256"
@@ -39,7 +43,8 @@ typedef struct local_dest {
 } local_dest;
 
 /* Copy everything from in to out in chunks; -EIO-style errno from either side. */
-static int copy_fd(int in, int out)
+/* Copy in to out; with sha, hashing the bytes written. */
+static int copy_fd(int in, int out, hash_ctx *sha)
 {
         _cleanup_free_ char *buf = xmalloc(1 << 20);
         for (;;) {
@@ -51,6 +56,8 @@ static int copy_fd(int in, int out)
                 }
                 if (n == 0)
                         return 0;
+                if (sha)
+                        hash_update(sha, buf, (size_t)n);
                 int r = write_all(out, buf, (size_t)n);
                 if (r < 0)
                         return r;
@@ -174,7 +181,20 @@ static int local_put(void *impl, const char *key, const char *path, const char *
         if (out < 0)
                 return dest_fail(ret_error, -e, "cannot create a temporary in %s: %s", l->folder,
                                  strerror(e));
-        r = copy_fd(in, out);
+        hash_ctx *sha = hash_sha256_new();
+        r = copy_fd(in, out, sha);
+        char copied[HASH_SHA256_HEX];
+        hash_final_hex(sha, copied);
+        hash_free(sha);
+        /* the caller's file is a temporary nobody fsynced: what reaches the
+         * folder must be the bytes the SHA-256 was taken of */
+        if (r == 0 && sha256_hex && !streq(copied, sha256_hex)) {
+                (void)close(out);
+                (void)unlinkat(dfd, tmp, 0);
+                return dest_fail(ret_error, -EBADMSG,
+                                 "cannot store %s as %s/%s: it read back with SHA-256 %s, not %s",
+                                 path, l->folder, key, copied, sha256_hex);
+        }
         if (r == 0 && sha256_hex &&
             fsetxattr(out, SHA256_XATTR, sha256_hex, strlen(sha256_hex), 0) < 0 &&
             errno != ENOTSUP && errno != EOPNOTSUPP && errno != EPERM)
@@ -210,7 +230,7 @@ static int local_get(void *impl, const char *key, const char *path, char **ret_e
         int out = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (out < 0)
                 return dest_fail(ret_error, -errno, "cannot write %s: %s", part, strerror(errno));
-        r = copy_fd(in, out);
+        r = copy_fd(in, out, NULL);
         if (r < 0) {
                 close(out);
                 (void)unlink(part);

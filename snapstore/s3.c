@@ -757,6 +757,22 @@ static int put_multipart(s3_client *c, const char *key, int fd, int64_t size,
         if ((size + part_size - 1) / part_size > MAX_PARTS)
                 part_size = ((size + MAX_PARTS - 1) / MAX_PARTS + MIB - 1) / MIB * MIB;
         int64_t n_parts = (size + part_size - 1) / part_size;
+        /* S3 checks each part against the hash of that part read from the file;
+         * the file (a temporary nobody fsynced) must first be the bytes whose
+         * SHA-256 the caller took */
+        if (sha256_hex) {
+                char whole[65];
+                int k = hash_fd_sha256_hex(fd, 0, size, whole, NULL);
+                if (k < 0) {
+                        *ret_why = xasprintf("cannot read the file: %s", strerror(-k));
+                        return k;
+                }
+                if (!streq(whole, sha256_hex)) {
+                        *ret_why = xasprintf("the file reads back with SHA-256 %s, not %s", whole,
+                                             sha256_hex);
+                        return -EBADMSG;
+                }
+        }
 
         request create = REQUEST_INIT("POST", key);
         create.query = "uploads=";

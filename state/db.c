@@ -618,7 +618,8 @@ static int open_read_write(state_db *db, int target)
         r = quick_check(db);
         if (r < 0)
                 return r;
-        return migrate(db, target);
+        /* a current schema needs no write transaction (migrations only go up) */
+        return version >= target ? 0 : migrate(db, target);
 }
 
 /* "file:" URI for path with ?immutable=1; '%', '?' and '#' are escaped. */

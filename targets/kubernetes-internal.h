@@ -245,3 +245,6 @@ int kt_writer_start(target *t, const etcd_cluster *c, const char *claim, const c
 int kt_writer_stop(target *t, const etcd_cluster *c, void *handle);
 int kt_data_revision(target *t, const etcd_cluster *c, const char *member, const char *tool,
                      int64_t *ret_revision);
+
+/* kubernetes-debug.c */
+extern const target_debug_ops kt_debug_ops;

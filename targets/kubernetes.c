@@ -825,6 +825,7 @@ static const target_ops kubernetes_ops = {
     .data_revision = kt_data_revision,
     .writer_start = kt_writer_start,
     .writer_stop = kt_writer_stop,
+    .debug = &kt_debug_ops,
     .free = kt_free,
 };
 

@@ -12,7 +12,7 @@
 set -eu
 : "${GITCD_BIN:?}"
 fail() { echo "FAIL: $*"; exit 1; }
-tmp=$(mktemp -d /tmp/gitcd-completion.XXXXXX)
+tmp=$(mktemp -d -t gitcd-completion.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
 "$GITCD_BIN" completion bash >"$tmp/gitcd.bash"

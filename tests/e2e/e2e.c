@@ -380,10 +380,39 @@ pid_t e2e_lock_pid(e2e *e)
         return pid;
 }
 
+/*
+ * What a failed wait leaves for the person reading the test's log: the last
+ * status seen and the end of every log file in the test's folder (a
+ * daemon's), which the folder's removal at exit would otherwise take.
+ */
+static void tell_why_not_ready(e2e *e, const char *id, const char *last_status)
+{
+        fprintf(stderr, "e2e: %s not ready; its last status: %s\n", id,
+                last_status ? last_status : "(none)");
+        DIR *d = opendir(e->root);
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                size_t len = strlen(de->d_name);
+                if (len < 5 || !streq(de->d_name + len - 4, ".log"))
+                        continue;
+                _cleanup_free_ char *path = path_join(e->root, de->d_name);
+                _cleanup_free_ char *text = NULL;
+                size_t n = 0;
+                if (read_file(path, 64 << 20, &text, &n) < 0)
+                        continue;
+                const char *tail = n > 8192 ? text + n - 8192 : text;
+                fprintf(stderr, "e2e: the end of %s:\n%s\n", de->d_name, tail);
+        }
+        closedir(d);
+}
+
 bool e2e_wait_ready(e2e *e, const char *name, int n, int timeout_s)
 {
         int64_t end = now_mono_ms() + timeout_s * 1000;
         _cleanup_free_ char *id = xasprintf("default/%s", name);
+        _cleanup_free_ char *last = NULL;
         while (now_mono_ms() < end) {
                 char *out = NULL;
                 if (e2e_run(e, &out, "status", "-o", "json", id, NULL) == 0) {
@@ -396,10 +425,14 @@ bool e2e_wait_ready(e2e *e, const char *name, int n, int timeout_s)
                                 free(out);
                                 return true;
                         }
+                        free(last);
+                        last = out;
+                        out = NULL;
                 }
                 free(out);
                 usleep(200 * 1000);
         }
+        tell_why_not_ready(e, id, last);
         return false;
 }
 

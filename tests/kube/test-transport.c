@@ -4,7 +4,9 @@
  * its re-read after a 401, retries on 429 (Retry-After) and 5xx and none on
  * other 4xx, apply/list/delete/watch request shapes, watch streams split
  * across writes, 410 in a watch, and discovery falling back from policy/v1
- * to policy/v1beta1.
+ * to policy/v1beta1, and the plain-text GET of a Pod's log (Accept
+ * text/plain, its size bound cutting a longer answer, the error kube-apiserver
+ * gives when it cannot reach the Pod's kubelet retried and then reported).
  *
  * The server is a small scripted HTTPS/1.1 responder in a child process:
  * it plays the responses kube-apiserver gives in situations a real server
@@ -70,6 +72,20 @@ static void send_stream(SSL *ssl, const char *const *pieces)
         }
 }
 
+static char *accept_header; /* the request's Accept, in the child */
+
+static void send_text(SSL *ssl, const char *body)
+{
+        strbuf sb = STRBUF_INIT;
+
+        sb_printf(&sb,
+                  "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+                  "Connection: close\r\n\r\n%s",
+                  strlen(body), body);
+        SSL_write(ssl, sb.buf, (int)sb.len);
+        sb_release(&sb);
+}
+
 static const char *status_body(int code, const char *reason, const char *message)
 {
         static char buf[2048];
@@ -81,6 +97,44 @@ static const char *status_body(int code, const char *reason, const char *message
         return buf;
 }
 
+/* The Pod log subresource: text, cut, an unreachable kubelet, no RBAC. */
+static bool handle_log(SSL *ssl, const char *target)
+{
+        if (streq(target, "/api/v1/namespaces/db/pods/etcd-0/log?container=etcd&"
+                          "tailLines=3&limitBytes=4096")) {
+                if (!streq_ptr(accept_header, "text/plain, application/json"))
+                        send_response(ssl, 406, NULL,
+                                      status_body(406, "NotAcceptable", "wants text/plain"));
+                else
+                        send_text(ssl, "{\"level\":\"info\",\"msg\":\"one\"}\n"
+                                       "{\"level\":\"warn\",\"msg\":\"two\"}\n");
+                return true;
+        }
+        if (streq(target, "/api/v1/namespaces/db/pods/etcd-1/log?container=etcd")) {
+                static char big[8192];
+                memset(big, 'x', sizeof(big) - 1);
+                send_text(ssl, big);
+                return true;
+        }
+        if (streq(target, "/api/v1/namespaces/db/pods/etcd-2/log?container=etcd")) {
+                /* what kube-apiserver answers when the node's kubelet does not */
+                send_response(ssl, 500, NULL,
+                              status_body(500, "InternalError",
+                                          "Get \\\"https://node-a:10250/containerLogs/db/"
+                                          "etcd-2/etcd\\\": dial tcp 127.0.0.9:10250: connect: "
+                                          "connection refused"));
+                return true;
+        }
+        if (streq(target, "/api/v1/namespaces/db/pods/etcd-3/log?container=etcd")) {
+                send_response(ssl, 403, NULL,
+                              status_body(403, "Forbidden",
+                                          "pods \\\"etcd-3\\\" is forbidden: cannot get "
+                                          "resource \\\"pods/log\\\""));
+                return true;
+        }
+        return false;
+}
+
 static void handle(SSL *ssl, const char *method, const char *target, const char *auth,
                    const char *ctype, const char *body)
 {
@@ -88,6 +142,8 @@ static void handle(SSL *ssl, const char *method, const char *target, const char 
                 send_response(ssl, 401, NULL, status_body(401, "Unauthorized", "Unauthorized"));
                 return;
         }
+        if (handle_log(ssl, target))
+                return;
         if (streq(target, "/rotate")) {
                 if (streq(auth, "Bearer token-2"))
                         send_response(ssl, 200, NULL, "{\"rotated\":true}");
@@ -196,6 +252,8 @@ static void serve_one(SSL_CTX *ctx, int fd)
         size_t clen = 0, head_len;
         int n;
 
+        free(accept_header);
+        accept_header = NULL;
         SSL_set_fd(ssl, fd);
         if (SSL_accept(ssl) <= 0)
                 goto out;
@@ -214,6 +272,8 @@ static void serve_one(SSL_CTX *ctx, int fd)
                         auth = xstrndup(v + 15, (size_t)(eol - v - 15));
                 else if (strncasecmp(v, "Content-Type: ", 14) == 0)
                         ctype = xstrndup(v + 14, (size_t)(eol - v - 14));
+                else if (strncasecmp(v, "Accept: ", 8) == 0)
+                        accept_header = xstrndup(v + 8, (size_t)(eol - v - 8));
                 else if (strncasecmp(v, "Content-Length: ", 16) == 0)
                         clen = strtoul(v + 16, NULL, 10);
         }
@@ -514,6 +574,59 @@ static void test_discovery(void **state)
         kube_client_free(c);
 }
 
+static void test_text_get(void **state)
+{
+        kube_client *c = new_client();
+        char *text = NULL;
+        size_t len = 0;
+        bool cut = true;
+
+        /* the log subresource, asked for as text and given whole */
+        assert_int_equal(kube_get_text(c,
+                                       "/api/v1/namespaces/db/pods/etcd-0/log?container=etcd&"
+                                       "tailLines=3&limitBytes=4096",
+                                       4096, 5000, "get", "pods/log \"etcd-0\"", "db", &text, &len,
+                                       &cut),
+                         0);
+        assert_string_equal(text, "{\"level\":\"info\",\"msg\":\"one\"}\n"
+                                  "{\"level\":\"warn\",\"msg\":\"two\"}\n");
+        assert_int_equal(len, strlen(text));
+        assert_false(cut);
+        free(text);
+
+        /* a longer answer than asked for is cut at the bound, not refused */
+        assert_int_equal(kube_get_text(c, "/api/v1/namespaces/db/pods/etcd-1/log?container=etcd",
+                                       1000, 5000, NULL, NULL, "db", &text, &len, &cut),
+                         0);
+        assert_int_equal(len, 1000);
+        assert_int_equal(strlen(text), 1000);
+        assert_true(cut);
+        free(text);
+
+        /* an unreachable kubelet: retried as any 5xx, then the server's reason */
+        text = NULL;
+        assert_int_equal(kube_get_text(c, "/api/v1/namespaces/db/pods/etcd-2/log?container=etcd",
+                                       1000, 5000, "get", "pods/log \"etcd-2\"", "db", &text, NULL,
+                                       NULL),
+                         -EIO);
+        assert_null(text);
+        assert_non_null(strstr(kube_client_last_error(c), "HTTP 500"));
+        assert_non_null(strstr(kube_client_last_error(c), "connection refused"));
+        assert_non_null(strstr(kube_client_last_error(c), "pods/log \"etcd-2\""));
+
+        /* RBAC without pods/log: the denial says what to grant */
+        assert_int_equal(kube_get_text(c, "/api/v1/namespaces/db/pods/etcd-3/log?container=etcd",
+                                       1000, 5000, "get", "pods/log \"etcd-3\"", "db", &text, NULL,
+                                       NULL),
+                         -EACCES);
+        assert_non_null(strstr(kube_client_last_error(c), "forbidden: gitcd cannot get pods/log"));
+
+        /* no size, no request */
+        assert_int_equal(kube_get_text(c, "/x", 0, 0, NULL, NULL, NULL, &text, NULL, NULL),
+                         -EINVAL);
+        kube_client_free(c);
+}
+
 static void test_tls_failures(void **state)
 {
         _cleanup_free_ char *server = xasprintf("https://127.0.0.1:%d", port);
@@ -563,6 +676,7 @@ int main(void)
             cmocka_unit_test(test_apply_list_delete),
             cmocka_unit_test(test_watch),
             cmocka_unit_test(test_discovery),
+            cmocka_unit_test(test_text_get),
             cmocka_unit_test(test_tls_failures),
         };
         return cmocka_run_group_tests(tests, setup, teardown);

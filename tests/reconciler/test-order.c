@@ -50,9 +50,10 @@ static void write_spec(fx *f, const char *name, int replicas, const char *versio
 
 static void fx_open(fx *f, int workers)
 {
-        char tmpl[] = "/tmp/gitcd-order-XXXXXX";
+        const char *base = getenv("TMPDIR");
+        char *tmpl = xasprintf("%s/gitcd-order-XXXXXX", isempty(base) ? "/tmp" : base);
         assert_non_null(mkdtemp(tmpl));
-        f->dir = xstrdup(tmpl);
+        f->dir = tmpl;
         f->src_dir = path_join(f->dir, "source");
         assert_int_equal(mkdir_p(f->src_dir, 0755), 0);
         _cleanup_free_ char *db_path = path_join(f->dir, "state.db");

@@ -1,7 +1,8 @@
 /*
  * The local-folder snapshot destination through the public seam
  * (snapstore/destination.h): put/get/stat/delete, keys with folders, the
- * all-or-nothing put (a process killed before the rename leaves no object),
+ * all-or-nothing put (a process killed before the rename leaves no object,
+ * bytes without the SHA-256 given are refused),
  * symlinks inside the folder refused, bad keys refused, and where S3
  * credentials are looked up on the gitcd host.
  */
@@ -24,7 +25,8 @@
 #include "util/fs.h"
 #include "util/xalloc.h"
 
-static const char SHA[] = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+/* SHA-256 of "snapshot bytes\n" */
+static const char SHA[] = "2f538aa0e3d3a5118907c76114746b7698b97287907957fd2cb051e036e20281";
 
 static char *write_tmp(const char *dir, const char *name, const char *content)
 {
@@ -124,6 +126,28 @@ static void test_put_get_stat_delete(void **state)
         err = NULL;
         assert_int_equal(snapshot_dest_get_file(d, "missing.db", out, &err), -ENOENT);
         free(err);
+}
+
+/*
+ * The file put reads from is a temporary nobody fsynced: bytes that do not
+ * have the SHA-256 the pipeline took on the way in are refused, and neither
+ * an object nor a temporary is left.
+ */
+static void test_put_refuses_other_bytes(void **state)
+{
+        _cleanup_free_ char *tmp = harness_tmpdir("gitcd-dest");
+        _cleanup_free_ char *folder = path_join(tmp, "snaps");
+        _cleanup_free_ char *src = write_tmp(tmp, "in.db", "snapshot bytes, changed\n");
+        _cleanup_(snapshot_dest_freep) snapshot_dest *d = open_local(folder);
+        char *err = NULL;
+        assert_int_equal(snapshot_dest_put_file(d, "prod/s1.db", src, SHA, &err), -EBADMSG);
+        assert_non_null(strstr(err, SHA));
+        assert_non_null(strstr(err, "in.db"));
+        free(err);
+        _cleanup_free_ char *want = path_join(folder, "prod/s1.db");
+        assert_false(path_exists(want));
+        _cleanup_free_ char *sub = path_join(folder, "prod");
+        assert_int_equal(count_entries(sub), 0);
 }
 
 static void test_missing_source(void **state)
@@ -274,6 +298,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_put_get_stat_delete),
+            cmocka_unit_test(test_put_refuses_other_bytes),
             cmocka_unit_test(test_missing_source),
             cmocka_unit_test(test_bad_keys),
             cmocka_unit_test(test_symlinks_never_followed),

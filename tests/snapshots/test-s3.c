@@ -1,7 +1,8 @@
 /*
  * The S3 client and the S3 destination against a real s3rver on loopback:
  * put/get/stat/delete through the destination seam (credentials from a Secret
- * folder), a multipart upload with a small part size, an upload cut midway by
+ * folder), a multipart upload with a small part size (refused before any part
+ * when the file is not the bytes of the SHA-256 given), an upload cut midway by
  * killing the server (no object afterwards, a clear error), retries that
  * succeed once the server is back, path-style and virtual-hosted-style
  * addressing, HTTPS with a custom CA, wrong credentials, and a cross-check of
@@ -29,6 +30,7 @@
 #include "tests/harness/harness.h"
 #include "tests/harness/s3rver.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
@@ -233,8 +235,16 @@ static void test_multipart_small_parts(void **state)
         _cleanup_free_ char *src = make_file("multi.db", 300 * 1024 + 7, 2);
         size_t parts_before = log_count("Stored part ");
         char *err = NULL;
-        static const char sha[] =
+        /* a SHA-256 the file does not have: refused before any part is sent */
+        static const char other[] =
             "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
+        assert_int_equal(s3_put_file(c, "multi/m.db", src, other, &err), -EBADMSG);
+        assert_non_null(strstr(err, other));
+        free(err);
+        err = NULL;
+        assert_int_equal(log_count("Stored part "), parts_before);
+        char sha[65];
+        assert_int_equal(hash_file_sha256_hex(src, sha, NULL), 0);
         assert_int_equal(s3_put_file(c, "multi/m.db", src, sha, &err), 0);
         /* 300 KiB + 7 bytes in 40 KiB parts: 8 parts, the last one short. */
         assert_int_equal(log_count("Stored part ") - parts_before, 8);

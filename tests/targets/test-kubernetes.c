@@ -18,7 +18,11 @@
 #include <pthread.h>
 #include <signal.h>
 #include <jansson.h>
+#include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <poll.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -42,6 +46,7 @@
 #include "tests/harness/kubeapi.h"
 #include "tests/harness/s3rver.h"
 #include "util/fs.h"
+#include "util/strbuf.h"
 #include "util/xalloc.h"
 
 #define NS KUBEAPI_NAMESPACE
@@ -1156,6 +1161,227 @@ static void test_data_revision(void **state)
         etcd_cluster_free(c);
 }
 
+/*
+ * A kubelet's log endpoint and nothing else, for test_member_logs: HTTPS on
+ * 127.0.0.1 (kube-apiserver does not verify a kubelet's serving
+ * certificate when it is given no --kubelet-certificate-authority, as
+ * here), answering every request with the same text and keeping the
+ * request line of the last one.
+ */
+typedef struct fake_kubelet {
+        int lfd;
+        int port;
+        SSL_CTX *ctx;
+        const char *text;
+        char last[1024];
+        volatile bool stop;
+        pthread_t thread;
+} fake_kubelet;
+
+static void *kubelet_serve(void *userdata)
+{
+        fake_kubelet *k = userdata;
+        while (!k->stop) {
+                struct pollfd pfd = {.fd = k->lfd, .events = POLLIN};
+                if (poll(&pfd, 1, 100) <= 0)
+                        continue;
+                int fd = accept(k->lfd, NULL, NULL);
+                if (fd < 0)
+                        continue;
+                SSL *ssl = SSL_new(k->ctx);
+                SSL_set_fd(ssl, fd);
+                char in[4096];
+                size_t got = 0;
+                if (SSL_accept(ssl) == 1) {
+                        while (got < sizeof(in) - 1) {
+                                int n = SSL_read(ssl, in + got, (int)(sizeof(in) - 1 - got));
+                                if (n <= 0)
+                                        break;
+                                got += (size_t)n;
+                                in[got] = '\0';
+                                if (strstr(in, "\r\n\r\n"))
+                                        break;
+                        }
+                        in[got] = '\0';
+                        char *eol = strstr(in, "\r\n");
+                        if (eol)
+                                snprintf(k->last, sizeof(k->last), "%.*s", (int)(eol - in), in);
+                        _cleanup_free_ char *resp =
+                            xasprintf("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                                      "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                                      strlen(k->text), k->text);
+                        SSL_write(ssl, resp, (int)strlen(resp));
+                        SSL_shutdown(ssl);
+                }
+                SSL_free(ssl);
+                close(fd);
+        }
+        return NULL;
+}
+
+static void kubelet_start(fake_kubelet *k, const char *dir, const char *text)
+{
+        const char *const ips[] = {"127.0.0.1", NULL};
+        pki_cert_request rq = {.cn = "kubelet", .ip_addresses = ips, .days = 1, .server = true};
+        pki_key *ca_key = NULL, *key = NULL;
+        pki_cert *ca = NULL, *cert = NULL;
+        assert_int_equal(pki_ca_create("kubelet-ca", 1, &ca_key, &ca), 0);
+        assert_int_equal(pki_cert_issue(ca, ca_key, &rq, &key, &cert), 0);
+        _cleanup_free_ char *crt = path_join(dir, "kubelet.crt");
+        _cleanup_free_ char *kf = path_join(dir, "kubelet.key");
+        assert_int_equal(pki_write_pem(crt, kf, cert, key), 0);
+        pki_key_free(ca_key);
+        pki_key_free(key);
+        pki_cert_free(ca);
+        pki_cert_free(cert);
+        k->ctx = SSL_CTX_new(TLS_server_method());
+        assert_true(SSL_CTX_use_certificate_file(k->ctx, crt, SSL_FILETYPE_PEM) == 1);
+        assert_true(SSL_CTX_use_PrivateKey_file(k->ctx, kf, SSL_FILETYPE_PEM) == 1);
+        struct sockaddr_in addr = {.sin_family = AF_INET};
+        socklen_t len = sizeof(addr);
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        k->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_int_equal(bind(k->lfd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+        assert_int_equal(listen(k->lfd, 8), 0);
+        assert_int_equal(getsockname(k->lfd, (struct sockaddr *)&addr, &len), 0);
+        k->port = ntohs(addr.sin_port);
+        k->text = text;
+        assert_int_equal(pthread_create(&k->thread, NULL, kubelet_serve, k), 0);
+}
+
+static void kubelet_stop(fake_kubelet *k)
+{
+        k->stop = true;
+        pthread_join(k->thread, NULL);
+        close(k->lfd);
+        SSL_CTX_free(k->ctx);
+}
+
+static void set_kubelet_port(const char *node_name, int port)
+{
+        json_t *status = json_pack("{s:{s:[{s:s, s:s}], s:{s:{s:i}}}}", "status", "addresses",
+                                   "type", "InternalIP", "address", "127.0.0.1", "daemonEndpoints",
+                                   "kubeletEndpoint", "Port", port);
+        _cleanup_free_ char *status_path = xasprintf("/api/v1/nodes/%s/status", node_name);
+        assert_int_equal(kube_request(admin, "PATCH", status_path, "application/merge-patch+json",
+                                      status, "patch", "nodes/status", NULL, NULL),
+                         0);
+        json_decref(status);
+}
+
+/*
+ * member_logs through the real API server. It proxies a Pod's log to the
+ * kubelet of the Pod's node, and no kubelet runs here (nodesim.c does not
+ * serve the kubelet's log endpoint): the Pod is bound to a Node object
+ * whose kubelet port has nothing listening, and the test holds the target
+ * to what the API server then answers: the request accepted and proxied
+ * to the kubelet's containerLogs endpoint for container etcd, and its
+ * failure as an error naming the Pod's log (what an incident bundle writes
+ * to the member's error.txt). Then the Node's kubelet port is pointed at
+ * fake_kubelet, which plays only the kubelet's log endpoint, and the log
+ * comes back through the real API server, cut to the bound asked.
+ */
+static void test_member_logs(void **state)
+{
+        (void)state;
+        assert_non_null(kt->ops->debug);
+        assert_non_null(kt->ops->debug->member_logs);
+        etcd_cluster *c = load_cluster("logs", 1, "");
+        membership_plan *p = plan_for(c);
+        char *text = NULL, *from = NULL;
+        assert_int_equal(kt->ops->debug->member_logs(kt, c, "logs-0", 4096, &text, &from), -ENOENT);
+        assert_null(text);
+        assert_non_null(strstr(target_last_error(kt), "no Pod of member logs-0"));
+        assert_int_equal(kt->ops->debug->member_logs(kt, c, "Not/A-Name", 4096, &text, &from),
+                         -EINVAL);
+        if (kt->ops->ensure_shared(kt, c, p) < 0 || kt->ops->ensure_member(kt, c, p, 0) < 0)
+                fail_msg("ensure: %s", target_last_error(kt));
+        /* a Pod on no node has no log yet */
+        assert_int_equal(kt->ops->debug->member_logs(kt, c, "logs-0", 4096, &text, &from), -ENOENT);
+        assert_non_null(strstr(target_last_error(kt), "on no node"));
+
+        /* a node whose kubelet does not answer */
+        _cleanup_free_ char *node_name = xasprintf("ghost-%d", (int)getpid());
+        json_t *node = json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1", "kind", "Node",
+                                 "metadata", "name", node_name);
+        assert_int_equal(
+            kube_request(admin, "POST", "/api/v1/nodes", NULL, node, "create", "nodes", NULL, NULL),
+            0);
+        json_decref(node);
+        set_kubelet_port(node_name, harness_free_port());
+        json_t *b = json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s, s:s}}", "apiVersion", "v1", "kind",
+                              "Binding", "metadata", "name", "logs-0", "target", "apiVersion", "v1",
+                              "kind", "Node", "name", node_name);
+        assert_int_equal(kube_request(admin, "POST",
+                                      "/api/v1/namespaces/" NS "/pods/logs-0/binding", NULL, b,
+                                      "create", "pods/binding", NS, NULL),
+                         0);
+        json_decref(b);
+        int r = kt->ops->debug->member_logs(kt, c, "logs-0", 4096, &text, &from);
+        fprintf(stderr, "member_logs of a Pod whose kubelet does not answer: %d %s\n", r,
+                target_last_error(kt));
+        assert_int_equal(r, -EIO);
+        assert_null(text);
+        /* the API server took the request and proxied it: its reason is the kubelet's */
+        assert_non_null(strstr(target_last_error(kt), "pods/log \"logs-0\""));
+        assert_non_null(strstr(target_last_error(kt), "/containerLogs/" NS "/logs-0/etcd?"));
+        assert_non_null(strstr(target_last_error(kt), "connection refused"));
+
+        /* a kubelet that answers: the newest lines, at most the bound, from a line start */
+        strbuf lines = STRBUF_INIT;
+        for (int i = 0; i < 200; i++)
+                sb_printf(&lines, "{\"level\":\"info\",\"msg\":\"line %03d of the log\"}\n", i);
+        _cleanup_free_ char *dir = harness_tmpdir("gitcd-kt-kubelet");
+        fake_kubelet kubelet = {0};
+        kubelet_start(&kubelet, dir, sb_str(&lines));
+        set_kubelet_port(node_name, kubelet.port);
+        r = kt->ops->debug->member_logs(kt, c, "logs-0", 4096, &text, &from);
+        kubelet_stop(&kubelet);
+        if (r < 0)
+                fail_msg("member_logs: %s", target_last_error(kt));
+        fprintf(stderr, "the kubelet was asked: %s\n", kubelet.last);
+        assert_non_null(strstr(kubelet.last, "GET /containerLogs/" NS "/logs-0/etcd?"));
+        assert_non_null(strstr(kubelet.last, "tailLines=100"));
+        assert_non_null(strstr(kubelet.last, "limitBytes=16384"));
+        assert_true(strlen(text) > 0 && strlen(text) <= 4096);
+        assert_true(strneq(text, "{\"level\"", 8));
+        assert_non_null(strstr(text, "line 199 of the log\"}\n"));
+        assert_null(strstr(text, "line 000 "));
+        assert_non_null(strstr(from, "container etcd of Pod logs-0"));
+        free(text);
+        free(from);
+        text = from = NULL;
+        sb_release(&lines);
+        (void)rm_rf(dir);
+
+        /* a Pod of that name that gitcd did not make is not read */
+        json_t *stray = json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s}]}}", "apiVersion", "v1",
+                                  "kind", "Pod", "metadata", "name", "stray-0", "spec",
+                                  "containers", "name", "etcd", "image", "etcd");
+        assert_int_equal(kube_request(admin, "POST", "/api/v1/namespaces/" NS "/pods", NULL, stray,
+                                      "create", "pods", NS, NULL),
+                         0);
+        json_decref(stray);
+        etcd_cluster *sc = load_cluster("stray", 1, "");
+        assert_int_equal(kt->ops->debug->member_logs(kt, sc, "stray-0", 4096, &text, &from),
+                         -ENOENT);
+        assert_non_null(strstr(target_last_error(kt), "not gitcd's Pod"));
+        etcd_cluster_free(sc);
+
+        /* a bound Pod waits for its kubelet to go: delete it at once */
+        (void)kube_request(admin, "DELETE",
+                           "/api/v1/namespaces/" NS "/pods/logs-0?gracePeriodSeconds=0", NULL, NULL,
+                           "delete", "pods", NS, NULL);
+        (void)kube_request(admin, "DELETE",
+                           "/api/v1/namespaces/" NS "/pods/stray-0?gracePeriodSeconds=0", NULL,
+                           NULL, "delete", "pods", NS, NULL);
+        _cleanup_free_ char *node_path = xasprintf("/api/v1/nodes/%s", node_name);
+        (void)kube_request(admin, "DELETE", node_path, NULL, NULL, "delete", "nodes", NULL, NULL);
+        assert_int_equal(kt->ops->remove_member(kt, c, "logs-0", false), 0);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+}
+
 static void test_rbac_nothing_applied(void **state)
 {
         (void)state;
@@ -1194,7 +1420,7 @@ int main(void)
             cmocka_unit_test(test_tls_secrets_trust),  cmocka_unit_test(test_s3_credentials_secret),
             cmocka_unit_test(test_tls_secrets_client), cmocka_unit_test(test_rbac_nothing_applied),
             cmocka_unit_test(test_restore_pending),    cmocka_unit_test(test_writer_lock),
-            cmocka_unit_test(test_data_revision),
+            cmocka_unit_test(test_data_revision),      cmocka_unit_test(test_member_logs),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
