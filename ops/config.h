@@ -43,6 +43,7 @@ typedef struct ops_hosts {
         bool preflight;                /* measure a free machine before placing a member on it */
         int64_t preflight_sync_p99_ms; /* fdatasync p99 above this fails; 0: 10 ms */
         int64_t preflight_clock_offset_ms; /* |clock offset| above this fails; 0: 500 ms */
+        int64_t preflight_interval_ms;     /* how long a preflight stands; 0: 10 minutes */
 } ops_hosts;
 
 typedef struct ops_source {

@@ -10,7 +10,8 @@
 #include "util/xalloc.h"
 
 #define COLUMNS                                                                                    \
-        "cluster, machine, time_ms, verdict, reason, kernel, fstype, free_bytes, quota_bytes, "    \
+        "cluster, machine, member, time_ms, verdict, reason, kernel, fstype, free_bytes, "         \
+        "quota_bytes, "                                                                            \
         "n_sync, sync_p50_us, sync_p99_us, sync_max_us, offset_ms, offset_bound_ms"
 
 int state_preflight_set(state_db *db, const state_preflight *p)
@@ -33,10 +34,11 @@ int state_preflight_set(state_db *db, const state_preflight *p)
                 return db_end(db, same);
         r = db_run(db, what,
                    "INSERT OR REPLACE INTO machine_preflights (" COLUMNS
-                   ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   "ssissssiiiiiiii", p->cluster, p->machine, p->time_ms, p->verdict, p->reason,
-                   p->kernel, p->fstype, p->free_bytes, p->quota_bytes, p->n_sync, p->sync_p50_us,
-                   p->sync_p99_us, p->sync_max_us, p->offset_ms, p->offset_bound_ms);
+                   ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   "sssissssiiiiiiii", p->cluster, p->machine, p->member, p->time_ms, p->verdict,
+                   p->reason, p->kernel, p->fstype, p->free_bytes, p->quota_bytes, p->n_sync,
+                   p->sync_p50_us, p->sync_p99_us, p->sync_max_us, p->offset_ms,
+                   p->offset_bound_ms);
         if (r >= 0)
                 r = same > 0 ? 0 : 1;
         return db_end(db, r);
@@ -47,19 +49,20 @@ static state_preflight *preflight_from_row(sqlite3_stmt *st)
         state_preflight *p = XNEW(state_preflight);
         p->cluster = db_col_text(st, 0);
         p->machine = db_col_text(st, 1);
-        p->time_ms = sqlite3_column_int64(st, 2);
-        p->verdict = db_col_text(st, 3);
-        p->reason = db_col_text(st, 4);
-        p->kernel = db_col_text(st, 5);
-        p->fstype = db_col_text(st, 6);
-        p->free_bytes = sqlite3_column_int64(st, 7);
-        p->quota_bytes = sqlite3_column_int64(st, 8);
-        p->n_sync = sqlite3_column_int64(st, 9);
-        p->sync_p50_us = sqlite3_column_int64(st, 10);
-        p->sync_p99_us = sqlite3_column_int64(st, 11);
-        p->sync_max_us = sqlite3_column_int64(st, 12);
-        p->offset_ms = sqlite3_column_int64(st, 13);
-        p->offset_bound_ms = sqlite3_column_int64(st, 14);
+        p->member = db_col_text(st, 2);
+        p->time_ms = sqlite3_column_int64(st, 3);
+        p->verdict = db_col_text(st, 4);
+        p->reason = db_col_text(st, 5);
+        p->kernel = db_col_text(st, 6);
+        p->fstype = db_col_text(st, 7);
+        p->free_bytes = sqlite3_column_int64(st, 8);
+        p->quota_bytes = sqlite3_column_int64(st, 9);
+        p->n_sync = sqlite3_column_int64(st, 10);
+        p->sync_p50_us = sqlite3_column_int64(st, 11);
+        p->sync_p99_us = sqlite3_column_int64(st, 12);
+        p->sync_max_us = sqlite3_column_int64(st, 13);
+        p->offset_ms = sqlite3_column_int64(st, 14);
+        p->offset_bound_ms = sqlite3_column_int64(st, 15);
         return p;
 }
 
@@ -106,12 +109,27 @@ int state_preflight_clear(state_db *db, const char *cluster)
         return db_end(db, r < 0 ? r : 0);
 }
 
+state_preflight *state_preflight_dup(const state_preflight *p)
+{
+        state_preflight *d = XNEW(state_preflight);
+        *d = *p;
+        d->cluster = xstrdup_null(p->cluster);
+        d->machine = xstrdup_null(p->machine);
+        d->member = xstrdup_null(p->member);
+        d->verdict = xstrdup_null(p->verdict);
+        d->reason = xstrdup_null(p->reason);
+        d->kernel = xstrdup_null(p->kernel);
+        d->fstype = xstrdup_null(p->fstype);
+        return d;
+}
+
 void state_preflight_free(state_preflight *p)
 {
         if (!p)
                 return;
         free(p->cluster);
         free(p->machine);
+        free(p->member);
         free(p->verdict);
         free(p->reason);
         free(p->kernel);

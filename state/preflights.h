@@ -15,6 +15,7 @@
 typedef struct state_preflight {
         char *cluster; /* "namespace/name" */
         char *machine; /* "address:port" */
+        char *member;  /* the member of cluster it held when measured; NULL: it was free */
         int64_t time_ms;
         char *verdict; /* "passed", "failed", "unmeasured" (the machine did not answer) */
         char *reason;  /* why it failed or was not measured; NULL when passed */
@@ -42,5 +43,7 @@ int state_preflight_get(state_db *db, const char *cluster, const char *machine,
 int state_preflight_list_get(state_db *db, const char *cluster, state_preflight_list *ret);
 /* Forget a cluster's preflights (the cluster is gone). 0 or -errno. */
 int state_preflight_clear(state_db *db, const char *cluster);
+/* A copy of p, every string its own. */
+state_preflight *state_preflight_dup(const state_preflight *p);
 void state_preflight_free(state_preflight *p);
 void state_preflight_list_release(state_preflight_list *l);

@@ -552,12 +552,13 @@ const char *const state_migrations[] = {
      * (state/preflights.h, targets/hosts-preflight.h): what was measured
      * (fdatasync latency on the data directory's file system, free space
      * against the backend quota, clock offset within its bound, kernel and
-     * file system type) and the verdict, one row per machine, replaced at
-     * each preflight; `gitcd status` and `plan --target hosts` read it.
+     * file system type), the member it held then, and the verdict, one row
+     * per machine, replaced at each preflight; `gitcd status` and `plan --target hosts` read it.
      */
     "CREATE TABLE machine_preflights (\n"
     "  cluster TEXT NOT NULL,\n"
     "  machine TEXT NOT NULL,\n"
+    "  member TEXT,\n"
     "  time_ms INTEGER NOT NULL,\n"
     "  verdict TEXT NOT NULL CHECK (verdict IN ('passed', 'failed', 'unmeasured')),\n"
     "  reason TEXT,\n"

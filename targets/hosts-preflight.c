@@ -5,6 +5,7 @@
  * the script's `key=value` lines strictly (a line it does not know is an
  * error, not skipped), since a machine's output is outside input.
  */
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -211,6 +212,12 @@ int preflight_judge(const preflight_result *r, int64_t offset_ms, int64_t bound_
         }
         *ret_reason = sb_detach(&b);
         return 1;
+}
+
+bool preflight_due(int64_t last_ms, int64_t now_ms, int64_t interval_ms)
+{
+        assert(interval_ms > 0);
+        return last_ms <= 0 || last_ms > now_ms || now_ms - last_ms >= interval_ms;
 }
 
 void preflight_result_release(preflight_result *r)

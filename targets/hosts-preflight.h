@@ -17,12 +17,23 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define PREFLIGHT_SAMPLES     100
 #define PREFLIGHT_BUDGET_S    10
 #define PREFLIGHT_MAX_SAMPLES 1000 /* the reader refuses more */
+
+/*
+ * How long a machine's last preflight stands (docs/hosts.md): a free
+ * machine measured less than this ago is not measured again before a
+ * member is placed on it (its verdict is reused), and a machine holding a
+ * member is measured again once this has passed since its last preflight.
+ * Ten minutes: a disk or clock that degrades is seen within that, and a
+ * member's machine spends at most about 1 s of dd writes in ten minutes.
+ */
+#define PREFLIGHT_INTERVAL_MS (10LL * 60 * 1000)
 
 /* The defaults of the thresholds (docs/hosts.md). */
 #define PREFLIGHT_SYNC_P99_MAX_US 10000
@@ -79,5 +90,13 @@ int preflight_clock_offset(const char *out, int64_t sent_ms, int64_t got_ms, int
  */
 int preflight_judge(const preflight_result *r, int64_t offset_ms, int64_t bound_ms,
                     const preflight_limits *l, char **ret_reason);
+
+/*
+ * Whether a machine last measured at last_ms (0: never) is due for a
+ * preflight at now_ms, interval_ms (> 0) after: never measured, or the
+ * interval has passed. A last_ms in the future (gitcd's clock stepped
+ * back) is due too, so a clock step never keeps a verdict for longer.
+ */
+bool preflight_due(int64_t last_ms, int64_t now_ms, int64_t interval_ms);
 
 void preflight_result_release(preflight_result *r);

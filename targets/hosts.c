@@ -76,7 +76,6 @@
 #include "api/domains.h"
 #include "api/spec.h"
 #include "targets/locked.h"
-#include "targets/hosts-preflight.h"
 #include "targets/local-tls.h"
 #include "util/log.h"
 #include "util/timeutil.h"
@@ -270,82 +269,6 @@ int ht_check_machines(hosts_target *ht, const etcd_cluster *c)
         return 0;
 }
 
-/*
- * The preflight of machine h for cluster c (targets/hosts-preflight.h):
- * the clock first (one short command, so its round trip bounds the
- * offset), then the script, both on the connection the pool lends. 0 when
- * h passes, 1 with *ret_reason when it fails, or -errno (the machine could
- * not be measured; the target's error says why).
- */
-static int preflight_machine(hosts_target *ht, const etcd_cluster *c, const host_spec *h,
-                             char **ret_reason)
-{
-        _cleanup_free_ char *clock = NULL, *out = NULL, *why = NULL, *script = NULL;
-        int64_t sent = now_wall_ms();
-        int k = ht_exec_cmd(ht, h, PREFLIGHT_CLOCK_COMMAND, NULL, 0, &clock);
-        int64_t got = now_wall_ms();
-        if (k < 0)
-                return k;
-        int64_t offset = 0, bound = 0;
-        if (preflight_clock_offset(clock, sent, got, &offset, &bound, &why) < 0)
-                return target_fail(&ht->base, -EPROTO, "%s: preflight: %s", h->address, why);
-        script = preflight_script(h->data_dir, ht->o.preflight_dd);
-        k = ht_exec_cmd(ht, h, script, NULL, 0, &out);
-        if (k < 0)
-                return k;
-        preflight_result r = {0};
-        if (preflight_parse(out, strlen(out), &r, &why) < 0)
-                return target_fail(&ht->base, -EPROTO, "%s: preflight: %s", h->address, why);
-        preflight_limits l = {
-            .sync_p99_max_us = ht->o.preflight_sync_p99_max_us > 0 ? ht->o.preflight_sync_p99_max_us
-                                                                   : PREFLIGHT_SYNC_P99_MAX_US,
-            .offset_max_ms = ht->o.preflight_offset_max_ms > 0 ? ht->o.preflight_offset_max_ms
-                                                               : PREFLIGHT_OFFSET_MAX_MS,
-            .quota_bytes =
-                c->options.quota_backend_bytes > 0 ? c->options.quota_backend_bytes : 2LL << 30,
-        };
-        char *reason = NULL;
-        k = preflight_judge(&r, offset, bound, &l, &reason);
-        log_debug("hosts target: preflight of %s for %s/%s: fdatasync p50 %lld us p99 %lld us "
-                  "max %lld us (%zu samples, %s, kernel %s), free %lld bytes, clock offset %lld "
-                  "ms (±%lld): %s",
-                  h->address, c->namespace_, c->name, (long long)r.sync_p50_us,
-                  (long long)r.sync_p99_us, (long long)r.sync_max_us, r.n_sync, r.fstype, r.kernel,
-                  (long long)r.free_bytes, (long long)offset, (long long)bound,
-                  k ? reason : "passed");
-        preflight_result_release(&r);
-        if (k > 0)
-                *ret_reason = reason;
-        return k;
-}
-
-/*
- * Whether free machine h is refused a new member: preflight on and h
- * failed it or could not be measured; why is added to *refused.
- */
-static bool preflight_refuses(hosts_target *ht, const etcd_cluster *c, const host_spec *h,
-                              char **refused)
-{
-        if (!ht->o.preflight)
-                return false;
-        _cleanup_free_ char *reason = NULL;
-        int k = preflight_machine(ht, c, h, &reason);
-        if (k == 0)
-                return false;
-        char *more = xasprintf("%s%s%s: %s", *refused ? *refused : "", *refused ? "; " : "",
-                               h->address, k > 0 ? reason : target_last_error(&ht->base));
-        str_assign(refused, more);
-        return true;
-}
-
-/* No free machine passed its preflight: the step waits, saying why (-EAGAIN). */
-static int preflight_wait(target *t, const char *member, const char *refused, const char *why_not)
-{
-        return target_fail(
-            t, -EAGAIN, "no free machine for member %s passed its preflight (%s)%s%s", member,
-            refused, why_not ? "; some could not be asked: " : "", why_not ? why_not : "");
-}
-
 static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
 {
         hosts_target *ht = HT(t);
@@ -408,7 +331,7 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
                 ht_view_release(&v);
                 taken[i] = !free_machine;
                 candidate[i] =
-                    free_machine && !preflight_refuses(ht, c, &c->hosts.items[i], &refused);
+                    free_machine && !ht_preflight_refuses(ht, c, &c->hosts.items[i], &refused);
                 if (!candidate[i] || spread)
                         continue;
                 idx = (int)i;
@@ -419,11 +342,12 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
                 int k = ht_write_marker(ht, &c->hosts.items[idx], mp->name);
                 if (k < 0)
                         return k;
+                ht_preflight_placed(ht, c, &c->hosts.items[idx], mp->name);
                 log_debug("hosts target: member %s placed on %s", mp->name,
                           c->hosts.items[idx].address);
         }
         if (idx < 0 && refused)
-                return preflight_wait(t, mp->name, refused, why_not);
+                return ht_preflight_wait(ht, mp->name, refused, why_not);
         if (idx < 0 && asked == 0)
                 return target_fail(t, not_asked,
                                    "no machine in spec.hosts.machines could be asked for a place "
@@ -792,6 +716,7 @@ static void hosts_free(target *t)
         hosts_target *ht = HT(t);
         ht_forget_probes(ht, NULL);
         free(ht->cache);
+        ht_preflights_free(ht);
         ssh_pool_free(ht->pool);
         free(ht->systemctl);
         free(ht->state_dir);
@@ -826,6 +751,7 @@ static const target_ops hosts_ops = {
     .data_revision = hosts_data_revision,
     .adopt = &hosts_adopt_ops,
     .debug = &hosts_debug_ops,
+    .machines = &hosts_machine_ops,
     .free = hosts_free,
 };
 

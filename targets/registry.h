@@ -46,6 +46,7 @@ typedef struct target_settings {
         bool preflight;                           /* hosts target: measure before placing */
         int64_t preflight_sync_p99_ms;            /* 0: 10 ms */
         int64_t preflight_clock_offset_ms;        /* 0: 500 ms */
+        int64_t preflight_interval_ms;            /* 0: 10 minutes */
         /*
          * Where a warning for a person goes (TLS verification switched off
          * in a kubeconfig); NULL: log_warn().

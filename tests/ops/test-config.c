@@ -49,6 +49,7 @@ static void test_bad_file(void **state)
         assert_non_null(strstr(err, l5));
         assert_non_null(strstr(err, l6));
         assert_non_null(strstr(err, l7));
+        assert_non_null(strstr(err, l7));
         assert_non_null(strstr(err, l8));
         _cleanup_free_ char *l9 =
             xasprintf("%s:9:18: error: observeInterval must be a duration of at least 1s", cfg);
@@ -73,6 +74,7 @@ static void test_hosts_settings(void **state)
                                                   "  knownHost: /etc/x\n"
                                                   "  preflight: maybe\n"
                                                   "  preflightSyncP99: 0ms\n"
+                                                  "  preflightInterval: 5s\n"
                                                   "sources:\n"
                                                   "  - name: a\n"
                                                   "    url: /nowhere\n"
@@ -85,10 +87,13 @@ static void test_hosts_settings(void **state)
         _cleanup_free_ char *l5 = xasprintf("%s:5:14: error: preflight must be", cfg);
         _cleanup_free_ char *l6 =
             xasprintf("%s:6:21: error: preflightSyncP99 must be a duration of at least 1ms", cfg);
+        _cleanup_free_ char *l7 =
+            xasprintf("%s:7:22: error: preflightInterval must be a duration of at least 10s", cfg);
         _cleanup_free_ char *l8 = xasprintf(
-            "%s:10:13: error: unknown target 'moon' (available: local, kubernetes, hosts)", cfg);
+            "%s:11:13: error: unknown target 'moon' (available: local, kubernetes, hosts)", cfg);
         assert_non_null(strstr(err, l5));
         assert_non_null(strstr(err, l6));
+        assert_non_null(strstr(err, l7));
         assert_non_null(strstr(err, l3));
         assert_non_null(strstr(err, l4));
         assert_non_null(strstr(err, l8));

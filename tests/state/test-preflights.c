@@ -1,7 +1,8 @@
 /*
  * The hosts target's machine preflights in the state store
  * (state/preflights.h) on a real SQLite file: one row per cluster and
- * machine, replaced at each preflight with every measurement kept; a
+ * machine, replaced at each preflight with every measurement kept (and
+ * the member the machine held); a
  * verdict is new when it or its reason changes (so it is audited once),
  * not when only the figures move; a cluster's rows cleared together.
  */
@@ -24,6 +25,7 @@ static void test_preflights(void **state)
 
         state_preflight p = {.cluster = "prod/main",
                              .machine = "10.0.0.1:22",
+                             .member = "main-0",
                              .time_ms = 1,
                              .verdict = "passed",
                              .kernel = "6.1.0",
@@ -69,7 +71,12 @@ static void test_preflights(void **state)
         assert_int_equal(g->offset_ms, -12);
         assert_string_equal(g->fstype, "ext2/ext3");
         assert_int_equal(g->time_ms, 3);
+        assert_string_equal(g->member, "main-0");
+        state_preflight *d = state_preflight_dup(g);
         state_preflight_free(g);
+        assert_string_equal(d->member, "main-0"); /* a copy of its own */
+        assert_string_equal(d->reason, "fdatasync p99 42.0 ms > 10.0 ms");
+        state_preflight_free(d);
         g = NULL;
         assert_int_equal(state_preflight_get(db, "prod/main", "10.0.0.9:22", &g), 0);
         assert_null(g);
