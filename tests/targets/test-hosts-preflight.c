@@ -7,7 +7,9 @@
  * on a temporary directory, once with the real dd and once with a dd
  * wrapper that sleeps 20 ms before each synchronous write (the test's slow
  * disk: a wrapper binary, not a slow device), which the judgement refuses
- * naming the measured p99.
+ * naming the measured p99; and when a preflight is due again (the
+ * interval placement reuses a verdict for and a member's machine is
+ * measured again after).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -179,6 +181,26 @@ static void run_script(const char *tmp, const char *dir, const char *dd, preflig
         free(script);
 }
 
+static void test_due(void **state)
+{
+        (void)state;
+        const int64_t I = PREFLIGHT_INTERVAL_MS, T = 1795874700000;
+        struct {
+                int64_t last, now;
+                bool due;
+        } cases[] = {
+            {0, T, true},          /* never measured */
+            {T, T, false},         /* just measured */
+            {T, T + I - 1, false}, /* within the interval */
+            {T, T + I, true},      /* the interval has passed */
+            {T + 5000, T, true},   /* measured "in the future": the clock stepped back */
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+                if (preflight_due(cases[i].last, cases[i].now, I) != cases[i].due)
+                        fail_msg("case %zu: due should be %d", i, cases[i].due);
+        assert_int_equal(PREFLIGHT_INTERVAL_MS, 10 * 60 * 1000);
+}
+
 static void test_script_runs(void **state)
 {
         (void)state;
@@ -237,6 +259,7 @@ int main(void)
             cmocka_unit_test(test_parse_refuses),
             cmocka_unit_test(test_judge),
             cmocka_unit_test(test_clock),
+            cmocka_unit_test(test_due),
             cmocka_unit_test(test_script_runs),
             cmocka_unit_test(test_slow_dd_refused),
         };
