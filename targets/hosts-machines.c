@@ -20,7 +20,9 @@
  *   passed, by the machine operation, never by placement.
  * - Free machines are measured only when a member is to be placed: the
  *   machine operation probes a machine it has no recent preflight of (the
- *   probe says whether it holds a member) at most once per interval.
+ *   probe says whether it holds a member) at most once per interval, and
+ *   a machine that does not answer is asked again an interval later (its
+ *   member is Degraded's MachineUnreachable meanwhile).
  * - Entries are reached through pointers that stay put (an array of
  *   pointers), and each belongs to one cluster, whose operations the
  *   locked wrapper serialises: an entry held across an SSH step (the
@@ -236,8 +238,11 @@ static int hosts_preflights(target *t, const etcd_cluster *c,
                 if (!preflight_due(MAX(last, e->looked_ms), now_ms, interval))
                         continue;
                 machine_view v;
-                if (ht_probe(ht, c, h, &v) < 0)
-                        continue; /* said by status (MachineUnreachable); asked again next pass */
+                if (ht_probe(ht, c, h, &v) < 0) {
+                        /* said by status (MachineUnreachable); asked again an interval on */
+                        e->looked_ms = now_ms;
+                        continue;
+                }
                 _cleanup_free_ char *member = xstrdup_null(v.claimed_by);
                 ht_view_release(&v);
                 if (!member) {

@@ -269,6 +269,17 @@ int ht_check_machines(hosts_target *ht, const etcd_cluster *c)
         return 0;
 }
 
+/* Member name takes free machine h: its marker written, its preflight told where it went. */
+static int claim(hosts_target *ht, const etcd_cluster *c, const host_spec *h, const char *name)
+{
+        int k = ht_write_marker(ht, h, name);
+        if (k < 0)
+                return k;
+        ht_preflight_placed(ht, c, h, name);
+        log_debug("hosts target: member %s placed on %s", name, h->address);
+        return 0;
+}
+
 static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
 {
         hosts_target *ht = HT(t);
@@ -338,14 +349,9 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
         }
         if (placing && spread)
                 idx = domains_pick(&c->hosts, taken, candidate);
-        if (placing && idx >= 0) {
-                int k = ht_write_marker(ht, &c->hosts.items[idx], mp->name);
-                if (k < 0)
-                        return k;
-                ht_preflight_placed(ht, c, &c->hosts.items[idx], mp->name);
-                log_debug("hosts target: member %s placed on %s", mp->name,
-                          c->hosts.items[idx].address);
-        }
+        int claimed = placing && idx >= 0 ? claim(ht, c, &c->hosts.items[idx], mp->name) : 0;
+        if (claimed < 0)
+                return claimed;
         if (idx < 0 && refused)
                 return ht_preflight_wait(ht, mp->name, refused, why_not);
         if (idx < 0 && asked == 0)
