@@ -7,7 +7,8 @@
  * MachineHealthy False with the machine, its member and the measurement
  * (condition.changed audited once, the pass result saying so for the
  * daemon's alert), no member stopped, moved or restarted for it, and True
- * again once it recovers; then what `gitcd status` shows of it.
+ * again once it recovers; then what `gitcd status` and `gitcd plan
+ * --target hosts` show of it.
  *
  * The fake world's target has no machines: the test gives it machine
  * operations of its own (a copy of its operation table), which measure
@@ -29,6 +30,7 @@
 #include "reconciler/machines.h"
 #include "targets/hosts-preflight.h"
 #include "tests/fake/fixture.h"
+#include "util/fs.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
@@ -197,11 +199,10 @@ static const char *machine_healthy(fx *f, char **ret_message)
         return status;
 }
 
-/* What `gitcd status` prints for the cluster (args: "-o json" or ""). */
-static char *status_output(fx *f, const char *args)
+/* What `gitcd <args>` prints (both streams), asserting it exits 0. */
+static char *gitcd_output(const char *args)
 {
-        _cleanup_free_ char *cmd = xasprintf("'%s' status --state '%s' default/demo %s 2>&1",
-                                             getenv("GITCD_BIN"), f->db_path, args);
+        _cleanup_free_ char *cmd = xasprintf("'%s' %s 2>&1", getenv("GITCD_BIN"), args);
         FILE *p = popen(cmd, "r");
         assert_non_null(p);
         strbuf sb = STRBUF_INIT;
@@ -209,8 +210,39 @@ static char *status_output(fx *f, const char *args)
         size_t n;
         while ((n = fread(buf, 1, sizeof(buf), p)) > 0)
                 sb_append_len(&sb, buf, n);
-        assert_int_equal(pclose(p), 0);
+        int k = pclose(p);
+        if (k != 0)
+                fail_msg("%s: exit %d:\n%s", cmd, k, sb_str(&sb));
         return sb_detach(&sb);
+}
+
+/* What `gitcd status` prints for the cluster (args: "-o json" or ""). */
+static char *status_output(fx *f, const char *args)
+{
+        _cleanup_free_ char *a = xasprintf("status --state '%s' default/demo %s", f->db_path, args);
+        return gitcd_output(a);
+}
+
+/*
+ * What `gitcd plan --target hosts` prints (args: "-o json" or "") for the
+ * cluster defined with spec.hosts on the fake machines' names.
+ */
+static char *plan_output(fx *f, const char *args)
+{
+        _cleanup_free_ char *src = xasprintf("%s/source", f->dir);
+        _cleanup_free_ char *file = xasprintf("%s/demo.yaml", src);
+        const char *yaml = "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n"
+                           "  name: demo\nspec:\n  replicas: 3\n  version: \"3.5.16\"\n"
+                           "  hosts:\n    mode: systemd\n    machines:\n"
+                           "    - {address: machine-0, dataDir: /var/lib/etcd/demo}\n"
+                           "    - {address: machine-1, dataDir: /var/lib/etcd/demo}\n"
+                           "    - {address: machine-2, dataDir: /var/lib/etcd/demo}\n"
+                           "    - {address: machine-3, dataDir: /var/lib/etcd/demo}\n";
+        assert_int_equal(mkdir_p(src, 0700), 0);
+        assert_int_equal(write_file_atomic(file, yaml, strlen(yaml), 0600), 0);
+        _cleanup_free_ char *a =
+            xasprintf("plan --target hosts --source '%s' --state '%s' %s", src, f->db_path, args);
+        return gitcd_output(a);
 }
 
 static void test_member_machine_degrades_then_recovers(void **state)
@@ -278,6 +310,17 @@ static void test_member_machine_degrades_then_recovers(void **state)
         assert_non_null(strstr(json, "\"machines\": [") ? json : strstr(json, "\"machines\":["));
         assert_non_null(
             strstr(json, "\"sync_p99_us\":42000") ? json : strstr(json, "\"sync_p99_us\": 42000"));
+
+        /* and gitcd plan --target hosts, from the state store */
+        _cleanup_free_ char *plan = plan_output(f, "");
+        assert_non_null(strstr(plan, "The machines' last preflights (from the state store; no "
+                                     "machine was contacted):"));
+        assert_non_null(strstr(plan, "machine-1 (demo-1): FAILED, measured "));
+        assert_non_null(strstr(plan, "machine-0 (demo-0): passed, measured "));
+        assert_non_null(strstr(plan, "machine-3: never measured"));
+        _cleanup_free_ char *plan_json = plan_output(f, "-o json");
+        assert_non_null(strstr(plan_json, "\"preflights\": ["));
+        assert_non_null(strstr(plan_json, "\"verdict\": \"failed\""));
 
         /* it recovers: True again, audited once */
         mx.slow[0] = '\0';
