@@ -80,5 +80,17 @@ json_t *cli_json_string(const char *s);
 /* JSON output of the records: a time in ms as RFC 3339, or null when unset (<= 0). */
 json_t *cli_json_time(int64_t ms);
 
+struct state_preflight;
+/*
+ * A machine's last preflight (state/preflights.h) as status and plan show
+ * it: one line of text (control characters escaped; allocated), and its
+ * JSON object ({"machine", "member", "verdict", "reason", "measured",
+ * "sync_samples", "sync_p50_us", "sync_p99_us", "sync_max_us",
+ * "free_bytes", "quota_bytes", "clock_offset_ms", "clock_offset_bound_ms",
+ * "fstype", "kernel"}).
+ */
+char *cli_preflight_text(const struct state_preflight *p);
+json_t *cli_preflight_json(const struct state_preflight *p);
+
 /* True when stdout is a terminal and NO_COLOR is unset. */
 bool cli_color(void);

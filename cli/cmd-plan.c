@@ -31,8 +31,10 @@
 #include "plan/drift.h"
 #include "plan/plan.h"
 #include "plan/revdiff.h"
+#include "state/preflights.h"
 #include "targets/registry.h"
 #include "api/spec.h"
+#include "util/escape.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/timeutil.h"
@@ -68,7 +70,9 @@ static const char footer_text[] =
     "are computed from the spec: no machine is contacted (docs/hosts.md).\n"
     "For a cluster gitcd has no records of it also says what apply reads\n"
     "first on each machine and how it adopts a cluster already running there\n"
-    "(or refuses) instead of bootstrapping; the reading happens at apply.\n\n"
+    "(or refuses) instead of bootstrapping; the reading happens at apply.\n"
+    "It also shows each machine's last preflight (disk latency, free space,\n"
+    "clock offset and the verdict) as the state store recorded it.\n\n"
     "A Git source is mirrored into a temporary folder removed on exit, unless\n"
     "--cache-dir names a cache to reuse. --etcd-dir and the --hosts-* flags are\n"
     "accepted and ignored: only --target kubernetes contacts a target.\n\n"
@@ -192,6 +196,77 @@ static void machine_effects_print(json_t *effects, const char *kind, FILE *out)
                                 fprintf(out, "      - adoption: %s\n", adopt);
                         json_array_foreach(json_object_get(mach, "effects"), k, line)
                             fprintf(out, "      - %s\n", json_string_value(line));
+                }
+        }
+}
+
+/*
+ * The last preflight of each machine of every cluster of the plan that
+ * has spec.hosts, as the state store holds it (the hosts target's,
+ * docs/hosts.md; no machine is contacted): [{"cluster", "machines":
+ * [{"address", "preflight": {...} or null}]}]. NULL when the store holds
+ * none of them (the preflight is off, or never ran).
+ */
+static json_t *machine_preflights(const plan *p, const state_preflight_list *known)
+{
+        json_t *out = json_array();
+        bool any = false;
+        for (size_t i = 0; i < p->n; i++) {
+                const plan_item *it = &p->items[i];
+                const etcd_cluster *c = it->spec;
+                if (!c || !c->hosts.set)
+                        continue;
+                json_t *machines = json_array();
+                for (size_t m = 0; m < c->hosts.n; m++) {
+                        const host_spec *h = &c->hosts.items[m];
+                        _cleanup_free_ char *key = xasprintf("%s:%d", h->address, h->ssh_port);
+                        json_t *pf = json_null();
+                        for (size_t k = 0; k < known->n; k++)
+                                if (streq_ptr(known->items[k]->cluster, it->name) &&
+                                    streq_ptr(known->items[k]->machine, key)) {
+                                        json_decref(pf);
+                                        pf = cli_preflight_json(known->items[k]);
+                                        any = true;
+                                }
+                        json_array_append_new(machines, json_pack("{s:s,s:o}", "address",
+                                                                  h->address, "preflight", pf));
+                }
+                json_array_append_new(
+                    out, json_pack("{s:s,s:o}", "cluster", it->name, "machines", machines));
+        }
+        if (!any) {
+                json_decref(out);
+                return NULL;
+        }
+        return out;
+}
+
+/* The same as text: each machine's last preflight, or "never measured". */
+static void machine_preflights_print(const plan *p, const state_preflight_list *known, FILE *out)
+{
+        fprintf(out, "\nThe machines' last preflights (from the state store; no machine was "
+                     "contacted):\n");
+        for (size_t i = 0; i < p->n; i++) {
+                const plan_item *it = &p->items[i];
+                const etcd_cluster *c = it->spec;
+                if (!c || !c->hosts.set)
+                        continue;
+                fprintf(out, "  %s:\n", it->name);
+                for (size_t m = 0; m < c->hosts.n; m++) {
+                        const host_spec *h = &c->hosts.items[m];
+                        _cleanup_free_ char *key = xasprintf("%s:%d", h->address, h->ssh_port);
+                        const state_preflight *pf = NULL;
+                        for (size_t k = 0; k < known->n; k++)
+                                if (streq_ptr(known->items[k]->cluster, it->name) &&
+                                    streq_ptr(known->items[k]->machine, key))
+                                        pf = known->items[k];
+                        if (!pf) {
+                                fprintf(out, "    %s: never measured\n", h->address);
+                                continue;
+                        }
+                        _cleanup_free_ char *member = str_escape(pf->member ? pf->member : "free");
+                        _cleanup_free_ char *text = cli_preflight_text(pf);
+                        fprintf(out, "    %s (%s): %s\n", h->address, member, text);
                 }
         }
 }
@@ -380,7 +455,10 @@ typedef struct plan_view {
         kube_config *kcfg;   /* with drift */
         const char *kind;    /* the target kind's name */
         json_t *effects;     /* or NULL */
-        revdiff *since;      /* --since: what changed from since_rev, or NULL */
+        /* the machines' last preflights (machine_preflights), or NULL; from known */
+        json_t *preflights;
+        const state_preflight_list *known;
+        revdiff *since; /* --since: what changed from since_rev, or NULL */
         source_revision *since_rev;
 } plan_view;
 
@@ -398,6 +476,8 @@ static void print_json(const plan_view *v)
         }
         if (v->effects)
                 json_object_set(j, v->kind, v->effects);
+        if (v->preflights)
+                json_object_set(j, "preflights", v->preflights);
         if (v->since)
                 json_object_set_new(j, "since", revdiff_to_json(v->since, v->since_rev, v->rev));
         json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -420,6 +500,8 @@ static void print_text(const plan_view *v, bool verbose)
                 drift_print_text(v->drift, v->kcfg ? v->kcfg->server : NULL, po.color, stdout);
         if (v->effects)
                 machine_effects_print(v->effects, v->kind, stdout);
+        if (v->preflights)
+                machine_preflights_print(v->p, v->known, stdout);
 }
 
 /* --since: what changed from a.since to rev, as gitcd diff says it. 0, or -errno printed. */
@@ -510,6 +592,10 @@ int cmd_plan(int argc, char **argv)
                          .now_ms = now_wall_ms()};
         _cleanup_(plan_freep) plan *p = NULL;
         int k = plan_compute(&in, &p);
+        /* the machines' last preflights, for a kind that runs members on machines */
+        _cleanup_(state_preflight_list_release) state_preflight_list known = {0};
+        if (db && pops && pops->machine_effects && state_preflight_list_get(db, NULL, &known) < 0)
+                known = (state_preflight_list){0}; /* a store from before preflights were kept */
         state_close(db);
         members_release(members, applied.n);
         state_cluster_list_release(&applied);
@@ -531,6 +617,8 @@ int cmd_plan(int argc, char **argv)
                        .kcfg = kcfg,
                        .kind = kind->name,
                        .effects = pops && pops->machine_effects ? machine_effects(p, pops) : NULL,
+                       .preflights = machine_preflights(p, &known),
+                       .known = &known,
                        .since = since,
                        .since_rev = since_rev};
         if (a.json)
@@ -538,6 +626,7 @@ int cmd_plan(int argc, char **argv)
         else
                 print_text(&v, a.verbose);
         json_decref(v.effects);
+        json_decref(v.preflights);
         fflush(stdout);
         if (plan_has_errors(p) || (drift && drift_has_errors(drift)))
                 return EXIT_FAIL;

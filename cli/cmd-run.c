@@ -191,6 +191,7 @@ typedef struct notify_ctx {
         char **clusters;
         pass_outcome *sent;
         char **frozen; /* per cluster: frozen since this message was notified, or NULL */
+        int *machines; /* per cluster: MachineHealthy as last notified (pass_result.machines) */
         size_t n;
         char **conflicts; /* conflicts notified, while they last */
         size_t n_conflicts;
@@ -210,9 +211,11 @@ static size_t notify_index(notify_ctx *nc, const char *cluster)
                 nc->clusters = xrealloc(nc->clusters, (nc->n + 1) * sizeof(char *));
                 nc->sent = xrealloc(nc->sent, (nc->n + 1) * sizeof(pass_outcome));
                 nc->frozen = xrealloc(nc->frozen, (nc->n + 1) * sizeof(char *));
+                nc->machines = xrealloc(nc->machines, (nc->n + 1) * sizeof(int));
                 nc->clusters[nc->n] = xstrdup(cluster);
                 nc->sent[nc->n] = PASS_PROGRESSED;
                 nc->frozen[nc->n] = NULL;
+                nc->machines[nc->n] = 0;
                 nc->n++;
         }
         return i;
@@ -242,6 +245,34 @@ static void notify_frozen(notify_ctx *nc, const char *cluster, const pass_result
             .message = res->frozen ? res->message
                                    : "every member holds the same data again; the freeze is "
                                      "lifted",
+            .commit = sc ? sc->desired_commit : NULL,
+        };
+        (void)ops_notify(nc->notifier, nc->r->db, &ev);
+        state_cluster_free(sc);
+}
+
+/*
+ * A machine holding a member failed its preflight (MachineHealthy False,
+ * reconciler/machines.h): cluster.machine-unhealthy once, and
+ * cluster.machine-healthy once they all pass again. Only a change after
+ * the daemon started is told (a cluster first seen healthy says nothing).
+ */
+static void notify_machines(notify_ctx *nc, const char *cluster, const pass_result *res)
+{
+        if (!nc->notifier || !nc->r->db || res->machines == 0)
+                return;
+        size_t i = notify_index(nc, cluster);
+        int was = nc->machines[i];
+        nc->machines[i] = res->machines;
+        if (was == res->machines || (was == 0 && res->machines > 0))
+                return;
+        state_cluster *sc = NULL;
+        (void)state_cluster_get(nc->r->db, cluster, &sc);
+        ops_event ev = {
+            .severity = res->machines < 0 ? OPS_SEV_WARNING : OPS_SEV_INFO,
+            .event = res->machines < 0 ? "cluster.machine-unhealthy" : "cluster.machine-healthy",
+            .cluster = cluster,
+            .message = res->machines_message,
             .commit = sc ? sc->desired_commit : NULL,
         };
         (void)ops_notify(nc->notifier, nc->r->db, &ev);
@@ -292,6 +323,7 @@ static void notify_ctx_release(notify_ctx *nc)
         free(nc->clusters);
         free(nc->sent);
         free(nc->frozen);
+        free(nc->machines);
         for (size_t i = 0; i < nc->n_conflicts; i++)
                 free(nc->conflicts[i]);
         free(nc->conflicts);
@@ -396,6 +428,7 @@ static void progress(const char *cluster, const pass_result *res, void *userdata
                                                                                         : LOG_INFO;
         log_msg(l, "%s: %s: %s", cluster, pass_outcome_name(res->outcome), res->message);
         notify_frozen(userdata, cluster, res);
+        notify_machines(userdata, cluster, res);
         notify_outcome(userdata, cluster, res);
         bundle_check(userdata, cluster);
 }

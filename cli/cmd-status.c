@@ -36,6 +36,7 @@
 #include "reconciler/hold.h"
 #include "state/holds.h"
 #include "state/maintenance.h"
+#include "state/preflights.h"
 #include "state/carotate.h"
 #include "state/consistency.h"
 #include "state/recovery.h"
@@ -56,7 +57,10 @@ static const char usage_text[] =
     "among them) and the last check that the members hold the same data\n"
     "(FROZEN, with the repair to run, when they do not; the repairs asked).\n"
     "A member whose machine did not answer in the last pass is \"unknown\",\n"
-    "with the state last seen and when, and Degraded names the machine.\n\n"
+    "with the state last seen and when, and Degraded names the machine.\n"
+    "On the hosts target with the preflight on, the machines' last preflights\n"
+    "(the member each held, fdatasync p50/p99/max, free space, clock offset,\n"
+    "the verdict) and MachineHealthy among the conditions.\n\n"
     "Options:\n";
 
 /* A printable copy: control characters escaped, empty becomes "-". */
@@ -740,6 +744,41 @@ static void print_consistency(state_db *db, const char *cluster)
         state_repair_list_release(&l);
 }
 
+/*
+ * The machines' last preflights (the hosts target's, docs/hosts.md): each
+ * machine measured for the cluster, the member it held then, and what was
+ * measured. Nothing when none was (the preflight is off, or another target).
+ */
+static void print_machines(state_db *db, const char *cluster)
+{
+        state_preflight_list l = {0};
+        if (state_preflight_list_get(db, cluster, &l) < 0 || l.n == 0) {
+                state_preflight_list_release(&l);
+                return;
+        }
+        printf("\nMachines (last preflight):\n");
+        for (size_t i = 0; i < l.n; i++) {
+                _cleanup_free_ char *machine = clean(l.items[i]->machine);
+                _cleanup_free_ char *member =
+                    l.items[i]->member ? str_escape(l.items[i]->member) : xstrdup("free");
+                _cleanup_free_ char *text = cli_preflight_text(l.items[i]);
+                printf("  %s (%s): %s\n", machine, member, text);
+        }
+        state_preflight_list_release(&l);
+}
+
+/* The same for -o json: "machines", by machine. */
+static void machines_json(state_db *db, const char *cluster, json_t *o)
+{
+        json_t *v = json_array();
+        state_preflight_list l = {0};
+        if (state_preflight_list_get(db, cluster, &l) == 0)
+                for (size_t i = 0; i < l.n; i++)
+                        json_array_append_new(v, cli_preflight_json(l.items[i]));
+        state_preflight_list_release(&l);
+        json_object_set_new(o, "machines", v);
+}
+
 /* The same for -o json: "consistency" (or null) and "repairs". */
 static void consistency_json(state_db *db, const char *cluster, json_t *o)
 {
@@ -950,6 +989,7 @@ static json_t *status_json(state_db *db, const state_cluster *c, const state_mem
         ca_rotation_json(db, c->name, o);
         json_object_set_new(o, "intake", verdicts_json(vl, c->name));
         consistency_json(db, c->name, o);
+        machines_json(db, c->name, o);
         holds_json(db, c, now, o);
         return o;
 }
@@ -1055,6 +1095,7 @@ static int show(state_db *db, const char *name, bool json)
                         print_restores(db, cl.items[i]->name);
                         print_ca_rotation(db, cl.items[i]->name);
                         print_consistency(db, cl.items[i]->name);
+                        print_machines(db, cl.items[i]->name);
                 } else
                         cluster_row(&t, cl.items[i], &ml, now);
                 state_member_list_release(&ml);

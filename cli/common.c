@@ -1,8 +1,9 @@
 /*
  * Helpers shared by the subcommands: where the state lives, the daemon's
  * configuration file as the commands beside the daemon read it, and
- * whether to colour output, and the JSON form of a string or a time in
- * the records' JSON output.
+ * whether to colour output, the JSON form of a string or a time in the
+ * records' JSON output, and a machine's last preflight as status and plan
+ * show it.
  *
  * The state path has one rule for every command, `gitcd run` included
  * (cli_state_path). The commands that read gitcd's records next to the
@@ -19,6 +20,9 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "state/preflights.h"
+#include "util/strbuf.h"
+#include "util/escape.h"
 #include "util/fs.h"
 #include "util/timeutil.h"
 #include "util/macro.h"
@@ -105,4 +109,49 @@ char *cli_who_asks(const char *command)
         if (gethostname(host, sizeof(host) - 1) < 0)
                 host[0] = '\0';
         return xasprintf("%s@%s (%s)", pw ? pw->pw_name : "?", host[0] ? host : "?", command);
+}
+
+char *cli_preflight_text(const state_preflight *p)
+{
+        char when[40] = "";
+        format_rfc3339(p->time_ms, when, sizeof(when));
+        strbuf sb = STRBUF_INIT;
+        bool measured = !streq_ptr(p->verdict, "unmeasured");
+        sb_printf(&sb, "%s, %s %s", streq_ptr(p->verdict, "failed") ? "FAILED" : p->verdict,
+                  measured ? "measured" : "tried", when);
+        if (p->reason)
+                sb_printf(&sb, ": %s", p->reason);
+        if (measured)
+                sb_printf(&sb,
+                          "%s fdatasync p50 %.1f ms, p99 %.1f ms, max %.1f ms (%lld samples), "
+                          "free %.1f GiB (quota %.1f GiB), clock offset %lld ms (±%lld), %s, "
+                          "kernel %s",
+                          p->reason ? ";" : ":", p->sync_p50_us / 1000.0, p->sync_p99_us / 1000.0,
+                          p->sync_max_us / 1000.0, (long long)p->n_sync,
+                          (double)p->free_bytes / (1LL << 30), (double)p->quota_bytes / (1LL << 30),
+                          (long long)p->offset_ms, (long long)p->offset_bound_ms,
+                          p->fstype ? p->fstype : "?", p->kernel ? p->kernel : "?");
+        _cleanup_free_ char *text = sb_detach(&sb);
+        return str_escape(text);
+}
+
+json_t *cli_preflight_json(const state_preflight *p)
+{
+        json_t *o = json_object();
+        json_object_set_new(o, "machine", cli_json_string(p->machine));
+        json_object_set_new(o, "member", cli_json_string(p->member));
+        json_object_set_new(o, "verdict", cli_json_string(p->verdict));
+        json_object_set_new(o, "reason", cli_json_string(p->reason));
+        json_object_set_new(o, "measured", cli_json_time(p->time_ms));
+        json_object_set_new(o, "sync_samples", json_integer(p->n_sync));
+        json_object_set_new(o, "sync_p50_us", json_integer(p->sync_p50_us));
+        json_object_set_new(o, "sync_p99_us", json_integer(p->sync_p99_us));
+        json_object_set_new(o, "sync_max_us", json_integer(p->sync_max_us));
+        json_object_set_new(o, "free_bytes", json_integer(p->free_bytes));
+        json_object_set_new(o, "quota_bytes", json_integer(p->quota_bytes));
+        json_object_set_new(o, "clock_offset_ms", json_integer(p->offset_ms));
+        json_object_set_new(o, "clock_offset_bound_ms", json_integer(p->offset_bound_ms));
+        json_object_set_new(o, "fstype", cli_json_string(p->fstype));
+        json_object_set_new(o, "kernel", cli_json_string(p->kernel));
+        return o;
 }

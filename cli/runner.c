@@ -247,6 +247,10 @@ static target_settings settings_of(const ops_config *c, const char *state_dir)
                                  .client_port = c->hosts.client_port,
                                  .peer_port = c->hosts.peer_port,
                                  .metrics_port = c->hosts.metrics_port,
+                                 .preflight = c->hosts.preflight,
+                                 .preflight_sync_p99_ms = c->hosts.preflight_sync_p99_ms,
+                                 .preflight_clock_offset_ms = c->hosts.preflight_clock_offset_ms,
+                                 .preflight_interval_ms = c->hosts.preflight_interval_ms,
                                  .warn = warn_stderr};
 }
 
@@ -1116,6 +1120,10 @@ int runner_cluster_target(state_db *db, const char *cluster, const runner_flags 
                 c.hosts.passphrase_file =
                     c.hosts.passphrase_file ? c.hosts.passphrase_file : h->passphrase_file;
                 c.hosts.known_hosts = c.hosts.known_hosts ? c.hosts.known_hosts : h->known_hosts;
+                c.hosts.preflight = h->preflight;
+                c.hosts.preflight_sync_p99_ms = h->preflight_sync_p99_ms;
+                c.hosts.preflight_clock_offset_ms = h->preflight_clock_offset_ms;
+                c.hosts.preflight_interval_ms = h->preflight_interval_ms;
                 if (!f->hosts_ports) {
                         c.hosts.client_port = h->client_port;
                         c.hosts.peer_port = h->peer_port;

@@ -621,6 +621,18 @@ static int port(parser *p, const ynode *n, const char *key)
         return (int)v;
 }
 
+/* A setting of the hosts target's preflight: a duration of at least min_ms (said as least). */
+static int64_t threshold(parser *p, const ynode *n, const char *key, int64_t min_ms,
+                         const char *least)
+{
+        int64_t ms = 0;
+        if (n->kind != YNODE_SCALAR || parse_duration_ms(n->str, &ms) < 0 || ms < min_ms) {
+                err(p, n, "%s must be a duration of at least %s (e.g. 10ms, 1s, 10m)", key, least);
+                return 0;
+        }
+        return ms;
+}
+
 static void parse_hosts(parser *p, const ynode *m)
 {
         ops_hosts *h = &p->cfg->hosts;
@@ -641,6 +653,14 @@ static void parse_hosts(parser *p, const ynode *m)
                         h->peer_port = port(p, v, k);
                 else if (streq(k, "metricsPort"))
                         h->metrics_port = port(p, v, k);
+                else if (streq(k, "preflight"))
+                        h->preflight = boolean(p, v, k);
+                else if (streq(k, "preflightSyncP99"))
+                        h->preflight_sync_p99_ms = threshold(p, v, k, 1, "1ms");
+                else if (streq(k, "preflightClockOffset"))
+                        h->preflight_clock_offset_ms = threshold(p, v, k, 1, "1ms");
+                else if (streq(k, "preflightInterval"))
+                        h->preflight_interval_ms = threshold(p, v, k, 10000, "10s");
                 else
                         err(p, m->keys[i], "unknown key '%s' in hosts", k);
         }

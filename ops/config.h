@@ -34,12 +34,16 @@ typedef struct ops_commit_status {
 
 /* The hosts target's SSH settings (hosts: in the file, --hosts-* flags). */
 typedef struct ops_hosts {
-        const char *ssh_key;         /* private key; NULL: the ssh-agent ($SSH_AUTH_SOCK) */
-        const char *passphrase_file; /* of ssh_key */
-        const char *known_hosts;     /* checked strictly; NULL: ~/.ssh/known_hosts */
-        int client_port;             /* 0: 2379 */
-        int peer_port;               /* 0: 2380 */
-        int metrics_port;            /* 0: 2381 */
+        const char *ssh_key;           /* private key; NULL: the ssh-agent ($SSH_AUTH_SOCK) */
+        const char *passphrase_file;   /* of ssh_key */
+        const char *known_hosts;       /* checked strictly; NULL: ~/.ssh/known_hosts */
+        int client_port;               /* 0: 2379 */
+        int peer_port;                 /* 0: 2380 */
+        int metrics_port;              /* 0: 2381 */
+        bool preflight;                /* measure a free machine before placing a member on it */
+        int64_t preflight_sync_p99_ms; /* fdatasync p99 above this fails; 0: 10 ms */
+        int64_t preflight_clock_offset_ms; /* |clock offset| above this fails; 0: 500 ms */
+        int64_t preflight_interval_ms;     /* how long a preflight stands; 0: 10 minutes */
 } ops_hosts;
 
 typedef struct ops_source {

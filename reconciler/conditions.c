@@ -7,7 +7,8 @@
  * the store keeps lastTransitionTime, which moves only when the status
  * does, and a status change is audited (condition.changed). The clock is
  * the reconciler's, injected for tests. SnapshotsHealthy has its one
- * checker in snapshots/.
+ * checker in snapshots/, MachineHealthy in machines.c (from the machines'
+ * preflights, stored through conditions_machines()).
  *
  * The progress deadline belongs here too: a latched spec that does not
  * converge within spec.progressDeadlineSeconds of work is given up on, and
@@ -22,6 +23,7 @@
 #include "reconciler/bootstrap.h"
 #include "reconciler/hold.h"
 #include "reconciler/internal.h"
+#include "reconciler/machines.h"
 #include "reconciler/proof.h"
 #include "snapshots/scheduler.h"
 #include "util/xalloc.h"
@@ -52,6 +54,8 @@ typedef enum cond_reason {
         CR_SUSPENDED,
         CR_MAINTENANCE_WINDOW,
         CR_MACHINE_UNREACHABLE,
+        CR_MACHINES_PASSED,
+        CR_MACHINE_DEGRADED,
         _CR_MAX,
 } cond_reason;
 
@@ -80,6 +84,8 @@ static const char *const cond_reason_names[_CR_MAX] = {
     [CR_SUSPENDED] = REASON_SUSPENDED,
     [CR_MAINTENANCE_WINDOW] = REASON_MAINTENANCE_WINDOW,
     [CR_MACHINE_UNREACHABLE] = "MachineUnreachable",
+    [CR_MACHINES_PASSED] = REASON_MACHINES_PASSED,
+    [CR_MACHINE_DEGRADED] = REASON_MACHINE_DEGRADED,
 };
 
 static const char *cond_reason_name(cond_reason r)
@@ -308,6 +314,14 @@ void conditions_refused(reconciler *r, const char *cluster, const world *w, cons
 void conditions_unreachable(reconciler *r, const char *cluster, const world *w, const char *message)
 {
         set_cond(r, cluster, "Degraded", true, cond_reason_name(CR_MACHINE_UNREACHABLE), message,
+                 w->commit, w->author);
+}
+
+void conditions_machines(reconciler *r, const char *cluster, const world *w, bool healthy,
+                         const char *message)
+{
+        set_cond(r, cluster, "MachineHealthy", healthy,
+                 cond_reason_name(healthy ? CR_MACHINES_PASSED : CR_MACHINE_DEGRADED), message,
                  w->commit, w->author);
 }
 

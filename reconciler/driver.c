@@ -298,6 +298,7 @@ static void callback(driver *d, bool on_worker, const char *cluster, const pass_
             (dcallback){.cluster = xstrdup(cluster), .res = *res, .duration_ms = duration_ms};
         /* the queued copy owns its own message */
         d->callbacks[d->n_callbacks - 1].res.message = xstrdup_null(res->message);
+        d->callbacks[d->n_callbacks - 1].res.machines_message = xstrdup_null(res->machines_message);
         pthread_mutex_unlock(&d->lock);
 }
 
@@ -351,8 +352,10 @@ static void take_result(driver *d, dcluster *dc)
                 res.outcome = PASS_WAITING;
                 res.poll_ms = 1000;
         }
+        /* a change of MachineHealthy is reported too (the daemon alerts on it) */
         if (!dc->have_last || dc->last.outcome != res.outcome ||
-            !streq_ptr(dc->last.message, res.message))
+            !streq_ptr(dc->last.message, res.message) ||
+            (res.machines && dc->last.machines != res.machines))
                 callback(d, false, dc->name, &res, -1);
         pass_result_release(&dc->last);
         dc->last = res;

@@ -259,6 +259,24 @@ void conditions_refused(reconciler *r, const char *cluster, const world *w, cons
 void conditions_unreachable(reconciler *r, const char *cluster, const world *w,
                             const char *message);
 
+/*
+ * MachineHealthy from the machines' last preflights (machines.c): True or
+ * False with its reason (PreflightPassed, PreflightFailed) and message;
+ * its change is audited (condition.changed).
+ */
+void conditions_machines(reconciler *r, const char *cluster, const world *w, bool healthy,
+                         const char *message);
+
+/* ---- machines.c: the machines members run on ------------------------------ */
+
+/*
+ * The machines' preflights for the target that has machine operations:
+ * recorded, each new verdict audited, and MachineHealthy stored and put in
+ * res (machines, machines_message). Nothing when the target measures none.
+ */
+void machines_pass(reconciler *r, const char *cluster, const etcd_cluster *c, const world *w,
+                   pass_result *res);
+
 /* ---- act.c: the effects -------------------------------------------------- */
 
 /* Take the step decide() chose. 0 (res says how it went), or -errno when it could not start. */

@@ -871,6 +871,8 @@ void pass_result_release(pass_result *r)
                 return;
         free(r->message);
         r->message = NULL;
+        free(r->machines_message);
+        r->machines_message = NULL;
 }
 
 int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
@@ -884,6 +886,9 @@ int reconciler_pass(reconciler *r, const char *cluster, pass_result *res)
         int k = pass_run(&p);
         if (k >= 0)
                 pass_audit_held(&p);
+        /* the machines' preflights, placement's included, once the cluster was observed */
+        if (p.c && p.w.sc)
+                machines_pass(r, p.x->name, p.c, &p.w, res);
         if (p.cons_ready)
                 res->frozen = p.cons.frozen;
         /* a converged pass says what it found, e.g. "3 of 3 voters healthy" */

@@ -94,9 +94,17 @@ typedef struct pass_result {
          * reports it and stops waiting for the cluster (exit 1, not converged).
          */
         bool held;
+        /*
+         * MachineHealthy as this pass judged it (reconciler/machines.h): 0
+         * not judged (the target measures no machine, the preflight is off,
+         * or no machine holding a member was measured yet), 1 True, -1
+         * False; machines_message says why (owned).
+         */
+        int machines;
+        char *machines_message;
 } pass_result;
 
-/* Frees the message; pass_result_release(NULL) is a no-op. */
+/* Frees the messages; pass_result_release(NULL) is a no-op. */
 void pass_result_release(pass_result *r);
 /* Sets r->message, freeing the one it replaces. */
 void pass_say(pass_result *r, const char *fmt, ...) _printf_(2, 3);

@@ -547,6 +547,33 @@ const char *const state_migrations[] = {
     "ALTER TABLE members ADD COLUMN seen_state TEXT;\n"
     "ALTER TABLE members ADD COLUMN seen_ms INTEGER NOT NULL DEFAULT 0;\n"
     "ALTER TABLE members ADD COLUMN unreachable TEXT;\n",
+    /*
+     * The hosts target's last preflight of each machine of a cluster
+     * (state/preflights.h, targets/hosts-preflight.h): what was measured
+     * (fdatasync latency on the data directory's file system, free space
+     * against the backend quota, clock offset within its bound, kernel and
+     * file system type), the member it held then, and the verdict, one row
+     * per machine, replaced at each preflight; `gitcd status` and `plan --target hosts` read it.
+     */
+    "CREATE TABLE machine_preflights (\n"
+    "  cluster TEXT NOT NULL,\n"
+    "  machine TEXT NOT NULL,\n"
+    "  member TEXT,\n"
+    "  time_ms INTEGER NOT NULL,\n"
+    "  verdict TEXT NOT NULL CHECK (verdict IN ('passed', 'failed', 'unmeasured')),\n"
+    "  reason TEXT,\n"
+    "  kernel TEXT,\n"
+    "  fstype TEXT,\n"
+    "  free_bytes INTEGER NOT NULL DEFAULT 0,\n"
+    "  quota_bytes INTEGER NOT NULL DEFAULT 0,\n"
+    "  n_sync INTEGER NOT NULL DEFAULT 0,\n"
+    "  sync_p50_us INTEGER NOT NULL DEFAULT 0,\n"
+    "  sync_p99_us INTEGER NOT NULL DEFAULT 0,\n"
+    "  sync_max_us INTEGER NOT NULL DEFAULT 0,\n"
+    "  offset_ms INTEGER NOT NULL DEFAULT 0,\n"
+    "  offset_bound_ms INTEGER NOT NULL DEFAULT 0,\n"
+    "  PRIMARY KEY (cluster, machine)\n"
+    ");\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

@@ -37,7 +37,12 @@ typedef struct hosts_target {
         /* This pass's probes (see probe()); cleared by tick. */
         struct probe_cache *cache;
         size_t n_cache, alloc_cache;
+        /* Each machine's last preflight per cluster (hosts-machines.c). */
+        struct preflight_entry **preflights;
+        size_t n_preflights, alloc_preflights;
 } hosts_target;
+
+typedef struct preflight_entry preflight_entry;
 
 /* What one probe of a machine found for a cluster. */
 typedef struct machine_view {
@@ -94,6 +99,16 @@ int hosts_restore_member(target *t, const etcd_cluster *c, const membership_plan
                          const target_restore *rs);
 int hosts_data_revision(target *t, const etcd_cluster *c, const char *member, const char *tool,
                         int64_t *ret_revision);
+
+/* hosts-machines.c */
+bool ht_preflight_refuses(hosts_target *ht, const etcd_cluster *c, const host_spec *h,
+                          char **refused);
+void ht_preflight_placed(hosts_target *ht, const etcd_cluster *c, const host_spec *h,
+                         const char *member);
+int ht_preflight_wait(hosts_target *ht, const char *member, const char *refused,
+                      const char *why_not);
+void ht_preflights_free(hosts_target *ht);
+extern const target_machine_ops hosts_machine_ops;
 
 /* hosts-debug.c */
 extern const target_debug_ops hosts_debug_ops;

@@ -269,6 +269,17 @@ int ht_check_machines(hosts_target *ht, const etcd_cluster *c)
         return 0;
 }
 
+/* Member name takes free machine h: its marker written, its preflight told where it went. */
+static int claim(hosts_target *ht, const etcd_cluster *c, const host_spec *h, const char *name)
+{
+        int k = ht_write_marker(ht, h, name);
+        if (k < 0)
+                return k;
+        ht_preflight_placed(ht, c, h, name);
+        log_debug("hosts target: member %s placed on %s", name, h->address);
+        return 0;
+}
+
 static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
 {
         hosts_target *ht = HT(t);
@@ -305,7 +316,8 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
                           mp->name, mp->peer_url);
                 return 0;
         }
-        _cleanup_free_ char *why_not = NULL; /* the machines that could not be asked */
+        /* the machines that could not be asked; the free ones that failed their preflight */
+        _cleanup_free_ char *why_not = NULL, *refused = NULL;
         size_t asked = 0;
         int not_asked = 0; /* why the last machine that could not be asked could not */
         /*
@@ -329,20 +341,19 @@ static int hosts_place_member(target *t, const etcd_cluster *c, member_plan *mp)
                 bool free_machine = !v.claimed_by && !v.file_member;
                 ht_view_release(&v);
                 taken[i] = !free_machine;
-                candidate[i] = free_machine;
-                if (!free_machine || spread)
+                candidate[i] =
+                    free_machine && !ht_preflight_refuses(ht, c, &c->hosts.items[i], &refused);
+                if (!candidate[i] || spread)
                         continue;
                 idx = (int)i;
         }
         if (placing && spread)
                 idx = domains_pick(&c->hosts, taken, candidate);
-        if (placing && idx >= 0) {
-                int k = ht_write_marker(ht, &c->hosts.items[idx], mp->name);
-                if (k < 0)
-                        return k;
-                log_debug("hosts target: member %s placed on %s", mp->name,
-                          c->hosts.items[idx].address);
-        }
+        int claimed = placing && idx >= 0 ? claim(ht, c, &c->hosts.items[idx], mp->name) : 0;
+        if (claimed < 0)
+                return claimed;
+        if (idx < 0 && refused)
+                return ht_preflight_wait(ht, mp->name, refused, why_not);
         if (idx < 0 && asked == 0)
                 return target_fail(t, not_asked,
                                    "no machine in spec.hosts.machines could be asked for a place "
@@ -711,6 +722,7 @@ static void hosts_free(target *t)
         hosts_target *ht = HT(t);
         ht_forget_probes(ht, NULL);
         free(ht->cache);
+        ht_preflights_free(ht);
         ssh_pool_free(ht->pool);
         free(ht->systemctl);
         free(ht->state_dir);
@@ -745,6 +757,7 @@ static const target_ops hosts_ops = {
     .data_revision = hosts_data_revision,
     .adopt = &hosts_adopt_ops,
     .debug = &hosts_debug_ops,
+    .machines = &hosts_machine_ops,
     .free = hosts_free,
 };
 

@@ -54,6 +54,24 @@ typedef struct hosts_target_opts {
          * with TLS are refused.
          */
         const char *state_dir;
+        /*
+         * The preflight of a free machine before a member is placed on it
+         * (targets/hosts-preflight.h): off unless preflight is set. A
+         * machine that fails is not taken; when no free machine passes,
+         * place_member fails with -EAGAIN naming every machine and its
+         * measurements. preflight_dd: dd on the machines (NULL: "dd" from
+         * PATH). The thresholds' 0 fields take the defaults; the free
+         * space is judged against the cluster's backend quota (etcd's
+         * 2 GiB when the spec sets none). A preflight stands for
+         * preflight_interval_ms (0: PREFLIGHT_INTERVAL_MS, ten minutes):
+         * placement reuses it, and a machine holding a member is measured
+         * again after it (target_machine_ops, hosts-machines.c).
+         */
+        bool preflight;
+        const char *preflight_dd;
+        int64_t preflight_sync_p99_max_us;
+        int64_t preflight_offset_max_ms;
+        int64_t preflight_interval_ms;
 } hosts_target_opts;
 
 /* What the hosts target can do beyond every target (TARGET_CAP_*). */

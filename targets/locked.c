@@ -49,8 +49,9 @@ typedef struct cluster_lock {
 typedef struct locked_target {
         target base;
         target_ops ops;
-        target_adopt_ops adopt; /* ops.adopt when the inner target has adopt ops */
-        target_debug_ops debug; /* ops.debug when the inner target has debug ops */
+        target_adopt_ops adopt;      /* ops.adopt when the inner target has adopt ops */
+        target_debug_ops debug;      /* ops.debug when the inner target has debug ops */
+        target_machine_ops machines; /* ops.machines when the inner target has them */
         target *inner;
         pthread_mutex_t shared; /* the inner target's own state */
         pthread_mutex_t map;    /* buckets */
@@ -344,8 +345,18 @@ static void lk_free(target *t)
 }
 
 /* A new operation in target_ops must be forwarded here too: this fails to compile until it is. */
-_Static_assert(sizeof(target_ops) == 4 * sizeof(void *) + 21 * sizeof(void (*)(void)),
+_Static_assert(sizeof(target_ops) == 5 * sizeof(void *) + 21 * sizeof(void (*)(void)),
                "target_ops changed: forward the new operation in targets/locked.c");
+/* The machine operations (target_machine_ops), under the cluster's lock as every operation of it. */
+static int lk_machines_preflights(target *t, const etcd_cluster *c,
+                                  const struct state_preflight_list *known, int64_t now_ms,
+                                  struct state_preflight_list *ret)
+{
+        return FORWARD(t, c, machines->preflights(LK(t)->inner, c, known, now_ms, ret));
+}
+
+_Static_assert(sizeof(target_machine_ops) == 1 * sizeof(void (*)(void)),
+               "target_machine_ops changed: forward the new operation in targets/locked.c");
 _Static_assert(sizeof(target_adopt_ops) == 4 * sizeof(void (*)(void)),
                "target_adopt_ops changed: forward the new operation in targets/locked.c");
 _Static_assert(sizeof(target_debug_ops) == 2 * sizeof(void (*)(void)),
@@ -384,6 +395,7 @@ int target_locked_new(target *inner, target **ret)
             .writer_stop = in->writer_stop ? lk_writer_stop : NULL,
             .adopt = in->adopt ? &lk->adopt : NULL,
             .debug = in->debug ? &lk->debug : NULL,
+            .machines = in->machines ? &lk->machines : NULL,
             .last_error = lk_last_error,
             .free = lk_free,
         };
@@ -393,6 +405,10 @@ int target_locked_new(target *inner, target **ret)
                     .claim = in->adopt->claim ? lk_adopt_claim : NULL,
                     .retire = in->adopt->retire ? lk_adopt_retire : NULL,
                     .member_healthy = in->adopt->member_healthy ? lk_adopt_member_healthy : NULL,
+                };
+        if (in->machines)
+                lk->machines = (target_machine_ops){
+                    .preflights = in->machines->preflights ? lk_machines_preflights : NULL,
                 };
         if (in->debug)
                 lk->debug = (target_debug_ops){

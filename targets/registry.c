@@ -152,6 +152,10 @@ static int open_hosts(const target_settings *s, target **ret, char **ret_error)
             .peer_port = s->peer_port,
             .metrics_port = s->metrics_port,
             .state_dir = s->state_dir,
+            .preflight = s->preflight,
+            .preflight_sync_p99_max_us = s->preflight_sync_p99_ms * 1000,
+            .preflight_offset_max_ms = s->preflight_clock_offset_ms,
+            .preflight_interval_ms = s->preflight_interval_ms,
         };
         int k = hosts_target_new(&o, ret);
         if (k < 0)

@@ -43,6 +43,10 @@ typedef struct target_settings {
         const char *ssh_passphrase_file;          /* of ssh_key */
         const char *known_hosts;                  /* NULL: ~/.ssh/known_hosts */
         int client_port, peer_port, metrics_port; /* 0: 2379, 2380, 2381 */
+        bool preflight;                           /* hosts target: measure before placing */
+        int64_t preflight_sync_p99_ms;            /* 0: 10 ms */
+        int64_t preflight_clock_offset_ms;        /* 0: 500 ms */
+        int64_t preflight_interval_ms;            /* 0: 10 minutes */
         /*
          * Where a warning for a person goes (TLS verification switched off
          * in a kubeconfig); NULL: log_warn().

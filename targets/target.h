@@ -260,6 +260,34 @@ typedef struct target_debug_ops {
                              char **ret_text);
 } target_debug_ops;
 
+struct state_preflight_list;
+
+/*
+ * The optional operations of a target whose members run on machines of
+ * their own that it can measure (the hosts target's preflight,
+ * docs/hosts.md): it measures, the caller records (state/preflights.h).
+ * Returns 0 or a negative errno with the target's error, as every
+ * operation; the locked wrapper forwards it under the cluster's lock.
+ */
+typedef struct target_machine_ops {
+        /*
+         * The preflights of c's machines: known is the last one the state
+         * store holds of each (NULL: none), so that a verdict outlives a
+         * restart of gitcd; each machine holding a member whose last
+         * preflight is older than the target's interval at now_ms is
+         * measured again (at most the preflight's bound each), and every
+         * preflight made since the last call for c (placement's included,
+         * and a placement's member on the machine it chose) is handed out
+         * in *ret, once, to be recorded. Free machines are measured only
+         * before a member is placed on them. 1 when the preflight is on
+         * (what is handed out may be nothing), 0 with nothing when it is
+         * off; a machine that does not answer is skipped.
+         */
+        int (*preflights)(target *t, const etcd_cluster *c,
+                          const struct state_preflight_list *known, int64_t now_ms,
+                          struct state_preflight_list *ret);
+} target_machine_ops;
+
 /*
  * The last max_bytes of text (cut at the first line start after the cut)
  * as a new string: the tail of a log, kept whole when it fits.
@@ -458,6 +486,9 @@ typedef struct target_ops {
 
         /* What the places members run on say about them, for an incident bundle; NULL: nothing. */
         const target_debug_ops *debug;
+
+        /* The preflights of the machines members run on; NULL: the target measures none. */
+        const target_machine_ops *machines;
 
         void (*free)(target *t);
 } target_ops;

@@ -49,6 +49,7 @@ static void test_bad_file(void **state)
         assert_non_null(strstr(err, l5));
         assert_non_null(strstr(err, l6));
         assert_non_null(strstr(err, l7));
+        assert_non_null(strstr(err, l7));
         assert_non_null(strstr(err, l8));
         _cleanup_free_ char *l9 =
             xasprintf("%s:9:18: error: observeInterval must be a duration of at least 1s", cfg);
@@ -71,6 +72,9 @@ static void test_hosts_settings(void **state)
                                                   "hosts:\n"
                                                   "  clientPort: 70000\n"
                                                   "  knownHost: /etc/x\n"
+                                                  "  preflight: maybe\n"
+                                                  "  preflightSyncP99: 0ms\n"
+                                                  "  preflightInterval: 5s\n"
                                                   "sources:\n"
                                                   "  - name: a\n"
                                                   "    url: /nowhere\n"
@@ -80,8 +84,16 @@ static void test_hosts_settings(void **state)
         assert_int_equal(e2e_runv(e, NULL, &err, args), 1);
         _cleanup_free_ char *l3 = xasprintf("%s:3:15: error: clientPort must be a port", cfg);
         _cleanup_free_ char *l4 = xasprintf("%s:4:3: error: unknown key 'knownHost' in hosts", cfg);
+        _cleanup_free_ char *l5 = xasprintf("%s:5:14: error: preflight must be", cfg);
+        _cleanup_free_ char *l6 =
+            xasprintf("%s:6:21: error: preflightSyncP99 must be a duration of at least 1ms", cfg);
+        _cleanup_free_ char *l7 =
+            xasprintf("%s:7:22: error: preflightInterval must be a duration of at least 10s", cfg);
         _cleanup_free_ char *l8 = xasprintf(
-            "%s:8:13: error: unknown target 'moon' (available: local, kubernetes, hosts)", cfg);
+            "%s:11:13: error: unknown target 'moon' (available: local, kubernetes, hosts)", cfg);
+        assert_non_null(strstr(err, l5));
+        assert_non_null(strstr(err, l6));
+        assert_non_null(strstr(err, l7));
         assert_non_null(strstr(err, l3));
         assert_non_null(strstr(err, l4));
         assert_non_null(strstr(err, l8));

@@ -20,7 +20,11 @@
  * alone when it runs other data, and disabled before gitcd's unit starts
  * a member whose data it runs (reported until then as run by it); a
  * cluster that skipped intake (a home folder as dataDir, a newline in a
- * flag value) refused by the target itself with nothing written. With a
+ * flag value) refused by the target itself with nothing written; a free
+ * machine whose disk fails the preflight not placed on, its verdict reused
+ * within the interval, and the machines holding members measured again
+ * once it passed (see test_preflight_refuses_slow_machine for how a disk
+ * is slow). With a
  * user other than root
  * (`ssh.user`), on the machine's real sudo and the accounts scripts/setup
  * creates: the same contract through `sudo -n` as gitcd-test,
@@ -57,6 +61,8 @@
 #include "api/spec.h"
 #include "render/render.h"
 #include "targets/health.h"
+#include "state/preflights.h"
+#include "targets/hosts-preflight.h"
 #include "targets/hosts.h"
 #include "targets/locked.h"
 #include "tests/harness/harness.h"
@@ -647,6 +653,141 @@ static void test_bypassed_intake_refused(void **state)
         target_free(t);
 }
 
+/* The preflight of machine `machine` in l (NULL when none was handed out). */
+static const state_preflight *preflight_of(const state_preflight_list *l, size_t machine)
+{
+        _cleanup_free_ char *key =
+            xasprintf("%s:%d", lab->machines[machine].address, lab->machines[machine].port);
+        for (size_t i = 0; i < l->n; i++)
+                if (streq(l->items[i]->machine, key))
+                        return l->items[i];
+        return NULL;
+}
+
+/*
+ * The preflight before placement, and of the machines holding members
+ * after: machine 0's disk is slow, machines 1 and 2's fast. How: the
+ * target's dd on the machines is a wrapper the test writes (the test's
+ * machines are slow or fast, not gitcd's code; a loop device or dm-delay
+ * cannot be made here). Into the data directories listed in a file of the
+ * test's (read by the shell itself: no process more per write) it sleeps
+ * 500 ms before each synchronous write; into the others' it writes the
+ * same block synchronously to a file on tmpfs (/dev/shm, one process as
+ * the baseline's), since this loaded test machine's own disk shows an
+ * fdatasync p99 of 90 to 180 ms and would fail every machine. The
+ * threshold is 250 ms: under a load of 20 the wrapper's own start-up
+ * alone shows a p99 of up to about 100 ms on the fast machines.
+ * Machine 0 is measured once (its verdict stands for the interval for the
+ * next placements), then the machine operation hands out the three
+ * preflights with the members placed; machine 1's disk turns slow and,
+ * one interval on (the caller's clock), it is measured again and fails
+ * with its member named, machine 0 (free) is not measured; it recovers
+ * one interval later. About 30 s: machine 1 measured slow and machine 0
+ * once (the 10 s sampling budget each), the fast ones about 1 s each.
+ */
+static void test_preflight_refuses_slow_machine(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *slow_dir = machine_path(0, "/var/lib/etcd/slow");
+        _cleanup_free_ char *dir1 = machine_path(1, "/var/lib/etcd/slow");
+        _cleanup_free_ char *dd = xasprintf("%s/slow-dd", lab->dir);
+        _cleanup_free_ char *list = xasprintf("%s/slow-dirs", lab->dir);
+        _cleanup_free_ char *shm = xasprintf("/dev/shm/gitcd-test-preflight-%d", (int)getpid());
+        _cleanup_free_ char *wrapper =
+            xasprintf("#!/bin/sh\ncase \"$*\" in\n"
+                      "*oflag=dsync*) while read -r d; do case \"$*\" in *\"of=$d/\"*) sleep 0.5; "
+                      "exec dd \"$@\";; esac; done < '%s'\n"
+                      "  exec dd if=/dev/zero of='%s' bs=8k count=1 oflag=dsync;;\n"
+                      "esac\nexec dd \"$@\"\n",
+                      list, shm);
+        assert_int_equal(write_file_atomic(dd, wrapper, strlen(wrapper), 0755), 0);
+        _cleanup_free_ char *slow0 = xasprintf("%s\n", slow_dir);
+        assert_int_equal(write_file_atomic(list, slow0, strlen(slow0), 0644), 0);
+        hosts_target_opts o = {
+            .ssh = {.known_hosts = lab->known_hosts,
+                    .key_file = lab->client_key,
+                    .connect_timeout_ms = 5000,
+                    .command_timeout_ms = 20000},
+            .systemctl = systemctl,
+            .client_port = client_port,
+            .peer_port = peer_port,
+            .metrics_port = metrics_port,
+            .health_timeout_ms = 1000,
+            .state_dir = state_dir,
+            .preflight = true,
+            .preflight_dd = dd,
+            .preflight_sync_p99_max_us = 250000,
+        };
+        target *t = NULL;
+        assert_int_equal(hosts_target_new(&o, &t), 0);
+        assert_non_null(t->ops->machines);
+        etcd_cluster *c = load_cluster("slow", "systemd", 3);
+        membership_plan *p = membership_plan_new(c);
+        const char *want[] = {lab->machines[1].address, lab->machines[2].address};
+        for (size_t i = 0; i < 2; i++) {
+                member_plan *mp = membership_plan_add(p);
+                mp->name = render_member_name(c, (int)i);
+                if (t->ops->place_member(t, c, mp) < 0)
+                        fail_msg("place %s: %s", mp->name, target_last_error(t));
+                /* machine 0 comes first in the list and is free, but refused */
+                assert_non_null(strstr(mp->peer_url, want[i]));
+        }
+        /* only machine 0 is left: the step waits, saying the measured latency */
+        member_plan *mp = membership_plan_add(p);
+        mp->name = render_member_name(c, 2);
+        assert_int_equal(t->ops->place_member(t, c, mp), -EAGAIN);
+        const char *err = target_last_error(t);
+        assert_non_null(strstr(err, lab->machines[0].address));
+        assert_non_null(strstr(err, "fdatasync p99 "));
+        assert_non_null(strstr(err, "> 250.0 ms"));
+        _cleanup_free_ char *marker = xasprintf("%s/gitcd-member", slow_dir);
+        assert_false(path_exists(marker)); /* nothing claimed machine 0 */
+
+        /* handed out to be recorded, once: machine 0 refused, 1 and 2 with their members */
+        int64_t now = now_wall_ms();
+        state_preflight_list l = {0};
+        assert_int_equal(t->ops->machines->preflights(t, c, NULL, now, &l), 1);
+        assert_int_equal(l.n, 3);
+        assert_string_equal(preflight_of(&l, 0)->verdict, "failed");
+        assert_null(preflight_of(&l, 0)->member);
+        assert_true(preflight_of(&l, 0)->sync_p99_us > 250000);
+        assert_string_equal(preflight_of(&l, 1)->verdict, "passed");
+        assert_string_equal(preflight_of(&l, 1)->member, "slow-0");
+        assert_string_equal(preflight_of(&l, 2)->member, "slow-1");
+        assert_true(preflight_of(&l, 2)->n_sync > 0);
+        assert_non_null(preflight_of(&l, 2)->fstype);
+        state_preflight_list_release(&l);
+        assert_int_equal(t->ops->machines->preflights(t, c, NULL, now, &l), 1);
+        assert_int_equal(l.n, 0); /* nothing new, nothing due */
+        state_preflight_list_release(&l);
+
+        /* machine 1's disk turns slow: one interval on, the members' machines are measured */
+        _cleanup_free_ char *slow01 = xasprintf("%s\n%s\n", slow_dir, dir1);
+        assert_int_equal(write_file_atomic(list, slow01, strlen(slow01), 0644), 0);
+        now += PREFLIGHT_INTERVAL_MS;
+        assert_int_equal(t->ops->machines->preflights(t, c, NULL, now, &l), 1);
+        assert_int_equal(l.n, 2);
+        assert_null(preflight_of(&l, 0)); /* free: not measured */
+        assert_string_equal(preflight_of(&l, 1)->verdict, "failed");
+        assert_string_equal(preflight_of(&l, 1)->member, "slow-0");
+        assert_non_null(strstr(preflight_of(&l, 1)->reason, "> 250.0 ms"));
+        assert_int_equal(preflight_of(&l, 1)->time_ms, now);
+        assert_string_equal(preflight_of(&l, 2)->verdict, "passed");
+        state_preflight_list_release(&l);
+
+        /* and recovers */
+        assert_int_equal(write_file_atomic(list, slow0, strlen(slow0), 0644), 0);
+        now += PREFLIGHT_INTERVAL_MS;
+        assert_int_equal(t->ops->machines->preflights(t, c, NULL, now, &l), 1);
+        assert_int_equal(l.n, 2);
+        assert_string_equal(preflight_of(&l, 1)->verdict, "passed");
+        state_preflight_list_release(&l);
+        (void)unlink(shm);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(t);
+}
+
 static void test_three_machines(void **state)
 {
         (void)state;
@@ -1158,6 +1299,7 @@ int main(void)
             cmocka_unit_test(test_binary_of_another_version),
             cmocka_unit_test(test_bypassed_intake_refused),
             cmocka_unit_test(test_three_machines),
+            cmocka_unit_test(test_preflight_refuses_slow_machine),
             cmocka_unit_test(test_wrong_host_key),
             cmocka_unit_test(test_tls_static_pod),
             cmocka_unit_test(test_silent_machine_holds_up_no_other),
