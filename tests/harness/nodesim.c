@@ -265,13 +265,39 @@ static void write_addresses(sim *s)
 }
 
 /* In place, in one write: the file is the source of the /etc/hosts bind mount. */
-static void write_hosts_text(const char *path, const char *text)
+/*
+ * Put own (this simulator's lines, each ending in " #nodesim=<node>") into
+ * the hosts file in place of the lines it wrote before, keeping every
+ * other line: two simulators (two API servers in one test) share the file.
+ * Under flock, as both rewrite it; in place, as it backs a bind mount.
+ */
+static void write_hosts_text(const sim *s, const char *own)
 {
-        int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
-
+        int fd = open(s->hosts_path, O_RDWR | O_CLOEXEC);
         if (fd < 0)
                 return;
-        (void)!write(fd, text, strlen(text));
+        (void)flock(fd, LOCK_EX);
+        strbuf cur = STRBUF_INIT, out = STRBUF_INIT;
+        char buf[4096];
+        ssize_t n;
+        while ((n = read(fd, buf, sizeof(buf))) > 0)
+                sb_append_len(&cur, buf, (size_t)n);
+        _cleanup_free_ char *tag = xasprintf(" #nodesim=%s\n", s->node);
+        const char *p = sb_str(&cur);
+        while (*p) {
+                const char *nl = strchr(p, '\n');
+                size_t len = nl ? (size_t)(nl - p + 1) : strlen(p);
+                size_t tl = strlen(tag);
+                if (!(len >= tl && strncmp(p + len - tl, tag, tl) == 0))
+                        sb_append_len(&out, p, len);
+                p += len;
+        }
+        sb_append(&out, own);
+        if (ftruncate(fd, 0) == 0)
+                (void)!pwrite(fd, sb_str(&out), out.len, 0);
+        sb_release(&cur);
+        sb_release(&out);
+        (void)flock(fd, LOCK_UN);
         close(fd);
 }
 
@@ -281,15 +307,14 @@ static void write_hosts(sim *s)
 
         if (!s->hosts_path)
                 return;
-        sb_append(&sb, s->hosts_base);
         for (size_t i = 0; i < s->n_pods; i++) {
                 const sim_pod *p = s->pods[i];
                 const char *host = jstr(p->obj, "spec.hostname");
                 const char *sub = jstr(p->obj, "spec.subdomain");
                 if (isempty(host) || isempty(sub))
                         continue;
-                sb_printf(&sb, "127.0.0.%d %s.%s.%s.svc.cluster.local %s.%s.%s.svc\n", p->addr,
-                          host, sub, p->ns, host, sub, p->ns);
+                sb_printf(&sb, "127.0.0.%d %s.%s.%s.svc.cluster.local %s.%s.%s.svc #nodesim=%s\n",
+                          p->addr, host, sub, p->ns, host, sub, p->ns, s->node);
         }
         if (streq_ptr(s->hosts_written, sb_str(&sb))) {
                 sb_release(&sb);
@@ -297,7 +322,7 @@ static void write_hosts(sim *s)
         }
         free(s->hosts_written);
         s->hosts_written = sb_detach(&sb);
-        write_hosts_text(s->hosts_path, s->hosts_written);
+        write_hosts_text(s, s->hosts_written);
 }
 
 /* ---- processes ---- */
@@ -1311,8 +1336,8 @@ static void sim_release(sim *s)
                         kill(-s->pods[i]->pid, SIGTERM);
         while (s->n_pods > 0)
                 pod_remove(s, s->n_pods - 1);
-        if (s->hosts_path && s->hosts_base)
-                write_hosts_text(s->hosts_path, s->hosts_base);
+        if (s->hosts_path)
+                write_hosts_text(s, "");
         for (size_t i = 0; i < s->n_addrs; i++) {
                 free(s->addr_keys[i]);
                 close(s->addr_locks[i]);
