@@ -55,7 +55,7 @@
 #include "util/xalloc.h"
 
 #define DOWN_MS        15000 /* a server that failed as unreachable is left alone this long */
-#define WATCH_SLICE_MS 5000  /* each watch thread's wait_event call */
+#define WATCH_SLICE_MS 2000  /* each watch thread's wait_event call (and the most a free waits) */
 #define JOIN_WAIT_MS   3000  /* at free, how long a watch thread may take to end */
 #define EVENT_POLL_MS  20    /* wait_event looks at the watch threads' flag this often */
 
@@ -141,7 +141,7 @@ static const char *ks_last_error(const target *t)
 /* What tells two servers apart: the URL and the credentials (a digest: no secret kept). */
 static char *server_key(const kube_config *cfg)
 {
-        hash_ctx *h = hash_sha256_new();
+        _cleanup_(hash_freep) hash_ctx *h = hash_sha256_new();
         const char *parts[] = {cfg->server,
                                cfg->ca_file,
                                cfg->cert_file,
@@ -427,7 +427,7 @@ static void *watch_main(void *userdata)
                 int64_t until = atomic_load(&srv->down_until);
                 int r;
                 if (until && now_mono_ms() < until) {
-                        (void)target_sleep(MIN(until - now_mono_ms(), WATCH_SLICE_MS));
+                        msleep(MIN(until - now_mono_ms(), EVENT_POLL_MS * 5));
                         continue;
                 }
                 r = srv->t->ops->wait_event(srv->t, WATCH_SLICE_MS);
