@@ -21,12 +21,17 @@
  *   its own table is under a mutex held only to look a server up or add
  *   one. So a server that does not answer holds up only the threads calling
  *   it, never the operations of clusters on another server.
- * - A server that fails a call as unreachable (-EIO: connection refused,
- *   reset, timed out after the client's retries) is marked down for
+ * - A server that fails a call as unreachable (the client's -EIO: connection
+ *   refused, reset, timed out, or 5xx and 429, after its retries; not a
+ *   Pod deletion that took too long, -ETIMEDOUT) is marked down for
  *   DOWN_MS: the operations of its clusters then fail at once with
  *   -EHOSTUNREACH, saying which server and context, rather than each
- *   taking a driver worker through the client's timeouts. The first call
- *   after DOWN_MS tries again.
+ *   taking a driver worker through the client's timeouts. After DOWN_MS one
+ *   call tries the server again (it stays marked meanwhile, so the others
+ *   still fail at once); its answer clears the mark or renews it. A server
+ *   that accepts connections and never answers still holds the first calls
+ *   to it (before the mark) for the client's timeouts, each on a worker of
+ *   its own clusters; no other server's.
  * - Events: each server's Pods are watched by a thread of its own
  *   (started with the first wait_event) calling the server's wait_event
  *   in slices; wait_event here waits on any of them, so a stalled watch
@@ -64,12 +69,12 @@ typedef struct kservers kservers;
 
 struct kserver {
         kservers *owner;
-        char *key;    /* server URL + credentials digest */
-        char *server; /* URL, for messages */
-        target *raw;  /* the kubernetes target (gitcd plan uses it as is) */
-        target *t;    /* raw in its locked wrapper */
-        atomic_llong down_until;
-        char *down_why; /* under owner->lock */
+        char *key;               /* server URL + credentials digest */
+        char *server;            /* URL, for messages */
+        target *raw;             /* the kubernetes target (gitcd plan uses it as is) */
+        target *t;               /* raw in its locked wrapper */
+        atomic_llong down_until; /* monotonic ms; 0: not marked down */
+        char *down_why;          /* under owner->lock */
         pthread_t watcher;
         bool watching;
         atomic_bool watcher_done;
@@ -262,8 +267,14 @@ static int route(kservers *ks, const char *ns, const char *name, const char *con
                 (void)strmap_put(&ks->cluster_context, id, at);
         kcontext *kc = &ks->contexts[at];
         kserver *srv = kc->srv;
-        int64_t until = atomic_load(&srv->down_until);
-        if (until && now_mono_ms() < until) {
+        long long until = atomic_load(&srv->down_until);
+        /* past the wait, one call tries the server again: the others wait for its answer */
+        if (until && now_mono_ms() >= until &&
+            atomic_compare_exchange_strong(&srv->down_until, &until, now_mono_ms() + DOWN_MS))
+                until = 0;
+        if (until) {
+                if (now_mono_ms() >= until) /* another call is trying it */
+                        until = now_mono_ms() + 1;
                 _cleanup_free_ char *w = where(kc->name, srv);
                 k = fail(-EHOSTUNREACH,
                          "the Kubernetes API server of %s is unreachable (%s); trying again in "
@@ -278,7 +289,7 @@ static int route(kservers *ks, const char *ns, const char *name, const char *con
         return 0;
 }
 
-/* After a forwarded call: the message, and a server that did not answer marked down. */
+/* After a forwarded call: the message, and the server marked down when it did not answer. */
 static int after(kservers *ks, kserver *srv, int r)
 {
         if (r >= 0) {
@@ -286,13 +297,16 @@ static int after(kservers *ks, kserver *srv, int r)
                 return r;
         }
         const char *msg = target_last_error(srv->t);
-        if (r == -EIO || r == -ETIMEDOUT) {
+        /* the client's -EIO: transport failures and 5xx after its retries, which name the server */
+        if (r == -EIO && strstr(msg, "Kubernetes API server")) {
                 pthread_mutex_lock(&ks->lock);
                 str_assign(&srv->down_why, xstrdup(msg));
                 atomic_store(&srv->down_until, now_mono_ms() + DOWN_MS);
                 pthread_mutex_unlock(&ks->lock);
                 log_debug("kubernetes target: %s marked unreachable for %ds: %s", srv->server,
                           DOWN_MS / 1000, msg);
+        } else {
+                atomic_store(&srv->down_until, 0); /* it answered (a refusal is an answer) */
         }
         return fail(r, "%s", msg);
 }
