@@ -345,6 +345,7 @@ void etcd_cluster_free(etcd_cluster *c)
         for (size_t i = 0; i < c->n_depends_on; i++)
                 free(c->depends_on[i]);
         free(c->depends_on);
+        free(c->kube_context);
         host_spec_release(&c->hosts.defaults);
         for (size_t i = 0; i < c->hosts.n; i++)
                 host_spec_release(&c->hosts.items[i]);

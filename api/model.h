@@ -28,6 +28,7 @@
 #define GITCD_DEFAULT_PROGRESS_DEADLINE 600
 #define GITCD_DEFAULT_SOAK_SECONDS      60
 #define GITCD_MAX_SOAK_SECONDS          86400
+#define GITCD_MAX_KUBE_CONTEXT          253 /* bytes of spec.kubernetes.context */
 #define GITCD_MAX_RECOMMENDED_REPLICAS  7
 
 typedef enum spec_dialect {
@@ -478,6 +479,14 @@ typedef struct etcd_cluster {
         size_t n_depends_on;
         /* spec.rollout.soakSeconds: how long each upstream stays healthy first (default 60). */
         int soak_seconds;
+        /*
+         * spec.kubernetes.context: the kubeconfig context (the API server)
+         * the Kubernetes target runs the cluster's members on; NULL: the
+         * source's, else the configuration's (docs/kubernetes.md, "Several
+         * API servers"). A name, never syntax: it is looked up in the
+         * kubeconfig, and fixed once the cluster exists (api/transition.c).
+         */
+        char *kube_context;
         declared_snapshot *declared; /* one-off snapshots documents ask for (not spec) */
         size_t n_declared;
 } etcd_cluster;

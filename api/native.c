@@ -783,6 +783,17 @@ static void read_rollout(reader *r, const ynode *spec)
                 r->c->soak_seconds = (int)v;
 }
 
+/* spec.kubernetes.context: the kubeconfig context of the cluster's API server. */
+static void read_kubernetes(reader *r, const ynode *spec)
+{
+        const ynode *m = NULL;
+        if (!rd_map(r, spec, "spec", "kubernetes", NULL, &m))
+                return;
+        static const char *const known[] = {"context", NULL};
+        rd_keys(r, m, "spec.kubernetes", known, NULL);
+        rd_string(r, m, "spec.kubernetes", "context", NULL, &r->c->kube_context);
+}
+
 /*
  * spec.maintenance: windows (a cron schedule and a duration of 1 minute to
  * 7 days each; the schedules are checked with the others, validate.c) and
@@ -843,34 +854,17 @@ void read_spec_gitcd(reader *r, const ynode *spec)
         etcd_cluster *c = r->c;
         if (!spec)
                 return;
-        static const char *const known[] = {"replicas",
-                                            "version",
-                                            "repository",
-                                            "storage",
-                                            "tls",
-                                            "auth",
-                                            "resources",
-                                            "affinity",
-                                            "topologySpreadConstraints",
-                                            "nodeSelector",
-                                            "tolerations",
-                                            "additionalMetadata",
-                                            "podTemplate",
-                                            "options",
-                                            "progressDeadlineSeconds",
-                                            "snapshots",
-                                            "defrag",
-                                            "bootstrap",
-                                            "hosts",
-                                            "recovery",
-                                            "role",
-                                            "consistency",
-                                            "repair",
-                                            "dependsOn",
-                                            "rollout",
-                                            "suspend",
-                                            "maintenance",
-                                            NULL};
+        static const char *const known[] = {
+            "replicas",     "version",     "repository",
+            "storage",      "tls",         "auth",
+            "resources",    "affinity",    "topologySpreadConstraints",
+            "nodeSelector", "tolerations", "additionalMetadata",
+            "podTemplate",  "options",     "progressDeadlineSeconds",
+            "snapshots",    "defrag",      "bootstrap",
+            "hosts",        "recovery",    "role",
+            "consistency",  "repair",      "dependsOn",
+            "rollout",      "suspend",     "maintenance",
+            "kubernetes",   NULL};
         rd_keys(r, spec, "spec", known, NULL);
         static const char *const roles[] = {"general", "kubernetes-control-plane", NULL};
         int role;
@@ -921,4 +915,5 @@ void read_spec_gitcd(reader *r, const ynode *spec)
         read_hosts(r, spec);
         read_depends_on(r, spec);
         read_rollout(r, spec);
+        read_kubernetes(r, spec);
 }

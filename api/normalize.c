@@ -393,6 +393,9 @@ json_t *spec_to_json(const etcd_cluster *c)
         if (c->soak_seconds != GITCD_DEFAULT_SOAK_SECONDS)
                 json_object_set_new(spec, "rollout",
                                     json_pack("{s:i}", "soakSeconds", c->soak_seconds));
+        if (c->kube_context)
+                json_object_set_new(spec, "kubernetes",
+                                    json_pack("{s:s}", "context", c->kube_context));
 
         return json_pack("{s:s,s:s,s:o,s:o}", "apiVersion", GITCD_API_VERSION, "kind",
                          "EtcdCluster", "metadata", meta, "spec", spec);

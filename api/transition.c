@@ -159,6 +159,23 @@ static void check_tls(ctx *x, const etcd_cluster *prev, const etcd_cluster *next
                      FIXED_TLS);
 }
 
+/*
+ * The API server a cluster runs on: its members' Pods and volumes are
+ * there, and a cluster named on another server would start empty there and
+ * leave them behind. A cluster accepted without a context (before contexts
+ * were named) may take one on: it names where the cluster already runs.
+ */
+static void check_kube_context(ctx *x, const etcd_cluster *prev, const etcd_cluster *next)
+{
+        if (!prev->kube_context || streq_ptr(prev->kube_context, next->kube_context))
+                return;
+        refuse(x, "spec.kubernetes.context",
+               "%s → %s: a cluster stays on the API server it was created on (its Pods and "
+               "volumes are there); to move it, create a new cluster on the other context and "
+               "restore a snapshot into it",
+               prev->kube_context, or_none(next->kube_context));
+}
+
 /* Fields fixed at creation, and volumes that only grow. */
 static void check_fixed(ctx *x, const etcd_cluster *prev, const etcd_cluster *next)
 {
@@ -173,6 +190,7 @@ static void check_fixed(ctx *x, const etcd_cluster *prev, const etcd_cluster *ne
                        "%s → %s shrinks the volumes; volumes can only grow (keep %s or more)",
                        prev->storage.size, next->storage.size, prev->storage.size);
         check_tls(x, prev, next);
+        check_kube_context(x, prev, next);
 }
 
 /* The version policy (api/versions.c), with the versions members still run. */

@@ -784,6 +784,37 @@ static void check_hosts(reader *r)
 }
 
 /*
+ * spec.kubernetes.context names a context of a kubeconfig: any text
+ * kubectl takes ("arn:aws:eks:...:cluster/x", "admin@prod"), but not empty,
+ * not over GITCD_MAX_KUBE_CONTEXT bytes and without control characters, so
+ * it prints on one line wherever it is shown. Whether the kubeconfig has it
+ * is the intake's (intake/intake.h: the source's kubeconfig).
+ */
+static void check_kube_context(reader *r)
+{
+        const char *k = r->c->kube_context;
+        if (!k)
+                return;
+        const char *at = "spec.kubernetes.context";
+        bool control = false;
+        for (const unsigned char *p = (const unsigned char *)k; *p; p++)
+                control |= *p < 0x20 || *p == 0x7f;
+        if (!*k)
+                rd_diag_at(r, DIAG_ERROR, at,
+                           "%s: empty; name a context of the kubeconfig or "
+                           "leave the field out",
+                           rd_name(r, at));
+        else if (strlen(k) > GITCD_MAX_KUBE_CONTEXT)
+                rd_diag_at(r, DIAG_ERROR, at, "%s: longer than %d bytes", rd_name(r, at),
+                           GITCD_MAX_KUBE_CONTEXT);
+        else if (control)
+                rd_diag_at(r, DIAG_ERROR, at,
+                           "%s: control characters are not allowed in a "
+                           "context name",
+                           rd_name(r, at));
+}
+
+/*
  * spec.dependsOn's entries each name a cluster ("name" or "namespace/name"),
  * once, not the cluster itself; spec.rollout.soakSeconds 0..86400. Whether
  * the named clusters exist, in the same source and without a cycle, is the
@@ -942,6 +973,7 @@ void spec_validate(reader *r)
         check_reserved_keys(r, "spec.podTemplate.metadata.annotations", &c->pod_annotations);
         check_hosts(r);
         check_order(r);
+        check_kube_context(r);
         if (c->hosts.set)
                 check_host_domains(r);
 }

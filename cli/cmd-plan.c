@@ -338,6 +338,21 @@ static int kube_drift(const runner_flags *f, const target_kind *kind, const char
         }
         size_t n_taken = 0;
         taken = clusters_taken_in(p, &n_taken);
+        /* Drift is read from one API server: the clusters of another context are left out. */
+        size_t kept = 0;
+        for (size_t i = 0; i < n_taken; i++) {
+                const etcd_cluster *c = taken[i];
+                if (!c->kube_context || streq_ptr(c->kube_context, cfg->context)) {
+                        taken[kept++] = taken[i];
+                        continue;
+                }
+                _cleanup_free_ char *ctx = str_escape(c->kube_context);
+                fprintf(stderr,
+                        "gitcd plan: no drift shown for %s/%s: it runs on context \"%s\" (run "
+                        "gitcd plan --context with it)\n",
+                        c->namespace_, c->name, ctx);
+        }
+        n_taken = kept;
         drift_opts o = {
             .plan = kind->plan, .cluster_domain = f->cluster_domain, .target = t, .db = db};
         k = drift_compute(kc, taken, n_taken, &o, ret, &err);
@@ -504,6 +519,19 @@ static void print_text(const plan_view *v, bool verbose)
                 machine_preflights_print(v->p, v->known, stdout);
 }
 
+typedef struct plan_kube {
+        const target_kind *kind;
+        const char *kubeconfig;
+} plan_kube;
+
+/* Whether the kubeconfig of --kubeconfig (or the default one) has context (intake_kube.check). */
+static int plan_kube_check(void *userdata, const char *context, char **ret_error)
+{
+        const plan_kube *pk = userdata;
+        target_settings s = {.kubeconfig = pk->kubeconfig};
+        return pk->kind->check_context(&s, context, ret_error);
+}
+
 /* --since: what changed from a.since to rev, as gitcd diff says it. 0, or -errno printed. */
 static int since_diff(const plan_args *a, const target_kind *kind, const policy *pol, source *src,
                       source_revision *rev, source_revision **ret_rev, revdiff **ret)
@@ -579,7 +607,11 @@ int cmd_plan(int argc, char **argv)
                 state_cluster_list_release(&applied);
                 return EXIT_FAIL;
         }
+        /* The contexts of the kubeconfig apply would read: checked, as apply checks them. */
+        plan_kube pk = {.kind = kind, .kubeconfig = f->kubeconfig};
+        intake_kube kube = {.check = plan_kube_check, .userdata = &pk};
         plan_input in = {.rev = rev,
+                         .kube = kind->check_context ? &kube : NULL,
                          .applied = have_state ? &applied : NULL,
                          .members = members,
                          .prune = f->prune,

@@ -71,6 +71,23 @@ static char *clean(const char *s)
         return str_escape(s);
 }
 
+/*
+ * The kubeconfig context of the cluster's API server, as the spec gitcd
+ * works toward records it (spec.kubernetes.context, or its source's,
+ * written there by the intake); NULL: none recorded (the daemon's default
+ * context, or a target of another kind). Newly allocated.
+ */
+static char *kube_context_of(const state_cluster *c)
+{
+        const char *text = state_cluster_spec_json(c);
+        json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+        const char *ctx = json_string_value(
+            json_object_get(json_object_get(json_object_get(j, "spec"), "kubernetes"), "context"));
+        char *r = xstrdup_null(ctx);
+        json_decref(j);
+        return r;
+}
+
 typedef struct table {
         size_t cols;
         char **cells; /* rows * cols */
@@ -230,6 +247,11 @@ static void print_detail(const state_cluster *c, const state_member_list *ml,
                            : " (differs from the desired spec)");
         } else
                 printf("Target:    none latched yet\n");
+        _cleanup_free_ char *kube_context = kube_context_of(c);
+        if (kube_context) {
+                _cleanup_free_ char *kc = clean(kube_context);
+                printf("Context:   %s (kubeconfig context of its API server)\n", kc);
+        }
         if (c->progress_deadline_ms > 0) {
                 format_rfc3339(c->progress_deadline_ms, when, sizeof(when));
                 printf("Deadline:  %s%s\n", when,
@@ -368,6 +390,8 @@ static json_t *cluster_json(const state_cluster *c, const state_member_list *ml,
         json_object_set_new(o, "created", cli_json_time(c->created_ms));
         json_object_set_new(o, "desired_commit", cli_json_string(c->desired_commit));
         json_object_set_new(o, "desired_hash", cli_json_string(c->desired_hash));
+        _cleanup_free_ char *kube_context = kube_context_of(c);
+        json_object_set_new(o, "kube_context", cli_json_string(kube_context));
         json_object_set_new(o, "observed_hash", cli_json_string(c->observed_hash));
         json_object_set_new(o, "progress_deadline", cli_json_time(c->progress_deadline_ms));
         json_t *conds = json_array();

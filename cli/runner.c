@@ -358,6 +358,15 @@ static int check_settings(const ops_config *c)
                         fprintf(stderr, "gitcd: source %s has no url\n", s->name);
                         return -EINVAL;
                 }
+                if ((s->kubeconfig || s->kube_context) && kind &&
+                    !(kind->caps & TARGET_CAP_KUBE_CONTEXTS)) {
+                        fprintf(stderr,
+                                "gitcd: %s:%d:%d: source %s: kubernetes (kubeconfig, context) "
+                                "needs target kubernetes, and its target is %s\n",
+                                c->file ? c->file : "configuration", s->kube_context_line,
+                                s->kube_context_col, s->name, kind->name);
+                        return -EINVAL;
+                }
                 if (s->src.verify_signatures && isempty(s->src.allowed_signers_path)) {
                         fprintf(stderr,
                                 "gitcd: --verify-signatures needs --allowed-signers FILE\n");
@@ -694,7 +703,11 @@ static const char *or_empty(const char *s)
 static char *target_key(const ops_config *c)
 {
         const ops_hosts *h = &c->hosts;
-        return xasprintf("%s\n%s\n%s\n%s\n%s\n%s\n%s\n%d %d %d %d", or_empty(c->etcd_dir),
+        strbuf files = STRBUF_INIT;
+        for (size_t i = 0; i < c->n_sources; i++)
+                sb_printf(&files, "\n%s", or_empty(c->sources[i].kubeconfig));
+        _cleanup_free_ char *f = sb_detach(&files);
+        return xasprintf("%s%s\n%s\n%s\n%s\n%s\n%s\n%s\n%d %d %d %d", f, or_empty(c->etcd_dir),
                          or_empty(c->kubeconfig), or_empty(c->kube_context),
                          or_empty(c->cluster_domain), or_empty(h->ssh_key),
                          or_empty(h->passphrase_file), or_empty(h->known_hosts), h->client_port,
@@ -756,6 +769,34 @@ int runner_retired_quiesce(runner *r, int timeout_ms)
         return left;
 }
 
+/* Whether the kubeconfig of a source's kind (userdata) has context (intake_kube.check). */
+static int kube_check(void *userdata, const char *context, char **ret_error)
+{
+        runner_source *rs = userdata;
+        target_settings s = {.kubeconfig = rs->kubeconfig};
+        return rs->kind->check_context(&s, context, ret_error);
+}
+
+/*
+ * The slot of the target of source s: its kind's, or, for a source that
+ * names a kubeconfig file other than the configuration's, that file's.
+ * NULL when there are more such files than slots.
+ */
+static target **target_slot(runner *r, const ops_config *c, const ops_source *s,
+                            const target_kind *kind)
+{
+        if (!(kind->caps & TARGET_CAP_KUBE_CONTEXTS) || !s->kubeconfig ||
+            streq_ptr(s->kubeconfig, c->kubeconfig))
+                return &r->targets[target_kind_index(kind)];
+        for (size_t j = 0; j < RUNNER_KUBECONFIGS_MAX; j++) {
+                if (!r->kubeconfigs[j])
+                        r->kubeconfigs[j] = xstrdup(s->kubeconfig);
+                if (streq(r->kubeconfigs[j], s->kubeconfig))
+                        return &r->targets[TARGET_KIND_COUNT + j];
+        }
+        return NULL;
+}
+
 /* Everything but the lock: the state store, the targets, the sources and their drivers. */
 static int open_parts(const ops_config *c, driver_progress_fn progress, void *userdata, runner *r)
 {
@@ -772,9 +813,17 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                 rs->interval_ms = rs->conf->interval_ms > 0 ? rs->conf->interval_ms : 30000;
                 const target_kind *kind = target_kind_find(source_target(c, rs->conf));
                 assert(kind); /* check_settings() */
-                target **t = &r->targets[target_kind_index(kind)];
+                target **t = target_slot(r, c, rs->conf, kind);
+                if (!t) {
+                        fprintf(stderr, "gitcd: the sources name more than %d kubeconfig files\n",
+                                RUNNER_KUBECONFIGS_MAX);
+                        return -E2BIG;
+                }
                 if (!*t) {
-                        k = open_kind(kind, c, r->state_dir, t);
+                        ops_config own = *c;
+                        if (rs->conf->kubeconfig && kind->caps & TARGET_CAP_KUBE_CONTEXTS)
+                                own.kubeconfig = rs->conf->kubeconfig;
+                        k = open_kind(kind, &own, r->state_dir, t);
                         if (k < 0)
                                 return k;
                         /* Worker threads share it (reconciler/driver.h). */
@@ -782,6 +831,17 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                                 (void)target_locked_new(*t, t);
                 }
                 rs->target = *t;
+                rs->kind = kind;
+                if (kind->check_context) {
+                        rs->kubeconfig =
+                            rs->conf->kubeconfig ? rs->conf->kubeconfig : c->kubeconfig;
+                        rs->kube = (intake_kube){.context = rs->conf->kube_context,
+                                                 .file = c->file,
+                                                 .line = rs->conf->kube_context_line,
+                                                 .col = rs->conf->kube_context_col,
+                                                 .check = kube_check,
+                                                 .userdata = rs};
+                }
                 source_opts so = rs->conf->src;
                 _cleanup_free_ char *cache =
                     c->cache_dir ? xstrdup(c->cache_dir) : path_join(r->state_dir, "cache");
@@ -819,6 +879,7 @@ static int open_parts(const ops_config *c, driver_progress_fn progress, void *us
                                      .idle_interval_ms = c->observe_interval_ms,
                                      .workers = c->workers,
                                      .policy = rs->conf->policy,
+                                     .kube = kind->check_context ? &rs->kube : NULL,
                                      .source_name = rs->conf->name};
                 k = driver_new(&dopts, &rs->drv);
                 if (k < 0) {
@@ -851,6 +912,10 @@ static void close_parts(runner *r)
         for (size_t i = 0; i < ARRAY_SIZE(r->targets); i++) {
                 target_free(r->targets[i]);
                 r->targets[i] = NULL;
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(r->kubeconfigs); i++) {
+                free(r->kubeconfigs[i]);
+                r->kubeconfigs[i] = NULL;
         }
         list_free(&r->conflicts, &r->n_conflicts);
         state_close(r->db);

@@ -138,6 +138,9 @@ const char *runner_etcd_dir(const runner_flags *f, const ops_config *file);
 #define RUNNER_LOCK_FILE "gitcd.lock"
 
 /* One source of the daemon, with its own driver. */
+/* Kubeconfig files of their own the sources of one configuration may name. */
+#define RUNNER_KUBECONFIGS_MAX 16
+
 typedef struct runner_source {
         struct runner *owner;
         const ops_source *conf;
@@ -158,13 +161,26 @@ typedef struct runner_source {
         strmap tls_for;
         char **tls_hash; /* by tls_for's index */
         size_t alloc_tls_hash;
+        /*
+         * Its kubeconfig contexts for the intake (a kind with
+         * TARGET_CAP_KUBE_CONTEXTS): its context, where it was written, and
+         * the check of the kubeconfig its target reads (kubeconfig, borrowed).
+         */
+        intake_kube kube;
+        const target_kind *kind;
+        const char *kubeconfig;
 } runner_source;
 
 typedef struct runner {
         int lock_fd; /* holds RUNNER_LOCK_FILE; -1 when closed */
         state_db *db;
-        /* One per kind (targets/registry.h, by index): opened when a source needs it. */
-        target *targets[TARGET_KIND_COUNT];
+        /*
+         * One per kind (targets/registry.h, by index), opened when a source
+         * needs it; after those, one per other kubeconfig file a source of
+         * a kind with TARGET_CAP_KUBE_CONTEXTS names (kubeconfigs[i - kinds]).
+         */
+        target *targets[TARGET_KIND_COUNT + RUNNER_KUBECONFIGS_MAX];
+        char *kubeconfigs[RUNNER_KUBECONFIGS_MAX];
         runner_source *sources;
         size_t n_sources;
         /* The first source's, for the commands that take one (apply). */

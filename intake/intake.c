@@ -258,6 +258,67 @@ static void judge(const intake_input *in, const policy *pol, const prior_index *
         gate(in, pol, files, n, p ? p->commit : NULL, c);
 }
 
+/*
+ * The kubeconfig context of each cluster: spec.kubernetes.context, else the
+ * source's (written into the spec, so that the state store records where
+ * the cluster runs and a later change of either is a transition the rules
+ * judge, api/transition.c), else none (the target's default). Refused: a
+ * context off a target that runs clusters on contexts, and one the
+ * kubeconfig does not have. -EOPNOTSUPP when a cluster was refused.
+ */
+static int kube_contexts(const intake_input *in, cluster_set *set, diag_list *diags)
+{
+        static const intake_kube none = {0};
+        const intake_kube *kube = in->kube ? in->kube : &none;
+        size_t kept = 0;
+        int r = 0;
+        for (size_t i = 0; i < set->n; i++) {
+                etcd_cluster *c = set->items[i];
+                bool from_source = false;
+                if (!c->kube_context && kube->context && in->caps & TARGET_CAP_KUBE_CONTEXTS) {
+                        c->kube_context = xstrdup(kube->context);
+                        from_source = true;
+                }
+                int line = 0, col = 0;
+                const char *file = c->file;
+                if (from_source && kube->file) {
+                        file = kube->file;
+                        line = kube->line;
+                        col = kube->col;
+                } else {
+                        etcd_cluster_loc(c,
+                                         from_source ? "metadata.name" : "spec.kubernetes.context",
+                                         &line, &col);
+                }
+                _cleanup_free_ char *err = NULL;
+                int k = 0;
+                if (c->kube_context && !(in->caps & TARGET_CAP_KUBE_CONTEXTS)) {
+                        err = xasprintf("spec.kubernetes.context: target %s does not run clusters "
+                                        "on a kubeconfig context; the cluster is not taken in "
+                                        "(use --target kubernetes, or remove the field)",
+                                        in->target ? in->target : "(this one)");
+                        k = -EOPNOTSUPP;
+                } else if (c->kube_context && kube->check) {
+                        _cleanup_free_ char *why = NULL;
+                        k = kube->check(kube->userdata, c->kube_context, &why);
+                        if (k < 0)
+                                err = xasprintf("%s: %s; cluster %s/%s is not taken in",
+                                                from_source ? "kubernetes.context"
+                                                            : "spec.kubernetes.context",
+                                                why ? why : strerror(-k), c->namespace_, c->name);
+                }
+                if (k >= 0) {
+                        set->items[kept++] = c;
+                        continue;
+                }
+                diag_add(diags, DIAG_ERROR, file, line, col, "%s", err);
+                etcd_cluster_free(c);
+                r = -EOPNOTSUPP;
+        }
+        set->n = kept;
+        return r;
+}
+
 static void index_priors(const intake_input *in, prior_index *x)
 {
         *x = (prior_index){.in = in, .by_id = STRMAP_INIT};
@@ -287,6 +348,8 @@ int spec_intake(const intake_input *in, intake_result *ret)
                         r.errors = true;
                 if (spec_refuse_for_target(&set, in->caps & TARGET_CAP_HOSTS_INVENTORY,
                                            in->caps & TARGET_CAP_PVC_WRITER, &r.diags) < 0)
+                        r.errors = true;
+                if (kube_contexts(in, &set, &r.diags) < 0)
                         r.errors = true;
         }
         for (size_t i = 0; in->rev && i < in->rev->n_notes; i++)

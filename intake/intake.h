@@ -10,7 +10,9 @@
  * only on the hosts target, snapshots in a PersistentVolumeClaim only where
  * a writer Pod can run), and every file the source skipped is noted; a
  * spec.dependsOn that names a cluster outside the revision or closes a
- * cycle refuses its cluster (intake/order.h). Then,
+ * cycle refuses its cluster (intake/order.h); a cluster takes the source's
+ * kubeconfig context when it names none, and one whose context the
+ * kubeconfig lacks is refused (kube_context_check). Then,
  * cluster by cluster, the operator's policy (intake/policy.h): a cluster it
  * refuses is REFUSED with the policy lines that refuse it, and a change of
  * a kind that needs more trusted signers than it has (approvals, counted by
@@ -46,6 +48,24 @@ typedef struct intake_prior {
 typedef int (*intake_signers_fn)(void *userdata, const char *const *paths, size_t n_paths,
                                  const char *since_commit, source_signer_list *ret);
 
+/*
+ * What the intake needs of the kubeconfig contexts of a source (caps has
+ * TARGET_CAP_KUBE_CONTEXTS; a cluster that names a context elsewhere is
+ * refused). context: the one a cluster without spec.kubernetes.context
+ * takes (the source's; NULL: none, the target's own default applies),
+ * written at file:line:col of the configuration (file NULL: no place).
+ * check: whether the source's kubeconfig has a context, 0 or -errno with
+ * *ret_error a sentence (NULL: not checked). A cluster whose context fails
+ * the check is refused, alone, at the place the context was written.
+ */
+typedef struct intake_kube {
+        const char *context;
+        const char *file;
+        int line, col;
+        int (*check)(void *userdata, const char *context, char **ret_error);
+        void *userdata;
+} intake_kube;
+
 typedef enum intake_mode {
         /* plan, apply, run: refusals are errors; the target's rules apply */
         INTAKE_APPLY,
@@ -79,6 +99,8 @@ typedef struct intake_input {
          */
         const intake_prior *priors;
         size_t n_priors;
+        /* The kubeconfig contexts (caps has TARGET_CAP_KUBE_CONTEXTS); NULL: none given. */
+        const struct intake_kube *kube;
         /* Approvals: the revision's source (source_signers()), or a function of one's own. */
         source *src;
         intake_signers_fn signers;

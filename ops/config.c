@@ -22,6 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/model.h"
 #include "api/yaml.h"
 #include "ops/config.h"
 #include "ops/push.h"
@@ -415,6 +416,43 @@ static void check_webhook(parser *p, const ynode *m, const ops_source *s)
                     s->name ? s->name : "", s->src.ref);
 }
 
+/*
+ * kubernetes: {kubeconfig: PATH, context: NAME}: this source's API server.
+ * A context name is data, looked up in the kubeconfig by the intake; the
+ * rules of spec.kubernetes.context hold for it (no control characters).
+ */
+static void parse_source_kubernetes(parser *p, const ynode *m, ops_source *s)
+{
+        if (!want_map(p, m, "kubernetes"))
+                return;
+        for (size_t i = 0; i < m->n; i++) {
+                const char *k = m->keys[i]->str;
+                const ynode *v = m->values[i];
+                if (streq(k, "kubeconfig")) {
+                        s->kubeconfig = str(p, v, k);
+                } else if (streq(k, "context")) {
+                        s->kube_context = str(p, v, k);
+                        s->kube_context_line = v->line;
+                        s->kube_context_col = v->col;
+                        bool control = false;
+                        for (const char *q = s->kube_context; q && *q; q++)
+                                control |= (unsigned char)*q < 0x20 || *q == 0x7f;
+                        if (control)
+                                err(p, v,
+                                    "context: control characters are not allowed in a "
+                                    "context name");
+                        else if (s->kube_context &&
+                                 strlen(s->kube_context) > GITCD_MAX_KUBE_CONTEXT)
+                                err(p, v, "context: longer than %d bytes", GITCD_MAX_KUBE_CONTEXT);
+                } else {
+                        err(p, m->keys[i],
+                            "unknown key '%s' in a source's kubernetes (kubeconfig, "
+                            "context)",
+                            k);
+                }
+        }
+}
+
 static void parse_source(parser *p, const ynode *m, ops_source *s, size_t index)
 {
         if (!want_map(p, m, "a source"))
@@ -442,6 +480,8 @@ static void parse_source(parser *p, const ynode *m, ops_source *s, size_t index)
                         parse_commit_status(p, v, &s->status);
                 else if (streq(k, "webhook"))
                         parse_source_webhook(p, v, s);
+                else if (streq(k, "kubernetes"))
+                        parse_source_kubernetes(p, v, s);
                 else if (streq(k, "policy"))
                         p->source_policy[index] = v; /* once the top-level one is known */
                 else

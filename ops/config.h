@@ -58,6 +58,16 @@ typedef struct ops_source {
          */
         const char *webhook_secret_file;
         /*
+         * kubernetes: {kubeconfig, context}: the API server of this source's
+         * clusters (a kubernetes target's). kubeconfig NULL: the daemon's;
+         * kube_context NULL: the daemon's (the kubeconfig's current one), and
+         * a cluster's spec.kubernetes.context comes first.
+         * kube_context_line/col: where kube_context was written in the file.
+         */
+        const char *kubeconfig;
+        const char *kube_context;
+        int kube_context_line, kube_context_col;
+        /*
          * What its commits may make gitcd do (intake/policy.h): its own
          * `policy:` over the top-level one, key by key; else the top-level
          * one. Owned by the ops_config; never NULL once loaded.

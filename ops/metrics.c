@@ -313,6 +313,9 @@ typedef struct meta {
 static const meta metas[] = {
     {"gitcd_build_info", "gauge", "The gitcd version running (always 1)."},
     {"gitcd_ready", "gauge", "1 when every source was read and the state store is writable."},
+    {"gitcd_cluster_info", "gauge",
+     "Where a cluster runs (always 1): kube_context, the kubeconfig context of its API server "
+     "(Kubernetes clusters that name one)."},
     {"gitcd_cluster_members_desired", "gauge", "Members the spec asks for (spec.replicas)."},
     {"gitcd_cluster_members_running", "gauge", "Members whose etcd process is ready."},
     {"gitcd_cluster_members_voters", "gauge", "Voting members, as gitcd last observed."},
@@ -704,6 +707,15 @@ static void put_holds(scrape *s, state_db *db, const state_cluster *c)
         etcd_cluster *spec = spec_from_json_text(state_cluster_spec_json(c), c->name);
         if (!spec)
                 return;
+        if (spec->kube_context) {
+                /* the API server's kubeconfig context, a name: escaped as every label value */
+                strbuf extra = STRBUF_INIT;
+                sb_append(&extra, "kube_context=\"");
+                escape_label(&extra, spec->kube_context);
+                sb_appendc(&extra, '"');
+                put_cluster(s, "gitcd_cluster_info", c->name, sb_str(&extra), 1);
+                sb_release(&extra);
+        }
         hold_state hs;
         if (hold_read(db, c->name, spec, now_wall_ms(), &hs) == 0) {
                 put_cluster(s, "gitcd_cluster_suspended", c->name, NULL, hs.suspended);

@@ -224,6 +224,8 @@ static void steps_bump(plan_item *it, const etcd_cluster *c)
 
 static void steps_create(plan_item *it, const etcd_cluster *c)
 {
+        if (c->kube_context)
+                STEP(it, "run it on the API server of kubeconfig context \"%s\"", c->kube_context);
         if (c->replicas == 0) {
                 STEP(it, "record the cluster as paused: no member is started");
                 return;
@@ -830,6 +832,7 @@ int plan_compute(const plan_input *in, plan **ret)
                            .caps = in->caps,
                            .target = in->target ? in->target : target_kind_default()->name,
                            .policy = in->policy,
+                           .kube = in->kube,
                            .priors = priors,
                            .n_priors = n_priors,
                            .src = in->src};

@@ -95,6 +95,8 @@ typedef struct plan_input {
         unsigned caps;
         const char *target;   /* its kind's name, for policy.targets (the default's when NULL) */
         const policy *policy; /* the operator's policy; NULL: the built-in one */
+        /* The kubeconfig contexts, as the intake takes them (intake/intake.h); NULL: none. */
+        const intake_kube *kube;
         /* The revision's source, to count approvals (NULL: none are counted). */
         source *src;
         /* The intake's verdicts on record (an upstream refused or held); NULL: none. */

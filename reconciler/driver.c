@@ -1209,6 +1209,7 @@ int driver_sync(driver *d, diag_list *diags)
                            .caps = ops->caps,
                            .target = ops->name,
                            .policy = d->opts.policy,
+                           .kube = d->opts.kube,
                            .priors = priors,
                            .n_priors = known.n,
                            .src = d->opts.src};

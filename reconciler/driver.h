@@ -15,6 +15,7 @@
 #include "reconciler/reconcile.h"
 #include "sources/source.h"
 #include "api/model.h"
+#include "intake/intake.h"
 #include "intake/policy.h"
 #include "state/state.h"
 #include "targets/target.h"
@@ -80,6 +81,11 @@ typedef struct driver_opts {
         const policy *policy;
         /* The source's name, for its intake verdicts in the state store; NULL: "default". */
         const char *source_name;
+        /*
+         * The source's kubeconfig contexts for the intake (intake/intake.h);
+         * NULL: none. Must outlive the driver.
+         */
+        const intake_kube *kube;
 } driver_opts;
 
 #define DRIVER_IDLE_INTERVAL_MS (30 * 1000)

@@ -148,12 +148,18 @@ int reconciler_latch(reconciler *r, cluster_ctx *x, state_cluster *sc)
         return 0;
 }
 
-/* What an audited spec change shows of the spec before and after. */
+/*
+ * What an audited spec change shows of the spec before and after: the
+ * replicas, the version and, on the Kubernetes target, the kubeconfig
+ * context of its API server when one is named (where it is created).
+ */
 static char *summary_json(const etcd_cluster *c)
 {
         if (!c)
                 return NULL;
         json_t *j = json_pack("{s:i, s:s}", "replicas", c->replicas, "version", c->version);
+        if (c->kube_context)
+                json_object_set_new(j, "kube_context", json_string(c->kube_context));
         char *s = json_dumps(j, JSON_COMPACT);
         json_decref(j);
         return s;

@@ -261,6 +261,11 @@ static int kt_place_member(target *t, const etcd_cluster *c, member_plan *mp)
 int kubernetes_target_objects(target *t, const etcd_cluster *c, const membership_plan *members,
                               json_t **ret)
 {
+        if (kubernetes_servers_is(t)) {
+                int r = kubernetes_servers_raw(t, c, &t);
+                if (r < 0)
+                        return r;
+        }
         assert(t && t->ops == &kubernetes_ops);
         kubernetes_target *kt = KT(t);
         _cleanup_(membership_plan_freep) membership_plan *steady =

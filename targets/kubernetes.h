@@ -25,6 +25,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "kube/kubeconfig.h"
@@ -145,7 +146,44 @@ int kubernetes_writer_lock(const char *state_dir, const char *ns, const char *cl
 /* What the Kubernetes target can do beyond every target (TARGET_CAP_*). */
 #define KUBERNETES_TARGET_CAPS                                                                     \
         (TARGET_CAP_TLS_FROM_SECRETS | TARGET_CAP_MEMORY_MEDIUM | TARGET_CAP_CONTAINER_IMAGES |    \
-         TARGET_CAP_PVC_WRITER)
+         TARGET_CAP_PVC_WRITER | TARGET_CAP_KUBE_CONTEXTS)
+
+/*
+ * The Kubernetes target as the kind opens it (targets/kubernetes-servers.c):
+ * each cluster on the API server of its kubeconfig context
+ * (etcd_cluster.kube_context, else context, else the kubeconfig's current
+ * one), one kubernetes target per distinct server and credentials, opened
+ * on first use, each behind a lock of its own, so that a server that does
+ * not answer holds up only its own clusters.
+ */
+typedef struct kubernetes_servers_opts {
+        const char *kubeconfig; /* NULL: in-cluster, else $KUBECONFIG or ~/.kube/config */
+        const char *context;    /* the default context; NULL: the kubeconfig's current one */
+        const char *state_dir;  /* required */
+        const char *cluster_domain;
+        const char *snapshot_image;
+        /* Where a warning for a person goes (TLS verification off); NULL: log_warn(). */
+        void (*warn)(void *userdata, const char *message);
+        void *warn_userdata;
+} kubernetes_servers_opts;
+
+/*
+ * 0, or -errno with *ret_error a sentence (the default context's
+ * kubeconfig does not load: nothing is contacted yet).
+ */
+int kubernetes_servers_new(const kubernetes_servers_opts *o, target **ret, char **ret_error);
+/* Whether t is one of kubernetes_servers_new()'s. */
+bool kubernetes_servers_is(const target *t);
+/*
+ * The kubernetes target (without its lock: one thread, gitcd plan) that
+ * runs c, opened when needed. 0 or -errno with target_last_error(t).
+ */
+int kubernetes_servers_raw(target *t, const etcd_cluster *c, target **ret);
+/*
+ * Whether kubeconfig (NULL: the default lookup) has context: 0, or -errno
+ * with *ret_error saying what it has (newly allocated). Contacts nothing.
+ */
+int kubernetes_context_check(const char *kubeconfig, const char *context, char **ret_error);
 
 /*
  * -EINVAL without config or state_dir; -errno when the state folder cannot

@@ -73,6 +73,23 @@ void target_blocking_end(void)
                 pthread_mutex_lock(held_shared);
 }
 
+void *target_forward_begin(void)
+{
+        pthread_mutex_t *h = held_shared;
+        if (h)
+                pthread_mutex_unlock(h);
+        held_shared = NULL;
+        return h;
+}
+
+void target_forward_end(void *token)
+{
+        pthread_mutex_t *h = token;
+        if (h)
+                pthread_mutex_lock(h);
+        held_shared = h;
+}
+
 static uint64_t key_hash(const char *ns, const char *name)
 {
         uint64_t h = 1469598103934665603ULL; /* FNV-1a */

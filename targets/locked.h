@@ -25,3 +25,13 @@ int target_locked_new(target *inner, target **ret);
  */
 void target_blocking_begin(void);
 void target_blocking_end(void);
+
+/*
+ * For a target that forwards each operation to locked targets of its own
+ * (targets/kubernetes-servers.c: one per API server): around the forwarded
+ * call, let go of the shared lock of the wrapper around it (if any) and
+ * leave the thread free to enter the inner wrapper; the cluster's lock
+ * stays held. target_forward_end takes back what begin returned.
+ */
+void *target_forward_begin(void);
+void target_forward_end(void *token);

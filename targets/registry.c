@@ -25,14 +25,6 @@
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
-static void warn(const target_settings *s, const char *message)
-{
-        if (s->warn)
-                s->warn(s->warn_userdata, message);
-        else
-                log_warn("%s", message);
-}
-
 static int open_local(const target_settings *s, target **ret, char **ret_error)
 {
         local_target_opts lo = {.state_dir = s->state_dir, .etcd_dir = s->etcd_dir};
@@ -44,38 +36,27 @@ static int open_local(const target_settings *s, target **ret, char **ret_error)
 }
 
 /*
- * The kubernetes target: the kubeconfig (and context) of the settings, else
- * the in-cluster configuration inside a Pod, else $KUBECONFIG or
- * ~/.kube/config.
+ * The kubernetes target: each cluster on the API server of its kubeconfig
+ * context (targets/kubernetes-servers.c); the default context is the
+ * settings' (else the kubeconfig's current one) in the kubeconfig of the
+ * settings, else the in-cluster configuration inside a Pod, else
+ * $KUBECONFIG or ~/.kube/config.
  */
 static int open_kubernetes(const target_settings *s, target **ret, char **ret_error)
 {
-        kube_config *cfg = NULL;
-        char *err = NULL;
-        int k = kube_config_resolve(s->kubeconfig, s->kube_context, &cfg, &err);
-        if (k < 0) {
-                *ret_error = xasprintf("cannot load the Kubernetes configuration: %s",
-                                       err ? err : strerror(-k));
-                free(err);
-                return k;
-        }
-        if (cfg->insecure_skip_tls_verify) {
-                _cleanup_free_ char *w =
-                    xasprintf("insecure-skip-tls-verify is set for %s (%s): the API server's "
-                              "certificate is not checked",
-                              cfg->server, cfg->source);
-                warn(s, w);
-        }
-        kubernetes_target_opts ko = {.config = cfg,
+        kubernetes_servers_opts o = {.kubeconfig = s->kubeconfig,
+                                     .context = s->kube_context,
                                      .state_dir = s->state_dir,
                                      .cluster_domain = s->cluster_domain,
-                                     .snapshot_image = s->snapshot_image};
-        k = kubernetes_target_new(&ko, ret);
-        if (k < 0)
-                *ret_error = xasprintf("cannot set up the kubernetes target for %s: %s",
-                                       cfg->server, strerror(-k));
-        kube_config_free(cfg);
-        return k;
+                                     .snapshot_image = s->snapshot_image,
+                                     .warn = s->warn,
+                                     .warn_userdata = s->warn_userdata};
+        return kubernetes_servers_new(&o, ret, ret_error);
+}
+
+static int kubernetes_check_context(const target_settings *s, const char *context, char **ret_error)
+{
+        return kubernetes_context_check(s->kubeconfig, context, ret_error);
 }
 
 static bool kubernetes_given(const target_settings *s)
@@ -182,6 +163,7 @@ const target_kind target_kinds[TARGET_KIND_COUNT] = {
         .caps = KUBERNETES_TARGET_CAPS,
         .open = open_kubernetes,
         .settings_given = kubernetes_given,
+        .check_context = kubernetes_check_context,
         .options = "--kubeconfig, --context, --cluster-domain and --snapshot-image",
         .plan = &kubernetes_plan_ops,
     },

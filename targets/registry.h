@@ -113,6 +113,12 @@ typedef struct target_kind {
          */
         bool (*settings_given)(const target_settings *s);
         const char *options;
+        /*
+         * A kind with TARGET_CAP_KUBE_CONTEXTS: whether the kubeconfig of s
+         * has context (for the intake, intake_kube.check). 0, or -errno with
+         * *ret_error what it has instead (newly allocated). Contacts nothing.
+         */
+        int (*check_context)(const target_settings *s, const char *context, char **ret_error);
         /* Adoption of a running cluster (what its targets' ops.adopt are); NULL: none. */
         const target_adopt_ops *adopt;
         /* What gitcd plan says of the kind; NULL: nothing of its own. */

@@ -216,6 +216,8 @@ void target_event_set_release(target_event_set *s)
 }
 
 static atomic_bool wake_pending;
+/* A thread that waits on a target's behalf sees no wake (target_wake_ignore). */
+static __thread bool wake_ignored;
 
 void target_wake(void)
 {
@@ -224,12 +226,17 @@ void target_wake(void)
 
 bool target_wake_pending(void)
 {
-        return atomic_load(&wake_pending);
+        return !wake_ignored && atomic_load(&wake_pending);
 }
 
 bool target_wake_take(void)
 {
-        return atomic_exchange(&wake_pending, false);
+        return !wake_ignored && atomic_exchange(&wake_pending, false);
+}
+
+void target_wake_ignore(void)
+{
+        wake_ignored = true;
 }
 
 /* How often target_sleep looks for a wake. */

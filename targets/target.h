@@ -119,6 +119,13 @@ enum {
          * (spec_refuse_for_target).
          */
         TARGET_CAP_PVC_WRITER = 1u << 4,
+        /*
+         * Runs each cluster on the API server of its kubeconfig context
+         * (spec.kubernetes.context, else the source's, else the target's
+         * own): a cluster that names a context is taken in only with it
+         * (intake/intake.c), and only when the kubeconfig has that context.
+         */
+        TARGET_CAP_KUBE_CONTEXTS = 1u << 5,
 };
 
 /*
@@ -548,6 +555,13 @@ void target_wake(void);
 /* For wait_event: whether a wake is pending (target_wake_take() also clears it). */
 bool target_wake_pending(void);
 bool target_wake_take(void);
+/*
+ * For a thread a target starts to wait for events on its behalf (the
+ * watches of targets/kubernetes-servers.c): from now on, this thread's
+ * waits neither end on a wake nor take it, which stays for the wait the
+ * daemon asked for.
+ */
+void target_wake_ignore(void);
 /*
  * Sleep up to ms, ending early on a wake, which it takes: 1 when a wake
  * ended it, else 0. A wait_event calls it outside the shared lock

@@ -271,9 +271,80 @@ static void test_several_refusals_at_once(void **state)
               "3.5.x first, then to 3.6.x\n");
 }
 
+/*
+ * A cluster stays on the API server it was created on: a context named
+ * before may not change or go; one accepted without a context may take one.
+ */
+static void test_kube_context_fixed(void **state)
+{
+        (void)state;
+        const char *east = "  version: 3.5.16\n  kubernetes:\n    context: east\n";
+        check(east, east, NULL);
+        check("  version: 3.5.16\n", east, NULL);
+        check(east, "  version: 3.5.16\n  kubernetes:\n    context: west\n",
+              "next.yaml:8:14: error: spec.kubernetes.context: east → west: a cluster stays on the "
+              "API server it was created on (its Pods and volumes are there); to move it, create a "
+              "new cluster on the other context and restore a snapshot into it\n");
+        check(east, "  version: 3.5.16\n",
+              "next.yaml:5:1: error: spec.kubernetes.context: east → (none): a cluster stays on "
+              "the API server it was created on (its Pods and volumes are there); to move it, "
+              "create a new cluster on the other context and restore a snapshot into it\n");
+}
+
+/* The field's own rules: a name of one line, of bounded length; written back as it was read. */
+static void test_kube_context_field(void **state)
+{
+        (void)state;
+        etcd_cluster *c = load("k.yaml", "  version: 3.5.16\n  kubernetes:\n    context: "
+                                         "\"arn:aws:eks:eu-west-1:1:cluster/a b\"\n");
+        assert_string_equal(c->kube_context, "arn:aws:eks:eu-west-1:1:cluster/a b");
+        json_t *j = spec_to_json(c);
+        assert_string_equal(
+            json_string_value(json_object_get(
+                json_object_get(json_object_get(j, "spec"), "kubernetes"), "context")),
+            "arn:aws:eks:eu-west-1:1:cluster/a b");
+        json_decref(j);
+        etcd_cluster_free(c);
+        /* no context: none in the normalized form, so earlier specs keep their hash */
+        c = load("k.yaml", "  version: 3.5.16\n");
+        j = spec_to_json(c);
+        assert_null(json_object_get(json_object_get(j, "spec"), "kubernetes"));
+        json_decref(j);
+        etcd_cluster_free(c);
+
+        const char *bad[][2] = {
+            {"    context: \"\"\n", "k.yaml:8:14: error: spec.kubernetes.context: empty"},
+            {"    context: \"a\\nb\"\n", "k.yaml:8:14: error: spec.kubernetes.context: a control "
+                                         "character (0x0a) is not allowed"},
+            {"    namespace: x\n", "k.yaml:8:5: error: unknown field \"namespace\" in "
+                                   "spec.kubernetes"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                _cleanup_free_ char *text =
+                    xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
+                              "metadata:\n  name: t\nspec:\n  version: 3.5.16\n  kubernetes:\n%s",
+                              bad[i][0]);
+                cluster_set set = {0};
+                diag_list diags = DIAG_LIST_INIT;
+                assert_true(spec_load_buffer("k.yaml", text, strlen(text), &set, &diags) < 0);
+                bool found = false;
+                for (size_t k = 0; k < diags.n; k++) {
+                        _cleanup_free_ char *d = diag_format(&diags.items[k]);
+                        found |= strncmp(d, bad[i][1], strlen(bad[i][1])) == 0;
+                        if (!found)
+                                print_message("%s\n", d);
+                }
+                assert_true(found);
+                cluster_set_release(&set);
+                diag_list_release(&diags);
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_kube_context_fixed),
+            cmocka_unit_test(test_kube_context_field),
             cmocka_unit_test(test_version_patch_and_minor),
             cmocka_unit_test(test_version_refused),
             cmocka_unit_test(test_version_running),

@@ -101,6 +101,101 @@ static void test_target_rules(void **state)
         intake_result_release(&r);
 }
 
+/* A kubeconfig that has the contexts "east" and "west" only. */
+static int known_contexts(void *userdata, const char *context, char **ret_error)
+{
+        int *calls = userdata;
+        (*calls)++;
+        if (streq(context, "east") || streq(context, "west"))
+                return 0;
+        *ret_error = xasprintf("context \"%s\" not found in kc (contexts: east, west)", context);
+        return -ENOENT;
+}
+
+static const etcd_cluster *taken(const intake_result *r, const char *id)
+{
+        const intake_cluster *c = intake_find(r, id);
+        return c && c->verdict == INTAKE_TAKEN ? c->spec : NULL;
+}
+
+/*
+ * The kubeconfig context of each cluster: the spec's over the source's
+ * (written into the spec), none when neither names one; an unknown one
+ * refuses that cluster alone at the line that names it (the spec's, or the
+ * configuration's for the source's); off a target of contexts, refused.
+ */
+static void test_kube_contexts(void **state)
+{
+        (void)state;
+        const char *paths[] = {"own.yaml", "plain.yaml", "lost.yaml"};
+        const char *texts[] = {CLUSTER("own", "  kubernetes:\n    context: west\n"),
+                               CLUSTER("plain", ""),
+                               CLUSTER("lost", "  kubernetes:\n    context: \"no where\"\n")};
+        _cleanup_(source_revision_freep) source_revision *rev = revision(paths, texts, 3);
+        int calls = 0;
+        intake_kube kube = {.context = "east",
+                            .file = "/etc/gitcd/gitcd.yaml",
+                            .line = 7,
+                            .col = 16,
+                            .check = known_contexts,
+                            .userdata = &calls};
+        intake_input in = {.rev = rev, .caps = TARGET_CAP_KUBE_CONTEXTS, .kube = &kube};
+        intake_result r;
+        assert_int_equal(spec_intake(&in, &r), 0);
+        assert_true(r.errors); /* nothing orphaned while one is refused */
+        assert_string_equal(taken(&r, "default/own")->kube_context, "west");
+        assert_string_equal(taken(&r, "default/plain")->kube_context, "east");
+        assert_null(intake_find(&r, "default/lost"));
+        assert_true(has_diag(&r.diags, DIAG_ERROR,
+                             "spec.kubernetes.context: context \"no where\" "
+                             "not found in kc"));
+        bool at_line = false;
+        for (size_t i = 0; i < r.diags.n; i++)
+                at_line |= streq_ptr(r.diags.items[i].file, "lost.yaml") &&
+                           r.diags.items[i].line == 9 && r.diags.items[i].col == 14;
+        assert_true(at_line);
+        assert_int_equal(calls, 3);
+        intake_result_release(&r);
+
+        /* The source's context unknown: each of its clusters without one refused at its line. */
+        kube.context = "gone";
+        calls = 0;
+        assert_int_equal(spec_intake(&in, &r), 0);
+        assert_non_null(taken(&r, "default/own"));
+        assert_null(intake_find(&r, "default/plain"));
+        bool at_config = false;
+        for (size_t i = 0; i < r.diags.n; i++)
+                at_config |= streq_ptr(r.diags.items[i].file, "/etc/gitcd/gitcd.yaml") &&
+                             r.diags.items[i].line == 7 && r.diags.items[i].col == 16 &&
+                             strstr(r.diags.items[i].message, "kubernetes.context: context "
+                                                              "\"gone\"");
+        assert_true(at_config);
+        intake_result_release(&r);
+
+        /* No context anywhere: none written, nothing asked. */
+        kube.context = NULL;
+        calls = 0;
+        const char *one[] = {CLUSTER("plain", "")};
+        _cleanup_(source_revision_freep) source_revision *rev1 = revision(paths + 1, one, 1);
+        in.rev = rev1;
+        assert_int_equal(spec_intake(&in, &r), 0);
+        assert_false(r.errors);
+        assert_null(taken(&r, "default/plain")->kube_context);
+        assert_int_equal(calls, 0);
+        intake_result_release(&r);
+
+        /* A target without contexts: a cluster naming one is refused, the source's is not applied. */
+        in = (intake_input){.rev = rev, .caps = 0, .target = "local", .kube = &kube};
+        kube.context = "east";
+        assert_int_equal(spec_intake(&in, &r), 0);
+        assert_null(intake_find(&r, "default/own"));
+        assert_null(taken(&r, "default/plain")->kube_context);
+        assert_true(has_diag(&r.diags, DIAG_ERROR,
+                             "target local does not run clusters on a "
+                             "kubeconfig context"));
+        intake_result_release(&r);
+}
+
 static void test_skipped_files_noted(void **state)
 {
         (void)state;
@@ -309,6 +404,7 @@ int main(void)
             cmocka_unit_test(test_approvals_hold),
             cmocka_unit_test(test_duplicates_collapse),
             cmocka_unit_test(test_target_rules),
+            cmocka_unit_test(test_kube_contexts),
             cmocka_unit_test(test_skipped_files_noted),
             cmocka_unit_test(test_files_without_revision),
         };

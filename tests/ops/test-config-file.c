@@ -120,10 +120,53 @@ static void test_allowance_takes_hosts(void **state)
         free(diags);
 }
 
+/* A source's kubernetes: its kubeconfig and context, where the context was written; bad keys refused. */
+static void test_source_kubernetes(void **state)
+{
+        (void)state;
+        ops_config *c = NULL;
+        char *d = NULL;
+        assert_int_equal(load("kubernetes:\n"
+                              "  context: east\n"
+                              "sources:\n"
+                              "- name: west\n"
+                              "  url: /srv/west\n"
+                              "  kubernetes:\n"
+                              "    kubeconfig: /etc/gitcd/west.kubeconfig\n"
+                              "    context: \"admin@west\"\n"
+                              "- name: plain\n"
+                              "  url: /srv/plain\n",
+                              &c, &d),
+                         0);
+        assert_string_equal(c->kube_context, "east");
+        assert_string_equal(c->sources[0].kubeconfig, "/etc/gitcd/west.kubeconfig");
+        assert_string_equal(c->sources[0].kube_context, "admin@west");
+        assert_int_equal(c->sources[0].kube_context_line, 8);
+        assert_int_equal(c->sources[0].kube_context_col, 14);
+        assert_null(c->sources[1].kubeconfig);
+        assert_null(c->sources[1].kube_context);
+        ops_config_free(c);
+        free(d);
+
+        assert_int_equal(load("sources:\n"
+                              "- name: a\n"
+                              "  url: /srv/a\n"
+                              "  kubernetes:\n"
+                              "    clusterDomain: x.local\n"
+                              "    context: \"a\\tb\"\n",
+                              &c, &d),
+                         -EINVAL);
+        assert_non_null(strstr(d, "gitcd.yaml:5:5: error: unknown key 'clusterDomain' in a "
+                                  "source's kubernetes"));
+        assert_non_null(strstr(d, "gitcd.yaml:6:14: error: context: control characters"));
+        free(d);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_plain_http_refused),
+            cmocka_unit_test(test_source_kubernetes),
             cmocka_unit_test(test_plain_http_allowed),
             cmocka_unit_test(test_allowance_takes_hosts),
         };

@@ -127,6 +127,34 @@ static void test_hosts_settings(void **state)
         e2e_free(e);
 }
 
+/*
+ * A source's kubernetes: (its API server) belongs to a source of the
+ * Kubernetes target: on another, the daemon does not start and says where.
+ */
+static void test_source_kubernetes(void **state)
+{
+        (void)state;
+        e2e *e = e2e_new();
+        _cleanup_free_ char *cfg = ops_test_write(e, "gitcd.yaml",
+                                                  "sources:\n"
+                                                  "  - name: a\n"
+                                                  "    url: /nowhere\n"
+                                                  "    target: local\n"
+                                                  "    kubernetes:\n"
+                                                  "      context: east\n");
+        char *err = NULL;
+        const char *args[] = {"run", "--config", cfg, NULL};
+        assert_int_equal(e2e_runv(e, NULL, &err, args), 1);
+        _cleanup_free_ char *want = xasprintf(
+            "%s:6:16: source a: kubernetes (kubeconfig, context) needs target kubernetes, and "
+            "its target is local",
+            cfg);
+        if (!strstr(err, want))
+                fail_msg("want %s in:\n%s", want, err);
+        free(err);
+        e2e_free(e);
+}
+
 /* kubernetes.snapshotImage is read; --snapshot-image belongs to --target kubernetes. */
 static void test_snapshot_image(void **state)
 {
@@ -323,9 +351,10 @@ static void test_secret_file_modes(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_bad_file),       cmocka_unit_test(test_hosts_settings),
-            cmocka_unit_test(test_snapshot_image), cmocka_unit_test(test_flags_override),
-            cmocka_unit_test(test_two_sources),    cmocka_unit_test(test_secret_file_modes),
+            cmocka_unit_test(test_bad_file),          cmocka_unit_test(test_hosts_settings),
+            cmocka_unit_test(test_snapshot_image),    cmocka_unit_test(test_flags_override),
+            cmocka_unit_test(test_two_sources),       cmocka_unit_test(test_secret_file_modes),
+            cmocka_unit_test(test_source_kubernetes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -606,6 +606,51 @@ static void test_from_memory(void **state)
         ops_metrics_reset();
 }
 
+/*
+ * gitcd_cluster_info: the kubeconfig context of a Kubernetes cluster's API
+ * server, from the spec in force, its value escaped as a label's (a context
+ * name may hold quotes and backslashes); none for a cluster that names none.
+ */
+static void test_cluster_info(void **state)
+{
+        (void)state;
+        ops_metrics_reset();
+        char tmpl[] = "/tmp/gitcd-metrics-info-XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        _cleanup_free_ char *path = path_join(tmpl, "state.db");
+        state_db *db = NULL;
+        assert_int_equal(state_open(path, STATE_OPEN_READ_WRITE, &db), 0);
+        const char *west =
+            "{\"apiVersion\":\"gitcd.io/v1alpha1\",\"kind\":\"EtcdCluster\",\"metadata\":"
+            "{\"name\":\"w\",\"namespace\":\"default\"},\"spec\":{\"replicas\":1,"
+            "\"version\":\"3.5.16\",\"kubernetes\":{\"context\":\"we\\\"st\\\\\"}}}";
+        const char *plain = "{\"apiVersion\":\"gitcd.io/v1alpha1\",\"kind\":\"EtcdCluster\","
+                            "\"metadata\":{\"name\":\"p\",\"namespace\":\"default\"},"
+                            "\"spec\":{\"replicas\":1,\"version\":\"3.5.16\"}}";
+        assert_true(state_cluster_set_desired(db, "default/w", west, "h1", NULL, 1) >= 0);
+        assert_true(state_cluster_set_desired(db, "default/p", plain, "h2", NULL, 1) >= 0);
+        assert_int_equal(ops_metrics_publish(db, true), 0);
+        state_close(db);
+        assert_int_equal(rm_rf(tmpl), 0);
+
+        int port = harness_free_port();
+        _cleanup_free_ char *listen = xasprintf("127.0.0.1:%d", port);
+        ops_http_opts o = {.listen = listen};
+        ops_http *h = NULL;
+        char *err = NULL;
+        if (ops_http_start(&o, &h, &err) < 0)
+                fail_msg("ops_http_start: %s", err);
+        _cleanup_free_ char *metrics = xasprintf("http://127.0.0.1:%d/metrics", port);
+        char *body = NULL;
+        assert_int_equal(ops_test_get(metrics, NULL, &body), 200);
+        assert_true(ops_test_metric(body, "gitcd_cluster_info{namespace=\"default\",cluster=\"w\","
+                                          "kube_context=\"we\\\"st\\\\\"}") == 1);
+        assert_null(strstr(body, "gitcd_cluster_info{namespace=\"default\",cluster=\"p\""));
+        free(body);
+        ops_http_stop(h);
+        ops_metrics_reset();
+}
+
 /* A TCP connection to 127.0.0.1:port that says nothing; -1 when refused. */
 static int open_idle(int port)
 {
@@ -682,13 +727,10 @@ static void test_idle_connections(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_audit_failures),
-            cmocka_unit_test(test_from_memory),
-            cmocka_unit_test(test_certificates),
-            cmocka_unit_test(test_snapshots),
-            cmocka_unit_test(test_tls),
-            cmocka_unit_test(test_metrics),
-            cmocka_unit_test(test_idle_connections),
+            cmocka_unit_test(test_audit_failures), cmocka_unit_test(test_from_memory),
+            cmocka_unit_test(test_cluster_info),   cmocka_unit_test(test_certificates),
+            cmocka_unit_test(test_snapshots),      cmocka_unit_test(test_tls),
+            cmocka_unit_test(test_metrics),        cmocka_unit_test(test_idle_connections),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -223,6 +223,43 @@ static void test_empty(void **state)
         source_revision_free(rev);
 }
 
+/*
+ * The kubeconfig context in the plan as apply takes it: a creation says the
+ * API server it goes on (the source's context when the spec names none); a
+ * move of an existing cluster to another context is rejected at the field.
+ */
+static void test_kube_context(void **state)
+{
+        (void)state;
+        const char *paths[] = {"a.yaml", "b.yaml"};
+        const char *texts[] = {HEAD("a") "  replicas: 1\n  version: \"3.5.16\"\n",
+                               HEAD("b") "  replicas: 1\n  version: \"3.5.16\"\n"
+                                         "  kubernetes:\n    context: east\n"};
+        _cleanup_(source_revision_freep) source_revision *rev = revision(paths, texts, 2);
+        state_cluster *sc = accepted(HEAD("b") "  replicas: 1\n  version: \"3.5.16\"\n"
+                                               "  kubernetes:\n    context: west\n",
+                                     true, "Running");
+        state_cluster *items[] = {sc};
+        state_cluster_list applied = {.items = items, .n = 1};
+        intake_kube kube = {.context = "west"};
+        plan *p = NULL;
+        plan_input in = {
+            .rev = rev, .applied = &applied, .caps = TARGET_CAP_KUBE_CONTEXTS, .kube = &kube};
+        assert_int_equal(plan_compute(&in, &p), 0);
+        const plan_item *a = item(p, "default/a");
+        assert_int_equal(a->action, PLAN_CREATE);
+        assert_true(has_step(a, "run it on the API server of kubeconfig context \"west\""));
+        const plan_item *b = item(p, "default/b");
+        assert_int_equal(b->action, PLAN_REJECTED);
+        bool refused = false;
+        for (size_t i = 0; i < b->diags.n; i++)
+                refused |= strstr(b->diags.items[i].message,
+                                  "spec.kubernetes.context: west → east: a cluster stays") != NULL;
+        assert_true(refused);
+        plan_free(p);
+        state_cluster_free(sc);
+}
+
 static state_member *member(const char *name, int ordinal, const char *version)
 {
         state_member *m = XNEW(state_member);
@@ -451,13 +488,10 @@ static void test_order(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_model),
-            cmocka_unit_test(test_consistency),
-            cmocka_unit_test(test_empty),
-            cmocka_unit_test(test_roll_order),
-            cmocka_unit_test(test_hostile_text_escaped),
-            cmocka_unit_test(test_order),
-            cmocka_unit_test(test_holds),
+            cmocka_unit_test(test_model),       cmocka_unit_test(test_kube_context),
+            cmocka_unit_test(test_consistency), cmocka_unit_test(test_empty),
+            cmocka_unit_test(test_roll_order),  cmocka_unit_test(test_hostile_text_escaped),
+            cmocka_unit_test(test_order),       cmocka_unit_test(test_holds),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
