@@ -547,6 +547,21 @@ const char *const state_migrations[] = {
     "ALTER TABLE members ADD COLUMN seen_state TEXT;\n"
     "ALTER TABLE members ADD COLUMN seen_ms INTEGER NOT NULL DEFAULT 0;\n"
     "ALTER TABLE members ADD COLUMN unreachable TEXT;\n",
+    /*
+     * The takeover of a cluster another operator ran (spec.adopt,
+     * state/takeovers.h): its old members, cluster ID and objects.
+     */
+    "CREATE TABLE takeovers (\n"
+    "  cluster TEXT PRIMARY KEY,\n"
+    "  source TEXT NOT NULL,\n"
+    "  cluster_id TEXT NOT NULL,\n"
+    "  members TEXT NOT NULL,\n"
+    "  objects TEXT NOT NULL,\n"
+    "  service TEXT,\n"
+    "  service_selector_before TEXT,\n"
+    "  started_ms INTEGER NOT NULL,\n"
+    "  finished_ms INTEGER NOT NULL DEFAULT 0\n"
+    ");\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

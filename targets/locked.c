@@ -49,8 +49,9 @@ typedef struct cluster_lock {
 typedef struct locked_target {
         target base;
         target_ops ops;
-        target_adopt_ops adopt; /* ops.adopt when the inner target has adopt ops */
-        target_debug_ops debug; /* ops.debug when the inner target has debug ops */
+        target_adopt_ops adopt;       /* ops.adopt when the inner target has adopt ops */
+        target_debug_ops debug;       /* ops.debug when the inner target has debug ops */
+        target_takeover_ops takeover; /* ops.takeover when the inner target has them */
         target *inner;
         pthread_mutex_t shared; /* the inner target's own state */
         pthread_mutex_t map;    /* buckets */
@@ -306,6 +307,19 @@ static int lk_adopt_member_healthy(target *t, const etcd_cluster *c, const char 
         return FORWARD(t, c, adopt->member_healthy(LK(t)->inner, c, client_url));
 }
 
+/* The takeover operations (target_takeover_ops), under the cluster's lock as every operation. */
+static int lk_takeover_survey(target *t, const etcd_cluster *c, takeover_survey *ret,
+                              char **ret_why)
+{
+        return FORWARD(t, c, takeover->survey(LK(t)->inner, c, ret, ret_why));
+}
+
+static int lk_takeover_point_service(target *t, const etcd_cluster *c, const char *service,
+                                     char **ret_before)
+{
+        return FORWARD(t, c, takeover->point_service(LK(t)->inner, c, service, ret_before));
+}
+
 /* The debug operations (target_debug_ops), under the cluster's lock as every operation of it. */
 static int lk_debug_member_logs(target *t, const etcd_cluster *c, const char *member,
                                 size_t max_bytes, char **ret_text, char **ret_source)
@@ -344,10 +358,12 @@ static void lk_free(target *t)
 }
 
 /* A new operation in target_ops must be forwarded here too: this fails to compile until it is. */
-_Static_assert(sizeof(target_ops) == 4 * sizeof(void *) + 21 * sizeof(void (*)(void)),
+_Static_assert(sizeof(target_ops) == 5 * sizeof(void *) + 21 * sizeof(void (*)(void)),
                "target_ops changed: forward the new operation in targets/locked.c");
 _Static_assert(sizeof(target_adopt_ops) == 4 * sizeof(void (*)(void)),
                "target_adopt_ops changed: forward the new operation in targets/locked.c");
+_Static_assert(sizeof(target_takeover_ops) == 2 * sizeof(void (*)(void)),
+               "target_takeover_ops changed: forward the new operation in targets/locked.c");
 _Static_assert(sizeof(target_debug_ops) == 2 * sizeof(void (*)(void)),
                "target_debug_ops changed: forward the new operation in targets/locked.c");
 
@@ -384,6 +400,7 @@ int target_locked_new(target *inner, target **ret)
             .writer_stop = in->writer_stop ? lk_writer_stop : NULL,
             .adopt = in->adopt ? &lk->adopt : NULL,
             .debug = in->debug ? &lk->debug : NULL,
+            .takeover = in->takeover ? &lk->takeover : NULL,
             .last_error = lk_last_error,
             .free = lk_free,
         };
@@ -393,6 +410,11 @@ int target_locked_new(target *inner, target **ret)
                     .claim = in->adopt->claim ? lk_adopt_claim : NULL,
                     .retire = in->adopt->retire ? lk_adopt_retire : NULL,
                     .member_healthy = in->adopt->member_healthy ? lk_adopt_member_healthy : NULL,
+                };
+        if (in->takeover)
+                lk->takeover = (target_takeover_ops){
+                    .survey = in->takeover->survey ? lk_takeover_survey : NULL,
+                    .point_service = in->takeover->point_service ? lk_takeover_point_service : NULL,
                 };
         if (in->debug)
                 lk->debug = (target_debug_ops){
