@@ -52,6 +52,7 @@ typedef enum cond_reason {
         CR_SUSPENDED,
         CR_MAINTENANCE_WINDOW,
         CR_MACHINE_UNREACHABLE,
+        CR_TAKING_OVER,
         _CR_MAX,
 } cond_reason;
 
@@ -80,6 +81,7 @@ static const char *const cond_reason_names[_CR_MAX] = {
     [CR_SUSPENDED] = REASON_SUSPENDED,
     [CR_MAINTENANCE_WINDOW] = REASON_MAINTENANCE_WINDOW,
     [CR_MACHINE_UNREACHABLE] = "MachineUnreachable",
+    [CR_TAKING_OVER] = REASON_TAKING_OVER,
 };
 
 static const char *cond_reason_name(cond_reason r)
