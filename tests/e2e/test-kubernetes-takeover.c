@@ -56,8 +56,7 @@ static void create(const kube_gvr *gvr, const char *ns, json_t *o)
 {
         _cleanup_free_ char *path = NULL;
         assert_int_equal(kube_resource_path(gvr, ns, NULL, &path), 0);
-        if (kube_request(lab->admin, "POST", path, NULL, o, "create", gvr->resource, ns, NULL) <
-            0)
+        if (kube_request(lab->admin, "POST", path, NULL, o, "create", gvr->resource, ns, NULL) < 0)
                 fail_msg("create: %s", kube_client_last_error(lab->admin));
         json_decref(o);
 }
@@ -76,10 +75,11 @@ static void coreos_resource(bool paused)
                         fail_msg("pause: %s", kube_client_last_error(lab->admin));
                 return;
         }
-        create(&coreos, NS, json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:i, s:s, s:b}}", "apiVersion",
-                            "etcd.database.coreos.com/v1beta2", "kind", "EtcdCluster", "metadata",
-                            "name", OLD, "namespace", NS, "spec", "size", 3, "version", VERSION,
-                            "paused", paused));
+        create(&coreos, NS,
+               json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:i, s:s, s:b}}", "apiVersion",
+                         "etcd.database.coreos.com/v1beta2", "kind", "EtcdCluster", "metadata",
+                         "name", OLD, "namespace", NS, "spec", "size", 3, "version", VERSION,
+                         "paused", paused));
 }
 
 /* What etcd-operator creates for a 3-member cluster (v0.9.4's layout, plain HTTP). */
@@ -88,10 +88,11 @@ static void coreos_layout(void)
         create(&crds, NULL,
                json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:[{s:s, s:b, "
                          "s:b, s:{s:{s:s, s:b}}}]}}",
-                         "apiVersion", "apiextensions.k8s.io/v1", "kind", "CustomResourceDefinition",
-                         "metadata", "name", "etcdclusters.etcd.database.coreos.com", "spec",
-                         "group", "etcd.database.coreos.com", "scope", "Namespaced", "names",
-                         "plural", "etcdclusters", "singular", "etcdcluster", "kind", "EtcdCluster",
+                         "apiVersion", "apiextensions.k8s.io/v1", "kind",
+                         "CustomResourceDefinition", "metadata", "name",
+                         "etcdclusters.etcd.database.coreos.com", "spec", "group",
+                         "etcd.database.coreos.com", "scope", "Namespaced", "names", "plural",
+                         "etcdclusters", "singular", "etcdcluster", "kind", "EtcdCluster",
                          "listKind", "EtcdClusterList", "versions", "name", "v1beta2", "served",
                          true, "storage", true, "schema", "openAPIV3Schema", "type", "object",
                          "x-kubernetes-preserve-unknown-fields", true));
@@ -104,16 +105,17 @@ static void coreos_layout(void)
         coreos_resource(false);
 
         json_t *sel = json_pack("{s:s, s:s}", "app", "etcd", "etcd_cluster", OLD);
-        create(&services, NS, json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:b, s:O, s:[{s:s, s:i}, {s:s, "
-                            "s:i}]}}",
-                            "apiVersion", "v1", "kind", "Service", "metadata", "name", OLD,
-                            "namespace", NS, "spec", "clusterIP", "None",
-                            "publishNotReadyAddresses", true, "selector", sel, "ports", "name",
-                            "client", "port", 2379, "name", "peer", "port", 2380));
-        create(&services, NS, json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:O, s:[{s:s, s:i}]}}", "apiVersion",
-                            "v1", "kind", "Service", "metadata", "name", OLD "-client",
-                            "namespace", NS, "spec", "selector", sel, "ports", "name", "client",
-                            "port", 2379));
+        create(&services, NS,
+               json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:b, s:O, s:[{s:s, s:i}, {s:s, "
+                         "s:i}]}}",
+                         "apiVersion", "v1", "kind", "Service", "metadata", "name", OLD,
+                         "namespace", NS, "spec", "clusterIP", "None", "publishNotReadyAddresses",
+                         true, "selector", sel, "ports", "name", "client", "port", 2379, "name",
+                         "peer", "port", 2380));
+        create(&services, NS,
+               json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:O, s:[{s:s, s:i}]}}", "apiVersion", "v1",
+                         "kind", "Service", "metadata", "name", OLD "-client", "namespace", NS,
+                         "spec", "selector", sel, "ports", "name", "client", "port", 2379));
         strbuf ic = STRBUF_INIT;
         for (size_t i = 0; i < ARRAY_SIZE(old_pods); i++)
                 sb_printf(&ic, "%s%s=http://%s.%s.%s.svc:2380", i ? "," : "", old_pods[i],
@@ -126,20 +128,21 @@ static void coreos_layout(void)
                 _cleanup_free_ char *adv_peer = xasprintf("--initial-advertise-peer-urls=%s", peer);
                 _cleanup_free_ char *adv_client = xasprintf("--advertise-client-urls=%s", client);
                 _cleanup_free_ char *initial = xasprintf("--initial-cluster=%s", sb_str(&ic));
-                json_t *cmd = json_pack("[s, s, s, s, s, s, s, s, s, s]", "etcd",
-                                        "--data-dir=/var/etcd/data", name, adv_peer,
-                                        "--listen-peer-urls=http://0.0.0.0:2380",
-                                        "--listen-client-urls=http://0.0.0.0:2379", adv_client,
-                                        initial, "--initial-cluster-state=new",
-                                        "--initial-cluster-token=coreos-old");
-                create(&pods, NS, json_pack(
-                    "{s:s, s:s, s:{s:s, s:s, s:O}, s:{s:s, s:s, s:s, s:[{s:s, s:s, s:o, "
-                    "s:[{s:s, s:s}]}], s:[{s:s, s:{}}]}}",
-                    "apiVersion", "v1", "kind", "Pod", "metadata", "name", p, "namespace", NS,
-                    "labels", sel, "spec", "hostname", p, "subdomain", OLD, "restartPolicy",
-                    "Always", "containers", "name", "etcd", "image", "quay.io/coreos/etcd:v" VERSION,
-                    "command", cmd, "volumeMounts", "name", "etcd-data", "mountPath", "/var/etcd",
-                    "volumes", "name", "etcd-data", "emptyDir"));
+                json_t *cmd =
+                    json_pack("[s, s, s, s, s, s, s, s, s, s]", "etcd", "--data-dir=/var/etcd/data",
+                              name, adv_peer, "--listen-peer-urls=http://0.0.0.0:2380",
+                              "--listen-client-urls=http://0.0.0.0:2379", adv_client, initial,
+                              "--initial-cluster-state=new", "--initial-cluster-token=coreos-old");
+                create(
+                    &pods, NS,
+                    json_pack("{s:s, s:s, s:{s:s, s:s, s:O}, s:{s:s, s:s, s:s, s:[{s:s, s:s, s:o, "
+                              "s:[{s:s, s:s}]}], s:[{s:s, s:{}}]}}",
+                              "apiVersion", "v1", "kind", "Pod", "metadata", "name", p, "namespace",
+                              NS, "labels", sel, "spec", "hostname", p, "subdomain", OLD,
+                              "restartPolicy", "Always", "containers", "name", "etcd", "image",
+                              "quay.io/coreos/etcd:v" VERSION, "command", cmd, "volumeMounts",
+                              "name", "etcd-data", "mountPath", "/var/etcd", "volumes", "name",
+                              "etcd-data", "emptyDir"));
         }
         sb_release(&ic);
         json_decref(sel);
@@ -147,8 +150,7 @@ static void coreos_layout(void)
         for (size_t i = 0; i < ARRAY_SIZE(old_pods); i++) {
                 end = now_mono_ms() + 60000;
                 char *a = NULL;
-                while (!(a = nodesim_pod_address(lab->sim, NS, old_pods[i])) &&
-                       now_mono_ms() < end)
+                while (!(a = nodesim_pod_address(lab->sim, NS, old_pods[i])) && now_mono_ms() < end)
                         usleep(200 * 1000);
                 if (!a)
                         fail_msg("the old Pod %s does not run", old_pods[i]);
@@ -161,10 +163,10 @@ static char *all_endpoints(void)
 {
         strbuf sb = STRBUF_INIT;
         for (size_t i = 0; i < ARRAY_SIZE(old_pods) + 10; i++) {
-                _cleanup_free_ char *name = i < ARRAY_SIZE(old_pods)
-                                                ? xstrdup(old_pods[i])
-                                                : xasprintf("%s-%zu", CLUSTER,
-                                                            i - ARRAY_SIZE(old_pods));
+                _cleanup_free_ char *name =
+                    i < ARRAY_SIZE(old_pods)
+                        ? xstrdup(old_pods[i])
+                        : xasprintf("%s-%zu", CLUSTER, i - ARRAY_SIZE(old_pods));
                 _cleanup_free_ char *a = nodesim_pod_address(lab->sim, NS, name);
                 if (a)
                         sb_printf(&sb, "%shttp://%s:2379", sb.len ? "," : "", a);
@@ -215,10 +217,10 @@ static void write_spec(e2e *e, int replicas)
 static int apply(e2e *e, const char *failpoint, int timeout_s, char **ret_err)
 {
         _cleanup_free_ char *t = xasprintf("%ds", timeout_s);
-        const char *args[] = {"apply",        "-q",      "--source",   e->source,
-                              "--timeout",    t,         "--target",   "kubernetes",
-                              "--kubeconfig", kubeapi_kubeconfig(lab->api), "--context",
-                              "gitcd",        NULL};
+        const char *args[] = {
+            "apply",     "-q",       "--source",   e->source,      "--timeout",
+            t,           "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(lab->api),
+            "--context", "gitcd",    NULL};
         return e2e_runv_failpoint(e, failpoint, NULL, ret_err, args);
 }
 
@@ -289,9 +291,9 @@ static void test_takeover(void **state)
         json_t *sel = json_object_get(json_object_get(svc, "spec"), "selector");
         assert_string_equal(json_string_value(json_object_get(sel, "gitcd.io/cluster")), CLUSTER);
         assert_null(json_object_get(sel, "etcd_cluster"));
-        const char *kept = json_string_value(json_object_get(
-            json_object_get(json_object_get(svc, "metadata"), "annotations"),
-            "gitcd.io/selector-before"));
+        const char *kept = json_string_value(
+            json_object_get(json_object_get(json_object_get(svc, "metadata"), "annotations"),
+                            "gitcd.io/selector-before"));
         assert_non_null(kept);
         assert_non_null(strstr(kept, "etcd_cluster"));
         json_decref(svc);
