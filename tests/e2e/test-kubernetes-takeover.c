@@ -224,6 +224,25 @@ static int apply(e2e *e, const char *failpoint, int timeout_s, char **ret_err)
         return e2e_runv_failpoint(e, failpoint, NULL, ret_err, args);
 }
 
+/* `gitcd plan -v` on the kubernetes target: its text. */
+static char *plan_text(e2e *e)
+{
+        const char *args[] = {"plan",
+                              "-v",
+                              "--source",
+                              e->source,
+                              "--target",
+                              "kubernetes",
+                              "--kubeconfig",
+                              kubeapi_kubeconfig(lab->api),
+                              "--context",
+                              "gitcd",
+                              NULL};
+        char *out = NULL;
+        (void)e2e_runv(e, &out, NULL, args);
+        return out ? out : xstrdup("");
+}
+
 static const char *label(const json_t *o, const char *key)
 {
         return json_string_value(
@@ -252,6 +271,10 @@ static void test_takeover(void **state)
 
         /* not paused: refused, nothing of gitcd's created */
         write_spec(e, 3);
+        char *plan = plan_text(e);
+        if (!strstr(plan, "replace the old members") || !strstr(plan, "old leader last"))
+                fail_msg("the plan does not show the takeover's steps:\n%s", plan);
+        free(plan);
         char *err = NULL;
         int k;
         assert_int_not_equal(apply(e, NULL, 20, &err), 0);
@@ -305,10 +328,17 @@ static void test_takeover(void **state)
         }
         assert_int_equal(e2e_audit_count(e, CLUSTER, "member.adopt"), 3);
 
+        plan = plan_text(e);
+        if (!strstr(plan, "left for you to delete") || !strstr(plan, "Pod default/old-aaaa0001"))
+                fail_msg("the plan does not list the old objects:\n%s", plan);
+        free(plan);
+
         /* every acknowledged write is there */
         harness_writer_wait(w, w->acked + 20);
         etcd_client *c = connect_all(NULL);
         harness_writer_check(w, c, 40);
+        /* at most one failed put per old member removed (its client moved on) */
+        assert_true(w->failed <= 3);
         fprintf(stderr, "writer: %d acknowledged, %d failed puts, %d reconnects\n", w->acked,
                 w->failed, w->reconnects);
         etcd_client_free(c);
