@@ -328,6 +328,12 @@ static void test_takeover(void **state)
         }
         assert_int_equal(e2e_audit_count(e, CLUSTER, "member.adopt"), 3);
 
+        json_t *st = e2e_status(e, CLUSTER);
+        json_t *tk = json_object_get(st, "takeover");
+        assert_non_null(json_object_get(tk, "finished"));
+        assert_false(json_is_null(json_object_get(tk, "finished")));
+        assert_int_equal(json_array_size(json_object_get(tk, "objects")), 6);
+        json_decref(st);
         plan = plan_text(e);
         if (!strstr(plan, "left for you to delete") || !strstr(plan, "Pod default/old-aaaa0001"))
                 fail_msg("the plan does not list the old objects:\n%s", plan);
