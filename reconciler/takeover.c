@@ -313,6 +313,13 @@ int takeover_prepare(reconciler *r, cluster_ctx *x, const etcd_cluster *c, const
                 free(why);
                 return e;
         }
+        if (k == -EACCES) {
+                /* RBAC: the survey is the first call of a takeover, so nothing was written */
+                _cleanup_free_ char *e = xasprintf(
+                    "gitcd may not read the old cluster (deploy/rbac.yaml grants it): %s",
+                    target_last_error(tg));
+                return refuse(r, x, e, commit, author, res);
+        }
         if (k < 0)
                 return cannot_read(r, x, target_last_error(tg), res);
         if (!t) {
