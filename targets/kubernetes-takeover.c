@@ -11,7 +11,9 @@
  *   members are bare Pods labelled app=etcd, etcd_cluster=NAME, owned by
  *   the EtcdCluster, behind the Services NAME (headless) and NAME-client;
  *   spec.paused: true stops its operator from acting on the cluster
- *   (nothing else does: it would replace a member it sees gone). The
+ *   (nothing else does: it would replace a member it sees gone). Its Pods
+ *   have restartPolicy Never: a member gitcd removed ends, its Pod Failed,
+ *   which is no refusal (the survey runs on every pass of the move). The
  *   other operators are refused at intake (api/unsupported.c) until
  *   their layouts are here.
  * - The old operator must have stopped: gitcd checks the resource's
@@ -189,11 +191,15 @@ static int kt_takeover_survey(target *t, const etcd_cluster *c, takeover_survey 
                         why = xasprintf("the old Pod %s/%s has a name gitcd gives its own "
                                         "members; name the gitcd cluster differently",
                                         ns, name);
-                if (!why && (isempty(ip) || obj_terminating(pod)))
-                        why = xasprintf("the old member Pod %s/%s does not run (%s); every member "
-                                        "must run before a takeover",
-                                        ns, name, isempty(ip) ? "no Pod IP" : "terminating");
-                if (!isempty(ip))
+                /*
+                 * A Pod that does not run is no endpoint, and no refusal here: before the
+                 * takeover is recorded every member must answer etcd (takeover_judge), and
+                 * after it a removed member's Pod ends (coreos: restartPolicy Never).
+                 */
+                const char *phase =
+                    json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+                if (!isempty(ip) && !obj_terminating(pod) && !streq_ptr(phase, "Failed") &&
+                    !streq_ptr(phase, "Succeeded"))
                         sb_printf(&eps, "%s%s://%s:%d", eps.len ? "," : "", scheme, ip,
                                   ETCD_CLIENT_PORT_OLD);
         }

@@ -139,7 +139,7 @@ static void coreos_layout(void)
                               "s:[{s:s, s:s}]}], s:[{s:s, s:{}}]}}",
                               "apiVersion", "v1", "kind", "Pod", "metadata", "name", p, "namespace",
                               NS, "labels", sel, "spec", "hostname", p, "subdomain", OLD,
-                              "restartPolicy", "Always", "containers", "name", "etcd", "image",
+                              "restartPolicy", "Never", "containers", "name", "etcd", "image",
                               "quay.io/coreos/etcd:v" VERSION, "command", cmd, "volumeMounts",
                               "name", "etcd-data", "mountPath", "/var/etcd", "volumes", "name",
                               "etcd-data", "emptyDir"));
