@@ -154,6 +154,27 @@ static void load_ids(cluster_ctx *x, const state_takeover *t)
         json_decref(ms);
 }
 
+/* The takeover recorded: cluster.adopt with what was found, member.adopt per old member. */
+static void audit_begun(reconciler *r, cluster_ctx *x, const state_takeover *t, json_t *ms,
+                        const char *commit, const char *author)
+{
+        _cleanup_free_ char *summary =
+            xasprintf("{\"source\":\"%s\",\"cluster_id\":\"%s\",\"members\":%s,\"objects\":%s}",
+                      t->source, t->cluster_id, t->members_json, t->objects_json);
+        audit(r, x->name, "cluster.adopt",
+              "takeover begun: gitcd's members replace the old cluster's one at a time", NULL,
+              summary, "success", 0, commit, author);
+        size_t i;
+        json_t *m;
+        json_array_foreach(ms, i, m)
+        {
+                _cleanup_free_ char *one = json_dumps(m, JSON_COMPACT);
+                audit(r, x->name, "member.adopt",
+                      "a member of the old cluster, to be replaced by one of gitcd's", NULL, one,
+                      "success", 0, commit, author);
+        }
+}
+
 /*
  * The first time: etcd's member list and every member's status through
  * the old members' endpoints, judged; then the record, before any step.
@@ -258,21 +279,7 @@ static int begin(reconciler *r, cluster_ctx *x, const etcd_cluster *c, const tak
                 etcd_members_free(l);
                 return cannot_read(r, x, state_last_error(), res);
         }
-        _cleanup_free_ char *summary =
-            xasprintf("{\"source\":\"%s\",\"cluster_id\":\"%s\",\"members\":%s,\"objects\":%s}",
-                      sv->source, cid, mj, oj);
-        audit(r, x->name, "cluster.adopt",
-              "takeover begun: gitcd's members replace the old cluster's one at a time", NULL,
-              summary, "success", 0, commit, author);
-        size_t i;
-        json_t *m;
-        json_array_foreach(ms, i, m)
-        {
-                _cleanup_free_ char *one = json_dumps(m, JSON_COMPACT);
-                audit(r, x->name, "member.adopt",
-                      "a member of the old cluster, to be replaced by one of gitcd's", NULL, one,
-                      "success", 0, commit, author);
-        }
+        audit_begun(r, x, &t, ms, commit, author);
         log_info("%s: taking over %s (cluster %s, %zu members)", x->name, sv->source, cid, l->n);
         json_decref(ms);
         etcd_members_free(l);
@@ -315,9 +322,9 @@ int takeover_prepare(reconciler *r, cluster_ctx *x, const etcd_cluster *c, const
         }
         if (k == -EACCES) {
                 /* RBAC: the survey is the first call of a takeover, so nothing was written */
-                _cleanup_free_ char *e = xasprintf(
-                    "gitcd may not read the old cluster (deploy/rbac.yaml grants it): %s",
-                    target_last_error(tg));
+                _cleanup_free_ char *e =
+                    xasprintf("gitcd may not read the old cluster (deploy/rbac.yaml grants it): %s",
+                              target_last_error(tg));
                 return refuse(r, x, e, commit, author, res);
         }
         if (k < 0)

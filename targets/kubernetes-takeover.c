@@ -127,6 +127,113 @@ static char *service_collision(kubernetes_target *kt, const etcd_cluster *c, con
         return why;
 }
 
+/* 1. the old operator's resource, which must be there and tell its operator to stop */
+static int survey_resource(kubernetes_target *kt, const etcd_cluster *c, const old_layout *L,
+                           const char *ns, char **ret_why)
+{
+        const adopt_spec *a = &c->adopt;
+        json_t *cr = NULL;
+        int k = kube_get(kt->kc, &L->resource, ns, a->name, &cr);
+        if (k == -ENOENT) {
+                *ret_why = xasprintf("there is no %s %s/%s (%s/%s) to take over", L->kind, ns,
+                                     a->name, L->resource.group, L->resource.version);
+                return -EPERM;
+        }
+        if (k < 0)
+                return kube_fail(kt, k);
+        json_t *paused = json_object_get(json_object_get(cr, "spec"), L->paused_field);
+        bool stopped = json_is_true(paused);
+        json_decref(cr);
+        if (stopped)
+                return 0;
+        *ret_why = xasprintf("the %s operator still acts on %s %s/%s: set spec.%s: true "
+                             "on it first (kubectl -n %s patch %s.%s %s --type merge -p "
+                             "'{\"spec\":{\"%s\":true}}'); gitcd does not change it",
+                             adopt_from_name(a->from), L->kind, ns, a->name, L->paused_field, ns,
+                             L->resource.resource, L->resource.group, a->name, L->paused_field);
+        return -EPERM;
+}
+
+/* 2. its Pods: the members, reached at their IPs (into *eps); a refusal into *why */
+static int survey_pods(kubernetes_target *kt, const etcd_cluster *c, const old_layout *L,
+                       const char *ns, takeover_survey *s, strbuf *eps, char **why)
+{
+        const adopt_spec *a = &c->adopt;
+        _cleanup_free_ char *selector = xasprintf("%s%s", L->pod_selector, a->name);
+        json_t *pods = NULL;
+        int k = kube_list(kt->kc, &GVR_PODS, ns, selector, &pods, NULL);
+        if (k < 0)
+                return kube_fail(kt, k);
+        size_t i;
+        json_t *pod;
+        const char *scheme = c->tls.client.enabled ? "https" : "http";
+        json_array_foreach(pods, i, pod)
+        {
+                const char *name = obj_name(pod);
+                add_object(s, "Pod", ns, name);
+                json_t *st = json_object_get(pod, "status");
+                const char *ip = json_string_value(json_object_get(st, "podIP"));
+                const char *phase = json_string_value(json_object_get(st, "phase"));
+                if (!*why && gitcd_member_name(c->name, name))
+                        *why = xasprintf("the old Pod %s/%s has a name gitcd gives its own "
+                                         "members; name the gitcd cluster differently",
+                                         ns, name);
+                /*
+                 * A Pod that does not run is no endpoint, and no refusal here: before the
+                 * takeover is recorded every member must answer etcd (takeover_judge), and
+                 * after it a removed member's Pod ends (coreos: restartPolicy Never).
+                 */
+                if (!isempty(ip) && !obj_terminating(pod) && !streq_ptr(phase, "Failed") &&
+                    !streq_ptr(phase, "Succeeded"))
+                        sb_printf(eps, "%s%s://%s:%d", eps->len ? "," : "", scheme, ip,
+                                  ETCD_CLIENT_PORT_OLD);
+        }
+        size_t n_pods = json_array_size(pods);
+        json_decref(pods);
+        if (!*why && n_pods == 0)
+                *why = xasprintf("no Pod of %s %s/%s runs (selector %s)", L->kind, ns, a->name,
+                                 selector);
+        if (!*why && labels_match(c, selector))
+                *why = xasprintf("gitcd's Pods would carry the labels %s that select the old "
+                                 "members (spec.podTemplate.metadata.labels or "
+                                 "additionalMetadata.labels): the old operator and its Services "
+                                 "would take them for its own; remove those labels",
+                                 selector);
+        return 0;
+}
+
+/* 3. its Services, kept; gitcd's own Service names must be free (a refusal into *why) */
+static int survey_services(kubernetes_target *kt, const etcd_cluster *c, const old_layout *L,
+                           const char *ns, takeover_survey *s, char **why)
+{
+        const char *fmts[] = {L->headless_service, L->client_service};
+        int k = 0;
+        for (size_t j = 0; j < ARRAY_SIZE(fmts); j++) {
+                if (!fmts[j])
+                        continue;
+                _cleanup_free_ char *name = xasprintf("%s%s", c->adopt.name, fmts[j]);
+                json_t *svc = NULL;
+                k = kube_get(kt->kc, &GVR_SERVICES, ns, name, &svc);
+                if (k == -ENOENT)
+                        continue;
+                if (k < 0)
+                        return kube_fail(kt, k);
+                json_decref(svc);
+                add_object(s, "Service", ns, name);
+                if (fmts[j] == L->client_service)
+                        s->service = xstrdup(name);
+        }
+        _cleanup_free_ char *client = render_client_service_name(c);
+        _cleanup_free_ char *headless = render_headless_service_name(c);
+        const char *mine[] = {client, headless};
+        for (size_t j = 0; !*why && j < ARRAY_SIZE(mine); j++) {
+                *why = service_collision(kt, c, mine[j], &k);
+                if (k < 0)
+                        return kube_fail(kt, k);
+        }
+        return 0;
+}
+
 static int kt_takeover_survey(target *t, const etcd_cluster *c, takeover_survey *ret,
                               char **ret_why)
 {
@@ -141,119 +248,24 @@ static int kt_takeover_survey(target *t, const etcd_cluster *c, takeover_survey 
         }
         takeover_survey s = {0};
         s.source = xasprintf("%s %s/%s", adopt_from_name(a->from), ns, a->name);
-
-        /* 1. its resource, which must be there and tell its operator to stop */
-        json_t *cr = NULL;
-        int k = kube_get(kt->kc, &L->resource, ns, a->name, &cr);
-        if (k == -ENOENT) {
-                *ret_why = xasprintf("there is no %s %s/%s (%s/%s) to take over", L->kind, ns,
-                                     a->name, L->resource.group, L->resource.version);
-                takeover_survey_release(&s);
-                return -EPERM;
-        }
-        if (k < 0) {
-                takeover_survey_release(&s);
-                return kube_fail(kt, k);
-        }
-        json_t *paused = json_object_get(json_object_get(cr, "spec"), L->paused_field);
-        json_decref(cr);
-        if (!json_is_true(paused)) {
-                *ret_why =
-                    xasprintf("the %s operator still acts on %s %s/%s: set spec.%s: true "
-                              "on it first (kubectl -n %s patch %s.%s %s --type merge -p "
-                              "'{\"spec\":{\"%s\":true}}'); gitcd does not change it",
-                              adopt_from_name(a->from), L->kind, ns, a->name, L->paused_field, ns,
-                              L->resource.resource, L->resource.group, a->name, L->paused_field);
-                takeover_survey_release(&s);
-                return -EPERM;
-        }
-        add_object(&s, L->kind, ns, a->name);
-
-        /* 2. its Pods: the members, reached at their IPs */
-        _cleanup_free_ char *selector = xasprintf("%s%s", L->pod_selector, a->name);
-        json_t *pods = NULL;
-        if ((k = kube_list(kt->kc, &GVR_PODS, ns, selector, &pods, NULL)) < 0) {
-                takeover_survey_release(&s);
-                return kube_fail(kt, k);
-        }
         strbuf eps = STRBUF_INIT;
         char *why = NULL;
-        size_t i;
-        json_t *pod;
-        const char *scheme = c->tls.client.enabled ? "https" : "http";
-        json_array_foreach(pods, i, pod)
-        {
-                const char *name = obj_name(pod);
-                add_object(&s, "Pod", ns, name);
-                const char *ip =
-                    json_string_value(json_object_get(json_object_get(pod, "status"), "podIP"));
-                if (!why && gitcd_member_name(c->name, name))
-                        why = xasprintf("the old Pod %s/%s has a name gitcd gives its own "
-                                        "members; name the gitcd cluster differently",
-                                        ns, name);
-                /*
-                 * A Pod that does not run is no endpoint, and no refusal here: before the
-                 * takeover is recorded every member must answer etcd (takeover_judge), and
-                 * after it a removed member's Pod ends (coreos: restartPolicy Never).
-                 */
-                const char *phase =
-                    json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
-                if (!isempty(ip) && !obj_terminating(pod) && !streq_ptr(phase, "Failed") &&
-                    !streq_ptr(phase, "Succeeded"))
-                        sb_printf(&eps, "%s%s://%s:%d", eps.len ? "," : "", scheme, ip,
-                                  ETCD_CLIENT_PORT_OLD);
+        int k = survey_resource(kt, c, L, ns, &why);
+        if (k >= 0) {
+                add_object(&s, L->kind, ns, a->name);
+                k = survey_pods(kt, c, L, ns, &s, &eps, &why);
         }
-        size_t n_pods = json_array_size(pods);
-        json_decref(pods);
-        if (!why && n_pods == 0)
-                why = xasprintf("no Pod of %s %s/%s runs (selector %s)", L->kind, ns, a->name,
-                                selector);
-        if (!why && labels_match(c, selector))
-                why = xasprintf("gitcd's Pods would carry the labels %s that select the old "
-                                "members (spec.podTemplate.metadata.labels or "
-                                "additionalMetadata.labels): the old operator and its Services "
-                                "would take them for its own; remove those labels",
-                                selector);
-
-        /* 3. its Services, kept; gitcd's names must be free */
-        const char *fmts[] = {L->headless_service, L->client_service};
-        for (size_t j = 0; !why && j < ARRAY_SIZE(fmts); j++) {
-                if (!fmts[j])
-                        continue;
-                _cleanup_free_ char *name = xasprintf("%s%s", a->name, fmts[j]);
-                json_t *svc = NULL;
-                k = kube_get(kt->kc, &GVR_SERVICES, ns, name, &svc);
-                if (k == -ENOENT)
-                        continue;
-                if (k < 0)
-                        break;
-                json_decref(svc);
-                add_object(&s, "Service", ns, name);
-                if (fmts[j] == L->client_service)
-                        s.service = xstrdup(name);
-        }
-        if (k < 0 && k != -ENOENT) {
+        if (k >= 0 && !why)
+                k = survey_services(kt, c, L, ns, &s, &why);
+        if (k >= 0 && why)
+                k = -EPERM;
+        if (k < 0) {
+                if (k == -EPERM)
+                        *ret_why = TAKE_PTR(why);
                 free(why);
                 sb_release(&eps);
                 takeover_survey_release(&s);
-                return kube_fail(kt, k);
-        }
-        _cleanup_free_ char *client = render_client_service_name(c);
-        _cleanup_free_ char *headless = render_headless_service_name(c);
-        const char *mine[] = {client, headless};
-        for (size_t j = 0; !why && j < ARRAY_SIZE(mine); j++) {
-                why = service_collision(kt, c, mine[j], &k);
-                if (k < 0) {
-                        sb_release(&eps);
-                        takeover_survey_release(&s);
-                        return kube_fail(kt, k);
-                }
-        }
-        if (why) {
-                *ret_why = why;
-                sb_release(&eps);
-                takeover_survey_release(&s);
-                return -EPERM;
+                return k;
         }
         s.endpoints = sb_detach(&eps);
         *ret = s;
