@@ -94,6 +94,12 @@ static bool adopts_unsupported(const etcd_cluster *c)
         return c->adopt.from != ADOPT_FROM_NONE && c->adopt.from != ADOPT_FROM_COREOS;
 }
 
+/* spec.adopt of a cluster with TLS: the survey and the old members speak plain HTTP only, yet */
+static bool adopts_with_tls(const etcd_cluster *c)
+{
+        return c->adopt.from == ADOPT_FROM_COREOS && c->tls.provider != TLS_PROVIDER_NONE;
+}
+
 static const struct {
         const char *field; /* native path, as written in the native and cozystack dialects */
         const char *at;    /* the recorded location to point at (falls back to its parents) */
@@ -104,6 +110,8 @@ static const struct {
     {"spec.adopt.from", "spec.adopt.from",
      "taking over a cluster of the etcd-io, improbable or cozystack operator",
      "only from: coreos is taken over today; see docs/migration.md", adopts_unsupported},
+    {"spec.adopt with spec.tls", "spec.tls", "taking over a cluster whose members use TLS",
+     "only plain-HTTP clusters are taken over today; see docs/migration.md", adopts_with_tls},
     {NULL, NULL, NULL, NULL, NULL}, /* the end */
 };
 
