@@ -50,6 +50,23 @@ const char *dialect_name(spec_dialect d)
         return "unknown";
 }
 
+const char *adopt_from_name(adopt_from f)
+{
+        switch (f) {
+        case ADOPT_FROM_NONE:
+                break;
+        case ADOPT_FROM_COREOS:
+                return "coreos";
+        case ADOPT_FROM_ETCDIO:
+                return "etcd-io";
+        case ADOPT_FROM_IMPROBABLE:
+                return "improbable";
+        case ADOPT_FROM_COZYSTACK:
+                return "cozystack";
+        }
+        return "none";
+}
+
 const char *bootstrap_mode_name(bootstrap_mode m)
 {
         return m == BOOTSTRAP_LEARNERS ? "learners" : "static";
@@ -342,6 +359,8 @@ void etcd_cluster_free(etcd_cluster *c)
         free(c->consistency.reason);
         free(c->repair.replace);
         free(c->repair.token);
+        free(c->adopt.name);
+        free(c->adopt.namespace_);
         for (size_t i = 0; i < c->n_depends_on; i++)
                 free(c->depends_on[i]);
         free(c->depends_on);

@@ -410,6 +410,30 @@ typedef struct hosts_spec {
         size_t n;
 } hosts_spec;
 
+/*
+ * spec.adopt (native dialect, the Kubernetes target): take over a cluster
+ * another operator runs, member by member (reconciler/takeover.h,
+ * docs/migration.md). from names the operator whose objects hold it; name
+ * and namespace are its custom resource's, defaulting to this cluster's.
+ * A dialect document never implies it: committing an operator's manifest
+ * describes a cluster, it does not ask gitcd to take one over.
+ */
+typedef enum adopt_from {
+        ADOPT_FROM_NONE = 0,
+        ADOPT_FROM_COREOS,
+        ADOPT_FROM_ETCDIO,
+        ADOPT_FROM_IMPROBABLE,
+        ADOPT_FROM_COZYSTACK,
+} adopt_from;
+
+const char *adopt_from_name(adopt_from f); /* "coreos", "etcd-io", "improbable", "cozystack" */
+
+typedef struct adopt_spec {
+        adopt_from from;  /* NONE: spec.adopt not written */
+        char *name;       /* the old cluster's name (default: this cluster's) */
+        char *namespace_; /* its namespace (default: this cluster's) */
+} adopt_spec;
+
 /* Where a field was written, for diagnostics from later stages (transitions, plan). */
 typedef struct spec_loc {
         char *path; /* "spec.replicas", "spec.storage.size", ... (native names) */
@@ -469,6 +493,7 @@ typedef struct etcd_cluster {
         repair_spec repair;
         bootstrap_mode bootstrap_mode; /* spec.bootstrap.mode */
         hosts_spec hosts;
+        adopt_spec adopt; /* spec.adopt */
         /*
          * spec.dependsOn (native dialect): clusters of the same source this
          * one's changes wait for, as written ("name" or "namespace/name";

@@ -725,6 +725,28 @@ static void read_consistency(reader *r, const ynode *spec)
         rd_string(r, m, P, "reason", NULL, &cs->reason);
 }
 
+static void read_adopt(reader *r, const ynode *spec)
+{
+        adopt_spec *a = &r->c->adopt;
+        const ynode *m = NULL;
+        const char *P = "spec.adopt";
+        if (!rd_map(r, spec, "spec", "adopt", NULL, &m))
+                return;
+        static const char *const known[] = {"from", "name", "namespace", NULL};
+        rd_keys(r, m, P, known, NULL);
+        static const char *const froms[] = {"coreos", "etcd-io", "improbable", "cozystack", NULL};
+        int f;
+        if (rd_enum(r, m, P, "from", NULL, froms, &f))
+                a->from = (adopt_from)(f + 1);
+        else if (!rd_get(m, "from", NULL))
+                rd_error(r, m,
+                         "%s.from is required: the operator that runs the cluster now "
+                         "(coreos, etcd-io, improbable or cozystack)",
+                         P);
+        rd_string(r, m, P, "name", NULL, &a->name);
+        rd_string(r, m, P, "namespace", NULL, &a->namespace_);
+}
+
 static void read_repair(reader *r, const ynode *spec)
 {
         repair_spec *rp = &r->c->repair;
@@ -862,9 +884,9 @@ void read_spec_gitcd(reader *r, const ynode *spec)
             "podTemplate",  "options",     "progressDeadlineSeconds",
             "snapshots",    "defrag",      "bootstrap",
             "hosts",        "recovery",    "role",
-            "consistency",  "repair",      "dependsOn",
-            "rollout",      "suspend",     "maintenance",
-            "kubernetes",   NULL};
+            "consistency",  "repair",      "adopt",
+            "dependsOn",    "rollout",     "suspend",
+            "maintenance",  "kubernetes",  NULL};
         rd_keys(r, spec, "spec", known, NULL);
         static const char *const roles[] = {"general", "kubernetes-control-plane", NULL};
         int role;
@@ -912,6 +934,7 @@ void read_spec_gitcd(reader *r, const ynode *spec)
         read_recovery(r, spec);
         read_consistency(r, spec);
         read_repair(r, spec);
+        read_adopt(r, spec);
         read_hosts(r, spec);
         read_depends_on(r, spec);
         read_rollout(r, spec);

@@ -88,6 +88,18 @@ static void refuse_pvc(const etcd_cluster *c, diag_list *diags)
                          ds->object, c->namespace_, c->name);
 }
 
+/* spec.adopt from an operator whose objects gitcd cannot find yet (targets/kubernetes-takeover.c) */
+static bool adopts_unsupported(const etcd_cluster *c)
+{
+        return c->adopt.from != ADOPT_FROM_NONE && c->adopt.from != ADOPT_FROM_COREOS;
+}
+
+/* spec.adopt of a cluster with TLS: the survey and the old members speak plain HTTP only, yet */
+static bool adopts_with_tls(const etcd_cluster *c)
+{
+        return c->adopt.from == ADOPT_FROM_COREOS && c->tls.provider != TLS_PROVIDER_NONE;
+}
+
 static const struct {
         const char *field; /* native path, as written in the native and cozystack dialects */
         const char *at;    /* the recorded location to point at (falls back to its parents) */
@@ -95,6 +107,11 @@ static const struct {
         const char *fix;   /* how to get a cluster gitcd accepts today */
         bool (*used)(const etcd_cluster *c);
 } unsupported[] = {
+    {"spec.adopt.from", "spec.adopt.from",
+     "taking over a cluster of the etcd-io, improbable or cozystack operator",
+     "only from: coreos is taken over today; see docs/migration.md", adopts_unsupported},
+    {"spec.adopt with spec.tls", "spec.tls", "taking over a cluster whose members use TLS",
+     "only plain-HTTP clusters are taken over today; see docs/migration.md", adopts_with_tls},
     {NULL, NULL, NULL, NULL, NULL}, /* the end */
 };
 
@@ -162,6 +179,19 @@ int spec_refuse_for_target(cluster_set *set, bool hosts_target, bool pvc_target,
         int r = 0;
         for (size_t i = 0; i < set->n; i++) {
                 etcd_cluster *c = set->items[i];
+                if (c->adopt.from != ADOPT_FROM_NONE && !pvc_target) {
+                        /* the old operator's members are Pods: only the Kubernetes target adds
+                           members beside them */
+                        int l, k;
+                        etcd_cluster_loc(c, "spec.adopt", &l, &k);
+                        diag_add(diags, DIAG_ERROR, c->file, l, k,
+                                 "spec.adopt (taking over a cluster another operator runs) needs "
+                                 "--target kubernetes; the cluster is not taken in (remove "
+                                 "spec.adopt, or run gitcd with --target kubernetes)");
+                        etcd_cluster_free(c);
+                        r = -EOPNOTSUPP;
+                        continue;
+                }
                 bool pvc_refused = (uses_snapshot_pvc(c) || declared_pvc(c)) && !pvc_target;
                 if (c->hosts.set == hosts_target && !pvc_refused) {
                         set->items[kept++] = c;

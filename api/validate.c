@@ -117,6 +117,10 @@ void spec_fill_defaults(etcd_cluster *c)
         if (c->recovery.bump.mode == BUMP_UNSET)
                 c->recovery.bump = revision_bump_default(c);
         default_hosts(c);
+        if (c->adopt.from != ADOPT_FROM_NONE && !c->adopt.name)
+                c->adopt.name = xstrdup(c->name);
+        if (c->adopt.from != ADOPT_FROM_NONE && !c->adopt.namespace_)
+                c->adopt.namespace_ = xstrdup(c->namespace_);
 }
 
 static void check_version(reader *r)
@@ -580,6 +584,42 @@ static void check_repair(reader *r)
                            rd_name(r, "spec.repair.token"));
 }
 
+/*
+ * spec.adopt: the old cluster is found by its operator's names, so they
+ * must be object names; spec.hosts adopts machines in place without it,
+ * and a cluster that also restores or recovers would not keep the old
+ * cluster's data.
+ */
+static void check_adopt(reader *r)
+{
+        const etcd_cluster *c = r->c;
+        const adopt_spec *a = &c->adopt;
+        if (a->from == ADOPT_FROM_NONE)
+                return;
+        if (a->name && !dns1123_label_valid(a->name))
+                rd_diag_at(r, DIAG_ERROR, "spec.adopt.name", "%s: \"%s\" is not a cluster name",
+                           rd_name(r, "spec.adopt.name"), a->name);
+        if (a->namespace_ && !dns1123_label_valid(a->namespace_))
+                rd_diag_at(r, DIAG_ERROR, "spec.adopt.namespace",
+                           "%s: \"%s\" is not a namespace name", rd_name(r, "spec.adopt.namespace"),
+                           a->namespace_);
+        if (a->namespace_ && c->namespace_ && !streq(a->namespace_, c->namespace_))
+                rd_diag_at(r, DIAG_ERROR, "spec.adopt.namespace",
+                           "%s: the old cluster must run in the namespace of this one (%s): "
+                           "members join it by the names of one namespace",
+                           rd_name(r, "spec.adopt.namespace"), c->namespace_);
+        if (c->hosts.set)
+                rd_diag_at(r, DIAG_ERROR, "spec.adopt",
+                           "%s takes over a cluster on Kubernetes; with spec.hosts gitcd adopts "
+                           "what runs on the machines by itself (remove spec.adopt)",
+                           rd_name(r, "spec.adopt"));
+        if (c->restore.enabled || c->recovery.from != RECOVERY_NONE)
+                rd_diag_at(r, DIAG_ERROR, "spec.adopt",
+                           "%s keeps the running cluster's data; it cannot go with "
+                           "spec.bootstrap.restore or spec.recovery",
+                           rd_name(r, "spec.adopt"));
+}
+
 static void check_object_name(reader *r, const char *native, const char *name)
 {
         if (name && !dns1123_subdomain_valid(name))
@@ -959,6 +999,7 @@ void spec_validate(reader *r)
         check_bumps(r);
         check_consistency(r);
         check_repair(r);
+        check_adopt(r);
         check_object_names(r);
         check_repository(r);
         check_issuer_group(r, "spec.tls.client.issuerRef", &c->tls.client.issuer);

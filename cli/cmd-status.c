@@ -35,6 +35,7 @@
 #include "api/spec.h"
 #include "reconciler/hold.h"
 #include "state/holds.h"
+#include "state/takeovers.h"
 #include "state/maintenance.h"
 #include "state/preflights.h"
 #include "state/carotate.h"
@@ -556,6 +557,54 @@ static void print_recovery(state_db *db, const char *cluster)
  * from a snapshot), newest first: the revision bump each was made with and
  * how it was sized, and the revision its members' data starts at.
  */
+/* A takeover of the cluster from another operator (spec.adopt), when one was recorded. */
+static void print_takeover(state_db *db, const char *cluster)
+{
+        _cleanup_(state_takeover_freep) state_takeover *t = NULL;
+        if (state_takeover_get(db, cluster, &t) < 0)
+                return;
+        _cleanup_free_ char *from = clean(t->source);
+        printf("\nTakeover from %s (cluster %s): %s\n", from, t->cluster_id,
+               t->finished_ms ? "finished" : "under way");
+        if (t->service_selector_before) {
+                _cleanup_free_ char *svc = clean(t->service);
+                _cleanup_free_ char *before = clean(t->service_selector_before);
+                printf("  old client Service %s selects gitcd's voters (before: %s)\n", svc,
+                       before);
+        }
+        json_t *objs = json_loads(t->objects_json ? t->objects_json : "[]", 0, NULL);
+        printf("  %s:\n", t->finished_ms ? "left for you to delete"
+                                         : "the old operator's objects (never deleted by gitcd)");
+        size_t i;
+        json_t *o;
+        json_array_foreach(objs, i, o)
+        {
+                _cleanup_free_ char *line = clean(json_string_value(o));
+                printf("    %s\n", line);
+        }
+        json_decref(objs);
+}
+
+/* The same for -o json: "takeover", or null. */
+static void takeover_json(state_db *db, const char *cluster, json_t *o)
+{
+        _cleanup_(state_takeover_freep) state_takeover *t = NULL;
+        if (state_takeover_get(db, cluster, &t) < 0) {
+                json_object_set_new(o, "takeover", json_null());
+                return;
+        }
+        json_t *objs = json_loads(t->objects_json ? t->objects_json : "[]", 0, NULL);
+        json_object_set_new(
+            o, "takeover",
+            json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "source", cli_json_string(t->source),
+                      "cluster_id", cli_json_string(t->cluster_id), "started",
+                      cli_json_time(t->started_ms), "finished",
+                      t->finished_ms ? cli_json_time(t->finished_ms) : json_null(), "service",
+                      cli_json_string(t->service), "service_selector_before",
+                      cli_json_string(t->service_selector_before), "objects",
+                      objs ? objs : json_array()));
+}
+
 static void print_restores(state_db *db, const char *cluster)
 {
         state_restore_list l = {0};
@@ -1010,6 +1059,7 @@ static json_t *status_json(state_db *db, const state_cluster *c, const state_mem
         json_t *o = cluster_json(c, ml, certs, run, af);
         recovery_json(db, c->name, o);
         restores_json(db, c->name, o);
+        takeover_json(db, c->name, o);
         ca_rotation_json(db, c->name, o);
         json_object_set_new(o, "intake", verdicts_json(vl, c->name));
         consistency_json(db, c->name, o);
@@ -1117,6 +1167,7 @@ static int show(state_db *db, const char *name, bool json)
                         print_holds(db, cl.items[i], now);
                         print_recovery(db, cl.items[i]->name);
                         print_restores(db, cl.items[i]->name);
+                        print_takeover(db, cl.items[i]->name);
                         print_ca_rotation(db, cl.items[i]->name);
                         print_consistency(db, cl.items[i]->name);
                         print_machines(db, cl.items[i]->name);

@@ -24,6 +24,8 @@
 #include "intake/intake.h"
 #include "intake/order.h"
 #include "reconciler/hold.h"
+#include "state/takeovers.h"
+#include "util/strbuf.h"
 #include "render/render.h"
 #include "targets/registry.h"
 #include "api/spec.h"
@@ -222,10 +224,37 @@ static void steps_bump(plan_item *it, const etcd_cluster *c)
                          "it must list again by themselves)");
 }
 
+/* spec.adopt: the takeover's steps, as reconciler/takeover.c and decide()'s rule 8b take them. */
+static void steps_takeover(plan_item *it, const etcd_cluster *c)
+{
+        int want = c->replicas > 0 ? c->replicas : 1;
+        STEP(it,
+             "find the %s cluster %s/%s (nothing changed if refused): its resource must be "
+             "paused, every member healthy and started, no learner, every member on etcd %s, and "
+             "gitcd's names and labels must not meet the old objects",
+             adopt_from_name(c->adopt.from), c->adopt.namespace_, c->adopt.name, c->version);
+        STEP(it, "record the old members and the cluster ID before any change: no new cluster "
+                 "is started");
+        STEP(it,
+             "replace the old members one membership change at a time, every voter healthy "
+             "first: add a learner of gitcd's and promote it, then remove one old member (a "
+             "follower first; the old leader last, after moving leadership to a voter of "
+             "gitcd's), until %d %s of gitcd's remain (same cluster ID and data)",
+             want, plural(want, "member", "members"));
+        STEP(it, "once gitcd has a voter, point the old client Service at gitcd's voters (its "
+                 "selector before kept on it as gitcd.io/selector-before)");
+        STEP(it, "leave the old operator's objects for you to delete (listed when the takeover "
+                 "finishes); gitcd deletes none of them");
+}
+
 static void steps_create(plan_item *it, const etcd_cluster *c)
 {
         if (c->kube_context)
                 STEP(it, "run it on the API server of kubeconfig context \"%s\"", c->kube_context);
+        if (c->adopt.from != ADOPT_FROM_NONE) {
+                steps_takeover(it, c);
+                return;
+        }
         if (c->replicas == 0) {
                 STEP(it, "record the cluster as paused: no member is started");
                 return;
@@ -559,6 +588,32 @@ static plan_item *plan_cluster(plan *p, const etcd_cluster *c, const state_clust
  * judge them: suspended, outside the maintenance windows (what waits, and
  * until when), the override token in force or spent.
  */
+/* A takeover recorded (state/takeovers.h): under way, or finished with what is left to delete. */
+static void note_takeover(plan_item *it, const plan_input *in, const etcd_cluster *c)
+{
+        _cleanup_free_ char *id = etcd_cluster_id(c);
+        _cleanup_(state_takeover_freep) state_takeover *t = NULL;
+        if (!in->db || c->adopt.from == ADOPT_FROM_NONE || state_takeover_get(in->db, id, &t) < 0)
+                return;
+        if (!t->finished_ms) {
+                NOTE(it, "taking over %s (cluster %s): under way", t->source, t->cluster_id);
+                steps_takeover(it, c);
+                return;
+        }
+        json_t *objs = json_loads(t->objects_json ? t->objects_json : "[]", 0, NULL);
+        strbuf sb = STRBUF_INIT;
+        size_t i;
+        json_t *o;
+        json_array_foreach(objs, i, o)
+        {
+                sb_printf(&sb, "%s%s", i ? ", " : "", json_string_value(o));
+        }
+        json_decref(objs);
+        NOTE(it, "taken over from %s (cluster %s); left for you to delete: %s", t->source,
+             t->cluster_id, sb.len ? sb_str(&sb) : "nothing");
+        sb_release(&sb);
+}
+
 static void note_holds(plan_item *it, const plan_input *in, const etcd_cluster *c)
 {
         hold_state hs;
@@ -864,6 +919,7 @@ int plan_compute(const plan_input *in, plan **ret)
                 it->tier = tiers[i];
                 plan_gate(in, &taken, ic, it);
                 note_holds(it, in, ic->spec);
+                note_takeover(it, in, ic->spec);
                 if (ic->verdict == INTAKE_HELD) {
                         /* Not offered: the steps say what follows once it is approved. */
                         it->action = PLAN_HELD;

@@ -56,6 +56,7 @@ typedef enum cond_reason {
         CR_MACHINE_UNREACHABLE,
         CR_MACHINES_PASSED,
         CR_MACHINE_DEGRADED,
+        CR_TAKING_OVER,
         _CR_MAX,
 } cond_reason;
 
@@ -86,6 +87,7 @@ static const char *const cond_reason_names[_CR_MAX] = {
     [CR_MACHINE_UNREACHABLE] = "MachineUnreachable",
     [CR_MACHINES_PASSED] = REASON_MACHINES_PASSED,
     [CR_MACHINE_DEGRADED] = REASON_MACHINE_DEGRADED,
+    [CR_TAKING_OVER] = REASON_TAKING_OVER,
 };
 
 static const char *cond_reason_name(cond_reason r)

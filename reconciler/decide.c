@@ -16,6 +16,9 @@
  *   member data lost / crash loop: MemberRemove (replacement) ──▶ add learner ...
  *   replicas 0: scale down to one ──▶ stop it, data kept (dormant) ──▶ resume starts it
  *   outdated command: restart followers one at a time, the leader last
+ *   takeover (spec.adopt): add a learner, promote, remove an old member
+ *   (a follower; the leader last, after moving leadership to a gitcd
+ *   voter), until no member of the old cluster is left
  *   certificate expired (any time) or within renewBefore (with quorum):
  *   renew one member's leaves, no restart
  *
@@ -276,6 +279,69 @@ static bool decide_replace(const observation *obs, int voters, int healthy, step
         return false;
 }
 
+/* Rule 8b: take the old cluster's members over, one membership change at a time. */
+static bool decide_takeover(const desired *want, const observation *obs, int voters, int healthy,
+                            step *s)
+{
+        int foreign = 0, own = 0;
+        const obs_member *victim = NULL, *old_leader = NULL, *to = NULL;
+        for (size_t i = 0; i < obs->n; i++) {
+                const obs_member *m = &obs->members[i];
+                if (!is_voter(m))
+                        continue;
+                if (!m->foreign) {
+                        own++;
+                        if (is_ready(m) && (!to || m->ordinal < to->ordinal))
+                                to = m;
+                        continue;
+                }
+                foreign++;
+                if (obs->leader_id && m->id == obs->leader_id)
+                        old_leader = m;
+                else if (!victim || m->id < victim->id)
+                        victim = m;
+        }
+        if (foreign == 0)
+                return false;
+        if (healthy < voters) {
+                set(s, STEP_WAIT, NULL, REASON_TAKING_OVER,
+                    "%d of %d voters healthy; every one must be before the next takeover step",
+                    healthy, voters);
+                return true;
+        }
+        int wanted = want->replicas > 0 ? want->replicas : 1;
+        if (own < wanted && voters <= wanted) {
+                set(s, STEP_ADD_LEARNER, NULL, REASON_TAKING_OVER,
+                    "add a member of gitcd's beside the old cluster's %d (%d → %d)", foreign,
+                    voters, voters + 1);
+                s->ordinal = obs->next_ordinal;
+                return true;
+        }
+        if (!victim) {
+                victim = old_leader;
+                if (!to) {
+                        set(s, STEP_WAIT, victim, REASON_TAKING_OVER,
+                            "waiting for a healthy voter of gitcd's to lead before removing the "
+                            "old leader %s",
+                            victim->name);
+                        return true;
+                }
+                set(s, STEP_MOVE_LEADER, to, REASON_TAKING_OVER,
+                    "move leadership from the old member %s to %s", victim->name, to->name);
+                return true;
+        }
+        if (healthy - 1 < quorum(voters - 1)) {
+                set(s, STEP_WAIT, victim, REASON_TAKING_OVER,
+                    "waiting for members to be healthy before removing the old member %s",
+                    victim->name);
+                return true;
+        }
+        set(s, STEP_REMOVE_MEMBER, victim, REASON_TAKING_OVER,
+            "remove the old member %s (%d → %d; %d of the old cluster's left)", victim->name,
+            voters, voters - 1, foreign - 1);
+        return true;
+}
+
 /* Rule 10: scale down, unhealthy members first, then the newest. */
 static bool decide_scale_down(const desired *want, const observation *obs, int voters, int healthy,
                               step *s)
@@ -417,6 +483,11 @@ static void decide_rules(const desired *want, const observation *obs, step *s)
 {
         if (decide_renew(want, obs, true, s))
                 return;
+        if (want->takeover && !obs->etcd_listed) {
+                set(s, STEP_WAIT, NULL, REASON_TAKING_OVER,
+                    "no member of the cluster being taken over answers; nothing is started");
+                return;
+        }
         if (decide_bootstrap(want, obs, s)) /* rules 1 (static) and 1b: bootstrap.c */
                 return;
         if (decide_seed(want, obs, s))
@@ -450,7 +521,8 @@ static void decide_rules(const desired *want, const observation *obs, step *s)
         }
 
         if (decide_pending(obs, s) || decide_leftovers(obs, s) ||
-            decide_replace(obs, voters, healthy, s))
+            decide_replace(obs, voters, healthy, s) ||
+            decide_takeover(want, obs, voters, healthy, s))
                 return;
 
         int members = 0;

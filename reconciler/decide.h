@@ -46,6 +46,13 @@ typedef struct obs_member {
          * replacement rule (7) removes it and a learner takes its place.
          */
         bool replace;
+        /*
+         * A member of the cluster another operator ran, being taken over
+         * (spec.adopt, reconciler/takeover.h): in etcd, not gitcd's (never
+         * recorded, never started or deleted by the target); runtime is
+         * MEMBER_READY when it answers etcd's status, else MEMBER_STARTING.
+         */
+        bool foreign;
 } obs_member;
 
 /* A TLS leaf certificate gitcd issued (tls.provider auto), from the target. */
@@ -71,6 +78,11 @@ typedef struct desired {
         int replicas;            /* 0 = paused */
         bool static_bootstrap;   /* spec.bootstrap.mode static: a new cluster forms at once */
         int64_t renew_before_ms; /* tls.auto.renewBefore; certificates are renewed this early */
+        /*
+         * A takeover is under way (spec.adopt, not finished): no seed is
+         * ever started, the old cluster's members are replaced (rule 8b).
+         */
+        bool takeover;
 } desired;
 
 typedef enum step_kind {
@@ -104,6 +116,7 @@ const char *step_kind_name(step_kind k); /* "add-learner", ... (audit action suf
 #define REASON_CERTS_EXPIRED    "CertificatesExpired"
 #define REASON_RENEWING_CERTS   "RenewingCertificates"
 #define REASON_BOOTSTRAPPING    "Bootstrapping"
+#define REASON_TAKING_OVER      "TakingOver"
 
 typedef struct step {
         step_kind kind;
@@ -143,6 +156,14 @@ void step_say(step *s, const char *fmt, ...) _printf_(2, 3);
  *     (replacement), only while the others keep quorum;
  *  8. a recorded member whose process is stopped or absent (not paused):
  *     start it again with its data;
+ *  8b. a takeover (want->takeover, reconciler/takeover.h) while etcd lists
+ *     members of the old cluster (obs_member.foreign): every voter healthy
+ *     first; while gitcd has fewer voters than wanted and the cluster is
+ *     no larger than wanted, add a learner (rules 4-5 start and promote
+ *     it); else remove one old member, a follower first, the leader last
+ *     after moving leadership to a voter of gitcd's. So 3 old members
+ *     become 4, 3, 4, 3, 4, 3: one change at a time, quorum kept. With a
+ *     takeover, no member answering is a wait, never a seed (rule 1);
  *  9. fewer members than wanted: add a learner;
  * 10. more voters than wanted (or paused with more than one): move leadership
  *     away from the newest, then remove it;

@@ -88,6 +88,11 @@ typedef struct cluster_ctx {
         int promote_refusals;  /* in a row, for the learner being promoted (backoff) */
         int join_waits;        /* passes in a row waiting for a new member or cluster (backoff) */
         quiet_track quiet;     /* which idle passes may leave the upkeep out (quiet.h) */
+        /* spec.adopt under way (takeover.h): the old members' client URLs and etcd IDs */
+        bool takeover;
+        char *takeover_endpoints;
+        uint64_t *takeover_ids;
+        size_t n_takeover_ids;
 } cluster_ctx;
 
 struct reconciler {
@@ -108,6 +113,7 @@ typedef struct member_view {
         char *want_hash; /* config hash of the member as the spec renders it now */
         char *command;   /* rendered now, joined with spaces: only for a legacy record */
         char *unknown;   /* the target could not report it: its error (naming the machine) */
+        bool foreign;    /* a member of the old cluster of a takeover (takeover.h) */
 } member_view;
 
 typedef struct world {

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "reconciler/auth.h"
+#include "reconciler/takeover.h"
 #include "reconciler/internal.h"
 #include "render/render.h"
 #include "util/strbuf.h"
@@ -129,6 +130,9 @@ static etcd_conn *cluster_client(reconciler *r, cluster_ctx *x, const etcd_clust
                         sb_appendc(&eps, ',');
                 sb_append(&eps, m->client_url);
         }
+        /* a takeover (takeover.h): the old members too, until they are gone */
+        if (x->takeover && !isempty(x->takeover_endpoints))
+                sb_printf(&eps, "%s%s", eps.len ? "," : "", x->takeover_endpoints);
         if (eps.len == 0) {
                 sb_release(&eps);
                 return NULL;
@@ -259,7 +263,7 @@ static void observe_certs(reconciler *r, cluster_ctx *x, const etcd_cluster *c, 
  * member is asked still, and each it could not report keeps the target's
  * error (view->unknown) for world_record_unknown().
  */
-static int observe_members(reconciler *r, const etcd_cluster *c, world *w)
+static int observe_members(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w)
 {
         size_t alloc = 0;
         int failed = 0;
@@ -311,6 +315,17 @@ static int observe_members(reconciler *r, const etcd_cluster *c, world *w)
                 v->ordinal = -1;
                 v->em = em;
                 v->ts.state = MEMBER_ABSENT;
+                /* an old member of a takeover: as healthy as its status call says */
+                if (takeover_is_foreign(x, em->id)) {
+                        etcd_endpoint_status *st = NULL;
+                        v->foreign = true;
+                        v->ts.state =
+                            em->n_client_urls > 0 && x->client &&
+                                    r->opts.etcd->status_at(x->client, em->client_urls[0], &st) >= 0
+                                ? MEMBER_READY
+                                : MEMBER_STARTING;
+                        etcd_endpoint_status_free(st);
+                }
         }
         free(matched);
         return 0;
@@ -342,6 +357,7 @@ static void observe_decide_input(const etcd_cluster *c, world *w)
                 o->unstarted = v->em && !etcd_member_started(v->em);
                 o->runtime = v->ts.state;
                 o->outdated = member_outdated(v, c);
+                o->foreign = v->foreign;
                 /* A member of a static initial cluster that etcd has not listed as started yet. */
                 o->static_initial =
                     v->rec && !v->rec->initialized &&
@@ -375,7 +391,7 @@ int world_observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w
         } else
                 w->etcd = NULL;
 
-        k = observe_members(r, c, w);
+        k = observe_members(r, x, c, w);
         if (k < 0)
                 return k;
         observe_decide_input(c, w);

@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "pki/auto.h"
+#include "reconciler/takeover.h"
 #include "reconciler/auth.h"
 #include "reconciler/carotate.h"
 #include "reconciler/consistency.h"
@@ -278,6 +279,14 @@ static pass_next pass_ca_rotation_prepare(pass_ctx *p)
 /* ---- observe, decide ----------------------------------------------------- */
 
 /* Observe the world: the journal left by an earlier run, the target, etcd, the records. */
+/* A takeover (spec.adopt, reconciler/takeover.h): the old cluster found, judged, recorded. */
+static pass_next pass_takeover(pass_ctx *p)
+{
+        return takeover_prepare(p->r, p->x, p->c, p->w.commit, p->w.author, p->res)
+                   ? PASS_NEXT_END
+                   : PASS_NEXT_CONTINUE;
+}
+
 static pass_next pass_observe(pass_ctx *p)
 {
         reconciler *r = p->r;
@@ -296,6 +305,7 @@ static pass_next pass_observe(pass_ctx *p)
                 return pass_error(p, k);
         }
         world_record(r, x, p->c, w);
+        takeover_observed(r, x, p->c, w);
         /* Suspended: the target's shared objects and strays are left as they are too. */
         if (!w->quiet && !p->holds.suspended)
                 act_upkeep(r, x, p->c, w);
@@ -389,7 +399,8 @@ static pass_next pass_decide(pass_ctx *p)
         pki_auto_lifetime(p->c, &life_s, &renew_s);
         p->want = (desired){.replicas = p->c->replicas,
                             .static_bootstrap = p->c->bootstrap_mode == BOOTSTRAP_STATIC,
-                            .renew_before_ms = renew_s * 1000};
+                            .renew_before_ms = renew_s * 1000,
+                            .takeover = p->x->takeover};
         decide(&p->want, &p->w.obs, &p->s);
         p->decided = true;
         return PASS_NEXT_CONTINUE;
@@ -767,6 +778,7 @@ static const pass_step pass_steps[] = {
     {"holds", pass_holds, PASS_WHEN_ALWAYS},
     {"tls-switch-prepare", pass_tls_switch_prepare, PASS_WHEN_ALWAYS},
     {"ca-rotation-prepare", pass_ca_rotation_prepare, PASS_WHEN_ALWAYS},
+    {"takeover", pass_takeover, PASS_WHEN_ALWAYS},
     {"observe", pass_observe, PASS_WHEN_ALWAYS},
     {"recovery", pass_recovery, PASS_WHEN_ALWAYS},
     {"consistency-prepare", pass_consistency_prepare, PASS_WHEN_ALWAYS},

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "api/spec.h"
+#include "reconciler/takeover.h"
 #include "reconciler/internal.h"
 #include "util/strbuf.h"
 #include "util/strmap.h"
@@ -80,6 +81,7 @@ static void ctx_release(const reconciler *r, cluster_ctx *x)
                 r->opts.etcd->disconnect(x->client);
         free(x->client_endpoints);
         upgrade_track_release(&x->upgrade);
+        takeover_ctx_release(x);
 }
 
 void reconciler_free(reconciler *r)

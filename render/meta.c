@@ -73,6 +73,11 @@ json_t *render_selector(const etcd_cluster *c, bool voters_only)
         return s;
 }
 
+json_t *render_client_selector(const etcd_cluster *c)
+{
+        return render_selector(c, true);
+}
+
 static int cmp_str(const void *a, const void *b)
 {
         return strcmp(*(const char *const *)a, *(const char *const *)b);

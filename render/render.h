@@ -71,8 +71,10 @@ bool render_client_tls(const etcd_cluster *c);
 bool render_peer_tls(const etcd_cluster *c);
 
 /* Names gitcd gives the shared objects of a cluster. */
-char *render_headless_service_name(const etcd_cluster *c);    /* "<name>-headless" */
-char *render_client_service_name(const etcd_cluster *c);      /* "<name>" */
+char *render_headless_service_name(const etcd_cluster *c); /* "<name>-headless" */
+char *render_client_service_name(const etcd_cluster *c);   /* "<name>" */
+/* The client Service's selector: the cluster's voters (a new object). */
+json_t *render_client_selector(const etcd_cluster *c);
 char *render_member_name(const etcd_cluster *c, int ordinal); /* "<name>-<ordinal>" */
 
 /* "<namespace>-<name>": the --initial-cluster-token of every member. Newly allocated. */

@@ -468,6 +468,9 @@ int state_cluster_delete(state_db *db, const char *cluster)
         if (r < 0)
                 return r;
         r = db_run(db, what, "DELETE FROM operations WHERE cluster = ?", "s", cluster);
+        /* a takeover record belongs to the cluster it took over: a new one of the name starts anew */
+        if (r >= 0)
+                r = db_run(db, what, "DELETE FROM takeovers WHERE cluster = ?", "s", cluster);
         if (r >= 0)
                 r = db_run(db, what, "DELETE FROM clusters WHERE name = ?", "s", cluster);
         return db_end(db, cluster_update(db, what, cluster, r));

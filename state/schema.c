@@ -574,6 +574,21 @@ const char *const state_migrations[] = {
     "  offset_bound_ms INTEGER NOT NULL DEFAULT 0,\n"
     "  PRIMARY KEY (cluster, machine)\n"
     ");\n",
+    /*
+     * The takeover of a cluster another operator ran (spec.adopt,
+     * state/takeovers.h): its old members, cluster ID and objects.
+     */
+    "CREATE TABLE takeovers (\n"
+    "  cluster TEXT PRIMARY KEY,\n"
+    "  source TEXT NOT NULL,\n"
+    "  cluster_id TEXT NOT NULL,\n"
+    "  members TEXT NOT NULL,\n"
+    "  objects TEXT NOT NULL,\n"
+    "  service TEXT,\n"
+    "  service_selector_before TEXT,\n"
+    "  started_ms INTEGER NOT NULL,\n"
+    "  finished_ms INTEGER NOT NULL DEFAULT 0\n"
+    ");\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

@@ -248,3 +248,5 @@ int kt_data_revision(target *t, const etcd_cluster *c, const char *member, const
 
 /* kubernetes-debug.c */
 extern const target_debug_ops kt_debug_ops;
+/* kubernetes-takeover.c */
+extern const target_takeover_ops kt_takeover_ops;

@@ -831,6 +831,7 @@ static const target_ops kubernetes_ops = {
     .writer_start = kt_writer_start,
     .writer_stop = kt_writer_stop,
     .debug = &kt_debug_ops,
+    .takeover = &kt_takeover_ops,
     .free = kt_free,
 };
 

@@ -49,9 +49,10 @@ typedef struct cluster_lock {
 typedef struct locked_target {
         target base;
         target_ops ops;
-        target_adopt_ops adopt;      /* ops.adopt when the inner target has adopt ops */
-        target_debug_ops debug;      /* ops.debug when the inner target has debug ops */
-        target_machine_ops machines; /* ops.machines when the inner target has them */
+        target_adopt_ops adopt;       /* ops.adopt when the inner target has adopt ops */
+        target_debug_ops debug;       /* ops.debug when the inner target has debug ops */
+        target_machine_ops machines;  /* ops.machines when the inner target has them */
+        target_takeover_ops takeover; /* ops.takeover when the inner target has them */
         target *inner;
         pthread_mutex_t shared; /* the inner target's own state */
         pthread_mutex_t map;    /* buckets */
@@ -324,6 +325,19 @@ static int lk_adopt_member_healthy(target *t, const etcd_cluster *c, const char 
         return FORWARD(t, c, adopt->member_healthy(LK(t)->inner, c, client_url));
 }
 
+/* The takeover operations (target_takeover_ops), under the cluster's lock as every operation. */
+static int lk_takeover_survey(target *t, const etcd_cluster *c, takeover_survey *ret,
+                              char **ret_why)
+{
+        return FORWARD(t, c, takeover->survey(LK(t)->inner, c, ret, ret_why));
+}
+
+static int lk_takeover_point_service(target *t, const etcd_cluster *c, const char *service,
+                                     char **ret_before)
+{
+        return FORWARD(t, c, takeover->point_service(LK(t)->inner, c, service, ret_before));
+}
+
 /* The debug operations (target_debug_ops), under the cluster's lock as every operation of it. */
 static int lk_debug_member_logs(target *t, const etcd_cluster *c, const char *member,
                                 size_t max_bytes, char **ret_text, char **ret_source)
@@ -362,7 +376,7 @@ static void lk_free(target *t)
 }
 
 /* A new operation in target_ops must be forwarded here too: this fails to compile until it is. */
-_Static_assert(sizeof(target_ops) == 5 * sizeof(void *) + 21 * sizeof(void (*)(void)),
+_Static_assert(sizeof(target_ops) == 6 * sizeof(void *) + 21 * sizeof(void (*)(void)),
                "target_ops changed: forward the new operation in targets/locked.c");
 /* The machine operations (target_machine_ops), under the cluster's lock as every operation of it. */
 static int lk_machines_preflights(target *t, const etcd_cluster *c,
@@ -376,6 +390,8 @@ _Static_assert(sizeof(target_machine_ops) == 1 * sizeof(void (*)(void)),
                "target_machine_ops changed: forward the new operation in targets/locked.c");
 _Static_assert(sizeof(target_adopt_ops) == 4 * sizeof(void (*)(void)),
                "target_adopt_ops changed: forward the new operation in targets/locked.c");
+_Static_assert(sizeof(target_takeover_ops) == 2 * sizeof(void (*)(void)),
+               "target_takeover_ops changed: forward the new operation in targets/locked.c");
 _Static_assert(sizeof(target_debug_ops) == 2 * sizeof(void (*)(void)),
                "target_debug_ops changed: forward the new operation in targets/locked.c");
 
@@ -413,6 +429,7 @@ int target_locked_new(target *inner, target **ret)
             .adopt = in->adopt ? &lk->adopt : NULL,
             .debug = in->debug ? &lk->debug : NULL,
             .machines = in->machines ? &lk->machines : NULL,
+            .takeover = in->takeover ? &lk->takeover : NULL,
             .last_error = lk_last_error,
             .free = lk_free,
         };
@@ -426,6 +443,11 @@ int target_locked_new(target *inner, target **ret)
         if (in->machines)
                 lk->machines = (target_machine_ops){
                     .preflights = in->machines->preflights ? lk_machines_preflights : NULL,
+                };
+        if (in->takeover)
+                lk->takeover = (target_takeover_ops){
+                    .survey = in->takeover->survey ? lk_takeover_survey : NULL,
+                    .point_service = in->takeover->point_service ? lk_takeover_point_service : NULL,
                 };
         if (in->debug)
                 lk->debug = (target_debug_ops){

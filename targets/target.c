@@ -317,6 +317,15 @@ int target_db_revision(target *t, const char *member, const char *tool, const ch
         return 0;
 }
 
+void takeover_survey_release(takeover_survey *s)
+{
+        free(s->source);
+        free(s->endpoints);
+        strv_free(s->objects);
+        free(s->service);
+        memset(s, 0, sizeof(*s));
+}
+
 void adopt_plan_release(adopt_plan *p)
 {
         for (size_t i = 0; i < p->n; i++) {

@@ -240,6 +240,45 @@ typedef struct target_adopt_ops {
 } target_adopt_ops;
 
 /*
+ * The takeover of a cluster another operator runs (spec.adopt: a
+ * migration, reconciler/takeover.h): what the target found of the old
+ * operator's objects. The move itself is membership steps through etcd
+ * (gitcd's members added, the old ones removed); the target only finds the
+ * old cluster, judges what would collide, and points the old client
+ * Service at gitcd's members.
+ */
+typedef struct takeover_survey {
+        char *source;    /* "coreos default/example": the operator and its resource */
+        char *endpoints; /* the old members' client URLs, comma separated */
+        char **objects;  /* "Pod default/example-abc", ...: left for the user (NULL-ended) */
+        size_t n_objects;
+        char *service; /* the old client Service's name; NULL when there is none */
+} takeover_survey;
+
+void takeover_survey_release(takeover_survey *s);
+
+typedef struct target_takeover_ops {
+        /*
+         * Find the old cluster c->adopt names, reading only: 0 with *ret
+         * filled; -EPERM when gitcd must not take it over now, why in
+         * *ret_why (for a person: what is wrong and what to do: the old
+         * operator still acts on it, gitcd's names or labels would collide
+         * with its objects, none of its members runs); another -errno when
+         * the API could not be read.
+         */
+        int (*survey)(target *t, const etcd_cluster *c, takeover_survey *ret, char **ret_why);
+        /*
+         * Make the old client Service `service` select gitcd's voters
+         * instead of the old members, so its clients follow the move: 1
+         * when changed, with its selector before (JSON) in *ret_before and
+         * the same kept on it as the annotation gitcd.io/selector-before;
+         * 0 when it selects them already; -ENOENT when it is gone.
+         */
+        int (*point_service)(target *t, const etcd_cluster *c, const char *service,
+                             char **ret_before);
+} target_takeover_ops;
+
+/*
  * The optional operations a target has for an incident bundle (gitcd debug
  * bundle, cli/bundle.c): what the places members run on say about them,
  * read only, each bounded in bytes and in time. Each returns 0 or a
@@ -496,6 +535,8 @@ typedef struct target_ops {
 
         /* The preflights of the machines members run on; NULL: the target measures none. */
         const target_machine_ops *machines;
+        /* Taking over a cluster another operator runs (spec.adopt); NULL: refused. */
+        const target_takeover_ops *takeover;
 
         void (*free)(target *t);
 } target_ops;

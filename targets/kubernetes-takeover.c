@@ -1,0 +1,328 @@
+/*
+ * The Kubernetes target's half of a takeover (spec.adopt,
+ * reconciler/takeover.h): finding the cluster another operator runs, by
+ * that operator's own names and labels, and pointing its client Service at
+ * gitcd's members. Reads only, but for that one Service.
+ *
+ * Decisions a reader needs:
+ * - Per operator, a row of facts (the custom resource, its Pods' labels,
+ *   its client Service's name, how it is told to stop acting). Only coreos
+ *   (etcd-operator, etcd.database.coreos.com/v1beta2) has a row: its
+ *   members are bare Pods labelled app=etcd, etcd_cluster=NAME, owned by
+ *   the EtcdCluster, behind the Services NAME (headless) and NAME-client;
+ *   spec.paused: true stops its operator from acting on the cluster
+ *   (nothing else does: it would replace a member it sees gone). Its Pods
+ *   have restartPolicy Never: a member gitcd removed ends, its Pod Failed,
+ *   which is no refusal (the survey runs on every pass of the move). The
+ *   other operators are refused at intake (api/unsupported.c) until
+ *   their layouts are here.
+ * - The old operator must have stopped: gitcd checks the resource's
+ *   paused field and refuses while it is not true; it never sets it.
+ * - gitcd's own objects must not meet the old ones: none of gitcd's names
+ *   (the Services NAME and NAME-headless, the Pods NAME-<n> and their
+ *   claims) may be held by an object gitcd does not manage, and gitcd's
+ *   Pod labels must not satisfy the old selector (the old operator would
+ *   count gitcd's Pods as its own, the old Services would route to
+ *   learners). Both are refusals: the user renames gitcd's cluster.
+ * - The members are reached at their Pods' IPs (the client port 2379):
+ *   a Service needs a proxy, and gitcd asks each member anyway.
+ * - The old client Service keeps working: once gitcd has a voter, its
+ *   selector becomes gitcd's voters (merge patch), the selector before
+ *   kept on it as an annotation and in the takeover record. It is the one
+ *   object of another operator gitcd changes; it never deletes any.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "targets/kubernetes-internal.h"
+#include "util/strbuf.h"
+#include "util/xalloc.h"
+
+#define ANNOTATION_SELECTOR_BEFORE "gitcd.io/selector-before"
+#define ETCD_CLIENT_PORT_OLD       2379
+
+static const kube_gvr GVR_SERVICES = {"", "v1", "services", true};
+
+/* What gitcd knows of one operator's objects. */
+typedef struct old_layout {
+        adopt_from from;
+        kube_gvr resource; /* its custom resource */
+        const char *kind;
+        const char *pod_selector;     /* its Pods' labels, ending in the cluster's name */
+        const char *client_service;   /* the cluster's name and this: its client Service */
+        const char *headless_service; /* the cluster's name and this; NULL: none */
+        const char *paused_field;     /* the spec field that stops its operator */
+} old_layout;
+
+static const old_layout layouts[] = {
+    {ADOPT_FROM_COREOS,
+     {"etcd.database.coreos.com", "v1beta2", "etcdclusters", true},
+     "EtcdCluster",
+     "app=etcd,etcd_cluster=",
+     "-client",
+     "",
+     "paused"},
+};
+
+static const old_layout *layout_of(adopt_from f)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(layouts); i++)
+                if (layouts[i].from == f)
+                        return &layouts[i];
+        return NULL;
+}
+
+static void add_object(takeover_survey *s, const char *kind, const char *ns, const char *name)
+{
+        s->objects = xrealloc(s->objects, (s->n_objects + 2) * sizeof(char *));
+        s->objects[s->n_objects++] = xasprintf("%s %s/%s", kind, ns, name);
+        s->objects[s->n_objects] = NULL;
+}
+
+/* Does name have the form "<cluster>-<digits>" (a name gitcd gives its members)? */
+static bool gitcd_member_name(const char *cluster, const char *name)
+{
+        size_t n = strlen(cluster);
+        if (strncmp(name, cluster, n) != 0 || name[n] != '-' || !name[n + 1])
+                return false;
+        return strspn(name + n + 1, "0123456789") == strlen(name + n + 1);
+}
+
+/* Would gitcd's member Pods carry every label of selector "k=v,k=v"? */
+static bool labels_match(const etcd_cluster *c, const char *selector)
+{
+        _cleanup_free_ char *dup = xstrdup(selector);
+        char *save = NULL;
+        for (char *l = strtok_r(dup, ",", &save); l; l = strtok_r(NULL, ",", &save)) {
+                char *eq = strchr(l, '=');
+                if (!eq)
+                        return false;
+                *eq = '\0';
+                const char *v = kv_get(&c->pod_labels, l);
+                if (!v)
+                        v = kv_get(&c->additional_labels, l);
+                if (!streq_ptr(v, eq + 1))
+                        return false;
+        }
+        return true;
+}
+
+/* A Service of one of gitcd's names held by another owner: the refusal, else NULL. */
+static char *service_collision(kubernetes_target *kt, const etcd_cluster *c, const char *name,
+                               int *ret_k)
+{
+        json_t *svc = NULL;
+        int k = kube_get(kt->kc, &GVR_SERVICES, ns_of(c), name, &svc);
+        *ret_k = k == -ENOENT ? 0 : k;
+        if (k < 0)
+                return NULL;
+        char *why = managed_by_gitcd(svc)
+                        ? NULL
+                        : xasprintf("gitcd's Service %s/%s is already there, not gitcd's (another "
+                                    "operator's); name the gitcd cluster differently from the "
+                                    "old one (spec.adopt.name keeps pointing at it)",
+                                    ns_of(c), name);
+        json_decref(svc);
+        return why;
+}
+
+/* 1. the old operator's resource, which must be there and tell its operator to stop */
+static int survey_resource(kubernetes_target *kt, const etcd_cluster *c, const old_layout *L,
+                           const char *ns, char **ret_why)
+{
+        const adopt_spec *a = &c->adopt;
+        json_t *cr = NULL;
+        int k = kube_get(kt->kc, &L->resource, ns, a->name, &cr);
+        if (k == -ENOENT) {
+                *ret_why = xasprintf("there is no %s %s/%s (%s/%s) to take over", L->kind, ns,
+                                     a->name, L->resource.group, L->resource.version);
+                return -EPERM;
+        }
+        if (k < 0)
+                return kube_fail(kt, k);
+        json_t *paused = json_object_get(json_object_get(cr, "spec"), L->paused_field);
+        bool stopped = json_is_true(paused);
+        json_decref(cr);
+        if (stopped)
+                return 0;
+        *ret_why = xasprintf("the %s operator still acts on %s %s/%s: set spec.%s: true "
+                             "on it first (kubectl -n %s patch %s.%s %s --type merge -p "
+                             "'{\"spec\":{\"%s\":true}}'); gitcd does not change it",
+                             adopt_from_name(a->from), L->kind, ns, a->name, L->paused_field, ns,
+                             L->resource.resource, L->resource.group, a->name, L->paused_field);
+        return -EPERM;
+}
+
+/* 2. its Pods: the members, reached at their IPs (into *eps); a refusal into *why */
+static int survey_pods(kubernetes_target *kt, const etcd_cluster *c, const old_layout *L,
+                       const char *ns, takeover_survey *s, strbuf *eps, char **why)
+{
+        const adopt_spec *a = &c->adopt;
+        _cleanup_free_ char *selector = xasprintf("%s%s", L->pod_selector, a->name);
+        json_t *pods = NULL;
+        int k = kube_list(kt->kc, &GVR_PODS, ns, selector, &pods, NULL);
+        if (k < 0)
+                return kube_fail(kt, k);
+        size_t i;
+        json_t *pod;
+        const char *scheme = c->tls.client.enabled ? "https" : "http";
+        json_array_foreach(pods, i, pod)
+        {
+                const char *name = obj_name(pod);
+                add_object(s, "Pod", ns, name);
+                json_t *st = json_object_get(pod, "status");
+                const char *ip = json_string_value(json_object_get(st, "podIP"));
+                const char *phase = json_string_value(json_object_get(st, "phase"));
+                if (!*why && gitcd_member_name(c->name, name))
+                        *why = xasprintf("the old Pod %s/%s has a name gitcd gives its own "
+                                         "members; name the gitcd cluster differently",
+                                         ns, name);
+                /*
+                 * A Pod that does not run is no endpoint, and no refusal here: before the
+                 * takeover is recorded every member must answer etcd (takeover_judge), and
+                 * after it a removed member's Pod ends (coreos: restartPolicy Never).
+                 */
+                if (!isempty(ip) && !obj_terminating(pod) && !streq_ptr(phase, "Failed") &&
+                    !streq_ptr(phase, "Succeeded"))
+                        sb_printf(eps, "%s%s://%s:%d", eps->len ? "," : "", scheme, ip,
+                                  ETCD_CLIENT_PORT_OLD);
+        }
+        size_t n_pods = json_array_size(pods);
+        json_decref(pods);
+        if (!*why && n_pods == 0)
+                *why = xasprintf("no Pod of %s %s/%s runs (selector %s)", L->kind, ns, a->name,
+                                 selector);
+        if (!*why && labels_match(c, selector))
+                *why = xasprintf("gitcd's Pods would carry the labels %s that select the old "
+                                 "members (spec.podTemplate.metadata.labels or "
+                                 "additionalMetadata.labels): the old operator and its Services "
+                                 "would take them for its own; remove those labels",
+                                 selector);
+        return 0;
+}
+
+/* 3. its Services, kept; gitcd's own Service names must be free (a refusal into *why) */
+static int survey_services(kubernetes_target *kt, const etcd_cluster *c, const old_layout *L,
+                           const char *ns, takeover_survey *s, char **why)
+{
+        const char *fmts[] = {L->headless_service, L->client_service};
+        int k = 0;
+        for (size_t j = 0; j < ARRAY_SIZE(fmts); j++) {
+                if (!fmts[j])
+                        continue;
+                _cleanup_free_ char *name = xasprintf("%s%s", c->adopt.name, fmts[j]);
+                json_t *svc = NULL;
+                k = kube_get(kt->kc, &GVR_SERVICES, ns, name, &svc);
+                if (k == -ENOENT)
+                        continue;
+                if (k < 0)
+                        return kube_fail(kt, k);
+                json_decref(svc);
+                add_object(s, "Service", ns, name);
+                if (fmts[j] == L->client_service)
+                        s->service = xstrdup(name);
+        }
+        _cleanup_free_ char *client = render_client_service_name(c);
+        _cleanup_free_ char *headless = render_headless_service_name(c);
+        const char *mine[] = {client, headless};
+        for (size_t j = 0; !*why && j < ARRAY_SIZE(mine); j++) {
+                *why = service_collision(kt, c, mine[j], &k);
+                if (k < 0)
+                        return kube_fail(kt, k);
+        }
+        return 0;
+}
+
+static int kt_takeover_survey(target *t, const etcd_cluster *c, takeover_survey *ret,
+                              char **ret_why)
+{
+        kubernetes_target *kt = KT(t);
+        const adopt_spec *a = &c->adopt;
+        const char *ns = a->namespace_ ? a->namespace_ : ns_of(c);
+        const old_layout *L = layout_of(a->from);
+        if (!L) {
+                *ret_why =
+                    xasprintf("taking over from %s is not supported yet", adopt_from_name(a->from));
+                return -EPERM;
+        }
+        takeover_survey s = {0};
+        s.source = xasprintf("%s %s/%s", adopt_from_name(a->from), ns, a->name);
+        strbuf eps = STRBUF_INIT;
+        char *why = NULL;
+        int k = survey_resource(kt, c, L, ns, &why);
+        if (k >= 0) {
+                add_object(&s, L->kind, ns, a->name);
+                k = survey_pods(kt, c, L, ns, &s, &eps, &why);
+        }
+        if (k >= 0 && !why)
+                k = survey_services(kt, c, L, ns, &s, &why);
+        if (k >= 0 && why)
+                k = -EPERM;
+        if (k < 0) {
+                if (k == -EPERM)
+                        *ret_why = TAKE_PTR(why);
+                free(why);
+                sb_release(&eps);
+                takeover_survey_release(&s);
+                return k;
+        }
+        s.endpoints = sb_detach(&eps);
+        *ret = s;
+        return 0;
+}
+
+static int kt_takeover_point_service(target *t, const etcd_cluster *c, const char *service,
+                                     char **ret_before)
+{
+        kubernetes_target *kt = KT(t);
+        const char *ns = ns_of(c);
+        json_t *svc = NULL;
+        int k = kube_get(kt->kc, &GVR_SERVICES, ns, service, &svc);
+        if (k < 0)
+                return k == -ENOENT ? target_fail(t, k, "Service %s/%s is gone", ns, service)
+                                    : kube_fail(kt, k);
+        json_t *want = render_client_selector(c);
+        json_t *before = json_object_get(json_object_get(svc, "spec"), "selector");
+        if (json_equal(before, want)) {
+                json_decref(want);
+                json_decref(svc);
+                return 0;
+        }
+        /* a merge patch: the old keys go (null), gitcd's come */
+        json_t *sel = json_deep_copy(want);
+        const char *key;
+        json_t *v;
+        json_object_foreach(before, key, v)
+        {
+                if (!json_object_get(want, key))
+                        json_object_set_new(sel, key, json_null());
+        }
+        char *before_text =
+            before ? json_dumps(before, JSON_COMPACT | JSON_SORT_KEYS) : xstrdup("{}");
+        /* a selector gitcd set before (a crash after the patch) is not "before" */
+        const char *kept = obj_annotation(svc, ANNOTATION_SELECTOR_BEFORE);
+        if (kept)
+                str_assign(&before_text, xstrdup(kept));
+        json_t *patch = json_pack("{s:{s:{s:s}}, s:{s:o}}", "metadata", "annotations",
+                                  ANNOTATION_SELECTOR_BEFORE, before_text, "spec", "selector", sel);
+        _cleanup_free_ char *path = NULL;
+        k = kube_resource_path(&GVR_SERVICES, ns, service, &path);
+        if (k >= 0)
+                k = kube_request(kt->kc, "PATCH", path, "application/merge-patch+json", patch,
+                                 "patch", "services", ns, NULL);
+        json_decref(patch);
+        json_decref(want);
+        json_decref(svc);
+        if (k < 0) {
+                free(before_text);
+                return kube_fail(kt, k);
+        }
+        *ret_before = before_text;
+        return 1;
+}
+
+const target_takeover_ops kt_takeover_ops = {
+    .survey = kt_takeover_survey,
+    .point_service = kt_takeover_point_service,
+};

@@ -1,0 +1,378 @@
+/*
+ * A live takeover on the Kubernetes target (spec.adopt, docs/migration.md):
+ * a 3-member etcd 3.5.16 cluster laid out as the coreos etcd-operator lays
+ * one out (its EtcdCluster resource, bare Pods labelled app=etcd,
+ * etcd_cluster=old with hostname and subdomain, the Services old and
+ * old-client), made by this test through the real kube-apiserver and run
+ * by the node simulator (tests/harness/kubeapi.h: it plays kubelet; no
+ * operator runs, as it would be paused). The real `gitcd` binary, as the
+ * ServiceAccount deploy/rbac.yaml binds, under a writer:
+ *   - refuses while the resource is not paused (nothing created, the
+ *     reason audited);
+ *   - once paused, takes the cluster over: killed -9 right after its first
+ *     removal of an old member, started again, and it finishes: the same
+ *     cluster ID, only gitcd's members, every acknowledged write there,
+ *     the old client Service selecting gitcd's voters (its selector before
+ *     kept), the old Pods and Services left in place;
+ *   - then scales the cluster 3 → 5 → 3 as usual.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "kube/client.h"
+#include "tests/e2e/e2e.h"
+#include "tests/e2e/kube-lab.h"
+#include "tests/harness/harness.h"
+#include "tests/harness/kubeapi.h"
+#include "tests/harness/writer.h"
+#include "util/strbuf.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+#define NS      "default"
+#define OLD     "old"
+#define CLUSTER "kc"
+#define VERSION "3.5.16"
+#define KILLED  (128 + SIGKILL)
+
+static kube_lab *lab;
+static const char *const old_pods[] = {"old-aaaa0001", "old-aaaa0002", "old-aaaa0003"};
+static const kube_gvr pods = {"", "v1", "pods", true};
+static const kube_gvr services = {"", "v1", "services", true};
+static const kube_gvr crds = {"apiextensions.k8s.io", "v1", "customresourcedefinitions", false};
+static const kube_gvr coreos = {"etcd.database.coreos.com", "v1beta2", "etcdclusters", true};
+
+/* POST obj to gvr's collection (kinds kube_apply does not know: a definition, a resource). */
+static void create(const kube_gvr *gvr, const char *ns, json_t *o)
+{
+        _cleanup_free_ char *path = NULL;
+        assert_int_equal(kube_resource_path(gvr, ns, NULL, &path), 0);
+        if (kube_request(lab->admin, "POST", path, NULL, o, "create", gvr->resource, ns, NULL) < 0)
+                fail_msg("create: %s", kube_client_last_error(lab->admin));
+        json_decref(o);
+}
+
+/* The coreos EtcdCluster resource: created unpaused, then paused. */
+static void coreos_resource(bool paused)
+{
+        if (paused) {
+                _cleanup_free_ char *path = NULL;
+                assert_int_equal(kube_resource_path(&coreos, NS, OLD, &path), 0);
+                json_t *patch = json_pack("{s:{s:b}}", "spec", "paused", true);
+                int k = kube_request(lab->admin, "PATCH", path, "application/merge-patch+json",
+                                     patch, "patch", "etcdclusters", NS, NULL);
+                json_decref(patch);
+                if (k < 0)
+                        fail_msg("pause: %s", kube_client_last_error(lab->admin));
+                return;
+        }
+        create(&coreos, NS,
+               json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:i, s:s, s:b}}", "apiVersion",
+                         "etcd.database.coreos.com/v1beta2", "kind", "EtcdCluster", "metadata",
+                         "name", OLD, "namespace", NS, "spec", "size", 3, "version", VERSION,
+                         "paused", paused));
+}
+
+/* What etcd-operator creates for a 3-member cluster (v0.9.4's layout, plain HTTP). */
+static void coreos_layout(void)
+{
+        create(&crds, NULL,
+               json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:[{s:s, s:b, "
+                         "s:b, s:{s:{s:s, s:b}}}]}}",
+                         "apiVersion", "apiextensions.k8s.io/v1", "kind",
+                         "CustomResourceDefinition", "metadata", "name",
+                         "etcdclusters.etcd.database.coreos.com", "spec", "group",
+                         "etcd.database.coreos.com", "scope", "Namespaced", "names", "plural",
+                         "etcdclusters", "singular", "etcdcluster", "kind", "EtcdCluster",
+                         "listKind", "EtcdClusterList", "versions", "name", "v1beta2", "served",
+                         true, "storage", true, "schema", "openAPIV3Schema", "type", "object",
+                         "x-kubernetes-preserve-unknown-fields", true));
+        /* the resource type is served a moment after the definition is accepted */
+        int64_t end = now_mono_ms() + 30000;
+        json_t *l = NULL;
+        while (kube_list(lab->admin, &coreos, NS, NULL, &l, NULL) < 0 && now_mono_ms() < end)
+                usleep(200 * 1000);
+        json_decref(l);
+        coreos_resource(false);
+
+        json_t *sel = json_pack("{s:s, s:s}", "app", "etcd", "etcd_cluster", OLD);
+        create(&services, NS,
+               json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:b, s:O, s:[{s:s, s:i}, {s:s, "
+                         "s:i}]}}",
+                         "apiVersion", "v1", "kind", "Service", "metadata", "name", OLD,
+                         "namespace", NS, "spec", "clusterIP", "None", "publishNotReadyAddresses",
+                         true, "selector", sel, "ports", "name", "client", "port", 2379, "name",
+                         "peer", "port", 2380));
+        create(&services, NS,
+               json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:O, s:[{s:s, s:i}]}}", "apiVersion", "v1",
+                         "kind", "Service", "metadata", "name", OLD "-client", "namespace", NS,
+                         "spec", "selector", sel, "ports", "name", "client", "port", 2379));
+        strbuf ic = STRBUF_INIT;
+        for (size_t i = 0; i < ARRAY_SIZE(old_pods); i++)
+                sb_printf(&ic, "%s%s=http://%s.%s.%s.svc:2380", i ? "," : "", old_pods[i],
+                          old_pods[i], OLD, NS);
+        for (size_t i = 0; i < ARRAY_SIZE(old_pods); i++) {
+                const char *p = old_pods[i];
+                _cleanup_free_ char *peer = xasprintf("http://%s.%s.%s.svc:2380", p, OLD, NS);
+                _cleanup_free_ char *client = xasprintf("http://%s.%s.%s.svc:2379", p, OLD, NS);
+                _cleanup_free_ char *name = xasprintf("--name=%s", p);
+                _cleanup_free_ char *adv_peer = xasprintf("--initial-advertise-peer-urls=%s", peer);
+                _cleanup_free_ char *adv_client = xasprintf("--advertise-client-urls=%s", client);
+                _cleanup_free_ char *initial = xasprintf("--initial-cluster=%s", sb_str(&ic));
+                json_t *cmd =
+                    json_pack("[s, s, s, s, s, s, s, s, s, s]", "etcd", "--data-dir=/var/etcd/data",
+                              name, adv_peer, "--listen-peer-urls=http://0.0.0.0:2380",
+                              "--listen-client-urls=http://0.0.0.0:2379", adv_client, initial,
+                              "--initial-cluster-state=new", "--initial-cluster-token=coreos-old");
+                create(
+                    &pods, NS,
+                    json_pack("{s:s, s:s, s:{s:s, s:s, s:O}, s:{s:s, s:s, s:s, s:[{s:s, s:s, s:o, "
+                              "s:[{s:s, s:s}]}], s:[{s:s, s:{}}]}}",
+                              "apiVersion", "v1", "kind", "Pod", "metadata", "name", p, "namespace",
+                              NS, "labels", sel, "spec", "hostname", p, "subdomain", OLD,
+                              "restartPolicy", "Never", "containers", "name", "etcd", "image",
+                              "quay.io/coreos/etcd:v" VERSION, "command", cmd, "volumeMounts",
+                              "name", "etcd-data", "mountPath", "/var/etcd", "volumes", "name",
+                              "etcd-data", "emptyDir"));
+        }
+        sb_release(&ic);
+        json_decref(sel);
+        /* the simulator runs them: each has its address */
+        for (size_t i = 0; i < ARRAY_SIZE(old_pods); i++) {
+                end = now_mono_ms() + 60000;
+                char *a = NULL;
+                while (!(a = nodesim_pod_address(lab->sim, NS, old_pods[i])) && now_mono_ms() < end)
+                        usleep(200 * 1000);
+                if (!a)
+                        fail_msg("the old Pod %s does not run", old_pods[i]);
+                free(a);
+        }
+}
+
+/* The client URLs of every Pod, old or gitcd's, the simulator runs now. */
+static char *all_endpoints(void)
+{
+        strbuf sb = STRBUF_INIT;
+        for (size_t i = 0; i < ARRAY_SIZE(old_pods) + 10; i++) {
+                _cleanup_free_ char *name =
+                    i < ARRAY_SIZE(old_pods)
+                        ? xstrdup(old_pods[i])
+                        : xasprintf("%s-%zu", CLUSTER, i - ARRAY_SIZE(old_pods));
+                _cleanup_free_ char *a = nodesim_pod_address(lab->sim, NS, name);
+                if (a)
+                        sb_printf(&sb, "%shttp://%s:2379", sb.len ? "," : "", a);
+        }
+        return sb_detach(&sb);
+}
+
+static etcd_client *connect_all(void *data)
+{
+        (void)data;
+        _cleanup_free_ char *eps = all_endpoints();
+        etcd_client_opts o = {.endpoints = eps, .call_timeout_ms = 3000, .dial_timeout_ms = 1000};
+        etcd_client *c = NULL;
+        return etcd_client_new(&o, &c) < 0 ? NULL : c;
+}
+
+static bool reconnect_always(int error)
+{
+        (void)error;
+        return true;
+}
+
+static etcd_members *members_now(void)
+{
+        etcd_client *c = connect_all(NULL);
+        assert_non_null(c);
+        etcd_members *l = NULL;
+        int64_t end = now_mono_ms() + 60000;
+        while (etcd_member_list(c, &l) < 0 && now_mono_ms() < end)
+                usleep(300 * 1000);
+        etcd_client_free(c);
+        if (!l)
+                fail_msg("no member answers");
+        return l;
+}
+
+static void write_spec(e2e *e, int replicas)
+{
+        _cleanup_free_ char *y = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
+                                           "kind: EtcdCluster\n"
+                                           "metadata:\n  name: %s\n  namespace: %s\n"
+                                           "spec:\n  replicas: %d\n  version: \"%s\"\n"
+                                           "  adopt:\n    from: coreos\n    name: %s\n",
+                                           CLUSTER, NS, replicas, VERSION, OLD);
+        e2e_write_file(e, "cluster.yaml", y);
+}
+
+static int apply(e2e *e, const char *failpoint, int timeout_s, char **ret_err)
+{
+        _cleanup_free_ char *t = xasprintf("%ds", timeout_s);
+        const char *args[] = {
+            "apply",     "-q",       "--source",   e->source,      "--timeout",
+            t,           "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(lab->api),
+            "--context", "gitcd",    NULL};
+        return e2e_runv_failpoint(e, failpoint, NULL, ret_err, args);
+}
+
+/* `gitcd plan -v` on the kubernetes target: its text. */
+static char *plan_text(e2e *e)
+{
+        const char *args[] = {"plan",
+                              "-v",
+                              "--source",
+                              e->source,
+                              "--target",
+                              "kubernetes",
+                              "--kubeconfig",
+                              kubeapi_kubeconfig(lab->api),
+                              "--context",
+                              "gitcd",
+                              NULL};
+        char *out = NULL;
+        (void)e2e_runv(e, &out, NULL, args);
+        return out ? out : xstrdup("");
+}
+
+static const char *label(const json_t *o, const char *key)
+{
+        return json_string_value(
+            json_object_get(json_object_get(json_object_get(o, "metadata"), "labels"), key));
+}
+
+static void test_takeover(void **state)
+{
+        (void)state;
+        int64_t t0 = now_mono_ms();
+        e2e *e = e2e_new();
+        coreos_layout();
+        etcd_members *before = members_now();
+        assert_int_equal(before->n, 3);
+        uint64_t cluster_id = before->cluster_id;
+        etcd_members_free(before);
+
+        harness_writer_opts wo = {.prefix = "t/",
+                                  .interval_ms = 20,
+                                  .connect = connect_all,
+                                  .reconnect_on = reconnect_always};
+        _cleanup_free_ char *eps = all_endpoints();
+        wo.endpoints = eps;
+        harness_writer *w = harness_writer_start(&wo);
+        harness_writer_wait(w, 20);
+
+        /* not paused: refused, nothing of gitcd's created */
+        write_spec(e, 3);
+        char *plan = plan_text(e);
+        if (!strstr(plan, "replace the old members") || !strstr(plan, "old leader last"))
+                fail_msg("the plan does not show the takeover's steps:\n%s", plan);
+        free(plan);
+        char *err = NULL;
+        int k;
+        assert_int_not_equal(apply(e, NULL, 20, &err), 0);
+        if (!err || !strstr(err, "paused"))
+                fail_msg("the refusal does not say to pause the resource: %s", err);
+        free(err);
+        assert_int_equal(kube_lab_count(lab, &pods, NS, "gitcd.io/cluster=" CLUSTER), 0);
+        assert_int_equal(e2e_audit_count(e, CLUSTER, "cluster.adopt"), 1);
+
+        /* paused: taken over, gitcd killed right after it removed the first old member */
+        coreos_resource(true);
+        err = NULL;
+        k = apply(e, "remove.after-etcd", 300, &err);
+        if (k != KILLED)
+                fail_msg("gitcd was not killed at its first removal (%d): %s", k, err);
+        free(err);
+        etcd_members *mid = members_now();
+        assert_int_equal(mid->n, 3); /* one old member gone, one of gitcd's in */
+        etcd_members_free(mid);
+        err = NULL;
+        k = apply(e, NULL, 300, &err);
+        if (k != 0)
+                fail_msg("the resumed takeover exited %d: %s", k, err);
+        free(err);
+        fprintf(stderr, "takeover with one kill: %.1f s\n", (now_mono_ms() - t0) / 1000.0);
+
+        etcd_members *after = members_now();
+        assert_int_equal(after->n, 3);
+        assert_true(after->cluster_id == cluster_id);
+        for (size_t i = 0; i < after->n; i++)
+                assert_true(strncmp(after->members[i].name, CLUSTER "-", 3) == 0);
+        etcd_members_free(after);
+
+        /* the old client Service selects gitcd's voters; the old objects stay */
+        json_t *svc = NULL;
+        assert_int_equal(kube_get(lab->admin, &services, NS, OLD "-client", &svc), 0);
+        json_t *sel = json_object_get(json_object_get(svc, "spec"), "selector");
+        assert_string_equal(json_string_value(json_object_get(sel, "gitcd.io/cluster")), CLUSTER);
+        assert_null(json_object_get(sel, "etcd_cluster"));
+        const char *kept = json_string_value(
+            json_object_get(json_object_get(json_object_get(svc, "metadata"), "annotations"),
+                            "gitcd.io/selector-before"));
+        assert_non_null(kept);
+        assert_non_null(strstr(kept, "etcd_cluster"));
+        json_decref(svc);
+        for (size_t i = 0; i < ARRAY_SIZE(old_pods); i++) {
+                json_t *p = NULL;
+                assert_int_equal(kube_get(lab->admin, &pods, NS, old_pods[i], &p), 0);
+                assert_string_equal(label(p, "etcd_cluster"), OLD);
+                json_decref(p);
+        }
+        assert_int_equal(e2e_audit_count(e, CLUSTER, "member.adopt"), 3);
+
+        json_t *st = e2e_status(e, CLUSTER);
+        json_t *tk = json_object_get(st, "takeover");
+        assert_non_null(json_object_get(tk, "finished"));
+        assert_false(json_is_null(json_object_get(tk, "finished")));
+        assert_int_equal(json_array_size(json_object_get(tk, "objects")), 6);
+        json_decref(st);
+        plan = plan_text(e);
+        if (!strstr(plan, "left for you to delete") || !strstr(plan, "Pod default/old-aaaa0001"))
+                fail_msg("the plan does not list the old objects:\n%s", plan);
+        free(plan);
+
+        /* every acknowledged write is there */
+        harness_writer_wait(w, w->acked + 20);
+        etcd_client *c = connect_all(NULL);
+        harness_writer_check(w, c, 40);
+        /* at most one failed put per old member removed (its client moved on) */
+        assert_true(w->failed <= 3);
+        fprintf(stderr, "writer: %d acknowledged, %d failed puts, %d reconnects\n", w->acked,
+                w->failed, w->reconnects);
+        etcd_client_free(c);
+        harness_writer_free(w);
+
+        /* scaled as usual afterwards */
+        write_spec(e, 5);
+        assert_int_equal(apply(e, NULL, 300, NULL), 0);
+        etcd_members *five = members_now();
+        assert_int_equal(five->n, 5);
+        etcd_members_free(five);
+        write_spec(e, 3);
+        assert_int_equal(apply(e, NULL, 300, NULL), 0);
+        etcd_members *three = members_now();
+        assert_int_equal(three->n, 3);
+        assert_true(three->cluster_id == cluster_id);
+        etcd_members_free(three);
+        fprintf(stderr, "whole test: %.1f s\n", (now_mono_ms() - t0) / 1000.0);
+        e2e_free(e);
+}
+
+int main(void)
+{
+        lab = kube_lab_start(NS, VERSION);
+        if (!lab)
+                return 77;
+        const struct CMUnitTest tests[] = {cmocka_unit_test(test_takeover)};
+        int failed = cmocka_run_group_tests(tests, NULL, NULL);
+        kube_lab_free(lab);
+        return failed;
+}
