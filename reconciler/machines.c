@@ -106,23 +106,31 @@ void machines_apply_timeouts(reconciler *r, cluster_ctx *x)
         o->election_timeout_ms = t.election_ms;
 }
 
+/* Whether t (0: none) puts other timeouts than etcd's defaults into the units. */
+static bool renders_other(int k, const state_timeouts *t)
+{
+        return k > 0 && (t->heartbeat_ms != TIMEOUTS_DEFAULT_HEARTBEAT_MS ||
+                         t->election_ms != TIMEOUTS_DEFAULT_ELECTION_MS);
+}
+
 /*
  * Derive the timeouts from the slowest link the member machines' last
  * preflights measured, and record them when they moved by more than a
- * factor of two from those in force (reconciler/timeouts.h).
+ * factor of two from those in force (reconciler/timeouts.h). Returns
+ * whether what the units render changed (a rolling restart follows).
  */
-static void derive_timeouts(reconciler *r, const char *cluster, const world *w,
+static bool derive_timeouts(reconciler *r, const char *cluster, const world *w,
                             const state_preflight_list *known, char *const *names, size_t n)
 {
         const cluster_ctx *x = cluster_ctx_get(r, cluster);
         state_timeouts cur = {0};
         int k = state_timeouts_get(r->opts.db, cluster, &cur);
         if (k < 0)
-                return;
+                return false;
         if (x->spec_heartbeat_ms || x->spec_election_ms) {
                 if (k > 0) /* the spec's stand */
                         (void)state_timeouts_clear(r->opts.db, cluster);
-                return;
+                return false;
         }
         int64_t rtt = -1;
         for (size_t i = 0; i < known->n; i++) {
@@ -131,11 +139,11 @@ static void derive_timeouts(reconciler *r, const char *cluster, const world *w,
                         rtt = MAX(rtt, p->rtt_slowest_us);
         }
         if (rtt < 0)
-                return; /* nothing measured yet: what is in force stays */
+                return false; /* nothing measured yet: what is in force stays */
         state_timeouts next = {.rtt_us = rtt, .time_ms = wall(r)};
         timeouts_derive(rtt, &next.heartbeat_ms, &next.election_ms);
         if (k > 0 && !timeouts_moved(cur.heartbeat_ms, next.heartbeat_ms))
-                return;
+                return false;
         if (k == 0 && !timeouts_moved(0, next.heartbeat_ms)) {
                 /* etcd's defaults stand; kept so that plan shows what they rest on */
                 next.heartbeat_ms = TIMEOUTS_DEFAULT_HEARTBEAT_MS;
@@ -143,12 +151,16 @@ static void derive_timeouts(reconciler *r, const char *cluster, const world *w,
         }
         if (state_timeouts_set(r->opts.db, cluster, &next) < 0) {
                 log_warn("%s: cannot record the derived timeouts: %s", cluster, state_last_error());
-                return;
+                return false;
         }
-        if (k > 0 || next.heartbeat_ms != TIMEOUTS_DEFAULT_HEARTBEAT_MS) {
+        bool changed = renders_other(k, &cur) != renders_other(1, &next) ||
+                       (k > 0 && (cur.heartbeat_ms != next.heartbeat_ms ||
+                                  cur.election_ms != next.election_ms));
+        if (changed) {
                 _cleanup_free_ char *msg = xasprintf(
                     "heartbeat interval %d ms, election timeout %d ms, derived from the peer RTT "
-                    "(slowest link's median %.1f ms; was %d ms / %d ms)",
+                    "(slowest link's median %.1f ms; was %d ms / %d ms): a rolling restart "
+                    "follows",
                     next.heartbeat_ms, next.election_ms, rtt / 1000.0,
                     k > 0 ? cur.heartbeat_ms : TIMEOUTS_DEFAULT_HEARTBEAT_MS,
                     k > 0 ? cur.election_ms : TIMEOUTS_DEFAULT_ELECTION_MS);
@@ -156,6 +168,18 @@ static void derive_timeouts(reconciler *r, const char *cluster, const world *w,
                       w->author);
                 log_info("%s: %s", cluster, msg);
         }
+        return changed;
+}
+
+/* A converged pass whose timeouts changed passes again soon: the rolling restart. */
+static void timeouts_changed(pass_result *res)
+{
+        if (res->outcome != PASS_CONVERGED)
+                return;
+        res->outcome = PASS_WAITING;
+        res->poll_ms = 1000;
+        pass_say(res, "etcd's heartbeat interval and election timeout changed: a rolling restart "
+                      "follows");
 }
 
 void machines_pass(reconciler *r, const char *cluster, const etcd_cluster *c, const world *w,
@@ -175,8 +199,9 @@ void machines_pass(reconciler *r, const char *cluster, const etcd_cluster *c, co
         if (k < 0)
                 log_warn("%s: machines' preflights: %s", cluster, target_last_error(t));
         state_timeouts was;
-        if (k == 0 && state_timeouts_get(r->opts.db, cluster, &was) > 0)
-                (void)state_timeouts_clear(r->opts.db, cluster); /* off: etcd's defaults */
+        int had = k == 0 ? state_timeouts_get(r->opts.db, cluster, &was) : 0;
+        if (had > 0 && state_timeouts_clear(r->opts.db, cluster) == 0 && renders_other(had, &was))
+                timeouts_changed(res); /* off: etcd's defaults again */
         if (k <= 0)
                 return; /* off (no condition), or the target could not say */
         for (size_t i = 0; i < got.n; i++) {
@@ -193,7 +218,8 @@ void machines_pass(reconciler *r, const char *cluster, const etcd_cluster *c, co
         char **names = xcalloc(w->records.n + 1, sizeof(char *));
         for (size_t i = 0; i < w->records.n; i++)
                 names[i] = w->records.items[i]->name;
-        derive_timeouts(r, cluster, w, &known, names, w->records.n);
+        if (derive_timeouts(r, cluster, w, &known, names, w->records.n))
+                timeouts_changed(res);
         bool healthy = true;
         _cleanup_free_ char *msg = NULL;
         if (machines_judge(&known, names, w->records.n, &healthy, &msg) > 0) {
