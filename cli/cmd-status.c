@@ -60,7 +60,7 @@ static const char usage_text[] =
     "with the state last seen and when, and Degraded names the machine.\n"
     "On the hosts target with the preflight on, the machines' last preflights\n"
     "(the member each held, fdatasync p50/p99/max, free space, clock offset,\n"
-    "the verdict) and MachineHealthy among the conditions.\n\n"
+    "peer RTT, the verdict) and MachineHealthy among the conditions.\n\n"
     "Options:\n";
 
 /* A printable copy: control characters escaped, empty becomes "-". */
