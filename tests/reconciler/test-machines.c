@@ -406,6 +406,12 @@ static void test_timeouts_from_rtt(void **state)
         assert_non_null(strstr(plan_json, "\"rtt_us\": 243000"));
         _cleanup_free_ char *status = status_output(f, "");
         assert_non_null(strstr(status, "peer RTT: slowest peer's median 243.0 ms"));
+        assert_non_null(strstr(status, "etcd's timeouts from the peer RTT: heartbeat 250 ms, "
+                                       "election 2500 ms (slowest link's median 243.0 ms"));
+        _cleanup_free_ char *status_json = status_output(f, "-o json");
+        assert_non_null(strstr(status_json, "\"heartbeat_ms\": 250")
+                            ? status_json
+                            : strstr(status_json, "\"heartbeat_ms\":250"));
 
         /* wandering within a factor of two: nothing restarts, ever */
         const int64_t wander[] = {400000, 150000, 480000, 130000};
