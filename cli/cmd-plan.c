@@ -31,6 +31,7 @@
 #include "plan/drift.h"
 #include "plan/plan.h"
 #include "plan/revdiff.h"
+#include "reconciler/timeouts.h"
 #include "state/preflights.h"
 #include "targets/registry.h"
 #include "api/spec.h"
@@ -72,7 +73,10 @@ static const char footer_text[] =
     "first on each machine and how it adopts a cluster already running there\n"
     "(or refuses) instead of bootstrapping; the reading happens at apply.\n"
     "It also shows each machine's last preflight (disk latency, free space,\n"
-    "clock offset and the verdict) as the state store recorded it.\n\n"
+    "clock offset, peer RTT and the verdict) as the state store recorded it,\n"
+    "and each cluster's etcd heartbeat interval and election timeout: the\n"
+    "spec's, derived from the measured peer RTT (with the measurement), or\n"
+    "etcd's defaults.\n\n"
     "A Git source is mirrored into a temporary folder removed on exit, unless\n"
     "--cache-dir names a cache to reuse. --etcd-dir and the --hosts-* flags are\n"
     "accepted and ignored: only --target kubernetes contacts a target.\n\n"
@@ -239,6 +243,76 @@ static json_t *machine_preflights(const plan *p, const state_preflight_list *kno
                 return NULL;
         }
         return out;
+}
+
+/*
+ * etcd's heartbeat and election timeouts of every cluster of the plan
+ * that has spec.hosts (reconciler/timeouts.h): the spec's own, those
+ * derived from the peer RTT the preflights measured (from the state
+ * store, with the measurement they rest on), or etcd's defaults when
+ * nothing was measured yet: [{"cluster", "from": "spec" | "derived" |
+ * "default", "heartbeat_ms", "election_ms", "rtt_us"?, "measured"?}].
+ */
+static json_t *cluster_timeouts(const plan *p, state_db *db)
+{
+        json_t *out = json_array();
+        for (size_t i = 0; i < p->n; i++) {
+                const plan_item *it = &p->items[i];
+                const etcd_cluster *c = it->spec;
+                if (!c || !c->hosts.set)
+                        continue;
+                const etcd_options *o = &c->options;
+                state_timeouts t;
+                json_t *j;
+                if (o->heartbeat_interval_ms || o->election_timeout_ms)
+                        j = json_pack("{s:s,s:s,s:i,s:i}", "cluster", it->name, "from", "spec",
+                                      "heartbeat_ms",
+                                      o->heartbeat_interval_ms ? o->heartbeat_interval_ms
+                                                               : TIMEOUTS_DEFAULT_HEARTBEAT_MS,
+                                      "election_ms",
+                                      o->election_timeout_ms ? o->election_timeout_ms
+                                                             : TIMEOUTS_DEFAULT_ELECTION_MS);
+                else if (db && state_timeouts_get(db, it->name, &t) > 0)
+                        j = json_pack("{s:s,s:s,s:i,s:i,s:I,s:o}", "cluster", it->name, "from",
+                                      "derived", "heartbeat_ms", t.heartbeat_ms, "election_ms",
+                                      t.election_ms, "rtt_us", (json_int_t)t.rtt_us, "measured",
+                                      cli_json_time(t.time_ms));
+                else
+                        j = json_pack("{s:s,s:s,s:i,s:i}", "cluster", it->name, "from", "default",
+                                      "heartbeat_ms", TIMEOUTS_DEFAULT_HEARTBEAT_MS, "election_ms",
+                                      TIMEOUTS_DEFAULT_ELECTION_MS);
+                json_array_append_new(out, j);
+        }
+        return out;
+}
+
+static void cluster_timeouts_print(json_t *timeouts, FILE *out)
+{
+        fprintf(out, "\netcd's heartbeat interval and election timeout:\n");
+        size_t i;
+        json_t *t;
+        json_array_foreach(timeouts, i, t)
+        {
+                const char *from = json_string_value(json_object_get(t, "from"));
+                _cleanup_free_ char *name =
+                    str_escape(json_string_value(json_object_get(t, "cluster")));
+                int hb = (int)json_integer_value(json_object_get(t, "heartbeat_ms"));
+                int el = (int)json_integer_value(json_object_get(t, "election_ms"));
+                if (streq(from, "spec"))
+                        fprintf(out, "  %s: %d ms, %d ms (set by the spec)\n", name, hb, el);
+                else if (streq(from, "derived"))
+                        fprintf(out,
+                                "  %s: %d ms, %d ms (derived from the peer RTT: slowest link's "
+                                "median %.1f ms, measured %s)\n",
+                                name, hb, el,
+                                (double)json_integer_value(json_object_get(t, "rtt_us")) / 1000,
+                                json_string_value(json_object_get(t, "measured")));
+                else
+                        fprintf(out,
+                                "  %s: %d ms, %d ms (etcd's defaults: no peer RTT measured "
+                                "yet)\n",
+                                name, hb, el);
+        }
 }
 
 /* The same as text: each machine's last preflight, or "never measured". */
@@ -473,7 +547,8 @@ typedef struct plan_view {
         /* the machines' last preflights (machine_preflights), or NULL; from known */
         json_t *preflights;
         const state_preflight_list *known;
-        revdiff *since; /* --since: what changed from since_rev, or NULL */
+        json_t *timeouts; /* cluster_timeouts(), with preflights */
+        revdiff *since;   /* --since: what changed from since_rev, or NULL */
         source_revision *since_rev;
 } plan_view;
 
@@ -493,6 +568,8 @@ static void print_json(const plan_view *v)
                 json_object_set(j, v->kind, v->effects);
         if (v->preflights)
                 json_object_set(j, "preflights", v->preflights);
+        if (v->preflights && v->timeouts)
+                json_object_set(j, "timeouts", v->timeouts);
         if (v->since)
                 json_object_set_new(j, "since", revdiff_to_json(v->since, v->since_rev, v->rev));
         json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -517,6 +594,8 @@ static void print_text(const plan_view *v, bool verbose)
                 machine_effects_print(v->effects, v->kind, stdout);
         if (v->preflights)
                 machine_preflights_print(v->p, v->known, stdout);
+        if (v->preflights && v->timeouts)
+                cluster_timeouts_print(v->timeouts, stdout);
 }
 
 typedef struct plan_kube {
@@ -628,6 +707,7 @@ int cmd_plan(int argc, char **argv)
         _cleanup_(state_preflight_list_release) state_preflight_list known = {0};
         if (db && pops && pops->machine_effects && state_preflight_list_get(db, NULL, &known) < 0)
                 known = (state_preflight_list){0}; /* a store from before preflights were kept */
+        json_t *timeouts = pops && pops->machine_effects && k >= 0 ? cluster_timeouts(p, db) : NULL;
         state_close(db);
         members_release(members, applied.n);
         state_cluster_list_release(&applied);
@@ -651,6 +731,7 @@ int cmd_plan(int argc, char **argv)
                        .effects = pops && pops->machine_effects ? machine_effects(p, pops) : NULL,
                        .preflights = machine_preflights(p, &known),
                        .known = &known,
+                       .timeouts = timeouts,
                        .since = since,
                        .since_rev = since_rev};
         if (a.json)
@@ -659,6 +740,7 @@ int cmd_plan(int argc, char **argv)
                 print_text(&v, a.verbose);
         json_decref(v.effects);
         json_decref(v.preflights);
+        json_decref(timeouts);
         fflush(stdout);
         if (plan_has_errors(p) || (drift && drift_has_errors(drift)))
                 return EXIT_FAIL;

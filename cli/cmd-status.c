@@ -61,7 +61,8 @@ static const char usage_text[] =
     "with the state last seen and when, and Degraded names the machine.\n"
     "On the hosts target with the preflight on, the machines' last preflights\n"
     "(the member each held, fdatasync p50/p99/max, free space, clock offset,\n"
-    "the verdict) and MachineHealthy among the conditions.\n\n"
+    "peer RTT, the verdict), etcd's timeouts derived from the peer RTT, and\n"
+    "MachineHealthy among the conditions.\n\n"
     "Options:\n";
 
 /* A printable copy: control characters escaped, empty becomes "-". */
@@ -838,6 +839,14 @@ static void print_machines(state_db *db, const char *cluster)
                 printf("  %s (%s): %s\n", machine, member, text);
         }
         state_preflight_list_release(&l);
+        state_timeouts t;
+        if (state_timeouts_get(db, cluster, &t) > 0) {
+                char when[40] = "";
+                format_rfc3339(t.time_ms, when, sizeof(when));
+                printf("  etcd's timeouts from the peer RTT: heartbeat %d ms, election %d ms "
+                       "(slowest link's median %.1f ms, derived %s)\n",
+                       t.heartbeat_ms, t.election_ms, t.rtt_us / 1000.0, when);
+        }
 }
 
 /* The same for -o json: "machines", by machine. */
@@ -850,6 +859,14 @@ static void machines_json(state_db *db, const char *cluster, json_t *o)
                         json_array_append_new(v, cli_preflight_json(l.items[i]));
         state_preflight_list_release(&l);
         json_object_set_new(o, "machines", v);
+        state_timeouts t;
+        json_object_set_new(o, "derived_timeouts",
+                            state_timeouts_get(db, cluster, &t) > 0
+                                ? json_pack("{s:i,s:i,s:I,s:o}", "heartbeat_ms", t.heartbeat_ms,
+                                            "election_ms", t.election_ms, "rtt_us",
+                                            (json_int_t)t.rtt_us, "derived",
+                                            cli_json_time(t.time_ms))
+                                : json_null());
 }
 
 /* The same for -o json: "consistency" (or null) and "repairs". */

@@ -131,6 +131,17 @@ char *cli_preflight_text(const state_preflight *p)
                           (double)p->free_bytes / (1LL << 30), (double)p->quota_bytes / (1LL << 30),
                           (long long)p->offset_ms, (long long)p->offset_bound_ms,
                           p->fstype ? p->fstype : "?", p->kernel ? p->kernel : "?");
+        if (measured && p->rtt_peers > 0) {
+                sb_printf(&sb,
+                          "; peer RTT: slowest peer's median %.1f ms, max %.1f ms (%lld connects "
+                          "to %lld peers",
+                          p->rtt_slowest_us / 1000.0, p->rtt_max_us / 1000.0,
+                          (long long)p->rtt_samples, (long long)p->rtt_peers);
+                if (p->rtt_failed)
+                        sb_printf(&sb, ", %lld not reached", (long long)p->rtt_failed);
+                sb_printf(&sb, ")");
+        } else if (measured && p->rtt_failed > 0)
+                sb_printf(&sb, "; peer RTT: none of %lld peers reached", (long long)p->rtt_failed);
         _cleanup_free_ char *text = sb_detach(&sb);
         return str_escape(text);
 }
@@ -153,5 +164,10 @@ json_t *cli_preflight_json(const state_preflight *p)
         json_object_set_new(o, "clock_offset_bound_ms", json_integer(p->offset_bound_ms));
         json_object_set_new(o, "fstype", cli_json_string(p->fstype));
         json_object_set_new(o, "kernel", cli_json_string(p->kernel));
+        json_object_set_new(o, "rtt_samples", json_integer(p->rtt_samples));
+        json_object_set_new(o, "rtt_peers", json_integer(p->rtt_peers));
+        json_object_set_new(o, "rtt_failed", json_integer(p->rtt_failed));
+        json_object_set_new(o, "rtt_slowest_us", json_integer(p->rtt_slowest_us));
+        json_object_set_new(o, "rtt_max_us", json_integer(p->rtt_max_us));
         return o;
 }

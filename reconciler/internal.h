@@ -74,6 +74,11 @@ typedef struct cluster_ctx {
         char *name; /* "ns/name" */
         char *latched_hash;
         etcd_cluster *latched;
+        /*
+         * The latched spec's own timeouts (0: unset): latched's options
+         * carry the derived ones when it sets neither (machines.c).
+         */
+        int spec_heartbeat_ms, spec_election_ms;
         char *rejected_hash; /* desired spec refused by the transition rules */
         char *rejected_message;
         etcd_conn *client;
@@ -280,6 +285,13 @@ void conditions_machines(reconciler *r, const char *cluster, const world *w, boo
  * recorded, each new verdict audited, and MachineHealthy stored and put in
  * res (machines, machines_message). Nothing when the target measures none.
  */
+/*
+ * Put the timeouts in force for cluster into x->latched's options: the
+ * spec's own, or those derived from the peer RTT (state_timeouts) when it
+ * sets neither and they differ from etcd's defaults. Before anything is
+ * rendered in a pass.
+ */
+void machines_apply_timeouts(reconciler *r, cluster_ctx *x);
 void machines_pass(reconciler *r, const char *cluster, const etcd_cluster *c, const world *w,
                    pass_result *res);
 

@@ -158,6 +158,7 @@ static pass_next pass_begin(pass_ctx *p)
                 return pass_error(p, k);
         }
         assert(x->latched);
+        machines_apply_timeouts(r, x);
         const etcd_cluster *c = p->c = x->latched;
         origin_of(r, w->sc, &w->commit, &w->author);
 

@@ -120,6 +120,8 @@ int reconciler_latch(reconciler *r, cluster_ctx *x, state_cluster *sc)
                         return -EBADMSG;
                 etcd_cluster_free(x->latched);
                 x->latched = c;
+                x->spec_heartbeat_ms = c->options.heartbeat_interval_ms;
+                x->spec_election_ms = c->options.election_timeout_ms;
                 free(x->latched_hash);
                 x->latched_hash = xstrdup(hash);
                 if (relatch) {

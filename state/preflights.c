@@ -12,7 +12,8 @@
 #define COLUMNS                                                                                    \
         "cluster, machine, member, time_ms, verdict, reason, kernel, fstype, free_bytes, "         \
         "quota_bytes, "                                                                            \
-        "n_sync, sync_p50_us, sync_p99_us, sync_max_us, offset_ms, offset_bound_ms"
+        "n_sync, sync_p50_us, sync_p99_us, sync_max_us, offset_ms, offset_bound_ms, rtt_samples, " \
+        "rtt_peers, rtt_failed, rtt_slowest_us, rtt_max_us"
 
 int state_preflight_set(state_db *db, const state_preflight *p)
 {
@@ -34,11 +35,12 @@ int state_preflight_set(state_db *db, const state_preflight *p)
                 return db_end(db, same);
         r = db_run(db, what,
                    "INSERT OR REPLACE INTO machine_preflights (" COLUMNS
-                   ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   "sssissssiiiiiiii", p->cluster, p->machine, p->member, p->time_ms, p->verdict,
-                   p->reason, p->kernel, p->fstype, p->free_bytes, p->quota_bytes, p->n_sync,
-                   p->sync_p50_us, p->sync_p99_us, p->sync_max_us, p->offset_ms,
-                   p->offset_bound_ms);
+                   ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   "sssissssiiiiiiiiiiiii", p->cluster, p->machine, p->member, p->time_ms,
+                   p->verdict, p->reason, p->kernel, p->fstype, p->free_bytes, p->quota_bytes,
+                   p->n_sync, p->sync_p50_us, p->sync_p99_us, p->sync_max_us, p->offset_ms,
+                   p->offset_bound_ms, p->rtt_samples, p->rtt_peers, p->rtt_failed,
+                   p->rtt_slowest_us, p->rtt_max_us);
         if (r >= 0)
                 r = same > 0 ? 0 : 1;
         return db_end(db, r);
@@ -63,6 +65,11 @@ static state_preflight *preflight_from_row(sqlite3_stmt *st)
         p->sync_max_us = sqlite3_column_int64(st, 13);
         p->offset_ms = sqlite3_column_int64(st, 14);
         p->offset_bound_ms = sqlite3_column_int64(st, 15);
+        p->rtt_samples = sqlite3_column_int64(st, 16);
+        p->rtt_peers = sqlite3_column_int64(st, 17);
+        p->rtt_failed = sqlite3_column_int64(st, 18);
+        p->rtt_slowest_us = sqlite3_column_int64(st, 19);
+        p->rtt_max_us = sqlite3_column_int64(st, 20);
         return p;
 }
 
@@ -138,3 +145,51 @@ void state_preflight_free(state_preflight *p)
 }
 
 DEFINE_STATE_LIST_RELEASE(state_preflight_list, state_preflight_free)
+
+int state_timeouts_set(state_db *db, const char *cluster, const state_timeouts *t)
+{
+        const char *what = "recording a cluster's derived timeouts";
+        int r = db_check_cluster_name(db, cluster, what);
+        if (r < 0)
+                return r;
+        if (t->heartbeat_ms <= 0 || t->election_ms <= 0)
+                return db_fail(db, -EINVAL, what, "derived timeouts must be positive");
+        r = state_begin(db);
+        if (r < 0)
+                return r;
+        r = db_run(db, what,
+                   "INSERT OR REPLACE INTO derived_timeouts (cluster, heartbeat_ms, election_ms, "
+                   "rtt_us, time_ms) VALUES (?, ?, ?, ?, ?)",
+                   "siiii", cluster, (int64_t)t->heartbeat_ms, (int64_t)t->election_ms, t->rtt_us,
+                   t->time_ms);
+        return db_end(db, r < 0 ? r : 0);
+}
+
+int state_timeouts_get(state_db *db, const char *cluster, state_timeouts *ret)
+{
+        const char *what = "reading a cluster's derived timeouts";
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = db_query_row(db, what,
+                             "SELECT heartbeat_ms, election_ms, rtt_us, time_ms FROM "
+                             "derived_timeouts WHERE cluster = ?",
+                             &st, "s", cluster);
+        if (r <= 0)
+                return r;
+        *ret = (state_timeouts){
+            .heartbeat_ms = (int)sqlite3_column_int64(st, 0),
+            .election_ms = (int)sqlite3_column_int64(st, 1),
+            .rtt_us = sqlite3_column_int64(st, 2),
+            .time_ms = sqlite3_column_int64(st, 3),
+        };
+        return 1;
+}
+
+int state_timeouts_clear(state_db *db, const char *cluster)
+{
+        const char *what = "forgetting a cluster's derived timeouts";
+        int r = state_begin(db);
+        if (r < 0)
+                return r;
+        r = db_run(db, what, "DELETE FROM derived_timeouts WHERE cluster = ?", "s", cluster);
+        return db_end(db, r < 0 ? r : 0);
+}

@@ -23,6 +23,9 @@ typedef struct state_preflight {
         int64_t free_bytes, quota_bytes;
         int64_t n_sync, sync_p50_us, sync_p99_us, sync_max_us;
         int64_t offset_ms, offset_bound_ms;
+        /* peer RTT (targets/hosts-rtt.h): connects timed, peers timed and not reached */
+        int64_t rtt_samples, rtt_peers, rtt_failed;
+        int64_t rtt_slowest_us, rtt_max_us; /* slowest peer's median; slowest connect */
 } state_preflight;
 
 typedef struct state_preflight_list {
@@ -47,3 +50,20 @@ int state_preflight_clear(state_db *db, const char *cluster);
 state_preflight *state_preflight_dup(const state_preflight *p);
 void state_preflight_free(state_preflight *p);
 void state_preflight_list_release(state_preflight_list *l);
+
+/*
+ * The heartbeat and election timeouts derived from the peer RTT and in
+ * force for a cluster (reconciler/timeouts.h), with the measurement they
+ * were derived from (the slowest link's median RTT) and when.
+ */
+typedef struct state_timeouts {
+        int heartbeat_ms, election_ms;
+        int64_t rtt_us, time_ms;
+} state_timeouts;
+
+/* Record a cluster's derived timeouts. 0 or -errno. */
+int state_timeouts_set(state_db *db, const char *cluster, const state_timeouts *t);
+/* A cluster's derived timeouts: 1 and *ret, 0 when none, or -errno. */
+int state_timeouts_get(state_db *db, const char *cluster, state_timeouts *ret);
+/* Forget a cluster's derived timeouts (the preflight is off, or the cluster gone). 0 or -errno. */
+int state_timeouts_clear(state_db *db, const char *cluster);

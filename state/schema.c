@@ -589,6 +589,25 @@ const char *const state_migrations[] = {
     "  started_ms INTEGER NOT NULL,\n"
     "  finished_ms INTEGER NOT NULL DEFAULT 0\n"
     ");\n",
+    /*
+     * The peer round-trip time a machine's preflight measured to the other
+     * machines' etcd peer ports (targets/hosts-rtt.h), and the heartbeat
+     * and election timeouts derived from it and in force for a cluster
+     * (reconciler/timeouts.h), kept so that they change only when the
+     * measurement moves by more than a factor of two.
+     */
+    "ALTER TABLE machine_preflights ADD COLUMN rtt_samples INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE machine_preflights ADD COLUMN rtt_peers INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE machine_preflights ADD COLUMN rtt_failed INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE machine_preflights ADD COLUMN rtt_slowest_us INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE machine_preflights ADD COLUMN rtt_max_us INTEGER NOT NULL DEFAULT 0;\n"
+    "CREATE TABLE derived_timeouts (\n"
+    "  cluster TEXT PRIMARY KEY,\n"
+    "  heartbeat_ms INTEGER NOT NULL,\n"
+    "  election_ms INTEGER NOT NULL,\n"
+    "  rtt_us INTEGER NOT NULL,\n"
+    "  time_ms INTEGER NOT NULL\n"
+    ");\n",
 };
 
 const int state_n_migrations = (int)ARRAY_SIZE(state_migrations);

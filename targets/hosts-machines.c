@@ -35,6 +35,7 @@
 #include "state/preflights.h"
 #include "targets/hosts-internal.h"
 #include "targets/hosts-preflight.h"
+#include "targets/hosts-rtt.h"
 #include "util/log.h"
 #include "util/timeutil.h"
 
@@ -88,6 +89,55 @@ void ht_preflights_free(hosts_target *ht)
                 free(e);
         }
         free(ht->preflights);
+}
+
+/*
+ * Time the connects from machine h to every other machine of c at its
+ * peer port (targets/hosts-rtt.h) into p. The RTT never fails a
+ * preflight: a machine that could not run the script keeps no figure
+ * (rtt_samples 0), said in the debug log.
+ */
+static void measure_rtt(hosts_target *ht, const etcd_cluster *c, const host_spec *h,
+                        state_preflight *p)
+{
+        _cleanup_free_ rtt_peer *peers = xcalloc(c->hosts.n + 1, sizeof(*peers));
+        size_t n = 0;
+        for (size_t i = 0; i < c->hosts.n && n < RTT_MAX_PEERS; i++) {
+                const host_spec *o = &c->hosts.items[i];
+                if (o != h && !streq(o->address, h->address))
+                        peers[n++] = (rtt_peer){o->advertise_address, ht->o.peer_port};
+        }
+        if (n == 0)
+                return;
+        _cleanup_free_ char *script = rtt_script(peers, n, ht->o.preflight_rtt_connect);
+        _cleanup_free_ char *out = NULL, *why = NULL;
+        if (!script) {
+                log_debug("hosts target: peer RTT from %s for %s: a peer address is not a host "
+                          "name or IP address",
+                          h->address, p->cluster);
+                return;
+        }
+        if (ht_exec_cmd(ht, h, script, NULL, 0, &out) < 0) {
+                log_debug("hosts target: peer RTT from %s for %s: %s", h->address, p->cluster,
+                          target_last_error(&ht->base));
+                return;
+        }
+        rtt_result r = {0};
+        if (rtt_parse(out, strlen(out), &r, &why) < 0) {
+                log_debug("hosts target: peer RTT from %s for %s: %s", h->address, p->cluster, why);
+                return;
+        }
+        p->rtt_samples = r.n_samples;
+        p->rtt_peers = r.n_peers;
+        p->rtt_failed = r.n_failed;
+        p->rtt_slowest_us = r.slowest_us;
+        p->rtt_max_us = r.max_us;
+        log_debug("hosts target: peer RTT from %s for %s: slowest peer's median %lld us, max %lld "
+                  "us (%lld connects to %lld peers, %lld not reached)%s%s",
+                  h->address, p->cluster, (long long)r.slowest_us, (long long)r.max_us,
+                  (long long)r.n_samples, (long long)r.n_peers, (long long)r.n_failed,
+                  r.error ? ": " : "", r.error ? r.error : "");
+        rtt_result_release(&r);
 }
 
 /*
@@ -147,6 +197,7 @@ static state_preflight *measure(hosts_target *ht, const etcd_cluster *c, const h
         p->sync_p50_us = r.sync_p50_us;
         p->sync_p99_us = r.sync_p99_us;
         p->sync_max_us = r.sync_max_us;
+        measure_rtt(ht, c, h, p);
         log_debug("hosts target: preflight of %s for %s: fdatasync p50 %lld us p99 %lld us "
                   "max %lld us (%zu samples, %s, kernel %s), free %lld bytes, clock offset %lld "
                   "ms (±%lld): %s",

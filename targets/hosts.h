@@ -65,10 +65,15 @@ typedef struct hosts_target_opts {
          * 2 GiB when the spec sets none). A preflight stands for
          * preflight_interval_ms (0: PREFLIGHT_INTERVAL_MS, ten minutes):
          * placement reuses it, and a machine holding a member is measured
-         * again after it (target_machine_ops, hosts-machines.c).
+         * again after it (target_machine_ops, hosts-machines.c). A
+         * preflight also times TCP connects from the machine to every
+         * other machine's peer port (targets/hosts-rtt.h);
+         * preflight_rtt_connect: a command given a host and a port that
+         * connects instead of bash's /dev/tcp (tests; NULL: /dev/tcp).
          */
         bool preflight;
         const char *preflight_dd;
+        const char *preflight_rtt_connect;
         int64_t preflight_sync_p99_max_us;
         int64_t preflight_offset_max_ms;
         int64_t preflight_interval_ms;

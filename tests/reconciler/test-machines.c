@@ -8,7 +8,12 @@
  * (condition.changed audited once, the pass result saying so for the
  * daemon's alert), no member stopped, moved or restarted for it, and True
  * again once it recovers; then what `gitcd status` and `gitcd plan
- * --target hosts` show of it.
+ * --target hosts` show of it. And etcd's timeouts derived from the peer
+ * RTT the preflights measured (reconciler/timeouts.h): loopback figures
+ * keep etcd's defaults (no restart), a slow link derives larger ones that
+ * reach every member by one rolling restart, a figure wandering within a
+ * factor of two restarts nothing, the spec's own values and the preflight
+ * turned off drop the derived ones; plan shows them with the measurement.
  *
  * The fake world's target has no machines: the test gives it machine
  * operations of its own (a copy of its operation table), which measure
@@ -120,6 +125,8 @@ static struct {
         char slow[FAKE_NAME_MAX]; /* the member whose machine's disk is slow ("": none) */
         int64_t measured_ms[FAKE_MAX_MEMBERS];
         int measurements;
+        int64_t rtt_us; /* the slowest peer's median each machine measures (0: no RTT figure) */
+        bool off;       /* the preflight is off: the operation says so (0) */
 } mx;
 
 static int fake_preflights(target *t, const etcd_cluster *c, const state_preflight_list *known,
@@ -130,6 +137,10 @@ static int fake_preflights(target *t, const etcd_cluster *c, const state_preflig
         (void)known;
         fake_world *w = mx.w;
         state_preflight_list out = {0};
+        if (mx.off) {
+                *ret = out;
+                return 0;
+        }
         for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++) {
                 const fake_proc *p = &w->procs[i];
                 if (!p->present || !p->running ||
@@ -155,6 +166,12 @@ static int fake_preflights(target *t, const etcd_cluster *c, const state_preflig
                 r->quota_bytes = 2LL << 30;
                 r->fstype = xstrdup("ext2/ext3");
                 r->kernel = xstrdup("6.1.0");
+                if (mx.rtt_us > 0) {
+                        r->rtt_samples = 10;
+                        r->rtt_peers = 2;
+                        r->rtt_slowest_us = mx.rtt_us;
+                        r->rtt_max_us = mx.rtt_us + mx.rtt_us / 4;
+                }
                 out.items = xrealloc(out.items, (out.n + 1) * sizeof(state_preflight *));
                 out.items[out.n++] = r;
         }
@@ -332,12 +349,109 @@ static void test_member_machine_degrades_then_recovers(void **state)
         assert_int_equal(fx_audit_count(f, "condition.changed"), changed + 2);
 }
 
+/* The derived timeouts stored for the cluster: heartbeat ms (0: none). */
+static int derived_heartbeat(fx *f)
+{
+        state_timeouts t;
+        int k = state_timeouts_get(f->db, "default/demo", &t);
+        assert_true(k >= 0);
+        return k > 0 ? t.heartbeat_ms : 0;
+}
+
+/* The members' config hashes, joined. */
+static char *config_hashes(fx *f)
+{
+        strbuf sb = STRBUF_INIT;
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                if (f->w->procs[i].present)
+                        sb_printf(&sb, "%s,", f->w->procs[i].config_hash);
+        return sb_detach(&sb);
+}
+
+static void test_timeouts_from_rtt(void **state)
+{
+        fx *f = *state;
+        mx.rtt_us = 300; /* loopback */
+        fx_offer(f, NULL, "  replicas: 3\n  version: \"3.5.16\"\n");
+        fx_converge(f, NULL);
+        assert_int_equal(fx_pass(f).outcome, PASS_CONVERGED);
+        /* etcd's defaults, kept with their measurement; nothing rendered differently */
+        assert_int_equal(derived_heartbeat(f), 100);
+        assert_int_equal(fx_audit_count(f, "timeouts.derived"), 0);
+        int starts = fx_total_starts(f);
+        _cleanup_free_ char *hashes = config_hashes(f);
+
+        /* a slow link: 250 ms derived, one rolling restart brings it to every member */
+        mx.rtt_us = 243000;
+        fake_world_advance(f->w, PREFLIGHT_INTERVAL_MS);
+        fx_converge(f, NULL);
+        assert_int_equal(derived_heartbeat(f), 250);
+        assert_int_equal(fx_audit_count(f, "timeouts.derived"), 1);
+        assert_int_equal(fx_total_starts(f), starts + 3);
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                if (f->w->procs[i].present)
+                        assert_null(strstr(hashes, f->w->procs[i].config_hash));
+        state_timeouts t;
+        assert_int_equal(state_timeouts_get(f->db, "default/demo", &t), 1);
+        assert_int_equal(t.election_ms, 2500);
+        assert_int_equal(t.rtt_us, 243000);
+
+        /* plan shows them with the measurement */
+        _cleanup_free_ char *plan = plan_output(f, "");
+        assert_non_null(strstr(plan, "etcd's heartbeat interval and election timeout:"));
+        assert_non_null(strstr(plan, "default/demo: 250 ms, 2500 ms (derived from the peer RTT: "
+                                     "slowest link's median 243.0 ms, measured "));
+        _cleanup_free_ char *plan_json = plan_output(f, "-o json");
+        assert_non_null(strstr(plan_json, "\"from\": \"derived\""));
+        assert_non_null(strstr(plan_json, "\"rtt_us\": 243000"));
+        _cleanup_free_ char *status = status_output(f, "");
+        assert_non_null(strstr(status, "peer RTT: slowest peer's median 243.0 ms"));
+        assert_non_null(strstr(status, "etcd's timeouts from the peer RTT: heartbeat 250 ms, "
+                                       "election 2500 ms (slowest link's median 243.0 ms"));
+        _cleanup_free_ char *status_json = status_output(f, "-o json");
+        assert_non_null(strstr(status_json, "\"heartbeat_ms\": 250")
+                            ? status_json
+                            : strstr(status_json, "\"heartbeat_ms\":250"));
+
+        /* wandering within a factor of two: nothing restarts, ever */
+        const int64_t wander[] = {400000, 150000, 480000, 130000};
+        starts = fx_total_starts(f);
+        for (size_t i = 0; i < ARRAY_SIZE(wander); i++) {
+                mx.rtt_us = wander[i];
+                fake_world_advance(f->w, PREFLIGHT_INTERVAL_MS);
+                fx_converge(f, NULL);
+        }
+        assert_int_equal(derived_heartbeat(f), 250);
+        assert_int_equal(fx_total_starts(f), starts);
+        assert_int_equal(fx_audit_count(f, "timeouts.derived"), 1);
+
+        /* the preflight turned off: forgotten, etcd's defaults by a rolling restart */
+        mx.off = true;
+        fx_converge(f, NULL);
+        fx_converge(f, NULL);
+        assert_int_equal(derived_heartbeat(f), 0);
+        assert_int_equal(fx_total_starts(f), starts + 3);
+        _cleanup_free_ char *hashes3 = config_hashes(f);
+        assert_string_equal(hashes3, hashes);
+
+        /* on again, but the spec sets its own: the spec's stand, nothing derived */
+        mx.off = false;
+        mx.rtt_us = 900000;
+        fx_offer(f, NULL,
+                 "  replicas: 3\n  version: \"3.5.16\"\n  options:\n"
+                 "    heartbeatInterval: 200\n    electionTimeout: 2000\n");
+        fake_world_advance(f->w, PREFLIGHT_INTERVAL_MS);
+        fx_converge(f, NULL);
+        assert_int_equal(derived_heartbeat(f), 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_judge),
             cmocka_unit_test_setup_teardown(test_member_machine_degrades_then_recovers, setup,
                                             fx_teardown),
+            cmocka_unit_test_setup_teardown(test_timeouts_from_rtt, setup, fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

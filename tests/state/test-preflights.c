@@ -4,7 +4,9 @@
  * machine, replaced at each preflight with every measurement kept (and
  * the member the machine held); a
  * verdict is new when it or its reason changes (so it is audited once),
- * not when only the figures move; a cluster's rows cleared together.
+ * not when only the figures move; a cluster's rows cleared together. The
+ * peer RTT kept with them, and a cluster's derived timeouts (set, read
+ * back, replaced, forgotten).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,7 +39,12 @@ static void test_preflights(void **state)
                              .sync_p99_us = 2100,
                              .sync_max_us = 3000,
                              .offset_ms = -12,
-                             .offset_bound_ms = 1};
+                             .offset_bound_ms = 1,
+                             .rtt_samples = 10,
+                             .rtt_peers = 2,
+                             .rtt_failed = 1,
+                             .rtt_slowest_us = 230000,
+                             .rtt_max_us = 1010000};
         assert_int_equal(state_preflight_set(db, &p), 1);
         p.time_ms = 2;
         p.sync_p99_us = 2500; /* only the figures moved: not new */
@@ -72,6 +79,11 @@ static void test_preflights(void **state)
         assert_string_equal(g->fstype, "ext2/ext3");
         assert_int_equal(g->time_ms, 3);
         assert_string_equal(g->member, "main-0");
+        assert_int_equal(g->rtt_samples, 10);
+        assert_int_equal(g->rtt_peers, 2);
+        assert_int_equal(g->rtt_failed, 1);
+        assert_int_equal(g->rtt_slowest_us, 230000);
+        assert_int_equal(g->rtt_max_us, 1010000);
         state_preflight *d = state_preflight_dup(g);
         state_preflight_free(g);
         assert_string_equal(d->member, "main-0"); /* a copy of its own */
@@ -96,10 +108,40 @@ static void test_preflights(void **state)
         state_close(db);
 }
 
+static void test_timeouts(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *path = test_db_path();
+        state_db *db = NULL;
+        assert_int_equal(state_open(path, STATE_OPEN_READ_WRITE, &db), 0);
+        state_timeouts t = {0};
+        assert_int_equal(state_timeouts_get(db, "prod/main", &t), 0);
+        state_timeouts a = {
+            .heartbeat_ms = 250, .election_ms = 2500, .rtt_us = 231000, .time_ms = 7};
+        assert_int_equal(state_timeouts_set(db, "prod/main", &a), 0);
+        assert_int_equal(state_timeouts_get(db, "prod/main", &t), 1);
+        assert_int_equal(t.heartbeat_ms, 250);
+        assert_int_equal(t.election_ms, 2500);
+        assert_int_equal(t.rtt_us, 231000);
+        assert_int_equal(t.time_ms, 7);
+        a.heartbeat_ms = 600;
+        a.election_ms = 6000;
+        assert_int_equal(state_timeouts_set(db, "prod/main", &a), 0);
+        assert_int_equal(state_timeouts_get(db, "prod/main", &t), 1);
+        assert_int_equal(t.heartbeat_ms, 600);
+        a.heartbeat_ms = 0; /* refused */
+        assert_int_equal(state_timeouts_set(db, "prod/main", &a), -EINVAL);
+        assert_int_equal(state_timeouts_set(db, "nonamespace", &t), -EINVAL);
+        assert_int_equal(state_timeouts_clear(db, "prod/main"), 0);
+        assert_int_equal(state_timeouts_get(db, "prod/main", &t), 0);
+        state_close(db);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_preflights),
+            cmocka_unit_test(test_timeouts),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

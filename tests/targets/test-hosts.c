@@ -24,7 +24,10 @@
  * machine whose disk fails the preflight not placed on, its verdict reused
  * within the interval, and the machines holding members measured again
  * once it passed (see test_preflight_refuses_slow_machine for how a disk
- * is slow). With a
+ * is slow); the peer RTT a preflight measures over SSH from a member's
+ * machine to the others' peer ports, and the timeouts derived from it in
+ * the unit written (see test_peer_rtt_in_unit for how a link is slow).
+ * With a
  * user other than root
  * (`ssh.user`), on the machine's real sudo and the accounts scripts/setup
  * creates: the same contract through `sudo -n` as gitcd-test,
@@ -62,7 +65,9 @@
 #include "render/render.h"
 #include "targets/health.h"
 #include "state/preflights.h"
+#include "reconciler/timeouts.h"
 #include "targets/hosts-preflight.h"
+#include "targets/hosts-rtt.h"
 #include "targets/hosts.h"
 #include "targets/locked.h"
 #include "tests/harness/harness.h"
@@ -788,6 +793,96 @@ static void test_preflight_refuses_slow_machine(void **state)
         target_free(t);
 }
 
+/*
+ * The peer RTT a preflight measures, over SSH on the real sshd machines:
+ * one member placed on machine 0, whose preflight times connects to
+ * machines 1 and 2's peer ports. How a link is slow: the target's connect
+ * command is a wrapper the test writes (loopback has no latency to show):
+ * to machine 2's address it sleeps 300 ms and answers as connected; to
+ * the others it connects with bash's /dev/tcp, where no etcd listens yet
+ * (not reached). The disk is the fast tmpfs of
+ * test_preflight_refuses_slow_machine's wrapper, so the disk passes.
+ * Then the timeouts derived from the measurement (reconciler/timeouts.h,
+ * as the reconciler puts them into the spec it renders) appear in the
+ * unit written on the machine, and the member runs with them. About 5 s.
+ */
+static void test_peer_rtt_in_unit(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *dd = xasprintf("%s/rtt-dd", lab->dir);
+        _cleanup_free_ char *shm = xasprintf("/dev/shm/gitcd-test-rtt-%d", (int)getpid());
+        _cleanup_free_ char *ddw =
+            xasprintf("#!/bin/sh\ncase \"$*\" in\n*oflag=dsync*) exec dd if=/dev/zero of='%s' "
+                      "bs=8k count=1 oflag=dsync;;\nesac\nexec dd \"$@\"\n",
+                      shm);
+        assert_int_equal(write_file_atomic(dd, ddw, strlen(ddw), 0755), 0);
+        _cleanup_free_ char *connect = xasprintf("%s/rtt-connect", lab->dir);
+        _cleanup_free_ char *cw =
+            xasprintf("#!/bin/bash\nif [ \"$1\" = '%s' ]; then sleep 0.3; exit 0; fi\n"
+                      "exec 3<>\"/dev/tcp/$1/$2\"\n",
+                      lab->machines[2].address);
+        assert_int_equal(write_file_atomic(connect, cw, strlen(cw), 0755), 0);
+        hosts_target_opts o = {
+            .ssh = {.known_hosts = lab->known_hosts,
+                    .key_file = lab->client_key,
+                    .connect_timeout_ms = 5000,
+                    .command_timeout_ms = 20000},
+            .systemctl = systemctl,
+            .client_port = client_port,
+            .peer_port = peer_port,
+            .metrics_port = metrics_port,
+            .health_timeout_ms = 1000,
+            .state_dir = state_dir,
+            .preflight = true,
+            .preflight_dd = dd,
+            .preflight_rtt_connect = connect,
+            .preflight_sync_p99_max_us = 250000,
+        };
+        target *t = NULL;
+        assert_int_equal(hosts_target_new(&o, &t), 0);
+        etcd_cluster *c = load_cluster("rtt", "systemd", 1);
+        membership_plan *p = plan_new(t, c, 1);
+        assert_non_null(strstr(p->members[0].peer_url, lab->machines[0].address));
+        state_preflight_list l = {0};
+        assert_int_equal(t->ops->machines->preflights(t, c, NULL, now_wall_ms(), &l), 1);
+        const state_preflight *m0 = preflight_of(&l, 0);
+        assert_non_null(m0);
+        if (!streq(m0->verdict, "passed"))
+                fail_msg("machine 0: %s", m0->reason ? m0->reason : m0->verdict);
+        assert_int_equal(m0->rtt_peers, 1);  /* machine 2, through the wrapper */
+        assert_int_equal(m0->rtt_failed, 1); /* machine 1: nothing listens there */
+        assert_int_equal(m0->rtt_samples, RTT_SAMPLES);
+        assert_true(m0->rtt_slowest_us >= 300000 && m0->rtt_slowest_us <= m0->rtt_max_us);
+        int hb, el;
+        timeouts_derive(m0->rtt_slowest_us, &hb, &el);
+        assert_true(hb >= 300 && el == 10 * hb);
+        state_preflight_list_release(&l);
+
+        /* the derived timeouts in the unit written, and the member runs with them */
+        c->options.heartbeat_interval_ms = hb;
+        c->options.election_timeout_ms = el;
+        free(p->members[0].config_hash);
+        p->members[0].config_hash = render_member_config_hash(c, p, 0);
+        assert_int_equal(t->ops->ensure_shared(t, c, p), 0);
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        _cleanup_free_ char *file = xasprintf("%s/etc/systemd/system/etcd-%s-%s.service",
+                                              lab->machines[0].root, c->namespace_, c->name);
+        char *unit = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(file, 1 << 20, &unit, &len), 0);
+        _cleanup_free_ char *want_hb = xasprintf("--heartbeat-interval=%d", hb);
+        _cleanup_free_ char *want_el = xasprintf("--election-timeout=%d", el);
+        if (!strstr(unit, want_hb) || !strstr(unit, want_el))
+                fail_msg("the unit lacks %s %s:\n%s", want_hb, want_el, unit);
+        free(unit);
+        wait_ready(t, c, p->members[0].name);
+        assert_int_equal(t->ops->remove_member(t, c, p->members[0].name, false), 0);
+        (void)unlink(shm);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(t);
+}
+
 static void test_three_machines(void **state)
 {
         (void)state;
@@ -1300,6 +1395,7 @@ int main(void)
             cmocka_unit_test(test_bypassed_intake_refused),
             cmocka_unit_test(test_three_machines),
             cmocka_unit_test(test_preflight_refuses_slow_machine),
+            cmocka_unit_test(test_peer_rtt_in_unit),
             cmocka_unit_test(test_wrong_host_key),
             cmocka_unit_test(test_tls_static_pod),
             cmocka_unit_test(test_silent_machine_holds_up_no_other),
