@@ -80,6 +80,7 @@ static void ctx_release(const reconciler *r, cluster_ctx *x)
                 r->opts.etcd->disconnect(x->client);
         free(x->client_endpoints);
         upgrade_track_release(&x->upgrade);
+        slow_track_release(&x->slow);
 }
 
 void reconciler_free(reconciler *r)
