@@ -311,8 +311,7 @@ void machines_pass(reconciler *r, const char *cluster, const etcd_cluster *c, co
  * outlier (slowdisk.h) and no move was made this interval, MoveLeader to
  * the healthiest voter (audited member.move-leader, reason SlowDisk).
  * `held` is why a hold keeps voluntary work back, or NULL. 1 when a step
- * was taken (res filled), 0 otherwise (res->poll_ms may be shortened to the
- * next scrape).
+ * was taken (res filled), 0 otherwise (res untouched).
  */
 int slow_leader_pass(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w,
                      const char *held, pass_result *res);

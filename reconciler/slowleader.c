@@ -2,8 +2,11 @@
  * Leadership moved off a slow disk (spec.leadership.avoidSlowMembers): the
  * effects around slowdisk.h's pure judgement.
  *
- * A converged pass scrapes every healthy voter's /metrics once per window
- * (a quarter of the interval, 2 to 30 s) through the one metrics GET
+ * A converged pass scrapes every healthy voter's /metrics at most once per
+ * window (a quarter of the interval, 2 to 30 s; passes come at the
+ * observation cadence, 30 s by default, which this step never shortens: a
+ * fleet's /metrics reads stay what its operator chose) through the one
+ * metrics GET
  * (etcd/health.h, as the incident bundle does), keeps the scrape per member
  * in the cluster's context, and judges the window between it and the one
  * before. The numbers are etcd's own on every target; the target only says
@@ -94,15 +97,9 @@ int slow_leader_pass(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world
         }
         if (!r->opts.member_metrics && r->opts.etcd != &etcd_membership_real)
                 return 0; /* a fake etcd seam: no member to ask */
-        int64_t now = mono(r), win = window_ms(c);
-        if (t->scraped_ms && now - t->scraped_ms < win) {
-                int wait = (int)(win - (now - t->scraped_ms));
-                if (res->poll_ms == 0 || wait < res->poll_ms)
-                        res->poll_ms = MAX(wait, 1);
-                return 0;
-        }
-        if (res->poll_ms == 0 || win < res->poll_ms)
-                res->poll_ms = (int)win;
+        int64_t now = mono(r);
+        if (t->scraped_ms && now - t->scraped_ms < window_ms(c))
+                return 0; /* no pass is asked for: the observation cadence stays the operator's */
 
         /* This window's scrapes, each judged against the member's last. */
         _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
