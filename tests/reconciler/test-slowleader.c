@@ -6,7 +6,7 @@
  * leader loses leadership once its second scrape shows it, audited with
  * reason SlowDisk; not again within the interval; a slow follower is left
  * alone; avoidSlowMembers: false and a suspension keep leadership where it
- * is.
+ * is; after a restart the first window only measures.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -194,6 +194,25 @@ static void test_switched_off_or_suspended_nothing_moves(void **state)
         assert_int_equal(fx_audit_count(f, "member.move-leader"), 1);
 }
 
+/* gitcd restarted: the scrapes are gone, so its first window only measures, then it moves. */
+static void test_after_a_restart_the_first_window_only_measures(void **state)
+{
+        fx *f = *state;
+        converge(f, "  leadership:\n    intervalSeconds: 60\n");
+        assert_int_equal(idle(f, WINDOW_MS).outcome, PASS_CONVERGED);
+        /* the disk turns slow just as gitcd restarts: its scrapes from before are gone */
+        set_slow(leader_name(f), true);
+        fx_close(f);
+        fx_open(f);
+        fx_offer(f, NULL,
+                 "  replicas: 3\n  version: \"3.5.16\"\n"
+                 "  leadership:\n    intervalSeconds: 60\n");
+        assert_int_equal(idle(f, WINDOW_MS).outcome, PASS_CONVERGED);
+        assert_int_equal(f->w->leader_moves, 0);
+        assert_int_equal(idle(f, WINDOW_MS).outcome, PASS_PROGRESSED);
+        assert_int_equal(f->w->leader_moves, 1);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -202,6 +221,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_a_slow_follower_is_left_alone, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_switched_off_or_suspended_nothing_moves, setup,
                                             fx_teardown),
+            cmocka_unit_test_setup_teardown(test_after_a_restart_the_first_window_only_measures,
+                                            setup, fx_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
