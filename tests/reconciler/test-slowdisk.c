@@ -16,7 +16,9 @@
 #include <cmocka.h>
 
 #include "reconciler/slowdisk.h"
+#include "util/fs.h"
 #include "util/strbuf.h"
+#include "util/xalloc.h"
 
 static const double bounds[] = {0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064,
                                 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192};
@@ -96,6 +98,33 @@ static void test_refuses_malformed_buckets(void **state)
         assert_int_equal(slowdisk_parse(none, strlen(none), &s, &err), -EBADMSG);
         assert_non_null(strstr(err, "etcd_disk_wal_fsync_duration_seconds"));
         free(err);
+}
+
+/* The fuzz seeds: etcd 3.4.23's and 3.5.16's own /metrics lines read, every bad- seed refused. */
+static void test_seeds(void **state)
+{
+        (void)state;
+        const char *root = getenv("GITCD_SOURCE_ROOT");
+        if (!root)
+                skip();
+        static const char *const seeds[] = {"ok-etcd-3.4.23", "ok-etcd-3.5.16", "ok-timestamp",
+                                            "bad-bounds",     "bad-decreasing", "bad-empty",
+                                            "bad-no-inf",     "bad-no-wal",     "bad-nul",
+                                            "bad-overflow",   "bad-truncated"};
+        for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
+                char *path = xasprintf("%s/fuzz/corpus/slowdisk/%s", root, seeds[i]);
+                char *text = NULL;
+                size_t len = 0;
+                assert_int_equal(read_file(path, 1 << 20, &text, &len), 0);
+                disk_scrape s;
+                char *err = NULL;
+                int k = slowdisk_parse(text, len, &s, &err);
+                if ((k == 0) != (strncmp(seeds[i], "ok-", 3) == 0))
+                        fail_msg("%s: %d (%s)", seeds[i], k, err ? err : "");
+                free(err);
+                free(text);
+                free(path);
+        }
 }
 
 static disk_scrape scrape_of(double wal_at, unsigned wal_n, double commit_at, unsigned commit_n)
@@ -228,6 +257,7 @@ int main(void)
             cmocka_unit_test(test_reads_etcd_histograms),
             cmocka_unit_test(test_refuses_malformed_buckets),
             cmocka_unit_test(test_p99_of_the_window),
+            cmocka_unit_test(test_seeds),
             cmocka_unit_test(test_judgement_table),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
