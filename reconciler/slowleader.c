@@ -12,7 +12,8 @@
  * before. The numbers are etcd's own on every target; the target only says
  * which members run. When the leader is an outlier, MoveLeader goes to the
  * healthiest voter through act.c (journaled, audited member.move-leader
- * with reason SlowDisk and the figures in its message), at most once per
+ * with reason SlowDisk and the figures in its message and its JSON:
+ * member, from, reason, metric, p99_ms, median_ms, samples), at most once per
  * interval: the last move's time lives in the cluster's context, not the
  * state store, because a restart also forgets the scrapes, so after one
  * the first window only measures, and at most one extra move can follow.
@@ -23,6 +24,7 @@
  * keep their connections; so no maintenance window holds it.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <string.h>
 
 #include "etcd/health.h"
@@ -145,11 +147,18 @@ int slow_leader_pass(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world
                 log_info("%s: %s: held: %s", x->name, vd.message, held);
         else if (vd.kind == SLOW_MOVE) {
                 t->moved_ms = now;
+                json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:f,s:f,s:I}", "member", vd.to->name,
+                                      "from", vd.from->name, "reason", "SlowDisk", "metric",
+                                      vd.metric, "p99_ms", vd.p99 * 1000, "median_ms",
+                                      vd.median * 1000, "samples", (json_int_t)vd.samples);
+                _cleanup_free_ char *after = j ? json_dumps(j, JSON_COMPACT) : NULL;
+                json_decref(j);
                 step s = {.kind = STEP_MOVE_LEADER,
                           .member = vd.to->name,
                           .member_id = vd.to->id,
                           .reason = "SlowDisk",
-                          .message = xstrdup(vd.message)};
+                          .message = xstrdup(vd.message),
+                          .audit_after = after};
                 res->step = STEP_MOVE_LEADER;
                 snprintf(res->member, sizeof(res->member), "%s", vd.to->name);
                 snprintf(res->reason, sizeof(res->reason), "SlowDisk");

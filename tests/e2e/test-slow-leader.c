@@ -131,10 +131,14 @@ static void test_slow_leader_loses_leadership(void **state)
         char *out = NULL;
         assert_int_equal(
             e2e_run(e, &out, "log", "-o", "json", "--action", "member.move-leader", NULL), 0);
-        assert_non_null(strstr(out, "SlowDisk"));
         char *from = xasprintf("move leadership from %s to ", was);
         assert_non_null(strstr(out, from));
         free(from);
+        /* the figures, in the event's JSON too */
+        char *json = xasprintf("\"from\":\"%s\",\"reason\":\"SlowDisk\"", was);
+        assert_non_null(strstr(out, json));
+        assert_non_null(strstr(out, "\"p99_ms\":"));
+        free(json);
         free(out);
 
         char *now = NULL;
