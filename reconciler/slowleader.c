@@ -139,12 +139,12 @@ int slow_leader_pass(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world
         if (vd.kind == SLOW_NO_TARGET)
                 log_info("%s: %s", x->name, vd.message);
         else if (vd.kind == SLOW_MOVE && t->moved_ms && now - t->moved_ms < interval_ms(c))
-                log_info("%s: %s: not yet, leadership was moved %lld s ago (at most once every "
-                         "%lld s)",
-                         x->name, vd.message, (long long)(now - t->moved_ms) / 1000,
-                         (long long)interval_ms(c) / 1000);
+                log_debug("%s: %s: not yet, leadership was moved %lld s ago (at most once every "
+                          "%lld s)",
+                          x->name, vd.message, (long long)(now - t->moved_ms) / 1000,
+                          (long long)interval_ms(c) / 1000);
         else if (vd.kind == SLOW_MOVE && held)
-                log_info("%s: %s: held: %s", x->name, vd.message, held);
+                log_debug("%s: %s: held: %s", x->name, vd.message, held);
         else if (vd.kind == SLOW_MOVE) {
                 t->moved_ms = now;
                 json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:f,s:f,s:I}", "member", vd.to->name,
