@@ -250,6 +250,18 @@ typedef struct maintenance_spec {
 } maintenance_spec;
 
 /*
+ * spec.leadership: leadership moved away from a leader whose disk is an
+ * outlier (reconciler/slowdisk.h). Zero is the default: on, every 600 s
+ * at most.
+ */
+typedef struct leadership_spec {
+        bool avoid_slow_off;  /* avoidSlowMembers: false */
+        int interval_seconds; /* intervalSeconds, 10 to 86400; 0: not written (600) */
+} leadership_spec;
+
+#define LEADERSHIP_INTERVAL_DEFAULT_S 600
+
+/*
  * How much a restore raises etcd's store revision (bumpRevision of
  * spec.bootstrap.restore and spec.recovery): etcd's restore tool with
  * --bump-revision N --mark-compacted, so that every watcher and informer
@@ -486,6 +498,7 @@ typedef struct etcd_cluster {
         /* spec.suspend: no voluntary step (reconciler/hold.h); also coreos spec.paused */
         bool suspend;
         maintenance_spec maintenance;
+        leadership_spec leadership; /* spec.leadership */
         restore_spec restore;
         recovery_spec recovery;
         cluster_role role; /* spec.role */

@@ -817,6 +817,27 @@ static void read_kubernetes(reader *r, const ynode *spec)
 }
 
 /*
+ * spec.leadership: avoidSlowMembers (default true) and intervalSeconds, at
+ * most one move per interval (10 s to a day; default 600).
+ */
+static void read_leadership(reader *r, const ynode *spec)
+{
+        leadership_spec *ls = &r->c->leadership;
+        const ynode *m = NULL;
+        const char *P = "spec.leadership";
+        if (!rd_map(r, spec, "spec", "leadership", NULL, &m))
+                return;
+        static const char *const known[] = {"avoidSlowMembers", "intervalSeconds", NULL};
+        rd_keys(r, m, P, known, NULL);
+        bool avoid = true;
+        if (rd_bool(r, m, P, "avoidSlowMembers", NULL, &avoid))
+                ls->avoid_slow_off = !avoid;
+        int64_t v;
+        if (rd_int(r, m, P, "intervalSeconds", NULL, 10, 86400, &v))
+                ls->interval_seconds = (int)v;
+}
+
+/*
  * spec.maintenance: windows (a cron schedule and a duration of 1 minute to
  * 7 days each; the schedules are checked with the others, validate.c) and
  * the emergency override token (its characters checked in validate.c).
@@ -886,7 +907,8 @@ void read_spec_gitcd(reader *r, const ynode *spec)
             "hosts",        "recovery",    "role",
             "consistency",  "repair",      "adopt",
             "dependsOn",    "rollout",     "suspend",
-            "maintenance",  "kubernetes",  NULL};
+            "maintenance",  "kubernetes",  "leadership",
+            NULL};
         rd_keys(r, spec, "spec", known, NULL);
         static const char *const roles[] = {"general", "kubernetes-control-plane", NULL};
         int role;
@@ -930,6 +952,7 @@ void read_spec_gitcd(reader *r, const ynode *spec)
         read_defrag(r, spec);
         (void)rd_bool(r, spec, "spec", "suspend", NULL, &c->suspend);
         read_maintenance(r, spec);
+        read_leadership(r, spec);
         read_bootstrap(r, spec);
         read_recovery(r, spec);
         read_consistency(r, spec);

@@ -243,6 +243,19 @@ static json_t *defrag_json(const defrag_spec *d)
         return df;
 }
 
+/* spec.leadership, only when not the default: older specs keep their hash. */
+static void set_leadership(json_t *spec, const leadership_spec *ls)
+{
+        if (!ls->avoid_slow_off && !ls->interval_seconds)
+                return;
+        json_t *l = json_object();
+        if (ls->avoid_slow_off)
+                json_object_set_new(l, "avoidSlowMembers", json_false());
+        if (ls->interval_seconds)
+                json_object_set_new(l, "intervalSeconds", json_integer(ls->interval_seconds));
+        json_object_set_new(spec, "leadership", l);
+}
+
 /* spec.suspend and spec.maintenance, only when written: older specs keep their hash. */
 static void set_holds(json_t *spec, const etcd_cluster *c)
 {
@@ -385,6 +398,7 @@ json_t *spec_to_json(const etcd_cluster *c)
         json_object_set_new(spec, "defrag", defrag_json(&c->defrag));
 
         set_holds(spec, c);
+        set_leadership(spec, &c->leadership);
         set_requests(spec, c);
         if (c->hosts.set)
                 json_object_set_new(spec, "hosts", hosts_json(&c->hosts));

@@ -79,7 +79,9 @@ static int finish(act_ctx *a, int64_t op, const char *action, int result, const 
 {
         journal_end(a, op, result, error);
         const char *who = a->res->member[0] ? a->res->member : a->s->member;
-        _cleanup_free_ char *subject = who ? xasprintf("{\"member\":\"%s\"}", who) : NULL;
+        _cleanup_free_ char *subject = a->s->audit_after ? xstrdup(a->s->audit_after)
+                                       : who             ? xasprintf("{\"member\":\"%s\"}", who)
+                                                         : NULL;
         audit(a->r, a->x->name, action, result < 0 ? error : a->s->message, NULL, subject,
               result < 0 ? "failure" : "success", mono(a->r) - started, a->commit, a->author);
         if (result < 0) {

@@ -127,6 +127,8 @@ typedef struct step {
         uint64_t member_id; /* etcd ID for PROMOTE / REMOVE / MOVE_LEADER (target) */
         const char *reason; /* one of REASON_* */
         char *message;      /* a sentence for people and the audit log; owned (step_release) */
+        /* The audit event's JSON when not {"member": member}; not owned (never set by decide) */
+        const char *audit_after;
 } step;
 
 /* Frees the message; a step copied by value needs its own (xstrdup) before either is released. */

@@ -51,6 +51,8 @@ hold_class hold_work_class(hold_work w)
         case HOLD_WORK_RECOVERY:
         case HOLD_WORK_AUTH:
         case HOLD_WORK_NOSPACE_DEFRAG:
+        /* an election is cheap (one round trip); no member stops, no client reconnects */
+        case HOLD_WORK_SLOW_LEADER:
                 return HOLD_VOLUNTARY;
         case HOLD_WORK_CA_ROTATION:
         case HOLD_WORK_TLS_SWITCH:

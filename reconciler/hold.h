@@ -16,8 +16,9 @@
  *               (bootstrap, adding, promoting, removing, deleting, stopping,
  *               starting a stopped member, replacing a lost one), a
  *               recovery, etcd auth changes, the target's upkeep (shared
- *               objects, strays), and a NOSPACE alarm's defragmentation
- *               (not held by the windows: it ends an outage)
+ *               objects, strays), a NOSPACE alarm's defragmentation
+ *               (not held by the windows: it ends an outage), and moving
+ *               leadership off a slow disk (an election: no member restarts)
  *   disruptive  held while suspended, and outside the maintenance windows
  *               when spec.maintenance.windows is set: restarting a member
  *               onto a new command (minor and patch upgrades, a rolling
@@ -69,6 +70,7 @@ typedef enum hold_work {
         HOLD_WORK_DEFRAG,         /* disruptive: a schedule or a threshold */
         HOLD_WORK_NOSPACE_DEFRAG, /* voluntary: a NOSPACE alarm's */
         HOLD_WORK_SNAPSHOT,       /* safety */
+        HOLD_WORK_SLOW_LEADER,    /* voluntary: leadership moved off a slow disk */
 } hold_work;
 
 /* The class of one of decide()'s steps (its kind, and why for moving leadership). */

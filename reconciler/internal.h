@@ -33,6 +33,7 @@
 #include "reconciler/membership.h"
 #include "reconciler/quiet.h"
 #include "reconciler/reconcile.h"
+#include "reconciler/slowdisk.h"
 #include "reconciler/upgrade.h"
 #include "util/log.h"
 #include "util/timeutil.h"
@@ -70,6 +71,27 @@
  */
 #define ETCD_HEALTH_INTERVAL_MS 5000
 
+/*
+ * spec.leadership (slowleader.c): each member's last scrape of its disk
+ * histograms, and when leadership was last moved off a slow disk. In
+ * memory: a restart forgets both, so its first window only takes scrapes
+ * and at most one move more than the interval allows can follow it.
+ */
+typedef struct slow_scrape {
+        char *name;
+        uint64_t id;
+        disk_scrape s;
+} slow_scrape;
+
+typedef struct slow_track {
+        slow_scrape *m;
+        size_t n;
+        int64_t scraped_ms; /* monotonic: the last scrape; 0: none */
+        int64_t moved_ms;   /* monotonic: the last move; 0: none */
+} slow_track;
+
+void slow_track_release(slow_track *t);
+
 typedef struct cluster_ctx {
         char *name; /* "ns/name" */
         char *latched_hash;
@@ -98,6 +120,7 @@ typedef struct cluster_ctx {
         char *takeover_endpoints;
         uint64_t *takeover_ids;
         size_t n_takeover_ids;
+        slow_track slow;       /* disk scrapes and the last move off a slow leader */
 } cluster_ctx;
 
 struct reconciler {
@@ -298,6 +321,19 @@ void machines_pass(reconciler *r, const char *cluster, const etcd_cluster *c, co
 /* ---- act.c: the effects -------------------------------------------------- */
 
 /* Take the step decide() chose. 0 (res says how it went), or -errno when it could not start. */
+/* ---- slowleader.c: leadership moved off a slow disk ---------------------- */
+
+/*
+ * A converged cluster with spec.leadership.avoidSlowMembers: scrape the
+ * voters' disk histograms once per window and, when the leader's disk is an
+ * outlier (slowdisk.h) and no move was made this interval, MoveLeader to
+ * the healthiest voter (audited member.move-leader, reason SlowDisk).
+ * `held` is why a hold keeps voluntary work back, or NULL. 1 when a step
+ * was taken (res filled), 0 otherwise (res untouched).
+ */
+int slow_leader_pass(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w,
+                     const char *held, pass_result *res);
+
 int act_step(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w, const step *s,
              pass_result *res);
 /* Every pass that is not quiet: leftover target members removed, shared objects in step. */

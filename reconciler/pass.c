@@ -30,6 +30,8 @@
  *                        (while frozen: the alarms only); the first that takes a step
  *                        ends the pass; each asks hold.h first
  *   override-spent       converged: a maintenance override token is spent
+ *   slow-leader          converged: the voters' disk figures once per window; a leader
+ *                        whose disk is an outlier hands leadership over (slowleader.c)
  *   freeze               frozen, or a step held: the pass ends blocked (or waiting)
  *   act                  a step to take: journal-before-act (act.c)
  *
@@ -745,6 +747,21 @@ static pass_next pass_override_spent(pass_ctx *p)
         return PASS_NEXT_CONTINUE;
 }
 
+/*
+ * A converged cluster whose leader's disk is an outlier: leadership moves to
+ * the healthiest voter (slowleader.c), at most once per interval; voluntary
+ * work (hold.h), so only a suspension holds it.
+ */
+static pass_next pass_slow_leader(pass_ctx *p)
+{
+        const char *why = NULL;
+        const char *held =
+            hold_judge(&p->holds, hold_work_class(HOLD_WORK_SLOW_LEADER), &why) ? why : NULL;
+        if (slow_leader_pass(p->r, p->x, p->c, &p->w, held, p->res) > 0)
+                return PASS_NEXT_END;
+        return PASS_NEXT_CONTINUE;
+}
+
 /* ---- a step to take ------------------------------------------------------ */
 
 /* The step decided (act.c); one that could not even start is tried again soon. */
@@ -796,6 +813,7 @@ static const pass_step pass_steps[] = {
     {"maintenance", pass_maintenance, PASS_WHEN_IDLE},
     {"freeze", pass_freeze, PASS_WHEN_IDLE},
     {"override-spent", pass_override_spent, PASS_WHEN_CONVERGED},
+    {"slow-leader", pass_slow_leader, PASS_WHEN_CONVERGED},
     {"act", pass_act, PASS_WHEN_STEP},
 };
 

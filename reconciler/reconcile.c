@@ -82,6 +82,7 @@ static void ctx_release(const reconciler *r, cluster_ctx *x)
         free(x->client_endpoints);
         upgrade_track_release(&x->upgrade);
         takeover_ctx_release(x);
+        slow_track_release(&x->slow);
 }
 
 void reconciler_free(reconciler *r)

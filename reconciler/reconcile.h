@@ -50,6 +50,14 @@ typedef struct reconciler_opts {
         /* Clocks (injected for tests); NULL: the real ones (util/timeutil.h). */
         int64_t (*wall_ms)(void);
         int64_t (*mono_ms)(void);
+        /*
+         * A member's /metrics text (spec.leadership's disk figures), given
+         * etcd_userdata; 0 with *ret_text, or -errno with *ret_error (both
+         * allocated). NULL: etcd_member_metrics with the real etcd client;
+         * under a fake etcd seam without it, nothing is scraped.
+         */
+        int (*member_metrics)(void *userdata, const char *client_url, char **ret_text,
+                              char **ret_error);
 } reconciler_opts;
 
 /* Where a desired spec came from, for the audit log. */

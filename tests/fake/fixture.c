@@ -94,6 +94,7 @@ void fx_open(fx *f)
             .state_dir = f->state_dir,
             .wall_ms = fake_clock_ms,
             .mono_ms = fake_clock_ms,
+            .member_metrics = f->config->member_metrics,
         };
         assert_int_equal(reconciler_new(&o, &f->r), 0);
 }

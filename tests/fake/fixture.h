@@ -43,6 +43,9 @@ typedef struct fx_config {
         bool state_dir;
         /* Before the first fx_open: world settings, files, f->data. */
         void (*prepare)(fx *f);
+        /* Set: reconcilers read members' /metrics through it (reconciler_opts.member_metrics). */
+        int (*member_metrics)(void *userdata, const char *client_url, char **ret_text,
+                              char **ret_error);
         /* At teardown, after fx_close and before the folder is removed: frees f->data. */
         void (*release)(fx *f);
 } fx_config;
