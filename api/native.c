@@ -897,18 +897,37 @@ void read_spec_gitcd(reader *r, const ynode *spec)
         etcd_cluster *c = r->c;
         if (!spec)
                 return;
-        static const char *const known[] = {
-            "replicas",     "version",     "repository",
-            "storage",      "tls",         "auth",
-            "resources",    "affinity",    "topologySpreadConstraints",
-            "nodeSelector", "tolerations", "additionalMetadata",
-            "podTemplate",  "options",     "progressDeadlineSeconds",
-            "snapshots",    "defrag",      "bootstrap",
-            "hosts",        "recovery",    "role",
-            "consistency",  "repair",      "adopt",
-            "dependsOn",    "rollout",     "suspend",
-            "maintenance",  "kubernetes",  "leadership",
-            NULL};
+        static const char *const known[] = {"replicas",
+                                            "version",
+                                            "repository",
+                                            "storage",
+                                            "tls",
+                                            "auth",
+                                            "resources",
+                                            "affinity",
+                                            "topologySpreadConstraints",
+                                            "nodeSelector",
+                                            "tolerations",
+                                            "additionalMetadata",
+                                            "podTemplate",
+                                            "options",
+                                            "progressDeadlineSeconds",
+                                            "snapshots",
+                                            "defrag",
+                                            "bootstrap",
+                                            "hosts",
+                                            "recovery",
+                                            "role",
+                                            "consistency",
+                                            "repair",
+                                            "adopt",
+                                            "dependsOn",
+                                            "rollout",
+                                            "suspend",
+                                            "maintenance",
+                                            "kubernetes",
+                                            "leadership",
+                                            NULL};
         rd_keys(r, spec, "spec", known, NULL);
         static const char *const roles[] = {"general", "kubernetes-control-plane", NULL};
         int role;
