@@ -430,6 +430,24 @@ static int ks_member_logs(target *t, const etcd_cluster *c, const char *member, 
 
 static const target_debug_ops kservers_debug_ops = {.member_logs = ks_member_logs};
 
+/* A takeover (spec.adopt) reads and points Services on the cluster's own API server. */
+static int ks_takeover_survey(target *t, const etcd_cluster *c, takeover_survey *ret,
+                              char **ret_why)
+{
+        return FORWARD(t, c, takeover->survey(srv_->t, c, ret, ret_why));
+}
+
+static int ks_takeover_point_service(target *t, const etcd_cluster *c, const char *service,
+                                     char **ret_before)
+{
+        return FORWARD(t, c, takeover->point_service(srv_->t, c, service, ret_before));
+}
+
+static const target_takeover_ops kservers_takeover_ops = {
+    .survey = ks_takeover_survey,
+    .point_service = ks_takeover_point_service,
+};
+
 /* --- events ---------------------------------------------------------------- */
 
 static void *watch_main(void *userdata)
@@ -589,6 +607,7 @@ static const target_ops kservers_ops = {
     .writer_stop = ks_writer_stop,
     .last_error = ks_last_error,
     .debug = &kservers_debug_ops,
+    .takeover = &kservers_takeover_ops,
     .free = ks_free,
 };
 
