@@ -91,8 +91,7 @@ static void refuse_pvc(const etcd_cluster *c, diag_list *diags)
 /* spec.adopt from an operator whose objects gitcd cannot find yet (targets/kubernetes-takeover.c) */
 static bool adopts_unsupported(const etcd_cluster *c)
 {
-        return c->adopt.from != ADOPT_FROM_NONE && c->adopt.from != ADOPT_FROM_COREOS &&
-               c->adopt.from != ADOPT_FROM_ETCDIO;
+        return c->adopt.from == ADOPT_FROM_COZYSTACK;
 }
 
 /* spec.adopt of a cluster with TLS: the survey and the old members speak plain HTTP only, yet */
@@ -109,8 +108,8 @@ static const struct {
         bool (*used)(const etcd_cluster *c);
 } unsupported[] = {
     {"spec.adopt.from", "spec.adopt.from",
-     "taking over a cluster of the improbable or cozystack operator",
-     "only from: coreos and from: etcd-io are taken over today; see docs/migration.md",
+     "taking over a cluster of the cozystack (aenix) operator",
+     "from: coreos, etcd-io and improbable are taken over today; see docs/migration.md",
      adopts_unsupported},
     {"spec.adopt with spec.tls", "spec.tls", "taking over a cluster whose members use TLS",
      "only plain-HTTP clusters are taken over today; see docs/migration.md", adopts_with_tls},

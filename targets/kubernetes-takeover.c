@@ -69,6 +69,7 @@ typedef struct old_layout {
         const char *operator_labels;
         const char *operator_name; /* its usual name and namespace, for the message */
         const char *operator_ns;
+        bool operator_by_name;     /* its labels are too common: only the Deployment of that name */
         const char *workload_kind; /* the controller of its Pods, left for the user; NULL: none */
         const char *workload;
 } old_layout;
@@ -84,6 +85,7 @@ static const old_layout layouts[] = {
      NULL,
      NULL,
      NULL,
+     false,
      NULL,
      NULL},
     /* no client Service, a headless Service without ports; StatefulSet {} */
@@ -97,8 +99,23 @@ static const old_layout layouts[] = {
      "control-plane=controller-manager,app.kubernetes.io/name=etcd-operator",
      "etcd-operator-controller-manager",
      "etcd-operator-system",
+     false,
      "StatefulSet",
      "{}"},
+    /* a ReplicaSet {}-i per EtcdPeer, Pods {}-i-<random>; the headless Service {}, no other */
+    {ADOPT_FROM_IMPROBABLE,
+     {"etcd.improbable.io", "v1alpha1", "etcdclusters", true},
+     "EtcdCluster",
+     "app.kubernetes.io/name=etcd,etcd.improbable.io/cluster-name={}",
+     NULL,
+     "{}",
+     NULL,
+     "control-plane=controller-manager",
+     "eco-controller-manager",
+     "eco-system",
+     true,
+     "ReplicaSet",
+     NULL},
 };
 
 /* fmt with every "{}" replaced by name. */
@@ -181,6 +198,7 @@ static char *service_collision(kubernetes_target *kt, const etcd_cluster *c, con
 
 static const kube_gvr GVR_DEPLOYMENTS = {"apps", "v1", "deployments", true};
 static const kube_gvr GVR_STATEFULSETS = {"apps", "v1", "statefulsets", true};
+static const kube_gvr GVR_REPLICASETS = {"apps", "v1", "replicasets", true};
 
 /*
  * An operator without a pause field no longer acts when its Deployment
@@ -198,8 +216,12 @@ static int operator_stopped(kubernetes_target *kt, const etcd_cluster *c, const 
         const char *running = NULL, *running_ns = NULL;
         size_t i;
         json_t *d;
+        size_t n = 0;
         json_array_foreach(deps, i, d)
         {
+                if (L->operator_by_name && !streq_ptr(obj_name(d), L->operator_name))
+                        continue;
+                n++;
                 json_t *spec_replicas = json_object_get(json_object_get(d, "spec"), "replicas");
                 json_t *st = json_object_get(d, "status");
                 /* spec.replicas left out means 1 */
@@ -213,7 +235,6 @@ static int operator_stopped(kubernetes_target *kt, const etcd_cluster *c, const 
                             json_object_get(json_object_get(d, "metadata"), "namespace"));
                 }
         }
-        size_t n = json_array_size(deps);
         if (!running && n > 0) {
                 json_decref(deps);
                 return 0;
@@ -232,11 +253,13 @@ static int operator_stopped(kubernetes_target *kt, const etcd_cluster *c, const 
                                      ns, a->name, orphan);
         else
                 *ret_why = xasprintf("gitcd cannot tell that the %s operator no longer acts on %s "
-                                     "%s/%s: no Deployment labelled %s is there; scale the "
+                                     "%s/%s: no Deployment %s%slabelled %s is there; scale the "
                                      "operator's Deployment to 0 (%s), or delete %s %s/%s and "
                                      "leave its objects running (%s)",
                                      adopt_from_name(a->from), L->kind, ns, a->name,
-                                     L->operator_labels, scale, L->kind, ns, a->name, orphan);
+                                     L->operator_by_name ? L->operator_name : "",
+                                     L->operator_by_name ? " " : "", L->operator_labels, scale,
+                                     L->kind, ns, a->name, orphan);
         json_decref(deps);
         return -EPERM;
 }
@@ -362,13 +385,30 @@ static int survey_services(kubernetes_target *kt, const etcd_cluster *c, const o
         return 0;
 }
 
-/* 4. the controller of its Pods (kept running: it restarts a Pod, never re-adds a member) */
+/*
+ * 4. the controllers of its Pods (kept running: they restart a Pod, never
+ * re-add a member): the one of that name, or every one labelled as its Pods
+ */
 static int survey_workload(kubernetes_target *kt, const old_layout *L, const char *ns,
                            const char *old, takeover_survey *s)
 {
+        const kube_gvr *gvr =
+            streq(L->workload_kind, "StatefulSet") ? &GVR_STATEFULSETS : &GVR_REPLICASETS;
+        if (!L->workload) {
+                _cleanup_free_ char *selector = layout_name(L->pod_selector, old);
+                json_t *items = NULL;
+                int k = kube_list(kt->kc, gvr, ns, selector, &items, NULL);
+                if (k < 0)
+                        return kube_fail(kt, k);
+                size_t i;
+                json_t *o;
+                json_array_foreach(items, i, o) add_object(s, L->workload_kind, ns, obj_name(o));
+                json_decref(items);
+                return 0;
+        }
         _cleanup_free_ char *name = layout_name(L->workload, old);
         json_t *o = NULL;
-        int k = kube_get(kt->kc, &GVR_STATEFULSETS, ns, name, &o);
+        int k = kube_get(kt->kc, gvr, ns, name, &o);
         if (k == -ENOENT)
                 return 0;
         if (k < 0)
@@ -403,7 +443,7 @@ static int kt_takeover_survey(target *t, const etcd_cluster *c, takeover_survey 
         }
         if (k >= 0 && !why)
                 k = survey_services(kt, c, L, ns, &s, &why);
-        if (k >= 0 && !why && L->workload)
+        if (k >= 0 && !why && L->workload_kind)
                 k = survey_workload(kt, L, ns, a->name, &s);
         if (k >= 0 && why)
                 k = -EPERM;

@@ -48,6 +48,7 @@
 static kube_lab *lab;
 static const char *const coreos_pods[] = {"old-aaaa0001", "old-aaaa0002", "old-aaaa0003"};
 static const char *const sts_pods[] = {"old-0", "old-1", "old-2"};
+static char *rs_pods[3]; /* improbable's: ReplicaSet Pods of random names, read once running */
 static const char *const *old_pods = coreos_pods;
 #define N_OLD 3
 /* the layout taken over: coreos (made here) or one of layouts.h's */
@@ -178,6 +179,17 @@ static void old_layout_start(void)
                 fail_msg("the %s layout was not created", layout_kind_name(kind));
         if (layout_wait_healthy(lab->admin, kind, &lopts, 180) < 0)
                 fail_msg("the %s layout is not healthy", layout_kind_name(kind));
+        if (kind != LAYOUT_IMPROBABLE)
+                return;
+        _cleanup_free_ char *sel = layout_member_selector(kind, &lopts);
+        json_t *items = NULL;
+        assert_int_equal(kube_list(lab->admin, &pods, NS, sel, &items, NULL), 0);
+        assert_int_equal(json_array_size(items), N_OLD);
+        for (size_t i = 0; i < N_OLD; i++)
+                rs_pods[i] = xstrdup(json_string_value(json_object_get(
+                    json_object_get(json_array_get(items, i), "metadata"), "name")));
+        json_decref(items);
+        old_pods = (const char *const *)rs_pods;
 }
 
 /* The operator's Deployment of a layout (no deployment controller runs: its status as written). */
@@ -187,6 +199,9 @@ static const char *operator_deployment(const char **ret_ns)
         case LAYOUT_ETCDIO:
                 *ret_ns = "etcd-operator-system";
                 return "etcd-operator-controller-manager";
+        case LAYOUT_IMPROBABLE:
+                *ret_ns = "eco-system";
+                return "eco-controller-manager";
         default:
                 fail_msg("no operator Deployment for %s", layout_kind_name(kind));
         }
@@ -350,22 +365,34 @@ static void check_no_member_readded(void)
 {
         /* ordinal 0: OrderedReady recreates no later Pod while an earlier one is not Ready */
         const char *victim = old_pods[0];
+        _cleanup_free_ char *sel = layout_member_selector(kind, &lopts);
         json_t *p = NULL;
         assert_int_equal(kube_get(lab->admin, &pods, NS, victim, &p), 0);
         _cleanup_free_ char *uid =
             xstrdup(json_string_value(json_object_get(json_object_get(p, "metadata"), "uid")));
         json_decref(p);
         assert_int_equal(kube_delete(lab->admin, &pods, NS, victim, "Background"), 0);
+        /* its controller makes a new Pod (a StatefulSet's of the same name), which runs */
         int64_t end = now_mono_ms() + 120000;
         bool back = false;
         while (!back && now_mono_ms() < end) {
-                p = NULL;
-                if (kube_get(lab->admin, &pods, NS, victim, &p) == 0) {
-                        const char *u = json_string_value(
-                            json_object_get(json_object_get(p, "metadata"), "uid"));
-                        _cleanup_free_ char *a = nodesim_pod_address(lab->sim, NS, victim);
-                        back = u && strcmp(u, uid) != 0 && a;
-                        json_decref(p);
+                json_t *items = NULL;
+                if (kube_list(lab->admin, &pods, NS, sel, &items, NULL) == 0) {
+                        size_t i;
+                        json_t *o;
+                        json_array_foreach(items, i, o)
+                        {
+                                json_t *m = json_object_get(o, "metadata");
+                                const char *u = json_string_value(json_object_get(m, "uid"));
+                                const char *name = json_string_value(json_object_get(m, "name"));
+                                bool old = false;
+                                for (size_t j = 1; j < N_OLD; j++)
+                                        old = old || streq(name, old_pods[j]);
+                                _cleanup_free_ char *a = nodesim_pod_address(lab->sim, NS, name);
+                                if (!old && u && strcmp(u, uid) != 0 && a)
+                                        back = true;
+                        }
+                        json_decref(items);
                 }
                 if (!back)
                         usleep(300 * 1000);
@@ -378,6 +405,7 @@ static void check_no_member_readded(void)
                         fail_msg("a removed member came back after %s was recreated", victim);
                 usleep(1000 * 1000);
         }
+        assert_int_equal(kube_lab_count(lab, &pods, NS, sel), N_OLD);
 }
 
 static void test_takeover(void **state)
@@ -449,10 +477,13 @@ static void test_takeover(void **state)
         json_t *old_svc = NULL;
         assert_int_equal(kube_get(lab->admin, &services, NS, OLD, &old_svc), 0);
         json_decref(old_svc);
-        for (size_t i = 0; i < N_OLD; i++) {
+        for (size_t i = kind == LAYOUT_COREOS ? 0 : 1; i < N_OLD; i++) {
                 json_t *p = NULL;
                 assert_int_equal(kube_get(lab->admin, &pods, NS, old_pods[i], &p), 0);
-                assert_string_equal(label(p, kind == LAYOUT_COREOS ? "etcd_cluster" : "app"), OLD);
+                const char *key = kind == LAYOUT_COREOS   ? "etcd_cluster"
+                                  : kind == LAYOUT_ETCDIO ? "app"
+                                                          : "etcd.improbable.io/cluster-name";
+                assert_string_equal(label(p, key), OLD);
                 json_decref(p);
         }
         assert_int_equal(e2e_audit_count(e, CLUSTER, "member.adopt"), 3);
@@ -461,7 +492,9 @@ static void test_takeover(void **state)
         json_t *tk = json_object_get(st, "takeover");
         assert_non_null(json_object_get(tk, "finished"));
         assert_false(json_is_null(json_object_get(tk, "finished")));
-        assert_int_equal(json_array_size(json_object_get(tk, "objects")), 6);
+        /* the resource, 3 Pods, the Services, the StatefulSet or the 3 ReplicaSets */
+        assert_int_equal(json_array_size(json_object_get(tk, "objects")),
+                         kind == LAYOUT_IMPROBABLE ? 8 : 6);
         json_decref(st);
         plan = plan_text(e);
         _cleanup_free_ char *first_pod = xasprintf("Pod %s/%s", NS, old_pods[0]);
@@ -502,6 +535,9 @@ int main(int argc, char **argv)
                 kind = LAYOUT_ETCDIO;
                 from = "etcd-io";
                 old_pods = sts_pods;
+        } else if (argc > 1 && strcmp(argv[1], "improbable") == 0) {
+                kind = LAYOUT_IMPROBABLE;
+                from = "improbable";
         } else if (argc > 1) {
                 fprintf(stderr, "unknown layout %s\n", argv[1]);
                 return 1;
@@ -525,5 +561,7 @@ int main(int argc, char **argv)
         const struct CMUnitTest tests[] = {cmocka_unit_test(test_takeover)};
         int failed = cmocka_run_group_tests(tests, NULL, NULL);
         kube_lab_free(lab);
+        for (size_t i = 0; i < N_OLD; i++)
+                free(rs_pods[i]);
         return failed;
 }
