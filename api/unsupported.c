@@ -88,7 +88,7 @@ static void refuse_pvc(const etcd_cluster *c, diag_list *diags)
                          ds->object, c->namespace_, c->name);
 }
 
-/* spec.adopt from an operator whose objects gitcd cannot find yet (targets/kubernetes-takeover.c) */
+/* spec.adopt from cozystack (aenix): its peers speak auto TLS (targets/kubernetes-takeover.c) */
 static bool adopts_unsupported(const etcd_cluster *c)
 {
         return c->adopt.from == ADOPT_FROM_COZYSTACK;

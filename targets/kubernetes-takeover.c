@@ -25,8 +25,14 @@
  *   member's etcd restarts or its Pod is recreated on its claim, and etcd
  *   refuses the removed member's ID, so it crash-loops and never comes
  *   back; the old members are the recorded IDs, never the Pods.
- *   The other operators are refused at intake (api/unsupported.c) until
- *   their layouts are here.
+ *   improbable (etcd.improbable.io/v1alpha1): a ReplicaSet NAME-i per
+ *   EtcdPeer, Pods NAME-i-<random> labelled app.kubernetes.io/name=etcd,
+ *   etcd.improbable.io/cluster-name=NAME, the headless Service NAME only;
+ *   no pause field, judged as etcd-io's, but its operator's labels
+ *   (control-plane=controller-manager) are every kubebuilder operator's:
+ *   only its Deployment eco-controller-manager counts.
+ *   cozystack (aenix) is refused at intake (api/unsupported.c): its
+ *   members' peers speak auto TLS, which gitcd's members do not.
  * - The old operator must have stopped: gitcd reads, never changes, what
  *   says so, and refuses (every pass) while it acts, naming the kubectl
  *   command that stops it.

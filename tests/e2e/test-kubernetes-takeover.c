@@ -15,6 +15,12 @@
  *     the old client Service selecting gitcd's voters (its selector before
  *     kept), the old Pods and Services left in place;
  *   - then scales the cluster 3 → 5 → 3 as usual.
+ * With an argument, the same for a layout of tests/harness/layouts.h kept
+ * by a real StatefulSet ("etcdio") or ReplicaSet ("improbable")
+ * controller: refused until the operator's Deployment is scaled to 0
+ * (no deployment controller runs: the test writes its status too), no
+ * client Service to point, and a removed member's Pod deleted and
+ * recreated by its controller never comes back into the cluster.
  */
 #include <errno.h>
 #include <setjmp.h>
