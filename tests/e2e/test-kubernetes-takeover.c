@@ -17,8 +17,9 @@
  *   - then scales the cluster 3 → 5 → 3 as usual.
  * With an argument, the same for a layout of tests/harness/layouts.h kept
  * by a real StatefulSet ("etcdio") or ReplicaSet ("improbable")
- * controller: refused until the operator's Deployment is scaled to 0
- * (no deployment controller runs: the test writes its status too), no
+ * controller: refused until the operator stops (etcd-io: its Deployment
+ * scaled to 0, the test writing its status as no deployment controller
+ * runs; improbable: its EtcdCluster deleted with --cascade=orphan), no
  * client Service to point, and a removed member's Pod deleted and
  * recreated by its controller never comes back into the cluster.
  */
@@ -219,6 +220,21 @@ static void stop_operator(void)
 {
         if (kind == LAYOUT_COREOS) {
                 coreos_resource(true);
+                return;
+        }
+        if (kind == LAYOUT_IMPROBABLE) {
+                /* the other way: the resource deleted, its objects orphaned (they keep running) */
+                static const kube_gvr improbable = {"etcd.improbable.io", "v1alpha1",
+                                                    "etcdclusters", true};
+                if (kube_delete(lab->admin, &improbable, NS, OLD, "Orphan") < 0)
+                        fail_msg("orphaning delete: %s", kube_client_last_error(lab->admin));
+                int64_t end = now_mono_ms() + 60000;
+                json_t *o = NULL;
+                while (kube_get(lab->admin, &improbable, NS, OLD, &o) == 0 && now_mono_ms() < end) {
+                        json_decref(o);
+                        o = NULL;
+                        usleep(200 * 1000);
+                }
                 return;
         }
         const char *ns = NULL;
@@ -498,9 +514,10 @@ static void test_takeover(void **state)
         json_t *tk = json_object_get(st, "takeover");
         assert_non_null(json_object_get(tk, "finished"));
         assert_false(json_is_null(json_object_get(tk, "finished")));
-        /* the resource, 3 Pods, the Services, the StatefulSet or the 3 ReplicaSets */
+        /* the resource (improbable's was deleted), 3 Pods, the Services, the StatefulSet or the
+         * 3 ReplicaSets */
         assert_int_equal(json_array_size(json_object_get(tk, "objects")),
-                         kind == LAYOUT_IMPROBABLE ? 8 : 6);
+                         kind == LAYOUT_IMPROBABLE ? 7 : 6);
         json_decref(st);
         plan = plan_text(e);
         _cleanup_free_ char *first_pod = xasprintf("Pod %s/%s", NS, old_pods[0]);
