@@ -88,16 +88,16 @@ static void refuse_pvc(const etcd_cluster *c, diag_list *diags)
                          ds->object, c->namespace_, c->name);
 }
 
-/* spec.adopt from an operator whose objects gitcd cannot find yet (targets/kubernetes-takeover.c) */
+/* spec.adopt from cozystack (aenix): its peers speak auto TLS (targets/kubernetes-takeover.c) */
 static bool adopts_unsupported(const etcd_cluster *c)
 {
-        return c->adopt.from != ADOPT_FROM_NONE && c->adopt.from != ADOPT_FROM_COREOS;
+        return c->adopt.from == ADOPT_FROM_COZYSTACK;
 }
 
 /* spec.adopt of a cluster with TLS: the survey and the old members speak plain HTTP only, yet */
 static bool adopts_with_tls(const etcd_cluster *c)
 {
-        return c->adopt.from == ADOPT_FROM_COREOS && c->tls.provider != TLS_PROVIDER_NONE;
+        return c->adopt.from != ADOPT_FROM_NONE && c->tls.provider != TLS_PROVIDER_NONE;
 }
 
 static const struct {
@@ -108,8 +108,9 @@ static const struct {
         bool (*used)(const etcd_cluster *c);
 } unsupported[] = {
     {"spec.adopt.from", "spec.adopt.from",
-     "taking over a cluster of the etcd-io, improbable or cozystack operator",
-     "only from: coreos is taken over today; see docs/migration.md", adopts_unsupported},
+     "taking over a cluster of the cozystack (aenix) operator",
+     "from: coreos, etcd-io and improbable are taken over today; see docs/migration.md",
+     adopts_unsupported},
     {"spec.adopt with spec.tls", "spec.tls", "taking over a cluster whose members use TLS",
      "only plain-HTTP clusters are taken over today; see docs/migration.md", adopts_with_tls},
     {NULL, NULL, NULL, NULL, NULL}, /* the end */

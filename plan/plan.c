@@ -228,11 +228,17 @@ static void steps_bump(plan_item *it, const etcd_cluster *c)
 static void steps_takeover(plan_item *it, const etcd_cluster *c)
 {
         int want = c->replicas > 0 ? c->replicas : 1;
+        bool coreos = c->adopt.from == ADOPT_FROM_COREOS;
+        /* what tells gitcd that the old operator stopped (targets/kubernetes-takeover.c) */
+        const char *stopped = coreos ? "its resource must be paused"
+                                     : "its operator's Deployment must be scaled to 0 (or its "
+                                       "resource deleted with --cascade=orphan)";
         STEP(it,
-             "find the %s cluster %s/%s (nothing changed if refused): its resource must be "
-             "paused, every member healthy and started, no learner, every member on etcd %s, and "
-             "gitcd's names and labels must not meet the old objects",
-             adopt_from_name(c->adopt.from), c->adopt.namespace_, c->adopt.name, c->version);
+             "find the %s cluster %s/%s (nothing changed if refused): %s, every member healthy "
+             "and started, no learner, every member on etcd %s, and gitcd's names and labels "
+             "must not meet the old objects",
+             adopt_from_name(c->adopt.from), c->adopt.namespace_, c->adopt.name, stopped,
+             c->version);
         STEP(it, "record the old members and the cluster ID before any change: no new cluster "
                  "is started");
         STEP(it,
@@ -241,8 +247,14 @@ static void steps_takeover(plan_item *it, const etcd_cluster *c)
              "follower first; the old leader last, after moving leadership to a voter of "
              "gitcd's), until %d %s of gitcd's remain (same cluster ID and data)",
              want, plural(want, "member", "members"));
-        STEP(it, "once gitcd has a voter, point the old client Service at gitcd's voters (its "
-                 "selector before kept on it as gitcd.io/selector-before)");
+        if (coreos)
+                STEP(it, "once gitcd has a voter, point the old client Service at gitcd's voters "
+                         "(its selector before kept on it as gitcd.io/selector-before)");
+        else
+                STEP(it,
+                     "the old cluster has no client Service: clients move to gitcd's client "
+                     "Service %s (docs/migration.md)",
+                     c->name);
         STEP(it, "leave the old operator's objects for you to delete (listed when the takeover "
                  "finishes); gitcd deletes none of them");
 }

@@ -6,18 +6,36 @@
  *
  * Decisions a reader needs:
  * - Per operator, a row of facts (the custom resource, its Pods' labels,
- *   its client Service's name, how it is told to stop acting). Only coreos
- *   (etcd-operator, etcd.database.coreos.com/v1beta2) has a row: its
- *   members are bare Pods labelled app=etcd, etcd_cluster=NAME, owned by
- *   the EtcdCluster, behind the Services NAME (headless) and NAME-client;
- *   spec.paused: true stops its operator from acting on the cluster
- *   (nothing else does: it would replace a member it sees gone). Its Pods
- *   have restartPolicy Never: a member gitcd removed ends, its Pod Failed,
- *   which is no refusal (the survey runs on every pass of the move). The
- *   other operators are refused at intake (api/unsupported.c) until
- *   their layouts are here.
- * - The old operator must have stopped: gitcd checks the resource's
- *   paused field and refuses while it is not true; it never sets it.
+ *   its Services, how gitcd knows its operator stopped acting).
+ *   coreos (etcd-operator, etcd.database.coreos.com/v1beta2): bare Pods
+ *   labelled app=etcd, etcd_cluster=NAME, owned by the EtcdCluster,
+ *   behind the Services NAME (headless) and NAME-client; spec.paused: true
+ *   stops its operator (nothing else does: it would replace a member it
+ *   sees gone); its Pods have restartPolicy Never: a member gitcd removed
+ *   ends, its Pod Failed, which is no refusal (the survey runs on every
+ *   pass of the move).
+ *   etcd-io (operator.etcd.io/v1alpha1): a StatefulSet NAME, Pods NAME-i
+ *   labelled app=NAME, controller=NAME, the headless Service NAME and no
+ *   client Service; no pause field. Its operator no longer acts when the
+ *   EtcdCluster is gone (deleted with --cascade=orphan: the StatefulSet
+ *   keeps running, owned by nothing that acts) or when every Deployment
+ *   labelled as its operator is scaled to 0 with no replica left; with
+ *   the resource there and no such Deployment found, gitcd cannot tell
+ *   and refuses. Its Pods restart (restartPolicy Always): a removed
+ *   member's etcd restarts or its Pod is recreated on its claim, and etcd
+ *   refuses the removed member's ID, so it crash-loops and never comes
+ *   back; the old members are the recorded IDs, never the Pods.
+ *   improbable (etcd.improbable.io/v1alpha1): a ReplicaSet NAME-i per
+ *   EtcdPeer, Pods NAME-i-<random> labelled app.kubernetes.io/name=etcd,
+ *   etcd.improbable.io/cluster-name=NAME, the headless Service NAME only;
+ *   no pause field, judged as etcd-io's, but its operator's labels
+ *   (control-plane=controller-manager) are every kubebuilder operator's:
+ *   only its Deployment eco-controller-manager counts.
+ *   cozystack (aenix) is refused at intake (api/unsupported.c): its
+ *   members' peers speak auto TLS, which gitcd's members do not.
+ * - The old operator must have stopped: gitcd reads, never changes, what
+ *   says so, and refuses (every pass) while it acts, naming the kubectl
+ *   command that stops it.
  * - gitcd's own objects must not meet the old ones: none of gitcd's names
  *   (the Services NAME and NAME-headless, the Pods NAME-<n> and their
  *   claims) may be held by an object gitcd does not manage, and gitcd's
@@ -44,26 +62,83 @@
 
 static const kube_gvr GVR_SERVICES = {"", "v1", "services", true};
 
-/* What gitcd knows of one operator's objects. */
+/* What gitcd knows of one operator's objects ("{}" in a name stands for the old cluster's name). */
 typedef struct old_layout {
         adopt_from from;
         kube_gvr resource; /* its custom resource */
         const char *kind;
-        const char *pod_selector;     /* its Pods' labels, ending in the cluster's name */
-        const char *client_service;   /* the cluster's name and this: its client Service */
-        const char *headless_service; /* the cluster's name and this; NULL: none */
-        const char *paused_field;     /* the spec field that stops its operator */
+        const char *pod_selector;     /* its Pods' labels */
+        const char *client_service;   /* its client Service; NULL: none */
+        const char *headless_service; /* its headless Service; NULL: none */
+        const char *paused_field;     /* the spec field that stops its operator; NULL: none */
+        /* no pause field: the operator's Deployment, found by these labels in any namespace */
+        const char *operator_labels;
+        const char *operator_name; /* its usual name and namespace, for the message */
+        const char *operator_ns;
+        bool operator_by_name;     /* its labels are too common: only the Deployment of that name */
+        const char *workload_kind; /* the controller of its Pods, left for the user; NULL: none */
+        const char *workload;
 } old_layout;
 
 static const old_layout layouts[] = {
     {ADOPT_FROM_COREOS,
      {"etcd.database.coreos.com", "v1beta2", "etcdclusters", true},
      "EtcdCluster",
-     "app=etcd,etcd_cluster=",
-     "-client",
-     "",
-     "paused"},
+     "app=etcd,etcd_cluster={}",
+     "{}-client",
+     "{}",
+     "paused",
+     NULL,
+     NULL,
+     NULL,
+     false,
+     NULL,
+     NULL},
+    /* no client Service, a headless Service without ports; StatefulSet {} */
+    {ADOPT_FROM_ETCDIO,
+     {"operator.etcd.io", "v1alpha1", "etcdclusters", true},
+     "EtcdCluster",
+     "app={},controller={}",
+     NULL,
+     "{}",
+     NULL,
+     "control-plane=controller-manager,app.kubernetes.io/name=etcd-operator",
+     "etcd-operator-controller-manager",
+     "etcd-operator-system",
+     false,
+     "StatefulSet",
+     "{}"},
+    /* a ReplicaSet {}-i per EtcdPeer, Pods {}-i-<random>; the headless Service {}, no other */
+    {ADOPT_FROM_IMPROBABLE,
+     {"etcd.improbable.io", "v1alpha1", "etcdclusters", true},
+     "EtcdCluster",
+     "app.kubernetes.io/name=etcd,etcd.improbable.io/cluster-name={}",
+     NULL,
+     "{}",
+     NULL,
+     "control-plane=controller-manager",
+     "eco-controller-manager",
+     "eco-system",
+     true,
+     "ReplicaSet",
+     NULL},
 };
+
+/* fmt with every "{}" replaced by name. */
+static char *layout_name(const char *fmt, const char *name)
+{
+        strbuf sb = STRBUF_INIT;
+        for (const char *p = fmt; *p;) {
+                const char *m = strstr(p, "{}");
+                if (!m) {
+                        sb_printf(&sb, "%s", p);
+                        break;
+                }
+                sb_printf(&sb, "%.*s%s", (int)(m - p), p, name);
+                p = m + 2;
+        }
+        return sb_detach(&sb);
+}
 
 static const old_layout *layout_of(adopt_from f)
 {
@@ -127,13 +202,90 @@ static char *service_collision(kubernetes_target *kt, const etcd_cluster *c, con
         return why;
 }
 
-/* 1. the old operator's resource, which must be there and tell its operator to stop */
+static const kube_gvr GVR_DEPLOYMENTS = {"apps", "v1", "deployments", true};
+static const kube_gvr GVR_STATEFULSETS = {"apps", "v1", "statefulsets", true};
+static const kube_gvr GVR_REPLICASETS = {"apps", "v1", "replicasets", true};
+
+/*
+ * An operator without a pause field no longer acts when its Deployment
+ * (found by its labels in any namespace) is scaled to 0 with no replica
+ * left: 0, or -EPERM with what to do in *ret_why.
+ */
+static int operator_stopped(kubernetes_target *kt, const etcd_cluster *c, const old_layout *L,
+                            const char *ns, char **ret_why)
+{
+        const adopt_spec *a = &c->adopt;
+        json_t *deps = NULL;
+        int k = kube_list(kt->kc, &GVR_DEPLOYMENTS, NULL, L->operator_labels, &deps, NULL);
+        if (k < 0)
+                return kube_fail(kt, k);
+        const char *running = NULL, *running_ns = NULL;
+        size_t i;
+        json_t *d;
+        size_t n = 0;
+        json_array_foreach(deps, i, d)
+        {
+                if (L->operator_by_name && !streq_ptr(obj_name(d), L->operator_name))
+                        continue;
+                n++;
+                json_t *spec_replicas = json_object_get(json_object_get(d, "spec"), "replicas");
+                json_t *st = json_object_get(d, "status");
+                /* spec.replicas left out means 1 */
+                bool scaled =
+                    json_is_integer(spec_replicas) && json_integer_value(spec_replicas) == 0;
+                bool left = json_integer_value(json_object_get(st, "replicas")) > 0 ||
+                            json_integer_value(json_object_get(st, "readyReplicas")) > 0;
+                if (!running && (!scaled || left)) {
+                        running = obj_name(d);
+                        running_ns = json_string_value(
+                            json_object_get(json_object_get(d, "metadata"), "namespace"));
+                }
+        }
+        if (!running && n > 0) {
+                json_decref(deps);
+                return 0;
+        }
+        _cleanup_free_ char *scale =
+            xasprintf("kubectl -n %s scale deployment %s --replicas=0",
+                      running ? running_ns : L->operator_ns, running ? running : L->operator_name);
+        _cleanup_free_ char *orphan =
+            xasprintf("kubectl -n %s delete %s.%s %s --cascade=orphan", ns, L->resource.resource,
+                      L->resource.group, a->name);
+        if (running)
+                *ret_why = xasprintf("the %s operator still runs (Deployment %s/%s is not scaled "
+                                     "to 0): stop it first (%s), or delete %s %s/%s and leave its "
+                                     "objects running (%s); gitcd changes neither",
+                                     adopt_from_name(a->from), running_ns, running, scale, L->kind,
+                                     ns, a->name, orphan);
+        else
+                *ret_why = xasprintf("gitcd cannot tell that the %s operator no longer acts on %s "
+                                     "%s/%s: no Deployment %s%slabelled %s is there; scale the "
+                                     "operator's Deployment to 0 (%s), or delete %s %s/%s and "
+                                     "leave its objects running (%s)",
+                                     adopt_from_name(a->from), L->kind, ns, a->name,
+                                     L->operator_by_name ? L->operator_name : "",
+                                     L->operator_by_name ? " " : "", L->operator_labels, scale,
+                                     L->kind, ns, a->name, orphan);
+        json_decref(deps);
+        return -EPERM;
+}
+
+/*
+ * 1. the old operator's resource, and that its operator acts no more:
+ * paused (coreos), or, for operators without a pause field, the resource
+ * gone (deleted with --cascade=orphan: its StatefulSet or ReplicaSets have
+ * no owner to act for) or the operator's Deployment scaled to 0.
+ * *ret_found says whether the resource is there.
+ */
 static int survey_resource(kubernetes_target *kt, const etcd_cluster *c, const old_layout *L,
-                           const char *ns, char **ret_why)
+                           const char *ns, bool *ret_found, char **ret_why)
 {
         const adopt_spec *a = &c->adopt;
         json_t *cr = NULL;
+        *ret_found = false;
         int k = kube_get(kt->kc, &L->resource, ns, a->name, &cr);
+        if (k == -ENOENT && !L->paused_field)
+                return 0;
         if (k == -ENOENT) {
                 *ret_why = xasprintf("there is no %s %s/%s (%s/%s) to take over", L->kind, ns,
                                      a->name, L->resource.group, L->resource.version);
@@ -141,6 +293,11 @@ static int survey_resource(kubernetes_target *kt, const etcd_cluster *c, const o
         }
         if (k < 0)
                 return kube_fail(kt, k);
+        *ret_found = true;
+        if (!L->paused_field) {
+                json_decref(cr);
+                return operator_stopped(kt, c, L, ns, ret_why);
+        }
         json_t *paused = json_object_get(json_object_get(cr, "spec"), L->paused_field);
         bool stopped = json_is_true(paused);
         json_decref(cr);
@@ -159,7 +316,7 @@ static int survey_pods(kubernetes_target *kt, const etcd_cluster *c, const old_l
                        const char *ns, takeover_survey *s, strbuf *eps, char **why)
 {
         const adopt_spec *a = &c->adopt;
-        _cleanup_free_ char *selector = xasprintf("%s%s", L->pod_selector, a->name);
+        _cleanup_free_ char *selector = layout_name(L->pod_selector, a->name);
         json_t *pods = NULL;
         int k = kube_list(kt->kc, &GVR_PODS, ns, selector, &pods, NULL);
         if (k < 0)
@@ -211,7 +368,7 @@ static int survey_services(kubernetes_target *kt, const etcd_cluster *c, const o
         for (size_t j = 0; j < ARRAY_SIZE(fmts); j++) {
                 if (!fmts[j])
                         continue;
-                _cleanup_free_ char *name = xasprintf("%s%s", c->adopt.name, fmts[j]);
+                _cleanup_free_ char *name = layout_name(fmts[j], c->adopt.name);
                 json_t *svc = NULL;
                 k = kube_get(kt->kc, &GVR_SERVICES, ns, name, &svc);
                 if (k == -ENOENT)
@@ -234,6 +391,39 @@ static int survey_services(kubernetes_target *kt, const etcd_cluster *c, const o
         return 0;
 }
 
+/*
+ * 4. the controllers of its Pods (kept running: they restart a Pod, never
+ * re-add a member): the one of that name, or every one labelled as its Pods
+ */
+static int survey_workload(kubernetes_target *kt, const old_layout *L, const char *ns,
+                           const char *old, takeover_survey *s)
+{
+        const kube_gvr *gvr =
+            streq(L->workload_kind, "StatefulSet") ? &GVR_STATEFULSETS : &GVR_REPLICASETS;
+        if (!L->workload) {
+                _cleanup_free_ char *selector = layout_name(L->pod_selector, old);
+                json_t *items = NULL;
+                int k = kube_list(kt->kc, gvr, ns, selector, &items, NULL);
+                if (k < 0)
+                        return kube_fail(kt, k);
+                size_t i;
+                json_t *o;
+                json_array_foreach(items, i, o) add_object(s, L->workload_kind, ns, obj_name(o));
+                json_decref(items);
+                return 0;
+        }
+        _cleanup_free_ char *name = layout_name(L->workload, old);
+        json_t *o = NULL;
+        int k = kube_get(kt->kc, gvr, ns, name, &o);
+        if (k == -ENOENT)
+                return 0;
+        if (k < 0)
+                return kube_fail(kt, k);
+        json_decref(o);
+        add_object(s, L->workload_kind, ns, name);
+        return 0;
+}
+
 static int kt_takeover_survey(target *t, const etcd_cluster *c, takeover_survey *ret,
                               char **ret_why)
 {
@@ -250,13 +440,17 @@ static int kt_takeover_survey(target *t, const etcd_cluster *c, takeover_survey 
         s.source = xasprintf("%s %s/%s", adopt_from_name(a->from), ns, a->name);
         strbuf eps = STRBUF_INIT;
         char *why = NULL;
-        int k = survey_resource(kt, c, L, ns, &why);
+        bool found = false;
+        int k = survey_resource(kt, c, L, ns, &found, &why);
         if (k >= 0) {
-                add_object(&s, L->kind, ns, a->name);
+                if (found)
+                        add_object(&s, L->kind, ns, a->name);
                 k = survey_pods(kt, c, L, ns, &s, &eps, &why);
         }
         if (k >= 0 && !why)
                 k = survey_services(kt, c, L, ns, &s, &why);
+        if (k >= 0 && !why && L->workload_kind)
+                k = survey_workload(kt, L, ns, a->name, &s);
         if (k >= 0 && why)
                 k = -EPERM;
         if (k < 0) {

@@ -15,6 +15,13 @@
  *     the old client Service selecting gitcd's voters (its selector before
  *     kept), the old Pods and Services left in place;
  *   - then scales the cluster 3 → 5 → 3 as usual.
+ * With an argument, the same for a layout of tests/harness/layouts.h kept
+ * by a real StatefulSet ("etcdio") or ReplicaSet ("improbable")
+ * controller: refused until the operator stops (etcd-io: its Deployment
+ * scaled to 0, the test writing its status as no deployment controller
+ * runs; improbable: its EtcdCluster deleted with --cascade=orphan), no
+ * client Service to point, and a removed member's Pod deleted and
+ * recreated by its controller never comes back into the cluster.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -33,6 +40,7 @@
 #include "tests/e2e/kube-lab.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/kubeapi.h"
+#include "tests/harness/layouts.h"
 #include "tests/harness/writer.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -45,7 +53,16 @@
 #define KILLED  (128 + SIGKILL)
 
 static kube_lab *lab;
-static const char *const old_pods[] = {"old-aaaa0001", "old-aaaa0002", "old-aaaa0003"};
+static const char *const coreos_pods[] = {"old-aaaa0001", "old-aaaa0002", "old-aaaa0003"};
+static const char *const sts_pods[] = {"old-0", "old-1", "old-2"};
+static char *rs_pods[3]; /* improbable's: ReplicaSet Pods of random names, read once running */
+static const char *const *old_pods = coreos_pods;
+#define N_OLD 3
+/* the layout taken over: coreos (made here) or one of layouts.h's */
+static layout_kind kind = LAYOUT_COREOS;
+static const char *from = "coreos";
+static layout_opts lopts = {.name = OLD, .ns = NS, .size = 3, .operator_replicas = 1};
+static const kube_gvr deployments = {"apps", "v1", "deployments", true};
 static const kube_gvr pods = {"", "v1", "pods", true};
 static const kube_gvr services = {"", "v1", "services", true};
 static const kube_gvr crds = {"apiextensions.k8s.io", "v1", "customresourcedefinitions", false};
@@ -117,10 +134,10 @@ static void coreos_layout(void)
                          "kind", "Service", "metadata", "name", OLD "-client", "namespace", NS,
                          "spec", "selector", sel, "ports", "name", "client", "port", 2379));
         strbuf ic = STRBUF_INIT;
-        for (size_t i = 0; i < ARRAY_SIZE(old_pods); i++)
+        for (size_t i = 0; i < N_OLD; i++)
                 sb_printf(&ic, "%s%s=http://%s.%s.%s.svc:2380", i ? "," : "", old_pods[i],
                           old_pods[i], OLD, NS);
-        for (size_t i = 0; i < ARRAY_SIZE(old_pods); i++) {
+        for (size_t i = 0; i < N_OLD; i++) {
                 const char *p = old_pods[i];
                 _cleanup_free_ char *peer = xasprintf("http://%s.%s.%s.svc:2380", p, OLD, NS);
                 _cleanup_free_ char *client = xasprintf("http://%s.%s.%s.svc:2379", p, OLD, NS);
@@ -147,7 +164,7 @@ static void coreos_layout(void)
         sb_release(&ic);
         json_decref(sel);
         /* the simulator runs them: each has its address */
-        for (size_t i = 0; i < ARRAY_SIZE(old_pods); i++) {
+        for (size_t i = 0; i < N_OLD; i++) {
                 end = now_mono_ms() + 60000;
                 char *a = NULL;
                 while (!(a = nodesim_pod_address(lab->sim, NS, old_pods[i])) && now_mono_ms() < end)
@@ -158,15 +175,96 @@ static void coreos_layout(void)
         }
 }
 
+/* The old cluster, running: coreos made here, the others by layouts.h. */
+static void old_layout_start(void)
+{
+        if (kind == LAYOUT_COREOS) {
+                coreos_layout();
+                return;
+        }
+        if (layout_create(lab->admin, kind, &lopts) < 0)
+                fail_msg("the %s layout was not created", layout_kind_name(kind));
+        if (layout_wait_healthy(lab->admin, kind, &lopts, 180) < 0)
+                fail_msg("the %s layout is not healthy", layout_kind_name(kind));
+        if (kind != LAYOUT_IMPROBABLE)
+                return;
+        _cleanup_free_ char *sel = layout_member_selector(kind, &lopts);
+        json_t *items = NULL;
+        assert_int_equal(kube_list(lab->admin, &pods, NS, sel, &items, NULL), 0);
+        assert_int_equal(json_array_size(items), N_OLD);
+        for (size_t i = 0; i < N_OLD; i++)
+                rs_pods[i] = xstrdup(json_string_value(json_object_get(
+                    json_object_get(json_array_get(items, i), "metadata"), "name")));
+        json_decref(items);
+        old_pods = (const char *const *)rs_pods;
+}
+
+/* The operator's Deployment of a layout (no deployment controller runs: its status as written). */
+static const char *operator_deployment(const char **ret_ns)
+{
+        switch (kind) {
+        case LAYOUT_ETCDIO:
+                *ret_ns = "etcd-operator-system";
+                return "etcd-operator-controller-manager";
+        case LAYOUT_IMPROBABLE:
+                *ret_ns = "eco-system";
+                return "eco-controller-manager";
+        default:
+                fail_msg("no operator Deployment for %s", layout_kind_name(kind));
+        }
+        return NULL;
+}
+
+/* Stop the old operator as docs/migration.md says: pause it, or scale its Deployment to 0. */
+static void stop_operator(void)
+{
+        if (kind == LAYOUT_COREOS) {
+                coreos_resource(true);
+                return;
+        }
+        if (kind == LAYOUT_IMPROBABLE) {
+                /* the other way: the resource deleted, its objects orphaned (they keep running) */
+                static const kube_gvr improbable = {"etcd.improbable.io", "v1alpha1",
+                                                    "etcdclusters", true};
+                if (kube_delete(lab->admin, &improbable, NS, OLD, "Orphan") < 0)
+                        fail_msg("orphaning delete: %s", kube_client_last_error(lab->admin));
+                int64_t end = now_mono_ms() + 60000;
+                json_t *o = NULL;
+                while (kube_get(lab->admin, &improbable, NS, OLD, &o) == 0 && now_mono_ms() < end) {
+                        json_decref(o);
+                        o = NULL;
+                        usleep(200 * 1000);
+                }
+                return;
+        }
+        const char *ns = NULL;
+        const char *name = operator_deployment(&ns);
+        _cleanup_free_ char *path = NULL;
+        assert_int_equal(kube_resource_path(&deployments, ns, name, &path), 0);
+        json_t *spec = json_pack("{s:{s:i}}", "spec", "replicas", 0);
+        int k = kube_request(lab->admin, "PATCH", path, "application/merge-patch+json", spec,
+                             "patch", "deployments", ns, NULL);
+        json_decref(spec);
+        if (k < 0)
+                fail_msg("scale: %s", kube_client_last_error(lab->admin));
+        /* what the deployment controller would write once its Pods are gone */
+        _cleanup_free_ char *status_path = xasprintf("%s/status", path);
+        json_t *st = json_pack("{s:{s:i, s:i, s:i, s:i}}", "status", "replicas", 0, "readyReplicas",
+                               0, "availableReplicas", 0, "updatedReplicas", 0);
+        k = kube_request(lab->admin, "PATCH", status_path, "application/merge-patch+json", st,
+                         "patch", "deployments/status", ns, NULL);
+        json_decref(st);
+        if (k < 0)
+                fail_msg("scale status: %s", kube_client_last_error(lab->admin));
+}
+
 /* The client URLs of every Pod, old or gitcd's, the simulator runs now. */
 static char *all_endpoints(void)
 {
         strbuf sb = STRBUF_INIT;
-        for (size_t i = 0; i < ARRAY_SIZE(old_pods) + 10; i++) {
+        for (size_t i = 0; i < N_OLD + 10; i++) {
                 _cleanup_free_ char *name =
-                    i < ARRAY_SIZE(old_pods)
-                        ? xstrdup(old_pods[i])
-                        : xasprintf("%s-%zu", CLUSTER, i - ARRAY_SIZE(old_pods));
+                    i < N_OLD ? xstrdup(old_pods[i]) : xasprintf("%s-%zu", CLUSTER, i - N_OLD);
                 _cleanup_free_ char *a = nodesim_pod_address(lab->sim, NS, name);
                 if (a)
                         sb_printf(&sb, "%shttp://%s:2379", sb.len ? "," : "", a);
@@ -209,8 +307,8 @@ static void write_spec(e2e *e, int replicas)
                                            "kind: EtcdCluster\n"
                                            "metadata:\n  name: %s\n  namespace: %s\n"
                                            "spec:\n  replicas: %d\n  version: \"%s\"\n"
-                                           "  adopt:\n    from: coreos\n    name: %s\n",
-                                           CLUSTER, NS, replicas, VERSION, OLD);
+                                           "  adopt:\n    from: %s\n    name: %s\n",
+                                           CLUSTER, NS, replicas, VERSION, from, OLD);
         e2e_write_file(e, "cluster.yaml", y);
 }
 
@@ -221,7 +319,11 @@ static int apply(e2e *e, const char *failpoint, int timeout_s, char **ret_err)
             "apply",     "-q",       "--source",   e->source,      "--timeout",
             t,           "--target", "kubernetes", "--kubeconfig", kubeapi_kubeconfig(lab->api),
             "--context", "gitcd",    NULL};
-        return e2e_runv_failpoint(e, failpoint, NULL, ret_err, args);
+        _cleanup_free_ char *out = NULL;
+        int k = e2e_runv_failpoint(e, failpoint, &out, ret_err, args);
+        if (k != 0 && out)
+                fprintf(stderr, "gitcd apply exited %d, its output:\n%s\n", k, out);
+        return k;
 }
 
 /* `gitcd plan -v` on the kubernetes target: its text. */
@@ -249,12 +351,91 @@ static const char *label(const json_t *o, const char *key)
             json_object_get(json_object_get(json_object_get(o, "metadata"), "labels"), key));
 }
 
+static void check_old_client_service(void)
+{
+        json_t *svc = NULL;
+        assert_int_equal(kube_get(lab->admin, &services, NS, OLD "-client", &svc), 0);
+        json_t *sel = json_object_get(json_object_get(svc, "spec"), "selector");
+        assert_string_equal(json_string_value(json_object_get(sel, "gitcd.io/cluster")), CLUSTER);
+        assert_null(json_object_get(sel, "etcd_cluster"));
+        const char *kept = json_string_value(
+            json_object_get(json_object_get(json_object_get(svc, "metadata"), "annotations"),
+                            "gitcd.io/selector-before"));
+        assert_non_null(kept);
+        assert_non_null(strstr(kept, "etcd_cluster"));
+        json_decref(svc);
+}
+
+static bool only_gitcd_members(void)
+{
+        etcd_members *l = members_now();
+        bool ok = l->n == 3;
+        for (size_t i = 0; i < l->n; i++)
+                ok = ok && strncmp(l->members[i].name, CLUSTER "-", 3) == 0;
+        etcd_members_free(l);
+        return ok;
+}
+
+/*
+ * The old Pods' controller keeps them (restartPolicy Always): a removed
+ * member's etcd restarts on its data, and a Pod deleted is recreated on its
+ * claim; etcd refuses the removed member's ID each time, so neither comes
+ * back into the cluster. (The removed members' Pods crash-loop, never
+ * Ready: an OrderedReady StatefulSet recreates only ordinal 0 then.)
+ */
+static void check_no_member_readded(void)
+{
+        /* ordinal 0: OrderedReady recreates no later Pod while an earlier one is not Ready */
+        const char *victim = old_pods[0];
+        _cleanup_free_ char *sel = layout_member_selector(kind, &lopts);
+        json_t *p = NULL;
+        assert_int_equal(kube_get(lab->admin, &pods, NS, victim, &p), 0);
+        _cleanup_free_ char *uid =
+            xstrdup(json_string_value(json_object_get(json_object_get(p, "metadata"), "uid")));
+        json_decref(p);
+        assert_int_equal(kube_delete(lab->admin, &pods, NS, victim, "Background"), 0);
+        /* its controller makes a new Pod (a StatefulSet's of the same name), which runs */
+        int64_t end = now_mono_ms() + 120000;
+        bool back = false;
+        while (!back && now_mono_ms() < end) {
+                json_t *items = NULL;
+                if (kube_list(lab->admin, &pods, NS, sel, &items, NULL) == 0) {
+                        size_t i;
+                        json_t *o;
+                        json_array_foreach(items, i, o)
+                        {
+                                json_t *m = json_object_get(o, "metadata");
+                                const char *u = json_string_value(json_object_get(m, "uid"));
+                                const char *name = json_string_value(json_object_get(m, "name"));
+                                bool old = false;
+                                for (size_t j = 1; j < N_OLD; j++)
+                                        old = old || streq(name, old_pods[j]);
+                                _cleanup_free_ char *a = nodesim_pod_address(lab->sim, NS, name);
+                                if (!old && u && strcmp(u, uid) != 0 && a)
+                                        back = true;
+                        }
+                        json_decref(items);
+                }
+                if (!back)
+                        usleep(300 * 1000);
+        }
+        if (!back)
+                fail_msg("the controller did not recreate %s", victim);
+        /* its etcd started on the removed member's data: give it time to try */
+        for (int i = 0; i < 10; i++) {
+                if (!only_gitcd_members())
+                        fail_msg("a removed member came back after %s was recreated", victim);
+                usleep(1000 * 1000);
+        }
+        assert_int_equal(kube_lab_count(lab, &pods, NS, sel), N_OLD);
+}
+
 static void test_takeover(void **state)
 {
         (void)state;
         int64_t t0 = now_mono_ms();
         e2e *e = e2e_new();
-        coreos_layout();
+        old_layout_start();
         etcd_members *before = members_now();
         assert_int_equal(before->n, 3);
         uint64_t cluster_id = before->cluster_id;
@@ -269,7 +450,7 @@ static void test_takeover(void **state)
         harness_writer *w = harness_writer_start(&wo);
         harness_writer_wait(w, 20);
 
-        /* not paused: refused, nothing of gitcd's created */
+        /* the operator acts: refused, nothing of gitcd's created */
         write_spec(e, 3);
         char *plan = plan_text(e);
         if (!strstr(plan, "replace the old members") || !strstr(plan, "old leader last"))
@@ -277,15 +458,17 @@ static void test_takeover(void **state)
         free(plan);
         char *err = NULL;
         int k;
-        assert_int_not_equal(apply(e, NULL, 20, &err), 0);
-        if (!err || !strstr(err, "paused"))
-                fail_msg("the refusal does not say to pause the resource: %s", err);
+        k = apply(e, NULL, 20, &err);
+        if (k == 0)
+                fail_msg("gitcd took the cluster over while its operator runs");
+        if (!err || !strstr(err, kind == LAYOUT_COREOS ? "paused" : "--replicas=0"))
+                fail_msg("the refusal (%d) does not say how to stop the operator: %s", k, err);
         free(err);
         assert_int_equal(kube_lab_count(lab, &pods, NS, "gitcd.io/cluster=" CLUSTER), 0);
         assert_int_equal(e2e_audit_count(e, CLUSTER, "cluster.adopt"), 1);
 
-        /* paused: taken over, gitcd killed right after it removed the first old member */
-        coreos_resource(true);
+        /* stopped: taken over, gitcd killed right after it removed the first old member */
+        stop_operator();
         err = NULL;
         k = apply(e, "remove.after-etcd", 300, &err);
         if (k != KILLED)
@@ -309,21 +492,20 @@ static void test_takeover(void **state)
         etcd_members_free(after);
 
         /* the old client Service selects gitcd's voters; the old objects stay */
-        json_t *svc = NULL;
-        assert_int_equal(kube_get(lab->admin, &services, NS, OLD "-client", &svc), 0);
-        json_t *sel = json_object_get(json_object_get(svc, "spec"), "selector");
-        assert_string_equal(json_string_value(json_object_get(sel, "gitcd.io/cluster")), CLUSTER);
-        assert_null(json_object_get(sel, "etcd_cluster"));
-        const char *kept = json_string_value(
-            json_object_get(json_object_get(json_object_get(svc, "metadata"), "annotations"),
-                            "gitcd.io/selector-before"));
-        assert_non_null(kept);
-        assert_non_null(strstr(kept, "etcd_cluster"));
-        json_decref(svc);
-        for (size_t i = 0; i < ARRAY_SIZE(old_pods); i++) {
+        if (kind == LAYOUT_COREOS)
+                check_old_client_service();
+        else
+                check_no_member_readded();
+        json_t *old_svc = NULL;
+        assert_int_equal(kube_get(lab->admin, &services, NS, OLD, &old_svc), 0);
+        json_decref(old_svc);
+        for (size_t i = kind == LAYOUT_COREOS ? 0 : 1; i < N_OLD; i++) {
                 json_t *p = NULL;
                 assert_int_equal(kube_get(lab->admin, &pods, NS, old_pods[i], &p), 0);
-                assert_string_equal(label(p, "etcd_cluster"), OLD);
+                const char *key = kind == LAYOUT_COREOS   ? "etcd_cluster"
+                                  : kind == LAYOUT_ETCDIO ? "app"
+                                                          : "etcd.improbable.io/cluster-name";
+                assert_string_equal(label(p, key), OLD);
                 json_decref(p);
         }
         assert_int_equal(e2e_audit_count(e, CLUSTER, "member.adopt"), 3);
@@ -332,10 +514,14 @@ static void test_takeover(void **state)
         json_t *tk = json_object_get(st, "takeover");
         assert_non_null(json_object_get(tk, "finished"));
         assert_false(json_is_null(json_object_get(tk, "finished")));
-        assert_int_equal(json_array_size(json_object_get(tk, "objects")), 6);
+        /* the resource (improbable's was deleted), 3 Pods, the Services, the StatefulSet or the
+         * 3 ReplicaSets */
+        assert_int_equal(json_array_size(json_object_get(tk, "objects")),
+                         kind == LAYOUT_IMPROBABLE ? 7 : 6);
         json_decref(st);
         plan = plan_text(e);
-        if (!strstr(plan, "left for you to delete") || !strstr(plan, "Pod default/old-aaaa0001"))
+        _cleanup_free_ char *first_pod = xasprintf("Pod %s/%s", NS, old_pods[0]);
+        if (!strstr(plan, "left for you to delete") || !strstr(plan, first_pod))
                 fail_msg("the plan does not list the old objects:\n%s", plan);
         free(plan);
 
@@ -344,9 +530,12 @@ static void test_takeover(void **state)
         etcd_client *c = connect_all(NULL);
         harness_writer_check(w, c, 40);
         /* at most one failed put per old member removed (its client moved on) */
+        fprintf(stderr,
+                "writer: %d acknowledged, %d failed puts, %d reconnects, %d retries at most\n",
+                w->acked, w->failed, w->reconnects, w->max_retries);
         assert_true(w->failed <= 3);
-        fprintf(stderr, "writer: %d acknowledged, %d failed puts, %d reconnects\n", w->acked,
-                w->failed, w->reconnects);
+        /* and no write needed more than one retry: the client moved on at once */
+        assert_true(w->max_retries <= 1);
         etcd_client_free(c);
         harness_writer_free(w);
 
@@ -366,13 +555,39 @@ static void test_takeover(void **state)
         e2e_free(e);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+        if (argc > 1 && strcmp(argv[1], "etcdio") == 0) {
+                kind = LAYOUT_ETCDIO;
+                from = "etcd-io";
+                old_pods = sts_pods;
+        } else if (argc > 1 && strcmp(argv[1], "improbable") == 0) {
+                kind = LAYOUT_IMPROBABLE;
+                from = "improbable";
+        } else if (argc > 1) {
+                fprintf(stderr, "unknown layout %s\n", argv[1]);
+                return 1;
+        }
+        if (kind != LAYOUT_COREOS) {
+                char *cm = kubeapi_find_controller_manager();
+                free(cm);
+                if (!cm) {
+                        printf("skipped: needs kube-controller-manager (run scripts/setup)\n");
+                        return 77;
+                }
+        }
         lab = kube_lab_start(NS, VERSION);
         if (!lab)
                 return 77;
+        if (kind != LAYOUT_COREOS && kubeapi_start_controllers(lab->api) < 0) {
+                kube_lab_free(lab);
+                fprintf(stderr, "the controllers did not start\n");
+                return 1;
+        }
         const struct CMUnitTest tests[] = {cmocka_unit_test(test_takeover)};
         int failed = cmocka_run_group_tests(tests, NULL, NULL);
         kube_lab_free(lab);
+        for (size_t i = 0; i < N_OLD; i++)
+                free(rs_pods[i]);
         return failed;
 }

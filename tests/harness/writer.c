@@ -34,6 +34,7 @@ static void *writer_main(void *arg)
 {
         harness_writer *w = arg;
         etcd_client *c = writer_connect(w);
+        int retries = 0; /* of the key being put */
         while (c && !w->stop && (!w->o.max || w->acked < w->o.max)) {
                 char key[64];
                 key_of(w, w->acked, key, sizeof(key));
@@ -44,8 +45,11 @@ static void *writer_main(void *arg)
                             xgrow(w->revisions, &w->alloc, (size_t)w->acked + 1, sizeof(int64_t));
                         w->revisions[w->acked] = rev;
                         w->acked = w->acked + 1;
+                        retries = 0;
                 } else {
                         w->failed = w->failed + 1;
+                        if (++retries > w->max_retries)
+                                w->max_retries = retries;
                         if (w->o.reconnect_on && w->o.reconnect_on(k)) {
                                 etcd_client_free(c);
                                 c = writer_connect(w);

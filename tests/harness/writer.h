@@ -2,7 +2,9 @@
  * The acknowledged-writes writer of the integration and e2e tests: a
  * thread putting <prefix>00000, <prefix>00001, ... in order (each value is
  * its key) through a real etcd client, one put every interval. A put that
- * fails is counted and tried again under the same key, so keys
+ * fails is counted and tried again under the same key (the most tries
+ * one key needed is kept too: a move that should cost each client at most
+ * one failed call asserts max_retries <= 1), so keys
  * <prefix>00000 .. acked-1 are exactly the acknowledged ones, and each
  * acknowledged put's revision is kept: a test reads them back after a
  * rolling restart, a recovery or an upgrade to prove no acknowledged write
@@ -38,10 +40,11 @@ typedef struct harness_writer {
         harness_writer_opts o;
         char *endpoints, *prefix;
         volatile int stop;
-        volatile int acked;  /* keys <prefix>00000 .. acked-1 were acknowledged, in order */
-        volatile int failed; /* puts that failed (not acknowledged: allowed) */
-        int reconnects;      /* clients made again (reconnect_on) */
-        int64_t *revisions;  /* the revision each acknowledged put was given */
+        volatile int acked;       /* keys <prefix>00000 .. acked-1 were acknowledged, in order */
+        volatile int failed;      /* puts that failed (not acknowledged: allowed) */
+        volatile int max_retries; /* the most failed puts of one key before it was acknowledged */
+        int reconnects;           /* clients made again (reconnect_on) */
+        int64_t *revisions;       /* the revision each acknowledged put was given */
         size_t alloc;
 } harness_writer;
 

@@ -9,7 +9,8 @@
  * mark), a server that failed as unreachable makes its clusters fail at
  * once naming it while another server's are still tried, an unknown
  * context is an error naming what the file has, list_members follows the
- * cluster, and wait_event neither hangs on dead servers nor swallows the
+ * cluster, a takeover's survey goes to its cluster's server, and
+ * wait_event neither hangs on dead servers nor swallows the
  * daemon's wake.
  */
 #include <errno.h>
@@ -131,6 +132,15 @@ static void test_servers(void **state)
         char **names = NULL;
         size_t n = 0;
         assert_int_equal(t->ops->list_members(t, "default", "other", &names, &n), -EHOSTUNREACH);
+        assert_non_null(strstr(target_last_error(t), "context \"b\""));
+        /* a takeover (spec.adopt) is surveyed on its cluster's own server */
+        assert_non_null(t->ops->takeover);
+        other->adopt.from = ADOPT_FROM_ETCDIO;
+        other->adopt.name = xstrdup("old");
+        takeover_survey sv = {0};
+        char *refusal = NULL;
+        assert_int_equal(t->ops->takeover->survey(t, other, &sv, &refusal), -EHOSTUNREACH);
+        assert_null(refusal);
         assert_non_null(strstr(target_last_error(t), "context \"b\""));
         /* an unknown context: the cluster's error names it and what the file has */
         assert_int_equal(status_of(t, lost), -ENOENT);
