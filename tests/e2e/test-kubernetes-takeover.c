@@ -430,6 +430,44 @@ static void check_no_member_readded(void)
         assert_int_equal(kube_lab_count(lab, &pods, NS, sel), N_OLD);
 }
 
+/* After the move: the old client Service (coreos), the old objects left, the record, the plan. */
+static void check_left_behind(e2e *e)
+{
+        /* the old client Service selects gitcd's voters; the old objects stay */
+        if (kind == LAYOUT_COREOS)
+                check_old_client_service();
+        else
+                check_no_member_readded();
+        json_t *old_svc = NULL;
+        assert_int_equal(kube_get(lab->admin, &services, NS, OLD, &old_svc), 0);
+        json_decref(old_svc);
+        for (size_t i = kind == LAYOUT_COREOS ? 0 : 1; i < N_OLD; i++) {
+                json_t *p = NULL;
+                assert_int_equal(kube_get(lab->admin, &pods, NS, old_pods[i], &p), 0);
+                const char *key = kind == LAYOUT_COREOS   ? "etcd_cluster"
+                                  : kind == LAYOUT_ETCDIO ? "app"
+                                                          : "etcd.improbable.io/cluster-name";
+                assert_string_equal(label(p, key), OLD);
+                json_decref(p);
+        }
+        assert_int_equal(e2e_audit_count(e, CLUSTER, "member.adopt"), 3);
+
+        json_t *st = e2e_status(e, CLUSTER);
+        json_t *tk = json_object_get(st, "takeover");
+        assert_non_null(json_object_get(tk, "finished"));
+        assert_false(json_is_null(json_object_get(tk, "finished")));
+        /* the resource (improbable's was deleted), 3 Pods, the Services, the StatefulSet or the
+         * 3 ReplicaSets */
+        assert_int_equal(json_array_size(json_object_get(tk, "objects")),
+                         kind == LAYOUT_IMPROBABLE ? 7 : 6);
+        json_decref(st);
+        char *plan = plan_text(e);
+        _cleanup_free_ char *first_pod = xasprintf("Pod %s/%s", NS, old_pods[0]);
+        if (!strstr(plan, "left for you to delete") || !strstr(plan, first_pod))
+                fail_msg("the plan does not list the old objects:\n%s", plan);
+        free(plan);
+}
+
 static void test_takeover(void **state)
 {
         (void)state;
@@ -491,39 +529,7 @@ static void test_takeover(void **state)
                 assert_true(strncmp(after->members[i].name, CLUSTER "-", 3) == 0);
         etcd_members_free(after);
 
-        /* the old client Service selects gitcd's voters; the old objects stay */
-        if (kind == LAYOUT_COREOS)
-                check_old_client_service();
-        else
-                check_no_member_readded();
-        json_t *old_svc = NULL;
-        assert_int_equal(kube_get(lab->admin, &services, NS, OLD, &old_svc), 0);
-        json_decref(old_svc);
-        for (size_t i = kind == LAYOUT_COREOS ? 0 : 1; i < N_OLD; i++) {
-                json_t *p = NULL;
-                assert_int_equal(kube_get(lab->admin, &pods, NS, old_pods[i], &p), 0);
-                const char *key = kind == LAYOUT_COREOS   ? "etcd_cluster"
-                                  : kind == LAYOUT_ETCDIO ? "app"
-                                                          : "etcd.improbable.io/cluster-name";
-                assert_string_equal(label(p, key), OLD);
-                json_decref(p);
-        }
-        assert_int_equal(e2e_audit_count(e, CLUSTER, "member.adopt"), 3);
-
-        json_t *st = e2e_status(e, CLUSTER);
-        json_t *tk = json_object_get(st, "takeover");
-        assert_non_null(json_object_get(tk, "finished"));
-        assert_false(json_is_null(json_object_get(tk, "finished")));
-        /* the resource (improbable's was deleted), 3 Pods, the Services, the StatefulSet or the
-         * 3 ReplicaSets */
-        assert_int_equal(json_array_size(json_object_get(tk, "objects")),
-                         kind == LAYOUT_IMPROBABLE ? 7 : 6);
-        json_decref(st);
-        plan = plan_text(e);
-        _cleanup_free_ char *first_pod = xasprintf("Pod %s/%s", NS, old_pods[0]);
-        if (!strstr(plan, "left for you to delete") || !strstr(plan, first_pod))
-                fail_msg("the plan does not list the old objects:\n%s", plan);
-        free(plan);
+        check_left_behind(e);
 
         /* every acknowledged write is there */
         harness_writer_wait(w, w->acked + 20);
