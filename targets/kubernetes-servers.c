@@ -583,6 +583,18 @@ static void ks_free(target *t)
         free(ks);
 }
 
+/*
+ * A new operation in target_ops (or in its optional tables the Kubernetes
+ * target has) must be routed here too, as targets/locked.c forwards it:
+ * this fails to compile until the router was looked at.
+ */
+_Static_assert(sizeof(target_ops) == 6 * sizeof(void *) + 21 * sizeof(void (*)(void)),
+               "target_ops changed: route the new operation in targets/kubernetes-servers.c");
+_Static_assert(sizeof(target_takeover_ops) == 2 * sizeof(void (*)(void)),
+               "target_takeover_ops changed: route it in targets/kubernetes-servers.c");
+_Static_assert(sizeof(target_debug_ops) == 2 * sizeof(void (*)(void)),
+               "target_debug_ops changed: route it in targets/kubernetes-servers.c");
+
 static const target_ops kservers_ops = {
     .name = "kubernetes",
     .caps = KUBERNETES_TARGET_CAPS,
