@@ -643,8 +643,10 @@ static int rpc_any(etcd_client *c, struct call *call, int64_t timeout_ms)
         size_t *order = order_buf;
         int64_t *down = down_buf;
         if (c->n_eps > ARRAY_SIZE(order_buf)) {
-                order = order_heap = xcalloc(c->n_eps, sizeof(*order));
-                down = down_heap = xcalloc(c->n_eps, sizeof(*down));
+                order_heap = xcalloc(c->n_eps, sizeof(*order));
+                down_heap = xcalloc(c->n_eps, sizeof(*down));
+                order = order_heap;
+                down = down_heap;
         }
         for (size_t i = 0; i < c->n_eps; i++)
                 down[i] = etcd_mark_until(c->eps[i].mark);

@@ -45,8 +45,7 @@ char *preflight_script(const char *data_dir, const char *dd)
             qd, qdd, PREFLIGHT_BUDGET_S, PREFLIGHT_SAMPLES, qdd);
 }
 
-/* A non-negative decimal integer filling the whole of s. */
-static int parse_count(const char *s, int64_t *ret)
+int preflight_count(const char *s, int64_t *ret)
 {
         if (!s || *s < '0' || *s > '9')
                 return -EINVAL;
@@ -59,7 +58,7 @@ static int parse_count(const char *s, int64_t *ret)
         return 0;
 }
 
-static int cmp_i64(const void *a, const void *b)
+int preflight_cmp_i64(const void *a, const void *b)
 {
         int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
         return (x > y) - (x < y);
@@ -106,13 +105,13 @@ int preflight_parse(const char *out, size_t len, preflight_result *ret, char **r
                 } else if (startswith(text, "error=") && !r.error) {
                         r.error = xstrdup(text + 6);
                 } else if (startswith(text, "free=") && !have_free) {
-                        if (parse_count(text + 5, &r.free_bytes) < 0)
+                        if (preflight_count(text + 5, &r.free_bytes) < 0)
                                 why =
                                     xasprintf("line %d: free space is not a number of bytes", line);
                         have_free = true;
                 } else if (startswith(text, "base=")) {
                         int64_t v;
-                        if (parse_count(text + 5, &v) < 0 || n_base >= PREFLIGHT_MAX_SAMPLES)
+                        if (preflight_count(text + 5, &v) < 0 || n_base >= PREFLIGHT_MAX_SAMPLES)
                                 why = xasprintf("line %d: a baseline is not a number of "
                                                 "microseconds",
                                                 line);
@@ -120,7 +119,7 @@ int preflight_parse(const char *out, size_t len, preflight_result *ret, char **r
                                 r.base_us = v;
                 } else if (startswith(text, "sync=")) {
                         int64_t v;
-                        if (parse_count(text + 5, &v) < 0)
+                        if (preflight_count(text + 5, &v) < 0)
                                 why = xasprintf("line %d: a sync time is not a number of "
                                                 "microseconds",
                                                 line);
@@ -152,7 +151,7 @@ int preflight_parse(const char *out, size_t len, preflight_result *ret, char **r
         for (size_t j = 0; j < n; j++)
                 samples[j] = samples[j] > r.base_us ? samples[j] - r.base_us : 0;
         if (n > 0) {
-                qsort(samples, n, sizeof(*samples), cmp_i64);
+                qsort(samples, n, sizeof(*samples), preflight_cmp_i64);
                 r.sync_p50_us = percentile(samples, n, 50);
                 r.sync_p99_us = percentile(samples, n, 99);
                 r.sync_max_us = samples[n - 1];
@@ -175,7 +174,7 @@ int preflight_clock_offset(const char *out, int64_t sent_ms, int64_t got_ms, int
                 n--;
         _cleanup_free_ char *text = xstrndup(out ? out : "", n);
         int64_t ns;
-        if (parse_count(text, &ns) < 0 || got_ms < sent_ms) {
+        if (preflight_count(text, &ns) < 0 || got_ms < sent_ms) {
                 *ret_why = xstrdup("the machine's clock is not a number of nanoseconds");
                 return -EINVAL;
         }

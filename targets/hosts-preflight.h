@@ -100,3 +100,11 @@ int preflight_judge(const preflight_result *r, int64_t offset_ms, int64_t bound_
 bool preflight_due(int64_t last_ms, int64_t now_ms, int64_t interval_ms);
 
 void preflight_result_release(preflight_result *r);
+
+/*
+ * What the machines' scripts print, read strictly (shared by the preflight's
+ * and the peer RTT's readers): a non-negative decimal integer filling the
+ * whole of s (0, or -EINVAL), and qsort's order of int64_t values.
+ */
+int preflight_count(const char *s, int64_t *ret);
+int preflight_cmp_i64(const void *a, const void *b);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "targets/hosts-preflight.h"
 #include "targets/hosts-rtt.h"
 #include "targets/ssh.h"
 #include "util/macro.h"
@@ -71,26 +72,6 @@ char *rtt_script(const rtt_peer *peers, size_t n, const char *connect)
                          qin);
 }
 
-/* A non-negative decimal integer filling the whole of s. */
-static int parse_count(const char *s, int64_t *ret)
-{
-        if (!s || *s < '0' || *s > '9')
-                return -EINVAL;
-        errno = 0;
-        char *end = NULL;
-        long long v = strtoll(s, &end, 10);
-        if (errno || *end || v < 0)
-                return -EINVAL;
-        *ret = (int64_t)v;
-        return 0;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-        int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-        return (x > y) - (x < y);
-}
-
 /* What the reader keeps of one peer while reading. */
 typedef struct peer_acc {
         char *label; /* "host:port" as printed */
@@ -121,7 +102,7 @@ static bool label_valid(const char *s)
                 return false;
         _cleanup_free_ char *host = xstrndup(s, (size_t)(colon - s));
         int64_t port;
-        return rtt_host_valid(host) && parse_count(colon + 1, &port) == 0 && port >= 1 &&
+        return rtt_host_valid(host) && preflight_count(colon + 1, &port) == 0 && port >= 1 &&
                port <= 65535;
 }
 
@@ -148,7 +129,7 @@ static char *read_line(const char *text, int line, peer_acc **accs, size_t *n_ac
                 return xasprintf("line %d: unexpected line", line);
         const char *sp = strchr(text + 4, ' ');
         int64_t us;
-        if (!sp || parse_count(sp + 1, &us) < 0)
+        if (!sp || preflight_count(sp + 1, &us) < 0)
                 return xasprintf("line %d: a connect time is not a number of microseconds", line);
         _cleanup_free_ char *label = xstrndup(text + 4, (size_t)(sp - text - 4));
         if (!label_valid(label))
@@ -201,7 +182,7 @@ int rtt_parse(const char *out, size_t len, rtt_result *ret, char **ret_why)
         for (size_t j = 0; j < n_accs; j++) {
                 peer_acc *a = &accs[j];
                 if (!why && a->n > 0) {
-                        qsort(a->v, a->n, sizeof(*a->v), cmp_i64);
+                        qsort(a->v, a->n, sizeof(*a->v), preflight_cmp_i64);
                         int64_t median = a->v[(a->n - 1) / 2];
                         r.n_peers++;
                         r.n_samples += (int64_t)a->n;

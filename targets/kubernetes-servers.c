@@ -261,7 +261,8 @@ static int route(kservers *ks, const char *ns, const char *name, const char *con
                 k = context_of(ks, context ? context : "", &at, &err);
         if (k < 0) {
                 pthread_mutex_unlock(&ks->lock);
-                return fail(k, "cluster %s: %s", id, err);
+                (void)fail(k, "cluster %s: %s", id, err);
+                return k;
         }
         if (!known_only)
                 (void)strmap_put(&ks->cluster_context, id, at);
@@ -276,11 +277,12 @@ static int route(kservers *ks, const char *ns, const char *name, const char *con
                 if (now_mono_ms() >= until) /* another call is trying it */
                         until = now_mono_ms() + 1;
                 _cleanup_free_ char *w = where(kc->name, srv);
-                k = fail(-EHOSTUNREACH,
-                         "the Kubernetes API server of %s is unreachable (%s); trying again in "
-                         "%llds",
-                         w, srv->down_why ? srv->down_why : "no answer",
-                         (long long)((until - now_mono_ms()) / 1000 + 1));
+                k = -EHOSTUNREACH;
+                (void)fail(k,
+                           "the Kubernetes API server of %s is unreachable (%s); trying again in "
+                           "%llds",
+                           w, srv->down_why ? srv->down_why : "no answer",
+                           (long long)((until - now_mono_ms()) / 1000 + 1));
         }
         pthread_mutex_unlock(&ks->lock);
         if (k < 0)
@@ -582,6 +584,18 @@ static void ks_free(target *t)
         free(ks->snapshot_image);
         free(ks);
 }
+
+/*
+ * A new operation in target_ops (or in its optional tables the Kubernetes
+ * target has) must be routed here too, as targets/locked.c forwards it:
+ * this fails to compile until the router was looked at.
+ */
+_Static_assert(sizeof(target_ops) == 6 * sizeof(void *) + 21 * sizeof(void (*)(void)),
+               "target_ops changed: route the new operation in targets/kubernetes-servers.c");
+_Static_assert(sizeof(target_takeover_ops) == 2 * sizeof(void (*)(void)),
+               "target_takeover_ops changed: route it in targets/kubernetes-servers.c");
+_Static_assert(sizeof(target_debug_ops) == 2 * sizeof(void (*)(void)),
+               "target_debug_ops changed: route it in targets/kubernetes-servers.c");
 
 static const target_ops kservers_ops = {
     .name = "kubernetes",
