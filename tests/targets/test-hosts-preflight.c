@@ -204,7 +204,9 @@ static void test_due(void **state)
 static void test_script_runs(void **state)
 {
         (void)state;
-        char tmpl[] = "/tmp/gitcd-preflight-XXXXXX";
+        char tmpl[4096];
+        snprintf(tmpl, sizeof(tmpl), "%s/gitcd-preflight-XXXXXX",
+                 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
         assert_non_null(mkdtemp(tmpl));
         char *dir = xasprintf("%s/data dir; $(touch x)", tmpl);
         preflight_result r = {0};
@@ -224,7 +226,9 @@ static void test_script_runs(void **state)
 static void test_slow_dd_refused(void **state)
 {
         (void)state;
-        char tmpl[] = "/tmp/gitcd-preflight-XXXXXX";
+        char tmpl[4096];
+        snprintf(tmpl, sizeof(tmpl), "%s/gitcd-preflight-XXXXXX",
+                 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
         assert_non_null(mkdtemp(tmpl));
         char *dd = xasprintf("%s/slow-dd", tmpl);
         FILE *f = fopen(dd, "w");

@@ -165,7 +165,9 @@ static void run_script(const rtt_peer *peers, size_t n, const char *connect, rtt
 {
         char *script = rtt_script(peers, n, connect);
         assert_non_null(script);
-        char tmpl[] = "/tmp/gitcd-rtt-XXXXXX";
+        char tmpl[4096];
+        snprintf(tmpl, sizeof(tmpl), "%s/gitcd-rtt-XXXXXX",
+                 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
         int fd = mkstemp(tmpl);
         assert_true(fd >= 0);
         assert_int_equal(write(fd, script, strlen(script)), (ssize_t)strlen(script));
@@ -201,7 +203,9 @@ static void test_script_runs(void **state)
         rtt_result_release(&r);
 
         /* the slow link: a connect wrapper that sleeps first */
-        char dir[] = "/tmp/gitcd-rtt-XXXXXX";
+        char dir[4096];
+        snprintf(dir, sizeof(dir), "%s/gitcd-rtt-XXXXXX",
+                 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
         assert_non_null(mkdtemp(dir));
         char *slow = xasprintf("%s/slow connect", dir);
         FILE *f = fopen(slow, "w");

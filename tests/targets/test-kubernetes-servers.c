@@ -78,7 +78,9 @@ static int status_of(target *t, const etcd_cluster *c)
 static void test_servers(void **state)
 {
         (void)state;
-        char dir[] = "/tmp/gitcd-kube-servers-XXXXXX";
+        char dir[4096];
+        snprintf(dir, sizeof(dir), "%s/gitcd-kube-servers-XXXXXX",
+                 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
         assert_non_null(mkdtemp(dir));
         int pa = closed_port(), pb = closed_port();
         _cleanup_free_ char *kc = xasprintf(
