@@ -19,7 +19,8 @@
 
 int main(int argc, char **argv)
 {
-        char tmpl[] = "/tmp/gitcd-bench-preflight-XXXXXX";
+        const char *base = getenv("TMPDIR");
+        char *tmpl = xasprintf("%s/gitcd-bench-preflight-XXXXXX", base && *base ? base : "/tmp");
         const char *dir = argc > 1 ? argv[1] : mkdtemp(tmpl);
         int runs = argc > 2 ? atoi(argv[2]) : 5;
         if (!dir || runs < 1) {
@@ -27,7 +28,7 @@ int main(int argc, char **argv)
                 return 2;
         }
         char *script = preflight_script(dir, NULL);
-        char *path = xasprintf("%s.bench.sh", argc > 1 ? "/tmp/gitcd-preflight" : tmpl);
+        char *path = xasprintf("%s.bench.sh", tmpl);
         FILE *f = fopen(path, "w");
         if (!f || fputs(script, f) < 0 || fclose(f) != 0) {
                 perror(path);
@@ -67,6 +68,7 @@ int main(int argc, char **argv)
                 rmdir(dir);
         free(cmd);
         free(path);
+        free(tmpl);
         free(script);
         return 0;
 }

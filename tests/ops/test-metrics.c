@@ -616,8 +616,8 @@ static void test_cluster_info(void **state)
 {
         (void)state;
         ops_metrics_reset();
-        char tmpl[] = "/tmp/gitcd-metrics-info-XXXXXX";
-        assert_non_null(mkdtemp(tmpl));
+        _cleanup_free_ char *tmpl = harness_tmpdir("gitcd-metrics-info");
+        assert_non_null(tmpl);
         _cleanup_free_ char *path = path_join(tmpl, "state.db");
         state_db *db = NULL;
         assert_int_equal(state_open(path, STATE_OPEN_READ_WRITE, &db), 0);

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tests/harness/harness.h"
 #include "targets/hosts-preflight.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
@@ -204,10 +205,8 @@ static void test_due(void **state)
 static void test_script_runs(void **state)
 {
         (void)state;
-        char tmpl[4096];
-        snprintf(tmpl, sizeof(tmpl), "%s/gitcd-preflight-XXXXXX",
-                 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-        assert_non_null(mkdtemp(tmpl));
+        _cleanup_free_ char *tmpl = harness_tmpdir("gitcd-preflight");
+        assert_non_null(tmpl);
         char *dir = xasprintf("%s/data dir; $(touch x)", tmpl);
         preflight_result r = {0};
         run_script(tmpl, dir, NULL, &r);
@@ -226,10 +225,8 @@ static void test_script_runs(void **state)
 static void test_slow_dd_refused(void **state)
 {
         (void)state;
-        char tmpl[4096];
-        snprintf(tmpl, sizeof(tmpl), "%s/gitcd-preflight-XXXXXX",
-                 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-        assert_non_null(mkdtemp(tmpl));
+        _cleanup_free_ char *tmpl = harness_tmpdir("gitcd-preflight");
+        assert_non_null(tmpl);
         char *dd = xasprintf("%s/slow-dd", tmpl);
         FILE *f = fopen(dd, "w");
         assert_non_null(f);

@@ -25,6 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/fs.h"
+#include "tests/harness/harness.h"
 #include "targets/hosts-rtt.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
@@ -165,13 +167,10 @@ static void run_script(const rtt_peer *peers, size_t n, const char *connect, rtt
 {
         char *script = rtt_script(peers, n, connect);
         assert_non_null(script);
-        char tmpl[4096];
-        snprintf(tmpl, sizeof(tmpl), "%s/gitcd-rtt-XXXXXX",
-                 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-        int fd = mkstemp(tmpl);
-        assert_true(fd >= 0);
-        assert_int_equal(write(fd, script, strlen(script)), (ssize_t)strlen(script));
-        close(fd);
+        _cleanup_free_ char *dir = harness_tmpdir("gitcd-rtt");
+        assert_non_null(dir);
+        _cleanup_free_ char *tmpl = path_join(dir, "rtt.sh");
+        assert_int_equal(write_file_atomic(tmpl, script, strlen(script), 0600), 0);
         char *cmd = xasprintf("sh %s", tmpl);
         FILE *p = popen(cmd, "r");
         assert_non_null(p);
@@ -203,10 +202,8 @@ static void test_script_runs(void **state)
         rtt_result_release(&r);
 
         /* the slow link: a connect wrapper that sleeps first */
-        char dir[4096];
-        snprintf(dir, sizeof(dir), "%s/gitcd-rtt-XXXXXX",
-                 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-        assert_non_null(mkdtemp(dir));
+        _cleanup_free_ char *dir = harness_tmpdir("gitcd-rtt");
+        assert_non_null(dir);
         char *slow = xasprintf("%s/slow connect", dir);
         FILE *f = fopen(slow, "w");
         assert_non_null(f);

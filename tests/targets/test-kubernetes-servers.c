@@ -27,6 +27,7 @@
 
 #include <cmocka.h>
 
+#include "tests/harness/harness.h"
 #include "api/model.h"
 #include "targets/kubernetes.h"
 #include "util/fs.h"
@@ -78,10 +79,8 @@ static int status_of(target *t, const etcd_cluster *c)
 static void test_servers(void **state)
 {
         (void)state;
-        char dir[4096];
-        snprintf(dir, sizeof(dir), "%s/gitcd-kube-servers-XXXXXX",
-                 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-        assert_non_null(mkdtemp(dir));
+        _cleanup_free_ char *dir = harness_tmpdir("gitcd-kube-servers");
+        assert_non_null(dir);
         int pa = closed_port(), pb = closed_port();
         _cleanup_free_ char *kc = xasprintf(
             "apiVersion: v1\nkind: Config\ncurrent-context: b\n"
