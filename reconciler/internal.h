@@ -120,7 +120,8 @@ typedef struct cluster_ctx {
         char *takeover_endpoints;
         uint64_t *takeover_ids;
         size_t n_takeover_ids;
-        slow_track slow; /* disk scrapes and the last move off a slow leader */
+        bool takeover_none; /* no takeover under way in the store (a new one needs spec.adopt) */
+        slow_track slow;    /* disk scrapes and the last move off a slow leader */
 } cluster_ctx;
 
 struct reconciler {

@@ -290,7 +290,8 @@ static int begin(reconciler *r, cluster_ctx *x, const etcd_cluster *c, const tak
 int takeover_prepare(reconciler *r, cluster_ctx *x, const etcd_cluster *c, const char *commit,
                      const char *author, pass_result *res)
 {
-        if (c->adopt.from == ADOPT_FROM_NONE) {
+        /* a takeover is begun only with spec.adopt: once none is under way, none is without it */
+        if (c->adopt.from == ADOPT_FROM_NONE && x->takeover_none) {
                 takeover_ctx_release(x);
                 return 0;
         }
@@ -298,9 +299,28 @@ int takeover_prepare(reconciler *r, cluster_ctx *x, const etcd_cluster *c, const
         int k = state_takeover_get(r->opts.db, x->name, &t);
         if (k < 0 && k != -ENOENT)
                 return cannot_read(r, x, state_last_error(), res);
-        if (t && t->finished_ms) {
+        bool under_way = t && !t->finished_ms;
+        x->takeover_none = false;
+        if (!under_way && (t || c->adopt.from == ADOPT_FROM_NONE)) {
+                x->takeover_none = true;
                 takeover_ctx_release(x);
                 return 0;
+        }
+        if (c->adopt.from == ADOPT_FROM_NONE) {
+                /*
+                 * Under way, and spec.adopt removed: the old members are
+                 * known from its survey only (their endpoints, whether
+                 * their operator acts). Without it gitcd would see members
+                 * it does not know in a cluster it runs half of, so it
+                 * changes nothing until spec.adopt is back.
+                 */
+                takeover_ctx_release(x);
+                _cleanup_free_ char *why =
+                    xasprintf("spec.adopt was removed while the takeover of %s is under way "
+                              "(old members are still in the cluster); put spec.adopt back as it "
+                              "was until `gitcd status` shows the takeover finished",
+                              t->source);
+                return refuse(r, x, why, commit, author, res);
         }
         target *tg = r->opts.target;
         if (!tg->ops->takeover) {
@@ -329,6 +349,16 @@ int takeover_prepare(reconciler *r, cluster_ctx *x, const etcd_cluster *c, const
         }
         if (k < 0)
                 return cannot_read(r, x, target_last_error(tg), res);
+        if (t && !streq_ptr(t->source, sv.source)) {
+                /* spec.adopt changed mid-move: the record's old members are another cluster's */
+                takeover_ctx_release(x);
+                _cleanup_free_ char *moved =
+                    xasprintf("spec.adopt names %s, but the takeover under way is of %s; put "
+                              "spec.adopt back as it was until the takeover finished",
+                              sv.source, t->source);
+                takeover_survey_release(&sv);
+                return refuse(r, x, moved, commit, author, res);
+        }
         if (!t) {
                 k = begin(r, x, c, &sv, commit, author, res);
                 if (k == 0)

@@ -10,7 +10,8 @@
  *   - refuses while the resource is not paused (nothing created, the
  *     reason audited);
  *   - once paused, takes the cluster over: killed -9 right after its first
- *     removal of an old member, started again, and it finishes: the same
+ *     removal of an old member; refused and nothing changed while spec.adopt
+ *     is taken out of the spec; started again, and it finishes: the same
  *     cluster ID, only gitcd's members, every acknowledged write there,
  *     the old client Service selecting gitcd's voters (its selector before
  *     kept), the old Pods and Services left in place;
@@ -301,15 +302,20 @@ static etcd_members *members_now(void)
         return l;
 }
 
-static void write_spec(e2e *e, int replicas)
+static void write_spec_adopt(e2e *e, int replicas, bool adopt)
 {
+        _cleanup_free_ char *a = xasprintf("  adopt:\n    from: %s\n    name: %s\n", from, OLD);
         _cleanup_free_ char *y = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
                                            "kind: EtcdCluster\n"
                                            "metadata:\n  name: %s\n  namespace: %s\n"
-                                           "spec:\n  replicas: %d\n  version: \"%s\"\n"
-                                           "  adopt:\n    from: %s\n    name: %s\n",
-                                           CLUSTER, NS, replicas, VERSION, from, OLD);
+                                           "spec:\n  replicas: %d\n  version: \"%s\"\n%s",
+                                           CLUSTER, NS, replicas, VERSION, adopt ? a : "");
         e2e_write_file(e, "cluster.yaml", y);
+}
+
+static void write_spec(e2e *e, int replicas)
+{
+        write_spec_adopt(e, replicas, true);
 }
 
 static int apply(e2e *e, const char *failpoint, int timeout_s, char **ret_err)
@@ -514,7 +520,21 @@ static void test_takeover(void **state)
         free(err);
         etcd_members *mid = members_now();
         assert_int_equal(mid->n, 3); /* one old member gone, one of gitcd's in */
+
+        /* spec.adopt removed mid-move: refused, the membership left as it is */
+        write_spec_adopt(e, 3, false);
+        err = NULL;
+        k = apply(e, NULL, 20, &err);
+        if (k == 0 || !err || !strstr(err, "spec.adopt was removed while the takeover"))
+                fail_msg("spec.adopt removed mid-move was not refused (%d): %s", k, err);
+        free(err);
+        etcd_members *still = members_now();
+        assert_int_equal(still->n, mid->n);
+        for (size_t i = 0; i < mid->n; i++)
+                assert_non_null(etcd_members_find(still, mid->members[i].id));
+        etcd_members_free(still);
         etcd_members_free(mid);
+        write_spec(e, 3);
         err = NULL;
         k = apply(e, NULL, 300, &err);
         if (k != 0)
