@@ -224,3 +224,27 @@ int spec_refuse_for_target(cluster_set *set, bool hosts_target, bool pvc_target,
         set->n = kept;
         return r;
 }
+
+int spec_refuse_peer_self_signed(cluster_set *set, bool can, diag_list *diags)
+{
+        assert(set);
+        size_t kept = 0;
+        int r = 0;
+        for (size_t i = 0; i < set->n; i++) {
+                etcd_cluster *c = set->items[i];
+                if (can || !c->tls.peer.self_signed) {
+                        set->items[kept++] = c;
+                        continue;
+                }
+                int line, col;
+                etcd_cluster_loc(c, "spec.tls.peer.selfSigned", &line, &col);
+                diag_add(diags, DIAG_ERROR, c->file, line, col,
+                         "spec.tls.peer.selfSigned (etcd's own self-signed peer certificates) "
+                         "needs --target kubernetes or local; the cluster is not taken in "
+                         "(remove it, or give the peer surface a provider's certificates)");
+                etcd_cluster_free(c);
+                r = -EOPNOTSUPP;
+        }
+        set->n = kept;
+        return r;
+}

@@ -228,6 +228,14 @@ static void check_tls(reader *r)
                            "provider other than none)",
                            rd_name(r, "spec.tls.client.allowPlainHTTP"),
                            rd_name(r, "spec.tls.client.enabled"));
+        if (t->peer.self_signed && t->peer.enabled)
+                rd_diag_at(r, DIAG_ERROR, "spec.tls.peer.selfSigned",
+                           "%s: etcd's own self-signed peer certificates cannot go with the %s "
+                           "provider's peer certificates; set %s: false to keep the provider for "
+                           "clients only, or remove %s",
+                           rd_name(r, "spec.tls.peer.selfSigned"), tls_provider_name(t->provider),
+                           rd_name(r, "spec.tls.peer.enabled"),
+                           rd_name(r, "spec.tls.peer.selfSigned"));
         const char *osec = "spec.tls.operatorClient.secretRef";
         const char *oiss = "spec.tls.operatorClient.issuerRef";
         if (t->provider == TLS_PROVIDER_SECRETS && t->client.enabled && !t->operator_client_secret)
