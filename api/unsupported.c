@@ -1,6 +1,6 @@
 /*
- * Fields that gitcd reads and validates but does not act on yet (none
- * today: the table below is empty but for its end marker).
+ * Fields that gitcd reads and validates but does not act on yet (today
+ * one: spec.adopt together with a TLS provider).
  *
  * Design: this file is the one list of them. A field that is validated,
  * documented and then ignored is worse than an unknown field: a user who
@@ -88,13 +88,11 @@ static void refuse_pvc(const etcd_cluster *c, diag_list *diags)
                          ds->object, c->namespace_, c->name);
 }
 
-/* spec.adopt from cozystack (aenix): its peers speak auto TLS (targets/kubernetes-takeover.c) */
-static bool adopts_unsupported(const etcd_cluster *c)
-{
-        return c->adopt.from == ADOPT_FROM_COZYSTACK;
-}
-
-/* spec.adopt of a cluster with TLS: the survey and the old members speak plain HTTP only, yet */
+/*
+ * spec.adopt of a cluster with a TLS provider: the survey and the old
+ * members speak plain HTTP to clients only, yet (cozystack's peers speak
+ * etcd's self-signed TLS, spec.tls.peer.selfSigned, which is no provider)
+ */
 static bool adopts_with_tls(const etcd_cluster *c)
 {
         return c->adopt.from != ADOPT_FROM_NONE && c->tls.provider != TLS_PROVIDER_NONE;
@@ -107,10 +105,6 @@ static const struct {
         const char *fix;   /* how to get a cluster gitcd accepts today */
         bool (*used)(const etcd_cluster *c);
 } unsupported[] = {
-    {"spec.adopt.from", "spec.adopt.from",
-     "taking over a cluster of the cozystack (aenix) operator",
-     "from: coreos, etcd-io and improbable are taken over today; see docs/migration.md",
-     adopts_unsupported},
     {"spec.adopt with spec.tls", "spec.tls", "taking over a cluster whose members use TLS",
      "only plain-HTTP clusters are taken over today; see docs/migration.md", adopts_with_tls},
     {NULL, NULL, NULL, NULL, NULL}, /* the end */
