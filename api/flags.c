@@ -146,7 +146,7 @@ static const flag_row rows[] = {
     OWNED("client-key-file", "spec.tls.client"),
     OWNED("client-cert-allowed-hostname", "spec.tls.client"),
     OWNED("auto-tls", "spec.tls.provider"),
-    OWNED("peer-auto-tls", "spec.tls.provider"),
+    OWNED("peer-auto-tls", "spec.tls.peer.selfSigned"),
     OWNED("self-signed-cert-validity", "spec.tls.provider"),
     OWNED("quota-backend-bytes", "spec.options.quotaBackendBytes"),
     OWNED("auto-compaction-mode", "spec.options.autoCompactionMode"),

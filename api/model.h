@@ -102,6 +102,12 @@ typedef struct tls_surface_spec {
         issuer_ref issuer;
         /* client only (allowPlainHTTP): plain http on the client port besides https */
         bool allow_plain;
+        /*
+         * peer only (selfSigned): https between members with the certificates
+         * each etcd makes for itself (--peer-auto-tls), no CA; never with a
+         * provider's peer certificates (enabled). render_peer_self_signed().
+         */
+        bool self_signed;
 } tls_surface_spec;
 
 #define TLS_DAY_SECONDS INT64_C(86400)

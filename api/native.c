@@ -234,7 +234,8 @@ static void read_tls_surface(reader *r, const ynode *tls, const char *key, tls_s
         _cleanup_free_ char *path = xasprintf("spec.tls.%s", key);
         if (!rd_map(r, tls, "spec.tls", key, NULL, &m))
                 return;
-        static const char *const known[] = {"enabled", "secretRef", "issuerRef", NULL};
+        static const char *const known[] = {"enabled", "secretRef", "issuerRef", "selfSigned",
+                                            NULL};
         static const char *const known_client[] = {"enabled", "secretRef", "issuerRef",
                                                    "allowPlainHTTP", NULL};
         bool client = streq(key, "client");
@@ -243,6 +244,9 @@ static void read_tls_surface(reader *r, const ynode *tls, const char *key, tls_s
         if (client && rd_bool(r, m, path, "allowPlainHTTP", NULL, &plain))
                 s->allow_plain = plain;
         _cleanup_free_ char *n_iss = rd_join(path, "issuerRef");
+        bool self_signed;
+        if (!client && rd_bool(r, m, path, "selfSigned", NULL, &self_signed))
+                s->self_signed = self_signed;
         bool en;
         if (rd_bool(r, m, path, "enabled", NULL, &en))
                 *ret_enabled = en;

@@ -94,8 +94,11 @@ static json_t *tls_json(const tls_spec *t)
 {
         json_t *o = json_object();
         json_object_set_new(o, "provider", json_string(tls_provider_name(t->provider)));
-        if (t->provider == TLS_PROVIDER_NONE)
+        if (t->provider == TLS_PROVIDER_NONE) {
+                if (t->peer.self_signed)
+                        json_object_set_new(o, "peer", json_pack("{s:b}", "selfSigned", 1));
                 return o;
+        }
         const tls_surface_spec *s[2] = {&t->client, &t->peer};
         static const char *const names[2] = {"client", "peer"};
         for (size_t i = 0; i < 2; i++) {
@@ -105,6 +108,8 @@ static json_t *tls_json(const tls_spec *t)
                 set_issuer(j, "issuerRef", &s[i]->issuer);
                 if (s[i]->allow_plain) /* only when set: the hashes of existing specs stay */
                         json_object_set_new(j, "allowPlainHTTP", json_true());
+                if (s[i]->self_signed) /* only when set, as allowPlainHTTP */
+                        json_object_set_new(j, "selfSigned", json_true());
                 json_object_set_new(o, names[i], j);
         }
         if (t->operator_client_secret || t->operator_client_issuer.name) {

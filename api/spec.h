@@ -108,6 +108,14 @@ int spec_refuse_unsupported(cluster_set *set, bool (*exists)(const char *id, voi
 int spec_refuse_for_target(cluster_set *set, bool hosts_target, bool pvc_target, diag_list *diags);
 
 /*
+ * spec.tls.peer.selfSigned (etcd's own peer certificates) is taken in only
+ * by a target that plans https peer URLs for it (can: the target has
+ * TARGET_CAP_PEER_SELF_SIGNED); otherwise the cluster is removed from the
+ * set (and freed) with an error at the field. 0, or -EOPNOTSUPP.
+ */
+int spec_refuse_peer_self_signed(cluster_set *set, bool can, diag_list *diags);
+
+/*
  * The normalized native form: {"apiVersion": "gitcd.io/v1alpha1",
  * "kind": "EtcdCluster", "metadata": {...}, "spec": {...}} with every
  * default filled in and keys in a fixed order. Two specs that mean the same

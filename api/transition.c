@@ -122,6 +122,18 @@ static bool before_35(const char *version)
 static void check_tls(ctx *x, const etcd_cluster *prev, const etcd_cluster *next)
 {
         const tls_spec *a = &prev->tls, *b = &next->tls;
+        /*
+         * A member with CA-issued peer certificates and one with etcd's own
+         * cannot talk (neither trusts the other's), nor one on plain http
+         * and one on https: no rolling path, no switch.
+         */
+        if (a->peer.self_signed != b->peer.self_signed)
+                refuse(x, "spec.tls.peer.selfSigned",
+                       "%s → %s: etcd's self-signed peer certificates are fixed when a cluster "
+                       "is created (members with them and members without them cannot talk to "
+                       "each other); create a new cluster and restore a snapshot into it",
+                       a->peer.self_signed ? "true" : "false",
+                       b->peer.self_signed ? "true" : "false");
         bool on = switched_on_auto(a, b), off = !on && switched_off_auto(a, b);
         if (on || off) {
                 const char *way = on ? "on" : "off";

@@ -1,6 +1,6 @@
 /*
- * Fields that gitcd reads and validates but does not act on yet (none
- * today: the table below is empty but for its end marker).
+ * Fields that gitcd reads and validates but does not act on yet (today
+ * one: spec.adopt together with a TLS provider).
  *
  * Design: this file is the one list of them. A field that is validated,
  * documented and then ignored is worse than an unknown field: a user who
@@ -88,13 +88,11 @@ static void refuse_pvc(const etcd_cluster *c, diag_list *diags)
                          ds->object, c->namespace_, c->name);
 }
 
-/* spec.adopt from cozystack (aenix): its peers speak auto TLS (targets/kubernetes-takeover.c) */
-static bool adopts_unsupported(const etcd_cluster *c)
-{
-        return c->adopt.from == ADOPT_FROM_COZYSTACK;
-}
-
-/* spec.adopt of a cluster with TLS: the survey and the old members speak plain HTTP only, yet */
+/*
+ * spec.adopt of a cluster with a TLS provider: the survey and the old
+ * members speak plain HTTP to clients only, yet (cozystack's peers speak
+ * etcd's self-signed TLS, spec.tls.peer.selfSigned, which is no provider)
+ */
 static bool adopts_with_tls(const etcd_cluster *c)
 {
         return c->adopt.from != ADOPT_FROM_NONE && c->tls.provider != TLS_PROVIDER_NONE;
@@ -107,10 +105,6 @@ static const struct {
         const char *fix;   /* how to get a cluster gitcd accepts today */
         bool (*used)(const etcd_cluster *c);
 } unsupported[] = {
-    {"spec.adopt.from", "spec.adopt.from",
-     "taking over a cluster of the cozystack (aenix) operator",
-     "from: coreos, etcd-io and improbable are taken over today; see docs/migration.md",
-     adopts_unsupported},
     {"spec.adopt with spec.tls", "spec.tls", "taking over a cluster whose members use TLS",
      "only plain-HTTP clusters are taken over today; see docs/migration.md", adopts_with_tls},
     {NULL, NULL, NULL, NULL, NULL}, /* the end */
@@ -218,6 +212,30 @@ int spec_refuse_for_target(cluster_set *set, bool hosts_target, bool pvc_target,
                                  "cluster %s/%s has none; the cluster is not taken in (add "
                                  "spec.hosts, or use --target local or kubernetes)",
                                  c->namespace_, c->name);
+                etcd_cluster_free(c);
+                r = -EOPNOTSUPP;
+        }
+        set->n = kept;
+        return r;
+}
+
+int spec_refuse_peer_self_signed(cluster_set *set, bool can, diag_list *diags)
+{
+        assert(set);
+        size_t kept = 0;
+        int r = 0;
+        for (size_t i = 0; i < set->n; i++) {
+                etcd_cluster *c = set->items[i];
+                if (can || !c->tls.peer.self_signed) {
+                        set->items[kept++] = c;
+                        continue;
+                }
+                int line, col;
+                etcd_cluster_loc(c, "spec.tls.peer.selfSigned", &line, &col);
+                diag_add(diags, DIAG_ERROR, c->file, line, col,
+                         "spec.tls.peer.selfSigned (etcd's own self-signed peer certificates) "
+                         "needs --target kubernetes or local; the cluster is not taken in "
+                         "(remove it, or give the peer surface a provider's certificates)");
                 etcd_cluster_free(c);
                 r = -EOPNOTSUPP;
         }

@@ -228,6 +228,14 @@ static void check_tls(reader *r)
                            "provider other than none)",
                            rd_name(r, "spec.tls.client.allowPlainHTTP"),
                            rd_name(r, "spec.tls.client.enabled"));
+        if (t->peer.self_signed && t->peer.enabled)
+                rd_diag_at(r, DIAG_ERROR, "spec.tls.peer.selfSigned",
+                           "%s: etcd's own self-signed peer certificates cannot go with the %s "
+                           "provider's peer certificates; set %s: false to keep the provider for "
+                           "clients only, or remove %s",
+                           rd_name(r, "spec.tls.peer.selfSigned"), tls_provider_name(t->provider),
+                           rd_name(r, "spec.tls.peer.enabled"),
+                           rd_name(r, "spec.tls.peer.selfSigned"));
         const char *osec = "spec.tls.operatorClient.secretRef";
         const char *oiss = "spec.tls.operatorClient.issuerRef";
         if (t->provider == TLS_PROVIDER_SECRETS && t->client.enabled && !t->operator_client_secret)
@@ -613,6 +621,26 @@ static void check_adopt(reader *r)
                            "%s takes over a cluster on Kubernetes; with spec.hosts gitcd adopts "
                            "what runs on the machines by itself (remove spec.adopt)",
                            rd_name(r, "spec.adopt"));
+        /*
+         * The legacy aenix (cozystack) members speak https to their peers with
+         * etcd's own certificates (--peer-auto-tls): only a member with the
+         * same can join (a CA-issued one trusts no self-signed certificate,
+         * and is not trusted); the other operators' peers speak plain http.
+         */
+        bool auto_peers = a->from == ADOPT_FROM_COZYSTACK;
+        if (auto_peers && !c->tls.peer.self_signed)
+                rd_diag_at(r, DIAG_ERROR, "spec.adopt.from",
+                           "%s: cozystack's members speak https to their peers with the "
+                           "certificates etcd makes for itself (--peer-auto-tls), and only a "
+                           "member with the same can join them: add spec.tls: {provider: none, "
+                           "peer: {selfSigned: true}}",
+                           rd_name(r, "spec.adopt.from"));
+        if (!auto_peers && c->tls.peer.self_signed)
+                rd_diag_at(r, DIAG_ERROR, "spec.tls.peer.selfSigned",
+                           "%s: %s's members speak plain http to their peers and would not "
+                           "trust a self-signed peer certificate: remove %s",
+                           rd_name(r, "spec.tls.peer.selfSigned"), adopt_from_name(a->from),
+                           rd_name(r, "spec.tls.peer.selfSigned"));
         if (c->restore.enabled || c->recovery.from != RECOVERY_NONE)
                 rd_diag_at(r, DIAG_ERROR, "spec.adopt",
                            "%s keeps the running cluster's data; it cannot go with "

@@ -349,6 +349,9 @@ int spec_intake(const intake_input *in, intake_result *ret)
                 if (spec_refuse_for_target(&set, in->caps & TARGET_CAP_HOSTS_INVENTORY,
                                            in->caps & TARGET_CAP_PVC_WRITER, &r.diags) < 0)
                         r.errors = true;
+                if (spec_refuse_peer_self_signed(&set, in->caps & TARGET_CAP_PEER_SELF_SIGNED,
+                                                 &r.diags) < 0)
+                        r.errors = true;
                 if (kube_contexts(in, &set, &r.diags) < 0)
                         r.errors = true;
         }

@@ -247,7 +247,12 @@ static void steps_takeover(plan_item *it, const etcd_cluster *c)
              "follower first; the old leader last, after moving leadership to a voter of "
              "gitcd's), until %d %s of gitcd's remain (same cluster ID and data)",
              want, plural(want, "member", "members"));
-        if (coreos)
+        if (c->adopt.from == ADOPT_FROM_COZYSTACK)
+                STEP(it, "gitcd's members join the old ones' peer https with etcd's own "
+                         "self-signed certificates (spec.tls.peer.selfSigned); every old member "
+                         "must run with --peer-auto-tls");
+        /* coreos and cozystack (aenix) make a client Service (targets/kubernetes-takeover.c) */
+        if (coreos || c->adopt.from == ADOPT_FROM_COZYSTACK)
                 STEP(it, "once gitcd has a voter, point the old client Service at gitcd's voters "
                          "(its selector before kept on it as gitcd.io/selector-before)");
         else

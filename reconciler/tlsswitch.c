@@ -427,7 +427,9 @@ int tlsswitch_prepare(const tlsswitch_env *env, etcd_cluster *c)
         bool was_client = journal && strstr(journal, "client");
         bool was_peer = journal && strstr(journal, "peer");
         bool off_client = may && !render_client_tls(c) && (rec_client || was_client);
-        bool off_peer = may && !render_peer_tls(c) && (rec_peer || was_peer);
+        /* https peer records are etcd's own peer TLS, not a switch off, with selfSigned */
+        bool off_peer =
+            may && !render_peer_tls(c) && !render_peer_self_signed(c) && (rec_peer || was_peer);
         const char *now = surfaces_name(off_client, off_peer);
         if (!streq_ptr(now, journal)) {
                 /* Started (journal written before any step), or a surface turned on again. */

@@ -218,6 +218,8 @@ char **render_member_command(const etcd_cluster *c, const membership_plan *p, si
                 flag_tls_file(&s, c, m, "peer-trusted-ca-file", TLS_SUBDIR_PEER, "ca.crt");
                 flag_str(&s, "peer-client-cert-auth", "true");
         }
+        if (render_peer_self_signed(c))
+                flag_str(&s, "peer-auto-tls", "true");
 
         size_t n = o->extra_flags.n;
         const kv **extra = xcalloc(n ? n : 1, sizeof(kv *));

@@ -36,6 +36,16 @@ bool render_peer_tls(const etcd_cluster *c)
         return c->tls.provider != TLS_PROVIDER_NONE && c->tls.peer.enabled;
 }
 
+bool render_peer_self_signed(const etcd_cluster *c)
+{
+        return c->tls.peer.self_signed && !render_peer_tls(c);
+}
+
+const char *render_peer_scheme(const etcd_cluster *c)
+{
+        return render_peer_tls(c) || render_peer_self_signed(c) ? "https" : "http";
+}
+
 char *render_tls_secret_name(const etcd_cluster *c, const char *subdir)
 {
         if (streq(subdir, TLS_SUBDIR_CA_BUNDLE))

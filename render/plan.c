@@ -110,7 +110,7 @@ membership_plan *membership_plan_steady(const etcd_cluster *c, const char *clust
         const char *domain =
             isempty(cluster_domain) ? RENDER_DEFAULT_CLUSTER_DOMAIN : cluster_domain;
         const char *ns = render_namespace(c);
-        const char *peer_scheme = render_peer_tls(c) ? "https" : "http";
+        const char *peer_scheme = render_peer_scheme(c);
         const char *client_scheme = render_client_tls(c) ? "https" : "http";
         int n = c->replicas > 0 ? c->replicas : 1;
         _cleanup_free_ char *headless = render_headless_service_name(c);

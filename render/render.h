@@ -69,6 +69,14 @@ typedef struct membership_plan {
  */
 bool render_client_tls(const etcd_cluster *c);
 bool render_peer_tls(const etcd_cluster *c);
+/*
+ * spec.tls.peer.selfSigned: the members speak https to each other with the
+ * certificates etcd makes for itself (--peer-auto-tls), no CA, no peer
+ * client-certificate check.
+ */
+bool render_peer_self_signed(const etcd_cluster *c);
+/* The peer URLs' scheme: "https" with peer TLS of either kind, else "http". */
+const char *render_peer_scheme(const etcd_cluster *c);
 
 /* Names gitcd gives the shared objects of a cluster. */
 char *render_headless_service_name(const etcd_cluster *c); /* "<name>-headless" */

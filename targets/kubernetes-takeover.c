@@ -31,8 +31,23 @@
  *   no pause field, judged as etcd-io's, but its operator's labels
  *   (control-plane=controller-manager) are every kubebuilder operator's:
  *   only its Deployment eco-controller-manager counts.
- *   cozystack (aenix) is refused at intake (api/unsupported.c): its
- *   members' peers speak auto TLS, which gitcd's members do not.
+ *   cozystack, the legacy aenix-io/etcd-operator (etcd.aenix.io/v1alpha1):
+ *   a StatefulSet NAME, Pods NAME-i labelled app.kubernetes.io/name=etcd,
+ *   app.kubernetes.io/instance=NAME, app.kubernetes.io/managed-by=
+ *   etcd-operator, the client Service NAME (ClusterIP) and the headless
+ *   Service NAME-headless; no pause field, judged as etcd-io's (its
+ *   Deployment etcd-operator-controller-manager, labelled
+ *   control-plane=controller-manager and part of etcd-operator, scaled to
+ *   0, or the resource gone). Its members speak https to their peers with
+ *   the certificates etcd makes for itself (--peer-auto-tls: no CA, a peer
+ *   client skips verifying a self-signed certificate, no peer client
+ *   certificate asked for); a member with CA-issued peer certificates
+ *   could neither trust them nor be trusted, so gitcd's members must run
+ *   with spec.tls.peer.selfSigned (required at intake, api/validate.c's
+ *   check_adopt), and every old Pod must run etcd with
+ *   --peer-auto-tls (the operator's CA-issued peer TLS,
+ *   spec.security.tls, is not taken over). The newer Cozystack operator
+ *   (etcd-operator.cozystack.io/v1alpha2) is refused by name.
  * - The old operator must have stopped: gitcd reads, never changes, what
  *   says so, and refuses (every pass) while it acts, naming the kubectl
  *   command that stops it.
@@ -78,7 +93,15 @@ typedef struct old_layout {
         bool operator_by_name;     /* its labels are too common: only the Deployment of that name */
         const char *workload_kind; /* the controller of its Pods, left for the user; NULL: none */
         const char *workload;
+        /* its members speak peer https with etcd's own certificates (--peer-auto-tls) */
+        bool peer_self_signed;
+        /* another operator's resource of the same kind that this row must not take: NULL none */
+        const kube_gvr *not_this;
+        const char *not_this_why;
 } old_layout;
+
+static const kube_gvr GVR_COZYSTACK_V1ALPHA2 = {"etcd-operator.cozystack.io", "v1alpha2",
+                                                "etcdclusters", true};
 
 static const old_layout layouts[] = {
     {ADOPT_FROM_COREOS,
@@ -122,6 +145,27 @@ static const old_layout layouts[] = {
      true,
      "ReplicaSet",
      NULL},
+    /* the legacy aenix-io/etcd-operator v0.4.2: StatefulSet {}, Services {} and {}-headless */
+    {ADOPT_FROM_COZYSTACK,
+     {"etcd.aenix.io", "v1alpha1", "etcdclusters", true},
+     "EtcdCluster",
+     "app.kubernetes.io/name=etcd,app.kubernetes.io/instance={},"
+     "app.kubernetes.io/managed-by=etcd-operator",
+     "{}",
+     "{}-headless",
+     NULL,
+     "control-plane=controller-manager,app.kubernetes.io/part-of=etcd-operator",
+     "etcd-operator-controller-manager",
+     "etcd-operator-system",
+     true,
+     "StatefulSet",
+     "{}",
+     true,
+     &GVR_COZYSTACK_V1ALPHA2,
+     "a cluster of the newer Cozystack operator (etcd-operator.cozystack.io/v1alpha2, one "
+     "EtcdMember and a Pod of a random name per member), which gitcd does not take over: "
+     "spec.adopt.from: cozystack takes over the legacy aenix-io operator's clusters "
+     "(etcd.aenix.io/v1alpha1)"},
 };
 
 /* fmt with every "{}" replaced by name. */
@@ -283,7 +327,20 @@ static int survey_resource(kubernetes_target *kt, const etcd_cluster *c, const o
         const adopt_spec *a = &c->adopt;
         json_t *cr = NULL;
         *ret_found = false;
-        int k = kube_get(kt->kc, &L->resource, ns, a->name, &cr);
+        int k;
+        if (L->not_this) {
+                /* a 404 (its kind not installed, or no such resource) is what is hoped for */
+                k = kube_get(kt->kc, L->not_this, ns, a->name, &cr);
+                json_decref(cr);
+                cr = NULL;
+                if (k >= 0) {
+                        *ret_why = xasprintf("%s/%s is %s", ns, a->name, L->not_this_why);
+                        return -EPERM;
+                }
+                if (k != -ENOENT)
+                        return kube_fail(kt, k);
+        }
+        k = kube_get(kt->kc, &L->resource, ns, a->name, &cr);
         if (k == -ENOENT && !L->paused_field)
                 return 0;
         if (k == -ENOENT) {
@@ -311,6 +368,27 @@ static int survey_resource(kubernetes_target *kt, const etcd_cluster *c, const o
         return -EPERM;
 }
 
+/* Does one of the Pod's containers run etcd with --peer-auto-tls (its command or args)? */
+static bool pod_peer_auto_tls(const json_t *pod)
+{
+        json_t *cs = json_object_get(json_object_get(pod, "spec"), "containers");
+        size_t i, j;
+        json_t *ctr, *arg;
+        json_array_foreach(cs, i, ctr)
+        {
+                const char *keys[] = {"command", "args"};
+                for (size_t k = 0; k < ARRAY_SIZE(keys); k++)
+                        json_array_foreach(json_object_get(ctr, keys[k]), j, arg)
+                        {
+                                const char *s = json_string_value(arg);
+                                if (streq_ptr(s, "--peer-auto-tls") ||
+                                    streq_ptr(s, "--peer-auto-tls=true"))
+                                        return true;
+                        }
+        }
+        return false;
+}
+
 /* 2. its Pods: the members, reached at their IPs (into *eps); a refusal into *why */
 static int survey_pods(kubernetes_target *kt, const etcd_cluster *c, const old_layout *L,
                        const char *ns, takeover_survey *s, strbuf *eps, char **why)
@@ -334,6 +412,12 @@ static int survey_pods(kubernetes_target *kt, const etcd_cluster *c, const old_l
                 if (!*why && gitcd_member_name(c->name, name))
                         *why = xasprintf("the old Pod %s/%s has a name gitcd gives its own "
                                          "members; name the gitcd cluster differently",
+                                         ns, name);
+                if (!*why && L->peer_self_signed && !pod_peer_auto_tls(pod))
+                        *why = xasprintf("the old Pod %s/%s does not run etcd with "
+                                         "--peer-auto-tls: its members use CA-issued peer "
+                                         "certificates (the operator's spec.security.tls), "
+                                         "which gitcd does not take over yet",
                                          ns, name);
                 /*
                  * A Pod that does not run is no endpoint, and no refusal here: before the

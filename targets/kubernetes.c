@@ -228,7 +228,7 @@ static int kt_place_member(target *t, const etcd_cluster *c, member_plan *mp)
         if (isempty(mp->name))
                 return target_fail(t, -EINVAL, "member plan without a name");
         const char *ns = ns_of(c);
-        const char *peer_scheme = render_peer_tls(c) ? "https" : "http";
+        const char *peer_scheme = render_peer_scheme(c);
         const char *client_scheme = render_client_tls(c) ? "https" : "http";
         _cleanup_free_ char *headless = render_headless_service_name(c);
         /* The format of membership_plan_steady (render/plan.c). */

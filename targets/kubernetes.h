@@ -146,7 +146,7 @@ int kubernetes_writer_lock(const char *state_dir, const char *ns, const char *cl
 /* What the Kubernetes target can do beyond every target (TARGET_CAP_*). */
 #define KUBERNETES_TARGET_CAPS                                                                     \
         (TARGET_CAP_TLS_FROM_SECRETS | TARGET_CAP_MEMORY_MEDIUM | TARGET_CAP_CONTAINER_IMAGES |    \
-         TARGET_CAP_PVC_WRITER | TARGET_CAP_KUBE_CONTEXTS)
+         TARGET_CAP_PVC_WRITER | TARGET_CAP_KUBE_CONTEXTS | TARGET_CAP_PEER_SELF_SIGNED)
 
 /*
  * The Kubernetes target as the kind opens it (targets/kubernetes-servers.c):

@@ -220,7 +220,7 @@ static int local_place_member(target *t, const etcd_cluster *c, member_plan *mp)
                         return r;
         }
         const char *cs = render_client_tls(c) ? "https" : "http";
-        const char *ps = render_peer_tls(c) ? "https" : "http";
+        const char *ps = render_peer_scheme(c);
         str_assign(&mp->client_url, xasprintf("%s://127.0.0.1:%d", cs, m->client_port));
         str_assign(&mp->peer_url, xasprintf("%s://127.0.0.1:%d", ps, m->peer_port));
         str_assign(&mp->listen_client_url, xstrdup(mp->client_url));

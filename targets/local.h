@@ -88,7 +88,7 @@ typedef struct local_target_opts {
  */
 
 /* What the local target can do beyond every target (TARGET_CAP_*): nothing more. */
-#define LOCAL_TARGET_CAPS 0u
+#define LOCAL_TARGET_CAPS TARGET_CAP_PEER_SELF_SIGNED
 
 /* -EINVAL without state_dir; -errno when the state directory cannot be created. */
 int local_target_new(const local_target_opts *opts, target **ret);

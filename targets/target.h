@@ -126,6 +126,14 @@ enum {
          * (intake/intake.c), and only when the kubeconfig has that context.
          */
         TARGET_CAP_KUBE_CONTEXTS = 1u << 5,
+        /*
+         * Members speak https to each other with the certificates etcd
+         * makes for itself (spec.tls.peer.selfSigned, --peer-auto-tls): the
+         * target plans https peer URLs from render_peer_scheme(). A cluster
+         * asking for it is taken in only with this bit
+         * (spec_refuse_peer_self_signed).
+         */
+        TARGET_CAP_PEER_SELF_SIGNED = 1u << 6,
 };
 
 /*

@@ -303,6 +303,42 @@ static void test_etcdsnapshot_pvc_needs_a_writer(void **state)
         cluster_set_release(&set);
 }
 
+/* spec.tls.peer.selfSigned is taken in only by a target that plans https peers for it. */
+static void test_peer_self_signed_needs_the_capability(void **state)
+{
+        (void)state;
+        static const char self[] = "apiVersion: gitcd.io/v1alpha1\n"
+                                   "kind: EtcdCluster\n"
+                                   "metadata: {name: s}\n"
+                                   "spec:\n"
+                                   "  tls:\n"
+                                   "    provider: none\n"
+                                   "    peer: {selfSigned: true}\n";
+        diag_list d = {0};
+        cluster_set set = load_set(self);
+        assert_int_equal(spec_refuse_peer_self_signed(&set, true, &d), 0);
+        assert_int_equal(set.n, 1);
+        assert_int_equal(d.n, 0);
+        cluster_set_release(&set);
+
+        set = load_set(self);
+        assert_int_equal(spec_refuse_peer_self_signed(&set, false, &d), -EOPNOTSUPP);
+        assert_int_equal(set.n, 0);
+        assert_int_equal(d.n, 1);
+        assert_int_equal(d.items[0].severity, DIAG_ERROR);
+        assert_non_null(strstr(d.items[0].message, "needs --target kubernetes or local"));
+        assert_int_equal(d.items[0].line, 7);
+        diag_list_release(&d);
+        cluster_set_release(&set);
+
+        /* a cluster without it is taken in by any target */
+        set = load_set("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata: {name: p}\n");
+        assert_int_equal(spec_refuse_peer_self_signed(&set, false, &d), 0);
+        assert_int_equal(set.n, 1);
+        cluster_set_release(&set);
+        diag_list_release(&d);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -313,6 +349,7 @@ int main(void)
             cmocka_unit_test(test_taken_in_by_the_hosts_target_only),
             cmocka_unit_test(test_pvc_destination_needs_a_writer),
             cmocka_unit_test(test_etcdsnapshot_pvc_needs_a_writer),
+            cmocka_unit_test(test_peer_self_signed_needs_the_capability),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

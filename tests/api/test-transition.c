@@ -223,6 +223,27 @@ static void test_tls(void **state)
         check(auto_tls, "  tls:\n    provider: auto\n    auto: {validityDays: 60}\n", NULL);
 }
 
+/* spec.tls.peer.selfSigned is fixed: no rolling path between its members and others. */
+static void test_tls_peer_self_signed(void **state)
+{
+        (void)state;
+        const char *self = "  tls:\n    provider: none\n    peer:\n      selfSigned: true\n";
+        check(self, self, NULL);
+        check(self,
+              "  replicas: 5\n  tls:\n    provider: none\n    peer:\n      selfSigned: true\n",
+              NULL);
+        check("  replicas: 3\n", self,
+              "next.yaml:9:19: error: spec.tls.peer.selfSigned: false → true: etcd's self-signed "
+              "peer certificates are fixed when a cluster is created (members with them and "
+              "members without them cannot talk to each other); create a new cluster and restore "
+              "a snapshot into it\n");
+        check(self, "  tls:\n    provider: none\n",
+              "next.yaml:6:3: error: spec.tls.peer.selfSigned: true → false: etcd's self-signed "
+              "peer certificates are fixed when a cluster is created (members with them and "
+              "members without them cannot talk to each other); create a new cluster and restore "
+              "a snapshot into it\n");
+}
+
 static void test_tls_secrets(void **state)
 {
         const char *a = "  tls:\n    provider: secrets\n    client:\n      secretRef: {name: s1}\n"
@@ -352,6 +373,7 @@ int main(void)
             cmocka_unit_test(test_storage),
             cmocka_unit_test(test_tls),
             cmocka_unit_test(test_tls_secrets),
+            cmocka_unit_test(test_tls_peer_self_signed),
             cmocka_unit_test(test_other_changes_allowed),
             cmocka_unit_test(test_auth),
             cmocka_unit_test(test_several_refusals_at_once),

@@ -23,6 +23,11 @@
  * runs; improbable: its EtcdCluster deleted with --cascade=orphan), no
  * client Service to point, and a removed member's Pod deleted and
  * recreated by its controller never comes back into the cluster.
+ * "cozystack": the legacy aenix-io operator's StatefulSet, whose members
+ * speak peer https with etcd's own certificates (--peer-auto-tls): gitcd's
+ * members join with spec.tls.peer.selfSigned, the operator is stopped by
+ * its Deployment scaled to 0, and its client Service (NAME) is pointed at
+ * gitcd's voters as coreos' is.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -210,6 +215,9 @@ static const char *operator_deployment(const char **ret_ns)
         case LAYOUT_IMPROBABLE:
                 *ret_ns = "eco-system";
                 return "eco-controller-manager";
+        case LAYOUT_COZYSTACK:
+                *ret_ns = "etcd-operator-system";
+                return "etcd-operator-controller-manager";
         default:
                 fail_msg("no operator Deployment for %s", layout_kind_name(kind));
         }
@@ -304,12 +312,16 @@ static etcd_members *members_now(void)
 
 static void write_spec_adopt(e2e *e, int replicas, bool adopt)
 {
+        /* cozystack's members speak peer https with etcd's own certificates: gitcd's too */
+        const char *tls = kind == LAYOUT_COZYSTACK
+                              ? "  tls:\n    provider: none\n    peer:\n      selfSigned: true\n"
+                              : "";
         _cleanup_free_ char *a = xasprintf("  adopt:\n    from: %s\n    name: %s\n", from, OLD);
         _cleanup_free_ char *y = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
                                            "kind: EtcdCluster\n"
                                            "metadata:\n  name: %s\n  namespace: %s\n"
-                                           "spec:\n  replicas: %d\n  version: \"%s\"\n%s",
-                                           CLUSTER, NS, replicas, VERSION, adopt ? a : "");
+                                           "spec:\n  replicas: %d\n  version: \"%s\"\n%s%s",
+                                           CLUSTER, NS, replicas, VERSION, tls, adopt ? a : "");
         e2e_write_file(e, "cluster.yaml", y);
 }
 
@@ -357,18 +369,37 @@ static const char *label(const json_t *o, const char *key)
             json_object_get(json_object_get(json_object_get(o, "metadata"), "labels"), key));
 }
 
+/* The label of the old Pods that names the old cluster. */
+static const char *old_label(void)
+{
+        switch (kind) {
+        case LAYOUT_COREOS:
+                return "etcd_cluster";
+        case LAYOUT_ETCDIO:
+                return "app";
+        case LAYOUT_IMPROBABLE:
+                return "etcd.improbable.io/cluster-name";
+        case LAYOUT_COZYSTACK:
+                return "app.kubernetes.io/instance";
+        }
+        return NULL;
+}
+
 static void check_old_client_service(void)
 {
         json_t *svc = NULL;
-        assert_int_equal(kube_get(lab->admin, &services, NS, OLD "-client", &svc), 0);
+        const char *name = kind == LAYOUT_COREOS ? OLD "-client" : OLD;
+        assert_int_equal(kube_get(lab->admin, &services, NS, name, &svc), 0);
         json_t *sel = json_object_get(json_object_get(svc, "spec"), "selector");
         assert_string_equal(json_string_value(json_object_get(sel, "gitcd.io/cluster")), CLUSTER);
-        assert_null(json_object_get(sel, "etcd_cluster"));
+        /* the old cluster's label is gone, or gitcd's own (app.kubernetes.io/instance=CLUSTER) */
+        const char *was = json_string_value(json_object_get(sel, old_label()));
+        assert_true(!was || streq(was, CLUSTER));
         const char *kept = json_string_value(
             json_object_get(json_object_get(json_object_get(svc, "metadata"), "annotations"),
                             "gitcd.io/selector-before"));
         assert_non_null(kept);
-        assert_non_null(strstr(kept, "etcd_cluster"));
+        assert_non_null(strstr(kept, old_label()));
         json_decref(svc);
 }
 
@@ -440,9 +471,9 @@ static void check_no_member_readded(void)
 static void check_left_behind(e2e *e)
 {
         /* the old client Service selects gitcd's voters; the old objects stay */
-        if (kind == LAYOUT_COREOS)
+        if (kind == LAYOUT_COREOS || kind == LAYOUT_COZYSTACK)
                 check_old_client_service();
-        else
+        if (kind != LAYOUT_COREOS)
                 check_no_member_readded();
         json_t *old_svc = NULL;
         assert_int_equal(kube_get(lab->admin, &services, NS, OLD, &old_svc), 0);
@@ -450,10 +481,7 @@ static void check_left_behind(e2e *e)
         for (size_t i = kind == LAYOUT_COREOS ? 0 : 1; i < N_OLD; i++) {
                 json_t *p = NULL;
                 assert_int_equal(kube_get(lab->admin, &pods, NS, old_pods[i], &p), 0);
-                const char *key = kind == LAYOUT_COREOS   ? "etcd_cluster"
-                                  : kind == LAYOUT_ETCDIO ? "app"
-                                                          : "etcd.improbable.io/cluster-name";
-                assert_string_equal(label(p, key), OLD);
+                assert_string_equal(label(p, old_label()), OLD);
                 json_decref(p);
         }
         assert_int_equal(e2e_audit_count(e, CLUSTER, "member.adopt"), 3);
@@ -462,10 +490,10 @@ static void check_left_behind(e2e *e)
         json_t *tk = json_object_get(st, "takeover");
         assert_non_null(json_object_get(tk, "finished"));
         assert_false(json_is_null(json_object_get(tk, "finished")));
-        /* the resource (improbable's was deleted), 3 Pods, the Services, the StatefulSet or the
-         * 3 ReplicaSets */
+        /* the resource (improbable's was deleted), 3 Pods, the Services (cozystack: 2), the
+         * StatefulSet or the 3 ReplicaSets */
         assert_int_equal(json_array_size(json_object_get(tk, "objects")),
-                         kind == LAYOUT_IMPROBABLE ? 7 : 6);
+                         kind == LAYOUT_IMPROBABLE || kind == LAYOUT_COZYSTACK ? 7 : 6);
         json_decref(st);
         char *plan = plan_text(e);
         _cleanup_free_ char *first_pod = xasprintf("Pod %s/%s", NS, old_pods[0]);
@@ -586,6 +614,10 @@ int main(int argc, char **argv)
         if (argc > 1 && strcmp(argv[1], "etcdio") == 0) {
                 kind = LAYOUT_ETCDIO;
                 from = "etcd-io";
+                old_pods = sts_pods;
+        } else if (argc > 1 && strcmp(argv[1], "cozystack") == 0) {
+                kind = LAYOUT_COZYSTACK;
+                from = "cozystack";
                 old_pods = sts_pods;
         } else if (argc > 1 && strcmp(argv[1], "improbable") == 0) {
                 kind = LAYOUT_IMPROBABLE;

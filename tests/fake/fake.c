@@ -494,8 +494,7 @@ static int fake_place_member(target *t, const etcd_cluster *c, member_plan *mp)
                 return k;
         fake_proc *p = proc_get(t, mp->name);
         free(mp->peer_url);
-        mp->peer_url =
-            xasprintf("%s://%s.fake:2380", render_peer_tls(c) ? "https" : "http", mp->name);
+        mp->peer_url = xasprintf("%s://%s.fake:2380", render_peer_scheme(c), mp->name);
         free(mp->client_url);
         mp->client_url =
             xasprintf("%s://%s.fake:2379", render_client_tls(c) ? "https" : "http", mp->name);

@@ -260,6 +260,47 @@ static void test_kube_context(void **state)
         state_cluster_free(sc);
 }
 
+/*
+ * spec.adopt from cozystack: the steps say gitcd's members join on etcd's
+ * own peer TLS and that the old client Service is pointed at gitcd's
+ * voters; spec.tls.peer.selfSigned is refused by a target without the
+ * capability (the hosts target), at its line.
+ */
+static void test_cozystack_takeover(void **state)
+{
+        (void)state;
+        const char *paths[] = {"kc.yaml"};
+        const char *texts[] = {HEAD("kc") "  replicas: 3\n  version: \"3.5.16\"\n"
+                                          "  tls:\n    provider: none\n"
+                                          "    peer:\n      selfSigned: true\n"
+                                          "  adopt:\n    from: cozystack\n    name: old\n"};
+        _cleanup_(source_revision_freep) source_revision *rev = revision(paths, texts, 1);
+        state_cluster_list applied = {0};
+        plan *p = NULL;
+        plan_input in = {.rev = rev,
+                         .applied = &applied,
+                         .caps = TARGET_CAP_PVC_WRITER | TARGET_CAP_PEER_SELF_SIGNED};
+        assert_int_equal(plan_compute(&in, &p), 0);
+        const plan_item *it = item(p, "default/kc");
+        assert_int_equal(it->action, PLAN_CREATE);
+        assert_true(has_step(it, "find the cozystack cluster default/old"));
+        assert_true(has_step(it, "etcd's own self-signed certificates"));
+        assert_true(has_step(it, "point the old client Service at gitcd's voters"));
+        plan_free(p);
+
+        /* without the capability: refused at spec.tls.peer.selfSigned (line 11) */
+        in.caps = TARGET_CAP_PVC_WRITER;
+        assert_int_equal(plan_compute(&in, &p), 0);
+        it = item(p, "default/kc");
+        assert_int_equal(it->action, PLAN_REJECTED);
+        bool refused = false;
+        for (size_t i = 0; i < it->diags.n; i++)
+                refused |= it->diags.items[i].line == 11 &&
+                           strstr(it->diags.items[i].message, "needs --target kubernetes or local");
+        assert_true(refused);
+        plan_free(p);
+}
+
 static state_member *member(const char *name, int ordinal, const char *version)
 {
         state_member *m = XNEW(state_member);
@@ -488,10 +529,15 @@ static void test_order(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_model),       cmocka_unit_test(test_kube_context),
-            cmocka_unit_test(test_consistency), cmocka_unit_test(test_empty),
-            cmocka_unit_test(test_roll_order),  cmocka_unit_test(test_hostile_text_escaped),
-            cmocka_unit_test(test_order),       cmocka_unit_test(test_holds),
+            cmocka_unit_test(test_model),
+            cmocka_unit_test(test_kube_context),
+            cmocka_unit_test(test_cozystack_takeover),
+            cmocka_unit_test(test_consistency),
+            cmocka_unit_test(test_empty),
+            cmocka_unit_test(test_roll_order),
+            cmocka_unit_test(test_hostile_text_escaped),
+            cmocka_unit_test(test_order),
+            cmocka_unit_test(test_holds),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

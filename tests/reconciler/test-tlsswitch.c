@@ -246,6 +246,30 @@ static void test_peer_off_only(void **state)
         assert_int_equal(fx_total_starts(f), starts + 6);
 }
 
+/*
+ * spec.tls.peer.selfSigned: the members' https peer records are etcd's own
+ * peer TLS, never taken for a switch off under way (which would keep the
+ * provider's certificates on and restart every member onto them).
+ */
+static void test_peer_self_signed_is_no_switch(void **state)
+{
+        fx *f = *state;
+        fx_offer(f, NULL,
+                 "  replicas: 3\n  version: \"3.5.16\"\n  progressDeadlineSeconds: 3600\n"
+                 "  tls:\n    provider: none\n    peer:\n      selfSigned: true\n");
+        fx_converge(f, NULL);
+        assert_schemes(f, "http://", "https://");
+        int starts = fx_total_starts(f);
+        assert_int_equal(starts, 3);
+        fx_close(f);
+        fx_open(f);
+        fx_converge(f, NULL);
+        assert_schemes(f, "http://", "https://");
+        assert_int_equal(fx_total_starts(f), starts);
+        assert_int_equal(fx_audit_count(f, "tls.disable"), 0);
+        assert_int_equal(fx_audit_count(f, "tls.enable"), 0);
+}
+
 /* Switched on again half way through the switch off: the switch on takes over. */
 static void test_on_again_half_way(void **state)
 {
@@ -309,6 +333,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_switched_off, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_off_killed_after_each_step, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_peer_off_only, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_peer_self_signed_is_no_switch, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_on_again_half_way, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_client_off_while_switching_on, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_off_during_ca_rotation, setup_ca, fx_teardown),

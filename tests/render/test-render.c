@@ -347,6 +347,44 @@ static void test_command_tls(void **state)
         assert_false(has_arg(c, q, 0, "--client-cert-auth=true"));
 }
 
+/*
+ * spec.tls.peer.selfSigned: https peer URLs and --peer-auto-tls, no peer
+ * certificate files; the client surface keeps its own settings.
+ */
+static void test_command_peer_self_signed(void **state)
+{
+        (void)state;
+        _cleanup_(etcd_cluster_freep) etcd_cluster *c = fixture_cluster("db", 3);
+        c->tls.peer.self_signed = true;
+        _cleanup_(membership_plan_freep) membership_plan *p = membership_plan_steady(c, NULL);
+        _cleanup_free_ char *line = command_line(c, p, 0);
+        assert_non_null(strstr(line, " --peer-auto-tls=true"));
+        assert_null(strstr(line, "--peer-cert-file"));
+        assert_null(strstr(line, "--peer-client-cert-auth"));
+        assert_null(strstr(line, "--cert-file"));
+        assert_non_null(strstr(line, "--listen-peer-urls=https://0.0.0.0:2380"));
+        assert_non_null(strstr(line, "--listen-client-urls=http://0.0.0.0:2379"));
+        assert_non_null(strstr(p->members[0].peer_url, "https://"));
+        assert_non_null(strstr(p->members[2].initial_cluster, "=https://"));
+        assert_null(strstr(p->members[2].initial_cluster, "=http://"));
+        assert_string_equal(render_peer_scheme(c), "https");
+
+        /* with client TLS from a provider whose peer surface is off */
+        c->tls.provider = TLS_PROVIDER_AUTO;
+        c->tls.client.enabled = true;
+        _cleanup_(membership_plan_freep) membership_plan *q = membership_plan_steady(c, NULL);
+        assert_true(has_arg(c, q, 0, "--peer-auto-tls=true"));
+        assert_true(has_arg(c, q, 0, "--client-cert-auth=true"));
+        assert_true(has_arg(c, q, 0, "--listen-peer-urls=https://0.0.0.0:2380"));
+        assert_false(has_arg(c, q, 0, "--peer-client-cert-auth=true"));
+
+        /* without it: plain http peers, no flag */
+        c->tls.peer.self_signed = false;
+        assert_string_equal(render_peer_scheme(c), "http");
+        _cleanup_(membership_plan_freep) membership_plan *r = membership_plan_steady(c, NULL);
+        assert_false(has_arg(c, r, 0, "--peer-auto-tls=true"));
+}
+
 static void test_command_extra_flags(void **state)
 {
         _cleanup_(etcd_cluster_freep) etcd_cluster *c = fixture_cluster("db", 1);
@@ -915,6 +953,7 @@ int main(void)
             cmocka_unit_test(test_command_options),
             cmocka_unit_test(test_command_consistency),
             cmocka_unit_test(test_command_defrag_stops_grpc),
+            cmocka_unit_test(test_command_peer_self_signed),
             cmocka_unit_test(test_command_tls),
             cmocka_unit_test(test_command_extra_flags),
             cmocka_unit_test(test_pod_command_is_render_command),

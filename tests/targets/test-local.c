@@ -1171,6 +1171,72 @@ static void test_three_members(void **state)
                 assert_int_equal(t->ops->remove_member(t, c, f->plan->members[i].name, false), 0);
 }
 
+/*
+ * spec.tls.peer.selfSigned: three members speaking https to each other with
+ * the certificates each etcd makes for itself (--peer-auto-tls), clients on
+ * plain http; etcd lists their https peer URLs.
+ */
+static int setup_self_signed(void **state, const char *version)
+{
+        int r = fixture_setup(state, version, "selfpeer", 0);
+        if (r == 0) {
+                fixture *f = *state;
+                etcd_cluster_free(f->cluster);
+                f->cluster = load_cluster_with("selfpeer", version, 3,
+                                               "  tls:\n"
+                                               "    provider: none\n"
+                                               "    peer:\n"
+                                               "      selfSigned: true\n");
+        }
+        return r;
+}
+
+static int setup_self_signed_35(void **state)
+{
+        return setup_self_signed(state, "3.5.16");
+}
+
+static int setup_self_signed_34(void **state)
+{
+        return setup_self_signed(state, "3.4.23");
+}
+
+static void test_peer_self_signed(void **state)
+{
+        fixture *f = *state;
+        target *t = f->t;
+        etcd_cluster *c = f->cluster;
+        place_members(f, 3);
+        for (size_t i = 0; i < 3; i++) {
+                assert_true(strneq(f->plan->members[i].peer_url, "https://", 8));
+                assert_true(strneq(f->plan->members[i].client_url, "http://", 7));
+        }
+        assert_int_equal(t->ops->ensure_shared(t, c, f->plan), 0);
+        for (size_t i = 0; i < 3; i++)
+                assert_int_equal(t->ops->ensure_member(t, c, f->plan, i), 0);
+        for (size_t i = 0; i < 3; i++) {
+                target_member_status s =
+                    wait_state(f, f->plan->members[i].name, MEMBER_READY, START_TIMEOUT_MS);
+                target_member_status_release(&s);
+        }
+        json_t *list = member_list(f->plan->members[0].client_url);
+        assert_non_null(list);
+        json_t *members = json_object_get(list, "members");
+        assert_int_equal(json_array_size(members), 3);
+        size_t i;
+        json_t *m;
+        json_array_foreach(members, i, m)
+        {
+                const char *peer =
+                    json_string_value(json_array_get(json_object_get(m, "peerURLs"), 0));
+                assert_non_null(peer);
+                assert_true(strneq(peer, "https://", 8));
+        }
+        json_decref(list);
+        for (size_t j = 0; j < 3; j++)
+                assert_int_equal(t->ops->remove_member(t, c, f->plan->members[j].name, false), 0);
+}
+
 int main(void)
 {
         root_dir = harness_tmpdir("gitcd-target");
@@ -1193,6 +1259,10 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_crash_loop, setup_crashloop, fixture_teardown),
             cmocka_unit_test_setup_teardown(test_three_members, setup_trio_35, fixture_teardown),
             cmocka_unit_test_setup_teardown(test_three_members, setup_trio_34, fixture_teardown),
+            cmocka_unit_test_setup_teardown(test_peer_self_signed, setup_self_signed_35,
+                                            fixture_teardown),
+            cmocka_unit_test_setup_teardown(test_peer_self_signed, setup_self_signed_34,
+                                            fixture_teardown),
         };
         int r = cmocka_run_group_tests_name("target-local", tests, NULL, NULL);
         curl_global_cleanup();
