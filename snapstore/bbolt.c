@@ -389,29 +389,30 @@ static bool page_size_ok(uint64_t psz)
         return psz >= 512 && psz <= 65536 && (psz & (psz - 1)) == 0;
 }
 
-/* The page size (meta 0's, else meta 1's where it says) and the meta bbolt would use. */
+/*
+ * The page size (meta 0's; when meta 0 is damaged, the one at which a
+ * valid meta 1 sits one page in) and the meta bbolt would use.
+ */
 static int pick_meta(walk *w, const uint8_t **ret_meta)
 {
         uint64_t psz = 0;
-        if (w->len >= PAGE_HEADER + META_SIZE && le32(w->data + PAGE_HEADER) == MAGIC)
+        if (w->len >= PAGE_HEADER + META_SIZE)
                 psz = le32(w->data + PAGE_HEADER + 8);
-        if (!page_size_ok(psz) || meta_problem(w->data, w->len, 0, psz, 0)) {
-                /* meta 0 unreadable: meta 1 sits one page in, at a page size it names */
+        if (!page_size_ok(psz))
                 psz = 0;
-                for (uint64_t s = 512; s <= 65536 && !psz; s <<= 1)
-                        if (!meta_problem(w->data, w->len, s, s, 1))
+        const char *why0 = psz ? meta_problem(w->data, w->len, 0, psz, 0)
+                           : w->len < PAGE_HEADER + META_SIZE
+                               ? "past the end of the file"
+                               : "its page size is not a power of two from 512 to 65536";
+        const char *why1 = psz ? meta_problem(w->data, w->len, psz, psz, 1) : "not found";
+        if (why0 && why1) {
+                for (uint64_t s = 512; s <= 65536; s <<= 1)
+                        if (s != psz && !meta_problem(w->data, w->len, s, s, 1)) {
                                 psz = s;
+                                why1 = NULL;
+                                break;
+                        }
         }
-        if (!psz) {
-                const char *why =
-                    w->len < PAGE_HEADER + META_SIZE
-                        ? "past the end of the file"
-                        : meta_problem(w->data, w->len, 0, le32(w->data + PAGE_HEADER + 8), 0);
-                return fail(w, "both meta pages are invalid (meta 0: %s; no valid meta 1)",
-                            why ? why : "its page size is not a power of two from 512 to 65536");
-        }
-        const char *why0 = meta_problem(w->data, w->len, 0, psz, 0);
-        const char *why1 = meta_problem(w->data, w->len, psz, psz, 1);
         if (why0 && why1)
                 return fail(w, "both meta pages are invalid (meta 0: %s; meta 1: %s)", why0, why1);
         const uint8_t *m0 = w->data + PAGE_HEADER, *m1 = w->data + psz + PAGE_HEADER;
