@@ -9,7 +9,9 @@
  * page id past the end, a truncated file, a page neither used nor free,
  * wrong page types, an element past its page, a root key that is not a
  * bucket, buckets nested past the bound. One bad meta is not fatal: bbolt
- * uses the other, and so does the reader.
+ * uses the other, and so does the reader. The fuzz target's seeds that are
+ * real snapshots of etcd 3.5.16 and 3.4.23 give the figures etcd's tools
+ * print for them, and its damaged seeds are refused.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -448,6 +450,46 @@ static void test_nesting_bounded(void **unused)
         refused(&b, b.len, "inline bucket on page 3: buckets and branches nested deeper than 64");
 }
 
+/*
+ * The fuzz seeds that are real snapshots (etcd 3.5.16 and 3.4.23, five keys
+ * put, one deleted): the figures etcdutl and etcdctl print for them; the
+ * damaged seeds refused (etcdutl 3.5.16 panics on two of them).
+ */
+static void seed(const char *name, int want, const snapshot_status *want_st, const char *want_why)
+{
+        const char *root = getenv("GITCD_SOURCE_ROOT");
+        if (!root)
+                skip();
+        char *path = xasprintf("%s/fuzz/corpus/bbolt/%s", root, name);
+        snapshot_status st = {0};
+        char *why = NULL;
+        int r = bbolt_check_file(path, &st, &why);
+        if (r != want || (want_why && (!why || !strstr(why, want_why))))
+                fail_msg("%s: got %d: %s", name, r, why ? why : "");
+        if (want_st) {
+                assert_int_equal(st.hash, want_st->hash);
+                assert_int_equal(st.revision, want_st->revision);
+                assert_int_equal(st.total_keys, want_st->total_keys);
+                assert_int_equal(st.total_size, want_st->total_size);
+        }
+        free(why);
+        free(path);
+}
+
+static void test_real_seeds(void **unused)
+{
+        (void)unused;
+        snapshot_status v35 = {2424774261u, 8, 13, 20480}, v34 = {1235480577u, 8, 11, 20480};
+        seed("etcd-3.5.16-five-keys.db", 0, &v35, NULL);
+        seed("etcd-3.4.23-five-keys.db", 0, &v34, NULL);
+        seed("truncated.db", -EBADMSG, NULL, "the file is truncated");
+        seed("both-meta-checksums-bad.db", -EBADMSG, NULL,
+             "meta 0: checksum mismatch; meta 1: checksum mismatch");
+        seed("root-past-the-end.db", -EBADMSG, NULL, "page 1000 (referenced from page 0)");
+        seed("meta-only.db", -EBADMSG, NULL, "the file is truncated");
+        seed("empty.db", -EBADMSG, NULL, "the file is empty");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -469,6 +511,7 @@ int main(void)
             cmocka_unit_test(test_element_past_its_page),
             cmocka_unit_test(test_root_key_not_a_bucket),
             cmocka_unit_test(test_nesting_bounded),
+            cmocka_unit_test(test_real_seeds),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
