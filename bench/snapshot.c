@@ -328,6 +328,30 @@ static off_t newest_size(const char *dir)
         return (off_t)size;
 }
 
+/* The medians of the cli runs, the largest ratios and the load they ran under. */
+static void print_cli_summary(int64_t *g, int64_t *e, int64_t *b, const double *ratio,
+                              const double *ratio_b, bool before)
+{
+        double gm = median_ms(g, CLI_RUNS), em = median_ms(e, CLI_RUNS);
+        double rmax = 0, bmax = 0;
+        for (int r = 0; r < CLI_RUNS; r++) {
+                rmax = ratio[r] > rmax ? ratio[r] : rmax;
+                bmax = ratio_b[r] > bmax ? ratio_b[r] : bmax;
+        }
+        printf("median %5.1f ms %7.1f ms %27.2fx   (ratio = gitcd / etcdctl)\n", gm, em, gm / em);
+        printf("largest per-run ratio %.2fx\n", rmax);
+        if (before) {
+                double bm = median_ms(b, CLI_RUNS);
+                printf("before: median %.1f ms (%.2fx etcdctl), largest per-run ratio %.2fx; "
+                       "gitcd / before %.2f\n",
+                       bm, bm / em, bmax, gm / bm);
+        }
+        double load[3] = {0};
+        if (getloadavg(load, 3) == 3)
+                printf("load average %.2f %.2f %.2f\n", load[0], load[1], load[2]);
+        printf("\n");
+}
+
 /* gitcd snapshot save against etcdctl snapshot save, CLI_RUNS times, on a small database. */
 static int bench_cli(const char *version)
 {
@@ -417,24 +441,7 @@ static int bench_cli(const char *version)
                 printf("\n");
                 fflush(stdout);
         }
-        double gm = median_ms(g, CLI_RUNS), em = median_ms(e, CLI_RUNS);
-        double rmax = 0, bmax = 0;
-        for (int r = 0; r < CLI_RUNS; r++) {
-                rmax = ratio[r] > rmax ? ratio[r] : rmax;
-                bmax = ratio_b[r] > bmax ? ratio_b[r] : bmax;
-        }
-        printf("median %5.1f ms %7.1f ms %27.2fx   (ratio = gitcd / etcdctl)\n", gm, em, gm / em);
-        printf("largest per-run ratio %.2fx\n", rmax);
-        if (before) {
-                double bm = median_ms(b, CLI_RUNS);
-                printf("before: median %.1f ms (%.2fx etcdctl), largest per-run ratio %.2fx; "
-                       "gitcd / before %.2f\n",
-                       bm, bm / em, bmax, gm / bm);
-        }
-        double load[3] = {0};
-        if (getloadavg(load, 3) == 3)
-                printf("load average %.2f %.2f %.2f\n", load[0], load[1], load[2]);
-        printf("\n");
+        print_cli_summary(g, e, b, ratio, ratio_b, before != NULL);
         rc = 0;
 out:
         for (int i = 0; i < 3; i++) {
