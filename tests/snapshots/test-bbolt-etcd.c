@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -81,13 +82,19 @@ static void compare_with_tool(const char *version)
 
         snapshot_status mine = {0}, tool = {0};
         char *why = NULL;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         int r = bbolt_check_file(file, &mine, &why);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
         if (r < 0)
                 fail_msg("etcd %s: the reader refused a real snapshot: %s", version, why);
         const char *tool_bin = hc->etcdutl_bin ? hc->etcdutl_bin : hc->etcdctl_bin;
         assert_int_equal(snapshot_file_status(tool_bin, file, &tool, &why), 0);
-        printf("etcd %s: hash %u revision %lld keys %lld size %lld (tool: %u %lld %lld %lld)\n",
-               version, mine.hash, (long long)mine.revision, (long long)mine.total_keys,
+        printf("etcd %s: read in %.2f ms: hash %u revision %lld keys %lld size %lld (tool: %u %lld "
+               "%lld %lld)\n",
+               version,
+               (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
+               mine.hash, (long long)mine.revision, (long long)mine.total_keys,
                (long long)mine.total_size, tool.hash, (long long)tool.revision,
                (long long)tool.total_keys, (long long)tool.total_size);
         assert_int_equal(mine.hash, tool.hash);
