@@ -6,7 +6,8 @@
  * is refused with a message naming it and its page: both meta checksums
  * bad, a page referenced twice, a page both used and free, a page freed
  * twice, keys out of order in a page and across a branch's children, a
- * page id past the end, a truncated file, a page neither used nor free,
+ * page id past the end, a truncated file, a page neither used nor free, a
+ * long freelist's count past its page,
  * wrong page types, an element past its page, a root key that is not a
  * bucket, buckets nested past the bound. One bad meta is not fatal: bbolt
  * uses the other, and so does the reader. The fuzz target's seeds that are
@@ -382,6 +383,24 @@ static void test_no_freelist_written(void **unused)
         free(b.file);
 }
 
+static void test_long_freelist(void **unused)
+{
+        (void)unused;
+        built b;
+        build(&b);
+        /* a count of 0xFFFF: the real count is the first id's place, as bbolt writes a long list */
+        uint8_t *fl = b.file + 2 * PSZ;
+        put16(fl + 10, 0xFFFF);
+        put64(fl + 16, 1);
+        put64(fl + 24, 7);
+        snapshot_status st = {0};
+        char *why = NULL;
+        assert_int_equal(bbolt_check(b.file, b.len, &st, &why), 0);
+        /* a count the page cannot hold */
+        put64(fl + 16, 100000);
+        refused(&b, b.len, "page 2: 100000 free page ids do not fit in the freelist page");
+}
+
 static void test_wrong_page_types(void **unused)
 {
         (void)unused;
@@ -507,6 +526,7 @@ int main(void)
             cmocka_unit_test(test_truncated_before_the_metas),
             cmocka_unit_test(test_page_neither_used_nor_free),
             cmocka_unit_test(test_no_freelist_written),
+            cmocka_unit_test(test_long_freelist),
             cmocka_unit_test(test_wrong_page_types),
             cmocka_unit_test(test_element_past_its_page),
             cmocka_unit_test(test_root_key_not_a_bucket),
