@@ -8,12 +8,15 @@
  *
  * `cli` measures the command a person runs instead: `gitcd snapshot save
  * NS/NAME --to DIR` (the binary, exec to exit: it opens the state, picks a
- * healthy follower, streams, checks with etcd's tool, stores and records)
+ * healthy follower, streams, checks the file, stores and records)
  * of a small database (a 3-member cluster made by `gitcd apply`, with
  * about 30 KB of keys) beside `etcdctl snapshot save` of one of its members
  * to the same disk, CLI_RUNS times alternating, with each run's times,
- * throughput and ratio, then the medians. A stall in the client shows as
- * runs a second longer than etcdctl.
+ * throughput and ratio, then the medians and the largest ratio. With
+ * GITCD_BENCH_BEFORE naming another gitcd binary (the build before a
+ * change), that one is run in each round too, alternately before and after
+ * the current one. A stall in the client shows as runs a second longer
+ * than etcdctl.
  *
  * A one-member cluster (test harness) is filled with SIZE MiB of values
  * (512 KiB each, written by 8 clients at once). Then:
@@ -325,6 +328,30 @@ static off_t newest_size(const char *dir)
         return (off_t)size;
 }
 
+/* The medians of the cli runs, the largest ratios and the load they ran under. */
+static void print_cli_summary(int64_t *g, int64_t *e, int64_t *b, const double *ratio,
+                              const double *ratio_b, bool before)
+{
+        double gm = median_ms(g, CLI_RUNS), em = median_ms(e, CLI_RUNS);
+        double rmax = 0, bmax = 0;
+        for (int r = 0; r < CLI_RUNS; r++) {
+                rmax = ratio[r] > rmax ? ratio[r] : rmax;
+                bmax = ratio_b[r] > bmax ? ratio_b[r] : bmax;
+        }
+        printf("median %5.1f ms %7.1f ms %27.2fx   (ratio = gitcd / etcdctl)\n", gm, em, gm / em);
+        printf("largest per-run ratio %.2fx\n", rmax);
+        if (before) {
+                double bm = median_ms(b, CLI_RUNS);
+                printf("before: median %.1f ms (%.2fx etcdctl), largest per-run ratio %.2fx; "
+                       "gitcd / before %.2f\n",
+                       bm, bm / em, bmax, gm / bm);
+        }
+        double load[3] = {0};
+        if (getloadavg(load, 3) == 3)
+                printf("load average %.2f %.2f %.2f\n", load[0], load[1], load[2]);
+        printf("\n");
+}
+
 /* gitcd snapshot save against etcdctl snapshot save, CLI_RUNS times, on a small database. */
 static int bench_cli(const char *version)
 {
@@ -375,30 +402,46 @@ static int bench_cli(const char *version)
         ep = xasprintf("--endpoints=%s", url);
         char *save[] = {GITCD_BIN, "snapshot", "save", "default/snap", "--to", to, NULL};
         char *ctl[] = {version_etcdctl, ep, "snapshot", "save", ctl_file, NULL};
-        int64_t g[CLI_RUNS], e[CLI_RUNS];
+        /* GITCD_BENCH_BEFORE: another gitcd binary (the build before a change), run too */
+        const char *before = getenv("GITCD_BENCH_BEFORE");
+        char *save_before[] = {(char *)before, "snapshot", "save", "default/snap",
+                               "--to",         to,         NULL};
+        int64_t g[CLI_RUNS], e[CLI_RUNS], b[CLI_RUNS];
+        double ratio[CLI_RUNS], ratio_b[CLI_RUNS];
         printf("gitcd snapshot save against etcdctl snapshot save, etcd %s, a small database, "
-               "same disk\n",
-               version);
-        printf("%4s %10s %10s %12s %12s %7s\n", "run", "gitcd", "etcdctl", "gitcd MB/s",
+               "same disk%s\n",
+               version, before ? ", and the gitcd of GITCD_BENCH_BEFORE" : "");
+        printf("%4s %10s %10s %12s %12s %7s", "run", "gitcd", "etcdctl", "gitcd MB/s",
                "etcdctl MB/s", "ratio");
+        if (before)
+                printf(" %10s %7s", "before", "ratio");
+        printf("\n");
         for (int r = 0; r < CLI_RUNS; r++) {
+                /* the order turns each run, so neither binary always follows etcdctl */
+                b[r] = before && r % 2 ? timed_us(save_before, envp) : 0;
                 g[r] = timed_us(save, envp);
                 off_t gsize = newest_size(to);
+                if (before && r % 2 == 0)
+                        b[r] = timed_us(save_before, envp);
                 e[r] = timed_us(ctl, NULL);
                 struct stat st = {0};
                 (void)stat(ctl_file, &st);
-                if (g[r] < 0 || e[r] < 0) {
-                        printf("%4d failed (gitcd %lld us, etcdctl %lld us)\n", r + 1,
-                               (long long)g[r], (long long)e[r]);
+                if (g[r] < 0 || e[r] < 0 || b[r] < 0) {
+                        printf("%4d failed (gitcd %lld us, etcdctl %lld us, before %lld us)\n",
+                               r + 1, (long long)g[r], (long long)e[r], (long long)b[r]);
                         goto out;
                 }
-                printf("%4d %7.1f ms %7.1f ms %12.2f %12.2f %6.2fx\n", r + 1, (double)g[r] / 1000.0,
+                ratio[r] = (double)g[r] / (double)e[r];
+                ratio_b[r] = (double)b[r] / (double)e[r];
+                printf("%4d %7.1f ms %7.1f ms %12.2f %12.2f %6.2fx", r + 1, (double)g[r] / 1000.0,
                        (double)e[r] / 1000.0, (double)gsize / (double)g[r],
-                       (double)st.st_size / (double)e[r], (double)g[r] / (double)e[r]);
+                       (double)st.st_size / (double)e[r], ratio[r]);
+                if (before)
+                        printf(" %7.1f ms %6.2fx", (double)b[r] / 1000.0, ratio_b[r]);
+                printf("\n");
                 fflush(stdout);
         }
-        double gm = median_ms(g, CLI_RUNS), em = median_ms(e, CLI_RUNS);
-        printf("median %5.1f ms %7.1f ms %27.2fx   (ratio = gitcd / etcdctl)\n\n", gm, em, gm / em);
+        print_cli_summary(g, e, b, ratio, ratio_b, before != NULL);
         rc = 0;
 out:
         for (int i = 0; i < 3; i++) {

@@ -1,8 +1,10 @@
 /*
  * etcd's own tools for snapshot files, on gitcd's host: finding the tool
  * (etcdutl, etcdctl for 3.4) and the etcd binary of a version, and what
- * `snapshot status` says about a file. gitcd never reads etcd's database
- * format itself: the tool of the cluster's version does.
+ * `snapshot status` says about a file. Restores and drills run the tool of
+ * the cluster's version; a saved snapshot is checked in-process instead
+ * (snapstore/bbolt.h computes the same figures), and gitcd never writes
+ * etcd's database format.
  */
 #pragma once
 
@@ -31,7 +33,7 @@ int snapshot_etcd_tool(const char *etcd_dir, const char *version, char **ret_pat
  */
 int snapshot_etcd_binary(const char *etcd_dir, const char *version, char **ret_path);
 
-/* What `etcdutl snapshot status` says about a snapshot file. */
+/* What `etcdutl snapshot status` says about a snapshot file (or bbolt_check() computes). */
 typedef struct snapshot_status {
         uint32_t hash;
         int64_t revision;
