@@ -426,8 +426,10 @@ static void audit_timeline(e2e *e, const run *r, int64_t wall0, strbuf *sb)
         state_audit_list_release(&l);
         /* steps etcd refused (journaled, then abandoned: gitcd waited and tried again) */
         bool first = true;
+        int journaled = 0;
         state_op *op = NULL;
         for (int64_t opid = 1; state_op_get(db, opid, &op) == 0; opid++) {
+                journaled++;
                 if (op->state == STATE_OP_ABANDONED && streq_ptr(op->cluster, id)) {
                         sb_printf(sb, "%s%.2f %s",
                                   first ? "; refused by etcd, tried again: " : ", ",
@@ -438,6 +440,7 @@ static void audit_timeline(e2e *e, const run *r, int64_t wall0, strbuf *sb)
                 state_op_free(op);
                 op = NULL;
         }
+        sb_printf(sb, " (%d operations journaled)", journaled);
         state_close(db);
 }
 
@@ -543,8 +546,10 @@ static int etcdctl_until(run *r, int *tries, const char *done_too, char **ret_ou
                 _cleanup_free_ char *eps = endpoints(r);
                 free(*ret_out);
                 *ret_out = NULL;
-                if ((k = etcdctl(eps, ret_out, args[0], args[1], args[2], args[3], args[4],
-                                 NULL)) == 0)
+                k = etcdctl(eps, ret_out, args[0], args[1], args[2], args[3], args[4], NULL);
+                if (k < 0 && done_too && *ret_out && strstr(*ret_out, done_too))
+                        k = 0;
+                if (k == 0)
                         break;
                 usleep(RETRY_MS * 1000);
         }
@@ -702,7 +707,10 @@ static void print_run(const run *r, int round)
                                "x%d\n",
                                r->typed[i][0], r->typed[i][1], r->typed[i][2]);
         }
-        printf("  whole: %.2f s to the last old member gone", sec(total_ms(r)));
+        if (total_ms(r) >= 0)
+                printf("  whole: %.2f s to the last old member gone", sec(total_ms(r)));
+        else
+                printf("  whole: %zu of %d old members gone", r->n_gone, N_OLD);
         if (r->exited > 0)
                 printf(" (%s at %.2f s)",
                        r->how[0] == 'g' ? "gitcd apply exited" : "the last command done",
