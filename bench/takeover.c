@@ -42,15 +42,21 @@
  * ms: per member, the new member seen (a learner) -> a voter -> the old
  * member gone, and the whole from the start to the last old member gone.
  * The gap before a member is the time from the previous old member gone
- * (or the start) to the next learner seen: for gitcd the survey, the
- * record and its passes; by hand the typing of the first command.
+ * (or the start) to the next learner seen: before the first, gitcd's
+ * start, survey and record (by hand, the first command); before the
+ * others, mostly etcd's 5 s health interval after the promotion, on both
+ * sides. For gitcd it also prints its audit log as a timeline (the
+ * events' times in ms from the state store) and the steps etcd refused
+ * (journaled, abandoned, tried again); by hand, how often each command
+ * was typed before etcd took it.
  *
  * Prints figures, and the writer's for each run (acknowledged puts,
  * failed puts, the most retries of one key, the longest from a key's
  * first try to its acknowledgement), and checks every acknowledged key is
  * there at the end. Several rounds alternate the order (gitcd first in
  * odd rounds) and print medians. Never fails on timing: exits 0 unless a
- * step failed or an acknowledged write was lost.
+ * step failed or an acknowledged write was lost (1), or the lab could not
+ * start (77); an assertion of the e2e lab's helpers ends it at once.
  *
  *   bench-takeover [coreos|etcdio|improbable] [VERSION] [ROUNDS] [gitcd|hand]
  *
