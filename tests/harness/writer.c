@@ -12,6 +12,7 @@
 
 #include "tests/harness/writer.h"
 #include "util/macro.h"
+#include "util/timeutil.h"
 #include "util/xalloc.h"
 
 static etcd_client *writer_connect(harness_writer *w)
@@ -34,18 +35,25 @@ static void *writer_main(void *arg)
 {
         harness_writer *w = arg;
         etcd_client *c = writer_connect(w);
-        int retries = 0; /* of the key being put */
+        int retries = 0;        /* of the key being put */
+        int64_t first_try = -1; /* of the key being put */
         while (c && !w->stop && (!w->o.max || w->acked < w->o.max)) {
                 char key[64];
                 key_of(w, w->acked, key, sizeof(key));
                 int64_t rev = 0;
+                if (first_try < 0)
+                        first_try = now_mono_ms();
                 int k = etcd_put(c, key, key, strlen(key), &rev);
                 if (k == 0) {
                         w->revisions =
                             xgrow(w->revisions, &w->alloc, (size_t)w->acked + 1, sizeof(int64_t));
                         w->revisions[w->acked] = rev;
                         w->acked = w->acked + 1;
+                        int ms = (int)(now_mono_ms() - first_try);
+                        if (ms > w->max_latency_ms)
+                                w->max_latency_ms = ms;
                         retries = 0;
+                        first_try = -1;
                 } else {
                         w->failed = w->failed + 1;
                         if (++retries > w->max_retries)

@@ -43,8 +43,9 @@ typedef struct harness_writer {
         volatile int acked;       /* keys <prefix>00000 .. acked-1 were acknowledged, in order */
         volatile int failed;      /* puts that failed (not acknowledged: allowed) */
         volatile int max_retries; /* the most failed puts of one key before it was acknowledged */
-        int reconnects;           /* clients made again (reconnect_on) */
-        int64_t *revisions;       /* the revision each acknowledged put was given */
+        volatile int max_latency_ms; /* the longest from a key's first try to its acknowledgement */
+        int reconnects;              /* clients made again (reconnect_on) */
+        int64_t *revisions;          /* the revision each acknowledged put was given */
         size_t alloc;
 } harness_writer;
 
