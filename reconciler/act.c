@@ -718,6 +718,8 @@ static int act_target(act_ctx *a, const char *action)
         case STEP_START_MEMBER:
         case STEP_RESTART_MEMBER:
                 FAILPOINT("start.before-target");
+                if (a->s->kind == STEP_RESTART_MEMBER)
+                        cluster_hang_up(a->r, a->x); /* its stop need not wait for them */
                 k = v && v->rec ? start_member(a, v->rec, &err) : -ENOENT;
                 FAILPOINT("start.after-target");
                 break;
@@ -734,6 +736,7 @@ static int act_target(act_ctx *a, const char *action)
                         str_assign(&err, xstrdup(target_last_error(t)));
                 break;
         case STEP_STOP_MEMBER:
+                cluster_hang_up(a->r, a->x);
                 k = t->ops->stop_member(t, a->c, a->s->member);
                 FAILPOINT("stop.after-target");
                 if (k >= 0 && v && v->rec) {
