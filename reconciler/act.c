@@ -917,8 +917,14 @@ int act_step(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w, con
         case STEP_WAIT:
                 res->outcome = PASS_WAITING;
                 res->poll_ms = POLL_IN_FLIGHT_MS;
-                /* A new member joins within a few tens of ms: look soon, then less often. */
-                if (s->reason && streq(s->reason, REASON_SCALING_UP)) {
+                /*
+                 * A new member joins within a few tens of ms, and a member a rolling
+                 * restart just restarted serves within a few hundred (the next
+                 * restart, or the move of leadership before it, waits for it):
+                 * look soon, then less often.
+                 */
+                if (s->reason &&
+                    (streq(s->reason, REASON_SCALING_UP) || streq(s->reason, REASON_UPGRADING))) {
                         /* every 25 ms for the first 100 ms, then doubling */
                         int shift = x->join_waits < 4 ? 0 : MIN(x->join_waits - 3, 3);
                         res->poll_ms = MIN(POLL_PROMOTE_FIRST_MS << shift, POLL_IN_FLIGHT_MS);
