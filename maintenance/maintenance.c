@@ -107,6 +107,13 @@ void maintenance_free(maintenance *m)
         free(m);
 }
 
+void maintenance_hang_up(maintenance *m, const char *cluster)
+{
+        for (size_t i = 0; m && i < m->n_ctx; i++)
+                if (streq(m->ctx[i].cluster, cluster))
+                        ctx_close(&m->ctx[i]);
+}
+
 static maint_ctx *ctx_get(maintenance *m, const char *cluster)
 {
         for (size_t i = 0; i < m->n_ctx; i++)

@@ -84,6 +84,14 @@ int maintenance_new(const maintenance_opts *opts, maintenance **ret);
 void maintenance_free(maintenance *m);
 
 /*
+ * Close the connections kept to the cluster's members (the next pass dials
+ * again). Called before gitcd stops a member: etcd's graceful stop waits up
+ * to a second for each idle HTTP/2 connection a client keeps open to it.
+ * m NULL, or a cluster never seen: nothing to do.
+ */
+void maintenance_hang_up(maintenance *m, const char *cluster);
+
+/*
  * One maintenance step for a converged cluster. 0 (ret says what
  * happened; a failed step fails and closes the run, recorded and audited),
  * or -errno when the state store cannot be read. *ret is written whole (never

@@ -718,6 +718,8 @@ static int act_target(act_ctx *a, const char *action)
         case STEP_START_MEMBER:
         case STEP_RESTART_MEMBER:
                 FAILPOINT("start.before-target");
+                if (a->s->kind == STEP_RESTART_MEMBER)
+                        cluster_hang_up(a->r, a->x); /* its stop need not wait for them */
                 k = v && v->rec ? start_member(a, v->rec, &err) : -ENOENT;
                 FAILPOINT("start.after-target");
                 break;
@@ -734,6 +736,7 @@ static int act_target(act_ctx *a, const char *action)
                         str_assign(&err, xstrdup(target_last_error(t)));
                 break;
         case STEP_STOP_MEMBER:
+                cluster_hang_up(a->r, a->x);
                 k = t->ops->stop_member(t, a->c, a->s->member);
                 FAILPOINT("stop.after-target");
                 if (k >= 0 && v && v->rec) {
@@ -914,8 +917,14 @@ int act_step(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w, con
         case STEP_WAIT:
                 res->outcome = PASS_WAITING;
                 res->poll_ms = POLL_IN_FLIGHT_MS;
-                /* A new member joins within a few tens of ms: look soon, then less often. */
-                if (s->reason && streq(s->reason, REASON_SCALING_UP)) {
+                /*
+                 * A new member joins within a few tens of ms, and a member a rolling
+                 * restart just restarted serves within a few hundred (the next
+                 * restart, or the move of leadership before it, waits for it):
+                 * look soon, then less often.
+                 */
+                if (s->reason &&
+                    (streq(s->reason, REASON_SCALING_UP) || streq(s->reason, REASON_UPGRADING))) {
                         /* every 25 ms for the first 100 ms, then doubling */
                         int shift = x->join_waits < 4 ? 0 : MIN(x->join_waits - 3, 3);
                         res->poll_ms = MIN(POLL_PROMOTE_FIRST_MS << shift, POLL_IN_FLIGHT_MS);

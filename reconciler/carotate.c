@@ -21,8 +21,10 @@
  *   phase 2  reissue: the new CA becomes the signer (the bundle, hence the
  *            config hash, is unchanged: no restart); each member's leaves,
  *            gitcd's own client certificate among them, are reissued from
- *            it through the target's renew_tls, one member per converged
- *            pass (all voters healthy in between), then the shared ones.
+ *            it through the target's renew_tls, every member one after
+ *            the other in one converged pass (each recorded before the
+ *            next; reissue_all says why that is safe), then the shared
+ *            ones.
  *            The phase ends when every member serves, on its client and
  *            peer URLs, the leaf the target now holds for it (a TLS
  *            handshake reads the serial): on Kubernetes the kubelet
@@ -33,7 +35,9 @@
  *            the new CA alone, and the rolling restart runs again.
  * A rotation moves on only from a converged pass: every member healthy
  * and running what its config hash says, which is exactly "the phase's
- * restarts are done". Audit: tls.ca-rotate, with the phase in the reason.
+ * restarts are done"; the pass that moves it on ends "progressed", so the
+ * next phase's first step comes in the very next pass, not after a poll.
+ * Audit: tls.ca-rotate, with the phase in the reason.
  *
  * A token first seen before the cluster formed is consumed without a
  * rotation: its first CA is new anyway. A token seen once is never acted
@@ -62,7 +66,8 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-#define POLL_NEXT_MS 200
+/* A reissued leaf not served yet (a Kubernetes Secret the kubelet has not synced), a failed reissue. */
+#define POLL_AGAIN_MS 1000
 /* One TLS handshake to a member, to read the leaf it serves. */
 #define SERVED_TIMEOUT_MS 3000
 /* How long before the CA's own notAfter a rotation starts by itself (it is made for 10 years). */
@@ -243,20 +248,22 @@ static bool done_has(const char *list, const char *name)
         return false;
 }
 
-/* Phase 2: reissue the leaves of the next member not done ("*": the shared ones). */
-static int reissue_next(const carotate_env *env, const state_ca_rotation *rot, pass_result *res,
-                        bool *ret_done)
+/*
+ * Phase 2: reissue the leaves of the next member not done ("*": the shared
+ * ones) and record it done (*done, the comma-separated list, follows).
+ * 1: one reissued; 0: every member is done; negative: the target failed.
+ */
+static int reissue_next(const carotate_env *env, const char *token, char **done, pass_result *res)
 {
         target *t = env->target;
         const char *next = NULL;
         for (size_t i = 0; i < env->records->n && !next; i++) {
                 const state_member *m = env->records->items[i];
-                if (m->removed_ms == 0 && !done_has(rot->members_done, m->name))
+                if (m->removed_ms == 0 && !done_has(*done, m->name))
                         next = m->name;
         }
-        if (!next && !done_has(rot->members_done, "*"))
+        if (!next && !done_has(*done, "*"))
                 next = "*";
-        *ret_done = !next;
         if (!next)
                 return 0;
         _cleanup_(membership_plan_freep) membership_plan *p = NULL;
@@ -271,9 +278,9 @@ static int reissue_next(const carotate_env *env, const state_ca_rotation *rot, p
                          target_last_error(t));
                 return k;
         }
-        _cleanup_free_ char *list = isempty(rot->members_done)
-                                        ? xstrdup(next)
-                                        : xasprintf("%s,%s", rot->members_done, next);
+        char *list = isempty(*done) ? xstrdup(next) : xasprintf("%s,%s", *done, next);
+        free(*done);
+        *done = list;
         int issued = k;
         FAILPOINT("ca-rotate.after-reissue"); /* reissued, not recorded: done again, idempotent */
         k = state_ca_rotation_set_done(env->db, env->cluster, list);
@@ -282,9 +289,30 @@ static int reissue_next(const carotate_env *env, const state_ca_rotation *rot, p
         _cleanup_free_ char *what =
             xasprintf("%s: %d certificate(s) reissued from the new CA",
                       streq(next, "*") ? "shared certificates" : next, issued);
-        audit(env, rot->token, 2, what);
-        snprintf(res->member, sizeof(res->member), "%s", streq(next, "*") ? "" : next);
+        audit(env, token, 2, what);
         return 1;
+}
+
+/*
+ * Phase 2's rule: every member's leaves, then the shared ones, reissued in
+ * one pass, one member after the other, each recorded before the next.
+ * Nothing restarts and quorum is never at stake: every running member
+ * and gitcd's client already trust old and new (phase 1 ended on a
+ * converged pass, every member running the bundle), and etcd reads a leaf
+ * per handshake, so a reissued leaf is only ever shown to parties that
+ * trust its CA. A pass between two members would observe nothing a
+ * reissue can change (the health of a member does not depend on its leaf
+ * while its trust holds both CAs). Returns the number reissued now, or a
+ * negative errno (the members done so far stay recorded: the next pass
+ * goes on from there).
+ */
+static int reissue_all(const carotate_env *env, const state_ca_rotation *rot, pass_result *res)
+{
+        _cleanup_free_ char *done = xstrdup_null(rot->members_done);
+        int n = 0, k;
+        while ((k = reissue_next(env, rot->token, &done, res)) > 0)
+                n++;
+        return k < 0 ? k : n;
 }
 
 /* The first URL of a comma-separated list, when it is https (NULL: nothing to look at). */
@@ -388,24 +416,12 @@ int carotate_converged(const carotate_env *env, pass_result *res, bool *ret_new_
         /* A running rotation is in phase 1, 2 or 3 (the table's CHECK; 0 is finished). */
         assert(phase >= 1 && phase <= 3);
         res->outcome = PASS_WAITING;
-        res->poll_ms = POLL_NEXT_MS;
+        res->poll_ms = POLL_AGAIN_MS;
         snprintf(res->reason, sizeof(res->reason), "RotatingCA");
         if (phase == 2) {
-                bool all = false;
-                k = reissue_next(env, rot, res, &all);
-                if (k < 0) {
-                        res->poll_ms = 1000;
+                k = reissue_all(env, rot, res);
+                if (k < 0 || !members_serve_reissued(env, res))
                         return 1;
-                }
-                if (!all) {
-                        pass_say(res, "CA rotation phase 2/3 (%s): %s reissued", phase_names[2],
-                                 res->member[0] ? res->member : "shared certificates");
-                        return 1;
-                }
-                if (!members_serve_reissued(env, res)) {
-                        res->poll_ms = 1000;
-                        return 1;
-                }
                 *ret_new_identity = true; /* gitcd's client certificate is the new CA's */
         }
         int next = phase == 3 ? 0 : phase + 1;
@@ -417,10 +433,13 @@ int carotate_converged(const carotate_env *env, pass_result *res, bool *ret_new_
         audit(env, rot->token, phase, "done, every member healthy");
         if (next)
                 audit(env, rot->token, next,
-                      next == 2 ? "started: the new CA signs; leaves reissued one "
-                                  "member at a time"
+                      next == 2 ? "started: the new CA signs; every member's leaves "
+                                  "reissued from it, one after the other"
                                 : "started: the old CA and its key are deleted; "
                                   "members restart onto the new CA alone");
+        /* The next phase's first step is allowed at once: pass again without waiting. */
+        res->outcome = PASS_PROGRESSED;
+        res->poll_ms = 0;
         if (next)
                 pass_say(res, "CA rotation phase %d/3 (%s) done; phase %d/3 (%s) begins", phase,
                          phase_names[phase], next, phase_names[next]);

@@ -255,6 +255,8 @@ void cluster_client_tls(reconciler *r, const etcd_cluster *c, char **ret_ca, cha
                         char **ret_key);
 /* Forget the cluster's etcd connection: the next pass dials again (new credentials). */
 void cluster_client_drop(reconciler *r, cluster_ctx *x);
+/* Close every connection gitcd keeps to the cluster's members (before one stops). */
+void cluster_hang_up(reconciler *r, cluster_ctx *x);
 /* The plan to start one recorded member (reconciler/membership.h). */
 int member_start_plan(reconciler *r, const etcd_cluster *c, state_member *rec,
                       membership_plan **ret_plan);

@@ -819,6 +819,10 @@ static int fake_renew_tls(target *t, const etcd_cluster *c, const membership_pla
         (void)c;
         (void)p;
         fake_world *w = W(t);
+        if (w->fail_renew && member && streq(member, w->fail_renew)) {
+                w->fail_renew = NULL;
+                return target_fail(t, -EIO, "member %s: cannot write its certificates", member);
+        }
         fake_proc *fp = member ? fake_proc_find(w, member) : NULL;
         ca_follow(w, c->tls.ca_rotation_phase);
         if (w->ca_model && fp && fp->cert_ca && fp->cert_ca != w->ca_signer) {
@@ -932,6 +936,7 @@ static void fe_disconnect(etcd_conn *c)
 {
         if (!c)
                 return;
+        c->w->disconnects++;
         free(c->user);
         free(c->password);
         free(c->fallback_password);

@@ -115,8 +115,10 @@ typedef struct fake_world {
         char cluster[FAKE_NAME_MAX];
         fake_etcd_member members[FAKE_MAX_MEMBERS];
         fake_proc procs[FAKE_MAX_MEMBERS];
-        int learner_sync_ms; /* how long a learner runs before it is in sync (default 300) */
-        int fail_next_add;   /* test hook: MemberAdd fails once with this etcd error */
+        int learner_sync_ms;    /* how long a learner runs before it is in sync (default 300) */
+        int fail_next_add;      /* test hook: MemberAdd fails once with this etcd error */
+        const char *fail_renew; /* test hook: renew_tls of this member fails once */
+        int disconnects;        /* etcd connections gitcd closed (the fake seam's disconnect) */
         char never_starts[FAKE_NAME_MAX]; /* test hook: this member's every start exits at once */
         /*
          * TLS: > 0 gives every member one leaf certificate (surface "peer")

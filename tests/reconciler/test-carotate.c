@@ -13,7 +13,13 @@
  *  - gitcd killed at each phase boundary, and between a reissue and its
  *    record, resumes the phase and finishes with the same result;
  *  - a token present when the cluster is created rotates nothing;
- *  - a CA with less than a year left is rotated by itself, once.
+ *  - a CA with less than a year left is rotated by itself, once;
+ *  - phase 2 reissues every member's leaves in one pass (every member
+ *    already trusts both CAs) and phase 3 begins in the pass after it, with
+ *    no restart in between; a reissue that fails leaves the members done
+ *    before it recorded, and the next pass goes on from there;
+ *  - gitcd closes its etcd connections before each restart (etcd's graceful
+ *    stop waits for idle HTTP/2 connections to close).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -122,6 +128,88 @@ static void test_phases_in_order_once_per_token(void **state)
         assert_members(f, 3, 5);
 }
 
+/* The running rotation's phase (0: none) and, when asked, the members it is done with. */
+static int rotation_phase(fx *f, char **ret_done)
+{
+        state_ca_rotation *rot = NULL;
+        int k = state_ca_rotation_running(f->db, CLUSTER, &rot);
+        assert_true(k == 0 || k == -ENOENT);
+        int phase = k == 0 ? rot->phase : 0;
+        if (ret_done)
+                *ret_done = k == 0 ? xstrdup_null(rot->members_done) : NULL;
+        state_ca_rotation_free(rot);
+        return phase;
+}
+
+/* Every start of every member so far. */
+static int all_starts(fx *f)
+{
+        int n = 0;
+        for (size_t i = 0; i < FAKE_MAX_MEMBERS; i++)
+                n += f->w->procs[i].present ? f->w->procs[i].starts : 0;
+        return n;
+}
+
+/* Pass until the rotation is in `phase` (phase 1's restarts done). */
+static void pass_until_phase(fx *f, int phase)
+{
+        for (int i = 0; i < 200 && rotation_phase(f, NULL) != phase; i++)
+                (void)fx_pass(f);
+        assert_int_equal(rotation_phase(f, NULL), phase);
+}
+
+static void test_reissue_in_one_pass(void **state)
+{
+        fx *f = *state;
+        offer(f, NULL);
+        fx_converge(f, NULL);
+        int disconnects = f->w->disconnects;
+        offer(f, "r1");
+        pass_until_phase(f, 2);
+        int starts = all_starts(f);
+        assert_int_equal(f->w->ca_reissues, 0);
+
+        pass_result res = fx_pass(f);
+        assert_int_equal(res.outcome, PASS_PROGRESSED); /* phase 3 may begin at once */
+        assert_int_equal(f->w->ca_reissues, 3);
+        assert_int_equal(rotation_phase(f, NULL), 3);
+        assert_int_equal(all_starts(f), starts); /* nothing restarted for the reissue */
+        assert_int_equal(f->w->ca_violations, 0);
+        /* phase 1 started and done, phase 2 started, 3 members and the shared leaves
+         * reissued, phase 2 done, phase 3 started */
+        assert_int_equal(fx_audit_count(f, "tls.ca-rotate"), 3 + 4 + 2);
+
+        fx_converge(f, NULL);
+        assert_members(f, 2, 3);
+        /* the connections were closed before each of the six restarts */
+        assert_true(f->w->disconnects - disconnects >= 6);
+}
+
+static void test_reissue_failure_resumes(void **state)
+{
+        fx *f = *state;
+        offer(f, NULL);
+        fx_converge(f, NULL);
+        offer(f, "r1");
+        pass_until_phase(f, 2);
+        f->w->fail_renew = "demo-1";
+
+        pass_result res = fx_pass(f);
+        assert_int_equal(res.outcome, PASS_WAITING);
+        assert_non_null(strstr(res.message, "cannot reissue the certificates of demo-1"));
+        _cleanup_free_ char *done = NULL;
+        assert_int_equal(rotation_phase(f, &done), 2);
+        assert_string_equal(done, "demo-0");
+        assert_int_equal(f->w->ca_reissues, 1);
+
+        (void)fx_pass(f); /* demo-0 is not reissued again */
+        assert_int_equal(f->w->ca_reissues, 3);
+        assert_int_equal(rotation_phase(f, NULL), 3);
+        fx_converge(f, NULL);
+        assert_members(f, 2, 3);
+        assert_false(rotation_running(f));
+}
+
 static void test_killed_at_each_phase(void **state)
 {
         fx *f = *state;
@@ -216,6 +304,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_phases_in_order_once_per_token, setup,
                                             fx_teardown),
             cmocka_unit_test_setup_teardown(test_killed_at_each_phase, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_reissue_in_one_pass, setup, fx_teardown),
+            cmocka_unit_test_setup_teardown(test_reissue_failure_resumes, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_token_at_creation_rotates_nothing, setup,
                                             fx_teardown),
             cmocka_unit_test_setup_teardown(test_taken_over_ca_is_not_rotated, setup, fx_teardown),
