@@ -94,10 +94,18 @@ static bool adopts_unsupported(const etcd_cluster *c)
         return c->adopt.from == ADOPT_FROM_COZYSTACK;
 }
 
-/* spec.adopt of a cluster with TLS: the survey and the old members speak plain HTTP only, yet */
+/*
+ * spec.adopt of a cluster with TLS: coreos' static TLS is taken over with
+ * tls.provider auto (its CA imported, spec.adopt.ca) or secrets (leaves the
+ * user signed with it); cert-manager would issue from an Issuer gitcd
+ * cannot check against the old CA, and the other operators' members serve
+ * plain HTTP (etcd-io, improbable) or peer auto TLS (cozystack).
+ */
 static bool adopts_with_tls(const etcd_cluster *c)
 {
-        return c->adopt.from != ADOPT_FROM_NONE && c->tls.provider != TLS_PROVIDER_NONE;
+        if (c->adopt.from == ADOPT_FROM_NONE || c->tls.provider == TLS_PROVIDER_NONE)
+                return false;
+        return c->adopt.from != ADOPT_FROM_COREOS || c->tls.provider == TLS_PROVIDER_CERT_MANAGER;
 }
 
 static const struct {
@@ -111,8 +119,11 @@ static const struct {
      "taking over a cluster of the cozystack (aenix) operator",
      "from: coreos, etcd-io and improbable are taken over today; see docs/migration.md",
      adopts_unsupported},
-    {"spec.adopt with spec.tls", "spec.tls", "taking over a cluster whose members use TLS",
-     "only plain-HTTP clusters are taken over today; see docs/migration.md", adopts_with_tls},
+    {"spec.adopt with spec.tls", "spec.tls",
+     "taking over a cluster with TLS other than coreos' with tls.provider auto or secrets",
+     "coreos clusters are taken over with tls.provider auto and spec.adopt.ca, or secrets; the "
+     "other operators' clusters without spec.tls; see docs/migration.md",
+     adopts_with_tls},
     {NULL, NULL, NULL, NULL, NULL}, /* the end */
 };
 
