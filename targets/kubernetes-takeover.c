@@ -43,7 +43,13 @@
  *   count gitcd's Pods as its own, the old Services would route to
  *   learners). Both are refusals: the user renames gitcd's cluster.
  * - The members are reached at their Pods' IPs (the client port 2379):
- *   a Service needs a proxy, and gitcd asks each member anyway.
+ *   a Service needs a proxy, and gitcd asks each member anyway (with
+ *   client TLS by name, below).
+ * - TLS (coreos' spec.TLS.static only, kubernetes-takeover-tls.c): the
+ *   old CA is kept, checked to be one CA and the one gitcd was given (or
+ *   its Secrets carry), and with client TLS the members are reached by the
+ *   names their certificates carry (Pod hostname.subdomain.NS.svc) instead
+ *   of their IPs, which coreos' certificates do not name.
  * - The old client Service keeps working: once gitcd has a voter, its
  *   selector becomes gitcd's voters (merge patch), the selector before
  *   kept on it as an annotation and in the takeover record. It is the one
