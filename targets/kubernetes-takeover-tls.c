@@ -176,6 +176,11 @@ static int read_spec_side(kubernetes_target *kt, tls_read *r, const etcd_cluster
 {
         const char *ns = ns_of(c);
         takeover_tls_facts *f = &r->f;
+        if (c->tls.provider == TLS_PROVIDER_AUTO && !c->adopt.ca_secret) {
+                /* validate refuses it: said as a missing CA all the same */
+                f->given_cert.what = "spec.adopt.ca.secret";
+                return 0;
+        }
         if (c->tls.provider == TLS_PROVIDER_AUTO) {
                 int k = read_key(kt, r, ns, c->adopt.ca_secret, "tls.crt", &f->given_cert);
                 return k < 0 ? k
