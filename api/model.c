@@ -361,6 +361,7 @@ void etcd_cluster_free(etcd_cluster *c)
         free(c->repair.token);
         free(c->adopt.name);
         free(c->adopt.namespace_);
+        free(c->adopt.ca_secret);
         for (size_t i = 0; i < c->n_depends_on; i++)
                 free(c->depends_on[i]);
         free(c->depends_on);

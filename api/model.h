@@ -450,6 +450,14 @@ typedef struct adopt_spec {
         adopt_from from;  /* NONE: spec.adopt not written */
         char *name;       /* the old cluster's name (default: this cluster's) */
         char *namespace_; /* its namespace (default: this cluster's) */
+        /*
+         * spec.adopt.ca.secret: a kubernetes.io/tls Secret in the cluster's
+         * namespace holding the old cluster's CA (tls.crt) and its key
+         * (tls.key), imported as the tls.provider auto CA before anything is
+         * issued, so gitcd's members get leaves the old members trust
+         * (coreos only; targets/kubernetes-takeover-tls.c). NULL: not written.
+         */
+        char *ca_secret;
 } adopt_spec;
 
 /* Where a field was written, for diagnostics from later stages (transitions, plan). */

@@ -736,7 +736,7 @@ static void read_adopt(reader *r, const ynode *spec)
         const char *P = "spec.adopt";
         if (!rd_map(r, spec, "spec", "adopt", NULL, &m))
                 return;
-        static const char *const known[] = {"from", "name", "namespace", NULL};
+        static const char *const known[] = {"from", "name", "namespace", "ca", NULL};
         rd_keys(r, m, P, known, NULL);
         static const char *const froms[] = {"coreos", "etcd-io", "improbable", "cozystack", NULL};
         int f;
@@ -749,6 +749,16 @@ static void read_adopt(reader *r, const ynode *spec)
                          P);
         rd_string(r, m, P, "name", NULL, &a->name);
         rd_string(r, m, P, "namespace", NULL, &a->namespace_);
+        const ynode *ca = NULL;
+        if (rd_map(r, m, P, "ca", NULL, &ca)) {
+                static const char *const ca_known[] = {"secret", NULL};
+                rd_keys(r, ca, "spec.adopt.ca", ca_known, NULL);
+                if (!rd_string(r, ca, "spec.adopt.ca", "secret", NULL, &a->ca_secret) &&
+                    !rd_get(ca, "secret", NULL))
+                        rd_error(r, ca,
+                                 "spec.adopt.ca.secret is required: the Secret with the old "
+                                 "cluster's CA certificate (tls.crt) and key (tls.key)");
+        }
 }
 
 static void read_repair(reader *r, const ynode *spec)

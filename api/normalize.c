@@ -335,11 +335,14 @@ static void set_requests(json_t *spec, const etcd_cluster *c)
                 json_object_set_new(spec, "consistency", co);
         else
                 json_decref(co);
-        if (c->adopt.from != ADOPT_FROM_NONE)
-                json_object_set_new(spec, "adopt",
-                                    json_pack("{s:s, s:s?, s:s?}", "from",
-                                              adopt_from_name(c->adopt.from), "name", c->adopt.name,
-                                              "namespace", c->adopt.namespace_));
+        if (c->adopt.from != ADOPT_FROM_NONE) {
+                json_t *ad = json_pack("{s:s, s:s?, s:s?}", "from", adopt_from_name(c->adopt.from),
+                                       "name", c->adopt.name, "namespace", c->adopt.namespace_);
+                if (c->adopt.ca_secret)
+                        json_object_set_new(ad, "ca",
+                                            json_pack("{s:s}", "secret", c->adopt.ca_secret));
+                json_object_set_new(spec, "adopt", ad);
+        }
         if (c->repair.set) {
                 json_t *rp = json_object();
                 set_str(rp, "replace", c->repair.replace);

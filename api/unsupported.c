@@ -89,13 +89,18 @@ static void refuse_pvc(const etcd_cluster *c, diag_list *diags)
 }
 
 /*
- * spec.adopt of a cluster with a TLS provider: the survey and the old
- * members speak plain HTTP to clients only, yet (cozystack's peers speak
- * etcd's self-signed TLS, spec.tls.peer.selfSigned, which is no provider)
+ * spec.adopt of a cluster with TLS: coreos' static TLS is taken over with
+ * tls.provider auto (its CA imported, spec.adopt.ca) or secrets (leaves the
+ * user signed with it); cert-manager would issue from an Issuer gitcd
+ * cannot check against the old CA, and the other operators' members serve
+ * plain HTTP (etcd-io, improbable) or etcd's self-signed peer TLS (cozystack:
+ * spec.tls.peer.selfSigned, which is no provider).
  */
 static bool adopts_with_tls(const etcd_cluster *c)
 {
-        return c->adopt.from != ADOPT_FROM_NONE && c->tls.provider != TLS_PROVIDER_NONE;
+        if (c->adopt.from == ADOPT_FROM_NONE || c->tls.provider == TLS_PROVIDER_NONE)
+                return false;
+        return c->adopt.from != ADOPT_FROM_COREOS || c->tls.provider == TLS_PROVIDER_CERT_MANAGER;
 }
 
 static const struct {
@@ -105,8 +110,12 @@ static const struct {
         const char *fix;   /* how to get a cluster gitcd accepts today */
         bool (*used)(const etcd_cluster *c);
 } unsupported[] = {
-    {"spec.adopt with spec.tls", "spec.tls", "taking over a cluster whose members use TLS",
-     "only plain-HTTP clusters are taken over today; see docs/migration.md", adopts_with_tls},
+    {"spec.adopt with spec.tls", "spec.tls",
+     "taking over a cluster with TLS other than coreos' with tls.provider auto or secrets",
+     "coreos clusters are taken over with tls.provider auto and spec.adopt.ca, or secrets; the "
+     "other operators' clusters with no tls.provider (cozystack's with "
+     "spec.tls.peer.selfSigned); see docs/migration.md",
+     adopts_with_tls},
     {NULL, NULL, NULL, NULL, NULL}, /* the end */
 };
 

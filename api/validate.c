@@ -593,6 +593,39 @@ static void check_repair(reader *r)
 }
 
 /*
+ * spec.adopt.ca: the old cluster's CA, imported as the cluster's auto CA,
+ * so it goes with tls.provider auto only, and tls.provider auto with
+ * spec.adopt needs it (a CA gitcd made would be one the old members do not
+ * trust: its members could not join). With tls.provider secrets the user's
+ * Secrets carry leaves of the old CA and no key is needed. Only coreos
+ * clusters are taken over with TLS (api/unsupported.c refuses the others).
+ */
+static void check_adopt_ca(reader *r)
+{
+        const etcd_cluster *c = r->c;
+        const adopt_spec *a = &c->adopt;
+        if (a->ca_secret && !dns1123_subdomain_valid(a->ca_secret))
+                rd_diag_at(r, DIAG_ERROR, "spec.adopt.ca.secret", "%s: \"%s\" is not a Secret name",
+                           rd_name(r, "spec.adopt.ca.secret"), a->ca_secret);
+        if (a->ca_secret && c->tls.provider != TLS_PROVIDER_AUTO)
+                rd_diag_at(r, DIAG_ERROR, "spec.adopt.ca",
+                           "%s imports the old cluster's CA as the one tls.provider auto issues "
+                           "from; with tls.provider %s it has nothing to act on (set "
+                           "spec.tls.provider: auto, or remove spec.adopt.ca%s)",
+                           rd_name(r, "spec.adopt.ca"), tls_provider_name(c->tls.provider),
+                           c->tls.provider == TLS_PROVIDER_SECRETS
+                               ? ": tls.provider secrets takes Secrets signed by the old CA"
+                               : "");
+        else if (!a->ca_secret && c->tls.provider == TLS_PROVIDER_AUTO &&
+                 a->from == ADOPT_FROM_COREOS)
+                rd_diag_at(r, DIAG_ERROR, "spec.tls.provider",
+                           "%s: auto with spec.adopt needs spec.adopt.ca.secret, the Secret with "
+                           "the old cluster's CA certificate and key: a CA gitcd made would be "
+                           "one the old members do not trust (see docs/migration.md)",
+                           rd_name(r, "spec.tls.provider"));
+}
+
+/*
  * spec.adopt: the old cluster is found by its operator's names, so they
  * must be object names; spec.hosts adopts machines in place without it,
  * and a cluster that also restores or recovers would not keep the old
@@ -646,6 +679,7 @@ static void check_adopt(reader *r)
                            "%s keeps the running cluster's data; it cannot go with "
                            "spec.bootstrap.restore or spec.recovery",
                            rd_name(r, "spec.adopt"));
+        check_adopt_ca(r);
 }
 
 static void check_object_name(reader *r, const char *native, const char *name)

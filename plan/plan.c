@@ -224,6 +224,22 @@ static void steps_bump(plan_item *it, const etcd_cluster *c)
                          "it must list again by themselves)");
 }
 
+/* spec.adopt with spec.tls: the old CA is kept (targets/kubernetes-takeover-tls.c). */
+static void steps_takeover_tls(plan_item *it, const etcd_cluster *c)
+{
+        if (c->tls.provider == TLS_PROVIDER_AUTO)
+                STEP(it,
+                     "keep the old cluster's CA: check that its members' peer, server and client "
+                     "CAs are one CA and that Secret %s/%s holds it and its key, then import it "
+                     "as the cluster's CA (never rotated) and issue gitcd's certificates from it; "
+                     "clients keep their CA file",
+                     c->namespace_, c->adopt.ca_secret ? c->adopt.ca_secret : "?");
+        else if (c->tls.provider == TLS_PROVIDER_SECRETS)
+                STEP(it, "keep the old cluster's CA: check that its members' peer, server and "
+                         "client CAs are one CA and that the spec's Secrets carry it as their "
+                         "ca.crt (gitcd's members use them); clients keep their CA file");
+}
+
 /* spec.adopt: the takeover's steps, as reconciler/takeover.c and decide()'s rule 8b take them. */
 static void steps_takeover(plan_item *it, const etcd_cluster *c)
 {
@@ -239,6 +255,7 @@ static void steps_takeover(plan_item *it, const etcd_cluster *c)
              "must not meet the old objects",
              adopt_from_name(c->adopt.from), c->adopt.namespace_, c->adopt.name, stopped,
              c->version);
+        steps_takeover_tls(it, c);
         STEP(it, "record the old members and the cluster ID before any change: no new cluster "
                  "is started");
         STEP(it,

@@ -123,6 +123,29 @@ static void split_member_host(const char *host, const char *member, const char *
                 *ret_domain = *ret_rest + hl;
 }
 
+/*
+ * A takeover of a coreos cluster (spec.adopt): its client Service
+ * <old>-client (targets/kubernetes-takeover.c) comes to select gitcd's
+ * voters, and its clients keep verifying the server by that name, so
+ * gitcd's server certificates carry it too.
+ */
+static void old_client_service_names(const etcd_cluster *c, const char *ns, const char *domain,
+                                     json_t *dns)
+{
+        if (c->adopt.from != ADOPT_FROM_COREOS || !c->adopt.name)
+                return;
+        _cleanup_free_ char *svc = xasprintf("%s-client", c->adopt.name);
+        _cleanup_free_ char *svc_ns = xasprintf("%s.%s", svc, ns);
+        _cleanup_free_ char *svc_svc = xasprintf("%s.%s.svc", svc, ns);
+        add_unique(dns, svc);
+        add_unique(dns, svc_ns);
+        add_unique(dns, svc_svc);
+        if (domain) {
+                _cleanup_free_ char *full = xasprintf("%s.%s", svc_svc, domain);
+                add_unique(dns, full);
+        }
+}
+
 /* DNS and IP SANs for the server certificates, derived from the plan. */
 static void server_names(const etcd_cluster *c, const membership_plan *p, json_t *dns, json_t *ips)
 {
@@ -167,6 +190,7 @@ static void server_names(const etcd_cluster *c, const membership_plan *p, json_t
                 _cleanup_free_ char *full = xasprintf("%s.%s", svc_svc, domain);
                 add_unique(dns, full);
         }
+        old_client_service_names(c, ns, domain, dns);
         size_t i;
         json_t *v;
         json_array_foreach(members, i, v) add_unique(dns, json_string_value(v));

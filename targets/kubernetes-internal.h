@@ -250,3 +250,10 @@ int kt_data_revision(target *t, const etcd_cluster *c, const char *member, const
 extern const target_debug_ops kt_debug_ops;
 /* kubernetes-takeover.c */
 extern const target_takeover_ops kt_takeover_ops;
+/*
+ * kubernetes-takeover-tls.c: a coreos takeover's TLS checks against the
+ * old EtcdCluster cr and the Pods of selector, and the old CA imported
+ * (tls.provider auto): 0, -EPERM with why in *ret_why, or another -errno.
+ */
+int kt_takeover_tls(kubernetes_target *kt, const etcd_cluster *c, const json_t *cr,
+                    const char *selector, char **ret_why);

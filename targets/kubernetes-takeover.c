@@ -58,7 +58,13 @@
  *   count gitcd's Pods as its own, the old Services would route to
  *   learners). Both are refusals: the user renames gitcd's cluster.
  * - The members are reached at their Pods' IPs (the client port 2379):
- *   a Service needs a proxy, and gitcd asks each member anyway.
+ *   a Service needs a proxy, and gitcd asks each member anyway (with
+ *   client TLS by name, below).
+ * - TLS (coreos' spec.TLS.static only, kubernetes-takeover-tls.c): the
+ *   old CA is kept, checked to be one CA and the one gitcd was given (or
+ *   its Secrets carry), and with client TLS the members are reached by the
+ *   names their certificates carry (Pod hostname.subdomain.NS.svc) instead
+ *   of their IPs, which coreos' certificates do not name.
  * - The old client Service keeps working: once gitcd has a voter, its
  *   selector becomes gitcd's voters (merge patch), the selector before
  *   kept on it as an annotation and in the takeover record. It is the one
@@ -319,14 +325,14 @@ static int operator_stopped(kubernetes_target *kt, const etcd_cluster *c, const 
  * paused (coreos), or, for operators without a pause field, the resource
  * gone (deleted with --cascade=orphan: its StatefulSet or ReplicaSets have
  * no owner to act for) or the operator's Deployment scaled to 0.
- * *ret_found says whether the resource is there.
+ * *ret_cr is the resource when it is there (the caller's to release).
  */
 static int survey_resource(kubernetes_target *kt, const etcd_cluster *c, const old_layout *L,
-                           const char *ns, bool *ret_found, char **ret_why)
+                           const char *ns, json_t **ret_cr, char **ret_why)
 {
         const adopt_spec *a = &c->adopt;
         json_t *cr = NULL;
-        *ret_found = false;
+        *ret_cr = NULL;
         int k;
         if (L->not_this) {
                 /* a 404 (its kind not installed, or no such resource) is what is hoped for */
@@ -350,15 +356,11 @@ static int survey_resource(kubernetes_target *kt, const etcd_cluster *c, const o
         }
         if (k < 0)
                 return kube_fail(kt, k);
-        *ret_found = true;
-        if (!L->paused_field) {
-                json_decref(cr);
+        *ret_cr = cr;
+        if (!L->paused_field)
                 return operator_stopped(kt, c, L, ns, ret_why);
-        }
         json_t *paused = json_object_get(json_object_get(cr, "spec"), L->paused_field);
-        bool stopped = json_is_true(paused);
-        json_decref(cr);
-        if (stopped)
+        if (json_is_true(paused))
                 return 0;
         *ret_why = xasprintf("the %s operator still acts on %s %s/%s: set spec.%s: true "
                              "on it first (kubectl -n %s patch %s.%s %s --type merge -p "
@@ -424,8 +426,20 @@ static int survey_pods(kubernetes_target *kt, const etcd_cluster *c, const old_l
                  * takeover is recorded every member must answer etcd (takeover_judge), and
                  * after it a removed member's Pod ends (coreos: restartPolicy Never).
                  */
-                if (!isempty(ip) && !obj_terminating(pod) && !streq_ptr(phase, "Failed") &&
-                    !streq_ptr(phase, "Succeeded"))
+                if (isempty(ip) || obj_terminating(pod) || streq_ptr(phase, "Failed") ||
+                    streq_ptr(phase, "Succeeded"))
+                        continue;
+                /*
+                 * With client TLS, by the name its certificate carries (coreos:
+                 * *.NAME.NS.svc, the Pod's hostname and subdomain), not its IP.
+                 */
+                json_t *ps = json_object_get(pod, "spec");
+                const char *host = json_string_value(json_object_get(ps, "hostname"));
+                const char *sub = json_string_value(json_object_get(ps, "subdomain"));
+                if (c->tls.client.enabled && !isempty(host) && !isempty(sub))
+                        sb_printf(eps, "%shttps://%s.%s.%s.svc:%d", eps->len ? "," : "", host, sub,
+                                  ns, ETCD_CLIENT_PORT_OLD);
+                else
                         sb_printf(eps, "%s%s://%s:%d", eps->len ? "," : "", scheme, ip,
                                   ETCD_CLIENT_PORT_OLD);
         }
@@ -524,10 +538,10 @@ static int kt_takeover_survey(target *t, const etcd_cluster *c, takeover_survey 
         s.source = xasprintf("%s %s/%s", adopt_from_name(a->from), ns, a->name);
         strbuf eps = STRBUF_INIT;
         char *why = NULL;
-        bool found = false;
-        int k = survey_resource(kt, c, L, ns, &found, &why);
+        json_t *cr = NULL;
+        int k = survey_resource(kt, c, L, ns, &cr, &why);
         if (k >= 0) {
-                if (found)
+                if (cr)
                         add_object(&s, L->kind, ns, a->name);
                 k = survey_pods(kt, c, L, ns, &s, &eps, &why);
         }
@@ -535,6 +549,12 @@ static int kt_takeover_survey(target *t, const etcd_cluster *c, takeover_survey 
                 k = survey_services(kt, c, L, ns, &s, &why);
         if (k >= 0 && !why && L->workload_kind)
                 k = survey_workload(kt, L, ns, a->name, &s);
+        if (k >= 0 && !why && a->from == ADOPT_FROM_COREOS) {
+                /* its static TLS: the same surfaces, one CA, kept (imported for auto) */
+                _cleanup_free_ char *selector = layout_name(L->pod_selector, a->name);
+                k = kt_takeover_tls(kt, c, cr, selector, &why);
+        }
+        json_decref(cr);
         if (k >= 0 && why)
                 k = -EPERM;
         if (k < 0) {

@@ -28,6 +28,13 @@
  * members join with spec.tls.peer.selfSigned, the operator is stopped by
  * its Deployment scaled to 0, and its client Service (NAME) is pointed at
  * gitcd's voters as coreos' is.
+ * With "coreos-tls", the coreos layout of layouts.h with static TLS on both
+ * surfaces from a CA of this test, taken over with tls.provider auto and
+ * that CA handed to gitcd (spec.adopt.ca): a wrong CA refused with nothing
+ * created; the writer speaks TLS to the members by the names their
+ * certificates carry, with one CA file that never changes; after the move
+ * gitcd's members serve leaves of that CA (verified with the CA file alone)
+ * that also name the old client Service.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -42,12 +49,15 @@
 #include <cmocka.h>
 
 #include "kube/client.h"
+#include "kube/kubeconfig.h"
+#include "pki/pki.h"
 #include "tests/e2e/e2e.h"
 #include "tests/e2e/kube-lab.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/kubeapi.h"
 #include "tests/harness/layouts.h"
 #include "tests/harness/writer.h"
+#include "util/fs.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -73,6 +83,12 @@ static const kube_gvr pods = {"", "v1", "pods", true};
 static const kube_gvr services = {"", "v1", "services", true};
 static const kube_gvr crds = {"apiextensions.k8s.io", "v1", "customresourcedefinitions", false};
 static const kube_gvr coreos = {"etcd.database.coreos.com", "v1beta2", "etcdclusters", true};
+static const kube_gvr secrets = {"", "v1", "secrets", true};
+/* coreos-tls: the old cluster's CA, and the writer's files from it (written once) */
+static bool tls_mode;
+static pki_cert *ca;
+static pki_key *ca_key;
+static char *tls_dir, *ca_file, *cert_file, *key_file, *ca_pem;
 
 /* POST obj to gvr's collection (kinds kube_apply does not know: a definition, a resource). */
 static void create(const kube_gvr *gvr, const char *ns, json_t *o)
@@ -184,7 +200,7 @@ static void coreos_layout(void)
 /* The old cluster, running: coreos made here, the others by layouts.h. */
 static void old_layout_start(void)
 {
-        if (kind == LAYOUT_COREOS) {
+        if (kind == LAYOUT_COREOS && !tls_mode) {
                 coreos_layout();
                 return;
         }
@@ -192,8 +208,9 @@ static void old_layout_start(void)
                 fail_msg("the %s layout was not created", layout_kind_name(kind));
         if (layout_wait_healthy(lab->admin, kind, &lopts, 180) < 0)
                 fail_msg("the %s layout is not healthy", layout_kind_name(kind));
-        if (kind != LAYOUT_IMPROBABLE)
+        if (kind == LAYOUT_ETCDIO)
                 return;
+        /* Pods of random names: read once running */
         _cleanup_free_ char *sel = layout_member_selector(kind, &lopts);
         json_t *items = NULL;
         assert_int_equal(kube_list(lab->admin, &pods, NS, sel, &items, NULL), 0);
@@ -203,6 +220,42 @@ static void old_layout_start(void)
                     json_object_get(json_array_get(items, i), "metadata"), "name")));
         json_decref(items);
         old_pods = (const char *const *)rs_pods;
+}
+
+/* A kubernetes.io/tls Secret holding a CA and its key, as `kubectl create secret tls` makes it. */
+static void ca_secret(const char *name, const pki_cert *cert, const pki_key *key)
+{
+        _cleanup_free_ char *crt = NULL, *k = NULL;
+        assert_int_equal(pki_cert_to_pem(cert, &crt), 0);
+        assert_int_equal(pki_key_to_pem(key, &k), 0);
+        _cleanup_free_ char *crt64 = kube_base64_encode(crt, strlen(crt));
+        _cleanup_free_ char *k64 = kube_base64_encode(k, strlen(k));
+        create(&secrets, NS,
+               json_pack("{s:s, s:s, s:{s:s, s:s}, s:s, s:{s:s, s:s}}", "apiVersion", "v1", "kind",
+                         "Secret", "metadata", "name", name, "namespace", NS, "type",
+                         "kubernetes.io/tls", "data", "tls.crt", crt64, "tls.key", k64));
+}
+
+/* coreos-tls: the test's CA, the writer's files from it, and the CA's Secret for gitcd. */
+static void tls_setup(void)
+{
+        assert_int_equal(pki_ca_create("coreos-old etcd CA", 2, &ca_key, &ca), 0);
+        lopts.ca = ca;
+        lopts.ca_key = ca_key;
+        tls_dir = harness_tmpdir("takeover-tls");
+        ca_file = path_join(tls_dir, "ca.crt");
+        cert_file = path_join(tls_dir, "client.crt");
+        key_file = path_join(tls_dir, "client.key");
+        const char *const none[] = {NULL};
+        pki_cert_request req = {.cn = "root", .dns_names = none, .days = 1, .client = true};
+        pki_key *k = NULL;
+        pki_cert *c = NULL;
+        assert_int_equal(pki_cert_issue(ca, ca_key, &req, &k, &c), 0);
+        assert_int_equal(pki_write_pem(ca_file, NULL, ca, NULL), 0);
+        assert_int_equal(pki_write_pem(cert_file, key_file, c, k), 0);
+        assert_int_equal(pki_cert_to_pem(ca, &ca_pem), 0);
+        pki_key_free(k);
+        pki_cert_free(c);
 }
 
 /* The operator's Deployment of a layout (no deployment controller runs: its status as written). */
@@ -267,27 +320,55 @@ static void stop_operator(void)
                 fail_msg("scale status: %s", kube_client_last_error(lab->admin));
 }
 
-/* The client URLs of every Pod, old or gitcd's, the simulator runs now. */
-static char *all_endpoints(void)
+/*
+ * The client URLs of every Pod, old (from first_old) or gitcd's, the
+ * simulator runs now: with TLS by the names their certificates carry
+ * (coreos: *.old.NS.svc; gitcd's: NAME-n.NAME-headless.NS.svc.cluster.local).
+ */
+static char *endpoints_from(size_t first_old)
 {
         strbuf sb = STRBUF_INIT;
-        for (size_t i = 0; i < N_OLD + 10; i++) {
+        for (size_t i = first_old; i < N_OLD + 10; i++) {
                 _cleanup_free_ char *name =
                     i < N_OLD ? xstrdup(old_pods[i]) : xasprintf("%s-%zu", CLUSTER, i - N_OLD);
                 _cleanup_free_ char *a = nodesim_pod_address(lab->sim, NS, name);
-                if (a)
+                if (!a)
+                        continue;
+                if (!tls_mode)
                         sb_printf(&sb, "%shttp://%s:2379", sb.len ? "," : "", a);
+                else if (i < N_OLD)
+                        sb_printf(&sb, "%shttps://%s.%s.%s.svc:2379", sb.len ? "," : "", name, OLD,
+                                  NS);
+                else
+                        sb_printf(&sb, "%shttps://%s.%s-headless.%s.svc.cluster.local:2379",
+                                  sb.len ? "," : "", name, CLUSTER, NS);
         }
         return sb_detach(&sb);
+}
+
+static char *all_endpoints(void)
+{
+        return endpoints_from(0);
+}
+
+/* A client of eps, with the writer's CA file and client certificate under TLS. */
+static etcd_client *connect_to(const char *eps)
+{
+        etcd_client_opts o = {.endpoints = eps,
+                              .cacert = ca_file,
+                              .cert = cert_file,
+                              .key = key_file,
+                              .call_timeout_ms = 3000,
+                              .dial_timeout_ms = 1000};
+        etcd_client *c = NULL;
+        return etcd_client_new(&o, &c) < 0 ? NULL : c;
 }
 
 static etcd_client *connect_all(void *data)
 {
         (void)data;
         _cleanup_free_ char *eps = all_endpoints();
-        etcd_client_opts o = {.endpoints = eps, .call_timeout_ms = 3000, .dial_timeout_ms = 1000};
-        etcd_client *c = NULL;
-        return etcd_client_new(&o, &c) < 0 ? NULL : c;
+        return connect_to(eps);
 }
 
 static bool reconnect_always(int error)
@@ -310,19 +391,29 @@ static etcd_members *members_now(void)
         return l;
 }
 
-static void write_spec_adopt(e2e *e, int replicas, bool adopt)
+/* The spec; with TLS, spec.adopt.ca names the Secret ca_secret. */
+static void write_spec_ca(e2e *e, int replicas, bool adopt, const char *ca_secret)
 {
+        _cleanup_free_ char *a = xasprintf("  adopt:\n    from: %s\n    name: %s\n%s%s%s", from,
+                                           OLD, tls_mode ? "    ca:\n      secret: " : "",
+                                           tls_mode ? ca_secret : "", tls_mode ? "\n" : "");
         /* cozystack's members speak peer https with etcd's own certificates: gitcd's too */
-        const char *tls = kind == LAYOUT_COZYSTACK
+        const char *tls = tls_mode ? "  tls:\n    provider: auto\n    client: {enabled: true}\n"
+                                     "    peer: {enabled: true}\n"
+                          : kind == LAYOUT_COZYSTACK
                               ? "  tls:\n    provider: none\n    peer:\n      selfSigned: true\n"
                               : "";
-        _cleanup_free_ char *a = xasprintf("  adopt:\n    from: %s\n    name: %s\n", from, OLD);
         _cleanup_free_ char *y = xasprintf("apiVersion: gitcd.io/v1alpha1\n"
                                            "kind: EtcdCluster\n"
                                            "metadata:\n  name: %s\n  namespace: %s\n"
                                            "spec:\n  replicas: %d\n  version: \"%s\"\n%s%s",
                                            CLUSTER, NS, replicas, VERSION, tls, adopt ? a : "");
         e2e_write_file(e, "cluster.yaml", y);
+}
+
+static void write_spec_adopt(e2e *e, int replicas, bool adopt)
+{
+        write_spec_ca(e, replicas, adopt, OLD "-ca");
 }
 
 static void write_spec(e2e *e, int replicas)
@@ -467,6 +558,51 @@ static void check_no_member_readded(void)
         assert_int_equal(kube_lab_count(lab, &pods, NS, sel), N_OLD);
 }
 
+/*
+ * coreos-tls, after the move: the writer's CA file is as it was, and
+ * gitcd's members alone, reached with it, serve leaves of the old CA that
+ * also name the old client Service (whose clients follow it to them).
+ */
+static void check_tls_kept(void)
+{
+        _cleanup_free_ char *now = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(ca_file, 1 << 20, &now, &len), 0);
+        assert_string_equal(now, ca_pem);
+        _cleanup_free_ char *eps = endpoints_from(N_OLD);
+        etcd_client *c = connect_to(eps);
+        assert_non_null(c);
+        etcd_members *l = NULL;
+        if (etcd_member_list(c, &l) < 0)
+                fail_msg("gitcd's members (%s) do not answer with the old CA: %s", eps,
+                         etcd_client_last_error(c));
+        assert_int_equal(l->n, 3);
+        etcd_members_free(l);
+        etcd_client_free(c);
+
+        json_t *sec = NULL;
+        assert_int_equal(kube_get(lab->admin, &secrets, NS, CLUSTER "-client-tls", &sec), 0);
+        const char *b64 =
+            json_string_value(json_object_get(json_object_get(sec, "data"), "tls.crt"));
+        assert_non_null(b64);
+        char *pem = NULL;
+        assert_int_equal(kube_base64_decode(b64, &pem, &len), 0);
+        json_decref(sec);
+        pki_cert *leaf = NULL;
+        assert_int_equal(pki_cert_from_pem(pem, len, "kc-client-tls", &leaf), 0);
+        free(pem);
+        assert_int_equal(pki_cert_verify(ca, leaf), 0);
+        char **dns = NULL, **ips = NULL;
+        assert_int_equal(pki_cert_sans(leaf, &dns, &ips), 0);
+        bool named = false;
+        for (size_t i = 0; dns && dns[i]; i++)
+                named = named || streq(dns[i], OLD "-client." NS ".svc");
+        assert_true(named);
+        strv_free(dns);
+        strv_free(ips);
+        pki_cert_free(leaf);
+}
+
 /* After the move: the old client Service (coreos), the old objects left, the record, the plan. */
 static void check_left_behind(e2e *e)
 {
@@ -475,6 +611,8 @@ static void check_left_behind(e2e *e)
                 check_old_client_service();
         if (kind != LAYOUT_COREOS)
                 check_no_member_readded();
+        if (tls_mode)
+                check_tls_kept();
         json_t *old_svc = NULL;
         assert_int_equal(kube_get(lab->admin, &services, NS, OLD, &old_svc), 0);
         json_decref(old_svc);
@@ -502,6 +640,25 @@ static void check_left_behind(e2e *e)
         free(plan);
 }
 
+/* coreos-tls: a CA that is not the old one is refused at the survey, nothing created. */
+static void refused_wrong_ca(e2e *e)
+{
+        pki_cert *other = NULL;
+        pki_key *other_key = NULL;
+        assert_int_equal(pki_ca_create("another CA", 2, &other_key, &other), 0);
+        ca_secret("other-ca", other, other_key);
+        pki_cert_free(other);
+        pki_key_free(other_key);
+        write_spec_ca(e, 3, true, "other-ca");
+        char *err = NULL;
+        int k = apply(e, NULL, 20, &err);
+        if (k == 0 || !err || !strstr(err, "is not the old cluster's CA"))
+                fail_msg("a wrong CA was not refused (%d): %s", k, err);
+        free(err);
+        assert_int_equal(kube_lab_count(lab, &pods, NS, "gitcd.io/cluster=" CLUSTER), 0);
+        write_spec(e, 3);
+}
+
 static void test_takeover(void **state)
 {
         (void)state;
@@ -527,6 +684,8 @@ static void test_takeover(void **state)
         char *plan = plan_text(e);
         if (!strstr(plan, "replace the old members") || !strstr(plan, "old leader last"))
                 fail_msg("the plan does not show the takeover's steps:\n%s", plan);
+        if (tls_mode && !strstr(plan, "keep the old cluster's CA"))
+                fail_msg("the plan does not say the CA is kept:\n%s", plan);
         free(plan);
         char *err = NULL;
         int k;
@@ -541,6 +700,8 @@ static void test_takeover(void **state)
 
         /* stopped: taken over, gitcd killed right after it removed the first old member */
         stop_operator();
+        if (tls_mode)
+                refused_wrong_ca(e);
         err = NULL;
         k = apply(e, "remove.after-etcd", 300, &err);
         if (k != KILLED)
@@ -587,9 +748,17 @@ static void test_takeover(void **state)
         fprintf(stderr,
                 "writer: %d acknowledged, %d failed puts, %d reconnects, %d retries at most\n",
                 w->acked, w->failed, w->reconnects, w->max_retries);
-        assert_true(w->failed <= 3);
-        /* and no write needed more than one retry: the client moved on at once */
-        assert_true(w->max_retries <= 1);
+        /*
+         * and no write needed more than one retry: the client moved on at
+         * once. Over TLS a removed member's etcd still takes a connection
+         * for a moment once its raft stopped (the put fails "raft:
+         * stopped"), and the writer's new client, dialling the endpoints in
+         * order, may land on it once more: two failed puts per removal at
+         * most (measured: 1 to 4 failed puts, 1 or 2 retries, in 6 runs).
+         */
+        int per_removal = tls_mode ? 2 : 1;
+        assert_true(w->failed <= 3 * per_removal);
+        assert_true(w->max_retries <= per_removal);
         etcd_client_free(c);
         harness_writer_free(w);
 
@@ -622,6 +791,8 @@ int main(int argc, char **argv)
         } else if (argc > 1 && strcmp(argv[1], "improbable") == 0) {
                 kind = LAYOUT_IMPROBABLE;
                 from = "improbable";
+        } else if (argc > 1 && strcmp(argv[1], "coreos-tls") == 0) {
+                tls_mode = true;
         } else if (argc > 1) {
                 fprintf(stderr, "unknown layout %s\n", argv[1]);
                 return 1;
@@ -642,10 +813,17 @@ int main(int argc, char **argv)
                 fprintf(stderr, "the controllers did not start\n");
                 return 1;
         }
+        if (tls_mode) {
+                tls_setup();
+                ca_secret(OLD "-ca", ca, ca_key);
+        }
         const struct CMUnitTest tests[] = {cmocka_unit_test(test_takeover)};
         int failed = cmocka_run_group_tests(tests, NULL, NULL);
         kube_lab_free(lab);
         for (size_t i = 0; i < N_OLD; i++)
                 free(rs_pods[i]);
+        pki_cert_free(ca);
+        pki_key_free(ca_key);
+        free(ca_file), free(cert_file), free(key_file), free(ca_pem), free(tls_dir);
         return failed;
 }
