@@ -34,6 +34,7 @@ struct etcd_pool_conn {
         grpc_conn *conn;
         char *key;
         uint64_t hash;
+        bool tls;           /* an https:// endpoint: the TLS idle time */
         int64_t idle_since; /* monotonic ms; while in the list */
         etcd_pool_conn *next;
 };
@@ -42,7 +43,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static etcd_pool_conn *idle_list; /* most recently used first */
 static size_t n_open, n_idle;
 static int64_t last_sweep;
-static _Atomic int64_t idle_ms = ETCD_POOL_IDLE_MS_DEFAULT;
+static _Atomic int64_t idle_ms_plain = ETCD_POOL_IDLE_MS_PLAIN;
+static _Atomic int64_t idle_ms_tls = ETCD_POOL_IDLE_MS_TLS;
 static _Atomic uint64_t closed_idle;
 
 static uint64_t fnv1a(const char *s)
@@ -89,12 +91,13 @@ static void pool_conn_free(etcd_pool_conn *pc)
 /* Under the lock: unlink the connections idle since before now - idle time; a list to free. */
 static etcd_pool_conn *expired_locked(int64_t now, bool all)
 {
-        int64_t limit = now - atomic_load(&idle_ms);
+        int64_t limit_plain = now - atomic_load(&idle_ms_plain);
+        int64_t limit_tls = now - atomic_load(&idle_ms_tls);
         etcd_pool_conn *out = NULL;
         etcd_pool_conn **p = &idle_list;
         while (*p) {
                 etcd_pool_conn *pc = *p;
-                if (all || pc->idle_since <= limit) {
+                if (all || pc->idle_since <= (pc->tls ? limit_tls : limit_plain)) {
                         *p = pc->next;
                         pc->next = out;
                         out = pc;
@@ -169,7 +172,8 @@ int etcd_pool_take(const char *url, const grpc_tls_opts *tls, etcd_pool_conn **r
                 return r;
         }
         etcd_pool_conn *pc = XNEW(etcd_pool_conn);
-        *pc = (etcd_pool_conn){.conn = conn, .key = key, .hash = hash};
+        *pc = (etcd_pool_conn){
+            .conn = conn, .key = key, .hash = hash, .tls = strneq(url, "https://", 8)};
         *ret_conn = pc;
         return 0;
 }
@@ -216,15 +220,16 @@ size_t etcd_pool_close_idle(void)
         return free_list(all, false);
 }
 
-int64_t etcd_pool_idle_ms(void)
+int64_t etcd_pool_idle_ms(bool tls)
 {
-        return atomic_load(&idle_ms);
+        return atomic_load(tls ? &idle_ms_tls : &idle_ms_plain);
 }
 
 void etcd_pool_set_idle_ms(int64_t ms)
 {
-        assert(ms > 0);
-        atomic_store(&idle_ms, ms);
+        assert(ms >= 0);
+        atomic_store(&idle_ms_plain, ms > 0 ? ms : ETCD_POOL_IDLE_MS_PLAIN);
+        atomic_store(&idle_ms_tls, ms > 0 ? ms : ETCD_POOL_IDLE_MS_TLS);
 }
 
 void etcd_pool_stats_get(etcd_pool_stats *ret_stats)

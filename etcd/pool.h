@@ -3,7 +3,7 @@
  * (etcd/client.c): a connection is opened on a call's demand, handed back
  * after the call, reused by the next call of any client of the process to
  * the same endpoint with the same TLS identity, and closed once it has been
- * idle for etcd_pool_idle_ms().
+ * idle for etcd_pool_idle_ms() (shorter for plain http:// than for TLS).
  *
  * A connection (a grpc_conn: a libcurl handle and its HTTP/2 session) is
  * used by one call at a time: etcd_pool_take() hands it out, etcd_pool_give()
@@ -29,12 +29,17 @@
 #include "etcd/grpc.h"
 
 /*
- * The default idle time after which a connection nobody uses is closed:
- * longer than the daemon's observe interval (30 s, jittered up to 20%) so
- * that a converged idle cluster does not reconnect every pass (see
- * docs/performance.md for the measurement both ways).
+ * The default idle times after which a connection nobody uses is closed,
+ * chosen against the daemon's observe interval (30 s, jittered up to 20%)
+ * from bench-many's figures (docs/performance.md): a plain HTTP/2
+ * connection costs about 43 KB resident idle and 0.13 ms of CPU to open
+ * again, so it is closed between two passes of an idle cluster (still kept
+ * through the calls of one pass and at a 1 s cadence); a TLS one costs about
+ * 119 KB but 1.8 ms to open again (the handshake), which at 1,000 clusters
+ * would be 6% of a core, so it is kept from one pass to the next.
  */
-#define ETCD_POOL_IDLE_MS_DEFAULT (45 * 1000)
+#define ETCD_POOL_IDLE_MS_PLAIN (5 * 1000)
+#define ETCD_POOL_IDLE_MS_TLS   (45 * 1000)
 
 typedef struct etcd_pool_conn etcd_pool_conn;
 
@@ -58,8 +63,9 @@ size_t etcd_pool_sweep(void);
 /* Close every idle connection (tests; a process about to exit). */
 size_t etcd_pool_close_idle(void);
 
-int64_t etcd_pool_idle_ms(void);
-/* Change the idle time (ms > 0) for the whole process: tests and benchmarks. */
+/* The idle time of a connection to an https:// (tls) or http:// endpoint. */
+int64_t etcd_pool_idle_ms(bool tls);
+/* Change both idle times (ms > 0; 0 restores the defaults) for the whole process: tests. */
 void etcd_pool_set_idle_ms(int64_t ms);
 
 typedef struct etcd_pool_stats {

@@ -132,7 +132,7 @@ static int fresh(void **state)
 {
         (void)state;
         etcd_pool_close_idle();
-        etcd_pool_set_idle_ms(ETCD_POOL_IDLE_MS_DEFAULT);
+        etcd_pool_set_idle_ms(0);
         return 0;
 }
 
