@@ -23,9 +23,12 @@
  *              alternating, medians of rounds.
  *
  * usage: bench-many [--real N] [--simulated M[,M...]] [--idle S] [--version V]
- *                   [--conns C]
+ *                   [--conns C] [--baseline GITCD] [--options QUOTA,SNAPSHOTCOUNT]
  *        (defaults: --real 100 --simulated 1000,10000 --idle 60 --version 3.5.16
- *        --conns 200; --real 0 skips the real part, --conns 0 the connection part)
+ *        --conns 200; --real 0 skips the real part, --conns 0 the connection part;
+ *        --baseline runs an earlier gitcd binary in turn with this one on the same
+ *        members and prints the ratios; --options sets each real member's
+ *        quotaBackendBytes and snapshotCount)
  */
 #include <errno.h>
 #include <malloc.h>
@@ -58,13 +61,26 @@
 static char root[] = "/tmp/gitcd-bench-many-XXXXXX";
 static pid_t daemon_pid;
 
+/*
+ * --options: each real member's etcd options, "QUOTA,SNAPSHOTCOUNT"
+ * (spec.options.quotaBackendBytes and snapshotCount; "" leaves etcd's).
+ */
+static const char *spec_options = "";
+
 static void write_spec(const char *dir, const char *name, const char *version)
 {
         _cleanup_free_ char *path = xasprintf("%s/%s.yaml", dir, name);
+        long long quota = 0, snapcount = 0;
+        _cleanup_free_ char *options = NULL;
+        if (sscanf(spec_options, "%lld,%lld", &quota, &snapcount) == 2 && quota > 0 &&
+            snapcount > 0)
+                options = xasprintf("  options:\n    quotaBackendBytes: %lld\n"
+                                    "    snapshotCount: %lld\n",
+                                    quota, snapcount);
         _cleanup_free_ char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
                                               "metadata:\n  name: %s\nspec:\n  replicas: 1\n"
-                                              "  version: \"%s\"\n",
-                                              name, version);
+                                              "  version: \"%s\"\n%s",
+                                              name, version, options ? options : "");
         if (write_file_atomic(path, text, strlen(text), 0644) < 0) {
                 fprintf(stderr, "cannot write %s\n", path);
                 exit(1);
@@ -195,18 +211,29 @@ static void on_signal(int sig)
 }
 
 /* One daemon over the clusters of src; measured and stopped. */
-static void run_daemon(const char *label, const char *state_dir, const char *src, size_t n,
-                       const char *observe, int idle_s, double base_mb)
+typedef struct daemon_figures {
+        bool ok;
+        double cpu_core; /* idle, of a core */
+        double rss_mb;
+} daemon_figures;
+
+/* The gitcd binary measured ("before" with --baseline). */
+static const char *gitcd_bin = GITCD_BIN;
+
+static daemon_figures run_daemon(const char *label, const char *bin, const char *state_dir,
+                                 const char *src, size_t n, const char *observe, int idle_s,
+                                 double base_mb)
 {
         _cleanup_free_ char *state = path_join(state_dir, "state.db");
-        _cleanup_free_ char *log_path = xasprintf("%s/daemon-%s.log", root, observe);
+        _cleanup_free_ char *log_path =
+            xasprintf("%s/daemon-%s%s.log", root, observe, bin == gitcd_bin ? "" : "-before");
         int64_t t0 = now_mono_ms();
         daemon_pid = fork();
         if (daemon_pid == 0) {
                 FILE *f = freopen(log_path, "w", stderr);
                 (void)f;
-                execl(GITCD_BIN, "gitcd", "run", "--source", src, "--state", state, "--interval",
-                      "1h", "--observe-interval", observe, (char *)NULL);
+                execl(bin, "gitcd", "run", "--source", src, "--state", state, "--interval", "1h",
+                      "--observe-interval", observe, (char *)NULL);
                 _exit(127);
         }
         while (converged_in_log(log_path, n) < n) {
@@ -214,7 +241,7 @@ static void run_daemon(const char *label, const char *state_dir, const char *src
                         fprintf(stderr, "%s: not every cluster converged (see %s)\n", label,
                                 log_path);
                         stop_daemon();
-                        return;
+                        return (daemon_figures){0};
                 }
                 usleep(200 * 1000);
         }
@@ -228,6 +255,7 @@ static void run_daemon(const char *label, const char *state_dir, const char *src
         double rss = proc_rss_mb(daemon_pid);
         stop_daemon();
         report(label, n, converge_s, cpu, rss, base_mb);
+        return (daemon_figures){.ok = true, .cpu_core = cpu, .rss_mb = rss};
 }
 
 /* The resident memory of a daemon with no cluster. */
@@ -240,7 +268,7 @@ static double empty_daemon_rss(void)
         if (daemon_pid == 0) {
                 FILE *f = freopen("/dev/null", "w", stderr);
                 (void)f;
-                execl(GITCD_BIN, "gitcd", "run", "--source", src, "--state", state, "--interval",
+                execl(gitcd_bin, "gitcd", "run", "--source", src, "--state", state, "--interval",
                       "1h", (char *)NULL);
                 _exit(127);
         }
@@ -249,6 +277,8 @@ static double empty_daemon_rss(void)
         stop_daemon();
         return rss;
 }
+
+static const char *baseline_bin; /* --baseline: an earlier gitcd, run in turn with this one */
 
 static void bench_real(size_t n, int idle_s, const char *version)
 {
@@ -264,8 +294,27 @@ static void bench_real(size_t n, int idle_s, const char *version)
                "measured over %d s:\n",
                n, version, idle_s);
         double base = empty_daemon_rss();
-        run_daemon("  observed every ~1 s (old cadence)", state_dir, src, n, "1s", idle_s, base);
-        run_daemon("  default cadence (30 s, jittered)", state_dir, src, n, "30s", idle_s, base);
+        static const struct {
+                const char *label, *observe;
+        } cadences[] = {{"observed every ~1 s (old cadence)", "1s"},
+                        {"default cadence (30 s, jittered)", "30s"}};
+        for (size_t k = 0; k < ARRAY_SIZE(cadences); k++) {
+                _cleanup_free_ char *label = xasprintf("  %s", cadences[k].label);
+                if (!baseline_bin) {
+                        (void)run_daemon(label, gitcd_bin, state_dir, src, n, cadences[k].observe,
+                                         idle_s, base);
+                        continue;
+                }
+                /* before and after in turn, on the same members */
+                _cleanup_free_ char *before_label = xasprintf("  before, %s", cadences[k].label);
+                daemon_figures b = run_daemon(before_label, baseline_bin, state_dir, src, n,
+                                              cadences[k].observe, idle_s, base);
+                daemon_figures a = run_daemon(label, gitcd_bin, state_dir, src, n,
+                                              cadences[k].observe, idle_s, base);
+                if (a.ok && b.ok && b.cpu_core > 0)
+                        printf("  %-36s after/before: CPU %.2fx, memory per cluster %.2fx\n", "",
+                               a.cpu_core / b.cpu_core, (a.rss_mb - base) / (b.rss_mb - base));
+        }
         stop_members(state_dir, n);
 }
 
@@ -511,9 +560,19 @@ int main(int argc, char **argv)
                         version = argv[i + 1];
                 else if (streq(argv[i], "--conns"))
                         conns = strtoul(argv[i + 1], NULL, 10);
+                else if (streq(argv[i], "--baseline"))
+                        baseline_bin = argv[i + 1];
+                else if (streq(argv[i], "--options"))
+                        spec_options = argv[i + 1];
         }
         if (!mkdtemp(root))
                 return 1;
+        /* hundreds of members: the daemon's descriptors (inherited) up to the hard limit */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void)setrlimit(RLIMIT_NOFILE, &rl);
+        }
         atexit(cleanup);
         signal(SIGINT, on_signal);
         signal(SIGTERM, on_signal);
