@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -280,8 +281,29 @@ static double empty_daemon_rss(void)
 
 static const char *baseline_bin; /* --baseline: an earlier gitcd, run in turn with this one */
 
+/*
+ * What one member takes on disk: etcd preallocates its WAL segment (64 MB)
+ * and the next one beside it, whatever the quota.
+ */
+#define MEMBER_DISK_MB 130
+/* What the bench leaves free on the disk for everything else on the machine. */
+#define DISK_MARGIN_MB (8 * 1024)
+
 static void bench_real(size_t n, int idle_s, const char *version)
 {
+        struct statvfs vfs;
+        if (statvfs(root, &vfs) == 0) {
+                double free_mb = (double)vfs.f_bavail * (double)vfs.f_frsize / (1024.0 * 1024.0);
+                double need_mb = (double)n * MEMBER_DISK_MB + DISK_MARGIN_MB;
+                if (free_mb < need_mb) {
+                        fprintf(stderr,
+                                "%zu members need about %.0f GB on %s (%d MB each) and the bench "
+                                "leaves %d GB free: %.0f GB is free; run fewer\n",
+                                n, (double)n * MEMBER_DISK_MB / 1024.0, root, MEMBER_DISK_MB,
+                                DISK_MARGIN_MB / 1024, free_mb / 1024.0);
+                        return;
+                }
+        }
         _cleanup_free_ char *src = path_join(root, "source");
         _cleanup_free_ char *state_dir = path_join(root, "state");
         (void)mkdir_p(src, 0755);
