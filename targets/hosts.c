@@ -497,8 +497,8 @@ static int check_binary_version(hosts_target *ht, const etcd_cluster *c, const h
 
 /*
  * Everything ensure_member does for member idx of p but the start itself:
- * the probe, the checks, the binary's version, the TLS leaves, the file
- * that starts it and, for a unit, daemon-reload and enable. *ret_h is its
+ * the probe, the checks, the binary's version, the TLS leaves and the file
+ * that starts it. *ret_h is its
  * machine; *ret_start the command that starts it there, NULL when nothing
  * is left to start (a manifest: kubelet starts it). The caller has
  * remembered c and checked its machines.
@@ -582,18 +582,13 @@ static int ensure_prepare(hosts_target *ht, const etcd_cluster *c, const members
         if (pod)
                 return 0;
         /*
-         * Loaded and enabled here, so that the start is one short command:
-         * enabled, the unit starts at the machine's next boot even if gitcd
-         * stops before it starts it. The restart is queued, not waited on
-         * (see "Starting without waiting" above). A unit whose file is
-         * written with its configuration but that is not active is started
-         * by the next ensure_member (the file's hash matches, above).
+         * One remote command after the file is written, so the restart
+         * happens even if gitcd stops half-way (a running member's file
+         * with the new hash would otherwise be taken for running it);
+         * queued, not waited on (see "Starting without waiting" above).
          */
-        _cleanup_free_ char *cmd =
-            xasprintf("%s daemon-reload && %s enable %s", ht->systemctl, ht->systemctl, qu);
-        if ((k = run(ht, h, cmd, NULL)) < 0)
-                return k;
-        *ret_start = xasprintf("%s restart --no-block %s", ht->systemctl, qu);
+        *ret_start = xasprintf("%s daemon-reload && %s enable %s && %s restart --no-block %s",
+                               ht->systemctl, ht->systemctl, qu, ht->systemctl, qu);
         return 0;
 }
 
@@ -616,9 +611,10 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
 /*
  * A static bootstrap's members (ensure_members): each member prepared on
  * its own thread (ensure_prepare: its machine's connection and probe, the
- * binary's version, the upload, daemon-reload), then every member that
- * was prepared started at once, one short command per machine, again side
- * by side (ht_each, hosts-parallel.c). The members of a static initial
+ * binary's version, the TLS leaves, the upload), then every member that
+ * was prepared started at once, one command per machine (daemon-reload,
+ * enable, restart --no-block: the same command ensure_member runs), again
+ * side by side (ht_each, hosts-parallel.c). The members of a static initial
  * cluster wait for each other anyway; what this saves is each machine's
  * round trips added one after another. Members of one plan on one machine
  * (which placement never makes) are prepared one after another.
