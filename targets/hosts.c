@@ -67,7 +67,10 @@
  * once); the probe cache and the error message are touched only with the
  * lock held. So clusters on other machines go on while one machine is
  * slow or does not answer; clusters that share that machine wait for it,
- * each step for at most its deadline.
+ * each step for at most its deadline. Within one operation, work on
+ * several machines may run side by side on threads that continue it
+ * under the same locks (ht_each, hosts-parallel.c): a static bootstrap's
+ * members (ensure_members), the machines' reads before a placement.
  */
 
 #include <errno.h>
