@@ -70,7 +70,8 @@ char **hosts_machine_effects(const etcd_cluster *c, size_t i)
                                    file, via, h->etcd_binary);
                 l[n++] = xasprintf("systemctl daemon-reload && systemctl enable %s && systemctl "
                                    "restart --no-block %s (after each rewrite%s; queued, not "
-                                   "waited on: gitcd waits on etcd's health)",
+                                   "waited on: gitcd waits on etcd's health; a new cluster's "
+                                   "members are started together once every machine is ready)",
                                    unit, unit, via);
         }
         return l;
