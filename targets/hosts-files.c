@@ -68,10 +68,12 @@ char **hosts_machine_effects(const etcd_cluster *c, size_t i)
                 l[n++] = xasprintf("write %s (0644%s): the member's unit, ExecStart=%s; rewritten "
                                    "when its configuration changes",
                                    file, via, h->etcd_binary);
-                l[n++] = xasprintf("systemctl daemon-reload && systemctl enable %s && systemctl "
-                                   "restart --no-block %s (after each rewrite%s; queued, not "
-                                   "waited on: gitcd waits on etcd's health; a new cluster's "
-                                   "members are started together once every machine is ready)",
+                l[n++] = xasprintf("systemctl enable --no-reload %s && systemctl daemon-reload "
+                                   "&& systemctl restart --no-block %s (after each rewrite%s; "
+                                   "for a new unit the daemon-reload only when systemd shows it "
+                                   "is needed (LoadState, NeedDaemonReload); queued, not waited "
+                                   "on: gitcd waits on etcd's health; a new cluster's members are "
+                                   "started together once every machine is ready)",
                                    unit, unit, via);
         }
         return l;
