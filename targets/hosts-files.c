@@ -21,7 +21,7 @@
 #include "util/xalloc.h"
 #include "targets/hosts-internal.h"
 
-int ht_write_marker(hosts_target *ht, const host_spec *h, const char *name)
+int ht_write_marker(hosts_target *ht, const host_spec *h, const char *name, char **ret_text)
 {
         _cleanup_free_ char *text = target_data_marker_new(name);
         if (!text)
@@ -32,7 +32,12 @@ int ht_write_marker(hosts_target *ht, const host_spec *h, const char *name)
         if (k < 0)
                 return k;
         _cleanup_free_ char *path = marker_path(h);
-        return ht_upload(ht, h, path, text, strlen(text), 0600);
+        k = ht_upload(ht, h, path, text, strlen(text), 0600);
+        if (k < 0)
+                return k;
+        if (ret_text)
+                *ret_text = TAKE_PTR(text);
+        return 0;
 }
 
 char **hosts_machine_effects(const etcd_cluster *c, size_t i)
@@ -275,7 +280,7 @@ int hosts_restore_member(target *t, const etcd_cluster *c, const membership_plan
                                    "member %s has data already on %s; a snapshot is never "
                                    "restored over it",
                                    mp->name, h->address);
-        if (!v.claimed_by && (k = ht_write_marker(ht, h, mp->name)) < 0)
+        if (!v.claimed_by && (k = ht_write_marker(ht, h, mp->name, NULL)) < 0)
                 return k;
 
         _cleanup_free_ char *home = NULL;

@@ -112,7 +112,8 @@ void ht_each(hosts_target *ht, size_t n, bool side_by_side,
              void (*fn)(hosts_target *ht, void *arg, size_t i), void *arg);
 
 /* hosts-files.c */
-int ht_write_marker(hosts_target *ht, const host_spec *h, const char *name);
+/* Write a new data identity marker for member name on h; its text in *ret_text (may be NULL). */
+int ht_write_marker(hosts_target *ht, const host_spec *h, const char *name, char **ret_text);
 int ht_unit_text(const etcd_cluster *c, const member_plan *mp, char *const *argv, char **ret_text,
                  char **ret_why);
 int ht_manifest_text(const etcd_cluster *c, const member_plan *mp, char *const *argv,

@@ -94,6 +94,7 @@
 #include "targets/locked.h"
 #include "targets/local-tls.h"
 #include "util/log.h"
+#include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 #include "targets/hosts-internal.h"
@@ -319,12 +320,45 @@ int ht_check_machines(hosts_target *ht, const etcd_cluster *c)
         return 0;
 }
 
+/*
+ * Keep machine h's probe for the rest of the pass as it reads after the
+ * marker text was written there: the probe from before (the machine was
+ * free) with the marker's lines as the probe's sed prints them. The next
+ * placement and the start read the machine from it instead of asking
+ * again (a round trip each, the placements one after another).
+ */
+static void probe_claimed(hosts_target *ht, const etcd_cluster *c, const host_spec *h,
+                          const char *before, const char *marker)
+{
+        _cleanup_free_ char *cmd = probe_command(ht, c, h);
+        if (!before || probe_cached(ht, h, cmd))
+                return;
+        strbuf sb = STRBUF_INIT;
+        for (const char *p = marker; p && *p;) {
+                const char *end = strchr(p, '\n');
+                size_t len = end ? (size_t)(end - p) : strlen(p);
+                if (len > 7 && strneq(p, "member=", 7))
+                        sb_printf(&sb, "marker=%.*s\n", (int)(len - 7), p + 7);
+                else if (len > 3 && strneq(p, "id=", 3))
+                        sb_printf(&sb, "marker-id=%.*s\n", (int)(len - 3), p + 3);
+                p = end ? end + 1 : NULL;
+        }
+        sb_append(&sb, before);
+        ht->cache = xgrow(ht->cache, &ht->alloc_cache, ht->n_cache + 1, sizeof(*ht->cache));
+        ht->cache[ht->n_cache++] = (probe_cache){
+            .machine = machine_key(h), .command = TAKE_PTR(cmd), .out = sb_detach(&sb)};
+}
+
 /* Member name takes free machine h: its marker written, its preflight told where it went. */
 static int claim(hosts_target *ht, const etcd_cluster *c, const host_spec *h, const char *name)
 {
-        int k = ht_write_marker(ht, h, name);
+        _cleanup_free_ char *cmd = probe_command(ht, c, h);
+        _cleanup_free_ char *before = xstrdup_null(probe_cached(ht, h, cmd));
+        _cleanup_free_ char *marker = NULL;
+        int k = ht_write_marker(ht, h, name, &marker);
         if (k < 0)
                 return k;
+        probe_claimed(ht, c, h, before, marker);
         ht_preflight_placed(ht, c, h, name);
         log_debug("hosts target: member %s placed on %s", name, h->address);
         return 0;
@@ -581,7 +615,7 @@ static int ensure_prepare(hosts_target *ht, const etcd_cluster *c, const members
         if (k < 0)
                 return target_fail(t, k, "member %s: refusing to write %s to %s: %s", mp->name,
                                    pod ? "the manifest" : "the unit", h->address, why);
-        if (!v.claimed_by && (k = ht_write_marker(ht, h, mp->name)) < 0)
+        if (!v.claimed_by && (k = ht_write_marker(ht, h, mp->name, NULL)) < 0)
                 return k;
 
         _cleanup_free_ char *unit = unit_name(c);
