@@ -26,15 +26,21 @@ int ht_write_marker(hosts_target *ht, const host_spec *h, const char *name, char
         _cleanup_free_ char *text = target_data_marker_new(name);
         if (!text)
                 return target_fail(&ht->base, -EIO, "no random bytes for a data identity");
-        _cleanup_free_ char *qd = ssh_quote(h->data_dir);
-        _cleanup_free_ char *mk = xasprintf("mkdir -p -m 0700 -- %s", qd);
-        int k = run(ht, h, mk, NULL);
+        /*
+         * One command, the marker on its standard input: the folder made and
+         * the file written atomically as hosts_install_command writes any
+         * file. A placement claims its machines one after another, and this
+         * is one round trip where a folder's mkdir and an SFTP upload (a
+         * session opened on the machine first) were several.
+         */
+        _cleanup_free_ char *qd = ssh_quote(h->data_dir), *path = marker_path(h);
+        _cleanup_free_ char *install = hosts_install_script(path, 0600);
+        _cleanup_free_ char *cmd = xasprintf("mkdir -p -m 0700 -- %s && %s", qd, install);
+        int k = ht_run_input(ht, h, cmd, text, strlen(text), NULL);
         if (k < 0)
                 return k;
-        _cleanup_free_ char *path = marker_path(h);
-        k = ht_upload(ht, h, path, text, strlen(text), 0600);
-        if (k < 0)
-                return k;
+        log_debug("hosts target: wrote %s on %s (%zu bytes, mode 0600)", path, h->address,
+                  strlen(text));
         if (ret_text)
                 *ret_text = TAKE_PTR(text);
         return 0;
