@@ -72,7 +72,8 @@
  * systemd loads a unit it does not hold from its file when asked for it,
  * so a new unit shows LoadState=loaded and NeedDaemonReload=no and
  * starts as written; any other answer (an older systemd that keeps a
- * unit it once did not find, a unit still loaded from a file removed by hand) reloads.
+ * unit it once did not find, a unit still loaded from a file removed by
+ * hand) reloads.
  *
  * Threads (targets/locked.h): every SSH step (ssh_step) runs with the
  * wrapper's shared lock let go, on a connection the pool lends to one
