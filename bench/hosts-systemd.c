@@ -14,15 +14,20 @@
  *     SSH command each; systemd's start of the Type=notify unit returns at
  *     READY=1, once a quorum formed), until every member answers /health.
  *
- * Each figure is the median of 3 runs, gitcd and by hand alternating;
- * the ratio is gitcd / by hand (the aim: 1.5x at most). Prints figures
- * only; never fails on timing. Needs root, systemd-nspawn and the cached
- * root file system (it says which is missing); it runs gitcd from
- * $GITCD_BIN, else the build tree's cli/gitcd beside bench/. With
- * BENCH_SHOW_APPLY=1 it prints each apply's output (with
- * GITCD_LOG_LEVEL=debug GITCD_LOG_TIME=1: every SSH command, timed).
+ * Each figure is the median of 3 runs (BENCH_RUNS=N: N runs, at most 15),
+ * gitcd and by hand alternating; the ratio is gitcd / by hand (the aim:
+ * 1.5x at most). With GITCD_BIN_BEFORE set, each run also applies with
+ * that gitcd (an older build) first, so before, after and by hand
+ * alternate on the same machines and the same load; the load average is
+ * printed with the figures. Prints figures only; never fails on timing.
+ * Needs root, systemd-nspawn and the cached root file system (it says
+ * which is missing); it runs gitcd from $GITCD_BIN, else the build tree's
+ * cli/gitcd beside bench/. With BENCH_SHOW_APPLY=1 it prints each apply's
+ * output (with GITCD_LOG_LEVEL=debug GITCD_LOG_TIME=1: every SSH command,
+ * timed).
  *
  *   bench-hosts-systemd
+ *   GITCD_BIN_BEFORE=/path/to/older/gitcd BENCH_RUNS=5 bench-hosts-systemd
  */
 #include <errno.h>
 #include <signal.h>
@@ -42,14 +47,14 @@
 
 #define MACHINES   3
 #define VERSION    "3.5.16"
-#define RUNS       3
+#define RUNS_MAX   15
 #define CLUSTER    "bench"
 #define UNIT       "etcd-default-" CLUSTER ".service"
 #define DATA_DIR   "/var/lib/etcd/default-" CLUSTER
 #define TIMEOUT_MS 120000
 
 static nspawn_lab *L;
-static char *gitcd_bin;
+static int runs = 3;
 
 static char *find_gitcd(void)
 {
@@ -108,8 +113,8 @@ static bool clean_machines(void)
                       " /etc/etcd/default-" CLUSTER);
 }
 
-/* gitcd apply on a fresh state store, until every member is healthy: ms, or -1. */
-static int64_t gitcd_run(void)
+/* gitcd_bin's apply on a fresh state store, until every member is healthy: ms, or -1. */
+static int64_t gitcd_run(const char *gitcd_bin)
 {
         _cleanup_free_ char *dir = harness_tmpdir("gitcd-bench-hosts");
         _cleanup_free_ char *src = path_join(dir, "source");
@@ -167,18 +172,26 @@ static int64_t by_hand(void)
         return now_mono_ms() - t0;
 }
 
-static int64_t median(int64_t v[RUNS])
+static int64_t median(int64_t *v)
 {
-        for (int i = 0; i < RUNS; i++)
+        for (int i = 0; i < runs; i++)
                 if (v[i] < 0)
                         return -1;
-        for (int i = 1; i < RUNS; i++)
+        for (int i = 1; i < runs; i++)
                 for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
                         int64_t t = v[j];
                         v[j] = v[j - 1];
                         v[j - 1] = t;
                 }
-        return v[RUNS / 2];
+        return v[runs / 2];
+}
+
+static void print_load(const char *when)
+{
+        double l[3];
+        if (getloadavg(l, 3) == 3)
+                printf("load average %s: %.2f %.2f %.2f (%ld cores)\n", when, l[0], l[1], l[2],
+                       sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 int main(void)
@@ -189,45 +202,73 @@ int main(void)
                 return 1;
         }
         _cleanup_free_ char *etcd = harness_etcd_path(VERSION, "etcd");
-        gitcd_bin = find_gitcd();
-        if (!etcd || access(etcd, X_OK) != 0 || !gitcd_bin || access(gitcd_bin, X_OK) != 0) {
-                fprintf(stderr, "bench-hosts-systemd: etcd " VERSION " or gitcd (%s) missing\n",
-                        gitcd_bin ? gitcd_bin : "?");
+        _cleanup_free_ char *gitcd_bin = find_gitcd();
+        const char *before_bin = getenv("GITCD_BIN_BEFORE");
+        if (before_bin && !*before_bin)
+                before_bin = NULL;
+        if (!etcd || access(etcd, X_OK) != 0 || !gitcd_bin || access(gitcd_bin, X_OK) != 0 ||
+            (before_bin && access(before_bin, X_OK) != 0)) {
+                fprintf(stderr, "bench-hosts-systemd: etcd " VERSION " or gitcd (%s%s%s) missing\n",
+                        gitcd_bin ? gitcd_bin : "?", before_bin ? ", " : "",
+                        before_bin ? before_bin : "");
                 return 1;
         }
+        const char *n = getenv("BENCH_RUNS");
+        if (n && *n)
+                runs = MAX(1, MIN(RUNS_MAX, atoi(n)));
         signal(SIGPIPE, SIG_IGN);
         int64_t t0 = now_mono_ms();
         if (nspawn_lab_start(MACHINES, etcd, TIMEOUT_MS, &L) < 0)
                 return 1;
         printf("machines: %d booted (systemd 252 under systemd-nspawn) in %.2f s\n", MACHINES,
                (now_mono_ms() - t0) / 1000.0);
+        print_load("at the start");
 
-        int64_t g[RUNS], h[RUNS];
-        for (int r = 0; r < RUNS; r++) {
+        int64_t b[RUNS_MAX], g[RUNS_MAX], h[RUNS_MAX];
+        bool failed = false;
+        for (int r = 0; r < runs && !failed; r++) {
+                b[r] = 0;
+                if (before_bin) {
+                        if (!clean_machines()) {
+                                fprintf(stderr, "bench-hosts-systemd: cannot clean the machines\n");
+                                b[r] = g[r] = h[r] = -1;
+                                break;
+                        }
+                        b[r] = gitcd_run(before_bin);
+                }
                 if (!clean_machines()) {
                         fprintf(stderr, "bench-hosts-systemd: cannot clean the machines\n");
-                        g[r] = h[r] = -1;
+                        b[r] = g[r] = h[r] = -1;
                         break;
                 }
-                g[r] = gitcd_run();
+                g[r] = gitcd_run(gitcd_bin);
                 h[r] = g[r] < 0 ? -1 : by_hand();
-                printf("run %d: gitcd %.2f s, by hand %.2f s\n", r + 1, g[r] / 1000.0,
-                       h[r] / 1000.0);
+                failed = b[r] < 0 || g[r] < 0 || h[r] < 0;
+                if (before_bin)
+                        printf("run %d: gitcd before %.2f s, gitcd %.2f s, by hand %.2f s\n", r + 1,
+                               b[r] / 1000.0, g[r] / 1000.0, h[r] / 1000.0);
+                else
+                        printf("run %d: gitcd %.2f s, by hand %.2f s\n", r + 1, g[r] / 1000.0,
+                               h[r] / 1000.0);
                 fflush(stdout);
         }
-        int64_t gm = median(g), hm = median(h);
-        printf("\nbootstrap of %d members, systemd mode, median of %d:\n", MACHINES, RUNS);
-        if (gm < 0 || hm < 0) {
+        int64_t bm = failed ? -1 : median(b), gm = failed ? -1 : median(g),
+                hm = failed ? -1 : median(h);
+        printf("\nbootstrap of %d members, systemd mode, median of %d:\n", MACHINES, runs);
+        if (gm < 0 || hm < 0 || bm < 0) {
                 printf("  a run failed; no figure\n");
         } else {
+                if (before_bin)
+                        printf("  gitcd before (%s):  %6.2f s  %6.2fx\n", before_bin, bm / 1000.0,
+                               (double)bm / (double)hm);
                 printf("  gitcd apply until every member is healthy:  %6.2f s\n", gm / 1000.0);
                 printf("  by hand (3 x systemctl start at once):       %6.2f s\n", hm / 1000.0);
                 printf(
                     "  ratio gitcd / by hand:                       %6.2fx (aim: 1.5x at most)\n",
                     (double)gm / (double)hm);
         }
+        print_load("at the end");
         (void)clean_machines();
         nspawn_lab_free(L);
-        free(gitcd_bin);
         return 0;
 }

@@ -12,6 +12,13 @@
  * set are only ever removed through etcd's own membership (rule 6, after
  * the cluster formed).
  *
+ * Starting: a target with ensure_members (the hosts target) prepares the
+ * members side by side and starts them at once, in one operation; the
+ * others get ensure_member for each member in turn. Either way each
+ * started member's config hash is recorded after, and a member that did
+ * not start is started by the next pass (STEP_START_MEMBER), as after a
+ * crash: the records written before hold everything it needs.
+ *
  * Why the others wait for a member that does not start: a static initial
  * cluster is one unit. Two of three members form a quorum, but replacing
  * the third would be a membership change on a cluster that never was
@@ -168,10 +175,18 @@ int bootstrap_static_start(state_db *db, target *t, const char *cluster, const e
                 str_assign(ret_error, xstrdup(target_last_error(t)));
                 return k;
         }
+        /* a target that prepares the members side by side starts them all in one operation */
+        _cleanup_free_ int *started = NULL;
         int first = 0;
+        if (t->ops->ensure_members) {
+                started = xcalloc(plan->n, sizeof(int));
+                first = t->ops->ensure_members(t, c, plan, started);
+                if (first < 0)
+                        str_assign(ret_error, xstrdup(target_last_error(t)));
+        }
         for (size_t i = 0; i < plan->n; i++) {
                 const member_plan *mp = &plan->members[i];
-                k = t->ops->ensure_member(t, c, plan, i);
+                k = started ? started[i] : t->ops->ensure_member(t, c, plan, i);
                 if (k < 0) {
                         if (first == 0)
                                 str_assign(ret_error, xasprintf("member %s: %s", mp->name,

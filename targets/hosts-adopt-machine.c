@@ -324,7 +324,7 @@ int hosts_adopt_claim(target *t, const etcd_cluster *c, size_t i, const char *me
                         *ret_identity = TAKE_PTR(v.identity);
                         return 0;
                 }
-                if (round == 0 && (k = ht_write_marker(ht, h, member)) < 0)
+                if (round == 0 && (k = ht_write_marker(ht, h, member, NULL)) < 0)
                         return k;
         }
         return target_fail(t, -EIO, "%s: the marker written in %s does not read back", h->address,

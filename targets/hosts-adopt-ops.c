@@ -13,7 +13,9 @@
  * gitcd's host: etcd's member list is read with a client certificate from
  * that CA), then etcd's member list and every member's health, then
  * hosts_adopt_decide(). Nothing is written on the machines before the
- * decision, so a refusal changes nothing there.
+ * decision, so a refusal changes nothing there. The machines are read side
+ * by side (ht_each): each read is one command, most of it the machine's
+ * first SSH connection of the run.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -24,6 +26,7 @@
 #include "targets/locked.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
+#include "targets/hosts-internal.h"
 
 static void running_free_all(hosts_running **v, size_t n)
 {
@@ -68,6 +71,50 @@ static etcd_members *member_list(target *t, const etcd_cluster *c, hosts_running
         return l;
 }
 
+/* What every machine runs, read side by side (ht_each); the answers of machine i in slot i. */
+typedef struct survey_read {
+        const etcd_cluster *c;
+        hosts_running **running;
+        int *result;
+        char **why;     /* hosts_adopt_read's reason */
+        char **message; /* the target's message of a failure */
+} survey_read;
+
+static void read_one(hosts_target *ht, void *arg, size_t i)
+{
+        survey_read *r = arg;
+        r->result[i] = hosts_adopt_read(&ht->base, r->c, i, &r->running[i], &r->why[i]);
+        if (r->result[i] < 0)
+                r->message[i] = xstrdup(target_last_error(&ht->base));
+}
+
+/*
+ * Every machine read at once (the first SSH connection to each is most of
+ * a read); the result is the one of reading them in order: the first
+ * machine that failed, with its own message and reason.
+ */
+static int read_machines(target *t, const etcd_cluster *c, hosts_running **running, char **ret_why)
+{
+        size_t n = c->hosts.n;
+        _cleanup_free_ int *result = xcalloc(n + 1, sizeof(int));
+        _cleanup_free_ char **why = xcalloc(n + 1, sizeof(char *));
+        _cleanup_free_ char **message = xcalloc(n + 1, sizeof(char *));
+        survey_read r = {
+            .c = c, .running = running, .result = result, .why = why, .message = message};
+        ht_each(HT(t), n, true, read_one, &r);
+        int k = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (k == 0 && result[i] < 0) {
+                        k = result[i];
+                        *ret_why = TAKE_PTR(why[i]);
+                        (void)target_fail(t, k, "%s", message[i] ? message[i] : "");
+                }
+                free(why[i]);
+                free(message[i]);
+        }
+        return k;
+}
+
 static int survey(target *t, const etcd_cluster *c, adopt_plan *ret, char **ret_why)
 {
         *ret_why = NULL;
@@ -75,9 +122,7 @@ static int survey(target *t, const etcd_cluster *c, adopt_plan *ret, char **ret_
                 return 0;
         size_t n = c->hosts.n;
         hosts_running **running = xcalloc(n + 1, sizeof(*running));
-        int k = 0;
-        for (size_t i = 0; k >= 0 && i < n; i++)
-                k = hosts_adopt_read(t, c, i, &running[i], ret_why);
+        int k = read_machines(t, c, running, ret_why);
         /* TLS first: the member list is read with a certificate from the cluster's CA */
         if (k >= 0)
                 k = hosts_adopt_check_tls(c, running, ret_why);

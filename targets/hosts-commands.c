@@ -25,17 +25,22 @@ char *hosts_command(const host_spec *h, const char *cmd)
 
 char *hosts_install_command(const host_spec *h, const char *path, mode_t mode)
 {
+        _cleanup_free_ char *cmd = hosts_install_script(path, mode);
+        return hosts_command(h, cmd);
+}
+
+char *hosts_install_script(const char *path, mode_t mode)
+{
         const char *slash = strrchr(path, '/');
         assert(slash);
         _cleanup_free_ char *dir = xstrndup(path, (size_t)(slash - path));
         /* mktemp creates it exclusively (O_EXCL, mode 0600) under a name nobody can guess */
         _cleanup_free_ char *tmpl = xasprintf("%s/.%s.gitcd-XXXXXXXXXX", dir, slash + 1);
         _cleanup_free_ char *qt = ssh_quote(tmpl), *qp = ssh_quote(path);
-        _cleanup_free_ char *cmd = xasprintf(
+        return xasprintf(
             "umask 077 && t=$(mktemp %s) && { cat > \"$t\" && chmod %04o \"$t\" && sync \"$t\" "
             "&& mv -f -- \"$t\" %s || { rm -f -- \"$t\"; exit 1; }; }",
             qt, (unsigned)(mode & 07777), qp);
-        return hosts_command(h, cmd);
 }
 
 /*

@@ -21,18 +21,29 @@
 #include "util/xalloc.h"
 #include "targets/hosts-internal.h"
 
-int ht_write_marker(hosts_target *ht, const host_spec *h, const char *name)
+int ht_write_marker(hosts_target *ht, const host_spec *h, const char *name, char **ret_text)
 {
         _cleanup_free_ char *text = target_data_marker_new(name);
         if (!text)
                 return target_fail(&ht->base, -EIO, "no random bytes for a data identity");
-        _cleanup_free_ char *qd = ssh_quote(h->data_dir);
-        _cleanup_free_ char *mk = xasprintf("mkdir -p -m 0700 -- %s", qd);
-        int k = run(ht, h, mk, NULL);
+        /*
+         * One command, the marker on its standard input: the folder made and
+         * the file written atomically as hosts_install_command writes any
+         * file. A placement claims its machines one after another, and this
+         * is one round trip where a folder's mkdir and an SFTP upload (a
+         * session opened on the machine first) were several.
+         */
+        _cleanup_free_ char *qd = ssh_quote(h->data_dir), *path = marker_path(h);
+        _cleanup_free_ char *install = hosts_install_script(path, 0600);
+        _cleanup_free_ char *cmd = xasprintf("mkdir -p -m 0700 -- %s && %s", qd, install);
+        int k = ht_run_input(ht, h, cmd, text, strlen(text), NULL);
         if (k < 0)
                 return k;
-        _cleanup_free_ char *path = marker_path(h);
-        return ht_upload(ht, h, path, text, strlen(text), 0600);
+        log_debug("hosts target: wrote %s on %s (%zu bytes, mode 0600)", path, h->address,
+                  strlen(text));
+        if (ret_text)
+                *ret_text = TAKE_PTR(text);
+        return 0;
 }
 
 char **hosts_machine_effects(const etcd_cluster *c, size_t i)
@@ -68,9 +79,12 @@ char **hosts_machine_effects(const etcd_cluster *c, size_t i)
                 l[n++] = xasprintf("write %s (0644%s): the member's unit, ExecStart=%s; rewritten "
                                    "when its configuration changes",
                                    file, via, h->etcd_binary);
-                l[n++] = xasprintf("systemctl daemon-reload && systemctl enable %s && systemctl "
-                                   "restart --no-block %s (after each rewrite%s; queued, not "
-                                   "waited on: gitcd waits on etcd's health)",
+                l[n++] = xasprintf("systemctl enable --no-reload %s && systemctl daemon-reload "
+                                   "&& systemctl restart --no-block %s (after each rewrite%s; "
+                                   "for a new unit the daemon-reload only when systemd shows it "
+                                   "is needed (LoadState, NeedDaemonReload); queued, not waited "
+                                   "on: gitcd waits on etcd's health; a new cluster's members are "
+                                   "started together once every machine is ready)",
                                    unit, unit, via);
         }
         return l;
@@ -272,7 +286,7 @@ int hosts_restore_member(target *t, const etcd_cluster *c, const membership_plan
                                    "member %s has data already on %s; a snapshot is never "
                                    "restored over it",
                                    mp->name, h->address);
-        if (!v.claimed_by && (k = ht_write_marker(ht, h, mp->name)) < 0)
+        if (!v.claimed_by && (k = ht_write_marker(ht, h, mp->name, NULL)) < 0)
                 return k;
 
         _cleanup_free_ char *home = NULL;

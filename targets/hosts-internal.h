@@ -71,6 +71,13 @@ void ht_view_release(machine_view *v);
 char *ht_member_file(const etcd_cluster *c, const host_spec *h);
 char *ht_line_value(const char *text, const char *prefix);
 int ht_probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, machine_view *v);
+/*
+ * Probe every machine of c side by side (ht_each) when more than one has
+ * no probe cached yet, so that the loops that probe them one by one after
+ * it find the answers kept; a machine that does not answer is left to
+ * them (asked again, its error theirs to report).
+ */
+void ht_probe_all(hosts_target *ht, const etcd_cluster *c);
 int ht_machine_of_url(const etcd_cluster *c, const char *url);
 int ht_locate(hosts_target *ht, const etcd_cluster *c, const char *name, int *ret_idx,
               machine_view *ret_view);
@@ -89,8 +96,24 @@ int ht_exec_cmd(hosts_target *ht, const host_spec *h, const char *cmd, const voi
 int ht_upload(hosts_target *ht, const host_spec *h, const char *path, const void *data, size_t len,
               mode_t mode);
 
+/* hosts-parallel.c */
+/*
+ * fn(ht, arg, i) for each i in [0, n): with side_by_side, each on a
+ * thread of its own at once, else one after another on the calling thread;
+ * returns when every one has. Each runs as the calling operation would:
+ * the wrapper's shared lock held except around its SSH steps (ssh_step),
+ * so fn uses the target as any operation does; the calling operation's
+ * cluster lock stays held throughout. Machines differ per i (the pool
+ * lends a connection to one thread at a time: two on one machine would
+ * wait for each other). Each fn keeps its own result and message: the
+ * target's message is the last one set.
+ */
+void ht_each(hosts_target *ht, size_t n, bool side_by_side,
+             void (*fn)(hosts_target *ht, void *arg, size_t i), void *arg);
+
 /* hosts-files.c */
-int ht_write_marker(hosts_target *ht, const host_spec *h, const char *name);
+/* Write a new data identity marker for member name on h; its text in *ret_text (may be NULL). */
+int ht_write_marker(hosts_target *ht, const host_spec *h, const char *name, char **ret_text);
 int ht_unit_text(const etcd_cluster *c, const member_plan *mp, char *const *argv, char **ret_text,
                  char **ret_why);
 int ht_manifest_text(const etcd_cluster *c, const member_plan *mp, char *const *argv,

@@ -61,13 +61,30 @@
  * which remove_member relies on before it moves or deletes the data (a
  * pending start job is cancelled by it, not waited for).
  *
+ * Reloading systemd: a `daemon-reload` is the slowest part of a start
+ * (systemd reruns its generators and reloads every unit: 0.2 to 0.4 s on
+ * a loaded machine, more when machines share cores), and `enable`
+ * without --no-reload does a second one. So a unit is enabled with
+ * --no-reload (the symlink, as Debian's packaging makes it) and reloaded
+ * once: before the restart when its file was rewritten (the unit systemd
+ * holds is the old one), and for a file that was not on the machine
+ * when it was probed (a new member) only when systemd says it is needed:
+ * systemd loads a unit it does not hold from its file when asked for it,
+ * so a new unit shows LoadState=loaded and NeedDaemonReload=no and
+ * starts as written; any other answer (an older systemd that keeps a
+ * unit it once did not find, a unit still loaded from a file removed by
+ * hand) reloads.
+ *
  * Threads (targets/locked.h): every SSH step (ssh_step) runs with the
  * wrapper's shared lock let go, on a connection the pool lends to one
  * thread at a time (a libssh2 session is never used by two threads at
  * once); the probe cache and the error message are touched only with the
  * lock held. So clusters on other machines go on while one machine is
  * slow or does not answer; clusters that share that machine wait for it,
- * each step for at most its deadline.
+ * each step for at most its deadline. Within one operation, work on
+ * several machines may run side by side on threads that continue it
+ * under the same locks (ht_each, hosts-parallel.c): a static bootstrap's
+ * members (ensure_members), the machines' reads before a placement.
  */
 
 #include <errno.h>
@@ -78,6 +95,7 @@
 #include "targets/locked.h"
 #include "targets/local-tls.h"
 #include "util/log.h"
+#include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 #include "targets/hosts-internal.h"
@@ -138,7 +156,8 @@ char *ht_line_value(const char *text, const char *prefix)
         return NULL;
 }
 
-int ht_probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, machine_view *v)
+/* The probe's one command for c's member on machine h. */
+static char *probe_command(hosts_target *ht, const etcd_cluster *c, const host_spec *h)
 {
         _cleanup_free_ char *marker = marker_path(h), *file = ht_member_file(c, h);
         _cleanup_free_ char *qm = ssh_quote(marker), *qf = ssh_quote(file);
@@ -152,12 +171,25 @@ int ht_probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, machin
             "if [ -d %s ]; then echo data=yes; fi; %s"
             "if [ -f %s ]; then echo mtime=$(stat -c %%Y %s) now=$(date +%%s); head -n 3 %s; fi",
             qm, qm, qd, kubeadm_test, qf, qf, qf);
-        _cleanup_free_ char *out = NULL;
+        return TAKE_PTR(cmd);
+}
+
+/* The probe kept this pass for machine h's command cmd, NULL when there is none. */
+static const char *probe_cached(hosts_target *ht, const host_spec *h, const char *cmd)
+{
+        _cleanup_free_ char *key = machine_key(h);
+        for (size_t i = 0; i < ht->n_cache; i++)
+                if (streq(ht->cache[i].machine, key) && streq(ht->cache[i].command, cmd))
+                        return ht->cache[i].out;
+        return NULL;
+}
+
+int ht_probe(hosts_target *ht, const etcd_cluster *c, const host_spec *h, machine_view *v)
+{
+        _cleanup_free_ char *cmd = probe_command(ht, c, h);
         _cleanup_free_ char *key = machine_key(h);
         memset(v, 0, sizeof(*v));
-        for (size_t i = 0; i < ht->n_cache && !out; i++)
-                if (streq(ht->cache[i].machine, key) && streq(ht->cache[i].command, cmd))
-                        out = xstrdup(ht->cache[i].out);
+        _cleanup_free_ char *out = xstrdup_null(probe_cached(ht, h, cmd));
         if (!out) {
                 int k = ht_exec_cmd(ht, h, cmd, NULL, 0, &out);
                 if (k < 0) {
@@ -201,6 +233,25 @@ int ht_machine_of_url(const etcd_cluster *c, const char *url)
         return -1;
 }
 
+static void probe_one(hosts_target *ht, void *arg, size_t i)
+{
+        const etcd_cluster *c = arg;
+        machine_view v;
+        if (ht_probe(ht, c, &c->hosts.items[i], &v) >= 0)
+                ht_view_release(&v);
+}
+
+void ht_probe_all(hosts_target *ht, const etcd_cluster *c)
+{
+        size_t missing = 0;
+        for (size_t i = 0; i < c->hosts.n; i++) {
+                _cleanup_free_ char *cmd = probe_command(ht, c, &c->hosts.items[i]);
+                missing += probe_cached(ht, &c->hosts.items[i], cmd) == NULL;
+        }
+        if (missing > 1)
+                ht_each(ht, c->hosts.n, true, probe_one, (void *)c);
+}
+
 /*
  * Find the machine holding member `name` (by marker or by its file). 0
  * with *ret_idx -1 when no machine holds it and every machine answered;
@@ -210,6 +261,7 @@ int ht_locate(hosts_target *ht, const etcd_cluster *c, const char *name, int *re
               machine_view *ret_view)
 {
         int unreachable = 0;
+        ht_probe_all(ht, c);
         for (size_t i = 0; i < c->hosts.n; i++) {
                 machine_view v;
                 if (ht_probe(ht, c, &c->hosts.items[i], &v) < 0) {
@@ -269,12 +321,45 @@ int ht_check_machines(hosts_target *ht, const etcd_cluster *c)
         return 0;
 }
 
+/*
+ * Keep machine h's probe for the rest of the pass as it reads after the
+ * marker text was written there: the probe from before (the machine was
+ * free) with the marker's lines as the probe's sed prints them. The next
+ * placement and the start read the machine from it instead of asking
+ * again (a round trip each, the placements one after another).
+ */
+static void probe_claimed(hosts_target *ht, const etcd_cluster *c, const host_spec *h,
+                          const char *before, const char *marker)
+{
+        _cleanup_free_ char *cmd = probe_command(ht, c, h);
+        if (!before || probe_cached(ht, h, cmd))
+                return;
+        strbuf sb = STRBUF_INIT;
+        for (const char *p = marker; p && *p;) {
+                const char *end = strchr(p, '\n');
+                size_t len = end ? (size_t)(end - p) : strlen(p);
+                if (len > 7 && strneq(p, "member=", 7))
+                        sb_printf(&sb, "marker=%.*s\n", (int)(len - 7), p + 7);
+                else if (len > 3 && strneq(p, "id=", 3))
+                        sb_printf(&sb, "marker-id=%.*s\n", (int)(len - 3), p + 3);
+                p = end ? end + 1 : NULL;
+        }
+        sb_append(&sb, before);
+        ht->cache = xgrow(ht->cache, &ht->alloc_cache, ht->n_cache + 1, sizeof(*ht->cache));
+        ht->cache[ht->n_cache++] = (probe_cache){
+            .machine = machine_key(h), .command = TAKE_PTR(cmd), .out = sb_detach(&sb)};
+}
+
 /* Member name takes free machine h: its marker written, its preflight told where it went. */
 static int claim(hosts_target *ht, const etcd_cluster *c, const host_spec *h, const char *name)
 {
-        int k = ht_write_marker(ht, h, name);
+        _cleanup_free_ char *cmd = probe_command(ht, c, h);
+        _cleanup_free_ char *before = xstrdup_null(probe_cached(ht, h, cmd));
+        _cleanup_free_ char *marker = NULL;
+        int k = ht_write_marker(ht, h, name, &marker);
         if (k < 0)
                 return k;
+        probe_claimed(ht, c, h, before, marker);
         ht_preflight_placed(ht, c, h, name);
         log_debug("hosts target: member %s placed on %s", name, h->address);
         return 0;
@@ -461,15 +546,38 @@ static int check_binary_version(hosts_target *ht, const etcd_cluster *c, const h
                            c->version, c->version);
 }
 
-static int hosts_ensure_member(target *t, const etcd_cluster *c, const membership_plan *p,
-                               size_t idx)
+/*
+ * The command that starts the unit qu (quoted) after its file was written:
+ * enabled without systemd's implicit reload, reloaded once, restarted
+ * without waiting. fresh: the file was not on the machine before (see
+ * "Reloading systemd" above): reloaded only when systemd says so.
+ */
+static char *start_command(hosts_target *ht, const char *qu, bool fresh)
 {
-        hosts_target *ht = HT(t);
-        if (c->hosts.set)
-                ht_remember(ht, c);
-        int k = ht_check_machines(ht, c);
-        if (k < 0)
-                return k;
+        const char *sc = ht->systemctl;
+        if (!fresh)
+                return xasprintf("%s enable --no-reload %s && %s daemon-reload && %s restart "
+                                 "--no-block %s",
+                                 sc, qu, sc, sc, qu);
+        return xasprintf("{ [ \"$(%s show --property=LoadState --property=NeedDaemonReload %s | "
+                         "grep -cx -e LoadState=loaded -e NeedDaemonReload=no)\" = 2 ] || %s "
+                         "daemon-reload; } && %s enable --no-reload %s && %s restart --no-block %s",
+                         sc, qu, sc, sc, qu, sc, qu);
+}
+
+/*
+ * Everything ensure_member does for member idx of p but the start itself:
+ * the probe, the checks, the binary's version, the TLS leaves and the file
+ * that starts it. *ret_h is its
+ * machine; *ret_start the command that starts it there, NULL when nothing
+ * is left to start (a manifest: kubelet starts it). The caller has
+ * remembered c and checked its machines.
+ */
+static int ensure_prepare(hosts_target *ht, const etcd_cluster *c, const membership_plan *p,
+                          size_t idx, const host_spec **ret_h, char **ret_start)
+{
+        target *t = &ht->base;
+        int k;
         if (idx >= p->n)
                 return target_fail(t, -EINVAL, "member index %zu out of range", idx);
         const member_plan *mp = &p->members[idx];
@@ -508,18 +616,17 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
         if (k < 0)
                 return target_fail(t, k, "member %s: refusing to write %s to %s: %s", mp->name,
                                    pod ? "the manifest" : "the unit", h->address, why);
-        if (!v.claimed_by && (k = ht_write_marker(ht, h, mp->name)) < 0)
+        if (!v.claimed_by && (k = ht_write_marker(ht, h, mp->name, NULL)) < 0)
                 return k;
 
         _cleanup_free_ char *unit = unit_name(c);
         _cleanup_free_ char *qu = ssh_quote(unit);
+        *ret_h = h;
         if (v.file_member && streq_ptr(v.file_hash, mp->config_hash)) {
-                if (pod)
-                        return 0; /* kubelet keeps it running */
-                _cleanup_free_ char *cmd =
-                    xasprintf("%s is-active --quiet %s || %s start --no-block %s", ht->systemctl,
-                              qu, ht->systemctl, qu);
-                return run(ht, h, cmd, NULL);
+                if (!pod) /* else kubelet keeps it running */
+                        *ret_start = xasprintf("%s is-active --quiet %s || %s start --no-block %s",
+                                               ht->systemctl, qu, ht->systemctl, qu);
+                return 0;
         }
 
         if (!pod && (k = check_binary_version(ht, c, h)) < 0)
@@ -544,12 +651,126 @@ static int hosts_ensure_member(target *t, const etcd_cluster *c, const membershi
         log_debug("hosts target: wrote %s on %s for member %s", path, h->address, mp->name);
         if (pod)
                 return 0;
-        /* one remote command, so the restart happens even if gitcd stops half-way;
-         * queued, not waited on (see "Starting without waiting" above) */
-        _cleanup_free_ char *cmd =
-            xasprintf("%s daemon-reload && %s enable %s && %s restart --no-block %s", ht->systemctl,
-                      ht->systemctl, qu, ht->systemctl, qu);
-        return run(ht, h, cmd, NULL);
+        /*
+         * One remote command after the file is written, so the restart
+         * happens even if gitcd stops half-way (a running member's file
+         * with the new hash would otherwise be taken for running it);
+         * queued, not waited on (see "Starting without waiting" above).
+         */
+        *ret_start = start_command(ht, qu, v.file_member == NULL);
+        return 0;
+}
+
+static int hosts_ensure_member(target *t, const etcd_cluster *c, const membership_plan *p,
+                               size_t idx)
+{
+        hosts_target *ht = HT(t);
+        if (c->hosts.set)
+                ht_remember(ht, c);
+        int k = ht_check_machines(ht, c);
+        if (k < 0)
+                return k;
+        const host_spec *h = NULL;
+        _cleanup_free_ char *start = NULL;
+        if ((k = ensure_prepare(ht, c, p, idx, &h, &start)) < 0)
+                return k;
+        return start ? run(ht, h, start, NULL) : 0;
+}
+
+/*
+ * A static bootstrap's members (ensure_members): each member prepared on
+ * its own thread (ensure_prepare: its machine's connection and probe, the
+ * binary's version, the TLS leaves, the upload), then every member that
+ * was prepared started at once, one command per machine (enable, a
+ * daemon-reload when needed, restart --no-block: the same command
+ * ensure_member runs), again
+ * side by side (ht_each, hosts-parallel.c). The members of a static initial
+ * cluster wait for each other anyway; what this saves is each machine's
+ * round trips added one after another. Members of one plan on one machine
+ * (which placement never makes) are prepared one after another.
+ */
+typedef struct boot_member {
+        int result;
+        char *error; /* the message of a failure, naming the machine */
+        const host_spec *h;
+        char *start; /* the start command, NULL: nothing to start */
+} boot_member;
+
+typedef struct boot {
+        const etcd_cluster *c;
+        const membership_plan *p;
+        boot_member *m;
+} boot;
+
+static void boot_prepare(hosts_target *ht, void *arg, size_t i)
+{
+        boot *b = arg;
+        boot_member *m = &b->m[i];
+        m->result = ensure_prepare(ht, b->c, b->p, i, &m->h, &m->start);
+        if (m->result < 0)
+                m->error = xstrdup(target_last_error(&ht->base));
+}
+
+static void boot_start(hosts_target *ht, void *arg, size_t i)
+{
+        boot_member *m = &((boot *)arg)->m[i];
+        if (m->result < 0 || !m->start)
+                return;
+        m->result = run(ht, m->h, m->start, NULL);
+        if (m->result < 0)
+                m->error = xstrdup(target_last_error(&ht->base));
+}
+
+/* Whether two members of p advertise the same machine (or one advertises none known). */
+static bool plan_shares_machines(const etcd_cluster *c, const membership_plan *p)
+{
+        for (size_t i = 0; i < p->n; i++) {
+                int a = ht_machine_of_url(c, p->members[i].peer_url);
+                if (a < 0)
+                        return true;
+                for (size_t j = 0; j < i; j++)
+                        if (ht_machine_of_url(c, p->members[j].peer_url) == a)
+                                return true;
+        }
+        return false;
+}
+
+static int hosts_ensure_members(target *t, const etcd_cluster *c, const membership_plan *p,
+                                int *ret_results)
+{
+        hosts_target *ht = HT(t);
+        if (c->hosts.set)
+                ht_remember(ht, c);
+        int k = ht_check_machines(ht, c);
+        if (k < 0) {
+                for (size_t i = 0; i < p->n; i++)
+                        ret_results[i] = k;
+                return k;
+        }
+        _cleanup_free_ boot_member *m = xcalloc(p->n ? p->n : 1, sizeof(*m));
+        boot b = {.c = c, .p = p, .m = m};
+        bool side_by_side = !plan_shares_machines(c, p);
+        ht_each(ht, p->n, side_by_side, boot_prepare, &b);
+        ht_each(ht, p->n, side_by_side, boot_start, &b);
+        int first = 0;
+        _cleanup_free_ char *why = NULL;
+        for (size_t i = 0; i < p->n; i++) {
+                ret_results[i] = m[i].result;
+                if (m[i].result < 0) {
+                        char *more =
+                            xasprintf("%s%smember %s: %s", why ? why : "", why ? "; " : "",
+                                      p->members[i].name, m[i].error ? m[i].error : "failed");
+                        str_assign(&why, more);
+                        first = first ? first : m[i].result;
+                }
+                free(m[i].error);
+                free(m[i].start);
+        }
+        if (first < 0)
+                return target_fail(t, first, "%s", why);
+        log_debug("hosts target: %zu members of %s/%s started %s", p->n, c->namespace_, c->name,
+                  side_by_side ? "side by side" : "one after another");
+        return 0;
 }
 
 /* Stop the member on machine h: remove its file (after stopping the unit). */
@@ -675,6 +896,7 @@ static int hosts_list_members(target *t, const char *namespace_, const char *clu
         char **names = xcalloc(1, sizeof(char *));
         size_t n = 0, alloc = 1;
         int k = 0;
+        ht_probe_all(ht, c);
         for (size_t i = 0; i < c->hosts.n; i++) {
                 machine_view v;
                 if (ht_probe(ht, c, &c->hosts.items[i], &v) < 0) {
@@ -743,6 +965,7 @@ static const target_ops hosts_ops = {
     .place_member = hosts_place_member,
     .ensure_shared = hosts_ensure_shared,
     .ensure_member = hosts_ensure_member,
+    .ensure_members = hosts_ensure_members,
     .stop_member = hosts_stop_member,
     .remove_member = hosts_remove_member,
     .drop_kept_data = hosts_drop_kept_data,

@@ -121,6 +121,8 @@ char *hosts_command(const host_spec *h, const char *cmd);
  * rename; removed when a step fails.
  */
 char *hosts_install_command(const host_spec *h, const char *path, mode_t mode);
+/* The same shell text without the sudo around it, to follow other commands in one. */
+char *hosts_install_script(const char *path, mode_t mode);
 
 /*
  * Adoption: the hosts target's target_adopt_ops (hosts-adopt-ops.c), over

@@ -214,6 +214,12 @@ static int lk_ensure_member(target *t, const etcd_cluster *c, const membership_p
         return FORWARD(t, c, ensure_member(LK(t)->inner, c, p, idx));
 }
 
+static int lk_ensure_members(target *t, const etcd_cluster *c, const membership_plan *p,
+                             int *ret_results)
+{
+        return FORWARD(t, c, ensure_members(LK(t)->inner, c, p, ret_results));
+}
+
 static int lk_stop_member(target *t, const etcd_cluster *c, const char *member)
 {
         return FORWARD(t, c, stop_member(LK(t)->inner, c, member));
@@ -376,7 +382,7 @@ static void lk_free(target *t)
 }
 
 /* A new operation in target_ops must be forwarded here too: this fails to compile until it is. */
-_Static_assert(sizeof(target_ops) == 6 * sizeof(void *) + 21 * sizeof(void (*)(void)),
+_Static_assert(sizeof(target_ops) == 6 * sizeof(void *) + 22 * sizeof(void (*)(void)),
                "target_ops changed: forward the new operation in targets/locked.c");
 /* The machine operations (target_machine_ops), under the cluster's lock as every operation of it. */
 static int lk_machines_preflights(target *t, const etcd_cluster *c,
@@ -410,6 +416,7 @@ int target_locked_new(target *inner, target **ret)
             .place_member = in->place_member ? lk_place_member : NULL,
             .ensure_shared = in->ensure_shared ? lk_ensure_shared : NULL,
             .ensure_member = in->ensure_member ? lk_ensure_member : NULL,
+            .ensure_members = in->ensure_members ? lk_ensure_members : NULL,
             .stop_member = in->stop_member ? lk_stop_member : NULL,
             .remove_member = in->remove_member ? lk_remove_member : NULL,
             .member_status = in->member_status ? lk_member_status : NULL,

@@ -377,6 +377,22 @@ typedef struct target_ops {
         int (*ensure_member)(target *t, const etcd_cluster *c, const membership_plan *p,
                              size_t idx);
 
+        /*
+         * ensure_member for every member of the plan, as one operation: a
+         * new cluster's static bootstrap. The target prepares the members
+         * side by side (each on its own machine), then starts every member
+         * it could prepare at once, so that the members of a static initial
+         * cluster start close together; it does not wait for their health.
+         * ret_results (p->n entries) gets each member's ensure_member
+         * result. 0 when every member is started, else the first failed
+         * member's error, with a message naming every member that failed
+         * (and its machine); the others are started all the same, as a
+         * retry of ensure_member for the failed ones finishes it. NULL: the
+         * caller calls ensure_member for each member in turn.
+         */
+        int (*ensure_members)(target *t, const etcd_cluster *c, const membership_plan *p,
+                              int *ret_results);
+
         /* Stop a member, keeping its data (pause, dormant member). */
         int (*stop_member)(target *t, const etcd_cluster *c, const char *member);
 

@@ -14,7 +14,10 @@
  * that deadline in all (a start that waited for READY=1 held the first
  * member for the whole 60 s), `gitcd status` counts 3 ready, systemd says
  * each unit is an active Type=notify unit, and a write is kept and read
- * back through every member. A second apply changes nothing. Skipped (77)
+ * back through every member. A second apply changes nothing. A changed
+ * flag (spec.options.snapshotCount) rewrites every unit: systemd holds
+ * the new one (NeedDaemonReload=no, its ExecStart) and each member's
+ * process runs with the flag. Skipped (77)
  * without root, systemd-nspawn or the root file system scripts/setup
  * caches.
  */
@@ -69,15 +72,20 @@ static int teardown(void **state)
         return 0;
 }
 
-/* A 3-member cluster in systemd mode, one member per machine, every path the default. */
-static void write_cluster(e2e *e)
+/*
+ * A 3-member cluster in systemd mode, one member per machine, every path the
+ * default; snapshot_count > 0 sets spec.options.snapshotCount.
+ */
+static void write_cluster(e2e *e, int snapshot_count)
 {
         strbuf sb = STRBUF_INIT;
         sb_printf(&sb,
                   "apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\nmetadata:\n  name: " CLUSTER
-                  "\nspec:\n  replicas: %d\n  version: \"" VERSION "\"\n"
-                  "  hosts:\n    mode: systemd\n    machines:\n",
+                  "\nspec:\n  replicas: %d\n  version: \"" VERSION "\"\n",
                   MACHINES);
+        if (snapshot_count > 0)
+                sb_printf(&sb, "  options:\n    snapshotCount: %d\n", snapshot_count);
+        sb_printf(&sb, "  hosts:\n    mode: systemd\n    machines:\n");
         for (size_t i = 0; i < MACHINES; i++)
                 sb_printf(&sb, "    - address: %s\n", L->machines[i].address);
         e2e_write_file(e, CLUSTER ".yaml", sb_str(&sb));
@@ -106,7 +114,7 @@ static void test_bootstrap_on_systemd(void **state)
 {
         (void)state;
         e2e *e = e2e_new();
-        write_cluster(e);
+        write_cluster(e, 0);
 
         int64_t t0 = now_mono_ms();
         _cleanup_free_ char *out = NULL, *err = NULL;
@@ -168,6 +176,29 @@ static void test_bootstrap_on_systemd(void **state)
                 fail_msg("second apply exited %d\n%s\n%s", rc, out2, err2);
         assert_int_equal(nspawn_ssh(L, 0, "systemctl show -p MainPID " UNIT, &after), 0);
         assert_string_equal(before, after);
+
+        /* a changed flag rewrites each unit: systemd reloaded, each member restarted onto it */
+        write_cluster(e, 12345);
+        _cleanup_free_ char *out3 = NULL, *err3 = NULL;
+        rc = hosts_cmd(e, "apply", &out3, &err3, "--timeout", "180s");
+        if (rc != 0)
+                fail_msg("apply of the changed flag exited %d\n%s\n%s", rc, out3, err3);
+        for (size_t i = 0; i < MACHINES; i++) {
+                _cleanup_free_ char *st = NULL;
+                assert_int_equal(nspawn_ssh(L, i,
+                                            "systemctl show -p NeedDaemonReload -p ExecStart " UNIT
+                                            "; xargs -0 < /proc/$(systemctl show -p MainPID "
+                                            "--value " UNIT ")/cmdline",
+                                            &st),
+                                 0);
+                /* once in the ExecStart systemd holds, once in the running process's command */
+                size_t seen = 0;
+                for (const char *p = st; (p = strstr(p, "--snapshot-count=12345")); p++)
+                        seen++;
+                if (!strstr(st, "NeedDaemonReload=no") || seen != 2)
+                        fail_msg("machine %zu does not run the rewritten unit:\n%s", i, st);
+        }
+        assert_true(e2e_wait_ready(e, CLUSTER, MACHINES, 120));
         e2e_free(e);
 }
 

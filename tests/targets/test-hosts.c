@@ -8,8 +8,14 @@
  *
  * Covered: the target contract (as tests/targets/test-conformance.c checks
  * it for the other targets) in systemd and staticPod mode; three members
- * bootstrapped across three machines; a wiped data disk reported as data
- * loss and never restarted empty; a machine that does not answer never
+ * bootstrapped across three machines; a static bootstrap's three members
+ * prepared side by side (their `etcd --version` calls meet at a
+ * rendezvous one at a time would never reach) and started together, and
+ * one machine's refusal naming it while the other two start; a
+ * bootstrap's placement and start reading no machine again after its
+ * claim, and systemd reloaded once per start at most (only when it asks,
+ * for a new unit); a wiped data disk reported as data loss and never
+ * restarted empty; a machine that does not answer never
  * reported "absent" while the others go on; a machine with a wrong host
  * key refused with nothing written on it; a member removed with its data
  * kept (set aside beside the data directory, the machine free) and that
@@ -974,6 +980,189 @@ static void test_three_machines(void **state)
         target_free(t);
 }
 
+/* The member of p on machine i; NULL when none is. */
+static const member_plan *member_on(const membership_plan *p, size_t i)
+{
+        _cleanup_free_ char *host = xasprintf("//%s:", lab->machines[i].address);
+        for (size_t j = 0; j < p->n; j++)
+                if (strstr(p->members[j].peer_url, host))
+                        return &p->members[j];
+        return NULL;
+}
+
+/*
+ * A static bootstrap's members are prepared side by side (ensure_members,
+ * through the locked wrapper as gitcd runs it): each machine's `etcd
+ * --version` waits at a rendezvous until every machine expected there was
+ * asked (for up to 60 s), so members prepared one after another would
+ * never get past the first (its SSH command's deadline ends it). Then one
+ * machine's binary is of another version: the other two members start all
+ * the same, that one is refused with its own result, and the message names
+ * the member and its machine.
+ */
+static void test_bootstrap_side_by_side(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *meet = xasprintf("%s/rendezvous", lab->dir);
+        _cleanup_free_ char *count = xasprintf("%s/rendezvous-count", lab->dir);
+        _cleanup_free_ char *odd = xasprintf("%s/odd-machine", lab->dir);
+        _cleanup_free_ char *path = xasprintf("%s/etcd-rendezvous", lab->dir);
+        _cleanup_free_ char *script =
+            xasprintf("#!/bin/sh\n"
+                      "if [ \"$1\" = --version ]; then\n"
+                      "  set -- $SSH_CONNECTION\n"
+                      "  if [ \"$3\" = \"$(cat '%s' 2>/dev/null)\" ]; then\n"
+                      "    echo 'etcd Version: 3.5.15'; exit 0\n"
+                      "  fi\n"
+                      "  mkdir -p '%s' && : > '%s'/\"$3\" || exit 1\n"
+                      "  i=0\n"
+                      "  while [ \"$(ls '%s' | wc -l)\" -lt \"$(cat '%s')\" ]; do\n"
+                      "    i=$((i + 1)); [ $i -le 600 ] || exit 1; sleep 0.1\n"
+                      "  done\n"
+                      "  set -- --version\n"
+                      "fi\n"
+                      "exec '%s' \"$@\"\n",
+                      odd, meet, meet, meet, count, etcd_bin);
+        assert_int_equal(write_file_atomic(path, script, strlen(script), 0755), 0);
+        char *real = etcd_bin;
+        etcd_bin = path;
+        etcd_cluster *c = load_cluster("sbs", "systemd", 3);
+        etcd_cluster *c2 = load_cluster("sbsodd", "systemd", 3);
+        etcd_bin = real;
+        target *inner = new_target(NULL), *t = NULL;
+        assert_int_equal(target_locked_new(inner, &t), 0);
+        assert_non_null(t->ops->ensure_members);
+
+        /* all three meet: each waits for the other two */
+        assert_int_equal(write_file_atomic(count, "3\n", 2, 0644), 0);
+        membership_plan *p = plan_new(t, c, 3);
+        int results[3] = {-1, -1, -1};
+        if (t->ops->ensure_members(t, c, p, results) < 0)
+                fail_msg("ensure_members: %s", target_last_error(t));
+        for (size_t i = 0; i < 3; i++)
+                assert_int_equal(results[i], 0);
+        for (size_t i = 0; i < 3; i++)
+                wait_ready(t, c, p->members[i].name);
+        /* again: nothing to prepare, every member runs (the files' hashes match) */
+        assert_int_equal(t->ops->ensure_members(t, c, p, results), 0);
+        for (size_t i = 0; i < 3; i++)
+                assert_int_equal(t->ops->remove_member(t, c, p->members[i].name, false), 0);
+        membership_plan_free(p);
+
+        /* machine 1 has etcd 3.5.15: the other two meet, start and form a quorum */
+        assert_int_equal(rm_rf(meet), 0);
+        assert_int_equal(write_file_atomic(count, "2\n", 2, 0644), 0);
+        assert_int_equal(write_file_atomic(odd, lab->machines[1].address,
+                                           strlen(lab->machines[1].address), 0644),
+                         0);
+        assert_int_equal(t->ops->tick(t), 0);
+        p = plan_new(t, c2, 3);
+        const member_plan *bad = member_on(p, 1);
+        assert_non_null(bad);
+        assert_int_equal(t->ops->ensure_members(t, c2, p, results), -EINVAL);
+        const char *msg = target_last_error(t);
+        _cleanup_free_ char *named = xasprintf("member %s: ", bad->name);
+        if (!strstr(msg, named) || !strstr(msg, lab->machines[1].address) ||
+            !strstr(msg, "is etcd 3.5.15"))
+                fail_msg("the failure does not name the member and its machine: %s", msg);
+        for (size_t i = 0; i < 3; i++) {
+                bool is_bad = &p->members[i] == bad;
+                assert_int_equal(results[i], is_bad ? -EINVAL : 0);
+                if (!is_bad)
+                        wait_ready(t, c2, p->members[i].name);
+        }
+        _cleanup_free_ char *unit =
+            machine_path(1, "/etc/systemd/system/etcd-default-sbsodd.service");
+        assert_false(path_exists(unit));
+        for (size_t i = 0; i < 3; i++)
+                assert_int_equal(t->ops->remove_member(t, c2, p->members[i].name, false), 0);
+        membership_plan_free(p);
+        assert_int_equal(unlink(odd), 0);
+        etcd_cluster_free(c);
+        etcd_cluster_free(c2);
+        target_free(t);
+}
+
+/* How many lines of the simulated systemctl's log begin with prefix. */
+static size_t systemctl_lines(const char *prefix)
+{
+        _cleanup_free_ char *log = NULL;
+        size_t len, n = 0;
+        if (read_file(systemctl_log, 1 << 20, &log, &len) < 0)
+                return 0;
+        for (const char *p = log; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+                n += strneq(p, prefix, strlen(prefix));
+        return n;
+}
+
+/*
+ * A bootstrap asks each machine for its state once: placing three members
+ * and starting them reads no machine again after its marker was written
+ * (the claimed machine's probe is kept for the pass; each machine's `sed`
+ * logs the probes that read a marker). Each new unit is enabled without
+ * systemd's implicit reload and reloaded only when `systemctl show` asks
+ * for it (this simulated systemctl answers nothing: reloaded); a rewritten
+ * unit is always reloaded before its restart, once.
+ */
+static void test_bootstrap_reads_each_machine_once(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *log = xasprintf("%s/marker-reads", lab->dir);
+        char *seds[MACHINES];
+        for (size_t i = 0; i < MACHINES; i++) {
+                seds[i] = xasprintf("%s/bin/sed", lab->machines[i].dir);
+                _cleanup_free_ char *script = xasprintf("#!/bin/sh\n"
+                                                        "case \"$*\" in *marker=*) echo %zu >> "
+                                                        "'%s' ;; esac\n"
+                                                        "exec /bin/sed \"$@\"\n",
+                                                        i, log);
+                assert_int_equal(write_file_atomic(seds[i], script, strlen(script), 0755), 0);
+        }
+        etcd_cluster *c = load_cluster("once", "systemd", 3);
+        target *inner = new_target(NULL), *t = NULL;
+        assert_int_equal(target_locked_new(inner, &t), 0);
+        assert_int_equal(t->ops->tick(t), 0);
+        size_t shows = systemctl_lines("show --property=LoadState --property=NeedDaemonReload ");
+        size_t enables = systemctl_lines("enable "), quiet = systemctl_lines("enable --no-reload ");
+        size_t reloads = systemctl_calls("daemon-reload");
+
+        membership_plan *p = plan_new(t, c, 3);
+        int results[3] = {-1, -1, -1};
+        if (t->ops->ensure_members(t, c, p, results) < 0)
+                fail_msg("ensure_members: %s", target_last_error(t));
+        _cleanup_free_ char *reads = NULL;
+        size_t len = 0;
+        if (read_file(log, 1 << 20, &reads, &len) == 0 && len > 0)
+                fail_msg("machines read again after their claim (machine per line):\n%s", reads);
+        assert_int_equal(
+            systemctl_lines("show --property=LoadState --property=NeedDaemonReload ") - shows, 3);
+        assert_int_equal(systemctl_lines("enable ") - enables, 3);
+        assert_int_equal(systemctl_lines("enable --no-reload ") - quiet, 3);
+        assert_int_equal(systemctl_calls("daemon-reload") - reloads, 3);
+
+        /* member 0's unit rewritten (another configuration): reloaded, unasked, once */
+        assert_int_equal(t->ops->tick(t), 0);
+        shows = systemctl_lines("show --property=LoadState --property=NeedDaemonReload ");
+        reloads = systemctl_calls("daemon-reload");
+        str_assign(&p->members[0].config_hash, xstrdup("rewritten"));
+        assert_int_equal(t->ops->ensure_member(t, c, p, 0), 0);
+        assert_int_equal(systemctl_calls("daemon-reload") - reloads, 1);
+        assert_int_equal(systemctl_lines("show --property=LoadState --property=NeedDaemonReload "),
+                         shows);
+        assert_int_equal(systemctl_lines("enable ") - enables, 4);
+        assert_int_equal(systemctl_lines("enable --no-reload ") - quiet, 4);
+
+        for (size_t i = 0; i < MACHINES; i++) {
+                assert_int_equal(unlink(seds[i]), 0);
+                free(seds[i]);
+        }
+        for (size_t i = 0; i < 3; i++)
+                assert_int_equal(t->ops->remove_member(t, c, p->members[i].name, false), 0);
+        membership_plan_free(p);
+        etcd_cluster_free(c);
+        target_free(t);
+}
+
 static void test_wrong_host_key(void **state)
 {
         (void)state;
@@ -1394,6 +1583,8 @@ int main(void)
             cmocka_unit_test(test_binary_of_another_version),
             cmocka_unit_test(test_bypassed_intake_refused),
             cmocka_unit_test(test_three_machines),
+            cmocka_unit_test(test_bootstrap_side_by_side),
+            cmocka_unit_test(test_bootstrap_reads_each_machine_once),
             cmocka_unit_test(test_preflight_refuses_slow_machine),
             cmocka_unit_test(test_peer_rtt_in_unit),
             cmocka_unit_test(test_wrong_host_key),
