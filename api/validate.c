@@ -117,10 +117,11 @@ void spec_fill_defaults(etcd_cluster *c)
         if (c->recovery.bump.mode == BUMP_UNSET)
                 c->recovery.bump = revision_bump_default(c);
         default_hosts(c);
+        /* metadata.name may be missing or invalid: that is reported, not defaulted from */
         if (c->adopt.from != ADOPT_FROM_NONE && !c->adopt.name)
-                c->adopt.name = xstrdup(c->name);
+                c->adopt.name = xstrdup_null(c->name);
         if (c->adopt.from != ADOPT_FROM_NONE && !c->adopt.namespace_)
-                c->adopt.namespace_ = xstrdup(c->namespace_);
+                c->adopt.namespace_ = xstrdup_null(c->namespace_);
 }
 
 static void check_version(reader *r)

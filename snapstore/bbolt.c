@@ -162,7 +162,7 @@ typedef struct bytes {
         uint64_t n;
 } bytes;
 
-_printf_(2, 3) static int fail(walk *w, const char *fmt, ...)
+_printf_(2, 3) static void set_error(walk *w, const char *fmt, ...)
 {
         if (!w->error) {
                 va_list ap;
@@ -170,8 +170,10 @@ _printf_(2, 3) static int fail(walk *w, const char *fmt, ...)
                 w->error = xvasprintf(fmt, ap);
                 va_end(ap);
         }
-        return -EBADMSG;
 }
+
+/* The first problem found, and -EBADMSG (a constant the analyzer sees through). */
+#define fail(w, ...) (set_error((w), __VA_ARGS__), -EBADMSG)
 
 static int cmp(bytes a, bytes b)
 {
@@ -290,7 +292,7 @@ static int visit_leaf(walk *w, const node *nd, uint16_t i, int depth, int level,
         uint64_t root = le64(value.p);
         bytes none = {0};
         if (root != 0) {
-                node child;
+                node child = {0};
                 int r = reach_page(w, root, nd->id, &child);
                 if (r < 0)
                         return r;
@@ -326,7 +328,7 @@ static int walk_tree(walk *w, const node *nd, int depth, int level, bool is_key_
                             (unsigned long long)nd->id);
         bytes running = min, last = {0};
         for (uint16_t i = 0; i < count; i++) {
-                bytes key, value = {0};
+                bytes key = {0}, value = {0};
                 uint32_t eflags = 0;
                 int r = element(w, nd, leaf, i, &key, &value, &eflags);
                 if (r < 0)
@@ -340,13 +342,13 @@ static int walk_tree(walk *w, const node *nd, int depth, int level, bool is_key_
                 } else {
                         bytes next = max;
                         if (i + 1 < count) {
-                                bytes v;
-                                uint32_t f;
+                                bytes v = {0};
+                                uint32_t f = 0;
                                 r = element(w, nd, false, i + 1, &next, &v, &f);
                                 if (r < 0)
                                         return r;
                         }
-                        node child;
+                        node child = {0};
                         r = reach_page(w,
                                        le64(nd->p + PAGE_HEADER + (uint64_t)i * ELEMENT_SIZE + 8),
                                        nd->id, &child);
@@ -425,7 +427,7 @@ static int pick_meta(walk *w, const uint8_t **ret_meta)
 /* The freelist's page ids marked free (a page freed twice refused). */
 static int read_freelist(walk *w, uint64_t id)
 {
-        node fl;
+        node fl = {0};
         int r = reach_page(w, id, id, &fl);
         if (r < 0)
                 return r;
@@ -488,7 +490,7 @@ int bbolt_check(const uint8_t *data, size_t len, snapshot_status *ret, char **re
                 if (r < 0)
                         goto out;
         }
-        node rootp;
+        node rootp = {0};
         r = reach_page(&w, root, 0, &rootp);
         if (r < 0)
                 goto out;
