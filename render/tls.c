@@ -123,6 +123,20 @@ static void split_member_host(const char *host, const char *member, const char *
                 *ret_domain = *ret_rest + hl;
 }
 
+/* A Service's names: short, namespaced and (when the domain is known) fully qualified. */
+static void service_names(const char *svc, const char *ns, const char *domain, json_t *dns)
+{
+        _cleanup_free_ char *svc_ns = xasprintf("%s.%s", svc, ns);
+        _cleanup_free_ char *svc_svc = xasprintf("%s.%s.svc", svc, ns);
+        add_unique(dns, svc);
+        add_unique(dns, svc_ns);
+        add_unique(dns, svc_svc);
+        if (domain) {
+                _cleanup_free_ char *full = xasprintf("%s.%s", svc_svc, domain);
+                add_unique(dns, full);
+        }
+}
+
 /*
  * A takeover of a coreos cluster (spec.adopt): its client Service
  * <old>-client (targets/kubernetes-takeover.c) comes to select gitcd's
@@ -135,15 +149,7 @@ static void old_client_service_names(const etcd_cluster *c, const char *ns, cons
         if (c->adopt.from != ADOPT_FROM_COREOS || !c->adopt.name)
                 return;
         _cleanup_free_ char *svc = xasprintf("%s-client", c->adopt.name);
-        _cleanup_free_ char *svc_ns = xasprintf("%s.%s", svc, ns);
-        _cleanup_free_ char *svc_svc = xasprintf("%s.%s.svc", svc, ns);
-        add_unique(dns, svc);
-        add_unique(dns, svc_ns);
-        add_unique(dns, svc_svc);
-        if (domain) {
-                _cleanup_free_ char *full = xasprintf("%s.%s", svc_svc, domain);
-                add_unique(dns, full);
-        }
+        service_names(svc, ns, domain, dns);
 }
 
 /* DNS and IP SANs for the server certificates, derived from the plan. */
@@ -180,16 +186,7 @@ static void server_names(const etcd_cluster *c, const membership_plan *p, json_t
         }
         sort_strings(members);
 
-        /* The client Service: short, namespaced and (when known) fully qualified names. */
-        _cleanup_free_ char *svc_ns = xasprintf("%s.%s", svc, ns);
-        _cleanup_free_ char *svc_svc = xasprintf("%s.%s.svc", svc, ns);
-        add_unique(dns, svc);
-        add_unique(dns, svc_ns);
-        add_unique(dns, svc_svc);
-        if (domain) {
-                _cleanup_free_ char *full = xasprintf("%s.%s", svc_svc, domain);
-                add_unique(dns, full);
-        }
+        service_names(svc, ns, domain, dns);
         old_client_service_names(c, ns, domain, dns);
         size_t i;
         json_t *v;
