@@ -344,12 +344,6 @@ void etcd_client_free(etcd_client *c)
         free(c);
 }
 
-void etcd_client_close_idle(etcd_client *c)
-{
-        for (size_t i = 0; c && i < c->n_eps; i++)
-                etcd_pool_close_url(c->eps[i].url);
-}
-
 static bool is_configured(const etcd_client *c, const struct endpoint *ep)
 {
         return ep >= c->eps && ep < c->eps + c->n_eps;

@@ -73,11 +73,6 @@ typedef struct etcd_client_opts {
  */
 int etcd_client_new(const etcd_client_opts *opts, etcd_client **ret_client);
 void etcd_client_free(etcd_client *c);
-/*
- * Close the process's idle connections to c's endpoints (etcd/pool.h), for
- * every client that shares them: before one of those members is stopped.
- */
-void etcd_client_close_idle(etcd_client *c);
 /* The message for the last failure; "" when the last call succeeded. */
 const char *etcd_client_last_error(const etcd_client *c);
 size_t etcd_client_endpoint_count(const etcd_client *c);

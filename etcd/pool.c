@@ -220,29 +220,6 @@ size_t etcd_pool_close_idle(void)
         return free_list(all, false);
 }
 
-size_t etcd_pool_close_url(const char *url)
-{
-        size_t len = strlen(url);
-        etcd_pool_conn *out = NULL;
-        pthread_mutex_lock(&lock);
-        etcd_pool_conn **p = &idle_list;
-        while (*p) {
-                etcd_pool_conn *pc = *p;
-                /* a key is the URL, then a newline and the TLS identity */
-                if (strneq(pc->key, url, len) && pc->key[len] == '\n') {
-                        *p = pc->next;
-                        pc->next = out;
-                        out = pc;
-                        n_idle--;
-                        n_open--;
-                } else {
-                        p = &pc->next;
-                }
-        }
-        pthread_mutex_unlock(&lock);
-        return free_list(out, false);
-}
-
 int64_t etcd_pool_idle_ms(bool tls)
 {
         return atomic_load(tls ? &idle_ms_tls : &idle_ms_plain);

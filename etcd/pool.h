@@ -62,12 +62,6 @@ void etcd_pool_give(etcd_pool_conn *pc, bool keep);
 size_t etcd_pool_sweep(void);
 /* Close every idle connection (tests; a process about to exit). */
 size_t etcd_pool_close_idle(void);
-/*
- * Close the idle connections to one endpoint, whatever their TLS identity
- * (before its member is stopped: etcd's graceful stop waits for each open
- * HTTP/2 connection); how many were closed.
- */
-size_t etcd_pool_close_url(const char *url);
 
 /* The idle time of a connection to an https:// (tls) or http:// endpoint. */
 int64_t etcd_pool_idle_ms(bool tls);
