@@ -2,10 +2,8 @@
  * gitcd's etcd v3 client: etcd's gRPC API (Cluster, Maintenance, KV, Auth)
  * spoken directly over HTTP/2, with typed results.
  *
- * A client holds a list of endpoints; its calls borrow the process's
- * connection to each endpoint (etcd/pool.h: opened on first use, shared by
- * every client of the process with the same TLS identity, closed after
- * idle), so a client costs no connection of its own. Cluster-wide calls go to the endpoint that answered
+ * A client holds a list of endpoints and one connection per endpoint,
+ * reused across calls. Cluster-wide calls go to the endpoint that answered
  * last and fail over to the next one when an endpoint cannot be reached, or
  * when it is a learner that refuses the call; a member whose gRPC health
  * service says NOT_SERVING (defragmenting) is tried last for a short while,
