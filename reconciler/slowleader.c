@@ -2,7 +2,8 @@
  * Leadership moved off a slow disk (spec.leadership.avoidSlowMembers): the
  * effects around slowdisk.h's pure judgement.
  *
- * A converged pass scrapes every healthy voter's /metrics at most once per
+ * A converged pass of a cluster with two voters or more (a single voter has
+ * nobody to hand leadership to) scrapes every healthy voter's /metrics at most once per
  * window (a quarter of the interval, 2 to 30 s; passes come at the
  * observation cadence, 30 s by default, which this step never shortens: a
  * fleet's /metrics reads stay what its operator chose) through the one
@@ -99,6 +100,14 @@ int slow_leader_pass(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world
         }
         if (!r->opts.member_metrics && r->opts.etcd != &etcd_membership_real)
                 return 0; /* a fake etcd seam: no member to ask */
+        /* One voter: there is nobody to hand leadership to, so nothing to measure. */
+        size_t voters = 0;
+        for (size_t i = 0; i < w->n; i++)
+                voters += w->views[i].em && !w->views[i].em->is_learner;
+        if (voters < 2) {
+                slow_track_release(t);
+                return 0;
+        }
         int64_t now = mono(r);
         if (t->scraped_ms && now - t->scraped_ms < window_ms(c))
                 return 0; /* no pass is asked for: the observation cadence stays the operator's */

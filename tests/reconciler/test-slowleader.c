@@ -6,7 +6,8 @@
  * leader loses leadership once its second scrape shows it, audited with
  * reason SlowDisk; not again within the interval; a slow follower is left
  * alone; avoidSlowMembers: false and a suspension keep leadership where it
- * is; after a restart the first window only measures.
+ * is; a single voter is never scraped; after a restart the first window only
+ * measures.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -194,6 +195,19 @@ static void test_switched_off_or_suspended_nothing_moves(void **state)
         assert_int_equal(fx_audit_count(f, "member.move-leader"), 1);
 }
 
+/* A single voter has nobody to hand leadership to: its /metrics are never read. */
+static void test_a_single_voter_is_not_scraped(void **state)
+{
+        fx *f = *state;
+        fx_offer(f, NULL, "  replicas: 1\n  version: \"3.5.16\"\n");
+        fx_converge(f, NULL);
+        set_slow(leader_name(f), true);
+        for (int i = 0; i < 6; i++)
+                assert_int_equal(idle(f, 30000).outcome, PASS_CONVERGED);
+        assert_int_equal(scrapes, 0);
+        assert_int_equal(f->w->leader_moves, 0);
+}
+
 /* gitcd restarted: the scrapes are gone, so its first window only measures, then it moves. */
 static void test_after_a_restart_the_first_window_only_measures(void **state)
 {
@@ -221,6 +235,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_a_slow_follower_is_left_alone, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_switched_off_or_suspended_nothing_moves, setup,
                                             fx_teardown),
+            cmocka_unit_test_setup_teardown(test_a_single_voter_is_not_scraped, setup, fx_teardown),
             cmocka_unit_test_setup_teardown(test_after_a_restart_the_first_window_only_measures,
                                             setup, fx_teardown),
         };
