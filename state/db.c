@@ -11,7 +11,10 @@
  * lock up front (BEGIN IMMEDIATE), so a transaction never fails half-way
  * because another writer upgraded first; nested state_begin() calls become
  * savepoints. Opening runs PRAGMA quick_check so a corrupt file is reported
- * at open, not in the middle of a later operation.
+ * at open, not in the middle of a later operation; a short-lived command's
+ * read-write open does not (state_set_short_lived(): the check reads the
+ * whole file, which outweighed the rest of `gitcd snapshot save`), and its
+ * close leaves the WAL uncheckpointed for the next opener.
  *
  * Statements are prepared once per connection and kept (an LRU cache of
  * DB_STMT_CACHE, keyed by the constant SQL text): a reconciler pass runs
@@ -46,6 +49,13 @@
 static pthread_mutex_t writers = PTHREAD_MUTEX_INITIALIZER;
 
 static __thread char last_error[1024];
+
+static bool short_lived;
+
+void state_set_short_lived(bool on)
+{
+        short_lived = on;
+}
 
 const char *state_last_error(void)
 {
@@ -615,9 +625,11 @@ static int open_read_write(state_db *db, int target)
                     "PRAGMA journal_size_limit = 1048576");
         if (r < 0)
                 return r;
-        r = quick_check(db);
-        if (r < 0)
-                return r;
+        if (!db->short_lived) {
+                r = quick_check(db);
+                if (r < 0)
+                        return r;
+        }
         /* a current schema needs no write transaction (migrations only go up) */
         return version >= target ? 0 : migrate(db, target);
 }
@@ -709,6 +721,7 @@ static int open_common(const char *path, state_open_mode mode, int target, state
         state_db *db = XNEW(state_db);
         db->path = xstrdup(path);
         db->read_only = mode == STATE_OPEN_READ_ONLY;
+        db->short_lived = short_lived;
         int r = db->read_only ? open_read_only(db) : open_read_write(db, target);
         if (r < 0) {
                 state_close(db);
@@ -740,6 +753,9 @@ void state_close(state_db *db)
         if (db->sql) {
                 if (db->depth > 0 && !sqlite3_get_autocommit(db->sql))
                         sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
+                /* committed is durable in the WAL; the next opener appends to it */
+                if (db->short_lived && !db->read_only)
+                        (void)sqlite3_db_config(db->sql, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
                 sqlite3_close_v2(db->sql);
         }
         if (db->depth > 0)
