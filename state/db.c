@@ -39,6 +39,15 @@
 #define BUSY_TIMEOUT_MS 5000
 
 /*
+ * The WAL a short-lived command leaves (it does not checkpoint at close) is
+ * read whole by the next opener when no daemon holds the store open (SQLite
+ * rebuilds the WAL's index from it). A short-lived connection that leaves
+ * this many pages (256 KiB) or more checkpoints them into the main file and
+ * empties the WAL as it closes, once every few commands.
+ */
+#define SHORT_LIVED_WAL_PAGES 64
+
+/*
  * Writers of this process take turns here, not in SQLite's busy handler
  * (which sleeps up to 100 ms between tries): the daemon's workers each
  * have a connection (reconciler/driver.c). Held by a write transaction
@@ -589,6 +598,20 @@ static int set_wal(state_db *db)
         return 0;
 }
 
+/*
+ * sqlite3_wal_hook of a short-lived connection: how long the WAL is after a
+ * commit, for state_close(); past SQLite's default of 1,000 pages (a long
+ * `gitcd apply`) the same passive checkpoint as its own hook's.
+ */
+static int count_wal_pages(void *userdata, sqlite3 *sql, const char *name, int pages)
+{
+        state_db *db = userdata;
+        db->wal_pages = pages;
+        if (pages >= 1000)
+                (void)sqlite3_wal_checkpoint_v2(sql, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        return SQLITE_OK;
+}
+
 static int open_read_write(state_db *db, int target)
 {
         _cleanup_free_ char *copy = xstrdup(db->path);
@@ -629,6 +652,9 @@ static int open_read_write(state_db *db, int target)
                 r = quick_check(db);
                 if (r < 0)
                         return r;
+        } else {
+                /* instead of the automatic checkpoint: state_close() decides */
+                sqlite3_wal_hook(db->sql, count_wal_pages, db);
         }
         /* a current schema needs no write transaction (migrations only go up) */
         return version >= target ? 0 : migrate(db, target);
@@ -753,9 +779,17 @@ void state_close(state_db *db)
         if (db->sql) {
                 if (db->depth > 0 && !sqlite3_get_autocommit(db->sql))
                         sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
-                /* committed is durable in the WAL; the next opener appends to it */
-                if (db->short_lived && !db->read_only)
+                /* committed is durable in the WAL; the next opener appends to it, or,
+                 * once it is long, finds it empty (never waiting: a reader that holds
+                 * it, the daemon's, say, leaves it to the daemon's checkpoints) */
+                if (db->short_lived && !db->read_only) {
+                        if (db->wal_pages >= SHORT_LIVED_WAL_PAGES) {
+                                sqlite3_busy_timeout(db->sql, 0);
+                                (void)sqlite3_wal_checkpoint_v2(
+                                    db->sql, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+                        }
                         (void)sqlite3_db_config(db->sql, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+                }
                 sqlite3_close_v2(db->sql);
         }
         if (db->depth > 0)

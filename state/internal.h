@@ -37,6 +37,7 @@ struct state_db {
         char *path;
         bool read_only;
         bool short_lived; /* state_set_short_lived(): no quick_check, no checkpoint at close */
+        int wal_pages;    /* short-lived: the WAL's length after the last commit */
         int depth;        /* open state_begin() levels */
         db_cached_stmt cache[DB_STMT_CACHE];
         size_t n_cache;

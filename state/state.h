@@ -63,7 +63,9 @@ void state_close(state_db *db); /* state_close(NULL) is a no-op */
  * check at open), and its closes leave the WAL to the next opener instead
  * of checkpointing it into the main file (SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE:
  * what was committed is already durable in the WAL, and the next commit
- * appends to it instead of restarting it). Set once, before the first open.
+ * appends to it instead of restarting it); a close that leaves 64 pages or
+ * more checkpoints and empties it, since an opener with no daemon running
+ * reads the whole WAL. Set once, before the first open.
  */
 void state_set_short_lived(bool on);
 const char *state_path(const state_db *db);
