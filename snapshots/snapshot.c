@@ -556,9 +556,13 @@ static ssize_t race_pick(const status_race *race, bool leader)
         return -1;
 }
 
-/* The healthy voter to take the snapshot from: a follower when one answers, else the leader. */
-static int pick_member(const snapshot_job *job, size_t *ret_idx, etcd_client **ret_client,
-                       char **ret_version, char **ret_error)
+/*
+ * Start asking every member of job its Status (one thread each). NULL when
+ * their clients cannot be made (race_pick_member then says so): the race
+ * is started before the snapshot's record is first committed, so that the
+ * commit's fsync and the members' answers overlap.
+ */
+static status_race *race_start(const snapshot_job *job)
 {
         size_t n = job->n_endpoints;
         status_race *race = xcalloc(1, sizeof(*race) + n * sizeof(race->asks[0]));
@@ -578,10 +582,9 @@ static int pick_member(const snapshot_job *job, size_t *ret_idx, etcd_client **r
         }
         auth_creds_release(&cr);
         if (r < 0) {
-                *ret_error = xstrdup("the members' client URLs are not usable");
                 pthread_mutex_lock(&race->lock);
                 status_race_unref(race);
-                return r;
+                return NULL;
         }
         for (size_t i = 0; i < n; i++) {
                 status_ask *a = &race->asks[i];
@@ -597,6 +600,30 @@ static int pick_member(const snapshot_job *job, size_t *ret_idx, etcd_client **r
                 race->refs--;
                 pthread_mutex_unlock(&race->lock);
         }
+        return race;
+}
+
+/* The caller leaves the race without an answer (a step before it failed). */
+static void race_abandon(status_race *race)
+{
+        if (!race)
+                return;
+        pthread_mutex_lock(&race->lock);
+        for (size_t i = 0; i < race->n; i++)
+                if (race->asks[i].done)
+                        status_ask_release(&race->asks[i]);
+        status_race_unref(race);
+}
+
+/* The healthy voter to take the snapshot from: a follower when one answers, else the leader. */
+static int race_pick_member(status_race *race, size_t *ret_idx, etcd_client **ret_client,
+                            char **ret_version, char **ret_error)
+{
+        if (!race) {
+                *ret_error = xstrdup("the members' client URLs are not usable");
+                return -EINVAL;
+        }
+        size_t n = race->n;
         pthread_mutex_lock(&race->lock);
         ssize_t idx;
         while ((idx = race_pick(race, false)) < 0 && race->n_done < n)
@@ -707,6 +734,7 @@ typedef struct take_ctx {
         etcd_client *cl;
         snapshot_dest *dest;
         const snapshot_endpoint *from;
+        status_race *race; /* the members being asked, until take_member */
 } take_ctx;
 
 /* Where it goes: the recorded spec's destination (or --to), opened. */
@@ -745,7 +773,8 @@ static int take_member(take_ctx *t)
                 return -EHOSTUNREACH;
         }
         size_t idx = 0;
-        int r = pick_member(job, &idx, &t->cl, &t->version, &t->error);
+        status_race *race = TAKE_PTR(t->race);
+        int r = race_pick_member(race, &idx, &t->cl, &t->version, &t->error);
         if (r < 0)
                 return r;
         t->from = &job->endpoints[idx];
@@ -913,11 +942,14 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
         assert(db && job && job->cluster && job->trigger);
         int64_t t0 = now_mono_ms(), started = now_wall_ms();
         int64_t id = 0;
+        /* the members answer while the record's first commit reaches the disk */
+        status_race *race = job->n_endpoints > 0 ? race_start(job) : NULL;
         int r =
             job->request_id > 0
                 ? state_snapshot_begin_declared(db, job->request_id, started, &id)
                 : state_snapshot_begin(db, job->cluster, job->trigger, job->slot_ms, started, &id);
         if (r < 0) {
+                race_abandon(race);
                 *ret_error = xstrdup(state_last_error());
                 if (ret_id)
                         *ret_id = 0;
@@ -929,10 +961,12 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
             .started = started,
             .rec = {.result = "failed", .key_count = -1},
             .tmp_dir = path_join(job->state_dir, "snapshots-tmp"),
+            .race = race,
         };
         r = 0;
         for (size_t i = 0; i < ARRAY_SIZE(take_steps) && r >= 0; i++)
                 r = take_steps[i](&t);
+        race_abandon(TAKE_PTR(t.race)); /* a step before take_member failed */
         r = take_finish(db, &t, t0, r < 0 ? r : 0);
         if (ret_id)
                 *ret_id = id;
