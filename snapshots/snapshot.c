@@ -735,6 +735,7 @@ typedef struct take_ctx {
         snapshot_dest *dest;
         const snapshot_endpoint *from;
         status_race *race; /* the members being asked, until take_member */
+        hash_ctx *sha;     /* the stream's SHA-256, made ready while they answer */
 } take_ctx;
 
 /* Where it goes: the recorded spec's destination (or --to), opened. */
@@ -772,6 +773,9 @@ static int take_member(take_ctx *t)
                 t->error = xstrdup("the cluster has no members with a client URL");
                 return -EHOSTUNREACH;
         }
+        /* OpenSSL's first digest builds its method store (about a million instructions):
+         * done here, while the members answer, instead of after */
+        t->sha = hash_sha256_new();
         size_t idx = 0;
         status_race *race = TAKE_PTR(t->race);
         int r = race_pick_member(race, &idx, &t->cl, &t->version, &t->error);
@@ -797,7 +801,7 @@ static int take_stream(take_ctx *t)
                                      strerror(-fd));
                 return fd;
         }
-        sink s = {.fd = fd, .sha = hash_sha256_new(), .job = t->job};
+        sink s = {.fd = fd, .sha = TAKE_PTR(t->sha), .job = t->job};
         etcd_snapshot_info info = {0};
         r = etcd_snapshot(t->cl, t->from->client_url, stream_chunk, &s, &info);
         if (r >= 0)
@@ -919,6 +923,7 @@ static int take_finish(state_db *db, take_ctx *t, int64_t t0, int r)
                           t->error);
         snapshot_dest_free(t->dest);
         etcd_client_free(t->cl);
+        hash_free(t->sha);
         etcd_cluster_free(t->spec);
         free(t->tmp_dir);
         free(t->raw_path);
