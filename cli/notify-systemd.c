@@ -22,7 +22,6 @@
  * (util/process.c drops it from their environment), so an etcd's own
  * READY=1 cannot be mistaken for gitcd's.
  */
-#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
