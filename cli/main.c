@@ -228,6 +228,8 @@ int main(int argc, char **argv)
                 if (streq(argv[i], commands[c].name)) {
                         argv_copies copies = {0};
                         wipe_secrets(argv[i], i + 1, argc, argv, &copies);
+                        /* every command but the daemon opens the state, works and exits */
+                        state_set_short_lived(commands[c].run != cmd_run);
                         int r = commands[c].run(argc - i, argv + i);
                         copies_release(&copies);
                         return check_audit(r);

@@ -2,7 +2,10 @@
  * sd_notify for `gitcd run` under systemd (packaging/gitcd.service,
  * Type=notify). The messages go through libsystemd's sd_notify(), which
  * reads $NOTIFY_SOCKET itself and returns 0 when it is unset: nothing here
- * needs to know whether systemd is there.
+ * needs to know whether systemd is there. libsystemd (with libgcrypt and
+ * libcap behind it) is loaded only when $NOTIFY_SOCKET is set, on the
+ * first message (util/dload.h): every other start of gitcd, a command's
+ * included, does not map it.
  *
  * READY=1 means "the daemon has opened its state, holds its lock and has
  * finished one full pass over the source", whether or not that pass could
@@ -19,14 +22,18 @@
  * (util/process.c drops it from their environment), so an etcd's own
  * READY=1 cannot be mistaken for gitcd's.
  */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <systemd/sd-daemon.h>
 
 #include "cli/notify-systemd.h"
+#include "util/dload.h"
 #include "util/log.h"
+#include "util/macro.h"
 #include "util/timeutil.h"
 
 static bool ready_sent;
@@ -34,9 +41,34 @@ static bool watchdog_checked;
 static int64_t watchdog_half_ms; /* 0: no watchdog */
 static int64_t last_ping_ms;
 
+/* libsystemd's two functions, typed by sd-daemon.h; NULL without $NOTIFY_SOCKET */
+static struct {
+        __typeof__(sd_notify) *notify;
+        __typeof__(sd_watchdog_enabled) *watchdog_enabled;
+} sd;
+static pthread_once_t sd_once = PTHREAD_ONCE_INIT;
+
+static void sd_load(void)
+{
+        if (!getenv("NOTIFY_SOCKET"))
+                return; /* sd_notify() would do nothing: not under systemd's Type=notify */
+        static const char *const names[] = {"sd_notify", "sd_watchdog_enabled"};
+        void *fns[ARRAY_SIZE(names)];
+        _cleanup_free_ char *error = NULL;
+        if (dload("libsystemd.so.0", names, ARRAY_SIZE(names), fns, &error) < 0) {
+                log_error("systemd: $NOTIFY_SOCKET is set but %s: the service manager will "
+                          "not hear from gitcd",
+                          error);
+                return;
+        }
+        sd.notify = (__typeof__(sd_notify) *)fns[0];
+        sd.watchdog_enabled = (__typeof__(sd_watchdog_enabled) *)fns[1];
+}
+
 static void notify(const char *state)
 {
-        int r = sd_notify(0, state);
+        pthread_once(&sd_once, sd_load);
+        int r = sd.notify ? sd.notify(0, state) : 0;
         if (r < 0)
                 log_warn("systemd: cannot send %s to $NOTIFY_SOCKET: %s", state, strerror(-r));
         else if (r > 0)
@@ -56,7 +88,8 @@ void service_notify_watchdog(void)
         if (!watchdog_checked) {
                 watchdog_checked = true;
                 uint64_t usec = 0;
-                if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
+                pthread_once(&sd_once, sd_load);
+                if (sd.watchdog_enabled && sd.watchdog_enabled(0, &usec) > 0 && usec > 0) {
                         watchdog_half_ms = (int64_t)(usec / 2000);
                         if (watchdog_half_ms < 1)
                                 watchdog_half_ms = 1;

@@ -11,7 +11,9 @@
  * logs are cut first, then metrics), then written with libarchive under a
  * temporary name in the destination folder (mode 0600) and renamed: a
  * bundle is whole or absent. libarchive writes the tar format and its
- * gzip filter; tar is never written by hand.
+ * gzip filter; tar is never written by hand. libarchive (with libxml2,
+ * ICU and libstdc++ behind it) is loaded when the first bundle is written
+ * (util/dload.h), not at every start of gitcd.
  *
  * No secret goes in. The desired spec and the journal's payloads pass
  * through the store's scrubber (state_scrub_json: the values of keys that
@@ -23,6 +25,7 @@
  */
 #include <archive.h>
 #include <archive_entry.h>
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -43,6 +46,7 @@
 #include "etcd/credentials.h"
 #include "etcd/health.h"
 #include "ops/notify.h"
+#include "util/dload.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -474,42 +478,87 @@ static char *readme(const bundle_request *rq, int64_t now, const state_member_li
 
 /* ---- the archive ---- */
 
+/* The libarchive functions a bundle uses, typed by archive.h, loaded on first use. */
+#define ARCHIVE_FUNCS(X)                                                                           \
+        X(archive_write_new)                                                                       \
+        X(archive_write_add_filter_gzip)                                                           \
+        X(archive_write_set_format_pax_restricted)                                                 \
+        X(archive_write_open_fd)                                                                   \
+        X(archive_write_header)                                                                    \
+        X(archive_write_data)                                                                      \
+        X(archive_write_close)                                                                     \
+        X(archive_write_free)                                                                      \
+        X(archive_error_string)                                                                    \
+        X(archive_entry_new)                                                                       \
+        X(archive_entry_free)                                                                      \
+        X(archive_entry_set_pathname)                                                              \
+        X(archive_entry_set_filetype)                                                              \
+        X(archive_entry_set_perm)                                                                  \
+        X(archive_entry_set_size)                                                                  \
+        X(archive_entry_set_mtime)
+#define ARCHIVE_FIELD(f) __typeof__(f) *f;
+#define ARCHIVE_NAME(f)  #f,
+
+static struct {
+        ARCHIVE_FUNCS(ARCHIVE_FIELD)
+} la;
+static pthread_once_t la_once = PTHREAD_ONCE_INIT;
+static char *la_error; /* why libarchive could not be loaded, or NULL */
+
+static void la_load(void)
+{
+        static const char *const names[] = {ARCHIVE_FUNCS(ARCHIVE_NAME)};
+        void *fns[ARRAY_SIZE(names)];
+        if (dload("libarchive.so.13", names, ARRAY_SIZE(names), fns, &la_error) < 0)
+                return;
+        size_t i = 0;
+#define ARCHIVE_SET(f) la.f = (__typeof__(f) *)fns[i++];
+        ARCHIVE_FUNCS(ARCHIVE_SET)
+#undef ARCHIVE_SET
+        assert(i == ARRAY_SIZE(names));
+}
+
 static int write_archive(const bundle *b, const char *top, int64_t now, const char *path,
                          char **ret_error)
 {
+        pthread_once(&la_once, la_load);
+        if (la_error) {
+                *ret_error = xasprintf("%s (the libarchive13 package)", la_error);
+                return -ENOENT;
+        }
         _cleanup_free_ char *tmp = xasprintf("%s.tmp.%d", path, (int)getpid());
         int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) {
                 *ret_error = xasprintf("%s: %s", tmp, strerror(errno));
                 return -errno;
         }
-        struct archive *a = archive_write_new();
+        struct archive *a = la.archive_write_new();
         int r = 0;
-        if (archive_write_add_filter_gzip(a) != ARCHIVE_OK ||
-            archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
-            archive_write_open_fd(a, fd) != ARCHIVE_OK)
+        if (la.archive_write_add_filter_gzip(a) != ARCHIVE_OK ||
+            la.archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
+            la.archive_write_open_fd(a, fd) != ARCHIVE_OK)
                 r = -EIO;
         for (size_t i = 0; r == 0 && i < b->n; i++) {
-                struct archive_entry *e = archive_entry_new();
+                struct archive_entry *e = la.archive_entry_new();
                 _cleanup_free_ char *name = xasprintf("%s/%s", top, b->files[i].name);
-                archive_entry_set_pathname(e, name);
-                archive_entry_set_filetype(e, AE_IFREG);
-                archive_entry_set_perm(e, 0600);
-                archive_entry_set_size(e, (la_int64_t)b->files[i].len);
-                archive_entry_set_mtime(e, (time_t)(now / 1000), 0);
-                if (archive_write_header(a, e) != ARCHIVE_OK ||
-                    archive_write_data(a, b->files[i].data, b->files[i].len) !=
+                la.archive_entry_set_pathname(e, name);
+                la.archive_entry_set_filetype(e, AE_IFREG);
+                la.archive_entry_set_perm(e, 0600);
+                la.archive_entry_set_size(e, (la_int64_t)b->files[i].len);
+                la.archive_entry_set_mtime(e, (time_t)(now / 1000), 0);
+                if (la.archive_write_header(a, e) != ARCHIVE_OK ||
+                    la.archive_write_data(a, b->files[i].data, b->files[i].len) !=
                         (la_ssize_t)b->files[i].len)
                         r = -EIO;
-                archive_entry_free(e);
+                la.archive_entry_free(e);
         }
-        if (r == 0 && archive_write_close(a) != ARCHIVE_OK)
+        if (r == 0 && la.archive_write_close(a) != ARCHIVE_OK)
                 r = -EIO;
         if (r < 0)
                 *ret_error = xasprintf("%s: %s", tmp,
-                                       archive_error_string(a) ? archive_error_string(a)
-                                                               : "cannot be written");
-        archive_write_free(a);
+                                       la.archive_error_string(a) ? la.archive_error_string(a)
+                                                                  : "cannot be written");
+        la.archive_write_free(a);
         if (r == 0 && fsync(fd) < 0) {
                 r = -errno;
                 *ret_error = xasprintf("%s: %s", tmp, strerror(errno));

@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -306,26 +307,39 @@ int snapshot_job_from_state(state_db *db, target *t, const char *cluster, const 
         return 0;
 }
 
+/* with spec.auth: etcd's root, as every client of the cluster (etcd/credentials.h) */
+static void job_credentials(const snapshot_job *job, auth_creds *ret)
+{
+        if (job->state_dir && auth_credentials(job->state_dir, job->cluster, ret) < 0)
+                log_warn("%s: cannot read the etcd root password files", job->cluster);
+}
+
+/* A client of endpoints: the job's members' TLS identity when tls, cr's credentials. */
+static int job_client(const snapshot_job *job, const char *endpoints, bool tls,
+                      const auth_creds *cr, int call_timeout_ms, etcd_client **ret)
+{
+        etcd_client_opts o = {.endpoints = endpoints,
+                              .cacert = tls ? job->ca : NULL,
+                              .cert = tls ? job->cert : NULL,
+                              .key = tls ? job->key : NULL,
+                              .user = cr->user,
+                              .password = cr->password,
+                              .fallback_password = cr->fallback_password,
+                              .call_timeout_ms = call_timeout_ms,
+                              .dial_timeout_ms = 2000};
+        return etcd_client_new(&o, ret);
+}
+
 int snapshot_job_client(const snapshot_job *job, const char *endpoints, int call_timeout_ms,
                         etcd_client **ret)
 {
         strbuf eps = STRBUF_INIT;
         for (size_t i = 0; !endpoints && i < job->n_endpoints; i++)
                 sb_printf(&eps, "%s%s", i ? "," : "", job->endpoints[i].client_url);
-        /* with spec.auth: etcd's root, as every client of the cluster (etcd/credentials.h) */
         auth_creds cr = {0};
-        if (job->state_dir && auth_credentials(job->state_dir, job->cluster, &cr) < 0)
-                log_warn("%s: cannot read the etcd root password files", job->cluster);
-        etcd_client_opts o = {.endpoints = endpoints ? endpoints : sb_str(&eps),
-                              .cacert = endpoints ? NULL : job->ca,
-                              .cert = endpoints ? NULL : job->cert,
-                              .key = endpoints ? NULL : job->key,
-                              .user = cr.user,
-                              .password = cr.password,
-                              .fallback_password = cr.fallback_password,
-                              .call_timeout_ms = call_timeout_ms,
-                              .dial_timeout_ms = 2000};
-        int r = etcd_client_new(&o, ret);
+        job_credentials(job, &cr);
+        int r = job_client(job, endpoints ? endpoints : sb_str(&eps), !endpoints, &cr,
+                           call_timeout_ms, ret);
         auth_creds_release(&cr);
         sb_release(&eps);
         return r;
@@ -453,47 +467,195 @@ static int compress_gzip(const snapshot_job *job, const char *dir, const char *s
         return 0;
 }
 
-/* The healthy voter to take the snapshot from: a follower when one answers, else the leader. */
-static int pick_member(etcd_client *cl, const snapshot_job *job, size_t *ret_idx,
-                       char **ret_version, char **ret_error)
+/*
+ * Choosing the member: every member is asked its Status at once, each by a
+ * client of its own in a thread of its own (a client holds one connection
+ * at a time), and the first healthy follower to answer is taken; the leader
+ * only once every member has answered or failed and no follower is healthy.
+ * The caller leaves as soon as it has its answer: a member still being
+ * asked (one that does not answer holds its thread up to the dial timeout)
+ * finishes on its own, and the last one out frees the race. The chosen
+ * member's client, its connection open, takes the snapshot.
+ */
+typedef struct status_ask {
+        etcd_client *cl;
+        char *url, *member;
+        etcd_endpoint_status *st; /* NULL when the call failed: error says why */
+        char *error;
+        bool done;
+        struct status_race *race;
+} status_ask;
+
+typedef struct status_race {
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        size_t n, n_done, refs; /* refs: the threads still running, and the caller */
+        status_ask asks[];
+} status_race;
+
+static void status_ask_release(status_ask *a)
 {
-        ssize_t follower = -1, leader = -1;
-        _cleanup_free_ char *fv = NULL, *lv = NULL;
-        strbuf why = STRBUF_INIT;
-        for (size_t i = 0; i < job->n_endpoints; i++) {
-                const snapshot_endpoint *e = &job->endpoints[i];
-                etcd_endpoint_status *st = NULL;
-                if (etcd_status(cl, e->client_url, &st) < 0) {
-                        sb_printf(&why, "%s%s: %s", why.len ? "; " : "", e->member,
-                                  etcd_client_last_error(cl));
+        etcd_client_free(a->cl);
+        etcd_endpoint_status_free(a->st);
+        free(a->url);
+        free(a->member);
+        free(a->error);
+        *a = (status_ask){0};
+}
+
+/* Drop one reference under the lock (held on entry, released here); the last frees all. */
+static void status_race_unref(status_race *race)
+{
+        bool last = --race->refs == 0;
+        pthread_mutex_unlock(&race->lock);
+        if (!last)
+                return;
+        for (size_t i = 0; i < race->n; i++)
+                status_ask_release(&race->asks[i]);
+        pthread_cond_destroy(&race->cond);
+        pthread_mutex_destroy(&race->lock);
+        free(race);
+}
+
+static void ask_status(status_ask *a)
+{
+        etcd_endpoint_status *st = NULL;
+        int r = etcd_status(a->cl, a->url, &st);
+        char *error = r < 0 ? xstrdup(etcd_client_last_error(a->cl)) : NULL;
+        status_race *race = a->race;
+        pthread_mutex_lock(&race->lock);
+        a->st = st;
+        a->error = error;
+        a->done = true;
+        race->n_done++;
+        pthread_cond_broadcast(&race->cond);
+}
+
+static void *status_main(void *arg)
+{
+        status_ask *a = arg;
+        ask_status(a);
+        status_race_unref(a->race);
+        return NULL;
+}
+
+static bool status_healthy(const etcd_endpoint_status *st)
+{
+        return st && !st->is_learner && st->leader != 0 && st->n_errors == 0;
+}
+
+/* The index of the first done, healthy follower (or leader), or -1; under the lock. */
+static ssize_t race_pick(const status_race *race, bool leader)
+{
+        for (size_t i = 0; i < race->n; i++) {
+                const etcd_endpoint_status *st = race->asks[i].st;
+                if (race->asks[i].done && status_healthy(st) &&
+                    (st->member_id == st->leader) == leader)
+                        return (ssize_t)i;
+        }
+        return -1;
+}
+
+/*
+ * Start asking every member of job its Status (one thread each). NULL when
+ * their clients cannot be made (race_pick_member then says so): the race
+ * is started before the snapshot's record is first committed, so that the
+ * commit's fsync and the members' answers overlap.
+ */
+static status_race *race_start(const snapshot_job *job)
+{
+        size_t n = job->n_endpoints;
+        status_race *race = xcalloc(1, sizeof(*race) + n * sizeof(race->asks[0]));
+        pthread_mutex_init(&race->lock, NULL);
+        pthread_cond_init(&race->cond, NULL);
+        race->n = n;
+        race->refs = 1;
+        auth_creds cr = {0};
+        job_credentials(job, &cr);
+        int r = 0;
+        for (size_t i = 0; r == 0 && i < n; i++) {
+                status_ask *a = &race->asks[i];
+                a->race = race;
+                a->url = xstrdup(job->endpoints[i].client_url);
+                a->member = xstrdup(job->endpoints[i].member);
+                r = job_client(job, a->url, true, &cr, 5000, &a->cl);
+        }
+        auth_creds_release(&cr);
+        if (r < 0) {
+                pthread_mutex_lock(&race->lock);
+                status_race_unref(race);
+                return NULL;
+        }
+        for (size_t i = 0; i < n; i++) {
+                status_ask *a = &race->asks[i];
+                pthread_t th;
+                pthread_mutex_lock(&race->lock);
+                race->refs++;
+                pthread_mutex_unlock(&race->lock);
+                if (pthread_create(&th, NULL, status_main, a) == 0) {
+                        pthread_detach(th);
                         continue;
                 }
-                bool healthy = !st->is_learner && st->leader != 0 && st->n_errors == 0;
-                if (!healthy)
-                        sb_printf(&why, "%s%s: %s", why.len ? "; " : "", e->member,
-                                  st->is_learner    ? "a learner"
+                ask_status(a); /* no thread: asked here, in turn */
+                race->refs--;
+                pthread_mutex_unlock(&race->lock);
+        }
+        return race;
+}
+
+/* The caller leaves the race without an answer (a step before it failed). */
+static void race_abandon(status_race *race)
+{
+        if (!race)
+                return;
+        pthread_mutex_lock(&race->lock);
+        for (size_t i = 0; i < race->n; i++)
+                if (race->asks[i].done)
+                        status_ask_release(&race->asks[i]);
+        status_race_unref(race);
+}
+
+/* The healthy voter to take the snapshot from: a follower when one answers, else the leader. */
+static int race_pick_member(status_race *race, size_t *ret_idx, etcd_client **ret_client,
+                            char **ret_version, char **ret_error)
+{
+        if (!race) {
+                *ret_error = xstrdup("the members' client URLs are not usable");
+                return -EINVAL;
+        }
+        size_t n = race->n;
+        pthread_mutex_lock(&race->lock);
+        ssize_t idx;
+        while ((idx = race_pick(race, false)) < 0 && race->n_done < n)
+                pthread_cond_wait(&race->cond, &race->lock);
+        if (idx < 0)
+                idx = race_pick(race, true);
+        if (idx < 0) {
+                strbuf why = STRBUF_INIT;
+                for (size_t i = 0; i < n; i++) {
+                        const status_ask *a = &race->asks[i];
+                        const etcd_endpoint_status *st = a->st;
+                        sb_printf(&why, "%s%s: %s", why.len ? "; " : "", a->member,
+                                  !st               ? a->error
+                                  : st->is_learner  ? "a learner"
                                   : st->leader == 0 ? "knows no leader"
                                                     : st->errors[0]);
-                else if (st->member_id == st->leader && leader < 0) {
-                        leader = (ssize_t)i;
-                        lv = xstrdup_null(st->version);
-                } else if (st->member_id != st->leader && follower < 0) {
-                        follower = (ssize_t)i;
-                        fv = xstrdup_null(st->version);
                 }
-                etcd_endpoint_status_free(st);
-                if (follower >= 0)
-                        break;
-        }
-        if (follower < 0 && leader < 0) {
                 *ret_error =
                     xasprintf("no healthy voter answered%s%s", why.len ? ": " : "", sb_str(&why));
                 sb_release(&why);
+                status_race_unref(race);
                 return -EHOSTUNREACH;
         }
-        sb_release(&why);
-        *ret_idx = (size_t)(follower >= 0 ? follower : leader);
-        *ret_version = follower >= 0 ? TAKE_PTR(fv) : TAKE_PTR(lv);
+        status_ask *a = &race->asks[idx];
+        *ret_idx = (size_t)idx;
+        *ret_version = xstrdup_null(a->st->version);
+        *ret_client = TAKE_PTR(a->cl);
+        /* what the threads that are done left; the others free theirs when the race ends */
+        for (size_t i = 0; i < n; i++)
+                if (race->asks[i].done)
+                        status_ask_release(&race->asks[i]);
+        status_race_unref(race);
         return 0;
 }
 
@@ -572,6 +734,8 @@ typedef struct take_ctx {
         etcd_client *cl;
         snapshot_dest *dest;
         const snapshot_endpoint *from;
+        status_race *race; /* the members being asked, until take_member */
+        hash_ctx *sha;     /* the stream's SHA-256, made ready while they answer */
 } take_ctx;
 
 /* Where it goes: the recorded spec's destination (or --to), opened. */
@@ -609,13 +773,12 @@ static int take_member(take_ctx *t)
                 t->error = xstrdup("the cluster has no members with a client URL");
                 return -EHOSTUNREACH;
         }
-        int r = snapshot_job_client(job, NULL, 5000, &t->cl);
-        if (r < 0) {
-                t->error = xstrdup("the members' client URLs are not usable");
-                return r;
-        }
+        /* OpenSSL's first digest builds its method store (about a million instructions):
+         * done here, while the members answer, instead of after */
+        t->sha = hash_sha256_new();
         size_t idx = 0;
-        r = pick_member(t->cl, job, &idx, &t->version, &t->error);
+        status_race *race = TAKE_PTR(t->race);
+        int r = race_pick_member(race, &idx, &t->cl, &t->version, &t->error);
         if (r < 0)
                 return r;
         t->from = &job->endpoints[idx];
@@ -638,7 +801,7 @@ static int take_stream(take_ctx *t)
                                      strerror(-fd));
                 return fd;
         }
-        sink s = {.fd = fd, .sha = hash_sha256_new(), .job = t->job};
+        sink s = {.fd = fd, .sha = TAKE_PTR(t->sha), .job = t->job};
         etcd_snapshot_info info = {0};
         r = etcd_snapshot(t->cl, t->from->client_url, stream_chunk, &s, &info);
         if (r >= 0)
@@ -760,6 +923,7 @@ static int take_finish(state_db *db, take_ctx *t, int64_t t0, int r)
                           t->error);
         snapshot_dest_free(t->dest);
         etcd_client_free(t->cl);
+        hash_free(t->sha);
         etcd_cluster_free(t->spec);
         free(t->tmp_dir);
         free(t->raw_path);
@@ -783,11 +947,14 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
         assert(db && job && job->cluster && job->trigger);
         int64_t t0 = now_mono_ms(), started = now_wall_ms();
         int64_t id = 0;
+        /* the members answer while the record's first commit reaches the disk */
+        status_race *race = job->n_endpoints > 0 ? race_start(job) : NULL;
         int r =
             job->request_id > 0
                 ? state_snapshot_begin_declared(db, job->request_id, started, &id)
                 : state_snapshot_begin(db, job->cluster, job->trigger, job->slot_ms, started, &id);
         if (r < 0) {
+                race_abandon(race);
                 *ret_error = xstrdup(state_last_error());
                 if (ret_id)
                         *ret_id = 0;
@@ -799,10 +966,12 @@ int snapshot_take(state_db *db, const snapshot_job *job, int64_t *ret_id, char *
             .started = started,
             .rec = {.result = "failed", .key_count = -1},
             .tmp_dir = path_join(job->state_dir, "snapshots-tmp"),
+            .race = race,
         };
         r = 0;
         for (size_t i = 0; i < ARRAY_SIZE(take_steps) && r >= 0; i++)
                 r = take_steps[i](&t);
+        race_abandon(TAKE_PTR(t.race)); /* a step before take_member failed */
         r = take_finish(db, &t, t0, r < 0 ? r : 0);
         if (ret_id)
                 *ret_id = id;

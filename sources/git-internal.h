@@ -6,6 +6,7 @@
 
 #include <git2.h>
 
+#include "sources/git2-fns.h"
 #include "util/macro.h"
 
 /* The largest commit or tag signature read. */

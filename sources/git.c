@@ -64,6 +64,7 @@
 #include <sys/wait.h>
 
 #include <git2.h>
+#include <pthread.h>
 
 #include "sources/git.h"
 #include "sources/git-internal.h"
@@ -74,6 +75,7 @@
 #include "sources/sshwire.h"
 #include "sources/tree-walk.h"
 #include "sources/url.h"
+#include "util/dload.h"
 #include "util/escape.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -98,9 +100,42 @@ void git_buf_disposep(git_buf *b)
         git_buf_dispose(b);
 }
 
-void git_adapter_init(void)
+struct git2_fns git2;
+static pthread_once_t git2_once = PTHREAD_ONCE_INIT;
+static char *git2_error; /* why libgit2 could not be loaded, or NULL */
+
+static void git2_load_once(void)
 {
+#define GIT2_NAME(f) #f,
+        static const char *const names[] = {GIT2_FUNCS(GIT2_NAME)};
+#undef GIT2_NAME
+        void *fns[ARRAY_SIZE(names)];
+        if (dload(GIT2_SONAME, names, ARRAY_SIZE(names), fns, &git2_error) < 0)
+                return;
+        /* the table is the names' pointers in the same order (the names are macros
+         * by now, so it cannot be filled field by field by name) */
+        _Static_assert(sizeof(git2) == sizeof(fns), "one pointer per name");
+        memcpy(&git2, fns, sizeof(git2));
+}
+
+int git2_load(char **ret_error)
+{
+        pthread_once(&git2_once, git2_load_once);
+        if (git2_error) {
+                *ret_error =
+                    xasprintf("%s (the libgit2-%s package)", git2_error, LIBGIT2_SOVERSION);
+                return -ENOENT;
+        }
+        return 0;
+}
+
+int git_adapter_init(char **ret_error)
+{
+        int r = git2_load(ret_error);
+        if (r < 0)
+                return r;
         git_libgit2_init();
+        return 0;
 }
 
 void git_adapter_shutdown(void)

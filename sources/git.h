@@ -10,8 +10,12 @@
 #include "sources/source.h"
 #include "sources/url.h"
 
-/* Reference-counted libgit2 initialisation; pair every init with a shutdown. */
-void git_adapter_init(void);
+/*
+ * Reference-counted libgit2 initialisation; pair every successful init with
+ * a shutdown. Loads libgit2 the first time (sources/git2-fns.h): -ENOENT
+ * with *ret_error when it cannot be loaded.
+ */
+int git_adapter_init(char **ret_error);
 void git_adapter_shutdown(void);
 
 /* Whether path is a Git repository itself (bare, or with a .git inside). */

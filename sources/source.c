@@ -319,7 +319,10 @@ static int open_source(source *s, const source_opts *opts)
                 return set_error(s, -EINVAL, "path \"%s\" must not contain \".\" or \"..\"",
                                  opts->subpath);
 
-        git_adapter_init();
+        _cleanup_free_ char *load_error = NULL;
+        r = git_adapter_init(&load_error);
+        if (r < 0)
+                return set_error(s, r, "%s", load_error);
         s->git_initialised = true;
 
         if (s->url.kind == SOURCE_URL_LOCAL) {

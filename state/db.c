@@ -11,7 +11,10 @@
  * lock up front (BEGIN IMMEDIATE), so a transaction never fails half-way
  * because another writer upgraded first; nested state_begin() calls become
  * savepoints. Opening runs PRAGMA quick_check so a corrupt file is reported
- * at open, not in the middle of a later operation.
+ * at open, not in the middle of a later operation; a short-lived command's
+ * read-write open does not (state_set_short_lived(): the check reads the
+ * whole file, which outweighed the rest of `gitcd snapshot save`), and its
+ * close leaves the WAL uncheckpointed for the next opener.
  *
  * Statements are prepared once per connection and kept (an LRU cache of
  * DB_STMT_CACHE, keyed by the constant SQL text): a reconciler pass runs
@@ -36,6 +39,15 @@
 #define BUSY_TIMEOUT_MS 5000
 
 /*
+ * The WAL a short-lived command leaves (it does not checkpoint at close) is
+ * read whole by the next opener when no daemon holds the store open (SQLite
+ * rebuilds the WAL's index from it). A short-lived connection that leaves
+ * this many pages (256 KiB) or more checkpoints them into the main file and
+ * empties the WAL as it closes, once every few commands.
+ */
+#define SHORT_LIVED_WAL_PAGES 64
+
+/*
  * Writers of this process take turns here, not in SQLite's busy handler
  * (which sleeps up to 100 ms between tries): the daemon's workers each
  * have a connection (reconciler/driver.c). Held by a write transaction
@@ -46,6 +58,13 @@
 static pthread_mutex_t writers = PTHREAD_MUTEX_INITIALIZER;
 
 static __thread char last_error[1024];
+
+static bool short_lived;
+
+void state_set_short_lived(bool on)
+{
+        short_lived = on;
+}
 
 const char *state_last_error(void)
 {
@@ -579,6 +598,20 @@ static int set_wal(state_db *db)
         return 0;
 }
 
+/*
+ * sqlite3_wal_hook of a short-lived connection: how long the WAL is after a
+ * commit, for state_close(); past SQLite's default of 1,000 pages (a long
+ * `gitcd apply`) the same passive checkpoint as its own hook's.
+ */
+static int count_wal_pages(void *userdata, sqlite3 *sql, const char *name, int pages)
+{
+        state_db *db = userdata;
+        db->wal_pages = pages;
+        if (pages >= 1000)
+                (void)sqlite3_wal_checkpoint_v2(sql, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        return SQLITE_OK;
+}
+
 static int open_read_write(state_db *db, int target)
 {
         _cleanup_free_ char *copy = xstrdup(db->path);
@@ -615,9 +648,14 @@ static int open_read_write(state_db *db, int target)
                     "PRAGMA journal_size_limit = 1048576");
         if (r < 0)
                 return r;
-        r = quick_check(db);
-        if (r < 0)
-                return r;
+        if (!db->short_lived) {
+                r = quick_check(db);
+                if (r < 0)
+                        return r;
+        } else {
+                /* instead of the automatic checkpoint: state_close() decides */
+                sqlite3_wal_hook(db->sql, count_wal_pages, db);
+        }
         /* a current schema needs no write transaction (migrations only go up) */
         return version >= target ? 0 : migrate(db, target);
 }
@@ -709,6 +747,7 @@ static int open_common(const char *path, state_open_mode mode, int target, state
         state_db *db = XNEW(state_db);
         db->path = xstrdup(path);
         db->read_only = mode == STATE_OPEN_READ_ONLY;
+        db->short_lived = short_lived;
         int r = db->read_only ? open_read_only(db) : open_read_write(db, target);
         if (r < 0) {
                 state_close(db);
@@ -740,6 +779,17 @@ void state_close(state_db *db)
         if (db->sql) {
                 if (db->depth > 0 && !sqlite3_get_autocommit(db->sql))
                         sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
+                /* committed is durable in the WAL; the next opener appends to it, or,
+                 * once it is long, finds it empty (never waiting: a reader that holds
+                 * it, the daemon's, say, leaves it to the daemon's checkpoints) */
+                if (db->short_lived && !db->read_only) {
+                        if (db->wal_pages >= SHORT_LIVED_WAL_PAGES) {
+                                sqlite3_busy_timeout(db->sql, 0);
+                                (void)sqlite3_wal_checkpoint_v2(
+                                    db->sql, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+                        }
+                        (void)sqlite3_db_config(db->sql, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+                }
                 sqlite3_close_v2(db->sql);
         }
         if (db->depth > 0)

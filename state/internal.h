@@ -36,7 +36,9 @@ struct state_db {
         sqlite3 *sql;
         char *path;
         bool read_only;
-        int depth; /* open state_begin() levels */
+        bool short_lived; /* state_set_short_lived(): no quick_check, no checkpoint at close */
+        int wal_pages;    /* short-lived: the WAL's length after the last commit */
+        int depth;        /* open state_begin() levels */
         db_cached_stmt cache[DB_STMT_CACHE];
         size_t n_cache;
         uint64_t tick;

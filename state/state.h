@@ -55,6 +55,19 @@ int state_open(const char *path, state_open_mode mode, state_db **ret_db);
  */
 int state_open_at_version(const char *path, int version, state_db **ret_db);
 void state_close(state_db *db); /* state_close(NULL) is a no-op */
+/*
+ * Mark this process as a short-lived command (every `gitcd` command but
+ * `run`). Its read-write opens then skip PRAGMA quick_check, which reads the
+ * whole file (a damaged page still fails, as "corrupt", when it is read;
+ * read-only opens, `gitcd log` and `gitcd status` among them, and the daemon
+ * still check at open), and its closes leave the WAL to the next opener instead
+ * of checkpointing it into the main file (SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE:
+ * what was committed is already durable in the WAL, and the next commit
+ * appends to it instead of restarting it); a close that leaves 64 pages or
+ * more checkpoints and empties it, since an opener with no daemon running
+ * reads the whole WAL. Set once, before the first open.
+ */
+void state_set_short_lived(bool on);
 const char *state_path(const state_db *db);
 
 /*

@@ -9,7 +9,8 @@ diff_id is the digest of the uncompressed layer, and the config runs
 and, chrooted into it (as root, nothing from the host visible but that
 tree), `gitcd --version` prints the version and `gitcd validate` checks an
 example as user 65532: the binary, its libraries and its user are all in
-the image. Skipped (77) without root (chroot needs it) or ldd.
+the image, and so are libgit2 and libarchive, which gitcd loads on use, with
+their own. Skipped (77) without root (chroot needs it) or ldd.
 """
 import gzip
 import hashlib
@@ -103,6 +104,24 @@ def main():
         if (st.st_uid, st.st_gid) != (65532, 65532):
             fail("/var/lib/gitcd in the image is not owned by 65532")
         print("gitcd validate runs as user 65532 in the image")
+
+        # what gitcd loads on use (util/dload.c: libgit2 for Git sources, libarchive for
+        # `gitcd debug bundle`) is in the image, every library it needs with it
+        found = {}
+        for root, _, files in os.walk(rootfs):
+            for name in files:
+                found.setdefault(name, os.path.join(root, name)[len(rootfs):])
+        loader = next((found[n] for n in found if n.startswith("ld-linux")), None)
+        if not loader:
+            fail("the image has no dynamic loader")
+        for soname in ("libgit2.so.1.5", "libarchive.so.13"):
+            if soname not in found:
+                fail(f"the image lacks {soname}, which gitcd loads on use")
+            out = subprocess.run(["chroot", rootfs, loader, "--list", found[soname]],
+                                 capture_output=True, text=True)
+            if out.returncode != 0 or "not found" in out.stdout:
+                fail(f"{soname} in the image misses libraries: {out.stdout} {out.stderr}")
+            print(f"{soname} and what it needs are in the image")
 
 
 main()

@@ -3,7 +3,8 @@
  * and a real local-folder destination, through snapshots/snapshot.h:
  *   - a snapshot is taken from a follower, verified, gzip-compressed,
  *     stored and recorded with the revision of the data and the SHA-256 of
- *     the stored file, and audited;
+ *     the stored file, and audited; with a follower that does not answer
+ *     (stopped), from the other one, without waiting for the first;
  *   - the stored file decompresses to a snapshot etcd's own tool reads,
  *     holding every key written before it;
  *   - an upload that fails is recorded as failed and never counts;
@@ -251,6 +252,42 @@ static void test_save_gzip_from_follower(void **unused)
         assert_string_equal(al.items[0]->outcome, "success");
         assert_non_null(strstr(al.items[0]->after_json, s->sha256));
         state_audit_list_release(&al);
+
+        /*
+         * Every member is asked at once: with the first follower stopped (SIGSTOP: its
+         * port accepts, nothing answers until the call's 5 s deadline), the other
+         * follower is taken without waiting for it.
+         */
+        uint64_t leader = leader_id(&f);
+        size_t stopped = 0, other = 0;
+        bool have_stopped = false;
+        for (size_t i = 0; i < f.hc->n; i++) {
+                char name[32];
+                snprintf(name, sizeof(name), "snap-%zu", i);
+                if (member_id_of(&f, name) == leader)
+                        continue;
+                if (have_stopped) {
+                        other = i;
+                } else {
+                        stopped = i;
+                        have_stopped = true;
+                }
+        }
+        assert_true(have_stopped && other != stopped);
+        assert_int_equal(kill(f.hc->members[stopped].pid, SIGSTOP), 0);
+        int64_t t0 = now_mono_ms();
+        int64_t id2 = take(&f, NULL);
+        int64_t took = now_mono_ms() - t0;
+        assert_int_equal(kill(f.hc->members[stopped].pid, SIGCONT), 0);
+        state_snapshot *s2 = NULL;
+        assert_int_equal(state_snapshot_get(f.db, id2, &s2), 0);
+        char want[32];
+        snprintf(want, sizeof(want), "snap-%zu", other);
+        assert_string_equal(s2->member, want);
+        printf("# with snap-%zu stopped, taken from %s in %lld ms\n", stopped, s2->member,
+               (long long)took);
+        assert_true(took < 4500);
+        state_snapshot_free(s2);
 
         free(raw);
         free(path);

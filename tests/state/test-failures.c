@@ -375,12 +375,133 @@ static void test_file_size_limit(void **state)
         check_after_full(path, stored + 1);
 }
 
+/* `gitcd log -o json` of path: its exit status, and the number of events it printed. */
+static int log_events(const char *path, size_t *ret_events)
+{
+        char *args[] = {"log", "--state", (char *)path, "-o", "json", NULL};
+        run_result r = {0};
+        assert_int_equal(run_gitcd(args, &r), 0);
+        int status = r.status;
+        *ret_events = count_lines(r.out);
+        run_result_release(&r);
+        return status;
+}
+
+/*
+ * A short-lived command (every gitcd command but `run`) leaves its commits in
+ * the WAL instead of checkpointing them at close: they are durable there, the
+ * next opener (a command, the daemon, a reader, `gitcd log`) sees them, and a
+ * command killed after a commit and before its close loses nothing either.
+ */
+static void test_short_lived_leaves_the_wal(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *path = test_db_path();
+        _cleanup_free_ char *wal = xasprintf("%s-wal", path);
+        fill_db(path, 3); /* a long-lived writer checkpoints at close: the WAL is empty */
+        struct stat st;
+        assert_int_equal(stat(wal, &st), 0);
+        assert_int_equal(st.st_size, 0);
+
+        state_set_short_lived(true);
+        state_db *db = NULL;
+        assert_int_equal(state_open(path, STATE_OPEN_READ_WRITE, &db), 0);
+        state_audit_event ev = {.time_ms = T0, .cluster = "prod/main", .action = "snapshot.save"};
+        assert_int_equal(state_audit_append(db, &ev, NULL), 0);
+        state_close(db);
+        assert_int_equal(stat(wal, &st), 0);
+        assert_true(st.st_size > 0); /* not checkpointed */
+        size_t n = 0;
+        assert_int_equal(log_events(path, &n), 0);
+        assert_int_equal(n, 4);
+
+        /* killed after its commit, before its close */
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                state_db *w = NULL;
+                if (state_open(path, STATE_OPEN_READ_WRITE, &w) < 0 ||
+                    state_audit_append(w, &ev, NULL) < 0)
+                        _exit(1);
+                raise(SIGKILL);
+                _exit(2);
+        }
+        int ws;
+        while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+                ;
+        assert_true(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
+        assert_int_equal(log_events(path, &n), 0);
+        assert_int_equal(n, 5);
+
+        /* the next short-lived writers append to the same WAL, which stays short (the
+         * next opener reads it whole): a close that leaves 64 pages or more empties it */
+        int appended = 0, emptied = 0;
+        off_t last = st.st_size;
+        for (int i = 0; i < 60; i++) {
+                assert_int_equal(state_open(path, STATE_OPEN_READ_WRITE, &db), 0);
+                assert_int_equal(state_audit_append(db, &ev, NULL), 0);
+                state_close(db);
+                assert_int_equal(stat(wal, &st), 0);
+                if (st.st_size >= 80 * (4096 + 24))
+                        fail_msg("after %d commits the WAL has %lld bytes", i + 1,
+                                 (long long)st.st_size);
+                appended += st.st_size > last;
+                emptied += st.st_size == 0;
+                last = st.st_size;
+        }
+        assert_true(appended > 40);
+        assert_true(emptied > 0);
+        /* a long-lived writer checkpoints at close */
+        state_set_short_lived(false);
+        assert_int_equal(state_open(path, STATE_OPEN_READ_WRITE, &db), 0);
+        assert_int_equal(state_check_integrity(db), 0);
+        state_close(db);
+        assert_int_equal(stat(wal, &st), 0);
+        assert_int_equal(st.st_size, 0);
+        assert_int_equal(log_events(path, &n), 0);
+        assert_int_equal(n, 65);
+}
+
+/*
+ * A short-lived writer does not read the whole file at open (no quick_check):
+ * a damaged page fails, as "corrupt", only when it is read (here by the full
+ * check); readers (`gitcd log`, `gitcd status`) and the daemon still refuse
+ * the file at open.
+ */
+static void test_short_lived_corrupt_database(void **state)
+{
+        (void)state;
+        _cleanup_free_ char *path = test_db_path();
+        fill_db(path, 200);
+        size_t len;
+        _cleanup_free_ char *data = read_all(path, &len);
+        for (size_t off = len / 2; off < len / 2 + 3 * 4096; off++)
+                data[off] = (char)(off * 7);
+        assert_int_equal(write_file_atomic(path, data, len, 0644), 0);
+
+        state_set_short_lived(true);
+        state_db *db = NULL;
+        if (state_open(path, STATE_OPEN_READ_WRITE, &db) < 0)
+                fail_msg("short-lived open: %s", state_last_error());
+        assert_int_equal(state_check_integrity(db), -EBADMSG);
+        assert_non_null(strstr(state_last_error(), "restore it from a backup"));
+        state_close(db);
+        assert_int_equal(state_open(path, STATE_OPEN_READ_ONLY, &db), -EBADMSG);
+        state_set_short_lived(false);
+        assert_int_equal(state_open(path, STATE_OPEN_READ_WRITE, &db), -EBADMSG);
+        expect_cli_error(path, "corrupt");
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_not_a_database),      cmocka_unit_test(test_corrupt_database),
-            cmocka_unit_test(test_read_only_directory), cmocka_unit_test(test_full_disk),
+            cmocka_unit_test(test_not_a_database),
+            cmocka_unit_test(test_corrupt_database),
+            cmocka_unit_test(test_read_only_directory),
+            cmocka_unit_test(test_full_disk),
             cmocka_unit_test(test_file_size_limit),
+            cmocka_unit_test(test_short_lived_leaves_the_wal),
+            cmocka_unit_test(test_short_lived_corrupt_database),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
