@@ -323,7 +323,7 @@ static void steps_create(plan_item *it, const etcd_cluster *c)
 /*
  * The order members roll in for a version change, as the reconciler takes
  * it (reconciler/decide.c, rule 13): followers first, the highest ordinal
- * first, the leader last after leadership moved away. Only members not on
+ * first, the leader last (etcd hands its leadership over as it stops). Only members not on
  * the new version yet. Returns how many, 0 when the records are unknown.
  */
 static int roll_order(const state_member_list *ml, const char *leader, const char *version,
@@ -354,7 +354,7 @@ static int roll_order(const state_member_list *ml, const char *leader, const cha
                           v[i]->version ? v[i]->version : "?");
         }
         if (lead)
-                sb_printf(out, "%s%s (%s, the leader: leadership moves away first)",
+                sb_printf(out, "%s%s (%s, the leader: it hands leadership over as it stops)",
                           k++ ? ", " : "", lead->name, lead->version ? lead->version : "?");
         free(v);
         return k;

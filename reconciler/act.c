@@ -920,8 +920,7 @@ int act_step(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w, con
                 /*
                  * A new member joins within a few tens of ms, and a member a rolling
                  * restart just restarted serves within a few hundred (the next
-                 * restart, or the move of leadership before it, waits for it):
-                 * look soon, then less often.
+                 * restart waits for it): look soon, then less often.
                  */
                 if (s->reason &&
                     (streq(s->reason, REASON_SCALING_UP) || streq(s->reason, REASON_UPGRADING))) {

@@ -37,6 +37,9 @@
  * and running what its config hash says, which is exactly "the phase's
  * restarts are done"; the pass that moves it on ends "progressed", so the
  * next phase's first step comes in the very next pass, not after a poll.
+ * Phase 2, which restarts nothing, runs in the very pass that ends phase
+ * 1: what it needs (every member healthy on the bundle) is what that pass
+ * has just seen, and its row says phase 2 before the first reissue.
  * Audit: tls.ca-rotate, with the phase in the reason.
  *
  * A token first seen before the cluster formed is consumed without a
@@ -400,6 +403,29 @@ static int members_serve_reissued(const carotate_env *env, pass_result *res)
         return ok;
 }
 
+/*
+ * Record the end of `phase` (a converged pass: every member healthy and
+ * running what the phase wants) and the start of the next, audited; 0 or a
+ * negative errno.
+ */
+static int finish_phase(const carotate_env *env, const char *token, int phase)
+{
+        int next = phase == 3 ? 0 : phase + 1;
+        int k = state_ca_rotation_advance(env->db, env->cluster, next, env->now_ms);
+        if (k < 0)
+                return k;
+        _cleanup_free_ char *fp = xasprintf("ca-rotate.phase-%d", next);
+        failpoint(fp); /* recorded, nothing acted on yet */
+        audit(env, token, phase, "done, every member healthy");
+        if (next)
+                audit(env, token, next,
+                      next == 2 ? "started: the new CA signs; every member's leaves "
+                                  "reissued from it, one after the other"
+                                : "started: the old CA and its key are deleted; "
+                                  "members restart onto the new CA alone");
+        return 0;
+}
+
 int carotate_converged(const carotate_env *env, pass_result *res, bool *ret_new_identity)
 {
         *ret_new_identity = false;
@@ -412,39 +438,56 @@ int carotate_converged(const carotate_env *env, pass_result *res, bool *ret_new_
         /* The phase this pass observed under is the one to finish. */
         if (rot->phase != env->c->tls.ca_rotation_phase)
                 return 0;
-        int phase = rot->phase;
+        int first = rot->phase, phase = first;
         /* A running rotation is in phase 1, 2 or 3 (the table's CHECK; 0 is finished). */
         assert(phase >= 1 && phase <= 3);
         res->outcome = PASS_WAITING;
         res->poll_ms = POLL_AGAIN_MS;
         snprintf(res->reason, sizeof(res->reason), "RotatingCA");
+        if (phase == 1) {
+                k = finish_phase(env, rot->token, 1);
+                if (k < 0)
+                        return k;
+                /*
+                 * Phase 2 in this same pass: what it needs is what this
+                 * converged pass has just seen, every member healthy and
+                 * running the bundle old+new (and gitcd's client trusts
+                 * both). Its row says phase 2 before anything is reissued,
+                 * so a crash from here on resumes phase 2. The spec of this
+                 * pass moves to phase 2, so the target opens the CA as
+                 * phase 2 wants it (the new one signs).
+                 */
+                state_ca_rotation_free(rot);
+                rot = NULL;
+                k = state_ca_rotation_running(env->db, env->cluster, &rot);
+                if (k < 0)
+                        return k;
+                env->c->tls.ca_rotation_phase = phase = rot->phase;
+                assert(phase == 2);
+        }
         if (phase == 2) {
                 k = reissue_all(env, rot, res);
                 if (k < 0 || !members_serve_reissued(env, res))
                         return 1;
                 *ret_new_identity = true; /* gitcd's client certificate is the new CA's */
-        }
-        int next = phase == 3 ? 0 : phase + 1;
-        k = state_ca_rotation_advance(env->db, env->cluster, next, env->now_ms);
+                k = finish_phase(env, rot->token, 2);
+        } else
+                k = finish_phase(env, rot->token, 3);
         if (k < 0)
                 return k;
-        _cleanup_free_ char *fp = xasprintf("ca-rotate.phase-%d", next);
-        failpoint(fp); /* recorded, nothing acted on yet */
-        audit(env, rot->token, phase, "done, every member healthy");
-        if (next)
-                audit(env, rot->token, next,
-                      next == 2 ? "started: the new CA signs; every member's leaves "
-                                  "reissued from it, one after the other"
-                                : "started: the old CA and its key are deleted; "
-                                  "members restart onto the new CA alone");
         /* The next phase's first step is allowed at once: pass again without waiting. */
         res->outcome = PASS_PROGRESSED;
         res->poll_ms = 0;
-        if (next)
-                pass_say(res, "CA rotation phase %d/3 (%s) done; phase %d/3 (%s) begins", phase,
-                         phase_names[phase], next, phase_names[next]);
-        else
+        if (phase == 3)
                 pass_say(res, "CA rotation phase 3/3 (%s) done; the rotation is complete",
-                         phase_names[phase]);
+                         phase_names[3]);
+        else if (first == 1)
+                pass_say(res,
+                         "CA rotation phases 1/3 (%s) and 2/3 (%s) done in one pass; phase 3/3 "
+                         "(%s) begins",
+                         phase_names[1], phase_names[2], phase_names[3]);
+        else
+                pass_say(res, "CA rotation phase 2/3 (%s) done; phase 3/3 (%s) begins",
+                         phase_names[2], phase_names[3]);
         return 1;
 }

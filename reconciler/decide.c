@@ -16,6 +16,7 @@
  *   member data lost / crash loop: MemberRemove (replacement) ──▶ add learner ...
  *   replicas 0: scale down to one ──▶ stop it, data kept (dormant) ──▶ resume starts it
  *   outdated command: restart followers one at a time, the leader last
+ *   (etcd hands its leadership over inside its graceful stop: rule 13)
  *   takeover (spec.adopt): add a learner, promote, remove an old member
  *   (a follower; the leader last, after moving leadership to a gitcd
  *   voter), until no member of the old cluster is left
@@ -420,7 +421,24 @@ bool decide_renewal(const desired *want, const observation *obs, step *s)
         return decide_renew(want, obs, false, s);
 }
 
-/* Rule 13: roll outdated members, followers first (highest ordinal), the leader last. */
+/*
+ * Rule 13: roll outdated members, followers first (highest ordinal), the
+ * leader last. The leader is restarted without a MoveLeader before it:
+ * every target stops a member with SIGTERM and a grace of 10 s or more
+ * (local: SIGKILL after stop_timeout_ms; hosts: systemd's TimeoutStopSec,
+ * 90 s; static Pods and Kubernetes: the Pod's grace period), and etcd (3.4
+ * and 3.5, EtcdServer.Stop) hands leadership over inside that graceful
+ * stop: to the voter with the longest-lived peer connection, through
+ * raft's own transfer, which lets it campaign only once it holds the
+ * leader's whole log (the same transfer MoveLeader asks for), within
+ * etcd's request timeout. By the time the leader is the one left, every
+ * other voter is healthy and already on the new spec, so whichever etcd
+ * picks is up to date. A transfer that does not finish (the grace runs
+ * out, no peer connected) is a leader's crash: the healthy others keep
+ * quorum and elect a leader within one election timeout, and no
+ * committed entry is lost. This is what a rolling restart by hand does,
+ * and it saves a pass and an election per rolled leader.
+ */
 static bool decide_roll(const observation *obs, int voters, int healthy, step *s)
 {
         const obs_member *next = NULL;
@@ -444,9 +462,12 @@ static bool decide_roll(const observation *obs, int voters, int healthy, step *s
                 return true;
         }
         if (!next) {
-                if (voters > 1 && move_leader_away(obs, leader, REASON_UPGRADING, s))
-                        return true;
-                next = leader;
+                set(s, STEP_RESTART_MEMBER, leader, REASON_UPGRADING,
+                    voters > 1 ? "restart member %s, the leader, on its new spec (etcd hands "
+                                 "leadership to an up-to-date voter as it stops)"
+                               : "restart member %s on its new spec",
+                    leader->name);
+                return true;
         }
         set(s, STEP_RESTART_MEMBER, next, REASON_UPGRADING, "restart member %s on its new spec",
             next->name);

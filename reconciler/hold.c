@@ -28,7 +28,11 @@ hold_class hold_step_class(const step *s)
         case STEP_RESTART_MEMBER:
                 return HOLD_DISRUPTIVE;
         case STEP_MOVE_LEADER:
-                /* away from the member a roll restarts next: part of the roll */
+                /*
+                 * With Upgrading it would be part of a roll; rule 13 no longer
+                 * sends one (etcd hands leadership over as the leader stops),
+                 * but one would be held as the roll is.
+                 */
                 return streq_ptr(s->reason, REASON_UPGRADING) ? HOLD_DISRUPTIVE : HOLD_VOLUNTARY;
         case STEP_START_SEED:
         case STEP_ADD_LEARNER:

@@ -373,6 +373,11 @@ typedef struct target_ops {
         /*
          * Make member idx of the plan run: create its volume and start it
          * (or leave it running when it already runs with the same command).
+         * A member running an older command is stopped first, and every
+         * stop sends SIGTERM and leaves etcd time before anything harder
+         * (10 s or more by every target's default): a leader hands its
+         * leadership over inside that graceful stop, and decide() rule 13
+         * restarts the leader without moving leadership first.
          */
         int (*ensure_member)(target *t, const etcd_cluster *c, const membership_plan *p,
                              size_t idx);

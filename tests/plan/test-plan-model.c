@@ -333,7 +333,7 @@ static void test_roll_order(void **state)
         assert_int_equal(it->action, PLAN_UPDATE);
         assert_true(has_step(it, "restart 3 members one at a time on 3.5.30 in this order: "
                                  "up-2 (3.5.16), up-0 (3.5.16), up-1 (3.5.16, the leader: "
-                                 "leadership moves away first)"));
+                                 "it hands leadership over as it stops)"));
         assert_true(has_step(it, "after each: wait until it serves 3.5.30, has caught up"));
         plan_free(p);
 
