@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <libgen.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -46,6 +47,35 @@
 static pthread_mutex_t writers = PTHREAD_MUTEX_INITIALIZER;
 
 static __thread char last_error[1024];
+
+/* state_counters_get(): relaxed, every connection of the process. */
+static _Atomic uint64_t n_statements, n_prepared, n_transactions, n_writes, n_changes;
+
+void state_counters_get(state_counters *ret)
+{
+        *ret = (state_counters){
+            .statements = atomic_load_explicit(&n_statements, memory_order_relaxed),
+            .prepared = atomic_load_explicit(&n_prepared, memory_order_relaxed),
+            .transactions = atomic_load_explicit(&n_transactions, memory_order_relaxed),
+            .writes = atomic_load_explicit(&n_writes, memory_order_relaxed),
+            .changes = atomic_load_explicit(&n_changes, memory_order_relaxed),
+        };
+}
+
+static void count(_Atomic uint64_t *c, uint64_t n)
+{
+        atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+/* A write transaction (or autocommit write) ended: it changed `changes` rows. */
+static void count_write(int64_t changes)
+{
+        count(&n_transactions, 1);
+        if (changes > 0) {
+                count(&n_writes, 1);
+                count(&n_changes, (uint64_t)changes);
+        }
+}
 
 const char *state_last_error(void)
 {
@@ -267,7 +297,9 @@ static int db_preparev(state_db *db, const char *what, const char *sql, sqlite3_
         bool lend = n_lent < LENT_MAX;
         db_cached_stmt *c = lend ? cache_find(db, sql) : NULL;
         sqlite3_stmt *st = c ? c->st : NULL;
+        count(&n_statements, 1);
         if (!c) {
+                count(&n_prepared, 1);
                 int rc = sqlite3_prepare_v3(db->sql, sql, -1, lend ? SQLITE_PREPARE_PERSISTENT : 0,
                                             &st, NULL);
                 if (rc != SQLITE_OK) {
@@ -304,11 +336,17 @@ int db_prepare(state_db *db, const char *what, const char *sql, sqlite3_stmt **r
 int db_step(state_db *db, sqlite3_stmt *st, const char *what)
 {
         bool turn = !db->read_only && db->depth == 0 && !sqlite3_stmt_readonly(st);
-        if (turn)
+        int64_t before = 0;
+        if (turn) {
                 pthread_mutex_lock(&writers);
+                before = sqlite3_total_changes64(db->sql);
+        }
         int rc = sqlite3_step(st);
-        if (turn)
+        if (turn) {
+                /* a write statement outside a transaction is one of its own */
+                count_write(sqlite3_total_changes64(db->sql) - before);
                 pthread_mutex_unlock(&writers);
+        }
         if (rc == SQLITE_ROW)
                 return 1;
         if (rc == SQLITE_DONE)
@@ -351,6 +389,7 @@ int db_run(state_db *db, const char *what, const char *sql, const char *fmt, ...
 
 int db_exec(state_db *db, const char *what, const char *sql)
 {
+        count(&n_statements, 1);
         int rc = sqlite3_exec(db->sql, sql, NULL, NULL, NULL);
         if (rc != SQLITE_OK)
                 return db_error(db, sqlite3_extended_errcode(db->sql), what);
@@ -382,15 +421,19 @@ int state_begin(state_db *db)
                         pthread_mutex_unlock(&writers);
                 return r;
         }
+        if (db->depth == 0)
+                db->changes_at_begin = sqlite3_total_changes64(db->sql);
         db->depth++;
         return 0;
 }
 
-/* The outermost transaction of a writer ended. */
-static void writer_done(state_db *db)
+/* The outermost transaction of a writer ended (committed: count what it changed). */
+static void writer_done(state_db *db, bool committed)
 {
-        if (!db->read_only)
-                pthread_mutex_unlock(&writers);
+        if (db->read_only)
+                return;
+        count_write(committed ? sqlite3_total_changes64(db->sql) - db->changes_at_begin : 0);
+        pthread_mutex_unlock(&writers);
 }
 
 int state_rollback(state_db *db)
@@ -402,7 +445,7 @@ int state_rollback(state_db *db)
         if (db->depth == 0) {
                 /* sqlite may already have rolled back (e.g. after SQLITE_FULL) */
                 if (sqlite3_get_autocommit(db->sql)) {
-                        writer_done(db);
+                        writer_done(db, false);
                         return 0;
                 }
                 snprintf(sql, sizeof(sql), "ROLLBACK");
@@ -410,7 +453,7 @@ int state_rollback(state_db *db)
                 snprintf(sql, sizeof(sql), "ROLLBACK TO s%d; RELEASE s%d", db->depth, db->depth);
         int r = db_exec(db, "rolling back", sql);
         if (db->depth == 0)
-                writer_done(db);
+                writer_done(db, false);
         return r;
 }
 
@@ -434,7 +477,7 @@ int state_commit(state_db *db)
         }
         db->depth--;
         if (db->depth == 0)
-                writer_done(db);
+                writer_done(db, true);
         return 0;
 }
 
@@ -743,7 +786,7 @@ void state_close(state_db *db)
                 sqlite3_close_v2(db->sql);
         }
         if (db->depth > 0)
-                writer_done(db);
+                writer_done(db, false);
         free(db->path);
         free(db);
 }

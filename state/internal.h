@@ -36,7 +36,8 @@ struct state_db {
         sqlite3 *sql;
         char *path;
         bool read_only;
-        int depth; /* open state_begin() levels */
+        int depth;                /* open state_begin() levels */
+        int64_t changes_at_begin; /* sqlite3_total_changes64() at the outermost begin */
         db_cached_stmt cache[DB_STMT_CACHE];
         size_t n_cache;
         uint64_t tick;

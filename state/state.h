@@ -58,6 +58,24 @@ void state_close(state_db *db); /* state_close(NULL) is a no-op */
 const char *state_path(const state_db *db);
 
 /*
+ * What this process asked of its state databases since it started, every
+ * connection counted (for benchmarks and for tests of what a pass writes):
+ * statements run, of those prepared afresh (not from a connection's cache),
+ * write transactions (an outermost state_begin() on a read-write handle, or
+ * one write statement outside a transaction), of those the ones that changed
+ * a row (each costs SQLite a WAL append and an fsync at commit), and the rows
+ * changed.
+ */
+typedef struct state_counters {
+        uint64_t statements;
+        uint64_t prepared;
+        uint64_t transactions;
+        uint64_t writes;
+        uint64_t changes;
+} state_counters;
+void state_counters_get(state_counters *ret);
+
+/*
  * The message for the last failed call on this thread ("" if none). It names
  * the database and the operation and is safe to show to a user.
  */
