@@ -122,6 +122,15 @@ typedef struct cluster_ctx {
         size_t n_takeover_ids;
         bool takeover_none; /* no takeover under way in the store (a new one needs spec.adopt) */
         slow_track slow;    /* disk scrapes and the last move off a slow leader */
+        /*
+         * When each member was last observed (wall ms), kept here between the
+         * record's refreshes (observe.c): written when the member turns unknown.
+         */
+        struct member_seen {
+                char *name;
+                int64_t ms;
+        } * seen;
+        size_t n_seen;
 } cluster_ctx;
 
 struct reconciler {

@@ -83,6 +83,9 @@ static void ctx_release(const reconciler *r, cluster_ctx *x)
         upgrade_track_release(&x->upgrade);
         takeover_ctx_release(x);
         slow_track_release(&x->slow);
+        for (size_t i = 0; i < x->n_seen; i++)
+                free(x->seen[i].name);
+        free(x->seen);
 }
 
 void reconciler_free(reconciler *r)
