@@ -230,7 +230,10 @@ cluster_ctx *cluster_ctx_get(reconciler *r, const char *name);
  * from the latched one (stored, with a fresh progress deadline, ending a
  * terminal state), else the latched spec parsed into x once. 1: a new spec
  * was latched; 0: the latched spec stands; -ENOENT: no desired spec;
- * -EBADMSG: the stored spec does not parse; or the store's error.
+ * -EBADMSG: the stored spec does not parse; or the store's error. sc may be
+ * read brief (state_cluster_get_brief): the specs' texts are read into it
+ * only when one is to be parsed, so a pass whose latched spec stands reads
+ * neither.
  */
 int reconciler_latch(reconciler *r, cluster_ctx *x, state_cluster *sc);
 

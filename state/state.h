@@ -190,7 +190,11 @@ int state_cluster_target(state_db *db, const char *cluster, char **ret);
  */
 int state_cluster_tls_off(state_db *db, const char *cluster, char **ret);
 int state_cluster_set_tls_off(state_db *db, const char *cluster, const char *surfaces);
-/* Latch the target (observed spec) with its progress deadline (0 = none). -ENOENT. */
+/*
+ * Latch the target (observed spec) with its progress deadline (0 = none).
+ * json NULL with a hash: the latched spec stays and only its deadline is set,
+ * when hash is the latched one's (-ENOENT otherwise). -ENOENT.
+ */
 int state_cluster_latch(state_db *db, const char *cluster, const char *json, const char *hash,
                         int64_t deadline_ms, int64_t now_ms);
 /* Record the etcd cluster ID (16 hex digits). -EINVAL, -ENOENT. */
@@ -216,6 +220,16 @@ int state_cluster_set_condition(state_db *db, const char *cluster, const char *t
 /* Forget a cluster and everything recorded about it except the audit log. */
 int state_cluster_delete(state_db *db, const char *cluster);
 int state_cluster_get(state_db *db, const char *cluster, state_cluster **ret_cluster);
+/*
+ * state_cluster_get() without the specs' texts (desired_json and
+ * observed_json NULL, desired_replicas -1, desired_version NULL): a
+ * reconciler pass whose latched spec is current needs only the hashes, and
+ * reading and copying the texts (with two fields read out of the desired
+ * one) was most of what reading a cluster cost. state_cluster_get_specs()
+ * fills the texts in, with the hashes they go with, when they are needed.
+ */
+int state_cluster_get_brief(state_db *db, const char *cluster, state_cluster **ret_cluster);
+int state_cluster_get_specs(state_db *db, state_cluster *c);
 /*
  * The hash of the spec in force (the latched one, else the desired one;
  * NULL when neither), without reading the rest: to tell cheaply whether
