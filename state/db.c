@@ -742,8 +742,21 @@ static int open_read_only(state_db *db)
         return quick_check(db);
 }
 
+/*
+ * SQLite's memory statistics take a process-wide mutex around every
+ * allocation, and a pass allocates for every row it reads: the daemon's
+ * workers met there. gitcd never reads the statistics. Set before SQLite
+ * initializes; if it already did (another library), nothing changes.
+ */
+static void sqlite_setup(void)
+{
+        (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 static int open_common(const char *path, state_open_mode mode, int target, state_db **ret_db)
 {
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        pthread_once(&once, sqlite_setup);
         last_error[0] = '\0';
         if (isempty(path)) {
                 snprintf(last_error, sizeof(last_error), "state: no database path given");
