@@ -37,6 +37,15 @@
 #define BUSY_TIMEOUT_MS 5000
 
 /*
+ * Each writer connection's page cache, in KiB (SQLite's default is 2000):
+ * the daemon has one connection per worker, each filling its own cache with
+ * the pages of whichever clusters it passed, about 2 MB each; the file is in
+ * the kernel's page cache anyway, and an idle pass cost no more CPU with a
+ * quarter of the cache (docs/performance.md).
+ */
+#define STATE_CACHE_KB "512"
+
+/*
  * Writers of this process take turns here, not in SQLite's busy handler
  * (which sleeps up to 100 ms between tries): the daemon's workers each
  * have a connection (reconciler/driver.c). Held by a write transaction
@@ -653,9 +662,11 @@ static int open_read_write(state_db *db, int target)
          * but not write the folder can still run `gitcd log` */
         int persist = 1;
         (void)sqlite3_file_control(db->sql, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+        /* cache_size: see STATE_CACHE_KB */
         r = db_exec(db, "opening",
                     "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; "
-                    "PRAGMA journal_size_limit = 1048576");
+                    "PRAGMA journal_size_limit = 1048576; "
+                    "PRAGMA cache_size = -" STATE_CACHE_KB);
         if (r < 0)
                 return r;
         r = quick_check(db);
