@@ -12,7 +12,9 @@
  *   simulated  the driver in this process with its worker threads, over a fleet
  *              of fake worlds (tests/fake/fleet.h: an in-memory target and etcd,
  *              no processes or sockets): M clusters, the same figures; the fake
- *              worlds' own resident pages are subtracted from the memory.
+ *              worlds' own resident pages are subtracted from the memory; and what
+ *              one idle pass cost: CPU, SQL statements (prepared afresh), write
+ *              transactions and those that wrote, rows changed (state_counters_get).
  *
  * usage: bench-many [--real N] [--simulated M[,M...]] [--idle S] [--version V]
  *        (defaults: --real 100 --simulated 1000,10000 --idle 60 --version 3.5.16;
