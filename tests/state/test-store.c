@@ -194,6 +194,16 @@ static void test_clusters(void **state)
         assert_string_equal(c->desired_json, spec3);
         assert_string_equal(c->observed_json, spec3);
         state_cluster_free(c);
+        /* the deadline alone, by the latched spec's hash (a pass that read brief) */
+        assert_int_equal(state_cluster_get_brief(db, "prod/main", &c), 0);
+        assert_int_equal(state_cluster_latch(db, "prod/main", NULL, c->observed_hash, 0, T0), 0);
+        assert_int_equal(state_cluster_latch(db, "prod/main", NULL, "other-hash", T0 + 1, T0),
+                         -ENOENT);
+        state_cluster_free(c);
+        assert_int_equal(state_cluster_get(db, "prod/main", &c), 0);
+        assert_int_equal(c->progress_deadline_ms, 0);
+        assert_string_equal(c->observed_json, spec3);
+        state_cluster_free(c);
         assert_int_equal(state_cluster_get_brief(db, "prod/none", &c), -ENOENT);
 
         /* the target its members run on: none until recorded, then the last one recorded */
