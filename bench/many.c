@@ -12,7 +12,9 @@
  *   simulated  the driver in this process with its worker threads, over a fleet
  *              of fake worlds (tests/fake/fleet.h: an in-memory target and etcd,
  *              no processes or sockets): M clusters, the same figures; the fake
- *              worlds' own resident pages are subtracted from the memory.
+ *              worlds' own resident pages are subtracted from the memory; and what
+ *              one idle pass cost: CPU, SQL statements (prepared afresh), write
+ *              transactions and those that wrote, rows changed (state_counters_get).
  *
  * usage: bench-many [--real N] [--simulated M[,M...]] [--idle S] [--version V]
  *        (defaults: --real 100 --simulated 1000,10000 --idle 60 --version 3.5.16;
@@ -20,6 +22,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +282,15 @@ static driver_summary turn(driver *d)
         return s;
 }
 
+static _Atomic uint64_t passes;
+
+static void pass_counted(const char *cluster, const pass_result *res, int64_t duration_ms,
+                         void *userdata)
+{
+        (void)cluster, (void)res, (void)duration_ms, (void)userdata;
+        atomic_fetch_add_explicit(&passes, 1, memory_order_relaxed);
+}
+
 static void bench_simulated(size_t n, int idle_s, const char *version)
 {
         _cleanup_free_ char *dir = xasprintf("%s/sim-%zu", root, n);
@@ -313,7 +325,8 @@ static void bench_simulated(size_t n, int idle_s, const char *version)
                          .etcd = &fake_fleet_etcd_ops,
                          .etcd_userdata = fleet,
                          .wall_ms = fake_fleet_clock_ms,
-                         .mono_ms = fake_fleet_clock_ms};
+                         .mono_ms = fake_fleet_clock_ms,
+                         .pass_done = pass_counted};
         driver *d = NULL;
         if (driver_new(&o, &d) < 0)
                 exit(1);
@@ -328,17 +341,32 @@ static void bench_simulated(size_t n, int idle_s, const char *version)
         double converge_s = (double)(now_mono_ms() - t0) / 1000;
         for (int i = 0; i < 20 && turn(d).busy; i++)
                 ;
+        state_counters k0, k1;
+        state_counters_get(&k0);
+        uint64_t p0 = atomic_load(&passes);
         double c0 = self_cpu_s();
         int64_t m0 = now_mono_ms();
         while (now_mono_ms() - m0 < (int64_t)idle_s * 1000)
                 (void)turn(d);
-        double cpu = (self_cpu_s() - c0) / ((double)(now_mono_ms() - m0) / 1000);
+        double cpu_s = self_cpu_s() - c0;
+        double cpu = cpu_s / ((double)(now_mono_ms() - m0) / 1000);
+        state_counters_get(&k1);
+        double np = (double)(atomic_load(&passes) - p0);
         size_t worlds_bytes = 0;
         (void)fake_fleet_worlds(fleet, &worlds_bytes);
         double rss = proc_rss_mb(getpid()) - (double)worlds_bytes / (1024.0 * 1024.0);
         report("  driver + fake target and etcd", n, converge_s, cpu, rss, rss0);
         printf("  %36s (fake worlds' own %.1f MB not counted; %d workers)\n", "",
                (double)worlds_bytes / (1024.0 * 1024.0), DRIVER_WORKERS_DEFAULT);
+        if (np > 0)
+                printf("  %36s an idle pass (%.0f passes): %.3f ms of CPU, %.1f SQL statements "
+                       "(%.2f prepared), %.3f write transactions, %.3f that wrote, %.2f rows "
+                       "changed\n",
+                       "", np, cpu_s * 1000 / np, (double)(k1.statements - k0.statements) / np,
+                       (double)(k1.prepared - k0.prepared) / np,
+                       (double)(k1.transactions - k0.transactions) / np,
+                       (double)(k1.writes - k0.writes) / np,
+                       (double)(k1.changes - k0.changes) / np);
         driver_free(d);
         source_free(s);
         target_free(t);

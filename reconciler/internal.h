@@ -122,6 +122,15 @@ typedef struct cluster_ctx {
         size_t n_takeover_ids;
         bool takeover_none; /* no takeover under way in the store (a new one needs spec.adopt) */
         slow_track slow;    /* disk scrapes and the last move off a slow leader */
+        /*
+         * When each member was last observed (wall ms), kept here between the
+         * record's refreshes (observe.c): written when the member turns unknown.
+         */
+        struct member_seen {
+                char *name;
+                int64_t ms;
+        } * seen;
+        size_t n_seen;
 } cluster_ctx;
 
 struct reconciler {
@@ -221,7 +230,10 @@ cluster_ctx *cluster_ctx_get(reconciler *r, const char *name);
  * from the latched one (stored, with a fresh progress deadline, ending a
  * terminal state), else the latched spec parsed into x once. 1: a new spec
  * was latched; 0: the latched spec stands; -ENOENT: no desired spec;
- * -EBADMSG: the stored spec does not parse; or the store's error.
+ * -EBADMSG: the stored spec does not parse; or the store's error. sc may be
+ * read brief (state_cluster_get_brief): the specs' texts are read into it
+ * only when one is to be parsed, so a pass whose latched spec stands reads
+ * neither.
  */
 int reconciler_latch(reconciler *r, cluster_ctx *x, state_cluster *sc);
 

@@ -39,8 +39,25 @@
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
-/* How often the time a member was last observed is written again while nothing else changes. */
-#define SEEN_REFRESH_MS (60 * 1000)
+/*
+ * How often the time a member was last observed is written again while
+ * nothing else about it changes. Between those writes the time is kept in
+ * the cluster's context and written when the member turns unknown, so an
+ * idle pass writes nothing; the record is at most this old only after gitcd
+ * restarted while the member could not be seen.
+ */
+#define SEEN_REFRESH_MS (10 * 60 * 1000)
+
+/* The cluster's slot for when member name was last observed (0: not this run). */
+static int64_t *seen_slot(cluster_ctx *x, const char *name)
+{
+        for (size_t i = 0; i < x->n_seen; i++)
+                if (streq(x->seen[i].name, name))
+                        return &x->seen[i].ms;
+        x->seen = xrealloc(x->seen, (x->n_seen + 1) * sizeof(*x->seen));
+        x->seen[x->n_seen] = (struct member_seen){.name = xstrdup(name)};
+        return &x->seen[x->n_seen++].ms;
+}
 
 /* ---- what a recorded member should run ----------------------------------- */
 
@@ -519,7 +536,8 @@ static void record_observed(reconciler *r, cluster_ctx *x, world *w)
                         str_assign(&v->rec->unreachable, NULL);
                         changed = true;
                 }
-                /* when it was last observed, to within a minute (not a write every pass) */
+                /* when it was last observed: kept here, written with a change or now and then */
+                *seen_slot(x, v->rec->name) = now;
                 if (changed || now - v->rec->seen_ms >= SEEN_REFRESH_MS) {
                         v->rec->seen_ms = now;
                         changed = true;
@@ -549,6 +567,10 @@ void world_record_unknown(reconciler *r, cluster_ctx *x, world *w)
                 state_member *m = v->rec;
                 bool changed = false;
                 if (!streq_ptr(m->state, "unknown")) {
+                        /* the last pass that saw it, which may not have written the time */
+                        int64_t seen = *seen_slot(x, m->name);
+                        if (seen > m->seen_ms)
+                                m->seen_ms = seen;
                         str_assign(&m->seen_state, xstrdup_null(m->state));
                         str_assign(&m->state, xstrdup("unknown"));
                         changed = true;

@@ -150,7 +150,8 @@ static pass_next pass_begin(pass_ctx *p)
         cluster_ctx *x = p->x;
         world *w = &p->w;
         pass_result *res = p->res;
-        int k = state_cluster_get(r->opts.db, x->name, &w->sc);
+        /* the specs' texts only when the latched spec is not the recorded one (latch) */
+        int k = state_cluster_get_brief(r->opts.db, x->name, &w->sc);
         if (k < 0)
                 return pass_error(p, k);
         k = reconciler_latch(r, x, w->sc);

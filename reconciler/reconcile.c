@@ -83,6 +83,9 @@ static void ctx_release(const reconciler *r, cluster_ctx *x)
         upgrade_track_release(&x->upgrade);
         takeover_ctx_release(x);
         slow_track_release(&x->slow);
+        for (size_t i = 0; i < x->n_seen; i++)
+                free(x->seen[i].name);
+        free(x->seen);
 }
 
 void reconciler_free(reconciler *r)
@@ -110,10 +113,19 @@ cluster_ctx *cluster_ctx_get(reconciler *r, const char *name)
 
 int reconciler_latch(reconciler *r, cluster_ctx *x, state_cluster *sc)
 {
-        if (!sc->desired_json)
-                return -ENOENT;
         bool relatch = !streq_ptr(sc->observed_hash, sc->desired_hash);
-        if (relatch || !x->latched || !streq_ptr(x->latched_hash, sc->observed_hash)) {
+        bool parse = relatch || !x->latched || !streq_ptr(x->latched_hash, sc->observed_hash);
+        /* read brief (state_cluster_get_brief): the texts now, with the hashes they go with */
+        if (!sc->desired_json && (parse || !sc->desired_hash)) {
+                int k = state_cluster_get_specs(r->opts.db, sc);
+                if (k < 0)
+                        return k;
+                relatch = !streq_ptr(sc->observed_hash, sc->desired_hash);
+                parse = relatch || !x->latched || !streq_ptr(x->latched_hash, sc->observed_hash);
+        }
+        if (!sc->desired_json && (parse || !sc->desired_hash))
+                return -ENOENT;
+        if (parse) {
                 const char *json = relatch ? sc->desired_json : sc->observed_json;
                 const char *hash = relatch ? sc->desired_hash : sc->observed_hash;
                 etcd_cluster *c = spec_from_json_text(json, x->name);

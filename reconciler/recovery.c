@@ -166,7 +166,7 @@ static int finish(const recovery_env *env, state_recovery *rec, const char *how,
                 log_info("%s: recovered from %s %s at revision %" PRId64 "; growing back",
                          env->cluster, rec->source_kind, rec->source, rec->revision);
                 /* The time quorum was lost does not count against the lifecycle that follows. */
-                if (env->latched_json && env->latched_hash)
+                if (env->latched_hash)
                         (void)state_cluster_latch(env->db, env->cluster, env->latched_json,
                                                   env->latched_hash, 0, env->now_ms);
                 (void)state_recovery_assessment_clear(env->db, env->cluster);

@@ -34,9 +34,10 @@ typedef struct recovery_env {
         const etcd_cluster *c;
         const char *cluster; /* "namespace/name" */
         const state_member_list *records;
-        const observation *obs;   /* obs->members: the recorded members first, by record order */
-        bool quorum;              /* a quorum of voters is healthy */
-        const char *latched_json; /* the latched spec, to restart its progress deadline */
+        const observation *obs; /* obs->members: the recorded members first, by record order */
+        bool quorum;            /* a quorum of voters is healthy */
+        /* the latched spec (NULL: its text was not read) and its hash, to restart its deadline */
+        const char *latched_json;
         const char *latched_hash;
         const char *commit; /* the commit and author behind the latched spec */
         const char *author;

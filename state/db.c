@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <libgen.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -48,6 +49,15 @@
 #define SHORT_LIVED_WAL_PAGES 64
 
 /*
+ * Each writer connection's page cache, in KiB (SQLite's default is 2000):
+ * the daemon has one connection per worker, each filling its own cache with
+ * the pages of whichever clusters it passed, about 2 MB each; the file is in
+ * the kernel's page cache anyway, and an idle pass cost no more CPU with a
+ * quarter of the cache (docs/performance.md).
+ */
+#define STATE_CACHE_KB "512"
+
+/*
  * Writers of this process take turns here, not in SQLite's busy handler
  * (which sleeps up to 100 ms between tries): the daemon's workers each
  * have a connection (reconciler/driver.c). Held by a write transaction
@@ -64,6 +74,35 @@ static bool short_lived;
 void state_set_short_lived(bool on)
 {
         short_lived = on;
+}
+
+/* state_counters_get(): relaxed, every connection of the process. */
+static _Atomic uint64_t n_statements, n_prepared, n_transactions, n_writes, n_changes;
+
+void state_counters_get(state_counters *ret)
+{
+        *ret = (state_counters){
+            .statements = atomic_load_explicit(&n_statements, memory_order_relaxed),
+            .prepared = atomic_load_explicit(&n_prepared, memory_order_relaxed),
+            .transactions = atomic_load_explicit(&n_transactions, memory_order_relaxed),
+            .writes = atomic_load_explicit(&n_writes, memory_order_relaxed),
+            .changes = atomic_load_explicit(&n_changes, memory_order_relaxed),
+        };
+}
+
+static void count(_Atomic uint64_t *c, uint64_t n)
+{
+        atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+/* A write transaction (or autocommit write) ended: it changed `changes` rows. */
+static void count_write(int64_t changes)
+{
+        count(&n_transactions, 1);
+        if (changes > 0) {
+                count(&n_writes, 1);
+                count(&n_changes, (uint64_t)changes);
+        }
 }
 
 const char *state_last_error(void)
@@ -286,7 +325,9 @@ static int db_preparev(state_db *db, const char *what, const char *sql, sqlite3_
         bool lend = n_lent < LENT_MAX;
         db_cached_stmt *c = lend ? cache_find(db, sql) : NULL;
         sqlite3_stmt *st = c ? c->st : NULL;
+        count(&n_statements, 1);
         if (!c) {
+                count(&n_prepared, 1);
                 int rc = sqlite3_prepare_v3(db->sql, sql, -1, lend ? SQLITE_PREPARE_PERSISTENT : 0,
                                             &st, NULL);
                 if (rc != SQLITE_OK) {
@@ -323,11 +364,17 @@ int db_prepare(state_db *db, const char *what, const char *sql, sqlite3_stmt **r
 int db_step(state_db *db, sqlite3_stmt *st, const char *what)
 {
         bool turn = !db->read_only && db->depth == 0 && !sqlite3_stmt_readonly(st);
-        if (turn)
+        int64_t before = 0;
+        if (turn) {
                 pthread_mutex_lock(&writers);
+                before = sqlite3_total_changes64(db->sql);
+        }
         int rc = sqlite3_step(st);
-        if (turn)
+        if (turn) {
+                /* a write statement outside a transaction is one of its own */
+                count_write(sqlite3_total_changes64(db->sql) - before);
                 pthread_mutex_unlock(&writers);
+        }
         if (rc == SQLITE_ROW)
                 return 1;
         if (rc == SQLITE_DONE)
@@ -370,6 +417,7 @@ int db_run(state_db *db, const char *what, const char *sql, const char *fmt, ...
 
 int db_exec(state_db *db, const char *what, const char *sql)
 {
+        count(&n_statements, 1);
         int rc = sqlite3_exec(db->sql, sql, NULL, NULL, NULL);
         if (rc != SQLITE_OK)
                 return db_error(db, sqlite3_extended_errcode(db->sql), what);
@@ -401,15 +449,19 @@ int state_begin(state_db *db)
                         pthread_mutex_unlock(&writers);
                 return r;
         }
+        if (db->depth == 0)
+                db->changes_at_begin = sqlite3_total_changes64(db->sql);
         db->depth++;
         return 0;
 }
 
-/* The outermost transaction of a writer ended. */
-static void writer_done(state_db *db)
+/* The outermost transaction of a writer ended (committed: count what it changed). */
+static void writer_done(state_db *db, bool committed)
 {
-        if (!db->read_only)
-                pthread_mutex_unlock(&writers);
+        if (db->read_only)
+                return;
+        count_write(committed ? sqlite3_total_changes64(db->sql) - db->changes_at_begin : 0);
+        pthread_mutex_unlock(&writers);
 }
 
 int state_rollback(state_db *db)
@@ -421,7 +473,7 @@ int state_rollback(state_db *db)
         if (db->depth == 0) {
                 /* sqlite may already have rolled back (e.g. after SQLITE_FULL) */
                 if (sqlite3_get_autocommit(db->sql)) {
-                        writer_done(db);
+                        writer_done(db, false);
                         return 0;
                 }
                 snprintf(sql, sizeof(sql), "ROLLBACK");
@@ -429,7 +481,7 @@ int state_rollback(state_db *db)
                 snprintf(sql, sizeof(sql), "ROLLBACK TO s%d; RELEASE s%d", db->depth, db->depth);
         int r = db_exec(db, "rolling back", sql);
         if (db->depth == 0)
-                writer_done(db);
+                writer_done(db, false);
         return r;
 }
 
@@ -453,7 +505,7 @@ int state_commit(state_db *db)
         }
         db->depth--;
         if (db->depth == 0)
-                writer_done(db);
+                writer_done(db, true);
         return 0;
 }
 
@@ -643,9 +695,11 @@ static int open_read_write(state_db *db, int target)
          * but not write the folder can still run `gitcd log` */
         int persist = 1;
         (void)sqlite3_file_control(db->sql, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+        /* cache_size: see STATE_CACHE_KB */
         r = db_exec(db, "opening",
                     "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; "
-                    "PRAGMA journal_size_limit = 1048576");
+                    "PRAGMA journal_size_limit = 1048576; "
+                    "PRAGMA cache_size = -" STATE_CACHE_KB);
         if (r < 0)
                 return r;
         if (!db->short_lived) {
@@ -737,8 +791,21 @@ static int open_read_only(state_db *db)
         return quick_check(db);
 }
 
+/*
+ * SQLite's memory statistics take a process-wide mutex around every
+ * allocation, and a pass allocates for every row it reads: the daemon's
+ * workers met there. gitcd never reads the statistics. Set before SQLite
+ * initializes; if it already did (another library), nothing changes.
+ */
+static void sqlite_setup(void)
+{
+        (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 static int open_common(const char *path, state_open_mode mode, int target, state_db **ret_db)
 {
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        pthread_once(&once, sqlite_setup);
         last_error[0] = '\0';
         if (isempty(path)) {
                 snprintf(last_error, sizeof(last_error), "state: no database path given");
@@ -793,7 +860,7 @@ void state_close(state_db *db)
                 sqlite3_close_v2(db->sql);
         }
         if (db->depth > 0)
-                writer_done(db);
+                writer_done(db, false);
         free(db->path);
         free(db);
 }

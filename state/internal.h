@@ -39,6 +39,7 @@ struct state_db {
         bool short_lived; /* state_set_short_lived(): no quick_check, no checkpoint at close */
         int wal_pages;    /* short-lived: the WAL's length after the last commit */
         int depth;        /* open state_begin() levels */
+        int64_t changes_at_begin; /* sqlite3_total_changes64() at the outermost begin */
         db_cached_stmt cache[DB_STMT_CACHE];
         size_t n_cache;
         uint64_t tick;

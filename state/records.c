@@ -323,6 +323,17 @@ int state_cluster_latch(state_db *db, const char *cluster, const char *json, con
                         int64_t deadline_ms, int64_t now_ms)
 {
         const char *what = "latching the target";
+        if (!json && hash) {
+                /* the latched spec stays: only its deadline (a pass that read the row brief) */
+                int r = state_begin(db);
+                if (r < 0)
+                        return r;
+                r = db_run(db, what,
+                           "UPDATE clusters SET progress_deadline_ms = ?, updated_ms = ? "
+                           "WHERE name = ? AND observed_hash IS ?",
+                           "iiss", deadline_ms, now_ms, cluster, hash);
+                return db_end(db, cluster_update(db, what, cluster, r));
+        }
         if (!json_object_text(json))
                 return db_fail(db, -EINVAL, what, "the target of %s is not a JSON object",
                                cluster ? cluster : "");
@@ -536,12 +547,18 @@ static int cluster_load_conditions(state_db *db, state_cluster *c)
         return r;
 }
 
-int state_cluster_get(state_db *db, const char *cluster, state_cluster **ret_cluster)
+/* The same columns without the two specs' texts and what is read out of the desired one. */
+#define CLUSTER_BRIEF_COLUMNS                                                                      \
+        "name, created_ms, updated_ms, NULL, desired_hash, desired_commit, desired_ms, NULL, "     \
+        "observed_hash, progress_deadline_ms, cluster_id, phase, version, leader, "                \
+        "terminal_reason, terminal_message, NULL, NULL"
+
+static int cluster_get(state_db *db, const char *cluster, const char *sql,
+                       state_cluster **ret_cluster)
 {
         const char *what = "reading a cluster";
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = db_query_row(db, what, "SELECT " CLUSTER_COLUMNS " FROM clusters WHERE name = ?",
-                             &st, "s", cluster);
+        int r = db_query_row(db, what, sql, &st, "s", cluster);
         if (r < 0)
                 return r;
         if (r == 0)
@@ -553,6 +570,39 @@ int state_cluster_get(state_db *db, const char *cluster, state_cluster **ret_clu
                 return r;
         }
         *ret_cluster = c;
+        return 0;
+}
+
+int state_cluster_get(state_db *db, const char *cluster, state_cluster **ret_cluster)
+{
+        return cluster_get(db, cluster, "SELECT " CLUSTER_COLUMNS " FROM clusters WHERE name = ?",
+                           ret_cluster);
+}
+
+int state_cluster_get_brief(state_db *db, const char *cluster, state_cluster **ret_cluster)
+{
+        return cluster_get(db, cluster,
+                           "SELECT " CLUSTER_BRIEF_COLUMNS " FROM clusters WHERE name = ?",
+                           ret_cluster);
+}
+
+int state_cluster_get_specs(state_db *db, state_cluster *c)
+{
+        const char *what = "reading a cluster's specs";
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = db_query_row(db, what,
+                             "SELECT desired_json, desired_hash, observed_json, observed_hash "
+                             "FROM clusters WHERE name = ?",
+                             &st, "s", c->name);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return db_fail(db, -ENOENT, what, "no cluster %s", c->name);
+        /* texts and hashes read together: a writer in between cannot pair them wrongly */
+        str_assign(&c->desired_json, db_col_text(st, 0));
+        str_assign(&c->desired_hash, db_col_text(st, 1));
+        str_assign(&c->observed_json, db_col_text(st, 2));
+        str_assign(&c->observed_hash, db_col_text(st, 3));
         return 0;
 }
 

@@ -71,6 +71,24 @@ void state_set_short_lived(bool on);
 const char *state_path(const state_db *db);
 
 /*
+ * What this process asked of its state databases since it started, every
+ * connection counted (for benchmarks and for tests of what a pass writes):
+ * statements run, of those prepared afresh (not from a connection's cache),
+ * write transactions (an outermost state_begin() on a read-write handle, or
+ * one write statement outside a transaction), of those the ones that changed
+ * a row (each costs SQLite a WAL append and an fsync at commit), and the rows
+ * changed.
+ */
+typedef struct state_counters {
+        uint64_t statements;
+        uint64_t prepared;
+        uint64_t transactions;
+        uint64_t writes;
+        uint64_t changes;
+} state_counters;
+void state_counters_get(state_counters *ret);
+
+/*
  * The message for the last failed call on this thread ("" if none). It names
  * the database and the operation and is safe to show to a user.
  */
@@ -185,7 +203,11 @@ int state_cluster_target(state_db *db, const char *cluster, char **ret);
  */
 int state_cluster_tls_off(state_db *db, const char *cluster, char **ret);
 int state_cluster_set_tls_off(state_db *db, const char *cluster, const char *surfaces);
-/* Latch the target (observed spec) with its progress deadline (0 = none). -ENOENT. */
+/*
+ * Latch the target (observed spec) with its progress deadline (0 = none).
+ * json NULL with a hash: the latched spec stays and only its deadline is set,
+ * when hash is the latched one's (-ENOENT otherwise). -ENOENT.
+ */
 int state_cluster_latch(state_db *db, const char *cluster, const char *json, const char *hash,
                         int64_t deadline_ms, int64_t now_ms);
 /* Record the etcd cluster ID (16 hex digits). -EINVAL, -ENOENT. */
@@ -211,6 +233,16 @@ int state_cluster_set_condition(state_db *db, const char *cluster, const char *t
 /* Forget a cluster and everything recorded about it except the audit log. */
 int state_cluster_delete(state_db *db, const char *cluster);
 int state_cluster_get(state_db *db, const char *cluster, state_cluster **ret_cluster);
+/*
+ * state_cluster_get() without the specs' texts (desired_json and
+ * observed_json NULL, desired_replicas -1, desired_version NULL): a
+ * reconciler pass whose latched spec is current needs only the hashes, and
+ * reading and copying the texts (with two fields read out of the desired
+ * one) was most of what reading a cluster cost. state_cluster_get_specs()
+ * fills the texts in, with the hashes they go with, when they are needed.
+ */
+int state_cluster_get_brief(state_db *db, const char *cluster, state_cluster **ret_cluster);
+int state_cluster_get_specs(state_db *db, state_cluster *c);
 /*
  * The hash of the spec in force (the latched one, else the desired one;
  * NULL when neither), without reading the rest: to tell cheaply whether

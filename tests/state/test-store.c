@@ -179,6 +179,33 @@ static void test_clusters(void **state)
         state_cluster_free(c);
         assert_int_equal(state_cluster_get(db, "prod/none", &c), -ENOENT);
 
+        /* brief: everything but the specs' texts (a pass's read), which come on demand */
+        assert_int_equal(state_cluster_get_brief(db, "prod/main", &c), 0);
+        assert_null(c->desired_json);
+        assert_null(c->observed_json);
+        assert_int_equal(c->desired_replicas, -1);
+        assert_null(c->desired_version);
+        assert_int_equal(strlen(c->desired_hash), 64);
+        assert_string_equal(c->observed_hash, c->desired_hash);
+        assert_string_equal(c->desired_commit, "bbbb2222");
+        assert_int_equal(c->progress_deadline_ms, T0 + 600000);
+        assert_string_equal(c->phase, "Running");
+        assert_int_equal(state_cluster_get_specs(db, c), 0);
+        assert_string_equal(c->desired_json, spec3);
+        assert_string_equal(c->observed_json, spec3);
+        state_cluster_free(c);
+        /* the deadline alone, by the latched spec's hash (a pass that read brief) */
+        assert_int_equal(state_cluster_get_brief(db, "prod/main", &c), 0);
+        assert_int_equal(state_cluster_latch(db, "prod/main", NULL, c->observed_hash, 0, T0), 0);
+        assert_int_equal(state_cluster_latch(db, "prod/main", NULL, "other-hash", T0 + 1, T0),
+                         -ENOENT);
+        state_cluster_free(c);
+        assert_int_equal(state_cluster_get(db, "prod/main", &c), 0);
+        assert_int_equal(c->progress_deadline_ms, 0);
+        assert_string_equal(c->observed_json, spec3);
+        state_cluster_free(c);
+        assert_int_equal(state_cluster_get_brief(db, "prod/none", &c), -ENOENT);
+
         /* the target its members run on: none until recorded, then the last one recorded */
         char *t = NULL;
         assert_int_equal(state_cluster_target(db, "prod/main", &t), 0);
