@@ -56,6 +56,8 @@ static void real_disconnect(etcd_conn *conn)
 {
         if (!conn)
                 return;
+        /* dropped before a member stops, or for other endpoints: no idle connection kept */
+        etcd_client_close_idle(conn->client);
         etcd_client_free(conn->client);
         free((char *)conn->o.endpoints);
         free((char *)conn->o.cacert);

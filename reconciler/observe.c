@@ -175,8 +175,9 @@ void cluster_client_drop(reconciler *r, cluster_ctx *x)
 
 /*
  * Before gitcd stops one of the cluster's members, it closes the
- * connections it keeps to them (its own client's and maintenance's; the
- * next pass dials again, a TLS handshake per member). etcd stops
+ * connections it keeps to them (its own client's and maintenance's, and
+ * the process's idle ones to those endpoints, etcd/pool.h; the next pass
+ * dials again, a TLS handshake per member). etcd stops
  * gracefully on SIGTERM: its client server's graceful shutdown sends each
  * HTTP/2 connection a GOAWAY and waits for it to close, which an idle
  * libcurl connection (not read until its next call) does not do, until

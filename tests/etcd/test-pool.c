@@ -1,0 +1,296 @@
+/*
+ * The process's etcd connections (etcd/pool.h) against a real single-member
+ * etcd 3.5.16 with TLS: callers share one connection per endpoint and TLS
+ * identity, an idle connection is closed and a call after it opens a new
+ * one, and callers at the same moment each get a connection of their own.
+ *
+ * Connections are counted twice: by the client's own count of the TCP
+ * connections libcurl opened (etcd_pool_stats.opened) and by the sockets
+ * this process holds (/proc/self/fd), so a connection the pool says it
+ * closed is really gone.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "etcd/client.h"
+#include "etcd/pool.h"
+#include "tests/harness/harness.h"
+#include "util/fs.h"
+#include "util/macro.h"
+#include "util/timeutil.h"
+#include "util/xalloc.h"
+
+static harness_cluster *cluster;
+
+/* A client of the cluster with the harness's CA and, when mtls, its client certificate. */
+static etcd_client *client(const char *cacert, bool mtls)
+{
+        etcd_client_opts o = {
+            .endpoints = cluster->endpoints,
+            .cacert = cacert ? cacert : cluster->tls->ca_cert,
+            .cert = mtls ? cluster->tls->client_cert : NULL,
+            .key = mtls ? cluster->tls->client_key : NULL,
+            .call_timeout_ms = 20000,
+        };
+        etcd_client *c = NULL;
+        assert_int_equal(etcd_client_new(&o, &c), 0);
+        return c;
+}
+
+static void list_ok(etcd_client *c)
+{
+        etcd_members *l = NULL;
+        int r = etcd_member_list(c, &l);
+        if (r != 0)
+                fail_msg("member list: %s", etcd_client_last_error(c));
+        assert_int_equal(l->n, 1);
+        etcd_members_free(l);
+}
+
+/*
+ * The TCP connections this process holds to the member: its sockets
+ * (/proc/self/fd) that /proc/self/net/tcp shows established to the member's
+ * client port. (libcurl keeps a socket pair of its own beside each
+ * connection, which this leaves out.)
+ */
+static size_t sockets(void)
+{
+        DIR *d = opendir("/proc/self/fd");
+        assert_non_null(d);
+        unsigned long inodes[256];
+        size_t n_inodes = 0;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+                char target[64];
+                ssize_t k = readlinkat(dirfd(d), e->d_name, target, sizeof(target) - 1);
+                if (k <= 0)
+                        continue;
+                target[k] = '\0';
+                unsigned long ino = 0;
+                if (sscanf(target, "socket:[%lu]", &ino) == 1 && n_inodes < ARRAY_SIZE(inodes))
+                        inodes[n_inodes++] = ino;
+        }
+        closedir(d);
+        FILE *f = fopen("/proc/self/net/tcp", "re");
+        assert_non_null(f);
+        char line[512];
+        size_t n = 0;
+        while (fgets(line, sizeof(line), f)) {
+                unsigned rem_port = 0, st = 0;
+                unsigned long ino = 0;
+                if (sscanf(line, " %*d: %*x:%*x %*x:%x %x %*x:%*x %*x:%*x %*x %*u %*u %lu",
+                           &rem_port, &st, &ino) != 3)
+                        continue;
+                for (size_t i = 0; i < n_inodes; i++)
+                        n += inodes[i] == ino && st == 1 &&
+                             (int)rem_port == cluster->members[0].client_port;
+        }
+        fclose(f);
+        return n;
+}
+
+static etcd_pool_stats stats(void)
+{
+        etcd_pool_stats s;
+        etcd_pool_stats_get(&s);
+        return s;
+}
+
+static int setup(void **state)
+{
+        (void)state;
+        harness_opts o = {.version = "3.5.16", .members = 1, .tls = true};
+        if (harness_cluster_start(&o, &cluster) < 0) {
+                fprintf(stderr, "cannot start etcd 3.5.16\n");
+                return -1;
+        }
+        return 0;
+}
+
+static int teardown(void **state)
+{
+        (void)state;
+        etcd_pool_close_idle();
+        harness_cluster_free(cluster);
+        return 0;
+}
+
+/* Each test starts with no connection and the default idle time. */
+static int fresh(void **state)
+{
+        (void)state;
+        etcd_pool_close_idle();
+        etcd_pool_set_idle_ms(0);
+        return 0;
+}
+
+/* Two callers of one endpoint with one TLS identity: one connection, kept after both are gone. */
+static void test_callers_share(void **state)
+{
+        (void)state;
+        size_t sock0 = sockets();
+        uint64_t opened0 = stats().opened;
+        etcd_client *a = client(NULL, true), *b = client(NULL, true);
+        list_ok(a);
+        list_ok(b);
+        etcd_endpoint_status *st = NULL;
+        assert_int_equal(etcd_status(a, NULL, &st), 0);
+        etcd_endpoint_status_free(st);
+        list_ok(b);
+        assert_int_equal(stats().opened - opened0, 1);
+        assert_int_equal(stats().open, 1);
+        assert_int_equal(sockets(), sock0 + 1);
+        etcd_client_free(a);
+        etcd_client_free(b);
+        /* a client made later (one step of a pass) reuses it */
+        etcd_client *c = client(NULL, true);
+        list_ok(c);
+        etcd_client_free(c);
+        assert_int_equal(stats().opened - opened0, 1);
+        assert_int_equal(stats().idle, 1);
+}
+
+/* Another TLS identity (no client certificate; a CA file replaced in place) never shares. */
+static void test_identities_apart(void **state)
+{
+        (void)state;
+        uint64_t opened0 = stats().opened;
+        _cleanup_free_ char *ca = xasprintf("%s/ca-copy.crt", cluster->tls->dir);
+        char *pem = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(cluster->tls->ca_cert, 1 << 20, &pem, &len), 0);
+        assert_int_equal(write_file_atomic(ca, pem, len, 0644), 0);
+
+        etcd_client *mtls = client(NULL, true), *plain = client(NULL, false);
+        etcd_client *copy = client(ca, true);
+        list_ok(mtls);
+        list_ok(plain);
+        list_ok(copy);
+        assert_int_equal(stats().opened - opened0, 3);
+        list_ok(copy);
+        assert_int_equal(stats().opened - opened0, 3);
+        /* the CA file replaced (a rotation writes a new file over it): a new connection */
+        assert_int_equal(write_file_atomic(ca, pem, len, 0644), 0);
+        list_ok(copy);
+        assert_int_equal(stats().opened - opened0, 4);
+        assert_int_equal(stats().open, 4);
+        etcd_client_free(mtls);
+        etcd_client_free(plain);
+        etcd_client_free(copy);
+        free(pem);
+}
+
+/* An idle connection is closed (its socket too); the next call opens another. */
+static void test_idle_close_and_reopen(void **state)
+{
+        (void)state;
+        etcd_pool_set_idle_ms(200);
+        size_t sock0 = sockets();
+        uint64_t opened0 = stats().opened, closed0 = stats().closed_idle;
+        etcd_client *c = client(NULL, true);
+        list_ok(c);
+        assert_int_equal(sockets(), sock0 + 1);
+        int64_t deadline = now_mono_ms() + 30000;
+        while (stats().open > 0 && now_mono_ms() < deadline) {
+                msleep(50);
+                etcd_pool_sweep();
+        }
+        assert_int_equal(stats().open, 0);
+        assert_int_equal(stats().closed_idle - closed0, 1);
+        assert_int_equal(sockets(), sock0);
+        /* the same client, on demand */
+        list_ok(c);
+        assert_int_equal(stats().opened - opened0, 2);
+        assert_int_equal(sockets(), sock0 + 1);
+        etcd_client_free(c);
+}
+
+static int refuse_chunk(const void *data, size_t len, void *userdata)
+{
+        (void)data;
+        (void)len;
+        (void)userdata;
+        return -ECANCELED;
+}
+
+/* A call cut off in the middle of its answer closes its connection; the next caller opens one. */
+static void test_cut_call_not_kept(void **state)
+{
+        (void)state;
+        uint64_t opened0 = stats().opened;
+        etcd_client *c = client(NULL, true);
+        list_ok(c);
+        assert_int_equal(stats().idle, 1);
+        /* the snapshot's stream is abandoned at its first chunk */
+        assert_true(etcd_snapshot(c, NULL, refuse_chunk, NULL, NULL) < 0);
+        assert_int_equal(stats().open, 0);
+        list_ok(c);
+        assert_int_equal(stats().opened - opened0, 2);
+        etcd_client_free(c);
+}
+
+#define THREADS 4
+#define CALLS   40
+
+static void *caller(void *arg)
+{
+        (void)arg;
+        etcd_client *c = client(NULL, true);
+        long failed = 0;
+        for (int i = 0; i < CALLS; i++) {
+                etcd_members *l = NULL;
+                failed += etcd_member_list(c, &l) != 0;
+                etcd_members_free(l);
+        }
+        etcd_client_free(c);
+        return (void *)failed;
+}
+
+/* Callers at the same moment: each call has a connection to itself; no more than callers. */
+static void test_concurrent_callers(void **state)
+{
+        (void)state;
+        uint64_t opened0 = stats().opened;
+        pthread_t t[THREADS];
+        for (int i = 0; i < THREADS; i++)
+                assert_int_equal(pthread_create(&t[i], NULL, caller, NULL), 0);
+        for (int i = 0; i < THREADS; i++) {
+                void *failed = NULL;
+                assert_int_equal(pthread_join(t[i], &failed), 0);
+                assert_int_equal((long)failed, 0);
+        }
+        uint64_t opened = stats().opened - opened0;
+        assert_true(opened >= 1 && opened <= THREADS);
+        assert_int_equal(stats().open, opened);
+        assert_int_equal(stats().idle, opened);
+        printf("%d threads x %d calls: %llu connections\n", THREADS, CALLS,
+               (unsigned long long)opened);
+}
+
+int main(void)
+{
+        if (!harness_have_etcd("3.5.16")) {
+                fprintf(stderr, "etcd 3.5.16 is not installed (scripts/setup)\n");
+                return 77;
+        }
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test_setup(test_callers_share, fresh),
+            cmocka_unit_test_setup(test_identities_apart, fresh),
+            cmocka_unit_test_setup(test_idle_close_and_reopen, fresh),
+            cmocka_unit_test_setup(test_cut_call_not_kept, fresh),
+            cmocka_unit_test_setup(test_concurrent_callers, fresh),
+        };
+        return cmocka_run_group_tests(tests, setup, teardown);
+}
