@@ -4,6 +4,12 @@
  * identity, an idle connection is closed and a call after it opens a new
  * one, and callers at the same moment each get a connection of their own.
  *
+ * A stress case drives the pool from many threads at once: callers of two
+ * TLS identities borrowing and handing back, calls cut off mid-answer (a
+ * connection closed by its borrower), clients made and freed, while other
+ * threads close the endpoint's idle connections, sweep with a 1 ms idle
+ * time and read the counts; meant to be run under ASan and TSan too.
+ *
  * Connections are counted twice: by the client's own count of the TCP
  * connections libcurl opened (etcd_pool_stats.opened) and by the sockets
  * this process holds (/proc/self/fd), so a connection the pool says it
@@ -15,6 +21,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -279,6 +286,98 @@ static void test_concurrent_callers(void **state)
                (unsigned long long)opened);
 }
 
+/*
+ * The pool from many threads at once. Every caller's calls must succeed
+ * (closing an endpoint's connections touches only idle ones, never one a
+ * call holds), and afterwards the counts must add up and every socket be
+ * gone once the idle ones are closed.
+ */
+#define STRESS_THREADS 12
+#define STRESS_MS      3000
+
+static atomic_bool stress_stop;
+
+static void *stress_caller(void *arg)
+{
+        long i = (long)arg;
+        etcd_client *c = client(NULL, i % 3 != 0); /* two TLS identities */
+        long failed = 0;
+        for (unsigned n = 0; !atomic_load(&stress_stop); n++) {
+                if (n % 16 == 15) { /* a short-lived client: one step of a pass */
+                        etcd_client_free(c);
+                        c = client(NULL, (i + n) % 3 != 0);
+                }
+                if (n % 7 == 3) { /* cut off mid-answer: its connection is closed, not kept */
+                        failed += etcd_snapshot(c, NULL, refuse_chunk, NULL, NULL) >= 0;
+                } else if (n % 2) {
+                        etcd_endpoint_status *st = NULL;
+                        failed += etcd_status(c, NULL, &st) != 0;
+                        etcd_endpoint_status_free(st);
+                } else {
+                        etcd_members *l = NULL;
+                        failed += etcd_member_list(c, &l) != 0;
+                        etcd_members_free(l);
+                }
+        }
+        etcd_client_free(c);
+        return (void *)failed;
+}
+
+static void *stress_closer(void *arg)
+{
+        long i = (long)arg;
+        etcd_client *c = client(NULL, true);
+        for (unsigned n = 0; !atomic_load(&stress_stop); n++) {
+                etcd_pool_stats s = stats();
+                assert_true(s.idle <= s.open);
+                if (i == 0)
+                        etcd_client_close_idle(c); /* before a member stops */
+                else if (n % 50 == 0)
+                        etcd_pool_close_idle();
+                else
+                        etcd_pool_sweep();
+                msleep(n % 3);
+        }
+        etcd_client_free(c);
+        return NULL;
+}
+
+static void test_threads_take_give_close(void **state)
+{
+        (void)state;
+        size_t sock0 = sockets();
+        etcd_pool_set_idle_ms(1);
+        atomic_store(&stress_stop, false);
+        pthread_t callers[STRESS_THREADS], closers[2];
+        for (long i = 0; i < STRESS_THREADS; i++)
+                assert_int_equal(pthread_create(&callers[i], NULL, stress_caller, (void *)i), 0);
+        for (long i = 0; i < 2; i++)
+                assert_int_equal(pthread_create(&closers[i], NULL, stress_closer, (void *)i), 0);
+        msleep(STRESS_MS);
+        atomic_store(&stress_stop, true);
+        long failed = 0;
+        for (int i = 0; i < STRESS_THREADS; i++) {
+                void *f = NULL;
+                assert_int_equal(pthread_join(callers[i], &f), 0);
+                failed += (long)f;
+        }
+        for (int i = 0; i < 2; i++)
+                assert_int_equal(pthread_join(closers[i], NULL), 0);
+        assert_int_equal(failed, 0);
+        etcd_pool_stats s = stats();
+        assert_int_equal(s.open, s.idle); /* no call holds one */
+        printf("%d threads for %d ms: %llu connections opened, %llu closed after idle\n",
+               STRESS_THREADS, STRESS_MS, (unsigned long long)s.opened,
+               (unsigned long long)s.closed_idle);
+        etcd_pool_close_idle();
+        assert_int_equal(stats().open, 0);
+        /* every socket closed (etcd may take a moment to see the last ones go) */
+        int64_t deadline = now_mono_ms() + 30000;
+        while (sockets() > sock0 && now_mono_ms() < deadline)
+                msleep(50);
+        assert_int_equal(sockets(), sock0);
+}
+
 int main(void)
 {
         if (!harness_have_etcd("3.5.16")) {
@@ -291,6 +390,7 @@ int main(void)
             cmocka_unit_test_setup(test_idle_close_and_reopen, fresh),
             cmocka_unit_test_setup(test_cut_call_not_kept, fresh),
             cmocka_unit_test_setup(test_concurrent_callers, fresh),
+            cmocka_unit_test_setup(test_threads_take_give_close, fresh),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
