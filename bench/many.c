@@ -50,6 +50,7 @@
 #include "tests/fake/fleet.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
+#include "util/http.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -566,6 +567,8 @@ static void bench_connection(const char *version, size_t n_conns)
 
 int main(int argc, char **argv)
 {
+        /* libcurl, OpenSSL and libssh2 set up before any thread starts (util/http.h) */
+        http_global_init();
         size_t real = 100;
         const char *simulated = "1000,10000";
         int idle_s = 60;
