@@ -459,8 +459,18 @@ static int rpc_raw(etcd_client *c, struct endpoint *ep, struct call *call, const
                       call->stream_fn ? call->stream_ud : &ub, res);
         etcd_mark_leave(ep->mark);
         c->timer_wakeups += grpc_conn_timer_wakeups(conn) - wakeups;
-        /* kept for the next call only after a whole gRPC answer (the stream is closed) */
-        etcd_pool_give(pc, res->grpc_status >= 0);
+        /*
+         * Kept for the next call only after a whole gRPC answer (the stream
+         * is closed), and not from a member that says its server stopped
+         * (removed from its cluster, or stopping): it never serves on that
+         * connection again, and its process waits for the connection to
+         * close before it exits. Nor is any other idle one to it: the next
+         * client dials afresh, and finds the member gone.
+         */
+        bool stopped = r == ETCD_ERR_SERVER_STOPPED;
+        etcd_pool_give(pc, res->grpc_status >= 0 && !stopped);
+        if (stopped)
+                etcd_pool_close_url(ep->url);
         free(buf);
         if (r == 0 && call->resp_desc) {
                 call->resp = protobuf_c_message_unpack(call->resp_desc, NULL, ub.len, ub.data);

@@ -124,6 +124,7 @@ static const struct err_name etcd_messages[] = {
     {ETCD_ERR_NOT_LEADER, "not leader"},
     {ETCD_ERR_LEADER_CHANGED, "leader changed"},
     {ETCD_ERR_SERVER_STOPPED, "server stopped"},
+    {ETCD_ERR_SERVER_STOPPED, "raft: stopped"}, /* raft's own: a removed member's */
     {ETCD_ERR_SERVER_TIMEOUT, "request timed out"},
     {ETCD_ERR_NOT_CAPABLE, "not capable"},
     {ETCD_ERR_CORRUPT, "corrupt cluster"},

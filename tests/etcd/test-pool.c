@@ -32,6 +32,7 @@
 #include <cmocka.h>
 
 #include "etcd/client.h"
+#include "etcd/errors.h"
 #include "etcd/pool.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
@@ -378,6 +379,94 @@ static void test_threads_take_give_close(void **state)
         assert_int_equal(sockets(), sock0);
 }
 
+/* ---- a member removed while the process keeps a connection to it ---- */
+
+static harness_cluster *trio; /* three plain members */
+
+static int trio_setup(void **state)
+{
+        (void)state;
+        harness_opts o = {.version = "3.5.16", .members = 3};
+        if (harness_cluster_start(&o, &trio) < 0) {
+                fprintf(stderr, "cannot start three members of etcd 3.5.16\n");
+                return -1;
+        }
+        return 0;
+}
+
+static int trio_teardown(void **state)
+{
+        (void)state;
+        etcd_pool_close_idle();
+        harness_cluster_free(trio);
+        return 0;
+}
+
+static etcd_client *trio_client(const char *endpoints)
+{
+        etcd_client_opts o = {
+            .endpoints = endpoints, .call_timeout_ms = 5000, .dial_timeout_ms = 500};
+        etcd_client *c = NULL;
+        assert_int_equal(etcd_client_new(&o, &c), 0);
+        return c;
+}
+
+/*
+ * A member that answers "server stopped" (removed from its cluster, its
+ * raft stopped while its process still serves the connections it has)
+ * never serves on that connection again: the connection is not kept for
+ * the next client, nor is any other idle one to that member. A writer that
+ * makes a new client after a failed put would otherwise be handed the same
+ * connection and fail a second time (a write retried twice for one member
+ * removed).
+ */
+static void test_stopped_member_not_kept(void **state)
+{
+        (void)state;
+        const char *url = trio->members[2].client_url;
+        etcd_client *w = trio_client(url);
+        int64_t rev = 0;
+        assert_int_equal(etcd_put(w, "k", "v", 1, &rev), 0);
+        etcd_client_free(w); /* its connection stays in the pool, idle */
+
+        _cleanup_free_ char *others =
+            xasprintf("%s,%s", trio->members[0].client_url, trio->members[1].client_url);
+        etcd_client *admin = trio_client(others);
+        etcd_members *l = NULL;
+        assert_int_equal(etcd_member_list(admin, &l), 0);
+        uint64_t id = 0;
+        for (size_t i = 0; i < l->n; i++)
+                if (streq(l->members[i].name, trio->members[2].name))
+                        id = l->members[i].id;
+        etcd_members_free(l);
+        assert_true(id != 0);
+        /* etcd refuses while its members have been connected for less than 5 s */
+        int64_t until = now_mono_ms() + 60000;
+        int k;
+        while ((k = etcd_member_remove(admin, id)) == ETCD_ERR_UNHEALTHY && now_mono_ms() < until)
+                msleep(200);
+        assert_int_equal(k, 0);
+        etcd_client_free(admin);
+
+        /* the removed member's answers over the kept connection, until one says it stopped */
+        int r = 0;
+        int64_t deadline = now_mono_ms() + 30000;
+        do {
+                w = trio_client(url);
+                r = etcd_put(w, "k", "v", 1, &rev);
+                if (r != 0)
+                        printf("the removed member: %s\n", etcd_client_last_error(w));
+                etcd_client_free(w);
+                if (r == 0)
+                        msleep(20);
+        } while (r == 0 && now_mono_ms() < deadline);
+        if (r != ETCD_ERR_SERVER_STOPPED)
+                skip(); /* the member went away before it answered "server stopped" (no
+                           connection left to keep): nothing to check */
+        /* nothing kept to it: the next client dials afresh */
+        assert_int_equal(etcd_pool_close_url(url), 0);
+}
+
 int main(void)
 {
         if (!harness_have_etcd("3.5.16")) {
@@ -392,5 +481,9 @@ int main(void)
             cmocka_unit_test_setup(test_concurrent_callers, fresh),
             cmocka_unit_test_setup(test_threads_take_give_close, fresh),
         };
-        return cmocka_run_group_tests(tests, setup, teardown);
+        const struct CMUnitTest removal[] = {
+            cmocka_unit_test_setup(test_stopped_member_not_kept, fresh),
+        };
+        int failed = cmocka_run_group_tests(tests, setup, teardown);
+        return failed + cmocka_run_group_tests(removal, trio_setup, trio_teardown);
 }
