@@ -837,6 +837,36 @@ void etcd_members_free(etcd_members *l)
         free(l);
 }
 
+static char **urls_dup(char *const *v, size_t n)
+{
+        char **out = xcalloc(n + 1, sizeof(char *));
+        for (size_t i = 0; i < n; i++)
+                out[i] = xstrdup(v[i]);
+        return out;
+}
+
+etcd_members *etcd_members_dup(const etcd_members *l)
+{
+        etcd_members *d = XNEW(etcd_members);
+        d->cluster_id = l->cluster_id;
+        d->responder_id = l->responder_id;
+        d->n = l->n;
+        d->members = xcalloc(l->n ? l->n : 1, sizeof(etcd_member));
+        for (size_t i = 0; i < l->n; i++) {
+                const etcd_member *m = &l->members[i];
+                d->members[i] = (etcd_member){
+                    .id = m->id,
+                    .name = xstrdup(m->name ? m->name : ""),
+                    .peer_urls = urls_dup(m->peer_urls, m->n_peer_urls),
+                    .n_peer_urls = m->n_peer_urls,
+                    .client_urls = urls_dup(m->client_urls, m->n_client_urls),
+                    .n_client_urls = m->n_client_urls,
+                    .is_learner = m->is_learner,
+                };
+        }
+        return d;
+}
+
 const etcd_member *etcd_members_find(const etcd_members *l, uint64_t id)
 {
         for (size_t i = 0; l && i < l->n; i++)

@@ -123,6 +123,8 @@ typedef struct etcd_members {
 } etcd_members;
 
 void etcd_members_free(etcd_members *l);
+/* A deep copy of l. */
+etcd_members *etcd_members_dup(const etcd_members *l);
 /* Find a member by ID in a list; NULL when absent. */
 const etcd_member *etcd_members_find(const etcd_members *l, uint64_t id);
 

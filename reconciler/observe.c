@@ -406,8 +406,13 @@ int world_observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w
                 return k;
 
         etcd_conn *cl = cluster_client(r, x, c, &w->records);
-        if (cl && r->opts.etcd->member_list(cl, &w->etcd) == 0) {
-                uint64_t leader = 0;
+        uint64_t leader = 0;
+        if (cl && r->opts.etcd->look) {
+                if (r->opts.etcd->look(cl, &w->etcd, &leader) == 0)
+                        w->leader = leader;
+                else
+                        w->etcd = NULL;
+        } else if (cl && r->opts.etcd->member_list(cl, &w->etcd) == 0) {
                 if (r->opts.etcd->leader(cl, &leader) == 0)
                         w->leader = leader;
         } else
