@@ -40,10 +40,10 @@
  *  - Connections are the process's, not the client's (etcd/pool.h): a
  *    call takes the endpoint's idle connection for the client's TLS
  *    identity (or opens one) and hands it back when it ends, kept only
- *    after a whole gRPC answer. A short-lived client (one step, one status
- *    read) thus reuses the connection the cluster's observation keeps
- *    warm, and an idle cluster's connection is closed after
- *    ETCD_POOL_IDLE_MS_DEFAULT.
+ *    after a whole gRPC answer and never from a member that says its
+ *    server stopped. A short-lived client (one step, one status read)
+ *    thus reuses the connection the cluster's observation keeps warm, and
+ *    an idle cluster's connection is closed after etcd_pool_idle_ms().
  *  - With a user configured, the client authenticates lazily on the first
  *    call and once more when etcd says the token is invalid or stale.
  *  - The client talks only to the endpoints it was configured with, with
