@@ -465,9 +465,11 @@ static int rpc_raw(etcd_client *c, struct endpoint *ep, struct call *call, const
          * (removed from its cluster, or stopping): it never serves on that
          * connection again, and its process waits for the connection to
          * close before it exits. Nor is any other idle one to it: the next
-         * client dials afresh, and finds the member gone.
+         * client dials afresh, and finds the member gone. A proposal the
+         * member's raft dropped (its leader being removed or handing over)
+         * is taken the same way: the member may be the one leaving.
          */
-        bool stopped = r == ETCD_ERR_SERVER_STOPPED;
+        bool stopped = r == ETCD_ERR_SERVER_STOPPED || r == ETCD_ERR_PROPOSAL_DROPPED;
         etcd_pool_give(pc, res->grpc_status >= 0 && !stopped);
         if (stopped)
                 etcd_pool_close_url(ep->url);
