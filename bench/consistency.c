@@ -25,6 +25,7 @@
 #include "etcd/client.h"
 #include "reconciler/etcd-ops.h"
 #include "tests/harness/harness.h"
+#include "util/http.h"
 #include "util/macro.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -270,6 +271,8 @@ static void bench_size(const char *version, int mb)
 
 int main(int argc, char **argv)
 {
+        /* libcurl, OpenSSL and libssh2 set up before any thread starts (util/http.h) */
+        http_global_init();
         const char *version = "3.5.16";
         int sizes[8], n = 0;
         for (int i = 1; i < argc && n < 8; i++) {

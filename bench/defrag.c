@@ -55,6 +55,7 @@
 #include "maintenance/maintenance.h"
 #include "state/maintenance.h"
 #include "tests/harness/harness.h"
+#include "util/http.h"
 #include "util/macro.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -397,6 +398,8 @@ static void bench_version(const char *version, int mb)
 
 int main(int argc, char **argv)
 {
+        /* libcurl, OpenSSL and libssh2 set up before any thread starts (util/http.h) */
+        http_global_init();
         setvbuf(stdout, NULL, _IOLBF, 0); /* progress as it comes, also into a file */
         const char *env = getenv("GITCD_BENCH_DEFRAG_MB");
         int mb = argc > 1 ? atoi(argv[1]) : env ? atoi(env) : 1024;

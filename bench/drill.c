@@ -38,6 +38,7 @@
 #include "snapshots/snapshot.h"
 #include "snapstore/tool.h"
 #include "state/snapshots.h"
+#include "util/http.h"
 #include "util/process.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
@@ -322,6 +323,8 @@ static int bench_size(long size_mib, const char *version)
 
 int main(int argc, char **argv)
 {
+        /* libcurl, OpenSSL and libssh2 set up before any thread starts (util/http.h) */
+        http_global_init();
         const char *version = "3.5.16";
         long sizes[8];
         size_t n = 0;

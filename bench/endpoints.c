@@ -30,6 +30,7 @@
 #include "ops/http.h"
 #include "snapstore/receiver.h"
 #include "util/fs.h"
+#include "util/http.h"
 #include "util/xalloc.h"
 
 #define TOKEN    "bench-token"
@@ -205,6 +206,8 @@ static int receiver_upload(const char *dir, size_t idle)
 
 int main(int argc, char **argv)
 {
+        /* libcurl, OpenSSL and libssh2 set up before any thread starts (util/http.h) */
+        http_global_init();
         size_t idle = 1000;
         if (argc > 1) {
                 long v = strtol(argv[1], NULL, 10);
@@ -219,7 +222,6 @@ int main(int argc, char **argv)
                 rl.rlim_cur = rl.rlim_max;
                 (void)setrlimit(RLIMIT_NOFILE, &rl);
         }
-        curl_global_init(CURL_GLOBAL_DEFAULT);
         char tmpl[] = "/tmp/gitcd-bench-endpoints-XXXXXX";
         if (!mkdtemp(tmpl))
                 return 1;

@@ -34,6 +34,7 @@
 #include "etcd/client.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
+#include "util/http.h"
 #include "util/macro.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -251,6 +252,8 @@ static void snapshot_latency(const harness_cluster *c, size_t max_mb)
 
 int main(int argc, char **argv)
 {
+        /* libcurl, OpenSSL and libssh2 set up before any thread starts (util/http.h) */
+        http_global_init();
         const char *version = argc > 1 ? argv[1] : "3.5.16";
         if (argc > 2)
                 seconds = atof(argv[2]) > 0 ? atof(argv[2]) : seconds;

@@ -30,6 +30,7 @@
 #include "sources/source.h"
 #include "state/state.h"
 #include "util/escape.h"
+#include "util/http.h"
 #include "util/strbuf.h"
 #include "util/xalloc.h"
 
@@ -174,6 +175,8 @@ static void alias_bombs(void)
 
 int main(int argc, char **argv)
 {
+        /* libcurl, OpenSSL and libssh2 set up before any thread starts (util/http.h) */
+        http_global_init();
         size_t max_mb = 10;
         if (argc > 1) {
                 long v = strtol(argv[1], NULL, 10);

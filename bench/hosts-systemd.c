@@ -41,6 +41,7 @@
 #include "tests/harness/harness.h"
 #include "tests/harness/nspawn.h"
 #include "util/fs.h"
+#include "util/http.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -196,6 +197,8 @@ static void print_load(const char *when)
 
 int main(void)
 {
+        /* libcurl, OpenSSL and libssh2 set up before any thread starts (util/http.h) */
+        http_global_init();
         _cleanup_free_ char *why = NULL;
         if (!nspawn_available(&why)) {
                 fprintf(stderr, "bench-hosts-systemd: %s\n", why);

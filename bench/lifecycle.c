@@ -45,6 +45,7 @@
 #include "bench/world.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
+#include "util/http.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -373,6 +374,8 @@ static const char *lose_newest(const char *name)
 
 int main(int argc, char **argv)
 {
+        /* libcurl, OpenSSL and libssh2 set up before any thread starts (util/http.h) */
+        http_global_init();
         const char *version = argc > 1 ? argv[1] : "3.5.16";
         if (!harness_have_etcd(version)) {
                 fprintf(stderr, "etcd %s is not installed (scripts/setup)\n", version);

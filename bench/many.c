@@ -16,26 +16,44 @@
  *              one idle pass cost: CPU, SQL statements (prepared afresh), write
  *              transactions and those that wrote, rows changed (state_counters_get).
  *
+ *   connection what one etcd connection costs the process (etcd/pool.h), over
+ *              plain HTTP/2 and over TLS against one real member: the heap
+ *              bytes of --conns idle connections (each a TLS identity of its
+ *              own, so none is shared), and the CPU of a call on a kept
+ *              connection against a call that opens a new one (what an idle
+ *              time shorter than the observe interval would cost every pass),
+ *              alternating, medians of rounds.
+ *
  * usage: bench-many [--real N] [--simulated M[,M...]] [--idle S] [--version V]
- *        (defaults: --real 100 --simulated 1000,10000 --idle 60 --version 3.5.16;
- *        --real 0 skips the real part)
+ *                   [--conns C] [--baseline GITCD] [--options QUOTA,SNAPSHOTCOUNT]
+ *        (defaults: --real 100 --simulated 1000,10000 --idle 60 --version 3.5.16
+ *        --conns 200; --real 0 skips the real part, --conns 0 the connection part;
+ *        --baseline runs an earlier gitcd binary in turn with this one on the same
+ *        members and prints the ratios; --options sets each real member's
+ *        quotaBackendBytes and snapshotCount)
  */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "etcd/client.h"
+#include "etcd/pool.h"
 #include "reconciler/driver.h"
 #include "targets/local.h"
 #include "targets/locked.h"
 #include "tests/fake/fleet.h"
+#include "tests/harness/harness.h"
 #include "util/fs.h"
+#include "util/http.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
@@ -48,13 +66,26 @@
 static char root[] = "/tmp/gitcd-bench-many-XXXXXX";
 static pid_t daemon_pid;
 
+/*
+ * --options: each real member's etcd options, "QUOTA,SNAPSHOTCOUNT"
+ * (spec.options.quotaBackendBytes and snapshotCount; "" leaves etcd's).
+ */
+static const char *spec_options = "";
+
 static void write_spec(const char *dir, const char *name, const char *version)
 {
         _cleanup_free_ char *path = xasprintf("%s/%s.yaml", dir, name);
+        long long quota = 0, snapcount = 0;
+        _cleanup_free_ char *options = NULL;
+        if (sscanf(spec_options, "%lld,%lld", &quota, &snapcount) == 2 && quota > 0 &&
+            snapcount > 0)
+                options = xasprintf("  options:\n    quotaBackendBytes: %lld\n"
+                                    "    snapshotCount: %lld\n",
+                                    quota, snapcount);
         _cleanup_free_ char *text = xasprintf("apiVersion: gitcd.io/v1alpha1\nkind: EtcdCluster\n"
                                               "metadata:\n  name: %s\nspec:\n  replicas: 1\n"
-                                              "  version: \"%s\"\n",
-                                              name, version);
+                                              "  version: \"%s\"\n%s",
+                                              name, version, options ? options : "");
         if (write_file_atomic(path, text, strlen(text), 0644) < 0) {
                 fprintf(stderr, "cannot write %s\n", path);
                 exit(1);
@@ -185,18 +216,29 @@ static void on_signal(int sig)
 }
 
 /* One daemon over the clusters of src; measured and stopped. */
-static void run_daemon(const char *label, const char *state_dir, const char *src, size_t n,
-                       const char *observe, int idle_s, double base_mb)
+typedef struct daemon_figures {
+        bool ok;
+        double cpu_core; /* idle, of a core */
+        double rss_mb;
+} daemon_figures;
+
+/* The gitcd binary measured ("before" with --baseline). */
+static const char *gitcd_bin = GITCD_BIN;
+
+static daemon_figures run_daemon(const char *label, const char *bin, const char *state_dir,
+                                 const char *src, size_t n, const char *observe, int idle_s,
+                                 double base_mb)
 {
         _cleanup_free_ char *state = path_join(state_dir, "state.db");
-        _cleanup_free_ char *log_path = xasprintf("%s/daemon-%s.log", root, observe);
+        _cleanup_free_ char *log_path =
+            xasprintf("%s/daemon-%s%s.log", root, observe, bin == gitcd_bin ? "" : "-before");
         int64_t t0 = now_mono_ms();
         daemon_pid = fork();
         if (daemon_pid == 0) {
                 FILE *f = freopen(log_path, "w", stderr);
                 (void)f;
-                execl(GITCD_BIN, "gitcd", "run", "--source", src, "--state", state, "--interval",
-                      "1h", "--observe-interval", observe, (char *)NULL);
+                execl(bin, "gitcd", "run", "--source", src, "--state", state, "--interval", "1h",
+                      "--observe-interval", observe, (char *)NULL);
                 _exit(127);
         }
         while (converged_in_log(log_path, n) < n) {
@@ -204,7 +246,7 @@ static void run_daemon(const char *label, const char *state_dir, const char *src
                         fprintf(stderr, "%s: not every cluster converged (see %s)\n", label,
                                 log_path);
                         stop_daemon();
-                        return;
+                        return (daemon_figures){0};
                 }
                 usleep(200 * 1000);
         }
@@ -218,6 +260,7 @@ static void run_daemon(const char *label, const char *state_dir, const char *src
         double rss = proc_rss_mb(daemon_pid);
         stop_daemon();
         report(label, n, converge_s, cpu, rss, base_mb);
+        return (daemon_figures){.ok = true, .cpu_core = cpu, .rss_mb = rss};
 }
 
 /* The resident memory of a daemon with no cluster. */
@@ -230,7 +273,7 @@ static double empty_daemon_rss(void)
         if (daemon_pid == 0) {
                 FILE *f = freopen("/dev/null", "w", stderr);
                 (void)f;
-                execl(GITCD_BIN, "gitcd", "run", "--source", src, "--state", state, "--interval",
+                execl(gitcd_bin, "gitcd", "run", "--source", src, "--state", state, "--interval",
                       "1h", (char *)NULL);
                 _exit(127);
         }
@@ -240,8 +283,31 @@ static double empty_daemon_rss(void)
         return rss;
 }
 
+static const char *baseline_bin; /* --baseline: an earlier gitcd, run in turn with this one */
+
+/*
+ * What one member takes on disk: etcd preallocates its WAL segment (64 MB)
+ * and the next one beside it, whatever the quota.
+ */
+#define MEMBER_DISK_MB 130
+/* What the bench leaves free on the disk for everything else on the machine. */
+#define DISK_MARGIN_MB (8 * 1024)
+
 static void bench_real(size_t n, int idle_s, const char *version)
 {
+        struct statvfs vfs;
+        if (statvfs(root, &vfs) == 0) {
+                double free_mb = (double)vfs.f_bavail * (double)vfs.f_frsize / (1024.0 * 1024.0);
+                double need_mb = (double)n * MEMBER_DISK_MB + DISK_MARGIN_MB;
+                if (free_mb < need_mb) {
+                        fprintf(stderr,
+                                "%zu members need about %.0f GB on %s (%d MB each) and the bench "
+                                "leaves %d GB free: %.0f GB is free; run fewer\n",
+                                n, (double)n * MEMBER_DISK_MB / 1024.0, root, MEMBER_DISK_MB,
+                                DISK_MARGIN_MB / 1024, free_mb / 1024.0);
+                        return;
+                }
+        }
         _cleanup_free_ char *src = path_join(root, "source");
         _cleanup_free_ char *state_dir = path_join(root, "state");
         (void)mkdir_p(src, 0755);
@@ -254,8 +320,27 @@ static void bench_real(size_t n, int idle_s, const char *version)
                "measured over %d s:\n",
                n, version, idle_s);
         double base = empty_daemon_rss();
-        run_daemon("  observed every ~1 s (old cadence)", state_dir, src, n, "1s", idle_s, base);
-        run_daemon("  default cadence (30 s, jittered)", state_dir, src, n, "30s", idle_s, base);
+        static const struct {
+                const char *label, *observe;
+        } cadences[] = {{"observed every ~1 s (old cadence)", "1s"},
+                        {"default cadence (30 s, jittered)", "30s"}};
+        for (size_t k = 0; k < ARRAY_SIZE(cadences); k++) {
+                _cleanup_free_ char *label = xasprintf("  %s", cadences[k].label);
+                if (!baseline_bin) {
+                        (void)run_daemon(label, gitcd_bin, state_dir, src, n, cadences[k].observe,
+                                         idle_s, base);
+                        continue;
+                }
+                /* before and after in turn, on the same members */
+                _cleanup_free_ char *before_label = xasprintf("  before, %s", cadences[k].label);
+                daemon_figures b = run_daemon(before_label, baseline_bin, state_dir, src, n,
+                                              cadences[k].observe, idle_s, base);
+                daemon_figures a = run_daemon(label, gitcd_bin, state_dir, src, n,
+                                              cadences[k].observe, idle_s, base);
+                if (a.ok && b.ok && b.cpu_core > 0)
+                        printf("  %-36s after/before: CPU %.2fx, memory per cluster %.2fx\n", "",
+                               a.cpu_core / b.cpu_core, (a.rss_mb - base) / (b.rss_mb - base));
+        }
         stop_members(state_dir, n);
 }
 
@@ -374,12 +459,149 @@ static void bench_simulated(size_t n, int idle_s, const char *version)
         state_close(db);
 }
 
+/* ---- one etcd connection: memory, and CPU kept against reopened --------- */
+
+static int cmp_d(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+        return x < y ? -1 : x > y;
+}
+
+static double median(double *v, size_t n)
+{
+        qsort(v, n, sizeof(*v), cmp_d);
+        return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static etcd_client *bench_client(harness_cluster *hc, const char *cacert)
+{
+        etcd_client_opts o = {.endpoints = hc->members[0].client_url,
+                              .cacert = cacert,
+                              .cert = hc->tls ? hc->tls->client_cert : NULL,
+                              .key = hc->tls ? hc->tls->client_key : NULL,
+                              .call_timeout_ms = 20000};
+        etcd_client *c = NULL;
+        if (etcd_client_new(&o, &c) < 0) {
+                fprintf(stderr, "etcd client: bad options\n");
+                exit(1);
+        }
+        return c;
+}
+
+static bool call_ok(etcd_client *c)
+{
+        etcd_members *l = NULL;
+        int r = etcd_member_list(c, &l);
+        etcd_members_free(l);
+        if (r < 0)
+                fprintf(stderr, "member list: %s\n", etcd_client_last_error(c));
+        return r == 0;
+}
+
+#define ROUNDS          9
+#define CALLS_PER_ROUND 40
+
+static void bench_connection_kind(const char *version, bool tls, size_t n_conns)
+{
+        harness_opts ho = {.version = version, .members = 1, .tls = tls};
+        harness_cluster *hc = NULL;
+        if (harness_cluster_start(&ho, &hc) < 0) {
+                fprintf(stderr, "cannot start etcd %s\n", version);
+                return;
+        }
+        /* The CA bundle's copies: one TLS identity per connection, so none is shared. */
+        char *pem = NULL;
+        size_t pem_len = 0;
+        const char *ca0 = hc->tls ? hc->tls->ca_cert : NULL;
+        if (ca0 && read_file(ca0, 1 << 20, &pem, &pem_len) < 0)
+                exit(1);
+        char **cas = xcalloc(n_conns + 1, sizeof(char *));
+        for (size_t i = 0; i < n_conns; i++) {
+                cas[i] = xasprintf("%s/ca-%zu.crt", root, i);
+                if (pem)
+                        (void)write_file_atomic(cas[i], pem, pem_len, 0644);
+                else
+                        (void)write_file_atomic(cas[i], "", 0, 0644);
+        }
+        etcd_pool_close_idle();
+        malloc_trim(0);
+        struct mallinfo2 m0 = mallinfo2();
+        double rss0 = proc_rss_mb(getpid());
+        for (size_t i = 0; i < n_conns; i++) {
+                /* over plain http the CA file is no part of the call, only of the identity */
+                etcd_client *c = bench_client(hc, cas[i]);
+                if (!call_ok(c))
+                        exit(1);
+                etcd_client_free(c);
+        }
+        etcd_pool_stats ps;
+        etcd_pool_stats_get(&ps);
+        struct mallinfo2 m1 = mallinfo2();
+        double rss1 = proc_rss_mb(getpid());
+        size_t closed = etcd_pool_close_idle();
+        malloc_trim(0);
+        struct mallinfo2 m2 = mallinfo2();
+        double rss2 = proc_rss_mb(getpid());
+        double per_kb = ((double)m1.uordblks - (double)m0.uordblks) / (double)n_conns / 1024.0;
+        printf("  %-5s %zu idle connections (%zu kept by the pool): heap %.1f KB each, RSS "
+               "+%.1f MB (%.1f KB each); all %zu closed: heap back to +%.1f KB, RSS +%.1f MB\n",
+               tls ? "TLS" : "plain", n_conns, ps.idle, per_kb, rss1 - rss0,
+               (rss1 - rss0) * 1024.0 / (double)n_conns, closed,
+               ((double)m2.uordblks - (double)m0.uordblks) / 1024.0, rss2 - rss0);
+
+        /* CPU of a call: on the kept connection, against after closing it (alternating). */
+        etcd_client *c = bench_client(hc, ca0);
+        double kept[ROUNDS], fresh[ROUNDS];
+        (void)call_ok(c);
+        for (int r = 0; r < ROUNDS; r++) {
+                double t0 = self_cpu_s();
+                for (int i = 0; i < CALLS_PER_ROUND; i++)
+                        (void)call_ok(c);
+                kept[r] = (self_cpu_s() - t0) / CALLS_PER_ROUND * 1e3;
+                t0 = self_cpu_s();
+                for (int i = 0; i < CALLS_PER_ROUND; i++) {
+                        etcd_pool_close_idle();
+                        (void)call_ok(c);
+                }
+                fresh[r] = (self_cpu_s() - t0) / CALLS_PER_ROUND * 1e3;
+        }
+        etcd_client_free(c);
+        etcd_pool_close_idle();
+        double mk = median(kept, ROUNDS), mf = median(fresh, ROUNDS);
+        printf("  %-5s CPU of a member list, median of %d rounds of %d: %.3f ms on the kept "
+               "connection, %.3f ms opening one (%.2fx); at 1,000 clusters observed every 30 s "
+               "a reconnect per pass costs %.2f%% of a core more\n",
+               tls ? "TLS" : "plain", ROUNDS, CALLS_PER_ROUND, mk, mf, mf / mk,
+               (mf - mk) / 1e3 * (1000.0 / 30.0) * 100);
+        fflush(stdout);
+        for (size_t i = 0; i < n_conns; i++) {
+                (void)unlink(cas[i]);
+                free(cas[i]);
+        }
+        free(cas);
+        free(pem);
+        harness_cluster_free(hc);
+}
+
+static void bench_connection(const char *version, size_t n_conns)
+{
+        printf("one etcd connection (etcd %s, one member; the pool closes idle ones after %lld s "
+               "over plain HTTP/2, %lld s over TLS):\n",
+               version, (long long)(etcd_pool_idle_ms(false) / 1000),
+               (long long)(etcd_pool_idle_ms(true) / 1000));
+        bench_connection_kind(version, false, n_conns);
+        bench_connection_kind(version, true, n_conns);
+}
+
 int main(int argc, char **argv)
 {
+        /* libcurl, OpenSSL and libssh2 set up before any thread starts (util/http.h) */
+        http_global_init();
         size_t real = 100;
         const char *simulated = "1000,10000";
         int idle_s = 60;
         const char *version = "3.5.16";
+        size_t conns = 200;
         for (int i = 1; i + 1 < argc; i += 2) {
                 if (streq(argv[i], "--real"))
                         real = strtoul(argv[i + 1], NULL, 10);
@@ -389,14 +611,28 @@ int main(int argc, char **argv)
                         idle_s = atoi(argv[i + 1]);
                 else if (streq(argv[i], "--version"))
                         version = argv[i + 1];
+                else if (streq(argv[i], "--conns"))
+                        conns = strtoul(argv[i + 1], NULL, 10);
+                else if (streq(argv[i], "--baseline"))
+                        baseline_bin = argv[i + 1];
+                else if (streq(argv[i], "--options"))
+                        spec_options = argv[i + 1];
         }
         if (!mkdtemp(root))
                 return 1;
+        /* hundreds of members: the daemon's descriptors (inherited) up to the hard limit */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void)setrlimit(RLIMIT_NOFILE, &rl);
+        }
         atexit(cleanup);
         signal(SIGINT, on_signal);
         signal(SIGTERM, on_signal);
         log_set_level(LOG_ERROR);
 
+        if (conns > 0)
+                bench_connection(version, conns);
         if (real > 0)
                 bench_real(real, idle_s, version);
         printf("the driver over simulated clusters (no processes, no sockets), idle measured over "

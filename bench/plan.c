@@ -29,6 +29,7 @@
 #include "api/spec.h"
 #include "state/state.h"
 #include "util/fs.h"
+#include "util/http.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -278,6 +279,8 @@ static void ratio(const char *what, double a, double b, double ca, double cb)
 
 int main(int argc, char **argv)
 {
+        /* libcurl, OpenSSL and libssh2 set up before any thread starts (util/http.h) */
+        http_global_init();
         int sizes[8] = {1000, 10000};
         int n_sizes = 2;
         if (argc > 1) {

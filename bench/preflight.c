@@ -14,11 +14,14 @@
 #include <unistd.h>
 
 #include "targets/hosts-preflight.h"
+#include "util/http.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
 int main(int argc, char **argv)
 {
+        /* libcurl, OpenSSL and libssh2 set up before any thread starts (util/http.h) */
+        http_global_init();
         const char *base = getenv("TMPDIR");
         char *tmpl = xasprintf("%s/gitcd-bench-preflight-XXXXXX", base && *base ? base : "/tmp");
         const char *dir = argc > 1 ? argv[1] : mkdtemp(tmpl);

@@ -34,6 +34,7 @@
 #include <cmocka.h>
 
 #include "tests/ops/push-lab.h"
+#include "util/http.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -95,6 +96,8 @@ static void print_row(const char *what, int64_t *v, int n)
 
 int main(int argc, char **argv)
 {
+        /* libcurl, OpenSSL and libssh2 set up before any thread starts (util/http.h) */
+        http_global_init();
         int pushes = 20, polls = 3;
         const char *interval = "10s";
         for (int i = 1; i + 1 < argc; i += 2) {

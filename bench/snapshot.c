@@ -54,6 +54,7 @@
 #include "bench/world.h"
 #include "snapstore/restore.h"
 #include "snapstore/tool.h"
+#include "util/http.h"
 #include "util/log.h"
 #include "snapshots/snapshot.h"
 #include "util/process.h"
@@ -463,6 +464,8 @@ out:
 
 int main(int argc, char **argv)
 {
+        /* libcurl, OpenSSL and libssh2 set up before any thread starts (util/http.h) */
+        http_global_init();
         if (argc > 1 && streq(argv[1], "cli")) {
                 const char *v = argc > 2 ? argv[2] : "3.5.16";
                 if (!harness_have_etcd(v)) {

@@ -89,6 +89,7 @@
 #include "tests/harness/kubeapi.h"
 #include "tests/harness/layouts.h"
 #include "tests/harness/writer.h"
+#include "util/http.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -757,6 +758,8 @@ static void print_ratio(const char *what, int64_t g, int64_t h)
 
 int main(int argc, char **argv)
 {
+        /* libcurl, OpenSSL and libssh2 set up before any thread starts (util/http.h) */
+        http_global_init();
         int rounds = 1;
         const char *only = NULL; /* "gitcd" or "hand": that side alone */
         for (int i = 1; i < argc; i++) {

@@ -44,6 +44,7 @@
 #include "state/state.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
+#include "util/http.h"
 #include "util/log.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -278,6 +279,8 @@ static void rotation_rounds(const char *version, int rounds, pid_t pids[MEMBERS]
 
 int main(int argc, char **argv)
 {
+        /* libcurl, OpenSSL and libssh2 set up before any thread starts (util/http.h) */
+        http_global_init();
         const char *version = argc > 1 ? argv[1] : "3.5.16";
         int rounds = argc > 2 ? atoi(argv[2]) : 3;
         if (rounds < 1 || rounds > MAX_ROUNDS) {

@@ -16,6 +16,7 @@
 
 #include "cli/cli.h"
 #include "state/state.h"
+#include "util/http.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
@@ -223,6 +224,11 @@ int main(int argc, char **argv)
         if (i >= argc) {
                 usage(stderr);
                 return EXIT_USAGE;
+        }
+        /* libcurl (and through it OpenSSL and libssh2) set up before a command starts a thread */
+        if (http_global_init() < 0) {
+                fprintf(stderr, "gitcd: libcurl could not be set up\n");
+                return EXIT_FAIL;
         }
         for (size_t c = 0; c < ARRAY_SIZE(commands); c++)
                 if (streq(argv[i], commands[c].name)) {

@@ -34,9 +34,16 @@
  *    calls already sent there finish before it sends the Defragment. Whether a call
  *    already sent moves on is decided by the fail-over rule above,
  *    unchanged: a write that may have been applied is never sent again. A
- *    background prober was rejected (a client is single-threaded and owns
- *    its connections); asking before each call costs a round trip when
- *    all is well.
+ *    background prober was rejected (a client is single-threaded and its
+ *    calls hold their connection only while they run); asking before each
+ *    call costs a round trip when all is well.
+ *  - Connections are the process's, not the client's (etcd/pool.h): a
+ *    call takes the endpoint's idle connection for the client's TLS
+ *    identity (or opens one) and hands it back when it ends, kept only
+ *    after a whole gRPC answer and never from a member that says its
+ *    server stopped. A short-lived client (one step, one status read)
+ *    thus reuses the connection the cluster's observation keeps warm, and
+ *    an idle cluster's connection is closed after etcd_pool_idle_ms().
  *  - With a user configured, the client authenticates lazily on the first
  *    call and once more when etcd says the token is invalid or stale.
  *  - The client talks only to the endpoints it was configured with, with
@@ -60,6 +67,7 @@
 #include "etcd/grpc.h"
 #include "etcd/health.pb-c.h"
 #include "etcd/marks.h"
+#include "etcd/pool.h"
 #include "etcd/rpc.pb-c.h"
 #include "etcd/select.h"
 #include "util/fs.h"
@@ -80,7 +88,6 @@
 
 struct endpoint {
         char *url;
-        grpc_conn *conn; /* opened on first use */
         etcd_mark *mark; /* whether it serves, calls in flight: the process's (marks.h) */
 };
 
@@ -104,7 +111,8 @@ struct etcd_client {
         int snapshot_timeout_ms;
         int read_first_try_ms;
         char *last_error;
-        uint64_t not_serving; /* times an endpoint was found not serving */
+        uint64_t not_serving;   /* times an endpoint was found not serving */
+        uint64_t timer_wakeups; /* grpc_conn_timer_wakeups of this client's calls */
 };
 
 /* ---- small helpers ---- */
@@ -140,11 +148,7 @@ const char *etcd_client_last_error(const etcd_client *c)
 
 uint64_t etcd_client_timer_wakeups(const etcd_client *c)
 {
-        uint64_t n = 0;
-        for (size_t i = 0; i < c->n_eps; i++)
-                if (c->eps[i].conn)
-                        n += grpc_conn_timer_wakeups(c->eps[i].conn);
-        return n;
+        return c->timer_wakeups;
 }
 
 uint64_t etcd_client_not_serving(const etcd_client *c)
@@ -325,7 +329,6 @@ void etcd_client_free(etcd_client *c)
         if (!c)
                 return;
         for (size_t i = 0; i < c->n_eps; i++) {
-                grpc_conn_free(c->eps[i].conn);
                 etcd_marks_unref(c->eps[i].mark);
                 free(c->eps[i].url);
         }
@@ -341,11 +344,10 @@ void etcd_client_free(etcd_client *c)
         free(c);
 }
 
-static int endpoint_conn(etcd_client *c, struct endpoint *ep)
+void etcd_client_close_idle(etcd_client *c)
 {
-        if (ep->conn)
-                return 0;
-        return grpc_conn_new(ep->url, &c->tls, &ep->conn);
+        for (size_t i = 0; c && i < c->n_eps; i++)
+                etcd_pool_close_url(c->eps[i].url);
 }
 
 static bool is_configured(const etcd_client *c, const struct endpoint *ep)
@@ -433,7 +435,8 @@ static int rpc_raw(etcd_client *c, struct endpoint *ep, struct call *call, const
                 res->detail = xasprintf("deadline passed before %s could be tried", ep->url);
                 return ETCD_ERR_TIMEOUT;
         }
-        int r = endpoint_conn(c, ep);
+        etcd_pool_conn *pc = NULL;
+        int r = etcd_pool_take(ep->url, &c->tls, &pc);
         if (r < 0) {
                 res->detail = xasprintf("invalid endpoint URL %s", ep->url);
                 return r;
@@ -448,11 +451,28 @@ static int rpc_raw(etcd_client *c, struct endpoint *ep, struct call *call, const
             .max_message = MAX_MESSAGE,
         };
         struct unary_buf ub = {0};
+        grpc_conn *conn = etcd_pool_conn_grpc(pc);
+        uint64_t wakeups = grpc_conn_timer_wakeups(conn);
         etcd_mark_enter(ep->mark);
-        r = grpc_call(ep->conn, call->path, buf, len, &o,
+        r = grpc_call(conn, call->path, buf, len, &o,
                       call->stream_fn ? call->stream_fn : collect_unary,
                       call->stream_fn ? call->stream_ud : &ub, res);
         etcd_mark_leave(ep->mark);
+        c->timer_wakeups += grpc_conn_timer_wakeups(conn) - wakeups;
+        /*
+         * Kept for the next call only after a whole gRPC answer (the stream
+         * is closed), and not from a member that says its server stopped
+         * (removed from its cluster, or stopping): it never serves on that
+         * connection again, and its process waits for the connection to
+         * close before it exits. Nor is any other idle one to it: the next
+         * client dials afresh, and finds the member gone. A proposal the
+         * member's raft dropped (its leader being removed or handing over)
+         * is taken the same way: the member may be the one leaving.
+         */
+        bool stopped = r == ETCD_ERR_SERVER_STOPPED || r == ETCD_ERR_PROPOSAL_DROPPED;
+        etcd_pool_give(pc, res->grpc_status >= 0 && !stopped);
+        if (stopped)
+                etcd_pool_close_url(ep->url);
         free(buf);
         if (r == 0 && call->resp_desc) {
                 call->resp = protobuf_c_message_unpack(call->resp_desc, NULL, ub.len, ub.data);
@@ -817,6 +837,36 @@ void etcd_members_free(etcd_members *l)
         }
         free(l->members);
         free(l);
+}
+
+static char **urls_dup(char *const *v, size_t n)
+{
+        char **out = xcalloc(n + 1, sizeof(char *));
+        for (size_t i = 0; i < n; i++)
+                out[i] = xstrdup(v[i]);
+        return out;
+}
+
+etcd_members *etcd_members_dup(const etcd_members *l)
+{
+        etcd_members *d = XNEW(etcd_members);
+        d->cluster_id = l->cluster_id;
+        d->responder_id = l->responder_id;
+        d->n = l->n;
+        d->members = xcalloc(l->n ? l->n : 1, sizeof(etcd_member));
+        for (size_t i = 0; i < l->n; i++) {
+                const etcd_member *m = &l->members[i];
+                d->members[i] = (etcd_member){
+                    .id = m->id,
+                    .name = xstrdup(m->name ? m->name : ""),
+                    .peer_urls = urls_dup(m->peer_urls, m->n_peer_urls),
+                    .n_peer_urls = m->n_peer_urls,
+                    .client_urls = urls_dup(m->client_urls, m->n_client_urls),
+                    .n_client_urls = m->n_client_urls,
+                    .is_learner = m->is_learner,
+                };
+        }
+        return d;
 }
 
 const etcd_member *etcd_members_find(const etcd_members *l, uint64_t id)

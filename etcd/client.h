@@ -2,8 +2,10 @@
  * gitcd's etcd v3 client: etcd's gRPC API (Cluster, Maintenance, KV, Auth)
  * spoken directly over HTTP/2, with typed results.
  *
- * A client holds a list of endpoints and one connection per endpoint,
- * reused across calls. Cluster-wide calls go to the endpoint that answered
+ * A client holds a list of endpoints; its calls borrow the process's
+ * connection to each endpoint (etcd/pool.h: opened on first use, shared by
+ * every client of the process with the same TLS identity, closed after
+ * idle), so a client costs no connection of its own. Cluster-wide calls go to the endpoint that answered
  * last and fail over to the next one when an endpoint cannot be reached, or
  * when it is a learner that refuses the call; a member whose gRPC health
  * service says NOT_SERVING (defragmenting) is tried last for a short while,
@@ -71,6 +73,11 @@ typedef struct etcd_client_opts {
  */
 int etcd_client_new(const etcd_client_opts *opts, etcd_client **ret_client);
 void etcd_client_free(etcd_client *c);
+/*
+ * Close the process's idle connections to c's endpoints (etcd/pool.h), for
+ * every client that shares them: before one of those members is stopped.
+ */
+void etcd_client_close_idle(etcd_client *c);
 /* The message for the last failure; "" when the last call succeeded. */
 const char *etcd_client_last_error(const etcd_client *c);
 size_t etcd_client_endpoint_count(const etcd_client *c);
@@ -116,6 +123,8 @@ typedef struct etcd_members {
 } etcd_members;
 
 void etcd_members_free(etcd_members *l);
+/* A deep copy of l. */
+etcd_members *etcd_members_dup(const etcd_members *l);
 /* Find a member by ID in a list; NULL when absent. */
 const etcd_member *etcd_members_find(const etcd_members *l, uint64_t id);
 

@@ -52,6 +52,7 @@ static const struct err_name names[] = {
     {ETCD_ERR_NOT_LEADER, "not leader"},
     {ETCD_ERR_LEADER_CHANGED, "leader changed"},
     {ETCD_ERR_SERVER_STOPPED, "server stopped"},
+    {ETCD_ERR_PROPOSAL_DROPPED, "proposal dropped"},
     {ETCD_ERR_SERVER_TIMEOUT, "request timed out in etcd"},
     {ETCD_ERR_NOT_CAPABLE, "cluster not capable (version too old)"},
     {ETCD_ERR_CORRUPT, "corrupt cluster"},
@@ -97,6 +98,7 @@ bool etcd_err_is_transient(int err)
         case ETCD_ERR_LEADER_CHANGED:
         case ETCD_ERR_SERVER_TIMEOUT:
         case ETCD_ERR_SERVER_STOPPED:
+        case ETCD_ERR_PROPOSAL_DROPPED:
         case ETCD_ERR_TIMEOUT:
         case ETCD_ERR_UNAVAILABLE:
         case ETCD_ERR_UNREACHABLE:
@@ -124,6 +126,8 @@ static const struct err_name etcd_messages[] = {
     {ETCD_ERR_NOT_LEADER, "not leader"},
     {ETCD_ERR_LEADER_CHANGED, "leader changed"},
     {ETCD_ERR_SERVER_STOPPED, "server stopped"},
+    {ETCD_ERR_SERVER_STOPPED, "raft: stopped"}, /* raft's own: a removed member's */
+    {ETCD_ERR_PROPOSAL_DROPPED, "raft proposal dropped"},
     {ETCD_ERR_SERVER_TIMEOUT, "request timed out"},
     {ETCD_ERR_NOT_CAPABLE, "not capable"},
     {ETCD_ERR_CORRUPT, "corrupt cluster"},

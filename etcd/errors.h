@@ -60,6 +60,7 @@ typedef enum etcd_err {
         ETCD_ERR_SERVER_TIMEOUT = -1205, /* etcd's own "request timed out" */
         ETCD_ERR_NOT_CAPABLE = -1206,
         ETCD_ERR_CORRUPT = -1207,
+        ETCD_ERR_PROPOSAL_DROPPED = -1208, /* raft's: no leader to take it (transfer, removal) */
 
         /* Key-value store. */
         ETCD_ERR_REQUEST_TOO_LARGE = -1301,

@@ -23,6 +23,7 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,9 @@ struct grpc_conn {
 };
 
 #define USER_AGENT "gitcd/" GITCD_VERSION " grpc-c"
+
+/* TCP connections the process's calls opened (grpc_connections_opened). */
+static _Atomic uint64_t connections_opened;
 
 /* The state of one call, shared by curl's callbacks. */
 struct call_state {
@@ -136,6 +140,11 @@ const char *grpc_conn_url(const grpc_conn *conn)
 uint64_t grpc_conn_timer_wakeups(const grpc_conn *conn)
 {
         return conn->timer_wakeups;
+}
+
+uint64_t grpc_connections_opened(void)
+{
+        return atomic_load(&connections_opened);
 }
 
 void grpc_result_release(grpc_result *res)
@@ -516,7 +525,9 @@ static CURLcode perform(grpc_conn *conn, struct call_state *st, char *errbuf)
                 curl_easy_setopt(c, CURLOPT_HTTP_VERSION, pick_http_version(conn, reuse));
                 curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, (long)!reuse);
                 cc = drive(conn, st);
-                long hv = 0;
+                long hv = 0, opened = 0;
+                if (curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &opened) == CURLE_OK && opened > 0)
+                        atomic_fetch_add(&connections_opened, (uint64_t)opened);
                 curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st->http_status);
                 curl_easy_getinfo(c, CURLINFO_HTTP_VERSION, &hv);
                 conn->h2_up = cc == CURLE_OK && hv == CURL_HTTP_VERSION_2_0;

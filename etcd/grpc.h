@@ -8,7 +8,9 @@
  *
  * One grpc_conn wraps one CURL easy handle and the multi handle that drives
  * it, for one endpoint, and is reused for every call to it, so the TCP/TLS
- * connection and its HTTP/2 session stay open between calls. A grpc_conn is not thread-safe: one per thread.
+ * connection and its HTTP/2 session stay open between calls. A grpc_conn is
+ * not thread-safe: one call at a time; the process's connections are shared
+ * between its etcd clients, one call at a time each, by etcd/pool.h.
  */
 #pragma once
 
@@ -57,6 +59,8 @@ const char *grpc_conn_url(const grpc_conn *conn);
  * benchmarks read it.
  */
 uint64_t grpc_conn_timer_wakeups(const grpc_conn *conn);
+/* How many TCP connections calls of this process have opened (every grpc_conn, ever). */
+uint64_t grpc_connections_opened(void);
 
 /*
  * Call `path` ("/etcdserverpb.Cluster/MemberList") with one request message.

@@ -110,8 +110,12 @@ void maintenance_free(maintenance *m)
 void maintenance_hang_up(maintenance *m, const char *cluster)
 {
         for (size_t i = 0; m && i < m->n_ctx; i++)
-                if (streq(m->ctx[i].cluster, cluster))
+                if (streq(m->ctx[i].cluster, cluster)) {
+                        /* the process's idle connections to its members (etcd/pool.h) too */
+                        etcd_client_close_idle(m->ctx[i].client);
+                        etcd_client_close_idle(m->ctx[i].slow);
                         ctx_close(&m->ctx[i]);
+                }
 }
 
 static maint_ctx *ctx_get(maintenance *m, const char *cluster)

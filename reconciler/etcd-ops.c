@@ -4,6 +4,23 @@
  * etcd_client over every endpoint plus the options to dial one member
  * alone; the leader comes from the Status of whichever member answers.
  * Nothing here decides anything: errors pass through unchanged.
+ *
+ * A look (the member list and the leader, every pass) asks Status first
+ * and reuses the member list it kept when the member that answers is the
+ * one that gave it and its raft position has not moved since (the same
+ * cluster, term, last index and applied index). etcd answers MemberList
+ * from the member's own membership (not linearizable), which changes only
+ * when the member applies a raft entry: a member added, removed, promoted
+ * or given other peer URLs (conf changes), or a member's name and client
+ * URLs published when it starts (an ordinary entry); each moves the
+ * applied index. A member restarted with its data, or replaced by another
+ * process under the same ID, applies its entries again and answers with
+ * what they say; wiped, it is a new member with a new ID. So an unchanged
+ * position means an unchanged list, and an idle converged cluster costs
+ * one call a pass instead of two. The list is kept as it was taken after
+ * its Status (the member may have applied more in between: the next look
+ * then sees the position moved and asks again), and dropped by any
+ * membership change made through the connection.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,10 +29,18 @@
 #include "reconciler/etcd-ops.h"
 #include "util/xalloc.h"
 
+/* Where a member's raft log stood when it answered (etcd's Status). */
+typedef struct raft_position {
+        uint64_t member_id, cluster_id, term, index, applied;
+} raft_position;
+
 struct etcd_conn {
         etcd_client *client;
         etcd_conn_opts o; /* strings owned */
         char *error;      /* the last error of a one-member call */
+        /* The last look's member list, and where its member stood before it answered. */
+        etcd_members *kept_list;
+        raft_position kept_at;
 };
 
 static int real_connect(void *userdata, const etcd_conn_opts *o, etcd_conn **ret_conn)
@@ -56,6 +81,8 @@ static void real_disconnect(etcd_conn *conn)
 {
         if (!conn)
                 return;
+        /* dropped before a member stops, or for other endpoints: no idle connection kept */
+        etcd_client_close_idle(conn->client);
         etcd_client_free(conn->client);
         free((char *)conn->o.endpoints);
         free((char *)conn->o.cacert);
@@ -70,6 +97,7 @@ static void real_disconnect(etcd_conn *conn)
                                strlen(conn->o.fallback_password));
         free((char *)conn->o.fallback_password);
         free(conn->error);
+        etcd_members_free(conn->kept_list);
         free(conn);
 }
 
@@ -194,26 +222,86 @@ static int real_leader(etcd_conn *conn, uint64_t *ret_leader)
         return 0;
 }
 
+/* Forget the kept member list: a membership change through this connection. */
+static etcd_client *C_change(etcd_conn *conn)
+{
+        etcd_members_free(conn->kept_list);
+        conn->kept_list = NULL;
+        return C(conn);
+}
+
+static raft_position position_of(const etcd_endpoint_status *st)
+{
+        return (raft_position){.member_id = st->member_id,
+                               .cluster_id = st->cluster_id,
+                               .term = st->raft_term,
+                               .index = st->raft_index,
+                               .applied = st->raft_applied_index};
+}
+
+static bool position_same(const raft_position *a, const raft_position *b)
+{
+        return a->member_id == b->member_id && a->cluster_id == b->cluster_id &&
+               a->term == b->term && a->index == b->index && a->applied == b->applied;
+}
+
+static int real_look(etcd_conn *conn, etcd_members **ret_list, uint64_t *ret_leader)
+{
+        etcd_endpoint_status *st = NULL;
+        if (etcd_status(C(conn), NULL, &st) < 0) {
+                /* as member_list then leader: another member may answer the list */
+                int k = real_member_list(conn, ret_list);
+                if (k < 0)
+                        return k;
+                if (real_leader(conn, ret_leader) < 0)
+                        *ret_leader = 0;
+                return 0;
+        }
+        raft_position at = position_of(st);
+        uint64_t leader = st->leader;
+        etcd_endpoint_status_free(st);
+        /* a member that reports no applied index (or none yet) is never trusted to be unchanged */
+        if (conn->kept_list && at.applied > 0 && position_same(&at, &conn->kept_at)) {
+                *ret_list = etcd_members_dup(conn->kept_list);
+                *ret_leader = leader;
+                return 0;
+        }
+        etcd_members_free(conn->kept_list);
+        conn->kept_list = NULL;
+        etcd_members *l = NULL;
+        int k = etcd_member_list(C(conn), &l);
+        if (k < 0)
+                return k;
+        /* kept only when the member whose position was read answered the list */
+        if (l->responder_id == at.member_id && l->cluster_id == at.cluster_id) {
+                conn->kept_list = etcd_members_dup(l);
+                conn->kept_at = at;
+        }
+        *ret_list = l;
+        *ret_leader = leader;
+        return 0;
+}
+
 static int real_add_learner(etcd_conn *conn, const char *peer_url, uint64_t *ret_id)
 {
         const char *urls[] = {peer_url};
-        return etcd_member_add(C(conn), urls, 1, true, ret_id, NULL);
+        return etcd_member_add(C_change(conn), urls, 1, true, ret_id, NULL);
 }
 
 static int real_promote(etcd_conn *conn, uint64_t id)
 {
-        return etcd_member_promote(C(conn), id);
+        return etcd_member_promote(C_change(conn), id);
 }
 
 static int real_remove(etcd_conn *conn, uint64_t id)
 {
-        return etcd_member_remove(C(conn), id);
+        return etcd_member_remove(C_change(conn), id);
 }
 
 static int real_update_peer(etcd_conn *conn, uint64_t id, const char *peer_url)
 {
         const char *urls[] = {peer_url};
-        return etcd_member_update(C(conn), id, urls, 1);
+        return etcd_member_update(C_change(conn), id, urls, 1);
 }
 
 static int real_move_leader(etcd_conn *conn, uint64_t to_id)
@@ -299,6 +387,7 @@ const etcd_membership_ops etcd_membership_real = {
     .member_list = real_member_list,
     .member_list_at = real_member_list_at,
     .leader = real_leader,
+    .look = real_look,
     .add_learner = real_add_learner,
     .update_peer = real_update_peer,
     .promote = real_promote,

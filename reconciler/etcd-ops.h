@@ -49,6 +49,14 @@ typedef struct etcd_membership_ops {
         int (*member_list_at)(etcd_conn *conn, const char *endpoint, etcd_members **ret_list);
         /* The leader's member ID as one member reports it (0: none known). */
         int (*leader)(etcd_conn *conn, uint64_t *ret_leader);
+        /*
+         * A pass's look: the member list (as member_list) and the leader (as
+         * leader; 0 when it could not be asked). Fails only as member_list
+         * does. The real table answers an unchanged member's list from the
+         * last look, with one call (reconciler/etcd-ops.c says why nothing
+         * is missed). May be NULL: member_list, then leader.
+         */
+        int (*look)(etcd_conn *conn, etcd_members **ret_list, uint64_t *ret_leader);
         /* Expected: ETCD_ERR_PEER_URL_EXISTS, _TOO_MANY_LEARNERS, _UNHEALTHY. */
         int (*add_learner)(etcd_conn *conn, const char *peer_url, uint64_t *ret_id);
         /* Expected: ETCD_ERR_MEMBER_NOT_IN_SYNC (retry later), _MEMBER_NOT_LEARNER. */

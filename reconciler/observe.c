@@ -192,8 +192,9 @@ void cluster_client_drop(reconciler *r, cluster_ctx *x)
 
 /*
  * Before gitcd stops one of the cluster's members, it closes the
- * connections it keeps to them (its own client's and maintenance's; the
- * next pass dials again, a TLS handshake per member). etcd stops
+ * connections it keeps to them (its own client's and maintenance's, and
+ * the process's idle ones to those endpoints, etcd/pool.h; the next pass
+ * dials again, a TLS handshake per member). etcd stops
  * gracefully on SIGTERM: its client server's graceful shutdown sends each
  * HTTP/2 connection a GOAWAY and waits for it to close, which an idle
  * libcurl connection (not read until its next call) does not do, until
@@ -422,8 +423,13 @@ int world_observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w
                 return k;
 
         etcd_conn *cl = cluster_client(r, x, c, &w->records);
-        if (cl && r->opts.etcd->member_list(cl, &w->etcd) == 0) {
-                uint64_t leader = 0;
+        uint64_t leader = 0;
+        if (cl && r->opts.etcd->look) {
+                if (r->opts.etcd->look(cl, &w->etcd, &leader) == 0)
+                        w->leader = leader;
+                else
+                        w->etcd = NULL;
+        } else if (cl && r->opts.etcd->member_list(cl, &w->etcd) == 0) {
                 if (r->opts.etcd->leader(cl, &leader) == 0)
                         w->leader = leader;
         } else

@@ -88,10 +88,15 @@ int http_setup(CURL *h, const http_opts *o)
         return 0;
 }
 
-CURL *http_handle_new(const http_opts *o)
+int http_global_init(void)
 {
         pthread_once(&global_once, global_init);
-        if (global_rc != CURLE_OK)
+        return global_rc == CURLE_OK ? 0 : -EIO;
+}
+
+CURL *http_handle_new(const http_opts *o)
+{
+        if (http_global_init() < 0)
                 return NULL;
         CURL *h = curl_easy_init();
         if (!h)

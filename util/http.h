@@ -16,7 +16,11 @@
  *   the snapshot receiver) or asks for no check at all (a kubeconfig's
  *   insecure-skip-tls-verify, or reading which certificate a server shows).
  * - User agent "gitcd/<version>" unless the caller names another.
- * - libcurl's global set-up is done once, before the first handle.
+ * - libcurl's global set-up is done once, before the first handle: by
+ *   http_global_init(), which every program calls in main() before it
+ *   starts a thread (curl_global_init also sets up OpenSSL and libssh2,
+ *   whose own global set-ups are not safe beside another thread's use of
+ *   them); http_handle_new() calls it too, for a program that did not.
  */
 #pragma once
 
@@ -78,6 +82,13 @@ typedef struct http_opts {
  * libcurl refuses an option (a libcurl built without what it needs).
  */
 int http_setup(CURL *h, const http_opts *o);
+
+/*
+ * libcurl's global set-up (and through it OpenSSL's and libssh2's), once
+ * per process; later calls return the first one's result. 0, or -EIO when
+ * libcurl could not set itself up.
+ */
+int http_global_init(void);
 
 /* A new handle set up with o; NULL when out of memory or http_setup failed. */
 CURL *http_handle_new(const http_opts *o);

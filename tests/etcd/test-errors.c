@@ -35,6 +35,12 @@ static void test_grpc_mapping(void **state)
         assert_int_equal(etcd_err_from_grpc(14, "etcdserver: unhealthy cluster"),
                          ETCD_ERR_UNHEALTHY);
         assert_int_equal(etcd_err_from_grpc(14, "etcdserver: no leader"), ETCD_ERR_NO_LEADER);
+        assert_int_equal(etcd_err_from_grpc(14, "etcdserver: server stopped"),
+                         ETCD_ERR_SERVER_STOPPED);
+        /* raft's own, answered by a member removed from its cluster */
+        assert_int_equal(etcd_err_from_grpc(2, "raft: stopped"), ETCD_ERR_SERVER_STOPPED);
+        assert_int_equal(etcd_err_from_grpc(2, "raft proposal dropped"), ETCD_ERR_PROPOSAL_DROPPED);
+        assert_true(etcd_err_is_transient(ETCD_ERR_PROPOSAL_DROPPED));
         assert_int_equal(etcd_err_from_grpc(14, "etcdserver: rpc not supported for learner"),
                          ETCD_ERR_LEARNER_NOT_SUPPORTED);
         assert_int_equal(etcd_err_from_grpc(3, "etcdserver: request is too large"),

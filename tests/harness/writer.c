@@ -56,6 +56,9 @@ static void *writer_main(void *arg)
                         first_try = -1;
                 } else {
                         w->failed = w->failed + 1;
+                        /* what a failed put met, for a test that counts them */
+                        fprintf(stderr, "writer: put %s failed (try %d): %s\n", key, retries + 1,
+                                etcd_client_last_error(c));
                         if (++retries > w->max_retries)
                                 w->max_retries = retries;
                         if (w->o.reconnect_on && w->o.reconnect_on(k)) {
