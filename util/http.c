@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <pthread.h>
 
+#include <openssl/crypto.h>
+
 #include "util/http.h"
 #include "util/log.h"
 
@@ -18,6 +20,13 @@ static CURLcode global_rc;
 
 static void global_init(void)
 {
+        /*
+         * OpenSSL frees its global tables from an atexit handler unless told
+         * not to: a command that exits while a thread of its own is still
+         * in a TLS call (the snapshot's Status calls to members that have
+         * not answered) would have that thread use freed tables.
+         */
+        (void)OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
         global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
