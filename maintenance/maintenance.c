@@ -95,6 +95,12 @@ static void ctx_close(maint_ctx *x)
         x->password = NULL;
 }
 
+void maintenance_set_db(maintenance *m, state_db *db)
+{
+        assert(db);
+        m->opts.db = db;
+}
+
 void maintenance_free(maintenance *m)
 {
         if (!m)

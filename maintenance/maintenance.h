@@ -82,6 +82,12 @@ void maint_result_release(maint_result *r);
 
 int maintenance_new(const maintenance_opts *opts, maintenance **ret);
 void maintenance_free(maintenance *m);
+/*
+ * The state connection of the thread that runs the next passes (a state_db
+ * belongs to one thread at a time): the reconciler hands it over with its
+ * own (reconciler_set_db), as the daemon's workers take its passes in turn.
+ */
+void maintenance_set_db(maintenance *m, state_db *db);
 
 /*
  * Close the connections kept to the cluster's members (the next pass dials

@@ -66,6 +66,9 @@ void reconciler_set_db(reconciler *r, state_db *db)
 {
         assert(db);
         r->opts.db = db;
+        /* maintenance keeps the connection it was made with: hand it over too */
+        if (r->maint)
+                maintenance_set_db(r->maint, db);
 }
 
 static void ctx_release(const reconciler *r, cluster_ctx *x)

@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -319,8 +320,36 @@ static void cache_clear(state_db *db)
         db->n_cache = 0;
 }
 
-static int db_preparev(state_db *db, const char *what, const char *sql, sqlite3_stmt **ret_stmt,
-                       const char *fmt, va_list ap)
+/*
+ * Every connection is opened SQLITE_OPEN_NOMUTEX: one thread at a time. Two
+ * threads in a call on one connection at once would corrupt it; this is
+ * checked on every prepare, step and exec, and ends the process with both
+ * calls named rather than let SQLite run on a corrupt connection. Returns
+ * whether this call took the connection (a call inside a call does not).
+ */
+static bool db_enter(state_db *db, const char *what)
+{
+        unsigned long me = (unsigned long)pthread_self(), was = 0;
+        if (atomic_compare_exchange_strong(&db->user, &was, me)) {
+                db->user_what = what;
+                return true;
+        }
+        if (was == me)
+                return false;
+        log_error("state: two threads use one connection to %s at once (%s, and %s): stopping",
+                  db->path ? db->path : "the state store", what ? what : "?",
+                  db->user_what ? db->user_what : "?");
+        abort();
+}
+
+static void db_leave(state_db *db, bool took)
+{
+        if (took)
+                atomic_store(&db->user, 0);
+}
+
+static int db_preparev_held(state_db *db, const char *what, const char *sql,
+                            sqlite3_stmt **ret_stmt, const char *fmt, va_list ap)
 {
         bool lend = n_lent < LENT_MAX;
         db_cached_stmt *c = lend ? cache_find(db, sql) : NULL;
@@ -351,6 +380,15 @@ static int db_preparev(state_db *db, const char *what, const char *sql, sqlite3_
         return 0;
 }
 
+static int db_preparev(state_db *db, const char *what, const char *sql, sqlite3_stmt **ret_stmt,
+                       const char *fmt, va_list ap)
+{
+        bool took = db_enter(db, what);
+        int r = db_preparev_held(db, what, sql, ret_stmt, fmt, ap);
+        db_leave(db, took);
+        return r;
+}
+
 int db_prepare(state_db *db, const char *what, const char *sql, sqlite3_stmt **ret_stmt,
                const char *fmt, ...)
 {
@@ -369,7 +407,9 @@ int db_step(state_db *db, sqlite3_stmt *st, const char *what)
                 pthread_mutex_lock(&writers);
                 before = sqlite3_total_changes64(db->sql);
         }
+        bool took = db_enter(db, what);
         int rc = sqlite3_step(st);
+        db_leave(db, took);
         if (turn) {
                 /* a write statement outside a transaction is one of its own */
                 count_write(sqlite3_total_changes64(db->sql) - before);
@@ -418,7 +458,9 @@ int db_run(state_db *db, const char *what, const char *sql, const char *fmt, ...
 int db_exec(state_db *db, const char *what, const char *sql)
 {
         count(&n_statements, 1);
+        bool took = db_enter(db, what);
         int rc = sqlite3_exec(db->sql, sql, NULL, NULL, NULL);
+        db_leave(db, took);
         if (rc != SQLITE_OK)
                 return db_error(db, sqlite3_extended_errcode(db->sql), what);
         return 0;

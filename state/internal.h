@@ -11,6 +11,7 @@
 
 #include <sqlite3.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -39,7 +40,9 @@ struct state_db {
         bool short_lived; /* state_set_short_lived(): no quick_check, no checkpoint at close */
         int wal_pages;    /* short-lived: the WAL's length after the last commit */
         int depth;        /* open state_begin() levels */
-        int64_t changes_at_begin; /* sqlite3_total_changes64() at the outermost begin */
+        int64_t changes_at_begin;   /* sqlite3_total_changes64() at the outermost begin */
+        _Atomic unsigned long user; /* the thread in a call on it now (0: none): db_enter() */
+        const char *user_what;      /* what that call does, for the report */
         db_cached_stmt cache[DB_STMT_CACHE];
         size_t n_cache;
         uint64_t tick;
