@@ -749,14 +749,16 @@ static void test_takeover(void **state)
                 "writer: %d acknowledged, %d failed puts, %d reconnects, %d retries at most\n",
                 w->acked, w->failed, w->reconnects, w->max_retries);
         /*
-         * and no write needed more than one retry: the client moved on at
-         * once. Over TLS a removed member's etcd still takes a connection
-         * for a moment once its raft stopped (the put fails "raft:
-         * stopped"), and the writer's new client, dialling the endpoints in
-         * order, may land on it once more: two failed puts per removal at
-         * most (measured: 1 to 4 failed puts, 1 or 2 retries, in 6 runs).
+         * and no write needed more than two tries beyond the first: a
+         * removed member's etcd still takes a connection for a moment once
+         * its raft stopped (the put fails "raft: stopped"), and the
+         * writer's new client, dialling the endpoints in order, may land on
+         * it once more before its Pod is gone: two failed puts per removal
+         * at most. Measured over TLS: 1 to 4 failed puts, 1 or 2 retries,
+         * in 6 runs; over plain HTTP the same was seen (2 retries on the
+         * last member removed) in about one run in three at load 4 to 6.
          */
-        int per_removal = tls_mode ? 2 : 1;
+        int per_removal = 2;
         assert_true(w->failed <= 3 * per_removal);
         assert_true(w->max_retries <= per_removal);
         etcd_client_free(c);
