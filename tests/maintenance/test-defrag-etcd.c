@@ -246,6 +246,34 @@ static void fill_until_nospace(etcd_client *c)
         free(big);
 }
 
+/*
+ * The daemon's workers take a cluster's passes in turn, each with its own
+ * state connection, handed over with the reconciler's: from here on
+ * maintenance writes through a second one (another file, so that what
+ * lands where shows), never through the first, which belongs to another
+ * thread by then. Returns the first.
+ */
+static state_db *hand_over_db(fixture *f)
+{
+        state_db *first = f->db;
+        _cleanup_free_ char *path2 = xasprintf("%s/state2.db", f->dir);
+        assert_int_equal(state_open(path2, STATE_OPEN_READ_WRITE, &f->db), 0);
+        assert_int_equal(
+            state_cluster_set_desired(f->db, "default/main", "{}", NULL, NULL, test_wall()), 1);
+        maintenance_set_db(f->m, f->db);
+        return first;
+}
+
+/* Nothing went through the connection maintenance was made with; closes it. */
+static void assert_nothing_through(state_db *first)
+{
+        state_maint_run_list none = {0};
+        assert_int_equal(state_maint_run_list_for(first, "default/main", 20, &none), 0);
+        assert_int_equal(none.n, 0);
+        state_maint_run_list_release(&none);
+        state_close(first);
+}
+
 static void test_defrag_and_nospace(void **unused)
 {
         (void)unused;
@@ -275,19 +303,7 @@ static void test_defrag_and_nospace(void **unused)
         /* nothing due on a fresh cluster */
         assert_int_equal(run_until_idle(&f), 0);
 
-        /*
-         * The daemon's workers take a cluster's passes in turn, each with its
-         * own state connection, handed over with the reconciler's: from here
-         * on maintenance writes through the second one (another file, so
-         * that what lands where shows), never through the first, which
-         * belongs to another thread by then.
-         */
-        state_db *first = f.db;
-        _cleanup_free_ char *path2 = xasprintf("%s/state2.db", f.dir);
-        assert_int_equal(state_open(path2, STATE_OPEN_READ_WRITE, &f.db), 0);
-        assert_int_equal(
-            state_cluster_set_desired(f.db, "default/main", "{}", NULL, NULL, test_wall()), 1);
-        maintenance_set_db(f.m, f.db);
+        state_db *first = hand_over_db(&f);
 
         /* fragment: 2 MiB written, deleted, compacted */
         static char blob[8192];
@@ -367,12 +383,7 @@ static void test_defrag_and_nospace(void **unused)
 
         assert_nospace_recorded(&f);
 
-        /* nothing went through the connection maintenance was made with */
-        state_maint_run_list none = {0};
-        assert_int_equal(state_maint_run_list_for(first, "default/main", 20, &none), 0);
-        assert_int_equal(none.n, 0);
-        state_maint_run_list_release(&none);
-        state_close(first);
+        assert_nothing_through(first);
 
         etcd_client_free(c);
         maintenance_free(f.m);
