@@ -336,14 +336,49 @@ int lt_stop_process(local_target *lt, local_member *m)
         return 0;
 }
 
+/*
+ * lt_poll_exit for every member at once: one poll() over the members'
+ * pidfds (a tick and a wait for events come with every pass, so one system
+ * call per member each time would grow with the square of the clusters).
+ * True when a member's process had exited.
+ */
+static bool poll_exits(local_target *lt)
+{
+        _cleanup_free_ struct pollfd *pfds = xcalloc(lt->n_members + 1, sizeof(struct pollfd));
+        _cleanup_free_ local_member **who = xcalloc(lt->n_members + 1, sizeof(local_member *));
+        size_t n = 0;
+        bool exited = false;
+        for (size_t i = 0; i < lt->n_members; i++) {
+                local_member *m = lt->members[i];
+                if (m->stopping)
+                        continue; /* its stop reaps it */
+                if (m->pidfd >= 0) {
+                        who[n] = m;
+                        pfds[n++] = (struct pollfd){.fd = m->pidfd, .events = POLLIN};
+                } else if (m->pid > 0 && !process_runs(m->pid, m->command)) {
+                        /* No pidfd (it could not be opened): /proc says. */
+                        handle_exit(lt, m, false);
+                        exited = true;
+                }
+        }
+        if (n == 0 || poll(pfds, n, 0) <= 0)
+                return exited;
+        for (size_t i = 0; i < n; i++)
+                if (pfds[i].revents) {
+                        handle_exit(lt, who[i], false);
+                        exited = true;
+                }
+        return exited;
+}
+
 int local_tick(target *t)
 {
         local_target *lt = LT(t);
         int ret = 0;
         int64_t now = now_mono_ms();
+        (void)poll_exits(lt);
         for (size_t i = 0; i < lt->n_members; i++) {
                 local_member *m = lt->members[i];
-                lt_poll_exit(lt, m);
                 if (m->stopping || !m->crashed || m->stopped || m->pid || !m->command ||
                     m->restart_at_mono > now)
                         continue;
@@ -377,17 +412,7 @@ static bool wait_scan(local_target *lt, int64_t deadline, struct pollfd **pfds, 
                       int64_t *ret_wait)
 {
         int64_t now = now_mono_ms();
-        bool event = false;
-        for (size_t i = 0; i < lt->n_members; i++) {
-                local_member *m = lt->members[i];
-                if (m->pidfd < 0)
-                        continue;
-                struct pollfd pfd = {.fd = m->pidfd, .events = POLLIN};
-                if (!m->stopping && poll(&pfd, 1, 0) > 0) {
-                        handle_exit(lt, m, false);
-                        event = true;
-                }
-        }
+        bool event = poll_exits(lt);
         *pfds = xrealloc(*pfds, (lt->n_members + 1) * sizeof(struct pollfd));
         size_t n = 0;
         int64_t wait = deadline - now;
