@@ -736,6 +736,14 @@ static void snapshot_tick(snapshot_scheduler *snap, runner_source *rs)
         free(names);
 }
 
+/*
+ * How often, at most, the snapshot scheduler looks at the clusters. A turn
+ * of the loop comes with every pass that ends, and the scheduler goes
+ * through every cluster each time it looks, so looking at every turn would
+ * grow with the square of the clusters; schedules and requests are kept to
+ * within this.
+ */
+#define SNAPSHOT_TICK_MS 1000
 /* The daemon's state for the life of the process. */
 typedef struct run_ctx {
         runner_flags f;
@@ -748,6 +756,7 @@ typedef struct run_ctx {
         push_inbox *inbox; /* pushes from the HTTP thread to the loop */
         publisher pub;
         snapshot_scheduler *snap;
+        int64_t next_snap_tick_ms; /* the scheduler's next look (snapshot_ticks) */
 } run_ctx;
 
 /* --workers N: a number from 1 to OPS_WORKERS_MAX into *(int *)dest; -EINVAL. */
@@ -1012,8 +1021,13 @@ static void turn(run_ctx *d)
         service_notify_ready();
         if (got_term)
                 return;
-        for (size_t i = 0; i < r->n_sources; i++)
-                snapshot_tick(d->snap, &r->sources[i]);
+        int64_t now = now_mono_ms();
+        if (now >= d->next_snap_tick_ms) {
+                for (size_t i = 0; i < r->n_sources; i++)
+                        snapshot_tick(d->snap, &r->sources[i]);
+                d->next_snap_tick_ms = now + SNAPSHOT_TICK_MS;
+        }
+        w = MIN(w, d->next_snap_tick_ms - now);
         if (d->http)
                 publish_tick(&d->pub, r->db, busy, &w);
         if (got_push)
