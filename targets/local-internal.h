@@ -16,6 +16,7 @@
 
 #include "targets/local.h"
 #include "util/macro.h"
+#include "util/strmap.h"
 #include "util/xalloc.h"
 
 #define MAX_EXITS_KEPT  8
@@ -75,6 +76,7 @@ typedef struct local_target {
         local_member **members;
         size_t n_members;
         size_t alloc_members;
+        strmap member_index; /* "ns/cluster/name" → its index in members */
         etcd_binary *binaries;
         size_t n_binaries;
         size_t alloc_binaries;

@@ -32,6 +32,7 @@
  * an eventfd, so that its exit is seen too.
  */
 
+#include <assert.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -117,21 +118,34 @@ local_member *local_member_new(local_target *lt, const char *ns, const char *clu
         return m;
 }
 
+/*
+ * The members in memory are looked up by name through member_index, not by
+ * going through them all: every pass looks its members up several times, so
+ * a walk would grow with the square of the clusters.
+ */
+static char *member_key(const char *ns, const char *cluster, const char *name)
+{
+        return xasprintf("%s/%s/%s", ns, cluster, name);
+}
+
 local_member *lt_find_loaded(local_target *lt, const char *ns, const char *cluster,
                              const char *name)
 {
-        for (size_t i = 0; i < lt->n_members; i++) {
-                local_member *m = lt->members[i];
-                if (streq(m->ns, ns) && streq(m->cluster, cluster) && streq(m->name, name))
-                        return m;
-        }
-        return NULL;
+        _cleanup_free_ char *key = member_key(ns, cluster, name);
+        size_t i = 0;
+        if (!strmap_get(&lt->member_index, key, &i))
+                return NULL;
+        local_member *m = lt->members[i];
+        assert(streq(m->ns, ns) && streq(m->cluster, cluster) && streq(m->name, name));
+        return m;
 }
 
 static void add_loaded(local_target *lt, local_member *m)
 {
         lt->members =
             xgrow(lt->members, &lt->alloc_members, lt->n_members + 1, sizeof(local_member *));
+        _cleanup_free_ char *key = member_key(m->ns, m->cluster, m->name);
+        (void)strmap_put(&lt->member_index, key, lt->n_members);
         lt->members[lt->n_members++] = m;
 }
 
@@ -143,6 +157,13 @@ static void drop_loaded(local_target *lt, local_member *m)
                 memmove(lt->members + i, lt->members + i + 1,
                         (lt->n_members - i - 1) * sizeof(local_member *));
                 lt->n_members--;
+                /* the indexes after it moved: the map is made again (a member removed is rare) */
+                strmap_release(&lt->member_index);
+                for (size_t j = 0; j < lt->n_members; j++) {
+                        local_member *o = lt->members[j];
+                        _cleanup_free_ char *key = member_key(o->ns, o->cluster, o->name);
+                        (void)strmap_put(&lt->member_index, key, j);
+                }
                 break;
         }
         local_member_free(m);
@@ -536,6 +557,7 @@ static void local_free(target *t)
         for (size_t i = 0; i < lt->n_members; i++)
                 local_member_free(lt->members[i]);
         free(lt->members);
+        strmap_release(&lt->member_index);
         for (size_t i = 0; i < lt->n_binaries; i++) {
                 free(lt->binaries[i].version);
                 free(lt->binaries[i].path);
