@@ -25,11 +25,14 @@
  *              alternating, medians of rounds.
  *
  * usage: bench-many [--real N] [--simulated M[,M...]] [--idle S] [--version V]
- *                   [--conns C] [--baseline GITCD] [--options QUOTA,SNAPSHOTCOUNT]
+ *                   [--conns C] [--baseline GITCD] [--gitcd GITCD]
+ *                   [--options QUOTA,SNAPSHOTCOUNT]
  *        (defaults: --real 100 --simulated 1000,10000 --idle 60 --version 3.5.16
  *        --conns 200; --real 0 skips the real part, --conns 0 the connection part;
  *        --baseline runs an earlier gitcd binary in turn with this one on the same
- *        members and prints the ratios; --options sets each real member's
+ *        members and prints the ratios; --gitcd measures that binary instead of
+ *        the one built beside the bench (a copy, so a rebuild during a long run
+ *        changes nothing); --options sets each real member's
  *        quotaBackendBytes and snapshotCount)
  */
 #include <errno.h>
@@ -615,6 +618,8 @@ int main(int argc, char **argv)
                         conns = strtoul(argv[i + 1], NULL, 10);
                 else if (streq(argv[i], "--baseline"))
                         baseline_bin = argv[i + 1];
+                else if (streq(argv[i], "--gitcd"))
+                        gitcd_bin = argv[i + 1];
                 else if (streq(argv[i], "--options"))
                         spec_options = argv[i + 1];
         }
