@@ -40,6 +40,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/pidfd.h>
 #include <sys/wait.h>
@@ -157,6 +158,7 @@ static void drop_loaded(local_target *lt, local_member *m)
                 memmove(lt->members + i, lt->members + i + 1,
                         (lt->n_members - i - 1) * sizeof(local_member *));
                 lt->n_members--;
+                lt_watch_exit(lt, m, false);
                 /* the indexes after it moved: the map is made again (a member removed is rare) */
                 strmap_release(&lt->member_index);
                 for (size_t j = 0; j < lt->n_members; j++) {
@@ -567,6 +569,8 @@ static void local_free(target *t)
         free(lt->etcd_dir);
         if (lt->wake_fd >= 0)
                 close(lt->wake_fd);
+        if (lt->epoll_fd >= 0)
+                close(lt->epoll_fd);
         free(lt);
 }
 
@@ -723,6 +727,14 @@ int local_target_new(const local_target_opts *opts, target **ret)
                 return r;
         local_target *lt = XNEW(local_target);
         lt->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        lt->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+        if (lt->epoll_fd >= 0 && lt->wake_fd >= 0) {
+                struct epoll_event ev = {.events = EPOLLIN, .data.fd = lt->wake_fd};
+                if (epoll_ctl(lt->epoll_fd, EPOLL_CTL_ADD, lt->wake_fd, &ev) < 0) {
+                        close(lt->epoll_fd);
+                        lt->epoll_fd = -1;
+                }
+        }
         lt->base.ops = &local_ops;
         lt->state_dir = abs_state;
         if (!isempty(opts->etcd_dir)) {
