@@ -66,6 +66,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "ops/bundle.h"
@@ -1070,8 +1071,32 @@ static int stop(run_ctx *d)
 }
 
 /* The loop until SIGTERM; SIGHUP reloads between two turns. */
+/*
+ * The daemon holds descriptors in proportion to its clusters: a kept etcd
+ * connection per member (with libcurl's wake-up pair beside it) and a pidfd
+ * per local member. Its soft limit is raised to the hard one, as the packaged
+ * unit's LimitNOFILE does, so a daemon started from a shell with the usual
+ * 1,024 does not run out at a few hundred clusters; nothing in gitcd or the
+ * libraries it uses waits with select(), which a higher number would break.
+ */
+static void raise_descriptor_limit(void)
+{
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+                return;
+        rlim_t was = rl.rlim_cur;
+        /* an unlimited hard limit: the kernel's usual nr_open */
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? (rlim_t)1 << 20 : rl.rlim_max;
+        if (rl.rlim_cur <= was)
+                return;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                log_warn("cannot raise the limit on open files from %llu: %s",
+                         (unsigned long long)was, strerror(errno));
+}
+
 static int run(run_ctx *d)
 {
+        raise_descriptor_limit();
         int status = start(d);
         if (status != EXIT_OK)
                 return status;
