@@ -39,9 +39,9 @@
 typedef struct next_look {
         char *cluster;
         int64_t at_ms;
-        int64_t drill_at_ms; /* restore drills: look again from then */
-        char *schedule;      /* the schedule the time was computed for */
-        char *unneeded;      /* the spec hash last found without a snapshot schedule */
+        int64_t drill_at_ms;  /* restore drills: look again from then */
+        char *schedule;       /* the schedule the time was computed for */
+        char *unneeded;       /* the spec hash last found without a snapshot schedule */
         char *drill_unneeded; /* the spec hash last found without restore drills */
 } next_look;
 
