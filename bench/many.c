@@ -25,11 +25,16 @@
  *              alternating, medians of rounds.
  *
  * usage: bench-many [--real N] [--simulated M[,M...]] [--idle S] [--version V]
- *                   [--conns C] [--baseline GITCD] [--options QUOTA,SNAPSHOTCOUNT]
+ *                   [--conns C] [--baseline GITCD] [--gitcd GITCD] [--rounds R]
+ *                   [--fast 0|1] [--options QUOTA,SNAPSHOTCOUNT]
  *        (defaults: --real 100 --simulated 1000,10000 --idle 60 --version 3.5.16
  *        --conns 200; --real 0 skips the real part, --conns 0 the connection part;
  *        --baseline runs an earlier gitcd binary in turn with this one on the same
- *        members and prints the ratios; --options sets each real member's
+ *        members and prints the ratios; --gitcd measures that binary instead of
+ *        the one built beside the bench (a copy, so a rebuild during a long run
+ *        changes nothing); --rounds R runs the two in turn R times (at most 16),
+ *        the order alternating, and prints the median ratios; --fast 0 measures
+ *        the default cadence only, not the ~1 s one; --options sets each real member's
  *        quotaBackendBytes and snapshotCount)
  */
 #include <errno.h>
@@ -232,6 +237,8 @@ static daemon_figures run_daemon(const char *label, const char *bin, const char 
         _cleanup_free_ char *state = path_join(state_dir, "state.db");
         _cleanup_free_ char *log_path =
             xasprintf("%s/daemon-%s%s.log", root, observe, bin == gitcd_bin ? "" : "-before");
+        /* an earlier round's log must not be read as this daemon's convergence */
+        (void)unlink(log_path);
         int64_t t0 = now_mono_ms();
         daemon_pid = fork();
         if (daemon_pid == 0) {
@@ -243,8 +250,8 @@ static daemon_figures run_daemon(const char *label, const char *bin, const char 
         }
         while (converged_in_log(log_path, n) < n) {
                 if (now_mono_ms() - t0 > 30 * 60 * 1000 || waitpid(daemon_pid, NULL, WNOHANG)) {
-                        fprintf(stderr, "%s: not every cluster converged (see %s)\n", label,
-                                log_path);
+                        fprintf(stderr, "%s: not every cluster converged (see %s)\n",
+                                label ? label : "settle", log_path);
                         stop_daemon();
                         return (daemon_figures){0};
                 }
@@ -259,7 +266,8 @@ static daemon_figures run_daemon(const char *label, const char *bin, const char 
         double cpu = (proc_cpu_s(daemon_pid) - c0) / ((double)(now_mono_ms() - m0) / 1000);
         double rss = proc_rss_mb(daemon_pid);
         stop_daemon();
-        report(label, n, converge_s, cpu, rss, base_mb);
+        if (label)
+                report(label, n, converge_s, cpu, rss, base_mb);
         return (daemon_figures){.ok = true, .cpu_core = cpu, .rss_mb = rss};
 }
 
@@ -284,6 +292,20 @@ static double empty_daemon_rss(void)
 }
 
 static const char *baseline_bin; /* --baseline: an earlier gitcd, run in turn with this one */
+static int rounds = 1;           /* --rounds: before and after in turn this many times */
+static bool fast_cadence = true; /* --fast 0: the default cadence only */
+
+static int cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+        return (x > y) - (x < y);
+}
+
+static double median(double *v, size_t n)
+{
+        qsort(v, n, sizeof(double), cmp_double);
+        return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 /*
  * What one member takes on disk: etcd preallocates its WAL segment (64 MB)
@@ -325,21 +347,50 @@ static void bench_real(size_t n, int idle_s, const char *version)
         } cadences[] = {{"observed every ~1 s (old cadence)", "1s"},
                         {"default cadence (30 s, jittered)", "30s"}};
         for (size_t k = 0; k < ARRAY_SIZE(cadences); k++) {
+                if (k == 0 && !fast_cadence)
+                        continue;
                 _cleanup_free_ char *label = xasprintf("  %s", cadences[k].label);
                 if (!baseline_bin) {
                         (void)run_daemon(label, gitcd_bin, state_dir, src, n, cadences[k].observe,
                                          idle_s, base);
                         continue;
                 }
-                /* before and after in turn, on the same members */
+                /* before and after in turn on the same members, the order alternating by round */
                 _cleanup_free_ char *before_label = xasprintf("  before, %s", cadences[k].label);
-                daemon_figures b = run_daemon(before_label, baseline_bin, state_dir, src, n,
-                                              cadences[k].observe, idle_s, base);
-                daemon_figures a = run_daemon(label, gitcd_bin, state_dir, src, n,
-                                              cadences[k].observe, idle_s, base);
-                if (a.ok && b.ok && b.cpu_core > 0)
+                /*
+                 * The first daemon on members just made also pays for their first minute
+                 * (etcd settling, every first pass): with rounds, one such run is not counted.
+                 */
+                if (rounds > 1)
+                        (void)run_daemon(NULL, baseline_bin, state_dir, src, n, cadences[k].observe,
+                                         MIN(idle_s, 20), base);
+                double cpu_ratio[16], mem_ratio[16];
+                size_t got = 0;
+                for (int round = 0; round < rounds; round++) {
+                        daemon_figures a = {0}, b = {0};
+                        if (round % 2 == 0) {
+                                b = run_daemon(before_label, baseline_bin, state_dir, src, n,
+                                               cadences[k].observe, idle_s, base);
+                                a = run_daemon(label, gitcd_bin, state_dir, src, n,
+                                               cadences[k].observe, idle_s, base);
+                        } else {
+                                a = run_daemon(label, gitcd_bin, state_dir, src, n,
+                                               cadences[k].observe, idle_s, base);
+                                b = run_daemon(before_label, baseline_bin, state_dir, src, n,
+                                               cadences[k].observe, idle_s, base);
+                        }
+                        if (!a.ok || !b.ok || b.cpu_core <= 0)
+                                continue;
+                        cpu_ratio[got] = a.cpu_core / b.cpu_core;
+                        mem_ratio[got] = (a.rss_mb - base) / (b.rss_mb - base);
                         printf("  %-36s after/before: CPU %.2fx, memory per cluster %.2fx\n", "",
-                               a.cpu_core / b.cpu_core, (a.rss_mb - base) / (b.rss_mb - base));
+                               cpu_ratio[got], mem_ratio[got]);
+                        got++;
+                }
+                if (got > 1)
+                        printf("  %-36s median of %zu rounds: CPU %.2fx, memory per cluster "
+                               "%.2fx\n",
+                               "", got, median(cpu_ratio, got), median(mem_ratio, got));
         }
         stop_members(state_dir, n);
 }
@@ -460,18 +511,6 @@ static void bench_simulated(size_t n, int idle_s, const char *version)
 }
 
 /* ---- one etcd connection: memory, and CPU kept against reopened --------- */
-
-static int cmp_d(const void *a, const void *b)
-{
-        double x = *(const double *)a, y = *(const double *)b;
-        return x < y ? -1 : x > y;
-}
-
-static double median(double *v, size_t n)
-{
-        qsort(v, n, sizeof(*v), cmp_d);
-        return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static etcd_client *bench_client(harness_cluster *hc, const char *cacert)
 {
@@ -615,6 +654,12 @@ int main(int argc, char **argv)
                         conns = strtoul(argv[i + 1], NULL, 10);
                 else if (streq(argv[i], "--baseline"))
                         baseline_bin = argv[i + 1];
+                else if (streq(argv[i], "--gitcd"))
+                        gitcd_bin = argv[i + 1];
+                else if (streq(argv[i], "--rounds"))
+                        rounds = MAX(1, MIN(16, atoi(argv[i + 1])));
+                else if (streq(argv[i], "--fast"))
+                        fast_cadence = atoi(argv[i + 1]) != 0;
                 else if (streq(argv[i], "--options"))
                         spec_options = argv[i + 1];
         }

@@ -66,6 +66,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "ops/bundle.h"
@@ -736,6 +737,14 @@ static void snapshot_tick(snapshot_scheduler *snap, runner_source *rs)
         free(names);
 }
 
+/*
+ * How often, at most, the snapshot scheduler looks at the clusters. A turn
+ * of the loop comes with every pass that ends, and the scheduler goes
+ * through every cluster each time it looks, so looking at every turn would
+ * grow with the square of the clusters; schedules and requests are kept to
+ * within this.
+ */
+#define SNAPSHOT_TICK_MS 1000
 /* The daemon's state for the life of the process. */
 typedef struct run_ctx {
         runner_flags f;
@@ -748,6 +757,7 @@ typedef struct run_ctx {
         push_inbox *inbox; /* pushes from the HTTP thread to the loop */
         publisher pub;
         snapshot_scheduler *snap;
+        int64_t next_snap_tick_ms; /* the scheduler's next look (snapshot_ticks) */
 } run_ctx;
 
 /* --workers N: a number from 1 to OPS_WORKERS_MAX into *(int *)dest; -EINVAL. */
@@ -1012,8 +1022,13 @@ static void turn(run_ctx *d)
         service_notify_ready();
         if (got_term)
                 return;
-        for (size_t i = 0; i < r->n_sources; i++)
-                snapshot_tick(d->snap, &r->sources[i]);
+        int64_t now = now_mono_ms();
+        if (now >= d->next_snap_tick_ms) {
+                for (size_t i = 0; i < r->n_sources; i++)
+                        snapshot_tick(d->snap, &r->sources[i]);
+                d->next_snap_tick_ms = now + SNAPSHOT_TICK_MS;
+        }
+        w = MIN(w, d->next_snap_tick_ms - now);
         if (d->http)
                 publish_tick(&d->pub, r->db, busy, &w);
         if (got_push)
@@ -1056,8 +1071,32 @@ static int stop(run_ctx *d)
 }
 
 /* The loop until SIGTERM; SIGHUP reloads between two turns. */
+/*
+ * The daemon holds descriptors in proportion to its clusters: a kept etcd
+ * connection per member (with libcurl's wake-up pair beside it) and a pidfd
+ * per local member. Its soft limit is raised to the hard one, as the packaged
+ * unit's LimitNOFILE does, so a daemon started from a shell with the usual
+ * 1,024 does not run out at a few hundred clusters; nothing in gitcd or the
+ * libraries it uses waits with select(), which a higher number would break.
+ */
+static void raise_descriptor_limit(void)
+{
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+                return;
+        rlim_t was = rl.rlim_cur;
+        /* an unlimited hard limit: the kernel's usual nr_open */
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? (rlim_t)1 << 20 : rl.rlim_max;
+        if (rl.rlim_cur <= was)
+                return;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                log_warn("cannot raise the limit on open files from %llu: %s",
+                         (unsigned long long)was, strerror(errno));
+}
+
 static int run(run_ctx *d)
 {
+        raise_descriptor_limit();
         int status = start(d);
         if (status != EXIT_OK)
                 return status;

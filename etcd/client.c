@@ -990,6 +990,31 @@ void etcd_endpoint_status_free(etcd_endpoint_status *s)
         free(s);
 }
 
+etcd_endpoint_status *etcd_endpoint_status_dup(const etcd_endpoint_status *s)
+{
+        if (!s)
+                return NULL;
+        etcd_endpoint_status *d = XNEW(etcd_endpoint_status);
+        *d = *s;
+        d->endpoint = xstrdup_null(s->endpoint);
+        d->version = xstrdup_null(s->version);
+        d->errors = xcalloc(s->n_errors + 1, sizeof(char *));
+        for (size_t i = 0; i < s->n_errors; i++)
+                d->errors[i] = xstrdup(s->errors[i]);
+        return d;
+}
+
+/* etcd's ErrNoLeader, as Status lists it when the member knows no leader. */
+#define STATUS_NO_LEADER "etcdserver: no leader"
+
+bool etcd_status_may_report_alarm(const etcd_endpoint_status *s)
+{
+        for (size_t i = 0; i < s->n_errors; i++)
+                if (!streq(s->errors[i], STATUS_NO_LEADER))
+                        return true;
+        return false;
+}
+
 int etcd_status(etcd_client *c, const char *endpoint, etcd_endpoint_status **ret_status)
 {
         Etcdserverpb__StatusRequest req = ETCDSERVERPB__STATUS_REQUEST__INIT;

@@ -164,6 +164,17 @@ typedef struct etcd_endpoint_status {
 } etcd_endpoint_status;
 
 void etcd_endpoint_status_free(etcd_endpoint_status *s);
+etcd_endpoint_status *etcd_endpoint_status_dup(const etcd_endpoint_status *s);
+/*
+ * Whether the member's Status may be reporting an alarm. etcd 3.4 and 3.5
+ * list every alarm of the cluster in a Status's errors (one entry each,
+ * "memberID:… alarm:NOSPACE ") beside "etcdserver: no leader"; any entry
+ * but that one counts, so a format etcd changes errs toward asking. A
+ * Status with none says the cluster has no alarm as that member applied it,
+ * without the Alarm call (whose GET etcd puts through raft: an entry in the
+ * log and a WAL write on every member, each time it is asked).
+ */
+bool etcd_status_may_report_alarm(const etcd_endpoint_status *s);
 /*
  * Status of one member: endpoint is one of the configured endpoints (a URL
  * without a scheme names the configured one of that host and port); NULL =

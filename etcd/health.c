@@ -3,6 +3,8 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "etcd/health.h"
@@ -10,6 +12,52 @@
 #include "util/xalloc.h"
 
 #define HEALTH_BODY_MAX 65536
+
+/*
+ * One libcurl handle per thread for these GETs, set up afresh for each one
+ * (curl_easy_reset, then o): the handle and the multi handle libcurl keeps
+ * inside it (with its wake-up socket pair) are made once per thread, not
+ * once per GET, which an idle pass of every cluster makes. What a GET
+ * leaves is not carried to the next: each opens and closes its own
+ * connection (CURLOPT_FORBID_REUSE) and resumes no TLS session, so a thread
+ * holds no socket to any member between GETs and every GET verifies the
+ * member's certificate. A thread's handle is freed when it ends.
+ */
+static pthread_key_t handle_key;
+static pthread_once_t handle_once = PTHREAD_ONCE_INIT;
+
+static void handle_free(void *h)
+{
+        curl_easy_cleanup(h);
+}
+
+static void handle_key_make(void)
+{
+        if (pthread_key_create(&handle_key, handle_free) != 0)
+                abort();
+}
+
+static CURL *thread_handle(const http_opts *o)
+{
+        pthread_once(&handle_once, handle_key_make);
+        CURL *h = pthread_getspecific(handle_key);
+        if (h) {
+                curl_easy_reset(h);
+                if (http_setup(h, o) < 0)
+                        return NULL;
+        } else {
+                h = http_handle_new(o);
+                if (!h)
+                        return NULL;
+                if (pthread_setspecific(handle_key, h) != 0) {
+                        curl_easy_cleanup(h);
+                        return NULL;
+                }
+        }
+        curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
+        curl_easy_setopt(h, CURLOPT_SSL_SESSIONID_CACHE, 0L);
+        return h;
+}
 
 CURLcode etcd_http_perform(CURL *h, const char *url, strbuf *body)
 {
@@ -68,7 +116,7 @@ int etcd_member_health(const char *client_url, const etcd_health_opts *o, char *
                         .timeout_ms = timeout,
                         .connect_timeout_ms = timeout,
                         .tls = o->tls};
-        CURL *h = http_handle_new(&ho);
+        CURL *h = thread_handle(&ho);
         if (!h) {
                 *ret_detail = xstrdup("cannot create an HTTP handle");
                 return 0;
@@ -84,7 +132,6 @@ int etcd_member_health(const char *client_url, const etcd_health_opts *o, char *
                 o->wait_end();
         long code = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-        curl_easy_cleanup(h);
         int healthy = 0;
         if (cr != CURLE_OK)
                 *ret_detail = xasprintf("not answering yet (%s)", curl_easy_strerror(cr));
@@ -128,7 +175,7 @@ int etcd_member_metrics(const char *client_url, const etcd_health_opts *o, size_
                         .timeout_ms = timeout,
                         .connect_timeout_ms = timeout,
                         .tls = o->tls};
-        CURL *h = http_handle_new(&ho);
+        CURL *h = thread_handle(&ho);
         if (!h) {
                 *ret_error = xstrdup("cannot create an HTTP handle");
                 return -ENOMEM;
@@ -141,7 +188,6 @@ int etcd_member_metrics(const char *client_url, const etcd_health_opts *o, size_
         CURLcode cr = curl_easy_perform(h);
         long code = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-        curl_easy_cleanup(h);
         if (cr != CURLE_OK && !(cr == CURLE_WRITE_ERROR && cb.cut)) {
                 *ret_error = xasprintf("GET %s: %s", url, curl_easy_strerror(cr));
                 sb_release(&body);

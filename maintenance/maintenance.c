@@ -229,13 +229,18 @@ static void observe(maint_ctx *x, const maint_cluster *c, int64_t compact_revisi
         o->n = c->n;
         o->members = xcalloc(c->n + 1, sizeof(maint_member));
         o->status = xcalloc(c->n + 1, sizeof(etcd_endpoint_status *));
+        bool answered = false, alarm_reported = false;
         for (size_t i = 0; i < c->n; i++) {
                 maint_member *mm = &o->members[i];
                 mm->name = c->names[i];
                 etcd_endpoint_status *s = NULL;
-                if (etcd_status(x->client, c->client_urls[i], &s) < 0)
+                if (c->looked && streq_ptr(c->looked->endpoint, c->client_urls[i]))
+                        s = etcd_endpoint_status_dup(c->looked);
+                else if (etcd_status(x->client, c->client_urls[i], &s) < 0)
                         continue;
                 o->status[i] = s;
+                answered = true;
+                alarm_reported |= etcd_status_may_report_alarm(s);
                 mm->reachable = true;
                 mm->id = s->member_id;
                 mm->leader = s->leader;
@@ -248,7 +253,15 @@ static void observe(maint_ctx *x, const maint_cluster *c, int64_t compact_revisi
                                          etcd_count_keys(x->client, c->client_urls[i],
                                                          compact_revision - 1, &count, NULL) == 0;
         }
-        o->alarms_known = etcd_alarm_list(x->client, &o->alarms, &o->n_alarms) == 0;
+        /*
+         * etcd lists the cluster's alarms in every Status (etcd/client.h): the
+         * Alarm call, which goes through raft, is made only when one may
+         * report an alarm, or when no member answered (then it says why).
+         */
+        if (answered && !alarm_reported)
+                o->alarms_known = true;
+        else
+                o->alarms_known = etcd_alarm_list(x->client, &o->alarms, &o->n_alarms) == 0;
 }
 
 /* The members an alarm is raised on, comma-separated (newly allocated; "" for none). */

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "api/model.h"
+#include "etcd/client.h"
 #include "state/state.h"
 
 typedef struct maintenance maintenance;
@@ -50,6 +51,12 @@ typedef struct maint_cluster {
         const char *key;
         const char *user; /* etcd auth (reconciler/auth.h), or NULL; never logged */
         const char *password;
+        /*
+         * A Status the pass read a moment ago (its look, reconciler/etcd-ops.h),
+         * or NULL: used for the member whose client URL it names instead of
+         * asking that member again.
+         */
+        const etcd_endpoint_status *looked;
         const char *commit; /* behind the latched spec, for audit events; may be NULL */
         const char *author;
         /*

@@ -45,6 +45,7 @@
 #include "state/consistency.h"
 #include "state/snapshots.h"
 #include "state/state.h"
+#include "util/strmap.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -68,11 +69,15 @@ typedef struct series {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static series *all;
 static size_t n_all;
+/* "name\nlabels" → its index in all: a pass of each cluster finds its series, which a walk
+ * through every cluster's would make grow with the square of the clusters */
+static strmap index_all;
 static char **sources;
 static bool *sources_read;
 static size_t n_sources;
 static char **leaders; /* "cluster\tleader" last seen */
 static size_t n_leaders;
+static strmap index_leaders; /* cluster → its index in leaders */
 
 /* gitcd's client identity per cluster, published by the main loop. */
 typedef struct client_tls {
@@ -110,10 +115,12 @@ static void cluster_labels(strbuf *sb, const char *cluster)
 /* Caller holds the lock. */
 static series *find(const char *name, const char *labels)
 {
-        for (size_t i = 0; i < n_all; i++)
-                if (streq(all[i].name, name) && streq(all[i].labels, labels))
-                        return &all[i];
+        _cleanup_free_ char *key = xasprintf("%s\n%s", name, labels);
+        size_t i = 0;
+        if (strmap_get(&index_all, key, &i))
+                return &all[i];
         all = xrealloc(all, (n_all + 1) * sizeof(series));
+        (void)strmap_put(&index_all, key, n_all);
         series *s = &all[n_all++];
         memset(s, 0, sizeof(*s));
         s->name = xstrdup(name);
@@ -136,22 +143,23 @@ static void observe(series *s, const double *bounds, size_t n, double v)
 /* Count a change of leader; caller holds the lock. */
 static void note_leader(const char *cluster, const char *leader)
 {
-        size_t len = strlen(cluster);
-        for (size_t i = 0; i < n_leaders; i++)
-                if (strncmp(leaders[i], cluster, len) == 0 && leaders[i][len] == '\t') {
-                        if (streq(leaders[i] + len + 1, leader ? leader : ""))
-                                return;
-                        free(leaders[i]);
-                        leaders[i] = xasprintf("%s\t%s", cluster, leader ? leader : "");
-                        if (!leader)
-                                return;
-                        strbuf l = STRBUF_INIT;
-                        cluster_labels(&l, cluster);
-                        find("gitcd_cluster_leader_changes_total", sb_str(&l))->value++;
-                        sb_release(&l);
+        size_t len = strlen(cluster), i = 0;
+        if (strmap_get(&index_leaders, cluster, &i)) {
+                assert(strncmp(leaders[i], cluster, len) == 0 && leaders[i][len] == '\t');
+                if (streq(leaders[i] + len + 1, leader ? leader : ""))
                         return;
-                }
+                free(leaders[i]);
+                leaders[i] = xasprintf("%s\t%s", cluster, leader ? leader : "");
+                if (!leader)
+                        return;
+                strbuf l = STRBUF_INIT;
+                cluster_labels(&l, cluster);
+                find("gitcd_cluster_leader_changes_total", sb_str(&l))->value++;
+                sb_release(&l);
+                return;
+        }
         leaders = xrealloc(leaders, (n_leaders + 1) * sizeof(char *));
+        (void)strmap_put(&index_leaders, cluster, n_leaders);
         leaders[n_leaders++] = xasprintf("%s\t%s", cluster, leader ? leader : "");
         strbuf l = STRBUF_INIT;
         cluster_labels(&l, cluster);
@@ -1069,6 +1077,7 @@ void ops_metrics_reset(void)
         free(all);
         all = NULL;
         n_all = 0;
+        strmap_release(&index_all);
         for (size_t i = 0; i < n_sources; i++)
                 free(sources[i]);
         free(sources);
@@ -1081,6 +1090,7 @@ void ops_metrics_reset(void)
         free(leaders);
         leaders = NULL;
         n_leaders = 0;
+        strmap_release(&index_leaders);
         for (size_t i = 0; i < n_tls_ids; i++)
                 client_tls_release(&tls_ids[i]);
         free(tls_ids);

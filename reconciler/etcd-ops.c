@@ -245,9 +245,12 @@ static bool position_same(const raft_position *a, const raft_position *b)
                a->term == b->term && a->index == b->index && a->applied == b->applied;
 }
 
-static int real_look(etcd_conn *conn, etcd_members **ret_list, uint64_t *ret_leader)
+static int real_look(etcd_conn *conn, etcd_members **ret_list, uint64_t *ret_leader,
+                     etcd_endpoint_status **ret_status)
 {
         etcd_endpoint_status *st = NULL;
+        if (ret_status)
+                *ret_status = NULL;
         if (etcd_status(C(conn), NULL, &st) < 0) {
                 /* as member_list then leader: another member may answer the list */
                 int k = real_member_list(conn, ret_list);
@@ -259,26 +262,30 @@ static int real_look(etcd_conn *conn, etcd_members **ret_list, uint64_t *ret_lea
         }
         raft_position at = position_of(st);
         uint64_t leader = st->leader;
-        etcd_endpoint_status_free(st);
+        etcd_members *l = NULL;
         /* a member that reports no applied index (or none yet) is never trusted to be unchanged */
         if (conn->kept_list && at.applied > 0 && position_same(&at, &conn->kept_at)) {
-                *ret_list = etcd_members_dup(conn->kept_list);
-                *ret_leader = leader;
-                return 0;
-        }
-        etcd_members_free(conn->kept_list);
-        conn->kept_list = NULL;
-        etcd_members *l = NULL;
-        int k = etcd_member_list(C(conn), &l);
-        if (k < 0)
-                return k;
-        /* kept only when the member whose position was read answered the list */
-        if (l->responder_id == at.member_id && l->cluster_id == at.cluster_id) {
-                conn->kept_list = etcd_members_dup(l);
-                conn->kept_at = at;
+                l = etcd_members_dup(conn->kept_list);
+        } else {
+                etcd_members_free(conn->kept_list);
+                conn->kept_list = NULL;
+                int k = etcd_member_list(C(conn), &l);
+                if (k < 0) {
+                        etcd_endpoint_status_free(st);
+                        return k;
+                }
+                /* kept only when the member whose position was read answered the list */
+                if (l->responder_id == at.member_id && l->cluster_id == at.cluster_id) {
+                        conn->kept_list = etcd_members_dup(l);
+                        conn->kept_at = at;
+                }
         }
         *ret_list = l;
         *ret_leader = leader;
+        if (ret_status)
+                *ret_status = st;
+        else
+                etcd_endpoint_status_free(st);
         return 0;
 }
 

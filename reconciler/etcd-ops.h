@@ -54,9 +54,13 @@ typedef struct etcd_membership_ops {
          * leader; 0 when it could not be asked). Fails only as member_list
          * does. The real table answers an unchanged member's list from the
          * last look, with one call (reconciler/etcd-ops.c says why nothing
-         * is missed). May be NULL: member_list, then leader.
+         * is missed). *ret_status (ret_status may be NULL): the Status the
+         * look read, with the endpoint that answered it, for the rest of
+         * the pass to use instead of asking again; NULL when none was read.
+         * May be NULL: member_list, then leader.
          */
-        int (*look)(etcd_conn *conn, etcd_members **ret_list, uint64_t *ret_leader);
+        int (*look)(etcd_conn *conn, etcd_members **ret_list, uint64_t *ret_leader,
+                    etcd_endpoint_status **ret_status);
         /* Expected: ETCD_ERR_PEER_URL_EXISTS, _TOO_MANY_LEARNERS, _UNHEALTHY. */
         int (*add_learner)(etcd_conn *conn, const char *peer_url, uint64_t *ret_id);
         /* Expected: ETCD_ERR_MEMBER_NOT_IN_SYNC (retry later), _MEMBER_NOT_LEARNER. */

@@ -161,6 +161,7 @@ typedef struct world {
         state_member_list all_records; /* including removed ones: ordinals are never reused */
         etcd_members *etcd;
         uint64_t leader;
+        etcd_endpoint_status *looked; /* the Status the look read (etcd-ops.h), or NULL */
         member_view *views;
         size_t n;
         obs_member *obs_members;

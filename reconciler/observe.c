@@ -220,6 +220,7 @@ void world_release(world *w)
         state_member_list_release(&w->records);
         state_member_list_release(&w->all_records);
         etcd_members_free(w->etcd);
+        etcd_endpoint_status_free(w->looked);
         for (size_t i = 0; i < w->n; i++) {
                 free(w->views[i].name);
                 free(w->views[i].command);
@@ -425,7 +426,7 @@ int world_observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w
         etcd_conn *cl = cluster_client(r, x, c, &w->records);
         uint64_t leader = 0;
         if (cl && r->opts.etcd->look) {
-                if (r->opts.etcd->look(cl, &w->etcd, &leader) == 0)
+                if (r->opts.etcd->look(cl, &w->etcd, &leader, &w->looked) == 0)
                         w->leader = leader;
                 else
                         w->etcd = NULL;

@@ -654,6 +654,7 @@ static pass_next pass_maintenance(pass_ctx *p)
                             .key = key,
                             .user = cr.user,
                             .password = cr.password,
+                            .looked = w->looked,
                             .commit = w->commit,
                             .author = w->author,
                             .frozen = p->cons.frozen};

@@ -39,9 +39,10 @@
 typedef struct next_look {
         char *cluster;
         int64_t at_ms;
-        int64_t drill_at_ms; /* restore drills: look again from then */
-        char *schedule;      /* the schedule the time was computed for */
-        char *unneeded;      /* the spec hash last found without a snapshot schedule */
+        int64_t drill_at_ms;  /* restore drills: look again from then */
+        char *schedule;       /* the schedule the time was computed for */
+        char *unneeded;       /* the spec hash last found without a snapshot schedule */
+        char *drill_unneeded; /* the spec hash last found without restore drills */
 } next_look;
 
 struct snapshot_scheduler {
@@ -202,6 +203,7 @@ void snapshot_scheduler_free(snapshot_scheduler *s)
                 free(s->looks[i].cluster);
                 free(s->looks[i].schedule);
                 free(s->looks[i].unneeded);
+                free(s->looks[i].drill_unneeded);
         }
         free(s->looks);
         strmap_release(&s->look_index);
@@ -223,13 +225,18 @@ static next_look *look_for(snapshot_scheduler *s, const char *cluster)
         return l;
 }
 
-/* The spec in force is the one last found without a schedule: nothing to read again. */
-static bool still_unneeded(state_db *db, const next_look *look, char **ret_hash)
+/*
+ * The spec in force is the one last found not needing what is looked for
+ * (unneeded: its hash): nothing to read and parse again. *ret_hash: the
+ * hash in force, to remember when the spec read now does not need it.
+ */
+static bool still_unneeded(state_db *db, const next_look *look, const char *unneeded,
+                           char **ret_hash)
 {
         *ret_hash = NULL;
         if (state_cluster_spec_hash(db, look->cluster, ret_hash) < 0 || !*ret_hash)
                 return false;
-        return streq_ptr(look->unneeded, *ret_hash);
+        return streq_ptr(unneeded, *ret_hash);
 }
 
 /* The cluster's latched (else desired) spec; NULL when unreadable. */
@@ -335,14 +342,20 @@ static int start_drill(snapshot_scheduler *s, state_db *db, target *t, const cha
                 if (now < look->drill_at_ms)
                         continue;
                 look->drill_at_ms = now + DRILL_LOOK_MS;
+                _cleanup_free_ char *hash = NULL;
+                if (still_unneeded(db, look, look->drill_unneeded, &hash))
+                        continue;
                 bool available = false;
                 _cleanup_(etcd_cluster_freep) etcd_cluster *c =
                     cluster_spec(db, clusters[i], &available);
                 snapshot_verify_policy policy;
                 if (!c || !c->snapshots.enabled || c->snapshots.verify == VERIFY_OFF ||
                     c->snapshots.destination.kind == DEST_NONE ||
-                    snapshot_verify_policy_of(&c->snapshots, &policy) < 0)
+                    snapshot_verify_policy_of(&c->snapshots, &policy) < 0) {
+                        if (c)
+                                str_assign(&look->drill_unneeded, TAKE_PTR(hash));
                         continue;
+                }
                 int64_t last_slot = 0;
                 state_snapshot_list l = {0};
                 if (state_snapshot_drill_last_slot(db, clusters[i], &last_slot) < 0 ||
@@ -389,7 +402,7 @@ int snapshot_scheduler_tick(snapshot_scheduler *s, state_db *db, target *t,
                 if (now < look->at_ms)
                         continue;
                 _cleanup_free_ char *hash = NULL;
-                if (still_unneeded(db, look, &hash)) {
+                if (still_unneeded(db, look, look->unneeded, &hash)) {
                         look->at_ms = now + 60 * 1000;
                         continue;
                 }

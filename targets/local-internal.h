@@ -16,6 +16,7 @@
 
 #include "targets/local.h"
 #include "util/macro.h"
+#include "util/strmap.h"
 #include "util/xalloc.h"
 
 #define MAX_EXITS_KEPT  8
@@ -75,11 +76,19 @@ typedef struct local_target {
         local_member **members;
         size_t n_members;
         size_t alloc_members;
+        strmap member_index; /* "ns/cluster/name" → its index in members */
         etcd_binary *binaries;
         size_t n_binaries;
         size_t alloc_binaries;
         target_event_set events; /* clusters with a member event not taken yet (take_events) */
         int wake_fd;             /* eventfd: a member started, wait_event looks again; -1 without */
+        /*
+         * epoll set of every running member's pidfd (not while it is being
+         * stopped: its stop reaps it) and wake_fd, so that a tick or a wait
+         * for events learns of exits in one call whatever the number of
+         * members; -1 without (then each member is polled).
+         */
+        int epoll_fd;
 } local_target;
 
 /* local.c */
@@ -97,6 +106,8 @@ int lt_get_or_create_member(local_target *lt, const etcd_cluster *c, const char 
 /* local-process.c */
 int lt_count_recent_exits(const local_member *m);
 void lt_poll_exit(local_target *lt, local_member *m);
+/* Add m's pidfd to (watch true) or take it out of the target's epoll set. */
+void lt_watch_exit(local_target *lt, local_member *m, bool watch);
 void lt_adopt(local_target *lt, local_member *m);
 int lt_resolve_etcd(local_target *lt, const char *version, const char **ret_path);
 int lt_start_member(local_target *lt, local_member *m);

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/pidfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -95,6 +96,7 @@ static void handle_exit(local_target *lt, local_member *m, bool expected)
         }
         log_debug("local target: member %s/%s/%s (pid %ld) %s", m->ns, m->cluster, m->name,
                   (long)m->pid, detail);
+        lt_watch_exit(lt, m, false);
         if (m->pidfd >= 0)
                 close(m->pidfd);
         m->pidfd = -1;
@@ -164,6 +166,7 @@ void lt_adopt(local_target *lt, local_member *m)
                 if (fd >= 0 && process_runs(pid, m->command)) {
                         m->pid = pid;
                         m->pidfd = fd;
+                        lt_watch_exit(lt, m, true);
                         m->started_mono = now_mono_ms();
                         log_debug("local target: adopted member %s/%s/%s (pid %ld)", m->ns,
                                   m->cluster, m->name, (long)pid);
@@ -263,8 +266,9 @@ int lt_start_member(local_target *lt, local_member *m)
                                    m->command[0], strerror(-r));
         m->pid = pid;
         m->pidfd = pidfd_open(pid, 0);
+        lt_watch_exit(lt, m, true);
         if (lt->wake_fd >= 0) {
-                uint64_t one = 1; /* a thread in wait_event adds the new pidfd */
+                uint64_t one = 1; /* a thread in wait_event looks again */
                 (void)!write(lt->wake_fd, &one, sizeof(one));
         }
         m->started_mono = now_mono_ms();
@@ -320,12 +324,14 @@ int lt_stop_process(local_target *lt, local_member *m)
         (void)pidfd_send_signal(m->pidfd, SIGTERM, NULL, 0);
         /* Other threads leave the member alone while the shared lock is let go (poll_exit). */
         m->stopping = true;
+        lt_watch_exit(lt, m, false);
         if (!wait_pidfd(m->pidfd, lt->stop_timeout_ms)) {
                 log_debug("local target: member %s did not stop within %d ms; killing", m->name,
                           lt->stop_timeout_ms);
                 (void)pidfd_send_signal(m->pidfd, SIGKILL, NULL, 0);
                 if (!wait_pidfd(m->pidfd, 10000)) {
                         m->stopping = false;
+                        lt_watch_exit(lt, m, true);
                         return target_fail(&lt->base, -ETIMEDOUT,
                                            "member %s: process %ld does not exit after SIGKILL",
                                            m->name, (long)m->pid);
@@ -336,14 +342,79 @@ int lt_stop_process(local_target *lt, local_member *m)
         return 0;
 }
 
+void lt_watch_exit(local_target *lt, local_member *m, bool watch)
+{
+        if (lt->epoll_fd < 0 || m->pidfd < 0)
+                return;
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = m->pidfd};
+        (void)epoll_ctl(lt->epoll_fd, watch ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, m->pidfd, &ev);
+}
+
+/*
+ * lt_poll_exit for every member at once: a tick comes with every pass and a
+ * wait for events with every turn of the daemon's loop, so a system call per
+ * member each time would grow with the square of the clusters. With the
+ * epoll set, one call says which pidfds are readable (the set is level-
+ * triggered: a readiness not handled here is reported again); a readable fd
+ * is matched to its member under the shared lock, where no pidfd is opened
+ * or closed. Without it, one poll() over every pidfd. True when a member's
+ * process had exited.
+ */
+static bool take_exits(local_target *lt)
+{
+        bool exited = false;
+        if (lt->epoll_fd >= 0) {
+                struct epoll_event evs[64];
+                int n;
+                do {
+                        n = epoll_wait(lt->epoll_fd, evs, (int)ARRAY_SIZE(evs), 0);
+                        for (int k = 0; k < n; k++) {
+                                int fd = evs[k].data.fd;
+                                if (fd == lt->wake_fd) {
+                                        uint64_t v;
+                                        (void)!read(lt->wake_fd, &v, sizeof(v));
+                                        continue;
+                                }
+                                for (size_t i = 0; i < lt->n_members; i++) {
+                                        local_member *m = lt->members[i];
+                                        if (m->pidfd == fd && !m->stopping) {
+                                                handle_exit(lt, m, false);
+                                                exited = true;
+                                                break;
+                                        }
+                                }
+                        }
+                } while (n == (int)ARRAY_SIZE(evs));
+                return exited;
+        }
+        _cleanup_free_ struct pollfd *pfds = xcalloc(lt->n_members + 1, sizeof(struct pollfd));
+        _cleanup_free_ local_member **who = xcalloc(lt->n_members + 1, sizeof(local_member *));
+        size_t n = 0;
+        for (size_t i = 0; i < lt->n_members; i++) {
+                local_member *m = lt->members[i];
+                if (m->pidfd >= 0 && !m->stopping) {
+                        who[n] = m;
+                        pfds[n++] = (struct pollfd){.fd = m->pidfd, .events = POLLIN};
+                }
+        }
+        if (n == 0 || poll(pfds, n, 0) <= 0)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (pfds[i].revents) {
+                        handle_exit(lt, who[i], false);
+                        exited = true;
+                }
+        return exited;
+}
+
 int local_tick(target *t)
 {
         local_target *lt = LT(t);
         int ret = 0;
         int64_t now = now_mono_ms();
+        (void)take_exits(lt);
         for (size_t i = 0; i < lt->n_members; i++) {
                 local_member *m = lt->members[i];
-                lt_poll_exit(lt, m);
                 if (m->stopping || !m->crashed || m->stopped || m->pid || !m->command ||
                     m->restart_at_mono > now)
                         continue;
@@ -370,31 +441,25 @@ int local_tick(target *t)
 
 /*
  * One look at the members under the shared lock: handle the exits that
- * happened, and say whether one did or a restart is due (true), else
- * build the poll set and the time to wait until the next restart is due.
+ * happened, and say whether one did or a restart is due (true), else the
+ * time to wait until the next restart is due and, without the epoll set,
+ * the poll set to wait on.
  */
 static bool wait_scan(local_target *lt, int64_t deadline, struct pollfd **pfds, size_t *ret_n,
                       int64_t *ret_wait)
 {
         int64_t now = now_mono_ms();
-        bool event = false;
-        for (size_t i = 0; i < lt->n_members; i++) {
-                local_member *m = lt->members[i];
-                if (m->pidfd < 0)
-                        continue;
-                struct pollfd pfd = {.fd = m->pidfd, .events = POLLIN};
-                if (!m->stopping && poll(&pfd, 1, 0) > 0) {
-                        handle_exit(lt, m, false);
-                        event = true;
-                }
-        }
-        *pfds = xrealloc(*pfds, (lt->n_members + 1) * sizeof(struct pollfd));
+        bool event = take_exits(lt);
+        bool poll_set = lt->epoll_fd < 0;
+        if (poll_set)
+                *pfds = xrealloc(*pfds, (lt->n_members + 1) * sizeof(struct pollfd));
         size_t n = 0;
         int64_t wait = deadline - now;
         for (size_t i = 0; i < lt->n_members; i++) {
                 local_member *m = lt->members[i];
                 if (m->pidfd >= 0 && !m->stopping) {
-                        (*pfds)[n++] = (struct pollfd){.fd = m->pidfd, .events = POLLIN};
+                        if (poll_set)
+                                (*pfds)[n++] = (struct pollfd){.fd = m->pidfd, .events = POLLIN};
                 } else if (m->pidfd < 0 && m->crashed && !m->stopped && m->command) {
                         if (m->restart_at_mono <= now) {
                                 note_event(lt, m);
@@ -404,7 +469,7 @@ static bool wait_scan(local_target *lt, int64_t deadline, struct pollfd **pfds, 
                         }
                 }
         }
-        if (lt->wake_fd >= 0)
+        if (poll_set && lt->wake_fd >= 0)
                 (*pfds)[n++] = (struct pollfd){.fd = lt->wake_fd, .events = POLLIN};
         *ret_n = n;
         *ret_wait = wait < 0 ? 0 : wait;
@@ -424,19 +489,24 @@ int local_wait_event(target *t, int timeout_ms)
                 if (now_mono_ms() >= deadline || target_wake_take())
                         return 0;
                 /*
-                 * Outside the shared lock: another thread may close one of
-                 * these descriptors meanwhile (the poll keeps its file), so
-                 * what it returns is only a reason to look again.
+                 * Outside the shared lock: another thread may start or stop a
+                 * member meanwhile, so what the wait returns is only a reason
+                 * to look again (wait_scan, under the lock, says what happened;
+                 * the epoll set reports a readiness not handled again).
                  */
                 target_blocking_begin();
-                int r = poll(pfds, n, (int)MIN(wait, INT32_MAX));
-                if (r > 0 && lt->wake_fd >= 0 && pfds[n - 1].revents) {
-                        uint64_t v;
-                        (void)!read(lt->wake_fd, &v, sizeof(v));
+                int r;
+                if (lt->epoll_fd >= 0) {
+                        struct epoll_event ev;
+                        r = epoll_wait(lt->epoll_fd, &ev, 1, (int)MIN(wait, INT32_MAX));
+                } else {
+                        r = poll(pfds, n, (int)MIN(wait, INT32_MAX));
+                        if (r > 0 && lt->wake_fd >= 0 && pfds[n - 1].revents) {
+                                uint64_t v;
+                                (void)!read(lt->wake_fd, &v, sizeof(v));
+                        }
                 }
                 target_blocking_end();
-                if (r < 0 && errno != EINTR)
-                        return 0;
                 if (r < 0)
                         return 0; /* a signal: the caller looks at it */
         }

@@ -32,6 +32,7 @@
  * an eventfd, so that its exit is seen too.
  */
 
+#include <assert.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -39,6 +40,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/pidfd.h>
 #include <sys/wait.h>
@@ -117,21 +119,34 @@ local_member *local_member_new(local_target *lt, const char *ns, const char *clu
         return m;
 }
 
+/*
+ * The members in memory are looked up by name through member_index, not by
+ * going through them all: every pass looks its members up several times, so
+ * a walk would grow with the square of the clusters.
+ */
+static char *member_key(const char *ns, const char *cluster, const char *name)
+{
+        return xasprintf("%s/%s/%s", ns, cluster, name);
+}
+
 local_member *lt_find_loaded(local_target *lt, const char *ns, const char *cluster,
                              const char *name)
 {
-        for (size_t i = 0; i < lt->n_members; i++) {
-                local_member *m = lt->members[i];
-                if (streq(m->ns, ns) && streq(m->cluster, cluster) && streq(m->name, name))
-                        return m;
-        }
-        return NULL;
+        _cleanup_free_ char *key = member_key(ns, cluster, name);
+        size_t i = 0;
+        if (!strmap_get(&lt->member_index, key, &i))
+                return NULL;
+        local_member *m = lt->members[i];
+        assert(streq(m->ns, ns) && streq(m->cluster, cluster) && streq(m->name, name));
+        return m;
 }
 
 static void add_loaded(local_target *lt, local_member *m)
 {
         lt->members =
             xgrow(lt->members, &lt->alloc_members, lt->n_members + 1, sizeof(local_member *));
+        _cleanup_free_ char *key = member_key(m->ns, m->cluster, m->name);
+        (void)strmap_put(&lt->member_index, key, lt->n_members);
         lt->members[lt->n_members++] = m;
 }
 
@@ -143,6 +158,14 @@ static void drop_loaded(local_target *lt, local_member *m)
                 memmove(lt->members + i, lt->members + i + 1,
                         (lt->n_members - i - 1) * sizeof(local_member *));
                 lt->n_members--;
+                lt_watch_exit(lt, m, false);
+                /* the indexes after it moved: the map is made again (a member removed is rare) */
+                strmap_release(&lt->member_index);
+                for (size_t j = 0; j < lt->n_members; j++) {
+                        local_member *o = lt->members[j];
+                        _cleanup_free_ char *key = member_key(o->ns, o->cluster, o->name);
+                        (void)strmap_put(&lt->member_index, key, j);
+                }
                 break;
         }
         local_member_free(m);
@@ -536,6 +559,7 @@ static void local_free(target *t)
         for (size_t i = 0; i < lt->n_members; i++)
                 local_member_free(lt->members[i]);
         free(lt->members);
+        strmap_release(&lt->member_index);
         for (size_t i = 0; i < lt->n_binaries; i++) {
                 free(lt->binaries[i].version);
                 free(lt->binaries[i].path);
@@ -545,6 +569,8 @@ static void local_free(target *t)
         free(lt->etcd_dir);
         if (lt->wake_fd >= 0)
                 close(lt->wake_fd);
+        if (lt->epoll_fd >= 0)
+                close(lt->epoll_fd);
         free(lt);
 }
 
@@ -701,6 +727,14 @@ int local_target_new(const local_target_opts *opts, target **ret)
                 return r;
         local_target *lt = XNEW(local_target);
         lt->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        lt->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+        if (lt->epoll_fd >= 0 && lt->wake_fd >= 0) {
+                struct epoll_event ev = {.events = EPOLLIN, .data.fd = lt->wake_fd};
+                if (epoll_ctl(lt->epoll_fd, EPOLL_CTL_ADD, lt->wake_fd, &ev) < 0) {
+                        close(lt->epoll_fd);
+                        lt->epoll_fd = -1;
+                }
+        }
         lt->base.ops = &local_ops;
         lt->state_dir = abs_state;
         if (!isempty(opts->etcd_dir)) {

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,8 +41,18 @@ static void test_daemon(void **state)
                 skip();
         e2e *e = e2e_new();
         e2e_write_cluster(e, "a.yaml", "alpha", 1, "3.5.16");
+        /* started with a low soft limit on descriptors, the daemon raises it to the hard one */
+        struct rlimit mine, low, its;
+        assert_int_equal(getrlimit(RLIMIT_NOFILE, &mine), 0);
+        low = mine;
+        if (low.rlim_max > 512)
+                low.rlim_cur = 512;
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
         pid_t d = e2e_start_daemon(e, NULL);
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &mine), 0);
         assert_true(e2e_wait_ready(e, "alpha", 1, 60));
+        assert_int_equal(prlimit(d, RLIMIT_NOFILE, NULL, &its), 0);
+        assert_true(its.rlim_cur == its.rlim_max || its.rlim_cur == (rlim_t)1 << 20);
 
         /* New file and an edit, taken in by polling. */
         e2e_write_cluster(e, "b.yaml", "beta", 1, "3.5.16");

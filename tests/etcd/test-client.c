@@ -270,12 +270,25 @@ static void test_nospace_alarm(void **state)
         etcd_endpoint_status *s = NULL;
         assert_ok(cl, etcd_status(cl, cluster->members[0].client_url, &s));
         assert_true(s->n_errors > 0);
+        /* what maintenance asks the Alarm call on (maintenance/maintenance.c) */
+        assert_true(etcd_status_may_report_alarm(s));
+        etcd_endpoint_status *d = etcd_endpoint_status_dup(s);
+        assert_int_equal(d->n_errors, s->n_errors);
+        assert_string_equal(d->errors[0], s->errors[0]);
+        assert_true(d->member_id == s->member_id);
+        etcd_endpoint_status_free(d);
         etcd_endpoint_status_free(s);
 
         assert_ok(cl, etcd_alarm_disarm(cl, id, ETCD_ALARM_NOSPACE));
         assert_ok(cl, etcd_alarm_list(cl, &a, &n));
         assert_int_equal(n, 0);
         free(a);
+        /* no alarm: every member's Status says so, on both etcd versions */
+        for (size_t i = 0; i < cluster->n; i++) {
+                assert_ok(cl, etcd_status(cl, cluster->members[i].client_url, &s));
+                assert_false(etcd_status_may_report_alarm(s));
+                etcd_endpoint_status_free(s);
+        }
         assert_ok(cl, etcd_put(cl, "/full", "x", 1, NULL));
 }
 

@@ -69,8 +69,13 @@ static etcd_members *look(etcd_conn *conn, uint64_t *ret_leader)
 {
         etcd_members *l = NULL;
         uint64_t leader = 0;
-        if (ops->look(conn, &l, &leader) < 0)
+        etcd_endpoint_status *st = NULL;
+        if (ops->look(conn, &l, &leader, &st) < 0)
                 fail_msg("look: %s", ops->last_error(conn));
+        /* the Status the look read comes back for the rest of the pass */
+        assert_non_null(st);
+        assert_true(st->member_id != 0 && !isempty(st->endpoint));
+        etcd_endpoint_status_free(st);
         if (ret_leader)
                 *ret_leader = leader;
         return l;
