@@ -745,6 +745,7 @@ static void snapshot_tick(snapshot_scheduler *snap, runner_source *rs)
  * within this.
  */
 #define SNAPSHOT_TICK_MS 1000
+
 /* The daemon's state for the life of the process. */
 typedef struct run_ctx {
         runner_flags f;
@@ -1070,7 +1071,6 @@ static int stop(run_ctx *d)
         return EXIT_OK;
 }
 
-/* The loop until SIGTERM; SIGHUP reloads between two turns. */
 /*
  * The daemon holds descriptors in proportion to its clusters: a kept etcd
  * connection per member (with libcurl's wake-up pair beside it) and a pidfd
@@ -1094,6 +1094,7 @@ static void raise_descriptor_limit(void)
                          (unsigned long long)was, strerror(errno));
 }
 
+/* The loop until SIGTERM; SIGHUP reloads between two turns. */
 static int run(run_ctx *d)
 {
         raise_descriptor_limit();

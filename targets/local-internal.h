@@ -86,7 +86,7 @@ typedef struct local_target {
          * epoll set of every running member's pidfd (not while it is being
          * stopped: its stop reaps it) and wake_fd, so that a tick or a wait
          * for events learns of exits in one call whatever the number of
-         * members; -1 without (then each member is polled).
+         * members.
          */
         int epoll_fd;
 } local_target;

@@ -344,7 +344,7 @@ int lt_stop_process(local_target *lt, local_member *m)
 
 void lt_watch_exit(local_target *lt, local_member *m, bool watch)
 {
-        if (lt->epoll_fd < 0 || m->pidfd < 0)
+        if (m->pidfd < 0)
                 return;
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = m->pidfd};
         (void)epoll_ctl(lt->epoll_fd, watch ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, m->pidfd, &ev);
@@ -353,57 +353,39 @@ void lt_watch_exit(local_target *lt, local_member *m, bool watch)
 /*
  * lt_poll_exit for every member at once: a tick comes with every pass and a
  * wait for events with every turn of the daemon's loop, so a system call per
- * member each time would grow with the square of the clusters. With the
- * epoll set, one call says which pidfds are readable (the set is level-
- * triggered: a readiness not handled here is reported again); a readable fd
- * is matched to its member under the shared lock, where no pidfd is opened
- * or closed. Without it, one poll() over every pidfd. True when a member's
- * process had exited.
+ * member each time would grow with the square of the clusters. One call says
+ * which pidfds of the epoll set are readable (it is level-triggered: a
+ * readiness not handled here is reported again); a readable fd is matched to
+ * its member under the shared lock, where no pidfd is opened or closed, and
+ * one that matches no member is taken out of the set rather than reported
+ * for ever. True when a member's process had exited.
  */
 static bool take_exits(local_target *lt)
 {
         bool exited = false;
-        if (lt->epoll_fd >= 0) {
-                struct epoll_event evs[64];
-                int n;
-                do {
-                        n = epoll_wait(lt->epoll_fd, evs, (int)ARRAY_SIZE(evs), 0);
-                        for (int k = 0; k < n; k++) {
-                                int fd = evs[k].data.fd;
-                                if (fd == lt->wake_fd) {
-                                        uint64_t v;
-                                        (void)!read(lt->wake_fd, &v, sizeof(v));
-                                        continue;
-                                }
-                                for (size_t i = 0; i < lt->n_members; i++) {
-                                        local_member *m = lt->members[i];
-                                        if (m->pidfd == fd && !m->stopping) {
-                                                handle_exit(lt, m, false);
-                                                exited = true;
-                                                break;
-                                        }
-                                }
+        struct epoll_event evs[64];
+        int n;
+        do {
+                n = epoll_wait(lt->epoll_fd, evs, (int)ARRAY_SIZE(evs), 0);
+                for (int k = 0; k < n; k++) {
+                        int fd = evs[k].data.fd;
+                        if (fd == lt->wake_fd) {
+                                uint64_t v;
+                                (void)!read(lt->wake_fd, &v, sizeof(v));
+                                continue;
                         }
-                } while (n == (int)ARRAY_SIZE(evs));
-                return exited;
-        }
-        _cleanup_free_ struct pollfd *pfds = xcalloc(lt->n_members + 1, sizeof(struct pollfd));
-        _cleanup_free_ local_member **who = xcalloc(lt->n_members + 1, sizeof(local_member *));
-        size_t n = 0;
-        for (size_t i = 0; i < lt->n_members; i++) {
-                local_member *m = lt->members[i];
-                if (m->pidfd >= 0 && !m->stopping) {
-                        who[n] = m;
-                        pfds[n++] = (struct pollfd){.fd = m->pidfd, .events = POLLIN};
-                }
-        }
-        if (n == 0 || poll(pfds, n, 0) <= 0)
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (pfds[i].revents) {
-                        handle_exit(lt, who[i], false);
+                        local_member *m = NULL;
+                        for (size_t i = 0; i < lt->n_members && !m; i++)
+                                if (lt->members[i]->pidfd == fd && !lt->members[i]->stopping)
+                                        m = lt->members[i];
+                        if (!m) {
+                                (void)epoll_ctl(lt->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+                                continue;
+                        }
+                        handle_exit(lt, m, false);
                         exited = true;
                 }
+        } while (n == (int)ARRAY_SIZE(evs));
         return exited;
 }
 
@@ -442,25 +424,16 @@ int local_tick(target *t)
 /*
  * One look at the members under the shared lock: handle the exits that
  * happened, and say whether one did or a restart is due (true), else the
- * time to wait until the next restart is due and, without the epoll set,
- * the poll set to wait on.
+ * time to wait until the next restart is due.
  */
-static bool wait_scan(local_target *lt, int64_t deadline, struct pollfd **pfds, size_t *ret_n,
-                      int64_t *ret_wait)
+static bool wait_scan(local_target *lt, int64_t deadline, int64_t *ret_wait)
 {
         int64_t now = now_mono_ms();
         bool event = take_exits(lt);
-        bool poll_set = lt->epoll_fd < 0;
-        if (poll_set)
-                *pfds = xrealloc(*pfds, (lt->n_members + 1) * sizeof(struct pollfd));
-        size_t n = 0;
         int64_t wait = deadline - now;
         for (size_t i = 0; i < lt->n_members; i++) {
                 local_member *m = lt->members[i];
-                if (m->pidfd >= 0 && !m->stopping) {
-                        if (poll_set)
-                                (*pfds)[n++] = (struct pollfd){.fd = m->pidfd, .events = POLLIN};
-                } else if (m->pidfd < 0 && m->crashed && !m->stopped && m->command) {
+                if (m->pidfd < 0 && m->crashed && !m->stopped && m->command) {
                         if (m->restart_at_mono <= now) {
                                 note_event(lt, m);
                                 event = true;
@@ -469,9 +442,6 @@ static bool wait_scan(local_target *lt, int64_t deadline, struct pollfd **pfds, 
                         }
                 }
         }
-        if (poll_set && lt->wake_fd >= 0)
-                (*pfds)[n++] = (struct pollfd){.fd = lt->wake_fd, .events = POLLIN};
-        *ret_n = n;
         *ret_wait = wait < 0 ? 0 : wait;
         return event;
 }
@@ -480,11 +450,9 @@ int local_wait_event(target *t, int timeout_ms)
 {
         local_target *lt = LT(t);
         int64_t deadline = now_mono_ms() + (timeout_ms < 0 ? INT32_MAX : timeout_ms);
-        _cleanup_free_ struct pollfd *pfds = NULL;
         for (;;) {
-                size_t n = 0;
                 int64_t wait = 0;
-                if (wait_scan(lt, deadline, &pfds, &n, &wait))
+                if (wait_scan(lt, deadline, &wait))
                         return 1;
                 if (now_mono_ms() >= deadline || target_wake_take())
                         return 0;
@@ -495,17 +463,8 @@ int local_wait_event(target *t, int timeout_ms)
                  * the epoll set reports a readiness not handled again).
                  */
                 target_blocking_begin();
-                int r;
-                if (lt->epoll_fd >= 0) {
-                        struct epoll_event ev;
-                        r = epoll_wait(lt->epoll_fd, &ev, 1, (int)MIN(wait, INT32_MAX));
-                } else {
-                        r = poll(pfds, n, (int)MIN(wait, INT32_MAX));
-                        if (r > 0 && lt->wake_fd >= 0 && pfds[n - 1].revents) {
-                                uint64_t v;
-                                (void)!read(lt->wake_fd, &v, sizeof(v));
-                        }
-                }
+                struct epoll_event ev;
+                int r = epoll_wait(lt->epoll_fd, &ev, 1, (int)MIN(wait, INT32_MAX));
                 target_blocking_end();
                 if (r < 0)
                         return 0; /* a signal: the caller looks at it */

@@ -15,8 +15,9 @@
  * over.
  *
  * Exit notification uses pidfds for every member, children and adopted
- * processes alike: wait_event() polls them, so a death is seen at once,
- * not at the next reconciler pass. waitid(P_PIDFD) reaps our children and
+ * processes alike, in one epoll set: wait_event() waits on it, so a death
+ * is seen at once, not at the next reconciler pass, and a tick or a wait
+ * asks the set once whatever the number of members. waitid(P_PIDFD) reaps our children and
  * gives their exit status; for an adopted process that is not our child
  * the status is unknown.
  *
@@ -24,12 +25,12 @@
  * record are the target's shared state. These waits let go of the shared
  * lock: a stop waiting for its process to exit (the member is marked
  * `stopping`, so that no other thread reaps or restarts it meanwhile), a
- * health probe (on copies of the URL and paths), and wait_event's poll,
- * after which every member is looked at again under the lock rather than
- * trusting what the poll saw (the table may have changed, several threads
- * may wait at once). A snapshot restore (etcd's tool, into this member's
- * folder) runs outside it too. A member started meanwhile wakes the waiters through
- * an eventfd, so that its exit is seen too.
+ * health probe (on copies of the URL and paths), and wait_event's wait on
+ * the epoll set, after which the set is asked again under the lock rather
+ * than trusting what the wait saw (the table may have changed, several
+ * threads may wait at once). A snapshot restore (etcd's tool, into this
+ * member's folder) runs outside it too. A member started meanwhile has its
+ * pidfd added to the set at once and wakes the waiters through an eventfd.
  */
 
 #include <assert.h>
@@ -728,11 +729,19 @@ int local_target_new(const local_target_opts *opts, target **ret)
         local_target *lt = XNEW(local_target);
         lt->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         lt->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-        if (lt->epoll_fd >= 0 && lt->wake_fd >= 0) {
+        if (lt->epoll_fd < 0) {
+                r = -errno;
+                if (lt->wake_fd >= 0)
+                        close(lt->wake_fd);
+                free(abs_state);
+                free(lt);
+                return r;
+        }
+        if (lt->wake_fd >= 0) {
                 struct epoll_event ev = {.events = EPOLLIN, .data.fd = lt->wake_fd};
                 if (epoll_ctl(lt->epoll_fd, EPOLL_CTL_ADD, lt->wake_fd, &ev) < 0) {
-                        close(lt->epoll_fd);
-                        lt->epoll_fd = -1;
+                        close(lt->wake_fd);
+                        lt->wake_fd = -1;
                 }
         }
         lt->base.ops = &local_ops;

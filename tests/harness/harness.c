@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "api/model.h"
+#include "etcd/health.h"
 #include "pki/pki.h"
 #include "tests/harness/harness.h"
 #include "util/fs.h"
@@ -1146,6 +1147,26 @@ int harness_member_wipe(harness_cluster *c, size_t i)
         if (!member_exited(m, &status))
                 return -EBUSY;
         return rm_rf(m->data_dir);
+}
+
+long harness_grpc_handled(harness_cluster *c, size_t i, const char *method)
+{
+        if (!c || i >= c->n)
+                return -1;
+        etcd_health_opts o = {.timeout_ms = 20000};
+        _cleanup_free_ char *text = NULL, *error = NULL;
+        if (etcd_member_metrics(c->members[i].client_url, &o, 16 << 20, &text, &error) < 0)
+                return -1;
+        _cleanup_free_ char *label = xasprintf("grpc_method=\"%s\"", method);
+        long n = 0;
+        for (const char *p = text; (p = strstr(p, "grpc_server_handled_total{")); p++) {
+                const char *eol = strchr(p, '\n');
+                const char *m = strstr(p, label);
+                const char *close = strchr(p, '}');
+                if (m && close && (!eol || m < eol))
+                        n += strtol(close + 1, NULL, 10);
+        }
+        return n;
 }
 
 int harness_member_wait_healthy(harness_cluster *c, size_t i, int timeout_ms)

@@ -99,6 +99,12 @@ int harness_member_restart(harness_cluster *c, size_t i); /* start again with it
 int harness_member_wipe(harness_cluster *c, size_t i);    /* remove its data dir (stopped) */
 /* Wait until member i answers /health (or timeout_ms passes). 0 or -ETIMEDOUT. */
 int harness_member_wait_healthy(harness_cluster *c, size_t i, int timeout_ms);
+/*
+ * How many calls of a gRPC method ("MemberList", "Alarm", "Status", ...) member
+ * i has answered, with any code, from its /metrics (grpc_server_handled_total);
+ * -1 when /metrics could not be read. Plain http members only.
+ */
+long harness_grpc_handled(harness_cluster *c, size_t i, const char *method);
 
 /*
  * Start an extra etcd process joining an existing cluster (after a

@@ -10,7 +10,6 @@
  * What etcd answered is counted by etcd itself: the MemberList calls its
  * /metrics says it handled (grpc_server_handled_total).
  */
-#include <curl/curl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,7 +24,6 @@
 #include "reconciler/etcd-ops.h"
 #include "tests/harness/harness.h"
 #include "util/macro.h"
-#include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
 
@@ -33,35 +31,11 @@ static const char *version = "3.5.16";
 static harness_cluster *cluster;
 static const etcd_membership_ops *ops = &etcd_membership_real;
 
-static size_t on_body(char *data, size_t size, size_t n, void *ud)
-{
-        sb_append_len(ud, data, size * n);
-        return size * n;
-}
-
 /* The MemberList calls the member has answered, from its /metrics. */
 static long member_lists_handled(void)
 {
-        _cleanup_free_ char *url = xasprintf("%s/metrics", cluster->members[0].client_url);
-        strbuf sb = STRBUF_INIT;
-        CURL *h = curl_easy_init();
-        assert_non_null(h);
-        curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, &sb);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 20000L);
-        assert_int_equal(curl_easy_perform(h), CURLE_OK);
-        curl_easy_cleanup(h);
-        long n = 0;
-        const char *text = sb.buf ? sb.buf : "";
-        for (const char *p = text; (p = strstr(p, "grpc_server_handled_total{")); p++) {
-                const char *eol = strchr(p, '\n');
-                const char *m = strstr(p, "grpc_method=\"MemberList\"");
-                const char *close = strchr(p, '}');
-                if (m && close && (!eol || m < eol))
-                        n += strtol(close + 1, NULL, 10);
-        }
-        sb_release(&sb);
+        long n = harness_grpc_handled(cluster, 0, "MemberList");
+        assert_true(n >= 0);
         return n;
 }
 
