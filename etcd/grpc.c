@@ -635,3 +635,94 @@ int grpc_call(grpc_conn *conn, const char *path, const uint8_t *req, size_t req_
         free(url);
         return r;
 }
+
+/* ---- a plain GET on the connection (grpc_conn_get) ---------------------- */
+
+typedef struct get_state {
+        struct call_state st; /* drive()'s: only delivered is used */
+        strbuf body;
+        size_t max;
+} get_state;
+
+static size_t get_on_header(char *data, size_t size, size_t nitems, void *userdata)
+{
+        (void)data;
+        get_state *g = userdata;
+        g->st.delivered++;
+        return size * nitems;
+}
+
+static size_t get_on_body(char *data, size_t size, size_t nmemb, void *userdata)
+{
+        get_state *g = userdata;
+        size_t n = size * nmemb;
+        g->st.delivered++;
+        if (g->body.len + n > g->max)
+                return 0; /* more than asked for: the transfer ends with an error */
+        sb_append_len(&g->body, data, n);
+        return n;
+}
+
+int grpc_conn_get(grpc_conn *conn, const char *path, long timeout_ms, size_t max, char **ret_body,
+                  size_t *ret_len, long *ret_status, char **ret_error)
+{
+        *ret_body = NULL;
+        *ret_len = 0;
+        *ret_status = 0;
+        *ret_error = NULL;
+        if (!conn->tls) {
+                *ret_error = xasprintf("%s serves gRPC only over plain HTTP/2", conn->url);
+                return -EPROTONOSUPPORT;
+        }
+        char errbuf[CURL_ERROR_SIZE] = "";
+        grpc_call_opts co = {.timeout_ms = timeout_ms, .connect_timeout_ms = timeout_ms};
+        http_opts ho = call_http_opts(conn, &co, errbuf);
+        CURL *c = conn->curl;
+        if (http_setup(c, &ho) < 0) {
+                *ret_error =
+                    xasprintf("GET %s%s: libcurl refused the HTTP set-up", conn->url, path);
+                return -EIO;
+        }
+        _cleanup_free_ char *url = xasprintf("%s%s", conn->url, path);
+        get_state g = {.body = STRBUF_INIT, .max = max};
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, get_on_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, &g);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, get_on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &g);
+        CURLcode cc = CURLE_OK;
+        long hv = 0;
+        for (int attempt = 0;; attempt++) {
+                bool reuse = conn->h2_up && attempt == 0;
+                curl_easy_setopt(c, CURLOPT_HTTP_VERSION, pick_http_version(conn, reuse));
+                curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, (long)!reuse);
+                cc = drive(conn, &g.st);
+                long opened = 0;
+                if (curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &opened) == CURLE_OK && opened > 0)
+                        atomic_fetch_add(&connections_opened, (uint64_t)opened);
+                curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, ret_status);
+                curl_easy_getinfo(c, CURLINFO_HTTP_VERSION, &hv);
+                conn->h2_up = cc == CURLE_OK && hv == CURL_HTTP_VERSION_2_0;
+                /* the kept connection was gone before a byte came back: once on a fresh one */
+                if (!reuse || !broke_silently(cc) || g.st.delivered > 0)
+                        break;
+                sb_reset(&g.body);
+                errbuf[0] = '\0';
+        }
+        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
+        /* the handle goes back to its gRPC calls' callbacks at their set-up: none are left here */
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, NULL);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, NULL);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, NULL);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, NULL);
+        if (cc != CURLE_OK) {
+                *ret_error =
+                    xasprintf("GET %s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(cc));
+                sb_release(&g.body);
+                return -EIO;
+        }
+        *ret_len = g.body.len;
+        *ret_body = sb_detach(&g.body);
+        return 0;
+}

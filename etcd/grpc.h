@@ -63,6 +63,20 @@ uint64_t grpc_conn_timer_wakeups(const grpc_conn *conn);
 uint64_t grpc_connections_opened(void);
 
 /*
+ * A plain HTTP GET of path ("/health") on conn's connection, multiplexed
+ * beside its gRPC calls: an https:// member serves its HTTP endpoints and
+ * gRPC on one port and tells them apart by content type (etcd's
+ * grpcHandlerFunc), so the kept TLS connection answers both and no new
+ * handshake is made. (A plain http:// member hands every HTTP/2 stream to
+ * its gRPC server: -EPROTONOSUPPORT.) The body, at most max bytes, in
+ * *ret_body and the HTTP status in *ret_status; 0, or -EIO with a sentence
+ * in *ret_error when nothing was answered (the connection is then not to
+ * be kept).
+ */
+int grpc_conn_get(grpc_conn *conn, const char *path, long timeout_ms, size_t max, char **ret_body,
+                  size_t *ret_len, long *ret_status, char **ret_error);
+
+/*
  * Call `path` ("/etcdserverpb.Cluster/MemberList") with one request message.
  * Returns 0 when the server answered with grpc-status 0; otherwise a
  * negative etcd_err (etcd/errors.h): the mapped gRPC status, or a transport

@@ -8,6 +8,9 @@
 #include <string.h>
 
 #include "etcd/health.h"
+#include "etcd/grpc.h"
+#include "etcd/pool.h"
+#include "util/log.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
 
@@ -21,14 +24,25 @@
  * leaves is not carried to the next: each opens and closes its own
  * connection (CURLOPT_FORBID_REUSE) and resumes no TLS session, so a thread
  * holds no socket to any member between GETs and every GET verifies the
- * member's certificate. A thread's handle is freed when it ends.
+ * member's certificate. The TLS files are parsed once while they stay the
+ * same (http_creds_get), not at each GET: the thread keeps its reference
+ * to the last GET's until the next one. A thread's handle is freed when it
+ * ends.
  */
+typedef struct thread_http {
+        CURL *h;
+        http_creds *creds;
+} thread_http;
+
 static pthread_key_t handle_key;
 static pthread_once_t handle_once = PTHREAD_ONCE_INIT;
 
-static void handle_free(void *h)
+static void handle_free(void *userdata)
 {
-        curl_easy_cleanup(h);
+        thread_http *th = userdata;
+        curl_easy_cleanup(th->h);
+        http_creds_unref(th->creds);
+        free(th);
 }
 
 static void handle_key_make(void)
@@ -40,23 +54,38 @@ static void handle_key_make(void)
 static CURL *thread_handle(const http_opts *o)
 {
         pthread_once(&handle_once, handle_key_make);
-        CURL *h = pthread_getspecific(handle_key);
-        if (h) {
-                curl_easy_reset(h);
-                if (http_setup(h, o) < 0)
-                        return NULL;
-        } else {
-                h = http_handle_new(o);
+        thread_http *th = pthread_getspecific(handle_key);
+        if (!th) {
+                CURL *h = http_handle_new(o);
                 if (!h)
                         return NULL;
-                if (pthread_setspecific(handle_key, h) != 0) {
+                th = XNEW(thread_http);
+                th->h = h;
+                if (pthread_setspecific(handle_key, th) != 0) {
                         curl_easy_cleanup(h);
+                        free(th);
                         return NULL;
                 }
         }
-        curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
-        curl_easy_setopt(h, CURLOPT_SSL_SESSIONID_CACHE, 0L);
-        return h;
+        http_creds_unref(th->creds);
+        th->creds = http_creds_get(&o->tls);
+        http_opts files = *o;
+        if (th->creds)
+                files.tls.ca_file = files.tls.cert_file = files.tls.key_file = NULL;
+        curl_easy_reset(th->h);
+        if (http_setup(th->h, &files) < 0)
+                return NULL;
+        if (th->creds && http_use_creds(th->h, th->creds) < 0) {
+                /* libcurl without an SSL_CTX to hand over: it reads the files itself */
+                http_creds_unref(th->creds);
+                th->creds = NULL;
+                curl_easy_reset(th->h);
+                if (http_setup(th->h, o) < 0)
+                        return NULL;
+        }
+        curl_easy_setopt(th->h, CURLOPT_FORBID_REUSE, 1L);
+        curl_easy_setopt(th->h, CURLOPT_SSL_SESSIONID_CACHE, 0L);
+        return th->h;
 }
 
 CURLcode etcd_http_perform(CURL *h, const char *url, strbuf *body)
@@ -102,6 +131,44 @@ static int judge(const strbuf *body, long code, char **ret_detail)
         return healthy;
 }
 
+/*
+ * The GET on the process's kept connection to an https:// member
+ * (etcd/pool.h), the one its gRPC calls use when the identity is the same:
+ * no new handshake each pass. 1 healthy, 0 not (etcd's answer judged), -1
+ * when nothing was answered there (then asked on a connection of its own).
+ */
+static int pooled_health(const char *base, const etcd_health_opts *o, int timeout,
+                         char **ret_detail)
+{
+        if (!strneq(base, "https://", 8) || !o->tls.ca_file || o->tls.ca_pem || o->tls.cert_pem ||
+            o->tls.key_pem)
+                return -1;
+        grpc_tls_opts tls = {
+            .cacert = o->tls.ca_file, .cert = o->tls.cert_file, .key = o->tls.key_file};
+        etcd_pool_conn *pc = NULL;
+        if (etcd_pool_take(base, &tls, &pc) < 0)
+                return -1;
+        _cleanup_free_ char *text = NULL, *error = NULL;
+        size_t len = 0;
+        long code = 0;
+        if (o->wait_begin)
+                o->wait_begin();
+        int k = grpc_conn_get(etcd_pool_conn_grpc(pc), ETCD_HEALTH_PATH, timeout, HEALTH_BODY_MAX,
+                              &text, &len, &code, &error);
+        if (o->wait_end)
+                o->wait_end();
+        etcd_pool_give(pc, k == 0);
+        if (k < 0) {
+                log_debug("etcd: %s: %s; asking on a connection of its own", base, error);
+                return -1;
+        }
+        strbuf body = STRBUF_INIT;
+        sb_append_len(&body, text, len);
+        int healthy = judge(&body, code, ret_detail);
+        sb_release(&body);
+        return healthy;
+}
+
 int etcd_member_health(const char *client_url, const etcd_health_opts *o, char **ret_detail)
 {
         if (isempty(client_url)) {
@@ -109,8 +176,14 @@ int etcd_member_health(const char *client_url, const etcd_health_opts *o, char *
                 return 0;
         }
         _cleanup_free_ char *base = xstrndup(client_url, strcspn(client_url, ","));
+        size_t n = strlen(base);
+        while (n > 0 && base[n - 1] == '/')
+                base[--n] = '\0';
         _cleanup_free_ char *url = xasprintf("%s" ETCD_HEALTH_PATH, base);
         int timeout = o->timeout_ms > 0 ? o->timeout_ms : 2000;
+        int pooled = pooled_health(base, o, timeout, ret_detail);
+        if (pooled >= 0)
+                return pooled;
         /* A member is asked directly, never through a proxy (util/http.h). */
         http_opts ho = {.proxy = HTTP_PROXY_NONE,
                         .timeout_ms = timeout,

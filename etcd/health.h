@@ -34,6 +34,10 @@ typedef struct etcd_health_opts {
  * URL; a comma-separated list is cut at its first comma). 1 healthy, 0 not;
  * *ret_detail (allocated) says which: "healthy", "not answering yet (…)",
  * "no leader", "unhealthy: <etcd's reason>" or "unexpected /health answer".
+ * An https:// member given a CA file is asked on the process's kept
+ * connection to it (etcd/pool.h, the one its gRPC calls use for the same
+ * identity); when that one does not answer, and over http://, on a
+ * connection of the GET's own, its TLS files parsed once (http_creds_get).
  */
 int etcd_member_health(const char *client_url, const etcd_health_opts *o, char **ret_detail);
 

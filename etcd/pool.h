@@ -1,6 +1,7 @@
 /*
  * The process's etcd connections, shared by all of its etcd clients
- * (etcd/client.c): a connection is opened on a call's demand, handed back
+ * (etcd/client.c) and by the /health GET of https:// members (etcd/health.c,
+ * grpc_conn_get): a connection is opened on a call's demand, handed back
  * after the call, reused by the next call of any client of the process to
  * the same endpoint with the same TLS identity, and closed once it has been
  * idle for etcd_pool_idle_ms() (shorter for plain http:// than for TLS).

@@ -56,7 +56,9 @@
 #include "pki/auto.h"
 #include "render/layout.h"
 #include "render/render.h"
+#include "util/filememo.h"
 #include "util/fs.h"
+#include "util/macro.h"
 #include "util/xalloc.h"
 
 #define CA_DAYS 3650
@@ -222,20 +224,53 @@ const char *pki_auto_ca_pem(const pki_auto *a)
         return a->ca_pem;
 }
 
+bool pki_auto_trusted(const etcd_cluster *c)
+{
+        return c->tls.provider == TLS_PROVIDER_AUTO && (render_client_tls(c) || render_peer_tls(c));
+}
+
+/*
+ * The trust versions read, kept while the cluster's CA folders and files
+ * stay as they were (util/filememo.h): the target asks for it for every
+ * member each pass. A pki_auto_open() that changed nothing is all the
+ * memo skips: it is not kept when a folder or file changed meanwhile (a
+ * CA created, a rotation's step taken), and a new rotation phase or name
+ * is another key.
+ */
+static filememo trust_versions = FILEMEMO_INIT(filememo_strdup, filememo_free);
+
 int pki_auto_trust_version(const char *cluster_dir, const etcd_cluster *c, bool members_depend,
                            char **ret)
 {
-        if (c->tls.provider != TLS_PROVIDER_AUTO ||
-            (!render_client_tls(c) && !render_peer_tls(c))) {
+        if (!pki_auto_trusted(c)) {
                 *ret = NULL;
                 return 0;
         }
-        _cleanup_(pki_auto_freep) pki_auto *a = NULL;
-        int r = pki_auto_open(cluster_dir, c, members_depend, &a);
-        if (r < 0)
-                return r;
-        /* Client and peer trust the same CAs: one bundle, one fingerprint. */
-        return pki_bundle_fingerprint(a->ca_pem, strlen(a->ca_pem), ret);
+        const char *ns = isempty(c->namespace_) ? "default" : c->namespace_;
+        _cleanup_free_ char *key =
+            xasprintf("%s\n%s/%s\n%d", cluster_dir, ns, c->name, (int)c->tls.ca_rotation_phase);
+        const char *names[] = {
+            "pki",      "pki/ca.crt",     "pki/ca.key", "pki-old", "pki-old/ca.crt",
+            "pki-next", "pki-next/ca.crt"};
+        char *paths[ARRAY_SIZE(names)];
+        for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+                paths[i] = path_join(cluster_dir, names[i]);
+        const char *const *cpaths = (const char *const *)paths;
+        file_id ids[ARRAY_SIZE(names)];
+        int r = 0;
+        if (!filememo_get(&trust_versions, key, cpaths, ARRAY_SIZE(names), (void **)ret)) {
+                filememo_ids(cpaths, ARRAY_SIZE(names), ids);
+                _cleanup_(pki_auto_freep) pki_auto *a = NULL;
+                r = pki_auto_open(cluster_dir, c, members_depend, &a);
+                /* Client and peer trust the same CAs: one bundle, one fingerprint. */
+                if (r >= 0)
+                        r = pki_bundle_fingerprint(a->ca_pem, strlen(a->ca_pem), ret);
+                if (r >= 0)
+                        filememo_put(&trust_versions, key, ids, ARRAY_SIZE(names), *ret);
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+                free(paths[i]);
+        return r;
 }
 
 bool pki_auto_leaf_exists(const char *dir)

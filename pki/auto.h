@@ -50,6 +50,9 @@ const char *pki_auto_ca_pem(const pki_auto *a);
 int pki_auto_leaf(pki_auto *a, const char *dir, const char *cn, const char *const *dns,
                   const char *const *ips, bool server, bool renew, int64_t now_ms);
 
+/* Whether the cluster's members trust an auto CA (a trust version to read). */
+bool pki_auto_trusted(const etcd_cluster *c);
+
 /*
  * The version of the TLS material whose change needs a member restart:
  * the fingerprint (pki_bundle_fingerprint) of the CA bundle the members

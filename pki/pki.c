@@ -38,6 +38,7 @@
 
 #include "pki/pki.h"
 #include "util/failpoint.h"
+#include "util/filememo.h"
 #include "util/fs.h"
 #include "util/hash.h"
 #include "util/http.h"
@@ -902,11 +903,37 @@ int pki_cert_serial(const pki_cert *c, char **ret_hex)
 }
 
 /* notAfter and serial of the certificate file <dir>/<name> (pki_leaf_info, pki_ca_info). */
+/*
+ * The expiry and serial of every certificate file read, as "NOT_AFTER_MS
+ * SERIAL", kept while the file stays the same (util/filememo.h): an idle
+ * pass asks for each member's leaves and the CA each time.
+ */
+static filememo cert_infos = FILEMEMO_INIT(filememo_strdup, filememo_free);
+
+static void cert_info_out(const char *memo, int64_t *ret_not_after_ms, char **ret_serial)
+{
+        long long not_after = 0;
+        int at = 0;
+        if (sscanf(memo, "%lld %n", &not_after, &at) != 1)
+                abort();
+        *ret_not_after_ms = (int64_t)not_after;
+        if (ret_serial)
+                *ret_serial = xstrdup(memo + at);
+}
+
 static int cert_file_info(const char *dir, const char *name, int64_t *ret_not_after_ms,
                           char **ret_serial)
 {
         _cleanup_free_ char *crt = path_join(dir, name);
-        if (!path_exists(crt))
+        const char *paths[] = {crt};
+        _cleanup_free_ char *memo = NULL;
+        if (filememo_get(&cert_infos, crt, paths, 1, (void **)&memo)) {
+                cert_info_out(memo, ret_not_after_ms, ret_serial);
+                return 0;
+        }
+        file_id id;
+        filememo_ids(paths, 1, &id);
+        if (!id.exists)
                 return fail(-ENOENT, "%s does not exist", crt);
         pki_cert *cert = NULL;
         int r = pki_cert_load(crt, &cert);
@@ -920,6 +947,8 @@ static int cert_file_info(const char *dir, const char *name, int64_t *ret_not_af
         pki_cert_free(cert);
         if (r < 0)
                 return r;
+        _cleanup_free_ char *keep = xasprintf("%lld %s", (long long)not_after, hex);
+        filememo_put(&cert_infos, crt, &id, 1, keep);
         *ret_not_after_ms = not_after;
         if (ret_serial)
                 *ret_serial = hex;

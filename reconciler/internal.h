@@ -115,6 +115,9 @@ typedef struct cluster_ctx {
         int promote_refusals;  /* in a row, for the learner being promoted (backoff) */
         int join_waits;        /* passes in a row waiting for a new member or cluster (backoff) */
         quiet_track quiet;     /* which idle passes may leave the upkeep out (quiet.h) */
+        /* the certificate set last found or written in the store, with the cluster row's
+         * creation (record_certs): not asked for again while it is the same */
+        char *certs_recorded;
         /* spec.adopt under way (takeover.h): the old members' client URLs and etcd IDs */
         bool takeover;
         char *takeover_endpoints;
@@ -157,7 +160,7 @@ typedef struct member_view {
 typedef struct world {
         int64_t observe_began_mono_ms; /* when this pass began to observe (its cost, see act.c) */
         state_cluster *sc;
-        state_member_list records;
+        state_member_list records;     /* the ones not removed: a view into all_records */
         state_member_list all_records; /* including removed ones: ordinals are never reused */
         etcd_members *etcd;
         uint64_t leader;

@@ -217,7 +217,7 @@ void cluster_hang_up(reconciler *r, cluster_ctx *x)
 void world_release(world *w)
 {
         state_cluster_free(w->sc);
-        state_member_list_release(&w->records);
+        free(w->records.items); /* a view into all_records */
         state_member_list_release(&w->all_records);
         etcd_members_free(w->etcd);
         etcd_endpoint_status_free(w->looked);
@@ -416,12 +416,14 @@ static void observe_decide_input(const etcd_cluster *c, world *w)
 int world_observe(reconciler *r, cluster_ctx *x, const etcd_cluster *c, world *w)
 {
         w->observe_began_mono_ms = mono(r);
-        int k = state_member_list_for(r->opts.db, x->name, false, &w->records);
+        int k = state_member_list_for(r->opts.db, x->name, true, &w->all_records);
         if (k < 0)
                 return k;
-        k = state_member_list_for(r->opts.db, x->name, true, &w->all_records);
-        if (k < 0)
-                return k;
+        /* the members not removed, in the same order: one read of the store, not two */
+        w->records.items = xcalloc(w->all_records.n + 1, sizeof(*w->records.items));
+        for (size_t i = 0; i < w->all_records.n; i++)
+                if (!w->all_records.items[i]->removed_ms)
+                        w->records.items[w->records.n++] = w->all_records.items[i];
 
         etcd_conn *cl = cluster_client(r, x, c, &w->records);
         uint64_t leader = 0;
@@ -472,14 +474,30 @@ static void record_certs(reconciler *r, cluster_ctx *x, const etcd_cluster *c, c
 {
         if (!w->certs_read && c->tls.provider == TLS_PROVIDER_AUTO)
                 return;
+        /* the set as this process last recorded it for this very row: nothing to ask the store */
+        strbuf set = STRBUF_INIT;
+        sb_printf(&set, "%lld\n", (long long)(w->sc ? w->sc->created_ms : 0));
+        for (size_t i = 0; i < w->n_certs; i++)
+                sb_printf(&set, "%s/%s/%lld/%s\n", w->certs[i].member ? w->certs[i].member : "",
+                          w->certs[i].surface, (long long)w->certs[i].not_after_ms,
+                          w->certs[i].serial ? w->certs[i].serial : "");
+        if (streq_ptr(x->certs_recorded, sb_str(&set))) {
+                sb_release(&set);
+                return;
+        }
         state_cert *v = xcalloc(w->n_certs + 1, sizeof(*v));
         for (size_t i = 0; i < w->n_certs; i++)
                 v[i] = (state_cert){.member = w->certs[i].member,
                                     .surface = w->certs[i].surface,
                                     .not_after_ms = w->certs[i].not_after_ms,
                                     .serial = w->certs[i].serial};
-        if (state_certs_replace(r->opts.db, x->name, v, w->n_certs) < 0)
+        if (state_certs_replace(r->opts.db, x->name, v, w->n_certs) < 0) {
                 log_warn("%s: cannot record the certificates: %s", x->name, state_last_error());
+                str_assign(&x->certs_recorded, NULL);
+                sb_release(&set);
+        } else {
+                str_assign(&x->certs_recorded, sb_detach(&set));
+        }
         free(v);
 }
 

@@ -80,6 +80,7 @@ static void ctx_release(const reconciler *r, cluster_ctx *x)
         free(x->rejected_message);
         free(x->stale_message);
         free(x->blocked_message);
+        free(x->certs_recorded);
         if (x->client)
                 r->opts.etcd->disconnect(x->client);
         free(x->client_endpoints);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/pidfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "util/fs.h"
 #include "util/strbuf.h"
@@ -119,9 +120,19 @@ int lt_member_load(local_target *lt, const char *ns, const char *cluster, const 
 }
 
 /* Does <dir>/data/member exist with something in it? */
+/*
+ * Whether etcd left data in the member's folder: anything in data/member.
+ * Asked each pass; a folder with a subfolder (etcd's wal and snap, once it
+ * has run) answers from one stat, without reading the folder.
+ */
 bool lt_member_has_data(const local_member *m)
 {
         _cleanup_free_ char *path = xasprintf("%s/data/member", m->dir);
+        struct stat sb;
+        if (stat(path, &sb) < 0 || !S_ISDIR(sb.st_mode))
+                return false;
+        if (sb.st_nlink > 2)
+                return true;
         DIR *d = opendir(path);
         if (!d)
                 return false;

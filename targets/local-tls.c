@@ -162,7 +162,9 @@ static bool cluster_members_depend(const char *cluster_dir)
 
 int local_tls_version(const char *cluster_dir, const etcd_cluster *c, char **ret, char **ret_error)
 {
-        int r = pki_auto_trust_version(cluster_dir, c, cluster_members_depend(cluster_dir), ret);
+        /* a cluster without auto TLS has no version: its folders are not read (each pass) */
+        bool depend = pki_auto_trusted(c) && cluster_members_depend(cluster_dir);
+        int r = pki_auto_trust_version(cluster_dir, c, depend, ret);
         if (r < 0)
                 *ret_error = xasprintf("cluster CA in %s/pki: %s", cluster_dir, pki_last_error());
         return r;

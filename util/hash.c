@@ -7,6 +7,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -82,11 +83,25 @@ char *hash_hmac_sha256_hex(const void *key, size_t key_len, const void *data, si
         return hex_encode_new(mac, n);
 }
 
+/*
+ * SHA-256 fetched from OpenSSL's provider once: EVP_sha256() makes every
+ * init look the algorithm up again (an idle pass hashes a few rendered
+ * configurations per cluster). Never freed: the process's own.
+ */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void sha256_fetch(void)
+{
+        sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
 hash_ctx *hash_sha256_new(void)
 {
+        pthread_once(&sha256_once, sha256_fetch);
         hash_ctx *h = XNEW(hash_ctx);
         h->md = EVP_MD_CTX_new();
-        if (!h->md || EVP_DigestInit_ex(h->md, EVP_sha256(), NULL) != 1)
+        if (!h->md || EVP_DigestInit_ex(h->md, sha256_md ? sha256_md : EVP_sha256(), NULL) != 1)
                 abort(); /* out of memory, as xmalloc would */
         return h;
 }

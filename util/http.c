@@ -9,9 +9,18 @@
 #include <pthread.h>
 
 #include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <stdatomic.h>
+#include <stdio.h>
 
+#include "util/filememo.h"
 #include "util/http.h"
 #include "util/log.h"
+#include "util/macro.h"
+#include "util/xalloc.h"
 
 #define DEFAULT_USER_AGENT "gitcd/" GITCD_VERSION
 
@@ -115,6 +124,151 @@ CURL *http_handle_new(const http_opts *o)
                 return NULL;
         }
         return h;
+}
+
+/* ---- TLS files parsed once ------------------------------------------------ */
+
+struct http_creds {
+        atomic_int refs;
+        STACK_OF(X509) * cas;   /* the CA file's certificates */
+        X509 *cert;             /* NULL: no client certificate */
+        STACK_OF(X509) * chain; /* the certificates after it in its file */
+        EVP_PKEY *key;
+};
+
+static void *creds_ref(void *value)
+{
+        http_creds *c = value;
+        atomic_fetch_add(&c->refs, 1);
+        return c;
+}
+
+void http_creds_unref(http_creds *c)
+{
+        if (!c || atomic_fetch_sub(&c->refs, 1) > 1)
+                return;
+        sk_X509_pop_free(c->cas, X509_free);
+        X509_free(c->cert);
+        sk_X509_pop_free(c->chain, X509_free);
+        EVP_PKEY_free(c->key);
+        free(c);
+}
+
+static void creds_unref(void *value)
+{
+        http_creds_unref(value);
+}
+
+static filememo creds_memo = FILEMEMO_INIT(creds_ref, creds_unref);
+
+/* Every certificate of a PEM file, in order; NULL when it has none or cannot be read. */
+static STACK_OF(X509) * read_certs(const char *path)
+{
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return NULL;
+        STACK_OF(X509) *v = sk_X509_new_null();
+        X509 *x;
+        while (v && (x = PEM_read_X509(f, NULL, NULL, NULL)))
+                if (!sk_X509_push(v, x)) {
+                        X509_free(x);
+                        break;
+                }
+        fclose(f);
+        ERR_clear_error(); /* the end of the file reads as an error */
+        if (v && sk_X509_num(v) == 0) {
+                sk_X509_free(v);
+                v = NULL;
+        }
+        return v;
+}
+
+static EVP_PKEY *read_key(const char *path)
+{
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return NULL;
+        EVP_PKEY *k = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+        fclose(f);
+        return k;
+}
+
+static http_creds *creds_read(const http_tls *t)
+{
+        http_creds *c = XNEW(http_creds);
+        atomic_init(&c->refs, 1);
+        c->cas = read_certs(t->ca_file);
+        bool ok = c->cas != NULL;
+        if (ok && t->cert_file) {
+                c->chain = read_certs(t->cert_file);
+                c->cert = c->chain ? sk_X509_shift(c->chain) : NULL;
+                c->key = c->cert ? read_key(t->key_file ? t->key_file : t->cert_file) : NULL;
+                ok = c->key != NULL;
+        }
+        ERR_clear_error();
+        if (!ok) {
+                http_creds_unref(c);
+                return NULL;
+        }
+        return c;
+}
+
+http_creds *http_creds_get(const http_tls *t)
+{
+        if (!t->ca_file || t->ca_pem || t->cert_pem || t->key_pem || t->pinned_key || t->insecure ||
+            (t->key_file && !t->cert_file))
+                return NULL;
+        _cleanup_free_ char *key =
+            xasprintf("%s\n%s\n%s", t->ca_file, t->cert_file ? t->cert_file : "",
+                      t->key_file ? t->key_file : "");
+        const char *paths[] = {t->ca_file, t->cert_file ? t->cert_file : t->ca_file,
+                               t->key_file ? t->key_file : t->ca_file};
+        http_creds *c = NULL;
+        if (filememo_get(&creds_memo, key, paths, ARRAY_SIZE(paths), (void **)&c))
+                return c;
+        file_id ids[ARRAY_SIZE(paths)];
+        filememo_ids(paths, ARRAY_SIZE(paths), ids);
+        c = creds_read(t);
+        if (c)
+                filememo_put(&creds_memo, key, ids, ARRAY_SIZE(paths), c);
+        return c;
+}
+
+/* libcurl's last call before a connection's handshake: the parsed files go in. */
+static CURLcode creds_to_ctx(CURL *h, void *ssl_ctx, void *userdata)
+{
+        (void)h;
+        SSL_CTX *ctx = ssl_ctx;
+        http_creds *c = userdata;
+        /* into the connection's own store: certificates are shared, stores are not */
+        X509_STORE *store = SSL_CTX_get_cert_store(ctx);
+        for (int i = 0; i < sk_X509_num(c->cas); i++)
+                if (X509_STORE_add_cert(store, sk_X509_value(c->cas, i)) != 1) {
+                        ERR_clear_error();
+                        return CURLE_SSL_CACERT_BADFILE;
+                }
+        if (c->cert && SSL_CTX_use_cert_and_key(ctx, c->cert, c->key, c->chain, 1) != 1) {
+                ERR_clear_error();
+                return CURLE_SSL_CERTPROBLEM;
+        }
+        return CURLE_OK;
+}
+
+int http_use_creds(CURL *h, http_creds *c)
+{
+        CURLcode rc = CURLE_OK;
+        /* no file of libcurl's own, not even its default bundle: the store is c's */
+        SET(h, CURLOPT_CAINFO, (const char *)NULL, &rc);
+        SET(h, CURLOPT_CAPATH, (const char *)NULL, &rc);
+        /* libcurl's cached store (one per file name, here none) would replace the CAs */
+        SET(h, CURLOPT_CA_CACHE_TIMEOUT, 0L, &rc);
+        SET(h, CURLOPT_SSL_CTX_FUNCTION, creds_to_ctx, &rc);
+        SET(h, CURLOPT_SSL_CTX_DATA, c, &rc);
+        if (rc != CURLE_OK) {
+                log_debug("http: libcurl refused an option: %s", curl_easy_strerror(rc));
+                return -EINVAL;
+        }
+        return 0;
 }
 
 const char *http_error_text(CURLcode cc, const char *errbuf)

@@ -93,5 +93,30 @@ int http_global_init(void);
 /* A new handle set up with o; NULL when out of memory or http_setup failed. */
 CURL *http_handle_new(const http_opts *o);
 
+/*
+ * TLS files parsed once: the store of a CA file, a client certificate (with
+ * the chain after it in its file) and its key, kept while the files stay as
+ * they were (util/filememo.h) and handed to each new connection's SSL_CTX,
+ * instead of libcurl reading and parsing the three files again for every
+ * connection. For a handle that opens a connection per request to many
+ * servers (etcd/health.c: each member's /health, each pass). Each
+ * connection still verifies the server's chain and name in full.
+ */
+typedef struct http_creds http_creds;
+
+/*
+ * t's files, parsed (a reference for the caller): NULL when t names no CA
+ * file, gives PEM in memory, or a file does not parse (libcurl then reads
+ * the files and says what is wrong with them).
+ */
+http_creds *http_creds_get(const http_tls *t);
+void http_creds_unref(http_creds *c);
+/*
+ * h's next connections use c (the caller keeps its reference until h's
+ * transfers are over): after http_setup() with a tls that names no files.
+ * 0, or -EINVAL when libcurl cannot hand over an SSL_CTX (not OpenSSL).
+ */
+int http_use_creds(CURL *h, http_creds *c);
+
 /* What went wrong with a transfer, for a message: libcurl's words, else the code's. */
 const char *http_error_text(CURLcode cc, const char *errbuf);

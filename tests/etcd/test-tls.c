@@ -19,8 +19,11 @@
 #include <cmocka.h>
 
 #include "etcd/client.h"
+#include "etcd/health.h"
+#include "etcd/pool.h"
 #include "pki/pki.h"
 #include "tests/harness/harness.h"
+#include "util/fs.h"
 #include "util/macro.h"
 #include "util/xalloc.h"
 
@@ -138,6 +141,77 @@ static void test_plain_http_to_tls_port(void **state)
         free(url);
 }
 
+static int health(const char *ca, const char *cert, const char *key, char **ret_detail)
+{
+        etcd_health_opts o = {.timeout_ms = 5000,
+                              .tls = {.ca_file = ca, .cert_file = cert, .key_file = key}};
+        return etcd_member_health(cluster->members[0].client_url, &o, ret_detail);
+}
+
+/*
+ * /health of a TLS member on the process's kept connection to it: GETs
+ * after the first open none, and gRPC calls with the same identity use the
+ * same one (no handshake per pass). Files replaced on disk are read again:
+ * a CA that did not sign the member's certificate is refused at once, and
+ * the right one is trusted again.
+ */
+static void test_health_kept_connection(void **state)
+{
+        harness_tls *t = cluster->tls;
+        char *dir = harness_tmpdir("etcd-health-tls");
+        char *ca = xasprintf("%s/ca.crt", dir), *other = xasprintf("%s/other.crt", dir);
+        char *pem = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(t->ca_cert, 1 << 20, &pem, &len), 0);
+        assert_int_equal(write_file_atomic(ca, pem, len, 0644), 0);
+        pki_key *k = NULL;
+        pki_cert *oca = NULL;
+        assert_int_equal(pki_ca_create("some other CA", 30, &k, &oca), 0);
+        assert_int_equal(pki_write_pem(other, NULL, oca, NULL), 0);
+
+        etcd_pool_stats before, after;
+        etcd_pool_stats_get(&before);
+        for (int i = 0; i < 5; i++) {
+                char *detail = NULL;
+                assert_int_equal(health(ca, t->client_cert, t->client_key, &detail), 1);
+                assert_string_equal(detail, "healthy");
+                free(detail);
+        }
+        etcd_client *c =
+            tls_client(cluster->members[0].client_url, ca, t->client_cert, t->client_key);
+        etcd_endpoint_status *st = NULL;
+        assert_int_equal(etcd_status(c, NULL, &st), 0);
+        etcd_endpoint_status_free(st);
+        etcd_client_free(c);
+        etcd_pool_stats_get(&after);
+        assert_int_equal(after.opened - before.opened, 1);
+
+        /* the CA file replaced by one that did not sign the member's certificate */
+        char *other_pem = NULL;
+        size_t other_len = 0;
+        assert_int_equal(read_file(other, 1 << 20, &other_pem, &other_len), 0);
+        assert_int_equal(write_file_atomic(ca, other_pem, other_len, 0644), 0);
+        char *detail = NULL;
+        assert_int_equal(health(ca, t->client_cert, t->client_key, &detail), 0);
+        assert_non_null(strstr(detail, "not answering"));
+        free(detail);
+        assert_int_equal(write_file_atomic(ca, pem, len, 0644), 0);
+        assert_int_equal(health(ca, t->client_cert, t->client_key, &detail), 1);
+        free(detail);
+        /* without the client certificate the member requires: refused */
+        assert_int_equal(health(ca, NULL, NULL, &detail), 0);
+        free(detail);
+
+        etcd_pool_close_idle();
+        free(pem);
+        free(other_pem);
+        pki_key_free(k);
+        pki_cert_free(oca);
+        free(ca);
+        free(other);
+        free(dir);
+}
+
 int main(int argc, char **argv)
 {
         if (argc > 1)
@@ -152,6 +226,7 @@ int main(int argc, char **argv)
             cmocka_unit_test(test_missing_client_cert),
             cmocka_unit_test(test_unreadable_ca),
             cmocka_unit_test(test_plain_http_to_tls_port),
+            cmocka_unit_test(test_health_kept_connection),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -449,6 +449,75 @@ static void test_tls(void **state)
         tls_lab_stop(&l);
 }
 
+/* A GET whose TLS files are handed over parsed (http_creds_get): checked as the files would be. */
+static CURLcode get_creds(const char *ca_file, const char *url)
+{
+        http_creds *cr = http_creds_get(&(http_tls){.ca_file = ca_file});
+        assert_non_null(cr);
+        CURL *h = http_handle_new(&(http_opts){0});
+        assert_non_null(h);
+        assert_int_equal(http_use_creds(h, cr), 0);
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep_body);
+        strbuf body = STRBUF_INIT;
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
+        CURLcode cc = curl_easy_perform(h);
+        curl_easy_cleanup(h);
+        sb_release(&body);
+        http_creds_unref(cr);
+        return cc;
+}
+
+/*
+ * TLS files parsed once (http_creds_get): the same files give the same
+ * parsed set; a file replaced gives a new one, read from the new file; a
+ * file that does not parse, none. Each connection checks the server
+ * against the CA of the files it was given, whichever set was used before.
+ */
+static void test_tls_creds(void **state)
+{
+        (void)state;
+        tls_lab l = {0};
+        tls_lab_start(&l);
+        _cleanup_free_ char *ca = path_join(l.dir, "memo-ca.crt");
+        char *pem = NULL, *other_pem = NULL;
+        size_t len = 0, other_len = 0;
+        assert_int_equal(read_file(l.ca_file, 1 << 20, &pem, &len), 0);
+        assert_int_equal(read_file(l.other_ca_file, 1 << 20, &other_pem, &other_len), 0);
+        assert_int_equal(write_file_atomic(ca, pem, len, 0644), 0);
+
+        http_creds *a = http_creds_get(&(http_tls){.ca_file = ca});
+        http_creds *b = http_creds_get(&(http_tls){.ca_file = ca});
+        assert_non_null(a);
+        assert_ptr_equal(a, b); /* read once */
+        http_creds_unref(b);
+        assert_int_equal(get_creds(ca, l.url), CURLE_OK);
+        /* another set in between does not stay in the next connection's checks */
+        assert_int_equal(get_creds(l.other_ca_file, l.url), CURLE_PEER_FAILED_VERIFICATION);
+        assert_int_equal(get_creds(ca, l.url), CURLE_OK);
+
+        /* the file replaced by another CA: read again, and the server refused */
+        assert_int_equal(write_file_atomic(ca, other_pem, other_len, 0644), 0);
+        b = http_creds_get(&(http_tls){.ca_file = ca});
+        assert_non_null(b);
+        assert_ptr_not_equal(a, b);
+        http_creds_unref(b);
+        assert_int_equal(get_creds(ca, l.url), CURLE_PEER_FAILED_VERIFICATION);
+        assert_int_equal(write_file_atomic(ca, pem, len, 0644), 0);
+        assert_int_equal(get_creds(ca, l.url), CURLE_OK);
+        http_creds_unref(a); /* the first set outlives its memo entry while referenced */
+
+        /* not a certificate, not there, PEM in memory, or a pinned key: none */
+        assert_int_equal(write_file_atomic(ca, "junk\n", 5, 0644), 0);
+        assert_null(http_creds_get(&(http_tls){.ca_file = ca}));
+        assert_null(http_creds_get(&(http_tls){.ca_file = "/nonexistent/ca.crt"}));
+        assert_null(http_creds_get(&(http_tls){.ca_pem = pem, .ca_pem_len = len}));
+        assert_null(http_creds_get(&(http_tls){.ca_file = l.ca_file, .pinned_key = l.pin}));
+        free(pem);
+        free(other_pem);
+        tls_lab_stop(&l);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -459,6 +528,7 @@ int main(void)
             cmocka_unit_test(test_stall),
             cmocka_unit_test(test_proxy_policy),
             cmocka_unit_test(test_tls),
+            cmocka_unit_test(test_tls_creds),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,7 @@
 
 #include "util/diag.h"
 #include "util/escape.h"
+#include "util/filememo.h"
 #include "util/fs.h"
 #include "util/strbuf.h"
 #include "util/strmap.h"
@@ -539,6 +540,76 @@ static void test_strmap(void **state)
         assert_false(strmap_get(&m, "team-00/c-00000", NULL));
 }
 
+/*
+ * util/filememo: a value kept while its files stay as they were; a file
+ * replaced, written in place, created or removed since makes it read
+ * again; a value derived while a file changed is not taken for the new one.
+ */
+static void test_filememo(void **state)
+{
+        (void)state;
+        char tmpl[] = "/tmp/gitcd-filememo-XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        _cleanup_free_ char *a = path_join(tmpl, "a"), *b = path_join(tmpl, "b");
+        const char *paths[] = {a, b};
+        filememo m = FILEMEMO_INIT(filememo_strdup, filememo_free);
+        char *v = NULL;
+        file_id ids[2];
+
+        assert_int_equal(write_file_atomic(a, "one", 3, 0644), 0);
+        filememo_ids(paths, 2, ids); /* b is not there: that is part of the identity */
+        assert_false(filememo_get(&m, "k", paths, 2, (void **)&v));
+        assert_null(v);
+        filememo_put(&m, "k", ids, 2, "from one");
+        assert_true(filememo_get(&m, "k", paths, 2, (void **)&v));
+        assert_string_equal(v, "from one");
+        free(v);
+        assert_false(filememo_get(&m, "other", paths, 2, (void **)&v));
+        assert_false(filememo_get(&m, "k", paths, 1, (void **)&v)); /* other files */
+
+        /* b created: read again */
+        assert_int_equal(write_file_atomic(b, "x", 1, 0644), 0);
+        assert_false(filememo_get(&m, "k", paths, 2, (void **)&v));
+        filememo_ids(paths, 2, ids);
+        filememo_put(&m, "k", ids, 2, "from one and x");
+        assert_true(filememo_get(&m, "k", paths, 2, (void **)&v));
+        assert_string_equal(v, "from one and x");
+        free(v);
+
+        /* a replaced (a new file renamed in place), then written in place, then removed */
+        assert_int_equal(write_file_atomic(a, "two", 3, 0644), 0);
+        assert_false(filememo_get(&m, "k", paths, 2, (void **)&v));
+        filememo_ids(paths, 2, ids);
+        filememo_put(&m, "k", ids, 2, "from two");
+        FILE *f = fopen(a, "a");
+        assert_non_null(f);
+        fputs("more", f);
+        fclose(f);
+        assert_false(filememo_get(&m, "k", paths, 2, (void **)&v));
+        /* identities taken before a change that came while the value was derived: not kept */
+        filememo_ids(paths, 2, ids);
+        assert_int_equal(unlink(a), 0);
+        filememo_put(&m, "k", ids, 2, "from the file before it went");
+        assert_false(filememo_get(&m, "k", paths, 2, (void **)&v));
+        assert_null(v);
+
+        filememo_clear(&m);
+        assert_false(filememo_get(&m, "k", paths, 2, (void **)&v));
+        /* a memo past its bound starts over empty, and still works */
+        filememo_ids(paths, 2, ids);
+        for (int i = 0; i <= FILEMEMO_MAX; i++) {
+                char key[32];
+                snprintf(key, sizeof(key), "k%d", i);
+                filememo_put(&m, key, ids, 2, key);
+        }
+        assert_false(filememo_get(&m, "k0", paths, 2, (void **)&v));
+        assert_true(filememo_get(&m, "k16384", paths, 2, (void **)&v));
+        assert_string_equal(v, "k16384");
+        free(v);
+        filememo_clear(&m);
+        assert_int_equal(rm_rf(tmpl), 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -547,7 +618,7 @@ int main(void)
             cmocka_unit_test(test_secret_files), cmocka_unit_test(test_diag_format_and_sort),
             cmocka_unit_test(test_duration),     cmocka_unit_test(test_fs),
             cmocka_unit_test(test_write_all),    cmocka_unit_test(test_write_file_atomic),
-            cmocka_unit_test(test_lock_file),
+            cmocka_unit_test(test_lock_file),    cmocka_unit_test(test_filememo),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
