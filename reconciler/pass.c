@@ -80,7 +80,22 @@ typedef struct pass_ctx {
         const char *held;         /* a step held this pass: its reason word (REASON_SUSPENDED...) */
         const char *held_message; /* points into holds */
         int error;                /* PASS_NEXT_ERROR: the -errno reconciler_pass() returns */
+        /* gitcd's client identity toward the members, asked of the target once (pass_tls) */
+        bool tls_read;
+        char *tls_ca, *tls_cert, *tls_key;
 } pass_ctx;
+
+/* gitcd's client identity (cluster_client_tls), read at the first step that needs it. */
+static void pass_tls(pass_ctx *p, const char **ret_ca, const char **ret_cert, const char **ret_key)
+{
+        if (!p->tls_read) {
+                cluster_client_tls(p->r, p->c, &p->tls_ca, &p->tls_cert, &p->tls_key);
+                p->tls_read = true;
+        }
+        *ret_ca = p->tls_ca;
+        *ret_cert = p->tls_cert;
+        *ret_key = p->tls_key;
+}
 
 /* What a step tells the pass. */
 typedef enum pass_next {
@@ -573,8 +588,8 @@ static pass_next pass_auth(pass_ctx *p)
                 p->held = NULL; /* suspended: etcd's auth is left as it is */
                 return PASS_NEXT_CONTINUE;
         }
-        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
-        cluster_client_tls(r, p->c, &ca, &cert, &key);
+        const char *ca, *cert, *key;
+        pass_tls(p, &ca, &cert, &key);
         char *secret_pw = NULL;
         _cleanup_free_ char *secret_error = NULL;
         (void)auth_secret_password(r->opts.target, p->c, r->opts.state_dir, &secret_pw,
@@ -639,8 +654,8 @@ static pass_next pass_maintenance(pass_ctx *p)
                         urls[n++] = m->client_url;
                 }
         }
-        _cleanup_free_ char *ca = NULL, *cert = NULL, *key = NULL;
-        cluster_client_tls(r, p->c, &ca, &cert, &key);
+        const char *ca, *cert, *key;
+        pass_tls(p, &ca, &cert, &key);
         auth_creds cr = {0};
         (void)auth_credentials(r->opts.state_dir, w->sc->name, &cr);
         maint_cluster mc = {.cluster = w->sc->name,
@@ -884,6 +899,9 @@ static void pass_audit_held(pass_ctx *p)
 
 static void pass_ctx_release(pass_ctx *p)
 {
+        free(p->tls_ca);
+        free(p->tls_cert);
+        free(p->tls_key);
         hold_state_release(&p->holds);
         consistency_pass_release(&p->cons);
         step_release(&p->s);

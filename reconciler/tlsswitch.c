@@ -414,22 +414,26 @@ int tlsswitch_prepare(const tlsswitch_env *env, etcd_cluster *c)
                 return k;
         /* Only auto's own files can be kept on: other providers are refused by the rules. */
         bool may = t->provider == TLS_PROVIDER_NONE || t->provider == TLS_PROVIDER_AUTO;
-        state_member_list l = {0};
-        if ((k = state_member_list_for(env->db, env->cluster, false, &l)) < 0)
-                return k;
+        bool plain_client = may && !render_client_tls(c);
+        /* https peer records are etcd's own peer TLS, not a switch off, with selfSigned */
+        bool plain_peer = may && !render_peer_tls(c) && !render_peer_self_signed(c);
         bool rec_client = false, rec_peer = false;
-        for (size_t i = 0; i < l.n; i++) {
-                const state_member *m = l.items[i];
-                rec_client = rec_client || (!m->removed_ms && is_https(m->client_url));
-                rec_peer = rec_peer || (!m->removed_ms && is_https(m->peer_url));
+        /* the records only when the spec has a surface plain (each pass of a TLS cluster) */
+        if (plain_client || plain_peer) {
+                state_member_list l = {0};
+                if ((k = state_member_list_for(env->db, env->cluster, false, &l)) < 0)
+                        return k;
+                for (size_t i = 0; i < l.n; i++) {
+                        const state_member *m = l.items[i];
+                        rec_client = rec_client || (!m->removed_ms && is_https(m->client_url));
+                        rec_peer = rec_peer || (!m->removed_ms && is_https(m->peer_url));
+                }
+                state_member_list_release(&l);
         }
-        state_member_list_release(&l);
         bool was_client = journal && strstr(journal, "client");
         bool was_peer = journal && strstr(journal, "peer");
-        bool off_client = may && !render_client_tls(c) && (rec_client || was_client);
-        /* https peer records are etcd's own peer TLS, not a switch off, with selfSigned */
-        bool off_peer =
-            may && !render_peer_tls(c) && !render_peer_self_signed(c) && (rec_peer || was_peer);
+        bool off_client = plain_client && (rec_client || was_client);
+        bool off_peer = plain_peer && (rec_peer || was_peer);
         const char *now = surfaces_name(off_client, off_peer);
         if (!streq_ptr(now, journal)) {
                 /* Started (journal written before any step), or a surface turned on again. */
