@@ -902,7 +902,6 @@ int pki_cert_serial(const pki_cert *c, char **ret_hex)
         return 0;
 }
 
-/* notAfter and serial of the certificate file <dir>/<name> (pki_leaf_info, pki_ca_info). */
 /*
  * The expiry and serial of every certificate file read, as "NOT_AFTER_MS
  * SERIAL", kept while the file stays the same (util/filememo.h): an idle
@@ -921,6 +920,7 @@ static void cert_info_out(const char *memo, int64_t *ret_not_after_ms, char **re
                 *ret_serial = xstrdup(memo + at);
 }
 
+/* notAfter and serial of the certificate file <dir>/<name> (pki_leaf_info, pki_ca_info). */
 static int cert_file_info(const char *dir, const char *name, int64_t *ret_not_after_ms,
                           char **ret_serial)
 {

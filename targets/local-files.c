@@ -119,7 +119,6 @@ int lt_member_load(local_target *lt, const char *ns, const char *cluster, const 
         return 0;
 }
 
-/* Does <dir>/data/member exist with something in it? */
 /*
  * Whether etcd left data in the member's folder: anything in data/member.
  * Asked each pass; a folder with a subfolder (etcd's wal and snap, once it

@@ -55,12 +55,8 @@ bool filememo_get(filememo *m, const char *key, const char *const *paths, size_t
         bool hit = strmap_get(&m->index, key, &i) && m->entries[i].n == n && m->entries[i].value;
         for (size_t j = 0; hit && j < n; j++)
                 hit = file_id_same(&m->entries[i].ids[j], &now[j]);
-        if (hit) {
+        if (hit)
                 *ret = m->ref(m->entries[i].value);
-                m->hits++;
-        } else {
-                m->misses++;
-        }
         pthread_mutex_unlock(&m->lock);
         return hit;
 }

@@ -56,12 +56,11 @@ typedef struct filememo {
         strmap index; /* key -> entries[i] */
         filememo_entry *entries;
         size_t n, alloc;
-        unsigned long hits, misses;
 } filememo;
 
 #define FILEMEMO_INIT(ref_fn, unref_fn)                                                            \
         {                                                                                          \
-                PTHREAD_MUTEX_INITIALIZER, ref_fn, unref_fn, STRMAP_INIT, NULL, 0, 0, 0, 0         \
+                PTHREAD_MUTEX_INITIALIZER, ref_fn, unref_fn, STRMAP_INIT, NULL, 0, 0               \
         }
 
 /*
