@@ -25,15 +25,20 @@
  *   signature is checked first, then that a tag's signed name is the ref
  *   asked for, then that the head descends from the last applied commit of
  *   the ref (rollback protection); only then is the tree read.
- * - The network part (connect, list, fetch) runs in a child process that
- *   the parent kills when the time budget is spent: libgit2 1.5 has no
+ * - The network part (connect, list, fetch) runs in a process of its own
+ *   that the parent kills when the time budget is spent: libgit2 1.5 has no
  *   network timeout, so a server that accepts and then stalls would block
  *   forever, and a socket-level timeout would need a transport of our own
- *   for each protocol. The child shares the mirror (under our flock) and
+ *   for each protocol. That process is this program started again
+ *   (fetch_child_entry), never a fork of the caller: gitcd run has other
+ *   threads, and a forked child inherits any lock one of them held at
+ *   that instant (the allocator's, OpenSSL's, libgit2's) with nobody left
+ *   to release it. Its request (fetch-request.h) arrives on stdin from an
+ *   anonymous file; it updates the mirror (under the parent's flock) and
  *   reports back through a pipe; after a kill, stale lock files and the
- *   half-written pack are removed. The size budget (bytes, objects) is enforced in the child by
- *   the transfer-progress callback.
- * - That child is a job (git_fetch_job) that holds the mirror's lock from
+ *   half-written pack are removed. The size budget (bytes, objects) is
+ *   enforced in that process by the transfer-progress callback.
+ * - That process is a job (git_fetch_job) that holds the mirror's lock from
  *   start to finish: apply and plan start it and wait, while
  *   gitcd run starts it and polls it without blocking (waitpid WNOHANG and
  *   a non-blocking read of the pipe), so a stalled remote never holds up
@@ -44,11 +49,8 @@
  *   configured one, and the credential callback hands credentials only to
  *   the configured scheme, host and port.
  * - The HTTPS CA bundle is a process-wide libgit2 setting
- *   (GIT_OPT_SET_SSL_CERT_LOCATIONS): it is set before each HTTPS fetch,
- *   to the source's bundle or the system's, in the parent just before
- *   the child is forked (the child keeps its own copy). Two threads starting
- *   HTTPS fetches with different CAs at once would race; gitcd starts
- *   fetches from one thread only.
+ *   (GIT_OPT_SET_SSL_CERT_LOCATIONS): it is set in the fetch's own
+ *   process, to the source's bundle or the system's.
  */
 #include <assert.h>
 #include <errno.h>
@@ -59,13 +61,14 @@
 #include <stdarg.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <git2.h>
 #include <pthread.h>
 
+#include "sources/fetch-request.h"
 #include "sources/git.h"
 #include "sources/git-internal.h"
 #include "sources/heads.h"
@@ -79,6 +82,7 @@
 #include "util/escape.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/process.h"
 #include "util/strbuf.h"
 #include "util/timeutil.h"
 #include "util/xalloc.h"
@@ -86,6 +90,8 @@
 #define SECRET_MAX_SIZE  (64u * 1024u)
 #define SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 #define SYSTEM_CA_DIR    "/etc/ssl/certs"
+/* Set in the environment of the fetch's own process (fetch_child_entry). */
+#define FETCH_CHILD_ENV "GITCD_FETCH_CHILD"
 
 /* libgit2's message for the last failure, never NULL. */
 static const char *git_message(void)
@@ -950,22 +956,61 @@ static int ssh_home(fetch_ctx *c, const char *mirror_path, char **ret_error)
 }
 
 /*
- * The fetch child: update the mirror, write the outcome to fd as lines
- * "r=", "skipped=", "objects=", "bytes=", "oid=", "ref=" and last
- * "error=" (the rest of the stream), then exit without running any of the
- * parent's exit handlers.
+ * Point libgit2's TLS at the source's CA bundle, or at the system's. The
+ * setting is process-wide: it is made in the fetch's own process.
+ */
+static int set_trust(const char *ca_file, char **ret_error)
+{
+        const char *file = ca_file, *dir = NULL;
+        int r;
+
+        if (!file) {
+                if (path_exists(SYSTEM_CA_BUNDLE))
+                        file = SYSTEM_CA_BUNDLE;
+                else if (path_is_dir(SYSTEM_CA_DIR))
+                        dir = SYSTEM_CA_DIR;
+                else
+                        return 0;
+        }
+        r = git_libgit2_opts(GIT_OPT_SET_SSL_CERT_LOCATIONS, file, dir);
+        if (r < 0)
+                return convert_error(NULL, r, ret_error, "cannot load the CA certificates");
+        return 0;
+}
+
+/*
+ * The fetch's report, written to fd: lines "r=", "skipped=", "objects=",
+ * "bytes=", "oid=", "ref=" and last "error=" (the rest of the stream).
+ */
+static void child_report(int fd, int r, const fetch_result *res, const char *err)
+{
+        char hex[GIT_OID_HEXSZ + 1] = "";
+        strbuf out = STRBUF_INIT;
+
+        if (r >= 0)
+                git_oid_tostr(hex, sizeof(hex), &res->oid);
+        sb_printf(&out, "r=%d\nskipped=%d\nobjects=%u\nbytes=%zu\noid=%s\nref=%s\nerror=%s", r,
+                  res->skipped, res->objects, res->bytes, hex, res->refname ? res->refname : "",
+                  err ? err : "");
+        (void)write_all(fd, sb_str(&out), out.len);
+        sb_release(&out);
+}
+
+/*
+ * The fetch itself, in its own process: update the mirror, write the
+ * report to fd, then exit without running any exit handler.
  */
 static _noreturn_ void fetch_child(fetch_ctx *c, const char *mirror_path, int fd)
 {
         git_repository *repo = NULL;
         fetch_result res = {0};
         char *err = NULL;
-        char hex[GIT_OID_HEXSZ + 1] = "";
-        strbuf out = STRBUF_INIT;
-        int r;
+        int r = 0;
 
-        (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-        r = c->url->kind == SOURCE_URL_SSH ? ssh_home(c, mirror_path, &err) : 0;
+        if (c->url->kind == SOURCE_URL_SSH)
+                r = ssh_home(c, mirror_path, &err);
+        else if (c->url->kind == SOURCE_URL_HTTPS)
+                r = set_trust(c->opts->https_ca_file, &err);
         if (r >= 0) {
                 r = git_repository_open_bare(&repo, mirror_path);
                 if (r < 0)
@@ -973,13 +1018,50 @@ static _noreturn_ void fetch_child(fetch_ctx *c, const char *mirror_path, int fd
                 else
                         r = update_mirror(c, repo, &res, &err);
         }
-        if (r >= 0)
-                git_oid_tostr(hex, sizeof(hex), &res.oid);
-        sb_printf(&out, "r=%d\nskipped=%d\nobjects=%u\nbytes=%zu\noid=%s\nref=%s\nerror=%s", r,
-                  res.skipped, res.objects, res.bytes, hex, res.refname ? res.refname : "",
-                  err ? err : "");
-        (void)write_all(fd, sb_str(&out), out.len);
+        child_report(fd, r, &res, err);
         _exit(0);
+}
+
+/*
+ * Where the fetch's own process begins: gitcd's binary (or whichever
+ * program linked this file and started the fetch: /proc/self/exe) started
+ * again by git_adapter_fetch_start() with FETCH_CHILD_ENV set, its request
+ * on stdin (fetch-request.h) and its report going to stdout. It runs as a
+ * constructor, before main(), so every program that fetches can be its
+ * own fetch process whatever its main() does; without FETCH_CHILD_ENV it
+ * returns at once. A fresh process image, not a fork of the caller: the
+ * caller has other threads, and a fork would copy whatever lock one of
+ * them held at that instant (the allocator's, OpenSSL's, libgit2's) into a
+ * child that then waits on it until its time budget kills it.
+ */
+__attribute__((constructor)) static void fetch_child_entry(void)
+{
+        const char *mark = getenv(FETCH_CHILD_ENV);
+        _cleanup_free_ char *text = NULL, *err = NULL;
+        fetch_request req;
+        fetch_result res = {0};
+        size_t len = 0;
+        int r;
+
+        if (!mark || !streq(mark, "1"))
+                return;
+        (void)unsetenv(FETCH_CHILD_ENV);
+        r = read_file("/proc/self/fd/0", FETCH_REQUEST_MAX_SIZE, &text, &len);
+        if (r < 0) {
+                err = xasprintf("cannot read the fetch request: %s", strerror(-r));
+        } else {
+                r = fetch_request_decode(text, len, &req, &err);
+        }
+        if (r >= 0) {
+                log_set_level((enum log_level)req.log_level);
+                r = git_adapter_init(&err);
+        }
+        if (r < 0) {
+                child_report(STDOUT_FILENO, r, &res, err);
+                _exit(0);
+        }
+        fetch_ctx c = {.opts = &req.opts, .url = &req.url};
+        fetch_child(&c, req.mirror_path, STDOUT_FILENO);
 }
 
 /* The value of "key=" in the child's report (up to the end of its line), or NULL. */
@@ -1216,29 +1298,6 @@ int git_adapter_read_at(const git_fetch_request *req, const char *spec, source_r
 }
 
 /*
- * Point libgit2's TLS at the source's CA bundle, or back at the system's.
- * The setting is process-wide, so it is made before every HTTPS fetch.
- */
-static int set_trust(const char *ca_file, char **ret_error)
-{
-        const char *file = ca_file, *dir = NULL;
-        int r;
-
-        if (!file) {
-                if (path_exists(SYSTEM_CA_BUNDLE))
-                        file = SYSTEM_CA_BUNDLE;
-                else if (path_is_dir(SYSTEM_CA_DIR))
-                        dir = SYSTEM_CA_DIR;
-                else
-                        return 0;
-        }
-        r = git_libgit2_opts(GIT_OPT_SET_SSL_CERT_LOCATIONS, file, dir);
-        if (r < 0)
-                return convert_error(NULL, r, ret_error, "cannot load the CA certificates");
-        return 0;
-}
-
-/*
  * A fetch in flight: the child running update_mirror, the pipe its report
  * comes through, and the mirror's lock, held until the job ends.
  */
@@ -1254,15 +1313,6 @@ struct git_fetch_job {
         int64_t deadline_ms; /* monotonic */
         strbuf report;
 };
-
-/*
- * The jobs in flight in this process. A child forked for one job closes
- * the others' lock and pipe: it would otherwise keep another mirror locked
- * (flock belongs to the open file, which the child shares) for as long as
- * it stalls. Jobs are started and ended from one thread only.
- */
-static git_fetch_job **live_jobs;
-static size_t n_live_jobs;
 
 static void close_fd(int *fd)
 {
@@ -1324,6 +1374,45 @@ static bool job_reap(git_fetch_job *job, bool block)
         return true;
 }
 
+/*
+ * Start the fetch's own process (fetch_child_entry): this program again,
+ * its request in an anonymous file as stdin, its report on a pipe.
+ */
+static int spawn_fetch(const git_fetch_request *req, pid_t *ret_pid, int *ret_fd, char **ret_error)
+{
+        _cleanup_free_ char *request =
+            fetch_request_encode(req->opts, req->url, req->mirror_path, (int)log_get_level());
+        _cleanup_close_ int in = memfd_create("gitcd-fetch-request", MFD_CLOEXEC);
+        int r, fds[2];
+
+        if (in < 0 || write_all(in, request, strlen(request)) < 0 || lseek(in, 0, SEEK_SET) < 0) {
+                r = -errno;
+                *ret_error = xasprintf("cannot write the fetch request: %s", strerror(-r));
+                return r;
+        }
+        if (pipe2(fds, O_CLOEXEC) < 0) {
+                r = -errno;
+                *ret_error = xasprintf("cannot create a pipe: %s", strerror(-r));
+                return r;
+        }
+        size_t n = 0;
+        while (environ[n])
+                n++;
+        _cleanup_free_ char **envp = xcalloc(n + 2, sizeof(char *));
+        memcpy(envp, environ, n * sizeof(char *));
+        envp[n] = (char *)FETCH_CHILD_ENV "=1";
+        char *argv[] = {(char *)"gitcd-fetch", NULL};
+        r = process_spawn_helper("/proc/self/exe", argv, envp, in, fds[1], ret_pid);
+        close(fds[1]);
+        if (r < 0) {
+                close(fds[0]);
+                *ret_error = xasprintf("cannot start the fetch: %s", strerror(-r));
+                return r;
+        }
+        *ret_fd = fds[0];
+        return 0;
+}
+
 int git_adapter_fetch_start(const git_fetch_request *req, bool block, git_fetch_job **ret,
                             char **ret_error)
 {
@@ -1331,21 +1420,15 @@ int git_adapter_fetch_start(const git_fetch_request *req, bool block, git_fetch_
         const source_url *url = req->url;
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
         _cleanup_close_ int lock_fd = -1;
-        fetch_ctx c = {.opts = opts, .url = url};
         git_fetch_job *job;
-        int fds[2], r;
-        pid_t pid;
+        int rfd = -1, r;
+        pid_t pid = 0;
 
         assert(opts->fetch_timeout_s > 0 && opts->max_fetch_bytes > 0 &&
                opts->max_fetch_objects > 0);
         if (url->kind == SOURCE_URL_SSH && !(git_libgit2_features() & GIT_FEATURE_SSH)) {
                 *ret_error = xstrdup("this libgit2 was built without SSH support");
                 return -EOPNOTSUPP;
-        }
-        if (url->kind == SOURCE_URL_HTTPS) {
-                r = set_trust(opts->https_ca_file, ret_error);
-                if (r < 0)
-                        return r;
         }
 
         r = take_lock(req->mirror_path, block, &lock_fd, ret_error);
@@ -1356,43 +1439,21 @@ int git_adapter_fetch_start(const git_fetch_request *req, bool block, git_fetch_
                 return r;
         git_repository_free(TAKE_PTR(repo));
 
-        if (pipe2(fds, O_CLOEXEC) < 0) {
-                r = -errno;
-                *ret_error = xasprintf("cannot create a pipe: %s", strerror(-r));
+        r = spawn_fetch(req, &pid, &rfd, ret_error);
+        if (r < 0)
                 return r;
-        }
-        fflush(NULL);
-        pid = fork();
-        if (pid < 0) {
-                r = -errno;
-                close(fds[0]);
-                close(fds[1]);
-                *ret_error = xasprintf("cannot start the fetch: %s", strerror(-r));
-                return r;
-        }
-        if (pid == 0) {
-                close(fds[0]);
-                for (size_t i = 0; i < n_live_jobs; i++) {
-                        close_fd(&live_jobs[i]->lock_fd);
-                        close_fd(&live_jobs[i]->rfd);
-                }
-                fetch_child(&c, req->mirror_path, fds[1]);
-        }
-        close(fds[1]);
         job = XNEW(git_fetch_job);
         *job = (git_fetch_job){
             .opts = opts,
             .url = url,
             .mirror_path = xstrdup(req->mirror_path),
             .lock_fd = lock_fd,
-            .rfd = fds[0],
+            .rfd = rfd,
             .pid = pid,
             .deadline_ms = now_mono_ms() + (int64_t)opts->fetch_timeout_s * 1000,
             .report = STRBUF_INIT,
         };
         lock_fd = -1; /* the job holds it now */
-        live_jobs = xrealloc(live_jobs, (n_live_jobs + 1) * sizeof(*live_jobs));
-        live_jobs[n_live_jobs++] = job;
         *ret = job;
         return 0;
 }
@@ -1419,16 +1480,8 @@ int git_adapter_fetch_poll(git_fetch_job *job, bool wait)
 
 void git_adapter_fetch_abort(git_fetch_job *job)
 {
-        size_t i = 0;
-
         if (!job)
                 return;
-        while (i < n_live_jobs && live_jobs[i] != job)
-                i++;
-        assert(i < n_live_jobs);
-        live_jobs[i] = live_jobs[--n_live_jobs];
-        if (n_live_jobs == 0)
-                free(TAKE_PTR(live_jobs));
         if (job->pid > 0) {
                 (void)kill(job->pid, SIGKILL);
                 job->timed_out = true;

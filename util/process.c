@@ -156,11 +156,13 @@ static char **child_environment(void)
 }
 
 /* In the child after fork: only async-signal-safe calls from here to exec. */
-static _noreturn_ void exec_child(const process_spawn_opts *o, pid_t parent, int in_fd, int out_fd,
-                                  int err_pipe, char *const *argv, char *const *envp)
+static _noreturn_ void exec_child(const process_spawn_opts *o, bool session, pid_t parent,
+                                  int in_fd, int out_fd, int err_fd, int err_pipe, const char *path,
+                                  char *const *argv, char *const *envp)
 {
         const char *dir = o->dir;
-        (void)setsid();
+        if (session)
+                (void)setsid();
         if (o->die_with_parent) {
                 /* the parent may have died before the prctl: then go at once */
                 if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
@@ -175,26 +177,66 @@ static _noreturn_ void exec_child(const process_spawn_opts *o, pid_t parent, int
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        /* Lift the three descriptors clear of 0-3 so the dup2s below cannot clobber them. */
+        /* Lift the four descriptors clear of 0-3 so the dup2s below cannot clobber them. */
         in_fd = fcntl(in_fd, F_DUPFD_CLOEXEC, 10);
         out_fd = fcntl(out_fd, F_DUPFD_CLOEXEC, 10);
+        err_fd = fcntl(err_fd, F_DUPFD_CLOEXEC, 10);
         int e_fd = fcntl(err_pipe, F_DUPFD_CLOEXEC, 10);
         if (e_fd >= 0)
                 err_pipe = e_fd;
-        if (in_fd < 0 || out_fd < 0 || e_fd < 0)
+        if (in_fd < 0 || out_fd < 0 || err_fd < 0 || e_fd < 0)
                 goto fail;
-        if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(out_fd, 2) < 0 ||
+        if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0 ||
             dup3(err_pipe, 3, O_CLOEXEC) < 0)
                 goto fail;
         err_pipe = 3;
         close_range(4, ~0U, 0);
         if (dir)
                 (void)chdir(dir);
-        execve(argv[0], argv, envp);
+        execve(path, argv, envp);
 fail:;
         int e = errno;
         (void)!write(err_pipe, &e, sizeof(e));
         _exit(127);
+}
+
+/*
+ * Fork and exec; returns the pid once exec succeeded, -errno of a failed
+ * exec (reported through a CLOEXEC pipe) otherwise.
+ */
+static int spawn(const process_spawn_opts *o, bool session, int in_fd, int out_fd, int err_fd,
+                 const char *path, char *const *argv, char *const *envp, pid_t *ret_pid)
+{
+        int pipefd[2];
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return -errno;
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pid_t parent = getpid();
+        pid_t pid = fork();
+        if (pid == 0)
+                exec_child(o, session, parent, in_fd, out_fd, err_fd, pipefd[1], path, argv, envp);
+        int fork_errno = errno;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (pid < 0) {
+                close(pipefd[0]);
+                close(pipefd[1]);
+                return -fork_errno;
+        }
+        close(pipefd[1]);
+        int child_errno = 0;
+        ssize_t n;
+        do
+                n = read(pipefd[0], &child_errno, sizeof(child_errno));
+        while (n < 0 && errno == EINTR);
+        close(pipefd[0]);
+        if (n > 0) {
+                (void)waitpid(pid, NULL, 0);
+                return -(child_errno ? child_errno : EIO);
+        }
+        *ret_pid = pid;
+        return 0;
 }
 
 /*
@@ -221,36 +263,14 @@ int process_spawn(const process_spawn_opts *o, char *const *argv, pid_t *ret_pid
                 out_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
         if (out_fd < 0)
                 return -errno;
-        int pipefd[2];
-        if (pipe2(pipefd, O_CLOEXEC) < 0)
-                return -errno;
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        pid_t parent = getpid();
-        pid_t pid = fork();
-        if (pid == 0)
-                exec_child(o, parent, in_fd, out_fd, pipefd[1], argv, envp);
-        int fork_errno = errno;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (pid < 0) {
-                close(pipefd[0]);
-                close(pipefd[1]);
-                return -fork_errno;
-        }
-        close(pipefd[1]);
-        int child_errno = 0;
-        ssize_t n;
-        do
-                n = read(pipefd[0], &child_errno, sizeof(child_errno));
-        while (n < 0 && errno == EINTR);
-        close(pipefd[0]);
-        if (n > 0) {
-                (void)waitpid(pid, NULL, 0);
-                return -(child_errno ? child_errno : EIO);
-        }
-        *ret_pid = pid;
-        return 0;
+        return spawn(o, true, in_fd, out_fd, out_fd, argv[0], argv, envp, ret_pid);
+}
+
+int process_spawn_helper(const char *path, char *const *argv, char *const *envp, int in_fd,
+                         int out_fd, pid_t *ret_pid)
+{
+        process_spawn_opts o = {.die_with_parent = true};
+        return spawn(&o, false, in_fd, out_fd, STDERR_FILENO, path, argv, envp, ret_pid);
 }
 
 /* Run argv and capture its stdout (bounded); for `etcd --version`. */

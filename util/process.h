@@ -34,6 +34,16 @@ typedef struct process_spawn_opts {
 } process_spawn_opts;
 int process_spawn(const process_spawn_opts *o, char *const *argv, pid_t *ret_pid);
 
+/*
+ * Start a helper of gitcd's own: the program at path with argv and exactly
+ * the environment envp, stdin read from in_fd, stdout written to out_fd,
+ * stderr gitcd's, no other descriptor, in gitcd's session, and killed by
+ * the kernel (PR_SET_PDEATHSIG) when the thread that started it ends.
+ * Returns once exec succeeded, with the helper's pid.
+ */
+int process_spawn_helper(const char *path, char *const *argv, char *const *envp, int in_fd,
+                         int out_fd, pid_t *ret_pid);
+
 /* Run argv to completion and return its stdout+stderr (first 64 KiB). -EIO on non-zero exit. */
 int process_run_capture(char *const *argv, char **ret_out);
 

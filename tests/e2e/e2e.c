@@ -380,15 +380,77 @@ pid_t e2e_lock_pid(e2e *e)
         return pid;
 }
 
+/* Seconds since boot (/proc/uptime), or -1. */
+static double uptime_s(void)
+{
+        _cleanup_free_ char *text = NULL;
+        size_t n = 0;
+        return read_file("/proc/uptime", 256, &text, &n) == 0 ? atof(text) : -1;
+}
+
+/*
+ * Print pid and every process under it: its state, how long it has run
+ * and its command line (a daemon, its fetches, its members), so that a
+ * wait that failed shows what was still running, and for how long.
+ */
+static void tell_processes(pid_t pid, int depth, double now)
+{
+        _cleanup_free_ char *stat_path = xasprintf("/proc/%d/stat", (int)pid);
+        _cleanup_free_ char *cmd_path = xasprintf("/proc/%d/cmdline", (int)pid);
+        _cleanup_free_ char *stat = NULL, *cmd = NULL;
+        size_t n = 0, cn = 0;
+        if (depth > 4 || read_file(stat_path, 4096, &stat, &n) < 0)
+                return;
+        (void)read_file(cmd_path, 4096, &cmd, &cn);
+        for (size_t i = 0; cmd && i + 1 < cn; i++)
+                if (!cmd[i])
+                        cmd[i] = ' ';
+        /* after the command's name in parentheses: state, then field 22 is the start time */
+        const char *rest = strrchr(stat, ')');
+        char state = '?';
+        unsigned long long start = 0;
+        if (rest)
+                (void)sscanf(rest + 2,
+                             "%c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+                             "%*s %*s %*s %*s %llu",
+                             &state, &start);
+        double age = now - (double)start / (double)sysconf(_SC_CLK_TCK);
+        fprintf(stderr, "e2e: %*spid %d, %c, %.0f s: %s\n", 2 * depth, "", (int)pid, state, age,
+                cmd ? cmd : "?");
+        _cleanup_free_ char *tasks_path = xasprintf("/proc/%d/task", (int)pid);
+        DIR *d = opendir(tasks_path);
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (de->d_name[0] == '.')
+                        continue;
+                _cleanup_free_ char *path = xasprintf("%s/%s/children", tasks_path, de->d_name);
+                _cleanup_free_ char *kids = NULL;
+                size_t kn = 0;
+                if (read_file(path, 65536, &kids, &kn) < 0)
+                        continue;
+                for (char *p = kids, *end; p && *p; p = end) {
+                        long child = strtol(p, &end, 10);
+                        if (end == p)
+                                break;
+                        tell_processes((pid_t)child, depth + 1, now);
+                }
+        }
+        closedir(d);
+}
+
 /*
  * What a failed wait leaves for the person reading the test's log: the last
- * status seen and the end of every log file in the test's folder (a
- * daemon's), which the folder's removal at exit would otherwise take.
+ * status seen, the processes this test started (tell_processes) and the end
+ * of every log file in the test's folder (a daemon's), which the folder's
+ * removal at exit would otherwise take.
  */
 static void tell_why_not_ready(e2e *e, const char *id, const char *last_status)
 {
         fprintf(stderr, "e2e: %s not ready; its last status: %s\n", id,
                 last_status ? last_status : "(none)");
+        tell_processes(getpid(), 0, uptime_s());
         DIR *d = opendir(e->root);
         if (!d)
                 return;

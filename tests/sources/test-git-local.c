@@ -4,11 +4,15 @@
  * incremental fetches into the mirror, refs (branch, tags, commit id),
  * subfolders, skipped entries (symlink, oversized file, submodule), plain
  * directories, two processes sharing one cache, and hostile trees (a tree
- * bomb, a flood of symbolic links) that are bounded.
+ * bomb, a flood of symbolic links) that are bounded; and fetches that
+ * complete while other threads of the process allocate (the fetch's own
+ * process starts clean, whatever lock those threads held).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -557,6 +561,55 @@ static void test_symlink_flood(void **state)
                             "500 more skipped entries (only the first 1000 are listed)");
 }
 
+/* Other threads of the daemon at work: allocating. */
+static atomic_bool busy_stop;
+
+static void *busy_thread(void *arg)
+{
+        (void)arg;
+        unsigned n = 1;
+        while (!atomic_load(&busy_stop)) {
+                /* many size classes, kept a while: the allocator's shared lists are taken often */
+                void *p[64];
+                for (size_t i = 0; i < ARRAY_SIZE(p); i++)
+                        p[i] = xmalloc((n++ * 7919u) % 65536u + 1u);
+                for (size_t i = 0; i < ARRAY_SIZE(p); i++)
+                        free(p[i]);
+        }
+        return NULL;
+}
+
+/*
+ * A fetch started while other threads allocate: the fetch runs in a
+ * process of its own, which must not inherit a lock another thread held
+ * at that moment (an allocator's, a library's). Each fetch below has a
+ * budget of 60 s; a fetch of a local repository takes milliseconds, so
+ * one that spends it hung.
+ */
+static void test_fetch_beside_threads(void **state)
+{
+        _cleanup_free_ char *url = xasprintf("file://%s", work);
+        source_opts o = {.url_or_path = url, .cache_dir = cache, .fetch_timeout_s = 60};
+        _cleanup_(source_freep) source *s = NULL;
+        pthread_t t[3];
+
+        assert_int_equal(source_open(&o, &s, NULL), 0);
+        atomic_store(&busy_stop, false);
+        for (size_t i = 0; i < ARRAY_SIZE(t); i++)
+                assert_int_equal(pthread_create(&t[i], NULL, busy_thread, NULL), 0);
+        for (int i = 0; i < 40; i++) {
+                source_revision *rev = NULL;
+                int r = source_fetch(s, &rev);
+                if (r < 0)
+                        fail_msg("fetch %d: %s", i, source_last_error(s));
+                assert_string_equal(rev->commit_id, first_commit);
+                source_revision_free(rev);
+        }
+        atomic_store(&busy_stop, true);
+        for (size_t i = 0; i < ARRAY_SIZE(t); i++)
+                assert_int_equal(pthread_join(t[i], NULL), 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -572,6 +625,7 @@ int main(void)
             cmocka_unit_test(test_shared_cache),
             cmocka_unit_test(test_tree_bomb),
             cmocka_unit_test(test_symlink_flood),
+            cmocka_unit_test(test_fetch_beside_threads),
         };
 
         return cmocka_run_group_tests(tests, group_setup, group_teardown);

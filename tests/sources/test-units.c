@@ -2,7 +2,8 @@
  * Unit tests for the pieces under the sources: location parsing and
  * credential redaction, base64, and known_hosts matching (plain,
  * [host]:port, wildcard, negated, hashed with the real `ssh-keygen -H`,
- * @revoked, @cert-authority) with fingerprints compared to ssh-keygen's.
+ * @revoked, @cert-authority) with fingerprints compared to ssh-keygen's;
+ * and the request a fetch's own process reads back.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -14,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "sources/fetch-request.h"
 #include "sources/known-hosts.h"
 #include "sources/source.h"
 #include "sources/sshwire.h"
@@ -331,6 +333,88 @@ static void test_known_hosts_markers(void **state)
         free(msg);
 }
 
+/* A fetch request read back is what was written, bytes that are not UTF-8 included. */
+static void test_fetch_request(void **state)
+{
+        source_url u;
+        parse_ok("https://user:p%C3%A4ss@git.example.org:8443/org/repo.git", &u);
+        source_opts o = {
+            .ref = "refs/tags/v1",
+            .https_ca_file = "/etc/gitcd/\xff\x01"
+                             "ca.pem",
+            .https_token_env = "GIT_TOKEN",
+            .use_ssh_agent = true,
+            .fetch_timeout_s = 7,
+            .max_fetch_bytes = (size_t)1 << 40,
+            .max_fetch_objects = 12,
+        };
+        _cleanup_free_ char *text = fetch_request_encode(&o, &u, "/var/cache/m\n.git", 2);
+        /* no secret in the clear, even in a request only gitcd reads */
+        assert_null(strstr(text, u.password));
+        fetch_request r;
+        char *err = NULL;
+        assert_int_equal(fetch_request_decode(text, strlen(text), &r, &err), 0);
+        assert_int_equal(r.url.kind, SOURCE_URL_HTTPS);
+        assert_string_equal(r.url.user, u.user);
+        assert_string_equal(r.url.password, u.password);
+        assert_string_equal(r.url.host, "git.example.org");
+        assert_int_equal(r.url.port, 8443);
+        assert_string_equal(r.url.fetch_url, u.fetch_url);
+        assert_string_equal(r.url.display, u.display);
+        assert_string_equal(r.opts.ref, "refs/tags/v1");
+        assert_string_equal(r.opts.https_ca_file, o.https_ca_file);
+        assert_string_equal(r.opts.https_token_env, "GIT_TOKEN");
+        assert_null(r.opts.https_token_file);
+        assert_null(r.opts.ssh_key_path);
+        assert_true(r.opts.use_ssh_agent);
+        assert_int_equal(r.opts.fetch_timeout_s, 7);
+        assert_int_equal(r.opts.max_fetch_bytes, (size_t)1 << 40);
+        assert_int_equal(r.opts.max_fetch_objects, 12);
+        assert_string_equal(r.mirror_path, "/var/cache/m\n.git");
+        assert_int_equal(r.log_level, 2);
+        fetch_request_release(&r);
+
+        /* anything else is refused, and nothing is filled in */
+        static const char *const bad[] = {
+            "",
+            "[]",
+            "{\"url\":{},\"opts\":{}}",
+            "{\"url\":{\"kind\":9,\"port\":0,\"fetch_url\":\"61\",\"display\":\"61\"},"
+            "\"opts\":{\"use_ssh_agent\":false,\"fetch_timeout_s\":1,"
+            "\"max_fetch_bytes\":1,\"max_fetch_objects\":1},\"mirror\":\"61\","
+            "\"log_level\":0}",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                err = NULL;
+                assert_int_equal(fetch_request_decode(bad[i], strlen(bad[i]), &r, &err), -EINVAL);
+                assert_non_null(err);
+                free(err);
+        }
+        /* the same request with a valid kind is read: the refusal above was the kind's */
+        const char *good =
+            "{\"url\":{\"kind\":1,\"port\":0,\"fetch_url\":\"61\",\"display\":\"61\"},"
+            "\"opts\":{\"use_ssh_agent\":false,\"fetch_timeout_s\":1,"
+            "\"max_fetch_bytes\":1,\"max_fetch_objects\":1},\"mirror\":\"61\","
+            "\"log_level\":0}";
+        assert_int_equal(fetch_request_decode(good, strlen(good), &r, &err), 0);
+        assert_string_equal(r.url.fetch_url, "a");
+        fetch_request_release(&r);
+        /* a NUL, an odd length or a digit that is not hex in a string */
+        static const char *const strings[] = {"\"6100\"", "\"610\"", "\"6g\"", "\"6A\"", "1"};
+        for (size_t i = 0; i < ARRAY_SIZE(strings); i++) {
+                _cleanup_free_ char *t = xasprintf(
+                    "{\"url\":{\"kind\":1,\"port\":0,\"fetch_url\":%s,\"display\":\"61\"},"
+                    "\"opts\":{\"use_ssh_agent\":false,\"fetch_timeout_s\":1,"
+                    "\"max_fetch_bytes\":1,\"max_fetch_objects\":1},\"mirror\":\"61\","
+                    "\"log_level\":0}",
+                    strings[i]);
+                err = NULL;
+                assert_int_equal(fetch_request_decode(t, strlen(t), &r, &err), -EINVAL);
+                free(err);
+        }
+        source_url_release(&u);
+}
+
 int main(void)
 {
         const struct CMUnitTest plain[] = {
@@ -343,6 +427,7 @@ int main(void)
             cmocka_unit_test(test_known_hosts_hashed),
             cmocka_unit_test(test_known_hosts_markers),
             cmocka_unit_test(test_known_hosts_algorithms),
+            cmocka_unit_test(test_fetch_request),
         };
         int r = cmocka_run_group_tests_name("url", plain, NULL, NULL);
 
