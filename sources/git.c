@@ -92,6 +92,8 @@
 #define SYSTEM_CA_DIR    "/etc/ssl/certs"
 /* Set in the environment of the fetch's own process (fetch_child_entry). */
 #define FETCH_CHILD_ENV "GITCD_FETCH_CHILD"
+/* ...and its argv[0], with no other argument. */
+#define FETCH_CHILD_NAME "gitcd-fetch"
 
 /* libgit2's message for the last failure, never NULL. */
 static const char *git_message(void)
@@ -1025,16 +1027,18 @@ static _noreturn_ void fetch_child(fetch_ctx *c, const char *mirror_path, int fd
 /*
  * Where the fetch's own process begins: gitcd's binary (or whichever
  * program linked this file and started the fetch: /proc/self/exe) started
- * again by git_adapter_fetch_start() with FETCH_CHILD_ENV set, its request
- * on stdin (fetch-request.h) and its report going to stdout. It runs as a
- * constructor, before main(), so every program that fetches can be its
- * own fetch process whatever its main() does; without FETCH_CHILD_ENV it
- * returns at once. A fresh process image, not a fork of the caller: the
+ * again by git_adapter_fetch_start() as FETCH_CHILD_NAME with
+ * FETCH_CHILD_ENV set, its request on stdin (fetch-request.h) and its
+ * report going to stdout. It runs as a constructor, before main() (glibc
+ * hands constructors argc, argv and the environment), so every program
+ * that fetches can be its own fetch process whatever its main() does;
+ * without both marks it returns at once, and the variable alone (left in
+ * an environment by mistake) is dropped, not obeyed. A fresh process image, not a fork of the caller: the
  * caller has other threads, and a fork would copy whatever lock one of
  * them held at that instant (the allocator's, OpenSSL's, libgit2's) into a
  * child that then waits on it until its time budget kills it.
  */
-__attribute__((constructor)) static void fetch_child_entry(void)
+__attribute__((constructor)) static void fetch_child_entry(int argc, char **argv, char **envp)
 {
         const char *mark = getenv(FETCH_CHILD_ENV);
         _cleanup_free_ char *text = NULL, *err = NULL;
@@ -1043,9 +1047,12 @@ __attribute__((constructor)) static void fetch_child_entry(void)
         size_t len = 0;
         int r;
 
-        if (!mark || !streq(mark, "1"))
+        (void)envp;
+        if (!mark)
                 return;
         (void)unsetenv(FETCH_CHILD_ENV);
+        if (!streq(mark, "1") || argc != 1 || !argv || !streq_ptr(argv[0], FETCH_CHILD_NAME))
+                return;
         r = read_file("/proc/self/fd/0", FETCH_REQUEST_MAX_SIZE, &text, &len);
         if (r < 0) {
                 err = xasprintf("cannot read the fetch request: %s", strerror(-r));
@@ -1401,7 +1408,7 @@ static int spawn_fetch(const git_fetch_request *req, pid_t *ret_pid, int *ret_fd
         _cleanup_free_ char **envp = xcalloc(n + 2, sizeof(char *));
         memcpy(envp, environ, n * sizeof(char *));
         envp[n] = (char *)FETCH_CHILD_ENV "=1";
-        char *argv[] = {(char *)"gitcd-fetch", NULL};
+        char *argv[] = {(char *)FETCH_CHILD_NAME, NULL};
         r = process_spawn_helper("/proc/self/exe", argv, envp, in, fds[1], ret_pid);
         close(fds[1]);
         if (r < 0) {

@@ -5,7 +5,9 @@
  * `gitcd run` daemon polling a refused head audits it once, not at every
  * poll, and still takes in the next good commit; an unsigned commit whose
  * author name and message are megabytes built to slow the audit log's
- * redaction is refused at once, its author cut short with a marker.
+ * redaction is refused at once, its author cut short with a marker. The
+ * mark of a fetch's own process left in gitcd's environment by mistake is
+ * dropped, not obeyed: gitcd runs as asked, and its fetches still work.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -101,6 +103,21 @@ static int audit_count(const char *state_name, const char *action)
                        state_name, action);
 
         return n ? atoi(n) : -1;
+}
+
+/* GITCD_FETCH_CHILD=1 in gitcd's environment: ignored (only a started fetch process obeys it). */
+static void test_stray_fetch_mark(void **state)
+{
+        _cleanup_free_ char *head = commit(true, "m.txt", "m\n");
+        assert_non_null(head);
+        _cleanup_free_ char *v = fix_sh_out("GITCD_FETCH_CHILD=1 '%s' --version </dev/null", bin);
+        assert_non_null(v);
+        assert_non_null(strstr(v, "gitcd "));
+        assert_int_equal(fix_sh_quiet("GITCD_FETCH_CHILD=1 '%s' apply --source '%s' --state "
+                                      "'%s/mark/state.db' --verify-signatures --allowed-signers "
+                                      "'%s' </dev/null >>'%s/apply.log' 2>&1",
+                                      bin, repo, dir, allowed, dir),
+                         0);
 }
 
 static void test_rollback_refused(void **state)
@@ -234,6 +251,7 @@ static void test_hostile_author_cut(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_stray_fetch_mark),
             cmocka_unit_test(test_rollback_refused),
             cmocka_unit_test(test_refused_head_audited_once),
             cmocka_unit_test(test_hostile_author_cut),
