@@ -11,20 +11,14 @@
 #include <string.h>
 
 #include "sources/fetch-request.h"
+#include "util/hash.h"
 #include "util/xalloc.h"
 
 static json_t *str_or_null(const char *s)
 {
-        static const char digits[] = "0123456789abcdef";
         if (!s)
                 return json_null();
-        size_t n = strlen(s);
-        _cleanup_free_ char *hex = xmalloc(2 * n + 1);
-        for (size_t i = 0; i < n; i++) {
-                hex[2 * i] = digits[(unsigned char)s[i] >> 4];
-                hex[2 * i + 1] = digits[(unsigned char)s[i] & 15];
-        }
-        hex[2 * n] = 0;
+        _cleanup_free_ char *hex = hex_encode_new(s, strlen(s));
         return json_string(hex);
 }
 

@@ -1030,15 +1030,16 @@ static _noreturn_ void fetch_child(fetch_ctx *c, const char *mirror_path, int fd
  * again by git_adapter_fetch_start() as FETCH_CHILD_NAME with
  * FETCH_CHILD_ENV set, its request on stdin (fetch-request.h) and its
  * report going to stdout. It runs as a constructor, before main() (glibc
- * hands constructors argc, argv and the environment), so every program
- * that fetches can be its own fetch process whatever its main() does;
- * without both marks it returns at once, and the variable alone (left in
- * an environment by mistake) is dropped, not obeyed. A fresh process image, not a fork of the caller: the
- * caller has other threads, and a fork would copy whatever lock one of
- * them held at that instant (the allocator's, OpenSSL's, libgit2's) into a
- * child that then waits on it until its time budget kills it.
+ * hands constructors argc and argv), so every program that fetches can be
+ * its own fetch process whatever its main() does; without both marks it
+ * returns at once, and the variable alone (left in an environment by
+ * mistake) is dropped, not obeyed. A fresh process image, not a fork of
+ * the caller: the caller has other threads, and a fork would copy
+ * whatever lock one of them held at that instant (the allocator's,
+ * OpenSSL's, libgit2's) into a child that then waits on it until its time
+ * budget kills it.
  */
-__attribute__((constructor)) static void fetch_child_entry(int argc, char **argv, char **envp)
+__attribute__((constructor)) static void fetch_child_entry(int argc, char **argv)
 {
         const char *mark = getenv(FETCH_CHILD_ENV);
         _cleanup_free_ char *text = NULL, *err = NULL;
@@ -1047,7 +1048,6 @@ __attribute__((constructor)) static void fetch_child_entry(int argc, char **argv
         size_t len = 0;
         int r;
 
-        (void)envp;
         if (!mark)
                 return;
         (void)unsetenv(FETCH_CHILD_ENV);
